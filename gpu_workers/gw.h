@@ -1,0 +1,158 @@
+/* gpu_workers/gw.h - the daemon's side of the GPU worker pool.
+ *
+ * hidetd never initialises CUDA. It starts one hidetd-worker process per GPU (discovered by a
+ * short-lived probe run of the worker), talks to each over a socketpair with the framed protocol
+ * of gpu_workers/wire.h, watches heartbeats, and kills and restarts a worker that dies or hangs.
+ * A measurement is a self-contained request (cubin images, launches, buffer sizes): the worker
+ * knows nothing of ops, only of buffers and launches, so it stays small and op-agnostic.
+ *
+ * All functions run on the loop thread. Callbacks are called on the loop thread, exactly once per
+ * accepted request, also when the pool closes (status GW_CANCELLED).
+ */
+#ifndef HIDET_GPU_WORKERS_GW_H
+#define HIDET_GPU_WORKERS_GW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#define GW_MAX_BUFFERS 24
+#define GW_MAX_LAUNCHES 4
+#define GW_MAX_ARGS 12
+#define GW_MAX_DEVICES 16
+
+typedef struct gw_pool gw_pool;
+typedef struct gw_ticket gw_ticket;
+
+typedef struct gw_config {
+    const char *worker_path;   /* hidetd-worker (or the stand-in) */
+    const char *const *worker_args; /* extra argv entries, NULL-terminated; may be NULL */
+    int max_devices;           /* 0: all discovered */
+    double launch_timeout_s;   /* one kernel launch (default 2 s) */
+    double heartbeat_s;        /* worker heartbeat period (default 1 s); 3 missed = hung */
+    int max_restarts;          /* consecutive failed starts/crashes before a GPU is out of service (default 5) */
+} gw_config;
+
+typedef enum {
+    GW_DEV_STARTING = 0,
+    GW_DEV_READY,
+    GW_DEV_BUSY,
+    GW_DEV_RESTARTING,
+    GW_DEV_OUT_OF_SERVICE,
+} gw_device_state;
+
+typedef struct gw_device_info {
+    int index;
+    char name[96];
+    int sm;            /* 90 for sm_90 */
+    int sm_count;
+    uint64_t mem_bytes;
+    int driver_version; /* cuDriverGetVersion, e.g. 13000 */
+    gw_device_state state;
+    int restarts;
+    uint64_t measured, failed; /* candidates */
+    char last_error[160];
+} gw_device_info;
+
+const char *gw_device_state_name(gw_device_state s);
+
+typedef enum {
+    GW_BUF_INPUT = 0,  /* random inputs, uniform in [-1, 1], regenerated per input set */
+    GW_BUF_OUTPUT,     /* candidate output: poisoned (NaN) before each checked run */
+    GW_BUF_REF_OUTPUT, /* reference output, always F32 */
+    GW_BUF_SCRATCH,    /* workspace; zeroed before each run */
+} gw_buf_role;
+
+typedef enum { GW_F16 = 0, GW_BF16 = 1, GW_F32 = 2 } gw_dtype; /* same values as tuner_dtype */
+
+typedef struct gw_buffer {
+    gw_buf_role role;
+    gw_dtype dtype;
+    uint64_t elems;
+} gw_buffer;
+
+typedef struct gw_launch {
+    char name[64];
+    uint32_t grid[3], block[3];
+    uint32_t shared_bytes;
+    int n_args;
+    int args[GW_MAX_ARGS]; /* indices into gw_measure_req.buffers */
+} gw_launch;
+
+typedef struct gw_module {
+    const uint8_t *image; /* cubin (or PTX text, NUL-terminated) */
+    size_t image_len;
+    int n_launches;
+    gw_launch launches[GW_MAX_LAUNCHES];
+} gw_module;
+
+typedef struct gw_measure_req {
+    uint64_t id;           /* caller's identifier, echoed in results and logs */
+    gw_module candidate;
+    gw_module reference;   /* may have n_launches == 0 when check is false */
+    int n_buffers;
+    gw_buffer buffers[GW_MAX_BUFFERS];
+    int output_buffer;     /* index of the candidate's GW_BUF_OUTPUT */
+    int ref_output_buffer; /* index of the reference's GW_BUF_REF_OUTPUT */
+    bool check;            /* verify against the reference before timing */
+    double rtol, atol;     /* pass: |out - ref| <= atol * rms(ref) + rtol * |ref| elementwise, no NaN */
+    int warmup;            /* launches before timing (default 3) */
+    int min_reps, max_reps;
+    double min_time_ms;    /* keep repeating until this much time was timed (bounded by max_reps) */
+    double beat_us;        /* > 0: stop early once this candidate is clearly slower than beat_us */
+} gw_measure_req;
+
+typedef enum {
+    GW_OK = 0,
+    GW_WRONG,         /* verification failed */
+    GW_FAULT,         /* launch error, illegal address, ... (worker restarted) */
+    GW_TIMEOUT,       /* launch exceeded the timeout (worker killed and restarted) */
+    GW_LOAD_ERROR,    /* cubin rejected by the driver (bad image, too much shared memory, ...) */
+    GW_WORKER_DIED,   /* the worker crashed while measuring (restarted) */
+    GW_CANCELLED,
+    GW_NO_DEVICE,     /* no usable GPU */
+} gw_status;
+
+const char *gw_status_name(gw_status s);
+
+typedef struct gw_measure_result {
+    uint64_t id;
+    gw_status status;
+    int device;
+    double median_us, min_us;
+    int reps;
+    bool early_stopped;  /* stopped because it could not beat beat_us */
+    double max_abs_err, max_rel_err; /* max |out-ref| and max |out-ref| / max |ref| */
+    char reason[256];
+} gw_measure_result;
+
+typedef void (*gw_measure_cb)(void *udata, const gw_measure_result *res);
+
+/* Starts the pool: runs the probe, then one worker per device. Returns 0 even when no GPU is
+ * found (the pool then has zero devices); -errno only for bad config or out of memory. `ready`
+ * is called once every worker has said hello or given up (may be called before return). */
+int gw_pool_start(uv_loop_t *loop, const gw_config *cfg, void (*ready)(void *udata), void *udata,
+                  gw_pool **ret);
+
+/* Snapshot of device states (pool-owned array, valid until the next call into the pool). */
+size_t gw_pool_devices(gw_pool *pool, const gw_device_info **ret);
+/* Number of devices that can take work now or soon (not out of service). */
+int gw_pool_usable(gw_pool *pool);
+
+/* Queues a measurement on `device` (-1: any usable device with the given sm, or any when sm is
+ * 0). The request's memory (images included) is copied; the caller may free it on return.
+ * Returns 0 and a ticket (valid until the callback), -ENODEV when nothing can run it. */
+int gw_measure(gw_pool *pool, int device, int sm, const gw_measure_req *req, gw_measure_cb cb,
+               void *udata, gw_ticket **ret_ticket);
+
+/* Cancels a queued or running measurement: the callback runs with GW_CANCELLED (a running one is
+ * abandoned; its worker is restarted if it does not answer quickly). */
+void gw_cancel(gw_pool *pool, gw_ticket *t);
+
+/* Stops every worker; callbacks of pending requests run with GW_CANCELLED; `done` runs once
+ * every handle is closed, then the pool is freed. */
+void gw_pool_close(gw_pool *pool, void (*done)(void *udata), void *udata);
+
+#endif

@@ -1,0 +1,149 @@
+/* kernel_cache/kc.h - the durable kernel cache: SQLite in WAL mode, prepared statements only.
+ *
+ * Three kinds of record:
+ *  - artifacts: artifact key -> PTX, cubin (each with a SHA-256 checked on every read; a mismatch
+ *    fails closed), launch description, schedule, provenance, timings;
+ *  - selections: op key (a request without the schedule) -> the artifact that answers it, and
+ *    whether that choice was measured on a GPU or only ranked by the cost model;
+ *  - trials: tuning key -> one row per candidate measured (time, error or failure reason), so a
+ *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning.
+ *
+ * Keys are lowercase hex SHA-256 of length-prefixed parts (kc_key()), so no two different part
+ * lists collide by concatenation. The store survives kill -9 at any moment (WAL, one transaction
+ * per logical write). Several processes may open the same file (hidetctl beside hidetd).
+ *
+ * Returns: 0 or a negative errno-style code: -ENOENT (no such record), -EBADMSG (stored blob
+ * failed its digest), -EIO (SQLite error; kc_errmsg() has its text), -EINVAL, -ENOMEM.
+ * Output parameters named ret_* are untouched on failure. Library code never logs.
+ */
+#ifndef HIDET_KERNEL_CACHE_KC_H
+#define HIDET_KERNEL_CACHE_KC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KC_KEY_LEN 64 /* hex chars; buffers are KC_KEY_LEN + 1 */
+#define KC_SCHEMA_VERSION 1
+
+typedef struct kc_db kc_db;
+
+/* Opens (creating and migrating as needed) the database at path; parent directories are created.
+ * On failure *ret_err (malloc'd) says why. */
+int kc_open(const char *path, kc_db **ret, char **ret_err);
+/* Closes; accepts NULL. */
+void kc_close(kc_db *db);
+/* Text of the last SQLite error on this handle (static storage of the handle). */
+const char *kc_errmsg(kc_db *db);
+
+/* Hex SHA-256 over the parts, each prefixed by its length. */
+void kc_key(const char *const *parts, size_t n_parts, char out[KC_KEY_LEN + 1]);
+/* Hex SHA-256 of a blob. */
+void kc_sha256_hex(const void *data, size_t len, char out[KC_KEY_LEN + 1]);
+
+typedef struct kc_artifact {
+    char key[KC_KEY_LEN + 1];
+    char op_key[KC_KEY_LEN + 1];
+    char op[24];            /* op name, for listing ("matmul") */
+    char target[16];        /* "sm_90a" */
+    char *op_json;          /* canonical op JSON */
+    char *schedule_json;
+    char *launch_json;      /* {"kernels":[{name,grid,block,shared_bytes,args}],"workspace_bytes":N} */
+    char *ptx;
+    size_t ptx_len;
+    uint8_t *cubin;
+    size_t cubin_len;
+    bool measured;
+    double latency_us;      /* < 0 when not measured */
+    double predicted_us;    /* cost model's prediction */
+    char *provenance_json;  /* who built it: daemon version, nvrtc, codegen, device, host, mode */
+    int64_t created_at;     /* unix seconds; set by put when 0 */
+    int64_t last_used_at;
+} kc_artifact;
+
+/* Stores an artifact (replacing one with the same key) and, in the same transaction, points the
+ * selection for a->op_key at it. Digests are computed here. */
+int kc_artifact_put(kc_db *db, const kc_artifact *a);
+/* Reads an artifact and verifies both digests; -EBADMSG when either fails. Updates last_used_at
+ * at most once a minute per key (cheap on the hit path). */
+int kc_artifact_get(kc_db *db, const char *key, kc_artifact **ret);
+/* Same, but without PTX and cubin (listing, kernel-set answers). */
+int kc_artifact_get_meta(kc_db *db, const char *key, kc_artifact **ret);
+void kc_artifact_free(kc_artifact *a);
+
+/* Looks up the artifact chosen for an op key. */
+int kc_selection_get(kc_db *db, const char *op_key, char ret_artifact_key[KC_KEY_LEN + 1],
+                     bool *ret_measured);
+
+typedef enum {
+    KC_TRIAL_OK = 0,
+    KC_TRIAL_WRONG,
+    KC_TRIAL_FAULT,
+    KC_TRIAL_TIMEOUT,
+    KC_TRIAL_COMPILE_ERROR,
+    KC_TRIAL_LOAD_ERROR,
+    KC_TRIAL_WORKER_DIED,
+    KC_TRIAL_SLOWER, /* eliminated early: clearly slower than the best so far */
+} kc_trial_status;
+
+const char *kc_trial_status_name(kc_trial_status s);
+
+typedef struct kc_trial {
+    int candidate;       /* index in the space */
+    char *schedule_json;
+    kc_trial_status status;
+    double latency_us;   /* median; < 0 if none */
+    double max_rel_err;
+    char *reason;        /* may be NULL */
+    char device[96];
+    int64_t measured_at;
+} kc_trial;
+
+/* Records (or replaces) one candidate's result under a tuning key. */
+int kc_trial_put(kc_db *db, const char *tuning_key, const char *space_hash, const kc_trial *t);
+/* All trials for a tuning key, ordered by latency (failures last). *ret is an array freed with
+ * kc_trials_free(). Returns 0 with *ret_n == 0 when there are none. */
+int kc_trials_get(kc_db *db, const char *tuning_key, kc_trial **ret, size_t *ret_n);
+void kc_trials_free(kc_trial *t, size_t n);
+
+/* Listing and administration (hidetctl cache ...). */
+typedef struct kc_summary {
+    char key[KC_KEY_LEN + 1];
+    char op[24];
+    char target[16];
+    bool measured;
+    double latency_us;
+    uint64_t bytes;
+    int64_t created_at, last_used_at;
+} kc_summary;
+
+typedef struct kc_filter {
+    const char *key_prefix; /* NULL: any */
+    const char *target;     /* NULL: any */
+    const char *op;         /* NULL: any */
+    int64_t older_than;     /* unix seconds; 0: any. Compares last_used_at */
+    size_t limit;           /* 0: no limit */
+} kc_filter;
+
+int kc_list(kc_db *db, const kc_filter *f, kc_summary **ret, size_t *ret_n);
+/* Removes artifacts matching the filter (and selections that point at them). */
+int kc_remove(kc_db *db, const kc_filter *f, size_t *ret_removed);
+/* Removes least-recently-used artifacts until the stored bytes are <= max_bytes. */
+int kc_prune_to_size(kc_db *db, uint64_t max_bytes, size_t *ret_removed);
+
+typedef struct kc_stats {
+    uint64_t artifacts, selections, trials, bytes;
+} kc_stats;
+int kc_stats_get(kc_db *db, kc_stats *ret);
+
+/* Checks SQLite's integrity and every artifact's digests; *ret_bad counts failing artifacts and
+ * (when bad_keys != NULL) their keys are returned as a malloc'd array of malloc'd strings. */
+int kc_verify(kc_db *db, size_t *ret_checked, size_t *ret_bad, char ***bad_keys);
+int kc_vacuum(kc_db *db);
+
+/* Writes every artifact matching f (NULL: all) to a self-checking export file; import refuses a
+ * file whose checksums fail (nothing is stored then) and reports why in *ret_err. */
+int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, char **ret_err);
+int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err);
+
+#endif

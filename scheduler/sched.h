@@ -1,0 +1,121 @@
+/* scheduler/sched.h - tuning jobs: one job per key, priorities, budgets, progress, cancellation.
+ *
+ * Every kernel request that misses the cache becomes (or joins) a job keyed by its op key, so
+ * concurrent identical requests on any transport wait on the same work. A job builds the schedule
+ * space, ranks it with the cost model, and then - by mode - picks the default, the model's best,
+ * or measures candidates on GPU workers (compiling the next candidates on libuv's thread pool
+ * while the current ones are timed), records every trial in the cache, stores the winner and
+ * answers every waiter. Fused variants reuse the anchor's trials and re-time only its best few.
+ *
+ * Runs on the loop thread; callbacks run on the loop thread.
+ */
+#ifndef HIDET_SCHEDULER_SCHED_H
+#define HIDET_SCHEDULER_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "gpu_workers/gw.h"
+#include "kernel_cache/kc.h"
+#include "tuner/op.h"
+
+typedef struct sched sched;
+typedef struct sched_waiter sched_waiter;
+
+typedef struct sched_config {
+    double budget_s;          /* default wall-clock budget of a measured job (default 60) */
+    int budget_candidates;    /* default cap on candidates measured (default 128) */
+    int fused_retime_top;     /* fused variant with a tuned anchor: re-time this many (default 5) */
+    int compile_ahead;        /* candidates compiled ahead of measurement (default 2 x pool) */
+    bool measure_requires_gpu; /* true: tune:"measure" without a GPU is refused (503) */
+    int max_queued_jobs;      /* beyond this, submit returns -EAGAIN (429) (default 1024) */
+} sched_config;
+
+void sched_config_defaults(sched_config *c);
+
+/* Priorities: lower runs first. */
+enum { SCHED_PRIO_BLOCKING = 0, SCHED_PRIO_NORMAL = 1, SCHED_PRIO_BACKGROUND = 2 };
+
+typedef struct sched_request {
+    const tuner_op *op;
+    tuner_target target;
+    tuner_tune_mode mode;
+    int priority;
+    double budget_s;          /* 0: config default */
+    int budget_candidates;    /* 0: config default */
+    const char *op_json;      /* canonical op JSON (proto_canonical_op_json) */
+} sched_request;
+
+typedef enum {
+    SCHED_QUEUED = 0,
+    SCHED_RUNNING,
+    SCHED_DONE,
+    SCHED_FAILED,
+    SCHED_CANCELLED,
+} sched_state;
+
+const char *sched_state_name(sched_state s);
+
+typedef struct sched_job_info {
+    uint64_t id;
+    sched_state state;
+    char op_key[KC_KEY_LEN + 1];
+    char op[24];
+    char target[16];
+    tuner_tune_mode mode;
+    int priority;
+    int candidates_total, candidates_done, candidates_failed;
+    double best_us;            /* < 0 until one candidate passed */
+    char best_schedule[256];   /* JSON of the best so far, "" if none */
+    double elapsed_s;
+    int waiters;
+    /* When DONE: */
+    char artifact_key[KC_KEY_LEN + 1];
+    bool measured;
+    char warning[160];         /* e.g. measured fell back to the cost model: no GPU */
+    /* When FAILED: an error code ("compile_error", "no_valid_candidate", "no_gpu", ...) */
+    char error_code[32];
+    char error[512];
+} sched_job_info;
+
+typedef void (*sched_done_cb)(void *udata, const sched_job_info *info);
+
+int sched_new(uv_loop_t *loop, kc_db *db, gw_pool *pool /* may be NULL */, const sched_config *cfg,
+              sched **ret);
+/* Applies a new config live (budgets, limits). */
+void sched_reconfigure(sched *s, const sched_config *cfg);
+
+/* Derives the op key of a request: canonical op JSON + target + codegen version + NVRTC version +
+ * numerics flags + schema version. */
+void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LEN + 1]);
+
+/* Submits (or joins the existing job for the same op key). `cb` runs exactly once, when the job
+ * ends, unless the waiter is detached first. ret_job_id receives the job's id. Returns 0,
+ * -EAGAIN (queue full), -ENODEV (measure refused without a GPU), -EINVAL. */
+int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *udata,
+                 uint64_t *ret_job_id, sched_waiter **ret_waiter);
+/* Stops waiting (the client went away); the job goes on. Accepts NULL. */
+void sched_waiter_detach(sched *s, sched_waiter *w);
+
+int sched_job_get(sched *s, uint64_t id, sched_job_info *ret);
+/* Cancels a job: its waiters get SCHED_CANCELLED. -ENOENT if unknown or already ended. */
+int sched_job_cancel(sched *s, uint64_t id);
+/* Snapshot of recent jobs (active first, then up to 64 ended ones); malloc'd array. */
+int sched_jobs_list(sched *s, sched_job_info **ret, size_t *ret_n);
+
+typedef struct sched_stats {
+    uint64_t jobs_queued, jobs_running, jobs_done, jobs_failed, jobs_cancelled;
+    uint64_t candidates_measured, candidates_failed, candidates_compiled;
+    double compile_seconds_total, tuning_seconds_total;
+} sched_stats;
+void sched_stats_get(sched *s, sched_stats *ret);
+
+/* Stops taking jobs; running ones may finish within grace_s, then are cancelled; `done` runs when
+ * nothing is left. */
+void sched_drain(sched *s, double grace_s, void (*done)(void *udata), void *udata);
+void sched_free(sched *s);
+
+#endif

@@ -1,0 +1,176 @@
+/* tuner/op.h - the canonical, validated description of one operator request.
+ *
+ * proto/ builds a tuner_op from a client's JSON and checks every field before it lands here;
+ * the tuner generates code from it, kernel_cache/ keys on its canonical JSON, the scheduler
+ * tunes it. Nothing in a tuner_op is a client string: ops, dtypes and expression steps are
+ * enums and numbers, so code generated from it can never carry client text.
+ *
+ * Conventions (shared by every module; proto/ enforces them):
+ *  - Shapes are row-major and dense unless an attribute says otherwise; dimension sizes >= 1.
+ *  - inputs[] lists every tensor the kernel reads: first the anchor's own inputs (n_anchor_inputs
+ *    of them, order below), then extra operands used by prologue/epilogue steps (bias, residual).
+ *  - output is inferred by validation (shape and dtype), never supplied by the client.
+ *
+ * Anchor inputs by op:
+ *   MATMUL       A [M,K] or [Bt,M,K] ([K,M] / [Bt,K,M] with trans_a), B [K,N] or [Bt,K,N]
+ *                ([N,K] / [Bt,N,K] with trans_b). A rank-2 operand is broadcast over the batch.
+ *                Output [M,N] or [Bt,M,N]. fp16/bf16 accumulate in fp32; fp32 may use tf32.
+ *   CONV2D       x, w. NHWC: x [N,H,W,C], w [K,R,S,C/groups]; output [N,P,Q,K].
+ *                NCHW: x [N,C,H,W], w [K,C/groups,R,S]; output [N,K,P,Q].
+ *   SOFTMAX      x [..., D]: softmax over the last axis.
+ *   LAYERNORM    x [..., D], then optionally gamma [D] and beta [D] (n_anchor_inputs 1 or 3).
+ *   RMSNORM      x [..., D], then optionally gamma [D] (n_anchor_inputs 1 or 2).
+ *   REDUCE       x of any rank; reduces one axis (attrs.reduce.axis, non-negative).
+ *   ELEMENTWISE  x (inputs[0]); the value is x broadcast to the output shape and the chain in
+ *                `epilogue` is applied to it; binary steps read other inputs, also broadcast.
+ *                Output shape = numpy broadcast of every input's shape.
+ */
+#ifndef HIDET_TUNER_OP_H
+#define HIDET_TUNER_OP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TUNER_MAX_RANK 6
+#define TUNER_MAX_INPUTS 8
+#define TUNER_MAX_STEPS 16
+
+typedef enum {
+    TUNER_F16 = 0,
+    TUNER_BF16 = 1,
+    TUNER_F32 = 2,
+    TUNER_DTYPE_COUNT
+} tuner_dtype;
+
+typedef enum {
+    TUNER_OP_MATMUL = 0,
+    TUNER_OP_CONV2D,
+    TUNER_OP_SOFTMAX,
+    TUNER_OP_LAYERNORM,
+    TUNER_OP_RMSNORM,
+    TUNER_OP_REDUCE,
+    TUNER_OP_ELEMENTWISE,
+    TUNER_OP_COUNT
+} tuner_op_kind;
+
+typedef struct tuner_tensor {
+    int rank;
+    int64_t shape[TUNER_MAX_RANK];
+    tuner_dtype dtype;
+    /* Guaranteed byte alignment of the base pointer (16, 8, 4 or 2; default 16 since device
+     * allocations are 256-byte aligned). Templates that use 16-byte vector access check this
+     * together with the row length; a smaller value selects a slower, always-correct path. */
+    int align;
+} tuner_tensor;
+
+/* One step of a fused expression chain: value = f(value[, operand]). */
+typedef enum {
+    /* binary: value OP inputs[operand], operand broadcast (numpy rules) to the value's shape */
+    TUNER_EW_ADD = 0,
+    TUNER_EW_SUB,
+    TUNER_EW_MUL,
+    TUNER_EW_DIV,
+    TUNER_EW_MAX,
+    TUNER_EW_MIN,
+    /* unary */
+    TUNER_EW_RELU,
+    TUNER_EW_GELU_ERF,
+    TUNER_EW_GELU_TANH,
+    TUNER_EW_SILU,
+    TUNER_EW_SIGMOID,
+    TUNER_EW_TANH,
+    TUNER_EW_EXP,
+    TUNER_EW_NEG,
+    TUNER_EW_ABS,
+    TUNER_EW_SQUARE,
+    TUNER_EW_SCALE, /* value * scalar */
+    TUNER_EW_CAST,  /* round value to dtype (the chain's value type becomes dtype) */
+    TUNER_EW_COUNT
+} tuner_ew_kind;
+
+#define TUNER_EW_IS_BINARY(k) ((k) <= TUNER_EW_MIN)
+
+typedef struct tuner_ew_step {
+    tuner_ew_kind kind;
+    int operand;       /* binary steps: index into tuner_op.inputs; otherwise -1 */
+    double scalar;     /* TUNER_EW_SCALE */
+    tuner_dtype dtype; /* TUNER_EW_CAST */
+} tuner_ew_step;
+
+typedef struct tuner_ew_chain {
+    int n;
+    tuner_ew_step steps[TUNER_MAX_STEPS];
+} tuner_ew_chain;
+
+typedef enum {
+    TUNER_REDUCE_SUM = 0,
+    TUNER_REDUCE_MEAN,
+    TUNER_REDUCE_MAX,
+} tuner_reduce_kind;
+
+typedef struct tuner_op {
+    tuner_op_kind kind;
+    int n_inputs;
+    int n_anchor_inputs;
+    tuner_tensor inputs[TUNER_MAX_INPUTS];
+    tuner_tensor output; /* inferred */
+
+    union {
+        struct {
+            bool trans_a, trans_b;
+            bool allow_tf32; /* fp32 only: tensor cores in tf32 are allowed (default true) */
+        } matmul;
+        struct {
+            int stride[2], pad[2], dilation[2]; /* [h, w] */
+            int groups;
+            bool nchw; /* false: NHWC (primary layout) */
+        } conv2d;
+        struct {
+            double eps; /* LAYERNORM, RMSNORM */
+        } norm;
+        struct {
+            tuner_reduce_kind kind;
+            int axis; /* normalised to 0..rank-1 */
+            bool keepdim;
+        } reduce;
+    } attrs;
+
+    /* Injective steps applied to anchor input i as it is loaded (i < n_anchor_inputs). */
+    tuner_ew_chain prologue[TUNER_MAX_INPUTS];
+    /* Bijective steps applied to the anchor's result as it is stored (for ELEMENTWISE, the op). */
+    tuner_ew_chain epilogue;
+} tuner_op;
+
+/* The exact compilation target. sm_90a differs from sm_90 (arch-specific instructions). */
+typedef struct tuner_target {
+    int sm;             /* 80, 86, 89, 90 */
+    bool arch_specific; /* the "a" suffix */
+} tuner_target;
+
+/* How hard a request may work for its kernel. */
+typedef enum {
+    TUNER_TUNE_NONE = 0, /* the template's fixed good default */
+    TUNER_TUNE_MODEL,    /* best by the analytical cost model; no GPU needed */
+    TUNER_TUNE_MEASURE,  /* verify and time candidates on a GPU worker */
+} tuner_tune_mode;
+
+/* Size in bytes of one element. */
+static inline int tuner_dtype_size(tuner_dtype d) { return d == TUNER_F32 ? 4 : 2; }
+
+/* Number of elements in a tensor. */
+static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/* Static names ("f16", "bf16", "f32"; "matmul", ...; "sm_90a"). Never NULL. */
+const char *tuner_dtype_name(tuner_dtype d);
+const char *tuner_op_name(tuner_op_kind k);
+const char *tuner_ew_name(tuner_ew_kind k);
+/* Writes "sm_90" / "sm_90a" into buf (at least 8 bytes); returns buf. */
+char *tuner_target_name(const tuner_target *t, char *buf, int len);
+
+#endif

@@ -1,0 +1,57 @@
+/* tuner/template.h - what one schedule template provides to the space builder (internal).
+ *
+ * A template is a family of kernels for one anchor op, written with task mappings and
+ * parameterised by hardware-centric choices. tuner/space.c walks the registry (registry.c), asks
+ * each template that applies to an op to enumerate its valid schedules, and dispatches
+ * generation and cost prediction back to the template named in a schedule.
+ */
+#ifndef HIDET_TUNER_TEMPLATE_H
+#define HIDET_TUNER_TEMPLATE_H
+
+#include <stddef.h>
+
+#include "tuner/tuner.h"
+
+typedef struct tuner_template {
+    const char *name; /* unique; equals tuner_schedule.template_name of its schedules */
+    /* Static description of the parameter table and validity rules, hashed into tuner_space.hash:
+     * bump it (any text change) whenever the space changes. */
+    const char *space_signature;
+    /* true when this template can compute op on target at all. */
+    bool (*applies)(const tuner_op *op, const tuner_target *t);
+    /* Appends every valid schedule to *items (realloc'd; *n updated). Returns 0 or -errno. */
+    int (*enumerate)(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n);
+    /* Fills p (zeroed by the caller; p->source malloc'd). Returns 0 or -errno with *err set. */
+    int (*generate)(const tuner_op *op, const tuner_target *t, const tuner_schedule *s,
+                    tuner_program *p, char **err);
+    double (*predict_us)(const tuner_op *op, const tuner_target *t, const tuner_schedule *s);
+} tuner_template;
+
+/* NULL-terminated lists, one per file that owns templates (see registry.c). */
+extern const tuner_template *const tuner__gemm_templates[];   /* tuner/gemm/registry.c */
+extern const tuner_template *const tuner__core_templates[];   /* tuner/core_registry.c */
+
+/* Looks a template up by name; NULL when unknown. */
+const tuner_template *tuner__template_find(const char *name);
+
+/* Limits and rates of a target used by validity predicates and the cost model. */
+typedef struct tuner_arch {
+    int sm;
+    int sm_count;              /* typical part: 108 (A100), 84 (A10/3090-class), 128 (L40), 132 (H100) */
+    int max_threads_per_block; /* 1024 */
+    int max_threads_per_sm;
+    int max_smem_per_block;    /* bytes, opt-in maximum */
+    int max_smem_per_sm;
+    int regs_per_sm;           /* 65536 */
+    int max_regs_per_thread;   /* 255 */
+    double dram_gbps;          /* bytes/us = GB/s */
+    double l2_bytes;
+    double tc_f16_tflops;      /* dense fp16/bf16 mma.sync rate */
+    double fma_f32_tflops;
+    bool has_cp_async, has_bf16_mma, has_wgmma;
+} tuner_arch;
+
+/* Returns the table for t->sm (never NULL for supported targets; NULL otherwise). */
+const tuner_arch *tuner__arch(const tuner_target *t);
+
+#endif

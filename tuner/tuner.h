@@ -1,0 +1,123 @@
+/* tuner/tuner.h - the tuner's public face: schedule spaces, code generation, the cost model and
+ * NVRTC compilation.
+ *
+ * A schedule space is the list of valid candidates (template + hardware-centric parameters) for
+ * one op on one target; it is the same for every input size of that op, only alignment can
+ * change which candidates are valid. tuner_generate() turns (op, target, schedule) into a
+ * tuner_program: one CUDA C translation unit and the launches that run it. tuner_compile() turns
+ * source into PTX and a cubin with NVRTC. None of these touch a GPU or the CUDA driver, and all
+ * are thread-safe (they are run on libuv's thread pool, never on the loop thread).
+ *
+ * Every function returns 0 or a negative errno-style code; where an error message is useful it is
+ * returned in *ret_err (malloc'd, caller frees) and outputs are left untouched.
+ */
+#ifndef HIDET_TUNER_TUNER_H
+#define HIDET_TUNER_TUNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tuner/op.h"
+
+#define TUNER_MAX_PARAMS 12
+#define TUNER_MAX_KERNELS 4
+#define TUNER_MAX_ARGS 12
+
+/* One candidate: a template and its parameter values. Names are static strings. */
+typedef struct tuner_schedule {
+    const char *template_name; /* e.g. "matmul_mma", "softmax_warp" */
+    int n_params;
+    struct {
+        const char *name;
+        int value;
+    } params[TUNER_MAX_PARAMS];
+} tuner_schedule;
+
+/* Value of a named parameter, or `dflt` when the schedule has none by that name. */
+int tuner_schedule_param(const tuner_schedule *s, const char *name, int dflt);
+
+typedef struct tuner_space {
+    size_t n;
+    tuner_schedule *items;
+    /* Hash of the space's definition (templates, parameter tables, validity rules) for this op
+     * kind and target: a tuning record is only reused while it matches. 16 hex chars + NUL. */
+    char hash[17];
+} tuner_space;
+
+/* Builds the valid candidates for op on target. *ret is freed with tuner_space_free().
+ * Returns -EINVAL with a message when the op is not supported on that target. */
+int tuner_space_build(const tuner_op *op, const tuner_target *t, tuner_space **ret, char **ret_err);
+void tuner_space_free(tuner_space *s);
+
+/* Buffers that kernel arguments refer to. */
+enum {
+    TUNER_BUF_INPUT0 = 0, /* TUNER_BUF_INPUT0 + i is op.inputs[i] */
+    TUNER_BUF_OUTPUT = TUNER_MAX_INPUTS,
+    TUNER_BUF_WORKSPACE,
+};
+
+/* One kernel launch. Every argument is a device pointer to one of the buffers above; sizes and
+ * strides are baked into the code (they are part of the cache key). Launches run in order on one
+ * stream. */
+typedef struct tuner_launch {
+    char name[64]; /* extern "C" __global__ entry point */
+    unsigned grid[3], block[3];
+    unsigned shared_bytes; /* dynamic shared memory; > 48 KiB needs the attribute set at load */
+    int n_args;
+    int args[TUNER_MAX_ARGS]; /* TUNER_BUF_* */
+} tuner_launch;
+
+typedef struct tuner_program {
+    char *source; /* CUDA C, one translation unit for every launch; no #include of heavy headers */
+    int n_kernels;
+    tuner_launch kernels[TUNER_MAX_KERNELS];
+    size_t workspace_bytes; /* 0 when no launch uses TUNER_BUF_WORKSPACE */
+    /* The output buffer's dtype. Equals op.output.dtype for candidates; F32 for references. */
+    tuner_dtype output_dtype;
+} tuner_program;
+
+/* Generates the program for one schedule. */
+int tuner_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s,
+                   tuner_program **ret, char **ret_err);
+
+/* A simple, obviously-correct program computing the same function (prologue and epilogue
+ * included) with fp32 accumulation and an F32 output buffer: the verification reference. */
+int tuner_reference(const tuner_op *op, const tuner_target *t, tuner_program **ret, char **ret_err);
+void tuner_program_free(tuner_program *p);
+
+/* Analytical cost model: predicted time in microseconds of one schedule on the target (occupancy,
+ * waves, bytes moved, tensor-core or FMA throughput). Lower is better; never negative. */
+double tuner_predict_us(const tuner_op *op, const tuner_target *t, const tuner_schedule *s);
+
+/* Index into space->items of the fixed good default used by tune:"none". */
+size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tuner_space *space);
+
+/* Fills order[0..space->n) with item indices ranked by the cost model, best first.
+ * predicted_us may be NULL; otherwise it receives each item's prediction (by item index). */
+void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space,
+                size_t *order, double *predicted_us);
+
+/* Serialises a schedule as a JSON object string {"template": ..., "params": {...}} (malloc'd). */
+char *tuner_schedule_json(const tuner_schedule *s);
+
+/* NVRTC output for one source. */
+typedef struct tuner_binary {
+    char *ptx;
+    size_t ptx_len; /* without the terminating NUL */
+    uint8_t *cubin;
+    size_t cubin_len;
+    char *log;        /* NVRTC's log (may be empty, never NULL) */
+    double compile_ms;
+} tuner_binary;
+
+/* Compiles source for the target to PTX and a cubin. On a compile error returns -EINVAL and
+ * *ret_err holds "nvrtc: <error>\n<log>". */
+int tuner_compile(const char *source, const tuner_target *t, tuner_binary **ret, char **ret_err);
+void tuner_binary_free(tuner_binary *b);
+
+/* "13.0" - the NVRTC version compiled against at run time (part of the cache key). */
+const char *tuner_nvrtc_version(void);
+/* Hash of the code generator's sources (part of the cache key): changes whenever a template does. */
+const char *tuner_codegen_version(void);
+
+#endif
