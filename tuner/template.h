@@ -31,6 +31,11 @@ typedef struct tuner_template {
 extern const tuner_template *const tuner__gemm_templates[];   /* tuner/gemm/registry.c */
 extern const tuner_template *const tuner__core_templates[];   /* tuner/core_registry.c */
 
+/* Verification references (see tuner_reference()): matmul and conv2d live in tuner/gemm/, every
+ * other op in tuner/. Each fills p like a template's generate(). */
+int tuner__gemm_reference(const tuner_op *op, const tuner_target *t, tuner_program *p, char **err);
+int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_program *p, char **err);
+
 /* Looks a template up by name; NULL when unknown. */
 const tuner_template *tuner__template_find(const char *name);
 
