@@ -39,8 +39,30 @@ const char *tuner__ctype(tuner_dtype d);
  * Operands of binary steps are read as `operand_expr(i)`: the caller supplies, through `load`,
  * a C expression for element of inputs[i] that lines up with the current output element
  * (broadcast already resolved), e.g. "bias_ptr[col]". `load` returns a malloc'd string. */
+/* The expression `load` returns is the raw element (half_t, bf16_t or float); the emitted code
+ * converts it with hd_f32(). Unary steps are emitted in fp32; TUNER_EW_CAST rounds the float through
+ * the named dtype (hd_round_f16 / hd_round_bf16) and keeps it a float. */
 typedef char *(*tuner_operand_load_fn)(void *ctx, int input_index);
 void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *chain, const char *var,
                        tuner_operand_load_fn load, void *ctx);
+
+/* Appends a float literal for v (rounded to float) as its exact bits: __uint_as_float(0x...u). */
+void tuner__emit_float(tuner_sb *sb, double v);
+
+/* NVRTC numerics options every candidate is compiled with (part of the cache key). Static string. */
+const char *tuner_numerics_flags(void);
+
+/* Prelude names generated code may use (all defined by tuner__prelude):
+ *   types: half_t, bf16_t (struct {unsigned short x;}), hd_u32, hd_v4 (16 B), hd_v2 (8 B); HD_INF
+ *   hd_f32(x) for float/half_t/bf16_t; hd_from_f32<T>(float) round-to-nearest-even;
+ *   hd_round_f16/bf16(float); hd_pack_f16x2/bf16x2(lo, hi); hd_unpack_lo/hi(u32, T()); hd_to_tf32
+ *   hd_fast_exp, hd_sigmoid, hd_silu, hd_gelu_erf, hd_gelu_tanh, hd_relu
+ *   hd_warp_sum<W>(v), hd_warp_max<W>(v) (butterfly over W-lane groups, full-warp mask), hd_shfl
+ *   hd_ld16/hd_st16, hd_ld8/hd_st8, hd_ld16_nc, hd_smem_addr
+ *   hd_cp_async16(smem, gmem, pred) (.cg, zero-fill when !pred), hd_cp_async8/4 (.ca),
+ *   hd_cp_async_commit(), hd_cp_async_wait<N>(), hd_cp_async_wait_all()
+ *   hd_ldmatrix_x4/_x4_trans/_x2/_x2_trans(hd_u32 *r, const void *smem)
+ *   hd_mma_f16_16816 / hd_mma_bf16_16816 (float d[4], const hd_u32 a[4], const hd_u32 b[2])
+ *   hd_mma_tf32_1688 (float d[4], const hd_u32 a[4], const hd_u32 b[2]) */
 
 #endif

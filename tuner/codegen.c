@@ -1,0 +1,268 @@
+/* tuner/codegen.c - the prelude every generated translation unit starts with, dtype names, and
+ * the emitter for fused prologue/epilogue chains.
+ *
+ * The prelude is deliberately small: NVRTC compile time of a candidate is dominated by how much
+ * source it parses, and no CUDA header (cuda_fp16.h alone is ~200 KiB of templates) is included.
+ * Everything that touches a special instruction is one line of inline PTX.
+ */
+#include "tuner/codegen.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Kept as one string literal per concern so that a reader can find a helper by its name; all
+ * names start with hd_ so that template code cannot collide with them. */
+static const char prelude_types[] =
+    "// ---- hidetd prelude ----\n"
+    "typedef unsigned int hd_u32;\n"
+    "typedef unsigned long long hd_u64;\n"
+    "struct alignas(2) half_t { unsigned short x; };\n"
+    "struct alignas(2) bf16_t { unsigned short x; };\n"
+    "struct alignas(16) hd_v4 { hd_u32 x, y, z, w; };\n"
+    "struct alignas(8) hd_v2 { hd_u32 x, y; };\n"
+    "#define HD_INLINE __device__ __forceinline__\n"
+    "#define HD_INF __int_as_float(0x7f800000)\n"
+    /* Conversions to float: f16 by cvt, bf16 is exactly the high half of an f32. */
+    "HD_INLINE float hd_f32(float v) { return v; }\n"
+    "HD_INLINE float hd_f32(half_t v) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(v.x)); "
+    "return f; }\n"
+    "HD_INLINE float hd_f32(bf16_t v) { float f; asm(\"mov.b32 %0, {0, %1};\" : \"=f\"(f) : \"h\"(v.x)); "
+    "return f; }\n"
+    /* Round-to-nearest-even conversions from float (cvt.rn.bf16.f32 needs sm_80). */
+    "template <typename T> HD_INLINE T hd_from_f32(float v);\n"
+    "template <> HD_INLINE float hd_from_f32<float>(float v) { return v; }\n"
+    "template <> HD_INLINE half_t hd_from_f32<half_t>(float v) { half_t h; "
+    "asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h.x) : \"f\"(v)); return h; }\n"
+    "template <> HD_INLINE bf16_t hd_from_f32<bf16_t>(float v) { bf16_t h; "
+    "asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h.x) : \"f\"(v)); return h; }\n"
+    /* Value rounded through a narrower type (TUNER_EW_CAST). */
+    "HD_INLINE float hd_round_f16(float v) { return hd_f32(hd_from_f32<half_t>(v)); }\n"
+    "HD_INLINE float hd_round_bf16(float v) { return hd_f32(hd_from_f32<bf16_t>(v)); }\n"
+    /* Two floats packed into one 32-bit register, lo in the low half (mma operand layout). */
+    "HD_INLINE hd_u32 hd_pack_f16x2(float lo, float hi) { hd_u32 r; "
+    "asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n"
+    "HD_INLINE hd_u32 hd_pack_bf16x2(float lo, float hi) { hd_u32 r; "
+    "asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n"
+    "HD_INLINE float hd_unpack_lo(hd_u32 v, half_t) { half_t h; h.x = (unsigned short)(v & 0xffffu); "
+    "return hd_f32(h); }\n"
+    "HD_INLINE float hd_unpack_hi(hd_u32 v, half_t) { half_t h; h.x = (unsigned short)(v >> 16); "
+    "return hd_f32(h); }\n"
+    "HD_INLINE float hd_unpack_lo(hd_u32 v, bf16_t) { return __uint_as_float(v << 16); }\n"
+    "HD_INLINE float hd_unpack_hi(hd_u32 v, bf16_t) { return __uint_as_float(v & 0xffff0000u); }\n"
+    /* tf32 operand: fp32 rounded to 10 mantissa bits, nearest, ties away (what cuBLAS does). */
+    "HD_INLINE hd_u32 hd_to_tf32(float v) { hd_u32 r; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : "
+    "\"f\"(v)); return r; }\n";
+
+static const char prelude_math[] =
+    /* exp via ex2.approx (2 ulp); used where the result feeds a normalisation (softmax). */
+    "HD_INLINE float hd_fast_exp(float x) { float y; "
+    "asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x * 1.4426950408889634f)); return y; }\n"
+    "HD_INLINE float hd_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+    "HD_INLINE float hd_silu(float x) { return x / (1.0f + expf(-x)); }\n"
+    "HD_INLINE float hd_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }\n"
+    "HD_INLINE float hd_gelu_tanh(float x) { "
+    "return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }\n"
+    "HD_INLINE float hd_relu(float x) { return x > 0.0f ? x : 0.0f; }\n"
+    /* Butterfly reductions over groups of W consecutive lanes (W a power of two <= 32). Every lane
+     * of the warp must execute them (full mask); each lane ends with its group's result. */
+    "template <int W> HD_INLINE float hd_warp_sum(float v) {\n"
+    "#pragma unroll\n"
+    "  for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  return v; }\n"
+    "template <int W> HD_INLINE float hd_warp_max(float v) {\n"
+    "#pragma unroll\n"
+    "  for (int o = W / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "  return v; }\n"
+    "HD_INLINE float hd_shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }\n";
+
+static const char prelude_memory[] =
+    /* 16/8-byte vector access; the caller guarantees the alignment. */
+    "HD_INLINE hd_v4 hd_ld16(const void *p) { return *reinterpret_cast<const hd_v4 *>(p); }\n"
+    "HD_INLINE void hd_st16(void *p, hd_v4 v) { *reinterpret_cast<hd_v4 *>(p) = v; }\n"
+    "HD_INLINE hd_v2 hd_ld8(const void *p) { return *reinterpret_cast<const hd_v2 *>(p); }\n"
+    "HD_INLINE void hd_st8(void *p, hd_v2 v) { *reinterpret_cast<hd_v2 *>(p) = v; }\n"
+    /* Read-only, no-L1-allocate 16-byte load for streamed data. */
+    "HD_INLINE hd_v4 hd_ld16_nc(const void *p) { hd_v4 v; "
+    "asm volatile(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\" : \"=r\"(v.x), \"=r\"(v.y), "
+    "\"=r\"(v.z), \"=r\"(v.w) : \"l\"(p)); return v; }\n"
+    "HD_INLINE hd_u32 hd_smem_addr(const void *p) { hd_u32 a; "
+    "asm(\"{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }\" : \"=r\"(a) : \"l\"(p)); return a; }\n"
+    /* cp.async: when pred is false nothing is read (src-size 0) and the 16 bytes are zero-filled;
+     * gmem should still be a valid address (pass the tensor base) to stay within the rules. */
+    "HD_INLINE void hd_cp_async16(void *smem, const void *gmem, bool pred) { "
+    "asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(hd_smem_addr(smem)), "
+    "\"l\"(gmem), \"r\"(pred ? 16 : 0) : \"memory\"); }\n"
+    /* 4/8-byte variants (.ca: .cg only exists for 16 bytes) for misaligned fallbacks. */
+    "HD_INLINE void hd_cp_async8(void *smem, const void *gmem, bool pred) { "
+    "asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8, %2;\" :: \"r\"(hd_smem_addr(smem)), "
+    "\"l\"(gmem), \"r\"(pred ? 8 : 0) : \"memory\"); }\n"
+    "HD_INLINE void hd_cp_async4(void *smem, const void *gmem, bool pred) { "
+    "asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\" :: \"r\"(hd_smem_addr(smem)), "
+    "\"l\"(gmem), \"r\"(pred ? 4 : 0) : \"memory\"); }\n"
+    "HD_INLINE void hd_cp_async_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+    "template <int N> HD_INLINE void hd_cp_async_wait() { "
+    "asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(N) : \"memory\"); }\n"
+    "HD_INLINE void hd_cp_async_wait_all() { asm volatile(\"cp.async.wait_all;\" ::: \"memory\"); }\n";
+
+static const char prelude_mma[] =
+    /* ldmatrix: each lane passes the shared address of one 16-byte row (lanes 0-7 matrix 0,
+     * 8-15 matrix 1, ...; x2 uses lanes 0-15). */
+    "HD_INLINE void hd_ldmatrix_x4(hd_u32 *r, const void *smem) { "
+    "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
+    "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(hd_smem_addr(smem))); }\n"
+    "HD_INLINE void hd_ldmatrix_x4_trans(hd_u32 *r, const void *smem) { "
+    "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
+    "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(hd_smem_addr(smem))); }\n"
+    "HD_INLINE void hd_ldmatrix_x2(hd_u32 *r, const void *smem) { "
+    "asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\" : \"=r\"(r[0]), "
+    "\"=r\"(r[1]) : \"r\"(hd_smem_addr(smem))); }\n"
+    "HD_INLINE void hd_ldmatrix_x2_trans(hd_u32 *r, const void *smem) { "
+    "asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\" : \"=r\"(r[0]), "
+    "\"=r\"(r[1]) : \"r\"(hd_smem_addr(smem))); }\n"
+    /* d += a * b, m16n8k16, A row-major (4 regs), B column-major (2 regs), fp32 accumulators. */
+    "HD_INLINE void hd_mma_f16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { "
+    "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+    "{%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), "
+    "\"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "HD_INLINE void hd_mma_bf16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { "
+    "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+    "{%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), "
+    "\"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    /* m16n8k8 tf32: A 4 regs, B 2 regs, each holding a tf32 (see hd_to_tf32). */
+    "HD_INLINE void hd_mma_tf32_1688(float *d, const hd_u32 *a, const hd_u32 *b) { "
+    "asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+    "{%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), "
+    "\"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
+    "// ---- end of prelude ----\n";
+
+void tuner__prelude(tuner_sb *sb, int sm)
+{
+    /* Every supported target (sm_80+) has cp.async, ldmatrix, bf16 cvt and mma.sync, so the
+     * prelude is the same text for all of them; the macro lets templates test the arch. */
+    tuner_sb_printf(sb, "#define HD_SM %d\n", sm);
+    tuner_sb_puts(sb, prelude_types);
+    tuner_sb_puts(sb, prelude_math);
+    tuner_sb_puts(sb, prelude_memory);
+    tuner_sb_puts(sb, prelude_mma);
+}
+
+const char *tuner__ctype(tuner_dtype d)
+{
+    switch (d) {
+    case TUNER_F16:
+        return "half_t";
+    case TUNER_BF16:
+        return "bf16_t";
+    default:
+        return "float";
+    }
+}
+
+const char *tuner_numerics_flags(void)
+{
+    /* IEEE division and square root, no flush-to-zero, FMA contraction allowed (NVRTC's defaults,
+     * spelled out so that a change of defaults cannot silently change cached numerics). */
+    return "--fmad=true --prec-div=true --prec-sqrt=true --ftz=false";
+}
+
+void tuner__emit_float(tuner_sb *sb, double v)
+{
+    /* The exact bits of the float the value rounds to: no locale, no printf rounding, and
+     * infinities or NaN stay representable. */
+    float f = (float)v;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof(bits));
+    tuner_sb_printf(sb, "__uint_as_float(0x%08xu)", bits);
+}
+
+void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *chain, const char *var,
+                       tuner_operand_load_fn load, void *ctx)
+{
+    if (!chain)
+        return;
+    for (int i = 0; i < chain->n && i < TUNER_MAX_STEPS; i++) {
+        const tuner_ew_step *st = &chain->steps[i];
+        if (TUNER_EW_IS_BINARY(st->kind)) {
+            char *e = NULL;
+            if (load && op && st->operand >= 0 && st->operand < op->n_inputs)
+                e = load(ctx, st->operand);
+            if (!e) {
+                /* Only reachable with an invalid op: make the failure loud at compile time rather
+                 * than computing something else. */
+                tuner_sb_puts(sb, "#error \"hidetd: chain operand unavailable\"\n");
+                continue;
+            }
+            tuner_sb_printf(sb, "{ const float hd_o = hd_f32(%s); ", e);
+            free(e);
+            switch (st->kind) {
+            case TUNER_EW_ADD:
+                tuner_sb_printf(sb, "%s = %s + hd_o; }\n", var, var);
+                break;
+            case TUNER_EW_SUB:
+                tuner_sb_printf(sb, "%s = %s - hd_o; }\n", var, var);
+                break;
+            case TUNER_EW_MUL:
+                tuner_sb_printf(sb, "%s = %s * hd_o; }\n", var, var);
+                break;
+            case TUNER_EW_DIV:
+                tuner_sb_printf(sb, "%s = %s / hd_o; }\n", var, var);
+                break;
+            case TUNER_EW_MAX:
+                tuner_sb_printf(sb, "%s = fmaxf(%s, hd_o); }\n", var, var);
+                break;
+            default: /* TUNER_EW_MIN */
+                tuner_sb_printf(sb, "%s = fminf(%s, hd_o); }\n", var, var);
+                break;
+            }
+            continue;
+        }
+        switch (st->kind) {
+        case TUNER_EW_RELU:
+            tuner_sb_printf(sb, "%s = hd_relu(%s);\n", var, var);
+            break;
+        case TUNER_EW_GELU_ERF:
+            tuner_sb_printf(sb, "%s = hd_gelu_erf(%s);\n", var, var);
+            break;
+        case TUNER_EW_GELU_TANH:
+            tuner_sb_printf(sb, "%s = hd_gelu_tanh(%s);\n", var, var);
+            break;
+        case TUNER_EW_SILU:
+            tuner_sb_printf(sb, "%s = hd_silu(%s);\n", var, var);
+            break;
+        case TUNER_EW_SIGMOID:
+            tuner_sb_printf(sb, "%s = hd_sigmoid(%s);\n", var, var);
+            break;
+        case TUNER_EW_TANH:
+            tuner_sb_printf(sb, "%s = tanhf(%s);\n", var, var);
+            break;
+        case TUNER_EW_EXP:
+            tuner_sb_printf(sb, "%s = expf(%s);\n", var, var);
+            break;
+        case TUNER_EW_NEG:
+            tuner_sb_printf(sb, "%s = -%s;\n", var, var);
+            break;
+        case TUNER_EW_ABS:
+            tuner_sb_printf(sb, "%s = fabsf(%s);\n", var, var);
+            break;
+        case TUNER_EW_SQUARE:
+            tuner_sb_printf(sb, "%s = %s * %s;\n", var, var, var);
+            break;
+        case TUNER_EW_SCALE:
+            tuner_sb_printf(sb, "%s = %s * ", var, var);
+            tuner__emit_float(sb, st->scalar);
+            tuner_sb_puts(sb, ";\n");
+            break;
+        case TUNER_EW_CAST:
+            if (st->dtype == TUNER_F16)
+                tuner_sb_printf(sb, "%s = hd_round_f16(%s);\n", var, var);
+            else if (st->dtype == TUNER_BF16)
+                tuner_sb_printf(sb, "%s = hd_round_bf16(%s);\n", var, var);
+            /* a cast to f32 leaves a float unchanged */
+            break;
+        default:
+            tuner_sb_puts(sb, "#error \"hidetd: unknown chain step\"\n");
+            break;
+        }
+    }
+}
