@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/setup.sh - installs what is missing on a Debian/Ubuntu machine that has the CUDA toolkit,
+# then configures and builds hidetd with Meson. Safe to run again: it only does what is missing.
+#
+#   scripts/setup.sh [BUILD_DIR [MESON_ARGS...]]      (default build dir: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=${1:-build}
+shift || true
+
+packages=(meson ninja-build pkg-config gcc libuv1-dev libcjson-dev libsqlite3-dev libsodium-dev
+          libhttp-parser-dev libcurl4-openssl-dev libsystemd-dev python3 systemd sqlite3)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -e "$cuda/include/nvrtc.h" ]; then
+    echo "setup: the CUDA toolkit was not found at $cuda (set CUDA_HOME); it provides NVRTC and ptxas" >&2
+    exit 1
+fi
+export PATH="$cuda/bin:$PATH"
+
+# cuobjdump is used by the tests to read cubins; some toolkit installs leave it out. NVIDIA ships
+# it as a Python wheel too: install that into .deps/ when no cuobjdump is on hand.
+if ! command -v cuobjdump >/dev/null && [ ! -x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump ]; then
+    echo "setup: cuobjdump not found; fetching NVIDIA's cuobjdump wheel into .deps/"
+    python3 -m pip download -q --no-deps -d .deps/wheels "nvidia-cuda-cuobjdump>=13,<14" \
+        && (cd .deps && mkdir -p cuobjdump && python3 -m zipfile -e wheels/nvidia_cuda_cuobjdump-*.whl cuobjdump) \
+        && chmod +x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump \
+        || echo "setup: could not fetch cuobjdump; the cubin checks will say so" >&2
+fi
+
+if [ ! -f "$build_dir/build.ninja" ]; then
+    meson setup "$build_dir" -Dcudatoolkit="$cuda" "$@" >/dev/null
+fi
+ninja -C "$build_dir" >/dev/null
+echo "setup: built in $build_dir"
