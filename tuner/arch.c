@@ -1,0 +1,64 @@
+/* tuner/arch.c - limits and rates of the supported targets (typical parts), for validity checks
+ * and the cost model.
+ *
+ * Bandwidths are what a streaming kernel achieves, not the datasheet (A100 80GB ~1.6 TB/s of
+ * 2.0, H100 SXM ~3.0 TB/s of 3.35); tensor rates are mma.sync with fp32 accumulation, which on
+ * Hopper reaches roughly two thirds of the wgmma peak.
+ */
+#include "tuner/template.h"
+
+static const tuner_arch arch_table[] = {
+    {
+        /* A100 SXM */
+        .sm = 80, .sm_count = 108, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
+        .max_smem_per_block = 166912, .max_smem_per_sm = 167936, .regs_per_sm = 65536,
+        .max_regs_per_thread = 255, .dram_gbps = 1600.0, .l2_bytes = 40.0 * 1024 * 1024,
+        .tc_f16_tflops = 312.0, .fma_f32_tflops = 19.5,
+        .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
+    },
+    {
+        /* A10 / RTX 3090 class (GA102): 72-84 SMs */
+        .sm = 86, .sm_count = 84, .max_threads_per_block = 1024, .max_threads_per_sm = 1536,
+        .max_smem_per_block = 101376, .max_smem_per_sm = 102400, .regs_per_sm = 65536,
+        .max_regs_per_thread = 255, .dram_gbps = 800.0, .l2_bytes = 6.0 * 1024 * 1024,
+        .tc_f16_tflops = 71.0, .fma_f32_tflops = 35.6,
+        .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
+    },
+    {
+        /* L40 / RTX 4090 class (AD102) */
+        .sm = 89, .sm_count = 128, .max_threads_per_block = 1024, .max_threads_per_sm = 1536,
+        .max_smem_per_block = 101376, .max_smem_per_sm = 102400, .regs_per_sm = 65536,
+        .max_regs_per_thread = 255, .dram_gbps = 900.0, .l2_bytes = 72.0 * 1024 * 1024,
+        .tc_f16_tflops = 165.0, .fma_f32_tflops = 82.6,
+        .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
+    },
+    {
+        /* H100 SXM */
+        .sm = 90, .sm_count = 132, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
+        .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,
+        .max_regs_per_thread = 255, .dram_gbps = 3000.0, .l2_bytes = 50.0 * 1024 * 1024,
+        .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0,
+        .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
+    },
+};
+
+/* sm_90a: the same part, with the arch-specific instructions (wgmma) available. */
+static const tuner_arch arch_90a = {
+    .sm = 90, .sm_count = 132, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
+    .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,
+    .max_regs_per_thread = 255, .dram_gbps = 3000.0, .l2_bytes = 50.0 * 1024 * 1024,
+    .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0,
+    .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = true,
+};
+
+const tuner_arch *tuner__arch(const tuner_target *t)
+{
+    if (!t)
+        return NULL;
+    if (t->arch_specific)
+        return t->sm == 90 ? &arch_90a : NULL;
+    for (size_t i = 0; i < sizeof(arch_table) / sizeof(arch_table[0]); i++)
+        if (arch_table[i].sm == t->sm)
+            return &arch_table[i];
+    return NULL;
+}
