@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""bench/bench.py - hidetd's kernels against their peers, on one GPU, in one run.
+
+For each case it asks a running hidetd for a tuned kernel (POST /v1/kernels over the Unix socket,
+tune "measure"), downloads the cubin, launches it with CuPy on PyTorch tensors, checks the output
+against a float32 PyTorch reference, and times it against the peer (cuBLAS through torch.matmul,
+cuDNN through conv2d, torch.softmax, F.layer_norm, eager chains) in the same process.
+
+Timing: every timed function is captured R times into a CUDA graph (so launch gaps from Python do
+not count), cycling over enough input sets to exceed L2 twice, and the graph is replayed with CUDA
+events around each replay; the median replay time / R is the time of one call. Inputs are random
+uniform in [-1, 1]. Clocks are read before and after.
+
+Output: a table on stdout and results.json / results.md in --out.
+"""
+import argparse
+import http.client
+import json
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import cupy
+import torch
+import torch.nn.functional as F
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=600):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+class Daemon:
+    def __init__(self, sock):
+        self.sock = sock
+
+    def call(self, method, path, body=None):
+        c = UnixHTTPConnection(self.sock)
+        data = json.dumps(body).encode() if body is not None else None
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        payload = r.read()
+        c.close()
+        ctype = r.getheader("Content-Type", "")
+        return r.status, (json.loads(payload) if "json" in ctype else payload)
+
+
+TORCH_DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+L2_BYTES = 50 * 1024 * 1024
+
+
+def rand(shape, dt):
+    return (torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1).to(TORCH_DT[dt])
+
+
+class Kernel:
+    """A kernel set from hidetd, launchable on torch tensors."""
+
+    def __init__(self, daemon, kset, workdir):
+        self.kset = kset
+        status, cubin = daemon.call("GET", kset["kernels"][0]["cubin_url"])
+        assert status == 200, f"cubin: {status}"
+        path = os.path.join(workdir, kset["key"] + ".cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        self.module = cupy.RawModule(path=path)
+        self.launches = []
+        for k in kset["kernels"]:
+            fn = self.module.get_function(k["name"])
+            if k["shared_bytes"] > 48 * 1024:
+                fn.max_dynamic_shared_size_bytes = k["shared_bytes"]
+            bufs = [p["buffer"] for p in sorted(k["params"], key=lambda p: p["index"])]
+            self.launches.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared_bytes"], bufs))
+        self.workspace_bytes = kset.get("workspace_bytes", 0)
+
+    def bind(self, inputs, output):
+        ws = torch.empty(max(self.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+        table = {f"input{i}": t for i, t in enumerate(inputs)}
+        table["output"] = output
+        table["workspace"] = ws
+        calls = []
+        for fn, grid, block, smem, bufs in self.launches:
+            args = tuple(cupy.uint64(table[b].data_ptr()) for b in bufs)
+            calls.append((fn, grid, block, smem, args))
+
+        def run():
+            stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+            for fn, grid, block, smem, args in calls:
+                fn(grid, block, args, shared_mem=smem, stream=stream)
+
+        run.keep = (ws, inputs, output)
+        return run
+
+
+def time_us(make_fn, n_sets, reps=20, replays=15):
+    """Median time of one call, from CUDA-graph replays over n_sets rotating input sets."""
+    fns = [make_fn(i) for i in range(n_sets)]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for f in fns:
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for r in range(reps):
+            fns[r % n_sets]()
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / reps)
+    del g
+    return statistics.median(times)
+
+
+def sets_for(nbytes):
+    return max(1, min(16, math.ceil(2 * L2_BYTES / max(nbytes, 1))))
+
+
+def rel_err(out, ref):
+    out = out.float()
+    ref = ref.float()
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return ((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12)).item()
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases. Each gives the request, how to make inputs, the fp32 reference and the peer.
+
+
+def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9):
+    inputs = [{"shape": [m, k], "dtype": dt}, {"shape": [k, n], "dtype": dt}]
+    req = {"op": "matmul", "inputs": inputs}
+    if fused:
+        inputs.append({"shape": [n], "dtype": dt})
+        req["epilogue"] = [{"op": "bias", "input": 2}, {"op": "gelu"}]
+
+    def make_inputs():
+        xs = [rand([m, k], dt), rand([k, n], dt)]
+        if fused:
+            xs.append(rand([n], dt))
+        return xs
+
+    def reference(xs):
+        y = xs[0].float() @ xs[1].float()
+        if fused:
+            y = F.gelu(y + xs[2].float())
+        return y
+
+    def peer(xs):
+        if fused:
+            return lambda: F.gelu(xs[0] @ xs[1] + xs[2])
+        return lambda: torch.matmul(xs[0], xs[1])
+
+    flops = 2.0 * m * n * k
+    return dict(name=name, shape=f"{m}x{n}x{k}", dtype=dt, req=req, make_inputs=make_inputs,
+                out_shape=[m, n], reference=reference, peer=peer, flops=flops, target=target,
+                nbytes=(m * k + k * n + m * n) * torch.finfo(TORCH_DT[dt]).bits // 8)
+
+
+def conv_case(name, n, c, h, w, kout, r, stride=1, pad=None, dt="f16", target=0.8):
+    pad = r // 2 if pad is None else pad
+    p = (h + 2 * pad - r) // stride + 1
+    q = (w + 2 * pad - r) // stride + 1
+    req = {"op": "conv2d", "inputs": [{"shape": [n, h, w, c], "dtype": dt},
+                                       {"shape": [kout, r, r, c], "dtype": dt}],
+           "attrs": {"stride": [stride, stride], "padding": [pad, pad], "layout": "nhwc"}}
+
+    def make_inputs():
+        return [rand([n, h, w, c], dt), rand([kout, r, r, c], dt)]
+
+    def as_nchw_cl(x):  # NHWC storage viewed as NCHW channels_last
+        return x.permute(0, 3, 1, 2)
+
+    def reference(xs):
+        y = F.conv2d(as_nchw_cl(xs[0]).float(), as_nchw_cl(xs[1]).float(), stride=stride, padding=pad)
+        return y.permute(0, 2, 3, 1)
+
+    def peer(xs):
+        xa, wa = as_nchw_cl(xs[0]), as_nchw_cl(xs[1])
+        return lambda: F.conv2d(xa, wa, stride=stride, padding=pad)
+
+    flops = 2.0 * n * p * q * kout * r * r * c
+    return dict(name=name, shape=f"N{n} {r}x{r} {c}->{kout} @{h}", dtype=dt, req=req,
+                make_inputs=make_inputs, out_shape=[n, p, q, kout], reference=reference, peer=peer,
+                flops=flops, target=target, nbytes=(n * h * w * c + n * p * q * kout) * 2)
+
+
+def row_case(op, rows, cols, dt="f16", target=1.1):
+    req = {"op": op, "inputs": [{"shape": [rows, cols], "dtype": dt}]}
+    if op == "layernorm":
+        req["inputs"] += [{"shape": [cols], "dtype": dt}, {"shape": [cols], "dtype": dt}]
+        req["attrs"] = {"eps": 1e-5}
+
+    def make_inputs():
+        xs = [rand([rows, cols], dt)]
+        if op == "layernorm":
+            xs += [rand([cols], dt), rand([cols], dt)]
+        return xs
+
+    def reference(xs):
+        if op == "softmax":
+            return torch.softmax(xs[0].float(), dim=-1)
+        return F.layer_norm(xs[0].float(), (cols,), xs[1].float(), xs[2].float(), 1e-5)
+
+    def peer(xs):
+        if op == "softmax":
+            return lambda: torch.softmax(xs[0], dim=-1)
+        return lambda: F.layer_norm(xs[0], (cols,), xs[1], xs[2], 1e-5)
+
+    nbytes = 2 * rows * cols * torch.finfo(TORCH_DT[dt]).bits // 8
+    return dict(name=op, shape=f"{rows}x{cols}", dtype=dt, req=req, make_inputs=make_inputs,
+                out_shape=[rows, cols], reference=reference, peer=peer, flops=0, target=target,
+                nbytes=nbytes)
+
+
+def suite(which):
+    cases = []
+    if which in ("all", "gemm"):
+        cases += [gemm_case("gemm_square", 4096, 4096, 4096),
+                  gemm_case("gemm_square", 4096, 4096, 4096, dt="bf16"),
+                  gemm_case("gemm_square", 8192, 8192, 8192),
+                  gemm_case("gemm_llm", 2048, 4096, 4096),
+                  gemm_case("gemm_llm", 4096, 3072, 768),
+                  gemm_case("gemm_llm", 4096, 768, 3072),
+                  gemm_case("gemm_llm", 8192, 14336, 4096),
+                  gemm_case("gemm_skinny", 1, 4096, 4096, target=1.2),
+                  gemm_case("gemm_skinny", 16, 4096, 4096, target=1.2),
+                  gemm_case("gemm_skinny", 128, 14336, 4096, target=1.2),
+                  gemm_case("gemm_odd", 77, 1000, 333, target=0.85),
+                  gemm_case("gemm_odd", 1000, 1000, 1000, target=0.85),
+                  gemm_case("gemm_bias_gelu", 4096, 3072, 768, fused=True, target=1.5),
+                  gemm_case("gemm_bias_gelu", 2048, 14336, 4096, fused=True, target=1.5)]
+    if which in ("all", "conv"):
+        cases += [conv_case("conv2d", 32, 64, 56, 56, 64, 3),
+                  conv_case("conv2d", 32, 128, 28, 28, 128, 3),
+                  conv_case("conv2d", 32, 256, 56, 56, 64, 1)]
+    if which in ("all", "rows"):
+        cases += [row_case("softmax", 4096, 4096, target=1.3), row_case("softmax", 32768, 1024, target=1.3),
+                  row_case("softmax", 8192, 8192, target=1.3),
+                  row_case("layernorm", 4096, 4096), row_case("layernorm", 8192, 8192)]
+    return cases
+
+
+def run_case(daemon, case, args):
+    body = dict(case["req"], arch=args.arch, tune=args.tune, wait=True,
+                budget={"seconds": args.budget_s})
+    t0 = time.time()
+    status, kset = daemon.call("POST", "/v1/kernels", body)
+    tune_s = time.time() - t0
+    row = dict(case=case["name"], shape=case["shape"], dtype=case["dtype"], tune_s=round(tune_s, 2))
+    if status != 200:
+        row["error"] = f"HTTP {status}: {json.dumps(kset)[:300]}"
+        return row
+    row.update(measured=kset.get("measured"), cached=kset.get("cached"),
+               template=kset.get("schedule", {}).get("template"),
+               params=kset.get("schedule", {}).get("params"), n_kernels=len(kset["kernels"]))
+    kern = Kernel(daemon, kset, args.out)
+    out_dt = TORCH_DT[kset["output"]["dtype"]]
+
+    # Correctness on fresh random inputs: poisoned output, full comparison with the fp32 reference.
+    xs = case["make_inputs"]()
+    out = torch.full(case["out_shape"], float("nan"), dtype=out_dt, device="cuda")
+    kern.bind(xs, out)()
+    torch.cuda.synchronize()
+    ref = case["reference"](xs)
+    err = rel_err(out, ref)
+    peer_out = case["peer"](xs)()
+    peer_err = rel_err(peer_out, ref)
+    tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-2}[case["dtype"]]
+    row.update(max_err=err, peer_err=peer_err, correct=bool(err <= max(tol, 2 * peer_err)))
+
+    n_sets = sets_for(case["nbytes"])
+    sets = [case["make_inputs"]() for _ in range(n_sets)]
+    outs = [torch.empty(case["out_shape"], dtype=out_dt, device="cuda") for _ in range(n_sets)]
+    ours = time_us(lambda i: kern.bind(sets[i], outs[i]), n_sets)
+    theirs = time_us(lambda i: case["peer"](sets[i]), n_sets)
+    row.update(peer_us=round(theirs, 2), hidetd_us=round(ours, 2))
+    if row["correct"]:
+        row["ratio"] = round(theirs / ours, 3)
+        row["meets_target"] = row["ratio"] >= case["target"]
+    row["target"] = case["target"]
+    if case["flops"]:
+        row["hidetd_tflops"] = round(case["flops"] / ours / 1e6, 1)
+    else:
+        row["hidetd_tbps"] = round(case["nbytes"] / ours / 1e6, 3)
+    return row
+
+
+def gpu_facts():
+    q = "name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw"
+    try:
+        return subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception as e:  # nvidia-smi missing is worth a note, not a crash
+        return f"nvidia-smi unavailable: {e}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--tune", default="measure")
+    ap.add_argument("--budget-s", type=float, default=20)
+    ap.add_argument("--suite", default="all")
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    daemon = Daemon(args.socket)
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True
+    facts = dict(gpu_before=gpu_facts(), torch=torch.__version__, cuda=torch.version.cuda,
+                 device=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d %H:%M:%S"))
+    rows = []
+    only = set(filter(None, args.only.split(",")))
+    for case in suite(args.suite):
+        if only and case["name"] not in only:
+            continue
+        try:
+            row = run_case(daemon, case, args)
+        except Exception as e:  # one broken case must not hide the others' numbers
+            row = dict(case=case["name"], shape=case["shape"], dtype=case["dtype"], error=repr(e)[:300])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    facts["gpu_after"] = gpu_facts()
+
+    hdr = f"{'case':16} {'shape':22} {'dt':4} {'peer us':>9} {'hidetd us':>9} {'ratio':>6} {'target':>6} {'max err':>9} {'tune s':>6}  template"
+    lines = [hdr]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['case']:16} {r['shape']:22} {r['dtype']:4} ERROR {r['error'][:90]}")
+            continue
+        ratio = f"{r['ratio']:.2f}" if "ratio" in r else "WRONG"
+        lines.append(f"{r['case']:16} {r['shape']:22} {r['dtype']:4} {r['peer_us']:9.1f} {r['hidetd_us']:9.1f} "
+                     f"{ratio:>6} {r['target']:6.2f} {r['max_err']:9.2e} {r['tune_s']:6.1f}  {r['template']}")
+    table = "\n".join(lines)
+    print(table)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(dict(facts=facts, rows=rows), f, indent=1)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write("```\n" + json.dumps(facts, indent=1) + "\n" + table + "\n```\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/gpu_run.sh - what one call on the GPU machine does: GPU tests (template sweep, worker
+# fault injection), then hidetd with real workers and the benchmark against the peers.
+#   bench/gpu_run.sh [tests|bench|all] [bench.py args...]
+# Logs and results go to $OUT (at most 8 files come back).
+set -u
+cd "$(dirname "$0")/.."
+what=${1:-all}
+shift || true
+OUT=${OUT:-/tmp/hidetd-out}
+mkdir -p "$OUT"
+G=$PWD/.gpu
+ours() { LD_LIBRARY_PATH="$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+
+{ nvidia-smi; nvidia-smi -q -d CLOCK | head -40; } > "$OUT/gpu.txt" 2>&1
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+    for t in "$G"/tests/*; do
+        [ -x "$t" ] || continue
+        echo "=== $(basename "$t")"
+        start=$(date +%s)
+        ours timeout 420 "$t"
+        echo "=== $(basename "$t") exit=$? ($(( $(date +%s) - start )) s)"
+    done > "$OUT/gpu_tests.log" 2>&1
+    grep -E "^=== .* exit=" "$OUT/gpu_tests.log"
+    tail -n 30 "$OUT/gpu_tests.log"
+fi
+
+if [ "$what" = bench ] || [ "$what" = all ]; then
+    d=/tmp/hidetd-bench
+    rm -rf "$d" && mkdir -p "$d"
+    ours "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
+        --workers "$G/bin/hidetd-worker" --log-level info 2> "$OUT/hidetd.log" &
+    pid=$!
+    for _ in $(seq 1 200); do
+        [ -S "$d/hidetd.sock" ] && curl -sf --unix-socket "$d/hidetd.sock" http://localhost/healthz >/dev/null && break
+        sleep 0.1
+    done
+    curl -s --unix-socket "$d/hidetd.sock" http://localhost/v1/status > "$OUT/status.json"
+    PYTHONUNBUFFERED=1 python3 bench/bench.py --socket "$d/hidetd.sock" --out "$OUT" "$@" \
+        > "$OUT/bench.log" 2>&1
+    echo "bench exit=$?"
+    curl -s --unix-socket "$d/hidetd.sock" http://localhost/metrics | grep -E "^hidetd_(jobs|candidates|worker)" | head -30
+    kill -TERM $pid
+    wait $pid
+    echo "hidetd exit=$?"
+    tail -n 40 "$OUT/bench.log"
+fi
