@@ -1,0 +1,764 @@
+/* gpu_workers/measure.c - verify and time one candidate on one GPU (see measure.h).
+ *
+ * Buffers are cached across requests with the same buffer list (a job measures many candidates
+ * on the same shapes), and so is the reference's output for that buffer set: a job pays for the
+ * random inputs and the reference run once. Inputs are generated on the host from a seed derived
+ * from the buffer list (deterministic per job) and uploaded once. Between timed runs the L2 is
+ * flushed by a memset of a buffer twice its size when the working set would otherwise stay
+ * resident; only the kernels sit between the two timing events.
+ */
+#include "gpu_workers/measure.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+
+struct gw_measurer {
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream stream;
+    CUevent ev_start, ev_end, ev_sync;
+    gw_device_info info;
+    double launch_timeout_s;
+    size_t l2_bytes;
+    CUdeviceptr flush;
+    size_t flush_bytes;
+
+    /* The cached buffer set. */
+    uint64_t set_key;
+    int n_buffers;
+    gw_buffer bufs[GW_MAX_BUFFERS];
+    CUdeviceptr ptr[GW_MAX_BUFFERS];
+    size_t bytes[GW_MAX_BUFFERS];
+    size_t set_bytes;
+
+    /* The cached reference output (F32, on the host) for the set and reference module. */
+    uint64_t ref_key;
+    float *ref_host;
+    size_t ref_elems;
+    double ref_rms, ref_maxabs;
+    bool ref_finite;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *cu_text(CUresult r)
+{
+    const char *s = NULL;
+    if (cuGetErrorString(r, &s) != CUDA_SUCCESS || !s)
+        return "unknown CUDA error";
+    return s;
+}
+
+static const char *cu_name(CUresult r)
+{
+    const char *s = NULL;
+    if (cuGetErrorName(r, &s) != CUDA_SUCCESS || !s)
+        return "CUDA_ERROR_UNKNOWN";
+    return s;
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+#define FNV0 0xcbf29ce484222325ULL
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, e8 = (x >> 23) & 0xff, mant = x & 0x7fffff;
+    if (e8 == 0xff)
+        return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+    int32_t e = (int32_t)e8 - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) {
+        if (e < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - e), h = mant >> shift, rem = mant & ((1u << shift) - 1),
+                 half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1)))
+            h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+        h++; /* a carry into the exponent is the correct rounding */
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, mant = h & 0x3ff, x;
+    if (e == 0) {
+        if (!mant) {
+            x = sign;
+        } else {
+            e = 127 - 15 + 1;
+            while (!(mant & 0x400)) {
+                mant <<= 1;
+                e--;
+            }
+            x = sign | (e << 23) | ((mant & 0x3ff) << 13);
+        }
+    } else if (e == 31) {
+        x = sign | 0x7f800000 | (mant << 13);
+    } else {
+        x = sign | ((e - 15 + 127) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000)
+        return (uint16_t)((x >> 16) | 0x40);
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static size_t dsize(gw_dtype d)
+{
+    return d == GW_F32 ? 4 : 2;
+}
+
+int gw_probe_devices(gw_device_info *devs, int max, int *ret_n, char *err, size_t errlen)
+{
+    int count = 0, drv = 0, n = 0;
+    CUresult r;
+
+    if (!ret_n || max < 0 || (max && !devs))
+        return -EINVAL;
+    if (err && errlen)
+        err[0] = 0;
+    r = cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        if (err && errlen)
+            snprintf(err, errlen, "cuInit: %s (%s)", cu_text(r), cu_name(r));
+        *ret_n = 0;
+        return 0;
+    }
+    cuDriverGetVersion(&drv);
+    r = cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS) {
+        if (err && errlen)
+            snprintf(err, errlen, "cuDeviceGetCount: %s", cu_text(r));
+        *ret_n = 0;
+        return 0;
+    }
+    if (count == 0 && err && errlen)
+        snprintf(err, errlen, "the CUDA driver reports no devices");
+    for (int i = 0; i < count && n < max && n < GW_MAX_DEVICES; i++) {
+        CUdevice d;
+        int maj = 0, min = 0, sms = 0;
+        size_t mem = 0;
+        gw_device_info *o = &devs[n];
+        if (cuDeviceGet(&d, i) != CUDA_SUCCESS)
+            continue;
+        memset(o, 0, sizeof(*o));
+        o->index = i;
+        if (cuDeviceGetName(o->name, (int)sizeof(o->name) - 1, d) != CUDA_SUCCESS)
+            snprintf(o->name, sizeof(o->name), "CUDA device %d", i);
+        cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d);
+        cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d);
+        cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d);
+        cuDeviceTotalMem(&mem, d);
+        o->sm = maj * 10 + min;
+        o->sm_count = sms > 0 ? sms : 1;
+        o->mem_bytes = mem;
+        o->driver_version = drv;
+        n++;
+    }
+    *ret_n = n;
+    return 0;
+}
+
+int gw_measurer_new(int device, double launch_timeout_s, gw_measurer **ret, char *err,
+                    size_t errlen)
+{
+    gw_device_info devs[GW_MAX_DEVICES];
+    int n = 0, l2 = 0, r;
+    gw_measurer *m = NULL;
+    CUresult cr;
+    char perr[160];
+
+    if (!ret || device < 0 || !(launch_timeout_s > 0))
+        return -EINVAL;
+    gw_probe_devices(devs, GW_MAX_DEVICES, &n, perr, sizeof(perr));
+    int found = -1;
+    for (int i = 0; i < n; i++)
+        if (devs[i].index == device)
+            found = i;
+    if (found < 0) {
+        snprintf(err, errlen, "no CUDA device %d%s%s", device, perr[0] ? ": " : "", perr);
+        return -ENODEV;
+    }
+    m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    m->info = devs[found];
+    m->launch_timeout_s = launch_timeout_s;
+    if ((cr = cuDeviceGet(&m->dev, device)) != CUDA_SUCCESS ||
+        (cr = cuDevicePrimaryCtxRetain(&m->ctx, m->dev)) != CUDA_SUCCESS)
+        goto cuda_fail;
+    if ((cr = cuCtxSetCurrent(m->ctx)) != CUDA_SUCCESS ||
+        (cr = cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
+        (cr = cuEventCreate(&m->ev_start, CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
+        (cr = cuEventCreate(&m->ev_end, CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
+        (cr = cuEventCreate(&m->ev_sync, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        goto cuda_fail;
+    cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, m->dev);
+    m->l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)(50u << 20);
+    m->flush_bytes = 2 * m->l2_bytes;
+    if ((cr = cuMemAlloc(&m->flush, m->flush_bytes)) != CUDA_SUCCESS)
+        goto cuda_fail;
+    *ret = m;
+    return 0;
+cuda_fail:
+    snprintf(err, errlen, "device %d: %s (%s)", device, cu_text(cr), cu_name(cr));
+    r = -EIO;
+    gw_measurer_free(m);
+    return r;
+}
+
+const gw_device_info *gw_measurer_device(const gw_measurer *m)
+{
+    return m ? &m->info : NULL;
+}
+
+static void free_set(gw_measurer *m)
+{
+    for (int i = 0; i < m->n_buffers; i++)
+        if (m->ptr[i])
+            cuMemFree(m->ptr[i]);
+    memset(m->ptr, 0, sizeof(m->ptr));
+    m->n_buffers = 0;
+    m->set_key = 0;
+    m->set_bytes = 0;
+    free(m->ref_host);
+    m->ref_host = NULL;
+    m->ref_key = 0;
+}
+
+gw_measurer *gw_measurer_free(gw_measurer *m)
+{
+    if (!m)
+        return NULL;
+    if (m->ctx) {
+        cuCtxSetCurrent(m->ctx);
+        free_set(m);
+        if (m->flush)
+            cuMemFree(m->flush);
+        if (m->ev_start)
+            cuEventDestroy(m->ev_start);
+        if (m->ev_end)
+            cuEventDestroy(m->ev_end);
+        if (m->ev_sync)
+            cuEventDestroy(m->ev_sync);
+        if (m->stream)
+            cuStreamDestroy(m->stream);
+        cuDevicePrimaryCtxRelease(m->dev);
+    }
+    free(m);
+    return NULL;
+}
+
+static uint64_t set_key_of(const gw_measure_req *req)
+{
+    uint64_t h = fnv(FNV0, &req->n_buffers, sizeof(req->n_buffers));
+    for (int i = 0; i < req->n_buffers; i++) {
+        uint32_t t[2] = {req->buffers[i].role, req->buffers[i].dtype};
+        h = fnv(h, t, sizeof(t));
+        h = fnv(h, &req->buffers[i].elems, sizeof(req->buffers[i].elems));
+    }
+    return h ? h : 1;
+}
+
+static uint64_t module_key(uint64_t h, const gw_module *mod)
+{
+    h = fnv(h, mod->image, mod->image_len);
+    for (int i = 0; i < mod->n_launches; i++) {
+        const gw_launch *l = &mod->launches[i];
+        h = fnv(h, l->name, strlen(l->name));
+        h = fnv(h, l->grid, sizeof(l->grid));
+        h = fnv(h, l->block, sizeof(l->block));
+        h = fnv(h, &l->shared_bytes, sizeof(l->shared_bytes));
+        h = fnv(h, l->args, sizeof(int) * (size_t)l->n_args);
+    }
+    return h ? h : 1;
+}
+
+/* Fills an input buffer with uniform values in [-1, 1] from a seed, in chunks. */
+static CUresult fill_input(gw_measurer *m, int i, uint64_t seed)
+{
+    enum { CHUNK = 1 << 20 };
+    size_t es = dsize(m->bufs[i].dtype);
+    uint8_t *host = malloc(CHUNK * es);
+    CUresult r = CUDA_SUCCESS;
+    if (!host)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t s = seed;
+    for (uint64_t off = 0; off < m->bufs[i].elems && r == CUDA_SUCCESS; off += CHUNK) {
+        size_t n = m->bufs[i].elems - off < CHUNK ? (size_t)(m->bufs[i].elems - off) : CHUNK;
+        for (size_t k = 0; k < n; k++) {
+            float v = (float)((double)(splitmix(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+            if (m->bufs[i].dtype == GW_F32)
+                memcpy(host + 4 * k, &v, 4);
+            else {
+                uint16_t h = m->bufs[i].dtype == GW_F16 ? f32_to_f16(v) : f32_to_bf16(v);
+                memcpy(host + 2 * k, &h, 2);
+            }
+        }
+        r = cuMemcpyHtoD(m->ptr[i] + off * es, host, n * es);
+    }
+    free(host);
+    return r;
+}
+
+static CUresult prepare_set(gw_measurer *m, const gw_measure_req *req)
+{
+    uint64_t key = set_key_of(req);
+    CUresult r;
+
+    if (key == m->set_key && m->n_buffers == req->n_buffers)
+        return CUDA_SUCCESS;
+    free_set(m);
+    m->n_buffers = req->n_buffers;
+    memcpy(m->bufs, req->buffers, sizeof(gw_buffer) * (size_t)req->n_buffers);
+    for (int i = 0; i < req->n_buffers; i++) {
+        m->bytes[i] = (size_t)req->buffers[i].elems * dsize(req->buffers[i].dtype);
+        if ((r = cuMemAlloc(&m->ptr[i], m->bytes[i])) != CUDA_SUCCESS)
+            goto fail;
+        m->set_bytes += m->bytes[i];
+        if (req->buffers[i].role == GW_BUF_INPUT &&
+            (r = fill_input(m, i, key ^ (0x51ed2701ULL * (uint64_t)(i + 1)))) != CUDA_SUCCESS)
+            goto fail;
+    }
+    m->set_key = key;
+    return CUDA_SUCCESS;
+fail:
+    free_set(m);
+    return r;
+}
+
+/* Waits for everything queued on the stream, for at most budget_s. 0, -ETIMEDOUT, or -EIO with
+ * the driver's error in *ret_err. Polling (not cuEventSynchronize) is what lets us give up. */
+static int wait_stream(gw_measurer *m, double budget_s, CUresult *ret_err)
+{
+    CUresult r = cuEventRecord(m->ev_sync, m->stream);
+    if (r != CUDA_SUCCESS) {
+        *ret_err = r;
+        return -EIO;
+    }
+    double deadline = now_s() + budget_s;
+    long sleep_ns = 2000;
+    for (;;) {
+        r = cuEventQuery(m->ev_sync);
+        if (r == CUDA_SUCCESS)
+            return 0;
+        if (r != CUDA_ERROR_NOT_READY) {
+            *ret_err = r;
+            return -EIO;
+        }
+        if (now_s() > deadline)
+            return -ETIMEDOUT;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000)
+            sleep_ns *= 2;
+    }
+}
+
+/* A module and its functions. */
+typedef struct loaded {
+    CUmodule mod;
+    CUfunction fn[GW_MAX_LAUNCHES];
+} loaded;
+
+static int load_module(const gw_module *mod, loaded *ret, char *why, size_t whylen)
+{
+    char log[2048] = "";
+    CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *)(uintptr_t)sizeof(log)};
+    CUresult r;
+
+    memset(ret, 0, sizeof(*ret));
+    /* The driver reads a cubin by its ELF header and a PTX image as NUL-terminated text; a
+     * buffer without either would make it read past the end, so check first. */
+    bool elf = mod->image_len >= 4 && !memcmp(mod->image, "\177ELF", 4);
+    if (!elf && !memchr(mod->image, 0, mod->image_len)) {
+        snprintf(why, whylen, "image is neither a cubin nor NUL-terminated PTX");
+        return -EINVAL;
+    }
+    r = cuModuleLoadDataEx(&ret->mod, mod->image, 2, opt, val);
+    if (r != CUDA_SUCCESS) {
+        snprintf(why, whylen, "cuModuleLoadDataEx: %s%s%.180s", cu_text(r), log[0] ? ": " : "",
+                 log);
+        ret->mod = NULL;
+        return -EINVAL;
+    }
+    for (int i = 0; i < mod->n_launches; i++) {
+        const gw_launch *l = &mod->launches[i];
+        r = cuModuleGetFunction(&ret->fn[i], ret->mod, l->name);
+        if (r != CUDA_SUCCESS) {
+            snprintf(why, whylen, "kernel %s: %s", l->name, cu_text(r));
+            goto fail;
+        }
+        if (l->shared_bytes > 48 * 1024) {
+            r = cuFuncSetAttribute(ret->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   (int)l->shared_bytes);
+            if (r != CUDA_SUCCESS) {
+                snprintf(why, whylen, "kernel %s: %u bytes of shared memory: %s", l->name,
+                         l->shared_bytes, cu_text(r));
+                goto fail;
+            }
+        }
+    }
+    return 0;
+fail:
+    cuModuleUnload(ret->mod);
+    ret->mod = NULL;
+    return -EINVAL;
+}
+
+static CUresult launch_module(gw_measurer *m, const gw_module *mod, const loaded *ld)
+{
+    for (int i = 0; i < mod->n_launches; i++) {
+        const gw_launch *l = &mod->launches[i];
+        CUdeviceptr vals[GW_MAX_ARGS];
+        void *params[GW_MAX_ARGS];
+        for (int a = 0; a < l->n_args; a++) {
+            vals[a] = m->ptr[l->args[a]];
+            params[a] = &vals[a];
+        }
+        CUresult r = cuLaunchKernel(ld->fn[i], l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                                    l->block[1], l->block[2], l->shared_bytes, m->stream,
+                                    l->n_args ? params : NULL, NULL);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult zero_scratch(gw_measurer *m)
+{
+    for (int i = 0; i < m->n_buffers; i++)
+        if (m->bufs[i].role == GW_BUF_SCRATCH) {
+            CUresult r = cuMemsetD8Async(m->ptr[i], 0, m->bytes[i], m->stream);
+            if (r != CUDA_SUCCESS)
+                return r;
+        }
+    return CUDA_SUCCESS;
+}
+
+/* Outcome of one run step, so the callers share one error path. */
+typedef enum { STEP_OK, STEP_FAULT, STEP_TIMEOUT, STEP_CANCELLED } step;
+
+static step fail_step(gw_measurer *m, CUresult r, const char *what, gw_measure_result *res,
+                      bool *fatal)
+{
+    snprintf(res->reason, sizeof(res->reason), "%s: %s (%s)", what, cu_text(r), cu_name(r));
+    /* A launch can fail without poisoning the context (too many resources, bad config); the
+     * context is unusable only when the error is sticky, which a synchronisation reports. */
+    *fatal = cuCtxSynchronize() != CUDA_SUCCESS;
+    res->status = GW_FAULT;
+    return STEP_FAULT;
+}
+
+/* Runs a module once (scratch zeroed first) and waits. */
+static step run_once(gw_measurer *m, const gw_module *mod, const loaded *ld, const char *what,
+                     gw_measure_result *res, bool *fatal)
+{
+    CUresult r = zero_scratch(m);
+    if (r == CUDA_SUCCESS)
+        r = launch_module(m, mod, ld);
+    if (r != CUDA_SUCCESS)
+        return fail_step(m, r, what, res, fatal);
+    int w = wait_stream(m, m->launch_timeout_s * mod->n_launches, &r);
+    if (w == -ETIMEDOUT) {
+        snprintf(res->reason, sizeof(res->reason), "%s: a launch ran longer than %.3g s", what,
+                 m->launch_timeout_s);
+        res->status = GW_TIMEOUT;
+        *fatal = true;
+        return STEP_TIMEOUT;
+    }
+    if (w < 0)
+        return fail_step(m, r, what, res, fatal);
+    return STEP_OK;
+}
+
+static CUresult download_f32(gw_measurer *m, int idx, float *out)
+{
+    size_t n = (size_t)m->bufs[idx].elems;
+    if (m->bufs[idx].dtype == GW_F32)
+        return cuMemcpyDtoH(out, m->ptr[idx], n * 4);
+    uint16_t *tmp = malloc(n * 2);
+    if (!tmp)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = cuMemcpyDtoH(tmp, m->ptr[idx], n * 2);
+    if (r == CUDA_SUCCESS)
+        for (size_t i = 0; i < n; i++)
+            out[i] = m->bufs[idx].dtype == GW_F16 ? f16_to_f32(tmp[i]) : bf16_to_f32(tmp[i]);
+    free(tmp);
+    return r;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool cancelled(const atomic_bool *c)
+{
+    return c && atomic_load(c);
+}
+
+void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_bool *cancel,
+                     gw_measure_result *res, bool *ret_fatal)
+{
+    loaded cand = {0}, ref = {0};
+    double *times = NULL;
+    float *out = NULL;
+    bool fatal = false;
+    CUresult r;
+    step st;
+
+    if (!m || !req || !res || !ret_fatal)
+        return;
+    uint64_t id = req->id;
+    memset(res, 0, sizeof(*res));
+    res->id = id;
+    res->device = m->info.index;
+    res->status = GW_LOAD_ERROR;
+    cuCtxSetCurrent(m->ctx);
+
+    if ((r = prepare_set(m, req)) != CUDA_SUCCESS) {
+        snprintf(res->reason, sizeof(res->reason), "buffers: %s", cu_text(r));
+        goto out;
+    }
+    if (load_module(&req->candidate, &cand, res->reason, sizeof(res->reason)) < 0)
+        goto out;
+
+    if (req->check) {
+        uint64_t rk = module_key(m->set_key, &req->reference);
+        if (rk != m->ref_key || !m->ref_host) {
+            char why[200];
+            free(m->ref_host);
+            m->ref_host = NULL;
+            m->ref_key = 0;
+            if (load_module(&req->reference, &ref, why, sizeof(why)) < 0) {
+                snprintf(res->reason, sizeof(res->reason), "reference: %s", why);
+                goto out;
+            }
+            int ro = req->ref_output_buffer;
+            if ((r = cuMemsetD8Async(m->ptr[ro], 0xff, m->bytes[ro], m->stream)) != CUDA_SUCCESS) {
+                fail_step(m, r, "reference", res, &fatal);
+                goto out;
+            }
+            if ((st = run_once(m, &req->reference, &ref, "reference", res, &fatal)) != STEP_OK)
+                goto out;
+            size_t n = (size_t)m->bufs[ro].elems;
+            m->ref_host = malloc(n * sizeof(float));
+            if (!m->ref_host || (r = download_f32(m, ro, m->ref_host)) != CUDA_SUCCESS) {
+                free(m->ref_host);
+                m->ref_host = NULL;
+                snprintf(res->reason, sizeof(res->reason), "reference output: out of memory");
+                goto out;
+            }
+            double ss = 0, mx = 0;
+            bool finite = true;
+            for (size_t i = 0; i < n; i++) {
+                double v = m->ref_host[i];
+                if (!isfinite(v))
+                    finite = false;
+                ss += v * v;
+                if (fabs(v) > mx)
+                    mx = fabs(v);
+            }
+            m->ref_elems = n;
+            m->ref_rms = sqrt(ss / (double)n);
+            m->ref_maxabs = mx;
+            m->ref_finite = finite;
+            m->ref_key = rk;
+        }
+        if (!m->ref_finite) {
+            res->status = GW_WRONG;
+            snprintf(res->reason, sizeof(res->reason), "the reference produced NaN/Inf");
+            goto out;
+        }
+        if (cancelled(cancel))
+            goto cancel;
+
+        /* The checked run: poisoned output, so an element the candidate never writes is NaN. */
+        int o = req->output_buffer;
+        if ((r = cuMemsetD8Async(m->ptr[o], 0xff, m->bytes[o], m->stream)) != CUDA_SUCCESS) {
+            fail_step(m, r, "candidate", res, &fatal);
+            goto out;
+        }
+        if ((st = run_once(m, &req->candidate, &cand, "candidate", res, &fatal)) != STEP_OK)
+            goto out;
+        size_t n = m->ref_elems;
+        out = malloc(n * sizeof(float));
+        if (!out || (r = download_f32(m, o, out)) != CUDA_SUCCESS) {
+            snprintf(res->reason, sizeof(res->reason), "candidate output: cannot read back");
+            goto out;
+        }
+        double tol_abs = req->atol * m->ref_rms, maxerr = 0;
+        size_t bad = 0, first_bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            double ref_v = m->ref_host[i], v = out[i];
+            double d = fabs(v - ref_v);
+            if (!isfinite(v)) {
+                d = INFINITY;
+            }
+            if (d > maxerr || (isnan(d)))
+                maxerr = d;
+            if (!(d <= tol_abs + req->rtol * fabs(ref_v))) {
+                if (!bad)
+                    first_bad = i;
+                bad++;
+            }
+        }
+        res->max_abs_err = maxerr;
+        res->max_rel_err = m->ref_maxabs > 0 ? maxerr / m->ref_maxabs : (maxerr > 0 ? INFINITY : 0);
+        if (bad) {
+            res->status = GW_WRONG;
+            snprintf(res->reason, sizeof(res->reason),
+                     "%zu of %zu elements out of tolerance (first at %zu: %g vs %g)", bad, n,
+                     first_bad, (double)out[first_bad], (double)m->ref_host[first_bad]);
+            goto out;
+        }
+    }
+
+    /* Timing. */
+    for (int w = 0; w < req->warmup; w++) {
+        if (cancelled(cancel))
+            goto cancel;
+        if ((st = run_once(m, &req->candidate, &cand, "warmup", res, &fatal)) != STEP_OK)
+            goto out;
+    }
+    times = malloc(sizeof(double) * (size_t)req->max_reps);
+    if (!times) {
+        snprintf(res->reason, sizeof(res->reason), "out of memory");
+        goto out;
+    }
+    bool flush = m->set_bytes < m->flush_bytes;
+    double total_ms = 0, sum = 0, sumsq = 0;
+    int reps = 0;
+    while (reps < req->max_reps && (reps < req->min_reps || total_ms < req->min_time_ms)) {
+        if (cancelled(cancel))
+            goto cancel;
+        r = zero_scratch(m);
+        if (r == CUDA_SUCCESS && flush)
+            r = cuMemsetD8Async(m->flush, (unsigned char)reps, m->flush_bytes, m->stream);
+        if (r == CUDA_SUCCESS)
+            r = cuEventRecord(m->ev_start, m->stream);
+        if (r == CUDA_SUCCESS)
+            r = launch_module(m, &req->candidate, &cand);
+        if (r == CUDA_SUCCESS)
+            r = cuEventRecord(m->ev_end, m->stream);
+        if (r != CUDA_SUCCESS) {
+            fail_step(m, r, "timed run", res, &fatal);
+            goto out;
+        }
+        int w = wait_stream(m, m->launch_timeout_s * (req->candidate.n_launches + 1), &r);
+        if (w == -ETIMEDOUT) {
+            snprintf(res->reason, sizeof(res->reason), "timed run: a launch ran longer than %.3g s",
+                     m->launch_timeout_s);
+            res->status = GW_TIMEOUT;
+            fatal = true;
+            goto out;
+        }
+        if (w < 0) {
+            fail_step(m, r, "timed run", res, &fatal);
+            goto out;
+        }
+        float ms = 0;
+        if ((r = cuEventElapsedTime(&ms, m->ev_start, m->ev_end)) != CUDA_SUCCESS) {
+            fail_step(m, r, "event timing", res, &fatal);
+            goto out;
+        }
+        double us = (double)ms * 1000.0;
+        times[reps++] = us;
+        total_ms += ms;
+        sum += us;
+        sumsq += us * us;
+        /* Early stop (Hidet-style): once a few runs give a confident lower bound on the mean
+         * (mean - 2 standard errors) that is 15% above the time to beat, more runs only
+         * confirm that this candidate loses. */
+        if (req->beat_us > 0 && reps >= 5) {
+            double mean = sum / reps, var = sumsq / reps - mean * mean;
+            double lb = mean - 2.0 * sqrt(var > 0 ? var : 0) / sqrt((double)reps);
+            if (lb > 1.15 * req->beat_us) {
+                res->early_stopped = true;
+                break;
+            }
+        }
+    }
+    qsort(times, (size_t)reps, sizeof(double), cmp_double);
+    res->reps = reps;
+    res->min_us = times[0];
+    res->median_us = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
+    res->status = GW_OK;
+    if (res->early_stopped)
+        snprintf(res->reason, sizeof(res->reason),
+                 "stopped early after %d runs: clearly slower than %.2f us", reps, req->beat_us);
+    goto out;
+
+cancel:
+    res->status = GW_CANCELLED;
+    snprintf(res->reason, sizeof(res->reason), "cancelled");
+out:
+    /* Unloading after a fault would fail anyway; the process exits then. */
+    if (!fatal) {
+        if (cand.mod)
+            cuModuleUnload(cand.mod);
+        if (ref.mod)
+            cuModuleUnload(ref.mod);
+    }
+    free(times);
+    free(out);
+    res->id = id;
+    res->device = m->info.index;
+    *ret_fatal = fatal;
+}

@@ -1,0 +1,231 @@
+/* gpu_workers/standin_main.c - hidetd-worker-standin: a CUDA-free worker for tests and for
+ * machines without a GPU. It speaks exactly the protocol of hidetd-worker (same arguments, same
+ * frames) with fake devices, so the pool, the scheduler and the daemon can be exercised end to
+ * end on any machine.
+ *
+ * Measuring returns a deterministic latency derived from a hash of the candidate image and its
+ * launch configuration: different candidates get different numbers, the same candidate always
+ * the same. Verification passes unless a fault says otherwise.
+ *
+ * Environment:
+ *   HIDETD_STANDIN_DEVICES=n      fake devices (default 1, at most 16)
+ *   HIDETD_STANDIN_SM=90          their compute capability as major*10+minor (default 90)
+ *   HIDETD_STANDIN_FAULTS=list    comma-separated KIND@N[:MS]: the Nth measure request handled by
+ *                                 all stand-in workers sharing the state dir (counted from 1,
+ *                                 across restarts) does KIND:
+ *                                   crash  abort() the process mid-measure
+ *                                   hang   stop heartbeats and never answer
+ *                                   wrong  report GW_WRONG (verification failure)
+ *                                   fault  report GW_FAULT (fatal: the worker exits after it)
+ *                                   slow   sleep MS milliseconds first (cancellable)
+ *                                 e.g. "crash@3,hang@5,wrong@2,fault@4,slow@1:500"
+ *   HIDETD_STANDIN_STATE_DIR=dir  where the request counter lives (file "measure-count",
+ *                                 incremented under flock); without it each process counts
+ *                                 its own requests
+ *   HIDETD_STANDIN_PROBE=fail     --probe prints garbage and exits 1 (probe-failure tests)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu_workers/serve.h"
+#include "gpu_workers/wire.h"
+
+static int env_int(const char *name, int dflt, int lo, int hi)
+{
+    const char *s = getenv(name);
+    char *end = NULL;
+    if (!s || !*s)
+        return dflt;
+    long v = strtol(s, &end, 10);
+    if (*end || v < lo || v > hi)
+        return dflt;
+    return (int)v;
+}
+
+static void fake_device(int index, gw_device_info *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->index = index;
+    snprintf(d->name, sizeof(d->name), "Stand-in GPU");
+    d->sm = env_int("HIDETD_STANDIN_SM", 90, 10, 200);
+    d->sm_count = 132;
+    d->mem_bytes = UINT64_C(80) << 30;
+    d->driver_version = 13000;
+}
+
+/* Returns the 1-based number of this measure request across all stand-ins sharing the state
+ * directory. */
+static long next_request_number(void)
+{
+    static long local;
+    const char *dir = getenv("HIDETD_STANDIN_STATE_DIR");
+    char path[4096], buf[32] = "";
+    if (!dir || !*dir)
+        return ++local;
+    snprintf(path, sizeof(path), "%s/measure-count", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return ++local;
+    flock(fd, LOCK_EX);
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    long v = n > 0 ? strtol(buf, NULL, 10) : 0;
+    v++;
+    int len = snprintf(buf, sizeof(buf), "%ld\n", v);
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)len, 0) != len)
+        v = v; /* best effort: a lost count only shifts the injected faults */
+    flock(fd, LOCK_UN);
+    close(fd);
+    return v;
+}
+
+/* Finds the fault planned for request number n: returns its kind ("" for none) and its MS. */
+static void planned_fault(long n, char kind[16], long *ms)
+{
+    const char *s = getenv("HIDETD_STANDIN_FAULTS");
+    kind[0] = 0;
+    *ms = 0;
+    while (s && *s) {
+        char k[16];
+        long at = 0, arg = 0;
+        int used = 0;
+        if (sscanf(s, "%15[a-z]@%ld%n", k, &at, &used) == 2) {
+            const char *p = s + used;
+            if (*p == ':') {
+                char *end = NULL;
+                arg = strtol(p + 1, &end, 10);
+                p = end;
+            }
+            if (at == n) {
+                snprintf(kind, 16, "%s", k);
+                *ms = arg;
+                return;
+            }
+            s = p;
+        }
+        const char *c = strchr(s, ',');
+        if (!c)
+            return;
+        s = c + 1;
+    }
+}
+
+static uint64_t hash_module(uint64_t h, const gw_module *m)
+{
+    for (size_t i = 0; i < m->image_len; i++)
+        h = (h ^ m->image[i]) * 0x100000001b3ULL;
+    for (int i = 0; i < m->n_launches; i++) {
+        const gw_launch *l = &m->launches[i];
+        uint32_t cfg[7] = {l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                           l->block[1], l->block[2], l->shared_bytes};
+        const uint8_t *p = (const uint8_t *)cfg;
+        for (size_t k = 0; k < sizeof(cfg); k++)
+            h = (h ^ p[k]) * 0x100000001b3ULL;
+        for (const char *c = l->name; *c; c++)
+            h = (h ^ (uint8_t)*c) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *cancel,
+                       gw_measure_result *res, bool *fatal)
+{
+    (void)ctx;
+    char kind[16];
+    long ms;
+    planned_fault(next_request_number(), kind, &ms);
+
+    if (!strcmp(kind, "crash")) {
+        /* No core file: the crash is planned. */
+        struct rlimit rl = {0, 0};
+        setrlimit(RLIMIT_CORE, &rl);
+        abort();
+    }
+    if (!strcmp(kind, "hang")) {
+        gw__serve_stop_heartbeats();
+        for (;;)
+            sleep_ms(1000);
+    }
+    if (!strcmp(kind, "slow")) {
+        for (long t = 0; t < ms; t += 10) {
+            if (atomic_load(cancel)) {
+                res->status = GW_CANCELLED;
+                snprintf(res->reason, sizeof(res->reason), "cancelled");
+                return;
+            }
+            sleep_ms(ms - t < 10 ? ms - t : 10);
+        }
+    }
+    if (!strcmp(kind, "fault")) {
+        res->status = GW_FAULT;
+        snprintf(res->reason, sizeof(res->reason),
+                 "candidate: an illegal memory access was encountered "
+                 "(CUDA_ERROR_ILLEGAL_ADDRESS) [stand-in]");
+        *fatal = true;
+        return;
+    }
+    if (req->check && !strcmp(kind, "wrong")) {
+        res->status = GW_WRONG;
+        res->max_abs_err = 1.0;
+        res->max_rel_err = 1.0;
+        snprintf(res->reason, sizeof(res->reason), "1 of %llu elements out of tolerance [stand-in]",
+                 (unsigned long long)req->buffers[req->output_buffer].elems);
+        return;
+    }
+    uint64_t h = hash_module(0xcbf29ce484222325ULL, &req->candidate);
+    double us = 2.0 + (double)(h % 100000) / 100.0;
+    res->status = GW_OK;
+    res->median_us = us;
+    res->min_us = us * 0.98;
+    res->reps = req->min_reps;
+    if (req->beat_us > 0 && us > 1.15 * req->beat_us) {
+        res->early_stopped = true;
+        res->reps = req->min_reps < 5 ? req->min_reps : 5;
+        snprintf(res->reason, sizeof(res->reason),
+                 "stopped early after %d runs: clearly slower than %.2f us", res->reps, req->beat_us);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    gw__args a;
+    gw_device_info devs[GW_MAX_DEVICES];
+
+    if (gw__parse_args(argc, argv, &a) < 0)
+        return 2;
+    int n = env_int("HIDETD_STANDIN_DEVICES", 1, 0, GW_MAX_DEVICES);
+    if (a.probe) {
+        const char *p = getenv("HIDETD_STANDIN_PROBE");
+        if (p && !strcmp(p, "fail")) {
+            printf("{\"devices\": [garbage\n");
+            return 1;
+        }
+        for (int i = 0; i < n; i++)
+            fake_device(i, &devs[i]);
+        char *s = gw_wire_probe_json(devs, n, n ? NULL : "HIDETD_STANDIN_DEVICES=0");
+        if (!s)
+            return 1;
+        printf("%s\n", s);
+        free(s);
+        return 0;
+    }
+    if (a.device >= n) {
+        char err[64];
+        snprintf(err, sizeof(err), "no stand-in device %d", a.device);
+        return gw__serve(a.fd, NULL, err, a.heartbeat_s, NULL, NULL);
+    }
+    fake_device(a.device, &devs[0]);
+    return gw__serve(a.fd, &devs[0], NULL, a.heartbeat_s, measure_cb, NULL);
+}
