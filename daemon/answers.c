@@ -1,0 +1,377 @@
+/* daemon/answers.c - see answers.h. Built with cJSON; the order of keys follows the agreed
+ * wire format so answers read the same in every client's logs. */
+#include "daemon/answers.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "proto/request.h"
+
+/* Adds a number, or null when the value is "unknown" (negative or not finite). */
+static cJSON *add_us(cJSON *obj, const char *name, double us)
+{
+    if (us < 0 || !isfinite(us))
+        return cJSON_AddNullToObject(obj, name);
+    return cJSON_AddNumberToObject(obj, name, us);
+}
+
+/* Parses stored JSON text (a schedule, a launch description) or returns NULL. */
+static cJSON *parse_opt(const char *text)
+{
+    if (!text || !*text)
+        return NULL;
+    return cJSON_Parse(text);
+}
+
+static int finish(cJSON *root, char **ret)
+{
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!s)
+        return -ENOMEM;
+    *ret = s;
+    return 0;
+}
+
+/* [x,y,z] of non-negative integers from a stored launch, or NULL when malformed. */
+static cJSON *dim3_copy(const cJSON *src)
+{
+    if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) != 3)
+        return NULL;
+    cJSON *out = cJSON_CreateArray();
+    if (!out)
+        return NULL;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, src)
+    {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1) {
+            cJSON_Delete(out);
+            return NULL;
+        }
+        cJSON_AddItemToArray(out, cJSON_CreateNumber(v->valuedouble));
+    }
+    return out;
+}
+
+static const char *buffer_name(int arg, char *buf, size_t len)
+{
+    if (arg >= TUNER_BUF_INPUT0 && arg < TUNER_BUF_INPUT0 + TUNER_MAX_INPUTS) {
+        snprintf(buf, len, "input%d", arg - TUNER_BUF_INPUT0);
+        return buf;
+    }
+    if (arg == TUNER_BUF_OUTPUT)
+        return "output";
+    if (arg == TUNER_BUF_WORKSPACE)
+        return "workspace";
+    return NULL;
+}
+
+int hd_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret)
+{
+    if (!a || !ret)
+        return -EINVAL;
+    int r = -ENOMEM;
+    cJSON *launch = parse_opt(a->launch_json);
+    cJSON *schedule = parse_opt(a->schedule_json);
+    cJSON *op = parse_opt(a->op_json);
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        goto out;
+    if (!launch || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(launch, "kernels"))) {
+        r = -EINVAL;
+        goto out;
+    }
+    char url[128];
+    cJSON_AddStringToObject(root, "key", a->key);
+    cJSON_AddStringToObject(root, "op_key", a->op_key);
+    cJSON_AddBoolToObject(root, "cached", cached);
+    cJSON_AddBoolToObject(root, "measured", a->measured);
+    if (warning && *warning)
+        cJSON_AddStringToObject(root, "warning", warning);
+    cJSON_AddStringToObject(root, "op", a->op);
+    cJSON_AddStringToObject(root, "arch", a->target);
+    /* The inferred output lives in the canonical op JSON (proto_canonical_op_json). */
+    const cJSON *out_desc = op ? cJSON_GetObjectItemCaseSensitive(op, "output") : NULL;
+    if (out_desc)
+        cJSON_AddItemToObject(root, "output", cJSON_Duplicate(out_desc, true));
+    else
+        cJSON_AddNullToObject(root, "output");
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(launch, "workspace_bytes");
+    cJSON_AddNumberToObject(root, "workspace_bytes", cJSON_IsNumber(ws) ? ws->valuedouble : 0);
+
+    cJSON *kernels = cJSON_AddArrayToObject(root, "kernels");
+    if (!kernels)
+        goto out;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(launch, "kernels"))
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name");
+        const cJSON *smem = cJSON_GetObjectItemCaseSensitive(k, "shared_bytes");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(k, "args");
+        cJSON *grid = dim3_copy(cJSON_GetObjectItemCaseSensitive(k, "grid"));
+        cJSON *block = dim3_copy(cJSON_GetObjectItemCaseSensitive(k, "block"));
+        cJSON *kj = cJSON_CreateObject();
+        if (!kj || !cJSON_IsString(name) || !grid || !block || !cJSON_IsArray(args)) {
+            cJSON_Delete(grid);
+            cJSON_Delete(block);
+            cJSON_Delete(kj);
+            r = kj ? -EINVAL : -ENOMEM;
+            goto out;
+        }
+        cJSON_AddItemToArray(kernels, kj);
+        cJSON_AddStringToObject(kj, "name", name->valuestring);
+        cJSON_AddStringToObject(kj, "arch", a->target);
+        cJSON_AddItemToObject(kj, "grid", grid);
+        cJSON_AddItemToObject(kj, "block", block);
+        cJSON_AddNumberToObject(kj, "shared_bytes", cJSON_IsNumber(smem) ? smem->valuedouble : 0);
+        cJSON *params = cJSON_AddArrayToObject(kj, "params");
+        int index = 0;
+        const cJSON *arg;
+        cJSON_ArrayForEach(arg, args)
+        {
+            char buf[16];
+            const char *bname = cJSON_IsNumber(arg) ? buffer_name(arg->valueint, buf, sizeof(buf)) : NULL;
+            if (!bname) {
+                r = -EINVAL;
+                goto out;
+            }
+            cJSON *p = cJSON_CreateObject();
+            if (!p)
+                goto out;
+            cJSON_AddItemToArray(params, p);
+            cJSON_AddNumberToObject(p, "index", index++);
+            cJSON_AddStringToObject(p, "buffer", bname);
+            cJSON_AddStringToObject(p, "type", "pointer");
+        }
+        snprintf(url, sizeof(url), "/v1/kernels/%s/ptx", a->key);
+        cJSON_AddStringToObject(kj, "ptx_url", url);
+        snprintf(url, sizeof(url), "/v1/kernels/%s/cubin", a->key);
+        cJSON_AddStringToObject(kj, "cubin_url", url);
+        /* One timing covers the whole set (launched in order); a single kernel carries it. */
+        add_us(kj, "latency_us", cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(launch, "kernels")) == 1 && a->measured ? a->latency_us : -1);
+    }
+    add_us(root, "latency_us", a->measured ? a->latency_us : -1);
+    add_us(root, "predicted_us", a->predicted_us);
+    if (schedule) {
+        cJSON_AddItemToObject(root, "schedule", schedule);
+        schedule = NULL;
+    } else {
+        cJSON_AddNullToObject(root, "schedule");
+    }
+    r = finish(root, ret);
+    root = NULL;
+out:
+    cJSON_Delete(root);
+    cJSON_Delete(launch);
+    cJSON_Delete(schedule);
+    cJSON_Delete(op);
+    return r;
+}
+
+static cJSON *job_object(const sched_job_info *info)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)info->id);
+    cJSON_AddStringToObject(j, "id", buf);
+    snprintf(buf, sizeof(buf), "/v1/jobs/%llu", (unsigned long long)info->id);
+    cJSON_AddStringToObject(j, "url", buf);
+    cJSON_AddStringToObject(j, "state", sched_state_name(info->state));
+    cJSON_AddStringToObject(j, "op", info->op);
+    cJSON_AddStringToObject(j, "arch", info->target);
+    cJSON_AddStringToObject(j, "tune", proto_tune_name(info->mode));
+    cJSON_AddStringToObject(j, "priority", proto_priority_name(info->priority));
+    cJSON *c = cJSON_AddObjectToObject(j, "candidates");
+    if (c) {
+        cJSON_AddNumberToObject(c, "total", info->candidates_total);
+        cJSON_AddNumberToObject(c, "done", info->candidates_done);
+        cJSON_AddNumberToObject(c, "failed", info->candidates_failed);
+    }
+    add_us(j, "best_us", info->best_us);
+    cJSON *best = info->best_schedule[0] ? cJSON_Parse(info->best_schedule) : NULL;
+    if (best)
+        cJSON_AddItemToObject(j, "best_schedule", best);
+    else
+        cJSON_AddNullToObject(j, "best_schedule");
+    cJSON_AddNumberToObject(j, "elapsed_s", round(info->elapsed_s * 1000.0) / 1000.0);
+    cJSON_AddNumberToObject(j, "waiters", info->waiters);
+    if (info->state == SCHED_DONE) {
+        snprintf(buf, sizeof(buf), "/v1/kernels/%s", info->artifact_key);
+        cJSON_AddStringToObject(j, "result", buf);
+        cJSON_AddBoolToObject(j, "measured", info->measured);
+    }
+    if (info->warning[0])
+        cJSON_AddStringToObject(j, "warning", info->warning);
+    if (info->state == SCHED_FAILED) {
+        cJSON *e = cJSON_AddObjectToObject(j, "error");
+        if (e) {
+            cJSON_AddStringToObject(e, "code", info->error_code[0] ? info->error_code : "internal");
+            cJSON_AddStringToObject(e, "message", info->error);
+        }
+    }
+    return j;
+}
+
+int hd_job_json(const sched_job_info *info, char **ret)
+{
+    if (!info || !ret)
+        return -EINVAL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *j = job_object(info);
+    if (!root || !j) {
+        cJSON_Delete(root);
+        cJSON_Delete(j);
+        return -ENOMEM;
+    }
+    cJSON_AddItemToObject(root, "job", j);
+    return finish(root, ret);
+}
+
+int hd_jobs_json(const sched_job_info *infos, size_t n, char **ret)
+{
+    if ((!infos && n) || !ret)
+        return -EINVAL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *arr = root ? cJSON_AddArrayToObject(root, "jobs") : NULL;
+    if (!arr) {
+        cJSON_Delete(root);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cJSON *j = job_object(&infos[i]);
+        if (!j) {
+            cJSON_Delete(root);
+            return -ENOMEM;
+        }
+        cJSON_AddItemToArray(arr, j);
+    }
+    return finish(root, ret);
+}
+
+int hd_space_json(const tuner_op *op, const tuner_target *t, const tuner_space *space,
+                  const size_t *order, const double *predicted_us, char **ret)
+{
+    if (!op || !t || !space || (!order && space->n) || !ret)
+        return -EINVAL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return -ENOMEM;
+    char arch[16];
+    cJSON_AddStringToObject(root, "op", proto_op_name(op->kind));
+    cJSON_AddStringToObject(root, "arch", tuner_target_name(t, arch, sizeof(arch)));
+    cJSON_AddStringToObject(root, "space_hash", space->hash);
+    cJSON_AddNumberToObject(root, "count", (double)space->n);
+    cJSON *cands = cJSON_AddArrayToObject(root, "candidates");
+    if (!cands) {
+        cJSON_Delete(root);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < space->n; i++) {
+        size_t idx = order[i];
+        if (idx >= space->n) {
+            cJSON_Delete(root);
+            return -EINVAL;
+        }
+        const tuner_schedule *s = &space->items[idx];
+        cJSON *c = cJSON_CreateObject();
+        if (!c) {
+            cJSON_Delete(root);
+            return -ENOMEM;
+        }
+        cJSON_AddItemToArray(cands, c);
+        cJSON_AddNumberToObject(c, "index", (double)idx);
+        cJSON_AddStringToObject(c, "template", s->template_name ? s->template_name : "");
+        cJSON *params = cJSON_AddObjectToObject(c, "params");
+        for (int p = 0; params && p < s->n_params && p < TUNER_MAX_PARAMS; p++)
+            cJSON_AddNumberToObject(params, s->params[p].name, s->params[p].value);
+        if (predicted_us)
+            add_us(c, "predicted_us", predicted_us[idx]);
+        else
+            cJSON_AddNullToObject(c, "predicted_us");
+    }
+    return finish(root, ret);
+}
+
+int hd_status_json(const hd_status_view *v, char **ret)
+{
+    if (!v || !ret || (!v->devices && v->n_devices))
+        return -EINVAL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return -ENOMEM;
+    cJSON_AddStringToObject(root, "version", v->version ? v->version : "");
+    cJSON_AddNumberToObject(root, "uptime_s", floor(v->uptime_s));
+    cJSON_AddBoolToObject(root, "gpu_available", v->gpu_available);
+    cJSON *ws = cJSON_AddArrayToObject(root, "workers");
+    for (size_t i = 0; ws && i < v->n_devices; i++) {
+        const gw_device_info *d = &v->devices[i];
+        cJSON *w = cJSON_CreateObject();
+        if (!w)
+            break;
+        cJSON_AddItemToArray(ws, w);
+        char arch[16];
+        snprintf(arch, sizeof(arch), "sm_%d", d->sm);
+        cJSON_AddNumberToObject(w, "index", d->index);
+        cJSON_AddStringToObject(w, "name", d->name);
+        cJSON_AddStringToObject(w, "arch", arch);
+        cJSON_AddNumberToObject(w, "sm_count", d->sm_count);
+        cJSON_AddNumberToObject(w, "memory_bytes", (double)d->mem_bytes);
+        cJSON_AddNumberToObject(w, "driver_version", d->driver_version);
+        cJSON_AddStringToObject(w, "state", gw_device_state_name(d->state));
+        cJSON_AddNumberToObject(w, "restarts", d->restarts);
+        cJSON_AddNumberToObject(w, "measured", (double)d->measured);
+        cJSON_AddNumberToObject(w, "failed", (double)d->failed);
+        cJSON_AddStringToObject(w, "last_error", d->last_error);
+    }
+    cJSON *jobs = cJSON_AddObjectToObject(root, "jobs");
+    if (jobs) {
+        cJSON_AddNumberToObject(jobs, "queued", (double)v->jobs_queued);
+        cJSON_AddNumberToObject(jobs, "running", (double)v->jobs_running);
+        cJSON_AddNumberToObject(jobs, "done", (double)v->jobs_done);
+        cJSON_AddNumberToObject(jobs, "failed", (double)v->jobs_failed);
+    }
+    cJSON *cache = cJSON_AddObjectToObject(root, "cache");
+    if (cache) {
+        if (v->have_cache_stats) {
+            cJSON_AddNumberToObject(cache, "artifacts", (double)v->cache.artifacts);
+            cJSON_AddNumberToObject(cache, "selections", (double)v->cache.selections);
+            cJSON_AddNumberToObject(cache, "trials", (double)v->cache.trials);
+            cJSON_AddNumberToObject(cache, "bytes", (double)v->cache.bytes);
+        } else {
+            cJSON_AddNullToObject(cache, "artifacts");
+            cJSON_AddNullToObject(cache, "selections");
+            cJSON_AddNullToObject(cache, "trials");
+            cJSON_AddNullToObject(cache, "bytes");
+        }
+        cJSON_AddStringToObject(cache, "path", v->cache_path ? v->cache_path : "");
+    }
+    return finish(root, ret);
+}
+
+int hd_job_error_status(const char *code)
+{
+    static const struct {
+        const char *code;
+        int status;
+    } map[] = {
+        { "invalid_json", 400 },     { "invalid_field", 422 },   { "unknown_op", 422 },
+        { "unknown_dtype", 422 },    { "shape_mismatch", 422 },  { "limit_exceeded", 422 },
+        { "unsupported", 422 },      { "not_found", 404 },       { "queue_full", 429 },
+        { "no_gpu", 503 },           { "shutting_down", 503 },   { "timeout", 503 },
+        { "compile_error", 500 },    { "no_valid_candidate", 500 }, { "integrity_error", 500 },
+        { "internal", 500 },
+    };
+    if (!code)
+        return 500;
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcmp(code, map[i].code) == 0)
+            return map[i].status;
+    return 500;
+}

@@ -1,0 +1,156 @@
+/* daemon/config.h - hidetd's configuration: defaults, the INI-style file, command-line flags.
+ *
+ * Precedence: built-in defaults < the config file (--config FILE) < command-line flags. SIGHUP
+ * re-reads the file (flags still win) and applies what can change live; the rest is logged as
+ * needing a restart. A file with any error is rejected as a whole (file:line: message).
+ *
+ * File format: `[section]` headers, `key = value` lines, `#` or `;` comment lines, and ` #`
+ * trailing comments outside quotes. Values may be "double quoted" (\" and \\ escapes) to keep
+ * spaces or '#'. Every key belongs to a section; unknown sections, unknown keys, keys given twice
+ * and bad values are errors.
+ *   sizes:     an integer or decimal with an optional unit: B, KiB/MiB/GiB/TiB (x1024; K/M/G/T
+ *              mean the same), KB/MB/GB/TB (x1000). "1MiB", "512K", "1.5GiB", "65536".
+ *   durations: a number with a unit ms, s, m (min), h, d; bare numbers are seconds; parts may be
+ *              chained: "30s", "1m30s", "250ms", "2h".
+ *   booleans:  true/false, yes/no, on/off, 1/0.
+ *
+ * Keys (live = applied on SIGHUP; restart = logged as needing a restart):
+ * | section    | key                  | type     | default                                  | on reload |
+ * |------------|----------------------|----------|------------------------------------------|-----------|
+ * | [server]   | socket               | path     | $XDG_RUNTIME_DIR/hidetd.sock, else ./hidetd.sock | restart |
+ * | [server]   | socket_mode          | octal    | 0660                                     | restart   |
+ * | [server]   | http                 | [HOST:]PORT or "off" | off (PORT alone binds 127.0.0.1) | restart |
+ * | [server]   | token                | string   | (none) required when http is not loopback | live     |
+ * | [server]   | token_file           | path     | (none) first line is the token           | live      |
+ * | [server]   | max_body             | size     | 1MiB                                     | live      |
+ * | [server]   | max_connections      | integer  | 1024                                     | live      |
+ * | [server]   | request_timeout      | duration | 10s (headers+body of one request)        | live      |
+ * | [server]   | idle_timeout         | duration | 60s (idle keep-alive connection)         | live      |
+ * | [cache]    | path                 | path     | $XDG_CACHE_HOME/hidetd/kernels.db, else ~/.cache/hidetd/kernels.db | restart |
+ * | [cache]    | max_size             | size     | 0 (unlimited; else LRU-pruned hourly)    | live      |
+ * | [tuning]   | default_mode         | none|model|measure | model (when a request has no "tune") | live |
+ * | [tuning]   | budget_seconds       | duration | 60s                                      | live      |
+ * | [tuning]   | budget_candidates    | integer  | 128                                      | live      |
+ * | [tuning]   | fused_retime_top     | integer  | 5                                        | live      |
+ * | [tuning]   | measure_requires_gpu | boolean  | false (false: fall back to the model)    | live      |
+ * | [tuning]   | max_queued_jobs      | integer  | 1024                                     | live      |
+ * | [workers]  | mode                 | auto|none|standin|path | auto                       | restart   |
+ * | [workers]  | path                 | path     | (none) the worker binary when mode=path  | restart   |
+ * | [workers]  | launch_timeout       | duration | 2s                                       | restart   |
+ * | [workers]  | heartbeat            | duration | 1s                                       | restart   |
+ * | [workers]  | max_restarts         | integer  | 5                                        | restart   |
+ * | [log]      | level                | debug|info|warn|error | info                        | live      |
+ * | [shutdown] | grace                | duration | 30s (running jobs may finish, then cancelled) | live |
+ *
+ * Flags: --socket PATH, --cache PATH, --http [HOST:]PORT|off, --config FILE,
+ * --log-level LEVEL, --workers auto|none|standin|PATH, --token TOKEN, --version, --help.
+ *
+ * Nothing here logs or touches the loop; functions return 0 or a negative errno and report
+ * problems in a malloc'd *ret_err (caller frees); outputs are untouched on failure.
+ */
+#ifndef HIDET_DAEMON_CONFIG_H
+#define HIDET_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/log.h"
+#include "tuner/op.h"
+
+typedef enum {
+    HD_WORKERS_AUTO = 0, /* hidetd-worker next to hidetd, or in HIDETD_LIBEXECDIR; none if absent */
+    HD_WORKERS_NONE,     /* no GPU pool */
+    HD_WORKERS_STANDIN,  /* hidetd-worker-standin (tests, machines without a GPU) */
+    HD_WORKERS_PATH,     /* an explicit binary: workers_path */
+} hd_workers_mode;
+
+typedef struct hd_config {
+    /* [server] */
+    char *socket;           /* never NULL after hd_config_init */
+    unsigned socket_mode;
+    char *http;             /* NULL: TCP off; else "[HOST:]PORT" as given */
+    char *token;            /* NULL: none */
+    char *token_file;       /* NULL: none; read by hd_config_finish() into token */
+    uint64_t max_body;
+    int max_connections;
+    double request_timeout, idle_timeout; /* seconds */
+    /* [cache] */
+    char *cache_path;
+    uint64_t cache_max_size; /* 0: unlimited */
+    /* [tuning] */
+    tuner_tune_mode default_mode;
+    double budget_seconds;
+    int budget_candidates;
+    int fused_retime_top;
+    bool measure_requires_gpu;
+    int max_queued_jobs;
+    /* [workers] */
+    hd_workers_mode workers;
+    char *workers_path;
+    double launch_timeout, heartbeat;
+    int max_restarts;
+    /* [log] */
+    hd_log_level log_level;
+    /* [shutdown] */
+    double grace;
+} hd_config;
+
+/* Fills c with the built-in defaults (the socket and cache paths from the environment).
+ * Returns 0 or -ENOMEM. Release with hd_config_clear(). */
+int hd_config_init(hd_config *c);
+/* Frees the strings of c and zeroes it; accepts NULL. */
+void hd_config_clear(hd_config *c);
+/* Deep copy into *ret (which must not hold strings). Returns 0 or -ENOMEM. */
+int hd_config_copy(const hd_config *src, hd_config *ret);
+
+/* Applies the keys of an INI text to c. `name` is used in messages ("hidetd.conf:12: ...").
+ * All or nothing: on error c is unchanged and *ret_err says "name:line: what". */
+int hd_config_load_string(hd_config *c, const char *text, const char *name, char **ret_err);
+/* Reads the file and applies it as above; -errno with a message when it cannot be read. */
+int hd_config_load_file(hd_config *c, const char *path, char **ret_err);
+
+/* Command-line flags (values point into argv). */
+typedef struct hd_cli {
+    const char *socket, *cache, *http, *config, *log_level, *workers, *token;
+    bool help, version;
+} hd_cli;
+
+/* Parses argv. Returns 0, or -EINVAL with a message for an unknown flag, a missing value, a
+ * stray argument or a bad value (log level, http address). */
+int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err);
+/* Usage text (static). */
+const char *hd_cli_usage(void);
+
+/* Overrides c with the flags that were given. Returns 0 or -EINVAL/-ENOMEM with a message. */
+int hd_config_apply_cli(hd_config *c, const hd_cli *cli, char **ret_err);
+
+/* Cross-key checks and derived values: reads token_file, requires a token for a non-loopback
+ * http bind, requires workers path for mode=path. Returns 0 or -EINVAL with a message. */
+int hd_config_finish(hd_config *c, char **ret_err);
+
+/* The whole sequence: defaults, the --config file (if any), flags, finish. */
+int hd_config_build(const hd_cli *cli, hd_config *ret, char **ret_err);
+
+/* Compares two configurations key by key. Writes the changed keys ("server.max_body ...",
+ * space-separated) that apply live into `live` and those that need a restart into `restart`
+ * (either may be NULL). Returns the number of changed keys. */
+int hd_config_diff(const hd_config *a, const hd_config *b, char *live, size_t live_len,
+                   char *restart, size_t restart_len);
+
+/* Parsers shared with the tests. Each returns 0 or -EINVAL (ret untouched on failure). */
+int hd_parse_size(const char *s, uint64_t *ret);
+int hd_parse_duration(const char *s, double *ret_seconds);
+int hd_parse_bool(const char *s, bool *ret);
+
+/* Splits "[HOST:]PORT" ("8080", "0.0.0.0:8080", "[::1]:8080", "localhost:8080"); a bare port
+ * binds 127.0.0.1. Returns 0 or -EINVAL. host gets the host without brackets. */
+int hd_parse_http_addr(const char *s, char *host, size_t host_len, int *ret_port);
+/* Whether a host (as returned above) is a loopback address or "localhost". */
+bool hd_host_is_loopback(const char *host);
+
+/* Static names for the enums. */
+const char *hd_workers_mode_name(hd_workers_mode m);
+const char *hd_tune_mode_name(tuner_tune_mode m);
+
+#endif

@@ -1,0 +1,150 @@
+/* daemon/log.c - see log.h. */
+#include "daemon/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int log_level = HD_LOG_INFO;
+static _Atomic bool log_journal = false;
+static _Atomic int log_fd = STDERR_FILENO;
+
+static const char *const level_names[] = { "debug", "info", "warn", "error" };
+/* syslog priorities: debug 7, info 6, warning 4, err 3. */
+static const int level_prio[] = { 7, 6, 4, 3 };
+
+/* systemd sets JOURNAL_STREAM=<dev>:<inode> of the stream it connected to stderr; it is only
+ * ours when stderr still is that stream (a child of a unit that redirected stderr inherits the
+ * variable but not the stream). */
+static bool stderr_is_journal(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    if (!js || !*js)
+        return false;
+    unsigned long long dev = 0, ino = 0;
+    if (sscanf(js, "%llu:%llu", &dev, &ino) != 2)
+        return false;
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) < 0)
+        return false;
+    return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+void hd_log_init(hd_log_level level)
+{
+    atomic_store(&log_journal, stderr_is_journal());
+    hd_log_set_level(level);
+}
+
+void hd_log_set_level(hd_log_level level)
+{
+    if ((int)level < HD_LOG_DEBUG || level > HD_LOG_ERROR)
+        return;
+    atomic_store(&log_level, (int)level);
+}
+
+hd_log_level hd_log_get_level(void) { return (hd_log_level)atomic_load(&log_level); }
+
+bool hd_log_enabled(hd_log_level level) { return (int)level >= atomic_load(&log_level); }
+
+void hd_log_set_journal(bool journal) { atomic_store(&log_journal, journal); }
+
+void hd_log_set_fd(int fd) { atomic_store(&log_fd, fd < 0 ? STDERR_FILENO : fd); }
+
+int hd_log_level_parse(const char *s, hd_log_level *ret)
+{
+    if (!s || !ret)
+        return -EINVAL;
+    for (int i = 0; i <= HD_LOG_ERROR; i++) {
+        if (strcasecmp(s, level_names[i]) == 0) {
+            *ret = (hd_log_level)i;
+            return 0;
+        }
+    }
+    if (strcasecmp(s, "warning") == 0) {
+        *ret = HD_LOG_WARN;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+const char *hd_log_level_name(hd_log_level level)
+{
+    if ((int)level < HD_LOG_DEBUG || level > HD_LOG_ERROR)
+        return "?";
+    return level_names[level];
+}
+
+int hd__log_format(char *buf, int len, hd_log_level level, bool journal, bool with_time,
+                   const char *msg)
+{
+    if (!buf || len < 2)
+        return 0;
+    if ((int)level < HD_LOG_DEBUG || level > HD_LOG_ERROR)
+        level = HD_LOG_ERROR;
+    int n;
+    if (journal) {
+        n = snprintf(buf, (size_t)len, "<%d>", level_prio[level]);
+    } else if (with_time) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        n = snprintf(buf, (size_t)len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000, level_names[level]);
+    } else {
+        n = snprintf(buf, (size_t)len, "%-5s ", level_names[level]);
+    }
+    if (n < 0)
+        n = 0;
+    if (n > len - 2)
+        n = len - 2;
+    /* Copy the message, neutralising control characters (a client's path must not be able to
+     * start a new, forged line). Tabs are kept readable as spaces. */
+    for (const unsigned char *p = (const unsigned char *)msg; p && *p && n < len - 2; p++) {
+        unsigned char c = *p;
+        if (c == '\t')
+            c = ' ';
+        else if (c < 0x20 || c == 0x7f)
+            c = '?';
+        buf[n++] = (char)c;
+    }
+    buf[n++] = '\n';
+    buf[n] = '\0';
+    return n;
+}
+
+void hd_log(hd_log_level level, const char *fmt, ...)
+{
+    if (!hd_log_enabled(level))
+        return;
+    int saved_errno = errno;
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    char line[4096 + 64];
+    int n = hd__log_format(line, (int)sizeof(line), level, atomic_load(&log_journal), true, msg);
+    int fd = atomic_load(&log_fd);
+    const char *p = line;
+    while (n > 0) {
+        ssize_t w = write(fd, p, (size_t)n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            break; /* nowhere to report a failing log */
+        }
+        p += w;
+        n -= (int)w;
+    }
+    errno = saved_errno;
+}
