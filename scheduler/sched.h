@@ -32,8 +32,12 @@ typedef struct sched_config {
     int compile_ahead;        /* candidates compiled ahead of measurement (default 2 x pool) */
     bool measure_requires_gpu; /* true: tune:"measure" without a GPU is refused (503) */
     int max_queued_jobs;      /* beyond this, submit returns -EAGAIN (429) (default 1024) */
+    /* Added by the scheduler: */
+    int max_running_jobs;     /* jobs running at once; the rest wait in priority order (default 4) */
 } sched_config;
 
+/* Fills c with the defaults above. compile_ahead defaults to 0, which means "2 x the GPUs that
+ * measure the job" (at least 2). */
 void sched_config_defaults(sched_config *c);
 
 /* Priorities: lower runs first. */
@@ -94,14 +98,22 @@ void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LE
 
 /* Submits (or joins the existing job for the same op key). `cb` runs exactly once, when the job
  * ends, unless the waiter is detached first. ret_job_id receives the job's id. Returns 0,
- * -EAGAIN (queue full), -ENODEV (measure refused without a GPU), -EINVAL. */
+ * -EAGAIN (queue full), -ENODEV (measure refused without a GPU), -EINVAL, -ENOMEM,
+ * -ESHUTDOWN (draining or freed).
+ * Details: the callback never runs inside sched_submit. cb may be NULL (nobody waits; then no
+ * waiter is made and *ret_waiter is set to NULL). A waiter is owned by the scheduler and valid
+ * until its callback has started or it is detached; never detach it after (or inside) its
+ * callback. Joining a QUEUED job raises its priority and mode to the strongest asked for; joining
+ * a RUNNING job keeps its mode (a measure request joining a running model job gets measured:false
+ * and may submit again once it ended). */
 int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *udata,
                  uint64_t *ret_job_id, sched_waiter **ret_waiter);
 /* Stops waiting (the client went away); the job goes on. Accepts NULL. */
 void sched_waiter_detach(sched *s, sched_waiter *w);
 
 int sched_job_get(sched *s, uint64_t id, sched_job_info *ret);
-/* Cancels a job: its waiters get SCHED_CANCELLED. -ENOENT if unknown or already ended. */
+/* Cancels a job: its waiters get SCHED_CANCELLED (error_code "cancelled"), before this returns.
+ * -ENOENT if unknown or already ended. */
 int sched_job_cancel(sched *s, uint64_t id);
 /* Snapshot of recent jobs (active first, then up to 64 ended ones); malloc'd array. */
 int sched_jobs_list(sched *s, sched_job_info **ret, size_t *ret_n);
@@ -114,8 +126,41 @@ typedef struct sched_stats {
 void sched_stats_get(sched *s, sched_stats *ret);
 
 /* Stops taking jobs; running ones may finish within grace_s, then are cancelled; `done` runs when
- * nothing is left. */
+ * nothing is left. Queued jobs are cancelled at once. Jobs cancelled by the drain end as
+ * SCHED_CANCELLED with error_code "shutting_down". `done` also waits for thread-pool work that was
+ * already running, so uv_loop_close() succeeds afterwards. */
 void sched_drain(sched *s, double grace_s, void (*done)(void *udata), void *udata);
+/* Cancels whatever is left (waiters get CANCELLED, "shutting_down") and releases the scheduler.
+ * Accepts NULL. Memory still used by thread-pool work that is running is released when that
+ * work's completion runs on the loop, so keep running the loop (or drain first). Never call it
+ * from a sched callback. */
 void sched_free(sched *s);
+
+/* ---- Keys and op helpers (added by the scheduler; pure functions, any thread) ---- */
+
+/* Numeric policy that is part of every op key: fp32 accumulation, tf32 as the op says, and the
+ * verification tolerances of this version. Bump it when any of them changes. */
+#define SCHED_NUMERICS_FLAGS "accum=f32;tf32=per-op;verify=v1"
+
+/* Artifact key = kc_key(op key, schedule JSON). */
+void sched_artifact_key(const char *op_key, const char *schedule_json, char out[KC_KEY_LEN + 1]);
+
+/* Tuning key: kc_key("hidetd-tuning", schema, the scheduler's canonical JSON of op, target,
+ * codegen version, NVRTC version, device name, SM count, driver major, space hash). `dev` is the
+ * device the trials are measured on. The op's JSON is the scheduler's own canonical form
+ * (sched_op_canonical_json), so a fused op's anchor, which only exists as a struct, keys the
+ * same record as the same op submitted on its own. Returns 0 or -ENOMEM/-EINVAL. */
+int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_info *dev,
+                     const char *space_hash, char out[KC_KEY_LEN + 1]);
+
+/* Canonical JSON of an op struct (fixed key order, every field that changes the kernel).
+ * Returns a malloc'd string the caller frees, or NULL when out of memory. Used when a request
+ * carries no op_json, and for tuning keys. */
+char *sched_op_canonical_json(const tuner_op *op);
+
+/* The fusion anchor of op: the same op without prologue/epilogue steps, without the extra
+ * operands those steps read, and with the anchor's own output dtype. Returns true when op had
+ * any fusion (and *anchor is then different from *op); ELEMENTWISE ops have no anchor (false). */
+bool sched_op_strip_fusion(const tuner_op *op, tuner_op *anchor);
 
 #endif

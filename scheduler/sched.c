@@ -1,0 +1,561 @@
+/* scheduler/sched.c - the job table: submit and join by op key, the priority queue, waiters,
+ * cancellation, the ring of ended jobs, stats, drain and free. Running a job is tune.c's part.
+ *
+ * Everything here runs on the loop thread. Jobs leave the queue from a zero-delay timer ("pump")
+ * rather than inside sched_submit, so a submit never calls back into its caller and several
+ * submits made in one loop iteration are started in priority order.
+ */
+#include "scheduler/sched_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *sched_state_name(sched_state s)
+{
+    switch (s) {
+    case SCHED_QUEUED: return "queued";
+    case SCHED_RUNNING: return "running";
+    case SCHED_DONE: return "done";
+    case SCHED_FAILED: return "failed";
+    case SCHED_CANCELLED: return "cancelled";
+    }
+    return "unknown";
+}
+
+void sched_config_defaults(sched_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->budget_s = 60;
+    c->budget_candidates = 128;
+    c->fused_retime_top = 5;
+    c->compile_ahead = 0; /* 0: 2 x the job's GPUs */
+    c->measure_requires_gpu = false;
+    c->max_queued_jobs = 1024;
+    c->max_running_jobs = 4;
+}
+
+/* Zero or negative fields (a config written by hand, or an older caller) take the defaults. */
+static void config_normalise(sched_config *c)
+{
+    sched_config d;
+    sched_config_defaults(&d);
+    if (!(c->budget_s > 0))
+        c->budget_s = d.budget_s;
+    if (c->budget_candidates <= 0)
+        c->budget_candidates = d.budget_candidates;
+    if (c->fused_retime_top <= 0)
+        c->fused_retime_top = d.fused_retime_top;
+    if (c->compile_ahead < 0)
+        c->compile_ahead = 0;
+    if (c->max_queued_jobs <= 0)
+        c->max_queued_jobs = d.max_queued_jobs;
+    if (c->max_running_jobs <= 0)
+        c->max_running_jobs = d.max_running_jobs;
+}
+
+double sched__now_s(void)
+{
+    return (double)uv_hrtime() / 1e9;
+}
+
+static void pump_cb(uv_timer_t *t);
+
+static void handle_closed(uv_handle_t *h)
+{
+    sched *s = h->data;
+    s->handles_open--;
+    sched__after_outstanding(s);
+}
+
+int sched_new(uv_loop_t *loop, kc_db *db, gw_pool *pool, const sched_config *cfg, sched **ret)
+{
+    if (!loop || !db || !ret)
+        return -EINVAL;
+    sched *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->loop = loop;
+    s->db = db;
+    s->pool = pool;
+    if (cfg)
+        s->cfg = *cfg;
+    else
+        sched_config_defaults(&s->cfg);
+    config_normalise(&s->cfg);
+    s->next_id = 1;
+    uv_timer_init(loop, &s->pump);
+    uv_timer_init(loop, &s->drain_timer);
+    s->pump.data = s;
+    s->drain_timer.data = s;
+    s->handles_open = 2;
+    /* The timers must not keep a loop alive that has nothing else to do. */
+    uv_unref((uv_handle_t *)&s->drain_timer);
+    *ret = s;
+    return 0;
+}
+
+void sched_reconfigure(sched *s, const sched_config *cfg)
+{
+    if (!s || !cfg)
+        return;
+    s->cfg = *cfg;
+    config_normalise(&s->cfg);
+    if (!s->freeing)
+        uv_timer_start(&s->pump, pump_cb, 0, 0); /* a larger running limit may start jobs */
+}
+
+static void kick(sched *s)
+{
+    if (!s->freeing)
+        uv_timer_start(&s->pump, pump_cb, 0, 0);
+}
+
+void sched__job_ref(sched_job *j)
+{
+    j->refs++;
+}
+
+static void job_free(sched_job *j)
+{
+    sched__job_free_run(j);
+    free(j->op_json);
+    free(j);
+}
+
+void sched__job_unref(sched_job *j)
+{
+    if (--j->refs == 0)
+        job_free(j);
+}
+
+static void fill_elapsed(const sched_job *j, sched_job_info *info)
+{
+    if (!j->ended)
+        info->elapsed_s = (double)(uv_hrtime() - j->submit_ns) / 1e9;
+}
+
+static int count_waiters(const sched_job *j)
+{
+    int n = 0;
+    for (const sched_waiter *w = j->waiters; w; w = w->next)
+        n++;
+    return n;
+}
+
+static void ring_push(sched *s, sched_job *j)
+{
+    if (s->n_ended == SCHED__ENDED_KEPT) {
+        sched_job *old = s->ended[s->ended_head];
+        s->ended[s->ended_head] = j;
+        s->ended_head = (s->ended_head + 1) % SCHED__ENDED_KEPT;
+        sched__job_unref(old);
+    } else {
+        s->ended[(s->ended_head + s->n_ended) % SCHED__ENDED_KEPT] = j;
+        s->n_ended++;
+    }
+}
+
+static void list_remove(sched *s, sched_job *j)
+{
+    for (sched_job **pp = &s->active; *pp; pp = &(*pp)->next) {
+        if (*pp == j) {
+            *pp = j->next;
+            j->next = NULL;
+            return;
+        }
+    }
+}
+
+void sched__job_end(sched_job *j, sched_state state, const char *code, const char *msg)
+{
+    if (j->ended)
+        return;
+    sched *s = j->s;
+    /* Callbacks below may cancel or submit other jobs, which can push this one out of the ring;
+     * hold it until we are done with it. */
+    sched__job_ref(j);
+    j->info.elapsed_s = (double)(uv_hrtime() - j->submit_ns) / 1e9;
+    j->ended = true;
+    /* While the job is still on the active list, so that a drain cannot complete in between: the
+     * cancelled measurements' callbacks (maybe run right here) see j->ended and discard. */
+    sched__job_cancel_measurements(j);
+    sched__job_drop_binaries(j);
+    j->info.state = state;
+    if (code)
+        snprintf(j->info.error_code, sizeof(j->info.error_code), "%s", code);
+    if (msg)
+        snprintf(j->info.error, sizeof(j->info.error), "%s", msg);
+    if (j->running) {
+        s->n_running--;
+        s->stats.tuning_seconds_total += (double)(uv_hrtime() - j->start_ns) / 1e9;
+    } else {
+        s->n_queued--;
+    }
+    list_remove(s, j);
+    switch (state) {
+    case SCHED_DONE: s->stats.jobs_done++; break;
+    case SCHED_FAILED: s->stats.jobs_failed++; break;
+    default: s->stats.jobs_cancelled++; break;
+    }
+    ring_push(s, j); /* the active list's reference moves to the ring */
+
+    /* Pop waiters one at a time: a callback may detach a waiter that has not been called yet. */
+    sched_waiter *w;
+    while ((w = j->waiters) != NULL) {
+        j->waiters = w->next;
+        j->info.waiters = count_waiters(j);
+        sched_job_info info = j->info;
+        sched_done_cb cb = w->cb;
+        void *udata = w->udata;
+        free(w);
+        cb(udata, &info);
+    }
+    j->info.waiters = 0;
+    kick(s);
+    sched__job_unref(j);
+    sched__after_outstanding(s);
+}
+
+static sched_job *find_active_key(sched *s, const char *op_key)
+{
+    for (sched_job *j = s->active; j; j = j->next)
+        if (strcmp(j->info.op_key, op_key) == 0)
+            return j;
+    return NULL;
+}
+
+int sched__usable_devices(gw_pool *pool, const tuner_target *t, int *idx)
+{
+    if (!pool)
+        return 0;
+    const gw_device_info *devs = NULL;
+    size_t n = gw_pool_devices(pool, &devs);
+    int k = 0;
+    for (size_t i = 0; i < n && k < GW_MAX_DEVICES; i++) {
+        /* A cubin runs only on its exact sm; sm_90a needs an sm 90 part as well. */
+        if (devs[i].sm == t->sm && devs[i].state != GW_DEV_OUT_OF_SERVICE)
+            idx[k++] = (int)i;
+    }
+    return k;
+}
+
+int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *udata,
+                 uint64_t *ret_job_id, sched_waiter **ret_waiter)
+{
+    if (!s || !req || !req->op)
+        return -EINVAL;
+    if ((int)req->mode < TUNER_TUNE_NONE || (int)req->mode > TUNER_TUNE_MEASURE)
+        return -EINVAL;
+    if (req->priority < SCHED_PRIO_BLOCKING || req->priority > SCHED_PRIO_BACKGROUND)
+        return -EINVAL;
+    if (req->target.sm <= 0 || (int)req->op->kind < 0 || (int)req->op->kind >= TUNER_OP_COUNT ||
+        req->op->n_inputs < 1 || req->op->n_inputs > TUNER_MAX_INPUTS ||
+        req->op->n_anchor_inputs < 1 || req->op->n_anchor_inputs > req->op->n_inputs)
+        return -EINVAL;
+    if (s->draining || s->freeing)
+        return -ESHUTDOWN;
+
+    int rc;
+    char *own_json = NULL;
+    sched_waiter *w = NULL;
+    sched_job *j = NULL;
+    const char *op_json = req->op_json;
+    if (!op_json) {
+        own_json = sched_op_canonical_json(req->op);
+        if (!own_json)
+            return -ENOMEM;
+        op_json = own_json;
+    }
+    char op_key[KC_KEY_LEN + 1];
+    sched_op_key(op_json, &req->target, op_key);
+
+    tuner_tune_mode mode = req->mode;
+    bool fell_back = false;
+    if (mode == TUNER_TUNE_MEASURE) {
+        int idx[GW_MAX_DEVICES];
+        if (sched__usable_devices(s->pool, &req->target, idx) == 0) {
+            if (s->cfg.measure_requires_gpu) {
+                rc = -ENODEV;
+                goto cleanup;
+            }
+            mode = TUNER_TUNE_MODEL;
+            fell_back = true;
+        }
+    }
+
+    if (cb) {
+        w = calloc(1, sizeof(*w));
+        if (!w) {
+            rc = -ENOMEM;
+            goto cleanup;
+        }
+        w->cb = cb;
+        w->udata = udata;
+    }
+
+    j = find_active_key(s, op_key);
+    if (j) {
+        if (!j->running) {
+            /* Still queued: the strongest request decides how it runs. */
+            if (req->priority < j->info.priority)
+                j->info.priority = req->priority;
+            if (mode > j->info.mode) {
+                j->info.mode = mode;
+                j->info.warning[0] = '\0';
+            }
+        }
+    } else {
+        if (s->n_queued >= s->cfg.max_queued_jobs) {
+            rc = -EAGAIN;
+            goto cleanup;
+        }
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+            rc = -ENOMEM;
+            goto cleanup;
+        }
+        j->op_json = own_json ? own_json : strdup(op_json);
+        if (!j->op_json) {
+            free(j);
+            j = NULL;
+            rc = -ENOMEM;
+            goto cleanup;
+        }
+        own_json = NULL;
+        j->s = s;
+        j->refs = 1;
+        j->seq = s->next_seq++;
+        j->op = *req->op;
+        j->target = req->target;
+        j->budget_s = req->budget_s > 0 ? req->budget_s : 0;
+        j->budget_candidates = req->budget_candidates > 0 ? req->budget_candidates : 0;
+        j->submit_ns = uv_hrtime();
+        j->info.id = s->next_id++;
+        j->info.state = SCHED_QUEUED;
+        memcpy(j->info.op_key, op_key, sizeof(op_key));
+        snprintf(j->info.op, sizeof(j->info.op), "%s", tuner_op_name(req->op->kind));
+        tuner_target_name(&req->target, j->info.target, sizeof(j->info.target));
+        j->info.mode = mode;
+        j->info.priority = req->priority;
+        j->info.best_us = -1;
+        if (fell_back)
+            snprintf(j->info.warning, sizeof(j->info.warning),
+                     "no GPU worker for sm_%d: ranked by the cost model, not measured", req->target.sm);
+        j->next = s->active;
+        s->active = j;
+        s->n_queued++;
+        kick(s);
+    }
+    if (w) {
+        w->job = j;
+        w->next = j->waiters;
+        j->waiters = w;
+        j->info.waiters++;
+    }
+    if (ret_job_id)
+        *ret_job_id = j->info.id;
+    if (ret_waiter)
+        *ret_waiter = w;
+    w = NULL;
+    rc = 0;
+cleanup:
+    free(w);
+    free(own_json);
+    return rc;
+}
+
+void sched_waiter_detach(sched *s, sched_waiter *w)
+{
+    if (!s || !w)
+        return;
+    sched_job *j = w->job;
+    for (sched_waiter **pp = &j->waiters; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            j->info.waiters--;
+            free(w);
+            return;
+        }
+    }
+}
+
+static void start_queued(sched *s)
+{
+    while (!s->draining && !s->freeing && s->n_running < s->cfg.max_running_jobs) {
+        sched_job *best = NULL;
+        for (sched_job *j = s->active; j; j = j->next) {
+            if (j->running)
+                continue;
+            if (!best || j->info.priority < best->info.priority ||
+                (j->info.priority == best->info.priority && j->seq < best->seq))
+                best = j;
+        }
+        if (!best)
+            return;
+        best->running = true;
+        best->start_ns = uv_hrtime();
+        best->info.state = SCHED_RUNNING;
+        s->n_queued--;
+        s->n_running++;
+        sched__job_start(best); /* may end the job at once */
+    }
+}
+
+static void pump_cb(uv_timer_t *t)
+{
+    sched *s = t->data;
+    start_queued(s);
+}
+
+int sched_job_get(sched *s, uint64_t id, sched_job_info *ret)
+{
+    if (!s || !ret)
+        return -EINVAL;
+    for (sched_job *j = s->active; j; j = j->next) {
+        if (j->info.id == id) {
+            *ret = j->info;
+            fill_elapsed(j, ret);
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < s->n_ended; i++) {
+        sched_job *j = s->ended[(s->ended_head + i) % SCHED__ENDED_KEPT];
+        if (j->info.id == id) {
+            *ret = j->info;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+int sched_job_cancel(sched *s, uint64_t id)
+{
+    if (!s)
+        return -EINVAL;
+    for (sched_job *j = s->active; j; j = j->next) {
+        if (j->info.id == id) {
+            sched__job_end(j, SCHED_CANCELLED, "cancelled", "cancelled by request");
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+static int cmp_active(const void *a, const void *b)
+{
+    const sched_job_info *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int sched_jobs_list(sched *s, sched_job_info **ret, size_t *ret_n)
+{
+    if (!s || !ret || !ret_n)
+        return -EINVAL;
+    size_t n_active = 0;
+    for (sched_job *j = s->active; j; j = j->next)
+        n_active++;
+    size_t n = n_active + s->n_ended;
+    sched_job_info *a = calloc(n ? n : 1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    size_t k = 0;
+    for (sched_job *j = s->active; j; j = j->next) {
+        a[k] = j->info;
+        fill_elapsed(j, &a[k]);
+        k++;
+    }
+    qsort(a, n_active, sizeof(*a), cmp_active);
+    /* Ended jobs newest first. */
+    for (size_t i = s->n_ended; i-- > 0;)
+        a[k++] = s->ended[(s->ended_head + i) % SCHED__ENDED_KEPT]->info;
+    *ret = a;
+    *ret_n = n;
+    return 0;
+}
+
+void sched_stats_get(sched *s, sched_stats *ret)
+{
+    if (!s || !ret)
+        return;
+    *ret = s->stats;
+    ret->jobs_queued = (uint64_t)s->n_queued;
+    ret->jobs_running = (uint64_t)s->n_running;
+}
+
+static void cancel_all(sched *s, bool queued_only)
+{
+    /* Ending a job edits the list (and its callbacks may submit nothing: we are draining), so
+     * restart the scan after each end. */
+    for (;;) {
+        sched_job *victim = NULL;
+        for (sched_job *j = s->active; j; j = j->next) {
+            if (!queued_only || !j->running) {
+                victim = j;
+                break;
+            }
+        }
+        if (!victim)
+            return;
+        sched__job_end(victim, SCHED_CANCELLED, "shutting_down", "the daemon is shutting down");
+    }
+}
+
+static void really_free(sched *s)
+{
+    for (size_t i = 0; i < s->n_ended; i++)
+        sched__job_unref(s->ended[(s->ended_head + i) % SCHED__ENDED_KEPT]);
+    free(s);
+}
+
+void sched__after_outstanding(sched *s)
+{
+    if (s->active || s->outstanding > 0)
+        return;
+    if (s->draining && !s->drain_fired && !s->freeing) {
+        s->drain_fired = true;
+        uv_timer_stop(&s->drain_timer);
+        if (s->drain_done)
+            s->drain_done(s->drain_udata);
+        return;
+    }
+    if (s->freeing && s->handles_open == 0)
+        really_free(s);
+}
+
+static void drain_timer_cb(uv_timer_t *t)
+{
+    sched *s = t->data;
+    cancel_all(s, false);
+    sched__after_outstanding(s);
+}
+
+void sched_drain(sched *s, double grace_s, void (*done)(void *udata), void *udata)
+{
+    if (!s || s->freeing)
+        return;
+    s->draining = true;
+    s->drain_fired = false;
+    s->drain_done = done;
+    s->drain_udata = udata;
+    cancel_all(s, true);
+    if (s->active) {
+        uint64_t ms = grace_s > 0 ? (uint64_t)(grace_s * 1000.0) : 0;
+        uv_ref((uv_handle_t *)&s->drain_timer);
+        uv_timer_start(&s->drain_timer, drain_timer_cb, ms, 0);
+    }
+    sched__after_outstanding(s);
+}
+
+void sched_free(sched *s)
+{
+    if (!s || s->freeing)
+        return;
+    cancel_all(s, false);
+    s->freeing = true;
+    uv_timer_stop(&s->pump);
+    uv_timer_stop(&s->drain_timer);
+    uv_close((uv_handle_t *)&s->pump, handle_closed);
+    uv_close((uv_handle_t *)&s->drain_timer, handle_closed);
+}

@@ -1,0 +1,144 @@
+/* scheduler/sched_int.h - what sched.c (queue, waiters, lifecycle) and tune.c (running one job:
+ * spaces, compilation on the thread pool, measurement, artifacts) share. Internal.
+ *
+ * Ownership: the scheduler owns every job through reference counts. The active list holds one
+ * reference per queued or running job, the ring of ended jobs one per entry, and every piece of
+ * asynchronous work (thread-pool compile, worker measurement) one while it is outstanding, so a
+ * completion that arrives after its job ended (cancelled, drained) finds the job still in memory,
+ * sees job->ended and discards its result.
+ */
+#ifndef HIDET_SCHEDULER_SCHED_INT_H
+#define HIDET_SCHEDULER_SCHED_INT_H
+
+#include "scheduler/sched.h"
+#include "tuner/tuner.h"
+
+#define SCHED__ENDED_KEPT 64
+#define SCHED__N_TRIAL_STATUS 8
+
+typedef struct sched_job sched_job;
+
+struct sched_waiter {
+    sched_waiter *next;
+    sched_job *job;
+    sched_done_cb cb;
+    void *udata;
+};
+
+typedef enum {
+    SCHED__CAND_PENDING = 0,
+    SCHED__CAND_COMPILING,
+    SCHED__CAND_READY,     /* compiled, waiting for a GPU */
+    SCHED__CAND_MEASURING,
+    SCHED__CAND_DONE,
+} sched__cand_state;
+
+/* One candidate of a measured job. Allocated one by one: gw callbacks hold pointers to them. */
+typedef struct sched_cand {
+    sched_job *job;
+    size_t item;           /* index into job->space->items */
+    char *schedule_json;
+    sched__cand_state st;
+    bool has_result;       /* a trial exists (measured now or reused) */
+    bool reused;           /* the result came from the cache's trials */
+    kc_trial_status status;
+    double latency_us;
+    tuner_program *prog;   /* kept while READY/MEASURING, and for the best so far */
+    tuner_binary *bin;
+    gw_ticket *ticket;
+    int dev_slot;          /* index into job->devs while measuring */
+} sched_cand;
+
+struct sched_job {
+    sched *s;
+    sched_job *next; /* active list */
+    int refs;
+    uint64_t seq;    /* FIFO order within a priority */
+    bool ended;
+    bool running;
+    sched_job_info info;
+
+    tuner_op op;       /* immutable after submit: read by thread-pool work */
+    tuner_target target;
+    char *op_json;
+    double budget_s;
+    int budget_candidates;
+    uint64_t submit_ns, start_ns;
+    sched_waiter *waiters;
+
+    /* Running state. */
+    tuner_space *space;
+    size_t *order;     /* ranked item indices */
+    double *pred;      /* predicted_us by item */
+    size_t attempt;    /* NONE/MODEL: position in order[] (or the default first) being compiled */
+    char *first_err;   /* NONE/MODEL: the first compile error, for the failure message */
+
+    /* MEASURE */
+    sched_cand **cands;
+    size_t n_cands, cap_cands;
+    size_t next_compile;
+    int n_compiling, n_ready, n_measuring;
+    int compile_ahead;
+    bool stop;         /* budget reached or no GPU left: issue nothing new */
+    bool stopped_by_budget, no_gpu_left;
+    bool retime;       /* fused op re-timing its anchor's best schedules */
+    bool ref_compiling;
+    tuner_program *ref_prog;
+    tuner_binary *ref_bin;
+    char tuning_key[KC_KEY_LEN + 1];
+    char device_name[96];
+    int devs[GW_MAX_DEVICES];
+    bool dev_busy[GW_MAX_DEVICES];
+    bool dev_gone[GW_MAX_DEVICES];
+    int n_devs;
+    sched_cand *best;  /* fastest correct so far (measured now or reused) */
+    kc_trial *trials;  /* recorded earlier under tuning_key (reused, never re-measured) */
+    size_t n_trials;
+    int fail_counts[SCHED__N_TRIAL_STATUS];
+    int cancelled_measurements;
+};
+
+struct sched {
+    uv_loop_t *loop;
+    kc_db *db;
+    gw_pool *pool;
+    sched_config cfg;
+    uint64_t next_id, next_seq;
+    sched_job *active; /* queued and running */
+    sched_job *ended[SCHED__ENDED_KEPT];
+    size_t ended_head, n_ended;
+    int n_queued, n_running;
+    sched_stats stats;
+    uv_timer_t pump;
+    uv_timer_t drain_timer;
+    int handles_open;
+    int outstanding;   /* thread-pool work and measurements in flight, all jobs */
+    bool draining, freeing, drain_fired;
+    void (*drain_done)(void *udata);
+    void *drain_udata;
+};
+
+/* sched.c */
+void sched__job_ref(sched_job *j);
+void sched__job_unref(sched_job *j);
+/* Ends a job (idempotent): cancels its measurements, answers and releases its waiters, moves it
+ * to the ended ring. code/msg only for FAILED/CANCELLED (may be NULL). */
+void sched__job_end(sched_job *j, sched_state state, const char *code, const char *msg);
+/* Called after an outstanding piece of work completed (s->outstanding already decremented and
+ * the job unref'd): finishes a pending drain or free. */
+void sched__after_outstanding(sched *s);
+double sched__now_s(void);
+
+/* tune.c */
+/* Starts a job that just left the queue (loop thread). May end it at once. */
+void sched__job_start(sched_job *j);
+/* Frees the binaries a job holds (when it ends: nothing will be measured or stored any more). */
+void sched__job_drop_binaries(sched_job *j);
+/* Frees all of a job's running state (when its last reference goes). */
+void sched__job_free_run(sched_job *j);
+/* Cancels the job's outstanding measurements (their callbacks discard the results). */
+void sched__job_cancel_measurements(sched_job *j);
+/* Usable devices of the pool for a target: fills idx (GW_MAX_DEVICES) and returns the count. */
+int sched__usable_devices(gw_pool *pool, const tuner_target *t, int *idx);
+
+#endif

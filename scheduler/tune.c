@@ -1,0 +1,1068 @@
+/* scheduler/tune.c - running one job: build and rank the space, compile on libuv's thread pool,
+ * measure on GPU workers, record trials, store the winner.
+ *
+ * NONE / MODEL: the default (or the model's best) schedule is generated and compiled on the
+ * thread pool; if it does not compile the next ranked one is tried, and the job only fails when
+ * none compiles. The artifact is stored with measured=false.
+ *
+ * MEASURE: the model's top `budget_candidates` are the candidates. Candidates with a trial under
+ * the same tuning key are not measured again: their recorded result is reused. The reference is
+ * compiled once; up to `compile_ahead` candidates are compiled ahead while others are measured,
+ * one at a time per GPU of the job (several GPUs of the same kind measure one job in parallel).
+ * Every result is recorded with kc_trial_put, so a space can be re-ranked later without
+ * re-measuring. The fastest correct candidate is stored with measured=true.
+ *
+ * Fusion rule: a fused op (prologue or epilogue) whose anchor - the same op without fusion, see
+ * sched_op_strip_fusion - has ok trials under the anchor's tuning key re-times only the anchor's
+ * best `fused_retime_top` schedules with the fusion applied (when none of them passes, the rest of
+ * the ranked space is tuned). Otherwise the fused op is tuned fully. Trials of a fused op are
+ * always recorded under the fused op's own tuning key, never under the anchor's: the anchor's
+ * record must only hold timings of the anchor itself.
+ *
+ * Only thread-pool work (tuner_generate, tuner_reference, tuner_compile) runs off the loop
+ * thread; it reads the job's op and target, which never change after submit.
+ */
+#include "scheduler/sched_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "hidetd_config.h"
+
+typedef enum {
+    WORK_CANDIDATE = 0, /* MEASURE: one candidate, result to a sched_cand */
+    WORK_REFERENCE,     /* MEASURE: the verification reference */
+    WORK_FINAL,         /* the schedule to store without measuring (NONE/MODEL, reused winner) */
+} work_kind;
+
+typedef struct sched_work {
+    uv_work_t req;
+    sched_job *job;
+    work_kind kind;
+    sched_cand *cand;   /* WORK_CANDIDATE */
+    size_t item;        /* schedule index (WORK_CANDIDATE, WORK_FINAL) */
+    tuner_schedule schedule; /* copy: names are static strings */
+    tuner_program *prog;
+    tuner_binary *bin;
+    char *err;
+    int rc;
+    double compile_s;
+} sched_work;
+
+static void pump_measure(sched_job *j);
+static void finish_measure(sched_job *j);
+static void try_next_final(sched_job *j);
+
+/* ---- small helpers ---- */
+
+/* "<what>: <detail>" into *slot unless it already holds a message. */
+static void set_error(char **slot, const char *what, const char *detail)
+{
+    if (*slot)
+        return;
+    size_t n = strlen(what) + strlen(detail) + 3;
+    char *p = malloc(n);
+    if (!p)
+        return;
+    snprintf(p, n, "%s: %s", what, detail);
+    *slot = p;
+}
+
+static void fail(sched_job *j, const char *code, const char *msg)
+{
+    sched__job_end(j, SCHED_FAILED, code, msg);
+}
+
+static void free_cand_binary(sched_cand *c)
+{
+    tuner_program_free(c->prog);
+    tuner_binary_free(c->bin);
+    c->prog = NULL;
+    c->bin = NULL;
+}
+
+void sched__job_cancel_measurements(sched_job *j)
+{
+    for (size_t i = 0; i < j->n_cands; i++) {
+        sched_cand *c = j->cands[i];
+        if (c->st == SCHED__CAND_MEASURING && c->ticket) {
+            gw_ticket *t = c->ticket;
+            c->ticket = NULL;
+            gw_cancel(j->s->pool, t); /* the callback may run now or later; either way it discards */
+        }
+    }
+}
+
+void sched__job_drop_binaries(sched_job *j)
+{
+    /* The pool copied every request it accepted, so no binary is needed once the job ended. */
+    for (size_t i = 0; i < j->n_cands; i++)
+        free_cand_binary(j->cands[i]);
+    tuner_program_free(j->ref_prog);
+    tuner_binary_free(j->ref_bin);
+    j->ref_prog = NULL;
+    j->ref_bin = NULL;
+    free(j->first_err);
+    j->first_err = NULL;
+}
+
+void sched__job_free_run(sched_job *j)
+{
+    sched__job_drop_binaries(j);
+    for (size_t i = 0; i < j->n_cands; i++) {
+        free(j->cands[i]->schedule_json);
+        free(j->cands[i]);
+    }
+    free(j->cands);
+    j->cands = NULL;
+    j->n_cands = j->cap_cands = 0;
+    j->best = NULL;
+    kc_trials_free(j->trials, j->n_trials);
+    j->trials = NULL;
+    j->n_trials = 0;
+    tuner_space_free(j->space);
+    j->space = NULL;
+    free(j->order);
+    free(j->pred);
+    j->order = NULL;
+    j->pred = NULL;
+}
+
+/* Tolerances of gw.h's check by the op's numerics: the loosest dtype the anchor computes in. */
+static void tolerances(const tuner_op *op, double *rtol, double *atol)
+{
+    bool has_f16 = false, has_bf16 = false;
+    for (int i = 0; i < op->n_anchor_inputs; i++) {
+        has_f16 |= op->inputs[i].dtype == TUNER_F16;
+        has_bf16 |= op->inputs[i].dtype == TUNER_BF16;
+    }
+    has_f16 |= op->output.dtype == TUNER_F16;
+    has_bf16 |= op->output.dtype == TUNER_BF16;
+    double t;
+    if (has_bf16)
+        t = 4e-2;
+    else if (has_f16)
+        t = 1e-2;
+    else if ((op->kind == TUNER_OP_MATMUL && op->attrs.matmul.allow_tf32) ||
+             op->kind == TUNER_OP_CONV2D)
+        t = 1e-2; /* tf32 tensor cores; conv2d has no flag and its fp32 templates may use them */
+    else
+        t = 1e-4;
+    *rtol = t;
+    *atol = t;
+}
+
+/* ---- thread-pool work ---- */
+
+static void work_run(uv_work_t *req)
+{
+    sched_work *w = req->data;
+    sched_job *j = w->job;
+    tuner_program *prog = NULL;
+    if (w->kind == WORK_REFERENCE)
+        w->rc = tuner_reference(&j->op, &j->target, &prog, &w->err);
+    else
+        w->rc = tuner_generate(&j->op, &j->target, &w->schedule, &prog, &w->err);
+    if (w->rc < 0) {
+        if (!w->err)
+            set_error(&w->err, "generate", strerror(-w->rc));
+        return;
+    }
+    w->prog = prog;
+    double t0 = sched__now_s();
+    w->rc = tuner_compile(prog->source, &j->target, &w->bin, &w->err);
+    w->compile_s = sched__now_s() - t0;
+    if (w->rc < 0 && !w->err)
+        set_error(&w->err, "nvrtc", strerror(-w->rc));
+}
+
+static void work_done(uv_work_t *req, int status);
+
+static int queue_work(sched_job *j, work_kind kind, sched_cand *c, size_t item)
+{
+    sched_work *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->req.data = w;
+    w->job = j;
+    w->kind = kind;
+    w->cand = c;
+    w->item = item;
+    if (kind != WORK_REFERENCE)
+        w->schedule = j->space->items[item];
+    int rc = uv_queue_work(j->s->loop, &w->req, work_run, work_done);
+    if (rc < 0) {
+        free(w);
+        return rc;
+    }
+    sched__job_ref(j);
+    j->s->outstanding++;
+    return 0;
+}
+
+/* ---- artifacts ---- */
+
+static const char *buf_name(int b, char *tmp, size_t n)
+{
+    if (b == TUNER_BUF_OUTPUT)
+        return "output";
+    if (b == TUNER_BUF_WORKSPACE)
+        return "workspace";
+    snprintf(tmp, n, "input%d", b - TUNER_BUF_INPUT0);
+    return tmp;
+}
+
+static char *launch_json(const tuner_op *op, const tuner_program *p)
+{
+    char *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *ks = cJSON_AddArrayToObject(root, "kernels");
+    if (!ks)
+        goto cleanup;
+    for (int i = 0; i < p->n_kernels && i < TUNER_MAX_KERNELS; i++) {
+        const tuner_launch *l = &p->kernels[i];
+        cJSON *k = cJSON_CreateObject();
+        if (!k)
+            goto cleanup;
+        cJSON_AddItemToArray(ks, k);
+        cJSON_AddStringToObject(k, "name", l->name);
+        int g[3] = {(int)l->grid[0], (int)l->grid[1], (int)l->grid[2]};
+        int b[3] = {(int)l->block[0], (int)l->block[1], (int)l->block[2]};
+        cJSON_AddItemToObject(k, "grid", cJSON_CreateIntArray(g, 3));
+        cJSON_AddItemToObject(k, "block", cJSON_CreateIntArray(b, 3));
+        cJSON_AddNumberToObject(k, "shared_bytes", l->shared_bytes);
+        cJSON *args = cJSON_AddArrayToObject(k, "args");
+        if (!args)
+            goto cleanup;
+        for (int a = 0; a < l->n_args && a < TUNER_MAX_ARGS; a++) {
+            char tmp[16];
+            cJSON_AddItemToArray(args, cJSON_CreateString(buf_name(l->args[a], tmp, sizeof(tmp))));
+        }
+    }
+    cJSON_AddNumberToObject(root, "workspace_bytes", (double)p->workspace_bytes);
+    cJSON *o = cJSON_AddObjectToObject(root, "output");
+    if (!o)
+        goto cleanup;
+    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+    for (int i = 0; shape && i < op->output.rank; i++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)op->output.shape[i]));
+    cJSON_AddStringToObject(o, "dtype", tuner_dtype_name(p->output_dtype));
+    out = cJSON_PrintUnformatted(root);
+cleanup:
+    cJSON_Delete(root);
+    return out;
+}
+
+static char *provenance_json(const sched_job *j, const char *mode)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof(host) - 1) < 0)
+        host[0] = '\0';
+    char *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return NULL;
+    cJSON_AddStringToObject(root, "daemon", HIDETD_VERSION);
+    cJSON_AddStringToObject(root, "nvrtc", tuner_nvrtc_version());
+    cJSON_AddStringToObject(root, "codegen", tuner_codegen_version());
+    cJSON_AddStringToObject(root, "mode", mode);
+    if (j->device_name[0])
+        cJSON_AddStringToObject(root, "device", j->device_name);
+    else
+        cJSON_AddNullToObject(root, "device");
+    cJSON_AddStringToObject(root, "host", host);
+    cJSON_AddNumberToObject(root, "created", (double)time(NULL));
+    out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+static const char *mode_name(tuner_tune_mode m)
+{
+    return m == TUNER_TUNE_MEASURE ? "measure" : m == TUNER_TUNE_MODEL ? "model" : "none";
+}
+
+/* Stores the chosen program and ends the job DONE (or FAILED when the cache refuses). */
+static void store_and_finish(sched_job *j, size_t item, const char *schedule_json,
+                             const tuner_program *prog, const tuner_binary *bin, bool measured,
+                             double latency_us)
+{
+    sched *s = j->s;
+    char msg[256];
+    kc_artifact a;
+    memset(&a, 0, sizeof(a));
+    sched_artifact_key(j->info.op_key, schedule_json, a.key);
+    memcpy(a.op_key, j->info.op_key, sizeof(a.op_key));
+    snprintf(a.op, sizeof(a.op), "%s", tuner_op_name(j->op.kind));
+    snprintf(a.target, sizeof(a.target), "%s", j->info.target);
+    a.op_json = j->op_json;
+    a.schedule_json = (char *)schedule_json;
+    a.launch_json = launch_json(&j->op, prog);
+    a.ptx = bin->ptx;
+    a.ptx_len = bin->ptx_len;
+    a.cubin = bin->cubin;
+    a.cubin_len = bin->cubin_len;
+    a.measured = measured;
+    a.latency_us = measured ? latency_us : -1;
+    a.predicted_us = j->pred[item];
+    a.provenance_json = provenance_json(j, mode_name(j->info.mode));
+    int rc = (!a.launch_json || !a.provenance_json) ? -ENOMEM : kc_artifact_put(s->db, &a);
+    free(a.launch_json);
+    free(a.provenance_json);
+    if (rc < 0) {
+        snprintf(msg, sizeof(msg), "storing the kernel failed: %s",
+                 rc == -EIO ? kc_errmsg(s->db) : strerror(-rc));
+        fail(j, "cache_error", msg);
+        return;
+    }
+    memcpy(j->info.artifact_key, a.key, sizeof(a.key));
+    j->info.measured = measured;
+    if (measured) {
+        j->info.best_us = latency_us;
+        snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", schedule_json);
+    }
+    sched__job_end(j, SCHED_DONE, NULL, NULL);
+}
+
+/* ---- NONE / MODEL ---- */
+
+/* The item tried at position `attempt`: NONE tries its default first, then the ranked order. */
+static bool final_item(sched_job *j, size_t attempt, size_t *ret)
+{
+    size_t n = j->space->n;
+    if (j->info.mode != TUNER_TUNE_NONE) {
+        if (attempt >= n)
+            return false;
+        *ret = j->order[attempt];
+        return true;
+    }
+    size_t dflt = tuner_default_index(&j->op, &j->target, j->space);
+    if (dflt >= n)
+        dflt = j->order[0];
+    if (attempt == 0) {
+        *ret = dflt;
+        return true;
+    }
+    /* Ranked order without the default. */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (j->order[i] == dflt)
+            continue;
+        if (++k == attempt) {
+            *ret = j->order[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+static void try_next_final(sched_job *j)
+{
+    size_t item;
+    if (!final_item(j, j->attempt, &item)) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "no candidate compiled: %s", j->first_err ? j->first_err : "");
+        fail(j, "compile_error", msg);
+        return;
+    }
+    int rc = queue_work(j, WORK_FINAL, NULL, item);
+    if (rc < 0)
+        fail(j, "internal", "cannot queue compilation");
+}
+
+static void final_done(sched_job *j, sched_work *w)
+{
+    if (w->rc < 0) {
+        if (!j->first_err) {
+            j->first_err = w->err;
+            w->err = NULL;
+        }
+        if (j->info.mode == TUNER_TUNE_MEASURE) {
+            /* A reused winner that no longer compiles cannot be stored. */
+            char msg[512];
+            snprintf(msg, sizeof(msg), "the best measured candidate does not compile: %s",
+                     j->first_err ? j->first_err : "");
+            fail(j, "compile_error", msg);
+            return;
+        }
+        j->attempt++;
+        try_next_final(j);
+        return;
+    }
+    char *sj = tuner_schedule_json(&j->space->items[w->item]);
+    if (!sj) {
+        fail(j, "internal", "out of memory");
+        return;
+    }
+    bool measured = j->info.mode == TUNER_TUNE_MEASURE;
+    double lat = measured && j->best ? j->best->latency_us : -1;
+    store_and_finish(j, w->item, sj, w->prog, w->bin, measured, lat);
+    free(sj);
+}
+
+/* ---- MEASURE ---- */
+
+static int add_cand(sched_job *j, size_t item)
+{
+    for (size_t i = 0; i < j->n_cands; i++)
+        if (j->cands[i]->item == item)
+            return 0;
+    if (j->n_cands == j->cap_cands) {
+        size_t cap = j->cap_cands ? 2 * j->cap_cands : 16;
+        sched_cand **p = realloc(j->cands, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        j->cands = p;
+        j->cap_cands = cap;
+    }
+    sched_cand *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->schedule_json = tuner_schedule_json(&j->space->items[item]);
+    if (!c->schedule_json) {
+        free(c);
+        return -ENOMEM;
+    }
+    c->job = j;
+    c->item = item;
+    c->latency_us = -1;
+    c->dev_slot = -1;
+    j->cands[j->n_cands++] = c;
+    return 0;
+}
+
+static void consider_best(sched_job *j, sched_cand *c)
+{
+    if (c->status != KC_TRIAL_OK || c->latency_us < 0)
+        return;
+    if (j->best && j->best->latency_us <= c->latency_us)
+        return;
+    if (j->best && j->best != c)
+        free_cand_binary(j->best); /* only the best so far keeps its binary */
+    j->best = c;
+    j->info.best_us = c->latency_us;
+    snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
+}
+
+/* Marks candidates that already have a trial under this tuning key as done with that result. */
+static void apply_trials(sched_job *j, const kc_trial *trials, size_t n_trials)
+{
+    for (size_t i = 0; i < j->n_cands; i++) {
+        sched_cand *c = j->cands[i];
+        if (c->st != SCHED__CAND_PENDING)
+            continue;
+        for (size_t t = 0; t < n_trials; t++) {
+            if (!trials[t].schedule_json || strcmp(trials[t].schedule_json, c->schedule_json) != 0)
+                continue;
+            c->st = SCHED__CAND_DONE;
+            c->has_result = true;
+            c->reused = true;
+            c->status = trials[t].status;
+            c->latency_us = trials[t].status == KC_TRIAL_OK ? trials[t].latency_us : -1;
+            j->info.candidates_done++;
+            if (c->status != KC_TRIAL_OK)
+                j->info.candidates_failed++;
+            if ((int)c->status >= 0 && (int)c->status < SCHED__N_TRIAL_STATUS)
+                j->fail_counts[c->status]++;
+            consider_best(j, c);
+            break;
+        }
+    }
+}
+
+static void record_trial(sched_job *j, sched_cand *c, kc_trial_status status, double latency,
+                         double max_rel_err, const char *reason)
+{
+    c->has_result = true;
+    c->status = status;
+    c->latency_us = status == KC_TRIAL_OK ? latency : -1;
+    kc_trial t;
+    memset(&t, 0, sizeof(t));
+    t.candidate = (int)c->item;
+    t.schedule_json = c->schedule_json;
+    t.status = status;
+    t.latency_us = latency;
+    t.max_rel_err = max_rel_err;
+    t.reason = (char *)(reason && reason[0] ? reason : NULL);
+    snprintf(t.device, sizeof(t.device), "%s", j->device_name);
+    t.measured_at = (int64_t)time(NULL);
+    /* A trial that cannot be stored only costs a re-measurement later; the job goes on. */
+    (void)kc_trial_put(j->s->db, j->tuning_key, j->space->hash, &t);
+    j->info.candidates_done++;
+    if (status != KC_TRIAL_OK) {
+        j->info.candidates_failed++;
+        j->s->stats.candidates_failed++;
+    }
+    if ((int)status >= 0 && (int)status < SCHED__N_TRIAL_STATUS)
+        j->fail_counts[status]++;
+    consider_best(j, c);
+}
+
+static void map_launches(const tuner_program *p, gw_module *m, const int *bufmap)
+{
+    m->n_launches = p->n_kernels < GW_MAX_LAUNCHES ? p->n_kernels : GW_MAX_LAUNCHES;
+    for (int i = 0; i < m->n_launches; i++) {
+        const tuner_launch *l = &p->kernels[i];
+        gw_launch *g = &m->launches[i];
+        snprintf(g->name, sizeof(g->name), "%s", l->name);
+        for (int d = 0; d < 3; d++) {
+            g->grid[d] = l->grid[d];
+            g->block[d] = l->block[d];
+        }
+        g->shared_bytes = l->shared_bytes;
+        g->n_args = l->n_args < GW_MAX_ARGS ? l->n_args : GW_MAX_ARGS;
+        for (int a = 0; a < g->n_args; a++) {
+            int b = l->args[a];
+            g->args[a] = (b >= 0 && b <= TUNER_BUF_WORKSPACE) ? bufmap[b] : -1;
+        }
+    }
+}
+
+static void set_image(gw_module *m, const tuner_binary *b)
+{
+    if (b->cubin && b->cubin_len) {
+        m->image = b->cubin;
+        m->image_len = b->cubin_len;
+    } else {
+        m->image = (const uint8_t *)b->ptx;
+        m->image_len = b->ptx_len + 1; /* PTX is passed NUL-terminated */
+    }
+}
+
+static uint64_t ws_elems(size_t bytes)
+{
+    return (uint64_t)((bytes + 3) / 4);
+}
+
+/* Builds the worker request for one candidate: inputs, the candidate's output and workspace, the
+ * reference's F32 output and workspace. */
+static void build_request(sched_job *j, sched_cand *c, gw_measure_req *r)
+{
+    const tuner_op *op = &j->op;
+    memset(r, 0, sizeof(*r));
+    r->id = j->info.id * 100000u + c->item;
+    int cand_map[TUNER_BUF_WORKSPACE + 1], ref_map[TUNER_BUF_WORKSPACE + 1];
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        cand_map[i] = ref_map[i] = -1;
+    int n = 0;
+    for (int i = 0; i < op->n_inputs; i++) {
+        r->buffers[n] = (gw_buffer){GW_BUF_INPUT, (gw_dtype)op->inputs[i].dtype,
+                                    (uint64_t)tuner_tensor_numel(&op->inputs[i])};
+        cand_map[TUNER_BUF_INPUT0 + i] = ref_map[TUNER_BUF_INPUT0 + i] = n++;
+    }
+    uint64_t out_elems = (uint64_t)tuner_tensor_numel(&op->output);
+    r->buffers[n] = (gw_buffer){GW_BUF_OUTPUT, (gw_dtype)c->prog->output_dtype, out_elems};
+    r->output_buffer = cand_map[TUNER_BUF_OUTPUT] = n++;
+    if (c->prog->workspace_bytes) {
+        r->buffers[n] = (gw_buffer){GW_BUF_SCRATCH, GW_F32, ws_elems(c->prog->workspace_bytes)};
+        cand_map[TUNER_BUF_WORKSPACE] = n++;
+    }
+    r->buffers[n] = (gw_buffer){GW_BUF_REF_OUTPUT, GW_F32, out_elems};
+    r->ref_output_buffer = ref_map[TUNER_BUF_OUTPUT] = n++;
+    if (j->ref_prog->workspace_bytes) {
+        r->buffers[n] = (gw_buffer){GW_BUF_SCRATCH, GW_F32, ws_elems(j->ref_prog->workspace_bytes)};
+        ref_map[TUNER_BUF_WORKSPACE] = n++;
+    }
+    r->n_buffers = n;
+    set_image(&r->candidate, c->bin);
+    map_launches(c->prog, &r->candidate, cand_map);
+    set_image(&r->reference, j->ref_bin);
+    map_launches(j->ref_prog, &r->reference, ref_map);
+    r->check = true;
+    tolerances(op, &r->rtol, &r->atol);
+    r->warmup = 3;
+    r->min_reps = 10;
+    r->max_reps = 200;
+    r->min_time_ms = 20;
+    r->beat_us = j->best ? j->best->latency_us : 0;
+}
+
+static kc_trial_status trial_status(const gw_measure_result *res)
+{
+    switch (res->status) {
+    case GW_OK: return res->early_stopped ? KC_TRIAL_SLOWER : KC_TRIAL_OK;
+    case GW_WRONG: return KC_TRIAL_WRONG;
+    case GW_FAULT: return KC_TRIAL_FAULT;
+    case GW_TIMEOUT: return KC_TRIAL_TIMEOUT;
+    case GW_LOAD_ERROR: return KC_TRIAL_LOAD_ERROR;
+    case GW_WORKER_DIED: return KC_TRIAL_WORKER_DIED;
+    default: return KC_TRIAL_WORKER_DIED;
+    }
+}
+
+static void measure_done(void *udata, const gw_measure_result *res)
+{
+    sched_cand *c = udata;
+    sched_job *j = c->job;
+    sched *s = j->s;
+    s->outstanding--;
+    c->ticket = NULL;
+    j->n_measuring--;
+    if (c->dev_slot >= 0)
+        j->dev_busy[c->dev_slot] = false;
+    int slot = c->dev_slot;
+    c->dev_slot = -1;
+
+    if (j->ended) {
+        c->st = SCHED__CAND_DONE;
+        free_cand_binary(c);
+        goto out;
+    }
+    if (res->status == GW_CANCELLED) {
+        /* Not ours (we only cancel ended jobs): the pool is closing. Nothing was measured. */
+        c->st = SCHED__CAND_DONE;
+        j->cancelled_measurements++;
+        j->no_gpu_left = true;
+        j->stop = true;
+        free_cand_binary(c);
+    } else if (res->status == GW_NO_DEVICE) {
+        /* That GPU went out of service before running it: try another one. */
+        if (slot >= 0)
+            j->dev_gone[slot] = true;
+        c->st = SCHED__CAND_READY;
+        j->n_ready++;
+    } else {
+        c->st = SCHED__CAND_DONE;
+        s->stats.candidates_measured++;
+        kc_trial_status st = trial_status(res);
+        double lat = res->status == GW_OK ? res->median_us : -1;
+        record_trial(j, c, st, lat, res->max_rel_err, res->reason);
+        if (j->best != c)
+            free_cand_binary(c);
+    }
+    pump_measure(j);
+out:
+    sched__job_unref(j);
+    sched__after_outstanding(s);
+}
+
+static bool device_usable(sched_job *j, int slot)
+{
+    if (j->dev_gone[slot])
+        return false;
+    const gw_device_info *devs = NULL;
+    size_t n = gw_pool_devices(j->s->pool, &devs);
+    int d = j->devs[slot];
+    if (d < 0 || (size_t)d >= n || devs[d].state == GW_DEV_OUT_OF_SERVICE) {
+        j->dev_gone[slot] = true;
+        return false;
+    }
+    return true;
+}
+
+static void start_measurements(sched_job *j)
+{
+    for (size_t i = 0; i < j->n_cands && j->n_ready > 0 && !j->stop && !j->ended; i++) {
+        sched_cand *c = j->cands[i];
+        if (c->st != SCHED__CAND_READY)
+            continue;
+        int slot = -1, alive = 0;
+        for (int d = 0; d < j->n_devs; d++) {
+            if (!device_usable(j, d))
+                continue;
+            alive++;
+            if (!j->dev_busy[d] && slot < 0)
+                slot = d;
+        }
+        if (alive == 0) {
+            j->no_gpu_left = true;
+            j->stop = true;
+            return;
+        }
+        if (slot < 0)
+            return; /* every GPU of the job is busy with one of its candidates */
+        gw_measure_req req;
+        build_request(j, c, &req);
+        c->st = SCHED__CAND_MEASURING;
+        c->dev_slot = slot;
+        j->dev_busy[slot] = true;
+        j->n_ready--;
+        j->n_measuring++;
+        j->s->outstanding++;
+        sched__job_ref(j);
+        gw_ticket *t = NULL;
+        int rc = gw_measure(j->s->pool, j->devs[slot], j->target.sm, &req, measure_done, c, &t);
+        if (rc < 0) {
+            j->s->outstanding--;
+            j->refs--; /* cannot reach zero: the active list holds the job */
+            j->n_measuring--;
+            j->n_ready++;
+            j->dev_busy[slot] = false;
+            j->dev_gone[slot] = true;
+            c->st = SCHED__CAND_READY;
+            c->dev_slot = -1;
+            i--; /* retry this candidate on another GPU */
+            continue;
+        }
+        if (c->st == SCHED__CAND_MEASURING)
+            c->ticket = t; /* unless the callback already ran */
+    }
+}
+
+static void summary(sched_job *j, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "no candidate passed (%zu candidates", j->n_cands);
+    for (int st = 1; st < SCHED__N_TRIAL_STATUS && len >= 0 && (size_t)len < n; st++)
+        if (j->fail_counts[st])
+            len += snprintf(buf + len, n - (size_t)len, ", %d %s", j->fail_counts[st],
+                            kc_trial_status_name((kc_trial_status)st));
+    int unmeasured = 0;
+    for (size_t i = 0; i < j->n_cands; i++)
+        unmeasured += !j->cands[i]->has_result;
+    if (unmeasured && len >= 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, ", %d not measured%s", unmeasured,
+                        j->no_gpu_left ? ": no GPU left" : j->stopped_by_budget ? ": time budget" : "");
+    if (len >= 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, ")");
+}
+
+static void finish_measure(sched_job *j)
+{
+    sched_cand *b = j->best;
+    if (!b) {
+        char msg[512];
+        summary(j, msg, sizeof(msg));
+        fail(j, j->no_gpu_left && j->info.candidates_done == 0 ? "no_gpu" : "no_valid_candidate", msg);
+        return;
+    }
+    if (b->prog && b->bin) {
+        store_and_finish(j, b->item, b->schedule_json, b->prog, b->bin, true, b->latency_us);
+        return;
+    }
+    /* The winner's timing was reused from an earlier job. Its artifact may still be stored under
+     * the same key: then only the selection and timing need to be written again. */
+    char key[KC_KEY_LEN + 1];
+    sched_artifact_key(j->info.op_key, b->schedule_json, key);
+    kc_artifact *a = NULL;
+    if (kc_artifact_get(j->s->db, key, &a) == 0) {
+        a->measured = true;
+        a->latency_us = b->latency_us;
+        int rc = kc_artifact_put(j->s->db, a);
+        kc_artifact_free(a);
+        if (rc == 0) {
+            memcpy(j->info.artifact_key, key, sizeof(key));
+            j->info.measured = true;
+            j->info.best_us = b->latency_us;
+            sched__job_end(j, SCHED_DONE, NULL, NULL);
+            return;
+        }
+    }
+    if (queue_work(j, WORK_FINAL, NULL, b->item) < 0)
+        fail(j, "internal", "cannot queue compilation");
+}
+
+/* When the re-timed anchor schedules all failed, the fused op is tuned like any other. */
+static bool widen_after_retime(sched_job *j)
+{
+    if (!j->retime || j->best || j->stop)
+        return false;
+    j->retime = false;
+    size_t before = j->n_cands;
+    size_t limit = (size_t)j->budget_candidates;
+    for (size_t i = 0; i < j->space->n && j->n_cands - before < limit; i++)
+        if (add_cand(j, j->order[i]) < 0)
+            break;
+    j->info.candidates_total = (int)j->n_cands;
+    apply_trials(j, j->trials, j->n_trials);
+    return j->n_cands > before;
+}
+
+static void pump_measure(sched_job *j)
+{
+    if (j->ended)
+        return;
+    double budget = j->budget_s > 0 ? j->budget_s : j->s->cfg.budget_s;
+    if (!j->stop && (double)(uv_hrtime() - j->start_ns) / 1e9 > budget) {
+        j->stop = true;
+        j->stopped_by_budget = true;
+    }
+    while (!j->stop && j->n_compiling + j->n_ready < j->compile_ahead &&
+           j->next_compile < j->n_cands) {
+        sched_cand *c = j->cands[j->next_compile];
+        if (c->st != SCHED__CAND_PENDING) {
+            j->next_compile++;
+            continue;
+        }
+        if (queue_work(j, WORK_CANDIDATE, c, c->item) < 0) {
+            fail(j, "internal", "cannot queue compilation");
+            return;
+        }
+        j->next_compile++;
+        c->st = SCHED__CAND_COMPILING;
+        j->n_compiling++;
+    }
+    if (j->ref_bin && !j->stop)
+        start_measurements(j);
+    if (j->ended)
+        return;
+
+    if (j->n_compiling > 0 || j->n_measuring > 0 || j->ref_compiling)
+        return;
+    /* Nothing in flight. With work left that could not be started (no GPU left for it), the job
+     * ends with what it has. */
+    if (j->next_compile < j->n_cands || j->n_ready > 0)
+        j->stop = true;
+    if (widen_after_retime(j)) {
+        pump_measure(j);
+        return;
+    }
+    /* Binaries compiled but never measured are dropped. */
+    for (size_t i = 0; i < j->n_cands; i++) {
+        sched_cand *c = j->cands[i];
+        if (c->st == SCHED__CAND_READY) {
+            c->st = SCHED__CAND_DONE;
+            if (c != j->best)
+                free_cand_binary(c);
+        }
+    }
+    j->n_ready = 0;
+    finish_measure(j);
+}
+
+static void candidate_done(sched_job *j, sched_work *w)
+{
+    sched_cand *c = w->cand;
+    j->n_compiling--;
+    if (w->rc < 0) {
+        c->st = SCHED__CAND_DONE;
+        char reason[512];
+        snprintf(reason, sizeof(reason), "%s", w->err ? w->err : "compile failed");
+        record_trial(j, c, KC_TRIAL_COMPILE_ERROR, -1, 0, reason);
+        pump_measure(j);
+        return;
+    }
+    c->prog = w->prog;
+    c->bin = w->bin;
+    w->prog = NULL;
+    w->bin = NULL;
+    c->st = SCHED__CAND_READY;
+    j->n_ready++;
+    pump_measure(j);
+}
+
+static void reference_done(sched_job *j, sched_work *w)
+{
+    j->ref_compiling = false;
+    if (w->rc < 0) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "the verification reference does not compile: %s",
+                 w->err ? w->err : "");
+        fail(j, "compile_error", msg);
+        return;
+    }
+    j->ref_prog = w->prog;
+    j->ref_bin = w->bin;
+    w->prog = NULL;
+    w->bin = NULL;
+    pump_measure(j);
+}
+
+static void work_done(uv_work_t *req, int status)
+{
+    sched_work *w = req->data;
+    sched_job *j = w->job;
+    sched *s = j->s;
+    s->outstanding--;
+    if (w->bin) {
+        s->stats.candidates_compiled++;
+        s->stats.compile_seconds_total += w->compile_s;
+    }
+    if (w->kind == WORK_CANDIDATE && j->ended) {
+        j->n_compiling--;
+        w->cand->st = SCHED__CAND_DONE;
+    } else if (w->kind == WORK_REFERENCE && j->ended) {
+        j->ref_compiling = false;
+    } else if (status == UV_ECANCELED) {
+        /* Only cancelled by libuv itself; treat as a failure of that step. */
+        w->rc = -ECANCELED;
+    }
+    if (!j->ended) {
+        switch (w->kind) {
+        case WORK_CANDIDATE: candidate_done(j, w); break;
+        case WORK_REFERENCE: reference_done(j, w); break;
+        case WORK_FINAL: final_done(j, w); break;
+        }
+    }
+    tuner_program_free(w->prog);
+    tuner_binary_free(w->bin);
+    free(w->err);
+    free(w);
+    sched__job_unref(j);
+    sched__after_outstanding(s);
+}
+
+/* ---- starting a job ---- */
+
+static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space, size_t **ret_order,
+                       double **ret_pred, char *msg, size_t msg_len)
+{
+    char *err = NULL;
+    tuner_space *sp = NULL;
+    int rc = tuner_space_build(op, &j->target, &sp, &err);
+    if (rc < 0 || !sp || sp->n == 0) {
+        snprintf(msg, msg_len, "%s", err ? err : "no schedule of any template applies to this op");
+        free(err);
+        tuner_space_free(sp);
+        return rc < 0 ? rc : -ENOTSUP;
+    }
+    free(err);
+    size_t *order = calloc(sp->n, sizeof(*order));
+    double *pred = ret_pred ? calloc(sp->n, sizeof(*pred)) : NULL;
+    if (!order || (ret_pred && !pred)) {
+        free(order);
+        free(pred);
+        tuner_space_free(sp);
+        snprintf(msg, msg_len, "out of memory");
+        return -ENOMEM;
+    }
+    tuner_rank(op, &j->target, sp, order, pred);
+    *ret_space = sp;
+    *ret_order = order;
+    if (ret_pred)
+        *ret_pred = pred;
+    return 0;
+}
+
+/* Fused op with a tuned anchor: candidates are the anchor's best ok schedules that exist in the
+ * fused space too. Returns how many were added. */
+static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
+{
+    tuner_op anchor;
+    if (!sched_op_strip_fusion(&j->op, &anchor))
+        return 0;
+    tuner_space *asp = NULL;
+    size_t *aorder = NULL;
+    char msg[256];
+    if (build_space(j, &anchor, &asp, &aorder, NULL, msg, sizeof(msg)) < 0)
+        return 0;
+    free(aorder);
+    char akey[KC_KEY_LEN + 1];
+    kc_trial *trials = NULL;
+    size_t n_trials = 0, added = 0;
+    if (sched_tuning_key(&anchor, &j->target, dev, asp->hash, akey) < 0 ||
+        kc_trials_get(j->s->db, akey, &trials, &n_trials) < 0)
+        n_trials = 0;
+    tuner_space_free(asp);
+
+    /* kc_trials_get orders by latency, failures last. */
+    int top = j->s->cfg.fused_retime_top;
+    for (size_t t = 0; t < n_trials && (int)added < top; t++) {
+        if (trials[t].status != KC_TRIAL_OK || !trials[t].schedule_json)
+            continue;
+        for (size_t i = 0; i < j->space->n; i++) {
+            size_t item = j->order[i];
+            char *sj = tuner_schedule_json(&j->space->items[item]);
+            bool same = sj && strcmp(sj, trials[t].schedule_json) == 0;
+            free(sj);
+            if (same) {
+                size_t before = j->n_cands;
+                if (add_cand(j, item) == 0 && j->n_cands > before)
+                    added++;
+                break;
+            }
+        }
+    }
+    kc_trials_free(trials, n_trials);
+    return added;
+}
+
+static void start_measure(sched_job *j)
+{
+    sched *s = j->s;
+    int idx[GW_MAX_DEVICES];
+    int n = sched__usable_devices(s->pool, &j->target, idx);
+    const gw_device_info *devs = NULL;
+    gw_pool_devices(s->pool, &devs);
+    const gw_device_info *first = &devs[idx[0]];
+    /* One tuning key per job: only GPUs identical to the first (name, SM count, driver) measure
+     * it, so trials recorded under that key are all comparable. */
+    j->n_devs = 0;
+    for (int i = 0; i < n; i++) {
+        const gw_device_info *d = &devs[idx[i]];
+        if (strcmp(d->name, first->name) == 0 && d->sm_count == first->sm_count &&
+            d->driver_version / 1000 == first->driver_version / 1000)
+            j->devs[j->n_devs++] = idx[i];
+    }
+    gw_device_info dev = *first;
+    snprintf(j->device_name, sizeof(j->device_name), "%s", dev.name);
+    if (sched_tuning_key(&j->op, &j->target, &dev, j->space->hash, j->tuning_key) < 0) {
+        fail(j, "internal", "out of memory");
+        return;
+    }
+    j->compile_ahead = s->cfg.compile_ahead > 0 ? s->cfg.compile_ahead
+                                                : (2 * j->n_devs > 2 ? 2 * j->n_devs : 2);
+
+    if (add_anchor_best(j, &dev) > 0) {
+        j->retime = true;
+    } else {
+        size_t limit = (size_t)(j->budget_candidates > 0 ? j->budget_candidates
+                                                         : s->cfg.budget_candidates);
+        for (size_t i = 0; i < j->space->n && i < limit; i++) {
+            if (add_cand(j, j->order[i]) < 0) {
+                fail(j, "internal", "out of memory");
+                return;
+            }
+        }
+    }
+    if (!j->budget_candidates)
+        j->budget_candidates = s->cfg.budget_candidates;
+    j->info.candidates_total = (int)j->n_cands;
+
+    if (kc_trials_get(s->db, j->tuning_key, &j->trials, &j->n_trials) < 0) {
+        j->trials = NULL; /* an unreadable record only costs re-measuring */
+        j->n_trials = 0;
+    }
+    apply_trials(j, j->trials, j->n_trials);
+
+    /* Everything reused: no reference needed, the winner is known. */
+    bool all_done = true;
+    for (size_t i = 0; i < j->n_cands; i++)
+        all_done = all_done && j->cands[i]->st == SCHED__CAND_DONE;
+    if (all_done && (j->best || !j->retime)) {
+        finish_measure(j);
+        return;
+    }
+    if (queue_work(j, WORK_REFERENCE, NULL, 0) < 0) {
+        fail(j, "internal", "cannot queue compilation");
+        return;
+    }
+    j->ref_compiling = true;
+    pump_measure(j);
+}
+
+void sched__job_start(sched_job *j)
+{
+    sched *s = j->s;
+    char msg[512];
+    int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, msg, sizeof(msg));
+    if (rc < 0) {
+        fail(j, rc == -ENOMEM ? "internal" : "unsupported", msg);
+        return;
+    }
+    if (j->info.mode == TUNER_TUNE_MEASURE) {
+        int idx[GW_MAX_DEVICES];
+        if (sched__usable_devices(s->pool, &j->target, idx) == 0) {
+            /* The GPU went away between submit and start. */
+            if (s->cfg.measure_requires_gpu) {
+                snprintf(msg, sizeof(msg), "no GPU worker for sm_%d", j->target.sm);
+                fail(j, "no_gpu", msg);
+                return;
+            }
+            j->info.mode = TUNER_TUNE_MODEL;
+            snprintf(j->info.warning, sizeof(j->info.warning),
+                     "no GPU worker for sm_%d: ranked by the cost model, not measured", j->target.sm);
+        } else {
+            start_measure(j);
+            return;
+        }
+    }
+    j->info.candidates_total = 1;
+    j->attempt = 0;
+    try_next_final(j);
+}
