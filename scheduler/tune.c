@@ -466,7 +466,7 @@ static void apply_trials(sched_job *j, const kc_trial *trials, size_t n_trials)
             c->status = trials[t].status;
             c->latency_us = trials[t].status == KC_TRIAL_OK ? trials[t].latency_us : -1;
             j->info.candidates_done++;
-            if (c->status != KC_TRIAL_OK)
+            if (c->status != KC_TRIAL_OK && c->status != KC_TRIAL_SLOWER)
                 j->info.candidates_failed++;
             if ((int)c->status >= 0 && (int)c->status < SCHED__N_TRIAL_STATUS)
                 j->fail_counts[c->status]++;
@@ -495,7 +495,8 @@ static void record_trial(sched_job *j, sched_cand *c, kc_trial_status status, do
     /* A trial that cannot be stored only costs a re-measurement later; the job goes on. */
     (void)kc_trial_put(j->s->db, j->tuning_key, j->space->hash, &t);
     j->info.candidates_done++;
-    if (status != KC_TRIAL_OK) {
+    /* An early-stopped candidate ran correctly; it only lost. */
+    if (status != KC_TRIAL_OK && status != KC_TRIAL_SLOWER) {
         j->info.candidates_failed++;
         j->s->stats.candidates_failed++;
     }

@@ -1,0 +1,643 @@
+/* scheduler/tests/test_sched.c - jobs end to end on the CPU: a temp kernel cache, the real tuner
+ * (NVRTC compiles, no GPU needed) and the stand-in worker (path in env HIDETD_STANDIN) for
+ * "measurements" and fault injection.
+ *
+ * Pass/fail never depends on timing: the loop is driven until a condition holds (with a generous
+ * guard so a bug fails instead of hanging forever).
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "scheduler/sched.h"
+#include "tuner/tuner.h"
+
+static int failures;
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#define GUARD_S 240.0
+
+/* ---- environment: loop, cache, optional stand-in pool, scheduler ---- */
+
+typedef struct env {
+    uv_loop_t loop;
+    char dir[128];
+    kc_db *db;
+    gw_pool *pool;
+    sched *s;
+} env;
+
+static void flag_cb(void *udata)
+{
+    *(int *)udata = 1;
+}
+
+static void wake_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+typedef bool (*pred_fn)(env *e, void *ctx);
+
+/* Runs the loop until pred holds; false (and a failure) when the guard runs out. */
+static bool run_until(env *e, pred_fn pred, void *ctx, const char *what)
+{
+    uv_timer_t wake;
+    uv_timer_init(&e->loop, &wake);
+    uv_timer_start(&wake, wake_cb, 20, 20); /* polled conditions are re-checked regularly */
+    double start = (double)uv_hrtime() / 1e9;
+    bool ok = true;
+    while (!pred(e, ctx)) {
+        if ((double)uv_hrtime() / 1e9 - start > GUARD_S) {
+            fprintf(stderr, "gave up waiting for: %s\n", what);
+            failures++;
+            ok = false;
+            break;
+        }
+        uv_run(&e->loop, UV_RUN_ONCE);
+    }
+    uv_close((uv_handle_t *)&wake, NULL);
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+    return ok;
+}
+
+static bool int_set(env *e, void *ctx)
+{
+    (void)e;
+    return *(int *)ctx != 0;
+}
+
+static void env_open(env *e, const sched_config *cfg, bool with_pool, const char *faults)
+{
+    memset(e, 0, sizeof(*e));
+    CHECK(uv_loop_init(&e->loop) == 0);
+    snprintf(e->dir, sizeof(e->dir), "/tmp/hidetd-sched-test-XXXXXX");
+    if (!mkdtemp(e->dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/kc.db", e->dir);
+    char *err = NULL;
+    if (kc_open(path, &e->db, &err) < 0) {
+        fprintf(stderr, "kc_open: %s\n", err ? err : "?");
+        exit(1);
+    }
+    if (with_pool) {
+        const char *standin = getenv("HIDETD_STANDIN");
+        if (!standin) {
+            fprintf(stderr, "HIDETD_STANDIN is not set\n");
+            exit(1);
+        }
+        snprintf(path, sizeof(path), "%s/state", e->dir);
+        mkdir(path, 0700);
+        setenv("HIDETD_STANDIN_STATE_DIR", path, 1);
+        setenv("HIDETD_STANDIN_DEVICES", "1", 1);
+        setenv("HIDETD_STANDIN_SM", "90", 1);
+        if (faults)
+            setenv("HIDETD_STANDIN_FAULTS", faults, 1);
+        else
+            unsetenv("HIDETD_STANDIN_FAULTS");
+        gw_config gc;
+        memset(&gc, 0, sizeof(gc));
+        gc.worker_path = standin;
+        gc.launch_timeout_s = 0.5;
+        gc.heartbeat_s = 0.1;
+        gc.max_restarts = 5;
+        int ready = 0;
+        CHECK(gw_pool_start(&e->loop, &gc, flag_cb, &ready, &e->pool) == 0);
+        run_until(e, int_set, &ready, "pool ready");
+        CHECK(gw_pool_usable(e->pool) == 1);
+    }
+    CHECK(sched_new(&e->loop, e->db, e->pool, cfg, &e->s) == 0);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static void env_close(env *e)
+{
+    int drained = 0;
+    sched_drain(e->s, 0, flag_cb, &drained);
+    run_until(e, int_set, &drained, "drain");
+    sched_free(e->s);
+    if (e->pool) {
+        int closed = 0;
+        gw_pool_close(e->pool, flag_cb, &closed);
+        run_until(e, int_set, &closed, "pool close");
+    }
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&e->loop) == 0);
+    kc_close(e->db);
+    nftw(e->dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- ops ---- */
+
+static tuner_tensor tensor(int rank, const int64_t *shape, tuner_dtype d)
+{
+    tuner_tensor t;
+    memset(&t, 0, sizeof(t));
+    t.rank = rank;
+    for (int i = 0; i < rank; i++)
+        t.shape[i] = shape[i];
+    t.dtype = d;
+    t.align = 16;
+    return t;
+}
+
+static tuner_op matmul_f16(int64_t m, int64_t n, int64_t k)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_MATMUL;
+    op.n_inputs = op.n_anchor_inputs = 2;
+    op.inputs[0] = tensor(2, (int64_t[]){m, k}, TUNER_F16);
+    op.inputs[1] = tensor(2, (int64_t[]){k, n}, TUNER_F16);
+    op.output = tensor(2, (int64_t[]){m, n}, TUNER_F16);
+    op.attrs.matmul.allow_tf32 = true;
+    return op;
+}
+
+static tuner_op matmul_bias_relu_f16(int64_t m, int64_t n, int64_t k)
+{
+    tuner_op op = matmul_f16(m, n, k);
+    op.n_inputs = 3;
+    op.inputs[2] = tensor(1, (int64_t[]){n}, TUNER_F16);
+    op.epilogue.n = 2;
+    op.epilogue.steps[0] = (tuner_ew_step){TUNER_EW_ADD, 2, 0, TUNER_F16};
+    op.epilogue.steps[1] = (tuner_ew_step){TUNER_EW_RELU, -1, 0, TUNER_F16};
+    return op;
+}
+
+static tuner_op softmax_f16(int64_t rows, int64_t d)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_SOFTMAX;
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.inputs[0] = tensor(2, (int64_t[]){rows, d}, TUNER_F16);
+    op.output = op.inputs[0];
+    return op;
+}
+
+static const tuner_target T90 = {90, false};
+
+static sched_request request(const tuner_op *op, tuner_tune_mode mode, int prio)
+{
+    sched_request r;
+    memset(&r, 0, sizeof(r));
+    r.op = op;
+    r.target = T90;
+    r.mode = mode;
+    r.priority = prio;
+    return r;
+}
+
+/* ---- waiters ---- */
+
+typedef struct rec {
+    int calls;
+    int order;
+    sched_job_info info;
+} rec;
+
+static int end_counter;
+
+static void on_done(void *udata, const sched_job_info *info)
+{
+    rec *r = udata;
+    r->calls++;
+    r->order = ++end_counter;
+    r->info = *info;
+}
+
+static bool rec_called(env *e, void *ctx)
+{
+    (void)e;
+    return ((rec *)ctx)->calls > 0;
+}
+
+typedef struct recs {
+    rec *r;
+    int n;
+} recs;
+
+static bool all_called(env *e, void *ctx)
+{
+    (void)e;
+    recs *rs = ctx;
+    for (int i = 0; i < rs->n; i++)
+        if (rs->r[i].calls == 0)
+            return false;
+    return true;
+}
+
+/* Tuning key of op as the scheduler computes it on the pool's first device. */
+static int tuning_key_of(env *e, const tuner_op *op, char out[KC_KEY_LEN + 1])
+{
+    const gw_device_info *devs = NULL;
+    if (gw_pool_devices(e->pool, &devs) < 1)
+        return -ENODEV;
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    int rc = tuner_space_build(op, &T90, &sp, &err);
+    free(err);
+    if (rc < 0)
+        return rc;
+    rc = sched_tuning_key(op, &T90, &devs[0], sp->hash, out);
+    tuner_space_free(sp);
+    return rc;
+}
+
+static int count_trials(env *e, const tuner_op *op, kc_trial_status st, size_t *ret_total)
+{
+    char key[KC_KEY_LEN + 1];
+    if (tuning_key_of(e, op, key) < 0)
+        return -1;
+    kc_trial *t = NULL;
+    size_t n = 0;
+    if (kc_trials_get(e->db, key, &t, &n) < 0)
+        return -1;
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += t[i].status == st;
+    kc_trials_free(t, n);
+    if (ret_total)
+        *ret_total = n;
+    return k;
+}
+
+static void check_stored(env *e, const sched_job_info *info, bool measured)
+{
+    CHECK(info->state == SCHED_DONE);
+    CHECK(info->measured == measured);
+    char akey[KC_KEY_LEN + 1];
+    bool sel_measured = !measured;
+    CHECK(kc_selection_get(e->db, info->op_key, akey, &sel_measured) == 0);
+    CHECK(strcmp(akey, info->artifact_key) == 0);
+    CHECK(sel_measured == measured);
+    kc_artifact *a = NULL;
+    CHECK(kc_artifact_get(e->db, info->artifact_key, &a) == 0);
+    if (!a)
+        return;
+    CHECK(a->measured == measured);
+    CHECK(measured ? a->latency_us > 0 : a->latency_us < 0);
+    CHECK(a->ptx_len > 0 && a->ptx && strstr(a->ptx, ".entry"));
+    CHECK(a->launch_json && strstr(a->launch_json, "\"kernels\":[{\"name\":"));
+    CHECK(a->launch_json && strstr(a->launch_json, "\"args\":[\"input0\""));
+    CHECK(a->launch_json && strstr(a->launch_json, "\"output\":{\"shape\":["));
+    CHECK(a->provenance_json && strstr(a->provenance_json, "\"daemon\":"));
+    CHECK(a->provenance_json &&
+          strstr(a->provenance_json, measured ? "\"mode\":\"measure\"" : "\"mode\":\"") != NULL);
+    CHECK(a->schedule_json && strstr(a->schedule_json, "\"template\""));
+    kc_artifact_free(a);
+}
+
+/* ---- cases ---- */
+
+static void test_none_and_model(void)
+{
+    env e;
+    env_open(&e, NULL, false, NULL);
+    tuner_op mm = matmul_f16(64, 64, 64), sm = softmax_f16(8, 512);
+    sched_request r1 = request(&mm, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    sched_request r2 = request(&sm, TUNER_TUNE_MODEL, SCHED_PRIO_NORMAL);
+    rec a = {0}, b = {0};
+    uint64_t id1 = 0, id2 = 0;
+    CHECK(sched_submit(e.s, &r1, on_done, &a, &id1, NULL) == 0);
+    CHECK(sched_submit(e.s, &r2, on_done, &b, &id2, NULL) == 0);
+    CHECK(id1 > 0 && id2 > id1);
+    CHECK(a.calls == 0); /* never called back from inside submit */
+    run_until(&e, rec_called, &a, "none job");
+    run_until(&e, rec_called, &b, "model job");
+    CHECK(a.calls == 1 && b.calls == 1);
+    if (a.info.state != SCHED_DONE)
+        fprintf(stderr, "none job: %s %s\n", a.info.error_code, a.info.error);
+    if (b.info.state != SCHED_DONE)
+        fprintf(stderr, "model job: %s %s\n", b.info.error_code, b.info.error);
+    check_stored(&e, &a.info, false);
+    check_stored(&e, &b.info, false);
+    CHECK(a.info.mode == TUNER_TUNE_NONE && b.info.mode == TUNER_TUNE_MODEL);
+    sched_job_info got;
+    CHECK(sched_job_get(e.s, id1, &got) == 0 && got.state == SCHED_DONE);
+    CHECK(sched_job_get(e.s, 999999, &got) == -ENOENT);
+    sched_stats st;
+    sched_stats_get(e.s, &st);
+    CHECK(st.jobs_done == 2 && st.candidates_measured == 0 && st.candidates_compiled >= 2);
+    env_close(&e);
+}
+
+static void test_measure_without_gpu(void)
+{
+    env e;
+    env_open(&e, NULL, false, NULL);
+    tuner_op sm = softmax_f16(16, 256);
+    sched_request r = request(&sm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec a = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &a, NULL, NULL) == 0);
+    run_until(&e, rec_called, &a, "fallback job");
+    check_stored(&e, &a.info, false);
+    CHECK(strstr(a.info.warning, "no GPU worker for sm_90: ranked by the cost model, not measured"));
+    env_close(&e);
+
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.measure_requires_gpu = true;
+    env_open(&e, &cfg, false, NULL);
+    rec b = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &b, NULL, NULL) == -ENODEV);
+    r.mode = TUNER_TUNE_MODEL; /* model mode needs no GPU */
+    CHECK(sched_submit(e.s, &r, on_done, &b, NULL, NULL) == 0);
+    run_until(&e, rec_called, &b, "model job");
+    CHECK(b.info.state == SCHED_DONE && b.info.warning[0] == '\0');
+    env_close(&e);
+}
+
+static void test_priorities(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.max_running_jobs = 1;
+    env e;
+    env_open(&e, &cfg, false, NULL);
+    tuner_op ops[4] = {softmax_f16(4, 128), softmax_f16(4, 256), softmax_f16(4, 384),
+                       softmax_f16(4, 640)};
+    int prio[4] = {SCHED_PRIO_BACKGROUND, SCHED_PRIO_NORMAL, SCHED_PRIO_BLOCKING, SCHED_PRIO_NORMAL};
+    rec r[4] = {{0}};
+    for (int i = 0; i < 4; i++) {
+        sched_request q = request(&ops[i], TUNER_TUNE_NONE, prio[i]);
+        CHECK(sched_submit(e.s, &q, on_done, &r[i], NULL, NULL) == 0);
+    }
+    sched_stats st;
+    sched_stats_get(e.s, &st);
+    CHECK(st.jobs_queued == 4 && st.jobs_running == 0);
+    recs rs = {r, 4};
+    run_until(&e, all_called, &rs, "four jobs");
+    /* BLOCKING, then the NORMAL ones in submit order, then BACKGROUND. */
+    CHECK(r[2].order < r[1].order);
+    CHECK(r[1].order < r[3].order);
+    CHECK(r[3].order < r[0].order);
+    for (int i = 0; i < 4; i++)
+        CHECK(r[i].info.state == SCHED_DONE);
+    env_close(&e);
+}
+
+static void test_queue_limit_detach_cancel(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.max_running_jobs = 1;
+    cfg.max_queued_jobs = 2;
+    env e;
+    env_open(&e, &cfg, false, NULL);
+    tuner_op a = softmax_f16(2, 128), b = softmax_f16(2, 256), c = softmax_f16(2, 512);
+    sched_request ra = request(&a, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    sched_request rb = request(&b, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    sched_request rc = request(&c, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    rec wa1 = {0}, wa2 = {0}, wb = {0}, wc = {0};
+    uint64_t ida = 0, ida2 = 0, idb = 0;
+    sched_waiter *w2 = NULL;
+    CHECK(sched_submit(e.s, &ra, on_done, &wa1, &ida, NULL) == 0);
+    CHECK(sched_submit(e.s, &rb, on_done, &wb, &idb, NULL) == 0);
+    CHECK(sched_submit(e.s, &rc, on_done, &wc, NULL, NULL) == -EAGAIN);
+    /* Joining does not need a queue slot. */
+    CHECK(sched_submit(e.s, &ra, on_done, &wa2, &ida2, &w2) == 0);
+    CHECK(ida2 == ida && w2 != NULL);
+    sched_job_info info;
+    CHECK(sched_job_get(e.s, ida, &info) == 0 && info.waiters == 2 && info.state == SCHED_QUEUED);
+    sched_waiter_detach(e.s, w2);
+    CHECK(sched_job_get(e.s, ida, &info) == 0 && info.waiters == 1);
+
+    CHECK(sched_job_cancel(e.s, idb) == 0);
+    CHECK(wb.calls == 1 && wb.info.state == SCHED_CANCELLED);
+    CHECK(strcmp(wb.info.error_code, "cancelled") == 0);
+    CHECK(sched_job_cancel(e.s, idb) == -ENOENT);
+    CHECK(sched_job_get(e.s, idb, &info) == 0 && info.state == SCHED_CANCELLED);
+
+    run_until(&e, rec_called, &wa1, "job a");
+    CHECK(wa1.calls == 1 && wa1.info.state == SCHED_DONE);
+    CHECK(wa2.calls == 0);
+
+    sched_job_info *list = NULL;
+    size_t n = 0;
+    CHECK(sched_jobs_list(e.s, &list, &n) == 0 && n == 2);
+    if (list && n == 2)
+        CHECK(list[0].id == ida && list[1].id == idb); /* ended, newest first */
+    free(list);
+    sched_stats st;
+    sched_stats_get(e.s, &st);
+    CHECK(st.jobs_cancelled == 1 && st.jobs_done == 1);
+    env_close(&e);
+}
+
+static void test_drain(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.max_running_jobs = 1;
+    env e;
+    env_open(&e, &cfg, false, NULL);
+    tuner_op a = softmax_f16(3, 128), b = softmax_f16(3, 256);
+    sched_request ra = request(&a, TUNER_TUNE_MODEL, SCHED_PRIO_NORMAL);
+    sched_request rb = request(&b, TUNER_TUNE_MODEL, SCHED_PRIO_NORMAL);
+    rec wa = {0}, wb = {0};
+    CHECK(sched_submit(e.s, &ra, on_done, &wa, NULL, NULL) == 0);
+    CHECK(sched_submit(e.s, &rb, on_done, &wb, NULL, NULL) == 0);
+    uv_run(&e.loop, UV_RUN_NOWAIT); /* a starts: its compile is on the thread pool */
+    int drained = 0;
+    sched_drain(e.s, 0, flag_cb, &drained);
+    CHECK(wb.calls == 1 && wb.info.state == SCHED_CANCELLED);
+    CHECK(strcmp(wb.info.error_code, "shutting_down") == 0);
+    CHECK(sched_submit(e.s, &rb, on_done, &wb, NULL, NULL) == -ESHUTDOWN);
+    run_until(&e, int_set, &drained, "drain done");
+    CHECK(wa.calls == 1);
+    CHECK(wa.info.state == SCHED_CANCELLED || wa.info.state == SCHED_DONE);
+    sched_free(e.s);
+    uv_run(&e.loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&e.loop) == 0); /* nothing left on the loop or the thread pool */
+    kc_close(e.db);
+    nftw(e.dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+typedef struct job_state_ctx {
+    uint64_t id;
+    sched_state state;
+} job_state_ctx;
+
+static bool job_in_state(env *e, void *ctx)
+{
+    job_state_ctx *c = ctx;
+    sched_job_info info;
+    return sched_job_get(e->s, c->id, &info) == 0 && info.state >= c->state;
+}
+
+/* 50 identical submits, half while queued and half while running -> one job, 50 answers; then
+ * the same request again re-uses every trial; then a fused variant re-times only the top N. */
+static void test_join_reuse_fused(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 3;
+    cfg.fused_retime_top = 2;
+    env e;
+    env_open(&e, &cfg, true, NULL);
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w[50];
+    memset(w, 0, sizeof(w));
+    uint64_t ids[50] = {0};
+    for (int i = 0; i < 25; i++)
+        CHECK(sched_submit(e.s, &r, on_done, &w[i], &ids[i], NULL) == 0);
+    job_state_ctx running = {ids[0], SCHED_RUNNING};
+    run_until(&e, job_in_state, &running, "job running");
+    for (int i = 25; i < 50; i++)
+        CHECK(sched_submit(e.s, &r, on_done, &w[i], &ids[i], NULL) == 0);
+    recs rs = {w, 50};
+    run_until(&e, all_called, &rs, "50 waiters");
+    for (int i = 0; i < 50; i++) {
+        CHECK(ids[i] == ids[0]);
+        CHECK(w[i].calls == 1);
+        CHECK(w[i].info.state == SCHED_DONE);
+        CHECK(strcmp(w[i].info.artifact_key, w[0].info.artifact_key) == 0);
+    }
+    if (w[0].info.state != SCHED_DONE)
+        fprintf(stderr, "measure job: %s %s\n", w[0].info.error_code, w[0].info.error);
+    check_stored(&e, &w[0].info, true);
+    CHECK(w[0].info.candidates_total == 3 && w[0].info.candidates_done == 3);
+    CHECK(w[0].info.best_us > 0 && w[0].info.best_schedule[0] == '{');
+    sched_stats st0;
+    sched_stats_get(e.s, &st0);
+    CHECK(st0.jobs_done == 1 && st0.candidates_measured == 3);
+    size_t total = 0;
+    CHECK(count_trials(&e, &mm, KC_TRIAL_OK, &total) + count_trials(&e, &mm, KC_TRIAL_SLOWER, NULL) == 3);
+    CHECK(total == 3);
+
+    /* Same tuning key again: every candidate's trial is reused, nothing is measured. */
+    rec again = {0};
+    uint64_t id2 = 0;
+    CHECK(sched_submit(e.s, &r, on_done, &again, &id2, NULL) == 0);
+    CHECK(id2 > ids[0]);
+    run_until(&e, rec_called, &again, "second job");
+    check_stored(&e, &again.info, true);
+    CHECK(strcmp(again.info.artifact_key, w[0].info.artifact_key) == 0);
+    sched_stats st1;
+    sched_stats_get(e.s, &st1);
+    CHECK(st1.candidates_measured == st0.candidates_measured);
+    CHECK(again.info.best_us == w[0].info.best_us);
+
+    /* Fused variant: the anchor (the plain matmul) is tuned, so only its best 2 are re-timed. */
+    tuner_op fused = matmul_bias_relu_f16(64, 64, 64);
+    sched_request rf = request(&fused, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec wf = {0};
+    CHECK(sched_submit(e.s, &rf, on_done, &wf, NULL, NULL) == 0);
+    run_until(&e, rec_called, &wf, "fused job");
+    if (wf.info.state != SCHED_DONE)
+        fprintf(stderr, "fused job: %s %s\n", wf.info.error_code, wf.info.error);
+    check_stored(&e, &wf.info, true);
+    CHECK(wf.info.candidates_total == 2);
+    sched_stats st2;
+    sched_stats_get(e.s, &st2);
+    CHECK(st2.candidates_measured == st1.candidates_measured + 2);
+    /* Recorded under the fused op's own key; the anchor's record is unchanged. */
+    CHECK(count_trials(&e, &fused, KC_TRIAL_OK, &total) >= 1 && total == 2);
+    CHECK(count_trials(&e, &mm, KC_TRIAL_OK, &total) >= 1 && total == 3);
+    env_close(&e);
+}
+
+static void test_fault(const char *faults, kc_trial_status expect, const char *what)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 4;
+    env e;
+    env_open(&e, &cfg, true, faults);
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_BLOCKING);
+    rec w = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(&e, rec_called, &w, what);
+    if (w.info.state != SCHED_DONE)
+        fprintf(stderr, "%s: %s %s\n", what, w.info.error_code, w.info.error);
+    check_stored(&e, &w.info, true);
+    CHECK(w.info.candidates_done == 4 && w.info.candidates_failed == 1);
+    size_t total = 0;
+    int n = count_trials(&e, &mm, expect, &total);
+    if (n != 1)
+        fprintf(stderr, "%s: %d trials with status %s\n", what, n, kc_trial_status_name(expect));
+    CHECK(n == 1 && total == 4);
+    env_close(&e);
+}
+
+typedef struct busy_ctx {
+    int dummy;
+} busy_ctx;
+
+static bool device_busy(env *e, void *ctx)
+{
+    (void)ctx;
+    const gw_device_info *d = NULL;
+    return gw_pool_devices(e->pool, &d) > 0 && d[0].state == GW_DEV_BUSY;
+}
+
+static void test_cancel_running(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 3;
+    env e;
+    env_open(&e, &cfg, true, "slow@1:60000");
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w1 = {0}, w2 = {0};
+    uint64_t id = 0;
+    CHECK(sched_submit(e.s, &r, on_done, &w1, &id, NULL) == 0);
+    CHECK(sched_submit(e.s, &r, on_done, &w2, NULL, NULL) == 0);
+    busy_ctx bc = {0};
+    run_until(&e, device_busy, &bc, "first measurement running");
+    CHECK(sched_job_cancel(e.s, id) == 0);
+    CHECK(w1.calls == 1 && w2.calls == 1);
+    CHECK(w1.info.state == SCHED_CANCELLED && w2.info.state == SCHED_CANCELLED);
+    char akey[KC_KEY_LEN + 1];
+    bool m;
+    CHECK(kc_selection_get(e.db, w1.info.op_key, akey, &m) == -ENOENT);
+    env_close(&e); /* the drain waits for the cancelled measurement's callback */
+}
+
+int main(void)
+{
+    if (!getenv("HIDETD_STANDIN")) {
+        fprintf(stderr, "HIDETD_STANDIN (path of hidetd-worker-standin) is not set\n");
+        return 1;
+    }
+    test_none_and_model();
+    test_measure_without_gpu();
+    test_priorities();
+    test_queue_limit_detach_cancel();
+    test_drain();
+    test_join_reuse_fused();
+    test_fault("crash@2", KC_TRIAL_WORKER_DIED, "crash@2");
+    test_fault("hang@2", KC_TRIAL_TIMEOUT, "hang@2");
+    test_cancel_running();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("scheduler: ok\n");
+    return 0;
+}
