@@ -33,7 +33,14 @@ typedef struct gw_config {
     double launch_timeout_s;   /* one kernel launch (default 2 s) */
     double heartbeat_s;        /* worker heartbeat period (default 1 s); 3 missed = hung */
     int max_restarts;          /* consecutive failed starts/crashes before a GPU is out of service (default 5) */
+    /* Optional: worker events for the daemon's log (starts, deaths, restarts, out of service),
+     * LOG lines and stderr lines of the workers. level is syslog-like (GW_LOG_*); msg is only
+     * valid during the call. Called on the loop thread. */
+    void (*log)(void *log_udata, int level, const char *msg);
+    void *log_udata;
 } gw_config;
+
+enum { GW_LOG_ERR = 3, GW_LOG_WARNING = 4, GW_LOG_INFO = 6, GW_LOG_DEBUG = 7 };
 
 typedef enum {
     GW_DEV_STARTING = 0,
@@ -140,6 +147,9 @@ int gw_pool_start(uv_loop_t *loop, const gw_config *cfg, void (*ready)(void *uda
 size_t gw_pool_devices(gw_pool *pool, const gw_device_info **ret);
 /* Number of devices that can take work now or soon (not out of service). */
 int gw_pool_usable(gw_pool *pool);
+/* Why the probe found no device (driver error text, "cannot start ...", ...), or "" when it
+ * found some or has not finished. Pool-owned string. */
+const char *gw_pool_probe_error(gw_pool *pool);
 
 /* Queues a measurement on `device` (-1: any usable device with the given sm, or any when sm is
  * 0). The request's memory (images included) is copied; the caller may free it on return.
