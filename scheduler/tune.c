@@ -693,12 +693,24 @@ static void start_measurements(sched_job *j)
             j->s->outstanding--;
             j->refs--; /* cannot reach zero: the active list holds the job */
             j->n_measuring--;
-            j->n_ready++;
             j->dev_busy[slot] = false;
-            j->dev_gone[slot] = true;
-            c->st = SCHED__CAND_READY;
             c->dev_slot = -1;
-            i--; /* retry this candidate on another GPU */
+            if (rc == -ENODEV) {
+                /* That GPU is gone: retry this candidate on another one. */
+                j->n_ready++;
+                j->dev_gone[slot] = true;
+                c->st = SCHED__CAND_READY;
+                i--;
+                continue;
+            }
+            /* The pool refused this request (a launch it cannot run, an image too large): the
+             * candidate's fault, not the GPU's. */
+            char reason[160];
+            snprintf(reason, sizeof(reason), "the worker pool refused the request: %s",
+                     strerror(-rc));
+            c->st = SCHED__CAND_DONE;
+            record_trial(j, c, KC_TRIAL_LOAD_ERROR, -1, 0, reason);
+            free_cand_binary(c);
             continue;
         }
         if (c->st == SCHED__CAND_MEASURING)
