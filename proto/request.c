@@ -1,0 +1,1342 @@
+/* proto/request.c - kernel request JSON -> validated tuner_op; canonical op JSON. */
+#include "proto/request.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Names */
+
+static const char *const dtype_names[TUNER_DTYPE_COUNT] = {"f16", "bf16", "f32"};
+static const char *const op_names[TUNER_OP_COUNT] = {
+    "matmul", "conv2d", "softmax", "layernorm", "rmsnorm", "reduce", "elementwise",
+};
+static const char *const step_names[TUNER_EW_COUNT] = {
+    "add", "sub", "mul", "div", "max", "min", "relu", "gelu", "gelu_tanh", "silu",
+    "sigmoid", "tanh", "exp", "neg", "abs", "square", "scale", "cast",
+};
+static const char *const reduce_names[] = {"sum", "mean", "max"};
+static const char *const prio_names[] = {"blocking", "normal", "background"};
+static const char *const tune_names[] = {"none", "model", "measure"};
+
+const char *proto_dtype_name(tuner_dtype d)
+{
+    return (unsigned)d < TUNER_DTYPE_COUNT ? dtype_names[d] : "?";
+}
+
+const char *proto_op_name(tuner_op_kind k)
+{
+    return (unsigned)k < TUNER_OP_COUNT ? op_names[k] : "?";
+}
+
+const char *proto_step_name(tuner_ew_kind k)
+{
+    return (unsigned)k < TUNER_EW_COUNT ? step_names[k] : "?";
+}
+
+const char *proto_reduce_name(tuner_reduce_kind k)
+{
+    return (unsigned)k < 3 ? reduce_names[k] : "?";
+}
+
+const char *proto_priority_name(int priority)
+{
+    return priority >= 0 && priority < 3 ? prio_names[priority] : "?";
+}
+
+const char *proto_tune_name(tuner_tune_mode m)
+{
+    return (unsigned)m < 3 ? tune_names[m] : "?";
+}
+
+int proto_parse_arch(const char *s, tuner_target *ret)
+{
+    static const struct {
+        const char *name;
+        int sm;
+        bool a;
+    } archs[] = {
+        {"sm_80", 80, false}, {"sm_86", 86, false}, {"sm_89", 89, false},
+        {"sm_90", 90, false}, {"sm_90a", 90, true},
+    };
+    if (!s || !ret)
+        return -EINVAL;
+    for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
+        if (strcmp(s, archs[i].name) == 0) {
+            ret->sm = archs[i].sm;
+            ret->arch_specific = archs[i].a;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Accepted spellings of the dtypes; the first of each is canonical. */
+static int parse_dtype(const char *s, tuner_dtype *ret)
+{
+    static const struct {
+        const char *name;
+        tuner_dtype d;
+    } names[] = {
+        {"f16", TUNER_F16},   {"float16", TUNER_F16},   {"half", TUNER_F16},
+        {"bf16", TUNER_BF16}, {"bfloat16", TUNER_BF16}, {"f32", TUNER_F32},
+        {"float32", TUNER_F32},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(s, names[i].name) == 0) {
+            *ret = names[i].d;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Errors */
+
+__attribute__((format(printf, 5, 6)))
+static int fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
+                ...)
+{
+    va_list ap;
+    e->status = status;
+    snprintf(e->code, sizeof(e->code), "%s", code);
+    snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+/* A wrong JSON type or a missing required field: the request is malformed (400). */
+static int type_error(proto_error *e, const char *field, const char *what)
+{
+    return fail(e, 400, "invalid_field", field, "%s must be %s", field[0] ? field : "the body",
+                what);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * JSON helpers */
+
+/* Depth of nested arrays/objects, measured on the raw text so that a deeply nested body is
+ * refused before cJSON recurses into it. Strings are skipped (brackets inside them don't count). */
+static int json_depth(const char *s, size_t len)
+{
+    int depth = 0, max = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = false;
+            continue;
+        }
+        if (c == '"') {
+            in_str = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return max;
+}
+
+/* Rejects fields not in allowed (NULL-terminated) and duplicate names: a strict language means a
+ * misspelt option is an error instead of silently taking its default. */
+static int check_keys(const cJSON *obj, const char *const *allowed, const char *path,
+                      proto_error *e)
+{
+    char field[96];
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a; a++) {
+            if (strcmp(c->string, *a) == 0) {
+                ok = true;
+                break;
+            }
+        }
+        snprintf(field, sizeof(field), "%s%s%s", path, path[0] ? "." : "", c->string);
+        if (!ok)
+            return fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"", c->string);
+        for (const cJSON *p = obj->child; p != c; p = p->next) {
+            if (strcmp(p->string, c->string) == 0)
+                return fail(e, 400, "invalid_field", field, "duplicate field \"%.64s\"",
+                            c->string);
+        }
+    }
+    return 0;
+}
+
+/* An integral JSON number. Values beyond +-2^62 are clamped (every caller's range is far
+ * smaller, so a clamped value is still out of range and rejected). */
+static int json_int(const cJSON *v, const char *field, int64_t *ret, proto_error *e)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return type_error(e, field, "an integer");
+    double d = v->valuedouble;
+    if (d > 4.6e18)
+        *ret = INT64_C(1) << 62;
+    else if (d < -4.6e18)
+        *ret = -(INT64_C(1) << 62);
+    else
+        *ret = (int64_t)d;
+    return 0;
+}
+
+static int json_int_range(const cJSON *v, const char *field, int64_t lo, int64_t hi, int *ret,
+                          proto_error *e)
+{
+    int64_t x;
+    int r = json_int(v, field, &x, e);
+    if (r < 0)
+        return r;
+    if (x < lo || x > hi)
+        return fail(e, 422, "invalid_field", field, "%s must be between %lld and %lld", field,
+                    (long long)lo, (long long)hi);
+    *ret = (int)x;
+    return 0;
+}
+
+static int json_bool(const cJSON *v, const char *field, bool *ret, proto_error *e)
+{
+    if (!cJSON_IsBool(v))
+        return type_error(e, field, "true or false");
+    *ret = cJSON_IsTrue(v);
+    return 0;
+}
+
+static int json_finite(const cJSON *v, const char *field, double *ret, proto_error *e)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return type_error(e, field, "a finite number");
+    *ret = v->valuedouble;
+    return 0;
+}
+
+static int json_string(const cJSON *v, const char *field, const char **ret, proto_error *e)
+{
+    if (!cJSON_IsString(v) || !v->valuestring)
+        return type_error(e, field, "a string");
+    *ret = v->valuestring;
+    return 0;
+}
+
+/* Index of s in names[0..n), or -1. */
+static int lookup(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Shapes */
+
+static int64_t shape_numel(const int64_t *shape, int rank)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        n *= shape[i];
+        if (n > PROTO_MAX_NUMEL) /* dims are < 2^31, so this never overflows before the check */
+            return PROTO_MAX_NUMEL + 1;
+    }
+    return n;
+}
+
+/* true when a tensor of shape a broadcasts (numpy rules, one way) to shape b. */
+static bool broadcasts_to(const int64_t *a, int ra, const int64_t *b, int rb)
+{
+    if (ra > rb)
+        return false;
+    for (int i = 1; i <= ra; i++) {
+        int64_t x = a[ra - i], y = b[rb - i];
+        if (x != y && x != 1)
+            return false;
+    }
+    return true;
+}
+
+/* Two-way numpy broadcast of (out, *rout) with b, in place. */
+static bool broadcast_merge(int64_t *out, int *rout, const int64_t *b, int rb)
+{
+    int64_t res[TUNER_MAX_RANK];
+    int r = *rout > rb ? *rout : rb;
+    for (int i = 1; i <= r; i++) {
+        int64_t x = i <= *rout ? out[*rout - i] : 1;
+        int64_t y = i <= rb ? b[rb - i] : 1;
+        if (x != y && x != 1 && y != 1)
+            return false;
+        res[r - i] = x == 1 ? y : x;
+    }
+    memcpy(out, res, sizeof(int64_t) * (size_t)r);
+    *rout = r;
+    return true;
+}
+
+static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, proto_error *e)
+{
+    static const char *const keys[] = {"shape", "dtype", "align", NULL};
+    char field[96];
+    int r;
+
+    if (!cJSON_IsObject(t))
+        return type_error(e, path, "an object {\"shape\": [...], \"dtype\": ...}");
+    if ((r = check_keys(t, keys, path, e)) < 0)
+        return r;
+
+    tuner_tensor out = {.align = 16};
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    snprintf(field, sizeof(field), "%s.shape", path);
+    if (!shape)
+        return type_error(e, field, "given");
+    if (!cJSON_IsArray(shape))
+        return type_error(e, field, "an array of integers");
+    int rank = cJSON_GetArraySize(shape);
+    if (rank == 0)
+        return fail(e, 422, "invalid_field", field, "%s must have at least one dimension", field);
+    if (rank > TUNER_MAX_RANK)
+        return fail(e, 422, "limit_exceeded", field, "%s has rank %d; at most %d is supported",
+                    field, rank, TUNER_MAX_RANK);
+    int i = 0;
+    for (const cJSON *d = shape->child; d; d = d->next, i++) {
+        int64_t v;
+        snprintf(field, sizeof(field), "%s.shape[%d]", path, i);
+        if ((r = json_int(d, field, &v, e)) < 0)
+            return r;
+        if (v < 1)
+            return fail(e, 422, "invalid_field", field, "%s must be at least 1", field);
+        if (v > PROTO_MAX_DIM)
+            return fail(e, 422, "limit_exceeded", field, "%s exceeds 2^31-1", field);
+        out.shape[i] = v;
+    }
+    out.rank = rank;
+    snprintf(field, sizeof(field), "%s.shape", path);
+    if (shape_numel(out.shape, rank) > PROTO_MAX_NUMEL)
+        return fail(e, 422, "limit_exceeded", field, "%s has more than 2^31 elements", field);
+
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+    const char *s;
+    snprintf(field, sizeof(field), "%s.dtype", path);
+    if (!dt)
+        return type_error(e, field, "given");
+    if ((r = json_string(dt, field, &s, e)) < 0)
+        return r;
+    if (parse_dtype(s, &out.dtype) < 0)
+        return fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)", s);
+
+    const cJSON *al = cJSON_GetObjectItemCaseSensitive(t, "align");
+    if (al) {
+        int a;
+        snprintf(field, sizeof(field), "%s.align", path);
+        if ((r = json_int_range(al, field, 1, 1 << 20, &a, e)) < 0)
+            return r;
+        if ((a & (a - 1)) != 0 || a < tuner_dtype_size(out.dtype))
+            return fail(e, 422, "invalid_field", field,
+                        "%s must be a power of two no smaller than the element size", field);
+        /* Templates only ask for up to 16 bytes, so larger guarantees mean the same kernel. */
+        out.align = a > 16 ? 16 : a;
+    }
+    *ret = out;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Fused steps */
+
+typedef struct pstep {
+    tuner_ew_step s;
+    bool bias;      /* "bias": an add whose operand must be [N] */
+    int target;     /* prologue only: the anchor input the step applies to */
+    char path[48];  /* "epilogue[3]" for error fields */
+} pstep;
+
+typedef struct pchain {
+    int n;
+    pstep steps[TUNER_MAX_STEPS];
+} pchain;
+
+/* Fills a step from its name; no operand/params yet. Returns -1 for an unknown name. */
+static int step_kind(const char *name, tuner_ew_kind *ret, bool *ret_bias)
+{
+    *ret_bias = false;
+    if (strcmp(name, "bias") == 0) {
+        *ret = TUNER_EW_ADD;
+        *ret_bias = true;
+        return 0;
+    }
+    if (strcmp(name, "gelu_tanh") == 0) /* the canonical name is accepted back */
+        return -1;
+    int k = lookup(name, step_names, TUNER_EW_COUNT);
+    if (k < 0)
+        return -1;
+    *ret = (tuner_ew_kind)k;
+    return 0;
+}
+
+/* One step object. In a prologue, "input" names the anchor input the step applies to and a binary
+ * step's operand is "operand"; in an epilogue (and elementwise "ops") the operand is "input". */
+static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *ret, proto_error *e)
+{
+    char field[96];
+    const char *name;
+    int r;
+
+    if (!cJSON_IsObject(o))
+        return type_error(e, path, "an object {\"op\": ...}");
+    pstep st = {.s = {.operand = -1}, .target = -1};
+    snprintf(st.path, sizeof(st.path), "%s", path);
+
+    const cJSON *opv = cJSON_GetObjectItemCaseSensitive(o, "op");
+    snprintf(field, sizeof(field), "%s.op", path);
+    if (!opv)
+        return type_error(e, field, "given");
+    if ((r = json_string(opv, field, &name, e)) < 0)
+        return r;
+    if (step_kind(name, &st.s.kind, &st.bias) < 0)
+        return fail(e, 422, "unknown_op", field, "unknown step \"%.32s\"", name);
+
+    const char *operand_key = prologue ? "operand" : "input";
+    const char *keys[4] = {"op", NULL, NULL, NULL};
+    int nk = 1;
+    if (prologue)
+        keys[nk++] = "input";
+    if (TUNER_EW_IS_BINARY(st.s.kind))
+        keys[nk++] = operand_key;
+    else if (st.s.kind == TUNER_EW_GELU_ERF)
+        keys[nk++] = "approximate";
+    else if (st.s.kind == TUNER_EW_SCALE)
+        keys[nk++] = "value";
+    else if (st.s.kind == TUNER_EW_CAST)
+        keys[nk++] = "dtype";
+    if ((r = check_keys(o, keys, path, e)) < 0)
+        return r;
+
+    if (prologue) {
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
+        snprintf(field, sizeof(field), "%s.input", path);
+        if (!in)
+            return type_error(e, field, "given (the anchor input this step applies to)");
+        if ((r = json_int_range(in, field, 0, TUNER_MAX_INPUTS - 1, &st.target, e)) < 0)
+            return r;
+    }
+    if (TUNER_EW_IS_BINARY(st.s.kind)) {
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, operand_key);
+        snprintf(field, sizeof(field), "%s.%s", path, operand_key);
+        if (!in)
+            return type_error(e, field, "given (index of the operand in inputs)");
+        if ((r = json_int_range(in, field, 0, TUNER_MAX_INPUTS - 1, &st.s.operand, e)) < 0)
+            return r;
+    } else if (st.s.kind == TUNER_EW_GELU_ERF) {
+        const cJSON *ap = cJSON_GetObjectItemCaseSensitive(o, "approximate");
+        if (ap) {
+            const char *s;
+            snprintf(field, sizeof(field), "%s.approximate", path);
+            if ((r = json_string(ap, field, &s, e)) < 0)
+                return r;
+            if (strcmp(s, "tanh") == 0)
+                st.s.kind = TUNER_EW_GELU_TANH;
+            else if (strcmp(s, "none") != 0)
+                return fail(e, 422, "invalid_field", field,
+                            "approximate must be \"none\" or \"tanh\"");
+        }
+    } else if (st.s.kind == TUNER_EW_SCALE) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
+        snprintf(field, sizeof(field), "%s.value", path);
+        if (!v)
+            return type_error(e, field, "given");
+        if ((r = json_finite(v, field, &st.s.scalar, e)) < 0)
+            return r;
+    } else if (st.s.kind == TUNER_EW_CAST) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+        const char *s;
+        snprintf(field, sizeof(field), "%s.dtype", path);
+        if (!v)
+            return type_error(e, field, "given");
+        if ((r = json_string(v, field, &s, e)) < 0)
+            return r;
+        if (parse_dtype(s, &st.s.dtype) < 0)
+            return fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\"", s);
+        if (prologue)
+            return fail(e, 422, "invalid_field", field,
+                        "cast is not allowed in a prologue (the anchor's input dtype is given by "
+                        "inputs)");
+    }
+    *ret = st;
+    return 0;
+}
+
+/* Appends the steps of a JSON array (name gives the path prefix) to chain. */
+static int parse_steps(const cJSON *arr, const char *name, bool prologue, pchain *chain,
+                       proto_error *e)
+{
+    char path[48];
+    int r, i = 0;
+    if (!cJSON_IsArray(arr))
+        return type_error(e, name, "an array of steps");
+    for (const cJSON *s = arr->child; s; s = s->next, i++) {
+        if (chain->n >= TUNER_MAX_STEPS)
+            return fail(e, 422, "limit_exceeded", name, "at most %d fused steps are allowed",
+                        TUNER_MAX_STEPS);
+        snprintf(path, sizeof(path), "%s[%d]", name, i);
+        if ((r = parse_step(s, path, prologue, &chain->steps[chain->n], e)) < 0)
+            return r;
+        chain->n++;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Op attributes and shape inference */
+
+/* An int or [h, w]. */
+static int parse_pair(const cJSON *v, const char *field, int lo, int hi, int out[2],
+                      proto_error *e)
+{
+    char f[96];
+    int r;
+    if (cJSON_IsNumber(v)) {
+        if ((r = json_int_range(v, field, lo, hi, &out[0], e)) < 0)
+            return r;
+        out[1] = out[0];
+        return 0;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
+        return type_error(e, field, "an integer or [h, w]");
+    for (int i = 0; i < 2; i++) {
+        snprintf(f, sizeof(f), "%s[%d]", field, i);
+        if ((r = json_int_range(cJSON_GetArrayItem(v, i), f, lo, hi, &out[i], e)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pchain *ew,
+                       proto_error *e)
+{
+    static const char *const matmul_keys[] = {"trans_a", "trans_b", "allow_tf32", NULL};
+    static const char *const conv_keys[] = {"stride", "padding", "dilation", "groups", "layout",
+                                            NULL};
+    static const char *const softmax_keys[] = {"axis", NULL};
+    static const char *const norm_keys[] = {"eps", NULL};
+    static const char *const reduce_keys[] = {"kind", "axis", "keepdim", NULL};
+    static const char *const ew_keys[] = {"ops", "fn", NULL};
+    static const char *const *const keys[TUNER_OP_COUNT] = {
+        matmul_keys, conv_keys, softmax_keys, norm_keys, norm_keys, reduce_keys, ew_keys,
+    };
+    cJSON empty = {.type = cJSON_Object};
+    const cJSON *v;
+    const char *s;
+    int r;
+
+    if (!attrs)
+        attrs = &empty;
+    if (!cJSON_IsObject(attrs))
+        return type_error(e, "attrs", "an object");
+    if ((r = check_keys(attrs, keys[op->kind], "attrs", e)) < 0)
+        return r;
+
+    switch (op->kind) {
+    case TUNER_OP_MATMUL:
+        op->attrs.matmul.allow_tf32 = true;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "trans_a")) &&
+            (r = json_bool(v, "attrs.trans_a", &op->attrs.matmul.trans_a, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "trans_b")) &&
+            (r = json_bool(v, "attrs.trans_b", &op->attrs.matmul.trans_b, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "allow_tf32")) &&
+            (r = json_bool(v, "attrs.allow_tf32", &op->attrs.matmul.allow_tf32, e)) < 0)
+            return r;
+        break;
+    case TUNER_OP_CONV2D:
+        op->attrs.conv2d.stride[0] = op->attrs.conv2d.stride[1] = 1;
+        op->attrs.conv2d.dilation[0] = op->attrs.conv2d.dilation[1] = 1;
+        op->attrs.conv2d.groups = 1;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "stride")) &&
+            (r = parse_pair(v, "attrs.stride", 1, 65535, op->attrs.conv2d.stride, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "padding")) &&
+            (r = parse_pair(v, "attrs.padding", 0, 65535, op->attrs.conv2d.pad, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "dilation")) &&
+            (r = parse_pair(v, "attrs.dilation", 1, 65535, op->attrs.conv2d.dilation, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "groups")) &&
+            (r = json_int_range(v, "attrs.groups", 1, 65535, &op->attrs.conv2d.groups, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "layout"))) {
+            if ((r = json_string(v, "attrs.layout", &s, e)) < 0)
+                return r;
+            if (strcmp(s, "nchw") == 0)
+                op->attrs.conv2d.nchw = true;
+            else if (strcmp(s, "nhwc") != 0)
+                return fail(e, 422, "invalid_field", "attrs.layout",
+                            "layout must be \"nhwc\" or \"nchw\"");
+        }
+        break;
+    case TUNER_OP_SOFTMAX:
+        *softmax_axis = -1;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")) &&
+            (r = json_int_range(v, "attrs.axis", -TUNER_MAX_RANK, TUNER_MAX_RANK, softmax_axis,
+                                e)) < 0)
+            return r;
+        break;
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        op->attrs.norm.eps = op->kind == TUNER_OP_LAYERNORM ? 1e-5 : 1e-6;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "eps"))) {
+            if ((r = json_finite(v, "attrs.eps", &op->attrs.norm.eps, e)) < 0)
+                return r;
+            if (!(op->attrs.norm.eps > 0 && op->attrs.norm.eps < 1))
+                return fail(e, 422, "invalid_field", "attrs.eps", "eps must be in (0, 1)");
+        }
+        break;
+    case TUNER_OP_REDUCE:
+        op->attrs.reduce.kind = TUNER_REDUCE_SUM;
+        op->attrs.reduce.axis = -1; /* normalised once the rank is known */
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "kind"))) {
+            if ((r = json_string(v, "attrs.kind", &s, e)) < 0)
+                return r;
+            int k = lookup(s, reduce_names, 3);
+            if (k < 0)
+                return fail(e, 422, "invalid_field", "attrs.kind",
+                            "kind must be \"sum\", \"mean\" or \"max\"");
+            op->attrs.reduce.kind = (tuner_reduce_kind)k;
+        }
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")) &&
+            (r = json_int_range(v, "attrs.axis", -TUNER_MAX_RANK, TUNER_MAX_RANK,
+                                &op->attrs.reduce.axis, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "keepdim")) &&
+            (r = json_bool(v, "attrs.keepdim", &op->attrs.reduce.keepdim, e)) < 0)
+            return r;
+        break;
+    case TUNER_OP_ELEMENTWISE: {
+        const cJSON *ops = cJSON_GetObjectItemCaseSensitive(attrs, "ops");
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(attrs, "fn");
+        if (ops && fn)
+            return fail(e, 400, "invalid_field", "attrs.fn", "give attrs.ops or attrs.fn, not both");
+        if (ops && (r = parse_steps(ops, "attrs.ops", false, ew, e)) < 0)
+            return r;
+        if (fn) {
+            pstep *st = &ew->steps[0];
+            if ((r = json_string(fn, "attrs.fn", &s, e)) < 0)
+                return r;
+            *st = (pstep){.s = {.operand = -1}, .target = -1};
+            snprintf(st->path, sizeof(st->path), "attrs.fn");
+            if (step_kind(s, &st->s.kind, &st->bias) < 0)
+                return fail(e, 422, "unknown_op", "attrs.fn", "unknown function \"%.32s\"", s);
+            if (st->s.kind == TUNER_EW_SCALE || st->s.kind == TUNER_EW_CAST)
+                return fail(e, 422, "invalid_field", "attrs.fn",
+                            "\"%s\" takes a parameter: use attrs.ops", s);
+            if (TUNER_EW_IS_BINARY(st->s.kind))
+                st->s.operand = 1;
+            ew->n = 1;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int infer_matmul(tuner_op *op, proto_error *e)
+{
+    const tuner_tensor *a = &op->inputs[0], *b = &op->inputs[1];
+    char field[64];
+    if (a->rank < 2 || a->rank > 3)
+        return fail(e, 422, "invalid_field", "inputs[0].shape",
+                    "matmul operands have rank 2 ([M,K]) or 3 ([batch,M,K])");
+    if (b->rank < 2 || b->rank > 3)
+        return fail(e, 422, "invalid_field", "inputs[1].shape",
+                    "matmul operands have rank 2 ([K,N]) or 3 ([batch,K,N])");
+    if (a->dtype != b->dtype)
+        return fail(e, 422, "invalid_field", "inputs[1].dtype",
+                    "matmul operands must have the same dtype");
+    int ra = a->rank, rb = b->rank;
+    bool ta = op->attrs.matmul.trans_a, tb = op->attrs.matmul.trans_b;
+    int64_t m = ta ? a->shape[ra - 1] : a->shape[ra - 2];
+    int64_t k = ta ? a->shape[ra - 2] : a->shape[ra - 1];
+    int kb_idx = tb ? rb - 1 : rb - 2;
+    int64_t n = tb ? b->shape[rb - 2] : b->shape[rb - 1];
+    if (b->shape[kb_idx] != k) {
+        snprintf(field, sizeof(field), "inputs[1].shape[%d]", kb_idx);
+        return fail(e, 422, "shape_mismatch", field,
+                    "matmul K mismatch: A has K=%lld, B has K=%lld", (long long)k,
+                    (long long)b->shape[kb_idx]);
+    }
+    if (ra == 3 && rb == 3 && a->shape[0] != b->shape[0])
+        return fail(e, 422, "shape_mismatch", "inputs[1].shape[0]",
+                    "matmul batch mismatch: %lld vs %lld", (long long)a->shape[0],
+                    (long long)b->shape[0]);
+    tuner_tensor *o = &op->output;
+    o->rank = 0;
+    if (ra == 3 || rb == 3)
+        o->shape[o->rank++] = ra == 3 ? a->shape[0] : b->shape[0];
+    o->shape[o->rank++] = m;
+    o->shape[o->rank++] = n;
+    o->dtype = a->dtype;
+    /* tf32 only exists for fp32 inputs; normalising keeps equal requests on one cache key. */
+    if (a->dtype != TUNER_F32)
+        op->attrs.matmul.allow_tf32 = false;
+    return 0;
+}
+
+static int infer_conv2d(tuner_op *op, proto_error *e)
+{
+    const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1];
+    bool nchw = op->attrs.conv2d.nchw;
+    char field[64];
+    if (x->rank != 4)
+        return fail(e, 422, "invalid_field", "inputs[0].shape",
+                    nchw ? "conv2d input is [N,C,H,W]" : "conv2d input is [N,H,W,C]");
+    if (w->rank != 4)
+        return fail(e, 422, "invalid_field", "inputs[1].shape",
+                    nchw ? "conv2d weight is [K,C/groups,R,S]" : "conv2d weight is [K,R,S,C/groups]");
+    if (x->dtype != w->dtype)
+        return fail(e, 422, "invalid_field", "inputs[1].dtype",
+                    "conv2d input and weight must have the same dtype");
+    int64_t n = x->shape[0], c = x->shape[nchw ? 1 : 3];
+    int64_t h = x->shape[nchw ? 2 : 1], wd = x->shape[nchw ? 3 : 2];
+    int64_t k = w->shape[0], cg = w->shape[nchw ? 1 : 3];
+    int r_idx = nchw ? 2 : 1, s_idx = nchw ? 3 : 2;
+    int64_t r = w->shape[r_idx], s = w->shape[s_idx];
+    int g = op->attrs.conv2d.groups;
+    if (c % g != 0)
+        return fail(e, 422, "shape_mismatch", "attrs.groups",
+                    "groups (%d) must divide the input channels (%lld)", g, (long long)c);
+    if (k % g != 0)
+        return fail(e, 422, "shape_mismatch", "inputs[1].shape[0]",
+                    "groups (%d) must divide the output channels (%lld)", g, (long long)k);
+    if (cg != c / g) {
+        snprintf(field, sizeof(field), "inputs[1].shape[%d]", nchw ? 1 : 3);
+        return fail(e, 422, "shape_mismatch", field,
+                    "conv2d channel mismatch: weight has %lld input channels, expected %lld",
+                    (long long)cg, (long long)(c / g));
+    }
+    const int *st = op->attrs.conv2d.stride, *pd = op->attrs.conv2d.pad,
+              *dl = op->attrs.conv2d.dilation;
+    int64_t ph = h + 2 * (int64_t)pd[0] - (int64_t)dl[0] * (r - 1) - 1;
+    int64_t pw = wd + 2 * (int64_t)pd[1] - (int64_t)dl[1] * (s - 1) - 1;
+    if (ph < 0 || pw < 0) {
+        snprintf(field, sizeof(field), "inputs[1].shape[%d]", ph < 0 ? r_idx : s_idx);
+        return fail(e, 422, "shape_mismatch", field,
+                    "the (dilated) filter is larger than the padded input");
+    }
+    int64_t p = ph / st[0] + 1, q = pw / st[1] + 1;
+    tuner_tensor *o = &op->output;
+    o->rank = 4;
+    o->shape[0] = n;
+    o->shape[nchw ? 1 : 3] = k;
+    o->shape[nchw ? 2 : 1] = p;
+    o->shape[nchw ? 3 : 2] = q;
+    o->dtype = x->dtype;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The request */
+
+static int parse_budget(const cJSON *b, proto_kernel_request *req, proto_error *e)
+{
+    static const char *const keys[] = {"seconds", "candidates", NULL};
+    const cJSON *v;
+    int r;
+    if (!cJSON_IsObject(b))
+        return type_error(e, "budget", "an object {\"seconds\": ..., \"candidates\": ...}");
+    if ((r = check_keys(b, keys, "budget", e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(b, "seconds"))) {
+        if ((r = json_finite(v, "budget.seconds", &req->budget_s, e)) < 0)
+            return r;
+        if (req->budget_s <= 0)
+            return fail(e, 422, "invalid_field", "budget.seconds", "budget.seconds must be > 0");
+        if (req->budget_s > PROTO_MAX_BUDGET_S)
+            return fail(e, 422, "limit_exceeded", "budget.seconds",
+                        "budget.seconds must be at most %g", PROTO_MAX_BUDGET_S);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(b, "candidates"))) {
+        int64_t c;
+        if ((r = json_int(v, "budget.candidates", &c, e)) < 0)
+            return r;
+        if (c < 1)
+            return fail(e, 422, "invalid_field", "budget.candidates",
+                        "budget.candidates must be >= 1");
+        if (c > PROTO_MAX_BUDGET_CANDIDATES)
+            return fail(e, 422, "limit_exceeded", "budget.candidates",
+                        "budget.candidates must be at most %d", PROTO_MAX_BUDGET_CANDIDATES);
+        req->budget_candidates = (int)c;
+    }
+    return 0;
+}
+
+/* Fixed number of anchor inputs, or 0 when it depends on the inputs (norms). */
+static int fixed_anchor_inputs(tuner_op_kind k)
+{
+    switch (k) {
+    case TUNER_OP_MATMUL:
+    case TUNER_OP_CONV2D:
+        return 2;
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+/* Checks every step's operand against the inputs and the value shape it is applied to, turns
+ * the parsed chain into a tuner_ew_chain and tracks the value dtype through casts. */
+static int finish_chain(const tuner_op *op, const pchain *pc, const int64_t *shape, int rank,
+                        tuner_dtype *dtype, bool epilogue, tuner_ew_chain *out, proto_error *e)
+{
+    char field[96];
+    for (int i = 0; i < pc->n; i++) {
+        const pstep *st = &pc->steps[i];
+        if (TUNER_EW_IS_BINARY(st->s.kind)) {
+            int idx = st->s.operand;
+            snprintf(field, sizeof(field), "%s.%s", st->path,
+                     epilogue || st->target < 0 ? "input" : "operand");
+            if (strcmp(st->path, "attrs.fn") == 0)
+                snprintf(field, sizeof(field), "attrs.fn");
+            const tuner_tensor *t = &op->inputs[idx];
+            if (st->bias) {
+                if (t->rank != 1 || t->shape[0] != shape[rank - 1])
+                    return fail(e, 422, "shape_mismatch", field,
+                                "bias inputs[%d] must have shape [%lld] (the output's last "
+                                "dimension)", idx, (long long)shape[rank - 1]);
+            } else if (!broadcasts_to(t->shape, t->rank, shape, rank)) {
+                return fail(e, 422, "shape_mismatch", field,
+                            "inputs[%d] does not broadcast to the shape it is applied to", idx);
+            }
+        }
+        if (st->s.kind == TUNER_EW_CAST)
+            *dtype = st->s.dtype;
+        out->steps[out->n++] = st->s;
+    }
+    return 0;
+}
+
+static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e)
+{
+    static const char *const top_keys[] = {"op", "inputs", "attrs", "prologue", "epilogue",
+                                           "arch", "tune", "wait", "priority", "budget", NULL};
+    tuner_op *op = &req->op;
+    const cJSON *v;
+    const char *s;
+    char field[96];
+    int r, softmax_axis = -1;
+    pchain ew = {0}, epi = {0}, pro = {0};
+
+    if (!cJSON_IsObject(root))
+        return type_error(e, "", "a JSON object");
+    if ((r = check_keys(root, top_keys, "", e)) < 0)
+        return r;
+
+    /* op */
+    if (!(v = cJSON_GetObjectItemCaseSensitive(root, "op")))
+        return type_error(e, "op", "given");
+    if ((r = json_string(v, "op", &s, e)) < 0)
+        return r;
+    int k = lookup(s, op_names, TUNER_OP_COUNT);
+    if (k < 0)
+        return fail(e, 422, "unknown_op", "op", "unknown op \"%.32s\"", s);
+    op->kind = (tuner_op_kind)k;
+
+    /* inputs */
+    if (!(v = cJSON_GetObjectItemCaseSensitive(root, "inputs")))
+        return type_error(e, "inputs", "given");
+    if (!cJSON_IsArray(v))
+        return type_error(e, "inputs", "an array of tensors");
+    int n_inputs = cJSON_GetArraySize(v);
+    if (n_inputs > TUNER_MAX_INPUTS)
+        return fail(e, 422, "limit_exceeded", "inputs", "at most %d inputs are allowed",
+                    TUNER_MAX_INPUTS);
+    if (n_inputs == 0)
+        return fail(e, 422, "invalid_field", "inputs", "at least one input is required");
+    int i = 0;
+    for (const cJSON *t = v->child; t; t = t->next, i++) {
+        snprintf(field, sizeof(field), "inputs[%d]", i);
+        if ((r = parse_tensor(t, field, &op->inputs[i], e)) < 0)
+            return r;
+    }
+    op->n_inputs = n_inputs;
+
+    /* attrs, prologue, epilogue */
+    if ((r = parse_attrs(cJSON_GetObjectItemCaseSensitive(root, "attrs"), op, &softmax_axis, &ew,
+                         e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "prologue")) &&
+        (r = parse_steps(v, "prologue", true, &pro, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "epilogue")) &&
+        (r = parse_steps(v, "epilogue", false, &epi, e)) < 0)
+        return r;
+    if (ew.n + epi.n > TUNER_MAX_STEPS)
+        return fail(e, 422, "limit_exceeded", "epilogue",
+                    "at most %d steps are allowed (attrs.ops and epilogue together)",
+                    TUNER_MAX_STEPS);
+
+    /* The anchor's inputs come first, then the operands of fused steps. */
+    bool used[TUNER_MAX_INPUTS] = {false};
+    int min_operand = n_inputs;
+    const pchain *chains[3] = {&ew, &pro, &epi};
+    for (int c = 0; c < 3; c++) {
+        for (int j = 0; j < chains[c]->n; j++) {
+            const pstep *st = &chains[c]->steps[j];
+            if (!TUNER_EW_IS_BINARY(st->s.kind))
+                continue;
+            if (st->s.operand >= n_inputs) {
+                snprintf(field, sizeof(field), "%s", st->path);
+                if (strcmp(st->path, "attrs.fn") != 0)
+                    snprintf(field, sizeof(field), "%s.%s", st->path,
+                             c == 1 ? "operand" : "input");
+                return fail(e, 422, "invalid_field", field, "inputs[%d] does not exist",
+                            st->s.operand);
+            }
+            used[st->s.operand] = true;
+            if (st->s.operand < min_operand)
+                min_operand = st->s.operand;
+        }
+    }
+    int n_anchor = fixed_anchor_inputs(op->kind);
+    if (n_anchor == 0) {
+        int hi = op->kind == TUNER_OP_LAYERNORM ? 3 : 2;
+        n_anchor = min_operand;
+        if (n_anchor != 1 && n_anchor != hi)
+            return fail(e, 422, "invalid_field", "inputs",
+                        op->kind == TUNER_OP_LAYERNORM
+                            ? "layernorm takes x, or x, gamma and beta, before any operand of a "
+                              "fused step"
+                            : "rmsnorm takes x, or x and gamma, before any operand of a fused "
+                              "step");
+    }
+    if (n_inputs < n_anchor)
+        return fail(e, 422, "invalid_field", "inputs", "%s needs %d inputs", op_names[op->kind],
+                    n_anchor);
+    op->n_anchor_inputs = n_anchor;
+    if (op->kind != TUNER_OP_ELEMENTWISE) {
+        for (int c = 0; c < 3; c++) {
+            for (int j = 0; j < chains[c]->n; j++) {
+                const pstep *st = &chains[c]->steps[j];
+                if (TUNER_EW_IS_BINARY(st->s.kind) && st->s.operand < n_anchor) {
+                    snprintf(field, sizeof(field), "%s.%s", st->path, c == 1 ? "operand" : "input");
+                    return fail(e, 422, "invalid_field", field,
+                                "a fused step reads an extra input (index >= %d), not one of "
+                                "the anchor's", n_anchor);
+                }
+            }
+        }
+    }
+    for (int j = n_anchor; j < n_inputs; j++) {
+        if (!used[j]) {
+            snprintf(field, sizeof(field), "inputs[%d]", j);
+            return fail(e, 422, "invalid_field", field,
+                        "inputs[%d] is not an input of %s and no fused step reads it", j,
+                        op_names[op->kind]);
+        }
+    }
+
+    /* Output inference. */
+    switch (op->kind) {
+    case TUNER_OP_MATMUL:
+        if ((r = infer_matmul(op, e)) < 0)
+            return r;
+        break;
+    case TUNER_OP_CONV2D:
+        if ((r = infer_conv2d(op, e)) < 0)
+            return r;
+        break;
+    case TUNER_OP_SOFTMAX: {
+        int rank = op->inputs[0].rank;
+        if (softmax_axis != -1 && softmax_axis != rank - 1)
+            return fail(e, 422, "invalid_field", "attrs.axis",
+                        "softmax is over the last axis: axis must be -1 or %d", rank - 1);
+        op->output = op->inputs[0];
+        break;
+    }
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM: {
+        const tuner_tensor *x = &op->inputs[0];
+        for (int j = 1; j < n_anchor; j++) {
+            const tuner_tensor *g = &op->inputs[j];
+            if (g->rank != 1 || g->shape[0] != x->shape[x->rank - 1]) {
+                snprintf(field, sizeof(field), "inputs[%d].shape", j);
+                return fail(e, 422, "shape_mismatch", field,
+                            "%s must have shape [%lld] (the last dimension of x)",
+                            j == 1 ? "gamma" : "beta", (long long)x->shape[x->rank - 1]);
+            }
+        }
+        op->output = *x;
+        break;
+    }
+    case TUNER_OP_REDUCE: {
+        const tuner_tensor *x = &op->inputs[0];
+        int axis = op->attrs.reduce.axis;
+        if (axis < -x->rank || axis >= x->rank)
+            return fail(e, 422, "invalid_field", "attrs.axis",
+                        "axis %d is out of range for rank %d", axis, x->rank);
+        if (axis < 0)
+            axis += x->rank;
+        op->attrs.reduce.axis = axis;
+        tuner_tensor *o = &op->output;
+        o->rank = 0;
+        for (int d = 0; d < x->rank; d++) {
+            if (d != axis)
+                o->shape[o->rank++] = x->shape[d];
+            else if (op->attrs.reduce.keepdim)
+                o->shape[o->rank++] = 1;
+        }
+        /* A full reduction of a vector gives one element; it is described as [1] so every
+         * tensor keeps rank >= 1. */
+        if (o->rank == 0)
+            o->shape[o->rank++] = 1;
+        o->dtype = x->dtype;
+        break;
+    }
+    case TUNER_OP_ELEMENTWISE: {
+        tuner_tensor *o = &op->output;
+        o->rank = op->inputs[0].rank;
+        memcpy(o->shape, op->inputs[0].shape, sizeof(o->shape));
+        for (int j = 1; j < n_inputs; j++) {
+            if (!broadcast_merge(o->shape, &o->rank, op->inputs[j].shape, op->inputs[j].rank)) {
+                snprintf(field, sizeof(field), "inputs[%d].shape", j);
+                return fail(e, 422, "shape_mismatch", field,
+                            "inputs[%d] does not broadcast with the other inputs", j);
+            }
+        }
+        if (shape_numel(o->shape, o->rank) > PROTO_MAX_NUMEL)
+            return fail(e, 422, "limit_exceeded", "inputs",
+                        "the broadcast output has more than 2^31 elements");
+        o->dtype = op->inputs[0].dtype;
+        break;
+    }
+    default:
+        return fail(e, 500, "internal", "op", "op not handled");
+    }
+    if (shape_numel(op->output.shape, op->output.rank) > PROTO_MAX_NUMEL)
+        return fail(e, 422, "limit_exceeded", "inputs", "the output has more than 2^31 elements");
+    op->output.align = 16;
+
+    /* Prologue: each step applies to one anchor input, its operand broadcast to that input. */
+    for (int j = 0; j < pro.n; j++) {
+        const pstep *st = &pro.steps[j];
+        snprintf(field, sizeof(field), "%s.input", st->path);
+        if (op->kind == TUNER_OP_ELEMENTWISE)
+            return fail(e, 422, "invalid_field", "prologue",
+                        "elementwise takes its whole chain in attrs.ops and epilogue");
+        if (st->target >= n_anchor)
+            return fail(e, 422, "invalid_field", field,
+                        "a prologue applies to one of the %s's %d anchor inputs",
+                        op_names[op->kind], n_anchor);
+        tuner_ew_chain *ch = &op->prologue[st->target];
+        if (ch->n >= TUNER_MAX_STEPS)
+            return fail(e, 422, "limit_exceeded", "prologue", "at most %d steps per input",
+                        TUNER_MAX_STEPS);
+        pchain one = {.n = 1, .steps = {*st}};
+        const tuner_tensor *t = &op->inputs[st->target];
+        tuner_dtype dt = t->dtype;
+        if ((r = finish_chain(op, &one, t->shape, t->rank, &dt, false, ch, e)) < 0)
+            return r;
+    }
+
+    /* Elementwise chain then epilogue, both applied to the output value. */
+    tuner_dtype dt = op->output.dtype;
+    if ((r = finish_chain(op, &ew, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
+                          e)) < 0)
+        return r;
+    if ((r = finish_chain(op, &epi, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
+                          e)) < 0)
+        return r;
+    op->output.dtype = dt;
+
+    /* Target and job options. */
+    req->target = (tuner_target){.sm = 90, .arch_specific = false};
+    req->tune = TUNER_TUNE_MODEL;
+    req->wait = true;
+    req->priority = PROTO_PRIO_NORMAL;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
+        if ((r = json_string(v, "arch", &s, e)) < 0)
+            return r;
+        if (proto_parse_arch(s, &req->target) < 0)
+            return fail(e, 422, "invalid_field", "arch",
+                        "unsupported arch \"%.32s\" (sm_80, sm_86, sm_89, sm_90, sm_90a)", s);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tune"))) {
+        if ((r = json_string(v, "tune", &s, e)) < 0)
+            return r;
+        int m = lookup(s, tune_names, 3);
+        if (m < 0)
+            return fail(e, 422, "invalid_field", "tune",
+                        "tune must be \"none\", \"model\" or \"measure\"");
+        req->tune = (tuner_tune_mode)m;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "wait")) &&
+        (r = json_bool(v, "wait", &req->wait, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "priority"))) {
+        if ((r = json_string(v, "priority", &s, e)) < 0)
+            return r;
+        int p = lookup(s, prio_names, 3);
+        if (p < 0)
+            return fail(e, 422, "invalid_field", "priority",
+                        "priority must be \"blocking\", \"normal\" or \"background\"");
+        req->priority = p;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "budget")) &&
+        (r = parse_budget(v, req, e)) < 0)
+        return r;
+    return 0;
+}
+
+int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_request *ret,
+                               proto_error *ret_err)
+{
+    proto_kernel_request *req = NULL;
+    cJSON *root = NULL;
+    char *copy = NULL;
+    int r;
+
+    if (!ret_err)
+        return -EINVAL;
+    if (!ret || (!body && len > 0))
+        return fail(ret_err, 500, "internal", "", "invalid arguments");
+    if (len == 0)
+        return fail(ret_err, 400, "invalid_json", "", "the body is empty; a JSON object is expected");
+    if (memchr(body, '\0', len))
+        return fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
+    if (json_depth(body, len) > PROTO_MAX_JSON_DEPTH)
+        return fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
+                    PROTO_MAX_JSON_DEPTH);
+
+    copy = malloc(len + 1);
+    req = calloc(1, sizeof(*req));
+    if (!copy || !req) {
+        r = fail(ret_err, 500, "internal", "", "out of memory");
+        r = -ENOMEM;
+        goto out;
+    }
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    const char *end = NULL;
+    root = cJSON_ParseWithOpts(copy, &end, true);
+    if (!root) {
+        size_t at = end && end >= copy ? (size_t)(end - copy) : 0;
+        if (!end || at > len) /* cJSON leaves end unset on allocation failure */
+            at = 0;
+        r = fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
+        goto out;
+    }
+    r = validate(root, req, ret_err);
+    if (r < 0)
+        goto out;
+    *ret = *req;
+out:
+    cJSON_Delete(root);
+    free(copy);
+    free(req);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Canonical JSON */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} sbuf;
+
+__attribute__((format(printf, 2, 3)))
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    if (b->oom)
+        return;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->oom = true;
+            return;
+        }
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap <= b->len + (size_t)n)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+}
+
+static void sb_shape(sbuf *b, const int64_t *shape, int rank)
+{
+    sb_printf(b, "[");
+    for (int i = 0; i < rank; i++)
+        sb_printf(b, "%s%lld", i ? "," : "", (long long)shape[i]);
+    sb_printf(b, "]");
+}
+
+static void sb_tensor(sbuf *b, const tuner_tensor *t)
+{
+    sb_printf(b, "{\"align\":%d,\"dtype\":\"%s\",\"shape\":", t->align, proto_dtype_name(t->dtype));
+    sb_shape(b, t->shape, t->rank);
+    sb_printf(b, "}");
+}
+
+/* Keys sorted: dtype < op < operand < value. */
+static void sb_chain(sbuf *b, const tuner_ew_chain *c)
+{
+    sb_printf(b, "[");
+    for (int i = 0; i < c->n; i++) {
+        const tuner_ew_step *s = &c->steps[i];
+        sb_printf(b, "%s{", i ? "," : "");
+        if (s->kind == TUNER_EW_CAST)
+            sb_printf(b, "\"dtype\":\"%s\",", proto_dtype_name(s->dtype));
+        sb_printf(b, "\"op\":\"%s\"", proto_step_name(s->kind));
+        if (TUNER_EW_IS_BINARY(s->kind))
+            sb_printf(b, ",\"operand\":%d", s->operand);
+        if (s->kind == TUNER_EW_SCALE)
+            sb_printf(b, ",\"value\":%.17g", s->scalar);
+        sb_printf(b, "}");
+    }
+    sb_printf(b, "]");
+}
+
+static void sb_bool(sbuf *b, const char *key, bool v, bool comma)
+{
+    sb_printf(b, "%s\"%s\":%s", comma ? "," : "", key, v ? "true" : "false");
+}
+
+char *proto_canonical_op_json(const tuner_op *op)
+{
+    sbuf b = {0};
+    if (!op)
+        return NULL;
+    /* Top-level keys in sorted order: attrs, epilogue, inputs, n_anchor_inputs, op, output,
+     * prologue. */
+    sb_printf(&b, "{\"attrs\":{");
+    switch (op->kind) {
+    case TUNER_OP_MATMUL:
+        sb_bool(&b, "allow_tf32", op->attrs.matmul.allow_tf32, false);
+        sb_bool(&b, "trans_a", op->attrs.matmul.trans_a, true);
+        sb_bool(&b, "trans_b", op->attrs.matmul.trans_b, true);
+        break;
+    case TUNER_OP_CONV2D: {
+        const int *d = op->attrs.conv2d.dilation, *p = op->attrs.conv2d.pad,
+                  *s = op->attrs.conv2d.stride;
+        sb_printf(&b,
+                  "\"dilation\":[%d,%d],\"groups\":%d,\"layout\":\"%s\",\"padding\":[%d,%d],"
+                  "\"stride\":[%d,%d]",
+                  d[0], d[1], op->attrs.conv2d.groups, op->attrs.conv2d.nchw ? "nchw" : "nhwc",
+                  p[0], p[1], s[0], s[1]);
+        break;
+    }
+    case TUNER_OP_SOFTMAX:
+        sb_printf(&b, "\"axis\":%d", op->n_inputs > 0 ? op->inputs[0].rank - 1 : -1);
+        break;
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        sb_printf(&b, "\"eps\":%.17g", op->attrs.norm.eps);
+        break;
+    case TUNER_OP_REDUCE:
+        sb_printf(&b, "\"axis\":%d", op->attrs.reduce.axis);
+        sb_bool(&b, "keepdim", op->attrs.reduce.keepdim, true);
+        sb_printf(&b, ",\"kind\":\"%s\"", proto_reduce_name(op->attrs.reduce.kind));
+        break;
+    default:
+        break;
+    }
+    sb_printf(&b, "},\"epilogue\":");
+    sb_chain(&b, &op->epilogue);
+    sb_printf(&b, ",\"inputs\":[");
+    for (int i = 0; i < op->n_inputs && i < TUNER_MAX_INPUTS; i++) {
+        if (i)
+            sb_printf(&b, ",");
+        sb_tensor(&b, &op->inputs[i]);
+    }
+    sb_printf(&b, "],\"n_anchor_inputs\":%d,\"op\":\"%s\",\"output\":", op->n_anchor_inputs,
+              proto_op_name(op->kind));
+    sb_tensor(&b, &op->output);
+    sb_printf(&b, ",\"prologue\":[");
+    for (int i = 0; i < op->n_anchor_inputs && i < TUNER_MAX_INPUTS; i++) {
+        if (i)
+            sb_printf(&b, ",");
+        sb_chain(&b, &op->prologue[i]);
+    }
+    sb_printf(&b, "]}");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+void proto_op_strip_fusion(const tuner_op *in, tuner_op *out)
+{
+    if (!in || !out)
+        return;
+    if (out != in)
+        *out = *in;
+    for (int i = 0; i < TUNER_MAX_INPUTS; i++)
+        out->prologue[i].n = 0;
+    out->epilogue.n = 0;
+    out->n_inputs = out->n_anchor_inputs;
+    out->output.dtype = out->inputs[0].dtype;
+    if (out->kind == TUNER_OP_ELEMENTWISE) {
+        out->output.rank = out->inputs[0].rank;
+        memcpy(out->output.shape, out->inputs[0].shape, sizeof(out->output.shape));
+    }
+    /* Slots beyond n_inputs are zeroed so stripped ops compare equal byte for byte. */
+    for (int i = out->n_inputs; i < TUNER_MAX_INPUTS; i++)
+        memset(&out->inputs[i], 0, sizeof(out->inputs[i]));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Error bodies */
+
+char *proto_error_json(int status, const char *code, const char *message, const char *field)
+{
+    (void)status;
+    char *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    if (!err || !cJSON_AddStringToObject(err, "code", code ? code : "internal") ||
+        !cJSON_AddStringToObject(err, "message", message ? message : "") ||
+        !cJSON_AddStringToObject(err, "field", field ? field : ""))
+        goto out;
+    out = cJSON_PrintUnformatted(root);
+out:
+    cJSON_Delete(root);
+    return out;
+}
+
+char *proto_error_to_json(const proto_error *err)
+{
+    if (!err)
+        return NULL;
+    return proto_error_json(err->status, err->code, err->message, err->field);
+}

@@ -1,0 +1,87 @@
+/* proto/request.h - strict validation of kernel requests (the JSON body of POST /v1/kernels and
+ * POST /v1/spaces) into a canonical tuner_op, and the canonical JSON that keys the cache.
+ *
+ * Every field of the request language (docs/api.md) is checked here, once, so the rest of the
+ * daemon only ever sees a tuner_op that obeys the conventions of tuner/op.h: known ops, dtypes
+ * and steps, shapes within limits, consistent operand shapes, inferred output. A rejected request
+ * yields a proto_error that names the HTTP status, the machine code, a human sentence and the
+ * offending field path ("inputs[1].shape[0]", "epilogue[2].op").
+ *
+ * Nothing here logs, blocks or keeps state; every function is thread-safe.
+ */
+#ifndef HIDET_PROTO_REQUEST_H
+#define HIDET_PROTO_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tuner/op.h"
+
+/* Limits of the request language (beyond TUNER_MAX_RANK / _INPUTS / _STEPS). */
+#define PROTO_MAX_JSON_DEPTH 8            /* nesting of arrays and objects */
+#define PROTO_MAX_DIM 2147483647LL        /* 2^31 - 1 */
+#define PROTO_MAX_NUMEL 2147483648LL      /* 2^31 elements per tensor */
+#define PROTO_MAX_BUDGET_S 86400.0
+#define PROTO_MAX_BUDGET_CANDIDATES 100000
+
+/* Priorities; the values equal scheduler/sched.h's SCHED_PRIO_* (lower runs first). */
+enum { PROTO_PRIO_BLOCKING = 0, PROTO_PRIO_NORMAL = 1, PROTO_PRIO_BACKGROUND = 2 };
+
+/* A validated kernel request. */
+typedef struct proto_kernel_request {
+    tuner_op op;
+    tuner_target target;  /* default sm_90 */
+    tuner_tune_mode tune; /* default TUNER_TUNE_MODEL */
+    bool wait;            /* default true */
+    int priority;         /* PROTO_PRIO_*; default PROTO_PRIO_NORMAL */
+    double budget_s;      /* 0: the scheduler's default */
+    int budget_candidates; /* 0: the scheduler's default */
+} proto_kernel_request;
+
+/* Why a request was refused: everything the error answer needs. */
+typedef struct proto_error {
+    int status;        /* 400, 422, ... */
+    char code[32];     /* "invalid_json", "invalid_field", "unknown_op", ... */
+    char message[256]; /* one human sentence */
+    char field[96];    /* path of the offending field, "" when none */
+} proto_error;
+
+/* Parses and validates a request body of len bytes (it need not be NUL-terminated).
+ * Returns 0 and fills *ret, or -EINVAL and fills *ret_err (then *ret is untouched), or -ENOMEM
+ * (then *ret_err says "internal"). ret_err may not be NULL. */
+int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_request *ret,
+                               proto_error *ret_err);
+
+/* Deterministic canonical JSON of a validated op: sorted keys, no whitespace, every default
+ * explicit, doubles printed with %.17g, canonical dtype/op/step names, the inferred output
+ * included. Two spellings of the same request give the same string. It never includes the
+ * target, tune mode, wait, priority or budget (the cache key adds those it needs separately).
+ * Returns a malloc'd string the caller frees, or NULL on allocation failure. */
+char *proto_canonical_op_json(const tuner_op *op);
+
+/* The anchor alone: *out = *in without prologue and epilogue steps and without the extra inputs
+ * they read, output dtype back to the anchor's (for ELEMENTWISE: a copy of inputs[0]). The
+ * scheduler keys an anchor's tuning record on it. in and out may be the same object. */
+void proto_op_strip_fusion(const tuner_op *in, tuner_op *out);
+
+/* {"error":{"code":CODE,"message":MESSAGE,"field":FIELD}} with proper escaping; NULL message or
+ * field are written as "". status is not part of the body (it is the HTTP status). Returns a
+ * malloc'd string, or NULL on allocation failure. */
+char *proto_error_json(int status, const char *code, const char *message, const char *field);
+
+/* Same, from a proto_error. */
+char *proto_error_to_json(const proto_error *err);
+
+/* Static canonical names used in requests and canonical JSON ("f16", "matmul", "gelu_tanh",
+ * "sum", "blocking", ...). Never NULL ("?" for out-of-range values). */
+const char *proto_dtype_name(tuner_dtype d);
+const char *proto_op_name(tuner_op_kind k);
+const char *proto_step_name(tuner_ew_kind k);
+const char *proto_reduce_name(tuner_reduce_kind k);
+const char *proto_priority_name(int priority);
+const char *proto_tune_name(tuner_tune_mode m);
+
+/* Parses "sm_80" .. "sm_90a" into *ret. Returns 0 or -EINVAL (then *ret is untouched). */
+int proto_parse_arch(const char *s, tuner_target *ret);
+
+#endif

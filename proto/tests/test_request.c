@@ -1,0 +1,627 @@
+/* Unit tests of proto/request.c: every op, every error class (status, code, field), canonical
+ * JSON stability, fusion stripping, and the committed examples on sm_80 and sm_90.
+ * Usage: test_request EXAMPLES_DIR */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "proto/request.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
+            failures++;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+static int parse(const char *body, proto_kernel_request *req, proto_error *err)
+{
+    memset(err, 0, sizeof(*err));
+    return proto_kernel_request_parse(body, strlen(body), req, err);
+}
+
+static proto_kernel_request ok(const char *body, int line)
+{
+    proto_kernel_request req;
+    proto_error err;
+    memset(&req, 0, sizeof(req));
+    if (parse(body, &req, &err) != 0) {
+        fprintf(stderr, "line %d: expected success, got %d %s field=%s: %s\n  body: %s\n", line,
+                err.status, err.code, err.field, err.message, body);
+        failures++;
+    }
+    return req;
+}
+#define OK(body) ok(body, __LINE__)
+
+static void bad(const char *body, int status, const char *code, const char *field, int line)
+{
+    proto_kernel_request req;
+    proto_error err;
+    memset(&req, 0x5a, sizeof(req));
+    unsigned char before = ((unsigned char *)&req)[100];
+    int r = parse(body, &req, &err);
+    if (r != -EINVAL || err.status != status || strcmp(err.code, code) != 0 ||
+        strcmp(err.field, field) != 0) {
+        fprintf(stderr,
+                "line %d: expected %d %s field=\"%s\", got r=%d %d %s field=\"%s\" (%s)\n"
+                "  body: %s\n",
+                line, status, code, field, r, err.status, err.code, err.field, err.message, body);
+        failures++;
+    }
+    if (r == 0 || err.message[0] == '\0') {
+        fprintf(stderr, "line %d: no message\n", line);
+        failures++;
+    }
+    /* Outputs are untouched on failure. */
+    if (((unsigned char *)&req)[100] != before) {
+        fprintf(stderr, "line %d: output modified on failure\n", line);
+        failures++;
+    }
+}
+#define BAD(body, status, code, field) bad(body, status, code, field, __LINE__)
+
+#define MM_IN "\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},{\"shape\":[64,256],\"dtype\":\"f16\"}]"
+
+static void test_ops(void)
+{
+    proto_kernel_request r;
+
+    r = OK("{\"op\":\"matmul\"," MM_IN "}");
+    CHECK(r.op.kind == TUNER_OP_MATMUL && r.op.n_inputs == 2 && r.op.n_anchor_inputs == 2);
+    CHECK(r.op.output.rank == 2 && r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
+    CHECK(r.op.output.dtype == TUNER_F16);
+    CHECK(r.target.sm == 90 && !r.target.arch_specific);
+    CHECK(r.tune == TUNER_TUNE_MODEL && r.wait && r.priority == PROTO_PRIO_NORMAL);
+    CHECK(r.budget_s == 0 && r.budget_candidates == 0);
+    CHECK(r.op.inputs[0].align == 16);
+    CHECK(!r.op.attrs.matmul.allow_tf32); /* normalised: only meaningful for f32 */
+
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,128],\"dtype\":\"float32\"},"
+           "{\"shape\":[256,64],\"dtype\":\"f32\"}],\"attrs\":{\"trans_a\":true,\"trans_b\":true},"
+           "\"arch\":\"sm_90a\",\"tune\":\"measure\",\"wait\":false,\"priority\":\"blocking\","
+           "\"budget\":{\"seconds\":30,\"candidates\":64}}");
+    CHECK(r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
+    CHECK(r.op.attrs.matmul.allow_tf32 && r.op.attrs.matmul.trans_a && r.op.attrs.matmul.trans_b);
+    CHECK(r.target.sm == 90 && r.target.arch_specific);
+    CHECK(r.tune == TUNER_TUNE_MEASURE && !r.wait && r.priority == PROTO_PRIO_BLOCKING);
+    CHECK(r.budget_s == 30 && r.budget_candidates == 64);
+
+    /* Batched, with a rank-2 B broadcast over the batch. */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,128,64],\"dtype\":\"bf16\"},"
+           "{\"shape\":[64,32],\"dtype\":\"bfloat16\"}]}");
+    CHECK(r.op.output.rank == 3 && r.op.output.shape[0] == 8 && r.op.output.shape[2] == 32);
+    CHECK(r.op.output.dtype == TUNER_BF16);
+
+    /* The agreed example: prologue, bias, gelu tanh. */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+           "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[256],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"trans_a\":false,\"trans_b\":false},"
+           "\"prologue\":[{\"input\":0,\"op\":\"scale\",\"value\":0.5}],"
+           "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"gelu\",\"approximate\":\"tanh\"}],"
+           "\"arch\":\"sm_90\",\"tune\":\"none\",\"wait\":true,\"priority\":\"normal\","
+           "\"budget\":{\"seconds\":30,\"candidates\":64}}");
+    CHECK(r.op.n_inputs == 3 && r.op.n_anchor_inputs == 2);
+    CHECK(r.op.prologue[0].n == 1 && r.op.prologue[0].steps[0].kind == TUNER_EW_SCALE);
+    CHECK(r.op.prologue[0].steps[0].scalar == 0.5 && r.op.prologue[1].n == 0);
+    CHECK(r.op.epilogue.n == 2 && r.op.epilogue.steps[0].kind == TUNER_EW_ADD);
+    CHECK(r.op.epilogue.steps[0].operand == 2);
+    CHECK(r.op.epilogue.steps[1].kind == TUNER_EW_GELU_TANH);
+    CHECK(r.tune == TUNER_TUNE_NONE);
+
+    /* Epilogue cast changes the output dtype. */
+    r = OK("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"relu\"},"
+           "{\"op\":\"cast\",\"dtype\":\"float32\"}]}");
+    CHECK(r.op.output.dtype == TUNER_F32 && r.op.epilogue.steps[1].dtype == TUNER_F32);
+
+    /* conv2d NHWC and NCHW, with stride/padding/dilation pairs. */
+    r = OK("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,56,56,64],\"dtype\":\"f16\"},"
+           "{\"shape\":[128,3,3,64],\"dtype\":\"f16\"}],\"attrs\":{\"stride\":2,\"padding\":1}}");
+    CHECK(r.op.output.rank == 4 && r.op.output.shape[0] == 1 && r.op.output.shape[1] == 28);
+    CHECK(r.op.output.shape[2] == 28 && r.op.output.shape[3] == 128);
+    CHECK(r.op.attrs.conv2d.groups == 1 && !r.op.attrs.conv2d.nchw);
+    CHECK(r.op.attrs.conv2d.dilation[0] == 1 && r.op.attrs.conv2d.pad[1] == 1);
+    r = OK("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[2,32,30,40],\"dtype\":\"f32\"},"
+           "{\"shape\":[64,16,3,5],\"dtype\":\"f32\"}],\"attrs\":{\"stride\":[1,2],"
+           "\"padding\":[0,2],\"dilation\":[2,1],\"groups\":2,\"layout\":\"nchw\"}}");
+    CHECK(r.op.attrs.conv2d.nchw && r.op.attrs.conv2d.groups == 2);
+    /* P = (30 - 2*2 - 1)/1 + 1 = 26; Q = (40 + 4 - 4 - 1)/2 + 1 = 20 */
+    CHECK(r.op.output.shape[0] == 2 && r.op.output.shape[1] == 64);
+    CHECK(r.op.output.shape[2] == 26 && r.op.output.shape[3] == 20);
+
+    r = OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8,16],\"dtype\":\"half\"}],"
+           "\"attrs\":{\"axis\":2}}");
+    CHECK(r.op.output.rank == 3 && r.op.output.shape[2] == 16 && r.op.n_anchor_inputs == 1);
+
+    r = OK("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,768],\"dtype\":\"f16\"},"
+           "{\"shape\":[768],\"dtype\":\"f32\"},{\"shape\":[768],\"dtype\":\"f32\"}]}");
+    CHECK(r.op.n_anchor_inputs == 3 && r.op.attrs.norm.eps == 1e-5);
+    r = OK("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,768],\"dtype\":\"f16\"},"
+           "{\"shape\":[4,768],\"dtype\":\"f16\"}],\"attrs\":{\"eps\":0.001},"
+           "\"epilogue\":[{\"op\":\"add\",\"input\":1}]}");
+    CHECK(r.op.n_anchor_inputs == 1 && r.op.n_inputs == 2 && r.op.attrs.norm.eps == 0.001);
+    r = OK("{\"op\":\"rmsnorm\",\"inputs\":[{\"shape\":[4,768],\"dtype\":\"f16\"},"
+           "{\"shape\":[768],\"dtype\":\"f16\"}]}");
+    CHECK(r.op.n_anchor_inputs == 2 && r.op.attrs.norm.eps == 1e-6);
+
+    r = OK("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,5,6],\"dtype\":\"f32\"}],"
+           "\"attrs\":{\"kind\":\"mean\",\"axis\":-2,\"keepdim\":true}}");
+    CHECK(r.op.attrs.reduce.axis == 1 && r.op.attrs.reduce.kind == TUNER_REDUCE_MEAN);
+    CHECK(r.op.output.rank == 3 && r.op.output.shape[1] == 1 && r.op.output.shape[2] == 6);
+    r = OK("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,5,6],\"dtype\":\"f32\"}],"
+           "\"attrs\":{\"kind\":\"max\",\"axis\":0}}");
+    CHECK(r.op.output.rank == 2 && r.op.output.shape[0] == 5 && r.op.output.shape[1] == 6);
+    r = OK("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[100],\"dtype\":\"f32\"}]}");
+    CHECK(r.op.output.rank == 1 && r.op.output.shape[0] == 1); /* full reduction -> [1] */
+
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,1,8],\"dtype\":\"f16\"},"
+           "{\"shape\":[3,1],\"dtype\":\"f16\"}],\"attrs\":{\"fn\":\"add\"}}");
+    CHECK(r.op.output.rank == 3 && r.op.output.shape[0] == 4 && r.op.output.shape[1] == 3);
+    CHECK(r.op.output.shape[2] == 8 && r.op.n_anchor_inputs == 1);
+    CHECK(r.op.epilogue.n == 1 && r.op.epilogue.steps[0].kind == TUNER_EW_ADD);
+    CHECK(r.op.epilogue.steps[0].operand == 1);
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[16],\"dtype\":\"f32\"}],"
+           "\"attrs\":{\"ops\":[{\"op\":\"scale\",\"value\":-2},{\"op\":\"exp\"}]},"
+           "\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"bf16\"}]}");
+    CHECK(r.op.epilogue.n == 3 && r.op.epilogue.steps[0].scalar == -2);
+    CHECK(r.op.output.dtype == TUNER_BF16);
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[16],\"dtype\":\"f32\"}],"
+           "\"attrs\":{\"fn\":\"relu\"}}");
+    CHECK(r.op.epilogue.n == 1 && r.op.epilogue.steps[0].kind == TUNER_EW_RELU);
+
+    /* Every unary step name is known. */
+    static const char *const unary[] = {"relu", "gelu", "silu", "sigmoid", "tanh",
+                                        "exp", "neg", "abs", "square"};
+    for (size_t i = 0; i < sizeof(unary) / sizeof(unary[0]); i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
+                 "\"epilogue\":[{\"op\":\"%s\"}]}", unary[i]);
+        r = OK(body);
+        CHECK(r.op.epilogue.n == 1 && strcmp(proto_step_name(r.op.epilogue.steps[0].kind),
+                                             unary[i]) == 0);
+    }
+    static const char *const binary[] = {"add", "sub", "mul", "div", "max", "min"};
+    for (size_t i = 0; i < sizeof(binary) / sizeof(binary[0]); i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[3,4],\"dtype\":\"f16\"},"
+                 "{\"shape\":[3,1],\"dtype\":\"f32\"}],\"epilogue\":[{\"op\":\"%s\",\"input\":1}]}",
+                 binary[i]);
+        r = OK(body);
+        CHECK(r.op.epilogue.n == 1 && r.op.epilogue.steps[0].operand == 1);
+    }
+    /* Prologue binary step names its operand with "operand". */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+           "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[64],\"dtype\":\"f16\"}],"
+           "\"prologue\":[{\"input\":0,\"op\":\"mul\",\"operand\":2}]}");
+    CHECK(r.op.prologue[0].n == 1 && r.op.prologue[0].steps[0].operand == 2);
+    /* align */
+    r = OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\",\"align\":2}]}");
+    CHECK(r.op.inputs[0].align == 2);
+}
+
+static void test_errors(void)
+{
+    /* Malformed JSON and limits of the text. */
+    BAD("", 400, "invalid_json", "");
+    BAD("{", 400, "invalid_json", "");
+    BAD("{\"op\":\"matmul\"} trailing", 400, "invalid_json", "");
+    BAD("[[[[[[[[[1]]]]]]]]]", 400, "limit_exceeded", "");
+    BAD("{\"op\":\"matmul\",\"x\":[[[[[[[[1]]]]]]]]}", 400, "limit_exceeded", "");
+    /* Wrong types and unknown fields -> 400 invalid_field. */
+    BAD("[]", 400, "invalid_field", "");
+    BAD("{\"op\":1," MM_IN "}", 400, "invalid_field", "op");
+    BAD("{" MM_IN "}", 400, "invalid_field", "op");
+    BAD("{\"op\":\"matmul\"}", 400, "invalid_field", "inputs");
+    BAD("{\"op\":\"matmul\",\"inputs\":{}}", 400, "invalid_field", "inputs");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"colour\":1}", 400, "invalid_field", "colour");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"op\":\"matmul\"}", 400, "invalid_field", "op");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\",\"strides\":[1]},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"}]}", 400, "invalid_field", "inputs[0].strides");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,\"256\"],\"dtype\":\"f16\"}]}", 400, "invalid_field", "inputs[1].shape[1]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64.5],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"}]}", 400, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":16},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"}]}", 400, "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"attrs\":{\"trans_a\":1}}", 400, "invalid_field",
+        "attrs.trans_a");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"attrs\":{\"transpose\":true}}", 400, "invalid_field",
+        "attrs.transpose");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"attrs\":[]}", 400, "invalid_field", "attrs");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"wait\":\"yes\"}", 400, "invalid_field", "wait");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"budget\":{\"seconds\":\"1\"}}", 400, "invalid_field",
+        "budget.seconds");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"budget\":{\"minutes\":1}}", 400, "invalid_field",
+        "budget.minutes");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":{}}", 400, "invalid_field", "epilogue");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"relu\",\"input\":1}]}", 400,
+        "invalid_field", "epilogue[0].input");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"scale\"}]}", 400, "invalid_field",
+        "epilogue[0].value");
+    /* Unknown names -> 422. */
+    BAD("{\"op\":\"fft\"," MM_IN "}", 422, "unknown_op", "op");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"relu\"},{\"op\":\"relu\"},"
+        "{\"op\":\"swish\"}]}", 422, "unknown_op", "epilogue[2].op");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"fp8\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"}]}", 422, "unknown_dtype", "inputs[0].dtype");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"int8\"}]}", 422,
+        "unknown_dtype", "epilogue[0].dtype");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"fn\":\"erf\"}}", 422, "unknown_op", "attrs.fn");
+    /* Shape limits. */
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[],\"dtype\":\"f16\"}]}", 422,
+        "invalid_field", "inputs[0].shape");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[1,1,1,1,1,1,1],\"dtype\":\"f16\"}]}", 422,
+        "limit_exceeded", "inputs[0].shape");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,0],\"dtype\":\"f16\"}]}", 422,
+        "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,-3],\"dtype\":\"f16\"}]}", 422,
+        "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[2147483648],\"dtype\":\"f16\"}]}", 422,
+        "limit_exceeded", "inputs[0].shape[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[1e300],\"dtype\":\"f16\"}]}", 422,
+        "limit_exceeded", "inputs[0].shape[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[65536,32769],\"dtype\":\"f16\"}]}", 422,
+        "limit_exceeded", "inputs[0].shape");
+    OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[65536,32768],\"dtype\":\"f16\"}]}");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f32\",\"align\":2}]}", 422,
+        "invalid_field", "inputs[0].align");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f32\",\"align\":12}]}", 422,
+        "invalid_field", "inputs[0].align");
+    /* Counts. */
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"},"
+        "{\"shape\":[4],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"f16\"},"
+        "{\"shape\":[4],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"f16\"},"
+        "{\"shape\":[4],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"f16\"},"
+        "{\"shape\":[4],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"f16\"}]}", 422,
+        "limit_exceeded", "inputs");
+    {
+        char body[2048];
+        int n = snprintf(body, sizeof(body), "{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[");
+        for (int i = 0; i < 17; i++)
+            n += snprintf(body + n, sizeof(body) - (size_t)n, "%s{\"op\":\"relu\"}", i ? "," : "");
+        snprintf(body + n, sizeof(body) - (size_t)n, "]}");
+        BAD(body, 422, "limit_exceeded", "epilogue");
+    }
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"},"
+        "{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"}]},"
+        "\"epilogue\":[{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"},"
+        "{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"},{\"op\":\"relu\"}]}", 422,
+        "limit_exceeded", "epilogue");
+    /* Inconsistent shapes -> 422 shape_mismatch. */
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[32,256],\"dtype\":\"f16\"}]}", 422, "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[256,32],\"dtype\":\"f16\"}],\"attrs\":{\"trans_b\":true}}", 422,
+        "shape_mismatch", "inputs[1].shape[1]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[2,128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[3,64,256],\"dtype\":\"f16\"}]}", 422, "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128],\"dtype\":\"f16\"},"
+        "{\"shape\":[128,256],\"dtype\":\"f16\"}]}", 422, "invalid_field", "inputs[0].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f32\"}]}", 422, "invalid_field", "inputs[1].dtype");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"}]}", 422,
+        "invalid_field", "inputs");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,56,56,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[128,3,3,32],\"dtype\":\"f16\"}]}", 422, "shape_mismatch",
+        "inputs[1].shape[3]");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,64,56,56],\"dtype\":\"f16\"},"
+        "{\"shape\":[128,64,3,3],\"dtype\":\"f16\"}],\"attrs\":{\"groups\":2,\"layout\":\"nchw\"}}",
+        422, "shape_mismatch", "inputs[1].shape[1]");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,56,56,63],\"dtype\":\"f16\"},"
+        "{\"shape\":[128,3,3,21],\"dtype\":\"f16\"}],\"attrs\":{\"groups\":2}}", 422,
+        "shape_mismatch", "attrs.groups");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,2,2,8],\"dtype\":\"f16\"},"
+        "{\"shape\":[8,5,5,8],\"dtype\":\"f16\"}]}", 422, "shape_mismatch", "inputs[1].shape[1]");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,2,2,8],\"dtype\":\"f16\"},"
+        "{\"shape\":[8,1,1,8],\"dtype\":\"f16\"}],\"attrs\":{\"stride\":[1,2,3]}}", 400,
+        "invalid_field", "attrs.stride");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,2,2,8],\"dtype\":\"f16\"},"
+        "{\"shape\":[8,1,1,8],\"dtype\":\"f16\"}],\"attrs\":{\"stride\":0}}", 422,
+        "invalid_field", "attrs.stride");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,2,2,8],\"dtype\":\"f16\"},"
+        "{\"shape\":[8,1,1,8],\"dtype\":\"f16\"}],\"attrs\":{\"layout\":\"chwn\"}}", 422,
+        "invalid_field", "attrs.layout");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,3],\"dtype\":\"f16\"},"
+        "{\"shape\":[4],\"dtype\":\"f16\"}],\"attrs\":{\"fn\":\"mul\"}}", 422, "shape_mismatch",
+        "inputs[1].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[128],\"dtype\":\"f16\"}],"
+        "\"epilogue\":[{\"op\":\"bias\",\"input\":2}]}", 422, "shape_mismatch",
+        "epilogue[0].input");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[128,2],\"dtype\":\"f16\"}],"
+        "\"epilogue\":[{\"op\":\"relu\"},{\"op\":\"add\",\"input\":2}]}", 422, "shape_mismatch",
+        "epilogue[1].input");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[128],\"dtype\":\"f16\"}],"
+        "\"prologue\":[{\"input\":0,\"op\":\"add\",\"operand\":2}]}", 422, "shape_mismatch",
+        "prologue[0].operand");
+    BAD("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,768],\"dtype\":\"f16\"},"
+        "{\"shape\":[512],\"dtype\":\"f32\"},{\"shape\":[768],\"dtype\":\"f32\"}]}", 422,
+        "shape_mismatch", "inputs[1].shape");
+    /* Other semantic errors. */
+    BAD("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,768],\"dtype\":\"f16\"},"
+        "{\"shape\":[768],\"dtype\":\"f32\"}]}", 422, "invalid_field", "inputs");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[256],\"dtype\":\"f16\"}]}", 422,
+        "invalid_field", "inputs[2]");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"add\",\"input\":2}]}", 422,
+        "invalid_field", "epilogue[0].input");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"add\",\"input\":0}]}", 422,
+        "invalid_field", "epilogue[0].input");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"prologue\":[{\"input\":2,\"op\":\"relu\"}]}", 422,
+        "invalid_field", "prologue[0].input");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"prologue\":[{\"input\":0,\"op\":\"cast\",\"dtype\":\"f32\"}]}",
+        422, "invalid_field", "prologue[0].dtype");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"axis\":0}}", 422, "invalid_field", "attrs.axis");
+    BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"axis\":2}}", 422, "invalid_field", "attrs.axis");
+    BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"kind\":\"prod\"}}", 422, "invalid_field", "attrs.kind");
+    BAD("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"eps\":0}}", 422, "invalid_field", "attrs.eps");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"fn\":\"add\"}}", 422, "invalid_field", "attrs.fn");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
+        "\"epilogue\":[{\"op\":\"gelu\",\"approximate\":\"fast\"}]}", 422, "invalid_field",
+        "epilogue[0].approximate");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"arch\":\"sm_75\"}", 422, "invalid_field", "arch");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"tune\":\"hard\"}", 422, "invalid_field", "tune");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"priority\":\"urgent\"}", 422, "invalid_field",
+        "priority");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"budget\":{\"seconds\":0}}", 422, "invalid_field",
+        "budget.seconds");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"budget\":{\"candidates\":1000000}}", 422,
+        "limit_exceeded", "budget.candidates");
+}
+
+static char *canon(const char *body)
+{
+    proto_kernel_request r = OK(body);
+    char *s = proto_canonical_op_json(&r.op);
+    CHECK(s != NULL);
+    return s ? s : strdup("");
+}
+
+static void test_canonical(void)
+{
+    char *a = canon("{\"op\":\"matmul\"," MM_IN "}");
+    /* Golden string: the cache key depends on it byte for byte. */
+    const char *golden =
+        "{\"attrs\":{\"allow_tf32\":false,\"trans_a\":false,\"trans_b\":false},\"epilogue\":[],"
+        "\"inputs\":[{\"align\":16,\"dtype\":\"f16\",\"shape\":[128,64]},"
+        "{\"align\":16,\"dtype\":\"f16\",\"shape\":[64,256]}],\"n_anchor_inputs\":2,"
+        "\"op\":\"matmul\",\"output\":{\"align\":16,\"dtype\":\"f16\",\"shape\":[128,256]},"
+        "\"prologue\":[[],[]]}";
+    if (strcmp(a, golden) != 0) {
+        fprintf(stderr, "canonical:\n  got  %s\n  want %s\n", a, golden);
+        failures++;
+    }
+    /* Other spellings of the same op, and job options that must not matter. */
+    const char *same[] = {
+        "{\"inputs\":[{\"dtype\":\"float16\",\"shape\":[128,64],\"align\":256},"
+        "{\"shape\":[64.0,256],\"dtype\":\"half\",\"align\":16}],\"op\":\"matmul\","
+        "\"attrs\":{\"trans_b\":false,\"allow_tf32\":true,\"trans_a\":false}}",
+        "{\"op\":\"matmul\"," MM_IN ",\"arch\":\"sm_80\",\"tune\":\"measure\",\"wait\":false,"
+        "\"priority\":\"background\",\"budget\":{\"seconds\":5,\"candidates\":3},"
+        "\"prologue\":[],\"epilogue\":[]}",
+        " \n{ \"op\" : \"matmul\" ,\n\t" MM_IN " } ",
+    };
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        char *b = canon(same[i]);
+        if (strcmp(a, b) != 0) {
+            fprintf(stderr, "canonical differs for spelling %zu:\n  %s\n  %s\n", i, a, b);
+            failures++;
+        }
+        free(b);
+    }
+    /* Different ops must differ. */
+    const char *diff[] = {
+        "{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"relu\"}]}",
+        "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\",\"align\":8},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"}]}",
+        "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"bf16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"bf16\"}]}",
+        "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,128],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"}],\"attrs\":{\"trans_a\":true}}",
+    };
+    for (size_t i = 0; i < sizeof(diff) / sizeof(diff[0]); i++) {
+        char *b = canon(diff[i]);
+        if (strcmp(a, b) == 0) {
+            fprintf(stderr, "canonical equal for different op %zu\n", i);
+            failures++;
+        }
+        free(b);
+    }
+    free(a);
+
+    /* bias == add of an [N] operand; gelu default == "none"; reduce axis -1 == rank-1. */
+    const char *pairs[][2] = {
+        {"{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+         "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[256],\"dtype\":\"f16\"}],"
+         "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"gelu\"}]}",
+         "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+         "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[256],\"dtype\":\"f16\"}],"
+         "\"epilogue\":[{\"input\":2,\"op\":\"add\"},{\"op\":\"gelu\",\"approximate\":\"none\"}]}"},
+        {"{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"}]}",
+         "{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"}],"
+         "\"attrs\":{\"axis\":1,\"kind\":\"sum\",\"keepdim\":false}}"},
+        {"{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,8,8,4],\"dtype\":\"f16\"},"
+         "{\"shape\":[4,3,3,4],\"dtype\":\"f16\"}],\"attrs\":{\"padding\":1}}",
+         "{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,8,8,4],\"dtype\":\"f16\"},"
+         "{\"shape\":[4,3,3,4],\"dtype\":\"f16\"}],\"attrs\":{\"padding\":[1,1],\"stride\":[1,1],"
+         "\"dilation\":1,\"groups\":1,\"layout\":\"nhwc\"}}"},
+        {"{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"},"
+         "{\"shape\":[4],\"dtype\":\"f16\"}],\"attrs\":{\"fn\":\"add\"}}",
+         "{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"},"
+         "{\"shape\":[4],\"dtype\":\"f16\"}],\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]}}"},
+        {"{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"}]}",
+         "{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"}],"
+         "\"attrs\":{\"eps\":0.00001}}"},
+    };
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        char *x = canon(pairs[i][0]), *y = canon(pairs[i][1]);
+        if (strcmp(x, y) != 0) {
+            fprintf(stderr, "canonical pair %zu differs:\n  %s\n  %s\n", i, x, y);
+            failures++;
+        }
+        /* Canonical JSON is valid JSON. */
+        cJSON *j = cJSON_Parse(x);
+        CHECK(j != NULL);
+        cJSON_Delete(j);
+        free(x);
+        free(y);
+    }
+    char *s = canon("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
+                    "\"epilogue\":[{\"op\":\"scale\",\"value\":0.1},{\"op\":\"cast\",\"dtype\":\"f32\"}]}");
+    CHECK(strstr(s, "{\"op\":\"scale\",\"value\":0.10000000000000001}") != NULL);
+    CHECK(strstr(s, "{\"dtype\":\"f32\",\"op\":\"cast\"}") != NULL);
+    CHECK(strstr(s, "\"output\":{\"align\":16,\"dtype\":\"f32\"") != NULL);
+    free(s);
+}
+
+static void test_strip(void)
+{
+    proto_kernel_request r = OK(
+        "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[256],\"dtype\":\"f16\"}],"
+        "\"prologue\":[{\"input\":1,\"op\":\"neg\"}],"
+        "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"cast\",\"dtype\":\"f32\"}]}");
+    proto_kernel_request plain = OK("{\"op\":\"matmul\"," MM_IN "}");
+    tuner_op s;
+    proto_op_strip_fusion(&r.op, &s);
+    CHECK(s.n_inputs == 2 && s.epilogue.n == 0 && s.prologue[1].n == 0);
+    CHECK(s.output.dtype == TUNER_F16);
+    char *a = proto_canonical_op_json(&s), *b = proto_canonical_op_json(&plain.op);
+    CHECK(a && b && strcmp(a, b) == 0);
+    free(a);
+    free(b);
+    /* In place. */
+    proto_op_strip_fusion(&r.op, &r.op);
+    CHECK(r.op.n_inputs == 2 && r.op.epilogue.n == 0);
+
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,1],\"dtype\":\"f16\"},"
+           "{\"shape\":[1,5],\"dtype\":\"f16\"}],\"attrs\":{\"fn\":\"add\"}}");
+    proto_op_strip_fusion(&r.op, &s);
+    CHECK(s.n_inputs == 1 && s.output.rank == 2 && s.output.shape[1] == 1);
+}
+
+static void test_error_json(void)
+{
+    char *s = proto_error_json(422, "shape_mismatch", "a \"quoted\"\nline", "inputs[1].shape[0]");
+    CHECK(s != NULL);
+    if (s) {
+        CHECK(strcmp(s, "{\"error\":{\"code\":\"shape_mismatch\",\"message\":\"a \\\"quoted\\\"\\n"
+                        "line\",\"field\":\"inputs[1].shape[0]\"}}") == 0);
+        free(s);
+    }
+    s = proto_error_json(500, "internal", NULL, NULL);
+    CHECK(s && strcmp(s, "{\"error\":{\"code\":\"internal\",\"message\":\"\",\"field\":\"\"}}") == 0);
+    free(s);
+    proto_error e = {.status = 400, .code = "invalid_json", .message = "m", .field = ""};
+    s = proto_error_to_json(&e);
+    CHECK(s && strstr(s, "\"invalid_json\""));
+    free(s);
+    tuner_target t;
+    CHECK(proto_parse_arch("sm_86", &t) == 0 && t.sm == 86 && !t.arch_specific);
+    CHECK(proto_parse_arch("sm_90b", &t) == -EINVAL);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void test_examples(const char *dir)
+{
+    static const char *const names[] = {
+        "matmul.json", "matmul_bias_gelu.json", "batched_matmul.json", "conv2d.json",
+        "softmax.json", "layernorm.json", "rmsnorm.json", "reduce_sum.json", "elementwise.json",
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[1024];
+        size_t len;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        char *text = slurp(path, &len);
+        if (!text) {
+            fprintf(stderr, "cannot read %s\n", path);
+            failures++;
+            continue;
+        }
+        static const char *const archs[] = {"sm_80", "sm_90"};
+        for (int a = 0; a < 2; a++) {
+            cJSON *j = cJSON_Parse(text);
+            CHECK(j != NULL);
+            if (!j)
+                break;
+            cJSON_DeleteItemFromObjectCaseSensitive(j, "arch");
+            cJSON_AddStringToObject(j, "arch", archs[a]);
+            char *body = cJSON_PrintUnformatted(j);
+            proto_kernel_request r;
+            proto_error err;
+            if (proto_kernel_request_parse(body, strlen(body), &r, &err) != 0) {
+                fprintf(stderr, "%s on %s: %d %s %s: %s\n", names[i], archs[a], err.status,
+                        err.code, err.field, err.message);
+                failures++;
+            } else {
+                CHECK(r.target.sm == (a ? 90 : 80));
+            }
+            free(body);
+            cJSON_Delete(j);
+        }
+        free(text);
+    }
+    /* matmul.json is the 128x256x64 fp16 problem. */
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof(path), "%s/matmul.json", dir);
+    char *text = slurp(path, &len);
+    if (text) {
+        proto_kernel_request r = OK(text);
+        CHECK(r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
+        CHECK(r.op.inputs[0].shape[1] == 64 && r.target.sm == 90);
+        free(text);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    test_ops();
+    test_errors();
+    test_canonical();
+    test_strip();
+    test_error_json();
+    if (argc > 1)
+        test_examples(argv[1]);
+    else {
+        fprintf(stderr, "usage: test_request EXAMPLES_DIR\n");
+        failures++;
+    }
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_request: all passed\n");
+    return 0;
+}
