@@ -59,6 +59,8 @@ const char *tuner_numerics_flags(void);
  *   hd_fast_exp, hd_sigmoid, hd_silu, hd_gelu_erf, hd_gelu_tanh, hd_relu
  *   hd_warp_sum<W>(v), hd_warp_max<W>(v) (butterfly over W-lane groups, full-warp mask), hd_shfl
  *   hd_ld16/hd_st16, hd_ld8/hd_st8, hd_ld16_nc, hd_smem_addr
+ *   hd_ldn_f32<T, N>(const T *p, float *o), hd_stn_f32<T, N>(T *p, const float *v): N elements with
+ *   16/8-byte accesses where N * sizeof(T) allows (p aligned to min(16, N * sizeof(T))); hd_pack2<T>
  *   hd_cp_async16(smem, gmem, pred) (.cg, zero-fill when !pred), hd_cp_async8/4 (.ca),
  *   hd_cp_async_commit(), hd_cp_async_wait<N>(), hd_cp_async_wait_all()
  *   hd_ldmatrix_x4/_x4_trans/_x2/_x2_trans(hd_u32 *r, const void *smem)

@@ -1,0 +1,55 @@
+/* tuner/core.h - internals shared by the core (non-gemm) templates: softmax, layernorm, rmsnorm,
+ * reduce and elementwise, their references, preferences and cost-model helpers. */
+#ifndef HIDET_TUNER_CORE_H
+#define HIDET_TUNER_CORE_H
+
+#include "tuner/codegen.h"
+#include "tuner/template.h"
+
+extern const tuner_template tuner__softmax_rows;
+extern const tuner_template tuner__layernorm_rows;
+extern const tuner_template tuner__rmsnorm_rows;
+extern const tuner_template tuner__reduce_rows;
+extern const tuner_template tuner__reduce_cols;
+extern const tuner_template tuner__elementwise;
+
+/* The tune:"none" preference of core template `tmpl` for op (it may depend on the op's shape):
+ * fills *ret (template_name and params) and returns 0; -ENOENT when tmpl is not a core template
+ * or does not apply. */
+int tuner__core_preferred(const tuner_op *op, const tuner_target *t, const char *tmpl, tuner_schedule *ret);
+
+/* Per-file preferences behind tuner__core_preferred (params only; 0 or -ENOENT). */
+int tuner__rows_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
+int tuner__cols_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
+int tuner__elementwise_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
+
+/* A C expression (malloc'd; NULL on OOM) for the element offset in `in` of the output element
+ * whose flattened leading index (all dims of `out` but the last) is `row` and whose last-dim
+ * index is `col`, following numpy broadcasting (`in` right-aligned against `out`; dims of size 1
+ * contribute nothing). Sizes are baked in as constants; the result is a long long. */
+char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const char *row, const char *col);
+
+/* true when in, broadcast to out, advances by one element per step of out's last dim (its last
+ * dim equals out's and is not broadcast); false when it is constant along out's last dim. */
+bool tuner__bcast_last_contiguous(const tuner_tensor *in, const tuner_tensor *out);
+
+/* Shared cost model of a memory-bound kernel: `bytes` moved from DRAM by `blocks` blocks of
+ * `threads` threads, each thread keeping `inflight_bytes` of loads in flight, `regs` registers per
+ * thread and `smem` bytes of shared memory per block; `eff` is the access efficiency (1.0 for
+ * 16-byte accesses). Returns microseconds including one launch overhead. */
+double tuner__mem_cost_us(const tuner_arch *a, double bytes, double blocks, int threads, double inflight_bytes,
+                          int regs, int smem, double eff);
+
+/* Appends the kernel parameter list "const T0 *__restrict__ in0, ..., OT *__restrict__ out"
+ * for every op input and the output (the argument order of TUNER_BUF_INPUT0 + i, then OUTPUT). */
+void tuner__emit_params(tuner_sb *sb, const tuner_op *op, tuner_dtype out_dtype);
+/* Sets the launch arguments to match tuner__emit_params (inputs, then output). */
+void tuner__launch_args(tuner_launch *l, const tuner_op *op);
+
+/* true when op carries no prologue (the core ops apply only epilogues). */
+bool tuner__no_prologue(const tuner_op *op);
+
+/* Smallest power of two >= v (v >= 1). */
+long tuner__pow2ceil(long v);
+
+#endif

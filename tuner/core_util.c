@@ -1,0 +1,110 @@
+/* tuner/core_util.c - helpers shared by the core templates (see tuner/core.h). */
+#include "tuner/core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+long tuner__pow2ceil(long v)
+{
+    long p = 1;
+    while (p < v)
+        p <<= 1;
+    return p;
+}
+
+bool tuner__no_prologue(const tuner_op *op)
+{
+    for (int i = 0; i < TUNER_MAX_INPUTS; i++)
+        if (op->prologue[i].n != 0)
+            return false;
+    return true;
+}
+
+bool tuner__bcast_last_contiguous(const tuner_tensor *in, const tuner_tensor *out)
+{
+    if (in->rank < 1 || out->rank < 1)
+        return false;
+    return in->shape[in->rank - 1] == out->shape[out->rank - 1] && out->shape[out->rank - 1] > 1;
+}
+
+char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const char *row, const char *col)
+{
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner_sb_puts(&sb, "(0LL");
+    const int ro = out->rank, ri = in->rank;
+    /* Strides of `in` (dense row-major). */
+    long long istride[TUNER_MAX_RANK];
+    long long s = 1;
+    for (int d = ri - 1; d >= 0; d--) {
+        istride[d] = s;
+        s *= in->shape[d];
+    }
+    /* Leading dims of out: coordinate d of out = (row / P_d) % S_d, P_d = product of out's dims
+     * between d and the last (exclusive). */
+    long long p = 1;
+    for (int d = ro - 2; d >= 0; d--) {
+        int di = d - (ro - ri); /* matching dim of in, right-aligned */
+        if (di >= 0 && in->shape[di] != 1) {
+            if (d == 0)
+                tuner_sb_printf(&sb, " + (long long)((%s) / %lldLL) * %lldLL", row, p, istride[di]);
+            else
+                tuner_sb_printf(&sb, " + (long long)(((%s) / %lldLL) %% %lldLL) * %lldLL", row, p,
+                                (long long)out->shape[d], istride[di]);
+        }
+        p *= out->shape[d];
+    }
+    if (ro >= 1 && ri >= 1 && in->shape[ri - 1] != 1)
+        tuner_sb_printf(&sb, " + (long long)(%s)", col);
+    tuner_sb_puts(&sb, ")");
+    return tuner_sb_take(&sb);
+}
+
+double tuner__mem_cost_us(const tuner_arch *a, double bytes, double blocks, int threads, double inflight_bytes,
+                          int regs, int smem, double eff)
+{
+    const double launch_us = 3.0;
+    if (blocks < 1)
+        blocks = 1;
+    int bps = a->max_threads_per_sm / threads;
+    if (bps > 32)
+        bps = 32;
+    int by_regs = a->regs_per_sm / (threads * (regs < 16 ? 16 : regs));
+    if (by_regs < bps)
+        bps = by_regs;
+    if (smem > 0 && a->max_smem_per_sm / smem < bps)
+        bps = a->max_smem_per_sm / smem;
+    if (bps < 1)
+        bps = 1;
+    double slots = (double)bps * a->sm_count;
+    double waves = ceil(blocks / slots);
+    /* Little's law: the DRAM system needs about bandwidth x ~0.7 us of loads in flight; fewer
+     * resident loads (too few threads, too little in flight per thread) cap the bandwidth. */
+    double resident = fmin(blocks, slots) * threads;
+    double need = a->dram_gbps * 1e3 * 0.7;
+    double lat = fmin(1.0, resident * inflight_bytes / need);
+    if (lat < 0.02)
+        lat = 0.02;
+    double t = bytes / (a->dram_gbps * 1e3) / (eff * lat);
+    /* The last wave runs partially empty: add the fraction of a wave it wastes, scaled. */
+    double per_wave = t / waves;
+    double tail = (waves - blocks / slots) * per_wave * 0.5;
+    return launch_us + t + tail;
+}
+
+void tuner__emit_params(tuner_sb *sb, const tuner_op *op, tuner_dtype out_dtype)
+{
+    for (int i = 0; i < op->n_inputs; i++)
+        tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
+    tuner_sb_printf(sb, "%s *__restrict__ out", tuner__ctype(out_dtype));
+}
+
+void tuner__launch_args(tuner_launch *l, const tuner_op *op)
+{
+    l->n_args = 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        l->args[l->n_args++] = TUNER_BUF_INPUT0 + i;
+    l->args[l->n_args++] = TUNER_BUF_OUTPUT;
+}

@@ -1,0 +1,295 @@
+/* tuner/elementwise.c - elementwise/broadcast chains in one kernel.
+ *
+ * The output is walked in vectors of `vec` elements (16 bytes of output when every operand
+ * allows it, else 1). A block owns a tile of block * ipt vectors, assigned by the task mapping
+ * repeat(ipt) * spatial(block) over threadIdx.x, so consecutive threads touch consecutive vectors
+ * on every trip (coalesced). With grid_stride=1 a grid of about one wave loops over the tiles;
+ * otherwise the grid covers the output exactly. Broadcast index math uses constants baked from
+ * the shapes; an operand that is constant along the output's last dim is read once per vector.
+ */
+#include "tuner/core.h"
+#include "tuner/mapping.h"
+#include "tuner/space.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const P_VEC = "vec";
+static const char *const P_BLOCK = "block";
+static const char *const P_IPT = "ipt";
+static const char *const P_GS = "grid_stride";
+
+typedef struct ew_geo {
+    long long n, L; /* output elements, output last dim */
+    int vmax;       /* elements in 16 bytes of the output */
+    bool vec_ok;
+    bool used[TUNER_MAX_INPUTS];
+} ew_geo;
+
+static ew_geo geo_of(const tuner_op *op)
+{
+    ew_geo g;
+    memset(&g, 0, sizeof(g));
+    const tuner_tensor *out = &op->output;
+    g.n = tuner_tensor_numel(out);
+    g.L = out->rank >= 1 ? out->shape[out->rank - 1] : 1;
+    g.vmax = 16 / tuner_dtype_size(out->dtype);
+    g.used[0] = true;
+    for (int i = 0; i < op->epilogue.n && i < TUNER_MAX_STEPS; i++) {
+        const tuner_ew_step *st = &op->epilogue.steps[i];
+        if (TUNER_EW_IS_BINARY(st->kind) && st->operand >= 0 && st->operand < op->n_inputs)
+            g.used[st->operand] = true;
+    }
+    g.vec_ok = g.L % g.vmax == 0 && (out->align == 0 || out->align >= 16);
+    for (int i = 0; i < op->n_inputs; i++)
+        if (g.used[i] && tuner__bcast_last_contiguous(&op->inputs[i], out) && op->inputs[i].align < 16)
+            g.vec_ok = false;
+    return g;
+}
+
+static bool ew_applies(const tuner_op *op, const tuner_target *t)
+{
+    if (op->kind != TUNER_OP_ELEMENTWISE || !tuner__arch(t) || !tuner__no_prologue(op) || op->n_inputs < 1)
+        return false;
+    for (int i = 0; i < op->epilogue.n; i++) {
+        const tuner_ew_step *st = &op->epilogue.steps[i];
+        if (TUNER_EW_IS_BINARY(st->kind) && (st->operand < 0 || st->operand >= op->n_inputs))
+            return false;
+    }
+    return tuner_tensor_numel(&op->output) >= 1;
+}
+
+typedef struct ew_cfg {
+    int vec, block, ipt, gs;
+    long long nvec, tiles;
+    long long grid;
+} ew_cfg;
+
+static bool cfg_of(const tuner_op *op, const tuner_arch *a, const ew_geo *g, const tuner_schedule *s, ew_cfg *c)
+{
+    (void)op;
+    c->vec = tuner_schedule_param(s, P_VEC, 1);
+    c->block = tuner_schedule_param(s, P_BLOCK, 256);
+    c->ipt = tuner_schedule_param(s, P_IPT, 1);
+    c->gs = tuner_schedule_param(s, P_GS, 0);
+    if (c->vec != 1 && (c->vec != g->vmax || !g->vec_ok))
+        return false;
+    if (c->block < 32 || c->block > 1024 || c->block % 32 || c->ipt < 1 || c->ipt > 8 || (c->gs != 0 && c->gs != 1))
+        return false;
+    c->nvec = g->n / c->vec;
+    long long per = (long long)c->block * c->ipt;
+    c->tiles = (c->nvec + per - 1) / per;
+    long long wave = (long long)a->sm_count * (a->max_threads_per_sm / c->block);
+    c->grid = c->gs ? (c->tiles < wave ? c->tiles : wave) : c->tiles;
+    return c->grid >= 1 && c->grid <= 0x7fffffffLL;
+}
+
+static int ew_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    const tuner_arch *a = tuner__arch(t);
+    ew_geo g = geo_of(op);
+    static const int blocks[] = {128, 256, 512};
+    static const int ipts[] = {1, 2, 4};
+    const char *names[4] = {P_VEC, P_BLOCK, P_IPT, P_GS};
+    for (int v = 0; v < 2; v++) {
+        for (size_t b = 0; b < 3; b++) {
+            for (size_t i = 0; i < 3; i++) {
+                for (int gs = 0; gs < 2; gs++) {
+                    int values[4] = {v ? g.vmax : 1, blocks[b], ipts[i], gs};
+                    tuner_schedule s;
+                    memset(&s, 0, sizeof(s));
+                    s.n_params = 4;
+                    for (int k = 0; k < 4; k++) {
+                        s.params[k].name = names[k];
+                        s.params[k].value = values[k];
+                    }
+                    ew_cfg c;
+                    if (!cfg_of(op, a, &g, &s, &c))
+                        continue;
+                    /* A grid-stride loop over a single tile is the exact grid again. */
+                    if (gs && c.tiles <= 1)
+                        continue;
+                    int r = tuner__space_push(items, n, "elementwise", 4, names, values);
+                    if (r < 0)
+                        return r;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+typedef struct epi_ctx {
+    const tuner_op *op;
+    bool vector; /* operands pre-loaded into a<i>[e] / b<i> */
+    const bool *contiguous;
+} epi_ctx;
+
+static char *epi_load(void *vctx, int i)
+{
+    epi_ctx *c = vctx;
+    char *e = malloc(64);
+    if (!e)
+        return NULL;
+    if (c->vector) {
+        if (c->contiguous[i])
+            snprintf(e, 64, "a%d[e]", i);
+        else
+            snprintf(e, 64, "b%d", i);
+        return e;
+    }
+    free(e);
+    char *off = tuner__bcast_offset(&c->op->inputs[i], &c->op->output, "row", "col");
+    if (!off)
+        return NULL;
+    size_t len = strlen(off) + 32;
+    e = malloc(len);
+    if (e)
+        snprintf(e, len, "in%d[%s]", i, off);
+    free(off);
+    return e;
+}
+
+static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *p,
+                       char **err)
+{
+    const tuner_arch *a = tuner__arch(t);
+    ew_geo g = geo_of(op);
+    ew_cfg c;
+    if (!a || !cfg_of(op, a, &g, s, &c)) {
+        *err = strdup("invalid parameters for elementwise");
+        return -EINVAL;
+    }
+    const tuner_tensor *out = &op->output;
+    bool contiguous[TUNER_MAX_INPUTS] = {false};
+    for (int i = 0; i < op->n_inputs; i++)
+        contiguous[i] = tuner__bcast_last_contiguous(&op->inputs[i], out);
+
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d) hd_elementwise(", c.block);
+    tuner__emit_params(&sb, op, out->dtype);
+    tuner_sb_puts(&sb, ")\n{\n");
+    if (c.gs)
+        tuner_sb_printf(&sb, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {\n", c.tiles);
+    else
+        tuner_sb_puts(&sb, "{ const long long tile = blockIdx.x;\n");
+    tuner_mapping m = tuner_map_compose(tuner_map_repeat(1, c.ipt, 1, 1), tuner_map_spatial(1, c.block, 1, 1));
+    const char *names[3] = {"k", NULL, NULL};
+    tuner_map_emit_begin(&sb, &m, "threadIdx.x", "tm", names);
+    tuner_sb_printf(&sb, "const long long vi = tile * %lldLL + k;\n", (long long)c.block * c.ipt);
+    tuner_sb_printf(&sb, "if (vi < %lldLL) {\n", c.nvec);
+    epi_ctx ec = {op, c.vec > 1, contiguous};
+    const char *OT = tuner__ctype(out->dtype);
+    if (c.vec > 1) {
+        /* All elements of the vector share the row (vec divides the last dim). */
+        tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col0 = (vi %% %lldLL) * %d;\n",
+                        g.L / c.vec, g.L / c.vec, c.vec);
+        for (int i = 0; i < op->n_inputs; i++) {
+            if (!g.used[i])
+                continue;
+            char *off = tuner__bcast_offset(&op->inputs[i], out, "row", contiguous[i] ? "col0" : "0");
+            if (!off) {
+                tuner_sb_free(&sb);
+                return -ENOMEM;
+            }
+            const char *Ti = tuner__ctype(op->inputs[i].dtype);
+            if (contiguous[i])
+                tuner_sb_printf(&sb, "float a%d[%d];\nhd_ldn_f32<%s, %d>(in%d + %s, a%d);\n", i, c.vec, Ti, c.vec, i,
+                                off, i);
+            else
+                tuner_sb_printf(&sb, "const float b%d = hd_f32(in%d[%s]);\n", i, i, off);
+            free(off);
+        }
+        tuner_sb_printf(&sb, "float ov[%d];\n#pragma unroll\nfor (int e = 0; e < %d; e++) {\n", c.vec, c.vec);
+        tuner_sb_printf(&sb, "float v = %s;\n", contiguous[0] ? "a0[e]" : "b0");
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
+        tuner_sb_puts(&sb, "ov[e] = v;\n}\n");
+        tuner_sb_printf(&sb, "hd_stn_f32<%s, %d>(out + vi * %d, ov);\n", OT, c.vec, c.vec);
+    } else {
+        tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col = vi %% %lldLL;\n", g.L, g.L);
+        char *off = tuner__bcast_offset(&op->inputs[0], out, "row", "col");
+        if (!off) {
+            tuner_sb_free(&sb);
+            return -ENOMEM;
+        }
+        tuner_sb_printf(&sb, "float v = hd_f32(in0[%s]);\n", off);
+        free(off);
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
+        tuner_sb_printf(&sb, "out[vi] = hd_from_f32<%s>(v);\n", OT);
+    }
+    tuner_sb_puts(&sb, "}\n");
+    tuner_map_emit_end(&sb, &m);
+    tuner_sb_puts(&sb, "}\n}\n");
+
+    tuner_launch *l = &p->kernels[0];
+    snprintf(l->name, sizeof(l->name), "hd_elementwise");
+    l->grid[0] = (unsigned)c.grid;
+    l->grid[1] = l->grid[2] = 1;
+    l->block[0] = (unsigned)c.block;
+    l->block[1] = l->block[2] = 1;
+    tuner__launch_args(l, op);
+    p->n_kernels = 1;
+    p->source = tuner_sb_take(&sb);
+    p->output_dtype = out->dtype;
+    return p->source ? 0 : -ENOMEM;
+}
+
+static double ew_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    const tuner_arch *a = tuner__arch(t);
+    ew_geo g = geo_of(op);
+    ew_cfg c;
+    if (!a || !cfg_of(op, a, &g, s, &c))
+        return 1e12;
+    double bytes = (double)g.n * tuner_dtype_size(op->output.dtype);
+    double inflight = 0;
+    for (int i = 0; i < op->n_inputs; i++) {
+        if (!g.used[i])
+            continue;
+        double numel = (double)tuner_tensor_numel(&op->inputs[i]);
+        int sz = tuner_dtype_size(op->inputs[i].dtype);
+        bytes += numel * sz;
+        if (tuner__bcast_last_contiguous(&op->inputs[i], &op->output))
+            inflight += (double)c.vec * sz;
+    }
+    if (inflight == 0)
+        inflight = 4;
+    inflight *= c.ipt;
+    double eff = c.vec > 1 ? 1.0 : (tuner_dtype_size(op->output.dtype) == 2 ? 0.55 : 0.8);
+    /* Index math (div/mod by constants per element) is cheap but not free without vectors. */
+    double us = tuner__mem_cost_us(a, bytes, (double)c.grid, c.block, inflight, 24 + 8 * c.ipt, 0, eff);
+    if (c.gs)
+        us += 0.2; /* loop overhead, but no tail of tiny blocks */
+    return us;
+}
+
+int tuner__elementwise_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+{
+    (void)t;
+    ew_geo g = geo_of(op);
+    ret->n_params = 4;
+    ret->params[0].name = P_VEC;
+    ret->params[0].value = g.vec_ok ? g.vmax : 1;
+    ret->params[1].name = P_BLOCK;
+    ret->params[1].value = 256;
+    ret->params[2].name = P_IPT;
+    ret->params[2].value = g.vec_ok ? 1 : 4;
+    ret->params[3].name = P_GS;
+    ret->params[3].value = 0;
+    return 0;
+}
+
+const tuner_template tuner__elementwise = {
+    .name = "elementwise",
+    .space_signature = "elementwise v1: vec{1,16B of output} block{128,256,512} ipt{1,2,4} grid_stride{0,1}; "
+                       "vec when last dim % vec == 0 and contiguous operands 16B-aligned",
+    .applies = ew_applies,
+    .enumerate = ew_enumerate,
+    .generate = ew_generate,
+    .predict_us = ew_predict,
+};

@@ -1,0 +1,174 @@
+/* tuner/reference.c - verification references for the core ops (softmax, layernorm, rmsnorm,
+ * reduce, elementwise).
+ *
+ * Deliberately naive: one thread per output row (row ops) or per output element (reduce,
+ * elementwise), sequential loops, double-precision accumulation of sums (more accurate than any
+ * candidate's fp32 tree, so candidate error is measured against something better than itself),
+ * an F32 output buffer, and the epilogue emitted by the same chain emitter with the same
+ * broadcast rules as the candidates. Nothing is vectorised and no thread cooperates with another.
+ */
+#include "tuner/core.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct epi_ctx {
+    const tuner_op *op;
+    const char *row, *col;
+} epi_ctx;
+
+static char *epi_load(void *vctx, int i)
+{
+    epi_ctx *c = vctx;
+    char *off = tuner__bcast_offset(&c->op->inputs[i], &c->op->output, c->row, c->col);
+    if (!off)
+        return NULL;
+    size_t len = strlen(off) + 32;
+    char *e = malloc(len);
+    if (e)
+        snprintf(e, len, "in%d[%s]", i, off);
+    free(off);
+    return e;
+}
+
+static void one_launch(tuner_program *p, const tuner_op *op, const char *name, long long threads)
+{
+    tuner_launch *l = &p->kernels[0];
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    l->grid[0] = (unsigned)((threads + 127) / 128);
+    l->grid[1] = l->grid[2] = 1;
+    l->block[0] = 128;
+    l->block[1] = l->block[2] = 1;
+    tuner__launch_args(l, op);
+    p->n_kernels = 1;
+}
+
+static void emit_eps(tuner_sb *sb, const tuner_op *op)
+{
+    tuner__emit_float(sb, op->attrs.norm.eps);
+}
+
+int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_program *p, char **err)
+{
+    if (!op || !t || !p)
+        return -EINVAL;
+    if (op->n_inputs < 1 || op->inputs[0].rank < 1 || !tuner__no_prologue(op)) {
+        *err = strdup("reference: unsupported op (no input, or a prologue on a core op)");
+        return -EINVAL;
+    }
+    const tuner_tensor *x = &op->inputs[0];
+    const tuner_tensor *out = &op->output;
+    const long long out_last = out->rank >= 1 ? out->shape[out->rank - 1] : 1;
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    tuner_sb_puts(&sb, "extern \"C\" __global__ void hd_reference(");
+    tuner__emit_params(&sb, op, TUNER_F32);
+    tuner_sb_puts(&sb, ")\n{\nconst long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
+
+    switch (op->kind) {
+    case TUNER_OP_SOFTMAX:
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM: {
+        const long long D = x->shape[x->rank - 1];
+        const long long R = tuner_tensor_numel(x) / D;
+        tuner_sb_printf(&sb, "const long long row = tid;\nif (row >= %lldLL) return;\n", R);
+        tuner_sb_printf(&sb, "const long long base = row * %lldLL;\n", D);
+        if (op->kind == TUNER_OP_SOFTMAX) {
+            tuner_sb_printf(&sb, "float mx = -HD_INF;\nfor (long long c = 0; c < %lldLL; c++) mx = fmaxf(mx, "
+                                 "hd_f32(in0[base + c]));\n",
+                            D);
+            tuner_sb_printf(&sb, "double sum = 0.0;\nfor (long long c = 0; c < %lldLL; c++) sum += (double)expf(hd_f32(in0[base + c]) - mx);\n", D);
+        } else if (op->kind == TUNER_OP_LAYERNORM) {
+            tuner_sb_printf(&sb, "double s = 0.0;\nfor (long long c = 0; c < %lldLL; c++) s += (double)hd_f32(in0[base + c]);\n", D);
+            tuner_sb_printf(&sb, "const double meand = s / %lld.0;\ndouble q = 0.0;\n", D);
+            tuner_sb_printf(&sb, "for (long long c = 0; c < %lldLL; c++) { const double d = (double)hd_f32(in0[base + c]) - meand; q += d * d; }\n", D);
+            tuner_sb_printf(&sb, "const float mean = (float)meand;\nconst float rstd = 1.0f / sqrtf((float)(q / %lld.0) + ", D);
+            emit_eps(&sb, op);
+            tuner_sb_puts(&sb, ");\n");
+        } else {
+            tuner_sb_printf(&sb, "double q = 0.0;\nfor (long long c = 0; c < %lldLL; c++) { const double v = hd_f32(in0[base + c]); q += v * v; }\n", D);
+            tuner_sb_printf(&sb, "const float rstd = 1.0f / sqrtf((float)(q / %lld.0) + ", D);
+            emit_eps(&sb, op);
+            tuner_sb_puts(&sb, ");\n");
+        }
+        tuner_sb_printf(&sb, "for (long long col = 0; col < %lldLL; col++) {\nfloat o = hd_f32(in0[base + col]);\n", D);
+        if (op->kind == TUNER_OP_SOFTMAX)
+            tuner_sb_puts(&sb, "o = expf(o - mx) / (float)sum;\n");
+        else if (op->kind == TUNER_OP_LAYERNORM) {
+            tuner_sb_puts(&sb, "o = (o - mean) * rstd;\n");
+            if (op->n_anchor_inputs == 3)
+                tuner_sb_puts(&sb, "o = o * hd_f32(in1[col]) + hd_f32(in2[col]);\n");
+        } else {
+            tuner_sb_puts(&sb, "o = o * rstd;\n");
+            if (op->n_anchor_inputs == 2)
+                tuner_sb_puts(&sb, "o = o * hd_f32(in1[col]);\n");
+        }
+        epi_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "o", epi_load, &ec);
+        tuner_sb_puts(&sb, "out[base + col] = o;\n}\n");
+        one_launch(p, op, "hd_reference", R);
+        break;
+    }
+    case TUNER_OP_REDUCE: {
+        long long O = 1, A = 1, I = 1;
+        const int ax = op->attrs.reduce.axis;
+        if (ax < 0 || ax >= x->rank) {
+            tuner_sb_free(&sb);
+            *err = strdup("reference: reduce axis out of range");
+            return -EINVAL;
+        }
+        for (int d = 0; d < x->rank; d++) {
+            if (d < ax)
+                O *= x->shape[d];
+            else if (d == ax)
+                A = x->shape[d];
+            else
+                I *= x->shape[d];
+        }
+        const bool rmax = op->attrs.reduce.kind == TUNER_REDUCE_MAX;
+        tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\n", O * I);
+        tuner_sb_printf(&sb, "const long long o = tid / %lldLL, i = tid %% %lldLL;\n", I, I);
+        tuner_sb_printf(&sb, "double acc = %s;\n", rmax ? "-(double)HD_INF" : "0.0");
+        tuner_sb_printf(&sb, "for (long long a = 0; a < %lldLL; a++) { const double v = hd_f32(in0[(o * %lldLL + a) * %lldLL + i]); "
+                             "acc = %s; }\n",
+                        A, A, I, rmax ? "(v > acc ? v : acc)" : "acc + v");
+        tuner_sb_puts(&sb, "float o_ = (float)acc;\n");
+        if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
+            tuner_sb_printf(&sb, "o_ = (float)(acc / %lld.0);\n", A);
+        tuner_sb_printf(&sb, "const long long orow = tid / %lldLL, ocol = tid %% %lldLL;\n", out_last, out_last);
+        epi_ctx ec = {op, "orow", "ocol"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "o_", epi_load, &ec);
+        tuner_sb_puts(&sb, "out[tid] = o_;\n");
+        one_launch(p, op, "hd_reference", O * I);
+        break;
+    }
+    case TUNER_OP_ELEMENTWISE: {
+        const long long n = tuner_tensor_numel(out);
+        tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\n", n);
+        tuner_sb_printf(&sb, "const long long row = tid / %lldLL, col = tid %% %lldLL;\n", out_last, out_last);
+        char *off = tuner__bcast_offset(x, out, "row", "col");
+        if (!off) {
+            tuner_sb_free(&sb);
+            return -ENOMEM;
+        }
+        tuner_sb_printf(&sb, "float v = hd_f32(in0[%s]);\n", off);
+        free(off);
+        epi_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
+        tuner_sb_puts(&sb, "out[tid] = v;\n");
+        one_launch(p, op, "hd_reference", n);
+        break;
+    }
+    default:
+        tuner_sb_free(&sb);
+        *err = strdup("reference: not a core op");
+        return -EINVAL;
+    }
+    tuner_sb_puts(&sb, "}\n");
+    p->source = tuner_sb_take(&sb);
+    p->output_dtype = TUNER_F32;
+    return p->source ? 0 : -ENOMEM;
+}

@@ -1,0 +1,396 @@
+/* tuner/space.c - schedule spaces: building them from the registries, dispatching generation and
+ * prediction to the named template, ranking, the tune:"none" default, JSON, references. */
+#include "tuner/space.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tuner/core.h"
+
+uint64_t tuner__fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    /* The NUL is hashed too, so that "ab","c" and "a","bc" differ. */
+    return tuner__fnv1a(h, s, strlen(s) + 1);
+}
+
+static uint64_t fnv_int(uint64_t h, long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%lld", v);
+    return fnv_str(h, buf);
+}
+
+int tuner__space_push(tuner_schedule **items, size_t *n, const char *name, int n_params,
+                      const char *const *param_names, const int *values)
+{
+    if (n_params > TUNER_MAX_PARAMS)
+        return -EINVAL;
+    tuner_schedule *p = realloc(*items, (*n + 1) * sizeof(**items));
+    if (!p)
+        return -ENOMEM;
+    *items = p;
+    tuner_schedule *s = &p[*n];
+    memset(s, 0, sizeof(*s));
+    s->template_name = name;
+    s->n_params = n_params;
+    for (int i = 0; i < n_params; i++) {
+        s->params[i].name = param_names[i];
+        s->params[i].value = values[i];
+    }
+    (*n)++;
+    return 0;
+}
+
+int tuner_schedule_param(const tuner_schedule *s, const char *name, int dflt)
+{
+    if (!s || !name)
+        return dflt;
+    for (int i = 0; i < s->n_params && i < TUNER_MAX_PARAMS; i++)
+        if (s->params[i].name && strcmp(s->params[i].name, name) == 0)
+            return s->params[i].value;
+    return dflt;
+}
+
+/* Concatenation of three strings (malloc'd; NULL on OOM): error messages. */
+static char *msg(const char *a, const char *b, const char *c)
+{
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    char *m = malloc(la + lb + lc + 1);
+    if (m) {
+        memcpy(m, a, la);
+        memcpy(m + la, b, lb);
+        memcpy(m + la + lb, c, lc + 1);
+    }
+    return m;
+}
+
+void tuner_space_free(tuner_space *s)
+{
+    if (!s)
+        return;
+    free(s->items);
+    free(s);
+}
+
+int tuner_space_build(const tuner_op *op, const tuner_target *t, tuner_space **ret, char **ret_err)
+{
+    if (!op || !t || !ret)
+        return -EINVAL;
+    char tname[16];
+    tuner_target_name(t, tname, sizeof(tname));
+    if (!tuner__arch(t)) {
+        if (ret_err)
+            *ret_err = msg("unsupported target ", tname, "");
+        return -EINVAL;
+    }
+
+    int r = -ENOMEM;
+    tuner_space *sp = calloc(1, sizeof(*sp));
+    if (!sp)
+        goto fail;
+
+    /* The hash names everything that decides the space: op kind, dtype and alignment classes,
+     * the target, each applicable template's signature, and (to be safe against validity rules
+     * that depend on sizes) the resulting candidate list itself. */
+    uint64_t h = TUNER_FNV_OFFSET;
+    h = fnv_str(h, "hidetd-space-v1");
+    h = fnv_str(h, tuner_op_name(op->kind));
+    for (int i = 0; i < op->n_inputs && i < TUNER_MAX_INPUTS; i++) {
+        h = fnv_str(h, tuner_dtype_name(op->inputs[i].dtype));
+        h = fnv_int(h, op->inputs[i].align >= 16 ? 16 : op->inputs[i].align);
+    }
+    h = fnv_str(h, tuner_dtype_name(op->output.dtype));
+    h = fnv_str(h, tname);
+
+    for (int reg = 0; tuner__registries[reg]; reg++) {
+        for (int i = 0; tuner__registries[reg][i]; i++) {
+            const tuner_template *tp = tuner__registries[reg][i];
+            if (!tp->applies || !tp->applies(op, t))
+                continue;
+            h = fnv_str(h, tp->name);
+            h = fnv_str(h, tp->space_signature ? tp->space_signature : "");
+            size_t before = sp->n;
+            r = tp->enumerate(op, t, &sp->items, &sp->n);
+            if (r < 0)
+                goto fail;
+            h = fnv_int(h, (long long)(sp->n - before));
+        }
+    }
+    for (size_t i = 0; i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        h = fnv_str(h, s->template_name);
+        for (int p = 0; p < s->n_params; p++) {
+            h = fnv_str(h, s->params[p].name);
+            h = fnv_int(h, s->params[p].value);
+        }
+    }
+    if (sp->n == 0) {
+        r = -EINVAL;
+        if (ret_err)
+            *ret_err = msg(tuner_op_name(op->kind), ": no schedule template supports it on ", tname);
+        goto fail;
+    }
+    snprintf(sp->hash, sizeof(sp->hash), "%016llx", (unsigned long long)h);
+    *ret = sp;
+    return 0;
+fail:
+    tuner_space_free(sp);
+    return r;
+}
+
+void tuner_program_free(tuner_program *p)
+{
+    if (!p)
+        return;
+    free(p->source);
+    free(p);
+}
+
+
+int tuner_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program **ret,
+                   char **ret_err)
+{
+    if (!op || !t || !s || !ret)
+        return -EINVAL;
+    const tuner_template *tp = tuner__template_find(s->template_name);
+    if (!tp || !tuner__arch(t)) {
+        if (ret_err)
+            *ret_err = msg("unknown template ", s->template_name ? s->template_name : "(null)", " or unsupported target");
+        return -EINVAL;
+    }
+    if (!tp->applies(op, t)) {
+        if (ret_err)
+            *ret_err = msg(tp->name, " does not apply to this ", tuner_op_name(op->kind));
+        return -EINVAL;
+    }
+    tuner_program *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->output_dtype = op->output.dtype;
+    char *err = NULL;
+    int r = tp->generate(op, t, s, p, &err);
+    if (r == 0 && !p->source)
+        r = -ENOMEM;
+    if (r < 0) {
+        tuner_program_free(p);
+        if (ret_err)
+            *ret_err = err ? err : msg("generation failed for ", tp->name, "");
+        else
+            free(err);
+        return r;
+    }
+    free(err);
+    *ret = p;
+    return 0;
+}
+
+int tuner_reference(const tuner_op *op, const tuner_target *t, tuner_program **ret, char **ret_err)
+{
+    if (!op || !t || !ret)
+        return -EINVAL;
+    if (!tuner__arch(t)) {
+        if (ret_err)
+            *ret_err = msg("unsupported target", "", "");
+        return -EINVAL;
+    }
+    tuner_program *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->output_dtype = TUNER_F32;
+    char *err = NULL;
+    int r;
+    if (op->kind == TUNER_OP_MATMUL || op->kind == TUNER_OP_CONV2D)
+        r = tuner__gemm_reference(op, t, p, &err);
+    else
+        r = tuner__core_reference(op, t, p, &err);
+    if (r == 0 && !p->source)
+        r = -ENOMEM;
+    if (r < 0) {
+        tuner_program_free(p);
+        if (ret_err)
+            *ret_err = err ? err : msg("reference generation failed for ", tuner_op_name(op->kind), "");
+        else
+            free(err);
+        return r;
+    }
+    free(err);
+    /* The reference's output buffer is always F32, whatever a template wrote. */
+    p->output_dtype = TUNER_F32;
+    *ret = p;
+    return 0;
+}
+
+double tuner_predict_us(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    const tuner_template *tp = s ? tuner__template_find(s->template_name) : NULL;
+    if (!op || !t || !tp || !tp->predict_us || !tuner__arch(t))
+        return 1e12;
+    double us = tp->predict_us(op, t, s);
+    if (!(us >= 0.0)) /* NaN or negative: rank it last rather than first */
+        return 1e12;
+    return us;
+}
+
+typedef struct rank_item {
+    size_t index;
+    double us;
+} rank_item;
+
+static int rank_cmp(const void *a, const void *b)
+{
+    const rank_item *x = a, *y = b;
+    if (x->us < y->us)
+        return -1;
+    if (x->us > y->us)
+        return 1;
+    /* equal predictions keep space order: qsort is not stable by itself */
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
+                double *predicted_us)
+{
+    if (!space || !order || space->n == 0)
+        return;
+    rank_item *it = malloc(space->n * sizeof(*it));
+    if (!it) {
+        /* Out of memory: the identity order is still a valid answer. */
+        for (size_t i = 0; i < space->n; i++) {
+            order[i] = i;
+            if (predicted_us)
+                predicted_us[i] = tuner_predict_us(op, t, &space->items[i]);
+        }
+        return;
+    }
+    for (size_t i = 0; i < space->n; i++) {
+        it[i].index = i;
+        it[i].us = tuner_predict_us(op, t, &space->items[i]);
+        if (predicted_us)
+            predicted_us[i] = it[i].us;
+    }
+    qsort(it, space->n, sizeof(*it), rank_cmp);
+    for (size_t i = 0; i < space->n; i++)
+        order[i] = it[i].index;
+    free(it);
+}
+
+/* Preferred parameters of the gemm family (tuner/gemm/ declares no preference hook): a
+ * 128x128x32 tile, 64x64 warp tiles, 3 stages, no split-K; the closest valid item wins. */
+static const struct {
+    const char *tmpl;
+    int n;
+    const char *names[8];
+    int values[8];
+} gemm_prefs[] = {
+    {"matmul_mma", 8, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "split_k", "swizzle"},
+     {128, 128, 32, 64, 64, 3, 1, 8}},
+    {"matmul_tf32", 8, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "split_k", "swizzle"},
+     {128, 128, 32, 64, 64, 3, 1, 8}},
+    {"matmul_simt", 6, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "split_k"}, {128, 128, 8, 32, 64, 1}},
+    {"conv2d_mma", 6, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "stages"}, {128, 128, 32, 64, 64, 3}},
+    {"conv2d_simt", 5, {"block_m", "block_n", "block_k", "warp_m", "warp_n"}, {128, 128, 8, 32, 64}},
+};
+
+static double param_distance(const tuner_schedule *s, int n, const char *const *names, const int *values)
+{
+    double d = 0.0;
+    for (int i = 0; i < n; i++) {
+        int v = tuner_schedule_param(s, names[i], -1);
+        if (v == -1)
+            continue;
+        if (v > 0 && values[i] > 0)
+            d += fabs(log2((double)v) - log2((double)values[i]));
+        else
+            d += v != values[i];
+    }
+    return d;
+}
+
+size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tuner_space *space)
+{
+    if (!space || space->n == 0)
+        return 0;
+    /* Core templates declare a preference that depends on the op's shape (tuner/core.h); the
+     * gemm family uses the static table above. Among the items of the first preferred template
+     * present, the nearest to its preference (log2 distance over params) wins; ties: first. */
+    tuner_schedule pref;
+    for (size_t i = 0; i < space->n; i++) {
+        memset(&pref, 0, sizeof(pref));
+        if (tuner__core_preferred(op, t, space->items[i].template_name, &pref) == 0)
+            goto found;
+    }
+    for (size_t g = 0; g < sizeof(gemm_prefs) / sizeof(gemm_prefs[0]); g++) {
+        for (size_t i = 0; i < space->n; i++) {
+            if (strcmp(space->items[i].template_name, gemm_prefs[g].tmpl) != 0)
+                continue;
+            memset(&pref, 0, sizeof(pref));
+            pref.template_name = gemm_prefs[g].tmpl;
+            pref.n_params = gemm_prefs[g].n;
+            for (int p = 0; p < gemm_prefs[g].n; p++) {
+                pref.params[p].name = gemm_prefs[g].names[p];
+                pref.params[p].value = gemm_prefs[g].values[p];
+            }
+            goto found;
+        }
+    }
+    return 0;
+found:;
+    const char *names[TUNER_MAX_PARAMS];
+    int values[TUNER_MAX_PARAMS];
+    for (int p = 0; p < pref.n_params; p++) {
+        names[p] = pref.params[p].name;
+        values[p] = pref.params[p].value;
+    }
+    size_t best = 0;
+    double best_d = INFINITY;
+    for (size_t i = 0; i < space->n; i++) {
+        if (strcmp(space->items[i].template_name, pref.template_name) != 0)
+            continue;
+        double d = param_distance(&space->items[i], pref.n_params, names, values);
+        if (d < best_d) {
+            best_d = d;
+            best = i;
+        }
+    }
+    return best;
+}
+
+char *tuner_schedule_json(const tuner_schedule *s)
+{
+    if (!s || !s->template_name)
+        return NULL;
+    char *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *params = cJSON_CreateObject();
+    if (!root || !params) {
+        cJSON_Delete(params);
+        goto out;
+    }
+    if (!cJSON_AddStringToObject(root, "template", s->template_name)) {
+        cJSON_Delete(params);
+        goto out;
+    }
+    cJSON_AddItemToObject(root, "params", params);
+    for (int i = 0; i < s->n_params && i < TUNER_MAX_PARAMS; i++)
+        if (!s->params[i].name || !cJSON_AddNumberToObject(params, s->params[i].name, s->params[i].value))
+            goto out;
+    out = cJSON_PrintUnformatted(root);
+out:
+    cJSON_Delete(root);
+    return out;
+}
