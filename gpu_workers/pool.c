@@ -83,6 +83,7 @@ struct worker {
     gw_wire_reader rd;
     linebuf errbuf;
     char last_stderr[160];
+    char start_error[160]; /* HELLO's error or the spawn failure: why this start failed */
     int64_t exit_status;
     int term_signal;
     uint64_t last_heard, hello_deadline, req_deadline, drain_deadline, exit_deadline, restart_at,
@@ -493,7 +494,7 @@ static void handle_msg(worker *w, const gw_wire_msg *m)
             return;
         }
         if (!has) {
-            set_str(w->info.last_error, sizeof(w->info.last_error), text);
+            set_str(w->start_error, sizeof(w->start_error), text);
             plog(p, GW_LOG_ERR, "gpu %d: worker cannot use the device: %s", w->info.index, text);
             kill_worker(w, KILL_HELLO);
             return;
@@ -648,11 +649,12 @@ static void describe_death(const worker *w, char *buf, size_t len)
     else
         snprintf(st, sizeof(st), "status %lld", (long long)w->exit_status);
     snprintf(buf, len, "worker %s, %s", why, st);
-    if (w->last_stderr[0]) {
+    const char *words = w->start_error[0] ? w->start_error : w->last_stderr;
+    if (words[0]) {
         size_t l = strlen(buf);
         if (l + 2 < len) {
             memcpy(buf + l, ": ", 3);
-            set_str(buf + l + 2, len - l - 2, w->last_stderr);
+            set_str(buf + l + 2, len - l - 2, words);
         }
     }
 }
@@ -740,6 +742,7 @@ static void start_worker(worker *w)
     w->expect_exit = false;
     w->draining = false;
     w->last_stderr[0] = 0;
+    w->start_error[0] = 0;
     w->errbuf.len = 0;
     w->term_signal = 0;
     w->exit_status = 0;
@@ -790,7 +793,7 @@ static void start_worker(worker *w)
     if (e < 0) {
         snprintf(w->info.last_error, sizeof(w->info.last_error), "cannot start %s: %s",
                  p->worker_path, uv_strerror(e));
-        snprintf(w->last_stderr, sizeof(w->last_stderr), "%s", uv_strerror(e));
+        set_str(w->start_error, sizeof(w->start_error), uv_strerror(e));
         w->kill = KILL_HELLO;
         w->spawned = false;
         uv_close((uv_handle_t *)&w->proc, on_worker_handle_closed);

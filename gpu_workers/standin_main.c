@@ -23,6 +23,8 @@
  *                                 incremented under flock); without it each process counts
  *                                 its own requests
  *   HIDETD_STANDIN_PROBE=fail     --probe prints garbage and exits 1 (probe-failure tests)
+ *   HIDETD_STANDIN_REFUSE=1       the worker answers HELLO with an error and exits (a device
+ *                                 the probe lists but that cannot be opened)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,8 +80,9 @@ static long next_request_number(void)
     long v = n > 0 ? strtol(buf, NULL, 10) : 0;
     v++;
     int len = snprintf(buf, sizeof(buf), "%ld\n", v);
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)len, 0) != len)
-        v = v; /* best effort: a lost count only shifts the injected faults */
+    /* Best effort: a lost count only shifts the injected faults. */
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len)
+        fprintf(stderr, "hidetd-worker-standin: cannot update %s\n", path);
     flock(fd, LOCK_UN);
     close(fd);
     return v;
@@ -221,6 +224,10 @@ int main(int argc, char **argv)
         free(s);
         return 0;
     }
+    const char *refuse = getenv("HIDETD_STANDIN_REFUSE");
+    if (refuse && !strcmp(refuse, "1"))
+        return gw__serve(a.fd, NULL, "device refused (HIDETD_STANDIN_REFUSE=1)", a.heartbeat_s,
+                         NULL, NULL);
     if (a.device >= n) {
         char err[64];
         snprintf(err, sizeof(err), "no stand-in device %d", a.device);
