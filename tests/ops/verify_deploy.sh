@@ -8,7 +8,10 @@
 # binary exists; everything else is verified as installed. The man pages are put on MANPATH so
 # verify also proves Documentation=man:... resolves. Exit 77 (skip) without systemd-analyze.
 set -euo pipefail
-service=$1 socket=$2 sysusers=$3 tmpfiles=$4 hidetd=$5 man8=$6 man5=$7
+[ $# -eq 7 ] || { echo "usage: $0 SERVICE SOCKET SYSUSERS TMPFILES HIDETD HIDETD.8 HIDETD.CONF.5" >&2; exit 2; }
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+service=$(abs "$1") socket=$(abs "$2") sysusers=$(abs "$3") tmpfiles=$(abs "$4")
+hidetd=$(abs "$5") man8=$(abs "$6") man5=$(abs "$7")
 
 if ! command -v systemd-analyze >/dev/null; then
     echo "SKIP: systemd-analyze is not installed"
