@@ -13,7 +13,9 @@
  * per logical write). Several processes may open the same file (hidetctl beside hidetd).
  *
  * Returns: 0 or a negative errno-style code: -ENOENT (no such record), -EBADMSG (stored blob
- * failed its digest), -EIO (SQLite error; kc_errmsg() has its text), -EINVAL, -ENOMEM.
+ * failed its digest), -EIO (SQLite error; kc_errmsg() has its text), -EBUSY (locked longer than
+ * the 5 s busy timeout), -EINVAL, -ENOMEM.
+ * A handle may be shared between threads (calls are serialised by a mutex of the handle).
  * Output parameters named ret_* are untouched on failure. Library code never logs.
  */
 #ifndef HIDET_KERNEL_CACHE_KC_H
@@ -35,6 +37,9 @@ int kc_open(const char *path, kc_db **ret, char **ret_err);
 void kc_close(kc_db *db);
 /* Text of the last SQLite error on this handle (static storage of the handle). */
 const char *kc_errmsg(kc_db *db);
+/* SQLite's PRAGMA data_version for this handle: it changes when another connection (another
+ * process, e.g. hidetctl) commits to the file, so callers can drop in-memory caches. */
+int kc_data_version(kc_db *db, int64_t *ret);
 
 /* Hex SHA-256 over the parts, each prefixed by its length. */
 void kc_key(const char *const *parts, size_t n_parts, char out[KC_KEY_LEN + 1]);

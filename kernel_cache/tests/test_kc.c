@@ -1,0 +1,707 @@
+/* kernel_cache/tests/test_kc.c - unit tests of the kernel cache (suite unit, kernel_cache).
+ * Each test works in its own fresh temporary directory; nothing depends on timing for pass/fail.
+ */
+#include "kernel_cache/kc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+static int failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_OK(expr)                                                                             \
+    do {                                                                                           \
+        int r_ = (expr);                                                                           \
+        if (r_ != 0) {                                                                             \
+            fprintf(stderr, "%s:%d: %s returned %d (%s)\n", __FILE__, __LINE__, #expr, r_,          \
+                    strerror(-r_));                                                                \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static char tmpdir[256];
+
+static void mkpath(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmpdir, name);
+}
+
+static kc_db *open_db(const char *name)
+{
+    char path[512], *err = NULL;
+    kc_db *db = NULL;
+    mkpath(path, sizeof(path), name);
+    int r = kc_open(path, &db, &err);
+    if (r < 0) {
+        fprintf(stderr, "kc_open(%s): %s\n", path, err ? err : "?");
+        free(err);
+        exit(1);
+    }
+    return db;
+}
+
+/* A deterministic artifact number i, with blobs of a size that depends on i. */
+typedef struct {
+    kc_artifact a;
+    char ptx[4096];
+    unsigned char cubin[3000];
+} fixture;
+
+static void make_artifact(fixture *f, int i, const char *op, const char *target)
+{
+    char num[32];
+    const char *parts[2] = {"artifact", num};
+    memset(f, 0, sizeof(*f));
+    snprintf(num, sizeof(num), "%d", i);
+    kc_key(parts, 2, f->a.key);
+    parts[0] = "op";
+    kc_key(parts, 2, f->a.op_key);
+    snprintf(f->a.op, sizeof(f->a.op), "%s", op);
+    snprintf(f->a.target, sizeof(f->a.target), "%s", target);
+    f->a.op_json = "{\"op\":\"matmul\"}";
+    f->a.schedule_json = "{\"template\":\"matmul_mma\"}";
+    f->a.launch_json = "{\"kernels\":[],\"workspace_bytes\":0}";
+    f->a.provenance_json = "{\"mode\":\"test\"}";
+    size_t pl = 100 + (size_t)(i * 37) % 3000;
+    for (size_t k = 0; k < pl; k++)
+        f->ptx[k] = (char)('A' + (k + (size_t)i) % 26);
+    f->ptx[pl] = '\0';
+    f->a.ptx = f->ptx;
+    f->a.ptx_len = pl;
+    size_t cl = 50 + (size_t)(i * 53) % 2900;
+    for (size_t k = 0; k < cl; k++)
+        f->cubin[k] = (unsigned char)(k * 31 + (size_t)i);
+    f->a.cubin = f->cubin;
+    f->a.cubin_len = cl;
+    f->a.measured = i % 2 == 0;
+    f->a.latency_us = f->a.measured ? 10.0 + i : -1.0;
+    f->a.predicted_us = 9.5 + i;
+    f->a.created_at = 1700000000 + i;
+    f->a.last_used_at = 1700000000 + i;
+}
+
+static void put_n(kc_db *db, int from, int to, const char *op, const char *target)
+{
+    fixture f;
+    for (int i = from; i < to; i++) {
+        make_artifact(&f, i, op, target);
+        CHECK_OK(kc_artifact_put(db, &f.a));
+    }
+}
+
+/* Runs SQL directly on the file, the way damage or another binary would. */
+static void raw_sql(const char *name, const char *sql)
+{
+    char path[512];
+    sqlite3 *s = NULL;
+    mkpath(path, sizeof(path), name);
+    CHECK(sqlite3_open(path, &s) == SQLITE_OK);
+    sqlite3_busy_timeout(s, 5000);
+    char *e = NULL;
+    if (sqlite3_exec(s, sql, NULL, NULL, &e) != SQLITE_OK) {
+        fprintf(stderr, "raw sql failed: %s\n", e);
+        failures++;
+    }
+    sqlite3_free(e);
+    sqlite3_close(s);
+}
+
+static void test_key(void)
+{
+    char a[KC_KEY_LEN + 1], b[KC_KEY_LEN + 1];
+    const char *p1[] = {"ab", "c"}, *p2[] = {"a", "bc"}, *p3[] = {"ab", "c"};
+    kc_key(p1, 2, a);
+    kc_key(p2, 2, b);
+    CHECK(strlen(a) == KC_KEY_LEN);
+    CHECK(strcmp(a, b) != 0);
+    kc_key(p3, 2, b);
+    CHECK(strcmp(a, b) == 0);
+    const char *p4[] = {NULL}, *p5[] = {""};
+    kc_key(p4, 1, a);
+    kc_key(p5, 1, b);
+    CHECK(strcmp(a, b) != 0);
+    /* Known answer: SHA-256("abc"). */
+    kc_sha256_hex("abc", 3, a);
+    CHECK(strcmp(a, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0);
+}
+
+static void test_round_trip(void)
+{
+    kc_db *db = open_db("rt/sub/kernels.db");
+    fixture f;
+    kc_artifact *g = NULL;
+    char sel[KC_KEY_LEN + 1];
+    bool measured = false;
+    struct stat sb;
+    char dir[512];
+
+    mkpath(dir, sizeof(dir), "rt/sub");
+    CHECK(stat(dir, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+
+    make_artifact(&f, 4, "matmul", "sm_90a");
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    CHECK_OK(kc_artifact_get(db, f.a.key, &g));
+    if (g) {
+        CHECK(strcmp(g->key, f.a.key) == 0);
+        CHECK(strcmp(g->op_key, f.a.op_key) == 0);
+        CHECK(strcmp(g->op, "matmul") == 0 && strcmp(g->target, "sm_90a") == 0);
+        CHECK(strcmp(g->op_json, f.a.op_json) == 0);
+        CHECK(strcmp(g->schedule_json, f.a.schedule_json) == 0);
+        CHECK(strcmp(g->launch_json, f.a.launch_json) == 0);
+        CHECK(strcmp(g->provenance_json, f.a.provenance_json) == 0);
+        CHECK(g->ptx_len == f.a.ptx_len && memcmp(g->ptx, f.a.ptx, g->ptx_len) == 0);
+        CHECK(g->ptx[g->ptx_len] == '\0');
+        CHECK(g->cubin_len == f.a.cubin_len && memcmp(g->cubin, f.a.cubin, g->cubin_len) == 0);
+        CHECK(g->measured && g->latency_us == 14.0 && g->predicted_us == 13.5);
+        CHECK(g->created_at == f.a.created_at);
+        /* last_used_at was old: the read refreshed it. */
+        CHECK(g->last_used_at >= (int64_t)time(NULL) - 5);
+    }
+    kc_artifact_free(g);
+    g = NULL;
+    CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
+    CHECK(g && g->ptx == NULL && g->cubin == NULL && g->ptx_len == 0);
+    CHECK(g && strcmp(g->launch_json, f.a.launch_json) == 0);
+    kc_artifact_free(g);
+    g = NULL;
+
+    /* Not measured: latency comes back negative. */
+    make_artifact(&f, 5, "softmax", "sm_80");
+    f.a.created_at = 0;
+    f.a.last_used_at = 0;
+    f.a.cubin_len = 0;
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    CHECK_OK(kc_artifact_get(db, f.a.key, &g));
+    CHECK(g && g->latency_us < 0 && !g->measured && g->cubin_len == 0);
+    CHECK(g && g->created_at >= (int64_t)time(NULL) - 5);
+    kc_artifact_free(g);
+    g = NULL;
+
+    CHECK(kc_artifact_get(db, "0000", &g) == -ENOENT && g == NULL);
+    CHECK(kc_artifact_get_meta(db, "0000", &g) == -ENOENT);
+    CHECK(kc_selection_get(db, "0000", sel, &measured) == -ENOENT);
+    CHECK(kc_artifact_put(db, NULL) == -EINVAL);
+    kc_artifact bad = {0};
+    CHECK(kc_artifact_put(db, &bad) == -EINVAL);
+    kc_artifact_free(NULL);
+    kc_close(NULL);
+    kc_close(db);
+}
+
+static void test_selection(void)
+{
+    kc_db *db = open_db("sel.db");
+    fixture f1, f2;
+    char sel[KC_KEY_LEN + 1];
+    bool measured = true;
+    kc_stats st;
+
+    make_artifact(&f1, 1, "matmul", "sm_90");
+    make_artifact(&f2, 2, "matmul", "sm_90");
+    memcpy(f2.a.op_key, f1.a.op_key, sizeof(f1.a.op_key));
+    CHECK_OK(kc_artifact_put(db, &f1.a));
+    CHECK_OK(kc_selection_get(db, f1.a.op_key, sel, &measured));
+    CHECK(strcmp(sel, f1.a.key) == 0 && !measured);
+    /* A second artifact for the same op key (e.g. the measured winner) takes over. */
+    CHECK_OK(kc_artifact_put(db, &f2.a));
+    CHECK_OK(kc_selection_get(db, f1.a.op_key, sel, &measured));
+    CHECK(strcmp(sel, f2.a.key) == 0 && measured);
+    CHECK_OK(kc_stats_get(db, &st));
+    CHECK(st.artifacts == 2 && st.selections == 1);
+    /* Removing the chosen artifact removes the selection: never point at nothing. */
+    kc_filter f = {.key_prefix = f2.a.key};
+    size_t removed = 0;
+    CHECK_OK(kc_remove(db, &f, &removed));
+    CHECK(removed == 1);
+    CHECK(kc_selection_get(db, f1.a.op_key, sel, &measured) == -ENOENT);
+    CHECK_OK(kc_stats_get(db, &st));
+    CHECK(st.artifacts == 1 && st.selections == 0);
+    kc_close(db);
+}
+
+static void test_corruption(void)
+{
+    kc_db *db = open_db("corrupt.db");
+    fixture f1, f2;
+    kc_artifact *g = NULL;
+    char sql[512];
+    size_t checked = 0, nbad = 0;
+    char **bad = NULL;
+
+    make_artifact(&f1, 1, "matmul", "sm_90");
+    make_artifact(&f2, 2, "matmul", "sm_90");
+    CHECK_OK(kc_artifact_put(db, &f1.a));
+    CHECK_OK(kc_artifact_put(db, &f2.a));
+    CHECK_OK(kc_verify(db, &checked, &nbad, &bad));
+    CHECK(checked == 2 && nbad == 0);
+    free(bad);
+    bad = NULL;
+
+    /* Flip the PTX of #1 behind the cache's back. */
+    snprintf(sql, sizeof(sql),
+             "UPDATE artifacts SET ptx = CAST('tampered' AS BLOB) WHERE key = '%s'", f1.a.key);
+    raw_sql("corrupt.db", sql);
+    CHECK(kc_artifact_get(db, f1.a.key, &g) == -EBADMSG && g == NULL);
+    CHECK(strstr(kc_errmsg(db), "PTX") != NULL);
+    /* Metadata reads do not touch the blobs. */
+    CHECK_OK(kc_artifact_get_meta(db, f1.a.key, &g));
+    kc_artifact_free(g);
+    g = NULL;
+    /* The cubin too. */
+    snprintf(sql, sizeof(sql), "UPDATE artifacts SET cubin = zeroblob(10) WHERE key = '%s'",
+             f2.a.key);
+    raw_sql("corrupt.db", sql);
+    CHECK(kc_artifact_get(db, f2.a.key, &g) == -EBADMSG && g == NULL);
+
+    CHECK_OK(kc_verify(db, &checked, &nbad, &bad));
+    CHECK(checked == 2 && nbad == 2);
+    if (bad && nbad == 2) {
+        CHECK((strcmp(bad[0], f1.a.key) == 0 && strcmp(bad[1], f2.a.key) == 0) ||
+              (strcmp(bad[1], f1.a.key) == 0 && strcmp(bad[0], f2.a.key) == 0));
+        free(bad[0]);
+        free(bad[1]);
+    }
+    free(bad);
+
+    /* A corrupt artifact is never exported. */
+    char out[512], *err = NULL;
+    mkpath(out, sizeof(out), "corrupt.export");
+    CHECK(kc_export(db, NULL, out, NULL, &err) == -EBADMSG);
+    CHECK(err != NULL);
+    free(err);
+    CHECK(access(out, F_OK) != 0);
+    kc_close(db);
+}
+
+static void test_trials(void)
+{
+    kc_db *db = open_db("trials.db");
+    char tk[KC_KEY_LEN + 1];
+    const char *parts[] = {"tuning"};
+    kc_trial *t = NULL;
+    size_t n = 99;
+    static const struct { int cand; kc_trial_status st; double lat; } in[] = {
+        {0, KC_TRIAL_OK, 30.0}, {1, KC_TRIAL_FAULT, -1}, {2, KC_TRIAL_OK, 10.0},
+        {3, KC_TRIAL_WRONG, 5.0}, {4, KC_TRIAL_OK, 20.0}, {5, KC_TRIAL_TIMEOUT, -1},
+    };
+
+    kc_key(parts, 1, tk);
+    CHECK_OK(kc_trials_get(db, tk, &t, &n));
+    CHECK(n == 0);
+    kc_trials_free(t, n);
+    t = NULL;
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        kc_trial tr = {.candidate = in[i].cand, .schedule_json = "{\"bm\":64}", .status = in[i].st,
+                       .latency_us = in[i].lat, .max_rel_err = 1e-3,
+                       .reason = in[i].st == KC_TRIAL_OK ? NULL : "it broke"};
+        snprintf(tr.device, sizeof(tr.device), "NVIDIA H100");
+        CHECK_OK(kc_trial_put(db, tk, "space1", &tr));
+    }
+    /* Replacing candidate 0 with a faster time reorders it. */
+    kc_trial tr0 = {.candidate = 0, .schedule_json = "{}", .status = KC_TRIAL_OK,
+                    .latency_us = 15.0, .max_rel_err = 0};
+    CHECK_OK(kc_trial_put(db, tk, "space1", &tr0));
+    CHECK_OK(kc_trials_get(db, tk, &t, &n));
+    CHECK(n == 6);
+    if (n == 6) {
+        CHECK(t[0].candidate == 2 && t[0].latency_us == 10.0);
+        CHECK(t[1].candidate == 0 && t[1].latency_us == 15.0);
+        CHECK(t[2].candidate == 4);
+        /* Failures last, whatever their time. */
+        for (int i = 3; i < 6; i++)
+            CHECK(t[i].status != KC_TRIAL_OK);
+        CHECK(t[0].reason == NULL && strcmp(t[0].device, "NVIDIA H100") == 0);
+        CHECK(t[3].reason && strcmp(t[3].reason, "it broke") == 0);
+        CHECK(t[0].measured_at > 0);
+    }
+    kc_trials_free(t, n);
+    kc_stats st;
+    CHECK_OK(kc_stats_get(db, &st));
+    CHECK(st.trials == 6);
+    CHECK(strcmp(kc_trial_status_name(KC_TRIAL_SLOWER), "slower") == 0);
+    kc_close(db);
+}
+
+static void test_filters_remove(void)
+{
+    kc_db *db = open_db("filters.db");
+    kc_summary *s = NULL;
+    size_t n = 0, removed = 0;
+
+    put_n(db, 0, 5, "matmul", "sm_90");
+    put_n(db, 5, 8, "softmax", "sm_80");
+    put_n(db, 8, 10, "matmul", "sm_80");
+
+    CHECK_OK(kc_list(db, NULL, &s, &n));
+    CHECK(n == 10);
+    /* Most recently used first. */
+    for (size_t i = 1; i < n; i++)
+        CHECK(s[i - 1].last_used_at >= s[i].last_used_at);
+    free(s);
+    kc_filter f = {.target = "sm_80"};
+    CHECK_OK(kc_list(db, &f, &s, &n));
+    CHECK(n == 5);
+    free(s);
+    f = (kc_filter){.target = "sm_80", .op = "matmul"};
+    CHECK_OK(kc_list(db, &f, &s, &n));
+    CHECK(n == 2);
+    for (size_t i = 0; i < n; i++)
+        CHECK(strcmp(s[i].op, "matmul") == 0 && strcmp(s[i].target, "sm_80") == 0 &&
+              s[i].bytes > 0);
+    free(s);
+    f = (kc_filter){.older_than = 1700000003};
+    CHECK_OK(kc_list(db, &f, &s, &n));
+    CHECK(n == 3);
+    free(s);
+    f = (kc_filter){.limit = 4};
+    CHECK_OK(kc_list(db, &f, &s, &n));
+    CHECK(n == 4);
+    /* Prefix match. */
+    kc_filter pf = {.key_prefix = n ? s[0].key : "x"};
+    char first[KC_KEY_LEN + 1];
+    snprintf(first, sizeof(first), "%s", n ? s[0].key : "");
+    free(s);
+    first[10] = '\0';
+    pf.key_prefix = first;
+    CHECK_OK(kc_list(db, &pf, &s, &n));
+    CHECK(n == 1);
+    free(s);
+
+    f = (kc_filter){.op = "softmax"};
+    CHECK_OK(kc_remove(db, &f, &removed));
+    CHECK(removed == 3);
+    f = (kc_filter){.op = "softmax"};
+    CHECK_OK(kc_list(db, &f, &s, &n));
+    CHECK(n == 0);
+    free(s);
+    f = (kc_filter){.older_than = 1700000002};
+    CHECK_OK(kc_remove(db, &f, &removed));
+    CHECK(removed == 2);
+    kc_stats st;
+    CHECK_OK(kc_stats_get(db, &st));
+    CHECK(st.artifacts == 5 && st.selections == 5);
+    kc_close(db);
+}
+
+static void test_prune(void)
+{
+    kc_db *db = open_db("prune.db");
+    kc_stats st;
+    size_t removed = 0;
+    fixture f;
+    kc_artifact *g = NULL;
+
+    put_n(db, 0, 10, "matmul", "sm_90");
+    CHECK_OK(kc_stats_get(db, &st));
+    CHECK(st.artifacts == 10);
+    /* Using #0 makes it the most recently used: pruning must keep it. */
+    make_artifact(&f, 0, "matmul", "sm_90");
+    CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
+    kc_artifact_free(g);
+    uint64_t total = st.bytes;
+    CHECK_OK(kc_prune_to_size(db, total, &removed));
+    CHECK(removed == 0);
+    CHECK_OK(kc_prune_to_size(db, total / 2, &removed));
+    CHECK(removed > 0 && removed < 10);
+    CHECK_OK(kc_stats_get(db, &st));
+    CHECK(st.bytes <= total / 2 && st.artifacts == 10 - removed);
+    g = NULL;
+    CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
+    kc_artifact_free(g);
+    /* The oldest (#1, then #2...) went first. */
+    make_artifact(&f, 1, "matmul", "sm_90");
+    g = NULL;
+    CHECK(kc_artifact_get_meta(db, f.a.key, &g) == -ENOENT);
+    make_artifact(&f, 9, "matmul", "sm_90");
+    CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
+    kc_artifact_free(g);
+    CHECK_OK(kc_prune_to_size(db, 0, &removed));
+    CHECK_OK(kc_stats_get(db, &st));
+    CHECK(st.artifacts == 0 && st.bytes == 0 && st.selections == 0);
+    CHECK_OK(kc_vacuum(db));
+    kc_close(db);
+}
+
+static void test_export_import(void)
+{
+    kc_db *db = open_db("exp-src.db");
+    kc_db *dst = open_db("exp-dst.db");
+    char path[512], *err = NULL;
+    size_t n = 0;
+    kc_stats st;
+
+    put_n(db, 0, 7, "matmul", "sm_90");
+    put_n(db, 7, 9, "conv2d", "sm_80");
+    mkpath(path, sizeof(path), "all.export");
+    CHECK_OK(kc_export(db, NULL, path, &n, &err));
+    CHECK(n == 9);
+    free(err);
+    err = NULL;
+    CHECK_OK(kc_import(dst, path, &n, &err));
+    CHECK(n == 9);
+    free(err);
+    err = NULL;
+    for (int i = 0; i < 9; i++) {
+        fixture f;
+        kc_artifact *g = NULL;
+        char sel[KC_KEY_LEN + 1];
+        bool measured;
+        make_artifact(&f, i, i < 7 ? "matmul" : "conv2d", i < 7 ? "sm_90" : "sm_80");
+        CHECK_OK(kc_artifact_get(dst, f.a.key, &g));
+        if (g) {
+            CHECK(g->ptx_len == f.a.ptx_len && memcmp(g->ptx, f.a.ptx, g->ptx_len) == 0);
+            CHECK(g->cubin_len == f.a.cubin_len &&
+                  memcmp(g->cubin, f.a.cubin, g->cubin_len) == 0);
+            CHECK(g->measured == f.a.measured && g->latency_us == f.a.latency_us);
+            CHECK(g->predicted_us == f.a.predicted_us && g->created_at == f.a.created_at);
+            CHECK(strcmp(g->op, f.a.op) == 0 && strcmp(g->op_json, f.a.op_json) == 0);
+        }
+        kc_artifact_free(g);
+        CHECK_OK(kc_selection_get(dst, f.a.op_key, sel, &measured));
+        CHECK(strcmp(sel, f.a.key) == 0);
+    }
+    /* Filtered export. */
+    kc_filter fl = {.op = "conv2d"};
+    mkpath(path, sizeof(path), "conv.export");
+    CHECK_OK(kc_export(db, &fl, path, &n, &err));
+    CHECK(n == 2);
+    free(err);
+    err = NULL;
+
+    /* Empty export imports as nothing. */
+    kc_db *empty = open_db("exp-empty.db");
+    mkpath(path, sizeof(path), "empty.export");
+    CHECK_OK(kc_export(empty, NULL, path, &n, &err));
+    CHECK(n == 0);
+    CHECK_OK(kc_import(empty, path, &n, &err));
+    CHECK(n == 0);
+    kc_close(empty);
+
+    /* Flipped bytes anywhere: refused, and nothing stored. */
+    char src[512];
+    mkpath(src, sizeof(src), "all.export");
+    FILE *fp = fopen(src, "rb");
+    CHECK(fp != NULL);
+    if (fp) {
+        fseek(fp, 0, SEEK_END);
+        long len = ftell(fp);
+        fseek(fp, 0, SEEK_SET);
+        unsigned char *buf = malloc((size_t)len);
+        CHECK(fread(buf, 1, (size_t)len, fp) == (size_t)len);
+        fclose(fp);
+        kc_db *victim = open_db("exp-victim.db");
+        long positions[] = {0, 5, 29, 30, 100, len / 3, len / 2, len - 80, len - 66, len - 10,
+                            len - 2, len - 1};
+        for (size_t p = 0; p < sizeof(positions) / sizeof(positions[0]); p++) {
+            long pos = positions[p];
+            for (int bit = 0; bit < 8; bit += 3) {
+                char bad[512];
+                mkpath(bad, sizeof(bad), "flipped.export");
+                FILE *o = fopen(bad, "wb");
+                buf[pos] ^= (unsigned char)(1u << bit);
+                fwrite(buf, 1, (size_t)len, o);
+                fclose(o);
+                buf[pos] ^= (unsigned char)(1u << bit);
+                size_t got = 12345;
+                int r = kc_import(victim, bad, &got, &err);
+                if (r == 0)
+                    fprintf(stderr, "flipped bit %d at %ld of %ld accepted\n", bit, pos, len);
+                CHECK(r < 0 && got == 12345 && err != NULL);
+                free(err);
+                err = NULL;
+                CHECK_OK(kc_stats_get(victim, &st));
+                CHECK(st.artifacts == 0 && st.selections == 0);
+            }
+        }
+        /* Truncated and extended files too. */
+        char bad[512];
+        mkpath(bad, sizeof(bad), "cut.export");
+        FILE *o = fopen(bad, "wb");
+        fwrite(buf, 1, (size_t)len - 1, o);
+        fclose(o);
+        CHECK(kc_import(victim, bad, &n, &err) < 0);
+        free(err);
+        err = NULL;
+        o = fopen(bad, "wb");
+        fwrite(buf, 1, (size_t)len, o);
+        fputs("x\n", o);
+        fclose(o);
+        CHECK(kc_import(victim, bad, &n, &err) < 0);
+        free(err);
+        err = NULL;
+        CHECK_OK(kc_stats_get(victim, &st));
+        CHECK(st.artifacts == 0);
+        kc_close(victim);
+        free(buf);
+    }
+    CHECK(kc_import(dst, "/nonexistent/file", &n, &err) < 0);
+    free(err);
+    kc_close(db);
+    kc_close(dst);
+}
+
+static void test_schema(void)
+{
+    char path[512], *err = NULL;
+    kc_db *db = open_db("schema.db");
+    kc_close(db);
+    /* Reopening an up-to-date file is a no-op. */
+    db = open_db("schema.db");
+    kc_close(db);
+    raw_sql("schema.db", "UPDATE schema_version SET version = 99");
+    mkpath(path, sizeof(path), "schema.db");
+    db = NULL;
+    CHECK(kc_open(path, &db, &err) < 0 && db == NULL);
+    CHECK(err && strstr(err, "newer") != NULL && strstr(err, "99") != NULL);
+    free(err);
+    err = NULL;
+
+    /* A file that is not a database. */
+    mkpath(path, sizeof(path), "notadb.db");
+    FILE *fp = fopen(path, "wb");
+    for (int i = 0; i < 200; i++)
+        fputs("this is not a sqlite database ", fp);
+    fclose(fp);
+    CHECK(kc_open(path, &db, &err) < 0 && db == NULL);
+    CHECK(err && strstr(err, "not a SQLite database") != NULL);
+    free(err);
+    err = NULL;
+    CHECK(kc_open(NULL, &db, &err) == -EINVAL);
+    free(err);
+}
+
+static void test_two_handles(void)
+{
+    kc_db *a = open_db("shared.db");
+    kc_db *b = open_db("shared.db");
+    int64_t v1 = 0, v2 = 0, v3 = 0;
+    fixture f;
+    kc_artifact *g = NULL;
+
+    CHECK_OK(kc_data_version(b, &v1));
+    make_artifact(&f, 3, "matmul", "sm_90");
+    CHECK_OK(kc_artifact_put(a, &f.a));
+    CHECK_OK(kc_artifact_get(b, f.a.key, &g));
+    kc_artifact_free(g);
+    CHECK_OK(kc_data_version(b, &v2));
+    CHECK(v2 != v1);
+    /* b's own writes do not change b's data_version; a sees them. */
+    CHECK_OK(kc_data_version(a, &v1));
+    kc_filter fl = {.key_prefix = f.a.key};
+    size_t removed = 0;
+    CHECK_OK(kc_remove(b, &fl, &removed));
+    CHECK(removed == 1);
+    CHECK_OK(kc_data_version(a, &v3));
+    CHECK(v3 != v1);
+    g = NULL;
+    CHECK(kc_artifact_get(a, f.a.key, &g) == -ENOENT);
+    kc_close(a);
+    kc_close(b);
+}
+
+/* The child writes artifacts in a loop until killed. */
+static void durability_child(const char *name)
+{
+    kc_db *db = open_db(name);
+    fixture f;
+    for (int i = 0;; i++) {
+        make_artifact(&f, i % 500, "matmul", "sm_90");
+        f.a.latency_us = i;
+        if (kc_artifact_put(db, &f.a) < 0)
+            _exit(3);
+        if (i % 7 == 0) {
+            kc_trial t = {.candidate = i, .schedule_json = "{}", .latency_us = i};
+            if (kc_trial_put(db, f.a.key, "s", &t) < 0)
+                _exit(4);
+        }
+    }
+}
+
+static void test_kill9(void)
+{
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    for (int round = 0; round < 3; round++) {
+        char name[64];
+        snprintf(name, sizeof(name), "kill9-%d.db", round);
+        kc_db *pre = open_db(name); /* created and migrated before the child starts */
+        kc_close(pre);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0)
+            durability_child(name);
+        /* A random moment: 20..220 ms of writing. The outcome must be the same at any moment. */
+        struct timespec ts = {0, (long)(20 + rand_r(&seed) % 200) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+        kc_db *db = open_db(name);
+        size_t checked = 0, nbad = 1;
+        CHECK_OK(kc_verify(db, &checked, &nbad, NULL));
+        CHECK(nbad == 0);
+        kc_summary *s = NULL;
+        size_t n = 0;
+        CHECK_OK(kc_list(db, NULL, &s, &n));
+        CHECK(n == checked);
+        for (size_t i = 0; i < n; i++) {
+            kc_artifact *g = NULL;
+            char sel[KC_KEY_LEN + 1];
+            CHECK_OK(kc_artifact_get(db, s[i].key, &g));
+            if (g)
+                CHECK_OK(kc_selection_get(db, g->op_key, sel, NULL));
+            kc_artifact_free(g);
+        }
+        free(s);
+        kc_close(db);
+    }
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "%s/test_kc.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_key();
+    test_round_trip();
+    test_selection();
+    test_corruption();
+    test_trials();
+    test_filters_remove();
+    test_prune();
+    test_export_import();
+    test_schema();
+    test_two_handles();
+    test_kill9();
+
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    if (failures == 0 && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    if (failures)
+        fprintf(stderr, "%d check(s) failed; files left in %s\n", failures, tmpdir);
+    else
+        printf("all kernel_cache tests passed\n");
+    return failures ? 1 : 0;
+}
