@@ -86,7 +86,7 @@ struct worker {
     char start_error[160]; /* HELLO's error or the spawn failure: why this start failed */
     int64_t exit_status;
     int term_signal;
-    uint64_t last_heard, hello_deadline, req_deadline, drain_deadline, exit_deadline, restart_at,
+    uint64_t eof_at, last_heard, hello_deadline, req_deadline, drain_deadline, exit_deadline, restart_at,
         exited_at;
     gw_ticket *running;
     bool draining, expect_exit, restart_planned;
@@ -547,11 +547,11 @@ static void on_chan_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
     if (nread < 0) {
         free(buf->base);
-        /* End of the socket: the worker exited or is exiting. If it has not, it broke the
-         * protocol (and must be killed, or we would wait for it forever). */
+        /* End of the socket: the worker exited or is exiting (its exit is usually noticed
+         * just after). One that stays alive without its socket broke the protocol; the timer
+         * kills it after a grace period. */
         close_chan(w);
-        if (w->spawned && !w->expect_exit)
-            kill_worker(w, KILL_PROTOCOL);
+        w->eof_at = uv_now(p->loop);
         return;
     }
     if (nread > 0 && gw_wire_reader_feed(&w->rd, buf->base, (size_t)nread) < 0) {
@@ -582,12 +582,12 @@ static void feed_lines(gw_pool *p, linebuf *lb, const char *data, size_t n, int 
 {
     for (size_t i = 0; i < n; i++) {
         char c = data[i];
-        if (c != '\n' && lb->len < sizeof(lb->buf) - 1) {
+        bool full = lb->len >= sizeof(lb->buf) - 1;
+        if (c != '\n' && !full) {
             lb->buf[lb->len++] = c;
             continue;
         }
-        if (c != '\n' && lb->len < sizeof(lb->buf) - 1)
-            continue;
+        /* End of line, or a line too long for the buffer: emit what we have. */
         lb->buf[lb->len] = 0;
         if (lb->len) {
             if (device >= 0)
@@ -595,9 +595,11 @@ static void feed_lines(gw_pool *p, linebuf *lb, const char *data, size_t n, int 
             else
                 plog(p, GW_LOG_WARNING, "gpu probe: %s", lb->buf);
             if (last)
-                snprintf(last, lastlen, "%s", lb->buf);
+                set_str(last, lastlen, lb->buf);
         }
         lb->len = 0;
+        if (c != '\n')
+            lb->buf[lb->len++] = c;
     }
 }
 
@@ -832,6 +834,8 @@ static void on_tick(uv_timer_t *t)
     uint64_t hb_ms = (uint64_t)(p->cfg.heartbeat_s * 1000.0);
     if (w->kill != KILL_NONE)
         kill_worker(w, w->kill); /* it ignores nothing, but be sure */
+    else if (!w->chan_open && now > w->eof_at + EXIT_GRACE_MS)
+        kill_worker(w, KILL_PROTOCOL);
     else if (!w->hello && now > w->hello_deadline)
         kill_worker(w, KILL_HELLO);
     else if (w->expect_exit && now > w->exit_deadline)

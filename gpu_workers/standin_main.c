@@ -23,8 +23,9 @@
  *                                 incremented under flock); without it each process counts
  *                                 its own requests
  *   HIDETD_STANDIN_PROBE=fail     --probe prints garbage and exits 1 (probe-failure tests)
- *   HIDETD_STANDIN_REFUSE=1       the worker answers HELLO with an error and exits (a device
- *                                 the probe lists but that cannot be opened)
+ *   HIDETD_STANDIN_REFUSE=list    "all" or comma-separated device indices: the workers of those
+ *                                 devices answer HELLO with an error and exit (a device the
+ *                                 probe lists but that cannot be opened)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -201,6 +202,27 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
     }
 }
 
+static bool refused(int device)
+{
+    const char *s = getenv("HIDETD_STANDIN_REFUSE");
+    if (!s)
+        return false;
+    if (!strcmp(s, "all"))
+        return true;
+    while (*s) {
+        char *end = NULL;
+        long v = strtol(s, &end, 10);
+        if (end == s)
+            return false;
+        if (v == device)
+            return true;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return false;
+    }
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     gw__args a;
@@ -224,9 +246,8 @@ int main(int argc, char **argv)
         free(s);
         return 0;
     }
-    const char *refuse = getenv("HIDETD_STANDIN_REFUSE");
-    if (refuse && !strcmp(refuse, "1"))
-        return gw__serve(a.fd, NULL, "device refused (HIDETD_STANDIN_REFUSE=1)", a.heartbeat_s,
+    if (refused(a.device))
+        return gw__serve(a.fd, NULL, "device refused (HIDETD_STANDIN_REFUSE)", a.heartbeat_s,
                          NULL, NULL);
     if (a.device >= n) {
         char err[64];

@@ -363,25 +363,26 @@ static void test_redispatch(void)
 {
     env e;
     gw_measure_req q;
-    slot s[4];
+    enum { N = 6 };
+    slot s[N];
     memset(s, 0, sizeof(s));
-    /* Device 0 takes request 1 and crashes; with max_restarts 1 it is out of service at once and
-     * the requests queued behind it (not pinned) move to device 1. */
-    reset_state("crash@1", 2);
-    start(&e, GW_STANDIN_PATH, 1);
-    make_req(&q, 1, ptx_a);
-    CHECK(gw_measure(e.pool, 0, 0, &q, on_result, &s[0], NULL) == 0);
-    make_req(&q, 2, ptx_b);
-    CHECK(gw_measure(e.pool, -1, 90, &q, on_result, &s[1], NULL) == 0); /* goes to idle device 1 */
-    make_req(&q, 3, ptx_a);
-    CHECK(gw_measure(e.pool, -1, 90, &q, on_result, &s[2], NULL) == 0);
-    make_req(&q, 4, ptx_b);
-    CHECK(gw_measure(e.pool, -1, 90, &q, on_result, &s[3], NULL) == 0);
-    for (int i = 0; i < 4; i++)
+    /* Device 0's worker never starts; the least-loaded choice still queues some requests on it
+     * while it retries, and when it goes out of service they move to device 1. */
+    reset_state(NULL, 2);
+    setenv("HIDETD_STANDIN_REFUSE", "0", 1);
+    start(&e, GW_STANDIN_PATH, 3);
+    for (int i = 0; i < N; i++) {
+        make_req(&q, 1 + (uint64_t)i, i % 2 ? ptx_a : ptx_b);
+        CHECK(gw_measure(e.pool, -1, 90, &q, on_result, &s[i], NULL) == 0);
+    }
+    for (int i = 0; i < N; i++)
         run_until(&s[i].done, "redispatched results");
-    CHECK(s[0].res.status == GW_WORKER_DIED);
-    for (int i = 1; i < 4; i++)
+    for (int i = 0; i < N; i++)
         CHECK(s[i].res.status == GW_OK && s[i].res.device == 1);
+    const gw_device_info *d = NULL;
+    CHECK(gw_pool_devices(e.pool, &d) == 2 && d[0].state == GW_DEV_OUT_OF_SERVICE);
+    CHECK(gw_pool_usable(e.pool) == 1);
+    unsetenv("HIDETD_STANDIN_REFUSE");
     stop(&e);
 }
 
@@ -482,7 +483,7 @@ static void test_worker_cannot_start(void)
     /* The probe lists a device whose worker then refuses it (HELLO with an error) every time:
      * after max_restarts tries it is out of service, and `ready` still came. */
     reset_state(NULL, 1);
-    setenv("HIDETD_STANDIN_REFUSE", "1", 1);
+    setenv("HIDETD_STANDIN_REFUSE", "all", 1);
     start(&e, GW_STANDIN_PATH, 2);
     bool oos = false;
     for (int i = 0; i < 1000000 && !oos; i++) {
