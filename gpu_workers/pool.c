@@ -119,6 +119,7 @@ struct gw_pool {
     char *probe_text;
     size_t probe_len;
     linebuf probe_errbuf;
+    char probe_stderr[200];
     char probe_error[256];
 
     tqueue pending; /* accepted before the probe finished */
@@ -869,6 +870,8 @@ static void on_probe_exit(uv_process_t *proc, int64_t status, int term_signal)
         snprintf(p->probe_error, sizeof(p->probe_error), "probe %s %s %d",
                  p->probe_killed ? "timed out and was killed," : "failed:",
                  term_signal ? "signal" : "exit status", term_signal ? term_signal : (int)status);
+    /* Its last stderr line (the loader's or the driver's complaint) is appended once stderr
+     * has been read to its end, in probe_finished(). */
     uv_close((uv_handle_t *)proc, on_probe_handle_closed);
 }
 
@@ -904,11 +907,12 @@ static void on_probe_err(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     gw_pool *p = s->data;
     if (nread < 0) {
         free(buf->base);
-        feed_lines(p, &p->probe_errbuf, "\n", 1, -1, NULL, 0);
+        feed_lines(p, &p->probe_errbuf, "\n", 1, -1, p->probe_stderr, sizeof(p->probe_stderr));
         uv_close((uv_handle_t *)s, on_probe_handle_closed);
         return;
     }
-    feed_lines(p, &p->probe_errbuf, buf->base, (size_t)nread, -1, NULL, 0);
+    feed_lines(p, &p->probe_errbuf, buf->base, (size_t)nread, -1, p->probe_stderr,
+               sizeof(p->probe_stderr));
     free(buf->base);
 }
 
@@ -950,6 +954,13 @@ static void probe_finished(gw_pool *p)
         } else if (n == 0) {
             snprintf(p->probe_error, sizeof(p->probe_error), "%s",
                      err[0] ? err : "no devices");
+        }
+    }
+    if (p->probe_error[0] && p->probe_stderr[0]) {
+        size_t l = strlen(p->probe_error);
+        if (l + 2 < sizeof(p->probe_error)) {
+            memcpy(p->probe_error + l, ": ", 3);
+            set_str(p->probe_error + l + 2, sizeof(p->probe_error) - l - 2, p->probe_stderr);
         }
     }
     free(p->probe_text);
