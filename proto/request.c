@@ -167,7 +167,7 @@ static int check_keys(const cJSON *obj, const char *const *allowed, const char *
                 break;
             }
         }
-        snprintf(field, sizeof(field), "%s%s%s", path, path[0] ? "." : "", c->string);
+        snprintf(field, sizeof(field), "%.40s%s%.40s", path, path[0] ? "." : "", c->string);
         if (!ok)
             return fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"", c->string);
         for (const cJSON *p = obj->child; p != c; p = p->next) {
@@ -299,7 +299,7 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
 
     tuner_tensor out = {.align = 16};
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
-    snprintf(field, sizeof(field), "%s.shape", path);
+    snprintf(field, sizeof(field), "%.40s.shape", path);
     if (!shape)
         return type_error(e, field, "given");
     if (!cJSON_IsArray(shape))
@@ -313,7 +313,7 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
     int i = 0;
     for (const cJSON *d = shape->child; d; d = d->next, i++) {
         int64_t v;
-        snprintf(field, sizeof(field), "%s.shape[%d]", path, i);
+        snprintf(field, sizeof(field), "%.40s.shape[%d]", path, i);
         if ((r = json_int(d, field, &v, e)) < 0)
             return r;
         if (v < 1)
@@ -323,13 +323,13 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
         out.shape[i] = v;
     }
     out.rank = rank;
-    snprintf(field, sizeof(field), "%s.shape", path);
+    snprintf(field, sizeof(field), "%.40s.shape", path);
     if (shape_numel(out.shape, rank) > PROTO_MAX_NUMEL)
         return fail(e, 422, "limit_exceeded", field, "%s has more than 2^31 elements", field);
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
-    const char *s;
-    snprintf(field, sizeof(field), "%s.dtype", path);
+    const char *s = NULL;
+    snprintf(field, sizeof(field), "%.40s.dtype", path);
     if (!dt)
         return type_error(e, field, "given");
     if ((r = json_string(dt, field, &s, e)) < 0)
@@ -340,7 +340,7 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(t, "align");
     if (al) {
         int a;
-        snprintf(field, sizeof(field), "%s.align", path);
+        snprintf(field, sizeof(field), "%.40s.align", path);
         if ((r = json_int_range(al, field, 1, 1 << 20, &a, e)) < 0)
             return r;
         if ((a & (a - 1)) != 0 || a < tuner_dtype_size(out.dtype))
@@ -360,7 +360,7 @@ typedef struct pstep {
     tuner_ew_step s;
     bool bias;      /* "bias": an add whose operand must be [N] */
     int target;     /* prologue only: the anchor input the step applies to */
-    char path[48];  /* "epilogue[3]" for error fields */
+    char path[64];  /* "epilogue[3]" for error fields */
 } pstep;
 
 typedef struct pchain {
@@ -391,7 +391,7 @@ static int step_kind(const char *name, tuner_ew_kind *ret, bool *ret_bias)
 static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *ret, proto_error *e)
 {
     char field[96];
-    const char *name;
+    const char *name = NULL;
     int r;
 
     if (!cJSON_IsObject(o))
@@ -400,7 +400,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
     snprintf(st.path, sizeof(st.path), "%s", path);
 
     const cJSON *opv = cJSON_GetObjectItemCaseSensitive(o, "op");
-    snprintf(field, sizeof(field), "%s.op", path);
+    snprintf(field, sizeof(field), "%.40s.op", path);
     if (!opv)
         return type_error(e, field, "given");
     if ((r = json_string(opv, field, &name, e)) < 0)
@@ -426,7 +426,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
 
     if (prologue) {
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
-        snprintf(field, sizeof(field), "%s.input", path);
+        snprintf(field, sizeof(field), "%.40s.input", path);
         if (!in)
             return type_error(e, field, "given (the anchor input this step applies to)");
         if ((r = json_int_range(in, field, 0, TUNER_MAX_INPUTS - 1, &st.target, e)) < 0)
@@ -434,7 +434,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
     }
     if (TUNER_EW_IS_BINARY(st.s.kind)) {
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, operand_key);
-        snprintf(field, sizeof(field), "%s.%s", path, operand_key);
+        snprintf(field, sizeof(field), "%.40s.%s", path, operand_key);
         if (!in)
             return type_error(e, field, "given (index of the operand in inputs)");
         if ((r = json_int_range(in, field, 0, TUNER_MAX_INPUTS - 1, &st.s.operand, e)) < 0)
@@ -442,8 +442,8 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
     } else if (st.s.kind == TUNER_EW_GELU_ERF) {
         const cJSON *ap = cJSON_GetObjectItemCaseSensitive(o, "approximate");
         if (ap) {
-            const char *s;
-            snprintf(field, sizeof(field), "%s.approximate", path);
+            const char *s = NULL;
+            snprintf(field, sizeof(field), "%.40s.approximate", path);
             if ((r = json_string(ap, field, &s, e)) < 0)
                 return r;
             if (strcmp(s, "tanh") == 0)
@@ -454,15 +454,15 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         }
     } else if (st.s.kind == TUNER_EW_SCALE) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
-        snprintf(field, sizeof(field), "%s.value", path);
+        snprintf(field, sizeof(field), "%.40s.value", path);
         if (!v)
             return type_error(e, field, "given");
         if ((r = json_finite(v, field, &st.s.scalar, e)) < 0)
             return r;
     } else if (st.s.kind == TUNER_EW_CAST) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "dtype");
-        const char *s;
-        snprintf(field, sizeof(field), "%s.dtype", path);
+        const char *s = NULL;
+        snprintf(field, sizeof(field), "%.40s.dtype", path);
         if (!v)
             return type_error(e, field, "given");
         if ((r = json_string(v, field, &s, e)) < 0)
@@ -482,7 +482,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
 static int parse_steps(const cJSON *arr, const char *name, bool prologue, pchain *chain,
                        proto_error *e)
 {
-    char path[48];
+    char path[64];
     int r, i = 0;
     if (!cJSON_IsArray(arr))
         return type_error(e, name, "an array of steps");
@@ -490,7 +490,7 @@ static int parse_steps(const cJSON *arr, const char *name, bool prologue, pchain
         if (chain->n >= TUNER_MAX_STEPS)
             return fail(e, 422, "limit_exceeded", name, "at most %d fused steps are allowed",
                         TUNER_MAX_STEPS);
-        snprintf(path, sizeof(path), "%s[%d]", name, i);
+        snprintf(path, sizeof(path), "%.32s[%d]", name, i);
         if ((r = parse_step(s, path, prologue, &chain->steps[chain->n], e)) < 0)
             return r;
         chain->n++;
@@ -516,7 +516,7 @@ static int parse_pair(const cJSON *v, const char *field, int lo, int hi, int out
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
         return type_error(e, field, "an integer or [h, w]");
     for (int i = 0; i < 2; i++) {
-        snprintf(f, sizeof(f), "%s[%d]", field, i);
+        snprintf(f, sizeof(f), "%.40s[%d]", field, i);
         if ((r = json_int_range(cJSON_GetArrayItem(v, i), f, lo, hi, &out[i], e)) < 0)
             return r;
     }
@@ -538,7 +538,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
     };
     cJSON empty = {.type = cJSON_Object};
     const cJSON *v;
-    const char *s;
+    const char *s = NULL;
     int r;
 
     if (!attrs)
@@ -809,7 +809,7 @@ static int finish_chain(const tuner_op *op, const pchain *pc, const int64_t *sha
         const pstep *st = &pc->steps[i];
         if (TUNER_EW_IS_BINARY(st->s.kind)) {
             int idx = st->s.operand;
-            snprintf(field, sizeof(field), "%s.%s", st->path,
+            snprintf(field, sizeof(field), "%.40s.%s", st->path,
                      epilogue || st->target < 0 ? "input" : "operand");
             if (strcmp(st->path, "attrs.fn") == 0)
                 snprintf(field, sizeof(field), "attrs.fn");
@@ -837,7 +837,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
                                            "arch", "tune", "wait", "priority", "budget", NULL};
     tuner_op *op = &req->op;
     const cJSON *v;
-    const char *s;
+    const char *s = NULL;
     char field[96];
     int r, softmax_axis = -1;
     pchain ew = {0}, epi = {0}, pro = {0};
@@ -903,7 +903,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             if (st->s.operand >= n_inputs) {
                 snprintf(field, sizeof(field), "%s", st->path);
                 if (strcmp(st->path, "attrs.fn") != 0)
-                    snprintf(field, sizeof(field), "%s.%s", st->path,
+                    snprintf(field, sizeof(field), "%.40s.%s", st->path,
                              c == 1 ? "operand" : "input");
                 return fail(e, 422, "invalid_field", field, "inputs[%d] does not exist",
                             st->s.operand);
@@ -934,7 +934,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             for (int j = 0; j < chains[c]->n; j++) {
                 const pstep *st = &chains[c]->steps[j];
                 if (TUNER_EW_IS_BINARY(st->s.kind) && st->s.operand < n_anchor) {
-                    snprintf(field, sizeof(field), "%s.%s", st->path, c == 1 ? "operand" : "input");
+                    snprintf(field, sizeof(field), "%.40s.%s", st->path, c == 1 ? "operand" : "input");
                     return fail(e, 422, "invalid_field", field,
                                 "a fused step reads an extra input (index >= %d), not one of "
                                 "the anchor's", n_anchor);
@@ -1035,7 +1035,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     /* Prologue: each step applies to one anchor input, its operand broadcast to that input. */
     for (int j = 0; j < pro.n; j++) {
         const pstep *st = &pro.steps[j];
-        snprintf(field, sizeof(field), "%s.input", st->path);
+        snprintf(field, sizeof(field), "%.40s.input", st->path);
         if (op->kind == TUNER_OP_ELEMENTWISE)
             return fail(e, 422, "invalid_field", "prologue",
                         "elementwise takes its whole chain in attrs.ops and epilogue");

@@ -1,0 +1,689 @@
+/* Unit tests of proto/http.c: a server on a temporary Unix socket and a loopback TCP port, run on
+ * its own loop thread, driven with raw blocking sockets from the main thread. Timeouts in the
+ * client only guard against hangs; no result depends on timing. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <uv.h>
+
+#include "proto/http.h"
+
+static atomic_int failures;
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
+            failures++;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+/* ---------------------------------------------------------------------------------------------
+ * Server side (loop thread) */
+
+static uv_loop_t loop;
+static proto_server *srv;
+static uv_async_t wake;
+static char sock_path[256];
+static int tcp_port;
+static atomic_int n_aborts, n_completed, n_closed_done, close_requested, n_held, stats_asked;
+static atomic_long stats_conns = -1;
+static proto_request *held_on_close; /* answered when the server starts closing */
+
+typedef struct later {
+    uv_timer_t t;
+    proto_request *req;
+} later;
+
+static void later_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void later_fire(uv_timer_t *t)
+{
+    later *l = t->data;
+    proto_respond(l->req, 200, "text/plain", "async", 5);
+    uv_close((uv_handle_t *)t, later_closed);
+}
+
+static void answer_later(proto_request *req, uint64_t ms)
+{
+    later *l = calloc(1, sizeof(*l));
+    l->req = req;
+    uv_timer_init(&loop, &l->t);
+    l->t.data = l;
+    uv_timer_start(&l->t, later_fire, ms, 0);
+}
+
+static void on_abort(proto_request *req, void *udata)
+{
+    atomic_fetch_add(&n_aborts, 1);
+    /* Answering after the client left is allowed; the answer is discarded. */
+    answer_later(req, 5);
+}
+
+static void handler(proto_request *req, void *udata)
+{
+    if (strcmp(req->path, "/async") == 0) {
+        answer_later(req, 20);
+        return;
+    }
+    if (strcmp(req->path, "/hold") == 0) {
+        proto_request_on_abort(req, on_abort, NULL);
+        atomic_fetch_add(&n_held, 1);
+        return;
+    }
+    if (strcmp(req->path, "/hold-until-close") == 0) {
+        held_on_close = req;
+        atomic_fetch_add(&n_held, 1);
+        return;
+    }
+    if (strcmp(req->path, "/405") == 0) {
+        CHECK(proto_request_add_header(req, "Allow", "GET, POST") == 0);
+        CHECK(proto_request_add_header(req, "Bad", "a\r\nInjected: 1") == -EINVAL);
+        CHECK(proto_request_add_header(req, "Content-Length", "3") == -EINVAL);
+        proto_respond_error(req, 405, "method_not_allowed", "use GET or POST", "");
+        return;
+    }
+    if (strcmp(req->path, "/big") == 0) {
+        size_t n = 300000;
+        char *b = malloc(n);
+        memset(b, 'x', n);
+        proto_respond(req, 200, "application/octet-stream", b, n);
+        free(b);
+        return;
+    }
+    const char *x = proto_request_header(req, "x-TEST");
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"method\":\"%s\",\"path\":\"%s\",\"query\":\"%s\",\"len\":%zu,\"x\":\"%s\","
+             "\"local\":%s,\"transport\":\"%s\",\"peer\":\"%s\"}",
+             req->method, req->path, req->query, req->body_len, x ? x : "",
+             req->is_local ? "true" : "false",
+             req->transport == PROTO_TRANSPORT_UNIX ? "unix" : "tcp", req->peer);
+    CHECK(req->body[req->body_len] == '\0');
+    proto_respond_json(req, 200, body);
+}
+
+static void on_complete(const proto_request *req, int status, size_t body_bytes, double dur,
+                        void *udata)
+{
+    atomic_fetch_add(&n_completed, 1);
+}
+
+static void closed_done(void *udata)
+{
+    atomic_fetch_add(&n_closed_done, 1);
+    uv_close((uv_handle_t *)&wake, NULL);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    if (atomic_load(&stats_asked) && srv) {
+        proto_server_stats st;
+        proto_server_stats_get(srv, &st);
+        atomic_store(&stats_conns, (long)st.connections_active);
+        atomic_store(&stats_asked, 0);
+    }
+    if (atomic_load(&close_requested) && srv) {
+        proto_server *s = srv;
+        srv = NULL;
+        proto_server_close(s, closed_done, NULL);
+        if (held_on_close) {
+            proto_respond(held_on_close, 200, "text/plain", "bye", 3);
+            held_on_close = NULL;
+        }
+    }
+}
+
+static void *loop_thread(void *arg)
+{
+    uv_run(&loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Client side (main thread, blocking sockets) */
+
+typedef struct client {
+    int fd;
+    char buf[1 << 20];
+    size_t len;
+} client;
+
+static void set_timeouts(int fd)
+{
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static client *connect_unix(const char *path)
+{
+    client *c = calloc(1, sizeof(*c));
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", path);
+    c->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    set_timeouts(c->fd);
+    if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        fprintf(stderr, "connect %s: %s\n", path, strerror(errno));
+        failures++;
+    }
+    return c;
+}
+
+static client *connect_tcp(int port)
+{
+    client *c = calloc(1, sizeof(*c));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    set_timeouts(c->fd);
+    if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        fprintf(stderr, "connect tcp %d: %s\n", port, strerror(errno));
+        failures++;
+    }
+    return c;
+}
+
+static void client_close(client *c)
+{
+    if (!c)
+        return;
+    close(c->fd);
+    free(c);
+}
+
+static void send_str(client *c, const char *s)
+{
+    size_t n = strlen(s), off = 0;
+    while (off < n) {
+        ssize_t w = send(c->fd, s + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0) {
+            fprintf(stderr, "send: %s\n", strerror(errno));
+            failures++;
+            return;
+        }
+        off += (size_t)w;
+    }
+}
+
+/* Reads more bytes; returns bytes read, 0 on EOF, -1 on error/timeout. */
+static ssize_t fill(client *c)
+{
+    if (c->len >= sizeof(c->buf) - 1)
+        return -1;
+    ssize_t r = recv(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len, 0);
+    if (r > 0) {
+        c->len += (size_t)r;
+        c->buf[c->len] = '\0';
+    }
+    return r;
+}
+
+typedef struct response {
+    int status;
+    char headers[4096];
+    char *body;
+    size_t body_len;
+} response;
+
+/* Reads one response (Content-Length framed) from c; leftover bytes stay buffered. 0 or -1.
+ * head: the answer to HEAD (no body follows its headers). */
+static int read_response_opt(client *c, response *r, bool head)
+{
+    memset(r, 0, sizeof(*r));
+    char *end;
+    for (;;) {
+        c->buf[c->len] = '\0';
+        end = strstr(c->buf, "\r\n\r\n");
+        if (end)
+            break;
+        if (fill(c) <= 0)
+            return -1;
+    }
+    size_t hlen = (size_t)(end - c->buf) + 4;
+    snprintf(r->headers, sizeof(r->headers), "%.*s", (int)hlen, c->buf);
+    if (sscanf(c->buf, "HTTP/1.1 %d", &r->status) != 1)
+        return -1;
+    const char *cl = strcasestr(r->headers, "\r\ncontent-length:");
+    size_t blen = cl ? strtoul(cl + 17, NULL, 10) : 0;
+    if (r->status == 100 || head)
+        blen = 0;
+    while (c->len < hlen + blen)
+        if (fill(c) <= 0)
+            return -1;
+    r->body = malloc(blen + 1);
+    memcpy(r->body, c->buf + hlen, blen);
+    r->body[blen] = '\0';
+    r->body_len = blen;
+    memmove(c->buf, c->buf + hlen + blen, c->len - hlen - blen);
+    c->len -= hlen + blen;
+    return 0;
+}
+
+static int read_response(client *c, response *r)
+{
+    return read_response_opt(c, r, false);
+}
+
+static bool at_eof(client *c)
+{
+    return c->len == 0 && fill(c) == 0;
+}
+
+static bool has_header(const response *r, const char *line)
+{
+    return strcasestr(r->headers, line) != NULL;
+}
+
+/* One request/answer on c; returns the status (or -1) and keeps the body in *ret_body. */
+static int roundtrip(client *c, const char *request, response *r)
+{
+    send_str(c, request);
+    if (read_response(c, r) < 0) {
+        fprintf(stderr, "no response to: %.60s\n", request);
+        failures++;
+        return -1;
+    }
+    return r->status;
+}
+
+static void wait_for(atomic_int *v, int want)
+{
+    for (int i = 0; i < 1000 && atomic_load(v) < want; i++)
+        usleep(10000);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tests */
+
+static void test_keepalive_and_basics(void)
+{
+    response r;
+    client *c = connect_unix(sock_path);
+    CHECK(roundtrip(c, "GET /echo%20x?a=1&b=2 HTTP/1.1\r\nHost: x\r\nX-Test: hello\r\n\r\n", &r) ==
+          200);
+    CHECK(strstr(r.body, "\"method\":\"GET\""));
+    CHECK(strstr(r.body, "\"path\":\"/echo x\""));
+    CHECK(strstr(r.body, "\"query\":\"a=1&b=2\""));
+    CHECK(strstr(r.body, "\"x\":\"hello\""));
+    CHECK(strstr(r.body, "\"local\":true,\"transport\":\"unix\""));
+    CHECK(has_header(&r, "Connection: keep-alive"));
+    CHECK(has_header(&r, "Content-Type: application/json"));
+    free(r.body);
+    CHECK(roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", &r) ==
+          200);
+    CHECK(strstr(r.body, "\"method\":\"POST\"") && strstr(r.body, "\"len\":5"));
+    free(r.body);
+    /* Chunked body. */
+    CHECK(roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n", &r) == 200);
+    CHECK(strstr(r.body, "\"len\":7"));
+    free(r.body);
+    /* 405 with an Allow header added by the handler. */
+    CHECK(roundtrip(c, "DELETE /405 HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 405);
+    CHECK(has_header(&r, "\r\nAllow: GET, POST\r\n"));
+    CHECK(!has_header(&r, "Injected"));
+    CHECK(strstr(r.body, "\"code\":\"method_not_allowed\""));
+    free(r.body);
+    /* HEAD: length announced, no body sent. */
+    send_str(c, "HEAD /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(read_response_opt(c, &r, true) == 0 && r.status == 200);
+    CHECK(!has_header(&r, "Content-Length: 0\r\n"));
+    free(r.body);
+    CHECK(roundtrip(c, "GET /echo?after-head HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 200);
+    CHECK(strstr(r.body, "after-head"));
+    free(r.body);
+    client_close(c);
+
+    /* A large answer arrives whole. */
+    c = connect_unix(sock_path);
+    CHECK(roundtrip(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 200);
+    CHECK(r.body_len == 300000 && r.body[299999] == 'x');
+    free(r.body);
+    /* HTTP/1.0 without keep-alive: answered, then closed. */
+    CHECK(roundtrip(c, "GET /echo HTTP/1.0\r\n\r\n", &r) == 200);
+    CHECK(has_header(&r, "Connection: close"));
+    free(r.body);
+    CHECK(at_eof(c));
+    client_close(c);
+}
+
+static void test_pipelining(void)
+{
+    response r;
+    client *c = connect_unix(sock_path);
+    /* The first is answered later (timer), the second at once: answers must keep order. */
+    send_str(c, "GET /async HTTP/1.1\r\nHost: x\r\n\r\nGET /echo?second HTTP/1.1\r\nHost: x\r\n\r\n"
+                "GET /echo?third HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(read_response(c, &r) == 0 && r.status == 200 && strcmp(r.body, "async") == 0);
+    free(r.body);
+    CHECK(read_response(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"query\":\"second\""));
+    free(r.body);
+    CHECK(read_response(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"query\":\"third\""));
+    free(r.body);
+    client_close(c);
+}
+
+static void test_limits(void)
+{
+    response r;
+    client *c;
+
+    /* Body over the limit (4096 in this test's limits): 413 and close, before the body. */
+    c = connect_unix(sock_path);
+    CHECK(roundtrip(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n", &r) ==
+          413);
+    CHECK(strstr(r.body, "\"code\":\"body_too_large\"") && has_header(&r, "Connection: close"));
+    free(r.body);
+    CHECK(at_eof(c));
+    client_close(c);
+
+    /* Chunked body growing past the limit. */
+    c = connect_unix(sock_path);
+    send_str(c, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    char chunk[3000];
+    int cn = snprintf(chunk, sizeof(chunk), "800\r\n");
+    memset(chunk + cn, 'a', 2048);
+    memcpy(chunk + cn + 2048, "\r\n", 3);
+    for (int i = 0; i < 3; i++)
+        send_str(c, chunk);
+    CHECK(read_response(c, &r) == 0 && r.status == 413);
+    free(r.body);
+    client_close(c);
+
+    /* Headers over the limit: 431. */
+    c = connect_unix(sock_path);
+    static char big[24000];
+    int n = snprintf(big, sizeof(big), "GET /echo HTTP/1.1\r\nX-Big: ");
+    memset(big + n, 'h', 17000);
+    memcpy(big + n + 17000, "\r\n\r\n", 5);
+    CHECK(roundtrip(c, big, &r) == 431);
+    CHECK(strstr(r.body, "\"code\":\"limit_exceeded\""));
+    free(r.body);
+    client_close(c);
+
+    /* Malformed request line: 400 JSON, then close. */
+    c = connect_unix(sock_path);
+    CHECK(roundtrip(c, "GARBAGE\r\n\r\n", &r) == 400);
+    CHECK(strstr(r.body, "{\"error\":{\"code\":\"") && has_header(&r, "Connection: close"));
+    free(r.body);
+    CHECK(at_eof(c));
+    client_close(c);
+    c = connect_unix(sock_path);
+    CHECK(roundtrip(c, "GET /a%zz HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 400);
+    free(r.body);
+    client_close(c);
+    c = connect_unix(sock_path);
+    CHECK(roundtrip(c, "GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2"
+                       "\r\n\r\nab", &r) == 400);
+    free(r.body);
+    client_close(c);
+
+    /* A slow client: part of a request, then nothing. 408 after the (short) request timeout. */
+    c = connect_unix(sock_path);
+    send_str(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
+    CHECK(read_response(c, &r) == 0 && r.status == 408);
+    CHECK(r.body && strstr(r.body, "\"code\":\"timeout\""));
+    free(r.body);
+    CHECK(at_eof(c));
+    client_close(c);
+
+    /* A connection that never sends anything is closed quietly. */
+    c = connect_unix(sock_path);
+    CHECK(at_eof(c));
+    client_close(c);
+}
+
+static void test_half_close(void)
+{
+    response r;
+    client *c = connect_unix(sock_path);
+    send_str(c, "GET /async HTTP/1.1\r\nHost: x\r\n\r\nGET /echo?2 HTTP/1.1\r\nHost: x\r\n\r\n");
+    shutdown(c->fd, SHUT_WR);
+    CHECK(read_response(c, &r) == 0 && r.status == 200 && strcmp(r.body, "async") == 0);
+    free(r.body);
+    CHECK(read_response(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"query\":\"2\""));
+    CHECK(has_header(&r, "Connection: close"));
+    free(r.body);
+    CHECK(at_eof(c));
+    client_close(c);
+
+    /* Same over TCP. */
+    c = connect_tcp(tcp_port);
+    send_str(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
+    shutdown(c->fd, SHUT_WR);
+    CHECK(read_response(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":2"));
+    free(r.body);
+    CHECK(at_eof(c));
+    client_close(c);
+}
+
+static void test_abort(void)
+{
+    int before = atomic_load(&n_aborts);
+    client *c = connect_unix(sock_path);
+    int held = atomic_load(&n_held);
+    send_str(c, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    /* Hang up only once the handler holds the request. */
+    wait_for(&n_held, held + 1);
+    client_close(c);
+    wait_for(&n_aborts, before + 1);
+    CHECK(atomic_load(&n_aborts) == before + 1);
+}
+
+static void test_tcp(void)
+{
+    response r;
+    client *c = connect_tcp(tcp_port);
+    CHECK(roundtrip(c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 200);
+    CHECK(strstr(r.body, "\"local\":true,\"transport\":\"tcp\",\"peer\":\"127.0.0.1:"));
+    free(r.body);
+    /* Expect: 100-continue gets an interim answer before the body is sent. */
+    send_str(c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n");
+    CHECK(read_response(c, &r) == 0 && r.status == 100);
+    free(r.body);
+    send_str(c, "body");
+    CHECK(read_response(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":4"));
+    free(r.body);
+    client_close(c);
+}
+
+static void test_many(void)
+{
+    response r;
+    client *c = connect_tcp(tcp_port);
+    int ok = 0;
+    for (int i = 0; i < 1000; i++) {
+        char req[128];
+        snprintf(req, sizeof(req), "GET /echo?%d HTTP/1.1\r\nHost: x\r\n\r\n", i);
+        char want[32];
+        snprintf(want, sizeof(want), "\"query\":\"%d\"", i);
+        if (roundtrip(c, req, &r) == 200 && strstr(r.body, want))
+            ok++;
+        free(r.body);
+    }
+    CHECK(ok == 1000);
+    client_close(c);
+}
+
+/* Open connections as the loop thread sees them. */
+static long server_conns(void)
+{
+    atomic_store(&stats_conns, -1);
+    atomic_store(&stats_asked, 1);
+    uv_async_send(&wake);
+    for (int i = 0; i < 1000 && atomic_load(&stats_conns) < 0; i++)
+        usleep(1000);
+    return atomic_load(&stats_conns);
+}
+
+static void test_max_connections(void)
+{
+    /* Earlier clients hung up; wait until the server has closed their connections. */
+    for (int i = 0; i < 1000 && server_conns() != 0; i++)
+        usleep(10000);
+    CHECK(server_conns() == 0);
+    /* This server allows 6 connections: open 6 idle ones, the 7th is refused with 503. */
+    client *idle[6];
+    response r;
+    for (int i = 0; i < 6; i++)
+        idle[i] = connect_unix(sock_path);
+    /* Make sure all six were accepted before the seventh connects. */
+    for (int i = 0; i < 6; i++) {
+        CHECK(roundtrip(idle[i], "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 200);
+        free(r.body);
+    }
+    client *c = connect_unix(sock_path);
+    CHECK(read_response(c, &r) == 0 && r.status == 503);
+    free(r.body);
+    CHECK(at_eof(c));
+    client_close(c);
+    for (int i = 0; i < 6; i++)
+        client_close(idle[i]);
+}
+
+static int listen_on_fresh_server(const char *path)
+{
+    uv_loop_t l2;
+    proto_server *s2;
+    uv_loop_init(&l2);
+    CHECK(proto_server_new(&l2, NULL, handler, NULL, &s2) == 0);
+    int r = proto_server_listen_unix(s2, path, 0600);
+    proto_server_close(s2, NULL, NULL);
+    uv_run(&l2, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&l2) == 0);
+    return r;
+}
+
+static void test_socket_files(const char *dir)
+{
+    char path[300];
+    /* A live socket is refused. */
+    CHECK(listen_on_fresh_server(sock_path) == -EADDRINUSE);
+    /* A stale socket file (bound, never listening, never removed) is reused. */
+    snprintf(path, sizeof(path), "%s/stale.sock", dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    close(fd);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && S_ISSOCK(st.st_mode));
+    CHECK(listen_on_fresh_server(path) == 0);
+    /* ... and removed again when that server closed. */
+    CHECK(stat(path, &st) < 0 && errno == ENOENT);
+    /* A regular file is never removed. */
+    snprintf(path, sizeof(path), "%s/regular", dir);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    CHECK(listen_on_fresh_server(path) == -EEXIST);
+    CHECK(stat(path, &st) == 0);
+    unlink(path);
+    /* The live socket has the requested mode. */
+    CHECK(stat(sock_path, &st) == 0 && (st.st_mode & 0777) == 0660);
+}
+
+static void test_graceful_close(void)
+{
+    response r;
+    client *held = connect_unix(sock_path);
+    client *idle = connect_unix(sock_path);
+    CHECK(roundtrip(idle, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n", &r) == 200);
+    free(r.body);
+    int n = atomic_load(&n_held);
+    send_str(held, "GET /hold-until-close HTTP/1.1\r\nHost: x\r\n\r\n");
+    wait_for(&n_held, n + 1);
+    atomic_store(&close_requested, 1);
+    uv_async_send(&wake);
+    /* The idle connection is closed; the held request is answered with Connection: close. */
+    CHECK(at_eof(idle));
+    if (read_response(held, &r) == 0) {
+        CHECK(r.status == 200 && strcmp(r.body, "bye") == 0);
+        CHECK(has_header(&r, "Connection: close"));
+        free(r.body);
+    } else {
+        fprintf(stderr, "held request not answered\n");
+        failures++;
+    }
+    client_close(held);
+    client_close(idle);
+    wait_for(&n_closed_done, 1);
+    CHECK(atomic_load(&n_closed_done) == 1);
+    struct stat st;
+    CHECK(stat(sock_path, &st) < 0); /* the socket file is gone */
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/proto-http-XXXXXX";
+    pthread_t th;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(sock_path, sizeof(sock_path), "%s/hidetd.sock", dir);
+
+    proto_limits lim;
+    proto_limits_defaults(&lim);
+    CHECK(lim.max_header_bytes == 16384 && lim.max_body_bytes == 1048576);
+    CHECK(lim.request_timeout_ms == 10000 && lim.idle_timeout_ms == 60000);
+    lim.max_body_bytes = 4096;
+    lim.request_timeout_ms = 1000;
+    lim.max_connections = 6;
+
+    uv_loop_init(&loop);
+    uv_async_init(&loop, &wake, on_wake);
+    CHECK(proto_server_new(&loop, &lim, handler, NULL, &srv) == 0);
+    proto_server_set_on_complete(srv, on_complete, NULL);
+    CHECK(proto_server_listen_unix(srv, sock_path, 0) == 0);
+    CHECK(proto_server_listen_tcp(srv, "127.0.0.1", 0) == 0);
+    tcp_port = proto_server_tcp_port(srv);
+    CHECK(tcp_port > 0);
+    CHECK(proto_server_listen_tcp(srv, "not-an-address", 0) == -EINVAL);
+    /* IPv6 loopback where the machine has it. */
+    int r6 = proto_server_listen_tcp(srv, "[::1]", 0);
+    CHECK(r6 == 0 || r6 == UV_EADDRNOTAVAIL || r6 == UV_EAFNOSUPPORT);
+
+    pthread_create(&th, NULL, loop_thread, NULL);
+
+    test_keepalive_and_basics();
+    test_pipelining();
+    test_limits();
+    test_half_close();
+    test_abort();
+    test_tcp();
+    test_many();
+    test_max_connections();
+    test_socket_files(dir);
+    test_graceful_close();
+
+    pthread_join(th, NULL);
+    CHECK(uv_loop_close(&loop) == 0);
+    CHECK(atomic_load(&n_completed) > 1000);
+    rmdir(dir);
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_http: all passed\n");
+    return 0;
+}
