@@ -11,6 +11,7 @@ Exit 77 (skip) when HIDETD is not built.
 """
 import http.client
 import os
+import re
 import shutil
 import signal
 import socket
@@ -323,6 +324,24 @@ def request_total(fams):
     return total, names
 
 
+DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                    "operations.md")
+
+
+def documented_metrics():
+    """Metric family names in the table of the Monitor section of docs/operations.md."""
+    names, in_table = set(), False
+    for line in open(DOCS):
+        if line.startswith("| metric |"):
+            in_table = True
+            continue
+        if in_table and not line.startswith("|"):
+            break
+        if in_table:
+            names.update(re.findall(r"`(hidetd_[a-z0-9_]+)", line.split("|")[1]))
+    return names
+
+
 def case_metrics(hidetd, tmp):
     d = Daemon(hidetd, tmp)
     try:
@@ -348,6 +367,14 @@ def case_metrics(hidetd, tmp):
         check(t1 >= t0 + 6, f"request counters {names} moved from {t0} to {t1}, expected >= +6")
         hist = [n for n, f in fams2.items() if f["type"] == "histogram"]
         check(hist, "no histogram (request latency) in /metrics")
+        # docs/operations.md lists the metrics operators alert on: each must exist, and each
+        # family hidetd exports must be listed there.
+        documented = documented_metrics()
+        check(len(documented) >= 10, f"only {len(documented)} metrics found in {DOCS}")
+        missing = sorted(documented - set(fams2))
+        check(not missing, f"documented in {DOCS} but not exported: {missing}")
+        undocumented = sorted(set(fams2) - documented)
+        check(not undocumented, f"exported but not documented in {DOCS}: {undocumented}")
         d.stop()
         print(f"metrics: {len(fams2)} families parse; {names} went {t0:g} -> {t1:g}")
     finally:
