@@ -71,6 +71,14 @@ static const char *buffer_name(int arg, char *buf, size_t len)
     return NULL;
 }
 
+/* A launch argument written by name: "input<i>" (i < TUNER_MAX_INPUTS), "output", "workspace". */
+static bool valid_buffer_name(const char *s)
+{
+    if (strcmp(s, "output") == 0 || strcmp(s, "workspace") == 0)
+        return true;
+    return strncmp(s, "input", 5) == 0 && s[5] >= '0' && s[5] < '0' + TUNER_MAX_INPUTS && !s[6];
+}
+
 int hd_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret)
 {
     if (!a || !ret)
@@ -95,15 +103,26 @@ int hd_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, c
         cJSON_AddStringToObject(root, "warning", warning);
     cJSON_AddStringToObject(root, "op", a->op);
     cJSON_AddStringToObject(root, "arch", a->target);
-    /* The inferred output lives in the canonical op JSON (proto_canonical_op_json). */
-    const cJSON *out_desc = op ? cJSON_GetObjectItemCaseSensitive(op, "output") : NULL;
-    if (out_desc)
-        cJSON_AddItemToObject(root, "output", cJSON_Duplicate(out_desc, true));
-    else
+    /* The output's shape and dtype: the scheduler writes them into the launch description; the
+     * canonical op JSON (proto_canonical_op_json) has them too. */
+    const cJSON *out_desc = cJSON_GetObjectItemCaseSensitive(launch, "output");
+    if (!cJSON_IsObject(out_desc) && op)
+        out_desc = cJSON_GetObjectItemCaseSensitive(op, "output");
+    const cJSON *oshape = cJSON_GetObjectItemCaseSensitive(out_desc, "shape");
+    const cJSON *odtype = cJSON_GetObjectItemCaseSensitive(out_desc, "dtype");
+    if (cJSON_IsArray(oshape) && cJSON_IsString(odtype)) {
+        cJSON *o = cJSON_AddObjectToObject(root, "output");
+        if (o) {
+            cJSON_AddItemToObject(o, "shape", cJSON_Duplicate(oshape, true));
+            cJSON_AddStringToObject(o, "dtype", odtype->valuestring);
+        }
+    } else {
         cJSON_AddNullToObject(root, "output");
+    }
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(launch, "workspace_bytes");
     cJSON_AddNumberToObject(root, "workspace_bytes", cJSON_IsNumber(ws) ? ws->valuedouble : 0);
 
+    int n_kernels = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(launch, "kernels"));
     cJSON *kernels = cJSON_AddArrayToObject(root, "kernels");
     if (!kernels)
         goto out;
@@ -135,7 +154,11 @@ int hd_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, c
         cJSON_ArrayForEach(arg, args)
         {
             char buf[16];
-            const char *bname = cJSON_IsNumber(arg) ? buffer_name(arg->valueint, buf, sizeof(buf)) : NULL;
+            const char *bname = NULL;
+            if (cJSON_IsNumber(arg))
+                bname = buffer_name(arg->valueint, buf, sizeof(buf));
+            else if (cJSON_IsString(arg) && valid_buffer_name(arg->valuestring))
+                bname = arg->valuestring;
             if (!bname) {
                 r = -EINVAL;
                 goto out;
@@ -153,7 +176,7 @@ int hd_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, c
         snprintf(url, sizeof(url), "/v1/kernels/%s/cubin", a->key);
         cJSON_AddStringToObject(kj, "cubin_url", url);
         /* One timing covers the whole set (launched in order); a single kernel carries it. */
-        add_us(kj, "latency_us", cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(launch, "kernels")) == 1 && a->measured ? a->latency_us : -1);
+        add_us(kj, "latency_us", n_kernels == 1 && a->measured ? a->latency_us : -1);
     }
     add_us(root, "latency_us", a->measured ? a->latency_us : -1);
     add_us(root, "predicted_us", a->predicted_us);

@@ -305,7 +305,7 @@ int hd_parse_http_addr(const char *s, char *host, size_t host_len, int *ret_port
         }
     }
     int port;
-    if (parse_int(port_s, 1, 65535, &port) < 0 || port_s[0] == '-')
+    if (parse_int(port_s, 0, 65535, &port) < 0 || port_s[0] == '-')
         return -EINVAL;
     if (strlen(h) >= host_len)
         return -EINVAL;
@@ -586,6 +586,52 @@ int hd_config_diff(const hd_config *a, const hd_config *b, char *live, size_t li
             append_word(restart, restart_len, keys[i].section, keys[i].key);
     }
     return changed;
+}
+
+int hd_config_keep_restart_keys(hd_config *c, const hd_config *running)
+{
+    if (!c || !running)
+        return -EINVAL;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const key_def *k = &keys[i];
+        if (k->live || key_equal(c, running, k))
+            continue;
+        char *dst = (char *)c + k->off;
+        const char *src = (const char *)running + k->off;
+        switch (k->type) {
+        case K_STR:
+        case K_PATH:
+        case K_HTTP:
+            if (replace_str((char **)dst, *(char *const *)src) < 0)
+                return -ENOMEM;
+            break;
+        case K_MODE:
+            memcpy(dst, src, sizeof(unsigned));
+            break;
+        case K_SIZE:
+            memcpy(dst, src, sizeof(uint64_t));
+            break;
+        case K_DUR:
+            memcpy(dst, src, sizeof(double));
+            break;
+        case K_INT:
+            memcpy(dst, src, sizeof(int));
+            break;
+        case K_BOOL:
+            memcpy(dst, src, sizeof(bool));
+            break;
+        case K_LEVEL:
+            memcpy(dst, src, sizeof(hd_log_level));
+            break;
+        case K_TUNE:
+            memcpy(dst, src, sizeof(tuner_tune_mode));
+            break;
+        case K_WORKERS:
+            memcpy(dst, src, sizeof(hd_workers_mode));
+            break;
+        }
+    }
+    return 0;
 }
 
 /* ---- the INI reader --------------------------------------------------------------------- */

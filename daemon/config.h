@@ -138,6 +138,11 @@ int hd_config_build(const hd_cli *cli, hd_config *ret, char **ret_err);
 int hd_config_diff(const hd_config *a, const hd_config *b, char *live, size_t live_len,
                    char *restart, size_t restart_len);
 
+/* Copies every key that needs a restart (socket, cache path, http, workers, ...) from `running`
+ * into c, so that after a reload c describes what actually runs. Returns 0 or -ENOMEM (then c
+ * may hold a mix; clear it). */
+int hd_config_keep_restart_keys(hd_config *c, const hd_config *running);
+
 /* Parsers shared with the tests. Each returns 0 or -EINVAL (ret untouched on failure). */
 int hd_parse_size(const char *s, uint64_t *ret);
 int hd_parse_duration(const char *s, double *ret_seconds);

@@ -13,7 +13,7 @@ typedef struct entry {
     struct entry *prev, *next; /* LRU: head is most recent */
     char *body;
     size_t len;
-    bool measured;
+    int rank;
 } entry;
 
 struct hd_hitcache {
@@ -122,11 +122,11 @@ bool hd_hitcache_get(hd_hitcache *c, const char *op_key, hd_hit *ret)
     }
     ret->body = e->body;
     ret->len = e->len;
-    ret->measured = e->measured;
+    ret->rank = e->rank;
     return true;
 }
 
-int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t len, bool measured)
+int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t len, int rank)
 {
     if (!c || !op_key || strlen(op_key) != KC_KEY_LEN || (!body && len))
         return -EINVAL;
@@ -145,7 +145,7 @@ int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t
     memcpy(e->key, op_key, KC_KEY_LEN + 1);
     e->body = copy;
     e->len = len;
-    e->measured = measured;
+    e->rank = rank;
 
     entry **slot = slot_of(c, op_key);
     if (*slot)

@@ -22,7 +22,8 @@ typedef struct hd_hitcache hd_hitcache;
 typedef struct hd_hit {
     const char *body; /* the answer JSON, NUL-terminated */
     size_t len;
-    bool measured;    /* the stored selection was measured on a GPU */
+    int rank;         /* how the stored kernel was chosen: 0 default (tune none), 1 cost model,
+                       * 2 measured on a GPU; the caller decides whether that satisfies a request */
 } hd_hit;
 
 int hd_hitcache_new(size_t max_entries, size_t max_bytes, hd_hitcache **ret);
@@ -34,7 +35,7 @@ void hd_hitcache_free(hd_hitcache *c);
 bool hd_hitcache_get(hd_hitcache *c, const char *op_key, hd_hit *ret);
 /* Stores a copy of body (replacing any entry for op_key), evicting LRU entries as needed. A body
  * larger than max_bytes is not stored (returns -E2BIG). */
-int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t len, bool measured);
+int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t len, int rank);
 void hd_hitcache_remove(hd_hitcache *c, const char *op_key);
 void hd_hitcache_clear(hd_hitcache *c);
 

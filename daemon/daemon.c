@@ -1,0 +1,622 @@
+/* daemon/daemon.c - hidetd's lifecycle (see daemon.h).
+ *
+ * Start: flags and config -> log -> thread-pool size -> kernel cache -> GPU worker pool (ready
+ * once every worker said hello or gave up; zero devices is fine) -> scheduler -> listeners
+ * (socket-activation fds, else bind) -> READY=1.
+ * Stop (SIGINT/SIGTERM): stop accepting, STOPPING=1, drain the scheduler within [shutdown] grace
+ * (waiting clients of cancelled jobs get 503 shutting_down), close the HTTP server once in-flight
+ * requests are answered, free the scheduler, close the pool, close the database; the Unix socket
+ * file is removed by the server. A second SIGINT exits at once.
+ * SIGHUP: re-read the config file; apply what can change live; keep the old one if it is bad.
+ */
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "daemon/daemon_int.h"
+#include "daemon/log.h"
+#include "daemon/notify.h"
+#include "hidetd_config.h"
+
+#define HITCACHE_ENTRIES 4096
+#define HITCACHE_BYTES (64u << 20)
+#define PRUNE_FIRST_MS (10 * 1000)
+#define PRUNE_EVERY_MS (3600 * 1000)
+
+static void begin_stop(hd_daemon *d);
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- configuration mapped onto the modules ---------------------------------------------- */
+
+static void sched_config_from(const hd_config *c, sched_config *ret)
+{
+    sched_config_defaults(ret);
+    ret->budget_s = c->budget_seconds;
+    ret->budget_candidates = c->budget_candidates;
+    ret->fused_retime_top = c->fused_retime_top;
+    ret->measure_requires_gpu = c->measure_requires_gpu;
+    ret->max_queued_jobs = c->max_queued_jobs;
+}
+
+static void limits_from(const hd_config *c, proto_limits *ret)
+{
+    proto_limits_defaults(ret);
+    ret->max_body_bytes = (size_t)c->max_body;
+    ret->max_connections = c->max_connections;
+    ret->request_timeout_ms = (uint64_t)(c->request_timeout * 1000.0 + 0.5);
+    ret->idle_timeout_ms = (uint64_t)(c->idle_timeout * 1000.0 + 0.5);
+}
+
+/* ---- worker binary ------------------------------------------------------------------------ */
+
+/* Finds `name` next to the hidetd binary (installed side by side, or the build tree's
+ * ../gpu_workers/), then in HIDETD_LIBEXECDIR. Returns a malloc'd path or NULL. */
+static char *find_worker(const char *name)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char *found = NULL;
+    if (n > 0) {
+        exe[n] = '\0';
+        const char *dir = dirname(exe);
+        for (int i = 0; i < 2 && !found; i++) {
+            char *p = NULL;
+            int r = i == 0 ? asprintf(&p, "%s/../gpu_workers/%s", dir, name)
+                           : asprintf(&p, "%s/%s", dir, name);
+            if (r < 0)
+                return NULL;
+            if (access(p, X_OK) == 0)
+                found = p;
+            else
+                free(p);
+        }
+    }
+    if (!found) {
+        char *p = NULL;
+        if (asprintf(&p, "%s/%s", HIDETD_LIBEXECDIR, name) < 0)
+            return NULL;
+        if (access(p, X_OK) == 0)
+            found = p;
+        else
+            free(p);
+    }
+    return found;
+}
+
+/* Resolves the configured worker mode into a binary. *ret_path is NULL for "no pool".
+ * Returns 0, or -ENOENT when an explicitly asked-for worker is missing (logged). */
+static int resolve_worker(const hd_config *c, char **ret_path)
+{
+    char *path = NULL;
+    switch (c->workers) {
+    case HD_WORKERS_NONE:
+        break;
+    case HD_WORKERS_AUTO:
+        path = find_worker("hidetd-worker");
+        if (!path)
+            hd_log_warn("no hidetd-worker next to hidetd or in %s: serving without GPU workers "
+                        "(tune \"measure\" falls back to the cost model)", HIDETD_LIBEXECDIR);
+        break;
+    case HD_WORKERS_STANDIN:
+        path = find_worker("hidetd-worker-standin");
+        if (!path) {
+            hd_log_error("--workers standin: hidetd-worker-standin not found next to hidetd or "
+                         "in %s", HIDETD_LIBEXECDIR);
+            return -ENOENT;
+        }
+        break;
+    case HD_WORKERS_PATH:
+        if (access(c->workers_path, X_OK) != 0) {
+            hd_log_error("worker binary %s: %s", c->workers_path, strerror(errno));
+            return -ENOENT;
+        }
+        path = strdup(c->workers_path);
+        if (!path)
+            return -ENOMEM;
+        break;
+    }
+    *ret_path = path;
+    return 0;
+}
+
+/* ---- serving ------------------------------------------------------------------------------ */
+
+static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
+{
+    int *fds = NULL;
+    char **names = NULL;
+    bool have_tcp = false;
+    size_t dl = 0;
+    desc[0] = '\0';
+    int n = hd_listen_fds(&fds, &names);
+    if (n < 0) {
+        hd_log_error("socket activation: malformed LISTEN_FDS/LISTEN_PID/LISTEN_FDNAMES (%s)",
+                     strerror(-n));
+        return n;
+    }
+    for (int i = 0; i < n; i++) {
+        int fam = hd_socket_info(fds[i], NULL, NULL);
+        int r = proto_server_listen_fd(d->http, fds[i]);
+        if (r < 0) {
+            hd_log_error("socket activation: cannot serve fd %d (%s): %s", fds[i],
+                         names && names[i] ? names[i] : "?", strerror(-r));
+            /* The server did not take it; the remaining ones are closed below. */
+            close(fds[i]);
+            for (int j = i + 1; j < n; j++)
+                close(fds[j]);
+            free(fds);
+            hd_strv_free(names);
+            return r;
+        }
+        if (fam == AF_INET || fam == AF_INET6)
+            have_tcp = true;
+        dl += (size_t)snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "%sfd:%d(%s)",
+                               dl ? ", " : "", fds[i], fam == AF_UNIX ? "unix" : "tcp");
+    }
+    free(fds);
+    hd_strv_free(names);
+
+    if (n == 0) {
+        int r = proto_server_listen_unix(d->http, d->cfg.socket, (int)d->cfg.socket_mode);
+        if (r == -EADDRINUSE) {
+            hd_log_error("another hidetd is already serving on %s; refusing to start",
+                         d->cfg.socket);
+            return r;
+        }
+        if (r == -EEXIST) {
+            hd_log_error("%s exists and is not a socket; refusing to replace it", d->cfg.socket);
+            return r;
+        }
+        if (r < 0) {
+            hd_log_error("cannot listen on %s: %s", d->cfg.socket, strerror(-r));
+            return r;
+        }
+        d->bound_socket = true;
+        dl += (size_t)snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "unix:%s",
+                               d->cfg.socket);
+    }
+    if (d->cfg.http && !have_tcp) {
+        char host[256];
+        int port = 0;
+        int r = hd_parse_http_addr(d->cfg.http, host, sizeof(host), &port);
+        if (r == 0)
+            r = proto_server_listen_tcp(d->http, host, port);
+        if (r < 0) {
+            hd_log_error("cannot listen for HTTP on %s: %s", d->cfg.http, strerror(-r));
+            return r;
+        }
+        snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "%shttp:%s", dl ? ", " : "",
+                 d->cfg.http);
+    }
+    return 0;
+}
+
+static void prune_work(uv_work_t *w);
+static void prune_after(uv_work_t *w, int status);
+
+typedef struct prune_job {
+    uv_work_t work;
+    hd_daemon *d;
+    uint64_t max;
+    size_t removed;
+    int r;
+    char err[160];
+} prune_job;
+
+static void prune_work(uv_work_t *w)
+{
+    prune_job *p = w->data;
+    p->r = kc_prune_to_size(p->d->db, p->max, &p->removed);
+    if (p->r < 0)
+        snprintf(p->err, sizeof(p->err), "%s", p->r == -EIO ? kc_errmsg(p->d->db) : strerror(-p->r));
+}
+
+static void prune_after(uv_work_t *w, int status)
+{
+    prune_job *p = w->data;
+    hd_daemon *d = p->d;
+    d->pruning = false;
+    if (status == 0 && p->r < 0)
+        hd_log_warn("cache prune to %llu bytes failed: %s", (unsigned long long)p->max, p->err);
+    if (p->removed > 0) {
+        /* Our own deletes do not move data_version: drop the in-memory answers here. */
+        hd_hitcache_clear(d->hits);
+        hd_log_info("cache pruned to %llu bytes: %zu least recently used kernels removed",
+                    (unsigned long long)p->max, p->removed);
+    }
+    free(p);
+}
+
+static void maintenance_cb(uv_timer_t *t)
+{
+    hd_daemon *d = t->data;
+    if (d->stopping || d->pruning || d->cfg.cache_max_size == 0)
+        return;
+    prune_job *p = calloc(1, sizeof(*p));
+    if (!p)
+        return;
+    p->d = d;
+    p->max = d->cfg.cache_max_size;
+    p->work.data = p;
+    /* Pruning may delete many rows: keep it off the loop (the handle serialises access). */
+    if (uv_queue_work(d->loop, &p->work, prune_work, prune_after) == 0)
+        d->pruning = true;
+    else
+        free(p);
+}
+
+static void start_serving(hd_daemon *d)
+{
+    if (d->stopping || d->ready)
+        return;
+    sched_config sc;
+    sched_config_from(&d->cfg, &sc);
+    int r = sched_new(d->loop, d->db, d->pool, &sc, &d->sched);
+    if (r < 0) {
+        hd_log_error("cannot create the scheduler: %s", strerror(-r));
+        goto fail;
+    }
+    proto_limits lim;
+    limits_from(&d->cfg, &lim);
+    r = proto_server_new(d->loop, &lim, hd__handle, d, &d->http);
+    if (r < 0) {
+        hd_log_error("cannot create the HTTP server: %s", strerror(-r));
+        goto fail;
+    }
+    proto_server_set_on_complete(d->http, hd__on_complete, d);
+    char desc[512];
+    if (listen_all(d, desc, sizeof(desc)) < 0)
+        goto fail;
+
+    int gpus = 0;
+    if (d->pool) {
+        const gw_device_info *devs = NULL;
+        size_t n = gw_pool_devices(d->pool, &devs);
+        for (size_t i = 0; i < n; i++)
+            hd_log_info("GPU %d: %s (sm_%d, %d SMs), worker %s", devs[i].index, devs[i].name,
+                        devs[i].sm, devs[i].sm_count, gw_device_state_name(devs[i].state));
+        if (n == 0)
+            hd_log_info("the worker probe found no GPU: serving without GPU workers");
+        gpus = gw_pool_usable(d->pool);
+    }
+    d->ready = true;
+    hd_log_info("hidetd %s ready: serving on %s; cache %s; %d GPU worker(s) usable", HIDETD_VERSION,
+                desc, d->cfg.cache_path, gpus);
+    char status[640];
+    snprintf(status, sizeof(status), "serving on %s, %d GPU(s)", desc, gpus);
+    hd_notify_ready(status);
+    uv_timer_start(&d->maintenance, maintenance_cb, PRUNE_FIRST_MS, PRUNE_EVERY_MS);
+    return;
+fail:
+    d->exit_code = 1;
+    begin_stop(d);
+}
+
+static void pool_ready(void *udata)
+{
+    hd_daemon *d = udata;
+    /* gw_pool_start may call this before it returns: then d->pool is not set yet, and the caller
+     * starts serving once it is. */
+    d->pool_ready_seen = true;
+    if (!d->pool)
+        return;
+    start_serving(d);
+}
+
+/* ---- stopping ----------------------------------------------------------------------------- */
+
+static void handle_closed(uv_handle_t *h)
+{
+    hd_daemon *d = h->data;
+    d->handles_open--;
+}
+
+static void close_handles(hd_daemon *d)
+{
+    uv_handle_t *hs[] = { (uv_handle_t *)&d->sig_int, (uv_handle_t *)&d->sig_term,
+                          (uv_handle_t *)&d->sig_hup, (uv_handle_t *)&d->watchdog,
+                          (uv_handle_t *)&d->maintenance };
+    for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+        if (hs[i]->data && !uv_is_closing(hs[i]))
+            uv_close(hs[i], handle_closed);
+}
+
+static void pool_closed(void *udata)
+{
+    hd_daemon *d = udata;
+    d->pool = NULL;
+    close_handles(d);
+}
+
+static void http_closed(void *udata)
+{
+    hd_daemon *d = udata;
+    d->http = NULL;
+    sched_free(d->sched);
+    d->sched = NULL;
+    if (d->pool)
+        gw_pool_close(d->pool, pool_closed, d);
+    else
+        pool_closed(d);
+}
+
+static void drained(void *udata)
+{
+    hd_daemon *d = udata;
+    if (d->http)
+        proto_server_close(d->http, http_closed, d);
+    else
+        http_closed(d);
+}
+
+static void begin_stop(hd_daemon *d)
+{
+    if (d->stopping)
+        return;
+    d->stopping = true;
+    hd_notify_stopping("draining");
+    uv_timer_stop(&d->maintenance);
+    if (d->http)
+        proto_server_stop_accepting(d->http);
+    if (d->sched) {
+        d->draining = true;
+        sched_drain(d->sched, d->cfg.grace, drained, d);
+    } else {
+        drained(d);
+    }
+}
+
+/* ---- reload ------------------------------------------------------------------------------- */
+
+static void reload(hd_daemon *d)
+{
+    hd_notify_reloading();
+    hd_config nc;
+    char *err = NULL;
+    int r = hd_config_build(&d->cli, &nc, &err);
+    if (r < 0) {
+        hd_log_error("reload rejected, keeping the running configuration: %s",
+                     err ? err : strerror(-r));
+        free(err);
+        hd_counter_inc(d->m_reloads_failed);
+        hd_notify_ready("serving (reload rejected)");
+        return;
+    }
+    char live[1024], restart[1024];
+    hd_config_diff(&d->cfg, &nc, live, sizeof(live), restart, sizeof(restart));
+    if (hd_config_keep_restart_keys(&nc, &d->cfg) < 0) {
+        hd_config_clear(&nc);
+        hd_log_error("reload failed: out of memory; keeping the running configuration");
+        hd_counter_inc(d->m_reloads_failed);
+        hd_notify_ready("serving (reload failed)");
+        return;
+    }
+    bool prune = nc.cache_max_size && nc.cache_max_size != d->cfg.cache_max_size;
+    hd_config_clear(&d->cfg);
+    d->cfg = nc;
+
+    hd_log_set_level(d->cfg.log_level);
+    if (d->http) {
+        proto_limits lim;
+        limits_from(&d->cfg, &lim);
+        proto_server_set_limits(d->http, &lim);
+    }
+    if (d->sched) {
+        sched_config sc;
+        sched_config_from(&d->cfg, &sc);
+        sched_reconfigure(d->sched, &sc);
+    }
+    hd_counter_inc(d->m_reloads_ok);
+    hd_log_info("configuration reloaded; applied: %s", live[0] ? live : "(no changes)");
+    if (restart[0])
+        hd_log_warn("configuration reload: %s changed but need%s a restart; the running values "
+                    "stay in effect", restart, strchr(restart, ' ') ? "" : "s");
+    if (prune && d->ready)
+        maintenance_cb(&d->maintenance);
+    hd_notify_ready("serving");
+}
+
+/* ---- signals and watchdog ----------------------------------------------------------------- */
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    hd_daemon *d = h->data;
+    if (signum == SIGHUP) {
+        if (!d->stopping)
+            reload(d);
+        return;
+    }
+    if (d->stopping) {
+        if (signum == SIGINT) {
+            hd_log_warn("second SIGINT: exiting now without draining");
+            if (d->bound_socket)
+                unlink(d->cfg.socket);
+            _exit(130);
+        }
+        hd_log_info("%s: already shutting down", strsignal(signum));
+        return;
+    }
+    hd_log_info("%s: shutting down (running jobs get up to %gs, waiting clients are answered)",
+                strsignal(signum), d->cfg.grace);
+    begin_stop(d);
+}
+
+static void watchdog_cb(uv_timer_t *t)
+{
+    (void)t;
+    hd_notify_watchdog();
+}
+
+/* ---- run -------------------------------------------------------------------------------- */
+
+static void set_threadpool_size(void)
+{
+    /* NVRTC compiles run on libuv's pool; its size is read once, at the first queued work. An
+     * operator's explicit setting wins. */
+    if (getenv("UV_THREADPOOL_SIZE"))
+        return;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 4)
+        n = 4;
+    if (n > 1024)
+        n = 1024;
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%ld", n);
+    setenv("UV_THREADPOOL_SIZE", buf, 1);
+}
+
+static int init_handle(hd_daemon *d, uv_handle_t *h)
+{
+    h->data = d;
+    d->handles_open++;
+    return 0;
+}
+
+int hd_daemon_run(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    hd_daemon *d = calloc(1, sizeof(*d));
+    if (!d) {
+        fprintf(stderr, "hidetd: out of memory\n");
+        return 1;
+    }
+    int code = 1;
+    char *err = NULL;
+    char *worker = NULL;
+    bool loop_ok = false;
+    uv_loop_t loop;
+
+    int r = hd_cli_parse(argc, argv, &d->cli, &err);
+    if (r < 0) {
+        fprintf(stderr, "hidetd: %s\n", err ? err : strerror(-r));
+        code = 2;
+        goto out;
+    }
+    if (d->cli.help) {
+        fputs(hd_cli_usage(), stdout);
+        code = 0;
+        goto out;
+    }
+    if (d->cli.version) {
+        printf("hidetd %s\n", HIDETD_VERSION);
+        code = 0;
+        goto out;
+    }
+    hd_log_init(HD_LOG_INFO);
+    r = hd_config_build(&d->cli, &d->cfg, &err);
+    if (r < 0) {
+        hd_log_error("configuration: %s", err ? err : strerror(-r));
+        goto out;
+    }
+    hd_log_set_level(d->cfg.log_level);
+    set_threadpool_size();
+    if (sodium_init() < 0) {
+        hd_log_error("libsodium failed to initialise");
+        goto out;
+    }
+    d->start_wall_s = wall_now();
+
+    r = kc_open(d->cfg.cache_path, &d->db, &err);
+    if (r < 0) {
+        hd_log_error("cannot open the kernel cache %s: %s", d->cfg.cache_path,
+                     err ? err : strerror(-r));
+        goto out;
+    }
+    kc_data_version(d->db, &d->data_version);
+    if (hd_hitcache_new(HITCACHE_ENTRIES, HITCACHE_BYTES, &d->hits) < 0) {
+        hd_log_error("out of memory");
+        goto out;
+    }
+    if (resolve_worker(&d->cfg, &worker) < 0)
+        goto out;
+
+    r = uv_loop_init(&loop);
+    if (r < 0) {
+        hd_log_error("cannot create the event loop: %s", uv_strerror(r));
+        goto out;
+    }
+    loop_ok = true;
+    d->loop = &loop;
+    hd__metrics_setup(d);
+
+    uv_signal_init(&loop, &d->sig_int);
+    init_handle(d, (uv_handle_t *)&d->sig_int);
+    uv_signal_init(&loop, &d->sig_term);
+    init_handle(d, (uv_handle_t *)&d->sig_term);
+    uv_signal_init(&loop, &d->sig_hup);
+    init_handle(d, (uv_handle_t *)&d->sig_hup);
+    uv_timer_init(&loop, &d->watchdog);
+    init_handle(d, (uv_handle_t *)&d->watchdog);
+    uv_timer_init(&loop, &d->maintenance);
+    init_handle(d, (uv_handle_t *)&d->maintenance);
+    uv_signal_start(&d->sig_int, on_signal, SIGINT);
+    uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
+    if (hd_watchdog_interval(&d->watchdog_usec) == 1 && d->watchdog_usec >= 2000) {
+        uint64_t ms = d->watchdog_usec / 2000;
+        uv_timer_start(&d->watchdog, watchdog_cb, ms, ms);
+    }
+
+    hd_log_info("hidetd %s starting: cache %s, workers %s%s%s", HIDETD_VERSION, d->cfg.cache_path,
+                hd_workers_mode_name(d->cfg.workers), worker ? " " : "", worker ? worker : "");
+    if (worker) {
+        gw_config gc = {
+            .worker_path = worker,
+            .launch_timeout_s = d->cfg.launch_timeout,
+            .heartbeat_s = d->cfg.heartbeat,
+            .max_restarts = d->cfg.max_restarts,
+        };
+        gw_pool *pool = NULL;
+        r = gw_pool_start(&loop, &gc, pool_ready, d, &pool);
+        if (r < 0) {
+            hd_log_error("cannot start the GPU worker pool (%s): %s", worker, strerror(-r));
+            d->exit_code = 1;
+            begin_stop(d);
+        } else {
+            d->pool = pool;
+            /* Ready may already have been reported, before d->pool was set. */
+            if (d->pool_ready_seen)
+                start_serving(d);
+        }
+    } else {
+        start_serving(d);
+    }
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+    code = d->exit_code;
+    if (code == 0)
+        hd_log_info("stopped");
+
+out:
+    if (loop_ok) {
+        /* Everything was closed by the stop sequence; run once more for stragglers. */
+        uv_run(&loop, UV_RUN_NOWAIT);
+        if (uv_loop_close(&loop) != 0)
+            hd_log_warn("event loop closed with handles still open");
+    }
+    hd_metrics_free(d->metrics);
+    hd_hitcache_free(d->hits);
+    kc_close(d->db);
+    hd_config_clear(&d->cfg);
+    free(worker);
+    free(err);
+    free(d);
+    return code;
+}

@@ -1,0 +1,74 @@
+/* daemon/daemon_int.h - state shared by daemon.c (lifecycle) and server.c (request handlers).
+ * Internal to daemon/; loop-thread only. */
+#ifndef HIDET_DAEMON_DAEMON_INT_H
+#define HIDET_DAEMON_DAEMON_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "daemon/config.h"
+#include "daemon/hitcache.h"
+#include "daemon/metrics.h"
+#include "daemon/routes.h"
+#include "gpu_workers/gw.h"
+#include "kernel_cache/kc.h"
+#include "proto/http.h"
+#include "scheduler/sched.h"
+
+/* Status classes counted per endpoint (index into hd_daemon.m_requests). */
+#define HD_N_STATUS_SLOTS 16
+
+typedef struct hd_daemon {
+    uv_loop_t *loop;
+    hd_cli cli;
+    hd_config cfg;
+    double start_wall_s;
+    int exit_code;
+
+    kc_db *db;
+    gw_pool *pool;
+    sched *sched;
+    proto_server *http;
+    bool pool_ready_seen; /* gw_pool_start's ready callback ran */
+    bool ready;         /* serving */
+    bool stopping;      /* SIGINT/SIGTERM seen (or start-up failed) */
+    bool draining;      /* the scheduler is draining: new jobs are refused with 503 */
+    bool bound_socket;  /* we created cfg.socket (so we remove it on an immediate exit) */
+
+    /* The answer cache of the hit path, and what it was valid for. */
+    hd_hitcache *hits;
+    int64_t data_version;
+    uint64_t jobs_ended_seen;
+    bool pruning;
+
+        uv_signal_t sig_int, sig_term, sig_hup;
+    uv_timer_t watchdog, maintenance;
+    uint64_t watchdog_usec;
+    int handles_open;
+
+    /* Metrics (owned by the registry; NULL when registration failed: updates are then no-ops). */
+    hd_metrics *metrics;
+    hd_metric_family *f_requests, *f_latency;
+    hd_metric *m_requests[HD_ROUTE_COUNT + 1][HD_N_STATUS_SLOTS];
+    hd_metric *m_latency[HD_ROUTE_COUNT + 1];
+    hd_metric *m_hits, *m_misses, *m_cache_artifacts, *m_cache_bytes, *m_hitcache_entries;
+    hd_metric *m_jobs_queued, *m_jobs_running, *m_jobs_done, *m_jobs_failed, *m_jobs_cancelled;
+    hd_metric *m_cand_measured, *m_cand_failed, *m_cand_compiled;
+    hd_metric *m_compile_s, *m_tuning_s, *m_gpus_usable, *m_conn_active, *m_reloads_ok,
+        *m_reloads_failed, *m_start_time;
+    hd_metric_family *f_restarts, *f_gpu_state;
+} hd_daemon;
+
+/* server.c: the proto handler and completion hook. */
+void hd__handle(proto_request *req, void *udata);
+void hd__on_complete(const proto_request *req, int status, size_t body_bytes, double duration_s,
+                     void *udata);
+/* Registers the metric families (failures leave NULL metrics, which are no-ops). */
+void hd__metrics_setup(hd_daemon *d);
+
+/* Whether a GPU worker that can run target is usable now or soon. */
+bool hd__gpu_usable_for(hd_daemon *d, const tuner_target *t);
+
+#endif

@@ -1,0 +1,793 @@
+/* daemon/server.c - the v1 request handlers: routing, authorisation, the cache-hit fast path,
+ * tuning jobs, kernels by key, jobs, spaces, status, metrics; the access log and request metrics.
+ *
+ * Everything runs on the loop thread. The hit path of POST /v1/kernels is: parse and validate
+ * (proto), canonical op JSON and op key, a check that the database did not change under the
+ * in-memory answer cache, and a hash lookup that hands the stored answer bytes to the socket. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "daemon/answers.h"
+#include "daemon/daemon_int.h"
+#include "daemon/log.h"
+#include "hidetd_config.h"
+#include "proto/request.h"
+#include "tuner/tuner.h"
+
+#define HD_CONTENT_PTX "text/plain; charset=utf-8"
+#define HD_CONTENT_CUBIN "application/octet-stream"
+/* Status used (for the log and metrics only) when an answer is dropped because the client left. */
+#define HD_STATUS_CLIENT_GONE 499
+
+/* What the access log line says beyond method, path, status and time. */
+typedef struct req_ctx {
+    hd_route_id route;
+    const char *cache; /* "hit", "miss" or NULL */
+    char key[KC_KEY_LEN + 1];
+} req_ctx;
+
+/* A request waiting for a tuning job. */
+typedef struct hd_pending {
+    hd_daemon *d;
+    proto_request *req;
+    sched_waiter *w;
+    uint64_t job_id;
+} hd_pending;
+
+/* ---- small answer helpers --------------------------------------------------------------- */
+
+static void respond_error(proto_request *req, int status, const char *code, const char *message,
+                          const char *field)
+{
+    proto_respond_error(req, status, code, message, field ? field : "");
+}
+
+static void respond_owned_json(proto_request *req, int status, char *json)
+{
+    if (!json) {
+        respond_error(req, 500, "internal", "out of memory building the answer", NULL);
+        return;
+    }
+    proto_respond_json(req, status, json);
+    free(json);
+}
+
+static void respond_errno(proto_request *req, int r, const char *what)
+{
+    char msg[256];
+    if (r == -EBADMSG) {
+        snprintf(msg, sizeof(msg), "%s: the stored kernel failed its integrity check", what);
+        respond_error(req, 500, "integrity_error", msg, NULL);
+    } else if (r == -ENOENT) {
+        snprintf(msg, sizeof(msg), "%s: not found", what);
+        respond_error(req, 404, "not_found", msg, NULL);
+    } else {
+        snprintf(msg, sizeof(msg), "%s: %s", what, strerror(-r));
+        respond_error(req, 500, "internal", msg, NULL);
+    }
+}
+
+/* ---- the answer cache's validity -------------------------------------------------------- */
+
+/* Drops the in-memory answers when the database may have changed: another process committed
+ * (data_version moved) or a tuning job ended since the last look (it may have stored or replaced
+ * a selection through our own connection, which data_version does not report). */
+static void hits_revalidate(hd_daemon *d)
+{
+    int64_t dv;
+    if (kc_data_version(d->db, &dv) == 0 && dv != d->data_version) {
+        d->data_version = dv;
+        hd_hitcache_clear(d->hits);
+    }
+    if (d->sched) {
+        sched_stats st;
+        sched_stats_get(d->sched, &st);
+        uint64_t ended = st.jobs_done + st.jobs_failed + st.jobs_cancelled;
+        if (ended != d->jobs_ended_seen) {
+            d->jobs_ended_seen = ended;
+            hd_hitcache_clear(d->hits);
+        }
+    }
+}
+
+bool hd__gpu_usable_for(hd_daemon *d, const tuner_target *t)
+{
+    if (!d->pool)
+        return false;
+    const gw_device_info *devs = NULL;
+    size_t n = gw_pool_devices(d->pool, &devs);
+    for (size_t i = 0; i < n; i++)
+        if (devs[i].sm == t->sm && devs[i].state != GW_DEV_OUT_OF_SERVICE)
+            return true;
+    return false;
+}
+
+/* ---- POST /v1/kernels ------------------------------------------------------------------- */
+
+static const char no_gpu_warning[] =
+    "tune \"measure\" asked, but no GPU worker for this arch is available: this kernel was "
+    "ranked by the cost model, not measured";
+
+/* Whether the request body names "tune" itself (proto fills the default when it does not, and
+ * [tuning] default_mode must only replace that default). Only called when default_mode is not
+ * the request language's own default. */
+static bool body_has_tune(const proto_request *req)
+{
+    cJSON *j = cJSON_ParseWithLength(req->body, req->body_len);
+    bool has = j && cJSON_GetObjectItemCaseSensitive(j, "tune") != NULL;
+    cJSON_Delete(j);
+    return has;
+}
+
+static void job_answer(proto_request *req, hd_daemon *d, const sched_job_info *info)
+{
+    if (info->state == SCHED_DONE) {
+        kc_artifact *a = NULL;
+        int r = kc_artifact_get_meta(d->db, info->artifact_key, &a);
+        if (r < 0) {
+            respond_errno(req, r, "reading the tuned kernel");
+            return;
+        }
+        char *json = NULL;
+        r = hd_kernel_set_json(a, false, info->warning, &json);
+        kc_artifact_free(a);
+        if (r < 0) {
+            respond_errno(req, r, "building the kernel set");
+            return;
+        }
+        respond_owned_json(req, 200, json);
+        return;
+    }
+    if (info->state == SCHED_CANCELLED) {
+        if (strcmp(info->error_code, "shutting_down") == 0 || d->draining)
+            respond_error(req, 503, "shutting_down",
+                          "hidetd is shutting down; the job was cancelled", NULL);
+        else
+            respond_error(req, 409, "cancelled", "the job was cancelled before it finished", NULL);
+        return;
+    }
+    const char *code = info->error_code[0] ? info->error_code : "internal";
+    respond_error(req, hd_job_error_status(code), code,
+                  info->error[0] ? info->error : "the tuning job failed", NULL);
+}
+
+static void pending_done(void *udata, const sched_job_info *info)
+{
+    hd_pending *p = udata;
+    proto_request *req = p->req;
+    hd_daemon *d = p->d;
+    proto_request_on_abort(req, NULL, NULL);
+    free(p);
+    job_answer(req, d, info);
+}
+
+static void pending_abort(proto_request *req, void *udata)
+{
+    hd_pending *p = udata;
+    /* The client left: stop waiting, the job goes on (others may wait, and its result is
+     * stored for the next request). The answer is dropped by proto. */
+    sched_waiter_detach(p->d->sched, p->w);
+    free(p);
+    proto_respond(req, HD_STATUS_CLIENT_GONE, NULL, NULL, 0);
+}
+
+static void submit_error(proto_request *req, int r)
+{
+    switch (r) {
+    case -EAGAIN:
+        respond_error(req, 429, "queue_full", "too many tuning jobs are queued; retry later", NULL);
+        break;
+    case -ENODEV:
+        respond_error(req, 503, "no_gpu",
+                      "tune \"measure\" needs a GPU worker for this arch and none is available",
+                      "tune");
+        break;
+    case -ESHUTDOWN:
+        respond_error(req, 503, "shutting_down", "hidetd is shutting down", NULL);
+        break;
+    case -EINVAL:
+        respond_error(req, 422, "invalid_field", "the scheduler refused this request", NULL);
+        break;
+    default:
+        respond_errno(req, r, "submitting the tuning job");
+    }
+}
+
+/* How strongly a stored kernel was chosen: 0 the template default (tune "none"), 1 the cost
+ * model's best, 2 measured on a GPU. A stored kernel answers a request that asks for at most as
+ * much; a stronger request re-tunes (measure only when a GPU can measure). The mode is read from
+ * the artifact's provenance (written by the scheduler). */
+static int stored_rank(const kc_artifact *a)
+{
+    if (a->measured)
+        return 2;
+    int rank = 1;
+    cJSON *p = a->provenance_json ? cJSON_Parse(a->provenance_json) : NULL;
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(p, "mode");
+    if (cJSON_IsString(mode) && strcmp(mode->valuestring, "none") == 0)
+        rank = 0;
+    cJSON_Delete(p);
+    return rank;
+}
+
+/* Whether a stored kernel of rank `rank` answers a request for mode `want`. *ret_warn is set
+ * when it answers only because no GPU can measure. */
+static bool rank_satisfies(int rank, tuner_tune_mode want, bool gpu_usable, bool *ret_warn)
+{
+    *ret_warn = false;
+    if (rank >= (int)want)
+        return true;
+    if (want == TUNER_TUNE_MEASURE && !gpu_usable && rank >= 1) {
+        *ret_warn = true;
+        return true;
+    }
+    return false;
+}
+
+/* Answers from the database (selection -> artifact). Returns true when answered. */
+static bool answer_from_db(proto_request *req, hd_daemon *d, req_ctx *ctx,
+                           const proto_kernel_request *kr, bool gpu_usable)
+{
+    const char *op_key = ctx->key;
+    char akey[KC_KEY_LEN + 1];
+    bool measured = false;
+    int r = kc_selection_get(d->db, op_key, akey, &measured);
+    if (r == -ENOENT)
+        return false;
+    if (r < 0) {
+        respond_errno(req, r, "reading the kernel cache");
+        return true;
+    }
+    if (kr->tune == TUNER_TUNE_MEASURE && !measured && gpu_usable)
+        return false; /* a measured answer can be had: tune it */
+    kc_artifact *a = NULL;
+    r = kc_artifact_get_meta(d->db, akey, &a);
+    if (r == -ENOENT)
+        return false; /* a selection left dangling by a concurrent removal: rebuild */
+    if (r < 0) {
+        respond_errno(req, r, "reading the cached kernel");
+        return true;
+    }
+    int rank = stored_rank(a);
+    bool warn;
+    if (!rank_satisfies(rank, kr->tune, gpu_usable, &warn)) {
+        kc_artifact_free(a);
+        return false;
+    }
+    /* From here on the request is answered here; the access log must say so before the answer
+     * (the completion hook runs inside proto_respond and frees ctx). */
+    ctx->cache = "hit";
+    hd_counter_inc(d->m_hits);
+    char *json = NULL;
+    r = hd_kernel_set_json(a, true, warn ? no_gpu_warning : NULL, &json);
+    kc_artifact_free(a);
+    if (r < 0) {
+        respond_errno(req, r, "building the kernel set");
+        return true;
+    }
+    /* The answer cache holds the general (warning-free) answer only. */
+    if (!warn)
+        hd_hitcache_put(d->hits, op_key, json, strlen(json), rank);
+    respond_owned_json(req, 200, json);
+    return true;
+}
+
+static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
+{
+    proto_kernel_request kr;
+    proto_error perr;
+    int r = proto_kernel_request_parse(req->body, req->body_len, &kr, &perr);
+    if (r < 0) {
+        respond_error(req, perr.status ? perr.status : 500, perr.code[0] ? perr.code : "internal",
+                      perr.message, perr.field);
+        return;
+    }
+    if (d->cfg.default_mode != TUNER_TUNE_MODEL && kr.tune == TUNER_TUNE_MODEL && !body_has_tune(req))
+        kr.tune = d->cfg.default_mode;
+
+    char *op_json = proto_canonical_op_json(&kr.op);
+    if (!op_json) {
+        respond_error(req, 500, "internal", "out of memory", NULL);
+        return;
+    }
+    sched_op_key(op_json, &kr.target, ctx->key);
+
+    hits_revalidate(d);
+    hd_hit hit;
+    if (hd_hitcache_get(d->hits, ctx->key, &hit) && hit.rank >= (int)kr.tune) {
+        ctx->cache = "hit";
+        hd_counter_inc(d->m_hits);
+        free(op_json);
+        proto_respond(req, 200, NULL, hit.body, hit.len);
+        return;
+    }
+    bool gpu_usable = kr.tune == TUNER_TUNE_MEASURE && hd__gpu_usable_for(d, &kr.target);
+    if (answer_from_db(req, d, ctx, &kr, gpu_usable)) {
+        free(op_json); /* ctx may be gone: answered */
+        return;
+    }
+    ctx->cache = "miss";
+    hd_counter_inc(d->m_misses);
+    if (d->draining || !d->sched) {
+        free(op_json);
+        respond_error(req, 503, "shutting_down", "hidetd is shutting down", NULL);
+        return;
+    }
+
+    sched_request sr = {
+        .op = &kr.op,
+        .target = kr.target,
+        .mode = kr.tune,
+        .priority = kr.priority,
+        .budget_s = kr.budget_s,
+        .budget_candidates = kr.budget_candidates,
+        .op_json = op_json,
+    };
+    uint64_t job_id = 0;
+    if (!kr.wait) {
+        sched_waiter *none = NULL;
+        r = sched_submit(d->sched, &sr, NULL, NULL, &job_id, &none);
+        free(op_json);
+        if (r < 0) {
+            submit_error(req, r);
+            return;
+        }
+        sched_job_info info;
+        char *json = NULL;
+        r = sched_job_get(d->sched, job_id, &info);
+        if (r == 0)
+            r = hd_job_json(&info, &json);
+        if (r < 0) {
+            respond_errno(req, r, "reading the new job");
+            return;
+        }
+        char loc[64];
+        snprintf(loc, sizeof(loc), "/v1/jobs/%llu", (unsigned long long)job_id);
+        proto_request_add_header(req, "Location", loc);
+        respond_owned_json(req, 202, json);
+        return;
+    }
+
+    hd_pending *p = calloc(1, sizeof(*p));
+    if (!p) {
+        free(op_json);
+        respond_error(req, 500, "internal", "out of memory", NULL);
+        return;
+    }
+    p->d = d;
+    p->req = req;
+    r = sched_submit(d->sched, &sr, pending_done, p, &p->job_id, &p->w);
+    free(op_json);
+    if (r < 0) {
+        free(p);
+        submit_error(req, r);
+        return;
+    }
+    /* The callback never runs inside sched_submit, so p is still ours here. */
+    proto_request_on_abort(req, pending_abort, p);
+}
+
+/* ---- POST /v1/spaces -------------------------------------------------------------------- */
+
+static void handle_spaces(proto_request *req, hd_daemon *d)
+{
+    proto_kernel_request kr;
+    proto_error perr;
+    int r = proto_kernel_request_parse(req->body, req->body_len, &kr, &perr);
+    if (r < 0) {
+        respond_error(req, perr.status ? perr.status : 500, perr.code[0] ? perr.code : "internal",
+                      perr.message, perr.field);
+        return;
+    }
+    tuner_space *space = NULL;
+    char *err = NULL;
+    size_t *order = NULL;
+    double *pred = NULL;
+    char *json = NULL;
+    r = tuner_space_build(&kr.op, &kr.target, &space, &err);
+    if (r < 0) {
+        if (r == -EINVAL)
+            respond_error(req, 422, "invalid_field", err ? err : "not supported on this arch", "arch");
+        else
+            respond_errno(req, r, "building the schedule space");
+        goto out;
+    }
+    order = malloc((space->n ? space->n : 1) * sizeof(*order));
+    pred = malloc((space->n ? space->n : 1) * sizeof(*pred));
+    if (!order || !pred) {
+        respond_error(req, 500, "internal", "out of memory", NULL);
+        goto out;
+    }
+    tuner_rank(&kr.op, &kr.target, space, order, pred);
+    r = hd_space_json(&kr.op, &kr.target, space, order, pred, &json);
+    if (r < 0) {
+        respond_errno(req, r, "building the answer");
+        goto out;
+    }
+    respond_owned_json(req, 200, json);
+out:
+    free(err);
+    free(order);
+    free(pred);
+    tuner_space_free(space);
+    (void)d;
+}
+
+/* ---- GET /v1/kernels/KEY[/ptx|/cubin] ---------------------------------------------------- */
+
+static void handle_kernel_get(proto_request *req, hd_daemon *d, const hd_route_match *m,
+                              req_ctx *ctx)
+{
+    if (!hd_valid_key(m->arg, m->arg_len)) {
+        respond_error(req, 400, "invalid_field", "a kernel key is 64 lowercase hex digits", "key");
+        return;
+    }
+    memcpy(ctx->key, m->arg, KC_KEY_LEN);
+    ctx->key[KC_KEY_LEN] = '\0';
+    kc_artifact *a = NULL;
+    int r;
+    if (m->id == HD_ROUTE_KERNEL) {
+        r = kc_artifact_get_meta(d->db, ctx->key, &a);
+        if (r < 0) {
+            respond_errno(req, r, "kernel");
+            return;
+        }
+        char *json = NULL;
+        r = hd_kernel_set_json(a, true, NULL, &json);
+        kc_artifact_free(a);
+        if (r < 0) {
+            respond_errno(req, r, "building the kernel set");
+            return;
+        }
+        respond_owned_json(req, 200, json);
+        return;
+    }
+    /* Code is only handed out after both digests were checked (kc_artifact_get fails closed). */
+    r = kc_artifact_get(d->db, ctx->key, &a);
+    if (r < 0) {
+        respond_errno(req, r, "kernel");
+        return;
+    }
+    if (m->id == HD_ROUTE_KERNEL_PTX)
+        proto_respond(req, 200, HD_CONTENT_PTX, a->ptx, a->ptx_len);
+    else
+        proto_respond(req, 200, HD_CONTENT_CUBIN, a->cubin, a->cubin_len);
+    kc_artifact_free(a);
+}
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+static void handle_jobs(proto_request *req, hd_daemon *d)
+{
+    sched_job_info *infos = NULL;
+    size_t n = 0;
+    char *json = NULL;
+    int r = d->sched ? sched_jobs_list(d->sched, &infos, &n) : 0;
+    if (r == 0)
+        r = hd_jobs_json(infos, n, &json);
+    free(infos);
+    if (r < 0) {
+        respond_errno(req, r, "listing jobs");
+        return;
+    }
+    respond_owned_json(req, 200, json);
+}
+
+static void handle_job(proto_request *req, hd_daemon *d, const hd_route_match *m)
+{
+    uint64_t id;
+    if (hd_parse_job_id(m->arg, m->arg_len, &id) < 0) {
+        respond_error(req, 400, "invalid_field", "a job id is a positive decimal number", "id");
+        return;
+    }
+    if (!d->sched) {
+        respond_error(req, 404, "not_found", "no such job", NULL);
+        return;
+    }
+    if (m->id == HD_ROUTE_JOB_DELETE) {
+        /* An ended job cannot be cancelled any more; it is answered as it is (idempotent). */
+        int r = sched_job_cancel(d->sched, id);
+        if (r < 0 && r != -ENOENT) {
+            respond_errno(req, r, "cancelling the job");
+            return;
+        }
+    }
+    sched_job_info info;
+    int r = sched_job_get(d->sched, id, &info);
+    if (r == -ENOENT) {
+        respond_error(req, 404, "not_found", "no such job", NULL);
+        return;
+    }
+    char *json = NULL;
+    if (r == 0)
+        r = hd_job_json(&info, &json);
+    if (r < 0) {
+        respond_errno(req, r, "reading the job");
+        return;
+    }
+    respond_owned_json(req, 200, json);
+}
+
+/* ---- status and metrics ------------------------------------------------------------------ */
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void handle_status(proto_request *req, hd_daemon *d)
+{
+    hd_status_view v = {
+        .version = HIDETD_VERSION,
+        .uptime_s = wall_now() - d->start_wall_s,
+        .cache_path = d->cfg.cache_path,
+    };
+    if (d->pool) {
+        v.n_devices = gw_pool_devices(d->pool, &v.devices);
+        v.gpu_available = gw_pool_usable(d->pool) > 0;
+    }
+    if (d->sched) {
+        sched_stats st;
+        sched_stats_get(d->sched, &st);
+        v.jobs_queued = st.jobs_queued;
+        v.jobs_running = st.jobs_running;
+        v.jobs_done = st.jobs_done;
+        v.jobs_failed = st.jobs_failed;
+    }
+    v.have_cache_stats = kc_stats_get(d->db, &v.cache) == 0;
+    char *json = NULL;
+    int r = hd_status_json(&v, &json);
+    if (r < 0) {
+        respond_errno(req, r, "status");
+        return;
+    }
+    respond_owned_json(req, 200, json);
+}
+
+static void handle_metrics(proto_request *req, hd_daemon *d)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int r = d->metrics ? hd_metrics_render(d->metrics, &text, &len) : -ENOMEM;
+    if (r < 0) {
+        respond_errno(req, r, "rendering metrics");
+        return;
+    }
+    proto_respond(req, 200, HD_METRICS_CONTENT_TYPE, text, len);
+    free(text);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+void hd__handle(proto_request *req, void *udata)
+{
+    hd_daemon *d = udata;
+    req_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        respond_error(req, 500, "internal", "out of memory", NULL);
+        return;
+    }
+    ctx->route = HD_ROUTE_NONE;
+    req->data = ctx;
+
+    if (!hd_auth_allowed(req->is_local, proto_request_header(req, "Authorization"), d->cfg.token)) {
+        proto_request_add_header(req, "WWW-Authenticate", "Bearer realm=\"hidetd\"");
+        respond_error(req, 401, "unauthorized",
+                      "this address needs \"Authorization: Bearer <token>\"", NULL);
+        return;
+    }
+    hd_route_match m;
+    hd_route_find(req->method, req->path, &m);
+    if (m.status == 404) {
+        respond_error(req, 404, "not_found", "no such endpoint", NULL);
+        return;
+    }
+    if (m.status == 405) {
+        proto_request_add_header(req, "Allow", m.allow);
+        char msg[96];
+        snprintf(msg, sizeof(msg), "this endpoint allows %s", m.allow);
+        respond_error(req, 405, "method_not_allowed", msg, NULL);
+        return;
+    }
+    ctx->route = m.id;
+    switch (m.id) {
+    case HD_ROUTE_HEALTHZ:
+        proto_respond_json(req, 200, "{\"status\":\"ok\"}");
+        break;
+    case HD_ROUTE_STATUS:
+        handle_status(req, d);
+        break;
+    case HD_ROUTE_METRICS:
+        handle_metrics(req, d);
+        break;
+    case HD_ROUTE_KERNELS:
+        handle_kernels(req, d, ctx);
+        break;
+    case HD_ROUTE_KERNEL:
+    case HD_ROUTE_KERNEL_PTX:
+    case HD_ROUTE_KERNEL_CUBIN:
+        handle_kernel_get(req, d, &m, ctx);
+        break;
+    case HD_ROUTE_SPACES:
+        handle_spaces(req, d);
+        break;
+    case HD_ROUTE_JOBS:
+        handle_jobs(req, d);
+        break;
+    case HD_ROUTE_JOB_GET:
+    case HD_ROUTE_JOB_DELETE:
+        handle_job(req, d, &m);
+        break;
+    default:
+        respond_error(req, 404, "not_found", "no such endpoint", NULL);
+    }
+}
+
+/* ---- completion: access log and request metrics ----------------------------------------- */
+
+static int status_slot(int status)
+{
+    static const int known[HD_N_STATUS_SLOTS - 1] = { 200, 202, 400, 401, 404, 405, 408, 409,
+                                                     413, 422, 429, 431, 499, 500, 503 };
+    for (int i = 0; i < HD_N_STATUS_SLOTS - 1; i++)
+        if (known[i] == status)
+            return i;
+    return HD_N_STATUS_SLOTS - 1;
+}
+
+void hd__on_complete(const proto_request *req, int status, size_t body_bytes, double duration_s,
+                     void *udata)
+{
+    hd_daemon *d = udata;
+    req_ctx *ctx = req->data;
+    hd_route_id route = ctx ? ctx->route : HD_ROUTE_NONE;
+    int ri = route == HD_ROUTE_NONE ? HD_ROUTE_COUNT : (int)route;
+    int si = status_slot(status);
+    if (d->f_requests) {
+        hd_metric **slot = &d->m_requests[ri][si];
+        if (!*slot) {
+            char st[8];
+            if (si == HD_N_STATUS_SLOTS - 1)
+                snprintf(st, sizeof(st), "other");
+            else
+                snprintf(st, sizeof(st), "%d", status);
+            hd_metric_family_series(d->f_requests, hd_route_label(route), st, slot);
+        }
+        hd_counter_inc(*slot);
+    }
+    if (d->f_latency) {
+        hd_metric **slot = &d->m_latency[ri];
+        if (!*slot)
+            hd_metric_family_series(d->f_latency, hd_route_label(route), NULL, slot);
+        hd_histogram_observe(*slot, duration_s);
+    }
+    if (hd_log_enabled(HD_LOG_INFO)) {
+        const char *q = req->query && req->query[0] ? "?" : "";
+        hd_log_info("%s %s%s%s %d %zuB %.3fms peer=%s%s%s%s%s", req->method[0] ? req->method : "-",
+                    req->path[0] ? req->path : "-", q, q[0] ? req->query : "", status, body_bytes,
+                    duration_s * 1000.0, req->peer ? req->peer : "-",
+                    ctx && ctx->cache ? " cache=" : "", ctx && ctx->cache ? ctx->cache : "",
+                    ctx && ctx->key[0] ? " key=" : "", ctx && ctx->key[0] ? ctx->key : "");
+    }
+    free(ctx);
+}
+
+/* ---- metrics registration and scrape-time gauges ---------------------------------------- */
+
+static void collect(hd_metrics *m, void *udata)
+{
+    hd_daemon *d = udata;
+    (void)m;
+    kc_stats ks;
+    if (d->db && kc_stats_get(d->db, &ks) == 0) {
+        hd_gauge_set(d->m_cache_artifacts, (double)ks.artifacts);
+        hd_gauge_set(d->m_cache_bytes, (double)ks.bytes);
+    }
+    hd_gauge_set(d->m_hitcache_entries, (double)hd_hitcache_count(d->hits));
+    if (d->sched) {
+        sched_stats st;
+        sched_stats_get(d->sched, &st);
+        hd_gauge_set(d->m_jobs_queued, (double)st.jobs_queued);
+        hd_gauge_set(d->m_jobs_running, (double)st.jobs_running);
+        hd_counter_set(d->m_jobs_done, (double)st.jobs_done);
+        hd_counter_set(d->m_jobs_failed, (double)st.jobs_failed);
+        hd_counter_set(d->m_jobs_cancelled, (double)st.jobs_cancelled);
+        hd_counter_set(d->m_cand_measured, (double)st.candidates_measured);
+        hd_counter_set(d->m_cand_failed, (double)st.candidates_failed);
+        hd_counter_set(d->m_cand_compiled, (double)st.candidates_compiled);
+        hd_counter_set(d->m_compile_s, st.compile_seconds_total);
+        hd_counter_set(d->m_tuning_s, st.tuning_seconds_total);
+    }
+    if (d->http) {
+        proto_server_stats ps;
+        proto_server_stats_get(d->http, &ps);
+        hd_gauge_set(d->m_conn_active, (double)ps.connections_active);
+    }
+    hd_gauge_set(d->m_gpus_usable, d->pool ? gw_pool_usable(d->pool) : 0);
+    if (d->pool) {
+        const gw_device_info *devs = NULL;
+        size_t n = gw_pool_devices(d->pool, &devs);
+        for (size_t i = 0; i < n && i < GW_MAX_DEVICES; i++) {
+            char dev[16];
+            snprintf(dev, sizeof(dev), "%d", devs[i].index);
+            hd_metric *r = NULL;
+            if (d->f_restarts && hd_metric_family_series(d->f_restarts, dev, NULL, &r) == 0)
+                hd_counter_set(r, devs[i].restarts);
+            for (int s = GW_DEV_STARTING; s <= GW_DEV_OUT_OF_SERVICE; s++) {
+                hd_metric *g = NULL;
+                if (d->f_gpu_state &&
+                    hd_metric_family_series(d->f_gpu_state, dev,
+                                            gw_device_state_name((gw_device_state)s), &g) == 0)
+                    hd_gauge_set(g, devs[i].state == (gw_device_state)s ? 1 : 0);
+            }
+        }
+    }
+}
+
+void hd__metrics_setup(hd_daemon *d)
+{
+    if (hd_metrics_new(&d->metrics) < 0)
+        return;
+    hd_metrics *m = d->metrics;
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_requests_total",
+                      "HTTP requests answered, by endpoint and status.", "endpoint", "status", NULL,
+                      0, &d->f_requests);
+    hd_metrics_family(m, HD_METRIC_HISTOGRAM, "hidetd_request_duration_seconds",
+                      "Time from a request's first byte to its answer, by endpoint.", "endpoint",
+                      NULL, hd_metrics_latency_buckets, hd_metrics_latency_buckets_n,
+                      &d->f_latency);
+    hd_metrics_counter(m, "hidetd_cache_hits_total",
+                       "Kernel requests answered from the cache.", &d->m_hits);
+    hd_metrics_counter(m, "hidetd_cache_misses_total",
+                       "Kernel requests that needed a tuning job.", &d->m_misses);
+    hd_metrics_gauge(m, "hidetd_cache_artifacts", "Artifacts stored in the kernel cache.",
+                     &d->m_cache_artifacts);
+    hd_metrics_gauge(m, "hidetd_cache_bytes", "Bytes of PTX and cubin stored in the kernel cache.",
+                     &d->m_cache_bytes);
+    hd_metrics_gauge(m, "hidetd_answer_cache_entries",
+                     "Kernel-set answers held in memory for the hit path.", &d->m_hitcache_entries);
+    hd_metrics_gauge(m, "hidetd_jobs_queued", "Tuning jobs waiting to run.", &d->m_jobs_queued);
+    hd_metrics_gauge(m, "hidetd_jobs_running", "Tuning jobs running.", &d->m_jobs_running);
+    hd_metrics_counter(m, "hidetd_jobs_done_total", "Tuning jobs that ended with a kernel.",
+                       &d->m_jobs_done);
+    hd_metrics_counter(m, "hidetd_jobs_failed_total", "Tuning jobs that failed.",
+                       &d->m_jobs_failed);
+    hd_metrics_counter(m, "hidetd_jobs_cancelled_total", "Tuning jobs cancelled.",
+                       &d->m_jobs_cancelled);
+    hd_metrics_counter(m, "hidetd_candidates_measured_total",
+                       "Schedule candidates measured on a GPU worker.", &d->m_cand_measured);
+    hd_metrics_counter(m, "hidetd_candidates_failed_total",
+                       "Schedule candidates that failed (wrong, fault, timeout, compile error).",
+                       &d->m_cand_failed);
+    hd_metrics_counter(m, "hidetd_candidates_compiled_total",
+                       "Schedule candidates compiled with NVRTC.", &d->m_cand_compiled);
+    hd_metrics_counter(m, "hidetd_compile_seconds_total", "Seconds spent in NVRTC compiles.",
+                       &d->m_compile_s);
+    hd_metrics_counter(m, "hidetd_tuning_seconds_total", "Wall-clock seconds of tuning jobs.",
+                       &d->m_tuning_s);
+    hd_metrics_gauge(m, "hidetd_gpus_usable", "GPU workers that can take work now or soon.",
+                     &d->m_gpus_usable);
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_worker_restarts_total",
+                      "Restarts of a GPU's worker process.", "device", NULL, NULL, 0,
+                      &d->f_restarts);
+    hd_metrics_family(m, HD_METRIC_GAUGE, "hidetd_gpu_state",
+                      "1 for the current state of each GPU's worker.", "device", "state", NULL, 0,
+                      &d->f_gpu_state);
+    hd_metrics_gauge(m, "hidetd_http_connections", "Open client connections.", &d->m_conn_active);
+    hd_metrics_counter(m, "hidetd_config_reloads_total", "Configuration reloads applied.",
+                       &d->m_reloads_ok);
+    hd_metrics_counter(m, "hidetd_config_reload_failures_total",
+                       "Configuration reloads rejected (the old configuration was kept).",
+                       &d->m_reloads_failed);
+    hd_metrics_gauge(m, "hidetd_start_time_seconds", "Unix time hidetd started.",
+                     &d->m_start_time);
+    hd_gauge_set(d->m_start_time, d->start_wall_s);
+    hd_metrics_on_collect(m, collect, d);
+}

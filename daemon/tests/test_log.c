@@ -1,0 +1,73 @@
+/* daemon/tests/test_log.c - log line formats (plain with timestamp, journal with <N> priority),
+ * level parsing and filtering, and neutralised control characters. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "daemon/log.h"
+
+static char *read_all(int fd)
+{
+    static char buf[8192];
+    lseek(fd, 0, SEEK_SET);
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    return buf;
+}
+
+int main(void)
+{
+    hd_log_level l = HD_LOG_ERROR;
+    CHECK(hd_log_level_parse("debug", &l) == 0 && l == HD_LOG_DEBUG, "debug");
+    CHECK(hd_log_level_parse("WARNING", &l) == 0 && l == HD_LOG_WARN, "warning");
+    CHECK(hd_log_level_parse("loud", &l) == -EINVAL && l == HD_LOG_WARN, "loud");
+    CHECK_STR(hd_log_level_name(HD_LOG_ERROR), "error");
+
+    char buf[256];
+    hd__log_format(buf, sizeof(buf), HD_LOG_WARN, true, true, "disk full");
+    CHECK_STR(buf, "<4>disk full\n");
+    hd__log_format(buf, sizeof(buf), HD_LOG_DEBUG, true, true, "x");
+    CHECK_STR(buf, "<7>x\n");
+    hd__log_format(buf, sizeof(buf), HD_LOG_ERROR, true, true, "x");
+    CHECK_STR(buf, "<3>x\n");
+    hd__log_format(buf, sizeof(buf), HD_LOG_INFO, false, false, "GET /a\nFAKE line\r\x1b[31m\tend");
+    CHECK_STR(buf, "info  GET /a?FAKE line??[31m end\n");
+    int n = hd__log_format(buf, sizeof(buf), HD_LOG_INFO, false, true, "hello");
+    /* 2026-01-01T00:00:00.000Z info  hello\n */
+    CHECK(n == 37 && buf[4] == '-' && buf[10] == 'T' && buf[23] == 'Z' && !strcmp(buf + 24, " info  hello\n"),
+          "timestamped line '%s'", buf);
+    /* Truncation keeps the newline and the terminator. */
+    char small[8];
+    hd__log_format(small, sizeof(small), HD_LOG_INFO, true, false, "abcdefghijkl");
+    CHECK(strlen(small) == 7 && small[6] == '\n', "truncated '%s'", small);
+
+    char path[] = "/tmp/hidetd-log-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    unlink(path);
+    hd_log_set_fd(fd);
+    hd_log_set_journal(true);
+    hd_log_set_level(HD_LOG_WARN);
+    CHECK(!hd_log_enabled(HD_LOG_INFO) && hd_log_enabled(HD_LOG_ERROR), "enabled");
+    hd_log_info("dropped %d", 1);
+    hd_log_warn("kept %d", 2);
+    hd_log_error("also %s", "kept");
+    CHECK_STR(read_all(fd), "<4>kept 2\n<3>also kept\n");
+    hd_log_set_level((hd_log_level)42); /* ignored */
+    CHECK(hd_log_get_level() == HD_LOG_WARN, "bad level ignored");
+
+    /* Outside systemd (JOURNAL_STREAM unset or naming another stream) the plain format is used. */
+    setenv("JOURNAL_STREAM", "1:2", 1);
+    hd_log_init(HD_LOG_INFO);
+    CHECK(ftruncate(fd, 0) == 0, "ftruncate");
+    lseek(fd, 0, SEEK_SET);
+    hd_log_info("plain");
+    const char *out = read_all(fd);
+    CHECK(out[0] == '2' && strstr(out, " info  plain\n"), "plain line '%s'", out);
+    hd_log_set_fd(-1);
+    close(fd);
+    return check_finish("test_log");
+}
