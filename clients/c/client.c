@@ -1,0 +1,500 @@
+/* clients/c/client.c - libhidet-client's transport (libcurl) and the API calls on top of it.
+ *
+ * One CURL easy handle per client, reset (not recreated) before each request: curl keeps the
+ * connection open between requests, so a process that asks for many kernels connects once.
+ */
+#include "clients/c/client_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+#include <curl/curl.h>
+
+/* An answer larger than this is not something hidetd sends; refuse to buffer it. */
+#define HIDET_MAX_BODY ((size_t)1 << 30)
+
+struct hidet_client {
+    CURL *curl;
+    hidet_address addr;
+    char *auth;     /* "Authorization: Bearer ..." or NULL */
+    long timeout_ms;
+    char curl_err[CURL_ERROR_SIZE];
+};
+
+typedef struct hidet__buf {
+    char *data;
+    size_t len, cap;
+    bool too_big;
+} hidet__buf;
+
+static size_t hidet__write_cb(char *p, size_t size, size_t nmemb, void *user)
+{
+    hidet__buf *b = user;
+    size_t n = size * nmemb;
+
+    if (b->len + n + 1 > HIDET_MAX_BODY) {
+        b->too_big = true;
+        return 0;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return 0;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+int hidet_address_parse(const char *address, hidet_address *ret)
+{
+    hidet_address a;
+
+    if (!address || !*address || !ret)
+        return -EINVAL;
+    for (const char *p = address; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == ' ')
+            return -EINVAL;
+    memset(&a, 0, sizeof(a));
+    if (strncmp(address, "http://", 7) == 0 || strncmp(address, "https://", 8) == 0) {
+        const char *host = address + (address[4] == 's' ? 8 : 7);
+        size_t n = strlen(address);
+        if (*host == '\0' || *host == '/' || *host == ':')
+            return -EINVAL;
+        while (n > 0 && address[n - 1] == '/')
+            n--;
+        if (n >= sizeof(a.base_url))
+            return -EINVAL;
+        a.kind = HIDET_ADDRESS_HTTP;
+        memcpy(a.base_url, address, n);
+        a.base_url[n] = '\0';
+    } else {
+        const char *path = address;
+        if (strncmp(address, "unix:", 5) == 0)
+            path = address + 5;
+        else if (strstr(address, "://"))
+            return -EINVAL; /* some other scheme */
+        /* A socket path must look like a path: absolute, or explicitly relative. */
+        if (path[0] != '/' && strncmp(path, "./", 2) != 0 && strncmp(path, "../", 3) != 0)
+            return -EINVAL;
+        if (strlen(path) >= sizeof(a.socket_path))
+            return -EINVAL;
+        a.kind = HIDET_ADDRESS_UNIX;
+        strcpy(a.socket_path, path);
+        /* The host part is not used for routing over a Unix socket, only sent as Host:. */
+        strcpy(a.base_url, "http://localhost");
+    }
+    *ret = a;
+    return 0;
+}
+
+static pthread_once_t hidet__curl_once = PTHREAD_ONCE_INIT;
+static CURLcode hidet__curl_status = CURLE_FAILED_INIT;
+static void hidet__curl_init(void) { hidet__curl_status = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+int hidet_client_open(const char *address, const char *token, hidet_client **ret,
+                      hidet_error *err)
+{
+    hidet_client *c = NULL;
+    hidet_address a;
+    int r;
+
+    if (!ret)
+        return hidet__fail(err, -EINVAL, 0, "no result pointer");
+    if (hidet_address_parse(address, &a) < 0)
+        return hidet__fail(err, -EINVAL, 0,
+                           "bad address '%s' (want unix:/path, /path.sock or http://host:port)",
+                           address ? address : "");
+    if (token && (strchr(token, '\r') || strchr(token, '\n')))
+        return hidet__fail(err, -EINVAL, 0, "the token contains a line break");
+    pthread_once(&hidet__curl_once, hidet__curl_init);
+    if (hidet__curl_status != CURLE_OK)
+        return hidet__fail(err, -EIO, 0, "libcurl failed to initialise");
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return hidet__fail(err, -ENOMEM, 0, "out of memory");
+    c->addr = a;
+    c->curl = curl_easy_init();
+    if (!c->curl) {
+        r = hidet__fail(err, -ENOMEM, 0, "curl_easy_init failed");
+        goto fail;
+    }
+    if (token && *token && asprintf(&c->auth, "Authorization: Bearer %s", token) < 0) {
+        c->auth = NULL;
+        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+        goto fail;
+    }
+    hidet__ok(err);
+    *ret = c;
+    return 0;
+fail:
+    hidet_client_free(c);
+    return r;
+}
+
+hidet_client *hidet_client_free(hidet_client *c)
+{
+    if (!c)
+        return NULL;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    free(c->auth);
+    free(c);
+    return NULL;
+}
+
+int hidet_client_set_timeout(hidet_client *c, long ms)
+{
+    if (!c || ms < 0)
+        return -EINVAL;
+    c->timeout_ms = ms;
+    return 0;
+}
+
+/* Turns an error answer's body into err; the body may be anything (a proxy's HTML page). */
+static int hidet__error_answer(int status, const hidet__buf *b, hidet_error *err)
+{
+    int r = hidet__status_code(status);
+    cJSON *root = b->data ? cJSON_ParseWithLength(b->data, b->len) : NULL;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+    const cJSON *field = cJSON_GetObjectItemCaseSensitive(e, "field");
+
+    hidet__fail(err, r, status, "HTTP %d%s%s", status, cJSON_IsString(msg) ? ": " : "",
+                cJSON_IsString(msg) ? msg->valuestring : "");
+    if (err && cJSON_IsString(msg))
+        snprintf(err->message, sizeof(err->message), "%s", msg->valuestring);
+    if (err && cJSON_IsString(code))
+        snprintf(err->code, sizeof(err->code), "%s", code->valuestring);
+    if (err && cJSON_IsString(field))
+        snprintf(err->field, sizeof(err->field), "%s", field->valuestring);
+    cJSON_Delete(root);
+    return r;
+}
+
+static int hidet__curl_code(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return -ECONNREFUSED;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_OUT_OF_MEMORY:
+        return -ENOMEM;
+    default:
+        return -ECONNRESET;
+    }
+}
+
+/* One HTTP exchange. On a 2xx answer *ret_status and *ret_body (owned by the caller) are set;
+ * any other outcome is an error with err filled. */
+static int hidet__request(hidet_client *c, const char *method, const char *path, const char *body,
+                          int *ret_status, hidet__buf *ret_body, hidet_error *err)
+{
+    struct curl_slist *hdr = NULL, *h;
+    hidet__buf b = {0};
+    char *url = NULL;
+    long status = 0;
+    CURLcode cc;
+    int r;
+
+    if (!c || !path || path[0] != '/')
+        return hidet__fail(err, -EINVAL, 0, "bad client or path");
+    if (asprintf(&url, "%s%s", c->addr.base_url, path) < 0)
+        return hidet__fail(err, -ENOMEM, 0, "out of memory");
+
+    curl_easy_reset(c->curl);
+    c->curl_err[0] = '\0';
+    curl_easy_setopt(c->curl, CURLOPT_URL, url);
+    curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->curl_err);
+    curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, hidet__write_cb);
+    curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
+    /* Only the scheme the address named: never follow a redirect to somewhere else. */
+    curl_easy_setopt(c->curl, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(c->curl, CURLOPT_USERAGENT, "libhidet-client/0.1");
+    if (c->addr.kind == HIDET_ADDRESS_UNIX)
+        curl_easy_setopt(c->curl, CURLOPT_UNIX_SOCKET_PATH, c->addr.socket_path);
+    if (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0)
+        curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+        h = curl_slist_append(hdr, "Content-Type: application/json");
+        if (!h)
+            goto oom;
+        hdr = h;
+        /* No "Expect: 100-continue" round trip for large bodies. */
+        h = curl_slist_append(hdr, "Expect:");
+        if (!h)
+            goto oom;
+        hdr = h;
+    }
+    if (c->auth) {
+        h = curl_slist_append(hdr, c->auth);
+        if (!h)
+            goto oom;
+        hdr = h;
+    }
+    if (hdr)
+        curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdr);
+
+    cc = curl_easy_perform(c->curl);
+    curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (cc != CURLE_OK) {
+        if (b.too_big)
+            r = hidet__fail(err, -EPROTO, (int)status, "the answer is larger than %zu bytes",
+                            HIDET_MAX_BODY);
+        else
+            r = hidet__fail(err, hidet__curl_code(cc), 0, "%s %s: %s", method,
+                            c->addr.kind == HIDET_ADDRESS_UNIX ? c->addr.socket_path : url,
+                            c->curl_err[0] ? c->curl_err : curl_easy_strerror(cc));
+        goto out;
+    }
+    if (status < 200 || status > 299) {
+        r = hidet__error_answer((int)status, &b, err);
+        goto out;
+    }
+    if (!b.data) {
+        b.data = calloc(1, 1);
+        if (!b.data)
+            goto oom;
+    }
+    hidet__ok(err);
+    if (ret_status)
+        *ret_status = (int)status;
+    *ret_body = b;
+    b.data = NULL;
+    r = 0;
+    goto out;
+oom:
+    r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+out:
+    /* The header list must outlive the transfer; drop the reference before freeing it. */
+    curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(hdr);
+    free(b.data);
+    free(url);
+    return r;
+}
+
+int hidet_get(hidet_client *c, const char *path, char **ret_body, size_t *ret_len,
+              hidet_error *err)
+{
+    hidet__buf b = {0};
+    int r;
+
+    if (!ret_body)
+        return hidet__fail(err, -EINVAL, 0, "no result pointer");
+    r = hidet__request(c, "GET", path, NULL, NULL, &b, err);
+    if (r < 0)
+        return r;
+    *ret_body = b.data;
+    if (ret_len)
+        *ret_len = b.len;
+    return 0;
+}
+
+int hidet_post_json(hidet_client *c, const char *path, const char *json, int *ret_status,
+                    char **ret_body, size_t *ret_len, hidet_error *err)
+{
+    hidet__buf b = {0};
+    int r;
+
+    if (!json || !ret_body)
+        return hidet__fail(err, -EINVAL, 0, "no body or no result pointer");
+    r = hidet__request(c, "POST", path, json, ret_status, &b, err);
+    if (r < 0)
+        return r;
+    *ret_body = b.data;
+    if (ret_len)
+        *ret_len = b.len;
+    return 0;
+}
+
+int hidet_request_kernels(hidet_client *c, const char *request_json, hidet_kernel_set **ret_set,
+                          hidet_job **ret_job, hidet_error *err)
+{
+    hidet__buf b = {0};
+    int status = 0, r;
+
+    if (!request_json || !ret_set)
+        return hidet__fail(err, -EINVAL, 0, "no request or no result pointer");
+    r = hidet__request(c, "POST", "/v1/kernels", request_json, &status, &b, err);
+    if (r < 0)
+        return r;
+    if (status == 202) {
+        if (!ret_job)
+            r = hidet__fail(err, -EAGAIN, status, "the daemon queued a job (the request had "
+                            "\"wait\":false) and no job pointer was given");
+        else
+            r = hidet_job_parse(b.data, b.len, ret_job, err);
+    } else {
+        r = hidet_kernel_set_parse(b.data, b.len, ret_set, err);
+    }
+    if (r < 0 && err)
+        err->http_status = status;
+    free(b.data);
+    return r;
+}
+
+int hidet_kernel_set_get(hidet_client *c, const char *key, hidet_kernel_set **ret,
+                         hidet_error *err)
+{
+    char path[32 + HIDET_KEY_LEN];
+    hidet__buf b = {0};
+    int r;
+
+    if (!hidet__is_key(key) || !ret)
+        return hidet__fail(err, -EINVAL, 0, "not a kernel key: %s", key ? key : "(null)");
+    snprintf(path, sizeof(path), "/v1/kernels/%s", key);
+    r = hidet__request(c, "GET", path, NULL, NULL, &b, err);
+    if (r < 0)
+        return r;
+    r = hidet_kernel_set_parse(b.data, b.len, ret, err);
+    free(b.data);
+    return r;
+}
+
+static int hidet__fetch(hidet_client *c, const char *key, const char *what, char **ret,
+                        size_t *ret_len, hidet_error *err)
+{
+    char path[48 + HIDET_KEY_LEN];
+    hidet__buf b = {0};
+    int r;
+
+    if (!hidet__is_key(key) || !ret)
+        return hidet__fail(err, -EINVAL, 0, "not a kernel key: %s", key ? key : "(null)");
+    snprintf(path, sizeof(path), "/v1/kernels/%s/%s", key, what);
+    r = hidet__request(c, "GET", path, NULL, NULL, &b, err);
+    if (r < 0)
+        return r;
+    *ret = b.data;
+    if (ret_len)
+        *ret_len = b.len;
+    return 0;
+}
+
+int hidet_fetch_ptx(hidet_client *c, const char *key, char **ret, size_t *ret_len,
+                    hidet_error *err)
+{
+    return hidet__fetch(c, key, "ptx", ret, ret_len, err);
+}
+
+int hidet_fetch_cubin(hidet_client *c, const char *key, void **ret, size_t *ret_len,
+                      hidet_error *err)
+{
+    char *p = NULL;
+    int r = hidet__fetch(c, key, "cubin", &p, ret_len, err);
+    if (r == 0)
+        *ret = p;
+    return r;
+}
+
+static bool hidet__is_job_id(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    if (n == 0 || n >= 32)
+        return false;
+    for (; *id; id++)
+        if (!((*id >= '0' && *id <= '9') || (*id >= 'a' && *id <= 'z') ||
+              (*id >= 'A' && *id <= 'Z') || *id == '-' || *id == '_'))
+            return false;
+    return true;
+}
+
+static int hidet__job_call(hidet_client *c, const char *method, const char *id, hidet_job **ret,
+                           hidet_error *err)
+{
+    char path[64];
+    hidet__buf b = {0};
+    hidet_job *j = NULL;
+    int r;
+
+    if (!hidet__is_job_id(id))
+        return hidet__fail(err, -EINVAL, 0, "not a job id: %s", id ? id : "(null)");
+    snprintf(path, sizeof(path), "/v1/jobs/%s", id);
+    r = hidet__request(c, method, path, NULL, NULL, &b, err);
+    if (r < 0)
+        return r;
+    r = hidet_job_parse(b.data, b.len, &j, err);
+    free(b.data);
+    if (r < 0)
+        return r;
+    if (ret)
+        *ret = j;
+    else
+        hidet_job_free(j);
+    return 0;
+}
+
+int hidet_job_get(hidet_client *c, const char *id, hidet_job **ret, hidet_error *err)
+{
+    if (!ret)
+        return hidet__fail(err, -EINVAL, 0, "no result pointer");
+    return hidet__job_call(c, "GET", id, ret, err);
+}
+
+int hidet_job_cancel(hidet_client *c, const char *id, hidet_job **ret, hidet_error *err)
+{
+    return hidet__job_call(c, "DELETE", id, ret, err);
+}
+
+int hidet_jobs_list(hidet_client *c, hidet_job ***ret, size_t *ret_n, hidet_error *err)
+{
+    hidet__buf b = {0};
+    hidet_job **v = NULL;
+    size_t n = 0;
+    cJSON *root = NULL;
+    int r;
+
+    if (!ret || !ret_n)
+        return hidet__fail(err, -EINVAL, 0, "no result pointer");
+    r = hidet__request(c, "GET", "/v1/jobs", NULL, NULL, &b, err);
+    if (r < 0)
+        return r;
+    root = cJSON_ParseWithLength(b.data, b.len);
+    const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
+    if (!cJSON_IsArray(jobs)) {
+        r = hidet__fail(err, -EPROTO, 200, "the job list has no \"jobs\" array");
+        goto out;
+    }
+    size_t total = (size_t)cJSON_GetArraySize(jobs);
+    v = calloc(total ? total : 1, sizeof(*v));
+    if (!v) {
+        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+        goto out;
+    }
+    for (const cJSON *o = jobs->child; o; o = o->next) {
+        r = hidet__job_from_json(o, &v[n], err);
+        if (r < 0)
+            goto out;
+        n++;
+    }
+    hidet__ok(err);
+    *ret = v;
+    *ret_n = n;
+    v = NULL;
+    r = 0;
+out:
+    hidet_jobs_free(v, n);
+    cJSON_Delete(root);
+    free(b.data);
+    return r;
+}

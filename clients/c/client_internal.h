@@ -1,0 +1,22 @@
+/* clients/c/client_internal.h - helpers shared by libhidet-client's source files only. */
+#ifndef HIDET_CLIENTS_C_CLIENT_INTERNAL_H
+#define HIDET_CLIENTS_C_CLIENT_INTERNAL_H
+
+#include "hidet/client.h"
+
+#include <cJSON.h>
+
+/* Fills err (when not NULL) with status and a formatted message; returns r. */
+int hidet__fail(hidet_error *err, int r, int http_status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Clears err (when not NULL). */
+void hidet__ok(hidet_error *err);
+/* Maps an HTTP error status to the negative code documented in client.h. */
+int hidet__status_code(int status);
+/* true when s is exactly HIDET_KEY_LEN lowercase hex characters. */
+bool hidet__is_key(const char *s);
+
+/* Builds a job from its JSON object (the value of "job"). */
+int hidet__job_from_json(const cJSON *o, hidet_job **ret, hidet_error *err);
+
+#endif

@@ -1,0 +1,240 @@
+/* hidet/client.h - libhidet-client: ask a running hidetd for tuned, fused GPU kernels.
+ *
+ * A client talks HTTP/1.1 to hidetd over its Unix socket or TCP (one reused connection per
+ * client, so a series of requests costs one connect). It sends operator requests as JSON (build
+ * them with hidet_request_*() or write them yourself), and gets back a kernel set: the launch
+ * description of one or more kernels that live in one module, whose PTX and cubin it can fetch.
+ *
+ * Conventions:
+ *  - Every int function returns 0 or a negative errno-style code and, when err is not NULL,
+ *    fills *err (cleared on success): -ECONNREFUSED cannot connect, -ETIMEDOUT timed out,
+ *    -ECONNRESET the connection broke, -ENOENT the daemon answered 404, -EACCES 401,
+ *    -EINVAL 400/422 (or a bad argument: then http_status is 0), -E2BIG 413, -EBUSY 429,
+ *    -EAGAIN 503, -EREMOTEIO any other error answer, -EPROTO an answer that is not what the
+ *    API promises, -ENOMEM.
+ *  - Output parameters ret_* are set only on success; what they receive belongs to the caller and
+ *    is released with the matching *_free() (every *_free() accepts NULL and returns NULL) or, for
+ *    plain strings and byte buffers, with free().
+ *  - A client is not safe for concurrent use from several threads; use one per thread.
+ */
+#ifndef HIDET_CLIENT_H
+#define HIDET_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define HIDET_EXPORT __attribute__((visibility("default")))
+#else
+#define HIDET_EXPORT
+#endif
+
+#define HIDET_KEY_LEN 64 /* hex characters of a kernel key; buffers are HIDET_KEY_LEN + 1 */
+#define HIDET_MAX_RANK 8
+
+/* What went wrong, as precisely as the daemon said it. */
+typedef struct hidet_error {
+    int http_status;   /* 0 when no HTTP answer was received */
+    char code[32];     /* API error code ("invalid_field", "not_found", ...) or "" */
+    char message[512]; /* a sentence for people; always set on failure */
+    char field[128];   /* the request field at fault ("inputs[1].shape[0]") or "" */
+} hidet_error;
+
+/* ---- addresses ---------------------------------------------------------------------------- */
+
+typedef enum {
+    HIDET_ADDRESS_UNIX = 0, /* "unix:/run/hidetd.sock", "/run/hidetd.sock", "./hidetd.sock" */
+    HIDET_ADDRESS_HTTP,     /* "http://127.0.0.1:8734", "https://tuner.example:443/prefix" */
+} hidet_address_kind;
+
+typedef struct hidet_address {
+    hidet_address_kind kind;
+    char socket_path[108]; /* UNIX: the socket file */
+    char base_url[512];    /* what request paths are appended to, no trailing '/';
+                            * "http://localhost" for UNIX */
+} hidet_address;
+
+/* Parses an address string; -EINVAL when it is none of the forms above (or too long). */
+HIDET_EXPORT int hidet_address_parse(const char *address, hidet_address *ret);
+
+/* ---- client ------------------------------------------------------------------------------- */
+
+typedef struct hidet_client hidet_client;
+
+/* Creates a client for address; token (may be NULL) is sent as "Authorization: Bearer ...".
+ * Nothing is connected yet: the first request connects. */
+HIDET_EXPORT int hidet_client_open(const char *address, const char *token, hidet_client **ret,
+                                   hidet_error *err);
+HIDET_EXPORT hidet_client *hidet_client_free(hidet_client *c);
+/* Limits each whole request to ms milliseconds (0: no limit, the default, since a request with
+ * "wait":true lasts as long as its tuning). Connecting is always limited to 10 s. */
+HIDET_EXPORT int hidet_client_set_timeout(hidet_client *c, long ms);
+
+/* GET path (e.g. "/v1/status"); *ret_body is the body, NUL-terminated, *ret_len its length
+ * without the NUL. A non-2xx answer is an error. */
+HIDET_EXPORT int hidet_get(hidet_client *c, const char *path, char **ret_body, size_t *ret_len,
+                           hidet_error *err);
+/* POST a JSON body to path; *ret_status receives the 2xx status (200 or 202). */
+HIDET_EXPORT int hidet_post_json(hidet_client *c, const char *path, const char *json,
+                                 int *ret_status, char **ret_body, size_t *ret_len,
+                                 hidet_error *err);
+
+/* ---- kernel sets -------------------------------------------------------------------------- */
+
+typedef enum {
+    HIDET_BUFFER_INPUT = 0, /* the op's input number `input` */
+    HIDET_BUFFER_OUTPUT,
+    HIDET_BUFFER_WORKSPACE,
+    HIDET_BUFFER_OTHER, /* a name this client version does not know; see buffer */
+} hidet_buffer_kind;
+
+typedef struct hidet_param {
+    int index;              /* position in the kernel's parameter list */
+    hidet_buffer_kind kind;
+    int input;              /* HIDET_BUFFER_INPUT: which input; else -1 */
+    char buffer[32];        /* as sent: "input0", "output", "workspace" */
+    char type[16];          /* "pointer", ... */
+} hidet_param;
+
+typedef struct hidet_kernel {
+    char *name;             /* entry point in the module */
+    char arch[16];
+    uint32_t grid[3], block[3];
+    uint32_t shared_bytes;  /* dynamic shared memory to launch with */
+    hidet_param *params;
+    size_t n_params;
+    double latency_us;      /* < 0 when not measured */
+    char *ptx_url, *cubin_url; /* may be NULL */
+} hidet_kernel;
+
+typedef struct hidet_kernel_set {
+    char key[HIDET_KEY_LEN + 1];    /* artifact key: fetch PTX/cubin with it */
+    char op_key[HIDET_KEY_LEN + 1]; /* "" when absent */
+    bool cached;                    /* answered from the cache */
+    bool measured;                  /* chosen by timing on a GPU, not only by the cost model */
+    char *warning;                  /* NULL when none */
+    char op[32];
+    char arch[16];
+    int output_rank;
+    int64_t output_shape[HIDET_MAX_RANK];
+    char output_dtype[8];
+    uint64_t workspace_bytes;
+    hidet_kernel *kernels;          /* launch all of them, in order, on one stream */
+    size_t n_kernels;
+    double latency_us;              /* < 0 when not measured */
+    double predicted_us;            /* < 0 when absent */
+    char *json;                     /* the answer as received */
+} hidet_kernel_set;
+
+/* Parses a kernel-set answer (len bytes of json). -EPROTO (with err) when it does not match. */
+HIDET_EXPORT int hidet_kernel_set_parse(const char *json, size_t len, hidet_kernel_set **ret,
+                                        hidet_error *err);
+HIDET_EXPORT hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s);
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+typedef enum {
+    HIDET_JOB_QUEUED = 0,
+    HIDET_JOB_RUNNING,
+    HIDET_JOB_DONE,
+    HIDET_JOB_FAILED,
+    HIDET_JOB_CANCELLED,
+    HIDET_JOB_UNKNOWN, /* a state this client version does not know; see json */
+} hidet_job_state;
+
+typedef struct hidet_job {
+    char id[32];
+    hidet_job_state state;
+    char op[32], arch[16], tune[16], priority[16];
+    int64_t total, done, failed; /* candidates */
+    double best_us;              /* < 0 when none yet */
+    double elapsed_s;
+    int64_t waiters;
+    char *result;                /* "/v1/kernels/KEY" when done, else NULL */
+    char result_key[HIDET_KEY_LEN + 1]; /* KEY of result, or "" */
+    bool measured;
+    char *warning;               /* NULL when none */
+    char error_code[32];         /* when failed */
+    char *error_message;         /* when failed, else NULL */
+    char *json;                  /* the job object as received */
+} hidet_job;
+
+/* Parses {"job":{...}} or a bare job object. */
+HIDET_EXPORT int hidet_job_parse(const char *json, size_t len, hidet_job **ret, hidet_error *err);
+HIDET_EXPORT hidet_job *hidet_job_free(hidet_job *j);
+/* Static names: "queued", "running", ...; never NULL. */
+HIDET_EXPORT const char *hidet_job_state_name(hidet_job_state s);
+
+/* ---- calls -------------------------------------------------------------------------------- */
+
+/* POST /v1/kernels with a request (JSON text). A 200 answer fills *ret_set; a 202 answer (the
+ * request had "wait":false) fills *ret_job, or fails with -EAGAIN when ret_job is NULL. Exactly
+ * one of the two is set on success. */
+HIDET_EXPORT int hidet_request_kernels(hidet_client *c, const char *request_json,
+                                       hidet_kernel_set **ret_set, hidet_job **ret_job,
+                                       hidet_error *err);
+/* GET /v1/kernels/KEY. */
+HIDET_EXPORT int hidet_kernel_set_get(hidet_client *c, const char *key, hidet_kernel_set **ret,
+                                      hidet_error *err);
+/* The module's PTX (NUL-terminated text) and cubin (bytes) by artifact key. */
+HIDET_EXPORT int hidet_fetch_ptx(hidet_client *c, const char *key, char **ret, size_t *ret_len,
+                                 hidet_error *err);
+HIDET_EXPORT int hidet_fetch_cubin(hidet_client *c, const char *key, void **ret, size_t *ret_len,
+                                   hidet_error *err);
+/* GET /v1/jobs/ID, DELETE /v1/jobs/ID (ret may be NULL), GET /v1/jobs. */
+HIDET_EXPORT int hidet_job_get(hidet_client *c, const char *id, hidet_job **ret, hidet_error *err);
+HIDET_EXPORT int hidet_job_cancel(hidet_client *c, const char *id, hidet_job **ret,
+                                  hidet_error *err);
+HIDET_EXPORT int hidet_jobs_list(hidet_client *c, hidet_job ***ret, size_t *ret_n,
+                                 hidet_error *err);
+/* Frees an array from hidet_jobs_list(); returns NULL. */
+HIDET_EXPORT hidet_job **hidet_jobs_free(hidet_job **v, size_t n);
+
+/* ---- request builder ---------------------------------------------------------------------- */
+
+typedef struct hidet_request hidet_request;
+typedef struct hidet_step hidet_step; /* one prologue/epilogue step, owned by its request */
+
+/* A request for op ("matmul", "conv2d", "softmax", ...). Names are not checked here: the
+ * daemon validates the request and says which field is wrong. */
+HIDET_EXPORT int hidet_request_new(const char *op, hidet_request **ret);
+HIDET_EXPORT hidet_request *hidet_request_free(hidet_request *r);
+/* Appends an input tensor (rank 0..HIDET_MAX_RANK, dtype "f16", "bf16", "f32"). */
+HIDET_EXPORT int hidet_request_add_input(hidet_request *r, const int64_t *shape, int rank,
+                                         const char *dtype);
+/* Sets attrs.name (replacing an earlier value). */
+HIDET_EXPORT int hidet_request_attr_int(hidet_request *r, const char *name, int64_t v);
+HIDET_EXPORT int hidet_request_attr_bool(hidet_request *r, const char *name, bool v);
+HIDET_EXPORT int hidet_request_attr_double(hidet_request *r, const char *name, double v);
+HIDET_EXPORT int hidet_request_attr_string(hidet_request *r, const char *name, const char *v);
+HIDET_EXPORT int hidet_request_attr_int_array(hidet_request *r, const char *name,
+                                              const int64_t *v, size_t n);
+/* Appends {"op":op} to the epilogue, or {"input":input,"op":op} to the prologue; add the step's
+ * other fields with hidet_step_*(). *ret_step (may be NULL) stays valid until r is freed. */
+HIDET_EXPORT int hidet_request_epilogue(hidet_request *r, const char *op, hidet_step **ret_step);
+HIDET_EXPORT int hidet_request_prologue(hidet_request *r, int input, const char *op,
+                                        hidet_step **ret_step);
+HIDET_EXPORT int hidet_step_int(hidet_step *s, const char *name, int64_t v);
+HIDET_EXPORT int hidet_step_double(hidet_step *s, const char *name, double v);
+HIDET_EXPORT int hidet_step_string(hidet_step *s, const char *name, const char *v);
+/* Top-level options; unset ones are left out so the daemon's defaults apply. tune: "none",
+ * "model", "measure"; priority: "blocking", "normal", "background". Budget: seconds <= 0 or
+ * candidates <= 0 leaves that limit out. */
+HIDET_EXPORT int hidet_request_set_arch(hidet_request *r, const char *arch);
+HIDET_EXPORT int hidet_request_set_tune(hidet_request *r, const char *tune);
+HIDET_EXPORT int hidet_request_set_wait(hidet_request *r, bool wait);
+HIDET_EXPORT int hidet_request_set_priority(hidet_request *r, const char *priority);
+HIDET_EXPORT int hidet_request_set_budget(hidet_request *r, double seconds, int64_t candidates);
+/* The request as compact JSON; *ret is released with free(). */
+HIDET_EXPORT int hidet_request_json(const hidet_request *r, char **ret);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,418 @@
+/* clients/c/parse.c - turns the daemon's JSON answers (kernel sets, jobs) into C structs.
+ *
+ * Required fields are checked strictly (a missing key or kernel list is -EPROTO: the client
+ * must not launch something half-described); optional ones default quietly, so a newer daemon
+ * that adds fields still works with this client.
+ */
+#include "clients/c/client_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+int hidet__fail(hidet_error *err, int r, int http_status, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err)
+        return r;
+    memset(err, 0, sizeof(*err));
+    err->http_status = http_status;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void hidet__ok(hidet_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+}
+
+int hidet__status_code(int status)
+{
+    switch (status) {
+    case 400:
+    case 422:
+        return -EINVAL;
+    case 401:
+    case 403:
+        return -EACCES;
+    case 404:
+        return -ENOENT;
+    case 408:
+        return -ETIMEDOUT;
+    case 413:
+        return -E2BIG;
+    case 429:
+        return -EBUSY;
+    case 503:
+        return -EAGAIN;
+    default:
+        return -EREMOTEIO;
+    }
+}
+
+bool hidet__is_key(const char *s)
+{
+    if (!s || strlen(s) != HIDET_KEY_LEN)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return false;
+    return true;
+}
+
+static const char *jstr(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void jcopy(const cJSON *o, const char *name, char *dst, size_t cap)
+{
+    const char *s = jstr(o, name);
+    snprintf(dst, cap, "%s", s ? s : "");
+}
+
+/* NULL when absent; *oom set when the copy failed. */
+static char *jdup(const cJSON *o, const char *name, bool *oom)
+{
+    const char *s = jstr(o, name);
+    char *d;
+    if (!s)
+        return NULL;
+    d = strdup(s);
+    if (!d)
+        *oom = true;
+    return d;
+}
+
+/* A number, or dflt when absent or null. */
+static double jnum(const cJSON *o, const char *name, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) ? v->valuedouble : dflt;
+}
+
+static bool jbool(const cJSON *o, const char *name)
+{
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, name));
+}
+
+/* Reads [x,y,z] of non-negative integers below 2^32. */
+static bool jdim3(const cJSON *o, const char *name, uint32_t out[3])
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3)
+        return false;
+    for (int i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_GetArrayItem(a, i);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble < 4294967296.0) ||
+            v->valuedouble != floor(v->valuedouble))
+            return false;
+        out[i] = (uint32_t)v->valuedouble;
+    }
+    return true;
+}
+
+static void free_kernel(hidet_kernel *k)
+{
+    free(k->name);
+    free(k->params);
+    free(k->ptx_url);
+    free(k->cubin_url);
+}
+
+hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s)
+{
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < s->n_kernels; i++)
+        free_kernel(&s->kernels[i]);
+    free(s->kernels);
+    free(s->warning);
+    free(s->json);
+    free(s);
+    return NULL;
+}
+
+static int parse_param(const cJSON *p, size_t pos, hidet_param *out)
+{
+    const char *buf = jstr(p, "buffer");
+    const cJSON *idx = cJSON_GetObjectItemCaseSensitive(p, "index");
+
+    if (!buf)
+        return -EPROTO;
+    out->index = cJSON_IsNumber(idx) ? (int)idx->valuedouble : (int)pos;
+    snprintf(out->buffer, sizeof(out->buffer), "%s", buf);
+    jcopy(p, "type", out->type, sizeof(out->type));
+    out->input = -1;
+    if (strcmp(buf, "output") == 0) {
+        out->kind = HIDET_BUFFER_OUTPUT;
+    } else if (strcmp(buf, "workspace") == 0) {
+        out->kind = HIDET_BUFFER_WORKSPACE;
+    } else if (strncmp(buf, "input", 5) == 0 && buf[5] >= '0' && buf[5] <= '9') {
+        char *end = NULL;
+        long v = strtol(buf + 5, &end, 10);
+        if (*end != '\0' || v < 0 || v > 1000)
+            return -EPROTO;
+        out->kind = HIDET_BUFFER_INPUT;
+        out->input = (int)v;
+    } else {
+        out->kind = HIDET_BUFFER_OTHER;
+    }
+    return 0;
+}
+
+static int parse_kernel(const cJSON *k, hidet_kernel *out, hidet_error *err, size_t i)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(k, "params");
+    const char *name = jstr(k, "name");
+    bool oom = false;
+
+    if (!cJSON_IsObject(k) || !name || !*name)
+        return hidet__fail(err, -EPROTO, 0, "kernels[%zu]: no name", i);
+    if (!jdim3(k, "grid", out->grid) || !jdim3(k, "block", out->block))
+        return hidet__fail(err, -EPROTO, 0, "kernels[%zu]: grid/block are not [x,y,z]", i);
+    double sh = jnum(k, "shared_bytes", 0);
+    if (sh < 0 || sh >= 4294967296.0)
+        return hidet__fail(err, -EPROTO, 0, "kernels[%zu]: bad shared_bytes", i);
+    out->shared_bytes = (uint32_t)sh;
+    out->name = strdup(name);
+    jcopy(k, "arch", out->arch, sizeof(out->arch));
+    out->latency_us = jnum(k, "latency_us", -1.0);
+    out->ptx_url = jdup(k, "ptx_url", &oom);
+    out->cubin_url = jdup(k, "cubin_url", &oom);
+    if (!out->name || oom)
+        return hidet__fail(err, -ENOMEM, 0, "out of memory");
+    if (params && !cJSON_IsArray(params))
+        return hidet__fail(err, -EPROTO, 0, "kernels[%zu].params is not a list", i);
+    size_t n = params ? (size_t)cJSON_GetArraySize(params) : 0;
+    if (n) {
+        out->params = calloc(n, sizeof(*out->params));
+        if (!out->params)
+            return hidet__fail(err, -ENOMEM, 0, "out of memory");
+        for (size_t j = 0; j < n; j++) {
+            if (parse_param(cJSON_GetArrayItem(params, (int)j), j, &out->params[j]) < 0)
+                return hidet__fail(err, -EPROTO, 0, "kernels[%zu].params[%zu]: bad buffer", i, j);
+            out->n_params = j + 1;
+        }
+    }
+    return 0;
+}
+
+int hidet_kernel_set_parse(const char *json, size_t len, hidet_kernel_set **ret, hidet_error *err)
+{
+    hidet_kernel_set *s = NULL;
+    cJSON *root = NULL;
+    bool oom = false;
+    int r;
+
+    if (!json || !ret)
+        return hidet__fail(err, -EINVAL, 0, "no JSON or no result pointer");
+    root = cJSON_ParseWithLength(json, len);
+    if (!cJSON_IsObject(root)) {
+        r = hidet__fail(err, -EPROTO, 0, "the kernel set is not a JSON object");
+        goto out;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+        goto out;
+    }
+    const char *key = jstr(root, "key");
+    if (!hidet__is_key(key)) {
+        r = hidet__fail(err, -EPROTO, 0, "the kernel set has no valid key");
+        goto out;
+    }
+    memcpy(s->key, key, HIDET_KEY_LEN + 1);
+    if (hidet__is_key(jstr(root, "op_key")))
+        memcpy(s->op_key, jstr(root, "op_key"), HIDET_KEY_LEN + 1);
+    s->cached = jbool(root, "cached");
+    s->measured = jbool(root, "measured");
+    s->warning = jdup(root, "warning", &oom);
+    jcopy(root, "op", s->op, sizeof(s->op));
+    jcopy(root, "arch", s->arch, sizeof(s->arch));
+    double ws = jnum(root, "workspace_bytes", 0);
+    if (ws < 0 || ws > 9007199254740992.0) {
+        r = hidet__fail(err, -EPROTO, 0, "bad workspace_bytes");
+        goto out;
+    }
+    s->workspace_bytes = (uint64_t)ws;
+    s->latency_us = jnum(root, "latency_us", -1.0);
+    s->predicted_us = jnum(root, "predicted_us", -1.0);
+
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "output");
+    if (cJSON_IsObject(o)) {
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
+        jcopy(o, "dtype", s->output_dtype, sizeof(s->output_dtype));
+        if (cJSON_IsArray(shape)) {
+            int n = cJSON_GetArraySize(shape);
+            if (n > HIDET_MAX_RANK) {
+                r = hidet__fail(err, -EPROTO, 0, "output rank %d is too large", n);
+                goto out;
+            }
+            for (int i = 0; i < n; i++) {
+                const cJSON *d = cJSON_GetArrayItem(shape, i);
+                if (!cJSON_IsNumber(d)) {
+                    r = hidet__fail(err, -EPROTO, 0, "output.shape[%d] is not a number", i);
+                    goto out;
+                }
+                s->output_shape[i] = (int64_t)d->valuedouble;
+            }
+            s->output_rank = n;
+        }
+    }
+
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(root, "kernels");
+    if (!cJSON_IsArray(ks) || cJSON_GetArraySize(ks) < 1) {
+        r = hidet__fail(err, -EPROTO, 0, "the kernel set has no kernels");
+        goto out;
+    }
+    size_t n = (size_t)cJSON_GetArraySize(ks);
+    s->kernels = calloc(n, sizeof(*s->kernels));
+    if (!s->kernels) {
+        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->n_kernels = i + 1; /* so free() sees what was partly filled */
+        r = parse_kernel(cJSON_GetArrayItem(ks, (int)i), &s->kernels[i], err, i);
+        if (r < 0)
+            goto out;
+    }
+    s->json = malloc(len + 1);
+    if (!s->json || oom) {
+        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+        goto out;
+    }
+    memcpy(s->json, json, len);
+    s->json[len] = '\0';
+    hidet__ok(err);
+    *ret = s;
+    s = NULL;
+    r = 0;
+out:
+    cJSON_Delete(root);
+    hidet_kernel_set_free(s);
+    return r;
+}
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+const char *hidet_job_state_name(hidet_job_state s)
+{
+    switch (s) {
+    case HIDET_JOB_QUEUED: return "queued";
+    case HIDET_JOB_RUNNING: return "running";
+    case HIDET_JOB_DONE: return "done";
+    case HIDET_JOB_FAILED: return "failed";
+    case HIDET_JOB_CANCELLED: return "cancelled";
+    case HIDET_JOB_UNKNOWN: break;
+    }
+    return "unknown";
+}
+
+hidet_job *hidet_job_free(hidet_job *j)
+{
+    if (!j)
+        return NULL;
+    free(j->result);
+    free(j->warning);
+    free(j->error_message);
+    free(j->json);
+    free(j);
+    return NULL;
+}
+
+hidet_job **hidet_jobs_free(hidet_job **v, size_t n)
+{
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        hidet_job_free(v[i]);
+    free(v);
+    return NULL;
+}
+
+/* Fills a job from its JSON object (not the {"job":...} wrapper). */
+int hidet__job_from_json(const cJSON *o, hidet_job **ret, hidet_error *err)
+{
+    hidet_job *j = NULL;
+    bool oom = false;
+    int r;
+
+    if (!cJSON_IsObject(o))
+        return hidet__fail(err, -EPROTO, 0, "the job is not a JSON object");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+    const char *state = jstr(o, "state");
+    if (!(cJSON_IsString(id) || cJSON_IsNumber(id)) || !state)
+        return hidet__fail(err, -EPROTO, 0, "the job has no id or state");
+    j = calloc(1, sizeof(*j));
+    if (!j)
+        return hidet__fail(err, -ENOMEM, 0, "out of memory");
+    if (cJSON_IsString(id))
+        snprintf(j->id, sizeof(j->id), "%s", id->valuestring);
+    else
+        snprintf(j->id, sizeof(j->id), "%.0f", id->valuedouble);
+    j->state = HIDET_JOB_UNKNOWN;
+    for (int s = HIDET_JOB_QUEUED; s < HIDET_JOB_UNKNOWN; s++)
+        if (strcmp(state, hidet_job_state_name((hidet_job_state)s)) == 0)
+            j->state = (hidet_job_state)s;
+    jcopy(o, "op", j->op, sizeof(j->op));
+    jcopy(o, "arch", j->arch, sizeof(j->arch));
+    jcopy(o, "tune", j->tune, sizeof(j->tune));
+    jcopy(o, "priority", j->priority, sizeof(j->priority));
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "candidates");
+    j->total = (int64_t)jnum(c, "total", 0);
+    j->done = (int64_t)jnum(c, "done", 0);
+    j->failed = (int64_t)jnum(c, "failed", 0);
+    j->best_us = jnum(o, "best_us", -1.0);
+    j->elapsed_s = jnum(o, "elapsed_s", 0);
+    j->waiters = (int64_t)jnum(o, "waiters", 0);
+    j->result = jdup(o, "result", &oom);
+    if (j->result) {
+        const char *slash = strrchr(j->result, '/');
+        if (slash && hidet__is_key(slash + 1))
+            memcpy(j->result_key, slash + 1, HIDET_KEY_LEN + 1);
+    }
+    j->measured = jbool(o, "measured");
+    j->warning = jdup(o, "warning", &oom);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    if (cJSON_IsObject(e)) {
+        jcopy(e, "code", j->error_code, sizeof(j->error_code));
+        j->error_message = jdup(e, "message", &oom);
+    }
+    j->json = cJSON_PrintUnformatted(o);
+    if (oom || !j->json) {
+        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+        hidet_job_free(j);
+        return r;
+    }
+    *ret = j;
+    return 0;
+}
+
+int hidet_job_parse(const char *json, size_t len, hidet_job **ret, hidet_error *err)
+{
+    cJSON *root;
+    int r;
+
+    if (!json || !ret)
+        return hidet__fail(err, -EINVAL, 0, "no JSON or no result pointer");
+    root = cJSON_ParseWithLength(json, len);
+    if (!root)
+        return hidet__fail(err, -EPROTO, 0, "the job answer is not JSON");
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "job");
+    r = hidet__job_from_json(o ? o : root, ret, err);
+    cJSON_Delete(root);
+    if (r == 0)
+        hidet__ok(err);
+    return r;
+}
