@@ -1,6 +1,8 @@
 /* tuner/gemm/registry.c - matmul and conv2d templates (tensor-core and SIMT). */
-#include "tuner/template.h"
+#include "tuner/gemm/gemm.h"
 
 const tuner_template *const tuner__gemm_templates[] = {
+    &tuner__gemm_matmul_mma,
+    &tuner__gemm_conv2d_mma,
     NULL,
 };

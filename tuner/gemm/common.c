@@ -1,0 +1,470 @@
+/* tuner/gemm/common.c - the implicit-GEMM view of matmul/conv2d ops and the emitters every
+ * template (and the reference) shares: operand addressing, fused prologue/epilogue, split-K
+ * reduction, tile rasterisation and launch descriptions.
+ */
+#include "tuner/gemm/gemm.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(char **err, const char *fmt, ...)
+{
+    if (err) {
+        char buf[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        *err = strdup(buf);
+    }
+    return -EINVAL;
+}
+
+static int align_of(const tuner_tensor *t)
+{
+    /* 0 means "not stated": device allocations are at least 256-byte aligned (tuner/op.h). */
+    return t->align > 0 ? t->align : 16;
+}
+
+/* Widest power-of-two vector (<= 16 bytes) along a contiguous dimension of length len. */
+static int vec_for(long long len, int align, int esz)
+{
+    int v = 16 / esz;
+    while (v > 1 && (len % v != 0 || align < v * esz))
+        v /= 2;
+    return v;
+}
+
+#define DIM_LIMIT (1LL << 30)
+
+int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
+{
+    if (!op || !p)
+        return -EINVAL;
+    memset(p, 0, sizeof(*p));
+    p->op = op;
+    if (op->n_anchor_inputs != 2 || op->n_inputs < 2 || op->n_inputs > TUNER_MAX_INPUTS)
+        return fail(err, "%s needs exactly two anchor inputs", tuner_op_name(op->kind));
+    const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1];
+    if (x->dtype != w->dtype)
+        return fail(err, "%s inputs must share a dtype", tuner_op_name(op->kind));
+    p->dt = x->dtype;
+    p->out_dt = op->output.dtype;
+    const int esz = tuner_dtype_size(p->dt);
+
+    if (op->kind == TUNER_OP_MATMUL) {
+        if (x->rank < 2 || x->rank > 3 || w->rank < 2 || w->rank > 3)
+            return fail(err, "matmul operands must have rank 2 or 3");
+        p->trans_a = op->attrs.matmul.trans_a;
+        p->trans_b = op->attrs.matmul.trans_b;
+        p->a_batched = x->rank == 3;
+        p->b_batched = w->rank == 3;
+        const int64_t *as = x->shape + (x->rank - 2), *bs = w->shape + (w->rank - 2);
+        p->M = p->trans_a ? as[1] : as[0];
+        p->K = p->trans_a ? as[0] : as[1];
+        long long kb = p->trans_b ? bs[1] : bs[0];
+        p->N = p->trans_b ? bs[0] : bs[1];
+        if (kb != p->K)
+            return fail(err, "matmul inner dimensions differ (%lld vs %lld)", (long long)p->K, kb);
+        p->batch = 1;
+        if (p->a_batched)
+            p->batch = x->shape[0];
+        if (p->b_batched) {
+            if (p->a_batched && w->shape[0] != x->shape[0])
+                return fail(err, "matmul batch sizes differ");
+            p->batch = w->shape[0];
+        }
+        const bool batched = p->a_batched || p->b_batched;
+        const tuner_tensor *o = &op->output;
+        if (o->rank != (batched ? 3 : 2) || o->shape[o->rank - 2] != p->M || o->shape[o->rank - 1] != p->N ||
+            (batched && o->shape[0] != p->batch))
+            return fail(err, "matmul output shape does not match its inputs");
+        p->kmajor[0] = !p->trans_a;
+        p->kmajor[1] = p->trans_b;
+        p->vec[0] = vec_for(p->kmajor[0] ? p->K : p->M, align_of(x), esz);
+        p->vec[1] = vec_for(p->kmajor[1] ? p->K : p->N, align_of(w), esz);
+        p->out_vec = (p->N % 2 == 0 && align_of(o) >= 2 * tuner_dtype_size(p->out_dt)) ? 2 : 1;
+    } else if (op->kind == TUNER_OP_CONV2D) {
+        if (x->rank != 4 || w->rank != 4)
+            return fail(err, "conv2d input and weight must have rank 4");
+        p->conv = true;
+        p->nchw = op->attrs.conv2d.nchw;
+        int g = op->attrs.conv2d.groups;
+        if (g < 1)
+            return fail(err, "conv2d groups must be >= 1");
+        p->cn = x->shape[0];
+        p->ch = p->nchw ? x->shape[2] : x->shape[1];
+        p->cw = p->nchw ? x->shape[3] : x->shape[2];
+        p->cc = p->nchw ? x->shape[1] : x->shape[3];
+        p->ck = w->shape[0];
+        p->cr = p->nchw ? w->shape[2] : w->shape[1];
+        p->cs = p->nchw ? w->shape[3] : w->shape[2];
+        long long wc = p->nchw ? w->shape[1] : w->shape[3];
+        if (p->cc % g != 0 || p->ck % g != 0 || wc != p->cc / g)
+            return fail(err, "conv2d channels do not match groups");
+        p->cgc = wc;
+        p->cgk = p->ck / g;
+        p->sh = op->attrs.conv2d.stride[0];
+        p->sw = op->attrs.conv2d.stride[1];
+        p->ph = op->attrs.conv2d.pad[0];
+        p->pw = op->attrs.conv2d.pad[1];
+        p->dh = op->attrs.conv2d.dilation[0];
+        p->dw = op->attrs.conv2d.dilation[1];
+        if (p->sh < 1 || p->sw < 1 || p->dh < 1 || p->dw < 1 || p->ph < 0 || p->pw < 0)
+            return fail(err, "conv2d stride/dilation must be >= 1 and padding >= 0");
+        long long ph = p->ch + 2LL * p->ph - (long long)p->dh * (p->cr - 1) - 1;
+        long long pw = p->cw + 2LL * p->pw - (long long)p->dw * (p->cs - 1) - 1;
+        if (ph < 0 || pw < 0)
+            return fail(err, "conv2d window larger than the padded input");
+        p->cp = ph / p->sh + 1;
+        p->cq = pw / p->sw + 1;
+        const tuner_tensor *o = &op->output;
+        long long want[4] = {p->cn, p->cp, p->cq, p->ck};
+        if (p->nchw) {
+            want[1] = p->ck;
+            want[2] = p->cp;
+            want[3] = p->cq;
+        }
+        if (o->rank != 4 || o->shape[0] != want[0] || o->shape[1] != want[1] || o->shape[2] != want[2] ||
+            o->shape[3] != want[3])
+            return fail(err, "conv2d output shape does not match its inputs");
+        p->batch = g;
+        p->M = p->cn * p->cp * p->cq;
+        p->N = p->cgk;
+        p->K = p->cr * p->cs * p->cgc;
+        /* NHWC: channels are contiguous, so an A vector never leaves one (r, s) window position.
+         * NCHW: no dimension of the im2col matrix is contiguous: element loads. Weights are
+         * contiguous along k in both layouts (k enumerates them in memory order). */
+        p->kmajor[0] = true;
+        p->kmajor[1] = true;
+        p->vec[0] = p->nchw ? 1 : vec_for(p->cgc, align_of(x), esz);
+        p->vec[1] = vec_for(p->K, align_of(w), esz);
+        p->out_vec = (!p->nchw && p->cgk % 2 == 0 && align_of(o) >= 2 * tuner_dtype_size(p->out_dt)) ? 2 : 1;
+    } else {
+        return fail(err, "%s is not a GEMM-like op", tuner_op_name(op->kind));
+    }
+    if (p->M < 1 || p->N < 1 || p->K < 1 || p->batch < 1)
+        return fail(err, "empty GEMM dimension");
+    if (p->M >= DIM_LIMIT || p->N >= DIM_LIMIT || p->K >= DIM_LIMIT || p->batch >= 65536)
+        return fail(err, "GEMM dimension too large for 32-bit tile indexing");
+    p->prologue[0] = op->prologue[0].n > 0;
+    p->prologue[1] = op->prologue[1].n > 0;
+    return 0;
+}
+
+static const char gm_helpers[] =
+    "// ---- tuner/gemm helpers ----\n"
+    /* Shared-window addresses are 32-bit; taking them once and adding offsets avoids a cvta per
+     * access in the inner loops. */
+    "HD_INLINE void gm_cp16(hd_u32 dst, const void *src, int bytes) { "
+    "asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(dst), \"l\"(src), \"r\"(bytes) "
+    ": \"memory\"); }\n"
+    "HD_INLINE void gm_ldsm4(hd_u32 *r, hd_u32 a) { "
+    "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
+    "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(a)); }\n"
+    "HD_INLINE void gm_ldsm4t(hd_u32 *r, hd_u32 a) { "
+    "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r[0]), "
+    "\"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(a)); }\n"
+    "HD_INLINE void gm_sts16(hd_u32 a, unsigned short v) { "
+    "asm volatile(\"st.shared.u16 [%0], %1;\" :: \"r\"(a), \"h\"(v) : \"memory\"); }\n"
+    "HD_INLINE void gm_sts32(hd_u32 a, hd_u32 v) { "
+    "asm volatile(\"st.shared.u32 [%0], %1;\" :: \"r\"(a), \"r\"(v) : \"memory\"); }\n"
+    "HD_INLINE void gm_sts64(hd_u32 a, hd_v2 v) { "
+    "asm volatile(\"st.shared.v2.u32 [%0], {%1,%2};\" :: \"r\"(a), \"r\"(v.x), \"r\"(v.y) : \"memory\"); }\n"
+    "HD_INLINE void gm_sts128(hd_u32 a, hd_v4 v) { "
+    "asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\" :: \"r\"(a), \"r\"(v.x), \"r\"(v.y), "
+    "\"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
+    /* 16-bit element bits <-> float for the register-staged (prologue / misaligned) path. */
+    "HD_INLINE float gm_f16_bits(unsigned v) { half_t h; h.x = (unsigned short)v; return hd_f32(h); }\n"
+    "HD_INLINE float gm_bf16_bits(unsigned v) { bf16_t h; h.x = (unsigned short)v; return hd_f32(h); }\n"
+    "HD_INLINE unsigned gm_bits_f16(float v) { return hd_from_f32<half_t>(v).x; }\n"
+    "HD_INLINE unsigned gm_bits_bf16(float v) { return hd_from_f32<bf16_t>(v).x; }\n"
+    "// ---- end of tuner/gemm helpers ----\n";
+
+void tuner__gemm_emit_head(tuner_sb *sb, const tuner_target *t)
+{
+    tuner__prelude(sb, t->sm);
+    /* Coordinates are declared for every element whether or not a fused chain reads them. */
+    tuner_sb_puts(sb, "#pragma nv_diag_suppress 177\n");
+    tuner_sb_puts(sb, gm_helpers);
+}
+
+void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int threads,
+                                bool ws)
+{
+    const tuner_op *op = p->op;
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", threads, name);
+    for (int i = 0; i < op->n_inputs; i++)
+        tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
+    tuner_sb_printf(sb, "%s *__restrict__ out%s)\n{\n", tuner__ctype(p->out_dt),
+                    ws ? ", float *__restrict__ ws" : "");
+}
+
+void tuner__gemm_emit_operand(tuner_sb *sb, const tuner__gemm_problem *p, int which, const char *pfx,
+                              const char *b, const char *mn, const char *k, const char *kend)
+{
+    tuner_sb_printf(sb, "const int %s_mn = (%s); const int %s_k = (%s);\n", pfx, mn, pfx, k);
+    if (!p->conv) {
+        const tuner_tensor *t = &p->op->inputs[which];
+        const bool batched = which == 0 ? p->a_batched : p->b_batched;
+        const bool trans = which == 0 ? p->trans_a : p->trans_b;
+        /* A is [M,K] (trans: [K,M]); B is [K,N] (trans: [N,K]). */
+        const bool mn_is_row = which == 0 ? !trans : trans;
+        const long long lim = which == 0 ? p->M : p->N;
+        int d = 0;
+        if (batched)
+            tuner_sb_printf(sb, "const long long %s_t%d = (%s);\n", pfx, d++, b);
+        tuner_sb_printf(sb, "const long long %s_t%d = %s_%s;\n", pfx, d++, pfx, mn_is_row ? "mn" : "k");
+        tuner_sb_printf(sb, "const long long %s_t%d = %s_%s;\n", pfx, d++, pfx, mn_is_row ? "k" : "mn");
+        tuner_sb_printf(sb, "const bool %s_ok = %s_mn < %lld && %s_k < (%s);\n", pfx, pfx, lim, pfx, kend);
+        long long rows = t->shape[t->rank - 2], cols = t->shape[t->rank - 1];
+        if (batched)
+            tuner_sb_printf(sb, "const long long %s_off = (%s_t0 * %lldLL + %s_t1) * %lldLL + %s_t2;\n", pfx, pfx,
+                            rows, pfx, cols, pfx);
+        else
+            tuner_sb_printf(sb, "const long long %s_off = %s_t0 * %lldLL + %s_t1;\n", pfx, pfx, cols, pfx);
+        return;
+    }
+    /* Convolution. k enumerates (r, s, c) with c fastest for NHWC and (c, r, s) with s fastest
+     * for NCHW: both are the weight's memory order, so B is a plain [K/g][R*S*C/g] matrix. */
+    if (p->nchw)
+        tuner_sb_printf(sb,
+                        "const int %s_c = %s_k / %lld; const int %s_r = (%s_k / %lld) %% %lld; "
+                        "const int %s_s = %s_k %% %lld;\n",
+                        pfx, pfx, p->cr * p->cs, pfx, pfx, p->cs, p->cr, pfx, pfx, p->cs);
+    else
+        tuner_sb_printf(sb,
+                        "const int %s_c = %s_k %% %lld; const int %s_r = (%s_k / %lld) / %lld; "
+                        "const int %s_s = (%s_k / %lld) %% %lld;\n",
+                        pfx, pfx, p->cgc, pfx, pfx, p->cgc, p->cs, pfx, pfx, p->cgc, p->cs);
+    if (which == 1) {
+        tuner_sb_printf(sb, "const long long %s_t0 = (long long)(%s) * %lld + %s_mn;\n", pfx, b, p->cgk, pfx);
+        if (p->nchw)
+            tuner_sb_printf(sb, "const long long %s_t1 = %s_c, %s_t2 = %s_r, %s_t3 = %s_s;\n", pfx, pfx, pfx, pfx,
+                            pfx, pfx);
+        else
+            tuner_sb_printf(sb, "const long long %s_t1 = %s_r, %s_t2 = %s_s, %s_t3 = %s_c;\n", pfx, pfx, pfx, pfx,
+                            pfx, pfx);
+        tuner_sb_printf(sb, "const bool %s_ok = %s_mn < %lld && %s_k < (%s);\n", pfx, pfx, p->N, pfx, kend);
+        tuner_sb_printf(sb, "const long long %s_off = %s_t0 * %lldLL + %s_k;\n", pfx, pfx, p->K, pfx);
+        return;
+    }
+    tuner_sb_printf(sb,
+                    "const int %s_nb = %s_mn / %lld; const int %s_p = (%s_mn / %lld) %% %lld; "
+                    "const int %s_q = %s_mn %% %lld;\n",
+                    pfx, pfx, p->cp * p->cq, pfx, pfx, p->cq, p->cp, pfx, pfx, p->cq);
+    tuner_sb_printf(sb, "const int %s_h = %s_p * %d - %d + %s_r * %d; const int %s_w = %s_q * %d - %d + %s_s * %d;\n",
+                    pfx, pfx, p->sh, p->ph, pfx, p->dh, pfx, pfx, p->sw, p->pw, pfx, p->dw);
+    tuner_sb_printf(sb,
+                    "const bool %s_ok = %s_mn < %lld && %s_k < (%s) && (unsigned)%s_h < %lldu && "
+                    "(unsigned)%s_w < %lldu;\n",
+                    pfx, pfx, p->M, pfx, kend, pfx, p->ch, pfx, p->cw);
+    tuner_sb_printf(sb, "const long long %s_cg = (long long)(%s) * %lld + %s_c;\n", pfx, b, p->cgc, pfx);
+    if (p->nchw) {
+        tuner_sb_printf(sb, "const long long %s_t0 = %s_nb, %s_t1 = %s_cg, %s_t2 = %s_h, %s_t3 = %s_w;\n", pfx, pfx,
+                        pfx, pfx, pfx, pfx, pfx, pfx);
+        tuner_sb_printf(sb, "const long long %s_off = ((%s_t0 * %lld + %s_t1) * %lld + %s_t2) * %lld + %s_t3;\n",
+                        pfx, pfx, p->cc, pfx, p->ch, pfx, p->cw, pfx);
+    } else {
+        tuner_sb_printf(sb, "const long long %s_t0 = %s_nb, %s_t1 = %s_h, %s_t2 = %s_w, %s_t3 = %s_cg;\n", pfx, pfx,
+                        pfx, pfx, pfx, pfx, pfx, pfx);
+        tuner_sb_printf(sb, "const long long %s_off = ((%s_t0 * %lld + %s_t1) * %lld + %s_t2) * %lld + %s_t3;\n",
+                        pfx, pfx, p->ch, pfx, p->cw, pfx, p->cc, pfx);
+    }
+}
+
+/* Operand loads for fused chains: the element of inputs[i] that lines up (numpy broadcast,
+ * right-aligned) with the value at tensor coordinates names[0..rank) of `value`. */
+typedef struct chain_ctx {
+    const tuner_op *op;
+    const tuner_tensor *value;
+    const char *pfx; /* coordinates are <pfx>_t<d> */
+    int extra_last;  /* added to the last coordinate (second element of a pair) */
+} chain_ctx;
+
+static char *chain_load(void *vctx, int input)
+{
+    chain_ctx *c = vctx;
+    const tuner_tensor *o = &c->op->inputs[input];
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner_sb_printf(&sb, "in%d[0", input);
+    long long stride = 1;
+    for (int d = o->rank - 1; d >= 0; d--) {
+        int vd = c->value->rank - (o->rank - d);
+        if (vd >= 0 && o->shape[d] != 1) {
+            if (vd == c->value->rank - 1 && c->extra_last)
+                tuner_sb_printf(&sb, " + (%s_t%d + %d) * %lldLL", c->pfx, vd, c->extra_last, stride);
+            else
+                tuner_sb_printf(&sb, " + %s_t%d * %lldLL", c->pfx, vd, stride);
+        }
+        stride *= o->shape[d];
+    }
+    tuner_sb_puts(&sb, "]");
+    return tuner_sb_take(&sb);
+}
+
+void tuner__gemm_emit_chain_at(tuner_sb *sb, const tuner__gemm_problem *p, const tuner_ew_chain *chain,
+                               const tuner_tensor *value, const char *pfx, const char *var)
+{
+    chain_ctx c = {.op = p->op, .value = value, .pfx = pfx, .extra_last = 0};
+    tuner__emit_chain(sb, p->op, chain, var, chain_load, &c);
+}
+
+void tuner__gemm_emit_prologue(tuner_sb *sb, const tuner__gemm_problem *p, int which, const char *pfx,
+                               const char *var)
+{
+    chain_ctx c = {.op = p->op, .value = &p->op->inputs[which], .pfx = pfx, .extra_last = 0};
+    tuner__emit_chain(sb, p->op, &p->op->prologue[which], var, chain_load, &c);
+}
+
+void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                            const char *n, const char *const *vars, int nv)
+{
+    tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
+    tuner_sb_printf(sb, "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
+    const tuner_tensor *o = &p->op->output;
+    if (!p->conv) {
+        int d = 0;
+        if (o->rank == 3)
+            tuner_sb_printf(sb, "const long long o_t%d = o_b;\n", d++);
+        tuner_sb_printf(sb, "const long long o_t%d = o_m;\nconst long long o_t%d = o_n;\n", d, d + 1);
+        tuner_sb_printf(sb, "const long long o_off = ((long long)o_b * %lld + o_m) * %lldLL + o_n;\n", p->M, p->N);
+    } else {
+        tuner_sb_printf(sb, "const int o_nb = o_m / %lld, o_p = (o_m / %lld) %% %lld, o_q = o_m %% %lld;\n",
+                        p->cp * p->cq, p->cq, p->cp, p->cq);
+        tuner_sb_printf(sb, "const long long o_k = (long long)o_b * %lld + o_n;\n", p->cgk);
+        if (p->nchw) {
+            tuner_sb_puts(sb, "const long long o_t0 = o_nb, o_t1 = o_k, o_t2 = o_p, o_t3 = o_q;\n");
+            tuner_sb_printf(sb, "const long long o_off = ((long long)o_nb * %lld + o_k) * %lldLL + (o_m %% %lld);\n",
+                            p->ck, p->cp * p->cq, p->cp * p->cq);
+        } else {
+            tuner_sb_puts(sb, "const long long o_t0 = o_nb, o_t1 = o_p, o_t2 = o_q, o_t3 = o_k;\n");
+            tuner_sb_printf(sb, "const long long o_off = (long long)o_m * %lldLL + o_k;\n", p->ck);
+        }
+    }
+    for (int j = 0; j < nv; j++) {
+        tuner_sb_printf(sb, "float o_v%d = %s;\n", j, vars[j]);
+        char var[16];
+        snprintf(var, sizeof(var), "o_v%d", j);
+        chain_ctx c = {.op = p->op, .value = o, .pfx = "o", .extra_last = j};
+        tuner__emit_chain(sb, p->op, &p->op->epilogue, var, chain_load, &c);
+    }
+    const char *ct = tuner__ctype(p->out_dt);
+    if (nv == 2) {
+        if (p->out_dt == TUNER_F32)
+            tuner_sb_puts(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
+                              "hd_st8(out + o_off, o_pk); }\n");
+        else
+            tuner_sb_printf(sb, "*reinterpret_cast<hd_u32 *>(out + o_off) = hd_pack_%s(o_v0, o_v1);\n",
+                            p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
+    } else {
+        tuner_sb_printf(sb, "out[o_off] = hd_from_f32<%s>(o_v0);\n", ct);
+    }
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
+void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)
+{
+    tuner__gemm_emit_signature(sb, p, name, 256, true);
+    const long long plane = p->batch * p->M * p->N;
+    tuner_sb_printf(sb, "const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;\n"
+                        "if (idx >= %lldLL) return;\n",
+                    plane);
+    tuner_sb_printf(sb, "const int b = (int)(idx / %lldLL); const int m = (int)((idx / %lld) %% %lld); "
+                        "const int n = (int)(idx %% %lld);\n",
+                    p->M * p->N, p->N, p->M, p->N);
+    /* Slices are summed in a fixed order: the result does not depend on scheduling. */
+    tuner_sb_puts(sb, "float acc = 0.0f;\n");
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int s = 0; s < %d; s++) acc += ws[s * %lldLL + idx];\n", split, plane);
+    const char *v[1] = {"acc"};
+    tuner__gemm_emit_store(sb, p, "b", "m", "n", v, 1);
+    tuner_sb_puts(sb, "}\n");
+}
+
+void tuner__gemm_emit_raster(tuner_sb *sb, long long tiles_m, long long tiles_n, int group)
+{
+    if (group <= 1 || tiles_m <= 1) {
+        tuner_sb_printf(sb, "const int gm_tm = (int)(blockIdx.x / %lldu), gm_tn = (int)(blockIdx.x %% %lldu);\n",
+                        tiles_n, tiles_n);
+        return;
+    }
+    /* Blocks launched close together share A rows (a group of tile rows) and sweep B columns,
+     * so their operands stay in L2. */
+    tuner_sb_printf(sb,
+                    "const int gm_pid = (int)blockIdx.x;\n"
+                    "const int gm_width = %d * %lld;\n"
+                    "const int gm_first = (gm_pid / gm_width) * %d;\n"
+                    "const int gm_gsz = min(%lld - gm_first, %d);\n"
+                    "const int gm_tm = gm_first + (gm_pid %% gm_width) %% gm_gsz;\n"
+                    "const int gm_tn = (gm_pid %% gm_width) / gm_gsz;\n",
+                    group, tiles_n, group, tiles_m, group);
+}
+
+long long tuner__gemm_k_per_split(long long K, int split, int block_k)
+{
+    if (split < 1)
+        split = 1;
+    long long per = (K + split - 1) / split;
+    return (per + block_k - 1) / block_k * block_k;
+}
+
+void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const char *name, unsigned gx,
+                            unsigned gy, unsigned gz, unsigned threads, unsigned smem, bool ws)
+{
+    memset(l, 0, sizeof(*l));
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    l->grid[0] = gx;
+    l->grid[1] = gy;
+    l->grid[2] = gz;
+    l->block[0] = threads;
+    l->block[1] = 1;
+    l->block[2] = 1;
+    l->shared_bytes = smem;
+    int n = 0;
+    for (int i = 0; i < p->op->n_inputs; i++)
+        l->args[n++] = TUNER_BUF_INPUT0 + i;
+    l->args[n++] = TUNER_BUF_OUTPUT;
+    if (ws)
+        l->args[n++] = TUNER_BUF_WORKSPACE;
+    l->n_args = n;
+}
+
+int tuner__gemm_sparam(const tuner_schedule *s, const char *name, int dflt)
+{
+    for (int i = 0; s && i < s->n_params && i < TUNER_MAX_PARAMS; i++)
+        if (s->params[i].name && strcmp(s->params[i].name, name) == 0)
+            return s->params[i].value;
+    return dflt;
+}
+
+void tuner__gemm_param(tuner_schedule *s, const char *name, int value)
+{
+    if (s->n_params >= TUNER_MAX_PARAMS)
+        return;
+    s->params[s->n_params].name = name;
+    s->params[s->n_params].value = value;
+    s->n_params++;
+}
+
+int tuner__gemm_push(tuner_schedule **items, size_t *n, const tuner_schedule *s)
+{
+    tuner_schedule *p = realloc(*items, (*n + 1) * sizeof(**items));
+    if (!p)
+        return -ENOMEM;
+    p[*n] = *s;
+    *items = p;
+    (*n)++;
+    return 0;
+}
+
+void tuner__gemm_kernel_name(char *buf, size_t len, const char *tmpl, const tuner_schedule *s)
+{
+    size_t o = (size_t)snprintf(buf, len, "hd_%s", tmpl);
+    for (int i = 0; i < s->n_params && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "_%d", s->params[i].value);
+}

@@ -1,0 +1,103 @@
+/* tuner/gemm/cost.c - analytical cost model shared by the GEMM-like templates.
+ *
+ * The model only has to rank: clearly bad candidates (idle SMs, a last wave with a handful of
+ * tiles, tiny warp tiles on a big problem, no latency hiding, a huge split-K workspace) must come
+ * out slow, and a good tile for the shape must come out near the top. Terms:
+ *  - compute: per-tile FLOPs at the SM's tensor (or FMA) rate, scaled by an efficiency that
+ *    grows with the warp tile (operand reuse from registers) and with pipelining, and by how
+ *    many warps the SM has to hide latency; tiles run in waves of (blocks per SM x SMs);
+ *  - memory: every block reads its A and B panels once (L2 bandwidth) and the unique operands
+ *    and the output cross DRAM once;
+ *  - split-K: fp32 partials written and read back, plus a second launch;
+ *  - a fixed launch overhead per kernel.
+ */
+#include <math.h>
+
+#include "tuner/gemm/gemm.h"
+
+#define LAUNCH_US 3.0
+
+static double clampd(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c)
+{
+    if (!p || !a || !c || c->block_m < 1 || c->block_n < 1 || c->block_k < 1 || c->threads < 32)
+        return 1e12;
+    const int esz = tuner_dtype_size(p->dt);
+    const int split = c->split_k < 1 ? 1 : c->split_k;
+    const long long tm = (p->M + c->block_m - 1) / c->block_m, tn = (p->N + c->block_n - 1) / c->block_n;
+    const long long kps = tuner__gemm_k_per_split(p->K, split, c->block_k);
+    const long long tiles = tm * tn * p->batch * split;
+
+    /* Occupancy: blocks per SM limited by shared memory (1 KiB reserved per block), registers
+     * and threads. */
+    int by_smem = c->smem_bytes > 0 ? a->max_smem_per_sm / (c->smem_bytes + 1024) : 32;
+    int regs = c->regs_per_thread > 0 ? c->regs_per_thread : 64;
+    int by_regs = a->regs_per_sm / (regs * c->threads);
+    int by_thr = a->max_threads_per_sm / c->threads;
+    int bps = by_smem < by_regs ? by_smem : by_regs;
+    bps = bps < by_thr ? bps : by_thr;
+    if (bps > 32)
+        bps = 32;
+    if (bps < 1)
+        return 1e12;
+    const double conc = (double)bps * a->sm_count;
+    const double waves = ceil((double)tiles / conc);
+    /* The last wave may use few SMs: ceil() models that, but a block still occupies its SM. */
+    const int blocks_here = (int)(tiles < bps ? tiles : bps);
+
+    /* Efficiency of the inner loop. */
+    double eff;
+    double rate_tflops;
+    if (c->tensor_core) {
+        rate_tflops = c->tf32 ? a->tc_f16_tflops * 0.5 : a->tc_f16_tflops;
+        /* Per k16 step a warp issues MI*NI mma and MI + NI/2 ldmatrix: reuse ~ 2*MI*NI/(2MI+NI). */
+        double mi = c->warp_m / 16.0, ni = c->warp_n / 8.0;
+        double reuse = (mi * ni) / (mi + ni / 2.0); /* 64x64: 4*8/8 = 4; 32x32: 2*4/4 = 2 */
+        eff = clampd(0.30 + 0.15 * reuse, 0.30, 0.92);
+    } else {
+        rate_tflops = a->fma_f32_tflops;
+        /* warp_m/warp_n carry the thread tile for SIMT. */
+        double tt = (double)c->warp_m * c->warp_n;
+        eff = clampd(0.25 + 0.01 * tt, 0.25, 0.80);
+    }
+    if (c->async_copy)
+        eff *= c->stages >= 3 ? 1.0 : 0.85;
+    else
+        eff *= 0.75; /* register-staged loads: load latency exposed once per tile */
+    if (c->block_k < 32 && c->tensor_core)
+        eff *= 0.85;
+    /* Latency hiding: fewer than 8 resident warps per SM leaves the tensor pipe idle. */
+    double warps_sm = (double)blocks_here * c->threads / 32.0;
+    eff *= clampd(warps_sm / 8.0, 0.35, 1.0);
+
+    const double rate_sm = rate_tflops * 1e6 / a->sm_count; /* FLOP per us per SM */
+    /* A wave runs `bps` blocks per SM concurrently: its time is bps tiles of work on one SM. */
+    const double tile_flops = 2.0 * c->block_m * c->block_n * (double)(kps < p->K ? kps : p->K);
+    const double t_compute = waves * (tile_flops * blocks_here) / (rate_sm * eff);
+
+    /* Memory. */
+    const double dram_bw = a->dram_gbps * 1e3; /* GB/s = 1e3 bytes per us */
+    const double l2_bw = 2.5 * dram_bw;
+    double panel_bytes = (double)tiles * (c->block_m + c->block_n) * (double)kps * esz;
+    double vec_pen = 1.0;
+    int va = c->vec_a < 1 ? 1 : c->vec_a, vb = c->vec_b < 1 ? 1 : c->vec_b;
+    int vmin = va < vb ? va : vb;
+    if (vmin * esz < 16)
+        vec_pen = sqrt(16.0 / (vmin * esz));
+    double t_l2 = panel_bytes * vec_pen / l2_bw;
+    double uniq = ((double)p->batch * (p->M * p->K + p->K * p->N)) * esz +
+                  (double)p->batch * p->M * p->N * tuner_dtype_size(p->out_dt);
+    double t_dram = uniq / dram_bw;
+    double t_main = t_compute > t_l2 ? t_compute : t_l2;
+    t_main = t_main > t_dram ? t_main : t_dram;
+    double t = t_main + LAUNCH_US;
+    if (split > 1) {
+        double ws = (double)split * p->batch * p->M * p->N * 4.0;
+        t += 2.0 * ws / dram_bw + LAUNCH_US;
+    }
+    return t;
+}

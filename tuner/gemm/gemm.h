@@ -1,0 +1,131 @@
+/* tuner/gemm/gemm.h - shared pieces of the matmul and conv2d templates (internal to tuner/gemm/).
+ *
+ * Every template here sees its op as one implicit GEMM: C[b][m][n] = sum_k A[b][m][k] * B[b][k][n],
+ * where b is the matmul batch or the conv2d group, and A/B element addresses come from the op's
+ * real tensors (row-major or transposed matmul operands, im2col addressing for convolutions).
+ * tuner__gemm_problem holds that view; the emitters below write the address/predicate code, the
+ * fused prologue on A/B loads and the fused epilogue on stores, so that every template (and the
+ * reference) applies exactly the same function to the same elements.
+ */
+#ifndef HIDET_TUNER_GEMM_GEMM_H
+#define HIDET_TUNER_GEMM_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tuner/codegen.h"
+#include "tuner/template.h"
+
+typedef struct tuner__gemm_problem {
+    const tuner_op *op;
+    bool conv;
+    tuner_dtype dt;     /* dtype of both anchor inputs */
+    tuner_dtype out_dt; /* op->output.dtype */
+    long long batch;    /* matmul batch (1 when unbatched) or conv groups */
+    long long M, N, K;  /* per batch entry / per group */
+    /* matmul */
+    bool trans_a, trans_b;
+    bool a_batched, b_batched; /* rank-3 operands; a rank-2 operand is broadcast */
+    /* conv2d (NHWC names; NCHW only changes addressing) */
+    long long cn, ch, cw, cc, ck, cr, cs, cp, cq, cgc, cgk; /* cgc = C/groups, cgk = K/groups */
+    int sh, sw, ph, pw, dh, dw;
+    bool nchw;
+    /* Per operand (0 = A, 1 = B): K is the contiguous dimension in global memory (else M or N
+     * is, or neither for NCHW im2col), widest vector access in elements along that dimension
+     * allowed by its length and the base alignment (1, 2, 4 or 8; at most 16 bytes), and
+     * whether a fused prologue applies. */
+    bool kmajor[2];
+    int vec[2];
+    bool prologue[2];
+    /* Output elements along n that may be stored together (1 or 2). */
+    int out_vec;
+} tuner__gemm_problem;
+
+/* Fills p from a validated matmul or conv2d op. Returns 0, or -EINVAL with a message in *err
+ * (malloc'd) when the op is not something these templates handle. */
+int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err);
+
+/* Emits the prelude plus the gm_ helpers the templates use (shared-address based ldmatrix and
+ * cp.async, bit conversions). */
+void tuner__gemm_emit_head(tuner_sb *sb, const tuner_target *t);
+
+/* Emits `extern "C" __global__ void __launch_bounds__(threads) name(in0.., out[, ws]) {` with
+ * typed pointers in0..in{n-1}, out and, when ws, the fp32 workspace. */
+void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,
+                                int threads, bool ws);
+
+/* Emits declarations, in the current scope, for the element (b, mn, k) of operand `which`
+ * (0 = A with mn = m, 1 = B with mn = n): `bool <pfx>_ok` (inside the tensor and k < kend; for
+ * convolutions also inside the unpadded image), `long long <pfx>_off` (element offset into
+ * in<input>, meaningful only when ok) and `long long <pfx>_t<i>` (its tensor coordinates, used
+ * by prologue operands). b, mn, k and kend are C expressions. */
+void tuner__gemm_emit_operand(tuner_sb *sb, const tuner__gemm_problem *p, int which, const char *pfx,
+                              const char *b, const char *mn, const char *k, const char *kend);
+
+/* Emits statements applying `chain` to float `var`, the element of tensor `value` at coordinates
+ * <pfx>_t0..<pfx>_t<rank-1> (declared by the caller); binary operands are read from in<i> with
+ * numpy broadcasting against `value`. */
+void tuner__gemm_emit_chain_at(tuner_sb *sb, const tuner__gemm_problem *p, const tuner_ew_chain *chain,
+                               const tuner_tensor *value, const char *pfx, const char *var);
+
+/* Emits statements applying operand `which`'s prologue chain to float variable `var`, whose
+ * tensor coordinates were declared by tuner__gemm_emit_operand() with `pfx`. */
+void tuner__gemm_emit_prologue(tuner_sb *sb, const tuner__gemm_problem *p, int which, const char *pfx,
+                               const char *var);
+
+/* Emits a block that, for GEMM coordinates (b, m, n) (C expressions), applies the epilogue to
+ * the `nv` (1 or 2) float variables vars[] (elements n and n+1), converts to the output dtype and
+ * stores them, skipping out-of-range elements. nv == 2 requires p->out_vec == 2 and n even. */
+void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                            const char *n, const char *const *vars, int nv);
+
+/* Emits `<name>`: the split-K reduction kernel (256 threads, one output element each) that sums
+ * `split` fp32 partial planes of the workspace and applies the epilogue. */
+void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,
+                                    int split);
+
+/* Emits `const int gm_tm, gm_tn` from blockIdx.x with grouped (L2-friendly) tile order: `group`
+ * consecutive tile rows are walked column by column. group <= 1 is plain row-major order. */
+void tuner__gemm_emit_raster(tuner_sb *sb, long long tiles_m, long long tiles_n, int group);
+
+/* K elements per split-K slice: a multiple of block_k covering K in `split` slices. */
+long long tuner__gemm_k_per_split(long long K, int split, int block_k);
+
+/* Fills the launch arguments (inputs, output and, when ws, the workspace; the order of
+ * tuner__gemm_emit_signature()) and the kernel name of one launch. */
+void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const char *name,
+                            unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned smem,
+                            bool ws);
+
+/* Value of a schedule parameter or dflt (same meaning as tuner_schedule_param(); kept here so
+ * the templates only depend on the codegen, arch and mapping parts of the tuner). */
+int tuner__gemm_sparam(const tuner_schedule *s, const char *name, int dflt);
+/* Adds a schedule parameter (name must be a static string). */
+void tuner__gemm_param(tuner_schedule *s, const char *name, int value);
+/* Appends a schedule to a realloc'd array. Returns 0 or -ENOMEM. */
+int tuner__gemm_push(tuner_schedule **items, size_t *n, const tuner_schedule *s);
+
+/* Writes a kernel base name such as "hd_matmul_mma_128x256x32_w64x64_s3_k1_g8" into buf. */
+void tuner__gemm_kernel_name(char *buf, size_t len, const char *tmpl, const tuner_schedule *s);
+
+/* Cost-model helpers shared by the templates (tuner/gemm/cost.c). */
+typedef struct tuner__gemm_cost_in {
+    int block_m, block_n, block_k, threads;
+    int warp_m, warp_n;  /* 0 for SIMT: thread tile used instead */
+    int split_k, stages, smem_bytes, regs_per_thread;
+    bool tensor_core;    /* else SIMT FMA */
+    bool tf32;
+    bool async_copy;     /* cp.async pipeline (else register-staged loads) */
+    int vec_a, vec_b;    /* elements per global access */
+} tuner__gemm_cost_in;
+double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c);
+
+/* Templates (tuner/gemm/mma.c, simt.c). */
+extern const tuner_template tuner__gemm_matmul_mma;
+extern const tuner_template tuner__gemm_conv2d_mma;
+extern const tuner_template tuner__gemm_matmul_simt;
+extern const tuner_template tuner__gemm_conv2d_simt;
+extern const tuner_template tuner__gemm_matmul_tf32;
+extern const tuner_template tuner__gemm_conv2d_tf32;
+
+#endif

@@ -1,0 +1,646 @@
+/* tuner/gemm/mma.c - matmul_mma and conv2d_mma: fp16/bf16 GEMM (and implicit-GEMM convolution) on
+ * tensor cores with mma.sync.m16n8k16, fp32 accumulation.
+ *
+ * Structure of one thread block (task mappings in Hidet's sense):
+ *  - tiles: the block owns a block_m x block_n output tile (grouped raster order over blockIdx.x),
+ *    blockIdx.z = batch entry (or conv group) x split-K slice;
+ *  - loads: repeat(iters) * spatial(threads) over the 16-byte chunks of the A and B tiles, so
+ *    consecutive threads copy consecutive chunks (coalesced). Aligned operands without a prologue
+ *    are copied with cp.async (16 B, .cg, zero-fill at edges) into a `stages`-deep ring; otherwise
+ *    the copy goes global -> registers (prologue applied) -> shared, double-buffered;
+ *  - shared tiles keep the global contiguous dimension contiguous and XOR-swizzle 16-byte chunks
+ *    by row, so both the chunk writes and the ldmatrix reads are free of bank conflicts;
+ *  - warps: spatial(warps_m, warps_n), each warp a warp_m x warp_n tile of m16n8k16 mma tiles,
+ *    fragments loaded by ldmatrix.x4 (.trans for an operand stored M/N-contiguous) and double
+ *    buffered across the k16 steps of a tile;
+ *  - epilogue: accumulators -> fused epilogue chain -> convert -> store (paired when the output
+ *    row allows), or, with split-K, raw fp32 partials to a workspace that a second kernel sums
+ *    in a fixed order before applying the epilogue.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/gemm/gemm.h"
+#include "tuner/mapping.h"
+
+typedef struct mma_cfg {
+    int bm, bn, bk, wm, wn, stages, split, group;
+    int warps_m, warps_n, threads;
+    bool async;
+    int smem;
+    int regs; /* estimate per thread */
+} mma_cfg;
+
+static bool mma_supported(const tuner__gemm_problem *p)
+{
+    return p->dt == TUNER_F16 || p->dt == TUNER_BF16;
+}
+
+/* Path: cp.async needs 16-byte chunks on both operands and no transformation on the way in. */
+static bool mma_async(const tuner__gemm_problem *p)
+{
+    return p->vec[0] == 8 && p->vec[1] == 8 && !p->prologue[0] && !p->prologue[1];
+}
+
+static int ceil_div(long long a, long long b)
+{
+    return (int)((a + b - 1) / b);
+}
+
+/* Loader geometry of one operand: the shared tile is rows x cols elements, cols contiguous. */
+static void tile_geom(const tuner__gemm_problem *p, const mma_cfg *c, int which, int *rows, int *cols)
+{
+    int mn = which == 0 ? c->bm : c->bn;
+    if (p->kmajor[which]) {
+        *rows = mn;
+        *cols = c->bk;
+    } else {
+        *rows = c->bk;
+        *cols = mn;
+    }
+}
+
+static int load_vec(const tuner__gemm_problem *p, const mma_cfg *c, int which)
+{
+    return c->async ? 8 : p->vec[which];
+}
+
+static int load_iters(const tuner__gemm_problem *p, const mma_cfg *c, int which)
+{
+    int rows, cols;
+    tile_geom(p, c, which, &rows, &cols);
+    return ceil_div((long long)rows * cols / load_vec(p, c, which), c->threads);
+}
+
+static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->bm = tuner__gemm_sparam(s, "block_m", 0);
+    c->bn = tuner__gemm_sparam(s, "block_n", 0);
+    c->bk = tuner__gemm_sparam(s, "block_k", 0);
+    c->wm = tuner__gemm_sparam(s, "warp_m", 0);
+    c->wn = tuner__gemm_sparam(s, "warp_n", 0);
+    c->stages = tuner__gemm_sparam(s, "stages", 0);
+    c->split = tuner__gemm_sparam(s, "split_k", 1);
+    c->group = tuner__gemm_sparam(s, "swizzle", 1);
+    if (c->bm < 16 || c->bn < 16 || c->wm < 16 || c->wn < 16 || c->bk < 16 || c->stages < 2 || c->split < 1 ||
+        c->group < 1)
+        return -EINVAL;
+    if (c->wm % 16 || c->wn % 16 || c->bk % 16 || c->bm % c->wm || c->bn % c->wn)
+        return -EINVAL;
+    c->warps_m = c->bm / c->wm;
+    c->warps_n = c->bn / c->wn;
+    c->threads = 32 * c->warps_m * c->warps_n;
+    c->async = mma_async(p);
+    int stage_bytes = (c->bm + c->bn) * c->bk * 2;
+    c->smem = (c->async ? c->stages : 2) * stage_bytes;
+    int mi = c->wm / 16, ni = c->wn / 8;
+    c->regs = mi * ni * 4 + 2 * (mi * 4 + ni * 2) + 40;
+    if (!c->async) /* staged units: one register per 4 bytes, at least one each */
+        for (int w = 0; w < 2; w++)
+            c->regs += load_iters(p, c, w) * (load_vec(p, c, w) > 2 ? load_vec(p, c, w) / 2 : 1);
+    return 0;
+}
+
+static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const mma_cfg *c)
+{
+    if (c->threads < 64 || c->threads > 512 || c->threads > a->max_threads_per_block)
+        return false;
+    if (c->smem > a->max_smem_per_block)
+        return false;
+    if (c->regs > a->max_regs_per_thread || (long)c->regs * c->threads > a->regs_per_sm)
+        return false;
+    if (!c->async && c->stages != 2)
+        return false; /* register-staged loads are double-buffered: only stages=2 exists */
+    if (p->batch * c->split > 65535)
+        return false;
+    long long tiles = (long long)ceil_div(p->M, c->bm) * ceil_div(p->N, c->bn);
+    if (tiles > 0x7fffffffLL)
+        return false;
+    /* Chunks per shared row must divide the block so every thread keeps one chunk column. */
+    for (int w = 0; w < 2; w++) {
+        int rows, cols;
+        tile_geom(p, c, w, &rows, &cols);
+        int units = cols / load_vec(p, c, w);
+        if (units > c->threads || c->threads % units)
+            return false;
+        (void)rows;
+    }
+    return true;
+}
+
+/* Swizzle of a shared tile with `cols` 16-bit elements per row: chunk ^ ((row >> sh) & mask). */
+static void swz_params(int cols, int *rowb, int *sh, int *mask)
+{
+    int chunks = cols / 8;
+    *rowb = cols * 2;
+    if (chunks >= 8) {
+        *sh = 0;
+        *mask = 7;
+    } else if (chunks == 4) {
+        *sh = 1;
+        *mask = 3;
+    } else if (chunks == 2) {
+        *sh = 2;
+        *mask = 1;
+    } else {
+        *sh = 0;
+        *mask = 0;
+    }
+}
+
+static const char *vec_type(int bytes)
+{
+    switch (bytes) {
+    case 2:
+        return "gm_u16";
+    case 4:
+        return "hd_u32";
+    case 8:
+        return "hd_v2";
+    default:
+        return "hd_v4";
+    }
+}
+
+/* C expression of 16-bit element e of a register of `bytes` bytes named v, and the statement
+ * that replaces it with `bits`. */
+static void elem_expr(char *buf, size_t len, const char *v, int bytes, int e)
+{
+    static const char *const w[] = {"x", "y", "z", "w"};
+    if (bytes == 2)
+        snprintf(buf, len, "(unsigned)%s", v);
+    else if (bytes == 4)
+        snprintf(buf, len, "(%s %s)", v, e ? ">> 16" : "& 0xffffu");
+    else
+        snprintf(buf, len, "(%s.%s %s)", v, w[e / 2], e % 2 ? ">> 16" : "& 0xffffu");
+}
+
+static void elem_set(tuner_sb *sb, const char *v, int bytes, int e, const char *bits)
+{
+    static const char *const w[] = {"x", "y", "z", "w"};
+    if (bytes == 2) {
+        tuner_sb_printf(sb, "%s = (gm_u16)(%s);\n", v, bits);
+        return;
+    }
+    char word[32];
+    if (bytes == 4)
+        snprintf(word, sizeof(word), "%s", v);
+    else
+        snprintf(word, sizeof(word), "%s.%s", v, w[e / 2]);
+    if (e % 2)
+        tuner_sb_printf(sb, "%s = (%s & 0xffffu) | ((hd_u32)(%s) << 16);\n", word, word, bits);
+    else
+        tuner_sb_printf(sb, "%s = (%s & 0xffff0000u) | (hd_u32)(%s);\n", word, word, bits);
+}
+
+/* Coordinates (mn, k) of element `e` of load unit (gm_row, gm_u) of operand `which`. */
+static void unit_coords(const tuner__gemm_problem *p, int which, int v, int e, char *mn, size_t mnl, char *k,
+                        size_t kl)
+{
+    const char *mn0 = which == 0 ? "gm_m0" : "gm_n0";
+    if (p->kmajor[which]) {
+        snprintf(mn, mnl, "%s + gm_row", mn0);
+        snprintf(k, kl, "gm_kb + gm_u * %d + %d", v, e);
+    } else {
+        snprintf(mn, mnl, "%s + gm_u * %d + %d", mn0, v, e);
+        snprintf(k, kl, "gm_kb + gm_row");
+    }
+}
+
+static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, bool regs_load,
+                        bool regs_store)
+{
+    int rows, cols, rowb, sh, mask;
+    tile_geom(p, c, which, &rows, &cols);
+    swz_params(cols, &rowb, &sh, &mask);
+    const int v = load_vec(p, c, which);
+    const int upr = cols / v, total = rows * upr, iters = load_iters(p, c, which);
+    const char *X = which == 0 ? "a" : "b";
+    const int tile_off = which == 0 ? 0 : c->bm * c->bk * 2;
+    char mn[64], k[64], tmp[16];
+    snprintf(tmp, sizeof(tmp), "gl%s%d", X, regs_store ? 1 : 0);
+    tuner_mapping m = tuner_map_compose(tuner_map_repeat(1, iters, 1, 1), tuner_map_spatial(1, c->threads, 1, 1));
+    const char *names[TUNER_MAP_MAX_RANK] = {"gm_q", NULL, NULL};
+    tuner_sb_puts(sb, "{\nint gm_it = 0;\n");
+    tuner_map_emit_begin(sb, &m, "threadIdx.x", tmp, names);
+    tuner_sb_printf(sb, "if (gm_q < %d) {\nconst int gm_row = gm_q / %d, gm_u = gm_q %% %d;\n", total, upr, upr);
+    /* Byte offset of the unit in the swizzled tile: 16-byte chunk (gm_u * v) / 8 of the row. */
+    char dst[256];
+    snprintf(dst, sizeof(dst),
+             "gm_st + %d + gm_row * %d + ((((gm_u * %d) >> 3) ^ ((gm_row >> %d) & %d)) << 4) + ((gm_u * %d) & 7) * 2",
+             tile_off, rowb, v, sh, mask, v);
+    if (!regs_load && !regs_store) {
+        unit_coords(p, which, v, 0, mn, sizeof(mn), k, sizeof(k));
+        tuner__gemm_emit_operand(sb, p, which, "g", "gm_zb", mn, k, "gm_kend");
+        tuner_sb_printf(sb, "gm_cp16(%s, in%d + (g_ok ? g_off : 0), g_ok ? 16 : 0);\n", dst, which);
+    } else if (regs_load) {
+        unit_coords(p, which, v, 0, mn, sizeof(mn), k, sizeof(k));
+        tuner__gemm_emit_operand(sb, p, which, "g", "gm_zb", mn, k, "gm_kend");
+        tuner_sb_printf(sb, "gm_r%s[gm_it] = g_ok ? *reinterpret_cast<const %s *>(in%d + g_off) : %s{};\n", X,
+                        vec_type(v * 2), which, vec_type(v * 2));
+    } else {
+        tuner_sb_printf(sb, "%s gm_v = gm_r%s[gm_it];\n", vec_type(v * 2), X);
+        if (p->prologue[which]) {
+            for (int e = 0; e < v; e++) {
+                char ex[64];
+                tuner_sb_puts(sb, "{\n");
+                unit_coords(p, which, v, e, mn, sizeof(mn), k, sizeof(k));
+                tuner__gemm_emit_operand(sb, p, which, "g", "gm_zb", mn, k, "gm_kend");
+                elem_expr(ex, sizeof(ex), "gm_v", v * 2, e);
+                tuner_sb_printf(sb, "if (g_ok) {\nfloat gm_f = gm_%s_bits(%s);\n", p->dt == TUNER_F16 ? "f16" : "bf16",
+                                ex);
+                tuner__gemm_emit_prologue(sb, p, which, "g", "gm_f");
+                char bits[48];
+                snprintf(bits, sizeof(bits), "gm_bits_%s(gm_f)", p->dt == TUNER_F16 ? "f16" : "bf16");
+                elem_set(sb, "gm_v", v * 2, e, bits);
+                tuner_sb_puts(sb, "}\n}\n");
+            }
+        }
+        static const char *const st[] = {"", "", "gm_sts16", "", "gm_sts32", "", "", "", "gm_sts64"};
+        tuner_sb_printf(sb, "%s(%s, gm_v);\n", v * 2 == 16 ? "gm_sts128" : st[v * 2], dst);
+    }
+    tuner_sb_puts(sb, "}\ngm_it++;\n");
+    tuner_map_emit_end(sb, &m);
+    tuner_sb_puts(sb, "}\n");
+}
+
+/* ldmatrix addressing of one operand's fragments: per-lane row/chunk parts and swizzle. */
+static void emit_frag_setup(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which)
+{
+    int rows, cols, rowb, sh, mask;
+    tile_geom(p, c, which, &rows, &cols);
+    swz_params(cols, &rowb, &sh, &mask);
+    const char *X = which == 0 ? "a" : "b";
+    const char *r_lane, *c_lane;
+    if (which == 0) {
+        /* A (m16 x k16): matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15). */
+        r_lane = p->kmajor[0] ? "(lane & 15)" : "(((lane >> 4) << 3) + (lane & 7))";
+        c_lane = p->kmajor[0] ? "(lane >> 4)" : "((lane >> 3) & 1)";
+    } else {
+        /* B (k16 x n16 = two n8 blocks): (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15). */
+        r_lane = p->kmajor[1] ? "(((lane >> 4) << 3) + (lane & 7))" : "((((lane >> 3) & 1) << 3) + (lane & 7))";
+        c_lane = p->kmajor[1] ? "((lane >> 3) & 1)" : "(lane >> 4)";
+    }
+    tuner_sb_printf(sb, "const int f%s_r = %s, f%s_c = %s, f%s_x = (f%s_r >> %d) & %d;\n", X, r_lane, X, c_lane, X, X,
+                    sh, mask);
+    (void)rows;
+}
+
+/* Emits the fragment loads of k16 step kk into buffer buf. */
+static void emit_frag_load(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int kk, int buf)
+{
+    int rows, cols, rowb, sh, mask;
+    tile_geom(p, c, which, &rows, &cols);
+    swz_params(cols, &rowb, &sh, &mask);
+    const int tile_off = which == 0 ? 0 : c->bm * c->bk * 2;
+    const bool km = p->kmajor[which];
+    /* A fragments are row-major over (m, k): kmajor storage reads them as stored, M-contiguous
+     * storage needs the transpose. B fragments are "column-major" (k pairs per register): the
+     * other way round. */
+    const bool trans = !km;
+    const char *ld = trans ? "gm_ldsm4t" : "gm_ldsm4";
+    if (which == 0) {
+        int mi = c->wm / 16;
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int i = 0; i < %d; i++) ", mi);
+        if (km)
+            tuner_sb_printf(sb, "%s(fa[%d][i], gm_sa + %d + (gm_wm * %d + i * 16 + fa_r) * %d + (((%d + fa_c) ^ fa_x) << 4));\n",
+                            ld, buf, tile_off, c->wm, rowb, kk * 2);
+        else
+            tuner_sb_printf(sb, "%s(fa[%d][i], gm_sa + %d + (%d + fa_r) * %d + (((gm_wm * %d + i * 2 + fa_c) ^ fa_x) << 4));\n",
+                            ld, buf, tile_off, kk * 16, rowb, c->wm / 8);
+    } else {
+        int nj = c->wn / 16;
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int j = 0; j < %d; j++) ", nj);
+        if (km)
+            tuner_sb_printf(sb, "%s(fb[%d][j], gm_sa + %d + (gm_wn * %d + j * 16 + fb_r) * %d + (((%d + fb_c) ^ fb_x) << 4));\n",
+                            ld, buf, tile_off, c->wn, rowb, kk * 2);
+        else
+            tuner_sb_printf(sb, "%s(fb[%d][j], gm_sa + %d + (%d + fb_r) * %d + (((gm_wn * %d + j * 2 + fb_c) ^ fb_x) << 4));\n",
+                            ld, buf, tile_off, kk * 16, rowb, c->wn / 8);
+    }
+}
+
+static void emit_compute(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    const int kks = c->bk / 16, mi = c->wm / 16, ni = c->wn / 8;
+    tuner_sb_puts(sb, "auto gm_compute = [&](hd_u32 gm_sa) {\n");
+    tuner_sb_printf(sb, "hd_u32 fa[2][%d][4], fb[2][%d][4];\n", mi, ni / 2);
+    emit_frag_load(sb, p, c, 0, 0, 0);
+    emit_frag_load(sb, p, c, 1, 0, 0);
+    for (int kk = 0; kk < kks; kk++) {
+        const int buf = kk & 1;
+        if (kk + 1 < kks) {
+            emit_frag_load(sb, p, c, 0, kk + 1, buf ^ 1);
+            emit_frag_load(sb, p, c, 1, kk + 1, buf ^ 1);
+        }
+        tuner_sb_printf(sb,
+                        "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                        "hd_mma_%s_16816(acc[i][j], fa[%d][i], &fb[%d][j >> 1][(j & 1) * 2]);\n",
+                        mi, ni, p->dt == TUNER_F16 ? "f16" : "bf16", buf, buf);
+    }
+    tuner_sb_puts(sb, "};\n");
+}
+
+static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, const char *tmpl,
+                    tuner_program *prog, char **err)
+{
+    const tuner_arch *a = tuner__arch(t);
+    mma_cfg c;
+    if (!a || !mma_supported(p) || cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c)) {
+        if (err)
+            *err = strdup("invalid schedule for this op and target");
+        return -EINVAL;
+    }
+    const int tiles_m = ceil_div(p->M, c.bm), tiles_n = ceil_div(p->N, c.bn);
+    const long long kps = tuner__gemm_k_per_split(p->K, c.split, c.bk);
+    const int mi = c.wm / 16, ni = c.wn / 8;
+    const int stage_bytes = (c.bm + c.bn) * c.bk * 2;
+    char name[56], rname[64];
+    tuner__gemm_kernel_name(name, sizeof(name), tmpl, s);
+    snprintf(rname, sizeof(rname), "%s_red", name);
+
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__gemm_emit_head(&sb, t);
+    tuner_sb_puts(&sb, "typedef unsigned short gm_u16;\n");
+    tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1);
+    tuner_sb_puts(&sb, "extern __shared__ __attribute__((aligned(128))) unsigned char gm_smem[];\n"
+                       "const hd_u32 gm_sbase = hd_smem_addr(gm_smem);\n"
+                       "const int lane = threadIdx.x & 31;\n");
+    /* Warp layout: spatial(warps_m, warps_n) over the warp index; the nest's scope spans the
+     * whole kernel body. */
+    tuner_mapping wmap = tuner_map_spatial(2, c.warps_m, c.warps_n, 1);
+    const char *wnames[TUNER_MAP_MAX_RANK] = {"gm_wm", "gm_wn", NULL};
+    tuner_map_emit_begin(&sb, &wmap, "threadIdx.x >> 5", "gw", wnames);
+    tuner__gemm_emit_raster(&sb, tiles_m, tiles_n, c.group);
+    tuner_sb_printf(&sb,
+                    "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
+                    "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
+                    "const int gm_kbeg = gm_zs * %lld;\n"
+                    "const int gm_kend = (int)min(%lldLL, (long long)gm_kbeg + %lldLL);\n"
+                    "const int gm_ktiles = gm_kend > gm_kbeg ? (gm_kend - gm_kbeg + %d) / %d : 0;\n",
+                    c.split, c.split, c.bm, c.bn, kps, p->K, kps, c.bk - 1, c.bk);
+    tuner_sb_printf(&sb, "float acc[%d][%d][4];\n#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\n"
+                         "for (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;\n",
+                    mi, ni, mi, ni);
+    emit_frag_setup(&sb, p, &c, 0);
+    emit_frag_setup(&sb, p, &c, 1);
+    emit_compute(&sb, p, &c);
+
+    if (c.async) {
+        tuner_sb_puts(&sb, "auto gm_load = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * ");
+        tuner_sb_printf(&sb, "%d;\n", c.bk);
+        emit_loader(&sb, p, &c, 0, false, false);
+        emit_loader(&sb, p, &c, 1, false, false);
+        tuner_sb_puts(&sb, "};\n");
+        /* Ring of `stages` tiles: tile kt lives in slot kt % stages. Exactly one commit group per
+         * tile index (empty beyond the last tile), so wait_group(stages - 2) at iteration kt
+         * guarantees tile kt has landed; the barrier after it also tells every thread that slot
+         * (kt - 1) % stages, read in iteration kt - 1, is free for tile kt + stages - 1. */
+        tuner_sb_printf(&sb,
+                        "#pragma unroll\nfor (int s = 0; s < %d; s++) {\n"
+                        "if (s < gm_ktiles) gm_load(gm_sbase + s * %d, s);\nhd_cp_async_commit();\n}\n",
+                        c.stages - 1, stage_bytes);
+        tuner_sb_printf(&sb,
+                        "int gm_rd = 0, gm_wr = %d;\n"
+                        "for (int kt = 0; kt < gm_ktiles; kt++) {\n"
+                        "hd_cp_async_wait<%d>();\n__syncthreads();\n"
+                        "if (kt + %d < gm_ktiles) gm_load(gm_sbase + gm_wr * %d, kt + %d);\n"
+                        "hd_cp_async_commit();\n"
+                        "gm_compute(gm_sbase + gm_rd * %d);\n"
+                        "gm_rd = gm_rd == %d ? 0 : gm_rd + 1;\ngm_wr = gm_wr == %d ? 0 : gm_wr + 1;\n}\n"
+                        "hd_cp_async_wait_all();\n",
+                        c.stages - 1, c.stages - 2, c.stages - 1, stage_bytes, c.stages - 1, stage_bytes, c.stages - 1,
+                        c.stages - 1);
+    } else {
+        tuner_sb_printf(&sb, "%s gm_ra[%d];\n%s gm_rb[%d];\n", vec_type(p->vec[0] * 2), load_iters(p, &c, 0),
+                        vec_type(p->vec[1] * 2), load_iters(p, &c, 1));
+        tuner_sb_printf(&sb, "auto gm_gload = [&](int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n", c.bk);
+        emit_loader(&sb, p, &c, 0, true, false);
+        emit_loader(&sb, p, &c, 1, true, false);
+        tuner_sb_puts(&sb, "};\n");
+        tuner_sb_printf(&sb, "auto gm_sstore = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n",
+                        c.bk);
+        emit_loader(&sb, p, &c, 0, false, true);
+        emit_loader(&sb, p, &c, 1, false, true);
+        tuner_sb_puts(&sb, "};\n");
+        /* Two shared buffers: tile kt + 1 is fetched into registers before computing tile kt and
+         * written to the other buffer after it; one barrier per tile orders both hand-overs. */
+        tuner_sb_printf(&sb,
+                        "if (gm_ktiles > 0) {\ngm_gload(0);\ngm_sstore(gm_sbase, 0);\n__syncthreads();\n}\n"
+                        "for (int kt = 0; kt < gm_ktiles; kt++) {\n"
+                        "const hd_u32 gm_cur = gm_sbase + (kt & 1) * %d, gm_nxt = gm_sbase + ((kt + 1) & 1) * %d;\n"
+                        "if (kt + 1 < gm_ktiles) gm_gload(kt + 1);\n"
+                        "gm_compute(gm_cur);\n"
+                        "if (kt + 1 < gm_ktiles) gm_sstore(gm_nxt, kt + 1);\n"
+                        "__syncthreads();\n}\n",
+                        stage_bytes, stage_bytes);
+    }
+
+    /* Epilogue: accumulator (i, j, e) sits at row (lane / 4) + 8 * (e / 2), column
+     * 2 * (lane % 4) + e % 2 of mma tile (i, j). */
+    tuner_sb_printf(&sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                    "const int em = gm_m0 + gm_wm * %d + i * 16 + (lane >> 2) + h * 8;\n"
+                    "const int en = gm_n0 + gm_wn * %d + j * 8 + (lane & 3) * 2;\n",
+                    mi, ni, c.wm, c.wn);
+    if (c.split > 1) {
+        tuner_sb_printf(&sb, "if (em < %lld) {\nfloat *wp = ws + (((long long)gm_zs * %lld + gm_zb) * %lld + em) * %lldLL;\n",
+                        p->M, p->batch, p->M, p->N);
+        if (p->N % 2 == 0)
+            tuner_sb_printf(&sb, "if (en < %lld) { hd_v2 pk; pk.x = __float_as_uint(acc[i][j][2 * h]); "
+                                 "pk.y = __float_as_uint(acc[i][j][2 * h + 1]); hd_st8(wp + en, pk); }\n",
+                            p->N);
+        else
+            tuner_sb_printf(&sb, "if (en < %lld) wp[en] = acc[i][j][2 * h];\nif (en + 1 < %lld) wp[en + 1] = acc[i][j][2 * h + 1];\n",
+                            p->N, p->N);
+        tuner_sb_puts(&sb, "}\n");
+    } else if (p->out_vec == 2) {
+        const char *v[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
+        tuner__gemm_emit_store(&sb, p, "gm_zb", "em", "en", v, 2);
+    } else {
+        const char *v0[1] = {"acc[i][j][2 * h]"}, *v1[1] = {"acc[i][j][2 * h + 1]"};
+        tuner__gemm_emit_store(&sb, p, "gm_zb", "em", "en", v0, 1);
+        tuner__gemm_emit_store(&sb, p, "gm_zb", "em", "en + 1", v1, 1);
+    }
+    tuner_sb_puts(&sb, "}\n");
+    tuner_map_emit_end(&sb, &wmap);
+    tuner_sb_puts(&sb, "}\n");
+    if (c.split > 1)
+        tuner__gemm_emit_splitk_reduce(&sb, p, rname, c.split);
+
+    char *src = tuner_sb_take(&sb);
+    if (!src)
+        return -ENOMEM;
+    prog->source = src;
+    prog->output_dtype = p->out_dt;
+    tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)(tiles_m * tiles_n), 1,
+                           (unsigned)(p->batch * c.split), (unsigned)c.threads, (unsigned)c.smem, c.split > 1);
+    prog->n_kernels = 1;
+    if (c.split > 1) {
+        long long total = p->batch * p->M * p->N;
+        tuner__gemm_set_launch(&prog->kernels[1], p, rname, (unsigned)((total + 255) / 256), 1, 1, 256, 0, true);
+        prog->n_kernels = 2;
+        prog->workspace_bytes = (size_t)c.split * (size_t)total * sizeof(float);
+    }
+    return 0;
+}
+
+/* ---- space ---- */
+
+typedef struct tile_shape {
+    int bm, bn, wm, wn;
+} tile_shape;
+
+/* Block/warp tiles of 4 or 8 warps: large tiles for big GEMMs (warp tiles 64x64 give the best
+ * ldmatrix-to-mma ratio), small ones (with split-K) for skinny problems. */
+static const tile_shape big_tiles[] = {
+    {128, 256, 64, 64}, {256, 128, 64, 64}, {128, 128, 64, 64}, {128, 128, 64, 32},
+    {128, 128, 32, 64}, {64, 256, 32, 64},  {256, 64, 64, 32},
+};
+static const tile_shape small_tiles[] = {
+    {128, 64, 64, 32}, {64, 128, 32, 64}, {128, 64, 32, 32}, {64, 128, 32, 32},
+    {64, 64, 32, 32},  {32, 64, 32, 16},  {64, 32, 16, 32},  {32, 32, 16, 16},
+};
+
+#define MMA_SPACE_SIG \
+    "mma16816 v1: big{128x256/64x64,256x128/64x64,128x128/64x64,64x32,32x64,64x256/32x64,256x64/64x32} " \
+    "bk{32,64} stages{2..5|2 staged} swz{1,8} split1; small{128x64/64x32,64x128/32x64,128x64/32x32," \
+    "64x128/32x32,64x64/32x32,32x64/32x16,64x32/16x32,32x32/16x16} bk{32,64} stages{3,4|2} split{1,2,4,8}; " \
+    "smem/regs/threads/chunk rules"
+
+static bool same_values(const tuner_schedule *x, const tuner_schedule *y)
+{
+    if (x->n_params != y->n_params)
+        return false;
+    for (int i = 0; i < x->n_params; i++)
+        if (x->params[i].value != y->params[i].value)
+            return false;
+    return true;
+}
+
+static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    tuner__gemm_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || !mma_supported(&p))
+        return 0;
+    const bool async = mma_async(&p);
+    const char *tmpl = p.conv ? "conv2d_mma" : "matmul_mma";
+    /* The preferred schedule (tune:"none") comes first: 128x128 tiles of 64x64 (async, 4 warps)
+     * or 64x32 (register-staged, 8 warps) warp tiles, grouped raster. */
+    tuner_schedule pref = {.template_name = tmpl};
+    tuner__gemm_param(&pref, "block_m", 128);
+    tuner__gemm_param(&pref, "block_n", 128);
+    tuner__gemm_param(&pref, "block_k", 32);
+    tuner__gemm_param(&pref, "warp_m", 64);
+    tuner__gemm_param(&pref, "warp_n", async ? 64 : 32);
+    tuner__gemm_param(&pref, "stages", async ? 4 : 2);
+    tuner__gemm_param(&pref, "split_k", 1);
+    tuner__gemm_param(&pref, "swizzle", 8);
+    mma_cfg pc;
+    const bool have_pref = cfg_from(&p, &pref, &pc) == 0 && cfg_valid(&p, a, &pc);
+    if (have_pref) {
+        int rc = tuner__gemm_push(items, n, &pref);
+        if (rc < 0)
+            return rc;
+    }
+    for (int big = 1; big >= 0; big--) {
+        const tile_shape *ts = big ? big_tiles : small_tiles;
+        size_t nts = big ? sizeof(big_tiles) / sizeof(big_tiles[0]) : sizeof(small_tiles) / sizeof(small_tiles[0]);
+        for (size_t i = 0; i < nts; i++)
+            for (int bk = 32; bk <= 64; bk *= 2)
+                for (int st = 2; st <= 5; st++) {
+                    if (!async && st != 2)
+                        continue;
+                    if (async && !big && (st < 3 || st > 4))
+                        continue;
+                    for (int sp = 1; sp <= (big ? 1 : 8); sp *= 2)
+                        for (int g = 1; g <= (big ? 8 : 1); g += 7) {
+                            tuner_schedule s = {.template_name = tmpl};
+                            tuner__gemm_param(&s, "block_m", ts[i].bm);
+                            tuner__gemm_param(&s, "block_n", ts[i].bn);
+                            tuner__gemm_param(&s, "block_k", bk);
+                            tuner__gemm_param(&s, "warp_m", ts[i].wm);
+                            tuner__gemm_param(&s, "warp_n", ts[i].wn);
+                            tuner__gemm_param(&s, "stages", st);
+                            tuner__gemm_param(&s, "split_k", sp);
+                            tuner__gemm_param(&s, "swizzle", g);
+                            mma_cfg c;
+                            if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
+                                continue;
+                            if (have_pref && same_values(&s, &pref))
+                                continue;
+                            int rc = tuner__gemm_push(items, n, &s);
+                            if (rc < 0)
+                                return rc;
+                        }
+                }
+    }
+    return 0;
+}
+
+static bool matmul_applies(const tuner_op *op, const tuner_target *t)
+{
+    tuner__gemm_problem p;
+    return op && op->kind == TUNER_OP_MATMUL && tuner__arch(t) && tuner__gemm_problem_init(op, &p, NULL) == 0 &&
+           mma_supported(&p);
+}
+
+static bool conv_applies(const tuner_op *op, const tuner_target *t)
+{
+    tuner__gemm_problem p;
+    return op && op->kind == TUNER_OP_CONV2D && tuner__arch(t) && tuner__gemm_problem_init(op, &p, NULL) == 0 &&
+           mma_supported(&p);
+}
+
+static int mma_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
+                        char **err)
+{
+    tuner__gemm_problem p;
+    int rc = tuner__gemm_problem_init(op, &p, err);
+    if (rc < 0)
+        return rc;
+    return mma_emit(&p, t, s, p.conv ? "conv2d_mma" : "matmul_mma", prog, err);
+}
+
+static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    tuner__gemm_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    mma_cfg c;
+    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
+        return 1e12;
+    tuner__gemm_cost_in in = {
+        .block_m = c.bm, .block_n = c.bn, .block_k = c.bk, .threads = c.threads, .warp_m = c.wm, .warp_n = c.wn,
+        .split_k = c.split, .stages = c.async ? c.stages : 2, .smem_bytes = c.smem, .regs_per_thread = c.regs,
+        .tensor_core = true, .tf32 = false, .async_copy = c.async, .vec_a = p.vec[0], .vec_b = p.vec[1],
+    };
+    double us = tuner__gemm_cost(&p, a, &in);
+    /* Rasterisation matters only when the operands overflow L2; a mild preference otherwise. */
+    if (c.group > 1)
+        us *= 0.97;
+    return us;
+}
+
+const tuner_template tuner__gemm_matmul_mma = {
+    .name = "matmul_mma",
+    .space_signature = MMA_SPACE_SIG,
+    .applies = matmul_applies,
+    .enumerate = mma_enumerate,
+    .generate = mma_generate,
+    .predict_us = mma_predict,
+};
+
+const tuner_template tuner__gemm_conv2d_mma = {
+    .name = "conv2d_mma",
+    .space_signature = MMA_SPACE_SIG " implicit-gemm nhwc(rsc)/nchw(crs)",
+    .applies = conv_applies,
+    .enumerate = mma_enumerate,
+    .generate = mma_generate,
+    .predict_us = mma_predict,
+};

@@ -1,0 +1,155 @@
+/* tuner/gemm/reference.c - verification references for matmul and conv2d.
+ *
+ * One thread per output element, fp32 accumulation in plain k order, written from the op's
+ * tensor definitions (strides, transposes, padding, dilation, groups) rather than from the
+ * templates' implicit-GEMM addressing, so that an addressing bug in the templates cannot hide in
+ * the reference too. Prologue results are rounded to the input dtype (what a candidate keeps in
+ * shared memory) and the epilogue is applied before an fp32 store.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/gemm/gemm.h"
+
+static void emit_round(tuner_sb *sb, tuner_dtype dt, const char *var)
+{
+    if (dt == TUNER_F16)
+        tuner_sb_printf(sb, "%s = hd_round_f16(%s);\n", var, var);
+    else if (dt == TUNER_BF16)
+        tuner_sb_printf(sb, "%s = hd_round_bf16(%s);\n", var, var);
+}
+
+/* Loads inputs[which] at offset expression `off` into float `var`, applying its prologue at the
+ * coordinates <pfx>_t*. */
+static void emit_load(tuner_sb *sb, const tuner__gemm_problem *p, int which, const char *pfx, const char *off,
+                      const char *var)
+{
+    tuner_sb_printf(sb, "float %s = hd_f32(in%d[%s]);\n", var, which, off);
+    if (p->prologue[which]) {
+        tuner__gemm_emit_chain_at(sb, p, &p->op->prologue[which], &p->op->inputs[which], pfx, var);
+        emit_round(sb, p->dt, var);
+    }
+}
+
+static void emit_matmul(tuner_sb *sb, const tuner__gemm_problem *p)
+{
+    const tuner_tensor *a = &p->op->inputs[0], *b = &p->op->inputs[1];
+    tuner_sb_printf(sb, "const long long n = idx %% %lld, m = (idx / %lld) %% %lld, bt = idx / %lld;\n", p->N, p->N,
+                    p->M, p->M * p->N);
+    if (p->op->output.rank == 3)
+        tuner_sb_puts(sb, "const long long o_t0 = bt, o_t1 = m, o_t2 = n;\n");
+    else
+        tuner_sb_puts(sb, "const long long o_t0 = m, o_t1 = n;\n");
+    tuner_sb_printf(sb, "float acc = 0.0f;\nfor (long long k = 0; k < %lld; k++) {\n", p->K);
+    /* A: [bt?][M][K] or transposed [bt?][K][M]. */
+    const char *ar = p->trans_a ? "k" : "m", *ac = p->trans_a ? "m" : "k";
+    if (p->a_batched)
+        tuner_sb_printf(sb, "const long long a_t0 = bt, a_t1 = %s, a_t2 = %s;\n"
+                            "const long long a_off = (a_t0 * %lld + a_t1) * %lld + a_t2;\n",
+                        ar, ac, (long long)a->shape[1], (long long)a->shape[2]);
+    else
+        tuner_sb_printf(sb, "const long long a_t0 = %s, a_t1 = %s;\nconst long long a_off = a_t0 * %lld + a_t1;\n", ar,
+                        ac, (long long)a->shape[1]);
+    emit_load(sb, p, 0, "a", "a_off", "av");
+    const char *br = p->trans_b ? "n" : "k", *bc = p->trans_b ? "k" : "n";
+    if (p->b_batched)
+        tuner_sb_printf(sb, "const long long b_t0 = bt, b_t1 = %s, b_t2 = %s;\n"
+                            "const long long b_off = (b_t0 * %lld + b_t1) * %lld + b_t2;\n",
+                        br, bc, (long long)b->shape[1], (long long)b->shape[2]);
+    else
+        tuner_sb_printf(sb, "const long long b_t0 = %s, b_t1 = %s;\nconst long long b_off = b_t0 * %lld + b_t1;\n", br,
+                        bc, (long long)b->shape[1]);
+    emit_load(sb, p, 1, "b", "b_off", "bv");
+    tuner_sb_puts(sb, "acc = fmaf(av, bv, acc);\n}\n");
+}
+
+static void emit_conv(tuner_sb *sb, const tuner__gemm_problem *p)
+{
+    const long long C = p->cc, H = p->ch, W = p->cw, K = p->ck, R = p->cr, S = p->cs, P = p->cp, Q = p->cq;
+    if (p->nchw)
+        tuner_sb_printf(sb, "const long long q = idx %% %lld, pp = (idx / %lld) %% %lld, ko = (idx / %lld) %% %lld, "
+                            "nb = idx / %lld;\nconst long long o_t0 = nb, o_t1 = ko, o_t2 = pp, o_t3 = q;\n",
+                        Q, Q, P, P * Q, K, K * P * Q);
+    else
+        tuner_sb_printf(sb, "const long long ko = idx %% %lld, q = (idx / %lld) %% %lld, pp = (idx / %lld) %% %lld, "
+                            "nb = idx / %lld;\nconst long long o_t0 = nb, o_t1 = pp, o_t2 = q, o_t3 = ko;\n",
+                        K, K, Q, K * Q, P, K * P * Q);
+    tuner_sb_printf(sb, "const long long g = ko / %lld;\nfloat acc = 0.0f;\n", p->cgk);
+    tuner_sb_printf(sb, "for (long long c = 0; c < %lld; c++)\nfor (long long r = 0; r < %lld; r++)\n"
+                        "for (long long s = 0; s < %lld; s++) {\n",
+                    p->cgc, R, S);
+    tuner_sb_printf(sb, "const long long h = pp * %d - %d + r * %d, w = q * %d - %d + s * %d;\n"
+                        "if (h < 0 || h >= %lld || w < 0 || w >= %lld) continue;\n",
+                    p->sh, p->ph, p->dh, p->sw, p->pw, p->dw, H, W);
+    tuner_sb_printf(sb, "const long long ci = g * %lld + c;\n", p->cgc);
+    if (p->nchw) {
+        tuner_sb_printf(sb, "const long long x_t0 = nb, x_t1 = ci, x_t2 = h, x_t3 = w;\n"
+                            "const long long x_off = ((nb * %lld + ci) * %lld + h) * %lld + w;\n"
+                            "const long long w_t0 = ko, w_t1 = c, w_t2 = r, w_t3 = s;\n"
+                            "const long long w_off = ((ko * %lld + c) * %lld + r) * %lld + s;\n",
+                        C, H, W, p->cgc, R, S);
+    } else {
+        tuner_sb_printf(sb, "const long long x_t0 = nb, x_t1 = h, x_t2 = w, x_t3 = ci;\n"
+                            "const long long x_off = ((nb * %lld + h) * %lld + w) * %lld + ci;\n"
+                            "const long long w_t0 = ko, w_t1 = r, w_t2 = s, w_t3 = c;\n"
+                            "const long long w_off = ((ko * %lld + r) * %lld + s) * %lld + c;\n",
+                        H, W, C, R, S, p->cgc);
+    }
+    emit_load(sb, p, 0, "x", "x_off", "av");
+    emit_load(sb, p, 1, "w", "w_off", "bv");
+    tuner_sb_puts(sb, "acc = fmaf(av, bv, acc);\n}\n");
+}
+
+int tuner__gemm_reference(const tuner_op *op, const tuner_target *t, tuner_program *prog, char **err)
+{
+    if (!op || !t || !prog)
+        return -EINVAL;
+    tuner__gemm_problem p;
+    int rc = tuner__gemm_problem_init(op, &p, err);
+    if (rc < 0)
+        return rc;
+    if (!tuner__arch(t)) {
+        if (err)
+            *err = strdup("unsupported target");
+        return -EINVAL;
+    }
+    const char *name = p.conv ? "hd_ref_conv2d" : "hd_ref_matmul";
+    const long long total = tuner_tensor_numel(&op->output);
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(256) %s(", name);
+    for (int i = 0; i < op->n_inputs; i++)
+        tuner_sb_printf(&sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
+    tuner_sb_printf(&sb, "float *__restrict__ out)\n{\n"
+                         "const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;\n"
+                         "if (idx >= %lldLL) return;\n",
+                    total);
+    if (p.conv)
+        emit_conv(&sb, &p);
+    else
+        emit_matmul(&sb, &p);
+    tuner__gemm_emit_chain_at(&sb, &p, &op->epilogue, &op->output, "o", "acc");
+    tuner_sb_puts(&sb, "out[idx] = acc;\n}\n");
+    char *src = tuner_sb_take(&sb);
+    if (!src)
+        return -ENOMEM;
+    prog->source = src;
+    prog->output_dtype = TUNER_F32;
+    prog->workspace_bytes = 0;
+    prog->n_kernels = 1;
+    tuner_launch *l = &prog->kernels[0];
+    memset(l, 0, sizeof(*l));
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    l->grid[0] = (unsigned)((total + 255) / 256);
+    l->grid[1] = l->grid[2] = 1;
+    l->block[0] = 256;
+    l->block[1] = l->block[2] = 1;
+    l->n_args = 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        l->args[l->n_args++] = TUNER_BUF_INPUT0 + i;
+    l->args[l->n_args++] = TUNER_BUF_OUTPUT;
+    return 0;
+}

@@ -1,0 +1,452 @@
+/* tuner/gemm/tests/test_gemm.c - unit tests of the matmul/conv2d templates (suite tuner_gemm).
+ *
+ * CPU only: spaces are counted, candidates of every template are generated for a deterministic
+ * sample of schedules and shapes, compiled to PTX with NVRTC and assembled by ptxas for the real
+ * target; the PTX must contain the instructions the template is built on and the default
+ * candidates must not spill. With TGEMM_DUMP=<dir>, every compiled program is also written there
+ * (source, PTX and a launch description) for running on a GPU elsewhere.
+ */
+#include <errno.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tuner/gemm/gemm.h"
+
+static int failures;
+static int compiled;
+
+#define CHECK(cond, ...)                                                                                   \
+    do {                                                                                                   \
+        if (!(cond)) {                                                                                     \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                           \
+            fprintf(stderr, __VA_ARGS__);                                                                  \
+            fputc('\n', stderr);                                                                           \
+            failures++;                                                                                    \
+        }                                                                                                  \
+    } while (0)
+
+static tuner_tensor tensor(tuner_dtype dt, int align, int rank, const long long *shape)
+{
+    tuner_tensor t = {.rank = rank, .dtype = dt, .align = align};
+    for (int i = 0; i < rank; i++)
+        t.shape[i] = shape[i];
+    return t;
+}
+
+/* Matmul; bt_a / bt_b of 0 make that operand rank 2 (broadcast over the batch). */
+static tuner_op mk_matmul(tuner_dtype dt, long long bt_a, long long bt_b, long long M, long long N, long long K,
+                          bool ta, bool tb, int align)
+{
+    tuner_op op = {.kind = TUNER_OP_MATMUL, .n_inputs = 2, .n_anchor_inputs = 2};
+    long long sa[3], sb[3];
+    int ra = 0, rb = 0;
+    if (bt_a)
+        sa[ra++] = bt_a;
+    sa[ra++] = ta ? K : M;
+    sa[ra++] = ta ? M : K;
+    if (bt_b)
+        sb[rb++] = bt_b;
+    sb[rb++] = tb ? N : K;
+    sb[rb++] = tb ? K : N;
+    op.inputs[0] = tensor(dt, align, ra, sa);
+    op.inputs[1] = tensor(dt, align, rb, sb);
+    long long bt = bt_a ? bt_a : bt_b;
+    long long so[3] = {bt, M, N};
+    op.output = bt ? tensor(dt, 16, 3, so) : tensor(dt, 16, 2, so + 1);
+    op.attrs.matmul.trans_a = ta;
+    op.attrs.matmul.trans_b = tb;
+    op.attrs.matmul.allow_tf32 = true;
+    return op;
+}
+
+static tuner_op mk_conv(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,
+                        int s, int stride, int pad, int dil, int groups, bool nchw, int align)
+{
+    tuner_op op = {.kind = TUNER_OP_CONV2D, .n_inputs = 2, .n_anchor_inputs = 2};
+    long long p = (h + 2 * pad - dil * (r - 1) - 1) / stride + 1, q = (w + 2 * pad - dil * (s - 1) - 1) / stride + 1;
+    long long xs[4] = {n, h, w, c}, ws[4] = {k, r, s, c / groups}, os[4] = {n, p, q, k};
+    if (nchw) {
+        long long xs2[4] = {n, c, h, w}, ws2[4] = {k, c / groups, r, s}, os2[4] = {n, k, p, q};
+        memcpy(xs, xs2, sizeof(xs));
+        memcpy(ws, ws2, sizeof(ws));
+        memcpy(os, os2, sizeof(os));
+    }
+    op.inputs[0] = tensor(dt, align, 4, xs);
+    op.inputs[1] = tensor(dt, align, 4, ws);
+    op.output = tensor(dt, 16, 4, os);
+    for (int i = 0; i < 2; i++) {
+        op.attrs.conv2d.stride[i] = stride;
+        op.attrs.conv2d.pad[i] = pad;
+        op.attrs.conv2d.dilation[i] = dil;
+    }
+    op.attrs.conv2d.groups = groups;
+    op.attrs.conv2d.nchw = nchw;
+    return op;
+}
+
+/* Epilogue bias over the last output dim (channels / columns) followed by GELU(tanh). */
+static void add_bias_gelu(tuner_op *op)
+{
+    const tuner_tensor *o = &op->output;
+    long long c = op->kind == TUNER_OP_CONV2D && op->attrs.conv2d.nchw ? o->shape[1] : o->shape[o->rank - 1];
+    long long shape[3] = {c, 1, 1};
+    int rank = op->kind == TUNER_OP_CONV2D && op->attrs.conv2d.nchw ? 3 : 1;
+    op->inputs[op->n_inputs] = tensor(o->dtype, 16, rank, shape);
+    op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op->n_inputs};
+    op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_GELU_TANH, .operand = -1};
+    op->n_inputs++;
+}
+
+/* Residual add of a full-size tensor. */
+static void add_residual(tuner_op *op)
+{
+    op->inputs[op->n_inputs] = op->output;
+    op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op->n_inputs};
+    op->n_inputs++;
+}
+
+/* Prologue on A: scale by 0.5, then multiply by a per-column (last dim) vector. */
+static void add_prologue(tuner_op *op)
+{
+    const tuner_tensor *a = &op->inputs[0];
+    long long shape[1] = {a->shape[a->rank - 1]};
+    op->inputs[op->n_inputs] = tensor(a->dtype, 16, 1, shape);
+    op->prologue[0].steps[op->prologue[0].n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5};
+    op->prologue[0].steps[op->prologue[0].n++] = (tuner_ew_step){.kind = TUNER_EW_MUL, .operand = op->n_inputs};
+    op->n_inputs++;
+}
+
+static const tuner_template *find_tmpl(const char *name)
+{
+    for (int i = 0; tuner__gemm_templates[i]; i++)
+        if (strcmp(tuner__gemm_templates[i]->name, name) == 0)
+            return tuner__gemm_templates[i];
+    return NULL;
+}
+
+static int enumerate(const tuner_template *tp, const tuner_op *op, int sm, tuner_schedule **items, size_t *n)
+{
+    tuner_target t = {.sm = sm};
+    *items = NULL;
+    *n = 0;
+    if (!tp->applies(op, &t))
+        return 0;
+    return tp->enumerate(op, &t, items, n);
+}
+
+static size_t space_size(const char *tmpl, const tuner_op *op, int sm)
+{
+    const tuner_template *tp = find_tmpl(tmpl);
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    CHECK(tp, "template %s not registered", tmpl);
+    if (!tp)
+        return 0;
+    CHECK(enumerate(tp, op, sm, &items, &n) == 0, "enumerate %s", tmpl);
+    free(items);
+    return n;
+}
+
+/* ---- compilation ---- */
+
+static char *nvrtc_ptx(const char *src, int sm, char **log)
+{
+    nvrtcProgram prog;
+    *log = NULL;
+    if (nvrtcCreateProgram(&prog, src, "candidate.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
+        return NULL;
+    char arch[48];
+    snprintf(arch, sizeof(arch), "--gpu-architecture=compute_%d", sm);
+    const char *opts[] = {arch, "-std=c++17", "-default-device", "--fmad=true"};
+    nvrtcResult rc = nvrtcCompileProgram(prog, 4, opts);
+    size_t ln = 0;
+    nvrtcGetProgramLogSize(prog, &ln);
+    *log = calloc(1, ln + 1);
+    if (*log && ln)
+        nvrtcGetProgramLog(prog, *log);
+    char *ptx = NULL;
+    if (rc == NVRTC_SUCCESS) {
+        size_t pn = 0;
+        nvrtcGetPTXSize(prog, &pn);
+        ptx = calloc(1, pn + 1);
+        if (ptx)
+            nvrtcGetPTX(prog, ptx);
+    }
+    nvrtcDestroyProgram(&prog);
+    return ptx;
+}
+
+static int write_file(const char *path, const char *data)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -errno;
+    fputs(data, f);
+    return fclose(f) == 0 ? 0 : -EIO;
+}
+
+/* ptxas for the real target; returns its exit status and its -v output in *out. */
+static int run_ptxas(const char *ptx_path, int sm, char **out)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_%d -v -o /dev/null %s 2>&1", sm, ptx_path);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += r;
+        if (cap - len < 1024) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf)
+        buf[len] = 0;
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void dump_program(const char *tag, const tuner_program *pr, const char *ptx, int sm, const tuner_op *op)
+{
+    const char *dir = getenv("TGEMM_DUMP");
+    if (!dir || sm != 90)
+        return;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s.ptx", dir, tag);
+    write_file(path, ptx);
+    snprintf(path, sizeof(path), "%s/%s.cu", dir, tag);
+    write_file(path, pr->source);
+    /* One line per launch: name grid block smem args..., then the buffers. */
+    snprintf(path, sizeof(path), "%s/%s.launch", dir, tag);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    fprintf(f, "out_dtype %d ws %zu n_inputs %d\n", (int)pr->output_dtype, pr->workspace_bytes, op->n_inputs);
+    for (int i = 0; i < op->n_inputs; i++)
+        fprintf(f, "input %d dtype %d numel %lld\n", i, (int)op->inputs[i].dtype,
+                (long long)tuner_tensor_numel(&op->inputs[i]));
+    fprintf(f, "output numel %lld\n", (long long)tuner_tensor_numel(&op->output));
+    for (int k = 0; k < pr->n_kernels; k++) {
+        const tuner_launch *l = &pr->kernels[k];
+        fprintf(f, "kernel %s %u %u %u %u %u %u %u %d", l->name, l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                l->block[1], l->block[2], l->shared_bytes, l->n_args);
+        for (int a = 0; a < l->n_args; a++)
+            fprintf(f, " %d", l->args[a]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+/* Generates (template or reference), compiles and assembles one program. want[] lists strings
+ * the PTX must contain; no_spill requires ptxas to report no spills. */
+static void check_program(const char *tag, const tuner_op *op, int sm, const tuner_template *tp,
+                          const tuner_schedule *s, const char *const *want, bool no_spill)
+{
+    tuner_target t = {.sm = sm};
+    tuner_program pr;
+    memset(&pr, 0, sizeof(pr));
+    char *err = NULL;
+    int rc = tp ? tp->generate(op, &t, s, &pr, &err) : tuner__gemm_reference(op, &t, &pr, &err);
+    CHECK(rc == 0, "%s: generate: %s", tag, err ? err : "?");
+    free(err);
+    if (rc != 0)
+        return;
+    CHECK(pr.n_kernels >= 1 && pr.n_kernels <= TUNER_MAX_KERNELS, "%s: kernel count", tag);
+    for (int k = 0; k < pr.n_kernels; k++) {
+        const tuner_launch *l = &pr.kernels[k];
+        CHECK(l->block[0] * l->block[1] * l->block[2] <= 1024 && l->block[0] > 0, "%s: block size", tag);
+        CHECK(l->grid[0] > 0 && l->grid[1] > 0 && l->grid[2] > 0 && l->grid[1] <= 65535 && l->grid[2] <= 65535,
+              "%s: grid", tag);
+        CHECK(strstr(pr.source, l->name) != NULL, "%s: entry %s missing from source", tag, l->name);
+        for (int a = 0; a < l->n_args; a++)
+            CHECK(l->args[a] != TUNER_BUF_WORKSPACE || pr.workspace_bytes > 0, "%s: workspace arg without bytes", tag);
+    }
+    char *log = NULL;
+    char *ptx = nvrtc_ptx(pr.source, sm, &log);
+    CHECK(ptx != NULL, "%s: NVRTC failed:\n%s", tag, log ? log : "");
+    if (!ptx && getenv("TGEMM_VERBOSE"))
+        fprintf(stderr, "%s\n", pr.source);
+    free(log);
+    if (ptx) {
+        compiled++;
+        for (int i = 0; want && want[i]; i++)
+            CHECK(strstr(ptx, want[i]) != NULL, "%s: PTX lacks %s", tag, want[i]);
+        char path[] = "/tmp/tgemm_XXXXXX.ptx";
+        int fd = getenv("TGEMM_NO_PTXAS") ? -2 : mkstemps(path, 4);
+        CHECK(fd >= 0 || fd == -2, "mkstemps");
+        if (fd >= 0) {
+            close(fd);
+            write_file(path, ptx);
+            char *out = NULL;
+            int st = run_ptxas(path, sm, &out);
+            CHECK(st == 0, "%s: ptxas sm_%d rejected the PTX:\n%s", tag, sm, out ? out : "");
+            if (st == 0 && no_spill && out) {
+                for (char *l = strstr(out, "bytes spill stores"); l; l = strstr(l + 1, "bytes spill stores")) {
+                    char *b = l;
+                    while (b > out && b[-1] != '\n' && b[-1] != ',')
+                        b--;
+                    CHECK(strncmp(b + strspn(b, " "), "0 bytes spill stores, 0 bytes spill loads", 41) == 0,
+                          "%s: spills on sm_%d: %.60s", tag, sm, b);
+                }
+            }
+            if (getenv("TGEMM_VERBOSE") && out)
+                fprintf(stderr, "%s sm_%d:\n%s", tag, sm, out);
+            free(out);
+            unlink(path);
+        }
+        dump_program(tag, &pr, ptx, sm, op);
+        free(ptx);
+    }
+    free(pr.source);
+}
+
+/* Compiles the default (first) candidate, the last and up to `extra` evenly spaced ones. */
+static void check_sample(const char *tag, const char *tmpl, const tuner_op *op, int sm, int extra,
+                         const char *const *want)
+{
+    const tuner_template *tp = find_tmpl(tmpl);
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    CHECK(tp && enumerate(tp, op, sm, &items, &n) == 0, "%s: enumerate", tag);
+    CHECK(n > 0, "%s: %s has no candidate on sm_%d", tag, tmpl, sm);
+    for (int i = 0; n > 0 && i < extra + 2; i++) {
+        size_t idx = i == 0 ? 0 : i == 1 ? n - 1 : (size_t)i * n / (size_t)(extra + 2);
+        if (i > 0 && (idx == 0 || (i > 1 && idx == n - 1)))
+            continue;
+        char name[160];
+        snprintf(name, sizeof(name), "%s_%s_sm%d_c%zu", tag, tmpl, sm, idx);
+        check_program(name, op, sm, tp, &items[idx], want, i == 0);
+        double us = tp->predict_us(op, &(tuner_target){.sm = sm}, &items[idx]);
+        CHECK(us > 0.0 && us < 1e11, "%s: prediction %g", name, us);
+    }
+    free(items);
+}
+
+static const char *const want_mma_async[] = {"mma.sync.aligned.m16n8k16", "ldmatrix", "cp.async", NULL};
+static const char *const want_mma_regs[] = {"mma.sync.aligned.m16n8k16", "ldmatrix", NULL};
+
+static void test_spaces(void)
+{
+    static const tuner_dtype dts[] = {TUNER_F16, TUNER_BF16, TUNER_F32};
+    for (int sm = 80; sm <= 90; sm += 10)
+        for (int d = 0; d < 3; d++) {
+            tuner_op mm = mk_matmul(dts[d], 0, 0, 4096, 4096, 4096, false, false, 16);
+            size_t n_mma = space_size("matmul_mma", &mm, sm);
+            printf("space sm_%d %s matmul 4096^3: matmul_mma %zu\n", sm, tuner_dtype_name(dts[d]), n_mma);
+            if (dts[d] != TUNER_F32)
+                CHECK(n_mma >= (sm == 90 ? 50u : 20u) && n_mma <= 300, "matmul_mma space size %zu on sm_%d", n_mma, sm);
+            tuner_op cv = mk_conv(dts[d], 8, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, false, 16);
+            size_t n_cv = space_size("conv2d_mma", &cv, sm);
+            printf("space sm_%d %s conv2d resnet 56x56x64 3x3: conv2d_mma %zu\n", sm, tuner_dtype_name(dts[d]), n_cv);
+            if (dts[d] != TUNER_F32)
+                CHECK(n_cv >= 20 && n_cv <= 300, "conv2d_mma space size %zu on sm_%d", n_cv, sm);
+        }
+    /* Misaligned operands keep a (register-staged) space. */
+    tuner_op odd = mk_matmul(TUNER_F16, 0, 0, 77, 1000, 333, false, false, 2);
+    size_t n_odd = space_size("matmul_mma", &odd, 90);
+    printf("space sm_90 f16 matmul 77x1000x333 align 2: matmul_mma %zu\n", n_odd);
+    CHECK(n_odd >= 20, "misaligned space %zu", n_odd);
+}
+
+static void test_problem(void)
+{
+    tuner__gemm_problem p;
+    tuner_op op = mk_matmul(TUNER_F16, 4, 0, 64, 48, 40, true, false, 16);
+    CHECK(tuner__gemm_problem_init(&op, &p, NULL) == 0, "batched matmul problem");
+    CHECK(p.batch == 4 && p.M == 64 && p.N == 48 && p.K == 40 && p.a_batched && !p.b_batched, "batched dims");
+    CHECK(!p.kmajor[0] && !p.kmajor[1] && p.vec[0] == 8 && p.vec[1] == 8, "trans_a layout/vec");
+    op = mk_matmul(TUNER_F16, 0, 0, 77, 1000, 333, false, false, 2);
+    CHECK(tuner__gemm_problem_init(&op, &p, NULL) == 0 && p.vec[0] == 1 && p.vec[1] == 1, "align 2 -> scalar");
+    op = mk_matmul(TUNER_F16, 0, 0, 77, 1000, 332, false, false, 8);
+    CHECK(tuner__gemm_problem_init(&op, &p, NULL) == 0 && p.vec[0] == 4 && p.vec[1] == 4, "align 8 -> 4 elements");
+    op = mk_conv(TUNER_F16, 2, 14, 14, 64, 128, 3, 3, 2, 1, 1, 4, false, 16);
+    CHECK(tuner__gemm_problem_init(&op, &p, NULL) == 0, "conv problem");
+    CHECK(p.batch == 4 && p.M == 2 * 7 * 7 && p.N == 32 && p.K == 3 * 3 * 16 && p.vec[0] == 8, "grouped conv dims");
+    op.output.shape[1] = 8;
+    CHECK(tuner__gemm_problem_init(&op, &p, NULL) == -EINVAL, "wrong conv output shape rejected");
+    CHECK(tuner__gemm_k_per_split(1000, 4, 32) == 256 && tuner__gemm_k_per_split(64, 8, 32) == 32, "k per split");
+}
+
+static void test_compile(void)
+{
+    static const tuner_dtype dts[] = {TUNER_F16, TUNER_BF16};
+    for (int sm = 80; sm <= 90; sm += 10)
+        for (int d = 0; d < 2; d++) {
+            const tuner_dtype dt = dts[d];
+            char tag[64];
+            const char *dn = tuner_dtype_name(dt);
+            tuner_op op = mk_matmul(dt, 0, 0, 128, 256, 64, false, false, 16);
+            snprintf(tag, sizeof(tag), "mm128x256x64_%s", dn);
+            check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_async);
+            op = mk_matmul(dt, 0, 0, 77, 1000, 333, false, false, 2);
+            snprintf(tag, sizeof(tag), "mm77x1000x333_a2_%s", dn);
+            check_sample(tag, "matmul_mma", &op, sm, 0, want_mma_regs);
+            op = mk_matmul(dt, 3, 3, 96, 80, 72, true, true, 16);
+            add_bias_gelu(&op);
+            snprintf(tag, sizeof(tag), "mmbatch_tt_biasgelu_%s", dn);
+            check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_async);
+            op = mk_matmul(dt, 0, 2, 16, 64, 4096, false, true, 16);
+            add_residual(&op);
+            add_prologue(&op);
+            snprintf(tag, sizeof(tag), "mmskinny_prologue_%s", dn);
+            check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_regs);
+            op = mk_conv(dt, 2, 28, 28, 64, 64, 3, 3, 1, 1, 1, 1, false, 16);
+            add_bias_gelu(&op);
+            snprintf(tag, sizeof(tag), "conv_nhwc_%s", dn);
+            check_sample(tag, "conv2d_mma", &op, sm, 1, want_mma_async);
+            op = mk_conv(dt, 2, 15, 17, 12, 20, 3, 3, 2, 2, 2, 2, true, 16);
+            snprintf(tag, sizeof(tag), "conv_nchw_g2_%s", dn);
+            check_sample(tag, "conv2d_mma", &op, sm, 0, want_mma_regs);
+        }
+}
+
+static void test_references(void)
+{
+    tuner_op ops[4];
+    ops[0] = mk_matmul(TUNER_F16, 2, 0, 77, 100, 33, true, false, 2);
+    add_prologue(&ops[0]);
+    add_bias_gelu(&ops[0]);
+    ops[1] = mk_matmul(TUNER_F32, 0, 0, 64, 64, 64, false, true, 16);
+    ops[2] = mk_conv(TUNER_BF16, 2, 15, 17, 12, 20, 3, 3, 2, 2, 2, 2, true, 16);
+    add_bias_gelu(&ops[2]);
+    ops[3] = mk_conv(TUNER_F16, 2, 9, 9, 16, 32, 3, 3, 1, 1, 1, 2, false, 16);
+    add_residual(&ops[3]);
+    for (int i = 0; i < 4; i++) {
+        char tag[32];
+        snprintf(tag, sizeof(tag), "ref%d", i);
+        check_program(tag, &ops[i], 90, NULL, NULL, NULL, false);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    test_problem();
+    test_spaces();
+    test_references();
+    test_compile();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("compiled %d programs in %.1f s\n", compiled,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
