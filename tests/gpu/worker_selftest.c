@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu_workers/gw.h"
 
@@ -173,6 +174,29 @@ static gw_measure_result run(gw_pool *pool, gw_measure_req *q)
     return s.res;
 }
 
+/* The worker binary: $HIDETD_WORKER, else the one this build made, else ../bin/hidetd-worker
+ * beside this program (a packed copy of the build on another machine). */
+static const char *worker_path(void)
+{
+    static char buf[4096];
+    const char *e = getenv("HIDETD_WORKER");
+    if (e && *e)
+        return e;
+    if (access(GW_WORKER_PATH, X_OK) == 0)
+        return GW_WORKER_PATH;
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 32);
+    if (n > 0) {
+        buf[n] = 0;
+        char *slash = strrchr(buf, '/');
+        if (slash) {
+            strcpy(slash, "/../bin/hidetd-worker");
+            if (access(buf, X_OK) == 0)
+                return buf;
+        }
+    }
+    return GW_WORKER_PATH;
+}
+
 static void on_log(void *u, int level, const char *msg)
 {
     (void)u;
@@ -185,7 +209,7 @@ int main(void)
     uv_loop_init(&loop);
     gw_config c;
     memset(&c, 0, sizeof(c));
-    c.worker_path = GW_WORKER_PATH;
+    c.worker_path = worker_path();
     c.launch_timeout_s = 1.0;
     c.heartbeat_s = 0.5;
     c.max_restarts = 3;

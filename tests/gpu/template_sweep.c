@@ -1,0 +1,697 @@
+/* tests/gpu/template_sweep.c - every template the tuner has, verified on a real GPU.
+ *
+ * For each case (op, shape, fusion, alignment) and dtype: build the schedule space, take every
+ * candidate or a deterministic, evenly spread sample (default up to 16, `--max N`; the default
+ * schedule always included), generate and compile each with NVRTC, and run it against
+ * tuner_reference() through the measurement core (gpu_workers/measure.c) on random inputs.
+ * Prints one compact row per case and dtype: space size, candidates ok / wrong / failed, the
+ * largest relative error among the correct ones. Exits 1 if any candidate computes a wrong
+ * result (and lists them), 77 without a GPU and driver.
+ *
+ * Cases run in parallel child processes (--jobs N, default: half the CPUs, at most 8), forked
+ * before this process touches CUDA. A candidate that faults poisons its child's CUDA context:
+ * the child reports it and exits, and the parent continues the case in a fresh child from the
+ * next candidate.
+ *
+ *   gpu_template_sweep [--max N] [--jobs N] [--filter SUBSTRING] [--verbose]
+ */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu_workers/measure.h"
+#include "tuner/tuner.h"
+
+/* ---- cases ---- */
+
+typedef struct scase {
+    char name[64];
+    tuner_op op; /* dtype set per run */
+    bool f32_ok; /* the case makes sense in fp32 too */
+} scase;
+
+static tuner_tensor tensor(int rank, const int64_t *shape, int align)
+{
+    tuner_tensor t;
+    memset(&t, 0, sizeof(t));
+    t.rank = rank;
+    for (int i = 0; i < rank; i++)
+        t.shape[i] = shape[i];
+    t.align = align;
+    return t;
+}
+
+static tuner_op blank(tuner_op_kind k)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = k;
+    for (int i = 0; i < TUNER_MAX_INPUTS; i++)
+        op.prologue[i].n = 0;
+    op.epilogue.n = 0;
+    return op;
+}
+
+static tuner_op matmul(int64_t bt, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int align)
+{
+    tuner_op op = blank(TUNER_OP_MATMUL);
+    int64_t a[3], b[3], o[3];
+    int r = bt > 1 ? 3 : 2, off = r - 2;
+    if (bt > 1)
+        a[0] = b[0] = o[0] = bt;
+    a[off] = ta ? k : m;
+    a[off + 1] = ta ? m : k;
+    b[off] = tb ? n : k;
+    b[off + 1] = tb ? k : n;
+    o[off] = m;
+    o[off + 1] = n;
+    op.inputs[0] = tensor(r, a, align);
+    op.inputs[1] = tensor(r, b, align);
+    op.output = tensor(r, o, 16);
+    op.n_inputs = op.n_anchor_inputs = 2;
+    op.attrs.matmul.trans_a = ta;
+    op.attrs.matmul.trans_b = tb;
+    op.attrs.matmul.allow_tf32 = true;
+    return op;
+}
+
+/* Appends a binary epilogue step reading a new operand of the given shape. */
+static void add_operand_step(tuner_op *op, tuner_ew_kind k, int rank, const int64_t *shape)
+{
+    int idx = op->n_inputs++;
+    op->inputs[idx] = tensor(rank, shape, 16);
+    tuner_ew_step *s = &op->epilogue.steps[op->epilogue.n++];
+    s->kind = k;
+    s->operand = idx;
+}
+
+static void add_unary_step(tuner_ew_chain *c, tuner_ew_kind k, double scalar)
+{
+    tuner_ew_step *s = &c->steps[c->n++];
+    s->kind = k;
+    s->operand = -1;
+    s->scalar = scalar;
+}
+
+static tuner_op conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int r, int s,
+                     int stride, int pad)
+{
+    tuner_op op = blank(TUNER_OP_CONV2D);
+    int64_t x[4] = {n, h, w, c}, wt[4] = {k, r, s, c};
+    int64_t p = (h + 2 * pad - (r - 1) - 1) / stride + 1, q = (w + 2 * pad - (s - 1) - 1) / stride + 1;
+    int64_t o[4] = {n, p, q, k};
+    op.inputs[0] = tensor(4, x, 16);
+    op.inputs[1] = tensor(4, wt, 16);
+    op.output = tensor(4, o, 16);
+    op.n_inputs = op.n_anchor_inputs = 2;
+    op.attrs.conv2d.stride[0] = op.attrs.conv2d.stride[1] = stride;
+    op.attrs.conv2d.pad[0] = op.attrs.conv2d.pad[1] = pad;
+    op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 1;
+    op.attrs.conv2d.groups = 1;
+    return op;
+}
+
+static tuner_op rows_op(tuner_op_kind k, int64_t rows, int64_t d, int align, int n_affine)
+{
+    tuner_op op = blank(k);
+    int64_t s[2] = {rows, d}, v[1] = {d};
+    op.inputs[0] = tensor(2, s, align);
+    op.output = tensor(2, s, 16);
+    op.n_inputs = op.n_anchor_inputs = 1 + n_affine;
+    for (int i = 1; i <= n_affine; i++)
+        op.inputs[i] = tensor(1, v, align);
+    op.attrs.norm.eps = 1e-5;
+    return op;
+}
+
+static tuner_op reduce(int rank, const int64_t *shape, int axis, tuner_reduce_kind kind, int align)
+{
+    tuner_op op = blank(TUNER_OP_REDUCE);
+    int64_t o[TUNER_MAX_RANK];
+    int orank = 0;
+    op.inputs[0] = tensor(rank, shape, align);
+    for (int i = 0; i < rank; i++)
+        if (i != axis)
+            o[orank++] = shape[i];
+    if (orank == 0)
+        o[orank++] = 1;
+    op.output = tensor(orank, o, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.attrs.reduce.kind = kind;
+    op.attrs.reduce.axis = axis;
+    op.attrs.reduce.keepdim = false;
+    return op;
+}
+
+static tuner_op elementwise(int64_t rows, int64_t d, int align)
+{
+    tuner_op op = blank(TUNER_OP_ELEMENTWISE);
+    int64_t s[2] = {rows, d}, v[1] = {d};
+    op.inputs[0] = tensor(2, s, align);
+    op.output = tensor(2, s, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    add_operand_step(&op, TUNER_EW_ADD, 1, v);
+    op.inputs[1].align = align;
+    add_unary_step(&op.epilogue, TUNER_EW_GELU_TANH, 0);
+    add_unary_step(&op.epilogue, TUNER_EW_SCALE, 0.5);
+    return op;
+}
+
+static int build_cases(scase *c)
+{
+    int n = 0;
+#define ADD(NAME, OP, F32)                                                                          \
+    do {                                                                                           \
+        snprintf(c[n].name, sizeof(c[n].name), "%s", NAME);                                        \
+        c[n].op = OP;                                                                              \
+        c[n].f32_ok = F32;                                                                         \
+        n++;                                                                                       \
+    } while (0)
+    ADD("mm 128x256x64", matmul(1, 128, 256, 64, false, false, 16), true);
+    ADD("mm 77x1000x333", matmul(1, 77, 1000, 333, false, false, 2), true);
+    ADD("mm 1000x1000x1000", matmul(1, 1000, 1000, 1000, false, false, 16), true);
+    ADD("mm b4 64x48x40 ta", matmul(4, 64, 48, 40, true, false, 16), true);
+    ADD("mm b3 96x80x72 tb", matmul(3, 96, 80, 72, false, true, 16), true);
+    ADD("mm 16x64x8192 skinny", matmul(1, 16, 64, 8192, false, false, 16), true);
+    ADD("mm 8x4096x4096 skinny", matmul(1, 8, 4096, 4096, false, false, 16), true);
+    {
+        tuner_op op = matmul(1, 256, 512, 128, false, false, 16);
+        int64_t bias[1] = {512};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_GELU_ERF, 0);
+        ADD("mm 256x512x128 +bias,gelu", op, true);
+    }
+    {
+        tuner_op op = matmul(1, 128, 128, 256, false, false, 16);
+        add_unary_step(&op.prologue[0], TUNER_EW_SCALE, 0.5);
+        ADD("mm 128x128x256 A*0.5", op, true);
+    }
+    ADD("conv 2x28x28x64 k64 3x3 s1p1", conv(2, 28, 28, 64, 64, 3, 3, 1, 1), true);
+    ADD("conv 1x17x17x3 k13 3x3 s2p1", conv(1, 17, 17, 3, 13, 3, 3, 2, 1), true);
+    ADD("conv 2x14x14x96 k32 1x1", conv(2, 14, 14, 96, 32, 1, 1, 1, 0), true);
+    ADD("conv 1x15x15x33 k17 1x1 s2", conv(1, 15, 15, 33, 17, 1, 1, 2, 0), true);
+    ADD("softmax 333x1000", rows_op(TUNER_OP_SOFTMAX, 333, 1000, 16, 0), true);
+    ADD("softmax 7x4097 align2", rows_op(TUNER_OP_SOFTMAX, 7, 4097, 2, 0), true);
+    ADD("layernorm 129x768 affine", rows_op(TUNER_OP_LAYERNORM, 129, 768, 16, 2), true);
+    ADD("layernorm 5x1001 align2", rows_op(TUNER_OP_LAYERNORM, 5, 1001, 2, 0), true);
+    ADD("rmsnorm 257x4096 gamma", rows_op(TUNER_OP_RMSNORM, 257, 4096, 16, 1), true);
+    ADD("rmsnorm 3x999 align2 gamma", rows_op(TUNER_OP_RMSNORM, 3, 999, 2, 1), true);
+    {
+        int64_t s1[2] = {33, 777}, s2[3] = {17, 5, 31}, s3[2] = {1000, 3};
+        ADD("reduce sum [33,777] ax1", reduce(2, s1, 1, TUNER_REDUCE_SUM, 16), true);
+        ADD("reduce max [17,5,31] ax1", reduce(3, s2, 1, TUNER_REDUCE_MAX, 2), true);
+        ADD("reduce mean [1000,3] ax0", reduce(2, s3, 0, TUNER_REDUCE_MEAN, 2), true);
+    }
+    ADD("ew 1000x333 +b,gelu,*.5", elementwise(1000, 333, 16), true);
+    ADD("ew 7x1001 align2", elementwise(7, 1001, 2), true);
+#undef ADD
+    return n;
+}
+
+static void set_dtype(tuner_op *op, tuner_dtype dt)
+{
+    for (int i = 0; i < op->n_inputs; i++)
+        op->inputs[i].dtype = dt;
+    op->output.dtype = dt;
+}
+
+static void tolerances(const tuner_op *op, tuner_dtype dt, double *rtol, double *atol)
+{
+    double t;
+    if (dt == TUNER_BF16)
+        t = 4e-2;
+    else if (dt == TUNER_F16)
+        t = 1e-2;
+    else if (op->kind == TUNER_OP_MATMUL || op->kind == TUNER_OP_CONV2D)
+        t = 1e-2; /* tf32 tensor cores are allowed */
+    else
+        t = 1e-4;
+    *rtol = t;
+    *atol = t;
+}
+
+/* ---- one case in a child process ---- */
+
+/* Line protocol child -> parent, one per candidate:  "R <idx> <status> <max_rel> <text>". */
+
+static void program_to_module(const tuner_program *p, const tuner_binary *b, gw_module *m,
+                              const int *map)
+{
+    memset(m, 0, sizeof(*m));
+    m->image = b->cubin;
+    m->image_len = b->cubin_len;
+    m->n_launches = p->n_kernels;
+    for (int i = 0; i < p->n_kernels && i < GW_MAX_LAUNCHES; i++) {
+        const tuner_launch *l = &p->kernels[i];
+        gw_launch *g = &m->launches[i];
+        snprintf(g->name, sizeof(g->name), "%s", l->name);
+        for (int d = 0; d < 3; d++) {
+            g->grid[d] = l->grid[d];
+            g->block[d] = l->block[d];
+        }
+        g->shared_bytes = l->shared_bytes;
+        g->n_args = l->n_args;
+        for (int a = 0; a < l->n_args; a++)
+            g->args[a] = map[l->args[a]];
+    }
+}
+
+static void emit(FILE *out, size_t idx, const char *status, double rel, const char *text)
+{
+    char clean[300];
+    snprintf(clean, sizeof(clean), "%s", text ? text : "");
+    for (char *c = clean; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fprintf(out, "R %zu %s %.6g %s\n", idx, status, rel, clean);
+    fflush(out);
+}
+
+static int run_case(const tuner_op *op, const tuner_target *tgt, tuner_dtype dt, const size_t *pick,
+                    size_t n_pick, size_t start, FILE *out)
+{
+    tuner_space *space = NULL;
+    tuner_program *ref = NULL;
+    tuner_binary *refbin = NULL;
+    gw_measurer *m = NULL;
+    char *err = NULL;
+    char cerr[256];
+
+    if (tuner_space_build(op, tgt, &space, &err) < 0 || tuner_reference(op, tgt, &ref, &err) < 0 ||
+        tuner_compile(ref->source, tgt, &refbin, &err) < 0) {
+        emit(out, start, "refail", 0, err ? err : "reference");
+        return 0;
+    }
+    if (gw_measurer_new(0, 2.0, &m, cerr, sizeof(cerr)) < 0) {
+        emit(out, start, "refail", 0, cerr);
+        return 0;
+    }
+    double rtol, atol;
+    tolerances(op, dt, &rtol, &atol);
+    for (size_t k = start; k < n_pick; k++) {
+        size_t idx = pick[k];
+        tuner_program *p = NULL;
+        tuner_binary *b = NULL;
+        free(err);
+        err = NULL;
+        if (tuner_generate(op, tgt, &space->items[idx], &p, &err) < 0) {
+            emit(out, k, "genfail", 0, err);
+            continue;
+        }
+        if (tuner_compile(p->source, tgt, &b, &err) < 0) {
+            emit(out, k, "compilefail", 0, err);
+            tuner_program_free(p);
+            continue;
+        }
+        gw_measure_req q;
+        memset(&q, 0, sizeof(q));
+        q.id = idx + 1;
+        int cmap[TUNER_BUF_WORKSPACE + 1], rmap[TUNER_BUF_WORKSPACE + 1], n = 0;
+        for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+            cmap[i] = rmap[i] = 0;
+        for (int i = 0; i < op->n_inputs; i++) {
+            q.buffers[n] = (gw_buffer){GW_BUF_INPUT, (gw_dtype)op->inputs[i].dtype,
+                                       (uint64_t)tuner_tensor_numel(&op->inputs[i])};
+            cmap[TUNER_BUF_INPUT0 + i] = rmap[TUNER_BUF_INPUT0 + i] = n++;
+        }
+        uint64_t oe = (uint64_t)tuner_tensor_numel(&op->output);
+        q.buffers[n] = (gw_buffer){GW_BUF_OUTPUT, (gw_dtype)p->output_dtype, oe};
+        q.output_buffer = cmap[TUNER_BUF_OUTPUT] = n++;
+        q.buffers[n] = (gw_buffer){GW_BUF_REF_OUTPUT, GW_F32, oe};
+        q.ref_output_buffer = rmap[TUNER_BUF_OUTPUT] = n++;
+        if (ref->workspace_bytes) {
+            q.buffers[n] = (gw_buffer){GW_BUF_SCRATCH, GW_F32, (ref->workspace_bytes + 3) / 4};
+            rmap[TUNER_BUF_WORKSPACE] = n++;
+        }
+        if (p->workspace_bytes) {
+            q.buffers[n] = (gw_buffer){GW_BUF_SCRATCH, GW_F32, (p->workspace_bytes + 3) / 4};
+            cmap[TUNER_BUF_WORKSPACE] = n++;
+        }
+        q.n_buffers = n;
+        program_to_module(p, b, &q.candidate, cmap);
+        program_to_module(ref, refbin, &q.reference, rmap);
+        q.check = true;
+        q.rtol = rtol;
+        q.atol = atol;
+        q.warmup = 1;
+        q.min_reps = 3;
+        q.max_reps = 5;
+        q.min_time_ms = 0;
+        gw_measure_result res;
+        bool fatal = false;
+        gw_measurer_run(m, &q, NULL, &res, &fatal);
+        char text[300];
+        snprintf(text, sizeof(text), "%.2fus %s", res.median_us, res.reason);
+        emit(out, k, gw_status_name(res.status), res.max_rel_err, text);
+        tuner_binary_free(b);
+        tuner_program_free(p);
+        if (fatal)
+            return 3; /* the parent continues in a fresh process */
+    }
+    free(err);
+    gw_measurer_free(m);
+    tuner_binary_free(refbin);
+    tuner_program_free(ref);
+    tuner_space_free(space);
+    return 0;
+}
+
+/* ---- parent: scheduling children, collecting rows ---- */
+
+typedef struct run {
+    int ci;
+    tuner_dtype dt;
+    tuner_op op;
+    size_t space_n;
+    size_t *pick;
+    size_t n_pick;
+    size_t next;   /* first candidate not yet reported */
+    int ok, wrong, failed;
+    double max_rel;
+    char first_fail[200];
+    char wrong_list[400];
+    pid_t pid;
+    FILE *pipe;
+    char buf[4096];
+    size_t blen;
+    bool done, space_err;
+    char space_msg[200];
+    double t0, secs;
+} run;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool verbose;
+
+static void handle_line(run *r, const scase *c, char *line)
+{
+    size_t k = 0;
+    char st[32] = "";
+    double rel = 0;
+    int used = 0;
+    if (sscanf(line, "R %zu %31s %lf %n", &k, st, &rel, &used) < 3)
+        return;
+    const char *text = line + used;
+    if (verbose)
+        fprintf(stderr, "  %s %s #%zu: %s %.3g %s\n", c->name, tuner_dtype_name(r->dt), k, st,
+                rel, text);
+    if (!strcmp(st, "refail")) {
+        r->space_err = true;
+        snprintf(r->space_msg, sizeof(r->space_msg), "%s", text);
+        r->next = r->n_pick;
+        return;
+    }
+    r->next = k + 1;
+    if (!strcmp(st, "ok")) {
+        r->ok++;
+        if (rel > r->max_rel)
+            r->max_rel = rel;
+    } else if (!strcmp(st, "wrong")) {
+        r->wrong++;
+        size_t l = strlen(r->wrong_list);
+        snprintf(r->wrong_list + l, sizeof(r->wrong_list) - l, "%s#%zu", l ? "," : "",
+                 r->pick[k]);
+        if (!r->first_fail[0])
+            snprintf(r->first_fail, sizeof(r->first_fail), "wrong #%zu: %s", r->pick[k], text);
+    } else {
+        r->failed++;
+        if (!r->first_fail[0])
+            snprintf(r->first_fail, sizeof(r->first_fail), "%s #%zu: %s", st, r->pick[k], text);
+    }
+}
+
+static int spawn(run *r, const tuner_target *tgt)
+{
+    int fds[2];
+    if (pipe(fds) < 0)
+        return -errno;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        close(fds[0]);
+        FILE *out = fdopen(fds[1], "w");
+        int rc = run_case(&r->op, tgt, r->dt, r->pick, r->n_pick, r->next, out);
+        fclose(out);
+        _exit(rc);
+    }
+    close(fds[1]);
+    r->pid = pid;
+    r->pipe = fdopen(fds[0], "r");
+    r->blen = 0;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int max_per_case = 16, jobs = 0;
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--max") && i + 1 < argc)
+            max_per_case = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--jobs") && i + 1 < argc)
+            jobs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+            filter = argv[++i];
+        else if (!strcmp(argv[i], "--verbose"))
+            verbose = true;
+        else {
+            fprintf(stderr, "usage: %s [--max N] [--jobs N] [--filter TEXT] [--verbose]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (max_per_case < 1)
+        max_per_case = 1;
+    if (jobs < 1) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        jobs = cpus > 1 ? (int)(cpus / 2) : 1;
+        if (jobs > 8)
+            jobs = 8;
+    }
+
+    /* Ask for the GPU in a child: this process must not initialise CUDA before forking. */
+    gw_device_info dev;
+    char why[256] = "";
+    int ndev = 0;
+    {
+        int fds[2];
+        if (pipe(fds) < 0)
+            return 1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            gw_device_info d[GW_MAX_DEVICES];
+            char e[256] = "";
+            int n = 0;
+            gw_probe_devices(d, GW_MAX_DEVICES, &n, e, sizeof(e));
+            struct {
+                int n;
+                gw_device_info d;
+                char e[256];
+            } msg;
+            memset(&msg, 0, sizeof(msg));
+            msg.n = n;
+            if (n)
+                msg.d = d[0];
+            memcpy(msg.e, e, sizeof(msg.e));
+            ssize_t w = write(fds[1], &msg, sizeof(msg));
+            _exit(w == (ssize_t)sizeof(msg) ? 0 : 1);
+        }
+        close(fds[1]);
+        struct {
+            int n;
+            gw_device_info d;
+            char e[256];
+        } msg;
+        memset(&msg, 0, sizeof(msg));
+        ssize_t rd = read(fds[0], &msg, sizeof(msg));
+        close(fds[0]);
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (rd == (ssize_t)sizeof(msg)) {
+            ndev = msg.n;
+            dev = msg.d;
+            memcpy(why, msg.e, sizeof(why));
+            why[sizeof(why) - 1] = 0;
+        } else {
+            snprintf(why, sizeof(why), "the CUDA driver could not be loaded (probe exited with %d)",
+                     WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        }
+    }
+    if (ndev == 0) {
+        printf("no CUDA GPU/driver: skipped (%s)\n", why);
+        return 77;
+    }
+    tuner_target tgt = {.sm = dev.sm, .arch_specific = dev.sm == 90};
+    char tname[16];
+    printf("template sweep on %s (%s), up to %d candidates per case, %d jobs\n", dev.name,
+           tuner_target_name(&tgt, tname, sizeof(tname)), max_per_case, jobs);
+
+    static scase cases[64];
+    int nc = build_cases(cases);
+    static run runs[64 * 3];
+    int nr = 0;
+    const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
+    for (int i = 0; i < nc; i++) {
+        if (filter && !strstr(cases[i].name, filter))
+            continue;
+        for (int d = 0; d < 3; d++) {
+            if (dts[d] == TUNER_F32 && !cases[i].f32_ok)
+                continue;
+            run *r = &runs[nr++];
+            memset(r, 0, sizeof(*r));
+            r->ci = i;
+            r->dt = dts[d];
+            r->op = cases[i].op;
+            set_dtype(&r->op, dts[d]);
+            tuner_space *sp = NULL;
+            char *err = NULL;
+            if (tuner_space_build(&r->op, &tgt, &sp, &err) < 0) {
+                r->space_err = true;
+                snprintf(r->space_msg, sizeof(r->space_msg), "%s", err ? err : "no space");
+                r->done = true;
+                free(err);
+                continue;
+            }
+            r->space_n = sp->n;
+            size_t want = sp->n < (size_t)max_per_case ? sp->n : (size_t)max_per_case;
+            r->pick = calloc(want ? want : 1, sizeof(size_t));
+            /* Evenly spread over the space, the default schedule first. */
+            size_t dflt = sp->n ? tuner_default_index(&r->op, &tgt, sp) : 0;
+            if (want) {
+                r->pick[r->n_pick++] = dflt;
+                for (size_t k = 0; r->n_pick < want && k < want; k++) {
+                    size_t idx = (k * sp->n) / want;
+                    bool dup = false;
+                    for (size_t j = 0; j < r->n_pick; j++)
+                        dup |= r->pick[j] == idx;
+                    if (!dup)
+                        r->pick[r->n_pick++] = idx;
+                }
+            }
+            if (!r->n_pick)
+                r->done = true;
+            tuner_space_free(sp);
+        }
+    }
+
+    double t_start = now_s();
+    int running = 0, next_run = 0;
+    for (;;) {
+        while (running < jobs && next_run < nr) {
+            run *r = &runs[next_run++];
+            if (r->done)
+                continue;
+            r->t0 = now_s();
+            if (spawn(r, &tgt) == 0)
+                running++;
+            else
+                r->done = true;
+        }
+        if (running == 0 && next_run >= nr)
+            break;
+        struct pollfd pf[64];
+        run *who[64];
+        int np = 0;
+        for (int i = 0; i < nr && np < 64; i++)
+            if (runs[i].pipe) {
+                pf[np].fd = fileno(runs[i].pipe);
+                pf[np].events = POLLIN;
+                who[np++] = &runs[i];
+            }
+        if (poll(pf, (nfds_t)np, 1000) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < np; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            run *r = who[i];
+            ssize_t n = read(pf[i].fd, r->buf + r->blen, sizeof(r->buf) - 1 - r->blen);
+            if (n > 0) {
+                r->blen += (size_t)n;
+                r->buf[r->blen] = 0;
+                char *nl;
+                while ((nl = strchr(r->buf, '\n'))) {
+                    *nl = 0;
+                    handle_line(r, &cases[r->ci], r->buf);
+                    size_t rest = r->blen - (size_t)(nl + 1 - r->buf);
+                    memmove(r->buf, nl + 1, rest);
+                    r->blen = rest;
+                    r->buf[r->blen] = 0;
+                }
+                if (r->blen >= sizeof(r->buf) - 1)
+                    r->blen = 0; /* an overlong line: drop it */
+                continue;
+            }
+            /* End of the child's output. */
+            fclose(r->pipe);
+            r->pipe = NULL;
+            int st = 0;
+            waitpid(r->pid, &st, 0);
+            running--;
+            bool clean = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+            if (!clean && r->next < r->n_pick) {
+                if (!(WIFEXITED(st) && WEXITSTATUS(st) == 3)) {
+                    /* Died without reporting: the candidate it was on counts as failed. */
+                    r->failed++;
+                    if (!r->first_fail[0])
+                        snprintf(r->first_fail, sizeof(r->first_fail),
+                                 "child died (status %d) on #%zu", st, r->pick[r->next]);
+                    r->next++;
+                }
+                if (r->next < r->n_pick && spawn(r, &tgt) == 0) {
+                    running++;
+                    continue;
+                }
+            }
+            r->done = true;
+            r->secs = now_s() - r->t0;
+        }
+    }
+
+    /* The table. */
+    int total_wrong = 0, total_failed = 0, total_ok = 0;
+    printf("\n%-30s %-4s %6s %5s %5s %5s %6s %10s %6s\n", "case", "dt", "space", "tried", "ok",
+           "wrong", "failed", "max_rel", "secs");
+    for (int i = 0; i < nr; i++) {
+        run *r = &runs[i];
+        const char *dn = tuner_dtype_name(r->dt);
+        if (r->space_err && !r->n_pick) {
+            printf("%-30s %-4s %6s  unsupported: %.70s\n", cases[r->ci].name, dn, "-", r->space_msg);
+            continue;
+        }
+        if (r->space_err) {
+            printf("%-30s %-4s %6zu  reference failed: %.70s\n", cases[r->ci].name, dn,
+                   r->space_n, r->space_msg);
+            total_failed++;
+            continue;
+        }
+        printf("%-30s %-4s %6zu %5zu %5d %5d %6d %10.3g %6.1f\n", cases[r->ci].name, dn,
+               r->space_n, r->n_pick, r->ok, r->wrong, r->failed, r->max_rel, r->secs);
+        total_ok += r->ok;
+        total_wrong += r->wrong;
+        total_failed += r->failed;
+    }
+    printf("\ntotal: %d ok, %d wrong, %d failed in %.1f s\n", total_ok, total_wrong, total_failed,
+           now_s() - t_start);
+    for (int i = 0; i < nr; i++) {
+        run *r = &runs[i];
+        if (r->first_fail[0])
+            printf("  %s %s: %s%s%s\n", cases[r->ci].name, tuner_dtype_name(r->dt), r->first_fail,
+                   r->wrong_list[0] ? "  | wrong: " : "", r->wrong_list);
+        free(r->pick);
+    }
+    return total_wrong ? 1 : 0;
+}
