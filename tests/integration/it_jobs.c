@@ -15,10 +15,10 @@
 
 #define N_CLIENTS 50
 
-static const char *req_fmt =
-    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[%d,256],\"dtype\":\"f16\"},"
-    "{\"shape\":[256,512],\"dtype\":\"f16\"}],\"arch\":\"sm_90\",\"tune\":\"measure\","
-    "\"wait\":%s,\"budget\":{\"candidates\":%d}}";
+#define REQ_FMT \
+    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[%d,256],\"dtype\":\"f16\"}," \
+    "{\"shape\":[256,512],\"dtype\":\"f16\"}],\"arch\":\"sm_90\",\"tune\":\"measure\"," \
+    "\"wait\":%s,\"budget\":{\"candidates\":%d}}"
 
 typedef struct {
     char *buf;
@@ -41,7 +41,7 @@ static size_t on_data(char *p, size_t sz, size_t n, void *ud)
 static void concurrent_identical(const ht_daemon *d)
 {
     char body[512];
-    snprintf(body, sizeof(body), req_fmt, 96, "true", 6);
+    snprintf(body, sizeof(body), REQ_FMT, 96, "true", 6);
     CURLM *m = curl_multi_init();
     CURL *h[N_CLIENTS];
     sink out[N_CLIENTS] = {0};
@@ -147,7 +147,7 @@ static void faults(void)
         return;
 
     char body[512], state[32] = "";
-    snprintf(body, sizeof(body), req_fmt, 200, "false", 8);
+    snprintf(body, sizeof(body), REQ_FMT, 200, "false", 8);
     char *text = follow_job(&d, body, state, sizeof(state));
     HT_CHECK(!strcmp(state, "done"), "job with faults ended '%s': %.500s", state, text ? text : "");
     cJSON *j = text ? cJSON_Parse(text) : NULL;
@@ -176,7 +176,7 @@ static void faults(void)
 
     /* Cancel: a long job is cancelled while running. */
     unsetenv("HIDETD_STANDIN_FAULTS");
-    snprintf(body, sizeof(body), req_fmt, 300, "false", 200);
+    snprintf(body, sizeof(body), REQ_FMT, 300, "false", 200);
     ht_resp r = ht_post(&d, "/v1/kernels", body);
     HT_CHECK(r.status == 202, "submit: %ld", r.status);
     char url[128];
