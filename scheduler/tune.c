@@ -391,6 +391,7 @@ static void final_done(sched_job *j, sched_work *w)
             fail(j, "compile_error", msg);
             return;
         }
+        j->info.candidates_failed++;
         j->attempt++;
         try_next_final(j);
         return;
@@ -402,6 +403,8 @@ static void final_done(sched_job *j, sched_work *w)
     }
     bool measured = j->info.mode == TUNER_TUNE_MEASURE;
     double lat = measured && j->best ? j->best->latency_us : -1;
+    if (!measured)
+        j->info.candidates_done = 1;
     store_and_finish(j, w->item, sj, w->prog, w->bin, measured, lat);
     free(sj);
 }
