@@ -77,8 +77,21 @@ static void on_abort(proto_request *req, void *udata)
     answer_later(req, 5);
 }
 
+/* Like the daemon: answer from inside the abort callback. */
+static void on_abort_sync(proto_request *req, void *udata)
+{
+    atomic_fetch_add(&n_aborts, 1);
+    CHECK(proto_request_aborted(req));
+    CHECK(proto_respond(req, 499, NULL, NULL, 0) == 0);
+}
+
 static void handler(proto_request *req, void *udata)
 {
+    if (strcmp(req->path, "/hold-sync") == 0) {
+        proto_request_on_abort(req, on_abort_sync, NULL);
+        atomic_fetch_add(&n_held, 1);
+        return;
+    }
     if (strcmp(req->path, "/async") == 0) {
         answer_later(req, 20);
         return;
@@ -486,6 +499,14 @@ static void test_abort(void)
     client_close(c);
     wait_for(&n_aborts, before + 1);
     CHECK(atomic_load(&n_aborts) == before + 1);
+
+    held = atomic_load(&n_held);
+    c = connect_unix(sock_path);
+    send_str(c, "GET /hold-sync HTTP/1.1\r\nHost: x\r\n\r\n");
+    wait_for(&n_held, held + 1);
+    client_close(c);
+    wait_for(&n_aborts, before + 2);
+    CHECK(atomic_load(&n_aborts) == before + 2);
 }
 
 static void test_tcp(void)
