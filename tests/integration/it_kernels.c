@@ -10,7 +10,7 @@
 #include "harness.h"
 
 #define MATMUL_REQ                                                                                 \
-    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"              \
+    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[%d,64],\"dtype\":\"f16\"},"               \
     "{\"shape\":[64,256],\"dtype\":\"f16\"}],\"arch\":\"%s\",\"tune\":\"%s\"}"
 
 static bool json_bool(const cJSON *o, const char *k)
@@ -94,12 +94,13 @@ int main(void)
         return 1;
 
     char body[512];
-    struct { const char *arch; int sm; const char *tune; } cases[] = {
-        {"sm_90", 90, "model"}, {"sm_80", 80, "model"}, {"sm_90", 90, "none"}, {"sm_90a", 90, "model"},
+    struct { const char *arch; int sm; const char *tune; int m; } cases[] = {
+        {"sm_90", 90, "model", 128}, {"sm_80", 80, "model", 128}, {"sm_90", 90, "none", 192},
+        {"sm_90a", 90, "model", 128},
     };
     char *keys[4] = {0};
     for (int i = 0; i < 4; i++) {
-        snprintf(body, sizeof(body), MATMUL_REQ, cases[i].arch, cases[i].tune);
+        snprintf(body, sizeof(body), MATMUL_REQ, cases[i].m, cases[i].arch, cases[i].tune);
         ht_resp r = ht_post(&d, "/v1/kernels", body);
         keys[i] = check_kernel_set(&r, cases[i].arch, false);
         if (keys[i])
@@ -140,7 +141,7 @@ int main(void)
     HT_CHECK(access(d.socket, F_OK) != 0, "socket file left behind after SIGTERM");
     if (ht_start(&d) != 0)
         return 1;
-    snprintf(body, sizeof(body), MATMUL_REQ, "sm_90", "model");
+    snprintf(body, sizeof(body), MATMUL_REQ, 128, "sm_90", "model");
     r = ht_post(&d, "/v1/kernels", body);
     char *after = check_kernel_set(&r, "sm_90", true);
     HT_CHECK(after && keys[0] && !strcmp(after, keys[0]), "key changed across restart");
