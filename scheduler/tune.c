@@ -9,6 +9,7 @@
  * the same tuning key are not measured again: their recorded result is reused. The reference is
  * compiled once; up to `compile_ahead` candidates are compiled ahead while others are measured,
  * one at a time per GPU of the job (several GPUs of the same kind measure one job in parallel).
+ * The search stops at the candidate budget, or at the time budget once one candidate passed.
  * Every result is recorded with kc_trial_put, so a space can be re-ranked later without
  * re-measuring. The fastest correct candidate is stored with measured=true.
  *
@@ -794,7 +795,10 @@ static void pump_measure(sched_job *j)
     if (j->ended)
         return;
     double budget = j->budget_s > 0 ? j->budget_s : j->s->cfg.budget_s;
-    if (!j->stop && (double)(uv_hrtime() - j->start_ns) / 1e9 > budget) {
+    /* The time budget ends the search, not the job: until one candidate passed, it goes on (the
+     * candidate budget still bounds it), so a short budget never turns a tunable op into a
+     * failure. */
+    if (!j->stop && j->best && (double)(uv_hrtime() - j->start_ns) / 1e9 > budget) {
         j->stop = true;
         j->stopped_by_budget = true;
     }

@@ -27,6 +27,8 @@ static int failures;
 
 #define GUARD_S 240.0
 
+static const char *g_devices = "1"; /* stand-in GPUs of the next env_open */
+
 /* ---- environment: loop, cache, optional stand-in pool, scheduler ---- */
 
 typedef struct env {
@@ -102,7 +104,7 @@ static void env_open(env *e, const sched_config *cfg, bool with_pool, const char
         snprintf(path, sizeof(path), "%s/state", e->dir);
         mkdir(path, 0700);
         setenv("HIDETD_STANDIN_STATE_DIR", path, 1);
-        setenv("HIDETD_STANDIN_DEVICES", "1", 1);
+        setenv("HIDETD_STANDIN_DEVICES", g_devices, 1);
         setenv("HIDETD_STANDIN_SM", "90", 1);
         if (faults)
             setenv("HIDETD_STANDIN_FAULTS", faults, 1);
@@ -117,7 +119,7 @@ static void env_open(env *e, const sched_config *cfg, bool with_pool, const char
         int ready = 0;
         CHECK(gw_pool_start(&e->loop, &gc, flag_cb, &ready, &e->pool) == 0);
         run_until(e, int_set, &ready, "pool ready");
-        CHECK(gw_pool_usable(e->pool) == 1);
+        CHECK(gw_pool_usable(e->pool) == atoi(g_devices));
     }
     CHECK(sched_new(&e->loop, e->db, e->pool, cfg, &e->s) == 0);
 }
@@ -619,6 +621,90 @@ static void test_cancel_running(void)
     env_close(&e); /* the drain waits for the cancelled measurement's callback */
 }
 
+/* A time budget stops the search once a candidate passed: only the first one is measured. */
+static void test_time_budget(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 4;
+    env e;
+    env_open(&e, &cfg, true, NULL);
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    r.budget_s = 1e-6;
+    rec w = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(&e, rec_called, &w, "budget job");
+    check_stored(&e, &w.info, true);
+    CHECK(w.info.candidates_total == 4 && w.info.candidates_done == 1);
+    env_close(&e);
+}
+
+/* Every candidate wrong: the job fails with a summary of the reasons, every trial recorded. */
+static void test_all_wrong(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 3;
+    env e;
+    env_open(&e, &cfg, true, "wrong@1,wrong@2,wrong@3");
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(&e, rec_called, &w, "all-wrong job");
+    CHECK(w.info.state == SCHED_FAILED);
+    CHECK(strcmp(w.info.error_code, "no_valid_candidate") == 0);
+    CHECK(strstr(w.info.error, "3 wrong") != NULL);
+    CHECK(w.info.candidates_failed == 3);
+    size_t total = 0;
+    CHECK(count_trials(&e, &mm, KC_TRIAL_WRONG, &total) == 3 && total == 3);
+    char akey[KC_KEY_LEN + 1];
+    bool m;
+    CHECK(kc_selection_get(e.db, w.info.op_key, akey, &m) == -ENOENT);
+    env_close(&e);
+}
+
+/* Two identical GPUs share one job's candidates. */
+static void test_two_devices(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 4;
+    g_devices = "2";
+    env e;
+    env_open(&e, &cfg, true, NULL);
+    g_devices = "1";
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(&e, rec_called, &w, "two-GPU job");
+    check_stored(&e, &w.info, true);
+    const gw_device_info *d = NULL;
+    size_t n = gw_pool_devices(e.pool, &d);
+    uint64_t measured = 0;
+    for (size_t i = 0; i < n; i++)
+        measured += d[i].measured;
+    CHECK(n == 2 && measured == 4);
+    env_close(&e);
+}
+
+static void test_unsupported(void)
+{
+    env e;
+    env_open(&e, NULL, false, NULL);
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    r.target.sm = 70; /* below every template's minimum */
+    rec w = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(&e, rec_called, &w, "unsupported job");
+    CHECK(w.info.state == SCHED_FAILED && strcmp(w.info.error_code, "unsupported") == 0);
+    CHECK(w.info.error[0] != '\0');
+    env_close(&e);
+}
+
 int main(void)
 {
     if (!getenv("HIDETD_STANDIN")) {
@@ -634,6 +720,10 @@ int main(void)
     test_fault("crash@2", KC_TRIAL_WORKER_DIED, "crash@2");
     test_fault("hang@2", KC_TRIAL_TIMEOUT, "hang@2");
     test_cancel_running();
+    test_time_budget();
+    test_all_wrong();
+    test_two_devices();
+    test_unsupported();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
