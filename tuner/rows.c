@@ -775,7 +775,8 @@ int tuner__rows_preferred(const tuner_op *op, const tuner_target *t, tuner_sched
         return -ENOENT;
     int vec = g.vec_ok ? g.vmax : 1;
     long long nvt = g.D / vec;
-    long tpr = tuner__pow2ceil((nvt + 7) / 8);
+    long per_thread = MAX_CACHED / vec; /* vectors a thread can hold in registers */
+    long tpr = tuner__pow2ceil((nvt + per_thread - 1) / per_thread);
     if (tpr < 32)
         tpr = tuner__pow2ceil(nvt) < 32 ? tuner__pow2ceil(nvt) : 32;
     if (tpr < 4)

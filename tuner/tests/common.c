@@ -1,0 +1,180 @@
+/* tuner/tests/common.c - see common.h. */
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int t_failures;
+
+tuner_tensor t_tensor(tuner_dtype dt, int rank, const long long *shape, int align)
+{
+    tuner_tensor t;
+    memset(&t, 0, sizeof(t));
+    t.rank = rank;
+    for (int i = 0; i < rank; i++)
+        t.shape[i] = shape[i];
+    t.dtype = dt;
+    t.align = align;
+    return t;
+}
+
+static tuner_op base_op(tuner_op_kind k, tuner_dtype dt, long long rows, long long d, int align)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = k;
+    long long shape[2] = {rows, d};
+    op.inputs[0] = t_tensor(dt, 2, shape, align);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, 2, shape, 16);
+    op.epilogue.n = 0;
+    for (int i = 0; i < TUNER_MAX_INPUTS; i++)
+        op.prologue[i].n = 0;
+    return op;
+}
+
+tuner_op t_softmax(tuner_dtype dt, long long rows, long long d, int align)
+{
+    return base_op(TUNER_OP_SOFTMAX, dt, rows, d, align);
+}
+
+tuner_op t_layernorm(tuner_dtype dt, long long rows, long long d, int align, bool affine)
+{
+    tuner_op op = base_op(TUNER_OP_LAYERNORM, dt, rows, d, align);
+    op.attrs.norm.eps = 1e-5;
+    if (affine) {
+        long long s[1] = {d};
+        op.inputs[1] = t_tensor(dt, 1, s, align);
+        op.inputs[2] = t_tensor(dt, 1, s, align);
+        op.n_inputs = op.n_anchor_inputs = 3;
+    }
+    return op;
+}
+
+tuner_op t_rmsnorm(tuner_dtype dt, long long rows, long long d, int align, bool gamma)
+{
+    tuner_op op = base_op(TUNER_OP_RMSNORM, dt, rows, d, align);
+    op.attrs.norm.eps = 1e-6;
+    if (gamma) {
+        long long s[1] = {d};
+        op.inputs[1] = t_tensor(dt, 1, s, align);
+        op.n_inputs = op.n_anchor_inputs = 2;
+    }
+    return op;
+}
+
+tuner_op t_reduce(tuner_dtype dt, int rank, const long long *shape, int axis, tuner_reduce_kind k, bool keepdim,
+                  int align)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_REDUCE;
+    op.inputs[0] = t_tensor(dt, rank, shape, align);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.attrs.reduce.kind = k;
+    op.attrs.reduce.axis = axis;
+    op.attrs.reduce.keepdim = keepdim;
+    long long os[TUNER_MAX_RANK];
+    int orank = 0;
+    for (int d = 0; d < rank; d++) {
+        if (d == axis) {
+            if (keepdim)
+                os[orank++] = 1;
+        } else {
+            os[orank++] = shape[d];
+        }
+    }
+    op.output = t_tensor(dt, orank, os, 16);
+    return op;
+}
+
+void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un)
+{
+    int idx = op->n_inputs++;
+    op->inputs[idx] = t_tensor(op->inputs[0].dtype, rank, shape, 16);
+    tuner_ew_step *s = &op->epilogue.steps[op->epilogue.n++];
+    s->kind = bin;
+    s->operand = idx;
+    s = &op->epilogue.steps[op->epilogue.n++];
+    s->kind = un;
+    s->operand = -1;
+    s->scalar = 0.5;
+}
+
+tuner_op t_elementwise(tuner_dtype dt, long long rows, long long d, int align)
+{
+    tuner_op op = base_op(TUNER_OP_ELEMENTWISE, dt, rows, d, align);
+    long long s[1] = {d};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, s, TUNER_EW_GELU_TANH);
+    tuner_ew_step *st = &op.epilogue.steps[op.epilogue.n++];
+    st->kind = TUNER_EW_SCALE;
+    st->operand = -1;
+    st->scalar = 0.125;
+    st = &op.epilogue.steps[op.epilogue.n++];
+    st->kind = TUNER_EW_CAST;
+    st->operand = -1;
+    st->dtype = dt;
+    return op;
+}
+
+bool t_compile_check(const char *what, const char *source, const tuner_target *t, const tuner_program *p,
+                     double *ret_ms)
+{
+    tuner_binary *b = NULL;
+    char *err = NULL;
+    int r = tuner_compile(source, t, &b, &err);
+    if (r < 0) {
+        fprintf(stderr, "%s: tuner_compile failed (%d): %s\n", what, r, err ? err : "");
+        if (getenv("HIDET_TEST_DUMP"))
+            fprintf(stderr, "%s\n", source);
+        free(err);
+        return false;
+    }
+    bool ok = b->ptx_len > 0 && b->cubin_len > 0;
+    /* Every launch names an entry point of the PTX. */
+    for (int k = 0; p && k < p->n_kernels; k++) {
+        char needle[96];
+        snprintf(needle, sizeof(needle), ".entry %s(", p->kernels[k].name);
+        if (!strstr(b->ptx, needle)) {
+            fprintf(stderr, "%s: no entry %s in the PTX\n", what, p->kernels[k].name);
+            ok = false;
+        }
+    }
+    char path[] = "/tmp/hidet-ptxXXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        tuner_binary_free(b);
+        return false;
+    }
+    FILE *f = fdopen(fd, "w");
+    fwrite(b->ptx, 1, b->ptx_len, f);
+    fclose(f);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_%d%s %s -o /dev/null", t->sm,
+             t->arch_specific ? "a" : "", path);
+    int rc = system(cmd);
+    unlink(path);
+    if (rc != 0) {
+        fprintf(stderr, "%s: ptxas rejected the PTX (rc %d)\n", what, rc);
+        ok = false;
+    }
+    if (ret_ms)
+        *ret_ms = b->compile_ms;
+    tuner_binary_free(b);
+    return ok;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double t_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}

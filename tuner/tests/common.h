@@ -1,0 +1,42 @@
+/* tuner/tests/common.h - small helpers shared by the tuner's unit tests: checks, op builders,
+ * and "compile with NVRTC, then let ptxas accept the PTX". */
+#ifndef HIDET_TUNER_TESTS_COMMON_H
+#define HIDET_TUNER_TESTS_COMMON_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "tuner/tuner.h"
+
+extern int t_failures;
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            t_failures++;                                                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+tuner_tensor t_tensor(tuner_dtype dt, int rank, const long long *shape, int align);
+/* Ops: output inferred the way proto does for these simple cases. */
+tuner_op t_softmax(tuner_dtype dt, long long rows, long long d, int align);
+tuner_op t_layernorm(tuner_dtype dt, long long rows, long long d, int align, bool affine);
+tuner_op t_rmsnorm(tuner_dtype dt, long long rows, long long d, int align, bool gamma);
+tuner_op t_reduce(tuner_dtype dt, int rank, const long long *shape, int axis, tuner_reduce_kind k, bool keepdim,
+                  int align);
+/* x [rows, d] + bias [d] then gelu, scale, cast to dt. */
+tuner_op t_elementwise(tuner_dtype dt, long long rows, long long d, int align);
+/* Adds a binary epilogue step with a new operand of `shape` (and a unary step after it). */
+void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
+
+/* Compiles source with tuner_compile, writes the PTX to a temp file and runs
+ * /usr/local/cuda/bin/ptxas -arch=sm_XX on it. Returns true when both accept. On success
+ * *ret_ms (if not NULL) is the NVRTC compile time. `entries` names that must be .entry points. */
+bool t_compile_check(const char *what, const char *source, const tuner_target *t, const tuner_program *p,
+                     double *ret_ms);
+
+double t_median(double *v, int n);
+
+#endif

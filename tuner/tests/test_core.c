@@ -1,0 +1,251 @@
+/* tuner/tests/test_core.c - spaces and generated code of the core templates.
+ *
+ * Usage: test_core GROUP (softmax, layernorm, rmsnorm, reduce, elementwise). For every case of
+ * the group x dtype x {sm_80, sm_90}: the space is built (its size printed), ranked, its default
+ * chosen, and a deterministic sample of candidates (all when <= 12; else 12 evenly spaced, plus
+ * the default and the model's best) and the reference are generated, compiled with NVRTC and the
+ * PTX handed to ptxas. Cases include odd sizes (77 rows of 1000, 1 row of 8192+1, ...), align=2
+ * inputs (only scalar candidates may be valid) and fused epilogues. Prints the median NVRTC time.
+ */
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/template.h"
+
+#define MAX_TIMES 4096
+static double times[MAX_TIMES];
+static int n_times;
+
+static bool launch_sane(const tuner_program *p, const tuner_op *op)
+{
+    if (p->n_kernels < 1 || p->n_kernels > TUNER_MAX_KERNELS)
+        return false;
+    for (int k = 0; k < p->n_kernels; k++) {
+        const tuner_launch *l = &p->kernels[k];
+        unsigned threads = l->block[0] * l->block[1] * l->block[2];
+        if (threads < 1 || threads > 1024 || l->grid[0] < 1 || l->grid[1] < 1 || l->grid[2] < 1 ||
+            l->grid[1] > 65535 || l->grid[2] > 65535)
+            return false;
+        bool has_out = false;
+        for (int a = 0; a < l->n_args; a++) {
+            int b = l->args[a];
+            if (b == TUNER_BUF_OUTPUT)
+                has_out = true;
+            else if (b == TUNER_BUF_WORKSPACE) {
+                if (p->workspace_bytes == 0)
+                    return false;
+            } else if (b < TUNER_BUF_INPUT0 || b >= TUNER_BUF_INPUT0 + op->n_inputs)
+                return false;
+        }
+        if (!has_out)
+            return false;
+    }
+    return true;
+}
+
+static bool has_vec(const tuner_schedule *s)
+{
+    return tuner_schedule_param(s, "vec", 1) > 1;
+}
+
+static void run_case(const char *name, const tuner_op *op, const tuner_target *t, bool expect_scalar_only)
+{
+    char tn[16], what[256];
+    tuner_target_name(t, tn, sizeof(tn));
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    int r = tuner_space_build(op, t, &sp, &err);
+    CHECK(r == 0, "%s %s: space: %s", name, tn, err ? err : "?");
+    free(err);
+    if (r < 0)
+        return;
+    size_t *order = malloc(sp->n * sizeof(*order));
+    double *pred = malloc(sp->n * sizeof(*pred));
+    tuner_rank(op, t, sp, order, pred);
+    size_t def = tuner_default_index(op, t, sp);
+    CHECK(def < sp->n, "%s: default index", name);
+    int vec_items = 0;
+    for (size_t i = 0; i < sp->n; i++) {
+        vec_items += has_vec(&sp->items[i]);
+        CHECK(pred[i] > 0 && pred[i] < 1e11, "%s: prediction %g", name, pred[i]);
+        if (i > 0)
+            CHECK(pred[order[i - 1]] <= pred[order[i]], "%s: ranking not sorted", name);
+    }
+    if (expect_scalar_only)
+        CHECK(vec_items == 0, "%s %s: %d vector candidates despite align < 16", name, tn, vec_items);
+    char *dj = tuner_schedule_json(&sp->items[def]);
+    char *bj = tuner_schedule_json(&sp->items[order[0]]);
+    printf("%-34s %-6s space %4zu (vec %3d)  default %s  best %s %.1fus\n", name, tn, sp->n, vec_items, dj ? dj : "?",
+           bj ? bj : "?", pred[order[0]]);
+    free(dj);
+    free(bj);
+
+    /* Deterministic sample. */
+    size_t pick[16];
+    int np = 0;
+    if (sp->n <= 12) {
+        for (size_t i = 0; i < sp->n; i++)
+            pick[np++] = i;
+    } else {
+        for (int i = 0; i < 12; i++)
+            pick[np++] = (size_t)i * (sp->n - 1) / 11;
+    }
+    pick[np++] = def;
+    pick[np++] = order[0];
+    for (int i = 0; i < np; i++) {
+        bool dup = false;
+        for (int j = 0; j < i; j++)
+            dup = dup || pick[j] == pick[i];
+        if (dup)
+            continue;
+        const tuner_schedule *s = &sp->items[pick[i]];
+        char *sj = tuner_schedule_json(s);
+        snprintf(what, sizeof(what), "%s %s %s", name, tn, sj ? sj : "?");
+        free(sj);
+        tuner_program *p = NULL;
+        err = NULL;
+        r = tuner_generate(op, t, s, &p, &err);
+        CHECK(r == 0, "%s: generate: %s", what, err ? err : "?");
+        free(err);
+        if (r < 0)
+            continue;
+        CHECK(launch_sane(p, op), "%s: launch description", what);
+        CHECK(p->output_dtype == op->output.dtype, "%s: output dtype", what);
+        double ms = 0;
+        CHECK(t_compile_check(what, p->source, t, p, &ms), "%s: compile", what);
+        if (n_times < MAX_TIMES)
+            times[n_times++] = ms;
+        tuner_program_free(p);
+    }
+    tuner_program *ref = NULL;
+    err = NULL;
+    r = tuner_reference(op, t, &ref, &err);
+    CHECK(r == 0, "%s %s: reference: %s", name, tn, err ? err : "?");
+    free(err);
+    if (r == 0) {
+        snprintf(what, sizeof(what), "%s %s reference", name, tn);
+        CHECK(ref->output_dtype == TUNER_F32 && launch_sane(ref, op), "%s: launch", what);
+        CHECK(t_compile_check(what, ref->source, t, ref, NULL), "%s: compile", what);
+        tuner_program_free(ref);
+    }
+    free(order);
+    free(pred);
+    tuner_space_free(sp);
+}
+
+static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
+
+int main(int argc, char **argv)
+{
+    const char *group = argc > 1 ? argv[1] : "softmax";
+    const tuner_target targets[2] = {{80, false}, {90, false}};
+    char name[128];
+    for (int ti = 0; ti < 2; ti++) {
+        const tuner_target *t = &targets[ti];
+        for (int di = 0; di < 3; di++) {
+            tuner_dtype dt = dts[di];
+            const char *dn = tuner_dtype_name(dt);
+            if (!strcmp(group, "softmax")) {
+                tuner_op op = t_softmax(dt, 77, 1000, 16);
+                snprintf(name, sizeof(name), "softmax %s 77x1000", dn);
+                run_case(name, &op, t, false);
+                if (ti == 1) {
+                    op = t_softmax(dt, 4096, 4096, 16);
+                    long long s[1] = {1};
+                    t_add_epilogue(&op, TUNER_EW_MUL, 1, s, TUNER_EW_CAST);
+                    op.epilogue.steps[1].dtype = dt;
+                    snprintf(name, sizeof(name), "softmax %s 4096x4096 *s", dn);
+                    run_case(name, &op, t, false);
+                    op = t_softmax(dt, 3, 65537, 2);
+                    snprintf(name, sizeof(name), "softmax %s 3x65537 align2", dn);
+                    run_case(name, &op, t, true);
+                    op = t_softmax(dt, 2, 131072, 16);
+                    snprintf(name, sizeof(name), "softmax %s 2x131072 (split)", dn);
+                    run_case(name, &op, t, false);
+                }
+            } else if (!strcmp(group, "layernorm")) {
+                tuner_op op = t_layernorm(dt, 77, 1000, 16, true);
+                long long s[2] = {77, 1000};
+                t_add_epilogue(&op, TUNER_EW_ADD, 2, s, TUNER_EW_GELU_ERF);
+                snprintf(name, sizeof(name), "layernorm %s 77x1000 +res gelu", dn);
+                run_case(name, &op, t, false);
+                if (ti == 1) {
+                    op = t_layernorm(dt, 1000, 768, 2, true);
+                    snprintf(name, sizeof(name), "layernorm %s 1000x768 align2", dn);
+                    run_case(name, &op, t, true);
+                    op = t_layernorm(dt, 8, 65536, 16, false);
+                    snprintf(name, sizeof(name), "layernorm %s 8x65536 (split)", dn);
+                    run_case(name, &op, t, false);
+                    op = t_layernorm(dt, 333, 77, 16, false);
+                    snprintf(name, sizeof(name), "layernorm %s 333x77", dn);
+                    run_case(name, &op, t, true);
+                }
+            } else if (!strcmp(group, "rmsnorm")) {
+                tuner_op op = t_rmsnorm(dt, 77, 4096, 16, true);
+                snprintf(name, sizeof(name), "rmsnorm %s 77x4096", dn);
+                run_case(name, &op, t, false);
+                if (ti == 1) {
+                    op = t_rmsnorm(dt, 513, 1000, 2, false);
+                    long long s[1] = {1000};
+                    t_add_epilogue(&op, TUNER_EW_MUL, 1, s, TUNER_EW_SILU);
+                    snprintf(name, sizeof(name), "rmsnorm %s 513x1000 align2 *w silu", dn);
+                    run_case(name, &op, t, true);
+                    op = t_rmsnorm(dt, 4, 100000, 16, true);
+                    snprintf(name, sizeof(name), "rmsnorm %s 4x100000 (split)", dn);
+                    run_case(name, &op, t, false);
+                }
+            } else if (!strcmp(group, "reduce")) {
+                long long s3[3] = {7, 333, 1000};
+                tuner_op op = t_reduce(dt, 3, s3, 2, TUNER_REDUCE_SUM, false, 16);
+                snprintf(name, sizeof(name), "reduce sum %s [7,333,1000] ax2", dn);
+                run_case(name, &op, t, false);
+                op = t_reduce(dt, 3, s3, 1, TUNER_REDUCE_MEAN, true, 16);
+                long long bs[3] = {1, 1, 1000};
+                t_add_epilogue(&op, TUNER_EW_ADD, 3, bs, TUNER_EW_RELU);
+                snprintf(name, sizeof(name), "reduce mean %s [7,333,1000] ax1 keep", dn);
+                run_case(name, &op, t, false);
+                if (ti == 1) {
+                    op = t_reduce(dt, 3, s3, 0, TUNER_REDUCE_MAX, false, 2);
+                    snprintf(name, sizeof(name), "reduce max %s [7,333,1000] ax0 align2", dn);
+                    run_case(name, &op, t, true);
+                    long long s2[2] = {5, 300001};
+                    op = t_reduce(dt, 2, s2, 1, TUNER_REDUCE_MAX, false, 16);
+                    snprintf(name, sizeof(name), "reduce max %s [5,300001] ax1", dn);
+                    run_case(name, &op, t, true);
+                    long long s1[1] = {1 << 20};
+                    op = t_reduce(dt, 1, s1, 0, TUNER_REDUCE_SUM, false, 16);
+                    snprintf(name, sizeof(name), "reduce sum %s [1M] (split)", dn);
+                    run_case(name, &op, t, false);
+                }
+            } else if (!strcmp(group, "elementwise")) {
+                tuner_op op = t_elementwise(dt, 77, 1000, 16);
+                snprintf(name, sizeof(name), "elementwise %s 77x1000 +b gelu", dn);
+                run_case(name, &op, t, false);
+                if (ti == 1) {
+                    op = t_elementwise(dt, 77, 1000, 2);
+                    snprintf(name, sizeof(name), "elementwise %s 77x1000 align2", dn);
+                    run_case(name, &op, t, true);
+                    /* [8,1,64] x [1,33,64] -> [8,33,64], then every unary kind. */
+                    tuner_op e;
+                    memset(&e, 0, sizeof(e));
+                    e.kind = TUNER_OP_ELEMENTWISE;
+                    long long a[3] = {8, 1, 64}, b[3] = {33, 1}, o[3] = {8, 33, 64};
+                    e.inputs[0] = t_tensor(dt, 3, a, 16);
+                    e.n_inputs = e.n_anchor_inputs = 1;
+                    e.output = t_tensor(dt, 3, o, 16);
+                    t_add_epilogue(&e, TUNER_EW_SUB, 2, b, TUNER_EW_SIGMOID);
+                    long long c3[3] = {8, 33, 64};
+                    t_add_epilogue(&e, TUNER_EW_MAX, 3, c3, TUNER_EW_TANH);
+                    snprintf(name, sizeof(name), "elementwise %s bcast [8,1,64]x[33,1]", dn);
+                    run_case(name, &e, t, false);
+                }
+            }
+        }
+    }
+    double med = t_median(times, n_times);
+    printf("%s: %d candidates compiled, median NVRTC compile %.1f ms, %d failures\n", group, n_times, med,
+           t_failures);
+    return t_failures ? 1 : 0;
+}
