@@ -332,7 +332,7 @@ static void close_handles(hd_daemon *d)
 {
     uv_handle_t *hs[] = { (uv_handle_t *)&d->sig_int, (uv_handle_t *)&d->sig_term,
                           (uv_handle_t *)&d->sig_hup, (uv_handle_t *)&d->watchdog,
-                          (uv_handle_t *)&d->maintenance };
+                          (uv_handle_t *)&d->maintenance, (uv_handle_t *)&d->log_flush };
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->data && !uv_is_closing(hs[i]))
             uv_close(hs[i], handle_closed);
@@ -413,6 +413,7 @@ static void reload(hd_daemon *d)
     d->cfg = nc;
 
     hd_log_set_level(d->cfg.log_level);
+    hd_hitcache_clear(d->memo);
     if (d->http) {
         proto_limits lim;
         limits_from(&d->cfg, &lim);
@@ -448,6 +449,7 @@ static void on_signal(uv_signal_t *h, int signum)
             hd_log_warn("second SIGINT: exiting now without draining");
             if (d->bound_socket)
                 unlink(d->cfg.socket);
+            hd_log_flush();
             _exit(130);
         }
         hd_log_info("%s: already shutting down", strsignal(signum));
@@ -456,6 +458,12 @@ static void on_signal(uv_signal_t *h, int signum)
     hd_log_info("%s: shutting down (running jobs get up to %gs, waiting clients are answered)",
                 strsignal(signum), d->cfg.grace);
     begin_stop(d);
+}
+
+static void log_flush_cb(uv_check_t *c)
+{
+    (void)c;
+    hd_log_flush();
 }
 
 static void watchdog_cb(uv_timer_t *t)
@@ -540,7 +548,8 @@ int hd_daemon_run(int argc, char **argv)
         goto out;
     }
     kc_data_version(d->db, &d->data_version);
-    if (hd_hitcache_new(HITCACHE_ENTRIES, HITCACHE_BYTES, &d->hits) < 0) {
+    if (hd_hitcache_new(HITCACHE_ENTRIES, HITCACHE_BYTES, &d->hits) < 0 ||
+        hd_hitcache_new(HITCACHE_ENTRIES, HITCACHE_ENTRIES * (KC_KEY_LEN + 1), &d->memo) < 0) {
         hd_log_error("out of memory");
         goto out;
     }
@@ -566,6 +575,11 @@ int hd_daemon_run(int argc, char **argv)
     init_handle(d, (uv_handle_t *)&d->watchdog);
     uv_timer_init(&loop, &d->maintenance);
     init_handle(d, (uv_handle_t *)&d->maintenance);
+    uv_check_init(&loop, &d->log_flush);
+    init_handle(d, (uv_handle_t *)&d->log_flush);
+    uv_check_start(&d->log_flush, log_flush_cb);
+    uv_unref((uv_handle_t *)&d->log_flush); /* it must not keep the loop alive on its own */
+    hd_log_set_buffered(true);
     uv_signal_start(&d->sig_int, on_signal, SIGINT);
     uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
@@ -605,6 +619,7 @@ int hd_daemon_run(int argc, char **argv)
         hd_log_info("stopped");
 
 out:
+    hd_log_set_buffered(false);
     if (loop_ok) {
         /* Everything was closed by the stop sequence; run once more for stragglers. */
         uv_run(&loop, UV_RUN_NOWAIT);
@@ -613,6 +628,7 @@ out:
     }
     hd_metrics_free(d->metrics);
     hd_hitcache_free(d->hits);
+    hd_hitcache_free(d->memo);
     kc_close(d->db);
     hd_config_clear(&d->cfg);
     free(worker);

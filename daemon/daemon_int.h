@@ -17,6 +17,9 @@
 #include "proto/http.h"
 #include "scheduler/sched.h"
 
+/* How often (at most) the hit path asks SQLite whether another process changed the database. */
+#define HD_DATA_VERSION_MS 50
+
 /* Status classes counted per endpoint (index into hd_daemon.m_requests). */
 #define HD_N_STATUS_SLOTS 16
 
@@ -39,12 +42,15 @@ typedef struct hd_daemon {
 
     /* The answer cache of the hit path, and what it was valid for. */
     hd_hitcache *hits;
+    hd_hitcache *memo;  /* digest of a request body -> its op key (rank: the tune mode) */
     int64_t data_version;
+    uint64_t data_version_checked_ms; /* uv_now() of the last look */
     uint64_t jobs_ended_seen;
     bool pruning;
 
         uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t watchdog, maintenance;
+    uv_check_t log_flush; /* writes buffered log lines once per loop iteration */
     uint64_t watchdog_usec;
     int handles_open;
 

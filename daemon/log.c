@@ -2,6 +2,7 @@
 #include "daemon/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +16,13 @@
 static _Atomic int log_level = HD_LOG_INFO;
 static _Atomic bool log_journal = false;
 static _Atomic int log_fd = STDERR_FILENO;
+
+/* The buffer of buffered mode; guarded by buf_lock (thread-pool callbacks may log too). */
+#define LOG_BUF_SIZE (64 * 1024)
+static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool buf_on;
+static char buf_data[LOG_BUF_SIZE];
+static size_t buf_len;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 /* syslog priorities: debug 7, info 6, warning 4, err 3. */
@@ -122,6 +130,45 @@ int hd__log_format(char *buf, int len, hd_log_level level, bool journal, bool wi
     return n;
 }
 
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* nowhere to report a failing log */
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Caller holds buf_lock. */
+static void flush_locked(void)
+{
+    if (buf_len) {
+        write_all(atomic_load(&log_fd), buf_data, buf_len);
+        buf_len = 0;
+    }
+}
+
+void hd_log_flush(void)
+{
+    pthread_mutex_lock(&buf_lock);
+    flush_locked();
+    pthread_mutex_unlock(&buf_lock);
+}
+
+void hd_log_set_buffered(bool buffered)
+{
+    pthread_mutex_lock(&buf_lock);
+    if (!buffered)
+        flush_locked();
+    buf_on = buffered;
+    pthread_mutex_unlock(&buf_lock);
+}
+
 void hd_log(hd_log_level level, const char *fmt, ...)
 {
     if (!hd_log_enabled(level))
@@ -134,17 +181,18 @@ void hd_log(hd_log_level level, const char *fmt, ...)
     va_end(ap);
     char line[4096 + 64];
     int n = hd__log_format(line, (int)sizeof(line), level, atomic_load(&log_journal), true, msg);
-    int fd = atomic_load(&log_fd);
-    const char *p = line;
-    while (n > 0) {
-        ssize_t w = write(fd, p, (size_t)n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            break; /* nowhere to report a failing log */
-        }
-        p += w;
-        n -= (int)w;
+    pthread_mutex_lock(&buf_lock);
+    if (buf_on) {
+        if (buf_len + (size_t)n > sizeof(buf_data))
+            flush_locked();
+        memcpy(buf_data + buf_len, line, (size_t)n);
+        buf_len += (size_t)n;
+        /* Problems are written at once, so a crash right after cannot swallow them. */
+        if (level >= HD_LOG_WARN)
+            flush_locked();
+    } else {
+        write_all(atomic_load(&log_fd), line, (size_t)n);
     }
+    pthread_mutex_unlock(&buf_lock);
     errno = saved_errno;
 }

@@ -36,6 +36,14 @@ void hd_log_set_journal(bool journal);
 /* Redirects output to fd instead of stderr (tests). fd stays owned by the caller. */
 void hd_log_set_fd(int fd);
 
+/* Buffered mode (the daemon's loop): lines are collected in memory and written by
+ * hd_log_flush() (the daemon calls it once per loop iteration), when the buffer is full, and at
+ * once for warnings and errors, so a busy server makes one write(2) per iteration instead of
+ * one per request. Turning it off flushes. Thread-safe. */
+void hd_log_set_buffered(bool buffered);
+/* Writes out buffered lines (no-op when there are none). */
+void hd_log_flush(void);
+
 /* Parses "debug" | "info" | "warn" ("warning") | "error"; returns 0 or -EINVAL (*ret untouched). */
 int hd_log_level_parse(const char *s, hd_log_level *ret);
 /* Static name of a level ("info"). */
