@@ -628,7 +628,11 @@ static void on_worker_exit(uv_process_t *proc, int64_t status, int term_signal)
     w->exited_at = uv_now(w->pool->loop);
     uv_close((uv_handle_t *)proc, on_worker_handle_closed);
     /* The socket and stderr are read to their end (a RESULT may still be in flight); the
-     * timer closes them if that end does not come. */
+     * timer closes them if that end does not come. A closing pool wants neither. */
+    if (w->pool->closing) {
+        close_chan(w);
+        close_err(w);
+    }
 }
 
 static void describe_death(const worker *w, char *buf, size_t len)

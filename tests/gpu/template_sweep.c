@@ -1,7 +1,7 @@
 /* tests/gpu/template_sweep.c - every template the tuner has, verified on a real GPU.
  *
  * For each case (op, shape, fusion, alignment) and dtype: build the schedule space, take every
- * candidate or a deterministic, evenly spread sample (default up to 16, `--max N`; the default
+ * candidate or a deterministic, evenly spread sample (default up to 24, `--max N`; the default
  * schedule always included), generate and compile each with NVRTC, and run it against
  * tuner_reference() through the measurement core (gpu_workers/measure.c) on random inputs.
  * Prints one compact row per case and dtype: space size, candidates ok / wrong / failed, the
@@ -457,7 +457,7 @@ static int spawn(run *r, const tuner_target *tgt)
 
 int main(int argc, char **argv)
 {
-    int max_per_case = 16, jobs = 0;
+    int max_per_case = 24, jobs = 0;
     const char *filter = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--max") && i + 1 < argc)
