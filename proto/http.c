@@ -848,7 +848,8 @@ static int cb_headers_complete(http_parser *hp)
         return -1;
     }
     if ((u.field_set & (1 << UF_QUERY)) &&
-        gbuf_add(&p->query, p->url.p + u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len) < 0) {
+        gbuf_add(&p->query, p->url.p + u.field_data[UF_QUERY].off,
+                 u.field_data[UF_QUERY].len) < 0) {
         c->reject_status = 500;
         return -1;
     }

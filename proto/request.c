@@ -628,7 +628,8 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
         const cJSON *ops = cJSON_GetObjectItemCaseSensitive(attrs, "ops");
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(attrs, "fn");
         if (ops && fn)
-            return fail(e, 400, "invalid_field", "attrs.fn", "give attrs.ops or attrs.fn, not both");
+            return fail(e, 400, "invalid_field", "attrs.fn",
+                        "give attrs.ops or attrs.fn, not both");
         if (ops && (r = parse_steps(ops, "attrs.ops", false, ew, e)) < 0)
             return r;
         if (fn) {
@@ -706,7 +707,8 @@ static int infer_conv2d(tuner_op *op, proto_error *e)
                     nchw ? "conv2d input is [N,C,H,W]" : "conv2d input is [N,H,W,C]");
     if (w->rank != 4)
         return fail(e, 422, "invalid_field", "inputs[1].shape",
-                    nchw ? "conv2d weight is [K,C/groups,R,S]" : "conv2d weight is [K,R,S,C/groups]");
+                    nchw ? "conv2d weight is [K,C/groups,R,S]"
+                         : "conv2d weight is [K,R,S,C/groups]");
     if (x->dtype != w->dtype)
         return fail(e, 422, "invalid_field", "inputs[1].dtype",
                     "conv2d input and weight must have the same dtype");
@@ -934,7 +936,8 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             for (int j = 0; j < chains[c]->n; j++) {
                 const pstep *st = &chains[c]->steps[j];
                 if (TUNER_EW_IS_BINARY(st->s.kind) && st->s.operand < n_anchor) {
-                    snprintf(field, sizeof(field), "%.40s.%s", st->path, c == 1 ? "operand" : "input");
+                    snprintf(field, sizeof(field), "%.40s.%s", st->path,
+                             c == 1 ? "operand" : "input");
                     return fail(e, 422, "invalid_field", field,
                                 "a fused step reads an extra input (index >= %d), not one of "
                                 "the anchor's", n_anchor);
@@ -1116,7 +1119,8 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
     if (!ret || (!body && len > 0))
         return fail(ret_err, 500, "internal", "", "invalid arguments");
     if (len == 0)
-        return fail(ret_err, 400, "invalid_json", "", "the body is empty; a JSON object is expected");
+        return fail(ret_err, 400, "invalid_json", "",
+                    "the body is empty; a JSON object is expected");
     if (memchr(body, '\0', len))
         return fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
     if (json_depth(body, len) > PROTO_MAX_JSON_DEPTH)
