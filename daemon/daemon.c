@@ -202,8 +202,10 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
             hd_log_error("cannot listen for HTTP on %s: %s", d->cfg.http, strerror(-r));
             return r;
         }
-        snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "%shttp:%s", dl ? ", " : "",
-                 d->cfg.http);
+        /* With port 0 the kernel picked one: say which. */
+        int bound = proto_server_tcp_port(d->http);
+        snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "%shttp:%s:%d", dl ? ", " : "",
+                 host, bound > 0 ? bound : port);
     }
     return 0;
 }

@@ -418,48 +418,80 @@ static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
 
 /* ---- POST /v1/spaces -------------------------------------------------------------------- */
 
+/* Building and ranking a space takes milliseconds (hundreds of candidates through the cost
+ * model), so it runs on the thread pool; the tuner's space functions are thread-safe. */
+typedef struct space_work {
+    uv_work_t work;
+    proto_request *req;
+    proto_kernel_request kr;
+    int r;
+    char *err;  /* the tuner's message (-EINVAL) */
+    char *json; /* the answer */
+} space_work;
+
+static void space_run(uv_work_t *w)
+{
+    space_work *sw = w->data;
+    tuner_space *space = NULL;
+    size_t *order = NULL;
+    double *pred = NULL;
+    sw->r = tuner_space_build(&sw->kr.op, &sw->kr.target, &space, &sw->err);
+    if (sw->r < 0)
+        return;
+    order = malloc((space->n ? space->n : 1) * sizeof(*order));
+    pred = malloc((space->n ? space->n : 1) * sizeof(*pred));
+    if (!order || !pred) {
+        sw->r = -ENOMEM;
+    } else {
+        tuner_rank(&sw->kr.op, &sw->kr.target, space, order, pred);
+        sw->r = hd_space_json(&sw->kr.op, &sw->kr.target, space, order, pred, &sw->json);
+    }
+    free(order);
+    free(pred);
+    tuner_space_free(space);
+}
+
+static void space_done(uv_work_t *w, int status)
+{
+    space_work *sw = w->data;
+    proto_request *req = sw->req;
+    /* If the client left meanwhile, proto drops the answer. */
+    if (status < 0)
+        respond_error(req, 503, "shutting_down", "hidetd is shutting down", NULL);
+    else if (sw->r == -EINVAL)
+        respond_error(req, 422, "invalid_field",
+                      sw->err ? sw->err : "this op is not supported on this arch", "arch");
+    else if (sw->r < 0)
+        respond_errno(req, sw->r, "building the schedule space");
+    else
+        proto_respond_json(req, 200, sw->json);
+    free(sw->err);
+    free(sw->json);
+    free(sw);
+}
+
 static void handle_spaces(proto_request *req, hd_daemon *d)
 {
-    proto_kernel_request kr;
+    space_work *sw = calloc(1, sizeof(*sw));
+    if (!sw) {
+        respond_error(req, 500, "internal", "out of memory", NULL);
+        return;
+    }
     proto_error perr;
-    int r = proto_kernel_request_parse(req->body, req->body_len, &kr, &perr);
+    int r = proto_kernel_request_parse(req->body, req->body_len, &sw->kr, &perr);
     if (r < 0) {
+        free(sw);
         respond_error(req, perr.status ? perr.status : 500, perr.code[0] ? perr.code : "internal",
                       perr.message, perr.field);
         return;
     }
-    tuner_space *space = NULL;
-    char *err = NULL;
-    size_t *order = NULL;
-    double *pred = NULL;
-    char *json = NULL;
-    r = tuner_space_build(&kr.op, &kr.target, &space, &err);
+    sw->req = req;
+    sw->work.data = sw;
+    r = uv_queue_work(d->loop, &sw->work, space_run, space_done);
     if (r < 0) {
-        if (r == -EINVAL)
-            respond_error(req, 422, "invalid_field", err ? err : "not supported on this arch", "arch");
-        else
-            respond_errno(req, r, "building the schedule space");
-        goto out;
+        free(sw);
+        respond_errno(req, r, "queueing the space build");
     }
-    order = malloc((space->n ? space->n : 1) * sizeof(*order));
-    pred = malloc((space->n ? space->n : 1) * sizeof(*pred));
-    if (!order || !pred) {
-        respond_error(req, 500, "internal", "out of memory", NULL);
-        goto out;
-    }
-    tuner_rank(&kr.op, &kr.target, space, order, pred);
-    r = hd_space_json(&kr.op, &kr.target, space, order, pred, &json);
-    if (r < 0) {
-        respond_errno(req, r, "building the answer");
-        goto out;
-    }
-    respond_owned_json(req, 200, json);
-out:
-    free(err);
-    free(order);
-    free(pred);
-    tuner_space_free(space);
-    (void)d;
 }
 
 /* ---- GET /v1/kernels/KEY[/ptx|/cubin] ---------------------------------------------------- */
