@@ -1,0 +1,454 @@
+/* tuner/tests/gpu_verify.c - runs every candidate of the core templates on a real GPU against the
+ * reference (needs a CUDA GPU; exits 77 = skipped without one).
+ *
+ * For each case (softmax / layernorm / rmsnorm / reduce / elementwise, odd sizes, align=2 views,
+ * fused epilogues, split rows) x dtype: builds the space for the device's target, generates and
+ * compiles every candidate (in parallel threads: tuner_compile is thread-safe), fills the inputs
+ * with deterministic values exactly representable in the dtype, runs the reference (F32 output),
+ * poisons the candidate's output with NaN bytes, runs the candidate and compares every element:
+ * |out - ref| <= atol * rms(ref) + rtol * |ref|, no NaN. Misaligned inputs (align=2) are really
+ * passed at an odd 2-byte offset. Prints one line per case and exits 1 if any candidate is wrong.
+ * HIDET_VERIFY_MAX=N limits candidates per case (default: all).
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "tuner/tuner.h"
+
+/* The driver is opened at run time so that this program loads (and skips) on machines without
+ * libcuda.so.1. Each entry is the versioned symbol cuda.h maps the plain name to. */
+#define DRV(X)                                                                                     \
+    X(cuInit, "cuInit", (unsigned))                                                                \
+    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
+    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
+    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
+    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
+    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
+    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
+    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
+    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
+    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
+    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
+    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
+    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+       void **, void **))                                                                          \
+    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
+    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
+    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))
+
+#define DECL(name, sym, args) static CUresult(*d_##name) args;
+DRV(DECL)
+#undef DECL
+
+static bool driver_open(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return false;
+#define LOAD(name, sym, args)                                                                      \
+    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
+    if (!d_##name)                                                                                 \
+        return false;
+    DRV(LOAD)
+#undef LOAD
+    return true;
+}
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        CUresult e_ = (x);                                                                         \
+        if (e_ != CUDA_SUCCESS) {                                                                  \
+            const char *s_ = NULL;                                                                 \
+            d_cuGetErrorString(e_, &s_);                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static uint16_t f32_to_f16_exact(float f)
+{
+    /* Inputs are k/1024 with |k| <= 1024: normal or zero in f16, exactly representable. */
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
+    if ((b & 0x7fffffff) == 0)
+        return sign;
+    int e = (int)((b >> 23) & 0xff) - 127 + 15;
+    uint16_t m = (uint16_t)((b >> 13) & 0x3ff);
+    return (uint16_t)(sign | (uint16_t)(e << 10) | m);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v;
+    if (e == 0)
+        v = ldexpf((float)m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(m | 0x400), e - 25);
+    return s ? -v : v;
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static uint64_t rng_state;
+static int rnd_int(int lo, int hi)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+typedef struct job {
+    const tuner_op *op;
+    const tuner_target *t;
+    const tuner_schedule *s;
+    tuner_program *prog;
+    tuner_binary *bin;
+    char *err;
+} job;
+
+static job *jobs;
+static size_t n_jobs, next_job;
+static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *compile_worker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&job_mu);
+        size_t i = next_job++;
+        pthread_mutex_unlock(&job_mu);
+        if (i >= n_jobs)
+            return NULL;
+        job *j = &jobs[i];
+        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
+            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
+    }
+}
+
+typedef struct devbuf {
+    CUdeviceptr base, ptr; /* ptr = base (+2 bytes for an align=2 input) */
+    size_t bytes;
+} devbuf;
+
+static void launch_program(CUmodule mod, const tuner_program *p, devbuf *bufs, CUstream st)
+{
+    for (int k = 0; k < p->n_kernels; k++) {
+        const tuner_launch *l = &p->kernels[k];
+        CUfunction f;
+        CK(d_cuModuleGetFunction(&f, mod, l->name));
+        if (l->shared_bytes > 48 * 1024)
+            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
+        void *args[TUNER_MAX_ARGS];
+        CUdeviceptr vals[TUNER_MAX_ARGS];
+        for (int a = 0; a < l->n_args; a++) {
+            vals[a] = bufs[l->args[a]].ptr;
+            args[a] = &vals[a];
+        }
+        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                          l->shared_bytes, st, args, NULL));
+    }
+}
+
+static int total_wrong;
+
+static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(op, t, &sp, &err) < 0) {
+        printf("%-40s space error: %s\n", name, err ? err : "?");
+        free(err);
+        total_wrong++;
+        return;
+    }
+    size_t limit = sp->n;
+    const char *env = getenv("HIDET_VERIFY_MAX");
+    if (env && atoi(env) > 0 && (size_t)atoi(env) < limit)
+        limit = (size_t)atoi(env);
+    n_jobs = limit;
+    next_job = 0;
+    jobs = calloc(n_jobs, sizeof(*jobs));
+    for (size_t i = 0; i < n_jobs; i++) {
+        size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
+        jobs[i].op = op;
+        jobs[i].t = t;
+        jobs[i].s = &sp->items[idx];
+    }
+    pthread_t th[32];
+    for (int i = 0; i < threads; i++)
+        pthread_create(&th[i], NULL, compile_worker, NULL);
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+
+    tuner_program *ref = NULL;
+    tuner_binary *refbin = NULL;
+    if (tuner_reference(op, t, &ref, &err) < 0 || tuner_compile(ref->source, t, &refbin, &err) < 0) {
+        printf("%-40s reference error: %s\n", name, err ? err : "?");
+        exit(2);
+    }
+
+    /* Buffers: inputs (random exact values), output, reference output, workspace. */
+    devbuf bufs[TUNER_BUF_WORKSPACE + 1];
+    memset(bufs, 0, sizeof(bufs));
+    for (int i = 0; i < op->n_inputs; i++) {
+        const tuner_tensor *x = &op->inputs[i];
+        size_t n = (size_t)tuner_tensor_numel(x), es = (size_t)tuner_dtype_size(x->dtype);
+        /* Really misaligned when the op says so (by one element: an f32 is never below 4 bytes). */
+        size_t off = x->align < 16 ? es : 0;
+        void *h = malloc(n * es);
+        for (size_t k = 0; k < n; k++) {
+            if (x->dtype == TUNER_F16) {
+                uint16_t v = f32_to_f16_exact((float)rnd_int(-1024, 1024) / 1024.0f);
+                memcpy((char *)h + k * 2, &v, 2);
+            } else if (x->dtype == TUNER_BF16) {
+                float f = (float)rnd_int(-128, 128) / 128.0f;
+                uint32_t b;
+                memcpy(&b, &f, 4);
+                uint16_t v = (uint16_t)(b >> 16);
+                memcpy((char *)h + k * 2, &v, 2);
+            } else {
+                float f = (float)rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
+                memcpy((char *)h + k * 4, &f, 4);
+            }
+        }
+        bufs[i].bytes = n * es;
+        CK(d_cuMemAlloc(&bufs[i].base, n * es + 16));
+        bufs[i].ptr = bufs[i].base + off;
+        CK(d_cuMemcpyHtoD(bufs[i].ptr, h, n * es));
+        free(h);
+    }
+    size_t nout = (size_t)tuner_tensor_numel(&op->output);
+    size_t oes = (size_t)tuner_dtype_size(op->output.dtype);
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT].base, nout * 4 + 16));
+    bufs[TUNER_BUF_OUTPUT].ptr = bufs[TUNER_BUF_OUTPUT].base;
+    size_t ws_max = 16;
+    for (size_t i = 0; i < n_jobs; i++)
+        if (jobs[i].prog && jobs[i].prog->workspace_bytes > ws_max)
+            ws_max = jobs[i].prog->workspace_bytes;
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_WORKSPACE].base, ws_max));
+    bufs[TUNER_BUF_WORKSPACE].ptr = bufs[TUNER_BUF_WORKSPACE].base;
+
+    CUstream st;
+    CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CUmodule rmod;
+    CK(d_cuModuleLoadData(&rmod, refbin->cubin));
+    launch_program(rmod, ref, bufs, st);
+    CK(d_cuStreamSynchronize(st));
+    float *refh = malloc(nout * 4);
+    CK(d_cuMemcpyDtoH(refh, bufs[TUNER_BUF_OUTPUT].ptr, nout * 4));
+    double rms = 0;
+    for (size_t k = 0; k < nout; k++)
+        rms += (double)refh[k] * refh[k];
+    rms = sqrt(rms / (double)nout);
+    double rtol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
+    double atol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
+
+    unsigned char *outh = malloc(nout * oes);
+    int ok = 0, wrong = 0, failed = 0;
+    double worst = 0;
+    char worst_s[256] = "";
+    for (size_t i = 0; i < n_jobs; i++) {
+        job *j = &jobs[i];
+        if (!j->bin) {
+            failed++;
+            printf("  compile failed: %s\n", j->err ? j->err : "?");
+            continue;
+        }
+        CUmodule mod;
+        CK(d_cuModuleLoadData(&mod, j->bin->cubin));
+        CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT].ptr, 0xff, nout * oes));
+        CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE].ptr, 0, ws_max));
+        launch_program(mod, j->prog, bufs, st);
+        CK(d_cuStreamSynchronize(st));
+        CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT].ptr, nout * oes));
+        double maxerr = 0;
+        size_t bad = 0, first_bad = 0;
+        for (size_t k = 0; k < nout; k++) {
+            float v;
+            if (op->output.dtype == TUNER_F32)
+                memcpy(&v, outh + k * 4, 4);
+            else {
+                uint16_t h;
+                memcpy(&h, outh + k * 2, 2);
+                v = op->output.dtype == TUNER_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            }
+            double d = fabs((double)v - refh[k]);
+            /* f16 subnormals (below 6.1e-5) are spaced 2^-24 apart: allow one spacing. */
+            double floor_ = op->output.dtype == TUNER_F16 ? 5.97e-8 : 0.0;
+            if (!(d <= atol * rms + rtol * fabs(refh[k]) + floor_)) {
+                if (!bad)
+                    first_bad = k;
+                bad++;
+            }
+            if (d > maxerr || isnan(d))
+                maxerr = isnan(d) ? INFINITY : d;
+        }
+        char *sj = tuner_schedule_json(j->s);
+        if (bad) {
+            wrong++;
+            float v0;
+            if (op->output.dtype == TUNER_F32)
+                memcpy(&v0, outh + first_bad * 4, 4);
+            else {
+                uint16_t h;
+                memcpy(&h, outh + first_bad * 2, 2);
+                v0 = op->output.dtype == TUNER_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            }
+            printf("  WRONG %s: %zu/%zu bad, first at %zu: %g vs ref %g\n", sj ? sj : "?", bad, nout, first_bad,
+                   (double)v0, (double)refh[first_bad]);
+        } else {
+            ok++;
+        }
+        double rel = maxerr / (rms > 0 ? rms : 1);
+        if (rel > worst) {
+            worst = rel;
+            snprintf(worst_s, sizeof(worst_s), "%s", sj ? sj : "?");
+        }
+        free(sj);
+        CK(d_cuModuleUnload(mod));
+    }
+    printf("%-44s %4zu cand: ok %4d wrong %3d failed %3d  max|err|/rms %.2e\n", name, n_jobs, ok, wrong, failed, worst);
+    fflush(stdout);
+    total_wrong += wrong + failed;
+    CK(d_cuModuleUnload(rmod));
+    CK(d_cuStreamDestroy(st));
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        if (bufs[i].base)
+            CK(d_cuMemFree(bufs[i].base));
+    free(outh);
+    free(refh);
+    for (size_t i = 0; i < n_jobs; i++) {
+        tuner_program_free(jobs[i].prog);
+        tuner_binary_free(jobs[i].bin);
+        free(jobs[i].err);
+    }
+    free(jobs);
+    tuner_program_free(ref);
+    tuner_binary_free(refbin);
+    tuner_space_free(sp);
+}
+
+int main(void)
+{
+    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
+        printf("no CUDA GPU/driver: skipped\n");
+        return 77;
+    }
+    int count = 0;
+    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
+        printf("no CUDA GPU: skipped\n");
+        return 77;
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CK(d_cuDeviceGet(&dev, 0));
+    int major = 0, minor = 0;
+    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(d_cuCtxSetCurrent(ctx));
+    tuner_target t = {major * 10 + minor, false};
+    if (t.sm > 90)
+        t.sm = 90; /* run sm_90 code on newer parts */
+    int threads = 16;
+    printf("device sm_%d\n", t.sm);
+    rng_state = 12345;
+
+    static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
+    const char *only = getenv("HIDET_VERIFY_ONLY");
+    char name[128];
+    for (int di = 0; di < 3; di++) {
+        tuner_dtype dt = dts[di];
+        const char *dn = tuner_dtype_name(dt);
+        tuner_op op;
+#define CASE(label, expr)                                                                          \
+    do {                                                                                           \
+        snprintf(name, sizeof(name), "%s %s", label, dn);                                          \
+        if (only && !strstr(name, only))                                                           \
+            break;                                                                                 \
+        op = (expr);                                                                               \
+        verify_case(name, &op, &t, threads);                                                       \
+    } while (0)
+        CASE("softmax 77x1000", t_softmax(dt, 77, 1000, 16));
+        CASE("softmax 5x77 align2", t_softmax(dt, 5, 77, 2));
+        CASE("softmax 3x65537 align2", t_softmax(dt, 3, 65537, 2));
+        CASE("softmax 2x131072", t_softmax(dt, 2, 131072, 16));
+        CASE("softmax 1000x4096", t_softmax(dt, 1000, 4096, 16));
+        {
+            snprintf(name, sizeof(name), "softmax 64x1000 *scale+cast %s", dn);
+            if (!only || strstr(name, only)) {
+                op = t_softmax(dt, 64, 1000, 16);
+                long long s[2] = {64, 1};
+                t_add_epilogue(&op, TUNER_EW_MUL, 2, s, TUNER_EW_SCALE);
+                verify_case(name, &op, &t, threads);
+            }
+        }
+        {
+            snprintf(name, sizeof(name), "layernorm 77x1000 +res gelu %s", dn);
+            if (!only || strstr(name, only)) {
+                op = t_layernorm(dt, 77, 1000, 16, true);
+                long long s[2] = {77, 1000};
+                t_add_epilogue(&op, TUNER_EW_ADD, 2, s, TUNER_EW_GELU_ERF);
+                verify_case(name, &op, &t, threads);
+            }
+        }
+        CASE("layernorm 333x77", t_layernorm(dt, 333, 77, 16, false));
+        CASE("layernorm 100x768 align2", t_layernorm(dt, 100, 768, 2, true));
+        CASE("layernorm 8x65536", t_layernorm(dt, 8, 65536, 16, true));
+        CASE("rmsnorm 77x4096", t_rmsnorm(dt, 77, 4096, 16, true));
+        CASE("rmsnorm 513x1000 align2", t_rmsnorm(dt, 513, 1000, 2, false));
+        CASE("rmsnorm 4x100000", t_rmsnorm(dt, 4, 100000, 16, true));
+        {
+            long long s3[3] = {7, 333, 1000};
+            CASE("reduce sum [7,333,1000] ax2", t_reduce(dt, 3, s3, 2, TUNER_REDUCE_SUM, false, 16));
+            CASE("reduce mean [7,333,1000] ax1 keep", t_reduce(dt, 3, s3, 1, TUNER_REDUCE_MEAN, true, 16));
+            CASE("reduce max [7,333,1000] ax0 align2", t_reduce(dt, 3, s3, 0, TUNER_REDUCE_MAX, false, 2));
+            long long s2[2] = {5, 300001};
+            CASE("reduce max [5,300001] ax1", t_reduce(dt, 2, s2, 1, TUNER_REDUCE_MAX, false, 16));
+            long long s1[1] = {1 << 20};
+            CASE("reduce mean [1M]", t_reduce(dt, 1, s1, 0, TUNER_REDUCE_MEAN, false, 16));
+            long long s4[4] = {3, 17, 5, 9};
+            CASE("reduce sum [3,17,5,9] ax1", t_reduce(dt, 4, s4, 1, TUNER_REDUCE_SUM, true, 16));
+        }
+        CASE("elementwise 77x1000 +b gelu", t_elementwise(dt, 77, 1000, 16));
+        CASE("elementwise 77x1000 align2", t_elementwise(dt, 77, 1000, 2));
+        {
+            snprintf(name, sizeof(name), "elementwise bcast [8,1,64]x[33,1] %s", dn);
+            if (!only || strstr(name, only)) {
+                memset(&op, 0, sizeof(op));
+                op.kind = TUNER_OP_ELEMENTWISE;
+                long long a[3] = {8, 1, 64}, b[2] = {33, 1}, o[3] = {8, 33, 64};
+                op.inputs[0] = t_tensor(dt, 3, a, 16);
+                op.n_inputs = op.n_anchor_inputs = 1;
+                op.output = t_tensor(dt, 3, o, 16);
+                t_add_epilogue(&op, TUNER_EW_SUB, 2, b, TUNER_EW_SIGMOID);
+                t_add_epilogue(&op, TUNER_EW_MAX, 3, o, TUNER_EW_TANH);
+                t_add_epilogue(&op, TUNER_EW_MIN, 1, (long long[]){64}, TUNER_EW_SILU);
+                verify_case(name, &op, &t, threads);
+            }
+        }
+    }
+    printf("gpu_verify: %d wrong or failed candidates\n", total_wrong);
+    return total_wrong ? 1 : 0;
+}

@@ -1,0 +1,246 @@
+/* tuner/tests/test_codegen.c - the prelude, chain emission for every step kind, NVRTC (PTX and
+ * cubin from one compile, error log, sm_90a), version strings, schedule helpers, space hashing.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tuner/codegen.h"
+#include "tuner/template.h"
+
+static char *load_operand(void *ctx, int i)
+{
+    (void)ctx;
+    char *s = malloc(32);
+    if (s)
+        snprintf(s, 32, "in%d[col]", i);
+    return s;
+}
+
+static void test_chain_every_kind(const tuner_target *t)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ELEMENTWISE;
+    op.n_inputs = 3;
+    long long s[1] = {64};
+    op.inputs[0] = t_tensor(TUNER_F16, 1, s, 16);
+    op.inputs[1] = t_tensor(TUNER_BF16, 1, s, 16);
+    op.inputs[2] = t_tensor(TUNER_F32, 1, s, 16);
+    tuner_ew_chain ch;
+    memset(&ch, 0, sizeof(ch));
+    for (int k = 0; k < TUNER_EW_COUNT && ch.n < TUNER_MAX_STEPS; k++) {
+        tuner_ew_step *st = &ch.steps[ch.n++];
+        st->kind = (tuner_ew_kind)k;
+        st->operand = TUNER_EW_IS_BINARY(k) ? 1 + (k % 2) : -1;
+        st->scalar = 0.1; /* not exactly representable: must round to the float nearest */
+        st->dtype = TUNER_BF16;
+    }
+    /* The remaining kinds (and a second CAST to f16) in a second chain. */
+    tuner_ew_chain ch2;
+    memset(&ch2, 0, sizeof(ch2));
+    for (int k = ch.n; k < TUNER_EW_COUNT; k++) {
+        tuner_ew_step *st = &ch2.steps[ch2.n++];
+        st->kind = (tuner_ew_kind)k;
+        st->operand = -1;
+        st->scalar = 0.1;
+        st->dtype = TUNER_BF16;
+    }
+    tuner_ew_step *st = &ch2.steps[ch2.n++];
+    st->kind = TUNER_EW_CAST;
+    st->dtype = TUNER_F16;
+    st->operand = -1;
+
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    tuner_sb_puts(&sb, "extern \"C\" __global__ void chain_test(const half_t *in0, const bf16_t *in1, const float *in2, "
+                       "float *out)\n{\nconst int col = threadIdx.x;\nfloat v = hd_f32(in0[col]);\n");
+    tuner__emit_chain(&sb, &op, &ch, "v", load_operand, NULL);
+    tuner__emit_chain(&sb, &op, &ch2, "v", load_operand, NULL);
+    tuner_sb_puts(&sb, "out[col] = v;\n}\n");
+    char *src = tuner_sb_take(&sb);
+    CHECK(src != NULL, "source");
+    if (!src)
+        return;
+    /* Every kind left its mark, in the chain's order. */
+    static const char *const marks[] = {
+        "v + hd_o", "v - hd_o", "v * hd_o", "v / hd_o", "fmaxf(v, hd_o)", "fminf(v, hd_o)", "hd_relu(v)",
+        "hd_gelu_erf(v)", "hd_gelu_tanh(v)", "hd_silu(v)", "hd_sigmoid(v)", "tanhf(v)", "expf(v)", "v = -v",
+        "fabsf(v)", "v * v", "v * __uint_as_float(0x3dcccccdu)", "hd_round_bf16(v)",
+    };
+    const char *pos = src;
+    for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
+        const char *p = strstr(pos, marks[i]);
+        CHECK(p != NULL, "chain: step %zu (%s) missing or out of order", i, marks[i]);
+        if (p)
+            pos = p;
+    }
+    CHECK(strstr(src, "hd_f32(in1[col])") && strstr(src, "hd_f32(in2[col])"), "operands through the callback");
+    CHECK(strstr(src, "hd_round_f16(v)") != NULL, "cast to f16");
+    CHECK(!strstr(src, "#error"), "no #error in a valid chain");
+    char tn[16];
+    tuner_target_name(t, tn, sizeof(tn));
+    char what[64];
+    snprintf(what, sizeof(what), "chain of every kind (%s)", tn);
+    CHECK(t_compile_check(what, src, t, NULL, NULL), "%s", what);
+    free(src);
+
+    /* An operand the callback cannot provide becomes a compile error, never silent garbage. */
+    tuner_ew_chain bad;
+    memset(&bad, 0, sizeof(bad));
+    bad.n = 1;
+    bad.steps[0].kind = TUNER_EW_ADD;
+    bad.steps[0].operand = 7;
+    tuner_sb_init(&sb);
+    tuner__emit_chain(&sb, &op, &bad, "v", load_operand, NULL);
+    src = tuner_sb_take(&sb);
+    CHECK(src && strstr(src, "#error"), "bad operand must emit #error");
+    free(src);
+}
+
+static void test_emit_float(void)
+{
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__emit_float(&sb, 1.0);
+    tuner__emit_float(&sb, -0.5);
+    tuner__emit_float(&sb, INFINITY);
+    char *s = tuner_sb_take(&sb);
+    CHECK(s && strcmp(s, "__uint_as_float(0x3f800000u)__uint_as_float(0xbf000000u)__uint_as_float(0x7f800000u)") == 0,
+          "emit_float: %s", s ? s : "(null)");
+    free(s);
+}
+
+static void test_nvrtc(void)
+{
+    tuner_target t90 = {90, false}, t90a = {90, true}, t80 = {80, false}, t75 = {75, false};
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, 90);
+    tuner_sb_puts(&sb, "extern \"C\" __global__ void k(float *o) { o[threadIdx.x] = hd_gelu_tanh((float)threadIdx.x); }\n");
+    char *src = tuner_sb_take(&sb);
+    tuner_binary *b = NULL;
+    char *err = NULL;
+    CHECK(tuner_compile(src, &t90, &b, &err) == 0, "compile sm_90: %s", err ? err : "");
+    if (b) {
+        /* One compile gives both: PTX text for the exact target and an ELF cubin. */
+        CHECK(strstr(b->ptx, ".target sm_90") != NULL, "PTX target");
+        CHECK(b->cubin_len > 4 && memcmp(b->cubin, "\x7f" "ELF", 4) == 0, "cubin is ELF");
+        CHECK(b->log != NULL && b->compile_ms > 0, "log and time");
+        CHECK(strlen(b->ptx) == b->ptx_len, "ptx_len");
+    }
+    tuner_binary_free(b);
+    b = NULL;
+    CHECK(tuner_compile(src, &t90a, &b, &err) == 0, "compile sm_90a");
+    if (b)
+        CHECK(strstr(b->ptx, ".target sm_90a") != NULL, "PTX target sm_90a");
+    tuner_binary_free(b);
+    b = NULL;
+    CHECK(tuner_compile(src, &t80, &b, &err) == 0, "compile sm_80");
+    tuner_binary_free(b);
+    b = NULL;
+    CHECK(tuner_compile(src, &t75, &b, &err) == -EINVAL && b == NULL, "sm_75 refused");
+    free(src);
+
+    /* A compile error returns NVRTC's log, outputs untouched. */
+    err = NULL;
+    b = NULL;
+    int r = tuner_compile("extern \"C\" __global__ void k() { this is not cuda; }\n", &t90, &b, &err);
+    CHECK(r == -EINVAL && b == NULL && err && strncmp(err, "nvrtc: ", 7) == 0 && strstr(err, "error"),
+          "compile error: %d %s", r, err ? err : "(null)");
+    free(err);
+
+    CHECK(strcmp(tuner_nvrtc_version(), "unknown") != 0 && strchr(tuner_nvrtc_version(), '.'), "nvrtc version %s",
+          tuner_nvrtc_version());
+    const char *cv = tuner_codegen_version();
+    CHECK(strlen(cv) == 16 && strspn(cv, "0123456789abcdef") == 16, "codegen version %s", cv);
+    CHECK(strstr(tuner_numerics_flags(), "--ftz=false") != NULL, "numerics flags");
+    printf("nvrtc %s, codegen %s, flags \"%s\"\n", tuner_nvrtc_version(), cv, tuner_numerics_flags());
+}
+
+static void test_space_helpers(void)
+{
+    tuner_target t90 = {90, false}, t80 = {80, false}, t70 = {70, false};
+    tuner_op op = t_softmax(TUNER_F16, 128, 1024, 16);
+    tuner_space *a = NULL, *b = NULL, *c = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(&op, &t90, &a, &err) == 0, "space");
+    CHECK(tuner_space_build(&op, &t90, &b, &err) == 0, "space again");
+    CHECK(tuner_space_build(&op, &t80, &c, &err) == 0, "space sm_80");
+    if (a && b && c) {
+        CHECK(strlen(a->hash) == 16 && strcmp(a->hash, b->hash) == 0, "hash is deterministic");
+        CHECK(strcmp(a->hash, c->hash) != 0, "hash depends on the target");
+        CHECK(a->n >= 8, "softmax space >= 8 on sm_90 (%zu)", a->n);
+        char *j = tuner_schedule_json(&a->items[0]);
+        cJSON *root = j ? cJSON_Parse(j) : NULL;
+        CHECK(root && cJSON_IsString(cJSON_GetObjectItem(root, "template")) &&
+                  cJSON_IsObject(cJSON_GetObjectItem(root, "params")),
+              "schedule json: %s", j ? j : "(null)");
+        cJSON_Delete(root);
+        free(j);
+        CHECK(tuner_schedule_param(&a->items[0], "threads_per_row", -1) > 0, "param lookup");
+        CHECK(tuner_schedule_param(&a->items[0], "nonexistent", -7) == -7, "param default");
+        CHECK(tuner__template_find("softmax_rows") != NULL && tuner__template_find("nope") == NULL, "find");
+        tuner_op al2 = t_softmax(TUNER_F16, 128, 1024, 2);
+        tuner_space *d = NULL;
+        CHECK(tuner_space_build(&al2, &t90, &d, &err) == 0, "space align2");
+        if (d)
+            CHECK(strcmp(a->hash, d->hash) != 0, "hash depends on alignment");
+        tuner_space_free(d);
+    }
+    tuner_space_free(a);
+    tuner_space_free(b);
+    tuner_space_free(c);
+    tuner_space *e = NULL;
+    err = NULL;
+    CHECK(tuner_space_build(&op, &t70, &e, &err) == -EINVAL && e == NULL && err, "sm_70 refused");
+    free(err);
+    /* Unknown template names are refused by generate and ranked last by the model. */
+    tuner_schedule s;
+    memset(&s, 0, sizeof(s));
+    s.template_name = "no_such_template";
+    tuner_program *p = NULL;
+    err = NULL;
+    CHECK(tuner_generate(&op, &t90, &s, &p, &err) == -EINVAL && p == NULL && err, "unknown template");
+    free(err);
+    CHECK(tuner_predict_us(&op, &t90, &s) >= 1e11, "unknown template predicts +huge");
+    /* A prologue on a core op has no template (only epilogues fuse into these ops). */
+    op.prologue[0].n = 1;
+    op.prologue[0].steps[0].kind = TUNER_EW_RELU;
+    err = NULL;
+    CHECK(tuner_space_build(&op, &t90, &e, &err) == -EINVAL, "prologue on softmax refused");
+    free(err);
+    /* Arch tables. */
+    const int sms[4] = {80, 86, 89, 90};
+    for (int i = 0; i < 4; i++) {
+        tuner_target t = {sms[i], false};
+        const tuner_arch *ar = tuner__arch(&t);
+        CHECK(ar && ar->sm == sms[i] && ar->sm_count > 0 && ar->dram_gbps > 0 && !ar->has_wgmma, "arch sm_%d", sms[i]);
+    }
+    tuner_target t90a = {90, true}, t80a = {80, true};
+    CHECK(tuner__arch(&t90a) && tuner__arch(&t90a)->has_wgmma && tuner__arch(&t90a)->sm_count == 132, "sm_90a");
+    CHECK(tuner__arch(&t80a) == NULL, "sm_80a does not exist");
+    char buf[16];
+    CHECK(strcmp(tuner_target_name(&t90a, buf, sizeof(buf)), "sm_90a") == 0, "target name");
+    CHECK(strcmp(tuner_dtype_name(TUNER_BF16), "bf16") == 0 && strcmp(tuner_op_name(TUNER_OP_RMSNORM), "rmsnorm") == 0 &&
+              strcmp(tuner_ew_name(TUNER_EW_GELU_TANH), "gelu_tanh") == 0 && strcmp(tuner_ew_name(TUNER_EW_COUNT), "unknown") == 0,
+          "names");
+}
+
+int main(void)
+{
+    const tuner_target t80 = {80, false}, t90 = {90, false};
+    test_emit_float();
+    test_chain_every_kind(&t80);
+    test_chain_every_kind(&t90);
+    test_nvrtc();
+    test_space_helpers();
+    printf("codegen: %d failures\n", t_failures);
+    return t_failures ? 1 : 0;
+}
