@@ -674,7 +674,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         process(c);
         return;
     }
-    if (c->lingering)
+    /* A closing connection parses nothing more; what arrives is dropped, not buffered. */
+    if (c->lingering || c->finishing)
         return;
     if (in_append(c, buf->base, (size_t)nread) < 0) {
         conn_close(c);
@@ -1171,7 +1172,8 @@ int proto_server_listen_unix(proto_server *srv, const char *path, int mode)
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode))
             return -EEXIST;
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* Non-blocking: a busy server with a full backlog must not stall our start-up. */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (probe < 0)
             return -errno;
         r = connect(probe, (struct sockaddr *)&sa, sizeof(sa));

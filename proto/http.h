@@ -36,7 +36,8 @@ typedef struct proto_limits {
     size_t max_header_bytes;     /* request line + headers (default 16 KiB) -> 431 */
     size_t max_body_bytes;       /* default 1 MiB -> 413 */
     int max_connections;         /* open connections (default 1024) -> 503 */
-    uint64_t request_timeout_ms; /* first byte to complete body (default 10 s) -> 408 */
+    uint64_t request_timeout_ms; /* first byte to complete body (default 10 s) -> 408; also how
+                                  * long a new connection may stay silent (then closed quietly) */
     uint64_t idle_timeout_ms;    /* keep-alive wait for the next request (default 60 s) */
 } proto_limits;
 
@@ -72,7 +73,7 @@ typedef void (*proto_abort_fn)(proto_request *req, void *udata);
  * well-formed request. *ret is released by proto_server_close(). */
 int proto_server_new(uv_loop_t *loop, const proto_limits *limits, proto_handler_fn handler,
                      void *udata, proto_server **ret);
-/* Applies new limits to connections accepted from now on and to requests not yet started. */
+/* Applies new limits to connections accepted from now on (open ones keep theirs). */
 void proto_server_set_limits(proto_server *srv, const proto_limits *limits);
 void proto_server_set_on_complete(proto_server *srv, proto_complete_fn cb, void *udata);
 

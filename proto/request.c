@@ -127,7 +127,8 @@ static int type_error(proto_error *e, const char *field, const char *what)
  * JSON helpers */
 
 /* Depth of nested arrays/objects, measured on the raw text so that a deeply nested body is
- * refused before cJSON recurses into it. Strings are skipped (brackets inside them don't count). */
+ * refused before cJSON recurses into it. Strings are skipped (brackets inside them don't count).
+ * Returns -1 when a string contains an escaped NUL. */
 static int json_depth(const char *s, size_t len)
 {
     int depth = 0, max = 0;
@@ -135,10 +136,15 @@ static int json_depth(const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
         if (in_str) {
-            if (c == '\\')
+            if (c == '\\') {
+                /* cJSON would cut the string at an escaped NUL: "matmul\u0000x" must not pass
+                 * as "matmul". */
+                if (len - i >= 6 && memcmp(s + i, "\\u0000", 6) == 0)
+                    return -1;
                 i++;
-            else if (c == '"')
+            } else if (c == '"') {
                 in_str = false;
+            }
             continue;
         }
         if (c == '"') {
@@ -1123,7 +1129,10 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
                     "the body is empty; a JSON object is expected");
     if (memchr(body, '\0', len))
         return fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
-    if (json_depth(body, len) > PROTO_MAX_JSON_DEPTH)
+    int depth = json_depth(body, len);
+    if (depth < 0)
+        return fail(ret_err, 400, "invalid_json", "", "\\u0000 is not allowed in strings");
+    if (depth > PROTO_MAX_JSON_DEPTH)
         return fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
                     PROTO_MAX_JSON_DEPTH);
 

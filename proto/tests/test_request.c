@@ -215,6 +215,16 @@ static void test_errors(void)
     BAD("{", 400, "invalid_json", "");
     BAD("{\"op\":\"matmul\"} trailing", 400, "invalid_json", "");
     BAD("[[[[[[[[[1]]]]]]]]]", 400, "limit_exceeded", "");
+    BAD("{\"op\":\"matmul\\u0000x\"," MM_IN "}", 400, "invalid_json", "");
+    {
+        static const char nul[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[1],"
+                                  "\"dtype\":\"f16\"}]}\0";
+        proto_kernel_request r;
+        proto_error e;
+        CHECK(proto_kernel_request_parse(nul, sizeof(nul) - 2, &r, &e) == 0);
+        CHECK(proto_kernel_request_parse(nul, sizeof(nul), &r, &e) == -EINVAL);
+        CHECK(e.status == 400 && strcmp(e.code, "invalid_json") == 0);
+    }
     BAD("{\"op\":\"matmul\",\"x\":[[[[[[[[1]]]]]]]]}", 400, "limit_exceeded", "");
     /* Wrong types and unknown fields -> 400 invalid_field. */
     BAD("[]", 400, "invalid_field", "");
