@@ -621,6 +621,77 @@ static void test_socket_files(const char *dir)
     CHECK(stat(sock_path, &st) == 0 && (st.st_mode & 0777) == 0660);
 }
 
+/* Runs l until c has one complete answer buffered, then parses it (single-threaded use). */
+static int pump_response(uv_loop_t *l, client *c, response *r)
+{
+    for (int i = 0; i < 200000; i++) {
+        uv_run(l, UV_RUN_NOWAIT);
+        ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len, MSG_DONTWAIT);
+        if (n > 0) {
+            c->len += (size_t)n;
+            c->buf[c->len] = '\0';
+        }
+        const char *end = strstr(c->buf, "\r\n\r\n");
+        if (!end)
+            continue;
+        const char *cl = strcasestr(c->buf, "\r\ncontent-length:");
+        size_t blen = cl && cl < end ? strtoul(cl + 17, NULL, 10) : 0;
+        if (c->len >= (size_t)(end - c->buf) + 4 + blen)
+            return read_response(c, r);
+        usleep(100);
+    }
+    return -1;
+}
+
+/* Socket activation: a listening fd made elsewhere, Unix or TCP told apart by getsockname(). */
+static void test_listen_fd(const char *dir)
+{
+    uv_loop_t l2;
+    proto_server *s2;
+    response r;
+    char path[300];
+
+    uv_loop_init(&l2);
+    CHECK(proto_server_new(&l2, NULL, handler, NULL, &s2) == 0);
+
+    int tfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sin);
+    CHECK(bind(tfd, (struct sockaddr *)&sin, sizeof(sin)) == 0 && listen(tfd, 16) == 0);
+    CHECK(getsockname(tfd, (struct sockaddr *)&sin, &sl) == 0);
+    CHECK(proto_server_listen_fd(s2, tfd) == 0);
+    CHECK(proto_server_tcp_port(s2) == ntohs(sin.sin_port));
+
+    snprintf(path, sizeof(path), "%s/activated.sock", dir);
+    int ufd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%.100s", path);
+    CHECK(bind(ufd, (struct sockaddr *)&sun, sizeof(sun)) == 0 && listen(ufd, 16) == 0);
+    CHECK(proto_server_listen_fd(s2, ufd) == 0);
+
+    client *c = connect_tcp(ntohs(sin.sin_port));
+    send_str(c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(pump_response(&l2, c, &r) == 0 && r.status == 200);
+    CHECK(r.body && strstr(r.body, "\"transport\":\"tcp\""));
+    free(r.body);
+    client_close(c);
+    c = connect_unix(path);
+    send_str(c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(pump_response(&l2, c, &r) == 0 && r.status == 200);
+    CHECK(r.body && strstr(r.body, "\"transport\":\"unix\""));
+    free(r.body);
+    client_close(c);
+
+    proto_server_close(s2, NULL, NULL);
+    uv_run(&l2, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&l2) == 0);
+    /* An inherited socket's file belongs to whoever made it (systemd): it is not removed. */
+    struct stat st;
+    CHECK(stat(path, &st) == 0);
+    unlink(path);
+}
+
 static void test_graceful_close(void)
 {
     response r;
@@ -696,6 +767,7 @@ int main(void)
     test_many();
     test_max_connections();
     test_socket_files(dir);
+    test_listen_fd(dir);
     test_graceful_close();
 
     pthread_join(th, NULL);
