@@ -378,6 +378,37 @@ int hd_status_json(const hd_status_view *v, char **ret)
     return finish(root, ret);
 }
 
+int hd_artifact_rank(const kc_artifact *a)
+{
+    if (!a)
+        return 0;
+    if (a->measured)
+        return 2;
+    int rank = 1;
+    cJSON *p = a->provenance_json ? cJSON_Parse(a->provenance_json) : NULL;
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(p, "mode");
+    if (cJSON_IsString(mode) && strcmp(mode->valuestring, "none") == 0)
+        rank = 0;
+    cJSON_Delete(p);
+    return rank;
+}
+
+bool hd_rank_answers(int rank, tuner_tune_mode want, bool gpu_usable, bool *ret_warn)
+{
+    bool warn = false, ok;
+    if (rank >= (int)want) {
+        ok = true;
+    } else if (want == TUNER_TUNE_MEASURE && !gpu_usable && rank >= 1) {
+        ok = true;
+        warn = true;
+    } else {
+        ok = false;
+    }
+    if (ret_warn)
+        *ret_warn = warn;
+    return ok;
+}
+
 int hd_job_error_status(const char *code)
 {
     static const struct {

@@ -46,6 +46,17 @@ typedef struct hd_status_view {
 } hd_status_view;
 int hd_status_json(const hd_status_view *v, char **ret);
 
+/* How strongly a stored kernel was chosen: 0 the template default (tune "none"), 1 the cost
+ * model's best, 2 measured on a GPU. The mode comes from the artifact's provenance_json
+ * ({"mode": ...}, written by the scheduler); a measured artifact is 2 whatever it says. */
+int hd_artifact_rank(const kc_artifact *a);
+
+/* Whether a stored kernel of `rank` answers a request for `want`: it does when it was chosen
+ * at least as strongly. A measure request is also answered by a model-ranked kernel when no GPU
+ * can measure (gpu_usable false); *ret_warn is then true (the answer carries a warning).
+ * Otherwise the request re-tunes. */
+bool hd_rank_answers(int rank, tuner_tune_mode want, bool gpu_usable, bool *ret_warn);
+
 /* The HTTP status for a failed job's error code ("no_gpu" -> 503, "compile_error" -> 500, ...). */
 int hd_job_error_status(const char *code);
 

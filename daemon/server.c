@@ -207,37 +207,6 @@ static void submit_error(proto_request *req, int r)
     }
 }
 
-/* How strongly a stored kernel was chosen: 0 the template default (tune "none"), 1 the cost
- * model's best, 2 measured on a GPU. A stored kernel answers a request that asks for at most as
- * much; a stronger request re-tunes (measure only when a GPU can measure). The mode is read from
- * the artifact's provenance (written by the scheduler). */
-static int stored_rank(const kc_artifact *a)
-{
-    if (a->measured)
-        return 2;
-    int rank = 1;
-    cJSON *p = a->provenance_json ? cJSON_Parse(a->provenance_json) : NULL;
-    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(p, "mode");
-    if (cJSON_IsString(mode) && strcmp(mode->valuestring, "none") == 0)
-        rank = 0;
-    cJSON_Delete(p);
-    return rank;
-}
-
-/* Whether a stored kernel of rank `rank` answers a request for mode `want`. *ret_warn is set
- * when it answers only because no GPU can measure. */
-static bool rank_satisfies(int rank, tuner_tune_mode want, bool gpu_usable, bool *ret_warn)
-{
-    *ret_warn = false;
-    if (rank >= (int)want)
-        return true;
-    if (want == TUNER_TUNE_MEASURE && !gpu_usable && rank >= 1) {
-        *ret_warn = true;
-        return true;
-    }
-    return false;
-}
-
 /* Answers from the database (selection -> artifact). Returns true when answered. */
 static bool answer_from_db(proto_request *req, hd_daemon *d, req_ctx *ctx,
                            const proto_kernel_request *kr, bool gpu_usable)
@@ -262,9 +231,9 @@ static bool answer_from_db(proto_request *req, hd_daemon *d, req_ctx *ctx,
         respond_errno(req, r, "reading the cached kernel");
         return true;
     }
-    int rank = stored_rank(a);
+    int rank = hd_artifact_rank(a);
     bool warn;
-    if (!rank_satisfies(rank, kr->tune, gpu_usable, &warn)) {
+    if (!hd_rank_answers(rank, kr->tune, gpu_usable, &warn)) {
         kc_artifact_free(a);
         return false;
     }

@@ -240,8 +240,38 @@ static void status(void)
           "error statuses");
 }
 
+static void ranks(void)
+{
+    kc_artifact a;
+    fill(&a, "{}");
+    CHECK(hd_artifact_rank(&a) == 2, "measured");
+    a.measured = false;
+    a.provenance_json = (char *)"{\"mode\":\"model\"}";
+    CHECK(hd_artifact_rank(&a) == 1, "model");
+    a.provenance_json = (char *)"{\"daemon\":\"0.1.0\",\"mode\":\"none\"}";
+    CHECK(hd_artifact_rank(&a) == 0, "none");
+    a.provenance_json = (char *)"not json";
+    CHECK(hd_artifact_rank(&a) == 1, "unreadable provenance counts as model");
+    a.provenance_json = NULL;
+    CHECK(hd_artifact_rank(&a) == 1, "no provenance");
+
+    bool warn = true;
+    /* A stronger or equal stored choice answers. */
+    CHECK(hd_rank_answers(1, TUNER_TUNE_NONE, false, &warn) && !warn, "model answers none");
+    CHECK(hd_rank_answers(2, TUNER_TUNE_MODEL, true, &warn) && !warn, "measured answers model");
+    CHECK(hd_rank_answers(2, TUNER_TUNE_MEASURE, true, &warn) && !warn, "measured answers measure");
+    CHECK(hd_rank_answers(0, TUNER_TUNE_NONE, true, &warn) && !warn, "none answers none");
+    /* A weaker one re-tunes... */
+    CHECK(!hd_rank_answers(0, TUNER_TUNE_MODEL, false, &warn), "none does not answer model");
+    CHECK(!hd_rank_answers(1, TUNER_TUNE_MEASURE, true, &warn), "model does not answer measure with a GPU");
+    /* ...unless measuring is impossible: then the model's choice answers, with a warning. */
+    CHECK(hd_rank_answers(1, TUNER_TUNE_MEASURE, false, &warn) && warn, "model answers measure without a GPU");
+    CHECK(!hd_rank_answers(0, TUNER_TUNE_MEASURE, false, &warn), "the default is not a measured stand-in");
+}
+
 int main(void)
 {
+    ranks();
     kernel_set_exact();
     kernel_set_variants();
     jobs();
