@@ -742,6 +742,16 @@ static void summary(sched_job *j, char *buf, size_t n)
 static void finish_measure(sched_job *j)
 {
     sched_cand *b = j->best;
+    if (!b && j->no_gpu_left && !j->s->cfg.measure_requires_gpu) {
+        /* Every GPU of the job went away before a candidate passed: answer like a request that
+         * found no GPU at all, from the cost model. */
+        j->info.mode = TUNER_TUNE_MODEL;
+        snprintf(j->info.warning, sizeof(j->info.warning),
+                 "no GPU worker for sm_%d: ranked by the cost model, not measured", j->target.sm);
+        j->attempt = 0;
+        try_next_final(j);
+        return;
+    }
     if (!b) {
         char msg[512];
         summary(j, msg, sizeof(msg));

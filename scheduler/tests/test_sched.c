@@ -28,6 +28,7 @@ static int failures;
 #define GUARD_S 240.0
 
 static const char *g_devices = "1"; /* stand-in GPUs of the next env_open */
+static int g_max_restarts = 5;        /* and the pool's max_restarts */
 
 /* ---- environment: loop, cache, optional stand-in pool, scheduler ---- */
 
@@ -115,7 +116,7 @@ static void env_open(env *e, const sched_config *cfg, bool with_pool, const char
         gc.worker_path = standin;
         gc.launch_timeout_s = 0.5;
         gc.heartbeat_s = 0.1;
-        gc.max_restarts = 5;
+        gc.max_restarts = g_max_restarts;
         int ready = 0;
         CHECK(gw_pool_start(&e->loop, &gc, flag_cb, &ready, &e->pool) == 0);
         run_until(e, int_set, &ready, "pool ready");
@@ -543,6 +544,20 @@ static void test_join_reuse_fused(void)
     CHECK(st1.candidates_measured == st0.candidates_measured);
     CHECK(again.info.best_us == w[0].info.best_us);
 
+    /* The artifact was removed (hidetctl cache rm) but the trials stay: the winner is compiled
+     * again and stored, still without measuring anything. */
+    kc_filter all;
+    memset(&all, 0, sizeof(all));
+    size_t removed = 0;
+    CHECK(kc_remove(e.db, &all, &removed) == 0 && removed == 1);
+    rec third = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &third, NULL, NULL) == 0);
+    run_until(&e, rec_called, &third, "third job");
+    check_stored(&e, &third.info, true);
+    CHECK(strcmp(third.info.artifact_key, w[0].info.artifact_key) == 0);
+    sched_stats_get(e.s, &st1);
+    CHECK(st1.candidates_measured == st0.candidates_measured);
+
     /* Fused variant: the anchor (the plain matmul) is tuned, so only its best 2 are re-timed. */
     tuner_op fused = matmul_bias_relu_f16(64, 64, 64);
     sched_request rf = request(&fused, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
@@ -690,6 +705,31 @@ static void test_two_devices(void)
     env_close(&e);
 }
 
+/* The only GPU goes out of service before any candidate passed: the job answers from the cost
+ * model with the no-GPU warning instead of failing. */
+static void test_gpu_lost(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 3;
+    g_max_restarts = 1;
+    env e;
+    env_open(&e, &cfg, true, "crash@1");
+    g_max_restarts = 5;
+    tuner_op mm = matmul_f16(64, 64, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(&e, rec_called, &w, "gpu-lost job");
+    if (w.info.state != SCHED_DONE)
+        fprintf(stderr, "gpu-lost job: %s %s\n", w.info.error_code, w.info.error);
+    check_stored(&e, &w.info, false);
+    CHECK(strstr(w.info.warning, "no GPU worker for sm_90") != NULL);
+    CHECK(w.info.mode == TUNER_TUNE_MODEL);
+    CHECK(count_trials(&e, &mm, KC_TRIAL_WORKER_DIED, NULL) == 1);
+    env_close(&e);
+}
+
 static void test_unsupported(void)
 {
     env e;
@@ -724,6 +764,7 @@ int main(void)
     test_all_wrong();
     test_two_devices();
     test_unsupported();
+    test_gpu_lost();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
