@@ -692,16 +692,26 @@ static void test_two_devices(void)
     g_devices = "1";
     tuner_op mm = matmul_f16(64, 64, 64);
     sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
-    rec w = {0};
+    /* A softmax job runs beside it on the same GPUs. */
+    tuner_op sm = softmax_f16(32, 1024);
+    sched_request rs = request(&sm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rs.budget_candidates = 2;
+    rec w = {0}, ws = {0};
     CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    CHECK(sched_submit(e.s, &rs, on_done, &ws, NULL, NULL) == 0);
     run_until(&e, rec_called, &w, "two-GPU job");
+    run_until(&e, rec_called, &ws, "softmax job");
     check_stored(&e, &w.info, true);
+    if (ws.info.state != SCHED_DONE)
+        fprintf(stderr, "softmax job: %s %s\n", ws.info.error_code, ws.info.error);
+    check_stored(&e, &ws.info, true);
+    CHECK(ws.info.candidates_done == 2);
     const gw_device_info *d = NULL;
     size_t n = gw_pool_devices(e.pool, &d);
     uint64_t measured = 0;
     for (size_t i = 0; i < n; i++)
         measured += d[i].measured;
-    CHECK(n == 2 && measured == 4);
+    CHECK(n == 2 && measured == 6);
     env_close(&e);
 }
 
