@@ -126,6 +126,5 @@ extern const tuner_template tuner__gemm_conv2d_mma;
 extern const tuner_template tuner__gemm_matmul_simt;
 extern const tuner_template tuner__gemm_conv2d_simt;
 extern const tuner_template tuner__gemm_matmul_tf32;
-extern const tuner_template tuner__gemm_conv2d_tf32;
 
 #endif

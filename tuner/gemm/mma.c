@@ -38,10 +38,11 @@ static bool mma_supported(const tuner__gemm_problem *p)
     return p->dt == TUNER_F16 || p->dt == TUNER_BF16;
 }
 
-/* Path: cp.async needs 16-byte chunks on both operands and no transformation on the way in. */
+/* Path: cp.async (4, 8 or 16 bytes per copy) needs at least 4-byte vectors on both operands and
+ * no transformation on the way in; otherwise loads are staged through registers. */
 static bool mma_async(const tuner__gemm_problem *p)
 {
-    return p->vec[0] == 8 && p->vec[1] == 8 && !p->prologue[0] && !p->prologue[1];
+    return p->vec[0] >= 2 && p->vec[1] >= 2 && !p->prologue[0] && !p->prologue[1];
 }
 
 static int ceil_div(long long a, long long b)
@@ -64,7 +65,8 @@ static void tile_geom(const tuner__gemm_problem *p, const mma_cfg *c, int which,
 
 static int load_vec(const tuner__gemm_problem *p, const mma_cfg *c, int which)
 {
-    return c->async ? 8 : p->vec[which];
+    (void)c;
+    return p->vec[which];
 }
 
 static int load_iters(const tuner__gemm_problem *p, const mma_cfg *c, int which)
@@ -98,9 +100,10 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
     c->smem = (c->async ? c->stages : 2) * stage_bytes;
     int mi = c->wm / 16, ni = c->wn / 8;
     c->regs = mi * ni * 4 + 2 * (mi * 4 + ni * 2) + 40;
-    if (!c->async) /* staged units: one register per 4 bytes, at least one each */
-        for (int w = 0; w < 2; w++)
-            c->regs += load_iters(p, c, w) * (load_vec(p, c, w) > 2 ? load_vec(p, c, w) / 2 : 1);
+    /* Register-staged units: one register per 4 bytes (at least one) plus their hoisted
+     * addresses; cp.async addresses fit in the base estimate (measured: 245 for 128x256). */
+    for (int w = 0; w < 2; w++)
+        c->regs += c->async ? 0 : load_iters(p, c, w) * (2 + (load_vec(p, c, w) > 2 ? load_vec(p, c, w) / 2 : 1));
     return 0;
 }
 
@@ -114,6 +117,8 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const m
         return false;
     if (!c->async && c->stages != 2)
         return false; /* register-staged loads are double-buffered: only stages=2 exists */
+    if (c->async && c->bk % 32)
+        return false; /* the pipelined loop alternates fragment buffers over an even k16 count */
     if (p->batch * c->split > 65535)
         return false;
     long long tiles = (long long)ceil_div(p->M, c->bm) * ceil_div(p->N, c->bn);
@@ -235,7 +240,7 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
     if (!regs_load && !regs_store) {
         unit_coords(p, which, v, 0, mn, sizeof(mn), k, sizeof(k));
         tuner__gemm_emit_operand(sb, p, which, "g", "gm_zb", mn, k, "gm_kend");
-        tuner_sb_printf(sb, "gm_cp16(%s, in%d + (g_ok ? g_off : 0), g_ok ? 16 : 0);\n", dst, which);
+        tuner_sb_printf(sb, "gm_cp%d(%s, in%d + (g_ok ? g_off : 0), g_ok ? %d : 0);\n", v * 2, dst, which, v * 2);
     } else if (regs_load) {
         unit_coords(p, which, v, 0, mn, sizeof(mn), k, sizeof(k));
         tuner__gemm_emit_operand(sb, p, which, "g", "gm_zb", mn, k, "gm_kend");
@@ -267,6 +272,80 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
     tuner_sb_puts(sb, "}\n");
 }
 
+/* Matmul operands are affine in (mn, k): the cp.async loader keeps one base pointer per thread
+ * and per operand and reaches unit `it` (rows it * rows_per_pass further) and tile kt by
+ * compile-time strides, so a copy costs a compare, a 64-bit add and a select. With setup, emits
+ * the per-thread constants (kernel scope); else the body of gm_load_<x>(gm_st, gm_kt). */
+static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, bool setup)
+{
+    int rows, cols, rowb, sh, mask;
+    tile_geom(p, c, which, &rows, &cols);
+    swz_params(cols, &rowb, &sh, &mask);
+    const int v = load_vec(p, c, which), upr = cols / v, rpp = c->threads / upr;
+    const int iters = (rows + rpp - 1) / rpp;
+    const char *X = which == 0 ? "a" : "b";
+    const bool km = p->kmajor[which];
+    const bool trans = which == 0 ? p->trans_a : p->trans_b;
+    const bool batched = which == 0 ? p->a_batched : p->b_batched;
+    const long long lim = which == 0 ? p->M : p->N;
+    const long long mn_stride = which == 0 ? (trans ? 1 : p->K) : (trans ? p->K : 1);
+    const long long k_stride = which == 0 ? (trans ? p->M : 1) : (trans ? 1 : p->N);
+    const long long bstride = !batched ? 0 : which == 0 ? p->M * p->K : p->K * p->N;
+    const int tile_off = which == 0 ? 0 : c->bm * c->bk * 2;
+    const long long it_delta = (long long)rpp * (km ? mn_stride : k_stride);
+    /* Row r0 + it * rpp has the swizzle of r0 when rpp spans whole swizzle periods. */
+    const bool same_swz = mask == 0 || rpp % (8 << sh) == 0;
+    if (setup) {
+        /* Unit (row r0 + it * rpp, column u): kmajor rows are mn, columns k; else the reverse. */
+        tuner_sb_printf(sb, "const int %s_r0 = threadIdx.x / %d, %s_u = threadIdx.x %% %d;\n", X, upr, X, upr);
+        if (km)
+            tuner_sb_printf(sb, "const int %s_mn = gm_%s0 + %s_r0, %s_kl = %s_u * %d;\n", X, which == 0 ? "m" : "n", X,
+                            X, X, v);
+        else
+            tuner_sb_printf(sb, "const int %s_mn = gm_%s0 + %s_u * %d, %s_kl = %s_r0;\n", X, which == 0 ? "m" : "n", X,
+                            v, X, X);
+        tuner_sb_printf(sb,
+                        "const %s *%s_p0 = in%d + (long long)gm_zb * %lldLL + (long long)%s_mn * %lldLL + "
+                        "(long long)(gm_kbeg + %s_kl) * %lldLL;\n",
+                        tuner__ctype(p->dt), X, which, bstride, X, mn_stride, X, k_stride);
+        /* kmajor: unit it is in range while it * rpp < mnrem; else the column is all in or out. */
+        if (km)
+            tuner_sb_printf(sb, "const int %s_mnrem = %lld - %s_mn;\n", X, lim, X);
+        else
+            tuner_sb_printf(sb, "const bool %s_mnok = %s_mn < %lld;\n", X, X, lim);
+        tuner_sb_printf(sb, "const hd_u32 %s_s0 = %d + %s_r0 * %d + ((((%s_u * %d) >> 3) ^ ((%s_r0 >> %d) & %d)) << 4) + "
+                            "((%s_u * %d) & 7) * 2;\n",
+                        X, tile_off, X, rowb, X, v, X, sh, mask, X, v);
+        return;
+    }
+    tuner_sb_printf(sb, "const int gm_rem = gm_kend - gm_kb;\nconst long long gm_adv = (long long)gm_kt * %lldLL;\n",
+                    (long long)c->bk * k_stride);
+    if (km)
+        tuner_sb_printf(sb, "const bool gm_kok = %s_kl < gm_rem;\n", X);
+    for (int it = 0; it < iters; it++) {
+        const int r = it * rpp;
+        tuner_sb_puts(sb, "{\n");
+        if (rows % rpp != 0 && r + rpp > rows)
+            tuner_sb_printf(sb, "if (%s_r0 + %d < %d) {\n", X, r, rows);
+        if (km)
+            tuner_sb_printf(sb, "const bool ok = gm_kok && %d < %s_mnrem;\n", r, X);
+        else
+            tuner_sb_printf(sb, "const bool ok = %s_mnok && %s_kl + %d < gm_rem;\n", X, X, r);
+        if (same_swz)
+            tuner_sb_printf(sb, "const hd_u32 dst = gm_st + %s_s0 + %d;\n", X, r * rowb);
+        else
+            tuner_sb_printf(sb,
+                            "const int rr = %s_r0 + %d;\nconst hd_u32 dst = gm_st + %d + rr * %d + ((((%s_u * %d) >> 3) ^ "
+                            "((rr >> %d) & %d)) << 4) + ((%s_u * %d) & 7) * 2;\n",
+                            X, r, tile_off, rowb, X, v, sh, mask, X, v);
+        tuner_sb_printf(sb, "gm_cp%d(dst, ok ? %s_p0 + (gm_adv + %lldLL) : in%d, ok ? %d : 0);\n", v * 2, X,
+                        it * it_delta, which, v * 2);
+        if (rows % rpp != 0 && r + rpp > rows)
+            tuner_sb_puts(sb, "}\n");
+        tuner_sb_puts(sb, "}\n");
+    }
+}
+
 /* ldmatrix addressing of one operand's fragments: per-lane row/chunk parts and swizzle. */
 static void emit_frag_setup(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which)
 {
@@ -290,7 +369,8 @@ static void emit_frag_setup(tuner_sb *sb, const tuner__gemm_problem *p, const mm
 }
 
 /* Emits the fragment loads of k16 step kk into buffer buf. */
-static void emit_frag_load(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int kk, int buf)
+static void emit_frag_load(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int kk, int buf,
+                           const char *base)
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
@@ -306,21 +386,80 @@ static void emit_frag_load(tuner_sb *sb, const tuner__gemm_problem *p, const mma
         int mi = c->wm / 16;
         tuner_sb_printf(sb, "#pragma unroll\nfor (int i = 0; i < %d; i++) ", mi);
         if (km)
-            tuner_sb_printf(sb, "%s(fa[%d][i], gm_sa + %d + (gm_wm * %d + i * 16 + fa_r) * %d + (((%d + fa_c) ^ fa_x) << 4));\n",
-                            ld, buf, tile_off, c->wm, rowb, kk * 2);
+            tuner_sb_printf(sb, "%s(fa[%d][i], %s + %d + (gm_wm * %d + i * 16 + fa_r) * %d + (((%d + fa_c) ^ fa_x) << 4));\n",
+                            ld, buf, base, tile_off, c->wm, rowb, kk * 2);
         else
-            tuner_sb_printf(sb, "%s(fa[%d][i], gm_sa + %d + (%d + fa_r) * %d + (((gm_wm * %d + i * 2 + fa_c) ^ fa_x) << 4));\n",
-                            ld, buf, tile_off, kk * 16, rowb, c->wm / 8);
+            tuner_sb_printf(sb, "%s(fa[%d][i], %s + %d + (%d + fa_r) * %d + (((gm_wm * %d + i * 2 + fa_c) ^ fa_x) << 4));\n",
+                            ld, buf, base, tile_off, kk * 16, rowb, c->wm / 8);
     } else {
         int nj = c->wn / 16;
         tuner_sb_printf(sb, "#pragma unroll\nfor (int j = 0; j < %d; j++) ", nj);
         if (km)
-            tuner_sb_printf(sb, "%s(fb[%d][j], gm_sa + %d + (gm_wn * %d + j * 16 + fb_r) * %d + (((%d + fb_c) ^ fb_x) << 4));\n",
-                            ld, buf, tile_off, c->wn, rowb, kk * 2);
+            tuner_sb_printf(sb, "%s(fb[%d][j], %s + %d + (gm_wn * %d + j * 16 + fb_r) * %d + (((%d + fb_c) ^ fb_x) << 4));\n",
+                            ld, buf, base, tile_off, c->wn, rowb, kk * 2);
         else
-            tuner_sb_printf(sb, "%s(fb[%d][j], gm_sa + %d + (%d + fb_r) * %d + (((gm_wn * %d + j * 2 + fb_c) ^ fb_x) << 4));\n",
-                            ld, buf, tile_off, kk * 16, rowb, c->wn / 8);
+            tuner_sb_printf(sb, "%s(fb[%d][j], %s + %d + (%d + fb_r) * %d + (((gm_wn * %d + j * 2 + fb_c) ^ fb_x) << 4));\n",
+                            ld, buf, base, tile_off, kk * 16, rowb, c->wn / 8);
     }
+}
+
+static void emit_mma_batch(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int buf)
+{
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                    "hd_mma_%s_16816(acc[i][j], fa[%d][i], &fb[%d][j >> 1][(j & 1) * 2]);\n",
+                    c->wm / 16, c->wn / 8, p->dt == TUNER_F16 ? "f16" : "bf16", buf, buf);
+}
+
+/* The cp.async main loop, software-pipelined across tiles (the CUTLASS multistage scheme):
+ * fragments of k16 step kk + 1 are loaded while step kk's mma run, the copies of tile
+ * kt + stages - 1 are issued during tile kt (A at the first step, B half-way), and the wait for
+ * tile kt + 1 plus the barrier sit before the last step, whose fragments are already in
+ * registers, so the first fragments of the next tile overlap the last mma batch.
+ *
+ * Ring invariants: tile t lives in slot t % stages; one commit group per tile index (empty past
+ * the end). Before the wait of iteration kt, stages - 1 + kt + 1 groups were committed and tiles
+ * 0..kt+1 must have landed: wait_group(stages - 2). The slot written during iteration kt,
+ * (kt - 1) % stages, was last read by fragment loads that precede the barrier of iteration
+ * kt - 1, which every thread has passed. */
+static void emit_async_loop(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int stage_bytes)
+{
+    const int kks = c->bk / 16;
+    const int S = c->stages;
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int s = 0; s < %d; s++) {\n"
+                    "if (s < gm_ktiles) { gm_load_a(gm_sbase + s * %d, s); gm_load_b(gm_sbase + s * %d, s); }\n"
+                    "hd_cp_async_commit();\n}\n"
+                    "hd_cp_async_wait<%d>();\n__syncthreads();\n",
+                    S - 1, stage_bytes, stage_bytes, S - 2);
+    tuner_sb_printf(sb, "int gm_rd = 0, gm_wr = %d;\nhd_u32 gm_cur = gm_sbase;\n", S - 1);
+    tuner_sb_printf(sb, "hd_u32 fa[2][%d][4], fb[2][%d][4];\n", c->wm / 16, c->wn / 16);
+    emit_frag_load(sb, p, c, 0, 0, 0, "gm_cur");
+    emit_frag_load(sb, p, c, 1, 0, 0, "gm_cur");
+    tuner_sb_puts(sb, "for (int kt = 0; kt < gm_ktiles; kt++) {\n");
+    tuner_sb_printf(sb, "const bool gm_more = kt + %d < gm_ktiles;\nconst hd_u32 gm_dst = gm_sbase + gm_wr * %d;\n", S - 1,
+                    stage_bytes);
+    for (int kk = 0; kk < kks; kk++) {
+        const int buf = kk & 1;
+        if (kk == 0)
+            tuner_sb_printf(sb, "if (gm_more) gm_load_a(gm_dst, kt + %d);\n", S - 1);
+        if (kk == kks / 2)
+            tuner_sb_printf(sb, "if (gm_more) gm_load_b(gm_dst, kt + %d);\nhd_cp_async_commit();\n", S - 1);
+        if (kk == kks - 1) {
+            tuner_sb_printf(sb,
+                            "hd_cp_async_wait<%d>();\n__syncthreads();\n"
+                            "gm_rd = gm_rd == %d ? 0 : gm_rd + 1;\ngm_wr = gm_wr == %d ? 0 : gm_wr + 1;\n"
+                            "gm_cur = gm_sbase + gm_rd * %d;\n",
+                            S - 2, S - 1, S - 1, stage_bytes);
+            emit_frag_load(sb, p, c, 0, 0, buf ^ 1, "gm_cur");
+            emit_frag_load(sb, p, c, 1, 0, buf ^ 1, "gm_cur");
+        } else {
+            emit_frag_load(sb, p, c, 0, kk + 1, buf ^ 1, "gm_cur");
+            emit_frag_load(sb, p, c, 1, kk + 1, buf ^ 1, "gm_cur");
+        }
+        emit_mma_batch(sb, p, c, buf);
+    }
+    tuner_sb_puts(sb, "}\nhd_cp_async_wait_all();\n");
 }
 
 static void emit_compute(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
@@ -328,13 +467,13 @@ static void emit_compute(tuner_sb *sb, const tuner__gemm_problem *p, const mma_c
     const int kks = c->bk / 16, mi = c->wm / 16, ni = c->wn / 8;
     tuner_sb_puts(sb, "auto gm_compute = [&](hd_u32 gm_sa) {\n");
     tuner_sb_printf(sb, "hd_u32 fa[2][%d][4], fb[2][%d][4];\n", mi, ni / 2);
-    emit_frag_load(sb, p, c, 0, 0, 0);
-    emit_frag_load(sb, p, c, 1, 0, 0);
+    emit_frag_load(sb, p, c, 0, 0, 0, "gm_sa");
+    emit_frag_load(sb, p, c, 1, 0, 0, "gm_sa");
     for (int kk = 0; kk < kks; kk++) {
         const int buf = kk & 1;
         if (kk + 1 < kks) {
-            emit_frag_load(sb, p, c, 0, kk + 1, buf ^ 1);
-            emit_frag_load(sb, p, c, 1, kk + 1, buf ^ 1);
+            emit_frag_load(sb, p, c, 0, kk + 1, buf ^ 1, "gm_sa");
+            emit_frag_load(sb, p, c, 1, kk + 1, buf ^ 1, "gm_sa");
         }
         tuner_sb_printf(sb,
                         "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
@@ -388,33 +527,25 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
                     mi, ni, mi, ni);
     emit_frag_setup(&sb, p, &c, 0);
     emit_frag_setup(&sb, p, &c, 1);
-    emit_compute(&sb, p, &c);
+    if (!c.async)
+        emit_compute(&sb, p, &c);
 
     if (c.async) {
-        tuner_sb_puts(&sb, "auto gm_load = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * ");
-        tuner_sb_printf(&sb, "%d;\n", c.bk);
-        emit_loader(&sb, p, &c, 0, false, false);
-        emit_loader(&sb, p, &c, 1, false, false);
-        tuner_sb_puts(&sb, "};\n");
-        /* Ring of `stages` tiles: tile kt lives in slot kt % stages. Exactly one commit group per
-         * tile index (empty beyond the last tile), so wait_group(stages - 2) at iteration kt
-         * guarantees tile kt has landed; the barrier after it also tells every thread that slot
-         * (kt - 1) % stages, read in iteration kt - 1, is free for tile kt + stages - 1. */
-        tuner_sb_printf(&sb,
-                        "#pragma unroll\nfor (int s = 0; s < %d; s++) {\n"
-                        "if (s < gm_ktiles) gm_load(gm_sbase + s * %d, s);\nhd_cp_async_commit();\n}\n",
-                        c.stages - 1, stage_bytes);
-        tuner_sb_printf(&sb,
-                        "int gm_rd = 0, gm_wr = %d;\n"
-                        "for (int kt = 0; kt < gm_ktiles; kt++) {\n"
-                        "hd_cp_async_wait<%d>();\n__syncthreads();\n"
-                        "if (kt + %d < gm_ktiles) gm_load(gm_sbase + gm_wr * %d, kt + %d);\n"
-                        "hd_cp_async_commit();\n"
-                        "gm_compute(gm_sbase + gm_rd * %d);\n"
-                        "gm_rd = gm_rd == %d ? 0 : gm_rd + 1;\ngm_wr = gm_wr == %d ? 0 : gm_wr + 1;\n}\n"
-                        "hd_cp_async_wait_all();\n",
-                        c.stages - 1, c.stages - 2, c.stages - 1, stage_bytes, c.stages - 1, stage_bytes, c.stages - 1,
-                        c.stages - 1);
+        const bool affine = !p->conv;
+        if (affine) {
+            emit_affine_loader(&sb, p, &c, 0, true);
+            emit_affine_loader(&sb, p, &c, 1, true);
+        }
+        for (int w = 0; w < 2; w++) {
+            tuner_sb_printf(&sb, "auto gm_load_%s = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n",
+                            w == 0 ? "a" : "b", c.bk);
+            if (affine)
+                emit_affine_loader(&sb, p, &c, w, false);
+            else
+                emit_loader(&sb, p, &c, w, false, false);
+            tuner_sb_puts(&sb, "};\n");
+        }
+        emit_async_loop(&sb, p, &c, stage_bytes);
     } else {
         tuner_sb_printf(&sb, "%s gm_ra[%d];\n%s gm_rb[%d];\n", vec_type(p->vec[0] * 2), load_iters(p, &c, 0),
                         vec_type(p->vec[1] * 2), load_iters(p, &c, 1));
@@ -531,13 +662,14 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
         return 0;
     const bool async = mma_async(&p);
     const char *tmpl = p.conv ? "conv2d_mma" : "matmul_mma";
-    /* The preferred schedule (tune:"none") comes first: 128x128 tiles of 64x64 (async, 4 warps)
-     * or 64x32 (register-staged, 8 warps) warp tiles, grouped raster. */
+    /* The preferred schedule (tune:"none") comes first: 128x128 tiles of 64x64 warp tiles with a
+     * 4-deep cp.async ring, or 64x64 tiles of 32x32 when loads are staged through registers
+     * (fewer staged registers: no spills), grouped raster. */
     tuner_schedule pref = {.template_name = tmpl};
-    tuner__gemm_param(&pref, "block_m", 128);
-    tuner__gemm_param(&pref, "block_n", 128);
+    tuner__gemm_param(&pref, "block_m", async ? 128 : 64);
+    tuner__gemm_param(&pref, "block_n", async ? 128 : 64);
     tuner__gemm_param(&pref, "block_k", 32);
-    tuner__gemm_param(&pref, "warp_m", 64);
+    tuner__gemm_param(&pref, "warp_m", async ? 64 : 32);
     tuner__gemm_param(&pref, "warp_n", async ? 64 : 32);
     tuner__gemm_param(&pref, "stages", async ? 4 : 2);
     tuner__gemm_param(&pref, "split_k", 1);

@@ -4,5 +4,8 @@
 const tuner_template *const tuner__gemm_templates[] = {
     &tuner__gemm_matmul_mma,
     &tuner__gemm_conv2d_mma,
+    &tuner__gemm_matmul_tf32,
+    &tuner__gemm_matmul_simt,
+    &tuner__gemm_conv2d_simt,
     NULL,
 };

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <nvrtc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@ static int compiled;
             fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                           \
             fprintf(stderr, __VA_ARGS__);                                                                  \
             fputc('\n', stderr);                                                                           \
-            failures++;                                                                                    \
+            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);                                            \
         }                                                                                                  \
     } while (0)
 
@@ -280,7 +281,7 @@ static void check_program(const char *tag, const tuner_op *op, int sm, const tun
         fprintf(stderr, "%s\n", pr.source);
     free(log);
     if (ptx) {
-        compiled++;
+        __atomic_fetch_add(&compiled, 1, __ATOMIC_RELAXED);
         for (int i = 0; want && want[i]; i++)
             CHECK(strstr(ptx, want[i]) != NULL, "%s: PTX lacks %s", tag, want[i]);
         char path[] = "/tmp/tgemm_XXXXXX.ptx";
@@ -312,7 +313,74 @@ static void check_program(const char *tag, const tuner_op *op, int sm, const tun
     free(pr.source);
 }
 
-/* Compiles the default (first) candidate, the last and up to `extra` evenly spaced ones. */
+/* ---- compile jobs, run on two threads (NVRTC is thread-safe; ptxas runs as a child) ---- */
+
+typedef struct job {
+    char tag[160];
+    tuner_op op;
+    const tuner_template *tp; /* NULL: the reference */
+    tuner_schedule sched;
+    int sm;
+    const char *const *want;
+    bool no_spill;
+} job;
+
+static job *jobs;
+static size_t n_jobs, next_job;
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void add_job(const char *tag, const tuner_op *op, const tuner_template *tp, const tuner_schedule *s, int sm,
+                    const char *const *want, bool no_spill)
+{
+    job *nj = realloc(jobs, (n_jobs + 1) * sizeof(*jobs));
+    CHECK(nj != NULL, "out of memory");
+    if (!nj)
+        return;
+    jobs = nj;
+    job *j = &jobs[n_jobs++];
+    memset(j, 0, sizeof(*j));
+    snprintf(j->tag, sizeof(j->tag), "%s", tag);
+    j->op = *op;
+    j->tp = tp;
+    if (s)
+        j->sched = *s;
+    j->sm = sm;
+    j->want = want;
+    j->no_spill = no_spill;
+}
+
+static void *job_worker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&job_lock);
+        size_t i = next_job < n_jobs ? next_job++ : n_jobs;
+        pthread_mutex_unlock(&job_lock);
+        if (i >= n_jobs)
+            return NULL;
+        job *j = &jobs[i];
+        check_program(j->tag, &j->op, j->sm, j->tp, j->tp ? &j->sched : NULL, j->want, j->no_spill);
+    }
+}
+
+static void run_jobs(void)
+{
+    pthread_t th[2];
+    int started = 0;
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&th[i], NULL, job_worker, NULL) == 0)
+            started++;
+    if (started == 0)
+        job_worker(NULL);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    free(jobs);
+    jobs = NULL;
+    n_jobs = next_job = 0;
+}
+
+/* Queues the default (first) candidate and `extra` more spread over the space (the last one
+ * included when extra >= 1); every prediction must be positive and finite. */
 static void check_sample(const char *tag, const char *tmpl, const tuner_op *op, int sm, int extra,
                          const char *const *want)
 {
@@ -321,15 +389,19 @@ static void check_sample(const char *tag, const char *tmpl, const tuner_op *op, 
     size_t n = 0;
     CHECK(tp && enumerate(tp, op, sm, &items, &n) == 0, "%s: enumerate", tag);
     CHECK(n > 0, "%s: %s has no candidate on sm_%d", tag, tmpl, sm);
-    for (int i = 0; n > 0 && i < extra + 2; i++) {
-        size_t idx = i == 0 ? 0 : i == 1 ? n - 1 : (size_t)i * n / (size_t)(extra + 2);
-        if (i > 0 && (idx == 0 || (i > 1 && idx == n - 1)))
+    for (size_t i = 0; i < n; i++) {
+        double us = tp->predict_us(op, &(tuner_target){.sm = sm}, &items[i]);
+        CHECK(us > 0.0 && us < 1e11, "%s: prediction %g for item %zu", tag, us, i);
+    }
+    size_t last = (size_t)-1;
+    for (int i = 0; n > 0 && i <= extra; i++) {
+        size_t idx = i == 0 ? 0 : i == extra ? n - 1 : (size_t)i * n / (size_t)(extra + 1);
+        if (idx == last)
             continue;
+        last = idx;
         char name[160];
         snprintf(name, sizeof(name), "%s_%s_sm%d_c%zu", tag, tmpl, sm, idx);
-        check_program(name, op, sm, tp, &items[idx], want, i == 0);
-        double us = tp->predict_us(op, &(tuner_target){.sm = sm}, &items[idx]);
-        CHECK(us > 0.0 && us < 1e11, "%s: prediction %g", name, us);
+        add_job(name, op, tp, &items[idx], sm, want, i == 0);
     }
     free(items);
 }
@@ -342,22 +414,33 @@ static void test_spaces(void)
     static const tuner_dtype dts[] = {TUNER_F16, TUNER_BF16, TUNER_F32};
     for (int sm = 80; sm <= 90; sm += 10)
         for (int d = 0; d < 3; d++) {
+            const char *dn = tuner_dtype_name(dts[d]);
             tuner_op mm = mk_matmul(dts[d], 0, 0, 4096, 4096, 4096, false, false, 16);
-            size_t n_mma = space_size("matmul_mma", &mm, sm);
-            printf("space sm_%d %s matmul 4096^3: matmul_mma %zu\n", sm, tuner_dtype_name(dts[d]), n_mma);
+            size_t n_mma = space_size("matmul_mma", &mm, sm), n_simt = space_size("matmul_simt", &mm, sm),
+                   n_tf32 = space_size("matmul_tf32", &mm, sm);
+            printf("space sm_%d %s matmul 4096^3: matmul_mma %zu matmul_tf32 %zu matmul_simt %zu\n", sm, dn, n_mma,
+                   n_tf32, n_simt);
             if (dts[d] != TUNER_F32)
                 CHECK(n_mma >= (sm == 90 ? 50u : 20u) && n_mma <= 300, "matmul_mma space size %zu on sm_%d", n_mma, sm);
+            else
+                CHECK(n_mma == 0 && n_tf32 >= 20 && n_tf32 <= 300, "fp32 spaces: mma %zu tf32 %zu", n_mma, n_tf32);
+            CHECK(n_simt >= 20 && n_simt <= 300, "matmul_simt space size %zu", n_simt);
             tuner_op cv = mk_conv(dts[d], 8, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, false, 16);
-            size_t n_cv = space_size("conv2d_mma", &cv, sm);
-            printf("space sm_%d %s conv2d resnet 56x56x64 3x3: conv2d_mma %zu\n", sm, tuner_dtype_name(dts[d]), n_cv);
+            size_t n_cv = space_size("conv2d_mma", &cv, sm), n_cvs = space_size("conv2d_simt", &cv, sm);
+            printf("space sm_%d %s conv2d 8x56x56x64 k64 3x3: conv2d_mma %zu conv2d_simt %zu\n", sm, dn, n_cv, n_cvs);
             if (dts[d] != TUNER_F32)
                 CHECK(n_cv >= 20 && n_cv <= 300, "conv2d_mma space size %zu on sm_%d", n_cv, sm);
+            CHECK(n_cvs >= 20, "conv2d_simt space size %zu", n_cvs);
         }
-    /* Misaligned operands keep a (register-staged) space. */
+    /* Misaligned operands keep a tensor-core space (register-staged loads). */
     tuner_op odd = mk_matmul(TUNER_F16, 0, 0, 77, 1000, 333, false, false, 2);
     size_t n_odd = space_size("matmul_mma", &odd, 90);
     printf("space sm_90 f16 matmul 77x1000x333 align 2: matmul_mma %zu\n", n_odd);
     CHECK(n_odd >= 20, "misaligned space %zu", n_odd);
+    /* tf32 is opt-out. */
+    tuner_op f = mk_matmul(TUNER_F32, 0, 0, 64, 64, 64, false, false, 16);
+    f.attrs.matmul.allow_tf32 = false;
+    CHECK(space_size("matmul_tf32", &f, 90) == 0, "tf32 used without allow_tf32");
 }
 
 static void test_problem(void)
@@ -379,37 +462,65 @@ static void test_problem(void)
     CHECK(tuner__gemm_k_per_split(1000, 4, 32) == 256 && tuner__gemm_k_per_split(64, 8, 32) == 32, "k per split");
 }
 
+static const char *const want_simt[] = {"fma.rn.f32", NULL};
+static const char *const want_tf32[] = {"mma.sync.aligned.m16n8k8", "cvt.rna.tf32.f32", NULL};
+
+/* Shapes are spread over (dtype, target) pairs so that each feature is compiled for both
+ * targets and both 16-bit dtypes without compiling the full cross product. */
 static void test_compile(void)
 {
     static const tuner_dtype dts[] = {TUNER_F16, TUNER_BF16};
     for (int sm = 80; sm <= 90; sm += 10)
         for (int d = 0; d < 2; d++) {
             const tuner_dtype dt = dts[d];
+            const bool alt = (sm == 90) == (d == 0);
             char tag[64];
             const char *dn = tuner_dtype_name(dt);
             tuner_op op = mk_matmul(dt, 0, 0, 128, 256, 64, false, false, 16);
             snprintf(tag, sizeof(tag), "mm128x256x64_%s", dn);
-            check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_async);
+            check_sample(tag, "matmul_mma", &op, sm, sm == 90 ? 2 : 0, want_mma_async);
             op = mk_matmul(dt, 0, 0, 77, 1000, 333, false, false, 2);
             snprintf(tag, sizeof(tag), "mm77x1000x333_a2_%s", dn);
-            check_sample(tag, "matmul_mma", &op, sm, 0, want_mma_regs);
-            op = mk_matmul(dt, 3, 3, 96, 80, 72, true, true, 16);
-            add_bias_gelu(&op);
-            snprintf(tag, sizeof(tag), "mmbatch_tt_biasgelu_%s", dn);
-            check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_async);
-            op = mk_matmul(dt, 0, 2, 16, 64, 4096, false, true, 16);
-            add_residual(&op);
-            add_prologue(&op);
-            snprintf(tag, sizeof(tag), "mmskinny_prologue_%s", dn);
             check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_regs);
-            op = mk_conv(dt, 2, 28, 28, 64, 64, 3, 3, 1, 1, 1, 1, false, 16);
-            add_bias_gelu(&op);
-            snprintf(tag, sizeof(tag), "conv_nhwc_%s", dn);
-            check_sample(tag, "conv2d_mma", &op, sm, 1, want_mma_async);
-            op = mk_conv(dt, 2, 15, 17, 12, 20, 3, 3, 2, 2, 2, 2, true, 16);
-            snprintf(tag, sizeof(tag), "conv_nchw_g2_%s", dn);
-            check_sample(tag, "conv2d_mma", &op, sm, 0, want_mma_regs);
+            if (alt) {
+                op = mk_matmul(dt, 3, 3, 96, 80, 72, true, true, 16);
+                add_bias_gelu(&op);
+                snprintf(tag, sizeof(tag), "mmbatch_tt_biasgelu_%s", dn);
+                check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_async);
+                op = mk_conv(dt, 2, 15, 17, 12, 20, 3, 3, 2, 2, 2, 2, true, 16);
+                snprintf(tag, sizeof(tag), "conv_nchw_g2_%s", dn);
+                check_sample(tag, "conv2d_mma", &op, sm, 0, want_mma_regs);
+                op = mk_matmul(dt, 0, 0, 130, 200, 96, false, true, 4);
+                snprintf(tag, sizeof(tag), "mm_a4_cp8_%s", dn);
+                check_sample(tag, "matmul_mma", &op, sm, 0, want_mma_async);
+            } else {
+                /* split-K lives at the end of the space (small tiles, split 8). */
+                op = mk_matmul(dt, 0, 2, 16, 64, 4096, false, true, 16);
+                add_residual(&op);
+                add_prologue(&op);
+                snprintf(tag, sizeof(tag), "mmskinny_prologue_%s", dn);
+                check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_regs);
+                op = mk_conv(dt, 2, 28, 28, 64, 64, 3, 3, 1, 1, 1, 1, false, 16);
+                add_bias_gelu(&op);
+                snprintf(tag, sizeof(tag), "conv_nhwc_%s", dn);
+                check_sample(tag, "conv2d_mma", &op, sm, 1, want_mma_async);
+                op = mk_matmul(dt, 0, 3, 50, 70, 90, true, false, 2);
+                add_prologue(&op);
+                snprintf(tag, sizeof(tag), "mm_simt_%s", dn);
+                check_sample(tag, "matmul_simt", &op, sm, 1, want_simt);
+            }
         }
+    for (int sm = 80; sm <= 90; sm += 10) {
+        tuner_op op = mk_matmul(TUNER_F32, 0, 0, 77, 100, 133, false, false, 4);
+        add_bias_gelu(&op);
+        check_sample("mm_f32", "matmul_simt", &op, sm, 1, want_simt);
+        check_sample("mm_f32", "matmul_tf32", &op, sm, 1, want_tf32);
+        op = mk_conv(TUNER_F32, 2, 15, 17, 12, 20, 3, 3, 2, 2, 2, 2, sm == 80, 16);
+        check_sample("conv_f32", "conv2d_simt", &op, sm, 1, want_simt);
+        op = mk_conv(TUNER_BF16, 2, 9, 9, 16, 32, 3, 3, 1, 1, 1, 2, sm == 90, 16);
+        add_residual(&op);
+        check_sample("conv_bf16", "conv2d_simt", &op, sm, 0, want_simt);
+    }
 }
 
 static void test_references(void)
@@ -426,7 +537,7 @@ static void test_references(void)
     for (int i = 0; i < 4; i++) {
         char tag[32];
         snprintf(tag, sizeof(tag), "ref%d", i);
-        check_program(tag, &ops[i], 90, NULL, NULL, NULL, false);
+        add_job(tag, &ops[i], NULL, NULL, i % 2 ? 80 : 90, NULL, false);
     }
 }
 
@@ -440,6 +551,7 @@ int main(int argc, char **argv)
     test_spaces();
     test_references();
     test_compile();
+    run_jobs();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("compiled %d programs in %.1f s\n", compiled,
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
