@@ -157,10 +157,10 @@ static int parse_param(const cJSON *p, size_t pos, hidet_param *out)
         out->kind = HIDET_BUFFER_OUTPUT;
     } else if (strcmp(buf, "workspace") == 0) {
         out->kind = HIDET_BUFFER_WORKSPACE;
-    } else if (strncmp(buf, "input", 5) == 0 && buf[5] >= '0' && buf[5] <= '9') {
+    } else if (strncmp(buf, "input", 5) == 0) {
         char *end = NULL;
         long v = strtol(buf + 5, &end, 10);
-        if (*end != '\0' || v < 0 || v > 1000)
+        if (buf[5] < '0' || buf[5] > '9' || *end != '\0' || v < 0 || v > 1000)
             return -EPROTO;
         out->kind = HIDET_BUFFER_INPUT;
         out->input = (int)v;

@@ -1,0 +1,331 @@
+/* clients/c/tests/test_hidetctl.c - hidetctl's command line (suite unit, client): argument
+ * errors exit 2, an absent daemon exits 3, and the cache commands against a temporary database
+ * filled through kernel_cache/ (ls, show, rm, prune, verify, vacuum, export/import round trip,
+ * a flipped byte refused with exit 5). Usage: test_hidetctl PATH/TO/hidetctl
+ */
+#include "kernel_cache/kc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include <sqlite3.h>
+
+static int failures;
+static const char *hidetctl;
+static char tmpdir[256];
+static char out[1 << 16]; /* stdout of the last run */
+static char errout[1 << 14];
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* Runs hidetctl with the given arguments (NULL-terminated); returns its exit status. */
+static int run(const char *first, ...)
+{
+    const char *argv[32];
+    char op[512], ep[512];
+    int n = 0, status = 0;
+    va_list ap;
+
+    argv[n++] = hidetctl;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 31; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    snprintf(op, sizeof(op), "%s/stdout", tmpdir);
+    snprintf(ep, sizeof(ep), "%s/stderr", tmpdir);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(op, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(o, 1);
+        dup2(e, 2);
+        /* Defaults must not leak in from the environment running the tests. */
+        unsetenv("HIDETD_SOCKET");
+        unsetenv("HIDETD_TOKEN");
+        execv(hidetctl, (char *const *)argv);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    slurp(op, out, sizeof(out));
+    slurp(ep, errout, sizeof(errout));
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    if (getenv("TEST_VERBOSE")) {
+        fprintf(stderr, "$ hidetctl");
+        for (int i = 1; argv[i]; i++)
+            fprintf(stderr, " %s", argv[i]);
+        fprintf(stderr, "  -> %d\n%s%s", rc, out, errout);
+    }
+    return rc;
+}
+
+#define RUN_EXPECT(code, ...)                                                                      \
+    do {                                                                                           \
+        int rc_ = run(__VA_ARGS__, (const char *)NULL);                                            \
+        if (rc_ != (code)) {                                                                       \
+            fprintf(stderr, "%s:%d: exit %d, wanted %d; stderr: %s\n", __FILE__, __LINE__, rc_,    \
+                    (code), errout);                                                               \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static void fill(const char *path, int n, char keys[][KC_KEY_LEN + 1])
+{
+    kc_db *db = NULL;
+    char *err = NULL;
+    char ptx[600];
+    unsigned char cubin[300];
+
+    if (kc_open(path, &db, &err) < 0) {
+        fprintf(stderr, "kc_open: %s\n", err);
+        exit(1);
+    }
+    for (int i = 0; i < n; i++) {
+        kc_artifact a = {0};
+        char num[16];
+        const char *parts[] = {"hidetctl-test", num};
+        snprintf(num, sizeof(num), "%d", i);
+        kc_key(parts, 2, a.key);
+        parts[0] = "op";
+        kc_key(parts, 2, a.op_key);
+        memcpy(keys[i], a.key, sizeof(a.key));
+        snprintf(a.op, sizeof(a.op), "%s", i < 3 ? "matmul" : "softmax");
+        snprintf(a.target, sizeof(a.target), "%s", i % 2 ? "sm_80" : "sm_90");
+        memset(ptx, 'a' + i, sizeof(ptx) - 1);
+        ptx[sizeof(ptx) - 1] = '\0';
+        memset(cubin, i, sizeof(cubin));
+        a.op_json = "{\"op\":\"matmul\"}";
+        a.schedule_json = "{\"template\":\"t\"}";
+        a.launch_json = "{\"kernels\":[]}";
+        a.provenance_json = "{}";
+        a.ptx = ptx;
+        a.ptx_len = sizeof(ptx) - 1;
+        a.cubin = cubin;
+        a.cubin_len = sizeof(cubin);
+        a.measured = i % 2 == 0;
+        a.latency_us = a.measured ? 12.5 : -1;
+        /* Distinct ages: #0 unused for 10 days, the others recent. */
+        a.created_at = a.last_used_at = (int64_t)time(NULL) - (i == 0 ? 10 * 86400 : 100 - i);
+        if (kc_artifact_put(db, &a) < 0) {
+            fprintf(stderr, "put: %s\n", kc_errmsg(db));
+            exit(1);
+        }
+    }
+    kc_close(db);
+}
+
+static int count_json_artifacts(void)
+{
+    cJSON *j = cJSON_Parse(out);
+    int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "artifacts"));
+    if (!j)
+        n = -1;
+    cJSON_Delete(j);
+    return n;
+}
+
+static void test_usage(void)
+{
+    char sock[512];
+    snprintf(sock, sizeof(sock), "%s/absent.sock", tmpdir);
+
+    RUN_EXPECT(2, "--bogus");
+    CHECK(strstr(errout, "unknown option") != NULL);
+    RUN_EXPECT(2, "frobnicate");
+    RUN_EXPECT(2, "--json");
+    RUN_EXPECT(2, "kernel");
+    RUN_EXPECT(2, "kernel", "a.json", "b.json");
+    RUN_EXPECT(2, "--tune", "fast", "kernel", "a.json");
+    RUN_EXPECT(2, "kernel", "a.json", "--no-wait", "--ptx", "x.ptx");
+    RUN_EXPECT(2, "kernel", "/nonexistent/request.json");
+    RUN_EXPECT(2, "status", "extra");
+    RUN_EXPECT(2, "status", "--watch");
+    RUN_EXPECT(2, "jobs", "1", "2");
+    RUN_EXPECT(2, "cancel");
+    RUN_EXPECT(2, "--socket", "/a.sock", "--url", "http://h:1", "status");
+    RUN_EXPECT(2, "--cache");
+    CHECK(strstr(errout, "needs a value") != NULL);
+    RUN_EXPECT(2, "cache");
+    RUN_EXPECT(2, "cache", "bogus");
+    RUN_EXPECT(2, "cache", "ls", "--ptx", "x");
+    RUN_EXPECT(2, "cache", "prune");
+    RUN_EXPECT(2, "cache", "prune", "--older-than", "3x");
+    RUN_EXPECT(2, "cache", "prune", "--max-size", "12Q");
+    RUN_EXPECT(0, "--help");
+    CHECK(strstr(out, "Exit status") != NULL && strstr(out, "cannot connect") != NULL);
+    RUN_EXPECT(0, "--version");
+
+    /* Nothing listens there. */
+    RUN_EXPECT(3, "--socket", sock, "status");
+    RUN_EXPECT(3, "--socket", sock, "jobs");
+    RUN_EXPECT(3, "--url", "http://127.0.0.1:1", "status");
+}
+
+static void test_cache(void)
+{
+    char db[512], db2[512], db3[512], exp[512], bad[512], none[512];
+    char keys[6][KC_KEY_LEN + 1];
+    char prefix[13];
+
+    snprintf(db, sizeof(db), "%s/a/kernels.db", tmpdir);
+    snprintf(db2, sizeof(db2), "%s/b/kernels.db", tmpdir);
+    snprintf(db3, sizeof(db3), "%s/c/kernels.db", tmpdir);
+    snprintf(exp, sizeof(exp), "%s/backup.hkc", tmpdir);
+    snprintf(bad, sizeof(bad), "%s/flipped.hkc", tmpdir);
+    snprintf(none, sizeof(none), "%s/none/kernels.db", tmpdir);
+    fill(db, 6, keys);
+
+    RUN_EXPECT(4, "--cache", none, "cache", "ls");
+    CHECK(access(none, F_OK) != 0); /* a look must not create a database */
+
+    RUN_EXPECT(0, "--cache", db, "cache", "ls");
+    CHECK(strstr(out, "KEY") && strstr(out, "6 artifacts"));
+    snprintf(prefix, sizeof(prefix), "%.12s", keys[3]);
+    CHECK(strstr(out, prefix) != NULL);
+    RUN_EXPECT(0, "--cache", db, "--json", "cache", "ls");
+    CHECK(count_json_artifacts() == 6);
+    RUN_EXPECT(0, "--cache", db, "--json", "cache", "ls", "--arch", "sm_80");
+    CHECK(count_json_artifacts() == 3);
+    RUN_EXPECT(0, "--cache", db, "--json", "cache", "ls", "--op", "matmul", "--arch", "sm_90");
+    CHECK(count_json_artifacts() == 2);
+
+    /* show: a unique prefix works, an unknown key is "not found". */
+    snprintf(prefix, sizeof(prefix), "%.10s", keys[1]);
+    RUN_EXPECT(0, "--cache", db, "cache", "show", prefix);
+    CHECK(strstr(out, keys[1]) && strstr(out, "sm_80"));
+    RUN_EXPECT(0, "--cache", db, "--json", "cache", "show", keys[2]);
+    {
+        cJSON *j = cJSON_Parse(out);
+        const cJSON *pb = cJSON_GetObjectItemCaseSensitive(j, "ptx_bytes");
+        CHECK(cJSON_IsNumber(pb) && pb->valuedouble == 599);
+        cJSON_Delete(j);
+    }
+    RUN_EXPECT(4, "--cache", db, "cache", "show",
+               "0000000000000000000000000000000000000000000000000000000000000000");
+    RUN_EXPECT(2, "--cache", db, "cache", "show", "not-hex");
+
+    /* export, then import into a fresh database: same artifacts. */
+    RUN_EXPECT(0, "--cache", db, "cache", "export", exp);
+    CHECK(strstr(out, "exported 6 artifacts") != NULL);
+    RUN_EXPECT(0, "--cache", db2, "cache", "import", exp);
+    CHECK(strstr(out, "imported 6 artifacts") != NULL);
+    RUN_EXPECT(0, "--cache", db2, "--json", "cache", "ls");
+    CHECK(count_json_artifacts() == 6);
+    RUN_EXPECT(0, "--cache", db2, "cache", "verify");
+    RUN_EXPECT(4, "--cache", db3, "cache", "import", "/nonexistent/backup");
+
+    /* A flipped byte anywhere in the backup: refused with 5, nothing stored. */
+    {
+        FILE *f = fopen(exp, "rb");
+        static unsigned char buf[1 << 16];
+        size_t len = f ? fread(buf, 1, sizeof(buf), f) : 0;
+        if (f)
+            fclose(f);
+        CHECK(len > 100);
+        size_t positions[] = {3, len / 2, len - 20};
+        for (int p = 0; p < 3; p++) {
+            buf[positions[p]] ^= 0x04;
+            f = fopen(bad, "wb");
+            fwrite(buf, 1, len, f);
+            fclose(f);
+            buf[positions[p]] ^= 0x04;
+            RUN_EXPECT(5, "--cache", db3, "cache", "import", bad);
+            CHECK(strstr(errout, "nothing stored") != NULL);
+            RUN_EXPECT(0, "--cache", db3, "--json", "cache", "ls");
+            CHECK(count_json_artifacts() == 0);
+        }
+    }
+
+    /* rm: by key and by prefix; a second time it is gone. */
+    RUN_EXPECT(0, "--cache", db, "cache", "rm", keys[5]);
+    snprintf(prefix, sizeof(prefix), "%.12s", keys[4]);
+    RUN_EXPECT(0, "--cache", db, "cache", "rm", prefix);
+    RUN_EXPECT(4, "--cache", db, "cache", "rm", keys[5]);
+    RUN_EXPECT(0, "--cache", db, "--json", "cache", "ls");
+    CHECK(count_json_artifacts() == 4);
+
+    /* prune by age removes #0 only (10 days unused). */
+    RUN_EXPECT(0, "--cache", db, "cache", "prune", "--older-than", "2d");
+    CHECK(strstr(out, "removed 1 artifact") != NULL);
+    RUN_EXPECT(0, "--cache", db, "--json", "cache", "show", keys[1]);
+    RUN_EXPECT(4, "--cache", db, "cache", "show", keys[0]);
+
+    /* verify finds a damaged blob: exit 5, and show refuses it with 5. */
+    {
+        sqlite3 *s = NULL;
+        char sql[256];
+        CHECK(sqlite3_open(db, &s) == SQLITE_OK);
+        sqlite3_busy_timeout(s, 5000);
+        snprintf(sql, sizeof(sql), "UPDATE artifacts SET cubin = x'00' WHERE key = '%s'", keys[2]);
+        CHECK(sqlite3_exec(s, sql, NULL, NULL, NULL) == SQLITE_OK);
+        sqlite3_close(s);
+    }
+    RUN_EXPECT(5, "--cache", db, "cache", "verify");
+    CHECK(strstr(out, keys[2]) != NULL);
+    RUN_EXPECT(5, "--cache", db, "--json", "cache", "verify");
+    RUN_EXPECT(5, "--cache", db, "cache", "show", keys[2]);
+    RUN_EXPECT(5, "--cache", db, "cache", "export", exp);
+
+    /* prune to a size of zero empties it; vacuum works on the result. */
+    RUN_EXPECT(0, "--cache", db, "cache", "prune", "--max-size", "0");
+    RUN_EXPECT(0, "--cache", db, "--json", "cache", "ls");
+    CHECK(count_json_artifacts() == 0);
+    RUN_EXPECT(0, "--cache", db, "cache", "vacuum");
+    RUN_EXPECT(0, "--cache", db, "cache", "verify");
+
+    /* prune by arch with a size limit in other units. */
+    RUN_EXPECT(0, "--cache", db2, "cache", "prune", "--arch", "sm_80", "--max-size", "1.5MiB");
+    RUN_EXPECT(0, "--cache", db2, "--json", "cache", "ls");
+    CHECK(count_json_artifacts() == 3);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_hidetctl PATH/TO/hidetctl\n");
+        return 2;
+    }
+    hidetctl = argv[1];
+    snprintf(tmpdir, sizeof(tmpdir), "%s/test_hidetctl.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_usage();
+    test_cache();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed; files left in %s\n", failures, tmpdir);
+        return 1;
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    printf("all hidetctl tests passed\n");
+    return 0;
+}
