@@ -289,34 +289,23 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
     free(it);
 }
 
-/* Preferred parameters of the gemm family (tuner/gemm/ declares no preference hook): a
- * 128x128x32 tile, 64x64 warp tiles, 3 stages, no split-K; the closest valid item wins. */
-static const struct {
-    const char *tmpl;
-    int n;
-    const char *names[8];
-    int values[8];
-} gemm_prefs[] = {
-    {"matmul_mma", 8, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "split_k", "swizzle"},
-     {128, 128, 32, 64, 64, 3, 1, 8}},
-    {"matmul_tf32", 8, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "split_k", "swizzle"},
-     {128, 128, 32, 64, 64, 3, 1, 8}},
-    {"matmul_simt", 6, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "split_k"}, {128, 128, 8, 32, 64, 1}},
-    {"conv2d_mma", 6, {"block_m", "block_n", "block_k", "warp_m", "warp_n", "stages"}, {128, 128, 32, 64, 64, 3}},
-    {"conv2d_simt", 5, {"block_m", "block_n", "block_k", "warp_m", "warp_n"}, {128, 128, 8, 32, 64}},
+/* Templates without a preference hook (tuner/gemm/) list their preferred schedule first in their
+ * enumeration; among them, the family order below decides (tensor cores first, SIMT last). */
+static const char *const family_order[] = {
+    "matmul_mma", "conv2d_mma", "matmul_tf32", "conv2d_tf32", "matmul_simt", "conv2d_simt",
 };
 
-static double param_distance(const tuner_schedule *s, int n, const char *const *names, const int *values)
+static double param_distance(const tuner_schedule *s, const tuner_schedule *pref)
 {
     double d = 0.0;
-    for (int i = 0; i < n; i++) {
-        int v = tuner_schedule_param(s, names[i], -1);
+    for (int i = 0; i < pref->n_params; i++) {
+        int v = tuner_schedule_param(s, pref->params[i].name, -1), p = pref->params[i].value;
         if (v == -1)
             continue;
-        if (v > 0 && values[i] > 0)
-            d += fabs(log2((double)v) - log2((double)values[i]));
+        if (v > 0 && p > 0)
+            d += fabs(log2((double)v) - log2((double)p));
         else
-            d += v != values[i];
+            d += v != p;
     }
     return d;
 }
@@ -325,49 +314,31 @@ size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tune
 {
     if (!space || space->n == 0)
         return 0;
-    /* Core templates declare a preference that depends on the op's shape (tuner/core.h); the
-     * gemm family uses the static table above. Among the items of the first preferred template
-     * present, the nearest to its preference (log2 distance over params) wins; ties: first. */
+    /* Core templates declare a preference that may depend on the op's shape (tuner/core.h): the
+     * valid item nearest to it (log2 distance over params; ties: first) wins. */
     tuner_schedule pref;
     for (size_t i = 0; i < space->n; i++) {
         memset(&pref, 0, sizeof(pref));
-        if (tuner__core_preferred(op, t, space->items[i].template_name, &pref) == 0)
-            goto found;
-    }
-    for (size_t g = 0; g < sizeof(gemm_prefs) / sizeof(gemm_prefs[0]); g++) {
-        for (size_t i = 0; i < space->n; i++) {
-            if (strcmp(space->items[i].template_name, gemm_prefs[g].tmpl) != 0)
-                continue;
-            memset(&pref, 0, sizeof(pref));
-            pref.template_name = gemm_prefs[g].tmpl;
-            pref.n_params = gemm_prefs[g].n;
-            for (int p = 0; p < gemm_prefs[g].n; p++) {
-                pref.params[p].name = gemm_prefs[g].names[p];
-                pref.params[p].value = gemm_prefs[g].values[p];
-            }
-            goto found;
-        }
-    }
-    return 0;
-found:;
-    const char *names[TUNER_MAX_PARAMS];
-    int values[TUNER_MAX_PARAMS];
-    for (int p = 0; p < pref.n_params; p++) {
-        names[p] = pref.params[p].name;
-        values[p] = pref.params[p].value;
-    }
-    size_t best = 0;
-    double best_d = INFINITY;
-    for (size_t i = 0; i < space->n; i++) {
-        if (strcmp(space->items[i].template_name, pref.template_name) != 0)
+        if (tuner__core_preferred(op, t, space->items[i].template_name, &pref) != 0)
             continue;
-        double d = param_distance(&space->items[i], pref.n_params, names, values);
-        if (d < best_d) {
-            best_d = d;
-            best = i;
+        size_t best = i;
+        double best_d = INFINITY;
+        for (size_t j = 0; j < space->n; j++) {
+            if (strcmp(space->items[j].template_name, pref.template_name) != 0)
+                continue;
+            double d = param_distance(&space->items[j], &pref);
+            if (d < best_d) {
+                best_d = d;
+                best = j;
+            }
         }
+        return best;
     }
-    return best;
+    for (size_t f = 0; f < sizeof(family_order) / sizeof(family_order[0]); f++)
+        for (size_t i = 0; i < space->n; i++)
+            if (strcmp(space->items[i].template_name, family_order[f]) == 0)
+                return i;
+    return 0;
 }
 
 char *tuner_schedule_json(const tuner_schedule *s)
