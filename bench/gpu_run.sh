@@ -11,6 +11,10 @@ OUT=${OUT:-/tmp/hidetd-out}
 mkdir -p "$OUT"
 G=$PWD/.gpu
 ours() { LD_LIBRARY_PATH="$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+export HIDETD_WORKER=$G/bin/hidetd-worker
+# SWEEP_ARGS: arguments for gpu_template_sweep (e.g. "--max 12 --jobs 8"); TEST_TIMEOUT per program.
+sweep_args=${SWEEP_ARGS:---jobs 8}
+test_timeout=${TEST_TIMEOUT:-420}
 
 { nvidia-smi; nvidia-smi -q -d CLOCK | head -40; } > "$OUT/gpu.txt" 2>&1
 
@@ -19,7 +23,10 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
         [ -x "$t" ] || continue
         echo "=== $(basename "$t")"
         start=$(date +%s)
-        ours timeout 420 "$t"
+        args=""
+        case "$t" in *template_sweep) args=$sweep_args ;; esac
+        # shellcheck disable=SC2086
+        ours timeout "$test_timeout" "$t" $args
         echo "=== $(basename "$t") exit=$? ($(( $(date +%s) - start )) s)"
     done > "$OUT/gpu_tests.log" 2>&1
     grep -E "^=== .* exit=" "$OUT/gpu_tests.log"
