@@ -13,11 +13,13 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,8 +334,7 @@ static void handle_closed(uv_handle_t *h)
 
 static void close_handles(hd_daemon *d)
 {
-    uv_handle_t *hs[] = { (uv_handle_t *)&d->sig_int, (uv_handle_t *)&d->sig_term,
-                          (uv_handle_t *)&d->sig_hup, (uv_handle_t *)&d->watchdog,
+    uv_handle_t *hs[] = { (uv_handle_t *)&d->sig_poll, (uv_handle_t *)&d->watchdog,
                           (uv_handle_t *)&d->maintenance, (uv_handle_t *)&d->log_flush };
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->data && !uv_is_closing(hs[i]))
@@ -438,9 +439,8 @@ static void reload(hd_daemon *d)
 
 /* ---- signals and watchdog ----------------------------------------------------------------- */
 
-static void on_signal(uv_signal_t *h, int signum)
+static void on_signal(hd_daemon *d, int signum)
 {
-    hd_daemon *d = h->data;
     if (signum == SIGHUP) {
         if (!d->stopping)
             reload(d);
@@ -460,6 +460,52 @@ static void on_signal(uv_signal_t *h, int signum)
     hd_log_info("%s: shutting down (running jobs get up to %gs, waiting clients are answered)",
                 strsignal(signum), d->cfg.grace);
     begin_stop(d);
+}
+
+static void sig_readable(uv_poll_t *h, int status, int events)
+{
+    hd_daemon *d = h->data;
+    (void)events;
+    if (status < 0)
+        return;
+    struct signalfd_siginfo si;
+    for (;;) {
+        ssize_t n = read(d->sig_fd, &si, sizeof(si));
+        if (n != (ssize_t)sizeof(si))
+            break; /* EAGAIN: all taken */
+        on_signal(d, (int)si.ssi_signo);
+    }
+}
+
+/* The signals the daemon handles are blocked in every thread and taken from a signalfd on the
+ * loop. A handler would not do: NVRTC installs its own SIGINT/SIGTERM handlers (which exit(0))
+ * while it compiles on the thread pool and restores the previous ones afterwards, so a SIGTERM
+ * during a compile would skip the drain, and two compiles racing their save/restore can leave
+ * NVRTC's handler installed for good. A blocked signal never reaches any handler. Must run
+ * before any thread exists so that every thread inherits the mask; uv_spawn() gives children
+ * an empty mask again. Returns the descriptor or a negative errno. */
+static int signals_block(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    int r = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (r != 0)
+        return -r;
+    int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+static void signals_unblock(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
 static void log_flush_cb(uv_check_t *c)
@@ -507,6 +553,7 @@ int hd_daemon_run(int argc, char **argv)
         fprintf(stderr, "hidetd: out of memory\n");
         return 1;
     }
+    d->sig_fd = -1;
     int code = 1;
     char *err = NULL;
     char *worker = NULL;
@@ -537,6 +584,11 @@ int hd_daemon_run(int argc, char **argv)
     }
     hd_log_set_level(d->cfg.log_level);
     set_threadpool_size();
+    d->sig_fd = signals_block();
+    if (d->sig_fd < 0) {
+        hd_log_error("cannot set up signal handling: %s", strerror(-d->sig_fd));
+        goto out;
+    }
     if (sodium_init() < 0) {
         hd_log_error("libsodium failed to initialise");
         goto out;
@@ -567,12 +619,12 @@ int hd_daemon_run(int argc, char **argv)
     d->loop = &loop;
     hd__metrics_setup(d);
 
-    uv_signal_init(&loop, &d->sig_int);
-    init_handle(d, (uv_handle_t *)&d->sig_int);
-    uv_signal_init(&loop, &d->sig_term);
-    init_handle(d, (uv_handle_t *)&d->sig_term);
-    uv_signal_init(&loop, &d->sig_hup);
-    init_handle(d, (uv_handle_t *)&d->sig_hup);
+    r = uv_poll_init(&loop, &d->sig_poll, d->sig_fd);
+    if (r < 0) {
+        hd_log_error("cannot watch signals: %s", uv_strerror(r));
+        goto out;
+    }
+    init_handle(d, (uv_handle_t *)&d->sig_poll);
     uv_timer_init(&loop, &d->watchdog);
     init_handle(d, (uv_handle_t *)&d->watchdog);
     uv_timer_init(&loop, &d->maintenance);
@@ -582,9 +634,7 @@ int hd_daemon_run(int argc, char **argv)
     uv_check_start(&d->log_flush, log_flush_cb);
     uv_unref((uv_handle_t *)&d->log_flush); /* it must not keep the loop alive on its own */
     hd_log_set_buffered(true);
-    uv_signal_start(&d->sig_int, on_signal, SIGINT);
-    uv_signal_start(&d->sig_term, on_signal, SIGTERM);
-    uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
+    uv_poll_start(&d->sig_poll, UV_READABLE, sig_readable);
     if (hd_watchdog_interval(&d->watchdog_usec) == 1 && d->watchdog_usec >= 2000) {
         uint64_t ms = d->watchdog_usec / 2000;
         uv_timer_start(&d->watchdog, watchdog_cb, ms, ms);
@@ -627,6 +677,10 @@ out:
         uv_run(&loop, UV_RUN_NOWAIT);
         if (uv_loop_close(&loop) != 0)
             hd_log_warn("event loop closed with handles still open");
+    }
+    if (d->sig_fd >= 0) {
+        close(d->sig_fd);
+        signals_unblock();
     }
     hd_metrics_free(d->metrics);
     hd_hitcache_free(d->hits);

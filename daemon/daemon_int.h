@@ -48,7 +48,10 @@ typedef struct hd_daemon {
     uint64_t jobs_ended_seen;
     bool pruning;
 
-        uv_signal_t sig_int, sig_term, sig_hup;
+        /* SIGINT, SIGTERM and SIGHUP are blocked in every thread and read from a signalfd (see
+     * daemon.c: NVRTC installs its own handlers while it compiles). */
+    int sig_fd;
+    uv_poll_t sig_poll;
     uv_timer_t watchdog, maintenance;
     uv_check_t log_flush; /* writes buffered log lines once per loop iteration */
     uint64_t watchdog_usec;

@@ -644,7 +644,11 @@ void hd__handle(proto_request *req, void *udata)
     ctx->route = m.id;
     switch (m.id) {
     case HD_ROUTE_HEALTHZ:
-        proto_respond_json(req, 200, "{\"status\":\"ok\"}");
+        /* While draining, a keep-alive connection still reaches us: tell load balancers. */
+        if (d->stopping)
+            proto_respond_json(req, 503, "{\"status\":\"stopping\"}");
+        else
+            proto_respond_json(req, 200, "{\"status\":\"ok\"}");
         break;
     case HD_ROUTE_STATUS:
         handle_status(req, d);
