@@ -28,5 +28,6 @@ if [ $st -ne 0 ]; then echo "exit status $st (want 0)"; fail=1; fi
 if ! grep -q "shutting down" "$DIR/log"; then echo "no drain logged"; fail=1; fi
 if ! grep -q "stopped" "$DIR/log"; then echo "no 'stopped' in the log"; fail=1; fi
 if [ -e "$DIR/s.sock" ]; then echo "socket file left behind"; fail=1; fi
+if grep -q -e "Sanitizer" -e "runtime error:" "$DIR/log"; then echo "sanitizer report"; fail=1; fi
 if [ $fail -ne 0 ]; then cat "$DIR/log"; exit 1; fi
 echo "sigterm during compile: drained and stopped"
