@@ -531,19 +531,19 @@ static step fail_step(gw_measurer *m, CUresult r, const char *what, gw_measure_r
     return STEP_FAULT;
 }
 
-/* Runs a module once (scratch zeroed first) and waits. */
+/* Runs a module once (scratch zeroed first) and waits at most per_launch_s per launch. */
 static step run_once(gw_measurer *m, const gw_module *mod, const loaded *ld, const char *what,
-                     gw_measure_result *res, bool *fatal)
+                     double per_launch_s, gw_measure_result *res, bool *fatal)
 {
     CUresult r = zero_scratch(m);
     if (r == CUDA_SUCCESS)
         r = launch_module(m, mod, ld);
     if (r != CUDA_SUCCESS)
         return fail_step(m, r, what, res, fatal);
-    int w = wait_stream(m, m->launch_timeout_s * mod->n_launches, &r);
+    int w = wait_stream(m, per_launch_s * mod->n_launches, &r);
     if (w == -ETIMEDOUT) {
         snprintf(res->reason, sizeof(res->reason), "%s: a launch ran longer than %.3g s", what,
-                 m->launch_timeout_s);
+                 per_launch_s);
         res->status = GW_TIMEOUT;
         *fatal = true;
         return STEP_TIMEOUT;
@@ -622,7 +622,11 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
                 fail_step(m, r, "reference", res, &fatal);
                 goto out;
             }
-            if ((st = run_once(m, &req->reference, &ref, "reference", res, &fatal)) != STEP_OK)
+            /* The reference is simple rather than fast (a naive loop nest on a large shape can
+             * take seconds), and it is trusted: it gets a longer leash than candidates. */
+            double ref_s = 10 * m->launch_timeout_s > 20 ? 10 * m->launch_timeout_s : 20;
+            if ((st = run_once(m, &req->reference, &ref, "reference", ref_s, res, &fatal)) !=
+                STEP_OK)
                 goto out;
             size_t n = (size_t)m->bufs[ro].elems;
             m->ref_host = malloc(n * sizeof(float));
@@ -662,7 +666,8 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
             fail_step(m, r, "candidate", res, &fatal);
             goto out;
         }
-        if ((st = run_once(m, &req->candidate, &cand, "candidate", res, &fatal)) != STEP_OK)
+        if ((st = run_once(m, &req->candidate, &cand, "candidate", m->launch_timeout_s, res,
+                            &fatal)) != STEP_OK)
             goto out;
         size_t n = m->ref_elems;
         out = malloc(n * sizeof(float));
@@ -701,7 +706,8 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
     for (int w = 0; w < req->warmup; w++) {
         if (cancelled(cancel))
             goto cancel;
-        if ((st = run_once(m, &req->candidate, &cand, "warmup", res, &fatal)) != STEP_OK)
+        if ((st = run_once(m, &req->candidate, &cand, "warmup", m->launch_timeout_s, res,
+                            &fatal)) != STEP_OK)
             goto out;
     }
     times = malloc(sizeof(double) * (size_t)req->max_reps);

@@ -61,6 +61,7 @@ struct gw_ticket {
     int sm;
     uint64_t id;
     int n_runs; /* launches the request may make, for its deadline */
+    uint64_t ref_ms; /* the reference's allowance (see measure.c), also for the deadline */
     uint8_t *frame;
     size_t frame_len;
     gw_measure_cb cb;
@@ -399,7 +400,7 @@ static void dispatch(worker *w)
     t->frame = NULL;
     uint64_t now = uv_now(p->loop);
     w->req_deadline = now + (uint64_t)(p->cfg.launch_timeout_s * 1000.0 * t->n_runs) +
-                      REQUEST_SLACK_MS;
+                      t->ref_ms + REQUEST_SLACK_MS;
     if (send_buf(w, frame, t->frame_len) < 0)
         kill_worker(w, KILL_PROTOCOL);
 }
@@ -1193,6 +1194,11 @@ int gw_measure(gw_pool *pool, int device, int sm, const gw_measure_req *req, gw_
     t->id = req->id;
     t->n_runs = req->warmup + req->max_reps + (req->check ? 2 : 0) + 1;
     t->n_runs *= req->candidate.n_launches > 0 ? req->candidate.n_launches : 1;
+    if (req->check) {
+        /* The worker allows the trusted reference max(10 x launch timeout, 20 s) a launch. */
+        double per = 10 * pool->cfg.launch_timeout_s > 20 ? 10 * pool->cfg.launch_timeout_s : 20;
+        t->ref_ms = (uint64_t)(per * 1000.0 * req->reference.n_launches);
+    }
     t->cb = cb;
     t->udata = udata;
     if (ret_ticket)
