@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,21 @@ static int resolve_worker(const hd_config *c, char **ret_path)
 
 /* ---- serving ------------------------------------------------------------------------------ */
 
+/* Appends to a description of what we listen on, never past its end. */
+static void desc_add(char *desc, size_t len, size_t *dl, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void desc_add(char *desc, size_t len, size_t *dl, const char *fmt, ...)
+{
+    if (*dl + 1 >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(desc + *dl, len - *dl, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *dl = *dl + (size_t)n < len ? *dl + (size_t)n : len - 1;
+}
+
 static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
 {
     int *fds = NULL;
@@ -169,8 +185,8 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
         }
         if (fam == AF_INET || fam == AF_INET6)
             have_tcp = true;
-        dl += (size_t)snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "%sfd:%d(%s)",
-                               dl ? ", " : "", fds[i], fam == AF_UNIX ? "unix" : "tcp");
+        desc_add(desc, desc_len, &dl, "%sfd:%d(%s)", dl ? ", " : "", fds[i],
+                 fam == AF_UNIX ? "unix" : "tcp");
     }
     free(fds);
     hd_strv_free(names);
@@ -191,8 +207,7 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
             return r;
         }
         d->bound_socket = true;
-        dl += (size_t)snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "unix:%s",
-                               d->cfg.socket);
+        desc_add(desc, desc_len, &dl, "unix:%s", d->cfg.socket);
     }
     if (d->cfg.http && !have_tcp) {
         char host[256];
@@ -206,8 +221,8 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
         }
         /* With port 0 the kernel picked one: say which. */
         int bound = proto_server_tcp_port(d->http);
-        snprintf(desc + dl, dl < desc_len ? desc_len - dl : 0, "%shttp:%s:%d", dl ? ", " : "",
-                 host, bound > 0 ? bound : port);
+        desc_add(desc, desc_len, &dl, "%shttp:%s:%d", dl ? ", " : "", host,
+                 bound > 0 ? bound : port);
     }
     return 0;
 }
