@@ -38,6 +38,9 @@ typedef struct gw_config {
      * valid during the call. Called on the loop thread. */
     void (*log)(void *log_udata, int level, const char *msg);
     void *log_udata;
+    /* Time a request gets beyond its launches' allowance (module load, buffers, inputs) before
+     * its worker is killed (default 10 s). */
+    double request_slack_s;
 } gw_config;
 
 enum { GW_LOG_ERR = 3, GW_LOG_WARNING = 4, GW_LOG_INFO = 6, GW_LOG_DEBUG = 7 };

@@ -29,7 +29,6 @@
 #define HELLO_TIMEOUT_MS 30000
 #define PROBE_TIMEOUT_MS 30000
 #define EXIT_GRACE_MS 2000   /* a worker that announced its exit, or was killed, must be gone by then */
-#define REQUEST_SLACK_MS 10000 /* module load, buffers, inputs and the reference on top of the launches */
 #define PROBE_MAX_OUTPUT (256u << 10)
 
 typedef enum {
@@ -400,7 +399,7 @@ static void dispatch(worker *w)
     t->frame = NULL;
     uint64_t now = uv_now(p->loop);
     w->req_deadline = now + (uint64_t)(p->cfg.launch_timeout_s * 1000.0 * t->n_runs) +
-                      t->ref_ms + REQUEST_SLACK_MS;
+                      t->ref_ms + (uint64_t)(p->cfg.request_slack_s * 1000.0);
     if (send_buf(w, frame, t->frame_len) < 0)
         kill_worker(w, KILL_PROTOCOL);
 }
@@ -1082,7 +1081,7 @@ int gw_pool_start(uv_loop_t *loop, const gw_config *cfg, void (*ready)(void *uda
 
     if (!loop || !cfg || !ret || !cfg->worker_path || !cfg->worker_path[0] ||
         cfg->max_devices < 0 || cfg->launch_timeout_s < 0 || cfg->heartbeat_s < 0 ||
-        cfg->max_restarts < 0)
+        cfg->max_restarts < 0 || cfg->request_slack_s < 0)
         return -EINVAL;
     int n_extra = 0;
     while (cfg->worker_args && cfg->worker_args[n_extra])
@@ -1100,6 +1099,8 @@ int gw_pool_start(uv_loop_t *loop, const gw_config *cfg, void (*ready)(void *uda
         p->cfg.heartbeat_s = 1.0;
     if (p->cfg.max_restarts == 0)
         p->cfg.max_restarts = 5;
+    if (p->cfg.request_slack_s == 0)
+        p->cfg.request_slack_s = 10.0;
     p->ready = ready;
     p->ready_udata = udata;
     p->worker_path = strdup(cfg->worker_path);

@@ -15,6 +15,8 @@
  *                                 across restarts) does KIND:
  *                                   crash  abort() the process mid-measure
  *                                   hang   stop heartbeats and never answer
+ *                                   stuck  keep the heartbeats, ignore cancels, never answer
+ *                                          (a kernel that runs forever on a live worker)
  *                                   wrong  report GW_WRONG (verification failure)
  *                                   fault  report GW_FAULT (fatal: the worker exits after it)
  *                                   slow   sleep MS milliseconds first (cancellable)
@@ -159,6 +161,10 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
     }
     if (!strcmp(kind, "hang")) {
         gw__serve_stop_heartbeats();
+        for (;;)
+            sleep_ms(1000);
+    }
+    if (!strcmp(kind, "stuck")) {
         for (;;)
             sleep_ms(1000);
     }

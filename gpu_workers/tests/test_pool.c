@@ -317,6 +317,57 @@ static void test_cancel(void)
     stop(&e);
 }
 
+static void test_stuck(void)
+{
+    env e;
+    gw_measure_req q;
+    slot a = {0};
+    gw_ticket *ta = NULL;
+
+    /* A cancelled request the worker does not give up: it is killed after the drain allowance
+     * and restarted, without counting against the device (max_restarts 1 would otherwise put
+     * it out of service). */
+    reset_state("stuck@1", 1);
+    start(&e, GW_STANDIN_PATH, 1);
+    make_req(&q, 1, ptx_a);
+    CHECK(gw_measure(e.pool, 0, 0, &q, on_result, &a, &ta) == 0);
+    bool busy = false;
+    for (int i = 0; i < 100000 && !busy; i++) {
+        uv_run(&loop, UV_RUN_ONCE);
+        busy = dev0(&e)->state == GW_DEV_BUSY;
+    }
+    CHECK(busy);
+    gw_cancel(e.pool, ta);
+    CHECK(a.done && a.res.status == GW_CANCELLED);
+    gw_measure_result r = measure_one(&e, 2, ptx_b);
+    CHECK(r.status == GW_OK);
+    CHECK(dev0(&e)->restarts == 1 && dev0(&e)->state == GW_DEV_READY);
+    stop(&e);
+
+    /* A request that outlives its deadline while the worker still sends heartbeats. */
+    reset_state("stuck@1", 1);
+    gw_config c;
+    memset(&c, 0, sizeof(c));
+    c.worker_path = GW_STANDIN_PATH;
+    c.launch_timeout_s = 0.05;
+    c.heartbeat_s = 0.5;
+    c.request_slack_s = 0.5;
+    memset(&e, 0, sizeof(e));
+    CHECK(gw_pool_start(&loop, &c, on_ready, &e, &e.pool) == 0);
+    run_until(&e.ready, "pool ready");
+    make_req(&q, 3, ptx_a);
+    q.check = false;
+    q.warmup = 0;
+    q.min_reps = q.max_reps = 1;
+    slot s = {0};
+    CHECK(gw_measure(e.pool, -1, 0, &q, on_result, &s, NULL) == 0);
+    run_until(&s.done, "deadline");
+    CHECK(s.res.status == GW_TIMEOUT && strstr(s.res.reason, "deadline") != NULL);
+    r = measure_one(&e, 4, ptx_a);
+    CHECK(r.status == GW_OK);
+    stop(&e);
+}
+
 static void test_out_of_service(void)
 {
     env e;
@@ -511,6 +562,7 @@ int main(void)
     test_hang_timeout();
     test_wrong_and_fault();
     test_cancel();
+    test_stuck();
     test_out_of_service();
     test_redispatch();
     test_close_pending();
