@@ -1,9 +1,12 @@
 /* daemon/server.c - the v1 request handlers: routing, authorisation, the cache-hit fast path,
  * tuning jobs, kernels by key, jobs, spaces, status, metrics; the access log and request metrics.
  *
- * Everything runs on the loop thread. The hit path of POST /v1/kernels is: parse and validate
- * (proto), canonical op JSON and op key, a check that the database did not change under the
- * in-memory answer cache, and a hash lookup that hands the stored answer bytes to the socket. */
+ * Everything runs on the loop thread (the space build of POST /v1/spaces goes to the thread
+ * pool). The hit path of POST /v1/kernels: a body seen before maps (by its digest) straight to
+ * its op key; a new one is parsed and validated (proto), turned into canonical op JSON and an op
+ * key. Then a check that the database did not change under the in-memory answer cache, and a
+ * hash lookup that hands the stored answer bytes to the socket. Misses read SQLite (selection ->
+ * artifact); a miss there becomes (or joins) a tuning job. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
