@@ -480,7 +480,8 @@ static void handle_kernel_get(proto_request *req, hd_daemon *d, const hd_route_m
     kc_artifact *a = NULL;
     int r;
     if (m->id == HD_ROUTE_KERNEL) {
-        r = kc_artifact_get_meta(d->db, ctx->key, &a);
+        /* Not the hot path: read the code too, so a corrupt entry is refused here already. */
+        r = kc_artifact_get(d->db, ctx->key, &a);
         if (r < 0) {
             respond_errno(req, r, "kernel");
             return;
