@@ -170,6 +170,11 @@ static const char *vec_type(int bytes)
     }
 }
 
+static const char *sts_name(int bytes)
+{
+    return bytes == 2 ? "gm_sts16" : bytes == 4 ? "gm_sts32" : bytes == 8 ? "gm_sts64" : "gm_sts128";
+}
+
 /* C expression of 16-bit element e of a register of `bytes` bytes named v, and the statement
  * that replaces it with `bits`. */
 static void elem_expr(char *buf, size_t len, const char *v, int bytes, int e)
@@ -264,8 +269,7 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
                 tuner_sb_puts(sb, "}\n}\n");
             }
         }
-        static const char *const st[] = {"", "", "gm_sts16", "", "gm_sts32", "", "", "", "gm_sts64"};
-        tuner_sb_printf(sb, "%s(%s, gm_v);\n", v * 2 == 16 ? "gm_sts128" : st[v * 2], dst);
+        tuner_sb_printf(sb, "%s(%s, gm_v);\n", sts_name(v * 2), dst);
     }
     tuner_sb_puts(sb, "}\ngm_it++;\n");
     tuner_map_emit_end(sb, &m);
@@ -276,7 +280,9 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
  * and per operand and reaches unit `it` (rows it * rows_per_pass further) and tile kt by
  * compile-time strides, so a copy costs a compare, a 64-bit add and a select. With setup, emits
  * the per-thread constants (kernel scope); else the body of gm_load_<x>(gm_st, gm_kt). */
-static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, bool setup)
+enum { AFF_SETUP, AFF_CP_ASYNC, AFF_REG_LOAD, AFF_REG_STORE };
+
+static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int mode)
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
@@ -295,7 +301,7 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
     const long long it_delta = (long long)rpp * (km ? mn_stride : k_stride);
     /* Row r0 + it * rpp has the swizzle of r0 when rpp spans whole swizzle periods. */
     const bool same_swz = mask == 0 || rpp % (8 << sh) == 0;
-    if (setup) {
+    if (mode == AFF_SETUP) {
         /* Unit (row r0 + it * rpp, column u): kmajor rows are mn, columns k; else the reverse. */
         tuner_sb_printf(sb, "const int %s_r0 = threadIdx.x / %d, %s_u = threadIdx.x %% %d;\n", X, upr, X, upr);
         if (km)
@@ -318,28 +324,38 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
                         X, tile_off, X, rowb, X, v, X, sh, mask, X, v);
         return;
     }
-    tuner_sb_printf(sb, "const int gm_rem = gm_kend - gm_kb;\nconst long long gm_adv = (long long)gm_kt * %lldLL;\n",
-                    (long long)c->bk * k_stride);
-    if (km)
-        tuner_sb_printf(sb, "const bool gm_kok = %s_kl < gm_rem;\n", X);
+    if (mode != AFF_REG_STORE) {
+        tuner_sb_printf(sb, "const int gm_rem = gm_kend - gm_kb;\nconst long long gm_adv = (long long)gm_kt * %lldLL;\n",
+                        (long long)c->bk * k_stride);
+        if (km)
+            tuner_sb_printf(sb, "const bool gm_kok = %s_kl < gm_rem;\n", X);
+    }
     for (int it = 0; it < iters; it++) {
         const int r = it * rpp;
         tuner_sb_puts(sb, "{\n");
         if (rows % rpp != 0 && r + rpp > rows)
             tuner_sb_printf(sb, "if (%s_r0 + %d < %d) {\n", X, r, rows);
-        if (km)
+        if (mode == AFF_REG_STORE)
+            ;
+        else if (km)
             tuner_sb_printf(sb, "const bool ok = gm_kok && %d < %s_mnrem;\n", r, X);
         else
             tuner_sb_printf(sb, "const bool ok = %s_mnok && %s_kl + %d < gm_rem;\n", X, X, r);
-        if (same_swz)
+        if (mode == AFF_REG_LOAD)
+            tuner_sb_printf(sb, "gm_r%s[%d] = ok ? *reinterpret_cast<const %s *>(%s_p0 + (gm_adv + %lldLL)) : %s{};\n", X,
+                            it, vec_type(v * 2), X, it * it_delta, vec_type(v * 2));
+        else if (same_swz)
             tuner_sb_printf(sb, "const hd_u32 dst = gm_st + %s_s0 + %d;\n", X, r * rowb);
         else
             tuner_sb_printf(sb,
                             "const int rr = %s_r0 + %d;\nconst hd_u32 dst = gm_st + %d + rr * %d + ((((%s_u * %d) >> 3) ^ "
                             "((rr >> %d) & %d)) << 4) + ((%s_u * %d) & 7) * 2;\n",
                             X, r, tile_off, rowb, X, v, sh, mask, X, v);
-        tuner_sb_printf(sb, "gm_cp%d(dst, ok ? %s_p0 + (gm_adv + %lldLL) : in%d, ok ? %d : 0);\n", v * 2, X,
-                        it * it_delta, which, v * 2);
+        if (mode == AFF_CP_ASYNC)
+            tuner_sb_printf(sb, "gm_cp%d(dst, ok ? %s_p0 + (gm_adv + %lldLL) : in%d, ok ? %d : 0);\n", v * 2, X,
+                            it * it_delta, which, v * 2);
+        else if (mode == AFF_REG_STORE)
+            tuner_sb_printf(sb, "%s(dst, gm_r%s[%d]);\n", sts_name(v * 2), X, it);
         if (rows % rpp != 0 && r + rpp > rows)
             tuner_sb_puts(sb, "}\n");
         tuner_sb_puts(sb, "}\n");
@@ -533,14 +549,14 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     if (c.async) {
         const bool affine = !p->conv;
         if (affine) {
-            emit_affine_loader(&sb, p, &c, 0, true);
-            emit_affine_loader(&sb, p, &c, 1, true);
+            emit_affine_loader(&sb, p, &c, 0, AFF_SETUP);
+            emit_affine_loader(&sb, p, &c, 1, AFF_SETUP);
         }
         for (int w = 0; w < 2; w++) {
             tuner_sb_printf(&sb, "auto gm_load_%s = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n",
                             w == 0 ? "a" : "b", c.bk);
             if (affine)
-                emit_affine_loader(&sb, p, &c, w, false);
+                emit_affine_loader(&sb, p, &c, w, AFF_CP_ASYNC);
             else
                 emit_loader(&sb, p, &c, w, false, false);
             tuner_sb_puts(&sb, "};\n");
@@ -549,14 +565,32 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     } else {
         tuner_sb_printf(&sb, "%s gm_ra[%d];\n%s gm_rb[%d];\n", vec_type(p->vec[0] * 2), load_iters(p, &c, 0),
                         vec_type(p->vec[1] * 2), load_iters(p, &c, 1));
+        /* Matmul operands without a prologue use the affine addressing (fewer live registers);
+         * convolutions and prologue operands compute coordinates per unit. */
+        bool aff[2];
+        for (int w = 0; w < 2; w++) {
+            aff[w] = !p->conv && !p->prologue[w];
+            if (aff[w])
+                emit_affine_loader(&sb, p, &c, w, AFF_SETUP);
+        }
         tuner_sb_printf(&sb, "auto gm_gload = [&](int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n", c.bk);
-        emit_loader(&sb, p, &c, 0, true, false);
-        emit_loader(&sb, p, &c, 1, true, false);
+        for (int w = 0; w < 2; w++) {
+            tuner_sb_puts(&sb, "{\n");
+            if (aff[w])
+                emit_affine_loader(&sb, p, &c, w, AFF_REG_LOAD);
+            else
+                emit_loader(&sb, p, &c, w, true, false);
+            tuner_sb_puts(&sb, "}\n");
+        }
         tuner_sb_puts(&sb, "};\n");
         tuner_sb_printf(&sb, "auto gm_sstore = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n",
                         c.bk);
-        emit_loader(&sb, p, &c, 0, false, true);
-        emit_loader(&sb, p, &c, 1, false, true);
+        for (int w = 0; w < 2; w++) {
+            if (aff[w])
+                emit_affine_loader(&sb, p, &c, w, AFF_REG_STORE);
+            else
+                emit_loader(&sb, p, &c, w, false, true);
+        }
         tuner_sb_puts(&sb, "};\n");
         /* Two shared buffers: tile kt + 1 is fetched into registers before computing tile kt and
          * written to the other buffer after it; one barrier per tile orders both hand-overs. */
@@ -662,16 +696,19 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
         return 0;
     const bool async = mma_async(&p);
     const char *tmpl = p.conv ? "conv2d_mma" : "matmul_mma";
-    /* The preferred schedule (tune:"none") comes first: 128x128 tiles of 64x64 warp tiles with a
-     * 4-deep cp.async ring, or 64x64 tiles of 32x32 when loads are staged through registers
-     * (fewer staged registers: no spills), grouped raster. */
+    /* The preferred schedule (tune:"none") comes first: 128x128x64 tiles of 64x64 warp tiles with
+     * a 3-deep cp.async ring (96 KiB: two blocks per SM on sm_80/90, fits sm_86/89; the fastest
+     * measured on an H100 for 4096^3), or 64x64 tiles of 32x32 (convolutions: 32x16, 8 warps,
+     * whose per-unit im2col coordinates need more registers) when loads are staged through
+     * registers, so that the default never spills (convolutions also use block_k 32, 4 stages:
+     * half the im2col units per thread); grouped raster. */
     tuner_schedule pref = {.template_name = tmpl};
     tuner__gemm_param(&pref, "block_m", async ? 128 : 64);
     tuner__gemm_param(&pref, "block_n", async ? 128 : 64);
-    tuner__gemm_param(&pref, "block_k", 32);
+    tuner__gemm_param(&pref, "block_k", async && !p.conv ? 64 : 32);
     tuner__gemm_param(&pref, "warp_m", async ? 64 : 32);
-    tuner__gemm_param(&pref, "warp_n", async ? 64 : 32);
-    tuner__gemm_param(&pref, "stages", async ? 4 : 2);
+    tuner__gemm_param(&pref, "warp_n", async ? 64 : p.conv ? 16 : 32);
+    tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
     tuner__gemm_param(&pref, "split_k", 1);
     tuner__gemm_param(&pref, "swizzle", 8);
     mma_cfg pc;

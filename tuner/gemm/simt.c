@@ -294,6 +294,16 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     "tf32 m16n8k8 v1: bm,bn{32,64,128} bk{16,32} wm{16,32,64} wn{16,32,64} threads 64..256 split{1,4} swz8; " \
     "register-staged element loads, fp32 smem pad 8"
 
+static bool same_params(const tuner_schedule *x, const tuner_schedule *y)
+{
+    if (x->n_params != y->n_params)
+        return false;
+    for (int i = 0; i < x->n_params; i++)
+        if (x->params[i].value != y->params[i].value)
+            return false;
+    return true;
+}
+
 static int f_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n, bool tf32)
 {
     tuner__gemm_problem p;
@@ -301,6 +311,23 @@ static int f_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule
     if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0)
         return 0;
     const char *tmpl = tf32 ? "matmul_tf32" : p.conv ? "conv2d_simt" : "matmul_simt";
+    /* The preferred schedule (tune:"none") first: 128x128 tiles, 8 warps (tf32: 64x32 warp
+     * tiles, block_k 32; SIMT: 8x8 thread tiles, block_k 8), no split. */
+    tuner_schedule pref = {.template_name = tmpl};
+    tuner__gemm_param(&pref, "block_m", 128);
+    tuner__gemm_param(&pref, "block_n", 128);
+    tuner__gemm_param(&pref, "block_k", tf32 ? 32 : 8);
+    tuner__gemm_param(&pref, tf32 ? "warp_m" : "thread_m", tf32 ? 64 : 8);
+    tuner__gemm_param(&pref, tf32 ? "warp_n" : "thread_n", tf32 ? 32 : 8);
+    tuner__gemm_param(&pref, "split_k", 1);
+    tuner__gemm_param(&pref, "swizzle", 8);
+    f_cfg pc;
+    const bool have_pref = f_cfg_from(tf32, &pref, &pc) == 0 && f_valid(&p, a, &pc);
+    if (have_pref) {
+        int rc = tuner__gemm_push(items, n, &pref);
+        if (rc < 0)
+            return rc;
+    }
     static const int mns[] = {32, 64, 128};
     static const int tts[] = {2, 4, 8};
     static const int wts[] = {16, 32, 64};
@@ -322,6 +349,8 @@ static int f_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule
                             if (f_cfg_from(tf32, &s, &c) < 0 || !f_valid(&p, a, &c))
                                 continue;
                             if (!tf32 && c.tm * c.tn < 8)
+                                continue;
+                            if (have_pref && same_params(&s, &pref))
                                 continue;
                             int rc = tuner__gemm_push(items, n, &s);
                             if (rc < 0)

@@ -359,6 +359,9 @@ static void *job_worker(void *arg)
         if (i >= n_jobs)
             return NULL;
         job *j = &jobs[i];
+        const char *only = getenv("TGEMM_ONLY");
+        if (only && !strstr(j->tag, only))
+            continue;
         check_program(j->tag, &j->op, j->sm, j->tp, j->tp ? &j->sched : NULL, j->want, j->no_spill);
     }
 }
