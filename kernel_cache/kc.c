@@ -817,26 +817,31 @@ out:
     return r;
 }
 
-static int kc__get(kc_db *db, const char *key, bool full, kc_artifact **ret)
+static int kc__get(kc_db *db, const char *key, bool full, bool touch, kc_artifact **ret)
 {
     int r;
 
     if (!db || !key || !*key || !ret)
         return -EINVAL;
     kc__lock(db);
-    r = kc__get_locked(db, key, full, true, ret);
+    r = kc__get_locked(db, key, full, touch, ret);
     kc__unlock(db);
     return r;
 }
 
 int kc_artifact_get(kc_db *db, const char *key, kc_artifact **ret)
 {
-    return kc__get(db, key, true, ret);
+    return kc__get(db, key, true, true, ret);
 }
 
 int kc_artifact_get_meta(kc_db *db, const char *key, kc_artifact **ret)
 {
-    return kc__get(db, key, false, ret);
+    return kc__get(db, key, false, true, ret);
+}
+
+int kc_artifact_peek(kc_db *db, const char *key, kc_artifact **ret)
+{
+    return kc__get(db, key, true, false, ret);
 }
 
 int kc_selection_get(kc_db *db, const char *op_key, char ret_artifact_key[KC_KEY_LEN + 1],

@@ -74,6 +74,9 @@ int kc_artifact_put(kc_db *db, const kc_artifact *a);
 int kc_artifact_get(kc_db *db, const char *key, kc_artifact **ret);
 /* Same, but without PTX and cubin (listing, kernel-set answers). */
 int kc_artifact_get_meta(kc_db *db, const char *key, kc_artifact **ret);
+/* Same as kc_artifact_get (verified), but not counted as a use: last_used_at is left alone, so
+ * inspecting an artifact (hidetctl cache show) does not protect it from LRU pruning. */
+int kc_artifact_peek(kc_db *db, const char *key, kc_artifact **ret);
 void kc_artifact_free(kc_artifact *a);
 
 /* Looks up the artifact chosen for an op key. */
@@ -142,12 +145,18 @@ typedef struct kc_stats {
 int kc_stats_get(kc_db *db, kc_stats *ret);
 
 /* Checks SQLite's integrity and every artifact's digests; *ret_bad counts failing artifacts and
- * (when bad_keys != NULL) their keys are returned as a malloc'd array of malloc'd strings. */
+ * (when bad_keys != NULL) their keys are returned as a malloc'd array of malloc'd strings.
+ * Returns -EBADMSG when PRAGMA integrity_check itself fails (kc_errmsg() has its first line). */
 int kc_verify(kc_db *db, size_t *ret_checked, size_t *ret_bad, char ***bad_keys);
 int kc_vacuum(kc_db *db);
 
-/* Writes every artifact matching f (NULL: all) to a self-checking export file; import refuses a
- * file whose checksums fail (nothing is stored then) and reports why in *ret_err. */
+/* Writes every artifact matching f (NULL: all) to a self-checking export file (written beside
+ * path, then renamed into place); an artifact failing its digest aborts it with -EBADMSG.
+ * Format: a header line "hidetd-kernel-cache-export 1", one JSON object per artifact (blobs in
+ * base64 with their SHA-256), and a trailer "end COUNT SHA256-OF-ALL-BYTES-BEFORE-IT".
+ * Import checks everything first, refuses a file with any damaged byte (-EBADMSG, nothing
+ * stored), then stores all artifacts (and their selections) in one transaction. *ret_err
+ * (malloc'd, may be set on success to NULL) says why on failure. */
 int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, char **ret_err);
 int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err);
 

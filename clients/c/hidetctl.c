@@ -1065,8 +1065,8 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         return usage_error("'cache show' takes one KEY");
     if ((rc = resolve_key(db, argv[0], key)))
         return rc;
-    /* The full, verifying read: show says so when a blob is damaged. */
-    r = kc_artifact_get(db, key, &a);
+    /* The full, verifying read (show says so when a blob is damaged), not counted as a use. */
+    r = kc_artifact_peek(db, key, &a);
     if (r < 0) {
         fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
         return kc_exit(r);

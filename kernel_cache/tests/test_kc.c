@@ -194,6 +194,18 @@ static void test_round_trip(void)
     kc_artifact_free(g);
     g = NULL;
 
+    /* peek reads and verifies without counting a use. */
+    make_artifact(&f, 6, "matmul", "sm_90");
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    CHECK_OK(kc_artifact_peek(db, f.a.key, &g));
+    CHECK(g && g->last_used_at == f.a.last_used_at && g->ptx_len == f.a.ptx_len);
+    kc_artifact_free(g);
+    g = NULL;
+    CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
+    CHECK(g && g->last_used_at > f.a.last_used_at);
+    kc_artifact_free(g);
+    g = NULL;
+
     CHECK(kc_artifact_get(db, "0000", &g) == -ENOENT && g == NULL);
     CHECK(kc_artifact_get_meta(db, "0000", &g) == -ENOENT);
     CHECK(kc_selection_get(db, "0000", sel, &measured) == -ENOENT);
