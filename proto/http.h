@@ -10,8 +10,12 @@
  * The handler gets a proto_request and may answer at once or later (a tuning job finishing
  * seconds later). The request stays valid until it is answered. If the client goes away first,
  * the request's abort callback runs; answering afterwards is still allowed (the answer is
- * discarded and the request freed). Everything runs on the loop thread; nothing here logs or
- * blocks. The process must ignore SIGPIPE (writes to a vanished peer would otherwise kill it).
+ * discarded and the request freed). A Unix client that hangs up is noticed at once; over TCP a
+ * client that closes normally cannot be told from one that only half-closed (shutdown(SHUT_WR))
+ * until the answer is written, so there the abort callback runs on a reset or a read error.
+ *
+ * Everything runs on the loop thread; nothing here logs or blocks. The process must ignore
+ * SIGPIPE (writes to a vanished peer would otherwise kill it).
  *
  * Returns: 0 or a negative errno-style code (libuv's UV_E* values are negative errnos on Unix).
  */

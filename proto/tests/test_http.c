@@ -507,6 +507,16 @@ static void test_abort(void)
     client_close(c);
     wait_for(&n_aborts, before + 2);
     CHECK(atomic_load(&n_aborts) == before + 2);
+    /* Over TCP a reset (not a plain close: see http.h) aborts too. */
+    held = atomic_load(&n_held);
+    c = connect_tcp(tcp_port);
+    send_str(c, "GET /hold HTTP/1.1\r\nHost: x\r\n\r\n");
+    wait_for(&n_held, held + 1);
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    client_close(c);
+    wait_for(&n_aborts, before + 3);
+    CHECK(atomic_load(&n_aborts) == before + 3);
 }
 
 static void test_tcp(void)
