@@ -179,8 +179,9 @@ static double cols_predict(const tuner_op *op, const tuner_target *t, const tune
         eff *= (double)g.I / 32.0;
     double nib = (double)((g.I + bx - 1) / bx);
     double busy = fmin(1.0, (double)g.I / (nib * bx)) * fmin(1.0, (double)g.A / by);
+    double instr = (double)g.O * g.A * g.I * 5.0 + (double)g.O * g.I * (10.0 + tuner__chain_instr(&op->epilogue));
     double us = tuner__mem_cost_us(a, bytes, (double)g.O * nib, bx * by, 4.0 * isz * busy, 32, by > 1 ? bx * by * 4 : 0,
-                                   eff);
+                                   eff, instr / busy);
     /* Each thread walks A / by rows sequentially. */
     double trips = ceil((double)g.A / by);
     double waves = ceil((double)g.O * nib / ((double)a->sm_count * (a->max_threads_per_sm / (bx * by))));

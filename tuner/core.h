@@ -36,9 +36,13 @@ bool tuner__bcast_last_contiguous(const tuner_tensor *in, const tuner_tensor *ou
 /* Shared cost model of a memory-bound kernel: `bytes` moved from DRAM by `blocks` blocks of
  * `threads` threads, each thread keeping `inflight_bytes` of loads in flight, `regs` registers per
  * thread and `smem` bytes of shared memory per block; `eff` is the access efficiency (1.0 for
- * 16-byte accesses). Returns microseconds including one launch overhead. */
+ * 16-byte accesses); `instr` the kernel's total thread-instructions (issue time matters when few
+ * SMs or warps do heavy math). Returns microseconds including one launch overhead. */
 double tuner__mem_cost_us(const tuner_arch *a, double bytes, double blocks, int threads, double inflight_bytes,
-                          int regs, int smem, double eff);
+                          int regs, int smem, double eff, double instr);
+
+/* Approximate thread-instructions one element spends in `chain` (transcendentals ~20-30). */
+double tuner__chain_instr(const tuner_ew_chain *chain);
 
 /* Appends the kernel parameter list "const T0 *__restrict__ in0, ..., OT *__restrict__ out"
  * for every op input and the output (the argument order of TUNER_BUF_INPUT0 + i, then OUTPUT). */

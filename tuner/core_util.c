@@ -63,7 +63,7 @@ char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const
 }
 
 double tuner__mem_cost_us(const tuner_arch *a, double bytes, double blocks, int threads, double inflight_bytes,
-                          int regs, int smem, double eff)
+                          int regs, int smem, double eff, double instr)
 {
     const double launch_us = 3.0;
     if (blocks < 1)
@@ -88,10 +88,46 @@ double tuner__mem_cost_us(const tuner_arch *a, double bytes, double blocks, int 
     if (lat < 0.02)
         lat = 0.02;
     double t = bytes / (a->dram_gbps * 1e3) / (eff * lat);
+    /* Issue: 4 schedulers x 32 lanes at ~1.7 GHz per SM, on the SMs that have blocks, slowed
+     * when an SM has fewer than ~8 warps to hide dependent-instruction latency. */
+    double used_sms = fmin((double)a->sm_count, blocks);
+    double warps_per_sm = fmin((double)bps, ceil(blocks / used_sms)) * threads / 32.0;
+    double rate = used_sms * 4.0 * 32.0 * 1.7e3 * fmin(1.0, warps_per_sm / 8.0); /* thread-instr per us */
+    double tc = instr > 0 ? instr / rate : 0.0;
+    if (tc > t)
+        t = tc;
     /* The last wave runs partially empty: add the fraction of a wave it wastes, scaled. */
     double per_wave = t / waves;
     double tail = (waves - blocks / slots) * per_wave * 0.5;
     return launch_us + t + tail;
+}
+
+double tuner__chain_instr(const tuner_ew_chain *chain)
+{
+    double n = 0;
+    for (int i = 0; chain && i < chain->n && i < TUNER_MAX_STEPS; i++) {
+        switch (chain->steps[i].kind) {
+        case TUNER_EW_EXP:
+        case TUNER_EW_SIGMOID:
+        case TUNER_EW_SILU:
+            n += 20;
+            break;
+        case TUNER_EW_TANH:
+        case TUNER_EW_GELU_TANH:
+            n += 25;
+            break;
+        case TUNER_EW_GELU_ERF:
+            n += 30;
+            break;
+        case TUNER_EW_DIV:
+            n += 10;
+            break;
+        default:
+            n += TUNER_EW_IS_BINARY(chain->steps[i].kind) ? 6 : 2; /* binary: address math + load */
+            break;
+        }
+    }
+    return n;
 }
 
 void tuner__emit_params(tuner_sb *sb, const tuner_op *op, tuner_dtype out_dtype)

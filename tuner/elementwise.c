@@ -262,7 +262,10 @@ static double ew_predict(const tuner_op *op, const tuner_target *t, const tuner_
     inflight *= c.ipt;
     double eff = c.vec > 1 ? 1.0 : (tuner_dtype_size(op->output.dtype) == 2 ? 0.55 : 0.8);
     /* Index math (div/mod by constants per element) is cheap but not free without vectors. */
-    double us = tuner__mem_cost_us(a, bytes, (double)c.grid, c.block, inflight, 24 + 8 * c.ipt, 0, eff);
+    /* Per element: load/convert/store, index math (div/mod by constants, per vector when
+     * vectorised), and the chain's own work. */
+    double instr = (double)g.n * (4.0 + (c.vec > 1 ? 2.0 : 12.0) + tuner__chain_instr(&op->epilogue));
+    double us = tuner__mem_cost_us(a, bytes, (double)c.grid, c.block, inflight, 24 + 8 * c.ipt, 0, eff, instr);
     if (c.gs)
         us += 0.2; /* loop overhead, but no tail of tiny blocks */
     return us;

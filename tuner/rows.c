@@ -746,8 +746,18 @@ static double predict_rows(const tuner_op *op, const tuner_target *t, const tune
     double busy = fmin(1.0, (double)c.nvt / ((double)c.tpr * c.nv));
     int regs = 32 + (c.cache ? c.nv * c.vec : 2 * c.vec);
     double blocks = (double)((g.R + c.rpb - 1) / c.rpb) * c.split;
+    /* Per element: load/convert, the op's math (softmax: one expf cached, two streaming), store
+     * and epilogue; idle lanes of a row group still issue. */
+    double per_el = 6.0;
+    if (g.kind == K_SOFTMAX)
+        per_el += c.cache ? 22.0 : 44.0;
+    else if (g.kind != K_REDUCE)
+        per_el += 5.0;
+    if (g.kind != K_REDUCE)
+        per_el += tuner__chain_instr(&op->epilogue);
+    double instr = (double)g.R * (double)g.D * per_el / fmax(busy, 0.05);
     double us = tuner__mem_cost_us(a, in_b + out_b + extra + reread, blocks, c.block, inflight * busy, regs,
-                                   (c.tpr > 32 ? c.rpb * (c.tpr / 32) * 8 : 0), eff);
+                                   (c.tpr > 32 ? c.rpb * (c.tpr / 32) * 8 : 0), eff, instr);
     /* Cross-warp reductions cost barriers, paid once per row per wave of rows in flight. */
     if (c.tpr > 32) {
         double per_sm_rows = (double)g.R / a->sm_count;
@@ -784,9 +794,19 @@ int tuner__rows_preferred(const tuner_op *op, const tuner_target *t, tuner_sched
     if (tpr > 1024)
         tpr = 1024;
     int rpb = tpr >= 128 ? 1 : (int)(128 / tpr);
+    /* Few long rows: spread each over about one SM's worth of blocks per row (split form). */
+    int split = 1;
+    if (g.R <= a->sm_count / 2 && g.D >= 16384) {
+        while (split < 32 && (long long)split * 2 * g.R <= a->sm_count && nvt >= (long long)split * 2 * 512)
+            split *= 2;
+        if (split > 1) {
+            tpr = 512;
+            rpb = 1;
+        }
+    }
     ret->n_params = 0;
     const char *names[5] = {P_TPR, P_RPB, P_VEC, P_CACHE, P_SPLIT};
-    int values[5] = {(int)tpr, rpb, vec, g.kind == K_REDUCE ? 0 : 1, 1};
+    int values[5] = {(int)tpr, rpb, vec, (g.kind == K_REDUCE || split > 1) ? 0 : 1, split};
     for (int k = 0; k < 5; k++) {
         if (g.kind == K_REDUCE && k == 3)
             continue;

@@ -46,7 +46,12 @@
        void **, void **))                                                                          \
     X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
     X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
-    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))
+    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
+    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
+    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
+    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
+    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
 
 #define DECL(name, sym, args) static CUresult(*d_##name) args;
 DRV(DECL)
@@ -125,6 +130,7 @@ typedef struct job {
     tuner_program *prog;
     tuner_binary *bin;
     char *err;
+    double measured_us;
 } job;
 
 static job *jobs;
@@ -304,6 +310,27 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             if (d > maxerr || isnan(d))
                 maxerr = isnan(d) ? INFINITY : d;
         }
+        /* Time it: 3 warm-up launches, then the median of 15 event-timed launches. */
+        {
+            CUevent e0, e1;
+            CK(d_cuEventCreate(&e0, 0));
+            CK(d_cuEventCreate(&e1, 0));
+            for (int w = 0; w < 3; w++)
+                launch_program(mod, j->prog, bufs, st);
+            double ts[15];
+            for (int rep = 0; rep < 15; rep++) {
+                CK(d_cuEventRecord(e0, st));
+                launch_program(mod, j->prog, bufs, st);
+                CK(d_cuEventRecord(e1, st));
+                CK(d_cuEventSynchronize(e1));
+                float ms = 0;
+                CK(d_cuEventElapsedTime(&ms, e0, e1));
+                ts[rep] = ms * 1000.0;
+            }
+            j->measured_us = t_median(ts, 15);
+            CK(d_cuEventDestroy(e0));
+            CK(d_cuEventDestroy(e1));
+        }
         char *sj = tuner_schedule_json(j->s);
         if (bad) {
             wrong++;
@@ -328,7 +355,31 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         free(sj);
         CK(d_cuModuleUnload(mod));
     }
-    printf("%-44s %4zu cand: ok %4d wrong %3d failed %3d  max|err|/rms %.2e\n", name, n_jobs, ok, wrong, failed, worst);
+    /* Cost model check: measured time of the model's pick and of the default vs. the best. */
+    double best_us = 1e30, model_us = 0, def_us = 0, model_pred = 1e30;
+    size_t def = tuner_default_index(op, t, sp);
+    double cms[4096];
+    int ncms = 0;
+    for (size_t i = 0; i < n_jobs; i++) {
+        job *j = &jobs[i];
+        if (j->bin && ncms < 4096)
+            cms[ncms++] = j->bin->compile_ms;
+        if (!j->bin || j->measured_us <= 0)
+            continue;
+        if (j->measured_us < best_us)
+            best_us = j->measured_us;
+        double pr = tuner_predict_us(op, t, j->s);
+        if (pr < model_pred) {
+            model_pred = pr;
+            model_us = j->measured_us;
+        }
+        if (j->s == &sp->items[def])
+            def_us = j->measured_us;
+    }
+    double cmed = t_median(cms, ncms);
+    printf("%-40s %3zu cand: ok %3d wrong %2d failed %2d  err/rms %.1e | us best %7.2f model %7.2f default %7.2f | "
+           "nvrtc med %.0f ms\n",
+           name, n_jobs, ok, wrong, failed, worst, best_us, model_us, def_us, cmed);
     fflush(stdout);
     total_wrong += wrong + failed;
     CK(d_cuModuleUnload(rmod));
@@ -432,6 +483,16 @@ int main(void)
             CASE("reduce sum [3,17,5,9] ax1", t_reduce(dt, 4, s4, 1, TUNER_REDUCE_SUM, true, 16));
         }
         CASE("elementwise 77x1000 +b gelu", t_elementwise(dt, 77, 1000, 16));
+        /* Large shapes: where the cost model's ranking matters. */
+        CASE("softmax 8192x4096", t_softmax(dt, 8192, 4096, 16));
+        CASE("layernorm 16384x1024", t_layernorm(dt, 16384, 1024, 16, true));
+        CASE("rmsnorm 4096x8192", t_rmsnorm(dt, 4096, 8192, 16, true));
+        CASE("elementwise 4096x4096 +b gelu", t_elementwise(dt, 4096, 4096, 16));
+        {
+            long long sb[3] = {64, 512, 1024};
+            CASE("reduce sum [64,512,1024] ax1", t_reduce(dt, 3, sb, 1, TUNER_REDUCE_SUM, false, 16));
+            CASE("reduce sum [64,512,1024] ax2", t_reduce(dt, 3, sb, 2, TUNER_REDUCE_SUM, false, 16));
+        }
         CASE("elementwise 77x1000 align2", t_elementwise(dt, 77, 1000, 2));
         {
             snprintf(name, sizeof(name), "elementwise bcast [8,1,64]x[33,1] %s", dn);
