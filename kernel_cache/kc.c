@@ -405,6 +405,19 @@ static int kc__read_version(kc_db *db, int64_t *ret_version)
  * transaction so two processes opening a fresh file at once do not both migrate. */
 static int kc__migrate(kc_db *db, const char *path, char **ret_err)
 {
+    /* The common case, an up-to-date file, needs no write lock: opening must not wait behind a
+     * long writer (an import in hidetctl) nor fail for a user who may only read the file. */
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db->sql, "SELECT max(version) FROM schema_version", -1, &q, NULL) ==
+        SQLITE_OK) {
+        int rc = sqlite3_step(q);
+        int64_t v = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+        sqlite3_finalize(q);
+        if (v == KC_SCHEMA_VERSION)
+            return 0;
+    } else {
+        sqlite3_finalize(q); /* no schema_version table yet: a new file */
+    }
     for (;;) {
         int64_t v = 0;
         int r = kc__begin(db);
