@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,6 +234,51 @@ static void test_space_helpers(void)
           "names");
 }
 
+/* tuner_compile runs on libuv's thread pool: concurrent compiles of different sources must each
+ * get their own, correct result. */
+typedef struct par_job {
+    char src[512];
+    char name[32];
+    int rc;
+    bool found;
+} par_job;
+
+static void *par_compile(void *arg)
+{
+    par_job *j = arg;
+    tuner_target t = {90, false};
+    tuner_binary *b = NULL;
+    char *err = NULL;
+    j->rc = tuner_compile(j->src, &t, &b, &err);
+    if (b) {
+        char needle[64];
+        snprintf(needle, sizeof(needle), ".entry %s(", j->name);
+        j->found = strstr(b->ptx, needle) != NULL;
+    }
+    tuner_binary_free(b);
+    free(err);
+    return NULL;
+}
+
+static void test_concurrent_compile(void)
+{
+    enum { N = 4 };
+    par_job jobs[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(jobs[i].name, sizeof(jobs[i].name), "kern_%d", i);
+        snprintf(jobs[i].src, sizeof(jobs[i].src),
+                 "extern \"C\" __global__ void kern_%d(float *o) { o[threadIdx.x] = %d.0f * threadIdx.x; }\n", i, i);
+        jobs[i].rc = -1;
+        jobs[i].found = false;
+        pthread_create(&th[i], NULL, par_compile, &jobs[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(jobs[i].rc == 0 && jobs[i].found, "concurrent compile %d: rc %d", i, jobs[i].rc);
+    }
+}
+
 int main(void)
 {
     const tuner_target t80 = {80, false}, t90 = {90, false};
@@ -240,6 +286,7 @@ int main(void)
     test_chain_every_kind(&t80);
     test_chain_every_kind(&t90);
     test_nvrtc();
+    test_concurrent_compile();
     test_space_helpers();
     printf("codegen: %d failures\n", t_failures);
     return t_failures ? 1 : 0;
