@@ -152,6 +152,7 @@ static void process(conn *c);
 static void conn_close(conn *c);
 static void conn_finish(conn *c);
 static void maybe_finish(proto_server *srv);
+static void timer_arm(conn *c, enum timer_mode mode, uint64_t ms);
 
 /* ---------------------------------------------------------------------------------------------
  * Misc */
@@ -457,9 +458,12 @@ int proto_respond(proto_request *req, int status, const char *content_type, cons
         conn_close(c);
         return r;
     }
-    /* With keep-alive, the write callback goes on with the next request. */
+    /* With keep-alive, the write callback goes on with the next request; until then the idle
+     * timeout also bounds a client that does not read its answer. */
     if (close)
         conn_finish(c);
+    else if (!c->cur)
+        timer_arm(c, T_WAIT, c->limits.idle_timeout_ms);
     return r == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -607,7 +611,9 @@ static void conn_finish(conn *c)
     if (c->closing || c->finishing)
         return;
     c->finishing = true;
-    timer_arm(c, T_NONE, 0);
+    /* The shutdown waits for queued writes; a client that never reads must not hold the
+     * connection (and the answer's memory) forever. */
+    timer_arm(c, T_LINGER, c->limits.idle_timeout_ms);
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, &c->h.stream, shutdown_cb) < 0)
         conn_close(c);

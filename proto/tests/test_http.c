@@ -702,6 +702,42 @@ static void test_listen_fd(const char *dir)
     unlink(path);
 }
 
+/* A client that asks for a large answer and never reads it is dropped after the idle timeout,
+ * with keep-alive and with Connection: close. */
+static void test_slow_reader(void)
+{
+    uv_loop_t l3;
+    proto_server *s3;
+    proto_limits lim;
+    int sv[2];
+
+    proto_limits_defaults(&lim);
+    lim.idle_timeout_ms = 100;
+    uv_loop_init(&l3);
+    CHECK(proto_server_new(&l3, &lim, handler, NULL, &s3) == 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        int small = 4096;
+        setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+        CHECK(proto_server_adopt(s3, sv[1], PROTO_TRANSPORT_UNIX) == 0);
+        const char *req = k ? "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                            : "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+        CHECK(write(sv[0], req, strlen(req)) == (ssize_t)strlen(req));
+        proto_server_stats st = {0};
+        for (int i = 0; i < 100000; i++) {
+            uv_run(&l3, UV_RUN_ONCE);
+            proto_server_stats_get(s3, &st);
+            if (st.connections_active == 0)
+                break;
+        }
+        CHECK(st.connections_active == 0);
+        close(sv[0]);
+    }
+    proto_server_close(s3, NULL, NULL);
+    uv_run(&l3, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&l3) == 0);
+}
+
 static void test_graceful_close(void)
 {
     response r;
@@ -778,6 +814,7 @@ int main(void)
     test_max_connections();
     test_socket_files(dir);
     test_listen_fd(dir);
+    test_slow_reader();
     test_graceful_close();
 
     pthread_join(th, NULL);
