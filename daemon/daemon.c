@@ -390,6 +390,8 @@ static void begin_stop(hd_daemon *d)
         return;
     d->stopping = true;
     hd_notify_stopping("draining");
+    /* The drain may take the whole grace period: ask the service manager for that much. */
+    hd_notify_extend_timeout((uint64_t)((d->cfg.grace + 10.0) * 1e6));
     uv_timer_stop(&d->maintenance);
     if (d->http)
         proto_server_stop_accepting(d->http);
