@@ -312,11 +312,12 @@ static int f_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule
         return 0;
     const char *tmpl = tf32 ? "matmul_tf32" : p.conv ? "conv2d_simt" : "matmul_simt";
     /* The preferred schedule (tune:"none") first: 128x128 tiles, 8 warps (tf32: 64x32 warp
-     * tiles, block_k 32; SIMT: 8x8 thread tiles, block_k 8), no split. */
+     * tiles, block_k 16; SIMT: 8x8 thread tiles, block_k 8: few staged elements per thread, no
+     * spills), no split. */
     tuner_schedule pref = {.template_name = tmpl};
     tuner__gemm_param(&pref, "block_m", 128);
     tuner__gemm_param(&pref, "block_n", 128);
-    tuner__gemm_param(&pref, "block_k", tf32 ? 32 : 8);
+    tuner__gemm_param(&pref, "block_k", tf32 ? 16 : 8);
     tuner__gemm_param(&pref, tf32 ? "warp_m" : "thread_m", tf32 ? 64 : 8);
     tuner__gemm_param(&pref, tf32 ? "warp_n" : "thread_n", tf32 ? 32 : 8);
     tuner__gemm_param(&pref, "split_k", 1);
