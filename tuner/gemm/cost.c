@@ -46,8 +46,10 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
         return 1e12;
     const double conc = (double)bps * a->sm_count;
     const double waves = ceil((double)tiles / conc);
-    /* The last wave may use few SMs: ceil() models that, but a block still occupies its SM. */
-    const int blocks_here = (int)(tiles < bps ? tiles : bps);
+    /* Blocks sharing one SM in a wave: fewer than bps when the tiles do not fill the GPU (then
+     * SMs idle instead: ceil() above models that). */
+    const long long per_sm = (tiles + a->sm_count - 1) / a->sm_count;
+    const int blocks_here = (int)(per_sm < bps ? per_sm : bps);
 
     /* Efficiency of the inner loop. */
     double eff;
