@@ -288,10 +288,10 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
 /* ---- spaces ---- */
 
 #define SIMT_SIG                                                                                        \
-    "simt v1: bm,bn{32,64,128} bk{8,16} tm,tn{2,4,8} threads 64..256 tm*tn>=8 split{1,4} swz8; "        \
-    "register-staged element loads, fp32 smem pad 1"
+    "simt v2: bm,bn{32,64,128} bk8 tm,tn{2,4,8} threads 64..256 tm*tn>=8 split{1,4} swz8; "             \
+    "fp32, or 16-bit where mma does not apply; register-staged element loads, fp32 smem pad 1"
 #define TF32_SIG                                                                                        \
-    "tf32 m16n8k8 v1: bm,bn{32,64,128} bk{16,32} wm{16,32,64} wn{16,32,64} threads 64..256 split{1,4} swz8; " \
+    "tf32 m16n8k8 v2: bm,bn{32,64,128} bk{16,32} wm{32,64} wn{32,64} threads 64..256 split{1,4} swz8; "      \
     "register-staged element loads, fp32 smem pad 8"
 
 static bool same_params(const tuner_schedule *x, const tuner_schedule *y)
@@ -331,12 +331,13 @@ static int f_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule
     }
     static const int mns[] = {32, 64, 128};
     static const int tts[] = {2, 4, 8};
+    /* tf32 warp tiles of 32 or 64 (m16n8k8 needs the reuse): {16, 32, 64}[1..2]. */
     static const int wts[] = {16, 32, 64};
     for (int im = 0; im < 3; im++)
         for (int in = 0; in < 3; in++)
-            for (int bk = tf32 ? 16 : 8; bk <= (tf32 ? 32 : 16); bk *= 2)
-                for (int x = 0; x < 3; x++)
-                    for (int y = 0; y < 3; y++)
+            for (int bk = tf32 ? 16 : 8; bk <= (tf32 ? 32 : 8); bk *= 2)
+                for (int x = tf32 ? 1 : 0; x < 3; x++)
+                    for (int y = tf32 ? 1 : 0; y < 3; y++)
                         for (int sp = 1; sp <= 4; sp *= 4) {
                             tuner_schedule s = {.template_name = tmpl};
                             tuner__gemm_param(&s, "block_m", mns[im]);
@@ -370,10 +371,18 @@ static int tf32_enumerate(const tuner_op *op, const tuner_target *t, tuner_sched
     return f_enumerate(op, t, items, n, true);
 }
 
+/* SIMT is the fp32 template, and the fallback for 16-bit dtypes only where the tensor-core
+ * template does not apply (it has a register-staged path for every alignment), so that a 16-bit
+ * space stays within a few hundred candidates. */
 static bool simt_applies_kind(const tuner_op *op, const tuner_target *t, tuner_op_kind k)
 {
     tuner__gemm_problem p;
-    return op && op->kind == k && tuner__arch(t) && tuner__gemm_problem_init(op, &p, NULL) == 0;
+    if (!op || op->kind != k || !tuner__arch(t) || tuner__gemm_problem_init(op, &p, NULL) != 0)
+        return false;
+    if (p.dt == TUNER_F32)
+        return true;
+    const tuner_template *mma = k == TUNER_OP_MATMUL ? &tuner__gemm_matmul_mma : &tuner__gemm_conv2d_mma;
+    return !mma->applies(op, t);
 }
 
 static bool matmul_simt_applies(const tuner_op *op, const tuner_target *t)

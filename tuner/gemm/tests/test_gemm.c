@@ -427,13 +427,17 @@ static void test_spaces(void)
                 CHECK(n_mma >= (sm == 90 ? 50u : 20u) && n_mma <= 300, "matmul_mma space size %zu on sm_%d", n_mma, sm);
             else
                 CHECK(n_mma == 0 && n_tf32 >= 20 && n_tf32 <= 300, "fp32 spaces: mma %zu tf32 %zu", n_mma, n_tf32);
-            CHECK(n_simt >= 20 && n_simt <= 300, "matmul_simt space size %zu", n_simt);
+            /* SIMT is the fp32 template (16-bit dtypes always have the tensor-core one). */
+            if (dts[d] == TUNER_F32)
+                CHECK(n_simt >= 20 && n_tf32 + n_simt <= 300, "fp32 space size %zu + %zu", n_tf32, n_simt);
+            else
+                CHECK(n_simt == 0, "matmul_simt in a 16-bit space (%zu)", n_simt);
             tuner_op cv = mk_conv(dts[d], 8, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, false, 16);
             size_t n_cv = space_size("conv2d_mma", &cv, sm), n_cvs = space_size("conv2d_simt", &cv, sm);
             printf("space sm_%d %s conv2d 8x56x56x64 k64 3x3: conv2d_mma %zu conv2d_simt %zu\n", sm, dn, n_cv, n_cvs);
             if (dts[d] != TUNER_F32)
                 CHECK(n_cv >= 20 && n_cv <= 300, "conv2d_mma space size %zu on sm_%d", n_cv, sm);
-            CHECK(n_cvs >= 20, "conv2d_simt space size %zu", n_cvs);
+            CHECK(dts[d] == TUNER_F32 ? n_cvs >= 20 && n_cvs <= 300 : n_cvs == 0, "conv2d_simt space size %zu", n_cvs);
         }
     /* Misaligned operands keep a tensor-core space (register-staged loads). */
     tuner_op odd = mk_matmul(TUNER_F16, 0, 0, 77, 1000, 333, false, false, 2);
@@ -507,10 +511,7 @@ static void test_compile(void)
                 add_bias_gelu(&op);
                 snprintf(tag, sizeof(tag), "conv_nhwc_%s", dn);
                 check_sample(tag, "conv2d_mma", &op, sm, 1, want_mma_async);
-                op = mk_matmul(dt, 0, 3, 50, 70, 90, true, false, 2);
-                add_prologue(&op);
-                snprintf(tag, sizeof(tag), "mm_simt_%s", dn);
-                check_sample(tag, "matmul_simt", &op, sm, 1, want_simt);
+
             }
         }
     for (int sm = 80; sm <= 90; sm += 10) {
@@ -520,9 +521,11 @@ static void test_compile(void)
         check_sample("mm_f32", "matmul_tf32", &op, sm, 1, want_tf32);
         op = mk_conv(TUNER_F32, 2, 15, 17, 12, 20, 3, 3, 2, 2, 2, 2, sm == 80, 16);
         check_sample("conv_f32", "conv2d_simt", &op, sm, 1, want_simt);
-        op = mk_conv(TUNER_BF16, 2, 9, 9, 16, 32, 3, 3, 1, 1, 1, 2, sm == 90, 16);
+        op = mk_matmul(TUNER_F32, 0, 3, 50, 70, 90, true, false, 2);
+        add_prologue(&op);
         add_residual(&op);
-        check_sample("conv_bf16", "conv2d_simt", &op, sm, 0, want_simt);
+        check_sample("mm_f32_a2_pro", sm == 80 ? "matmul_simt" : "matmul_tf32", &op, sm, 1,
+                     sm == 80 ? want_simt : want_tf32);
     }
 }
 
