@@ -282,6 +282,90 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
  * the per-thread constants (kernel scope); else the body of gm_load_<x>(gm_st, gm_kt). */
 enum { AFF_SETUP, AFF_CP_ASYNC, AFF_REG_LOAD, AFF_REG_STORE };
 
+/* Element strides of mn, k and the batch (group) in operands that are affine in them: both
+ * matmul operands (A [M,K] / [K,M]; B [K,N] / [N,K]) and convolution weights ([K/g][R*S*C/g] per
+ * group, k in memory order). */
+static bool affine_operand(const tuner__gemm_problem *p, int which)
+{
+    return !p->conv || which == 1;
+}
+
+static void affine_strides(const tuner__gemm_problem *p, int which, long long *mn_stride, long long *k_stride,
+                           long long *bstride)
+{
+    if (p->conv) {
+        *mn_stride = p->K;
+        *k_stride = 1;
+        *bstride = p->cgk * p->K;
+        return;
+    }
+    const bool trans = which == 0 ? p->trans_a : p->trans_b;
+    const bool batched = which == 0 ? p->a_batched : p->b_batched;
+    *mn_stride = which == 0 ? (trans ? 1 : p->K) : (trans ? p->K : 1);
+    *k_stride = which == 0 ? (trans ? p->M : 1) : (trans ? 1 : p->N);
+    *bstride = !batched ? 0 : which == 0 ? p->M * p->K : p->K * p->N;
+}
+
+/* NHWC convolution input (kmajor, channels contiguous) for the cp.async path: each thread keeps,
+ * per unit row (an output pixel m), the image base pointer and the top-left input coordinate;
+ * per tile it decodes its k column (r, s, c) once, and each unit checks the padded window and
+ * copies. With setup, emits the per-thread constants; else the body of gm_load_a. */
+static void emit_im2col_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, bool setup)
+{
+    int rows, cols, rowb, sh, mask;
+    tile_geom(p, c, 0, &rows, &cols);
+    swz_params(cols, &rowb, &sh, &mask);
+    const int v = load_vec(p, c, 0), upr = cols / v, rpp = c->threads / upr;
+    const int iters = (rows + rpp - 1) / rpp;
+    const bool same_swz = mask == 0 || rpp % (8 << sh) == 0;
+    if (setup) {
+        tuner_sb_printf(sb, "const int a_r0 = threadIdx.x / %d, a_u = threadIdx.x %% %d;\n", upr, upr);
+        tuner_sb_printf(sb, "const hd_u32 a_s0 = a_r0 * %d + ((((a_u * %d) >> 3) ^ ((a_r0 >> %d) & %d)) << 4) + "
+                            "((a_u * %d) & 7) * 2;\n",
+                        rowb, v, sh, mask, v);
+        tuner_sb_printf(sb, "int a_h0[%d], a_w0[%d];\nconst %s *a_base[%d];\n", iters, iters, tuner__ctype(p->dt), iters);
+        tuner_sb_printf(sb,
+                        "#pragma unroll\nfor (int it = 0; it < %d; it++) {\n"
+                        "const int m = gm_m0 + a_r0 + it * %d;\n"
+                        "const int nb = m / %lld, pp = (m / %lld) %% %lld, qq = m %% %lld;\n"
+                        /* A pixel past M gets a window that is never inside the image. */
+                        "a_h0[it] = m < %lld ? pp * %d - %d : -(1 << 29);\n"
+                        "a_w0[it] = qq * %d - %d;\n"
+                        "a_base[it] = in0 + (long long)(m < %lld ? nb : 0) * %lldLL + (long long)gm_zb * %lld;\n}\n",
+                        iters, rpp, p->cp * p->cq, p->cq, p->cp, p->cq, p->M, p->sh, p->ph, p->sw, p->pw, p->M,
+                        p->ch * p->cw * p->cc, p->cgc);
+        return;
+    }
+    tuner_sb_printf(sb,
+                    "const int gm_k = gm_kb + a_u * %d;\nconst bool gm_kok = gm_k < gm_kend;\n"
+                    "const int gm_c = gm_k %% %lld, gm_rs = gm_k / %lld;\n"
+                    "const int gm_dh = (gm_rs / %lld) * %d, gm_dw = (gm_rs %% %lld) * %d;\n",
+                    v, p->cgc, p->cgc, p->cs, p->dh, p->cs, p->dw);
+    for (int it = 0; it < iters; it++) {
+        const int r = it * rpp;
+        tuner_sb_puts(sb, "{\n");
+        const bool guard = rows % rpp != 0 && r + rpp > rows;
+        if (guard)
+            tuner_sb_printf(sb, "if (a_r0 + %d < %d) {\n", r, rows);
+        tuner_sb_printf(sb,
+                        "const int h = a_h0[%d] + gm_dh, w = a_w0[%d] + gm_dw;\n"
+                        "const bool ok = gm_kok && (unsigned)h < %lldu && (unsigned)w < %lldu;\n",
+                        it, it, p->ch, p->cw);
+        if (same_swz)
+            tuner_sb_printf(sb, "const hd_u32 dst = gm_st + a_s0 + %d;\n", r * rowb);
+        else
+            tuner_sb_printf(sb,
+                            "const int rr = a_r0 + %d;\nconst hd_u32 dst = gm_st + rr * %d + ((((a_u * %d) >> 3) ^ "
+                            "((rr >> %d) & %d)) << 4) + ((a_u * %d) & 7) * 2;\n",
+                            r, rowb, v, sh, mask, v);
+        tuner_sb_printf(sb, "gm_cp%d(dst, ok ? a_base[%d] + ((long long)(h * %lld + w) * %lld + gm_c) : in0, ok ? %d : 0);\n",
+                        v * 2, it, p->cw, p->cc, v * 2);
+        if (guard)
+            tuner_sb_puts(sb, "}\n");
+        tuner_sb_puts(sb, "}\n");
+    }
+}
+
 static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int mode)
 {
     int rows, cols, rowb, sh, mask;
@@ -291,12 +375,9 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
     const int iters = (rows + rpp - 1) / rpp;
     const char *X = which == 0 ? "a" : "b";
     const bool km = p->kmajor[which];
-    const bool trans = which == 0 ? p->trans_a : p->trans_b;
-    const bool batched = which == 0 ? p->a_batched : p->b_batched;
     const long long lim = which == 0 ? p->M : p->N;
-    const long long mn_stride = which == 0 ? (trans ? 1 : p->K) : (trans ? p->K : 1);
-    const long long k_stride = which == 0 ? (trans ? p->M : 1) : (trans ? 1 : p->N);
-    const long long bstride = !batched ? 0 : which == 0 ? p->M * p->K : p->K * p->N;
+    long long mn_stride, k_stride, bstride;
+    affine_strides(p, which, &mn_stride, &k_stride, &bstride);
     const int tile_off = which == 0 ? 0 : c->bm * c->bk * 2;
     const long long it_delta = (long long)rpp * (km ? mn_stride : k_stride);
     /* Row r0 + it * rpp has the swizzle of r0 when rpp spans whole swizzle periods. */
@@ -547,16 +628,22 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
         emit_compute(&sb, p, &c);
 
     if (c.async) {
-        const bool affine = !p->conv;
-        if (affine) {
-            emit_affine_loader(&sb, p, &c, 0, AFF_SETUP);
-            emit_affine_loader(&sb, p, &c, 1, AFF_SETUP);
+        /* Affine operands (matmul, conv weights) and NHWC images keep per-thread bases;
+         * anything else computes coordinates per unit. */
+        const bool im2col = p->conv && !p->nchw;
+        for (int w = 0; w < 2; w++) {
+            if (affine_operand(p, w))
+                emit_affine_loader(&sb, p, &c, w, AFF_SETUP);
+            else if (w == 0 && im2col)
+                emit_im2col_loader(&sb, p, &c, true);
         }
         for (int w = 0; w < 2; w++) {
             tuner_sb_printf(&sb, "auto gm_load_%s = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n",
                             w == 0 ? "a" : "b", c.bk);
-            if (affine)
+            if (affine_operand(p, w))
                 emit_affine_loader(&sb, p, &c, w, AFF_CP_ASYNC);
+            else if (w == 0 && im2col)
+                emit_im2col_loader(&sb, p, &c, false);
             else
                 emit_loader(&sb, p, &c, w, false, false);
             tuner_sb_puts(&sb, "};\n");
@@ -569,7 +656,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
          * convolutions and prologue operands compute coordinates per unit. */
         bool aff[2];
         for (int w = 0; w < 2; w++) {
-            aff[w] = !p->conv && !p->prologue[w];
+            aff[w] = affine_operand(p, w) && !p->prologue[w];
             if (aff[w])
                 emit_affine_loader(&sb, p, &c, w, AFF_SETUP);
         }
@@ -700,12 +787,12 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
      * a 3-deep cp.async ring (96 KiB: two blocks per SM on sm_80/90, fits sm_86/89; the fastest
      * measured on an H100 for 4096^3), or 64x64 tiles of 32x32 (convolutions: 32x16, 8 warps,
      * whose per-unit im2col coordinates need more registers) when loads are staged through
-     * registers, so that the default never spills (convolutions also use block_k 32, 4 stages:
-     * half the im2col units per thread); grouped raster. */
+     * registers, so that the default never spills (convolutions also use a smaller block_k: 32
+     * with 4 stages, or 16 when staged: fewer im2col units per thread); grouped raster. */
     tuner_schedule pref = {.template_name = tmpl};
     tuner__gemm_param(&pref, "block_m", async ? 128 : 64);
     tuner__gemm_param(&pref, "block_n", async ? 128 : 64);
-    tuner__gemm_param(&pref, "block_k", async && !p.conv ? 64 : 32);
+    tuner__gemm_param(&pref, "block_k", async ? (p.conv ? 32 : 64) : (p.conv ? 16 : 32));
     tuner__gemm_param(&pref, "warp_m", async ? 64 : 32);
     tuner__gemm_param(&pref, "warp_n", async ? 64 : p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
