@@ -61,7 +61,11 @@ long tuner_map_tasks(const tuner_mapping *m, long worker, long (*ret_coords)[TUN
  * given by the C expression `worker` (an int in [0, workers), e.g. "threadIdx.x", "lane"):
  * inside, `const int <names[d]>` holds the task coordinate of dimension d. Repeat atoms become
  * `#pragma unroll` loops in task order. `tmp` is a unique identifier prefix for temporaries (so
- * nests can be nested). Close the nest with tuner_map_emit_end() with the same mapping. */
+ * nests can be nested). Close the nest with tuner_map_emit_end() with the same mapping.
+ * Inside the nest, `<tmp>_a<i>_<d>` is atom i's coordinate in dim d: for a repeat atom it is the
+ * unrolled loop variable (a compile-time constant after unrolling), so it can index a register
+ * array without spilling it to local memory (e.g. slot j of repeat(nv) * spatial(32) is
+ * <tmp>_a0_0). */
 void tuner_map_emit_begin(tuner_sb *sb, const tuner_mapping *m, const char *worker, const char *tmp,
                           const char *const names[TUNER_MAP_MAX_RANK]);
 void tuner_map_emit_end(tuner_sb *sb, const tuner_mapping *m);
