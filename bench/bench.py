@@ -201,9 +201,13 @@ def conv_case(name, n, c, h, w, kout, r, stride=1, pad=None, dt="f16", target=0.
         xa, wa = as_nchw_cl(xs[0]), as_nchw_cl(xs[1])
         return lambda: F.conv2d(xa, wa, stride=stride, padding=pad)
 
+    def peer_as_ref(y):  # the peer answers NCHW (channels_last storage); compare as NHWC
+        return y.permute(0, 2, 3, 1)
+
     flops = 2.0 * n * p * q * kout * r * r * c
     return dict(name=name, shape=f"N{n} {r}x{r} {c}->{kout} @{h}", dtype=dt, req=req,
                 make_inputs=make_inputs, out_shape=[n, p, q, kout], reference=reference, peer=peer,
+                peer_as_ref=peer_as_ref,
                 flops=flops, target=target, nbytes=(n * h * w * c + n * p * q * kout) * 2)
 
 
@@ -276,7 +280,7 @@ def run_case(daemon, case, args):
     row.update(measured=kset.get("measured"), cached=kset.get("cached"),
                template=kset.get("schedule", {}).get("template"),
                params=kset.get("schedule", {}).get("params"), n_kernels=len(kset["kernels"]))
-    kern = Kernel(daemon, kset, args.out)
+    kern = Kernel(daemon, kset, args.workdir)
     out_dt = TORCH_DT[kset["output"]["dtype"]]
 
     # Correctness on fresh random inputs: poisoned output, full comparison with the fp32 reference.
@@ -286,7 +290,7 @@ def run_case(daemon, case, args):
     torch.cuda.synchronize()
     ref = case["reference"](xs)
     err = rel_err(out, ref)
-    peer_out = case["peer"](xs)()
+    peer_out = case.get("peer_as_ref", lambda y: y)(case["peer"](xs)())
     peer_err = rel_err(peer_out, ref)
     tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-2}[case["dtype"]]
     row.update(max_err=err, peer_err=peer_err, correct=bool(err <= max(tol, 2 * peer_err)))
@@ -321,6 +325,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--socket", required=True)
     ap.add_argument("--out", default=".")
+    ap.add_argument("--workdir", default="/tmp/hidetd-bench-cubins", help="where cubins are written")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--tune", default="measure")
     ap.add_argument("--budget-s", type=float, default=20)
@@ -328,6 +333,7 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated case names")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.workdir, exist_ok=True)
     daemon = Daemon(args.socket)
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True
