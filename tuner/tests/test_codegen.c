@@ -279,6 +279,37 @@ static void test_concurrent_compile(void)
     }
 }
 
+/* The other targets: the default candidate of a row op and of an elementwise op compiles and
+ * passes ptxas on sm_86, sm_89 and sm_90a too. */
+static void test_other_targets(void)
+{
+    const tuner_target ts[3] = {{86, false}, {89, false}, {90, true}};
+    for (int i = 0; i < 3; i++) {
+        tuner_op ops[2] = {t_layernorm(TUNER_BF16, 300, 1024, 16, true), t_elementwise(TUNER_F16, 33, 4096, 16)};
+        for (int k = 0; k < 2; k++) {
+            tuner_space *sp = NULL;
+            char *err = NULL;
+            CHECK(tuner_space_build(&ops[k], &ts[i], &sp, &err) == 0, "space sm_%d: %s", ts[i].sm, err ? err : "");
+            free(err);
+            if (!sp)
+                continue;
+            tuner_program *p = NULL;
+            err = NULL;
+            size_t d = tuner_default_index(&ops[k], &ts[i], sp);
+            CHECK(tuner_generate(&ops[k], &ts[i], &sp->items[d], &p, &err) == 0, "generate: %s", err ? err : "");
+            free(err);
+            if (p) {
+                char what[64], tn[16];
+                snprintf(what, sizeof(what), "default %s on %s", sp->items[d].template_name,
+                         tuner_target_name(&ts[i], tn, sizeof(tn)));
+                CHECK(t_compile_check(what, p->source, &ts[i], p, NULL), "%s", what);
+            }
+            tuner_program_free(p);
+            tuner_space_free(sp);
+        }
+    }
+}
+
 int main(void)
 {
     const tuner_target t80 = {80, false}, t90 = {90, false};
@@ -288,6 +319,7 @@ int main(void)
     test_nvrtc();
     test_concurrent_compile();
     test_space_helpers();
+    test_other_targets();
     printf("codegen: %d failures\n", t_failures);
     return t_failures ? 1 : 0;
 }
