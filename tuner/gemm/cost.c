@@ -98,8 +98,11 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
     if (vmin * esz < 16)
         vec_pen = sqrt(16.0 / (vmin * esz));
     double t_l2 = panel_bytes * vec_pen / l2_bw;
-    double uniq = ((double)p->batch * (p->M * p->K + p->K * p->N)) * esz +
-                  (double)p->batch * p->M * p->N * tuner_dtype_size(p->out_dt);
+    /* Operands cross DRAM once: for a convolution that is the image, not its im2col matrix
+     * (the R*S-fold re-reads are the panel traffic above). */
+    double uniq = p->conv ? ((double)tuner_tensor_numel(&p->op->inputs[0]) + (double)tuner_tensor_numel(&p->op->inputs[1])) * esz
+                          : ((double)p->batch * (p->M * p->K + p->K * p->N)) * esz;
+    uniq += (double)p->batch * p->M * p->N * tuner_dtype_size(p->out_dt);
     double t_dram = uniq / dram_bw;
     double t_main = t_compute > t_l2 ? t_compute : t_l2;
     t_main = t_main > t_dram ? t_main : t_dram;

@@ -783,21 +783,22 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
         return 0;
     const bool async = mma_async(&p);
     const char *tmpl = p.conv ? "conv2d_mma" : "matmul_mma";
-    /* The preferred schedule (tune:"none") comes first: 128x128x64 tiles of 64x64 warp tiles with
-     * a 3-deep cp.async ring (96 KiB: two blocks per SM on sm_80/90, fits sm_86/89; the fastest
-     * measured on an H100 for 4096^3), or 64x64 tiles of 32x32 (convolutions: 32x16, 8 warps,
-     * whose per-unit im2col coordinates need more registers) when loads are staged through
-     * registers, so that the default never spills (convolutions also use a smaller block_k: 32
-     * with 4 stages, or 16 when staged: fewer im2col units per thread); grouped raster. */
+    /* The preferred schedule (tune:"none") comes first. Matmul: 128x128x64 tiles of 64x64 warp
+     * tiles with a 3-deep cp.async ring (96 KiB: two blocks per SM on sm_80/90, fits sm_86/89;
+     * the fastest measured on an H100 for 4096^3, 0.58 of cuBLAS). Convolution: 128x64x64 with
+     * 64x32 warp tiles, 4 stages (channel counts are often 64: a 128-wide N tile would be half
+     * empty; fastest measured for a ResNet 3x3 layer). Loads staged through registers: 64x64
+     * tiles of 32x32 (convolutions 32x16 with block_k 16: fewer im2col units per thread) so that
+     * the default never spills. */
     tuner_schedule pref = {.template_name = tmpl};
     tuner__gemm_param(&pref, "block_m", async ? 128 : 64);
-    tuner__gemm_param(&pref, "block_n", async ? 128 : 64);
-    tuner__gemm_param(&pref, "block_k", async ? (p.conv ? 32 : 64) : (p.conv ? 16 : 32));
+    tuner__gemm_param(&pref, "block_n", async ? (p.conv ? 64 : 128) : 64);
+    tuner__gemm_param(&pref, "block_k", async ? 64 : (p.conv ? 16 : 32));
     tuner__gemm_param(&pref, "warp_m", async ? 64 : 32);
-    tuner__gemm_param(&pref, "warp_n", async ? 64 : p.conv ? 16 : 32);
+    tuner__gemm_param(&pref, "warp_n", async ? (p.conv ? 32 : 64) : p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
     tuner__gemm_param(&pref, "split_k", 1);
-    tuner__gemm_param(&pref, "swizzle", 8);
+    tuner__gemm_param(&pref, "swizzle", p.conv ? 1 : 8);
     mma_cfg pc;
     const bool have_pref = cfg_from(&p, &pref, &pc) == 0 && cfg_valid(&p, a, &pc);
     if (have_pref) {
