@@ -449,6 +449,34 @@ static void test_queue_limit_detach_cancel(void)
     env_close(&e);
 }
 
+/* Ended jobs stay readable: the last 64 of them. */
+static void test_ended_ring(void)
+{
+    env e;
+    env_open(&e, NULL, false, NULL);
+    enum { N = 70 };
+    uint64_t ids[N];
+    rec w[N];
+    memset(w, 0, sizeof(w));
+    for (int i = 0; i < N; i++) {
+        tuner_op op = softmax_f16(1, 64 + 8 * i);
+        sched_request r = request(&op, TUNER_TUNE_NONE, SCHED_PRIO_BACKGROUND);
+        CHECK(sched_submit(e.s, &r, on_done, &w[i], &ids[i], NULL) == 0);
+    }
+    for (int i = 0; i < N; i++) /* still queued: nothing ran yet */
+        CHECK(sched_job_cancel(e.s, ids[i]) == 0 && w[i].calls == 1);
+    sched_job_info info;
+    for (int i = 0; i < N; i++)
+        CHECK(sched_job_get(e.s, ids[i], &info) == (i < N - 64 ? -ENOENT : 0));
+    sched_job_info *list = NULL;
+    size_t n = 0;
+    CHECK(sched_jobs_list(e.s, &list, &n) == 0 && n == 64);
+    if (list && n == 64)
+        CHECK(list[0].id == ids[N - 1] && list[63].id == ids[N - 64]);
+    free(list);
+    env_close(&e);
+}
+
 static void test_drain(void)
 {
     sched_config cfg;
@@ -766,6 +794,7 @@ int main(void)
     test_priorities();
     test_queue_limit_detach_cancel();
     test_drain();
+    test_ended_ring();
     test_join_reuse_fused();
     test_fault("crash@2", KC_TRIAL_WORKER_DIED, "crash@2");
     test_fault("hang@2", KC_TRIAL_TIMEOUT, "hang@2");
