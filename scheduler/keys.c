@@ -1,8 +1,9 @@
 /* scheduler/keys.c - op, tuning and artifact keys; the scheduler's canonical op JSON; the fusion
  * anchor of an op.
  *
- * Every key is kc_key() over length-prefixed parts, the first part naming the record kind, so an
- * op key can never equal a tuning key. Versions that change what a key's kernel would be (schema,
+ * Every key is kc_key() over length-prefixed parts. Op and tuning keys start with a part naming the
+ * record kind, so an op key can never equal a tuning key; an artifact key hashes an op key with a
+ * schedule. Versions that change what a key's kernel would be (schema,
  * codegen, NVRTC, numerics) are parts of every key: a new tuner never answers from an old entry.
  */
 #include "scheduler/sched.h"
@@ -36,8 +37,9 @@ void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LE
 
 void sched_artifact_key(const char *op_key, const char *schedule_json, char out[KC_KEY_LEN + 1])
 {
-    const char *parts[] = {"hidetd-artifact", op_key ? op_key : "", schedule_json ? schedule_json : ""};
-    kc_key(parts, 3, out);
+    /* The op key already names the record kind and every version, so two parts suffice. */
+    const char *parts[] = {op_key ? op_key : "", schedule_json ? schedule_json : ""};
+    kc_key(parts, 2, out);
 }
 
 int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_info *dev,
