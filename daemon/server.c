@@ -125,17 +125,6 @@ static const char no_gpu_warning[] =
     "tune \"measure\" asked, but no GPU worker for this arch is available: this kernel was "
     "ranked by the cost model, not measured";
 
-/* Whether the request body names "tune" itself (proto fills the default when it does not, and
- * [tuning] default_mode must only replace that default). Only called when default_mode is not
- * the request language's own default. */
-static bool body_has_tune(const proto_request *req)
-{
-    cJSON *j = cJSON_ParseWithLength(req->body, req->body_len);
-    bool has = j && cJSON_GetObjectItemCaseSensitive(j, "tune") != NULL;
-    cJSON_Delete(j);
-    return has;
-}
-
 static void job_answer(proto_request *req, hd_daemon *d, const sched_job_info *info)
 {
     if (info->state == SCHED_DONE) {
@@ -302,7 +291,7 @@ static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
                       perr.message, perr.field);
         return;
     }
-    if (d->cfg.default_mode != TUNER_TUNE_MODEL && kr.tune == TUNER_TUNE_MODEL && !body_has_tune(req))
+    if (!kr.tune_given)
         kr.tune = d->cfg.default_mode;
 
     char *op_json = proto_canonical_op_json(&kr.op);

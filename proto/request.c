@@ -1093,6 +1093,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             return fail(e, 422, "invalid_field", "tune",
                         "tune must be \"none\", \"model\" or \"measure\"");
         req->tune = (tuner_tune_mode)m;
+        req->tune_given = true;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "wait")) &&
         (r = json_bool(v, "wait", &req->wait, e)) < 0)

@@ -32,6 +32,7 @@ typedef struct proto_kernel_request {
     tuner_op op;
     tuner_target target;  /* default sm_90 */
     tuner_tune_mode tune; /* default TUNER_TUNE_MODEL */
+    bool tune_given;      /* the body named "tune" (else the daemon's default_mode may apply) */
     bool wait;            /* default true */
     int priority;         /* PROTO_PRIO_*; default PROTO_PRIO_NORMAL */
     double budget_s;      /* 0: the scheduler's default */

@@ -79,7 +79,7 @@ static void test_ops(void)
     CHECK(r.op.output.rank == 2 && r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
     CHECK(r.op.output.dtype == TUNER_F16);
     CHECK(r.target.sm == 90 && !r.target.arch_specific);
-    CHECK(r.tune == TUNER_TUNE_MODEL && r.wait && r.priority == PROTO_PRIO_NORMAL);
+    CHECK(r.tune == TUNER_TUNE_MODEL && !r.tune_given && r.wait && r.priority == PROTO_PRIO_NORMAL);
     CHECK(r.budget_s == 0 && r.budget_candidates == 0);
     CHECK(r.op.inputs[0].align == 16);
     CHECK(!r.op.attrs.matmul.allow_tf32); /* normalised: only meaningful for f32 */
@@ -91,7 +91,7 @@ static void test_ops(void)
     CHECK(r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
     CHECK(r.op.attrs.matmul.allow_tf32 && r.op.attrs.matmul.trans_a && r.op.attrs.matmul.trans_b);
     CHECK(r.target.sm == 90 && r.target.arch_specific);
-    CHECK(r.tune == TUNER_TUNE_MEASURE && !r.wait && r.priority == PROTO_PRIO_BLOCKING);
+    CHECK(r.tune == TUNER_TUNE_MEASURE && r.tune_given && !r.wait && r.priority == PROTO_PRIO_BLOCKING);
     CHECK(r.budget_s == 30 && r.budget_candidates == 64);
 
     /* Batched, with a rank-2 B broadcast over the batch. */
