@@ -7,6 +7,7 @@
  * codegen, NVRTC, numerics) are parts of every key: a new tuner never answers from an old entry.
  */
 #include "scheduler/sched.h"
+#include "tuner/codegen.h" /* tuner_numerics_flags() */
 #include "tuner/tuner.h"
 
 #include <errno.h>
@@ -31,6 +32,7 @@ void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LE
         tuner_codegen_version(),
         tuner_nvrtc_version(),
         SCHED_NUMERICS_FLAGS,
+        tuner_numerics_flags(),
     };
     kc_key(parts, sizeof(parts) / sizeof(parts[0]), out);
 }
@@ -57,7 +59,8 @@ int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_
     snprintf(driver_major, sizeof(driver_major), "%d", dev->driver_version / 1000);
     const char *parts[] = {
         "hidetd-tuning", STR(KC_SCHEMA_VERSION), json, target, tuner_codegen_version(),
-        tuner_nvrtc_version(), dev->name, sm_count, driver_major, space_hash,
+        tuner_nvrtc_version(), SCHED_NUMERICS_FLAGS, tuner_numerics_flags(), dev->name, sm_count,
+        driver_major, space_hash,
     };
     kc_key(parts, sizeof(parts) / sizeof(parts[0]), out);
     free(json);

@@ -93,7 +93,7 @@ int sched_new(uv_loop_t *loop, kc_db *db, gw_pool *pool /* may be NULL */, const
 void sched_reconfigure(sched *s, const sched_config *cfg);
 
 /* Derives the op key of a request: canonical op JSON + target + codegen version + NVRTC version +
- * numerics flags + schema version. */
+ * numerics flags (SCHED_NUMERICS_FLAGS and the tuner's NVRTC options) + schema version. */
 void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LEN + 1]);
 
 /* Submits (or joins the existing job for the same op key). `cb` runs exactly once, when the job
@@ -146,7 +146,8 @@ void sched_free(sched *s);
 void sched_artifact_key(const char *op_key, const char *schedule_json, char out[KC_KEY_LEN + 1]);
 
 /* Tuning key: kc_key("hidetd-tuning", schema, the scheduler's canonical JSON of op, target,
- * codegen version, NVRTC version, device name, SM count, driver major, space hash). `dev` is the
+ * codegen version, NVRTC version, numerics flags, device name, SM count, driver major, space
+ * hash). `dev` is the
  * device the trials are measured on. The op's JSON is the scheduler's own canonical form
  * (sched_op_canonical_json), so a fused op's anchor, which only exists as a struct, keys the
  * same record as the same op submitted on its own. Returns 0 or -ENOMEM/-EINVAL. */

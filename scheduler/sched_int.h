@@ -17,6 +17,7 @@
 #define SCHED__N_TRIAL_STATUS 8
 
 typedef struct sched_job sched_job;
+typedef struct sched_work sched_work;
 
 struct sched_waiter {
     sched_waiter *next;
@@ -65,6 +66,7 @@ struct sched_job {
     int budget_candidates;
     uint64_t submit_ns, start_ns;
     sched_waiter *waiters;
+    sched_work *works; /* thread-pool work in flight (cancelled at the end if not started) */
 
     /* Running state. */
     tuner_space *space;

@@ -42,8 +42,9 @@ typedef enum {
     WORK_FINAL,         /* the schedule to store without measuring (NONE/MODEL, reused winner) */
 } work_kind;
 
-typedef struct sched_work {
+struct sched_work {
     uv_work_t req;
+    sched_work *prev, *next; /* job->works */
     sched_job *job;
     work_kind kind;
     sched_cand *cand;   /* WORK_CANDIDATE */
@@ -54,7 +55,7 @@ typedef struct sched_work {
     char *err;
     int rc;
     double compile_s;
-} sched_work;
+};
 
 static void pump_measure(sched_job *j);
 static void finish_measure(sched_job *j);
@@ -90,6 +91,10 @@ static void free_cand_binary(sched_cand *c)
 
 void sched__job_cancel_measurements(sched_job *j)
 {
+    /* Compilations that have not started are dropped (their completion runs with UV_ECANCELED);
+     * running ones finish and are discarded. */
+    for (sched_work *w = j->works; w; w = w->next)
+        uv_cancel((uv_req_t *)&w->req);
     for (size_t i = 0; i < j->n_cands; i++) {
         sched_cand *c = j->cands[i];
         if (c->st == SCHED__CAND_MEASURING && c->ticket) {
@@ -202,6 +207,10 @@ static int queue_work(sched_job *j, work_kind kind, sched_cand *c, size_t item)
         free(w);
         return rc;
     }
+    w->next = j->works;
+    if (j->works)
+        j->works->prev = w;
+    j->works = w;
     sched__job_ref(j);
     j->s->outstanding++;
     return 0;
@@ -899,6 +908,12 @@ static void work_done(uv_work_t *req, int status)
     sched_job *j = w->job;
     sched *s = j->s;
     s->outstanding--;
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        j->works = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
     if (w->bin) {
         s->stats.candidates_compiled++;
         s->stats.compile_seconds_total += w->compile_s;
@@ -909,7 +924,7 @@ static void work_done(uv_work_t *req, int status)
     } else if (w->kind == WORK_REFERENCE && j->ended) {
         j->ref_compiling = false;
     } else if (status == UV_ECANCELED) {
-        /* Only cancelled by libuv itself; treat as a failure of that step. */
+        /* Only work of ended jobs is cancelled; anything else would be a failure of that step. */
         w->rc = -ECANCELED;
     }
     if (!j->ended) {
