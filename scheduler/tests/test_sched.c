@@ -398,6 +398,22 @@ static void test_priorities(void)
     CHECK(r[3].order < r[0].order);
     for (int i = 0; i < 4; i++)
         CHECK(r[i].info.state == SCHED_DONE);
+
+    /* A blocking request that joins a queued background job raises the job's priority. */
+    tuner_op x = softmax_f16(5, 128), y = softmax_f16(5, 256);
+    sched_request rx = request(&x, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    sched_request ry = request(&y, TUNER_TUNE_NONE, SCHED_PRIO_BACKGROUND);
+    rec wx = {0}, wy = {0}, wy2 = {0};
+    uint64_t idy = 0;
+    CHECK(sched_submit(e.s, &rx, on_done, &wx, NULL, NULL) == 0);
+    CHECK(sched_submit(e.s, &ry, on_done, &wy, &idy, NULL) == 0);
+    ry.priority = SCHED_PRIO_BLOCKING;
+    CHECK(sched_submit(e.s, &ry, on_done, &wy2, NULL, NULL) == 0);
+    sched_job_info info;
+    CHECK(sched_job_get(e.s, idy, &info) == 0 && info.priority == SCHED_PRIO_BLOCKING);
+    recs rs2 = {&wx, 1};
+    run_until(&e, all_called, &rs2, "normal job");
+    CHECK(wy.calls == 1 && wy2.calls == 1 && wy.order < wx.order);
     env_close(&e);
 }
 
