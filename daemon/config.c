@@ -360,6 +360,7 @@ int hd_config_init(hd_config *c)
     c->fused_retime_top = 5;
     c->measure_requires_gpu = false;
     c->max_queued_jobs = 1024;
+    c->max_running_jobs = 4;
     c->workers = HD_WORKERS_AUTO;
     c->launch_timeout = 2;
     c->heartbeat = 1;
@@ -448,6 +449,7 @@ static const key_def keys[] = {
     { "tuning", "fused_retime_top", K_INT, O(fused_retime_top), true, 0, 1000, false, "an integer 0..1000" },
     { "tuning", "measure_requires_gpu", K_BOOL, O(measure_requires_gpu), true, 0, 0, false, "true or false" },
     { "tuning", "max_queued_jobs", K_INT, O(max_queued_jobs), true, 1, 10000000, false, "an integer 1..10000000" },
+    { "tuning", "max_running_jobs", K_INT, O(max_running_jobs), true, 1, 1024, false, "an integer 1..1024" },
     { "workers", "mode", K_WORKERS, O(workers), false, 0, 0, false, "auto, none, standin or path" },
     { "workers", "path", K_PATH, O(workers_path), false, 0, 0, false, "the worker binary's path" },
     { "workers", "launch_timeout", K_DUR, O(launch_timeout), false, 0, 3600, true, "a duration > 0, e.g. 2s" },

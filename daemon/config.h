@@ -34,6 +34,7 @@
  * | [tuning]   | fused_retime_top     | integer  | 5                                        | live      |
  * | [tuning]   | measure_requires_gpu | boolean  | false (false: fall back to the model)    | live      |
  * | [tuning]   | max_queued_jobs      | integer  | 1024                                     | live      |
+ * | [tuning]   | max_running_jobs     | integer  | 4                                        | live      |
  * | [workers]  | mode                 | auto|none|standin|path | auto                       | restart   |
  * | [workers]  | path                 | path     | (none) the worker binary when mode=path  | restart   |
  * | [workers]  | launch_timeout       | duration | 2s                                       | restart   |
@@ -85,6 +86,7 @@ typedef struct hd_config {
     int fused_retime_top;
     bool measure_requires_gpu;
     int max_queued_jobs;
+    int max_running_jobs;
     /* [workers] */
     hd_workers_mode workers;
     char *workers_path;

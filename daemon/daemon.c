@@ -56,6 +56,7 @@ static void sched_config_from(const hd_config *c, sched_config *ret)
     ret->fused_retime_top = c->fused_retime_top;
     ret->measure_requires_gpu = c->measure_requires_gpu;
     ret->max_queued_jobs = c->max_queued_jobs;
+    ret->max_running_jobs = c->max_running_jobs;
 }
 
 static void limits_from(const hd_config *c, proto_limits *ret)

@@ -7,7 +7,6 @@
  * codegen, NVRTC, numerics) are parts of every key: a new tuner never answers from an old entry.
  */
 #include "scheduler/sched.h"
-#include "tuner/codegen.h" /* tuner_numerics_flags() */
 #include "tuner/tuner.h"
 
 #include <errno.h>

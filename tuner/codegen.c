@@ -6,6 +6,7 @@
  * Everything that touches a special instruction is one line of inline PTX.
  */
 #include "tuner/codegen.h"
+#include "tuner/tuner.h"
 
 #include <stdint.h>
 #include <stdlib.h>

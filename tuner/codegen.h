@@ -49,8 +49,7 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
 /* Appends a float literal for v (rounded to float) as its exact bits: __uint_as_float(0x...u). */
 void tuner__emit_float(tuner_sb *sb, double v);
 
-/* NVRTC numerics options every candidate is compiled with (part of the cache key). Static string. */
-const char *tuner_numerics_flags(void);
+/* tuner_numerics_flags() (the NVRTC numerics options) is declared in tuner/tuner.h. */
 
 /* Prelude names generated code may use (all defined by tuner__prelude):
  *   types: half_t, bf16_t (struct {unsigned short x;}), hd_u32, hd_v4 (16 B), hd_v2 (8 B); HD_INF

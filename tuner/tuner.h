@@ -119,5 +119,7 @@ void tuner_binary_free(tuner_binary *b);
 const char *tuner_nvrtc_version(void);
 /* Hash of the code generator's sources (part of the cache key): changes whenever a template does. */
 const char *tuner_codegen_version(void);
+/* The NVRTC options that decide numerics (part of the cache key), e.g. "--ftz=false ...". */
+const char *tuner_numerics_flags(void);
 
 #endif

@@ -112,6 +112,7 @@ static const char full_file[] =
     "fused_retime_top = 3\n"
     "measure_requires_gpu = yes\n"
     "max_queued_jobs = 10\n"
+    "max_running_jobs = 2\n"
     "[workers]\n"
     "mode = standin\n"
     "launch_timeout = 500ms\n"
@@ -141,7 +142,7 @@ static void full(void)
     CHECK(c.cache_max_size == 10737418240ULL, "max_size");
     CHECK(c.default_mode == TUNER_TUNE_MEASURE, "default_mode");
     CHECK(c.budget_seconds == 90 && c.budget_candidates == 32 && c.fused_retime_top == 3, "budgets");
-    CHECK(c.measure_requires_gpu && c.max_queued_jobs == 10, "tuning");
+    CHECK(c.measure_requires_gpu && c.max_queued_jobs == 10 && c.max_running_jobs == 2, "tuning");
     CHECK(c.workers == HD_WORKERS_STANDIN, "workers");
     CHECK(c.launch_timeout == 0.5 && c.heartbeat == 0.2 && c.max_restarts == 2, "worker timing");
     CHECK(c.log_level == HD_LOG_DEBUG, "level");
