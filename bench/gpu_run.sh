@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_run.sh - what one call on the GPU machine does: GPU tests (template sweep, worker
 # fault injection), then hidetd with real workers and the benchmark against the peers.
-#   bench/gpu_run.sh [tests|bench|all] [bench.py args...]
+#   bench/gpu_run.sh [tests|bench|hits|all] [bench.py args...]
 # Logs and results go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.."
@@ -52,4 +52,25 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     wait $pid
     echo "hidetd exit=$?"
     tail -n 40 "$OUT/bench.log"
+fi
+
+if [ "$what" = hits ] || [ "$what" = all ]; then
+    # Cache hits with hidetd confined to 2 cores and the load generator on two others, so the
+    # generator does not take the daemon's CPU (on a 2-core machine it has to share).
+    d=/tmp/hidetd-hits
+    rm -rf "$d" && mkdir -p "$d"
+    ours taskset -c 0,1 "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
+        --workers none --log-level info 2> "$d/hidetd.log" &
+    pid=$!
+    for _ in $(seq 1 100); do [ -S "$d/hidetd.sock" ] && break; sleep 0.1; done
+    sleep 0.5
+    {
+        for args in "64 10" "64 10 20000" "64 10 50000"; do
+            # shellcheck disable=SC2086
+            taskset -c 2,3 "$G/bin/hitbench" "$d/hidetd.sock" $args
+        done
+    } > "$OUT/hits.txt" 2>&1
+    kill -TERM $pid
+    wait $pid
+    cat "$OUT/hits.txt"
 fi

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build-gpu -Dbuildtype=release >/dev/null
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/tests
-cp build-gpu/daemon/hidetd build-gpu/gpu_workers/hidetd-worker build-gpu/clients/c/hidetctl .gpu/bin/
+cp build-gpu/daemon/hidetd build-gpu/gpu_workers/hidetd-worker build-gpu/clients/c/hidetctl \
+   build-gpu/bench/hitbench .gpu/bin/
 cp -P build-gpu/clients/c/libhidet-client.so* .gpu/lib/ 2>/dev/null || true
 for t in build-gpu/tests/gpu/*; do
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" .gpu/tests/
