@@ -350,6 +350,9 @@ def main():
             row = dict(case=case["name"], shape=case["shape"], dtype=case["dtype"], error=repr(e)[:300])
         rows.append(row)
         print(json.dumps(row), flush=True)
+        # Written after every case, so a run cut short still leaves what it measured.
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(dict(facts=facts, rows=rows), f, indent=1)
     facts["gpu_after"] = gpu_facts()
 
     hdr = f"{'case':16} {'shape':22} {'dt':4} {'peer us':>9} {'hidetd us':>9} {'ratio':>6} {'target':>6} {'max err':>9} {'tune s':>6}  template"

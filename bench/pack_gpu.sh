@@ -9,7 +9,7 @@ rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/tests
 cp build-gpu/daemon/hidetd build-gpu/gpu_workers/hidetd-worker build-gpu/clients/c/hidetctl \
    build-gpu/bench/hitbench .gpu/bin/
 cp -P build-gpu/clients/c/libhidet-client.so* .gpu/lib/ 2>/dev/null || true
-for t in build-gpu/tests/gpu/*; do
+for t in build-gpu/tests/gpu/* build-gpu/scheduler/gpu_sched; do
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" .gpu/tests/
 done
 # Shared libraries: everything the binaries load except glibc itself and the CUDA libraries,
