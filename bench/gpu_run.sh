@@ -29,6 +29,17 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
         ours timeout "$test_timeout" "$t" $args
         echo "=== $(basename "$t") exit=$? ($(( $(date +%s) - start )) s)"
     done > "$OUT/gpu_tests.log" 2>&1
+    {
+        # Planted fault and hang through the real daemon, then the same under the unit's
+        # system-call filter (the driver and NVRTC must work with it).
+        for wrap in "" "--seccomp $G/bin/seccomp_exec $G/syscalls.list"; do
+            echo "=== daemon_faults $wrap"
+            # shellcheck disable=SC2086
+            timeout 240 python3 tests/gpu/daemon_faults.py "$G/bin/hidetd" "$G/bin/hidetd-worker" \
+                --lib "$G/lib" $wrap
+            echo "=== daemon_faults exit=$?"
+        done
+    } >> "$OUT/gpu_tests.log" 2>&1
     grep -E "^=== .* exit=" "$OUT/gpu_tests.log"
     tail -n 30 "$OUT/gpu_tests.log"
 fi

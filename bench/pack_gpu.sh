@@ -10,8 +10,12 @@ cp build-gpu/daemon/hidetd build-gpu/gpu_workers/hidetd-worker build-gpu/clients
    build-gpu/bench/hitbench .gpu/bin/
 cp -P build-gpu/clients/c/libhidet-client.so* .gpu/lib/ 2>/dev/null || true
 for t in build-gpu/tests/gpu/* build-gpu/scheduler/gpu_sched; do
+    case "$t" in *seccomp_exec) continue ;; esac
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" .gpu/tests/
 done
+# The unit's system-call filter, applied without systemd on the GPU machine.
+cp build-gpu/tests/gpu/seccomp_exec .gpu/bin/
+python3 tests/gpu/syscall_filter.py > .gpu/syscalls.list
 # Shared libraries: everything the binaries load except glibc itself and the CUDA libraries,
 # which the GPU machine's driver and toolkit provide.
 for b in .gpu/bin/* .gpu/tests/*; do

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu_workers/inject.h"
 #include "gpu_workers/serve.h"
 #include "gpu_workers/wire.h"
 
@@ -63,63 +64,6 @@ static void fake_device(int index, gw_device_info *d)
     d->sm_count = 132;
     d->mem_bytes = UINT64_C(80) << 30;
     d->driver_version = 13000;
-}
-
-/* Returns the 1-based number of this measure request across all stand-ins sharing the state
- * directory. */
-static long next_request_number(void)
-{
-    static long local;
-    const char *dir = getenv("HIDETD_STANDIN_STATE_DIR");
-    char path[4096], buf[32] = "";
-    if (!dir || !*dir)
-        return ++local;
-    snprintf(path, sizeof(path), "%s/measure-count", dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return ++local;
-    flock(fd, LOCK_EX);
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    long v = n > 0 ? strtol(buf, NULL, 10) : 0;
-    v++;
-    int len = snprintf(buf, sizeof(buf), "%ld\n", v);
-    /* Best effort: a lost count only shifts the injected faults. */
-    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len)
-        fprintf(stderr, "hidetd-worker-standin: cannot update %s\n", path);
-    flock(fd, LOCK_UN);
-    close(fd);
-    return v;
-}
-
-/* Finds the fault planned for request number n: returns its kind ("" for none) and its MS. */
-static void planned_fault(long n, char kind[16], long *ms)
-{
-    const char *s = getenv("HIDETD_STANDIN_FAULTS");
-    kind[0] = 0;
-    *ms = 0;
-    while (s && *s) {
-        char k[16];
-        long at = 0, arg = 0;
-        int used = 0;
-        if (sscanf(s, "%15[a-z]@%ld%n", k, &at, &used) == 2) {
-            const char *p = s + used;
-            if (*p == ':') {
-                char *end = NULL;
-                arg = strtol(p + 1, &end, 10);
-                p = end;
-            }
-            if (at == n) {
-                snprintf(kind, 16, "%s", k);
-                *ms = arg;
-                return;
-            }
-            s = p;
-        }
-        const char *c = strchr(s, ',');
-        if (!c)
-            return;
-        s = c + 1;
-    }
 }
 
 static uint64_t hash_module(uint64_t h, const gw_module *m)
@@ -149,9 +93,10 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
                        gw_measure_result *res, bool *fatal)
 {
     (void)ctx;
-    char kind[16];
-    long ms;
-    planned_fault(next_request_number(), kind, &ms);
+    gw__planned plan;
+    gw__inject_next("HIDETD_STANDIN_FAULTS", "HIDETD_STANDIN_STATE_DIR", &plan);
+    const char *kind = plan.kind;
+    long ms = plan.ms;
 
     if (!strcmp(kind, "crash")) {
         /* No core file: the crash is planned. */
