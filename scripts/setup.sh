@@ -10,7 +10,8 @@ build_dir=${1:-build}
 shift || true
 
 packages=(meson ninja-build pkg-config gcc libuv1-dev libcjson-dev libsqlite3-dev libsodium-dev
-          libhttp-parser-dev libcurl4-openssl-dev libsystemd-dev python3 systemd sqlite3)
+          libhttp-parser-dev libcurl4-openssl-dev libsystemd-dev libseccomp-dev python3 systemd
+          sqlite3)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
