@@ -440,12 +440,28 @@ void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const
     l->n_args = n;
 }
 
-int tuner__gemm_sparam(const tuner_schedule *s, const char *name, int dflt)
+int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
+                       const char *name, const char *rname, long long tiles, int split,
+                       unsigned threads, unsigned smem)
 {
-    for (int i = 0; s && i < s->n_params && i < TUNER_MAX_PARAMS; i++)
-        if (s->params[i].name && strcmp(s->params[i].name, name) == 0)
-            return s->params[i].value;
-    return dflt;
+    if (split > 1)
+        tuner__gemm_emit_splitk_reduce(sb, p, rname, split);
+    char *src = tuner_sb_take(sb);
+    if (!src)
+        return -ENOMEM;
+    prog->source = src;
+    prog->output_dtype = p->out_dt;
+    tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)tiles, 1,
+                           (unsigned)(p->batch * split), threads, smem, split > 1);
+    prog->n_kernels = 1;
+    if (split > 1) {
+        long long total = p->batch * p->M * p->N;
+        tuner__gemm_set_launch(&prog->kernels[1], p, rname, (unsigned)((total + 255) / 256), 1, 1,
+                               256, 0, true);
+        prog->n_kernels = 2;
+        prog->workspace_bytes = (size_t)split * (size_t)total * sizeof(float);
+    }
+    return 0;
 }
 
 void tuner__gemm_param(tuner_schedule *s, const char *name, int value)

@@ -91,15 +91,20 @@ void tuner__gemm_emit_raster(tuner_sb *sb, long long tiles_m, long long tiles_n,
 /* K elements per split-K slice: a multiple of block_k covering K in `split` slices. */
 long long tuner__gemm_k_per_split(long long K, int split, int block_k);
 
+/* Finishes a program whose main kernel `name` is in sb: appends the split-K reduction kernel
+ * `rname` when split > 1, hands the source over to prog and describes the launches (the main
+ * kernel over tiles x (batch * split) blocks, then the reduction over every output element) and
+ * the fp32 workspace of the partial sums. Returns 0 or -ENOMEM (sb is consumed either way). */
+int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
+                       const char *name, const char *rname, long long tiles, int split,
+                       unsigned threads, unsigned smem);
+
 /* Fills the launch arguments (inputs, output and, when ws, the workspace; the order of
  * tuner__gemm_emit_signature()) and the kernel name of one launch. */
 void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const char *name,
                             unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned smem,
                             bool ws);
 
-/* Value of a schedule parameter or dflt (same meaning as tuner_schedule_param(); kept here so
- * the templates only depend on the codegen, arch and mapping parts of the tuner). */
-int tuner__gemm_sparam(const tuner_schedule *s, const char *name, int dflt);
 /* Adds a schedule parameter (name must be a static string). */
 void tuner__gemm_param(tuner_schedule *s, const char *name, int value);
 /* Appends a schedule to a realloc'd array. Returns 0 or -ENOMEM. */

@@ -79,14 +79,14 @@ static int load_iters(const tuner__gemm_problem *p, const mma_cfg *c, int which)
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_cfg *c)
 {
     memset(c, 0, sizeof(*c));
-    c->bm = tuner__gemm_sparam(s, "block_m", 0);
-    c->bn = tuner__gemm_sparam(s, "block_n", 0);
-    c->bk = tuner__gemm_sparam(s, "block_k", 0);
-    c->wm = tuner__gemm_sparam(s, "warp_m", 0);
-    c->wn = tuner__gemm_sparam(s, "warp_n", 0);
-    c->stages = tuner__gemm_sparam(s, "stages", 0);
-    c->split = tuner__gemm_sparam(s, "split_k", 1);
-    c->group = tuner__gemm_sparam(s, "swizzle", 1);
+    c->bm = tuner_schedule_param(s, "block_m", 0);
+    c->bn = tuner_schedule_param(s, "block_n", 0);
+    c->bk = tuner_schedule_param(s, "block_k", 0);
+    c->wm = tuner_schedule_param(s, "warp_m", 0);
+    c->wn = tuner_schedule_param(s, "warp_n", 0);
+    c->stages = tuner_schedule_param(s, "stages", 0);
+    c->split = tuner_schedule_param(s, "split_k", 1);
+    c->group = tuner_schedule_param(s, "swizzle", 1);
     if (c->bm < 16 || c->bn < 16 || c->wm < 16 || c->wn < 16 || c->bk < 16 || c->stages < 2 || c->split < 1 ||
         c->group < 1)
         return -EINVAL;
@@ -723,24 +723,8 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     tuner_sb_puts(&sb, "}\n");
     tuner_map_emit_end(&sb, &wmap);
     tuner_sb_puts(&sb, "}\n");
-    if (c.split > 1)
-        tuner__gemm_emit_splitk_reduce(&sb, p, rname, c.split);
-
-    char *src = tuner_sb_take(&sb);
-    if (!src)
-        return -ENOMEM;
-    prog->source = src;
-    prog->output_dtype = p->out_dt;
-    tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)(tiles_m * tiles_n), 1,
-                           (unsigned)(p->batch * c.split), (unsigned)c.threads, (unsigned)c.smem, c.split > 1);
-    prog->n_kernels = 1;
-    if (c.split > 1) {
-        long long total = p->batch * p->M * p->N;
-        tuner__gemm_set_launch(&prog->kernels[1], p, rname, (unsigned)((total + 255) / 256), 1, 1, 256, 0, true);
-        prog->n_kernels = 2;
-        prog->workspace_bytes = (size_t)c.split * (size_t)total * sizeof(float);
-    }
-    return 0;
+    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split,
+                              (unsigned)c.threads, (unsigned)c.smem);
 }
 
 /* ---- space ---- */

@@ -43,13 +43,13 @@ static int f_cfg_from(bool tf32, const tuner_schedule *s, f_cfg *c)
 {
     memset(c, 0, sizeof(*c));
     c->tf32 = tf32;
-    c->bm = tuner__gemm_sparam(s, "block_m", 0);
-    c->bn = tuner__gemm_sparam(s, "block_n", 0);
-    c->bk = tuner__gemm_sparam(s, "block_k", 0);
-    c->tm = tuner__gemm_sparam(s, tf32 ? "warp_m" : "thread_m", 0);
-    c->tn = tuner__gemm_sparam(s, tf32 ? "warp_n" : "thread_n", 0);
-    c->split = tuner__gemm_sparam(s, "split_k", 1);
-    c->group = tuner__gemm_sparam(s, "swizzle", 1);
+    c->bm = tuner_schedule_param(s, "block_m", 0);
+    c->bn = tuner_schedule_param(s, "block_n", 0);
+    c->bk = tuner_schedule_param(s, "block_k", 0);
+    c->tm = tuner_schedule_param(s, tf32 ? "warp_m" : "thread_m", 0);
+    c->tn = tuner_schedule_param(s, tf32 ? "warp_n" : "thread_n", 0);
+    c->split = tuner_schedule_param(s, "split_k", 1);
+    c->group = tuner_schedule_param(s, "swizzle", 1);
     if (c->bm < 1 || c->bn < 1 || c->bk < 1 || c->tm < 1 || c->tn < 1 || c->split < 1 || c->group < 1)
         return -EINVAL;
     if (c->bm % c->tm || c->bn % c->tn)
@@ -266,23 +266,8 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     }
     tuner_map_emit_end(&sb, &tmap);
     tuner_sb_puts(&sb, "}\n");
-    if (c.split > 1)
-        tuner__gemm_emit_splitk_reduce(&sb, p, rname, c.split);
-    char *src = tuner_sb_take(&sb);
-    if (!src)
-        return -ENOMEM;
-    prog->source = src;
-    prog->output_dtype = p->out_dt;
-    tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)(tiles_m * tiles_n), 1,
-                           (unsigned)(p->batch * c.split), (unsigned)c.threads, (unsigned)c.smem, c.split > 1);
-    prog->n_kernels = 1;
-    if (c.split > 1) {
-        long long total = p->batch * p->M * p->N;
-        tuner__gemm_set_launch(&prog->kernels[1], p, rname, (unsigned)((total + 255) / 256), 1, 1, 256, 0, true);
-        prog->n_kernels = 2;
-        prog->workspace_bytes = (size_t)c.split * (size_t)total * sizeof(float);
-    }
-    return 0;
+    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split,
+                              (unsigned)c.threads, (unsigned)c.smem);
 }
 
 /* ---- spaces ---- */
