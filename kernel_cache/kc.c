@@ -361,9 +361,7 @@ out:
     return r;
 }
 
-static int kc__fail_open(char **ret_err, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int kc__fail_open(char **ret_err, int r, const char *fmt, ...)
+int kc__fail(char **ret_err, int r, const char *fmt, ...)
 {
     va_list ap;
     if (ret_err && !*ret_err) {
@@ -422,7 +420,7 @@ static int kc__migrate(kc_db *db, const char *path, char **ret_err)
         int64_t v = 0;
         int r = kc__begin(db);
         if (r < 0)
-            return kc__fail_open(ret_err, r, "%s: %s", path, db->err);
+            return kc__fail(ret_err, r, "%s: %s", path, db->err);
         int rc = sqlite3_exec(db->sql,
                               "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
                               NULL, NULL, NULL);
@@ -435,13 +433,13 @@ static int kc__migrate(kc_db *db, const char *path, char **ret_err)
             goto fail;
         if (v > KC_SCHEMA_VERSION || v < 0) {
             kc__rollback(db);
-            return kc__fail_open(ret_err, -EPROTONOSUPPORT,
+            return kc__fail(ret_err, -EPROTONOSUPPORT,
                                  "%s: database schema version %lld is newer than this binary "
                                  "supports (%d); use a newer hidetd/hidetctl or another cache file",
                                  path, (long long)v, KC_SCHEMA_VERSION);
         }
         if (v == KC_SCHEMA_VERSION)
-            return kc__commit(db) < 0 ? kc__fail_open(ret_err, -EIO, "%s: %s", path, db->err) : 0;
+            return kc__commit(db) < 0 ? kc__fail(ret_err, -EIO, "%s: %s", path, db->err) : 0;
         rc = sqlite3_exec(db->sql, kc__migrations[v], NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
             r = kc__sqlerr(db, rc, "migration");
@@ -465,7 +463,7 @@ static int kc__migrate(kc_db *db, const char *path, char **ret_err)
         continue;
     fail:
         kc__rollback(db);
-        return kc__fail_open(ret_err, r, "%s: migrating to schema %lld: %s", path,
+        return kc__fail(ret_err, r, "%s: migrating to schema %lld: %s", path,
                              (long long)v + 1, db->err);
     }
 }
@@ -479,23 +477,23 @@ int kc_open(const char *path, kc_db **ret, char **ret_err)
     if (ret_err)
         *ret_err = NULL;
     if (!path || !*path || !ret)
-        return kc__fail_open(ret_err, -EINVAL, "no database path given");
+        return kc__fail(ret_err, -EINVAL, "no database path given");
     if (kc__sodium_ready() < 0)
-        return kc__fail_open(ret_err, -EIO, "libsodium failed to initialise");
+        return kc__fail(ret_err, -EIO, "libsodium failed to initialise");
     r = kc__mkdirs(path, ret_err);
     if (r < 0)
-        return kc__fail_open(ret_err, r, "cannot create the directories of %s", path);
+        return kc__fail(ret_err, r, "cannot create the directories of %s", path);
 
     db = calloc(1, sizeof(*db));
     if (!db)
-        return kc__fail_open(ret_err, -ENOMEM, "out of memory");
+        return kc__fail(ret_err, -ENOMEM, "out of memory");
     pthread_mutex_init(&db->lock, NULL);
 
     /* NOMUTEX: the handle's own mutex serialises use of the connection and its statements. */
     rc = sqlite3_open_v2(path, &db->sql,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        r = kc__fail_open(ret_err, -EIO, "cannot open %s: %s", path,
+        r = kc__fail(ret_err, -EIO, "cannot open %s: %s", path,
                           db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc));
         goto fail;
     }
@@ -515,17 +513,17 @@ int kc_open(const char *path, kc_db **ret, char **ret_err)
         sqlite3_finalize(s);
     }
     if ((rc & 0xff) == SQLITE_NOTADB) {
-        r = kc__fail_open(ret_err, -EBADMSG, "%s is not a SQLite database (or is encrypted or "
+        r = kc__fail(ret_err, -EBADMSG, "%s is not a SQLite database (or is encrypted or "
                           "corrupt); refusing to use it as the kernel cache", path);
         goto fail;
     }
     if (rc != SQLITE_OK) {
-        r = kc__fail_open(ret_err, -EIO, "%s: cannot enable WAL: %s", path,
+        r = kc__fail(ret_err, -EIO, "%s: cannot enable WAL: %s", path,
                           sqlite3_errmsg(db->sql));
         goto fail;
     }
     if (!mode || strcmp(mode, "wal") != 0) {
-        r = kc__fail_open(ret_err, -EIO, "%s: the file system does not support WAL mode "
+        r = kc__fail(ret_err, -EIO, "%s: the file system does not support WAL mode "
                           "(journal mode is %s)", path, mode ? mode : "unknown");
         goto fail;
     }
@@ -533,7 +531,7 @@ int kc_open(const char *path, kc_db **ret, char **ret_err)
                       "PRAGMA cache_size=-16384; PRAGMA mmap_size=268435456;", NULL, NULL,
                       NULL);
     if (rc != SQLITE_OK) {
-        r = kc__fail_open(ret_err, -EIO, "%s: %s", path, sqlite3_errmsg(db->sql));
+        r = kc__fail(ret_err, -EIO, "%s: %s", path, sqlite3_errmsg(db->sql));
         goto fail;
     }
     r = kc__migrate(db, path, ret_err);

@@ -29,20 +29,6 @@
 /* Refuse absurd files before reading them into memory. */
 #define KC__IMPORT_MAX_BYTES ((off_t)16 << 30)
 
-static int kc__ferr(char **ret_err, int r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int kc__ferr(char **ret_err, int r, const char *fmt, ...)
-{
-    va_list ap;
-    if (ret_err && !*ret_err) {
-        va_start(ap, fmt);
-        if (vasprintf(ret_err, fmt, ap) < 0)
-            *ret_err = NULL;
-        va_end(ap);
-    }
-    return r;
-}
-
 static int kc__add_b64(cJSON *o, const char *name, const void *data, size_t len)
 {
     size_t cap = sodium_base64_ENCODED_LEN(len, sodium_base64_VARIANT_ORIGINAL);
@@ -134,15 +120,15 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
     if (ret_err)
         *ret_err = NULL;
     if (!db || !path || !*path)
-        return kc__ferr(ret_err, -EINVAL, "no database or no export path");
+        return kc__fail(ret_err, -EINVAL, "no database or no export path");
     if (kc__sodium_ready() < 0)
-        return kc__ferr(ret_err, -EIO, "libsodium failed to initialise");
+        return kc__fail(ret_err, -EIO, "libsodium failed to initialise");
     /* Written beside the target and renamed into place: a reader never sees half a file. */
     if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0)
-        return kc__ferr(ret_err, -ENOMEM, "out of memory");
+        return kc__fail(ret_err, -ENOMEM, "out of memory");
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        r = kc__ferr(ret_err, -errno, "cannot create %s: %s", tmp, strerror(errno));
+        r = kc__fail(ret_err, -errno, "cannot create %s: %s", tmp, strerror(errno));
         free(tmp);
         return r;
     }
@@ -151,13 +137,13 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
     /* One read transaction: the export is a consistent snapshot even while hidetd writes. */
     r = kc__begin_read(db);
     if (r < 0) {
-        kc__ferr(ret_err, r, "%s", kc_errmsg(db));
+        kc__fail(ret_err, r, "%s", kc_errmsg(db));
         goto out;
     }
     in_tx = true;
     r = kc__list_locked(db, f, &list, &n);
     if (r < 0) {
-        kc__ferr(ret_err, r, "%s", kc_errmsg(db));
+        kc__fail(ret_err, r, "%s", kc_errmsg(db));
         goto out;
     }
     crypto_hash_sha256_init(&st);
@@ -168,7 +154,7 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
         /* Reading through the verifying path: a corrupt artifact is never exported. */
         r = kc__get_locked(db, list[i].key, true, false, &a);
         if (r < 0) {
-            kc__ferr(ret_err, r, "cannot export %s: %s", list[i].key, kc_errmsg(db));
+            kc__fail(ret_err, r, "cannot export %s: %s", list[i].key, kc_errmsg(db));
             break;
         }
         r = kc__artifact_line(a, &line);
@@ -180,7 +166,7 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
         free(line);
     }
     if (r < 0) {
-        kc__ferr(ret_err, r, "writing %s: %s", tmp, strerror(-r));
+        kc__fail(ret_err, r, "writing %s: %s", tmp, strerror(-r));
         goto out;
     }
     crypto_hash_sha256_final(&st, d);
@@ -195,7 +181,7 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r < 0) {
-        kc__ferr(ret_err, r, "writing %s: %s", path, strerror(-r));
+        kc__fail(ret_err, r, "writing %s: %s", path, strerror(-r));
         goto out;
     }
     if (ret_n)
@@ -317,7 +303,7 @@ static int kc__parse_line(const char *line, size_t len, kc__rec *rec, char **ret
     int r = -EBADMSG;
 
     if (!cJSON_IsObject(o)) {
-        kc__ferr(ret_err, -EBADMSG, "line %zu: not a JSON object", lineno);
+        kc__fail(ret_err, -EBADMSG, "line %zu: not a JSON object", lineno);
         goto out;
     }
     key = kc__jstr(o, "key");
@@ -335,7 +321,7 @@ static int kc__parse_line(const char *line, size_t len, kc__rec *rec, char **ret
         !cJSON_IsBool(measured) || !(cJSON_IsNumber(lat) || cJSON_IsNull(lat)) ||
         !cJSON_IsNumber(pred) || !kc__jint(o, "created_at", &rec->a.created_at) ||
         !kc__jint(o, "last_used_at", &rec->a.last_used_at)) {
-        kc__ferr(ret_err, -EBADMSG, "line %zu: missing or malformed field", lineno);
+        kc__fail(ret_err, -EBADMSG, "line %zu: missing or malformed field", lineno);
         goto out;
     }
     strcpy(rec->a.key, key);
@@ -352,18 +338,18 @@ static int kc__parse_line(const char *line, size_t len, kc__rec *rec, char **ret
     rec->a.launch_json = kc__dupstr(o, "launch_json", &ok);
     rec->a.provenance_json = kc__dupstr(o, "provenance_json", &ok);
     if (!ok) {
-        kc__ferr(ret_err, -EBADMSG, "line %zu: missing text field", lineno);
+        kc__fail(ret_err, -EBADMSG, "line %zu: missing text field", lineno);
         goto out;
     }
     r = kc__decode_blob(o, "ptx", ph, &p, &rec->a.ptx_len, true);
     if (r < 0) {
-        kc__ferr(ret_err, r, "line %zu: artifact %s: PTX fails its digest", lineno, key);
+        kc__fail(ret_err, r, "line %zu: artifact %s: PTX fails its digest", lineno, key);
         goto out;
     }
     rec->a.ptx = p;
     r = kc__decode_blob(o, "cubin", ch, &p, &rec->a.cubin_len, false);
     if (r < 0) {
-        kc__ferr(ret_err, r, "line %zu: artifact %s: cubin fails its digest", lineno, key);
+        kc__fail(ret_err, r, "line %zu: artifact %s: cubin fails its digest", lineno, key);
         goto out;
     }
     rec->a.cubin = p;
@@ -382,14 +368,14 @@ static int kc__read_file(const char *path, char **ret, size_t *ret_len, char **r
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return kc__ferr(ret_err, -errno, "cannot open %s: %s", path, strerror(errno));
+        return kc__fail(ret_err, -errno, "cannot open %s: %s", path, strerror(errno));
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > KC__IMPORT_MAX_BYTES) {
-        r = kc__ferr(ret_err, -EINVAL, "%s: not a regular file of sane size", path);
+        r = kc__fail(ret_err, -EINVAL, "%s: not a regular file of sane size", path);
         goto out;
     }
     buf = malloc((size_t)sb.st_size + 1);
     if (!buf) {
-        r = kc__ferr(ret_err, -ENOMEM, "out of memory reading %s", path);
+        r = kc__fail(ret_err, -ENOMEM, "out of memory reading %s", path);
         goto out;
     }
     while (got < (size_t)sb.st_size) {
@@ -397,7 +383,7 @@ static int kc__read_file(const char *path, char **ret, size_t *ret_len, char **r
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            r = kc__ferr(ret_err, n < 0 ? -errno : -EIO, "reading %s failed", path);
+            r = kc__fail(ret_err, n < 0 ? -errno : -EIO, "reading %s failed", path);
             goto out;
         }
         got += (size_t)n;
@@ -422,9 +408,9 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
     if (ret_err)
         *ret_err = NULL;
     if (!db || !path)
-        return kc__ferr(ret_err, -EINVAL, "no database or no import path");
+        return kc__fail(ret_err, -EINVAL, "no database or no import path");
     if (kc__sodium_ready() < 0)
-        return kc__ferr(ret_err, -EIO, "libsodium failed to initialise");
+        return kc__fail(ret_err, -EIO, "libsodium failed to initialise");
     r = kc__read_file(path, &buf, &len, ret_err);
     if (r < 0)
         return r;
@@ -432,18 +418,18 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
     /* 1. Header and trailer, and the digest over everything before the trailer. */
     size_t magic_len = strlen(KC__EXPORT_MAGIC);
     if (len < magic_len || memcmp(buf, KC__EXPORT_MAGIC, magic_len) != 0) {
-        r = kc__ferr(ret_err, -EBADMSG, "%s: not a hidetd kernel cache export", path);
+        r = kc__fail(ret_err, -EBADMSG, "%s: not a hidetd kernel cache export", path);
         goto out;
     }
     if (len == 0 || buf[len - 1] != '\n' || memchr(buf, '\0', len) != NULL) {
-        r = kc__ferr(ret_err, -EBADMSG, "%s: truncated or damaged (no final newline)", path);
+        r = kc__fail(ret_err, -EBADMSG, "%s: truncated or damaged (no final newline)", path);
         goto out;
     }
     size_t tstart = len - 1;
     while (tstart > 0 && buf[tstart - 1] != '\n')
         tstart--;
     if (tstart < magic_len) {
-        r = kc__ferr(ret_err, -EBADMSG, "%s: no trailer line", path);
+        r = kc__fail(ret_err, -EBADMSG, "%s: no trailer line", path);
         goto out;
     }
     {
@@ -453,19 +439,19 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
         size_t tlen = len - tstart;
         if (tlen >= sizeof(canon) ||
             sscanf(buf + tstart, "end %llu %64[0-9a-f]%n", &c, hex, &consumed) != 2) {
-            r = kc__ferr(ret_err, -EBADMSG, "%s: malformed trailer", path);
+            r = kc__fail(ret_err, -EBADMSG, "%s: malformed trailer", path);
             goto out;
         }
         /* Re-render the trailer: any byte that differs from the canonical form is damage. */
         snprintf(canon, sizeof(canon), "end %llu %s\n", c, hex);
         if (strlen(canon) != tlen || memcmp(canon, buf + tstart, tlen) != 0 ||
             strlen(hex) != KC_KEY_LEN) {
-            r = kc__ferr(ret_err, -EBADMSG, "%s: malformed trailer", path);
+            r = kc__fail(ret_err, -EBADMSG, "%s: malformed trailer", path);
             goto out;
         }
         kc_sha256_hex(buf, tstart, got);
         if (strcmp(got, hex) != 0) {
-            r = kc__ferr(ret_err, -EBADMSG, "%s: checksum mismatch: the file was changed or "
+            r = kc__fail(ret_err, -EBADMSG, "%s: checksum mismatch: the file was changed or "
                          "damaged after export", path);
             goto out;
         }
@@ -478,13 +464,13 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
         if (buf[i] == '\n')
             lines++;
     if (lines != count) {
-        r = kc__ferr(ret_err, -EBADMSG, "%s: trailer says %zu artifacts, file has %zu", path,
+        r = kc__fail(ret_err, -EBADMSG, "%s: trailer says %zu artifacts, file has %zu", path,
                      count, lines);
         goto out;
     }
     recs = calloc(count ? count : 1, sizeof(*recs));
     if (!recs) {
-        r = kc__ferr(ret_err, -ENOMEM, "out of memory");
+        r = kc__fail(ret_err, -ENOMEM, "out of memory");
         goto out;
     }
     for (size_t pos = magic_len; pos < tstart; n_recs++) {
@@ -498,7 +484,7 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
         r = kc__check_artifact(&recs[n_recs].a);
         if (r < 0) {
             n_recs++;
-            kc__ferr(ret_err, -EBADMSG, "line %zu: invalid artifact", n_recs + 1);
+            kc__fail(ret_err, -EBADMSG, "line %zu: invalid artifact", n_recs + 1);
             r = -EBADMSG;
             goto out;
         }
@@ -513,7 +499,7 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
     if (r == 0)
         r = kc__commit(db);
     if (r < 0) {
-        kc__ferr(ret_err, r, "storing imported artifacts: %s", kc_errmsg(db));
+        kc__fail(ret_err, r, "storing imported artifacts: %s", kc_errmsg(db));
         kc__rollback(db);
     }
     kc__unlock_db(db);

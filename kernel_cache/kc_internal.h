@@ -34,4 +34,8 @@ int kc__put_locked(kc_db *db, const kc_artifact *a, const char *ptx_sha, const c
 int kc__get_locked(kc_db *db, const char *key, bool full, bool touch, kc_artifact **ret);
 int kc__list_locked(kc_db *db, const kc_filter *f, kc_summary **ret, size_t *ret_n);
 
+/* Sets *ret_err (when ret_err is non-NULL and no message is set yet) to the formatted message
+ * and returns r: for the functions that explain failures to their caller (open, export, import). */
+int kc__fail(char **ret_err, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif
