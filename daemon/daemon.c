@@ -312,8 +312,13 @@ static void start_serving(hd_daemon *d)
         for (size_t i = 0; i < n; i++)
             hd_log_info("GPU %d: %s (sm_%d, %d SMs), worker %s", devs[i].index, devs[i].name,
                         devs[i].sm, devs[i].sm_count, gw_device_state_name(devs[i].state));
-        if (n == 0)
-            hd_log_info("the worker probe found no GPU: serving without GPU workers");
+        if (n == 0) {
+            const char *why = gw_pool_probe_error(d->pool);
+            if (why && *why)
+                hd_log_info("the worker probe found no GPU (%s): serving without GPU workers", why);
+            else
+                hd_log_info("the worker probe found no GPU: serving without GPU workers");
+        }
         gpus = gw_pool_usable(d->pool);
     }
     d->ready = true;
