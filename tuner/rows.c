@@ -403,6 +403,32 @@ static void emit_kernel_head(tuner_sb *sb, const tuner_op *op, const rows_cfg *c
 }
 
 /* The single-kernel form (split == 1). */
+/* Emits the statement that folds the element `x` into a thread's running statistics: the online
+ * max and rescaled sum of softmax (lm, ls), the shifted sums of layernorm (l1, l2), or the sum of
+ * squares / sum / max of rmsnorm and reduce, kept in `acc`. Shared by the one-pass kernels and the
+ * first kernel of a split row. */
+static void emit_accumulate(tuner_sb *sb, const rows_geo *g, bool rmax, const char *acc)
+{
+    switch (g->kind) {
+    case K_SOFTMAX:
+        /* Online softmax: rescale the running sum when the running max grows. */
+        tuner_sb_puts(sb, "if (x > lm) { ls = ls * expf(lm - x) + 1.0f; lm = x; } else { ls += expf(x - lm); }\n");
+        break;
+    case K_LAYERNORM:
+        tuner_sb_puts(sb, "const float d = x - shift; l1 += d; l2 += d * d;\n");
+        break;
+    case K_RMSNORM:
+        tuner_sb_printf(sb, "%s += x * x;\n", acc);
+        break;
+    default:
+        if (rmax)
+            tuner_sb_printf(sb, "%s = fmaxf(%s, x);\n", acc, acc);
+        else
+            tuner_sb_printf(sb, "%s += x;\n", acc);
+        break;
+    }
+}
+
 static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *kname)
 {
     const char *T = tuner__ctype(g->in_dt);
@@ -500,21 +526,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     tuner_sb_printf(sb, "if (row_ok) for (long long vi = lane; vi < %lldLL; vi += %d) {\n", c->nvt, c->tpr);
     emit_load(sb, c, T, "xr", "vi", "xv");
     tuner_sb_printf(sb, "#pragma unroll\nfor (int e = 0; e < %d; e++) { const float x = xv[e];\n", c->vec);
-    switch (g->kind) {
-    case K_SOFTMAX:
-        /* Online softmax: rescale the running sum when the running max grows. */
-        tuner_sb_puts(sb, "if (x > lm) { ls = ls * expf(lm - x) + 1.0f; lm = x; } else { ls += expf(x - lm); }\n");
-        break;
-    case K_LAYERNORM:
-        tuner_sb_puts(sb, "const float d = x - shift; l1 += d; l2 += d * d;\n");
-        break;
-    case K_RMSNORM:
-        tuner_sb_puts(sb, "lss += x * x;\n");
-        break;
-    default:
-        tuner_sb_puts(sb, rmax ? "acc = fmaxf(acc, x);\n" : "acc += x;\n");
-        break;
-    }
+    emit_accumulate(sb, g, rmax, g->kind == K_RMSNORM ? "lss" : "acc");
     tuner_sb_puts(sb, "}\n}\n");
     switch (g->kind) {
     case K_SOFTMAX:
@@ -583,20 +595,7 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
     tuner_sb_printf(sb, "for (long long vi = v0 + lane; vi < v1; vi += %d) {\n", c->tpr);
     emit_load(sb, c, T, "xr", "vi", "xv");
     tuner_sb_printf(sb, "#pragma unroll\nfor (int e = 0; e < %d; e++) { const float x = xv[e];\n", c->vec);
-    switch (g->kind) {
-    case K_SOFTMAX:
-        tuner_sb_puts(sb, "if (x > lm) { ls = ls * expf(lm - x) + 1.0f; lm = x; } else { ls += expf(x - lm); }\n");
-        break;
-    case K_LAYERNORM:
-        tuner_sb_puts(sb, "const float d = x - shift; l1 += d; l2 += d * d;\n");
-        break;
-    case K_RMSNORM:
-        tuner_sb_puts(sb, "l1 += x * x;\n");
-        break;
-    default:
-        tuner_sb_puts(sb, rmax ? "l1 = fmaxf(l1, x);\n" : "l1 += x;\n");
-        break;
-    }
+    emit_accumulate(sb, g, rmax, "l1");
     tuner_sb_puts(sb, "}\n}\n");
     switch (g->kind) {
     case K_SOFTMAX:
