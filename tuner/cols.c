@@ -148,14 +148,7 @@ static int cols_generate(const tuner_op *op, const tuner_target *t, const tuner_
     tuner_map_emit_end(&sb, &m);
     tuner_sb_puts(&sb, "}\n");
 
-    tuner_launch *l = &p->kernels[0];
-    snprintf(l->name, sizeof(l->name), "hd_reduce_cols");
-    l->grid[0] = (unsigned)(g.O * nib);
-    l->grid[1] = l->grid[2] = 1;
-    l->block[0] = (unsigned)(bx * by);
-    l->block[1] = l->block[2] = 1;
-    tuner__launch_args(l, op);
-    p->n_kernels = 1;
+    tuner__one_launch(p, op, "hd_reduce_cols", (unsigned)(g.O * nib), (unsigned)(bx * by));
     p->source = tuner_sb_take(&sb);
     p->output_dtype = out->dtype;
     return p->source ? 0 : -ENOMEM;

@@ -49,6 +49,10 @@ double tuner__chain_instr(const tuner_ew_chain *chain);
 void tuner__emit_params(tuner_sb *sb, const tuner_op *op, tuner_dtype out_dtype);
 /* Sets the launch arguments to match tuner__emit_params (inputs, then output). */
 void tuner__launch_args(tuner_launch *l, const tuner_op *op);
+/* Makes kernel `name` p's only launch: a 1-D grid of `blocks` blocks of `threads` threads, no
+ * dynamic shared memory, the arguments of tuner__emit_params. */
+void tuner__one_launch(tuner_program *p, const tuner_op *op, const char *name, unsigned blocks,
+                       unsigned threads);
 
 /* true when op carries no prologue (the core ops apply only epilogues). */
 bool tuner__no_prologue(const tuner_op *op);

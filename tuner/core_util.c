@@ -144,3 +144,17 @@ void tuner__launch_args(tuner_launch *l, const tuner_op *op)
         l->args[l->n_args++] = TUNER_BUF_INPUT0 + i;
     l->args[l->n_args++] = TUNER_BUF_OUTPUT;
 }
+
+void tuner__one_launch(tuner_program *p, const tuner_op *op, const char *name, unsigned blocks,
+                       unsigned threads)
+{
+    tuner_launch *l = &p->kernels[0];
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    l->grid[0] = blocks;
+    l->grid[1] = l->grid[2] = 1;
+    l->block[0] = threads;
+    l->block[1] = l->block[2] = 1;
+    l->shared_bytes = 0;
+    tuner__launch_args(l, op);
+    p->n_kernels = 1;
+}

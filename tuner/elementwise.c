@@ -226,14 +226,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner_map_emit_end(&sb, &m);
     tuner_sb_puts(&sb, "}\n}\n");
 
-    tuner_launch *l = &p->kernels[0];
-    snprintf(l->name, sizeof(l->name), "hd_elementwise");
-    l->grid[0] = (unsigned)c.grid;
-    l->grid[1] = l->grid[2] = 1;
-    l->block[0] = (unsigned)c.block;
-    l->block[1] = l->block[2] = 1;
-    tuner__launch_args(l, op);
-    p->n_kernels = 1;
+    tuner__one_launch(p, op, "hd_elementwise", (unsigned)c.grid, (unsigned)c.block);
     p->source = tuner_sb_take(&sb);
     p->output_dtype = out->dtype;
     return p->source ? 0 : -ENOMEM;

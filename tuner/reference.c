@@ -33,16 +33,10 @@ static char *epi_load(void *vctx, int i)
     return e;
 }
 
+/* One thread per work item, in blocks of 128. */
 static void one_launch(tuner_program *p, const tuner_op *op, const char *name, long long threads)
 {
-    tuner_launch *l = &p->kernels[0];
-    snprintf(l->name, sizeof(l->name), "%s", name);
-    l->grid[0] = (unsigned)((threads + 127) / 128);
-    l->grid[1] = l->grid[2] = 1;
-    l->block[0] = 128;
-    l->block[1] = l->block[2] = 1;
-    tuner__launch_args(l, op);
-    p->n_kernels = 1;
+    tuner__one_launch(p, op, name, (unsigned)((threads + 127) / 128), 128);
 }
 
 static void emit_eps(tuner_sb *sb, const tuner_op *op)

@@ -673,7 +673,6 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
     k1->block[1] = k1->block[2] = 1;
     tuner__launch_args(k1, op);
     k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
-    snprintf(k2->name, sizeof(k2->name), "%.48s_apply", base);
     *k2 = *k1;
     snprintf(k2->name, sizeof(k2->name), "%.48s_apply", base);
     if (g->kind == K_REDUCE) {
@@ -705,15 +704,8 @@ static int generate_rows(const tuner_op *op, const tuner_target *t, const tuner_
         gen_split(&sb, op, &g, &c, kname, p);
     } else {
         gen_single(&sb, op, &g, &c, kname);
-        tuner_launch *l = &p->kernels[0];
-        snprintf(l->name, sizeof(l->name), "%s", kname);
-        l->grid[0] = (unsigned)((g.R + c.rpb - 1) / c.rpb);
-        l->grid[1] = l->grid[2] = 1;
-        l->block[0] = (unsigned)c.block;
-        l->block[1] = l->block[2] = 1;
-        l->shared_bytes = 0; /* static shared memory only */
-        tuner__launch_args(l, op);
-        p->n_kernels = 1;
+        /* Static shared memory only. */
+        tuner__one_launch(p, op, kname, (unsigned)((g.R + c.rpb - 1) / c.rpb), (unsigned)c.block);
     }
     p->source = tuner_sb_take(&sb);
     p->output_dtype = op->output.dtype;
