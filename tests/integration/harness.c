@@ -227,14 +227,9 @@ void ht_cleanup(ht_daemon *d)
         fprintf(stderr, "kept %s for inspection\n", d->dir);
 }
 
-typedef struct {
-    char *buf;
-    size_t len;
-} grow_buf;
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+size_t ht_curl_write(char *p, size_t sz, size_t n, void *ud)
 {
-    grow_buf *g = ud;
+    ht_buf *g = ud;
     size_t add = sz * n;
     char *nb = realloc(g->buf, g->len + add + 1);
     if (!nb)
@@ -250,7 +245,7 @@ ht_resp ht_request(const ht_daemon *d, bool tcp, const char *method, const char 
                    const char *body, size_t body_len, const char *const *headers)
 {
     ht_resp r = {0};
-    grow_buf g = {0};
+    ht_buf g = {0};
     CURL *c = curl_easy_init();
     char url[512];
     if (tcp) {
@@ -261,7 +256,7 @@ ht_resp ht_request(const ht_daemon *d, bool tcp, const char *method, const char 
     }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, ht_curl_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
@@ -354,11 +349,11 @@ int ht_sh(char **out, const char *fmt, ...)
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
-    grow_buf g = {0};
+    ht_buf g = {0};
     char chunk[4096];
     size_t n;
     while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
-        on_body(chunk, 1, n, &g);
+        ht_curl_write(chunk, 1, n, &g);
     int st = pclose(p);
     if (out)
         *out = g.buf ? g.buf : calloc(1, 1);

@@ -69,6 +69,14 @@ void ht_cleanup(ht_daemon *d);
 /* True when the daemon's log contains `needle`. */
 bool ht_log_contains(const ht_daemon *d, const char *needle);
 
+/* A growing, NUL-terminated buffer and the libcurl write callback that fills it (for tests that
+ * drive curl handles themselves, e.g. many at once with curl_multi). */
+typedef struct ht_buf {
+    char *buf;
+    size_t len;
+} ht_buf;
+size_t ht_curl_write(char *p, size_t sz, size_t n, void *ud);
+
 /* One HTTP request over the daemon's Unix socket (tcp=false) or TCP. body may be NULL.
  * headers: NULL-terminated "Name: value" strings or NULL. */
 ht_resp ht_request(const ht_daemon *d, bool tcp, const char *method, const char *path,

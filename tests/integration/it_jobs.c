@@ -20,37 +20,19 @@
     "{\"shape\":[256,512],\"dtype\":\"f16\"}],\"arch\":\"sm_90\",\"tune\":\"measure\"," \
     "\"wait\":%s,\"budget\":{\"candidates\":%d}}"
 
-typedef struct {
-    char *buf;
-    size_t len;
-} sink;
-
-static size_t on_data(char *p, size_t sz, size_t n, void *ud)
-{
-    sink *s = ud;
-    char *nb = realloc(s->buf, s->len + sz * n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + s->len, p, sz * n);
-    s->buf = nb;
-    s->len += sz * n;
-    s->buf[s->len] = 0;
-    return sz * n;
-}
-
 static void concurrent_identical(const ht_daemon *d)
 {
     char body[512];
     snprintf(body, sizeof(body), REQ_FMT, 96, "true", 6);
     CURLM *m = curl_multi_init();
     CURL *h[N_CLIENTS];
-    sink out[N_CLIENTS] = {0};
+    ht_buf out[N_CLIENTS] = {0};
     for (int i = 0; i < N_CLIENTS; i++) {
         h[i] = curl_easy_init();
         curl_easy_setopt(h[i], CURLOPT_UNIX_SOCKET_PATH, d->socket);
         curl_easy_setopt(h[i], CURLOPT_URL, "http://localhost/v1/kernels");
         curl_easy_setopt(h[i], CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h[i], CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h[i], CURLOPT_WRITEFUNCTION, ht_curl_write);
         curl_easy_setopt(h[i], CURLOPT_WRITEDATA, &out[i]);
         curl_easy_setopt(h[i], CURLOPT_TIMEOUT, 180L);
         curl_multi_add_handle(m, h[i]);
