@@ -104,7 +104,7 @@ int hd_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, c
     cJSON_AddStringToObject(root, "op", a->op);
     cJSON_AddStringToObject(root, "arch", a->target);
     /* The output's shape and dtype: the scheduler writes them into the launch description; the
-     * canonical op JSON (proto_canonical_op_json) has them too. */
+     * canonical op JSON (tuner_op_canonical_json) has them too. */
     const cJSON *out_desc = cJSON_GetObjectItemCaseSensitive(launch, "output");
     if (!cJSON_IsObject(out_desc) && op)
         out_desc = cJSON_GetObjectItemCaseSensitive(op, "output");

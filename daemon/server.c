@@ -294,7 +294,7 @@ static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
     if (!kr.tune_given)
         kr.tune = d->cfg.default_mode;
 
-    char *op_json = proto_canonical_op_json(&kr.op);
+    char *op_json = tuner_op_canonical_json(&kr.op);
     if (!op_json) {
         respond_error(req, 500, "internal", "out of memory", NULL);
         return;

@@ -53,17 +53,8 @@ typedef struct proto_error {
 int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_request *ret,
                                proto_error *ret_err);
 
-/* Deterministic canonical JSON of a validated op: sorted keys, no whitespace, every default
- * explicit, doubles printed with %.17g, canonical dtype/op/step names, the inferred output
- * included. Two spellings of the same request give the same string. It never includes the
- * target, tune mode, wait, priority or budget (the cache key adds those it needs separately).
- * Returns a malloc'd string the caller frees, or NULL on allocation failure. */
-char *proto_canonical_op_json(const tuner_op *op);
-
-/* The anchor alone: *out = *in without prologue and epilogue steps and without the extra inputs
- * they read, output dtype back to the anchor's (for ELEMENTWISE: a copy of inputs[0]). The
- * scheduler keys an anchor's tuning record on it. in and out may be the same object. */
-void proto_op_strip_fusion(const tuner_op *in, tuner_op *out);
+/* The canonical JSON of a parsed op and its fusion anchor are tuner_op_canonical_json() and
+ * tuner_op_strip_fusion() (tuner/op.h): the scheduler keys on the same form. */
 
 /* {"error":{"code":CODE,"message":MESSAGE,"field":FIELD}} with proper escaping; NULL message or
  * field are written as "". status is not part of the body (it is the HTTP status). Returns a

@@ -263,7 +263,7 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
     sched_job *j = NULL;
     const char *op_json = req->op_json;
     if (!op_json) {
-        own_json = sched_op_canonical_json(req->op);
+        own_json = tuner_op_canonical_json(req->op);
         if (!own_json)
             return -ENOMEM;
         op_json = own_json;

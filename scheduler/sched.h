@@ -50,7 +50,7 @@ typedef struct sched_request {
     int priority;
     double budget_s;          /* 0: config default */
     int budget_candidates;    /* 0: config default */
-    const char *op_json;      /* canonical op JSON (proto_canonical_op_json) */
+    const char *op_json;      /* canonical op JSON (tuner_op_canonical_json) */
 } sched_request;
 
 typedef enum {
@@ -145,23 +145,18 @@ void sched_free(sched *s);
 /* Artifact key = kc_key(op key, schedule JSON). */
 void sched_artifact_key(const char *op_key, const char *schedule_json, char out[KC_KEY_LEN + 1]);
 
-/* Tuning key: kc_key("hidetd-tuning", schema, the scheduler's canonical JSON of op, target,
+/* Tuning key: kc_key("hidetd-tuning", schema, the canonical JSON of op, target,
  * codegen version, NVRTC version, numerics flags, device name, SM count, driver major, space
  * hash). `dev` is the
- * device the trials are measured on. The op's JSON is the scheduler's own canonical form
- * (sched_op_canonical_json), so a fused op's anchor, which only exists as a struct, keys the
- * same record as the same op submitted on its own. Returns 0 or -ENOMEM/-EINVAL. */
+ * device the trials are measured on. The op's JSON is tuner_op_canonical_json(), so a
+ * fused op's anchor, which only exists as a struct, keys the same record as the same op
+ * submitted on its own. Returns 0 or -ENOMEM/-EINVAL. */
 int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_info *dev,
                      const char *space_hash, char out[KC_KEY_LEN + 1]);
 
-/* Canonical JSON of an op struct (fixed key order, every field that changes the kernel).
- * Returns a malloc'd string the caller frees, or NULL when out of memory. Used when a request
- * carries no op_json, and for tuning keys. */
-char *sched_op_canonical_json(const tuner_op *op);
-
-/* The fusion anchor of op: the same op without prologue/epilogue steps, without the extra
- * operands those steps read, and with the anchor's own output dtype. Returns true when op had
- * any fusion (and *anchor is then different from *op); ELEMENTWISE ops have no anchor (false). */
+/* The fusion anchor whose trials a fused op may reuse: tuner_op_strip_fusion() of op. Returns
+ * true when op had any fusion (and *anchor is then different from *op); ELEMENTWISE ops have no
+ * anchor (false, *anchor = *op). */
 bool sched_op_strip_fusion(const tuner_op *op, tuner_op *anchor);
 
 #endif

@@ -58,3 +58,16 @@ char *tuner_target_name(const tuner_target *t, char *buf, int len)
         snprintf(buf, (size_t)len, "sm_%d%s", t->sm, t->arch_specific ? "a" : "");
     return buf;
 }
+
+const char *tuner_reduce_name(tuner_reduce_kind k)
+{
+    switch (k) {
+    case TUNER_REDUCE_SUM:
+        return "sum";
+    case TUNER_REDUCE_MEAN:
+        return "mean";
+    case TUNER_REDUCE_MAX:
+        return "max";
+    }
+    return "unknown";
+}

@@ -170,7 +170,21 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
 const char *tuner_dtype_name(tuner_dtype d);
 const char *tuner_op_name(tuner_op_kind k);
 const char *tuner_ew_name(tuner_ew_kind k);
+const char *tuner_reduce_name(tuner_reduce_kind k);
 /* Writes "sm_90" / "sm_90a" into buf (at least 8 bytes); returns buf. */
 char *tuner_target_name(const tuner_target *t, char *buf, int len);
+
+
+/* Canonical JSON of a validated op: sorted keys, no whitespace, every default explicit, doubles
+ * as %.17g, canonical names. Two requests for the same op give the same string, whatever their
+ * spelling: it is hashed into the cache keys. Never includes target, tune mode, wait, priority or
+ * budget. Returns a malloc'd string (caller frees) or NULL when out of memory. */
+char *tuner_op_canonical_json(const tuner_op *op);
+
+/* The fusion anchor of in: the same op without prologue/epilogue steps, without the extra inputs
+ * only those steps read, and with the anchor's own output dtype (for ELEMENTWISE, whose chain is
+ * the op, the output becomes inputs[0]'s shape and dtype). out may equal in. Slots past n_inputs
+ * are zeroed so stripped ops compare equal byte for byte. */
+void tuner_op_strip_fusion(const tuner_op *in, tuner_op *out);
 
 #endif

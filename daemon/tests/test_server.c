@@ -101,7 +101,7 @@ static const char *store_artifact(kc_db *db, const char *mode, bool measured)
     proto_error err;
     CHECK(proto_kernel_request_parse(softmax_body, strlen(softmax_body), &kr, &err) == 0, "parse: %s",
           err.message);
-    char *op_json = proto_canonical_op_json(&kr.op);
+    char *op_json = tuner_op_canonical_json(&kr.op);
     kc_artifact a;
     memset(&a, 0, sizeof(a));
     sched_op_key(op_json, &kr.target, a.op_key);

@@ -400,7 +400,7 @@ static void test_errors(void)
 static char *canon(const char *body)
 {
     proto_kernel_request r = OK(body);
-    char *s = proto_canonical_op_json(&r.op);
+    char *s = tuner_op_canonical_json(&r.op);
     CHECK(s != NULL);
     return s ? s : strdup("");
 }
@@ -511,20 +511,20 @@ static void test_strip(void)
         "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"cast\",\"dtype\":\"f32\"}]}");
     proto_kernel_request plain = OK("{\"op\":\"matmul\"," MM_IN "}");
     tuner_op s;
-    proto_op_strip_fusion(&r.op, &s);
+    tuner_op_strip_fusion(&r.op, &s);
     CHECK(s.n_inputs == 2 && s.epilogue.n == 0 && s.prologue[1].n == 0);
     CHECK(s.output.dtype == TUNER_F16);
-    char *a = proto_canonical_op_json(&s), *b = proto_canonical_op_json(&plain.op);
+    char *a = tuner_op_canonical_json(&s), *b = tuner_op_canonical_json(&plain.op);
     CHECK(a && b && strcmp(a, b) == 0);
     free(a);
     free(b);
     /* In place. */
-    proto_op_strip_fusion(&r.op, &r.op);
+    tuner_op_strip_fusion(&r.op, &r.op);
     CHECK(r.op.n_inputs == 2 && r.op.epilogue.n == 0);
 
     r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,1],\"dtype\":\"f16\"},"
            "{\"shape\":[1,5],\"dtype\":\"f16\"}],\"attrs\":{\"fn\":\"add\"}}");
-    proto_op_strip_fusion(&r.op, &s);
+    tuner_op_strip_fusion(&r.op, &s);
     CHECK(s.n_inputs == 1 && s.output.rank == 2 && s.output.shape[1] == 1);
 }
 

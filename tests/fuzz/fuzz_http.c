@@ -29,7 +29,7 @@ static void handler(proto_request *req, void *udata)
             proto_respond_error(req, err.status, err.code, err.message, err.field);
             return;
         }
-        char *canon = proto_canonical_op_json(&kr.op);
+        char *canon = tuner_op_canonical_json(&kr.op);
         proto_respond_json(req, 200, canon ? canon : "{}");
         free(canon);
         return;

@@ -41,8 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (TUNER_EW_IS_BINARY(op->epilogue.steps[i].kind) &&
             (op->epilogue.steps[i].operand < 0 || op->epilogue.steps[i].operand >= op->n_inputs))
             abort();
-    char *a = proto_canonical_op_json(op);
-    char *b = proto_canonical_op_json(op);
+    char *a = tuner_op_canonical_json(op);
+    char *b = tuner_op_canonical_json(op);
     if (!a || !b || strcmp(a, b) != 0)
         abort();
     cJSON *p = cJSON_Parse(a);
@@ -50,8 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     cJSON_Delete(p);
     tuner_op s;
-    proto_op_strip_fusion(op, &s);
-    char *c = proto_canonical_op_json(&s);
+    tuner_op_strip_fusion(op, &s);
+    char *c = tuner_op_canonical_json(&s);
     if (!c)
         abort();
     free(a);

@@ -1,0 +1,130 @@
+/* tuner/op_json.c - the canonical JSON of an op (hashed into every cache key) and its fusion
+ * anchor. Both follow tuner/op.h's conventions; they live beside the struct so the request
+ * parser, the daemon and the scheduler all key on one and the same form. */
+#include "tuner/op.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/codegen.h"
+
+static void sb_shape(tuner_sb *b, const int64_t *shape, int rank)
+{
+    tuner_sb_printf(b, "[");
+    for (int i = 0; i < rank; i++)
+        tuner_sb_printf(b, "%s%lld", i ? "," : "", (long long)shape[i]);
+    tuner_sb_printf(b, "]");
+}
+
+static void sb_tensor(tuner_sb *b, const tuner_tensor *t)
+{
+    tuner_sb_printf(b, "{\"align\":%d,\"dtype\":\"%s\",\"shape\":", t->align, tuner_dtype_name(t->dtype));
+    sb_shape(b, t->shape, t->rank);
+    tuner_sb_printf(b, "}");
+}
+
+/* Keys sorted: dtype < op < operand < value. */
+static void sb_chain(tuner_sb *b, const tuner_ew_chain *c)
+{
+    tuner_sb_printf(b, "[");
+    for (int i = 0; i < c->n; i++) {
+        const tuner_ew_step *s = &c->steps[i];
+        tuner_sb_printf(b, "%s{", i ? "," : "");
+        if (s->kind == TUNER_EW_CAST)
+            tuner_sb_printf(b, "\"dtype\":\"%s\",", tuner_dtype_name(s->dtype));
+        tuner_sb_printf(b, "\"op\":\"%s\"", tuner_ew_name(s->kind));
+        if (TUNER_EW_IS_BINARY(s->kind))
+            tuner_sb_printf(b, ",\"operand\":%d", s->operand);
+        if (s->kind == TUNER_EW_SCALE)
+            tuner_sb_printf(b, ",\"value\":%.17g", s->scalar);
+        tuner_sb_printf(b, "}");
+    }
+    tuner_sb_printf(b, "]");
+}
+
+static void sb_bool(tuner_sb *b, const char *key, bool v, bool comma)
+{
+    tuner_sb_printf(b, "%s\"%s\":%s", comma ? "," : "", key, v ? "true" : "false");
+}
+
+char *tuner_op_canonical_json(const tuner_op *op)
+{
+    if (!op)
+        return NULL;
+    tuner_sb b;
+    tuner_sb_init(&b);
+    /* Top-level keys in sorted order: attrs, epilogue, inputs, n_anchor_inputs, op, output,
+     * prologue. */
+    tuner_sb_printf(&b, "{\"attrs\":{");
+    switch (op->kind) {
+    case TUNER_OP_MATMUL:
+        sb_bool(&b, "allow_tf32", op->attrs.matmul.allow_tf32, false);
+        sb_bool(&b, "trans_a", op->attrs.matmul.trans_a, true);
+        sb_bool(&b, "trans_b", op->attrs.matmul.trans_b, true);
+        break;
+    case TUNER_OP_CONV2D: {
+        const int *d = op->attrs.conv2d.dilation, *p = op->attrs.conv2d.pad,
+                  *s = op->attrs.conv2d.stride;
+        tuner_sb_printf(&b,
+                  "\"dilation\":[%d,%d],\"groups\":%d,\"layout\":\"%s\",\"padding\":[%d,%d],"
+                  "\"stride\":[%d,%d]",
+                  d[0], d[1], op->attrs.conv2d.groups, op->attrs.conv2d.nchw ? "nchw" : "nhwc",
+                  p[0], p[1], s[0], s[1]);
+        break;
+    }
+    case TUNER_OP_SOFTMAX:
+        tuner_sb_printf(&b, "\"axis\":%d", op->n_inputs > 0 ? op->inputs[0].rank - 1 : -1);
+        break;
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        tuner_sb_printf(&b, "\"eps\":%.17g", op->attrs.norm.eps);
+        break;
+    case TUNER_OP_REDUCE:
+        tuner_sb_printf(&b, "\"axis\":%d", op->attrs.reduce.axis);
+        sb_bool(&b, "keepdim", op->attrs.reduce.keepdim, true);
+        tuner_sb_printf(&b, ",\"kind\":\"%s\"", tuner_reduce_name(op->attrs.reduce.kind));
+        break;
+    default:
+        break;
+    }
+    tuner_sb_printf(&b, "},\"epilogue\":");
+    sb_chain(&b, &op->epilogue);
+    tuner_sb_printf(&b, ",\"inputs\":[");
+    for (int i = 0; i < op->n_inputs && i < TUNER_MAX_INPUTS; i++) {
+        if (i)
+            tuner_sb_printf(&b, ",");
+        sb_tensor(&b, &op->inputs[i]);
+    }
+    tuner_sb_printf(&b, "],\"n_anchor_inputs\":%d,\"op\":\"%s\",\"output\":", op->n_anchor_inputs,
+              tuner_op_name(op->kind));
+    sb_tensor(&b, &op->output);
+    tuner_sb_printf(&b, ",\"prologue\":[");
+    for (int i = 0; i < op->n_anchor_inputs && i < TUNER_MAX_INPUTS; i++) {
+        if (i)
+            tuner_sb_printf(&b, ",");
+        sb_chain(&b, &op->prologue[i]);
+    }
+    tuner_sb_printf(&b, "]}");
+    return tuner_sb_take(&b);
+}
+
+void tuner_op_strip_fusion(const tuner_op *in, tuner_op *out)
+{
+    if (!in || !out)
+        return;
+    if (out != in)
+        *out = *in;
+    for (int i = 0; i < TUNER_MAX_INPUTS; i++)
+        out->prologue[i].n = 0;
+    out->epilogue.n = 0;
+    out->n_inputs = out->n_anchor_inputs;
+    out->output.dtype = out->inputs[0].dtype;
+    if (out->kind == TUNER_OP_ELEMENTWISE) {
+        out->output.rank = out->inputs[0].rank;
+        memcpy(out->output.shape, out->inputs[0].shape, sizeof(out->output.shape));
+    }
+    /* Slots beyond n_inputs are zeroed so stripped ops compare equal byte for byte. */
+    for (int i = out->n_inputs; i < TUNER_MAX_INPUTS; i++)
+        memset(&out->inputs[i], 0, sizeof(out->inputs[i]));
+}
