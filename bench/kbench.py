@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""bench/kbench.py - runs, checks and times programs written by bench/kgen, without a daemon.
+
+For template work: generate variants here with `kgen -o DIR/NAME REQUEST.json params...`, carry
+DIR to the GPU machine, and run `kbench.py DIR` there. For each NAME.json it launches the
+reference (NAME.ref.cubin, fp32 output) and the candidate (NAME.cubin) on the same random inputs,
+prints the relative error of the candidate, and times it the way bench.py times everything (CUDA
+graphs over rotating input sets). Matmul programs are also timed against the PyTorch peer of the
+same op (torch.matmul, plus eager bias / gelu when the epilogue has them: pass --peer-epilogue).
+
+    kbench.py DIR [--only SUBSTR] [--peer-epilogue bias_gelu] [--json OUT.json]
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+import cupy
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import TORCH_DT, rand, rel_err, sets_for, time_us  # noqa: E402
+
+OP_MATMUL = 0
+
+
+def load(cubin, launches):
+    module = cupy.RawModule(path=cubin)
+    out = []
+    for k in launches:
+        fn = module.get_function(k["name"])
+        if k["shared"] > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = k["shared"]
+        out.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared"], k["args"]))
+    return module, out
+
+
+def binder(meta, launches, ws_bytes):
+    def bind(inputs, output):
+        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
+        table = {i: t for i, t in enumerate(inputs)}
+        table[meta["buf_output"]] = output
+        table[meta["buf_workspace"]] = ws
+        calls = [(fn, g, b, s, tuple(cupy.uint64(table[a].data_ptr()) for a in args))
+                 for fn, g, b, s, args in launches]
+
+        def run():
+            stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+            for fn, g, b, s, args in calls:
+                fn(g, b, args, shared_mem=s, stream=stream)
+
+        run.keep = (ws, inputs, output)
+        return run
+
+    return bind
+
+
+def matmul_flops(meta):
+    a, b = meta["inputs"][0]["shape"], meta["inputs"][1]["shape"]
+    out = meta["output"]["shape"]
+    k = a[-1] if a[-1] in (b[-2], b[-1]) else a[-2]
+    n_out = 1
+    for d in out:
+        n_out *= d
+    return 2.0 * n_out * k
+
+
+def run_one(path, args):
+    meta = json.load(open(path))
+    base = path[:-len(".json")]
+    name = os.path.basename(base)
+    _, cand = load(base + ".cubin", meta["kernels"])
+    _, ref = load(base + ".ref.cubin", meta["ref_kernels"])
+    bind_c = binder(meta, cand, meta["workspace_bytes"])
+    bind_r = binder(meta, ref, meta["ref_workspace_bytes"])
+    in_dts = [t["dtype"] for t in meta["inputs"]]
+    in_shapes = [t["shape"] for t in meta["inputs"]]
+    out_shape, out_dt = meta["output"]["shape"], meta["output"]["dtype"]
+
+    inputs = [rand(s, d) for s, d in zip(in_shapes, in_dts)]
+    want = torch.empty(out_shape, dtype=torch.float32, device="cuda")
+    got = torch.full(out_shape, float("nan"), dtype=TORCH_DT[out_dt], device="cuda")
+    bind_r(inputs, want)()
+    bind_c(inputs, got)()
+    torch.cuda.synchronize()
+    err = rel_err(got.float(), want)
+
+    nbytes = sum(t.numel() * t.element_size() for t in inputs) + got.numel() * got.element_size()
+    n_sets = sets_for(nbytes)
+    sets = [[rand(s, d) for s, d in zip(in_shapes, in_dts)] for _ in range(n_sets)]
+    outs = [torch.empty(out_shape, dtype=TORCH_DT[out_dt], device="cuda") for _ in range(n_sets)]
+    us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets)
+    row = {"name": name, "schedule": meta["schedule"]["params"], "us": round(us, 2),
+           "predicted_us": meta["predicted_us"], "err": err}
+    if meta["op"] == OP_MATMUL:
+        row["tflops"] = round(matmul_flops(meta) / us / 1e6, 1)
+
+        def peer(i):
+            a, b = sets[i][0], sets[i][1]
+            if args.peer_epilogue == "bias_gelu":
+                return lambda: F.gelu(a @ b + sets[i][2])
+            return lambda: torch.matmul(a, b)
+
+        if len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2:
+            row["peer_us"] = round(time_us(peer, n_sets), 2)
+            row["ratio"] = round(row["peer_us"] / us, 3)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dir")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--peer-epilogue", default="")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    rows = []
+    for path in sorted(glob.glob(os.path.join(args.dir, "*.json"))):
+        if args.only not in os.path.basename(path):
+            continue
+        try:
+            row = run_one(path, args)
+        except Exception as e:  # one broken variant must not hide the others
+            row = {"name": os.path.basename(path), "error": repr(e)}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"{'name':40s} {'us':>9s} {'peer':>9s} {'ratio':>6s} {'TF/s':>6s} {'err':>9s}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['name']:40s} ERROR {r['error'][:80]}")
+            continue
+        print(f"{r['name']:40s} {r['us']:9.2f} {r.get('peer_us', 0):9.2f} {r.get('ratio', 0):6.3f} "
+              f"{r.get('tflops', 0):6.1f} {r['err']:9.2e}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

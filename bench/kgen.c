@@ -1,0 +1,225 @@
+/* bench/kgen.c - prints what the tuner generates for one request and one schedule, without a
+ * daemon or a GPU: the CUDA source, the launches, and (with -o) the PTX and cubin NVRTC makes of
+ * it. For reading a template's output, its register report (ptxas -v on the PTX) and its SASS
+ * (cuobjdump -sass on the cubin) while tuning a template.
+ *
+ *   kgen REQUEST.json                       the tune:"none" default schedule
+ *   kgen REQUEST.json block_m=128,stages=4  that schedule: the default's template, with those
+ *                                           parameters changed (names must exist in it)
+ *   kgen -o PREFIX ...                      also writes PREFIX.cu, PREFIX.ptx, PREFIX.cubin,
+ *                                           PREFIX.ref.cubin (the verification reference) and
+ *                                           PREFIX.json (buffers and launches of both), which
+ *                                           bench/kbench.py runs, checks and times on a GPU
+ *
+ * Exit codes: 0 ok, 1 the request, schedule or compile failed, 2 usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/request.h"
+#include "tuner/tuner.h"
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* Applies "name=value,name=value" to s; every name must already be a parameter of s. */
+static int apply_overrides(tuner_schedule *s, const char *spec)
+{
+    char *copy = strdup(spec);
+    if (!copy)
+        return -1;
+    int rc = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) {
+            fprintf(stderr, "kgen: '%s' is not name=value\n", tok);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        int i = 0;
+        while (i < s->n_params && strcmp(s->params[i].name, tok))
+            i++;
+        if (i == s->n_params) {
+            fprintf(stderr, "kgen: %s has no parameter '%s'\n", s->template_name, tok);
+            rc = -1;
+            break;
+        }
+        s->params[i].value = atoi(eq + 1);
+    }
+    free(copy);
+    return rc;
+}
+
+static int write_file(const char *prefix, const char *ext, const void *data, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s%s", prefix, ext);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+        perror(path);
+        return -1;
+    }
+    return 0;
+}
+
+static void json_launches(FILE *f, const tuner_program *prog)
+{
+    fputs("[", f);
+    for (int k = 0; k < prog->n_kernels; k++) {
+        const tuner_launch *l = &prog->kernels[k];
+        fprintf(f, "%s{\"name\": \"%s\", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared\": %u, \"args\": [",
+                k ? ", " : "", l->name, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                l->shared_bytes);
+        for (int a = 0; a < l->n_args; a++)
+            fprintf(f, "%s%d", a ? ", " : "", l->args[a]);
+        fputs("]}", f);
+    }
+    fputs("]", f);
+}
+
+static void json_tensor(FILE *f, const tuner_tensor *t)
+{
+    fputs("{\"shape\": [", f);
+    for (int d = 0; d < t->rank; d++)
+        fprintf(f, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    fprintf(f, "], \"dtype\": \"%s\"}", tuner_dtype_name(t->dtype));
+}
+
+/* Buffers and launches of the candidate and of the reference; argument i of a launch names
+ * buffer args[i]: inputs 0..n-1, output = TUNER_BUF_OUTPUT, workspace = TUNER_BUF_WORKSPACE. */
+static int write_meta(const char *prefix, const tuner_op *op, const char *schedule, const tuner_program *prog,
+                      const tuner_program *ref, double predicted_us)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s.json", prefix);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    fprintf(f, "{\"op\": %d, \"schedule\": %s, \"predicted_us\": %.3f, \"buf_output\": %d, \"buf_workspace\": %d,\n",
+            (int)op->kind, schedule, predicted_us, TUNER_BUF_OUTPUT, TUNER_BUF_WORKSPACE);
+    fputs(" \"inputs\": [", f);
+    for (int i = 0; i < op->n_inputs; i++) {
+        fputs(i ? ", " : "", f);
+        json_tensor(f, &op->inputs[i]);
+    }
+    fputs("],\n \"output\": ", f);
+    json_tensor(f, &op->output);
+    fprintf(f, ",\n \"workspace_bytes\": %zu, \"kernels\": ", prog->workspace_bytes);
+    json_launches(f, prog);
+    fprintf(f, ",\n \"ref_workspace_bytes\": %zu, \"ref_kernels\": ", ref->workspace_bytes);
+    json_launches(f, ref);
+    fputs("}\n", f);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *out = NULL;
+    int ai = 1;
+    if (ai + 1 < argc && !strcmp(argv[ai], "-o")) {
+        out = argv[ai + 1];
+        ai += 2;
+    }
+    if (ai >= argc || argc - ai > 2) {
+        fprintf(stderr, "usage: kgen [-o PREFIX] REQUEST.json [name=value,...]\n");
+        return 2;
+    }
+    size_t len = 0;
+    char *body = slurp(argv[ai], &len);
+    if (!body) {
+        perror(argv[ai]);
+        return 1;
+    }
+    proto_kernel_request req;
+    proto_error perr;
+    int rc = proto_kernel_request_parse(body, len, &req, &perr);
+    free(body);
+    if (rc < 0) {
+        fprintf(stderr, "kgen: %s (%s): %s\n", perr.code, perr.field, perr.message);
+        return 1;
+    }
+    tuner_space *space = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&req.op, &req.target, &space, &err) < 0 || space->n == 0) {
+        fprintf(stderr, "kgen: no schedule space: %s\n", err ? err : "empty");
+        return 1;
+    }
+    tuner_schedule s = space->items[tuner_default_index(&req.op, &req.target, space)];
+    if (ai + 1 < argc && apply_overrides(&s, argv[ai + 1]) < 0)
+        return 1;
+    char *sj = tuner_schedule_json(&s);
+    tuner_program *prog = NULL;
+    if (tuner_generate(&req.op, &req.target, &s, &prog, &err) < 0) {
+        fprintf(stderr, "kgen: %s: %s\n", sj ? sj : "schedule", err ? err : "cannot generate");
+        return 1;
+    }
+    printf("// schedule %s\n// predicted %.1f us\n", sj ? sj : "?", tuner_predict_us(&req.op, &req.target, &s));
+    for (int k = 0; k < prog->n_kernels; k++) {
+        const tuner_launch *l = &prog->kernels[k];
+        printf("// launch %s grid (%u,%u,%u) block (%u,%u,%u) shared %u\n", l->name, l->grid[0], l->grid[1],
+               l->grid[2], l->block[0], l->block[1], l->block[2], l->shared_bytes);
+    }
+    fputs(prog->source, stdout);
+    int status = 0;
+    if (out) {
+        tuner_binary *bin = NULL;
+        if (tuner_compile(prog->source, &req.target, &bin, &err) < 0) {
+            fprintf(stderr, "kgen: %s\n", err ? err : "compile failed");
+            status = 1;
+        } else {
+            fprintf(stderr, "kgen: compiled in %.0f ms\n", bin->compile_ms);
+            if (write_file(out, ".cu", prog->source, strlen(prog->source)) < 0 ||
+                write_file(out, ".ptx", bin->ptx, bin->ptx_len) < 0 ||
+                write_file(out, ".cubin", bin->cubin, bin->cubin_len) < 0)
+                status = 1;
+            tuner_binary_free(bin);
+        }
+        tuner_program *ref = NULL;
+        tuner_binary *rbin = NULL;
+        if (status == 0 && (tuner_reference(&req.op, &req.target, &ref, &err) < 0 ||
+                            tuner_compile(ref->source, &req.target, &rbin, &err) < 0)) {
+            fprintf(stderr, "kgen: reference: %s\n", err ? err : "failed");
+            status = 1;
+        }
+        if (status == 0 && (write_file(out, ".ref.cubin", rbin->cubin, rbin->cubin_len) < 0 ||
+                            write_meta(out, &req.op, sj ? sj : "null", prog, ref,
+                                       tuner_predict_us(&req.op, &req.target, &s)) < 0))
+            status = 1;
+        tuner_binary_free(rbin);
+        tuner_program_free(ref);
+    }
+    free(sj);
+    free(err);
+    tuner_program_free(prog);
+    tuner_space_free(space);
+    return status;
+}
