@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define HD_STR_(x) #x
+#define HD_STR(x) HD_STR_(x)
+
 /* Kept as one string literal per concern so that a reader can find a helper by its name; all
  * names start with hd_ so that template code cannot collide with them. */
 static const char prelude_types[] =
@@ -61,7 +64,21 @@ static const char prelude_math[] =
     "asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x * 1.4426950408889634f)); return y; }\n"
     "HD_INLINE float hd_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
     "HD_INLINE float hd_silu(float x) { return x / (1.0f + expf(-x)); }\n"
+    /* GELU (erf form) evaluates the fitted erf of codegen.h in candidates, erff in references. */
+    "HD_INLINE float hd_erf_fit(float z) {\n"
+    "  const float a = fminf(fabsf(z), " HD_STR(TUNER_ERF_ZMAX) ");\n"
+    "  float q = " HD_STR(TUNER_ERF_C7) ";\n"
+    "  q = fmaf(q, a, " HD_STR(TUNER_ERF_C6) "); q = fmaf(q, a, " HD_STR(TUNER_ERF_C5) ");\n"
+    "  q = fmaf(q, a, " HD_STR(TUNER_ERF_C4) "); q = fmaf(q, a, " HD_STR(TUNER_ERF_C3) ");\n"
+    "  q = fmaf(q, a, " HD_STR(TUNER_ERF_C2) "); q = fmaf(q, a, " HD_STR(TUNER_ERF_C1) ");\n"
+    "  q = fmaf(q, a, " HD_STR(TUNER_ERF_C0) ");\n"
+    "  float e; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(e) : \"f\"(q)); /* q > -26: never subnormal */\n"
+    "  return copysignf(1.0f - e, z);\n}\n"
+    "#ifdef HD_EXACT_MATH\n"
     "HD_INLINE float hd_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }\n"
+    "#else\n"
+    "HD_INLINE float hd_gelu_erf(float x) { return 0.5f * x * (1.0f + hd_erf_fit(x * 0.70710678118654752f)); }\n"
+    "#endif\n"
     "HD_INLINE float hd_gelu_tanh(float x) { "
     "return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }\n"
     "HD_INLINE float hd_relu(float x) { return x > 0.0f ? x : 0.0f; }\n"
@@ -175,6 +192,12 @@ static const char prelude_mma[] =
     "{%8,%9}, {%0,%1,%2,%3};\" : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : \"r\"(a[0]), "
     "\"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n"
     "// ---- end of prelude ----\n";
+
+void tuner__prelude_reference(tuner_sb *sb, int sm)
+{
+    tuner_sb_puts(sb, "#define HD_EXACT_MATH 1\n");
+    tuner__prelude(sb, sm);
+}
 
 void tuner__prelude(tuner_sb *sb, int sm)
 {

@@ -57,7 +57,7 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
     const long long out_last = out->rank >= 1 ? out->shape[out->rank - 1] : 1;
     tuner_sb sb;
     tuner_sb_init(&sb);
-    tuner__prelude(&sb, t->sm);
+    tuner__prelude_reference(&sb, t->sm);
     tuner_sb_puts(&sb, "extern \"C\" __global__ void hd_reference(");
     tuner__emit_params(&sb, op, TUNER_F32);
     tuner_sb_puts(&sb, ")\n{\nconst long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");

@@ -119,7 +119,7 @@ int tuner__gemm_reference(const tuner_op *op, const tuner_target *t, tuner_progr
     const long long total = tuner_tensor_numel(&op->output);
     tuner_sb sb;
     tuner_sb_init(&sb);
-    tuner__prelude(&sb, t->sm);
+    tuner__prelude_reference(&sb, t->sm);
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(256) %s(", name);
     for (int i = 0; i < op->n_inputs; i++)
         tuner_sb_printf(&sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);

@@ -118,6 +118,54 @@ static void test_emit_float(void)
     free(s);
 }
 
+/* The fitted erf of the GELU epilogue (codegen.h), evaluated in fp32 exactly as the prelude
+ * does (fmaf Horner; exp2f stands in for ex2.approx, both within 2 ulp), against libm's erf in
+ * double on a dense grid through the clamp and far beyond it. Also checks that the prelude text
+ * uses these coefficients and that references keep erff. */
+static float erf_fit(float z)
+{
+    const float a = fminf(fabsf(z), TUNER_ERF_ZMAX);
+    float q = TUNER_ERF_C7;
+    q = fmaf(q, a, TUNER_ERF_C6);
+    q = fmaf(q, a, TUNER_ERF_C5);
+    q = fmaf(q, a, TUNER_ERF_C4);
+    q = fmaf(q, a, TUNER_ERF_C3);
+    q = fmaf(q, a, TUNER_ERF_C2);
+    q = fmaf(q, a, TUNER_ERF_C1);
+    q = fmaf(q, a, TUNER_ERF_C0);
+    return copysignf(1.0f - exp2f(q), z);
+}
+
+static void test_erf_fit(void)
+{
+    double worst = 0, at = 0;
+    for (int i = -800000; i <= 800000; i++) {
+        const float z = (float)i * 1e-5f;
+        const double e = fabs((double)erf_fit(z) - erf((double)z));
+        if (e > worst) {
+            worst = e;
+            at = z;
+        }
+    }
+    CHECK(worst < 2e-7, "erf fit: max abs error %.3g at z = %.5f", worst, at);
+    CHECK(erf_fit(0.0f) == 0.0f || fabsf(erf_fit(0.0f)) < 1e-6f, "erf fit at 0: %g", erf_fit(0.0f));
+    CHECK(fabsf(erf_fit(50.0f) - 1.0f) <= 6e-8f && erf_fit(-50.0f) == -erf_fit(50.0f), "erf fit saturates: %.9g",
+          erf_fit(50.0f));
+
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, 90);
+    char *cand = tuner_sb_take(&sb);
+    tuner__prelude_reference(&sb, 90);
+    char *ref = tuner_sb_take(&sb);
+    CHECK(cand && strstr(cand, "hd_erf_fit(x * 0.70710678118654752f)") && strstr(cand, "-1.627916694e+00f") &&
+              !strstr(cand, "#define HD_EXACT_MATH"),
+          "candidate prelude uses the fitted erf");
+    CHECK(ref && strncmp(ref, "#define HD_EXACT_MATH 1\n", 24) == 0, "reference prelude selects erff");
+    free(cand);
+    free(ref);
+}
+
 static void test_nvrtc(void)
 {
     tuner_target t90 = {90, false}, t90a = {90, true}, t80 = {80, false}, t75 = {75, false};
@@ -314,6 +362,7 @@ int main(void)
 {
     const tuner_target t80 = {80, false}, t90 = {90, false};
     test_emit_float();
+    test_erf_fit();
     test_chain_every_kind(&t80);
     test_chain_every_kind(&t90);
     test_nvrtc();
