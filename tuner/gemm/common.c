@@ -331,8 +331,14 @@ void tuner__gemm_emit_prologue(tuner_sb *sb, const tuner__gemm_problem *p, int w
 void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                             const char *n, const char *const *vars, int nv)
 {
+    tuner__gemm_emit_store_at(sb, p, b, m, n, vars, nv, NULL);
+}
+
+void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                               const char *n, const char *const *vars, int nv, const char *dst)
+{
     tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
-    tuner_sb_printf(sb, "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
+    tuner_sb_printf(sb, dst ? "{\n" : "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
     const tuner_tensor *o = &p->op->output;
     if (!p->conv) {
         int d = 0;
@@ -361,15 +367,18 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
         tuner__emit_chain(sb, p->op, &p->op->epilogue, var, chain_load, &c);
     }
     const char *ct = tuner__ctype(p->out_dt);
+    char at[160];
+    snprintf(at, sizeof(at), "%s", dst ? dst : "out + o_off");
     if (nv == 2) {
         if (p->out_dt == TUNER_F32)
-            tuner_sb_puts(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
-                              "hd_st8(out + o_off, o_pk); }\n");
+            tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
+                                "hd_st8(%s, o_pk); }\n",
+                            at);
         else
-            tuner_sb_printf(sb, "*reinterpret_cast<hd_u32 *>(out + o_off) = hd_pack_%s(o_v0, o_v1);\n",
+            tuner_sb_printf(sb, "*reinterpret_cast<hd_u32 *>(%s) = hd_pack_%s(o_v0, o_v1);\n", at,
                             p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
     } else {
-        tuner_sb_printf(sb, "out[o_off] = hd_from_f32<%s>(o_v0);\n", ct);
+        tuner_sb_printf(sb, "*(%s) = hd_from_f32<%s>(o_v0);\n", at, ct);
     }
     tuner_sb_puts(sb, "}\n}\n");
 }

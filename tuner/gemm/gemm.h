@@ -79,6 +79,13 @@ void tuner__gemm_emit_prologue(tuner_sb *sb, const tuner__gemm_problem *p, int w
 void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                             const char *n, const char *const *vars, int nv);
 
+/* The same for an element known to be in range, stored at pointer expression `dst` (which must
+ * equal out + the element's offset): no bounds check, so a caller that hoists the base pointer
+ * gets compile-time store offsets, and epilogue operand loads repeated across elements (a bias
+ * read once per column) are left to the compiler to merge. dst NULL is tuner__gemm_emit_store. */
+void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                               const char *n, const char *const *vars, int nv, const char *dst);
+
 /* Emits `<name>`: the split-K reduction kernel (256 threads, one output element each) that sums
  * `split` fp32 partial planes of the workspace and applies the epilogue. */
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,
