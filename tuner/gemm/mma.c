@@ -278,9 +278,11 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
 
 /* Matmul operands are affine in (mn, k): the cp.async loader keeps one base pointer per thread
  * and per operand and reaches unit `it` (rows it * rows_per_pass further) and tile kt by
- * compile-time strides, so a copy costs a compare, a 64-bit add and a select. With setup, emits
- * the per-thread constants (kernel scope); else the body of gm_load_<x>(gm_st, gm_kt). */
-enum { AFF_SETUP, AFF_CP_ASYNC, AFF_REG_LOAD, AFF_REG_STORE };
+ * compile-time strides, so a copy costs a compare, a 64-bit add and a select. AFF_SETUP emits the
+ * per-thread constants and declares the per-tile state (kernel scope), AFF_TILE sets that state for
+ * the tile whose origin is <tile>m0 / <tile>n0 ("gm_" or the persistent loader's "gm_l"); the other
+ * modes emit the body of gm_load_<x>(gm_st, gm_kt) or of the register-staged copies. */
+enum { AFF_SETUP, AFF_TILE, AFF_CP_ASYNC, AFF_REG_LOAD, AFF_REG_STORE };
 
 /* Element strides of mn, k and the batch (group) in operands that are affine in them: both
  * matmul operands (A [M,K] / [K,M]; B [K,N] / [N,K]) and convolution weights ([K/g][R*S*C/g] per
@@ -366,7 +368,8 @@ static void emit_im2col_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
     }
 }
 
-static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int mode)
+static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int mode,
+                               const char *tile)
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
@@ -383,26 +386,32 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
     /* Row r0 + it * rpp has the swizzle of r0 when rpp spans whole swizzle periods. */
     const bool same_swz = mask == 0 || rpp % (8 << sh) == 0;
     if (mode == AFF_SETUP) {
-        /* Unit (row r0 + it * rpp, column u): kmajor rows are mn, columns k; else the reverse. */
+        /* Unit (row r0 + it * rpp, column u): kmajor rows are mn, columns k; else the reverse.
+         * Thread constants here; the tile's base pointer and range in AFF_TILE. */
         tuner_sb_printf(sb, "const int %s_r0 = threadIdx.x / %d, %s_u = threadIdx.x %% %d;\n", X, upr, X, upr);
         if (km)
-            tuner_sb_printf(sb, "const int %s_mn = gm_%s0 + %s_r0, %s_kl = %s_u * %d;\n", X, which == 0 ? "m" : "n", X,
-                            X, X, v);
+            tuner_sb_printf(sb, "const int %s_mnl = %s_r0, %s_kl = %s_u * %d;\n", X, X, X, X, v);
         else
-            tuner_sb_printf(sb, "const int %s_mn = gm_%s0 + %s_u * %d, %s_kl = %s_r0;\n", X, which == 0 ? "m" : "n", X,
-                            v, X, X);
-        tuner_sb_printf(sb,
-                        "const %s *%s_p0 = in%d + (long long)gm_zb * %lldLL + (long long)%s_mn * %lldLL + "
-                        "(long long)(gm_kbeg + %s_kl) * %lldLL;\n",
-                        tuner__ctype(p->dt), X, which, bstride, X, mn_stride, X, k_stride);
-        /* kmajor: unit it is in range while it * rpp < mnrem; else the column is all in or out. */
-        if (km)
-            tuner_sb_printf(sb, "const int %s_mnrem = %lld - %s_mn;\n", X, lim, X);
-        else
-            tuner_sb_printf(sb, "const bool %s_mnok = %s_mn < %lld;\n", X, X, lim);
+            tuner_sb_printf(sb, "const int %s_mnl = %s_u * %d, %s_kl = %s_r0;\n", X, X, v, X, X);
+        tuner_sb_printf(sb, "const %s *%s_p0;\n%s %s;\n", tuner__ctype(p->dt), X, km ? "int" : "bool",
+                        km ? (which == 0 ? "a_mnrem" : "b_mnrem") : (which == 0 ? "a_mnok" : "b_mnok"));
         tuner_sb_printf(sb, "const hd_u32 %s_s0 = %d + %s_r0 * %d + ((((%s_u * %d) >> 3) ^ ((%s_r0 >> %d) & %d)) << 4) + "
                             "((%s_u * %d) & 7) * 2;\n",
                         X, tile_off, X, rowb, X, v, X, sh, mask, X, v);
+        return;
+    }
+    if (mode == AFF_TILE) {
+        /* The tile's origin is <tile>m0 (A) or <tile>n0 (B). */
+        tuner_sb_printf(sb, "{\nconst int %s_mn = %s%s0 + %s_mnl;\n", X, tile, which == 0 ? "m" : "n", X);
+        tuner_sb_printf(sb,
+                        "%s_p0 = in%d + (long long)gm_zb * %lldLL + (long long)%s_mn * %lldLL + "
+                        "(long long)(gm_kbeg + %s_kl) * %lldLL;\n",
+                        X, which, bstride, X, mn_stride, X, k_stride);
+        /* kmajor: unit it is in range while it * rpp < mnrem; else the column is all in or out. */
+        if (km)
+            tuner_sb_printf(sb, "%s_mnrem = %lld - %s_mn;\n}\n", X, lim, X);
+        else
+            tuner_sb_printf(sb, "%s_mnok = %s_mn < %lld;\n}\n", X, X, lim);
         return;
     }
     if (mode != AFF_REG_STORE) {
@@ -581,6 +590,75 @@ static void emit_compute(tuner_sb *sb, const tuner__gemm_problem *p, const mma_c
     tuner_sb_puts(sb, "};\n");
 }
 
+/* Epilogue: accumulator (i, j, e) sits at row (lane / 4) + 8 * (e / 2), column
+ * 2 * (lane % 4) + e % 2 of mma tile (i, j). The general form checks every pair against M and
+ * N and computes its offset; a tile wholly inside the output (every tile when the tiles divide
+ * M and N) instead stores at compile-time offsets from one per-thread pointer, which also lets
+ * the compiler read a column operand (bias) once per column rather than once per element. */
+static void emit_epilogue_nest(tuner_sb *sb, const mma_cfg *c)
+{
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n",
+                    c->wm / 16, c->wn / 8);
+}
+
+static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    tuner_sb_printf(sb,
+                    "const int gm_er = gm_m0 + gm_wm * %d + (lane >> 2);\n"
+                    "const int gm_ec = gm_n0 + gm_wn * %d + (lane & 3) * 2;\n",
+                    c->wm, c->wn);
+    if (c->split > 1) {
+        emit_epilogue_nest(sb, c);
+        tuner_sb_puts(sb, "const int em = gm_er + i * 16 + h * 8, en = gm_ec + j * 8;\n");
+        tuner_sb_printf(sb, "if (em < %lld) {\nfloat *wp = ws + (((long long)gm_zs * %lld + gm_zb) * %lld + em) * %lldLL;\n",
+                        p->M, p->batch, p->M, p->N);
+        if (p->N % 2 == 0)
+            tuner_sb_printf(sb, "if (en < %lld) { hd_v2 pk; pk.x = __float_as_uint(acc[i][j][2 * h]); "
+                                "pk.y = __float_as_uint(acc[i][j][2 * h + 1]); hd_st8(wp + en, pk); }\n",
+                            p->N);
+        else
+            tuner_sb_printf(sb, "if (en < %lld) wp[en] = acc[i][j][2 * h];\nif (en + 1 < %lld) wp[en + 1] = acc[i][j][2 * h + 1];\n",
+                            p->N, p->N);
+        tuner_sb_puts(sb, "}\n}\n");
+        return;
+    }
+    const char *v2[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
+    /* Row-major outputs: matmul [batch][M][N] and NHWC convolution [pixels][K] (group g at
+     * column g * K/g). */
+    const bool affine = p->out_vec == 2 && (!p->conv || !p->nchw);
+    const bool all_full = p->M % c->bm == 0 && p->N % c->bn == 0;
+    if (affine) {
+        const long long ld = p->conv ? p->ck : p->N;
+        const long long zstride = p->conv ? p->cgk : p->M * p->N;
+        if (!all_full)
+            tuner_sb_printf(sb, "if (gm_m0 + %d <= %lld && gm_n0 + %d <= %lld) {\n", c->bm, p->M, c->bn, p->N);
+        tuner_sb_printf(sb, "%s *const gm_op = out + (long long)gm_zb * %lldLL + (long long)gm_er * %lldLL + gm_ec;\n",
+                        tuner__ctype(p->out_dt), zstride, ld);
+        emit_epilogue_nest(sb, c);
+        char dst[96];
+        snprintf(dst, sizeof(dst), "gm_op + (i * 16 + h * 8) * %lldLL + j * 8", ld);
+        tuner__gemm_emit_store_at(sb, p, "gm_zb", "gm_er + i * 16 + h * 8", "gm_ec + j * 8", v2, 2, dst);
+        tuner_sb_puts(sb, "}\n");
+        if (all_full)
+            return;
+        tuner_sb_puts(sb, "} else {\n");
+    }
+    emit_epilogue_nest(sb, c);
+    tuner_sb_puts(sb, "const int em = gm_er + i * 16 + h * 8, en = gm_ec + j * 8;\n");
+    if (p->out_vec == 2) {
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v2, 2);
+    } else {
+        const char *v0[1] = {"acc[i][j][2 * h]"}, *v1[1] = {"acc[i][j][2 * h + 1]"};
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v0, 1);
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en + 1", v1, 1);
+    }
+    tuner_sb_puts(sb, "}\n");
+    if (affine)
+        tuner_sb_puts(sb, "}\n");
+}
+
 static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, const char *tmpl,
                     tuner_program *prog, char **err)
 {
@@ -633,16 +711,17 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
          * anything else computes coordinates per unit. */
         const bool im2col = p->conv && !p->nchw;
         for (int w = 0; w < 2; w++) {
-            if (affine_operand(p, w))
-                emit_affine_loader(&sb, p, &c, w, AFF_SETUP);
-            else if (w == 0 && im2col)
+            if (affine_operand(p, w)) {
+                emit_affine_loader(&sb, p, &c, w, AFF_SETUP, "gm_");
+                emit_affine_loader(&sb, p, &c, w, AFF_TILE, "gm_");
+            } else if (w == 0 && im2col)
                 emit_im2col_loader(&sb, p, &c, true);
         }
         for (int w = 0; w < 2; w++) {
             tuner_sb_printf(&sb, "auto gm_load_%s = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n",
                             w == 0 ? "a" : "b", c.bk);
             if (affine_operand(p, w))
-                emit_affine_loader(&sb, p, &c, w, AFF_CP_ASYNC);
+                emit_affine_loader(&sb, p, &c, w, AFF_CP_ASYNC, "gm_");
             else if (w == 0 && im2col)
                 emit_im2col_loader(&sb, p, &c, false);
             else
@@ -658,14 +737,16 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
         bool aff[2];
         for (int w = 0; w < 2; w++) {
             aff[w] = affine_operand(p, w) && !p->prologue[w];
-            if (aff[w])
-                emit_affine_loader(&sb, p, &c, w, AFF_SETUP);
+            if (aff[w]) {
+                emit_affine_loader(&sb, p, &c, w, AFF_SETUP, "gm_");
+                emit_affine_loader(&sb, p, &c, w, AFF_TILE, "gm_");
+            }
         }
         tuner_sb_printf(&sb, "auto gm_gload = [&](int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n", c.bk);
         for (int w = 0; w < 2; w++) {
             tuner_sb_puts(&sb, "{\n");
             if (aff[w])
-                emit_affine_loader(&sb, p, &c, w, AFF_REG_LOAD);
+                emit_affine_loader(&sb, p, &c, w, AFF_REG_LOAD, "gm_");
             else
                 emit_loader(&sb, p, &c, w, true, false);
             tuner_sb_puts(&sb, "}\n");
@@ -675,7 +756,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
                         c.bk);
         for (int w = 0; w < 2; w++) {
             if (aff[w])
-                emit_affine_loader(&sb, p, &c, w, AFF_REG_STORE);
+                emit_affine_loader(&sb, p, &c, w, AFF_REG_STORE, "gm_");
             else
                 emit_loader(&sb, p, &c, w, false, true);
         }
@@ -693,34 +774,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
                         stage_bytes, stage_bytes);
     }
 
-    /* Epilogue: accumulator (i, j, e) sits at row (lane / 4) + 8 * (e / 2), column
-     * 2 * (lane % 4) + e % 2 of mma tile (i, j). */
-    tuner_sb_printf(&sb,
-                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
-                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
-                    "const int em = gm_m0 + gm_wm * %d + i * 16 + (lane >> 2) + h * 8;\n"
-                    "const int en = gm_n0 + gm_wn * %d + j * 8 + (lane & 3) * 2;\n",
-                    mi, ni, c.wm, c.wn);
-    if (c.split > 1) {
-        tuner_sb_printf(&sb, "if (em < %lld) {\nfloat *wp = ws + (((long long)gm_zs * %lld + gm_zb) * %lld + em) * %lldLL;\n",
-                        p->M, p->batch, p->M, p->N);
-        if (p->N % 2 == 0)
-            tuner_sb_printf(&sb, "if (en < %lld) { hd_v2 pk; pk.x = __float_as_uint(acc[i][j][2 * h]); "
-                                 "pk.y = __float_as_uint(acc[i][j][2 * h + 1]); hd_st8(wp + en, pk); }\n",
-                            p->N);
-        else
-            tuner_sb_printf(&sb, "if (en < %lld) wp[en] = acc[i][j][2 * h];\nif (en + 1 < %lld) wp[en + 1] = acc[i][j][2 * h + 1];\n",
-                            p->N, p->N);
-        tuner_sb_puts(&sb, "}\n");
-    } else if (p->out_vec == 2) {
-        const char *v[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
-        tuner__gemm_emit_store(&sb, p, "gm_zb", "em", "en", v, 2);
-    } else {
-        const char *v0[1] = {"acc[i][j][2 * h]"}, *v1[1] = {"acc[i][j][2 * h + 1]"};
-        tuner__gemm_emit_store(&sb, p, "gm_zb", "em", "en", v0, 1);
-        tuner__gemm_emit_store(&sb, p, "gm_zb", "em", "en + 1", v1, 1);
-    }
-    tuner_sb_puts(&sb, "}\n");
+    emit_epilogue(&sb, p, &c);
     tuner_map_emit_end(&sb, &wmap);
     tuner_sb_puts(&sb, "}\n");
     return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split,
