@@ -5,7 +5,8 @@
  *
  *   kgen REQUEST.json                       the tune:"none" default schedule
  *   kgen REQUEST.json block_m=128,stages=4  that schedule: the default's template, with those
- *                                           parameters changed (names must exist in it)
+ *                                           parameters set (the template rejects what it lacks)
+ *   kgen --rank N REQUEST.json              the cost model's N best schedules, with predictions
  *   kgen -o PREFIX ...                      also writes PREFIX.cu, PREFIX.ptx, PREFIX.cubin,
  *                                           PREFIX.ref.cubin (the verification reference) and
  *                                           PREFIX.json (buffers and launches of both), which
@@ -67,9 +68,13 @@ static int apply_overrides(tuner_schedule *s, const char *spec)
         while (i < s->n_params && strcmp(s->params[i].name, tok))
             i++;
         if (i == s->n_params) {
-            fprintf(stderr, "kgen: %s has no parameter '%s'\n", s->template_name, tok);
-            rc = -1;
-            break;
+            /* A parameter the default does not list (one with a default, such as persist):
+             * added, and the template decides whether the schedule is valid. */
+            if (i == TUNER_MAX_PARAMS || !(s->params[i].name = strdup(tok))) {
+                rc = -1;
+                break;
+            }
+            s->n_params++;
         }
         s->params[i].value = atoi(eq + 1);
     }
@@ -144,13 +149,17 @@ static int write_meta(const char *prefix, const tuner_op *op, const char *schedu
 int main(int argc, char **argv)
 {
     const char *out = NULL;
-    int ai = 1;
+    int ai = 1, rank = 0;
+    if (ai + 1 < argc && !strcmp(argv[ai], "--rank")) {
+        rank = atoi(argv[ai + 1]);
+        ai += 2;
+    }
     if (ai + 1 < argc && !strcmp(argv[ai], "-o")) {
         out = argv[ai + 1];
         ai += 2;
     }
     if (ai >= argc || argc - ai > 2) {
-        fprintf(stderr, "usage: kgen [-o PREFIX] REQUEST.json [name=value,...]\n");
+        fprintf(stderr, "usage: kgen [--rank N] [-o PREFIX] REQUEST.json [name=value,...]\n");
         return 2;
     }
     size_t len = 0;
@@ -172,6 +181,23 @@ int main(int argc, char **argv)
     if (tuner_space_build(&req.op, &req.target, &space, &err) < 0 || space->n == 0) {
         fprintf(stderr, "kgen: no schedule space: %s\n", err ? err : "empty");
         return 1;
+    }
+    if (rank > 0) {
+        size_t *order = calloc(space->n, sizeof(*order));
+        double *pred = calloc(space->n, sizeof(*pred));
+        if (!order || !pred)
+            return 1;
+        tuner_rank(&req.op, &req.target, space, order, pred);
+        printf("%zu candidates\n", space->n);
+        for (size_t i = 0; i < space->n && i < (size_t)rank; i++) {
+            char *j = tuner_schedule_json(&space->items[order[i]]);
+            printf("%3zu %9.1f us  %s\n", i, pred[order[i]], j ? j : "?");
+            free(j);
+        }
+        free(order);
+        free(pred);
+        tuner_space_free(space);
+        return 0;
     }
     tuner_schedule s = space->items[tuner_default_index(&req.op, &req.target, space)];
     if (ai + 1 < argc && apply_overrides(&s, argv[ai + 1]) < 0)
