@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import TORCH_DT, rand, rel_err, sets_for, time_us  # noqa: E402
+from bench import TORCH_DT, rand, rel_err, sets_for, time_pair_us, time_us  # noqa: E402
 
 OP_MATMUL = 0
 
@@ -91,21 +91,21 @@ def run_one(path, args):
     n_sets = sets_for(nbytes)
     sets = [[rand(s, d) for s, d in zip(in_shapes, in_dts)] for _ in range(n_sets)]
     outs = [torch.empty(out_shape, dtype=TORCH_DT[out_dt], device="cuda") for _ in range(n_sets)]
-    us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets)
-    row = {"name": name, "schedule": meta["schedule"]["params"], "us": round(us, 2),
-           "predicted_us": meta["predicted_us"], "err": err}
+    def peer(i):
+        a, b = sets[i][0], sets[i][1]
+        if args.peer_epilogue == "bias_gelu":
+            return lambda: F.gelu(a @ b + sets[i][2])
+        return lambda: torch.matmul(a, b)
+
+    row = {"name": name, "schedule": meta["schedule"]["params"], "predicted_us": meta["predicted_us"], "err": err}
+    if meta["op"] == OP_MATMUL and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2:
+        us, peer_us = time_pair_us(lambda i: bind_c(sets[i], outs[i]), peer, n_sets)
+        row.update(peer_us=round(peer_us, 2), ratio=round(peer_us / us, 3))
+    else:
+        us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets)
+    row["us"] = round(us, 2)
     if meta["op"] == OP_MATMUL:
         row["tflops"] = round(matmul_flops(meta) / us / 1e6, 1)
-
-        def peer(i):
-            a, b = sets[i][0], sets[i][1]
-            if args.peer_epilogue == "bias_gelu":
-                return lambda: F.gelu(a @ b + sets[i][2])
-            return lambda: torch.matmul(a, b)
-
-        if len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2:
-            row["peer_us"] = round(time_us(peer, n_sets), 2)
-            row["ratio"] = round(row["peer_us"] / us, 3)
     return row
 
 
