@@ -11,6 +11,10 @@ OUT=${OUT:-/tmp/hidetd-out}
 mkdir -p "$OUT"
 G=$PWD/.gpu
 ours() { LD_LIBRARY_PATH="$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+# For daemons started in the background: exported, so that `cmd &` is the daemon itself and $!
+# its pid (`ours cmd &` would be a subshell: a SIGTERM to it leaves the daemon running, holding
+# this script's stdout open).
+ourlib="$G/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export HIDETD_WORKER=$G/bin/hidetd-worker
 # SWEEP_ARGS: arguments for gpu_template_sweep (e.g. "--max 12 --jobs 8"); TEST_TIMEOUT per program.
 sweep_args=${SWEEP_ARGS:---jobs 8}
@@ -47,8 +51,8 @@ fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
     d=/tmp/hidetd-bench
     rm -rf "$d" && mkdir -p "$d"
-    ours "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
-        --workers "$G/bin/hidetd-worker" --log-level info 2> "$OUT/hidetd.log" &
+    LD_LIBRARY_PATH=$ourlib "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
+        --workers "$G/bin/hidetd-worker" --log-level info > "$OUT/hidetd.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 200); do
         [ -S "$d/hidetd.sock" ] && curl -sf --unix-socket "$d/hidetd.sock" http://localhost/healthz >/dev/null && break
@@ -70,8 +74,8 @@ if [ "$what" = hits ] || [ "$what" = all ]; then
     # generator does not take the daemon's CPU (on a 2-core machine it has to share).
     d=/tmp/hidetd-hits
     rm -rf "$d" && mkdir -p "$d"
-    ours taskset -c 0,1 "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
-        --workers none --log-level info 2> "$d/hidetd.log" &
+    LD_LIBRARY_PATH=$ourlib taskset -c 0,1 "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
+        --workers none --log-level info > "$d/hidetd.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 100); do [ -S "$d/hidetd.sock" ] && break; sleep 0.1; done
     sleep 0.5
