@@ -5,10 +5,10 @@ For template work: generate variants here with `kgen -o DIR/NAME REQUEST.json pa
 DIR to the GPU machine, and run `kbench.py DIR` there. For each NAME.json it launches the
 reference (NAME.ref.cubin, fp32 output) and the candidate (NAME.cubin) on the same random inputs,
 prints the relative error of the candidate, and times it the way bench.py times everything (CUDA
-graphs over rotating input sets). Matmul programs are also timed against the PyTorch peer of the
+graphs over rotating input sets; --alternate as in bench.py). Matmul programs are also timed against the PyTorch peer of the
 same op (torch.matmul, plus eager bias / gelu when the epilogue has them: pass --peer-epilogue).
 
-    kbench.py DIR [--only SUBSTR] [--peer-epilogue bias_gelu] [--flush] [--json OUT.json]
+    kbench.py DIR [--only SUBSTR] [--peer-epilogue bias_gelu] [--flush] [--alternate] [--json OUT.json]
 """
 import argparse
 import glob
@@ -99,7 +99,10 @@ def run_one(path, args):
 
     row = {"name": name, "schedule": meta["schedule"]["params"], "predicted_us": meta["predicted_us"], "err": err}
     if meta["op"] == OP_MATMUL and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2:
-        us, peer_us = time_pair_us(lambda i: bind_c(sets[i], outs[i]), peer, n_sets)
+        if args.alternate:
+            us, peer_us = time_pair_us(lambda i: bind_c(sets[i], outs[i]), peer, n_sets)
+        else:
+            us, peer_us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets), time_us(peer, n_sets)
         row.update(peer_us=round(peer_us, 2), ratio=round(peer_us / us, 3))
     else:
         us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets)
@@ -130,6 +133,7 @@ def main():
     ap.add_argument("--peer-epilogue", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("--flush", action="store_true", help="also time single launches after an L2 flush")
+    ap.add_argument("--alternate", action="store_true", help="time candidate and peer in alternating replays")
     args = ap.parse_args()
     rows = []
     for path in sorted(glob.glob(os.path.join(args.dir, "*.json"))):
