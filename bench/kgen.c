@@ -14,6 +14,8 @@
  *
  * Exit codes: 0 ok, 1 the request, schedule or compile failed, 2 usage.
  */
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +163,18 @@ int main(int argc, char **argv)
     if (ai >= argc || argc - ai > 2) {
         fprintf(stderr, "usage: kgen [--rank N] [-o PREFIX] REQUEST.json [name=value,...]\n");
         return 2;
+    }
+    if (out) {
+        /* PREFIX.json is written: it must not be the request itself. */
+        char meta[4096], *a = NULL, *b = NULL;
+        snprintf(meta, sizeof(meta), "%s.json", out);
+        bool same = (a = realpath(argv[ai], NULL)) && (b = realpath(meta, NULL)) && !strcmp(a, b);
+        free(a);
+        free(b);
+        if (same) {
+            fprintf(stderr, "kgen: -o %s would overwrite the request %s\n", out, argv[ai]);
+            return 2;
+        }
     }
     size_t len = 0;
     char *body = slurp(argv[ai], &len);
