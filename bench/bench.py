@@ -11,7 +11,7 @@ not count), cycling over enough input sets to exceed L2 twice, and the graph is 
 events around each replay; the median replay time / R is the time of one call, each of hidetd's
 kernel and its peer in its own steady state (as do_bench does). With --alternate their replays
 alternate instead, so that clock and power changes during a case reach both alike; on the lent
-H100 the GEMM ratios of the two orders differ from run to run by up to about 0.05 either way.
+H100 the GEMM ratios of the two orders differ from run to run by up to about 0.08.
 Inputs are random uniform in [-1, 1]. Clocks are read before and after.
 
 Output: a table on stdout and results.json / results.md in --out.
