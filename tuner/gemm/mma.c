@@ -278,11 +278,9 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
 
 /* Matmul operands are affine in (mn, k): the cp.async loader keeps one base pointer per thread
  * and per operand and reaches unit `it` (rows it * rows_per_pass further) and tile kt by
- * compile-time strides, so a copy costs a compare, a 64-bit add and a select. AFF_SETUP emits the
- * per-thread constants and declares the per-tile state (kernel scope), AFF_TILE sets that state for
- * the tile whose origin is <tile>m0 / <tile>n0 ("gm_" or the persistent loader's "gm_l"); the other
- * modes emit the body of gm_load_<x>(gm_st, gm_kt) or of the register-staged copies. */
-enum { AFF_SETUP, AFF_TILE, AFF_CP_ASYNC, AFF_REG_LOAD, AFF_REG_STORE };
+ * compile-time strides, so a copy costs a compare, a 64-bit add and a select. With setup, emits
+ * the per-thread constants (kernel scope); else the body of gm_load_<x>(gm_st, gm_kt). */
+enum { AFF_SETUP, AFF_CP_ASYNC, AFF_REG_LOAD, AFF_REG_STORE };
 
 /* Element strides of mn, k and the batch (group) in operands that are affine in them: both
  * matmul operands (A [M,K] / [K,M]; B [K,N] / [N,K]) and convolution weights ([K/g][R*S*C/g] per
@@ -368,8 +366,7 @@ static void emit_im2col_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
     }
 }
 
-static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int mode,
-                               const char *tile)
+static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int which, int mode)
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
@@ -386,32 +383,26 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
     /* Row r0 + it * rpp has the swizzle of r0 when rpp spans whole swizzle periods. */
     const bool same_swz = mask == 0 || rpp % (8 << sh) == 0;
     if (mode == AFF_SETUP) {
-        /* Unit (row r0 + it * rpp, column u): kmajor rows are mn, columns k; else the reverse.
-         * Thread constants here; the tile's base pointer and range in AFF_TILE. */
+        /* Unit (row r0 + it * rpp, column u): kmajor rows are mn, columns k; else the reverse. */
         tuner_sb_printf(sb, "const int %s_r0 = threadIdx.x / %d, %s_u = threadIdx.x %% %d;\n", X, upr, X, upr);
         if (km)
-            tuner_sb_printf(sb, "const int %s_mnl = %s_r0, %s_kl = %s_u * %d;\n", X, X, X, X, v);
+            tuner_sb_printf(sb, "const int %s_mn = gm_%s0 + %s_r0, %s_kl = %s_u * %d;\n", X, which == 0 ? "m" : "n", X,
+                            X, X, v);
         else
-            tuner_sb_printf(sb, "const int %s_mnl = %s_u * %d, %s_kl = %s_r0;\n", X, X, v, X, X);
-        tuner_sb_printf(sb, "const %s *%s_p0;\n%s %s;\n", tuner__ctype(p->dt), X, km ? "int" : "bool",
-                        km ? (which == 0 ? "a_mnrem" : "b_mnrem") : (which == 0 ? "a_mnok" : "b_mnok"));
+            tuner_sb_printf(sb, "const int %s_mn = gm_%s0 + %s_u * %d, %s_kl = %s_r0;\n", X, which == 0 ? "m" : "n", X,
+                            v, X, X);
+        tuner_sb_printf(sb,
+                        "const %s *%s_p0 = in%d + (long long)gm_zb * %lldLL + (long long)%s_mn * %lldLL + "
+                        "(long long)(gm_kbeg + %s_kl) * %lldLL;\n",
+                        tuner__ctype(p->dt), X, which, bstride, X, mn_stride, X, k_stride);
+        /* kmajor: unit it is in range while it * rpp < mnrem; else the column is all in or out. */
+        if (km)
+            tuner_sb_printf(sb, "const int %s_mnrem = %lld - %s_mn;\n", X, lim, X);
+        else
+            tuner_sb_printf(sb, "const bool %s_mnok = %s_mn < %lld;\n", X, X, lim);
         tuner_sb_printf(sb, "const hd_u32 %s_s0 = %d + %s_r0 * %d + ((((%s_u * %d) >> 3) ^ ((%s_r0 >> %d) & %d)) << 4) + "
                             "((%s_u * %d) & 7) * 2;\n",
                         X, tile_off, X, rowb, X, v, X, sh, mask, X, v);
-        return;
-    }
-    if (mode == AFF_TILE) {
-        /* The tile's origin is <tile>m0 (A) or <tile>n0 (B). */
-        tuner_sb_printf(sb, "{\nconst int %s_mn = %s%s0 + %s_mnl;\n", X, tile, which == 0 ? "m" : "n", X);
-        tuner_sb_printf(sb,
-                        "%s_p0 = in%d + (long long)gm_zb * %lldLL + (long long)%s_mn * %lldLL + "
-                        "(long long)(gm_kbeg + %s_kl) * %lldLL;\n",
-                        X, which, bstride, X, mn_stride, X, k_stride);
-        /* kmajor: unit it is in range while it * rpp < mnrem; else the column is all in or out. */
-        if (km)
-            tuner_sb_printf(sb, "%s_mnrem = %lld - %s_mn;\n}\n", X, lim, X);
-        else
-            tuner_sb_printf(sb, "%s_mnok = %s_mn < %lld;\n}\n", X, X, lim);
         return;
     }
     if (mode != AFF_REG_STORE) {
@@ -711,17 +702,16 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
          * anything else computes coordinates per unit. */
         const bool im2col = p->conv && !p->nchw;
         for (int w = 0; w < 2; w++) {
-            if (affine_operand(p, w)) {
-                emit_affine_loader(&sb, p, &c, w, AFF_SETUP, "gm_");
-                emit_affine_loader(&sb, p, &c, w, AFF_TILE, "gm_");
-            } else if (w == 0 && im2col)
+            if (affine_operand(p, w))
+                emit_affine_loader(&sb, p, &c, w, AFF_SETUP);
+            else if (w == 0 && im2col)
                 emit_im2col_loader(&sb, p, &c, true);
         }
         for (int w = 0; w < 2; w++) {
             tuner_sb_printf(&sb, "auto gm_load_%s = [&](hd_u32 gm_st, int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n",
                             w == 0 ? "a" : "b", c.bk);
             if (affine_operand(p, w))
-                emit_affine_loader(&sb, p, &c, w, AFF_CP_ASYNC, "gm_");
+                emit_affine_loader(&sb, p, &c, w, AFF_CP_ASYNC);
             else if (w == 0 && im2col)
                 emit_im2col_loader(&sb, p, &c, false);
             else
@@ -737,16 +727,14 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
         bool aff[2];
         for (int w = 0; w < 2; w++) {
             aff[w] = affine_operand(p, w) && !p->prologue[w];
-            if (aff[w]) {
-                emit_affine_loader(&sb, p, &c, w, AFF_SETUP, "gm_");
-                emit_affine_loader(&sb, p, &c, w, AFF_TILE, "gm_");
-            }
+            if (aff[w])
+                emit_affine_loader(&sb, p, &c, w, AFF_SETUP);
         }
         tuner_sb_printf(&sb, "auto gm_gload = [&](int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n", c.bk);
         for (int w = 0; w < 2; w++) {
             tuner_sb_puts(&sb, "{\n");
             if (aff[w])
-                emit_affine_loader(&sb, p, &c, w, AFF_REG_LOAD, "gm_");
+                emit_affine_loader(&sb, p, &c, w, AFF_REG_LOAD);
             else
                 emit_loader(&sb, p, &c, w, true, false);
             tuner_sb_puts(&sb, "}\n");
@@ -756,7 +744,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
                         c.bk);
         for (int w = 0; w < 2; w++) {
             if (aff[w])
-                emit_affine_loader(&sb, p, &c, w, AFF_REG_STORE, "gm_");
+                emit_affine_loader(&sb, p, &c, w, AFF_REG_STORE);
             else
                 emit_loader(&sb, p, &c, w, false, true);
         }
