@@ -82,24 +82,6 @@ static int cols_enumerate(const tuner_op *op, const tuner_target *t, tuner_sched
     return 0;
 }
 
-typedef struct epi_ctx {
-    const tuner_op *op;
-} epi_ctx;
-
-static char *epi_load(void *vctx, int i)
-{
-    epi_ctx *c = vctx;
-    char *off = tuner__bcast_offset(&c->op->inputs[i], &c->op->output, "orow", "ocol");
-    if (!off)
-        return NULL;
-    size_t len = strlen(off) + 32;
-    char *e = malloc(len);
-    if (e)
-        snprintf(e, len, "in%d[%s]", i, off);
-    free(off);
-    return e;
-}
-
 static int cols_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *p,
                          char **err)
 {
@@ -142,8 +124,8 @@ static int cols_generate(const tuner_op *op, const tuner_target *t, const tuner_
         tuner_sb_printf(&sb, "v = v / %lld.0f;\n", g.A);
     tuner_sb_printf(&sb, "const long long ol = o * %lldLL + i;\n", g.I);
     tuner_sb_printf(&sb, "const long long orow = ol / %lldLL, ocol = ol %% %lldLL;\n", last, last);
-    epi_ctx ec = {op};
-    tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
+    tuner__bcast_ctx ec = {op, "orow", "ocol"};
+    tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
     tuner_sb_printf(&sb, "out[ol] = hd_from_f32<%s>(v);\n}\n", tuner__ctype(out->dtype));
     tuner_map_emit_end(&sb, &m);
     tuner_sb_puts(&sb, "}\n");

@@ -29,6 +29,14 @@ int tuner__elementwise_preferred(const tuner_op *op, const tuner_target *t, tune
  * contribute nothing). Sizes are baked in as constants; the result is a long long. */
 char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const char *row, const char *col);
 
+/* Operand loads of a fused chain (a tuner_operand_load_fn for tuner__emit_chain) in a kernel that
+ * names the output element by (row, col) as above: input i is read as in<i>[offset]. */
+typedef struct tuner__bcast_ctx {
+    const tuner_op *op;
+    const char *row, *col;
+} tuner__bcast_ctx;
+char *tuner__bcast_load(void *bcast_ctx, int input);
+
 /* true when in, broadcast to out, advances by one element per step of out's last dim (its last
  * dim equals out's and is not broadcast); false when it is constant along out's last dim. */
 bool tuner__bcast_last_contiguous(const tuner_tensor *in, const tuner_tensor *out);

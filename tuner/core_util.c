@@ -62,6 +62,20 @@ char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const
     return tuner_sb_take(&sb);
 }
 
+char *tuner__bcast_load(void *bcast_ctx, int input)
+{
+    const tuner__bcast_ctx *c = bcast_ctx;
+    char *off = tuner__bcast_offset(&c->op->inputs[input], &c->op->output, c->row, c->col);
+    if (!off)
+        return NULL;
+    size_t len = strlen(off) + 32;
+    char *e = malloc(len);
+    if (e)
+        snprintf(e, len, "in%d[%s]", input, off);
+    free(off);
+    return e;
+}
+
 double tuner__mem_cost_us(const tuner_arch *a, double bytes, double blocks, int threads, double inflight_bytes,
                           int regs, int smem, double eff, double instr)
 {

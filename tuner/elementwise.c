@@ -131,25 +131,13 @@ typedef struct epi_ctx {
 static char *epi_load(void *vctx, int i)
 {
     epi_ctx *c = vctx;
-    char *e = malloc(64);
-    if (!e)
-        return NULL;
-    if (c->vector) {
-        if (c->contiguous[i])
-            snprintf(e, 64, "a%d[e]", i);
-        else
-            snprintf(e, 64, "b%d", i);
-        return e;
+    if (!c->vector) {
+        tuner__bcast_ctx bc = {c->op, "row", "col"};
+        return tuner__bcast_load(&bc, i);
     }
-    free(e);
-    char *off = tuner__bcast_offset(&c->op->inputs[i], &c->op->output, "row", "col");
-    if (!off)
-        return NULL;
-    size_t len = strlen(off) + 32;
-    e = malloc(len);
+    char *e = malloc(64);
     if (e)
-        snprintf(e, len, "in%d[%s]", i, off);
-    free(off);
+        snprintf(e, 64, c->contiguous[i] ? "a%d[e]" : "b%d", i);
     return e;
 }
 

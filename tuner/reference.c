@@ -14,25 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct epi_ctx {
-    const tuner_op *op;
-    const char *row, *col;
-} epi_ctx;
-
-static char *epi_load(void *vctx, int i)
-{
-    epi_ctx *c = vctx;
-    char *off = tuner__bcast_offset(&c->op->inputs[i], &c->op->output, c->row, c->col);
-    if (!off)
-        return NULL;
-    size_t len = strlen(off) + 32;
-    char *e = malloc(len);
-    if (e)
-        snprintf(e, len, "in%d[%s]", i, off);
-    free(off);
-    return e;
-}
-
 /* One thread per work item, in blocks of 128. */
 static void one_launch(tuner_program *p, const tuner_op *op, const char *name, long long threads)
 {
@@ -100,8 +81,8 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
             if (op->n_anchor_inputs == 2)
                 tuner_sb_puts(&sb, "o = o * hd_f32(in1[col]);\n");
         }
-        epi_ctx ec = {op, "row", "col"};
-        tuner__emit_chain(&sb, op, &op->epilogue, "o", epi_load, &ec);
+        tuner__bcast_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "o", tuner__bcast_load, &ec);
         tuner_sb_puts(&sb, "out[base + col] = o;\n}\n");
         one_launch(p, op, "hd_reference", R);
         break;
@@ -133,8 +114,8 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
             tuner_sb_printf(&sb, "o_ = (float)(acc / %lld.0);\n", A);
         tuner_sb_printf(&sb, "const long long orow = tid / %lldLL, ocol = tid %% %lldLL;\n", out_last, out_last);
-        epi_ctx ec = {op, "orow", "ocol"};
-        tuner__emit_chain(&sb, op, &op->epilogue, "o_", epi_load, &ec);
+        tuner__bcast_ctx ec = {op, "orow", "ocol"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "o_", tuner__bcast_load, &ec);
         tuner_sb_puts(&sb, "out[tid] = o_;\n");
         one_launch(p, op, "hd_reference", O * I);
         break;
@@ -150,8 +131,8 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         }
         tuner_sb_printf(&sb, "float v = hd_f32(in0[%s]);\n", off);
         free(off);
-        epi_ctx ec = {op, "row", "col"};
-        tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
+        tuner__bcast_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
         tuner_sb_puts(&sb, "out[tid] = v;\n");
         one_launch(p, op, "hd_reference", n);
         break;

@@ -244,25 +244,6 @@ static int reduce_rows_enumerate(const tuner_op *op, const tuner_target *t, tune
 
 /* ---- code generation -------------------------------------------------------------------------- */
 
-typedef struct epi_ctx {
-    const tuner_op *op;
-    const char *row, *col; /* output coordinates (flattened leading dims, last dim) */
-} epi_ctx;
-
-static char *epi_load(void *vctx, int i)
-{
-    epi_ctx *c = vctx;
-    char *off = tuner__bcast_offset(&c->op->inputs[i], &c->op->output, c->row, c->col);
-    if (!off)
-        return NULL;
-    size_t n = strlen(off) + 32;
-    char *e = malloc(n);
-    if (e)
-        snprintf(e, n, "in%d[%s]", i, off);
-    free(off);
-    return e;
-}
-
 /* Group reduction of float `v` over the tpr threads of a row into `dst` (declared here). Each
  * reduction that crosses warps gets its own shared array, so no barrier is needed between
  * successive reductions. */
@@ -346,8 +327,8 @@ static void emit_store(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     default:
         break;
     }
-    epi_ctx ec = {op, "row", "col"};
-    tuner__emit_chain(sb, op, &op->epilogue, "o", epi_load, &ec);
+    tuner__bcast_ctx ec = {op, "row", "col"};
+    tuner__emit_chain(sb, op, &op->epilogue, "o", tuner__bcast_load, &ec);
     tuner_sb_puts(sb, "ov[e] = o;\n}\n");
     if (c->vec > 1)
         tuner_sb_printf(sb, "hd_stn_f32<%s, %d>(yr + (long long)(%s) * %d, ov);\n", OT, c->vec, vi, c->vec);
@@ -388,8 +369,8 @@ static void emit_reduce_store(tuner_sb *sb, const tuner_op *op, const rows_geo *
     if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
         tuner_sb_printf(sb, "o = o / %lld.0f;\n", g->D);
     tuner_sb_printf(sb, "const long long orow = row / %lldLL, ocol = row %% %lldLL;\n", last, last);
-    epi_ctx ec = {op, "orow", "ocol"};
-    tuner__emit_chain(sb, op, &op->epilogue, "o", epi_load, &ec);
+    tuner__bcast_ctx ec = {op, "orow", "ocol"};
+    tuner__emit_chain(sb, op, &op->epilogue, "o", tuner__bcast_load, &ec);
     tuner_sb_printf(sb, "out[row] = hd_from_f32<%s>(o);\n}\n", tuner__ctype(out->dtype));
 }
 
