@@ -868,18 +868,20 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     return 0;
 }
 
-static bool matmul_applies(const tuner_op *op, const tuner_target *t)
+static bool mma_applies_kind(const tuner_op *op, const tuner_target *t, tuner_op_kind k)
 {
     tuner__gemm_problem p;
-    return op && op->kind == TUNER_OP_MATMUL && tuner__arch(t) && tuner__gemm_problem_init(op, &p, NULL) == 0 &&
-           mma_supported(&p);
+    return op && op->kind == k && tuner__arch(t) && tuner__gemm_problem_init(op, &p, NULL) == 0 && mma_supported(&p);
+}
+
+static bool matmul_applies(const tuner_op *op, const tuner_target *t)
+{
+    return mma_applies_kind(op, t, TUNER_OP_MATMUL);
 }
 
 static bool conv_applies(const tuner_op *op, const tuner_target *t)
 {
-    tuner__gemm_problem p;
-    return op && op->kind == TUNER_OP_CONV2D && tuner__arch(t) && tuner__gemm_problem_init(op, &p, NULL) == 0 &&
-           mma_supported(&p);
+    return mma_applies_kind(op, t, TUNER_OP_CONV2D);
 }
 
 static int mma_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
