@@ -10,25 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
-    } while (0)
-
-#define CHECK_EQ_INT(a, b)                                                                \
-    do {                                                                                  \
-        long long a_ = (long long)(a), b_ = (long long)(b);                               \
-        if (a_ != b_) {                                                                   \
-            fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, #a, \
-                    a_, b_);                                                              \
-            failures++;                                                                   \
-        }                                                                                 \
-    } while (0)
+#include "tests/ops/check.h"
 
 /* Compares renderings and, on a difference, shows the first differing line of each. */
 static void check_text(const char *got, const char *want, int line)
