@@ -10,14 +10,7 @@
 
 #include "gpu_workers/wire.h"
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 static const uint8_t cand_img[] = "\177ELF fake cubin bytes \x01\x02\x03";
 static const char ref_img[] = ".version 8.0\n.target sm_90\n";

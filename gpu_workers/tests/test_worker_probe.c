@@ -18,14 +18,7 @@
 #error "GW_WORKER_PATH must be defined by the build"
 #endif
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 static bool ready_flag, closed_flag;
 static void on_ready(void *u) { (void)u; ready_flag = true; }

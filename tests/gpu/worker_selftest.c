@@ -19,14 +19,7 @@
 
 #define N 4096
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 /* One PTX module holding every kernel: (in, out) -> out[i] = f(in[i]) for i < N. */
 static const char ptx[] =

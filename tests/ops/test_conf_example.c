@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/ops/check.h"
+#include "tests/check.h"
 
 static char *read_all(const char *path)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/ops/check.h"
+#include "tests/check.h"
 
 /* Compares renderings and, on a difference, shows the first differing line of each. */
 static void check_text(const char *got, const char *want, int line)

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/ops/check.h"
+#include "tests/check.h"
 
 /* A stand-in for systemd's notify socket: a bound datagram socket. */
 typedef struct {

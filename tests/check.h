@@ -1,7 +1,8 @@
-/* tests/ops/check.h - the check macros of the ops suite's C tests: a failing check prints where
- * and what, counts in `failures`, and the test goes on, so one run reports every broken case. */
-#ifndef HIDET_TESTS_OPS_CHECK_H
-#define HIDET_TESTS_OPS_CHECK_H
+/* tests/check.h - the plain check macros of the C tests (ops suite, worker pool and protocol,
+ * scheduler, GPU self-test): a failing check prints where and what, counts in `failures`, and the
+ * test goes on, so one run reports every broken case. */
+#ifndef HIDET_TESTS_CHECK_H
+#define HIDET_TESTS_CHECK_H
 
 #include <stdio.h>
 #include <string.h>
