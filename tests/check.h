@@ -1,6 +1,7 @@
-/* tests/check.h - the plain check macros of the C tests (ops suite, worker pool and protocol,
- * scheduler, GPU self-test): a failing check prints where and what, counts in `failures`, and the
- * test goes on, so one run reports every broken case. */
+/* tests/check.h - the plain check macros of the C tests whose checks need no message (cache,
+ * protocol, clients, workers, scheduler, ops suite, GPU self-test): a failing check prints where
+ * and what, counts in `failures`, and the test goes on, so one run reports every broken case.
+ * Threaded tests keep an atomic counter of their own. */
 #ifndef HIDET_TESTS_CHECK_H
 #define HIDET_TESTS_CHECK_H
 

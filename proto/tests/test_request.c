@@ -11,15 +11,7 @@
 
 #include "proto/request.h"
 
-static int failures;
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
+#include "tests/check.h"
 
 static int parse(const char *body, proto_kernel_request *req, proto_error *err)
 {

@@ -18,19 +18,12 @@
 #include <cJSON.h>
 #include <sqlite3.h>
 
-static int failures;
 static const char *hidetctl;
 static char tmpdir[256];
 static char out[1 << 16]; /* stdout of the last run */
 static char errout[1 << 14];
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 static void slurp(const char *path, char *buf, size_t cap)
 {
