@@ -92,18 +92,21 @@ class Kernel:
         table = {f"input{i}": t for i, t in enumerate(inputs)}
         table["output"] = output
         table["workspace"] = ws
-        calls = []
-        for fn, grid, block, smem, bufs in self.launches:
-            args = tuple(cupy.uint64(table[b].data_ptr()) for b in bufs)
-            calls.append((fn, grid, block, smem, args))
+        calls = [(fn, grid, block, smem, tuple(cupy.uint64(table[b].data_ptr()) for b in bufs))
+                 for fn, grid, block, smem, bufs in self.launches]
+        return launcher(calls, keep=(ws, inputs, output))
 
-        def run():
-            stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-            for fn, grid, block, smem, args in calls:
-                fn(grid, block, args, shared_mem=smem, stream=stream)
 
-        run.keep = (ws, inputs, output)
-        return run
+def launcher(calls, keep):
+    """A function launching calls [(fn, grid, block, shared bytes, args)] in order on torch's
+    current stream; `keep` holds the buffers the arguments point to."""
+    def run():
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        for fn, grid, block, smem, args in calls:
+            fn(grid, block, args, shared_mem=smem, stream=stream)
+
+    run.keep = keep
+    return run
 
 
 def _graph(make_fn, n_sets, reps):

@@ -21,12 +21,13 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import TORCH_DT, rand, rel_err, sets_for, time_pair_us, time_us  # noqa: E402
+from bench import TORCH_DT, launcher, rand, rel_err, sets_for, time_pair_us, time_us  # noqa: E402
 
 OP_MATMUL = 0
 
 
 def load(cubin, launches):
+    """[(function, grid, block, shared bytes, buffer ids)] of a kgen program's launches."""
     module = cupy.RawModule(path=cubin)
     out = []
     for k in launches:
@@ -34,7 +35,7 @@ def load(cubin, launches):
         if k["shared"] > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = k["shared"]
         out.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared"], k["args"]))
-    return module, out
+    return out
 
 
 def binder(meta, launches, ws_bytes):
@@ -45,14 +46,7 @@ def binder(meta, launches, ws_bytes):
         table[meta["buf_workspace"]] = ws
         calls = [(fn, g, b, s, tuple(cupy.uint64(table[a].data_ptr()) for a in args))
                  for fn, g, b, s, args in launches]
-
-        def run():
-            stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-            for fn, g, b, s, args in calls:
-                fn(g, b, args, shared_mem=s, stream=stream)
-
-        run.keep = (ws, inputs, output)
-        return run
+        return launcher(calls, keep=(ws, inputs, output))
 
     return bind
 
@@ -71,8 +65,8 @@ def run_one(path, args):
     meta = json.load(open(path))
     base = path[:-len(".json")]
     name = os.path.basename(base)
-    _, cand = load(base + ".cubin", meta["kernels"])
-    _, ref = load(base + ".ref.cubin", meta["ref_kernels"])
+    cand = load(base + ".cubin", meta["kernels"])
+    ref = load(base + ".ref.cubin", meta["ref_kernels"])
     bind_c = binder(meta, cand, meta["workspace_bytes"])
     bind_r = binder(meta, ref, meta["ref_workspace_bytes"])
     in_dts = [t["dtype"] for t in meta["inputs"]]
