@@ -102,19 +102,22 @@ def run_one(path, args):
         us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets)
     row["us"] = round(us, 2)
     if args.flush:
-        # As the tuning worker times: one launch after an L2 flush, median of many.
+        # As the tuning worker times: one launch after an L2 flush, median of many. Two flushes:
+        # a memset (leaves the L2 full of dirty lines the kernel must write back) and a read of
+        # the same buffer (leaves it clean).
         junk = torch.empty(2 * 50 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
         run = bind_c(sets[0], outs[0])
-        ts = []
-        for _ in range(40):
-            junk.zero_()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            run()
-            b.record()
-            b.synchronize()
-            ts.append(a.elapsed_time(b) * 1000.0)
-        row["flushed_us"] = round(sorted(ts)[len(ts) // 2], 2)
+        for key, flush in (("flushed_us", junk.zero_), ("flushed_read_us", junk.sum)):
+            ts = []
+            for _ in range(40):
+                flush()
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                run()
+                b.record()
+                b.synchronize()
+                ts.append(a.elapsed_time(b) * 1000.0)
+            row[key] = round(sorted(ts)[len(ts) // 2], 2)
     if meta["op"] == OP_MATMUL:
         row["tflops"] = round(matmul_flops(meta) / us / 1e6, 1)
     return row
@@ -139,13 +142,13 @@ def main():
             row = {"name": os.path.basename(path), "error": repr(e)}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(f"{'name':40s} {'us':>9s} {'peer':>9s} {'ratio':>6s} {'TF/s':>6s} {'err':>9s} {'flushed':>9s}")
+    print(f"{'name':40s} {'us':>9s} {'peer':>9s} {'ratio':>6s} {'TF/s':>6s} {'err':>9s} {'flushed':>9s} {'fl_read':>9s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:40s} ERROR {r['error'][:80]}")
             continue
         print(f"{r['name']:40s} {r['us']:9.2f} {r.get('peer_us', 0):9.2f} {r.get('ratio', 0):6.3f} "
-              f"{r.get('tflops', 0):6.1f} {r['err']:9.2e} {r.get('flushed_us', 0):9.2f}")
+              f"{r.get('tflops', 0):6.1f} {r['err']:9.2e} {r.get('flushed_us', 0):9.2f} {r.get('flushed_read_us', 0):9.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

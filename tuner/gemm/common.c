@@ -88,6 +88,8 @@ int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **
         p->vec[0] = vec_for(p->kmajor[0] ? p->K : p->M, align_of(x), esz);
         p->vec[1] = vec_for(p->kmajor[1] ? p->K : p->N, align_of(w), esz);
         p->out_vec = (p->N % 2 == 0 && align_of(o) >= 2 * tuner_dtype_size(p->out_dt)) ? 2 : 1;
+        const int chunk = 16 / tuner_dtype_size(p->out_dt);
+        p->out_chunk = vec_for(p->N, align_of(o), tuner_dtype_size(p->out_dt)) == chunk ? chunk : 0;
     } else if (op->kind == TUNER_OP_CONV2D) {
         if (x->rank != 4 || w->rank != 4)
             return fail(err, "conv2d input and weight must have rank 4");
@@ -144,6 +146,12 @@ int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **
         p->vec[0] = p->nchw ? 1 : vec_for(p->cgc, align_of(x), esz);
         p->vec[1] = vec_for(p->K, align_of(w), esz);
         p->out_vec = (!p->nchw && p->cgk % 2 == 0 && align_of(o) >= 2 * tuner_dtype_size(p->out_dt)) ? 2 : 1;
+        /* NHWC rows are K channels long and group g starts at channel g * K/groups. */
+        const int chunk = 16 / tuner_dtype_size(p->out_dt);
+        p->out_chunk = !p->nchw && p->ck % chunk == 0 &&
+                               vec_for(p->cgk, align_of(o), tuner_dtype_size(p->out_dt)) == chunk
+                           ? chunk
+                           : 0;
     } else {
         return fail(err, "%s is not a GEMM-like op", tuner_op_name(op->kind));
     }
@@ -184,6 +192,9 @@ static const char gm_helpers[] =
     "HD_INLINE void gm_sts128(hd_u32 a, hd_v4 v) { "
     "asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\" :: \"r\"(a), \"r\"(v.x), \"r\"(v.y), "
     "\"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
+    "HD_INLINE hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; "
+    "asm volatile(\"ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\" : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), "
+    "\"=r\"(v.w) : \"r\"(a) : \"memory\"); return v; }\n"
     /* 16-bit element bits <-> float for the register-staged (prologue / misaligned) path. */
     "HD_INLINE float gm_f16_bits(unsigned v) { half_t h; h.x = (unsigned short)v; return hd_f32(h); }\n"
     "HD_INLINE float gm_bf16_bits(unsigned v) { bf16_t h; h.x = (unsigned short)v; return hd_f32(h); }\n"
@@ -334,11 +345,16 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     tuner__gemm_emit_store_at(sb, p, b, m, n, vars, nv, NULL);
 }
 
-void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
-                               const char *n, const char *const *vars, int nv, const char *dst)
+/* The body of the store emitters: dst (a global pointer expression) or saddr (a shared address)
+ * or neither (the checked global store). */
+static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m, const char *n,
+                            const char *const *vars, int nv, const char *dst, const char *saddr, bool checked)
 {
     tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
-    tuner_sb_printf(sb, dst ? "{\n" : "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
+    if (checked)
+        tuner_sb_printf(sb, "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
+    else
+        tuner_sb_puts(sb, "{\n");
     const tuner_tensor *o = &p->op->output;
     if (!p->conv) {
         int d = 0;
@@ -369,7 +385,20 @@ void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const
     const char *ct = tuner__ctype(p->out_dt);
     char at[160];
     snprintf(at, sizeof(at), "%s", dst ? dst : "out + o_off");
-    if (nv == 2) {
+    if (saddr) {
+        const char *cv = p->out_dt == TUNER_F16 ? "gm_bits_f16" : "gm_bits_bf16";
+        if (p->out_dt == TUNER_F32 && nv == 2)
+            tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
+                                "gm_sts64(%s, o_pk); }\n",
+                            saddr);
+        else if (p->out_dt == TUNER_F32)
+            tuner_sb_printf(sb, "gm_sts32(%s, __float_as_uint(o_v0));\n", saddr);
+        else if (nv == 2)
+            tuner_sb_printf(sb, "gm_sts32(%s, hd_pack_%s(o_v0, o_v1));\n", saddr,
+                            p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
+        else
+            tuner_sb_printf(sb, "gm_sts16(%s, (unsigned short)%s(o_v0));\n", saddr, cv);
+    } else if (nv == 2) {
         if (p->out_dt == TUNER_F32)
             tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
                                 "hd_st8(%s, o_pk); }\n",
@@ -381,6 +410,18 @@ void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const
         tuner_sb_printf(sb, "*(%s) = hd_from_f32<%s>(o_v0);\n", at, ct);
     }
     tuner_sb_puts(sb, "}\n}\n");
+}
+
+void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                               const char *n, const char *const *vars, int nv, const char *dst)
+{
+    emit_store_impl(sb, p, b, m, n, vars, nv, dst, NULL, dst == NULL);
+}
+
+void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                 const char *n, const char *const *vars, int nv, const char *saddr, bool checked)
+{
+    emit_store_impl(sb, p, b, m, n, vars, nv, NULL, saddr, checked);
 }
 
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)

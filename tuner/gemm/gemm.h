@@ -39,6 +39,10 @@ typedef struct tuner__gemm_problem {
     bool prologue[2];
     /* Output elements along n that may be stored together (1 or 2). */
     int out_vec;
+    /* Output elements per 16-byte store when every output row allows one (row-major output,
+     * row length and group offset multiples of it, base 16-byte aligned), else 0: what a tile
+     * staged through shared memory is written out with. */
+    int out_chunk;
 } tuner__gemm_problem;
 
 /* Fills p from a validated matmul or conv2d op. Returns 0, or -EINVAL with a message in *err
@@ -85,6 +89,12 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
  * read once per column) are left to the compiler to merge. dst NULL is tuner__gemm_emit_store. */
 void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                const char *n, const char *const *vars, int nv, const char *dst);
+
+/* The same, but the converted values go to shared memory at the 32-bit address expression
+ * `saddr` (a pair as one 4- or 8-byte store) for a staged epilogue to write out: with `checked`
+ * out-of-range elements are skipped (their epilogue operands are never read). */
+void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                 const char *n, const char *const *vars, int nv, const char *saddr, bool checked);
 
 /* Emits `<name>`: the split-K reduction kernel (256 threads, one output element each) that sums
  * `split` fp32 partial planes of the workspace and applies the epilogue. */

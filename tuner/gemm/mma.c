@@ -14,8 +14,11 @@
  *    fragments loaded by ldmatrix.x4 (.trans for an operand stored M/N-contiguous) and double
  *    buffered across the k16 steps of a tile;
  *  - epilogue: accumulators -> fused epilogue chain -> convert -> store (paired when the output
- *    row allows), or, with split-K, raw fp32 partials to a workspace that a second kernel sums
- *    in a fixed order before applying the epilogue.
+ *    row allows), or, with stage_out, -> shared memory, then the whole tile written with 16-byte
+ *    row-contiguous stores (measured on an H100: 4096x3072x768 63 -> 48 us, as the pair stores
+ *    of a short-K tile are exposed; long-K tiles gain nothing or lose a little: the tuner
+ *    measures both); or, with split-K, raw fp32 partials to a workspace that a second kernel
+ *    sums in a fixed order before applying the epilogue.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@ typedef struct mma_cfg {
     int bm, bn, bk, wm, wn, stages, split, group;
     int warps_m, warps_n, threads;
     bool async;
+    bool stage_out; /* epilogue through shared memory and 16-byte stores */
     int smem;
     int regs; /* estimate per thread */
 } mma_cfg;
@@ -76,6 +80,18 @@ static int load_iters(const tuner__gemm_problem *p, const mma_cfg *c, int which)
     return ceil_div((long long)rows * cols / load_vec(p, c, which), c->threads);
 }
 
+/* The staged output tile: block_m rows of block_n output elements, each row padded by 16 bytes so
+ * that the fragment-order writes (8 rows x 4 lanes per store) fall in distinct banks. */
+static int out_row_bytes(const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    return c->bn * tuner_dtype_size(p->out_dt) + 16;
+}
+
+static int out_stage_bytes(const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    return c->bm * out_row_bytes(p, c);
+}
+
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -87,9 +103,11 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
     c->stages = tuner_schedule_param(s, "stages", 0);
     c->split = tuner_schedule_param(s, "split_k", 1);
     c->group = tuner_schedule_param(s, "swizzle", 1);
+    const int stage_out = tuner_schedule_param(s, "stage_out", 0);
     if (c->bm < 16 || c->bn < 16 || c->wm < 16 || c->wn < 16 || c->bk < 16 || c->stages < 2 || c->split < 1 ||
-        c->group < 1)
+        c->group < 1 || (stage_out != 0 && stage_out != 1))
         return -EINVAL;
+    c->stage_out = stage_out == 1;
     if (c->wm % 16 || c->wn % 16 || c->bk % 16 || c->bm % c->wm || c->bn % c->wn)
         return -EINVAL;
     c->warps_m = c->bm / c->wm;
@@ -98,6 +116,8 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
     c->async = mma_async(p);
     int stage_bytes = (c->bm + c->bn) * c->bk * 2;
     c->smem = (c->async ? c->stages : 2) * stage_bytes;
+    if (c->stage_out && out_stage_bytes(p, c) > c->smem)
+        c->smem = out_stage_bytes(p, c);
     int mi = c->wm / 16, ni = c->wn / 8;
     c->regs = mi * ni * 4 + 2 * (mi * 4 + ni * 2) + 40;
     /* Register-staged units: one register per 4 bytes (at least one) plus their hoisted
@@ -120,6 +140,10 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const m
     if (c->async && c->bk % 32)
         return false; /* the pipelined loop alternates fragment buffers over an even k16 count */
     if (p->batch * c->split > 65535)
+        return false;
+    /* Staging needs whole 16-byte output chunks per row and a single K slice (split-K partials
+     * go to the fp32 workspace). */
+    if (c->stage_out && (!p->out_chunk || c->split != 1 || c->bn % p->out_chunk))
         return false;
     long long tiles = (long long)ceil_div(p->M, c->bm) * ceil_div(p->N, c->bn);
     if (tiles > 0x7fffffffLL)
@@ -594,6 +618,51 @@ static void emit_epilogue_nest(tuner_sb *sb, const mma_cfg *c)
                     c->wm / 16, c->wn / 8);
 }
 
+/* stage_out: every warp applies the epilogue to its fragments and writes the converted pairs
+ * into a padded block_m x block_n tile in shared memory (the pipeline's buffers, free once every
+ * warp is past the main loop); then the block writes the tile out in 16-byte chunks, each row's
+ * chunks by consecutive threads. Edge tiles check elements against M and N (so epilogue
+ * operands are never read out of range) and chunks against them (N is a multiple of a chunk). */
+static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    const int esz = tuner_dtype_size(p->out_dt), rowb = out_row_bytes(p, c);
+    const bool all_full = p->M % c->bm == 0 && p->N % c->bn == 0;
+    const char *v2[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
+    tuner_sb_printf(sb, "__syncthreads();\nconst hd_u32 gm_os = gm_sbase + (gm_wm * %d + (lane >> 2)) * %d + "
+                        "(gm_wn * %d + (lane & 3) * 2) * %d;\n",
+                    c->wm, rowb, c->wn, esz);
+    char saddr[96];
+    snprintf(saddr, sizeof(saddr), "gm_os + (i * 16 + h * 8) * %d + j * %d", rowb, 8 * esz);
+    for (int checked = 0; checked < 2; checked++) {
+        if (checked && all_full)
+            break;
+        if (!all_full)
+            tuner_sb_printf(sb, checked ? "} else {\n" : "if (gm_m0 + %d <= %lld && gm_n0 + %d <= %lld) {\n", c->bm,
+                            p->M, c->bn, p->N);
+        emit_epilogue_nest(sb, c);
+        tuner__gemm_emit_store_smem(sb, p, "gm_zb", "gm_er + i * 16 + h * 8", "gm_ec + j * 8", v2, 2, saddr,
+                                    checked);
+        tuner_sb_puts(sb, "}\n");
+    }
+    if (!all_full)
+        tuner_sb_puts(sb, "}\n");
+    const int cpr = c->bn / p->out_chunk, total = c->bm * cpr;
+    const long long ld = p->conv ? p->ck : p->N;
+    const long long zstride = p->conv ? p->cgk : p->M * p->N;
+    tuner_sb_printf(sb, "__syncthreads();\n#pragma unroll\nfor (int gm_it = 0; gm_it < %d; gm_it++) {\n"
+                        "const int gm_c = gm_it * %d + (int)threadIdx.x;\n",
+                    (total + c->threads - 1) / c->threads, c->threads);
+    if (total % c->threads)
+        tuner_sb_printf(sb, "if (gm_c >= %d) break;\n", total);
+    tuner_sb_printf(sb, "const int gm_r = gm_c / %d, gm_q = gm_c %% %d;\n", cpr, cpr);
+    if (!all_full)
+        tuner_sb_printf(sb, "if (gm_m0 + gm_r < %lld && gm_n0 + gm_q * %d < %lld)\n", p->M, p->out_chunk, p->N);
+    tuner_sb_printf(sb,
+                    "hd_st16(out + (long long)gm_zb * %lldLL + (long long)(gm_m0 + gm_r) * %lldLL + gm_n0 + gm_q * %d, "
+                    "gm_lds128(gm_sbase + gm_r * %d + gm_q * 16));\n}\n",
+                    zstride, ld, p->out_chunk, rowb);
+}
+
 static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
     tuner_sb_printf(sb,
@@ -613,6 +682,10 @@ static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_
             tuner_sb_printf(sb, "if (en < %lld) wp[en] = acc[i][j][2 * h];\nif (en + 1 < %lld) wp[en + 1] = acc[i][j][2 * h + 1];\n",
                             p->N, p->N);
         tuner_sb_puts(sb, "}\n}\n");
+        return;
+    }
+    if (c->stage_out) {
+        emit_staged_epilogue(sb, p, c);
         return;
     }
     const char *v2[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
@@ -790,7 +863,7 @@ static const tile_shape small_tiles[] = {
     "mma16816 v1: big{128x256/64x64,256x128/64x64,128x128/64x64,64x32,32x64,64x256/32x64,256x64/64x32} " \
     "bk{32,64} stages{2..5|2 staged} swz{1,8} split1; small{128x64/64x32,64x128/32x64,128x64/32x32," \
     "64x128/32x32,64x64/32x32,32x64/32x16,64x32/16x32,32x32/16x16} bk{32,64} stages{3,4|2} split{1,2,4,8}; " \
-    "smem/regs/threads/chunk rules"
+    "stage_out{0|1 for big tiles, stages 3-4, 16-byte output rows}; smem/regs/threads/chunk rules"
 
 static bool same_values(const tuner_schedule *x, const tuner_schedule *y)
 {
@@ -826,6 +899,10 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
     tuner__gemm_param(&pref, "split_k", 1);
     tuner__gemm_param(&pref, "swizzle", p.conv ? 1 : 8);
+    /* A short K loop stages its output tile (the pair stores would be exposed; 4096x3072x768 on
+     * an H100: 48 instead of 63 us), a long one stores directly (4096^3: equal, 2048x4096x4096:
+     * 157 against 170 us). */
+    tuner__gemm_param(&pref, "stage_out", p.out_chunk && ceil_div(p.K, async ? 64 : (p.conv ? 16 : 32)) <= 32);
     mma_cfg pc;
     const bool have_pref = cfg_from(&p, &pref, &pc) == 0 && cfg_valid(&p, a, &pc);
     if (have_pref) {
@@ -854,14 +931,21 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
                             tuner__gemm_param(&s, "stages", st);
                             tuner__gemm_param(&s, "split_k", sp);
                             tuner__gemm_param(&s, "swizzle", g);
-                            mma_cfg c;
-                            if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
-                                continue;
-                            if (have_pref && same_values(&s, &pref))
-                                continue;
-                            int rc = tuner__gemm_push(items, n, &s);
-                            if (rc < 0)
-                                return rc;
+                            tuner__gemm_param(&s, "stage_out", 0);
+                            /* Staged variants of the big tiles with a 3-4 deep ring: the
+                             * output-heavy shapes they pay off for (short K) want those. */
+                            const int so_max = big && st >= 3 && st <= 4 ? 1 : 0;
+                            for (int so = 0; so <= so_max; so++) {
+                                s.params[s.n_params - 1].value = so;
+                                mma_cfg c;
+                                if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
+                                    continue;
+                                if (have_pref && same_values(&s, &pref))
+                                    continue;
+                                int rc = tuner__gemm_push(items, n, &s);
+                                if (rc < 0)
+                                    return rc;
+                            }
                         }
                 }
     }
@@ -910,6 +994,14 @@ static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner
     /* Rasterisation matters only when the operands overflow L2; a mild preference otherwise. */
     if (c.group > 1)
         us *= 0.97;
+    /* A staged output tile pays two barriers and a shared-memory round trip, and saves the
+     * exposed pair stores at the end of each tile: a gain that shrinks with the K loop's length
+     * (H100: -23% at 12 k-tiles, 0 to +8% at 64). */
+    if (c.stage_out) {
+        const double ktiles = (double)ceil_div(tuner__gemm_k_per_split(p.K, c.split, c.bk), c.bk);
+        const double f = 1.06 - 2.8 / ktiles;
+        us *= f < 0.75 ? 0.75 : f;
+    }
     return us;
 }
 

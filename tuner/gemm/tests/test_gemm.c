@@ -529,6 +529,69 @@ static void test_compile(void)
     }
 }
 
+/* Staged epilogues (stage_out=1): present exactly when the output rows take 16-byte stores, the
+ * default for a short K loop, and the programs compile (edge tiles, batches, groups, a fused
+ * chain, a float output) with the staged tile's shared-memory copy-out. */
+static const char *const want_staged[] = {"mma.sync.aligned.m16n8k16", "ld.shared.v4.u32", NULL};
+
+static size_t count_staged(const tuner_op *op, int sm, const char *tmpl, tuner_schedule *first)
+{
+    const tuner_template *tp = find_tmpl(tmpl);
+    tuner_schedule *items = NULL;
+    size_t n = 0, staged = 0;
+    CHECK(tp && enumerate(tp, op, sm, &items, &n) == 0, "%s: enumerate", tmpl);
+    for (size_t i = 0; i < n; i++)
+        if (tuner_schedule_param(&items[i], "stage_out", 0) == 1 && staged++ == 0 && first)
+            *first = items[i];
+    free(items);
+    return staged;
+}
+
+static void test_staged_epilogue(void)
+{
+    tuner_schedule first;
+    tuner_op op = mk_matmul(TUNER_F16, 0, 0, 130, 200, 96, false, false, 16);
+    add_bias_gelu(&op);
+    CHECK(count_staged(&op, 90, "matmul_mma", &first) > 0, "no staged schedule for 130x200x96");
+    add_job("staged_mm130x200x96_biasgelu", &op, find_tmpl("matmul_mma"), &first, 90, want_staged, true);
+
+    op = mk_matmul(TUNER_BF16, 3, 3, 200, 136, 96, false, true, 16);
+    CHECK(count_staged(&op, 80, "matmul_mma", &first) > 0, "no staged schedule for the batched bf16 matmul");
+    add_job("staged_mmbatch_bf16", &op, find_tmpl("matmul_mma"), &first, 80, want_staged, true);
+
+    op = mk_matmul(TUNER_F16, 0, 0, 256, 128, 64, false, false, 16);
+    op.output.dtype = TUNER_F32;
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+    CHECK(count_staged(&op, 90, "matmul_mma", &first) > 0, "no staged schedule for an f32 output");
+    add_job("staged_mm_f32out", &op, find_tmpl("matmul_mma"), &first, 90, want_staged, true);
+
+    op = mk_conv(TUNER_F16, 2, 28, 28, 64, 256, 1, 1, 1, 0, 1, 2, false, 16);
+    add_bias_gelu(&op);
+    CHECK(count_staged(&op, 90, "conv2d_mma", &first) > 0, "no staged schedule for a grouped NHWC conv");
+    add_job("staged_conv_nhwc_g2", &op, find_tmpl("conv2d_mma"), &first, 90, want_staged, true);
+
+    /* Rows that do not take 16-byte stores (N odd), NCHW outputs: never staged. */
+    op = mk_matmul(TUNER_F16, 0, 0, 128, 1001, 96, false, false, 16);
+    CHECK(count_staged(&op, 90, "matmul_mma", NULL) == 0, "staged schedule for N = 1001");
+    op = mk_conv(TUNER_F16, 2, 15, 17, 16, 32, 3, 3, 1, 1, 1, 1, true, 16);
+    CHECK(count_staged(&op, 90, "conv2d_mma", NULL) == 0, "staged schedule for an NCHW conv");
+
+    /* The default stages a short K loop and not a long one. */
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    op = mk_matmul(TUNER_F16, 0, 0, 4096, 3072, 768, false, false, 16);
+    CHECK(enumerate(find_tmpl("matmul_mma"), &op, 90, &items, &n) == 0 && n > 0 &&
+              tuner_schedule_param(&items[0], "stage_out", -1) == 1,
+          "4096x3072x768: default not staged");
+    free(items);
+    items = NULL;
+    op = mk_matmul(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false, 16);
+    CHECK(enumerate(find_tmpl("matmul_mma"), &op, 90, &items, &n) == 0 && n > 0 &&
+              tuner_schedule_param(&items[0], "stage_out", -1) == 0,
+          "4096^3: default staged");
+    free(items);
+}
+
 static void test_references(void)
 {
     tuner_op ops[4];
@@ -557,6 +620,7 @@ int main(int argc, char **argv)
     test_spaces();
     test_references();
     test_compile();
+    test_staged_epilogue();
     run_jobs();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("compiled %d programs in %.1f s\n", compiled,
