@@ -125,8 +125,7 @@ static void test_emit_float(void)
 static float gelu_fit(float x)
 {
     const float a = fminf(fabsf(x), TUNER_GELU_XMAX);
-    float q = TUNER_GELU_D7;
-    q = fmaf(q, a, TUNER_GELU_D6);
+    float q = TUNER_GELU_D6;
     q = fmaf(q, a, TUNER_GELU_D5);
     q = fmaf(q, a, TUNER_GELU_D4);
     q = fmaf(q, a, TUNER_GELU_D3);
@@ -154,8 +153,8 @@ static void test_gelu_fit(void)
             at_rel = x;
         }
     }
-    CHECK(worst < 4e-7, "gelu fit: max abs error %.3g at x = %.5f", worst, at);
-    CHECK(worst_rel < 2.5e-3, "gelu fit: max relative error %.3g at x = %.5f", worst_rel, at_rel);
+    CHECK(worst < 5e-7, "gelu fit: max abs error %.3g at x = %.5f", worst, at);
+    CHECK(worst_rel < 2.5e-4, "gelu fit: max relative error %.3g at x = %.5f", worst_rel, at_rel);
     CHECK(gelu_fit(0.0f) == 0.0f && gelu_fit(50.0f) == 50.0f && gelu_fit(-50.0f) <= 0.0f &&
               gelu_fit(-50.0f) > -1e-6f,
           "gelu fit limits: %g %g %g", gelu_fit(0.0f), gelu_fit(50.0f), gelu_fit(-50.0f));
@@ -166,7 +165,7 @@ static void test_gelu_fit(void)
     char *cand = tuner_sb_take(&sb);
     tuner__prelude_reference(&sb, 90);
     char *ref = tuner_sb_take(&sb);
-    CHECK(cand && strstr(cand, "-1.151110888e+00f") && strstr(cand, "return x >= 0.0f ? x - xh : xh;") &&
+    CHECK(cand && strstr(cand, "-1.151005268e+00f") && strstr(cand, "return x >= 0.0f ? x - xh : xh;") &&
               !strstr(cand, "#define HD_EXACT_MATH"),
           "candidate prelude uses the fitted GELU");
     CHECK(ref && strncmp(ref, "#define HD_EXACT_MATH 1\n", 24) == 0, "reference prelude selects erff");
