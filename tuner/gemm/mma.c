@@ -16,7 +16,7 @@
  *  - epilogue: accumulators -> fused epilogue chain -> convert -> store (paired when the output
  *    row allows), or, with stage_out, -> shared memory, then the whole tile written with 16-byte
  *    row-contiguous stores (measured on an H100: 4096x3072x768 63 -> 48 us, as the pair stores
- *    of a short-K tile are exposed; long-K tiles gain nothing or lose a little: the tuner
+ *    of a short-K tile are exposed; long-K tiles move by a few percent either way, so the tuner
  *    measures both); or, with split-K, raw fp32 partials to a workspace that a second kernel
  *    sums in a fixed order before applying the epilogue.
  */
@@ -900,8 +900,10 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     tuner__gemm_param(&pref, "split_k", 1);
     tuner__gemm_param(&pref, "swizzle", p.conv ? 1 : 8);
     /* A short K loop stages its output tile (the pair stores would be exposed; 4096x3072x768 on
-     * an H100: 48 instead of 63 us), a long one stores directly (4096^3: equal, 2048x4096x4096:
-     * 157 against 170 us). */
+     * an H100: 48 instead of 63 us). For a long one the measurements disagree by a few percent
+     * either way (a hand-written staged 2048x4096x4096 lost, 170 against 157 us; the tuner's
+     * single-launch timings picked staged tiles for 4096^3 and 8192^3), so the default keeps the
+     * direct stores there. */
     tuner__gemm_param(&pref, "stage_out", p.out_chunk && ceil_div(p.K, async ? 64 : (p.conv ? 16 : 32)) <= 32);
     mma_cfg pc;
     const bool have_pref = cfg_from(&p, &pref, &pc) == 0 && cfg_valid(&p, a, &pc);
@@ -996,7 +998,8 @@ static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner
         us *= 0.97;
     /* A staged output tile pays two barriers and a shared-memory round trip, and saves the
      * exposed pair stores at the end of each tile: a gain that shrinks with the K loop's length
-     * (H100: -23% at 12 k-tiles, 0 to +8% at 64). */
+     * (H100: -23% at 12 k-tiles, a few percent either way at 64). Near-equal predictions keep
+     * both variants of a good tile among the measured candidates. */
     if (c.stage_out) {
         const double ktiles = (double)ceil_div(tuner__gemm_k_per_split(p.K, c.split, c.bk), c.bk);
         const double f = 1.06 - 2.8 / ktiles;
