@@ -863,7 +863,7 @@ static const tile_shape small_tiles[] = {
     "mma16816 v1: big{128x256/64x64,256x128/64x64,128x128/64x64,64x32,32x64,64x256/32x64,256x64/64x32} " \
     "bk{32,64} stages{2..5|2 staged} swz{1,8} split1; small{128x64/64x32,64x128/32x64,128x64/32x32," \
     "64x128/32x32,64x64/32x32,32x64/32x16,64x32/16x32,32x32/16x16} bk{32,64} stages{3,4|2} split{1,2,4,8}; " \
-    "stage_out{0|1 for big tiles, stages 3-4, 16-byte output rows}; smem/regs/threads/chunk rules"
+    "stage_out{0|1: big swz8 stages 3-4, small split1 stages 3; 16-byte output rows}; smem/regs/threads/chunk rules"
 
 static bool same_values(const tuner_schedule *x, const tuner_schedule *y)
 {
@@ -934,9 +934,13 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
                             tuner__gemm_param(&s, "split_k", sp);
                             tuner__gemm_param(&s, "swizzle", g);
                             tuner__gemm_param(&s, "stage_out", 0);
-                            /* Staged variants of the big tiles with a 3-4 deep ring: the
-                             * output-heavy shapes they pay off for (short K) want those. */
-                            const int so_max = big && st >= 3 && st <= 4 ? 1 : 0;
+                            /* Staged variants where they were measured to pay off (short K
+                             * loops, and N=768-like shapes on small tiles): big tiles with
+                             * grouped raster and a 3-4 deep ring, small ones without split-K
+                             * and a 3-deep ring. (Swizzle 1 and 4-stage small tiles: within
+                             * noise of these, and the space stays under 300.) */
+                            const int so_max =
+                                big ? (g > 1 && st >= 3 && st <= 4) : (sp == 1 && st == 3);
                             for (int so = 0; so <= so_max; so++) {
                                 s.params[s.n_params - 1].value = so;
                                 mma_cfg c;
