@@ -97,9 +97,12 @@ static const char prelude_math[] =
 static const char prelude_memory[] =
     /* 16/8-byte vector access; the caller guarantees the alignment. */
     "HD_INLINE hd_v4 hd_ld16(const void *p) { return *reinterpret_cast<const hd_v4 *>(p); }\n"
-    "HD_INLINE void hd_st16(void *p, hd_v4 v) { *reinterpret_cast<hd_v4 *>(p) = v; }\n"
+    /* Global vector stores in inline PTX: NVRTC may split a struct store into 4-byte ones. */
+    "HD_INLINE void hd_st16(void *p, hd_v4 v) { asm volatile(\"st.global.v4.u32 [%0], {%1,%2,%3,%4};\" :: "
+    "\"l\"(p), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
     "HD_INLINE hd_v2 hd_ld8(const void *p) { return *reinterpret_cast<const hd_v2 *>(p); }\n"
-    "HD_INLINE void hd_st8(void *p, hd_v2 v) { *reinterpret_cast<hd_v2 *>(p) = v; }\n"
+    "HD_INLINE void hd_st8(void *p, hd_v2 v) { asm volatile(\"st.global.v2.u32 [%0], {%1,%2};\" :: "
+    "\"l\"(p), \"r\"(v.x), \"r\"(v.y) : \"memory\"); }\n"
     /* Read-only, no-L1-allocate 16-byte load for streamed data. */
     "HD_INLINE hd_v4 hd_ld16_nc(const void *p) { hd_v4 v; "
     "asm volatile(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\" : \"=r\"(v.x), \"=r\"(v.y), "

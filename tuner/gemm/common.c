@@ -192,10 +192,6 @@ static const char gm_helpers[] =
     "HD_INLINE void gm_sts128(hd_u32 a, hd_v4 v) { "
     "asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\" :: \"r\"(a), \"r\"(v.x), \"r\"(v.y), "
     "\"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
-    /* Explicit 16-byte global store: NVRTC splits a struct store of asm outputs into four. */
-    "HD_INLINE void gm_stg128(void *p, hd_v4 v) { "
-    "asm volatile(\"st.global.v4.u32 [%0], {%1,%2,%3,%4};\" :: \"l\"(p), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), "
-    "\"r\"(v.w) : \"memory\"); }\n"
     "HD_INLINE hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; "
     "asm volatile(\"ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\" : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), "
     "\"=r\"(v.w) : \"r\"(a) : \"memory\"); return v; }\n"

@@ -658,7 +658,7 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
     if (!all_full)
         tuner_sb_printf(sb, "if (gm_m0 + gm_r < %lld && gm_n0 + gm_q * %d < %lld)\n", p->M, p->out_chunk, p->N);
     tuner_sb_printf(sb,
-                    "gm_stg128(out + (long long)gm_zb * %lldLL + (long long)(gm_m0 + gm_r) * %lldLL + gm_n0 + gm_q * %d, "
+                    "hd_st16(out + (long long)gm_zb * %lldLL + (long long)(gm_m0 + gm_r) * %lldLL + gm_n0 + gm_q * %d, "
                     "gm_lds128(gm_sbase + gm_r * %d + gm_q * 16));\n}\n",
                     zstride, ld, p->out_chunk, rowb);
 }
