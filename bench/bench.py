@@ -17,11 +17,9 @@ Inputs are random uniform in [-1, 1]. Clocks are read before and after.
 Output: a table on stdout and results.json / results.md in --out.
 """
 import argparse
-import http.client
 import json
 import math
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,17 +29,8 @@ import cupy
 import torch
 import torch.nn.functional as F
 
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=600):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+from hidetd_unix import UnixHTTPConnection  # noqa: E402
 
 
 class Daemon:
@@ -49,7 +38,7 @@ class Daemon:
         self.sock = sock
 
     def call(self, method, path, body=None):
-        c = UnixHTTPConnection(self.sock)
+        c = UnixHTTPConnection(self.sock, 600)
         data = json.dumps(body).encode() if body is not None else None
         c.request(method, path, body=data, headers={"Content-Type": "application/json"})
         r = c.getresponse()

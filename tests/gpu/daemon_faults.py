@@ -13,31 +13,20 @@ The real hidetd-worker plants the kernels itself when HIDETD_WORKER_PLANT is set
 gpu_workers/worker_main.c): request 2 writes far out of bounds (illegal address), request 4
 spins forever (launch timeout). Exits 77 without a GPU.
 """
-import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost", timeout=120)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from hidetd_unix import UnixHTTPConnection  # noqa: E402
 
 
 def call(sock, method, path, body=None):
-    c = UnixHTTPConnection(sock)
+    c = UnixHTTPConnection(sock, 120)
     c.request(method, path, body=json.dumps(body) if body is not None else None)
     r = c.getresponse()
     data = r.read()

@@ -9,7 +9,6 @@ reports. A Python datagram socket plays systemd's $NOTIFY_SOCKET. Waits are boun
 generous limits: a slow (sanitizer) build only makes a passing test slower, never a failing one.
 Exit 77 (skip) when HIDETD is not built.
 """
-import http.client
 import os
 import re
 import shutil
@@ -21,6 +20,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
+from hidetd_unix import UnixHTTPConnection  # noqa: E402
 import metrics_parse  # noqa: E402
 
 START_TIMEOUT = 60.0  # seconds; sanitizer builds start slowly on a busy 2-core machine
@@ -34,18 +35,6 @@ class Fail(Exception):
 def check(cond, what):
     if not cond:
         raise Fail(what)
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=STEP_TIMEOUT):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
 
 
 def request(path_sock, method, url, timeout=STEP_TIMEOUT):

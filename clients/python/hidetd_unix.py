@@ -1,0 +1,23 @@
+"""clients/python/hidetd_unix.py - HTTP to hidetd over its Unix socket, with the standard library.
+
+http.client speaks TCP only; this connection class keeps its request/response handling and
+connects to a socket path instead. Used by bench/ and the Python tests; a Python caller of the
+daemon can use it the same way:
+
+    c = UnixHTTPConnection("/run/hidetd/hidetd.sock", timeout=30)
+    c.request("GET", "/healthz"); print(c.getresponse().status)
+"""
+import http.client
+import socket
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
