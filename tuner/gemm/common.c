@@ -386,18 +386,14 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     char at[160];
     snprintf(at, sizeof(at), "%s", dst ? dst : "out + o_off");
     if (saddr) {
-        const char *cv = p->out_dt == TUNER_F16 ? "gm_bits_f16" : "gm_bits_bf16";
-        if (p->out_dt == TUNER_F32 && nv == 2)
+        /* Staged tiles hold whole pairs (a 16-byte output chunk implies paired stores). */
+        if (p->out_dt == TUNER_F32)
             tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
                                 "gm_sts64(%s, o_pk); }\n",
                             saddr);
-        else if (p->out_dt == TUNER_F32)
-            tuner_sb_printf(sb, "gm_sts32(%s, __float_as_uint(o_v0));\n", saddr);
-        else if (nv == 2)
+        else
             tuner_sb_printf(sb, "gm_sts32(%s, hd_pack_%s(o_v0, o_v1));\n", saddr,
                             p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
-        else
-            tuner_sb_printf(sb, "gm_sts16(%s, (unsigned short)%s(o_v0));\n", saddr, cv);
     } else if (nv == 2) {
         if (p->out_dt == TUNER_F32)
             tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
@@ -419,9 +415,9 @@ void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const
 }
 
 void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
-                                 const char *n, const char *const *vars, int nv, const char *saddr, bool checked)
+                                 const char *n, const char *const *pair, const char *saddr, bool checked)
 {
-    emit_store_impl(sb, p, b, m, n, vars, nv, NULL, saddr, checked);
+    emit_store_impl(sb, p, b, m, n, pair, 2, NULL, saddr, checked);
 }
 
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)

@@ -90,11 +90,11 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
 void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                const char *n, const char *const *vars, int nv, const char *dst);
 
-/* The same, but the converted values go to shared memory at the 32-bit address expression
- * `saddr` (a pair as one 4- or 8-byte store) for a staged epilogue to write out: with `checked`
- * out-of-range elements are skipped (their epilogue operands are never read). */
+/* The same for a pair (elements n and n+1), but the converted values go to shared memory at the
+ * 32-bit address expression `saddr` (one 4- or 8-byte store) for a staged epilogue to write out:
+ * with `checked` out-of-range elements are skipped (their epilogue operands are never read). */
 void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
-                                 const char *n, const char *const *vars, int nv, const char *saddr, bool checked);
+                                 const char *n, const char *const *pair, const char *saddr, bool checked);
 
 /* Emits `<name>`: the split-K reduction kernel (256 threads, one output element each) that sums
  * `split` fp32 partial planes of the workspace and applies the epilogue. */

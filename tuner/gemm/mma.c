@@ -618,6 +618,26 @@ static void emit_epilogue_nest(tuner_sb *sb, const mma_cfg *c)
                     c->wm / 16, c->wn / 8);
 }
 
+/* Whether every tile lies wholly inside the output (then no store needs a bounds check). */
+static bool tiles_divide_output(const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    return p->M % c->bm == 0 && p->N % c->bn == 0;
+}
+
+/* Row-major outputs, matmul [batch][M][N] and NHWC convolution [pixels][K] (group g at column
+ * g * K/g): elements between consecutive rows, and between consecutive batch entries / groups. */
+static void affine_out_strides(const tuner__gemm_problem *p, long long *ld, long long *zstride)
+{
+    *ld = p->conv ? p->ck : p->N;
+    *zstride = p->conv ? p->cgk : p->M * p->N;
+}
+
+/* Opens `if (this block's tile lies inside the output) {` for edge-tile problems. */
+static void emit_if_tile_inside(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    tuner_sb_printf(sb, "if (gm_m0 + %d <= %lld && gm_n0 + %d <= %lld) {\n", c->bm, p->M, c->bn, p->N);
+}
+
 /* stage_out: every warp applies the epilogue to its fragments and writes the converted pairs
  * into a padded block_m x block_n tile in shared memory (the pipeline's buffers, free once every
  * warp is past the main loop); then the block writes the tile out in 16-byte chunks, each row's
@@ -626,7 +646,7 @@ static void emit_epilogue_nest(tuner_sb *sb, const mma_cfg *c)
 static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
     const int esz = tuner_dtype_size(p->out_dt), rowb = out_row_bytes(p, c);
-    const bool all_full = p->M % c->bm == 0 && p->N % c->bn == 0;
+    const bool all_full = tiles_divide_output(p, c);
     const char *v2[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
     tuner_sb_printf(sb, "__syncthreads();\nconst hd_u32 gm_os = gm_sbase + (gm_wm * %d + (lane >> 2)) * %d + "
                         "(gm_wn * %d + (lane & 3) * 2) * %d;\n",
@@ -636,19 +656,20 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
     for (int checked = 0; checked < 2; checked++) {
         if (checked && all_full)
             break;
-        if (!all_full)
-            tuner_sb_printf(sb, checked ? "} else {\n" : "if (gm_m0 + %d <= %lld && gm_n0 + %d <= %lld) {\n", c->bm,
-                            p->M, c->bn, p->N);
+        if (!all_full && checked)
+            tuner_sb_puts(sb, "} else {\n");
+        else if (!all_full)
+            emit_if_tile_inside(sb, p, c);
         emit_epilogue_nest(sb, c);
-        tuner__gemm_emit_store_smem(sb, p, "gm_zb", "gm_er + i * 16 + h * 8", "gm_ec + j * 8", v2, 2, saddr,
+        tuner__gemm_emit_store_smem(sb, p, "gm_zb", "gm_er + i * 16 + h * 8", "gm_ec + j * 8", v2, saddr,
                                     checked);
         tuner_sb_puts(sb, "}\n");
     }
     if (!all_full)
         tuner_sb_puts(sb, "}\n");
     const int cpr = c->bn / p->out_chunk, total = c->bm * cpr;
-    const long long ld = p->conv ? p->ck : p->N;
-    const long long zstride = p->conv ? p->cgk : p->M * p->N;
+    long long ld, zstride;
+    affine_out_strides(p, &ld, &zstride);
     tuner_sb_printf(sb, "__syncthreads();\n#pragma unroll\nfor (int gm_it = 0; gm_it < %d; gm_it++) {\n"
                         "const int gm_c = gm_it * %d + (int)threadIdx.x;\n",
                     (total + c->threads - 1) / c->threads, c->threads);
@@ -689,15 +710,14 @@ static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_
         return;
     }
     const char *v2[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
-    /* Row-major outputs: matmul [batch][M][N] and NHWC convolution [pixels][K] (group g at
-     * column g * K/g). */
+    /* Row-major outputs (affine_out_strides) store from one per-thread pointer. */
     const bool affine = p->out_vec == 2 && (!p->conv || !p->nchw);
-    const bool all_full = p->M % c->bm == 0 && p->N % c->bn == 0;
+    const bool all_full = tiles_divide_output(p, c);
     if (affine) {
-        const long long ld = p->conv ? p->ck : p->N;
-        const long long zstride = p->conv ? p->cgk : p->M * p->N;
+        long long ld, zstride;
+        affine_out_strides(p, &ld, &zstride);
         if (!all_full)
-            tuner_sb_printf(sb, "if (gm_m0 + %d <= %lld && gm_n0 + %d <= %lld) {\n", c->bm, p->M, c->bn, p->N);
+            emit_if_tile_inside(sb, p, c);
         tuner_sb_printf(sb, "%s *const gm_op = out + (long long)gm_zb * %lldLL + (long long)gm_er * %lldLL + gm_ec;\n",
                         tuner__ctype(p->out_dt), zstride, ld);
         emit_epilogue_nest(sb, c);
@@ -893,7 +913,8 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     tuner_schedule pref = {.template_name = tmpl};
     tuner__gemm_param(&pref, "block_m", async ? 128 : 64);
     tuner__gemm_param(&pref, "block_n", async ? (p.conv ? 64 : 128) : 64);
-    tuner__gemm_param(&pref, "block_k", async ? 64 : (p.conv ? 16 : 32));
+    const int pref_bk = async ? 64 : (p.conv ? 16 : 32);
+    tuner__gemm_param(&pref, "block_k", pref_bk);
     tuner__gemm_param(&pref, "warp_m", async ? 64 : 32);
     tuner__gemm_param(&pref, "warp_n", async ? (p.conv ? 32 : 64) : p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
@@ -904,7 +925,7 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
      * either way (a hand-written staged 2048x4096x4096 lost, 170 against 157 us; the tuner's
      * single-launch timings picked staged tiles for 4096^3 and 8192^3), so the default keeps the
      * direct stores there. */
-    tuner__gemm_param(&pref, "stage_out", p.out_chunk && ceil_div(p.K, async ? 64 : (p.conv ? 16 : 32)) <= 32);
+    tuner__gemm_param(&pref, "stage_out", p.out_chunk && ceil_div(p.K, pref_bk) <= 32);
     mma_cfg pc;
     const bool have_pref = cfg_from(&p, &pref, &pc) == 0 && cfg_valid(&p, a, &pc);
     if (have_pref) {
