@@ -592,6 +592,49 @@ static void test_staged_epilogue(void)
     free(items);
 }
 
+/* The 192x128 tile of 48x64 warp tiles: the model's choice for 4096x768x3072 (132 tiles for 132
+ * SMs, where 128x128 tiles would leave 60 SMs running two), and it compiles without spills on
+ * edge tiles, staged or not, with a fused chain, for sm_80 and sm_90. */
+static bool is_192x128(const tuner_schedule *s)
+{
+    return tuner_schedule_param(s, "block_m", 0) == 192 && tuner_schedule_param(s, "block_n", 0) == 128 &&
+           tuner_schedule_param(s, "warp_m", 0) == 48 && tuner_schedule_param(s, "warp_n", 0) == 64;
+}
+
+static void test_192x128_tile(void)
+{
+    const tuner_template *tp = find_tmpl("matmul_mma");
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    tuner_op op = mk_matmul(TUNER_F16, 0, 0, 4096, 768, 3072, false, false, 16);
+    tuner_target t = {.sm = 90};
+    CHECK(enumerate(tp, &op, 90, &items, &n) == 0 && n > 0, "4096x768x3072: enumerate");
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (tp->predict_us(&op, &t, &items[i]) < tp->predict_us(&op, &t, &items[best]))
+            best = i;
+    CHECK(n > 0 && is_192x128(&items[best]), "4096x768x3072: the model's best is not the 192x128 tile");
+    free(items);
+
+    for (int sm = 80; sm <= 90; sm += 10) {
+        op = mk_matmul(sm == 90 ? TUNER_F16 : TUNER_BF16, 0, 0, 300, 200, 96, false, sm == 80, 16);
+        add_bias_gelu(&op);
+        items = NULL;
+        CHECK(enumerate(tp, &op, sm, &items, &n) == 0, "300x200x96: enumerate");
+        int found[2] = {0, 0};
+        for (size_t i = 0; i < n; i++) {
+            const int so = tuner_schedule_param(&items[i], "stage_out", 0);
+            if (!is_192x128(&items[i]) || tuner_schedule_param(&items[i], "stages", 0) != 3 || found[so]++)
+                continue;
+            char tag[64];
+            snprintf(tag, sizeof(tag), "mm192x128_%s_sm%d", so ? "staged" : "direct", sm);
+            add_job(tag, &op, tp, &items[i], sm, so ? want_staged : want_mma_async, true);
+        }
+        CHECK(found[0] && found[1], "sm_%d: 192x128 tile missing (direct %d, staged %d)", sm, found[0], found[1]);
+        free(items);
+    }
+}
+
 static void test_references(void)
 {
     tuner_op ops[4];
@@ -621,6 +664,7 @@ int main(int argc, char **argv)
     test_references();
     test_compile();
     test_staged_epilogue();
+    test_192x128_tile();
     run_jobs();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("compiled %d programs in %.1f s\n", compiled,
