@@ -207,6 +207,11 @@ static int build_cases(scase *c)
         ADD("reduce sum [33,777] ax1", reduce(2, s1, 1, TUNER_REDUCE_SUM, 16), true);
         ADD("reduce max [17,5,31] ax1", reduce(3, s2, 1, TUNER_REDUCE_MAX, 2), true);
         ADD("reduce mean [1000,3] ax0", reduce(2, s3, 0, TUNER_REDUCE_MEAN, 2), true);
+        /* Long column reductions: 16-byte loads, split chunks combined by a second kernel. */
+        int64_t s4[2] = {100000, 64}, s5[3] = {3, 20001, 40}, s6[2] = {4099, 1000};
+        ADD("reduce sum [100000,64] ax0", reduce(2, s4, 0, TUNER_REDUCE_SUM, 16), true);
+        ADD("reduce max [3,20001,40] ax1", reduce(3, s5, 1, TUNER_REDUCE_MAX, 16), true);
+        ADD("reduce mean [4099,1000] ax0", reduce(2, s6, 0, TUNER_REDUCE_MEAN, 16), true);
     }
     ADD("ew 1000x333 +b,gelu,*.5", elementwise(1000, 333, 16), true);
     ADD("ew 7x1001 align2", elementwise(7, 1001, 2), true);

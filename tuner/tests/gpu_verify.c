@@ -481,6 +481,9 @@ int main(void)
             CASE("reduce mean [1M]", t_reduce(dt, 1, s1, 0, TUNER_REDUCE_MEAN, false, 16));
             long long s4[4] = {3, 17, 5, 9};
             CASE("reduce sum [3,17,5,9] ax1", t_reduce(dt, 4, s4, 1, TUNER_REDUCE_SUM, true, 16));
+            long long s5[2] = {100000, 64}, s6[3] = {3, 20001, 40};
+            CASE("reduce sum [100000,64] ax0", t_reduce(dt, 2, s5, 0, TUNER_REDUCE_SUM, false, 16));
+            CASE("reduce max [3,20001,40] ax1 keep", t_reduce(dt, 3, s6, 1, TUNER_REDUCE_MAX, true, 16));
         }
         CASE("elementwise 77x1000 +b gelu", t_elementwise(dt, 77, 1000, 16));
         /* Large shapes: where the cost model's ranking matters. */

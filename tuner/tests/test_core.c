@@ -54,6 +54,38 @@ static bool has_vec(const tuner_schedule *s)
  * variants (odd sizes, alignment, split) so that the suite stays fast on a 2-core machine. */
 static int sample_size = 10;
 
+/* A long column reduction: the space offers split (two-kernel) candidates, the default splits,
+ * and a split program has the partial and the combining kernel over a workspace of split
+ * column partials. */
+static void check_cols_split(const char *name, const tuner_op *op, const tuner_target *t)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(op, t, &sp, &err) == 0, "%s: space: %s", name, err ? err : "?");
+    free(err);
+    if (!sp)
+        return;
+    size_t splits = 0;
+    for (size_t i = 0; i < sp->n; i++)
+        splits += tuner_schedule_param(&sp->items[i], "split", 1) > 1;
+    CHECK(splits > 0, "%s: no split candidates", name);
+    const tuner_schedule *def = &sp->items[tuner_default_index(op, t, sp)];
+    const int split = tuner_schedule_param(def, "split", 1);
+    CHECK(split > 1, "%s: the default does not split", name);
+    tuner_program *p = NULL;
+    err = NULL;
+    CHECK(tuner_generate(op, t, def, &p, &err) == 0 && p, "%s: generate: %s", name, err ? err : "?");
+    free(err);
+    long long cols = tuner_tensor_numel(&op->output);
+    CHECK(p && p->n_kernels == 2 && !strcmp(p->kernels[0].name, "hd_reduce_cols_part") &&
+              !strcmp(p->kernels[1].name, "hd_reduce_cols_fin") && (long long)p->kernels[0].grid[1] == split &&
+              p->workspace_bytes == (size_t)(split * cols) * sizeof(float),
+          "%s: split program shape (kernels %d, workspace %zu)", name, p ? p->n_kernels : -1,
+          p ? p->workspace_bytes : 0);
+    tuner_program_free(p);
+    tuner_space_free(sp);
+}
+
 static void run_case(const char *name, const tuner_op *op, const tuner_target *t, bool expect_scalar_only)
 {
     char tn[16], what[256];
@@ -227,6 +259,18 @@ int main(int argc, char **argv)
                     op = t_reduce(dt, 1, s1, 0, TUNER_REDUCE_SUM, false, 16);
                     snprintf(name, sizeof(name), "reduce sum %s [1M] (split)", dn);
                     run_case(name, &op, t, false);
+                    /* Column reductions over a long axis: split into chunks, two kernels. */
+                    long long sl[2] = {100000, 64};
+                    op = t_reduce(dt, 2, sl, 0, TUNER_REDUCE_SUM, false, 16);
+                    snprintf(name, sizeof(name), "reduce sum %s [100000,64] ax0 (split)", dn);
+                    run_case(name, &op, t, false);
+                    check_cols_split(name, &op, t);
+                    long long sm3[3] = {3, 20001, 40}, sb[3] = {1, 1, 40};
+                    op = t_reduce(dt, 3, sm3, 1, TUNER_REDUCE_MAX, true, 16);
+                    t_add_epilogue(&op, TUNER_EW_ADD, 3, sb, TUNER_EW_RELU);
+                    snprintf(name, sizeof(name), "reduce max %s [3,20001,40] ax1 keep +b relu (split)", dn);
+                    run_case(name, &op, t, false);
+                    check_cols_split(name, &op, t);
                 }
             } else if (!strcmp(group, "elementwise")) {
                 tuner_op op = t_elementwise(dt, 77, 1000, 16);
