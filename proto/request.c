@@ -1052,6 +1052,10 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             return fail(e, 422, "invalid_field", field,
                         "a prologue applies to one of the %s's %d anchor inputs",
                         op_names[op->kind], n_anchor);
+        /* Row and column templates fuse a prologue into x only: gamma and beta are parameters. */
+        if (st->target != 0 && op->kind != TUNER_OP_MATMUL && op->kind != TUNER_OP_CONV2D)
+            return fail(e, 422, "invalid_field", field, "a %s takes a prologue on input 0 (x) only",
+                        op_names[op->kind]);
         tuner_ew_chain *ch = &op->prologue[st->target];
         if (ch->n >= TUNER_MAX_STEPS)
             return fail(e, 422, "limit_exceeded", "prologue", "at most %d steps per input",

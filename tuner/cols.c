@@ -65,7 +65,7 @@ static cols_geo geo_of(const tuner_op *op)
 
 static bool cols_applies(const tuner_op *op, const tuner_target *t)
 {
-    if (op->kind != TUNER_OP_REDUCE || !tuner__arch(t) || !tuner__no_prologue(op) || op->n_inputs < 1)
+    if (op->kind != TUNER_OP_REDUCE || !tuner__arch(t) || !tuner__prologue_input0_only(op) || op->n_inputs < 1)
         return false;
     const tuner_tensor *x = &op->inputs[0];
     if (x->rank < 1 || op->attrs.reduce.axis < 0 || op->attrs.reduce.axis >= x->rank)
@@ -175,6 +175,7 @@ static void emit_main(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", c->bx * c->by, kname);
     tuner__emit_params(sb, op, op->output.dtype);
     tuner_sb_puts(sb, c->split > 1 ? ", float *__restrict__ ws)\n{\n" : ")\n{\n");
+    tuner__emit_input0_prologue(sb, op);
     tuner_mapping m = tuner_map_spatial(2, c->by, c->bx, 1);
     const char *names[3] = {"ty", "tx", NULL};
     tuner_map_emit_begin(sb, &m, "threadIdx.x", "tm", names);
@@ -197,6 +198,9 @@ static void emit_main(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const
         tuner_sb_printf(sb, "float xv[%d];\nhd_ldn_f32<%s, %d>(xp + a * %lldLL, xv);\n", V, T, V, g->I);
     else
         tuner_sb_printf(sb, "float xv[1];\nxv[0] = hd_f32(xp[a * %lldLL]);\n", g->I);
+    if (op->prologue[0].n)
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int e = 0; e < %d; e++) xv[e] = hd_pro0(xv[e], (o * %lldLL + a) * %lldLL + i + e);\n",
+                        V, g->A, g->I);
     tuner_sb_printf(sb, "#pragma unroll\nfor (int e = 0; e < %d; e++) acc[e] = %s;\n}\n}\n", V, comb);
     if (c->by > 1) {
         /* [by][vec][bx]: consecutive tx hit consecutive banks. */

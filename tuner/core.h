@@ -62,8 +62,18 @@ void tuner__launch_args(tuner_launch *l, const tuner_op *op);
 void tuner__one_launch(tuner_program *p, const tuner_op *op, const char *name, unsigned blocks,
                        unsigned threads);
 
-/* true when op carries no prologue (the core ops apply only epilogues). */
+/* true when op carries no prologue. */
 bool tuner__no_prologue(const tuner_op *op);
+
+/* true when no input but input 0 carries a prologue: what the row and column templates fuse
+ * (their parameter inputs, gamma and beta, take none). */
+bool tuner__prologue_input0_only(const tuner_op *op);
+
+/* Emits, inside a kernel body, `auto hd_pro0 = [&](float v, long long idx) -> float {...};`:
+ * input 0's prologue applied to its element idx (the row-major linear index in input 0), the
+ * chain's operands broadcast to input 0's shape. Emits nothing when input 0 has no prologue;
+ * callers then skip hd_pro0. */
+void tuner__emit_input0_prologue(tuner_sb *sb, const tuner_op *op);
 
 /* Smallest power of two >= v (v >= 1). */
 long tuner__pow2ceil(long v);

@@ -22,6 +22,43 @@ bool tuner__no_prologue(const tuner_op *op)
     return true;
 }
 
+bool tuner__prologue_input0_only(const tuner_op *op)
+{
+    for (int i = 1; i < TUNER_MAX_INPUTS; i++)
+        if (op->prologue[i].n != 0)
+            return false;
+    return true;
+}
+
+/* Operand loads of input 0's prologue: element (hd_prow, hd_pcol) of input 0. */
+static char *input0_operand_load(void *ctx, int input)
+{
+    const tuner_op *op = ctx;
+    char *off = tuner__bcast_offset(&op->inputs[input], &op->inputs[0], "hd_prow", "hd_pcol");
+    if (!off)
+        return NULL;
+    size_t len = strlen(off) + 32;
+    char *e = malloc(len);
+    if (e)
+        snprintf(e, len, "in%d[%s]", input, off);
+    free(off);
+    return e;
+}
+
+void tuner__emit_input0_prologue(tuner_sb *sb, const tuner_op *op)
+{
+    if (op->prologue[0].n == 0)
+        return;
+    const tuner_tensor *x = &op->inputs[0];
+    const long long last = x->rank >= 1 ? x->shape[x->rank - 1] : 1;
+    tuner_sb_printf(sb, "auto hd_pro0 = [&](float v, long long idx) -> float {\n"
+                        "const long long hd_prow = idx / %lldLL, hd_pcol = idx %% %lldLL;\n"
+                        "(void)hd_prow;\n(void)hd_pcol;\n",
+                    last, last);
+    tuner__emit_chain(sb, op, &op->prologue[0], "v", input0_operand_load, (void *)op);
+    tuner_sb_puts(sb, "return v;\n};\n");
+}
+
 bool tuner__bcast_last_contiguous(const tuner_tensor *in, const tuner_tensor *out)
 {
     if (in->rank < 1 || out->rank < 1)

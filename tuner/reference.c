@@ -29,8 +29,8 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
 {
     if (!op || !t || !p)
         return -EINVAL;
-    if (op->n_inputs < 1 || op->inputs[0].rank < 1 || !tuner__no_prologue(op)) {
-        *err = strdup("reference: unsupported op (no input, or a prologue on a core op)");
+    if (op->n_inputs < 1 || op->inputs[0].rank < 1 || !tuner__prologue_input0_only(op)) {
+        *err = strdup("reference: unsupported op (no input, or a prologue on a core op's parameter input)");
         return -EINVAL;
     }
     const tuner_tensor *x = &op->inputs[0];
@@ -42,6 +42,10 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
     tuner_sb_puts(&sb, "extern \"C\" __global__ void hd_reference(");
     tuner__emit_params(&sb, op, TUNER_F32);
     tuner_sb_puts(&sb, ")\n{\nconst long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
+    /* hd_x(i): element i of input 0 as a float, after its prologue. */
+    tuner__emit_input0_prologue(&sb, op);
+    tuner_sb_printf(&sb, "auto hd_x = [&](long long i) -> float { return %s; };\n",
+                    op->prologue[0].n ? "hd_pro0(hd_f32(in0[i]), i)" : "hd_f32(in0[i])");
 
     switch (op->kind) {
     case TUNER_OP_SOFTMAX:
@@ -53,23 +57,23 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         tuner_sb_printf(&sb, "const long long base = row * %lldLL;\n", D);
         if (op->kind == TUNER_OP_SOFTMAX) {
             tuner_sb_printf(&sb, "float mx = -HD_INF;\nfor (long long c = 0; c < %lldLL; c++) mx = fmaxf(mx, "
-                                 "hd_f32(in0[base + c]));\n",
+                                 "hd_x(base + c));\n",
                             D);
-            tuner_sb_printf(&sb, "double sum = 0.0;\nfor (long long c = 0; c < %lldLL; c++) sum += (double)expf(hd_f32(in0[base + c]) - mx);\n", D);
+            tuner_sb_printf(&sb, "double sum = 0.0;\nfor (long long c = 0; c < %lldLL; c++) sum += (double)expf(hd_x(base + c) - mx);\n", D);
         } else if (op->kind == TUNER_OP_LAYERNORM) {
-            tuner_sb_printf(&sb, "double s = 0.0;\nfor (long long c = 0; c < %lldLL; c++) s += (double)hd_f32(in0[base + c]);\n", D);
+            tuner_sb_printf(&sb, "double s = 0.0;\nfor (long long c = 0; c < %lldLL; c++) s += (double)hd_x(base + c);\n", D);
             tuner_sb_printf(&sb, "const double meand = s / %lld.0;\ndouble q = 0.0;\n", D);
-            tuner_sb_printf(&sb, "for (long long c = 0; c < %lldLL; c++) { const double d = (double)hd_f32(in0[base + c]) - meand; q += d * d; }\n", D);
+            tuner_sb_printf(&sb, "for (long long c = 0; c < %lldLL; c++) { const double d = (double)hd_x(base + c) - meand; q += d * d; }\n", D);
             tuner_sb_printf(&sb, "const float mean = (float)meand;\nconst float rstd = 1.0f / sqrtf((float)(q / %lld.0) + ", D);
             emit_eps(&sb, op);
             tuner_sb_puts(&sb, ");\n");
         } else {
-            tuner_sb_printf(&sb, "double q = 0.0;\nfor (long long c = 0; c < %lldLL; c++) { const double v = hd_f32(in0[base + c]); q += v * v; }\n", D);
+            tuner_sb_printf(&sb, "double q = 0.0;\nfor (long long c = 0; c < %lldLL; c++) { const double v = hd_x(base + c); q += v * v; }\n", D);
             tuner_sb_printf(&sb, "const float rstd = 1.0f / sqrtf((float)(q / %lld.0) + ", D);
             emit_eps(&sb, op);
             tuner_sb_puts(&sb, ");\n");
         }
-        tuner_sb_printf(&sb, "for (long long col = 0; col < %lldLL; col++) {\nfloat o = hd_f32(in0[base + col]);\n", D);
+        tuner_sb_printf(&sb, "for (long long col = 0; col < %lldLL; col++) {\nfloat o = hd_x(base + col);\n", D);
         if (op->kind == TUNER_OP_SOFTMAX)
             tuner_sb_puts(&sb, "o = expf(o - mx) / (float)sum;\n");
         else if (op->kind == TUNER_OP_LAYERNORM) {
@@ -107,7 +111,7 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\n", O * I);
         tuner_sb_printf(&sb, "const long long o = tid / %lldLL, i = tid %% %lldLL;\n", I, I);
         tuner_sb_printf(&sb, "double acc = %s;\n", rmax ? "-(double)HD_INF" : "0.0");
-        tuner_sb_printf(&sb, "for (long long a = 0; a < %lldLL; a++) { const double v = hd_f32(in0[(o * %lldLL + a) * %lldLL + i]); "
+        tuner_sb_printf(&sb, "for (long long a = 0; a < %lldLL; a++) { const double v = hd_x((o * %lldLL + a) * %lldLL + i); "
                              "acc = %s; }\n",
                         A, A, I, rmax ? "(v > acc ? v : acc)" : "acc + v");
         tuner_sb_puts(&sb, "float o_ = (float)acc;\n");
@@ -129,7 +133,7 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
             tuner_sb_free(&sb);
             return -ENOMEM;
         }
-        tuner_sb_printf(&sb, "float v = hd_f32(in0[%s]);\n", off);
+        tuner_sb_printf(&sb, "float v = hd_x(%s);\n", off);
         free(off);
         tuner__bcast_ctx ec = {op, "row", "col"};
         tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);

@@ -78,7 +78,7 @@ static long long reduce_inner(const tuner_op *op)
 
 static bool rows_applies_common(const tuner_op *op, const tuner_target *t)
 {
-    if (!tuner__arch(t) || !tuner__no_prologue(op) || op->n_inputs < 1 || op->n_anchor_inputs < 1)
+    if (!tuner__arch(t) || !tuner__prologue_input0_only(op) || op->n_inputs < 1 || op->n_anchor_inputs < 1)
         return false;
     const tuner_tensor *x = &op->inputs[0];
     if (x->rank < 1 || tuner_tensor_numel(x) < 1)
@@ -269,13 +269,31 @@ static void emit_group_reduce(tuner_sb *sb, const rows_cfg *c, bool is_max, cons
 }
 
 /* Loads VEC elements of x at vector index `vi` of the row into `dst[base...]`. */
-static void emit_load(tuner_sb *sb, const rows_cfg *c, const char *T, const char *ptr, const char *vi,
+/* Loads the VEC elements of x at vector index vi of this thread's row (`xr`, row `row`) as floats
+ * into dst, with input 0's prologue applied. */
+static void emit_load(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *vi,
                       const char *dst)
 {
+    const char *T = tuner__ctype(g->in_dt);
     if (c->vec > 1)
-        tuner_sb_printf(sb, "hd_ldn_f32<%s, %d>(%s + (long long)(%s) * %d, %s);\n", T, c->vec, ptr, vi, c->vec, dst);
+        tuner_sb_printf(sb, "hd_ldn_f32<%s, %d>(xr + (long long)(%s) * %d, %s);\n", T, c->vec, vi, c->vec, dst);
     else
-        tuner_sb_printf(sb, "(%s)[0] = hd_f32(%s[%s]);\n", dst, ptr, vi);
+        tuner_sb_printf(sb, "(%s)[0] = hd_f32(xr[%s]);\n", dst, vi);
+    if (op->prologue[0].n)
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int pe = 0; pe < %d; pe++) (%s)[pe] = hd_pro0((%s)[pe], row * %lldLL + "
+                            "(long long)(%s) * %d + pe);\n",
+                        c->vec, dst, dst, g->D, vi, c->vec);
+}
+
+/* Writes the layernorm shift into buf: the row's first element (after the prologue, like every
+ * other element). */
+static const char *shift_expr(const tuner_op *op, const rows_geo *g, char *buf, size_t n)
+{
+    if (op->prologue[0].n)
+        snprintf(buf, n, "hd_pro0(hd_f32(xr[0]), row * %lldLL)", g->D);
+    else
+        snprintf(buf, n, "hd_f32(xr[0])");
+    return buf;
 }
 
 /* Emits the per-element output computation and store for the VEC elements at vector index vi,
@@ -381,6 +399,7 @@ static void emit_kernel_head(tuner_sb *sb, const tuner_op *op, const rows_cfg *c
     if (ws)
         tuner_sb_puts(sb, ", float *__restrict__ ws");
     tuner_sb_puts(sb, ")\n{\n");
+    tuner__emit_input0_prologue(sb, op);
 }
 
 /* The single-kernel form (split == 1). */
@@ -412,6 +431,7 @@ static void emit_accumulate(tuner_sb *sb, const rows_geo *g, bool rmax, const ch
 
 static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *kname)
 {
+    char shift[96];
     const char *T = tuner__ctype(g->in_dt);
     const bool is_reduce = g->kind == K_REDUCE;
     const bool rmax = is_reduce && op->attrs.reduce.kind == TUNER_REDUCE_MAX;
@@ -436,7 +456,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
         tuner_sb_printf(sb, "if (row_ok && vi < %lld) { ", c->nvt);
         char dst[64];
         snprintf(dst, sizeof(dst), "&v[ld_a0_0 * %d]", c->vec);
-        emit_load(sb, c, T, "xr", "vi", dst);
+        emit_load(sb, op, g, c, "vi", dst);
         tuner_sb_printf(sb, "} else {\n#pragma unroll\nfor (int e = 0; e < %d; e++) v[ld_a0_0 * %d + e] = %s; }\n",
                         c->vec, c->vec, neutral);
         tuner_map_emit_end(sb, &m);
@@ -495,7 +515,8 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
         break;
     case K_LAYERNORM:
         /* Sums shifted by the row's first element keep E[x^2] - E[x]^2 well conditioned. */
-        tuner_sb_puts(sb, "const float shift = row_ok ? hd_f32(xr[0]) : 0.0f;\nfloat l1 = 0.0f, l2 = 0.0f;\n");
+        tuner_sb_printf(sb, "const float shift = row_ok ? %s : 0.0f;\nfloat l1 = 0.0f, l2 = 0.0f;\n",
+                        shift_expr(op, g, shift, sizeof(shift)));
         break;
     case K_RMSNORM:
         tuner_sb_puts(sb, "float lss = 0.0f;\n");
@@ -505,7 +526,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
         break;
     }
     tuner_sb_printf(sb, "if (row_ok) for (long long vi = lane; vi < %lldLL; vi += %d) {\n", c->nvt, c->tpr);
-    emit_load(sb, c, T, "xr", "vi", "xv");
+    emit_load(sb, op, g, c, "vi", "xv");
     tuner_sb_printf(sb, "#pragma unroll\nfor (int e = 0; e < %d; e++) { const float x = xv[e];\n", c->vec);
     emit_accumulate(sb, g, rmax, g->kind == K_RMSNORM ? "lss" : "acc");
     tuner_sb_puts(sb, "}\n}\n");
@@ -536,7 +557,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     }
     /* Pass 2: re-read (from L2 for rows that fit) and write. */
     tuner_sb_printf(sb, "if (row_ok) for (long long vi = lane; vi < %lldLL; vi += %d) {\n", c->nvt, c->tpr);
-    emit_load(sb, c, T, "xr", "vi", "xv");
+    emit_load(sb, op, g, c, "vi", "xv");
     emit_store(sb, op, g, c, "vi", "xv", false);
     tuner_sb_puts(sb, "}\n}\n");
 }
@@ -545,6 +566,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
 static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *base,
                       tuner_program *p)
 {
+    char shift[96];
     const char *T = tuner__ctype(g->in_dt);
     const bool rmax = g->kind == K_REDUCE && op->attrs.reduce.kind == TUNER_REDUCE_MAX;
     const long long ch = (c->nvt + c->split - 1) / c->split; /* vectors per chunk */
@@ -564,7 +586,7 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
         tuner_sb_puts(sb, "float lm = -HD_INF, ls = 0.0f;\n");
         break;
     case K_LAYERNORM:
-        tuner_sb_puts(sb, "const float shift = hd_f32(xr[0]);\nfloat l1 = 0.0f, l2 = 0.0f;\n");
+        tuner_sb_printf(sb, "const float shift = %s;\nfloat l1 = 0.0f, l2 = 0.0f;\n", shift_expr(op, g, shift, sizeof(shift)));
         break;
     case K_RMSNORM:
         tuner_sb_puts(sb, "float l1 = 0.0f;\n");
@@ -574,7 +596,7 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
         break;
     }
     tuner_sb_printf(sb, "for (long long vi = v0 + lane; vi < v1; vi += %d) {\n", c->tpr);
-    emit_load(sb, c, T, "xr", "vi", "xv");
+    emit_load(sb, op, g, c, "vi", "xv");
     tuner_sb_printf(sb, "#pragma unroll\nfor (int e = 0; e < %d; e++) { const float x = xv[e];\n", c->vec);
     emit_accumulate(sb, g, rmax, "l1");
     tuner_sb_puts(sb, "}\n}\n");
@@ -627,8 +649,8 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
                               "const float inv = 1.0f / sum;\n");
             break;
         case K_LAYERNORM:
-            tuner_sb_puts(sb, "const float shift = hd_f32(xr[0]);\n"
-                              "float s1 = 0.0f, s2 = 0.0f;\nfor (int k = 0; k < SPLIT; k++) { s1 += pw[2 * k]; s2 += pw[2 * k + 1]; }\n");
+            tuner_sb_printf(sb, "const float shift = %s;\n", shift_expr(op, g, shift, sizeof(shift)));
+            tuner_sb_puts(sb, "float s1 = 0.0f, s2 = 0.0f;\nfor (int k = 0; k < SPLIT; k++) { s1 += pw[2 * k]; s2 += pw[2 * k + 1]; }\n");
             tuner_sb_printf(sb, "const float m1 = s1 / %lld.0f;\nconst float mean = shift + m1;\n", g->D);
             tuner_sb_printf(sb, "const float var = fmaxf(s2 / %lld.0f - m1 * m1, 0.0f);\n", g->D);
             emit_rstd_from_var(sb, op, "var");
@@ -640,7 +662,7 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
         }
         tuner_sb_printf(sb, "float xv[%d];\n", c->vec);
         tuner_sb_printf(sb, "for (long long vi = v0 + lane; vi < v1; vi += %d) {\n", c->tpr);
-        emit_load(sb, c, T, "xr", "vi", "xv");
+        emit_load(sb, op, g, c, "vi", "xv");
         emit_store(sb, op, g, c, "vi", "xv", false);
         tuner_sb_puts(sb, "}\n}\n");
     }

@@ -195,6 +195,10 @@ static void test_ops(void)
            "{\"shape\":[64,256],\"dtype\":\"f16\"},{\"shape\":[64],\"dtype\":\"f16\"}],"
            "\"prologue\":[{\"input\":0,\"op\":\"mul\",\"operand\":2}]}");
     CHECK(r.op.prologue[0].n == 1 && r.op.prologue[0].steps[0].operand == 2);
+    /* A scaled, masked softmax: the prologue on x, its mask broadcast over the rows. */
+    r = OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,128],\"dtype\":\"f16\"},{\"shape\":[128],\"dtype\":\"f16\"}],"
+           "\"prologue\":[{\"input\":0,\"op\":\"scale\",\"value\":0.125},{\"input\":0,\"op\":\"add\",\"operand\":1}]}");
+    CHECK(r.op.prologue[0].n == 2 && r.op.prologue[0].steps[1].operand == 1 && r.op.n_inputs == 2);
     /* align */
     r = OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\",\"align\":2}]}");
     CHECK(r.op.inputs[0].align == 2);
@@ -368,6 +372,9 @@ static void test_errors(void)
         422, "invalid_field", "prologue[0].dtype");
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
         "\"attrs\":{\"axis\":0}}", 422, "invalid_field", "attrs.axis");
+    BAD("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"},{\"shape\":[8],\"dtype\":\"f16\"},"
+        "{\"shape\":[8],\"dtype\":\"f16\"}],\"prologue\":[{\"input\":1,\"op\":\"neg\"}]}", 422, "invalid_field",
+        "prologue[0].input");
     BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
         "\"attrs\":{\"axis\":2}}", 422, "invalid_field", "attrs.axis");
     BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"

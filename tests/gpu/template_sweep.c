@@ -99,6 +99,17 @@ static void add_unary_step(tuner_ew_chain *c, tuner_ew_kind k, double scalar)
     s->scalar = scalar;
 }
 
+/* Input 0's prologue: scale by `scalar`, then `k` with a new input of `shape` broadcast to x. */
+static void add_x_prologue(tuner_op *op, double scalar, tuner_ew_kind k, int rank, const int64_t *shape)
+{
+    add_unary_step(&op->prologue[0], TUNER_EW_SCALE, scalar);
+    int idx = op->n_inputs++;
+    op->inputs[idx] = tensor(rank, shape, 16);
+    tuner_ew_step *s = &op->prologue[0].steps[op->prologue[0].n++];
+    s->kind = k;
+    s->operand = idx;
+}
+
 static tuner_op conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int r, int s,
                      int stride, int pad)
 {
@@ -212,6 +223,25 @@ static int build_cases(scase *c)
         ADD("reduce sum [100000,64] ax0", reduce(2, s4, 0, TUNER_REDUCE_SUM, 16), true);
         ADD("reduce max [3,20001,40] ax1", reduce(3, s5, 1, TUNER_REDUCE_MAX, 16), true);
         ADD("reduce mean [4099,1000] ax0", reduce(2, s6, 0, TUNER_REDUCE_MEAN, 16), true);
+        /* Prologues on x: a scaled, masked softmax; a row-scaled layernorm split over blocks;
+         * column sums of a row-weighted input (split and not). */
+        int64_t mask[2] = {333, 1000}, rowv[2] = {5, 1}, colv[2] = {100000, 1}, mid[2] = {333, 1};
+        tuner_op op = rows_op(TUNER_OP_SOFTMAX, 333, 1000, 16, 0);
+        add_x_prologue(&op, 0.125, TUNER_EW_ADD, 2, mask);
+        ADD("softmax 333x1000 *s +mask", op, true);
+        op = rows_op(TUNER_OP_LAYERNORM, 5, 70001, 2, 2);
+        add_x_prologue(&op, 2.0, TUNER_EW_MUL, 2, rowv);
+        ADD("layernorm 5x70001 align2 *row", op, true);
+        op = reduce(2, s4, 0, TUNER_REDUCE_SUM, 16);
+        add_x_prologue(&op, 0.5, TUNER_EW_MUL, 2, colv);
+        ADD("reduce sum [100000,64] ax0 *w", op, true);
+        int64_t s7[3] = {7, 333, 1000};
+        op = reduce(3, s7, 1, TUNER_REDUCE_MAX, 16);
+        add_x_prologue(&op, -1.0, TUNER_EW_SUB, 2, mid);
+        ADD("reduce max [7,333,1000] ax1 -w", op, true);
+        op = reduce(3, s7, 2, TUNER_REDUCE_MEAN, 16);
+        add_x_prologue(&op, 3.0, TUNER_EW_ADD, 2, mid);
+        ADD("reduce mean [7,333,1000] ax2 +w", op, true);
     }
     ADD("ew 1000x333 +b,gelu,*.5", elementwise(1000, 333, 16), true);
     ADD("ew 7x1001 align2", elementwise(7, 1001, 2), true);

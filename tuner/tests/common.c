@@ -102,6 +102,16 @@ void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *
     s->scalar = 0.5;
 }
 
+void t_add_prologue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un)
+{
+    int idx = op->n_inputs++;
+    op->inputs[idx] = t_tensor(op->inputs[0].dtype, rank, shape, 16);
+    tuner_ew_chain *ch = &op->prologue[0];
+    ch->steps[ch->n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5};
+    ch->steps[ch->n++] = (tuner_ew_step){.kind = bin, .operand = idx};
+    ch->steps[ch->n++] = (tuner_ew_step){.kind = un, .operand = -1};
+}
+
 tuner_op t_elementwise(tuner_dtype dt, long long rows, long long d, int align)
 {
     tuner_op op = base_op(TUNER_OP_ELEMENTWISE, dt, rows, d, align);

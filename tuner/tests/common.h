@@ -30,6 +30,9 @@ tuner_op t_reduce(tuner_dtype dt, int rank, const long long *shape, int axis, tu
 tuner_op t_elementwise(tuner_dtype dt, long long rows, long long d, int align);
 /* Adds a binary epilogue step with a new operand of `shape` (and a unary step after it). */
 void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
+/* Input 0's prologue: scale by 0.5, then `bin` with a new input of `shape` (broadcast to input 0),
+ * then the unary `un`. */
+void t_add_prologue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
 
 /* Compiles source with tuner_compile, writes the PTX to a temp file and runs
  * /usr/local/cuda/bin/ptxas -arch=sm_XX on it. Returns true when both accept. On success

@@ -266,12 +266,20 @@ static void test_space_helpers(void)
     CHECK(tuner_generate(&op, &t90, &s, &p, &err) == -EINVAL && p == NULL && err, "unknown template");
     free(err);
     CHECK(tuner_predict_us(&op, &t90, &s) >= 1e11, "unknown template predicts +huge");
-    /* A prologue on a core op has no template (only epilogues fuse into these ops). */
+    /* A prologue on x fuses into the row templates; one on a parameter input (gamma, beta) has no
+     * template. */
     op.prologue[0].n = 1;
     op.prologue[0].steps[0].kind = TUNER_EW_RELU;
     err = NULL;
-    CHECK(tuner_space_build(&op, &t90, &e, &err) == -EINVAL, "prologue on softmax refused");
+    CHECK(tuner_space_build(&op, &t90, &e, &err) == 0 && e && e->n > 0, "prologue on softmax's input");
     free(err);
+    tuner_space_free(e);
+    e = NULL;
+    op.prologue[1] = op.prologue[0];
+    err = NULL;
+    CHECK(tuner_space_build(&op, &t90, &e, &err) == -EINVAL && e == NULL, "prologue on a second input refused");
+    free(err);
+    op.prologue[0].n = op.prologue[1].n = 0;
     /* Arch tables. */
     const int sms[4] = {80, 86, 89, 90};
     for (int i = 0; i < 4; i++) {

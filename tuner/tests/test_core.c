@@ -202,6 +202,12 @@ int main(int argc, char **argv)
                     op = t_softmax(dt, 2, 131072, 16);
                     snprintf(name, sizeof(name), "softmax %s 2x131072 (split)", dn);
                     run_case(name, &op, t, false);
+                    /* Fused prologues on x: a mask and a scale before the softmax. */
+                    long long ms[2] = {77, 1000};
+                    op = t_softmax(dt, 77, 1000, 16);
+                    t_add_prologue(&op, TUNER_EW_ADD, 2, ms, TUNER_EW_NEG);
+                    snprintf(name, sizeof(name), "softmax %s 77x1000 prologue", dn);
+                    run_case(name, &op, t, false);
                 }
             } else if (!strcmp(group, "layernorm")) {
                 tuner_op op = t_layernorm(dt, 77, 1000, 16, true);
@@ -216,6 +222,11 @@ int main(int argc, char **argv)
                     run_case(name, &op, t, true);
                     op = t_layernorm(dt, 8, 65536, 16, false);
                     snprintf(name, sizeof(name), "layernorm %s 8x65536 (split)", dn);
+                    run_case(name, &op, t, false);
+                    long long rs[2] = {8, 1};
+                    op = t_layernorm(dt, 8, 65536, 16, true);
+                    t_add_prologue(&op, TUNER_EW_MUL, 2, rs, TUNER_EW_SILU);
+                    snprintf(name, sizeof(name), "layernorm %s 8x65536 prologue (split)", dn);
                     run_case(name, &op, t, false);
                     op = t_layernorm(dt, 333, 77, 16, false);
                     snprintf(name, sizeof(name), "layernorm %s 333x77", dn);
@@ -234,6 +245,11 @@ int main(int argc, char **argv)
                     run_case(name, &op, t, true);
                     op = t_rmsnorm(dt, 4, 100000, 16, true);
                     snprintf(name, sizeof(name), "rmsnorm %s 4x100000 (split)", dn);
+                    run_case(name, &op, t, false);
+                    long long cs[1] = {1000};
+                    op = t_rmsnorm(dt, 513, 1000, 16, true);
+                    t_add_prologue(&op, TUNER_EW_ADD, 1, cs, TUNER_EW_RELU);
+                    snprintf(name, sizeof(name), "rmsnorm %s 513x1000 prologue", dn);
                     run_case(name, &op, t, false);
                 }
             } else if (!strcmp(group, "reduce")) {
@@ -271,6 +287,17 @@ int main(int argc, char **argv)
                     snprintf(name, sizeof(name), "reduce max %s [3,20001,40] ax1 keep +b relu (split)", dn);
                     run_case(name, &op, t, false);
                     check_cols_split(name, &op, t);
+                    /* Prologues: along the reduced middle axis (columns), along the row. */
+                    long long mid[2] = {333, 1};
+                    op = t_reduce(dt, 3, s3, 1, TUNER_REDUCE_SUM, false, 16);
+                    t_add_prologue(&op, TUNER_EW_MUL, 2, mid, TUNER_EW_SIGMOID);
+                    snprintf(name, sizeof(name), "reduce sum %s [7,333,1000] ax1 prologue", dn);
+                    run_case(name, &op, t, false);
+                    long long last[1] = {1000};
+                    op = t_reduce(dt, 3, s3, 2, TUNER_REDUCE_MAX, false, 16);
+                    t_add_prologue(&op, TUNER_EW_SUB, 1, last, TUNER_EW_ABS);
+                    snprintf(name, sizeof(name), "reduce max %s [7,333,1000] ax2 prologue", dn);
+                    run_case(name, &op, t, false);
                 }
             } else if (!strcmp(group, "elementwise")) {
                 tuner_op op = t_elementwise(dt, 77, 1000, 16);
