@@ -304,7 +304,8 @@ static double cols_predict(const tuner_op *op, const tuner_target *t, const tune
     const double blocks = (double)g.O * c.nib * c.split;
     const double busy = fmin(1.0, (double)g.I / ((double)c.nib * c.bx * c.vec)) * fmin(1.0, (double)c.chunk / c.by);
     double instr = (double)g.O * g.A * g.I * (c.vec > 1 ? 2.0 : 5.0) +
-                   outs * c.split * 10.0 + outs * tuner__chain_instr(&op->epilogue);
+                   outs * c.split * 10.0 + outs * tuner__chain_instr(&op->epilogue) +
+                   (double)g.O * g.A * g.I * tuner__chain_instr(&op->prologue[0]);
     double us = tuner__mem_cost_us(a, bytes, blocks, c.bx * c.by, 4.0 * isz * c.vec * busy, 32,
                                    c.by > 1 ? c.bx * c.by * c.vec * 4 : 0, eff, instr / busy);
     /* Each thread walks chunk / by rows one after another. */

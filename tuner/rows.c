@@ -268,7 +268,6 @@ static void emit_group_reduce(tuner_sb *sb, const rows_cfg *c, bool is_max, cons
     tuner_sb_printf(sb, "const float %s = %s_acc;\n", dst, dst);
 }
 
-/* Loads VEC elements of x at vector index `vi` of the row into `dst[base...]`. */
 /* Loads the VEC elements of x at vector index vi of this thread's row (`xr`, row `row`) as floats
  * into dst, with input 0's prologue applied. */
 static void emit_load(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *vi,
@@ -749,6 +748,8 @@ static double predict_rows(const tuner_op *op, const tuner_target *t, const tune
         per_el += 5.0;
     if (g.kind != K_REDUCE)
         per_el += tuner__chain_instr(&op->epilogue);
+    /* The prologue runs at every read of x: once cached or reduced, twice streaming. */
+    per_el += tuner__chain_instr(&op->prologue[0]) * (c.cache || g.kind == K_REDUCE ? 1.0 : 2.0);
     double instr = (double)g.R * (double)g.D * per_el / fmax(busy, 0.05);
     double us = tuner__mem_cost_us(a, in_b + out_b + extra + reread, blocks, c.block, inflight * busy, regs,
                                    (c.tpr > 32 ? c.rpb * (c.tpr / 32) * 8 : 0), eff, instr);
