@@ -1,6 +1,7 @@
 /* tests/integration/it_examples.c - every request in examples/requests/, tuned with the cost model
  * for sm_80 and for sm_90, returns kernels whose PTX ptxas accepts for that arch; the fused
- * matmul+bias+gelu comes back as one kernel; POST /v1/spaces lists enough valid candidates. */
+ * matmul+bias+gelu and the scaled, masked softmax come back as one kernel each; POST /v1/spaces
+ * lists enough valid candidates. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 
 static const char *examples[] = {
     "matmul", "matmul_bias_gelu", "batched_matmul", "conv2d", "softmax",
-    "layernorm", "rmsnorm", "reduce_sum", "elementwise",
+    "layernorm", "rmsnorm", "reduce_sum", "elementwise", "softmax_scaled_masked", "reduce_sum_axis0",
 };
 
 /* Returns the example with arch and tune replaced (malloc'd JSON). */
@@ -80,8 +81,8 @@ int main(void)
             HT_CHECK(r.status == 200, "%s %s: %ld %.400s", examples[i], archs[a], r.status, r.body);
             const cJSON *key = cJSON_GetObjectItemCaseSensitive(r.json, "key");
             const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.json, "kernels");
-            if (!strcmp(examples[i], "matmul_bias_gelu"))
-                HT_CHECK(cJSON_GetArraySize(ks) == 1, "fused matmul+bias+gelu is %d kernels",
+            if (!strcmp(examples[i], "matmul_bias_gelu") || !strcmp(examples[i], "softmax_scaled_masked"))
+                HT_CHECK(cJSON_GetArraySize(ks) == 1, "fused %s is %d kernels", examples[i],
                          cJSON_GetArraySize(ks));
             if (cJSON_IsString(key)) {
                 char path[160];
