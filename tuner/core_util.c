@@ -30,11 +30,11 @@ bool tuner__prologue_input0_only(const tuner_op *op)
     return true;
 }
 
-/* Operand loads of input 0's prologue: element (hd_prow, hd_pcol) of input 0. */
-static char *input0_operand_load(void *ctx, int input)
+/* `in<input>[offset]`: operand `input` broadcast to `against`, at its element (row, col). */
+static char *operand_load(const tuner_op *op, int input, const tuner_tensor *against, const char *row,
+                          const char *col)
 {
-    const tuner_op *op = ctx;
-    char *off = tuner__bcast_offset(&op->inputs[input], &op->inputs[0], "hd_prow", "hd_pcol");
+    char *off = tuner__bcast_offset(&op->inputs[input], against, row, col);
     if (!off)
         return NULL;
     size_t len = strlen(off) + 32;
@@ -43,6 +43,13 @@ static char *input0_operand_load(void *ctx, int input)
         snprintf(e, len, "in%d[%s]", input, off);
     free(off);
     return e;
+}
+
+/* Operand loads of input 0's prologue: element (hd_prow, hd_pcol) of input 0. */
+static char *input0_operand_load(void *ctx, int input)
+{
+    const tuner_op *op = ctx;
+    return operand_load(op, input, &op->inputs[0], "hd_prow", "hd_pcol");
 }
 
 void tuner__emit_input0_prologue(tuner_sb *sb, const tuner_op *op)
@@ -102,15 +109,7 @@ char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const
 char *tuner__bcast_load(void *bcast_ctx, int input)
 {
     const tuner__bcast_ctx *c = bcast_ctx;
-    char *off = tuner__bcast_offset(&c->op->inputs[input], &c->op->output, c->row, c->col);
-    if (!off)
-        return NULL;
-    size_t len = strlen(off) + 32;
-    char *e = malloc(len);
-    if (e)
-        snprintf(e, len, "in%d[%s]", input, off);
-    free(off);
-    return e;
+    return operand_load(c->op, input, &c->op->output, c->row, c->col);
 }
 
 double tuner__mem_cost_us(const tuner_arch *a, double bytes, double blocks, int threads, double inflight_bytes,

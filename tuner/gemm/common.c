@@ -385,23 +385,18 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     const char *ct = tuner__ctype(p->out_dt);
     char at[160];
     snprintf(at, sizeof(at), "%s", dst ? dst : "out + o_off");
-    if (saddr) {
-        /* Staged tiles hold whole pairs (a 16-byte output chunk implies paired stores). */
+    if (saddr || nv == 2) {
+        /* A pair: to the staged tile in shared memory (which holds whole pairs: a 16-byte output
+         * chunk implies paired stores) or to global memory. */
+        const char *pa = saddr ? saddr : at;
         if (p->out_dt == TUNER_F32)
             tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
-                                "gm_sts64(%s, o_pk); }\n",
-                            saddr);
+                                "%s(%s, o_pk); }\n",
+                            saddr ? "gm_sts64" : "hd_st8", pa);
         else
-            tuner_sb_printf(sb, "gm_sts32(%s, hd_pack_%s(o_v0, o_v1));\n", saddr,
-                            p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
-    } else if (nv == 2) {
-        if (p->out_dt == TUNER_F32)
-            tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
-                                "hd_st8(%s, o_pk); }\n",
-                            at);
-        else
-            tuner_sb_printf(sb, "*reinterpret_cast<hd_u32 *>(%s) = hd_pack_%s(o_v0, o_v1);\n", at,
-                            p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
+            tuner_sb_printf(sb, saddr ? "gm_sts32(%s, hd_pack_%s(o_v0, o_v1));\n"
+                                      : "*reinterpret_cast<hd_u32 *>(%s) = hd_pack_%s(o_v0, o_v1);\n",
+                            pa, p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
     } else {
         tuner_sb_printf(sb, "*(%s) = hd_from_f32<%s>(o_v0);\n", at, ct);
     }
