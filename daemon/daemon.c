@@ -32,8 +32,6 @@
 #include "daemon/notify.h"
 #include "hidetd_config.h"
 
-#define HITCACHE_ENTRIES 4096
-#define HITCACHE_BYTES (64u << 20)
 #define PRUNE_FIRST_MS (10 * 1000)
 #define PRUNE_EVERY_MS (3600 * 1000)
 
@@ -57,6 +55,12 @@ static void sched_config_from(const hd_config *c, sched_config *ret)
     ret->measure_requires_gpu = c->measure_requires_gpu;
     ret->max_queued_jobs = c->max_queued_jobs;
     ret->max_running_jobs = c->max_running_jobs;
+}
+
+static void resolve_config_from(const hd_config *c, resolve_config *ret)
+{
+    resolve_config_defaults(ret);
+    ret->default_mode = c->default_mode;
 }
 
 static void limits_from(const hd_config *c, proto_limits *ret)
@@ -257,7 +261,7 @@ static void prune_after(uv_work_t *w, int status)
         hd_log_warn("cache prune to %llu bytes failed: %s", (unsigned long long)p->max, p->err);
     if (p->removed > 0) {
         /* Our own deletes do not move data_version: drop the in-memory answers here. */
-        hd_hitcache_clear(d->hits);
+        resolve_invalidate(d->resolver);
         hd_log_info("cache pruned to %llu bytes: %zu least recently used kernels removed",
                     (unsigned long long)p->max, p->removed);
     }
@@ -291,6 +295,13 @@ static void start_serving(hd_daemon *d)
     int r = sched_new(d->loop, d->db, d->pool, &sc, &d->sched);
     if (r < 0) {
         hd_log_error("cannot create the scheduler: %s", strerror(-r));
+        goto fail;
+    }
+    resolve_config rc;
+    resolve_config_from(&d->cfg, &rc);
+    r = resolve_new(d->loop, d->db, d->sched, d->pool, &rc, &d->resolver);
+    if (r < 0) {
+        hd_log_error("cannot create the resolver: %s", strerror(-r));
         goto fail;
     }
     proto_limits lim;
@@ -373,8 +384,11 @@ static void http_closed(void *udata)
 {
     hd_daemon *d = udata;
     d->http = NULL;
+    /* The scheduler answers its waiters as it goes, the resolver's among them. */
     sched_free(d->sched);
     d->sched = NULL;
+    resolve_free(d->resolver);
+    d->resolver = NULL;
     if (d->pool)
         gw_pool_close(d->pool, pool_closed, d);
     else
@@ -402,7 +416,7 @@ static void begin_stop(hd_daemon *d)
     if (d->http)
         proto_server_stop_accepting(d->http);
     if (d->sched) {
-        d->draining = true;
+        resolve_drain(d->resolver);
         sched_drain(d->sched, d->cfg.grace, drained, d);
     } else {
         drained(d);
@@ -439,7 +453,9 @@ static void reload(hd_daemon *d)
     d->cfg = nc;
 
     hd_log_set_level(d->cfg.log_level);
-    hd_hitcache_clear(d->memo);
+    resolve_config rc;
+    resolve_config_from(&d->cfg, &rc);
+    resolve_reconfigure(d->resolver, &rc);
     if (d->http) {
         proto_limits lim;
         limits_from(&d->cfg, &lim);
@@ -624,12 +640,6 @@ int hd_daemon_run(int argc, char **argv)
                      err ? err : strerror(-r));
         goto out;
     }
-    kc_data_version(d->db, &d->data_version);
-    if (hd_hitcache_new(HITCACHE_ENTRIES, HITCACHE_BYTES, &d->hits) < 0 ||
-        hd_hitcache_new(HITCACHE_ENTRIES, HITCACHE_ENTRIES * (KC_KEY_LEN + 1), &d->memo) < 0) {
-        hd_log_error("out of memory");
-        goto out;
-    }
     if (resolve_worker(&d->cfg, &worker) < 0)
         goto out;
 
@@ -706,8 +716,6 @@ out:
         signals_unblock();
     }
     hd_metrics_free(d->metrics);
-    hd_hitcache_free(d->hits);
-    hd_hitcache_free(d->memo);
     kc_close(d->db);
     hd_config_clear(&d->cfg);
     free(worker);

@@ -9,16 +9,13 @@
 #include <uv.h>
 
 #include "daemon/config.h"
-#include "daemon/hitcache.h"
 #include "daemon/metrics.h"
 #include "daemon/routes.h"
 #include "gpu_workers/gw.h"
 #include "kernel_cache/kc.h"
 #include "proto/http.h"
+#include "resolve/resolve.h"
 #include "scheduler/sched.h"
-
-/* How often (at most) the hit path asks SQLite whether another process changed the database. */
-#define HD_DATA_VERSION_MS 50
 
 /* Status classes counted per endpoint (index into hd_daemon.m_requests). */
 #define HD_N_STATUS_SLOTS 16
@@ -33,19 +30,13 @@ typedef struct hd_daemon {
     kc_db *db;
     gw_pool *pool;
     sched *sched;
+    resolver *resolver; /* where kernels come from: memory, cache, (remote,) tuning */
     proto_server *http;
     bool pool_ready_seen; /* gw_pool_start's ready callback ran */
     bool ready;         /* serving */
     bool stopping;      /* SIGINT/SIGTERM seen (or start-up failed) */
-    bool draining;      /* the scheduler is draining: new jobs are refused with 503 */
     bool bound_socket;  /* we created cfg.socket (so we remove it on an immediate exit) */
 
-    /* The answer cache of the hit path, and what it was valid for. */
-    hd_hitcache *hits;
-    hd_hitcache *memo;  /* digest of a request body -> its op key (rank: the tune mode) */
-    int64_t data_version;
-    uint64_t data_version_checked_ms; /* uv_now() of the last look */
-    uint64_t jobs_ended_seen;
     bool pruning;
 
         /* SIGINT, SIGTERM and SIGHUP are blocked in every thread and read from a signalfd (see
@@ -76,8 +67,5 @@ void hd__on_complete(const proto_request *req, int status, size_t body_bytes, do
                      void *udata);
 /* Registers the metric families (failures leave NULL metrics, which are no-ops). */
 void hd__metrics_setup(hd_daemon *d);
-
-/* Whether a GPU worker that can run target is usable now or soon. */
-bool hd__gpu_usable_for(hd_daemon *d, const tuner_target *t);
 
 #endif

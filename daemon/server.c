@@ -21,6 +21,7 @@
 #include "daemon/log.h"
 #include "hidetd_config.h"
 #include "proto/request.h"
+#include "resolve/resolve.h"
 #include "tuner/tuner.h"
 
 #define HD_CONTENT_PTX "text/plain; charset=utf-8"
@@ -30,18 +31,12 @@
 
 /* What the access log line says beyond method, path, status and time. */
 typedef struct req_ctx {
+    hd_daemon *d;
     hd_route_id route;
     const char *cache; /* "hit", "miss" or NULL */
     char key[KC_KEY_LEN + 1];
+    resolve_wait *wait; /* while the resolver works on a POST /v1/kernels */
 } req_ctx;
-
-/* A request waiting for a tuning job. */
-typedef struct hd_pending {
-    hd_daemon *d;
-    proto_request *req;
-    sched_waiter *w;
-    uint64_t job_id;
-} hd_pending;
 
 /* ---- small answer helpers --------------------------------------------------------------- */
 
@@ -63,318 +58,93 @@ static void respond_owned_json(proto_request *req, int status, char *json)
 
 static void respond_errno(proto_request *req, int r, const char *what)
 {
-    char msg[256];
-    if (r == -EBADMSG) {
-        snprintf(msg, sizeof(msg), "%s: the stored kernel failed its integrity check", what);
-        respond_error(req, 500, "integrity_error", msg, NULL);
-    } else if (r == -ENOENT) {
-        snprintf(msg, sizeof(msg), "%s: not found", what);
-        respond_error(req, 404, "not_found", msg, NULL);
-    } else {
-        snprintf(msg, sizeof(msg), "%s: %s", what, strerror(-r));
-        respond_error(req, 500, "internal", msg, NULL);
-    }
+    resolve_error e;
+    resolve_error_from_errno(&e, r, what);
+    respond_error(req, e.status, e.code, e.message, e.field);
 }
 
-/* ---- the answer cache's validity -------------------------------------------------------- */
+/* ---- POST /v1/kernels: the resolve layer decides, this maps its result onto HTTP ---------- */
 
-/* Drops the in-memory answers when the database may have changed: another process committed
- * (data_version moved) or a tuning job ended since the last look (it may have stored or replaced
- * a selection through our own connection, which data_version does not report). */
-static void hits_revalidate(hd_daemon *d)
+/* Counts a request as a cache hit or miss once, when the resolver first says which it was. */
+static void note_origin(hd_daemon *d, req_ctx *ctx, const resolve_result *res)
 {
-    /* PRAGMA data_version opens a read transaction (file locks): at tens of thousands of requests
-     * a second that is most of the hit path, so another process's commit is noticed within
-     * HD_DATA_VERSION_MS instead (it can only have removed or re-pointed entries; every kernel
-     * it could leave here is still a correct one for its key). uv_now() costs no syscall. */
-    uint64_t now = uv_now(d->loop);
-    if (now - d->data_version_checked_ms >= HD_DATA_VERSION_MS || now < d->data_version_checked_ms) {
-        d->data_version_checked_ms = now;
-        int64_t dv;
-        if (kc_data_version(d->db, &dv) == 0 && dv != d->data_version) {
-            d->data_version = dv;
-            hd_hitcache_clear(d->hits);
-        }
-    }
-    if (d->sched) {
-        sched_stats st;
-        sched_stats_get(d->sched, &st);
-        uint64_t ended = st.jobs_done + st.jobs_failed + st.jobs_cancelled;
-        if (ended != d->jobs_ended_seen) {
-            d->jobs_ended_seen = ended;
-            hd_hitcache_clear(d->hits);
-        }
-    }
-}
-
-bool hd__gpu_usable_for(hd_daemon *d, const tuner_target *t)
-{
-    if (!d->pool)
-        return false;
-    const gw_device_info *devs = NULL;
-    size_t n = gw_pool_devices(d->pool, &devs);
-    for (size_t i = 0; i < n; i++)
-        if (devs[i].sm == t->sm && devs[i].state != GW_DEV_OUT_OF_SERVICE)
-            return true;
-    return false;
-}
-
-/* ---- POST /v1/kernels ------------------------------------------------------------------- */
-
-static const char no_gpu_warning[] =
-    "tune \"measure\" asked, but no GPU worker for this arch is available: this kernel was "
-    "ranked by the cost model, not measured";
-
-static void job_answer(proto_request *req, hd_daemon *d, const sched_job_info *info)
-{
-    if (info->state == SCHED_DONE) {
-        kc_artifact *a = NULL;
-        int r = kc_artifact_get_meta(d->db, info->artifact_key, &a);
-        if (r < 0) {
-            respond_errno(req, r, "reading the tuned kernel");
-            return;
-        }
-        char *json = NULL;
-        r = hd_kernel_set_json(a, false, info->warning, &json);
-        kc_artifact_free(a);
-        if (r < 0) {
-            respond_errno(req, r, "building the kernel set");
-            return;
-        }
-        respond_owned_json(req, 200, json);
+    if (res->op_key[0])
+        memcpy(ctx->key, res->op_key, sizeof(ctx->key));
+    if (ctx->cache || res->state == RESOLVE_WAITING)
         return;
-    }
-    if (info->state == SCHED_CANCELLED) {
-        if (strcmp(info->error_code, "shutting_down") == 0 || d->draining)
-            respond_error(req, 503, "shutting_down",
-                          "hidetd is shutting down; the job was cancelled", NULL);
-        else
-            respond_error(req, 409, "cancelled", "the job was cancelled before it finished", NULL);
-        return;
-    }
-    const char *code = info->error_code[0] ? info->error_code : "internal";
-    respond_error(req, hd_job_error_status(code), code,
-                  info->error[0] ? info->error : "the tuning job failed", NULL);
-}
-
-static void pending_done(void *udata, const sched_job_info *info)
-{
-    hd_pending *p = udata;
-    proto_request *req = p->req;
-    hd_daemon *d = p->d;
-    proto_request_on_abort(req, NULL, NULL);
-    free(p);
-    job_answer(req, d, info);
-}
-
-static void pending_abort(proto_request *req, void *udata)
-{
-    hd_pending *p = udata;
-    /* The client left: stop waiting, the job goes on (others may wait, and its result is
-     * stored for the next request). The answer is dropped by proto. */
-    sched_waiter_detach(p->d->sched, p->w);
-    free(p);
-    proto_respond(req, HD_STATUS_CLIENT_GONE, NULL, NULL, 0);
-}
-
-static void submit_error(proto_request *req, int r)
-{
-    switch (r) {
-    case -EAGAIN:
-        respond_error(req, 429, "queue_full", "too many tuning jobs are queued; retry later", NULL);
-        break;
-    case -ENODEV:
-        respond_error(req, 503, "no_gpu",
-                      "tune \"measure\" needs a GPU worker for this arch and none is available",
-                      "tune");
-        break;
-    case -ESHUTDOWN:
-        respond_error(req, 503, "shutting_down", "hidetd is shutting down", NULL);
-        break;
-    case -EINVAL:
-        respond_error(req, 422, "invalid_field", "the scheduler refused this request", NULL);
-        break;
-    default:
-        respond_errno(req, r, "submitting the tuning job");
-    }
-}
-
-/* Answers from the database (selection -> artifact). Returns true when answered. */
-static bool answer_from_db(proto_request *req, hd_daemon *d, req_ctx *ctx,
-                           const proto_kernel_request *kr, bool gpu_usable)
-{
-    const char *op_key = ctx->key;
-    char akey[KC_KEY_LEN + 1];
-    bool measured = false;
-    int r = kc_selection_get(d->db, op_key, akey, &measured);
-    if (r == -ENOENT)
-        return false;
-    if (r < 0) {
-        respond_errno(req, r, "reading the kernel cache");
-        return true;
-    }
-    if (kr->tune == TUNER_TUNE_MEASURE && !measured && gpu_usable)
-        return false; /* a measured answer can be had: tune it */
-    kc_artifact *a = NULL;
-    r = kc_artifact_get_meta(d->db, akey, &a);
-    if (r == -ENOENT)
-        return false; /* a selection left dangling by a concurrent removal: rebuild */
-    if (r < 0) {
-        respond_errno(req, r, "reading the cached kernel");
-        return true;
-    }
-    int rank = hd_artifact_rank(a);
-    bool warn;
-    if (!hd_rank_answers(rank, kr->tune, gpu_usable, &warn)) {
-        kc_artifact_free(a);
-        return false;
-    }
-    /* From here on the request is answered here; the access log must say so before the answer
-     * (the completion hook runs inside proto_respond and frees ctx). */
-    ctx->cache = "hit";
-    hd_counter_inc(d->m_hits);
-    char *json = NULL;
-    r = hd_kernel_set_json(a, true, warn ? no_gpu_warning : NULL, &json);
-    kc_artifact_free(a);
-    if (r < 0) {
-        respond_errno(req, r, "building the kernel set");
-        return true;
-    }
-    /* The answer cache holds the general (warning-free) answer only. */
-    if (!warn)
-        hd_hitcache_put(d->hits, op_key, json, strlen(json), rank);
-    respond_owned_json(req, 200, json);
-    return true;
-}
-
-/* The request memo: the BLAKE2b-256 of a body that parsed cleanly -> its op key and tune mode.
- * Clients send the same bytes again and again (every framework start-up); identical bytes
- * always parse to the same request, so a repeat skips validation, canonical JSON and the key
- * hash, and goes straight to the answer cache. Cleared on reload ([tuning] default_mode can
- * change what a body means). */
-static void body_digest(const proto_request *req, char out[KC_KEY_LEN + 1])
-{
-    unsigned char h[32];
-    crypto_generichash(h, sizeof(h), (const unsigned char *)req->body, req->body_len, NULL, 0);
-    sodium_bin2hex(out, KC_KEY_LEN + 1, h, sizeof(h));
-}
-
-/* Answers a repeated body from memory. Returns true when answered. */
-static bool answer_from_memo(proto_request *req, hd_daemon *d, req_ctx *ctx,
-                             const char body_key[KC_KEY_LEN + 1])
-{
-    hd_hit memo, hit;
-    if (!hd_hitcache_get(d->memo, body_key, &memo) || memo.len != KC_KEY_LEN)
-        return false;
-    hits_revalidate(d);
-    if (!hd_hitcache_get(d->hits, memo.body, &hit) || hit.rank < memo.rank)
-        return false;
-    memcpy(ctx->key, memo.body, KC_KEY_LEN + 1);
-    ctx->cache = "hit";
-    hd_counter_inc(d->m_hits);
-    proto_respond(req, 200, NULL, hit.body, hit.len);
-    return true;
-}
-
-static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
-{
-    char body_key[KC_KEY_LEN + 1];
-    body_digest(req, body_key);
-    if (answer_from_memo(req, d, ctx, body_key))
-        return;
-
-    proto_kernel_request kr;
-    proto_error perr;
-    int r = proto_kernel_request_parse(req->body, req->body_len, &kr, &perr);
-    if (r < 0) {
-        respond_error(req, perr.status ? perr.status : 500, perr.code[0] ? perr.code : "internal",
-                      perr.message, perr.field);
-        return;
-    }
-    if (!kr.tune_given)
-        kr.tune = d->cfg.default_mode;
-
-    char *op_json = tuner_op_canonical_json(&kr.op);
-    if (!op_json) {
-        respond_error(req, 500, "internal", "out of memory", NULL);
-        return;
-    }
-    sched_op_key(op_json, &kr.target, ctx->key);
-    hd_hitcache_put(d->memo, body_key, ctx->key, KC_KEY_LEN, (int)kr.tune);
-
-    hits_revalidate(d);
-    hd_hit hit;
-    if (hd_hitcache_get(d->hits, ctx->key, &hit) && hit.rank >= (int)kr.tune) {
+    if (RESOLVE_ORIGIN_IS_HIT(res->origin)) {
         ctx->cache = "hit";
         hd_counter_inc(d->m_hits);
-        free(op_json);
-        proto_respond(req, 200, NULL, hit.body, hit.len);
-        return;
+    } else if (res->origin == RESOLVE_ORIGIN_TUNED) {
+        ctx->cache = "miss";
+        hd_counter_inc(d->m_misses);
     }
-    bool gpu_usable = kr.tune == TUNER_TUNE_MEASURE && hd__gpu_usable_for(d, &kr.target);
-    if (answer_from_db(req, d, ctx, &kr, gpu_usable)) {
-        free(op_json); /* ctx may be gone: answered */
-        return;
-    }
-    ctx->cache = "miss";
-    hd_counter_inc(d->m_misses);
-    if (d->draining || !d->sched) {
-        free(op_json);
-        respond_error(req, 503, "shutting_down", "hidetd is shutting down", NULL);
-        return;
-    }
+}
 
-    sched_request sr = {
-        .op = &kr.op,
-        .target = kr.target,
-        .mode = kr.tune,
-        .priority = kr.priority,
-        .budget_s = kr.budget_s,
-        .budget_candidates = kr.budget_candidates,
-        .op_json = op_json,
-    };
-    uint64_t job_id = 0;
-    if (!kr.wait) {
-        sched_waiter *none = NULL;
-        r = sched_submit(d->sched, &sr, NULL, NULL, &job_id, &none);
-        free(op_json);
-        if (r < 0) {
-            submit_error(req, r);
-            return;
-        }
-        sched_job_info info;
+static void respond_result(proto_request *req, const resolve_result *res)
+{
+    switch (res->state) {
+    case RESOLVE_ANSWERED:
+        proto_respond(req, 200, NULL, res->body, res->len);
+        return;
+    case RESOLVE_ACCEPTED: {
         char *json = NULL;
-        r = sched_job_get(d->sched, job_id, &info);
-        if (r == 0)
-            r = hd_job_json(&info, &json);
+        int r = hd_job_json(&res->job, &json);
         if (r < 0) {
             respond_errno(req, r, "reading the new job");
             return;
         }
         char loc[64];
-        snprintf(loc, sizeof(loc), "/v1/jobs/%llu", (unsigned long long)job_id);
+        snprintf(loc, sizeof(loc), "/v1/jobs/%llu", (unsigned long long)res->job.id);
         proto_request_add_header(req, "Location", loc);
         respond_owned_json(req, 202, json);
         return;
     }
+    case RESOLVE_FAILED:
+        respond_error(req, res->error.status ? res->error.status : 500,
+                      res->error.code[0] ? res->error.code : "internal", res->error.message,
+                      res->error.field);
+        return;
+    case RESOLVE_WAITING:
+        break;
+    }
+    respond_error(req, 500, "internal", "the resolver left the request waiting", NULL);
+}
 
-    hd_pending *p = calloc(1, sizeof(*p));
-    if (!p) {
-        free(op_json);
-        respond_error(req, 500, "internal", "out of memory", NULL);
+static void pending_done(void *udata, const resolve_result *res)
+{
+    proto_request *req = udata;
+    req_ctx *ctx = req->data;
+    ctx->wait = NULL;
+    /* The access log must say hit or miss before the answer (the completion hook runs inside
+     * proto_respond and frees ctx). */
+    note_origin(ctx->d, ctx, res);
+    proto_request_on_abort(req, NULL, NULL);
+    respond_result(req, res);
+}
+
+static void pending_abort(proto_request *req, void *udata)
+{
+    req_ctx *ctx = udata;
+    /* The client left: stop waiting, the work goes on (others may wait, and its result is
+     * stored for the next request). The answer is dropped by proto. */
+    resolve_wait_cancel(ctx->d->resolver, ctx->wait);
+    ctx->wait = NULL;
+    proto_respond(req, HD_STATUS_CLIENT_GONE, NULL, NULL, 0);
+}
+
+static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
+{
+    resolve_result res;
+    resolve_kernel_body(d->resolver, req->body, req->body_len, pending_done, req, &res,
+                        &ctx->wait);
+    note_origin(d, ctx, &res);
+    if (res.state == RESOLVE_WAITING) {
+        /* The callback never runs inside the resolver's call. */
+        proto_request_on_abort(req, pending_abort, ctx);
         return;
     }
-    p->d = d;
-    p->req = req;
-    r = sched_submit(d->sched, &sr, pending_done, p, &p->job_id, &p->w);
-    free(op_json);
-    if (r < 0) {
-        free(p);
-        submit_error(req, r);
-        return;
-    }
-    /* The callback never runs inside sched_submit, so p is still ours here. */
-    proto_request_on_abort(req, pending_abort, p);
+    respond_result(req, &res);
 }
 
 /* ---- POST /v1/spaces -------------------------------------------------------------------- */
@@ -466,27 +236,15 @@ static void handle_kernel_get(proto_request *req, hd_daemon *d, const hd_route_m
     }
     memcpy(ctx->key, m->arg, KC_KEY_LEN);
     ctx->key[KC_KEY_LEN] = '\0';
-    kc_artifact *a = NULL;
-    int r;
     if (m->id == HD_ROUTE_KERNEL) {
-        /* Not the hot path: read the code too, so a corrupt entry is refused here already. */
-        r = kc_artifact_get(d->db, ctx->key, &a);
-        if (r < 0) {
-            respond_errno(req, r, "kernel");
-            return;
-        }
-        char *json = NULL;
-        r = hd_kernel_set_json(a, true, NULL, &json);
-        kc_artifact_free(a);
-        if (r < 0) {
-            respond_errno(req, r, "building the kernel set");
-            return;
-        }
-        respond_owned_json(req, 200, json);
+        resolve_result res;
+        resolve_by_key(d->resolver, ctx->key, &res);
+        respond_result(req, &res);
         return;
     }
     /* Code is only handed out after both digests were checked (kc_artifact_get fails closed). */
-    r = kc_artifact_get(d->db, ctx->key, &a);
+    kc_artifact *a = NULL;
+    int r = kc_artifact_get(d->db, ctx->key, &a);
     if (r < 0) {
         respond_errno(req, r, "kernel");
         return;
@@ -612,6 +370,7 @@ void hd__handle(proto_request *req, void *udata)
         respond_error(req, 500, "internal", "out of memory", NULL);
         return;
     }
+    ctx->d = d;
     ctx->route = HD_ROUTE_NONE;
     req->data = ctx;
 
@@ -732,7 +491,7 @@ static void collect(hd_metrics *m, void *udata)
         hd_gauge_set(d->m_cache_artifacts, (double)ks.artifacts);
         hd_gauge_set(d->m_cache_bytes, (double)ks.bytes);
     }
-    hd_gauge_set(d->m_hitcache_entries, (double)hd_hitcache_count(d->hits));
+    hd_gauge_set(d->m_hitcache_entries, (double)resolve_memory_count(d->resolver));
     if (d->sched) {
         sched_stats st;
         sched_stats_get(d->sched, &st);

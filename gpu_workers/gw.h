@@ -150,6 +150,10 @@ int gw_pool_start(uv_loop_t *loop, const gw_config *cfg, void (*ready)(void *uda
 size_t gw_pool_devices(gw_pool *pool, const gw_device_info **ret);
 /* Number of devices that can take work now or soon (not out of service). */
 int gw_pool_usable(gw_pool *pool);
+/* The devices of compute capability `sm` (90 for sm_90 and sm_90a: a cubin runs only on its exact
+ * sm) that can take work now or soon. Fills ret_idx (GW_MAX_DEVICES entries; may be NULL) with
+ * their indices into gw_pool_devices() and returns how many there are; 0 for a NULL pool. */
+int gw_pool_usable_for_sm(gw_pool *pool, int sm, int *ret_idx);
 /* Why the probe found no device (driver error text, "cannot start ...", ...), or "" when it
  * found some or has not finished. Pool-owned string. */
 const char *gw_pool_probe_error(gw_pool *pool);

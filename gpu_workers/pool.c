@@ -1158,6 +1158,21 @@ int gw_pool_usable(gw_pool *pool)
     return n;
 }
 
+int gw_pool_usable_for_sm(gw_pool *pool, int sm, int *ret_idx)
+{
+    if (!pool)
+        return 0;
+    int k = 0;
+    for (int i = 0; i < pool->n_workers && k < GW_MAX_DEVICES; i++) {
+        if (pool->workers[i].info.sm != sm || state_of(&pool->workers[i]) == GW_DEV_OUT_OF_SERVICE)
+            continue;
+        if (ret_idx)
+            ret_idx[k] = i;
+        k++;
+    }
+    return k;
+}
+
 const char *gw_pool_probe_error(gw_pool *pool)
 {
     return pool ? pool->probe_error : "";

@@ -200,6 +200,11 @@ void sched__job_end(sched_job *j, sched_state state, const char *code, const cha
     default: s->stats.jobs_cancelled++; break;
     }
     ring_push(s, j); /* the active list's reference moves to the ring */
+    if (s->job_end_hook) {
+        sched_job_info info = j->info;
+        info.waiters = count_waiters(j);
+        s->job_end_hook(s->job_end_udata, &info);
+    }
 
     /* Pop waiters one at a time: a callback may detach a waiter that has not been called yet. */
     sched_waiter *w;
@@ -224,21 +229,6 @@ static sched_job *find_active_key(sched *s, const char *op_key)
         if (strcmp(j->info.op_key, op_key) == 0)
             return j;
     return NULL;
-}
-
-int sched__usable_devices(gw_pool *pool, const tuner_target *t, int *idx)
-{
-    if (!pool)
-        return 0;
-    const gw_device_info *devs = NULL;
-    size_t n = gw_pool_devices(pool, &devs);
-    int k = 0;
-    for (size_t i = 0; i < n && k < GW_MAX_DEVICES; i++) {
-        /* A cubin runs only on its exact sm; sm_90a needs an sm 90 part as well. */
-        if (devs[i].sm == t->sm && devs[i].state != GW_DEV_OUT_OF_SERVICE)
-            idx[k++] = (int)i;
-    }
-    return k;
 }
 
 int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *udata,
@@ -269,13 +259,16 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
         op_json = own_json;
     }
     char op_key[KC_KEY_LEN + 1];
-    sched_op_key(op_json, &req->target, op_key);
+    if (req->op_key && strlen(req->op_key) == KC_KEY_LEN)
+        memcpy(op_key, req->op_key, sizeof(op_key));
+    else
+        sched_op_key(op_json, &req->target, op_key);
 
     tuner_tune_mode mode = req->mode;
     bool fell_back = false;
     if (mode == TUNER_TUNE_MEASURE) {
         int idx[GW_MAX_DEVICES];
-        if (sched__usable_devices(s->pool, &req->target, idx) == 0) {
+        if (gw_pool_usable_for_sm(s->pool, req->target.sm, idx) == 0) {
             if (s->cfg.measure_requires_gpu) {
                 rc = -ENODEV;
                 goto cleanup;
@@ -364,6 +357,14 @@ cleanup:
     free(w);
     free(own_json);
     return rc;
+}
+
+void sched_set_job_end_hook(sched *s, sched_done_cb hook, void *udata)
+{
+    if (!s)
+        return;
+    s->job_end_hook = hook;
+    s->job_end_udata = udata;
 }
 
 void sched_waiter_detach(sched *s, sched_waiter *w)

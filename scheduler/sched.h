@@ -50,7 +50,9 @@ typedef struct sched_request {
     int priority;
     double budget_s;          /* 0: config default */
     int budget_candidates;    /* 0: config default */
-    const char *op_json;      /* canonical op JSON (tuner_op_canonical_json) */
+    const char *op_json;      /* canonical op JSON (tuner_op_canonical_json); NULL: made here */
+    const char *op_key;       /* sched_op_key(op_json, &target), when the caller has it already;
+                               * NULL: computed here */
 } sched_request;
 
 typedef enum {
@@ -110,6 +112,11 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
                  uint64_t *ret_job_id, sched_waiter **ret_waiter);
 /* Stops waiting (the client went away); the job goes on. Accepts NULL. */
 void sched_waiter_detach(sched *s, sched_waiter *w);
+/* Calls hook(udata, info) once for every job that ends (done, failed or cancelled), before its
+ * waiters are answered, whether anyone waits or not: the resolver drops in-memory answers the job
+ * may have replaced there. One hook per scheduler; NULL removes it. The hook must not free the
+ * scheduler. */
+void sched_set_job_end_hook(sched *s, sched_done_cb hook, void *udata);
 
 int sched_job_get(sched *s, uint64_t id, sched_job_info *ret);
 /* Cancels a job: its waiters get SCHED_CANCELLED (error_code "cancelled"), before this returns.

@@ -118,6 +118,8 @@ struct sched {
     bool draining, freeing, drain_fired;
     void (*drain_done)(void *udata);
     void *drain_udata;
+    sched_done_cb job_end_hook;
+    void *job_end_udata;
 };
 
 /* sched.c */
@@ -140,7 +142,5 @@ void sched__job_drop_binaries(sched_job *j);
 void sched__job_free_run(sched_job *j);
 /* Cancels the job's outstanding measurements (their callbacks discard the results). */
 void sched__job_cancel_measurements(sched_job *j);
-/* Usable devices of the pool for a target: fills idx (GW_MAX_DEVICES) and returns the count. */
-int sched__usable_devices(gw_pool *pool, const tuner_target *t, int *idx);
 
 #endif

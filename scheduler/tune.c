@@ -1021,7 +1021,7 @@ static void start_measure(sched_job *j)
 {
     sched *s = j->s;
     int idx[GW_MAX_DEVICES];
-    int n = sched__usable_devices(s->pool, &j->target, idx);
+    int n = gw_pool_usable_for_sm(s->pool, j->target.sm, idx);
     const gw_device_info *devs = NULL;
     gw_pool_devices(s->pool, &devs);
     const gw_device_info *first = &devs[idx[0]];
@@ -1092,7 +1092,7 @@ void sched__job_start(sched_job *j)
     }
     if (j->info.mode == TUNER_TUNE_MEASURE) {
         int idx[GW_MAX_DEVICES];
-        if (sched__usable_devices(s->pool, &j->target, idx) == 0) {
+        if (gw_pool_usable_for_sm(s->pool, j->target.sm, idx) == 0) {
             /* The GPU went away between submit and start. */
             if (s->cfg.measure_requires_gpu) {
                 snprintf(msg, sizeof(msg), "no GPU worker for sm_%d", j->target.sm);

@@ -1,21 +1,39 @@
-/* tests/check.h - the plain check macros of the C tests whose checks need no message (cache,
- * protocol, clients, workers, scheduler, ops suite, GPU self-test): a failing check prints where
- * and what, counts in `failures`, and the test goes on, so one run reports every broken case.
- * Threaded tests keep an atomic counter of their own. */
+/* tests/check.h - the check macros of every C test: a failing check prints where and what (and,
+ * when given, a printf-style note of why), counts in `failures`, and the test goes on, so one run
+ * reports every broken case. Threaded tests keep an atomic counter of their own. */
 #ifndef HIDET_TESTS_CHECK_H
 #define HIDET_TESTS_CHECK_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static int failures;
 
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                               \
-        }                                                                             \
+/* CHECK without a note passes check_note an empty format, which is intended. */
+#pragma GCC diagnostic ignored "-Wformat-zero-length"
+
+/* The optional note of CHECK: nothing for "", else ": " and the formatted text. */
+__attribute__((format(printf, 1, 2), unused)) static void check_note(const char *fmt, ...)
+{
+    if (!fmt[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/* CHECK(cond) or CHECK(cond, "format", args...). */
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s", __FILE__, __LINE__, #cond);        \
+            check_note("" __VA_ARGS__);                                                   \
+            fputc('\n', stderr);                                                          \
+            failures++;                                                                   \
+        }                                                                                 \
     } while (0)
 
 #define CHECK_EQ_INT(a, b)                                                                \
@@ -37,5 +55,16 @@ static int failures;
             failures++;                                                                      \
         }                                                                                    \
     } while (0)
+
+/* The test's exit status: 0 when every check passed, and a line that says so either way. */
+__attribute__((unused)) static int check_finish(const char *name)
+{
+    if (failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, failures);
+        return 1;
+    }
+    printf("%s: all checks passed\n", name);
+    return 0;
+}
 
 #endif

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "daemon/config.h"
 
 static void sizes(void)

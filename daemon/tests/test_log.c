@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "daemon/log.h"
 
 static char *read_all(int fd)

@@ -5,7 +5,7 @@
 
 #include <sodium.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "daemon/routes.h"
 
 static const char key64[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";

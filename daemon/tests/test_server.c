@@ -17,7 +17,7 @@
 #include <cjson/cJSON.h>
 #include <sodium.h>
 
-#include "check.h"
+#include "tests/check.h"
 #include "daemon/daemon_int.h"
 #include "proto/request.h"
 
@@ -162,9 +162,12 @@ int main(void)
     char *err = NULL;
     CHECK(kc_open(dbpath, &d.db, &err) == 0, "kc_open: %s", err ? err : "");
     free(err);
-    kc_data_version(d.db, &d.data_version);
-    hd_hitcache_new(64, 1 << 20, &d.hits);
-    hd_hitcache_new(64, 1 << 20, &d.memo);
+    resolve_config rc;
+    resolve_config_defaults(&rc);
+    rc.memory_entries = 64;
+    rc.memory_bytes = 1 << 20;
+    rc.data_version_ms = 60000; /* only when the test says (below) */
+    CHECK(resolve_new(&loop, d.db, NULL, NULL, &rc, &d.resolver) == 0, "resolver");
     hd__metrics_setup(&d);
     CHECK(proto_server_new(&loop, NULL, hd__handle, &d, &d.http) == 0, "server");
     proto_server_set_on_complete(d.http, hd__on_complete, &d);
@@ -201,7 +204,6 @@ int main(void)
 
     /* The scheduler stored a model-ranked kernel meanwhile (here: directly). */
     const char *key = store_artifact(d.db, "model", false);
-    d.jobs_ended_seen = 0;
     r = request(&loop, fd, "POST", "/v1/kernels", softmax_body, NULL);
     CHECK(r.status == 200 && r.json, "hit from db: %d %s", r.status, r.body);
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(r.json, "cached")), "cached");
@@ -212,7 +214,7 @@ int main(void)
     r = request(&loop, fd, "POST", "/v1/kernels", softmax_body, NULL);
     CHECK(r.status == 200 && !strcmp(r.body, first), "memo hit differs");
     resp_free(&r);
-    CHECK(hd_hitcache_count(d.memo) == 1 && hd_hitcache_count(d.hits) == 1, "caches filled");
+    CHECK(resolve_memory_count(d.resolver) == 1, "memory tier filled");
     /* The same op spelled differently is the same entry (a new memo entry, the same answer). */
     r = request(&loop, fd, "POST", "/v1/kernels",
                 "{\"inputs\":[{\"dtype\":\"float16\",\"shape\":[8,1000]}],\"op\":\"softmax\",\"tune\":\"model\"}",
@@ -263,14 +265,15 @@ int main(void)
     size_t removed = 0;
     CHECK(kc_remove(db2, &f, &removed) == 0 && removed == 1, "remove");
     kc_close(db2);
-    d.data_version_checked_ms = 0; /* the next request looks at data_version now */
+    rc.data_version_ms = 0; /* the next request looks at data_version now */
+    resolve_reconfigure(d.resolver, &rc);
     r = request(&loop, fd, "POST", "/v1/kernels", softmax_body, NULL);
     CHECK(r.status == 503, "served a removed kernel from memory: %d", r.status);
     resp_free(&r);
 
     /* A measured kernel answers a measure request without a warning. */
     key = store_artifact(d.db, "measure", true);
-    d.jobs_ended_seen = 99; /* as if a job ended: the answer cache is revalidated */
+    resolve_invalidate(d.resolver); /* as the end of the job that stored it does */
     r = request(&loop, fd, "POST", "/v1/kernels",
                 "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,1000],\"dtype\":\"f16\"}],\"tune\":\"measure\"}", NULL);
     CHECK(r.status == 200 && cJSON_IsTrue(cJSON_GetObjectItem(r.json, "measured")) &&
@@ -313,8 +316,7 @@ int main(void)
     CHECK(uv_loop_close(&loop) == 0, "loop closed");
     free(first);
     hd_metrics_free(d.metrics);
-    hd_hitcache_free(d.hits);
-    hd_hitcache_free(d.memo);
+    resolve_free(d.resolver);
     kc_close(d.db);
     hd_config_clear(&d.cfg);
     char cmd[300];

@@ -1,4 +1,4 @@
-/* daemon/hitcache.h - the in-memory answer cache of the cache-hit path.
+/* kernel_cache/kc_mem.h - the in-memory answer cache of the cache-hit path.
  *
  * Maps an op key to the exact bytes of its kernel-set answer (cached:true), so a repeated
  * POST /v1/kernels costs a request parse, a key hash and a hash-table lookup: no SQLite, no JSON
@@ -9,37 +9,37 @@
  *
  * Loop-thread only (no locks). Returns 0 or a negative errno.
  */
-#ifndef HIDET_DAEMON_HITCACHE_H
-#define HIDET_DAEMON_HITCACHE_H
+#ifndef HIDET_KERNEL_CACHE_KC_MEM_H
+#define HIDET_KERNEL_CACHE_KC_MEM_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "kernel_cache/kc.h"
 
-typedef struct hd_hitcache hd_hitcache;
+typedef struct kc_mem kc_mem;
 
-typedef struct hd_hit {
+typedef struct kc_mem_hit {
     const char *body; /* the answer JSON, NUL-terminated */
     size_t len;
     int rank;         /* how the stored kernel was chosen: 0 default (tune none), 1 cost model,
                        * 2 measured on a GPU; the caller decides whether that satisfies a request */
-} hd_hit;
+} kc_mem_hit;
 
-int hd_hitcache_new(size_t max_entries, size_t max_bytes, hd_hitcache **ret);
+int kc_mem_new(size_t max_entries, size_t max_bytes, kc_mem **ret);
 /* Frees everything; accepts NULL. */
-void hd_hitcache_free(hd_hitcache *c);
+void kc_mem_free(kc_mem *c);
 
 /* Looks up op_key and marks it most recently used. Returns true and fills *ret (pointing into the
  * cache: valid until the next put/remove/clear) or false. */
-bool hd_hitcache_get(hd_hitcache *c, const char *op_key, hd_hit *ret);
+bool kc_mem_get(kc_mem *c, const char *op_key, kc_mem_hit *ret);
 /* Stores a copy of body (replacing any entry for op_key), evicting LRU entries as needed. A body
  * larger than max_bytes is not stored (returns -E2BIG). */
-int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t len, int rank);
-void hd_hitcache_remove(hd_hitcache *c, const char *op_key);
-void hd_hitcache_clear(hd_hitcache *c);
+int kc_mem_put(kc_mem *c, const char *op_key, const char *body, size_t len, int rank);
+void kc_mem_remove(kc_mem *c, const char *op_key);
+void kc_mem_clear(kc_mem *c);
 
-size_t hd_hitcache_count(const hd_hitcache *c);
-size_t hd_hitcache_bytes(const hd_hitcache *c);
+size_t kc_mem_count(const kc_mem *c);
+size_t kc_mem_bytes(const kc_mem *c);
 
 #endif

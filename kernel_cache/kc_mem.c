@@ -1,6 +1,6 @@
-/* daemon/hitcache.c - see hitcache.h. A chained hash table (keys are SHA-256 hex, so their first
+/* kernel_cache/kc_mem.c - see hitcache.h. A chained hash table (keys are SHA-256 hex, so their first
  * 16 digits are already a uniform hash) plus an intrusive doubly-linked LRU list. */
-#include "daemon/hitcache.h"
+#include "kernel_cache/kc_mem.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -16,7 +16,7 @@ typedef struct entry {
     int rank;
 } entry;
 
-struct hd_hitcache {
+struct kc_mem {
     entry **buckets;
     size_t n_buckets; /* power of two */
     entry *head, *tail;
@@ -35,11 +35,11 @@ static uint64_t key_hash(const char *key)
     return h;
 }
 
-int hd_hitcache_new(size_t max_entries, size_t max_bytes, hd_hitcache **ret)
+int kc_mem_new(size_t max_entries, size_t max_bytes, kc_mem **ret)
 {
     if (!ret || max_entries == 0 || max_bytes == 0)
         return -EINVAL;
-    hd_hitcache *c = calloc(1, sizeof(*c));
+    kc_mem *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
     size_t nb = 16;
@@ -57,7 +57,7 @@ int hd_hitcache_new(size_t max_entries, size_t max_bytes, hd_hitcache **ret)
     return 0;
 }
 
-static entry **slot_of(hd_hitcache *c, const char *key)
+static entry **slot_of(kc_mem *c, const char *key)
 {
     entry **pp = &c->buckets[key_hash(key) & (c->n_buckets - 1)];
     while (*pp && strcmp((*pp)->key, key) != 0)
@@ -65,7 +65,7 @@ static entry **slot_of(hd_hitcache *c, const char *key)
     return pp;
 }
 
-static void lru_unlink(hd_hitcache *c, entry *e)
+static void lru_unlink(kc_mem *c, entry *e)
 {
     if (e->prev)
         e->prev->next = e->next;
@@ -78,7 +78,7 @@ static void lru_unlink(hd_hitcache *c, entry *e)
     e->prev = e->next = NULL;
 }
 
-static void lru_push_front(hd_hitcache *c, entry *e)
+static void lru_push_front(kc_mem *c, entry *e)
 {
     e->prev = NULL;
     e->next = c->head;
@@ -89,7 +89,7 @@ static void lru_push_front(hd_hitcache *c, entry *e)
         c->tail = e;
 }
 
-static void drop(hd_hitcache *c, entry **slot)
+static void drop(kc_mem *c, entry **slot)
 {
     entry *e = *slot;
     *slot = e->next_in_bucket;
@@ -100,16 +100,16 @@ static void drop(hd_hitcache *c, entry **slot)
     free(e);
 }
 
-void hd_hitcache_free(hd_hitcache *c)
+void kc_mem_free(kc_mem *c)
 {
     if (!c)
         return;
-    hd_hitcache_clear(c);
+    kc_mem_clear(c);
     free(c->buckets);
     free(c);
 }
 
-bool hd_hitcache_get(hd_hitcache *c, const char *op_key, hd_hit *ret)
+bool kc_mem_get(kc_mem *c, const char *op_key, kc_mem_hit *ret)
 {
     if (!c || !op_key || !ret)
         return false;
@@ -126,7 +126,7 @@ bool hd_hitcache_get(hd_hitcache *c, const char *op_key, hd_hit *ret)
     return true;
 }
 
-int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t len, int rank)
+int kc_mem_put(kc_mem *c, const char *op_key, const char *body, size_t len, int rank)
 {
     if (!c || !op_key || strlen(op_key) != KC_KEY_LEN || (!body && len))
         return -EINVAL;
@@ -161,7 +161,7 @@ int hd_hitcache_put(hd_hitcache *c, const char *op_key, const char *body, size_t
     return 0;
 }
 
-void hd_hitcache_remove(hd_hitcache *c, const char *op_key)
+void kc_mem_remove(kc_mem *c, const char *op_key)
 {
     if (!c || !op_key)
         return;
@@ -170,7 +170,7 @@ void hd_hitcache_remove(hd_hitcache *c, const char *op_key)
         drop(c, slot);
 }
 
-void hd_hitcache_clear(hd_hitcache *c)
+void kc_mem_clear(kc_mem *c)
 {
     if (!c)
         return;
@@ -178,6 +178,6 @@ void hd_hitcache_clear(hd_hitcache *c)
         drop(c, slot_of(c, c->head->key));
 }
 
-size_t hd_hitcache_count(const hd_hitcache *c) { return c ? c->count : 0; }
+size_t kc_mem_count(const kc_mem *c) { return c ? c->count : 0; }
 
-size_t hd_hitcache_bytes(const hd_hitcache *c) { return c ? c->bytes : 0; }
+size_t kc_mem_bytes(const kc_mem *c) { return c ? c->bytes : 0; }

@@ -1,0 +1,244 @@
+/* resolve/answer.c - the kernel set an artifact is answered with, and the rank policy's parts
+ * (resolve.h, "pure functions"). Built with cJSON; the order of keys follows the agreed wire
+ * format (docs/api.md) so answers read the same in every client's logs. */
+#include "resolve/resolve.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tuner/tuner.h"
+
+/* Adds a number, or null when the value is "unknown" (negative or not finite). */
+static cJSON *add_us(cJSON *obj, const char *name, double us)
+{
+    if (us < 0 || !isfinite(us))
+        return cJSON_AddNullToObject(obj, name);
+    return cJSON_AddNumberToObject(obj, name, us);
+}
+
+/* Parses stored JSON text (a schedule, a launch description) or returns NULL. */
+static cJSON *parse_opt(const char *text)
+{
+    if (!text || !*text)
+        return NULL;
+    return cJSON_Parse(text);
+}
+
+/* [x,y,z] of non-negative integers from a stored launch, or NULL when malformed. */
+static cJSON *dim3_copy(const cJSON *src)
+{
+    if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) != 3)
+        return NULL;
+    cJSON *out = cJSON_CreateArray();
+    if (!out)
+        return NULL;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, src)
+    {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1) {
+            cJSON_Delete(out);
+            return NULL;
+        }
+        cJSON_AddItemToArray(out, cJSON_CreateNumber(v->valuedouble));
+    }
+    return out;
+}
+
+static const char *buffer_name(int arg, char *buf, size_t len)
+{
+    if (arg >= TUNER_BUF_INPUT0 && arg < TUNER_BUF_INPUT0 + TUNER_MAX_INPUTS) {
+        snprintf(buf, len, "input%d", arg - TUNER_BUF_INPUT0);
+        return buf;
+    }
+    if (arg == TUNER_BUF_OUTPUT)
+        return "output";
+    if (arg == TUNER_BUF_WORKSPACE)
+        return "workspace";
+    return NULL;
+}
+
+/* A launch argument written by name: "input<i>" (i < TUNER_MAX_INPUTS), "output", "workspace". */
+static bool valid_buffer_name(const char *s)
+{
+    if (strcmp(s, "output") == 0 || strcmp(s, "workspace") == 0)
+        return true;
+    return strncmp(s, "input", 5) == 0 && s[5] >= '0' && s[5] < '0' + TUNER_MAX_INPUTS && !s[6];
+}
+
+int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret)
+{
+    if (!a || !ret)
+        return -EINVAL;
+    int r = -ENOMEM;
+    cJSON *launch = parse_opt(a->launch_json);
+    cJSON *schedule = parse_opt(a->schedule_json);
+    cJSON *op = parse_opt(a->op_json);
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        goto out;
+    if (!launch || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(launch, "kernels"))) {
+        r = -EINVAL;
+        goto out;
+    }
+    char url[128];
+    cJSON_AddStringToObject(root, "key", a->key);
+    cJSON_AddStringToObject(root, "op_key", a->op_key);
+    cJSON_AddBoolToObject(root, "cached", cached);
+    cJSON_AddBoolToObject(root, "measured", a->measured);
+    if (warning && *warning)
+        cJSON_AddStringToObject(root, "warning", warning);
+    cJSON_AddStringToObject(root, "op", a->op);
+    cJSON_AddStringToObject(root, "arch", a->target);
+    /* The output's shape and dtype: the scheduler writes them into the launch description; the
+     * canonical op JSON (tuner_op_canonical_json) has them too. */
+    const cJSON *out_desc = cJSON_GetObjectItemCaseSensitive(launch, "output");
+    if (!cJSON_IsObject(out_desc) && op)
+        out_desc = cJSON_GetObjectItemCaseSensitive(op, "output");
+    const cJSON *oshape = cJSON_GetObjectItemCaseSensitive(out_desc, "shape");
+    const cJSON *odtype = cJSON_GetObjectItemCaseSensitive(out_desc, "dtype");
+    if (cJSON_IsArray(oshape) && cJSON_IsString(odtype)) {
+        cJSON *o = cJSON_AddObjectToObject(root, "output");
+        if (o) {
+            cJSON_AddItemToObject(o, "shape", cJSON_Duplicate(oshape, true));
+            cJSON_AddStringToObject(o, "dtype", odtype->valuestring);
+        }
+    } else {
+        cJSON_AddNullToObject(root, "output");
+    }
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(launch, "workspace_bytes");
+    cJSON_AddNumberToObject(root, "workspace_bytes", cJSON_IsNumber(ws) ? ws->valuedouble : 0);
+
+    int n_kernels = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(launch, "kernels"));
+    cJSON *kernels = cJSON_AddArrayToObject(root, "kernels");
+    if (!kernels)
+        goto out;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(launch, "kernels"))
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name");
+        const cJSON *smem = cJSON_GetObjectItemCaseSensitive(k, "shared_bytes");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(k, "args");
+        cJSON *grid = dim3_copy(cJSON_GetObjectItemCaseSensitive(k, "grid"));
+        cJSON *block = dim3_copy(cJSON_GetObjectItemCaseSensitive(k, "block"));
+        cJSON *kj = cJSON_CreateObject();
+        if (!kj || !cJSON_IsString(name) || !grid || !block || !cJSON_IsArray(args)) {
+            cJSON_Delete(grid);
+            cJSON_Delete(block);
+            cJSON_Delete(kj);
+            r = kj ? -EINVAL : -ENOMEM;
+            goto out;
+        }
+        cJSON_AddItemToArray(kernels, kj);
+        cJSON_AddStringToObject(kj, "name", name->valuestring);
+        cJSON_AddStringToObject(kj, "arch", a->target);
+        cJSON_AddItemToObject(kj, "grid", grid);
+        cJSON_AddItemToObject(kj, "block", block);
+        cJSON_AddNumberToObject(kj, "shared_bytes", cJSON_IsNumber(smem) ? smem->valuedouble : 0);
+        cJSON *params = cJSON_AddArrayToObject(kj, "params");
+        int index = 0;
+        const cJSON *arg;
+        cJSON_ArrayForEach(arg, args)
+        {
+            char buf[16];
+            const char *bname = NULL;
+            if (cJSON_IsNumber(arg))
+                bname = buffer_name(arg->valueint, buf, sizeof(buf));
+            else if (cJSON_IsString(arg) && valid_buffer_name(arg->valuestring))
+                bname = arg->valuestring;
+            if (!bname) {
+                r = -EINVAL;
+                goto out;
+            }
+            cJSON *p = cJSON_CreateObject();
+            if (!p)
+                goto out;
+            cJSON_AddItemToArray(params, p);
+            cJSON_AddNumberToObject(p, "index", index++);
+            cJSON_AddStringToObject(p, "buffer", bname);
+            cJSON_AddStringToObject(p, "type", "pointer");
+        }
+        snprintf(url, sizeof(url), "/v1/kernels/%s/ptx", a->key);
+        cJSON_AddStringToObject(kj, "ptx_url", url);
+        snprintf(url, sizeof(url), "/v1/kernels/%s/cubin", a->key);
+        cJSON_AddStringToObject(kj, "cubin_url", url);
+        /* One timing covers the whole set (launched in order); a single kernel carries it. */
+        add_us(kj, "latency_us", n_kernels == 1 && a->measured ? a->latency_us : -1);
+    }
+    add_us(root, "latency_us", a->measured ? a->latency_us : -1);
+    add_us(root, "predicted_us", a->predicted_us);
+    if (schedule) {
+        cJSON_AddItemToObject(root, "schedule", schedule);
+        schedule = NULL;
+    } else {
+        cJSON_AddNullToObject(root, "schedule");
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    if (text) {
+        *ret = text;
+        r = 0;
+    }
+out:
+    cJSON_Delete(root);
+    cJSON_Delete(launch);
+    cJSON_Delete(schedule);
+    cJSON_Delete(op);
+    return r;
+}
+
+
+int resolve_artifact_rank(const kc_artifact *a)
+{
+    if (!a)
+        return 0;
+    if (a->measured)
+        return 2;
+    int rank = 1;
+    cJSON *p = a->provenance_json ? cJSON_Parse(a->provenance_json) : NULL;
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(p, "mode");
+    if (cJSON_IsString(mode) && strcmp(mode->valuestring, "none") == 0)
+        rank = 0;
+    cJSON_Delete(p);
+    return rank;
+}
+
+bool resolve_rank_answers(int rank, tuner_tune_mode want, bool gpu_usable, bool *ret_warn)
+{
+    bool warn = false, ok;
+    if (rank >= (int)want) {
+        ok = true;
+    } else if (want == TUNER_TUNE_MEASURE && !gpu_usable && rank >= 1) {
+        ok = true;
+        warn = true;
+    } else {
+        ok = false;
+    }
+    if (ret_warn)
+        *ret_warn = warn;
+    return ok;
+}
+
+int resolve_error_status(const char *code)
+{
+    static const struct {
+        const char *code;
+        int status;
+    } map[] = {
+        { "invalid_json", 400 },     { "invalid_field", 422 },   { "unknown_op", 422 },
+        { "unknown_dtype", 422 },    { "shape_mismatch", 422 },  { "limit_exceeded", 422 },
+        { "unsupported", 422 },      { "not_found", 404 },       { "queue_full", 429 },
+        { "no_gpu", 503 },           { "shutting_down", 503 },   { "timeout", 503 },
+        { "compile_error", 500 },    { "no_valid_candidate", 500 }, { "integrity_error", 500 },
+        { "internal", 500 },
+    };
+    if (!code)
+        return 500;
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcmp(code, map[i].code) == 0)
+            return map[i].status;
+    return 500;
+}
