@@ -1,11 +1,12 @@
-/* kernel_cache/kc_mem.h - the in-memory answer cache of the cache-hit path.
+/* kernel_cache/kc_mem.h - the memory tier in front of the SQLite cache: recent answers by key.
  *
- * Maps an op key to the exact bytes of its kernel-set answer (cached:true), so a repeated
- * POST /v1/kernels costs a request parse, a key hash and a hash-table lookup: no SQLite, no JSON
- * building. Least-recently-used entries are evicted beyond max_entries or max_bytes. The daemon
- * clears it whenever the database may have changed under it (kc_data_version() moved: another
- * process wrote; or a tuning job ended: an artifact or selection may have been replaced), so an
- * answer served from here is never staler than one read from SQLite.
+ * Maps a key (an op key) to the exact bytes of its kernel-set answer (cached:true), so a repeated
+ * POST /v1/kernels costs a hash-table lookup: no SQLite, no JSON building. The resolver also keeps
+ * its request memo in one (a body's digest -> its op key). Least-recently-used entries are evicted
+ * beyond max_entries or max_bytes. The resolver (resolve/) clears it whenever the database may
+ * have changed under it (kc_data_version() moved: another process wrote; or a tuning job ended:
+ * an artifact or selection may have been replaced), so an answer served from here is never
+ * staler than one read from SQLite.
  *
  * Loop-thread only (no locks). Returns 0 or a negative errno.
  */
