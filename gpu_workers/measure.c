@@ -580,134 +580,163 @@ static bool cancelled(const atomic_bool *c)
     return c && atomic_load(c);
 }
 
-void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_bool *cancel,
-                     gw_measure_result *res, bool *ret_fatal)
+/* The state a run carries from one phase to the next. */
+typedef struct run_state {
+    gw_measurer *m;
+    const gw_measure_req *req;
+    const atomic_bool *cancel;
+    gw_measure_result *res;
+    loaded cand, ref;  /* unloaded by gw_measurer_run, after the last phase */
+    bool fatal;        /* the context is unusable (see fail_step, run_once) */
+} run_state;
+
+/* How a phase ended: passed (go on to the next phase), stopped the run (res says why), or saw the
+ * cancel flag (gw_measurer_run reports GW_CANCELLED). */
+typedef enum { PHASE_OK, PHASE_STOP, PHASE_CANCEL } phase;
+
+/* Reference: makes sure the reference's output for this buffer set and reference module is on the
+ * host (run once per set, see the file comment) and usable. */
+static phase phase_reference(run_state *rs)
 {
-    loaded cand = {0}, ref = {0};
-    double *times = NULL;
-    float *out = NULL;
-    bool fatal = false;
+    gw_measurer *m = rs->m;
+    const gw_measure_req *req = rs->req;
+    gw_measure_result *res = rs->res;
     CUresult r;
     step st;
 
-    if (!m || !req || !res || !ret_fatal)
-        return;
-    uint64_t id = req->id;
-    memset(res, 0, sizeof(*res));
-    res->id = id;
-    res->device = m->info.index;
-    res->status = GW_LOAD_ERROR;
-    cuCtxSetCurrent(m->ctx);
-
-    if ((r = prepare_set(m, req)) != CUDA_SUCCESS) {
-        snprintf(res->reason, sizeof(res->reason), "buffers: %s", cu_text(r));
-        goto out;
-    }
-    if (load_module(&req->candidate, &cand, res->reason, sizeof(res->reason)) < 0)
-        goto out;
-
-    if (req->check) {
-        uint64_t rk = module_key(m->set_key, &req->reference);
-        if (rk != m->ref_key || !m->ref_host) {
-            char why[200];
+    uint64_t rk = module_key(m->set_key, &req->reference);
+    if (rk != m->ref_key || !m->ref_host) {
+        char why[200];
+        free(m->ref_host);
+        m->ref_host = NULL;
+        m->ref_key = 0;
+        if (load_module(&req->reference, &rs->ref, why, sizeof(why)) < 0) {
+            snprintf(res->reason, sizeof(res->reason), "reference: %s", why);
+            return PHASE_STOP;
+        }
+        int ro = req->ref_output_buffer;
+        if ((r = cuMemsetD8Async(m->ptr[ro], 0xff, m->bytes[ro], m->stream)) != CUDA_SUCCESS) {
+            fail_step(m, r, "reference", res, &rs->fatal);
+            return PHASE_STOP;
+        }
+        /* The reference is simple rather than fast (a naive loop nest on a large shape can
+         * take seconds), and it is trusted: it gets a longer leash than candidates. */
+        double ref_s = 10 * m->launch_timeout_s > 20 ? 10 * m->launch_timeout_s : 20;
+        if ((st = run_once(m, &req->reference, &rs->ref, "reference", ref_s, res, &rs->fatal)) !=
+            STEP_OK)
+            return PHASE_STOP;
+        size_t n = (size_t)m->bufs[ro].elems;
+        m->ref_host = malloc(n * sizeof(float));
+        if (!m->ref_host || (r = download_f32(m, ro, m->ref_host)) != CUDA_SUCCESS) {
             free(m->ref_host);
             m->ref_host = NULL;
-            m->ref_key = 0;
-            if (load_module(&req->reference, &ref, why, sizeof(why)) < 0) {
-                snprintf(res->reason, sizeof(res->reason), "reference: %s", why);
-                goto out;
-            }
-            int ro = req->ref_output_buffer;
-            if ((r = cuMemsetD8Async(m->ptr[ro], 0xff, m->bytes[ro], m->stream)) != CUDA_SUCCESS) {
-                fail_step(m, r, "reference", res, &fatal);
-                goto out;
-            }
-            /* The reference is simple rather than fast (a naive loop nest on a large shape can
-             * take seconds), and it is trusted: it gets a longer leash than candidates. */
-            double ref_s = 10 * m->launch_timeout_s > 20 ? 10 * m->launch_timeout_s : 20;
-            if ((st = run_once(m, &req->reference, &ref, "reference", ref_s, res, &fatal)) !=
-                STEP_OK)
-                goto out;
-            size_t n = (size_t)m->bufs[ro].elems;
-            m->ref_host = malloc(n * sizeof(float));
-            if (!m->ref_host || (r = download_f32(m, ro, m->ref_host)) != CUDA_SUCCESS) {
-                free(m->ref_host);
-                m->ref_host = NULL;
-                snprintf(res->reason, sizeof(res->reason), "reference output: out of memory");
-                goto out;
-            }
-            double ss = 0, mx = 0;
-            bool finite = true;
-            for (size_t i = 0; i < n; i++) {
-                double v = m->ref_host[i];
-                if (!isfinite(v))
-                    finite = false;
-                ss += v * v;
-                if (fabs(v) > mx)
-                    mx = fabs(v);
-            }
-            m->ref_elems = n;
-            m->ref_rms = sqrt(ss / (double)n);
-            m->ref_maxabs = mx;
-            m->ref_finite = finite;
-            m->ref_key = rk;
+            snprintf(res->reason, sizeof(res->reason), "reference output: out of memory");
+            return PHASE_STOP;
         }
-        if (!m->ref_finite) {
-            res->status = GW_WRONG;
-            snprintf(res->reason, sizeof(res->reason), "the reference produced NaN/Inf");
-            goto out;
-        }
-        if (cancelled(cancel))
-            goto cancel;
-
-        /* The checked run: poisoned output, so an element the candidate never writes is NaN. */
-        int o = req->output_buffer;
-        if ((r = cuMemsetD8Async(m->ptr[o], 0xff, m->bytes[o], m->stream)) != CUDA_SUCCESS) {
-            fail_step(m, r, "candidate", res, &fatal);
-            goto out;
-        }
-        if ((st = run_once(m, &req->candidate, &cand, "candidate", m->launch_timeout_s, res,
-                            &fatal)) != STEP_OK)
-            goto out;
-        size_t n = m->ref_elems;
-        out = malloc(n * sizeof(float));
-        if (!out || (r = download_f32(m, o, out)) != CUDA_SUCCESS) {
-            snprintf(res->reason, sizeof(res->reason), "candidate output: cannot read back");
-            goto out;
-        }
-        double tol_abs = req->atol * m->ref_rms, maxerr = 0;
-        size_t bad = 0, first_bad = 0;
+        double ss = 0, mx = 0;
+        bool finite = true;
         for (size_t i = 0; i < n; i++) {
-            double ref_v = m->ref_host[i], v = out[i];
-            double d = fabs(v - ref_v);
-            if (!isfinite(v)) {
-                d = INFINITY;
-            }
-            if (d > maxerr || (isnan(d)))
-                maxerr = d;
-            if (!(d <= tol_abs + req->rtol * fabs(ref_v))) {
-                if (!bad)
-                    first_bad = i;
-                bad++;
-            }
+            double v = m->ref_host[i];
+            if (!isfinite(v))
+                finite = false;
+            ss += v * v;
+            if (fabs(v) > mx)
+                mx = fabs(v);
         }
-        res->max_abs_err = maxerr;
-        res->max_rel_err = m->ref_maxabs > 0 ? maxerr / m->ref_maxabs : (maxerr > 0 ? INFINITY : 0);
-        if (bad) {
-            res->status = GW_WRONG;
-            snprintf(res->reason, sizeof(res->reason),
-                     "%zu of %zu elements out of tolerance (first at %zu: %g vs %g)", bad, n,
-                     first_bad, (double)out[first_bad], (double)m->ref_host[first_bad]);
-            goto out;
+        m->ref_elems = n;
+        m->ref_rms = sqrt(ss / (double)n);
+        m->ref_maxabs = mx;
+        m->ref_finite = finite;
+        m->ref_key = rk;
+    }
+    if (!m->ref_finite) {
+        res->status = GW_WRONG;
+        snprintf(res->reason, sizeof(res->reason), "the reference produced NaN/Inf");
+        return PHASE_STOP;
+    }
+    return PHASE_OK;
+}
+
+/* Check: runs the candidate once and compares its output with the reference's, element by
+ * element; GW_WRONG when any element is out of tolerance. */
+static phase phase_check(run_state *rs)
+{
+    gw_measurer *m = rs->m;
+    const gw_measure_req *req = rs->req;
+    gw_measure_result *res = rs->res;
+    float *out = NULL;
+    phase ph = PHASE_STOP;
+    CUresult r;
+    step st;
+
+    if (cancelled(rs->cancel))
+        return PHASE_CANCEL;
+
+    /* The checked run: poisoned output, so an element the candidate never writes is NaN. */
+    int o = req->output_buffer;
+    if ((r = cuMemsetD8Async(m->ptr[o], 0xff, m->bytes[o], m->stream)) != CUDA_SUCCESS) {
+        fail_step(m, r, "candidate", res, &rs->fatal);
+        goto out;
+    }
+    if ((st = run_once(m, &req->candidate, &rs->cand, "candidate", m->launch_timeout_s, res,
+                        &rs->fatal)) != STEP_OK)
+        goto out;
+    size_t n = m->ref_elems;
+    out = malloc(n * sizeof(float));
+    if (!out || (r = download_f32(m, o, out)) != CUDA_SUCCESS) {
+        snprintf(res->reason, sizeof(res->reason), "candidate output: cannot read back");
+        goto out;
+    }
+    double tol_abs = req->atol * m->ref_rms, maxerr = 0;
+    size_t bad = 0, first_bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double ref_v = m->ref_host[i], v = out[i];
+        double d = fabs(v - ref_v);
+        if (!isfinite(v)) {
+            d = INFINITY;
+        }
+        if (d > maxerr || (isnan(d)))
+            maxerr = d;
+        if (!(d <= tol_abs + req->rtol * fabs(ref_v))) {
+            if (!bad)
+                first_bad = i;
+            bad++;
         }
     }
+    res->max_abs_err = maxerr;
+    res->max_rel_err = m->ref_maxabs > 0 ? maxerr / m->ref_maxabs : (maxerr > 0 ? INFINITY : 0);
+    if (bad) {
+        res->status = GW_WRONG;
+        snprintf(res->reason, sizeof(res->reason),
+                 "%zu of %zu elements out of tolerance (first at %zu: %g vs %g)", bad, n,
+                 first_bad, (double)out[first_bad], (double)m->ref_host[first_bad]);
+        goto out;
+    }
+    ph = PHASE_OK;
+out:
+    free(out);
+    return ph;
+}
 
-    /* Timing. */
+/* Time: warm-up runs, then timed runs (the L2 flushed before each when the working set would stay
+ * resident) until max_reps, or min_reps and min_time_ms are both reached, or the candidate
+ * clearly loses; GW_OK with the minimum and the median. */
+static phase phase_time(run_state *rs)
+{
+    gw_measurer *m = rs->m;
+    const gw_measure_req *req = rs->req;
+    const atomic_bool *cancel = rs->cancel;
+    gw_measure_result *res = rs->res;
+    double *times = NULL;
+    phase ph = PHASE_STOP;
+    CUresult r;
+    step st;
+
     for (int w = 0; w < req->warmup; w++) {
         if (cancelled(cancel))
             goto cancel;
-        if ((st = run_once(m, &req->candidate, &cand, "warmup", m->launch_timeout_s, res,
-                            &fatal)) != STEP_OK)
+        if ((st = run_once(m, &req->candidate, &rs->cand, "warmup", m->launch_timeout_s, res,
+                            &rs->fatal)) != STEP_OK)
             goto out;
     }
     times = malloc(sizeof(double) * (size_t)req->max_reps);
@@ -727,11 +756,11 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
         if (r == CUDA_SUCCESS)
             r = cuEventRecord(m->ev_start, m->stream);
         if (r == CUDA_SUCCESS)
-            r = launch_module(m, &req->candidate, &cand);
+            r = launch_module(m, &req->candidate, &rs->cand);
         if (r == CUDA_SUCCESS)
             r = cuEventRecord(m->ev_end, m->stream);
         if (r != CUDA_SUCCESS) {
-            fail_step(m, r, "timed run", res, &fatal);
+            fail_step(m, r, "timed run", res, &rs->fatal);
             goto out;
         }
         int w = wait_stream(m, m->launch_timeout_s * (req->candidate.n_launches + 1), &r);
@@ -739,16 +768,16 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
             snprintf(res->reason, sizeof(res->reason), "timed run: a launch ran longer than %.3g s",
                      m->launch_timeout_s);
             res->status = GW_TIMEOUT;
-            fatal = true;
+            rs->fatal = true;
             goto out;
         }
         if (w < 0) {
-            fail_step(m, r, "timed run", res, &fatal);
+            fail_step(m, r, "timed run", res, &rs->fatal);
             goto out;
         }
         float ms = 0;
         if ((r = cuEventElapsedTime(&ms, m->ev_start, m->ev_end)) != CUDA_SUCCESS) {
-            fail_step(m, r, "event timing", res, &fatal);
+            fail_step(m, r, "event timing", res, &rs->fatal);
             goto out;
         }
         double us = (double)ms * 1000.0;
@@ -776,22 +805,61 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
     if (res->early_stopped)
         snprintf(res->reason, sizeof(res->reason),
                  "stopped early after %d runs: clearly slower than %.2f us", reps, req->beat_us);
+    ph = PHASE_OK;
     goto out;
 
 cancel:
-    res->status = GW_CANCELLED;
-    snprintf(res->reason, sizeof(res->reason), "cancelled");
+    ph = PHASE_CANCEL;
 out:
-    /* Unloading after a fault would fail anyway; the process exits then. */
-    if (!fatal) {
-        if (cand.mod)
-            cuModuleUnload(cand.mod);
-        if (ref.mod)
-            cuModuleUnload(ref.mod);
-    }
     free(times);
-    free(out);
+    return ph;
+}
+
+void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_bool *cancel,
+                     gw_measure_result *res, bool *ret_fatal)
+{
+    run_state rs = {.m = m, .req = req, .cancel = cancel, .res = res};
+    phase ph;
+    CUresult r;
+
+    if (!m || !req || !res || !ret_fatal)
+        return;
+    uint64_t id = req->id;
+    memset(res, 0, sizeof(*res));
     res->id = id;
     res->device = m->info.index;
-    *ret_fatal = fatal;
+    res->status = GW_LOAD_ERROR;
+    cuCtxSetCurrent(m->ctx);
+
+    if ((r = prepare_set(m, req)) != CUDA_SUCCESS) {
+        snprintf(res->reason, sizeof(res->reason), "buffers: %s", cu_text(r));
+        goto out;
+    }
+    if (load_module(&req->candidate, &rs.cand, res->reason, sizeof(res->reason)) < 0)
+        goto out;
+
+    /* Each phase runs only when the one before passed; without a check the candidate is timed
+     * unverified. */
+    ph = PHASE_OK;
+    if (req->check)
+        ph = phase_reference(&rs);
+    if (req->check && ph == PHASE_OK)
+        ph = phase_check(&rs);
+    if (ph == PHASE_OK)
+        ph = phase_time(&rs);
+    if (ph == PHASE_CANCEL) {
+        res->status = GW_CANCELLED;
+        snprintf(res->reason, sizeof(res->reason), "cancelled");
+    }
+out:
+    /* Unloading after a fault would fail anyway; the process exits then. */
+    if (!rs.fatal) {
+        if (rs.cand.mod)
+            cuModuleUnload(rs.cand.mod);
+        if (rs.ref.mod)
+            cuModuleUnload(rs.ref.mod);
+    }
+    res->id = id;
+    res->device = m->info.index;
+    *ret_fatal = rs.fatal;
 }

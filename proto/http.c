@@ -1,30 +1,25 @@
-/* proto/http.c - HTTP/1.1 server on libuv streams with http-parser. See proto/http.h. */
+/* proto/http.c - the HTTP/1.1 server's connection side, on libuv streams with http-parser:
+ * reading and parsing, request objects, answers, pipelining, keep-alive and timeouts. See
+ * proto/http.h; sockets, accepting and the server's life cycle are in proto/http_listen.c.
+ */
 #include "proto/http.h"
+#include "proto/http_int.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
-#include <unistd.h>
-
-#include <netinet/in.h>
 
 #include <http_parser.h>
 
 #include "proto/request.h"
 
-#define LISTEN_BACKLOG 511
 #define LINGER_MS 2000    /* how long a closing connection drains what the client still sends */
 #define MAX_HEADERS 100   /* header lines per request (beyond: 431) */
-#define READ_CHUNK 65536
 
 /* ---------------------------------------------------------------------------------------------
  * Small growable buffer */
@@ -57,23 +52,6 @@ static int gbuf_add(gbuf *b, const char *s, size_t n)
 /* ---------------------------------------------------------------------------------------------
  * Types */
 
-typedef union stream_u {
-    uv_handle_t handle;
-    uv_stream_t stream;
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-} stream_u;
-
-typedef struct listener {
-    stream_u h;
-    proto_server *srv;
-    proto_transport transport;
-    char *unlink_path; /* a socket file we created */
-    struct listener *next;
-} listener;
-
-typedef struct conn conn;
-
 struct proto__req_priv {
     proto_server *srv;
     conn *conn;          /* NULL once detached (client gone) */
@@ -93,54 +71,6 @@ typedef struct req_full {
     struct proto__req_priv priv;
 } req_full;
 
-enum timer_mode { T_NONE = 0, T_WAIT, T_REQUEST, T_LINGER };
-
-struct conn {
-    stream_u h;
-    uv_timer_t timer;
-    uv_shutdown_t shutdown_req;
-    proto_server *srv;
-    conn *prev, *next;
-    proto_transport transport;
-    bool is_local;
-    char peer[64];
-    proto_limits limits;
-
-    http_parser parser;
-    char *in;                /* bytes read, not yet parsed: in[in_off..in_len) */
-    size_t in_len, in_off, in_cap;
-    size_t header_bytes;     /* of the message being parsed */
-    bool headers_done;
-    int reject_status;       /* set by a parser callback that refuses the message */
-
-    proto_request *cur;      /* being parsed */
-    proto_request *active;   /* dispatched, not answered */
-    enum timer_mode tmode;
-    bool served_one;         /* at least one answer sent (idle timeout applies) */
-    bool reading, peer_eof, finishing, lingering, closing, in_process;
-    int handles_open;
-};
-
-struct proto_server {
-    uv_loop_t *loop;
-    proto_limits limits;
-    proto_handler_fn handler;
-    void *udata;
-    proto_complete_fn on_complete;
-    void *complete_udata;
-    listener *listeners;
-    int listeners_closing;
-    conn *conns;
-    proto_server_stats stats;
-    uint64_t live_requests; /* allocated and not freed (includes detached ones) */
-    uint64_t next_id;
-    bool closing, finished;
-    void (*close_done)(void *udata);
-    void *close_udata;
-    uv_timer_t finish_timer;
-    char rbuf[READ_CHUNK];
-};
-
 typedef struct wreq {
     uv_write_t w;
     conn *c;
@@ -149,10 +79,6 @@ typedef struct wreq {
 } wreq;
 
 static void process(conn *c);
-static void conn_close(conn *c);
-static void conn_finish(conn *c);
-static void maybe_finish(proto_server *srv);
-static void timer_arm(conn *c, enum timer_mode mode, uint64_t ms);
 
 /* ---------------------------------------------------------------------------------------------
  * Misc */
@@ -263,7 +189,7 @@ static void req_free(proto_request *req)
     free(p->extra.p);
     free((req_full *)(void *)req);
     srv->live_requests--;
-    maybe_finish(srv);
+    proto__maybe_finish(srv);
 }
 
 /* Runs the completion hook; safe before req_free. */
@@ -343,7 +269,7 @@ static void write_cb(uv_write_t *w, int status)
     if (c->closing)
         return;
     if (status < 0) {
-        conn_close(c);
+        proto__conn_close(c);
         return;
     }
     process(c);
@@ -394,7 +320,7 @@ static int write_answer(conn *c, int status, const char *ctype, const char *extr
 }
 
 /* The server refuses the message being read (or the connection): a JSON error, then close. */
-static void reject(conn *c, int status, const char *code, const char *message)
+void proto__reject(conn *c, int status, const char *code, const char *message)
 {
     proto_server *srv = c->srv;
     char *body = proto_error_json(status, code, message, "");
@@ -411,7 +337,7 @@ static void reject(conn *c, int status, const char *code, const char *message)
         req_free(req);
     }
     free(body);
-    conn_finish(c);
+    proto__conn_finish(c);
 }
 
 int proto_respond(proto_request *req, int status, const char *content_type, const void *body,
@@ -455,15 +381,15 @@ int proto_respond(proto_request *req, int status, const char *content_type, cons
     req_complete(req, status, no_body ? 0 : len);
     req_free(req);
     if (r < 0 && r != -ENOMEM) {
-        conn_close(c);
+        proto__conn_close(c);
         return r;
     }
     /* With keep-alive, the write callback goes on with the next request; until then the idle
      * timeout also bounds a client that does not read its answer. */
     if (close)
-        conn_finish(c);
+        proto__conn_finish(c);
     else if (!c->cur)
-        timer_arm(c, T_WAIT, c->limits.idle_timeout_ms);
+        proto__timer_arm(c, T_WAIT, c->limits.idle_timeout_ms);
     return r == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -494,7 +420,7 @@ int proto_respond_error(proto_request *req, int status, const char *code, const 
 
 static void on_timer(uv_timer_t *t);
 
-static void timer_arm(conn *c, enum timer_mode mode, uint64_t ms)
+void proto__timer_arm(conn *c, enum timer_mode mode, uint64_t ms)
 {
     c->tmode = mode;
     if (mode == T_NONE) {
@@ -512,14 +438,14 @@ static void on_timer(uv_timer_t *t)
     switch (m) {
     case T_REQUEST:
         if (c->cur) {
-            reject(c, 408, "timeout", "the request was not received in time");
+            proto__reject(c, 408, "timeout", "the request was not received in time");
             return;
         }
-        conn_close(c);
+        proto__conn_close(c);
         return;
     case T_WAIT:
     case T_LINGER:
-        conn_close(c);
+        proto__conn_close(c);
         return;
     default:
         return;
@@ -541,11 +467,11 @@ static void handle_closed(uv_handle_t *h)
     srv->stats.connections_active--;
     free(c->in);
     free(c);
-    maybe_finish(srv);
+    proto__maybe_finish(srv);
 }
 
 /* Closes at once. An unanswered dispatched request is detached (its abort callback runs). */
-static void conn_close(conn *c)
+void proto__conn_close(conn *c)
 {
     if (c->closing)
         return;
@@ -573,7 +499,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(c->srv->rbuf, sizeof(c->srv->rbuf));
 }
 
-static void read_start(conn *c)
+void proto__read_start(conn *c)
 {
     if (c->reading || c->peer_eof || c->closing)
         return;
@@ -595,28 +521,28 @@ static void shutdown_cb(uv_shutdown_t *sr, int status)
     if (c->closing)
         return;
     if (status < 0 || c->peer_eof) {
-        conn_close(c);
+        proto__conn_close(c);
         return;
     }
     /* Drain what the client still sends for a moment, so that closing with unread input does
      * not reset the connection before the client has read the answer. */
     c->lingering = true;
-    timer_arm(c, T_LINGER, LINGER_MS);
-    read_start(c);
+    proto__timer_arm(c, T_LINGER, LINGER_MS);
+    proto__read_start(c);
 }
 
 /* Ends the connection after the queued writes: shutdown, linger, close. */
-static void conn_finish(conn *c)
+void proto__conn_finish(conn *c)
 {
     if (c->closing || c->finishing)
         return;
     c->finishing = true;
     /* The shutdown waits for queued writes; a client that never reads must not hold the
      * connection (and the answer's memory) forever. */
-    timer_arm(c, T_LINGER, c->limits.idle_timeout_ms);
+    proto__timer_arm(c, T_LINGER, c->limits.idle_timeout_ms);
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, &c->h.stream, shutdown_cb) < 0)
-        conn_close(c);
+        proto__conn_close(c);
 }
 
 /* Whether a Unix peer hung up completely (not just shut down its writing side). */
@@ -667,14 +593,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0) {
         c->reading = false;
         if (nread != UV_EOF || c->lingering) {
-            conn_close(c);
+            proto__conn_close(c);
             return;
         }
         c->peer_eof = true;
         if (c->active) {
             /* A half-closed client still gets its answer; one that hung up does not need it. */
             if (c->transport == PROTO_TRANSPORT_UNIX && unix_peer_gone(c))
-                conn_close(c);
+                proto__conn_close(c);
             return;
         }
         process(c);
@@ -684,7 +610,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->lingering || c->finishing)
         return;
     if (in_append(c, buf->base, (size_t)nread) < 0) {
-        conn_close(c);
+        proto__conn_close(c);
         return;
     }
     /* Back-pressure: while a request is being answered, buffer at most one more request's worth
@@ -710,7 +636,7 @@ static int cb_message_begin(http_parser *hp)
         c->reject_status = 500;
         return -1;
     }
-    timer_arm(c, T_REQUEST, c->limits.request_timeout_ms);
+    proto__timer_arm(c, T_REQUEST, c->limits.request_timeout_ms);
     return 0;
 }
 
@@ -924,7 +850,7 @@ static void dispatch(conn *c)
     proto_server *srv = c->srv;
     proto_request *req = c->cur;
     c->cur = NULL;
-    timer_arm(c, T_NONE, 0);
+    proto__timer_arm(c, T_NONE, 0);
     c->active = req;
     c->served_one = true;
     req->priv_->dispatched = true;
@@ -939,25 +865,25 @@ static void reject_parse_error(conn *c, enum http_errno err)
     switch (c->reject_status) {
     case 413:
         snprintf(msg, sizeof(msg), "the request body exceeds %zu bytes", c->limits.max_body_bytes);
-        reject(c, 413, "body_too_large", msg);
+        proto__reject(c, 413, "body_too_large", msg);
         return;
     case 431:
         snprintf(msg, sizeof(msg), "the request line and headers exceed %zu bytes",
                  c->limits.max_header_bytes);
-        reject(c, 431, "limit_exceeded", msg);
+        proto__reject(c, 431, "limit_exceeded", msg);
         return;
     case 505:
-        reject(c, 505, "invalid_field", "only HTTP/1.0 and HTTP/1.1 are served");
+        proto__reject(c, 505, "invalid_field", "only HTTP/1.0 and HTTP/1.1 are served");
         return;
     case 500:
-        reject(c, 500, "internal", "out of memory");
+        proto__reject(c, 500, "internal", "out of memory");
         return;
     case 400:
-        reject(c, 400, "invalid_field", "malformed request target");
+        proto__reject(c, 400, "invalid_field", "malformed request target");
         return;
     default:
         snprintf(msg, sizeof(msg), "malformed HTTP request: %s", http_errno_description(err));
-        reject(c, 400, "invalid_field", msg);
+        proto__reject(c, 400, "invalid_field", msg);
         return;
     }
 }
@@ -972,7 +898,7 @@ static void process(conn *c)
     while (!c->closing && !c->finishing && !c->active) {
         if (srv->closing && !c->cur) {
             /* Shutting down: what was answered is sent, nothing new starts. */
-            conn_finish(c);
+            proto__conn_finish(c);
             break;
         }
         if (c->in_off == c->in_len) {
@@ -983,13 +909,13 @@ static void process(conn *c)
                     req_free(c->cur);
                     c->cur = NULL;
                 }
-                conn_finish(c);
+                proto__conn_finish(c);
                 break;
             }
             if (!c->cur && c->tmode != T_WAIT)
-                timer_arm(c, T_WAIT,
+                proto__timer_arm(c, T_WAIT,
                           c->served_one ? c->limits.idle_timeout_ms : c->limits.request_timeout_ms);
-            read_start(c);
+            proto__read_start(c);
             break;
         }
         size_t avail = c->in_len - c->in_off;
@@ -1007,442 +933,4 @@ static void process(conn *c)
         }
     }
     c->in_process = false;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Accepting */
-
-static conn *conn_new(proto_server *srv, proto_transport t)
-{
-    conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        return NULL;
-    c->srv = srv;
-    c->transport = t;
-    c->limits = srv->limits;
-    int r = t == PROTO_TRANSPORT_UNIX ? uv_pipe_init(srv->loop, &c->h.pipe, 0)
-                                      : uv_tcp_init(srv->loop, &c->h.tcp);
-    if (r < 0) {
-        free(c);
-        return NULL;
-    }
-    uv_timer_init(srv->loop, &c->timer);
-    c->h.handle.data = c;
-    c->timer.data = c;
-    c->handles_open = 2;
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
-    c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
-    srv->conns = c;
-    srv->stats.connections_active++;
-    srv->stats.connections_total++;
-    return c;
-}
-
-static void conn_peer(conn *c)
-{
-    if (c->transport == PROTO_TRANSPORT_UNIX) {
-        snprintf(c->peer, sizeof(c->peer), "unix");
-        c->is_local = true;
-        return;
-    }
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    char ip[INET6_ADDRSTRLEN] = "?";
-    snprintf(c->peer, sizeof(c->peer), "?");
-    uv_tcp_nodelay(&c->h.tcp, 1);
-    if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) < 0)
-        return;
-    if (ss.ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
-        uv_ip4_name(a, ip, sizeof(ip));
-        snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, ntohs(a->sin_port));
-        c->is_local = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-    } else if (ss.ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
-        const uint8_t *b = a->sin6_addr.s6_addr;
-        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        uv_ip6_name(a, ip, sizeof(ip));
-        snprintf(c->peer, sizeof(c->peer), "[%s]:%d", ip, ntohs(a->sin6_port));
-        c->is_local = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
-                      (memcmp(b, mapped, sizeof(mapped)) == 0 && b[12] == 127);
-    }
-}
-
-static void conn_start(conn *c)
-{
-    proto_server *srv = c->srv;
-    conn_peer(c);
-    if (srv->stats.connections_active > (uint64_t)(c->limits.max_connections > 0
-                                                       ? c->limits.max_connections : 0)) {
-        reject(c, 503, "limit_exceeded", "too many open connections; retry later");
-        return;
-    }
-    timer_arm(c, T_WAIT, c->limits.request_timeout_ms);
-    read_start(c);
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    listener *l = server->data;
-    proto_server *srv = l->srv;
-    if (status < 0 || srv->closing)
-        return;
-    conn *c = conn_new(srv, l->transport);
-    if (!c)
-        return;
-    if (uv_accept(server, &c->h.stream) < 0) {
-        conn_close(c);
-        return;
-    }
-    conn_start(c);
-}
-
-int proto_server_adopt(proto_server *srv, int fd, proto_transport transport)
-{
-    if (!srv || fd < 0 || srv->closing)
-        return -EINVAL;
-    conn *c = conn_new(srv, transport);
-    if (!c)
-        return -ENOMEM;
-    int r = transport == PROTO_TRANSPORT_UNIX ? uv_pipe_open(&c->h.pipe, fd)
-                                              : uv_tcp_open(&c->h.tcp, fd);
-    if (r < 0) {
-        conn_close(c);
-        return r;
-    }
-    conn_start(c);
-    return 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Listening */
-
-static void listener_closed(uv_handle_t *h)
-{
-    listener *l = h->data;
-    proto_server *srv = l->srv;
-    free(l->unlink_path);
-    free(l);
-    srv->listeners_closing--;
-    maybe_finish(srv);
-}
-
-static void listener_discard(listener *l)
-{
-    l->srv->listeners_closing++;
-    uv_close(&l->h.handle, listener_closed);
-}
-
-static listener *listener_alloc(proto_server *srv, proto_transport t)
-{
-    listener *l = calloc(1, sizeof(*l));
-    if (!l)
-        return NULL;
-    l->srv = srv;
-    l->transport = t;
-    l->h.handle.data = l;
-    return l;
-}
-
-static int listener_start(listener *l)
-{
-    proto_server *srv = l->srv;
-    l->h.handle.data = l;
-    int r = uv_listen(&l->h.stream, LISTEN_BACKLOG, on_connection);
-    if (r < 0)
-        return r;
-    l->next = srv->listeners;
-    srv->listeners = l;
-    return 0;
-}
-
-int proto_server_listen_unix(proto_server *srv, const char *path, int mode)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    struct stat st;
-    listener *l = NULL;
-    int fd = -1, r;
-    bool bound = false;
-
-    if (!srv || !path || !path[0] || srv->closing || mode < 0 || mode > 07777)
-        return -EINVAL;
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    if (mode == 0)
-        mode = 0660;
-
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return -EEXIST;
-        /* Non-blocking: a busy server with a full backlog must not stall our start-up. */
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (probe < 0)
-            return -errno;
-        r = connect(probe, (struct sockaddr *)&sa, sizeof(sa));
-        int err = errno;
-        close(probe);
-        if (r == 0 || err == EAGAIN)
-            return -EADDRINUSE; /* another server answers there */
-        if (err != ECONNREFUSED && err != ENOENT)
-            return -err;
-        /* Stale: the file of a server that died without removing it. */
-        if (err == ECONNREFUSED && unlink(path) < 0 && errno != ENOENT)
-            return -errno;
-    }
-
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -errno;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    bound = true;
-    /* Before listen() nobody can connect, so the mode is final before the first client. */
-    if (chmod(path, (mode_t)mode) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    l = listener_alloc(srv, PROTO_TRANSPORT_UNIX);
-    if (!l) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    l->unlink_path = strdup(path);
-    if (!l->unlink_path || uv_pipe_init(srv->loop, &l->h.pipe, 0) < 0) {
-        free(l->unlink_path);
-        free(l);
-        l = NULL;
-        r = -ENOMEM;
-        goto fail;
-    }
-    l->h.handle.data = l;
-    if ((r = uv_pipe_open(&l->h.pipe, fd)) < 0) {
-        listener_discard(l);
-        l = NULL;
-        goto fail;
-    }
-    fd = -1; /* owned by the handle now */
-    if ((r = listener_start(l)) < 0) {
-        listener_discard(l);
-        l = NULL;
-        unlink(path);
-        return r;
-    }
-    return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    if (bound)
-        unlink(path);
-    return r;
-}
-
-int proto_server_listen_tcp(proto_server *srv, const char *host, int port)
-{
-    struct sockaddr_storage ss;
-    char h[INET6_ADDRSTRLEN + 16];
-    int r;
-
-    if (!srv || !host || port < 0 || port > 65535 || srv->closing)
-        return -EINVAL;
-    if (strcmp(host, "localhost") == 0)
-        host = "127.0.0.1";
-    size_t n = strlen(host);
-    if (n >= sizeof(h))
-        return -EINVAL;
-    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
-        memcpy(h, host + 1, n - 2);
-        h[n - 2] = '\0';
-    } else {
-        memcpy(h, host, n + 1);
-    }
-    bool v6;
-    if (uv_ip4_addr(h, port, (struct sockaddr_in *)&ss) == 0)
-        v6 = false;
-    else if (strchr(h, ':') && uv_ip6_addr(h, port, (struct sockaddr_in6 *)&ss) == 0)
-        v6 = true;
-    else
-        return -EINVAL;
-
-    listener *l = listener_alloc(srv, PROTO_TRANSPORT_TCP);
-    if (!l)
-        return -ENOMEM;
-    if ((r = uv_tcp_init_ex(srv->loop, &l->h.tcp, v6 ? AF_INET6 : AF_INET)) < 0) {
-        free(l);
-        return r;
-    }
-    l->h.handle.data = l;
-    if ((r = uv_tcp_bind(&l->h.tcp, (struct sockaddr *)&ss, v6 ? UV_TCP_IPV6ONLY : 0)) < 0 ||
-        (r = listener_start(l)) < 0) {
-        listener_discard(l);
-        return r;
-    }
-    return 0;
-}
-
-int proto_server_listen_fd(proto_server *srv, int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    int r;
-    if (!srv || fd < 0 || srv->closing)
-        return -EINVAL;
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-        return -errno;
-    proto_transport t;
-    if (ss.ss_family == AF_UNIX)
-        t = PROTO_TRANSPORT_UNIX;
-    else if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
-        t = PROTO_TRANSPORT_TCP;
-    else
-        return -EAFNOSUPPORT;
-    listener *l = listener_alloc(srv, t);
-    if (!l)
-        return -ENOMEM;
-    r = t == PROTO_TRANSPORT_UNIX ? uv_pipe_init(srv->loop, &l->h.pipe, 0)
-                                  : uv_tcp_init(srv->loop, &l->h.tcp);
-    if (r < 0) {
-        free(l);
-        return r;
-    }
-    l->h.handle.data = l;
-    r = t == PROTO_TRANSPORT_UNIX ? uv_pipe_open(&l->h.pipe, fd) : uv_tcp_open(&l->h.tcp, fd);
-    if (r < 0 || (r = listener_start(l)) < 0) {
-        listener_discard(l);
-        return r;
-    }
-    return 0;
-}
-
-int proto_server_tcp_port(const proto_server *srv)
-{
-    if (!srv)
-        return -EINVAL;
-    for (const listener *l = srv->listeners; l; l = l->next) {
-        if (l->transport != PROTO_TRANSPORT_TCP)
-            continue;
-        struct sockaddr_storage ss;
-        int len = sizeof(ss);
-        if (uv_tcp_getsockname(&l->h.tcp, (struct sockaddr *)&ss, &len) < 0)
-            continue;
-        if (ss.ss_family == AF_INET)
-            return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        if (ss.ss_family == AF_INET6)
-            return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    }
-    return -ENOENT;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Server lifecycle */
-
-int proto_server_new(uv_loop_t *loop, const proto_limits *limits, proto_handler_fn handler,
-                     void *udata, proto_server **ret)
-{
-    if (!loop || !handler || !ret)
-        return -EINVAL;
-    proto_server *srv = calloc(1, sizeof(*srv));
-    if (!srv)
-        return -ENOMEM;
-    srv->loop = loop;
-    if (limits)
-        srv->limits = *limits;
-    else
-        proto_limits_defaults(&srv->limits);
-    srv->handler = handler;
-    srv->udata = udata;
-    uv_timer_init(loop, &srv->finish_timer);
-    srv->finish_timer.data = srv;
-    *ret = srv;
-    return 0;
-}
-
-void proto_server_set_limits(proto_server *srv, const proto_limits *limits)
-{
-    if (srv && limits)
-        srv->limits = *limits;
-}
-
-void proto_server_set_on_complete(proto_server *srv, proto_complete_fn cb, void *udata)
-{
-    if (!srv)
-        return;
-    srv->on_complete = cb;
-    srv->complete_udata = udata;
-}
-
-void proto_server_stop_accepting(proto_server *srv)
-{
-    if (!srv)
-        return;
-    while (srv->listeners) {
-        listener *l = srv->listeners;
-        srv->listeners = l->next;
-        /* Remove the file now so a successor can bind while we drain. */
-        if (l->unlink_path)
-            unlink(l->unlink_path);
-        listener_discard(l);
-    }
-}
-
-static void finish_closed(uv_handle_t *h)
-{
-    proto_server *srv = h->data;
-    void (*done)(void *) = srv->close_done;
-    void *ud = srv->close_udata;
-    free(srv);
-    if (done)
-        done(ud);
-}
-
-static void finish_timer_cb(uv_timer_t *t)
-{
-    uv_close((uv_handle_t *)t, finish_closed);
-}
-
-static void maybe_finish(proto_server *srv)
-{
-    if (!srv->closing || srv->finished)
-        return;
-    if (srv->listeners || srv->listeners_closing || srv->conns || srv->live_requests)
-        return;
-    srv->finished = true;
-    /* Deferred to the loop so the caller (often deep in a callback) is never pulled out from
-     * under itself. */
-    uv_timer_start(&srv->finish_timer, finish_timer_cb, 0, 0);
-}
-
-void proto_server_close(proto_server *srv, void (*done)(void *udata), void *udata)
-{
-    if (!srv) {
-        if (done)
-            done(udata);
-        return;
-    }
-    if (srv->closing)
-        return;
-    srv->closing = true;
-    srv->close_done = done;
-    srv->close_udata = udata;
-    proto_server_stop_accepting(srv);
-    for (conn *c = srv->conns; c; c = c->next) {
-        if (c->active || c->closing || c->finishing)
-            continue; /* an in-flight request closes its connection once answered */
-        if (uv_stream_get_write_queue_size(&c->h.stream) > 0)
-            conn_finish(c);
-        else
-            conn_close(c);
-    }
-    maybe_finish(srv);
-}
-
-void proto_server_stats_get(const proto_server *srv, proto_server_stats *ret)
-{
-    if (srv && ret)
-        *ret = srv->stats;
 }

@@ -1,0 +1,560 @@
+/* clients/c/hidetctl_cache.c - hidetctl's cache commands: cache ls, show, rm, prune, export,
+ * import, verify and vacuum, run directly on the kernel database through kernel_cache/ (no
+ * daemon needed; with one running, WAL lets both use the file).
+ */
+#include "clients/c/hidetctl_internal.h"
+
+#include "kernel_cache/kc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+/* ---- parsing of arguments ------------------------------------------------------------------- */
+
+/* "30d", "12h", "90m", "45s", "2w", "600" (seconds). */
+static int parse_duration(const char *s, int64_t *ret)
+{
+    char *end = NULL;
+    double v;
+    int64_t mul = 1;
+
+    if (!s || !*s)
+        return -EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0) || !isfinite(v))
+        return -EINVAL;
+    if (*end) {
+        switch (*end) {
+        case 's': mul = 1; break;
+        case 'm': mul = 60; break;
+        case 'h': mul = 3600; break;
+        case 'd': mul = 86400; break;
+        case 'w': mul = 7 * 86400; break;
+        default: return -EINVAL;
+        }
+        if (end[1] != '\0')
+            return -EINVAL;
+    }
+    if (v * (double)mul > 1e12)
+        return -EINVAL;
+    *ret = (int64_t)(v * (double)mul);
+    return 0;
+}
+
+/* "1048576", "500K", "500M", "2G", "1.5GiB", "10MB" (K, M, G, T are powers of 1024). */
+static int parse_size(const char *s, uint64_t *ret)
+{
+    char *end = NULL;
+    double v, mul = 1;
+
+    if (!s || !*s)
+        return -EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0) || !isfinite(v))
+        return -EINVAL;
+    if (*end) {
+        switch (*end) {
+        case 'B': mul = 1; break;
+        case 'K': case 'k': mul = 1024.0; break;
+        case 'M': mul = 1024.0 * 1024; break;
+        case 'G': mul = 1024.0 * 1024 * 1024; break;
+        case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+        default: return -EINVAL;
+        }
+        const char *rest = end + 1;
+        if (*end != 'B' && strcmp(rest, "") != 0 && strcmp(rest, "B") != 0 &&
+            strcmp(rest, "iB") != 0)
+            return -EINVAL;
+        if (*end == 'B' && *rest)
+            return -EINVAL;
+    }
+    if (v * mul > 1.8e19)
+        return -EINVAL;
+    *ret = (uint64_t)(v * mul);
+    return 0;
+}
+
+static char *default_cache(void)
+{
+    const char *e = getenv("XDG_CACHE_HOME");
+    char *s = NULL;
+    if (e && *e) {
+        if (asprintf(&s, "%s/hidetd/kernels.db", e) < 0)
+            return NULL;
+        return s;
+    }
+    e = getenv("HOME");
+    if (asprintf(&s, "%s/.cache/hidetd/kernels.db", e && *e ? e : ".") < 0)
+        return NULL;
+    return s;
+}
+
+/* ---- subcommands ----------------------------------------------------------------------------- */
+
+static int kc_exit(int r)
+{
+    if (r == -ENOENT)
+        return EXIT_NOT_FOUND;
+    if (r == -EBADMSG)
+        return EXIT_CORRUPT;
+    return EXIT_DAEMON;
+}
+
+static int open_cache(const opts *o, bool create, kc_db **ret)
+{
+    char *path = o->cache ? strdup(o->cache) : default_cache();
+    char *err = NULL;
+    int r;
+
+    if (!path)
+        return EXIT_DAEMON;
+    if (!create && access(path, F_OK) != 0) {
+        fprintf(stderr, "hidetctl: no kernel cache at %s\n", path);
+        free(path);
+        return EXIT_NOT_FOUND;
+    }
+    r = kc_open(path, ret, &err);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: %s\n", err ? err : strerror(-r));
+        free(err);
+        free(path);
+        return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
+    }
+    free(path);
+    return 0;
+}
+
+static cJSON *summary_json(const kc_summary *s)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "key", s->key);
+    cJSON_AddStringToObject(j, "op", s->op);
+    cJSON_AddStringToObject(j, "arch", s->target);
+    cJSON_AddBoolToObject(j, "measured", s->measured);
+    if (s->latency_us >= 0)
+        cJSON_AddNumberToObject(j, "latency_us", s->latency_us);
+    else
+        cJSON_AddNullToObject(j, "latency_us");
+    cJSON_AddNumberToObject(j, "bytes", (double)s->bytes);
+    cJSON_AddNumberToObject(j, "created_at", (double)s->created_at);
+    cJSON_AddNumberToObject(j, "last_used_at", (double)s->last_used_at);
+    return j;
+}
+
+static int cache_ls(const opts *o, kc_db *db, int argc)
+{
+    kc_filter f = {.target = o->arch, .op = o->op};
+    kc_summary *v = NULL;
+    size_t n = 0;
+    uint64_t total = 0;
+    int r;
+
+    if (argc != 0)
+        return usage_error("'cache ls' takes no arguments");
+    r = kc_list(db, &f, &v, &n);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        return kc_exit(r);
+    }
+    if (o->json) {
+        cJSON *w = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(w, "artifacts");
+        for (size_t i = 0; i < n; i++)
+            cJSON_AddItemToArray(a, summary_json(&v[i]));
+        print_json(w);
+        cJSON_Delete(w);
+    } else {
+        table t = {.ncols = 7, .align = "lllrrrl"};
+        table_row(&t, "KEY", "OP", "ARCH", "MEASURED", "LATENCY", "SIZE", "LAST USED");
+        for (size_t i = 0; i < n; i++) {
+            char key[17], lat[32], sz[32], age[32];
+            snprintf(key, sizeof(key), "%.16s", v[i].key);
+            fmt_us(v[i].latency_us, lat, sizeof(lat));
+            fmt_size(v[i].bytes, sz, sizeof(sz));
+            fmt_age(v[i].last_used_at, age, sizeof(age));
+            table_row(&t, key, v[i].op, v[i].target, v[i].measured ? "yes" : "no", lat, sz, age);
+            total += v[i].bytes;
+        }
+        table_print(&t, stdout);
+        table_free(&t);
+        char sz[32];
+        fmt_size(total, sz, sizeof(sz));
+        printf("%zu artifact%s, %s\n", n, n == 1 ? "" : "s", sz);
+    }
+    free(v);
+    return EXIT_OK;
+}
+
+/* Resolves a key or unique key prefix to a full key. */
+static int resolve_key(kc_db *db, const char *prefix, char out[KC_KEY_LEN + 1])
+{
+    kc_filter f = {.key_prefix = prefix, .limit = 2};
+    kc_summary *v = NULL;
+    size_t n = 0;
+    int r;
+
+    for (const char *p = prefix; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return usage_error("'%s' is not a key (lowercase hex)", prefix);
+    if (!*prefix || strlen(prefix) > KC_KEY_LEN)
+        return usage_error("'%s' is not a key", prefix);
+    r = kc_list(db, &f, &v, &n);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        return kc_exit(r);
+    }
+    if (n == 0) {
+        free(v);
+        fprintf(stderr, "hidetctl: no artifact %s in the cache\n", prefix);
+        return EXIT_NOT_FOUND;
+    }
+    if (n > 1) {
+        free(v);
+        return usage_error("key prefix '%s' is ambiguous; give more characters", prefix);
+    }
+    memcpy(out, v[0].key, KC_KEY_LEN + 1);
+    free(v);
+    return 0;
+}
+
+static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
+{
+    char key[KC_KEY_LEN + 1];
+    kc_artifact *a = NULL;
+    int rc, r;
+
+    if (argc != 1)
+        return usage_error("'cache show' takes one KEY");
+    if ((rc = resolve_key(db, argv[0], key)))
+        return rc;
+    /* The full, verifying read (show says so when a blob is damaged), not counted as a use. */
+    r = kc_artifact_peek(db, key, &a);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        return kc_exit(r);
+    }
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "key", a->key);
+        cJSON_AddStringToObject(j, "op_key", a->op_key);
+        cJSON_AddStringToObject(j, "op", a->op);
+        cJSON_AddStringToObject(j, "arch", a->target);
+        cJSON_AddBoolToObject(j, "measured", a->measured);
+        if (a->latency_us >= 0)
+            cJSON_AddNumberToObject(j, "latency_us", a->latency_us);
+        else
+            cJSON_AddNullToObject(j, "latency_us");
+        cJSON_AddNumberToObject(j, "predicted_us", a->predicted_us);
+        cJSON_AddNumberToObject(j, "ptx_bytes", (double)a->ptx_len);
+        cJSON_AddNumberToObject(j, "cubin_bytes", (double)a->cubin_len);
+        cJSON_AddNumberToObject(j, "created_at", (double)a->created_at);
+        cJSON_AddNumberToObject(j, "last_used_at", (double)a->last_used_at);
+        /* The stored JSON documents are embedded as JSON, or as text if they do not parse. */
+        const char *names[] = {"op_json", "schedule", "launch", "provenance"};
+        const char *vals[] = {a->op_json, a->schedule_json, a->launch_json, a->provenance_json};
+        for (int i = 0; i < 4; i++) {
+            cJSON *p = cJSON_Parse(vals[i] ? vals[i] : "");
+            cJSON_AddItemToObject(j, i == 0 ? "op_request" : names[i],
+                                  p ? p : cJSON_CreateString(vals[i] ? vals[i] : ""));
+        }
+        print_json(j);
+        cJSON_Delete(j);
+    } else {
+        char lat[32], pred[32], ps[32], cs[32], ct[64], lu[64];
+        fmt_us(a->latency_us, lat, sizeof(lat));
+        fmt_us(a->predicted_us, pred, sizeof(pred));
+        fmt_size(a->ptx_len, ps, sizeof(ps));
+        fmt_size(a->cubin_len, cs, sizeof(cs));
+        fmt_time(a->created_at, ct, sizeof(ct));
+        fmt_time(a->last_used_at, lu, sizeof(lu));
+        printf("key          %s\n", a->key);
+        printf("op key       %s\n", a->op_key);
+        printf("op           %s on %s\n", a->op, a->target);
+        printf("measured     %s\n", a->measured ? "yes" : "no (ranked by the cost model)");
+        printf("latency      %s (predicted %s)\n", lat, pred);
+        printf("ptx / cubin  %s / %s (digests verified)\n", ps, cs);
+        printf("created      %s\n", ct);
+        printf("last used    %s\n", lu);
+        printf("request      %s\n", a->op_json);
+        printf("schedule     %s\n", a->schedule_json);
+        printf("launch       %s\n", a->launch_json);
+        printf("provenance   %s\n", a->provenance_json);
+    }
+    kc_artifact_free(a);
+    return EXIT_OK;
+}
+
+static int cache_rm(const opts *o, kc_db *db, int argc, char **argv)
+{
+    int rc = EXIT_OK;
+    cJSON *removed = o->json ? cJSON_CreateArray() : NULL;
+
+    if (argc < 1)
+        return usage_error("'cache rm' takes one or more KEYs");
+    for (int i = 0; i < argc; i++) {
+        char key[KC_KEY_LEN + 1];
+        size_t n = 0;
+        int r = resolve_key(db, argv[i], key);
+        if (r) {
+            /* Keep going; report the most serious problem at the end. */
+            if (r != EXIT_NOT_FOUND || rc == EXIT_OK)
+                rc = r;
+            continue;
+        }
+        kc_filter f = {.key_prefix = key};
+        r = kc_remove(db, &f, &n);
+        if (r < 0) {
+            fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+            rc = kc_exit(r);
+            continue;
+        }
+        if (removed)
+            cJSON_AddItemToArray(removed, cJSON_CreateString(key));
+        else
+            printf("removed %s\n", key);
+    }
+    if (removed) {
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddItemToObject(w, "removed", removed);
+        print_json(w);
+        cJSON_Delete(w);
+    }
+    return rc;
+}
+
+static int cache_prune(const opts *o, kc_db *db, int argc)
+{
+    int64_t older = 0;
+    uint64_t max = 0;
+    size_t by_filter = 0, by_size = 0;
+    kc_stats before, after;
+    int r;
+
+    if (argc != 0)
+        return usage_error("'cache prune' takes options only");
+    if (!o->older_than && !o->max_size && !o->arch)
+        return usage_error("'cache prune' needs --older-than, --max-size or --arch");
+    if (o->older_than && parse_duration(o->older_than, &older) < 0)
+        return usage_error("bad duration '%s' (try 30d, 12h, 90m)", o->older_than);
+    if (o->max_size && parse_size(o->max_size, &max) < 0)
+        return usage_error("bad size '%s' (try 500M, 2G)", o->max_size);
+    r = kc_stats_get(db, &before);
+    if (r == 0 && (o->older_than || o->arch)) {
+        kc_filter f = {.target = o->arch, .older_than = o->older_than ? time(NULL) - older : 0};
+        /* older_than 0 means "any age"; a zero-length duration means "everything until now". */
+        if (o->older_than && f.older_than <= 0)
+            f.older_than = 1;
+        r = kc_remove(db, &f, &by_filter);
+    }
+    if (r == 0 && o->max_size)
+        r = kc_prune_to_size(db, max, &by_size);
+    if (r == 0)
+        r = kc_stats_get(db, &after);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        return kc_exit(r);
+    }
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "removed", (double)(by_filter + by_size));
+        cJSON_AddNumberToObject(j, "bytes_before", (double)before.bytes);
+        cJSON_AddNumberToObject(j, "bytes_after", (double)after.bytes);
+        cJSON_AddNumberToObject(j, "artifacts", (double)after.artifacts);
+        print_json(j);
+        cJSON_Delete(j);
+    } else {
+        char b[32], a[32];
+        fmt_size(before.bytes, b, sizeof(b));
+        fmt_size(after.bytes, a, sizeof(a));
+        printf("removed %zu artifact%s; %s -> %s, %llu left\n", by_filter + by_size,
+               by_filter + by_size == 1 ? "" : "s", b, a, (unsigned long long)after.artifacts);
+    }
+    return EXIT_OK;
+}
+
+static int cache_export(const opts *o, kc_db *db, int argc, char **argv)
+{
+    char *err = NULL;
+    size_t n = 0;
+    int r;
+
+    if (argc != 1)
+        return usage_error("'cache export' takes one FILE");
+    r = kc_export(db, NULL, argv[0], &n, &err);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: export failed: %s\n", err ? err : strerror(-r));
+        free(err);
+        return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
+    }
+    free(err);
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "exported", (double)n);
+        cJSON_AddStringToObject(j, "file", argv[0]);
+        print_json(j);
+        cJSON_Delete(j);
+    }
+    else
+        printf("exported %zu artifact%s to %s\n", n, n == 1 ? "" : "s", argv[0]);
+    return EXIT_OK;
+}
+
+static int cache_import(const opts *o, kc_db *db, int argc, char **argv)
+{
+    char *err = NULL;
+    size_t n = 0;
+    int r;
+
+    if (argc != 1)
+        return usage_error("'cache import' takes one FILE");
+    r = kc_import(db, argv[0], &n, &err);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: import refused, nothing stored: %s\n",
+                err ? err : strerror(-r));
+        free(err);
+        if (r == -EBADMSG)
+            return EXIT_CORRUPT;
+        return r == -ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
+    }
+    free(err);
+    if (o->json)
+        printf("{\"imported\":%zu}\n", n);
+    else
+        printf("imported %zu artifact%s from %s\n", n, n == 1 ? "" : "s", argv[0]);
+    return EXIT_OK;
+}
+
+static int cache_verify(const opts *o, kc_db *db, int argc)
+{
+    size_t checked = 0, nbad = 0;
+    char **bad = NULL;
+    int r;
+
+    if (argc != 0)
+        return usage_error("'cache verify' takes no arguments");
+    r = kc_verify(db, &checked, &nbad, &bad);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: verify failed: %s\n", kc_errmsg(db));
+        return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
+    }
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject(), *a;
+        cJSON_AddNumberToObject(j, "checked", (double)checked);
+        cJSON_AddBoolToObject(j, "ok", nbad == 0);
+        a = cJSON_AddArrayToObject(j, "bad");
+        for (size_t i = 0; i < nbad; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateString(bad[i]));
+        print_json(j);
+        cJSON_Delete(j);
+    } else {
+        for (size_t i = 0; i < nbad; i++)
+            printf("BAD  %s (a stored blob does not match its digest)\n", bad[i]);
+        printf("checked %zu artifact%s: %s\n", checked, checked == 1 ? "" : "s",
+               nbad ? "corruption found" : "all good");
+    }
+    for (size_t i = 0; i < nbad; i++)
+        free(bad[i]);
+    free(bad);
+    return nbad ? EXIT_CORRUPT : EXIT_OK;
+}
+
+static int cache_vacuum(const opts *o, kc_db *db, int argc)
+{
+    int r;
+
+    if (argc != 0)
+        return usage_error("'cache vacuum' takes no arguments");
+    r = kc_vacuum(db);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: vacuum failed: %s\n", kc_errmsg(db));
+        return kc_exit(r);
+    }
+    if (o->json)
+        puts("{\"vacuumed\":true}");
+    else
+        printf("vacuumed\n");
+    return EXIT_OK;
+}
+
+int cmd_cache(const opts *o, int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        unsigned allowed;
+        int min_args, max_args;
+    } subs[] = {
+        {"ls", OPT_ARCH | OPT_OP, 0, 0},
+        {"show", 0, 1, 1},
+        {"rm", 0, 1, 1 << 20},
+        {"prune", OPT_OLDER | OPT_MAXSIZE | OPT_ARCH, 0, 0},
+        {"export", 0, 1, 1},
+        {"import", 0, 1, 1},
+        {"verify", 0, 0, 0},
+        {"vacuum", 0, 0, 0},
+    };
+    kc_db *db = NULL;
+    const char *sub;
+    int rc, i, n = (int)(sizeof(subs) / sizeof(subs[0]));
+
+    if (argc < 1)
+        return usage_error("'cache' needs a subcommand: ls, show, rm, prune, export, import, "
+                           "verify, vacuum");
+    sub = argv[0];
+    for (i = 0; i < n; i++)
+        if (strcmp(sub, subs[i].name) == 0)
+            break;
+    if (i == n)
+        return usage_error("unknown cache subcommand '%s'", sub);
+    char what[32];
+    snprintf(what, sizeof(what), "cache %s", sub);
+    if ((rc = only_opts(o, subs[i].allowed, what)))
+        return rc;
+    /* Usage errors first, before touching any file. */
+    if (argc - 1 < subs[i].min_args || argc - 1 > subs[i].max_args)
+        return usage_error("wrong number of arguments for '%s' (see --help)", what);
+    if (strcmp(sub, "prune") == 0) {
+        int64_t d;
+        uint64_t sz;
+        if (!o->older_than && !o->max_size && !o->arch)
+            return usage_error("'cache prune' needs --older-than, --max-size or --arch");
+        if (o->older_than && parse_duration(o->older_than, &d) < 0)
+            return usage_error("bad duration '%s' (try 30d, 12h, 90m)", o->older_than);
+        if (o->max_size && parse_size(o->max_size, &sz) < 0)
+            return usage_error("bad size '%s' (try 500M, 2G)", o->max_size);
+    }
+    if (strcmp(sub, "import") == 0 && argc == 2 && access(argv[1], R_OK) != 0) {
+        fprintf(stderr, "hidetctl: cannot read %s: %s\n", argv[1], strerror(errno));
+        return errno == ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
+    }
+    /* Only import may create the database: a typo in --cache must not look like an empty cache. */
+    if ((rc = open_cache(o, strcmp(sub, "import") == 0, &db)))
+        return rc;
+    argc--;
+    argv++;
+    if (strcmp(sub, "ls") == 0)
+        rc = cache_ls(o, db, argc);
+    else if (strcmp(sub, "show") == 0)
+        rc = cache_show(o, db, argc, argv);
+    else if (strcmp(sub, "rm") == 0)
+        rc = cache_rm(o, db, argc, argv);
+    else if (strcmp(sub, "prune") == 0)
+        rc = cache_prune(o, db, argc);
+    else if (strcmp(sub, "export") == 0)
+        rc = cache_export(o, db, argc, argv);
+    else if (strcmp(sub, "import") == 0)
+        rc = cache_import(o, db, argc, argv);
+    else if (strcmp(sub, "verify") == 0)
+        rc = cache_verify(o, db, argc);
+    else
+        rc = cache_vacuum(o, db, argc);
+    kc_close(db);
+    return rc;
+}

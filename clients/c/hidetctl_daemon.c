@@ -1,0 +1,605 @@
+/* clients/c/hidetctl_daemon.c - hidetctl's daemon commands: kernel, space, status, jobs and
+ * cancel, each one or more requests to hidetd through libhidet-client (Unix socket or --url),
+ * printed for people or as the daemon's JSON with --json.
+ */
+#include "clients/c/hidetctl_internal.h"
+
+#include "hidet/client.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+static char *default_socket(void)
+{
+    const char *e = getenv("HIDETD_SOCKET");
+    char *s = NULL;
+    if (e && *e)
+        return strdup(e);
+    e = getenv("XDG_RUNTIME_DIR");
+    if (e && *e) {
+        if (asprintf(&s, "%s/hidetd.sock", e) < 0)
+            return NULL;
+        return s;
+    }
+    return strdup("./hidetd.sock");
+}
+
+static int client_exit(int r, const hidet_error *e)
+{
+    if (r == -ECONNREFUSED)
+        return EXIT_CONNECT;
+    if (e->http_status == 404 || (r == -ENOENT && e->http_status == 0))
+        return EXIT_NOT_FOUND;
+    return EXIT_DAEMON;
+}
+
+static int report(int r, const hidet_error *e, const opts *o)
+{
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(er, "code", e->code[0] ? e->code : "client");
+        cJSON_AddStringToObject(er, "message", e->message);
+        cJSON_AddStringToObject(er, "field", e->field);
+        cJSON_AddNumberToObject(er, "http_status", e->http_status);
+        char *s = cJSON_PrintUnformatted(j);
+        if (s)
+            fprintf(stderr, "%s\n", s);
+        cJSON_free(s);
+        cJSON_Delete(j);
+    } else if (e->http_status) {
+        fprintf(stderr, "hidetctl: hidetd answered %d%s%s: %s%s%s%s\n", e->http_status,
+                e->code[0] ? " " : "", e->code, e->message, e->field[0] ? " (field " : "",
+                e->field, e->field[0] ? ")" : "");
+    } else {
+        fprintf(stderr, "hidetctl: %s\n", e->message[0] ? e->message : strerror(-r));
+    }
+    return client_exit(r, e);
+}
+
+static int open_client(const opts *o, hidet_client **ret)
+{
+    hidet_error e;
+    char *sock = NULL;
+    const char *addr = o->url;
+    int r;
+
+    if (!addr) {
+        sock = o->socket ? strdup(o->socket) : default_socket();
+        if (!sock)
+            return EXIT_DAEMON;
+        /* A bare relative name given by the user ("hidetd.sock") still means a file. */
+        if (sock[0] != '/' && strncmp(sock, "./", 2) != 0 && strncmp(sock, "../", 3) != 0 &&
+            strncmp(sock, "unix:", 5) != 0) {
+            char *s2 = NULL;
+            if (asprintf(&s2, "./%s", sock) < 0) {
+                free(sock);
+                return EXIT_DAEMON;
+            }
+            free(sock);
+            sock = s2;
+        }
+        addr = sock;
+    }
+    r = hidet_client_open(addr, o->token, ret, &e);
+    free(sock);
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: %s\n", e.message);
+        return r == -EINVAL ? EXIT_USAGE : EXIT_DAEMON;
+    }
+    return 0;
+}
+
+static int read_text_file(const char *path, char **ret)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+
+    if (!f)
+        return -errno;
+    for (;;) {
+        if (cap - len < 4096) {
+            size_t nc = cap ? cap * 2 : 8192;
+            char *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                if (f != stdin)
+                    fclose(f);
+                return -ENOMEM;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (bad) {
+        free(buf);
+        return -EIO;
+    }
+    buf[len] = '\0';
+    *ret = buf;
+    return 0;
+}
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -errno;
+    size_t n = fwrite(data, 1, len, f);
+    int r = fclose(f);
+    return n == len && r == 0 ? 0 : -EIO;
+}
+
+/* Reads a request file and applies --arch/--tune/--no-wait; *ret is the JSON text. */
+static int load_request(const char *path, const opts *o, bool for_space, char **ret)
+{
+    char *text = NULL;
+    cJSON *j;
+    int r = read_text_file(path, &text);
+
+    if (r < 0) {
+        fprintf(stderr, "hidetctl: cannot read %s: %s\n", path, strerror(-r));
+        return EXIT_USAGE;
+    }
+    j = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        fprintf(stderr, "hidetctl: %s is not a JSON object\n", path);
+        return EXIT_USAGE;
+    }
+    if (o->arch) {
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "arch");
+        cJSON_AddStringToObject(j, "arch", o->arch);
+    }
+    if (!for_space && o->tune) {
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "tune");
+        cJSON_AddStringToObject(j, "tune", o->tune);
+    }
+    if (!for_space && o->no_wait) {
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "wait");
+        cJSON_AddBoolToObject(j, "wait", false);
+    }
+    *ret = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return *ret ? 0 : EXIT_DAEMON;
+}
+
+static void print_job_human(const hidet_job *j)
+{
+    char bar[64], best[32];
+    progress_bar(j->done, j->total, bar, sizeof(bar));
+    fmt_us(j->best_us, best, sizeof(best));
+    printf("job %s: %s  %s %s tune=%s priority=%s\n", j->id, hidet_job_state_name(j->state),
+           j->op, j->arch, j->tune, j->priority);
+    printf("  candidates %s", bar);
+    if (j->failed)
+        printf(" (%lld failed)", (long long)j->failed);
+    printf("\n  best so far %s, elapsed %.1f s, %lld waiting\n", best, j->elapsed_s,
+           (long long)j->waiters);
+    if (j->result)
+        printf("  result %s%s\n", j->result, j->measured ? " (measured)" : "");
+    if (j->warning)
+        printf("  warning: %s\n", j->warning);
+    if (j->error_message)
+        printf("  error %s: %s\n", j->error_code, j->error_message);
+}
+
+int cmd_kernel(const opts *o, int argc, char **argv)
+{
+    hidet_client *c = NULL;
+    hidet_kernel_set *set = NULL;
+    hidet_job *job = NULL;
+    hidet_error e;
+    char *req = NULL;
+    int rc, r;
+
+    if ((rc = only_opts(o, OPT_ARCH | OPT_TUNE | OPT_NO_WAIT | OPT_PTX | OPT_CUBIN, "kernel")))
+        return rc;
+    if (argc != 1)
+        return usage_error("'kernel' takes one REQUEST.json");
+    if (o->no_wait && (o->ptx || o->cubin))
+        return usage_error("--ptx and --cubin need the kernel now; drop --no-wait");
+    if (o->tune && strcmp(o->tune, "none") && strcmp(o->tune, "model") && strcmp(o->tune, "measure"))
+        return usage_error("--tune must be none, model or measure");
+    if ((rc = load_request(argv[0], o, false, &req)))
+        return rc;
+    if ((rc = open_client(o, &c))) {
+        free(req);
+        return rc;
+    }
+    r = hidet_request_kernels(c, req, &set, &job, &e);
+    free(req);
+    if (r < 0) {
+        rc = report(r, &e, o);
+        goto out;
+    }
+    if (job) {
+        if (o->json) {
+            cJSON *j = cJSON_Parse(job->json), *w = cJSON_CreateObject();
+            cJSON_AddItemToObject(w, "job", j);
+            print_json(w);
+            cJSON_Delete(w);
+        } else {
+            printf("queued as job %s; follow it with: hidetctl jobs %s --watch\n", job->id,
+                   job->id);
+        }
+        rc = EXIT_OK;
+        goto out;
+    }
+    if (o->ptx || o->cubin) {
+        const char *what[2] = {o->ptx, o->cubin};
+        for (int i = 0; i < 2; i++) {
+            void *data = NULL;
+            size_t len = 0;
+            if (!what[i])
+                continue;
+            r = i == 0 ? hidet_fetch_ptx(c, set->key, (char **)&data, &len, &e)
+                       : hidet_fetch_cubin(c, set->key, &data, &len, &e);
+            if (r < 0) {
+                rc = report(r, &e, o);
+                goto out;
+            }
+            r = write_file(what[i], data, len);
+            free(data);
+            if (r < 0) {
+                fprintf(stderr, "hidetctl: cannot write %s: %s\n", what[i], strerror(-r));
+                rc = EXIT_DAEMON;
+                goto out;
+            }
+        }
+    }
+    if (o->json) {
+        puts(set->json);
+    } else {
+        char lat[32], pred[32];
+        fmt_us(set->latency_us, lat, sizeof(lat));
+        fmt_us(set->predicted_us, pred, sizeof(pred));
+        printf("key        %s\n", set->key);
+        printf("op         %s on %s, %s%s\n", set->op, set->arch,
+               set->cached ? "from the cache" : "newly built",
+               set->measured ? ", measured" : ", ranked by the cost model");
+        printf("latency    %s (predicted %s)\n", lat, pred);
+        if (set->output_rank > 0) {
+            printf("output     [");
+            for (int i = 0; i < set->output_rank; i++)
+                printf("%s%lld", i ? "," : "", (long long)set->output_shape[i]);
+            printf("] %s\n", set->output_dtype);
+        }
+        printf("workspace  %llu bytes\n", (unsigned long long)set->workspace_bytes);
+        if (set->warning)
+            printf("warning    %s\n", set->warning);
+        table t = {.ncols = 6, .align = "lrrrrl"};
+        table_row(&t, "KERNEL", "GRID", "BLOCK", "SHARED", "LATENCY", "PARAMS");
+        for (size_t i = 0; i < set->n_kernels; i++) {
+            const hidet_kernel *k = &set->kernels[i];
+            char g[64], b[64], sh[32], kl[32], params[512] = "";
+            snprintf(g, sizeof(g), "%u,%u,%u", k->grid[0], k->grid[1], k->grid[2]);
+            snprintf(b, sizeof(b), "%u,%u,%u", k->block[0], k->block[1], k->block[2]);
+            fmt_size(k->shared_bytes, sh, sizeof(sh));
+            fmt_us(k->latency_us, kl, sizeof(kl));
+            for (size_t p = 0; p < k->n_params; p++) {
+                size_t used = strlen(params);
+                snprintf(params + used, sizeof(params) - used, "%s%s", p ? " " : "",
+                         k->params[p].buffer);
+            }
+            table_row(&t, k->name, g, b, sh, kl, params);
+        }
+        printf("\n");
+        table_print(&t, stdout);
+        table_free(&t);
+        if (o->ptx)
+            printf("\nPTX written to %s\n", o->ptx);
+        if (o->cubin)
+            printf("%scubin written to %s\n", o->ptx ? "" : "\n", o->cubin);
+    }
+    rc = EXIT_OK;
+out:
+    hidet_kernel_set_free(set);
+    hidet_job_free(job);
+    hidet_client_free(c);
+    return rc;
+}
+
+int cmd_space(const opts *o, int argc, char **argv)
+{
+    hidet_client *c = NULL;
+    hidet_error e;
+    char *req = NULL, *body = NULL;
+    cJSON *j = NULL;
+    int rc, r;
+
+    if ((rc = only_opts(o, OPT_ARCH, "space")))
+        return rc;
+    if (argc != 1)
+        return usage_error("'space' takes one REQUEST.json");
+    if ((rc = load_request(argv[0], o, true, &req)))
+        return rc;
+    if ((rc = open_client(o, &c))) {
+        free(req);
+        return rc;
+    }
+    r = hidet_post_json(c, "/v1/spaces", req, NULL, &body, NULL, &e);
+    if (r < 0) {
+        rc = report(r, &e, o);
+        goto out;
+    }
+    if (o->json) {
+        puts(body);
+        rc = EXIT_OK;
+        goto out;
+    }
+    j = cJSON_Parse(body);
+    const cJSON *cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+    if (!cJSON_IsArray(cands)) {
+        fprintf(stderr, "hidetctl: the answer has no candidate list\n");
+        rc = EXIT_DAEMON;
+        goto out;
+    }
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(j, "op");
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "arch");
+    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(j, "space_hash");
+    printf("%s on %s: %d candidates (space %s)\n\n", cJSON_IsString(op) ? op->valuestring : "?",
+           cJSON_IsString(arch) ? arch->valuestring : "?", cJSON_GetArraySize(cands),
+           cJSON_IsString(hash) ? hash->valuestring : "?");
+    table t = {.ncols = 5, .align = "rrlrl"};
+    table_row(&t, "RANK", "INDEX", "TEMPLATE", "PREDICTED", "PARAMS");
+    int rank = 0;
+    for (const cJSON *cd = cands->child; cd; cd = cd->next) {
+        char rk[16], idx[16], pred[32];
+        const cJSON *ix = cJSON_GetObjectItemCaseSensitive(cd, "index");
+        const cJSON *tp = cJSON_GetObjectItemCaseSensitive(cd, "template");
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(cd, "predicted_us");
+        char *params = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(cd, "params"));
+        snprintf(rk, sizeof(rk), "%d", ++rank);
+        snprintf(idx, sizeof(idx), "%d", cJSON_IsNumber(ix) ? ix->valueint : -1);
+        fmt_us(cJSON_IsNumber(pr) ? pr->valuedouble : -1, pred, sizeof(pred));
+        table_row(&t, rk, idx, cJSON_IsString(tp) ? tp->valuestring : "?", pred,
+                  params ? params : "");
+        cJSON_free(params);
+    }
+    table_print(&t, stdout);
+    table_free(&t);
+    rc = EXIT_OK;
+out:
+    cJSON_Delete(j);
+    free(req);
+    free(body);
+    hidet_client_free(c);
+    return rc;
+}
+
+static const char *jstr_or(const cJSON *o, const char *name, const char *dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+static double jnum_or(const cJSON *o, const char *name, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+int cmd_status(const opts *o, int argc, char **argv)
+{
+    hidet_client *c = NULL;
+    hidet_error e;
+    char *body = NULL;
+    cJSON *j = NULL;
+    int rc, r;
+
+    (void)argv;
+    if ((rc = only_opts(o, 0, "status")))
+        return rc;
+    if (argc != 0)
+        return usage_error("'status' takes no arguments");
+    if ((rc = open_client(o, &c)))
+        return rc;
+    r = hidet_get(c, "/v1/status", &body, NULL, &e);
+    if (r < 0) {
+        rc = report(r, &e, o);
+        goto out;
+    }
+    if (o->json) {
+        puts(body);
+        rc = EXIT_OK;
+        goto out;
+    }
+    j = cJSON_Parse(body);
+    if (!cJSON_IsObject(j)) {
+        fprintf(stderr, "hidetctl: the status answer is not JSON\n");
+        rc = EXIT_DAEMON;
+        goto out;
+    }
+    printf("hidetd %s, up %.0f s, GPU %s\n", jstr_or(j, "version", "?"), jnum_or(j, "uptime_s", 0),
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gpu_available")) ? "available"
+                                                                              : "not available");
+    const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(j, "jobs");
+    printf("jobs: %.0f queued, %.0f running, %.0f done, %.0f failed\n", jnum_or(jobs, "queued", 0),
+           jnum_or(jobs, "running", 0), jnum_or(jobs, "done", 0), jnum_or(jobs, "failed", 0));
+    const cJSON *cache = cJSON_GetObjectItemCaseSensitive(j, "cache");
+    char sz[32];
+    fmt_size((uint64_t)jnum_or(cache, "bytes", 0), sz, sizeof(sz));
+    printf("cache: %.0f artifacts, %.0f selections, %.0f trials, %s (%s)\n",
+           jnum_or(cache, "artifacts", 0), jnum_or(cache, "selections", 0),
+           jnum_or(cache, "trials", 0), sz, jstr_or(cache, "path", "?"));
+    const cJSON *workers = cJSON_GetObjectItemCaseSensitive(j, "workers");
+    if (cJSON_IsArray(workers) && cJSON_GetArraySize(workers) > 0) {
+        table t = {.ncols = 8, .align = "rllrrlrr"};
+        table_row(&t, "GPU", "NAME", "ARCH", "SMS", "MEMORY", "STATE", "MEASURED", "RESTARTS");
+        for (const cJSON *w = workers->child; w; w = w->next) {
+            char idx[16], sms[16], mem[32], meas[32], rest[16];
+            snprintf(idx, sizeof(idx), "%.0f", jnum_or(w, "index", -1));
+            snprintf(sms, sizeof(sms), "%.0f", jnum_or(w, "sm_count", 0));
+            fmt_size((uint64_t)jnum_or(w, "memory_bytes", 0), mem, sizeof(mem));
+            snprintf(meas, sizeof(meas), "%.0f (%.0f failed)", jnum_or(w, "measured", 0),
+                     jnum_or(w, "failed", 0));
+            snprintf(rest, sizeof(rest), "%.0f", jnum_or(w, "restarts", 0));
+            table_row(&t, idx, jstr_or(w, "name", "?"), jstr_or(w, "arch", "?"), sms, mem,
+                      jstr_or(w, "state", "?"), meas, rest);
+        }
+        printf("\n");
+        table_print(&t, stdout);
+        table_free(&t);
+        for (const cJSON *w = workers->child; w; w = w->next) {
+            const char *le = jstr_or(w, "last_error", NULL);
+            if (le && *le)
+                printf("GPU %.0f last error: %s\n", jnum_or(w, "index", -1), le);
+        }
+    } else {
+        printf("no GPU workers\n");
+    }
+    rc = EXIT_OK;
+out:
+    cJSON_Delete(j);
+    free(body);
+    hidet_client_free(c);
+    return rc;
+}
+
+static bool job_active(const hidet_job *j)
+{
+    return j->state == HIDET_JOB_QUEUED || j->state == HIDET_JOB_RUNNING;
+}
+
+static void print_jobs_table(hidet_job **v, size_t n)
+{
+    table t = {.ncols = 8, .align = "rllllrrl"};
+    table_row(&t, "ID", "STATE", "OP", "ARCH", "TUNE", "BEST", "ELAPSED", "PROGRESS");
+    for (size_t i = 0; i < n; i++) {
+        char best[32], el[32], bar[64];
+        fmt_us(v[i]->best_us, best, sizeof(best));
+        snprintf(el, sizeof(el), "%.1f s", v[i]->elapsed_s);
+        progress_bar(v[i]->done, v[i]->total, bar, sizeof(bar));
+        table_row(&t, v[i]->id, hidet_job_state_name(v[i]->state), v[i]->op, v[i]->arch,
+                  v[i]->tune, best, el, bar);
+    }
+    table_print(&t, stdout);
+    table_free(&t);
+    if (n == 0)
+        printf("(no jobs)\n");
+}
+
+int cmd_jobs(const opts *o, int argc, char **argv)
+{
+    hidet_client *c = NULL;
+    hidet_error e;
+    int rc, r;
+    bool tty = isatty(STDOUT_FILENO);
+
+    if ((rc = only_opts(o, OPT_WATCH, "jobs")))
+        return rc;
+    if (argc > 1)
+        return usage_error("'jobs' takes at most one job ID");
+    if ((rc = open_client(o, &c)))
+        return rc;
+    for (bool first = true;; first = false) {
+        bool active = false;
+        if (!first) {
+            struct timespec ts = {1, 0};
+            nanosleep(&ts, NULL);
+        }
+        if (argc == 1) {
+            hidet_job *j = NULL;
+            r = hidet_job_get(c, argv[0], &j, &e);
+            if (r < 0) {
+                rc = report(r, &e, o);
+                goto out;
+            }
+            active = job_active(j);
+            if (o->json) {
+                if (!o->watch || !active) {
+                    cJSON *w = cJSON_CreateObject();
+                    cJSON_AddItemToObject(w, "job", cJSON_Parse(j->json));
+                    print_json(w);
+                    cJSON_Delete(w);
+                }
+            } else {
+                if (o->watch && tty)
+                    fputs("\033[H\033[2J", stdout);
+                print_job_human(j);
+            }
+            hidet_job_free(j);
+        } else {
+            hidet_job **v = NULL;
+            size_t n = 0;
+            r = hidet_jobs_list(c, &v, &n, &e);
+            if (r < 0) {
+                rc = report(r, &e, o);
+                goto out;
+            }
+            for (size_t i = 0; i < n; i++)
+                active = active || job_active(v[i]);
+            if (o->json) {
+                if (!o->watch || !active) {
+                    cJSON *w = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(w, "jobs");
+                    for (size_t i = 0; i < n; i++)
+                        cJSON_AddItemToArray(a, cJSON_Parse(v[i]->json));
+                    print_json(w);
+                    cJSON_Delete(w);
+                }
+            } else {
+                if (o->watch && tty)
+                    fputs("\033[H\033[2J", stdout);
+                else if (!first)
+                    putchar('\n');
+                print_jobs_table(v, n);
+            }
+            hidet_jobs_free(v, n);
+        }
+        fflush(stdout);
+        if (!o->watch || !active)
+            break;
+    }
+    rc = EXIT_OK;
+out:
+    hidet_client_free(c);
+    return rc;
+}
+
+int cmd_cancel(const opts *o, int argc, char **argv)
+{
+    hidet_client *c = NULL;
+    hidet_job *j = NULL;
+    hidet_error e;
+    int rc, r;
+
+    if ((rc = only_opts(o, 0, "cancel")))
+        return rc;
+    if (argc != 1)
+        return usage_error("'cancel' takes one job ID");
+    if ((rc = open_client(o, &c)))
+        return rc;
+    r = hidet_job_cancel(c, argv[0], &j, &e);
+    if (r < 0) {
+        rc = report(r, &e, o);
+        goto out;
+    }
+    if (o->json) {
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddItemToObject(w, "job", cJSON_Parse(j->json));
+        print_json(w);
+        cJSON_Delete(w);
+    } else {
+        printf("job %s: %s\n", j->id, hidet_job_state_name(j->state));
+    }
+    rc = EXIT_OK;
+out:
+    hidet_job_free(j);
+    hidet_client_free(c);
+    return rc;
+}

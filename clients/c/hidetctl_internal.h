@@ -1,0 +1,89 @@
+/* clients/c/hidetctl_internal.h - what hidetctl's source files share: exit codes, the parsed
+ * options, the usage and output helpers (hidetctl.c) and the command entry points (daemon commands
+ * in hidetctl_daemon.c, cache commands in hidetctl_cache.c). Internal to the hidetctl program.
+ *
+ * The names carry no module prefix: they are private to one executable (linked with kernel_cache,
+ * whose symbols all start with kc_, and libhidet-client, which exports hidet_ only), and they are
+ * the names the commands had while hidetctl was one file.
+ *
+ * Every command returns its exit code (the EXIT_* values, part of the interface).
+ */
+#ifndef HIDET_CLIENTS_C_HIDETCTL_INTERNAL_H
+#define HIDET_CLIENTS_C_HIDETCTL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cJSON.h>
+
+enum {
+    EXIT_OK = 0,
+    EXIT_DAEMON = 1,   /* the daemon answered an error (or another operation failed) */
+    EXIT_USAGE = 2,
+    EXIT_CONNECT = 3,
+    EXIT_NOT_FOUND = 4,
+    EXIT_CORRUPT = 5,  /* verify or import found corruption */
+};
+
+typedef struct opts {
+    const char *socket, *url, *token, *cache;
+    bool json;
+    const char *arch, *tune, *op, *ptx, *cubin, *older_than, *max_size;
+    bool no_wait, watch;
+    unsigned seen; /* OPT_* bits of command options given */
+} opts;
+
+enum {
+    OPT_ARCH = 1u << 0,
+    OPT_TUNE = 1u << 1,
+    OPT_NO_WAIT = 1u << 2,
+    OPT_PTX = 1u << 3,
+    OPT_CUBIN = 1u << 4,
+    OPT_WATCH = 1u << 5,
+    OPT_OLDER = 1u << 6,
+    OPT_MAXSIZE = 1u << 7,
+    OPT_OP = 1u << 8,
+};
+
+/* Prints "hidetctl: MESSAGE" and a hint at --help on stderr; returns EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 0, or (with the usage error printed) EXIT_USAGE when o has a command option outside allowed
+ * (OPT_* bits); cmd names the command in the message. */
+int only_opts(const opts *o, unsigned allowed, const char *cmd);
+
+/* Human-readable sizes ("1.5 MiB"), ages ("3h ago"), UTC times, microseconds ("12.3 us", "-" when
+ * negative) and a progress bar, each written NUL-terminated into out (cap bytes). */
+void fmt_size(uint64_t b, char *out, size_t cap);
+void fmt_age(int64_t t, char *out, size_t cap);
+void fmt_time(int64_t t, char *out, size_t cap);
+void fmt_us(double us, char *out, size_t cap);
+void progress_bar(int64_t done, int64_t total, char *out, size_t cap);
+
+/* A table of strings printed with aligned columns; align[i] is 'l' or 'r'. */
+typedef struct table {
+    size_t ncols, nrows, cap;
+    const char *align;
+    char **cells; /* nrows * ncols, row 0 is the header */
+} table;
+
+/* Appends a row of t->ncols strings (copied; NULL prints as empty). 0 or -ENOMEM. */
+int table_row(table *t, ...);
+void table_print(table *t, FILE *f);
+/* Frees the cells (not t itself). */
+void table_free(table *t);
+/* Prints j indented, with a newline, on stdout. */
+void print_json(const cJSON *j);
+
+/* Daemon commands (hidetctl_daemon.c): argc/argv are the command's operands. */
+int cmd_kernel(const opts *o, int argc, char **argv);
+int cmd_space(const opts *o, int argc, char **argv);
+int cmd_status(const opts *o, int argc, char **argv);
+int cmd_jobs(const opts *o, int argc, char **argv);
+int cmd_cancel(const opts *o, int argc, char **argv);
+
+/* Cache commands (hidetctl_cache.c): argv[0] is the subcommand (ls, show, rm, ...). */
+int cmd_cache(const opts *o, int argc, char **argv);
+
+#endif

@@ -1,0 +1,109 @@
+/* proto/http_int.h - what the two halves of the HTTP server share, internal to proto/: the
+ * connection and server structures and the few functions one half calls in the other.
+ *
+ * proto/http.c is the connection side (reading, http-parser callbacks, request objects, answers,
+ * pipelining, keep-alive, timeouts); proto/http_listen.c is the listening side (Unix, TCP and
+ * inherited sockets, accepting, the connection cap, the server's life cycle and statistics).
+ * Everything runs on the loop thread.
+ */
+#ifndef HIDET_PROTO_HTTP_INT_H
+#define HIDET_PROTO_HTTP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include <http_parser.h>
+
+#include "proto/http.h"
+
+#define READ_CHUNK 65536
+
+typedef union stream_u {
+    uv_handle_t handle;
+    uv_stream_t stream;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+} stream_u;
+
+typedef struct listener {
+    stream_u h;
+    proto_server *srv;
+    proto_transport transport;
+    char *unlink_path; /* a socket file we created */
+    struct listener *next;
+} listener;
+
+typedef struct conn conn;
+
+enum timer_mode { T_NONE = 0, T_WAIT, T_REQUEST, T_LINGER };
+
+struct conn {
+    stream_u h;
+    uv_timer_t timer;
+    uv_shutdown_t shutdown_req;
+    proto_server *srv;
+    conn *prev, *next;
+    proto_transport transport;
+    bool is_local;
+    char peer[64];
+    proto_limits limits;
+
+    http_parser parser;
+    char *in;                /* bytes read, not yet parsed: in[in_off..in_len) */
+    size_t in_len, in_off, in_cap;
+    size_t header_bytes;     /* of the message being parsed */
+    bool headers_done;
+    int reject_status;       /* set by a parser callback that refuses the message */
+
+    proto_request *cur;      /* being parsed */
+    proto_request *active;   /* dispatched, not answered */
+    enum timer_mode tmode;
+    bool served_one;         /* at least one answer sent (idle timeout applies) */
+    bool reading, peer_eof, finishing, lingering, closing, in_process;
+    int handles_open;
+};
+
+struct proto_server {
+    uv_loop_t *loop;
+    proto_limits limits;
+    proto_handler_fn handler;
+    void *udata;
+    proto_complete_fn on_complete;
+    void *complete_udata;
+    listener *listeners;
+    int listeners_closing;
+    conn *conns;
+    proto_server_stats stats;
+    uint64_t live_requests; /* allocated and not freed (includes detached ones) */
+    uint64_t next_id;
+    bool closing, finished;
+    void (*close_done)(void *udata);
+    void *close_udata;
+    uv_timer_t finish_timer;
+    char rbuf[READ_CHUNK];
+};
+
+/* Connection side (proto/http.c). */
+
+/* Closes the connection at once; an unanswered dispatched request is detached (its abort
+ * callback runs). */
+void proto__conn_close(conn *c);
+/* Ends the connection after the queued writes: shutdown, linger, close. */
+void proto__conn_finish(conn *c);
+/* Sets the connection's one timer to mode (T_NONE stops it), firing after ms. */
+void proto__timer_arm(conn *c, enum timer_mode mode, uint64_t ms);
+/* Starts reading unless the connection already reads, saw EOF or is closing. */
+void proto__read_start(conn *c);
+/* Refuses the message being read (or the connection) with a JSON error, then finishes the
+ * connection. */
+void proto__reject(conn *c, int status, const char *code, const char *message);
+
+/* Listening side (proto/http_listen.c). */
+
+/* Frees a closing server once nothing is left (listeners, connections, live requests). */
+void proto__maybe_finish(proto_server *srv);
+
+#endif

@@ -1,0 +1,458 @@
+/* proto/http_listen.c - the HTTP/1.1 server's listening side: Unix sockets (with the stale
+ * socket check), TCP, sockets inherited from systemd, accepting connections and the cap on open
+ * ones, and the server's life cycle (creation, limits, graceful close, statistics). See
+ * proto/http.h; what happens on a connection is in proto/http.c.
+ */
+#include "proto/http.h"
+#include "proto/http_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#define LISTEN_BACKLOG 511
+
+/* ---------------------------------------------------------------------------------------------
+ * Accepting */
+
+static conn *conn_new(proto_server *srv, proto_transport t)
+{
+    conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->srv = srv;
+    c->transport = t;
+    c->limits = srv->limits;
+    int r = t == PROTO_TRANSPORT_UNIX ? uv_pipe_init(srv->loop, &c->h.pipe, 0)
+                                      : uv_tcp_init(srv->loop, &c->h.tcp);
+    if (r < 0) {
+        free(c);
+        return NULL;
+    }
+    uv_timer_init(srv->loop, &c->timer);
+    c->h.handle.data = c;
+    c->timer.data = c;
+    c->handles_open = 2;
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    srv->stats.connections_active++;
+    srv->stats.connections_total++;
+    return c;
+}
+
+static void conn_peer(conn *c)
+{
+    if (c->transport == PROTO_TRANSPORT_UNIX) {
+        snprintf(c->peer, sizeof(c->peer), "unix");
+        c->is_local = true;
+        return;
+    }
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    snprintf(c->peer, sizeof(c->peer), "?");
+    uv_tcp_nodelay(&c->h.tcp, 1);
+    if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(a, ip, sizeof(ip));
+        snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, ntohs(a->sin_port));
+        c->is_local = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        const uint8_t *b = a->sin6_addr.s6_addr;
+        static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        uv_ip6_name(a, ip, sizeof(ip));
+        snprintf(c->peer, sizeof(c->peer), "[%s]:%d", ip, ntohs(a->sin6_port));
+        c->is_local = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+                      (memcmp(b, mapped, sizeof(mapped)) == 0 && b[12] == 127);
+    }
+}
+
+static void conn_start(conn *c)
+{
+    proto_server *srv = c->srv;
+    conn_peer(c);
+    if (srv->stats.connections_active > (uint64_t)(c->limits.max_connections > 0
+                                                       ? c->limits.max_connections : 0)) {
+        proto__reject(c, 503, "limit_exceeded", "too many open connections; retry later");
+        return;
+    }
+    proto__timer_arm(c, T_WAIT, c->limits.request_timeout_ms);
+    proto__read_start(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    listener *l = server->data;
+    proto_server *srv = l->srv;
+    if (status < 0 || srv->closing)
+        return;
+    conn *c = conn_new(srv, l->transport);
+    if (!c)
+        return;
+    if (uv_accept(server, &c->h.stream) < 0) {
+        proto__conn_close(c);
+        return;
+    }
+    conn_start(c);
+}
+
+int proto_server_adopt(proto_server *srv, int fd, proto_transport transport)
+{
+    if (!srv || fd < 0 || srv->closing)
+        return -EINVAL;
+    conn *c = conn_new(srv, transport);
+    if (!c)
+        return -ENOMEM;
+    int r = transport == PROTO_TRANSPORT_UNIX ? uv_pipe_open(&c->h.pipe, fd)
+                                              : uv_tcp_open(&c->h.tcp, fd);
+    if (r < 0) {
+        proto__conn_close(c);
+        return r;
+    }
+    conn_start(c);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Listening */
+
+static void listener_closed(uv_handle_t *h)
+{
+    listener *l = h->data;
+    proto_server *srv = l->srv;
+    free(l->unlink_path);
+    free(l);
+    srv->listeners_closing--;
+    proto__maybe_finish(srv);
+}
+
+static void listener_discard(listener *l)
+{
+    l->srv->listeners_closing++;
+    uv_close(&l->h.handle, listener_closed);
+}
+
+static listener *listener_alloc(proto_server *srv, proto_transport t)
+{
+    listener *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    l->srv = srv;
+    l->transport = t;
+    l->h.handle.data = l;
+    return l;
+}
+
+static int listener_start(listener *l)
+{
+    proto_server *srv = l->srv;
+    l->h.handle.data = l;
+    int r = uv_listen(&l->h.stream, LISTEN_BACKLOG, on_connection);
+    if (r < 0)
+        return r;
+    l->next = srv->listeners;
+    srv->listeners = l;
+    return 0;
+}
+
+int proto_server_listen_unix(proto_server *srv, const char *path, int mode)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    listener *l = NULL;
+    int fd = -1, r;
+    bool bound = false;
+
+    if (!srv || !path || !path[0] || srv->closing || mode < 0 || mode > 07777)
+        return -EINVAL;
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (mode == 0)
+        mode = 0660;
+
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return -EEXIST;
+        /* Non-blocking: a busy server with a full backlog must not stall our start-up. */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (probe < 0)
+            return -errno;
+        r = connect(probe, (struct sockaddr *)&sa, sizeof(sa));
+        int err = errno;
+        close(probe);
+        if (r == 0 || err == EAGAIN)
+            return -EADDRINUSE; /* another server answers there */
+        if (err != ECONNREFUSED && err != ENOENT)
+            return -err;
+        /* Stale: the file of a server that died without removing it. */
+        if (err == ECONNREFUSED && unlink(path) < 0 && errno != ENOENT)
+            return -errno;
+    }
+
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    bound = true;
+    /* Before listen() nobody can connect, so the mode is final before the first client. */
+    if (chmod(path, (mode_t)mode) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    l = listener_alloc(srv, PROTO_TRANSPORT_UNIX);
+    if (!l) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    l->unlink_path = strdup(path);
+    if (!l->unlink_path || uv_pipe_init(srv->loop, &l->h.pipe, 0) < 0) {
+        free(l->unlink_path);
+        free(l);
+        l = NULL;
+        r = -ENOMEM;
+        goto fail;
+    }
+    l->h.handle.data = l;
+    if ((r = uv_pipe_open(&l->h.pipe, fd)) < 0) {
+        listener_discard(l);
+        l = NULL;
+        goto fail;
+    }
+    fd = -1; /* owned by the handle now */
+    if ((r = listener_start(l)) < 0) {
+        listener_discard(l);
+        l = NULL;
+        unlink(path);
+        return r;
+    }
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    if (bound)
+        unlink(path);
+    return r;
+}
+
+int proto_server_listen_tcp(proto_server *srv, const char *host, int port)
+{
+    struct sockaddr_storage ss;
+    char h[INET6_ADDRSTRLEN + 16];
+    int r;
+
+    if (!srv || !host || port < 0 || port > 65535 || srv->closing)
+        return -EINVAL;
+    if (strcmp(host, "localhost") == 0)
+        host = "127.0.0.1";
+    size_t n = strlen(host);
+    if (n >= sizeof(h))
+        return -EINVAL;
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+        memcpy(h, host + 1, n - 2);
+        h[n - 2] = '\0';
+    } else {
+        memcpy(h, host, n + 1);
+    }
+    bool v6;
+    if (uv_ip4_addr(h, port, (struct sockaddr_in *)&ss) == 0)
+        v6 = false;
+    else if (strchr(h, ':') && uv_ip6_addr(h, port, (struct sockaddr_in6 *)&ss) == 0)
+        v6 = true;
+    else
+        return -EINVAL;
+
+    listener *l = listener_alloc(srv, PROTO_TRANSPORT_TCP);
+    if (!l)
+        return -ENOMEM;
+    if ((r = uv_tcp_init_ex(srv->loop, &l->h.tcp, v6 ? AF_INET6 : AF_INET)) < 0) {
+        free(l);
+        return r;
+    }
+    l->h.handle.data = l;
+    if ((r = uv_tcp_bind(&l->h.tcp, (struct sockaddr *)&ss, v6 ? UV_TCP_IPV6ONLY : 0)) < 0 ||
+        (r = listener_start(l)) < 0) {
+        listener_discard(l);
+        return r;
+    }
+    return 0;
+}
+
+int proto_server_listen_fd(proto_server *srv, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int r;
+    if (!srv || fd < 0 || srv->closing)
+        return -EINVAL;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        return -errno;
+    proto_transport t;
+    if (ss.ss_family == AF_UNIX)
+        t = PROTO_TRANSPORT_UNIX;
+    else if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+        t = PROTO_TRANSPORT_TCP;
+    else
+        return -EAFNOSUPPORT;
+    listener *l = listener_alloc(srv, t);
+    if (!l)
+        return -ENOMEM;
+    r = t == PROTO_TRANSPORT_UNIX ? uv_pipe_init(srv->loop, &l->h.pipe, 0)
+                                  : uv_tcp_init(srv->loop, &l->h.tcp);
+    if (r < 0) {
+        free(l);
+        return r;
+    }
+    l->h.handle.data = l;
+    r = t == PROTO_TRANSPORT_UNIX ? uv_pipe_open(&l->h.pipe, fd) : uv_tcp_open(&l->h.tcp, fd);
+    if (r < 0 || (r = listener_start(l)) < 0) {
+        listener_discard(l);
+        return r;
+    }
+    return 0;
+}
+
+int proto_server_tcp_port(const proto_server *srv)
+{
+    if (!srv)
+        return -EINVAL;
+    for (const listener *l = srv->listeners; l; l = l->next) {
+        if (l->transport != PROTO_TRANSPORT_TCP)
+            continue;
+        struct sockaddr_storage ss;
+        int len = sizeof(ss);
+        if (uv_tcp_getsockname(&l->h.tcp, (struct sockaddr *)&ss, &len) < 0)
+            continue;
+        if (ss.ss_family == AF_INET)
+            return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        if (ss.ss_family == AF_INET6)
+            return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return -ENOENT;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Server lifecycle */
+
+int proto_server_new(uv_loop_t *loop, const proto_limits *limits, proto_handler_fn handler,
+                     void *udata, proto_server **ret)
+{
+    if (!loop || !handler || !ret)
+        return -EINVAL;
+    proto_server *srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return -ENOMEM;
+    srv->loop = loop;
+    if (limits)
+        srv->limits = *limits;
+    else
+        proto_limits_defaults(&srv->limits);
+    srv->handler = handler;
+    srv->udata = udata;
+    uv_timer_init(loop, &srv->finish_timer);
+    srv->finish_timer.data = srv;
+    *ret = srv;
+    return 0;
+}
+
+void proto_server_set_limits(proto_server *srv, const proto_limits *limits)
+{
+    if (srv && limits)
+        srv->limits = *limits;
+}
+
+void proto_server_set_on_complete(proto_server *srv, proto_complete_fn cb, void *udata)
+{
+    if (!srv)
+        return;
+    srv->on_complete = cb;
+    srv->complete_udata = udata;
+}
+
+void proto_server_stop_accepting(proto_server *srv)
+{
+    if (!srv)
+        return;
+    while (srv->listeners) {
+        listener *l = srv->listeners;
+        srv->listeners = l->next;
+        /* Remove the file now so a successor can bind while we drain. */
+        if (l->unlink_path)
+            unlink(l->unlink_path);
+        listener_discard(l);
+    }
+}
+
+static void finish_closed(uv_handle_t *h)
+{
+    proto_server *srv = h->data;
+    void (*done)(void *) = srv->close_done;
+    void *ud = srv->close_udata;
+    free(srv);
+    if (done)
+        done(ud);
+}
+
+static void finish_timer_cb(uv_timer_t *t)
+{
+    uv_close((uv_handle_t *)t, finish_closed);
+}
+
+void proto__maybe_finish(proto_server *srv)
+{
+    if (!srv->closing || srv->finished)
+        return;
+    if (srv->listeners || srv->listeners_closing || srv->conns || srv->live_requests)
+        return;
+    srv->finished = true;
+    /* Deferred to the loop so the caller (often deep in a callback) is never pulled out from
+     * under itself. */
+    uv_timer_start(&srv->finish_timer, finish_timer_cb, 0, 0);
+}
+
+void proto_server_close(proto_server *srv, void (*done)(void *udata), void *udata)
+{
+    if (!srv) {
+        if (done)
+            done(udata);
+        return;
+    }
+    if (srv->closing)
+        return;
+    srv->closing = true;
+    srv->close_done = done;
+    srv->close_udata = udata;
+    proto_server_stop_accepting(srv);
+    for (conn *c = srv->conns; c; c = c->next) {
+        if (c->active || c->closing || c->finishing)
+            continue; /* an in-flight request closes its connection once answered */
+        if (uv_stream_get_write_queue_size(&c->h.stream) > 0)
+            proto__conn_finish(c);
+        else
+            proto__conn_close(c);
+    }
+    proto__maybe_finish(srv);
+}
+
+void proto_server_stats_get(const proto_server *srv, proto_server_stats *ret)
+{
+    if (srv && ret)
+        *ret = srv->stats;
+}
