@@ -57,7 +57,7 @@
 #include <stdint.h>
 
 #include "daemon/log.h"
-#include "tuner/op.h"
+#include "op/op.h"
 
 typedef enum {
     HD_WORKERS_AUTO = 0, /* hidetd-worker next to hidetd, or in HIDETD_LIBEXECDIR; none if absent */

@@ -2,7 +2,7 @@
  * POST /v1/spaces) into a canonical tuner_op, and the canonical JSON that keys the cache.
  *
  * Every field of the request language (docs/api.md) is checked here, once, so the rest of the
- * daemon only ever sees a tuner_op that obeys the conventions of tuner/op.h: known ops, dtypes
+ * daemon only ever sees a tuner_op that obeys the conventions of op/op.h: known ops, dtypes
  * and steps, shapes within limits, consistent operand shapes, inferred output. A rejected request
  * yields a proto_error that names the HTTP status, the machine code, a human sentence and the
  * offending field path ("inputs[1].shape[0]", "epilogue[2].op").
@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tuner/op.h"
+#include "op/op.h"
 
 /* Limits of the request language (beyond TUNER_MAX_RANK / _INPUTS / _STEPS). */
 #define PROTO_MAX_JSON_DEPTH 8            /* nesting of arrays and objects */
@@ -54,7 +54,7 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
                                proto_error *ret_err);
 
 /* The canonical JSON of a parsed op and its fusion anchor are tuner_op_canonical_json() and
- * tuner_op_strip_fusion() (tuner/op.h): the scheduler keys on the same form. */
+ * tuner_op_strip_fusion() (op/op.h): the scheduler keys on the same form. */
 
 /* {"error":{"code":CODE,"message":MESSAGE,"field":FIELD}} with proper escaping; NULL message or
  * field are written as "". status is not part of the body (it is the HTTP status). Returns a

@@ -1,8 +1,10 @@
-/* tuner/op.h - the canonical, validated description of one operator request.
+/* op/op.h - the canonical, validated description of one operator request.
  *
  * proto/ builds a tuner_op from a client's JSON and checks every field before it lands here;
  * the tuner generates code from it, kernel_cache/ keys on its canonical JSON, the scheduler
- * tunes it. Nothing in a tuner_op is a client string: ops, dtypes and expression steps are
+ * tunes it. The module is small on purpose (it links nothing but libc, never NVRTC): whatever has
+ * to speak of ops, such as the request parser and its fuzzers, depends on op/ and not on the
+ * code generator. Nothing in a tuner_op is a client string: ops, dtypes and expression steps are
  * enums and numbers, so code generated from it can never carry client text.
  *
  * Conventions (shared by every module; proto/ enforces them):
@@ -25,8 +27,8 @@
  *                `epilogue` is applied to it; binary steps read other inputs, also broadcast.
  *                Output shape = numpy broadcast of every input's shape.
  */
-#ifndef HIDET_TUNER_OP_H
-#define HIDET_TUNER_OP_H
+#ifndef HIDET_OP_OP_H
+#define HIDET_OP_OP_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* tuner/op.c - static names of the enums in tuner/op.h (used in JSON, keys and generated names). */
-#include "tuner/op.h"
+/* op/op.c - static names of the enums in op/op.h (used in JSON, keys and generated names). */
+#include "op/op.h"
 
 #include <stdio.h>
 
