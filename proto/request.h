@@ -64,16 +64,9 @@ char *proto_error_json(int status, const char *code, const char *message, const 
 /* Same, from a proto_error. */
 char *proto_error_to_json(const proto_error *err);
 
-/* Static canonical names used in requests and canonical JSON ("f16", "matmul", "gelu_tanh",
- * "sum", "blocking", ...). Never NULL ("?" for out-of-range values). */
-const char *proto_dtype_name(tuner_dtype d);
-const char *proto_op_name(tuner_op_kind k);
-const char *proto_step_name(tuner_ew_kind k);
-const char *proto_reduce_name(tuner_reduce_kind k);
+/* The static name of a PROTO_PRIO_* value ("blocking", "normal", "background"); never NULL ("?"
+ * out of range). The names of ops, dtypes, steps, reduce kinds, tune modes and archs, and their
+ * parsers, are op/'s (op/op.h). */
 const char *proto_priority_name(int priority);
-const char *proto_tune_name(tuner_tune_mode m);
-
-/* Parses "sm_80" .. "sm_90a" into *ret. Returns 0 or -EINVAL (then *ret is untouched). */
-int proto_parse_arch(const char *s, tuner_target *ret);
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include "hidet/client.h"
 #include "kernel_cache/kc.h"
+#include "op/op.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -537,7 +538,8 @@ static int cmd_kernel(const opts *o, int argc, char **argv)
         return usage_error("'kernel' takes one REQUEST.json");
     if (o->no_wait && (o->ptx || o->cubin))
         return usage_error("--ptx and --cubin need the kernel now; drop --no-wait");
-    if (o->tune && strcmp(o->tune, "none") && strcmp(o->tune, "model") && strcmp(o->tune, "measure"))
+    tuner_tune_mode mode;
+    if (o->tune && tuner_tune_parse(o->tune, &mode) < 0)
         return usage_error("--tune must be none, model or measure");
     if ((rc = load_request(argv[0], o, false, &req)))
         return rc;
