@@ -23,6 +23,12 @@
 #include "proto/request.h"
 #include "tuner/tuner.h"
 
+/* A request's priority goes to the scheduler as it was parsed (sched_request.priority). */
+_Static_assert((int)PROTO_PRIO_BLOCKING == (int)SCHED_PRIO_BLOCKING &&
+                   (int)PROTO_PRIO_NORMAL == (int)SCHED_PRIO_NORMAL &&
+                   (int)PROTO_PRIO_BACKGROUND == (int)SCHED_PRIO_BACKGROUND,
+               "proto/request.h's PROTO_PRIO_* must equal scheduler/sched.h's SCHED_PRIO_*");
+
 #define HD_CONTENT_PTX "text/plain; charset=utf-8"
 #define HD_CONTENT_CUBIN "application/octet-stream"
 /* Status used (for the log and metrics only) when an answer is dropped because the client left. */

@@ -24,7 +24,8 @@
 #define PROTO_MAX_BUDGET_S 86400.0
 #define PROTO_MAX_BUDGET_CANDIDATES 100000
 
-/* Priorities; the values equal scheduler/sched.h's SCHED_PRIO_* (lower runs first). */
+/* Priorities; the values equal scheduler/sched.h's SCHED_PRIO_* (lower runs first; daemon/server.c
+ * asserts it where a request becomes a job). */
 enum { PROTO_PRIO_BLOCKING = 0, PROTO_PRIO_NORMAL = 1, PROTO_PRIO_BACKGROUND = 2 };
 
 /* A validated kernel request. */
