@@ -1,6 +1,7 @@
-/* Unit tests of the tuner's tables that other modules' lists decide: tuner/arch.c has limits for
- * exactly the targets op/op.h lists, each entry filled and describing its own target. */
-#include "tuner/template.h"
+/* Unit tests of what every template and target must declare: tuner/arch.c has limits for exactly
+ * the targets op/op.h lists, each entry filled and describing its own target; every registered
+ * template states its tune:"none" rank and has a unique name. */
+#include "tuner/space.h"
 
 #include "tests/check.h"
 
@@ -27,9 +28,26 @@ static void test_arch_covers_targets(void)
     CHECK(tuner__arch(NULL) == NULL);
 }
 
+static void test_templates_declare_defaults(void)
+{
+    int count = 0;
+    for (int r = 0; tuner__registries[r]; r++) {
+        for (int i = 0; tuner__registries[r][i]; i++, count++) {
+            const tuner_template *tp = tuner__registries[r][i];
+            if (tp->default_rank < TUNER_RANK_TENSOR_CORE || tp->default_rank > TUNER_RANK_CUDA_CORE) {
+                fprintf(stderr, "%s states no default_rank (TUNER_RANK_*)\n", tp->name);
+                failures++;
+            }
+            CHECK(tuner__template_find(tp->name) == tp);
+        }
+    }
+    CHECK(count >= 11);
+}
+
 int main(void)
 {
     test_arch_covers_targets();
+    test_templates_declare_defaults();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
