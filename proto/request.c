@@ -777,23 +777,14 @@ static int finish_chain(const tuner_op *op, const pchain *pc, const int64_t *sha
     return 0;
 }
 
-static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e)
+/* "op" and "inputs": the op kind and every input tensor, before anything refers to them. */
+static int validate_inputs(const cJSON *root, tuner_op *op, proto_error *e)
 {
-    static const char *const top_keys[] = {"op", "inputs", "attrs", "prologue", "epilogue",
-                                           "arch", "tune", "wait", "priority", "budget", NULL};
-    tuner_op *op = &req->op;
     const cJSON *v;
     const char *s = NULL;
     char field[96];
-    int r, softmax_axis = -1;
-    pchain ew = {0}, epi = {0}, pro = {0};
+    int r;
 
-    if (!cJSON_IsObject(root))
-        return type_error(e, "", "a JSON object");
-    if ((r = check_keys(root, top_keys, "", e)) < 0)
-        return r;
-
-    /* op */
     if (!(v = cJSON_GetObjectItemCaseSensitive(root, "op")))
         return type_error(e, "op", "given");
     if ((r = json_string(v, "op", &s, e)) < 0)
@@ -801,7 +792,6 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if (tuner_op_parse(s, &op->kind) < 0)
         return fail(e, 422, "unknown_op", "op", "unknown op \"%.32s\"", s);
 
-    /* inputs */
     if (!(v = cJSON_GetObjectItemCaseSensitive(root, "inputs")))
         return type_error(e, "inputs", "given");
     if (!cJSON_IsArray(v))
@@ -819,26 +809,19 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             return r;
     }
     op->n_inputs = n_inputs;
+    return 0;
+}
 
-    /* attrs, prologue, epilogue */
-    if ((r = parse_attrs(cJSON_GetObjectItemCaseSensitive(root, "attrs"), op, &softmax_axis, &ew,
-                         e)) < 0)
-        return r;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "prologue")) &&
-        (r = parse_steps(v, "prologue", true, &pro, e)) < 0)
-        return r;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "epilogue")) &&
-        (r = parse_steps(v, "epilogue", false, &epi, e)) < 0)
-        return r;
-    if (ew.n + epi.n > TUNER_MAX_STEPS)
-        return fail(e, 422, "limit_exceeded", "epilogue",
-                    "at most %d steps are allowed (attrs.ops and epilogue together)",
-                    TUNER_MAX_STEPS);
-
-    /* The anchor's inputs come first, then the operands of fused steps. */
+/* Operand binding: the anchor's inputs come first, then the operands of fused steps. Decides
+ * n_anchor_inputs (from the lowest operand for the norms, whose gamma and beta are optional) and
+ * checks that every step reads an existing extra input and every extra input is read. chains are
+ * attrs.ops, the prologue and the epilogue, in that order. */
+static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_error *e)
+{
+    char field[96];
+    const int n_inputs = op->n_inputs;
     bool used[TUNER_MAX_INPUTS] = {false};
     int min_operand = n_inputs;
-    const pchain *chains[3] = {&ew, &pro, &epi};
     for (int c = 0; c < 3; c++) {
         for (int j = 0; j < chains[c]->n; j++) {
             const pstep *st = &chains[c]->steps[j];
@@ -870,8 +853,8 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
                               "step");
     }
     if (n_inputs < n_anchor)
-        return fail(e, 422, "invalid_field", "inputs", "%s needs %d inputs", tuner_op_name(op->kind),
-                    n_anchor);
+        return fail(e, 422, "invalid_field", "inputs", "%s needs %d inputs",
+                    tuner_op_name(op->kind), n_anchor);
     op->n_anchor_inputs = n_anchor;
     if (op->kind != TUNER_OP_ELEMENTWISE) {
         for (int c = 0; c < 3; c++) {
@@ -895,8 +878,17 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
                         tuner_op_name(op->kind));
         }
     }
+    return 0;
+}
 
-    /* Output inference. */
+/* Output inference: the anchor's output shape and dtype from its inputs and attributes (before
+ * any epilogue cast), within the element limit. */
+static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
+{
+    char field[96];
+    int r;
+    const int n_inputs = op->n_inputs, n_anchor = op->n_anchor_inputs;
+
     switch (op->kind) {
     case TUNER_OP_MATMUL:
         if ((r = infer_matmul(op, e)) < 0)
@@ -976,10 +968,18 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if (shape_numel(op->output.shape, op->output.rank) > PROTO_MAX_NUMEL)
         return fail(e, 422, "limit_exceeded", "inputs", "the output has more than 2^31 elements");
     op->output.align = 16;
+    return 0;
+}
 
-    /* Prologue: each step applies to one anchor input, its operand broadcast to that input. */
-    for (int j = 0; j < pro.n; j++) {
-        const pstep *st = &pro.steps[j];
+/* Prologue: each step applies to one anchor input, its operand broadcast to that input. */
+static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
+{
+    char field[96];
+    int r;
+    const int n_anchor = op->n_anchor_inputs;
+
+    for (int j = 0; j < pro->n; j++) {
+        const pstep *st = &pro->steps[j];
         snprintf(field, sizeof(field), "%.40s.input", st->path);
         if (op->kind == TUNER_OP_ELEMENTWISE)
             return fail(e, 422, "invalid_field", "prologue",
@@ -1002,18 +1002,16 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         if ((r = finish_chain(op, &one, t->shape, t->rank, &dt, false, ch, e)) < 0)
             return r;
     }
+    return 0;
+}
 
-    /* Elementwise chain then epilogue, both applied to the output value. */
-    tuner_dtype dt = op->output.dtype;
-    if ((r = finish_chain(op, &ew, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
-                          e)) < 0)
-        return r;
-    if ((r = finish_chain(op, &epi, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
-                          e)) < 0)
-        return r;
-    op->output.dtype = dt;
+/* Target and job options: "arch", "tune", "wait", "priority", "budget", with their defaults. */
+static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto_error *e)
+{
+    const cJSON *v;
+    const char *s = NULL;
+    int r;
 
-    /* Target and job options. */
     req->target = (tuner_target){.sm = 90, .arch_specific = false};
     req->tune = TUNER_TUNE_MODEL;
     req->wait = true;
@@ -1052,6 +1050,60 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         (r = parse_budget(v, req, e)) < 0)
         return r;
     return 0;
+}
+
+/* The whole request, in the order its errors are reported: inputs, attributes and fused steps,
+ * operand binding, output inference, prologue, the output chain, job options. */
+static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e)
+{
+    static const char *const top_keys[] = {"op", "inputs", "attrs", "prologue", "epilogue",
+                                           "arch", "tune", "wait", "priority", "budget", NULL};
+    tuner_op *op = &req->op;
+    const cJSON *v;
+    int r, softmax_axis = -1;
+    pchain ew = {0}, epi = {0}, pro = {0};
+
+    if (!cJSON_IsObject(root))
+        return type_error(e, "", "a JSON object");
+    if ((r = check_keys(root, top_keys, "", e)) < 0)
+        return r;
+    if ((r = validate_inputs(root, op, e)) < 0)
+        return r;
+
+    /* attrs, prologue, epilogue */
+    if ((r = parse_attrs(cJSON_GetObjectItemCaseSensitive(root, "attrs"), op, &softmax_axis, &ew,
+                         e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "prologue")) &&
+        (r = parse_steps(v, "prologue", true, &pro, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "epilogue")) &&
+        (r = parse_steps(v, "epilogue", false, &epi, e)) < 0)
+        return r;
+    if (ew.n + epi.n > TUNER_MAX_STEPS)
+        return fail(e, 422, "limit_exceeded", "epilogue",
+                    "at most %d steps are allowed (attrs.ops and epilogue together)",
+                    TUNER_MAX_STEPS);
+
+    const pchain *const chains[3] = {&ew, &pro, &epi};
+    if ((r = bind_operands(op, chains, e)) < 0)
+        return r;
+    if ((r = infer_output(op, softmax_axis, e)) < 0)
+        return r;
+    if ((r = bind_prologue(op, &pro, e)) < 0)
+        return r;
+
+    /* Elementwise chain then epilogue, both applied to the output value. */
+    tuner_dtype dt = op->output.dtype;
+    if ((r = finish_chain(op, &ew, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
+                          e)) < 0)
+        return r;
+    if ((r = finish_chain(op, &epi, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
+                          e)) < 0)
+        return r;
+    op->output.dtype = dt;
+
+    return parse_job_options(root, req, e);
 }
 
 int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_request *ret,
