@@ -208,7 +208,7 @@ char *tuner_target_name(const tuner_target *t, char *buf, int len);
 /* Parses a supported target's name ("sm_80" .. "sm_90a"). Returns 0, or -EINVAL when s is NULL
  * or names no supported target (then *ret is untouched). */
 int tuner_target_parse(const char *s, tuner_target *ret);
-/* The supported target id (id < TUNER_TARGET_COUNT; others give sm 0). */
+/* The target an id names (id < TUNER_TARGET_COUNT; any other id gives sm 0). */
 tuner_target tuner_target_of(tuner_target_id id);
 /* The id of a supported target, or -1 when t is NULL or not supported. */
 int tuner_target_id_of(const tuner_target *t);
