@@ -43,7 +43,7 @@ static cJSON *job_object(const sched_job_info *info)
     cJSON_AddStringToObject(j, "state", sched_state_name(info->state));
     cJSON_AddStringToObject(j, "op", info->op);
     cJSON_AddStringToObject(j, "arch", info->target);
-    cJSON_AddStringToObject(j, "tune", proto_tune_name(info->mode));
+    cJSON_AddStringToObject(j, "tune", tuner_tune_name(info->mode));
     cJSON_AddStringToObject(j, "priority", proto_priority_name(info->priority));
     cJSON *c = cJSON_AddObjectToObject(j, "candidates");
     if (c) {
@@ -121,7 +121,7 @@ int hd_space_json(const tuner_op *op, const tuner_target *t, const tuner_space *
     if (!root)
         return -ENOMEM;
     char arch[16];
-    cJSON_AddStringToObject(root, "op", proto_op_name(op->kind));
+    cJSON_AddStringToObject(root, "op", tuner_op_name(op->kind));
     cJSON_AddStringToObject(root, "arch", tuner_target_name(t, arch, sizeof(arch)));
     cJSON_AddStringToObject(root, "space_hash", space->hash);
     cJSON_AddNumberToObject(root, "count", (double)space->n);

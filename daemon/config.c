@@ -214,19 +214,6 @@ static int parse_mode(const char *s, unsigned *ret)
     return 0;
 }
 
-static int parse_tune(const char *s, tuner_tune_mode *ret)
-{
-    if (strcmp(s, "none") == 0)
-        *ret = TUNER_TUNE_NONE;
-    else if (strcmp(s, "model") == 0)
-        *ret = TUNER_TUNE_MODEL;
-    else if (strcmp(s, "measure") == 0)
-        *ret = TUNER_TUNE_MEASURE;
-    else
-        return -EINVAL;
-    return 0;
-}
-
 static int parse_workers_mode(const char *s, hd_workers_mode *ret)
 {
     static const char *const names[] = { "auto", "none", "standin", "path" };
@@ -243,12 +230,6 @@ const char *hd_workers_mode_name(hd_workers_mode m)
 {
     static const char *const names[] = { "auto", "none", "standin", "path" };
     return (unsigned)m < 4 ? names[m] : "?";
-}
-
-const char *hd_tune_mode_name(tuner_tune_mode m)
-{
-    static const char *const names[] = { "none", "model", "measure" };
-    return (unsigned)m < 3 ? names[m] : "?";
 }
 
 bool hd_host_is_loopback(const char *host)
@@ -521,7 +502,7 @@ static int key_apply(hd_config *c, const key_def *k, const char *v)
     case K_LEVEL:
         return hd_log_level_parse(v, (hd_log_level *)slot);
     case K_TUNE:
-        return parse_tune(v, (tuner_tune_mode *)slot);
+        return tuner_tune_parse(v, (tuner_tune_mode *)slot);
     case K_WORKERS:
         return parse_workers_mode(v, (hd_workers_mode *)slot);
     }

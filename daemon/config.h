@@ -57,7 +57,7 @@
 #include <stdint.h>
 
 #include "daemon/log.h"
-#include "tuner/op.h"
+#include "op/op.h"
 
 typedef enum {
     HD_WORKERS_AUTO = 0, /* hidetd-worker next to hidetd, or in HIDETD_LIBEXECDIR; none if absent */
@@ -156,8 +156,7 @@ int hd_parse_http_addr(const char *s, char *host, size_t host_len, int *ret_port
 /* Whether a host (as returned above) is a loopback address or "localhost". */
 bool hd_host_is_loopback(const char *host);
 
-/* Static names for the enums. */
+/* Static name of a workers mode ("auto", "none", "standin", "path"; "?" out of range). */
 const char *hd_workers_mode_name(hd_workers_mode m);
-const char *hd_tune_mode_name(tuner_tune_mode m);
 
 #endif

@@ -13,90 +13,32 @@
 #include <cjson/cJSON.h>
 
 /* ---------------------------------------------------------------------------------------------
- * Names */
+ * Names
+ *
+ * Ops, dtypes, steps, reduce kinds, tune modes and archs are op/'s vocabularies (op/op.h); only
+ * the request language's own words live here. */
 
-static const char *const dtype_names[TUNER_DTYPE_COUNT] = {"f16", "bf16", "f32"};
-static const char *const op_names[TUNER_OP_COUNT] = {
-    "matmul", "conv2d", "softmax", "layernorm", "rmsnorm", "reduce", "elementwise",
-};
-static const char *const step_names[TUNER_EW_COUNT] = {
-    "add", "sub", "mul", "div", "max", "min", "relu", "gelu", "gelu_tanh", "silu",
-    "sigmoid", "tanh", "exp", "neg", "abs", "square", "scale", "cast",
-};
-static const char *const reduce_names[] = {"sum", "mean", "max"};
 static const char *const prio_names[] = {"blocking", "normal", "background"};
-static const char *const tune_names[] = {"none", "model", "measure"};
-
-const char *proto_dtype_name(tuner_dtype d)
-{
-    return (unsigned)d < TUNER_DTYPE_COUNT ? dtype_names[d] : "?";
-}
-
-const char *proto_op_name(tuner_op_kind k)
-{
-    return (unsigned)k < TUNER_OP_COUNT ? op_names[k] : "?";
-}
-
-const char *proto_step_name(tuner_ew_kind k)
-{
-    return (unsigned)k < TUNER_EW_COUNT ? step_names[k] : "?";
-}
-
-const char *proto_reduce_name(tuner_reduce_kind k)
-{
-    return (unsigned)k < 3 ? reduce_names[k] : "?";
-}
 
 const char *proto_priority_name(int priority)
 {
     return priority >= 0 && priority < 3 ? prio_names[priority] : "?";
 }
 
-const char *proto_tune_name(tuner_tune_mode m)
+/* "sm_80, sm_86, ..." for error messages, from op/'s list of targets. */
+static void target_list(char *buf, size_t len)
 {
-    return (unsigned)m < 3 ? tune_names[m] : "?";
-}
-
-int proto_parse_arch(const char *s, tuner_target *ret)
-{
-    static const struct {
-        const char *name;
-        int sm;
-        bool a;
-    } archs[] = {
-        {"sm_80", 80, false}, {"sm_86", 86, false}, {"sm_89", 89, false},
-        {"sm_90", 90, false}, {"sm_90a", 90, true},
-    };
-    if (!s || !ret)
-        return -EINVAL;
-    for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++) {
-        if (strcmp(s, archs[i].name) == 0) {
-            ret->sm = archs[i].sm;
-            ret->arch_specific = archs[i].a;
-            return 0;
-        }
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < TUNER_TARGET_COUNT && at < len; i++) {
+        char name[16];
+        tuner_target t = tuner_target_of((tuner_target_id)i);
+        int n = snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
+                         tuner_target_name(&t, name, sizeof(name)));
+        if (n < 0)
+            break;
+        at += (size_t)n;
     }
-    return -EINVAL;
-}
-
-/* Accepted spellings of the dtypes; the first of each is canonical. */
-static int parse_dtype(const char *s, tuner_dtype *ret)
-{
-    static const struct {
-        const char *name;
-        tuner_dtype d;
-    } names[] = {
-        {"f16", TUNER_F16},   {"float16", TUNER_F16},   {"half", TUNER_F16},
-        {"bf16", TUNER_BF16}, {"bfloat16", TUNER_BF16}, {"f32", TUNER_F32},
-        {"float32", TUNER_F32},
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strcmp(s, names[i].name) == 0) {
-            *ret = names[i].d;
-            return 0;
-        }
-    }
-    return -EINVAL;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -340,7 +282,7 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
         return type_error(e, field, "given");
     if ((r = json_string(dt, field, &s, e)) < 0)
         return r;
-    if (parse_dtype(s, &out.dtype) < 0)
+    if (tuner_dtype_parse(s, &out.dtype) < 0)
         return fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)", s);
 
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(t, "align");
@@ -383,13 +325,11 @@ static int step_kind(const char *name, tuner_ew_kind *ret, bool *ret_bias)
         *ret_bias = true;
         return 0;
     }
-    if (strcmp(name, "gelu_tanh") == 0) /* the canonical name is accepted back */
+    /* "gelu_tanh" is the canonical JSON's name only: a request says gelu with
+     * "approximate": "tanh" (docs/api.md), so there is one spelling per step. */
+    if (strcmp(name, "gelu_tanh") == 0)
         return -1;
-    int k = lookup(name, step_names, TUNER_EW_COUNT);
-    if (k < 0)
-        return -1;
-    *ret = (tuner_ew_kind)k;
-    return 0;
+    return tuner_ew_parse(name, ret) < 0 ? -1 : 0;
 }
 
 /* One step object. In a prologue, "input" names the anchor input the step applies to and a binary
@@ -473,7 +413,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
             return type_error(e, field, "given");
         if ((r = json_string(v, field, &s, e)) < 0)
             return r;
-        if (parse_dtype(s, &st.s.dtype) < 0)
+        if (tuner_dtype_parse(s, &st.s.dtype) < 0)
             return fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\"", s);
         if (prologue)
             return fail(e, 422, "invalid_field", field,
@@ -616,11 +556,9 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
         if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "kind"))) {
             if ((r = json_string(v, "attrs.kind", &s, e)) < 0)
                 return r;
-            int k = lookup(s, reduce_names, 3);
-            if (k < 0)
+            if (tuner_reduce_parse(s, &op->attrs.reduce.kind) < 0)
                 return fail(e, 422, "invalid_field", "attrs.kind",
                             "kind must be \"sum\", \"mean\" or \"max\"");
-            op->attrs.reduce.kind = (tuner_reduce_kind)k;
         }
         if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")) &&
             (r = json_int_range(v, "attrs.axis", -TUNER_MAX_RANK, TUNER_MAX_RANK,
@@ -839,33 +777,21 @@ static int finish_chain(const tuner_op *op, const pchain *pc, const int64_t *sha
     return 0;
 }
 
-static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e)
+/* "op" and "inputs": the op kind and every input tensor, before anything refers to them. */
+static int validate_inputs(const cJSON *root, tuner_op *op, proto_error *e)
 {
-    static const char *const top_keys[] = {"op", "inputs", "attrs", "prologue", "epilogue",
-                                           "arch", "tune", "wait", "priority", "budget", NULL};
-    tuner_op *op = &req->op;
     const cJSON *v;
     const char *s = NULL;
     char field[96];
-    int r, softmax_axis = -1;
-    pchain ew = {0}, epi = {0}, pro = {0};
+    int r;
 
-    if (!cJSON_IsObject(root))
-        return type_error(e, "", "a JSON object");
-    if ((r = check_keys(root, top_keys, "", e)) < 0)
-        return r;
-
-    /* op */
     if (!(v = cJSON_GetObjectItemCaseSensitive(root, "op")))
         return type_error(e, "op", "given");
     if ((r = json_string(v, "op", &s, e)) < 0)
         return r;
-    int k = lookup(s, op_names, TUNER_OP_COUNT);
-    if (k < 0)
+    if (tuner_op_parse(s, &op->kind) < 0)
         return fail(e, 422, "unknown_op", "op", "unknown op \"%.32s\"", s);
-    op->kind = (tuner_op_kind)k;
 
-    /* inputs */
     if (!(v = cJSON_GetObjectItemCaseSensitive(root, "inputs")))
         return type_error(e, "inputs", "given");
     if (!cJSON_IsArray(v))
@@ -883,26 +809,19 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             return r;
     }
     op->n_inputs = n_inputs;
+    return 0;
+}
 
-    /* attrs, prologue, epilogue */
-    if ((r = parse_attrs(cJSON_GetObjectItemCaseSensitive(root, "attrs"), op, &softmax_axis, &ew,
-                         e)) < 0)
-        return r;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "prologue")) &&
-        (r = parse_steps(v, "prologue", true, &pro, e)) < 0)
-        return r;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "epilogue")) &&
-        (r = parse_steps(v, "epilogue", false, &epi, e)) < 0)
-        return r;
-    if (ew.n + epi.n > TUNER_MAX_STEPS)
-        return fail(e, 422, "limit_exceeded", "epilogue",
-                    "at most %d steps are allowed (attrs.ops and epilogue together)",
-                    TUNER_MAX_STEPS);
-
-    /* The anchor's inputs come first, then the operands of fused steps. */
+/* Operand binding: the anchor's inputs come first, then the operands of fused steps. Decides
+ * n_anchor_inputs (from the lowest operand for the norms, whose gamma and beta are optional) and
+ * checks that every step reads an existing extra input and every extra input is read. chains are
+ * attrs.ops, the prologue and the epilogue, in that order. */
+static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_error *e)
+{
+    char field[96];
+    const int n_inputs = op->n_inputs;
     bool used[TUNER_MAX_INPUTS] = {false};
     int min_operand = n_inputs;
-    const pchain *chains[3] = {&ew, &pro, &epi};
     for (int c = 0; c < 3; c++) {
         for (int j = 0; j < chains[c]->n; j++) {
             const pstep *st = &chains[c]->steps[j];
@@ -934,8 +853,8 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
                               "step");
     }
     if (n_inputs < n_anchor)
-        return fail(e, 422, "invalid_field", "inputs", "%s needs %d inputs", op_names[op->kind],
-                    n_anchor);
+        return fail(e, 422, "invalid_field", "inputs", "%s needs %d inputs",
+                    tuner_op_name(op->kind), n_anchor);
     op->n_anchor_inputs = n_anchor;
     if (op->kind != TUNER_OP_ELEMENTWISE) {
         for (int c = 0; c < 3; c++) {
@@ -956,11 +875,20 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
             snprintf(field, sizeof(field), "inputs[%d]", j);
             return fail(e, 422, "invalid_field", field,
                         "inputs[%d] is not an input of %s and no fused step reads it", j,
-                        op_names[op->kind]);
+                        tuner_op_name(op->kind));
         }
     }
+    return 0;
+}
 
-    /* Output inference. */
+/* Output inference: the anchor's output shape and dtype from its inputs and attributes (before
+ * any epilogue cast), within the element limit. */
+static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
+{
+    char field[96];
+    int r;
+    const int n_inputs = op->n_inputs, n_anchor = op->n_anchor_inputs;
+
     switch (op->kind) {
     case TUNER_OP_MATMUL:
         if ((r = infer_matmul(op, e)) < 0)
@@ -1040,10 +968,18 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if (shape_numel(op->output.shape, op->output.rank) > PROTO_MAX_NUMEL)
         return fail(e, 422, "limit_exceeded", "inputs", "the output has more than 2^31 elements");
     op->output.align = 16;
+    return 0;
+}
 
-    /* Prologue: each step applies to one anchor input, its operand broadcast to that input. */
-    for (int j = 0; j < pro.n; j++) {
-        const pstep *st = &pro.steps[j];
+/* Prologue: each step applies to one anchor input, its operand broadcast to that input. */
+static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
+{
+    char field[96];
+    int r;
+    const int n_anchor = op->n_anchor_inputs;
+
+    for (int j = 0; j < pro->n; j++) {
+        const pstep *st = &pro->steps[j];
         snprintf(field, sizeof(field), "%.40s.input", st->path);
         if (op->kind == TUNER_OP_ELEMENTWISE)
             return fail(e, 422, "invalid_field", "prologue",
@@ -1051,11 +987,11 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         if (st->target >= n_anchor)
             return fail(e, 422, "invalid_field", field,
                         "a prologue applies to one of the %s's %d anchor inputs",
-                        op_names[op->kind], n_anchor);
+                        tuner_op_name(op->kind), n_anchor);
         /* Row and column templates fuse a prologue into x only: gamma and beta are parameters. */
         if (st->target != 0 && op->kind != TUNER_OP_MATMUL && op->kind != TUNER_OP_CONV2D)
             return fail(e, 422, "invalid_field", field, "a %s takes a prologue on input 0 (x) only",
-                        op_names[op->kind]);
+                        tuner_op_name(op->kind));
         tuner_ew_chain *ch = &op->prologue[st->target];
         if (ch->n >= TUNER_MAX_STEPS)
             return fail(e, 422, "limit_exceeded", "prologue", "at most %d steps per input",
@@ -1066,18 +1002,16 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         if ((r = finish_chain(op, &one, t->shape, t->rank, &dt, false, ch, e)) < 0)
             return r;
     }
+    return 0;
+}
 
-    /* Elementwise chain then epilogue, both applied to the output value. */
-    tuner_dtype dt = op->output.dtype;
-    if ((r = finish_chain(op, &ew, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
-                          e)) < 0)
-        return r;
-    if ((r = finish_chain(op, &epi, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
-                          e)) < 0)
-        return r;
-    op->output.dtype = dt;
+/* Target and job options: "arch", "tune", "wait", "priority", "budget", with their defaults. */
+static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto_error *e)
+{
+    const cJSON *v;
+    const char *s = NULL;
+    int r;
 
-    /* Target and job options. */
     req->target = (tuner_target){.sm = 90, .arch_specific = false};
     req->tune = TUNER_TUNE_MODEL;
     req->wait = true;
@@ -1085,18 +1019,19 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
         if ((r = json_string(v, "arch", &s, e)) < 0)
             return r;
-        if (proto_parse_arch(s, &req->target) < 0)
-            return fail(e, 422, "invalid_field", "arch",
-                        "unsupported arch \"%.32s\" (sm_80, sm_86, sm_89, sm_90, sm_90a)", s);
+        if (tuner_target_parse(s, &req->target) < 0) {
+            char archs[128];
+            target_list(archs, sizeof(archs));
+            return fail(e, 422, "invalid_field", "arch", "unsupported arch \"%.32s\" (%s)", s,
+                        archs);
+        }
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "tune"))) {
         if ((r = json_string(v, "tune", &s, e)) < 0)
             return r;
-        int m = lookup(s, tune_names, 3);
-        if (m < 0)
+        if (tuner_tune_parse(s, &req->tune) < 0)
             return fail(e, 422, "invalid_field", "tune",
                         "tune must be \"none\", \"model\" or \"measure\"");
-        req->tune = (tuner_tune_mode)m;
         req->tune_given = true;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "wait")) &&
@@ -1115,6 +1050,60 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         (r = parse_budget(v, req, e)) < 0)
         return r;
     return 0;
+}
+
+/* The whole request, in the order its errors are reported: inputs, attributes and fused steps,
+ * operand binding, output inference, prologue, the output chain, job options. */
+static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e)
+{
+    static const char *const top_keys[] = {"op", "inputs", "attrs", "prologue", "epilogue",
+                                           "arch", "tune", "wait", "priority", "budget", NULL};
+    tuner_op *op = &req->op;
+    const cJSON *v;
+    int r, softmax_axis = -1;
+    pchain ew = {0}, epi = {0}, pro = {0};
+
+    if (!cJSON_IsObject(root))
+        return type_error(e, "", "a JSON object");
+    if ((r = check_keys(root, top_keys, "", e)) < 0)
+        return r;
+    if ((r = validate_inputs(root, op, e)) < 0)
+        return r;
+
+    /* attrs, prologue, epilogue */
+    if ((r = parse_attrs(cJSON_GetObjectItemCaseSensitive(root, "attrs"), op, &softmax_axis, &ew,
+                         e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "prologue")) &&
+        (r = parse_steps(v, "prologue", true, &pro, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "epilogue")) &&
+        (r = parse_steps(v, "epilogue", false, &epi, e)) < 0)
+        return r;
+    if (ew.n + epi.n > TUNER_MAX_STEPS)
+        return fail(e, 422, "limit_exceeded", "epilogue",
+                    "at most %d steps are allowed (attrs.ops and epilogue together)",
+                    TUNER_MAX_STEPS);
+
+    const pchain *const chains[3] = {&ew, &pro, &epi};
+    if ((r = bind_operands(op, chains, e)) < 0)
+        return r;
+    if ((r = infer_output(op, softmax_axis, e)) < 0)
+        return r;
+    if ((r = bind_prologue(op, &pro, e)) < 0)
+        return r;
+
+    /* Elementwise chain then epilogue, both applied to the output value. */
+    tuner_dtype dt = op->output.dtype;
+    if ((r = finish_chain(op, &ew, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
+                          e)) < 0)
+        return r;
+    if ((r = finish_chain(op, &epi, op->output.shape, op->output.rank, &dt, true, &op->epilogue,
+                          e)) < 0)
+        return r;
+    op->output.dtype = dt;
+
+    return parse_job_options(root, req, e);
 }
 
 int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_request *ret,

@@ -2,7 +2,7 @@
  * POST /v1/spaces) into a canonical tuner_op, and the canonical JSON that keys the cache.
  *
  * Every field of the request language (docs/api.md) is checked here, once, so the rest of the
- * daemon only ever sees a tuner_op that obeys the conventions of tuner/op.h: known ops, dtypes
+ * daemon only ever sees a tuner_op that obeys the conventions of op/op.h: known ops, dtypes
  * and steps, shapes within limits, consistent operand shapes, inferred output. A rejected request
  * yields a proto_error that names the HTTP status, the machine code, a human sentence and the
  * offending field path ("inputs[1].shape[0]", "epilogue[2].op").
@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tuner/op.h"
+#include "op/op.h"
 
 /* Limits of the request language (beyond TUNER_MAX_RANK / _INPUTS / _STEPS). */
 #define PROTO_MAX_JSON_DEPTH 8            /* nesting of arrays and objects */
@@ -24,7 +24,8 @@
 #define PROTO_MAX_BUDGET_S 86400.0
 #define PROTO_MAX_BUDGET_CANDIDATES 100000
 
-/* Priorities; the values equal scheduler/sched.h's SCHED_PRIO_* (lower runs first). */
+/* Priorities; the values equal scheduler/sched.h's SCHED_PRIO_* (lower runs first; daemon/server.c
+ * asserts it where a request becomes a job). */
 enum { PROTO_PRIO_BLOCKING = 0, PROTO_PRIO_NORMAL = 1, PROTO_PRIO_BACKGROUND = 2 };
 
 /* A validated kernel request. */
@@ -54,7 +55,7 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
                                proto_error *ret_err);
 
 /* The canonical JSON of a parsed op and its fusion anchor are tuner_op_canonical_json() and
- * tuner_op_strip_fusion() (tuner/op.h): the scheduler keys on the same form. */
+ * tuner_op_strip_fusion() (op/op.h): the scheduler keys on the same form. */
 
 /* {"error":{"code":CODE,"message":MESSAGE,"field":FIELD}} with proper escaping; NULL message or
  * field are written as "". status is not part of the body (it is the HTTP status). Returns a
@@ -64,16 +65,9 @@ char *proto_error_json(int status, const char *code, const char *message, const 
 /* Same, from a proto_error. */
 char *proto_error_to_json(const proto_error *err);
 
-/* Static canonical names used in requests and canonical JSON ("f16", "matmul", "gelu_tanh",
- * "sum", "blocking", ...). Never NULL ("?" for out-of-range values). */
-const char *proto_dtype_name(tuner_dtype d);
-const char *proto_op_name(tuner_op_kind k);
-const char *proto_step_name(tuner_ew_kind k);
-const char *proto_reduce_name(tuner_reduce_kind k);
+/* The static name of a PROTO_PRIO_* value ("blocking", "normal", "background"); never NULL ("?"
+ * out of range). The names of ops, dtypes, steps, reduce kinds, tune modes and archs, and their
+ * parsers, are op/'s (op/op.h). */
 const char *proto_priority_name(int priority);
-const char *proto_tune_name(tuner_tune_mode m);
-
-/* Parses "sm_80" .. "sm_90a" into *ret. Returns 0 or -EINVAL (then *ret is untouched). */
-int proto_parse_arch(const char *s, tuner_target *ret);
 
 #endif

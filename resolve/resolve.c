@@ -13,6 +13,13 @@
 #include "proto/request.h"
 #include "tuner/tuner.h"
 
+/* A request's priority goes to the scheduler as it was parsed (resolve_request.priority,
+ * then sched_request.priority). */
+_Static_assert((int)PROTO_PRIO_BLOCKING == (int)SCHED_PRIO_BLOCKING &&
+                   (int)PROTO_PRIO_NORMAL == (int)SCHED_PRIO_NORMAL &&
+                   (int)PROTO_PRIO_BACKGROUND == (int)SCHED_PRIO_BACKGROUND,
+               "proto/request.h's PROTO_PRIO_* must equal scheduler/sched.h's SCHED_PRIO_*");
+
 #define RESOLVE_MEMORY_ENTRIES 4096
 #define RESOLVE_MEMORY_BYTES (64u << 20)
 #define RESOLVE_DATA_VERSION_MS 50

@@ -38,7 +38,7 @@
 #include "gpu_workers/gw.h"
 #include "kernel_cache/kc.h"
 #include "scheduler/sched.h"
-#include "tuner/op.h"
+#include "op/op.h"
 
 typedef struct resolver resolver;
 typedef struct resolve_wait resolve_wait;

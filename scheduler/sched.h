@@ -20,7 +20,7 @@
 
 #include "gpu_workers/gw.h"
 #include "kernel_cache/kc.h"
-#include "tuner/op.h"
+#include "op/op.h"
 
 typedef struct sched sched;
 typedef struct sched_waiter sched_waiter;

@@ -293,11 +293,6 @@ static char *provenance_json(const sched_job *j, const char *mode)
     return out;
 }
 
-static const char *mode_name(tuner_tune_mode m)
-{
-    return m == TUNER_TUNE_MEASURE ? "measure" : m == TUNER_TUNE_MODEL ? "model" : "none";
-}
-
 /* Stores the chosen program and ends the job DONE (or FAILED when the cache refuses). */
 static void store_and_finish(sched_job *j, size_t item, const char *schedule_json,
                              const tuner_program *prog, const tuner_binary *bin, bool measured,
@@ -321,7 +316,7 @@ static void store_and_finish(sched_job *j, size_t item, const char *schedule_jso
     a.measured = measured;
     a.latency_us = measured ? latency_us : -1;
     a.predicted_us = j->pred[item];
-    a.provenance_json = provenance_json(j, mode_name(j->info.mode));
+    a.provenance_json = provenance_json(j, tuner_tune_name(j->info.mode));
     int rc = (!a.launch_json || !a.provenance_json) ? -ENOMEM : kc_artifact_put(s->db, &a);
     free(a.launch_json);
     free(a.provenance_json);

@@ -7,8 +7,19 @@
  */
 #include "tuner/template.h"
 
+/* H100 SXM. sm_90 and sm_90a are the same part; sm_90a adds the arch-specific instructions
+ * (wgmma). */
+#define ARCH_H100_SXM                                                                            \
+    .sm = 90, .sm_count = 132, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,        \
+    .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,               \
+    .max_regs_per_thread = 255, .dram_gbps = 3000.0, .l2_bytes = 50.0 * 1024 * 1024,             \
+    .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0, .has_cp_async = true, .has_bf16_mma = true
+
+/* Indexed by op/'s list of supported targets, so there is one list of archs; the size check
+ * below and tuner/tests/test_template.c (every entry filled, matching its target) keep the two
+ * in step. */
 static const tuner_arch arch_table[] = {
-    {
+    [TUNER_TARGET_SM80] = {
         /* A100 SXM */
         .sm = 80, .sm_count = 108, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
         .max_smem_per_block = 166912, .max_smem_per_sm = 167936, .regs_per_sm = 65536,
@@ -16,7 +27,7 @@ static const tuner_arch arch_table[] = {
         .tc_f16_tflops = 312.0, .fma_f32_tflops = 19.5,
         .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
     },
-    {
+    [TUNER_TARGET_SM86] = {
         /* A10 / RTX 3090 class (GA102): 72-84 SMs */
         .sm = 86, .sm_count = 84, .max_threads_per_block = 1024, .max_threads_per_sm = 1536,
         .max_smem_per_block = 101376, .max_smem_per_sm = 102400, .regs_per_sm = 65536,
@@ -24,7 +35,7 @@ static const tuner_arch arch_table[] = {
         .tc_f16_tflops = 71.0, .fma_f32_tflops = 35.6,
         .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
     },
-    {
+    [TUNER_TARGET_SM89] = {
         /* L40 / RTX 4090 class (AD102) */
         .sm = 89, .sm_count = 128, .max_threads_per_block = 1024, .max_threads_per_sm = 1536,
         .max_smem_per_block = 101376, .max_smem_per_sm = 102400, .regs_per_sm = 65536,
@@ -32,33 +43,14 @@ static const tuner_arch arch_table[] = {
         .tc_f16_tflops = 165.0, .fma_f32_tflops = 82.6,
         .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
     },
-    {
-        /* H100 SXM */
-        .sm = 90, .sm_count = 132, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
-        .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,
-        .max_regs_per_thread = 255, .dram_gbps = 3000.0, .l2_bytes = 50.0 * 1024 * 1024,
-        .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0,
-        .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
-    },
+    [TUNER_TARGET_SM90] = {ARCH_H100_SXM, .has_wgmma = false},
+    [TUNER_TARGET_SM90A] = {ARCH_H100_SXM, .has_wgmma = true},
 };
-
-/* sm_90a: the same part, with the arch-specific instructions (wgmma) available. */
-static const tuner_arch arch_90a = {
-    .sm = 90, .sm_count = 132, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
-    .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,
-    .max_regs_per_thread = 255, .dram_gbps = 3000.0, .l2_bytes = 50.0 * 1024 * 1024,
-    .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0,
-    .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = true,
-};
+_Static_assert(sizeof(arch_table) / sizeof(arch_table[0]) == TUNER_TARGET_COUNT,
+               "tuner/arch.c needs limits for every target op/op.h lists, and no others");
 
 const tuner_arch *tuner__arch(const tuner_target *t)
 {
-    if (!t)
-        return NULL;
-    if (t->arch_specific)
-        return t->sm == 90 ? &arch_90a : NULL;
-    for (size_t i = 0; i < sizeof(arch_table) / sizeof(arch_table[0]); i++)
-        if (arch_table[i].sm == t->sm)
-            return &arch_table[i];
-    return NULL;
+    int id = tuner_target_id_of(t);
+    return id < 0 ? NULL : &arch_table[id];
 }

@@ -1,10 +1,10 @@
 /* tuner/codegen.h - helpers every template uses to write CUDA C (internal).
  *
- * tuner_sb is a growable string builder; tuner__prelude() emits the small self-contained
+ * Programs are written with tuner_sb (op/sb.h); tuner__prelude() emits the small self-contained
  * definitions generated kernels rely on (half/bf16 types and conversions, cp.async, ldmatrix and
  * mma.sync wrappers as inline PTX, fast math), so no heavy CUDA header is ever included and a
  * candidate compiles quickly. tuner__emit_chain() inlines a fused prologue/epilogue chain: the
- * expression is re-emitted from the enum-only IR in tuner/op.h, never from client text.
+ * expression is re-emitted from the enum-only IR in op/op.h, never from client text.
  */
 #ifndef HIDET_TUNER_CODEGEN_H
 #define HIDET_TUNER_CODEGEN_H
@@ -13,21 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tuner/op.h"
-
-typedef struct tuner_sb {
-    char *buf;
-    size_t len, cap;
-    bool oom; /* set once an allocation failed; further appends are ignored */
-} tuner_sb;
-
-void tuner_sb_init(tuner_sb *sb);
-/* printf-style append. */
-void tuner_sb_printf(tuner_sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void tuner_sb_puts(tuner_sb *sb, const char *s);
-/* Hands the string over (caller frees) and resets sb; NULL if an allocation failed. */
-char *tuner_sb_take(tuner_sb *sb);
-void tuner_sb_free(tuner_sb *sb);
+#include "op/op.h"
+#include "op/sb.h"
 
 /* Appends the common prelude (types, conversions, inline-PTX wrappers) for target sm. */
 void tuner__prelude(tuner_sb *sb, int sm);

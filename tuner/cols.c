@@ -317,7 +317,7 @@ static double cols_predict(const tuner_op *op, const tuner_target *t, const tune
     return us;
 }
 
-int tuner__cols_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+static int cols_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     const tuner_arch *a = tuner__arch(t);
     cols_geo g = geo_of(op);
@@ -354,4 +354,6 @@ const tuner_template tuner__reduce_cols = {
     .enumerate = cols_enumerate,
     .generate = cols_generate,
     .predict_us = cols_predict,
+    .preferred = cols_preferred,
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };

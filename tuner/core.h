@@ -1,5 +1,5 @@
 /* tuner/core.h - internals shared by the core (non-gemm) templates: softmax, layernorm, rmsnorm,
- * reduce and elementwise, their references, preferences and cost-model helpers. */
+ * reduce and elementwise, their references and cost-model helpers. */
 #ifndef HIDET_TUNER_CORE_H
 #define HIDET_TUNER_CORE_H
 
@@ -12,16 +12,6 @@ extern const tuner_template tuner__rmsnorm_rows;
 extern const tuner_template tuner__reduce_rows;
 extern const tuner_template tuner__reduce_cols;
 extern const tuner_template tuner__elementwise;
-
-/* The tune:"none" preference of core template `tmpl` for op (it may depend on the op's shape):
- * fills *ret (template_name and params) and returns 0; -ENOENT when tmpl is not a core template
- * or does not apply. */
-int tuner__core_preferred(const tuner_op *op, const tuner_target *t, const char *tmpl, tuner_schedule *ret);
-
-/* Per-file preferences behind tuner__core_preferred (params only; 0 or -ENOENT). */
-int tuner__rows_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
-int tuner__cols_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
-int tuner__elementwise_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
 
 /* A C expression (malloc'd; NULL on OOM) for the element offset in `in` of the output element
  * whose flattened leading index (all dims of `out` but the last) is `row` and whose last-dim

@@ -252,7 +252,7 @@ static double ew_predict(const tuner_op *op, const tuner_target *t, const tuner_
     return us;
 }
 
-int tuner__elementwise_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+static int ew_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     (void)t;
     ew_geo g = geo_of(op);
@@ -276,4 +276,6 @@ const tuner_template tuner__elementwise = {
     .enumerate = ew_enumerate,
     .generate = ew_generate,
     .predict_us = ew_predict,
+    .preferred = ew_preferred,
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };

@@ -770,7 +770,7 @@ static double predict_rows(const tuner_op *op, const tuner_target *t, const tune
 
 /* ---- preferences for tune:"none" -------------------------------------------------------------- */
 
-int tuner__rows_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+static int rows_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     /* Vectorised when allowed; a group wide enough that each thread holds <= 8 vectors in
      * registers (a warp for rows up to 2-4K elements, a block beyond); small rows share a block. */
@@ -820,6 +820,8 @@ const tuner_template tuner__softmax_rows = {
     .enumerate = softmax_enumerate,
     .generate = generate_rows,
     .predict_us = predict_rows,
+    .preferred = rows_preferred,
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };
 
 const tuner_template tuner__layernorm_rows = {
@@ -829,6 +831,8 @@ const tuner_template tuner__layernorm_rows = {
     .enumerate = layernorm_enumerate,
     .generate = generate_rows,
     .predict_us = predict_rows,
+    .preferred = rows_preferred,
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };
 
 const tuner_template tuner__rmsnorm_rows = {
@@ -838,6 +842,8 @@ const tuner_template tuner__rmsnorm_rows = {
     .enumerate = rmsnorm_enumerate,
     .generate = generate_rows,
     .predict_us = predict_rows,
+    .preferred = rows_preferred,
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };
 
 const tuner_template tuner__reduce_rows = {
@@ -847,4 +853,6 @@ const tuner_template tuner__reduce_rows = {
     .enumerate = reduce_rows_enumerate,
     .generate = generate_rows,
     .predict_us = predict_rows,
+    .preferred = rows_preferred,
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };

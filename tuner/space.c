@@ -10,8 +10,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "tuner/core.h"
-
 uint64_t tuner__fnv1a(uint64_t h, const void *data, size_t len)
 {
     const unsigned char *p = data;
@@ -289,12 +287,6 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
     free(it);
 }
 
-/* Templates without a preference hook (tuner/gemm/) list their preferred schedule first in their
- * enumeration; among them, the family order below decides (tensor cores first, SIMT last). */
-static const char *const family_order[] = {
-    "matmul_mma", "conv2d_mma", "matmul_tf32", "conv2d_tf32", "matmul_simt", "conv2d_simt",
-};
-
 static double param_distance(const tuner_schedule *s, const tuner_schedule *pref)
 {
     double d = 0.0;
@@ -310,35 +302,70 @@ static double param_distance(const tuner_schedule *s, const tuner_schedule *pref
     return d;
 }
 
+/* The index of the schedule of tp in space nearest to tp's preference for op, or -1 when tp has
+ * none for op. */
+static long preferred_index(const tuner_op *op, const tuner_target *t, const tuner_space *space,
+                            const tuner_template *tp, size_t first)
+{
+    /* A template without the hook enumerates its preferred schedule first. */
+    if (!tp->preferred)
+        return (long)first;
+    tuner_schedule pref;
+    memset(&pref, 0, sizeof(pref));
+    if (tp->preferred(op, t, &pref) != 0)
+        return -1;
+    pref.template_name = tp->name;
+    size_t best = first;
+    double best_d = INFINITY;
+    for (size_t j = first; j < space->n; j++) {
+        if (strcmp(space->items[j].template_name, tp->name) != 0)
+            continue;
+        double d = param_distance(&space->items[j], &pref);
+        if (d < best_d) {
+            best_d = d;
+            best = j;
+        }
+    }
+    return (long)best;
+}
+
 size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tuner_space *space)
 {
     if (!space || space->n == 0)
         return 0;
-    /* Core templates declare a preference that may depend on the op's shape (tuner/core.h): the
-     * valid item nearest to it (log2 distance over params; ties: first) wins. */
-    tuner_schedule pref;
-    for (size_t i = 0; i < space->n; i++) {
-        memset(&pref, 0, sizeof(pref));
-        if (tuner__core_preferred(op, t, space->items[i].template_name, &pref) != 0)
-            continue;
-        size_t best = i;
-        double best_d = INFINITY;
-        for (size_t j = 0; j < space->n; j++) {
-            if (strcmp(space->items[j].template_name, pref.template_name) != 0)
-                continue;
-            double d = param_distance(&space->items[j], &pref);
-            if (d < best_d) {
-                best_d = d;
-                best = j;
-            }
+    /* The templates that fill the space, each with its first schedule, in space order. The
+     * registries hold a dozen templates; more than fit here would be a registry bug, and the
+     * ones beyond are then never asked. */
+    enum { MAX_TEMPLATES = 64 };
+    const tuner_template *tps[MAX_TEMPLATES];
+    size_t firsts[MAX_TEMPLATES];
+    bool asked[MAX_TEMPLATES] = {false};
+    int n = 0;
+    for (size_t i = 0; i < space->n && n < MAX_TEMPLATES; i++) {
+        const char *name = space->items[i].template_name;
+        bool seen = false;
+        for (int k = 0; k < n && !seen; k++)
+            seen = strcmp(tps[k]->name, name) == 0;
+        const tuner_template *tp = seen ? NULL : tuner__template_find(name);
+        if (tp) {
+            tps[n] = tp;
+            firsts[n++] = i;
         }
-        return best;
     }
-    for (size_t f = 0; f < sizeof(family_order) / sizeof(family_order[0]); f++)
-        for (size_t i = 0; i < space->n; i++)
-            if (strcmp(space->items[i].template_name, family_order[f]) == 0)
-                return i;
-    return 0;
+    /* Each template is asked in rank order (equal ranks: space order) until one has a preference
+     * for op. */
+    for (;;) {
+        int pick = -1;
+        for (int k = 0; k < n; k++)
+            if (!asked[k] && (pick < 0 || tps[k]->default_rank < tps[pick]->default_rank))
+                pick = k;
+        if (pick < 0)
+            return 0;
+        asked[pick] = true;
+        long idx = preferred_index(op, t, space, tps[pick], firsts[pick]);
+        if (idx >= 0)
+            return (size_t)idx;
+    }
 }
 
 char *tuner_schedule_json(const tuner_schedule *s)

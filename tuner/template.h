@@ -12,6 +12,14 @@
 
 #include "tuner/tuner.h"
 
+/* How templates rank when tune:"none" picks a default among several that fill one space: lower
+ * first, equal ranks in the order of the space (registry order). */
+enum {
+    TUNER_RANK_TENSOR_CORE = 1, /* mma.sync on fp16/bf16 */
+    TUNER_RANK_TF32 = 2,        /* mma.sync in tf32 on fp32 inputs */
+    TUNER_RANK_CUDA_CORE = 3,   /* FMA and loads on CUDA cores: SIMT GEMMs, rows, columns, elementwise */
+};
+
 typedef struct tuner_template {
     const char *name; /* unique; equals tuner_schedule.template_name of its schedules */
     /* Static description of the parameter table and validity rules, hashed into tuner_space.hash:
@@ -25,6 +33,16 @@ typedef struct tuner_template {
     int (*generate)(const tuner_op *op, const tuner_target *t, const tuner_schedule *s,
                     tuner_program *p, char **err);
     double (*predict_us)(const tuner_op *op, const tuner_target *t, const tuner_schedule *s);
+    /* tune:"none": the schedule this template would choose for op without ranking, which may
+     * depend on the op's shape. Fills ret's params (n_params, params[]; the caller sets the
+     * template name) and returns 0, after which the space's valid schedule of this template
+     * nearest to it wins (log2 distance over params; ties: first); -ENOENT when it has no
+     * preference for op (the next template by default_rank is asked). NULL: the template
+     * enumerates its preferred schedule first, and that schedule is the default. */
+    int (*preferred)(const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
+    /* TUNER_RANK_*: which template's default wins when several fill one space. Every template
+     * states one (tuner/tests/test_template.c checks). */
+    int default_rank;
 } tuner_template;
 
 /* NULL-terminated lists, one per file that owns templates (see registry.c). */

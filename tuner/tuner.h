@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tuner/op.h"
+#include "op/op.h"
 
 #define TUNER_MAX_PARAMS 12
 #define TUNER_MAX_KERNELS 4

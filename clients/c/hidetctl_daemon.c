@@ -5,6 +5,7 @@
 #include "clients/c/hidetctl_internal.h"
 
 #include "hidet/client.h"
+#include "op/op.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -213,7 +214,8 @@ int cmd_kernel(const opts *o, int argc, char **argv)
         return usage_error("'kernel' takes one REQUEST.json");
     if (o->no_wait && (o->ptx || o->cubin))
         return usage_error("--ptx and --cubin need the kernel now; drop --no-wait");
-    if (o->tune && strcmp(o->tune, "none") && strcmp(o->tune, "model") && strcmp(o->tune, "measure"))
+    tuner_tune_mode mode;
+    if (o->tune && tuner_tune_parse(o->tune, &mode) < 0)
         return usage_error("--tune must be none, model or measure");
     if ((rc = load_request(argv[0], o, false, &req)))
         return rc;

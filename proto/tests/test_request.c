@@ -177,7 +177,7 @@ static void test_ops(void)
                  "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
                  "\"epilogue\":[{\"op\":\"%s\"}]}", unary[i]);
         r = OK(body);
-        CHECK(r.op.epilogue.n == 1 && strcmp(proto_step_name(r.op.epilogue.steps[0].kind),
+        CHECK(r.op.epilogue.n == 1 && strcmp(tuner_ew_name(r.op.epilogue.steps[0].kind),
                                              unary[i]) == 0);
     }
     static const char *const binary[] = {"add", "sub", "mul", "div", "max", "min"};
@@ -544,8 +544,8 @@ static void test_error_json(void)
     CHECK(s && strstr(s, "\"invalid_json\""));
     free(s);
     tuner_target t;
-    CHECK(proto_parse_arch("sm_86", &t) == 0 && t.sm == 86 && !t.arch_specific);
-    CHECK(proto_parse_arch("sm_90b", &t) == -EINVAL);
+    CHECK(tuner_target_parse("sm_86", &t) == 0 && t.sm == 86 && !t.arch_specific);
+    CHECK(tuner_target_parse("sm_90b", &t) == -EINVAL);
 }
 
 static char *slurp(const char *path, size_t *len)

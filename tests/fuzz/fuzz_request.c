@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(j);
         return 0;
     }
-    /* Whatever is accepted obeys tuner/op.h and has a stable, valid canonical form. */
+    /* Whatever is accepted obeys op/op.h and has a stable, valid canonical form. */
     const tuner_op *op = &req.op;
     if (op->n_inputs < 1 || op->n_inputs > TUNER_MAX_INPUTS || op->n_anchor_inputs < 1 ||
         op->n_anchor_inputs > op->n_inputs || op->output.rank < 1 ||

@@ -26,7 +26,7 @@ static int fail(char **err, const char *fmt, ...)
 
 static int align_of(const tuner_tensor *t)
 {
-    /* 0 means "not stated": device allocations are at least 256-byte aligned (tuner/op.h). */
+    /* 0 means "not stated": device allocations are at least 256-byte aligned (op/op.h). */
     return t->align > 0 ? t->align : 16;
 }
 

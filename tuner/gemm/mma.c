@@ -1052,6 +1052,8 @@ const tuner_template tuner__gemm_matmul_mma = {
     .enumerate = mma_enumerate,
     .generate = mma_generate,
     .predict_us = mma_predict,
+    .preferred = NULL, /* enumerates its preferred schedule first */
+    .default_rank = TUNER_RANK_TENSOR_CORE,
 };
 
 const tuner_template tuner__gemm_conv2d_mma = {
@@ -1061,4 +1063,6 @@ const tuner_template tuner__gemm_conv2d_mma = {
     .enumerate = mma_enumerate,
     .generate = mma_generate,
     .predict_us = mma_predict,
+    .preferred = NULL, /* enumerates its preferred schedule first */
+    .default_rank = TUNER_RANK_TENSOR_CORE,
 };

@@ -443,6 +443,8 @@ const tuner_template tuner__gemm_matmul_simt = {
     .enumerate = simt_enumerate,
     .generate = simt_generate,
     .predict_us = simt_predict,
+    .preferred = NULL, /* enumerates its preferred schedule first */
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };
 
 const tuner_template tuner__gemm_conv2d_simt = {
@@ -452,6 +454,8 @@ const tuner_template tuner__gemm_conv2d_simt = {
     .enumerate = simt_enumerate,
     .generate = simt_generate,
     .predict_us = simt_predict,
+    .preferred = NULL, /* enumerates its preferred schedule first */
+    .default_rank = TUNER_RANK_CUDA_CORE,
 };
 
 const tuner_template tuner__gemm_matmul_tf32 = {
@@ -461,4 +465,6 @@ const tuner_template tuner__gemm_matmul_tf32 = {
     .enumerate = tf32_enumerate,
     .generate = tf32_generate,
     .predict_us = tf32_predict,
+    .preferred = NULL, /* enumerates its preferred schedule first */
+    .default_rank = TUNER_RANK_TF32,
 };

@@ -1,6 +1,7 @@
-/* tuner/codegen_sb.c - the string builder generated sources are written with. */
-#include "tuner/codegen.h"
+/* op/sb.c - the string builder the canonical op JSON and generated sources are written with. */
+#include "op/sb.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,10 @@
-/* tuner/op.h - the canonical, validated description of one operator request.
+/* op/op.h - the canonical, validated description of one operator request.
  *
  * proto/ builds a tuner_op from a client's JSON and checks every field before it lands here;
  * the tuner generates code from it, kernel_cache/ keys on its canonical JSON, the scheduler
- * tunes it. Nothing in a tuner_op is a client string: ops, dtypes and expression steps are
+ * tunes it. The module is small on purpose (it links nothing but libc, never NVRTC): whatever has
+ * to speak of ops, such as the request parser and its fuzzers, depends on op/ and not on the
+ * code generator. Nothing in a tuner_op is a client string: ops, dtypes and expression steps are
  * enums and numbers, so code generated from it can never carry client text.
  *
  * Conventions (shared by every module; proto/ enforces them):
@@ -25,8 +27,8 @@
  *                `epilogue` is applied to it; binary steps read other inputs, also broadcast.
  *                Output shape = numpy broadcast of every input's shape.
  */
-#ifndef HIDET_TUNER_OP_H
-#define HIDET_TUNER_OP_H
+#ifndef HIDET_OP_OP_H
+#define HIDET_OP_OP_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -106,6 +108,7 @@ typedef enum {
     TUNER_REDUCE_SUM = 0,
     TUNER_REDUCE_MEAN,
     TUNER_REDUCE_MAX,
+    TUNER_REDUCE_COUNT
 } tuner_reduce_kind;
 
 typedef struct tuner_op {
@@ -147,11 +150,24 @@ typedef struct tuner_target {
     bool arch_specific; /* the "a" suffix */
 } tuner_target;
 
+/* The supported targets, one per name a request may give. This list is the only one: parsing,
+ * the request's error message and the tuner's table of limits (tuner/arch.c, indexed by this
+ * enum) all follow it, so a new arch is added here first. */
+typedef enum {
+    TUNER_TARGET_SM80 = 0,
+    TUNER_TARGET_SM86,
+    TUNER_TARGET_SM89,
+    TUNER_TARGET_SM90,
+    TUNER_TARGET_SM90A,
+    TUNER_TARGET_COUNT
+} tuner_target_id;
+
 /* How hard a request may work for its kernel. */
 typedef enum {
     TUNER_TUNE_NONE = 0, /* the template's fixed good default */
     TUNER_TUNE_MODEL,    /* best by the analytical cost model; no GPU needed */
     TUNER_TUNE_MEASURE,  /* verify and time candidates on a GPU worker */
+    TUNER_TUNE_COUNT
 } tuner_tune_mode;
 
 /* Size in bytes of one element. */
@@ -166,14 +182,36 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
     return n;
 }
 
-/* Static names ("f16", "bf16", "f32"; "matmul", ...; "sm_90a"). Never NULL. */
+/* The vocabularies of op/op.h: each enum's canonical names, printed and parsed from one table per
+ * vocabulary (op/op.c), so the request parser, the canonical JSON, the daemon's answers and the
+ * generated code's names always agree.
+ *
+ * *_name: the static canonical name ("f16", "matmul", "gelu_tanh", "sum", "measure"); never NULL,
+ * "unknown" for a value out of range. *_parse: the value of a canonical name; 0, or -EINVAL when
+ * s is NULL or not a name (then *ret is untouched). parse(name(v)) == v for every value.
+ * tuner_dtype_parse also takes the long spellings a request may use ("float16", "half",
+ * "bfloat16", "float32"). */
 const char *tuner_dtype_name(tuner_dtype d);
+int tuner_dtype_parse(const char *s, tuner_dtype *ret);
 const char *tuner_op_name(tuner_op_kind k);
+int tuner_op_parse(const char *s, tuner_op_kind *ret);
 const char *tuner_ew_name(tuner_ew_kind k);
+int tuner_ew_parse(const char *s, tuner_ew_kind *ret);
 const char *tuner_reduce_name(tuner_reduce_kind k);
-/* Writes "sm_90" / "sm_90a" into buf (at least 8 bytes); returns buf. */
-char *tuner_target_name(const tuner_target *t, char *buf, int len);
+int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret);
+const char *tuner_tune_name(tuner_tune_mode m);
+int tuner_tune_parse(const char *s, tuner_tune_mode *ret);
 
+/* Writes "sm_90" / "sm_90a" into buf (at least 8 bytes), for any target, supported or not;
+ * returns buf. */
+char *tuner_target_name(const tuner_target *t, char *buf, int len);
+/* Parses a supported target's name ("sm_80" .. "sm_90a"). Returns 0, or -EINVAL when s is NULL
+ * or names no supported target (then *ret is untouched). */
+int tuner_target_parse(const char *s, tuner_target *ret);
+/* The target an id names (id < TUNER_TARGET_COUNT; any other id gives sm 0). */
+tuner_target tuner_target_of(tuner_target_id id);
+/* The id of a supported target, or -1 when t is NULL or not supported. */
+int tuner_target_id_of(const tuner_target *t);
 
 /* Canonical JSON of a validated op: sorted keys, no whitespace, every default explicit, doubles
  * as %.17g, canonical names. Two requests for the same op give the same string, whatever their

@@ -1,13 +1,13 @@
-/* tuner/op_json.c - the canonical JSON of an op (hashed into every cache key) and its fusion
- * anchor. Both follow tuner/op.h's conventions; they live beside the struct so the request
+/* op/op_json.c - the canonical JSON of an op (hashed into every cache key) and its fusion
+ * anchor. Both follow op/op.h's conventions; they live beside the struct so the request
  * parser, the daemon and the scheduler all key on one and the same form. */
-#include "tuner/op.h"
+#include "op/op.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tuner/codegen.h"
+#include "op/sb.h"
 
 static void sb_shape(tuner_sb *b, const int64_t *shape, int rank)
 {

@@ -1,0 +1,195 @@
+/* op/op.c - the vocabularies of op/op.h: one table per enum, printed and parsed side by side
+ * (used in requests, canonical JSON, keys, answers and generated names). */
+#include "op/op.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Every table is indexed by its enum and sized by its _COUNT, so a value added to an enum without
+ * a name leaves a NULL that lookup() skips and name() reports as "unknown"; the unit tests check
+ * that no table has such a hole. */
+static const char *const dtype_names[TUNER_DTYPE_COUNT] = {
+    [TUNER_F16] = "f16",
+    [TUNER_BF16] = "bf16",
+    [TUNER_F32] = "f32",
+};
+
+static const char *const op_names[TUNER_OP_COUNT] = {
+    [TUNER_OP_MATMUL] = "matmul",       [TUNER_OP_CONV2D] = "conv2d",
+    [TUNER_OP_SOFTMAX] = "softmax",     [TUNER_OP_LAYERNORM] = "layernorm",
+    [TUNER_OP_RMSNORM] = "rmsnorm",     [TUNER_OP_REDUCE] = "reduce",
+    [TUNER_OP_ELEMENTWISE] = "elementwise",
+};
+
+static const char *const ew_names[TUNER_EW_COUNT] = {
+    [TUNER_EW_ADD] = "add",         [TUNER_EW_SUB] = "sub",
+    [TUNER_EW_MUL] = "mul",         [TUNER_EW_DIV] = "div",
+    [TUNER_EW_MAX] = "max",         [TUNER_EW_MIN] = "min",
+    [TUNER_EW_RELU] = "relu",       [TUNER_EW_GELU_ERF] = "gelu",
+    [TUNER_EW_GELU_TANH] = "gelu_tanh", [TUNER_EW_SILU] = "silu",
+    [TUNER_EW_SIGMOID] = "sigmoid", [TUNER_EW_TANH] = "tanh",
+    [TUNER_EW_EXP] = "exp",         [TUNER_EW_NEG] = "neg",
+    [TUNER_EW_ABS] = "abs",         [TUNER_EW_SQUARE] = "square",
+    [TUNER_EW_SCALE] = "scale",     [TUNER_EW_CAST] = "cast",
+};
+
+static const char *const reduce_names[TUNER_REDUCE_COUNT] = {
+    [TUNER_REDUCE_SUM] = "sum",
+    [TUNER_REDUCE_MEAN] = "mean",
+    [TUNER_REDUCE_MAX] = "max",
+};
+
+static const char *const tune_names[TUNER_TUNE_COUNT] = {
+    [TUNER_TUNE_NONE] = "none",
+    [TUNER_TUNE_MODEL] = "model",
+    [TUNER_TUNE_MEASURE] = "measure",
+};
+
+static const struct {
+    const char *name;
+    tuner_target target;
+} targets[TUNER_TARGET_COUNT] = {
+    [TUNER_TARGET_SM80] = {"sm_80", {.sm = 80}},
+    [TUNER_TARGET_SM86] = {"sm_86", {.sm = 86}},
+    [TUNER_TARGET_SM89] = {"sm_89", {.sm = 89}},
+    [TUNER_TARGET_SM90] = {"sm_90", {.sm = 90}},
+    [TUNER_TARGET_SM90A] = {"sm_90a", {.sm = 90, .arch_specific = true}},
+};
+
+static const char *name(const char *const *names, int n, int v)
+{
+    return v >= 0 && v < n && names[v] ? names[v] : "unknown";
+}
+
+/* Index of s in names[0..n), or -1. */
+static int lookup(const char *s, const char *const *names, int n)
+{
+    if (!s)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (names[i] && strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *tuner_dtype_name(tuner_dtype d)
+{
+    return name(dtype_names, TUNER_DTYPE_COUNT, (int)d);
+}
+
+int tuner_dtype_parse(const char *s, tuner_dtype *ret)
+{
+    /* Long spellings a request may use; the canonical names come from dtype_names. */
+    static const struct {
+        const char *name;
+        tuner_dtype d;
+    } aliases[] = {
+        {"float16", TUNER_F16}, {"half", TUNER_F16}, {"bfloat16", TUNER_BF16}, {"float32", TUNER_F32},
+    };
+    int k = lookup(s, dtype_names, TUNER_DTYPE_COUNT);
+    for (size_t i = 0; k < 0 && s && i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (strcmp(s, aliases[i].name) == 0)
+            k = (int)aliases[i].d;
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_dtype)k;
+    return 0;
+}
+
+const char *tuner_op_name(tuner_op_kind k)
+{
+    return name(op_names, TUNER_OP_COUNT, (int)k);
+}
+
+int tuner_op_parse(const char *s, tuner_op_kind *ret)
+{
+    int k = lookup(s, op_names, TUNER_OP_COUNT);
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_op_kind)k;
+    return 0;
+}
+
+const char *tuner_ew_name(tuner_ew_kind k)
+{
+    return name(ew_names, TUNER_EW_COUNT, (int)k);
+}
+
+int tuner_ew_parse(const char *s, tuner_ew_kind *ret)
+{
+    int k = lookup(s, ew_names, TUNER_EW_COUNT);
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_ew_kind)k;
+    return 0;
+}
+
+const char *tuner_reduce_name(tuner_reduce_kind k)
+{
+    return name(reduce_names, TUNER_REDUCE_COUNT, (int)k);
+}
+
+int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret)
+{
+    int k = lookup(s, reduce_names, TUNER_REDUCE_COUNT);
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_reduce_kind)k;
+    return 0;
+}
+
+const char *tuner_tune_name(tuner_tune_mode m)
+{
+    return name(tune_names, TUNER_TUNE_COUNT, (int)m);
+}
+
+int tuner_tune_parse(const char *s, tuner_tune_mode *ret)
+{
+    int k = lookup(s, tune_names, TUNER_TUNE_COUNT);
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_tune_mode)k;
+    return 0;
+}
+
+char *tuner_target_name(const tuner_target *t, char *buf, int len)
+{
+    if (!buf || len < 1)
+        return buf;
+    if (!t)
+        snprintf(buf, (size_t)len, "sm_?");
+    else
+        snprintf(buf, (size_t)len, "sm_%d%s", t->sm, t->arch_specific ? "a" : "");
+    return buf;
+}
+
+int tuner_target_parse(const char *s, tuner_target *ret)
+{
+    if (!s || !ret)
+        return -EINVAL;
+    for (int i = 0; i < TUNER_TARGET_COUNT; i++) {
+        if (strcmp(s, targets[i].name) == 0) {
+            *ret = targets[i].target;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+tuner_target tuner_target_of(tuner_target_id id)
+{
+    if ((int)id < 0 || id >= TUNER_TARGET_COUNT)
+        return (tuner_target){0};
+    return targets[id].target;
+}
+
+int tuner_target_id_of(const tuner_target *t)
+{
+    if (!t)
+        return -1;
+    for (int i = 0; i < TUNER_TARGET_COUNT; i++)
+        if (targets[i].target.sm == t->sm && targets[i].target.arch_specific == t->arch_specific)
+            return i;
+    return -1;
+}

@@ -1,0 +1,147 @@
+/* Unit tests of op/: every vocabulary prints and parses back (no enum value without a name, no
+ * name for two values), the accepted dtype spellings, the list of targets, and a golden canonical
+ * JSON with the string builder's out-of-memory rule. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op/op.h"
+#include "op/sb.h"
+
+#include "tests/check.h"
+
+/* name(v) is a real name for every v below count, parse gives v back, and out-of-range values
+ * print as "unknown", which parses as nothing. */
+#define CHECK_VOCABULARY(type, count, name_fn, parse_fn)                                      \
+    do {                                                                                      \
+        for (int v_ = 0; v_ < (count); v_++) {                                                \
+            type got_;                                                                        \
+            const char *n_ = name_fn((type)v_);                                               \
+            CHECK(n_ && strcmp(n_, "unknown") != 0);                                          \
+            CHECK(parse_fn(n_, &got_) == 0 && (int)got_ == v_);                               \
+        }                                                                                     \
+        type untouched_ = (type)0;                                                            \
+        CHECK_STR(name_fn((type)(count)), "unknown");                                         \
+        CHECK_STR(name_fn((type)-1), "unknown");                                              \
+        CHECK(parse_fn("unknown", &untouched_) == -EINVAL && (int)untouched_ == 0);           \
+        CHECK(parse_fn(NULL, &untouched_) == -EINVAL);                                        \
+        CHECK(parse_fn("", &untouched_) == -EINVAL);                                          \
+    } while (0)
+
+static void test_vocabularies(void)
+{
+    CHECK_VOCABULARY(tuner_dtype, TUNER_DTYPE_COUNT, tuner_dtype_name, tuner_dtype_parse);
+    CHECK_VOCABULARY(tuner_op_kind, TUNER_OP_COUNT, tuner_op_name, tuner_op_parse);
+    CHECK_VOCABULARY(tuner_ew_kind, TUNER_EW_COUNT, tuner_ew_name, tuner_ew_parse);
+    CHECK_VOCABULARY(tuner_reduce_kind, TUNER_REDUCE_COUNT, tuner_reduce_name, tuner_reduce_parse);
+    CHECK_VOCABULARY(tuner_tune_mode, TUNER_TUNE_COUNT, tuner_tune_name, tuner_tune_parse);
+
+    /* The names the wire format and the cache keys have always used. */
+    CHECK_STR(tuner_dtype_name(TUNER_BF16), "bf16");
+    CHECK_STR(tuner_op_name(TUNER_OP_ELEMENTWISE), "elementwise");
+    CHECK_STR(tuner_ew_name(TUNER_EW_GELU_ERF), "gelu");
+    CHECK_STR(tuner_ew_name(TUNER_EW_GELU_TANH), "gelu_tanh");
+    CHECK_STR(tuner_reduce_name(TUNER_REDUCE_MEAN), "mean");
+    CHECK_STR(tuner_tune_name(TUNER_TUNE_MEASURE), "measure");
+
+    static const struct {
+        const char *s;
+        tuner_dtype d;
+    } spellings[] = {
+        {"f16", TUNER_F16},   {"float16", TUNER_F16},   {"half", TUNER_F16}, {"bf16", TUNER_BF16},
+        {"bfloat16", TUNER_BF16}, {"f32", TUNER_F32}, {"float32", TUNER_F32},
+    };
+    for (size_t i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
+        tuner_dtype d = TUNER_DTYPE_COUNT;
+        CHECK(tuner_dtype_parse(spellings[i].s, &d) == 0 && d == spellings[i].d);
+    }
+    tuner_dtype d = TUNER_F16;
+    CHECK(tuner_dtype_parse("F16", &d) == -EINVAL && d == TUNER_F16);
+    CHECK(tuner_dtype_parse("float64", &d) == -EINVAL);
+}
+
+static void test_targets(void)
+{
+    static const char *const want[TUNER_TARGET_COUNT] = {"sm_80", "sm_86", "sm_89", "sm_90",
+                                                         "sm_90a"};
+    for (int i = 0; i < TUNER_TARGET_COUNT; i++) {
+        tuner_target t = tuner_target_of((tuner_target_id)i), back = {0};
+        char name[16];
+        CHECK_STR(tuner_target_name(&t, name, sizeof(name)), want[i]);
+        CHECK(tuner_target_parse(want[i], &back) == 0 && back.sm == t.sm &&
+              back.arch_specific == t.arch_specific);
+        CHECK_EQ_INT(tuner_target_id_of(&t), i);
+    }
+    tuner_target t = {.sm = 75}, untouched = {.sm = 1};
+    char name[16];
+    CHECK_EQ_INT(tuner_target_id_of(&t), -1);
+    CHECK_STR(tuner_target_name(&t, name, sizeof(name)), "sm_75");
+    t = (tuner_target){.sm = 80, .arch_specific = true};
+    CHECK_EQ_INT(tuner_target_id_of(&t), -1);
+    CHECK_EQ_INT(tuner_target_id_of(NULL), -1);
+    CHECK(tuner_target_of(TUNER_TARGET_COUNT).sm == 0);
+    CHECK(tuner_target_parse("sm_90b", &untouched) == -EINVAL && untouched.sm == 1);
+    CHECK(tuner_target_parse("sm_75", &untouched) == -EINVAL);
+    CHECK(tuner_target_parse(NULL, &untouched) == -EINVAL);
+}
+
+static void test_canonical(void)
+{
+    /* A fused matmul: bias then cast; the golden string is what every cache key was built on. */
+    tuner_op op = {.kind = TUNER_OP_MATMUL, .n_inputs = 3, .n_anchor_inputs = 2};
+    op.inputs[0] = (tuner_tensor){.rank = 2, .shape = {64, 32}, .dtype = TUNER_F16, .align = 16};
+    op.inputs[1] = (tuner_tensor){.rank = 2, .shape = {32, 16}, .dtype = TUNER_F16, .align = 8};
+    op.inputs[2] = (tuner_tensor){.rank = 1, .shape = {16}, .dtype = TUNER_F16, .align = 16};
+    op.output = (tuner_tensor){.rank = 2, .shape = {64, 16}, .dtype = TUNER_F32, .align = 16};
+    op.epilogue.n = 3;
+    op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
+    op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5};
+    op.epilogue.steps[2] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+    char *j = tuner_op_canonical_json(&op);
+    CHECK_STR(j,
+              "{\"attrs\":{\"allow_tf32\":false,\"trans_a\":false,\"trans_b\":false},"
+              "\"epilogue\":[{\"op\":\"add\",\"operand\":2},{\"op\":\"scale\",\"value\":0.5},"
+              "{\"dtype\":\"f32\",\"op\":\"cast\"}],"
+              "\"inputs\":[{\"align\":16,\"dtype\":\"f16\",\"shape\":[64,32]},"
+              "{\"align\":8,\"dtype\":\"f16\",\"shape\":[32,16]},"
+              "{\"align\":16,\"dtype\":\"f16\",\"shape\":[16]}],"
+              "\"n_anchor_inputs\":2,\"op\":\"matmul\","
+              "\"output\":{\"align\":16,\"dtype\":\"f32\",\"shape\":[64,16]},\"prologue\":[[],[]]}");
+    free(j);
+    CHECK(tuner_op_canonical_json(NULL) == NULL);
+
+    tuner_op anchor;
+    tuner_op_strip_fusion(&op, &anchor);
+    CHECK(anchor.n_inputs == 2 && anchor.epilogue.n == 0 && anchor.output.dtype == TUNER_F16);
+    CHECK(anchor.inputs[2].rank == 0);
+}
+
+static void test_sb(void)
+{
+    tuner_sb b;
+    tuner_sb_init(&b);
+    char *empty = tuner_sb_take(&b);
+    CHECK_STR(empty, ""); /* never NULL unless an allocation failed */
+    free(empty);
+    tuner_sb_printf(&b, "%d-%s", 7, "x");
+    tuner_sb_puts(&b, "yz");
+    char *s = tuner_sb_take(&b);
+    CHECK_STR(s, "7-xyz");
+    free(s);
+    CHECK(b.buf == NULL && b.len == 0);
+    b.oom = true; /* a failed allocation is sticky: the result is NULL, not a truncated string */
+    tuner_sb_puts(&b, "lost");
+    CHECK(tuner_sb_take(&b) == NULL);
+    tuner_sb_free(&b);
+}
+
+int main(void)
+{
+    test_vocabularies();
+    test_targets();
+    test_canonical();
+    test_sb();
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}
