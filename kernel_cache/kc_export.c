@@ -133,7 +133,7 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
         return r;
     }
 
-    kc__lock_db(db);
+    kc__lock(db);
     /* One read transaction: the export is a consistent snapshot even while hidetd writes. */
     r = kc__begin_read(db);
     if (r < 0) {
@@ -189,7 +189,7 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
 out:
     if (in_tx)
         kc__rollback(db);
-    kc__unlock_db(db);
+    kc__unlock(db);
     if (fd >= 0)
         close(fd);
     if (r < 0)
@@ -492,7 +492,7 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
     }
 
     /* 3. Store everything in one transaction. */
-    kc__lock_db(db);
+    kc__lock(db);
     r = kc__begin(db);
     for (size_t i = 0; r == 0 && i < n_recs; i++)
         r = kc__put_locked(db, &recs[i].a, recs[i].ptx_sha, recs[i].cubin_sha);
@@ -502,7 +502,7 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
         kc__fail(ret_err, r, "storing imported artifacts: %s", kc_errmsg(db));
         kc__rollback(db);
     }
-    kc__unlock_db(db);
+    kc__unlock(db);
     if (r == 0 && ret_n)
         *ret_n = n_recs;
 out:
