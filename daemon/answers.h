@@ -18,7 +18,8 @@
 #include "scheduler/sched.h"
 #include "tuner/tuner.h"
 
-/* The kernel set of an artifact (PTX and cubin need not be loaded: kc_artifact_get_meta()).
+/* The kernel set of an artifact (PTX and cubin need not be loaded: kc_artifact_get_meta()),
+ * rendered from its typed launch (-EINVAL when kc_launch_check() refuses it).
  * `warning` (may be NULL or "") is included only when non-empty. */
 int hd_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret);
 
@@ -47,8 +48,7 @@ typedef struct hd_status_view {
 int hd_status_json(const hd_status_view *v, char **ret);
 
 /* How strongly a stored kernel was chosen: 0 the template default (tune "none"), 1 the cost
- * model's best, 2 measured on a GPU. The mode comes from the artifact's provenance_json
- * ({"mode": ...}, written by the scheduler); a measured artifact is 2 whatever it says. */
+ * model's best, 2 measured on a GPU: the artifact's kc_choice, which is ordered that way. */
 int hd_artifact_rank(const kc_artifact *a);
 
 /* Whether a stored kernel of `rank` answers a request for `want`: it does when it was chosen

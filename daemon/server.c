@@ -205,15 +205,15 @@ static bool answer_from_db(proto_request *req, hd_daemon *d, req_ctx *ctx,
 {
     const char *op_key = ctx->key;
     char akey[KC_KEY_LEN + 1];
-    bool measured = false;
-    int r = kc_selection_get(d->db, op_key, akey, &measured);
+    kc_choice choice = KC_CHOSEN_DEFAULT;
+    int r = kc_selection_get(d->db, op_key, akey, &choice);
     if (r == -ENOENT)
         return false;
     if (r < 0) {
         respond_errno(req, r, "reading the kernel cache");
         return true;
     }
-    if (kr->tune == TUNER_TUNE_MEASURE && !measured && gpu_usable)
+    if (kr->tune == TUNER_TUNE_MEASURE && choice != KC_CHOSEN_MEASURED && gpu_usable)
         return false; /* a measured answer can be had: tune it */
     kc_artifact *a = NULL;
     r = kc_artifact_get_meta(d->db, akey, &a);

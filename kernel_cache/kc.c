@@ -22,8 +22,8 @@
 
 /* Columns read for an artifact's metadata; the full read appends digests and blobs. */
 #define KC__META_COLS                                                                              \
-    "key, op_key, op, target, op_json, schedule_json, launch_json, measured, latency_us,"         \
-    " predicted_us, provenance_json, created_at, last_used_at"
+    "key, op_key, op, target, op_json, schedule_json, choice, latency_us, predicted_us,"         \
+    " provenance_json, created_at, last_used_at, workspace_bytes, output_dtype, output_shape"
 
 /* Shared filter clause: ?1 key prefix, ?2 target, ?3 op, ?4 older_than (0 any). */
 #define KC__FILTER_WHERE                                                                           \
@@ -37,34 +37,43 @@ static const char *const kc__sql[S__COUNT] = {
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
     [S_ART_PUT] =
-        "INSERT INTO artifacts (key, op_key, op, target, op_json, schedule_json, launch_json,"
-        " measured, latency_us, predicted_us, provenance_json, created_at, last_used_at, bytes,"
-        " ptx_sha256, cubin_sha256, ptx, cubin)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+        "INSERT INTO artifacts (key, op_key, op, target, op_json, schedule_json, choice,"
+        " latency_us, predicted_us, provenance_json, created_at, last_used_at, bytes,"
+        " workspace_bytes, output_dtype, output_shape, ptx_sha256, cubin_sha256, ptx, cubin)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+        " ?19, ?20)"
         " ON CONFLICT(key) DO UPDATE SET op_key = excluded.op_key, op = excluded.op,"
         " target = excluded.target, op_json = excluded.op_json,"
-        " schedule_json = excluded.schedule_json, launch_json = excluded.launch_json,"
-        " measured = excluded.measured, latency_us = excluded.latency_us,"
-        " predicted_us = excluded.predicted_us, provenance_json = excluded.provenance_json,"
-        " created_at = excluded.created_at, last_used_at = excluded.last_used_at,"
-        " bytes = excluded.bytes, ptx_sha256 = excluded.ptx_sha256,"
+        " schedule_json = excluded.schedule_json, choice = excluded.choice,"
+        " latency_us = excluded.latency_us, predicted_us = excluded.predicted_us,"
+        " provenance_json = excluded.provenance_json, created_at = excluded.created_at,"
+        " last_used_at = excluded.last_used_at, bytes = excluded.bytes,"
+        " workspace_bytes = excluded.workspace_bytes, output_dtype = excluded.output_dtype,"
+        " output_shape = excluded.output_shape, ptx_sha256 = excluded.ptx_sha256,"
         " cubin_sha256 = excluded.cubin_sha256, ptx = excluded.ptx, cubin = excluded.cubin",
-    [S_SEL_PUT] = "INSERT INTO selections (op_key, artifact_key, measured, updated_at)"
+    [S_SEL_PUT] = "INSERT INTO selections (op_key, artifact_key, choice, updated_at)"
                   " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(op_key) DO UPDATE SET"
-                  " artifact_key = excluded.artifact_key, measured = excluded.measured,"
+                  " artifact_key = excluded.artifact_key, choice = excluded.choice,"
                   " updated_at = excluded.updated_at",
+    [S_KERNELS_DEL] = "DELETE FROM launch_kernels WHERE artifact_key = ?1",
+    [S_KERNEL_PUT] = "INSERT INTO launch_kernels (artifact_key, position, name, grid_x, grid_y,"
+                     " grid_z, block_x, block_y, block_z, shared_bytes, args)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    [S_KERNELS_GET] = "SELECT position, name, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
+                      " shared_bytes, args FROM launch_kernels WHERE artifact_key = ?1"
+                      " ORDER BY position",
     [S_ART_META] = "SELECT " KC__META_COLS " FROM artifacts WHERE key = ?1",
     [S_ART_FULL] = "SELECT " KC__META_COLS ", ptx_sha256, cubin_sha256, ptx, cubin"
                    " FROM artifacts WHERE key = ?1",
     [S_TOUCH] = "UPDATE artifacts SET last_used_at = ?2 WHERE key = ?1 AND last_used_at < ?2",
-    [S_SEL_GET] = "SELECT artifact_key, measured FROM selections WHERE op_key = ?1",
+    [S_SEL_GET] = "SELECT artifact_key, choice FROM selections WHERE op_key = ?1",
     [S_TRIAL_PUT] = "INSERT OR REPLACE INTO trials (tuning_key, candidate, space_hash,"
                     " schedule_json, status, latency_us, max_rel_err, reason, device, measured_at)"
                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [S_TRIALS_GET] = "SELECT candidate, schedule_json, status, latency_us, max_rel_err, reason,"
                      " device, measured_at FROM trials WHERE tuning_key = ?1"
                      " ORDER BY (status <> 0 OR latency_us IS NULL), latency_us, candidate",
-    [S_LIST] = "SELECT key, op, target, measured, latency_us, bytes, created_at, last_used_at"
+    [S_LIST] = "SELECT key, op, target, choice, latency_us, bytes, created_at, last_used_at"
                " FROM artifacts" KC__FILTER_WHERE
                " ORDER BY last_used_at DESC, key LIMIT ?5",
     [S_REMOVE] = "DELETE FROM artifacts" KC__FILTER_WHERE,

@@ -48,7 +48,7 @@ int kc__list_locked(kc_db *db, const kc_filter *f, kc_summary **ret, size_t *ret
         kc__copy_col(s, 0, e->key, sizeof(e->key));
         kc__copy_col(s, 1, e->op, sizeof(e->op));
         kc__copy_col(s, 2, e->target, sizeof(e->target));
-        e->measured = sqlite3_column_int(s, 3) != 0;
+        e->choice = (kc_choice)sqlite3_column_int(s, 3); /* CHECKed by the schema */
         e->latency_us = sqlite3_column_type(s, 4) == SQLITE_NULL ? -1.0
                                                                  : sqlite3_column_double(s, 4);
         e->bytes = (uint64_t)sqlite3_column_int64(s, 5);

@@ -26,6 +26,9 @@ enum {
     S_ROLLBACK,
     S_ART_PUT,
     S_SEL_PUT,
+    S_KERNELS_DEL,
+    S_KERNEL_PUT,
+    S_KERNELS_GET,
     S_ART_META,
     S_ART_FULL,
     S_TOUCH,
@@ -74,6 +77,27 @@ void kc__rollback(kc_db *db);
 
 /* Brings the schema to KC_SCHEMA_VERSION (kc_schema.c). */
 int kc__migrate(kc_db *db, const char *path, char **ret_err);
+
+/* The launch rows of one artifact (kc_artifacts.c): replaced, or read and checked (-EBADMSG when
+ * the stored rows do not make a valid kc_launch). The caller holds the lock. */
+int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l);
+int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *ret);
+/* output_shape column: KC_MAX_RANK or fewer little-endian int64, one per dimension. */
+void kc__shape_encode(const kc_launch *l, unsigned char out[8 * KC_MAX_RANK], size_t *ret_len);
+int kc__shape_decode(const void *blob, size_t len, kc_launch *l);
+
+/* kc_launch.c */
+int kc__choice_parse(const char *name, kc_choice *ret);
+/* Bytes a launch accounts for in an artifact's size. */
+uint64_t kc__launch_bytes(const kc_launch *l);
+/* Converts a launch description written as JSON text (schema 1 rows, export files) into *ret,
+ * checked like kc_launch_check(). A description without "output" takes the output from the
+ * canonical op JSON, as the daemon did when it answered from the text (op_json may be NULL).
+ * Returns 0, or -EBADMSG with *ret_why (static text) saying what is wrong; *ret untouched. */
+int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch *ret,
+                         const char **ret_why);
+/* How a schema-1 record (measured flag, tune mode in the provenance text) was chosen. */
+kc_choice kc__choice_from_v1(bool measured, const char *provenance_json);
 
 /* 0 when a's fields are storable, else -EINVAL. */
 int kc__check_artifact(const kc_artifact *a);
