@@ -38,6 +38,7 @@ static int finish(cJSON *root, char **ret)
     return 0;
 }
 
+/* [x,y,z] of a launch (kc_launch_check() has made sure each is >= 1). */
 static cJSON *dim3(const uint32_t v[3])
 {
     cJSON *out = cJSON_CreateArray();
