@@ -47,7 +47,8 @@ static const char kc__v2_before[] =
     " SELECT key, op_key, op, target, op_json, schedule_json, 1, latency_us, predicted_us,"
     "  provenance_json, created_at, last_used_at, bytes, 0, ptx_sha256, cubin_sha256, ptx, cubin"
     " FROM artifacts;"
-    /* One row per launch, in order; args holds one byte per argument, its kc_buf value. */
+    /* One row per launch, in order; args holds one byte per argument, its kc_buf value. The
+     * rows are small, so WITHOUT ROWID: the hit path reads them with one b-tree search. */
     "CREATE TABLE launch_kernels ("
     "  artifact_key TEXT NOT NULL REFERENCES artifacts(key) ON DELETE CASCADE,"
     "  position INTEGER NOT NULL,"
@@ -57,7 +58,7 @@ static const char kc__v2_before[] =
     "  shared_bytes INTEGER NOT NULL,"
     "  args BLOB NOT NULL,"
     "  PRIMARY KEY (artifact_key, position)"
-    ");"
+    ") WITHOUT ROWID;"
     "ALTER TABLE selections ADD COLUMN choice INTEGER NOT NULL DEFAULT 1"
     "  CHECK (choice BETWEEN 0 AND 2);";
 
