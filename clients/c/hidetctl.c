@@ -1010,7 +1010,8 @@ static int cache_ls(const opts *o, kc_db *db, int argc)
             fmt_us(v[i].latency_us, lat, sizeof(lat));
             fmt_size(v[i].bytes, sz, sizeof(sz));
             fmt_age(v[i].last_used_at, age, sizeof(age));
-            table_row(&t, key, v[i].op, v[i].target, v[i].choice == KC_CHOSEN_MEASURED ? "yes" : "no", lat, sz, age);
+            table_row(&t, key, v[i].op, v[i].target,
+                      v[i].choice == KC_CHOSEN_MEASURED ? "yes" : "no", lat, sz, age);
             total += v[i].bytes;
         }
         table_print(&t, stdout);
