@@ -2,9 +2,10 @@
  *
  * Three kinds of record:
  *  - artifacts: artifact key -> PTX, cubin (each with a SHA-256 checked on every read; a mismatch
- *    fails closed), launch description, schedule, provenance, timings;
+ *    fails closed), launch description (typed rows: kc_launch), schedule, how it was chosen
+ *    (kc_choice), provenance, timings;
  *  - selections: op key (a request without the schedule) -> the artifact that answers it, and
- *    whether that choice was measured on a GPU or only ranked by the cost model;
+ *    how that choice was made (template default, cost model, or measured on a GPU);
  *  - trials: tuning key -> one row per candidate measured (time, error or failure reason), so a
  *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning.
  *
@@ -26,7 +27,12 @@
 #include <stdint.h>
 
 #define KC_KEY_LEN 64 /* hex chars; buffers are KC_KEY_LEN + 1 */
-#define KC_SCHEMA_VERSION 1
+#define KC_SCHEMA_VERSION 2
+
+#define KC_MAX_KERNELS 4 /* launches in one kernel set */
+#define KC_MAX_ARGS 12   /* pointer arguments of one launch */
+#define KC_MAX_INPUTS 8  /* op inputs a launch argument can name */
+#define KC_MAX_RANK 6    /* dimensions of the output */
 
 typedef struct kc_db kc_db;
 
@@ -46,6 +52,61 @@ void kc_key(const char *const *parts, size_t n_parts, char out[KC_KEY_LEN + 1]);
 /* Hex SHA-256 of a blob. */
 void kc_sha256_hex(const void *data, size_t len, char out[KC_KEY_LEN + 1]);
 
+/* How a stored kernel was chosen. Ordered so that it compares as a rank: a request is answered
+ * by a kernel chosen at least as strongly as it asks. */
+typedef enum kc_choice {
+    KC_CHOSEN_DEFAULT = 0,  /* the template's default schedule (tune "none") */
+    KC_CHOSEN_MODEL = 1,    /* the cost model's best (tune "model", or "measure" without a GPU) */
+    KC_CHOSEN_MEASURED = 2, /* the fastest correct candidate measured on a GPU */
+} kc_choice;
+
+/* "default", "model", "measured"; "unknown" outside the enum. */
+const char *kc_choice_name(kc_choice c);
+
+/* The buffer a kernel argument points at: op input i (KC_BUF_INPUT0 + i), the output, or the
+ * scratch workspace. */
+typedef enum kc_buf {
+    KC_BUF_INPUT0 = 0,
+    KC_BUF_OUTPUT = KC_BUF_INPUT0 + KC_MAX_INPUTS,
+    KC_BUF_WORKSPACE,
+} kc_buf;
+
+/* The buffer's name on the wire: "input0".."input7", "output", "workspace"; NULL outside the
+ * enum. Static strings. */
+const char *kc_buf_name(kc_buf b);
+/* Parses a name kc_buf_name() writes. Returns 0, or -EINVAL (*ret untouched). */
+int kc_buf_parse(const char *name, kc_buf *ret);
+
+/* One kernel launch of a kernel set; launches run in order on one stream. */
+typedef struct kc_kernel {
+    char name[64];          /* extern "C" entry point */
+    uint32_t grid[3];       /* each >= 1 */
+    uint32_t block[3];      /* each >= 1 */
+    uint32_t shared_bytes;  /* dynamic shared memory */
+    int n_args;             /* 0..KC_MAX_ARGS */
+    kc_buf args[KC_MAX_ARGS];
+} kc_kernel;
+
+/* How to run an artifact: its launches, the workspace they share, and the output buffer. */
+typedef struct kc_launch {
+    int n_kernels;          /* 0..KC_MAX_KERNELS */
+    kc_kernel kernels[KC_MAX_KERNELS];
+    uint64_t workspace_bytes;
+    bool has_output;        /* false only for a record that never said (answers "output": null) */
+    int output_rank;        /* 0..KC_MAX_RANK */
+    int64_t output_shape[KC_MAX_RANK];
+    char output_dtype[8];   /* as on the wire: "f16", "bf16", "f32" */
+} kc_launch;
+
+/* 0 when every field of l is in range (names NUL-terminated and non-empty, dims >= 1, arguments
+ * inside the kc_buf enum, ...), else -EINVAL. kc_artifact_put refuses what this refuses. */
+int kc_launch_check(const kc_launch *l);
+/* The launch description as JSON text, as the export file carries it:
+ * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...]}],"workspace_bytes":N,
+ *  "output":{"shape":[...],"dtype":"f16"}} ("output" left out when !has_output).
+ * *ret is malloc'd. Returns 0, -EINVAL (kc_launch_check fails) or -ENOMEM. */
+int kc_launch_json(const kc_launch *l, char **ret);
+
 typedef struct kc_artifact {
     char key[KC_KEY_LEN + 1];
     char op_key[KC_KEY_LEN + 1];
@@ -53,21 +114,23 @@ typedef struct kc_artifact {
     char target[16];        /* "sm_90a" */
     char *op_json;          /* canonical op JSON */
     char *schedule_json;
-    char *launch_json;      /* {"kernels":[{name,grid,block,shared_bytes,args}],"workspace_bytes":N} */
+    kc_launch launch;
     char *ptx;
     size_t ptx_len;
     uint8_t *cubin;
     size_t cubin_len;
-    bool measured;
+    kc_choice choice;       /* how it was chosen; its selection carries the same */
     double latency_us;      /* < 0 when not measured */
     double predicted_us;    /* cost model's prediction */
-    char *provenance_json;  /* who built it: daemon version, nvrtc, codegen, device, host, mode */
+    char *provenance_json;  /* who built it (daemon version, nvrtc, codegen, tune mode, device, host):
+                             * free-form text for people; no code reads facts back out of it */
     int64_t created_at;     /* unix seconds; set by put when 0 */
     int64_t last_used_at;
 } kc_artifact;
 
 /* Stores an artifact (replacing one with the same key) and, in the same transaction, points the
- * selection for a->op_key at it. Digests are computed here. */
+ * selection for a->op_key at it with a->choice. Digests are computed here. -EINVAL when a field
+ * (the launch included) is out of range. */
 int kc_artifact_put(kc_db *db, const kc_artifact *a);
 /* Reads an artifact and verifies both digests; -EBADMSG when either fails. Updates last_used_at
  * at most once a minute per key (cheap on the hit path). */
@@ -79,9 +142,9 @@ int kc_artifact_get_meta(kc_db *db, const char *key, kc_artifact **ret);
 int kc_artifact_peek(kc_db *db, const char *key, kc_artifact **ret);
 void kc_artifact_free(kc_artifact *a);
 
-/* Looks up the artifact chosen for an op key. */
+/* Looks up the artifact chosen for an op key and how it was chosen (ret_choice may be NULL). */
 int kc_selection_get(kc_db *db, const char *op_key, char ret_artifact_key[KC_KEY_LEN + 1],
-                     bool *ret_measured);
+                     kc_choice *ret_choice);
 
 typedef enum {
     KC_TRIAL_OK = 0,
@@ -119,7 +182,7 @@ typedef struct kc_summary {
     char key[KC_KEY_LEN + 1];
     char op[24];
     char target[16];
-    bool measured;
+    kc_choice choice;
     double latency_us;
     uint64_t bytes;
     int64_t created_at, last_used_at;
@@ -153,9 +216,11 @@ int kc_vacuum(kc_db *db);
 /* Writes every artifact matching f (NULL: all) to a self-checking export file (written beside
  * path, then renamed into place); an artifact failing its digest aborts it with -EBADMSG.
  * Format: a header line "hidetd-kernel-cache-export 1", one JSON object per artifact (blobs in
- * base64 with their SHA-256), and a trailer "end COUNT SHA256-OF-ALL-BYTES-BEFORE-IT".
- * Import checks everything first, refuses a file with any damaged byte (-EBADMSG, nothing
- * stored), then stores all artifacts (and their selections) in one transaction. *ret_err
+ * base64 with their SHA-256, the launch as kc_launch_json() text), and a trailer
+ * "end COUNT SHA256-OF-ALL-BYTES-BEFORE-IT".
+ * Import checks everything first, refuses a file with any damaged byte or a launch description
+ * that does not convert to a valid kc_launch (-EBADMSG, nothing stored), then stores all
+ * artifacts (and their selections) in one transaction. *ret_err
  * (malloc'd, may be set on success to NULL) says why on failure. */
 int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, char **ret_err);
 int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err);

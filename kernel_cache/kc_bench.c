@@ -60,14 +60,19 @@ int main(int argc, char **argv)
                     "{\"shape\":[4096,4096],\"dtype\":\"f16\"}]}";
         a.schedule_json = "{\"template\":\"matmul_mma\",\"params\":{\"block_m\":128,\"block_n\":128,"
                           "\"block_k\":32,\"warps\":[2,2],\"stages\":3}}";
-        a.launch_json = "{\"kernels\":[{\"name\":\"hidet_matmul\",\"grid\":[32,32,1],"
-                        "\"block\":[128,1,1],\"shared_bytes\":49152}],\"workspace_bytes\":0}";
-        a.provenance_json = "{\"daemon\":\"0.1.0\",\"nvrtc\":\"13.0\",\"mode\":\"measure\"}";
+        a.launch = (kc_launch){
+            .n_kernels = 1,
+            .kernels = {{.name = "hidet_matmul", .grid = {32, 32, 1}, .block = {128, 1, 1},
+                         .shared_bytes = 49152, .n_args = 3,
+                         .args = {KC_BUF_INPUT0, KC_BUF_INPUT0 + 1, KC_BUF_OUTPUT}}},
+            .has_output = true, .output_rank = 2, .output_shape = {4096, 4096},
+            .output_dtype = "f16"};
+        a.provenance_json = "{\"daemon\":\"0.1.0\",\"nvrtc\":\"13.0\"}";
         a.ptx = ptx;
         a.ptx_len = ptx_len;
         a.cubin = cubin;
         a.cubin_len = cubin_len;
-        a.measured = true;
+        a.choice = KC_CHOSEN_MEASURED;
         a.latency_us = 12.5;
         a.predicted_us = 10.0;
         if (kc_artifact_put(db, &a) < 0) {
@@ -100,10 +105,10 @@ int main(int argc, char **argv)
     t0 = now_s();
     for (int i = 0; i < iters; i++) {
         char key[KC_KEY_LEN + 1];
-        bool measured;
+        kc_choice choice;
         kc_artifact *a = NULL;
         int k = (int)(rand_r(&seed) % (unsigned)n);
-        if (kc_selection_get(db, op_keys[k], key, &measured) < 0 ||
+        if (kc_selection_get(db, op_keys[k], key, &choice) < 0 ||
             kc_artifact_get_meta(db, key, &a) < 0)
             return 1;
         kc_artifact_free(a);

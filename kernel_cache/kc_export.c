@@ -4,7 +4,11 @@
  *   hidetd-kernel-cache-export 1
  *   {"key":...,"ptx":"<base64>","ptx_sha256":"<hex>","cubin":"<base64>",...}   (one per artifact)
  *   end <count> <hex SHA-256 of every byte before this line>
- * The trailer's digest makes any flipped byte before it visible; the trailer itself is parsed
+ * The launch description travels as JSON text ("launch_json", kc_launch_json()) and the choice as
+ * its name ("choice"), with "measured" beside it for older readers; files written before schema
+ * 2 have no "choice", and import derives it from "measured" and the provenance as the schema-1
+ * migration does. Import converts the text into a kc_launch and refuses the file when it does
+ * not convert. The trailer's digest makes any flipped byte before it visible; the trailer itself is parsed
  * strictly (exact count, exact digest, nothing after its newline). Each blob also carries its own
  * digest, checked again after decoding. Import checks all of that before it stores anything, then
  * stores every artifact in one transaction.
@@ -45,11 +49,17 @@ static int kc__add_b64(cJSON *o, const char *name, const void *data, size_t len)
 static int kc__artifact_line(const kc_artifact *a, char **ret)
 {
     char ph[KC_KEY_LEN + 1], ch[KC_KEY_LEN + 1];
-    cJSON *o = cJSON_CreateObject();
-    int r = -ENOMEM;
+    char *launch = NULL;
+    int r = kc_launch_json(&a->launch, &launch);
 
-    if (!o)
+    if (r < 0)
+        return r;
+    r = -ENOMEM;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) {
+        free(launch);
         return -ENOMEM;
+    }
     kc_sha256_hex(a->ptx, a->ptx_len, ph);
     kc_sha256_hex(a->cubin, a->cubin_len, ch);
     if (!cJSON_AddStringToObject(o, "key", a->key) ||
@@ -58,8 +68,9 @@ static int kc__artifact_line(const kc_artifact *a, char **ret)
         !cJSON_AddStringToObject(o, "target", a->target) ||
         !cJSON_AddStringToObject(o, "op_json", a->op_json ? a->op_json : "") ||
         !cJSON_AddStringToObject(o, "schedule_json", a->schedule_json ? a->schedule_json : "") ||
-        !cJSON_AddStringToObject(o, "launch_json", a->launch_json ? a->launch_json : "") ||
-        !cJSON_AddBoolToObject(o, "measured", a->measured) ||
+        !cJSON_AddStringToObject(o, "launch_json", launch) ||
+        !cJSON_AddBoolToObject(o, "measured", a->choice == KC_CHOSEN_MEASURED) ||
+        !cJSON_AddStringToObject(o, "choice", kc_choice_name(a->choice)) ||
         !(a->latency_us >= 0 ? cJSON_AddNumberToObject(o, "latency_us", a->latency_us)
                              : cJSON_AddNullToObject(o, "latency_us")) ||
         !cJSON_AddNumberToObject(o, "predicted_us", a->predicted_us) ||
@@ -80,6 +91,7 @@ static int kc__artifact_line(const kc_artifact *a, char **ret)
     r = *ret ? 0 : -ENOMEM;
 out:
     cJSON_Delete(o);
+    free(launch);
     return r;
 }
 
@@ -133,7 +145,7 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
         return r;
     }
 
-    kc__lock_db(db);
+    kc__lock(db);
     /* One read transaction: the export is a consistent snapshot even while hidetd writes. */
     r = kc__begin_read(db);
     if (r < 0) {
@@ -189,7 +201,7 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
 out:
     if (in_tx)
         kc__rollback(db);
-    kc__unlock_db(db);
+    kc__unlock(db);
     if (fd >= 0)
         close(fd);
     if (r < 0)
@@ -212,7 +224,6 @@ static void kc__rec_clear(kc__rec *r)
 {
     free(r->a.op_json);
     free(r->a.schedule_json);
-    free(r->a.launch_json);
     free(r->a.ptx);
     free(r->a.cubin);
     free(r->a.provenance_json);
@@ -330,15 +341,29 @@ static int kc__parse_line(const char *line, size_t len, kc__rec *rec, char **ret
     strcpy(rec->a.target, target);
     strcpy(rec->ptx_sha, ph);
     strcpy(rec->cubin_sha, ch);
-    rec->a.measured = cJSON_IsTrue(measured);
     rec->a.latency_us = cJSON_IsNull(lat) ? -1.0 : lat->valuedouble;
     rec->a.predicted_us = pred->valuedouble;
     rec->a.op_json = kc__dupstr(o, "op_json", &ok);
     rec->a.schedule_json = kc__dupstr(o, "schedule_json", &ok);
-    rec->a.launch_json = kc__dupstr(o, "launch_json", &ok);
     rec->a.provenance_json = kc__dupstr(o, "provenance_json", &ok);
-    if (!ok) {
+    const char *launch = kc__jstr(o, "launch_json");
+    if (!ok || !launch) {
         kc__fail(ret_err, -EBADMSG, "line %zu: missing text field", lineno);
+        goto out;
+    }
+    const char *why = NULL;
+    if (kc__launch_from_json(launch, rec->a.op_json, &rec->a.launch, &why) < 0) {
+        kc__fail(ret_err, -EBADMSG, "line %zu: artifact %s: launch description: %s", lineno, key,
+                 why);
+        goto out;
+    }
+    const cJSON *choice = cJSON_GetObjectItemCaseSensitive(o, "choice");
+    if (!choice) {
+        rec->a.choice = kc__choice_from_v1(cJSON_IsTrue(measured), rec->a.provenance_json);
+    } else if (!cJSON_IsString(choice) ||
+               kc__choice_parse(choice->valuestring, &rec->a.choice) < 0 ||
+               (rec->a.choice == KC_CHOSEN_MEASURED) != cJSON_IsTrue(measured)) {
+        kc__fail(ret_err, -EBADMSG, "line %zu: artifact %s: bad choice", lineno, key);
         goto out;
     }
     r = kc__decode_blob(o, "ptx", ph, &p, &rec->a.ptx_len, true);
@@ -492,7 +517,7 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
     }
 
     /* 3. Store everything in one transaction. */
-    kc__lock_db(db);
+    kc__lock(db);
     r = kc__begin(db);
     for (size_t i = 0; r == 0 && i < n_recs; i++)
         r = kc__put_locked(db, &recs[i].a, recs[i].ptx_sha, recs[i].cubin_sha);
@@ -502,7 +527,7 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
         kc__fail(ret_err, r, "storing imported artifacts: %s", kc_errmsg(db));
         kc__rollback(db);
     }
-    kc__unlock_db(db);
+    kc__unlock(db);
     if (r == 0 && ret_n)
         *ret_n = n_recs;
 out:

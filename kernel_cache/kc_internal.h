@@ -1,26 +1,103 @@
-/* kernel_cache/kc_internal.h - helpers shared by the kernel cache's own source files only.
+/* kernel_cache/kc_internal.h - what the kernel cache's own source files share: the handle, its
+ * cached statements and small SQLite helpers.
  *
- * Functions named *_locked expect the caller to hold the handle's mutex (kc__lock_db()).
+ * Functions named *_locked expect the caller to hold the handle's mutex (kc__lock()).
  * Nothing here is part of the module's contract; other modules use kc.h.
  */
 #ifndef HIDET_KERNEL_CACHE_KC_INTERNAL_H
 #define HIDET_KERNEL_CACHE_KC_INTERNAL_H
 
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
 #include "kernel_cache/kc.h"
+
+/* The handle's prepared statements (SQL text in kc.c), prepared on first use and kept. */
+enum {
+    S_BEGIN,
+    S_BEGIN_READ,
+    S_COMMIT,
+    S_ROLLBACK,
+    S_ART_PUT,
+    S_SEL_PUT,
+    S_KERNELS_DEL,
+    S_KERNEL_PUT,
+    S_KERNELS_GET,
+    S_ART_META,
+    S_ART_FULL,
+    S_TOUCH,
+    S_SEL_GET,
+    S_TRIAL_PUT,
+    S_TRIALS_GET,
+    S_LIST,
+    S_REMOVE,
+    S_LRU,
+    S_DELETE_KEY,
+    S_TOTAL_BYTES,
+    S_STATS,
+    S_DATA_VERSION,
+    S_VERIFY_ROWS,
+    S__COUNT
+};
+
+struct kc_db {
+    sqlite3 *sql;
+    sqlite3_stmt *stmt[S__COUNT];
+    pthread_mutex_t lock;
+    char err[512];
+};
 
 /* Initialises libsodium once per process (thread-safe). Returns 0 or -EIO. */
 int kc__sodium_ready(void);
 
-void kc__lock_db(kc_db *db);
-void kc__unlock_db(kc_db *db);
+static inline void kc__lock(kc_db *db) { pthread_mutex_lock(&db->lock); }
+static inline void kc__unlock(kc_db *db) { pthread_mutex_unlock(&db->lock); }
+
+/* Replaces the handle's error text (kc_errmsg()). */
+void kc__set_err(kc_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Converts a SQLite result code to a negative errno, keeping "what: <sqlite text>" as the error. */
+int kc__sqlerr(kc_db *db, int rc, const char *what);
+/* The cached statement `which` (S_*), reset and with bindings cleared, or NULL (error kept). */
+sqlite3_stmt *kc__stmt(kc_db *db, int which);
+/* Runs a cached statement that returns no rows. */
+int kc__exec_stmt(kc_db *db, int which, const char *what);
+
 /* Transactions on the handle's connection; return 0 or a negative errno (error text kept). */
 int kc__begin(kc_db *db);
 int kc__begin_read(kc_db *db);
 int kc__commit(kc_db *db);
 /* Rolls back if a transaction is open; keeps the current error text. */
 void kc__rollback(kc_db *db);
-/* Replaces the handle's error text. */
-void kc__errf(kc_db *db, const char *msg);
+
+/* Brings the schema to KC_SCHEMA_VERSION (kc_schema.c). */
+int kc__migrate(kc_db *db, const char *path, char **ret_err);
+
+/* The launch rows of one artifact (kc_artifacts.c): replaced, or read and checked (-EBADMSG when
+ * the stored rows do not make a valid kc_launch). The caller holds the lock. */
+int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l);
+int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *ret);
+/* output_shape column: KC_MAX_RANK or fewer little-endian int64, one per dimension. */
+void kc__shape_encode(const kc_launch *l, unsigned char out[8 * KC_MAX_RANK], size_t *ret_len);
+int kc__shape_decode(const void *blob, size_t len, kc_launch *l);
+
+/* kc_launch.c */
+int kc__choice_parse(const char *name, kc_choice *ret);
+/* Bytes a launch accounts for in an artifact's size. */
+uint64_t kc__launch_bytes(const kc_launch *l);
+/* Converts a launch description written as JSON text (schema 1 rows, export files) into *ret,
+ * checked like kc_launch_check(). A description without "output" takes the output from the
+ * canonical op JSON, as the daemon did when it answered from the text (op_json may be NULL).
+ * Returns 0, or -EBADMSG with *ret_why (static text) saying what is wrong; *ret untouched. */
+int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch *ret,
+                         const char **ret_why);
+/* How a schema-1 record (measured flag, tune mode in the provenance text) was chosen. */
+kc_choice kc__choice_from_v1(bool measured, const char *provenance_json);
 
 /* 0 when a's fields are storable, else -EINVAL. */
 int kc__check_artifact(const kc_artifact *a);
@@ -37,5 +114,41 @@ int kc__list_locked(kc_db *db, const kc_filter *f, kc_summary **ret, size_t *ret
 /* Sets *ret_err (when ret_err is non-NULL and no message is set yet) to the formatted message
  * and returns r: for the functions that explain failures to their caller (open, export, import). */
 int kc__fail(char **ret_err, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Small binding and column helpers. */
+static inline int kc__bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+    return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+}
+
+static inline int kc__bind_blob(sqlite3_stmt *s, int i, const void *v, size_t n)
+{
+    if (n == 0)
+        return sqlite3_bind_zeroblob(s, i, 0);
+    return sqlite3_bind_blob64(s, i, v, n, SQLITE_STATIC);
+}
+
+static inline char *kc__strdup_col(sqlite3_stmt *s, int i)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+static inline void kc__copy_col(sqlite3_stmt *s, int i, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static inline int64_t kc__now(void) { return (int64_t)time(NULL); }
+
+static inline const char *kc__nz(const char *s) { return s ? s : ""; }
+
+static inline bool kc__key_ok(const char *k)
+{
+    size_t n = k ? strnlen(k, KC_KEY_LEN + 1) : 0;
+    return n > 0 && n <= KC_KEY_LEN;
+}
+
 
 #endif

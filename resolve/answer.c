@@ -21,7 +21,7 @@ static cJSON *add_us(cJSON *obj, const char *name, double us)
     return cJSON_AddNumberToObject(obj, name, us);
 }
 
-/* Parses stored JSON text (a schedule, a launch description) or returns NULL. */
+/* Parses stored JSON text (the schedule, embedded as is in the answer) or returns NULL. */
 static cJSON *parse_opt(const char *text)
 {
     if (!text || !*text)
@@ -29,137 +29,85 @@ static cJSON *parse_opt(const char *text)
     return cJSON_Parse(text);
 }
 
-/* [x,y,z] of non-negative integers from a stored launch, or NULL when malformed. */
-static cJSON *dim3_copy(const cJSON *src)
+/* [x,y,z] of a launch (kc_launch_check() has made sure each is >= 1). */
+static cJSON *dim3(const uint32_t v[3])
 {
-    if (!cJSON_IsArray(src) || cJSON_GetArraySize(src) != 3)
-        return NULL;
     cJSON *out = cJSON_CreateArray();
-    if (!out)
-        return NULL;
-    const cJSON *v;
-    cJSON_ArrayForEach(v, src)
-    {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 1) {
+    for (int i = 0; out && i < 3; i++) {
+        cJSON *n = cJSON_CreateNumber((double)v[i]);
+        if (!n || !cJSON_AddItemToArray(out, n)) {
+            cJSON_Delete(n);
             cJSON_Delete(out);
             return NULL;
         }
-        cJSON_AddItemToArray(out, cJSON_CreateNumber(v->valuedouble));
     }
     return out;
-}
-
-static const char *buffer_name(int arg, char *buf, size_t len)
-{
-    if (arg >= TUNER_BUF_INPUT0 && arg < TUNER_BUF_INPUT0 + TUNER_MAX_INPUTS) {
-        snprintf(buf, len, "input%d", arg - TUNER_BUF_INPUT0);
-        return buf;
-    }
-    if (arg == TUNER_BUF_OUTPUT)
-        return "output";
-    if (arg == TUNER_BUF_WORKSPACE)
-        return "workspace";
-    return NULL;
-}
-
-/* A launch argument written by name: "input<i>" (i < TUNER_MAX_INPUTS), "output", "workspace". */
-static bool valid_buffer_name(const char *s)
-{
-    if (strcmp(s, "output") == 0 || strcmp(s, "workspace") == 0)
-        return true;
-    return strncmp(s, "input", 5) == 0 && s[5] >= '0' && s[5] < '0' + TUNER_MAX_INPUTS && !s[6];
 }
 
 int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret)
 {
     if (!a || !ret)
         return -EINVAL;
+    /* A stored record is refused rather than half-answered. */
+    if (kc_launch_check(&a->launch) < 0)
+        return -EINVAL;
+    const kc_launch *l = &a->launch;
+    bool measured = a->choice == KC_CHOSEN_MEASURED;
     int r = -ENOMEM;
-    cJSON *launch = parse_opt(a->launch_json);
     cJSON *schedule = parse_opt(a->schedule_json);
-    cJSON *op = parse_opt(a->op_json);
     cJSON *root = cJSON_CreateObject();
     if (!root)
         goto out;
-    if (!launch || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(launch, "kernels"))) {
-        r = -EINVAL;
-        goto out;
-    }
     char url[128];
     cJSON_AddStringToObject(root, "key", a->key);
     cJSON_AddStringToObject(root, "op_key", a->op_key);
     cJSON_AddBoolToObject(root, "cached", cached);
-    cJSON_AddBoolToObject(root, "measured", a->measured);
+    cJSON_AddBoolToObject(root, "measured", measured);
     if (warning && *warning)
         cJSON_AddStringToObject(root, "warning", warning);
     cJSON_AddStringToObject(root, "op", a->op);
     cJSON_AddStringToObject(root, "arch", a->target);
-    /* The output's shape and dtype: the scheduler writes them into the launch description; the
-     * canonical op JSON (tuner_op_canonical_json) has them too. */
-    const cJSON *out_desc = cJSON_GetObjectItemCaseSensitive(launch, "output");
-    if (!cJSON_IsObject(out_desc) && op)
-        out_desc = cJSON_GetObjectItemCaseSensitive(op, "output");
-    const cJSON *oshape = cJSON_GetObjectItemCaseSensitive(out_desc, "shape");
-    const cJSON *odtype = cJSON_GetObjectItemCaseSensitive(out_desc, "dtype");
-    if (cJSON_IsArray(oshape) && cJSON_IsString(odtype)) {
+    if (l->has_output) {
         cJSON *o = cJSON_AddObjectToObject(root, "output");
-        if (o) {
-            cJSON_AddItemToObject(o, "shape", cJSON_Duplicate(oshape, true));
-            cJSON_AddStringToObject(o, "dtype", odtype->valuestring);
-        }
+        cJSON *shape = o ? cJSON_AddArrayToObject(o, "shape") : NULL;
+        if (!shape)
+            goto out;
+        for (int i = 0; i < l->output_rank; i++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)l->output_shape[i]));
+        cJSON_AddStringToObject(o, "dtype", l->output_dtype);
     } else {
         cJSON_AddNullToObject(root, "output");
     }
-    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(launch, "workspace_bytes");
-    cJSON_AddNumberToObject(root, "workspace_bytes", cJSON_IsNumber(ws) ? ws->valuedouble : 0);
+    cJSON_AddNumberToObject(root, "workspace_bytes", (double)l->workspace_bytes);
 
-    int n_kernels = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(launch, "kernels"));
     cJSON *kernels = cJSON_AddArrayToObject(root, "kernels");
     if (!kernels)
         goto out;
-    const cJSON *k;
-    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(launch, "kernels"))
-    {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name");
-        const cJSON *smem = cJSON_GetObjectItemCaseSensitive(k, "shared_bytes");
-        const cJSON *args = cJSON_GetObjectItemCaseSensitive(k, "args");
-        cJSON *grid = dim3_copy(cJSON_GetObjectItemCaseSensitive(k, "grid"));
-        cJSON *block = dim3_copy(cJSON_GetObjectItemCaseSensitive(k, "block"));
+    for (int i = 0; i < l->n_kernels; i++) {
+        const kc_kernel *k = &l->kernels[i];
+        cJSON *grid = dim3(k->grid);
+        cJSON *block = dim3(k->block);
         cJSON *kj = cJSON_CreateObject();
-        if (!kj || !cJSON_IsString(name) || !grid || !block || !cJSON_IsArray(args)) {
+        if (!kj || !grid || !block) {
             cJSON_Delete(grid);
             cJSON_Delete(block);
             cJSON_Delete(kj);
-            r = kj ? -EINVAL : -ENOMEM;
             goto out;
         }
         cJSON_AddItemToArray(kernels, kj);
-        cJSON_AddStringToObject(kj, "name", name->valuestring);
+        cJSON_AddStringToObject(kj, "name", k->name);
         cJSON_AddStringToObject(kj, "arch", a->target);
         cJSON_AddItemToObject(kj, "grid", grid);
         cJSON_AddItemToObject(kj, "block", block);
-        cJSON_AddNumberToObject(kj, "shared_bytes", cJSON_IsNumber(smem) ? smem->valuedouble : 0);
+        cJSON_AddNumberToObject(kj, "shared_bytes", k->shared_bytes);
         cJSON *params = cJSON_AddArrayToObject(kj, "params");
-        int index = 0;
-        const cJSON *arg;
-        cJSON_ArrayForEach(arg, args)
-        {
-            char buf[16];
-            const char *bname = NULL;
-            if (cJSON_IsNumber(arg))
-                bname = buffer_name(arg->valueint, buf, sizeof(buf));
-            else if (cJSON_IsString(arg) && valid_buffer_name(arg->valuestring))
-                bname = arg->valuestring;
-            if (!bname) {
-                r = -EINVAL;
-                goto out;
-            }
+        for (int index = 0; index < k->n_args; index++) {
             cJSON *p = cJSON_CreateObject();
             if (!p)
                 goto out;
             cJSON_AddItemToArray(params, p);
-            cJSON_AddNumberToObject(p, "index", index++);
-            cJSON_AddStringToObject(p, "buffer", bname);
+            cJSON_AddNumberToObject(p, "index", index);
+            cJSON_AddStringToObject(p, "buffer", kc_buf_name(k->args[index]));
             cJSON_AddStringToObject(p, "type", "pointer");
         }
         snprintf(url, sizeof(url), "/v1/kernels/%s/ptx", a->key);
@@ -167,9 +115,9 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warni
         snprintf(url, sizeof(url), "/v1/kernels/%s/cubin", a->key);
         cJSON_AddStringToObject(kj, "cubin_url", url);
         /* One timing covers the whole set (launched in order); a single kernel carries it. */
-        add_us(kj, "latency_us", n_kernels == 1 && a->measured ? a->latency_us : -1);
+        add_us(kj, "latency_us", l->n_kernels == 1 && measured ? a->latency_us : -1);
     }
-    add_us(root, "latency_us", a->measured ? a->latency_us : -1);
+    add_us(root, "latency_us", measured ? a->latency_us : -1);
     add_us(root, "predicted_us", a->predicted_us);
     if (schedule) {
         cJSON_AddItemToObject(root, "schedule", schedule);
@@ -184,26 +132,15 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warni
     }
 out:
     cJSON_Delete(root);
-    cJSON_Delete(launch);
     cJSON_Delete(schedule);
-    cJSON_Delete(op);
     return r;
 }
 
 
 int resolve_artifact_rank(const kc_artifact *a)
 {
-    if (!a)
-        return 0;
-    if (a->measured)
-        return 2;
-    int rank = 1;
-    cJSON *p = a->provenance_json ? cJSON_Parse(a->provenance_json) : NULL;
-    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(p, "mode");
-    if (cJSON_IsString(mode) && strcmp(mode->valuestring, "none") == 0)
-        rank = 0;
-    cJSON_Delete(p);
-    return rank;
+    /* kc_choice is ordered as the rank: default 0, model 1, measured 2. */
+    return a ? (int)a->choice : 0;
 }
 
 bool resolve_rank_answers(int rank, tuner_tune_mode want, bool gpu_usable, bool *ret_warn)

@@ -199,15 +199,15 @@ static bool answer_from_local(resolver *r, const resolve_request *rq, const char
 {
     bool gpu_usable = gpu_can_measure(r, rq);
     char akey[KC_KEY_LEN + 1];
-    bool measured = false;
-    int rc = kc_selection_get(r->db, op_key, akey, &measured);
+    kc_choice choice = KC_CHOSEN_DEFAULT;
+    int rc = kc_selection_get(r->db, op_key, akey, &choice);
     if (rc == -ENOENT)
         return false;
     if (rc < 0) {
         fail_errno(res, rc, "reading the kernel cache");
         return true;
     }
-    if (rq->mode == TUNER_TUNE_MEASURE && !measured && gpu_usable)
+    if (rq->mode == TUNER_TUNE_MEASURE && choice != KC_CHOSEN_MEASURED && gpu_usable)
         return false; /* a measured answer can be had: tune it */
     kc_artifact *a = NULL;
     rc = kc_artifact_get_meta(r->db, akey, &a);
@@ -384,7 +384,7 @@ static void submit(resolver *r, const resolve_request *rq, const char *op_key, c
 
 /* ---- the remote tier ----------------------------------------------------------------------- */
 
-static void remote_done(void *arg, kc_artifact *a, int rank)
+static void remote_done(void *arg, kc_artifact *a)
 {
     resolve_wait *w = arg;
     resolver *r = w->r;
@@ -393,6 +393,7 @@ static void remote_done(void *arg, kc_artifact *a, int rank)
     result_init(&res);
     char *owned = NULL;
     bool warn = false;
+    int rank = resolve_artifact_rank(a);
     bool usable = a && strcmp(a->op_key, w->op_key) == 0 &&
                   resolve_rank_answers(rank, w->rq.mode, gpu_can_measure(r, &w->rq), &warn);
     if (usable && kc_artifact_put(r->db, a) < 0)
@@ -581,7 +582,7 @@ static void job_ended(void *udata, const sched_job_info *info)
     kc_artifact *a = NULL;
     if (kc_artifact_get(r->db, info->artifact_key, &a) < 0)
         return;
-    r->remote.publish(r->remote.self, a, resolve_artifact_rank(a));
+    r->remote.publish(r->remote.self, a);
     kc_artifact_free(a);
 }
 

@@ -100,9 +100,9 @@ typedef struct resolve_request {
 /* ---- the remote tier's slot ---------------------------------------------------------------- */
 
 /* The answer of a remote lookup: an artifact with PTX and cubin (checked by the tier: signature
- * and digests), and how strongly it was chosen (0 default, 1 model, 2 measured). The receiver
- * owns `a`. NULL: a miss, an error or a timeout; the request goes on to the next tier. */
-typedef void (*resolve_remote_done)(void *arg, kc_artifact *a, int rank);
+ * and digests) and how it was chosen (a->choice). The receiver owns `a`. NULL: a miss, an error
+ * or a timeout; the request goes on to the next tier. */
+typedef void (*resolve_remote_done)(void *arg, kc_artifact *a);
 
 /* A shared tier between the local cache and tuning. Every function runs on the loop thread and
  * must never block it. */
@@ -112,7 +112,7 @@ typedef struct resolve_remote {
      * returns a negative errno (then never: the lookup is taken as a miss). */
     int (*lookup)(void *self, const char *op_key, resolve_remote_done done, void *arg);
     /* Offers a kernel this node just chose (fire and forget). May be NULL (a read-only tier). */
-    void (*publish)(void *self, const kc_artifact *a, int rank);
+    void (*publish)(void *self, const kc_artifact *a);
 } resolve_remote;
 
 /* ---- the resolver --------------------------------------------------------------------------- */
@@ -182,7 +182,7 @@ size_t resolve_memory_count(const resolver *r);
 int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret);
 
 /* How strongly a stored kernel was chosen: 0 the template default (tune "none"), 1 the cost
- * model's best, 2 measured on a GPU. */
+ * model's best, 2 measured on a GPU (its kc_choice). */
 int resolve_artifact_rank(const kc_artifact *a);
 
 /* Whether a stored kernel of `rank` answers a request for `want`: it does when it was chosen

@@ -218,57 +218,42 @@ static int queue_work(sched_job *j, work_kind kind, sched_cand *c, size_t item)
 
 /* ---- artifacts ---- */
 
-static const char *buf_name(int b, char *tmp, size_t n)
-{
-    if (b == TUNER_BUF_OUTPUT)
-        return "output";
-    if (b == TUNER_BUF_WORKSPACE)
-        return "workspace";
-    snprintf(tmp, n, "input%d", b - TUNER_BUF_INPUT0);
-    return tmp;
-}
+/* The cache's buffer enum mirrors the tuner's, so an argument maps by value. */
+_Static_assert((int)KC_BUF_INPUT0 == (int)TUNER_BUF_INPUT0, "kc_buf mirrors TUNER_BUF_*");
+_Static_assert(KC_MAX_INPUTS == TUNER_MAX_INPUTS, "kc_buf mirrors TUNER_BUF_*");
+_Static_assert((int)KC_BUF_OUTPUT == (int)TUNER_BUF_OUTPUT, "kc_buf mirrors TUNER_BUF_*");
+_Static_assert((int)KC_BUF_WORKSPACE == (int)TUNER_BUF_WORKSPACE, "kc_buf mirrors TUNER_BUF_*");
+_Static_assert(KC_MAX_KERNELS >= TUNER_MAX_KERNELS && KC_MAX_ARGS >= TUNER_MAX_ARGS &&
+               KC_MAX_RANK >= TUNER_MAX_RANK, "a program's launches fit a kc_launch");
+_Static_assert(sizeof(((kc_kernel *)0)->name) >= sizeof(((tuner_launch *)0)->name),
+               "kernel names fit");
 
-static char *launch_json(const tuner_op *op, const tuner_program *p)
+/* The launch description stored with the artifact: the program's launches, its workspace, and
+ * the output buffer's shape and dtype (what the kernel set answers). */
+static void fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l)
 {
-    char *out = NULL;
-    cJSON *root = cJSON_CreateObject();
-    cJSON *ks = cJSON_AddArrayToObject(root, "kernels");
-    if (!ks)
-        goto cleanup;
+    memset(l, 0, sizeof(*l));
     for (int i = 0; i < p->n_kernels && i < TUNER_MAX_KERNELS; i++) {
-        const tuner_launch *l = &p->kernels[i];
-        cJSON *k = cJSON_CreateObject();
-        if (!k)
-            goto cleanup;
-        cJSON_AddItemToArray(ks, k);
-        cJSON_AddStringToObject(k, "name", l->name);
-        int g[3] = {(int)l->grid[0], (int)l->grid[1], (int)l->grid[2]};
-        int b[3] = {(int)l->block[0], (int)l->block[1], (int)l->block[2]};
-        cJSON_AddItemToObject(k, "grid", cJSON_CreateIntArray(g, 3));
-        cJSON_AddItemToObject(k, "block", cJSON_CreateIntArray(b, 3));
-        cJSON_AddNumberToObject(k, "shared_bytes", l->shared_bytes);
-        cJSON *args = cJSON_AddArrayToObject(k, "args");
-        if (!args)
-            goto cleanup;
-        for (int a = 0; a < l->n_args && a < TUNER_MAX_ARGS; a++) {
-            char tmp[16];
-            cJSON_AddItemToArray(args, cJSON_CreateString(buf_name(l->args[a], tmp, sizeof(tmp))));
+        const tuner_launch *t = &p->kernels[i];
+        kc_kernel *k = &l->kernels[l->n_kernels++];
+        snprintf(k->name, sizeof(k->name), "%s", t->name);
+        for (int d = 0; d < 3; d++) {
+            k->grid[d] = t->grid[d];
+            k->block[d] = t->block[d];
         }
+        k->shared_bytes = t->shared_bytes;
+        for (int a = 0; a < t->n_args && a < TUNER_MAX_ARGS; a++)
+            k->args[k->n_args++] = (kc_buf)t->args[a];
     }
-    cJSON_AddNumberToObject(root, "workspace_bytes", (double)p->workspace_bytes);
-    cJSON *o = cJSON_AddObjectToObject(root, "output");
-    if (!o)
-        goto cleanup;
-    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-    for (int i = 0; shape && i < op->output.rank; i++)
-        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)op->output.shape[i]));
-    cJSON_AddStringToObject(o, "dtype", tuner_dtype_name(p->output_dtype));
-    out = cJSON_PrintUnformatted(root);
-cleanup:
-    cJSON_Delete(root);
-    return out;
+    l->workspace_bytes = p->workspace_bytes;
+    l->has_output = true;
+    for (int i = 0; i < op->output.rank && i < TUNER_MAX_RANK; i++)
+        l->output_shape[l->output_rank++] = op->output.shape[i];
+    snprintf(l->output_dtype, sizeof(l->output_dtype), "%s", tuner_dtype_name(p->output_dtype));
 }
 
+/* Who built the artifact, for people reading the cache (hidetctl cache show); how it was chosen
+ * is stored as the typed kc_choice, not read back from here. */
 static char *provenance_json(const sched_job *j, const char *mode)
 {
     char host[256] = "";
@@ -308,17 +293,18 @@ static void store_and_finish(sched_job *j, size_t item, const char *schedule_jso
     snprintf(a.target, sizeof(a.target), "%s", j->info.target);
     a.op_json = j->op_json;
     a.schedule_json = (char *)schedule_json;
-    a.launch_json = launch_json(&j->op, prog);
+    fill_launch(&j->op, prog, &a.launch);
     a.ptx = bin->ptx;
     a.ptx_len = bin->ptx_len;
     a.cubin = bin->cubin;
     a.cubin_len = bin->cubin_len;
-    a.measured = measured;
+    /* A "measure" job that fell back to the cost model (no GPU) stored a model choice. */
+    a.choice = measured ? KC_CHOSEN_MEASURED
+             : j->info.mode == TUNER_TUNE_NONE ? KC_CHOSEN_DEFAULT : KC_CHOSEN_MODEL;
     a.latency_us = measured ? latency_us : -1;
     a.predicted_us = j->pred[item];
     a.provenance_json = provenance_json(j, tuner_tune_name(j->info.mode));
-    int rc = (!a.launch_json || !a.provenance_json) ? -ENOMEM : kc_artifact_put(s->db, &a);
-    free(a.launch_json);
+    int rc = !a.provenance_json ? -ENOMEM : kc_artifact_put(s->db, &a);
     free(a.provenance_json);
     if (rc < 0) {
         snprintf(msg, sizeof(msg), "storing the kernel failed: %s",
@@ -772,7 +758,7 @@ static void finish_measure(sched_job *j)
     sched_artifact_key(j->info.op_key, b->schedule_json, key);
     kc_artifact *a = NULL;
     if (kc_artifact_get(j->s->db, key, &a) == 0) {
-        a->measured = true;
+        a->choice = KC_CHOSEN_MEASURED;
         a->latency_us = b->latency_us;
         int rc = kc_artifact_put(j->s->db, a);
         kc_artifact_free(a);

@@ -139,7 +139,7 @@ static cJSON *summary_json(const kc_summary *s)
     cJSON_AddStringToObject(j, "key", s->key);
     cJSON_AddStringToObject(j, "op", s->op);
     cJSON_AddStringToObject(j, "arch", s->target);
-    cJSON_AddBoolToObject(j, "measured", s->measured);
+    cJSON_AddBoolToObject(j, "measured", s->choice == KC_CHOSEN_MEASURED);
     if (s->latency_us >= 0)
         cJSON_AddNumberToObject(j, "latency_us", s->latency_us);
     else
@@ -180,7 +180,8 @@ static int cache_ls(const opts *o, kc_db *db, int argc)
             fmt_us(v[i].latency_us, lat, sizeof(lat));
             fmt_size(v[i].bytes, sz, sizeof(sz));
             fmt_age(v[i].last_used_at, age, sizeof(age));
-            table_row(&t, key, v[i].op, v[i].target, v[i].measured ? "yes" : "no", lat, sz, age);
+            table_row(&t, key, v[i].op, v[i].target,
+                      v[i].choice == KC_CHOSEN_MEASURED ? "yes" : "no", lat, sz, age);
             total += v[i].bytes;
         }
         table_print(&t, stdout);
@@ -241,13 +242,20 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
         return kc_exit(r);
     }
+    /* The launch as the export file writes it: the same text schema 1 stored. */
+    char *launch = NULL;
+    if (kc_launch_json(&a->launch, &launch) < 0) {
+        fprintf(stderr, "hidetctl: %s: cannot render the launch description\n", key);
+        kc_artifact_free(a);
+        return EXIT_DAEMON;
+    }
     if (o->json) {
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "key", a->key);
         cJSON_AddStringToObject(j, "op_key", a->op_key);
         cJSON_AddStringToObject(j, "op", a->op);
         cJSON_AddStringToObject(j, "arch", a->target);
-        cJSON_AddBoolToObject(j, "measured", a->measured);
+        cJSON_AddBoolToObject(j, "measured", a->choice == KC_CHOSEN_MEASURED);
         if (a->latency_us >= 0)
             cJSON_AddNumberToObject(j, "latency_us", a->latency_us);
         else
@@ -259,7 +267,7 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         cJSON_AddNumberToObject(j, "last_used_at", (double)a->last_used_at);
         /* The stored JSON documents are embedded as JSON, or as text if they do not parse. */
         const char *names[] = {"op_json", "schedule", "launch", "provenance"};
-        const char *vals[] = {a->op_json, a->schedule_json, a->launch_json, a->provenance_json};
+        const char *vals[] = {a->op_json, a->schedule_json, launch, a->provenance_json};
         for (int i = 0; i < 4; i++) {
             cJSON *p = cJSON_Parse(vals[i] ? vals[i] : "");
             cJSON_AddItemToObject(j, i == 0 ? "op_request" : names[i],
@@ -278,16 +286,19 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         printf("key          %s\n", a->key);
         printf("op key       %s\n", a->op_key);
         printf("op           %s on %s\n", a->op, a->target);
-        printf("measured     %s\n", a->measured ? "yes" : "no (ranked by the cost model)");
+        printf("measured     %s\n", a->choice == KC_CHOSEN_MEASURED ? "yes"
+                                 : a->choice == KC_CHOSEN_MODEL ? "no (ranked by the cost model)"
+                                                                : "no (the template's default)");
         printf("latency      %s (predicted %s)\n", lat, pred);
         printf("ptx / cubin  %s / %s (digests verified)\n", ps, cs);
         printf("created      %s\n", ct);
         printf("last used    %s\n", lu);
         printf("request      %s\n", a->op_json);
         printf("schedule     %s\n", a->schedule_json);
-        printf("launch       %s\n", a->launch_json);
+        printf("launch       %s\n", launch);
         printf("provenance   %s\n", a->provenance_json);
     }
+    free(launch);
     kc_artifact_free(a);
     return EXIT_OK;
 }

@@ -94,7 +94,7 @@ static const char softmax_body[] =
     "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,1000],\"dtype\":\"f16\"}],\"arch\":\"sm_90\"}";
 
 /* Stores an artifact for softmax_body as the scheduler would. Returns its key (static). */
-static const char *store_artifact(kc_db *db, const char *mode, bool measured)
+static const char *store_artifact(kc_db *db, kc_choice choice)
 {
     static char key[KC_KEY_LEN + 1];
     proto_kernel_request kr;
@@ -111,19 +111,24 @@ static const char *store_artifact(kc_db *db, const char *mode, bool measured)
     strcpy(a.target, "sm_90");
     a.op_json = op_json;
     a.schedule_json = (char *)sched_json;
-    a.launch_json = (char *)"{\"kernels\":[{\"name\":\"hd_softmax\",\"grid\":[8,1,1],\"block\":[128,1,1],"
-                            "\"shared_bytes\":0,\"args\":[\"input0\",\"output\"]}],\"workspace_bytes\":0}";
+    a.launch = (kc_launch){
+        .n_kernels = 1,
+        .kernels = {{.name = "hd_softmax", .grid = {8, 1, 1}, .block = {128, 1, 1},
+                     .n_args = 2, .args = {KC_BUF_INPUT0, KC_BUF_OUTPUT}}},
+        .has_output = true};
+    for (int i = 0; i < kr.op.output.rank; i++)
+        a.launch.output_shape[a.launch.output_rank++] = kr.op.output.shape[i];
+    snprintf(a.launch.output_dtype, sizeof(a.launch.output_dtype), "%s",
+             tuner_dtype_name(kr.op.output.dtype));
     a.ptx = (char *)"// PTX of the test kernel\n";
     a.ptx_len = strlen(a.ptx);
     static uint8_t cubin[] = { 0x7f, 'E', 'L', 'F', 1, 2, 3, 4 };
     a.cubin = cubin;
     a.cubin_len = sizeof(cubin);
-    a.measured = measured;
-    a.latency_us = measured ? 3.5 : -1;
+    a.choice = choice;
+    a.latency_us = choice == KC_CHOSEN_MEASURED ? 3.5 : -1;
     a.predicted_us = 2.25;
-    char prov[64];
-    snprintf(prov, sizeof(prov), "{\"mode\":\"%s\"}", mode);
-    a.provenance_json = prov;
+    a.provenance_json = (char *)"{\"daemon\":\"test\"}";
     CHECK(kc_artifact_put(db, &a) == 0, "put: %s", kc_errmsg(db));
     memcpy(key, a.key, sizeof(key));
     free(op_json);
@@ -203,7 +208,7 @@ int main(void)
     CHECK(hd_metric_value(d.m_misses) == 1, "miss counted");
 
     /* The scheduler stored a model-ranked kernel meanwhile (here: directly). */
-    const char *key = store_artifact(d.db, "model", false);
+    const char *key = store_artifact(d.db, KC_CHOSEN_MODEL);
     r = request(&loop, fd, "POST", "/v1/kernels", softmax_body, NULL);
     CHECK(r.status == 200 && r.json, "hit from db: %d %s", r.status, r.body);
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(r.json, "cached")), "cached");
@@ -272,7 +277,7 @@ int main(void)
     resp_free(&r);
 
     /* A measured kernel answers a measure request without a warning. */
-    key = store_artifact(d.db, "measure", true);
+    key = store_artifact(d.db, KC_CHOSEN_MEASURED);
     resolve_invalidate(d.resolver); /* as the end of the job that stored it does */
     r = request(&loop, fd, "POST", "/v1/kernels",
                 "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,1000],\"dtype\":\"f16\"}],\"tune\":\"measure\"}", NULL);

@@ -14,8 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cJSON.h>
 #include <sqlite3.h>
 
+#include "kernel_cache/kc_internal.h"
 #include "tests/check.h"
 
 #define CHECK_OK(expr)                                                                             \
@@ -69,8 +71,30 @@ static void make_artifact(fixture *f, int i, const char *op, const char *target)
     snprintf(f->a.target, sizeof(f->a.target), "%s", target);
     f->a.op_json = "{\"op\":\"matmul\"}";
     f->a.schedule_json = "{\"template\":\"matmul_mma\"}";
-    f->a.launch_json = "{\"kernels\":[],\"workspace_bytes\":0}";
-    f->a.provenance_json = "{\"mode\":\"test\"}";
+    f->a.provenance_json = "{\"daemon\":\"test\"}";
+    /* One kernel, or (every third artifact) two sharing a workspace. */
+    kc_launch *l = &f->a.launch;
+    l->n_kernels = i % 3 == 2 ? 2 : 1;
+    for (int k = 0; k < l->n_kernels; k++) {
+        snprintf(l->kernels[k].name, sizeof(l->kernels[k].name), "hd_kernel_%d_%d", i, k);
+        l->kernels[k].grid[0] = 1 + (uint32_t)i;
+        l->kernels[k].grid[1] = 2;
+        l->kernels[k].grid[2] = 1;
+        l->kernels[k].block[0] = 128;
+        l->kernels[k].block[1] = 1;
+        l->kernels[k].block[2] = 1;
+        l->kernels[k].shared_bytes = 1024u * (uint32_t)k;
+        l->kernels[k].n_args = 3;
+        l->kernels[k].args[0] = KC_BUF_INPUT0 + k;
+        l->kernels[k].args[1] = KC_BUF_OUTPUT;
+        l->kernels[k].args[2] = KC_BUF_WORKSPACE;
+    }
+    l->workspace_bytes = l->n_kernels == 2 ? 4096u + (uint64_t)i : 0;
+    l->has_output = true;
+    l->output_rank = 2;
+    l->output_shape[0] = 128 + i;
+    l->output_shape[1] = (int64_t)1 << 33; /* wider than 32 bits */
+    strcpy(l->output_dtype, "bf16");
     size_t pl = 100 + (size_t)(i * 37) % 3000;
     for (size_t k = 0; k < pl; k++)
         f->ptx[k] = (char)('A' + (k + (size_t)i) % 26);
@@ -82,11 +106,32 @@ static void make_artifact(fixture *f, int i, const char *op, const char *target)
         f->cubin[k] = (unsigned char)(k * 31 + (size_t)i);
     f->a.cubin = f->cubin;
     f->a.cubin_len = cl;
-    f->a.measured = i % 2 == 0;
-    f->a.latency_us = f->a.measured ? 10.0 + i : -1.0;
+    f->a.choice = i % 2 == 0 ? KC_CHOSEN_MEASURED : i % 4 == 1 ? KC_CHOSEN_MODEL : KC_CHOSEN_DEFAULT;
+    f->a.latency_us = f->a.choice == KC_CHOSEN_MEASURED ? 10.0 + i : -1.0;
     f->a.predicted_us = 9.5 + i;
     f->a.created_at = 1700000000 + i;
     f->a.last_used_at = 1700000000 + i;
+}
+
+static bool launch_eq(const kc_launch *a, const kc_launch *b)
+{
+    if (a->n_kernels != b->n_kernels || a->workspace_bytes != b->workspace_bytes ||
+        a->has_output != b->has_output)
+        return false;
+    if (a->has_output && (a->output_rank != b->output_rank ||
+                          strcmp(a->output_dtype, b->output_dtype) != 0 ||
+                          memcmp(a->output_shape, b->output_shape,
+                                 sizeof(a->output_shape[0]) * (size_t)a->output_rank) != 0))
+        return false;
+    for (int k = 0; k < a->n_kernels; k++) {
+        const kc_kernel *x = &a->kernels[k], *y = &b->kernels[k];
+        if (strcmp(x->name, y->name) != 0 || memcmp(x->grid, y->grid, sizeof(x->grid)) != 0 ||
+            memcmp(x->block, y->block, sizeof(x->block)) != 0 ||
+            x->shared_bytes != y->shared_bytes || x->n_args != y->n_args ||
+            memcmp(x->args, y->args, sizeof(x->args[0]) * (size_t)x->n_args) != 0)
+            return false;
+    }
+    return true;
 }
 
 static void put_n(kc_db *db, int from, int to, const char *op, const char *target)
@@ -140,7 +185,7 @@ static void test_round_trip(void)
     fixture f;
     kc_artifact *g = NULL;
     char sel[KC_KEY_LEN + 1];
-    bool measured = false;
+    kc_choice choice = KC_CHOSEN_DEFAULT;
     struct stat sb;
     char dir[512];
 
@@ -156,12 +201,12 @@ static void test_round_trip(void)
         CHECK(strcmp(g->op, "matmul") == 0 && strcmp(g->target, "sm_90a") == 0);
         CHECK(strcmp(g->op_json, f.a.op_json) == 0);
         CHECK(strcmp(g->schedule_json, f.a.schedule_json) == 0);
-        CHECK(strcmp(g->launch_json, f.a.launch_json) == 0);
+        CHECK(launch_eq(&g->launch, &f.a.launch));
         CHECK(strcmp(g->provenance_json, f.a.provenance_json) == 0);
         CHECK(g->ptx_len == f.a.ptx_len && memcmp(g->ptx, f.a.ptx, g->ptx_len) == 0);
         CHECK(g->ptx[g->ptx_len] == '\0');
         CHECK(g->cubin_len == f.a.cubin_len && memcmp(g->cubin, f.a.cubin, g->cubin_len) == 0);
-        CHECK(g->measured && g->latency_us == 14.0 && g->predicted_us == 13.5);
+        CHECK(g->choice == KC_CHOSEN_MEASURED && g->latency_us == 14.0 && g->predicted_us == 13.5);
         CHECK(g->created_at == f.a.created_at);
         /* last_used_at was old: the read refreshed it. */
         CHECK(g->last_used_at >= (int64_t)time(NULL) - 5);
@@ -170,7 +215,7 @@ static void test_round_trip(void)
     g = NULL;
     CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
     CHECK(g && g->ptx == NULL && g->cubin == NULL && g->ptx_len == 0);
-    CHECK(g && strcmp(g->launch_json, f.a.launch_json) == 0);
+    CHECK(g && launch_eq(&g->launch, &f.a.launch));
     kc_artifact_free(g);
     g = NULL;
 
@@ -181,7 +226,8 @@ static void test_round_trip(void)
     f.a.cubin_len = 0;
     CHECK_OK(kc_artifact_put(db, &f.a));
     CHECK_OK(kc_artifact_get(db, f.a.key, &g));
-    CHECK(g && g->latency_us < 0 && !g->measured && g->cubin_len == 0);
+    CHECK(g && g->latency_us < 0 && g->choice == KC_CHOSEN_MODEL && g->cubin_len == 0);
+    CHECK(g && launch_eq(&g->launch, &f.a.launch) && g->launch.n_kernels == 2);
     CHECK(g && g->created_at >= (int64_t)time(NULL) - 5);
     kc_artifact_free(g);
     g = NULL;
@@ -200,10 +246,35 @@ static void test_round_trip(void)
 
     CHECK(kc_artifact_get(db, "0000", &g) == -ENOENT && g == NULL);
     CHECK(kc_artifact_get_meta(db, "0000", &g) == -ENOENT);
-    CHECK(kc_selection_get(db, "0000", sel, &measured) == -ENOENT);
+    CHECK(kc_selection_get(db, "0000", sel, &choice) == -ENOENT);
     CHECK(kc_artifact_put(db, NULL) == -EINVAL);
     kc_artifact bad = {0};
     CHECK(kc_artifact_put(db, &bad) == -EINVAL);
+    /* A launch or choice out of range is refused before anything is written. */
+    make_artifact(&f, 7, "matmul", "sm_90");
+    f.a.launch.kernels[0].block[1] = 0;
+    CHECK(kc_artifact_put(db, &f.a) == -EINVAL);
+    make_artifact(&f, 7, "matmul", "sm_90");
+    f.a.launch.kernels[0].args[1] = (kc_buf)(KC_BUF_WORKSPACE + 1);
+    CHECK(kc_artifact_put(db, &f.a) == -EINVAL);
+    make_artifact(&f, 7, "matmul", "sm_90");
+    f.a.launch.n_kernels = KC_MAX_KERNELS + 1;
+    CHECK(kc_artifact_put(db, &f.a) == -EINVAL);
+    make_artifact(&f, 7, "matmul", "sm_90");
+    f.a.choice = (kc_choice)3;
+    CHECK(kc_artifact_put(db, &f.a) == -EINVAL);
+    CHECK(kc_artifact_get(db, f.a.key, &g) == -ENOENT);
+    /* Damaged launch rows are refused on read, not handed out. */
+    make_artifact(&f, 8, "matmul", "sm_90");
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    kc_close(db);
+    char sql[512];
+    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET args = x'0863' WHERE artifact_key = '%s'",
+             f.a.key);
+    raw_sql("rt/sub/kernels.db", sql);
+    db = open_db("rt/sub/kernels.db");
+    CHECK(kc_artifact_get_meta(db, f.a.key, &g) == -EBADMSG && g == NULL);
+    CHECK(strstr(kc_errmsg(db), "launch") != NULL);
     kc_artifact_free(NULL);
     kc_close(NULL);
     kc_close(db);
@@ -214,19 +285,19 @@ static void test_selection(void)
     kc_db *db = open_db("sel.db");
     fixture f1, f2;
     char sel[KC_KEY_LEN + 1];
-    bool measured = true;
+    kc_choice choice = KC_CHOSEN_MEASURED;
     kc_stats st;
 
     make_artifact(&f1, 1, "matmul", "sm_90");
     make_artifact(&f2, 2, "matmul", "sm_90");
     memcpy(f2.a.op_key, f1.a.op_key, sizeof(f1.a.op_key));
     CHECK_OK(kc_artifact_put(db, &f1.a));
-    CHECK_OK(kc_selection_get(db, f1.a.op_key, sel, &measured));
-    CHECK(strcmp(sel, f1.a.key) == 0 && !measured);
+    CHECK_OK(kc_selection_get(db, f1.a.op_key, sel, &choice));
+    CHECK(strcmp(sel, f1.a.key) == 0 && choice == KC_CHOSEN_MODEL);
     /* A second artifact for the same op key (e.g. the measured winner) takes over. */
     CHECK_OK(kc_artifact_put(db, &f2.a));
-    CHECK_OK(kc_selection_get(db, f1.a.op_key, sel, &measured));
-    CHECK(strcmp(sel, f2.a.key) == 0 && measured);
+    CHECK_OK(kc_selection_get(db, f1.a.op_key, sel, &choice));
+    CHECK(strcmp(sel, f2.a.key) == 0 && choice == KC_CHOSEN_MEASURED);
     CHECK_OK(kc_stats_get(db, &st));
     CHECK(st.artifacts == 2 && st.selections == 1);
     /* Removing the chosen artifact removes the selection: never point at nothing. */
@@ -234,7 +305,7 @@ static void test_selection(void)
     size_t removed = 0;
     CHECK_OK(kc_remove(db, &f, &removed));
     CHECK(removed == 1);
-    CHECK(kc_selection_get(db, f1.a.op_key, sel, &measured) == -ENOENT);
+    CHECK(kc_selection_get(db, f1.a.op_key, sel, &choice) == -ENOENT);
     CHECK_OK(kc_stats_get(db, &st));
     CHECK(st.artifacts == 1 && st.selections == 0);
     kc_close(db);
@@ -466,20 +537,21 @@ static void test_export_import(void)
         fixture f;
         kc_artifact *g = NULL;
         char sel[KC_KEY_LEN + 1];
-        bool measured;
+        kc_choice choice;
         make_artifact(&f, i, i < 7 ? "matmul" : "conv2d", i < 7 ? "sm_90" : "sm_80");
         CHECK_OK(kc_artifact_get(dst, f.a.key, &g));
         if (g) {
             CHECK(g->ptx_len == f.a.ptx_len && memcmp(g->ptx, f.a.ptx, g->ptx_len) == 0);
             CHECK(g->cubin_len == f.a.cubin_len &&
                   memcmp(g->cubin, f.a.cubin, g->cubin_len) == 0);
-            CHECK(g->measured == f.a.measured && g->latency_us == f.a.latency_us);
+            CHECK(g->choice == f.a.choice && g->latency_us == f.a.latency_us);
+            CHECK(launch_eq(&g->launch, &f.a.launch));
             CHECK(g->predicted_us == f.a.predicted_us && g->created_at == f.a.created_at);
             CHECK(strcmp(g->op, f.a.op) == 0 && strcmp(g->op_json, f.a.op_json) == 0);
         }
         kc_artifact_free(g);
-        CHECK_OK(kc_selection_get(dst, f.a.op_key, sel, &measured));
-        CHECK(strcmp(sel, f.a.key) == 0);
+        CHECK_OK(kc_selection_get(dst, f.a.op_key, sel, &choice));
+        CHECK(strcmp(sel, f.a.key) == 0 && choice == f.a.choice);
     }
     /* Filtered export. */
     kc_filter fl = {.op = "conv2d"};
@@ -591,6 +663,364 @@ static void test_schema(void)
     free(err);
 }
 
+static void test_launch_types(void)
+{
+    kc_buf b;
+    CHECK(strcmp(kc_buf_name(KC_BUF_INPUT0 + 7), "input7") == 0);
+    CHECK(strcmp(kc_buf_name(KC_BUF_OUTPUT), "output") == 0);
+    CHECK(strcmp(kc_buf_name(KC_BUF_WORKSPACE), "workspace") == 0);
+    CHECK(kc_buf_name((kc_buf)(KC_BUF_WORKSPACE + 1)) == NULL && kc_buf_name((kc_buf)-1) == NULL);
+    for (int i = 0; i <= KC_BUF_WORKSPACE; i++)
+        CHECK(kc_buf_parse(kc_buf_name((kc_buf)i), &b) == 0 && (int)b == i);
+    b = KC_BUF_OUTPUT;
+    CHECK(kc_buf_parse("input8", &b) == -EINVAL && kc_buf_parse("stack", &b) == -EINVAL &&
+          kc_buf_parse("", &b) == -EINVAL && kc_buf_parse(NULL, &b) == -EINVAL &&
+          b == KC_BUF_OUTPUT);
+    CHECK(KC_CHOSEN_DEFAULT < KC_CHOSEN_MODEL && KC_CHOSEN_MODEL < KC_CHOSEN_MEASURED);
+    CHECK(strcmp(kc_choice_name(KC_CHOSEN_DEFAULT), "default") == 0);
+    CHECK(strcmp(kc_choice_name((kc_choice)7), "unknown") == 0);
+
+    /* Typed -> text -> typed is the identity; the text is what schema 1 and export files hold. */
+    fixture f;
+    make_artifact(&f, 2, "reduce", "sm_90");
+    char *text = NULL;
+    kc_launch back;
+    const char *why = NULL;
+    CHECK_OK(kc_launch_json(&f.a.launch, &text));
+    CHECK(text && strcmp(text, "{\"kernels\":[{\"name\":\"hd_kernel_2_0\",\"grid\":[3,2,1],"
+                                "\"block\":[128,1,1],\"shared_bytes\":0,\"args\":[\"input0\","
+                                "\"output\",\"workspace\"]},{\"name\":\"hd_kernel_2_1\","
+                                "\"grid\":[3,2,1],\"block\":[128,1,1],\"shared_bytes\":1024,"
+                                "\"args\":[\"input1\",\"output\",\"workspace\"]}],"
+                                "\"workspace_bytes\":4098,\"output\":{\"shape\":[130,8589934592],"
+                                "\"dtype\":\"bf16\"}}") == 0);
+    CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
+    CHECK(launch_eq(&back, &f.a.launch));
+    free(text);
+    f.a.launch.kernels[1].grid[0] = 0;
+    CHECK(kc_launch_json(&f.a.launch, &text) == -EINVAL);
+
+    /* What schema 1 and old export files may hold, and what the daemon refused to answer. */
+    static const char *const bad[] = {
+        "not json",
+        "{\"kernels\":{}}",
+        "{\"kernels\":[{\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[0]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1],\"block\":[1,1,1],\"args\":[0]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[0,1,1],\"args\":[0]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1.5,1,1],\"block\":[1,1,1],\"args\":[0]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[42]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[\"input9\"]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[\"stack\"]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1]}]}",
+        "{\"kernels\":[],\"workspace_bytes\":-1}",
+        "{\"kernels\":[],\"output\":{\"shape\":[2],\"dtype\":7}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why = NULL;
+        back.n_kernels = 99;
+        CHECK(kc__launch_from_json(bad[i], NULL, &back, &why) == -EBADMSG && why &&
+              back.n_kernels == 99);
+    }
+    /* Arguments by number (TUNER_BUF_* values), no output: the op's output answers. */
+    CHECK_OK(kc__launch_from_json("{\"kernels\":[{\"name\":\"k\",\"grid\":[2,1,1],"
+                                  "\"block\":[64,1,1],\"args\":[0,2,8,9]}]}",
+                                  "{\"output\":{\"align\":16,\"dtype\":\"f32\",\"shape\":[3,5]}}",
+                                  &back, &why));
+    CHECK(back.n_kernels == 1 && back.kernels[0].n_args == 4 &&
+          back.kernels[0].args[1] == KC_BUF_INPUT0 + 2 && back.kernels[0].args[2] == KC_BUF_OUTPUT &&
+          back.kernels[0].args[3] == KC_BUF_WORKSPACE && back.kernels[0].shared_bytes == 0);
+    CHECK(back.has_output && back.output_rank == 2 && back.output_shape[1] == 5 &&
+          strcmp(back.output_dtype, "f32") == 0 && back.workspace_bytes == 0);
+    CHECK_OK(kc__launch_from_json("{\"kernels\":[]}", "{\"op\":\"x\"}", &back, &why));
+    CHECK(!back.has_output);
+
+    CHECK(kc__choice_from_v1(true, "{\"mode\":\"none\"}") == KC_CHOSEN_MEASURED);
+    CHECK(kc__choice_from_v1(false, "{\"daemon\":\"0.1.0\",\"mode\":\"none\"}") == KC_CHOSEN_DEFAULT);
+    CHECK(kc__choice_from_v1(false, "{\"mode\":\"measure\"}") == KC_CHOSEN_MODEL);
+    CHECK(kc__choice_from_v1(false, "not json") == KC_CHOSEN_MODEL);
+    CHECK(kc__choice_from_v1(false, NULL) == KC_CHOSEN_MODEL);
+}
+
+static char *read_text(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!fp)
+        return NULL;
+    if (fseek(fp, 0, SEEK_END) == 0 && (n = ftell(fp)) > 0 && fseek(fp, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[n] = '\0';
+        }
+    }
+    fclose(fp);
+    return buf;
+}
+
+#define EMPTY_SHA "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+/* A schema-1 row the way another build could have written it (empty blobs), with a selection. */
+static void v1_row(const char *db, const char *key, const char *op_json, const char *launch,
+                   const char *prov)
+{
+    char sql[2048];
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO artifacts VALUES ('%s', 'op-%s', 'matmul', 'sm_90', '%s', '{}', '%s', 0,"
+             " NULL, 1.5, '%s', 1, 1, 10, '" EMPTY_SHA "', '" EMPTY_SHA "', x'', x'');"
+             "INSERT INTO selections VALUES ('op-%s', '%s', 0, 1);",
+             key, key, op_json, launch, prov, key, key);
+    raw_sql(db, sql);
+}
+
+static int64_t raw_int(const char *name, const char *sql)
+{
+    char path[512];
+    sqlite3 *s = NULL;
+    sqlite3_stmt *q = NULL;
+    int64_t v = -1;
+    mkpath(path, sizeof(path), name);
+    if (sqlite3_open(path, &s) == SQLITE_OK && sqlite3_prepare_v2(s, sql, -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(s);
+    return v;
+}
+
+/* The schema-1 fixture (a cache written by hidetd before typed launches) and a few hand-made
+ * rows are converted exactly, once; rows that cannot be converted leave their op to be re-tuned. */
+static void test_migrate_v1(void)
+{
+    const char *src = getenv("HIDETD_SRC");
+    char path[600];
+    if (!src) {
+        printf("HIDETD_SRC not set; skipping the schema-1 migration test\n");
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/kernel_cache/tests/data/v1.sql", src);
+    char *dump = read_text(path);
+    CHECK(dump != NULL);
+    if (!dump)
+        return;
+    raw_sql("v1.db", dump);
+    free(dump);
+    v1_row("v1.db", "legacy", "{\"output\":{\"align\":16,\"dtype\":\"f32\",\"shape\":[3,5]}}",
+           "{\"kernels\":[{\"name\":\"k\",\"grid\":[2,1,1],\"block\":[64,1,1],\"args\":[0,2,8]}],"
+           "\"workspace_bytes\":0}", "{\"mode\":\"none\"}");
+    v1_row("v1.db", "noout", "{}", "{\"kernels\":[],\"workspace_bytes\":0}", "{}");
+    v1_row("v1.db", "bad1", "{}", "not json", "{\"mode\":\"model\"}");
+    v1_row("v1.db", "bad2", "{}",
+           "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[\"stack\"]}]}",
+           "{}");
+
+    /* What schema 1 said, read before the migration. */
+    static const struct {
+        const char *key;
+        kc_choice choice;
+    } want[] = {
+        {"d97b81c1a312db273c0f167a489f3fc5881ae8d263c30af194937d7d2341d1fe", KC_CHOSEN_MODEL},
+        {"045fbc0e22b616fc874c56e391d801b932284773007c84c186c5edf5194f2704", KC_CHOSEN_DEFAULT},
+        {"1fc8e91c976fdda42e1a3e473fc65ae658e48dcc36d602c520627f7879d4b83d", KC_CHOSEN_MODEL},
+        {"cfb355f46355265ba69a6cc0b813a5c5144337f57377074db46ae77c1f40c7ed", KC_CHOSEN_MEASURED},
+    };
+    char *old_launch[4] = {0};
+    char old_op_key[4][KC_KEY_LEN + 1];
+    {
+        sqlite3 *s = NULL;
+        sqlite3_stmt *q = NULL;
+        mkpath(path, sizeof(path), "v1.db");
+        CHECK(sqlite3_open(path, &s) == SQLITE_OK);
+        CHECK(sqlite3_prepare_v2(s, "SELECT launch_json, op_key FROM artifacts WHERE key = ?1", -1,
+                                 &q, NULL) == SQLITE_OK);
+        for (int i = 0; i < 4; i++) {
+            sqlite3_bind_text(q, 1, want[i].key, -1, SQLITE_STATIC);
+            CHECK(sqlite3_step(q) == SQLITE_ROW);
+            old_launch[i] = strdup((const char *)sqlite3_column_text(q, 0));
+            snprintf(old_op_key[i], sizeof(old_op_key[i]), "%s", sqlite3_column_text(q, 1));
+            sqlite3_reset(q);
+        }
+        sqlite3_finalize(q);
+        sqlite3_close(s);
+    }
+
+    for (int round = 0; round < 2; round++) {
+        /* Round 1 re-opens the migrated file: nothing changes. */
+        kc_db *db = open_db("v1.db");
+        CHECK(raw_int("v1.db", "SELECT max(version) FROM schema_version") == KC_SCHEMA_VERSION);
+        for (int i = 0; i < 4; i++) {
+            kc_artifact *g = NULL;
+            char sel[KC_KEY_LEN + 1], *text = NULL;
+            kc_choice choice = (kc_choice)-1;
+            CHECK_OK(kc_artifact_get(db, want[i].key, &g)); /* digests verified */
+            if (!g)
+                continue;
+            CHECK(g->choice == want[i].choice);
+            CHECK((g->latency_us >= 0) == (want[i].choice == KC_CHOSEN_MEASURED));
+            /* The typed launch renders back to exactly the text schema 1 stored. */
+            CHECK_OK(kc_launch_json(&g->launch, &text));
+            CHECK(text && old_launch[i] && strcmp(text, old_launch[i]) == 0);
+            free(text);
+            CHECK_OK(kc_selection_get(db, old_op_key[i], sel, &choice));
+            CHECK(strcmp(sel, want[i].key) == 0 && choice == want[i].choice);
+            kc_artifact_free(g);
+        }
+        /* The split-column reduction, field by field: two kernels sharing a workspace. */
+        kc_artifact *g = NULL;
+        CHECK_OK(kc_artifact_get_meta(db, want[1].key, &g));
+        if (g) {
+            const kc_launch *l = &g->launch;
+            CHECK(l->n_kernels == 2 && l->workspace_bytes == 196608);
+            CHECK(strcmp(l->kernels[0].name, "hd_reduce_cols_part") == 0 &&
+                  strcmp(l->kernels[1].name, "hd_reduce_cols_fin") == 0);
+            CHECK(l->kernels[0].grid[0] == 2 && l->kernels[0].grid[1] == 64 &&
+                  l->kernels[0].grid[2] == 1 && l->kernels[0].block[0] == 512);
+            CHECK(l->kernels[1].grid[0] == 3 && l->kernels[1].block[0] == 256);
+            for (int k = 0; k < 2; k++)
+                CHECK(l->kernels[k].n_args == 3 && l->kernels[k].args[0] == KC_BUF_INPUT0 &&
+                      l->kernels[k].args[1] == KC_BUF_OUTPUT &&
+                      l->kernels[k].args[2] == KC_BUF_WORKSPACE);
+            CHECK(l->has_output && l->output_rank == 1 && l->output_shape[0] == 768 &&
+                  strcmp(l->output_dtype, "f16") == 0);
+        }
+        kc_artifact_free(g);
+        /* The matmul with bias and GELU: four arguments. */
+        g = NULL;
+        CHECK_OK(kc_artifact_get_meta(db, want[0].key, &g));
+        if (g) {
+            const kc_kernel *k = &g->launch.kernels[0];
+            CHECK(g->launch.n_kernels == 1 && k->shared_bytes == 24576 && k->n_args == 4 &&
+                  k->args[0] == KC_BUF_INPUT0 && k->args[1] == KC_BUF_INPUT0 + 1 &&
+                  k->args[2] == KC_BUF_INPUT0 + 2 && k->args[3] == KC_BUF_OUTPUT);
+            CHECK(g->launch.output_rank == 2 && g->launch.output_shape[0] == 128 &&
+                  g->launch.output_shape[1] == 512);
+        }
+        kc_artifact_free(g);
+        /* Hand-made rows: numbers as arguments and the op's output; no output at all. */
+        char key[KC_KEY_LEN + 1];
+        kc_choice choice;
+        g = NULL;
+        CHECK_OK(kc_artifact_get(db, "legacy", &g));
+        if (g) {
+            CHECK(g->choice == KC_CHOSEN_DEFAULT && g->launch.n_kernels == 1 &&
+                  g->launch.kernels[0].n_args == 3 &&
+                  g->launch.kernels[0].args[1] == KC_BUF_INPUT0 + 2 &&
+                  g->launch.kernels[0].args[2] == KC_BUF_OUTPUT);
+            CHECK(g->launch.has_output && g->launch.output_rank == 2 &&
+                  g->launch.output_shape[0] == 3 && strcmp(g->launch.output_dtype, "f32") == 0);
+        }
+        kc_artifact_free(g);
+        CHECK_OK(kc_selection_get(db, "op-legacy", key, &choice));
+        CHECK(choice == KC_CHOSEN_DEFAULT);
+        g = NULL;
+        CHECK_OK(kc_artifact_get(db, "noout", &g));
+        CHECK(g && g->choice == KC_CHOSEN_MODEL && !g->launch.has_output && g->launch.n_kernels == 0);
+        kc_artifact_free(g);
+        /* Unconvertible rows are gone with their selections: those ops are tuned again. */
+        g = NULL;
+        CHECK(kc_artifact_get(db, "bad1", &g) == -ENOENT && kc_artifact_get(db, "bad2", &g) == -ENOENT);
+        CHECK(kc_selection_get(db, "op-bad1", key, NULL) == -ENOENT);
+        CHECK(kc_selection_get(db, "op-bad2", key, NULL) == -ENOENT);
+        /* Trials are untouched. */
+        kc_trial *t = NULL;
+        size_t n = 0;
+        CHECK_OK(kc_trials_get(db, "723198667b00222607c4dd1abbac59cc622d07a19245fb5af9419a833a4c34c0",
+                               &t, &n));
+        CHECK(n == 4 && t && t[0].status == KC_TRIAL_OK && t[0].latency_us == 215.7 &&
+              t[3].status == KC_TRIAL_SLOWER);
+        kc_trials_free(t, n);
+        kc_stats st;
+        CHECK_OK(kc_stats_get(db, &st));
+        CHECK(st.artifacts == 6 && st.selections == 6 && st.trials == 4);
+        size_t checked = 0, nbad = 1;
+        CHECK_OK(kc_verify(db, &checked, &nbad, NULL));
+        CHECK(checked == 6 && nbad == 0);
+        kc_close(db);
+        CHECK(raw_int("v1.db", "SELECT count(*) FROM launch_kernels") == 6);
+        CHECK(raw_int("v1.db", "SELECT count(*) FROM pragma_foreign_key_check") == 0);
+    }
+    /* Foreign keys are enforced again after the migration: removing an artifact removes its
+     * launch rows and its selection. */
+    kc_db *db = open_db("v1.db");
+    kc_filter f = {.key_prefix = want[1].key};
+    size_t removed = 0;
+    CHECK_OK(kc_remove(db, &f, &removed));
+    CHECK(removed == 1);
+    kc_close(db);
+    CHECK(raw_int("v1.db", "SELECT count(*) FROM launch_kernels") == 4);
+    CHECK(raw_int("v1.db", "SELECT count(*) FROM selections") == 5);
+    for (int i = 0; i < 4; i++)
+        free(old_launch[i]);
+}
+
+/* An export file written before schema 2 (no "choice"; the launch with numeric arguments and
+ * without its output) still imports, converted; one whose launch does not convert is refused. */
+static void test_import_v1_file(void)
+{
+    kc_db *db = open_db("import-v1.db");
+    char path[512], *err = NULL;
+    size_t n = 0;
+    for (int bad = 0; bad < 2; bad++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "key", "k1");
+        cJSON_AddStringToObject(o, "op_key", "o1");
+        cJSON_AddStringToObject(o, "op", "matmul");
+        cJSON_AddStringToObject(o, "target", "sm_90");
+        cJSON_AddStringToObject(o, "op_json", "{\"output\":{\"dtype\":\"f16\",\"shape\":[4]}}");
+        cJSON_AddStringToObject(o, "schedule_json", "{}");
+        cJSON_AddStringToObject(o, "launch_json",
+                                bad ? "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],"
+                                      "\"block\":[1,1,1],\"args\":[\"stack\"]}]}"
+                                    : "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],"
+                                      "\"block\":[32,1,1],\"args\":[0,8]}],\"workspace_bytes\":0}");
+        cJSON_AddFalseToObject(o, "measured");
+        cJSON_AddNullToObject(o, "latency_us");
+        cJSON_AddNumberToObject(o, "predicted_us", 2.5);
+        cJSON_AddStringToObject(o, "provenance_json", "{\"mode\":\"none\"}");
+        cJSON_AddNumberToObject(o, "created_at", 5);
+        cJSON_AddNumberToObject(o, "last_used_at", 6);
+        cJSON_AddStringToObject(o, "ptx_sha256", EMPTY_SHA);
+        cJSON_AddStringToObject(o, "cubin_sha256", EMPTY_SHA);
+        cJSON_AddStringToObject(o, "ptx", "");
+        cJSON_AddStringToObject(o, "cubin", "");
+        char *line = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        char body[4096], hex[KC_KEY_LEN + 1];
+        snprintf(body, sizeof(body), "hidetd-kernel-cache-export 1\n%s\n", line);
+        free(line);
+        kc_sha256_hex(body, strlen(body), hex);
+        mkpath(path, sizeof(path), bad ? "v1-bad.export" : "v1.export");
+        FILE *fp = fopen(path, "wb");
+        fprintf(fp, "%send 1 %s\n", body, hex);
+        fclose(fp);
+        if (bad) {
+            CHECK(kc_import(db, path, &n, &err) == -EBADMSG);
+            CHECK(err && strstr(err, "launch description") != NULL);
+        } else {
+            CHECK_OK(kc_import(db, path, &n, &err));
+            CHECK(n == 1);
+        }
+        free(err);
+        err = NULL;
+    }
+    kc_artifact *g = NULL;
+    kc_choice choice;
+    char sel[KC_KEY_LEN + 1];
+    CHECK_OK(kc_artifact_get(db, "k1", &g));
+    if (g) {
+        CHECK(g->choice == KC_CHOSEN_DEFAULT && g->launch.n_kernels == 1 &&
+              g->launch.kernels[0].block[0] == 32 && g->launch.kernels[0].args[1] == KC_BUF_OUTPUT);
+        CHECK(g->launch.has_output && g->launch.output_rank == 1 && g->launch.output_shape[0] == 4);
+    }
+    kc_artifact_free(g);
+    CHECK_OK(kc_selection_get(db, "o1", sel, &choice));
+    CHECK(choice == KC_CHOSEN_DEFAULT);
+    kc_close(db);
+}
+
 static void test_two_handles(void)
 {
     kc_db *a = open_db("shared.db");
@@ -696,6 +1126,9 @@ int main(void)
     test_prune();
     test_export_import();
     test_schema();
+    test_launch_types();
+    test_migrate_v1();
+    test_import_v1_file();
     test_two_handles();
     test_kill9();
 

@@ -28,7 +28,6 @@ typedef struct fake_remote {
     uv_loop_t *loop;
     uv_idle_t idle;
     kc_artifact *answer; /* what the next lookup returns (handed over), NULL: a miss */
-    int answer_rank;
     int lookups;
     resolve_remote_done done; /* the lookup in flight */
     void *arg;
@@ -46,7 +45,7 @@ static void remote_idle(uv_idle_t *h)
     f->done = NULL;
     kc_artifact *a = f->answer;
     f->answer = NULL;
-    done(f->arg, a, f->answer_rank);
+    done(f->arg, a);
 }
 
 static int remote_lookup(void *self, const char *op_key, resolve_remote_done done, void *arg)
@@ -60,12 +59,12 @@ static int remote_lookup(void *self, const char *op_key, resolve_remote_done don
     return 0;
 }
 
-static void remote_publish(void *self, const kc_artifact *a, int rank)
+static void remote_publish(void *self, const kc_artifact *a)
 {
     fake_remote *f = self;
     f->published++;
     memcpy(f->published_key, a->key, sizeof(f->published_key));
-    f->published_rank = rank;
+    f->published_rank = (int)a->choice;
 }
 
 /* ---- helpers --------------------------------------------------------------------------------- */
@@ -111,17 +110,22 @@ static kc_artifact *make_artifact(const char *body, int rank, const char *tag)
     tuner_target_name(&kr.target, a->target, sizeof(a->target));
     a->op_json = op_json;
     a->schedule_json = strdup(sched_json);
-    a->launch_json = strdup("{\"kernels\":[{\"name\":\"hd_softmax\",\"grid\":[8,1,1],\"block\":[128,1,1],"
-                            "\"shared_bytes\":0,\"args\":[\"input0\",\"output\"]}],\"workspace_bytes\":0}");
+    kc_kernel *k = &a->launch.kernels[a->launch.n_kernels++];
+    snprintf(k->name, sizeof(k->name), "hd_softmax");
+    k->grid[0] = 8;
+    k->grid[1] = k->grid[2] = 1;
+    k->block[0] = 128;
+    k->block[1] = k->block[2] = 1;
+    k->args[k->n_args++] = KC_BUF_INPUT0;
+    k->args[k->n_args++] = KC_BUF_OUTPUT;
     a->ptx = strdup("// PTX of a remote kernel\n");
     a->ptx_len = strlen(a->ptx);
     a->cubin = (uint8_t *)strdup("\177ELFcode");
     a->cubin_len = 8;
-    a->measured = rank == 2;
+    a->choice = (kc_choice)rank;
     a->latency_us = rank == 2 ? 3.5 : -1;
     a->predicted_us = 2.25;
-    a->provenance_json = strdup(rank == 0 ? "{\"mode\":\"none\"}" : rank == 1 ? "{\"mode\":\"model\"}"
-                                                                              : "{\"mode\":\"measure\"}");
+    a->provenance_json = strdup("{\"host\":\"a remote tuner\"}");
     return a;
 }
 
@@ -168,7 +172,6 @@ int main(void)
     char remote_key[KC_KEY_LEN + 1];
     memcpy(remote_key, remote_a->key, sizeof(remote_key));
     fr.answer = remote_a;
-    fr.answer_rank = 1;
     resolve_kernel_body(r, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_WAITING && w && fr.lookups == 1 && strlen(res.op_key) == KC_KEY_LEN,
           "remote lookup started: %d", res.state);
@@ -180,8 +183,9 @@ int main(void)
           strstr(o.body, remote_key) && strstr(o.body, "\"cached\":true"),
           "remote hit: %d %d %s", o.res.state, o.res.origin, o.body);
     char stored[KC_KEY_LEN + 1];
-    bool measured = true;
-    CHECK(kc_selection_get(db, op_key, stored, &measured) == 0 && !strcmp(stored, remote_key) && !measured,
+    kc_choice choice = KC_CHOSEN_MEASURED;
+    CHECK(kc_selection_get(db, op_key, stored, &choice) == 0 && !strcmp(stored, remote_key) &&
+              choice == KC_CHOSEN_MODEL,
           "the remote kernel is stored locally");
     /* The same body again: the memo and the memory tier, no lookup. */
     resolve_kernel_body(r, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
@@ -214,7 +218,6 @@ int main(void)
     CHECK(proto_kernel_request_parse(reduce_body, strlen(reduce_body), &kr2, &perr) == 0, "parse: %s",
           perr.message);
     fr.answer = make_artifact(softmax_body, 2, "wrong-op");
-    fr.answer_rank = 2;
     memset(&o, 0, sizeof(o));
     rq = (resolve_request){ .op = &kr2.op, .target = kr2.target, .mode = TUNER_TUNE_MODEL, .wait = true,
                             .priority = SCHED_PRIO_NORMAL };
@@ -227,7 +230,6 @@ int main(void)
         uv_run(&loop, UV_RUN_NOWAIT);
     CHECK(o.calls == 0, "the first request waits for its job");
     fr.answer = make_artifact(reduce_body, 0, "weak");
-    fr.answer_rank = 0;
     outcome o2 = { 0 };
     resolve_wait *w2 = NULL;
     resolve_result res2;
@@ -246,7 +248,7 @@ int main(void)
     CHECK(st.jobs_done == 1, "one job for both requests: %llu", (unsigned long long)st.jobs_done);
     CHECK(fr.published == 1 && fr.published_rank == 1 && strstr(o.body, fr.published_key),
           "the tuned kernel is published: %d", fr.published);
-    CHECK(kc_selection_get(db, op_key, stored, &measured) == 0 && strstr(o.body, stored) &&
+    CHECK(kc_selection_get(db, op_key, stored, &choice) == 0 && strstr(o.body, stored) &&
           !strstr(o2.body, "weak"), "the tuned kernel is the stored one");
 
     /* wait:false: a remote miss gives an accepted job through the callback. */
@@ -270,7 +272,6 @@ int main(void)
     resolve_set_remote(r, &remote);
     const char other[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[16,1000],\"dtype\":\"f16\"}],\"arch\":\"sm_90\"}";
     fr.answer = make_artifact(other, 2, "left");
-    fr.answer_rank = 2;
     memset(&o, 0, sizeof(o));
     resolve_kernel_body(r, other, strlen(other), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_WAITING && w, "lookup: %d", res.state);
@@ -279,7 +280,8 @@ int main(void)
     for (int i = 0; i < 100 && fr.done; i++)
         uv_run(&loop, UV_RUN_NOWAIT);
     CHECK(o.calls == 0 && !fr.done, "no callback after cancel");
-    CHECK(kc_selection_get(db, op_key, stored, &measured) == 0 && measured, "stored after the caller left");
+    CHECK(kc_selection_get(db, op_key, stored, &choice) == 0 && choice == KC_CHOSEN_MEASURED,
+          "stored after the caller left");
 
     /* Draining: new jobs are refused, hits are still served. */
     resolve_set_remote(r, NULL);

@@ -113,14 +113,17 @@ static void fill(const char *path, int n, char keys[][KC_KEY_LEN + 1])
         memset(cubin, i, sizeof(cubin));
         a.op_json = "{\"op\":\"matmul\"}";
         a.schedule_json = "{\"template\":\"t\"}";
-        a.launch_json = "{\"kernels\":[]}";
+        a.launch = (kc_launch){
+            .n_kernels = 1,
+            .kernels = {{.name = "k", .grid = {4, 1, 1}, .block = {64, 1, 1}, .n_args = 2,
+                         .args = {KC_BUF_INPUT0, KC_BUF_OUTPUT}}}};
         a.provenance_json = "{}";
         a.ptx = ptx;
         a.ptx_len = sizeof(ptx) - 1;
         a.cubin = cubin;
         a.cubin_len = sizeof(cubin);
-        a.measured = i % 2 == 0;
-        a.latency_us = a.measured ? 12.5 : -1;
+        a.choice = i % 2 == 0 ? KC_CHOSEN_MEASURED : KC_CHOSEN_MODEL;
+        a.latency_us = a.choice == KC_CHOSEN_MEASURED ? 12.5 : -1;
         /* Distinct ages: #0 unused for 10 days, the others recent. */
         a.created_at = a.last_used_at = (int64_t)time(NULL) - (i == 0 ? 10 * 86400 : 100 - i);
         if (kc_artifact_put(db, &a) < 0) {
