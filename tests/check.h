@@ -1,6 +1,8 @@
 /* tests/check.h - the check macros of every C test: a failing check prints where and what (and,
- * when given, a printf-style note of why), counts in `failures`, and the test goes on, so one run
- * reports every broken case. Threaded tests keep an atomic counter of their own. */
+ * when given, a printf-style note of why), counts in `failures` (atomic: threaded tests check
+ * from several threads), and the test goes on, so one run reports every broken case. A test whose
+ * checks span several files defines CHECK_FAILURES as the name of one shared counter (declared
+ * `_Atomic int`) before including this header. */
 #ifndef HIDET_TESTS_CHECK_H
 #define HIDET_TESTS_CHECK_H
 
@@ -8,7 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures;
+#ifndef CHECK_FAILURES
+#define CHECK_FAILURES failures
+static _Atomic int failures;
+#endif
 
 /* CHECK without a note passes check_note an empty format, which is intended. */
 #pragma GCC diagnostic ignored "-Wformat-zero-length"
@@ -32,7 +37,7 @@ __attribute__((format(printf, 1, 2), unused)) static void check_note(const char 
             fprintf(stderr, "%s:%d: check failed: %s", __FILE__, __LINE__, #cond);        \
             check_note("" __VA_ARGS__);                                                   \
             fputc('\n', stderr);                                                          \
-            failures++;                                                                   \
+            CHECK_FAILURES++;                                                                   \
         }                                                                                 \
     } while (0)
 
@@ -42,7 +47,7 @@ __attribute__((format(printf, 1, 2), unused)) static void check_note(const char 
         if (a_ != b_) {                                                                   \
             fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, #a, \
                     a_, b_);                                                              \
-            failures++;                                                                   \
+            CHECK_FAILURES++;                                                                   \
         }                                                                                 \
     } while (0)
 
@@ -52,15 +57,15 @@ __attribute__((format(printf, 1, 2), unused)) static void check_note(const char 
         if (!a_ || strcmp(a_, b_) != 0) {                                                    \
             fprintf(stderr, "%s:%d: %s == \"%s\", expected \"%s\"\n", __FILE__, __LINE__, #a, \
                     a_ ? a_ : "(null)", b_);                                                 \
-            failures++;                                                                      \
+            CHECK_FAILURES++;                                                                      \
         }                                                                                    \
     } while (0)
 
 /* The test's exit status: 0 when every check passed, and a line that says so either way. */
 __attribute__((unused)) static int check_finish(const char *name)
 {
-    if (failures) {
-        fprintf(stderr, "%s: %d check(s) failed\n", name, failures);
+    if (CHECK_FAILURES) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, (int)CHECK_FAILURES);
         return 1;
     }
     printf("%s: all checks passed\n", name);

@@ -21,16 +21,8 @@
 #include <uv.h>
 
 #include "proto/http.h"
+#include "tests/check.h"
 
-static atomic_int failures;
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);           \
-            failures++;                                                                        \
-        }                                                                                      \
-    } while (0)
 
 /* ---------------------------------------------------------------------------------------------
  * Server side (loop thread) */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-int t_failures;
+_Atomic int t_failures;
 
 tuner_tensor t_tensor(tuner_dtype dt, int rank, const long long *shape, int align)
 {

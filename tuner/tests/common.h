@@ -8,16 +8,10 @@
 
 #include "tuner/tuner.h"
 
-extern int t_failures;
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            t_failures++;                                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+/* One failure count for the test and these helpers. */
+extern _Atomic int t_failures;
+#define CHECK_FAILURES t_failures
+#include "tests/check.h"
 
 tuner_tensor t_tensor(tuner_dtype dt, int rank, const long long *shape, int align);
 /* Ops: output inferred the way proto does for these simple cases. */

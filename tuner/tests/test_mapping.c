@@ -14,16 +14,7 @@
 
 #define MAXT 4096
 
-static int failures;
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "tests/check.h"
 
 static unsigned long long rng = 0x9e3779b97f4a7c15ull;
 static int rnd(int n)
@@ -218,6 +209,6 @@ int main(void)
                 fprintf(stderr, "could not remove %s\n", dir);
         }
     }
-    printf("mapping: %d random compositions checked, %d failures\n", N, failures);
+    printf("mapping: %d random compositions checked, %d failures\n", N, (int)failures);
     return failures ? 1 : 0;
 }

@@ -18,18 +18,9 @@
 
 #include "tuner/gemm/gemm.h"
 
-static int failures;
 static int compiled;
 
-#define CHECK(cond, ...)                                                                                   \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                           \
-            fprintf(stderr, __VA_ARGS__);                                                                  \
-            fputc('\n', stderr);                                                                           \
-            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);                                            \
-        }                                                                                                  \
-    } while (0)
+#include "tests/check.h"
 
 static tuner_tensor tensor(tuner_dtype dt, int align, int rank, const long long *shape)
 {
