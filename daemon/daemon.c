@@ -15,6 +15,7 @@
 #include <libgen.h>
 #include <pthread.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -246,6 +247,7 @@ typedef struct prune_job {
 
 static void prune_work(uv_work_t *w)
 {
+    sched_thread_background();
     prune_job *p = w->data;
     p->r = kc_prune_to_size(p->d->db, p->max, &p->removed);
     if (p->r < 0)
@@ -564,10 +566,13 @@ static void watchdog_cb(uv_timer_t *t)
 static void set_threadpool_size(void)
 {
     /* NVRTC compiles run on libuv's pool; its size is read once, at the first queued work. An
-     * operator's explicit setting wins. */
+     * operator's explicit setting wins. Otherwise one thread per CPU this process may run on
+     * (its affinity: a unit's CPUAffinity= or taskset, not the machine's count), at least four. */
     if (getenv("UV_THREADPOOL_SIZE"))
         return;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                         : sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 4)
         n = 4;
     if (n > 1024)

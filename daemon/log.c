@@ -17,12 +17,25 @@ static _Atomic int log_level = HD_LOG_INFO;
 static _Atomic bool log_journal = false;
 static _Atomic int log_fd = STDERR_FILENO;
 
-/* The buffer of buffered mode; guarded by buf_lock (thread-pool callbacks may log too). */
-#define LOG_BUF_SIZE (64 * 1024)
+/* Buffered mode: the loop thread (and thread-pool callbacks) append lines to the filling
+ * buffer; a writer thread writes them out, so a slow log sink (a journal that lags, a file under
+ * writeback) never holds up a request. Two buffers: one fills while the other is written. When
+ * the writer falls a whole buffer behind, debug and info lines are dropped and counted (the next
+ * line that fits says how many); warnings and errors wait for room and then until they are
+ * written, so a crash right after cannot swallow them. Everything below is guarded by buf_lock. */
+#define LOG_BUF_SIZE (256 * 1024)
 static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool buf_on;
-static char buf_data[LOG_BUF_SIZE];
-static size_t buf_len;
+static pthread_cond_t buf_wake = PTHREAD_COND_INITIALIZER;    /* the writer: work or stop */
+static pthread_cond_t buf_written = PTHREAD_COND_INITIALIZER; /* waiters: a batch was written */
+static bool buf_on, writer_stop;
+static pthread_t writer;
+static char buf_data[2][LOG_BUF_SIZE];
+static int buf_fill;              /* the buffer lines are appended to */
+static size_t buf_len;            /* bytes in it */
+static uint64_t lines_appended;   /* lines handed to the writer (or being filled) */
+static uint64_t lines_written;    /* of those, written */
+static uint64_t lines_dropped_unsaid; /* dropped since the last note */
+static _Atomic uint64_t lines_dropped;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 /* syslog priorities: debug 7, info 6, warning 4, err 3. */
@@ -144,28 +157,96 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
-/* Caller holds buf_lock. */
-static void flush_locked(void)
+static void *writer_main(void *arg)
 {
-    if (buf_len) {
-        write_all(atomic_load(&log_fd), buf_data, buf_len);
+    (void)arg;
+    pthread_mutex_lock(&buf_lock);
+    for (;;) {
+        while (!writer_stop && buf_len == 0)
+            pthread_cond_wait(&buf_wake, &buf_lock);
+        if (buf_len == 0)
+            break; /* stopping, and everything is out */
+        int idx = buf_fill;
+        size_t n = buf_len;
+        uint64_t upto = lines_appended;
+        buf_fill ^= 1;
         buf_len = 0;
+        pthread_mutex_unlock(&buf_lock);
+        write_all(atomic_load(&log_fd), buf_data[idx], n);
+        pthread_mutex_lock(&buf_lock);
+        lines_written = upto;
+        pthread_cond_broadcast(&buf_written);
     }
+    pthread_mutex_unlock(&buf_lock);
+    return NULL;
+}
+
+/* Caller holds buf_lock and buf_on is set. Appends a line, or drops it (debug, info) when the
+ * writer is a whole buffer behind. Returns the line's number, 0 when dropped. */
+static uint64_t append_locked(const char *line, size_t n, hd_log_level level)
+{
+    while (buf_len + n > LOG_BUF_SIZE) {
+        if (level < HD_LOG_WARN) {
+            lines_dropped_unsaid++;
+            atomic_fetch_add(&lines_dropped, 1);
+            return 0;
+        }
+        pthread_cond_signal(&buf_wake);
+        pthread_cond_wait(&buf_written, &buf_lock);
+    }
+    if (lines_dropped_unsaid) {
+        char msg[96], note[192];
+        snprintf(msg, sizeof(msg), "%llu log lines dropped: the log could not be written fast enough",
+                 (unsigned long long)lines_dropped_unsaid);
+        int k = hd__log_format(note, (int)sizeof(note), HD_LOG_WARN, atomic_load(&log_journal), true,
+                               msg);
+        if (buf_len + (size_t)k + n <= LOG_BUF_SIZE) {
+            memcpy(buf_data[buf_fill] + buf_len, note, (size_t)k);
+            buf_len += (size_t)k;
+            lines_dropped_unsaid = 0;
+        }
+    }
+    memcpy(buf_data[buf_fill] + buf_len, line, n);
+    buf_len += n;
+    /* Half a buffer waiting: wake the writer now rather than at the end of the loop iteration. */
+    if (buf_len > LOG_BUF_SIZE / 2)
+        pthread_cond_signal(&buf_wake);
+    return ++lines_appended;
 }
 
 void hd_log_flush(void)
 {
     pthread_mutex_lock(&buf_lock);
-    flush_locked();
+    if (buf_on && buf_len)
+        pthread_cond_signal(&buf_wake);
     pthread_mutex_unlock(&buf_lock);
+}
+
+uint64_t hd_log_dropped(void)
+{
+    return atomic_load(&lines_dropped);
 }
 
 void hd_log_set_buffered(bool buffered)
 {
     pthread_mutex_lock(&buf_lock);
-    if (!buffered)
-        flush_locked();
-    buf_on = buffered;
+    if (buffered == buf_on) {
+        pthread_mutex_unlock(&buf_lock);
+        return;
+    }
+    if (buffered) {
+        writer_stop = false;
+        buf_on = pthread_create(&writer, NULL, writer_main, NULL) == 0;
+        pthread_mutex_unlock(&buf_lock);
+        return;
+    }
+    /* The writer writes what is left, then ends. */
+    writer_stop = true;
+    pthread_cond_signal(&buf_wake);
+    pthread_mutex_unlock(&buf_lock);
+    pthread_join(writer, NULL);
+    pthread_mutex_lock(&buf_lock);
+    buf_on = false;
     pthread_mutex_unlock(&buf_lock);
 }
 
@@ -182,14 +263,14 @@ void hd_log(hd_log_level level, const char *fmt, ...)
     char line[4096 + 64];
     int n = hd__log_format(line, (int)sizeof(line), level, atomic_load(&log_journal), true, msg);
     pthread_mutex_lock(&buf_lock);
-    if (buf_on) {
-        if (buf_len + (size_t)n > sizeof(buf_data))
-            flush_locked();
-        memcpy(buf_data + buf_len, line, (size_t)n);
-        buf_len += (size_t)n;
+    if (buf_on && !writer_stop) {
+        uint64_t mine = append_locked(line, (size_t)n, level);
         /* Problems are written at once, so a crash right after cannot swallow them. */
-        if (level >= HD_LOG_WARN)
-            flush_locked();
+        if (mine && level >= HD_LOG_WARN) {
+            pthread_cond_signal(&buf_wake);
+            while (lines_written < mine)
+                pthread_cond_wait(&buf_written, &buf_lock);
+        }
     } else {
         write_all(atomic_load(&log_fd), line, (size_t)n);
     }

@@ -13,6 +13,7 @@
 #define HIDET_DAEMON_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum {
     HD_LOG_DEBUG = 0,
@@ -36,13 +37,18 @@ void hd_log_set_journal(bool journal);
 /* Redirects output to fd instead of stderr (tests). fd stays owned by the caller. */
 void hd_log_set_fd(int fd);
 
-/* Buffered mode (the daemon's loop): lines are collected in memory and written by
- * hd_log_flush() (the daemon calls it once per loop iteration), when the buffer is full, and at
- * once for warnings and errors, so a busy server makes one write(2) per iteration instead of
- * one per request. Turning it off flushes. Thread-safe. */
+/* Buffered mode (the daemon's loop): lines are collected in memory and written by a writer
+ * thread, woken by hd_log_flush() (the daemon calls it once per loop iteration) or when half the
+ * buffer waits, so the loop never waits on the log sink and a busy server makes about one
+ * write(2) per iteration. Warnings and errors return only once written. When the writer falls a
+ * whole buffer behind, debug and info lines are dropped and counted (hd_log_dropped()); the next
+ * line that fits says how many. Turning it off writes what is left and ends the writer. Turn it on
+ * after signals are blocked (the writer inherits the mask). Thread-safe. */
 void hd_log_set_buffered(bool buffered);
-/* Writes out buffered lines (no-op when there are none). */
+/* Wakes the writer for the lines buffered so far (never blocks on the sink). */
 void hd_log_flush(void);
+/* Lines dropped in buffered mode since the start. */
+uint64_t hd_log_dropped(void);
 
 /* Parses "debug" | "info" | "warn" ("warning") | "error"; returns 0 or -EINVAL (*ret untouched). */
 int hd_log_level_parse(const char *s, hd_log_level *ret);

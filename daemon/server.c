@@ -162,6 +162,7 @@ typedef struct space_work {
 
 static void space_run(uv_work_t *w)
 {
+    sched_thread_background();
     space_work *sw = w->data;
     tuner_space *space = NULL;
     size_t *order = NULL;
@@ -512,6 +513,7 @@ static void collect(hd_metrics *m, void *udata)
         hd_gauge_set(d->m_conn_active, (double)ps.connections_active);
     }
     hd_gauge_set(d->m_gpus_usable, d->pool ? gw_pool_usable(d->pool) : 0);
+    hd_counter_set(d->m_log_dropped, (double)hd_log_dropped());
     if (d->pool) {
         const gw_device_info *devs = NULL;
         size_t n = gw_pool_devices(d->pool, &devs);
@@ -587,6 +589,9 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_counter(m, "hidetd_config_reload_failures_total",
                        "Configuration reloads rejected (the old configuration was kept).",
                        &d->m_reloads_failed);
+    hd_metrics_counter(m, "hidetd_log_lines_dropped_total",
+                       "Log lines dropped because the log sink could not keep up.",
+                       &d->m_log_dropped);
     hd_metrics_gauge(m, "hidetd_start_time_seconds", "Unix time hidetd started.",
                      &d->m_start_time);
     hd_gauge_set(d->m_start_time, d->start_wall_s);

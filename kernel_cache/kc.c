@@ -348,6 +348,23 @@ fail:
     return r;
 }
 
+int kc_open_another(kc_db *db, kc_db **ret, char **ret_err)
+{
+    if (ret_err)
+        *ret_err = NULL;
+    if (!db || !ret)
+        return kc__fail(ret_err, -EINVAL, "no database given");
+    kc__lock(db);
+    const char *f = sqlite3_db_filename(db->sql, "main");
+    char *path = f && *f ? strdup(f) : NULL;
+    kc__unlock(db);
+    if (!path)
+        return kc__fail(ret_err, f && *f ? -ENOMEM : -EINVAL, "the database has no file");
+    int r = kc_open(path, ret, ret_err);
+    free(path);
+    return r;
+}
+
 void kc_close(kc_db *db)
 {
     if (!db)

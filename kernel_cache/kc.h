@@ -39,6 +39,10 @@ typedef struct kc_db kc_db;
 /* Opens (creating and migrating as needed) the database at path; parent directories are created.
  * On failure *ret_err (malloc'd) says why. */
 int kc_open(const char *path, kc_db **ret, char **ret_err);
+/* Opens another connection to the file db is open on (migrated already), for a thread that must
+ * not wait on db's handle lock: the scheduler stores kernels from the thread pool while the loop
+ * thread serves hits through db. -EINVAL for a database without a file. */
+int kc_open_another(kc_db *db, kc_db **ret, char **ret_err);
 /* Closes; accepts NULL. */
 void kc_close(kc_db *db);
 /* Text of the last SQLite error on this handle (static storage of the handle). */

@@ -84,6 +84,8 @@ int sched_new(uv_loop_t *loop, kc_db *db, gw_pool *pool, const sched_config *cfg
     else
         sched_config_defaults(&s->cfg);
     config_normalise(&s->cfg);
+    if (kc_open_another(db, &s->store_db, NULL) < 0)
+        s->store_db = NULL;
     s->next_id = 1;
     uv_timer_init(loop, &s->pump);
     uv_timer_init(loop, &s->drain_timer);
@@ -507,6 +509,7 @@ static void really_free(sched *s)
 {
     for (size_t i = 0; i < s->n_ended; i++)
         sched__job_unref(s->ended[(s->ended_head + i) % SCHED__ENDED_KEPT]);
+    kc_close(s->store_db);
     free(s);
 }
 

@@ -143,6 +143,12 @@ void sched_drain(sched *s, double grace_s, void (*done)(void *udata), void *udat
  * from a sched callback. */
 void sched_free(sched *s);
 
+/* Lowers the calling thread's CPU priority (nice 19), once per thread. Every piece of CPU-heavy
+ * work that runs on libuv's thread pool (NVRTC compiles, code generation, space builds, cache
+ * pruning) calls it first: the loop thread answers cache hits in microseconds only if it never
+ * waits for a core behind a compile. */
+void sched_thread_background(void);
+
 /* ---- Keys and op helpers (added by the scheduler; pure functions, any thread) ---- */
 
 /* Numeric policy that is part of every op key: fp32 accumulation, tf32 as the op says, and the

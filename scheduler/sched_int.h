@@ -103,6 +103,11 @@ struct sched_job {
 struct sched {
     uv_loop_t *loop;
     kc_db *db;
+    /* A second connection to db's file for the thread pool: storing a kernel (hundreds of KB of
+     * PTX and cubin, and now and then a WAL checkpoint) must not hold the loop thread, nor db's
+     * handle lock that the loop's cache hits take. NULL when it could not be opened (an
+     * in-memory database): kernels are then stored on the loop thread. */
+    kc_db *store_db;
     gw_pool *pool;
     sched_config cfg;
     uint64_t next_id, next_seq;

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +41,8 @@ typedef enum {
     WORK_CANDIDATE = 0, /* MEASURE: one candidate, result to a sched_cand */
     WORK_REFERENCE,     /* MEASURE: the verification reference */
     WORK_FINAL,         /* the schedule to store without measuring (NONE/MODEL, reused winner) */
+    WORK_SPACE,         /* the job's schedule space, built and ranked */
+    WORK_STORE,         /* the chosen kernel, written to the cache through s->store_db */
 } work_kind;
 
 struct sched_work {
@@ -55,11 +58,20 @@ struct sched_work {
     char *err;
     int rc;
     double compile_s;
+    /* WORK_SPACE: what build_space made (handed to the job when it is still running) */
+    tuner_space *space;
+    size_t *order;
+    double *pred;
+    char msg[512];
+    /* WORK_STORE: the artifact (owned: the job may end and free its binaries meanwhile) */
+    kc_artifact *art;
+    bool measured;
 };
 
 static void pump_measure(sched_job *j);
 static void finish_measure(sched_job *j);
 static void try_next_final(sched_job *j);
+static void space_done(sched_job *j, sched_work *w);
 
 /* ---- small helpers ---- */
 
@@ -166,10 +178,34 @@ static void tolerances(const tuner_op *op, double *rtol, double *atol)
 
 /* ---- thread-pool work ---- */
 
+void sched_thread_background(void)
+{
+    static _Thread_local bool lowered;
+    if (lowered)
+        return;
+    lowered = true;
+    /* Linux applies the nice value of PRIO_PROCESS to a single thread when given its id. */
+    (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+}
+
+static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space, size_t **ret_order,
+                       double **ret_pred, char *msg, size_t msg_len);
+
 static void work_run(uv_work_t *req)
 {
+    sched_thread_background();
     sched_work *w = req->data;
     sched_job *j = w->job;
+    if (w->kind == WORK_SPACE) {
+        w->rc = build_space(j, &j->op, &w->space, &w->order, &w->pred, w->msg, sizeof(w->msg));
+        return;
+    }
+    if (w->kind == WORK_STORE) {
+        w->rc = kc_artifact_put(j->s->store_db, w->art);
+        if (w->rc == -EIO)
+            set_error(&w->err, "sqlite", kc_errmsg(j->s->store_db));
+        return;
+    }
     tuner_program *prog = NULL;
     if (w->kind == WORK_REFERENCE)
         w->rc = tuner_reference(&j->op, &j->target, &prog, &w->err);
@@ -190,18 +226,26 @@ static void work_run(uv_work_t *req)
 
 static void work_done(uv_work_t *req, int status);
 
-static int queue_work(sched_job *j, work_kind kind, sched_cand *c, size_t item)
+static sched_work *new_work(sched_job *j, work_kind kind, sched_cand *c, size_t item)
 {
     sched_work *w = calloc(1, sizeof(*w));
     if (!w)
-        return -ENOMEM;
+        return NULL;
     w->req.data = w;
     w->job = j;
     w->kind = kind;
     w->cand = c;
     w->item = item;
-    if (kind != WORK_REFERENCE)
+    if (kind == WORK_CANDIDATE || kind == WORK_FINAL)
         w->schedule = j->space->items[item];
+    return w;
+}
+
+/* Hands a work filled in completely to the pool (the pool may run it at once). On failure the
+ * work is freed, whatever it owns is the caller's again. */
+static int submit_work(sched_work *w)
+{
+    sched_job *j = w->job;
     int rc = uv_queue_work(j->s->loop, &w->req, work_run, work_done);
     if (rc < 0) {
         free(w);
@@ -214,6 +258,12 @@ static int queue_work(sched_job *j, work_kind kind, sched_cand *c, size_t item)
     sched__job_ref(j);
     j->s->outstanding++;
     return 0;
+}
+
+static int queue_work(sched_job *j, work_kind kind, sched_cand *c, size_t item)
+{
+    sched_work *w = new_work(j, kind, c, item);
+    return w ? submit_work(w) : -ENOMEM;
 }
 
 /* ---- artifacts ---- */
@@ -278,47 +328,85 @@ static char *provenance_json(const sched_job *j, const char *mode)
     return out;
 }
 
+/* The job's kernel is stored: it ends DONE (or FAILED when the cache refused it). */
+static void store_done(sched_job *j, const kc_artifact *a, bool measured, int rc, const char *err)
+{
+    if (rc < 0) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "storing the kernel failed: %s", err ? err : strerror(-rc));
+        fail(j, "cache_error", msg);
+        return;
+    }
+    memcpy(j->info.artifact_key, a->key, sizeof(a->key));
+    j->info.measured = measured;
+    if (measured) {
+        j->info.best_us = a->latency_us;
+        snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", a->schedule_json);
+    }
+    sched__job_end(j, SCHED_DONE, NULL, NULL);
+}
+
+/* Stores an artifact (owned: freed here) and then ends the job. The write goes to the thread
+ * pool through the scheduler's own connection; without one, or when the work cannot be queued,
+ * it is written here. */
+static void store_artifact(sched_job *j, kc_artifact *a, bool measured)
+{
+    sched *s = j->s;
+    sched_work *w = s->store_db ? new_work(j, WORK_STORE, NULL, 0) : NULL;
+    if (w) {
+        w->art = a;
+        w->measured = measured;
+        if (submit_work(w) == 0)
+            return;
+    }
+    int rc = kc_artifact_put(s->db, a);
+    store_done(j, a, measured, rc, rc == -EIO ? kc_errmsg(s->db) : NULL);
+    kc_artifact_free(a);
+}
+
+static char *dup_bytes(const void *p, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, p, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
 /* Stores the chosen program and ends the job DONE (or FAILED when the cache refuses). */
 static void store_and_finish(sched_job *j, size_t item, const char *schedule_json,
                              const tuner_program *prog, const tuner_binary *bin, bool measured,
                              double latency_us)
 {
-    sched *s = j->s;
-    char msg[256];
-    kc_artifact a;
-    memset(&a, 0, sizeof(a));
-    sched_artifact_key(j->info.op_key, schedule_json, a.key);
-    memcpy(a.op_key, j->info.op_key, sizeof(a.op_key));
-    snprintf(a.op, sizeof(a.op), "%s", tuner_op_name(j->op.kind));
-    snprintf(a.target, sizeof(a.target), "%s", j->info.target);
-    a.op_json = j->op_json;
-    a.schedule_json = (char *)schedule_json;
-    fill_launch(&j->op, prog, &a.launch);
-    a.ptx = bin->ptx;
-    a.ptx_len = bin->ptx_len;
-    a.cubin = bin->cubin;
-    a.cubin_len = bin->cubin_len;
-    /* A "measure" job that fell back to the cost model (no GPU) stored a model choice. */
-    a.choice = measured ? KC_CHOSEN_MEASURED
-             : j->info.mode == TUNER_TUNE_NONE ? KC_CHOSEN_DEFAULT : KC_CHOSEN_MODEL;
-    a.latency_us = measured ? latency_us : -1;
-    a.predicted_us = j->pred[item];
-    a.provenance_json = provenance_json(j, tuner_tune_name(j->info.mode));
-    int rc = !a.provenance_json ? -ENOMEM : kc_artifact_put(s->db, &a);
-    free(a.provenance_json);
-    if (rc < 0) {
-        snprintf(msg, sizeof(msg), "storing the kernel failed: %s",
-                 rc == -EIO ? kc_errmsg(s->db) : strerror(-rc));
-        fail(j, "cache_error", msg);
+    kc_artifact *a = calloc(1, sizeof(*a));
+    if (!a) {
+        fail(j, "internal", "out of memory");
         return;
     }
-    memcpy(j->info.artifact_key, a.key, sizeof(a.key));
-    j->info.measured = measured;
-    if (measured) {
-        j->info.best_us = latency_us;
-        snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", schedule_json);
+    sched_artifact_key(j->info.op_key, schedule_json, a->key);
+    memcpy(a->op_key, j->info.op_key, sizeof(a->op_key));
+    snprintf(a->op, sizeof(a->op), "%s", tuner_op_name(j->op.kind));
+    snprintf(a->target, sizeof(a->target), "%s", j->info.target);
+    a->op_json = strdup(j->op_json);
+    a->schedule_json = strdup(schedule_json);
+    fill_launch(&j->op, prog, &a->launch);
+    a->ptx = dup_bytes(bin->ptx, bin->ptx_len);
+    a->ptx_len = bin->ptx_len;
+    a->cubin = (uint8_t *)dup_bytes(bin->cubin, bin->cubin_len);
+    a->cubin_len = bin->cubin_len;
+    /* A "measure" job that fell back to the cost model (no GPU) stored a model choice. */
+    a->choice = measured ? KC_CHOSEN_MEASURED
+              : j->info.mode == TUNER_TUNE_NONE ? KC_CHOSEN_DEFAULT : KC_CHOSEN_MODEL;
+    a->latency_us = measured ? latency_us : -1;
+    a->predicted_us = j->pred[item];
+    a->provenance_json = provenance_json(j, tuner_tune_name(j->info.mode));
+    if (!a->op_json || !a->schedule_json || !a->ptx || !a->cubin || !a->provenance_json) {
+        kc_artifact_free(a);
+        fail(j, "internal", "out of memory");
+        return;
     }
-    sched__job_end(j, SCHED_DONE, NULL, NULL);
+    store_artifact(j, a, measured);
 }
 
 /* ---- NONE / MODEL ---- */
@@ -760,15 +848,8 @@ static void finish_measure(sched_job *j)
     if (kc_artifact_get(j->s->db, key, &a) == 0) {
         a->choice = KC_CHOSEN_MEASURED;
         a->latency_us = b->latency_us;
-        int rc = kc_artifact_put(j->s->db, a);
-        kc_artifact_free(a);
-        if (rc == 0) {
-            memcpy(j->info.artifact_key, key, sizeof(key));
-            j->info.measured = true;
-            j->info.best_us = b->latency_us;
-            sched__job_end(j, SCHED_DONE, NULL, NULL);
-            return;
-        }
+        store_artifact(j, a, true);
+        return;
     }
     if (queue_work(j, WORK_FINAL, NULL, b->item) < 0)
         fail(j, "internal", "cannot queue compilation");
@@ -904,7 +985,7 @@ static void work_done(uv_work_t *req, int status)
         w->cand->st = SCHED__CAND_DONE;
     } else if (w->kind == WORK_REFERENCE && j->ended) {
         j->ref_compiling = false;
-    } else if (status == UV_ECANCELED) {
+    } else if (status == UV_ECANCELED && w->kind != WORK_STORE) {
         /* Only work of ended jobs is cancelled; anything else would be a failure of that step. */
         w->rc = -ECANCELED;
     }
@@ -913,8 +994,14 @@ static void work_done(uv_work_t *req, int status)
         case WORK_CANDIDATE: candidate_done(j, w); break;
         case WORK_REFERENCE: reference_done(j, w); break;
         case WORK_FINAL: final_done(j, w); break;
+        case WORK_SPACE: space_done(j, w); break;
+        case WORK_STORE: store_done(j, w->art, w->measured, w->rc, w->err); break;
         }
     }
+    tuner_space_free(w->space);
+    free(w->order);
+    free(w->pred);
+    kc_artifact_free(w->art);
     tuner_program_free(w->prog);
     tuner_binary_free(w->bin);
     free(w->err);
@@ -1062,15 +1149,11 @@ static void start_measure(sched_job *j)
     pump_measure(j);
 }
 
-void sched__job_start(sched_job *j)
+/* The space is built and ranked: measure, or pick and store one schedule. */
+static void start_with_space(sched_job *j)
 {
     sched *s = j->s;
     char msg[512];
-    int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, msg, sizeof(msg));
-    if (rc < 0) {
-        fail(j, rc == -ENOMEM ? "internal" : "unsupported", msg);
-        return;
-    }
     if (j->info.mode == TUNER_TUNE_MEASURE) {
         int idx[GW_MAX_DEVICES];
         if (gw_pool_usable_for_sm(s->pool, j->target.sm, idx) == 0) {
@@ -1091,4 +1174,34 @@ void sched__job_start(sched_job *j)
     j->info.candidates_total = 1;
     j->attempt = 0;
     try_next_final(j);
+}
+
+static void space_done(sched_job *j, sched_work *w)
+{
+    if (w->rc < 0) {
+        fail(j, w->rc == -ENOMEM ? "internal" : "unsupported", w->msg);
+        return;
+    }
+    j->space = w->space;
+    j->order = w->order;
+    j->pred = w->pred;
+    w->space = NULL;
+    w->order = NULL;
+    w->pred = NULL;
+    start_with_space(j);
+}
+
+void sched__job_start(sched_job *j)
+{
+    /* Building and ranking a space takes milliseconds (hundreds of candidates through the cost
+     * model): on the thread pool, so that cache hits are not held up meanwhile. */
+    if (queue_work(j, WORK_SPACE, NULL, 0) == 0)
+        return;
+    char msg[512];
+    int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, msg, sizeof(msg));
+    if (rc < 0) {
+        fail(j, rc == -ENOMEM ? "internal" : "unsupported", msg);
+        return;
+    }
+    start_with_space(j);
 }
