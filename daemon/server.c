@@ -136,7 +136,7 @@ static void pending_abort(proto_request *req, void *udata)
 static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
 {
     resolve_result res;
-    resolve_kernel_body(d->resolver, req->body, req->body_len, pending_done, req, &res,
+    resolve_kernel_body(d->resolver, req->owner, req->body, req->body_len, pending_done, req, &res,
                         &ctx->wait);
     note_origin(d, ctx, &res);
     if (res.state == RESOLVE_WAITING) {

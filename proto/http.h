@@ -59,6 +59,8 @@ struct proto_request {
     proto_transport transport;
     bool is_local;          /* Unix socket, or a loopback peer address */
     const char *peer;       /* "unix", "127.0.0.1:5000", "[::1]:5000" */
+    const char *owner;      /* who the peer is, for per-client limits and quotas: "uid:1000" (Unix,
+                             * SO_PEERCRED; "unix" if unknown), "ip:127.0.0.1", "ip:::1" */
     double arrival_s;       /* wall-clock time (seconds since the epoch) of the first byte */
     uint64_t id;            /* per server, increasing; for logs */
     void *data;             /* free for the handler's use */
