@@ -329,12 +329,16 @@ int hd_config_init(hd_config *c)
     }
     c->socket = sock;
     c->socket_mode = 0660;
+    c->tcp_auth = true;
     c->max_body = 1024 * 1024;
     c->max_connections = 1024;
+    c->header_timeout = 5;
     c->request_timeout = 10;
     c->idle_timeout = 60;
     c->cache_path = cache;
-    c->cache_max_size = 0;
+    /* A cache without a bound grows until the disk is full; 10 GiB holds hundreds of thousands
+     * of kernels (a few tens of KiB each) and is pruned least recently used first. */
+    c->cache_max_size = HD_DEFAULT_CACHE_MAX_SIZE;
     c->default_mode = TUNER_TUNE_MODEL;
     c->budget_seconds = 60;
     c->budget_candidates = 128;
@@ -359,6 +363,7 @@ void hd_config_clear(hd_config *c)
     free(c->http);
     free(c->token);
     free(c->token_file);
+    free(c->allowed_hosts);
     free(c->cache_path);
     free(c->workers_path);
     memset(c, 0, sizeof(*c));
@@ -373,10 +378,12 @@ int hd_config_copy(const hd_config *src, hd_config *ret)
     c.http = dup_or_null(src->http);
     c.token = dup_or_null(src->token);
     c.token_file = dup_or_null(src->token_file);
+    c.allowed_hosts = dup_or_null(src->allowed_hosts);
     c.cache_path = dup_or_null(src->cache_path);
     c.workers_path = dup_or_null(src->workers_path);
     if ((src->socket && !c.socket) || (src->http && !c.http) || (src->token && !c.token) ||
-        (src->token_file && !c.token_file) || (src->cache_path && !c.cache_path) ||
+        (src->token_file && !c.token_file) || (src->allowed_hosts && !c.allowed_hosts) ||
+        (src->cache_path && !c.cache_path) ||
         (src->workers_path && !c.workers_path)) {
         hd_config_clear(&c);
         return -ENOMEM;
@@ -399,6 +406,7 @@ typedef enum {
     K_LEVEL,
     K_TUNE,
     K_WORKERS,
+    K_AUTH,     /* "token" (true) or "none" (false) */
 } key_type;
 
 typedef struct key_def {
@@ -416,10 +424,16 @@ static const key_def keys[] = {
     { "server", "socket", K_PATH, O(socket), false, 0, 0, false, "a socket path" },
     { "server", "socket_mode", K_MODE, O(socket_mode), false, 0, 0, false, "octal, e.g. 0660" },
     { "server", "http", K_HTTP, O(http), false, 0, 0, false, "[HOST:]PORT or off" },
+    { "server", "tcp_auth", K_AUTH, O(tcp_auth), true, 0, 0, false, "token or none" },
     { "server", "token", K_STR, O(token), true, 0, 0, false, "a bearer token" },
     { "server", "token_file", K_STR, O(token_file), true, 0, 0, false, "a file path" },
+    { "server", "allowed_hosts", K_STR, O(allowed_hosts), true, 0, 0, false, "host names separated by spaces or commas" },
     { "server", "max_body", K_SIZE, O(max_body), true, 1, 1073741824.0, false, "a size, e.g. 1MiB (at most 1GiB)" },
     { "server", "max_connections", K_INT, O(max_connections), true, 1, 1000000, false, "an integer 1..1000000" },
+    { "server", "unix_max_connections", K_INT, O(unix_max_connections), true, 0, 1000000, false, "an integer 0..1000000 (0: max_connections)" },
+    { "server", "tcp_max_connections", K_INT, O(tcp_max_connections), true, 0, 1000000, false, "an integer 0..1000000 (0: max_connections)" },
+    { "server", "max_connections_per_client", K_INT, O(max_connections_per_client), true, 0, 1000000, false, "an integer 0..1000000 (0: half of the listener limit)" },
+    { "server", "header_timeout", K_DUR, O(header_timeout), true, 0, 86400, true, "a duration > 0, e.g. 5s" },
     { "server", "request_timeout", K_DUR, O(request_timeout), true, 0, 86400, true, "a duration > 0, e.g. 10s" },
     { "server", "idle_timeout", K_DUR, O(idle_timeout), true, 0, 86400, true, "a duration > 0, e.g. 60s" },
     { "cache", "path", K_PATH, O(cache_path), false, 0, 0, false, "a database path" },
@@ -431,6 +445,8 @@ static const key_def keys[] = {
     { "tuning", "measure_requires_gpu", K_BOOL, O(measure_requires_gpu), true, 0, 0, false, "true or false" },
     { "tuning", "max_queued_jobs", K_INT, O(max_queued_jobs), true, 1, 10000000, false, "an integer 1..10000000" },
     { "tuning", "max_running_jobs", K_INT, O(max_running_jobs), true, 1, 1024, false, "an integer 1..1024" },
+    { "tuning", "max_queued_jobs_per_client", K_INT, O(max_queued_jobs_per_client), true, 0, 10000000, false, "an integer 0..10000000 (0: half of max_queued_jobs)" },
+    { "tuning", "max_blocking_jobs_per_client", K_INT, O(max_blocking_jobs_per_client), true, 0, 10000000, false, "an integer 0..10000000 (0: a quarter of max_queued_jobs)" },
     { "workers", "mode", K_WORKERS, O(workers), false, 0, 0, false, "auto, none, standin or path" },
     { "workers", "path", K_PATH, O(workers_path), false, 0, 0, false, "the worker binary's path" },
     { "workers", "launch_timeout", K_DUR, O(launch_timeout), false, 0, 3600, true, "a duration > 0, e.g. 2s" },
@@ -505,6 +521,12 @@ static int key_apply(hd_config *c, const key_def *k, const char *v)
         return tuner_tune_parse(v, (tuner_tune_mode *)slot);
     case K_WORKERS:
         return parse_workers_mode(v, (hd_workers_mode *)slot);
+    case K_AUTH:
+        if (strcmp(v, "token") == 0 || strcmp(v, "none") == 0) {
+            *(bool *)slot = strcmp(v, "token") == 0;
+            return 0;
+        }
+        return -EINVAL;
     }
     return -EINVAL;
 }
@@ -530,6 +552,7 @@ static bool key_equal(const hd_config *a, const hd_config *b, const key_def *k)
     case K_INT:
         return *(const int *)pa == *(const int *)pb;
     case K_BOOL:
+    case K_AUTH:
         return *(const bool *)pa == *(const bool *)pb;
     case K_LEVEL:
         return *(const hd_log_level *)pa == *(const hd_log_level *)pb;
@@ -601,6 +624,7 @@ int hd_config_keep_restart_keys(hd_config *c, const hd_config *running)
             memcpy(dst, src, sizeof(int));
             break;
         case K_BOOL:
+        case K_AUTH:
             memcpy(dst, src, sizeof(bool));
             break;
         case K_LEVEL:
@@ -890,19 +914,24 @@ const char *hd_cli_usage(void)
            "  --cache PATH         kernel cache database\n"
            "                       (default $XDG_CACHE_HOME/hidetd/kernels.db, else\n"
            "                        ~/.cache/hidetd/kernels.db)\n"
-           "  --http [HOST:]PORT   also serve HTTP on TCP (PORT alone binds 127.0.0.1;\n"
-           "                       a non-loopback HOST requires --token); 'off' disables\n"
+           "  --http [HOST:]PORT   also serve HTTP on TCP (PORT alone binds 127.0.0.1);\n"
+           "                       every TCP request needs the token; 'off' disables\n"
+           "  --http-no-auth       TCP without a token (tcp_auth = none; loopback binds only)\n"
            "  --config FILE        read settings from FILE (flags win; SIGHUP re-reads it)\n"
            "  --log-level LEVEL    debug, info, warn or error (default info)\n"
            "  --workers MODE       auto, none, standin or the path of a worker binary\n"
-           "  --token TOKEN        bearer token required from non-loopback TCP clients\n"
+           "  --token-file FILE    file whose first line is the bearer token TCP clients send\n"
+           "                       (also $HIDETD_TOKEN_FILE)\n"
+           "  --token TOKEN        the token itself (visible to every local user in ps:\n"
+           "                       prefer --token-file)\n"
            "  --version            print the version and exit\n"
            "  --help               print this help and exit\n";
 }
 
 int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err)
 {
-    enum { O_SOCKET = 256, O_CACHE, O_HTTP, O_CONFIG, O_LOG, O_WORKERS, O_TOKEN, O_VERSION, O_HELP };
+    enum { O_SOCKET = 256, O_CACHE, O_HTTP, O_CONFIG, O_LOG, O_WORKERS, O_TOKEN, O_TOKEN_FILE,
+           O_NO_AUTH, O_VERSION, O_HELP };
     static const struct option opts[] = {
         { "socket", required_argument, NULL, O_SOCKET },
         { "cache", required_argument, NULL, O_CACHE },
@@ -911,6 +940,8 @@ int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err)
         { "log-level", required_argument, NULL, O_LOG },
         { "workers", required_argument, NULL, O_WORKERS },
         { "token", required_argument, NULL, O_TOKEN },
+        { "token-file", required_argument, NULL, O_TOKEN_FILE },
+        { "http-no-auth", no_argument, NULL, O_NO_AUTH },
         { "version", no_argument, NULL, O_VERSION },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
@@ -946,6 +977,12 @@ int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err)
         case O_TOKEN:
             cli.token = optarg;
             break;
+        case O_TOKEN_FILE:
+            cli.token_file = optarg;
+            break;
+        case O_NO_AUTH:
+            cli.http_no_auth = true;
+            break;
         case 'V':
         case O_VERSION:
             cli.version = true;
@@ -975,7 +1012,8 @@ int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err)
     const struct {
         const char *name, *value;
     } need[] = { { "--socket", cli.socket }, { "--cache", cli.cache }, { "--config", cli.config },
-                 { "--workers", cli.workers }, { "--token", cli.token } };
+                 { "--workers", cli.workers }, { "--token", cli.token },
+                 { "--token-file", cli.token_file } };
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
         if (need[i].value && !need[i].value[0]) {
             set_err(ret_err, fmt_err("%s needs a non-empty value", need[i].name));
@@ -1018,13 +1056,18 @@ int hd_config_apply_cli(hd_config *c, const hd_cli *cli, char **ret_err)
     if (cli->http &&
         (r = replace_str(&work.http, strcmp(cli->http, "off") == 0 ? NULL : cli->http)) < 0)
         goto fail;
-    if (cli->token) {
-        if ((r = replace_str(&work.token, cli->token)) < 0)
+    /* The token's sources, weakest first: the config file, $HIDETD_TOKEN_FILE (systemd's
+     * LoadCredential= puts a file in $CREDENTIALS_DIRECTORY), --token-file, --token. Each one
+     * given replaces what came before, token and token file alike. */
+    const char *env_file = getenv("HIDETD_TOKEN_FILE");
+    const char *file = cli->token_file ? cli->token_file : env_file && *env_file ? env_file : NULL;
+    if (file || cli->token) {
+        if ((r = replace_str(&work.token, cli->token)) < 0 ||
+            (r = replace_str(&work.token_file, cli->token ? NULL : file)) < 0)
             goto fail;
-        /* A token on the command line wins over a token file from the config. */
-        free(work.token_file);
-        work.token_file = NULL;
     }
+    if (cli->http_no_auth)
+        work.tcp_auth = false;
     if (cli->log_level && hd_log_level_parse(cli->log_level, &work.log_level) < 0) {
         set_err(ret_err, fmt_err("--log-level: bad level '%s'", cli->log_level));
         r = -EINVAL;
@@ -1082,10 +1125,18 @@ int hd_config_finish(hd_config *c, char **ret_err)
             set_err(ret_err, fmt_err("bad http address '%s'", c->http));
             return -EINVAL;
         }
-        if (!hd_host_is_loopback(host) && !c->token) {
-            set_err(ret_err, fmt_err("refusing to serve HTTP on the non-loopback address %s "
-                                     "without a token: set --token or [server] token/token_file "
-                                     "(or bind 127.0.0.1)", c->http));
+        if (!c->tcp_auth && !hd_host_is_loopback(host)) {
+            set_err(ret_err, fmt_err("refusing to serve HTTP without a token on the non-loopback "
+                                     "address %s: tcp_auth = none (--http-no-auth) is for "
+                                     "loopback binds only", c->http));
+            return -EINVAL;
+        }
+        /* Loopback is no boundary: every local user reaches 127.0.0.1, including those the
+         * Unix socket's mode keeps out. */
+        if (c->tcp_auth && !c->token) {
+            set_err(ret_err, fmt_err("refusing to serve HTTP on %s without a token: set "
+                                     "--token-file, $HIDETD_TOKEN_FILE or [server] token_file "
+                                     "(or tcp_auth = none on a loopback bind)", c->http));
             return -EINVAL;
         }
     }
@@ -1094,6 +1145,39 @@ int hd_config_finish(hd_config *c, char **ret_err)
         return -EINVAL;
     }
     return 0;
+}
+
+int hd_config_unix_max_connections(const hd_config *c)
+{
+    return c->unix_max_connections > 0 ? c->unix_max_connections : c->max_connections;
+}
+
+int hd_config_tcp_max_connections(const hd_config *c)
+{
+    return c->tcp_max_connections > 0 ? c->tcp_max_connections : c->max_connections;
+}
+
+int hd_config_max_connections_per_client(const hd_config *c)
+{
+    if (c->max_connections_per_client > 0)
+        return c->max_connections_per_client;
+    int u = hd_config_unix_max_connections(c), t = hd_config_tcp_max_connections(c);
+    int half = (u > t ? u : t) / 2;
+    return half > 0 ? half : 1;
+}
+
+int hd_config_max_queued_jobs_per_client(const hd_config *c)
+{
+    if (c->max_queued_jobs_per_client > 0)
+        return c->max_queued_jobs_per_client;
+    return c->max_queued_jobs / 2 > 0 ? c->max_queued_jobs / 2 : 1;
+}
+
+int hd_config_max_blocking_jobs_per_client(const hd_config *c)
+{
+    if (c->max_blocking_jobs_per_client > 0)
+        return c->max_blocking_jobs_per_client;
+    return c->max_queued_jobs / 4 > 0 ? c->max_queued_jobs / 4 : 1;
 }
 
 int hd_config_build(const hd_cli *cli, hd_config *ret, char **ret_err)

@@ -1,6 +1,7 @@
 /* daemon/config.h - hidetd's configuration: defaults, the INI-style file, command-line flags.
  *
- * Precedence: built-in defaults < the config file (--config FILE) < command-line flags. SIGHUP
+ * Precedence: built-in defaults < the config file (--config FILE) < the environment
+ * (HIDETD_TOKEN_FILE: the token file) < command-line flags. SIGHUP
  * re-reads the file (flags still win) and applies what can change live; the rest is logged as
  * needing a restart. A file with any error is rejected as a whole (file:line: message).
  *
@@ -20,14 +21,20 @@
  * | [server]   | socket               | path     | $XDG_RUNTIME_DIR/hidetd.sock, else ./hidetd.sock | restart |
  * | [server]   | socket_mode          | octal    | 0660                                     | restart   |
  * | [server]   | http                 | [HOST:]PORT or "off" | off (PORT alone binds 127.0.0.1) | restart |
- * | [server]   | token                | string   | (none) required when http is not loopback | live     |
+ * | [server]   | tcp_auth             | token|none | token (none: loopback binds only)      | live      |
+ * | [server]   | token                | string   | (none) required when http is on          | live      |
  * | [server]   | token_file           | path     | (none) first line is the token           | live      |
+ * | [server]   | allowed_hosts        | names    | (none) Host names TCP clients may use besides loopback and the bound address | live |
  * | [server]   | max_body             | size     | 1MiB                                     | live      |
- * | [server]   | max_connections      | integer  | 1024                                     | live      |
+ * | [server]   | max_connections      | integer  | 1024 (each of Unix and TCP, apart)       | live      |
+ * | [server]   | unix_max_connections | integer  | 0 (max_connections)                      | live      |
+ * | [server]   | tcp_max_connections  | integer  | 0 (max_connections)                      | live      |
+ * | [server]   | max_connections_per_client | integer | 0 (half of the larger listener limit) | live   |
+ * | [server]   | header_timeout       | duration | 5s (request line and headers)            | live      |
  * | [server]   | request_timeout      | duration | 10s (headers+body of one request)        | live      |
  * | [server]   | idle_timeout         | duration | 60s (idle keep-alive connection)         | live      |
  * | [cache]    | path                 | path     | $XDG_CACHE_HOME/hidetd/kernels.db, else ~/.cache/hidetd/kernels.db | restart |
- * | [cache]    | max_size             | size     | 0 (unlimited; else LRU-pruned hourly)    | live      |
+ * | [cache]    | max_size             | size     | 10GiB (0: unlimited; LRU-pruned hourly)  | live      |
  * | [tuning]   | default_mode         | none|model|measure | model (when a request has no "tune") | live |
  * | [tuning]   | budget_seconds       | duration | 60s                                      | live      |
  * | [tuning]   | budget_candidates    | integer  | 128                                      | live      |
@@ -35,6 +42,8 @@
  * | [tuning]   | measure_requires_gpu | boolean  | false (false: fall back to the model)    | live      |
  * | [tuning]   | max_queued_jobs      | integer  | 1024                                     | live      |
  * | [tuning]   | max_running_jobs     | integer  | 4                                        | live      |
+ * | [tuning]   | max_queued_jobs_per_client | integer | 0 (half of max_queued_jobs)       | live      |
+ * | [tuning]   | max_blocking_jobs_per_client | integer | 0 (a quarter of max_queued_jobs) | live      |
  * | [workers]  | mode                 | auto|none|standin|path | auto                       | restart   |
  * | [workers]  | path                 | path     | (none) the worker binary when mode=path  | restart   |
  * | [workers]  | launch_timeout       | duration | 2s                                       | restart   |
@@ -43,8 +52,9 @@
  * | [log]      | level                | debug|info|warn|error | info                        | live      |
  * | [shutdown] | grace                | duration | 30s (running jobs may finish, then cancelled) | live |
  *
- * Flags: --socket PATH, --cache PATH, --http [HOST:]PORT|off, --config FILE,
- * --log-level LEVEL, --workers auto|none|standin|PATH, --token TOKEN, --version, --help.
+ * Flags: --socket PATH, --cache PATH, --http [HOST:]PORT|off, --http-no-auth, --config FILE,
+ * --log-level LEVEL, --workers auto|none|standin|PATH, --token-file FILE, --token TOKEN
+ * (visible to every local user in ps: the daemon warns), --version, --help.
  *
  * Nothing here logs or touches the loop; functions return 0 or a negative errno and report
  * problems in a malloc'd *ret_err (caller frees); outputs are untouched on failure.
@@ -58,6 +68,9 @@
 
 #include "daemon/log.h"
 #include "op/op.h"
+
+/* [cache] max_size when the configuration says nothing: 10 GiB. */
+#define HD_DEFAULT_CACHE_MAX_SIZE (10ULL * 1024 * 1024 * 1024)
 
 typedef enum {
     HD_WORKERS_AUTO = 0, /* hidetd-worker next to hidetd, or in HIDETD_LIBEXECDIR; none if absent */
@@ -73,12 +86,16 @@ typedef struct hd_config {
     char *http;             /* NULL: TCP off; else "[HOST:]PORT" as given */
     char *token;            /* NULL: none */
     char *token_file;       /* NULL: none; read by hd_config_finish() into token */
+    bool tcp_auth;          /* true (default): every TCP request needs the token */
+    char *allowed_hosts;    /* NULL: none; names separated by spaces or commas */
     uint64_t max_body;
     int max_connections;
-    double request_timeout, idle_timeout; /* seconds */
+    int unix_max_connections, tcp_max_connections; /* 0: max_connections */
+    int max_connections_per_client;                /* 0: half of the listener's limit */
+    double header_timeout, request_timeout, idle_timeout; /* seconds */
     /* [cache] */
     char *cache_path;
-    uint64_t cache_max_size; /* 0: unlimited */
+    uint64_t cache_max_size; /* 0: unlimited; default HD_DEFAULT_CACHE_MAX_SIZE */
     /* [tuning] */
     tuner_tune_mode default_mode;
     double budget_seconds;
@@ -87,6 +104,8 @@ typedef struct hd_config {
     bool measure_requires_gpu;
     int max_queued_jobs;
     int max_running_jobs;
+    int max_queued_jobs_per_client;   /* 0: half of max_queued_jobs */
+    int max_blocking_jobs_per_client; /* 0: a quarter of max_queued_jobs */
     /* [workers] */
     hd_workers_mode workers;
     char *workers_path;
@@ -114,7 +133,8 @@ int hd_config_load_file(hd_config *c, const char *path, char **ret_err);
 
 /* Command-line flags (values point into argv). */
 typedef struct hd_cli {
-    const char *socket, *cache, *http, *config, *log_level, *workers, *token;
+    const char *socket, *cache, *http, *config, *log_level, *workers, *token, *token_file;
+    bool http_no_auth;
     bool help, version;
 } hd_cli;
 
@@ -127,8 +147,9 @@ const char *hd_cli_usage(void);
 /* Overrides c with the flags that were given. Returns 0 or -EINVAL/-ENOMEM with a message. */
 int hd_config_apply_cli(hd_config *c, const hd_cli *cli, char **ret_err);
 
-/* Cross-key checks and derived values: reads token_file, requires a token for a non-loopback
- * http bind, requires workers path for mode=path. Returns 0 or -EINVAL with a message. */
+/* Cross-key checks and derived values: reads token_file, requires a token when http is on (unless
+ * tcp_auth = none, which only a loopback bind may use), requires workers path for mode=path.
+ * Returns 0 or -EINVAL with a message. */
 int hd_config_finish(hd_config *c, char **ret_err);
 
 /* The whole sequence: defaults, the --config file (if any), flags, finish. */
@@ -155,6 +176,16 @@ int hd_parse_bool(const char *s, bool *ret);
 int hd_parse_http_addr(const char *s, char *host, size_t host_len, int *ret_port);
 /* Whether a host (as returned above) is a loopback address or "localhost". */
 bool hd_host_is_loopback(const char *host);
+
+/* The limits as applied: a listener's own limit, else max_connections; the per-client limit,
+ * else half of the larger listener limit (at least 1). */
+int hd_config_unix_max_connections(const hd_config *c);
+int hd_config_tcp_max_connections(const hd_config *c);
+int hd_config_max_connections_per_client(const hd_config *c);
+/* The job quotas as applied: the configured value, else half (queued) or a quarter (blocking) of
+ * max_queued_jobs, at least 1. */
+int hd_config_max_queued_jobs_per_client(const hd_config *c);
+int hd_config_max_blocking_jobs_per_client(const hd_config *c);
 
 /* Static name of a workers mode ("auto", "none", "standin", "path"; "?" out of range). */
 const char *hd_workers_mode_name(hd_workers_mode m);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -56,6 +57,8 @@ static void sched_config_from(const hd_config *c, sched_config *ret)
     ret->measure_requires_gpu = c->measure_requires_gpu;
     ret->max_queued_jobs = c->max_queued_jobs;
     ret->max_running_jobs = c->max_running_jobs;
+    ret->max_queued_per_peer = hd_config_max_queued_jobs_per_client(c);
+    ret->max_blocking_per_peer = hd_config_max_blocking_jobs_per_client(c);
 }
 
 static void resolve_config_from(const hd_config *c, resolve_config *ret)
@@ -64,11 +67,56 @@ static void resolve_config_from(const hd_config *c, resolve_config *ret)
     ret->default_mode = c->default_mode;
 }
 
+/* Descriptors kept for everything but client connections: the database and its WAL, worker
+ * pipes, listeners, signalfd, log, files the thread pool opens. */
+#define FD_RESERVE 256
+
+/* Raises the soft descriptor limit to the hard one: the connection limits are meant to be
+ * reached before the process runs out of descriptors, not after. Returns the soft limit now. */
+static uint64_t raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit want = rl;
+        want.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+            rl = want;
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+/* The connection limits must fit the descriptors the process has, or a TCP flood would take the
+ * descriptors the Unix socket needs and it could not accept any more: the Unix socket is served
+ * first, TCP gets what is left. Logs what it lowered. */
+static void limits_fit_nofile(proto_limits *l, uint64_t nofile)
+{
+    uint64_t avail = nofile > FD_RESERVE + 2 ? nofile - FD_RESERVE : 2;
+    uint64_t u = (uint64_t)l->max_connections_unix, t = (uint64_t)l->max_connections_tcp;
+    if (u + t <= avail)
+        return;
+    if (u > avail / 2 && u + 1 > avail)
+        u = avail / 2;
+    t = avail - u;
+    if (t < 1)
+        t = 1;
+    hd_log_warn("%llu file descriptors allow %llu connections: limits lowered to %llu on the Unix "
+                "socket and %llu on TCP (was %d and %d); raise LimitNOFILE= to keep them",
+                (unsigned long long)nofile, (unsigned long long)avail, (unsigned long long)u,
+                (unsigned long long)t, l->max_connections_unix, l->max_connections_tcp);
+    l->max_connections_unix = (int)u;
+    l->max_connections_tcp = (int)t;
+}
+
 static void limits_from(const hd_config *c, proto_limits *ret)
 {
     proto_limits_defaults(ret);
     ret->max_body_bytes = (size_t)c->max_body;
-    ret->max_connections = c->max_connections;
+    ret->max_connections_unix = hd_config_unix_max_connections(c);
+    ret->max_connections_tcp = hd_config_tcp_max_connections(c);
+    ret->max_connections_per_peer = hd_config_max_connections_per_client(c);
+    ret->header_timeout_ms = (uint64_t)(c->header_timeout * 1000.0 + 0.5);
     ret->request_timeout_ms = (uint64_t)(c->request_timeout * 1000.0 + 0.5);
     ret->idle_timeout_ms = (uint64_t)(c->idle_timeout * 1000.0 + 0.5);
 }
@@ -196,6 +244,10 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
     }
     free(fds);
     hd_strv_free(names);
+    if (have_tcp && d->cfg.tcp_auth && !d->cfg.token)
+        hd_log_warn("a TCP socket was passed in but no token is set: every TCP request but "
+                    "/healthz is refused with 401 (set [server] token_file, or tcp_auth = none "
+                    "for a loopback socket)");
 
     if (n == 0) {
         int r = proto_server_listen_unix(d->http, d->cfg.socket, (int)d->cfg.socket_mode);
@@ -308,12 +360,14 @@ static void start_serving(hd_daemon *d)
     }
     proto_limits lim;
     limits_from(&d->cfg, &lim);
+    limits_fit_nofile(&lim, d->nofile);
     r = proto_server_new(d->loop, &lim, hd__handle, d, &d->http);
     if (r < 0) {
         hd_log_error("cannot create the HTTP server: %s", strerror(-r));
         goto fail;
     }
     proto_server_set_on_complete(d->http, hd__on_complete, d);
+    proto_server_set_admit(d->http, hd__admit, d);
     char desc[512];
     if (listen_all(d, desc, sizeof(desc)) < 0)
         goto fail;
@@ -461,6 +515,7 @@ static void reload(hd_daemon *d)
     if (d->http) {
         proto_limits lim;
         limits_from(&d->cfg, &lim);
+        limits_fit_nofile(&lim, d->nofile);
         proto_server_set_limits(d->http, &lim);
     }
     if (d->sched) {
@@ -627,6 +682,10 @@ int hd_daemon_run(int argc, char **argv)
         goto out;
     }
     hd_log_set_level(d->cfg.log_level);
+    if (d->cli.token)
+        hd_log_warn("--token shows the token to every local user (ps, /proc/PID/cmdline): use "
+                    "--token-file, $HIDETD_TOKEN_FILE or [server] token_file");
+    d->nofile = raise_nofile();
     set_threadpool_size();
     d->sig_fd = signals_block();
     if (d->sig_fd < 0) {

@@ -18,7 +18,7 @@
 #include "scheduler/sched.h"
 
 /* Status classes counted per endpoint (index into hd_daemon.m_requests). */
-#define HD_N_STATUS_SLOTS 16
+#define HD_N_STATUS_SLOTS 18
 
 typedef struct hd_daemon {
     uv_loop_t *loop;
@@ -26,6 +26,7 @@ typedef struct hd_daemon {
     hd_config cfg;
     double start_wall_s;
     int exit_code;
+    uint64_t nofile;    /* the descriptor limit (raised to the hard limit at start) */
 
     kc_db *db;
     gw_pool *pool;
@@ -65,6 +66,8 @@ typedef struct hd_daemon {
 void hd__handle(proto_request *req, void *udata);
 void hd__on_complete(const proto_request *req, int status, size_t body_bytes, double duration_s,
                      void *udata);
+/* server.c: the admission hook (Origin, Host, the token), run before a request's body is read. */
+bool hd__admit(proto_request *req, void *udata, proto_refusal *ret);
 /* Registers the metric families (failures leave NULL metrics, which are no-ops). */
 void hd__metrics_setup(hd_daemon *d);
 

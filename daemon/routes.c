@@ -1,6 +1,8 @@
 /* daemon/routes.c - see routes.h. */
 #include "daemon/routes.h"
 
+#include "daemon/config.h"
+
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -130,9 +132,9 @@ int hd_parse_job_id(const char *s, size_t len, uint64_t *ret)
     return 0;
 }
 
-bool hd_auth_allowed(bool peer_local, const char *authorization, const char *token)
+bool hd_auth_allowed(bool required, const char *authorization, const char *token)
 {
-    if (peer_local)
+    if (!required)
         return true;
     if (!token || !*token || !authorization)
         return false;
@@ -153,4 +155,56 @@ bool hd_auth_allowed(bool peer_local, const char *authorization, const char *tok
     crypto_generichash(a, sizeof(a), (const unsigned char *)p, n, NULL, 0);
     crypto_generichash(b, sizeof(b), (const unsigned char *)token, strlen(token), NULL, 0);
     return sodium_memcmp(a, b, sizeof(a)) == 0;
+}
+
+/* Whether the n bytes at s spell name (case-insensitively). */
+static bool name_is(const char *s, size_t n, const char *name)
+{
+    return name && strlen(name) == n && n > 0 && strncasecmp(s, name, n) == 0;
+}
+
+bool hd_host_allowed(const char *host, const char *local_addr, const char *allowed)
+{
+    if (!host)
+        return true;
+    const char *h = host;
+    while (*h == ' ' || *h == '\t')
+        h++;
+    size_t n = strlen(h);
+    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;
+    /* The name without its port: "[::1]:8080" -> "::1", "host:8080" -> "host". */
+    char name[256];
+    if (n && h[0] == '[') {
+        const char *close = memchr(h, ']', n);
+        if (!close || (size_t)(close - h) - 1 >= sizeof(name))
+            return false;
+        size_t after = n - (size_t)(close - h) - 1;
+        if (after && close[1] != ':')
+            return false;
+        n = (size_t)(close - h) - 1;
+        memcpy(name, h + 1, n);
+    } else {
+        const char *colon = memchr(h, ':', n);
+        if (colon)
+            n = (size_t)(colon - h);
+        if (n >= sizeof(name))
+            return false;
+        memcpy(name, h, n);
+    }
+    name[n] = '\0';
+    if (n == 0)
+        return false;
+    if (hd_host_is_loopback(name))
+        return true;
+    if (local_addr && *local_addr && name_is(name, n, local_addr))
+        return true;
+    for (const char *p = allowed ? allowed : ""; *p;) {
+        size_t len = strcspn(p, " \t,");
+        if (name_is(p, len, name) && len == n)
+            return true;
+        p += len;
+        p += strspn(p, " \t,");
+    }
+    return false;
 }

@@ -47,11 +47,21 @@ bool hd_valid_key(const char *s, size_t len);
 /* Parses a job id (decimal, 1..2^63); returns 0 or -EINVAL. */
 int hd_parse_job_id(const char *s, size_t len, uint64_t *ret);
 
-/* Authorisation of one request. Local peers (the Unix socket, loopback TCP) are always allowed:
- * the socket's mode and the host's own users guard them. Other TCP peers must send
- * "Authorization: Bearer <token>" matching `token` (compared in constant time with respect to
- * the token's content); with no token configured they are refused (fail closed).
- * `authorization` is the header value or NULL. */
-bool hd_auth_allowed(bool peer_local, const char *authorization, const char *token);
+/* Authorisation of one request. When `required` is false (the Unix socket, whose file mode
+ * decides who connects; or TCP with tcp_auth = none) every request is allowed. Otherwise the
+ * peer must send "Authorization: Bearer <token>" matching `token` (digests compared with
+ * sodium_memcmp: the time taken depends neither on the token's content nor its length); with no
+ * token configured it is refused (fail closed). Loopback TCP is not trusted: every local user,
+ * including those the socket's mode keeps out, reaches 127.0.0.1. `authorization` is the header
+ * value or NULL. */
+bool hd_auth_allowed(bool required, const char *authorization, const char *token);
+
+/* Whether a TCP request's Host header names this listener, so that a name an attacker controls
+ * (DNS rebinding: evil.example resolving to 127.0.0.1 in a browser) is refused. Allowed: no Host
+ * at all (HTTP/1.0 tools; browsers always send one), "localhost", a loopback address, the
+ * address the client connected to (`local_addr`, as the server printed it), and the names in
+ * `allowed` (separated by spaces or commas; may be NULL). A port after the name is ignored;
+ * names compare case-insensitively, IPv6 addresses in brackets. */
+bool hd_host_allowed(const char *host, const char *local_addr, const char *allowed);
 
 #endif

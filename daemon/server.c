@@ -136,7 +136,7 @@ static void pending_abort(proto_request *req, void *udata)
 static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
 {
     resolve_result res;
-    resolve_kernel_body(d->resolver, req->body, req->body_len, pending_done, req, &res,
+    resolve_kernel_body(d->resolver, req->owner, req->body, req->body_len, pending_done, req, &res,
                         &ctx->wait);
     note_origin(d, ctx, &res);
     if (res.state == RESOLVE_WAITING) {
@@ -375,12 +375,6 @@ void hd__handle(proto_request *req, void *udata)
     ctx->route = HD_ROUTE_NONE;
     req->data = ctx;
 
-    if (!hd_auth_allowed(req->is_local, proto_request_header(req, "Authorization"), d->cfg.token)) {
-        proto_request_add_header(req, "WWW-Authenticate", "Bearer realm=\"hidetd\"");
-        respond_error(req, 401, "unauthorized",
-                      "this address needs \"Authorization: Bearer <token>\"", NULL);
-        return;
-    }
     hd_route_match m;
     hd_route_find(req->method, req->path, &m);
     if (m.status == 404) {
@@ -432,12 +426,48 @@ void hd__handle(proto_request *req, void *udata)
     }
 }
 
+/* ---- admission: before the body is read and before 100 Continue ------------------------- */
+
+bool hd__admit(proto_request *req, void *udata, proto_refusal *ret)
+{
+    hd_daemon *d = udata;
+    /* A browser page may send requests anywhere; no client of this API is a browser page. */
+    if (proto_request_header(req, "Origin")) {
+        *ret = (proto_refusal){ 403, "forbidden_origin",
+                                "requests from web pages (with an Origin header) are refused" };
+        return false;
+    }
+    if (req->transport != PROTO_TRANSPORT_TCP)
+        return true;
+    if (!hd_host_allowed(proto_request_header(req, "Host"), req->local_addr,
+                         d->cfg.allowed_hosts)) {
+        *ret = (proto_refusal){ 403, "forbidden_host",
+                                "the Host header does not name this server (see [server] "
+                                "allowed_hosts)" };
+        return false;
+    }
+    /* Health checks carry no secret and reveal nothing but "ok": load balancers may probe
+     * without the token. */
+    bool healthz = strcmp(req->path, "/healthz") == 0 &&
+                   (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0);
+    if (!healthz &&
+        !hd_auth_allowed(d->cfg.tcp_auth, proto_request_header(req, "Authorization"),
+                         d->cfg.token)) {
+        proto_request_add_header(req, "WWW-Authenticate", "Bearer realm=\"hidetd\"");
+        *ret = (proto_refusal){ 401, "unauthorized",
+                                "TCP requests need \"Authorization: Bearer <token>\"" };
+        return false;
+    }
+    return true;
+}
+
 /* ---- completion: access log and request metrics ----------------------------------------- */
 
 static int status_slot(int status)
 {
-    static const int known[HD_N_STATUS_SLOTS - 1] = { 200, 202, 400, 401, 404, 405, 408, 409,
-                                                     413, 422, 429, 431, 499, 500, 503 };
+    static const int known[HD_N_STATUS_SLOTS - 1] = { 200, 202, 400, 401, 403, 404, 405, 408,
+                                                     409, 413, 422, 429, 431, 499, 500, 503,
+                                                     505 };
     for (int i = 0; i < HD_N_STATUS_SLOTS - 1; i++)
         if (known[i] == status)
             return i;

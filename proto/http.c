@@ -64,6 +64,7 @@ struct proto__req_priv {
     void *abort_udata;
     bool answered, aborted, keep_alive, head, dispatched;
     uint64_t start_ns;
+    uint64_t start_ms;   /* loop time of the first byte (for the request deadline) */
 };
 
 typedef struct req_full {
@@ -90,7 +91,10 @@ void proto_limits_defaults(proto_limits *ret)
     *ret = (proto_limits){
         .max_header_bytes = 16 * 1024,
         .max_body_bytes = 1024 * 1024,
-        .max_connections = 1024,
+        .max_connections_unix = 1024,
+        .max_connections_tcp = 1024,
+        .max_connections_per_peer = 0,
+        .header_timeout_ms = 5000,
         .request_timeout_ms = 10000,
         .idle_timeout_ms = 60000,
     };
@@ -161,6 +165,8 @@ static proto_request *req_new(conn *c)
     r->priv.start_ns = uv_hrtime();
     r->pub.method = r->pub.path = r->pub.query = r->pub.body = "";
     r->pub.peer = c->peer;
+    r->pub.owner = c->owner;
+    r->pub.local_addr = c->local_addr;
     r->pub.transport = c->transport;
     r->pub.is_local = c->is_local;
     r->pub.arrival_s = wall_now();
@@ -330,7 +336,8 @@ void proto__reject(conn *c, int status, const char *code, const char *message)
     if (!req)
         req = req_new(c);
     srv->stats.rejected_total++;
-    write_answer(c, status, "application/json", NULL, body, len, false, true);
+    write_answer(c, status, "application/json", req ? req->priv_->extra.p : NULL, body, len, false,
+                 true);
     if (req) {
         req->priv_->answered = true;
         req_complete(req, status, len);
@@ -465,6 +472,8 @@ static void handle_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     srv->stats.connections_active--;
+    if (c->counted)
+        (*proto__transport_count(srv, c->transport))--;
     free(c->in);
     free(c);
     proto__maybe_finish(srv);
@@ -520,7 +529,7 @@ static void shutdown_cb(uv_shutdown_t *sr, int status)
     conn *c = sr->data;
     if (c->closing)
         return;
-    if (status < 0 || c->peer_eof) {
+    if (status < 0 || c->peer_eof || c->no_linger) {
         proto__conn_close(c);
         return;
     }
@@ -636,7 +645,10 @@ static int cb_message_begin(http_parser *hp)
         c->reject_status = 500;
         return -1;
     }
-    proto__timer_arm(c, T_REQUEST, c->limits.request_timeout_ms);
+    /* The header deadline first: a client that is refused (or never admitted) gives its slot
+     * back that soon. The rest of the request timeout applies once the headers are in. */
+    c->cur->priv_->start_ms = uv_now(c->srv->loop);
+    proto__timer_arm(c, T_REQUEST, proto__header_deadline(c));
     return 0;
 }
 
@@ -753,7 +765,8 @@ static int cb_headers_complete(http_parser *hp)
     struct http_parser_url u;
 
     c->headers_done = true;
-    if (hp->http_major != 1) {
+    /* http-parser takes any single-digit version; only 1.0 and 1.1 are HTTP/1.x as served. */
+    if (hp->http_major != 1 || hp->http_minor > 1) {
         c->reject_status = 505;
         return -1;
     }
@@ -795,6 +808,22 @@ static int cb_headers_complete(http_parser *hp)
     req->query = p->query.p;
     p->head = hp->method == HTTP_HEAD;
 
+    /* Before anything invites the body ("100 Continue") or waits for it. */
+    proto_server *srv = c->srv;
+    if (srv->admit) {
+        proto_refusal ref = {0};
+        if (!srv->admit(req, srv->admit_udata, &ref)) {
+            c->refusal = ref;
+            c->reject_status = -1;
+            return -1;
+        }
+    }
+    /* The headers made it in time: the body gets what is left of the request timeout. */
+    uint64_t spent = uv_now(srv->loop) - p->start_ms;
+    uint64_t total = c->limits.request_timeout_ms;
+    if (c->tmode == T_REQUEST && total > proto__header_deadline(c))
+        proto__timer_arm(c, T_REQUEST, spent < total ? total - spent : 1);
+
     const char *expect = proto_request_header(req, "Expect");
     if (expect && strcasecmp(expect, "100-continue") == 0 && hp->http_minor >= 1) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -815,6 +844,19 @@ static int cb_body(http_parser *hp, const char *at, size_t n)
         return -1;
     }
     return add_or_fail(c, &p->body, at, n);
+}
+
+/* A chunk announces its size before its data: one past the body limit is refused now, not after
+ * the client was made to send (and we to buffer) what cannot be accepted. */
+static int cb_chunk_header(http_parser *hp)
+{
+    conn *c = hp->data;
+    const struct proto__req_priv *p = c->cur->priv_;
+    if (hp->content_length > c->limits.max_body_bytes - p->body.len) {
+        c->reject_status = 413;
+        return -1;
+    }
+    return 0;
 }
 
 static int cb_message_complete(http_parser *hp)
@@ -842,6 +884,7 @@ static const http_parser_settings parser_settings = {
     .on_header_value = cb_header_value,
     .on_headers_complete = cb_headers_complete,
     .on_body = cb_body,
+    .on_chunk_header = cb_chunk_header,
     .on_message_complete = cb_message_complete,
 };
 
@@ -863,6 +906,13 @@ static void reject_parse_error(conn *c, enum http_errno err)
 {
     char msg[160];
     switch (c->reject_status) {
+    case -1: {
+        const proto_refusal *f = &c->refusal;
+        int st = f->status >= 400 && f->status <= 499 ? f->status : 403;
+        proto__reject(c, st, f->code ? f->code : "forbidden",
+                      f->message ? f->message : "this request is not allowed");
+        return;
+    }
     case 413:
         snprintf(msg, sizeof(msg), "the request body exceeds %zu bytes", c->limits.max_body_bytes);
         proto__reject(c, 413, "body_too_large", msg);
@@ -914,7 +964,7 @@ static void process(conn *c)
             }
             if (!c->cur && c->tmode != T_WAIT)
                 proto__timer_arm(c, T_WAIT,
-                          c->served_one ? c->limits.idle_timeout_ms : c->limits.request_timeout_ms);
+                          c->served_one ? c->limits.idle_timeout_ms : proto__header_deadline(c));
             proto__read_start(c);
             break;
         }

@@ -5,7 +5,16 @@
  * request is dispatched only after the previous one was answered, so answers leave in order),
  * 100-continue, limits (header bytes -> 431, body bytes -> 413, connections -> 503, a request
  * that arrives too slowly -> 408, an idle keep-alive connection is closed quietly), malformed
- * HTTP -> 400. Every refusal is a JSON error body as in docs/api.md.
+ * HTTP -> 400, a version other than HTTP/1.0 and 1.1 -> 505. Every refusal is a JSON error body
+ * as in docs/api.md.
+ *
+ * Fair sharing: Unix and TCP connections are counted apart, each against its own limit, so a TCP
+ * flood never takes the Unix socket's slots (which is what keeps /healthz and local clients
+ * answering); and one peer - a Unix client's uid (SO_PEERCRED), a TCP client's address - may hold
+ * only so many of its listener's slots. A connection's first request must have its headers in
+ * within the header deadline, so a client that never gets as far as being authorised (the
+ * admission hook, run when headers are complete and before "100 Continue" is sent) holds its
+ * slot only that long.
  *
  * The handler gets a proto_request and may answer at once or later (a tuning job finishing
  * seconds later). The request stays valid until it is answered. If the client goes away first,
@@ -38,10 +47,14 @@ typedef enum {
 
 typedef struct proto_limits {
     size_t max_header_bytes;     /* request line + headers (default 16 KiB) -> 431 */
-    size_t max_body_bytes;       /* default 1 MiB -> 413 */
-    int max_connections;         /* open connections (default 1024) -> 503 */
-    uint64_t request_timeout_ms; /* first byte to complete body (default 10 s) -> 408; also how
+    size_t max_body_bytes;       /* default 1 MiB -> 413 (a chunk announcing more: at once) */
+    int max_connections_unix;    /* open Unix-socket connections (default 1024) -> 503 */
+    int max_connections_tcp;     /* open TCP connections (default 1024) -> 503 */
+    int max_connections_per_peer; /* open connections of one peer on one transport (a uid on the
+                                  * Unix socket, an address on TCP); 0: no limit (default) */
+    uint64_t header_timeout_ms;  /* first byte to complete headers (default 5 s) -> 408; also how
                                   * long a new connection may stay silent (then closed quietly) */
+    uint64_t request_timeout_ms; /* first byte to complete body (default 10 s) -> 408 */
     uint64_t idle_timeout_ms;    /* keep-alive wait for the next request (default 60 s) */
 } proto_limits;
 
@@ -59,6 +72,10 @@ struct proto_request {
     proto_transport transport;
     bool is_local;          /* Unix socket, or a loopback peer address */
     const char *peer;       /* "unix", "127.0.0.1:5000", "[::1]:5000" */
+    const char *owner;      /* who the peer is, for per-client limits and quotas: "uid:1000" (Unix,
+                             * SO_PEERCRED; "unix" if unknown), "ip:127.0.0.1", "ip:::1" */
+    const char *local_addr; /* TCP: the address the client connected to ("127.0.0.1", "::1");
+                             * "" on the Unix socket */
     double arrival_s;       /* wall-clock time (seconds since the epoch) of the first byte */
     uint64_t id;            /* per server, increasing; for logs */
     void *data;             /* free for the handler's use */
@@ -73,6 +90,19 @@ typedef void (*proto_complete_fn)(const proto_request *req, int status, size_t b
                                   double duration_s, void *udata);
 typedef void (*proto_abort_fn)(proto_request *req, void *udata);
 
+/* What the admission hook refuses a request with (static strings). */
+typedef struct proto_refusal {
+    int status;          /* 4xx */
+    const char *code;    /* "unauthorized", "forbidden_host", ... */
+    const char *message;
+} proto_refusal;
+/* Runs once per request when its headers are complete: method, path, query, headers, transport,
+ * peer and owner are set, the body is not read yet. Returns true to go on; false refuses the
+ * request with *ret before any "100 Continue" is sent and before its body is read, and closes the
+ * connection after the answer (headers added with proto_request_add_header(), such as
+ * WWW-Authenticate, go with it). */
+typedef bool (*proto_admit_fn)(proto_request *req, void *udata, proto_refusal *ret);
+
 /* Creates a server on loop. limits may be NULL (defaults). The handler runs for every complete,
  * well-formed request. *ret is released by proto_server_close(). */
 int proto_server_new(uv_loop_t *loop, const proto_limits *limits, proto_handler_fn handler,
@@ -80,6 +110,8 @@ int proto_server_new(uv_loop_t *loop, const proto_limits *limits, proto_handler_
 /* Applies new limits to connections accepted from now on (open ones keep theirs). */
 void proto_server_set_limits(proto_server *srv, const proto_limits *limits);
 void proto_server_set_on_complete(proto_server *srv, proto_complete_fn cb, void *udata);
+/* Installs the admission hook (NULL: every well-formed request is admitted). */
+void proto_server_set_admit(proto_server *srv, proto_admit_fn fn, void *udata);
 
 /* Listens on a Unix socket at path with the given file mode (0 means 0660). If path exists and
  * something answers on it, returns -EADDRINUSE (another hidetd is serving there); a stale socket
@@ -111,7 +143,10 @@ typedef struct proto_server_stats {
     uint64_t connections_total;
     uint64_t requests_active;    /* dispatched to the handler and not answered yet */
     uint64_t requests_total;     /* dispatched to the handler */
-    uint64_t rejected_total;     /* refused by the server itself (400, 408, 413, 431, 503) */
+    uint64_t rejected_total;     /* refused by the server itself (400, 408, 413, 431, 503) or
+                                  * by the admission hook */
+    uint64_t connections_unix, connections_tcp; /* open now, by transport */
+    uint64_t connections_refused; /* refused at accept: a transport's or a peer's limit (503) */
 } proto_server_stats;
 void proto_server_stats_get(const proto_server *srv, proto_server_stats *ret);
 

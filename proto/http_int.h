@@ -49,6 +49,9 @@ struct conn {
     proto_transport transport;
     bool is_local;
     char peer[64];
+    char owner[64];          /* proto_request.owner */
+    char local_addr[48];     /* proto_request.local_addr */
+    unsigned char peer_key[17]; /* transport + uid or address bytes: who counts as one peer */
     proto_limits limits;
 
     http_parser parser;
@@ -57,12 +60,15 @@ struct conn {
     size_t header_bytes;     /* of the message being parsed */
     bool headers_done;
     int reject_status;       /* set by a parser callback that refuses the message */
+    proto_refusal refusal;   /* the admission hook's, when reject_status is -1 */
 
     proto_request *cur;      /* being parsed */
     proto_request *active;   /* dispatched, not answered */
     enum timer_mode tmode;
     bool served_one;         /* at least one answer sent (idle timeout applies) */
     bool reading, peer_eof, finishing, lingering, closing, in_process;
+    bool counted;            /* counted against its transport's and peer's limits */
+    bool no_linger;          /* close right after the last answer is written */
     int handles_open;
 };
 
@@ -73,6 +79,8 @@ struct proto_server {
     void *udata;
     proto_complete_fn on_complete;
     void *complete_udata;
+    proto_admit_fn admit;
+    void *admit_udata;
     listener *listeners;
     int listeners_closing;
     conn *conns;
@@ -101,8 +109,17 @@ void proto__read_start(conn *c);
  * connection. */
 void proto__reject(conn *c, int status, const char *code, const char *message);
 
+/* The header deadline: header_timeout_ms, never past the request timeout (0: that timeout). */
+static inline uint64_t proto__header_deadline(const conn *c)
+{
+    uint64_t h = c->limits.header_timeout_ms;
+    return h && h < c->limits.request_timeout_ms ? h : c->limits.request_timeout_ms;
+}
+
 /* Listening side (proto/http_listen.c). */
 
+/* The transport's count of open, counted connections (proto_server_stats). */
+uint64_t *proto__transport_count(proto_server *srv, proto_transport t);
 /* Frees a closing server once nothing is left (listeners, connections, live requests). */
 void proto__maybe_finish(proto_server *srv);
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -51,18 +52,42 @@ static conn *conn_new(proto_server *srv, proto_transport t)
     return c;
 }
 
+/* Who the peer is: its printable address, its owner (for per-client limits and the scheduler's
+ * quotas) and a key that says which connections belong to the same peer. */
 static void conn_peer(conn *c)
 {
+    memset(c->peer_key, 0, sizeof(c->peer_key));
+    c->peer_key[0] = (unsigned char)c->transport;
+    c->local_addr[0] = '\0';
     if (c->transport == PROTO_TRANSPORT_UNIX) {
         snprintf(c->peer, sizeof(c->peer), "unix");
+        snprintf(c->owner, sizeof(c->owner), "unix");
         c->is_local = true;
+        uv_os_fd_t fd;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        /* The socket's file mode decides who may connect; the uid decides whose share of the
+         * slots and of the job queue a connection uses. */
+        if (uv_fileno(&c->h.handle, &fd) == 0 &&
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+            snprintf(c->owner, sizeof(c->owner), "uid:%u", (unsigned)cred.uid);
+            memcpy(c->peer_key + 1, &cred.uid, sizeof(cred.uid));
+        }
         return;
     }
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     char ip[INET6_ADDRSTRLEN] = "?";
     snprintf(c->peer, sizeof(c->peer), "?");
+    snprintf(c->owner, sizeof(c->owner), "ip:?");
     uv_tcp_nodelay(&c->h.tcp, 1);
+    if (uv_tcp_getsockname(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET)
+            uv_ip4_name((const struct sockaddr_in *)&ss, c->local_addr, sizeof(c->local_addr));
+        else if (ss.ss_family == AF_INET6)
+            uv_ip6_name((const struct sockaddr_in6 *)&ss, c->local_addr, sizeof(c->local_addr));
+    }
+    len = sizeof(ss);
     if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) < 0)
         return;
     if (ss.ss_family == AF_INET) {
@@ -70,6 +95,7 @@ static void conn_peer(conn *c)
         uv_ip4_name(a, ip, sizeof(ip));
         snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, ntohs(a->sin_port));
         c->is_local = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+        memcpy(c->peer_key + 1, &a->sin_addr, sizeof(a->sin_addr));
     } else if (ss.ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
         const uint8_t *b = a->sin6_addr.s6_addr;
@@ -78,19 +104,58 @@ static void conn_peer(conn *c)
         snprintf(c->peer, sizeof(c->peer), "[%s]:%d", ip, ntohs(a->sin6_port));
         c->is_local = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
                       (memcmp(b, mapped, sizeof(mapped)) == 0 && b[12] == 127);
+        memcpy(c->peer_key + 1, b, 16);
+    } else {
+        return;
     }
+    snprintf(c->owner, sizeof(c->owner), "ip:%s", ip);
+}
+
+/* Open connections counted against the limits: those accepted, not those refused at the door
+ * (they leave at once and must not crowd out anyone). */
+uint64_t *proto__transport_count(proto_server *srv, proto_transport t)
+{
+    return t == PROTO_TRANSPORT_UNIX ? &srv->stats.connections_unix : &srv->stats.connections_tcp;
+}
+
+static int peer_count(const proto_server *srv, const conn *c)
+{
+    int n = 0;
+    for (const conn *o = srv->conns; o; o = o->next)
+        if (o->counted && memcmp(o->peer_key, c->peer_key, sizeof(c->peer_key)) == 0)
+            n++;
+    return n;
+}
+
+static void conn_refuse(conn *c, const char *message)
+{
+    c->srv->stats.connections_refused++;
+    /* Nothing was read, so there is nothing to drain: close right after the answer. */
+    c->no_linger = true;
+    proto__reject(c, 503, "limit_exceeded", message);
 }
 
 static void conn_start(conn *c)
 {
     proto_server *srv = c->srv;
     conn_peer(c);
-    if (srv->stats.connections_active > (uint64_t)(c->limits.max_connections > 0
-                                                       ? c->limits.max_connections : 0)) {
-        proto__reject(c, 503, "limit_exceeded", "too many open connections; retry later");
+    int cap = c->transport == PROTO_TRANSPORT_UNIX ? c->limits.max_connections_unix
+                                                   : c->limits.max_connections_tcp;
+    uint64_t *count = proto__transport_count(srv, c->transport);
+    if (cap > 0 && *count >= (uint64_t)cap) {
+        conn_refuse(c, c->transport == PROTO_TRANSPORT_UNIX
+                           ? "too many open connections on the Unix socket; retry later"
+                           : "too many open TCP connections; retry later");
         return;
     }
-    proto__timer_arm(c, T_WAIT, c->limits.request_timeout_ms);
+    if (c->limits.max_connections_per_peer > 0 &&
+        peer_count(srv, c) >= c->limits.max_connections_per_peer) {
+        conn_refuse(c, "too many open connections from this client; retry later");
+        return;
+    }
+    c->counted = true;
+    (*count)++;
+    proto__timer_arm(c, T_WAIT, proto__header_deadline(c));
     proto__read_start(c);
 }
 
@@ -376,6 +441,14 @@ void proto_server_set_limits(proto_server *srv, const proto_limits *limits)
 {
     if (srv && limits)
         srv->limits = *limits;
+}
+
+void proto_server_set_admit(proto_server *srv, proto_admit_fn fn, void *udata)
+{
+    if (!srv)
+        return;
+    srv->admit = fn;
+    srv->admit_udata = udata;
 }
 
 void proto_server_set_on_complete(proto_server *srv, proto_complete_fn cb, void *udata)

@@ -1162,19 +1162,87 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Error bodies */
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, no surrogates, at most
+ * U+10FFFF), or 0 when the byte at s does not start one. */
+static size_t utf8_seq_len(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong */
+        else if (c == 0xED)
+            hi = 0x9F; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong */
+        else if (c == 0xF4)
+            hi = 0x8F; /* past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+char *proto_utf8_escape(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (!s)
+        s = "";
+    size_t len = strlen(s);
+    /* Each byte becomes at most four characters. */
+    char *out = malloc(len * 4 + 1);
+    if (!out)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    while (*p) {
+        size_t n = utf8_seq_len(p);
+        if (n > 0) {
+            memcpy(out + o, p, n);
+            o += n;
+            p += n;
+            continue;
+        }
+        out[o++] = '\\';
+        out[o++] = 'x';
+        out[o++] = hex[*p >> 4];
+        out[o++] = hex[*p & 15];
+        p++;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 char *proto_error_json(int status, const char *code, const char *message, const char *field)
 {
     (void)status;
     char *out = NULL;
+    char *msg = proto_utf8_escape(message);
+    char *fld = proto_utf8_escape(field);
     cJSON *root = cJSON_CreateObject();
     cJSON *err = cJSON_AddObjectToObject(root, "error");
-    if (!err || !cJSON_AddStringToObject(err, "code", code ? code : "internal") ||
-        !cJSON_AddStringToObject(err, "message", message ? message : "") ||
-        !cJSON_AddStringToObject(err, "field", field ? field : ""))
+    if (!msg || !fld || !err || !cJSON_AddStringToObject(err, "code", code ? code : "internal") ||
+        !cJSON_AddStringToObject(err, "message", msg) ||
+        !cJSON_AddStringToObject(err, "field", fld))
         goto out;
     out = cJSON_PrintUnformatted(root);
 out:
     cJSON_Delete(root);
+    free(msg);
+    free(fld);
     return out;
 }
 

@@ -58,9 +58,16 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
  * tuner_op_strip_fusion() (op/op.h): the scheduler keys on the same form. */
 
 /* {"error":{"code":CODE,"message":MESSAGE,"field":FIELD}} with proper escaping; NULL message or
- * field are written as "". status is not part of the body (it is the HTTP status). Returns a
- * malloc'd string, or NULL on allocation failure. */
+ * field are written as "". Messages and fields quote client text (op names, keys, arch strings,
+ * truncated with %.40s), so every byte that is not part of well-formed UTF-8 is written as the
+ * four characters \xNN: the answer is always valid UTF-8 JSON. status is not part of the body
+ * (it is the HTTP status). Returns a malloc'd string, or NULL on allocation failure. */
 char *proto_error_json(int status, const char *code, const char *message, const char *field);
+
+/* A malloc'd copy of s in which every byte that is not part of well-formed UTF-8 (stray
+ * continuation bytes, truncated or overlong sequences, surrogates, code points past U+10FFFF)
+ * is replaced by the text \xNN (two uppercase hex digits). NULL on allocation failure. */
+char *proto_utf8_escape(const char *s);
 
 /* Same, from a proto_error. */
 char *proto_error_to_json(const proto_error *err);

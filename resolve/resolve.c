@@ -117,6 +117,12 @@ static void fail_submit(resolve_result *res, int r)
     case -EAGAIN:
         fail(res, 429, "queue_full", "too many tuning jobs are queued; retry later", NULL);
         break;
+    case -EDQUOT:
+        fail(res, 429, "quota_exceeded",
+             "this client already has its share of the tuning queue ([tuning] "
+             "max_queued_jobs_per_client queued jobs, max_blocking_jobs_per_client of them at "
+             "priority blocking); retry when some have run", NULL);
+        break;
     case -ENODEV:
         fail(res, 503, "no_gpu",
              "tune \"measure\" needs a GPU worker for this arch and none is available", "tune");
@@ -359,6 +365,7 @@ static void submit(resolver *r, const resolve_request *rq, const char *op_key, c
         .budget_candidates = rq->budget_candidates,
         .op_json = op_json,
         .op_key = op_key,
+        .peer = rq->peer[0] ? rq->peer : NULL,
     };
     uint64_t job_id = 0;
     if (!w) {
@@ -475,8 +482,8 @@ void resolve_kernel(resolver *r, const resolve_request *rq, resolve_cb cb, void 
         *ret_wait = w;
 }
 
-void resolve_kernel_body(resolver *r, const char *body, size_t len, resolve_cb cb, void *udata,
-                         resolve_result *ret, resolve_wait **ret_wait)
+void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t len,
+                         resolve_cb cb, void *udata, resolve_result *ret, resolve_wait **ret_wait)
 {
     result_init(ret);
     if (ret_wait)
@@ -518,6 +525,8 @@ void resolve_kernel_body(resolver *r, const char *body, size_t len, resolve_cb c
         .budget_s = kr.budget_s,
         .budget_candidates = kr.budget_candidates,
     };
+    if (peer)
+        snprintf(rq.peer, sizeof(rq.peer), "%s", peer);
     char *op_json = tuner_op_canonical_json(&kr.op);
     if (!op_json) {
         fail(ret, 500, "internal", "out of memory", NULL);

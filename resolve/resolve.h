@@ -95,6 +95,9 @@ typedef struct resolve_request {
     int priority;          /* SCHED_PRIO_* */
     double budget_s;       /* 0: the scheduler's default */
     int budget_candidates; /* 0: the scheduler's default */
+    char peer[64];         /* the client (proto_request.owner) a new job is charged to for the
+                            * scheduler's per-client quotas; "" for none. An array, not a
+                            * pointer: a wait keeps a copy of the request. */
 } resolve_request;
 
 /* ---- the remote tier's slot ---------------------------------------------------------------- */
@@ -154,9 +157,10 @@ void resolve_kernel(resolver *r, const resolve_request *rq, resolve_cb cb, void 
 /* Resolves a POST /v1/kernels body: a body seen before goes straight to the memory tier by its
  * digest; otherwise it is parsed and validated (proto/request.h; errors come back as
  * RESOLVE_FAILED with the parser's status, code, message and field), the default mode applies
- * when it names no "tune", and it goes on as resolve_kernel(). */
-void resolve_kernel_body(resolver *r, const char *body, size_t len, resolve_cb cb, void *udata,
-                         resolve_result *ret, resolve_wait **ret_wait);
+ * when it names no "tune", and it goes on as resolve_kernel(). peer (may be NULL) is the
+ * client, as in resolve_request.peer. */
+void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t len,
+                         resolve_cb cb, void *udata, resolve_result *ret, resolve_wait **ret_wait);
 
 /* The client went away: its callback will not run. The work goes on (others may wait, and its
  * result is stored for the next request). Never call it after or inside the callback. */

@@ -34,6 +34,8 @@ void sched_config_defaults(sched_config *c)
     c->measure_requires_gpu = false;
     c->max_queued_jobs = 1024;
     c->max_running_jobs = 4;
+    c->max_queued_per_peer = 0;   /* 0: half of max_queued_jobs */
+    c->max_blocking_per_peer = 0; /* 0: a quarter of max_queued_jobs */
 }
 
 /* Zero or negative fields (a config written by hand, or an older caller) take the defaults. */
@@ -53,6 +55,30 @@ static void config_normalise(sched_config *c)
         c->max_queued_jobs = d.max_queued_jobs;
     if (c->max_running_jobs <= 0)
         c->max_running_jobs = d.max_running_jobs;
+    if (c->max_queued_per_peer <= 0)
+        c->max_queued_per_peer = c->max_queued_jobs / 2 > 0 ? c->max_queued_jobs / 2 : 1;
+    if (c->max_blocking_per_peer <= 0)
+        c->max_blocking_per_peer = c->max_queued_jobs / 4 > 0 ? c->max_queued_jobs / 4 : 1;
+}
+
+/* Whether a new job for peer would go past its share of the queue. A scan of the active list
+ * (at most max_queued_jobs + max_running_jobs entries, like the key lookup next to it) keeps
+ * the counts exact through every way a job leaves the queue. */
+static bool over_quota(const sched *s, const char *peer, int priority)
+{
+    if (!peer || !*peer)
+        return false;
+    int queued = 0, blocking = 0;
+    for (const sched_job *j = s->active; j; j = j->next) {
+        if (j->running || strcmp(j->peer, peer) != 0)
+            continue;
+        queued++;
+        if (j->info.priority == SCHED_PRIO_BLOCKING)
+            blocking++;
+    }
+    if (queued >= s->cfg.max_queued_per_peer)
+        return true;
+    return priority == SCHED_PRIO_BLOCKING && blocking >= s->cfg.max_blocking_per_peer;
 }
 
 double sched__now_s(void)
@@ -302,6 +328,10 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
             }
         }
     } else {
+        if (over_quota(s, req->peer, req->priority)) {
+            rc = -EDQUOT;
+            goto cleanup;
+        }
         if (s->n_queued >= s->cfg.max_queued_jobs) {
             rc = -EAGAIN;
             goto cleanup;
@@ -321,6 +351,8 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
         own_json = NULL;
         j->s = s;
         j->refs = 1;
+        if (req->peer)
+            snprintf(j->peer, sizeof(j->peer), "%s", req->peer);
         j->seq = s->next_seq++;
         j->op = *req->op;
         j->target = req->target;

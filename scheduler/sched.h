@@ -34,6 +34,11 @@ typedef struct sched_config {
     int max_queued_jobs;      /* beyond this, submit returns -EAGAIN (429) (default 1024) */
     /* Added by the scheduler: */
     int max_running_jobs;     /* jobs running at once; the rest wait in priority order (default 4) */
+    /* Fair sharing: one client (sched_request.peer) may have at most this many queued jobs, and
+     * at most max_blocking_per_peer of them at priority blocking; beyond, submit returns -EDQUOT
+     * (429 quota_exceeded). 0: half (queued) or a quarter (blocking) of max_queued_jobs. */
+    int max_queued_per_peer;
+    int max_blocking_per_peer;
 } sched_config;
 
 /* Fills c with the defaults above. compile_ahead defaults to 0, which means "2 x the GPUs that
@@ -53,6 +58,9 @@ typedef struct sched_request {
     const char *op_json;      /* canonical op JSON (tuner_op_canonical_json); NULL: made here */
     const char *op_key;       /* sched_op_key(op_json, &target), when the caller has it already;
                                * NULL: computed here */
+    const char *peer;         /* who asks ("uid:1000", "ip:10.0.0.7"; copied): the client a new
+                               * job is charged to for the per-client quotas. NULL: nobody's
+                               * (no quota). Joining an existing job is never charged. */
 } sched_request;
 
 typedef enum {
@@ -100,8 +108,9 @@ void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LE
 
 /* Submits (or joins the existing job for the same op key). `cb` runs exactly once, when the job
  * ends, unless the waiter is detached first. ret_job_id receives the job's id. Returns 0,
- * -EAGAIN (queue full), -ENODEV (measure refused without a GPU), -EINVAL, -ENOMEM,
- * -ESHUTDOWN (draining or freed).
+ * -EAGAIN (queue full), -EDQUOT (a new job would take req->peer past its share of the queue:
+ * max_queued_per_peer queued jobs, or max_blocking_per_peer blocking ones), -ENODEV (measure
+ * refused without a GPU), -EINVAL, -ENOMEM, -ESHUTDOWN (draining or freed).
  * Details: the callback never runs inside sched_submit. cb may be NULL (nobody waits; then no
  * waiter is made and *ret_waiter is set to NULL). A waiter is owned by the scheduler and valid
  * until its callback has started or it is detached; never detach it after (or inside) its

@@ -59,6 +59,7 @@ struct sched_job {
     bool running;
     sched_job_info info;
 
+    char peer[64];     /* the client charged for the job ("" when none) */
     tuner_op op;       /* immutable after submit: read by thread-pool work */
     tuner_target target;
     char *op_json;

@@ -341,10 +341,23 @@ static void finish_checks(void)
     CHECK(parse_cli(&c, &err, 5, "hidetd", "--http", "0.0.0.0:8080", "--token", "s3cret") == 0, "parse");
     CHECK(hd_config_build(&c, &cfg, &err) == 0, "with token: %s", err ? err : "");
     hd_config_clear(&cfg);
+    /* Loopback is no boundary: a token is required there too, unless tcp_auth = none. */
     CHECK(parse_cli(&c, &err, 3, "hidetd", "--http", "8080") == 0, "parse");
-    CHECK(hd_config_build(&c, &cfg, &err) == 0, "loopback without token");
+    CHECK(hd_config_build(&c, &cfg, &err) == -EINVAL && err && strstr(err, "token"),
+          "loopback without token accepted");
+    free(err);
+    err = NULL;
+    CHECK(parse_cli(&c, &err, 4, "hidetd", "--http", "8080", "--http-no-auth") == 0, "parse");
+    CHECK(hd_config_build(&c, &cfg, &err) == 0, "loopback, --http-no-auth: %s", err ? err : "");
     CHECK_STR(cfg.http, "8080");
+    CHECK(!cfg.tcp_auth, "tcp_auth none");
     hd_config_clear(&cfg);
+    CHECK(parse_cli(&c, &err, 6, "hidetd", "--http", "0.0.0.0:8080", "--http-no-auth", "--token",
+                    "s3cret") == 0, "parse");
+    CHECK(hd_config_build(&c, &cfg, &err) == -EINVAL && err && strstr(err, "loopback"),
+          "--http-no-auth on a non-loopback bind accepted");
+    free(err);
+    err = NULL;
     /* A token with a space is refused (it could never be sent in a header intact). */
     CHECK(parse_cli(&c, &err, 3, "hidetd", "--token", "a b") == 0, "parse");
     CHECK(hd_config_build(&c, &cfg, &err) == -EINVAL, "token with space");
@@ -363,6 +376,23 @@ static void finish_checks(void)
     CHECK(hd_config_finish(&cfg, &err) == 0, "finish: %s", err ? err : "");
     CHECK_STR(cfg.token, "t0ken");
     hd_config_clear(&cfg);
+    /* --token-file and $HIDETD_TOKEN_FILE keep the secret off the command line; the flag wins
+     * over the environment, which wins over the file's token. */
+    CHECK(parse_cli(&c, &err, 5, "hidetd", "--http", "8080", "--token-file", path) == 0, "parse");
+    CHECK(hd_config_build(&c, &cfg, &err) == 0, "--token-file: %s", err ? err : "");
+    CHECK_STR(cfg.token, "t0ken");
+    hd_config_clear(&cfg);
+    setenv("HIDETD_TOKEN_FILE", path, 1);
+    CHECK(parse_cli(&c, &err, 3, "hidetd", "--http", "8080") == 0, "parse");
+    CHECK(hd_config_build(&c, &cfg, &err) == 0, "$HIDETD_TOKEN_FILE: %s", err ? err : "");
+    CHECK_STR(cfg.token, "t0ken");
+    hd_config_clear(&cfg);
+    CHECK(parse_cli(&c, &err, 3, "hidetd", "--token-file", "/nonexistent/token") == 0, "parse");
+    CHECK(hd_config_build(&c, &cfg, &err) < 0 && err && strstr(err, "/nonexistent/token"),
+          "--token-file wins over the environment");
+    free(err);
+    err = NULL;
+    unsetenv("HIDETD_TOKEN_FILE");
     unlink(path);
 
     /* mode = path without a path. */
@@ -383,6 +413,21 @@ static void defaults(void)
     CHECK_STR(c.cache_path, "/home/u/.cache/hidetd/kernels.db");
     CHECK(c.http == NULL && c.token == NULL, "tcp off, no token");
     CHECK(c.socket_mode == 0660 && c.max_body == 1048576 && c.workers == HD_WORKERS_AUTO, "defaults");
+    /* Fair sharing by default: TCP and the Unix socket apart, no client more than half of
+     * either, or of the job queue; a bounded cache. */
+    CHECK(c.tcp_auth && c.header_timeout == 5, "tcp_auth token, header_timeout 5s");
+    CHECK(hd_config_unix_max_connections(&c) == 1024 && hd_config_tcp_max_connections(&c) == 1024,
+          "listener limits");
+    CHECK(hd_config_max_connections_per_client(&c) == 512, "per-client connections");
+    CHECK(hd_config_max_queued_jobs_per_client(&c) == 512, "per-client queued jobs");
+    CHECK(hd_config_max_blocking_jobs_per_client(&c) == 256, "per-client blocking jobs");
+    CHECK(c.cache_max_size == 10ULL << 30, "cache max_size 10GiB");
+    c.tcp_max_connections = 100;
+    c.max_queued_jobs = 10;
+    CHECK(hd_config_tcp_max_connections(&c) == 100 && hd_config_unix_max_connections(&c) == 1024,
+          "tcp_max_connections alone");
+    CHECK(hd_config_max_queued_jobs_per_client(&c) == 5 &&
+          hd_config_max_blocking_jobs_per_client(&c) == 2, "quotas follow max_queued_jobs");
     hd_config_clear(&c);
     unsetenv("XDG_RUNTIME_DIR");
     unsetenv("XDG_CACHE_HOME");

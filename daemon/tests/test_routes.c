@@ -97,21 +97,42 @@ static void keys_and_ids(void)
 
 static void auth(void)
 {
-    CHECK(hd_auth_allowed(true, NULL, NULL), "local without token");
-    CHECK(hd_auth_allowed(true, "Bearer wrong", "s3cret"), "local ignores the header");
-    CHECK(!hd_auth_allowed(false, NULL, NULL), "remote, no token configured: fail closed");
-    CHECK(!hd_auth_allowed(false, "Bearer ", ""), "empty token configured: fail closed");
-    CHECK(!hd_auth_allowed(false, NULL, "s3cret"), "remote without header");
-    CHECK(hd_auth_allowed(false, "Bearer s3cret", "s3cret"), "right token");
-    CHECK(hd_auth_allowed(false, "bearer s3cret", "s3cret"), "scheme is case-insensitive");
-    CHECK(hd_auth_allowed(false, "Bearer   s3cret  ", "s3cret"), "surrounding spaces");
-    CHECK(!hd_auth_allowed(false, "Bearer s3cre", "s3cret"), "prefix of the token");
-    CHECK(!hd_auth_allowed(false, "Bearer s3cretx", "s3cret"), "token plus a suffix");
-    CHECK(!hd_auth_allowed(false, "Bearer S3CRET", "s3cret"), "token is case-sensitive");
-    CHECK(!hd_auth_allowed(false, "Basic s3cret", "s3cret"), "other scheme");
-    CHECK(!hd_auth_allowed(false, "Bearers3cret", "s3cret"), "no separator");
-    CHECK(!hd_auth_allowed(false, "s3cret", "s3cret"), "no scheme");
-    CHECK(!hd_auth_allowed(false, "", "s3cret"), "empty header");
+    CHECK(hd_auth_allowed(false, NULL, NULL), "not required (Unix socket, tcp_auth none)");
+    CHECK(hd_auth_allowed(false, "Bearer wrong", "s3cret"), "not required: the header is ignored");
+    CHECK(!hd_auth_allowed(true, NULL, NULL), "required, no token configured: fail closed");
+    CHECK(!hd_auth_allowed(true, "Bearer ", ""), "empty token configured: fail closed");
+    CHECK(!hd_auth_allowed(true, NULL, "s3cret"), "required, no header");
+    CHECK(hd_auth_allowed(true, "Bearer s3cret", "s3cret"), "right token");
+    CHECK(hd_auth_allowed(true, "bearer s3cret", "s3cret"), "scheme is case-insensitive");
+    CHECK(hd_auth_allowed(true, "Bearer   s3cret  ", "s3cret"), "surrounding spaces");
+    CHECK(!hd_auth_allowed(true, "Bearer s3cre", "s3cret"), "prefix of the token");
+    CHECK(!hd_auth_allowed(true, "Bearer s3cretx", "s3cret"), "token plus a suffix");
+    CHECK(!hd_auth_allowed(true, "Bearer S3CRET", "s3cret"), "token is case-sensitive");
+    CHECK(!hd_auth_allowed(true, "Basic s3cret", "s3cret"), "other scheme");
+    CHECK(!hd_auth_allowed(true, "Bearers3cret", "s3cret"), "no separator");
+    CHECK(!hd_auth_allowed(true, "s3cret", "s3cret"), "no scheme");
+    CHECK(!hd_auth_allowed(true, "", "s3cret"), "empty header");
+}
+
+static void hosts(void)
+{
+    CHECK(hd_host_allowed(NULL, "127.0.0.1", NULL), "no Host header");
+    CHECK(hd_host_allowed("127.0.0.1:8080", "127.0.0.1", NULL), "own address");
+    CHECK(hd_host_allowed("localhost:8080", "127.0.0.1", NULL), "localhost");
+    CHECK(hd_host_allowed("LOCALHOST", "127.0.0.1", NULL), "case-insensitive");
+    CHECK(hd_host_allowed("127.0.0.5", "10.0.0.2", NULL), "any loopback address");
+    CHECK(hd_host_allowed("[::1]:8080", "::1", NULL), "IPv6 loopback in brackets");
+    CHECK(hd_host_allowed("10.0.0.2:8080", "10.0.0.2", NULL), "the address connected to");
+    CHECK(hd_host_allowed("[fd00::2]:80", "fd00::2", NULL), "an IPv6 address connected to");
+    CHECK(hd_host_allowed("gpu-host:8080", "10.0.0.2", "other, gpu-host"), "a configured name");
+    CHECK(hd_host_allowed("GPU-HOST", "10.0.0.2", "gpu-host"), "configured, case-insensitive");
+    CHECK(!hd_host_allowed("evil.example:8080", "127.0.0.1", NULL), "a foreign name");
+    CHECK(!hd_host_allowed("evil.example", "127.0.0.1", "gpu-host evil"), "prefix of a name");
+    CHECK(!hd_host_allowed("gpu", "10.0.0.2", "gpu-host"), "a prefix of a configured name");
+    CHECK(!hd_host_allowed("10.0.0.3", "10.0.0.2", NULL), "another address");
+    CHECK(!hd_host_allowed("", "127.0.0.1", NULL), "an empty Host");
+    CHECK(!hd_host_allowed("[::1", "::1", NULL), "an unclosed bracket");
+    CHECK(!hd_host_allowed("[::1]x", "::1", NULL), "text after the bracket");
 }
 
 int main(void)
@@ -121,5 +142,6 @@ int main(void)
     table();
     keys_and_ids();
     auth();
+    hosts();
     return check_finish("test_routes");
 }

@@ -176,6 +176,8 @@ int main(void)
     hd__metrics_setup(&d);
     CHECK(proto_server_new(&loop, NULL, hd__handle, &d, &d.http) == 0, "server");
     proto_server_set_on_complete(d.http, hd__on_complete, &d);
+    proto_server_set_admit(d.http, hd__admit, &d);
+    d.cfg.allowed_hosts = strdup("t"); /* the Host the requests below send */
     hd_log_set_level(HD_LOG_ERROR); /* keep the access log out of the test output */
 
     int fd = adopt(&d, PROTO_TRANSPORT_UNIX);
@@ -300,17 +302,44 @@ int main(void)
     resp_free(&r);
     close(fd);
 
-    /* A non-local TCP peer needs the token. */
+    /* Every TCP request needs the token (loopback is no boundary); a refusal closes the
+     * connection, so each one below gets its own. /healthz is answered without it. */
+    const struct {
+        const char *method, *path, *header;
+        int status;
+        const char *code;
+    } tcp[] = {
+        { "GET", "/v1/status", NULL, 401, "unauthorized" },
+        { "DELETE", "/v1/jobs/1", NULL, 401, "unauthorized" },
+        { "GET", "/v1/status", "Authorization: Bearer wrong", 401, "unauthorized" },
+        { "GET", "/v1/status", "Authorization: Bearer t0ken", 200, NULL },
+        { "GET", "/healthz", NULL, 200, NULL },
+        { "GET", "/v1/status", "Authorization: Bearer t0ken\r\nOrigin: http://t", 403,
+          "forbidden_origin" },
+    };
+    for (size_t i = 0; i < sizeof(tcp) / sizeof(tcp[0]); i++) {
+        fd = adopt(&d, PROTO_TRANSPORT_TCP);
+        r = request(&loop, fd, tcp[i].method, tcp[i].path, NULL, tcp[i].header);
+        CHECK(r.status == tcp[i].status && (!tcp[i].code || !strcmp(code_of(&r), tcp[i].code)),
+              "TCP %s %s (%s): %d %s", tcp[i].method, tcp[i].path,
+              tcp[i].header ? tcp[i].header : "-", r.status, r.body ? r.body : "");
+        if (tcp[i].status == 401)
+            CHECK(strcasestr(r.head, "WWW-Authenticate: Bearer") != NULL, "no WWW-Authenticate");
+        resp_free(&r);
+        close(fd);
+    }
+    /* A Host the listener does not answer to (DNS rebinding) is refused too. */
+    free(d.cfg.allowed_hosts);
+    d.cfg.allowed_hosts = strdup("other");
     fd = adopt(&d, PROTO_TRANSPORT_TCP);
     r = request(&loop, fd, "GET", "/healthz", NULL, NULL);
-    CHECK(r.status == 401 && !strcmp(code_of(&r), "unauthorized") && strcasestr(r.head, "WWW-Authenticate: Bearer"),
-          "no token: %d", r.status);
+    CHECK(r.status == 403 && !strcmp(code_of(&r), "forbidden_host"), "foreign Host: %d", r.status);
     resp_free(&r);
-    r = request(&loop, fd, "GET", "/healthz", NULL, "Authorization: Bearer wrong");
-    CHECK(r.status == 401, "wrong token: %d", r.status);
-    resp_free(&r);
-    r = request(&loop, fd, "GET", "/healthz", NULL, "Authorization: Bearer t0ken");
-    CHECK(r.status == 200, "right token: %d", r.status);
+    close(fd);
+    /* An Origin is refused on the Unix socket as well. */
+    fd = adopt(&d, PROTO_TRANSPORT_UNIX);
+    r = request(&loop, fd, "GET", "/healthz", NULL, "Origin: http://evil.example");
+    CHECK(r.status == 403 && !strcmp(code_of(&r), "forbidden_origin"), "Origin: %d", r.status);
     resp_free(&r);
     close(fd);
 

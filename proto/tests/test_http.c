@@ -779,7 +779,8 @@ int main(void)
     lim.max_body_bytes = 4096;
     /* Generous: a loaded CI machine must not turn a fast request into a 408. */
     lim.request_timeout_ms = 3000;
-    lim.max_connections = 6;
+    lim.max_connections_unix = 6;
+    lim.max_connections_tcp = 6;
 
     uv_loop_init(&loop);
     uv_async_init(&loop, &wake, on_wake);

@@ -539,6 +539,27 @@ static void test_error_json(void)
     s = proto_error_json(500, "internal", NULL, NULL);
     CHECK(s && strcmp(s, "{\"error\":{\"code\":\"internal\",\"message\":\"\",\"field\":\"\"}}") == 0);
     free(s);
+    /* Client text quoted in a message is escaped where it is not UTF-8, kept where it is. */
+    static const struct {
+        const char *in, *out;
+    } esc[] = {
+        { "plain", "plain" },
+        { "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+        { "a\xff" "b", "a\\xFFb" },
+        { "\xc3", "\\xC3" },                  /* truncated (a %.40s cut) */
+        { "\xc0\xaf", "\\xC0\\xAF" },          /* overlong '/' */
+        { "\xed\xa0\x80", "\\xED\\xA0\\x80" },  /* a surrogate */
+        { "\xf4\x90\x80\x80", "\\xF4\\x90\\x80\\x80" }, /* past U+10FFFF */
+        { "\x80x", "\\x80x" },                /* a stray continuation byte */
+    };
+    for (size_t i = 0; i < sizeof(esc) / sizeof(esc[0]); i++) {
+        char *o = proto_utf8_escape(esc[i].in);
+        CHECK(o && strcmp(o, esc[i].out) == 0);
+        free(o);
+    }
+    s = proto_error_json(422, "unknown_op", "unknown op \"m\xffm\"", "x\xfe");
+    CHECK(s && strstr(s, "m\\\\xFFm") && strstr(s, "x\\\\xFE") && !strchr(s, '\xff'));
+    free(s);
     proto_error e = {.status = 400, .code = "invalid_json", .message = "m", .field = ""};
     s = proto_error_to_json(&e);
     CHECK(s && strstr(s, "\"invalid_json\""));

@@ -162,7 +162,7 @@ int main(void)
     resolve_wait *w = NULL;
     outcome o = { 0 };
     const char bad[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,0],\"dtype\":\"f16\"}]}";
-    resolve_kernel_body(r, bad, strlen(bad), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, bad, strlen(bad), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_FAILED && res.error.status == 422 && res.origin == RESOLVE_ORIGIN_NONE &&
           strstr(res.error.field, "inputs[0]") && !w && fr.lookups == 0,
           "bad body: %d %d %s %s", res.state, res.error.status, res.error.code, res.error.field);
@@ -172,7 +172,7 @@ int main(void)
     char remote_key[KC_KEY_LEN + 1];
     memcpy(remote_key, remote_a->key, sizeof(remote_key));
     fr.answer = remote_a;
-    resolve_kernel_body(r, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_WAITING && w && fr.lookups == 1 && strlen(res.op_key) == KC_KEY_LEN,
           "remote lookup started: %d", res.state);
     char op_key[KC_KEY_LEN + 1];
@@ -188,12 +188,12 @@ int main(void)
               choice == KC_CHOSEN_MODEL,
           "the remote kernel is stored locally");
     /* The same body again: the memo and the memory tier, no lookup. */
-    resolve_kernel_body(r, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_ANSWERED && res.origin == RESOLVE_ORIGIN_MEMORY && fr.lookups == 1 &&
           !strcmp(res.op_key, op_key), "memory hit: %d %d", res.state, res.origin);
     /* With the memory dropped: the local cache. */
     resolve_invalidate(r);
-    resolve_kernel_body(r, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_ANSWERED && res.origin == RESOLVE_ORIGIN_LOCAL && fr.lookups == 1,
           "local hit: %d %d", res.state, res.origin);
     /* tune "none" is answered by the stored model choice; "measure" without a GPU too, with a
@@ -255,7 +255,7 @@ int main(void)
     const char batch[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,333],\"dtype\":\"f32\"}],"
                          "\"arch\":\"sm_80\",\"wait\":false,\"tune\":\"none\"}";
     memset(&o, 0, sizeof(o));
-    resolve_kernel_body(r, batch, strlen(batch), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, batch, strlen(batch), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_WAITING, "wait:false looks up remotely first: %d", res.state);
     wait_for(&loop, &o);
     CHECK(o.calls == 1 && o.res.state == RESOLVE_ACCEPTED && o.res.job.id > 0 &&
@@ -264,7 +264,7 @@ int main(void)
     resolve_set_remote(r, NULL);
     const char batch2[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,334],\"dtype\":\"f32\"}],"
                           "\"arch\":\"sm_80\",\"wait\":false,\"tune\":\"none\"}";
-    resolve_kernel_body(r, batch2, strlen(batch2), NULL, NULL, &res, NULL);
+    resolve_kernel_body(r, NULL, batch2, strlen(batch2), NULL, NULL, &res, NULL);
     CHECK(res.state == RESOLVE_ACCEPTED && res.job.id > o.res.job.id, "accepted at once: %d", res.state);
 
     /* A caller that leaves while the remote tier looks: no callback, and the remote's kernel is
@@ -273,7 +273,7 @@ int main(void)
     const char other[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[16,1000],\"dtype\":\"f16\"}],\"arch\":\"sm_90\"}";
     fr.answer = make_artifact(other, 2, "left");
     memset(&o, 0, sizeof(o));
-    resolve_kernel_body(r, other, strlen(other), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, other, strlen(other), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_WAITING && w, "lookup: %d", res.state);
     memcpy(op_key, res.op_key, sizeof(op_key));
     resolve_wait_cancel(r, w);
@@ -287,10 +287,10 @@ int main(void)
     resolve_set_remote(r, NULL);
     resolve_drain(r);
     const char fresh[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[3,77],\"dtype\":\"f32\"}],\"arch\":\"sm_80\"}";
-    resolve_kernel_body(r, fresh, strlen(fresh), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, fresh, strlen(fresh), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_FAILED && res.error.status == 503 && !strcmp(res.error.code, "shutting_down") &&
           res.origin == RESOLVE_ORIGIN_TUNED, "draining: %d %d", res.state, res.error.status);
-    resolve_kernel_body(r, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
+    resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_ANSWERED, "hit while draining: %d", res.state);
 
     sched_free(s);

@@ -459,6 +459,51 @@ static void test_queue_limit_detach_cancel(void)
     env_close(&e);
 }
 
+/* One client may hold only its share of the queue (and of blocking priority); joining an
+ * existing job is never charged, and requests with no peer have no quota. */
+static void test_peer_quota(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.max_running_jobs = 1;
+    cfg.max_queued_jobs = 16;
+    cfg.max_queued_per_peer = 3;
+    cfg.max_blocking_per_peer = 1;
+    env e;
+    env_open(&e, &cfg, false, NULL);
+    tuner_op ops[10];
+    for (int i = 0; i < 10; i++)
+        ops[i] = softmax_f16(2, 64 * (i + 1));
+    sched_request r[10];
+    for (int i = 0; i < 10; i++)
+        r[i] = request(&ops[i], TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    for (int i = 0; i < 3; i++) {
+        r[i].peer = "uid:1";
+        CHECK(sched_submit(e.s, &r[i], NULL, NULL, NULL, NULL) == 0);
+    }
+    r[3].peer = "uid:1";
+    CHECK(sched_submit(e.s, &r[3], NULL, NULL, NULL, NULL) == -EDQUOT);
+    /* Joining one's own (or anyone's) queued job is free. */
+    CHECK(sched_submit(e.s, &r[0], NULL, NULL, NULL, NULL) == 0);
+    r[3].peer = "ip:10.0.0.7";
+    CHECK(sched_submit(e.s, &r[3], NULL, NULL, NULL, NULL) == 0);
+    r[4].peer = "ip:10.0.0.7";
+    r[4].priority = SCHED_PRIO_BLOCKING;
+    CHECK(sched_submit(e.s, &r[4], NULL, NULL, NULL, NULL) == 0);
+    r[5].peer = "ip:10.0.0.7";
+    r[5].priority = SCHED_PRIO_BLOCKING;
+    CHECK(sched_submit(e.s, &r[5], NULL, NULL, NULL, NULL) == -EDQUOT);
+    r[5].priority = SCHED_PRIO_NORMAL;
+    CHECK(sched_submit(e.s, &r[5], NULL, NULL, NULL, NULL) == 0);
+    r[6].peer = "ip:10.0.0.7";
+    CHECK(sched_submit(e.s, &r[6], NULL, NULL, NULL, NULL) == -EDQUOT);
+    /* No peer: no quota. */
+    r[6].peer = NULL;
+    for (int i = 6; i < 10; i++)
+        CHECK(sched_submit(e.s, &r[i], NULL, NULL, NULL, NULL) == 0);
+    env_close(&e);
+}
+
 /* Ended jobs stay readable: the last 64 of them. */
 static void test_ended_ring(void)
 {
@@ -801,6 +846,7 @@ int main(void)
     test_measure_without_gpu();
     test_priorities();
     test_queue_limit_detach_cancel();
+    test_peer_quota();
     test_drain();
     test_ended_ring();
     test_join_reuse_fused();

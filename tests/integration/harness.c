@@ -78,6 +78,9 @@ void ht_enable_http(ht_daemon *d)
     }
     d->http_port = ntohs(a.sin_port);
     close(fd);
+    /* Every TCP request needs the token, loopback included. */
+    snprintf(d->token_file, sizeof(d->token_file), "%s/token", d->dir);
+    ht_write_file(d->token_file, HT_TOKEN "\n", strlen(HT_TOKEN) + 1);
 }
 
 static pid_t spawn(ht_daemon *d)
@@ -99,6 +102,8 @@ static pid_t spawn(ht_daemon *d)
         snprintf(http_arg, sizeof(http_arg), "127.0.0.1:%d", d->http_port);
         argv[n++] = "--http";
         argv[n++] = http_arg;
+        argv[n++] = "--token-file";
+        argv[n++] = d->token_file;
     }
     for (int i = 0; i < d->n_extra; i++)
         argv[n++] = d->extra[i];
@@ -260,6 +265,8 @@ ht_resp ht_request(const ht_daemon *d, bool tcp, const char *method, const char 
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+    if (tcp)
+        hl = curl_slist_append(hl, "Authorization: Bearer " HT_TOKEN);
     for (int i = 0; headers && headers[i]; i++)
         hl = curl_slist_append(hl, headers[i]);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);

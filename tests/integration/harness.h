@@ -37,6 +37,7 @@ typedef struct ht_daemon {
     char log[300];       /* the daemon's stderr */
     char config[300];    /* "" unless ht_write_config() was called */
     int http_port;       /* 0: TCP off */
+    char token_file[300]; /* written by ht_enable_http(): TCP requests send HT_TOKEN */
     const char *extra[16];
     int n_extra;
 } ht_daemon;
@@ -55,7 +56,10 @@ void ht_init(ht_daemon *d);
 void ht_arg(ht_daemon *d, const char *arg);
 /* Writes `text` as the daemon's config file and passes --config. */
 void ht_write_config(ht_daemon *d, const char *text);
-/* Enables TCP on a free loopback port. */
+/* The bearer token ht_enable_http() gives the daemon (in a token file) and ht_request() sends
+ * over TCP. */
+#define HT_TOKEN "ht-test-token"
+/* Enables TCP on a free loopback port, with HT_TOKEN as the token. */
 void ht_enable_http(ht_daemon *d);
 /* Starts hidetd and waits until /healthz answers (20 s). Returns 0, or -1 (its log is printed). */
 int ht_start(ht_daemon *d);
