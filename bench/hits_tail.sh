@@ -68,5 +68,8 @@ for variant in quiet nolog tuning tuning-nolog; do
     echo "$variant: $jobs"
     kill -TERM $pid
     wait $pid 2>/dev/null
+    # What the daemon said besides the access log (warnings wait until written: worth knowing).
+    echo "$variant: log lines by level: $(awk '{print $2}' "$d/hidetd.log" | sort | uniq -c | tr '\n' ' ')"
+    grep -vE '^[^ ]+ info  (GET|POST|DELETE|HEAD) ' "$d/hidetd.log" | tail -n 5 | sed "s/^/$variant: | /"
     rm -rf "$d"
 done
