@@ -7,10 +7,13 @@
 #   tuning-nolog
 # Each variant runs a fresh daemon on a fresh cache: open loop at 20k req/s, then closed loop with
 # 64 clients. Prints one hitbench line per run, prefixed with the variant.
-#   bench/hits_tail.sh BIN_DIR [SECONDS]      (BIN_DIR holds hidetd and hitbench)
+#   bench/hits_tail.sh BIN_DIR [SECONDS [VARIANT...]]   (BIN_DIR holds hidetd and hitbench;
+#                                                       a variant named twice runs twice)
 set -u
 bin=$1
 secs=${2:-8}
+shift 2 2>/dev/null || shift $#
+variants=${*:-quiet nolog tuning tuning-nolog}
 here=$(cd "$(dirname "$0")/.." && pwd)
 req=$here/examples/requests/softmax.json
 # Where each part runs; on a machine with fewer than five CPUs nothing is pinned.
@@ -44,7 +47,7 @@ while time.time() < until:
 PY
 }
 
-for variant in quiet nolog tuning tuning-nolog; do
+for variant in $variants; do
     d=$(mktemp -d /tmp/hidetd-tail.XXXXXX)
     level=info
     case $variant in *nolog) level=warn ;; esac
