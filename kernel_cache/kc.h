@@ -7,7 +7,8 @@
  *  - selections: op key (a request without the schedule) -> the artifact that answers it, and
  *    how that choice was made (template default, cost model, or measured on a GPU);
  *  - trials: tuning key -> one row per candidate measured (time, error or failure reason), so a
- *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning.
+ *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning;
+ *  - the quarantine (schema 3): artifact keys the daemon took out of service, with the reason.
  *
  * Keys are lowercase hex SHA-256 of length-prefixed parts (kc_key()), so no two different part
  * lists collide by concatenation. The store survives kill -9 at any moment (WAL, one transaction
