@@ -83,7 +83,16 @@ static const char *const kc__sql[S__COUNT] = {
     [S_STATS] = "SELECT (SELECT count(*) FROM artifacts), (SELECT count(*) FROM selections),"
                 " (SELECT count(*) FROM trials), (SELECT coalesce(sum(bytes), 0) FROM artifacts)",
     [S_DATA_VERSION] = "PRAGMA data_version",
-    [S_VERIFY_ROWS] = "SELECT key, ptx_sha256, cubin_sha256, ptx, cubin FROM artifacts ORDER BY key",
+    [S_VERIFY_ROWS] = "SELECT key FROM artifacts ORDER BY key",
+    [S_ART_DIGESTS] = "SELECT ptx_sha256, cubin_sha256, choice, op_key FROM artifacts WHERE key = ?1",
+    [S_SEL_DEL_ART] = "DELETE FROM selections WHERE artifact_key = ?1",
+    /* The first reason stays: quarantining again (another request hit the same bad record)
+     * changes nothing. */
+    [S_QUAR_PUT] = "INSERT INTO quarantine (artifact_key, op_key, reason, at)"
+                   " VALUES (?1, ?2, ?3, ?4) ON CONFLICT(artifact_key) DO NOTHING",
+    [S_QUAR_DEL] = "DELETE FROM quarantine WHERE artifact_key = ?1",
+    [S_QUAR_LIST] = "SELECT artifact_key, op_key, reason, at FROM quarantine"
+                    " ORDER BY at, artifact_key",
 };
 
 
@@ -118,6 +127,23 @@ void kc_sha256_hex(const void *data, size_t len, char out[KC_KEY_LEN + 1])
     (void)kc__sodium_ready();
     crypto_hash_sha256(d, data ? data : (const void *)"", len);
     kc__hex(d, sizeof(d), out);
+}
+
+void kc_artifact_key(const char *op_key, const char *schedule_json, char out[KC_KEY_LEN + 1])
+{
+    /* The op key already names the record kind and every version, so two parts suffice. */
+    const char *parts[] = {op_key ? op_key : "", schedule_json ? schedule_json : ""};
+    kc_key(parts, 2, out);
+}
+
+bool kc_key_is_hex(const char *s)
+{
+    if (!s || strnlen(s, KC_KEY_LEN + 1) != KC_KEY_LEN)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
 }
 
 void kc_key(const char *const *parts, size_t n_parts, char out[KC_KEY_LEN + 1])

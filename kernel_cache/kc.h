@@ -7,7 +7,8 @@
  *  - selections: op key (a request without the schedule) -> the artifact that answers it, and
  *    how that choice was made (template default, cost model, or measured on a GPU);
  *  - trials: tuning key -> one row per candidate measured (time, error or failure reason), so a
- *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning.
+ *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning;
+ *  - the quarantine (schema 3): artifact keys the daemon took out of service, with the reason.
  *
  * Keys are lowercase hex SHA-256 of length-prefixed parts (kc_key()), so no two different part
  * lists collide by concatenation. The store survives kill -9 at any moment (WAL, one transaction
@@ -26,13 +27,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernel_cache/kc_sign.h"
+
 #define KC_KEY_LEN 64 /* hex chars; buffers are KC_KEY_LEN + 1 */
-#define KC_SCHEMA_VERSION 2
+#define KC_SCHEMA_VERSION 3
+/* The version hashed into op and tuning keys (scheduler/keys.c). It changes only when a stored
+ * record would mean something else (schema 2's typed launches), not when a table is added beside
+ * the records (schema 3's quarantine): a new table must not make every op tune again. */
+#define KC_KEY_SCHEMA 2
 
 #define KC_MAX_KERNELS 4 /* launches in one kernel set */
 #define KC_MAX_ARGS 12   /* pointer arguments of one launch */
 #define KC_MAX_INPUTS 8  /* op inputs a launch argument can name */
 #define KC_MAX_RANK 6    /* dimensions of the output */
+/* Bounds on what one record may hold (kc_artifact_put and import refuse more): generous for any
+ * kernel set the tuner writes, small enough that a hostile file cannot make a reader allocate
+ * without limit. */
+#define KC_MAX_CODE_BYTES ((size_t)64 << 20) /* PTX, and cubin, each */
+#define KC_MAX_TEXT_BYTES ((size_t)1 << 20)  /* op JSON, schedule JSON, provenance, each */
 
 typedef struct kc_db kc_db;
 
@@ -53,6 +65,12 @@ int kc_data_version(kc_db *db, int64_t *ret);
 
 /* Hex SHA-256 over the parts, each prefixed by its length. */
 void kc_key(const char *const *parts, size_t n_parts, char out[KC_KEY_LEN + 1]);
+/* The artifact key of an op key and a schedule: kc_key() over (op_key, schedule_json). The one
+ * derivation of the daemon (scheduler/keys.c sched_artifact_key, tested to agree) that this
+ * module repeats, to check records it did not write (import, verify). */
+void kc_artifact_key(const char *op_key, const char *schedule_json, char out[KC_KEY_LEN + 1]);
+/* True when s is a key as this module writes them: KC_KEY_LEN lowercase hex digits. */
+bool kc_key_is_hex(const char *s);
 /* Hex SHA-256 of a blob. */
 void kc_sha256_hex(const void *data, size_t len, char out[KC_KEY_LEN + 1]);
 
@@ -133,8 +151,9 @@ typedef struct kc_artifact {
 } kc_artifact;
 
 /* Stores an artifact (replacing one with the same key) and, in the same transaction, points the
- * selection for a->op_key at it with a->choice. Digests are computed here. -EINVAL when a field
- * (the launch included) is out of range. */
+ * selection for a->op_key at it with a->choice and lifts a quarantine of a->key. Digests are
+ * computed here. -EINVAL when a field (the launch included) is out of range or a blob or text is
+ * larger than KC_MAX_CODE_BYTES / KC_MAX_TEXT_BYTES. */
 int kc_artifact_put(kc_db *db, const kc_artifact *a);
 /* Reads an artifact and verifies both digests; -EBADMSG when either fails. Updates last_used_at
  * at most once a minute per key (cheap on the hit path). */
@@ -201,32 +220,89 @@ typedef struct kc_filter {
 } kc_filter;
 
 int kc_list(kc_db *db, const kc_filter *f, kc_summary **ret, size_t *ret_n);
-/* Removes artifacts matching the filter (and selections that point at them). */
+/* Removes artifacts matching the filter (and the selections that point at them, and their
+ * quarantine rows). */
 int kc_remove(kc_db *db, const kc_filter *f, size_t *ret_removed);
+/* Removes the artifact stored under exactly `key` (any string, hex or not) with its selections
+ * and its quarantine row, in one transaction. *ret_removed: artifacts removed (0 or 1; 0 when
+ * only a quarantine row was there). -ENOENT when there was neither. */
+int kc_remove_key(kc_db *db, const char *key, size_t *ret_removed);
 /* Removes least-recently-used artifacts until the stored bytes are <= max_bytes. */
 int kc_prune_to_size(kc_db *db, uint64_t max_bytes, size_t *ret_removed);
+
+/* Takes a stored record the daemon cannot use out of service: in one transaction the selections
+ * that point at the artifact are removed (their ops are tuned again on the next request) and the
+ * artifact key is recorded in the quarantine with the reason (the artifact row stays for
+ * inspection until `cache rm` or pruning removes it). Idempotent; any key string is accepted.
+ * Storing the same artifact key again (kc_artifact_put) lifts its quarantine. */
+int kc_quarantine(kc_db *db, const char *artifact_key, const char *reason);
+
+typedef struct kc_quarantined {
+    char key[KC_KEY_LEN + 1];   /* as stored (a longer key is cut; see key_len) */
+    size_t key_len;
+    char op_key[KC_KEY_LEN + 1];
+    char reason[256];
+    int64_t at;                 /* unix seconds */
+} kc_quarantined;
+/* Everything in quarantine, oldest first; *ret freed with free(). */
+int kc_quarantine_list(kc_db *db, kc_quarantined **ret, size_t *ret_n);
 
 typedef struct kc_stats {
     uint64_t artifacts, selections, trials, bytes;
 } kc_stats;
 int kc_stats_get(kc_db *db, kc_stats *ret);
 
-/* Checks SQLite's integrity and every artifact's digests; *ret_bad counts failing artifacts and
- * (when bad_keys != NULL) their keys are returned as a malloc'd array of malloc'd strings.
+/* One record that fails a check: its key as stored (any bytes) and why (both malloc'd). */
+typedef struct kc_problem {
+    char *key;
+    char *reason;
+} kc_problem;
+void kc_problems_free(kc_problem *p, size_t n);
+
+/* Checks SQLite's integrity, then reads every artifact as the daemon would and checks it deeply:
+ * both digests, every typed column in range, the launch rows (kc_launch_check), the key and op
+ * key well-formed (kc_key_is_hex), the key derived from its op key and schedule
+ * (kc_artifact_key), op_json an object naming the record's op, schedule_json an object, the
+ * target a known one. *ret_checked counts artifacts read; each failing one is in *ret_bad
+ * (malloc'd, kc_problems_free(); may be NULL to only count) with *ret_n_bad entries, in key
+ * order. The quarantine is not part of this (kc_quarantine_list()).
  * Returns -EBADMSG when PRAGMA integrity_check itself fails (kc_errmsg() has its first line). */
-int kc_verify(kc_db *db, size_t *ret_checked, size_t *ret_bad, char ***bad_keys);
+int kc_verify(kc_db *db, size_t *ret_checked, kc_problem **ret_bad, size_t *ret_n_bad);
 int kc_vacuum(kc_db *db);
 
-/* Writes every artifact matching f (NULL: all) to a self-checking export file (written beside
- * path, then renamed into place); an artifact failing its digest aborts it with -EBADMSG.
- * Format: a header line "hidetd-kernel-cache-export 1", one JSON object per artifact (blobs in
- * base64 with their SHA-256, the launch as kc_launch_json() text), and a trailer
- * "end COUNT SHA256-OF-ALL-BYTES-BEFORE-IT".
- * Import checks everything first, refuses a file with any damaged byte or a launch description
- * that does not convert to a valid kc_launch (-EBADMSG, nothing stored), then stores all
- * artifacts (and their selections) in one transaction. *ret_err
- * (malloc'd, may be set on success to NULL) says why on failure. */
-int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, char **ret_err);
-int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err);
+/* Export and import (kc_export.c has the file format). An export file holds every artifact
+ * matching f (NULL: all), self-checking (a SHA-256 over all its records in a trailer) and,
+ * when a secret key is given, signed by it (Ed25519 over the trailer, kc_sign.h). It is written
+ * beside path, then renamed into place; an artifact failing its digest aborts it with -EBADMSG.
+ * *ret_err (malloc'd, set only on failure) says why. */
+int kc_export(kc_db *db, const kc_filter *f, const char *path, const kc_sign_secret *sign,
+              size_t *ret_n, char **ret_err);
+
+typedef struct kc_import_opts {
+    const kc_sign_public *trusted;        /* keys whose signature is accepted */
+    size_t n_trusted;
+    bool allow_unsigned;   /* accept a file without a signature (a local restore) */
+    bool replace_stronger; /* let a record replace a selection, or an artifact, chosen more
+                            * strongly than it was (kc_choice order) */
+} kc_import_opts;
+
+typedef struct kc_import_info {
+    size_t n;                 /* artifacts stored */
+    bool is_signed;
+    char signer[KC_SIGN_ID_LEN + 1]; /* key id of the signer ("" unsigned) */
+} kc_import_info;
+
+/* Imports an export file, all or nothing, in one transaction. It is refused (nothing stored)
+ * when: any byte is damaged (-EBADMSG); it is unsigned and !allow_unsigned, or signed by a key
+ * not in `trusted` (-ENOKEY), or its signature does not verify (-EBADMSG); a record does not
+ * hold as the daemon would read it (keys hex, the key derived from op key and schedule, op_json
+ * and schedule_json parse and name the record's op, a known target, a launch that converts and
+ * passes kc_launch_check, sizes within KC_MAX_*; -EBADMSG); a record would replace a selection
+ * or an artifact chosen more strongly than it was, unless replace_stronger (-EEXIST); a record's
+ * PTX or cubin differs from what is stored under its artifact key (-EEXIST: an artifact key
+ * names an op and a schedule, so different code under it is never right; remove the stored
+ * artifact first to replace it). o may be NULL (no trusted keys, nothing allowed). */
+int kc_import(kc_db *db, const char *path, const kc_import_opts *o, kc_import_info *ret_info,
+              char **ret_err);
 
 #endif

@@ -1,5 +1,6 @@
 /* kernel_cache/kc_admin.c - listing and administration (hidetctl cache ...): list, remove,
- * prune, stats, verify, vacuum.
+ * prune, stats, the quarantine, verify, vacuum; and the check of a whole record as the daemon
+ * would read it, which verify and import share.
  */
 #include "kernel_cache/kc.h"
 #include "kernel_cache/kc_internal.h"
@@ -9,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
 #include <sqlite3.h>
+
+#include "op/op.h"
 
 
 static void kc__bind_filter(sqlite3_stmt *s, const kc_filter *f, bool with_limit)
@@ -107,6 +111,212 @@ int kc_remove(kc_db *db, const kc_filter *f, size_t *ret_removed)
 out:
     kc__unlock(db);
     return r;
+}
+
+/* Runs a cached statement bound to one key; *ret_changes: rows it changed. */
+static int kc__exec_key(kc_db *db, int which, const char *key, const char *what,
+                        size_t *ret_changes)
+{
+    sqlite3_stmt *s = kc__stmt(db, which);
+    int rc;
+
+    if (!s)
+        return -EIO;
+    kc__bind_text(s, 1, key);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE)
+        return kc__sqlerr(db, rc, what);
+    if (ret_changes)
+        *ret_changes = (size_t)sqlite3_changes(db->sql);
+    return 0;
+}
+
+int kc_remove_key(kc_db *db, const char *key, size_t *ret_removed)
+{
+    size_t arts = 0, quar = 0;
+    int r;
+
+    if (!db || !key)
+        return -EINVAL;
+    kc__lock(db);
+    r = kc__begin(db);
+    if (r < 0)
+        goto out;
+    /* The trigger takes the artifact's quarantine row along; a row without an artifact (a key
+     * quarantined that was never stored, or stored elsewhere) is removed explicitly. */
+    r = kc__exec_key(db, S_DELETE_KEY, key, "remove artifact", &arts);
+    if (r == 0)
+        r = kc__exec_key(db, S_QUAR_DEL, key, "remove from quarantine", &quar);
+    if (r == 0)
+        r = kc__commit(db);
+    if (r < 0) {
+        kc__rollback(db);
+        goto out;
+    }
+    if (arts == 0 && quar == 0) {
+        kc__set_err(db, "no artifact %s", key);
+        r = -ENOENT;
+        goto out;
+    }
+    if (ret_removed)
+        *ret_removed = arts;
+out:
+    kc__unlock(db);
+    return r;
+}
+
+int kc_quarantine(kc_db *db, const char *artifact_key, const char *reason)
+{
+    char op_key[KC_KEY_LEN + 1] = "";
+    int r, rc;
+
+    if (!db || !artifact_key)
+        return -EINVAL;
+    kc__lock(db);
+    r = kc__begin(db);
+    if (r < 0)
+        goto out;
+    sqlite3_stmt *s = kc__stmt(db, S_ART_DIGESTS);
+    if (!s) {
+        r = -EIO;
+        goto fail;
+    }
+    kc__bind_text(s, 1, artifact_key);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        kc__copy_col(s, 3, op_key, sizeof(op_key));
+    sqlite3_reset(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        r = kc__sqlerr(db, rc, "read artifact");
+        goto fail;
+    }
+    r = kc__exec_key(db, S_SEL_DEL_ART, artifact_key, "remove selections", NULL);
+    if (r < 0)
+        goto fail;
+    s = kc__stmt(db, S_QUAR_PUT);
+    if (!s) {
+        r = -EIO;
+        goto fail;
+    }
+    kc__bind_text(s, 1, artifact_key);
+    kc__bind_text(s, 2, op_key);
+    kc__bind_text(s, 3, reason ? reason : "");
+    sqlite3_bind_int64(s, 4, kc__now());
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE) {
+        r = kc__sqlerr(db, rc, "quarantine");
+        goto fail;
+    }
+    r = kc__commit(db);
+    if (r == 0)
+        goto out;
+fail:
+    kc__rollback(db);
+out:
+    kc__unlock(db);
+    return r;
+}
+
+int kc_quarantine_list(kc_db *db, kc_quarantined **ret, size_t *ret_n)
+{
+    kc_quarantined *v = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0, rc;
+
+    if (!db || !ret || !ret_n)
+        return -EINVAL;
+    kc__lock(db);
+    sqlite3_stmt *s = kc__stmt(db, S_QUAR_LIST);
+    if (!s) {
+        r = -EIO;
+        goto out;
+    }
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            kc_quarantined *nv = realloc(v, nc * sizeof(*v));
+            if (!nv) {
+                r = -ENOMEM;
+                goto out;
+            }
+            v = nv;
+            cap = nc;
+        }
+        kc_quarantined *q = &v[n++];
+        memset(q, 0, sizeof(*q));
+        kc__copy_col(s, 0, q->key, sizeof(q->key));
+        q->key_len = (size_t)sqlite3_column_bytes(s, 0);
+        kc__copy_col(s, 1, q->op_key, sizeof(q->op_key));
+        kc__copy_col(s, 2, q->reason, sizeof(q->reason));
+        q->at = sqlite3_column_int64(s, 3);
+    }
+    if (rc != SQLITE_DONE) {
+        r = kc__sqlerr(db, rc, "list quarantine");
+        goto out;
+    }
+    *ret = v;
+    *ret_n = n;
+    v = NULL;
+out:
+    if (s)
+        sqlite3_reset(s);
+    kc__unlock(db);
+    free(v);
+    return r;
+}
+
+/* A text that must hold a JSON object; with `op`, one whose "op" member is that string. */
+static bool kc__json_object(const char *text, const char *op)
+{
+    cJSON *j = text ? cJSON_ParseWithOpts(text, NULL, true) : NULL;
+    bool ok = cJSON_IsObject(j);
+    if (ok && op) {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "op"));
+        ok = name && strcmp(name, op) == 0;
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
+int kc__check_record(const kc_artifact *a, const char **ret_why)
+{
+    char want[KC_KEY_LEN + 1];
+    tuner_op_kind kind;
+    tuner_target target;
+    const char *why = NULL;
+
+    if (!kc_key_is_hex(a->key))
+        why = "the key is not 64 lowercase hex digits";
+    else if (!kc_key_is_hex(a->op_key))
+        why = "the op key is not 64 lowercase hex digits";
+    else if (kc__check_sizes(a) < 0)
+        why = "PTX, cubin or a JSON text is larger than a record may be";
+    else if (kc_artifact_key(a->op_key, a->schedule_json, want), strcmp(want, a->key) != 0)
+        why = "the key is not the artifact key of its op key and schedule";
+    else if (tuner_op_parse(a->op, &kind) < 0)
+        why = "the op is not one this build knows";
+    else if (!kc__json_object(a->op_json, a->op))
+        why = "op_json is not a JSON object naming the record's op";
+    else if (!kc__json_object(a->schedule_json, NULL))
+        why = "schedule_json is not a JSON object";
+    else if (tuner_target_parse(a->target, &target) < 0)
+        why = "the target is not one this build knows";
+    else if (a->choice < KC_CHOSEN_DEFAULT || a->choice > KC_CHOSEN_MEASURED)
+        why = "the choice is out of range";
+    else if (kc_launch_check(&a->launch) < 0)
+        why = "the launch description is out of range";
+    else if (a->launch.n_kernels < 1)
+        why = "the launch description has no kernels";
+    if (why) {
+        if (ret_why)
+            *ret_why = why;
+        return -EBADMSG;
+    }
+    return 0;
 }
 
 static int kc__total_bytes(kc_db *db, uint64_t *ret)
@@ -223,23 +433,79 @@ out:
     return r;
 }
 
-static int kc__push_key(char ***v, size_t *n, const char *key)
+void kc_problems_free(kc_problem *p, size_t n)
 {
-    char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+    if (!p)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(p[i].key);
+        free(p[i].reason);
+    }
+    free(p);
+}
+
+static int kc__push_problem(kc_problem **v, size_t *n, const char *key, const char *reason)
+{
+    kc_problem *nv = realloc(*v, (*n + 1) * sizeof(**v));
     if (!nv)
         return -ENOMEM;
     *v = nv;
-    nv[*n] = strdup(key);
-    if (!nv[*n])
+    nv[*n].key = strdup(key);
+    nv[*n].reason = strdup(reason);
+    if (!nv[*n].key || !nv[*n].reason) {
+        free(nv[*n].key);
+        free(nv[*n].reason);
         return -ENOMEM;
+    }
     (*n)++;
     return 0;
 }
 
-int kc_verify(kc_db *db, size_t *ret_checked, size_t *ret_bad, char ***bad_keys)
+/* The keys of every artifact, read first so that the deep reads below use the handle's
+ * statements one at a time. */
+static int kc__all_keys(kc_db *db, char ***ret, size_t *ret_n)
 {
-    char **bad = NULL;
-    size_t n_bad = 0, checked = 0;
+    sqlite3_stmt *s = kc__stmt(db, S_VERIFY_ROWS);
+    char **v = NULL;
+    size_t n = 0;
+    int r = 0, rc;
+
+    if (!s)
+        return -EIO;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const unsigned char *k = sqlite3_column_text(s, 0);
+        char **nv = realloc(v, (n + 1) * sizeof(*v));
+        if (!nv) {
+            r = -ENOMEM;
+            break;
+        }
+        v = nv;
+        v[n] = strdup(k ? (const char *)k : "");
+        if (!v[n]) {
+            r = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    sqlite3_reset(s);
+    if (r == 0 && rc != SQLITE_DONE)
+        r = kc__sqlerr(db, rc, "verify");
+    if (r < 0) {
+        for (size_t i = 0; i < n; i++)
+            free(v[i]);
+        free(v);
+        return r;
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+int kc_verify(kc_db *db, size_t *ret_checked, kc_problem **ret_bad, size_t *ret_n_bad)
+{
+    kc_problem *bad = NULL;
+    size_t n_bad = 0, n_keys = 0;
+    char **keys = NULL;
     bool integrity_ok = true;
     sqlite3_stmt *s = NULL;
     int r = 0, rc;
@@ -262,72 +528,60 @@ int kc_verify(kc_db *db, size_t *ret_checked, size_t *ret_bad, char ***bad_keys)
         }
     }
     sqlite3_finalize(s);
-    s = NULL;
     if (rc != SQLITE_DONE) {
         r = kc__sqlerr(db, rc, "integrity_check");
         goto out;
     }
-    r = kc__exec_stmt(db, S_BEGIN_READ, "begin");
+    r = kc__begin_read(db);
     if (r < 0)
         goto out;
-    s = kc__stmt(db, S_VERIFY_ROWS);
-    if (!s) {
-        r = -EIO;
-        kc__rollback(db);
-        goto out;
-    }
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        char got[KC_KEY_LEN + 1];
-        bool ok = true;
-        for (int c = 0; c < 2; c++) {
-            const unsigned char *want = sqlite3_column_text(s, 1 + c);
-            const void *b = sqlite3_column_blob(s, 3 + c);
-            kc_sha256_hex(b, (size_t)sqlite3_column_bytes(s, 3 + c), got);
-            if (!want || strcmp((const char *)want, got) != 0)
-                ok = false;
+    r = kc__all_keys(db, &keys, &n_keys);
+    /* Each record through the daemon's own read (digests, typed columns, launch rows), then
+     * what that read takes on trust (keys, texts, target). */
+    for (size_t i = 0; r == 0 && i < n_keys; i++) {
+        kc_artifact *a = NULL;
+        const char *why = NULL;
+        char reason[sizeof(db->err)];
+        int g = kc__get_locked(db, keys[i], true, false, &a);
+        if (g == -EBADMSG || g == -ENOENT) {
+            snprintf(reason, sizeof(reason), "%s", kc_errmsg(db));
+        } else if (g < 0) {
+            r = g;
+            break;
+        } else if (kc__check_record(a, &why) < 0) {
+            snprintf(reason, sizeof(reason), "%s", why);
+        } else {
+            reason[0] = '\0';
         }
-        checked++;
-        if (!ok) {
-            if (bad_keys) {
-                const unsigned char *k = sqlite3_column_text(s, 0);
-                r = kc__push_key(&bad, &n_bad, k ? (const char *)k : "");
-                if (r < 0)
-                    break;
-            } else {
+        kc_artifact_free(a);
+        if (reason[0]) {
+            if (ret_bad)
+                r = kc__push_problem(&bad, &n_bad, keys[i], reason);
+            else
                 n_bad++;
-            }
         }
     }
-    sqlite3_reset(s);
-    s = NULL;
     kc__rollback(db); /* ends the read transaction */
     if (r < 0)
         goto out;
-    if (rc != SQLITE_DONE) {
-        r = kc__sqlerr(db, rc, "verify");
-        goto out;
-    }
     if (!integrity_ok) {
         /* A damaged b-tree is reported as an error even if every readable row verified. */
         r = -EBADMSG;
         goto out;
     }
     if (ret_checked)
-        *ret_checked = checked;
-    if (ret_bad)
-        *ret_bad = n_bad;
-    if (bad_keys) {
-        *bad_keys = bad;
+        *ret_checked = n_keys;
+    if (ret_n_bad)
+        *ret_n_bad = n_bad;
+    if (ret_bad) {
+        *ret_bad = bad;
         bad = NULL;
     }
 out:
-    if (s)
-        sqlite3_finalize(s);
-    if (bad) {
-        for (size_t i = 0; i < n_bad; i++)
-            free(bad[i]);
-        free(bad);
-    }
+    kc_problems_free(bad, n_bad);
+    for (size_t i = 0; i < n_keys; i++)
+        free(keys[i]);
+    free(keys);
     kc__unlock(db);
     return r;
 }

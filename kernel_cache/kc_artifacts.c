@@ -17,6 +17,16 @@ uint64_t kc__artifact_bytes(const kc_artifact *a)
            strlen(kc__nz(a->provenance_json));
 }
 
+int kc__check_sizes(const kc_artifact *a)
+{
+    if (a->ptx_len > KC_MAX_CODE_BYTES || a->cubin_len > KC_MAX_CODE_BYTES ||
+        strnlen(kc__nz(a->op_json), KC_MAX_TEXT_BYTES + 1) > KC_MAX_TEXT_BYTES ||
+        strnlen(kc__nz(a->schedule_json), KC_MAX_TEXT_BYTES + 1) > KC_MAX_TEXT_BYTES ||
+        strnlen(kc__nz(a->provenance_json), KC_MAX_TEXT_BYTES + 1) > KC_MAX_TEXT_BYTES)
+        return -EINVAL;
+    return 0;
+}
+
 int kc__check_artifact(const kc_artifact *a)
 {
     if (!a || !kc__key_ok(a->key) || !kc__key_ok(a->op_key))
@@ -27,6 +37,8 @@ int kc__check_artifact(const kc_artifact *a)
     if ((a->ptx_len && !a->ptx) || (a->cubin_len && !a->cubin))
         return -EINVAL;
     if (a->choice < KC_CHOSEN_DEFAULT || a->choice > KC_CHOSEN_MEASURED)
+        return -EINVAL;
+    if (kc__check_sizes(a) < 0)
         return -EINVAL;
     return kc_launch_check(&a->launch);
 }
@@ -228,6 +240,18 @@ int kc__put_locked(kc_db *db, const kc_artifact *a, const char *ptx_sha, const c
     sqlite3_clear_bindings(s);
     if (rc != SQLITE_DONE)
         return kc__sqlerr(db, rc, "store selection");
+
+    /* Stored again (a new build, an import of a good copy): it is usable, so it leaves the
+     * quarantine. */
+    s = kc__stmt(db, S_QUAR_DEL);
+    if (!s)
+        return -EIO;
+    kc__bind_text(s, 1, a->key);
+    rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE)
+        return kc__sqlerr(db, rc, "lift quarantine");
     return 0;
 }
 

@@ -1,17 +1,25 @@
-/* kernel_cache/kc_export.c - the self-checking export file (backup, moving a cache between hosts).
+/* kernel_cache/kc_export.c - the self-checking, signed export file (backup, moving a cache
+ * between hosts).
  *
  * Format, one record per line, all text:
- *   hidetd-kernel-cache-export 1
+ *   hidetd-kernel-cache-export 2
  *   {"key":...,"ptx":"<base64>","ptx_sha256":"<hex>","cubin":"<base64>",...}   (one per artifact)
  *   end <count> <hex SHA-256 of every byte before this line>
+ *   sig ed25519 <key id> <base64 signature>                   (signed files only)
+ * The signature is kc_sign_detached() with the context "hidetd-kernel-cache-export 2" over the
+ * trailer line's bytes, newline included: the trailer holds the digest of everything before it,
+ * so the signature covers every byte of the file but its own line. Files of format 1 (written
+ * before signing existed) are the same without a signature line; they, and unsigned files of
+ * format 2, are imported only when the caller allows unsigned files.
  * The launch description travels as JSON text ("launch_json", kc_launch_json()) and the choice as
  * its name ("choice"), with "measured" beside it for older readers; files written before schema
  * 2 have no "choice", and import derives it from "measured" and the provenance as the schema-1
- * migration does. Import converts the text into a kc_launch and refuses the file when it does
- * not convert. The trailer's digest makes any flipped byte before it visible; the trailer itself is parsed
- * strictly (exact count, exact digest, nothing after its newline). Each blob also carries its own
- * digest, checked again after decoding. Import checks all of that before it stores anything, then
- * stores every artifact in one transaction.
+ * migration does. The trailer's digest makes any flipped byte before it visible; the trailer and
+ * the signature line are parsed strictly (exact count, exact digest, nothing after the last
+ * newline). Each blob also carries its own digest, checked again after decoding.
+ * Import checks all of that, and every record as the daemon would read it (kc__check_record),
+ * before it stores anything; then, in one transaction, it refuses a record that would replace a
+ * stronger choice or different code under the same artifact key, or stores every artifact.
  */
 #include "kernel_cache/kc.h"
 #include "kernel_cache/kc_internal.h"
@@ -29,7 +37,9 @@
 #include <cJSON.h>
 #include <sodium.h>
 
-#define KC__EXPORT_MAGIC "hidetd-kernel-cache-export 1\n"
+#define KC__EXPORT_MAGIC "hidetd-kernel-cache-export 2\n"
+#define KC__EXPORT_MAGIC_V1 "hidetd-kernel-cache-export 1\n"
+#define KC__SIGN_CONTEXT "hidetd-kernel-cache-export 2"
 /* Refuse absurd files before reading them into memory. */
 #define KC__IMPORT_MAX_BYTES ((off_t)16 << 30)
 
@@ -118,11 +128,14 @@ static int kc__emit(int fd, crypto_hash_sha256_state *st, const char *p, size_t 
     return kc__write_all(fd, p, n);
 }
 
-int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, char **ret_err)
+int kc_export(kc_db *db, const kc_filter *f, const char *path, const kc_sign_secret *sign,
+              size_t *ret_n, char **ret_err)
 {
     crypto_hash_sha256_state st;
     unsigned char d[crypto_hash_sha256_BYTES];
     char hex[KC_KEY_LEN + 1], trailer[128];
+    char sig_line[sizeof("sig ed25519  \n") + KC_SIGN_ID_LEN +
+                  sodium_base64_ENCODED_LEN(KC_SIGN_BYTES, sodium_base64_VARIANT_ORIGINAL)];
     kc_summary *list = NULL;
     size_t n = 0;
     char *tmp = NULL;
@@ -185,6 +198,18 @@ int kc_export(kc_db *db, const kc_filter *f, const char *path, size_t *ret_n, ch
     sodium_bin2hex(hex, sizeof(hex), d, sizeof(d));
     snprintf(trailer, sizeof(trailer), "end %zu %s\n", n, hex);
     r = kc__write_all(fd, trailer, strlen(trailer));
+    if (r == 0 && sign) {
+        unsigned char sig[KC_SIGN_BYTES];
+        char b64[sodium_base64_ENCODED_LEN(KC_SIGN_BYTES, sodium_base64_VARIANT_ORIGINAL)];
+        r = kc_sign_detached(sign, KC__SIGN_CONTEXT, trailer, strlen(trailer), sig);
+        if (r < 0) {
+            kc__fail(ret_err, r, "signing %s failed", path);
+            goto out;
+        }
+        sodium_bin2base64(b64, sizeof(b64), sig, sizeof(sig), sodium_base64_VARIANT_ORIGINAL);
+        snprintf(sig_line, sizeof(sig_line), "sig ed25519 %s %s\n", sign->id, b64);
+        r = kc__write_all(fd, sig_line, strlen(sig_line));
+    }
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
     if (r == 0 && close(fd) < 0)
@@ -235,15 +260,6 @@ static const char *kc__jstr(const cJSON *o, const char *name)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static bool kc__is_hex64(const char *s)
-{
-    if (!s || strlen(s) != KC_KEY_LEN)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return false;
-    return true;
-}
 
 static bool kc__jint(const cJSON *o, const char *name, int64_t *ret)
 {
@@ -282,6 +298,9 @@ static int kc__decode_blob(const cJSON *o, const char *name, const char *sha, vo
     if (!b64)
         return -EINVAL;
     in_len = strlen(b64);
+    /* Bounded before decoding: a record never holds more code than a stored one may. */
+    if (in_len > KC_MAX_CODE_BYTES / 3 * 4 + 4)
+        return -EFBIG;
     buf = malloc(in_len / 4 * 3 + 2);
     if (!buf)
         return -ENOMEM;
@@ -326,9 +345,13 @@ static int kc__parse_line(const char *line, size_t len, kc__rec *rec, char **ret
     measured = cJSON_GetObjectItemCaseSensitive(o, "measured");
     lat = cJSON_GetObjectItemCaseSensitive(o, "latency_us");
     pred = cJSON_GetObjectItemCaseSensitive(o, "predicted_us");
-    if (!key || !*key || strlen(key) > KC_KEY_LEN || !op_key || !*op_key ||
-        strlen(op_key) > KC_KEY_LEN || !op || strlen(op) >= sizeof(rec->a.op) || !target ||
-        strlen(target) >= sizeof(rec->a.target) || !kc__is_hex64(ph) || !kc__is_hex64(ch) ||
+    /* Keys are checked first: they are the only text of a record that messages repeat. */
+    if (!kc_key_is_hex(key)) {
+        kc__fail(ret_err, -EBADMSG, "line %zu: the key is not 64 lowercase hex digits", lineno);
+        goto out;
+    }
+    if (!kc_key_is_hex(op_key) || !op || strlen(op) >= sizeof(rec->a.op) || !target ||
+        strlen(target) >= sizeof(rec->a.target) || !kc_key_is_hex(ph) || !kc_key_is_hex(ch) ||
         !cJSON_IsBool(measured) || !(cJSON_IsNumber(lat) || cJSON_IsNull(lat)) ||
         !cJSON_IsNumber(pred) || !kc__jint(o, "created_at", &rec->a.created_at) ||
         !kc__jint(o, "last_used_at", &rec->a.last_used_at)) {
@@ -352,7 +375,10 @@ static int kc__parse_line(const char *line, size_t len, kc__rec *rec, char **ret
         goto out;
     }
     const char *why = NULL;
-    if (kc__launch_from_json(launch, rec->a.op_json, &rec->a.launch, &why) < 0) {
+    if (strlen(launch) > KC_MAX_TEXT_BYTES ||
+        kc__launch_from_json(launch, rec->a.op_json, &rec->a.launch, &why) < 0) {
+        if (!why)
+            why = "too long";
         kc__fail(ret_err, -EBADMSG, "line %zu: artifact %s: launch description: %s", lineno, key,
                  why);
         goto out;
@@ -368,16 +394,26 @@ static int kc__parse_line(const char *line, size_t len, kc__rec *rec, char **ret
     }
     r = kc__decode_blob(o, "ptx", ph, &p, &rec->a.ptx_len, true);
     if (r < 0) {
-        kc__fail(ret_err, r, "line %zu: artifact %s: PTX fails its digest", lineno, key);
+        r = r == -ENOMEM ? r : -EBADMSG;
+        kc__fail(ret_err, r, "line %zu: artifact %s: PTX fails its digest or is too large",
+                 lineno, key);
         goto out;
     }
     rec->a.ptx = p;
     r = kc__decode_blob(o, "cubin", ch, &p, &rec->a.cubin_len, false);
     if (r < 0) {
-        kc__fail(ret_err, r, "line %zu: artifact %s: cubin fails its digest", lineno, key);
+        r = r == -ENOMEM ? r : -EBADMSG;
+        kc__fail(ret_err, r, "line %zu: artifact %s: cubin fails its digest or is too large",
+                 lineno, key);
         goto out;
     }
     rec->a.cubin = p;
+    /* As the daemon would read it: what it derives keys from and hands to clients. */
+    if (kc__check_record(&rec->a, &why) < 0) {
+        r = -EBADMSG;
+        kc__fail(ret_err, r, "line %zu: artifact %s: %s", lineno, key, why);
+        goto out;
+    }
     r = 0;
 out:
     cJSON_Delete(o);
@@ -423,13 +459,136 @@ out:
     return r;
 }
 
-int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
+/* Parses "end COUNT HEX\n" at buf[start, end) strictly. */
+static bool kc__parse_trailer(const char *buf, size_t start, size_t end, size_t *ret_count,
+                              char hex[KC_KEY_LEN + 1])
+{
+    char canon[128];
+    unsigned long long c = 0;
+    size_t tlen = end - start;
+
+    if (tlen >= sizeof(canon))
+        return false;
+    memcpy(canon, buf + start, tlen);
+    canon[tlen] = '\0';
+    if (sscanf(canon, "end %llu %64[0-9a-f]", &c, hex) != 2 || strlen(hex) != KC_KEY_LEN)
+        return false;
+    /* Re-render the trailer: any byte that differs from the canonical form is damage. */
+    char want[128];
+    snprintf(want, sizeof(want), "end %llu %s\n", c, hex);
+    if (strcmp(want, canon) != 0)
+        return false;
+    *ret_count = (size_t)c;
+    return true;
+}
+
+/* Checks the signature line buf[start, end) over the trailer buf[tstart, start). */
+static int kc__check_signature(const char *path, const char *buf, size_t tstart, size_t start,
+                               size_t end, const kc_import_opts *o, kc_import_info *info,
+                               char **ret_err)
+{
+    char line[256], id[KC_SIGN_ID_LEN + 1];
+    unsigned char sig[KC_SIGN_BYTES];
+    size_t len = end - start, sig_len = 0;
+    const char *b64_end = NULL;
+    const kc_sign_public *k = NULL;
+
+    if (len >= sizeof(line))
+        return kc__fail(ret_err, -EBADMSG, "%s: malformed signature line", path);
+    memcpy(line, buf + start, len);
+    line[len] = '\0';
+    /* "sig ed25519 KEYID BASE64\n" */
+    const char *tag = "sig ed25519 ";
+    size_t tl = strlen(tag);
+    if (len < tl + KC_SIGN_ID_LEN + 3 || memcmp(line, tag, tl) != 0 ||
+        line[tl + KC_SIGN_ID_LEN] != ' ' || line[len - 1] != '\n')
+        return kc__fail(ret_err, -EBADMSG, "%s: malformed signature line", path);
+    memcpy(id, line + tl, KC_SIGN_ID_LEN);
+    id[KC_SIGN_ID_LEN] = '\0';
+    for (const char *p = id; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return kc__fail(ret_err, -EBADMSG, "%s: malformed signature line", path);
+    line[len - 1] = '\0';
+    const char *b64 = line + tl + KC_SIGN_ID_LEN + 1;
+    if (sodium_base642bin(sig, sizeof(sig), b64, strlen(b64), NULL, &sig_len, &b64_end,
+                          sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        sig_len != sizeof(sig) || *b64_end != '\0')
+        return kc__fail(ret_err, -EBADMSG, "%s: malformed signature line", path);
+    int r = kc_sign_verify(o ? o->trusted : NULL, o ? o->n_trusted : 0, id, KC__SIGN_CONTEXT,
+                           buf + tstart, start - tstart, sig, &k);
+    if (r == -ENOKEY)
+        return kc__fail(ret_err, r, "%s: signed by key %s, which is not trusted (give its public "
+                        "key with --trust or put it in the trusted-keys directory)", path, id);
+    if (r < 0)
+        return kc__fail(ret_err, r, "%s: the signature of key %s does not "
+                        "verify: the file was changed after it was signed", path, id);
+    info->is_signed = true;
+    memcpy(info->signer, k->id, sizeof(info->signer));
+    return 0;
+}
+
+/* Refuses a record that would replace something chosen more strongly or different code under the
+ * same key; the caller holds the lock and the write transaction. */
+static int kc__import_conflicts(kc_db *db, const kc__rec *rec, const kc_import_opts *o,
+                                size_t lineno, char **ret_err)
+{
+    bool stronger_ok = o && o->replace_stronger;
+    sqlite3_stmt *s = kc__stmt(db, S_ART_DIGESTS);
+    int rc, r = 0;
+
+    if (!s)
+        return -EIO;
+    kc__bind_text(s, 1, rec->a.key);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *ph = sqlite3_column_text(s, 0), *ch = sqlite3_column_text(s, 1);
+        int choice = sqlite3_column_int(s, 2);
+        if (!ph || !ch || strcmp((const char *)ph, rec->ptx_sha) != 0 ||
+            strcmp((const char *)ch, rec->cubin_sha) != 0)
+            r = kc__fail(ret_err, -EEXIST, "line %zu: artifact %s: the stored artifact under "
+                         "this key has different PTX or cubin; an artifact key names one op and "
+                         "schedule, so this is refused (remove the stored one with 'cache rm' "
+                         "to replace it)", lineno, rec->a.key);
+        else if (choice > (int)rec->a.choice && !stronger_ok)
+            r = kc__fail(ret_err, -EEXIST, "line %zu: artifact %s: stored as %s, the file has "
+                         "it as %s (--replace-stronger to replace it)", lineno, rec->a.key,
+                         kc_choice_name((kc_choice)choice), kc_choice_name(rec->a.choice));
+    } else if (rc != SQLITE_DONE) {
+        r = kc__sqlerr(db, rc, "read artifact");
+    }
+    sqlite3_reset(s);
+    if (r < 0)
+        return r;
+    s = kc__stmt(db, S_SEL_GET);
+    if (!s)
+        return -EIO;
+    kc__bind_text(s, 1, rec->a.op_key);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        int choice = sqlite3_column_int(s, 1);
+        if (choice > (int)rec->a.choice && !stronger_ok)
+            r = kc__fail(ret_err, -EEXIST, "line %zu: op %s: the stored selection was %s, the "
+                         "file's artifact %s was %s (--replace-stronger to replace it)", lineno,
+                         rec->a.op_key, kc_choice_name((kc_choice)choice), rec->a.key,
+                         kc_choice_name(rec->a.choice));
+    } else if (rc != SQLITE_DONE) {
+        r = kc__sqlerr(db, rc, "read selection");
+    }
+    sqlite3_reset(s);
+    return r;
+}
+
+int kc_import(kc_db *db, const char *path, const kc_import_opts *o, kc_import_info *ret_info,
+              char **ret_err)
 {
     char *buf = NULL;
-    size_t len = 0, n_recs = 0, count = 0;
+    size_t len = 0, n_recs = 0, count = 0, magic_len;
     kc__rec *recs = NULL;
+    kc_import_info info;
+    bool v1;
     int r;
 
+    memset(&info, 0, sizeof(info));
     if (ret_err)
         *ret_err = NULL;
     if (!db || !path)
@@ -440,37 +599,38 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
     if (r < 0)
         return r;
 
-    /* 1. Header and trailer, and the digest over everything before the trailer. */
-    size_t magic_len = strlen(KC__EXPORT_MAGIC);
-    if (len < magic_len || memcmp(buf, KC__EXPORT_MAGIC, magic_len) != 0) {
+    /* 1. Header, trailer (and signature line), and the digest over everything before the
+     *    trailer. */
+    magic_len = strlen(KC__EXPORT_MAGIC);
+    _Static_assert(sizeof(KC__EXPORT_MAGIC) == sizeof(KC__EXPORT_MAGIC_V1), "same header length");
+    v1 = len >= magic_len && memcmp(buf, KC__EXPORT_MAGIC_V1, magic_len) == 0;
+    if (!v1 && (len < magic_len || memcmp(buf, KC__EXPORT_MAGIC, magic_len) != 0)) {
         r = kc__fail(ret_err, -EBADMSG, "%s: not a hidetd kernel cache export", path);
         goto out;
     }
-    if (len == 0 || buf[len - 1] != '\n' || memchr(buf, '\0', len) != NULL) {
+    if (buf[len - 1] != '\n' || memchr(buf, '\0', len) != NULL) {
         r = kc__fail(ret_err, -EBADMSG, "%s: truncated or damaged (no final newline)", path);
         goto out;
     }
-    size_t tstart = len - 1;
-    while (tstart > 0 && buf[tstart - 1] != '\n')
-        tstart--;
-    if (tstart < magic_len) {
+    /* The last line, and the one before it. */
+    size_t lstart = len - 1;
+    while (lstart > 0 && buf[lstart - 1] != '\n')
+        lstart--;
+    size_t tstart = lstart, tend = len;
+    bool has_sig = !v1 && len - lstart > 4 && memcmp(buf + lstart, "sig ", 4) == 0;
+    if (has_sig && lstart > magic_len) {
+        tend = lstart;
+        tstart = tend - 1;
+        while (tstart > 0 && buf[tstart - 1] != '\n')
+            tstart--;
+    }
+    if (tstart < magic_len || (has_sig && tend == len)) {
         r = kc__fail(ret_err, -EBADMSG, "%s: no trailer line", path);
         goto out;
     }
     {
-        char hex[KC_KEY_LEN + 1], got[KC_KEY_LEN + 1], canon[128];
-        unsigned long long c = 0;
-        int consumed = 0;
-        size_t tlen = len - tstart;
-        if (tlen >= sizeof(canon) ||
-            sscanf(buf + tstart, "end %llu %64[0-9a-f]%n", &c, hex, &consumed) != 2) {
-            r = kc__fail(ret_err, -EBADMSG, "%s: malformed trailer", path);
-            goto out;
-        }
-        /* Re-render the trailer: any byte that differs from the canonical form is damage. */
-        snprintf(canon, sizeof(canon), "end %llu %s\n", c, hex);
-        if (strlen(canon) != tlen || memcmp(canon, buf + tstart, tlen) != 0 ||
-            strlen(hex) != KC_KEY_LEN) {
+        char hex[KC_KEY_LEN + 1], got[KC_KEY_LEN + 1];
+        if (!kc__parse_trailer(buf, tstart, tend, &count, hex)) {
             r = kc__fail(ret_err, -EBADMSG, "%s: malformed trailer", path);
             goto out;
         }
@@ -480,10 +640,19 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
                          "damaged after export", path);
             goto out;
         }
-        count = (size_t)c;
+    }
+    /* 2. Who vouches for it: a trusted signature, or the caller's explicit trust. */
+    if (has_sig) {
+        r = kc__check_signature(path, buf, tstart, tend, len, o, &info, ret_err);
+        if (r < 0)
+            goto out;
+    } else if (!o || !o->allow_unsigned) {
+        r = kc__fail(ret_err, -ENOKEY, "%s: the file is not signed; import it only if you made "
+                     "it yourself (--trust-unsigned)", path);
+        goto out;
     }
 
-    /* 2. Every record, decoded and checked, before anything is stored. */
+    /* 3. Every record, decoded and checked, before anything is stored. */
     size_t lines = 0;
     for (size_t i = magic_len; i < tstart; i++)
         if (buf[i] == '\n')
@@ -516,20 +685,32 @@ int kc_import(kc_db *db, const char *path, size_t *ret_n, char **ret_err)
         pos += ll + 1;
     }
 
-    /* 3. Store everything in one transaction. */
+    /* 4. In one transaction: refuse what would replace a stronger choice or other code, else
+     *    store everything. */
     kc__lock(db);
     r = kc__begin(db);
-    for (size_t i = 0; r == 0 && i < n_recs; i++)
-        r = kc__put_locked(db, &recs[i].a, recs[i].ptx_sha, recs[i].cubin_sha);
-    if (r == 0)
-        r = kc__commit(db);
-    if (r < 0) {
-        kc__fail(ret_err, r, "storing imported artifacts: %s", kc_errmsg(db));
-        kc__rollback(db);
+    if (r < 0)
+        kc__fail(ret_err, r, "%s", kc_errmsg(db));
+    for (size_t i = 0; r == 0 && i < n_recs; i++) {
+        r = kc__import_conflicts(db, &recs[i], o, i + 2, ret_err);
+        if (r == 0)
+            r = kc__put_locked(db, &recs[i].a, recs[i].ptx_sha, recs[i].cubin_sha);
+        if (r < 0)
+            kc__fail(ret_err, r, "storing imported artifacts: %s", kc_errmsg(db));
     }
+    if (r == 0) {
+        r = kc__commit(db);
+        if (r < 0)
+            kc__fail(ret_err, r, "storing imported artifacts: %s", kc_errmsg(db));
+    }
+    if (r < 0)
+        kc__rollback(db);
     kc__unlock(db);
-    if (r == 0 && ret_n)
-        *ret_n = n_recs;
+    if (r == 0) {
+        info.n = n_recs;
+        if (ret_info)
+            *ret_info = info;
+    }
 out:
     if (recs) {
         for (size_t i = 0; i < n_recs; i++)

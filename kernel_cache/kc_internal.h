@@ -43,6 +43,11 @@ enum {
     S_STATS,
     S_DATA_VERSION,
     S_VERIFY_ROWS,
+    S_ART_DIGESTS,
+    S_SEL_DEL_ART,
+    S_QUAR_PUT,
+    S_QUAR_DEL,
+    S_QUAR_LIST,
     S__COUNT
 };
 
@@ -143,6 +148,14 @@ static inline void kc__copy_col(sqlite3_stmt *s, int i, char *dst, size_t cap)
 static inline int64_t kc__now(void) { return (int64_t)time(NULL); }
 
 static inline const char *kc__nz(const char *s) { return s ? s : ""; }
+
+/* 0 when a holds as the daemon would read it beyond what kc__get_locked checks: keys hex, the
+ * key derived from op key and schedule, op and target known, op_json an object naming the op,
+ * schedule_json an object, sizes, choice and launch in range with at least one kernel; else -EBADMSG with *ret_why
+ * (static text). Shared by verify and import (kc_admin.c). */
+int kc__check_record(const kc_artifact *a, const char **ret_why);
+/* 0 when a's blobs and texts are within KC_MAX_CODE_BYTES / KC_MAX_TEXT_BYTES, else -EINVAL. */
+int kc__check_sizes(const kc_artifact *a);
 
 static inline bool kc__key_ok(const char *k)
 {

@@ -151,6 +151,21 @@ out:
     return r;
 }
 
+/* Schema 2 -> 3: the quarantine, where the daemon puts records it cannot use (kc_quarantine()).
+ * No foreign key to artifacts: any key may be quarantined, also one whose row is gone or was never
+ * there. A trigger removes a quarantine row with its artifact, whichever statement deletes it
+ * (cache rm, prune, a filter); a migration that rebuilds `artifacts` must create it again. */
+static const char kc__v3[] =
+    "CREATE TABLE quarantine ("
+    "  artifact_key TEXT PRIMARY KEY NOT NULL,"
+    "  op_key TEXT NOT NULL," /* the artifact's op key when it was quarantined, or '' */
+    "  reason TEXT NOT NULL,"
+    "  at INTEGER NOT NULL"
+    ");"
+    "CREATE TRIGGER artifacts_leave_quarantine AFTER DELETE ON artifacts BEGIN"
+    "  DELETE FROM quarantine WHERE artifact_key = old.key;"
+    " END;";
+
 /* Ordered migrations: entry i brings the schema from version i to i + 1: `sql`, then `convert`
  * (when there is one), then `sql_after`. Each runs in one transaction together with the bump of
  * schema_version, so a crash mid-way changes nothing.
@@ -207,6 +222,8 @@ static const struct {
     ");", NULL, NULL},
     /* 1 -> 2 */
     {kc__v2_before, kc__convert_v2, kc__v2_after},
+    /* 2 -> 3 */
+    {kc__v3, NULL, NULL},
 };
 #define KC__N_MIGRATIONS (sizeof(kc__migrations) / sizeof(kc__migrations[0]))
 _Static_assert(KC__N_MIGRATIONS == KC_SCHEMA_VERSION, "one migration per schema version");

@@ -23,7 +23,7 @@ void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LE
     tuner_target_name(t, target, sizeof(target));
     const char *parts[] = {
         "hidetd-op",
-        STR(KC_SCHEMA_VERSION),
+        STR(KC_KEY_SCHEMA),
         op_json ? op_json : "",
         target,
         tuner_codegen_version(),
@@ -55,7 +55,7 @@ int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_
     /* cuDriverGetVersion: 1000 * major + 10 * minor; minor driver updates keep their timings. */
     snprintf(driver_major, sizeof(driver_major), "%d", dev->driver_version / 1000);
     const char *parts[] = {
-        "hidetd-tuning", STR(KC_SCHEMA_VERSION), json, target, tuner_codegen_version(),
+        "hidetd-tuning", STR(KC_KEY_SCHEMA), json, target, tuner_codegen_version(),
         tuner_nvrtc_version(), SCHED_NUMERICS_FLAGS, tuner_numerics_flags(), dev->name, sm_count,
         driver_major, space_hash,
     };

@@ -22,6 +22,8 @@
 
 #include "hidetd_config.h"
 
+#define TRUST_DIR HIDETD_SYSCONFDIR "/hidetd/trusted.d"
+
 static const char usage_text[] =
     "Usage: hidetctl [OPTIONS] COMMAND [ARGS]\n"
     "\n"
@@ -37,16 +39,28 @@ static const char usage_text[] =
     "\n"
     "Cache commands (open the database file directly; work with the daemon running or not):\n"
     "  cache ls [--arch A] [--op OP]    list artifacts, most recently used first\n"
-    "  cache show KEY                   one artifact (KEY may be a unique prefix)\n"
-    "  cache rm KEY...                  remove artifacts\n"
+    "  cache show [--exact] KEY         one artifact (KEY may be a unique hex prefix;\n"
+    "                                   --exact: KEY exactly as stored, any characters)\n"
+    "  cache rm [--exact] KEY...        remove artifacts (and their quarantine rows)\n"
     "  cache prune [--older-than DUR] [--arch A] [--max-size SIZE]\n"
     "                                   remove artifacts unused for DUR (30d, 12h, 90m, 2w)\n"
     "                                   (of arch A only, with --arch), then least recently\n"
     "                                   used ones until at most SIZE (500M, 2G, 1.5GiB) is left\n"
-    "  cache export FILE                write a self-checking backup of every artifact\n"
-    "  cache import FILE                check a backup completely, then store all of it\n"
-    "  cache verify                     SQLite integrity check and every blob's digest\n"
+    "  cache export FILE [--sign KEY]   write a self-checking backup of every artifact,\n"
+    "                                   signed with the secret KEY file (see keygen)\n"
+    "  cache import FILE [--trust PUB]... [--trust-dir DIR] [--trust-unsigned]\n"
+    "                    [--replace-stronger]\n"
+    "                                   check a backup completely, then store all of it;\n"
+    "                                   it must be signed by a trusted key (--trust PUB, or\n"
+    "                                   a *.pub in DIR, default " TRUST_DIR ")\n"
+    "                                   unless --trust-unsigned (a backup you made yourself)\n"
+    "  cache verify                     SQLite integrity check, every record read as the\n"
+    "                                   daemon reads it, and the quarantine\n"
     "  cache vacuum                     give unused space back to the file system\n"
+    "\n"
+    "Keys:\n"
+    "  keygen [--out PREFIX]            write a signing key pair: PREFIX.key (secret, mode\n"
+    "                                   0600) and PREFIX.pub (default PREFIX: hidetd-sign)\n"
     "\n"
     "Options:\n"
     "  --socket PATH   daemon's Unix socket (default: $HIDETD_SOCKET, else\n"
@@ -64,7 +78,9 @@ static const char usage_text[] =
     "  2  usage error (bad command, option or argument)\n"
     "  3  cannot connect to the daemon\n"
     "  4  not found (kernel, job, cache entry, database)\n"
-    "  5  verify or import found corruption\n";
+    "  5  verify found a bad or quarantined record, or import found corruption\n"
+    "  6  import refused an intact file: not signed by a trusted key, or it would replace\n"
+    "     a stronger choice or different code\n";
 
 int usage_error(const char *fmt, ...)
 {
@@ -82,7 +98,9 @@ int usage_error(const char *fmt, ...)
 int only_opts(const opts *o, unsigned allowed, const char *cmd)
 {
     static const char *const names[] = {"--arch", "--tune", "--no-wait", "--ptx", "--cubin",
-                                        "--watch", "--older-than", "--max-size", "--op"};
+                                        "--watch", "--older-than", "--max-size", "--op",
+                                        "--sign", "--trust", "--trust-dir", "--trust-unsigned",
+                                        "--replace-stronger", "--exact", "--out"};
     unsigned extra = o->seen & ~allowed;
     for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (extra & (1u << i))
@@ -154,6 +172,70 @@ void progress_bar(int64_t done, int64_t total, char *out, size_t cap)
         snprintf(out, cap, "[%s]   -", bar);
 }
 
+/* Length of the valid UTF-8 sequence at p that is not a C1 control (U+0080..U+009F), or 0. */
+static size_t utf8_ok(const unsigned char *p)
+{
+    unsigned c = p[0];
+    size_t n;
+    unsigned cp;
+
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, cp = c & 0x07;
+    else
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    /* Overlong forms, surrogates and code points past U+10FFFF are not UTF-8. */
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+        return 0;
+    return n;
+}
+
+char *safe_text(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    size_t len = strlen((const char *)p);
+    char *out = malloc(4 * len + 1), *o = out;
+
+    if (!out)
+        return NULL;
+    while (*p) {
+        size_t n = *p >= 0x80 ? utf8_ok(p) : 0;
+        if (n) {
+            memcpy(o, p, n);
+            o += n;
+            p += n;
+        } else if (*p == '\\') {
+            *o++ = '\\';
+            *o++ = '\\';
+            p++;
+        } else if (*p < 0x20 || *p >= 0x7f) {
+            o += sprintf(o, "\\x%02x", *p);
+            p++;
+        } else {
+            *o++ = (char)*p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+bool text_is_safe(const char *s)
+{
+    char *t = safe_text(s);
+    bool same = t && strcmp(t, s ? s : "") == 0;
+    free(t);
+    return same;
+}
+
 int table_row(table *t, ...)
 {
     va_list ap;
@@ -222,7 +304,8 @@ void print_json(const cJSON *j)
 int main(int argc, char **argv)
 {
     enum { O_SOCKET = 256, O_URL, O_TOKEN, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
-           O_CUBIN, O_WATCH, O_OLDER, O_MAXSIZE, O_OP, O_VERSION };
+           O_CUBIN, O_WATCH, O_OLDER, O_MAXSIZE, O_OP, O_VERSION, O_SIGN, O_TRUST, O_TRUST_DIR,
+           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT };
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"url", required_argument, NULL, O_URL},
@@ -238,6 +321,13 @@ int main(int argc, char **argv)
         {"older-than", required_argument, NULL, O_OLDER},
         {"max-size", required_argument, NULL, O_MAXSIZE},
         {"op", required_argument, NULL, O_OP},
+        {"sign", required_argument, NULL, O_SIGN},
+        {"trust", required_argument, NULL, O_TRUST},
+        {"trust-dir", required_argument, NULL, O_TRUST_DIR},
+        {"trust-unsigned", no_argument, NULL, O_TRUST_UNSIGNED},
+        {"replace-stronger", no_argument, NULL, O_REPLACE_STRONGER},
+        {"exact", no_argument, NULL, O_EXACT},
+        {"out", required_argument, NULL, O_OUT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -263,6 +353,21 @@ int main(int argc, char **argv)
         case O_OLDER: o.older_than = optarg; o.seen |= OPT_OLDER; break;
         case O_MAXSIZE: o.max_size = optarg; o.seen |= OPT_MAXSIZE; break;
         case O_OP: o.op = optarg; o.seen |= OPT_OP; break;
+        case O_SIGN: o.sign = optarg; o.seen |= OPT_SIGN; break;
+        case O_TRUST:
+            if (o.n_trust == MAX_TRUST)
+                return usage_error("at most %d --trust options", MAX_TRUST);
+            o.trust[o.n_trust++] = optarg;
+            o.seen |= OPT_TRUST;
+            break;
+        case O_TRUST_DIR: o.trust_dir = optarg; o.seen |= OPT_TRUST_DIR; break;
+        case O_TRUST_UNSIGNED: o.trust_unsigned = true; o.seen |= OPT_TRUST_UNSIGNED; break;
+        case O_REPLACE_STRONGER:
+            o.replace_stronger = true;
+            o.seen |= OPT_REPLACE_STRONGER;
+            break;
+        case O_EXACT: o.exact = true; o.seen |= OPT_EXACT; break;
+        case O_OUT: o.out = optarg; o.seen |= OPT_OUT; break;
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case O_VERSION: printf("hidetctl %s\n", HIDETD_VERSION); return EXIT_OK;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -294,6 +399,8 @@ int main(int argc, char **argv)
         rc = cmd_cancel(&o, cargc, cargv);
     else if (strcmp(cmd, "cache") == 0)
         rc = cmd_cache(&o, cargc, cargv);
+    else if (strcmp(cmd, "keygen") == 0)
+        rc = cmd_keygen(&o, cargc, cargv);
     else if (strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
         rc = EXIT_OK;

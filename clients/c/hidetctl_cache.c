@@ -1,10 +1,17 @@
 /* clients/c/hidetctl_cache.c - hidetctl's cache commands: cache ls, show, rm, prune, export,
  * import, verify and vacuum, run directly on the kernel database through kernel_cache/ (no
- * daemon needed; with one running, WAL lets both use the file).
+ * daemon needed; with one running, WAL lets both use the file); and keygen, the key pair that
+ * signs exports.
+ *
+ * Every text that comes from the database or an import file (keys, names, JSON, reasons, error
+ * messages that quote them) is printed through safe_text(): a stored key may hold any byte.
  */
 #include "clients/c/hidetctl_internal.h"
 
 #include "kernel_cache/kc.h"
+#include "kernel_cache/kc_sign.h"
+
+#include "hidetd_config.h"
 
 #include <errno.h>
 #include <math.h>
@@ -109,6 +116,31 @@ static int kc_exit(int r)
     return EXIT_DAEMON;
 }
 
+/* "hidetctl: PREFIX: MESSAGE" on stderr, the message made safe (it may quote stored keys). */
+static void print_err(const char *prefix, const char *msg)
+{
+    char *t = safe_text(msg);
+    fprintf(stderr, "hidetctl: %s%s%s\n", prefix ? prefix : "", prefix ? ": " : "",
+            t ? t : "?");
+    free(t);
+}
+
+/* A safe copy of a stored text to add to JSON or a table; "" when out of memory. The caller
+ * frees. */
+static char *st(const char *s)
+{
+    char *t = safe_text(s);
+    return t ? t : strdup("");
+}
+
+/* Adds a stored text to a JSON object, made safe. */
+static void add_text(cJSON *j, const char *name, const char *s)
+{
+    char *t = st(s);
+    cJSON_AddStringToObject(j, name, t ? t : "");
+    free(t);
+}
+
 static int open_cache(const opts *o, bool create, kc_db **ret)
 {
     char *path = o->cache ? strdup(o->cache) : default_cache();
@@ -124,7 +156,7 @@ static int open_cache(const opts *o, bool create, kc_db **ret)
     }
     r = kc_open(path, ret, &err);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: %s\n", err ? err : strerror(-r));
+        print_err(NULL, err ? err : strerror(-r));
         free(err);
         free(path);
         return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
@@ -136,9 +168,9 @@ static int open_cache(const opts *o, bool create, kc_db **ret)
 static cJSON *summary_json(const kc_summary *s)
 {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "key", s->key);
-    cJSON_AddStringToObject(j, "op", s->op);
-    cJSON_AddStringToObject(j, "arch", s->target);
+    add_text(j, "key", s->key);
+    add_text(j, "op", s->op);
+    add_text(j, "arch", s->target);
     cJSON_AddBoolToObject(j, "measured", s->choice == KC_CHOSEN_MEASURED);
     if (s->latency_us >= 0)
         cJSON_AddNumberToObject(j, "latency_us", s->latency_us);
@@ -162,7 +194,7 @@ static int cache_ls(const opts *o, kc_db *db, int argc)
         return usage_error("'cache ls' takes no arguments");
     r = kc_list(db, &f, &v, &n);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        print_err(NULL, kc_errmsg(db));
         return kc_exit(r);
     }
     if (o->json) {
@@ -175,13 +207,19 @@ static int cache_ls(const opts *o, kc_db *db, int argc)
         table t = {.ncols = 7, .align = "lllrrrl"};
         table_row(&t, "KEY", "OP", "ARCH", "MEASURED", "LATENCY", "SIZE", "LAST USED");
         for (size_t i = 0; i < n; i++) {
-            char key[17], lat[32], sz[32], age[32];
-            snprintf(key, sizeof(key), "%.16s", v[i].key);
+            char lat[32], sz[32], age[32];
+            /* A well-formed key is shown by its first 16 digits; any other whole, made safe,
+             * so that it can be found and removed (cache rm --exact). */
+            char *key = kc_key_is_hex(v[i].key) ? strndup(v[i].key, 16) : st(v[i].key);
+            char *op = st(v[i].op), *target = st(v[i].target);
             fmt_us(v[i].latency_us, lat, sizeof(lat));
             fmt_size(v[i].bytes, sz, sizeof(sz));
             fmt_age(v[i].last_used_at, age, sizeof(age));
-            table_row(&t, key, v[i].op, v[i].target,
+            table_row(&t, key, op, target,
                       v[i].choice == KC_CHOSEN_MEASURED ? "yes" : "no", lat, sz, age);
+            free(key);
+            free(op);
+            free(target);
             total += v[i].bytes;
         }
         table_print(&t, stdout);
@@ -194,7 +232,9 @@ static int cache_ls(const opts *o, kc_db *db, int argc)
     return EXIT_OK;
 }
 
-/* Resolves a key or unique key prefix to a full key. */
+/* Resolves a key or unique key prefix to a full key. Only lowercase hex is matched as a prefix:
+ * a prefix of some other string could match keys nobody meant; such keys are named whole with
+ * --exact. */
 static int resolve_key(kc_db *db, const char *prefix, char out[KC_KEY_LEN + 1])
 {
     kc_filter f = {.key_prefix = prefix, .limit = 2};
@@ -203,13 +243,18 @@ static int resolve_key(kc_db *db, const char *prefix, char out[KC_KEY_LEN + 1])
     int r;
 
     for (const char *p = prefix; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return usage_error("'%s' is not a key (lowercase hex)", prefix);
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) {
+            char *t = st(prefix);
+            r = usage_error("'%s' is not a key or key prefix (lowercase hex); give a key that is "
+                            "not hex whole with --exact", t);
+            free(t);
+            return r;
+        }
     if (!*prefix || strlen(prefix) > KC_KEY_LEN)
         return usage_error("'%s' is not a key", prefix);
     r = kc_list(db, &f, &v, &n);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        print_err(NULL, kc_errmsg(db));
         return kc_exit(r);
     }
     if (n == 0) {
@@ -234,27 +279,31 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
 
     if (argc != 1)
         return usage_error("'cache show' takes one KEY");
-    if ((rc = resolve_key(db, argv[0], key)))
-        return rc;
+    const char *want = argv[0];
+    if (!o->exact) {
+        if ((rc = resolve_key(db, argv[0], key)))
+            return rc;
+        want = key;
+    }
     /* The full, verifying read (show says so when a blob is damaged), not counted as a use. */
-    r = kc_artifact_peek(db, key, &a);
+    r = kc_artifact_peek(db, want, &a);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        print_err(NULL, kc_errmsg(db));
         return kc_exit(r);
     }
     /* The launch as the export file writes it: the same text schema 1 stored. */
     char *launch = NULL;
     if (kc_launch_json(&a->launch, &launch) < 0) {
-        fprintf(stderr, "hidetctl: %s: cannot render the launch description\n", key);
+        print_err(a->key, "cannot render the launch description");
         kc_artifact_free(a);
         return EXIT_DAEMON;
     }
     if (o->json) {
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "key", a->key);
-        cJSON_AddStringToObject(j, "op_key", a->op_key);
-        cJSON_AddStringToObject(j, "op", a->op);
-        cJSON_AddStringToObject(j, "arch", a->target);
+        add_text(j, "key", a->key);
+        add_text(j, "op_key", a->op_key);
+        add_text(j, "op", a->op);
+        add_text(j, "arch", a->target);
         cJSON_AddBoolToObject(j, "measured", a->choice == KC_CHOSEN_MEASURED);
         if (a->latency_us >= 0)
             cJSON_AddNumberToObject(j, "latency_us", a->latency_us);
@@ -265,13 +314,18 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         cJSON_AddNumberToObject(j, "cubin_bytes", (double)a->cubin_len);
         cJSON_AddNumberToObject(j, "created_at", (double)a->created_at);
         cJSON_AddNumberToObject(j, "last_used_at", (double)a->last_used_at);
-        /* The stored JSON documents are embedded as JSON, or as text if they do not parse. */
+        /* The stored JSON documents are embedded as JSON, or as (safe) text if they do not
+         * parse or hold bytes cJSON would print raw (DEL, C1 controls, invalid UTF-8). */
         const char *names[] = {"op_json", "schedule", "launch", "provenance"};
         const char *vals[] = {a->op_json, a->schedule_json, launch, a->provenance_json};
         for (int i = 0; i < 4; i++) {
-            cJSON *p = cJSON_Parse(vals[i] ? vals[i] : "");
-            cJSON_AddItemToObject(j, i == 0 ? "op_request" : names[i],
-                                  p ? p : cJSON_CreateString(vals[i] ? vals[i] : ""));
+            cJSON *p = text_is_safe(vals[i]) ? cJSON_Parse(vals[i] ? vals[i] : "") : NULL;
+            if (!p) {
+                char *t = st(vals[i]);
+                p = cJSON_CreateString(t);
+                free(t);
+            }
+            cJSON_AddItemToObject(j, i == 0 ? "op_request" : names[i], p);
         }
         print_json(j);
         cJSON_Delete(j);
@@ -283,9 +337,11 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         fmt_size(a->cubin_len, cs, sizeof(cs));
         fmt_time(a->created_at, ct, sizeof(ct));
         fmt_time(a->last_used_at, lu, sizeof(lu));
-        printf("key          %s\n", a->key);
-        printf("op key       %s\n", a->op_key);
-        printf("op           %s on %s\n", a->op, a->target);
+        char *t[8] = {st(a->key), st(a->op_key), st(a->op), st(a->target), st(a->op_json),
+                      st(a->schedule_json), st(launch), st(a->provenance_json)};
+        printf("key          %s\n", t[0]);
+        printf("op key       %s\n", t[1]);
+        printf("op           %s on %s\n", t[2], t[3]);
         printf("measured     %s\n", a->choice == KC_CHOSEN_MEASURED ? "yes"
                                  : a->choice == KC_CHOSEN_MODEL ? "no (ranked by the cost model)"
                                                                 : "no (the template's default)");
@@ -293,10 +349,12 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         printf("ptx / cubin  %s / %s (digests verified)\n", ps, cs);
         printf("created      %s\n", ct);
         printf("last used    %s\n", lu);
-        printf("request      %s\n", a->op_json);
-        printf("schedule     %s\n", a->schedule_json);
-        printf("launch       %s\n", launch);
-        printf("provenance   %s\n", a->provenance_json);
+        printf("request      %s\n", t[4]);
+        printf("schedule     %s\n", t[5]);
+        printf("launch       %s\n", t[6]);
+        printf("provenance   %s\n", t[7]);
+        for (int i = 0; i < 8; i++)
+            free(t[i]);
     }
     free(launch);
     kc_artifact_free(a);
@@ -312,25 +370,34 @@ static int cache_rm(const opts *o, kc_db *db, int argc, char **argv)
         return usage_error("'cache rm' takes one or more KEYs");
     for (int i = 0; i < argc; i++) {
         char key[KC_KEY_LEN + 1];
+        const char *target = argv[i];
         size_t n = 0;
-        int r = resolve_key(db, argv[i], key);
+        int r = 0;
+        /* --exact: the string as stored, whatever it holds. A whole hex key is exact too, so a
+         * key that is only in quarantine (no artifact row) can be removed without --exact. */
+        if (!o->exact && !kc_key_is_hex(argv[i])) {
+            r = resolve_key(db, argv[i], key);
+            target = key;
+        }
         if (r) {
             /* Keep going; report the most serious problem at the end. */
             if (r != EXIT_NOT_FOUND || rc == EXIT_OK)
                 rc = r;
             continue;
         }
-        kc_filter f = {.key_prefix = key};
-        r = kc_remove(db, &f, &n);
+        r = kc_remove_key(db, target, &n);
         if (r < 0) {
-            fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
-            rc = kc_exit(r);
+            print_err(NULL, kc_errmsg(db));
+            if (r != -ENOENT || rc == EXIT_OK)
+                rc = kc_exit(r);
             continue;
         }
+        char *t = st(target);
         if (removed)
-            cJSON_AddItemToArray(removed, cJSON_CreateString(key));
+            cJSON_AddItemToArray(removed, cJSON_CreateString(t));
         else
-            printf("removed %s\n", key);
+            printf("removed %s\n", t);
+        free(t);
     }
     if (removed) {
         cJSON *w = cJSON_CreateObject();
@@ -370,7 +437,7 @@ static int cache_prune(const opts *o, kc_db *db, int argc)
     if (r == 0)
         r = kc_stats_get(db, &after);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: %s\n", kc_errmsg(db));
+        print_err(NULL, kc_errmsg(db));
         return kc_exit(r);
     }
     if (o->json) {
@@ -393,15 +460,28 @@ static int cache_prune(const opts *o, kc_db *db, int argc)
 
 static int cache_export(const opts *o, kc_db *db, int argc, char **argv)
 {
+    kc_sign_secret key;
+    char id[KC_SIGN_ID_LEN + 1] = "";
     char *err = NULL;
     size_t n = 0;
     int r;
 
     if (argc != 1)
         return usage_error("'cache export' takes one FILE");
-    r = kc_export(db, NULL, argv[0], &n, &err);
+    memset(&key, 0, sizeof(key));
+    if (o->sign) {
+        r = kc_sign_load_secret(o->sign, &key, &err);
+        if (r < 0) {
+            print_err("cannot use the signing key", err ? err : strerror(-r));
+            free(err);
+            return r == -ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
+        }
+        memcpy(id, key.id, sizeof(id));
+    }
+    r = kc_export(db, NULL, argv[0], o->sign ? &key : NULL, &n, &err);
+    kc_sign_secret_wipe(&key);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: export failed: %s\n", err ? err : strerror(-r));
+        print_err("export failed", err ? err : strerror(-r));
         free(err);
         return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
     }
@@ -410,71 +490,170 @@ static int cache_export(const opts *o, kc_db *db, int argc, char **argv)
         cJSON *j = cJSON_CreateObject();
         cJSON_AddNumberToObject(j, "exported", (double)n);
         cJSON_AddStringToObject(j, "file", argv[0]);
+        if (o->sign)
+            cJSON_AddStringToObject(j, "signed_by", id);
+        else
+            cJSON_AddNullToObject(j, "signed_by");
         print_json(j);
         cJSON_Delete(j);
-    }
-    else
+    } else if (o->sign) {
+        printf("exported %zu artifact%s to %s, signed by key %s\n", n, n == 1 ? "" : "s",
+               argv[0], id);
+    } else {
         printf("exported %zu artifact%s to %s\n", n, n == 1 ? "" : "s", argv[0]);
+    }
+    if (!o->sign)
+        fprintf(stderr, "hidetctl: note: the file is not signed; importing it needs "
+                        "--trust-unsigned (sign with --sign KEY; see hidetctl keygen)\n");
     return EXIT_OK;
+}
+
+/* The keys an import trusts: every --trust file and every *.pub of the trusted-keys directory. */
+static int load_trusted(const opts *o, kc_sign_public **ret, size_t *ret_n)
+{
+    kc_sign_public *keys = NULL;
+    size_t n = 0;
+    char *err = NULL;
+    int r = 0;
+
+    keys = calloc((size_t)o->n_trust + 1, sizeof(*keys));
+    if (!keys)
+        return EXIT_DAEMON;
+    for (int i = 0; i < o->n_trust; i++) {
+        r = kc_sign_load_public(o->trust[i], &keys[n], &err);
+        if (r < 0)
+            break;
+        n++;
+    }
+    if (r == 0)
+        r = kc_sign_load_dir(o->trust_dir ? o->trust_dir : HIDETD_SYSCONFDIR "/hidetd/trusted.d",
+                             &keys, &n, &err);
+    if (r < 0) {
+        print_err("cannot read a trusted key", err ? err : strerror(-r));
+        free(err);
+        free(keys);
+        return r == -ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
+    }
+    *ret = keys;
+    *ret_n = n;
+    return 0;
 }
 
 static int cache_import(const opts *o, kc_db *db, int argc, char **argv)
 {
+    kc_sign_public *keys = NULL;
+    size_t n_keys = 0;
+    kc_import_info info;
     char *err = NULL;
-    size_t n = 0;
-    int r;
+    int r, rc;
 
     if (argc != 1)
         return usage_error("'cache import' takes one FILE");
-    r = kc_import(db, argv[0], &n, &err);
+    if ((rc = load_trusted(o, &keys, &n_keys)))
+        return rc;
+    kc_import_opts io = {.trusted = keys, .n_trusted = n_keys,
+                         .allow_unsigned = o->trust_unsigned,
+                         .replace_stronger = o->replace_stronger};
+    r = kc_import(db, argv[0], &io, &info, &err);
+    free(keys);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: import refused, nothing stored: %s\n",
-                err ? err : strerror(-r));
+        print_err("import refused, nothing stored", err ? err : strerror(-r));
         free(err);
         if (r == -EBADMSG)
             return EXIT_CORRUPT;
+        if (r == -ENOKEY || r == -EEXIST)
+            return EXIT_REFUSED;
         return r == -ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
     }
     free(err);
-    if (o->json)
-        printf("{\"imported\":%zu}\n", n);
-    else
-        printf("imported %zu artifact%s from %s\n", n, n == 1 ? "" : "s", argv[0]);
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddNumberToObject(j, "imported", (double)info.n);
+        if (info.is_signed)
+            cJSON_AddStringToObject(j, "signed_by", info.signer);
+        else
+            cJSON_AddNullToObject(j, "signed_by");
+        print_json(j);
+        cJSON_Delete(j);
+    } else if (info.is_signed) {
+        printf("imported %zu artifact%s from %s, signed by trusted key %s\n", info.n,
+               info.n == 1 ? "" : "s", argv[0], info.signer);
+    } else {
+        printf("imported %zu artifact%s from %s (unsigned, trusted by --trust-unsigned)\n",
+               info.n, info.n == 1 ? "" : "s", argv[0]);
+    }
     return EXIT_OK;
 }
 
 static int cache_verify(const opts *o, kc_db *db, int argc)
 {
-    size_t checked = 0, nbad = 0;
-    char **bad = NULL;
+    size_t checked = 0, nbad = 0, nq = 0;
+    kc_problem *bad = NULL;
+    kc_quarantined *q = NULL;
     int r;
 
     if (argc != 0)
         return usage_error("'cache verify' takes no arguments");
-    r = kc_verify(db, &checked, &nbad, &bad);
+    r = kc_verify(db, &checked, &bad, &nbad);
+    if (r == 0)
+        r = kc_quarantine_list(db, &q, &nq);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: verify failed: %s\n", kc_errmsg(db));
+        print_err("verify failed", kc_errmsg(db));
+        kc_problems_free(bad, nbad);
         return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
     }
     if (o->json) {
-        cJSON *j = cJSON_CreateObject(), *a;
+        cJSON *j = cJSON_CreateObject(), *a, *p, *qa;
         cJSON_AddNumberToObject(j, "checked", (double)checked);
-        cJSON_AddBoolToObject(j, "ok", nbad == 0);
+        cJSON_AddBoolToObject(j, "ok", nbad == 0 && nq == 0);
+        /* "bad": the keys (as before), "problems": each with its reason. */
         a = cJSON_AddArrayToObject(j, "bad");
-        for (size_t i = 0; i < nbad; i++)
-            cJSON_AddItemToArray(a, cJSON_CreateString(bad[i]));
+        p = cJSON_AddArrayToObject(j, "problems");
+        for (size_t i = 0; i < nbad; i++) {
+            char *k = st(bad[i].key);
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddItemToArray(a, cJSON_CreateString(k));
+            cJSON_AddStringToObject(e, "key", k);
+            add_text(e, "reason", bad[i].reason);
+            cJSON_AddItemToArray(p, e);
+            free(k);
+        }
+        qa = cJSON_AddArrayToObject(j, "quarantined");
+        for (size_t i = 0; i < nq; i++) {
+            cJSON *e = cJSON_CreateObject();
+            add_text(e, "key", q[i].key);
+            cJSON_AddBoolToObject(e, "key_cut", q[i].key_len > KC_KEY_LEN);
+            add_text(e, "op_key", q[i].op_key);
+            add_text(e, "reason", q[i].reason);
+            cJSON_AddNumberToObject(e, "at", (double)q[i].at);
+            cJSON_AddItemToArray(qa, e);
+        }
         print_json(j);
         cJSON_Delete(j);
     } else {
-        for (size_t i = 0; i < nbad; i++)
-            printf("BAD  %s (a stored blob does not match its digest)\n", bad[i]);
-        printf("checked %zu artifact%s: %s\n", checked, checked == 1 ? "" : "s",
-               nbad ? "corruption found" : "all good");
+        for (size_t i = 0; i < nbad; i++) {
+            char *k = st(bad[i].key), *why = st(bad[i].reason);
+            printf("BAD          %s: %s\n", k, why);
+            free(k);
+            free(why);
+        }
+        for (size_t i = 0; i < nq; i++) {
+            char *k = st(q[i].key), *why = st(q[i].reason), when[64];
+            fmt_time(q[i].at, when, sizeof(when));
+            printf("QUARANTINED  %s%s: %s (since %s)\n", k, q[i].key_len > KC_KEY_LEN ? "..." : "",
+                   why, when);
+            free(k);
+            free(why);
+        }
+        printf("checked %zu artifact%s: ", checked, checked == 1 ? "" : "s");
+        if (nbad == 0 && nq == 0)
+            printf("all good\n");
+        else
+            printf("%zu bad, %zu quarantined\n", nbad, nq);
     }
-    for (size_t i = 0; i < nbad; i++)
-        free(bad[i]);
-    free(bad);
-    return nbad ? EXIT_CORRUPT : EXIT_OK;
+    kc_problems_free(bad, nbad);
+    free(q);
+    return nbad || nq ? EXIT_CORRUPT : EXIT_OK;
 }
 
 static int cache_vacuum(const opts *o, kc_db *db, int argc)
@@ -485,7 +664,7 @@ static int cache_vacuum(const opts *o, kc_db *db, int argc)
         return usage_error("'cache vacuum' takes no arguments");
     r = kc_vacuum(db);
     if (r < 0) {
-        fprintf(stderr, "hidetctl: vacuum failed: %s\n", kc_errmsg(db));
+        print_err("vacuum failed", kc_errmsg(db));
         return kc_exit(r);
     }
     if (o->json)
@@ -503,11 +682,11 @@ int cmd_cache(const opts *o, int argc, char **argv)
         int min_args, max_args;
     } subs[] = {
         {"ls", OPT_ARCH | OPT_OP, 0, 0},
-        {"show", 0, 1, 1},
-        {"rm", 0, 1, 1 << 20},
+        {"show", OPT_EXACT, 1, 1},
+        {"rm", OPT_EXACT, 1, 1 << 20},
         {"prune", OPT_OLDER | OPT_MAXSIZE | OPT_ARCH, 0, 0},
-        {"export", 0, 1, 1},
-        {"import", 0, 1, 1},
+        {"export", OPT_SIGN, 1, 1},
+        {"import", OPT_TRUST | OPT_TRUST_DIR | OPT_TRUST_UNSIGNED | OPT_REPLACE_STRONGER, 1, 1},
         {"verify", 0, 0, 0},
         {"vacuum", 0, 0, 0},
     };
@@ -568,4 +747,43 @@ int cmd_cache(const opts *o, int argc, char **argv)
         rc = cache_vacuum(o, db, argc);
     kc_close(db);
     return rc;
+}
+
+int cmd_keygen(const opts *o, int argc, char **argv)
+{
+    kc_sign_public pub;
+    const char *prefix = o->out ? o->out : "hidetd-sign";
+    char *err = NULL;
+    int rc, r;
+
+    (void)argv;
+    if ((rc = only_opts(o, OPT_OUT, "keygen")))
+        return rc;
+    if (argc != 0)
+        return usage_error("'keygen' takes options only (--out PREFIX)");
+    r = kc_sign_keygen(prefix, &pub, &err);
+    if (r < 0) {
+        print_err("keygen failed", err ? err : strerror(-r));
+        free(err);
+        return EXIT_DAEMON;
+    }
+    if (o->json) {
+        cJSON *j = cJSON_CreateObject();
+        char *sec = NULL, *pubf = NULL;
+        if (asprintf(&sec, "%s.key", prefix) < 0)
+            sec = NULL;
+        if (asprintf(&pubf, "%s.pub", prefix) < 0)
+            pubf = NULL;
+        cJSON_AddStringToObject(j, "key_id", pub.id);
+        cJSON_AddStringToObject(j, "secret_key", sec ? sec : "");
+        cJSON_AddStringToObject(j, "public_key", pubf ? pubf : "");
+        print_json(j);
+        cJSON_Delete(j);
+        free(sec);
+        free(pubf);
+    } else {
+        printf("key %s: secret key %s.key (mode 0600; keep it private), public key %s.pub "
+               "(give it to the hosts that import)\n", pub.id, prefix, prefix);
+    }
+    return EXIT_OK;
 }

@@ -24,14 +24,22 @@ enum {
     EXIT_USAGE = 2,
     EXIT_CONNECT = 3,
     EXIT_NOT_FOUND = 4,
-    EXIT_CORRUPT = 5,  /* verify or import found corruption */
+    EXIT_CORRUPT = 5,  /* verify found a bad or quarantined record, or import corruption */
+    EXIT_REFUSED = 6,  /* import refused a file that is intact: not signed by a trusted key, or
+                        * it would replace a stronger choice or different code */
 };
+
+#define MAX_TRUST 16 /* --trust options */
 
 typedef struct opts {
     const char *socket, *url, *token, *cache;
     bool json;
     const char *arch, *tune, *op, *ptx, *cubin, *older_than, *max_size;
     bool no_wait, watch;
+    const char *sign, *trust_dir, *out;
+    const char *trust[MAX_TRUST];
+    int n_trust;
+    bool trust_unsigned, replace_stronger, exact;
     unsigned seen; /* OPT_* bits of command options given */
 } opts;
 
@@ -45,6 +53,13 @@ enum {
     OPT_OLDER = 1u << 6,
     OPT_MAXSIZE = 1u << 7,
     OPT_OP = 1u << 8,
+    OPT_SIGN = 1u << 9,
+    OPT_TRUST = 1u << 10,
+    OPT_TRUST_DIR = 1u << 11,
+    OPT_TRUST_UNSIGNED = 1u << 12,
+    OPT_REPLACE_STRONGER = 1u << 13,
+    OPT_EXACT = 1u << 14,
+    OPT_OUT = 1u << 15,
 };
 
 /* Prints "hidetctl: MESSAGE" and a hint at --help on stderr; returns EXIT_USAGE. */
@@ -60,6 +75,13 @@ void fmt_age(int64_t t, char *out, size_t cap);
 void fmt_time(int64_t t, char *out, size_t cap);
 void fmt_us(double us, char *out, size_t cap);
 void progress_bar(int64_t done, int64_t total, char *out, size_t cap);
+/* s made safe to print (malloc'd; NULL only when out of memory): control characters (C0, DEL,
+ * C1) and bytes that are not valid UTF-8 become \xNN, a backslash becomes \\. For text read from
+ * the database or a file, in table and JSON output alike, so that no stored byte reaches a
+ * terminal as a control sequence. NULL prints as "". */
+char *safe_text(const char *s);
+/* True when safe_text(s) would be s itself. */
+bool text_is_safe(const char *s);
 
 /* A table of strings printed with aligned columns; align[i] is 'l' or 'r'. */
 typedef struct table {
@@ -85,5 +107,7 @@ int cmd_cancel(const opts *o, int argc, char **argv);
 
 /* Cache commands (hidetctl_cache.c): argv[0] is the subcommand (ls, show, rm, ...). */
 int cmd_cache(const opts *o, int argc, char **argv);
+/* keygen [--out PREFIX]: a signing key pair for cache export --sign (hidetctl_cache.c). */
+int cmd_keygen(const opts *o, int argc, char **argv);
 
 #endif

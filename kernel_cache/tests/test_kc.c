@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include <cJSON.h>
+#include <sodium.h>
 #include <sqlite3.h>
 
 #include "kernel_cache/kc_internal.h"
+#include "kernel_cache/kc_sign.h"
 #include "tests/check.h"
 
 #define CHECK_OK(expr)                                                                             \
@@ -31,6 +33,20 @@
     } while (0)
 
 static char tmpdir[256];
+
+/* What hidetctl cache import --trust-unsigned asks for: a file the caller made. */
+static const kc_import_opts local_restore = {.allow_unsigned = true};
+
+/* kc_import with the count of what it stored in *ret_n (untouched on failure). */
+static int import_file(kc_db *db, const char *path, const kc_import_opts *o, size_t *ret_n,
+                       char **ret_err)
+{
+    kc_import_info info;
+    int r = kc_import(db, path, o, &info, ret_err);
+    if (r == 0)
+        *ret_n = info.n;
+    return r;
+}
 
 static void mkpath(char *out, size_t cap, const char *name)
 {
@@ -54,6 +70,7 @@ static kc_db *open_db(const char *name)
 /* A deterministic artifact number i, with blobs of a size that depends on i. */
 typedef struct {
     kc_artifact a;
+    char op_json[64];
     char ptx[4096];
     unsigned char cubin[3000];
 } fixture;
@@ -64,13 +81,16 @@ static void make_artifact(fixture *f, int i, const char *op, const char *target)
     const char *parts[2] = {"artifact", num};
     memset(f, 0, sizeof(*f));
     snprintf(num, sizeof(num), "%d", i);
-    kc_key(parts, 2, f->a.key);
     parts[0] = "op";
     kc_key(parts, 2, f->a.op_key);
     snprintf(f->a.op, sizeof(f->a.op), "%s", op);
     snprintf(f->a.target, sizeof(f->a.target), "%s", target);
-    f->a.op_json = "{\"op\":\"matmul\"}";
+    /* A record as the daemon writes it: the key derived from op key and schedule, the op named
+     * in its op JSON (import and verify check both). */
+    snprintf(f->op_json, sizeof(f->op_json), "{\"op\":\"%s\"}", op);
+    f->a.op_json = f->op_json;
     f->a.schedule_json = "{\"template\":\"matmul_mma\"}";
+    kc_artifact_key(f->a.op_key, f->a.schedule_json, f->a.key);
     f->a.provenance_json = "{\"daemon\":\"test\"}";
     /* One kernel, or (every third artifact) two sharing a workspace. */
     kc_launch *l = &f->a.launch;
@@ -318,15 +338,15 @@ static void test_corruption(void)
     kc_artifact *g = NULL;
     char sql[512];
     size_t checked = 0, nbad = 0;
-    char **bad = NULL;
+    kc_problem *bad = NULL;
 
     make_artifact(&f1, 1, "matmul", "sm_90");
     make_artifact(&f2, 2, "matmul", "sm_90");
     CHECK_OK(kc_artifact_put(db, &f1.a));
     CHECK_OK(kc_artifact_put(db, &f2.a));
-    CHECK_OK(kc_verify(db, &checked, &nbad, &bad));
+    CHECK_OK(kc_verify(db, &checked, &bad, &nbad));
     CHECK(checked == 2 && nbad == 0);
-    free(bad);
+    kc_problems_free(bad, nbad);
     bad = NULL;
 
     /* Flip the PTX of #1 behind the cache's back. */
@@ -345,20 +365,20 @@ static void test_corruption(void)
     raw_sql("corrupt.db", sql);
     CHECK(kc_artifact_get(db, f2.a.key, &g) == -EBADMSG && g == NULL);
 
-    CHECK_OK(kc_verify(db, &checked, &nbad, &bad));
+    CHECK_OK(kc_verify(db, &checked, &bad, &nbad));
     CHECK(checked == 2 && nbad == 2);
     if (bad && nbad == 2) {
-        CHECK((strcmp(bad[0], f1.a.key) == 0 && strcmp(bad[1], f2.a.key) == 0) ||
-              (strcmp(bad[1], f1.a.key) == 0 && strcmp(bad[0], f2.a.key) == 0));
-        free(bad[0]);
-        free(bad[1]);
+        CHECK((strcmp(bad[0].key, f1.a.key) == 0 && strcmp(bad[1].key, f2.a.key) == 0) ||
+              (strcmp(bad[1].key, f1.a.key) == 0 && strcmp(bad[0].key, f2.a.key) == 0));
+        for (int i = 0; i < 2; i++)
+            CHECK(strstr(bad[i].reason, "digest") != NULL);
     }
-    free(bad);
+    kc_problems_free(bad, nbad);
 
     /* A corrupt artifact is never exported. */
     char out[512], *err = NULL;
     mkpath(out, sizeof(out), "corrupt.export");
-    CHECK(kc_export(db, NULL, out, NULL, &err) == -EBADMSG);
+    CHECK(kc_export(db, NULL, out, NULL, NULL, &err) == -EBADMSG);
     CHECK(err != NULL);
     free(err);
     CHECK(access(out, F_OK) != 0);
@@ -525,11 +545,11 @@ static void test_export_import(void)
     put_n(db, 0, 7, "matmul", "sm_90");
     put_n(db, 7, 9, "conv2d", "sm_80");
     mkpath(path, sizeof(path), "all.export");
-    CHECK_OK(kc_export(db, NULL, path, &n, &err));
+    CHECK_OK(kc_export(db, NULL, path, NULL, &n, &err));
     CHECK(n == 9);
     free(err);
     err = NULL;
-    CHECK_OK(kc_import(dst, path, &n, &err));
+    CHECK_OK(import_file(dst, path, &local_restore, &n, &err));
     CHECK(n == 9);
     free(err);
     err = NULL;
@@ -556,7 +576,7 @@ static void test_export_import(void)
     /* Filtered export. */
     kc_filter fl = {.op = "conv2d"};
     mkpath(path, sizeof(path), "conv.export");
-    CHECK_OK(kc_export(db, &fl, path, &n, &err));
+    CHECK_OK(kc_export(db, &fl, path, NULL, &n, &err));
     CHECK(n == 2);
     free(err);
     err = NULL;
@@ -564,9 +584,9 @@ static void test_export_import(void)
     /* Empty export imports as nothing. */
     kc_db *empty = open_db("exp-empty.db");
     mkpath(path, sizeof(path), "empty.export");
-    CHECK_OK(kc_export(empty, NULL, path, &n, &err));
+    CHECK_OK(kc_export(empty, NULL, path, NULL, &n, &err));
     CHECK(n == 0);
-    CHECK_OK(kc_import(empty, path, &n, &err));
+    CHECK_OK(import_file(empty, path, &local_restore, &n, &err));
     CHECK(n == 0);
     kc_close(empty);
 
@@ -596,7 +616,7 @@ static void test_export_import(void)
                 fclose(o);
                 buf[pos] ^= (unsigned char)(1u << bit);
                 size_t got = 12345;
-                int r = kc_import(victim, bad, &got, &err);
+                int r = import_file(victim, bad, &local_restore, &got, &err);
                 if (r == 0)
                     fprintf(stderr, "flipped bit %d at %ld of %ld accepted\n", bit, pos, len);
                 CHECK(r < 0 && got == 12345 && err != NULL);
@@ -612,14 +632,14 @@ static void test_export_import(void)
         FILE *o = fopen(bad, "wb");
         fwrite(buf, 1, (size_t)len - 1, o);
         fclose(o);
-        CHECK(kc_import(victim, bad, &n, &err) < 0);
+        CHECK(import_file(victim, bad, &local_restore, &n, &err) < 0);
         free(err);
         err = NULL;
         o = fopen(bad, "wb");
         fwrite(buf, 1, (size_t)len, o);
         fputs("x\n", o);
         fclose(o);
-        CHECK(kc_import(victim, bad, &n, &err) < 0);
+        CHECK(import_file(victim, bad, &local_restore, &n, &err) < 0);
         free(err);
         err = NULL;
         CHECK_OK(kc_stats_get(victim, &st));
@@ -627,7 +647,7 @@ static void test_export_import(void)
         kc_close(victim);
         free(buf);
     }
-    CHECK(kc_import(dst, "/nonexistent/file", &n, &err) < 0);
+    CHECK(import_file(dst, "/nonexistent/file", &local_restore, &n, &err) < 0);
     free(err);
     kc_close(db);
     kc_close(dst);
@@ -935,9 +955,17 @@ static void test_migrate_v1(void)
         kc_stats st;
         CHECK_OK(kc_stats_get(db, &st));
         CHECK(st.artifacts == 6 && st.selections == 6 && st.trials == 4);
-        size_t checked = 0, nbad = 1;
-        CHECK_OK(kc_verify(db, &checked, &nbad, NULL));
-        CHECK(checked == 6 && nbad == 0);
+        /* Verify reads them as the daemon does: the hand-made rows have keys the daemon never
+         * writes (not hex), and say so; the daemon's own records hold. */
+        size_t checked = 0, nbad = 0;
+        kc_problem *bad = NULL;
+        CHECK_OK(kc_verify(db, &checked, &bad, &nbad));
+        CHECK(checked == 6 && nbad == 2);
+        for (size_t i = 0; i < nbad; i++) {
+            CHECK(strcmp(bad[i].key, "legacy") == 0 || strcmp(bad[i].key, "noout") == 0);
+            CHECK(strstr(bad[i].reason, "not 64 lowercase hex") != NULL);
+        }
+        kc_problems_free(bad, nbad);
         kc_close(db);
         CHECK(raw_int("v1.db", "SELECT count(*) FROM launch_kernels") == 6);
         CHECK(raw_int("v1.db", "SELECT count(*) FROM pragma_foreign_key_check") == 0);
@@ -961,15 +989,19 @@ static void test_migrate_v1(void)
 static void test_import_v1_file(void)
 {
     kc_db *db = open_db("import-v1.db");
-    char path[512], *err = NULL;
+    char path[512], *err = NULL, o1[KC_KEY_LEN + 1], k1[KC_KEY_LEN + 1];
+    const char *parts[] = {"v1-file-op"};
     size_t n = 0;
+    kc_key(parts, 1, o1);
+    kc_artifact_key(o1, "{}", k1);
     for (int bad = 0; bad < 2; bad++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "key", "k1");
-        cJSON_AddStringToObject(o, "op_key", "o1");
+        cJSON_AddStringToObject(o, "key", k1);
+        cJSON_AddStringToObject(o, "op_key", o1);
         cJSON_AddStringToObject(o, "op", "matmul");
         cJSON_AddStringToObject(o, "target", "sm_90");
-        cJSON_AddStringToObject(o, "op_json", "{\"output\":{\"dtype\":\"f16\",\"shape\":[4]}}");
+        cJSON_AddStringToObject(o, "op_json",
+                                "{\"op\":\"matmul\",\"output\":{\"dtype\":\"f16\",\"shape\":[4]}}");
         cJSON_AddStringToObject(o, "schedule_json", "{}");
         cJSON_AddStringToObject(o, "launch_json",
                                 bad ? "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],"
@@ -997,10 +1029,10 @@ static void test_import_v1_file(void)
         fprintf(fp, "%send 1 %s\n", body, hex);
         fclose(fp);
         if (bad) {
-            CHECK(kc_import(db, path, &n, &err) == -EBADMSG);
+            CHECK(import_file(db, path, &local_restore, &n, &err) == -EBADMSG);
             CHECK(err && strstr(err, "launch description") != NULL);
         } else {
-            CHECK_OK(kc_import(db, path, &n, &err));
+            CHECK_OK(import_file(db, path, &local_restore, &n, &err));
             CHECK(n == 1);
         }
         free(err);
@@ -1009,14 +1041,14 @@ static void test_import_v1_file(void)
     kc_artifact *g = NULL;
     kc_choice choice;
     char sel[KC_KEY_LEN + 1];
-    CHECK_OK(kc_artifact_get(db, "k1", &g));
+    CHECK_OK(kc_artifact_get(db, k1, &g));
     if (g) {
         CHECK(g->choice == KC_CHOSEN_DEFAULT && g->launch.n_kernels == 1 &&
               g->launch.kernels[0].block[0] == 32 && g->launch.kernels[0].args[1] == KC_BUF_OUTPUT);
         CHECK(g->launch.has_output && g->launch.output_rank == 1 && g->launch.output_shape[0] == 4);
     }
     kc_artifact_free(g);
-    CHECK_OK(kc_selection_get(db, "o1", sel, &choice));
+    CHECK_OK(kc_selection_get(db, o1, sel, &choice));
     CHECK(choice == KC_CHOSEN_DEFAULT);
     kc_close(db);
 }
@@ -1090,7 +1122,7 @@ static void test_kill9(void)
 
         kc_db *db = open_db(name);
         size_t checked = 0, nbad = 1;
-        CHECK_OK(kc_verify(db, &checked, &nbad, NULL));
+        CHECK_OK(kc_verify(db, &checked, NULL, &nbad));
         CHECK(nbad == 0);
         kc_summary *s = NULL;
         size_t n = 0;
@@ -1107,6 +1139,445 @@ static void test_kill9(void)
         free(s);
         kc_close(db);
     }
+}
+
+
+/* ---- trust: keys, signed exports, checked imports, the quarantine, deep verify ------------- */
+
+static void test_sign(void)
+{
+    char prefix[512], path[600], *err = NULL;
+    kc_sign_public pub, pub2, pub_of;
+    kc_sign_secret sec;
+    struct stat sb;
+
+    mkpath(prefix, sizeof(prefix), "signer");
+    CHECK_OK(kc_sign_keygen(prefix, &pub, &err));
+    snprintf(path, sizeof(path), "%s.key", prefix);
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+    CHECK_OK(kc_sign_load_secret(path, &sec, &err));
+    snprintf(path, sizeof(path), "%s.pub", prefix);
+    CHECK_OK(kc_sign_load_public(path, &pub2, &err));
+    kc_sign_public_of(&sec, &pub_of);
+    CHECK(strlen(pub.id) == KC_SIGN_ID_LEN && strcmp(pub.id, pub2.id) == 0 &&
+          strcmp(pub.id, sec.id) == 0 && memcmp(pub.key, pub2.key, sizeof(pub.key)) == 0 &&
+          memcmp(pub.key, pub_of.key, sizeof(pub.key)) == 0);
+    /* A key is never overwritten. */
+    CHECK(kc_sign_keygen(prefix, NULL, &err) == -EEXIST && err);
+    free(err);
+    err = NULL;
+
+    unsigned char sig[KC_SIGN_BYTES];
+    CHECK_OK(kc_sign_detached(&sec, "ctx", "message", 7, sig));
+    CHECK_OK(kc_sign_verify(&pub, 1, pub.id, "ctx", "message", 7, sig, NULL));
+    CHECK(kc_sign_verify(&pub, 1, pub.id, "other", "message", 7, sig, NULL) == -EBADMSG);
+    CHECK(kc_sign_verify(&pub, 1, pub.id, "ctx", "messagf", 7, sig, NULL) == -EBADMSG);
+    CHECK(kc_sign_verify(&pub, 1, "0000000000000000", "ctx", "message", 7, sig, NULL) == -ENOKEY);
+    CHECK(kc_sign_verify(NULL, 0, pub.id, "ctx", "message", 7, sig, NULL) == -ENOKEY);
+    kc_sign_secret_wipe(&sec);
+
+    /* A secret key others can read is refused; so is a public key under another key's id. */
+    snprintf(path, sizeof(path), "%s.key", prefix);
+    chmod(path, 0644);
+    CHECK(kc_sign_load_secret(path, &sec, &err) == -EPERM);
+    free(err);
+    err = NULL;
+    chmod(path, 0600);
+    char text[256], forged[512];
+    snprintf(path, sizeof(path), "%s.pub", prefix);
+    FILE *f = fopen(path, "r");
+    CHECK(f && fgets(text, sizeof(text), f));
+    if (f)
+        fclose(f);
+    text[sizeof("hidetd-ed25519-public ") - 1] ^= 1;
+    mkpath(forged, sizeof(forged), "forged.pub");
+    f = fopen(forged, "w");
+    fputs(text, f);
+    fclose(f);
+    CHECK(kc_sign_load_public(forged, &pub2, &err) == -EBADMSG);
+    free(err);
+    err = NULL;
+
+    /* A trusted-keys directory: every *.pub, nothing else; a missing one adds nothing. */
+    char dir[512], p2[600];
+    mkpath(dir, sizeof(dir), "trusted.d");
+    mkdir(dir, 0700);
+    snprintf(p2, sizeof(p2), "%s/a", dir);
+    CHECK_OK(kc_sign_keygen(p2, NULL, &err));
+    snprintf(p2, sizeof(p2), "%s/b", dir);
+    CHECK_OK(kc_sign_keygen(p2, NULL, &err));
+    kc_sign_public *keys = NULL;
+    size_t n = 0;
+    CHECK_OK(kc_sign_load_dir(dir, &keys, &n, &err));
+    CHECK(n == 2 && keys && strcmp(keys[0].id, keys[1].id) != 0);
+    mkpath(dir, sizeof(dir), "absent.d");
+    CHECK_OK(kc_sign_load_dir(dir, &keys, &n, &err));
+    CHECK(n == 2);
+    free(keys);
+}
+
+/* The records of an export file as JSON objects (an array), for forging variants of it. */
+static cJSON *read_records(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static char line[1 << 16];
+    cJSON *a = cJSON_CreateArray();
+    if (!f)
+        return a;
+    while (fgets(line, sizeof(line), f))
+        if (line[0] == '{')
+            cJSON_AddItemToArray(a, cJSON_Parse(line));
+    fclose(f);
+    return a;
+}
+
+/* Writes records as an export file with correct digests (what anyone can compute), signed by
+ * sk when it is non-NULL. */
+static void write_export(const char *path, const cJSON *records, const kc_sign_secret *sk)
+{
+    char *body = strdup("hidetd-kernel-cache-export 2\n"), hex[KC_KEY_LEN + 1], trailer[128];
+    const cJSON *r;
+    int n = 0;
+    cJSON_ArrayForEach(r, records) {
+        char *line = cJSON_PrintUnformatted(r), *nb = NULL;
+        if (asprintf(&nb, "%s%s\n", body, line) < 0)
+            nb = NULL;
+        free(body);
+        free(line);
+        body = nb;
+        n++;
+    }
+    kc_sha256_hex(body, strlen(body), hex);
+    snprintf(trailer, sizeof(trailer), "end %d %s\n", n, hex);
+    FILE *f = fopen(path, "wb");
+    fprintf(f, "%s%s", body, trailer);
+    if (sk) {
+        unsigned char sig[KC_SIGN_BYTES];
+        char b64[128];
+        kc_sign_detached(sk, "hidetd-kernel-cache-export 2", trailer, strlen(trailer), sig);
+        sodium_bin2base64(b64, sizeof(b64), sig, sizeof(sig), sodium_base64_VARIANT_ORIGINAL);
+        fprintf(f, "sig ed25519 %s %s\n", sk->id, b64);
+    }
+    fclose(f);
+    free(body);
+}
+
+/* Replaces a record's PTX with text, its digest recomputed. */
+static void set_ptx(cJSON *rec, const char *text)
+{
+    char sha[KC_KEY_LEN + 1], b64[256];
+    kc_sha256_hex(text, strlen(text), sha);
+    sodium_bin2base64(b64, sizeof(b64), (const unsigned char *)text, strlen(text),
+                      sodium_base64_VARIANT_ORIGINAL);
+    cJSON_ReplaceItemInObjectCaseSensitive(rec, "ptx", cJSON_CreateString(b64));
+    cJSON_ReplaceItemInObjectCaseSensitive(rec, "ptx_sha256", cJSON_CreateString(sha));
+}
+
+static void set_str(cJSON *rec, const char *name, const char *v)
+{
+    cJSON_ReplaceItemInObjectCaseSensitive(rec, name, cJSON_CreateString(v));
+}
+
+/* What a database holds, to show that a refused import changed nothing. */
+static char *db_digest(kc_db *db)
+{
+    kc_summary *v = NULL;
+    size_t n = 0;
+    char *out = strdup("");
+    kc_list(db, NULL, &v, &n);
+    for (size_t i = 0; i < n; i++) {
+        kc_artifact *g = NULL;
+        char sel[KC_KEY_LEN + 1] = "", ph[KC_KEY_LEN + 1] = "", *nb = NULL;
+        kc_choice c = KC_CHOSEN_DEFAULT;
+        if (kc_artifact_peek(db, v[i].key, &g) == 0) {
+            kc_sha256_hex(g->ptx, g->ptx_len, ph);
+            kc_selection_get(db, g->op_key, sel, &c);
+        }
+        if (asprintf(&nb, "%s%s:%s:%d:%s:%d\n", out, v[i].key, ph, g ? (int)g->choice : -1, sel,
+                     (int)c) < 0)
+            nb = NULL;
+        kc_artifact_free(g);
+        free(out);
+        out = nb;
+    }
+    free(v);
+    return out;
+}
+
+static void test_import_trust(void)
+{
+    kc_db *src = open_db("trust-src.db");
+    char pa[512], pb[512], path[600], *err = NULL;
+    kc_sign_public pub_a, pub_b;
+    kc_sign_secret sec_a, sec_b;
+    kc_import_info info;
+    size_t n = 0;
+
+    put_n(src, 0, 4, "matmul", "sm_90");
+    mkpath(pa, sizeof(pa), "trusted-a");
+    mkpath(pb, sizeof(pb), "untrusted-b");
+    CHECK_OK(kc_sign_keygen(pa, &pub_a, &err));
+    CHECK_OK(kc_sign_keygen(pb, &pub_b, &err));
+    snprintf(path, sizeof(path), "%s.key", pa);
+    CHECK_OK(kc_sign_load_secret(path, &sec_a, &err));
+    snprintf(path, sizeof(path), "%s.key", pb);
+    CHECK_OK(kc_sign_load_secret(path, &sec_b, &err));
+    const kc_import_opts trust_a = {.trusted = &pub_a, .n_trusted = 1};
+    const kc_import_opts trust_b = {.trusted = &pub_b, .n_trusted = 1};
+
+    /* Signed by a trusted key: imported, and the signer is named. */
+    char signed_path[512], unsigned_path[512];
+    mkpath(signed_path, sizeof(signed_path), "signed.export");
+    CHECK_OK(kc_export(src, NULL, signed_path, &sec_a, &n, &err));
+    CHECK(n == 4);
+    kc_db *dst = open_db("trust-dst.db");
+    CHECK_OK(kc_import(dst, signed_path, &trust_a, &info, &err));
+    CHECK(info.n == 4 && info.is_signed && strcmp(info.signer, pub_a.id) == 0);
+    char *before = db_digest(dst);
+
+    /* Signed by a key the reader does not trust, or unsigned without --trust-unsigned: refused,
+     * nothing stored. */
+    kc_db *other = open_db("trust-other.db");
+    CHECK(kc_import(other, signed_path, &trust_b, &info, &err) == -ENOKEY);
+    CHECK(err && strstr(err, pub_a.id) != NULL);
+    free(err);
+    err = NULL;
+    CHECK(kc_import(other, signed_path, NULL, &info, &err) == -ENOKEY);
+    free(err);
+    err = NULL;
+    mkpath(unsigned_path, sizeof(unsigned_path), "unsigned.export");
+    CHECK_OK(kc_export(src, NULL, unsigned_path, NULL, &n, &err));
+    CHECK(kc_import(other, unsigned_path, &trust_a, &info, &err) == -ENOKEY);
+    free(err);
+    err = NULL;
+    kc_stats st;
+    CHECK_OK(kc_stats_get(other, &st));
+    CHECK(st.artifacts == 0 && st.selections == 0);
+    CHECK_OK(kc_import(other, unsigned_path, &local_restore, &info, &err));
+    CHECK(info.n == 4 && !info.is_signed);
+
+    /* The same file signed by the untrusted key, or its signature damaged: refused. */
+    cJSON *recs = read_records(signed_path);
+    CHECK(cJSON_GetArraySize(recs) == 4);
+    char forged[512];
+    mkpath(forged, sizeof(forged), "forged.export");
+    write_export(forged, recs, &sec_b);
+    CHECK(kc_import(dst, forged, &trust_a, &info, &err) == -ENOKEY);
+    free(err);
+    err = NULL;
+    write_export(forged, recs, &sec_a);
+    CHECK_OK(kc_import(dst, forged, &trust_a, &info, &err)); /* the helper signs correctly */
+    {
+        FILE *f = fopen(forged, "r+b");
+        fseek(f, -10, SEEK_END);
+        int c = fgetc(f);
+        fseek(f, -10, SEEK_END);
+        fputc(c == 'A' ? 'B' : 'A', f);
+        fclose(f);
+    }
+    CHECK(kc_import(dst, forged, &trust_a, &info, &err) == -EBADMSG);
+    free(err);
+    err = NULL;
+
+    /* The hole: new code under an existing artifact key with recomputed digests. Refused even
+     * when trusted and even with replace_stronger: an artifact key names one op and schedule. */
+    cJSON *evil = cJSON_Duplicate(recs, true);
+    set_ptx(cJSON_GetArrayItem(evil, 0), "// not the kernel that was tuned\n");
+    write_export(forged, evil, NULL);
+    CHECK(kc_import(dst, forged, &local_restore, &info, &err) == -EEXIST);
+    CHECK(err && strstr(err, "different PTX or cubin") != NULL);
+    free(err);
+    err = NULL;
+    write_export(forged, evil, &sec_a);
+    const kc_import_opts a_stronger = {.trusted = &pub_a, .n_trusted = 1,
+                                       .replace_stronger = true};
+    CHECK(kc_import(dst, forged, &a_stronger, &info, &err) == -EEXIST);
+    free(err);
+    err = NULL;
+    cJSON_Delete(evil);
+
+    /* A new schedule for an op whose selection was measured, as a model choice: refused without
+     * replace_stronger, taken with it. Record 0 was measured (put_n: even i). */
+    cJSON *r0 = NULL, *it;
+    cJSON_ArrayForEach(it, recs)
+        if (!r0 && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(it, "choice")), "measured") == 0)
+            r0 = cJSON_Duplicate(it, true);
+    CHECK(r0 != NULL);
+    if (!r0)
+        r0 = cJSON_Duplicate(cJSON_GetArrayItem(recs, 0), true);
+    evil = cJSON_CreateArray();
+    cJSON_AddItemToArray(evil, r0);
+    const char *op_key = cJSON_GetStringValue(cJSON_GetObjectItem(r0, "op_key"));
+    char new_key[KC_KEY_LEN + 1];
+    kc_artifact_key(op_key, "{\"template\":\"other\"}", new_key);
+    set_str(r0, "schedule_json", "{\"template\":\"other\"}");
+    set_str(r0, "key", new_key);
+    set_str(r0, "choice", "model");
+    cJSON_ReplaceItemInObjectCaseSensitive(r0, "measured", cJSON_CreateFalse());
+    set_ptx(r0, "// a model-ranked kernel\n");
+    write_export(forged, evil, &sec_a);
+    CHECK(kc_import(dst, forged, &trust_a, &info, &err) == -EEXIST);
+    CHECK(err && strstr(err, "measured") != NULL);
+    free(err);
+    err = NULL;
+    char *after = db_digest(dst);
+    CHECK(before && after && strcmp(before, after) == 0);
+    free(after);
+
+    /* Records that do not hold as the daemon would read them, each refused: a key that is not
+     * the artifact key of its op key and schedule, an op that is not the op JSON's, an unknown
+     * target, a launch with a zero grid, a key that is not hex. */
+    static const struct {
+        const char *field, *value;
+    } bad[] = {
+        {"key", "1111111111111111111111111111111111111111111111111111111111111111"},
+        {"op", "softmax"},
+        {"target", "sm_99"},
+        {"launch_json", "{\"kernels\":[{\"name\":\"k\",\"grid\":[0,1,1],\"block\":[1,1,1],"
+                        "\"args\":[\"output\"]}],\"workspace_bytes\":0}"},
+        {"key", "ABCDEF1111111111111111111111111111111111111111111111111111111111"},
+        {"op_json", "{\"op\":\"matmul\""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cJSON *e = cJSON_Duplicate(recs, true);
+        set_str(cJSON_GetArrayItem(e, 1), bad[i].field, bad[i].value);
+        write_export(forged, e, &sec_a);
+        cJSON_Delete(e);
+        int r = kc_import(dst, forged, &a_stronger, &info, &err);
+        if (r != -EBADMSG)
+            fprintf(stderr, "record with bad %s: %d (%s)\n", bad[i].field, r, err ? err : "");
+        CHECK(r == -EBADMSG);
+        free(err);
+        err = NULL;
+    }
+    after = db_digest(dst);
+    CHECK(before && after && strcmp(before, after) == 0);
+    free(after);
+
+    /* With replace_stronger the weaker choice is taken, explicitly. */
+    write_export(forged, evil, &sec_a);
+    CHECK_OK(kc_import(dst, forged, &a_stronger, &info, &err));
+    char sel[KC_KEY_LEN + 1];
+    kc_choice c;
+    CHECK_OK(kc_selection_get(dst, op_key, sel, &c));
+    CHECK(strcmp(sel, new_key) == 0 && c == KC_CHOSEN_MODEL);
+    cJSON_Delete(evil);
+    cJSON_Delete(recs);
+    free(before);
+    kc_sign_secret_wipe(&sec_a);
+    kc_sign_secret_wipe(&sec_b);
+    kc_close(src);
+    kc_close(dst);
+    kc_close(other);
+}
+
+static void test_quarantine(void)
+{
+    kc_db *db = open_db("quarantine.db");
+    fixture f1, f2;
+    kc_quarantined *q = NULL;
+    size_t n = 0, removed = 9;
+    char sel[KC_KEY_LEN + 1];
+    kc_artifact *g = NULL;
+
+    make_artifact(&f1, 1, "matmul", "sm_90");
+    make_artifact(&f2, 2, "softmax", "sm_90");
+    CHECK_OK(kc_artifact_put(db, &f1.a));
+    CHECK_OK(kc_artifact_put(db, &f2.a));
+
+    /* Out of service: the selection goes (the op is tuned again), the row stays. */
+    CHECK_OK(kc_quarantine(db, f1.a.key, "launch description malformed"));
+    CHECK(kc_selection_get(db, f1.a.op_key, sel, NULL) == -ENOENT);
+    CHECK_OK(kc_selection_get(db, f2.a.op_key, sel, NULL));
+    CHECK_OK(kc_artifact_get_meta(db, f1.a.key, &g));
+    kc_artifact_free(g);
+    /* Idempotent: the first reason stays. Any key string is accepted. */
+    CHECK_OK(kc_quarantine(db, f1.a.key, "another reason"));
+    CHECK_OK(kc_quarantine(db, "not\x1bhex\nkey", NULL));
+    char longkey[101];
+    memset(longkey, 'z', 100);
+    longkey[100] = '\0';
+    CHECK_OK(kc_quarantine(db, longkey, "long"));
+    CHECK_OK(kc_quarantine_list(db, &q, &n));
+    CHECK(n == 3);
+    if (n == 3) {
+        CHECK(strcmp(q[0].key, f1.a.key) == 0 || strcmp(q[1].key, f1.a.key) == 0 ||
+              strcmp(q[2].key, f1.a.key) == 0);
+        for (size_t i = 0; i < n; i++) {
+            CHECK(q[i].at > 0);
+            if (strcmp(q[i].key, f1.a.key) == 0)
+                CHECK(strcmp(q[i].op_key, f1.a.op_key) == 0 && q[i].key_len == KC_KEY_LEN &&
+                      strcmp(q[i].reason, "launch description malformed") == 0);
+            else if (q[i].key[0] == 'z')
+                CHECK(q[i].key_len == 100 && strlen(q[i].key) == KC_KEY_LEN);
+            else
+                CHECK(strcmp(q[i].key, "not\x1bhex\nkey") == 0 && q[i].op_key[0] == '\0');
+        }
+    }
+    free(q);
+
+    /* Stored again: out of quarantine, selected again. */
+    CHECK_OK(kc_artifact_put(db, &f1.a));
+    CHECK_OK(kc_selection_get(db, f1.a.op_key, sel, NULL));
+    CHECK_OK(kc_quarantine_list(db, &q, &n));
+    CHECK(n == 2);
+    free(q);
+    /* Removing an artifact (a filter, an exact key, pruning) removes its quarantine row. */
+    CHECK_OK(kc_quarantine(db, f2.a.key, "x"));
+    kc_filter fl = {.key_prefix = f2.a.key};
+    CHECK_OK(kc_remove(db, &fl, &removed));
+    CHECK(removed == 1);
+    CHECK_OK(kc_remove_key(db, "not\x1bhex\nkey", &removed));
+    CHECK(removed == 0);
+    CHECK(kc_remove_key(db, "not\x1bhex\nkey", &removed) == -ENOENT);
+    CHECK_OK(kc_quarantine(db, f1.a.key, "x"));
+    CHECK_OK(kc_prune_to_size(db, 0, &removed));
+    CHECK(removed == 1);
+    CHECK_OK(kc_quarantine_list(db, &q, &n));
+    CHECK(n == 1 && q && q[0].key_len == 100);
+    free(q);
+    CHECK_OK(kc_remove_key(db, longkey, &removed));
+    CHECK(removed == 0);
+    kc_close(db);
+}
+
+/* Records broken behind the cache's back, each named by verify with its reason. */
+static void test_verify_deep(void)
+{
+    kc_db *db = open_db("deep.db");
+    fixture f[4];
+    char sql[1024];
+
+    for (int i = 0; i < 4; i++) {
+        make_artifact(&f[i], 20 + i, "matmul", "sm_90");
+        CHECK_OK(kc_artifact_put(db, &f[i].a));
+    }
+    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET grid_x = 0 WHERE artifact_key = '%s'",
+             f[0].a.key);
+    raw_sql("deep.db", sql);
+    snprintf(sql, sizeof(sql), "DELETE FROM launch_kernels WHERE artifact_key = '%s'", f[1].a.key);
+    raw_sql("deep.db", sql);
+    snprintf(sql, sizeof(sql), "UPDATE artifacts SET op_json = '{\"op\":' WHERE key = '%s'",
+             f[2].a.key);
+    raw_sql("deep.db", sql);
+    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET args = x'00ff' WHERE artifact_key = '%s'",
+             f[3].a.key);
+    raw_sql("deep.db", sql);
+
+    size_t checked = 0, nbad = 0;
+    kc_problem *bad = NULL;
+    CHECK_OK(kc_verify(db, &checked, &bad, &nbad));
+    CHECK(checked == 4 && nbad == 4);
+    for (size_t i = 0; i < nbad; i++) {
+        const char *want = strcmp(bad[i].key, f[1].a.key) == 0 ? "no kernels"
+                         : strcmp(bad[i].key, f[2].a.key) == 0 ? "op_json"
+                                                               : "launch";
+        if (!strstr(bad[i].reason, want))
+            fprintf(stderr, "%s: %s\n", bad[i].key, bad[i].reason);
+        CHECK(strstr(bad[i].reason, want) != NULL);
+    }
+    kc_problems_free(bad, nbad);
+    kc_close(db);
 }
 
 int main(void)
@@ -1131,6 +1602,10 @@ int main(void)
     test_import_v1_file();
     test_two_handles();
     test_kill9();
+    test_sign();
+    test_import_trust();
+    test_quarantine();
+    test_verify_deep();
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);

@@ -70,6 +70,17 @@ static void test_op_key(void)
     CHECK(strcmp(x, a) != 0);
     sched_artifact_key(c, "{\"template\":\"t\",\"params\":{\"bm\":64}}", y);
     CHECK(strcmp(x, y) != 0);
+
+    /* kernel_cache re-derives artifact keys to check records it did not write (import, verify):
+     * its derivation must be the scheduler's, for any op key and schedule. */
+    const char *ops[] = {a, c, d, "", "not-hex"};
+    const char *scheds[] = {"{\"template\":\"t\",\"params\":{\"bm\":64}}", "{}", "", NULL};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        for (size_t j = 0; j < sizeof(scheds) / sizeof(scheds[0]); j++) {
+            sched_artifact_key(ops[i], scheds[j], x);
+            kc_artifact_key(ops[i], scheds[j], y);
+            CHECK(strcmp(x, y) == 0);
+        }
 }
 
 static void test_canonical_json(void)

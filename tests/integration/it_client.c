@@ -1,7 +1,8 @@
 /* tests/integration/it_client.c - the C client library and hidetctl against the real daemon (with
  * stand-in workers): build a request, get a kernel set, fetch PTX and cubin, follow a job, read a
  * structured error; hidetctl's kernel/status/jobs/space commands and its cache administration
- * (ls, verify, export, import into a fresh database that a new daemon then answers from). */
+ * (ls, verify, keygen, a signed export, a trusted import into a fresh database that a new daemon
+ * then answers from). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,12 +135,15 @@ static void cli(const ht_daemon *d, const char *key)
     st = ht_sh(&out, "%s --cache '%s' cache verify", ctl, d->cache);
     HT_CHECK(st == 0, "cache verify: %d\n%s", st, out);
     free(out);
+    /* The documented flow: a signing key, a signed export, an import that trusts the key. */
     char exp[400];
     snprintf(exp, sizeof(exp), "%s/export.hidetd", d->dir);
-    st = ht_sh(&out, "%s --cache '%s' cache export '%s'", ctl, d->cache, exp);
+    st = ht_sh(&out, "%s keygen --out '%s/signer' && %s --cache '%s' cache export --sign "
+               "'%s/signer.key' '%s'", ctl, d->dir, ctl, d->cache, d->dir, exp);
     HT_CHECK(st == 0, "cache export: %d\n%s", st, out);
     free(out);
-    st = ht_sh(&out, "%s --cache '%s/imported.db' cache import '%s'", ctl, d->dir, exp);
+    st = ht_sh(&out, "%s --cache '%s/imported.db' cache import --trust '%s/signer.pub' '%s'", ctl,
+               d->dir, d->dir, exp);
     HT_CHECK(st == 0, "cache import: %d\n%s", st, out);
     free(out);
     (void)key;

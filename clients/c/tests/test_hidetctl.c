@@ -1,7 +1,8 @@
 /* clients/c/tests/test_hidetctl.c - hidetctl's command line (suite unit, client): argument
  * errors exit 2, an absent daemon exits 3, and the cache commands against a temporary database
  * filled through kernel_cache/ (ls, show, rm, prune, verify, vacuum, export/import round trip,
- * a flipped byte refused with exit 5). Usage: test_hidetctl PATH/TO/hidetctl
+ * a flipped byte refused with exit 5, keygen, signed export and trusted import, a stronger
+ * selection kept unless --replace-stronger). Usage: test_hidetctl PATH/TO/hidetctl
  */
 #include "kernel_cache/kc.h"
 
@@ -102,17 +103,19 @@ static void fill(const char *path, int n, char keys[][KC_KEY_LEN + 1])
         char num[16];
         const char *parts[] = {"hidetctl-test", num};
         snprintf(num, sizeof(num), "%d", i);
-        kc_key(parts, 2, a.key);
         parts[0] = "op";
         kc_key(parts, 2, a.op_key);
-        memcpy(keys[i], a.key, sizeof(a.key));
         snprintf(a.op, sizeof(a.op), "%s", i < 3 ? "matmul" : "softmax");
         snprintf(a.target, sizeof(a.target), "%s", i % 2 ? "sm_80" : "sm_90");
         memset(ptx, 'a' + i, sizeof(ptx) - 1);
         ptx[sizeof(ptx) - 1] = '\0';
         memset(cubin, i, sizeof(cubin));
-        a.op_json = "{\"op\":\"matmul\"}";
+        /* As the daemon writes them (import checks): the op named in its JSON, the key derived
+         * from op key and schedule. */
+        a.op_json = i < 3 ? "{\"op\":\"matmul\"}" : "{\"op\":\"softmax\"}";
         a.schedule_json = "{\"template\":\"t\"}";
+        kc_artifact_key(a.op_key, a.schedule_json, a.key);
+        memcpy(keys[i], a.key, sizeof(a.key));
         a.launch = (kc_launch){
             .n_kernels = 1,
             .kernels = {{.name = "k", .grid = {4, 1, 1}, .block = {64, 1, 1}, .n_args = 2,
@@ -224,11 +227,54 @@ static void test_cache(void)
                "0000000000000000000000000000000000000000000000000000000000000000");
     RUN_EXPECT(2, "--cache", db, "cache", "show", "not-hex");
 
-    /* export, then import into a fresh database: same artifacts. */
+    /* export, then import into a fresh database: same artifacts. Unsigned, it needs
+     * --trust-unsigned; signed, the signer's public key. */
     RUN_EXPECT(0, "--cache", db, "cache", "export", exp);
-    CHECK(strstr(out, "exported 6 artifacts") != NULL);
-    RUN_EXPECT(0, "--cache", db2, "cache", "import", exp);
+    CHECK(strstr(out, "exported 6 artifacts") != NULL && strstr(errout, "not signed") != NULL);
+    RUN_EXPECT(6, "--cache", db2, "--trust-dir", none, "cache", "import", exp);
+    CHECK(strstr(errout, "--trust-unsigned") != NULL);
+    RUN_EXPECT(0, "--cache", db2, "cache", "import", "--trust-unsigned", exp);
     CHECK(strstr(out, "imported 6 artifacts") != NULL);
+    {
+        char kprefix[512], pub[600], sec[600], sexp[512], db4[512];
+        snprintf(kprefix, sizeof(kprefix), "%s/signer", tmpdir);
+        snprintf(pub, sizeof(pub), "%s.pub", kprefix);
+        snprintf(sec, sizeof(sec), "%s.key", kprefix);
+        snprintf(sexp, sizeof(sexp), "%s/signed.hkc", tmpdir);
+        snprintf(db4, sizeof(db4), "%s/d/kernels.db", tmpdir);
+        RUN_EXPECT(2, "keygen", "extra");
+        RUN_EXPECT(0, "keygen", "--out", kprefix);
+        CHECK(access(pub, R_OK) == 0 && access(sec, R_OK) == 0);
+        RUN_EXPECT(1, "keygen", "--out", kprefix); /* never overwrites a key */
+        RUN_EXPECT(2, "--cache", db, "cache", "ls", "--sign", sec);
+        RUN_EXPECT(0, "--cache", db, "cache", "export", "--sign", sec, sexp);
+        CHECK(strstr(out, "signed by key") != NULL);
+        RUN_EXPECT(6, "--cache", db4, "--trust-dir", none, "cache", "import", sexp);
+        RUN_EXPECT(0, "--cache", db4, "--trust-dir", none, "--json", "cache", "import", "--trust",
+                   pub, sexp);
+        cJSON *j = cJSON_Parse(out);
+        CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "imported")) == 6 &&
+              cJSON_IsString(cJSON_GetObjectItem(j, "signed_by")));
+        cJSON_Delete(j);
+        /* Importing the same file again changes nothing and is allowed. Once db4 holds #1
+         * (a model choice in the file) as measured, the file would replace a stronger choice:
+         * refused (6) unless --replace-stronger. */
+        RUN_EXPECT(0, "--cache", db4, "--trust-dir", none, "cache", "import", "--trust", pub,
+                   sexp);
+        sqlite3 *s = NULL;
+        char sql[512];
+        CHECK(sqlite3_open(db4, &s) == SQLITE_OK);
+        sqlite3_busy_timeout(s, 5000);
+        snprintf(sql, sizeof(sql), "UPDATE artifacts SET choice = 2 WHERE key = '%s';"
+                 "UPDATE selections SET choice = 2 WHERE artifact_key = '%s'", keys[1], keys[1]);
+        CHECK(sqlite3_exec(s, sql, NULL, NULL, NULL) == SQLITE_OK);
+        sqlite3_close(s);
+        RUN_EXPECT(6, "--cache", db4, "--trust-dir", none, "cache", "import", "--trust", pub,
+                   sexp);
+        CHECK(strstr(errout, "measured") != NULL && strstr(errout, "nothing stored") != NULL);
+        RUN_EXPECT(0, "--cache", db4, "--trust-dir", none, "cache", "import", "--trust", pub,
+                   "--replace-stronger", sexp);
+    }
     RUN_EXPECT(0, "--cache", db2, "--json", "cache", "ls");
     CHECK(count_json_artifacts() == 6);
     RUN_EXPECT(0, "--cache", db2, "cache", "verify");
@@ -249,7 +295,7 @@ static void test_cache(void)
             fwrite(buf, 1, len, f);
             fclose(f);
             buf[positions[p]] ^= 0x04;
-            RUN_EXPECT(5, "--cache", db3, "cache", "import", bad);
+            RUN_EXPECT(5, "--cache", db3, "cache", "import", "--trust-unsigned", bad);
             CHECK(strstr(errout, "nothing stored") != NULL);
             RUN_EXPECT(0, "--cache", db3, "--json", "cache", "ls");
             CHECK(count_json_artifacts() == 0);
