@@ -61,10 +61,18 @@ static void sched_config_from(const hd_config *c, sched_config *ret)
     ret->max_blocking_per_peer = hd_config_max_blocking_jobs_per_client(c);
 }
 
+static void on_quarantine(void *udata, const char *artifact_key, const char *reason)
+{
+    (void)udata;
+    hd_log_warn("kernel %s put in quarantine: %s; its op is tuned again on the next request "
+                "(hidetctl cache verify lists it, cache rm removes it)", artifact_key, reason);
+}
+
 static void resolve_config_from(const hd_config *c, resolve_config *ret)
 {
     resolve_config_defaults(ret);
     ret->default_mode = c->default_mode;
+    ret->on_quarantine = on_quarantine;
 }
 
 /* Descriptors kept for everything but client connections: the database and its WAL, worker

@@ -58,7 +58,8 @@ typedef struct hd_daemon {
     hd_metric *m_jobs_queued, *m_jobs_running, *m_jobs_done, *m_jobs_failed, *m_jobs_cancelled;
     hd_metric *m_cand_measured, *m_cand_failed, *m_cand_compiled;
     hd_metric *m_compile_s, *m_tuning_s, *m_gpus_usable, *m_conn_active, *m_reloads_ok,
-        *m_reloads_failed, *m_start_time, *m_log_dropped;
+        *m_reloads_failed, *m_start_time, *m_log_dropped,
+        *m_quarantined;
     hd_metric_family *f_restarts, *f_gpu_state;
 } hd_daemon;
 

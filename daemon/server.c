@@ -246,6 +246,8 @@ static void handle_kernel_get(proto_request *req, hd_daemon *d, const hd_route_m
     /* Code is only handed out after both digests were checked (kc_artifact_get fails closed). */
     kc_artifact *a = NULL;
     int r = kc_artifact_get(d->db, ctx->key, &a);
+    if (r == -EBADMSG)
+        resolve_quarantine(d->resolver, ctx->key, "a stored blob failed its digest");
     if (r < 0) {
         respond_errno(req, r, "kernel");
         return;
@@ -544,6 +546,7 @@ static void collect(hd_metrics *m, void *udata)
     }
     hd_gauge_set(d->m_gpus_usable, d->pool ? gw_pool_usable(d->pool) : 0);
     hd_counter_set(d->m_log_dropped, (double)hd_log_dropped());
+    hd_counter_set(d->m_quarantined, (double)resolve_quarantined_count(d->resolver));
     if (d->pool) {
         const gw_device_info *devs = NULL;
         size_t n = gw_pool_devices(d->pool, &devs);
@@ -619,6 +622,9 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_counter(m, "hidetd_config_reload_failures_total",
                        "Configuration reloads rejected (the old configuration was kept).",
                        &d->m_reloads_failed);
+    hd_metrics_counter(m, "hidetd_cache_quarantined_total",
+                       "Stored kernels put in quarantine because they could not be used (their "
+                       "ops are tuned again).", &d->m_quarantined);
     hd_metrics_counter(m, "hidetd_log_lines_dropped_total",
                        "Log lines dropped because the log sink could not keep up.",
                        &d->m_log_dropped);

@@ -48,8 +48,9 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warni
 {
     if (!a || !ret)
         return -EINVAL;
-    /* A stored record is refused rather than half-answered. */
-    if (kc_launch_check(&a->launch) < 0)
+    /* A stored record is refused rather than half-answered; a set of no kernels launches nothing
+     * (its rows were lost), so it is refused too. */
+    if (kc_launch_check(&a->launch) < 0 || a->launch.n_kernels < 1)
         return -EINVAL;
     const kc_launch *l = &a->launch;
     bool measured = a->choice == KC_CHOSEN_MEASURED;

@@ -57,6 +57,10 @@ struct resolver {
     resolve_remote remote;
     char *scratch;   /* the last answer built for a synchronous result */
     resolve_wait *waits;
+    uint64_t quarantined;
+    /* The records quarantined last, so each is told once even when asked for again by key. */
+    char told[16][KC_KEY_LEN + 1];
+    unsigned told_next;
 };
 
 void resolve_config_defaults(resolve_config *c)
@@ -191,6 +195,30 @@ static void body_digest(const char *body, size_t len, char out[KC_KEY_LEN + 1])
     sodium_bin2hex(out, KC_KEY_LEN + 1, h, sizeof(h));
 }
 
+/* ---- quarantine ---------------------------------------------------------------------------- */
+
+void resolve_quarantine(resolver *r, const char *artifact_key, const char *reason)
+{
+    if (!r || !artifact_key)
+        return;
+    (void)kc_quarantine(r->db, artifact_key, reason);
+    /* The memory tier may hold the record's answer under its op key. */
+    kc_mem_clear(r->answers);
+    for (unsigned i = 0; i < sizeof(r->told) / sizeof(r->told[0]); i++)
+        if (strncmp(r->told[i], artifact_key, KC_KEY_LEN) == 0 && r->told[i][0])
+            return;
+    r->quarantined++;
+    snprintf(r->told[r->told_next], sizeof(r->told[0]), "%s", artifact_key);
+    r->told_next = (r->told_next + 1) % (sizeof(r->told) / sizeof(r->told[0]));
+    if (r->cfg.on_quarantine)
+        r->cfg.on_quarantine(r->cfg.udata, artifact_key, reason);
+}
+
+uint64_t resolve_quarantined_count(const resolver *r)
+{
+    return r ? r->quarantined : 0;
+}
+
 /* ---- the local cache ----------------------------------------------------------------------- */
 
 static bool gpu_can_measure(resolver *r, const resolve_request *rq)
@@ -219,6 +247,10 @@ static bool answer_from_local(resolver *r, const resolve_request *rq, const char
     rc = kc_artifact_get_meta(r->db, akey, &a);
     if (rc == -ENOENT)
         return false; /* a selection left dangling by a concurrent removal: rebuild */
+    if (rc == -EBADMSG) {
+        resolve_quarantine(r, akey, "its launch description does not read back");
+        return false;
+    }
     if (rc < 0) {
         fail_errno(res, rc, "reading the cached kernel");
         return true;
@@ -232,6 +264,10 @@ static bool answer_from_local(resolver *r, const resolve_request *rq, const char
     char *json = NULL;
     rc = resolve_kernel_set_json(a, true, warn ? no_gpu_warning : NULL, &json);
     kc_artifact_free(a);
+    if (rc == -EINVAL) {
+        resolve_quarantine(r, akey, "its launch description is not a valid launch");
+        return false;
+    }
     res->origin = RESOLVE_ORIGIN_LOCAL;
     if (rc < 0) {
         fail_errno(res, rc, "building the kernel set");
@@ -563,6 +599,8 @@ void resolve_by_key(resolver *r, const char *artifact_key, resolve_result *ret)
     /* Not the hot path: read the code too, so a corrupt entry is refused here already. */
     kc_artifact *a = NULL;
     int rc = kc_artifact_get(r->db, artifact_key, &a);
+    if (rc == -EBADMSG)
+        resolve_quarantine(r, artifact_key, "a stored blob or its launch rows failed their check");
     if (rc < 0) {
         fail_errno(ret, rc, "kernel");
         return;
@@ -570,6 +608,8 @@ void resolve_by_key(resolver *r, const char *artifact_key, resolve_result *ret)
     char *json = NULL;
     rc = resolve_kernel_set_json(a, true, NULL, &json);
     kc_artifact_free(a);
+    if (rc == -EINVAL)
+        resolve_quarantine(r, artifact_key, "its launch description is not a valid launch");
     if (rc < 0) {
         fail_errno(ret, rc, "building the kernel set");
         return;
@@ -660,6 +700,8 @@ void resolve_reconfigure(resolver *r, const resolve_config *cfg)
         return;
     r->cfg.default_mode = cfg->default_mode;
     r->cfg.data_version_ms = cfg->data_version_ms;
+    r->cfg.on_quarantine = cfg->on_quarantine;
+    r->cfg.udata = cfg->udata;
     kc_mem_clear(r->memo);
 }
 

@@ -16,6 +16,11 @@
  * model-ranked kernel with a warning; when a GPU can measure, a model-ranked kernel is upgraded
  * (the request tunes).
  *
+ * A stored record the resolver cannot use (its launch rows do not read back or describe no valid
+ * launch, a blob fails its digest) is put in quarantine (kc_quarantine: its selections go) and
+ * the request goes on as a miss, so it is tuned again: one damaged row never becomes a lasting
+ * 500.
+ *
  * The op key is computed once per request (scheduler/keys.c) and carried through every tier and
  * into the job. The memory tier is dropped whenever the database may have changed under it: a
  * job ended (it may have stored or replaced a selection), another process committed (SQLite's
@@ -126,6 +131,9 @@ typedef struct resolve_config {
     size_t memory_bytes;          /* bytes of answers kept in memory */
     unsigned data_version_ms;     /* how often at most the hit path asks SQLite whether another
                                    * process changed the database (0: on every request) */
+    /* Told (once per record) when a stored record is put in quarantine; may be NULL. */
+    void (*on_quarantine)(void *udata, const char *artifact_key, const char *reason);
+    void *udata;
 } resolve_config;
 
 void resolve_config_defaults(resolve_config *c);
@@ -175,8 +183,13 @@ void resolve_by_key(resolver *r, const char *artifact_key, resolve_result *ret);
  * the message starts with `what`. */
 void resolve_error_from_errno(resolve_error *e, int r, const char *what);
 
-/* Answers held in memory now (for /metrics). */
+/* Puts a stored record the caller found unusable in quarantine (e.g. its PTX failed its digest
+ * on download): its ops are tuned again on their next request. */
+void resolve_quarantine(resolver *r, const char *artifact_key, const char *reason);
+
+/* Answers held in memory now, and records put in quarantine since the start (for /metrics). */
 size_t resolve_memory_count(const resolver *r);
+uint64_t resolve_quarantined_count(const resolver *r);
 
 /* ---- the parts of the policy, pure functions (unit-tested on their own) --------------------- */
 
