@@ -578,11 +578,10 @@ static int kc__import_conflicts(kc_db *db, const kc__rec *rec, const kc_import_o
     return r;
 }
 
-int kc_import(kc_db *db, const char *path, const kc_import_opts *o, kc_import_info *ret_info,
-              char **ret_err)
+int kc__import_buffer(kc_db *db, const char *path, const char *buf, size_t len,
+                      const kc_import_opts *o, kc_import_info *ret_info, char **ret_err)
 {
-    char *buf = NULL;
-    size_t len = 0, n_recs = 0, count = 0, magic_len;
+    size_t n_recs = 0, count = 0, magic_len;
     kc__rec *recs = NULL;
     kc_import_info info;
     bool v1;
@@ -591,13 +590,10 @@ int kc_import(kc_db *db, const char *path, const kc_import_opts *o, kc_import_in
     memset(&info, 0, sizeof(info));
     if (ret_err)
         *ret_err = NULL;
-    if (!db || !path)
-        return kc__fail(ret_err, -EINVAL, "no database or no import path");
+    if (!db || !path || !buf || buf[len] != '\0')
+        return kc__fail(ret_err, -EINVAL, "no database or no import data");
     if (kc__sodium_ready() < 0)
         return kc__fail(ret_err, -EIO, "libsodium failed to initialise");
-    r = kc__read_file(path, &buf, &len, ret_err);
-    if (r < 0)
-        return r;
 
     /* 1. Header, trailer (and signature line), and the digest over everything before the
      *    trailer. */
@@ -608,7 +604,7 @@ int kc_import(kc_db *db, const char *path, const kc_import_opts *o, kc_import_in
         r = kc__fail(ret_err, -EBADMSG, "%s: not a hidetd kernel cache export", path);
         goto out;
     }
-    if (buf[len - 1] != '\n' || memchr(buf, '\0', len) != NULL) {
+    if (len == 0 || buf[len - 1] != '\n' || memchr(buf, '\0', len) != NULL) {
         r = kc__fail(ret_err, -EBADMSG, "%s: truncated or damaged (no final newline)", path);
         goto out;
     }
@@ -717,6 +713,22 @@ out:
             kc__rec_clear(&recs[i]);
         free(recs);
     }
+    return r;
+}
+
+int kc_import(kc_db *db, const char *path, const kc_import_opts *o, kc_import_info *ret_info,
+              char **ret_err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (ret_err)
+        *ret_err = NULL;
+    if (!db || !path)
+        return kc__fail(ret_err, -EINVAL, "no database or no import path");
+    int r = kc__read_file(path, &buf, &len, ret_err);
+    if (r < 0)
+        return r;
+    r = kc__import_buffer(db, path, buf, len, o, ret_info, ret_err);
     free(buf);
     return r;
 }

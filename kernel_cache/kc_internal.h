@@ -82,6 +82,10 @@ void kc__rollback(kc_db *db);
 
 /* Brings the schema to KC_SCHEMA_VERSION (kc_schema.c). */
 int kc__migrate(kc_db *db, const char *path, char **ret_err);
+/* kc_import() of export-file bytes already in memory (buf[len] must be '\0'; the caller keeps
+ * buf); `path` names them in messages. The import fuzzer calls it directly. */
+int kc__import_buffer(kc_db *db, const char *path, const char *buf, size_t len,
+                      const kc_import_opts *o, kc_import_info *ret_info, char **ret_err);
 
 /* The launch rows of one artifact (kc_artifacts.c): replaced, or read and checked (-EBADMSG when
  * the stored rows do not make a valid kc_launch). The caller holds the lock. */
