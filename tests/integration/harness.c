@@ -17,7 +17,7 @@
 
 #include <curl/curl.h>
 
-int ht_failures;
+_Atomic int ht_failures;
 
 static double now_s(void)
 {
@@ -215,7 +215,7 @@ int ht_stop(ht_daemon *d, int sig)
     if (sig != SIGKILL) {
         bool bad = ht_log_contains(d, "AddressSanitizer") || ht_log_contains(d, "LeakSanitizer") ||
                    ht_log_contains(d, "runtime error:");
-        HT_CHECK(!bad, "sanitizer report in the daemon's log %s", d->log);
+        CHECK(!bad, "sanitizer report in the daemon's log %s", d->log);
         if (bad)
             print_log(d);
     }
@@ -411,7 +411,7 @@ int ht_cuobjdump(const void *cubin, size_t len, int sm)
 int ht_finish(const char *name)
 {
     if (ht_failures)
-        fprintf(stderr, "%s: %d check(s) failed\n", name, ht_failures);
+        fprintf(stderr, "%s: %d check(s) failed\n", name, (int)ht_failures);
     else
         printf("%s: all checks passed\n", name);
     return ht_failures ? 1 : 0;

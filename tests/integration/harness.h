@@ -17,17 +17,10 @@
 
 #include <cjson/cJSON.h>
 
-extern int ht_failures;
-
-#define HT_CHECK(cond, ...)                                                                        \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            ht_failures++;                                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+/* One failure count for the test and the harness (tests/check.h's CHECK counts into it). */
+extern _Atomic int ht_failures;
+#define CHECK_FAILURES ht_failures
+#include "tests/check.h"
 
 typedef struct ht_daemon {
     pid_t pid;

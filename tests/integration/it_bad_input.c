@@ -22,24 +22,24 @@ static void expect_error(const ht_daemon *d, const char *method, const char *pat
                          size_t len, long status, const char *code, const char *field)
 {
     ht_resp r = ht_request(d, false, method, path, body, len, NULL);
-    HT_CHECK(r.status == status, "%s %s: status %ld, want %ld: %.300s", method, path, r.status,
+    CHECK(r.status == status, "%s %s: status %ld, want %ld: %.300s", method, path, r.status,
              status, r.body);
-    HT_CHECK(r.json != NULL, "%s %s: answer is not JSON: %.200s", method, path, r.body);
+    CHECK(r.json != NULL, "%s %s: answer is not JSON: %.200s", method, path, r.body);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(r.json, "error");
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
     const cJSON *fld = cJSON_GetObjectItemCaseSensitive(e, "field");
-    HT_CHECK(cJSON_IsString(msg) && strlen(msg->valuestring) > 5, "%s %s: no message", method, path);
-    HT_CHECK(cJSON_IsString(fld), "%s %s: no field member", method, path);
+    CHECK(cJSON_IsString(msg) && strlen(msg->valuestring) > 5, "%s %s: no message", method, path);
+    CHECK(cJSON_IsString(fld), "%s %s: no field member", method, path);
     if (code)
-        HT_CHECK(!strcmp(ht_error_code(&r), code), "%s %s: code '%s', want '%s' (%.200s)", method, path,
+        CHECK(!strcmp(ht_error_code(&r), code), "%s %s: code '%s', want '%s' (%.200s)", method, path,
                  ht_error_code(&r), code, r.body);
     if (field && cJSON_IsString(fld))
-        HT_CHECK(!strcmp(fld->valuestring, field), "%s %s: field '%s', want '%s'", method, path,
+        CHECK(!strcmp(fld->valuestring, field), "%s %s: field '%s', want '%s'", method, path,
                  fld->valuestring, field);
     ht_resp_free(&r);
 
     ht_resp h = ht_get(d, "/healthz");
-    HT_CHECK(h.status == 200, "healthz after %s %s: %ld", method, path, h.status);
+    CHECK(h.status == 200, "healthz after %s %s: %ld", method, path, h.status);
     ht_resp_free(&h);
 }
 
@@ -91,7 +91,7 @@ int main(void)
         return 1;
 
     ht_resp stored = ht_post(&d, "/v1/kernels", good);
-    HT_CHECK(stored.status == 200, "good request: %ld %.300s", stored.status, stored.body);
+    CHECK(stored.status == 200, "good request: %ld %.300s", stored.status, stored.body);
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(stored.json, "key");
     char key[80] = "";
     if (cJSON_IsString(k))
@@ -190,63 +190,63 @@ int main(void)
 
     /* A slow client that never finishes its headers is cut off, and others are served meanwhile. */
     int slow = connect_unix(d.socket);
-    HT_CHECK(slow >= 0, "connect: %s", strerror(errno));
+    CHECK(slow >= 0, "connect: %s", strerror(errno));
     const char *partial = "POST /v1/kernels HTTP/1.1\r\nHost: x\r\nContent-Le";
-    HT_CHECK(write(slow, partial, strlen(partial)) > 0, "write");
+    CHECK(write(slow, partial, strlen(partial)) > 0, "write");
     ht_resp h = ht_get(&d, "/healthz");
-    HT_CHECK(h.status == 200, "healthz while a slow client hangs: %ld", h.status);
+    CHECK(h.status == 200, "healthz while a slow client hangs: %ld", h.status);
     ht_resp_free(&h);
     char buf[4096];
     read_all(slow, buf, sizeof(buf), 5000); /* the daemon must close (or answer 408) by itself */
-    HT_CHECK(buf[0] == 0 || strstr(buf, " 408 "), "slow client got: %.200s", buf);
+    CHECK(buf[0] == 0 || strstr(buf, " 408 "), "slow client got: %.200s", buf);
     struct pollfd p = {.fd = slow, .events = POLLIN};
-    HT_CHECK(poll(&p, 1, 100) == 1, "slow connection still open after the timeout");
+    CHECK(poll(&p, 1, 100) == 1, "slow connection still open after the timeout");
     close(slow);
 
     /* A client that sends a whole request and half-closes still gets the answer. */
     int half = connect_unix(d.socket);
     const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-    HT_CHECK(write(half, req, strlen(req)) == (ssize_t)strlen(req), "write");
+    CHECK(write(half, req, strlen(req)) == (ssize_t)strlen(req), "write");
     shutdown(half, SHUT_WR);
     read_all(half, buf, sizeof(buf), 3000);
-    HT_CHECK(strstr(buf, "HTTP/1.1 200") != NULL, "half-closed client got: %.200s", buf);
+    CHECK(strstr(buf, "HTTP/1.1 200") != NULL, "half-closed client got: %.200s", buf);
     close(half);
 
     /* Pipelining: two requests in one write, two answers in order. */
     int pipe_fd = connect_unix(d.socket);
     const char *two = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/nope HTTP/1.1\r\nHost: x\r\n"
                       "Connection: close\r\n\r\n";
-    HT_CHECK(write(pipe_fd, two, strlen(two)) == (ssize_t)strlen(two), "write");
+    CHECK(write(pipe_fd, two, strlen(two)) == (ssize_t)strlen(two), "write");
     read_all(pipe_fd, buf, sizeof(buf), 3000);
     char *first = strstr(buf, "HTTP/1.1 200"), *second = strstr(buf, "HTTP/1.1 404");
-    HT_CHECK(first && second && first < second, "pipelined answers: %.300s", buf);
+    CHECK(first && second && first < second, "pipelined answers: %.300s", buf);
     close(pipe_fd);
 
     /* Malformed HTTP. */
     int junk = connect_unix(d.socket);
     const char *garbage = "HELLO THERE\r\n\r\n";
-    HT_CHECK(write(junk, garbage, strlen(garbage)) > 0, "write");
+    CHECK(write(junk, garbage, strlen(garbage)) > 0, "write");
     read_all(junk, buf, sizeof(buf), 3000);
-    HT_CHECK(buf[0] == 0 || strstr(buf, " 400 "), "malformed request line got: %.200s", buf);
+    CHECK(buf[0] == 0 || strstr(buf, " 400 "), "malformed request line got: %.200s", buf);
     close(junk);
 
     /* Nothing stored was harmed. */
     ht_resp again = ht_post(&d, "/v1/kernels", good);
-    HT_CHECK(again.status == 200, "good request after abuse: %ld", again.status);
-    HT_CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(again.json, "cached")), "not cached");
+    CHECK(again.status == 200, "good request after abuse: %ld", again.status);
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(again.json, "cached")), "not cached");
     const cJSON *k2 = cJSON_GetObjectItemCaseSensitive(again.json, "key");
-    HT_CHECK(cJSON_IsString(k2) && !strcmp(k2->valuestring, key), "stored key changed");
+    CHECK(cJSON_IsString(k2) && !strcmp(k2->valuestring, key), "stored key changed");
     ht_resp_free(&again);
     if (key[0]) {
         char path[128];
         snprintf(path, sizeof(path), "/v1/kernels/%s/cubin", key);
         ht_resp c = ht_get(&d, path);
-        HT_CHECK(c.status == 200, "cubin after abuse: %ld", c.status);
+        CHECK(c.status == 200, "cubin after abuse: %ld", c.status);
         ht_resp_free(&c);
     }
     ht_resp_free(&stored);
 
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);
     return ht_finish("it_bad_input");
 }

@@ -27,10 +27,10 @@ static void sql(const char *db, const char *text, const char *a, const char *b)
 {
     sqlite3 *s = NULL;
     sqlite3_stmt *q = NULL;
-    HT_CHECK(sqlite3_open(db, &s) == SQLITE_OK, "open %s", db);
+    CHECK(sqlite3_open(db, &s) == SQLITE_OK, "open %s", db);
     sqlite3_busy_timeout(s, 5000);
     for (const char *rest = text; rest && *rest;) {
-        HT_CHECK(sqlite3_prepare_v2(s, rest, -1, &q, &rest) == SQLITE_OK, "%s: %s", text,
+        CHECK(sqlite3_prepare_v2(s, rest, -1, &q, &rest) == SQLITE_OK, "%s: %s", text,
                  sqlite3_errmsg(s));
         if (!q)
             break;
@@ -39,7 +39,7 @@ static void sql(const char *db, const char *text, const char *a, const char *b)
         if (sqlite3_bind_parameter_count(q) >= 2)
             sqlite3_bind_text(q, 2, b, -1, SQLITE_STATIC);
         int rc = sqlite3_step(q);
-        HT_CHECK(rc == SQLITE_DONE, "%s: %s", text, sqlite3_errmsg(s));
+        CHECK(rc == SQLITE_DONE, "%s: %s", text, sqlite3_errmsg(s));
         sqlite3_finalize(q);
     }
     sqlite3_close(s);
@@ -88,13 +88,13 @@ int main(void)
     for (int i = 0; i < 4; i++) {
         ht_resp r = ht_post(&d, "/v1/kernels", reqs[i]);
         const char *k = r.json ? cJSON_GetStringValue(cJSON_GetObjectItem(r.json, "key")) : NULL;
-        HT_CHECK(r.status == 200 && k, "request %d: %ld %.300s", i, r.status, r.body);
+        CHECK(r.status == 200 && k, "request %d: %ld %.300s", i, r.status, r.body);
         snprintf(keys[i], sizeof(keys[i]), "%s", k ? k : "");
         ht_resp_free(&r);
     }
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     rc = ht_sh(&out, "'%s' --cache '%s' cache verify 2>&1", ctl, d.cache);
-    HT_CHECK(rc == 0, "verify of the daemon's own records: %d %s", rc, out ? out : "");
+    CHECK(rc == 0, "verify of the daemon's own records: %d %s", rc, out ? out : "");
     free(out);
 
     /* Broken launch descriptions: the daemon would answer 500 for each of these ops. */
@@ -102,45 +102,45 @@ int main(void)
     sql(d.cache, "UPDATE launch_kernels SET args = x'00ff' WHERE artifact_key = ?1", keys[1], NULL);
     sql(d.cache, "DELETE FROM launch_kernels WHERE artifact_key = ?1", keys[2], NULL);
     rc = ht_sh(&out, "'%s' --cache '%s' cache verify 2>&1", ctl, d.cache);
-    HT_CHECK(rc != 0, "verify passed broken records: %s", out ? out : "");
+    CHECK(rc != 0, "verify passed broken records: %s", out ? out : "");
     for (int i = 0; i < 3; i++)
-        HT_CHECK(out && strstr(out, keys[i]), "verify does not name %s: %s", keys[i],
+        CHECK(out && strstr(out, keys[i]), "verify does not name %s: %s", keys[i],
                  out ? out : "");
-    HT_CHECK(out && !strstr(out, keys[3]), "verify names the good record: %s", out ? out : "");
+    CHECK(out && !strstr(out, keys[3]), "verify names the good record: %s", out ? out : "");
     free(out);
     rc = ht_sh(&out, "'%s' --cache '%s' --json cache verify", ctl, d.cache);
     cJSON *j = out ? cJSON_Parse(out) : NULL;
-    HT_CHECK(rc != 0 && j && cJSON_IsFalse(cJSON_GetObjectItem(j, "ok")) &&
+    CHECK(rc != 0 && j && cJSON_IsFalse(cJSON_GetObjectItem(j, "ok")) &&
              cJSON_GetArraySize(cJSON_GetObjectItem(j, "bad")) == 3,
              "verify --json: %d %s", rc, out ? out : "");
     cJSON_Delete(j);
     free(out);
 
     /* The daemon on the damaged cache: every broken op is tuned again; asked again, it is a hit. */
-    HT_CHECK(ht_start(&d) == 0, "restart on the damaged cache");
+    CHECK(ht_start(&d) == 0, "restart on the damaged cache");
     for (int i = 0; i < 3; i++) {
         for (int again = 0; again < 2; again++) {
             ht_resp r = ht_post(&d, "/v1/kernels", reqs[i]);
             const cJSON *cached = r.json ? cJSON_GetObjectItem(r.json, "cached") : NULL;
-            HT_CHECK(r.status == 200 && cJSON_IsBool(cached) && cJSON_IsTrue(cached) == (again == 1),
+            CHECK(r.status == 200 && cJSON_IsBool(cached) && cJSON_IsTrue(cached) == (again == 1),
                      "broken record %d, request %d: %ld %.300s", i, again, r.status, r.body);
             ht_resp_free(&r);
         }
     }
     ht_resp m = ht_get(&d, "/metrics");
-    HT_CHECK(m.status == 200 && m.body && strstr(m.body, "\nhidetd_cache_quarantined_total 3\n"),
+    CHECK(m.status == 200 && m.body && strstr(m.body, "\nhidetd_cache_quarantined_total 3\n"),
              "quarantine not counted: %.200s",
              m.body && strstr(m.body, "quarantined") ? strstr(m.body, "quarantined") : "");
     ht_resp_free(&m);
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     char *log = NULL;
     ht_sh(&log, "grep -c 'put in quarantine' '%s'", d.log);
-    HT_CHECK(log && atoi(log) == 3, "quarantine warnings: %s", log ? log : "");
+    CHECK(log && atoi(log) == 3, "quarantine warnings: %s", log ? log : "");
     free(log);
     for (int i = 0; i < 3; i++)
-        HT_CHECK(ht_log_contains(&d, keys[i]), "the warning does not name %s", keys[i]);
+        CHECK(ht_log_contains(&d, keys[i]), "the warning does not name %s", keys[i]);
     rc = ht_sh(&out, "'%s' --cache '%s' cache verify 2>&1", ctl, d.cache);
-    HT_CHECK(rc == 0 && out && strstr(out, "all good"), "the re-tuned records did not heal: %d %s",
+    CHECK(rc == 0 && out && strstr(out, "all good"), "the re-tuned records did not heal: %d %s",
              rc, out ? out : "");
     free(out);
     /* Broken again behind its back, for the removal below. */
@@ -152,34 +152,34 @@ int main(void)
     sql(d.cache, "CREATE TABLE copy AS SELECT * FROM artifacts WHERE key = ?1;"
                  "UPDATE copy SET key = ?2;"
                  "INSERT INTO artifacts SELECT * FROM copy; DROP TABLE copy;", keys[3], BAD_KEY);
-    HT_CHECK(count(d.cache, BAD_KEY) == 1, "the odd record was not planted");
+    CHECK(count(d.cache, BAD_KEY) == 1, "the odd record was not planted");
     rc = ht_sh(&out, "'%s' --cache '%s' cache ls", ctl, d.cache);
-    HT_CHECK(rc == 0 && out && strstr(out, "5 artifacts"), "ls: %d %s", rc, out ? out : "");
-    HT_CHECK(out && !has_controls(out), "ls prints control characters from a key");
-    HT_CHECK(out && strstr(out, "evil\\x1b[2J\\x0akey"), "ls does not show the key escaped: %s",
+    CHECK(rc == 0 && out && strstr(out, "5 artifacts"), "ls: %d %s", rc, out ? out : "");
+    CHECK(out && !has_controls(out), "ls prints control characters from a key");
+    CHECK(out && strstr(out, "evil\\x1b[2J\\x0akey"), "ls does not show the key escaped: %s",
              out ? out : "");
     free(out);
     rc = ht_sh(&out, "'%s' --cache '%s' --json cache ls", ctl, d.cache);
-    HT_CHECK(rc == 0 && out && !has_controls(out), "ls --json: %d", rc);
+    CHECK(rc == 0 && out && !has_controls(out), "ls --json: %d", rc);
     free(out);
     rc = ht_sh(&out, "'%s' --cache '%s' cache verify 2>&1", ctl, d.cache);
-    HT_CHECK(rc != 0 && out && !has_controls(out) && strstr(out, "evil\\x1b"),
+    CHECK(rc != 0 && out && !has_controls(out) && strstr(out, "evil\\x1b"),
              "verify of the odd key: %d %s", rc, out ? out : "");
     free(out);
     /* A prefix must be hex; the whole key, any bytes, is removed with --exact. */
     rc = ht_sh(&out, "'%s' --cache '%s' cache rm evil 2>&1", ctl, d.cache);
-    HT_CHECK(rc == 2, "rm of a non-hex prefix: %d %s", rc, out ? out : "");
+    CHECK(rc == 2, "rm of a non-hex prefix: %d %s", rc, out ? out : "");
     free(out);
     rc = ht_sh(&out, "'%s' --cache '%s' cache rm --exact \"$(printf 'evil\\033[2J\\nkey')\" 2>&1",
                ctl, d.cache);
-    HT_CHECK(rc == 0 && out && !has_controls(out), "rm --exact: %d %s", rc, out ? out : "");
+    CHECK(rc == 0 && out && !has_controls(out), "rm --exact: %d %s", rc, out ? out : "");
     free(out);
-    HT_CHECK(count(d.cache, BAD_KEY) == 0, "the odd record is still there");
-    HT_CHECK(count(d.cache, keys[3]) == 1, "rm --exact removed the record it was copied from");
+    CHECK(count(d.cache, BAD_KEY) == 0, "the odd record is still there");
+    CHECK(count(d.cache, keys[3]) == 1, "rm --exact removed the record it was copied from");
     /* The broken ones go by key; then verify is clean again. */
     rc = ht_sh(&out, "'%s' --cache '%s' cache rm %s %s %s && '%s' --cache '%s' cache verify 2>&1",
                ctl, d.cache, keys[0], keys[1], keys[2], ctl, d.cache);
-    HT_CHECK(rc == 0 && out && strstr(out, "all good"), "rm and verify: %d %s", rc,
+    CHECK(rc == 0 && out && strstr(out, "all good"), "rm and verify: %d %s", rc,
              out ? out : "");
     free(out);
     ht_cleanup(&d);

@@ -132,26 +132,26 @@ int main(void)
 
     /* The daemon compiles and stores a kernel; remember what it answers. */
     ht_resp r = ht_post(&d, "/v1/kernels", REQ("model"));
-    HT_CHECK(r.status == 200 && r.json, "first request: %ld %.300s", r.status, r.body);
+    CHECK(r.status == 200 && r.json, "first request: %ld %.300s", r.status, r.body);
     char key[65] = "", op_key[65] = "";
     snprintf(key, sizeof(key), "%s", cJSON_GetStringValue(cJSON_GetObjectItem(r.json, "key")));
     snprintf(op_key, sizeof(op_key), "%s",
              cJSON_GetStringValue(cJSON_GetObjectItem(r.json, "op_key")));
     ht_resp_free(&r);
-    HT_CHECK(strlen(key) == 64 && strlen(op_key) == 64, "key %s op key %s", key, op_key);
+    CHECK(strlen(key) == 64 && strlen(op_key) == 64, "key %s op key %s", key, op_key);
     char path[160];
     snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key);
     ht_resp ptx0 = ht_get(&d, path);
-    HT_CHECK(ptx0.status == 200 && ptx0.len > 100, "ptx: %ld", ptx0.status);
+    CHECK(ptx0.status == 200 && ptx0.len > 100, "ptx: %ld", ptx0.status);
 
     /* A backup, then forgeries of it. */
     snprintf(exp, sizeof(exp), "%s/backup.hkc", d.dir);
     snprintf(forged, sizeof(forged), "%s/forged.hkc", d.dir);
     rc = ht_sh(&out, "'%s' --cache '%s' cache export '%s' 2>&1", ctl, d.cache, exp);
-    HT_CHECK(rc == 0, "export: %d %s", rc, out ? out : "");
+    CHECK(rc == 0, "export: %d %s", rc, out ? out : "");
     free(out);
     char *file = slurp(exp);
-    HT_CHECK(file && strchr(file, '\n'), "export file unreadable");
+    CHECK(file && strchr(file, '\n'), "export file unreadable");
     if (!file)
         return ht_finish("it_cache_trust");
     char *nl = strchr(file, '\n'), *rec_end = strchr(nl + 1, '\n');
@@ -159,7 +159,7 @@ int main(void)
     snprintf(header, sizeof(header), "%.*s", (int)(nl - file + 1), file);
     *rec_end = '\0';
     cJSON *rec = cJSON_Parse(nl + 1);
-    HT_CHECK(rec != NULL, "export record does not parse");
+    CHECK(rec != NULL, "export record does not parse");
     if (!rec)
         return ht_finish("it_cache_trust");
     char *before = snapshot(d.cache);
@@ -171,11 +171,11 @@ int main(void)
     write_forged(forged, header, evil);
     cJSON_Delete(evil);
     rc = ht_sh(&out, "'%s' --cache '%s' cache import '%s' 2>&1", ctl, d.cache, forged);
-    HT_CHECK(rc != 0, "a forged backup replacing existing code was imported: %s", out ? out : "");
+    CHECK(rc != 0, "a forged backup replacing existing code was imported: %s", out ? out : "");
     free(out);
     rc = ht_sh(&out, "'%s' --cache '%s' cache import --trust-unsigned '%s' 2>&1", ctl, d.cache,
                forged);
-    HT_CHECK(rc != 0, "different code under an existing key was imported: %s", out ? out : "");
+    CHECK(rc != 0, "different code under an existing key was imported: %s", out ? out : "");
     free(out);
 
     /* 2. New "measured" code bound to the op key (a new schedule, its key derived correctly). */
@@ -192,26 +192,26 @@ int main(void)
     write_forged(forged, header, evil);
     cJSON_Delete(evil);
     rc = ht_sh(&out, "'%s' --cache '%s' cache import '%s' 2>&1", ctl, d.cache, forged);
-    HT_CHECK(rc != 0, "a forged backup binding new code to an op was imported: %s",
+    CHECK(rc != 0, "a forged backup binding new code to an op was imported: %s",
              out ? out : "");
     free(out);
 
     /* Nothing changed: the rows, and what the daemon answers, in every tune mode. */
     char *after = snapshot(d.cache);
-    HT_CHECK(strcmp(before, after) == 0, "the database changed:\n before %s\n after %s", before,
+    CHECK(strcmp(before, after) == 0, "the database changed:\n before %s\n after %s", before,
              after);
     free(after);
     const char *reqs[] = {REQ("none"), REQ("model"), REQ("measure")};
     for (int i = 0; i < 3; i++) {
         r = ht_post(&d, "/v1/kernels", reqs[i]);
         const char *k = r.json ? cJSON_GetStringValue(cJSON_GetObjectItem(r.json, "key")) : NULL;
-        HT_CHECK(r.status == 200 && k && strcmp(k, key) == 0 &&
+        CHECK(r.status == 200 && k && strcmp(k, key) == 0 &&
                  !cJSON_IsTrue(cJSON_GetObjectItem(r.json, "measured")),
                  "request %d answered another kernel: %ld %.400s", i, r.status, r.body);
         ht_resp_free(&r);
     }
     ht_resp ptx1 = ht_get(&d, path);
-    HT_CHECK(ptx1.status == 200 && ptx1.len == ptx0.len && memcmp(ptx1.body, ptx0.body,
+    CHECK(ptx1.status == 200 && ptx1.len == ptx0.len && memcmp(ptx1.body, ptx0.body,
                                                                   ptx0.len) == 0,
              "the daemon serves other PTX under %s", key);
     ht_resp_free(&ptx1);
@@ -224,15 +224,15 @@ int main(void)
     rc = ht_sh(&out, "'%s' keygen --out '%s' && '%s' keygen --out '%s' && "
                "'%s' --cache '%s' cache export --sign '%s.key' '%s' 2>&1", ctl, prefix, ctl, other,
                ctl, d.cache, prefix, exp);
-    HT_CHECK(rc == 0, "keygen and signed export: %d %s", rc, out ? out : "");
+    CHECK(rc == 0, "keygen and signed export: %d %s", rc, out ? out : "");
     free(out);
     rc = ht_sh(&out, "'%s' --cache '%s' cache import --trust-dir /nonexistent --trust '%s.pub' "
                "'%s' 2>&1", ctl, db2, other, exp);
-    HT_CHECK(rc == 6, "a backup signed by an untrusted key: %d %s", rc, out ? out : "");
+    CHECK(rc == 6, "a backup signed by an untrusted key: %d %s", rc, out ? out : "");
     free(out);
     rc = ht_sh(&out, "'%s' --cache '%s' cache import --trust-dir /nonexistent --trust '%s.pub' "
                "'%s' 2>&1", ctl, db2, prefix, exp);
-    HT_CHECK(rc == 0 && out && strstr(out, "imported 1 artifact") && strstr(out, "signed by"),
+    CHECK(rc == 0 && out && strstr(out, "imported 1 artifact") && strstr(out, "signed by"),
              "a backup signed by a trusted key: %d %s", rc, out ? out : "");
     free(out);
 
@@ -240,7 +240,7 @@ int main(void)
     cJSON_Delete(rec);
     free(file);
     ht_resp_free(&ptx0);
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);
     return ht_finish("it_cache_trust");
 }

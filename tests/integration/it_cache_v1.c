@@ -22,15 +22,15 @@ int main(void)
 
     char *dump = ht_read_src("kernel_cache/tests/data/v1.sql");
     char *answers = ht_read_src("kernel_cache/tests/data/v1-answers.jsonl");
-    HT_CHECK(dump && answers, "fixture files missing");
+    CHECK(dump && answers, "fixture files missing");
     if (!dump || !answers)
         return ht_finish("it_cache_v1");
     char dir[320];
     snprintf(dir, sizeof(dir), "%s/cache", d.dir);
     mkdir(dir, 0700);
     sqlite3 *s = NULL;
-    HT_CHECK(sqlite3_open(d.cache, &s) == SQLITE_OK, "create %s", d.cache);
-    HT_CHECK(sqlite3_exec(s, dump, NULL, NULL, NULL) == SQLITE_OK, "load v1.sql: %s",
+    CHECK(sqlite3_open(d.cache, &s) == SQLITE_OK, "create %s", d.cache);
+    CHECK(sqlite3_exec(s, dump, NULL, NULL, NULL) == SQLITE_OK, "load v1.sql: %s",
              sqlite3_errmsg(s));
     sqlite3_close(s);
     free(dump);
@@ -42,7 +42,7 @@ int main(void)
         *nl = '\0';
         cJSON *want = cJSON_Parse(line);
         const char *key = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(want, "key"));
-        HT_CHECK(key != NULL, "answer line without a key");
+        CHECK(key != NULL, "answer line without a key");
         if (!key) {
             cJSON_Delete(want);
             continue;
@@ -50,29 +50,29 @@ int main(void)
         char path[160];
         snprintf(path, sizeof(path), "/v1/kernels/%s", key);
         ht_resp r = ht_get(&d, path);
-        HT_CHECK(r.status == 200 && r.body && strcmp(r.body, line) == 0,
+        CHECK(r.status == 200 && r.body && strcmp(r.body, line) == 0,
                  "GET %s: %ld\n got  %s\n want %s", path, r.status, r.body ? r.body : "", line);
         ht_resp_free(&r);
         for (int b = 0; b < 2; b++) {
             snprintf(path, sizeof(path), "/v1/kernels/%s/%s", key, b ? "cubin" : "ptx");
             r = ht_get(&d, path);
-            HT_CHECK(r.status == 200 && r.len > 0, "GET %s: %ld", path, r.status);
+            CHECK(r.status == 200 && r.len > 0, "GET %s: %ld", path, r.status);
             ht_resp_free(&r);
         }
         cJSON_Delete(want);
         n++;
     }
-    HT_CHECK(n == 4, "%d kernel sets checked", n);
+    CHECK(n == 4, "%d kernel sets checked", n);
     free(answers);
 
     /* hidetctl reads the migrated file too, and its digests still hold. */
     char *out = NULL;
     int rc = ht_sh(&out, "'%s' --cache '%s' cache verify", getenv("HIDETCTL_BIN"), d.cache);
-    HT_CHECK(rc == 0 && out && strstr(out, "4 artifacts"), "cache verify: %d %s", rc,
+    CHECK(rc == 0 && out && strstr(out, "4 artifacts"), "cache verify: %d %s", rc,
              out ? out : "");
     free(out);
 
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);
     return ht_finish("it_cache_v1");
 }

@@ -21,12 +21,12 @@ static void library(const ht_daemon *d, char *ret_key)
     snprintf(addr, sizeof(addr), "unix:%s", d->socket);
     hidet_client *c = NULL;
     hidet_error err = {0};
-    HT_CHECK(hidet_client_open(addr, NULL, &c, &err) == 0, "open: %s", err.message);
+    CHECK(hidet_client_open(addr, NULL, &c, &err) == 0, "open: %s", err.message);
     if (!c)
         return;
 
     hidet_request *r = NULL;
-    HT_CHECK(hidet_request_new("matmul", &r) == 0, "request_new");
+    CHECK(hidet_request_new("matmul", &r) == 0, "request_new");
     int64_t a[] = {256, 128}, b[] = {128, 64}, bias[] = {64};
     hidet_request_add_input(r, a, 2, "f16");
     hidet_request_add_input(r, b, 2, "f16");
@@ -38,32 +38,32 @@ static void library(const ht_daemon *d, char *ret_key)
     hidet_request_set_arch(r, "sm_90");
     hidet_request_set_tune(r, "model");
     char *json = NULL;
-    HT_CHECK(hidet_request_json(r, &json) == 0, "request_json");
+    CHECK(hidet_request_json(r, &json) == 0, "request_json");
 
     hidet_kernel_set *set = NULL;
     int rc = hidet_request_kernels(c, json, &set, NULL, &err);
-    HT_CHECK(rc == 0 && set, "request_kernels: %d %s", rc, err.message);
+    CHECK(rc == 0 && set, "request_kernels: %d %s", rc, err.message);
     if (set) {
-        HT_CHECK(set->n_kernels == 1, "fused set has %zu kernels", set->n_kernels);
-        HT_CHECK(!set->cached && !set->measured, "cached %d measured %d", set->cached, set->measured);
-        HT_CHECK(set->output_rank == 2 && set->output_shape[0] == 256 && set->output_shape[1] == 64,
+        CHECK(set->n_kernels == 1, "fused set has %zu kernels", set->n_kernels);
+        CHECK(!set->cached && !set->measured, "cached %d measured %d", set->cached, set->measured);
+        CHECK(set->output_rank == 2 && set->output_shape[0] == 256 && set->output_shape[1] == 64,
                  "output shape");
-        HT_CHECK(set->kernels[0].n_params == 4, "params %zu (A, B, bias, C)", set->kernels[0].n_params);
+        CHECK(set->kernels[0].n_params == 4, "params %zu (A, B, bias, C)", set->kernels[0].n_params);
         snprintf(ret_key, 65, "%s", set->key);
         char *ptx = NULL;
         size_t n = 0;
-        HT_CHECK(hidet_fetch_ptx(c, set->key, &ptx, &n, &err) == 0, "fetch_ptx: %s", err.message);
+        CHECK(hidet_fetch_ptx(c, set->key, &ptx, &n, &err) == 0, "fetch_ptx: %s", err.message);
         if (ptx)
-            HT_CHECK(ht_ptxas(ptx, n, "sm_90") == 0, "ptxas rejects the fetched PTX");
+            CHECK(ht_ptxas(ptx, n, "sm_90") == 0, "ptxas rejects the fetched PTX");
         free(ptx);
         void *cubin = NULL;
-        HT_CHECK(hidet_fetch_cubin(c, set->key, &cubin, &n, &err) == 0, "fetch_cubin: %s", err.message);
-        HT_CHECK(cubin && n > 4 && !memcmp(cubin, "\177ELF", 4), "cubin is not ELF");
+        CHECK(hidet_fetch_cubin(c, set->key, &cubin, &n, &err) == 0, "fetch_cubin: %s", err.message);
+        CHECK(cubin && n > 4 && !memcmp(cubin, "\177ELF", 4), "cubin is not ELF");
         free(cubin);
     }
     hidet_kernel_set_free(set);
     set = NULL;
-    HT_CHECK(hidet_request_kernels(c, json, &set, NULL, &err) == 0 && set && set->cached, "second is a hit");
+    CHECK(hidet_request_kernels(c, json, &set, NULL, &err) == 0 && set && set->cached, "second is a hit");
     hidet_kernel_set_free(set);
     free(json);
     hidet_request_free(r);
@@ -71,8 +71,8 @@ static void library(const ht_daemon *d, char *ret_key)
     /* A structured error. */
     rc = hidet_request_kernels(c, "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f7\"},"
                                   "{\"shape\":[4,4],\"dtype\":\"f16\"}]}", &set, NULL, &err);
-    HT_CHECK(rc < 0 && err.http_status == 422, "bad dtype: rc %d status %d", rc, err.http_status);
-    HT_CHECK(!strcmp(err.code, "unknown_dtype") && !strcmp(err.field, "inputs[0].dtype"),
+    CHECK(rc < 0 && err.http_status == 422, "bad dtype: rc %d status %d", rc, err.http_status);
+    CHECK(!strcmp(err.code, "unknown_dtype") && !strcmp(err.field, "inputs[0].dtype"),
              "error code '%s' field '%s'", err.code, err.field);
 
     /* A job, followed to the end. */
@@ -80,7 +80,7 @@ static void library(const ht_daemon *d, char *ret_key)
     rc = hidet_request_kernels(c, "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,1000],\"dtype\":\"f16\"}],"
                                   "\"tune\":\"measure\",\"wait\":false,\"budget\":{\"candidates\":4}}",
                                &set, &job, &err);
-    HT_CHECK(rc == 0 && job, "wait:false gives a job: %d %s", rc, err.message);
+    CHECK(rc == 0 && job, "wait:false gives a job: %d %s", rc, err.message);
     for (int i = 0; job && i < 600 && (job->state == HIDET_JOB_QUEUED || job->state == HIDET_JOB_RUNNING); i++) {
         char id[32];
         snprintf(id, sizeof(id), "%s", job->id);
@@ -88,9 +88,9 @@ static void library(const ht_daemon *d, char *ret_key)
         job = NULL;
         struct timespec ts = {0, 100000000L};
         nanosleep(&ts, NULL);
-        HT_CHECK(hidet_job_get(c, id, &job, &err) == 0, "job_get: %s", err.message);
+        CHECK(hidet_job_get(c, id, &job, &err) == 0, "job_get: %s", err.message);
     }
-    HT_CHECK(job && job->state == HIDET_JOB_DONE && job->result && job->measured,
+    CHECK(job && job->state == HIDET_JOB_DONE && job->result && job->measured,
              "job ended %s", job ? hidet_job_state_name(job->state) : "?");
     hidet_job_free(job);
     hidet_client_free(c);
@@ -100,11 +100,11 @@ static void cli(const ht_daemon *d, const char *key)
 {
     char *out = NULL;
     int st = ht_sh(&out, "%s --socket '%s' status", ctl, d->socket);
-    HT_CHECK(st == 0 && strstr(out, "Stand-in"), "hidetctl status: %d\n%s", st, out);
+    CHECK(st == 0 && strstr(out, "Stand-in"), "hidetctl status: %d\n%s", st, out);
     free(out);
     st = ht_sh(&out, "%s --socket '%s' --json status", ctl, d->socket);
     cJSON *j = cJSON_Parse(out);
-    HT_CHECK(st == 0 && j, "hidetctl --json status is not JSON: %s", out);
+    CHECK(st == 0 && j, "hidetctl --json status is not JSON: %s", out);
     cJSON_Delete(j);
     free(out);
 
@@ -112,39 +112,39 @@ static void cli(const ht_daemon *d, const char *key)
     snprintf(ptx, sizeof(ptx), "%s/out.ptx", d->dir);
     st = ht_sh(&out, "cd '%s' && %s --socket '%s' kernel examples/requests/softmax.json --ptx '%s'",
                getenv("HIDETD_SRC"), ctl, d->socket, ptx);
-    HT_CHECK(st == 0 && access(ptx, F_OK) == 0, "hidetctl kernel: %d\n%s", st, out);
+    CHECK(st == 0 && access(ptx, F_OK) == 0, "hidetctl kernel: %d\n%s", st, out);
     free(out);
     st = ht_sh(&out, "cd '%s' && %s --socket '%s' space examples/requests/layernorm.json",
                getenv("HIDETD_SRC"), ctl, d->socket);
-    HT_CHECK(st == 0 && strstr(out, "layernorm"), "hidetctl space: %d\n%.500s", st, out);
+    CHECK(st == 0 && strstr(out, "layernorm"), "hidetctl space: %d\n%.500s", st, out);
     free(out);
     st = ht_sh(&out, "%s --socket '%s' jobs", ctl, d->socket);
-    HT_CHECK(st == 0, "hidetctl jobs: %d\n%s", st, out);
+    CHECK(st == 0, "hidetctl jobs: %d\n%s", st, out);
     free(out);
 
     /* Exit codes scripts rely on. */
     st = ht_sh(NULL, "%s --socket '%s/nobody.sock' status >/dev/null 2>&1", ctl, d->dir);
-    HT_CHECK(st == 3, "cannot connect should exit 3, got %d", st);
+    CHECK(st == 3, "cannot connect should exit 3, got %d", st);
     st = ht_sh(NULL, "%s --socket '%s' frobnicate >/dev/null 2>&1", ctl, d->socket);
-    HT_CHECK(st == 2, "usage error should exit 2, got %d", st);
+    CHECK(st == 2, "usage error should exit 2, got %d", st);
 
     /* Cache administration on the live database (WAL lets hidetctl read beside the daemon). */
     st = ht_sh(&out, "%s --cache '%s' cache ls", ctl, d->cache);
-    HT_CHECK(st == 0 && strstr(out, "matmul") && strstr(out, "softmax"), "cache ls: %d\n%s", st, out);
+    CHECK(st == 0 && strstr(out, "matmul") && strstr(out, "softmax"), "cache ls: %d\n%s", st, out);
     free(out);
     st = ht_sh(&out, "%s --cache '%s' cache verify", ctl, d->cache);
-    HT_CHECK(st == 0, "cache verify: %d\n%s", st, out);
+    CHECK(st == 0, "cache verify: %d\n%s", st, out);
     free(out);
     /* The documented flow: a signing key, a signed export, an import that trusts the key. */
     char exp[400];
     snprintf(exp, sizeof(exp), "%s/export.hidetd", d->dir);
     st = ht_sh(&out, "%s keygen --out '%s/signer' && %s --cache '%s' cache export --sign "
                "'%s/signer.key' '%s'", ctl, d->dir, ctl, d->cache, d->dir, exp);
-    HT_CHECK(st == 0, "cache export: %d\n%s", st, out);
+    CHECK(st == 0, "cache export: %d\n%s", st, out);
     free(out);
     st = ht_sh(&out, "%s --cache '%s/imported.db' cache import --trust '%s/signer.pub' '%s'", ctl,
                d->dir, d->dir, exp);
-    HT_CHECK(st == 0, "cache import: %d\n%s", st, out);
+    CHECK(st == 0, "cache import: %d\n%s", st, out);
     free(out);
     (void)key;
 }
@@ -166,7 +166,7 @@ int main(void)
     char key[65] = "";
     library(&d, key);
     cli(&d, key);
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
 
     /* A daemon on the imported database answers the fused request from the cache. */
     snprintf(d.cache, sizeof(d.cache), "%s/imported.db", d.dir);
@@ -178,11 +178,11 @@ int main(void)
                         "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"gelu\"}],"
                         "\"arch\":\"sm_90\",\"tune\":\"model\"}");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(r.json, "key");
-    HT_CHECK(r.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r.json, "cached")),
+    CHECK(r.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r.json, "cached")),
              "imported entry not a hit: %ld %.300s", r.status, r.body);
-    HT_CHECK(cJSON_IsString(k) && !strcmp(k->valuestring, key), "imported key differs");
+    CHECK(cJSON_IsString(k) && !strcmp(k->valuestring, key), "imported key differs");
     ht_resp_free(&r);
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);
     return ht_finish("it_client");
 }

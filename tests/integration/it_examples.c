@@ -22,7 +22,7 @@ static char *with_target(const char *name, const char *arch, const char *tune)
     char *text = ht_read_src(rel);
     cJSON *j = text ? cJSON_Parse(text) : NULL;
     free(text);
-    HT_CHECK(j != NULL, "%s does not parse", rel);
+    CHECK(j != NULL, "%s does not parse", rel);
     if (!j)
         return NULL;
     cJSON_DeleteItemFromObjectCaseSensitive(j, "arch");
@@ -41,18 +41,18 @@ static int space_count(const ht_daemon *d, const char *name, const char *arch)
         return -1;
     ht_resp r = ht_post(d, "/v1/spaces", body);
     free(body);
-    HT_CHECK(r.status == 200, "spaces %s: %ld %.300s", name, r.status, r.body);
+    CHECK(r.status == 200, "spaces %s: %ld %.300s", name, r.status, r.body);
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(r.json, "count");
     const cJSON *cands = cJSON_GetObjectItemCaseSensitive(r.json, "candidates");
     int n = cJSON_IsNumber(c) ? c->valueint : -1;
-    HT_CHECK(cJSON_GetArraySize(cands) == n, "spaces %s: count %d but %d candidates", name, n,
+    CHECK(cJSON_GetArraySize(cands) == n, "spaces %s: count %d but %d candidates", name, n,
              cJSON_GetArraySize(cands));
     /* Ranked best first by the model. */
     double prev = -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, cands) {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(it, "predicted_us");
-        HT_CHECK(cJSON_IsNumber(p) && p->valuedouble >= prev, "spaces %s not ranked", name);
+        CHECK(cJSON_IsNumber(p) && p->valuedouble >= prev, "spaces %s not ranked", name);
         if (cJSON_IsNumber(p))
             prev = p->valuedouble;
     }
@@ -78,18 +78,18 @@ int main(void)
                 continue;
             ht_resp r = ht_post(&d, "/v1/kernels", body);
             free(body);
-            HT_CHECK(r.status == 200, "%s %s: %ld %.400s", examples[i], archs[a], r.status, r.body);
+            CHECK(r.status == 200, "%s %s: %ld %.400s", examples[i], archs[a], r.status, r.body);
             const cJSON *key = cJSON_GetObjectItemCaseSensitive(r.json, "key");
             const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.json, "kernels");
             if (!strcmp(examples[i], "matmul_bias_gelu") || !strcmp(examples[i], "softmax_scaled_masked"))
-                HT_CHECK(cJSON_GetArraySize(ks) == 1, "fused %s is %d kernels", examples[i],
+                CHECK(cJSON_GetArraySize(ks) == 1, "fused %s is %d kernels", examples[i],
                          cJSON_GetArraySize(ks));
             if (cJSON_IsString(key)) {
                 char path[160];
                 snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key->valuestring);
                 ht_resp p = ht_get(&d, path);
-                HT_CHECK(p.status == 200, "%s ptx: %ld", examples[i], p.status);
-                HT_CHECK(ht_ptxas(p.body, p.len, archs[a]) == 0, "%s: ptxas -arch=%s rejects it",
+                CHECK(p.status == 200, "%s ptx: %ld", examples[i], p.status);
+                CHECK(ht_ptxas(p.body, p.len, archs[a]) == 0, "%s: ptxas -arch=%s rejects it",
                          examples[i], archs[a]);
                 ht_resp_free(&p);
             }
@@ -102,12 +102,12 @@ int main(void)
     int conv = space_count(&d, "conv2d", "sm_90");
     int sm = space_count(&d, "softmax", "sm_90");
     int ln = space_count(&d, "layernorm", "sm_90");
-    HT_CHECK(mm >= 50, "matmul space %d < 50", mm);
-    HT_CHECK(conv >= 20, "conv2d space %d < 20", conv);
-    HT_CHECK(sm >= 8, "softmax space %d < 8", sm);
-    HT_CHECK(ln >= 8, "layernorm space %d < 8", ln);
+    CHECK(mm >= 50, "matmul space %d < 50", mm);
+    CHECK(conv >= 20, "conv2d space %d < 20", conv);
+    CHECK(sm >= 8, "softmax space %d < 8", sm);
+    CHECK(ln >= 8, "layernorm space %d < 8", ln);
 
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);
     return ht_finish("it_examples");
 }

@@ -52,12 +52,12 @@ static void concurrent_identical(const ht_daemon *d)
         if (status == 200 && cJSON_IsString(k)) {
             if (!first_key[0])
                 snprintf(first_key, sizeof(first_key), "%s", k->valuestring);
-            HT_CHECK(!strcmp(first_key, k->valuestring), "client %d got another kernel", i);
-            HT_CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "measured")),
+            CHECK(!strcmp(first_key, k->valuestring), "client %d got another kernel", i);
+            CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "measured")),
                      "client %d: not measured: %.300s", i, out[i].buf);
             ok++;
         } else {
-            HT_CHECK(0, "client %d: status %ld %.300s", i, status, out[i].buf ? out[i].buf : "");
+            CHECK(0, "client %d: status %ld %.300s", i, status, out[i].buf ? out[i].buf : "");
         }
         cJSON_Delete(j);
         free(out[i].buf);
@@ -70,7 +70,7 @@ static void concurrent_identical(const ht_daemon *d)
     /* Exactly one job was made for them. */
     ht_resp r = ht_get(d, "/v1/jobs");
     const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(r.json, "jobs");
-    HT_CHECK(cJSON_GetArraySize(jobs) == 1, "%d jobs for 50 identical requests: %.500s",
+    CHECK(cJSON_GetArraySize(jobs) == 1, "%d jobs for 50 identical requests: %.500s",
              cJSON_GetArraySize(jobs), r.body);
     ht_resp_free(&r);
 }
@@ -90,7 +90,7 @@ static const char *str_of(const cJSON *o, const char *k)
 static char *follow_job(const ht_daemon *d, const char *body, char *ret_state, size_t state_len)
 {
     ht_resp r = ht_post(d, "/v1/kernels", body);
-    HT_CHECK(r.status == 202, "wait:false answered %ld %.300s", r.status, r.body);
+    CHECK(r.status == 202, "wait:false answered %ld %.300s", r.status, r.body);
     char url[128];
     snprintf(url, sizeof(url), "%s", str_of(job_of(&r), "url"));
     ht_resp_free(&r);
@@ -109,7 +109,7 @@ static char *follow_job(const ht_daemon *d, const char *body, char *ret_state, s
         struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    HT_CHECK(0, "job %s did not end within 120 s", url);
+    CHECK(0, "job %s did not end within 120 s", url);
     return NULL;
 }
 
@@ -131,18 +131,18 @@ static void faults(void)
     char body[512], state[32] = "";
     snprintf(body, sizeof(body), REQ_FMT, 200, "false", 8);
     char *text = follow_job(&d, body, state, sizeof(state));
-    HT_CHECK(!strcmp(state, "done"), "job with faults ended '%s': %.500s", state, text ? text : "");
+    CHECK(!strcmp(state, "done"), "job with faults ended '%s': %.500s", state, text ? text : "");
     cJSON *j = text ? cJSON_Parse(text) : NULL;
     const cJSON *job = cJSON_GetObjectItemCaseSensitive(j, "job");
     const cJSON *cands = cJSON_GetObjectItemCaseSensitive(job, "candidates");
     const cJSON *failed = cJSON_GetObjectItemCaseSensitive(cands, "failed");
-    HT_CHECK(cJSON_IsNumber(failed) && failed->valueint >= 3,
+    CHECK(cJSON_IsNumber(failed) && failed->valueint >= 3,
              "crash, hang and wrong should be 3 failed candidates: %.500s", text ? text : "");
     const char *result = str_of(job, "result");
-    HT_CHECK(*result, "no result URL: %.300s", text ? text : "");
+    CHECK(*result, "no result URL: %.300s", text ? text : "");
     if (*result) {
         ht_resp k = ht_get(&d, result);
-        HT_CHECK(k.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k.json, "measured")),
+        CHECK(k.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k.json, "measured")),
                  "result after faults: %ld %.300s", k.status, k.body);
         ht_resp_free(&k);
     }
@@ -153,29 +153,29 @@ static void faults(void)
     ht_resp st = ht_get(&d, "/v1/status");
     const cJSON *w0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(st.json, "workers"), 0);
     const cJSON *restarts = cJSON_GetObjectItemCaseSensitive(w0, "restarts");
-    HT_CHECK(cJSON_IsNumber(restarts) && restarts->valueint >= 2, "restarts: %.400s", st.body);
+    CHECK(cJSON_IsNumber(restarts) && restarts->valueint >= 2, "restarts: %.400s", st.body);
     ht_resp_free(&st);
 
     /* Cancel: a long job is cancelled while running. */
     unsetenv("HIDETD_STANDIN_FAULTS");
     snprintf(body, sizeof(body), REQ_FMT, 300, "false", 200);
     ht_resp r = ht_post(&d, "/v1/kernels", body);
-    HT_CHECK(r.status == 202, "submit: %ld", r.status);
+    CHECK(r.status == 202, "submit: %ld", r.status);
     char url[128];
     snprintf(url, sizeof(url), "%s", str_of(job_of(&r), "url"));
     ht_resp_free(&r);
     ht_resp c = ht_request(&d, false, "DELETE", url, NULL, 0, NULL);
-    HT_CHECK(c.status == 200 && !strcmp(str_of(job_of(&c), "state"), "cancelled"),
+    CHECK(c.status == 200 && !strcmp(str_of(job_of(&c), "state"), "cancelled"),
              "cancel: %ld %.300s", c.status, c.body);
     ht_resp_free(&c);
     ht_resp g = ht_get(&d, url);
-    HT_CHECK(!strcmp(str_of(job_of(&g), "state"), "cancelled"), "after cancel: %.300s", g.body);
+    CHECK(!strcmp(str_of(job_of(&g), "state"), "cancelled"), "after cancel: %.300s", g.body);
     ht_resp_free(&g);
     ht_resp h = ht_get(&d, "/healthz");
-    HT_CHECK(h.status == 200, "healthz after cancel");
+    CHECK(h.status == 200, "healthz after cancel");
     ht_resp_free(&h);
 
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);
 }
 
@@ -193,7 +193,7 @@ int main(void)
     if (ht_start(&d) != 0)
         return 1;
     concurrent_identical(&d);
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);
 
     faults();

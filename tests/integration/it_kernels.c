@@ -27,37 +27,37 @@ static const char *json_str(const cJSON *o, const char *k)
 /* Checks one kernel set answer; returns its key (malloc'd) or NULL. */
 static char *check_kernel_set(const ht_resp *r, const char *arch, bool want_cached)
 {
-    HT_CHECK(r->status == 200, "status %ld body %.500s", r->status, r->body);
+    CHECK(r->status == 200, "status %ld body %.500s", r->status, r->body);
     if (r->status != 200 || !r->json)
         return NULL;
     const cJSON *j = r->json;
     const char *key = json_str(j, "key");
-    HT_CHECK(strlen(key) == 64, "key '%s'", key);
-    HT_CHECK(json_bool(j, "cached") == want_cached, "cached should be %d: %.300s", want_cached, r->body);
-    HT_CHECK(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(j, "measured")), "measured missing");
+    CHECK(strlen(key) == 64, "key '%s'", key);
+    CHECK(json_bool(j, "cached") == want_cached, "cached should be %d: %.300s", want_cached, r->body);
+    CHECK(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(j, "measured")), "measured missing");
     const cJSON *ks = cJSON_GetObjectItemCaseSensitive(j, "kernels");
-    HT_CHECK(cJSON_IsArray(ks) && cJSON_GetArraySize(ks) >= 1, "kernels missing");
+    CHECK(cJSON_IsArray(ks) && cJSON_GetArraySize(ks) >= 1, "kernels missing");
     const cJSON *k;
     cJSON_ArrayForEach(k, ks) {
-        HT_CHECK(*json_str(k, "name"), "kernel name missing");
-        HT_CHECK(!strcmp(json_str(k, "arch"), arch), "kernel arch '%s'", json_str(k, "arch"));
+        CHECK(*json_str(k, "name"), "kernel name missing");
+        CHECK(!strcmp(json_str(k, "arch"), arch), "kernel arch '%s'", json_str(k, "arch"));
         const cJSON *grid = cJSON_GetObjectItemCaseSensitive(k, "grid");
         const cJSON *block = cJSON_GetObjectItemCaseSensitive(k, "block");
-        HT_CHECK(cJSON_GetArraySize(grid) == 3 && cJSON_GetArraySize(block) == 3, "grid/block");
+        CHECK(cJSON_GetArraySize(grid) == 3 && cJSON_GetArraySize(block) == 3, "grid/block");
         int threads = 1;
         const cJSON *b;
         cJSON_ArrayForEach(b, block) threads *= b->valueint;
-        HT_CHECK(threads >= 32 && threads <= 1024, "block threads %d", threads);
-        HT_CHECK(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(k, "shared_bytes")), "shared_bytes");
+        CHECK(threads >= 32 && threads <= 1024, "block threads %d", threads);
+        CHECK(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(k, "shared_bytes")), "shared_bytes");
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(k, "params");
-        HT_CHECK(cJSON_GetArraySize(params) >= 3, "params (A, B, C at least)");
+        CHECK(cJSON_GetArraySize(params) >= 3, "params (A, B, C at least)");
         char url[128];
         snprintf(url, sizeof(url), "/v1/kernels/%s/ptx", key);
-        HT_CHECK(!strcmp(json_str(k, "ptx_url"), url), "ptx_url '%s'", json_str(k, "ptx_url"));
+        CHECK(!strcmp(json_str(k, "ptx_url"), url), "ptx_url '%s'", json_str(k, "ptx_url"));
         snprintf(url, sizeof(url), "/v1/kernels/%s/cubin", key);
-        HT_CHECK(!strcmp(json_str(k, "cubin_url"), url), "cubin_url '%s'", json_str(k, "cubin_url"));
+        CHECK(!strcmp(json_str(k, "cubin_url"), url), "cubin_url '%s'", json_str(k, "cubin_url"));
     }
-    HT_CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "schedule")), "schedule");
+    CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "schedule")), "schedule");
     return strdup(key);
 }
 
@@ -66,20 +66,20 @@ static void check_code(const ht_daemon *d, const char *key, const char *arch, in
     char path[160];
     snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key);
     ht_resp ptx = ht_get(d, path);
-    HT_CHECK(ptx.status == 200 && ptx.len > 100, "ptx status %ld len %zu", ptx.status, ptx.len);
-    HT_CHECK(strstr(ptx.body, ".target") != NULL, "no .target in PTX");
-    HT_CHECK(ht_ptxas(ptx.body, ptx.len, arch) == 0, "ptxas -arch=%s rejects the PTX", arch);
+    CHECK(ptx.status == 200 && ptx.len > 100, "ptx status %ld len %zu", ptx.status, ptx.len);
+    CHECK(strstr(ptx.body, ".target") != NULL, "no .target in PTX");
+    CHECK(ht_ptxas(ptx.body, ptx.len, arch) == 0, "ptxas -arch=%s rejects the PTX", arch);
 
     snprintf(path, sizeof(path), "/v1/kernels/%s/cubin", key);
     ht_resp cubin = ht_get(d, path);
-    HT_CHECK(cubin.status == 200 && cubin.len > 64, "cubin status %ld", cubin.status);
-    HT_CHECK(strstr(cubin.content_type, "octet-stream"), "cubin content type '%s'", cubin.content_type);
-    HT_CHECK(cubin.len > 4 && !memcmp(cubin.body, "\177ELF", 4), "cubin is not an ELF image");
+    CHECK(cubin.status == 200 && cubin.len > 64, "cubin status %ld", cubin.status);
+    CHECK(strstr(cubin.content_type, "octet-stream"), "cubin content type '%s'", cubin.content_type);
+    CHECK(cubin.len > 4 && !memcmp(cubin.body, "\177ELF", 4), "cubin is not an ELF image");
     int rc = ht_cuobjdump(cubin.body, cubin.len, sm);
     if (rc == 1)
         printf("note: cuobjdump not installed; cubin checked as ELF only\n");
     else
-        HT_CHECK(rc == 0, "cuobjdump cannot read the cubin");
+        CHECK(rc == 0, "cuobjdump cannot read the cubin");
     ht_resp_free(&ptx);
     ht_resp_free(&cubin);
 }
@@ -110,12 +110,12 @@ int main(void)
         /* The same request again is a hit, answered without compiling. */
         r = ht_post(&d, "/v1/kernels", body);
         char *again = check_kernel_set(&r, cases[i].arch, true);
-        HT_CHECK(again && keys[i] && !strcmp(again, keys[i]), "hit returned another key");
+        CHECK(again && keys[i] && !strcmp(again, keys[i]), "hit returned another key");
         free(again);
         ht_resp_free(&r);
     }
-    HT_CHECK(keys[0] && keys[1] && strcmp(keys[0], keys[1]), "sm_80 and sm_90 share a key");
-    HT_CHECK(keys[0] && keys[3] && strcmp(keys[0], keys[3]), "sm_90a and sm_90 share a key");
+    CHECK(keys[0] && keys[1] && strcmp(keys[0], keys[1]), "sm_80 and sm_90 share a key");
+    CHECK(keys[0] && keys[3] && strcmp(keys[0], keys[3]), "sm_90a and sm_90 share a key");
 
     /* The same op spelled differently (aliases, key order, explicit defaults) is the same entry. */
     ht_resp r = ht_post(&d, "/v1/kernels",
@@ -123,7 +123,7 @@ int main(void)
                         "\"inputs\":[{\"dtype\":\"float16\",\"shape\":[128,64]},"
                         "{\"shape\":[64,256],\"dtype\":\"half\"}],\"op\":\"matmul\"}");
     char *alias = check_kernel_set(&r, "sm_90", true);
-    HT_CHECK(alias && keys[0] && !strcmp(alias, keys[0]), "canonical form differs");
+    CHECK(alias && keys[0] && !strcmp(alias, keys[0]), "canonical form differs");
     free(alias);
     ht_resp_free(&r);
 
@@ -137,14 +137,14 @@ int main(void)
     }
 
     /* A clean restart keeps everything. */
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
-    HT_CHECK(access(d.socket, F_OK) != 0, "socket file left behind after SIGTERM");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(access(d.socket, F_OK) != 0, "socket file left behind after SIGTERM");
     if (ht_start(&d) != 0)
         return 1;
     snprintf(body, sizeof(body), MATMUL_REQ, 128, "sm_90", "model");
     r = ht_post(&d, "/v1/kernels", body);
     char *after = check_kernel_set(&r, "sm_90", true);
-    HT_CHECK(after && keys[0] && !strcmp(after, keys[0]), "key changed across restart");
+    CHECK(after && keys[0] && !strcmp(after, keys[0]), "key changed across restart");
     free(after);
     ht_resp_free(&r);
     if (keys[0])
@@ -163,12 +163,12 @@ int main(void)
         return 1;
     r = ht_post(&d, "/v1/kernels", body);
     char *bf2 = check_kernel_set(&r, "sm_90", true);
-    HT_CHECK(bf && bf2 && !strcmp(bf, bf2), "entry lost across kill -9");
+    CHECK(bf && bf2 && !strcmp(bf, bf2), "entry lost across kill -9");
     free(bf);
     free(bf2);
     ht_resp_free(&r);
 
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     for (int i = 0; i < 4; i++)
         free(keys[i]);
     ht_cleanup(&d);

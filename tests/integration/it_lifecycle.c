@@ -24,24 +24,24 @@ int main(void)
 
     /* The same API over TCP, keep-alive included. */
     ht_resp r = ht_request(&d, true, "GET", "/healthz", NULL, 0, NULL);
-    HT_CHECK(r.status == 200, "TCP healthz: %ld", r.status);
+    CHECK(r.status == 200, "TCP healthz: %ld", r.status);
     ht_resp_free(&r);
     const char *req = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[32,1000],\"dtype\":\"f16\"}],"
                       "\"arch\":\"sm_90\",\"tune\":\"model\"}";
     r = ht_request(&d, true, "POST", "/v1/kernels", req, strlen(req), NULL);
-    HT_CHECK(r.status == 200, "TCP kernel: %ld %.300s", r.status, r.body);
+    CHECK(r.status == 200, "TCP kernel: %ld %.300s", r.status, r.body);
     ht_resp_free(&r);
     r = ht_post(&d, "/v1/kernels", req);
-    HT_CHECK(r.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r.json, "cached")),
+    CHECK(r.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r.json, "cached")),
              "unix after TCP is a hit: %ld", r.status);
     ht_resp_free(&r);
 
     r = ht_get(&d, "/v1/status");
-    HT_CHECK(r.status == 200 && r.json, "status: %ld", r.status);
-    HT_CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r.json, "gpu_available")),
+    CHECK(r.status == 200 && r.json, "status: %ld", r.status);
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r.json, "gpu_available")),
              "gpu_available should be false with --workers none: %.300s", r.body);
-    HT_CHECK(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r.json, "workers")), "workers array");
-    HT_CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r.json, "cache")), "cache object");
+    CHECK(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(r.json, "workers")), "workers array");
+    CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r.json, "cache")), "cache object");
     ht_resp_free(&r);
 
     /* A second daemon on the same socket refuses to start, with a clear message. */
@@ -50,31 +50,31 @@ int main(void)
     snprintf(second.cache, sizeof(second.cache), "%s/second.db", d.dir);
     second.http_port = 0;
     int st = ht_run_expect_exit(&second, 10);
-    HT_CHECK(st != 0 && st != -1, "second daemon exit status %d", st);
-    HT_CHECK(ht_log_contains(&second, "already") || ht_log_contains(&second, "another"),
+    CHECK(st != 0 && st != -1, "second daemon exit status %d", st);
+    CHECK(ht_log_contains(&second, "already") || ht_log_contains(&second, "another"),
              "second daemon did not explain the refusal (see %s)", second.log);
     r = ht_get(&d, "/healthz");
-    HT_CHECK(r.status == 200, "first daemon hurt by the second: %ld", r.status);
+    CHECK(r.status == 200, "first daemon hurt by the second: %ld", r.status);
     ht_resp_free(&r);
 
     /* SIGINT exits 0 and removes the socket. */
-    HT_CHECK(ht_stop(&d, SIGINT) == 0, "SIGINT exit status");
-    HT_CHECK(access(d.socket, F_OK) != 0, "socket left after SIGINT");
+    CHECK(ht_stop(&d, SIGINT) == 0, "SIGINT exit status");
+    CHECK(access(d.socket, F_OK) != 0, "socket left after SIGINT");
 
     /* A stale socket file (nobody listening) does not stop the start. */
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     memcpy(a.sun_path, d.socket, strnlen(d.socket, sizeof(a.sun_path) - 1));
-    HT_CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind stale");
+    CHECK(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind stale");
     close(fd); /* the file stays, nobody listens */
-    HT_CHECK(access(d.socket, F_OK) == 0, "stale file missing");
+    CHECK(access(d.socket, F_OK) == 0, "stale file missing");
     if (ht_start(&d) != 0)
         return 1;
     r = ht_post(&d, "/v1/kernels", req);
-    HT_CHECK(r.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r.json, "cached")),
+    CHECK(r.status == 200 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r.json, "cached")),
              "after stale socket: %ld", r.status);
     ht_resp_free(&r);
-    HT_CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
 
     /* TCP on a non-loopback address needs a token. */
     ht_daemon open_tcp;
@@ -84,8 +84,8 @@ int main(void)
     ht_arg(&open_tcp, "--http");
     ht_arg(&open_tcp, "0.0.0.0:0");
     st = ht_run_expect_exit(&open_tcp, 10);
-    HT_CHECK(st != 0 && st != -1, "non-loopback without token: exit %d", st);
-    HT_CHECK(ht_log_contains(&open_tcp, "token"), "no explanation about the token (%s)", open_tcp.log);
+    CHECK(st != 0 && st != -1, "non-loopback without token: exit %d", st);
+    CHECK(ht_log_contains(&open_tcp, "token"), "no explanation about the token (%s)", open_tcp.log);
     ht_cleanup(&open_tcp);
 
     ht_cleanup(&d);
