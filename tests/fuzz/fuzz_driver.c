@@ -9,8 +9,9 @@
 
 #include "tests/fuzz/fuzz.h"
 
-#define DRIVER_MAX_INPUT 8192
-#define MAX_SEEDS 256
+/* Seeds as large as an export file of a few small kernels; corpora as grown by the campaigns. */
+#define DRIVER_MAX_INPUT 65536
+#define MAX_SEEDS 4096
 
 typedef struct seed {
     uint8_t *data;
@@ -96,7 +97,7 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap)
 
 int main(int argc, char **argv)
 {
-    static seed seeds[MAX_SEEDS];
+    static seed seeds[MAX_SEEDS]; /* static: too large for the stack */
     size_t n_seeds = 0;
     long iterations = argc > 2 ? atol(argv[2]) : 20000;
     rng_state = argc > 3 ? strtoull(argv[3], NULL, 0) : UINT64_C(0x9e3779b97f4a7c15);
