@@ -143,7 +143,8 @@ void resolve_config_defaults(resolve_config *c);
 int resolve_new(uv_loop_t *loop, kc_db *db, sched *s, gw_pool *pool, const resolve_config *cfg,
                 resolver **ret);
 /* Frees the resolver. Outstanding waits get no callback: free it after the scheduler has
- * answered its waiters (sched_drain, sched_free) or with none left. Accepts NULL. */
+ * answered its waiters (sched_drain, sched_free) and the remote tier has answered or dropped its
+ * lookups (unplug and close it first), or with none left. Accepts NULL. */
 void resolve_free(resolver *r);
 
 /* Plugs a remote tier in (copied; NULL unplugs it). */
