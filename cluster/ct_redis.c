@@ -129,6 +129,11 @@ static int call_send(ct_tier *t, ct__call *c, redisCallbackFn *fn, int argc, con
     return 0;
 }
 
+static void on_retry(uv_timer_t *h)
+{
+    tier_connect(h->data);
+}
+
 static void schedule_reconnect(ct_tier *t)
 {
     if (t->st.state == CT_STATE_CLOSED)
@@ -136,7 +141,7 @@ static void schedule_reconnect(ct_tier *t)
     t->st.state = CT_STATE_DOWN;
     /* +-20% jitter so that a fleet that lost Redis together does not come back in lock step. */
     double d = t->backoff_s * (0.8 + 0.4 * (double)randombytes_uniform(1001) / 1000.0);
-    uv_timer_start(&t->retry, (uv_timer_cb)tier_connect, (uint64_t)(d * 1000.0) + 1, 0);
+    uv_timer_start(&t->retry, on_retry, (uint64_t)(d * 1000.0) + 1, 0);
     t->backoff_s = t->backoff_s * 2 > t->backoff_max_s ? t->backoff_max_s : t->backoff_s * 2;
 }
 
