@@ -262,7 +262,8 @@ static bool answer_from_local(resolver *r, const resolve_request *rq, const char
         return false;
     }
     char *json = NULL;
-    rc = resolve_kernel_set_json(a, true, warn ? no_gpu_warning : NULL, &json);
+    rc = resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, warn ? no_gpu_warning : NULL,
+                                 &json);
     kc_artifact_free(a);
     if (rc == -EINVAL) {
         resolve_quarantine(r, akey, "its launch description is not a valid launch");
@@ -345,7 +346,7 @@ static void job_result(resolver *r, const sched_job_info *info, resolve_result *
             return;
         }
         char *json = NULL;
-        rc = resolve_kernel_set_json(a, false, info->warning, &json);
+        rc = resolve_kernel_set_json(a, false, RESOLVE_ORIGIN_TUNED, info->warning, &json);
         kc_artifact_free(a);
         if (rc < 0) {
             fail_errno(res, rc, "building the kernel set");
@@ -441,9 +442,13 @@ static void remote_done(void *arg, kc_artifact *a)
                   resolve_rank_answers(rank, w->rq.mode, gpu_can_measure(r, &w->rq), &warn);
     if (usable && kc_artifact_put(r->db, a) < 0)
         usable = false; /* not stored: tune it here rather than serve what we cannot keep */
-    if (usable && resolve_kernel_set_json(a, true, warn ? no_gpu_warning : NULL, &owned) == 0) {
-        if (!warn)
-            kc_mem_put(r->answers, w->op_key, owned, strlen(owned), rank);
+    if (usable && resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_REMOTE,
+                                          warn ? no_gpu_warning : NULL, &owned) == 0) {
+        /* This answer says "remote"; the next one comes from this node's cache ("local"). */
+        char *mem = NULL;
+        if (!warn && resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, NULL, &mem) == 0)
+            kc_mem_put(r->answers, w->op_key, mem, strlen(mem), rank);
+        free(mem);
         res.state = RESOLVE_ANSWERED;
         res.origin = RESOLVE_ORIGIN_REMOTE;
         res.body = owned;
@@ -606,7 +611,7 @@ void resolve_by_key(resolver *r, const char *artifact_key, resolve_result *ret)
         return;
     }
     char *json = NULL;
-    rc = resolve_kernel_set_json(a, true, NULL, &json);
+    rc = resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json);
     kc_artifact_free(a);
     if (rc == -EINVAL)
         resolve_quarantine(r, artifact_key, "its launch description is not a valid launch");

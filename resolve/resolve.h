@@ -194,10 +194,16 @@ uint64_t resolve_quarantined_count(const resolver *r);
 
 /* ---- the parts of the policy, pure functions (unit-tested on their own) --------------------- */
 
-/* The kernel set of an artifact (docs/api.md; PTX and cubin need not be loaded). `warning` (may
- * be NULL or "") is included only when non-empty. 0 and a malloc'd string in *ret, -EINVAL for a
- * stored record that cannot be read, or -ENOMEM. */
-int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret);
+/* The answer's "origin" for a tier: "local" (the memory tier and the local cache: both are this
+ * node's cache), "remote", "tuned"; NULL for RESOLVE_ORIGIN_NONE. */
+const char *resolve_origin_name(resolve_origin o);
+
+/* The kernel set of an artifact (docs/api.md; PTX and cubin need not be loaded). "origin"
+ * (resolve_origin_name()) follows "cached", and is left out for RESOLVE_ORIGIN_NONE (answers of
+ * daemons before it existed). `warning` (may be NULL or "") is included only when non-empty.
+ * 0 and a malloc'd string in *ret, -EINVAL for a stored record that cannot be read, or -ENOMEM. */
+int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin origin,
+                            const char *warning, char **ret);
 
 /* How strongly a stored kernel was chosen: 0 the template default (tune "none"), 1 the cost
  * model's best, 2 measured on a GPU (its kc_choice). */

@@ -177,7 +177,11 @@ static bool wait_state(const ht_daemon *d, const char *state, double s)
     return false;
 }
 
-/* Posts a kernel request; 200 expected. *op_key (65 bytes) and *key get the answer's keys. */
+/* The answer's "origin" of the last kernel() call. */
+static char last_origin[16];
+
+/* Posts a kernel request; 200 expected. *op_key (65 bytes) and *key get the answer's keys,
+ * last_origin its "origin". */
 static bool kernel(const ht_daemon *d, int n, char op_key[65], char key[65])
 {
     char *b = req(n);
@@ -189,6 +193,8 @@ static bool kernel(const ht_daemon *d, int n, char op_key[65], char key[65])
         const cJSON *ok_ = jpath(r.json, "op_key", NULL), *k = jpath(r.json, "key", NULL);
         snprintf(op_key, 65, "%s", cJSON_IsString(ok_) ? ok_->valuestring : "");
         snprintf(key, 65, "%s", cJSON_IsString(k) ? k->valuestring : "");
+        const cJSON *o = jpath(r.json, "origin", NULL);
+        snprintf(last_origin, sizeof(last_origin), "%s", cJSON_IsString(o) ? o->valuestring : "");
     }
     ht_resp_free(&r);
     return ok;
@@ -295,6 +301,7 @@ int main(void)
     /* 1. A tunes and publishes; B gets A's kernel as a verified remote hit, without a job. */
     char op1[65], k1a[65], k1b[65];
     kernel(&a, 128, op1, k1a);
+    CHECK(strcmp(last_origin, "tuned") == 0, "A: origin %s", last_origin);
     CHECK(wait_for(&a, "cluster", "publishes", 1, 10), "A published");
     size_t len = 0;
     char *v = entry_get(op1, &len);
@@ -302,11 +309,13 @@ int main(void)
     free(v);
     kernel(&b, 128, op1, k1b);
     CHECK(strcmp(k1a, k1b) == 0, "B serves A's kernel");
+    CHECK(strcmp(last_origin, "remote") == 0, "B: origin %s", last_origin);
     CHECK(status_num(&b, "cluster", "hits") == 1, "B: one remote hit");
     CHECK(status_num(&b, "jobs", "done") == 0, "B tuned nothing");
     /* Now local on B: served again without asking Redis. */
     kernel(&b, 128, op1, k1b);
     CHECK(status_num(&b, "cluster", "hits") == 1, "B: second request local");
+    CHECK(strcmp(last_origin, "local") == 0, "B again: origin %s", last_origin);
     CHECK(metric(&b, "hidetd_cluster_hits_total ") == 1, "metrics hits");
 
     /* 2. Rejections: each entry A published is damaged in Redis before B asks. */
@@ -344,6 +353,7 @@ int main(void)
         free(nv);
         free(v);
         kernel(&b, bad[i].n, op, kb);
+        CHECK(strcmp(last_origin, "tuned") == 0, "%s: origin %s", bad[i].reason, last_origin);
         char line[128];
         snprintf(line, sizeof(line), "hidetd_cluster_rejected_total{reason=\"%s\"} ",
                  bad[i].reason);
@@ -372,7 +382,8 @@ int main(void)
     redis_kill();
     char opk[65], kk[65];
     kernel(&b, 128, opk, kk);
-    CHECK(strcmp(kk, k1a) == 0, "B serves its cache with Redis down");
+    CHECK(strcmp(kk, k1a) == 0 && strcmp(last_origin, "local") == 0,
+          "B serves its cache with Redis down");
     double jobs_a = status_num(&a, "jobs", "done");
     kernel(&a, 512, opk, kk);
     CHECK(status_num(&a, "jobs", "done") == jobs_a + 1, "A tunes locally with Redis down");
