@@ -642,8 +642,9 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_counter(m, "hidetd_config_reload_failures_total",
                        "Configuration reloads rejected (the old configuration was kept).",
                        &d->m_reloads_failed);
-    /* The cluster tier's families exist only when it is configured. */
-    if (d->cfg.cluster_url) {
+    /* The cluster tier's families exist on every daemon (all zero without a tier), so dashboards
+     * and alerts need not know which nodes have one. */
+    {
         hd_metrics_gauge(m, "hidetd_cluster_up", "1 when the cluster tier's Redis is connected.",
                          &d->m_cl_up);
         hd_metrics_counter(m, "hidetd_cluster_hits_total",
