@@ -11,9 +11,17 @@
  * trusted list whose blobs match their digests and whose op key is the one it asked for.
  * Anything else is rejected, counted by reason, and the op is tuned locally.
  *
- * Entries (docs/cluster.md has the whole layout):
+ * Tune once per fleet: before a publishing node tunes an op for a waiting request it takes a
+ * lease, PREFIX:{OPKEY}:lease = its node id (SET NX PX lease), renewed while it holds it and
+ * deleted (only if still its own) when the job ends. A node that finds another's lease polls
+ * for the entry (every CT_POLL_MS); it is answered with the published kernel, or takes the lease
+ * over once it is gone (the holder ended without a kernel, or died and its lease expired), or
+ * tunes anyway after lease_wait. Read-only nodes take no leases and never wait.
+ *
+ * Keys (docs/cluster.md has the whole layout):
  *   key    PREFIX:{OPKEY}:entry      (the braces are a Redis Cluster hash tag: every key of one
  *                                     op lands in one slot)
+ *          PREFIX:{OPKEY}:lease      the node id of the node tuning it
  *   value  "hidetd-cluster-entry 1\n"
  *          "ed25519 KEYID BASE64SIG\n"
  *          RECORD                     (kc_record_encode(): one JSON line)
@@ -43,6 +51,7 @@
 #include "resolve/resolve.h"
 
 #define CT_SIGN_CONTEXT "hidetd-cluster-entry 1"
+#define CT_POLL_MS 100 /* how often a node waiting on another's lease looks for the entry */
 #define CT_ENTRY_MAGIC "hidetd-cluster-entry 1\n"
 
 /* ---- where Redis is --------------------------------------------------------------------- */
@@ -108,6 +117,8 @@ typedef struct ct_config {
     double timeout_s;             /* connect and every command; <= 0: 1 s */
     double backoff_min_s;         /* first reconnect delay; <= 0: 0.1 s */
     double backoff_max_s;         /* longest; <= 0: 30 s */
+    double lease_s;               /* a lease lives this long unless renewed; <= 0: 30 s */
+    double lease_wait_s;          /* longest wait on another node's lease; <= 0: 600 s */
     const kc_sign_secret *sign;   /* copied; NULL: a read-only node (never publishes) */
     const kc_sign_public *trusted; /* copied; keys whose entries are accepted */
     size_t n_trusted;
@@ -141,12 +152,20 @@ typedef struct ct_stats {
     uint64_t timeouts;           /* commands (and connects) that timed out */
     uint64_t errors;             /* error replies and lost connections */
     uint64_t connects;           /* connections made (setup answered) */
+    char node_id[33];            /* this node's lease value */
+    uint64_t leases;             /* leases taken (this node tuned the op for the fleet) */
+    uint64_t lease_waits;        /* claims that found another node's lease and waited */
+    uint64_t lease_wait_hits;    /* waits answered by the other node's published kernel */
+    uint64_t lease_takeovers;    /* leases taken after waiting (the holder ended or died) */
+    uint64_t lease_wait_timeouts; /* waits that gave up after lease_wait and tuned here */
+    size_t leases_held;          /* leases held now */
 } ct_stats;
 
 /* Creates the tier and starts connecting. Returns 0, -EINVAL with *ret_err (a bad URL or prefix)
  * or -ENOMEM. */
 int ct_new(uv_loop_t *loop, const ct_config *cfg, ct_tier **ret, char **ret_err);
-/* The resolver's slot, bound to t (lookup; publish NULL for a read-only node). */
+/* The resolver's slot, bound to t (lookup; publish, claim and release NULL for a read-only
+ * node). */
 void ct_remote(ct_tier *t, resolve_remote *ret);
 void ct_stats_get(const ct_tier *t, ct_stats *ret);
 /* Closes: every pending lookup is answered (a miss) now, the connection and timers are closed;

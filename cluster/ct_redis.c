@@ -14,7 +14,9 @@
 #include <hiredis/hiredis.h>
 #include <sodium.h>
 
-typedef enum { CT__CALL_SETUP = 0, CT__CALL_GET, CT__CALL_SET } ct__call_kind;
+typedef enum { CT__CALL_SETUP = 0, CT__CALL_GET, CT__CALL_SET, CT__CALL_LEASE } ct__call_kind;
+
+typedef struct ct__claim ct__claim;
 
 /* One command sent to Redis. hiredis calls its callback exactly once (with a NULL reply when
  * the connection goes first), and that callback frees it. Pending calls are kept oldest first:
@@ -27,8 +29,22 @@ typedef struct ct__call {
     char op_key[KC_KEY_LEN + 1];
     resolve_remote_done done;
     void *arg;
+    ct__claim *claim;       /* a claim's command: its reply moves the claim on */
     uint64_t sent_ns;
 } ct__call;
+
+/* A request waiting to learn whether to tune an op (ct.h: tune once per fleet). Its timer paces
+ * the polls; the claim is freed when the timer has closed. */
+struct ct__claim {
+    ct_tier *t;
+    struct ct__claim *prev, *next;
+    char op_key[KC_KEY_LEN + 1];
+    resolve_remote_done done;
+    void *arg;
+    uv_timer_t timer;
+    uint64_t deadline_ns;
+    bool waited;
+};
 
 struct ct_tier {
     uv_loop_t *loop;
@@ -50,6 +66,11 @@ struct ct_tier {
     uv_getaddrinfo_t gai;
     bool gai_active;
     ct__call *head, *tail;
+    ct__claim *claims;      /* claims waiting (on a command or their timer) */
+    double lease_s, lease_wait_s;
+    uv_timer_t renew;       /* renews the leases held */
+    char (*held)[KC_KEY_LEN + 1]; /* op keys this node holds a lease on */
+    size_t n_held, cap_held;
     int refs;               /* open handles and requests in flight; freed at 0 once closed */
     ct_stats st;
 };
@@ -82,6 +103,7 @@ static void tier_unref(ct_tier *t)
     if (--t->refs > 0)
         return;
     free(t->trusted);
+    free(t->held);
     kc_sign_secret_wipe(&t->sign);
     sodium_memzero(t->url.password, sizeof(t->url.password));
     free(t);
@@ -473,13 +495,278 @@ static void tier_publish(void *self, const kc_artifact *a)
     free(value);
 }
 
+/* ---- leases: tune once per fleet ------------------------------------------------------------ */
+
+/* Compare-and-renew and compare-and-delete: a lease is only ever touched by the node whose id it
+ * holds (one that expired and was taken over belongs to another node now). */
+static const char ct__renew_lua[] =
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) "
+    "else return 0 end";
+static const char ct__release_lua[] =
+    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+
+static void lease_key(const ct_tier *t, const char *op_key, char *out, size_t len)
+{
+    snprintf(out, len, "%s:{%s}:lease", t->prefix, op_key);
+}
+
+static ssize_t held_find(const ct_tier *t, const char *op_key)
+{
+    for (size_t i = 0; i < t->n_held; i++)
+        if (strcmp(t->held[i], op_key) == 0)
+            return (ssize_t)i;
+    return -1;
+}
+
+static void held_add(ct_tier *t, const char *op_key)
+{
+    if (held_find(t, op_key) >= 0)
+        return;
+    if (t->n_held == t->cap_held) {
+        size_t cap = t->cap_held ? t->cap_held * 2 : 8;
+        void *p = realloc(t->held, cap * sizeof(*t->held));
+        if (!p)
+            return; /* not renewed: it expires while the job runs, and someone else may tune */
+        t->held = p;
+        t->cap_held = cap;
+    }
+    memcpy(t->held[t->n_held++], op_key, KC_KEY_LEN + 1);
+    t->st.leases_held = t->n_held;
+}
+
+static void on_plain_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    ct__call *c = priv;
+    ct_tier *t = c->t;
+    redisReply *reply = r;
+    (void)ac;
+    call_unlink(t, c);
+    if (reply)
+        observe(t, c);
+    if (reply && reply->type == REDIS_REPLY_ERROR) {
+        t->st.errors++;
+        tier_event(t, CT_EVENT_ERROR, "Redis lease command for op %s: %.200s", c->op_key,
+                   reply->str);
+    }
+    free(c);
+}
+
+/* EVAL of a compare-and-* script on an op's lease (fire and forget). */
+static void lease_script(ct_tier *t, const char *script, const char *op_key)
+{
+    if (t->st.state != CT_STATE_UP || !t->ac)
+        return;
+    ct__call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    c->kind = CT__CALL_LEASE;
+    memcpy(c->op_key, op_key, sizeof(c->op_key));
+    char key[sizeof(t->prefix) + KC_KEY_LEN + 16], ms[32];
+    lease_key(t, op_key, key, sizeof(key));
+    snprintf(ms, sizeof(ms), "%.0f", t->lease_s * 1000.0);
+    if (call_send(t, c, on_plain_reply, 6,
+                  (const char *[]){"EVAL", script, "1", key, t->st.node_id, ms}, NULL) < 0)
+        free(c);
+}
+
+static void on_renew(uv_timer_t *h)
+{
+    ct_tier *t = h->data;
+    for (size_t i = 0; i < t->n_held; i++)
+        lease_script(t, ct__renew_lua, t->held[i]);
+}
+
+static void tier_release(void *self, const char *op_key)
+{
+    ct_tier *t = self;
+    ssize_t i = held_find(t, op_key);
+    if (i < 0)
+        return;
+    memmove(t->held[i], t->held[i + 1], (t->n_held - (size_t)i - 1) * sizeof(*t->held));
+    t->n_held--;
+    t->st.leases_held = t->n_held;
+    lease_script(t, ct__release_lua, op_key);
+}
+
+static void claim_closed(uv_handle_t *h)
+{
+    ct__claim *cl = h->data;
+    ct_tier *t = cl->t;
+    free(cl);
+    tier_unref(t);
+}
+
+/* Answers the claim (NULL: tune it here) and frees it once its timer has closed. */
+static void claim_finish(ct__claim *cl, kc_artifact *a)
+{
+    ct_tier *t = cl->t;
+    if (cl->prev)
+        cl->prev->next = cl->next;
+    else
+        t->claims = cl->next;
+    if (cl->next)
+        cl->next->prev = cl->prev;
+    uv_close((uv_handle_t *)&cl->timer, claim_closed);
+    cl->done(cl->arg, a);
+}
+
+static int claim_send(ct__claim *cl, bool get);
+static void on_claim_timer(uv_timer_t *h);
+
+static void on_claim_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    ct__call *c = priv;
+    ct_tier *t = c->t;
+    ct__claim *cl = c->claim;
+    redisReply *reply = r;
+    bool was_get = c->kind == CT__CALL_GET;
+    (void)ac;
+    call_unlink(t, c);
+    if (reply)
+        observe(t, c);
+    free(c);
+    if (!reply || reply->type == REDIS_REPLY_ERROR || t->st.state == CT_STATE_CLOSED) {
+        if (reply && reply->type == REDIS_REPLY_ERROR) {
+            t->st.errors++;
+            tier_event(t, CT_EVENT_ERROR, "Redis lease for op %s: %.200s", cl->op_key, reply->str);
+        }
+        claim_finish(cl, NULL); /* the tier cannot tell: tune here */
+        return;
+    }
+    if (was_get) {
+        if (reply->type == REDIS_REPLY_STRING) {
+            kc_artifact *a = NULL;
+            ct_reject why = CT_REJECT_MALFORMED;
+            int rc = ct_entry_verify(reply->str, reply->len, cl->op_key, t->trusted, t->n_trusted,
+                                     &a, NULL, &why);
+            if (rc == -EBADMSG) {
+                t->st.rejected[why]++;
+                tier_event(t, CT_EVENT_REJECTED,
+                           "Redis entry for op %s rejected (%s): tuning it here", cl->op_key,
+                           ct_reject_name(why));
+            }
+            if (a) {
+                t->st.hits++;
+                t->st.lease_wait_hits++;
+            }
+            claim_finish(cl, a);
+            return;
+        }
+        /* No entry yet: try the lease (free again when its holder ended or died). */
+        if (claim_send(cl, false) < 0)
+            claim_finish(cl, NULL);
+        return;
+    }
+    if (reply->type == REDIS_REPLY_STATUS) {
+        /* Ours: this node tunes it for the fleet. */
+        held_add(t, cl->op_key);
+        t->st.leases++;
+        if (cl->waited)
+            t->st.lease_takeovers++;
+        claim_finish(cl, NULL);
+        return;
+    }
+    /* Held by this node: another claim of ours got it first (replies come in order, so its
+     * answer was read before this one). The request joins that job. */
+    if (held_find(t, cl->op_key) >= 0) {
+        claim_finish(cl, NULL);
+        return;
+    }
+    /* Another node holds it: wait for its kernel. */
+    if (!cl->waited) {
+        cl->waited = true;
+        t->st.lease_waits++;
+    }
+    if (uv_hrtime() > cl->deadline_ns) {
+        t->st.lease_wait_timeouts++;
+        claim_finish(cl, NULL);
+        return;
+    }
+    uv_timer_start(&cl->timer, on_claim_timer, CT_POLL_MS, 0);
+}
+
+/* get: GET of the entry; else SET NX PX of the lease. 0, or -EIO (nothing sent). */
+static int claim_send(ct__claim *cl, bool get)
+{
+    ct_tier *t = cl->t;
+    if (t->st.state != CT_STATE_UP || !t->ac)
+        return -ENOTCONN;
+    ct__call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->kind = get ? CT__CALL_GET : CT__CALL_LEASE;
+    c->claim = cl;
+    memcpy(c->op_key, cl->op_key, sizeof(c->op_key));
+    char key[sizeof(t->prefix) + KC_KEY_LEN + 16], ms[32];
+    int r;
+    if (get) {
+        entry_key(t, cl->op_key, key, sizeof(key));
+        r = call_send(t, c, on_claim_reply, 2, (const char *[]){"GET", key}, NULL);
+    } else {
+        lease_key(t, cl->op_key, key, sizeof(key));
+        snprintf(ms, sizeof(ms), "%.0f", t->lease_s * 1000.0);
+        r = call_send(t, c, on_claim_reply, 6,
+                      (const char *[]){"SET", key, t->st.node_id, "NX", "PX", ms}, NULL);
+    }
+    if (r < 0)
+        free(c);
+    return r;
+}
+
+static void on_claim_timer(uv_timer_t *h)
+{
+    ct__claim *cl = h->data;
+    if (claim_send(cl, true) < 0)
+        claim_finish(cl, NULL);
+}
+
+static int tier_claim(void *self, const char *op_key, resolve_remote_done done, void *arg)
+{
+    ct_tier *t = self;
+    if (!done || !kc_key_is_hex(op_key))
+        return -EINVAL;
+    if (t->st.state != CT_STATE_UP || !t->ac)
+        return -ENOTCONN;
+    /* This node tunes it already: the request joins that job. */
+    if (held_find(t, op_key) >= 0)
+        return -EALREADY;
+    ct__claim *cl = calloc(1, sizeof(*cl));
+    if (!cl)
+        return -ENOMEM;
+    cl->t = t;
+    memcpy(cl->op_key, op_key, sizeof(cl->op_key));
+    cl->done = done;
+    cl->arg = arg;
+    cl->deadline_ns = uv_hrtime() + (uint64_t)(t->lease_wait_s * 1e9);
+    int r = claim_send(cl, false);
+    if (r < 0) {
+        free(cl);
+        return r;
+    }
+    uv_timer_init(t->loop, &cl->timer);
+    cl->timer.data = cl;
+    t->refs++;
+    cl->next = t->claims;
+    if (t->claims)
+        t->claims->prev = cl;
+    t->claims = cl;
+    return 0;
+}
+
 void ct_remote(ct_tier *t, resolve_remote *ret)
 {
     memset(ret, 0, sizeof(*ret));
     ret->self = t;
     ret->lookup = tier_lookup;
-    ret->publish = t->has_sign ? tier_publish : NULL;
+    /* A read-only node never publishes, so it must not hold a lease others would wait on; it
+     * does not wait on theirs either (it tunes at once, as without the tier). */
+    if (t->has_sign) {
+        ret->publish = tier_publish;
+        ret->claim = tier_claim;
+        ret->release = tier_release;
+    }
 }
+
 
 /* ---- life ------------------------------------------------------------------------------------ */
 
@@ -523,6 +810,11 @@ int ct_new(uv_loop_t *loop, const ct_config *cfg, ct_tier **ret, char **ret_err)
     if (t->backoff_max_s < t->backoff_min_s)
         t->backoff_max_s = t->backoff_min_s;
     t->backoff_s = t->backoff_min_s;
+    t->lease_s = cfg->lease_s > 0 ? cfg->lease_s : 30.0;
+    t->lease_wait_s = cfg->lease_wait_s > 0 ? cfg->lease_wait_s : 600.0;
+    unsigned char id[8];
+    randombytes_buf(id, sizeof(id));
+    sodium_bin2hex(t->st.node_id, sizeof(t->st.node_id), id, sizeof(id));
     if (cfg->sign) {
         t->sign = *cfg->sign;
         t->has_sign = true;
@@ -537,11 +829,15 @@ int ct_new(uv_loop_t *loop, const ct_config *cfg, ct_tier **ret, char **ret_err)
 
     uv_timer_init(loop, &t->retry);
     uv_timer_init(loop, &t->watchdog);
-    t->retry.data = t->watchdog.data = t;
-    t->refs = 2;
-    /* Neither timer keeps the loop alive: they serve the tier, not any request. */
+    uv_timer_init(loop, &t->renew);
+    t->retry.data = t->watchdog.data = t->renew.data = t;
+    t->refs = 3;
+    /* No timer keeps the loop alive: they serve the tier, not any request. */
     uv_unref((uv_handle_t *)&t->retry);
     uv_unref((uv_handle_t *)&t->watchdog);
+    uv_unref((uv_handle_t *)&t->renew);
+    uint64_t renew_ms = (uint64_t)(t->lease_s * 1000.0 / 3.0);
+    uv_timer_start(&t->renew, on_renew, renew_ms ? renew_ms : 1, renew_ms ? renew_ms : 1);
     uint64_t tick = (uint64_t)(t->timeout_s * 250.0);
     if (tick < 10)
         tick = 10;
@@ -567,8 +863,12 @@ void ct_close(ct_tier *t)
     t->ac = NULL;
     if (ac)
         redisAsyncFree(ac); /* answers every pending command (lookups: a miss) */
+    /* Claims still waiting on their timer: this node tunes (the resolver is going away). */
+    while (t->claims)
+        claim_finish(t->claims, NULL);
     if (t->gai_active)
         uv_cancel((uv_req_t *)&t->gai);
     uv_close((uv_handle_t *)&t->retry, handle_closed);
     uv_close((uv_handle_t *)&t->watchdog, handle_closed);
+    uv_close((uv_handle_t *)&t->renew, handle_closed);
 }

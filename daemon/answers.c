@@ -228,6 +228,13 @@ int hd_status_json(const hd_status_view *v, char **ret)
             cJSON_AddNumberToObject(cl, "timeouts", (double)c->timeouts);
             cJSON_AddNumberToObject(cl, "errors", (double)c->errors);
             cJSON_AddNumberToObject(cl, "connects", (double)c->connects);
+            cJSON_AddStringToObject(cl, "node_id", c->node_id);
+            cJSON_AddNumberToObject(cl, "leases", (double)c->leases);
+            cJSON_AddNumberToObject(cl, "leases_held", (double)c->leases_held);
+            cJSON_AddNumberToObject(cl, "lease_waits", (double)c->lease_waits);
+            cJSON_AddNumberToObject(cl, "lease_wait_hits", (double)c->lease_wait_hits);
+            cJSON_AddNumberToObject(cl, "lease_takeovers", (double)c->lease_takeovers);
+            cJSON_AddNumberToObject(cl, "lease_wait_timeouts", (double)c->lease_wait_timeouts);
             cJSON_AddStringToObject(cl, "last_error", c->last_error);
         }
     }

@@ -357,6 +357,9 @@ int hd_config_init(hd_config *c)
     c->cluster_ttl = 30 * 86400;
     c->cluster_timeout = 1;
     c->cluster_backoff_max = 30;
+    /* A node that dies holding a lease delays the others at most this long. */
+    c->cluster_lease = 30;
+    c->cluster_lease_wait = 600;
     return 0;
 }
 
@@ -475,6 +478,8 @@ static const key_def keys[] = {
     { "cluster", "ttl", K_DUR, O(cluster_ttl), false, 0, 3153600000.0, false, "a duration >= 0, e.g. 30d (0: never expire)" },
     { "cluster", "timeout", K_DUR, O(cluster_timeout), false, 0, 3600, true, "a duration > 0, e.g. 1s" },
     { "cluster", "backoff_max", K_DUR, O(cluster_backoff_max), false, 0, 86400, true, "a duration > 0, e.g. 30s" },
+    { "cluster", "lease", K_DUR, O(cluster_lease), false, 0, 86400, true, "a duration > 0, e.g. 30s" },
+    { "cluster", "lease_wait", K_DUR, O(cluster_lease_wait), false, 0, 86400, true, "a duration > 0, e.g. 10m" },
     { "cluster", "sign_key", K_STR, O(cluster_sign_key), false, 0, 0, false, "a secret key file from hidetctl keygen (empty: read-only node)" },
     { "cluster", "trusted_keys", K_STR, O(cluster_trusted_keys), false, 0, 0, false, "directories of *.pub files or .pub files, separated by spaces or commas" },
 };

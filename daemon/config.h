@@ -56,6 +56,8 @@
  * | [cluster]  | ttl                  | duration | 30d (entries expire; 0: never)           | restart   |
  * | [cluster]  | timeout              | duration | 1s (connect and every command)           | restart   |
  * | [cluster]  | backoff_max          | duration | 30s (longest wait between reconnects)    | restart   |
+ * | [cluster]  | lease                | duration | 30s (a tuning lease lives this long unless renewed) | restart |
+ * | [cluster]  | lease_wait           | duration | 10m (longest wait for another node's tuning) | restart |
  * | [cluster]  | sign_key             | path     | (none: a read-only node, never publishes) | restart  |
  * | [cluster]  | trusted_keys         | paths    | (none: every entry is rejected) *.pub directories or files | restart |
  *
@@ -129,6 +131,8 @@ typedef struct hd_config {
     double cluster_ttl;         /* seconds; 0: never expire */
     double cluster_timeout;     /* seconds */
     double cluster_backoff_max; /* seconds */
+    double cluster_lease;       /* seconds */
+    double cluster_lease_wait;  /* seconds */
     char *cluster_sign_key;     /* NULL: read-only node */
     char *cluster_trusted_keys; /* NULL: none */
 } hd_config;

@@ -160,6 +160,8 @@ static int cluster_start(hd_daemon *d)
         .ttl_s = c->cluster_ttl,
         .timeout_s = c->cluster_timeout,
         .backoff_max_s = c->cluster_backoff_max,
+        .lease_s = c->cluster_lease,
+        .lease_wait_s = c->cluster_lease_wait,
         .sign = has_sec ? &sec : NULL,
         .trusted = trusted,
         .n_trusted = n_trusted,

@@ -564,6 +564,12 @@ static void collect(hd_metrics *m, void *udata)
         hd_counter_set(d->m_cl_timeouts, (double)cs.timeouts);
         hd_counter_set(d->m_cl_errors, (double)cs.errors);
         hd_counter_set(d->m_cl_connects, (double)cs.connects);
+        hd_counter_set(d->m_cl_leases, (double)cs.leases);
+        hd_gauge_set(d->m_cl_leases_held, (double)cs.leases_held);
+        hd_counter_set(d->m_cl_lease_waits, (double)cs.lease_waits);
+        hd_counter_set(d->m_cl_lease_wait_hits, (double)cs.lease_wait_hits);
+        hd_counter_set(d->m_cl_lease_takeovers, (double)cs.lease_takeovers);
+        hd_counter_set(d->m_cl_lease_wait_timeouts, (double)cs.lease_wait_timeouts);
         for (int i = 0; i < CT_REJECT_N; i++)
             hd_counter_set(d->m_cl_rejected[i], (double)cs.rejected[i]);
     }
@@ -676,6 +682,23 @@ void hd__metrics_setup(hd_daemon *d)
         hd_metrics_counter(m, "hidetd_cluster_connects_total",
                            "Connections to Redis made (the first and every reconnect).",
                            &d->m_cl_connects);
+        hd_metrics_counter(m, "hidetd_cluster_leases_total",
+                           "Tuning leases this node took (it tuned the op for the fleet).",
+                           &d->m_cl_leases);
+        hd_metrics_gauge(m, "hidetd_cluster_leases_held", "Tuning leases this node holds now.",
+                         &d->m_cl_leases_held);
+        hd_metrics_counter(m, "hidetd_cluster_lease_waits_total",
+                           "Requests that waited for another node's tuning lease.",
+                           &d->m_cl_lease_waits);
+        hd_metrics_counter(m, "hidetd_cluster_lease_wait_hits_total",
+                           "Lease waits answered by the other node's published kernel.",
+                           &d->m_cl_lease_wait_hits);
+        hd_metrics_counter(m, "hidetd_cluster_lease_takeovers_total",
+                           "Leases taken after waiting: the holder ended without a kernel or "
+                           "died and its lease expired.", &d->m_cl_lease_takeovers);
+        hd_metrics_counter(m, "hidetd_cluster_lease_wait_timeouts_total",
+                           "Lease waits that gave up after lease_wait and tuned here.",
+                           &d->m_cl_lease_wait_timeouts);
         hd_metrics_histogram(m, "hidetd_cluster_request_duration_seconds",
                              "Round-trip time of Redis commands the cluster tier sent.",
                              hd_metrics_latency_buckets, hd_metrics_latency_buckets_n,

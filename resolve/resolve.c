@@ -38,7 +38,8 @@ struct resolve_wait {
     resolve_request rq;
     char op_key[KC_KEY_LEN + 1];
     char *op_json;
-    bool remote_pending; /* a remote lookup will call back */
+    bool remote_pending; /* a remote lookup (or claim) will call back */
+    bool claimed;        /* the remote tier's claim was asked already */
     sched_waiter *job;   /* waiting on a tuning job */
 };
 
@@ -453,12 +454,25 @@ static void remote_done(void *arg, kc_artifact *a)
         res.origin = RESOLVE_ORIGIN_REMOTE;
         res.body = owned;
         res.len = strlen(owned);
+    } else if (w->cb && !w->claimed && w->rq.wait && r->has_remote && r->remote.claim &&
+               r->remote.claim(r->remote.self, w->op_key, remote_done, w) == 0) {
+        /* A miss, and the tier may have another node tuning the op: it answers later with that
+         * node's kernel, or tells us to tune. */
+        w->claimed = true;
+        w->remote_pending = true;
+        kc_artifact_free(a);
+        return;
     } else if (w->cb) {
         /* A miss: on to tuning. A caller that left does not start a job. */
         submit(r, &w->rq, w->op_key, w->op_json, w->rq.wait ? w : NULL, &res);
     } else {
         res.state = RESOLVE_FAILED;
     }
+    /* A lease the claim gave this node goes back at once when no job took the op on (the caller
+     * left, the queue was full): nothing would end it otherwise, and others would wait for a
+     * kernel that never comes. A job's end gives back the others. */
+    if (w->claimed && res.state != RESOLVE_WAITING && r->has_remote && r->remote.release)
+        r->remote.release(r->remote.self, w->op_key);
     kc_artifact_free(a);
     if (res.state != RESOLVE_WAITING)
         wait_finish(w, &res);
@@ -631,13 +645,16 @@ static void job_ended(void *udata, const sched_job_info *info)
 {
     resolver *r = udata;
     kc_mem_clear(r->answers);
-    if (info->state != SCHED_DONE || !r->has_remote || !r->remote.publish)
+    if (!r->has_remote)
         return;
     kc_artifact *a = NULL;
-    if (kc_artifact_get(r->db, info->artifact_key, &a) < 0)
-        return;
-    r->remote.publish(r->remote.self, a);
+    if (info->state == SCHED_DONE && r->remote.publish &&
+        kc_artifact_get(r->db, info->artifact_key, &a) == 0)
+        r->remote.publish(r->remote.self, a);
     kc_artifact_free(a);
+    /* After the publish: a node waiting for this op finds the kernel before the lease is gone. */
+    if (r->remote.release)
+        r->remote.release(r->remote.self, info->op_key);
 }
 
 int resolve_new(uv_loop_t *loop, kc_db *db, sched *s, gw_pool *pool, const resolve_config *cfg,

@@ -121,6 +121,14 @@ typedef struct resolve_remote {
     int (*lookup)(void *self, const char *op_key, resolve_remote_done done, void *arg);
     /* Offers a kernel this node just chose (fire and forget). May be NULL (a read-only tier). */
     void (*publish)(void *self, const kc_artifact *a);
+    /* May be NULL (tune at once). Asked after a remote miss, before this node tunes op_key for a
+     * request that waits (wait:true), so that a fleet tunes an op once: the tier may hold the
+     * request while another node tunes it. Calls done exactly once, never inside this call,
+     * unless it returns a negative errno (then this node tunes): with NULL (tune it here) or
+     * with the artifact another node published meanwhile (checked as a lookup's). */
+    int (*claim)(void *self, const char *op_key, resolve_remote_done done, void *arg);
+    /* May be NULL. A job of this node for op_key ended, whatever its outcome (after publish). */
+    void (*release)(void *self, const char *op_key);
 } resolve_remote;
 
 /* ---- the resolver --------------------------------------------------------------------------- */

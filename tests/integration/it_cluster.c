@@ -3,11 +3,14 @@
  * scripts/setup.sh installs it). Two daemons with their own SQLite files share it: the second
  * gets the first's kernel as a verified remote hit without tuning; an entry with a flipped byte,
  * one re-signed by an untrusted key and one without a signature are each rejected (counted in
- * /metrics by reason) and tuned locally; a read-only node publishes nothing; redis-server killed
+ * /metrics by reason) and tuned locally; a read-only node publishes nothing; 20 concurrent
+ * identical requests spread over both daemons tune once in the fleet (leases); a lease left by a
+ * node that died delays the op at most the lease time, then is taken over; redis-server killed
  * mid-run leaves both serving their caches and tuning locally, and restarted, the tier comes back
  * and publishes again. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -249,11 +252,49 @@ static char *resign(const char *v, size_t len, const char *keyfile, size_t *ret_
     return out;
 }
 
+/* One of 20 concurrent identical requests (tune once per fleet). */
+typedef struct {
+    const ht_daemon *d;
+    long status;
+    char key[65];
+} burst_req;
+
+static void *burst_one(void *arg)
+{
+    burst_req *q = arg;
+    char *b = req(768);
+    ht_resp r = ht_post(q->d, "/v1/kernels", b);
+    free(b);
+    q->status = r.status;
+    const cJSON *k = r.json ? jpath(r.json, "key", NULL) : NULL;
+    snprintf(q->key, sizeof(q->key), "%s", cJSON_IsString(k) ? k->valuestring : "");
+    ht_resp_free(&r);
+    return NULL;
+}
+
+static void plant_lease(const char *op_key, int ms)
+{
+    redisContext *c = redis_conn();
+    redisReply *r = c ? redisCommand(c, "SET hidetd:{%s}:lease deadnode PX %d", op_key, ms) : NULL;
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "plant lease");
+    freeReplyObject(r);
+    if (c)
+        redisFree(c);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void daemon_conf(ht_daemon *d, const char *dir, bool sign)
 {
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "[cluster]\nurl = redis://127.0.0.1:%d/0\ntimeout = 500ms\nbackoff_max = 500ms\n"
+             "lease = 1500ms\nlease_wait = 60s\n"
              "trusted_keys = %s/trusted\n%s%s%s\n",
              redis_port, dir, sign ? "sign_key = " : "", sign ? dir : "", sign ? "/a.key" : "");
     ht_write_config(d, conf);
@@ -378,7 +419,43 @@ int main(void)
     kernel(&ro, 128, opx, kro);
     CHECK(strcmp(kro, k1a) == 0 && status_num(&ro, "cluster", "hits") == 1, "read-only reads");
 
-    /* 4. redis-server killed: both serve their caches and tune locally. */
+    /* 4. Tune once per fleet: 20 concurrent identical requests over both daemons, one job. */
+    double jobs0 = status_num(&a, "jobs", "done") + status_num(&b, "jobs", "done");
+    double hits0 = status_num(&a, "cluster", "hits") + status_num(&b, "cluster", "hits");
+    burst_req burst[20];
+    pthread_t th[20];
+    for (int i = 0; i < 20; i++) {
+        burst[i].d = i % 2 ? &b : &a;
+        burst[i].status = 0;
+        CHECK(pthread_create(&th[i], NULL, burst_one, &burst[i]) == 0);
+    }
+    for (int i = 0; i < 20; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 20; i++)
+        CHECK(burst[i].status == 200 && strcmp(burst[i].key, burst[0].key) == 0,
+              "burst %d: %ld", i, burst[i].status);
+    double jobs1 = status_num(&a, "jobs", "done") + status_num(&b, "jobs", "done");
+    CHECK(jobs1 == jobs0 + 1, "tuned once in the fleet: %g jobs", jobs1 - jobs0);
+    /* The node without the lease waited on it, or (when its requests came late) found the
+     * published kernel at once: either way it answered from Redis. */
+    double hits1 = status_num(&a, "cluster", "hits") + status_num(&b, "cluster", "hits");
+    CHECK(hits1 >= hits0 + 1, "the other node took the kernel from Redis");
+    CHECK(metric(&a, "hidetd_cluster_leases_held ") == 0 && metric(&b, "hidetd_cluster_leases_held ") == 0,
+          "leases released");
+
+    /* 5. A lease left by a node that died: the op waits at most the lease time (1.5 s), then
+     * the lease is taken over and the op tuned here. The read-only node gives the op key. */
+    char op8[65], k8[65];
+    kernel(&ro, 832, op8, k8);
+    plant_lease(op8, 1500);
+    double t0 = now_s(), tk = status_num(&a, "cluster", "lease_takeovers");
+    kernel(&a, 832, op8, k8);
+    double waited = now_s() - t0;
+    CHECK(strcmp(last_origin, "tuned") == 0, "taken over and tuned: %s", last_origin);
+    CHECK(waited >= 1.0 && waited < 20, "waited %.2f s for the dead node's lease", waited);
+    CHECK(status_num(&a, "cluster", "lease_takeovers") == tk + 1, "takeover counted");
+
+    /* 6. redis-server killed: both serve their caches and tune locally. */
     redis_kill();
     char opk[65], kk[65];
     kernel(&b, 128, opk, kk);
@@ -391,16 +468,17 @@ int main(void)
     CHECK(wait_state(&a, "down", 5) || wait_state(&a, "connecting", 1), "A sees the tier down");
     CHECK(metric(&a, "hidetd_cluster_up ") == 0, "metrics: down");
 
-    /* 5. redis-server back (empty): the tier reconnects and publishes again. */
+    /* 7. redis-server back (empty): the tier reconnects and publishes again. */
     CHECK(redis_start() == 0, "redis restarted");
     CHECK(wait_state(&a, "up", 10) && wait_state(&b, "up", 10), "tier back");
     double pubs = status_num(&a, "cluster", "publishes");
     char op7[65], k7a[65], k7b[65];
     kernel(&a, 640, op7, k7a);
     CHECK(wait_for(&a, "cluster", "publishes", pubs + 1, 10), "A publishes after the restart");
+    double hits_b = status_num(&b, "cluster", "hits");
     kernel(&b, 640, op7, k7b);
-    CHECK(strcmp(k7a, k7b) == 0 && status_num(&b, "cluster", "hits") == 2,
-          "B: remote hit after the restart");
+    CHECK(strcmp(k7a, k7b) == 0 && strcmp(last_origin, "remote") == 0 &&
+          status_num(&b, "cluster", "hits") == hits_b + 1, "B: remote hit after the restart");
 
     ht_stop(&a, SIGTERM);
     ht_stop(&b, SIGTERM);
