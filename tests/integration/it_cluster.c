@@ -5,9 +5,10 @@
  * one re-signed by an untrusted key and one without a signature are each rejected (counted in
  * /metrics by reason) and tuned locally; a read-only node publishes nothing; 20 concurrent
  * identical requests spread over both daemons tune once in the fleet (leases); a lease left by a
- * node that died delays the op at most the lease time, then is taken over; redis-server killed
- * mid-run leaves both serving their caches and tuning locally, and restarted, the tier comes back
- * and publishes again. */
+ * node that died delays the op at most the lease time, then is taken over; Redis full (maxmemory)
+ * drops the publish and nothing else; Redis not answering (CLIENT PAUSE) costs a request the
+ * 500 ms timeout, not the pause; redis-server killed mid-run leaves both serving their caches and
+ * tuning locally, and restarted, the tier comes back and publishes again. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
@@ -272,6 +273,18 @@ static void *burst_one(void *arg)
     return NULL;
 }
 
+/* One command on a fresh connection; true when Redis answered OK. */
+static bool redis_ok(const char *cmd)
+{
+    redisContext *c = redis_conn();
+    redisReply *r = c ? redisCommand(c, cmd) : NULL;
+    bool ok = r && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return ok;
+}
+
 static void plant_lease(const char *op_key, int ms)
 {
     redisContext *c = redis_conn();
@@ -455,7 +468,29 @@ int main(void)
     CHECK(waited >= 1.0 && waited < 20, "waited %.2f s for the dead node's lease", waited);
     CHECK(status_num(&a, "cluster", "lease_takeovers") == tk + 1, "takeover counted");
 
-    /* 6. redis-server killed: both serve their caches and tune locally. */
+    /* 6. Redis full: the publish fails (OOM), is counted, and the node serves and tunes on. */
+    CHECK(redis_ok("CONFIG SET maxmemory 1"), "maxmemory");
+    double dropped = status_num(&a, "cluster", "publish_dropped");
+    char op9[65], k9[65];
+    kernel(&a, 896, op9, k9);
+    CHECK(strcmp(last_origin, "tuned") == 0, "tuned with Redis full");
+    CHECK(wait_for(&a, "cluster", "publish_dropped", dropped + 1, 10), "publish dropped (OOM)");
+    CHECK(redis_ok("CONFIG SET maxmemory 0"), "maxmemory back");
+
+    /* 7. Redis stops answering (CLIENT PAUSE): the lookup times out after 500 ms, the request is
+     * tuned here without waiting for Redis, and the tier reconnects once Redis answers again. */
+    double timeouts = status_num(&a, "cluster", "timeouts");
+    CHECK(redis_ok("CLIENT PAUSE 6000 ALL"), "pause");
+    t0 = now_s();
+    kernel(&a, 960, op9, k9);
+    double took = now_s() - t0;
+    CHECK(strcmp(last_origin, "tuned") == 0 && took < 5.5, "answered in %.2f s while Redis hung",
+          took);
+    printf("answered in %.2f s while Redis did not answer for 6 s\n", took);
+    CHECK(status_num(&a, "cluster", "timeouts") >= timeouts + 1, "timeout counted");
+    CHECK(wait_state(&a, "up", 15), "tier back after the pause");
+
+    /* 8. redis-server killed: both serve their caches and tune locally. */
     redis_kill();
     char opk[65], kk[65];
     kernel(&b, 128, opk, kk);
@@ -468,7 +503,7 @@ int main(void)
     CHECK(wait_state(&a, "down", 5) || wait_state(&a, "connecting", 1), "A sees the tier down");
     CHECK(metric(&a, "hidetd_cluster_up ") == 0, "metrics: down");
 
-    /* 7. redis-server back (empty): the tier reconnects and publishes again. */
+    /* 9. redis-server back (empty): the tier reconnects and publishes again. */
     CHECK(redis_start() == 0, "redis restarted");
     CHECK(wait_state(&a, "up", 10) && wait_state(&b, "up", 10), "tier back");
     double pubs = status_num(&a, "cluster", "publishes");
