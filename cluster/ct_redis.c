@@ -461,9 +461,9 @@ static void on_set_reply(redisAsyncContext *ac, void *r, void *priv)
     free(c);
 }
 
-static void tier_publish(void *self, const kc_artifact *a)
+/* SET of a signed entry: NX (the first winner is pinned) unless a re-tune asked to replace it. */
+static void publish_entry(ct_tier *t, const kc_artifact *a, bool replace)
 {
-    ct_tier *t = self;
     if (!a || !t->has_sign)
         return;
     if (t->st.state != CT_STATE_UP || !t->ac) {
@@ -484,15 +484,34 @@ static void tier_publish(void *self, const kc_artifact *a)
     entry_key(t, a->op_key, key, sizeof(key));
     char ms[32];
     snprintf(ms, sizeof(ms), "%.0f", t->ttl_s * 1000.0);
-    /* NX: the first winner published is pinned; a node never replaces another's entry. */
+    /* NX: the first winner published is pinned; a node replaces an entry only when a re-tune
+     * asked for it. */
     const char *argv[6] = {"SET", key, value, "NX", "PX", ms};
     size_t lens[6] = {3, strlen(key), len, 2, 2, strlen(ms)};
-    int argc = t->ttl_s > 0 ? 6 : 4;
+    int argc = 3;
+    if (!replace)
+        argv[argc++] = "NX";
+    if (t->ttl_s > 0) {
+        argv[argc] = "PX";
+        lens[argc++] = 2;
+        argv[argc] = ms;
+        lens[argc++] = strlen(ms);
+    }
     if (call_send(t, c, on_set_reply, argc, argv, lens) < 0) {
         free(c);
         t->st.publish_dropped++;
     }
     free(value);
+}
+
+static void tier_publish(void *self, const kc_artifact *a)
+{
+    publish_entry(self, a, false);
+}
+
+static void tier_republish(void *self, const kc_artifact *a)
+{
+    publish_entry(self, a, true);
 }
 
 /* ---- leases: tune once per fleet ------------------------------------------------------------ */
@@ -762,6 +781,7 @@ void ct_remote(ct_tier *t, resolve_remote *ret)
      * does not wait on theirs either (it tunes at once, as without the tier). */
     if (t->has_sign) {
         ret->publish = tier_publish;
+        ret->republish = tier_republish;
         ret->claim = tier_claim;
         ret->release = tier_release;
     }

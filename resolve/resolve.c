@@ -56,6 +56,8 @@ struct resolver {
     bool draining;
     bool has_remote;
     resolve_remote remote;
+    char (*retune)[KC_KEY_LEN + 1]; /* op keys whose job was asked to replace the pinned kernel */
+    size_t n_retune, cap_retune;
     char *scratch;   /* the last answer built for a synchronous result */
     resolve_wait *waits;
     uint64_t quarantined;
@@ -429,6 +431,35 @@ static void submit(resolver *r, const resolve_request *rq, const char *op_key, c
 
 /* ---- the remote tier ----------------------------------------------------------------------- */
 
+/* Op keys a re-tune was asked for, until their job ends (a few at a time: a linear list). */
+static void retune_mark(resolver *r, const char *op_key)
+{
+    for (size_t i = 0; i < r->n_retune; i++)
+        if (strcmp(r->retune[i], op_key) == 0)
+            return;
+    if (r->n_retune == r->cap_retune) {
+        size_t cap = r->cap_retune ? r->cap_retune * 2 : 4;
+        void *p = realloc(r->retune, cap * sizeof(*r->retune));
+        if (!p)
+            return; /* the result is then published without replacing: the pinned one stays */
+        r->retune = p;
+        r->cap_retune = cap;
+    }
+    memcpy(r->retune[r->n_retune++], op_key, KC_KEY_LEN + 1);
+}
+
+static bool retune_take(resolver *r, const char *op_key)
+{
+    for (size_t i = 0; i < r->n_retune; i++) {
+        if (strcmp(r->retune[i], op_key) == 0) {
+            memmove(r->retune[i], r->retune[i + 1], (r->n_retune - i - 1) * sizeof(*r->retune));
+            r->n_retune--;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void remote_done(void *arg, kc_artifact *a)
 {
     resolve_wait *w = arg;
@@ -486,10 +517,16 @@ static void resolve_tiers(resolver *r, const resolve_request *rq, const char *op
                           const char *op_json, resolve_cb cb, void *udata, resolve_result *res,
                           resolve_wait **ret_wait)
 {
-    if (answer_from_memory(r, op_key, (int)rq->mode, res))
-        return;
-    if (answer_from_local(r, rq, op_key, res))
-        return;
+    if (rq->retune) {
+        /* Asked to tune again: no stored kernel answers, and the result replaces the remote
+         * tier's pinned one when the job ends (job_ended). */
+        retune_mark(r, op_key);
+    } else {
+        if (answer_from_memory(r, op_key, (int)rq->mode, res))
+            return;
+        if (answer_from_local(r, rq, op_key, res))
+            return;
+    }
     resolve_wait *w = NULL;
     if (cb && (r->has_remote || rq->wait)) {
         w = wait_new(r, rq, op_key, op_json, cb, udata);
@@ -498,7 +535,8 @@ static void resolve_tiers(resolver *r, const resolve_request *rq, const char *op
             return;
         }
     }
-    if (w && r->has_remote && r->remote.lookup(r->remote.self, op_key, remote_done, w) == 0) {
+    if (w && !rq->retune && r->has_remote &&
+        r->remote.lookup(r->remote.self, op_key, remote_done, w) == 0) {
         w->remote_pending = true;
         res->state = RESOLVE_WAITING;
         res->origin = RESOLVE_ORIGIN_REMOTE;
@@ -506,6 +544,8 @@ static void resolve_tiers(resolver *r, const resolve_request *rq, const char *op
         return;
     }
     submit(r, rq, op_key, op_json, rq->wait ? w : NULL, res);
+    if (rq->retune && res->state != RESOLVE_WAITING && res->state != RESOLVE_ACCEPTED)
+        retune_take(r, op_key); /* no job took it on */
     if (res->state == RESOLVE_WAITING) {
         *ret_wait = w;
     } else if (w) {
@@ -579,6 +619,7 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
         .priority = kr.priority,
         .budget_s = kr.budget_s,
         .budget_candidates = kr.budget_candidates,
+        .retune = kr.retune,
     };
     if (peer)
         snprintf(rq.peer, sizeof(rq.peer), "%s", peer);
@@ -588,7 +629,9 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
         return;
     }
     sched_op_key(op_json, &rq.target, ret->op_key);
-    kc_mem_put(r->memo, digest, ret->op_key, KC_KEY_LEN, (int)rq.mode);
+    /* A re-tune is never memoised: the memo leads to the memory tier, which a re-tune skips. */
+    if (!rq.retune)
+        kc_mem_put(r->memo, digest, ret->op_key, KC_KEY_LEN, (int)rq.mode);
     resolve_wait *w = NULL;
     resolve_tiers(r, &rq, ret->op_key, op_json, cb, udata, ret, &w);
     free(op_json);
@@ -647,10 +690,12 @@ static void job_ended(void *udata, const sched_job_info *info)
     kc_mem_clear(r->answers);
     if (!r->has_remote)
         return;
+    bool retune = retune_take(r, info->op_key);
+    void (*offer)(void *, const kc_artifact *) =
+        retune && r->remote.republish ? r->remote.republish : r->remote.publish;
     kc_artifact *a = NULL;
-    if (info->state == SCHED_DONE && r->remote.publish &&
-        kc_artifact_get(r->db, info->artifact_key, &a) == 0)
-        r->remote.publish(r->remote.self, a);
+    if (info->state == SCHED_DONE && offer && kc_artifact_get(r->db, info->artifact_key, &a) == 0)
+        offer(r->remote.self, a);
     kc_artifact_free(a);
     /* After the publish: a node waiting for this op finds the kernel before the lease is gone. */
     if (r->remote.release)
@@ -702,6 +747,7 @@ void resolve_free(resolver *r)
     kc_mem_free(r->answers);
     kc_mem_free(r->memo);
     free(r->scratch);
+    free(r->retune);
     free(r);
 }
 

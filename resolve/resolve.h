@@ -100,6 +100,8 @@ typedef struct resolve_request {
     int priority;          /* SCHED_PRIO_* */
     double budget_s;       /* 0: the scheduler's default */
     int budget_candidates; /* 0: the scheduler's default */
+    bool retune;           /* tune again though a kernel is stored (every tier is skipped), and
+                            * replace the remote tier's pinned kernel with the result */
     char peer[64];         /* the client (proto_request.owner) a new job is charged to for the
                             * scheduler's per-client quotas; "" for none. An array, not a
                             * pointer: a wait keeps a copy of the request. */
@@ -121,6 +123,9 @@ typedef struct resolve_remote {
     int (*lookup)(void *self, const char *op_key, resolve_remote_done done, void *arg);
     /* Offers a kernel this node just chose (fire and forget). May be NULL (a read-only tier). */
     void (*publish)(void *self, const kc_artifact *a);
+    /* May be NULL (then a re-tuned kernel is offered to publish, which keeps what was there).
+     * Offers a kernel a re-tune asked for ("retune": true): it replaces the pinned one. */
+    void (*republish)(void *self, const kc_artifact *a);
     /* May be NULL (tune at once). Asked after a remote miss, before this node tunes op_key for a
      * request that waits (wait:true), so that a fleet tunes an op once: the tier may hold the
      * request while another node tunes it. Calls done exactly once, never inside this call,

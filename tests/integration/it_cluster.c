@@ -372,6 +372,24 @@ int main(void)
     CHECK(strcmp(last_origin, "local") == 0, "B again: origin %s", last_origin);
     CHECK(metric(&b, "hidetd_cluster_hits_total ") == 1, "metrics hits");
 
+    /* 1b. "retune": true on B: tuned again though stored, and the pinned entry is replaced. */
+    {
+        double jobs = status_num(&b, "jobs", "done"), pubs = status_num(&b, "cluster", "publishes");
+        char *body = NULL;
+        CHECK(asprintf(&body, "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,64],\"dtype\":"
+                              "\"f16\"},{\"shape\":[64,128],\"dtype\":\"f16\"}],\"arch\":\"sm_90\","
+                              "\"tune\":\"none\",\"retune\":true}") > 0);
+        ht_resp r = ht_post(&b, "/v1/kernels", body);
+        const cJSON *o = r.json ? jpath(r.json, "origin", NULL) : NULL;
+        CHECK(r.status == 200 && cJSON_IsString(o) && strcmp(o->valuestring, "tuned") == 0,
+              "retune: %ld %s", r.status, r.body ? r.body : "");
+        ht_resp_free(&r);
+        free(body);
+        CHECK(status_num(&b, "jobs", "done") == jobs + 1, "retune ran a job");
+        CHECK(wait_for(&b, "cluster", "publishes", pubs + 1, 10), "retune replaced the entry");
+        CHECK(status_num(&b, "cluster", "publish_pinned") == 0, "not refused as pinned");
+    }
+
     /* 2. Rejections: each entry A published is damaged in Redis before B asks. */
     struct {
         int n;
