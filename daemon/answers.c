@@ -209,5 +209,34 @@ int hd_status_json(const hd_status_view *v, char **ret)
         }
         cJSON_AddStringToObject(cache, "path", v->cache_path ? v->cache_path : "");
     }
+    if (v->cluster) {
+        const ct_stats *c = v->cluster;
+        cJSON *cl = cJSON_AddObjectToObject(root, "cluster");
+        if (cl) {
+            cJSON_AddStringToObject(cl, "state", ct_state_name(c->state));
+            cJSON_AddStringToObject(cl, "url", c->url);
+            cJSON_AddStringToObject(cl, "prefix", c->prefix);
+            cJSON_AddBoolToObject(cl, "read_only", c->read_only);
+            cJSON_AddNumberToObject(cl, "hits", (double)c->hits);
+            cJSON_AddNumberToObject(cl, "misses", (double)c->misses);
+            cJSON_AddNumberToObject(cl, "publishes", (double)c->publishes);
+            cJSON_AddNumberToObject(cl, "publish_pinned", (double)c->publish_pinned);
+            cJSON_AddNumberToObject(cl, "publish_dropped", (double)c->publish_dropped);
+            cJSON *rj = cJSON_AddObjectToObject(cl, "rejected");
+            for (int i = 0; rj && i < CT_REJECT_N; i++)
+                cJSON_AddNumberToObject(rj, ct_reject_name((ct_reject)i), (double)c->rejected[i]);
+            cJSON_AddNumberToObject(cl, "timeouts", (double)c->timeouts);
+            cJSON_AddNumberToObject(cl, "errors", (double)c->errors);
+            cJSON_AddNumberToObject(cl, "connects", (double)c->connects);
+            cJSON_AddStringToObject(cl, "node_id", c->node_id);
+            cJSON_AddNumberToObject(cl, "leases", (double)c->leases);
+            cJSON_AddNumberToObject(cl, "leases_held", (double)c->leases_held);
+            cJSON_AddNumberToObject(cl, "lease_waits", (double)c->lease_waits);
+            cJSON_AddNumberToObject(cl, "lease_wait_hits", (double)c->lease_wait_hits);
+            cJSON_AddNumberToObject(cl, "lease_takeovers", (double)c->lease_takeovers);
+            cJSON_AddNumberToObject(cl, "lease_wait_timeouts", (double)c->lease_wait_timeouts);
+            cJSON_AddStringToObject(cl, "last_error", c->last_error);
+        }
+    }
     return finish(root, ret);
 }

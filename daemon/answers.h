@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster/ct.h"
 #include "gpu_workers/gw.h"
 #include "scheduler/sched.h"
 #include "tuner/tuner.h"
@@ -38,6 +39,7 @@ typedef struct hd_status_view {
     bool have_cache_stats;
     kc_stats cache;
     const char *cache_path;
+    const ct_stats *cluster; /* NULL: no cluster tier (the answer has no "cluster" then) */
 } hd_status_view;
 int hd_status_json(const hd_status_view *v, char **ret);
 

@@ -352,6 +352,14 @@ int hd_config_init(hd_config *c)
     c->max_restarts = 5;
     c->log_level = HD_LOG_INFO;
     c->grace = 30;
+    /* Entries live a month: long enough that a fleet tunes each op about once, short enough
+     * that kernels of retired toolchains (their op keys change) leave Redis by themselves. */
+    c->cluster_ttl = 30 * 86400;
+    c->cluster_timeout = 1;
+    c->cluster_backoff_max = 30;
+    /* A node that dies holding a lease delays the others at most this long. */
+    c->cluster_lease = 30;
+    c->cluster_lease_wait = 600;
     return 0;
 }
 
@@ -366,6 +374,10 @@ void hd_config_clear(hd_config *c)
     free(c->allowed_hosts);
     free(c->cache_path);
     free(c->workers_path);
+    free(c->cluster_url);
+    free(c->cluster_prefix);
+    free(c->cluster_sign_key);
+    free(c->cluster_trusted_keys);
     memset(c, 0, sizeof(*c));
 }
 
@@ -381,10 +393,17 @@ int hd_config_copy(const hd_config *src, hd_config *ret)
     c.allowed_hosts = dup_or_null(src->allowed_hosts);
     c.cache_path = dup_or_null(src->cache_path);
     c.workers_path = dup_or_null(src->workers_path);
+    c.cluster_url = dup_or_null(src->cluster_url);
+    c.cluster_prefix = dup_or_null(src->cluster_prefix);
+    c.cluster_sign_key = dup_or_null(src->cluster_sign_key);
+    c.cluster_trusted_keys = dup_or_null(src->cluster_trusted_keys);
     if ((src->socket && !c.socket) || (src->http && !c.http) || (src->token && !c.token) ||
         (src->token_file && !c.token_file) || (src->allowed_hosts && !c.allowed_hosts) ||
         (src->cache_path && !c.cache_path) ||
-        (src->workers_path && !c.workers_path)) {
+        (src->workers_path && !c.workers_path) || (src->cluster_url && !c.cluster_url) ||
+        (src->cluster_prefix && !c.cluster_prefix) ||
+        (src->cluster_sign_key && !c.cluster_sign_key) ||
+        (src->cluster_trusted_keys && !c.cluster_trusted_keys)) {
         hd_config_clear(&c);
         return -ENOMEM;
     }
@@ -454,6 +473,15 @@ static const key_def keys[] = {
     { "workers", "max_restarts", K_INT, O(max_restarts), false, 0, 1000, false, "an integer 0..1000" },
     { "log", "level", K_LEVEL, O(log_level), true, 0, 0, false, "debug, info, warn or error" },
     { "shutdown", "grace", K_DUR, O(grace), true, 0, 86400, false, "a duration >= 0, e.g. 30s" },
+    { "cluster", "url", K_STR, O(cluster_url), false, 0, 0, false, "redis://[USER:PASSWORD@]HOST[:PORT][/DB], unix://PATH or empty (off)" },
+    { "cluster", "prefix", K_STR, O(cluster_prefix), false, 0, 0, false, "a key prefix, e.g. hidetd" },
+    { "cluster", "ttl", K_DUR, O(cluster_ttl), false, 0, 3153600000.0, false, "a duration >= 0, e.g. 30d (0: never expire)" },
+    { "cluster", "timeout", K_DUR, O(cluster_timeout), false, 0, 3600, true, "a duration > 0, e.g. 1s" },
+    { "cluster", "backoff_max", K_DUR, O(cluster_backoff_max), false, 0, 86400, true, "a duration > 0, e.g. 30s" },
+    { "cluster", "lease", K_DUR, O(cluster_lease), false, 0, 86400, true, "a duration > 0, e.g. 30s" },
+    { "cluster", "lease_wait", K_DUR, O(cluster_lease_wait), false, 0, 86400, true, "a duration > 0, e.g. 10m" },
+    { "cluster", "sign_key", K_STR, O(cluster_sign_key), false, 0, 0, false, "a secret key file from hidetctl keygen (empty: read-only node)" },
+    { "cluster", "trusted_keys", K_STR, O(cluster_trusted_keys), false, 0, 0, false, "directories of *.pub files or .pub files, separated by spaces or commas" },
 };
 #undef O
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
@@ -757,7 +785,7 @@ int hd_config_load_string(hd_config *c, const char *text, const char *name, char
             char *sec = trim(s + 1);
             if (!section_known(sec)) {
                 msg = fmt_err("%s:%d: unknown section [%s] (known: server, cache, tuning, "
-                              "workers, log, shutdown)", name, lineno, sec);
+                              "workers, log, shutdown, cluster)", name, lineno, sec);
                 r = -EINVAL;
                 goto out;
             }
@@ -924,6 +952,9 @@ const char *hd_cli_usage(void)
            "                       (also $HIDETD_TOKEN_FILE)\n"
            "  --token TOKEN        the token itself (visible to every local user in ps:\n"
            "                       prefer --token-file)\n"
+           "  --redis URL          share tuned kernels through Redis (the cluster tier):\n"
+           "                       redis://[USER:PASSWORD@]HOST[:PORT][/DB] or unix://PATH;\n"
+           "                       'off' disables ([cluster] in the config; docs/cluster.md)\n"
            "  --version            print the version and exit\n"
            "  --help               print this help and exit\n";
 }
@@ -931,6 +962,7 @@ const char *hd_cli_usage(void)
 int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err)
 {
     enum { O_SOCKET = 256, O_CACHE, O_HTTP, O_CONFIG, O_LOG, O_WORKERS, O_TOKEN, O_TOKEN_FILE,
+           O_REDIS,
            O_NO_AUTH, O_VERSION, O_HELP };
     static const struct option opts[] = {
         { "socket", required_argument, NULL, O_SOCKET },
@@ -941,6 +973,7 @@ int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err)
         { "workers", required_argument, NULL, O_WORKERS },
         { "token", required_argument, NULL, O_TOKEN },
         { "token-file", required_argument, NULL, O_TOKEN_FILE },
+        { "redis", required_argument, NULL, O_REDIS },
         { "http-no-auth", no_argument, NULL, O_NO_AUTH },
         { "version", no_argument, NULL, O_VERSION },
         { "help", no_argument, NULL, O_HELP },
@@ -976,6 +1009,9 @@ int hd_cli_parse(int argc, char *const *argv, hd_cli *ret, char **ret_err)
             break;
         case O_TOKEN:
             cli.token = optarg;
+            break;
+        case O_REDIS:
+            cli.redis = optarg;
             break;
         case O_TOKEN_FILE:
             cli.token_file = optarg;
@@ -1050,6 +1086,9 @@ int hd_config_apply_cli(hd_config *c, const hd_cli *cli, char **ret_err)
     if (r < 0)
         return r;
     if (cli->socket && (r = replace_str(&work.socket, cli->socket)) < 0)
+        goto fail;
+    if (cli->redis && (r = replace_str(&work.cluster_url, strcmp(cli->redis, "off") == 0 ||
+                                                          !*cli->redis ? NULL : cli->redis)) < 0)
         goto fail;
     if (cli->cache && (r = replace_str(&work.cache_path, cli->cache)) < 0)
         goto fail;

@@ -51,9 +51,19 @@
  * | [workers]  | max_restarts         | integer  | 5                                        | restart   |
  * | [log]      | level                | debug|info|warn|error | info                        | live      |
  * | [shutdown] | grace                | duration | 30s (running jobs may finish, then cancelled) | live |
+ * | [cluster]  | url                  | URL      | (none: no cluster tier) redis://[USER:PASSWORD@]HOST[:PORT][/DB] or unix://PATH | restart |
+ * | [cluster]  | prefix               | string   | hidetd (Redis key prefix)                | restart   |
+ * | [cluster]  | ttl                  | duration | 30d (entries expire; 0: never)           | restart   |
+ * | [cluster]  | timeout              | duration | 1s (connect and every command)           | restart   |
+ * | [cluster]  | backoff_max          | duration | 30s (longest wait between reconnects)    | restart   |
+ * | [cluster]  | lease                | duration | 30s (a tuning lease lives this long unless renewed) | restart |
+ * | [cluster]  | lease_wait           | duration | 10m (longest wait for another node's tuning) | restart |
+ * | [cluster]  | sign_key             | path     | (none: a read-only node, never publishes) | restart  |
+ * | [cluster]  | trusted_keys         | paths    | (none: every entry is rejected) *.pub directories or files | restart |
  *
  * Flags: --socket PATH, --cache PATH, --http [HOST:]PORT|off, --http-no-auth, --config FILE,
- * --log-level LEVEL, --workers auto|none|standin|PATH, --token-file FILE, --token TOKEN
+ * --log-level LEVEL, --workers auto|none|standin|PATH, --token-file FILE, --token TOKEN,
+ * --redis URL ([cluster] url; "off" turns the tier off)
  * (visible to every local user in ps: the daemon warns), --version, --help.
  *
  * Nothing here logs or touches the loop; functions return 0 or a negative errno and report
@@ -115,6 +125,16 @@ typedef struct hd_config {
     hd_log_level log_level;
     /* [shutdown] */
     double grace;
+    /* [cluster] (docs/cluster.md) */
+    char *cluster_url;          /* NULL: no cluster tier */
+    char *cluster_prefix;       /* NULL: "hidetd" */
+    double cluster_ttl;         /* seconds; 0: never expire */
+    double cluster_timeout;     /* seconds */
+    double cluster_backoff_max; /* seconds */
+    double cluster_lease;       /* seconds */
+    double cluster_lease_wait;  /* seconds */
+    char *cluster_sign_key;     /* NULL: read-only node */
+    char *cluster_trusted_keys; /* NULL: none */
 } hd_config;
 
 /* Fills c with the built-in defaults (the socket and cache paths from the environment).
@@ -133,7 +153,7 @@ int hd_config_load_file(hd_config *c, const char *path, char **ret_err);
 
 /* Command-line flags (values point into argv). */
 typedef struct hd_cli {
-    const char *socket, *cache, *http, *config, *log_level, *workers, *token, *token_file;
+    const char *socket, *cache, *http, *config, *log_level, *workers, *token, *token_file, *redis;
     bool http_no_auth;
     bool help, version;
 } hd_cli;

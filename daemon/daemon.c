@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +74,122 @@ static void resolve_config_from(const hd_config *c, resolve_config *ret)
     resolve_config_defaults(ret);
     ret->default_mode = c->default_mode;
     ret->on_quarantine = on_quarantine;
+}
+
+/* ---- the cluster tier ---------------------------------------------------------------------- */
+
+static void cluster_event(void *udata, ct_event ev, const char *msg)
+{
+    (void)udata;
+    if (ev == CT_EVENT_CONNECTED)
+        hd_log_info("cluster tier: %s", msg);
+    else
+        hd_log_warn("cluster tier: %s", msg);
+}
+
+static void cluster_latency(void *udata, double seconds)
+{
+    hd_daemon *d = udata;
+    hd_histogram_observe(d->m_cl_latency, seconds);
+}
+
+/* [cluster] trusted_keys: directories of *.pub files and .pub files, separated by spaces or
+ * commas. Every key named is loaded (several at once: that is how keys are rotated). */
+static int cluster_load_trusted(const char *list, kc_sign_public **keys, size_t *n)
+{
+    char *copy = strdup(list ? list : "");
+    if (!copy)
+        return -ENOMEM;
+    int r = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(copy, " ,\t", &save); p; p = strtok_r(NULL, " ,\t", &save)) {
+        struct stat sb;
+        char *err = NULL;
+        if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            r = kc_sign_load_dir(p, keys, n, &err);
+        } else {
+            kc_sign_public k;
+            r = kc_sign_load_public(p, &k, &err);
+            if (r == 0) {
+                kc_sign_public *nk = realloc(*keys, (*n + 1) * sizeof(*nk));
+                if (!nk) {
+                    r = -ENOMEM;
+                } else {
+                    nk[(*n)++] = k;
+                    *keys = nk;
+                }
+            }
+        }
+        if (r < 0) {
+            hd_log_error("[cluster] trusted_keys: %s: %s", p, err ? err : strerror(-r));
+            free(err);
+            break;
+        }
+    }
+    free(copy);
+    return r;
+}
+
+/* Creates the cluster tier when [cluster] url is set and plugs it into the resolver. A key that
+ * does not load or a bad URL stops the start: a node must not run with a trust setting other
+ * than the one configured. */
+static int cluster_start(hd_daemon *d)
+{
+    const hd_config *c = &d->cfg;
+    if (!c->cluster_url)
+        return 0;
+    kc_sign_public *trusted = NULL;
+    size_t n_trusted = 0;
+    kc_sign_secret sec;
+    bool has_sec = false;
+    char *err = NULL;
+    int r = cluster_load_trusted(c->cluster_trusted_keys, &trusted, &n_trusted);
+    if (r < 0)
+        goto out;
+    if (c->cluster_sign_key) {
+        r = kc_sign_load_secret(c->cluster_sign_key, &sec, &err);
+        if (r < 0) {
+            hd_log_error("[cluster] sign_key: %s", err ? err : strerror(-r));
+            goto out;
+        }
+        has_sec = true;
+    }
+    ct_config cc = {
+        .url = c->cluster_url,
+        .prefix = c->cluster_prefix,
+        .ttl_s = c->cluster_ttl,
+        .timeout_s = c->cluster_timeout,
+        .backoff_max_s = c->cluster_backoff_max,
+        .lease_s = c->cluster_lease,
+        .lease_wait_s = c->cluster_lease_wait,
+        .sign = has_sec ? &sec : NULL,
+        .trusted = trusted,
+        .n_trusted = n_trusted,
+        .on_event = cluster_event,
+        .on_latency = cluster_latency,
+        .udata = d,
+    };
+    r = ct_new(d->loop, &cc, &d->cluster, &err);
+    if (r < 0) {
+        hd_log_error("[cluster] url: %s", err ? err : strerror(-r));
+        goto out;
+    }
+    resolve_remote rr;
+    ct_remote(d->cluster, &rr);
+    resolve_set_remote(d->resolver, &rr);
+    ct_stats st;
+    ct_stats_get(d->cluster, &st);
+    if (n_trusted == 0)
+        hd_log_warn("cluster tier: no trusted keys: every entry read from Redis is rejected");
+    hd_log_info("cluster tier: %s, prefix %s, %s node (%s), %zu trusted key(s)", st.url, st.prefix,
+                has_sec ? "publishing" : "read-only", has_sec ? sec.id : "no sign_key",
+                n_trusted);
+out:
+    if (has_sec)
+        kc_sign_secret_wipe(&sec);
+    free(trusted);
+    free(err);
+    return r;
 }
 
 /* Descriptors kept for everything but client connections: the database and its WAL, worker
@@ -366,6 +483,8 @@ static void start_serving(hd_daemon *d)
         hd_log_error("cannot create the resolver: %s", strerror(-r));
         goto fail;
     }
+    if (cluster_start(d) < 0)
+        goto fail;
     proto_limits lim;
     limits_from(&d->cfg, &lim);
     limits_fit_nofile(&lim, d->nofile);
@@ -448,7 +567,14 @@ static void http_closed(void *udata)
 {
     hd_daemon *d = udata;
     d->http = NULL;
-    /* The scheduler answers its waiters as it goes, the resolver's among them. */
+    /* The cluster tier answers its pending lookups (misses) as it closes, while the scheduler
+     * can still take what they go on to; then the scheduler answers its waiters as it goes,
+     * the resolver's among them. */
+    if (d->cluster) {
+        resolve_set_remote(d->resolver, NULL);
+        ct_close(d->cluster);
+        d->cluster = NULL;
+    }
     sched_free(d->sched);
     d->sched = NULL;
     resolve_free(d->resolver);

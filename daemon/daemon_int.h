@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "cluster/ct.h"
 #include "daemon/config.h"
 #include "daemon/metrics.h"
 #include "daemon/routes.h"
@@ -32,6 +33,7 @@ typedef struct hd_daemon {
     gw_pool *pool;
     sched *sched;
     resolver *resolver; /* where kernels come from: memory, cache, (remote,) tuning */
+    ct_tier *cluster;   /* the cluster tier (Redis), NULL when not configured */
     proto_server *http;
     bool pool_ready_seen; /* gw_pool_start's ready callback ran */
     bool ready;         /* serving */
@@ -60,6 +62,11 @@ typedef struct hd_daemon {
     hd_metric *m_compile_s, *m_tuning_s, *m_gpus_usable, *m_conn_active, *m_reloads_ok,
         *m_reloads_failed, *m_start_time, *m_log_dropped,
         *m_quarantined;
+    hd_metric *m_cl_up, *m_cl_hits, *m_cl_misses, *m_cl_publishes, *m_cl_pinned, *m_cl_dropped,
+        *m_cl_timeouts, *m_cl_errors, *m_cl_connects, *m_cl_latency, *m_cl_leases,
+        *m_cl_leases_held, *m_cl_lease_waits, *m_cl_lease_wait_hits, *m_cl_lease_takeovers,
+        *m_cl_lease_wait_timeouts;
+    hd_metric *m_cl_rejected[CT_REJECT_N];
     hd_metric_family *f_restarts, *f_gpu_state;
 } hd_daemon;
 

@@ -341,6 +341,11 @@ static void handle_status(proto_request *req, hd_daemon *d)
         v.jobs_failed = st.jobs_failed;
     }
     v.have_cache_stats = kc_stats_get(d->db, &v.cache) == 0;
+    ct_stats cs;
+    if (d->cluster) {
+        ct_stats_get(d->cluster, &cs);
+        v.cluster = &cs;
+    }
     char *json = NULL;
     int r = hd_status_json(&v, &json);
     if (r < 0) {
@@ -547,6 +552,27 @@ static void collect(hd_metrics *m, void *udata)
     hd_gauge_set(d->m_gpus_usable, d->pool ? gw_pool_usable(d->pool) : 0);
     hd_counter_set(d->m_log_dropped, (double)hd_log_dropped());
     hd_counter_set(d->m_quarantined, (double)resolve_quarantined_count(d->resolver));
+    if (d->cluster) {
+        ct_stats cs;
+        ct_stats_get(d->cluster, &cs);
+        hd_gauge_set(d->m_cl_up, cs.state == CT_STATE_UP ? 1 : 0);
+        hd_counter_set(d->m_cl_hits, (double)cs.hits);
+        hd_counter_set(d->m_cl_misses, (double)cs.misses);
+        hd_counter_set(d->m_cl_publishes, (double)cs.publishes);
+        hd_counter_set(d->m_cl_pinned, (double)cs.publish_pinned);
+        hd_counter_set(d->m_cl_dropped, (double)cs.publish_dropped);
+        hd_counter_set(d->m_cl_timeouts, (double)cs.timeouts);
+        hd_counter_set(d->m_cl_errors, (double)cs.errors);
+        hd_counter_set(d->m_cl_connects, (double)cs.connects);
+        hd_counter_set(d->m_cl_leases, (double)cs.leases);
+        hd_gauge_set(d->m_cl_leases_held, (double)cs.leases_held);
+        hd_counter_set(d->m_cl_lease_waits, (double)cs.lease_waits);
+        hd_counter_set(d->m_cl_lease_wait_hits, (double)cs.lease_wait_hits);
+        hd_counter_set(d->m_cl_lease_takeovers, (double)cs.lease_takeovers);
+        hd_counter_set(d->m_cl_lease_wait_timeouts, (double)cs.lease_wait_timeouts);
+        for (int i = 0; i < CT_REJECT_N; i++)
+            hd_counter_set(d->m_cl_rejected[i], (double)cs.rejected[i]);
+    }
     if (d->pool) {
         const gw_device_info *devs = NULL;
         size_t n = gw_pool_devices(d->pool, &devs);
@@ -622,6 +648,62 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_counter(m, "hidetd_config_reload_failures_total",
                        "Configuration reloads rejected (the old configuration was kept).",
                        &d->m_reloads_failed);
+    /* The cluster tier's families exist on every daemon (all zero without a tier), so dashboards
+     * and alerts need not know which nodes have one. */
+    {
+        hd_metrics_gauge(m, "hidetd_cluster_up", "1 when the cluster tier's Redis is connected.",
+                         &d->m_cl_up);
+        hd_metrics_counter(m, "hidetd_cluster_hits_total",
+                           "Verified kernels the cluster tier handed to this node.", &d->m_cl_hits);
+        hd_metrics_counter(m, "hidetd_cluster_misses_total",
+                           "Cluster lookups without a usable entry (none, tier down, timeout, "
+                           "rejected).", &d->m_cl_misses);
+        hd_metrics_counter(m, "hidetd_cluster_publishes_total",
+                           "Signed entries this node wrote to the cluster tier.",
+                           &d->m_cl_publishes);
+        hd_metrics_counter(m, "hidetd_cluster_publish_pinned_total",
+                           "Publishes not written because an entry was there first (pinned).",
+                           &d->m_cl_pinned);
+        hd_metrics_counter(m, "hidetd_cluster_publish_dropped_total",
+                           "Publishes dropped: the tier was down or the write failed.",
+                           &d->m_cl_dropped);
+        hd_metric_family *rej = NULL;
+        hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_cluster_rejected_total",
+                          "Cluster entries rejected by verification (the op is tuned here).",
+                          "reason", NULL, NULL, 0, &rej);
+        for (int i = 0; rej && i < CT_REJECT_N; i++)
+            hd_metric_family_series(rej, ct_reject_name((ct_reject)i), NULL, &d->m_cl_rejected[i]);
+        hd_metrics_counter(m, "hidetd_cluster_timeouts_total",
+                           "Redis connects and commands that timed out (the connection is "
+                           "dropped and made again).", &d->m_cl_timeouts);
+        hd_metrics_counter(m, "hidetd_cluster_errors_total",
+                           "Redis connection failures, lost connections and error replies.",
+                           &d->m_cl_errors);
+        hd_metrics_counter(m, "hidetd_cluster_connects_total",
+                           "Connections to Redis made (the first and every reconnect).",
+                           &d->m_cl_connects);
+        hd_metrics_counter(m, "hidetd_cluster_leases_total",
+                           "Tuning leases this node took (it tuned the op for the fleet).",
+                           &d->m_cl_leases);
+        hd_metrics_gauge(m, "hidetd_cluster_leases_held", "Tuning leases this node holds now.",
+                         &d->m_cl_leases_held);
+        hd_metrics_counter(m, "hidetd_cluster_lease_waits_total",
+                           "Requests that waited for another node's tuning lease.",
+                           &d->m_cl_lease_waits);
+        hd_metrics_counter(m, "hidetd_cluster_lease_wait_hits_total",
+                           "Lease waits answered by the other node's published kernel.",
+                           &d->m_cl_lease_wait_hits);
+        hd_metrics_counter(m, "hidetd_cluster_lease_takeovers_total",
+                           "Leases taken after waiting: the holder ended without a kernel or "
+                           "died and its lease expired.", &d->m_cl_lease_takeovers);
+        hd_metrics_counter(m, "hidetd_cluster_lease_wait_timeouts_total",
+                           "Lease waits that gave up after lease_wait and tuned here.",
+                           &d->m_cl_lease_wait_timeouts);
+        hd_metrics_histogram(m, "hidetd_cluster_request_duration_seconds",
+                             "Round-trip time of Redis commands the cluster tier sent.",
+                             hd_metrics_latency_buckets, hd_metrics_latency_buckets_n,
+                             &d->m_cl_latency);
+    }
     hd_metrics_counter(m, "hidetd_cache_quarantined_total",
                        "Stored kernels put in quarantine because they could not be used (their "
                        "ops are tuned again).", &d->m_quarantined);

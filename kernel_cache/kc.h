@@ -278,6 +278,18 @@ int kc_vacuum(kc_db *db);
 int kc_export(kc_db *db, const kc_filter *f, const char *path, const kc_sign_secret *sign,
               size_t *ret_n, char **ret_err);
 
+/* One artifact as the export file's record (a single JSON line without its newline: every
+ * field, PTX and cubin in base64 each beside its SHA-256). The same record travels elsewhere
+ * (the cluster tier's entries), so there is one format to check. *ret is malloc'd (NUL-
+ * terminated). Returns 0, -EINVAL (the launch fails kc_launch_check) or -ENOMEM. */
+int kc_record_encode(const kc_artifact *a, char **ret);
+/* Parses one such record and checks it as import does: every field present and in range, both
+ * blobs against their digests, the launch, and the record as the daemon would read it (keys
+ * hex, the artifact key derived from op key and schedule, op_json naming the op, a known
+ * target). *ret (kc_artifact_free()) holds PTX and cubin. Returns 0, -EBADMSG with a reason in
+ * *ret_err (malloc'd; may be NULL), or -ENOMEM. */
+int kc_record_decode(const char *text, size_t len, kc_artifact **ret, char **ret_err);
+
 typedef struct kc_import_opts {
     const kc_sign_public *trusted;        /* keys whose signature is accepted */
     size_t n_trusted;

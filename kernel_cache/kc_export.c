@@ -420,6 +420,41 @@ out:
     return r;
 }
 
+int kc_record_encode(const kc_artifact *a, char **ret)
+{
+    if (!a || !ret)
+        return -EINVAL;
+    return kc__artifact_line(a, ret);
+}
+
+int kc_record_decode(const char *text, size_t len, kc_artifact **ret, char **ret_err)
+{
+    if (!text || !ret)
+        return -EINVAL;
+    kc_artifact *a = calloc(1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    kc__rec rec;
+    memset(&rec, 0, sizeof(rec));
+    char *err = NULL;
+    /* Line numbers mean nothing outside a file: the record is "line 1" of itself, and the
+     * prefix is cut from the message. */
+    int r = kc__parse_line(text, len, &rec, &err, 1);
+    if (r < 0) {
+        kc__rec_clear(&rec);
+        free(a);
+        if (err && ret_err) {
+            const char *m = strncmp(err, "line 1: ", 8) == 0 ? err + 8 : err;
+            *ret_err = strdup(m);
+        }
+        free(err);
+        return r;
+    }
+    *a = rec.a;
+    *ret = a;
+    return 0;
+}
+
 static int kc__read_file(const char *path, char **ret, size_t *ret_len, char **ret_err)
 {
     struct stat sb;

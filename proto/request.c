@@ -1037,6 +1037,9 @@ static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "wait")) &&
         (r = json_bool(v, "wait", &req->wait, e)) < 0)
         return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "retune")) &&
+        (r = json_bool(v, "retune", &req->retune, e)) < 0)
+        return r;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "priority"))) {
         if ((r = json_string(v, "priority", &s, e)) < 0)
             return r;
@@ -1057,7 +1060,8 @@ static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto
 static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e)
 {
     static const char *const top_keys[] = {"op", "inputs", "attrs", "prologue", "epilogue",
-                                           "arch", "tune", "wait", "priority", "budget", NULL};
+                                           "arch", "tune", "wait", "priority", "budget", "retune",
+                                           NULL};
     tuner_op *op = &req->op;
     const cJSON *v;
     int r, softmax_axis = -1;

@@ -38,6 +38,8 @@ typedef struct proto_kernel_request {
     int priority;         /* PROTO_PRIO_*; default PROTO_PRIO_NORMAL */
     double budget_s;      /* 0: the scheduler's default */
     int budget_candidates; /* 0: the scheduler's default */
+    bool retune;          /* "retune": true: tune again, though a kernel is stored, and replace
+                           * the one a cluster tier has pinned (docs/cluster.md); default false */
 } proto_kernel_request;
 
 /* Why a request was refused: everything the error answer needs. */

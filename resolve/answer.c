@@ -44,7 +44,23 @@ static cJSON *dim3(const uint32_t v[3])
     return out;
 }
 
-int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret)
+const char *resolve_origin_name(resolve_origin o)
+{
+    switch (o) {
+    case RESOLVE_ORIGIN_MEMORY:
+    case RESOLVE_ORIGIN_LOCAL:
+        return "local";
+    case RESOLVE_ORIGIN_REMOTE:
+        return "remote";
+    case RESOLVE_ORIGIN_TUNED:
+        return "tuned";
+    default:
+        return NULL;
+    }
+}
+
+int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin origin,
+                            const char *warning, char **ret)
 {
     if (!a || !ret)
         return -EINVAL;
@@ -63,6 +79,8 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warni
     cJSON_AddStringToObject(root, "key", a->key);
     cJSON_AddStringToObject(root, "op_key", a->op_key);
     cJSON_AddBoolToObject(root, "cached", cached);
+    if (resolve_origin_name(origin))
+        cJSON_AddStringToObject(root, "origin", resolve_origin_name(origin));
     cJSON_AddBoolToObject(root, "measured", measured);
     if (warning && *warning)
         cJSON_AddStringToObject(root, "warning", warning);

@@ -38,7 +38,8 @@ struct resolve_wait {
     resolve_request rq;
     char op_key[KC_KEY_LEN + 1];
     char *op_json;
-    bool remote_pending; /* a remote lookup will call back */
+    bool remote_pending; /* a remote lookup (or claim) will call back */
+    bool claimed;        /* the remote tier's claim was asked already */
     sched_waiter *job;   /* waiting on a tuning job */
 };
 
@@ -55,6 +56,8 @@ struct resolver {
     bool draining;
     bool has_remote;
     resolve_remote remote;
+    char (*retune)[KC_KEY_LEN + 1]; /* op keys whose job was asked to replace the pinned kernel */
+    size_t n_retune, cap_retune;
     char *scratch;   /* the last answer built for a synchronous result */
     resolve_wait *waits;
     uint64_t quarantined;
@@ -262,7 +265,8 @@ static bool answer_from_local(resolver *r, const resolve_request *rq, const char
         return false;
     }
     char *json = NULL;
-    rc = resolve_kernel_set_json(a, true, warn ? no_gpu_warning : NULL, &json);
+    rc = resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, warn ? no_gpu_warning : NULL,
+                                 &json);
     kc_artifact_free(a);
     if (rc == -EINVAL) {
         resolve_quarantine(r, akey, "its launch description is not a valid launch");
@@ -345,7 +349,7 @@ static void job_result(resolver *r, const sched_job_info *info, resolve_result *
             return;
         }
         char *json = NULL;
-        rc = resolve_kernel_set_json(a, false, info->warning, &json);
+        rc = resolve_kernel_set_json(a, false, RESOLVE_ORIGIN_TUNED, info->warning, &json);
         kc_artifact_free(a);
         if (rc < 0) {
             fail_errno(res, rc, "building the kernel set");
@@ -427,6 +431,35 @@ static void submit(resolver *r, const resolve_request *rq, const char *op_key, c
 
 /* ---- the remote tier ----------------------------------------------------------------------- */
 
+/* Op keys a re-tune was asked for, until their job ends (a few at a time: a linear list). */
+static void retune_mark(resolver *r, const char *op_key)
+{
+    for (size_t i = 0; i < r->n_retune; i++)
+        if (strcmp(r->retune[i], op_key) == 0)
+            return;
+    if (r->n_retune == r->cap_retune) {
+        size_t cap = r->cap_retune ? r->cap_retune * 2 : 4;
+        void *p = realloc(r->retune, cap * sizeof(*r->retune));
+        if (!p)
+            return; /* the result is then published without replacing: the pinned one stays */
+        r->retune = p;
+        r->cap_retune = cap;
+    }
+    memcpy(r->retune[r->n_retune++], op_key, KC_KEY_LEN + 1);
+}
+
+static bool retune_take(resolver *r, const char *op_key)
+{
+    for (size_t i = 0; i < r->n_retune; i++) {
+        if (strcmp(r->retune[i], op_key) == 0) {
+            memmove(r->retune[i], r->retune[i + 1], (r->n_retune - i - 1) * sizeof(*r->retune));
+            r->n_retune--;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void remote_done(void *arg, kc_artifact *a)
 {
     resolve_wait *w = arg;
@@ -441,19 +474,36 @@ static void remote_done(void *arg, kc_artifact *a)
                   resolve_rank_answers(rank, w->rq.mode, gpu_can_measure(r, &w->rq), &warn);
     if (usable && kc_artifact_put(r->db, a) < 0)
         usable = false; /* not stored: tune it here rather than serve what we cannot keep */
-    if (usable && resolve_kernel_set_json(a, true, warn ? no_gpu_warning : NULL, &owned) == 0) {
-        if (!warn)
-            kc_mem_put(r->answers, w->op_key, owned, strlen(owned), rank);
+    if (usable && resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_REMOTE,
+                                          warn ? no_gpu_warning : NULL, &owned) == 0) {
+        /* This answer says "remote"; the next one comes from this node's cache ("local"). */
+        char *mem = NULL;
+        if (!warn && resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, NULL, &mem) == 0)
+            kc_mem_put(r->answers, w->op_key, mem, strlen(mem), rank);
+        free(mem);
         res.state = RESOLVE_ANSWERED;
         res.origin = RESOLVE_ORIGIN_REMOTE;
         res.body = owned;
         res.len = strlen(owned);
+    } else if (w->cb && !w->claimed && w->rq.wait && r->has_remote && r->remote.claim &&
+               r->remote.claim(r->remote.self, w->op_key, remote_done, w) == 0) {
+        /* A miss, and the tier may have another node tuning the op: it answers later with that
+         * node's kernel, or tells us to tune. */
+        w->claimed = true;
+        w->remote_pending = true;
+        kc_artifact_free(a);
+        return;
     } else if (w->cb) {
         /* A miss: on to tuning. A caller that left does not start a job. */
         submit(r, &w->rq, w->op_key, w->op_json, w->rq.wait ? w : NULL, &res);
     } else {
         res.state = RESOLVE_FAILED;
     }
+    /* A lease the claim gave this node goes back at once when no job took the op on (the caller
+     * left, the queue was full): nothing would end it otherwise, and others would wait for a
+     * kernel that never comes. A job's end gives back the others. */
+    if (w->claimed && res.state != RESOLVE_WAITING && r->has_remote && r->remote.release)
+        r->remote.release(r->remote.self, w->op_key);
     kc_artifact_free(a);
     if (res.state != RESOLVE_WAITING)
         wait_finish(w, &res);
@@ -467,10 +517,16 @@ static void resolve_tiers(resolver *r, const resolve_request *rq, const char *op
                           const char *op_json, resolve_cb cb, void *udata, resolve_result *res,
                           resolve_wait **ret_wait)
 {
-    if (answer_from_memory(r, op_key, (int)rq->mode, res))
-        return;
-    if (answer_from_local(r, rq, op_key, res))
-        return;
+    if (rq->retune) {
+        /* Asked to tune again: no stored kernel answers, and the result replaces the remote
+         * tier's pinned one when the job ends (job_ended). */
+        retune_mark(r, op_key);
+    } else {
+        if (answer_from_memory(r, op_key, (int)rq->mode, res))
+            return;
+        if (answer_from_local(r, rq, op_key, res))
+            return;
+    }
     resolve_wait *w = NULL;
     if (cb && (r->has_remote || rq->wait)) {
         w = wait_new(r, rq, op_key, op_json, cb, udata);
@@ -479,7 +535,8 @@ static void resolve_tiers(resolver *r, const resolve_request *rq, const char *op
             return;
         }
     }
-    if (w && r->has_remote && r->remote.lookup(r->remote.self, op_key, remote_done, w) == 0) {
+    if (w && !rq->retune && r->has_remote &&
+        r->remote.lookup(r->remote.self, op_key, remote_done, w) == 0) {
         w->remote_pending = true;
         res->state = RESOLVE_WAITING;
         res->origin = RESOLVE_ORIGIN_REMOTE;
@@ -487,6 +544,8 @@ static void resolve_tiers(resolver *r, const resolve_request *rq, const char *op
         return;
     }
     submit(r, rq, op_key, op_json, rq->wait ? w : NULL, res);
+    if (rq->retune && res->state != RESOLVE_WAITING && res->state != RESOLVE_ACCEPTED)
+        retune_take(r, op_key); /* no job took it on */
     if (res->state == RESOLVE_WAITING) {
         *ret_wait = w;
     } else if (w) {
@@ -560,6 +619,7 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
         .priority = kr.priority,
         .budget_s = kr.budget_s,
         .budget_candidates = kr.budget_candidates,
+        .retune = kr.retune,
     };
     if (peer)
         snprintf(rq.peer, sizeof(rq.peer), "%s", peer);
@@ -569,7 +629,9 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
         return;
     }
     sched_op_key(op_json, &rq.target, ret->op_key);
-    kc_mem_put(r->memo, digest, ret->op_key, KC_KEY_LEN, (int)rq.mode);
+    /* A re-tune is never memoised: the memo leads to the memory tier, which a re-tune skips. */
+    if (!rq.retune)
+        kc_mem_put(r->memo, digest, ret->op_key, KC_KEY_LEN, (int)rq.mode);
     resolve_wait *w = NULL;
     resolve_tiers(r, &rq, ret->op_key, op_json, cb, udata, ret, &w);
     free(op_json);
@@ -606,7 +668,7 @@ void resolve_by_key(resolver *r, const char *artifact_key, resolve_result *ret)
         return;
     }
     char *json = NULL;
-    rc = resolve_kernel_set_json(a, true, NULL, &json);
+    rc = resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json);
     kc_artifact_free(a);
     if (rc == -EINVAL)
         resolve_quarantine(r, artifact_key, "its launch description is not a valid launch");
@@ -626,13 +688,18 @@ static void job_ended(void *udata, const sched_job_info *info)
 {
     resolver *r = udata;
     kc_mem_clear(r->answers);
-    if (info->state != SCHED_DONE || !r->has_remote || !r->remote.publish)
+    if (!r->has_remote)
         return;
+    bool retune = retune_take(r, info->op_key);
+    void (*offer)(void *, const kc_artifact *) =
+        retune && r->remote.republish ? r->remote.republish : r->remote.publish;
     kc_artifact *a = NULL;
-    if (kc_artifact_get(r->db, info->artifact_key, &a) < 0)
-        return;
-    r->remote.publish(r->remote.self, a);
+    if (info->state == SCHED_DONE && offer && kc_artifact_get(r->db, info->artifact_key, &a) == 0)
+        offer(r->remote.self, a);
     kc_artifact_free(a);
+    /* After the publish: a node waiting for this op finds the kernel before the lease is gone. */
+    if (r->remote.release)
+        r->remote.release(r->remote.self, info->op_key);
 }
 
 int resolve_new(uv_loop_t *loop, kc_db *db, sched *s, gw_pool *pool, const resolve_config *cfg,
@@ -680,6 +747,7 @@ void resolve_free(resolver *r)
     kc_mem_free(r->answers);
     kc_mem_free(r->memo);
     free(r->scratch);
+    free(r->retune);
     free(r);
 }
 

@@ -100,6 +100,8 @@ typedef struct resolve_request {
     int priority;          /* SCHED_PRIO_* */
     double budget_s;       /* 0: the scheduler's default */
     int budget_candidates; /* 0: the scheduler's default */
+    bool retune;           /* tune again though a kernel is stored (every tier is skipped), and
+                            * replace the remote tier's pinned kernel with the result */
     char peer[64];         /* the client (proto_request.owner) a new job is charged to for the
                             * scheduler's per-client quotas; "" for none. An array, not a
                             * pointer: a wait keeps a copy of the request. */
@@ -121,6 +123,17 @@ typedef struct resolve_remote {
     int (*lookup)(void *self, const char *op_key, resolve_remote_done done, void *arg);
     /* Offers a kernel this node just chose (fire and forget). May be NULL (a read-only tier). */
     void (*publish)(void *self, const kc_artifact *a);
+    /* May be NULL (then a re-tuned kernel is offered to publish, which keeps what was there).
+     * Offers a kernel a re-tune asked for ("retune": true): it replaces the pinned one. */
+    void (*republish)(void *self, const kc_artifact *a);
+    /* May be NULL (tune at once). Asked after a remote miss, before this node tunes op_key for a
+     * request that waits (wait:true), so that a fleet tunes an op once: the tier may hold the
+     * request while another node tunes it. Calls done exactly once, never inside this call,
+     * unless it returns a negative errno (then this node tunes): with NULL (tune it here) or
+     * with the artifact another node published meanwhile (checked as a lookup's). */
+    int (*claim)(void *self, const char *op_key, resolve_remote_done done, void *arg);
+    /* May be NULL. A job of this node for op_key ended, whatever its outcome (after publish). */
+    void (*release)(void *self, const char *op_key);
 } resolve_remote;
 
 /* ---- the resolver --------------------------------------------------------------------------- */
@@ -194,10 +207,16 @@ uint64_t resolve_quarantined_count(const resolver *r);
 
 /* ---- the parts of the policy, pure functions (unit-tested on their own) --------------------- */
 
-/* The kernel set of an artifact (docs/api.md; PTX and cubin need not be loaded). `warning` (may
- * be NULL or "") is included only when non-empty. 0 and a malloc'd string in *ret, -EINVAL for a
- * stored record that cannot be read, or -ENOMEM. */
-int resolve_kernel_set_json(const kc_artifact *a, bool cached, const char *warning, char **ret);
+/* The answer's "origin" for a tier: "local" (the memory tier and the local cache: both are this
+ * node's cache), "remote", "tuned"; NULL for RESOLVE_ORIGIN_NONE. */
+const char *resolve_origin_name(resolve_origin o);
+
+/* The kernel set of an artifact (docs/api.md; PTX and cubin need not be loaded). "origin"
+ * (resolve_origin_name()) follows "cached", and is left out for RESOLVE_ORIGIN_NONE (answers of
+ * daemons before it existed). `warning` (may be NULL or "") is included only when non-empty.
+ * 0 and a malloc'd string in *ret, -EINVAL for a stored record that cannot be read, or -ENOMEM. */
+int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin origin,
+                            const char *warning, char **ret);
 
 /* How strongly a stored kernel was chosen: 0 the template default (tune "none"), 1 the cost
  * model's best, 2 measured on a GPU (its kc_choice). */

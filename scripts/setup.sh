@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 shift || true
 
+# libhiredis-dev: the cluster tier's Redis client; redis-server: its tests (tests/integration/
+# it_cluster.c starts one on a free loopback port).
 packages=(meson ninja-build pkg-config gcc libuv1-dev libcjson-dev libsqlite3-dev libsodium-dev
           libhttp-parser-dev libcurl4-openssl-dev libsystemd-dev libseccomp-dev python3 systemd
-          sqlite3)
+          sqlite3 libhiredis-dev redis-server)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

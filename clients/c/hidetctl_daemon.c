@@ -272,7 +272,9 @@ int cmd_kernel(const opts *o, int argc, char **argv)
         fmt_us(set->predicted_us, pred, sizeof(pred));
         printf("key        %s\n", set->key);
         printf("op         %s on %s, %s%s\n", set->op, set->arch,
-               set->cached ? "from the cache" : "newly built",
+               !strcmp(set->origin, "remote") ? "from the cluster tier"
+               : set->cached                  ? "from the cache"
+                                              : "newly built",
                set->measured ? ", measured" : ", ranked by the cost model");
         printf("latency    %s (predicted %s)\n", lat, pred);
         if (set->output_rank > 0) {

@@ -236,6 +236,7 @@ int hidet_kernel_set_parse(const char *json, size_t len, hidet_kernel_set **ret,
         memcpy(s->op_key, jstr(root, "op_key"), HIDET_KEY_LEN + 1);
     s->cached = jbool(root, "cached");
     s->measured = jbool(root, "measured");
+    jcopy(root, "origin", s->origin, sizeof(s->origin));
     s->warning = jdup(root, "warning", &oom);
     jcopy(root, "op", s->op, sizeof(s->op));
     jcopy(root, "arch", s->arch, sizeof(s->arch));

@@ -72,8 +72,12 @@ static void test_ops(void)
     CHECK(r.op.output.dtype == TUNER_F16);
     CHECK(r.target.sm == 90 && !r.target.arch_specific);
     CHECK(r.tune == TUNER_TUNE_MODEL && !r.tune_given && r.wait && r.priority == PROTO_PRIO_NORMAL);
-    CHECK(r.budget_s == 0 && r.budget_candidates == 0);
+    CHECK(r.budget_s == 0 && r.budget_candidates == 0 && !r.retune);
     CHECK(r.op.inputs[0].align == 16);
+    r = OK("{\"op\":\"matmul\"," MM_IN ",\"retune\":true}");
+    CHECK(r.retune);
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"retune\":1}", 400, "invalid_field", "retune");
+    r = OK("{\"op\":\"matmul\"," MM_IN "}");
     CHECK(!r.op.attrs.matmul.allow_tf32); /* normalised: only meaningful for f32 */
 
     r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,128],\"dtype\":\"float32\"},"

@@ -59,10 +59,12 @@ static void kernel_set_exact(void)
     /* Inputs 0 and 2, output. */
     fill(&a, (const int[]){KC_BUF_INPUT0, KC_BUF_INPUT0 + 2, KC_BUF_OUTPUT, -1});
     char *json = NULL;
-    CHECK(resolve_kernel_set_json(&a, true, NULL, &json) == 0 && json, "build");
+    CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) == 0 && json,
+          "build");
     char want[2048];
     snprintf(want, sizeof(want),
-             "{\"key\":\"%s\",\"op_key\":\"%s\",\"cached\":true,\"measured\":true,"
+             "{\"key\":\"%s\",\"op_key\":\"%s\",\"cached\":true,\"origin\":\"local\","
+             "\"measured\":true,"
              "\"op\":\"matmul\",\"arch\":\"sm_90\",\"output\":{\"shape\":[128,256],\"dtype\":\"f16\"},"
              "\"workspace_bytes\":0,\"kernels\":[{\"name\":\"hidet_matmul_x\",\"arch\":\"sm_90\","
              "\"grid\":[2,4,1],\"block\":[128,1,1],\"shared_bytes\":32768,\"params\":["
@@ -74,6 +76,23 @@ static void kernel_set_exact(void)
              "\"schedule\":{\"template\":\"matmul_mma\",\"params\":{\"block_m\":128}}}",
              key, opkey, key, key);
     CHECK_STR(json, want);
+    free(json);
+    /* Each tier's name; the memory tier is this node's cache too. */
+    const struct {
+        resolve_origin o;
+        const char *name;
+    } names[] = {{RESOLVE_ORIGIN_MEMORY, "local"}, {RESOLVE_ORIGIN_LOCAL, "local"},
+                 {RESOLVE_ORIGIN_REMOTE, "remote"}, {RESOLVE_ORIGIN_TUNED, "tuned"}};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char frag[64];
+        snprintf(frag, sizeof(frag), "\"cached\":false,\"origin\":\"%s\",\"measured\"", names[i].name);
+        CHECK(resolve_kernel_set_json(&a, false, names[i].o, NULL, &json) == 0 && json &&
+              strstr(json, frag), "origin %s", names[i].name);
+        free(json);
+    }
+    /* Without an origin (NONE) the field is left out: the answer of a daemon before it. */
+    CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_NONE, NULL, &json) == 0 && json &&
+          !strstr(json, "origin"), "no origin");
     free(json);
 }
 
@@ -92,7 +111,7 @@ static void kernel_set_variants(void)
     a.choice = KC_CHOSEN_MODEL;
     a.latency_us = -1;
     char *json = NULL;
-    CHECK(resolve_kernel_set_json(&a, false, "not measured: no GPU", &json) == 0 && json, "build");
+    CHECK(resolve_kernel_set_json(&a, false, RESOLVE_ORIGIN_TUNED, "not measured: no GPU", &json) == 0 && json, "build");
     cJSON *j = cJSON_Parse(json);
     CHECK(j != NULL, "parses");
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j, "cached")) && cJSON_IsFalse(cJSON_GetObjectItem(j, "measured")),
@@ -115,12 +134,12 @@ static void kernel_set_variants(void)
     free(json);
 
     /* An empty warning is omitted. */
-    CHECK(resolve_kernel_set_json(&a, false, "", &json) == 0 && !strstr(json, "warning"), "no warning");
+    CHECK(resolve_kernel_set_json(&a, false, RESOLVE_ORIGIN_TUNED, "", &json) == 0 && !strstr(json, "warning"), "no warning");
     free(json);
 
     /* An unknown output answers null. */
     a.launch.has_output = false;
-    CHECK(resolve_kernel_set_json(&a, false, NULL, &json) == 0 && strstr(json, "\"output\":null"),
+    CHECK(resolve_kernel_set_json(&a, false, RESOLVE_ORIGIN_TUNED, NULL, &json) == 0 && strstr(json, "\"output\":null"),
           "no output: %s", json ? json : "");
     free(json);
 
@@ -135,7 +154,7 @@ static void kernel_set_variants(void)
         case 4: a.launch.n_kernels = KC_MAX_KERNELS + 1; break;
         }
         json = NULL;
-        CHECK(resolve_kernel_set_json(&a, true, NULL, &json) < 0 && !json, "bad launch %d accepted", i);
+        CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) < 0 && !json, "bad launch %d accepted", i);
     }
 }
 
@@ -181,10 +200,27 @@ static void kernel_set_after_migration(void)
         kc_artifact *a = NULL;
         char *json = NULL;
         CHECK(key && kc_artifact_get_meta(db, key, &a) == 0, "artifact %s", key ? key : "?");
+        /* The fixture is an older daemon's answers, from before "origin": rendered without an
+         * origin they are byte for byte the same, and with one they differ only by the field
+         * after "cached". */
         if (a)
-            CHECK(resolve_kernel_set_json(a, true, NULL, &json) == 0 && json, "render %s", key);
+            CHECK(resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_NONE, NULL, &json) == 0 && json,
+                  "render %s", key);
         if (json)
             CHECK_STR(json, line);
+        free(json);
+        json = NULL;
+        if (a)
+            CHECK(resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) == 0 && json,
+                  "render %s with origin", key);
+        const char *cut = strstr(line, "\"cached\":true,");
+        if (json && cut) {
+            size_t at = (size_t)(cut - line) + strlen("\"cached\":true,");
+            char *with = NULL;
+            CHECK(asprintf(&with, "%.*s\"origin\":\"local\",%s", (int)at, line, line + at) > 0);
+            CHECK_STR(json, with);
+            free(with);
+        }
         free(json);
         kc_artifact_free(a);
         cJSON_Delete(want);

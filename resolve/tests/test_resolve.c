@@ -180,7 +180,7 @@ int main(void)
     CHECK(o.calls == 0, "no callback inside the call");
     wait_for(&loop, &o);
     CHECK(o.calls == 1 && o.res.state == RESOLVE_ANSWERED && o.res.origin == RESOLVE_ORIGIN_REMOTE &&
-          strstr(o.body, remote_key) && strstr(o.body, "\"cached\":true"),
+          strstr(o.body, remote_key) && strstr(o.body, "\"cached\":true,\"origin\":\"remote\""),
           "remote hit: %d %d %s", o.res.state, o.res.origin, o.body);
     char stored[KC_KEY_LEN + 1];
     kc_choice choice = KC_CHOSEN_MEASURED;
@@ -191,6 +191,8 @@ int main(void)
     resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_ANSWERED && res.origin == RESOLVE_ORIGIN_MEMORY && fr.lookups == 1 &&
           !strcmp(res.op_key, op_key), "memory hit: %d %d", res.state, res.origin);
+    CHECK(res.body && memmem(res.body, res.len, "\"origin\":\"local\"", strlen("\"origin\":\"local\"")),
+          "a memory hit says local");
     /* With the memory dropped: the local cache. */
     resolve_invalidate(r);
     resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);

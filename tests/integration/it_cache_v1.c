@@ -50,8 +50,20 @@ int main(void)
         char path[160];
         snprintf(path, sizeof(path), "/v1/kernels/%s", key);
         ht_resp r = ht_get(&d, path);
-        CHECK(r.status == 200 && r.body && strcmp(r.body, line) == 0,
-                 "GET %s: %ld\n got  %s\n want %s", path, r.status, r.body ? r.body : "", line);
+        /* The fixture predates "origin": today's answer is the same bytes with that one field
+         * after "cached" (this daemon's cache: "local"). */
+        const char *cut = strstr(line, "\"cached\":true,");
+        char *expect = NULL;
+        CHECK(cut != NULL, "fixture line without \"cached\":true");
+        if (cut) {
+            int at = (int)(cut - line) + (int)strlen("\"cached\":true,");
+            if (asprintf(&expect, "%.*s\"origin\":\"local\",%s", at, line, line + at) < 0)
+                expect = NULL;
+        }
+        CHECK(r.status == 200 && r.body && expect && strcmp(r.body, expect) == 0,
+                 "GET %s: %ld\n got  %s\n want %s", path, r.status, r.body ? r.body : "",
+                 expect ? expect : line);
+        free(expect);
         ht_resp_free(&r);
         for (int b = 0; b < 2; b++) {
             snprintf(path, sizeof(path), "/v1/kernels/%s/%s", key, b ? "cubin" : "ptx");

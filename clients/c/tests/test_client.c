@@ -143,8 +143,8 @@ static void test_builder(void)
 }
 
 static const char canned_set[] =
-    "{\"key\":\"" KEY "\",\"op_key\":\"" OPKEY "\",\"cached\":true,\"measured\":false,"
-    "\"warning\":\"no GPU: ranked by the cost model\",\"op\":\"matmul\",\"arch\":\"sm_90\","
+    "{\"key\":\"" KEY "\",\"op_key\":\"" OPKEY "\",\"cached\":true,\"origin\":\"remote\","
+    "\"measured\":false,\"warning\":\"no GPU: ranked by the cost model\",\"op\":\"matmul\",\"arch\":\"sm_90\","
     "\"output\":{\"shape\":[128,256],\"dtype\":\"f16\"},\"workspace_bytes\":4096,"
     "\"kernels\":[{\"name\":\"hidet_matmul_0\",\"arch\":\"sm_90\",\"grid\":[2,4,1],"
     "\"block\":[128,1,1],\"shared_bytes\":49152,\"params\":["
@@ -166,11 +166,25 @@ static void test_parse_set(void)
     hidet_kernel_set *s = NULL;
     hidet_error e;
 
+    /* A daemon from before "origin": parsed, origin "". */
+    const char *field = "\"origin\":\"remote\",";
+    char *old = strdup(canned_set);
+    char *o = old ? strstr(old, field) : NULL;
+    CHECK(o != NULL);
+    if (o) {
+        memmove(o, o + strlen(field), strlen(o + strlen(field)) + 1);
+        CHECK(hidet_kernel_set_parse(old, strlen(old), &s, &e) == 0 && s && s->origin[0] == '\0');
+        hidet_kernel_set_free(s);
+        s = NULL;
+    }
+    free(old);
+
     CHECK(hidet_kernel_set_parse(canned_set, strlen(canned_set), &s, &e) == 0);
     if (!s)
         return;
     CHECK(strcmp(s->key, KEY) == 0 && strcmp(s->op_key, OPKEY) == 0);
     CHECK(s->cached && !s->measured);
+    CHECK(strcmp(s->origin, "remote") == 0);
     CHECK(s->warning && strstr(s->warning, "cost model"));
     CHECK(strcmp(s->op, "matmul") == 0 && strcmp(s->arch, "sm_90") == 0);
     CHECK(s->output_rank == 2 && s->output_shape[0] == 128 && s->output_shape[1] == 256 &&

@@ -129,6 +129,10 @@ typedef struct hidet_kernel_set {
     double latency_us;              /* < 0 when not measured */
     double predicted_us;            /* < 0 when absent */
     char *json;                     /* the answer as received */
+    /* Where the daemon found it: "local" (its own cache), "remote" (a verified entry of the
+     * cluster tier) or "tuned" (tuned or generated for this request); "" from a daemon that does
+     * not say. Last, so the struct only grew at its end. */
+    char origin[16];
 } hidet_kernel_set;
 
 /* Parses a kernel-set answer (len bytes of json). -EPROTO (with err) when it does not match. */
