@@ -183,9 +183,22 @@ static void *writer_main(void *arg)
 
 /* Caller holds buf_lock and buf_on is set. Appends a line, or drops it (debug, info) when the
  * writer is a whole buffer behind. Returns the line's number, 0 when dropped. */
+/* Formats the note that says how many lines were dropped into note; returns its length. */
+static size_t dropped_note(char *note, int cap, uint64_t dropped)
+{
+    char msg[96];
+    snprintf(msg, sizeof(msg), "%llu log lines dropped: the log could not be written fast enough",
+             (unsigned long long)dropped);
+    return (size_t)hd__log_format(note, cap, HD_LOG_WARN, atomic_load(&log_journal), true, msg);
+}
+
 static uint64_t append_locked(const char *line, size_t n, hd_log_level level)
 {
-    while (buf_len + n > LOG_BUF_SIZE) {
+    /* Dropped lines are owed a note, written right before the next line that fits with it. */
+    char note[192];
+    size_t k = lines_dropped_unsaid ? dropped_note(note, (int)sizeof(note), lines_dropped_unsaid)
+                                    : 0;
+    while (buf_len + k + n > LOG_BUF_SIZE) {
         if (level < HD_LOG_WARN) {
             lines_dropped_unsaid++;
             atomic_fetch_add(&lines_dropped, 1);
@@ -194,17 +207,10 @@ static uint64_t append_locked(const char *line, size_t n, hd_log_level level)
         pthread_cond_signal(&buf_wake);
         pthread_cond_wait(&buf_written, &buf_lock);
     }
-    if (lines_dropped_unsaid) {
-        char msg[96], note[192];
-        snprintf(msg, sizeof(msg), "%llu log lines dropped: the log could not be written fast enough",
-                 (unsigned long long)lines_dropped_unsaid);
-        int k = hd__log_format(note, (int)sizeof(note), HD_LOG_WARN, atomic_load(&log_journal), true,
-                               msg);
-        if (buf_len + (size_t)k + n <= LOG_BUF_SIZE) {
-            memcpy(buf_data[buf_fill] + buf_len, note, (size_t)k);
-            buf_len += (size_t)k;
-            lines_dropped_unsaid = 0;
-        }
+    if (k) {
+        memcpy(buf_data[buf_fill] + buf_len, note, k);
+        buf_len += k;
+        lines_dropped_unsaid = 0;
     }
     memcpy(buf_data[buf_fill] + buf_len, line, n);
     buf_len += n;
@@ -247,6 +253,13 @@ void hd_log_set_buffered(bool buffered)
     pthread_join(writer, NULL);
     pthread_mutex_lock(&buf_lock);
     buf_on = false;
+    /* Drops that no later line reported are said now: they are never silent. */
+    if (lines_dropped_unsaid) {
+        char note[192];
+        write_all(atomic_load(&log_fd), note, dropped_note(note, (int)sizeof(note),
+                                                           lines_dropped_unsaid));
+        lines_dropped_unsaid = 0;
+    }
     pthread_mutex_unlock(&buf_lock);
 }
 
