@@ -153,6 +153,33 @@ int tuner_tune_parse(const char *s, tuner_tune_mode *ret)
     return 0;
 }
 
+char *tuner_op_names(char *buf, size_t len)
+{
+    size_t at = 0;
+    for (int k = 0; buf && len && k < TUNER_OP_COUNT; k++) {
+        int w = snprintf(buf + at, len - at, "%s%s", k ? ", " : "", op_names[k]);
+        if (w < 0 || (size_t)w >= len - at)
+            break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+char *tuner_target_names(char *buf, size_t len)
+{
+    size_t at = 0;
+    for (int k = 0; buf && len && k < TUNER_TARGET_COUNT; k++) {
+        char name[16];
+        tuner_target t = tuner_target_of((tuner_target_id)k);
+        int w = snprintf(buf + at, len - at, "%s%s", k ? ", " : "",
+                         tuner_target_name(&t, name, sizeof(name)));
+        if (w < 0 || (size_t)w >= len - at)
+            break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
 char *tuner_target_name(const tuner_target *t, char *buf, int len)
 {
     if (!buf || len < 1)

@@ -31,6 +31,7 @@
 #define HIDET_OP_OP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TUNER_MAX_RANK 6
@@ -201,6 +202,11 @@ const char *tuner_reduce_name(tuner_reduce_kind k);
 int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret);
 const char *tuner_tune_name(tuner_tune_mode m);
 int tuner_tune_parse(const char *s, tuner_tune_mode *ret);
+
+/* The lists that error messages offer ("matmul, conv2d, ..."; "sm_80, ..., sm_90a"), from the
+ * tables themselves, into buf (cut to len); return buf. */
+char *tuner_op_names(char *buf, size_t len);
+char *tuner_target_names(char *buf, size_t len);
 
 /* Writes "sm_90" / "sm_90a" into buf (at least 8 bytes), for any target, supported or not;
  * returns buf. */

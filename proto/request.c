@@ -25,22 +25,6 @@ const char *proto_priority_name(int priority)
     return priority >= 0 && priority < 3 ? prio_names[priority] : "?";
 }
 
-/* "sm_80, sm_86, ..." for error messages, from op/'s list of targets. */
-static void target_list(char *buf, size_t len)
-{
-    size_t at = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < TUNER_TARGET_COUNT && at < len; i++) {
-        char name[16];
-        tuner_target t = tuner_target_of((tuner_target_id)i);
-        int n = snprintf(buf + at, len - at, "%s%s", i ? ", " : "",
-                         tuner_target_name(&t, name, sizeof(name)));
-        if (n < 0)
-            break;
-        at += (size_t)n;
-    }
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Errors */
 
@@ -264,6 +248,10 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
         snprintf(field, sizeof(field), "%.40s.shape[%d]", path, i);
         if ((r = json_int(d, field, &v, e)) < 0)
             return r;
+        if (v < 0)
+            return fail(e, 422, "invalid_field", field,
+                        "%s is %lld: dynamic dimensions are not supported; a kernel is tuned for "
+                        "one shape, so give each dimension's size", field, (long long)v);
         if (v < 1)
             return fail(e, 422, "invalid_field", field, "%s must be at least 1", field);
         if (v > PROTO_MAX_DIM)
@@ -789,8 +777,11 @@ static int validate_inputs(const cJSON *root, tuner_op *op, proto_error *e)
         return type_error(e, "op", "given");
     if ((r = json_string(v, "op", &s, e)) < 0)
         return r;
-    if (tuner_op_parse(s, &op->kind) < 0)
-        return fail(e, 422, "unknown_op", "op", "unknown op \"%.32s\"", s);
+    if (tuner_op_parse(s, &op->kind) < 0) {
+        char known[160] = "";
+        return fail(e, 422, "unknown_op", "op", "unknown op \"%.32s\" (known ops: %s)", s,
+                    tuner_op_names(known, sizeof(known)));
+    }
 
     if (!(v = cJSON_GetObjectItemCaseSensitive(root, "inputs")))
         return type_error(e, "inputs", "given");
@@ -1021,9 +1012,8 @@ static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto
             return r;
         if (tuner_target_parse(s, &req->target) < 0) {
             char archs[128];
-            target_list(archs, sizeof(archs));
             return fail(e, 422, "invalid_field", "arch", "unsupported arch \"%.32s\" (%s)", s,
-                        archs);
+                        tuner_target_names(archs, sizeof(archs)));
         }
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "tune"))) {

@@ -9,6 +9,7 @@
  * Output is for people by default and JSON with --json. Exit codes are part of the interface.
  */
 #include "clients/c/hidetctl_internal.h"
+#include "op/op.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -382,6 +383,16 @@ int main(int argc, char **argv)
     }
     if (o.url && o.socket)
         return usage_error("give --socket or --url, not both");
+    /* A filter naming nothing that exists would silently match nothing: say what exists. */
+    tuner_op_kind op_kind;
+    char known[160] = "";
+    if (o.op && tuner_op_parse(o.op, &op_kind) < 0)
+        return usage_error("--op %s: no such op (known ops: %s)", o.op,
+                           tuner_op_names(known, sizeof(known)));
+    tuner_target arch;
+    if (o.arch && tuner_target_parse(o.arch, &arch) < 0)
+        return usage_error("--arch %s: no such arch (known archs: %s)", o.arch,
+                           tuner_target_names(known, sizeof(known)));
     if (npos == 0)
         return usage_error("no command given");
     const char *cmd = pos[0];

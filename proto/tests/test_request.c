@@ -259,6 +259,19 @@ static void test_errors(void)
         "epilogue[0].value");
     /* Unknown names -> 422. */
     BAD("{\"op\":\"fft\"," MM_IN "}", 422, "unknown_op", "op");
+    {
+        /* The message names every op the request could have meant. */
+        proto_kernel_request req;
+        proto_error err;
+        const char body[] = "{\"op\":\"matmull\"," MM_IN "}";
+        CHECK(parse(body, &req, &err) == -EINVAL);
+        CHECK_STR(err.message, "unknown op \"matmull\" (known ops: matmul, conv2d, softmax, "
+                               "layernorm, rmsnorm, reduce, elementwise)");
+        /* A dynamic dimension is refused as such, not as a size below one. */
+        const char dyn[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,-1],\"dtype\":\"f16\"}]}";
+        CHECK(parse(dyn, &req, &err) == -EINVAL && strcmp(err.field, "inputs[0].shape[1]") == 0);
+        CHECK(strstr(err.message, "dynamic dimensions are not supported") != NULL);
+    }
     BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"relu\"},{\"op\":\"relu\"},"
         "{\"op\":\"swish\"}]}", 422, "unknown_op", "epilogue[2].op");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"fp8\"},"

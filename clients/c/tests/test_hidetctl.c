@@ -154,6 +154,11 @@ static void test_usage(void)
 
     RUN_EXPECT(2, "--bogus");
     CHECK(strstr(errout, "unknown option") != NULL);
+    /* A filter that names nothing that exists is an error, not an empty listing. */
+    RUN_EXPECT(2, "--op", "matmull", "cache", "ls");
+    CHECK(strstr(errout, "--op matmull: no such op (known ops: matmul, conv2d,") != NULL);
+    RUN_EXPECT(2, "--arch", "sm_91", "cache", "ls");
+    CHECK(strstr(errout, "known archs: sm_80, sm_86, sm_89, sm_90, sm_90a") != NULL);
     RUN_EXPECT(2, "frobnicate");
     RUN_EXPECT(2, "--json");
     RUN_EXPECT(2, "kernel");
