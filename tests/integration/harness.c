@@ -65,9 +65,9 @@ void ht_write_config(ht_daemon *d, const char *text)
     ht_write_file(d->config, text, strlen(text));
 }
 
-void ht_enable_http(ht_daemon *d)
+int ht_free_port(void)
 {
-    /* Ask the kernel for a free port, then hand it to the daemon. */
+    /* Ask the kernel for a free port, then hand it to whoever listens next. */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
@@ -76,8 +76,13 @@ void ht_enable_http(ht_daemon *d)
         perror("free port");
         exit(1);
     }
-    d->http_port = ntohs(a.sin_port);
     close(fd);
+    return ntohs(a.sin_port);
+}
+
+void ht_enable_http(ht_daemon *d)
+{
+    d->http_port = ht_free_port();
     /* Every TCP request needs the token, loopback included. */
     snprintf(d->token_file, sizeof(d->token_file), "%s/token", d->dir);
     ht_write_file(d->token_file, HT_TOKEN "\n", strlen(HT_TOKEN) + 1);

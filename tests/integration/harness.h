@@ -54,6 +54,8 @@ void ht_write_config(ht_daemon *d, const char *text);
 #define HT_TOKEN "ht-test-token"
 /* Enables TCP on a free loopback port, with HT_TOKEN as the token. */
 void ht_enable_http(ht_daemon *d);
+/* A loopback TCP port that was free a moment ago (exits the test when none can be had). */
+int ht_free_port(void);
 /* Starts hidetd and waits until /healthz answers (20 s). Returns 0, or -1 (its log is printed). */
 int ht_start(ht_daemon *d);
 /* Starts hidetd and waits for it to exit within timeout_s; returns its exit status or -1. */

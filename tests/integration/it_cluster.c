@@ -42,20 +42,6 @@ static int redis_port;
 static pid_t redis_pid = -1;
 static char redis_dir[256];
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        perror("free port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static redisContext *redis_conn(void)
 {
     struct timeval tv = {1, 0};
@@ -328,7 +314,7 @@ int main(void)
     snprintf(redis_dir, sizeof(redis_dir), "/tmp/it_cluster.XXXXXX");
     if (!mkdtemp(redis_dir))
         return 1;
-    redis_port = free_port();
+    redis_port = ht_free_port();
     if (redis_start() < 0)
         return 1;
     const char *ctl = getenv("HIDETCTL_BIN");
