@@ -1149,11 +1149,16 @@ static void start_measure(sched_job *j)
     pump_measure(j);
 }
 
-/* The space is built and ranked: measure, or pick and store one schedule. */
-static void start_with_space(sched_job *j)
+/* The space is built and ranked (rc 0; else msg says why not): measure, or pick and store one
+ * schedule. */
+static void start_with_space(sched_job *j, int rc, const char *why)
 {
     sched *s = j->s;
     char msg[512];
+    if (rc < 0) {
+        fail(j, rc == -ENOMEM ? "internal" : "unsupported", why);
+        return;
+    }
     if (j->info.mode == TUNER_TUNE_MEASURE) {
         int idx[GW_MAX_DEVICES];
         if (gw_pool_usable_for_sm(s->pool, j->target.sm, idx) == 0) {
@@ -1178,17 +1183,15 @@ static void start_with_space(sched_job *j)
 
 static void space_done(sched_job *j, sched_work *w)
 {
-    if (w->rc < 0) {
-        fail(j, w->rc == -ENOMEM ? "internal" : "unsupported", w->msg);
-        return;
+    if (w->rc == 0) {
+        j->space = w->space;
+        j->order = w->order;
+        j->pred = w->pred;
+        w->space = NULL;
+        w->order = NULL;
+        w->pred = NULL;
     }
-    j->space = w->space;
-    j->order = w->order;
-    j->pred = w->pred;
-    w->space = NULL;
-    w->order = NULL;
-    w->pred = NULL;
-    start_with_space(j);
+    start_with_space(j, w->rc, w->msg);
 }
 
 void sched__job_start(sched_job *j)
@@ -1199,9 +1202,5 @@ void sched__job_start(sched_job *j)
         return;
     char msg[512];
     int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, msg, sizeof(msg));
-    if (rc < 0) {
-        fail(j, rc == -ENOMEM ? "internal" : "unsupported", msg);
-        return;
-    }
-    start_with_space(j);
+    start_with_space(j, rc, msg);
 }
