@@ -104,6 +104,8 @@ int cmd_space(const opts *o, int argc, char **argv);
 int cmd_status(const opts *o, int argc, char **argv);
 int cmd_jobs(const opts *o, int argc, char **argv);
 int cmd_cancel(const opts *o, int argc, char **argv);
+/* graph GRAPH.json: POST /v1/graphs, the plan as a table (steps, then buffers). */
+int cmd_graph(const opts *o, int argc, char **argv);
 
 /* Cache commands (hidetctl_cache.c): argv[0] is the subcommand (ls, show, rm, ...). */
 int cmd_cache(const opts *o, int argc, char **argv);
