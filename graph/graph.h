@@ -38,7 +38,7 @@
 #define GRAPH_MAX_NODES 4096
 #define GRAPH_MAX_TENSORS 8192
 #define GRAPH_NAME_MAX 128      /* bytes of a tensor or node name */
-#define GRAPH_MAX_NODE_INPUTS 8 /* concat takes at most this many */
+#define GRAPH_MAX_NODE_INPUTS 8 /* a concat joins at most this many (TUNER_MAX_INPUTS) */
 #define GRAPH_ARENA_ALIGN 256   /* every buffer's offset in the arena is a multiple of this */
 
 typedef enum {
@@ -57,11 +57,10 @@ typedef struct graph_tensor {
 } graph_tensor;
 
 typedef enum {
-    GRAPH_NODE_KERNEL = 0, /* an op of /v1/kernels (matmul, conv2d, softmax, ...) */
+    GRAPH_NODE_KERNEL = 0, /* an op of /v1/kernels (matmul, conv2d, softmax, ..., concat) */
     GRAPH_NODE_STEP,       /* a fused step as a node of its own (add, gelu, cast, ...) */
     GRAPH_NODE_RESHAPE,
     GRAPH_NODE_TRANSPOSE,
-    GRAPH_NODE_CONCAT,
     GRAPH_NODE_SLICE,
     GRAPH_NODE_BATCHNORM, /* inference form: x, scale, bias, mean, var */
 } graph_node_class;
@@ -78,7 +77,7 @@ typedef struct graph_node {
     /* GRAPH_NODE_STEP: kind and parameters (operand unused: a binary step reads in[1]). */
     tuner_ew_step step;
     int perm[TUNER_MAX_RANK]; /* TRANSPOSE */
-    int axis;                 /* CONCAT; BATCHNORM: the channel axis */
+    int axis;                 /* BATCHNORM: the channel axis */
     int64_t start[TUNER_MAX_RANK], stop[TUNER_MAX_RANK], stride[TUNER_MAX_RANK]; /* SLICE */
     double eps;               /* BATCHNORM */
 } graph_node;

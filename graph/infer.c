@@ -121,6 +121,19 @@ static cJSON *attrs_json(const tuner_op *op)
         cJSON_AddNumberToObject(a, "axis", op->attrs.reduce.axis);
         cJSON_AddBoolToObject(a, "keepdim", op->attrs.reduce.keepdim);
         break;
+    case TUNER_OP_COPY: {
+        cJSON *shape = cJSON_AddArrayToObject(a, "shape");
+        cJSON *strides = cJSON_AddArrayToObject(a, "strides");
+        for (int d = 0; d < op->output.rank; d++) {
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)op->output.shape[d]));
+            cJSON_AddItemToArray(strides, cJSON_CreateNumber((double)op->attrs.copy.strides[d]));
+        }
+        cJSON_AddNumberToObject(a, "offset", (double)op->attrs.copy.offset);
+        break;
+    }
+    case TUNER_OP_CONCAT:
+        cJSON_AddNumberToObject(a, "axis", op->attrs.concat.axis);
+        break;
     default:
         break;
     }
@@ -463,55 +476,6 @@ static int infer_transpose(graph *g, int i, const cJSON *attrs, proto_error *e)
     return 0;
 }
 
-static int infer_concat(graph *g, int i, const cJSON *attrs, proto_error *e)
-{
-    static const char *const keys[] = {"axis", NULL};
-    graph_node *n = &g->nodes[i];
-    int64_t axis;
-    int r;
-    if ((r = need_inputs(g, i, 1, GRAPH_MAX_NODE_INPUTS, e)) < 0 ||
-        (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
-        (r = attr_int(g, i, attrs, "axis", true, 0, &axis, e)) < 0)
-        return r;
-    tuner_tensor out = g->tensors[n->in[0]].t;
-    int a = norm_axis(axis, out.rank);
-    if (a < 0) {
-        char field[96];
-        attr_field(g, i, "axis", field, sizeof(field));
-        return graph__fail(e, 422, "invalid_field", field, "node \"%s\": axis %lld is out of range",
-                           n->name, (long long)axis);
-    }
-    for (int k = 1; k < n->n_in; k++) {
-        const tuner_tensor *t = &g->tensors[n->in[k]].t;
-        char sa[96], sb[96], msg[256];
-        shape_text(&g->tensors[n->in[0]].t, sa, sizeof(sa));
-        shape_text(t, sb, sizeof(sb));
-        if (t->dtype != out.dtype) {
-            snprintf(msg, sizeof(msg), "dtype %s differs from the first input's %s",
-                     tuner_dtype_name(t->dtype), tuner_dtype_name(out.dtype));
-            return input_error(g, i, k, e, msg);
-        }
-        bool ok = t->rank == out.rank;
-        for (int d = 0; ok && d < out.rank; d++)
-            ok = d == a || t->shape[d] == out.shape[d];
-        if (!ok) {
-            snprintf(msg, sizeof(msg), "shape %s does not match %s outside the concat axis", sb,
-                     sa);
-            return input_error(g, i, k, e, msg);
-        }
-        out.shape[a] += t->shape[a];
-    }
-    if (tuner_tensor_numel(&out) > PROTO_MAX_NUMEL || out.shape[a] > PROTO_MAX_DIM) {
-        char field[48];
-        snprintf(field, sizeof(field), "nodes[%d]", g->node_index[i]);
-        return graph__fail(e, 422, "limit_exceeded", field, "node \"%s\": the result is too large",
-                           n->name);
-    }
-    n->axis = a;
-    g->tensors[n->out].t = out;
-    return 0;
-}
-
 static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
     static const char *const keys[] = {"starts", "ends", "axes", "steps", NULL};
@@ -575,7 +539,7 @@ static int infer_batchnorm(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
     static const char *const keys[] = {"eps", "axis", NULL};
     graph_node *n = &g->nodes[i];
-    int64_t axis;
+    int64_t axis = 1;
     int r;
     if ((r = need_inputs(g, i, 5, 5, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
         (r = attr_number(g, i, attrs, "eps", false, 1e-5, &n->eps, e)) < 0 ||
@@ -621,8 +585,6 @@ int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
         return infer_reshape(g, i, attrs, e);
     case GRAPH_NODE_TRANSPOSE:
         return infer_transpose(g, i, attrs, e);
-    case GRAPH_NODE_CONCAT:
-        return infer_concat(g, i, attrs, e);
     case GRAPH_NODE_SLICE:
         return infer_slice(g, i, attrs, e);
     case GRAPH_NODE_BATCHNORM:

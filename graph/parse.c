@@ -199,7 +199,7 @@ static const struct {
     graph_node_class cls;
 } layout_ops[] = {
     {"reshape", GRAPH_NODE_RESHAPE},     {"transpose", GRAPH_NODE_TRANSPOSE},
-    {"concat", GRAPH_NODE_CONCAT},       {"slice", GRAPH_NODE_SLICE},
+    {"slice", GRAPH_NODE_SLICE},
     {"batchnorm", GRAPH_NODE_BATCHNORM},
 };
 
@@ -227,9 +227,9 @@ static int node_class(const char *op, graph_node *n)
 }
 
 static const char *const known_ops_text =
-    "matmul, conv2d, softmax, layernorm, rmsnorm, reduce; add, sub, mul, div, max, min, relu, "
-    "gelu, silu, sigmoid, tanh, exp, neg, abs, square, sqrt, rsqrt, scale, shift, cast; reshape, "
-    "transpose, concat, slice, batchnorm";
+    "matmul, conv2d, softmax, layernorm, rmsnorm, reduce, copy, concat; add, sub, mul, div, max, "
+    "min, relu, gelu, silu, sigmoid, tanh, exp, neg, abs, square, sqrt, rsqrt, scale, shift, cast; "
+    "reshape, transpose, slice, batchnorm";
 
 /* ---- the parse -------------------------------------------------------------------------------- */
 

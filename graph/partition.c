@@ -7,7 +7,8 @@
  * statistics, so when those are weights they run once, in the prepare phase) and y = x * s + t
  * (two steps that fuse into the producer of x like any epilogue: a conv's batchnorm costs two
  * per-channel loads in the conv's store). A transpose of a matmul operand's last two axes
- * becomes the matmul's trans_a/trans_b.
+ * becomes the matmul's trans_a/trans_b; other transposes and slices become copy kernels (a strided
+ * read) that grows an epilogue like an anchor; concat is a kernel op, an anchor like matmul.
  *
  * Then kernels are grown greedily, in the graph's order. An anchor takes the single-use
  * injective producers of its inputs as prologues and the single-use injective consumers of its
@@ -29,7 +30,6 @@ typedef enum {
     PRIM_STEP,
     PRIM_VIEW,
     PRIM_TRANSPOSE,
-    PRIM_CONCAT,
     PRIM_SLICE,
 } prim_kind;
 
@@ -226,9 +226,6 @@ static int lower(part *c)
             break;
         case GRAPH_NODE_TRANSPOSE:
             pr = new_prim(c, PRIM_TRANSPOSE, i, n->out);
-            break;
-        case GRAPH_NODE_CONCAT:
-            pr = new_prim(c, PRIM_CONCAT, i, n->out);
             break;
         default:
             pr = new_prim(c, PRIM_SLICE, i, n->out);
@@ -589,6 +586,63 @@ out:
     return r;
 }
 
+/* Dense row-major strides of t. */
+static void dense_strides(const tuner_tensor *t, int64_t *ret)
+{
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        ret[d] = s;
+        s *= t->shape[d];
+    }
+}
+
+/* A transpose or a slice as a copy kernel (a strided read of x); it grows an epilogue like an
+ * anchor. (A concat is a kernel op of its own, and an anchor.) */
+static int layout_kernel(part *c, int pk)
+{
+    prim *pr = &c->prims[pk];
+    const graph_node *n = &c->g->nodes[pr->node];
+    growing *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    const tuner_tensor *x = &c->p->tensors[pr->in[0]].t;
+    tuner_op *op = &k->op;
+    op->n_inputs = op->n_anchor_inputs = 1;
+    op->inputs[0] = *x;
+    op->output = c->p->tensors[pr->out].t;
+    k->bound[0] = pr->in[0];
+    int64_t xs[TUNER_MAX_RANK];
+    dense_strides(x, xs);
+    if (pr->kind == PRIM_TRANSPOSE) {
+        op->kind = TUNER_OP_COPY;
+        for (int d = 0; d < x->rank; d++)
+            op->attrs.copy.strides[d] = xs[n->perm[d]];
+    } else {
+        op->kind = TUNER_OP_COPY;
+        for (int d = 0; d < x->rank; d++) {
+            op->attrs.copy.offset += n->start[d] * xs[d];
+            op->attrs.copy.strides[d] = n->stride[d] * xs[d];
+        }
+    }
+    k->out = pr->out;
+    k->prims[k->n_prims++] = pk;
+    pr->kernel = -2;
+    k->is_constant = true;
+    for (int j = 0; j < pr->n_in; j++)
+        k->is_constant = k->is_constant && constant(c, pr->in[j]);
+    int r = 0;
+    if (!op_valid(c, op, &c->p->tensors[k->out].t, &k->request, op)) {
+        r = unsupported(c, pr, "this layout op is not a valid copy or concat kernel");
+        goto out;
+    }
+    grow_epilogue(c, k);
+    r = add_kernel(c, k);
+out:
+    free(k->request);
+    free(k);
+    return r;
+}
+
 static int step_kernel(part *c, int pk)
 {
     prim *pr = &c->prims[pk];
@@ -756,18 +810,13 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     }
     for (int k = 0; r == 0 && k < c.n_prims; k++) {
         const prim *pr = &c.prims[k];
-        if (!pr->live)
+        if (!pr->live || pr->kernel != -1)
             continue;
-        if (pr->kind == PRIM_TRANSPOSE)
-            r = unsupported(&c, pr, "a transpose that does not fold into a matmul operand (the "
-                                    "last two axes) needs a layout kernel, which is not built yet");
-        else if (pr->kind == PRIM_CONCAT || pr->kind == PRIM_SLICE)
-            r = unsupported(&c, pr, "concat and slice need a layout kernel, which is not built "
-                                    "yet");
-    }
-    for (int k = 0; r == 0 && k < c.n_prims; k++)
-        if (c.prims[k].live && c.prims[k].kind == PRIM_ANCHOR && c.prims[k].kernel == -1)
+        if (pr->kind == PRIM_ANCHOR)
             r = anchor_kernel(&c, k);
+        else if (pr->kind == PRIM_TRANSPOSE || pr->kind == PRIM_SLICE)
+            r = layout_kernel(&c, k);
+    }
     for (int k = 0; r == 0 && k < c.n_prims; k++)
         if (c.prims[k].live && c.prims[k].kind == PRIM_STEP && c.prims[k].kernel == -1)
             r = step_kernel(&c, k);

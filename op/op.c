@@ -19,7 +19,8 @@ static const char *const op_names[TUNER_OP_COUNT] = {
     [TUNER_OP_MATMUL] = "matmul",       [TUNER_OP_CONV2D] = "conv2d",
     [TUNER_OP_SOFTMAX] = "softmax",     [TUNER_OP_LAYERNORM] = "layernorm",
     [TUNER_OP_RMSNORM] = "rmsnorm",     [TUNER_OP_REDUCE] = "reduce",
-    [TUNER_OP_ELEMENTWISE] = "elementwise",
+    [TUNER_OP_ELEMENTWISE] = "elementwise", [TUNER_OP_COPY] = "copy",
+    [TUNER_OP_CONCAT] = "concat",
 };
 
 static const char *const ew_names[TUNER_EW_COUNT] = {

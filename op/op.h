@@ -26,6 +26,11 @@
  *   ELEMENTWISE  x (inputs[0]); the value is x broadcast to the output shape and the chain in
  *                `epilogue` is applied to it; binary steps read other inputs, also broadcast.
  *                Output shape = numpy broadcast of every input's shape.
+ *   COPY         x; output element o (a coordinate of the output's shape, given in attrs) is
+ *                x's flat element offset + sum(o[d] * strides[d]): a transpose, a slice, a strided
+ *                view or a plain copy of x, made dense. Epilogue steps apply as elementwise's.
+ *   CONCAT       every input (all of them are anchor inputs): joined along attrs.concat.axis;
+ *                equal rank and dtype, equal sizes off the axis. Unary epilogue steps only.
  */
 #ifndef HIDET_OP_OP_H
 #define HIDET_OP_OP_H
@@ -53,6 +58,8 @@ typedef enum {
     TUNER_OP_RMSNORM,
     TUNER_OP_REDUCE,
     TUNER_OP_ELEMENTWISE,
+    TUNER_OP_COPY,
+    TUNER_OP_CONCAT,
     TUNER_OP_COUNT
 } tuner_op_kind;
 
@@ -140,6 +147,13 @@ typedef struct tuner_op {
             int axis; /* normalised to 0..rank-1 */
             bool keepdim;
         } reduce;
+        struct {
+            int64_t offset;                   /* in elements of x, >= 0 */
+            int64_t strides[TUNER_MAX_RANK];  /* per output dim, in elements, >= 0 */
+        } copy;
+        struct {
+            int axis; /* normalised to 0..rank-1 */
+        } concat;
     } attrs;
 
     /* Injective steps applied to anchor input i as it is loaded (i < n_anchor_inputs). */

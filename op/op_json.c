@@ -85,6 +85,15 @@ char *tuner_op_canonical_json(const tuner_op *op)
         sb_bool(&b, "keepdim", op->attrs.reduce.keepdim, true);
         tuner_sb_printf(&b, ",\"kind\":\"%s\"", tuner_reduce_name(op->attrs.reduce.kind));
         break;
+    case TUNER_OP_COPY:
+        tuner_sb_printf(&b, "\"offset\":%lld,\"strides\":[", (long long)op->attrs.copy.offset);
+        for (int d = 0; d < op->output.rank && d < TUNER_MAX_RANK; d++)
+            tuner_sb_printf(&b, "%s%lld", d ? "," : "", (long long)op->attrs.copy.strides[d]);
+        tuner_sb_printf(&b, "]");
+        break;
+    case TUNER_OP_CONCAT:
+        tuner_sb_printf(&b, "\"axis\":%d", op->attrs.concat.axis);
+        break;
     default:
         break;
     }

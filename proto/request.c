@@ -457,6 +457,78 @@ static int parse_pair(const cJSON *v, const char *field, int lo, int hi, int out
     return 0;
 }
 
+/* An array of 1..TUNER_MAX_RANK integers in [lo, hi]. */
+static int json_dims(const cJSON *v, const char *field, int64_t lo, int64_t hi, int64_t *out,
+                     int *ret_n, proto_error *e)
+{
+    char f[96];
+    int r;
+    if (!cJSON_IsArray(v))
+        return type_error(e, field, "an array of integers");
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > TUNER_MAX_RANK)
+        return fail(e, 422, "invalid_field", field, "%s must have 1 to %d entries", field,
+                    TUNER_MAX_RANK);
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        int64_t x;
+        snprintf(f, sizeof(f), "%.40s[%d]", field, i);
+        if ((r = json_int(c, f, &x, e)) < 0)
+            return r;
+        if (x < lo || x > hi)
+            return fail(e, 422, "invalid_field", f, "%s must be between %lld and %lld", f,
+                        (long long)lo, (long long)hi);
+        out[i] = x;
+    }
+    *ret_n = n;
+    return 0;
+}
+
+/* copy: the output's shape (default x's), element strides into x (default: dense row-major
+ * strides of the output's shape) and an element offset (default 0). The output's shape is set
+ * here; infer_output checks that every element read lies inside x. */
+static int parse_copy_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
+{
+    const cJSON *v;
+    int r, rank = op->inputs[0].rank, ns = 0;
+    int64_t shape[TUNER_MAX_RANK], strides[TUNER_MAX_RANK];
+    memcpy(shape, op->inputs[0].shape, sizeof(shape));
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "shape"))) {
+        if ((r = json_dims(v, "attrs.shape", 1, PROTO_MAX_DIM, shape, &rank, e)) < 0)
+            return r;
+    }
+    int64_t dense = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = dense;
+        dense *= shape[d];
+        if (dense > PROTO_MAX_NUMEL)
+            return fail(e, 422, "limit_exceeded", "attrs.shape",
+                        "attrs.shape has more than 2^31 elements");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "strides"))) {
+        if ((r = json_dims(v, "attrs.strides", 0, PROTO_MAX_NUMEL, strides, &ns, e)) < 0)
+            return r;
+        if (ns != rank)
+            return fail(e, 422, "invalid_field", "attrs.strides",
+                        "attrs.strides needs one stride per output dimension (%d)", rank);
+    }
+    int64_t offset = 0;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "offset"))) {
+        if ((r = json_int(v, "attrs.offset", &offset, e)) < 0)
+            return r;
+        if (offset < 0 || offset >= PROTO_MAX_NUMEL)
+            return fail(e, 422, "invalid_field", "attrs.offset",
+                        "attrs.offset must be between 0 and 2^31-1");
+    }
+    op->output.rank = rank;
+    memset(op->output.shape, 0, sizeof(op->output.shape));
+    memcpy(op->output.shape, shape, sizeof(int64_t) * (size_t)rank);
+    op->attrs.copy.offset = offset;
+    memset(op->attrs.copy.strides, 0, sizeof(op->attrs.copy.strides));
+    memcpy(op->attrs.copy.strides, strides, sizeof(int64_t) * (size_t)rank);
+    return 0;
+}
+
 static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pchain *ew,
                        proto_error *e)
 {
@@ -467,8 +539,11 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
     static const char *const norm_keys[] = {"eps", NULL};
     static const char *const reduce_keys[] = {"kind", "axis", "keepdim", NULL};
     static const char *const ew_keys[] = {"ops", "fn", NULL};
+    static const char *const copy_keys[] = {"shape", "strides", "offset", NULL};
+    static const char *const concat_keys[] = {"axis", NULL};
     static const char *const *const keys[TUNER_OP_COUNT] = {
         matmul_keys, conv_keys, softmax_keys, norm_keys, norm_keys, reduce_keys, ew_keys,
+        copy_keys, concat_keys,
     };
     cJSON empty = {.type = cJSON_Object};
     const cJSON *v;
@@ -554,6 +629,15 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             return r;
         if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "keepdim")) &&
             (r = json_bool(v, "attrs.keepdim", &op->attrs.reduce.keepdim, e)) < 0)
+            return r;
+        break;
+    case TUNER_OP_COPY:
+        return parse_copy_attrs(attrs, op, e);
+    case TUNER_OP_CONCAT:
+        if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")))
+            return type_error(e, "attrs.axis", "given (the axis to join along)");
+        if ((r = json_int_range(v, "attrs.axis", -TUNER_MAX_RANK, TUNER_MAX_RANK - 1,
+                                &op->attrs.concat.axis, e)) < 0)
             return r;
         break;
     case TUNER_OP_ELEMENTWISE: {
@@ -831,7 +915,8 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
                 min_operand = st->s.operand;
         }
     }
-    int n_anchor = fixed_anchor_inputs(op->kind);
+    /* Every input of a concat is joined: it has no operands for binary steps. */
+    int n_anchor = op->kind == TUNER_OP_CONCAT ? n_inputs : fixed_anchor_inputs(op->kind);
     if (n_anchor == 0) {
         int hi = op->kind == TUNER_OP_LAYERNORM ? 3 : 2;
         n_anchor = min_operand;
@@ -953,6 +1038,45 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         o->dtype = op->inputs[0].dtype;
         break;
     }
+    case TUNER_OP_COPY: {
+        const tuner_tensor *x = &op->inputs[0];
+        int64_t last = op->attrs.copy.offset;
+        for (int d = 0; d < op->output.rank; d++)
+            last += (op->output.shape[d] - 1) * op->attrs.copy.strides[d];
+        if (last >= tuner_tensor_numel(x))
+            return fail(e, 422, "invalid_field", "attrs",
+                        "the copy reads element %lld of inputs[0], which has %lld", (long long)last,
+                        (long long)tuner_tensor_numel(x));
+        op->output.dtype = x->dtype;
+        break;
+    }
+    case TUNER_OP_CONCAT: {
+        tuner_tensor *o = &op->output;
+        *o = op->inputs[0];
+        int axis = op->attrs.concat.axis;
+        if (axis < -o->rank || axis >= o->rank)
+            return fail(e, 422, "invalid_field", "attrs.axis", "axis %d is out of range for rank %d",
+                        axis, o->rank);
+        if (axis < 0)
+            axis += o->rank;
+        op->attrs.concat.axis = axis;
+        for (int j = 1; j < n_inputs; j++) {
+            const tuner_tensor *t = &op->inputs[j];
+            bool ok = t->rank == o->rank && t->dtype == o->dtype;
+            for (int d = 0; ok && d < o->rank; d++)
+                ok = d == axis || t->shape[d] == o->shape[d];
+            if (!ok) {
+                snprintf(field, sizeof(field), "inputs[%d]", j);
+                return fail(e, 422, "shape_mismatch", field,
+                            "inputs[%d] must have inputs[0]'s rank and dtype and its sizes off "
+                            "axis %d", j, axis);
+            }
+            o->shape[axis] += t->shape[axis];
+            if (o->shape[axis] > PROTO_MAX_DIM)
+                return fail(e, 422, "limit_exceeded", "inputs", "the joined axis exceeds 2^31-1");
+        }
+        break;
+    }
     default:
         return fail(e, 500, "internal", "op", "op not handled");
     }
@@ -975,6 +1099,10 @@ static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
         if (op->kind == TUNER_OP_ELEMENTWISE)
             return fail(e, 422, "invalid_field", "prologue",
                         "elementwise takes its whole chain in attrs.ops and epilogue");
+        if (op->kind == TUNER_OP_COPY || op->kind == TUNER_OP_CONCAT)
+            return fail(e, 422, "invalid_field", "prologue",
+                        "%s takes no prologue (its steps go in the epilogue)",
+                        tuner_op_name(op->kind));
         if (st->target >= n_anchor)
             return fail(e, 422, "invalid_field", field,
                         "a prologue applies to one of the %s's %d anchor inputs",

@@ -8,5 +8,7 @@ const tuner_template *const tuner__core_templates[] = {
     &tuner__reduce_rows,
     &tuner__reduce_cols,
     &tuner__elementwise,
+    &tuner__copy,
+    &tuner__concat,
     NULL,
 };

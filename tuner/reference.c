@@ -1,5 +1,5 @@
 /* tuner/reference.c - verification references for the core ops (softmax, layernorm, rmsnorm,
- * reduce, elementwise).
+ * reduce, elementwise, copy, concat).
  *
  * Deliberately naive: one thread per output row (row ops) or per output element (reduce,
  * elementwise), sequential loops, double-precision accumulation of sums (more accurate than any
@@ -135,6 +135,47 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         }
         tuner_sb_printf(&sb, "float v = hd_x(%s);\n", off);
         free(off);
+        tuner__bcast_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
+        tuner_sb_puts(&sb, "out[tid] = v;\n");
+        one_launch(p, op, "hd_reference", n);
+        break;
+    }
+    case TUNER_OP_COPY:
+    case TUNER_OP_CONCAT: {
+        /* The output coordinate by a loop over the dims (not the candidates' unrolled div/mod),
+         * then the source element: strides and offset for a copy, the joined input's range and
+         * its own dense strides for a concat. */
+        const long long n = tuner_tensor_numel(out);
+        tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\n", n);
+        tuner_sb_printf(&sb, "const long long shp[%d] = {", out->rank);
+        for (int d = 0; d < out->rank; d++)
+            tuner_sb_printf(&sb, "%s%lldLL", d ? ", " : "", (long long)out->shape[d]);
+        tuner_sb_printf(&sb, "};\nlong long crd[%d];\nlong long rem = tid;\n", out->rank);
+        tuner_sb_printf(&sb, "for (int d = %d; d >= 0; d--) { crd[d] = rem %% shp[d]; rem /= shp[d]; }\n",
+                        out->rank - 1);
+        if (op->kind == TUNER_OP_COPY) {
+            tuner_sb_printf(&sb, "const long long str[%d] = {", out->rank);
+            for (int d = 0; d < out->rank; d++)
+                tuner_sb_printf(&sb, "%s%lldLL", d ? ", " : "", (long long)op->attrs.copy.strides[d]);
+            tuner_sb_printf(&sb, "};\nlong long src = %lldLL;\n", (long long)op->attrs.copy.offset);
+            tuner_sb_printf(&sb, "for (int d = 0; d < %d; d++) src += crd[d] * str[d];\n", out->rank);
+            tuner_sb_puts(&sb, "float v = hd_x(src);\n");
+        } else {
+            const int ax = op->attrs.concat.axis;
+            tuner_sb_puts(&sb, "float v = 0.0f;\nlong long base = 0;\n");
+            for (int j = 0; j < op->n_inputs; j++) {
+                const tuner_tensor *in = &op->inputs[j];
+                tuner_sb_printf(&sb, "if (crd[%d] >= base && crd[%d] < base + %lldLL) {\n", ax, ax,
+                                (long long)in->shape[ax]);
+                tuner_sb_puts(&sb, "long long src = 0;\n");
+                for (int d = 0; d < in->rank; d++)
+                    tuner_sb_printf(&sb, "src = src * %lldLL + (crd[%d]%s);\n", (long long)in->shape[d], d,
+                                    d == ax ? " - base" : "");
+                tuner_sb_printf(&sb, "v = hd_f32(in%d[src]);\n}\nbase += %lldLL;\n", j, (long long)in->shape[ax]);
+            }
+        }
+        tuner_sb_printf(&sb, "const long long row = tid / %lldLL, col = tid %% %lldLL;\n", out_last, out_last);
         tuner__bcast_ctx ec = {op, "row", "col"};
         tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
         tuner_sb_puts(&sb, "out[tid] = v;\n");

@@ -205,9 +205,13 @@ static void test_errors(void)
                  "\"outputs\":[\"a\"]}}",
                  422, "nodes[0].attrs.shape", NULL);
     expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
-                 "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],"
+                 "{\"op\":\"concat\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"axis\":2}}],"
                  "\"outputs\":[\"a\"]}}",
-                 422, "nodes[0]", "layout kernel");
+                 422, "nodes[0].attrs.axis", "out of range");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"perm\":[0,0]}}],"
+                 "\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].attrs.perm", "permutation");
     expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
                  "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"alpha\":1}}],"
                  "\"outputs\":[\"a\"]}}",
@@ -345,6 +349,43 @@ static void test_arena_and_size(void)
     graph_request_free(&rq);
 }
 
+/* Layout ops that fold nowhere become kernels of their own: a transpose (with the relu after it
+ * as its epilogue), a slice, a concat; their parameters are the strided reads they stand for. */
+static void test_layout(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,6,8],\"dtype\":\"f16\"},"
+        "{\"name\":\"y\",\"shape\":[4,4,2],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"t\"],\"attrs\":{\"perm\":[2,0,1]}},"
+        "{\"op\":\"relu\",\"inputs\":[\"t\"],\"outputs\":[\"tr\"]},"
+        "{\"op\":\"slice\",\"inputs\":[\"tr\"],\"outputs\":[\"s\"],"
+        "\"attrs\":{\"starts\":[1,-3],\"ends\":[100,6],\"axes\":[0,2],\"steps\":[2,1]}},"
+        "{\"op\":\"concat\",\"inputs\":[\"s\",\"y\"],\"outputs\":[\"c\"],\"attrs\":{\"axis\":-1}}],"
+        "\"outputs\":[\"c\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 3, "%d kernels", p.n_kernels);
+    if (p.n_kernels == 3) {
+        const graph_kernel *t = &p.kernels[0], *sl = &p.kernels[1], *cc = &p.kernels[2];
+        /* x [4,6,8] strides (48, 8, 1); t = x.permute(2,0,1): [8,4,6] reading strides (1, 48, 8). */
+        CHECK(t->op.kind == TUNER_OP_COPY && t->op.attrs.copy.strides[0] == 1 &&
+              t->op.attrs.copy.strides[1] == 48 && t->op.attrs.copy.strides[2] == 8 &&
+              t->op.epilogue.n == 1 && t->op.epilogue.steps[0].kind == TUNER_EW_RELU, "%s", t->request);
+        /* tr [8,4,6] strides (24, 6, 1): rows 1,3,5,7 and columns 3..5: offset 24 + 3. */
+        CHECK(sl->op.kind == TUNER_OP_COPY && sl->op.attrs.copy.offset == 27 &&
+              sl->op.attrs.copy.strides[0] == 48 && sl->op.output.shape[0] == 4 &&
+              sl->op.output.shape[2] == 3, "%s", sl->request);
+        CHECK(cc->op.kind == TUNER_OP_CONCAT && cc->op.attrs.concat.axis == 2 &&
+              cc->op.output.shape[2] == 5, "%s", cc->request);
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+}
+
 /* Bodies that mean the same graph give the same canonical text; a changed attribute another. */
 static void test_canonical(void)
 {
@@ -381,6 +422,7 @@ int main(void)
     test_folds();
     test_fallbacks();
     test_arena_and_size();
+    test_layout();
     test_canonical();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

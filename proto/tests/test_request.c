@@ -208,6 +208,45 @@ static void test_ops(void)
     CHECK(r.op.inputs[0].align == 2);
 }
 
+/* copy: a transpose as strides, a slice as offset and strides, every read inside x; concat. */
+static void test_layout(void)
+{
+    proto_kernel_request r;
+    r = OK("{\"op\":\"copy\",\"inputs\":[{\"shape\":[4,6],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"shape\":[6,4],\"strides\":[1,6]},\"epilogue\":[{\"op\":\"relu\"}]}");
+    CHECK(r.op.kind == TUNER_OP_COPY && r.op.output.rank == 2 && r.op.output.shape[0] == 6 &&
+          r.op.attrs.copy.strides[0] == 1 && r.op.attrs.copy.strides[1] == 6 && r.op.epilogue.n == 1);
+    r = OK("{\"op\":\"copy\",\"inputs\":[{\"shape\":[4,6],\"dtype\":\"bf16\"}]}");
+    CHECK(r.op.output.shape[1] == 6 && r.op.attrs.copy.strides[0] == 6 && r.op.attrs.copy.strides[1] == 1,
+          "a plain copy: dense strides");
+    r = OK("{\"op\":\"copy\",\"inputs\":[{\"shape\":[4,6],\"dtype\":\"f32\"},{\"shape\":[3],\"dtype\":\"f32\"}],"
+           "\"attrs\":{\"shape\":[2,3],\"strides\":[12,2],\"offset\":1},\"epilogue\":[{\"op\":\"add\",\"input\":1}]}");
+    CHECK(r.op.attrs.copy.offset == 1 && r.op.n_anchor_inputs == 1 && r.op.n_inputs == 2);
+    /* The last element read: 18 + (2-1)*12 + (3-1)*2 = 23 < 24; one more is out. */
+    BAD("{\"op\":\"copy\",\"inputs\":[{\"shape\":[4,6],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"shape\":[2,3],\"strides\":[12,2],\"offset\":18}}",
+        422, "invalid_field", "attrs");
+    BAD("{\"op\":\"copy\",\"inputs\":[{\"shape\":[4,6],\"dtype\":\"f32\"}],\"attrs\":{\"strides\":[1]}}",
+        422, "invalid_field", "attrs.strides");
+    BAD("{\"op\":\"copy\",\"inputs\":[{\"shape\":[4,6],\"dtype\":\"f32\"}],\"attrs\":{\"strides\":[-1,1]}}",
+        422, "invalid_field", "attrs.strides[0]");
+    BAD("{\"op\":\"copy\",\"inputs\":[{\"shape\":[4,6],\"dtype\":\"f32\"}],"
+        "\"prologue\":[{\"input\":0,\"op\":\"relu\"}]}",
+        422, "invalid_field", "prologue");
+    r = OK("{\"op\":\"concat\",\"inputs\":[{\"shape\":[2,3],\"dtype\":\"f16\"},{\"shape\":[2,5],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"axis\":-1},\"epilogue\":[{\"op\":\"silu\"}]}");
+    CHECK(r.op.kind == TUNER_OP_CONCAT && r.op.n_anchor_inputs == 2 && r.op.attrs.concat.axis == 1 &&
+          r.op.output.shape[1] == 8);
+    BAD("{\"op\":\"concat\",\"inputs\":[{\"shape\":[2,3],\"dtype\":\"f16\"},{\"shape\":[3,5],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"axis\":1}}",
+        422, "shape_mismatch", "inputs[1]");
+    BAD("{\"op\":\"concat\",\"inputs\":[{\"shape\":[2,3],\"dtype\":\"f16\"}]}", 400, "invalid_field",
+        "attrs.axis");
+    BAD("{\"op\":\"concat\",\"inputs\":[{\"shape\":[2,3],\"dtype\":\"f16\"},{\"shape\":[2,3],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"axis\":0},\"epilogue\":[{\"op\":\"add\",\"input\":1}]}",
+        422, "invalid_field", "epilogue[0].input");
+}
+
 static void test_errors(void)
 {
     /* Malformed JSON and limits of the text. */
@@ -266,7 +305,7 @@ static void test_errors(void)
         const char body[] = "{\"op\":\"matmull\"," MM_IN "}";
         CHECK(parse(body, &req, &err) == -EINVAL);
         CHECK_STR(err.message, "unknown op \"matmull\" (known ops: matmul, conv2d, softmax, "
-                               "layernorm, rmsnorm, reduce, elementwise)");
+                               "layernorm, rmsnorm, reduce, elementwise, copy, concat)");
         /* A dynamic dimension is refused as such, not as a size below one. */
         const char dyn[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,-1],\"dtype\":\"f16\"}]}";
         CHECK(parse(dyn, &req, &err) == -EINVAL && strcmp(err.field, "inputs[0].shape[1]") == 0);
@@ -655,6 +694,7 @@ static void test_examples(const char *dir)
 int main(int argc, char **argv)
 {
     test_ops();
+    test_layout();
     test_errors();
     test_canonical();
     test_strip();

@@ -91,6 +91,30 @@ static void examples(const ht_daemon *d)
     free(res);
 }
 
+/* Layout ops that fold nowhere run as copy and concat kernels whose PTX ptxas accepts. */
+static void layout_graph(const ht_daemon *d)
+{
+    const char *g =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[2,64,8,32],\"dtype\":\"f16\"},"
+        "{\"name\":\"k\",\"shape\":[2,64,8,32],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"transpose\",\"inputs\":[\"q\"],\"outputs\":[\"qt\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"scale\",\"inputs\":[\"qt\"],\"outputs\":[\"qs\"],\"attrs\":{\"value\":0.125}},"
+        "{\"op\":\"slice\",\"inputs\":[\"k\"],\"outputs\":[\"ks\"],\"attrs\":{\"starts\":[16],\"ends\":[48],\"axes\":[1]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"ks\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"concat\",\"inputs\":[\"qs\",\"kt\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":2}}],"
+        "\"outputs\":[\"y\"]},\"tune\":\"model\"}";
+    ht_resp r = ht_post(d, "/v1/graphs", g);
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    if (r.status == 200) {
+        int n = check_plan(d, &r, "sm_90", false);
+        CHECK(n == 4, "transpose+scale, slice, transpose, concat: %d steps", n);
+        const cJSON *y = cJSON_GetArrayItem(get(r.json, "outputs"), 0);
+        const cJSON *shape = get(y, "shape");
+        CHECK(cJSON_GetArraySize(shape) == 4 && cJSON_GetArrayItem(shape, 2)->valueint == 96);
+    }
+    ht_resp_free(&r);
+}
+
 /* Two identical blocks in one graph resolve one kernel; the steps still run twice. */
 static void shared_kernels(const ht_daemon *d)
 {
@@ -229,6 +253,7 @@ int main(void)
         return 1;
     }
     examples(&d);
+    layout_graph(&d);
     shared_kernels(&d);
     bad_graphs(&d);
     hidetctl_graph(&d);

@@ -128,6 +128,57 @@ tuner_op t_elementwise(tuner_dtype dt, long long rows, long long d, int align)
     return op;
 }
 
+tuner_op t_transpose3(tuner_dtype dt, long long a, long long b, long long c)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_COPY;
+    long long in[3] = {a, b, c}, out[3] = {c, a, b};
+    op.inputs[0] = t_tensor(dt, 3, in, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, 3, out, 16);
+    op.attrs.copy.strides[0] = 1;
+    op.attrs.copy.strides[1] = b * c;
+    op.attrs.copy.strides[2] = c;
+    long long bias[1] = {b};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_RELU);
+    return op;
+}
+
+tuner_op t_slice2(tuner_dtype dt, long long rows, long long d, long long start, long long n, long long step)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_COPY;
+    long long in[2] = {rows, d}, out[2] = {n, (d + step - 1) / step};
+    op.inputs[0] = t_tensor(dt, 2, in, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, 2, out, 16);
+    op.attrs.copy.offset = start * d;
+    op.attrs.copy.strides[0] = d;
+    op.attrs.copy.strides[1] = step;
+    return op;
+}
+
+tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long c)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_CONCAT;
+    long long total = 0;
+    for (int i = 0; i < 3; i++) {
+        long long s[3] = {r, d[i], c};
+        op.inputs[i] = t_tensor(dt, 3, s, 16);
+        total += d[i];
+    }
+    op.n_inputs = op.n_anchor_inputs = 3;
+    long long o[3] = {r, total, c};
+    op.output = t_tensor(dt, 3, o, 16);
+    op.attrs.concat.axis = 1;
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_SILU, .operand = -1};
+    return op;
+}
+
 bool t_compile_check(const char *what, const char *source, const tuner_target *t, const tuner_program *p,
                      double *ret_ms)
 {

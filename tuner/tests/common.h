@@ -22,6 +22,12 @@ tuner_op t_reduce(tuner_dtype dt, int rank, const long long *shape, int axis, tu
                   int align);
 /* x [rows, d] + bias [d] then gelu, scale, cast to dt. */
 tuner_op t_elementwise(tuner_dtype dt, long long rows, long long d, int align);
+/* copy: x [a, b, c] read as its transpose [c, a, b] (perm 2, 0, 1), then + bias [b] and relu. */
+tuner_op t_transpose3(tuner_dtype dt, long long a, long long b, long long c);
+/* copy: rows start..start+n-1 with every `step`-th column of x [rows, d] (a slice). */
+tuner_op t_slice2(tuner_dtype dt, long long rows, long long d, long long start, long long n, long long step);
+/* concat of three [r, d_i, c] tensors along axis 1, then silu. */
+tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long c);
 /* Adds a binary epilogue step with a new operand of `shape` (and a unary step after it). */
 void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
 /* Input 0's prologue: scale by 0.5, then `bin` with a new input of `shape` (broadcast to input 0),

@@ -497,6 +497,12 @@ int main(void)
             CASE("reduce sum [64,512,1024] ax2", t_reduce(dt, 3, sb, 2, TUNER_REDUCE_SUM, false, 16));
         }
         CASE("elementwise 77x1000 align2", t_elementwise(dt, 77, 1000, 2));
+        CASE("copy transpose [33,65,129] +b relu", t_transpose3(dt, 33, 65, 129));
+        CASE("copy slice [1000,77] rows 3.. step 2", t_slice2(dt, 1000, 77, 3, 500, 2));
+        {
+            long long d3[3] = {5, 1, 17};
+            CASE("concat [7,{5,1,17},33] ax1 silu", t_concat3(dt, 7, d3, 33));
+        }
         {
             snprintf(name, sizeof(name), "elementwise bcast [8,1,64]x[33,1] %s", dn);
             if (!only || strstr(name, only)) {

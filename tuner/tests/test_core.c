@@ -1,6 +1,6 @@
 /* tuner/tests/test_core.c - spaces and generated code of the core templates.
  *
- * Usage: test_core GROUP (softmax, layernorm, rmsnorm, reduce, elementwise). For every case of
+ * Usage: test_core GROUP (softmax, layernorm, rmsnorm, reduce, elementwise, layout). For every case of
  * the group x dtype x {sm_80, sm_90}: the space is built (its size printed), ranked, its default
  * chosen, and a deterministic sample of candidates (10 evenly spaced for a group's main case, 4
  * for its variants, plus the default and the model's best) and the reference are generated, compiled with NVRTC and the
@@ -299,6 +299,17 @@ int main(int argc, char **argv)
                     snprintf(name, sizeof(name), "reduce max %s [7,333,1000] ax2 prologue", dn);
                     run_case(name, &op, t, false);
                 }
+            } else if (!strcmp(group, "layout")) {
+                tuner_op op = t_transpose3(dt, 33, 65, 129);
+                snprintf(name, sizeof(name), "copy %s transpose [33,65,129] +b relu", dn);
+                run_case(name, &op, t, false);
+                op = t_slice2(dt, 1000, 77, 3, 500, 2);
+                snprintf(name, sizeof(name), "copy %s slice [1000,77] rows 3.. step 2", dn);
+                run_case(name, &op, t, false);
+                long long d3[3] = {5, 1, 17};
+                op = t_concat3(dt, 7, d3, 33);
+                snprintf(name, sizeof(name), "concat %s [7,{5,1,17},33] ax1 silu", dn);
+                run_case(name, &op, t, false);
             } else if (!strcmp(group, "elementwise")) {
                 tuner_op op = t_elementwise(dt, 77, 1000, 16);
                 snprintf(name, sizeof(name), "elementwise %s 77x1000 +b gelu", dn);
