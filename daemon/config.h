@@ -133,6 +133,7 @@ typedef struct hd_config {
     double cluster_backoff_max; /* seconds */
     double cluster_lease;       /* seconds */
     double cluster_lease_wait;  /* seconds */
+    double cluster_lease_poll;  /* seconds: a waiting node's fallback poll (subscriber up) */
     char *cluster_sign_key;     /* NULL: read-only node */
     char *cluster_trusted_keys; /* NULL: none */
 } hd_config;
