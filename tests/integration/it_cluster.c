@@ -693,6 +693,84 @@ int main(void)
     CHECK(status_num(&b, "cluster", "subscriber_connects") >= 2, "B resubscribed");
     message_wait(&a, &b, &ro, 1152, "after the restart");
 
+    /* 10. hidetctl cache retune KEY (a prefix of the key, as cache ls shows it) on A: the daemon
+     * tunes the op again and replaces the fleet's pinned entry (a stale value planted here: a SET
+     * NX would have kept it). Without --cache, hidetctl looks KEY up in the daemon's own cache
+     * file (/v1/status cache.path). */
+    {
+        char op10[65], k10[65], k10b[65];
+        pubs = status_num(&a, "cluster", "publishes");
+        kernel(&a, 1280, op10, k10);
+        CHECK(wait_for(&a, "cluster", "publishes", pubs + 1, 10), "A published 1280");
+        entry_set(op10, "stale", 5);
+        double jobs = status_num(&a, "jobs", "done");
+        pubs = status_num(&a, "cluster", "publishes");
+        rc = ht_sh(&out, "'%s' --socket '%s' --json cache retune %.12s 2>&1", ctl, a.socket, k10);
+        cJSON *ans = out ? cJSON_Parse(out) : NULL;
+        const cJSON *ak = jpath(ans, "key", NULL), *ao = jpath(ans, "origin", NULL);
+        CHECK(rc == 0 && cJSON_IsString(ak) && strcmp(ak->valuestring, k10) == 0 &&
+                  cJSON_IsString(ao) && strcmp(ao->valuestring, "tuned") == 0,
+              "cache retune: rc %d: %s", rc, out ? out : "");
+        cJSON_Delete(ans);
+        free(out);
+        CHECK(status_num(&a, "jobs", "done") == jobs + 1, "cache retune ran a job");
+        CHECK(wait_for(&a, "cluster", "publishes", pubs + 1, 10), "cache retune published");
+        v = entry_get(op10, &len);
+        CHECK(v && strncmp(v, "hidetd-cluster-entry 1\ned25519 ", 31) == 0,
+              "the pinned entry was replaced: %.20s", v ? v : "(none)");
+        free(v);
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/kernels/%s", k10);
+        ht_resp kr = ht_get(&a, path);
+        CHECK(kr.status == 200, "the re-tuned artifact is served: %ld", kr.status);
+        ht_resp_free(&kr);
+        /* B takes the replaced entry from Redis. */
+        kernel(&b, 1280, op10, k10b);
+        CHECK(strcmp(k10b, k10) == 0 && strcmp(last_origin, "remote") == 0,
+              "B reads the re-tuned entry: %s", last_origin);
+
+        /* --no-wait: answered with the job at once; the job runs on. */
+        jobs = status_num(&a, "jobs", "done");
+        rc = ht_sh(&out, "'%s' --socket '%s' cache retune --no-wait %s 2>&1", ctl, a.socket, k10);
+        CHECK(rc == 0 && out && strstr(out, "as job"), "retune --no-wait: rc %d: %s", rc,
+              out ? out : "");
+        free(out);
+        CHECK(wait_for(&a, "jobs", "done", jobs + 1, 10), "the --no-wait retune ran");
+
+        /* A fused op (prologue with an operand, bias, gelu tanh, cast): the request hidetctl
+         * rebuilds from the stored canonical op is the same op (the daemon answers the same key). */
+        const char *fused =
+            "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,64],\"dtype\":\"f16\"},"
+            "{\"shape\":[64,96],\"dtype\":\"f16\"},{\"shape\":[64,64],\"dtype\":\"f16\"},"
+            "{\"shape\":[96],\"dtype\":\"f16\"}],\"prologue\":[{\"input\":0,\"op\":\"mul\","
+            "\"operand\":2},{\"input\":1,\"op\":\"neg\"}],\"epilogue\":[{\"op\":\"bias\","
+            "\"input\":3},{\"op\":\"gelu\",\"approximate\":\"tanh\"},{\"op\":\"cast\","
+            "\"dtype\":\"f32\"}],\"arch\":\"sm_90\",\"tune\":\"none\"}";
+        ht_resp fr = ht_post(&a, "/v1/kernels", fused);
+        const cJSON *fk = fr.json ? jpath(fr.json, "key", NULL) : NULL;
+        char kf[65] = "";
+        snprintf(kf, sizeof(kf), "%s", cJSON_IsString(fk) ? fk->valuestring : "");
+        CHECK(fr.status == 200 && kf[0], "fused: %ld %s", fr.status, fr.body ? fr.body : "");
+        ht_resp_free(&fr);
+        jobs = status_num(&a, "jobs", "done");
+        rc = ht_sh(&out, "'%s' --socket '%s' cache retune %s 2>&1", ctl, a.socket, kf);
+        CHECK(rc == 0 && out && strstr(out, "re-tuned") && strstr(out, kf) && !strstr(out, "note"),
+              "fused retune: rc %d: %s", rc, out ? out : "");
+        free(out);
+        CHECK(status_num(&a, "jobs", "done") == jobs + 1, "the fused retune ran a job");
+
+        /* An unknown key: a clear message, exit 4 (not found). */
+        rc = ht_sh(&out, "'%s' --socket '%s' cache retune 0123abcd 2>&1", ctl, a.socket);
+        CHECK(rc == 4 && out && strstr(out, "no artifact 0123abcd"), "unknown key: rc %d: %s", rc,
+              out ? out : "");
+        free(out);
+        /* No daemon at the address: the message names it, exit 3. */
+        rc = ht_sh(&out, "'%s' --socket '%s/none.sock' cache retune %s 2>&1", ctl, redis_dir, k10);
+        CHECK(rc == 3 && out && strstr(out, "none.sock"), "no daemon: rc %d: %s", rc,
+              out ? out : "");
+        free(out);
+    }
+
     ht_stop(&a, SIGTERM);
     ht_stop(&b, SIGTERM);
     ht_stop(&ro, SIGTERM);
