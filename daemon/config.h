@@ -58,6 +58,7 @@
  * | [cluster]  | backoff_max          | duration | 30s (longest wait between reconnects)    | restart   |
  * | [cluster]  | lease                | duration | 30s (a tuning lease lives this long unless renewed) | restart |
  * | [cluster]  | lease_wait           | duration | 10m (longest wait for another node's tuning) | restart |
+ * | [cluster]  | lease_poll           | duration | 1s (a waiting node's fallback poll while subscribed) | restart |
  * | [cluster]  | sign_key             | path     | (none: a read-only node, never publishes) | restart  |
  * | [cluster]  | trusted_keys         | paths    | (none: every entry is rejected) *.pub directories or files | restart |
  *
