@@ -860,6 +860,13 @@ int cmd_cache(const opts *o, int argc, char **argv)
             return usage_error("--tune must be none, model or measure");
         if (!o->cache && (rc = daemon_cache_path(o, &daemon_db)))
             return rc;
+        if (daemon_db && access(daemon_db, R_OK) != 0) {
+            /* A daemon on another host (--url), or one whose file this user may not read. */
+            fprintf(stderr, "hidetctl: cannot read the daemon's kernel cache %s here: %s; give "
+                            "its path (or a copy) with --cache\n", daemon_db, strerror(errno));
+            free(daemon_db);
+            return EXIT_NOT_FOUND;
+        }
         if (daemon_db)
             ro.cache = daemon_db;
     }
