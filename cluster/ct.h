@@ -13,21 +13,37 @@
  *
  * Tune once per fleet: before a publishing node tunes an op for a waiting request it takes a
  * lease, PREFIX:{OPKEY}:lease = its node id (SET NX PX lease), renewed while it holds it and
- * deleted (only if still its own) when the job ends. A node that finds another's lease polls
- * for the entry (every CT_POLL_MS); it is answered with the published kernel, or takes the lease
- * over once it is gone (the holder ended without a kernel, or died and its lease expired), or
- * tunes anyway after lease_wait. Read-only nodes take no leases and never wait.
+ * deleted (only if still its own) when the job ends. A node that finds another's lease waits
+ * for the entry; it is answered with the published kernel, or takes the lease over once it is
+ * gone (the holder ended without a kernel, or died and its lease expired), or tunes anyway after
+ * lease_wait. Read-only nodes take no leases and never wait.
+ *
+ * Completion channel: the node that publishes an entry, and the node that releases a lease,
+ * PUBLISHes on PREFIX:{OPKEY}:done right after the SET / the DEL (in the same Lua script). Every
+ * publishing node holds a second connection, the subscriber, with one PSUBSCRIBE on
+ * PREFIX:{*}:done for its whole life: a waiting node is woken by the message and looks again
+ * (reads and verifies the entry, or tries the lease); the message's text is never trusted.
+ * Why one pattern rather than a SUBSCRIBE per waited op: waits are short and many, so per-op
+ * subscriptions would cost two more round trips per wait and leave a window between seeing the
+ * lease and the subscription taking effect in which the message is lost; a message goes out once
+ * per op tuned in the whole fleet (rare: tuning takes seconds to minutes) and is a few dozen
+ * bytes, so every node receiving every op's message costs little, and Redis matches a PUBLISH
+ * against one pattern per node. Messages can be lost (the subscriber reconnecting), so a waiting
+ * node still polls, every lease_poll while the subscriber is up and every CT_POLL_MS while it is
+ * not, and never later than the lease's expiry (a holder that died). When the subscriber comes
+ * back, every waiting node looks once at once.
  *
  * Keys (docs/cluster.md has the whole layout):
  *   key    PREFIX:{OPKEY}:entry      (the braces are a Redis Cluster hash tag: every key of one
  *                                     op lands in one slot)
  *          PREFIX:{OPKEY}:lease      the node id of the node tuning it
+ *   channel PREFIX:{OPKEY}:done      completion messages ("entry" or "released": a hint only)
  *   value  "hidetd-cluster-entry 1\n"
  *          "ed25519 KEYID BASE64SIG\n"
  *          RECORD                     (kc_record_encode(): one JSON line)
  *   The signature is kc_sign_detached() with the context CT_SIGN_CONTEXT over RECORD's bytes.
  *
- * The Redis connection (hiredis' asynchronous API on the daemon's libuv loop, so the loop never
+ * Each Redis connection (hiredis' asynchronous API on the daemon's libuv loop, so the loop never
  * waits for Redis) has a timeout on connecting and on every command; a command that times out
  * drops the connection (a server that stopped answering is treated as down) and the caller gets
  * a miss. Reconnects back off exponentially. While the tier is down every lookup is a miss and
@@ -51,7 +67,7 @@
 #include "resolve/resolve.h"
 
 #define CT_SIGN_CONTEXT "hidetd-cluster-entry 1"
-#define CT_POLL_MS 100 /* how often a node waiting on another's lease looks for the entry */
+#define CT_POLL_MS 100 /* how often a waiting node looks for the entry while the subscriber is down */
 #define CT_ENTRY_MAGIC "hidetd-cluster-entry 1\n"
 
 /* ---- where Redis is --------------------------------------------------------------------- */
@@ -99,6 +115,16 @@ int ct_entry_verify(const char *value, size_t len, const char *op_key,
                     const kc_sign_public *trusted, size_t n_trusted, kc_artifact **ret,
                     char ret_signer[KC_SIGN_ID_LEN + 1], ct_reject *ret_why);
 
+/* ---- the completion channel (pure; unit-tested) ---------------------------------------- */
+
+/* The subscriber's pattern for prefix: PREFIX:{*}:done with the glob characters of the prefix
+ * (* ? [ ] \) escaped. Returns 0, or -ENOSPC when it does not fit in len. */
+int ct_channel_pattern(const char *prefix, char *out, size_t len);
+/* The op key of a completion channel PREFIX:{OPKEY}:done (name, len: as received, not
+ * NUL-terminated). Returns 0 with ret_op_key set, or -EINVAL for any other channel. */
+int ct_channel_op_key(const char *prefix, const char *name, size_t len,
+                      char ret_op_key[KC_KEY_LEN + 1]);
+
 /* ---- the tier ---------------------------------------------------------------------------- */
 
 typedef struct ct_tier ct_tier;
@@ -119,6 +145,8 @@ typedef struct ct_config {
     double backoff_max_s;         /* longest; <= 0: 30 s */
     double lease_s;               /* a lease lives this long unless renewed; <= 0: 30 s */
     double lease_wait_s;          /* longest wait on another node's lease; <= 0: 600 s */
+    double lease_poll_s;          /* a waiting node's fallback poll while the subscriber is up
+                                   * (CT_POLL_MS while it is down); <= 0: 1 s */
     const kc_sign_secret *sign;   /* copied; NULL: a read-only node (never publishes) */
     const kc_sign_public *trusted; /* copied; keys whose entries are accepted */
     size_t n_trusted;
@@ -132,13 +160,14 @@ typedef enum {
     CT_STATE_CONNECTING = 0,
     CT_STATE_UP,
     CT_STATE_DOWN, /* waiting to reconnect */
-    CT_STATE_CLOSED,
+    CT_STATE_CLOSED, /* closed, or (the subscriber) never opened: a read-only node */
 } ct_state;
 
 const char *ct_state_name(ct_state s); /* "connecting", "up", "down", "closed" */
 
 typedef struct ct_stats {
-    ct_state state;
+    ct_state state;              /* the command connection */
+    ct_state sub_state;          /* the subscriber (CT_STATE_CLOSED on a read-only node) */
     bool read_only;
     char url[512];               /* redacted */
     char prefix[64];
@@ -152,6 +181,7 @@ typedef struct ct_stats {
     uint64_t timeouts;           /* commands (and connects) that timed out */
     uint64_t errors;             /* error replies and lost connections */
     uint64_t connects;           /* connections made (setup answered) */
+    uint64_t sub_connects;       /* subscriptions made (PSUBSCRIBE confirmed) */
     char node_id[33];            /* this node's lease value */
     uint64_t leases;             /* leases taken (this node tuned the op for the fleet) */
     uint64_t lease_waits;        /* claims that found another node's lease and waited */
@@ -159,6 +189,9 @@ typedef struct ct_stats {
     uint64_t lease_takeovers;    /* leases taken after waiting (the holder ended or died) */
     uint64_t lease_wait_timeouts; /* waits that gave up after lease_wait and tuned here */
     size_t leases_held;          /* leases held now */
+    uint64_t lease_wakeups_message; /* waiting claims that looked again because of a message */
+    uint64_t lease_wakeups_poll;    /* ... because their poll timer fired */
+    double lease_poll_s;         /* the fallback poll while the subscriber is up */
 } ct_stats;
 
 /* Creates the tier and starts connecting. Returns 0, -EINVAL with *ret_err (a bad URL or prefix)

@@ -1,6 +1,8 @@
-/* cluster/ct_redis.c - the cluster tier's Redis connection and its resolve_remote functions
+/* cluster/ct_redis.c - the cluster tier's Redis connections and its resolve_remote functions
  * (ct.h): hiredis' asynchronous API on the daemon's libuv loop (hiredis' own libuv adapter),
- * timeouts on connecting and on every command, reconnects with backoff. */
+ * timeouts on connecting and on every command, reconnects with backoff. Two connections, each
+ * with its own connect, timeouts and backoff: the command connection, and the subscriber that
+ * carries the completion messages waiting nodes are woken by. */
 #include "cluster/ct.h"
 
 #include <errno.h>
@@ -8,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
@@ -17,12 +20,14 @@
 typedef enum { CT__CALL_SETUP = 0, CT__CALL_GET, CT__CALL_SET, CT__CALL_LEASE } ct__call_kind;
 
 typedef struct ct__claim ct__claim;
+typedef struct ct__conn ct__conn;
 
 /* One command sent to Redis. hiredis calls its callback exactly once (with a NULL reply when
  * the connection goes first), and that callback frees it. Pending calls are kept oldest first:
  * Redis answers in order, so the oldest is the one a timeout looks at. */
 typedef struct ct__call {
     ct_tier *t;
+    ct__conn *conn;
     struct ct__call *prev, *next;
     ct__call_kind kind;
     bool last_setup;        /* the reply that makes the tier "up" */
@@ -44,13 +49,32 @@ struct ct__claim {
     uv_timer_t timer;
     uint64_t deadline_ns;
     bool waited;
+    bool in_flight; /* a command of the claim waits for its reply (else: its timer runs) */
+    bool woken;     /* a completion message came while in flight: look again at once */
+};
+
+/* One connection to Redis. The command connection and the subscriber connect, time out and
+ * back off each on its own: a subscriber that cannot subscribe never stops lookups, and the
+ * reverse. */
+struct ct__conn {
+    ct_tier *t;
+    bool sub;               /* the subscriber: PSUBSCRIBE, then nothing but messages */
+    const char *what;       /* how messages name it */
+    redisAsyncContext *ac;  /* NULL while down */
+    ct_state state;
+    uint64_t connect_started_ns;
+    double backoff_s;
+    uv_timer_t retry;       /* the next connect attempt */
+    uv_getaddrinfo_t gai;
+    bool gai_active;
+    ct__call *head, *tail;  /* commands waiting for their reply, oldest first */
 };
 
 struct ct_tier {
     uv_loop_t *loop;
     ct_url url;
     char prefix[64];
-    double ttl_s, timeout_s, backoff_min_s, backoff_max_s, backoff_s;
+    double ttl_s, timeout_s, backoff_min_s, backoff_max_s;
     bool has_sign;
     kc_sign_secret sign;
     kc_sign_public *trusted;
@@ -59,15 +83,14 @@ struct ct_tier {
     void (*on_latency)(void *udata, double seconds);
     void *udata;
 
-    redisAsyncContext *ac;  /* NULL while down */
-    uint64_t connect_started_ns;
-    uv_timer_t retry;       /* the next connect attempt */
-    uv_timer_t watchdog;    /* timeouts of the connect and of the oldest pending command */
-    uv_getaddrinfo_t gai;
-    bool gai_active;
-    ct__call *head, *tail;
+    bool closed;
+    ct__conn cmd;           /* every command */
+    ct__conn sub;           /* completion messages (publishing nodes only: they alone wait) */
+    char pattern[160];      /* the subscriber's PSUBSCRIBE pattern */
+    uv_timer_t watchdog;    /* timeouts of the connects and of the oldest pending commands */
     ct__claim *claims;      /* claims waiting (on a command or their timer) */
     double lease_s, lease_wait_s;
+    uint64_t lease_poll_ms; /* the fallback poll of a waiting claim while the subscriber is up */
     uv_timer_t renew;       /* renews the leases held */
     char (*held)[KC_KEY_LEN + 1]; /* op keys this node holds a lease on */
     size_t n_held, cap_held;
@@ -75,7 +98,8 @@ struct ct_tier {
     ct_stats st;
 };
 
-static void tier_connect(ct_tier *t);
+static void conn_connect(ct__conn *cn);
+static void claims_on_subscriber(ct_tier *t, bool up);
 
 const char *ct_state_name(ct_state s)
 {
@@ -114,86 +138,112 @@ static void handle_closed(uv_handle_t *h)
     tier_unref(h->data);
 }
 
-static void call_link(ct_tier *t, ct__call *c)
+/* A connection's retry timer points at its connection, not at the tier. */
+static void retry_closed(uv_handle_t *h)
 {
-    c->prev = t->tail;
-    c->next = NULL;
-    if (t->tail)
-        t->tail->next = c;
-    else
-        t->head = c;
-    t->tail = c;
+    ct__conn *cn = h->data;
+    tier_unref(cn->t);
 }
 
-static void call_unlink(ct_tier *t, ct__call *c)
+static void call_link(ct__conn *cn, ct__call *c)
 {
+    c->prev = cn->tail;
+    c->next = NULL;
+    if (cn->tail)
+        cn->tail->next = c;
+    else
+        cn->head = c;
+    cn->tail = c;
+}
+
+static void call_unlink(ct__call *c)
+{
+    ct__conn *cn = c->conn;
     if (c->prev)
         c->prev->next = c->next;
     else
-        t->head = c->next;
+        cn->head = c->next;
     if (c->next)
         c->next->prev = c->prev;
     else
-        t->tail = c->prev;
+        cn->tail = c->prev;
     c->prev = c->next = NULL;
 }
 
-/* Sends a command built by hiredis from argv; c is linked and owned by the reply callback from
- * then on. Returns 0 or -EIO (c not sent: the caller still owns it). */
+/* Sends a command built by hiredis from argv on cn; c is linked and owned by the reply callback
+ * from then on. Returns 0 or -EIO (c not sent: the caller still owns it). */
+static int conn_send(ct__conn *cn, ct__call *c, redisCallbackFn *fn, int argc, const char **argv,
+                     const size_t *argvlen)
+{
+    c->t = cn->t;
+    c->conn = cn;
+    c->sent_ns = uv_hrtime();
+    if (!cn->ac || redisAsyncCommandArgv(cn->ac, fn, c, argc, argv, argvlen) != REDIS_OK)
+        return -EIO;
+    call_link(cn, c);
+    return 0;
+}
+
+/* A command on the command connection. */
 static int call_send(ct_tier *t, ct__call *c, redisCallbackFn *fn, int argc, const char **argv,
                      const size_t *argvlen)
 {
-    c->t = t;
-    c->sent_ns = uv_hrtime();
-    if (!t->ac || redisAsyncCommandArgv(t->ac, fn, c, argc, argv, argvlen) != REDIS_OK)
-        return -EIO;
-    call_link(t, c);
-    return 0;
+    return conn_send(&t->cmd, c, fn, argc, argv, argvlen);
 }
 
 static void on_retry(uv_timer_t *h)
 {
-    tier_connect(h->data);
+    conn_connect(h->data);
 }
 
-static void schedule_reconnect(ct_tier *t)
+/* The connection is gone (or never came): try again after the backoff. A subscriber going down
+ * puts waiting claims back on the short poll (their messages may be lost now). */
+static void schedule_reconnect(ct__conn *cn)
 {
-    if (t->st.state == CT_STATE_CLOSED)
+    ct_tier *t = cn->t;
+    if (t->closed)
         return;
-    t->st.state = CT_STATE_DOWN;
+    bool was_up = cn->state == CT_STATE_UP;
+    cn->state = CT_STATE_DOWN;
     /* +-20% jitter so that a fleet that lost Redis together does not come back in lock step. */
-    double d = t->backoff_s * (0.8 + 0.4 * (double)randombytes_uniform(1001) / 1000.0);
-    uv_timer_start(&t->retry, on_retry, (uint64_t)(d * 1000.0) + 1, 0);
-    t->backoff_s = t->backoff_s * 2 > t->backoff_max_s ? t->backoff_max_s : t->backoff_s * 2;
+    double d = cn->backoff_s * (0.8 + 0.4 * (double)randombytes_uniform(1001) / 1000.0);
+    uv_timer_start(&cn->retry, on_retry, (uint64_t)(d * 1000.0) + 1, 0);
+    cn->backoff_s = cn->backoff_s * 2 > t->backoff_max_s ? t->backoff_max_s : cn->backoff_s * 2;
+    if (cn->sub && was_up)
+        claims_on_subscriber(t, false);
 }
 
 /* Drops the connection now: hiredis answers every pending command with a NULL reply (their
  * callers get a miss) before this returns. Never call it inside a hiredis callback (there,
  * redisAsyncDisconnect). */
-static void drop_connection(ct_tier *t, const char *why)
+static void drop_connection(ct__conn *cn, const char *why)
 {
-    redisAsyncContext *ac = t->ac;
+    ct_tier *t = cn->t;
+    redisAsyncContext *ac = cn->ac;
     if (!ac)
         return;
-    t->ac = NULL;
+    cn->ac = NULL;
     t->st.errors++;
-    tier_event(t, CT_EVENT_DOWN, "Redis %s: %s; reconnecting with backoff", t->st.url, why);
+    tier_event(t, CT_EVENT_DOWN, "%s %s: %s; reconnecting with backoff", cn->what, t->st.url,
+               why);
     redisAsyncFree(ac);
-    schedule_reconnect(t);
+    schedule_reconnect(cn);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
-    ct_tier *t = ac->data;
-    if (!t || t->ac != ac)
+    ct__conn *cn = ac->data;
+    if (!cn || cn->ac != ac)
         return; /* dropped by us already */
-    t->ac = NULL;
-    if (t->st.state == CT_STATE_CLOSED)
+    ct_tier *t = cn->t;
+    cn->ac = NULL;
+    if (t->closed)
         return;
     t->st.errors++;
-    tier_event(t, CT_EVENT_DOWN, "Redis %s: connection lost%s%s; reconnecting with backoff",
-               t->st.url, status == REDIS_OK ? "" : ": ", status == REDIS_OK ? "" : ac->errstr);
-    schedule_reconnect(t);
+    tier_event(t, CT_EVENT_DOWN, "%s %s: connection lost%s%s; reconnecting with backoff",
+               cn->what, t->st.url, status == REDIS_OK ? "" : ": ",
+               status == REDIS_OK ? "" : ac->errstr);
+    schedule_reconnect(cn);
 }
 
 static void observe(ct_tier *t, const ct__call *c)
@@ -202,100 +252,130 @@ static void observe(ct_tier *t, const ct__call *c)
         t->on_latency(t->udata, (double)(uv_hrtime() - c->sent_ns) / 1e9);
 }
 
+/* The connection is ready: the command connection's PING, or the subscriber's PSUBSCRIBE, was
+ * answered. */
+static void conn_up(ct__conn *cn)
+{
+    ct_tier *t = cn->t;
+    cn->state = CT_STATE_UP;
+    cn->backoff_s = t->backoff_min_s;
+    t->st.last_error[0] = '\0';
+    if (cn->sub) {
+        t->st.sub_connects++;
+        tier_event(t, CT_EVENT_CONNECTED, "%s %s: subscribed to %s", cn->what, t->st.url,
+                   t->pattern);
+        claims_on_subscriber(t, true);
+    } else {
+        t->st.connects++;
+        tier_event(t, CT_EVENT_CONNECTED, "%s %s: connected", cn->what, t->st.url);
+    }
+}
+
 static void on_setup_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     ct__call *c = priv;
+    ct__conn *cn = c->conn;
     ct_tier *t = c->t;
     redisReply *reply = r;
-    call_unlink(t, c);
+    call_unlink(c);
     bool last = c->last_setup;
     free(c);
-    if (!reply || t->st.state == CT_STATE_CLOSED || ac != t->ac)
+    if (!reply || t->closed || ac != cn->ac)
         return;
     if (reply->type == REDIS_REPLY_ERROR) {
         /* AUTH or SELECT refused: the server is there but will not serve us; retry later (the
          * operator may be fixing its ACL). */
         t->st.errors++;
-        tier_event(t, CT_EVENT_ERROR, "Redis %s: setup refused: %.200s", t->st.url, reply->str);
+        tier_event(t, CT_EVENT_ERROR, "%s %s: setup refused: %.200s", cn->what, t->st.url,
+                   reply->str);
         redisAsyncDisconnect(ac);
         return;
     }
-    if (last) {
-        t->st.state = CT_STATE_UP;
-        t->st.connects++;
-        t->backoff_s = t->backoff_min_s;
-        t->st.last_error[0] = '\0';
-        tier_event(t, CT_EVENT_CONNECTED, "Redis %s: connected", t->st.url);
-    }
+    if (last)
+        conn_up(cn);
 }
 
-static int send_setup(ct_tier *t, int argc, const char **argv, bool last)
+static int send_setup(ct__conn *cn, int argc, const char **argv, bool last)
 {
     ct__call *c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
     c->kind = CT__CALL_SETUP;
     c->last_setup = last;
-    int r = call_send(t, c, on_setup_reply, argc, argv, NULL);
+    int r = conn_send(cn, c, on_setup_reply, argc, argv, NULL);
     if (r < 0)
         free(c);
     return r;
 }
 
+static void on_sub_message(redisAsyncContext *ac, void *r, void *priv);
+
 static void on_connect(const redisAsyncContext *cac, int status)
 {
     redisAsyncContext *ac = (redisAsyncContext *)cac;
-    ct_tier *t = ac->data;
-    if (!t || t->ac != ac)
+    ct__conn *cn = ac->data;
+    if (!cn || cn->ac != ac)
         return;
+    ct_tier *t = cn->t;
     if (status != REDIS_OK) {
         /* hiredis frees the context after this callback. */
-        t->ac = NULL;
+        cn->ac = NULL;
         t->st.errors++;
-        tier_event(t, CT_EVENT_DOWN, "Redis %s: cannot connect: %s; retrying with backoff",
-                   t->st.url, ac->errstr);
-        schedule_reconnect(t);
+        tier_event(t, CT_EVENT_DOWN, "%s %s: cannot connect: %s; retrying with backoff",
+                   cn->what, t->st.url, ac->errstr);
+        schedule_reconnect(cn);
         return;
     }
     /* Authenticate and select the database before anything else goes out (hiredis sends in
-     * order), then a PING whose answer marks the tier up. */
+     * order), then a PING whose answer marks the connection up; the subscriber subscribes
+     * instead, and the confirmation marks it up (on_sub_message). */
     char db[16];
     snprintf(db, sizeof(db), "%d", t->url.db);
     int r = 0;
     if (t->url.password[0] && t->url.user[0])
-        r = send_setup(t, 3, (const char *[]){"AUTH", t->url.user, t->url.password}, false);
+        r = send_setup(cn, 3, (const char *[]){"AUTH", t->url.user, t->url.password}, false);
     else if (t->url.password[0])
-        r = send_setup(t, 2, (const char *[]){"AUTH", t->url.password}, false);
+        r = send_setup(cn, 2, (const char *[]){"AUTH", t->url.password}, false);
     if (r == 0 && t->url.db)
-        r = send_setup(t, 2, (const char *[]){"SELECT", db}, false);
-    if (r == 0)
-        r = send_setup(t, 1, (const char *[]){"PING"}, true);
+        r = send_setup(cn, 2, (const char *[]){"SELECT", db}, false);
+    if (r == 0 && !cn->sub)
+        r = send_setup(cn, 1, (const char *[]){"PING"}, true);
+    if (r == 0 && cn->sub &&
+        redisAsyncCommandArgv(ac, on_sub_message, cn, 2,
+                              (const char *[]){"PSUBSCRIBE", t->pattern}, NULL) != REDIS_OK)
+        r = -EIO;
     if (r < 0)
         redisAsyncDisconnect(ac);
 }
 
-static void start_context(ct_tier *t, redisAsyncContext *ac)
+static void start_context(ct__conn *cn, redisAsyncContext *ac)
 {
+    ct_tier *t = cn->t;
     if (!ac || ac->err || redisLibuvAttach(ac, t->loop) != REDIS_OK) {
         t->st.errors++;
-        tier_event(t, CT_EVENT_DOWN, "Redis %s: cannot connect: %s; retrying with backoff",
-                   t->st.url, ac && ac->err ? ac->errstr : "out of memory");
+        tier_event(t, CT_EVENT_DOWN, "%s %s: cannot connect: %s; retrying with backoff",
+                   cn->what, t->st.url, ac && ac->err ? ac->errstr : "out of memory");
         if (ac)
             redisAsyncFree(ac);
-        schedule_reconnect(t);
+        schedule_reconnect(cn);
         return;
     }
-    ac->data = t;
-    t->ac = ac;
+    /* The subscriber sends nothing after subscribing, so no command timeout notices a peer
+     * that vanished without closing: TCP keepalive does (the fallback poll covers the gap). */
+    if (cn->sub && !t->url.unix_socket)
+        (void)redisEnableKeepAlive(&ac->c);
+    ac->data = cn;
+    cn->ac = ac;
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
-    ct_tier *t = req->data;
-    t->gai_active = false;
-    if (t->st.state == CT_STATE_CLOSED) {
+    ct__conn *cn = req->data;
+    ct_tier *t = cn->t;
+    cn->gai_active = false;
+    if (t->closed) {
         uv_freeaddrinfo(res);
         tier_unref(t);
         return;
@@ -311,23 +391,24 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     uv_freeaddrinfo(res);
     if (!ip[0]) {
         t->st.errors++;
-        tier_event(t, CT_EVENT_DOWN, "Redis %s: cannot resolve %s: %s; retrying with backoff",
-                   t->st.url, t->url.host, status ? uv_strerror(status) : "no address");
-        schedule_reconnect(t);
+        tier_event(t, CT_EVENT_DOWN, "%s %s: cannot resolve %s: %s; retrying with backoff",
+                   cn->what, t->st.url, t->url.host, status ? uv_strerror(status) : "no address");
+        schedule_reconnect(cn);
         return;
     }
     /* A numeric address: hiredis' connect does not wait on a resolver then. */
-    start_context(t, redisAsyncConnect(ip, t->url.port));
+    start_context(cn, redisAsyncConnect(ip, t->url.port));
 }
 
-static void tier_connect(ct_tier *t)
+static void conn_connect(ct__conn *cn)
 {
-    if (t->st.state == CT_STATE_CLOSED || t->ac || t->gai_active)
+    ct_tier *t = cn->t;
+    if (t->closed || cn->ac || cn->gai_active)
         return;
-    t->st.state = CT_STATE_CONNECTING;
-    t->connect_started_ns = uv_hrtime();
+    cn->state = CT_STATE_CONNECTING;
+    cn->connect_started_ns = uv_hrtime();
     if (t->url.unix_socket) {
-        start_context(t, redisAsyncConnectUnix(t->url.path));
+        start_context(cn, redisAsyncConnectUnix(t->url.path));
         return;
     }
     /* hiredis would resolve the name with a blocking getaddrinfo() on the loop: resolve it on
@@ -336,35 +417,43 @@ static void tier_connect(ct_tier *t)
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    t->gai.data = t;
-    int r = uv_getaddrinfo(t->loop, &t->gai, on_resolved, t->url.host, NULL, &hints);
+    cn->gai.data = cn;
+    int r = uv_getaddrinfo(t->loop, &cn->gai, on_resolved, t->url.host, NULL, &hints);
     if (r < 0) {
         t->st.errors++;
-        tier_event(t, CT_EVENT_DOWN, "Redis %s: cannot resolve %s: %s", t->st.url, t->url.host,
-                   uv_strerror(r));
-        schedule_reconnect(t);
+        tier_event(t, CT_EVENT_DOWN, "%s %s: cannot resolve %s: %s", cn->what, t->st.url,
+                   t->url.host, uv_strerror(r));
+        schedule_reconnect(cn);
         return;
     }
-    t->gai_active = true;
+    cn->gai_active = true;
     t->refs++;
 }
 
-/* Runs every quarter of the timeout: a connect or a command older than the timeout drops the
- * connection (Redis that stopped answering is as good as down; its callers get their miss now). */
+/* A connect (for the subscriber: up to the subscription's confirmation) or a command older than
+ * the timeout drops the connection (Redis that stopped answering is as good as down; its callers
+ * get their miss now). */
+static void conn_watch(ct__conn *cn, uint64_t limit, uint64_t now)
+{
+    if (!cn->ac)
+        return;
+    if (cn->state == CT_STATE_CONNECTING && now - cn->connect_started_ns > limit) {
+        cn->t->st.timeouts++;
+        drop_connection(cn, "connect timed out");
+    } else if (cn->head && now - cn->head->sent_ns > limit) {
+        cn->t->st.timeouts++;
+        drop_connection(cn, "a command timed out");
+    }
+}
+
+/* Runs every quarter of the timeout. */
 static void on_watchdog(uv_timer_t *h)
 {
     ct_tier *t = h->data;
     uint64_t limit = (uint64_t)(t->timeout_s * 1e9);
     uint64_t now = uv_hrtime();
-    if (!t->ac)
-        return;
-    if (t->st.state == CT_STATE_CONNECTING && now - t->connect_started_ns > limit) {
-        t->st.timeouts++;
-        drop_connection(t, "connect timed out");
-    } else if (t->head && now - t->head->sent_ns > limit) {
-        t->st.timeouts++;
-        drop_connection(t, "a command timed out");
-    }
+    conn_watch(&t->cmd, limit, now);
+    conn_watch(&t->sub, limit, now);
 }
 
 /* ---- the resolver's slot -------------------------------------------------------------------- */
@@ -375,13 +464,21 @@ static void entry_key(const ct_tier *t, const char *op_key, char *out, size_t le
     snprintf(out, len, "%s:{%s}:entry", t->prefix, op_key);
 }
 
+/* The op's completion channel. It carries the op's hash tag like its keys: in Redis Cluster the
+ * channel hashes to the op's slot, so the scripts that publish on it stay single-slot, and
+ * sharded pub/sub (SPUBLISH) would route it to the shard that holds the op. */
+static void done_channel(const ct_tier *t, const char *op_key, char *out, size_t len)
+{
+    snprintf(out, len, "%s:{%s}:done", t->prefix, op_key);
+}
+
 static void on_get_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     ct__call *c = priv;
     ct_tier *t = c->t;
     redisReply *reply = r;
     kc_artifact *a = NULL;
-    call_unlink(t, c);
+    call_unlink(c);
     if (reply)
         observe(t, c);
     if (reply && reply->type == REDIS_REPLY_STRING) {
@@ -416,7 +513,7 @@ static int tier_lookup(void *self, const char *op_key, resolve_remote_done done,
     ct_tier *t = self;
     if (!done || !kc_key_is_hex(op_key))
         return -EINVAL;
-    if (t->st.state != CT_STATE_UP || !t->ac) {
+    if (t->cmd.state != CT_STATE_UP || !t->cmd.ac) {
         t->st.misses++;
         return -ENOTCONN;
     }
@@ -442,7 +539,7 @@ static void on_set_reply(redisAsyncContext *ac, void *r, void *priv)
     ct__call *c = priv;
     ct_tier *t = c->t;
     redisReply *reply = r;
-    call_unlink(t, c);
+    call_unlink(c);
     (void)ac;
     if (reply)
         observe(t, c);
@@ -461,12 +558,22 @@ static void on_set_reply(redisAsyncContext *ac, void *r, void *priv)
     free(c);
 }
 
+/* SET of the entry, then a wake-up on the op's completion channel for the nodes waiting on this
+ * node's lease. One script: Redis runs it whole, so the message never comes before the entry it
+ * announces, and a SET that fails (OOM) raises before anything is published. The message is sent
+ * for a pinned entry too (one was there first: the waiters may take it). Its text is only a
+ * hint; a woken node reads and verifies the entry itself. The SET's reply (OK, or nil: pinned)
+ * is the script's. ARGV: value, channel, then SET's options. */
+static const char ct__publish_lua[] =
+    "local r = redis.call('set', KEYS[1], ARGV[1], unpack(ARGV, 3)) "
+    "redis.call('publish', ARGV[2], 'entry') return r";
+
 /* SET of a signed entry: NX (the first winner is pinned) unless a re-tune asked to replace it. */
 static void publish_entry(ct_tier *t, const kc_artifact *a, bool replace)
 {
     if (!a || !t->has_sign)
         return;
-    if (t->st.state != CT_STATE_UP || !t->ac) {
+    if (t->cmd.state != CT_STATE_UP || !t->cmd.ac) {
         t->st.publish_dropped++;
         return;
     }
@@ -480,17 +587,20 @@ static void publish_entry(ct_tier *t, const kc_artifact *a, bool replace)
     }
     c->kind = CT__CALL_SET;
     memcpy(c->op_key, a->op_key, sizeof(c->op_key));
-    char key[sizeof(t->prefix) + KC_KEY_LEN + 16];
+    char key[sizeof(t->prefix) + KC_KEY_LEN + 16], chan[sizeof(t->prefix) + KC_KEY_LEN + 16];
     entry_key(t, a->op_key, key, sizeof(key));
+    done_channel(t, a->op_key, chan, sizeof(chan));
     char ms[32];
     snprintf(ms, sizeof(ms), "%.0f", t->ttl_s * 1000.0);
     /* NX: the first winner published is pinned; a node replaces an entry only when a re-tune
-     * asked for it. */
-    const char *argv[6] = {"SET", key, value, "NX", "PX", ms};
-    size_t lens[6] = {3, strlen(key), len, 2, 2, strlen(ms)};
-    int argc = 3;
-    if (!replace)
-        argv[argc++] = "NX";
+     * asked for it. The script SETs, then PUBLISHes the wake-up (ct__publish_lua). */
+    const char *argv[10] = {"EVAL", ct__publish_lua, "1", key, value, chan};
+    size_t lens[10] = {4, strlen(ct__publish_lua), 1, strlen(key), len, strlen(chan)};
+    int argc = 6;
+    if (!replace) {
+        argv[argc] = "NX";
+        lens[argc++] = 2;
+    }
     if (t->ttl_s > 0) {
         argv[argc] = "PX";
         lens[argc++] = 2;
@@ -517,12 +627,23 @@ static void tier_republish(void *self, const kc_artifact *a)
 /* ---- leases: tune once per fleet ------------------------------------------------------------ */
 
 /* Compare-and-renew and compare-and-delete: a lease is only ever touched by the node whose id it
- * holds (one that expired and was taken over belongs to another node now). */
+ * holds (one that expired and was taken over belongs to another node now). A release publishes a
+ * wake-up after the DEL, so that nodes waiting on the lease take it at once when the job ended
+ * without a kernel. It does so after a kernel too: the release follows the entry's script on the
+ * same connection, the waiters found the entry already and ignore it, and one more small message
+ * per tuned op is cheaper than knowing here whether the entry's SET succeeded (when it failed,
+ * the waiters must take the lease). ARGV: node id, lease ms, channel. */
 static const char ct__renew_lua[] =
     "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) "
     "else return 0 end";
 static const char ct__release_lua[] =
-    "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
+    "if redis.call('get',KEYS[1])==ARGV[1] then redis.call('del',KEYS[1]) "
+    "redis.call('publish',ARGV[3],'released') return 1 else return 0 end";
+/* Take the lease if it is free (OK); else the time it has left (PTTL, ms; -1: no expiry): a
+ * waiting node looks again when it expires, not only at its next poll. */
+static const char ct__claim_lua[] =
+    "local r = redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) if r then return r end "
+    "return redis.call('pttl',KEYS[1])";
 
 static void lease_key(const ct_tier *t, const char *op_key, char *out, size_t len)
 {
@@ -559,7 +680,7 @@ static void on_plain_reply(redisAsyncContext *ac, void *r, void *priv)
     ct_tier *t = c->t;
     redisReply *reply = r;
     (void)ac;
-    call_unlink(t, c);
+    call_unlink(c);
     if (reply)
         observe(t, c);
     if (reply && reply->type == REDIS_REPLY_ERROR) {
@@ -573,7 +694,7 @@ static void on_plain_reply(redisAsyncContext *ac, void *r, void *priv)
 /* EVAL of a compare-and-* script on an op's lease (fire and forget). */
 static void lease_script(ct_tier *t, const char *script, const char *op_key)
 {
-    if (t->st.state != CT_STATE_UP || !t->ac)
+    if (t->cmd.state != CT_STATE_UP || !t->cmd.ac)
         return;
     ct__call *c = calloc(1, sizeof(*c));
     if (!c)
@@ -581,10 +702,12 @@ static void lease_script(ct_tier *t, const char *script, const char *op_key)
     c->kind = CT__CALL_LEASE;
     memcpy(c->op_key, op_key, sizeof(c->op_key));
     char key[sizeof(t->prefix) + KC_KEY_LEN + 16], ms[32];
+    char chan[sizeof(t->prefix) + KC_KEY_LEN + 16];
     lease_key(t, op_key, key, sizeof(key));
+    done_channel(t, op_key, chan, sizeof(chan));
     snprintf(ms, sizeof(ms), "%.0f", t->lease_s * 1000.0);
-    if (call_send(t, c, on_plain_reply, 6,
-                  (const char *[]){"EVAL", script, "1", key, t->st.node_id, ms}, NULL) < 0)
+    if (call_send(t, c, on_plain_reply, 7,
+                  (const char *[]){"EVAL", script, "1", key, t->st.node_id, ms, chan}, NULL) < 0)
         free(c);
 }
 
@@ -632,6 +755,27 @@ static void claim_finish(ct__claim *cl, kc_artifact *a)
 static int claim_send(ct__claim *cl, bool get);
 static void on_claim_timer(uv_timer_t *h);
 
+/* How long a claim that found another node's lease waits before it looks again: the fallback
+ * poll (long while the subscriber is up, since a message wakes it; CT_POLL_MS while it is down),
+ * but never past the lease's expiry (pttl_ms, < 0 unknown) nor past the claim's deadline. */
+static uint64_t claim_delay_ms(const ct__claim *cl, long long pttl_ms)
+{
+    const ct_tier *t = cl->t;
+    uint64_t ms = t->sub.state == CT_STATE_UP ? t->lease_poll_ms : CT_POLL_MS;
+    if (pttl_ms >= 0 && (uint64_t)pttl_ms + 1 < ms)
+        ms = (uint64_t)pttl_ms + 1;
+    uint64_t now = uv_hrtime();
+    uint64_t left = cl->deadline_ns > now ? (cl->deadline_ns - now) / 1000000 + 1 : 0;
+    return left < ms ? left : ms;
+}
+
+/* Looks again now: reads the entry (then, without one, tries the lease). */
+static void claim_look(ct__claim *cl)
+{
+    if (claim_send(cl, true) < 0)
+        claim_finish(cl, NULL);
+}
+
 static void on_claim_reply(redisAsyncContext *ac, void *r, void *priv)
 {
     ct__call *c = priv;
@@ -640,11 +784,12 @@ static void on_claim_reply(redisAsyncContext *ac, void *r, void *priv)
     redisReply *reply = r;
     bool was_get = c->kind == CT__CALL_GET;
     (void)ac;
-    call_unlink(t, c);
+    call_unlink(c);
+    cl->in_flight = false;
     if (reply)
         observe(t, c);
     free(c);
-    if (!reply || reply->type == REDIS_REPLY_ERROR || t->st.state == CT_STATE_CLOSED) {
+    if (!reply || reply->type == REDIS_REPLY_ERROR || t->closed) {
         if (reply && reply->type == REDIS_REPLY_ERROR) {
             t->st.errors++;
             tier_event(t, CT_EVENT_ERROR, "Redis lease for op %s: %.200s", cl->op_key, reply->str);
@@ -701,14 +846,24 @@ static void on_claim_reply(redisAsyncContext *ac, void *r, void *priv)
         claim_finish(cl, NULL);
         return;
     }
-    uv_timer_start(&cl->timer, on_claim_timer, CT_POLL_MS, 0);
+    if (cl->woken) {
+        /* The op's completion message came while this claim's commands were in flight (the
+         * channel and the commands are two connections: either may be read first). */
+        cl->woken = false;
+        t->st.lease_wakeups_message++;
+        claim_look(cl);
+        return;
+    }
+    long long pttl = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+    uv_timer_start(&cl->timer, on_claim_timer, claim_delay_ms(cl, pttl), 0);
 }
 
-/* get: GET of the entry; else SET NX PX of the lease. 0, or -EIO (nothing sent). */
+/* get: GET of the entry; else the claim script on the lease. 0, or a negative errno (nothing
+ * sent). */
 static int claim_send(ct__claim *cl, bool get)
 {
     ct_tier *t = cl->t;
-    if (t->st.state != CT_STATE_UP || !t->ac)
+    if (t->cmd.state != CT_STATE_UP || !t->cmd.ac)
         return -ENOTCONN;
     ct__call *c = calloc(1, sizeof(*c));
     if (!c)
@@ -725,18 +880,76 @@ static int claim_send(ct__claim *cl, bool get)
         lease_key(t, cl->op_key, key, sizeof(key));
         snprintf(ms, sizeof(ms), "%.0f", t->lease_s * 1000.0);
         r = call_send(t, c, on_claim_reply, 6,
-                      (const char *[]){"SET", key, t->st.node_id, "NX", "PX", ms}, NULL);
+                      (const char *[]){"EVAL", ct__claim_lua, "1", key, t->st.node_id, ms}, NULL);
     }
     if (r < 0)
         free(c);
+    else
+        cl->in_flight = true;
     return r;
 }
 
 static void on_claim_timer(uv_timer_t *h)
 {
     ct__claim *cl = h->data;
-    if (claim_send(cl, true) < 0)
-        claim_finish(cl, NULL);
+    cl->t->st.lease_wakeups_poll++;
+    cl->woken = false;
+    claim_look(cl);
+}
+
+/* A completion message for op_key: every claim waiting on it looks again now (one whose command
+ * is in flight does when its reply says it would wait). */
+static void claims_wake(ct_tier *t, const char *op_key)
+{
+    ct__claim *cl = t->claims;
+    while (cl) {
+        ct__claim *next = cl->next;
+        if (strcmp(cl->op_key, op_key) == 0) {
+            if (cl->in_flight) {
+                cl->woken = true;
+            } else {
+                uv_timer_stop(&cl->timer);
+                t->st.lease_wakeups_message++;
+                claim_look(cl);
+            }
+        }
+        cl = next;
+    }
+}
+
+/* The subscriber came up or went down. Down: messages may be lost from now on, so the waiting
+ * claims go back to the short poll. Up: messages sent while it was down are lost, so every
+ * waiting claim looks once now, then waits on messages and the long poll. */
+static void claims_on_subscriber(ct_tier *t, bool up)
+{
+    for (ct__claim *cl = t->claims; cl; cl = cl->next)
+        if (!cl->in_flight)
+            uv_timer_start(&cl->timer, on_claim_timer, up ? 0 : CT_POLL_MS, 0);
+}
+
+/* The subscriber's callback: hiredis calls it for the PSUBSCRIBE confirmation, for every message
+ * of the pattern, and with NULL when the connection goes. */
+static void on_sub_message(redisAsyncContext *ac, void *r, void *priv)
+{
+    ct__conn *cn = priv;
+    ct_tier *t = cn->t;
+    redisReply *reply = r;
+    if (!reply || t->closed || cn->ac != ac || reply->type != REDIS_REPLY_ARRAY ||
+        reply->elements < 3 || reply->element[0]->type != REDIS_REPLY_STRING)
+        return;
+    const char *kind = reply->element[0]->str;
+    if (strcasecmp(kind, "psubscribe") == 0) {
+        if (cn->state != CT_STATE_UP)
+            conn_up(cn);
+        return;
+    }
+    if (strcasecmp(kind, "pmessage") != 0 || reply->elements != 4 ||
+        reply->element[2]->type != REDIS_REPLY_STRING)
+        return;
+    /* The channel says which op; the message's text is not trusted (nor needed). */
+    char op_key[KC_KEY_LEN + 1];
+    if (ct_channel_op_key(t->prefix, reply->element[2]->str, reply->element[2]->len, op_key) == 0)
+        claims_wake(t, op_key);
 }
 
 static int tier_claim(void *self, const char *op_key, resolve_remote_done done, void *arg)
@@ -744,7 +957,7 @@ static int tier_claim(void *self, const char *op_key, resolve_remote_done done, 
     ct_tier *t = self;
     if (!done || !kc_key_is_hex(op_key))
         return -EINVAL;
-    if (t->st.state != CT_STATE_UP || !t->ac)
+    if (t->cmd.state != CT_STATE_UP || !t->cmd.ac)
         return -ENOTCONN;
     /* This node tunes it already: the request joins that job. */
     if (held_find(t, op_key) >= 0)
@@ -829,9 +1042,17 @@ int ct_new(uv_loop_t *loop, const ct_config *cfg, ct_tier **ret, char **ret_err)
     t->backoff_max_s = cfg->backoff_max_s > 0 ? cfg->backoff_max_s : 30.0;
     if (t->backoff_max_s < t->backoff_min_s)
         t->backoff_max_s = t->backoff_min_s;
-    t->backoff_s = t->backoff_min_s;
     t->lease_s = cfg->lease_s > 0 ? cfg->lease_s : 30.0;
     t->lease_wait_s = cfg->lease_wait_s > 0 ? cfg->lease_wait_s : 600.0;
+    t->lease_poll_ms = (uint64_t)((cfg->lease_poll_s > 0 ? cfg->lease_poll_s : 1.0) * 1000.0);
+    if (t->lease_poll_ms < 1)
+        t->lease_poll_ms = 1;
+    t->st.lease_poll_s = (double)t->lease_poll_ms / 1000.0;
+    if (ct_channel_pattern(t->prefix, t->pattern, sizeof(t->pattern)) < 0) {
+        free(t->trusted);
+        free(t);
+        return -ENOMEM;
+    }
     unsigned char id[8];
     randombytes_buf(id, sizeof(id));
     sodium_bin2hex(t->st.node_id, sizeof(t->st.node_id), id, sizeof(id));
@@ -847,13 +1068,22 @@ int ct_new(uv_loop_t *loop, const ct_config *cfg, ct_tier **ret, char **ret_err)
     snprintf(t->st.prefix, sizeof(t->st.prefix), "%s", t->prefix);
     sodium_memzero(&u, sizeof(u));
 
-    uv_timer_init(loop, &t->retry);
+    ct__conn *conns[2] = {&t->cmd, &t->sub};
+    for (int i = 0; i < 2; i++) {
+        conns[i]->t = t;
+        conns[i]->sub = i == 1;
+        conns[i]->what = i == 1 ? "Redis subscriber" : "Redis";
+        conns[i]->backoff_s = t->backoff_min_s;
+        conns[i]->state = CT_STATE_CLOSED;
+        uv_timer_init(loop, &conns[i]->retry);
+        conns[i]->retry.data = conns[i];
+        /* No timer keeps the loop alive: they serve the tier, not any request. */
+        uv_unref((uv_handle_t *)&conns[i]->retry);
+    }
     uv_timer_init(loop, &t->watchdog);
     uv_timer_init(loop, &t->renew);
-    t->retry.data = t->watchdog.data = t->renew.data = t;
-    t->refs = 3;
-    /* No timer keeps the loop alive: they serve the tier, not any request. */
-    uv_unref((uv_handle_t *)&t->retry);
+    t->watchdog.data = t->renew.data = t;
+    t->refs = 4;
     uv_unref((uv_handle_t *)&t->watchdog);
     uv_unref((uv_handle_t *)&t->renew);
     uint64_t renew_ms = (uint64_t)(t->lease_s * 1000.0 / 3.0);
@@ -864,7 +1094,10 @@ int ct_new(uv_loop_t *loop, const ct_config *cfg, ct_tier **ret, char **ret_err)
     if (tick > 250)
         tick = 250;
     uv_timer_start(&t->watchdog, on_watchdog, tick, tick);
-    tier_connect(t);
+    conn_connect(&t->cmd);
+    /* Only a publishing node claims leases, so only it waits and needs the messages. */
+    if (t->has_sign)
+        conn_connect(&t->sub);
     *ret = t;
     return 0;
 }
@@ -872,23 +1105,30 @@ int ct_new(uv_loop_t *loop, const ct_config *cfg, ct_tier **ret, char **ret_err)
 void ct_stats_get(const ct_tier *t, ct_stats *ret)
 {
     *ret = t->st;
+    ret->state = t->closed ? CT_STATE_CLOSED : t->cmd.state;
+    ret->sub_state = t->closed ? CT_STATE_CLOSED : t->sub.state;
 }
 
 void ct_close(ct_tier *t)
 {
-    if (!t || t->st.state == CT_STATE_CLOSED)
+    if (!t || t->closed)
         return;
-    t->st.state = CT_STATE_CLOSED;
-    redisAsyncContext *ac = t->ac;
-    t->ac = NULL;
-    if (ac)
-        redisAsyncFree(ac); /* answers every pending command (lookups: a miss) */
-    /* Claims still waiting on their timer: this node tunes (the resolver is going away). */
+    t->closed = true;
+    /* Claims still waiting on their timer: this node tunes (the resolver is going away). Their
+     * commands in flight are answered (NULL) when the connection is freed below. */
+    ct__conn *conns[2] = {&t->cmd, &t->sub};
+    for (int i = 0; i < 2; i++) {
+        ct__conn *cn = conns[i];
+        redisAsyncContext *ac = cn->ac;
+        cn->ac = NULL;
+        if (ac)
+            redisAsyncFree(ac); /* answers every pending command (lookups: a miss) */
+        if (cn->gai_active)
+            uv_cancel((uv_req_t *)&cn->gai);
+        uv_close((uv_handle_t *)&cn->retry, retry_closed);
+    }
     while (t->claims)
         claim_finish(t->claims, NULL);
-    if (t->gai_active)
-        uv_cancel((uv_req_t *)&t->gai);
-    uv_close((uv_handle_t *)&t->retry, handle_closed);
     uv_close((uv_handle_t *)&t->watchdog, handle_closed);
     uv_close((uv_handle_t *)&t->renew, handle_closed);
 }

@@ -235,6 +235,16 @@ int hd_status_json(const hd_status_view *v, char **ret)
             cJSON_AddNumberToObject(cl, "lease_wait_hits", (double)c->lease_wait_hits);
             cJSON_AddNumberToObject(cl, "lease_takeovers", (double)c->lease_takeovers);
             cJSON_AddNumberToObject(cl, "lease_wait_timeouts", (double)c->lease_wait_timeouts);
+            /* The completion channel: "off" on a read-only node (it never waits). */
+            cJSON_AddStringToObject(cl, "subscriber",
+                                    c->read_only ? "off" : ct_state_name(c->sub_state));
+            cJSON_AddNumberToObject(cl, "subscriber_connects", (double)c->sub_connects);
+            cJSON_AddNumberToObject(cl, "lease_poll", c->lease_poll_s);
+            cJSON *wk = cJSON_AddObjectToObject(cl, "lease_wakeups");
+            if (wk) {
+                cJSON_AddNumberToObject(wk, "message", (double)c->lease_wakeups_message);
+                cJSON_AddNumberToObject(wk, "poll", (double)c->lease_wakeups_poll);
+            }
             cJSON_AddStringToObject(cl, "last_error", c->last_error);
         }
     }

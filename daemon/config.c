@@ -360,6 +360,7 @@ int hd_config_init(hd_config *c)
     /* A node that dies holding a lease delays the others at most this long. */
     c->cluster_lease = 30;
     c->cluster_lease_wait = 600;
+    c->cluster_lease_poll = 1;
     return 0;
 }
 
@@ -480,6 +481,7 @@ static const key_def keys[] = {
     { "cluster", "backoff_max", K_DUR, O(cluster_backoff_max), false, 0, 86400, true, "a duration > 0, e.g. 30s" },
     { "cluster", "lease", K_DUR, O(cluster_lease), false, 0, 86400, true, "a duration > 0, e.g. 30s" },
     { "cluster", "lease_wait", K_DUR, O(cluster_lease_wait), false, 0, 86400, true, "a duration > 0, e.g. 10m" },
+    { "cluster", "lease_poll", K_DUR, O(cluster_lease_poll), false, 0, 3600, true, "a duration > 0, e.g. 1s" },
     { "cluster", "sign_key", K_STR, O(cluster_sign_key), false, 0, 0, false, "a secret key file from hidetctl keygen (empty: read-only node)" },
     { "cluster", "trusted_keys", K_STR, O(cluster_trusted_keys), false, 0, 0, false, "directories of *.pub files or .pub files, separated by spaces or commas" },
 };

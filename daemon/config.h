@@ -58,6 +58,7 @@
  * | [cluster]  | backoff_max          | duration | 30s (longest wait between reconnects)    | restart   |
  * | [cluster]  | lease                | duration | 30s (a tuning lease lives this long unless renewed) | restart |
  * | [cluster]  | lease_wait           | duration | 10m (longest wait for another node's tuning) | restart |
+ * | [cluster]  | lease_poll           | duration | 1s (a waiting node's fallback poll while subscribed) | restart |
  * | [cluster]  | sign_key             | path     | (none: a read-only node, never publishes) | restart  |
  * | [cluster]  | trusted_keys         | paths    | (none: every entry is rejected) *.pub directories or files | restart |
  *
@@ -133,6 +134,7 @@ typedef struct hd_config {
     double cluster_backoff_max; /* seconds */
     double cluster_lease;       /* seconds */
     double cluster_lease_wait;  /* seconds */
+    double cluster_lease_poll;  /* seconds: a waiting node's fallback poll (subscriber up) */
     char *cluster_sign_key;     /* NULL: read-only node */
     char *cluster_trusted_keys; /* NULL: none */
 } hd_config;

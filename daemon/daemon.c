@@ -162,6 +162,7 @@ static int cluster_start(hd_daemon *d)
         .backoff_max_s = c->cluster_backoff_max,
         .lease_s = c->cluster_lease,
         .lease_wait_s = c->cluster_lease_wait,
+        .lease_poll_s = c->cluster_lease_poll,
         .sign = has_sec ? &sec : NULL,
         .trusted = trusted,
         .n_trusted = n_trusted,

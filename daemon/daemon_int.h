@@ -67,7 +67,7 @@ typedef struct hd_daemon {
     hd_metric *m_cl_up, *m_cl_hits, *m_cl_misses, *m_cl_publishes, *m_cl_pinned, *m_cl_dropped,
         *m_cl_timeouts, *m_cl_errors, *m_cl_connects, *m_cl_latency, *m_cl_leases,
         *m_cl_leases_held, *m_cl_lease_waits, *m_cl_lease_wait_hits, *m_cl_lease_takeovers,
-        *m_cl_lease_wait_timeouts;
+        *m_cl_lease_wait_timeouts, *m_cl_sub_up, *m_cl_wakeups_message, *m_cl_wakeups_poll;
     hd_metric *m_cl_rejected[CT_REJECT_N];
     hd_metric_family *f_restarts, *f_gpu_state;
 } hd_daemon;

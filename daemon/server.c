@@ -657,6 +657,9 @@ static void collect(hd_metrics *m, void *udata)
         hd_counter_set(d->m_cl_lease_wait_hits, (double)cs.lease_wait_hits);
         hd_counter_set(d->m_cl_lease_takeovers, (double)cs.lease_takeovers);
         hd_counter_set(d->m_cl_lease_wait_timeouts, (double)cs.lease_wait_timeouts);
+        hd_gauge_set(d->m_cl_sub_up, cs.sub_state == CT_STATE_UP ? 1 : 0);
+        hd_counter_set(d->m_cl_wakeups_message, (double)cs.lease_wakeups_message);
+        hd_counter_set(d->m_cl_wakeups_poll, (double)cs.lease_wakeups_poll);
         for (int i = 0; i < CT_REJECT_N; i++)
             hd_counter_set(d->m_cl_rejected[i], (double)cs.rejected[i]);
     }
@@ -786,6 +789,17 @@ void hd__metrics_setup(hd_daemon *d)
         hd_metrics_counter(m, "hidetd_cluster_lease_wait_timeouts_total",
                            "Lease waits that gave up after lease_wait and tuned here.",
                            &d->m_cl_lease_wait_timeouts);
+        hd_metrics_gauge(m, "hidetd_cluster_subscriber_up",
+                         "1 when the cluster tier's completion-channel subscriber is subscribed.",
+                         &d->m_cl_sub_up);
+        hd_metric_family *wk = NULL;
+        hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_cluster_lease_wakeups_total",
+                          "Lease waits that looked again, by what woke them (a completion "
+                          "message or the fallback poll).", "via", NULL, NULL, 0, &wk);
+        if (wk) {
+            hd_metric_family_series(wk, "message", NULL, &d->m_cl_wakeups_message);
+            hd_metric_family_series(wk, "poll", NULL, &d->m_cl_wakeups_poll);
+        }
         hd_metrics_histogram(m, "hidetd_cluster_request_duration_seconds",
                              "Round-trip time of Redis commands the cluster tier sent.",
                              hd_metrics_latency_buckets, hd_metrics_latency_buckets_n,

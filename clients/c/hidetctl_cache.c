@@ -10,6 +10,7 @@
 
 #include "kernel_cache/kc.h"
 #include "kernel_cache/kc_sign.h"
+#include "op/op.h"
 
 #include "hidetd_config.h"
 
@@ -361,6 +362,131 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
     return EXIT_OK;
 }
 
+/* A canonical step as a request spells it: "gelu_tanh" is the canonical name of gelu with
+ * "approximate": "tanh" (a request has one spelling per step). */
+static void step_to_request(cJSON *st)
+{
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(st, "op");
+    if (cJSON_IsString(op) && strcmp(op->valuestring, "gelu_tanh") == 0) {
+        cJSON_ReplaceItemInObjectCaseSensitive(st, "op", cJSON_CreateString("gelu"));
+        cJSON_AddStringToObject(st, "approximate", "tanh");
+    }
+}
+
+/* Turns an op's canonical JSON (op/op_json.c) back into the request it was validated from, in
+ * place: the derived fields go (n_anchor_inputs, output), prologue chains kept per anchor input
+ * become one list of steps naming their "input", an epilogue step's operand, "operand" in the
+ * canonical form, is named "input" as a request names it (docs/api.md), and steps get their
+ * request names (step_to_request). The daemon checks the result as any request. Returns 0 or
+ * -EINVAL when j does not have the canonical form. */
+static int canonical_to_request(cJSON *j)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "n_anchor_inputs");
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "output");
+    cJSON *epi = cJSON_GetObjectItemCaseSensitive(j, "epilogue");
+    cJSON *st;
+    if (epi && !cJSON_IsArray(epi))
+        return -EINVAL;
+    cJSON_ArrayForEach(st, epi) {
+        cJSON *operand = cJSON_DetachItemFromObjectCaseSensitive(st, "operand");
+        if (operand)
+            cJSON_AddItemToObject(st, "input", operand);
+        step_to_request(st);
+    }
+    cJSON *pro = cJSON_DetachItemFromObjectCaseSensitive(j, "prologue");
+    if (!pro)
+        return 0;
+    cJSON *flat = cJSON_CreateArray(), *chain;
+    int input = 0, r = flat && cJSON_IsArray(pro) ? 0 : -EINVAL;
+    cJSON_ArrayForEach(chain, pro) {
+        if (r < 0 || !cJSON_IsArray(chain)) {
+            r = -EINVAL;
+            break;
+        }
+        cJSON_ArrayForEach(st, chain) {
+            cJSON *step = cJSON_Duplicate(st, true);
+            if (!step || !cJSON_IsObject(step)) {
+                cJSON_Delete(step);
+                r = -EINVAL;
+                break;
+            }
+            cJSON_AddNumberToObject(step, "input", input);
+            step_to_request(step);
+            cJSON_AddItemToArray(flat, step);
+        }
+        input++;
+    }
+    cJSON_Delete(pro);
+    if (r < 0 || cJSON_GetArraySize(flat) == 0) {
+        cJSON_Delete(flat);
+        return r;
+    }
+    cJSON_AddItemToObject(j, "prologue", flat);
+    return 0;
+}
+
+/* cache retune KEY: the daemon tunes the artifact's op again. The cache keeps each artifact's
+ * op as its canonical JSON (op/op.h: the validated request with every default explicit) and its
+ * target; hidetctl turns them back into a request (canonical_to_request) and sends it to the
+ * daemon with "retune": true, so the daemon keys, tunes, stores and
+ * (with a cluster tier) publishes it as it does for any client, replacing the pinned entry. No
+ * daemon endpoint is needed for this, and the KEY is looked up in the daemon's own cache file
+ * (cmd_cache asks the daemon for its path unless --cache names one). The tune mode is the one
+ * the stored kernel was chosen with, unless --tune says otherwise. */
+static int cache_retune(const opts *o, kc_db *db, int argc, char **argv)
+{
+    char key[KC_KEY_LEN + 1];
+    kc_artifact *a = NULL;
+    int rc, r;
+
+    if (argc != 1)
+        return usage_error("'cache retune' takes one KEY");
+    const char *want = argv[0];
+    if (!o->exact) {
+        if ((rc = resolve_key(db, argv[0], key)))
+            return rc;
+        want = key;
+    }
+    /* The metadata only: a kernel whose blobs are damaged is a good reason to re-tune it. */
+    r = kc_artifact_get_meta(db, want, &a);
+    if (r == -ENOENT) {
+        char *t = st(want);
+        fprintf(stderr, "hidetctl: no artifact %s in the cache\n", t);
+        free(t);
+        return EXIT_NOT_FOUND;
+    }
+    if (r < 0) {
+        print_err(NULL, kc_errmsg(db));
+        return kc_exit(r);
+    }
+    cJSON *j = a->op_json ? cJSON_Parse(a->op_json) : NULL;
+    if (!cJSON_IsObject(j) || canonical_to_request(j) < 0) {
+        cJSON_Delete(j);
+        print_err(a->key, "its stored request does not parse; remove it with hidetctl cache rm "
+                          "and ask for the op again");
+        kc_artifact_free(a);
+        return EXIT_CORRUPT;
+    }
+    const char *tune = o->tune ? o->tune
+                       : a->choice == KC_CHOSEN_MEASURED ? "measure"
+                       : a->choice == KC_CHOSEN_MODEL    ? "model"
+                                                          : "none";
+    /* The daemon computes the op key itself: an answer with another key says so
+     * (daemon_retune). */
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "arch");
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "tune");
+    cJSON_AddStringToObject(j, "arch", a->target);
+    cJSON_AddStringToObject(j, "tune", tune);
+    cJSON_AddBoolToObject(j, "retune", true);
+    cJSON_AddBoolToObject(j, "wait", !o->no_wait);
+    char *req = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    rc = req ? daemon_retune(o, req, a->key) : EXIT_DAEMON;
+    free(req);
+    kc_artifact_free(a);
+    return rc;
+}
+
 static int cache_rm(const opts *o, kc_db *db, int argc, char **argv)
 {
     int rc = EXIT_OK;
@@ -689,6 +815,7 @@ int cmd_cache(const opts *o, int argc, char **argv)
         {"import", OPT_TRUST | OPT_TRUST_DIR | OPT_TRUST_UNSIGNED | OPT_REPLACE_STRONGER, 1, 1},
         {"verify", 0, 0, 0},
         {"vacuum", 0, 0, 0},
+        {"retune", OPT_EXACT | OPT_TUNE | OPT_NO_WAIT, 1, 1},
     };
     kc_db *db = NULL;
     const char *sub;
@@ -696,7 +823,7 @@ int cmd_cache(const opts *o, int argc, char **argv)
 
     if (argc < 1)
         return usage_error("'cache' needs a subcommand: ls, show, rm, prune, export, import, "
-                           "verify, vacuum");
+                           "verify, vacuum, retune");
     sub = argv[0];
     for (i = 0; i < n; i++)
         if (strcmp(sub, subs[i].name) == 0)
@@ -724,8 +851,29 @@ int cmd_cache(const opts *o, int argc, char **argv)
         fprintf(stderr, "hidetctl: cannot read %s: %s\n", argv[1], strerror(errno));
         return errno == ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
     }
+    /* retune goes to the daemon: the KEY is looked up in the daemon's own cache file. */
+    opts ro = *o;
+    char *daemon_db = NULL;
+    if (strcmp(sub, "retune") == 0) {
+        tuner_tune_mode mode;
+        if (o->tune && tuner_tune_parse(o->tune, &mode) < 0)
+            return usage_error("--tune must be none, model or measure");
+        if (!o->cache && (rc = daemon_cache_path(o, &daemon_db)))
+            return rc;
+        if (daemon_db && access(daemon_db, R_OK) != 0) {
+            /* A daemon on another host (--url), or one whose file this user may not read. */
+            fprintf(stderr, "hidetctl: cannot read the daemon's kernel cache %s here: %s; give "
+                            "its path (or a copy) with --cache\n", daemon_db, strerror(errno));
+            free(daemon_db);
+            return EXIT_NOT_FOUND;
+        }
+        if (daemon_db)
+            ro.cache = daemon_db;
+    }
     /* Only import may create the database: a typo in --cache must not look like an empty cache. */
-    if ((rc = open_cache(o, strcmp(sub, "import") == 0, &db)))
+    rc = open_cache(&ro, strcmp(sub, "import") == 0, &db);
+    free(daemon_db);
+    if (rc)
         return rc;
     argc--;
     argv++;
@@ -743,6 +891,8 @@ int cmd_cache(const opts *o, int argc, char **argv)
         rc = cache_import(o, db, argc, argv);
     else if (strcmp(sub, "verify") == 0)
         rc = cache_verify(o, db, argc);
+    else if (strcmp(sub, "retune") == 0)
+        rc = cache_retune(o, db, argc, argv);
     else
         rc = cache_vacuum(o, db, argc);
     kc_close(db);

@@ -750,3 +750,105 @@ out:
     hidet_client_free(c);
     return rc;
 }
+
+/* ---- cache retune: the daemon's half ------------------------------------------------------ */
+
+/* Where open_client() goes, for messages: the --url, or the socket path. */
+static char *client_address(const opts *o)
+{
+    if (o->url)
+        return strdup(o->url);
+    return o->socket ? strdup(o->socket) : default_socket();
+}
+
+/* The daemon could not be reached: say where it was looked for. */
+static int report_unreachable(int r, const hidet_error *e, const opts *o)
+{
+    char *addr = client_address(o);
+    fprintf(stderr, "hidetctl: cannot reach hidetd at %s: %s (is it running? --socket or --url "
+                    "name another address)\n",
+            addr ? addr : "?", e->message[0] ? e->message : strerror(-r));
+    free(addr);
+    return EXIT_CONNECT;
+}
+
+int daemon_cache_path(const opts *o, char **ret)
+{
+    hidet_client *c = NULL;
+    hidet_error e;
+    char *body = NULL;
+    int rc, r;
+
+    *ret = NULL;
+    if ((rc = open_client(o, &c)))
+        return rc;
+    r = hidet_get(c, "/v1/status", &body, NULL, &e);
+    hidet_client_free(c);
+    if (r == -ECONNREFUSED)
+        return report_unreachable(r, &e, o);
+    if (r < 0)
+        return report(r, &e, o);
+    cJSON *j = cJSON_Parse(body);
+    free(body);
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "cache"),
+                                                      "path");
+    if (cJSON_IsString(p) && p->valuestring[0])
+        *ret = strdup(p->valuestring);
+    cJSON_Delete(j);
+    return EXIT_OK;
+}
+
+int daemon_retune(const opts *o, const char *request, const char *key)
+{
+    hidet_client *c = NULL;
+    hidet_kernel_set *set = NULL;
+    hidet_job *job = NULL;
+    hidet_error e;
+    int rc, r;
+
+    if ((rc = open_client(o, &c)))
+        return rc;
+    r = hidet_request_kernels(c, request, &set, &job, &e);
+    if (r == -ECONNREFUSED) {
+        rc = report_unreachable(r, &e, o);
+        goto out;
+    }
+    if (r < 0) {
+        rc = report(r, &e, o);
+        goto out;
+    }
+    rc = EXIT_OK;
+    if (job) {
+        if (o->json) {
+            cJSON *w = cJSON_CreateObject();
+            cJSON_AddItemToObject(w, "job", cJSON_Parse(job->json));
+            print_json(w);
+            cJSON_Delete(w);
+        } else {
+            printf("re-tuning %s as job %s; follow it with: hidetctl jobs %s --watch\n", key,
+                   job->id, job->id);
+        }
+        goto out;
+    }
+    if (o->json) {
+        puts(set->json);
+    } else {
+        printf("re-tuned %s: %s on %s, %s%s\n", set->key, set->op, set->arch,
+               strcmp(set->origin, "tuned") == 0 ? "newly built" : set->origin,
+               set->measured ? ", measured" : "");
+        if (set->warning)
+            printf("warning: %s\n", set->warning);
+    }
+    /* The daemon keys the request itself: another key means its toolchain or code generator
+     * changed since KEY was stored, so the old entry is left as it was. */
+    if (strcmp(set->key, key) != 0)
+        fprintf(stderr, "hidetctl: note: the daemon answered with key %s, not %s (its toolchain "
+                        "or code generator changed since %s was stored; remove the old one with "
+                        "hidetctl cache rm %s)\n",
+                set->key, key, key, key);
+out:
+    hidet_kernel_set_free(set);
+    hidet_job_free(job);
+    hidet_client_free(c);
+    return rc;
+}

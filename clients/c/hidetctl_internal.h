@@ -107,6 +107,14 @@ int cmd_cancel(const opts *o, int argc, char **argv);
 /* graph GRAPH.json: POST /v1/graphs, the plan as a table (steps, then buffers). */
 int cmd_graph(const opts *o, int argc, char **argv);
 
+/* cache retune's daemon half (hidetctl_daemon.c). daemon_cache_path: the daemon's kernel
+ * database (/v1/status cache.path) in *ret (malloc'd; NULL when it names none). daemon_retune:
+ * sends request (an op request with "retune": true) and prints the answer or the job; key is the
+ * artifact being re-tuned. Both return an exit code; an unreachable daemon is reported with the
+ * address tried. */
+int daemon_cache_path(const opts *o, char **ret);
+int daemon_retune(const opts *o, const char *request, const char *key);
+
 /* Cache commands (hidetctl_cache.c): argv[0] is the subcommand (ls, show, rm, ...). */
 int cmd_cache(const opts *o, int argc, char **argv);
 /* keygen [--out PREFIX]: a signing key pair for cache export --sign (hidetctl_cache.c). */

@@ -177,10 +177,48 @@ static void test_entry(void)
     CHECK(system(cmd) == 0);
 }
 
+/* The completion channel's names: the pattern matches every op's channel of one prefix only,
+ * with glob characters of the prefix escaped; a channel gives back its op key, and anything else
+ * (another prefix, a short or upper-case key, a lease key, trailing bytes) is refused. */
+static void test_channel(void)
+{
+    char pat[64];
+    CHECK(ct_channel_pattern("hidetd", pat, sizeof(pat)) == 0 && strcmp(pat, "hidetd:{*}:done") == 0,
+          "%s", pat);
+    CHECK(ct_channel_pattern("a*b?[c]\\", pat, sizeof(pat)) == 0 &&
+              strcmp(pat, "a\\*b\\?\\[c\\]\\\\:{*}:done") == 0,
+          "%s", pat);
+    CHECK(ct_channel_pattern("hidetd", pat, 15) == -ENOSPC);
+    CHECK(ct_channel_pattern("hidetd", pat, 16) == 0);
+    CHECK(ct_channel_pattern("a*", pat, 3) == -ENOSPC);
+
+    char key[KC_KEY_LEN + 1], out[KC_KEY_LEN + 1], name[200];
+    for (int i = 0; i < KC_KEY_LEN; i++)
+        key[i] = "0123456789abcdef"[i % 16];
+    key[KC_KEY_LEN] = '\0';
+    int n = snprintf(name, sizeof(name), "hidetd:{%s}:done", key);
+    CHECK(ct_channel_op_key("hidetd", name, (size_t)n, out) == 0 && strcmp(out, key) == 0);
+    /* Not NUL-terminated as received: the length decides. */
+    name[n] = 'x';
+    CHECK(ct_channel_op_key("hidetd", name, (size_t)n, out) == 0);
+    CHECK(ct_channel_op_key("hidetd", name, (size_t)n + 1, out) == -EINVAL);
+    CHECK(ct_channel_op_key("other", name, (size_t)n, out) == -EINVAL);
+    CHECK(ct_channel_op_key("hidet", name, (size_t)n, out) == -EINVAL);
+    n = snprintf(name, sizeof(name), "hidetd:{%s}:lease", key);
+    CHECK(ct_channel_op_key("hidetd", name, (size_t)n, out) == -EINVAL);
+    n = snprintf(name, sizeof(name), "hidetd:{%.63s}:done", key);
+    CHECK(ct_channel_op_key("hidetd", name, (size_t)n, out) == -EINVAL);
+    key[3] = 'A';
+    n = snprintf(name, sizeof(name), "hidetd:{%s}:done", key);
+    CHECK(ct_channel_op_key("hidetd", name, (size_t)n, out) == -EINVAL);
+    CHECK(ct_channel_op_key("hidetd", NULL, 0, out) == -EINVAL);
+}
+
 int main(void)
 {
     test_url();
     test_entry();
+    test_channel();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -8,7 +8,12 @@
  * node that died delays the op at most the lease time, then is taken over; Redis full (maxmemory)
  * drops the publish and nothing else; Redis not answering (CLIENT PAUSE) costs a request the
  * 500 ms timeout, not the pause; redis-server killed mid-run leaves both serving their caches and
- * tuning locally, and restarted, the tier comes back and publishes again. */
+ * tuning locally, and restarted, the tier comes back and publishes again. The completion channel:
+ * a node's tuning publishes "entry" then "released" on the op's channel; with the fallback poll
+ * set to 20 s, a node waiting on another node's lease is answered by that node's kernel as soon
+ * as its message comes (counted via="message"), a lease released by a message is taken over at
+ * once, and after redis-server was killed and restarted the subscriber is back and wakes waits
+ * again. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
@@ -288,12 +293,144 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A command on a fresh connection whose reply is an integer (DEL, PUBLISH); -1 otherwise. */
+static long long redis_int(const char *fmt, const char *arg)
+{
+    redisContext *c = redis_conn();
+    redisReply *r = c ? redisCommand(c, fmt, arg) : NULL;
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return v;
+}
+
+static double wakeups(const ht_daemon *d, const char *via)
+{
+    char line[96];
+    snprintf(line, sizeof(line), "hidetd_cluster_lease_wakeups_total{via=\"%s\"} ", via);
+    return metric(d, line);
+}
+
+static bool subscriber_is(const ht_daemon *d, const char *state)
+{
+    ht_resp r = ht_get(d, "/v1/status");
+    const cJSON *v = r.json ? jpath(r.json, "cluster", "subscriber") : NULL;
+    bool ok = cJSON_IsString(v) && strcmp(v->valuestring, state) == 0;
+    ht_resp_free(&r);
+    return ok;
+}
+
+static bool wait_subscriber(const ht_daemon *d, const char *state, double s)
+{
+    for (int i = 0; i < (int)(s * 20); i++) {
+        if (subscriber_is(d, state))
+            return true;
+        usleep(50 * 1000);
+    }
+    return false;
+}
+
+/* A request waiting in its own thread: the op of req(n), or its re-tune. */
+typedef struct {
+    const ht_daemon *d;
+    int n;
+    long status;
+    char key[65], origin[16];
+} wait_req;
+
+static void *wait_one(void *arg)
+{
+    wait_req *q = arg;
+    char *b = req(q->n);
+    ht_resp r = ht_post(q->d, "/v1/kernels", b);
+    free(b);
+    q->status = r.status;
+    const cJSON *k = r.json ? jpath(r.json, "key", NULL) : NULL;
+    const cJSON *o = r.json ? jpath(r.json, "origin", NULL) : NULL;
+    snprintf(q->key, sizeof(q->key), "%s", cJSON_IsString(k) ? k->valuestring : "");
+    snprintf(q->origin, sizeof(q->origin), "%s", cJSON_IsString(o) ? o->valuestring : "");
+    ht_resp_free(&r);
+    return NULL;
+}
+
+/* Re-tunes req(n) on d ("retune": true); the answer's key in key. */
+static bool retune(const ht_daemon *d, int n, char key[65])
+{
+    char *b = req(n);
+    char *body = NULL;
+    CHECK(asprintf(&body, "%.*s,\"retune\":true}", (int)strlen(b) - 1, b) > 0);
+    free(b);
+    ht_resp r = ht_post(d, "/v1/kernels", body);
+    free(body);
+    const cJSON *k = r.json ? jpath(r.json, "key", NULL) : NULL;
+    bool ok = r.status == 200 && cJSON_IsString(k);
+    CHECK(ok, "retune n=%d: %ld %s", n, r.status, r.body ? r.body : "");
+    snprintf(key, 65, "%s", ok ? k->valuestring : "");
+    ht_resp_free(&r);
+    return ok;
+}
+
+/* The completion channel, end to end: B waits on the op of req(n) whose lease another node
+ * holds (planted, 30 s); A re-tunes the op and publishes it with its message. B must be answered
+ * with A's kernel by the message, long before its 20 s fallback poll or the lease's expiry. The
+ * read-only node (which publishes nothing) gives the op key. */
+static void message_wait(ht_daemon *a, ht_daemon *b, ht_daemon *ro, int n, const char *when)
+{
+    char op[65], k[65], ka[65];
+    kernel(ro, n, op, k);
+    plant_lease(op, 30000);
+    double msg0 = wakeups(b, "message"), poll0 = wakeups(b, "poll");
+    double waits0 = status_num(b, "cluster", "lease_waits");
+    double hits0 = status_num(b, "cluster", "lease_wait_hits");
+    wait_req q = {.d = b, .n = n};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, wait_one, &q) == 0);
+    CHECK(wait_for(b, "cluster", "lease_waits", waits0 + 1, 10), "%s: B waits on the lease", when);
+    double t0 = now_s();
+    retune(a, n, ka);
+    pthread_join(th, NULL);
+    double took = now_s() - t0;
+    printf("%s: the waiting node was answered %.3f s after the other node's re-tune began\n",
+           when, took);
+    CHECK(q.status == 200 && strcmp(q.origin, "remote") == 0 && strcmp(q.key, ka) == 0,
+          "%s: B answered with A's kernel: %ld %s", when, q.status, q.origin);
+    CHECK(took < 5, "%s: woken in %.2f s, not by the 20 s poll", when, took);
+    CHECK(wakeups(b, "message") > msg0, "%s: woken via a message", when);
+    CHECK(wakeups(b, "poll") == poll0, "%s: no poll fired", when);
+    CHECK(status_num(b, "cluster", "lease_wait_hits") == hits0 + 1, "%s: a lease-wait hit", when);
+
+    /* A lease released without a kernel: its release message lets B take it over at once. */
+    char op2[65], k2[65];
+    kernel(ro, n + 8, op2, k2);
+    plant_lease(op2, 30000);
+    double tk0 = status_num(b, "cluster", "lease_takeovers");
+    msg0 = wakeups(b, "message");
+    waits0 = status_num(b, "cluster", "lease_waits");
+    wait_req q2 = {.d = b, .n = n + 8};
+    CHECK(pthread_create(&th, NULL, wait_one, &q2) == 0);
+    CHECK(wait_for(b, "cluster", "lease_waits", waits0 + 1, 10), "%s: B waits again", when);
+    char chan[128];
+    snprintf(chan, sizeof(chan), "hidetd:{%s}:lease", op2);
+    CHECK(redis_int("DEL %s", chan) == 1, "lease deleted");
+    snprintf(chan, sizeof(chan), "hidetd:{%s}:done", op2);
+    t0 = now_s();
+    CHECK(redis_int("PUBLISH %s released", chan) >= 2, "%s: a and b subscribed", when);
+    pthread_join(th, NULL);
+    took = now_s() - t0;
+    CHECK(q2.status == 200 && strcmp(q2.origin, "tuned") == 0, "%s: B took over: %ld %s", when,
+          q2.status, q2.origin);
+    CHECK(took < 5 && status_num(b, "cluster", "lease_takeovers") == tk0 + 1,
+          "%s: taken over in %.2f s", when, took);
+    CHECK(wakeups(b, "message") > msg0, "%s: takeover woken via a message", when);
+}
+
 static void daemon_conf(ht_daemon *d, const char *dir, bool sign)
 {
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "[cluster]\nurl = redis://127.0.0.1:%d/0\ntimeout = 500ms\nbackoff_max = 500ms\n"
-             "lease = 1500ms\nlease_wait = 60s\n"
+             "lease = 1500ms\nlease_wait = 60s\nlease_poll = 20s\n"
              "trusted_keys = %s/trusted\n%s%s%s\n",
              redis_port, dir, sign ? "sign_key = " : "", sign ? dir : "", sign ? "/a.key" : "");
     ht_write_config(d, conf);
@@ -338,9 +475,36 @@ int main(void)
     CHECK(wait_state(&a, "up", 10) && wait_state(&b, "up", 10) && wait_state(&ro, "up", 10),
           "tier up");
 
-    /* 1. A tunes and publishes; B gets A's kernel as a verified remote hit, without a job. */
+    CHECK(wait_subscriber(&a, "up", 10) && wait_subscriber(&b, "up", 10), "subscribers up");
+    CHECK(subscriber_is(&ro, "off"), "a read-only node has no subscriber");
+    CHECK(metric(&a, "hidetd_cluster_subscriber_up ") == 1, "metrics: subscriber up");
+
+    /* 1. A tunes and publishes; B gets A's kernel as a verified remote hit, without a job. A's
+     * tuning sends "entry" (after the SET) then "released" (after the DEL of its lease) on the
+     * op's completion channel. */
+    redisContext *sub = redis_conn();
+    redisReply *sr = sub ? redisCommand(sub, "PSUBSCRIBE hidetd:{*}:done") : NULL;
+    CHECK(sr && sr->type == REDIS_REPLY_ARRAY, "test subscriber");
+    freeReplyObject(sr);
     char op1[65], k1a[65], k1b[65];
     kernel(&a, 128, op1, k1a);
+    {
+        const char *want[2] = {"entry", "released"};
+        char chan[128];
+        snprintf(chan, sizeof(chan), "hidetd:{%s}:done", op1);
+        for (int i = 0; sub && i < 2; i++) {
+            void *rp = NULL;
+            bool ok = redisGetReply(sub, &rp) == REDIS_OK && rp;
+            redisReply *m = rp;
+            ok = ok && m->type == REDIS_REPLY_ARRAY && m->elements == 4 &&
+                 strcmp(m->element[2]->str, chan) == 0 && strcmp(m->element[3]->str, want[i]) == 0;
+            CHECK(ok, "message %d on %s: %s", i, chan,
+                  m && m->type == REDIS_REPLY_ARRAY && m->elements == 4 ? m->element[3]->str : "?");
+            freeReplyObject(rp);
+        }
+        if (sub)
+            redisFree(sub);
+    }
     CHECK(strcmp(last_origin, "tuned") == 0, "A: origin %s", last_origin);
     CHECK(wait_for(&a, "cluster", "publishes", 1, 10), "A published");
     size_t len = 0;
@@ -460,6 +624,9 @@ int main(void)
     CHECK(metric(&a, "hidetd_cluster_leases_held ") == 0 && metric(&b, "hidetd_cluster_leases_held ") == 0,
           "leases released");
 
+    /* 4b. The completion channel wakes a waiting node. */
+    message_wait(&a, &b, &ro, 1088, "channel");
+
     /* 5. A lease left by a node that died: the op waits at most the lease time (1.5 s), then
      * the lease is taken over and the op tuned here. The read-only node gives the op key. */
     char op8[65], k8[65];
@@ -506,6 +673,7 @@ int main(void)
     kernel(&b, 576, opk, kk);
     CHECK(wait_state(&a, "down", 5) || wait_state(&a, "connecting", 1), "A sees the tier down");
     CHECK(metric(&a, "hidetd_cluster_up ") == 0, "metrics: down");
+    CHECK(metric(&a, "hidetd_cluster_subscriber_up ") == 0, "metrics: subscriber down");
 
     /* 9. redis-server back (empty): the tier reconnects and publishes again. */
     CHECK(redis_start() == 0, "redis restarted");
@@ -518,6 +686,90 @@ int main(void)
     kernel(&b, 640, op7, k7b);
     CHECK(strcmp(k7a, k7b) == 0 && strcmp(last_origin, "remote") == 0 &&
           status_num(&b, "cluster", "hits") == hits_b + 1, "B: remote hit after the restart");
+
+    /* 9b. The subscribers are back too, and a wait is woken by a message again. */
+    CHECK(wait_subscriber(&a, "up", 10) && wait_subscriber(&b, "up", 10), "subscribers back");
+    CHECK(metric(&b, "hidetd_cluster_subscriber_up ") == 1, "metrics: subscriber back up");
+    CHECK(status_num(&b, "cluster", "subscriber_connects") >= 2, "B resubscribed");
+    message_wait(&a, &b, &ro, 1152, "after the restart");
+
+    /* 10. hidetctl cache retune KEY (a prefix of the key, as cache ls shows it) on A: the daemon
+     * tunes the op again and replaces the fleet's pinned entry (a stale value planted here: a SET
+     * NX would have kept it). Without --cache, hidetctl looks KEY up in the daemon's own cache
+     * file (/v1/status cache.path). */
+    {
+        char op10[65], k10[65], k10b[65];
+        pubs = status_num(&a, "cluster", "publishes");
+        kernel(&a, 1280, op10, k10);
+        CHECK(wait_for(&a, "cluster", "publishes", pubs + 1, 10), "A published 1280");
+        entry_set(op10, "stale", 5);
+        double jobs = status_num(&a, "jobs", "done");
+        pubs = status_num(&a, "cluster", "publishes");
+        rc = ht_sh(&out, "'%s' --socket '%s' --json cache retune %.12s 2>&1", ctl, a.socket, k10);
+        cJSON *ans = out ? cJSON_Parse(out) : NULL;
+        const cJSON *ak = jpath(ans, "key", NULL), *ao = jpath(ans, "origin", NULL);
+        CHECK(rc == 0 && cJSON_IsString(ak) && strcmp(ak->valuestring, k10) == 0 &&
+                  cJSON_IsString(ao) && strcmp(ao->valuestring, "tuned") == 0,
+              "cache retune: rc %d: %s", rc, out ? out : "");
+        cJSON_Delete(ans);
+        free(out);
+        CHECK(status_num(&a, "jobs", "done") == jobs + 1, "cache retune ran a job");
+        CHECK(wait_for(&a, "cluster", "publishes", pubs + 1, 10), "cache retune published");
+        v = entry_get(op10, &len);
+        CHECK(v && strncmp(v, "hidetd-cluster-entry 1\ned25519 ", 31) == 0,
+              "the pinned entry was replaced: %.20s", v ? v : "(none)");
+        free(v);
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/kernels/%s", k10);
+        ht_resp kr = ht_get(&a, path);
+        CHECK(kr.status == 200, "the re-tuned artifact is served: %ld", kr.status);
+        ht_resp_free(&kr);
+        /* B takes the replaced entry from Redis. */
+        kernel(&b, 1280, op10, k10b);
+        CHECK(strcmp(k10b, k10) == 0 && strcmp(last_origin, "remote") == 0,
+              "B reads the re-tuned entry: %s", last_origin);
+
+        /* --no-wait: answered with the job at once; the job runs on. */
+        jobs = status_num(&a, "jobs", "done");
+        rc = ht_sh(&out, "'%s' --socket '%s' cache retune --no-wait %s 2>&1", ctl, a.socket, k10);
+        CHECK(rc == 0 && out && strstr(out, "as job"), "retune --no-wait: rc %d: %s", rc,
+              out ? out : "");
+        free(out);
+        CHECK(wait_for(&a, "jobs", "done", jobs + 1, 10), "the --no-wait retune ran");
+
+        /* A fused op (prologue with an operand, bias, gelu tanh, cast): the request hidetctl
+         * rebuilds from the stored canonical op is the same op (the daemon answers the same key). */
+        const char *fused =
+            "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,64],\"dtype\":\"f16\"},"
+            "{\"shape\":[64,96],\"dtype\":\"f16\"},{\"shape\":[64,64],\"dtype\":\"f16\"},"
+            "{\"shape\":[96],\"dtype\":\"f16\"}],\"prologue\":[{\"input\":0,\"op\":\"mul\","
+            "\"operand\":2},{\"input\":1,\"op\":\"neg\"}],\"epilogue\":[{\"op\":\"bias\","
+            "\"input\":3},{\"op\":\"gelu\",\"approximate\":\"tanh\"},{\"op\":\"cast\","
+            "\"dtype\":\"f32\"}],\"arch\":\"sm_90\",\"tune\":\"none\"}";
+        ht_resp fr = ht_post(&a, "/v1/kernels", fused);
+        const cJSON *fk = fr.json ? jpath(fr.json, "key", NULL) : NULL;
+        char kf[65] = "";
+        snprintf(kf, sizeof(kf), "%s", cJSON_IsString(fk) ? fk->valuestring : "");
+        CHECK(fr.status == 200 && kf[0], "fused: %ld %s", fr.status, fr.body ? fr.body : "");
+        ht_resp_free(&fr);
+        jobs = status_num(&a, "jobs", "done");
+        rc = ht_sh(&out, "'%s' --socket '%s' cache retune %s 2>&1", ctl, a.socket, kf);
+        CHECK(rc == 0 && out && strstr(out, "re-tuned") && strstr(out, kf) && !strstr(out, "note"),
+              "fused retune: rc %d: %s", rc, out ? out : "");
+        free(out);
+        CHECK(status_num(&a, "jobs", "done") == jobs + 1, "the fused retune ran a job");
+
+        /* An unknown key: a clear message, exit 4 (not found). */
+        rc = ht_sh(&out, "'%s' --socket '%s' cache retune 0123abcd 2>&1", ctl, a.socket);
+        CHECK(rc == 4 && out && strstr(out, "no artifact 0123abcd"), "unknown key: rc %d: %s", rc,
+              out ? out : "");
+        free(out);
+        /* No daemon at the address: the message names it, exit 3. */
+        rc = ht_sh(&out, "'%s' --socket '%s/none.sock' cache retune %s 2>&1", ctl, redis_dir, k10);
+        CHECK(rc == 3 && out && strstr(out, "none.sock"), "no daemon: rc %d: %s", rc,
+              out ? out : "");
+        free(out);
+    }
 
     ht_stop(&a, SIGTERM);
     ht_stop(&b, SIGTERM);
