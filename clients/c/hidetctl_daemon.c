@@ -16,21 +16,6 @@
 
 #include <cJSON.h>
 
-static char *default_socket(void)
-{
-    const char *e = getenv("HIDETD_SOCKET");
-    char *s = NULL;
-    if (e && *e)
-        return strdup(e);
-    e = getenv("XDG_RUNTIME_DIR");
-    if (e && *e) {
-        if (asprintf(&s, "%s/hidetd.sock", e) < 0)
-            return NULL;
-        return s;
-    }
-    return strdup("./hidetd.sock");
-}
-
 static int client_exit(int r, const hidet_error *e)
 {
     if (r == -ECONNREFUSED)
@@ -63,32 +48,14 @@ static int report(int r, const hidet_error *e, const opts *o)
     return client_exit(r, e);
 }
 
+/* --url, else --socket, else libhidet-client's default address (hidet_default_address(): the
+ * rule every client shares, so hidetctl finds the daemon that the library and the Python helper
+ * find). */
 static int open_client(const opts *o, hidet_client **ret)
 {
     hidet_error e;
-    char *sock = NULL;
-    const char *addr = o->url;
-    int r;
+    int r = hidet_client_open(o->url ? o->url : o->socket, o->token, ret, &e);
 
-    if (!addr) {
-        sock = o->socket ? strdup(o->socket) : default_socket();
-        if (!sock)
-            return EXIT_DAEMON;
-        /* A bare relative name given by the user ("hidetd.sock") still means a file. */
-        if (sock[0] != '/' && strncmp(sock, "./", 2) != 0 && strncmp(sock, "../", 3) != 0 &&
-            strncmp(sock, "unix:", 5) != 0) {
-            char *s2 = NULL;
-            if (asprintf(&s2, "./%s", sock) < 0) {
-                free(sock);
-                return EXIT_DAEMON;
-            }
-            free(sock);
-            sock = s2;
-        }
-        addr = sock;
-    }
-    r = hidet_client_open(addr, o->token, ret, &e);
-    free(sock);
     if (r < 0) {
         fprintf(stderr, "hidetctl: %s\n", e.message);
         return r == -EINVAL ? EXIT_USAGE : EXIT_DAEMON;

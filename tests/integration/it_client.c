@@ -2,7 +2,8 @@
  * stand-in workers): build a request, get a kernel set, fetch PTX and cubin, follow a job, read a
  * structured error; hidetctl's kernel/status/jobs/space commands and its cache administration
  * (ls, verify, keygen, a signed export, a trusted import into a fresh database that a new daemon
- * then answers from). */
+ * then answers from); the default address ($HIDETD_SOCKET) for daemon, hidetctl and library. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,55 @@ static void cli(const ht_daemon *d, const char *key)
     (void)key;
 }
 
+/* One default address everywhere: with only $HIDETD_SOCKET set, the daemon listens there, and
+ * hidetctl and the C library given no address find it; with no daemon, hidetctl's message names
+ * the socket it tried and says how to start hidetd. */
+static void default_address(void)
+{
+    ht_daemon d;
+    char *out = NULL;
+    ht_init(&d);
+    /* The harness passes --socket; this daemon must take the variable instead. */
+    snprintf(d.socket, sizeof(d.socket), "%s/by-env/h.sock", d.dir);
+    setenv("HIDETD_SOCKET", d.socket, 1);
+    int st = ht_sh(&out, "%s status 2>&1", ctl);
+    CHECK(st == 3 && strstr(out, d.socket) && strstr(out, "Is hidetd running?") &&
+          strstr(out, "scripts/run.sh") && strstr(out, "$HIDETD_SOCKET") &&
+          !strstr(out, "port 80"), "no daemon: %d\n%s", st, out);
+    free(out);
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(d.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(fd, 2);
+        dup2(fd, 1);
+        execl(getenv("HIDETD_BIN"), "hidetd", "--cache", d.cache, "--workers", "standin",
+              (char *)NULL);
+        _exit(127);
+    }
+    d.pid = pid;
+    /* Its socket's directory did not exist: the daemon makes it. */
+    for (int i = 0; i < 200 && access(d.socket, F_OK) != 0; i++) {
+        struct timespec ts = {0, 50000000L};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(access(d.socket, F_OK) == 0, "hidetd did not listen on $HIDETD_SOCKET %s", d.socket);
+    st = ht_sh(&out, "%s status", ctl);
+    CHECK(st == 0 && strstr(out, "Stand-in"), "hidetctl via $HIDETD_SOCKET: %d\n%s", st, out);
+    free(out);
+    hidet_client *c = NULL;
+    hidet_error err = {0};
+    char *body = NULL;
+    CHECK(hidet_client_open(NULL, NULL, &c, &err) == 0, "open default: %s", err.message);
+    CHECK(c && hidet_get(c, "/healthz", &body, NULL, &err) == 0, "library via $HIDETD_SOCKET: %s",
+          err.message);
+    free(body);
+    hidet_client_free(c);
+    unsetenv("HIDETD_SOCKET");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    ht_cleanup(&d);
+}
+
 int main(void)
 {
     snprintf(ctl, sizeof(ctl), "%s", getenv("HIDETCTL_BIN") ? getenv("HIDETCTL_BIN") : "hidetctl");
@@ -159,6 +209,7 @@ int main(void)
     ht_sh(NULL, "mkdir -p '%s'", state_dir);
     setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
     unsetenv("HIDETD_STANDIN_FAULTS");
+    default_address();
     ht_arg(&d, "--workers");
     ht_arg(&d, "standin");
     if (ht_start(&d) != 0)
