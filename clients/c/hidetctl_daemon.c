@@ -63,6 +63,35 @@ static int open_client(const opts *o, hidet_client **ret)
     return 0;
 }
 
+int daemon_status(const opts *o, long timeout_ms, cJSON **ret, hidet_error *err)
+{
+    hidet_client *c = NULL;
+    char *body = NULL;
+    cJSON *j = NULL;
+    int r = hidet_client_open(o->url ? o->url : o->socket, o->token, &c, err);
+
+    if (r == 0) {
+        hidet_client_set_timeout(c, timeout_ms);
+        r = hidet_get(c, "/v1/status", &body, NULL, err);
+    }
+    if (r == 0) {
+        j = cJSON_Parse(body);
+        if (!cJSON_IsObject(j)) {
+            memset(err, 0, sizeof(*err));
+            snprintf(err->message, sizeof(err->message), "the status answer is not JSON");
+            r = -EPROTO;
+        }
+    }
+    free(body);
+    hidet_client_free(c);
+    if (r < 0) {
+        cJSON_Delete(j);
+        return r;
+    }
+    *ret = j;
+    return 0;
+}
+
 static int read_text_file(const char *path, char **ret)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");

@@ -105,6 +105,12 @@ int cmd_status(const opts *o, int argc, char **argv);
 int cmd_jobs(const opts *o, int argc, char **argv);
 int cmd_cancel(const opts *o, int argc, char **argv);
 
+/* GET /v1/status from the daemon that --url/--socket (or the default address) names, limited to
+ * timeout_ms: 0 and *ret (the answer, a JSON object the caller deletes), or a negative
+ * errno-style code with *err filled as libhidet-client fills it. */
+struct hidet_error;
+int daemon_status(const opts *o, long timeout_ms, cJSON **ret, struct hidet_error *err);
+
 /* Cache commands (hidetctl_cache.c): argv[0] is the subcommand (ls, show, rm, ...). */
 int cmd_cache(const opts *o, int argc, char **argv);
 /* keygen [--out PREFIX]: a signing key pair for cache export --sign (hidetctl_cache.c). */

@@ -133,6 +133,29 @@ static void cli(const ht_daemon *d, const char *key)
     st = ht_sh(&out, "%s --cache '%s' cache ls", ctl, d->cache);
     CHECK(st == 0 && strstr(out, "matmul") && strstr(out, "softmax"), "cache ls: %d\n%s", st, out);
     free(out);
+    /* Which database, without --cache: $HIDETD_CACHE, else the running daemon's (its
+     * /v1/status names it), ahead of the system's and the user default. */
+    st = ht_sh(&out, "HIDETD_SOCKET='%s' %s cache ls", d->socket, ctl);
+    CHECK(st == 0 && strstr(out, "softmax"), "cache ls via /v1/status: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "HIDETD_CACHE='%s/none.db' %s --socket '%s' cache ls 2>&1", d->dir, ctl,
+               d->socket);
+    CHECK(st == 4 && strstr(out, "none.db") && strstr(out, "$HIDETD_CACHE"),
+          "$HIDETD_CACHE before the daemon's: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "HIDETD_CACHE='%s/none.db' %s --cache '%s' cache ls", d->dir, ctl, d->cache);
+    CHECK(st == 0 && strstr(out, "softmax"), "--cache before $HIDETD_CACHE: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "HIDETD_CACHE='%s' %s --socket '%s/nobody.sock' cache ls", d->cache, ctl,
+               d->dir);
+    CHECK(st == 0 && strstr(out, "softmax"), "$HIDETD_CACHE without a daemon: %d\n%s", st, out);
+    free(out);
+    /* No daemon, no variable: the user default (in a HOME of the test's own), named. */
+    st = ht_sh(&out, "env -u HIDETD_CACHE -u XDG_CACHE_HOME HOME='%s' %s --socket "
+               "'%s/nobody.sock' cache ls 2>&1", d->dir, ctl, d->dir);
+    CHECK((st == 4 && strstr(out, "/.cache/hidetd/kernels.db") && strstr(out, "no daemon")) ||
+          access("/var/lib/hidetd/kernels.db", F_OK) == 0, "user default: %d\n%s", st, out);
+    free(out);
     st = ht_sh(&out, "%s --cache '%s' cache verify", ctl, d->cache);
     CHECK(st == 0, "cache verify: %d\n%s", st, out);
     free(out);
