@@ -35,6 +35,7 @@ static const char usage_text[] =
     "       [--arch A] [--tune none|model|measure] [--no-wait] [--ptx FILE] [--cubin FILE]\n"
     "  space REQUEST.json    list the ranked schedule candidates for a request [--arch A]\n"
     "  status                daemon version, GPU workers, queue and cache\n"
+    "  stats                 hit rate, misses, jobs, candidates, cache size and limit\n"
     "  jobs [ID] [--watch]   list jobs, or show one; --watch refreshes until done\n"
     "  cancel ID             cancel a job\n"
     "\n"
@@ -413,6 +414,8 @@ int main(int argc, char **argv)
         rc = cmd_jobs(&o, cargc, cargv);
     else if (strcmp(cmd, "cancel") == 0)
         rc = cmd_cancel(&o, cargc, cargv);
+    else if (strcmp(cmd, "stats") == 0)
+        rc = cmd_stats(&o, cargc, cargv);
     else if (strcmp(cmd, "cache") == 0)
         rc = cmd_cache(&o, cargc, cargv);
     else if (strcmp(cmd, "keygen") == 0)

@@ -603,3 +603,90 @@ out:
     hidet_client_free(c);
     return rc;
 }
+
+/* One "  Label:   value" line of stats, the numbers aligned like ccache -s. */
+static void stat_line(const char *label, const char *value, const char *extra)
+{
+    printf("  %-16s %12s%s%s\n", label, value, extra && *extra ? "  " : "", extra ? extra : "");
+}
+
+static void stat_num(const char *label, double v, const char *extra)
+{
+    char s[32];
+    snprintf(s, sizeof(s), "%.0f", v);
+    stat_line(label, s, extra);
+}
+
+int cmd_stats(const opts *o, int argc, char **argv)
+{
+    hidet_error e;
+    cJSON *j = NULL;
+    int rc, r;
+
+    (void)argv;
+    if ((rc = only_opts(o, 0, "stats")))
+        return rc;
+    if (argc != 0)
+        return usage_error("'stats' takes no arguments");
+    r = daemon_status(o, 0, &j, &e);
+    if (r < 0)
+        return report(r, &e, o);
+    const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(j, "jobs");
+    const cJSON *cand = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+    const cJSON *cache = cJSON_GetObjectItemCaseSensitive(j, "cache");
+    double hits = jnum_or(cache, "hits", 0), misses = jnum_or(cache, "misses", 0);
+    double requests = hits + misses, bytes = jnum_or(cache, "bytes", 0);
+    double max = jnum_or(cache, "max_bytes", 0);
+    if (o->json) {
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddNumberToObject(s, "requests", requests);
+        cJSON_AddNumberToObject(s, "hits", hits);
+        cJSON_AddNumberToObject(s, "misses", misses);
+        if (requests > 0)
+            cJSON_AddNumberToObject(s, "hit_rate", hits / requests);
+        else
+            cJSON_AddNullToObject(s, "hit_rate");
+        cJSON_AddItemToObject(s, "jobs", cJSON_Duplicate(jobs, true));
+        cJSON_AddItemToObject(s, "candidates", cJSON_Duplicate(cand, true));
+        cJSON_AddItemToObject(s, "cache", cJSON_Duplicate(cache, true));
+        cJSON_AddNumberToObject(s, "uptime_s", jnum_or(j, "uptime_s", 0));
+        print_json(s);
+        cJSON_Delete(s);
+        cJSON_Delete(j);
+        return EXIT_OK;
+    }
+    char pct[32] = "", sz[32], mx[32], line[96];
+    printf("hidetd %s, up %.0f s, GPU %s\n", jstr_or(j, "version", "?"), jnum_or(j, "uptime_s", 0),
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gpu_available")) ? "available"
+                                                                              : "not available");
+    printf("Kernel requests since start:\n");
+    stat_num("requests", requests, NULL);
+    if (requests > 0)
+        snprintf(pct, sizeof(pct), "%6.2f %%", 100.0 * hits / requests);
+    stat_num("hits", hits, pct);
+    if (requests > 0)
+        snprintf(pct, sizeof(pct), "%6.2f %%", 100.0 * misses / requests);
+    stat_num("misses (tuned)", misses, pct);
+    printf("Tuning jobs:\n");
+    stat_num("queued", jnum_or(jobs, "queued", 0), NULL);
+    stat_num("running", jnum_or(jobs, "running", 0), NULL);
+    stat_num("done", jnum_or(jobs, "done", 0), NULL);
+    stat_num("failed", jnum_or(jobs, "failed", 0), NULL);
+    stat_num("cancelled", jnum_or(jobs, "cancelled", 0), NULL);
+    printf("Candidates:\n");
+    stat_num("compiled", jnum_or(cand, "compiled", 0), NULL);
+    stat_num("measured", jnum_or(cand, "measured", 0), NULL);
+    stat_num("failed", jnum_or(cand, "failed", 0), NULL);
+    printf("Cache %s:\n", jstr_or(cache, "path", "?"));
+    stat_num("artifacts", jnum_or(cache, "artifacts", 0), NULL);
+    fmt_size((uint64_t)bytes, sz, sizeof(sz));
+    if (max > 0) {
+        fmt_size((uint64_t)max, mx, sizeof(mx));
+        snprintf(line, sizeof(line), "of %s (%.1f %%)", mx, 100.0 * bytes / max);
+    } else {
+        snprintf(line, sizeof(line), "(no limit)");
+    }
+    stat_line("size", sz, line);
+    cJSON_Delete(j);
+    return EXIT_OK;
+}

@@ -104,6 +104,8 @@ int cmd_space(const opts *o, int argc, char **argv);
 int cmd_status(const opts *o, int argc, char **argv);
 int cmd_jobs(const opts *o, int argc, char **argv);
 int cmd_cancel(const opts *o, int argc, char **argv);
+/* stats: hit rate, jobs, candidates, cache size and limit, from /v1/status (like ccache -s). */
+int cmd_stats(const opts *o, int argc, char **argv);
 
 /* GET /v1/status from the daemon that --url/--socket (or the default address) names, limited to
  * timeout_ms: 0 and *ret (the answer, a JSON object the caller deletes), or a negative

@@ -123,6 +123,31 @@ static void cli(const ht_daemon *d, const char *key)
     CHECK(st == 0, "hidetctl jobs: %d\n%s", st, out);
     free(out);
 
+    /* stats: the library's requests above were at least one miss (the first fused matmul) and
+     * one hit (the same again); the cache has its default 10 GiB cap. */
+    st = ht_sh(&out, "%s --socket '%s' stats", ctl, d->socket);
+    CHECK(st == 0 && strstr(out, "hits") && strstr(out, "misses (tuned)") &&
+          strstr(out, "requests") && strstr(out, "Candidates:") && strstr(out, "compiled") &&
+          strstr(out, "cancelled") && strstr(out, d->cache) && strstr(out, "of 10.0 GiB") &&
+          strstr(out, " %"), "hidetctl stats: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "%s --socket '%s' --json stats", ctl, d->socket);
+    j = cJSON_Parse(out);
+    const cJSON *cache = cJSON_GetObjectItemCaseSensitive(j, "cache");
+    const cJSON *hits = cJSON_GetObjectItemCaseSensitive(j, "hits");
+    const cJSON *misses = cJSON_GetObjectItemCaseSensitive(j, "misses");
+    const cJSON *rate = cJSON_GetObjectItemCaseSensitive(j, "hit_rate");
+    const cJSON *max = cJSON_GetObjectItemCaseSensitive(cache, "max_bytes");
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(j, "candidates"), "compiled");
+    CHECK(st == 0 && cJSON_IsNumber(hits) && hits->valuedouble >= 1 && cJSON_IsNumber(misses) &&
+          misses->valuedouble >= 1 && cJSON_IsNumber(rate) && rate->valuedouble > 0 &&
+          rate->valuedouble < 1 && cJSON_IsNumber(max) && max->valuedouble == 10737418240.0 &&
+          cJSON_IsNumber(comp) && comp->valuedouble >= 1,
+          "hidetctl --json stats: %d\n%s", st, out);
+    cJSON_Delete(j);
+    free(out);
+
     /* Exit codes scripts rely on. */
     st = ht_sh(NULL, "%s --socket '%s/nobody.sock' status >/dev/null 2>&1", ctl, d->dir);
     CHECK(st == 3, "cannot connect should exit 3, got %d", st);
