@@ -36,6 +36,9 @@ static const char usage_text[] =
     "  space REQUEST.json    list the ranked schedule candidates for a request [--arch A]\n"
     "  status                daemon version, GPU workers, queue and cache\n"
     "  stats                 hit rate, misses, jobs, candidates, cache size and limit\n"
+    "  warm FILE...          send every request in FILEs (one JSON request, a JSON array,\n"
+    "                        or one per line; - for stdin), --parallel N at once (default 4)\n"
+    "       [--arch A] [--tune none|model|measure] [--parallel N]\n"
     "  jobs [ID] [--watch]   list jobs, or show one; --watch refreshes until done\n"
     "  cancel ID             cancel a job\n"
     "\n"
@@ -107,7 +110,7 @@ int only_opts(const opts *o, unsigned allowed, const char *cmd)
     static const char *const names[] = {"--arch", "--tune", "--no-wait", "--ptx", "--cubin",
                                         "--watch", "--older-than", "--max-size", "--op",
                                         "--sign", "--trust", "--trust-dir", "--trust-unsigned",
-                                        "--replace-stronger", "--exact", "--out"};
+                                        "--replace-stronger", "--exact", "--out", "--parallel"};
     unsigned extra = o->seen & ~allowed;
     for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (extra & (1u << i))
@@ -312,7 +315,7 @@ int main(int argc, char **argv)
 {
     enum { O_SOCKET = 256, O_URL, O_TOKEN, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
            O_CUBIN, O_WATCH, O_OLDER, O_MAXSIZE, O_OP, O_VERSION, O_SIGN, O_TRUST, O_TRUST_DIR,
-           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT };
+           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT, O_PARALLEL };
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"url", required_argument, NULL, O_URL},
@@ -335,6 +338,7 @@ int main(int argc, char **argv)
         {"replace-stronger", no_argument, NULL, O_REPLACE_STRONGER},
         {"exact", no_argument, NULL, O_EXACT},
         {"out", required_argument, NULL, O_OUT},
+        {"parallel", required_argument, NULL, O_PARALLEL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -375,6 +379,7 @@ int main(int argc, char **argv)
             break;
         case O_EXACT: o.exact = true; o.seen |= OPT_EXACT; break;
         case O_OUT: o.out = optarg; o.seen |= OPT_OUT; break;
+        case O_PARALLEL: o.parallel = optarg; o.seen |= OPT_PARALLEL; break;
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case O_VERSION: printf("hidetctl %s\n", HIDETD_VERSION); return EXIT_OK;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -416,6 +421,8 @@ int main(int argc, char **argv)
         rc = cmd_cancel(&o, cargc, cargv);
     else if (strcmp(cmd, "stats") == 0)
         rc = cmd_stats(&o, cargc, cargv);
+    else if (strcmp(cmd, "warm") == 0)
+        rc = cmd_warm(&o, cargc, cargv);
     else if (strcmp(cmd, "cache") == 0)
         rc = cmd_cache(&o, cargc, cargv);
     else if (strcmp(cmd, "keygen") == 0)

@@ -16,7 +16,7 @@
 
 #include <cJSON.h>
 
-static int client_exit(int r, const hidet_error *e)
+int client_exit(int r, const hidet_error *e)
 {
     if (r == -ECONNREFUSED)
         return EXIT_CONNECT;
@@ -38,14 +38,22 @@ static int report(int r, const hidet_error *e, const opts *o)
             fprintf(stderr, "%s\n", s);
         cJSON_free(s);
         cJSON_Delete(j);
-    } else if (e->http_status) {
-        fprintf(stderr, "hidetctl: hidetd answered %d%s%s: %s%s%s%s\n", e->http_status,
-                e->code[0] ? " " : "", e->code, e->message, e->field[0] ? " (field " : "",
-                e->field, e->field[0] ? ")" : "");
     } else {
-        fprintf(stderr, "hidetctl: %s\n", e->message[0] ? e->message : strerror(-r));
+        char line[1024];
+        describe_error(e, line, sizeof(line));
+        fprintf(stderr, "hidetctl: %s\n", line[0] ? line : strerror(-r));
     }
     return client_exit(r, e);
+}
+
+void describe_error(const hidet_error *e, char *buf, size_t len)
+{
+    if (e->http_status)
+        snprintf(buf, len, "hidetd answered %d%s%s: %s%s%s%s", e->http_status,
+                 e->code[0] ? " " : "", e->code, e->message, e->field[0] ? " (field " : "",
+                 e->field, e->field[0] ? ")" : "");
+    else
+        snprintf(buf, len, "%s", e->message);
 }
 
 /* --url, else --socket, else libhidet-client's default address (hidet_default_address(): the
@@ -92,7 +100,7 @@ int daemon_status(const opts *o, long timeout_ms, cJSON **ret, hidet_error *err)
     return 0;
 }
 
-static int read_text_file(const char *path, char **ret)
+int read_text_file(const char *path, char **ret)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     char *buf = NULL;
@@ -158,6 +166,14 @@ static int load_request(const char *path, const opts *o, bool for_space, char **
         fprintf(stderr, "hidetctl: %s is not a JSON object\n", path);
         return EXIT_USAGE;
     }
+    apply_opts(j, o, for_space);
+    *ret = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return *ret ? 0 : EXIT_DAEMON;
+}
+
+void apply_opts(cJSON *j, const opts *o, bool for_space)
+{
     if (o->arch) {
         cJSON_DeleteItemFromObjectCaseSensitive(j, "arch");
         cJSON_AddStringToObject(j, "arch", o->arch);
@@ -170,9 +186,6 @@ static int load_request(const char *path, const opts *o, bool for_space, char **
         cJSON_DeleteItemFromObjectCaseSensitive(j, "wait");
         cJSON_AddBoolToObject(j, "wait", false);
     }
-    *ret = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    return *ret ? 0 : EXIT_DAEMON;
 }
 
 static void print_job_human(const hidet_job *j)
@@ -193,6 +206,78 @@ static void print_job_human(const hidet_job *j)
         printf("  warning: %s\n", j->warning);
     if (j->error_message)
         printf("  error %s: %s\n", j->error_code, j->error_message);
+}
+
+static bool request_says_no_wait(const char *req)
+{
+    cJSON *j = cJSON_Parse(req);
+    bool no_wait = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "wait"));
+    cJSON_Delete(j);
+    return no_wait;
+}
+
+static char *with_wait_false(const char *req)
+{
+    cJSON *j = cJSON_Parse(req);
+    char *s = NULL;
+    if (cJSON_IsObject(j)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "wait");
+        cJSON_AddBoolToObject(j, "wait", false);
+        s = cJSON_PrintUnformatted(j);
+    }
+    cJSON_Delete(j);
+    return s;
+}
+
+/* Polls a job (twice a second) with a progress line on stderr until it ends; on success *ret
+ * is its kernel set. Returns an exit code, the failure reported. */
+static int follow_job(hidet_client *c, const hidet_job *first, hidet_kernel_set **ret,
+                      const opts *o)
+{
+    hidet_job *j = NULL;
+    hidet_error e;
+    char id[32];
+    int r, rc;
+
+    snprintf(id, sizeof(id), "%s", first->id);
+    for (;;) {
+        r = hidet_job_get(c, id, &j, &e);
+        if (r < 0) {
+            fputs("\r\033[K", stderr);
+            return report(r, &e, o);
+        }
+        if (j->state != HIDET_JOB_QUEUED && j->state != HIDET_JOB_RUNNING)
+            break;
+        char bar[64], best[32];
+        progress_bar(j->done, j->total, bar, sizeof(bar));
+        fmt_us(j->best_us, best, sizeof(best));
+        fprintf(stderr, "\r\033[Kjob %s %s: candidates %s, best %s, %.1f s", j->id,
+                hidet_job_state_name(j->state), bar, best, j->elapsed_s);
+        fflush(stderr);
+        hidet_job_free(j);
+        j = NULL;
+        struct timespec ts = {0, 500000000L};
+        nanosleep(&ts, NULL);
+    }
+    fputs("\r\033[K", stderr);
+    if (j->state == HIDET_JOB_DONE && j->result_key[0]) {
+        fprintf(stderr, "job %s done: %lld candidates in %.1f s\n", j->id, (long long)j->total,
+                j->elapsed_s);
+        r = hidet_kernel_set_get(c, j->result_key, ret, &e);
+        rc = r < 0 ? report(r, &e, o) : EXIT_OK;
+        if (r == 0) {
+            /* Fetched by key it reads as stored; for this request it was built just now. */
+            (*ret)->cached = false;
+            snprintf((*ret)->origin, sizeof((*ret)->origin), "tuned");
+        }
+    } else {
+        fprintf(stderr, "hidetctl: job %s %s%s%s%s%s\n", j->id, hidet_job_state_name(j->state),
+                j->error_code[0] ? ": " : "", j->error_code, j->error_message ? ": " : "",
+                j->error_message ? j->error_message : "");
+        rc = EXIT_DAEMON;
+    }
+    hidet_job_free(j);
+    return rc;
 }
 
 int cmd_kernel(const opts *o, int argc, char **argv)
@@ -219,11 +304,30 @@ int cmd_kernel(const opts *o, int argc, char **argv)
         free(req);
         return rc;
     }
+    /* On a terminal a blocking request is sent as a job and followed, so that a tuning run of
+     * minutes shows its progress instead of a silent wait; the answer is the same. */
+    bool follow = !o->json && !o->no_wait && isatty(STDERR_FILENO) && !request_says_no_wait(req);
+    if (follow) {
+        char *nr = with_wait_false(req);
+        if (nr) {
+            free(req);
+            req = nr;
+        } else {
+            follow = false;
+        }
+    }
     r = hidet_request_kernels(c, req, &set, &job, &e);
     free(req);
     if (r < 0) {
         rc = report(r, &e, o);
         goto out;
+    }
+    if (job && follow) {
+        rc = follow_job(c, job, &set, o);
+        hidet_job_free(job);
+        job = NULL;
+        if (rc != EXIT_OK)
+            goto out;
     }
     if (job) {
         if (o->json) {

@@ -148,6 +148,66 @@ static void cli(const ht_daemon *d, const char *key)
     cJSON_Delete(j);
     free(out);
 
+    /* warm: every example request (a startup manifest of files), then a JSON Lines file with a
+     * bad request and a line that is not JSON, and an array with an element that is no object. */
+    int n_examples = 0;
+    st = ht_sh(&out, "ls '%s'/examples/requests/*.json | wc -l", getenv("HIDETD_SRC"));
+    n_examples = out ? atoi(out) : 0;
+    free(out);
+    char want[96];
+    snprintf(want, sizeof(want), "warm: %d requests in ", n_examples);
+    st = ht_sh(&out, "cd '%s' && %s --socket '%s' warm examples/requests/*.json 2>&1",
+               getenv("HIDETD_SRC"), ctl, d->socket);
+    CHECK(st == 0 && n_examples > 5 && strstr(out, want) && strstr(out, ", 0 failed") &&
+          !strstr(out, "\033"), "warm examples: %d\n%s", st, out);
+    free(out);
+    char jl[400];
+    snprintf(jl, sizeof(jl), "%s/manifest.jsonl", d->dir);
+    const char *lines =
+        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,1000],\"dtype\":\"f16\"}]}\n"
+        "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f7\"},"
+        "{\"shape\":[4,4],\"dtype\":\"f16\"}]}\n"
+        "\n"
+        "{\"op\": softmax\n";
+    ht_write_file(jl, lines, strlen(lines));
+    st = ht_sh(&out, "%s --socket '%s' warm '%s' 2>&1", ctl, d->socket, jl);
+    char where2[512], where4[512];
+    snprintf(where2, sizeof(where2), "%s:2: hidetd answered 422 unknown_dtype", jl);
+    snprintf(where4, sizeof(where4), "%s:4: not JSON", jl);
+    CHECK(st == 1 && strstr(out, where2) && strstr(out, "unknown dtype \"f7\"") &&
+          strstr(out, where4) && strstr(out, "warm: 3 requests") && strstr(out, "1 hit,") &&
+          strstr(out, "2 failed"), "warm with bad lines: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "printf '[{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,1000],"
+               "\"dtype\":\"f16\"}]}, 5]' | %s --socket '%s' --json warm -", ctl, d->socket);
+    j = cJSON_Parse(out);
+    const cJSON *errs = cJSON_GetObjectItemCaseSensitive(j, "errors");
+    const cJSON *w0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(errs, 0), "where");
+    CHECK(st == 1 && cJSON_GetArraySize(errs) == 1 && cJSON_IsString(w0) &&
+          !strcmp(w0->valuestring, "<stdin>[1]") &&
+          cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "hits")) == 1,
+          "warm --json of an array: %d\n%s", st, out);
+    cJSON_Delete(j);
+    free(out);
+
+    /* A blocking kernel request on a terminal shows its job's progress (script(1) gives it
+     * one); the kernel it prints is the same. */
+    if (access("/usr/bin/script", X_OK) == 0) {
+        char req[400];
+        snprintf(req, sizeof(req), "%s/measure.json", d->dir);
+        const char *body = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,999],"
+                           "\"dtype\":\"f16\"}],\"tune\":\"measure\",\"budget\":{\"candidates\":6}}";
+        ht_write_file(req, body, strlen(body));
+        st = ht_sh(&out, "script -qec \"%s --socket '%s' kernel '%s'\" /dev/null", ctl,
+                   d->socket, req);
+        CHECK(st == 0 && strstr(out, "candidates [") && strstr(out, " done: ") &&
+              strstr(out, "newly built, measured") && strstr(out, "hd_softmax"),
+              "kernel progress on a terminal: %d\n%s", st, out);
+        free(out);
+    } else {
+        printf("SKIP part: script(1) is missing, the terminal progress of 'kernel' is not checked\n");
+    }
+
     /* Exit codes scripts rely on. */
     st = ht_sh(NULL, "%s --socket '%s/nobody.sock' status >/dev/null 2>&1", ctl, d->dir);
     CHECK(st == 3, "cannot connect should exit 3, got %d", st);
