@@ -307,6 +307,58 @@ static void default_address(void)
     ht_cleanup(&d);
 }
 
+/* clients/python/hidetd_unix.py's default_address() and libhidet-client's agree, rule by rule. */
+static void python_agrees(void)
+{
+    char dir[] = "/tmp/hidet-pyaddr-XXXXXX", sock[64];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(sock, sizeof(sock), "%s/hidetd.sock", dir);
+    struct { const char *hidetd_socket, *runtime, *cache_home, *home; bool make_sock; } cases[] = {
+        {"unix:/x/y.sock", dir, NULL, "/h", false},
+        {NULL, dir, NULL, "/h", false},
+        {NULL, dir, NULL, "/h", true},
+        {NULL, NULL, "/c", "/h", false},
+        {NULL, "relative", NULL, "/h", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *names[] = {"HIDETD_SOCKET", "XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "HOME"};
+        const char *vals[] = {cases[i].hidetd_socket, cases[i].runtime, cases[i].cache_home,
+                              cases[i].home};
+        char envs[512] = "";
+        for (int k = 0; k < 4; k++) {
+            if (vals[k]) {
+                setenv(names[k], vals[k], 1);
+                size_t n = strlen(envs);
+                snprintf(envs + n, sizeof(envs) - n, " %s='%s'", names[k], vals[k]);
+            } else {
+                unsetenv(names[k]);
+            }
+        }
+        if (cases[i].make_sock)
+            ht_write_file(sock, "", 0);
+        char *c_addr = NULL, *py = NULL;
+        CHECK(hidet_default_address(&c_addr) == 0, "hidet_default_address");
+        int st = ht_sh(&py, "env -i%s PYTHONPATH='%s/clients/python' python3 -c "
+                       "'import hidetd_unix; print(hidetd_unix.default_address())'", envs,
+                       getenv("HIDETD_SRC"));
+        size_t n = py ? strlen(py) : 0;
+        if (n && py[n - 1] == '\n')
+            py[n - 1] = '\0';
+        CHECK(st == 0 && c_addr && py && !strcmp(c_addr, py), "case %zu:%s: C %s, Python %s", i,
+              envs, c_addr ? c_addr : "?", py ? py : "?");
+        free(c_addr);
+        free(py);
+        unlink(sock);
+    }
+    unsetenv("HIDETD_SOCKET");
+    unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("XDG_CACHE_HOME");
+    rmdir(dir);
+}
+
 int main(void)
 {
     snprintf(ctl, sizeof(ctl), "%s", getenv("HIDETCTL_BIN") ? getenv("HIDETCTL_BIN") : "hidetctl");
@@ -317,7 +369,13 @@ int main(void)
     ht_sh(NULL, "mkdir -p '%s'", state_dir);
     setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
     unsetenv("HIDETD_STANDIN_FAULTS");
+    /* Both change the environment; the daemons below get explicit paths. */
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    python_agrees();
     default_address();
+    if (home)
+        setenv("HOME", home, 1);
+    free(home);
     ht_arg(&d, "--workers");
     ht_arg(&d, "standin");
     if (ht_start(&d) != 0)
