@@ -2,10 +2,11 @@
  * parsing, dispatch to a command, and the helpers every command shares (usage errors, formatting,
  * tables).
  *
- * Daemon commands (kernel, space, status, jobs, cancel; hidetctl_daemon.c) go through
- * libhidet-client; cache commands (hidetctl_cache.c) open the kernel database directly through
- * kernel_cache/, so backups, restores and clean-ups work whether the daemon runs (WAL lets both
- * use the file) or not.
+ * Daemon commands (kernel, space, status, stats, jobs, cancel; hidetctl_daemon.c; warm;
+ * hidetctl_warm.c) go through libhidet-client; cache commands (hidetctl_cache.c) open the kernel
+ * database directly through kernel_cache/, so backups, restores and clean-ups work whether the
+ * daemon runs (WAL lets both use the file) or not; they ask a running daemon only which file it
+ * uses.
  * Output is for people by default and JSON with --json. Exit codes are part of the interface.
  */
 #include "clients/c/hidetctl_internal.h"

@@ -1,6 +1,7 @@
-/* clients/c/hidetctl_daemon.c - hidetctl's daemon commands: kernel, space, status, jobs and
- * cancel, each one or more requests to hidetd through libhidet-client (Unix socket or --url),
- * printed for people or as the daemon's JSON with --json.
+/* clients/c/hidetctl_daemon.c - hidetctl's daemon commands: kernel, space, status, stats, jobs
+ * and cancel, each one or more requests to hidetd through libhidet-client (Unix socket or --url),
+ * printed for people or as the daemon's JSON with --json; and the helpers the other command files
+ * share for talking to the daemon (the status query, error lines, request files).
  */
 #include "clients/c/hidetctl_internal.h"
 

@@ -1,6 +1,7 @@
 /* clients/c/hidetctl_internal.h - what hidetctl's source files share: exit codes, the parsed
  * options, the usage and output helpers (hidetctl.c) and the command entry points (daemon commands
- * in hidetctl_daemon.c, cache commands in hidetctl_cache.c). Internal to the hidetctl program.
+ * in hidetctl_daemon.c and hidetctl_warm.c, cache commands in hidetctl_cache.c). Internal to the
+ * hidetctl program.
  *
  * The names carry no module prefix: they are private to one executable (linked with kernel_cache,
  * whose symbols all start with kc_, and libhidet-client, which exports hidet_ only), and they are
