@@ -111,6 +111,8 @@ static int read_manifest(warm_run *w, const char *path, const char *text)
     if (!*p)
         return 0;
     cJSON *all = cJSON_ParseWithOpts(p, &end, true);
+    /* Where the whole-document parse stopped, read before another parse replaces it. */
+    const char *stop = all ? NULL : cJSON_GetErrorPtr();
     if (cJSON_IsArray(all)) {
         int i = 0;
         for (cJSON *e = all->child; e && r == 0; e = e->next, i++) {
@@ -143,9 +145,8 @@ static int read_manifest(warm_run *w, const char *path, const char *text)
         }
     }
     if (!lines) {
-        const char *err = cJSON_GetErrorPtr();
-        int line = err && err >= p && err <= p + strlen(p) ? line_of(text, (size_t)(err - text))
-                                                           : first_line;
+        int line = stop && stop >= p && stop <= p + strlen(p) ? line_of(text, (size_t)(stop - text))
+                                                              : first_line;
         snprintf(where, sizeof(where), "%s:%d", name, line);
         free(copy);
         return add_item(w, where, NULL,
@@ -211,19 +212,24 @@ static void finish_item(warm_run *w, warm_item *it, int outcome, const char *err
         draw(w);
 }
 
+/* One sending thread and its own client (a client is not for concurrent use). */
+typedef struct warm_worker {
+    warm_run *w;
+    hidet_client *c;
+    pthread_t thread;
+} warm_worker;
+
 static void *worker(void *arg)
 {
-    warm_run *w = arg;
-    hidet_client *c = NULL;
+    warm_run *w = ((warm_worker *)arg)->w;
+    hidet_client *c = ((warm_worker *)arg)->c;
     hidet_error e;
 
-    if (hidet_client_open(w->o->url ? w->o->url : w->o->socket, w->o->token, &c, &e) < 0)
-        c = NULL;
     for (;;) {
         pthread_mutex_lock(&w->lock);
         while (w->next < w->n && w->items[w->next].outcome != W_PENDING)
             w->next++;
-        if (w->next >= w->n || w->connect_failed || !c) {
+        if (w->next >= w->n || w->connect_failed) {
             pthread_mutex_unlock(&w->lock);
             break;
         }
@@ -262,7 +268,6 @@ static void *worker(void *arg)
         }
         pthread_mutex_unlock(&w->lock);
     }
-    hidet_client_free(c);
     return NULL;
 }
 
@@ -313,18 +318,34 @@ int cmd_warm(const opts *o, int argc, char **argv)
             finish_item(&w, &w.items[i], W_FAILED, NULL);
         }
     }
-    double t0 = now_s();
+    /* The clients are made here, before any thread runs: the first one initialises libcurl,
+     * which must not happen on several threads at once. A bad --url fails here, once. */
     size_t nthreads = (size_t)parallel < w.n ? (size_t)parallel : w.n;
-    pthread_t th[64];
+    warm_worker ws[64] = {0};
+    for (size_t i = 0; i < nthreads; i++) {
+        hidet_error e;
+        ws[i].w = &w;
+        if (hidet_client_open(o->url ? o->url : o->socket, o->token, &ws[i].c, &e) < 0) {
+            fprintf(stderr, "hidetctl: %s\n", e.message);
+            rc = EXIT_USAGE;
+            for (size_t k = 0; k < i; k++)
+                hidet_client_free(ws[k].c);
+            pthread_mutex_destroy(&w.lock);
+            goto out;
+        }
+    }
+    double t0 = now_s();
     size_t started = 0;
     for (; started < nthreads; started++)
-        if (pthread_create(&th[started], NULL, worker, &w) != 0)
+        if (pthread_create(&ws[started].thread, NULL, worker, &ws[started]) != 0)
             break;
     if (started == 0)
-        worker(&w);
+        worker(&ws[0]);
     for (size_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
+        pthread_join(ws[i].thread, NULL);
     double secs = now_s() - t0;
+    for (size_t i = 0; i < nthreads; i++)
+        hidet_client_free(ws[i].c);
     pthread_mutex_destroy(&w.lock);
     if (w.tty && !o->json)
         fputs("\r\033[K", stderr);
