@@ -510,6 +510,11 @@ static void start_serving(hd_daemon *d)
         hd_log_error("cannot create the resolver: %s", strerror(-r));
         goto fail;
     }
+    r = graph_service_new(d->resolver, d->sched, &d->graphs);
+    if (r < 0) {
+        hd_log_error("cannot create the graph service: %s", strerror(-r));
+        goto fail;
+    }
     if (cluster_start(d) < 0)
         goto fail;
     proto_limits lim;
@@ -604,6 +609,9 @@ static void http_closed(void *udata)
     }
     sched_free(d->sched);
     d->sched = NULL;
+    /* The scheduler answered the resolver's waiters, and through them the graph service's. */
+    graph_service_free(d->graphs);
+    d->graphs = NULL;
     resolve_free(d->resolver);
     d->resolver = NULL;
     if (d->pool)

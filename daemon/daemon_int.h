@@ -13,6 +13,7 @@
 #include "daemon/metrics.h"
 #include "daemon/routes.h"
 #include "gpu_workers/gw.h"
+#include "graph/service.h"
 #include "kernel_cache/kc.h"
 #include "proto/http.h"
 #include "resolve/resolve.h"
@@ -33,6 +34,7 @@ typedef struct hd_daemon {
     gw_pool *pool;
     sched *sched;
     resolver *resolver; /* where kernels come from: memory, cache, (remote,) tuning */
+    graph_service *graphs; /* POST /v1/graphs: plans, their kernels through the resolver */
     ct_tier *cluster;   /* the cluster tier (Redis), NULL when not configured */
     proto_server *http;
     bool pool_ready_seen; /* gw_pool_start's ready callback ran */

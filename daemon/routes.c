@@ -21,6 +21,8 @@ static const char *const labels[HD_ROUTE_COUNT] = {
     [HD_ROUTE_JOBS] = "/v1/jobs",
     [HD_ROUTE_JOB_GET] = "/v1/jobs/{id}",
     [HD_ROUTE_JOB_DELETE] = "/v1/jobs/{id}",
+    [HD_ROUTE_GRAPHS] = "/v1/graphs",
+    [HD_ROUTE_GRAPH_JOB] = "/v1/graphs/jobs/{id}",
 };
 
 const char *hd_route_label(hd_route_id id)
@@ -52,6 +54,7 @@ void hd_route_find(const char *method, const char *path, hd_route_match *ret)
     }
     static const char kernels[] = "/v1/kernels/";
     static const char jobs[] = "/v1/jobs/";
+    static const char graph_jobs[] = "/v1/graphs/jobs/";
     if (strcmp(path, "/healthz") == 0) {
         set(&m, method, "GET", HD_ROUTE_HEALTHZ, "GET");
     } else if (strcmp(path, "/v1/status") == 0) {
@@ -64,6 +67,16 @@ void hd_route_find(const char *method, const char *path, hd_route_match *ret)
         set(&m, method, "POST", HD_ROUTE_SPACES, "POST");
     } else if (strcmp(path, "/v1/jobs") == 0) {
         set(&m, method, "GET", HD_ROUTE_JOBS, "GET");
+    } else if (strcmp(path, "/v1/graphs") == 0) {
+        set(&m, method, "POST", HD_ROUTE_GRAPHS, "POST");
+    } else if (strncmp(path, graph_jobs, sizeof(graph_jobs) - 1) == 0) {
+        const char *arg = path + sizeof(graph_jobs) - 1;
+        size_t len = strlen(arg);
+        if (len == 0 || strchr(arg, '/'))
+            goto done;
+        set(&m, method, "GET", HD_ROUTE_GRAPH_JOB, "GET");
+        m.arg = arg;
+        m.arg_len = len;
     } else if (strncmp(path, kernels, sizeof(kernels) - 1) == 0) {
         const char *arg = path + sizeof(kernels) - 1;
         const char *slash = strchr(arg, '/');

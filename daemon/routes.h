@@ -22,6 +22,8 @@ typedef enum {
     HD_ROUTE_JOBS,          /* GET /v1/jobs */
     HD_ROUTE_JOB_GET,       /* GET /v1/jobs/ID */
     HD_ROUTE_JOB_DELETE,    /* DELETE /v1/jobs/ID */
+    HD_ROUTE_GRAPHS,        /* POST /v1/graphs */
+    HD_ROUTE_GRAPH_JOB,     /* GET /v1/graphs/jobs/ID */
     HD_ROUTE_COUNT,
     HD_ROUTE_NONE = -1,
 } hd_route_id;

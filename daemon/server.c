@@ -36,6 +36,7 @@ typedef struct req_ctx {
     const char *cache; /* "hit", "miss" or NULL */
     char key[KC_KEY_LEN + 1];
     resolve_wait *wait; /* while the resolver works on a POST /v1/kernels */
+    graph_wait *graph_wait; /* while the graph service works on a POST /v1/graphs */
 } req_ctx;
 
 /* ---- small answer helpers --------------------------------------------------------------- */
@@ -145,6 +146,86 @@ static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
         return;
     }
     respond_result(req, &res);
+}
+
+/* ---- POST /v1/graphs, GET /v1/graphs/jobs/ID ---------------------------------------------- */
+
+static void respond_graph(proto_request *req, req_ctx *ctx, const graph_result *res)
+{
+    /* The log says hit when every kernel came from a cache tier. */
+    if (res->state == RESOLVE_ANSWERED || res->state == RESOLVE_ACCEPTED)
+        ctx->cache = res->kernels_hit == res->kernels ? "hit" : "miss";
+    switch (res->state) {
+    case RESOLVE_ANSWERED:
+        proto_respond(req, 200, NULL, res->body, res->len);
+        return;
+    case RESOLVE_ACCEPTED: {
+        char loc[64];
+        snprintf(loc, sizeof(loc), "/v1/graphs/jobs/%llu", (unsigned long long)res->job_id);
+        proto_request_add_header(req, "Location", loc);
+        proto_respond(req, 202, NULL, res->body, res->len);
+        return;
+    }
+    case RESOLVE_FAILED:
+        respond_error(req, res->error.status ? res->error.status : 500,
+                      res->error.code[0] ? res->error.code : "internal", res->error.message,
+                      res->error.field);
+        return;
+    case RESOLVE_WAITING:
+        break;
+    }
+    respond_error(req, 500, "internal", "the graph service left the request waiting", NULL);
+}
+
+static void graph_pending_done(void *udata, const graph_result *res)
+{
+    proto_request *req = udata;
+    req_ctx *ctx = req->data;
+    ctx->graph_wait = NULL;
+    proto_request_on_abort(req, NULL, NULL);
+    respond_graph(req, ctx, res);
+}
+
+static void graph_pending_abort(proto_request *req, void *udata)
+{
+    req_ctx *ctx = udata;
+    graph_wait_cancel(ctx->d->graphs, ctx->graph_wait);
+    ctx->graph_wait = NULL;
+    proto_respond(req, HD_STATUS_CLIENT_GONE, NULL, NULL, 0);
+}
+
+static void handle_graphs(proto_request *req, hd_daemon *d, req_ctx *ctx)
+{
+    graph_result res;
+    graph_resolve_body(d->graphs, req->owner, req->body, req->body_len, graph_pending_done, req,
+                       &res, &ctx->graph_wait);
+    if (res.state == RESOLVE_WAITING) {
+        proto_request_on_abort(req, graph_pending_abort, ctx);
+        return;
+    }
+    respond_graph(req, ctx, &res);
+}
+
+static void handle_graph_job(proto_request *req, hd_daemon *d, const hd_route_match *m)
+{
+    uint64_t id;
+    if (hd_parse_job_id(m->arg, m->arg_len, &id) < 0) {
+        respond_error(req, 400, "invalid_field", "a graph job id is a positive decimal number",
+                      "id");
+        return;
+    }
+    char *json = NULL;
+    int r = graph_job_json(d->graphs, id, &json);
+    if (r == -ENOENT) {
+        respond_error(req, 404, "not_found", "no such graph job (the daemon keeps the last 256)",
+                      NULL);
+        return;
+    }
+    if (r < 0) {
+        respond_errno(req, r, "reading the graph job");
+        return;
+    }
+    respond_owned_json(req, 200, json);
 }
 
 /* ---- POST /v1/spaces -------------------------------------------------------------------- */
@@ -434,6 +515,12 @@ void hd__handle(proto_request *req, void *udata)
     case HD_ROUTE_JOB_GET:
     case HD_ROUTE_JOB_DELETE:
         handle_job(req, d, &m);
+        break;
+    case HD_ROUTE_GRAPHS:
+        handle_graphs(req, d, ctx);
+        break;
+    case HD_ROUTE_GRAPH_JOB:
+        handle_graph_job(req, d, &m);
         break;
     default:
         respond_error(req, 404, "not_found", "no such endpoint", NULL);

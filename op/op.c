@@ -32,6 +32,8 @@ static const char *const ew_names[TUNER_EW_COUNT] = {
     [TUNER_EW_EXP] = "exp",         [TUNER_EW_NEG] = "neg",
     [TUNER_EW_ABS] = "abs",         [TUNER_EW_SQUARE] = "square",
     [TUNER_EW_SCALE] = "scale",     [TUNER_EW_CAST] = "cast",
+    [TUNER_EW_SQRT] = "sqrt",       [TUNER_EW_RSQRT] = "rsqrt",
+    [TUNER_EW_SHIFT] = "shift",
 };
 
 static const char *const reduce_names[TUNER_REDUCE_COUNT] = {

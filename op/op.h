@@ -88,6 +88,9 @@ typedef enum {
     TUNER_EW_SQUARE,
     TUNER_EW_SCALE, /* value * scalar */
     TUNER_EW_CAST,  /* round value to dtype (the chain's value type becomes dtype) */
+    TUNER_EW_SQRT,
+    TUNER_EW_RSQRT, /* 1 / sqrt(value) */
+    TUNER_EW_SHIFT, /* value + scalar */
     TUNER_EW_COUNT
 } tuner_ew_kind;
 
@@ -96,7 +99,7 @@ typedef enum {
 typedef struct tuner_ew_step {
     tuner_ew_kind kind;
     int operand;       /* binary steps: index into tuner_op.inputs; otherwise -1 */
-    double scalar;     /* TUNER_EW_SCALE */
+    double scalar;     /* TUNER_EW_SCALE, TUNER_EW_SHIFT */
     tuner_dtype dtype; /* TUNER_EW_CAST */
 } tuner_ew_step;
 
@@ -175,6 +178,9 @@ typedef enum {
 
 /* Size in bytes of one element. */
 static inline int tuner_dtype_size(tuner_dtype d) { return d == TUNER_F32 ? 4 : 2; }
+
+/* Whether a step takes a scalar parameter ("value" in requests). */
+static inline bool tuner_ew_has_scalar(tuner_ew_kind k) { return k == TUNER_EW_SCALE || k == TUNER_EW_SHIFT; }
 
 /* Number of elements in a tensor. */
 static inline int64_t tuner_tensor_numel(const tuner_tensor *t)

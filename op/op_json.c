@@ -36,7 +36,7 @@ static void sb_chain(tuner_sb *b, const tuner_ew_chain *c)
         tuner_sb_printf(b, "\"op\":\"%s\"", tuner_ew_name(s->kind));
         if (TUNER_EW_IS_BINARY(s->kind))
             tuner_sb_printf(b, ",\"operand\":%d", s->operand);
-        if (s->kind == TUNER_EW_SCALE)
+        if (tuner_ew_has_scalar(s->kind))
             tuner_sb_printf(b, ",\"value\":%.17g", s->scalar);
         tuner_sb_printf(b, "}");
     }

@@ -400,7 +400,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         keys[nk++] = operand_key;
     else if (st.s.kind == TUNER_EW_GELU_ERF)
         keys[nk++] = "approximate";
-    else if (st.s.kind == TUNER_EW_SCALE)
+    else if (tuner_ew_has_scalar(st.s.kind))
         keys[nk++] = "value";
     else if (st.s.kind == TUNER_EW_CAST)
         keys[nk++] = "dtype";
@@ -435,7 +435,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
                 return fail(e, 422, "invalid_field", field,
                             "approximate must be \"none\" or \"tanh\"");
         }
-    } else if (st.s.kind == TUNER_EW_SCALE) {
+    } else if (tuner_ew_has_scalar(st.s.kind)) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
         snprintf(field, sizeof(field), "%.40s.value", path);
         if (!v)
@@ -621,7 +621,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             snprintf(st->path, sizeof(st->path), "attrs.fn");
             if (step_kind(s, &st->s.kind, &st->bias) < 0)
                 return fail(e, 422, "unknown_op", "attrs.fn", "unknown function \"%.32s\"", s);
-            if (st->s.kind == TUNER_EW_SCALE || st->s.kind == TUNER_EW_CAST)
+            if (tuner_ew_has_scalar(st->s.kind) || st->s.kind == TUNER_EW_CAST)
                 return fail(e, 422, "invalid_field", "attrs.fn",
                             "\"%s\" takes a parameter: use attrs.ops", s);
             if (TUNER_EW_IS_BINARY(st->s.kind))

@@ -773,6 +773,11 @@ void resolve_reconfigure(resolver *r, const resolve_config *cfg)
     kc_mem_clear(r->memo);
 }
 
+tuner_tune_mode resolve_default_mode(const resolver *r)
+{
+    return r->cfg.default_mode;
+}
+
 void resolve_drain(resolver *r)
 {
     if (r)

@@ -164,6 +164,8 @@ void resolve_free(resolver *r);
 void resolve_set_remote(resolver *r, const resolve_remote *remote);
 /* New options on reload: a different default mode changes what a body means, so the memo goes. */
 void resolve_reconfigure(resolver *r, const resolve_config *cfg);
+/* The tune mode of a request that names none (resolve_config.default_mode). */
+tuner_tune_mode resolve_default_mode(const resolver *r);
 /* New jobs are refused (503 shutting_down) from now on. */
 void resolve_drain(resolver *r);
 /* Drops every answer held in memory (the daemon removed entries itself: its own commits do not

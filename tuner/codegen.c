@@ -319,6 +319,17 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
             tuner__emit_float(sb, st->scalar);
             tuner_sb_puts(sb, ";\n");
             break;
+        case TUNER_EW_SQRT:
+            tuner_sb_printf(sb, "%s = sqrtf(%s);\n", var, var);
+            break;
+        case TUNER_EW_RSQRT:
+            tuner_sb_printf(sb, "%s = rsqrtf(%s);\n", var, var);
+            break;
+        case TUNER_EW_SHIFT:
+            tuner_sb_printf(sb, "%s = %s + ", var, var);
+            tuner__emit_float(sb, st->scalar);
+            tuner_sb_puts(sb, ";\n");
+            break;
         case TUNER_EW_CAST:
             if (st->dtype == TUNER_F16)
                 tuner_sb_printf(sb, "%s = hd_round_f16(%s);\n", var, var);

@@ -42,6 +42,8 @@ static const char usage_text[] =
     "       [--arch A] [--tune none|model|measure] [--parallel N]\n"
     "  jobs [ID] [--watch]   list jobs, or show one; --watch refreshes until done\n"
     "  cancel ID             cancel a job\n"
+    "  graph GRAPH.json      send a model graph, print its launch plan (docs/graphs.md)\n"
+    "       [--arch A] [--tune none|model|measure] [--no-wait]\n"
     "\n"
     "Cache commands (open the database file directly; work with the daemon running or not):\n"
     "  cache ls [--arch A] [--op OP]    list artifacts, most recently used first\n"
@@ -424,6 +426,8 @@ int main(int argc, char **argv)
         rc = cmd_stats(&o, cargc, cargv);
     else if (strcmp(cmd, "warm") == 0)
         rc = cmd_warm(&o, cargc, cargv);
+    else if (strcmp(cmd, "graph") == 0)
+        rc = cmd_graph(&o, cargc, cargv);
     else if (strcmp(cmd, "cache") == 0)
         rc = cmd_cache(&o, cargc, cargv);
     else if (strcmp(cmd, "keygen") == 0)

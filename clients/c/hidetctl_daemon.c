@@ -795,3 +795,146 @@ int cmd_stats(const opts *o, int argc, char **argv)
     cJSON_Delete(j);
     return EXIT_OK;
 }
+
+/* "x, w1, b1 -> h3": a step's bindings in parameter order, then its output. */
+static void bindings_text(const cJSON *b, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < 8 && n < cap; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "input%d", i);
+        const char *name = jstr_or(b, key, NULL);
+        if (!name)
+            break;
+        char *s = safe_text(name);
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", i ? ", " : "", s ? s : "?");
+        free(s);
+    }
+    char *s = safe_text(jstr_or(b, "output", "?"));
+    if (n < cap)
+        n += (size_t)snprintf(out + n, cap - n, " -> %s", s ? s : "?");
+    free(s);
+    const char *ws = jstr_or(b, "workspace", NULL);
+    if (ws && n < cap)
+        snprintf(out + n, cap - n, " (+%s)", ws);
+}
+
+static void graph_steps(table *t, const cJSON *steps, const char *phase, int *number)
+{
+    for (const cJSON *s = steps ? steps->child : NULL; s; s = s->next) {
+        char idx[24], nodes[256] = "", binds[512], kernels[256] = "";
+        size_t n = 0;
+        const cJSON *nd;
+        cJSON_ArrayForEach(nd, cJSON_GetObjectItemCaseSensitive(s, "nodes")) {
+            char *name = safe_text(cJSON_IsString(nd) ? nd->valuestring : "?");
+            if (n < sizeof(nodes))
+                n += (size_t)snprintf(nodes + n, sizeof(nodes) - n, "%s%s", n ? ", " : "",
+                                      name ? name : "?");
+            free(name);
+        }
+        const cJSON *ks = cJSON_GetObjectItemCaseSensitive(s, "kernel_set");
+        const cJSON *sched = cJSON_GetObjectItemCaseSensitive(ks, "schedule");
+        const cJSON *k;
+        n = 0;
+        cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(ks, "kernels")) {
+            if (n < sizeof(kernels))
+                n += (size_t)snprintf(kernels + n, sizeof(kernels) - n, "%s%s", n ? " + " : "",
+                                      jstr_or(k, "name", "?"));
+        }
+        bindings_text(cJSON_GetObjectItemCaseSensitive(s, "bindings"), binds, sizeof(binds));
+        snprintf(idx, sizeof(idx), "%s%d", phase, ++*number);
+        table_row(t, idx, nodes, jstr_or(sched, "template", "?"), kernels,
+                  jstr_or(ks, "origin", "-"), binds);
+    }
+}
+
+int cmd_graph(const opts *o, int argc, char **argv)
+{
+    hidet_client *c = NULL;
+    hidet_error e;
+    char *req = NULL, *body = NULL;
+    cJSON *j = NULL;
+    int rc, r, status = 0;
+
+    if ((rc = only_opts(o, OPT_ARCH | OPT_TUNE | OPT_NO_WAIT, "graph")))
+        return rc;
+    if (argc != 1)
+        return usage_error("'graph' takes one GRAPH.json");
+    if ((rc = load_request(argv[0], o, false, &req)))
+        return rc;
+    if ((rc = open_client(o, &c))) {
+        free(req);
+        return rc;
+    }
+    r = hidet_post_json(c, "/v1/graphs", req, &status, &body, NULL, &e);
+    if (r < 0) {
+        rc = report(r, &e, o);
+        goto out;
+    }
+    if (o->json) {
+        puts(body);
+        rc = EXIT_OK;
+        goto out;
+    }
+    j = cJSON_Parse(body);
+    if (status == 202) {
+        printf("graph job %.0f: %s, %.0f of %.0f kernels done; follow it with\n"
+               "  curl --unix-socket SOCKET http://localhost/v1/graphs/jobs/%.0f\n"
+               "then send the graph again for its plan\n",
+               jnum_or(j, "id", 0), jstr_or(j, "state", "?"), jnum_or(j, "kernels_done", 0),
+               jnum_or(j, "kernels", 0), jnum_or(j, "id", 0));
+        rc = EXIT_OK;
+        goto out;
+    }
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
+    const cJSON *prep = cJSON_GetObjectItemCaseSensitive(j, "prepare");
+    if (!cJSON_IsArray(steps)) {
+        fprintf(stderr, "hidetctl: the answer has no steps\n");
+        rc = EXIT_DAEMON;
+        goto out;
+    }
+    char arena[32], consts[32];
+    fmt_size((uint64_t)jnum_or(j, "arena_bytes", 0), arena, sizeof(arena));
+    fmt_size((uint64_t)jnum_or(j, "constants_bytes", 0), consts, sizeof(consts));
+    printf("graph %.12s on %s (tune %s): %d steps, %d prepare steps; arena %s, constants %s\n\n",
+           jstr_or(j, "graph_key", "?"), jstr_or(j, "arch", "?"), jstr_or(j, "tune", "?"),
+           cJSON_GetArraySize(steps), cJSON_GetArraySize(prep), arena, consts);
+    table t = {.ncols = 6, .align = "llllll"};
+    table_row(&t, "STEP", "NODES", "TEMPLATE", "KERNELS", "ORIGIN", "BINDINGS");
+    int number = 0;
+    graph_steps(&t, prep, "p", &number);
+    number = 0;
+    graph_steps(&t, steps, "", &number);
+    table_print(&t, stdout);
+    table_free(&t);
+
+    const cJSON *bufs = cJSON_GetObjectItemCaseSensitive(j, "buffers");
+    if (cJSON_GetArraySize(bufs) > 0) {
+        printf("\n");
+        table b = {.ncols = 5, .align = "llrrl"};
+        table_row(&b, "BUFFER", "REGION", "OFFSET", "SIZE", "SHAPE");
+        const cJSON *bf;
+        cJSON_ArrayForEach(bf, bufs) {
+            char off[32], size[32];
+            snprintf(off, sizeof(off), "%.0f", jnum_or(bf, "offset", 0));
+            fmt_size((uint64_t)jnum_or(bf, "bytes", 0), size, sizeof(size));
+            char *shape = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(bf, "shape"));
+            char *name = safe_text(jstr_or(bf, "name", "?"));
+            char desc[160];
+            snprintf(desc, sizeof(desc), "%s %s", shape ? shape : "", jstr_or(bf, "dtype", ""));
+            table_row(&b, name, jstr_or(bf, "region", "?"), off, size, desc);
+            free(name);
+            cJSON_free(shape);
+        }
+        table_print(&b, stdout);
+        table_free(&b);
+    }
+    rc = EXIT_OK;
+out:
+    cJSON_Delete(j);
+    free(req);
+    free(body);
+    hidet_client_free(c);
+    return rc;
+}

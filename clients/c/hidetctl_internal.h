@@ -106,6 +106,8 @@ int cmd_space(const opts *o, int argc, char **argv);
 int cmd_status(const opts *o, int argc, char **argv);
 int cmd_jobs(const opts *o, int argc, char **argv);
 int cmd_cancel(const opts *o, int argc, char **argv);
+/* graph GRAPH.json: POST /v1/graphs, the plan as a table (steps, then buffers). */
+int cmd_graph(const opts *o, int argc, char **argv);
 /* stats: hit rate, jobs, candidates, cache size and limit, from /v1/status (like ccache -s). */
 int cmd_stats(const opts *o, int argc, char **argv);
 /* warm FILE...: many requests at once, with progress and a summary (hidetctl_warm.c). */

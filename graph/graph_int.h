@@ -1,0 +1,26 @@
+/* graph/graph_int.h - what graph/'s files share and nothing else includes. */
+#ifndef HIDET_GRAPH_GRAPH_INT_H
+#define HIDET_GRAPH_GRAPH_INT_H
+
+#include "graph/graph.h"
+
+typedef struct cJSON cJSON;
+
+/* Fills e (status, code, field, message) and returns -EINVAL. */
+__attribute__((format(printf, 5, 6)))
+int graph__fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
+                ...);
+
+/* Checks node i (in dependency order; its inputs' shapes are known) with its attributes and
+ * infers its output tensor (graph/infer.c). */
+int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e);
+
+/* numpy broadcasting: whether a (rank ra) broadcasts one way to b; the two-way result into out. */
+bool graph__broadcasts_to(const tuner_tensor *a, const tuner_tensor *b);
+bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor *out);
+
+/* The /v1/kernels request body of an op (inputs, attributes, prologue, epilogue; no options),
+ * as proto_kernel_request_parse reads it back to the same op. malloc'd, NULL when out of memory. */
+char *graph__op_request(const tuner_op *op);
+
+#endif

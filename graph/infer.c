@@ -1,0 +1,632 @@
+/* graph/infer.c - checks each node of a graph and infers its output's shape and dtype.
+ *
+ * A kernel op's node becomes a /v1/kernels request (graph__op_request's format) and goes through
+ * proto_kernel_request_parse: one validator for both APIs, so a node is accepted exactly when
+ * the same kernel request would be, and its output is what the kernel will write. Its errors
+ * are re-addressed to the node ("inputs[1].shape" -> "nodes[4].inputs[1]"). Steps follow numpy
+ * broadcasting; layout ops and batchnorm have their own rules here. */
+#include "graph/graph_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+/* ---- broadcasting ----------------------------------------------------------------------------- */
+
+bool graph__broadcasts_to(const tuner_tensor *a, const tuner_tensor *b)
+{
+    if (a->rank > b->rank)
+        return false;
+    for (int i = 1; i <= a->rank; i++) {
+        int64_t x = a->shape[a->rank - i], y = b->shape[b->rank - i];
+        if (x != y && x != 1)
+            return false;
+    }
+    return true;
+}
+
+bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor *out)
+{
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    tuner_tensor o = *a;
+    for (int i = 1; i <= r; i++) {
+        int64_t x = i <= a->rank ? a->shape[a->rank - i] : 1;
+        int64_t y = i <= b->rank ? b->shape[b->rank - i] : 1;
+        if (x != y && x != 1 && y != 1)
+            return false;
+        o.shape[r - i] = x == 1 ? y : x;
+    }
+    o.rank = r;
+    *out = o;
+    return true;
+}
+
+static void shape_text(const tuner_tensor *t, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < t->rank && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
+/* ---- kernel requests -------------------------------------------------------------------------- */
+
+static cJSON *tensor_json(const tuner_tensor *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+    for (int i = 0; i < t->rank; i++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[i]));
+    cJSON_AddStringToObject(o, "dtype", tuner_dtype_name(t->dtype));
+    if (t->align && t->align < 16)
+        cJSON_AddNumberToObject(o, "align", t->align);
+    return o;
+}
+
+/* One step in the request language. `target` >= 0: a prologue step of anchor input `target`. */
+static cJSON *step_json(const tuner_ew_step *s, int target)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (target >= 0)
+        cJSON_AddNumberToObject(o, "input", target);
+    if (s->kind == TUNER_EW_GELU_TANH) {
+        cJSON_AddStringToObject(o, "op", "gelu");
+        cJSON_AddStringToObject(o, "approximate", "tanh");
+        return o;
+    }
+    cJSON_AddStringToObject(o, "op", tuner_ew_name(s->kind));
+    if (TUNER_EW_IS_BINARY(s->kind))
+        cJSON_AddNumberToObject(o, target >= 0 ? "operand" : "input", s->operand);
+    if (tuner_ew_has_scalar(s->kind))
+        cJSON_AddNumberToObject(o, "value", s->scalar);
+    if (s->kind == TUNER_EW_CAST)
+        cJSON_AddStringToObject(o, "dtype", tuner_dtype_name(s->dtype));
+    return o;
+}
+
+static void add_pair(cJSON *o, const char *key, const int v[2])
+{
+    cJSON *a = cJSON_AddArrayToObject(o, key);
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(v[0]));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(v[1]));
+}
+
+static cJSON *attrs_json(const tuner_op *op)
+{
+    cJSON *a = cJSON_CreateObject();
+    switch (op->kind) {
+    case TUNER_OP_MATMUL:
+        cJSON_AddBoolToObject(a, "trans_a", op->attrs.matmul.trans_a);
+        cJSON_AddBoolToObject(a, "trans_b", op->attrs.matmul.trans_b);
+        cJSON_AddBoolToObject(a, "allow_tf32", op->attrs.matmul.allow_tf32);
+        break;
+    case TUNER_OP_CONV2D:
+        add_pair(a, "stride", op->attrs.conv2d.stride);
+        add_pair(a, "padding", op->attrs.conv2d.pad);
+        add_pair(a, "dilation", op->attrs.conv2d.dilation);
+        cJSON_AddNumberToObject(a, "groups", op->attrs.conv2d.groups);
+        cJSON_AddStringToObject(a, "layout", op->attrs.conv2d.nchw ? "nchw" : "nhwc");
+        break;
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        cJSON_AddNumberToObject(a, "eps", op->attrs.norm.eps);
+        break;
+    case TUNER_OP_REDUCE:
+        cJSON_AddStringToObject(a, "kind", tuner_reduce_name(op->attrs.reduce.kind));
+        cJSON_AddNumberToObject(a, "axis", op->attrs.reduce.axis);
+        cJSON_AddBoolToObject(a, "keepdim", op->attrs.reduce.keepdim);
+        break;
+    default:
+        break;
+    }
+    return a;
+}
+
+char *graph__op_request(const tuner_op *op)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "op", tuner_op_name(op->kind));
+    cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
+    for (int i = 0; i < op->n_inputs; i++)
+        cJSON_AddItemToArray(ins, tensor_json(&op->inputs[i]));
+    cJSON_AddItemToObject(o, "attrs", attrs_json(op));
+    cJSON *pro = cJSON_AddArrayToObject(o, "prologue");
+    for (int i = 0; i < op->n_anchor_inputs; i++)
+        for (int k = 0; k < op->prologue[i].n; k++)
+            cJSON_AddItemToArray(pro, step_json(&op->prologue[i].steps[k], i));
+    cJSON *epi = cJSON_AddArrayToObject(o, "epilogue");
+    for (int k = 0; k < op->epilogue.n; k++)
+        cJSON_AddItemToArray(epi, step_json(&op->epilogue.steps[k], -1));
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* Re-addresses a proto error about a request made from node i to the node. */
+static int node_error(const graph *g, int i, const proto_error *pe, proto_error *e)
+{
+    char field[96];
+    int ci = g->node_index[i];
+    if (strncmp(pe->field, "inputs[", 7) == 0) {
+        int k = atoi(pe->field + 7);
+        snprintf(field, sizeof(field), "nodes[%d].inputs[%d]", ci, k);
+    } else if (strncmp(pe->field, "attrs", 5) == 0) {
+        snprintf(field, sizeof(field), "nodes[%d].%.60s", ci, pe->field);
+    } else {
+        snprintf(field, sizeof(field), "nodes[%d]", ci);
+    }
+    return graph__fail(e, pe->status == 400 ? 422 : pe->status, pe->code, field,
+                       "node \"%.64s\" (%s): %.150s", g->nodes[i].name,
+                       tuner_op_name(g->nodes[i].op.kind), pe->message);
+}
+
+static int infer_kernel(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    graph_node *n = &g->nodes[i];
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return -ENOMEM;
+    cJSON_AddStringToObject(o, "op", tuner_op_name(n->op.kind));
+    cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
+    for (int k = 0; k < n->n_in; k++)
+        cJSON_AddItemToArray(ins, tensor_json(&g->tensors[n->in[k]].t));
+    if (attrs)
+        cJSON_AddItemToObject(o, "attrs", cJSON_Duplicate(attrs, true));
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!body)
+        return -ENOMEM;
+    proto_kernel_request *rq = malloc(sizeof(*rq));
+    if (!rq) {
+        free(body);
+        return -ENOMEM;
+    }
+    proto_error pe;
+    int r = proto_kernel_request_parse(body, strlen(body), rq, &pe);
+    free(body);
+    if (r == 0) {
+        n->op = rq->op;
+        g->tensors[n->out].t = rq->op.output;
+        g->tensors[n->out].t.align = 16;
+    } else if (r == -EINVAL) {
+        r = node_error(g, i, &pe, e);
+    }
+    free(rq);
+    return r;
+}
+
+/* ---- attributes of the other nodes -------------------------------------------------------------- */
+
+static int check_attr_keys(const graph *g, int i, const cJSON *attrs, const char *const *allowed,
+                           proto_error *e)
+{
+    if (!attrs)
+        return 0;
+    int ci = g->node_index[i];
+    for (const cJSON *c = attrs->child; c; c = c->next) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++)
+            ok = strcmp(c->string, *a) == 0;
+        char field[96];
+        snprintf(field, sizeof(field), "nodes[%d].attrs.%.40s", ci, c->string);
+        if (!ok)
+            return graph__fail(e, 400, "invalid_field", field,
+                               "node \"%s\": unknown attribute \"%.40s\"", g->nodes[i].name,
+                               c->string);
+        for (const cJSON *p = attrs->child; p != c; p = p->next)
+            if (strcmp(p->string, c->string) == 0)
+                return graph__fail(e, 400, "invalid_field", field, "duplicate attribute \"%.40s\"",
+                                   c->string);
+    }
+    return 0;
+}
+
+static int attr_field(const graph *g, int i, const char *key, char *buf, size_t len)
+{
+    return snprintf(buf, len, "nodes[%d].attrs.%s", g->node_index[i], key);
+}
+
+static int attr_number(const graph *g, int i, const cJSON *attrs, const char *key, bool required,
+                       double def, double *ret, proto_error *e)
+{
+    char field[96];
+    attr_field(g, i, key, field, sizeof(field));
+    const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, key) : NULL;
+    if (!v) {
+        if (required)
+            return graph__fail(e, 400, "invalid_field", field, "node \"%s\" needs %s",
+                               g->nodes[i].name, field);
+        *ret = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return graph__fail(e, 400, "invalid_field", field, "%s must be a finite number", field);
+    *ret = v->valuedouble;
+    return 0;
+}
+
+static int attr_int(const graph *g, int i, const cJSON *attrs, const char *key, bool required,
+                    int64_t def, int64_t *ret, proto_error *e)
+{
+    double d;
+    int r = attr_number(g, i, attrs, key, required, (double)def, &d, e);
+    if (r < 0)
+        return r;
+    if (d != floor(d) || fabs(d) > 4e18) {
+        char field[96];
+        attr_field(g, i, key, field, sizeof(field));
+        return graph__fail(e, 400, "invalid_field", field, "%s must be an integer", field);
+    }
+    *ret = (int64_t)d;
+    return 0;
+}
+
+/* An integer list attribute; *ret_n 0 when absent. */
+static int attr_list(const graph *g, int i, const cJSON *attrs, const char *key, int max,
+                     int64_t *ret, int *ret_n, proto_error *e)
+{
+    char field[96];
+    attr_field(g, i, key, field, sizeof(field));
+    *ret_n = 0;
+    const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, key) : NULL;
+    if (!v)
+        return 0;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > max)
+        return graph__fail(e, 400, "invalid_field", field,
+                           "%s must be an array of at most %d integers", field, max);
+    int n = 0;
+    for (const cJSON *c = v->child; c; c = c->next) {
+        if (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) ||
+            fabs(c->valuedouble) > 4e18)
+            return graph__fail(e, 400, "invalid_field", field, "%s must hold integers", field);
+        ret[n++] = (int64_t)c->valuedouble;
+    }
+    *ret_n = n;
+    return 0;
+}
+
+static int need_inputs(const graph *g, int i, int lo, int hi, proto_error *e)
+{
+    const graph_node *n = &g->nodes[i];
+    if (n->n_in >= lo && n->n_in <= hi)
+        return 0;
+    char field[48];
+    snprintf(field, sizeof(field), "nodes[%d].inputs", g->node_index[i]);
+    if (lo == hi)
+        return graph__fail(e, 422, "invalid_graph", field, "node \"%s\" takes %d input%s, not %d",
+                           n->name, lo, lo == 1 ? "" : "s", n->n_in);
+    return graph__fail(e, 422, "invalid_graph", field, "node \"%s\" takes %d to %d inputs, not %d",
+                       n->name, lo, hi, n->n_in);
+}
+
+static int input_error(const graph *g, int i, int k, proto_error *e, const char *msg)
+{
+    char field[48];
+    snprintf(field, sizeof(field), "nodes[%d].inputs[%d]", g->node_index[i], k);
+    return graph__fail(e, 422, "invalid_graph", field, "node \"%s\": %s", g->nodes[i].name, msg);
+}
+
+/* Normalises an axis in [-rank, rank) to [0, rank); -1 when out of range. */
+static int norm_axis(int64_t axis, int rank)
+{
+    if (axis < -rank || axis >= rank)
+        return -1;
+    return (int)(axis < 0 ? axis + rank : axis);
+}
+
+static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    graph_node *n = &g->nodes[i];
+    tuner_ew_kind k = n->step.kind;
+    bool binary = TUNER_EW_IS_BINARY(k);
+    int r;
+    if ((r = need_inputs(g, i, binary ? 2 : 1, binary ? 2 : 1, e)) < 0)
+        return r;
+    static const char *const none[] = {NULL};
+    static const char *const gelu[] = {"approximate", NULL};
+    static const char *const value[] = {"value", NULL};
+    static const char *const cast[] = {"dtype", NULL};
+    const char *const *keys = k == TUNER_EW_GELU_ERF ? gelu
+                              : tuner_ew_has_scalar(k) ? value
+                              : k == TUNER_EW_CAST     ? cast
+                                                       : none;
+    if ((r = check_attr_keys(g, i, attrs, keys, e)) < 0)
+        return r;
+    char field[96];
+    tuner_tensor out = g->tensors[n->in[0]].t;
+    if (k == TUNER_EW_GELU_ERF && attrs && cJSON_GetObjectItemCaseSensitive(attrs, "approximate")) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(attrs, "approximate");
+        attr_field(g, i, "approximate", field, sizeof(field));
+        if (!cJSON_IsString(v) || (strcmp(v->valuestring, "none") && strcmp(v->valuestring, "tanh")))
+            return graph__fail(e, 422, "invalid_field", field,
+                               "%s must be \"none\" or \"tanh\"", field);
+        if (strcmp(v->valuestring, "tanh") == 0)
+            n->step.kind = TUNER_EW_GELU_TANH;
+    } else if (tuner_ew_has_scalar(k)) {
+        if ((r = attr_number(g, i, attrs, "value", true, 0, &n->step.scalar, e)) < 0)
+            return r;
+    } else if (k == TUNER_EW_CAST) {
+        const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "dtype") : NULL;
+        attr_field(g, i, "dtype", field, sizeof(field));
+        if (!v)
+            return graph__fail(e, 400, "invalid_field", field, "node \"%s\" needs %s", n->name,
+                               field);
+        if (!cJSON_IsString(v) || tuner_dtype_parse(v->valuestring, &n->step.dtype) < 0)
+            return graph__fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16 or f32",
+                               field);
+        out.dtype = n->step.dtype;
+    }
+    if (binary) {
+        const tuner_tensor *b = &g->tensors[n->in[1]].t;
+        char sa[96], sb[96];
+        char msg[256];
+        if (b->dtype != out.dtype) {
+            snprintf(msg, sizeof(msg), "dtype %s differs from the first input's %s (add a cast "
+                     "node)", tuner_dtype_name(b->dtype), tuner_dtype_name(out.dtype));
+            return input_error(g, i, 1, e, msg);
+        }
+        shape_text(&out, sa, sizeof(sa));
+        shape_text(b, sb, sizeof(sb));
+        if (!graph__broadcast(&g->tensors[n->in[0]].t, b, &out)) {
+            snprintf(msg, sizeof(msg), "shapes %s and %s do not broadcast", sa, sb);
+            return input_error(g, i, 1, e, msg);
+        }
+    }
+    out.align = 16;
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
+static int infer_reshape(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"shape", NULL};
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    int64_t dims[TUNER_MAX_RANK];
+    int nd, r, infer = -1;
+    char field[96];
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "shape", TUNER_MAX_RANK, dims, &nd, e)) < 0)
+        return r;
+    attr_field(g, i, "shape", field, sizeof(field));
+    if (nd < 1 || nd > TUNER_MAX_RANK)
+        return graph__fail(e, 400, "invalid_field", field, "node \"%s\" needs %s (1 to %d sizes)",
+                           n->name, field, TUNER_MAX_RANK);
+    int64_t known = 1, numel = tuner_tensor_numel(x);
+    for (int k = 0; k < nd; k++) {
+        if (dims[k] == -1 && infer < 0) {
+            infer = k;
+        } else if (dims[k] < 1 || dims[k] > PROTO_MAX_DIM) {
+            return graph__fail(e, 422, "invalid_field", field,
+                               "%s: sizes are at least 1, with at most one -1 (inferred)", field);
+        } else {
+            known *= dims[k];
+            if (known > numel)
+                break;
+        }
+    }
+    if (infer >= 0 && known > 0 && numel % known == 0)
+        dims[infer] = numel / known;
+    tuner_tensor out = {.rank = nd, .dtype = x->dtype, .align = 16};
+    memcpy(out.shape, dims, sizeof(int64_t) * (size_t)nd);
+    if (tuner_tensor_numel(&out) != numel || (infer >= 0 && known > numel)) {
+        char sa[96];
+        shape_text(x, sa, sizeof(sa));
+        return graph__fail(e, 422, "invalid_field", field,
+                           "node \"%s\": %s holds %lld elements, which the shape %s cannot",
+                           n->name, "the input", (long long)numel, sa);
+    }
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
+static int infer_transpose(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"perm", NULL};
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    int64_t perm[TUNER_MAX_RANK];
+    int np, r;
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "perm", TUNER_MAX_RANK, perm, &np, e)) < 0)
+        return r;
+    if (np == 0) { /* ONNX's default: reverse the axes */
+        np = x->rank;
+        for (int k = 0; k < np; k++)
+            perm[k] = np - 1 - k;
+    }
+    char field[96];
+    attr_field(g, i, "perm", field, sizeof(field));
+    bool seen[TUNER_MAX_RANK] = {false};
+    if (np != x->rank)
+        return graph__fail(e, 422, "invalid_field", field,
+                           "node \"%s\": perm has %d axes, the input %d", n->name, np, x->rank);
+    tuner_tensor out = *x;
+    for (int k = 0; k < np; k++) {
+        int a = norm_axis(perm[k], x->rank);
+        if (a < 0 || seen[a])
+            return graph__fail(e, 422, "invalid_field", field,
+                               "node \"%s\": perm must be a permutation of 0..%d", n->name,
+                               x->rank - 1);
+        seen[a] = true;
+        n->perm[k] = a;
+        out.shape[k] = x->shape[a];
+    }
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
+static int infer_concat(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"axis", NULL};
+    graph_node *n = &g->nodes[i];
+    int64_t axis;
+    int r;
+    if ((r = need_inputs(g, i, 1, GRAPH_MAX_NODE_INPUTS, e)) < 0 ||
+        (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_int(g, i, attrs, "axis", true, 0, &axis, e)) < 0)
+        return r;
+    tuner_tensor out = g->tensors[n->in[0]].t;
+    int a = norm_axis(axis, out.rank);
+    if (a < 0) {
+        char field[96];
+        attr_field(g, i, "axis", field, sizeof(field));
+        return graph__fail(e, 422, "invalid_field", field, "node \"%s\": axis %lld is out of range",
+                           n->name, (long long)axis);
+    }
+    for (int k = 1; k < n->n_in; k++) {
+        const tuner_tensor *t = &g->tensors[n->in[k]].t;
+        char sa[96], sb[96], msg[256];
+        shape_text(&g->tensors[n->in[0]].t, sa, sizeof(sa));
+        shape_text(t, sb, sizeof(sb));
+        if (t->dtype != out.dtype) {
+            snprintf(msg, sizeof(msg), "dtype %s differs from the first input's %s",
+                     tuner_dtype_name(t->dtype), tuner_dtype_name(out.dtype));
+            return input_error(g, i, k, e, msg);
+        }
+        bool ok = t->rank == out.rank;
+        for (int d = 0; ok && d < out.rank; d++)
+            ok = d == a || t->shape[d] == out.shape[d];
+        if (!ok) {
+            snprintf(msg, sizeof(msg), "shape %s does not match %s outside the concat axis", sb,
+                     sa);
+            return input_error(g, i, k, e, msg);
+        }
+        out.shape[a] += t->shape[a];
+    }
+    if (tuner_tensor_numel(&out) > PROTO_MAX_NUMEL || out.shape[a] > PROTO_MAX_DIM) {
+        char field[48];
+        snprintf(field, sizeof(field), "nodes[%d]", g->node_index[i]);
+        return graph__fail(e, 422, "limit_exceeded", field, "node \"%s\": the result is too large",
+                           n->name);
+    }
+    n->axis = a;
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
+static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"starts", "ends", "axes", "steps", NULL};
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    int64_t starts[TUNER_MAX_RANK], ends[TUNER_MAX_RANK], axes[TUNER_MAX_RANK], steps[TUNER_MAX_RANK];
+    int ns, ne, na, nst, r;
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "starts", TUNER_MAX_RANK, starts, &ns, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "ends", TUNER_MAX_RANK, ends, &ne, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "axes", TUNER_MAX_RANK, axes, &na, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "steps", TUNER_MAX_RANK, steps, &nst, e)) < 0)
+        return r;
+    char field[96];
+    attr_field(g, i, "ends", field, sizeof(field));
+    if (ns == 0 || ns != ne || (na && na != ns) || (nst && nst != ns))
+        return graph__fail(e, 422, "invalid_field", field,
+                           "node \"%s\": starts and ends (and axes, steps when given) must have "
+                           "the same number of entries", n->name);
+    tuner_tensor out = *x;
+    for (int d = 0; d < x->rank; d++) {
+        n->start[d] = 0;
+        n->stop[d] = x->shape[d];
+        n->stride[d] = 1;
+    }
+    bool seen[TUNER_MAX_RANK] = {false};
+    for (int k = 0; k < ns; k++) {
+        int a = norm_axis(na ? axes[k] : k, x->rank);
+        int64_t step = nst ? steps[k] : 1;
+        attr_field(g, i, na ? "axes" : "starts", field, sizeof(field));
+        if (a < 0 || seen[a])
+            return graph__fail(e, 422, "invalid_field", field,
+                               "node \"%s\": axis out of range or given twice", n->name);
+        seen[a] = true;
+        if (step < 1) {
+            attr_field(g, i, "steps", field, sizeof(field));
+            return graph__fail(e, 422, "invalid_field", field,
+                               "node \"%s\": steps must be at least 1", n->name);
+        }
+        int64_t dim = x->shape[a], s = starts[k], t = ends[k];
+        /* numpy's clamping: negative indices count from the end, then into [0, dim]. */
+        s = s < 0 ? s + dim : s;
+        t = t < 0 ? t + dim : t;
+        s = s < 0 ? 0 : s > dim ? dim : s;
+        t = t < 0 ? 0 : t > dim ? dim : t;
+        if (t <= s) {
+            attr_field(g, i, "ends", field, sizeof(field));
+            return graph__fail(e, 422, "invalid_field", field,
+                               "node \"%s\": the slice of axis %d is empty", n->name, a);
+        }
+        n->start[a] = s;
+        n->stop[a] = t;
+        n->stride[a] = step;
+        out.shape[a] = (t - s + step - 1) / step;
+    }
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
+static int infer_batchnorm(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"eps", "axis", NULL};
+    graph_node *n = &g->nodes[i];
+    int64_t axis;
+    int r;
+    if ((r = need_inputs(g, i, 5, 5, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_number(g, i, attrs, "eps", false, 1e-5, &n->eps, e)) < 0 ||
+        (r = attr_int(g, i, attrs, "axis", false, 1, &axis, e)) < 0)
+        return r;
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    char field[96];
+    if (!(n->eps > 0 && n->eps < 1)) {
+        attr_field(g, i, "eps", field, sizeof(field));
+        return graph__fail(e, 422, "invalid_field", field, "%s must be in (0, 1)", field);
+    }
+    int a = norm_axis(axis, x->rank);
+    if (a < 0) {
+        attr_field(g, i, "axis", field, sizeof(field));
+        return graph__fail(e, 422, "invalid_field", field,
+                           "node \"%s\": axis %lld is out of range for rank %d (1 is NCHW's "
+                           "channels, -1 NHWC's)", n->name, (long long)axis, x->rank);
+    }
+    static const char *const what[] = {"", "scale", "bias", "mean", "var"};
+    for (int k = 1; k < 5; k++) {
+        const tuner_tensor *t = &g->tensors[n->in[k]].t;
+        if (t->rank != 1 || t->shape[0] != x->shape[a]) {
+            char sa[96], msg[256];
+            shape_text(t, sa, sizeof(sa));
+            snprintf(msg, sizeof(msg), "%s has shape %s; channel axis %d needs [%lld]", what[k],
+                     sa, a, (long long)x->shape[a]);
+            return input_error(g, i, k, e, msg);
+        }
+    }
+    n->axis = a;
+    g->tensors[n->out].t = *x;
+    return 0;
+}
+
+int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    switch (g->nodes[i].cls) {
+    case GRAPH_NODE_KERNEL:
+        return infer_kernel(g, i, attrs, e);
+    case GRAPH_NODE_STEP:
+        return infer_step(g, i, attrs, e);
+    case GRAPH_NODE_RESHAPE:
+        return infer_reshape(g, i, attrs, e);
+    case GRAPH_NODE_TRANSPOSE:
+        return infer_transpose(g, i, attrs, e);
+    case GRAPH_NODE_CONCAT:
+        return infer_concat(g, i, attrs, e);
+    case GRAPH_NODE_SLICE:
+        return infer_slice(g, i, attrs, e);
+    case GRAPH_NODE_BATCHNORM:
+        return infer_batchnorm(g, i, attrs, e);
+    }
+    return -EINVAL;
+}

@@ -1,0 +1,744 @@
+/* graph/parse.c - POST /v1/graphs bodies -> a validated graph (graph.h).
+ *
+ * Strict like the kernel request language: unknown fields, duplicates and wrong types are
+ * refused, every error names its field ("nodes[3].inputs[1]"). Nodes may come in any order; they
+ * are sorted so that each follows the producers of its inputs, and a cycle is reported at a node
+ * on it. A kernel op's node is validated by proto_kernel_request_parse on a request built from the
+ * node, so its attributes, shape rules and inferred output are exactly /v1/kernels'. */
+#include "graph/graph_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+int graph__fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
+                ...)
+{
+    va_list ap;
+    e->status = status;
+    snprintf(e->code, sizeof(e->code), "%s", code);
+    snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+static int type_error(proto_error *e, const char *field, const char *what)
+{
+    return graph__fail(e, 400, "invalid_field", field, "%s must be %s", field, what);
+}
+
+static int check_keys(const cJSON *obj, const char *const *allowed, const char *path,
+                      proto_error *e)
+{
+    char field[96];
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++)
+            ok = strcmp(c->string, *a) == 0;
+        snprintf(field, sizeof(field), "%.60s%s%.30s", path, path[0] ? "." : "", c->string);
+        if (!ok)
+            return graph__fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"",
+                               c->string);
+        for (const cJSON *p = obj->child; p != c; p = p->next)
+            if (strcmp(p->string, c->string) == 0)
+                return graph__fail(e, 400, "invalid_field", field, "duplicate field \"%.64s\"",
+                                   c->string);
+    }
+    return 0;
+}
+
+static int json_int(const cJSON *v, const char *field, int64_t lo, int64_t hi, int64_t *ret,
+                    proto_error *e)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return type_error(e, field, "an integer");
+    double d = v->valuedouble;
+    if (d < (double)lo || d > (double)hi)
+        return graph__fail(e, 422, "invalid_field", field, "%s must be between %lld and %lld",
+                           field, (long long)lo, (long long)hi);
+    *ret = (int64_t)d;
+    return 0;
+}
+
+/* ---- names ------------------------------------------------------------------------------------ */
+
+/* Names are printable ASCII without quotes, backslashes and '#' ("#" marks names the plan
+ * makes, so they never collide with a client's). */
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > GRAPH_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x21 || c > 0x7e || c == '"' || c == '\\' || c == '#')
+            return false;
+    }
+    return true;
+}
+
+static int json_name(const cJSON *v, const char *field, const char **ret, proto_error *e)
+{
+    if (!cJSON_IsString(v) || !v->valuestring)
+        return type_error(e, field, "a string");
+    if (!name_ok(v->valuestring))
+        return graph__fail(e, 422, "invalid_field", field,
+                           "%s must be 1 to %d printable ASCII characters without spaces, "
+                           "quotes, backslashes or '#'", field, GRAPH_NAME_MAX);
+    *ret = v->valuestring;
+    return 0;
+}
+
+/* Open-addressing map from tensor names to indices (FNV-1a). */
+typedef struct name_map {
+    size_t cap;
+    int *slot; /* tensor index + 1, 0 = empty */
+} name_map;
+
+static uint64_t fnv(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static int map_find(const name_map *m, const graph *g, const char *name)
+{
+    for (size_t i = fnv(name) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        int v = m->slot[i];
+        if (!v)
+            return -1;
+        if (strcmp(g->tensors[v - 1].name, name) == 0)
+            return v - 1;
+    }
+}
+
+static void map_put(name_map *m, const graph *g, int idx)
+{
+    size_t i = fnv(g->tensors[idx].name) & (m->cap - 1);
+    while (m->slot[i])
+        i = (i + 1) & (m->cap - 1);
+    m->slot[i] = idx + 1;
+}
+
+/* ---- tensors ---------------------------------------------------------------------------------- */
+
+static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto_error *e)
+{
+    static const char *const keys[] = {"name", "shape", "dtype", NULL};
+    char field[128];
+    int r;
+    if (!cJSON_IsObject(o))
+        return type_error(e, path, "an object {\"name\": ..., \"shape\": [...], \"dtype\": ...}");
+    if ((r = check_keys(o, keys, path, e)) < 0)
+        return r;
+    const char *name = NULL;
+    snprintf(field, sizeof(field), "%.80s.name", path);
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(o, "name");
+    if (!nv)
+        return type_error(e, field, "given");
+    if ((r = json_name(nv, field, &name, e)) < 0)
+        return r;
+    snprintf(ret->name, sizeof(ret->name), "%s", name);
+
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
+    snprintf(field, sizeof(field), "%.80s.shape", path);
+    if (!shape)
+        return type_error(e, field, "given");
+    if (!cJSON_IsArray(shape))
+        return type_error(e, field, "an array of integers");
+    int rank = cJSON_GetArraySize(shape);
+    if (rank < 1 || rank > TUNER_MAX_RANK)
+        return graph__fail(e, 422, "invalid_field", field, "%s must have rank 1 to %d", field,
+                           TUNER_MAX_RANK);
+    int i = 0;
+    for (const cJSON *d = shape->child; d; d = d->next, i++) {
+        snprintf(field, sizeof(field), "%.80s.shape[%d]", path, i);
+        if (cJSON_IsNumber(d) && d->valuedouble < 0)
+            return graph__fail(e, 422, "invalid_field", field,
+                               "%s is negative: dynamic dimensions are not supported; a plan is "
+                               "made for one shape, so give each dimension's size", field);
+        if ((r = json_int(d, field, 1, PROTO_MAX_DIM, &ret->t.shape[i], e)) < 0)
+            return r;
+    }
+    ret->t.rank = rank;
+    int64_t n = 1;
+    for (i = 0; i < rank; i++) {
+        n *= ret->t.shape[i];
+        if (n > PROTO_MAX_NUMEL) {
+            snprintf(field, sizeof(field), "%.80s.shape", path);
+            return graph__fail(e, 422, "limit_exceeded", field, "%s has more than 2^31 elements",
+                               field);
+        }
+    }
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "dtype");
+    snprintf(field, sizeof(field), "%.80s.dtype", path);
+    if (!dt)
+        return type_error(e, field, "given");
+    if (!cJSON_IsString(dt) || !dt->valuestring)
+        return type_error(e, field, "a string");
+    if (tuner_dtype_parse(dt->valuestring, &ret->t.dtype) < 0)
+        return graph__fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)",
+                           dt->valuestring);
+    ret->t.align = 16;
+    return 0;
+}
+
+/* ---- node ops --------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    graph_node_class cls;
+} layout_ops[] = {
+    {"reshape", GRAPH_NODE_RESHAPE},     {"transpose", GRAPH_NODE_TRANSPOSE},
+    {"concat", GRAPH_NODE_CONCAT},       {"slice", GRAPH_NODE_SLICE},
+    {"batchnorm", GRAPH_NODE_BATCHNORM},
+};
+
+static int node_class(const char *op, graph_node *n)
+{
+    tuner_op_kind k;
+    if (tuner_op_parse(op, &k) == 0 && k != TUNER_OP_ELEMENTWISE) {
+        n->cls = GRAPH_NODE_KERNEL;
+        n->op.kind = k;
+        return 0;
+    }
+    tuner_ew_kind s;
+    /* gelu_tanh is the canonical JSON's spelling: a node says gelu with approximate "tanh". */
+    if (strcmp(op, "gelu_tanh") != 0 && tuner_ew_parse(op, &s) == 0) {
+        n->cls = GRAPH_NODE_STEP;
+        n->step = (tuner_ew_step){.kind = s, .operand = -1, .dtype = TUNER_F32};
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(layout_ops) / sizeof(layout_ops[0]); i++)
+        if (strcmp(op, layout_ops[i].name) == 0) {
+            n->cls = layout_ops[i].cls;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *const known_ops_text =
+    "matmul, conv2d, softmax, layernorm, rmsnorm, reduce; add, sub, mul, div, max, min, relu, "
+    "gelu, silu, sigmoid, tanh, exp, neg, abs, square, sqrt, rsqrt, scale, shift, cast; reshape, "
+    "transpose, concat, slice, batchnorm";
+
+/* ---- the parse -------------------------------------------------------------------------------- */
+
+typedef struct parse_ctx {
+    graph *g;
+    name_map map;
+    const cJSON **attrs;  /* per client node */
+    proto_error *e;
+} parse_ctx;
+
+static int add_tensor(parse_ctx *c, const graph_tensor *t, const char *field)
+{
+    graph *g = c->g;
+    int prev = map_find(&c->map, g, t->name);
+    if (prev >= 0) {
+        if (g->tensors[prev].kind == GRAPH_T_VALUE)
+            return graph__fail(c->e, 422, "invalid_graph", field,
+                               "tensor \"%s\" is produced twice (also by node \"%s\")", t->name,
+                               g->nodes[g->tensors[prev].producer].name);
+        return graph__fail(c->e, 422, "invalid_graph", field,
+                           "tensor \"%s\" is declared twice (it is already a graph %s)", t->name,
+                           g->tensors[prev].kind == GRAPH_T_INPUT ? "input" : "weight");
+    }
+    if (g->n_tensors >= GRAPH_MAX_TENSORS)
+        return graph__fail(c->e, 422, "limit_exceeded", field, "more than %d tensors",
+                           GRAPH_MAX_TENSORS);
+    g->tensors[g->n_tensors] = *t;
+    map_put(&c->map, g, g->n_tensors);
+    g->n_tensors++;
+    return 0;
+}
+
+static int parse_decls(parse_ctx *c, const cJSON *arr, const char *key, graph_tensor_kind kind)
+{
+    if (!arr)
+        return kind == GRAPH_T_INPUT ? type_error(c->e, "graph.inputs", "given") : 0;
+    char path[96];
+    snprintf(path, sizeof(path), "graph.%s", key);
+    if (!cJSON_IsArray(arr))
+        return type_error(c->e, path, "an array of tensors");
+    int i = 0;
+    for (const cJSON *o = arr->child; o; o = o->next, i++) {
+        snprintf(path, sizeof(path), "graph.%s[%d]", key, i);
+        graph_tensor t = {.kind = kind, .producer = -1};
+        int r = parse_decl(o, path, &t, c->e);
+        if (r < 0)
+            return r;
+        if ((r = add_tensor(c, &t, path)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+/* First pass over one node: its op, name, output (declared as a value) and the names of its
+ * inputs (resolved once every output is known). */
+static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
+{
+    static const char *const keys[] = {"name", "op", "inputs", "outputs", "attrs", NULL};
+    graph *g = c->g;
+    graph_node *n = &g->nodes[idx];
+    char path[48], field[96];
+    int r;
+    snprintf(path, sizeof(path), "nodes[%d]", idx);
+    if (!cJSON_IsObject(o))
+        return type_error(c->e, path, "an object {\"op\": ..., \"inputs\": [...], \"outputs\": [...]}");
+    if ((r = check_keys(o, keys, path, c->e)) < 0)
+        return r;
+
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(o, "name");
+    if (nv) {
+        const char *name;
+        snprintf(field, sizeof(field), "%s.name", path);
+        if ((r = json_name(nv, field, &name, c->e)) < 0)
+            return r;
+        snprintf(n->name, sizeof(n->name), "%s", name);
+    } else {
+        snprintf(n->name, sizeof(n->name), "%s", path);
+    }
+
+    const cJSON *opv = cJSON_GetObjectItemCaseSensitive(o, "op");
+    snprintf(field, sizeof(field), "%s.op", path);
+    if (!opv)
+        return type_error(c->e, field, "given");
+    if (!cJSON_IsString(opv) || !opv->valuestring)
+        return type_error(c->e, field, "a string");
+    if (node_class(opv->valuestring, n) < 0)
+        return graph__fail(c->e, 422, "unknown_op", field, "unknown op \"%.32s\"; known: %s",
+                           opv->valuestring, known_ops_text);
+
+    const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(o, "attrs");
+    snprintf(field, sizeof(field), "%s.attrs", path);
+    if (attrs && !cJSON_IsObject(attrs))
+        return type_error(c->e, field, "an object");
+    c->attrs[idx] = attrs;
+
+    const cJSON *outs = cJSON_GetObjectItemCaseSensitive(o, "outputs");
+    snprintf(field, sizeof(field), "%s.outputs", path);
+    if (!outs)
+        return type_error(c->e, field, "given");
+    if (!cJSON_IsArray(outs) || cJSON_GetArraySize(outs) != 1)
+        return graph__fail(c->e, 422, "invalid_field", field,
+                           "%s must name exactly one tensor (every op has one result)", field);
+    const char *oname;
+    snprintf(field, sizeof(field), "%s.outputs[0]", path);
+    if ((r = json_name(outs->child, field, &oname, c->e)) < 0)
+        return r;
+    graph_tensor t = {.kind = GRAPH_T_VALUE, .producer = idx};
+    snprintf(t.name, sizeof(t.name), "%s", oname);
+    if ((r = add_tensor(c, &t, field)) < 0)
+        return r;
+    n->out = g->n_tensors - 1;
+    return 0;
+}
+
+static int parse_node_inputs(parse_ctx *c, const cJSON *o, int idx)
+{
+    graph *g = c->g;
+    graph_node *n = &g->nodes[idx];
+    char field[96];
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(o, "inputs");
+    snprintf(field, sizeof(field), "nodes[%d].inputs", idx);
+    if (!ins)
+        return type_error(c->e, field, "given");
+    if (!cJSON_IsArray(ins))
+        return type_error(c->e, field, "an array of tensor names");
+    int cnt = cJSON_GetArraySize(ins);
+    if (cnt < 1 || cnt > GRAPH_MAX_NODE_INPUTS)
+        return graph__fail(c->e, 422, "invalid_field", field, "%s must name 1 to %d tensors",
+                           field, GRAPH_MAX_NODE_INPUTS);
+    int i = 0;
+    for (const cJSON *v = ins->child; v; v = v->next, i++) {
+        const char *name;
+        int r;
+        snprintf(field, sizeof(field), "nodes[%d].inputs[%d]", idx, i);
+        if ((r = json_name(v, field, &name, c->e)) < 0)
+            return r;
+        int t = map_find(&c->map, g, name);
+        if (t < 0)
+            return graph__fail(c->e, 422, "invalid_graph", field,
+                               "node \"%s\" reads tensor \"%s\", which is no graph input or "
+                               "weight and no node's output", n->name, name);
+        if (t == n->out)
+            return graph__fail(c->e, 422, "invalid_graph", field,
+                               "node \"%s\" reads its own output \"%s\" (a cycle)", n->name, name);
+        n->in[i] = t;
+    }
+    n->n_in = cnt;
+    return 0;
+}
+
+/* Sorts nodes so every node follows its inputs' producers (Kahn's algorithm, the client's order
+ * among ready nodes). A cycle is reported at the first node left on it. */
+static int sort_nodes(parse_ctx *c, const cJSON **node_json)
+{
+    graph *g = c->g;
+    int n = g->n_nodes;
+    int *indeg = calloc((size_t)n, sizeof(int));
+    int *order = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    /* consumers of each node, as a CSR list */
+    int *start = calloc((size_t)n + 1, sizeof(int));
+    int *list = NULL;
+    int r = 0;
+    if (!indeg || !order || !start) {
+        r = -ENOMEM;
+        goto out;
+    }
+    int edges = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int p = g->tensors[g->nodes[i].in[k]].producer;
+            if (p >= 0) {
+                indeg[i]++;
+                start[p + 1]++;
+                edges++;
+            }
+        }
+    for (int i = 0; i < n; i++)
+        start[i + 1] += start[i];
+    list = malloc(sizeof(int) * (size_t)(edges ? edges : 1));
+    int *fill = calloc((size_t)n, sizeof(int));
+    if (!list || !fill) {
+        free(fill);
+        r = -ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int p = g->tensors[g->nodes[i].in[k]].producer;
+            if (p >= 0)
+                list[start[p] + fill[p]++] = i;
+        }
+    free(fill);
+    /* A min-heap would keep the client's order exactly; a scan per step is O(n^2) worst case,
+     * so ready nodes are taken from a FIFO seeded in client order instead. */
+    int head = 0, tail = 0;
+    for (int i = 0; i < n; i++)
+        if (!indeg[i])
+            order[tail++] = i;
+    while (head < tail) {
+        int v = order[head++];
+        for (int k = start[v]; k < start[v + 1]; k++)
+            if (--indeg[list[k]] == 0)
+                order[tail++] = list[k];
+    }
+    if (tail < n) {
+        int bad = 0;
+        while (bad < n && !indeg[bad])
+            bad++;
+        int slot = 0;
+        for (int k = 0; k < g->nodes[bad].n_in; k++) {
+            int p = g->tensors[g->nodes[bad].in[k]].producer;
+            if (p >= 0 && indeg[p]) {
+                slot = k;
+                break;
+            }
+        }
+        char field[64];
+        snprintf(field, sizeof(field), "nodes[%d].inputs[%d]", bad, slot);
+        r = graph__fail(c->e, 422, "invalid_graph", field,
+                        "the graph has a cycle through node \"%s\" (input \"%s\")",
+                        g->nodes[bad].name, g->tensors[g->nodes[bad].in[slot]].name);
+        goto out;
+    }
+    /* Permute nodes (and their JSON and attrs) into the order; fix producers. */
+    graph_node *nodes = malloc(sizeof(graph_node) * (size_t)(n ? n : 1));
+    const cJSON **attrs = malloc(sizeof(*attrs) * (size_t)(n ? n : 1));
+    const cJSON **json = malloc(sizeof(*json) * (size_t)(n ? n : 1));
+    if (!nodes || !attrs || !json) {
+        free(nodes);
+        free(attrs);
+        free(json);
+        r = -ENOMEM;
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        nodes[i] = g->nodes[order[i]];
+        attrs[i] = c->attrs[order[i]];
+        json[i] = node_json[order[i]];
+        g->node_index[i] = order[i];
+        g->tensors[nodes[i].out].producer = i;
+    }
+    memcpy(g->nodes, nodes, sizeof(graph_node) * (size_t)n);
+    memcpy(c->attrs, attrs, sizeof(*attrs) * (size_t)n);
+    memcpy(node_json, json, sizeof(*json) * (size_t)n);
+    free(nodes);
+    free(attrs);
+    free(json);
+out:
+    free(indeg);
+    free(order);
+    free(start);
+    free(list);
+    return r;
+}
+
+static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
+{
+    const cJSON *v;
+    int64_t x;
+    int r;
+    rq->target = tuner_target_of(TUNER_TARGET_SM90);
+    rq->tune = TUNER_TUNE_MODEL;
+    rq->wait = true;
+    rq->priority = PROTO_PRIO_NORMAL;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
+        if (!cJSON_IsString(v) || !v->valuestring)
+            return type_error(e, "arch", "a string");
+        if (tuner_target_parse(v->valuestring, &rq->target) < 0) {
+            char names[128];
+            return graph__fail(e, 422, "unknown_arch", "arch", "unknown arch \"%.32s\" (%s)",
+                               v->valuestring, tuner_target_names(names, sizeof(names)));
+        }
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tune"))) {
+        if (!cJSON_IsString(v) || !v->valuestring)
+            return type_error(e, "tune", "a string");
+        if (tuner_tune_parse(v->valuestring, &rq->tune) < 0)
+            return graph__fail(e, 422, "invalid_field", "tune",
+                               "tune must be \"none\", \"model\" or \"measure\"");
+        rq->tune_given = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "wait"))) {
+        if (!cJSON_IsBool(v))
+            return type_error(e, "wait", "true or false");
+        rq->wait = cJSON_IsTrue(v);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "priority"))) {
+        static const char *const prios[] = {"blocking", "normal", "background"};
+        if (!cJSON_IsString(v) || !v->valuestring)
+            return type_error(e, "priority", "a string");
+        int p = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(v->valuestring, prios[i]) == 0)
+                p = i;
+        if (p < 0)
+            return graph__fail(e, 422, "invalid_field", "priority",
+                               "priority must be \"blocking\", \"normal\" or \"background\"");
+        rq->priority = p;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "budget"))) {
+        static const char *const keys[] = {"seconds", "candidates", NULL};
+        if (!cJSON_IsObject(v))
+            return type_error(e, "budget", "an object");
+        if ((r = check_keys(v, keys, "budget", e)) < 0)
+            return r;
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(v, "seconds");
+        if (s) {
+            if (!cJSON_IsNumber(s) || !isfinite(s->valuedouble) || s->valuedouble <= 0 ||
+                s->valuedouble > PROTO_MAX_BUDGET_S)
+                return graph__fail(e, 422, "invalid_field", "budget.seconds",
+                                   "budget.seconds must be in (0, %g]", PROTO_MAX_BUDGET_S);
+            rq->budget_s = s->valuedouble;
+        }
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(v, "candidates");
+        if (k) {
+            if ((r = json_int(k, "budget.candidates", 1, PROTO_MAX_BUDGET_CANDIDATES, &x, e)) < 0)
+                return r;
+            rq->budget_candidates = (int)x;
+        }
+    }
+    return 0;
+}
+
+static int parse_outputs(parse_ctx *c, const cJSON *outs);
+
+static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
+{
+    static const char *const top_keys[] = {"graph", "arch", "tune", "wait", "priority", "budget",
+                                           NULL};
+    static const char *const graph_keys[] = {"inputs", "weights", "nodes", "outputs", NULL};
+    graph *g = &rq->g;
+    int r;
+    if (!cJSON_IsObject(root))
+        return graph__fail(e, 400, "invalid_json", "", "the body must be a JSON object");
+    if ((r = check_keys(root, top_keys, "", e)) < 0)
+        return r;
+    if ((r = parse_options(root, rq, e)) < 0)
+        return r;
+    const cJSON *gj = cJSON_GetObjectItemCaseSensitive(root, "graph");
+    if (!gj)
+        return type_error(e, "graph", "given");
+    if (!cJSON_IsObject(gj))
+        return type_error(e, "graph", "an object");
+    if ((r = check_keys(gj, graph_keys, "graph", e)) < 0)
+        return r;
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(gj, "nodes");
+    if (!nodes)
+        return type_error(e, "graph.nodes", "given");
+    if (!cJSON_IsArray(nodes))
+        return type_error(e, "graph.nodes", "an array of nodes");
+    int n_nodes = cJSON_GetArraySize(nodes);
+    if (n_nodes < 1 || n_nodes > GRAPH_MAX_NODES)
+        return graph__fail(e, 422, "limit_exceeded", "graph.nodes",
+                           "a graph has 1 to %d nodes", GRAPH_MAX_NODES);
+
+    g->tensors = calloc(GRAPH_MAX_TENSORS, sizeof(graph_tensor));
+    g->nodes = calloc((size_t)n_nodes, sizeof(graph_node));
+    g->node_index = calloc((size_t)n_nodes, sizeof(int));
+    parse_ctx c = {.g = g, .e = e, .map = {.cap = 2 * GRAPH_MAX_TENSORS}};
+    c.map.slot = calloc(c.map.cap, sizeof(int));
+    c.attrs = calloc((size_t)n_nodes, sizeof(*c.attrs));
+    const cJSON **node_json = calloc((size_t)n_nodes, sizeof(*node_json));
+    if (!g->tensors || !g->nodes || !g->node_index || !c.map.slot || !c.attrs || !node_json) {
+        r = -ENOMEM;
+        goto out;
+    }
+    g->n_nodes = n_nodes;
+    if ((r = parse_decls(&c, cJSON_GetObjectItemCaseSensitive(gj, "inputs"), "inputs",
+                         GRAPH_T_INPUT)) < 0)
+        goto out;
+    g->n_inputs = g->n_tensors;
+    if ((r = parse_decls(&c, cJSON_GetObjectItemCaseSensitive(gj, "weights"), "weights",
+                         GRAPH_T_WEIGHT)) < 0)
+        goto out;
+    g->n_weights = g->n_tensors - g->n_inputs;
+    int i = 0;
+    for (const cJSON *o = nodes->child; o; o = o->next, i++) {
+        node_json[i] = o;
+        if ((r = parse_node_head(&c, o, i)) < 0)
+            goto out;
+    }
+    for (i = 0; i < n_nodes; i++)
+        if ((r = parse_node_inputs(&c, node_json[i], i)) < 0)
+            goto out;
+    for (i = 0; i < g->n_tensors; i++)
+        g->tensors[i].n_uses = 0;
+    for (i = 0; i < n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            g->tensors[g->nodes[i].in[k]].n_uses++;
+    for (i = 0; i < n_nodes; i++)
+        g->node_index[i] = i;
+    if ((r = sort_nodes(&c, node_json)) < 0)
+        goto out;
+
+    for (i = 0; i < n_nodes; i++)
+        if ((r = graph__infer_node(g, i, c.attrs[i], e)) < 0)
+            goto out;
+    if ((r = parse_outputs(&c, cJSON_GetObjectItemCaseSensitive(gj, "outputs"))) < 0)
+        goto out;
+out:
+    free(c.map.slot);
+    free(c.attrs);
+    free(node_json);
+    return r;
+}
+
+static int parse_outputs(parse_ctx *c, const cJSON *outs)
+{
+    graph *g = c->g;
+    char field[48];
+    if (!outs)
+        return type_error(c->e, "graph.outputs", "given");
+    if (!cJSON_IsArray(outs))
+        return type_error(c->e, "graph.outputs", "an array of tensor names");
+    int n = cJSON_GetArraySize(outs);
+    if (n < 1 || n > GRAPH_MAX_TENSORS)
+        return graph__fail(c->e, 422, "invalid_field", "graph.outputs",
+                           "graph.outputs must name at least one tensor");
+    g->outputs = calloc((size_t)n, sizeof(int));
+    if (!g->outputs)
+        return -ENOMEM;
+    int i = 0;
+    for (const cJSON *v = outs->child; v; v = v->next, i++) {
+        const char *name;
+        int r;
+        snprintf(field, sizeof(field), "graph.outputs[%d]", i);
+        if ((r = json_name(v, field, &name, c->e)) < 0)
+            return r;
+        int t = map_find(&c->map, g, name);
+        if (t < 0)
+            return graph__fail(c->e, 422, "invalid_graph", field,
+                               "output \"%s\" is no tensor of the graph", name);
+        if (g->tensors[t].is_output)
+            return graph__fail(c->e, 422, "invalid_graph", field,
+                               "output \"%s\" is named twice", name);
+        g->tensors[t].is_output = true;
+        g->outputs[g->n_outputs++] = t;
+    }
+    return 0;
+}
+
+/* Nesting of the raw text, measured before cJSON recurses into it (strings skipped). */
+static int json_depth(const char *s, size_t len)
+{
+    int depth = 0, max = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > max)
+                max = depth;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    return max;
+}
+
+int graph_request_parse(const char *body, size_t len, graph_request *ret, proto_error *ret_err)
+{
+    if (!ret || !ret_err || (!body && len))
+        return -EINVAL;
+    memset(ret, 0, sizeof(*ret));
+    if (len == 0)
+        return graph__fail(ret_err, 400, "invalid_json", "",
+                           "the body is empty; a JSON object is expected");
+    if (memchr(body, '\0', len))
+        return graph__fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
+    /* body{graph{nodes[node{attrs{list[ is six deep; two more are spare. */
+    if (json_depth(body, len) > PROTO_MAX_JSON_DEPTH)
+        return graph__fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
+                           PROTO_MAX_JSON_DEPTH);
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return graph__fail(ret_err, 500, "internal", "", "out of memory"), -ENOMEM;
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(copy, &end, true);
+    int r;
+    if (!root) {
+        size_t at = end && end >= copy && (size_t)(end - copy) <= len ? (size_t)(end - copy) : 0;
+        r = graph__fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
+    } else {
+        r = parse_graph(root, ret, ret_err);
+        if (r == -ENOMEM)
+            graph__fail(ret_err, 500, "internal", "", "out of memory");
+    }
+    cJSON_Delete(root);
+    free(copy);
+    if (r < 0)
+        graph_request_free(ret);
+    return r;
+}
+
+void graph_request_free(graph_request *rq)
+{
+    if (!rq)
+        return;
+    free(rq->g.tensors);
+    free(rq->g.nodes);
+    free(rq->g.node_index);
+    free(rq->g.outputs);
+    memset(&rq->g, 0, sizeof(rq->g));
+}

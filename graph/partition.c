@@ -1,0 +1,801 @@
+/* graph/partition.c - a validated graph -> fused kernels in execution order (graph_partition).
+ *
+ * The graph is first lowered to primitives over the plan's tensors: anchors (the kernel ops),
+ * injective steps, views (reshape: the same memory under another shape) and layout copies
+ * (transpose, concat, slice). An inference batchnorm is lowered to what it computes: a scale
+ * s = gamma * rsqrt(var + eps) and a shift t = beta - mean * s per channel (steps over the
+ * statistics, so when those are weights they run once, in the prepare phase) and y = x * s + t
+ * (two steps that fuse into the producer of x like any epilogue: a conv's batchnorm costs two
+ * per-channel loads in the conv's store). A transpose of a matmul operand's last two axes
+ * becomes the matmul's trans_a/trans_b.
+ *
+ * Then kernels are grown greedily, in the graph's order. An anchor takes the single-use
+ * injective producers of its inputs as prologues and the single-use injective consumers of its
+ * result as its epilogue; each remaining step starts an elementwise kernel that grows the same
+ * way. Every growth is checked by proto_kernel_request_parse on the kernel's request, and kept
+ * only when the request is valid and infers the result's shape and dtype the graph expects: a
+ * fusion the request language cannot express is simply not made, so the steps stay separate
+ * kernels and the plan stays correct. A kernel reading only weights (or prepared values) never
+ * grows into one that reads run-time inputs, so the prepare phase stays separate. */
+#include "graph/graph_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    PRIM_ANCHOR = 0,
+    PRIM_STEP,
+    PRIM_VIEW,
+    PRIM_TRANSPOSE,
+    PRIM_CONCAT,
+    PRIM_SLICE,
+} prim_kind;
+
+typedef struct prim {
+    prim_kind kind;
+    int node;            /* the graph node (dependency order) it computes part of */
+    tuner_op op;         /* ANCHOR */
+    tuner_ew_step step;  /* STEP: a binary step reads in[1] */
+    int n_in;
+    int in[GRAPH_MAX_NODE_INPUTS];
+    int out;
+    int kernel;          /* -1 until a kernel computes it */
+    bool live;
+} prim;
+
+typedef struct part {
+    const graph *g;
+    const tuner_target *target;
+    graph_plan *p;
+    prim *prims;
+    int n_prims, cap_prims;
+    int *producer; /* plan tensor -> prim, -1 */
+    int *uses;     /* plan tensor -> live prim input slots reading it */
+    proto_error *e;
+    proto_kernel_request *scratch;
+} part;
+
+uint64_t graph_tensor_bytes(const tuner_tensor *t)
+{
+    return (uint64_t)tuner_tensor_numel(t) * (uint64_t)tuner_dtype_size(t->dtype);
+}
+
+/* ---- plan tensors and primitives ---------------------------------------------------------------- */
+
+static int new_tensor(graph_plan *p, const char *name, const tuner_tensor *t, graph_tensor_kind kind)
+{
+    if (p->n_tensors == p->cap_tensors) {
+        int cap = p->cap_tensors ? 2 * p->cap_tensors : 64;
+        graph_plan_tensor *n = realloc(p->tensors, sizeof(*n) * (size_t)cap);
+        if (!n)
+            return -ENOMEM;
+        p->tensors = n;
+        p->cap_tensors = cap;
+    }
+    graph_plan_tensor *pt = &p->tensors[p->n_tensors];
+    memset(pt, 0, sizeof(*pt));
+    snprintf(pt->name, sizeof(pt->name), "%s", name);
+    pt->t = *t;
+    pt->t.align = 16;
+    pt->kind = kind;
+    pt->view_of = -1;
+    pt->producer = -1;
+    pt->first = pt->last = -1;
+    return p->n_tensors++;
+}
+
+static prim *new_prim(part *c, prim_kind kind, int node, int out)
+{
+    if (c->n_prims == c->cap_prims) {
+        int cap = c->cap_prims ? 2 * c->cap_prims : 64;
+        prim *n = realloc(c->prims, sizeof(*n) * (size_t)cap);
+        if (!n)
+            return NULL;
+        c->prims = n;
+        c->cap_prims = cap;
+    }
+    prim *pr = &c->prims[c->n_prims++];
+    memset(pr, 0, sizeof(*pr));
+    pr->kind = kind;
+    pr->node = node;
+    pr->out = out;
+    pr->kernel = -1;
+    return pr;
+}
+
+static int root_of(const graph_plan *p, int t)
+{
+    while (p->tensors[t].view_of >= 0)
+        t = p->tensors[t].view_of;
+    return t;
+}
+
+/* A step prim: out = kind(a[, b]). */
+static int add_step(part *c, int node, tuner_ew_kind kind, double scalar, tuner_dtype dt, int a,
+                    int b, int out)
+{
+    prim *pr = new_prim(c, PRIM_STEP, node, out);
+    if (!pr)
+        return -ENOMEM;
+    pr->step = (tuner_ew_step){.kind = kind, .operand = -1, .scalar = scalar, .dtype = dt};
+    pr->in[0] = a;
+    pr->n_in = 1;
+    if (b >= 0)
+        pr->in[pr->n_in++] = b;
+    return 0;
+}
+
+/* A value made by lowering, named after its node ("bn1#scale"). */
+static int made_tensor(part *c, int node, const char *what, const tuner_tensor *t)
+{
+    char name[GRAPH_NAME_MAX + 32];
+    snprintf(name, sizeof(name), "%.128s#%.24s", c->g->nodes[node].name, what);
+    return new_tensor(c->p, name, t, GRAPH_T_VALUE);
+}
+
+/* y = x * s + t with s = gamma * rsqrt(var + eps), t = beta - mean * s, per channel. */
+static int lower_batchnorm(part *c, int i)
+{
+    const graph_node *n = &c->g->nodes[i];
+    const graph_plan_tensor *T = c->p->tensors;
+    int x = n->in[0], gamma = n->in[1], beta = n->in[2], mean = n->in[3], var = n->in[4];
+    tuner_tensor cvec = T[var].t, f32vec = T[var].t;
+    f32vec.dtype = TUNER_F32;
+    int v1, v2, v3, s, u1, u2, u3, t, r;
+    if ((v1 = made_tensor(c, i, "var_eps", &cvec)) < 0 || (v2 = made_tensor(c, i, "inv_std", &cvec)) < 0 ||
+        (v3 = made_tensor(c, i, "scale_v", &cvec)) < 0 || (s = made_tensor(c, i, "scale", &f32vec)) < 0)
+        return -ENOMEM;
+    cvec = c->p->tensors[mean].t;
+    if ((u1 = made_tensor(c, i, "mean_scaled", &cvec)) < 0 ||
+        (u2 = made_tensor(c, i, "neg_mean_scaled", &cvec)) < 0 ||
+        (u3 = made_tensor(c, i, "shift_v", &cvec)) < 0 || (t = made_tensor(c, i, "shift", &f32vec)) < 0)
+        return -ENOMEM;
+    if ((r = add_step(c, i, TUNER_EW_SHIFT, n->eps, 0, var, -1, v1)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_RSQRT, 0, 0, v1, -1, v2)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_MUL, 0, 0, v2, gamma, v3)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_CAST, 0, TUNER_F32, v3, -1, s)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_MUL, 0, 0, mean, s, u1)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_NEG, 0, 0, u1, -1, u2)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_ADD, 0, 0, u2, beta, u3)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_CAST, 0, TUNER_F32, u3, -1, t)) < 0)
+        return r;
+    /* The per-channel vectors as seen from x: [C, 1, ..., 1] for a channel axis before the last. */
+    const tuner_tensor *xt = &c->p->tensors[x].t;
+    int sv = s, tv = t;
+    if (n->axis != xt->rank - 1) {
+        tuner_tensor view = f32vec;
+        view.rank = xt->rank - n->axis;
+        view.shape[0] = xt->shape[n->axis];
+        for (int k = 1; k < view.rank; k++)
+            view.shape[k] = 1;
+        if ((sv = made_tensor(c, i, "scale_c", &view)) < 0 || (tv = made_tensor(c, i, "shift_c", &view)) < 0)
+            return -ENOMEM;
+        c->p->tensors[sv].view_of = s;
+        c->p->tensors[tv].view_of = t;
+        prim *pv = new_prim(c, PRIM_VIEW, i, sv);
+        if (!pv)
+            return -ENOMEM;
+        pv->in[0] = s, pv->n_in = 1;
+        if (!(pv = new_prim(c, PRIM_VIEW, i, tv)))
+            return -ENOMEM;
+        pv->in[0] = t, pv->n_in = 1;
+    }
+    int y1 = made_tensor(c, i, "scaled", xt);
+    if (y1 < 0)
+        return -ENOMEM;
+    if ((r = add_step(c, i, TUNER_EW_MUL, 0, 0, x, sv, y1)) < 0 ||
+        (r = add_step(c, i, TUNER_EW_ADD, 0, 0, y1, tv, n->out)) < 0)
+        return r;
+    return 0;
+}
+
+static int lower(part *c)
+{
+    const graph *g = c->g;
+    for (int t = 0; t < g->n_tensors; t++) {
+        int k = new_tensor(c->p, g->tensors[t].name, &g->tensors[t].t, g->tensors[t].kind);
+        if (k < 0)
+            return k;
+        c->p->tensors[k].is_output = g->tensors[t].is_output;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        prim *pr;
+        switch (n->cls) {
+        case GRAPH_NODE_BATCHNORM: {
+            int r = lower_batchnorm(c, i);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        case GRAPH_NODE_KERNEL:
+            pr = new_prim(c, PRIM_ANCHOR, i, n->out);
+            if (pr)
+                pr->op = n->op;
+            break;
+        case GRAPH_NODE_STEP:
+            pr = new_prim(c, PRIM_STEP, i, n->out);
+            if (pr)
+                pr->step = n->step;
+            break;
+        case GRAPH_NODE_RESHAPE:
+            pr = new_prim(c, PRIM_VIEW, i, n->out);
+            c->p->tensors[n->out].view_of = n->in[0];
+            break;
+        case GRAPH_NODE_TRANSPOSE:
+            pr = new_prim(c, PRIM_TRANSPOSE, i, n->out);
+            break;
+        case GRAPH_NODE_CONCAT:
+            pr = new_prim(c, PRIM_CONCAT, i, n->out);
+            break;
+        default:
+            pr = new_prim(c, PRIM_SLICE, i, n->out);
+            break;
+        }
+        if (!pr)
+            return -ENOMEM;
+        pr->n_in = n->n_in;
+        memcpy(pr->in, n->in, sizeof(int) * (size_t)n->n_in);
+    }
+    return 0;
+}
+
+/* Producers, uses and liveness (a prim is live when an output depends on it). */
+static int analyse(part *c)
+{
+    graph_plan *p = c->p;
+    free(c->producer);
+    free(c->uses);
+    c->producer = malloc(sizeof(int) * (size_t)p->n_tensors);
+    c->uses = calloc((size_t)p->n_tensors, sizeof(int));
+    bool *needed = calloc((size_t)p->n_tensors, sizeof(bool));
+    if (!c->producer || !c->uses || !needed) {
+        free(needed);
+        return -ENOMEM;
+    }
+    for (int t = 0; t < p->n_tensors; t++) {
+        c->producer[t] = -1;
+        needed[t] = p->tensors[t].is_output;
+    }
+    for (int k = c->n_prims - 1; k >= 0; k--) {
+        prim *pr = &c->prims[k];
+        c->producer[pr->out] = k;
+        pr->live = needed[pr->out];
+        if (pr->live)
+            for (int j = 0; j < pr->n_in; j++)
+                needed[pr->in[j]] = true;
+    }
+    for (int k = 0; k < c->n_prims; k++)
+        if (c->prims[k].live)
+            for (int j = 0; j < c->prims[k].n_in; j++)
+                c->uses[c->prims[k].in[j]]++;
+    free(needed);
+    return 0;
+}
+
+/* matmul(transpose(x, last two axes swapped), ...) reads x with trans_a/trans_b flipped. */
+static void fold_transposes(part *c)
+{
+    for (int k = 0; k < c->n_prims; k++) {
+        prim *pr = &c->prims[k];
+        if (pr->kind != PRIM_ANCHOR || pr->op.kind != TUNER_OP_MATMUL)
+            continue;
+        for (int slot = 0; slot < 2; slot++) {
+            int pk = c->producer[pr->in[slot]];
+            if (pk < 0 || c->prims[pk].kind != PRIM_TRANSPOSE)
+                continue;
+            const graph_node *tn = &c->g->nodes[c->prims[pk].node];
+            int rank = c->p->tensors[tn->in[0]].t.rank;
+            bool swap_last = rank >= 2 && tn->perm[rank - 1] == rank - 2 && tn->perm[rank - 2] == rank - 1;
+            for (int d = 0; d < rank - 2 && swap_last; d++)
+                swap_last = tn->perm[d] == d;
+            if (!swap_last)
+                continue;
+            pr->in[slot] = tn->in[0];
+            pr->op.inputs[slot] = c->p->tensors[tn->in[0]].t;
+            if (slot == 0)
+                pr->op.attrs.matmul.trans_a = !pr->op.attrs.matmul.trans_a;
+            else
+                pr->op.attrs.matmul.trans_b = !pr->op.attrs.matmul.trans_b;
+        }
+    }
+}
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+
+static bool constant(const part *c, int t)
+{
+    t = root_of(c->p, t);
+    const graph_plan_tensor *pt = &c->p->tensors[t];
+    if (pt->kind == GRAPH_T_WEIGHT)
+        return true;
+    if (pt->kind == GRAPH_T_INPUT)
+        return false;
+    int pk = c->producer[t];
+    if (pk < 0)
+        return false;
+    const prim *pr = &c->prims[pk];
+    /* Before kernels exist, a value is constant when everything its prim reads is. */
+    for (int j = 0; j < pr->n_in; j++)
+        if (!constant(c, pr->in[j]))
+            return false;
+    return true;
+}
+
+static bool same_shape(const tuner_tensor *a, const tuner_tensor *b)
+{
+    return a->rank == b->rank && memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank) == 0;
+}
+
+static bool commutes(tuner_ew_kind k)
+{
+    return k == TUNER_EW_ADD || k == TUNER_EW_MUL || k == TUNER_EW_MAX || k == TUNER_EW_MIN;
+}
+
+/* Validates a candidate op through the request language; true when proto accepts its request and
+ * infers `want` (shape and dtype) as its output. */
+static bool op_valid(part *c, const tuner_op *op, const tuner_tensor *want, char **ret_request,
+                     tuner_op *ret_op)
+{
+    char *body = graph__op_request(op);
+    if (!body)
+        return false;
+    proto_error pe;
+    bool ok = proto_kernel_request_parse(body, strlen(body), c->scratch, &pe) == 0 &&
+              same_shape(&c->scratch->op.output, want) && c->scratch->op.output.dtype == want->dtype;
+    if (ok) {
+        *ret_op = c->scratch->op;
+        free(*ret_request);
+        *ret_request = body;
+    } else {
+        free(body);
+    }
+    return ok;
+}
+
+/* The index of tensor t among op's inputs from `from` on, adding it when absent; -1 when full. */
+static int operand_index(tuner_op *op, int *bound, int t, const tuner_tensor *tt, int from)
+{
+    for (int j = from; j < op->n_inputs; j++)
+        if (bound[j] == t)
+            return j;
+    if (op->n_inputs >= TUNER_MAX_INPUTS)
+        return -1;
+    op->inputs[op->n_inputs] = *tt;
+    bound[op->n_inputs] = t;
+    return op->n_inputs++;
+}
+
+typedef struct growing {
+    tuner_op op;
+    int bound[TUNER_MAX_INPUTS]; /* plan tensor of each input */
+    int out;                     /* plan tensor the kernel writes */
+    char *request;
+    bool is_constant;
+    int n_prims;
+    int prims[512];
+} growing;
+
+/* The steps that compute `consumer` from the running value cur: step(cur[, operand]), or for
+ * operand - cur the pair neg, add. 0 steps when it cannot be expressed. */
+static int steps_for(const part *c, const prim *q, int cur, tuner_ew_step *ret, int *ret_operand)
+{
+    *ret_operand = -1;
+    if (q->kind != PRIM_STEP)
+        return 0;
+    tuner_ew_step s = q->step;
+    s.operand = -1;
+    if (!TUNER_EW_IS_BINARY(s.kind)) {
+        ret[0] = s;
+        return q->in[0] == cur ? 1 : 0;
+    }
+    if (q->in[0] == cur && q->in[1] != cur) {
+        *ret_operand = q->in[1];
+        ret[0] = s;
+        return 1;
+    }
+    if (q->in[1] == cur && q->in[0] != cur) {
+        *ret_operand = q->in[0];
+        if (commutes(s.kind)) {
+            ret[0] = s;
+            return 1;
+        }
+        if (s.kind == TUNER_EW_SUB) { /* a - cur = (-cur) + a */
+            ret[0] = (tuner_ew_step){.kind = TUNER_EW_NEG, .operand = -1};
+            ret[1] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = -1};
+            return 2;
+        }
+    }
+    (void)c;
+    return 0;
+}
+
+/* Grows k's epilogue (for an elementwise kernel: its chain) with single-use step consumers. */
+static int grow_epilogue(part *c, growing *k)
+{
+    for (;;) {
+        int cur = k->out;
+        const graph_plan_tensor *ct = &c->p->tensors[cur];
+        if (ct->is_output || c->uses[cur] != 1 || k->n_prims >= (int)(sizeof(k->prims) / sizeof(int)))
+            return 0;
+        int qk = -1;
+        for (int j = c->producer[cur] + 1; j < c->n_prims && qk < 0; j++) {
+            const prim *q = &c->prims[j];
+            if (!q->live)
+                continue;
+            for (int s = 0; s < q->n_in; s++)
+                if (q->in[s] == cur)
+                    qk = j;
+        }
+        if (qk < 0 || c->prims[qk].kernel >= 0)
+            return 0;
+        prim *q = &c->prims[qk];
+        tuner_ew_step steps[2];
+        int operand;
+        int n = steps_for(c, q, cur, steps, &operand);
+        if (n == 0 || k->op.epilogue.n + n > TUNER_MAX_STEPS)
+            return 0;
+        if (operand >= 0 && k->is_constant && !constant(c, operand))
+            return 0;
+        growing next = *k;
+        next.request = NULL;
+        int from = k->op.kind == TUNER_OP_ELEMENTWISE ? 0 : k->op.n_anchor_inputs;
+        if (operand >= 0) {
+            int idx = operand_index(&next.op, next.bound, operand, &c->p->tensors[operand].t, from);
+            if (idx < 0)
+                return 0;
+            steps[n - 1].operand = idx;
+        }
+        for (int s = 0; s < n; s++)
+            next.op.epilogue.steps[next.op.epilogue.n++] = steps[s];
+        tuner_op valid;
+        if (!op_valid(c, &next.op, &c->p->tensors[q->out].t, &next.request, &valid))
+            return 0;
+        free(k->request);
+        *k = next;
+        k->op = valid;
+        k->out = q->out;
+        k->prims[k->n_prims++] = qk;
+        q->kernel = -2; /* taken; the kernel's index is set when it is added */
+    }
+}
+
+/* Grows anchor input `slot`'s prologue with the single-use step producers of what it reads. */
+static int grow_prologue(part *c, growing *k, int slot)
+{
+    for (;;) {
+        int x = k->bound[slot];
+        const graph_plan_tensor *xt = &c->p->tensors[x];
+        int pk = c->producer[x];
+        if (xt->is_output || xt->view_of >= 0 || c->uses[x] != 1 || pk < 0 ||
+            c->prims[pk].kind != PRIM_STEP || c->prims[pk].kernel != -1 || constant(c, x) ||
+            k->n_prims >= (int)(sizeof(k->prims) / sizeof(int)))
+            return 0;
+        const prim *p = &c->prims[pk];
+        if (p->step.kind == TUNER_EW_CAST || k->op.prologue[slot].n + 1 > TUNER_MAX_STEPS)
+            return 0;
+        /* The value must have x's shape (a prologue runs per element of the input it loads). */
+        int value = p->in[0], operand = p->n_in > 1 ? p->in[1] : -1;
+        if (operand >= 0 && !same_shape(&c->p->tensors[value].t, &xt->t) && commutes(p->step.kind)) {
+            value = p->in[1];
+            operand = p->in[0];
+        }
+        if (!same_shape(&c->p->tensors[value].t, &xt->t) || value == operand)
+            return 0;
+        growing next = *k;
+        next.request = NULL;
+        tuner_ew_step s = p->step;
+        s.operand = -1;
+        if (operand >= 0) {
+            int idx = operand_index(&next.op, next.bound, operand, &c->p->tensors[operand].t,
+                                    k->op.n_anchor_inputs);
+            if (idx < 0)
+                return 0;
+            s.operand = idx;
+        }
+        tuner_ew_chain *ch = &next.op.prologue[slot];
+        memmove(&ch->steps[1], &ch->steps[0], sizeof(ch->steps[0]) * (size_t)ch->n);
+        ch->steps[0] = s;
+        ch->n++;
+        next.op.inputs[slot] = c->p->tensors[value].t;
+        next.bound[slot] = value;
+        tuner_op valid;
+        if (!op_valid(c, &next.op, &c->p->tensors[k->out].t, &next.request, &valid))
+            return 0;
+        free(k->request);
+        *k = next;
+        k->op = valid;
+        k->prims[k->n_prims++] = pk;
+        c->prims[pk].kernel = -2;
+    }
+}
+
+static int add_kernel(part *c, growing *k)
+{
+    graph_plan *p = c->p;
+    if (p->n_kernels == p->cap_kernels) {
+        int cap = p->cap_kernels ? 2 * p->cap_kernels : 16;
+        graph_kernel *n = realloc(p->kernels, sizeof(*n) * (size_t)cap);
+        if (!n)
+            return -ENOMEM;
+        p->kernels = n;
+        p->cap_kernels = cap;
+    }
+    graph_kernel *gk = &p->kernels[p->n_kernels];
+    memset(gk, 0, sizeof(*gk));
+    gk->op = k->op;
+    gk->request = k->request;
+    k->request = NULL;
+    gk->n_in = k->op.n_inputs;
+    memcpy(gk->in, k->bound, sizeof(int) * (size_t)gk->n_in);
+    gk->out = k->out;
+    gk->prepare = k->is_constant;
+    gk->nodes = malloc(sizeof(int) * (size_t)(k->n_prims ? k->n_prims : 1));
+    if (!gk->nodes)
+        return -ENOMEM;
+    for (int j = 0; j < k->n_prims; j++) {
+        int node = c->g->node_index[c->prims[k->prims[j]].node];
+        bool seen = false;
+        for (int m = 0; m < gk->n_nodes && !seen; m++)
+            seen = gk->nodes[m] == node;
+        if (!seen)
+            gk->nodes[gk->n_nodes++] = node;
+        c->prims[k->prims[j]].kernel = p->n_kernels;
+    }
+    p->tensors[k->out].producer = p->n_kernels;
+    p->n_kernels++;
+    return 0;
+}
+
+static int unsupported(part *c, const prim *pr, const char *why)
+{
+    char field[48];
+    int ci = c->g->node_index[pr->node];
+    snprintf(field, sizeof(field), "nodes[%d]", ci);
+    return graph__fail(c->e, 422, "unsupported", field, "node \"%s\": %s", c->g->nodes[pr->node].name,
+                       why);
+}
+
+static int anchor_kernel(part *c, int pk)
+{
+    prim *pr = &c->prims[pk];
+    growing *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    k->op = pr->op;
+    memcpy(k->bound, pr->in, sizeof(int) * (size_t)pr->n_in);
+    k->out = pr->out;
+    k->prims[k->n_prims++] = pk;
+    pr->kernel = -2;
+    k->is_constant = true;
+    for (int j = 0; j < pr->n_in; j++)
+        k->is_constant = k->is_constant && constant(c, pr->in[j]);
+    int r = 0;
+    if (!op_valid(c, &k->op, &c->p->tensors[k->out].t, &k->request, &k->op)) {
+        r = unsupported(c, pr, "its kernel request is not valid after folding transposes");
+        goto out;
+    }
+    /* softmax, the norms and reduce take a prologue on x only. */
+    int slots = pr->op.kind == TUNER_OP_MATMUL || pr->op.kind == TUNER_OP_CONV2D ? 2 : 1;
+    for (int s = 0; s < slots; s++)
+        grow_prologue(c, k, s);
+    grow_epilogue(c, k);
+    r = add_kernel(c, k);
+out:
+    free(k->request);
+    free(k);
+    return r;
+}
+
+static int step_kernel(part *c, int pk)
+{
+    prim *pr = &c->prims[pk];
+    growing *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    k->op.kind = TUNER_OP_ELEMENTWISE;
+    k->op.n_inputs = 1;
+    k->op.n_anchor_inputs = 1;
+    k->op.inputs[0] = c->p->tensors[pr->in[0]].t;
+    k->bound[0] = pr->in[0];
+    tuner_ew_step s = pr->step;
+    s.operand = -1;
+    if (pr->n_in > 1)
+        s.operand = operand_index(&k->op, k->bound, pr->in[1], &c->p->tensors[pr->in[1]].t, 0);
+    k->op.epilogue.steps[k->op.epilogue.n++] = s;
+    k->out = pr->out;
+    k->prims[k->n_prims++] = pk;
+    pr->kernel = -2;
+    k->is_constant = true;
+    for (int j = 0; j < pr->n_in; j++)
+        k->is_constant = k->is_constant && constant(c, pr->in[j]);
+    int r = 0;
+    if (!op_valid(c, &k->op, &c->p->tensors[k->out].t, &k->request, &k->op)) {
+        r = unsupported(c, pr, "this step cannot be expressed as an elementwise kernel");
+        goto out;
+    }
+    grow_epilogue(c, k);
+    r = add_kernel(c, k);
+out:
+    free(k->request);
+    free(k);
+    return r;
+}
+
+/* A copy of tensor src into dst (an output that must own its memory). */
+static int copy_kernel(part *c, int src, int dst)
+{
+    growing *k = calloc(1, sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    k->op.kind = TUNER_OP_ELEMENTWISE;
+    k->op.n_inputs = 1;
+    k->op.n_anchor_inputs = 1;
+    k->op.inputs[0] = c->p->tensors[dst].t;
+    k->op.inputs[0].dtype = c->p->tensors[src].t.dtype;
+    k->bound[0] = src;
+    k->out = dst;
+    int r = 0;
+    if (!op_valid(c, &k->op, &c->p->tensors[dst].t, &k->request, &k->op))
+        r = graph__fail(c->e, 500, "internal", "", "a copy of \"%s\" is not a valid kernel",
+                        c->p->tensors[src].name);
+    else
+        r = add_kernel(c, k);
+    free(k->request);
+    free(k);
+    return r;
+}
+
+/* ---- outputs own their memory ------------------------------------------------------------------- */
+
+/* An output that is a view (a reshape) of a value only it shows takes that value's memory: the
+ * producer writes into the caller's buffer. An output viewing an input, a weight, another output
+ * or a value shown twice gets a copy. */
+static int home_outputs(part *c)
+{
+    graph_plan *p = c->p;
+    for (int o = 0; o < p->n_tensors; o++) {
+        graph_plan_tensor *ot = &p->tensors[o];
+        if (!ot->is_output || ot->view_of < 0)
+            continue;
+        int root = root_of(p, o);
+        graph_plan_tensor *rt = &p->tensors[root];
+        bool own = rt->kind == GRAPH_T_VALUE && !rt->is_output && rt->producer >= 0 &&
+                   !p->kernels[rt->producer].prepare;
+        if (own) {
+            /* The value becomes a view of the output: same memory, the output's name. */
+            for (int t = 0; t < p->n_tensors; t++)
+                if (t != o && p->tensors[t].view_of >= 0 && root_of(p, t) == root) {
+                    own = false; /* another view of it: keep it simple and copy */
+                    break;
+                }
+        }
+        if (own) {
+            ot->view_of = -1;
+            ot->producer = rt->producer;
+            rt->view_of = o;
+            rt->producer = -1;
+            p->kernels[ot->producer].out = o;
+            continue;
+        }
+        ot->view_of = -1;
+        int r = copy_kernel(c, root, o);
+        if (r < 0)
+            return r;
+    }
+    /* An output that is a graph input or weight itself: a copy. */
+    for (int o = 0; o < p->n_tensors; o++) {
+        graph_plan_tensor *ot = &p->tensors[o];
+        if (ot->is_output && ot->kind != GRAPH_T_VALUE)
+            return graph__fail(c->e, 422, "invalid_graph", "graph.outputs",
+                               "\"%s\" is a graph input or weight; an output must be computed",
+                               ot->name);
+    }
+    return 0;
+}
+
+/* ---- order -------------------------------------------------------------------------------------- */
+
+/* Kahn's algorithm over kernels (a kernel after the producers of what it reads); prepare
+ * kernels first. */
+static int order_kernels(part *c)
+{
+    graph_plan *p = c->p;
+    int n = p->n_kernels;
+    p->order = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    int *indeg = calloc((size_t)(n ? n : 1), sizeof(int));
+    bool *done = calloc((size_t)(n ? n : 1), sizeof(bool));
+    if (!p->order || !indeg || !done) {
+        free(indeg);
+        free(done);
+        return -ENOMEM;
+    }
+    int placed = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        bool want_prepare = phase == 0;
+        for (bool progress = true; progress;) {
+            progress = false;
+            for (int k = 0; k < n; k++) {
+                if (done[k] || p->kernels[k].prepare != want_prepare)
+                    continue;
+                bool ready = true;
+                for (int j = 0; j < p->kernels[k].n_in && ready; j++) {
+                    int pk = p->tensors[root_of(p, p->kernels[k].in[j])].producer;
+                    ready = pk < 0 || done[pk];
+                }
+                if (!ready)
+                    continue;
+                done[k] = true;
+                p->order[placed++] = k;
+                progress = true;
+            }
+        }
+        if (want_prepare)
+            p->n_prepare = placed;
+    }
+    free(indeg);
+    free(done);
+    if (placed != n)
+        return graph__fail(c->e, 500, "internal", "", "the kernels of the graph form a cycle");
+    return 0;
+}
+
+int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, proto_error *ret_err)
+{
+    memset(ret, 0, sizeof(*ret));
+    part c = {.g = g, .target = t, .p = ret, .e = ret_err};
+    c.scratch = malloc(sizeof(*c.scratch));
+    int r = c.scratch ? lower(&c) : -ENOMEM;
+    if (r == 0)
+        r = analyse(&c);
+    if (r == 0) {
+        fold_transposes(&c);
+        r = analyse(&c);
+    }
+    for (int k = 0; r == 0 && k < c.n_prims; k++) {
+        const prim *pr = &c.prims[k];
+        if (!pr->live)
+            continue;
+        if (pr->kind == PRIM_TRANSPOSE)
+            r = unsupported(&c, pr, "a transpose that does not fold into a matmul operand (the "
+                                    "last two axes) needs a layout kernel, which is not built yet");
+        else if (pr->kind == PRIM_CONCAT || pr->kind == PRIM_SLICE)
+            r = unsupported(&c, pr, "concat and slice need a layout kernel, which is not built "
+                                    "yet");
+    }
+    for (int k = 0; r == 0 && k < c.n_prims; k++)
+        if (c.prims[k].live && c.prims[k].kind == PRIM_ANCHOR && c.prims[k].kernel == -1)
+            r = anchor_kernel(&c, k);
+    for (int k = 0; r == 0 && k < c.n_prims; k++)
+        if (c.prims[k].live && c.prims[k].kind == PRIM_STEP && c.prims[k].kernel == -1)
+            r = step_kernel(&c, k);
+    if (r == 0)
+        r = home_outputs(&c);
+    if (r == 0)
+        r = order_kernels(&c);
+    if (r == -ENOMEM)
+        graph__fail(ret_err, 500, "internal", "", "out of memory partitioning the graph");
+    free(c.prims);
+    free(c.producer);
+    free(c.uses);
+    free(c.scratch);
+    if (r < 0)
+        graph_plan_free(ret);
+    return r;
+}
+
+void graph_plan_free(graph_plan *p)
+{
+    if (!p)
+        return;
+    for (int k = 0; k < p->n_kernels; k++) {
+        free(p->kernels[k].request);
+        free(p->kernels[k].nodes);
+    }
+    free(p->kernels);
+    free(p->tensors);
+    free(p->order);
+    memset(p, 0, sizeof(*p));
+}

@@ -1,0 +1,391 @@
+/* graph/tests/test_graph.c - parsing, validation, partitioning and placement of graphs, in
+ * process: the examples' kernels, every kind of bad graph, fusion that falls back instead of
+ * going wrong, transposes folded into matmuls, outputs that own their memory, arena sharing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "graph/graph.h"
+#include "tests/check.h"
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s)
+        s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static char *example(const char *name)
+{
+    const char *src = getenv("HIDETD_SRC");
+    char path[512];
+    snprintf(path, sizeof(path), "%s/examples/graphs/%s", src ? src : ".", name);
+    char *s = read_file(path);
+    if (!s)
+        fprintf(stderr, "cannot read %s\n", path);
+    return s;
+}
+
+/* Parses and partitions body; 0 or the error. */
+static int plan_of(const char *body, graph_request *rq, graph_plan *p, proto_error *e)
+{
+    int r = graph_request_parse(body, strlen(body), rq, e);
+    if (r < 0)
+        return r;
+    r = graph_partition(&rq->g, &rq->target, p, e);
+    if (r < 0)
+        graph_request_free(rq);
+    return r;
+}
+
+static int forward_steps(const graph_plan *p)
+{
+    return p->n_kernels - p->n_prepare;
+}
+
+static const graph_kernel *step(const graph_plan *p, int s)
+{
+    return &p->kernels[p->order[p->n_prepare + s]];
+}
+
+static void test_mlp(void)
+{
+    char *body = example("mlp_block.json");
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(body && plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    free(body);
+    if (failures)
+        return;
+    CHECK(forward_steps(&p) == 3 && p.n_prepare == 0, "%d steps", forward_steps(&p));
+    const graph_kernel *k0 = step(&p, 0), *k1 = step(&p, 1), *k2 = step(&p, 2);
+    CHECK(k0->op.kind == TUNER_OP_MATMUL && k0->op.epilogue.n == 2 &&
+          k0->op.epilogue.steps[0].kind == TUNER_EW_ADD &&
+          k0->op.epilogue.steps[1].kind == TUNER_EW_GELU_ERF);
+    CHECK(k1->op.kind == TUNER_OP_MATMUL && k1->op.epilogue.n == 2 && k1->op.n_inputs == 4,
+          "fc2 + bias + residual: %d steps, %d inputs", k1->op.epilogue.n, k1->op.n_inputs);
+    CHECK(k2->op.kind == TUNER_OP_LAYERNORM && k2->n_in == 3);
+    CHECK(strstr(k0->request, "\"op\":\"gelu\"") != NULL, "%s", k0->request);
+    /* Both intermediates (h3: 2048x3072 f16, h6: 2048x768 f16) are alive at step 1. */
+    uint64_t none[8] = {0};
+    CHECK(graph_plan_place(&p, none) == 0);
+    CHECK(p.arena_bytes == 2048ull * 3072 * 2 + 2048ull * 768 * 2, "%llu",
+          (unsigned long long)p.arena_bytes);
+    const char *sets[3] = {"{\"workspace_bytes\":0}", "{\"workspace_bytes\":0}", NULL};
+    char *json = NULL;
+    CHECK(graph_plan_render(&rq, &p, sets, "k", &json) == 0);
+    cJSON *o = json ? cJSON_Parse(json) : NULL;
+    cJSON *steps = cJSON_GetObjectItem(o, "steps");
+    CHECK(cJSON_GetArraySize(steps) == 3);
+    cJSON *b0 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 0), "bindings");
+    CHECK(b0 && strcmp(cJSON_GetObjectItem(b0, "input0")->valuestring, "x") == 0 &&
+          strcmp(cJSON_GetObjectItem(b0, "input1")->valuestring, "w1") == 0 &&
+          strcmp(cJSON_GetObjectItem(b0, "output")->valuestring, "h3") == 0, "%s", json);
+    cJSON *b2 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 2), "bindings");
+    CHECK(b2 && strcmp(cJSON_GetObjectItem(b2, "output")->valuestring, "y") == 0);
+    cJSON_Delete(o);
+    free(json);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+}
+
+static void test_bottleneck(void)
+{
+    char *body = example("resnet_bottleneck.json");
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(body && plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    free(body);
+    if (failures)
+        return;
+    CHECK(forward_steps(&p) == 3, "%d forward steps", forward_steps(&p));
+    CHECK(p.n_prepare == 6, "%d prepare kernels (scale and shift of three batchnorms)", p.n_prepare);
+    for (int s = 0; s < forward_steps(&p); s++)
+        CHECK(step(&p, s)->op.kind == TUNER_OP_CONV2D);
+    /* conv3: bn (mul, add), the residual add, relu. */
+    const graph_kernel *k2 = step(&p, 2);
+    CHECK(k2->op.epilogue.n == 4 && k2->op.epilogue.steps[3].kind == TUNER_EW_RELU,
+          "%d", k2->op.epilogue.n);
+    for (int s = 0; s < p.n_prepare; s++)
+        CHECK(p.kernels[p.order[s]].op.kind == TUNER_OP_ELEMENTWISE &&
+              p.kernels[p.order[s]].op.output.dtype == TUNER_F32);
+    uint64_t none[16] = {0};
+    CHECK(graph_plan_place(&p, none) == 0);
+    CHECK(p.constants_bytes == 6 * 256 + 0 || p.constants_bytes >= 6 * 256, "%llu",
+          (unsigned long long)p.constants_bytes);
+    /* r1 and r2 ([32,56,56,64] f16 each) overlap at step 1; r1 is free again at step 2. */
+    uint64_t r = 32ull * 56 * 56 * 64 * 2;
+    CHECK(p.arena_bytes == 2 * r, "%llu", (unsigned long long)p.arena_bytes);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+}
+
+/* A bad graph is answered with the status, the code and the node's field. */
+static void expect_error(const char *body, int status, const char *field, const char *message_part)
+{
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    memset(&e, 0, sizeof(e));
+    int r = plan_of(body, &rq, &p, &e);
+    CHECK(r == -EINVAL, "accepted: %s", body);
+    if (r == 0) {
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+        return;
+    }
+    CHECK(e.status == status && strcmp(e.field, field) == 0 &&
+          (!message_part || strstr(e.message, message_part)),
+          "got %d %s %s (%s)", e.status, e.field, e.message, e.code);
+}
+
+#define X_768 "{\"name\":\"x\",\"shape\":[4,768],\"dtype\":\"f16\"}"
+#define W_768 "{\"name\":\"w\",\"shape\":[768,64],\"dtype\":\"f16\"}"
+
+static void test_errors(void)
+{
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"b\"],\"outputs\":[\"a\"]},"
+                 "{\"op\":\"relu\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]}],\"outputs\":[\"b\"]}}",
+                 422, "nodes[0].inputs[0]", "cycle");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+                 "{\"op\":\"add\",\"inputs\":[\"a\",\"nowhere\"],\"outputs\":[\"b\"]}],"
+                 "\"outputs\":[\"b\"]}}",
+                 422, "nodes[1].inputs[1]", "nowhere");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"weights\":[" W_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+                 "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"w\",\"a\"],\"outputs\":[\"b\"]}],"
+                 "\"outputs\":[\"b\"]}}",
+                 422, "nodes[1].inputs[1]", "mm");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+                 "{\"op\":\"frobnicate\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]}],"
+                 "\"outputs\":[\"b\"]}}",
+                 422, "nodes[1].op", "matmul");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+                 "{\"op\":\"neg\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 422, "nodes[1].outputs[0]", "twice");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"add\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"a\"]}],"
+                 "\"outputs\":[\"a\"]},\"extra\":1}",
+                 400, "extra", "unknown field");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[-1,8],\"dtype\":\"f16\"}],"
+                 "\"nodes\":[{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],"
+                 "\"outputs\":[\"a\"]}}",
+                 422, "graph.inputs[0].shape[0]", "dynamic");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 ",{\"name\":\"y\",\"shape\":[4,5],\"dtype\":\"f16\"}],"
+                 "\"nodes\":[{\"op\":\"add\",\"inputs\":[\"x\",\"y\"],\"outputs\":[\"a\"]}],"
+                 "\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].inputs[1]", "broadcast");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"zz\"]}}",
+                 422, "graph.outputs[0]", "zz");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"shape\":[7,-1]}}],"
+                 "\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].attrs.shape", NULL);
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],"
+                 "\"outputs\":[\"a\"]}}",
+                 422, "nodes[0]", "layout kernel");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"alpha\":1}}],"
+                 "\"outputs\":[\"a\"]}}",
+                 400, "nodes[0].attrs.alpha", NULL);
+    expect_error("not json", 400, "", "malformed");
+}
+
+/* matmul(x, transpose(w)) reads w with trans_b: one kernel, no transpose. A reshape is a view. */
+static void test_folds(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,64,768],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[256,768],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"transpose\",\"inputs\":[\"w\"],\"outputs\":[\"wt\"],\"attrs\":{\"perm\":[1,0]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"x2\"],\"attrs\":{\"shape\":[128,-1]}},"
+        "{\"op\":\"matmul\",\"inputs\":[\"x2\",\"wt\"],\"outputs\":[\"h\"]},"
+        "{\"op\":\"silu\",\"inputs\":[\"h\"],\"outputs\":[\"h2\"]},"
+        "{\"op\":\"reshape\",\"inputs\":[\"h2\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[2,64,256]}}],"
+        "\"outputs\":[\"y\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1 && p.kernels[0].op.attrs.matmul.trans_b &&
+          p.kernels[0].op.epilogue.n == 1, "%d kernels", p.n_kernels);
+    uint64_t none[4] = {0};
+    CHECK(graph_plan_place(&p, none) == 0 && p.arena_bytes == 0, "the result goes straight into y");
+    const char *sets[1] = {"{}"};
+    char *json = NULL;
+    CHECK(graph_plan_render(&rq, &p, sets, "k", &json) == 0 && json &&
+          strstr(json, "\"input0\":\"x\",\"input1\":\"w\",\"output\":\"y\""), "%s", json);
+    free(json);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+}
+
+/* Fusion stops where the request language cannot follow, and the rest runs as separate kernels:
+ * w / (x @ w2) has the matmul's result as a divisor (no step divides an operand by the value);
+ * 20 steps do not fit one chain of 16. */
+static void test_fallbacks(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[64,128],\"dtype\":\"f16\"},"
+        "{\"name\":\"d\",\"shape\":[64,32],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[128,32],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"h\"]},"
+        "{\"op\":\"div\",\"inputs\":[\"d\",\"h\"],\"outputs\":[\"q\"]},"
+        "{\"op\":\"sub\",\"inputs\":[\"d\",\"q\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (!failures) {
+        CHECK(p.n_kernels == 2, "%d", p.n_kernels);
+        /* d - q: q is the running value, so it is written (-q) + d. */
+        const graph_kernel *ew = &p.kernels[1];
+        CHECK(ew->op.kind == TUNER_OP_ELEMENTWISE && ew->op.epilogue.n == 3 &&
+              ew->op.epilogue.steps[1].kind == TUNER_EW_NEG, "%s", ew->request);
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+
+    char big[8192];
+    int n = snprintf(big, sizeof(big),
+                     "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1000],\"dtype\":\"f32\"}],"
+                     "\"nodes\":[");
+    for (int i = 0; i < 20; i++)
+        n += snprintf(big + n, sizeof(big) - (size_t)n,
+                      "%s{\"op\":\"scale\",\"inputs\":[\"%s%d\"],\"outputs\":[\"t%d\"],"
+                      "\"attrs\":{\"value\":1.5}}",
+                      i ? "," : "", i ? "t" : "x", i ? i - 1 : 0, i);
+    snprintf(big + n, sizeof(big) - (size_t)n, "],\"outputs\":[\"t19\"]}}");
+    big[strlen(big) - 1] = '}';
+    /* the first input is "x0": name it so */
+    char *x0 = strstr(big, "\"x0\"");
+    if (x0)
+        memcpy(x0, "\"x\" ", 4);
+    CHECK(plan_of(big, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (!failures) {
+        CHECK(p.n_kernels == 2 && p.kernels[0].op.epilogue.n == 16, "%d kernels", p.n_kernels);
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+}
+
+/* A chain whose intermediates each feed two later kernels: buffers that are dead by the time a
+ * later one is made share memory. And a graph of 200 nodes partitions well within its bound. */
+static void test_arena_and_size(void)
+{
+    char *body = malloc(1 << 17);
+    int n = snprintf(body, 1 << 17,
+                     "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[256,256],\"dtype\":\"f16\"}],"
+                     "\"weights\":[{\"name\":\"w\",\"shape\":[256,256],\"dtype\":\"f16\"}],\"nodes\":[");
+    /* a_i = matmul(a_{i-1}, w); b_i = relu(a_i) + a_i ... 40 blocks of 5 nodes */
+    const char *prev = "x";
+    char prevbuf[32];
+    for (int i = 0; i < 40; i++) {
+        n += snprintf(body + n, (size_t)(1 << 17) - (size_t)n,
+                      "%s{\"op\":\"matmul\",\"inputs\":[\"%s\",\"w\"],\"outputs\":[\"m%d\"]},"
+                      "{\"op\":\"relu\",\"inputs\":[\"m%d\"],\"outputs\":[\"r%d\"]},"
+                      "{\"op\":\"add\",\"inputs\":[\"r%d\",\"%s\"],\"outputs\":[\"s%d\"]},"
+                      "{\"op\":\"scale\",\"inputs\":[\"s%d\"],\"outputs\":[\"c%d\"],\"attrs\":{\"value\":0.5}},"
+                      "{\"op\":\"layernorm\",\"inputs\":[\"c%d\"],\"outputs\":[\"l%d\"]}",
+                      i ? "," : "", prev, i, i, i, i, prev, i, i, i, i, i);
+        snprintf(prevbuf, sizeof(prevbuf), "l%d", i);
+        prev = prevbuf;
+    }
+    snprintf(body + n, (size_t)(1 << 17) - (size_t)n, "],\"outputs\":[\"%s\"]},\"tune\":\"none\"}", prev);
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r = plan_of(body, &rq, &p, &e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK(r == 0, "%s %s", e.field, e.message);
+    free(body);
+    if (r < 0)
+        return;
+    /* Per block: matmul (+relu +add +scale) and layernorm. */
+    CHECK(p.n_kernels == 80, "%d kernels", p.n_kernels);
+    uint64_t *ws = calloc((size_t)p.n_kernels, sizeof(uint64_t));
+    CHECK(graph_plan_place(&p, ws) == 0);
+    /* At most the input of a block's matmul (read again by its add) and its result live at
+     * once: two [256,256] f16 buffers, whatever the depth. */
+    CHECK(p.arena_bytes <= 2 * 256 * 256 * 2, "%llu", (unsigned long long)p.arena_bytes);
+    printf("200 nodes: %d kernels, arena %llu bytes, parsed and partitioned in %.1f ms\n",
+           p.n_kernels, (unsigned long long)p.arena_bytes,
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    free(ws);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+}
+
+/* Bodies that mean the same graph give the same canonical text; a changed attribute another. */
+static void test_canonical(void)
+{
+    const char *a = "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"half\"}],"
+                    "\"nodes\":[{\"op\":\"scale\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                    "\"attrs\":{\"value\":2}}],\"outputs\":[\"y\"]}}";
+    const char *b = "{\"graph\":{\"outputs\":[\"y\"],\"nodes\":[{\"outputs\":[\"y\"],\"attrs\":"
+                    "{\"value\":2.0},\"inputs\":[\"x\"],\"op\":\"scale\"}],\"inputs\":[{\"dtype\":"
+                    "\"f16\",\"shape\":[4,8],\"name\":\"x\"}]}}";
+    const char *c = "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f16\"}],"
+                    "\"nodes\":[{\"op\":\"scale\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                    "\"attrs\":{\"value\":3}}],\"outputs\":[\"y\"]}}";
+    graph_request ra, rb, rc;
+    proto_error e;
+    CHECK(graph_request_parse(a, strlen(a), &ra, &e) == 0 && graph_request_parse(b, strlen(b), &rb, &e) == 0 &&
+          graph_request_parse(c, strlen(c), &rc, &e) == 0, "%s", e.message);
+    if (failures)
+        return;
+    char *ca = graph_canonical(&ra.g), *cb = graph_canonical(&rb.g), *cc = graph_canonical(&rc.g);
+    CHECK(ca && cb && cc && strcmp(ca, cb) == 0 && strcmp(ca, cc) != 0);
+    free(ca);
+    free(cb);
+    free(cc);
+    graph_request_free(&ra);
+    graph_request_free(&rb);
+    graph_request_free(&rc);
+}
+
+int main(void)
+{
+    test_mlp();
+    test_bottleneck();
+    test_errors();
+    test_folds();
+    test_fallbacks();
+    test_arena_and_size();
+    test_canonical();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("graph: all checks passed\n");
+    return 0;
+}

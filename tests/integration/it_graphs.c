@@ -1,0 +1,239 @@
+/* tests/integration/it_graphs.c - POST /v1/graphs against the real daemon: the examples come
+ * back as at most 3 (the MLP block) and 4 (the ResNet bottleneck) forward steps whose PTX ptxas
+ * accepts; a second request is answered from the caches; identical kernels of one graph are one
+ * kernel; bad graphs are answered 422 naming the node; a graph job (wait:false) ends and its
+ * plan is then answered at once; the routes' methods and ids; hidetctl graph's table. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+/* Every kernel of every step: its PTX fetched and checked by ptxas. Returns the forward steps. */
+static int check_plan(const ht_daemon *d, const ht_resp *r, const char *arch, bool want_cached)
+{
+    const cJSON *steps = get(r->json, "steps"), *prep = get(r->json, "prepare");
+    CHECK(cJSON_IsArray(steps) && cJSON_IsArray(prep) && cJSON_IsNumber(get(r->json, "arena_bytes")),
+          "%.300s", r->body);
+    const cJSON *phases[2] = {prep, steps};
+    for (int ph = 0; ph < 2; ph++) {
+        const cJSON *s;
+        cJSON_ArrayForEach(s, phases[ph]) {
+            const cJSON *ks = get(s, "kernel_set"), *b = get(s, "bindings");
+            CHECK(cJSON_IsObject(ks) && cJSON_IsObject(b) && cJSON_IsString(get(b, "output")));
+            if (!cJSON_IsObject(ks))
+                continue;
+            const cJSON *origin = get(ks, "origin");
+            if (want_cached)
+                CHECK(cJSON_IsString(origin) && strcmp(origin->valuestring, "local") == 0,
+                      "origin %s", cJSON_IsString(origin) ? origin->valuestring : "?");
+            const cJSON *k = get(ks, "key");
+            if (!cJSON_IsString(k))
+                continue;
+            char path[128];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", k->valuestring);
+            ht_resp p = ht_get(d, path);
+            CHECK(p.status == 200 && ht_ptxas(p.body, strlen(p.body), arch) == 0, "ptx of %s",
+                  k->valuestring);
+            ht_resp_free(&p);
+        }
+    }
+    return cJSON_GetArraySize(steps);
+}
+
+static void examples(const ht_daemon *d)
+{
+    char *mlp = ht_read_src("examples/graphs/mlp_block.json");
+    char *res = ht_read_src("examples/graphs/resnet_bottleneck.json");
+    CHECK(mlp && res);
+    if (!mlp || !res) {
+        free(mlp);
+        free(res);
+        return;
+    }
+    ht_resp r = ht_post(d, "/v1/graphs", mlp);
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    if (r.status == 200) {
+        int n = check_plan(d, &r, "sm_90", false);
+        CHECK(n >= 1 && n <= 3, "the MLP block has %d steps", n);
+    }
+    ht_resp_free(&r);
+    r = ht_post(d, "/v1/graphs", res);
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    if (r.status == 200) {
+        int n = check_plan(d, &r, "sm_90", false);
+        CHECK(n >= 1 && n <= 4, "the bottleneck has %d steps", n);
+        CHECK(cJSON_GetArraySize(get(r.json, "prepare")) == 6, "batchnorm scale and shift");
+    }
+    ht_resp_free(&r);
+    /* Again: every kernel from the caches. */
+    r = ht_post(d, "/v1/graphs", mlp);
+    CHECK(r.status == 200 && check_plan(d, &r, "sm_90", true) <= 3);
+    ht_resp_free(&r);
+
+    /* The same graph for sm_80: other kernels, still accepted by ptxas for sm_80. */
+    char *at = strstr(mlp, "\"sm_90\"");
+    if (at) {
+        memcpy(at, "\"sm_80\"", 7);
+        r = ht_post(d, "/v1/graphs", mlp);
+        CHECK(r.status == 200 && check_plan(d, &r, "sm_80", false) <= 3, "%.300s", r.body);
+        ht_resp_free(&r);
+    }
+    free(mlp);
+    free(res);
+}
+
+/* Two identical blocks in one graph resolve one kernel; the steps still run twice. */
+static void shared_kernels(const ht_daemon *d)
+{
+    const char *g =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[128,256],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[256,256],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"a\"]},"
+        "{\"op\":\"relu\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]},"
+        "{\"op\":\"matmul\",\"inputs\":[\"b\",\"w\"],\"outputs\":[\"c\"]},"
+        "{\"op\":\"relu\",\"inputs\":[\"c\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]},"
+        "\"tune\":\"none\"}";
+    ht_resp r = ht_post(d, "/v1/graphs", g);
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    const cJSON *steps = get(r.json, "steps");
+    CHECK(cJSON_GetArraySize(steps) == 2);
+    if (cJSON_GetArraySize(steps) == 2) {
+        const cJSON *k0 = get(get(cJSON_GetArrayItem(steps, 0), "kernel_set"), "key");
+        const cJSON *k1 = get(get(cJSON_GetArrayItem(steps, 1), "kernel_set"), "key");
+        CHECK(cJSON_IsString(k0) && cJSON_IsString(k1) && !strcmp(k0->valuestring, k1->valuestring));
+    }
+    ht_resp_free(&r);
+}
+
+static void bad_graphs(const ht_daemon *d)
+{
+    static const struct {
+        const char *body, *code, *field;
+    } cases[] = {
+        {"{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[8],\"dtype\":\"f32\"}],\"nodes\":["
+         "{\"op\":\"relu\",\"inputs\":[\"b\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"relu\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]}],\"outputs\":[\"b\"]}}",
+         "invalid_graph", "nodes[0].inputs[0]"},
+        {"{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[8],\"dtype\":\"f32\"}],\"nodes\":["
+         "{\"op\":\"add\",\"inputs\":[\"x\",\"ghost\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+         "invalid_graph", "nodes[0].inputs[1]"},
+        {"{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[8,16],\"dtype\":\"f16\"},"
+         "{\"name\":\"w\",\"shape\":[8,16],\"dtype\":\"f16\"}],\"nodes\":["
+         "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"b\"]}],\"outputs\":[\"b\"]}}",
+         NULL, "nodes[1].inputs[1]"},
+        {"{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[8],\"dtype\":\"f32\"}],\"nodes\":["
+         "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]},"
+         "{\"op\":\"convolve\",\"inputs\":[\"a\"],\"outputs\":[\"b\"]}],\"outputs\":[\"b\"]}}",
+         "unknown_op", "nodes[1].op"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ht_resp r = ht_post(d, "/v1/graphs", cases[i].body);
+        const cJSON *err = get(r.json, "error");
+        const cJSON *field = get(err, "field");
+        CHECK(r.status == 422 && cJSON_IsString(field) && !strcmp(field->valuestring, cases[i].field) &&
+                  (!cases[i].code || !strcmp(ht_error_code(&r), cases[i].code)),
+              "case %zu: %ld %.300s", i, r.status, r.body);
+        ht_resp_free(&r);
+    }
+    ht_resp r = ht_post(d, "/v1/graphs", "{\"graph\": [");
+    CHECK(r.status == 400 && !strcmp(ht_error_code(&r), "invalid_json"), "%ld", r.status);
+    ht_resp_free(&r);
+    /* The daemon still serves. */
+    r = ht_get(d, "/healthz");
+    CHECK(r.status == 200);
+    ht_resp_free(&r);
+}
+
+/* hidetctl graph prints the plan as a table. */
+static void hidetctl_graph(const ht_daemon *d)
+{
+    const char *ctl = getenv("HIDETCTL_BIN");
+    const char *src = getenv("HIDETD_SRC");
+    CHECK(ctl && src, "HIDETCTL_BIN and HIDETD_SRC");
+    if (!ctl || !src)
+        return;
+    char *out = NULL;
+    int st = ht_sh(&out, "'%s' --socket '%s' graph '%s/examples/graphs/resnet_bottleneck.json' 2>&1",
+                   ctl, d->socket, src);
+    CHECK(st == 0 && out && strstr(out, "3 steps, 6 prepare steps") &&
+              strstr(out, "conv3, bn3, residual, relu3") && strstr(out, "r2, w3, bn3#scale, bn3#shift, x -> y"),
+          "status %d:\n%s", st, out ? out : "");
+    free(out);
+    st = ht_sh(&out, "echo '{\"graph\":{}}' | '%s' --socket '%s' graph - 2>&1", ctl, d->socket);
+    CHECK(st == 1 && out && strstr(out, "422") == NULL && strstr(out, "graph.nodes"), "status %d:\n%s", st,
+          out ? out : "");
+    free(out);
+}
+
+static void jobs_and_routes(const ht_daemon *d)
+{
+    const char *g = "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[333,77],\"dtype\":\"f32\"}],"
+                    "\"nodes\":[{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"s\"]},"
+                    "{\"op\":\"scale\",\"inputs\":[\"s\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":3}}],"
+                    "\"outputs\":[\"y\"]},\"tune\":\"model\",\"wait\":false}";
+    ht_resp r = ht_post(d, "/v1/graphs", g);
+    CHECK(r.status == 202 || r.status == 200, "%ld %.300s", r.status, r.body);
+    if (r.status == 202) {
+        const cJSON *id = get(r.json, "id");
+        CHECK(cJSON_IsNumber(id) && cJSON_IsString(get(r.json, "state")), "%.300s", r.body);
+        char path[64];
+        snprintf(path, sizeof(path), "/v1/graphs/jobs/%.0f", cJSON_IsNumber(id) ? id->valuedouble : 0);
+        bool done = false;
+        for (int i = 0; i < 600 && !done; i++) {
+            ht_resp j = ht_get(d, path);
+            const cJSON *st = get(j.json, "state");
+            CHECK(j.status == 200 && cJSON_IsString(st), "%ld %.200s", j.status, j.body);
+            done = !cJSON_IsString(st) || strcmp(st->valuestring, "running") != 0;
+            if (done)
+                CHECK(!strcmp(st->valuestring, "done") && get(j.json, "kernels_done")->valueint == 1,
+                      "%.300s", j.body);
+            ht_resp_free(&j);
+            if (!done)
+                usleep(100 * 1000);
+        }
+        CHECK(done, "the graph job did not end");
+    }
+    ht_resp_free(&r);
+    r = ht_post(d, "/v1/graphs", g);
+    CHECK(r.status == 200 && cJSON_GetArraySize(get(r.json, "steps")) == 1, "%ld %.200s", r.status,
+          r.body);
+    ht_resp_free(&r);
+
+    r = ht_get(d, "/v1/graphs/jobs/987654");
+    CHECK(r.status == 404, "%ld", r.status);
+    ht_resp_free(&r);
+    r = ht_get(d, "/v1/graphs/jobs/x1");
+    CHECK(r.status == 400, "%ld", r.status);
+    ht_resp_free(&r);
+    r = ht_get(d, "/v1/graphs");
+    CHECK(r.status == 405, "%ld", r.status);
+    ht_resp_free(&r);
+}
+
+int main(void)
+{
+    ht_daemon d;
+    ht_init(&d);
+    if (ht_start(&d) != 0) {
+        fprintf(stderr, "hidetd did not start\n");
+        return 1;
+    }
+    examples(&d);
+    shared_kernels(&d);
+    bad_graphs(&d);
+    hidetctl_graph(&d);
+    jobs_and_routes(&d);
+    CHECK(ht_stop(&d, SIGTERM) == 0, "clean exit");
+    ht_cleanup(&d);
+    return ht_finish("it_graphs");
+}
