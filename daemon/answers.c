@@ -193,6 +193,13 @@ int hd_status_json(const hd_status_view *v, char **ret)
         cJSON_AddNumberToObject(jobs, "running", (double)v->jobs_running);
         cJSON_AddNumberToObject(jobs, "done", (double)v->jobs_done);
         cJSON_AddNumberToObject(jobs, "failed", (double)v->jobs_failed);
+        cJSON_AddNumberToObject(jobs, "cancelled", (double)v->jobs_cancelled);
+    }
+    cJSON *cands = cJSON_AddObjectToObject(root, "candidates");
+    if (cands) {
+        cJSON_AddNumberToObject(cands, "compiled", (double)v->candidates_compiled);
+        cJSON_AddNumberToObject(cands, "measured", (double)v->candidates_measured);
+        cJSON_AddNumberToObject(cands, "failed", (double)v->candidates_failed);
     }
     cJSON *cache = cJSON_AddObjectToObject(root, "cache");
     if (cache) {
@@ -208,6 +215,12 @@ int hd_status_json(const hd_status_view *v, char **ret)
             cJSON_AddNullToObject(cache, "bytes");
         }
         cJSON_AddStringToObject(cache, "path", v->cache_path ? v->cache_path : "");
+        if (v->cache_max_bytes)
+            cJSON_AddNumberToObject(cache, "max_bytes", (double)v->cache_max_bytes);
+        else
+            cJSON_AddNullToObject(cache, "max_bytes");
+        cJSON_AddNumberToObject(cache, "hits", (double)v->cache_hits);
+        cJSON_AddNumberToObject(cache, "misses", (double)v->cache_misses);
     }
     if (v->cluster) {
         const ct_stats *c = v->cluster;

@@ -39,6 +39,11 @@ typedef struct hd_status_view {
     bool have_cache_stats;
     kc_stats cache;
     const char *cache_path;
+    /* Added for hidetctl stats, after the fields above so older initialisers keep meaning: kernel
+     * requests answered from a cache (hits) or tuned (misses) since start, the cache's size cap
+     * (0: none), cancelled jobs, and candidates compiled, measured and failed by the jobs. */
+    uint64_t cache_hits, cache_misses, cache_max_bytes, jobs_cancelled;
+    uint64_t candidates_compiled, candidates_measured, candidates_failed;
     const ct_stats *cluster; /* NULL: no cluster tier (the answer has no "cluster" then) */
 } hd_status_view;
 int hd_status_json(const hd_status_view *v, char **ret);

@@ -297,19 +297,35 @@ int hd_parse_http_addr(const char *s, char *host, size_t host_len, int *ret_port
 
 /* ---- defaults --------------------------------------------------------------------------- */
 
+/* The socket hidetd listens on without --socket or [server] socket: rule 1 and 4 of
+ * libhidet-client's hidet_default_address() (clients/c/include/hidet/client.h), so that a client
+ * given no address finds a daemon given none. Rules 2 and 3 (a socket that already exists) are
+ * the clients' alone: the system service gets its socket from hidetd.socket. $HIDETD_SOCKET
+ * may be "unix:PATH"; a URL in it is for clients and is ignored here. */
+static char *default_socket(void)
+{
+    const char *e = getenv("HIDETD_SOCKET");
+    const char *rt = getenv("XDG_RUNTIME_DIR"), *xc = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    char *s = NULL;
+
+    if (e && *e && !strstr(e, "://"))
+        return strdup(strncmp(e, "unix:", 5) == 0 ? e + 5 : e);
+    if (rt && rt[0] == '/')
+        return asprintf(&s, "%s/hidetd.sock", rt) < 0 ? NULL : s;
+    if (xc && xc[0] == '/')
+        return asprintf(&s, "%s/hidetd/hidetd.sock", xc) < 0 ? NULL : s;
+    if (home && home[0] == '/')
+        return asprintf(&s, "%s/.cache/hidetd/hidetd.sock", home) < 0 ? NULL : s;
+    return strdup("./hidetd.sock");
+}
+
 int hd_config_init(hd_config *c)
 {
     if (!c)
         return -EINVAL;
     memset(c, 0, sizeof(*c));
-    char *sock = NULL, *cache = NULL;
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    if (rt && rt[0] == '/') {
-        if (asprintf(&sock, "%s/hidetd.sock", rt) < 0)
-            sock = NULL;
-    } else {
-        sock = strdup("./hidetd.sock");
-    }
+    char *sock = default_socket(), *cache = NULL;
     const char *xc = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
     if (xc && xc[0] == '/') {
@@ -939,8 +955,9 @@ const char *hd_cli_usage(void)
     return "Usage: hidetd [OPTIONS]\n"
            "Serve tuned, fused GPU kernels over a Unix socket (and optionally HTTP).\n"
            "\n"
-           "  --socket PATH        Unix socket to serve on\n"
-           "                       (default $XDG_RUNTIME_DIR/hidetd.sock, else ./hidetd.sock)\n"
+           "  --socket PATH        Unix socket to serve on (default $HIDETD_SOCKET, else\n"
+           "                       $XDG_RUNTIME_DIR/hidetd.sock, else\n"
+           "                       ~/.cache/hidetd/hidetd.sock: where hidetctl looks)\n"
            "  --cache PATH         kernel cache database\n"
            "                       (default $XDG_CACHE_HOME/hidetd/kernels.db, else\n"
            "                        ~/.cache/hidetd/kernels.db)\n"

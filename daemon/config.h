@@ -18,7 +18,7 @@
  * Keys (live = applied on SIGHUP; restart = logged as needing a restart):
  * | section    | key                  | type     | default                                  | on reload |
  * |------------|----------------------|----------|------------------------------------------|-----------|
- * | [server]   | socket               | path     | $XDG_RUNTIME_DIR/hidetd.sock, else ./hidetd.sock | restart |
+ * | [server]   | socket               | path     | $HIDETD_SOCKET, else $XDG_RUNTIME_DIR/hidetd.sock, else ~/.cache/hidetd/hidetd.sock | restart |
  * | [server]   | socket_mode          | octal    | 0660                                     | restart   |
  * | [server]   | http                 | [HOST:]PORT or "off" | off (PORT alone binds 127.0.0.1) | restart |
  * | [server]   | tcp_auth             | token|none | token (none: loopback binds only)      | live      |

@@ -336,6 +336,32 @@ static void desc_add(char *desc, size_t len, size_t *dl, const char *fmt, ...)
         *dl = *dl + (size_t)n < len ? *dl + (size_t)n : len - 1;
 }
 
+/* Creates the socket's directory (0700, parents too) when it is missing: the default without a
+ * runtime directory, ~/.cache/hidetd/, may not exist yet on a first start. An existing directory
+ * is left as it is. */
+static void make_socket_dir(const char *path)
+{
+    char *dir = strdup(path);
+    struct stat st;
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (stat(dir, &st) < 0 && errno == ENOENT) {
+            for (char *p = dir + 1; *p; p++) {
+                if (*p != '/')
+                    continue;
+                *p = '\0';
+                (void)mkdir(dir, 0700);
+                *p = '/';
+            }
+            if (mkdir(dir, 0700) == 0)
+                hd_log_info("created %s for the socket", dir);
+        }
+    }
+    free(dir);
+}
+
 static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
 {
     int *fds = NULL;
@@ -376,6 +402,7 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
                     "for a loopback socket)");
 
     if (n == 0) {
+        make_socket_dir(d->cfg.socket);
         int r = proto_server_listen_unix(d->http, d->cfg.socket, (int)d->cfg.socket_mode);
         if (r == -EADDRINUSE) {
             hd_log_error("another hidetd is already serving on %s; refusing to start",

@@ -408,6 +408,9 @@ static void handle_status(proto_request *req, hd_daemon *d)
         .version = HIDETD_VERSION,
         .uptime_s = wall_now() - d->start_wall_s,
         .cache_path = d->cfg.cache_path,
+        .cache_max_bytes = d->cfg.cache_max_size,
+        .cache_hits = (uint64_t)hd_metric_value(d->m_hits),
+        .cache_misses = (uint64_t)hd_metric_value(d->m_misses),
     };
     if (d->pool) {
         v.n_devices = gw_pool_devices(d->pool, &v.devices);
@@ -420,6 +423,10 @@ static void handle_status(proto_request *req, hd_daemon *d)
         v.jobs_running = st.jobs_running;
         v.jobs_done = st.jobs_done;
         v.jobs_failed = st.jobs_failed;
+        v.jobs_cancelled = st.jobs_cancelled;
+        v.candidates_compiled = st.candidates_compiled;
+        v.candidates_measured = st.candidates_measured;
+        v.candidates_failed = st.candidates_failed;
     }
     v.have_cache_stats = kc_stats_get(d->db, &v.cache) == 0;
     ct_stats cs;

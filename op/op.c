@@ -58,6 +58,8 @@ static const struct {
     [TUNER_TARGET_SM89] = {"sm_89", {.sm = 89}},
     [TUNER_TARGET_SM90] = {"sm_90", {.sm = 90}},
     [TUNER_TARGET_SM90A] = {"sm_90a", {.sm = 90, .arch_specific = true}},
+    [TUNER_TARGET_SM100] = {"sm_100", {.sm = 100}},
+    [TUNER_TARGET_SM120] = {"sm_120", {.sm = 120}},
 };
 
 static const char *name(const char *const *names, int n, int v)

@@ -164,7 +164,7 @@ typedef struct tuner_op {
 
 /* The exact compilation target. sm_90a differs from sm_90 (arch-specific instructions). */
 typedef struct tuner_target {
-    int sm;             /* 80, 86, 89, 90 */
+    int sm;             /* 80, 86, 89, 90, 100, 120 */
     bool arch_specific; /* the "a" suffix */
 } tuner_target;
 
@@ -177,6 +177,8 @@ typedef enum {
     TUNER_TARGET_SM89,
     TUNER_TARGET_SM90,
     TUNER_TARGET_SM90A,
+    TUNER_TARGET_SM100, /* Blackwell data centre (B200); the templates' mma.sync path */
+    TUNER_TARGET_SM120, /* Blackwell GeForce/workstation (GB202) */
     TUNER_TARGET_COUNT
 } tuner_target_id;
 

@@ -1,6 +1,7 @@
 /* proto/request.c - kernel request JSON -> validated tuner_op; canonical op JSON. */
 #include "proto/request.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -85,8 +86,52 @@ static int json_depth(const char *s, size_t len)
     return max;
 }
 
+/* Edit distance (Levenshtein, letters compared without case) between a and b, or a number
+ * above cap as soon as it cannot be cap or less; names here are short (64 characters kept). */
+static size_t edit_distance(const char *a, const char *b, size_t cap)
+{
+    size_t la = strnlen(a, 64), lb = strnlen(b, 64), row[65];
+    if ((la > lb ? la - lb : lb - la) > cap)
+        return cap + 1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0], best = row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (tolower((unsigned char)a[i - 1]) !=
+                                 tolower((unsigned char)b[j - 1]));
+            size_t v = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < v ? sub : v;
+            diag = up;
+            if (row[j] < best)
+                best = row[j];
+        }
+        if (best > cap)
+            return cap + 1;
+    }
+    return row[lb];
+}
+
+/* The known name closest to s, when it is close enough to be a slip of the keyboard (one edit in
+ * a short name, two in a longer one, three past six letters), else NULL. */
+static const char *closest_name(const char *s, const char *const *known)
+{
+    size_t len = strnlen(s, 64), cap = len <= 3 ? 1 : len <= 6 ? 2 : 3, best_d = cap + 1;
+    const char *best = NULL;
+    for (const char *const *k = known; *k; k++) {
+        size_t d = edit_distance(s, *k, cap);
+        if (d < best_d) {
+            best_d = d;
+            best = *k;
+        }
+    }
+    return best;
+}
+
 /* Rejects fields not in allowed (NULL-terminated) and duplicate names: a strict language means a
- * misspelt option is an error instead of silently taking its default. */
+ * misspelt option is an error instead of silently taking its default. The error names the
+ * closest allowed field when there is one. */
 static int check_keys(const cJSON *obj, const char *const *allowed, const char *path,
                       proto_error *e)
 {
@@ -100,8 +145,12 @@ static int check_keys(const cJSON *obj, const char *const *allowed, const char *
             }
         }
         snprintf(field, sizeof(field), "%.40s%s%.40s", path, path[0] ? "." : "", c->string);
-        if (!ok)
-            return fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"", c->string);
+        if (!ok) {
+            const char *near = closest_name(c->string, allowed);
+            return fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"%s%s%s",
+                        c->string, near ? "; did you mean \"" : "", near ? near : "",
+                        near ? "\"?" : "");
+        }
         for (const cJSON *p = obj->child; p != c; p = p->next) {
             if (strcmp(p->string, c->string) == 0)
                 return fail(e, 400, "invalid_field", field, "duplicate field \"%.64s\"",

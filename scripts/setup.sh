@@ -45,7 +45,11 @@ if ! command -v cuobjdump >/dev/null && [ ! -x .deps/cuobjdump/nvidia/cu13/bin/c
 fi
 
 if [ ! -f "$build_dir/build.ninja" ]; then
+    echo "setup: configuring $build_dir${*:+ ($*)}"
     meson setup "$build_dir" -Dcudatoolkit="$cuda" "$@" >/dev/null
 fi
-ninja -C "$build_dir" >/dev/null
+# ninja's own progress ([N/M] per step, one updating line on a terminal): a first build takes
+# minutes and should not look like a hang.
+echo "setup: building in $build_dir"
+ninja -C "$build_dir" | { grep -v '^ninja: Entering directory' || true; }
 echo "setup: built in $build_dir"

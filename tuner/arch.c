@@ -45,6 +45,32 @@ static const tuner_arch arch_table[] = {
     },
     [TUNER_TARGET_SM90] = {ARCH_H100_SXM, .has_wgmma = false},
     [TUNER_TARGET_SM90A] = {ARCH_H100_SXM, .has_wgmma = true},
+    /* Blackwell. The limits per compute capability are from the CUDA C++ Programming Guide,
+     * "Compute Capabilities", Technical Specifications table (CUDA 12.8 and later): 10.0 has
+     * 2048 threads and 228 KB of shared memory per SM, 227 KB per block; 12.0 has 1536 threads
+     * and 100 KB of shared memory per SM (of a 128 KB L1), 99 KB per block; both 64 K 32-bit
+     * registers per SM and 255 per thread. The templates use mma.sync, cp.async and ldmatrix,
+     * which both keep (NVRTC and ptxas of CUDA 13.0 accept the code for sm_100 and sm_120: see
+     * tests/integration/it_kernels.c); wgmma is sm_90a only and tcgen05 is not used, so
+     * has_wgmma is false and the tensor rates are mma.sync's, estimates well below the parts'
+     * tcgen05 peaks. */
+    [TUNER_TARGET_SM100] = {
+        /* B200: 148 SMs, HBM3e 8 TB/s (about 6.5 achieved), 126 MB L2 */
+        .sm = 100, .sm_count = 148, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
+        .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,
+        .max_regs_per_thread = 255, .dram_gbps = 6500.0, .l2_bytes = 126.0 * 1024 * 1024,
+        .tc_f16_tflops = 660.0, .fma_f32_tflops = 80.0,
+        .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
+    },
+    [TUNER_TARGET_SM120] = {
+        /* RTX 5090 class (GB202): 170 SMs, GDDR7 1.79 TB/s (about 1.5 achieved), 96 MB L2;
+         * f16 tensor math with f32 accumulation at half the f16-accumulate rate */
+        .sm = 120, .sm_count = 170, .max_threads_per_block = 1024, .max_threads_per_sm = 1536,
+        .max_smem_per_block = 101376, .max_smem_per_sm = 102400, .regs_per_sm = 65536,
+        .max_regs_per_thread = 255, .dram_gbps = 1500.0, .l2_bytes = 96.0 * 1024 * 1024,
+        .tc_f16_tflops = 209.0, .fma_f32_tflops = 104.8,
+        .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
+    },
 };
 _Static_assert(sizeof(arch_table) / sizeof(arch_table[0]) == TUNER_TARGET_COUNT,
                "tuner/arch.c needs limits for every target op/op.h lists, and no others");

@@ -53,9 +53,7 @@ int tuner_compile(const char *source, const tuner_target *t, tuner_binary **ret,
 {
     if (!source || !t || !ret)
         return -EINVAL;
-    if (t->sm != 80 && t->sm != 86 && t->sm != 89 && t->sm != 90)
-        return -EINVAL;
-    if (t->arch_specific && t->sm != 90)
+    if (tuner_target_id_of(t) < 0)
         return -EINVAL;
 
     int r = -ENOMEM;

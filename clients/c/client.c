@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cJSON.h>
 #include <curl/curl.h>
@@ -23,6 +24,9 @@ struct hidet_client {
     char *auth;     /* "Authorization: Bearer ..." or NULL */
     long timeout_ms;
     char curl_err[CURL_ERROR_SIZE];
+    /* How the address was chosen when the caller gave none ("" otherwise): a failed connect
+     * says it, so "cannot connect" names the rule as well as the path. */
+    char default_why[160];
 };
 
 typedef struct hidet__buf {
@@ -84,8 +88,10 @@ int hidet_address_parse(const char *address, hidet_address *ret)
             path = address + 5;
         else if (strstr(address, "://"))
             return -EINVAL; /* some other scheme */
-        /* A socket path must look like a path: absolute, or explicitly relative. */
-        if (path[0] != '/' && strncmp(path, "./", 2) != 0 && strncmp(path, "../", 3) != 0)
+        /* A socket path: absolute, or relative to the working directory ("hidetd.sock",
+         * "./run/h.sock"). "host:8734" is not one: a colon outside "unix:" means someone meant
+         * TCP and left out http://. */
+        if (*path == '\0' || (path[0] != '/' && strchr(path, ':')))
             return -EINVAL;
         if (strlen(path) >= sizeof(a.socket_path))
             return -EINVAL;
@@ -98,6 +104,87 @@ int hidet_address_parse(const char *address, hidet_address *ret)
     return 0;
 }
 
+/* ---- the default address ------------------------------------------------------------------
+ *
+ * One rule for every client and (without the existence checks) for the daemon's own default
+ * listen path (daemon/config.c), so that a hidetd started without --socket is found by a client
+ * given no address. Python's copy: clients/python/hidetd_unix.py, default_address(). */
+
+#define HIDET_SYSTEM_SOCKET "/run/hidetd/hidetd.sock"
+
+/* The value of an environment variable when it is an absolute path, else NULL. */
+static const char *hidet__abs_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] == '/' ? v : NULL;
+}
+
+static bool hidet__exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int hidet__default_address(char **ret, char *why, size_t why_len)
+{
+    const char *e = getenv("HIDETD_SOCKET");
+    const char *rt = hidet__abs_env("XDG_RUNTIME_DIR");
+    const char *note;
+    char *user = NULL, *s = NULL;
+
+    if (!ret)
+        return -EINVAL;
+    if (e && *e) {
+        s = strdup(e);
+        note = "from $HIDETD_SOCKET";
+        goto done;
+    }
+    if (rt && asprintf(&user, "%s/hidetd.sock", rt) < 0)
+        return -ENOMEM;
+    if (user && hidet__exists(user)) {
+        s = user;
+        user = NULL;
+        note = "$XDG_RUNTIME_DIR/hidetd.sock";
+        goto done;
+    }
+    if (hidet__exists(HIDET_SYSTEM_SOCKET)) {
+        s = strdup(HIDET_SYSTEM_SOCKET);
+        note = "the system service's socket";
+        goto done;
+    }
+    note = "the default; $HIDETD_SOCKET is unset and " HIDET_SYSTEM_SOCKET " does not exist";
+    if (user) {
+        s = user;
+        user = NULL;
+        goto done;
+    }
+    /* No runtime directory (a login without pam_systemd, a container): the daemon's cache
+     * directory, which is private to the user. */
+    const char *xc = hidet__abs_env("XDG_CACHE_HOME"), *home = hidet__abs_env("HOME");
+    if (xc) {
+        if (asprintf(&s, "%s/hidetd/hidetd.sock", xc) < 0)
+            s = NULL;
+    } else if (home) {
+        if (asprintf(&s, "%s/.cache/hidetd/hidetd.sock", home) < 0)
+            s = NULL;
+    } else {
+        s = strdup("./hidetd.sock");
+    }
+done:
+    free(user);
+    if (!s)
+        return -ENOMEM;
+    if (why && why_len)
+        snprintf(why, why_len, "%s", note);
+    *ret = s;
+    return 0;
+}
+
+int hidet_default_address(char **ret)
+{
+    return hidet__default_address(ret, NULL, 0);
+}
+
 static pthread_once_t hidet__curl_once = PTHREAD_ONCE_INIT;
 static CURLcode hidet__curl_status = CURLE_FAILED_INIT;
 static void hidet__curl_init(void) { hidet__curl_status = curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -107,14 +194,25 @@ int hidet_client_open(const char *address, const char *token, hidet_client **ret
 {
     hidet_client *c = NULL;
     hidet_address a;
+    char *dflt = NULL, why[160] = "";
     int r;
 
     if (!ret)
         return hidet__fail(err, -EINVAL, 0, "no result pointer");
-    if (hidet_address_parse(address, &a) < 0)
-        return hidet__fail(err, -EINVAL, 0,
-                           "bad address '%s' (want unix:/path, /path.sock or http://host:port)",
-                           address ? address : "");
+    if (!address) {
+        if (hidet__default_address(&dflt, why, sizeof(why)) < 0)
+            return hidet__fail(err, -ENOMEM, 0, "out of memory");
+        address = dflt;
+    }
+    r = hidet_address_parse(address, &a);
+    if (r < 0) {
+        r = hidet__fail(err, -EINVAL, 0,
+                        "bad address '%s'%s%s%s (want unix:/path, a socket path or "
+                        "http://host:port)", address, why[0] ? " (" : "", why, why[0] ? ")" : "");
+        free(dflt);
+        return r;
+    }
+    free(dflt);
     if (token && (strchr(token, '\r') || strchr(token, '\n')))
         return hidet__fail(err, -EINVAL, 0, "the token contains a line break");
     pthread_once(&hidet__curl_once, hidet__curl_init);
@@ -124,6 +222,7 @@ int hidet_client_open(const char *address, const char *token, hidet_client **ret
     if (!c)
         return hidet__fail(err, -ENOMEM, 0, "out of memory");
     c->addr = a;
+    snprintf(c->default_why, sizeof(c->default_why), "%s", why);
     c->curl = curl_easy_init();
     if (!c->curl) {
         r = hidet__fail(err, -ENOMEM, 0, "curl_easy_init failed");
@@ -200,6 +299,39 @@ static int hidet__curl_code(CURLcode cc)
     }
 }
 
+/* "Failed to connect to localhost port 80" is curl's view of a Unix socket; say instead which
+ * address was tried, why that one, what the system answered, and how to start hidetd. */
+static int hidet__connect_failed(hidet_client *c, hidet_error *err)
+{
+    long os_errno = 0;
+    const char *what;
+
+    curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &os_errno);
+    if (c->addr.kind == HIDET_ADDRESS_HTTP)
+        return hidet__fail(err, -ECONNREFUSED, 0,
+                           "cannot connect to hidetd at %s: %s. Is hidetd running with "
+                           "--http (or [server] http) on that port?", c->addr.base_url,
+                           c->curl_err[0] ? c->curl_err : "connection failed");
+    switch (os_errno) {
+    case ENOENT: what = "no such socket"; break;
+    case ECONNREFUSED: what = "nothing listens on it (a hidetd that has stopped?)"; break;
+    case EACCES: what = "permission denied (the system socket is for group hidetd)"; break;
+    default:
+        what = os_errno ? strerror((int)os_errno) : c->curl_err[0] ? c->curl_err : "failed";
+    }
+    if (c->default_why[0])
+        return hidet__fail(err, -ECONNREFUSED, 0,
+                           "cannot connect to hidetd at %s: %s (%s). Is hidetd running? Start "
+                           "it with 'hidetd' or scripts/run.sh (they listen there by default) "
+                           "or 'systemctl start hidetd.socket'; $HIDETD_SOCKET names another "
+                           "socket", c->addr.socket_path, what,
+                           c->default_why);
+    return hidet__fail(err, -ECONNREFUSED, 0,
+                       "cannot connect to hidetd at %s: %s. Is hidetd running there? Start it "
+                       "with 'hidetd --socket %s'", c->addr.socket_path, what,
+                       c->addr.socket_path);
+}
+
 /* One HTTP exchange. On a 2xx answer *ret_status and *ret_body (owned by the caller) are set;
  * any other outcome is an error with err filled. */
 static int hidet__request(hidet_client *c, const char *method, const char *path, const char *body,
@@ -261,6 +393,8 @@ static int hidet__request(hidet_client *c, const char *method, const char *path,
         if (b.too_big)
             r = hidet__fail(err, -EPROTO, (int)status, "the answer is larger than %zu bytes",
                             HIDET_MAX_BODY);
+        else if (cc == CURLE_COULDNT_CONNECT)
+            r = hidet__connect_failed(c, err);
         else
             r = hidet__fail(err, hidet__curl_code(cc), 0, "%s %s: %s", method,
                             c->addr.kind == HIDET_ADDRESS_UNIX ? c->addr.socket_path : url,

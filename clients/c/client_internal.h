@@ -16,6 +16,9 @@ int hidet__status_code(int status);
 /* true when s is exactly HIDET_KEY_LEN lowercase hex characters. */
 bool hidet__is_key(const char *s);
 
+/* hidet_default_address(), and in why (why_len bytes, may be NULL) how it was chosen. */
+int hidet__default_address(char **ret, char *why, size_t why_len);
+
 /* Builds a job from its JSON object (the value of "job"). */
 int hidet__job_from_json(const cJSON *o, hidet_job **ret, hidet_error *err);
 

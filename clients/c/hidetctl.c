@@ -2,10 +2,11 @@
  * parsing, dispatch to a command, and the helpers every command shares (usage errors, formatting,
  * tables).
  *
- * Daemon commands (kernel, space, status, jobs, cancel; hidetctl_daemon.c) go through
- * libhidet-client; cache commands (hidetctl_cache.c) open the kernel database directly through
- * kernel_cache/, so backups, restores and clean-ups work whether the daemon runs (WAL lets both
- * use the file) or not.
+ * Daemon commands (kernel, space, status, stats, jobs, cancel; hidetctl_daemon.c; warm;
+ * hidetctl_warm.c) go through libhidet-client; cache commands (hidetctl_cache.c) open the kernel
+ * database directly through kernel_cache/, so backups, restores and clean-ups work whether the
+ * daemon runs (WAL lets both use the file) or not; they ask a running daemon only which file it
+ * uses.
  * Output is for people by default and JSON with --json. Exit codes are part of the interface.
  */
 #include "clients/c/hidetctl_internal.h"
@@ -35,6 +36,10 @@ static const char usage_text[] =
     "       [--arch A] [--tune none|model|measure] [--no-wait] [--ptx FILE] [--cubin FILE]\n"
     "  space REQUEST.json    list the ranked schedule candidates for a request [--arch A]\n"
     "  status                daemon version, GPU workers, queue and cache\n"
+    "  stats                 hit rate, misses, jobs, candidates, cache size and limit\n"
+    "  warm FILE...          send every request in FILEs (one JSON request, a JSON array,\n"
+    "                        or one per line; - for stdin), --parallel N at once (default 4)\n"
+    "       [--arch A] [--tune none|model|measure] [--parallel N]\n"
     "  jobs [ID] [--watch]   list jobs, or show one; --watch refreshes until done\n"
     "  cancel ID             cancel a job\n"
     "  graph GRAPH.json      send a model graph, print its launch plan (docs/graphs.md)\n"
@@ -70,10 +75,15 @@ static const char usage_text[] =
     "\n"
     "Options:\n"
     "  --socket PATH   daemon's Unix socket (default: $HIDETD_SOCKET, else\n"
-    "                  $XDG_RUNTIME_DIR/hidetd.sock, else ./hidetd.sock)\n"
+    "                  $XDG_RUNTIME_DIR/hidetd.sock if it exists, else\n"
+    "                  /run/hidetd/hidetd.sock if it exists, else where hidetd listens\n"
+    "                  by default: $XDG_RUNTIME_DIR/hidetd.sock or\n"
+    "                  ~/.cache/hidetd/hidetd.sock)\n"
     "  --url URL       talk HTTP to URL instead (http://host:port)\n"
     "  --token T       bearer token (default: $HIDETD_TOKEN)\n"
-    "  --cache PATH    kernel database (default: $XDG_CACHE_HOME/hidetd/kernels.db, else\n"
+    "  --cache PATH    kernel database (default: $HIDETD_CACHE, else the running daemon's\n"
+    "                  (from its /v1/status), else /var/lib/hidetd/kernels.db if it\n"
+    "                  exists, else $XDG_CACHE_HOME/hidetd/kernels.db or\n"
     "                  ~/.cache/hidetd/kernels.db)\n"
     "  --json          machine-readable output\n"
     "  -h, --help      this text;  --version  the version\n"
@@ -106,7 +116,7 @@ int only_opts(const opts *o, unsigned allowed, const char *cmd)
     static const char *const names[] = {"--arch", "--tune", "--no-wait", "--ptx", "--cubin",
                                         "--watch", "--older-than", "--max-size", "--op",
                                         "--sign", "--trust", "--trust-dir", "--trust-unsigned",
-                                        "--replace-stronger", "--exact", "--out"};
+                                        "--replace-stronger", "--exact", "--out", "--parallel"};
     unsigned extra = o->seen & ~allowed;
     for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (extra & (1u << i))
@@ -311,7 +321,7 @@ int main(int argc, char **argv)
 {
     enum { O_SOCKET = 256, O_URL, O_TOKEN, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
            O_CUBIN, O_WATCH, O_OLDER, O_MAXSIZE, O_OP, O_VERSION, O_SIGN, O_TRUST, O_TRUST_DIR,
-           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT };
+           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT, O_PARALLEL };
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"url", required_argument, NULL, O_URL},
@@ -334,6 +344,7 @@ int main(int argc, char **argv)
         {"replace-stronger", no_argument, NULL, O_REPLACE_STRONGER},
         {"exact", no_argument, NULL, O_EXACT},
         {"out", required_argument, NULL, O_OUT},
+        {"parallel", required_argument, NULL, O_PARALLEL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -374,6 +385,7 @@ int main(int argc, char **argv)
             break;
         case O_EXACT: o.exact = true; o.seen |= OPT_EXACT; break;
         case O_OUT: o.out = optarg; o.seen |= OPT_OUT; break;
+        case O_PARALLEL: o.parallel = optarg; o.seen |= OPT_PARALLEL; break;
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case O_VERSION: printf("hidetctl %s\n", HIDETD_VERSION); return EXIT_OK;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -413,6 +425,10 @@ int main(int argc, char **argv)
         rc = cmd_jobs(&o, cargc, cargv);
     else if (strcmp(cmd, "cancel") == 0)
         rc = cmd_cancel(&o, cargc, cargv);
+    else if (strcmp(cmd, "stats") == 0)
+        rc = cmd_stats(&o, cargc, cargv);
+    else if (strcmp(cmd, "warm") == 0)
+        rc = cmd_warm(&o, cargc, cargv);
     else if (strcmp(cmd, "graph") == 0)
         rc = cmd_graph(&o, cargc, cargv);
     else if (strcmp(cmd, "cache") == 0)

@@ -13,6 +13,7 @@
 #include "op/op.h"
 
 #include "hidetd_config.h"
+#include "hidet/client.h"
 
 #include <errno.h>
 #include <math.h>
@@ -91,6 +92,9 @@ static int parse_size(const char *s, uint64_t *ret)
     return 0;
 }
 
+/* Where the packaged service keeps its cache (deploy/hidetd.service.in passes it as --cache). */
+#define SYSTEM_CACHE "/var/lib/hidetd/kernels.db"
+
 static char *default_cache(void)
 {
     const char *e = getenv("XDG_CACHE_HOME");
@@ -142,22 +146,66 @@ static void add_text(cJSON *j, const char *name, const char *s)
     free(t);
 }
 
+/* The kernel database the cache commands use, first match wins (documented in hidetctl.1):
+ * --cache; $HIDETD_CACHE; the running daemon's own (its /v1/status names it); the system
+ * service's, when that file exists; the default of a user's hidetd. *ret_why says which. */
+static char *find_cache(const opts *o, const char **ret_why)
+{
+    const char *e = getenv("HIDETD_CACHE");
+    cJSON *status = NULL;
+    hidet_error herr;
+    char *path = NULL;
+
+    if (o->cache) {
+        *ret_why = "--cache";
+        return strdup(o->cache);
+    }
+    if (e && *e) {
+        *ret_why = "$HIDETD_CACHE";
+        return strdup(e);
+    }
+    /* A daemon that does not answer at once is not waited for: the cache commands work without
+     * one. Its path counts only when it is absolute and here (a daemon over --url may be on
+     * another machine). */
+    if (daemon_status(o, 2000, &status, &herr) == 0) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(status, "cache");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(c, "path");
+        if (cJSON_IsString(p) && p->valuestring[0] == '/' && access(p->valuestring, F_OK) == 0)
+            path = strdup(p->valuestring);
+        cJSON_Delete(status);
+        if (path) {
+            *ret_why = "the running hidetd's, from /v1/status";
+            return path;
+        }
+    }
+    if (access(SYSTEM_CACHE, F_OK) == 0) {
+        *ret_why = "the system service's";
+        return strdup(SYSTEM_CACHE);
+    }
+    *ret_why = "the default of a user's hidetd; no daemon answered, and neither --cache, "
+               "$HIDETD_CACHE nor " SYSTEM_CACHE " names one";
+    return default_cache();
+}
+
 static int open_cache(const opts *o, bool create, kc_db **ret)
 {
-    char *path = o->cache ? strdup(o->cache) : default_cache();
+    const char *why = "";
+    char *path = find_cache(o, &why);
     char *err = NULL;
     int r;
 
     if (!path)
         return EXIT_DAEMON;
     if (!create && access(path, F_OK) != 0) {
-        fprintf(stderr, "hidetctl: no kernel cache at %s\n", path);
+        fprintf(stderr, "hidetctl: no kernel cache at %s (%s)\n", path, why);
         free(path);
         return EXIT_NOT_FOUND;
     }
     r = kc_open(path, ret, &err);
     if (r < 0) {
-        print_err(NULL, err ? err : strerror(-r));
+        char prefix[400];
+        snprintf(prefix, sizeof(prefix), "%s (%s)", path, why);
+        print_err(prefix, err ? err : strerror(-r));
         free(err);
         free(path);
         return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;

@@ -1,6 +1,7 @@
-/* clients/c/hidetctl_daemon.c - hidetctl's daemon commands: kernel, space, status, jobs and
- * cancel, each one or more requests to hidetd through libhidet-client (Unix socket or --url),
- * printed for people or as the daemon's JSON with --json.
+/* clients/c/hidetctl_daemon.c - hidetctl's daemon commands: kernel, space, status, stats, jobs
+ * and cancel, each one or more requests to hidetd through libhidet-client (Unix socket or --url),
+ * printed for people or as the daemon's JSON with --json; and the helpers the other command files
+ * share for talking to the daemon (the status query, error lines, request files).
  */
 #include "clients/c/hidetctl_internal.h"
 
@@ -16,22 +17,7 @@
 
 #include <cJSON.h>
 
-static char *default_socket(void)
-{
-    const char *e = getenv("HIDETD_SOCKET");
-    char *s = NULL;
-    if (e && *e)
-        return strdup(e);
-    e = getenv("XDG_RUNTIME_DIR");
-    if (e && *e) {
-        if (asprintf(&s, "%s/hidetd.sock", e) < 0)
-            return NULL;
-        return s;
-    }
-    return strdup("./hidetd.sock");
-}
-
-static int client_exit(int r, const hidet_error *e)
+int client_exit(int r, const hidet_error *e)
 {
     if (r == -ECONNREFUSED)
         return EXIT_CONNECT;
@@ -53,42 +39,32 @@ static int report(int r, const hidet_error *e, const opts *o)
             fprintf(stderr, "%s\n", s);
         cJSON_free(s);
         cJSON_Delete(j);
-    } else if (e->http_status) {
-        fprintf(stderr, "hidetctl: hidetd answered %d%s%s: %s%s%s%s\n", e->http_status,
-                e->code[0] ? " " : "", e->code, e->message, e->field[0] ? " (field " : "",
-                e->field, e->field[0] ? ")" : "");
     } else {
-        fprintf(stderr, "hidetctl: %s\n", e->message[0] ? e->message : strerror(-r));
+        char line[1024];
+        describe_error(e, line, sizeof(line));
+        fprintf(stderr, "hidetctl: %s\n", line[0] ? line : strerror(-r));
     }
     return client_exit(r, e);
 }
 
+void describe_error(const hidet_error *e, char *buf, size_t len)
+{
+    if (e->http_status)
+        snprintf(buf, len, "hidetd answered %d%s%s: %s%s%s%s", e->http_status,
+                 e->code[0] ? " " : "", e->code, e->message, e->field[0] ? " (field " : "",
+                 e->field, e->field[0] ? ")" : "");
+    else
+        snprintf(buf, len, "%s", e->message);
+}
+
+/* --url, else --socket, else libhidet-client's default address (hidet_default_address(): the
+ * rule every client shares, so hidetctl finds the daemon that the library and the Python helper
+ * find). */
 static int open_client(const opts *o, hidet_client **ret)
 {
     hidet_error e;
-    char *sock = NULL;
-    const char *addr = o->url;
-    int r;
+    int r = hidet_client_open(o->url ? o->url : o->socket, o->token, ret, &e);
 
-    if (!addr) {
-        sock = o->socket ? strdup(o->socket) : default_socket();
-        if (!sock)
-            return EXIT_DAEMON;
-        /* A bare relative name given by the user ("hidetd.sock") still means a file. */
-        if (sock[0] != '/' && strncmp(sock, "./", 2) != 0 && strncmp(sock, "../", 3) != 0 &&
-            strncmp(sock, "unix:", 5) != 0) {
-            char *s2 = NULL;
-            if (asprintf(&s2, "./%s", sock) < 0) {
-                free(sock);
-                return EXIT_DAEMON;
-            }
-            free(sock);
-            sock = s2;
-        }
-        addr = sock;
-    }
-    r = hidet_client_open(addr, o->token, ret, &e);
-    free(sock);
     if (r < 0) {
         fprintf(stderr, "hidetctl: %s\n", e.message);
         return r == -EINVAL ? EXIT_USAGE : EXIT_DAEMON;
@@ -96,7 +72,36 @@ static int open_client(const opts *o, hidet_client **ret)
     return 0;
 }
 
-static int read_text_file(const char *path, char **ret)
+int daemon_status(const opts *o, long timeout_ms, cJSON **ret, hidet_error *err)
+{
+    hidet_client *c = NULL;
+    char *body = NULL;
+    cJSON *j = NULL;
+    int r = hidet_client_open(o->url ? o->url : o->socket, o->token, &c, err);
+
+    if (r == 0) {
+        hidet_client_set_timeout(c, timeout_ms);
+        r = hidet_get(c, "/v1/status", &body, NULL, err);
+    }
+    if (r == 0) {
+        j = cJSON_Parse(body);
+        if (!cJSON_IsObject(j)) {
+            memset(err, 0, sizeof(*err));
+            snprintf(err->message, sizeof(err->message), "the status answer is not JSON");
+            r = -EPROTO;
+        }
+    }
+    free(body);
+    hidet_client_free(c);
+    if (r < 0) {
+        cJSON_Delete(j);
+        return r;
+    }
+    *ret = j;
+    return 0;
+}
+
+int read_text_file(const char *path, char **ret)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     char *buf = NULL;
@@ -162,6 +167,14 @@ static int load_request(const char *path, const opts *o, bool for_space, char **
         fprintf(stderr, "hidetctl: %s is not a JSON object\n", path);
         return EXIT_USAGE;
     }
+    apply_opts(j, o, for_space);
+    *ret = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return *ret ? 0 : EXIT_DAEMON;
+}
+
+void apply_opts(cJSON *j, const opts *o, bool for_space)
+{
     if (o->arch) {
         cJSON_DeleteItemFromObjectCaseSensitive(j, "arch");
         cJSON_AddStringToObject(j, "arch", o->arch);
@@ -174,9 +187,6 @@ static int load_request(const char *path, const opts *o, bool for_space, char **
         cJSON_DeleteItemFromObjectCaseSensitive(j, "wait");
         cJSON_AddBoolToObject(j, "wait", false);
     }
-    *ret = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    return *ret ? 0 : EXIT_DAEMON;
 }
 
 static void print_job_human(const hidet_job *j)
@@ -197,6 +207,78 @@ static void print_job_human(const hidet_job *j)
         printf("  warning: %s\n", j->warning);
     if (j->error_message)
         printf("  error %s: %s\n", j->error_code, j->error_message);
+}
+
+static bool request_says_no_wait(const char *req)
+{
+    cJSON *j = cJSON_Parse(req);
+    bool no_wait = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "wait"));
+    cJSON_Delete(j);
+    return no_wait;
+}
+
+static char *with_wait_false(const char *req)
+{
+    cJSON *j = cJSON_Parse(req);
+    char *s = NULL;
+    if (cJSON_IsObject(j)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "wait");
+        cJSON_AddBoolToObject(j, "wait", false);
+        s = cJSON_PrintUnformatted(j);
+    }
+    cJSON_Delete(j);
+    return s;
+}
+
+/* Polls a job (twice a second) with a progress line on stderr until it ends; on success *ret
+ * is its kernel set. Returns an exit code, the failure reported. */
+static int follow_job(hidet_client *c, const hidet_job *first, hidet_kernel_set **ret,
+                      const opts *o)
+{
+    hidet_job *j = NULL;
+    hidet_error e;
+    char id[32];
+    int r, rc;
+
+    snprintf(id, sizeof(id), "%s", first->id);
+    for (;;) {
+        r = hidet_job_get(c, id, &j, &e);
+        if (r < 0) {
+            fputs("\r\033[K", stderr);
+            return report(r, &e, o);
+        }
+        if (j->state != HIDET_JOB_QUEUED && j->state != HIDET_JOB_RUNNING)
+            break;
+        char bar[64], best[32];
+        progress_bar(j->done, j->total, bar, sizeof(bar));
+        fmt_us(j->best_us, best, sizeof(best));
+        fprintf(stderr, "\r\033[Kjob %s %s: candidates %s, best %s, %.1f s", j->id,
+                hidet_job_state_name(j->state), bar, best, j->elapsed_s);
+        fflush(stderr);
+        hidet_job_free(j);
+        j = NULL;
+        struct timespec ts = {0, 500000000L};
+        nanosleep(&ts, NULL);
+    }
+    fputs("\r\033[K", stderr);
+    if (j->state == HIDET_JOB_DONE && j->result_key[0]) {
+        fprintf(stderr, "job %s done: %lld candidates in %.1f s\n", j->id, (long long)j->total,
+                j->elapsed_s);
+        r = hidet_kernel_set_get(c, j->result_key, ret, &e);
+        rc = r < 0 ? report(r, &e, o) : EXIT_OK;
+        if (r == 0) {
+            /* Fetched by key it reads as stored; for this request it was built just now. */
+            (*ret)->cached = false;
+            snprintf((*ret)->origin, sizeof((*ret)->origin), "tuned");
+        }
+    } else {
+        fprintf(stderr, "hidetctl: job %s %s%s%s%s%s\n", j->id, hidet_job_state_name(j->state),
+                j->error_code[0] ? ": " : "", j->error_code, j->error_message ? ": " : "",
+                j->error_message ? j->error_message : "");
+        rc = EXIT_DAEMON;
+    }
+    hidet_job_free(j);
+    return rc;
 }
 
 int cmd_kernel(const opts *o, int argc, char **argv)
@@ -223,11 +305,30 @@ int cmd_kernel(const opts *o, int argc, char **argv)
         free(req);
         return rc;
     }
+    /* On a terminal a blocking request is sent as a job and followed, so that a tuning run of
+     * minutes shows its progress instead of a silent wait; the answer is the same. */
+    bool follow = !o->json && !o->no_wait && isatty(STDERR_FILENO) && !request_says_no_wait(req);
+    if (follow) {
+        char *nr = with_wait_false(req);
+        if (nr) {
+            free(req);
+            req = nr;
+        } else {
+            follow = false;
+        }
+    }
     r = hidet_request_kernels(c, req, &set, &job, &e);
     free(req);
     if (r < 0) {
         rc = report(r, &e, o);
         goto out;
+    }
+    if (job && follow) {
+        rc = follow_job(c, job, &set, o);
+        hidet_job_free(job);
+        job = NULL;
+        if (rc != EXIT_OK)
+            goto out;
     }
     if (job) {
         if (o->json) {
@@ -606,6 +707,93 @@ out:
     hidet_job_free(j);
     hidet_client_free(c);
     return rc;
+}
+
+/* One "  Label:   value" line of stats, the numbers aligned like ccache -s. */
+static void stat_line(const char *label, const char *value, const char *extra)
+{
+    printf("  %-16s %12s%s%s\n", label, value, extra && *extra ? "  " : "", extra ? extra : "");
+}
+
+static void stat_num(const char *label, double v, const char *extra)
+{
+    char s[32];
+    snprintf(s, sizeof(s), "%.0f", v);
+    stat_line(label, s, extra);
+}
+
+int cmd_stats(const opts *o, int argc, char **argv)
+{
+    hidet_error e;
+    cJSON *j = NULL;
+    int rc, r;
+
+    (void)argv;
+    if ((rc = only_opts(o, 0, "stats")))
+        return rc;
+    if (argc != 0)
+        return usage_error("'stats' takes no arguments");
+    r = daemon_status(o, 0, &j, &e);
+    if (r < 0)
+        return report(r, &e, o);
+    const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(j, "jobs");
+    const cJSON *cand = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+    const cJSON *cache = cJSON_GetObjectItemCaseSensitive(j, "cache");
+    double hits = jnum_or(cache, "hits", 0), misses = jnum_or(cache, "misses", 0);
+    double requests = hits + misses, bytes = jnum_or(cache, "bytes", 0);
+    double max = jnum_or(cache, "max_bytes", 0);
+    if (o->json) {
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddNumberToObject(s, "requests", requests);
+        cJSON_AddNumberToObject(s, "hits", hits);
+        cJSON_AddNumberToObject(s, "misses", misses);
+        if (requests > 0)
+            cJSON_AddNumberToObject(s, "hit_rate", hits / requests);
+        else
+            cJSON_AddNullToObject(s, "hit_rate");
+        cJSON_AddItemToObject(s, "jobs", cJSON_Duplicate(jobs, true));
+        cJSON_AddItemToObject(s, "candidates", cJSON_Duplicate(cand, true));
+        cJSON_AddItemToObject(s, "cache", cJSON_Duplicate(cache, true));
+        cJSON_AddNumberToObject(s, "uptime_s", jnum_or(j, "uptime_s", 0));
+        print_json(s);
+        cJSON_Delete(s);
+        cJSON_Delete(j);
+        return EXIT_OK;
+    }
+    char pct[32] = "", sz[32], mx[32], line[96];
+    printf("hidetd %s, up %.0f s, GPU %s\n", jstr_or(j, "version", "?"), jnum_or(j, "uptime_s", 0),
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gpu_available")) ? "available"
+                                                                              : "not available");
+    printf("Kernel requests since start:\n");
+    stat_num("requests", requests, NULL);
+    if (requests > 0)
+        snprintf(pct, sizeof(pct), "%6.2f %%", 100.0 * hits / requests);
+    stat_num("hits", hits, pct);
+    if (requests > 0)
+        snprintf(pct, sizeof(pct), "%6.2f %%", 100.0 * misses / requests);
+    stat_num("misses (tuned)", misses, pct);
+    printf("Tuning jobs:\n");
+    stat_num("queued", jnum_or(jobs, "queued", 0), NULL);
+    stat_num("running", jnum_or(jobs, "running", 0), NULL);
+    stat_num("done", jnum_or(jobs, "done", 0), NULL);
+    stat_num("failed", jnum_or(jobs, "failed", 0), NULL);
+    stat_num("cancelled", jnum_or(jobs, "cancelled", 0), NULL);
+    printf("Candidates:\n");
+    stat_num("compiled", jnum_or(cand, "compiled", 0), NULL);
+    stat_num("measured", jnum_or(cand, "measured", 0), NULL);
+    stat_num("failed", jnum_or(cand, "failed", 0), NULL);
+    printf("Cache %s:\n", jstr_or(cache, "path", "?"));
+    stat_num("artifacts", jnum_or(cache, "artifacts", 0), NULL);
+    fmt_size((uint64_t)bytes, sz, sizeof(sz));
+    if (max > 0) {
+        fmt_size((uint64_t)max, mx, sizeof(mx));
+        snprintf(line, sizeof(line), "of %s (%.1f %%)", mx, 100.0 * bytes / max);
+    } else {
+        snprintf(line, sizeof(line), "(no limit)");
+    }
+    stat_line("size", sz, line);
+    cJSON_Delete(j);
+    return EXIT_OK;
 }
 
 /* "x, w1, b1 -> h3": a step's bindings in parameter order, then its output. */

@@ -1,6 +1,7 @@
 /* clients/c/hidetctl_internal.h - what hidetctl's source files share: exit codes, the parsed
  * options, the usage and output helpers (hidetctl.c) and the command entry points (daemon commands
- * in hidetctl_daemon.c, cache commands in hidetctl_cache.c). Internal to the hidetctl program.
+ * in hidetctl_daemon.c and hidetctl_warm.c, cache commands in hidetctl_cache.c). Internal to the
+ * hidetctl program.
  *
  * The names carry no module prefix: they are private to one executable (linked with kernel_cache,
  * whose symbols all start with kc_, and libhidet-client, which exports hidet_ only), and they are
@@ -36,7 +37,7 @@ typedef struct opts {
     bool json;
     const char *arch, *tune, *op, *ptx, *cubin, *older_than, *max_size;
     bool no_wait, watch;
-    const char *sign, *trust_dir, *out;
+    const char *sign, *trust_dir, *out, *parallel;
     const char *trust[MAX_TRUST];
     int n_trust;
     bool trust_unsigned, replace_stronger, exact;
@@ -60,6 +61,7 @@ enum {
     OPT_REPLACE_STRONGER = 1u << 13,
     OPT_EXACT = 1u << 14,
     OPT_OUT = 1u << 15,
+    OPT_PARALLEL = 1u << 16,
 };
 
 /* Prints "hidetctl: MESSAGE" and a hint at --help on stderr; returns EXIT_USAGE. */
@@ -106,6 +108,27 @@ int cmd_jobs(const opts *o, int argc, char **argv);
 int cmd_cancel(const opts *o, int argc, char **argv);
 /* graph GRAPH.json: POST /v1/graphs, the plan as a table (steps, then buffers). */
 int cmd_graph(const opts *o, int argc, char **argv);
+/* stats: hit rate, jobs, candidates, cache size and limit, from /v1/status (like ccache -s). */
+int cmd_stats(const opts *o, int argc, char **argv);
+/* warm FILE...: many requests at once, with progress and a summary (hidetctl_warm.c). */
+int cmd_warm(const opts *o, int argc, char **argv);
+
+/* Reads a whole file (path "-": stdin) as NUL-terminated text into *ret (malloc'd); 0 or a
+ * negative errno-style code. */
+int read_text_file(const char *path, char **ret);
+/* Applies --arch, and unless for_space also --tune and --no-wait, to a request object. */
+void apply_opts(cJSON *j, const opts *o, bool for_space);
+/* One error of libhidet-client as one line of text for people (the daemon's status, code,
+ * message and field when it answered), into buf. */
+struct hidet_error;
+void describe_error(const struct hidet_error *e, char *buf, size_t len);
+/* The exit code for a failed client call r (EXIT_CONNECT, EXIT_NOT_FOUND, EXIT_DAEMON). */
+int client_exit(int r, const struct hidet_error *e);
+
+/* GET /v1/status from the daemon that --url/--socket (or the default address) names, limited to
+ * timeout_ms: 0 and *ret (the answer, a JSON object the caller deletes), or a negative
+ * errno-style code with *err filled as libhidet-client fills it. */
+int daemon_status(const opts *o, long timeout_ms, cJSON **ret, struct hidet_error *err);
 
 /* cache retune's daemon half (hidetctl_daemon.c). daemon_cache_path: the daemon's kernel
  * database (/v1/status cache.path) in *ret (malloc'd; NULL when it names none). daemon_retune:

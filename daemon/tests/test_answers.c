@@ -122,6 +122,8 @@ static void status(void)
         .version = "0.1.0", .uptime_s = 12.7, .gpu_available = true, .devices = &dev,
         .n_devices = 1, .jobs_queued = 1, .jobs_running = 2, .jobs_done = 3, .jobs_failed = 4,
         .have_cache_stats = true, .cache = { 5, 6, 7, 8 }, .cache_path = "/var/lib/hidetd/kernels.db",
+        .cache_hits = 9, .cache_misses = 10, .cache_max_bytes = 11, .jobs_cancelled = 12,
+        .candidates_compiled = 13, .candidates_measured = 14, .candidates_failed = 15,
     };
     char *json = NULL;
     CHECK(hd_status_json(&v, &json) == 0, "status");
@@ -130,9 +132,10 @@ static void status(void)
              "{\"version\":\"0.1.0\",\"uptime_s\":12,\"gpu_available\":true,\"workers\":[{\"index\":0,"
              "\"name\":\"Stand-in GPU\",\"arch\":\"sm_90\",\"sm_count\":132,\"memory_bytes\":%llu,"
              "\"driver_version\":13000,\"state\":\"%s\",\"restarts\":2,\"measured\":10,\"failed\":3,"
-             "\"last_error\":\"\"}],\"jobs\":{\"queued\":1,\"running\":2,\"done\":3,\"failed\":4},"
+             "\"last_error\":\"\"}],\"jobs\":{\"queued\":1,\"running\":2,\"done\":3,\"failed\":4,"
+             "\"cancelled\":12},\"candidates\":{\"compiled\":13,\"measured\":14,\"failed\":15},"
              "\"cache\":{\"artifacts\":5,\"selections\":6,\"trials\":7,\"bytes\":8,"
-             "\"path\":\"/var/lib/hidetd/kernels.db\"}}",
+             "\"path\":\"/var/lib/hidetd/kernels.db\",\"max_bytes\":11,\"hits\":9,\"misses\":10}}",
              80ULL << 30, gw_device_state_name(GW_DEV_READY));
     CHECK_STR(json, want);
     free(json);

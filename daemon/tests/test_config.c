@@ -433,9 +433,23 @@ static void defaults(void)
     unsetenv("XDG_CACHE_HOME");
     setenv("HOME", "/home/v", 1);
     hd_config_init(&c);
-    CHECK_STR(c.socket, "./hidetd.sock");
+    /* No runtime dir: beside the cache, where clients look (hidet_default_address()). */
+    CHECK_STR(c.socket, "/home/v/.cache/hidetd/hidetd.sock");
     CHECK_STR(c.cache_path, "/home/v/.cache/hidetd/kernels.db");
     hd_config_clear(&c);
+    /* $HIDETD_SOCKET, the clients' first rule, is the daemon's too ("unix:" or not); a URL in
+     * it is the clients' business. */
+    setenv("HIDETD_SOCKET", "unix:/srv/h.sock", 1);
+    hd_config_init(&c);
+    CHECK_STR(c.socket, "/srv/h.sock");
+    hd_config_clear(&c);
+    setenv("HIDETD_SOCKET", "http://127.0.0.1:8734", 1);
+    setenv("XDG_RUNTIME_DIR", "/run/user/7", 1);
+    hd_config_init(&c);
+    CHECK_STR(c.socket, "/run/user/7/hidetd.sock");
+    hd_config_clear(&c);
+    unsetenv("HIDETD_SOCKET");
+    unsetenv("XDG_RUNTIME_DIR");
     hd_config_clear(NULL);
 }
 

@@ -63,7 +63,7 @@ static void test_vocabularies(void)
 static void test_targets(void)
 {
     static const char *const want[TUNER_TARGET_COUNT] = {"sm_80", "sm_86", "sm_89", "sm_90",
-                                                         "sm_90a"};
+                                                         "sm_90a", "sm_100", "sm_120"};
     for (int i = 0; i < TUNER_TARGET_COUNT; i++) {
         tuner_target t = tuner_target_of((tuner_target_id)i), back = {0};
         char name[16];

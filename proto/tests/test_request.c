@@ -691,6 +691,44 @@ static void test_examples(const char *dir)
     }
 }
 
+/* An unknown field names the closest known one at its level, and only a close one. */
+static void suggest(const char *body, const char *field, const char *want, int line)
+{
+    proto_kernel_request req;
+    proto_error err;
+    char hint[96] = "";
+    if (want)
+        snprintf(hint, sizeof(hint), "did you mean \"%s\"?", want);
+    int r = parse(body, &req, &err);
+    if (r != -EINVAL || err.status != 400 || strcmp(err.code, "invalid_field") != 0 ||
+        strcmp(err.field, field) != 0 || (want && !strstr(err.message, hint)) ||
+        (!want && strstr(err.message, "did you mean"))) {
+        fprintf(stderr, "line %d: field %s: want %s, got %d %s %s: %s\n", line, field,
+                want ? hint : "no suggestion", err.status, err.code, err.field, err.message);
+        failures++;
+    }
+}
+#define SUGGEST(body, field, want) suggest(body, field, want, __LINE__)
+
+static void test_suggestions(void)
+{
+    SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtyp\":\"f16\"}]}",
+            "inputs[0].dtyp", "dtype");
+    SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
+            "\"Tune\":\"model\"}", "Tune", "tune");
+    SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
+            "\"epilouge\":[]}", "epilouge", "epilogue");
+    SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
+            "\"budget\":{\"candidate\":3}}", "budget.candidate", "candidates");
+    SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
+            "\"attrs\":{\"axes\":1}}", "attrs.axes", "axis");
+    /* Nothing close: no guess. */
+    SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
+            "\"colour\":1}", "colour", NULL);
+    SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
+            "\"x\":1}", "x", NULL);
+}
+
 int main(int argc, char **argv)
 {
     test_ops();
@@ -699,6 +737,7 @@ int main(int argc, char **argv)
     test_canonical();
     test_strip();
     test_error_json();
+    test_suggestions();
     if (argc > 1)
         test_examples(argv[1]);
     else {

@@ -2,7 +2,8 @@
  * stand-in workers): build a request, get a kernel set, fetch PTX and cubin, follow a job, read a
  * structured error; hidetctl's kernel/status/jobs/space commands and its cache administration
  * (ls, verify, keygen, a signed export, a trusted import into a fresh database that a new daemon
- * then answers from). */
+ * then answers from); the default address ($HIDETD_SOCKET) for daemon, hidetctl and library. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,91 @@ static void cli(const ht_daemon *d, const char *key)
     CHECK(st == 0, "hidetctl jobs: %d\n%s", st, out);
     free(out);
 
+    /* stats: the library's requests above were at least one miss (the first fused matmul) and
+     * one hit (the same again); the cache has its default 10 GiB cap. */
+    st = ht_sh(&out, "%s --socket '%s' stats", ctl, d->socket);
+    CHECK(st == 0 && strstr(out, "hits") && strstr(out, "misses (tuned)") &&
+          strstr(out, "requests") && strstr(out, "Candidates:") && strstr(out, "compiled") &&
+          strstr(out, "cancelled") && strstr(out, d->cache) && strstr(out, "of 10.0 GiB") &&
+          strstr(out, " %"), "hidetctl stats: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "%s --socket '%s' --json stats", ctl, d->socket);
+    j = cJSON_Parse(out);
+    const cJSON *cache = cJSON_GetObjectItemCaseSensitive(j, "cache");
+    const cJSON *hits = cJSON_GetObjectItemCaseSensitive(j, "hits");
+    const cJSON *misses = cJSON_GetObjectItemCaseSensitive(j, "misses");
+    const cJSON *rate = cJSON_GetObjectItemCaseSensitive(j, "hit_rate");
+    const cJSON *max = cJSON_GetObjectItemCaseSensitive(cache, "max_bytes");
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(j, "candidates"), "compiled");
+    CHECK(st == 0 && cJSON_IsNumber(hits) && hits->valuedouble >= 1 && cJSON_IsNumber(misses) &&
+          misses->valuedouble >= 1 && cJSON_IsNumber(rate) && rate->valuedouble > 0 &&
+          rate->valuedouble < 1 && cJSON_IsNumber(max) && max->valuedouble == 10737418240.0 &&
+          cJSON_IsNumber(comp) && comp->valuedouble >= 1,
+          "hidetctl --json stats: %d\n%s", st, out);
+    cJSON_Delete(j);
+    free(out);
+
+    /* warm: every example request (a startup manifest of files), then a JSON Lines file with a
+     * bad request and a line that is not JSON, and an array with an element that is no object. */
+    int n_examples = 0;
+    st = ht_sh(&out, "ls '%s'/examples/requests/*.json | wc -l", getenv("HIDETD_SRC"));
+    n_examples = out ? atoi(out) : 0;
+    free(out);
+    char want[96];
+    snprintf(want, sizeof(want), "warm: %d requests in ", n_examples);
+    st = ht_sh(&out, "cd '%s' && %s --socket '%s' warm examples/requests/*.json 2>&1",
+               getenv("HIDETD_SRC"), ctl, d->socket);
+    CHECK(st == 0 && n_examples > 5 && strstr(out, want) && strstr(out, ", 0 failed") &&
+          !strstr(out, "\033"), "warm examples: %d\n%s", st, out);
+    free(out);
+    char jl[400];
+    snprintf(jl, sizeof(jl), "%s/manifest.jsonl", d->dir);
+    const char *lines =
+        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,1000],\"dtype\":\"f16\"}]}\n"
+        "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f7\"},"
+        "{\"shape\":[4,4],\"dtype\":\"f16\"}]}\n"
+        "\n"
+        "{\"op\": softmax\n";
+    ht_write_file(jl, lines, strlen(lines));
+    st = ht_sh(&out, "%s --socket '%s' warm '%s' 2>&1", ctl, d->socket, jl);
+    char where2[512], where4[512];
+    snprintf(where2, sizeof(where2), "%s:2: hidetd answered 422 unknown_dtype", jl);
+    snprintf(where4, sizeof(where4), "%s:4: not JSON", jl);
+    CHECK(st == 1 && strstr(out, where2) && strstr(out, "unknown dtype \"f7\"") &&
+          strstr(out, where4) && strstr(out, "warm: 3 requests") && strstr(out, "1 hit,") &&
+          strstr(out, "2 failed"), "warm with bad lines: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "printf '[{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,1000],"
+               "\"dtype\":\"f16\"}]}, 5]' | %s --socket '%s' --json warm -", ctl, d->socket);
+    j = cJSON_Parse(out);
+    const cJSON *errs = cJSON_GetObjectItemCaseSensitive(j, "errors");
+    const cJSON *w0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(errs, 0), "where");
+    CHECK(st == 1 && cJSON_GetArraySize(errs) == 1 && cJSON_IsString(w0) &&
+          !strcmp(w0->valuestring, "<stdin>[1]") &&
+          cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "hits")) == 1,
+          "warm --json of an array: %d\n%s", st, out);
+    cJSON_Delete(j);
+    free(out);
+
+    /* A blocking kernel request on a terminal shows its job's progress (script(1) gives it
+     * one); the kernel it prints is the same. */
+    if (access("/usr/bin/script", X_OK) == 0) {
+        char req[400];
+        snprintf(req, sizeof(req), "%s/measure.json", d->dir);
+        const char *body = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,999],"
+                           "\"dtype\":\"f16\"}],\"tune\":\"measure\",\"budget\":{\"candidates\":6}}";
+        ht_write_file(req, body, strlen(body));
+        st = ht_sh(&out, "script -qec \"%s --socket '%s' kernel '%s'\" /dev/null", ctl,
+                   d->socket, req);
+        CHECK(st == 0 && strstr(out, "candidates [") && strstr(out, " done: ") &&
+              strstr(out, "newly built, measured") && strstr(out, "hd_softmax"),
+              "kernel progress on a terminal: %d\n%s", st, out);
+        free(out);
+    } else {
+        printf("SKIP part: script(1) is missing, the terminal progress of 'kernel' is not checked\n");
+    }
+
     /* Exit codes scripts rely on. */
     st = ht_sh(NULL, "%s --socket '%s/nobody.sock' status >/dev/null 2>&1", ctl, d->dir);
     CHECK(st == 3, "cannot connect should exit 3, got %d", st);
@@ -131,6 +217,29 @@ static void cli(const ht_daemon *d, const char *key)
     /* Cache administration on the live database (WAL lets hidetctl read beside the daemon). */
     st = ht_sh(&out, "%s --cache '%s' cache ls", ctl, d->cache);
     CHECK(st == 0 && strstr(out, "matmul") && strstr(out, "softmax"), "cache ls: %d\n%s", st, out);
+    free(out);
+    /* Which database, without --cache: $HIDETD_CACHE, else the running daemon's (its
+     * /v1/status names it), ahead of the system's and the user default. */
+    st = ht_sh(&out, "HIDETD_SOCKET='%s' %s cache ls", d->socket, ctl);
+    CHECK(st == 0 && strstr(out, "softmax"), "cache ls via /v1/status: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "HIDETD_CACHE='%s/none.db' %s --socket '%s' cache ls 2>&1", d->dir, ctl,
+               d->socket);
+    CHECK(st == 4 && strstr(out, "none.db") && strstr(out, "$HIDETD_CACHE"),
+          "$HIDETD_CACHE before the daemon's: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "HIDETD_CACHE='%s/none.db' %s --cache '%s' cache ls", d->dir, ctl, d->cache);
+    CHECK(st == 0 && strstr(out, "softmax"), "--cache before $HIDETD_CACHE: %d\n%s", st, out);
+    free(out);
+    st = ht_sh(&out, "HIDETD_CACHE='%s' %s --socket '%s/nobody.sock' cache ls", d->cache, ctl,
+               d->dir);
+    CHECK(st == 0 && strstr(out, "softmax"), "$HIDETD_CACHE without a daemon: %d\n%s", st, out);
+    free(out);
+    /* No daemon, no variable: the user default (in a HOME of the test's own), named. */
+    st = ht_sh(&out, "env -u HIDETD_CACHE -u XDG_CACHE_HOME HOME='%s' %s --socket "
+               "'%s/nobody.sock' cache ls 2>&1", d->dir, ctl, d->dir);
+    CHECK((st == 4 && strstr(out, "/.cache/hidetd/kernels.db") && strstr(out, "no daemon")) ||
+          access("/var/lib/hidetd/kernels.db", F_OK) == 0, "user default: %d\n%s", st, out);
     free(out);
     st = ht_sh(&out, "%s --cache '%s' cache verify", ctl, d->cache);
     CHECK(st == 0, "cache verify: %d\n%s", st, out);
@@ -149,6 +258,107 @@ static void cli(const ht_daemon *d, const char *key)
     (void)key;
 }
 
+/* One default address everywhere: with only $HIDETD_SOCKET set, the daemon listens there, and
+ * hidetctl and the C library given no address find it; with no daemon, hidetctl's message names
+ * the socket it tried and says how to start hidetd. */
+static void default_address(void)
+{
+    ht_daemon d;
+    char *out = NULL;
+    ht_init(&d);
+    /* The harness passes --socket; this daemon must take the variable instead. */
+    snprintf(d.socket, sizeof(d.socket), "%s/by-env/h.sock", d.dir);
+    setenv("HIDETD_SOCKET", d.socket, 1);
+    int st = ht_sh(&out, "%s status 2>&1", ctl);
+    CHECK(st == 3 && strstr(out, d.socket) && strstr(out, "Is hidetd running?") &&
+          strstr(out, "scripts/run.sh") && strstr(out, "$HIDETD_SOCKET") &&
+          !strstr(out, "port 80"), "no daemon: %d\n%s", st, out);
+    free(out);
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(d.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(fd, 2);
+        dup2(fd, 1);
+        execl(getenv("HIDETD_BIN"), "hidetd", "--cache", d.cache, "--workers", "standin",
+              (char *)NULL);
+        _exit(127);
+    }
+    d.pid = pid;
+    /* Its socket's directory did not exist: the daemon makes it. */
+    for (int i = 0; i < 200 && access(d.socket, F_OK) != 0; i++) {
+        struct timespec ts = {0, 50000000L};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(access(d.socket, F_OK) == 0, "hidetd did not listen on $HIDETD_SOCKET %s", d.socket);
+    st = ht_sh(&out, "%s status", ctl);
+    CHECK(st == 0 && strstr(out, "Stand-in"), "hidetctl via $HIDETD_SOCKET: %d\n%s", st, out);
+    free(out);
+    hidet_client *c = NULL;
+    hidet_error err = {0};
+    char *body = NULL;
+    CHECK(hidet_client_open(NULL, NULL, &c, &err) == 0, "open default: %s", err.message);
+    CHECK(c && hidet_get(c, "/healthz", &body, NULL, &err) == 0, "library via $HIDETD_SOCKET: %s",
+          err.message);
+    free(body);
+    hidet_client_free(c);
+    unsetenv("HIDETD_SOCKET");
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    ht_cleanup(&d);
+}
+
+/* clients/python/hidetd_unix.py's default_address() and libhidet-client's agree, rule by rule. */
+static void python_agrees(void)
+{
+    char dir[] = "/tmp/hidet-pyaddr-XXXXXX", sock[64];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(sock, sizeof(sock), "%s/hidetd.sock", dir);
+    struct { const char *hidetd_socket, *runtime, *cache_home, *home; bool make_sock; } cases[] = {
+        {"unix:/x/y.sock", dir, NULL, "/h", false},
+        {NULL, dir, NULL, "/h", false},
+        {NULL, dir, NULL, "/h", true},
+        {NULL, NULL, "/c", "/h", false},
+        {NULL, "relative", NULL, "/h", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *names[] = {"HIDETD_SOCKET", "XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "HOME"};
+        const char *vals[] = {cases[i].hidetd_socket, cases[i].runtime, cases[i].cache_home,
+                              cases[i].home};
+        char envs[512] = "";
+        for (int k = 0; k < 4; k++) {
+            if (vals[k]) {
+                setenv(names[k], vals[k], 1);
+                size_t n = strlen(envs);
+                snprintf(envs + n, sizeof(envs) - n, " %s='%s'", names[k], vals[k]);
+            } else {
+                unsetenv(names[k]);
+            }
+        }
+        if (cases[i].make_sock)
+            ht_write_file(sock, "", 0);
+        char *c_addr = NULL, *py = NULL;
+        CHECK(hidet_default_address(&c_addr) == 0, "hidet_default_address");
+        int st = ht_sh(&py, "env -i%s PYTHONPATH='%s/clients/python' python3 -c "
+                       "'import hidetd_unix; print(hidetd_unix.default_address())'", envs,
+                       getenv("HIDETD_SRC"));
+        size_t n = py ? strlen(py) : 0;
+        if (n && py[n - 1] == '\n')
+            py[n - 1] = '\0';
+        CHECK(st == 0 && c_addr && py && !strcmp(c_addr, py), "case %zu:%s: C %s, Python %s", i,
+              envs, c_addr ? c_addr : "?", py ? py : "?");
+        free(c_addr);
+        free(py);
+        unlink(sock);
+    }
+    unsetenv("HIDETD_SOCKET");
+    unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("XDG_CACHE_HOME");
+    rmdir(dir);
+}
+
 int main(void)
 {
     snprintf(ctl, sizeof(ctl), "%s", getenv("HIDETCTL_BIN") ? getenv("HIDETCTL_BIN") : "hidetctl");
@@ -159,6 +369,13 @@ int main(void)
     ht_sh(NULL, "mkdir -p '%s'", state_dir);
     setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
     unsetenv("HIDETD_STANDIN_FAULTS");
+    /* Both change the environment; the daemons below get explicit paths. */
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    python_agrees();
+    default_address();
+    if (home)
+        setenv("HOME", home, 1);
+    free(home);
     ht_arg(&d, "--workers");
     ht_arg(&d, "standin");
     if (ht_start(&d) != 0)

@@ -97,9 +97,12 @@ int main(void)
     struct { const char *arch; int sm; const char *tune; int m; } cases[] = {
         {"sm_90", 90, "model", 128}, {"sm_80", 80, "model", 128}, {"sm_90", 90, "none", 192},
         {"sm_90a", 90, "model", 128},
+        /* Blackwell through the mma.sync path: NVRTC compiles, ptxas accepts, cuobjdump reads. */
+        {"sm_100", 100, "model", 128}, {"sm_120", 120, "model", 128},
     };
-    char *keys[4] = {0};
-    for (int i = 0; i < 4; i++) {
+    enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
+    char *keys[N_CASES] = {0};
+    for (int i = 0; i < N_CASES; i++) {
         snprintf(body, sizeof(body), MATMUL_REQ, cases[i].m, cases[i].arch, cases[i].tune);
         ht_resp r = ht_post(&d, "/v1/kernels", body);
         keys[i] = check_kernel_set(&r, cases[i].arch, false);
@@ -116,6 +119,8 @@ int main(void)
     }
     CHECK(keys[0] && keys[1] && strcmp(keys[0], keys[1]), "sm_80 and sm_90 share a key");
     CHECK(keys[0] && keys[3] && strcmp(keys[0], keys[3]), "sm_90a and sm_90 share a key");
+    CHECK(keys[4] && keys[5] && strcmp(keys[4], keys[5]) && strcmp(keys[0], keys[4]),
+          "sm_100, sm_120 and sm_90 share a key");
 
     /* The same op spelled differently (aliases, key order, explicit defaults) is the same entry. */
     ht_resp r = ht_post(&d, "/v1/kernels",
@@ -169,7 +174,7 @@ int main(void)
     ht_resp_free(&r);
 
     CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_CASES; i++)
         free(keys[i]);
     ht_cleanup(&d);
     return ht_finish("it_kernels");

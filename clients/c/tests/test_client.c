@@ -32,6 +32,9 @@ static void test_address(void)
     CHECK(hidet_address_parse("/tmp/h.sock", &a) == 0 && a.kind == HIDET_ADDRESS_UNIX &&
           strcmp(a.socket_path, "/tmp/h.sock") == 0);
     CHECK(hidet_address_parse("./h.sock", &a) == 0 && strcmp(a.socket_path, "./h.sock") == 0);
+    /* A bare file name is a path in the working directory, as it is to hidetd --socket. */
+    CHECK(hidet_address_parse("hidetd.sock", &a) == 0 && a.kind == HIDET_ADDRESS_UNIX &&
+          strcmp(a.socket_path, "hidetd.sock") == 0);
     CHECK(hidet_address_parse("http://127.0.0.1:8734", &a) == 0);
     CHECK(a.kind == HIDET_ADDRESS_HTTP && strcmp(a.base_url, "http://127.0.0.1:8734") == 0);
     CHECK(hidet_address_parse("http://tuner:80/", &a) == 0 &&
@@ -43,7 +46,7 @@ static void test_address(void)
     memset(&a, 0x5a, sizeof(a));
     CHECK(hidet_address_parse("", &a) == -EINVAL);
     CHECK(hidet_address_parse(NULL, &a) == -EINVAL);
-    CHECK(hidet_address_parse("hidetd.sock", &a) == -EINVAL);
+    CHECK(hidet_address_parse("localhost:8734", &a) == -EINVAL);
     CHECK(hidet_address_parse("ftp://host/x", &a) == -EINVAL);
     CHECK(hidet_address_parse("http://", &a) == -EINVAL);
     CHECK(hidet_address_parse("http://:80", &a) == -EINVAL);
@@ -436,14 +439,74 @@ static void test_transport(void)
     hidet_client_free(c);
     CHECK(hidet_client_free(NULL) == NULL);
 
-    CHECK(hidet_client_open("nonsense", NULL, &c, &e) == -EINVAL && e.message[0]);
+    CHECK(hidet_client_open("nonsense:1", NULL, &c, &e) == -EINVAL && e.message[0]);
     unlink(path);
     rmdir(dir);
+}
+
+/* hidet_default_address(): each rule of client.h in turn, with files made in a temporary dir. */
+static void test_default_address(void)
+{
+    char dir[] = "/tmp/hidet-default-XXXXXX", path[128], *a = NULL;
+    bool system = access("/run/hidetd/hidetd.sock", F_OK) == 0;
+
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(hidet_default_address(NULL) == -EINVAL);
+    setenv("HIDETD_SOCKET", "unix:/x/y.sock", 1);
+    setenv("XDG_RUNTIME_DIR", dir, 1);
+    CHECK(hidet_default_address(&a) == 0 && strcmp(a, "unix:/x/y.sock") == 0);
+    free(a);
+    /* An empty variable counts as unset. */
+    setenv("HIDETD_SOCKET", "", 1);
+    snprintf(path, sizeof(path), "%s/hidetd.sock", dir);
+    CHECK(hidet_default_address(&a) == 0 && strcmp(a, system ? "/run/hidetd/hidetd.sock" : path) == 0);
+    free(a);
+    /* The user's socket, once it exists, wins over the system one. */
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    CHECK(hidet_default_address(&a) == 0 && strcmp(a, path) == 0);
+    free(a);
+    unlink(path);
+    /* No runtime dir: the cache directory (a relative XDG_RUNTIME_DIR is not one). */
+    setenv("XDG_RUNTIME_DIR", "relative", 1);
+    setenv("XDG_CACHE_HOME", "/c", 1);
+    if (!system) {
+        CHECK(hidet_default_address(&a) == 0 && strcmp(a, "/c/hidetd/hidetd.sock") == 0);
+        free(a);
+        unsetenv("XDG_CACHE_HOME");
+        setenv("HOME", "/home/u", 1);
+        CHECK(hidet_default_address(&a) == 0 && strcmp(a, "/home/u/.cache/hidetd/hidetd.sock") == 0);
+        free(a);
+    }
+    unsetenv("HIDETD_SOCKET");
+    unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("XDG_CACHE_HOME");
+    rmdir(dir);
+
+    /* A client opened without an address uses it; a failed connect names the path, the rule
+     * and how to start hidetd, not curl's "localhost port 80". */
+    snprintf(path, sizeof(path), "%s/nothing.sock", dir);
+    setenv("HIDETD_SOCKET", path, 1);
+    hidet_client *c = NULL;
+    hidet_error err;
+    char *body = NULL;
+    CHECK(hidet_client_open(NULL, NULL, &c, &err) == 0);
+    CHECK(hidet_get(c, "/healthz", &body, NULL, &err) == -ECONNREFUSED);
+    CHECK(strstr(err.message, path) && strstr(err.message, "no such socket") &&
+          strstr(err.message, "$HIDETD_SOCKET") && strstr(err.message, "scripts/run.sh") &&
+          !strstr(err.message, "port 80"));
+    if (failures)
+        fprintf(stderr, "message: %s\n", err.message);
+    hidet_client_free(c);
+    unsetenv("HIDETD_SOCKET");
 }
 
 int main(void)
 {
     test_address();
+    test_default_address();
     test_builder();
     test_parse_set();
     test_parse_job();

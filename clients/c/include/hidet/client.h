@@ -48,7 +48,7 @@ typedef struct hidet_error {
 /* ---- addresses ---------------------------------------------------------------------------- */
 
 typedef enum {
-    HIDET_ADDRESS_UNIX = 0, /* "unix:/run/hidetd.sock", "/run/hidetd.sock", "./hidetd.sock" */
+    HIDET_ADDRESS_UNIX = 0, /* "unix:/run/hidetd.sock", "/run/hidetd.sock", "hidetd.sock" */
     HIDET_ADDRESS_HTTP,     /* "http://127.0.0.1:8734", "https://tuner.example:443/prefix" */
 } hidet_address_kind;
 
@@ -59,15 +59,32 @@ typedef struct hidet_address {
                             * "http://localhost" for UNIX */
 } hidet_address;
 
-/* Parses an address string; -EINVAL when it is none of the forms above (or too long). */
+/* Parses an address string; -EINVAL when it is none of the forms above (or too long). A path
+ * without '/' ("hidetd.sock") is relative to the working directory; "host:port" without
+ * "http://" is refused. */
 HIDET_EXPORT int hidet_address_parse(const char *address, hidet_address *ret);
+
+/* The address to use when the caller names none, the same for every hidetd client (hidetctl,
+ * this library, the Python helper), first match wins:
+ *   1. $HIDETD_SOCKET, as given (a socket path, "unix:PATH" or "http://host:port");
+ *   2. $XDG_RUNTIME_DIR/hidetd.sock when that file exists (a user's hidetd);
+ *   3. /run/hidetd/hidetd.sock when that exists (the system service, deploy/hidetd.socket);
+ *   4. $XDG_RUNTIME_DIR/hidetd.sock when XDG_RUNTIME_DIR is set, else
+ *      $XDG_CACHE_HOME/hidetd/hidetd.sock, else ~/.cache/hidetd/hidetd.sock (else, with no
+ *      HOME either, ./hidetd.sock).
+ * Rule 4 is also where hidetd listens when started without --socket, so a daemon started by hand
+ * or by scripts/run.sh is found without configuration. *ret (malloc'd, released with free())
+ * is the address; 0, or -EINVAL (ret NULL) or -ENOMEM. hidet_client_open() with a NULL address
+ * uses it, and a failed connect then says which rule chose the address. */
+HIDET_EXPORT int hidet_default_address(char **ret);
 
 /* ---- client ------------------------------------------------------------------------------- */
 
 typedef struct hidet_client hidet_client;
 
-/* Creates a client for address; token (may be NULL) is sent as "Authorization: Bearer ...".
- * Nothing is connected yet: the first request connects. */
+/* Creates a client for address (NULL: hidet_default_address()); token (may be NULL) is sent as
+ * "Authorization: Bearer ...". Nothing is connected yet: the first request connects; when it
+ * cannot, err->message names the address tried and how to start hidetd. */
 HIDET_EXPORT int hidet_client_open(const char *address, const char *token, hidet_client **ret,
                                    hidet_error *err);
 HIDET_EXPORT hidet_client *hidet_client_free(hidet_client *c);
