@@ -946,7 +946,10 @@ static char *client_address(const opts *o)
 {
     if (o->url)
         return strdup(o->url);
-    return o->socket ? strdup(o->socket) : default_socket();
+    if (o->socket)
+        return strdup(o->socket);
+    char *addr = NULL;
+    return hidet_default_address(&addr) == 0 ? addr : NULL;
 }
 
 /* The daemon could not be reached: say where it was looked for. */
