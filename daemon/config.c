@@ -356,6 +356,7 @@ int hd_config_init(hd_config *c)
      * of kernels (a few tens of KiB each) and is pruned least recently used first. */
     c->cache_max_size = HD_DEFAULT_CACHE_MAX_SIZE;
     c->default_mode = TUNER_TUNE_MODEL;
+    c->default_arch = (hd_arch_choice){.native = true, .target = tuner_target_of(TUNER_TARGET_SM90)};
     c->budget_seconds = 60;
     c->budget_candidates = 128;
     c->fused_retime_top = 5;
@@ -441,6 +442,7 @@ typedef enum {
     K_BOOL,
     K_LEVEL,
     K_TUNE,
+    K_ARCH,     /* "native" or a target name */
     K_WORKERS,
     K_AUTH,     /* "token" (true) or "none" (false) */
 } key_type;
@@ -475,6 +477,7 @@ static const key_def keys[] = {
     { "cache", "path", K_PATH, O(cache_path), false, 0, 0, false, "a database path" },
     { "cache", "max_size", K_SIZE, O(cache_max_size), true, 0, 4611686018427387904.0, false, "a size, e.g. 10GiB (0: unlimited)" },
     { "tuning", "default_mode", K_TUNE, O(default_mode), true, 0, 0, false, "none, model or measure" },
+    { "tuning", "default_arch", K_ARCH, O(default_arch), true, 0, 0, false, "native or an arch such as sm_90" },
     { "tuning", "budget_seconds", K_DUR, O(budget_seconds), true, 0, 86400, true, "a duration > 0, e.g. 60s" },
     { "tuning", "budget_candidates", K_INT, O(budget_candidates), true, 1, 100000, false, "an integer 1..100000" },
     { "tuning", "fused_retime_top", K_INT, O(fused_retime_top), true, 0, 1000, false, "an integer 0..1000" },
@@ -565,6 +568,18 @@ static int key_apply(hd_config *c, const key_def *k, const char *v)
         return hd_log_level_parse(v, (hd_log_level *)slot);
     case K_TUNE:
         return tuner_tune_parse(v, (tuner_tune_mode *)slot);
+    case K_ARCH: {
+        hd_arch_choice *a = slot;
+        if (strcmp(v, "native") == 0) {
+            a->native = true;
+            a->target = tuner_target_of(TUNER_TARGET_SM90);
+            return 0;
+        }
+        if (tuner_target_parse(v, &a->target) < 0)
+            return -EINVAL;
+        a->native = false;
+        return 0;
+    }
     case K_WORKERS:
         return parse_workers_mode(v, (hd_workers_mode *)slot);
     case K_AUTH:
@@ -604,6 +619,11 @@ static bool key_equal(const hd_config *a, const hd_config *b, const key_def *k)
         return *(const hd_log_level *)pa == *(const hd_log_level *)pb;
     case K_TUNE:
         return *(const tuner_tune_mode *)pa == *(const tuner_tune_mode *)pb;
+    case K_ARCH: {
+        const hd_arch_choice *x = (const void *)pa, *y = (const void *)pb;
+        return x->native == y->native && x->target.sm == y->target.sm &&
+               x->target.arch_specific == y->target.arch_specific;
+    }
     case K_WORKERS:
         return *(const hd_workers_mode *)pa == *(const hd_workers_mode *)pb;
     }
@@ -678,6 +698,9 @@ int hd_config_keep_restart_keys(hd_config *c, const hd_config *running)
             break;
         case K_TUNE:
             memcpy(dst, src, sizeof(tuner_tune_mode));
+            break;
+        case K_ARCH:
+            memcpy(dst, src, sizeof(hd_arch_choice));
             break;
         case K_WORKERS:
             memcpy(dst, src, sizeof(hd_workers_mode));

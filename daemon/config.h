@@ -36,6 +36,7 @@
  * | [cache]    | path                 | path     | $XDG_CACHE_HOME/hidetd/kernels.db, else ~/.cache/hidetd/kernels.db | restart |
  * | [cache]    | max_size             | size     | 10GiB (0: unlimited; LRU-pruned hourly)  | live      |
  * | [tuning]   | default_mode         | none|model|measure | model (when a request has no "tune") | live |
+ * | [tuning]   | default_arch         | native|sm_XX[a] | native (the GPU's exact target; sm_90 without a GPU) | live |
  * | [tuning]   | budget_seconds       | duration | 60s                                      | live      |
  * | [tuning]   | budget_candidates    | integer  | 128                                      | live      |
  * | [tuning]   | fused_retime_top     | integer  | 5                                        | live      |
@@ -90,6 +91,13 @@ typedef enum {
     HD_WORKERS_PATH,     /* an explicit binary: workers_path */
 } hd_workers_mode;
 
+/* [tuning] default_arch: "native" (the GPU worker's exact target when one is present, else
+ * sm_90) or a target. */
+typedef struct hd_arch_choice {
+    bool native;
+    tuner_target target; /* when !native; also the fallback of native without a GPU */
+} hd_arch_choice;
+
 typedef struct hd_config {
     /* [server] */
     char *socket;           /* never NULL after hd_config_init */
@@ -109,6 +117,7 @@ typedef struct hd_config {
     uint64_t cache_max_size; /* 0: unlimited; default HD_DEFAULT_CACHE_MAX_SIZE */
     /* [tuning] */
     tuner_tune_mode default_mode;
+    hd_arch_choice default_arch;
     double budget_seconds;
     int budget_candidates;
     int fused_retime_top;

@@ -73,6 +73,8 @@ static void resolve_config_from(const hd_config *c, resolve_config *ret)
 {
     resolve_config_defaults(ret);
     ret->default_mode = c->default_mode;
+    ret->default_arch_native = c->default_arch.native;
+    ret->default_target = c->default_arch.target;
     ret->on_quarantine = on_quarantine;
 }
 

@@ -298,6 +298,13 @@ static void handle_spaces(proto_request *req, hd_daemon *d)
                       perr.message, perr.field);
         return;
     }
+    resolve_error rerr;
+    if (resolve_pick_target(d->resolver, sw->kr.arch_given, sw->kr.arch_native, &sw->kr.target,
+                            &sw->kr.target, &rerr) < 0) {
+        free(sw);
+        respond_error(req, rerr.status, rerr.code, rerr.message, rerr.field);
+        return;
+    }
     sw->req = req;
     sw->work.data = sw;
     r = uv_queue_work(d->loop, &sw->work, space_run, space_done);

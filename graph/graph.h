@@ -96,7 +96,8 @@ typedef struct graph {
 /* What a request asked for beyond the graph. */
 typedef struct graph_request {
     graph g;
-    tuner_target target;  /* default sm_90 */
+    tuner_target target;  /* default sm_90; meaningless when arch_native */
+    bool arch_given, arch_native; /* as proto_kernel_request's */
     tuner_tune_mode tune; /* default model */
     bool tune_given;
     bool wait;            /* default true */

@@ -497,9 +497,13 @@ static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
         if (!cJSON_IsString(v) || !v->valuestring)
             return type_error(e, "arch", "a string");
-        if (tuner_target_parse(v->valuestring, &rq->target) < 0) {
+        rq->arch_given = true;
+        if (strcmp(v->valuestring, "native") == 0) {
+            rq->arch_native = true;
+        } else if (tuner_target_parse(v->valuestring, &rq->target) < 0) {
             char names[128];
-            return graph__fail(e, 422, "unknown_arch", "arch", "unknown arch \"%.32s\" (%s)",
+            return graph__fail(e, 422, "invalid_field", "arch",
+                               "unsupported arch \"%.32s\" (%s, or native: the daemon's GPU)",
                                v->valuestring, tuner_target_names(names, sizeof(names)));
         }
     }

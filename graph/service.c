@@ -382,6 +382,12 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
     }
     if (!rq.tune_given)
         rq.tune = resolve_default_mode(gs->r);
+    if (resolve_pick_target(gs->r, rq.arch_given, rq.arch_native, &rq.target, &rq.target,
+                            &ret->error) < 0) {
+        ret->state = RESOLVE_FAILED;
+        graph_request_free(&rq);
+        return;
+    }
     graph_wait *w = calloc(1, sizeof(*w));
     plan_entry *entry = w ? plan_for(gs, &rq, &pe) : NULL;
     if (!entry) {

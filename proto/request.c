@@ -1187,9 +1187,13 @@ static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
         if ((r = json_string(v, "arch", &s, e)) < 0)
             return r;
-        if (tuner_target_parse(s, &req->target) < 0) {
+        req->arch_given = true;
+        if (strcmp(s, "native") == 0)
+            req->arch_native = true;
+        else if (tuner_target_parse(s, &req->target) < 0) {
             char archs[128];
-            return fail(e, 422, "invalid_field", "arch", "unsupported arch \"%.32s\" (%s)", s,
+            return fail(e, 422, "invalid_field", "arch",
+                        "unsupported arch \"%.32s\" (%s, or native: the daemon's GPU)", s,
                         tuner_target_names(archs, sizeof(archs)));
         }
     }

@@ -31,7 +31,10 @@ enum { PROTO_PRIO_BLOCKING = 0, PROTO_PRIO_NORMAL = 1, PROTO_PRIO_BACKGROUND = 2
 /* A validated kernel request. */
 typedef struct proto_kernel_request {
     tuner_op op;
-    tuner_target target;  /* default sm_90 */
+    tuner_target target;  /* default sm_90; meaningless when arch_native */
+    bool arch_given;      /* the body named "arch" (else the daemon's default_arch applies) */
+    bool arch_native;     /* "arch": "native": the exact target of the daemon's GPU, which the
+                           * resolver decides (resolve_pick_target) */
     tuner_tune_mode tune; /* default TUNER_TUNE_MODEL */
     bool tune_given;      /* the body named "tune" (else the daemon's default_mode may apply) */
     bool wait;            /* default true */

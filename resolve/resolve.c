@@ -70,6 +70,7 @@ void resolve_config_defaults(resolve_config *c)
 {
     memset(c, 0, sizeof(*c));
     c->default_mode = TUNER_TUNE_MODEL;
+    c->default_target = tuner_target_of(TUNER_TARGET_SM90);
     c->memory_entries = RESOLVE_MEMORY_ENTRIES;
     c->memory_bytes = RESOLVE_MEMORY_BYTES;
     c->data_version_ms = RESOLVE_DATA_VERSION_MS;
@@ -611,6 +612,11 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
     }
     if (!kr.tune_given)
         kr.tune = r->cfg.default_mode;
+    if (resolve_pick_target(r, kr.arch_given, kr.arch_native, &kr.target, &kr.target,
+                            &ret->error) < 0) {
+        ret->state = RESOLVE_FAILED;
+        return;
+    }
     resolve_request rq = {
         .op = &kr.op,
         .target = kr.target,
@@ -767,10 +773,54 @@ void resolve_reconfigure(resolver *r, const resolve_config *cfg)
     if (!r || !cfg)
         return;
     r->cfg.default_mode = cfg->default_mode;
+    r->cfg.default_arch_native = cfg->default_arch_native;
+    r->cfg.default_target = cfg->default_target;
     r->cfg.data_version_ms = cfg->data_version_ms;
     r->cfg.on_quarantine = cfg->on_quarantine;
     r->cfg.udata = cfg->udata;
     kc_mem_clear(r->memo);
+}
+
+/* The exact target of the first probed GPU; -ENODEV without one. The probe's list does not
+ * change while the daemon runs (a GPU out of service stays in it), so neither does this, and
+ * a memoised body keeps meaning the same target. */
+static int native_target(const resolver *r, tuner_target *ret)
+{
+    const gw_device_info *devs = NULL;
+    size_t n = r->pool ? gw_pool_devices(r->pool, &devs) : 0;
+    if (n == 0 || !devs || devs[0].sm <= 0)
+        return -ENODEV;
+    tuner_target t = {.sm = devs[0].sm, .arch_specific = true};
+    if (tuner_target_id_of(&t) < 0)
+        t.arch_specific = false; /* no "a" target for it (sm_80, sm_86, sm_89) */
+    if (tuner_target_id_of(&t) < 0)
+        return -ENODEV;          /* a GPU newer than op/'s list of targets */
+    *ret = t;
+    return 0;
+}
+
+int resolve_pick_target(const resolver *r, bool arch_given, bool arch_native,
+                        const tuner_target *given, tuner_target *ret, resolve_error *err)
+{
+    if (arch_given && !arch_native) {
+        *ret = *given;
+        return 0;
+    }
+    if (native_target(r, ret) == 0)
+        if (arch_native || r->cfg.default_arch_native)
+            return 0;
+    if (!arch_native) {
+        *ret = r->cfg.default_target;
+        return 0;
+    }
+    memset(err, 0, sizeof(*err));
+    err->status = 503;
+    snprintf(err->code, sizeof(err->code), "no_gpu");
+    snprintf(err->message, sizeof(err->message),
+             "arch \"native\" is the target of this daemon's GPU, and it has no GPU worker (or a "
+             "GPU no target supports); name an arch such as sm_90");
+    snprintf(err->field, sizeof(err->field), "arch");
+    return -ENODEV;
 }
 
 tuner_tune_mode resolve_default_mode(const resolver *r)

@@ -140,6 +140,10 @@ typedef struct resolve_remote {
 
 typedef struct resolve_config {
     tuner_tune_mode default_mode; /* for a request that names no "tune" */
+    /* For a request that names no "arch": the GPU's own target when default_arch_native and a
+     * GPU worker is present, else default_target. */
+    bool default_arch_native;
+    tuner_target default_target;
     size_t memory_entries;        /* answers kept in memory (and request bodies memoised) */
     size_t memory_bytes;          /* bytes of answers kept in memory */
     unsigned data_version_ms;     /* how often at most the hit path asks SQLite whether another
@@ -164,6 +168,13 @@ void resolve_free(resolver *r);
 void resolve_set_remote(resolver *r, const resolve_remote *remote);
 /* New options on reload: a different default mode changes what a body means, so the memo goes. */
 void resolve_reconfigure(resolver *r, const resolve_config *cfg);
+/* The target a request compiles for. "native" (arch_native) is the exact target of the
+ * daemon's GPU: its compute capability, with the "a" suffix where op/ has that target (sm_90a
+ * on an H100 or H200), from the first GPU the worker pool probed. A request without "arch"
+ * gets the configured default (native when a GPU is present, else default_target). 0, or
+ * -ENODEV with *err filled (503 no_gpu) for "native" on a daemon without a GPU. */
+int resolve_pick_target(const resolver *r, bool arch_given, bool arch_native,
+                        const tuner_target *given, tuner_target *ret, resolve_error *err);
 /* The tune mode of a request that names none (resolve_config.default_mode). */
 tuner_tune_mode resolve_default_mode(const resolver *r);
 /* New jobs are refused (503 shutting_down) from now on. */
