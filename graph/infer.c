@@ -229,10 +229,13 @@ static int check_attr_keys(const graph *g, int i, const cJSON *attrs, const char
             ok = strcmp(c->string, *a) == 0;
         char field[96];
         snprintf(field, sizeof(field), "nodes[%d].attrs.%.40s", ci, c->string);
-        if (!ok)
+        if (!ok) {
+            const char *near = proto_closest_name(c->string, allowed);
             return graph__fail(e, 400, "invalid_field", field,
-                               "node \"%s\": unknown attribute \"%.40s\"", g->nodes[i].name,
-                               c->string);
+                               "node \"%s\": unknown attribute \"%.40s\"%s%s%s", g->nodes[i].name,
+                               c->string, near ? "; did you mean \"" : "", near ? near : "",
+                               near ? "\"?" : "");
+        }
         for (const cJSON *p = attrs->child; p != c; p = p->next)
             if (strcmp(p->string, c->string) == 0)
                 return graph__fail(e, 400, "invalid_field", field, "duplicate attribute \"%.40s\"",

@@ -43,9 +43,12 @@ static int check_keys(const cJSON *obj, const char *const *allowed, const char *
         for (const char *const *a = allowed; *a && !ok; a++)
             ok = strcmp(c->string, *a) == 0;
         snprintf(field, sizeof(field), "%.60s%s%.30s", path, path[0] ? "." : "", c->string);
-        if (!ok)
-            return graph__fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"",
-                               c->string);
+        if (!ok) {
+            const char *near = proto_closest_name(c->string, allowed);
+            return graph__fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"%s%s%s",
+                               c->string, near ? "; did you mean \"" : "", near ? near : "",
+                               near ? "\"?" : "");
+        }
         for (const cJSON *p = obj->child; p != c; p = p->next)
             if (strcmp(p->string, c->string) == 0)
                 return graph__fail(e, 400, "invalid_field", field, "duplicate field \"%.64s\"",
@@ -226,10 +229,12 @@ static int node_class(const char *op, graph_node *n)
     return -1;
 }
 
-static const char *const known_ops_text =
-    "matmul, conv2d, softmax, layernorm, rmsnorm, reduce, copy, concat; add, sub, mul, div, max, "
-    "min, relu, gelu, silu, sigmoid, tanh, exp, neg, abs, square, sqrt, rsqrt, scale, shift, cast; "
-    "reshape, transpose, slice, batchnorm";
+/* Every op a node may name, for the errors' lists and suggestions. */
+static const char *const known_ops[] = {
+    "matmul", "conv2d", "softmax", "layernorm", "rmsnorm", "reduce", "copy", "concat", "add",
+    "sub", "mul", "div", "max", "min", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "neg",
+    "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "reshape", "transpose", "slice",
+    "batchnorm", NULL};
 
 /* ---- the parse -------------------------------------------------------------------------------- */
 
@@ -315,9 +320,20 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
         return type_error(c->e, field, "given");
     if (!cJSON_IsString(opv) || !opv->valuestring)
         return type_error(c->e, field, "a string");
-    if (node_class(opv->valuestring, n) < 0)
-        return graph__fail(c->e, 422, "unknown_op", field, "unknown op \"%.32s\"; known: %s",
-                           opv->valuestring, known_ops_text);
+    if (node_class(opv->valuestring, n) < 0) {
+        const char *near = proto_closest_name(opv->valuestring, known_ops);
+        if (near)
+            return graph__fail(c->e, 422, "unknown_op", field,
+                               "unknown op \"%.32s\"; did you mean \"%s\"?", opv->valuestring,
+                               near);
+        char list[320];
+        size_t len = 0;
+        for (int k = 0; known_ops[k] && len < sizeof(list); k++)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "",
+                                    known_ops[k]);
+        return graph__fail(c->e, 422, "unknown_op", field, "unknown op \"%.32s\" (known: %s)",
+                           opv->valuestring, list);
+    }
 
     const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(o, "attrs");
     snprintf(field, sizeof(field), "%s.attrs", path);

@@ -113,9 +113,7 @@ static size_t edit_distance(const char *a, const char *b, size_t cap)
     return row[lb];
 }
 
-/* The known name closest to s, when it is close enough to be a slip of the keyboard (one edit in
- * a short name, two in a longer one, three past six letters), else NULL. */
-static const char *closest_name(const char *s, const char *const *known)
+const char *proto_closest_name(const char *s, const char *const *known)
 {
     size_t len = strnlen(s, 64), cap = len <= 3 ? 1 : len <= 6 ? 2 : 3, best_d = cap + 1;
     const char *best = NULL;
@@ -146,7 +144,7 @@ static int check_keys(const cJSON *obj, const char *const *allowed, const char *
         }
         snprintf(field, sizeof(field), "%.40s%s%.40s", path, path[0] ? "." : "", c->string);
         if (!ok) {
-            const char *near = closest_name(c->string, allowed);
+            const char *near = proto_closest_name(c->string, allowed);
             return fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"%s%s%s",
                         c->string, near ? "; did you mean \"" : "", near ? near : "",
                         near ? "\"?" : "");

@@ -62,6 +62,11 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
 /* The canonical JSON of a parsed op and its fusion anchor are tuner_op_canonical_json() and
  * tuner_op_strip_fusion() (op/op.h): the scheduler keys on the same form. */
 
+/* The name in known (NULL-terminated) closest to s, when it is close enough to be a slip of the
+ * keyboard (edit distance, case ignored: one edit in a name of up to 3 letters, two up to 6,
+ * three beyond), else NULL. For "did you mean" in errors about unknown names. */
+const char *proto_closest_name(const char *s, const char *const *known);
+
 /* {"error":{"code":CODE,"message":MESSAGE,"field":FIELD}} with proper escaping; NULL message or
  * field are written as "". Messages and fields quote client text (op names, keys, arch strings,
  * truncated with %.40s), so every byte that is not part of well-formed UTF-8 is written as the

@@ -217,6 +217,17 @@ static void test_errors(void)
                  "\"outputs\":[\"a\"]}}",
                  400, "nodes[0].attrs.alpha", NULL);
     expect_error("not json", 400, "", "malformed");
+    /* Slips of the keyboard get a suggestion. */
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"transpos\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].op", "did you mean \"transpose\"");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"scale\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"valeu\":2}}],"
+                 "\"outputs\":[\"a\"]}}",
+                 400, "nodes[0].attrs.valeu", "did you mean \"value\"");
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
+                 "{\"op\":\"relu\",\"inputs\":[\"x\"],\"output\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 400, "nodes[0].output", "did you mean \"outputs\"");
 }
 
 /* matmul(x, transpose(w)) reads w with trans_b: one kernel, no transpose. A reshape is a view. */
