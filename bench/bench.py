@@ -228,6 +228,39 @@ def conv_case(name, n, c, h, w, kout, r, stride=1, pad=None, dt="f16", target=0.
                 flops=flops, target=target, nbytes=(n * h * w * c + n * p * q * kout) * 2)
 
 
+def dwconv_case(n, c, h, stride, dt="f16", target=0.9):
+    """A depthwise 3x3 conv (groups = C) as in MobileNetV2, NHWC against cuDNN on channels_last."""
+    r, pad = 3, 1
+    p = (h + 2 * pad - r) // stride + 1
+    req = {"op": "conv2d", "inputs": [{"shape": [n, h, h, c], "dtype": dt},
+                                       {"shape": [c, r, r, 1], "dtype": dt}],
+           "attrs": {"stride": [stride, stride], "padding": [pad, pad], "groups": c,
+                     "layout": "nhwc"}}
+
+    def make_inputs():
+        return [rand([n, h, h, c], dt), rand([c, r, r, 1], dt)]
+
+    def as_nchw_cl(x):
+        return x.permute(0, 3, 1, 2)
+
+    def reference(xs):
+        y = F.conv2d(as_nchw_cl(xs[0]).float(), as_nchw_cl(xs[1]).float(), stride=stride,
+                     padding=pad, groups=c)
+        return y.permute(0, 2, 3, 1)
+
+    def peer(xs):
+        xa, wa = as_nchw_cl(xs[0]), as_nchw_cl(xs[1])
+        return lambda: F.conv2d(xa, wa, stride=stride, padding=pad, groups=c)
+
+    def peer_as_ref(y):
+        return y.permute(0, 2, 3, 1)
+
+    return dict(name="dwconv2d", shape=f"N{n} 3x3 dw {c} @{h} s{stride}", dtype=dt, req=req,
+                make_inputs=make_inputs, out_shape=[n, p, p, c], reference=reference, peer=peer,
+                peer_as_ref=peer_as_ref, flops=2.0 * n * p * p * c * 9, target=target,
+                nbytes=(n * h * h * c + n * p * p * c) * 2)
+
+
 def row_case(op, rows, cols, dt="f16", target=1.1):
     req = {"op": op, "inputs": [{"shape": [rows, cols], "dtype": dt}]}
     if op == "layernorm":
@@ -285,6 +318,11 @@ def suite(which):
                   conv_case("conv2d", 32, 256, 14, 14, 256, 3),
                   conv_case("conv2d", 32, 512, 7, 7, 512, 3),
                   conv_case("conv2d", 32, 256, 56, 56, 64, 1)]
+    if which in ("all", "conv", "dwconv"):
+        # MobileNetV2's depthwise layers at N=32 (224x224 input): stride 1 and 2.
+        cases += [dwconv_case(32, 32, 112, 1), dwconv_case(32, 96, 112, 2),
+                  dwconv_case(32, 144, 56, 1), dwconv_case(32, 192, 28, 2),
+                  dwconv_case(32, 384, 14, 1), dwconv_case(32, 960, 7, 1)]
     if which in ("all", "rows"):
         cases += [row_case("softmax", 4096, 4096, target=1.3), row_case("softmax", 32768, 1024, target=1.3),
                   row_case("softmax", 8192, 8192, target=1.3),

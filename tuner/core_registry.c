@@ -10,5 +10,6 @@ const tuner_template *const tuner__core_templates[] = {
     &tuner__elementwise,
     &tuner__copy,
     &tuner__concat,
+    &tuner__conv2d_direct,
     NULL,
 };

@@ -15,9 +15,12 @@
 /* How templates rank when tune:"none" picks a default among several that fill one space: lower
  * first, equal ranks in the order of the space (registry order). */
 enum {
-    TUNER_RANK_TENSOR_CORE = 1, /* mma.sync on fp16/bf16 */
-    TUNER_RANK_TF32 = 2,        /* mma.sync in tf32 on fp32 inputs */
-    TUNER_RANK_CUDA_CORE = 3,   /* FMA and loads on CUDA cores: SIMT GEMMs, rows, columns, elementwise */
+    /* 0: not stated (a registry test refuses it) */
+    TUNER_RANK_SPECIALISED = 1, /* a template that applies only where it beats the general ones
+                                 * (conv2d_direct: depthwise and small-group convolutions) */
+    TUNER_RANK_TENSOR_CORE = 2, /* mma.sync on fp16/bf16 */
+    TUNER_RANK_TF32 = 3,        /* mma.sync in tf32 on fp32 inputs */
+    TUNER_RANK_CUDA_CORE = 4,   /* FMA and loads on CUDA cores: SIMT GEMMs, rows, columns, elementwise */
 };
 
 typedef struct tuner_template {

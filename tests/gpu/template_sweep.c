@@ -128,6 +128,16 @@ static tuner_op conv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int 
     return op;
 }
 
+/* A grouped NHWC conv (depthwise when groups == c). */
+static tuner_op gconv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int r, int stride,
+                      int pad, int groups)
+{
+    tuner_op op = conv(n, h, w, c, k, r, r, stride, pad);
+    op.inputs[1].shape[3] = c / groups;
+    op.attrs.conv2d.groups = groups;
+    return op;
+}
+
 static tuner_op rows_op(tuner_op_kind k, int64_t rows, int64_t d, int align, int n_affine)
 {
     tuner_op op = blank(k);
@@ -207,6 +217,49 @@ static int build_cases(scase *c)
     ADD("conv 1x17x17x3 k13 3x3 s2p1", conv(1, 17, 17, 3, 13, 3, 3, 2, 1), true);
     ADD("conv 2x14x14x96 k32 1x1", conv(2, 14, 14, 96, 32, 1, 1, 1, 0), true);
     ADD("conv 1x15x15x33 k17 1x1 s2", conv(1, 15, 15, 33, 17, 1, 1, 2, 0), true);
+    /* Depthwise and small-group convolutions (conv2d_direct and the GEMM templates). */
+    ADD("dwconv 2x28x28x96 3x3 s1p1", gconv(2, 28, 28, 96, 96, 3, 1, 1, 96), true);
+    {
+        tuner_op op = gconv(2, 29, 29, 144, 144, 3, 2, 1, 144);
+        int64_t bias[1] = {144};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        ADD("dwconv 2x29x29x144 3x3 s2 +b,relu", op, true);
+    }
+    ADD("dwconv 1x17x13x24 k48 5x5 p2", gconv(1, 17, 13, 24, 48, 5, 1, 2, 24), true);
+    ADD("gconv 1x15x15x32 k64 g8 3x3", gconv(1, 15, 15, 32, 64, 3, 1, 1, 8), true);
+    {
+        /* Layout kernels: a transpose with a bias, a stepped slice, a concat. */
+        tuner_op op = blank(TUNER_OP_COPY);
+        int64_t in[3] = {33, 65, 129}, out[3] = {129, 33, 65}, bias[1] = {65};
+        op.inputs[0] = tensor(3, in, 16);
+        op.output = tensor(3, out, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        op.attrs.copy.strides[0] = 1;
+        op.attrs.copy.strides[1] = 65 * 129;
+        op.attrs.copy.strides[2] = 129;
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        ADD("copy transpose [33,65,129] +b", op, true);
+        op = blank(TUNER_OP_COPY);
+        int64_t sin[2] = {1000, 77}, sout[2] = {499, 38};
+        op.inputs[0] = tensor(2, sin, 16);
+        op.output = tensor(2, sout, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        op.attrs.copy.offset = 2 * 77 + 1;
+        op.attrs.copy.strides[0] = 2 * 77;
+        op.attrs.copy.strides[1] = 2;
+        ADD("copy slice [1000,77] step 2", op, true);
+        op = blank(TUNER_OP_CONCAT);
+        int64_t a[3] = {7, 5, 33}, b[3] = {7, 1, 33}, c3[3] = {7, 17, 33}, o3[3] = {7, 23, 33};
+        op.inputs[0] = tensor(3, a, 16);
+        op.inputs[1] = tensor(3, b, 16);
+        op.inputs[2] = tensor(3, c3, 16);
+        op.n_inputs = op.n_anchor_inputs = 3;
+        op.output = tensor(3, o3, 16);
+        op.attrs.concat.axis = 1;
+        add_unary_step(&op.epilogue, TUNER_EW_SILU, 0);
+        ADD("concat [7,{5,1,17},33] ax1", op, true);
+    }
     ADD("softmax 333x1000", rows_op(TUNER_OP_SOFTMAX, 333, 1000, 16, 0), true);
     ADD("softmax 7x4097 align2", rows_op(TUNER_OP_SOFTMAX, 7, 4097, 2, 0), true);
     ADD("layernorm 129x768 affine", rows_op(TUNER_OP_LAYERNORM, 129, 768, 16, 2), true);

@@ -160,6 +160,26 @@ tuner_op t_slice2(tuner_dtype dt, long long rows, long long d, long long start, 
     return op;
 }
 
+tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,
+                     int stride, int pad, int groups)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_CONV2D;
+    long long xs[4] = {n, h, w, c}, ws[4] = {k, r, r, c / groups};
+    long long p = (h + 2 * pad - r) / stride + 1, q = (w + 2 * pad - r) / stride + 1;
+    long long os[4] = {n, p, q, k};
+    op.inputs[0] = t_tensor(dt, 4, xs, 16);
+    op.inputs[1] = t_tensor(dt, 4, ws, 16);
+    op.n_inputs = op.n_anchor_inputs = 2;
+    op.output = t_tensor(dt, 4, os, 16);
+    op.attrs.conv2d.stride[0] = op.attrs.conv2d.stride[1] = stride;
+    op.attrs.conv2d.pad[0] = op.attrs.conv2d.pad[1] = pad;
+    op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 1;
+    op.attrs.conv2d.groups = groups;
+    return op;
+}
+
 tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long c)
 {
     tuner_op op;

@@ -28,6 +28,10 @@ tuner_op t_transpose3(tuner_dtype dt, long long a, long long b, long long c);
 tuner_op t_slice2(tuner_dtype dt, long long rows, long long d, long long start, long long n, long long step);
 /* concat of three [r, d_i, c] tensors along axis 1, then silu. */
 tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long c);
+/* NHWC conv2d: x [n, h, w, c], w [k, r, r, c / groups], square stride and padding; output
+ * inferred. */
+tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,
+                     int stride, int pad, int groups);
 /* Adds a binary epilogue step with a new operand of `shape` (and a unary step after it). */
 void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
 /* Input 0's prologue: scale by 0.5, then `bin` with a new input of `shape` (broadcast to input 0),

@@ -1,6 +1,6 @@
 /* tuner/tests/test_core.c - spaces and generated code of the core templates.
  *
- * Usage: test_core GROUP (softmax, layernorm, rmsnorm, reduce, elementwise, layout). For every case of
+ * Usage: test_core GROUP (softmax, layernorm, rmsnorm, reduce, elementwise, layout, conv_direct). For every case of
  * the group x dtype x {sm_80, sm_90}: the space is built (its size printed), ranked, its default
  * chosen, and a deterministic sample of candidates (10 evenly spaced for a group's main case, 4
  * for its variants, plus the default and the model's best) and the reference are generated, compiled with NVRTC and the
@@ -299,6 +299,23 @@ int main(int argc, char **argv)
                     snprintf(name, sizeof(name), "reduce max %s [7,333,1000] ax2 prologue", dn);
                     run_case(name, &op, t, false);
                 }
+            } else if (!strcmp(group, "conv_direct")) {
+                /* Depthwise 3x3 (vectors of channels), stride 2, a channel multiplier of 2 and
+                 * 4 channels per group (scalar paths), an odd size with a bias + relu epilogue. */
+                tuner_op op = t_conv_nhwc(dt, 2, 28, 28, 96, 96, 3, 1, 1, 96);
+                snprintf(name, sizeof(name), "dwconv %s [2,28,28,96] 3x3", dn);
+                run_case(name, &op, t, false);
+                op = t_conv_nhwc(dt, 2, 29, 29, 144, 144, 3, 2, 1, 144);
+                long long kb[1] = {144};
+                t_add_epilogue(&op, TUNER_EW_ADD, 1, kb, TUNER_EW_RELU);
+                snprintf(name, sizeof(name), "dwconv %s [2,29,29,144] 3x3 s2 +b relu", dn);
+                run_case(name, &op, t, false);
+                op = t_conv_nhwc(dt, 1, 17, 13, 24, 48, 5, 1, 2, 24);
+                snprintf(name, sizeof(name), "dwconv %s [1,17,13,24] 5x5 x2", dn);
+                run_case(name, &op, t, true);
+                op = t_conv_nhwc(dt, 1, 15, 15, 32, 64, 3, 1, 1, 8);
+                snprintf(name, sizeof(name), "gconv %s [1,15,15,32] g8 3x3", dn);
+                run_case(name, &op, t, true);
             } else if (!strcmp(group, "layout")) {
                 tuner_op op = t_transpose3(dt, 33, 65, 129);
                 snprintf(name, sizeof(name), "copy %s transpose [33,65,129] +b relu", dn);

@@ -34,7 +34,7 @@ static void test_templates_declare_defaults(void)
     for (int r = 0; tuner__registries[r]; r++) {
         for (int i = 0; tuner__registries[r][i]; i++, count++) {
             const tuner_template *tp = tuner__registries[r][i];
-            if (tp->default_rank < TUNER_RANK_TENSOR_CORE || tp->default_rank > TUNER_RANK_CUDA_CORE) {
+            if (tp->default_rank < TUNER_RANK_SPECIALISED || tp->default_rank > TUNER_RANK_CUDA_CORE) {
                 fprintf(stderr, "%s states no default_rank (TUNER_RANK_*)\n", tp->name);
                 failures++;
             }

@@ -1,0 +1,293 @@
+/* tuner/conv_direct.c - conv2d_direct: depthwise and small-group convolutions (NHWC), computed
+ * directly instead of as an implicit GEMM.
+ *
+ * With fewer than 8 input channels per group a GEMM's reduction axis (C/groups * R * S) is too
+ * short and its N axis (K/groups) too narrow for tensor-core tiles: the work is a stencil, and
+ * memory-bound. Here a block owns KT consecutive output channels of BQ * TQ consecutive output
+ * pixels of one output row (n, p). Its weights are staged once in shared memory as floats,
+ * tap-major ([R*S*cpg][KT]) so a thread reads its VEC channels of one tap as one vector. A thread
+ * computes VEC consecutive channels of TQ pixels: each tap's weights are read once and used for
+ * TQ pixels, and every input load is VEC channels wide (16 bytes when the channels allow), so
+ * loads and stores are coalesced along the channels of NHWC. The epilogue runs per element and
+ * results leave as VEC-wide stores.
+ *
+ * Applies to NHWC convolutions with fewer than 8 input channels per group and no prologue; the
+ * GEMM templates take the rest. Its default outranks the tensor-core templates' for these ops
+ * (TUNER_RANK_SPECIALISED), since they run them several times slower.
+ */
+#include "tuner/core.h"
+#include "tuner/space.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const P_VEC = "vec";
+static const char *const P_KT = "kt";
+static const char *const P_BQ = "bq";
+static const char *const P_TQ = "tq";
+
+#define SMEM_LIMIT (48 * 1024) /* static shared memory, no attribute needed at launch */
+
+typedef struct conv_geo {
+    long long N, H, W, C, K, R, S, P, Q;
+    int cpg, kpg; /* input and output channels per group */
+    int sh, sw, ph, pw, dh, dw;
+} conv_geo;
+
+static conv_geo geo_of(const tuner_op *op)
+{
+    const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
+    conv_geo g = {
+        .N = x->shape[0], .H = x->shape[1], .W = x->shape[2], .C = x->shape[3],
+        .K = w->shape[0], .R = w->shape[1], .S = w->shape[2],
+        .P = o->shape[1], .Q = o->shape[2],
+        .sh = op->attrs.conv2d.stride[0], .sw = op->attrs.conv2d.stride[1],
+        .ph = op->attrs.conv2d.pad[0], .pw = op->attrs.conv2d.pad[1],
+        .dh = op->attrs.conv2d.dilation[0], .dw = op->attrs.conv2d.dilation[1],
+    };
+    int groups = op->attrs.conv2d.groups > 0 ? op->attrs.conv2d.groups : 1;
+    g.cpg = (int)(g.C / groups);
+    g.kpg = (int)(g.K / groups);
+    return g;
+}
+
+static bool direct_applies(const tuner_op *op, const tuner_target *t)
+{
+    if (op->kind != TUNER_OP_CONV2D || !tuner__arch(t) || op->attrs.conv2d.nchw || !tuner__no_prologue(op) ||
+        op->n_anchor_inputs != 2 || op->inputs[0].rank != 4 || op->inputs[1].rank != 4)
+        return false;
+    conv_geo g = geo_of(op);
+    return g.cpg >= 1 && g.cpg < 8 && g.kpg >= 1 && g.P >= 1 && g.Q >= 1;
+}
+
+typedef struct direct_cfg {
+    int vec, kt, bq, tq;
+    long long qblocks, ktiles, grid_x;
+    unsigned threads;
+    size_t smem;
+} direct_cfg;
+
+/* The widest vector of channels: 16 bytes of the output when depthwise (one input channel per
+ * output channel, so input, weights and output channels line up) with K and both tensors'
+ * alignment allowing it. */
+static int vmax_of(const tuner_op *op, const conv_geo *g)
+{
+    int v = 16 / tuner_dtype_size(op->output.dtype);
+    int vi = 16 / tuner_dtype_size(op->inputs[0].dtype);
+    if (vi < v)
+        v = vi;
+    if (g->cpg != 1 || g->kpg != 1 || g->K % v != 0 || op->inputs[0].align < 16 || op->output.align < 16)
+        return 1;
+    return v;
+}
+
+static bool cfg_of(const tuner_op *op, const conv_geo *g, const tuner_schedule *s, direct_cfg *c)
+{
+    c->vec = tuner_schedule_param(s, P_VEC, 1);
+    c->kt = tuner_schedule_param(s, P_KT, 32);
+    c->bq = tuner_schedule_param(s, P_BQ, 8);
+    c->tq = tuner_schedule_param(s, P_TQ, 1);
+    if (c->vec != 1 && c->vec != vmax_of(op, g))
+        return false;
+    if (c->kt < 1 || c->kt % c->vec || c->bq < 1 || c->tq < 1 || c->tq > 8)
+        return false;
+    c->threads = (unsigned)(c->kt / c->vec) * (unsigned)c->bq;
+    if (c->threads < 32 || c->threads > 512)
+        return false;
+    c->smem = (size_t)c->kt * (size_t)(g->R * g->S * g->cpg) * sizeof(float);
+    if (c->smem > SMEM_LIMIT)
+        return false;
+    /* A channel tile much wider than K only idles threads. */
+    if (c->kt > 32 && c->kt / 2 >= g->K)
+        return false;
+    c->qblocks = (g->Q + (long long)c->bq * c->tq - 1) / ((long long)c->bq * c->tq);
+    c->ktiles = (g->K + c->kt - 1) / c->kt;
+    c->grid_x = g->N * g->P * c->qblocks;
+    return c->grid_x <= 0x7fffffffLL && c->ktiles <= 65535;
+}
+
+static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    (void)t;
+    conv_geo g = geo_of(op);
+    int vmax = vmax_of(op, &g);
+    static const int kts[] = {8, 16, 32, 64, 128};
+    static const int bqs[] = {2, 4, 8, 16, 32};
+    static const int tqs[] = {1, 2, 4};
+    const char *names[4] = {P_VEC, P_KT, P_BQ, P_TQ};
+    for (int v = 0; v < 2; v++) {
+        if (v && vmax == 1)
+            continue;
+        for (size_t a = 0; a < 5; a++)
+            for (size_t b = 0; b < 5; b++)
+                for (size_t c = 0; c < 3; c++) {
+                    int values[4] = {v ? vmax : 1, kts[a], bqs[b], tqs[c]};
+                    tuner_schedule s;
+                    memset(&s, 0, sizeof(s));
+                    s.n_params = 4;
+                    for (int k = 0; k < 4; k++) {
+                        s.params[k].name = names[k];
+                        s.params[k].value = values[k];
+                    }
+                    direct_cfg cfg;
+                    if (!cfg_of(op, &g, &s, &cfg))
+                        continue;
+                    int r = tuner__space_push(items, n, "conv2d_direct", 4, names, values);
+                    if (r < 0)
+                        return r;
+                }
+    }
+    return 0;
+}
+
+static int direct_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *p,
+                           char **err)
+{
+    conv_geo g = geo_of(op);
+    direct_cfg c;
+    if (!tuner__arch(t) || !cfg_of(op, &g, s, &c)) {
+        *err = strdup("invalid parameters for conv2d_direct");
+        return -EINVAL;
+    }
+    const long long taps = g.R * g.S * g.cpg;
+    const int lanes = c.kt / c.vec; /* threads along the channels */
+    const char *XT = tuner__ctype(op->inputs[0].dtype), *WT = tuner__ctype(op->inputs[1].dtype);
+    const char *OT = tuner__ctype(op->output.dtype);
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%u) hd_conv2d_direct(", c.threads);
+    tuner__emit_params(&sb, op, op->output.dtype);
+    tuner_sb_puts(&sb, ")\n{\n");
+    tuner_sb_printf(&sb, "__shared__ float ws[%lld * %d];\n", taps, c.kt);
+    /* Which output row, pixel block and channel tile. */
+    tuner_sb_printf(&sb, "const long long qb = blockIdx.x %% %lldLL, np = blockIdx.x / %lldLL;\n", c.qblocks, c.qblocks);
+    tuner_sb_printf(&sb, "const long long n = np / %lldLL, p = np %% %lldLL;\n", g.P, g.P);
+    tuner_sb_printf(&sb, "const long long k0 = (long long)blockIdx.y * %d;\n", c.kt);
+    /* Stage the tile's weights: ws[tap][kl] = w[k0 + kl][r][s][ci], tap = (r * S + s) * cpg + ci. */
+    tuner_sb_printf(&sb, "for (int i = threadIdx.x; i < %lld; i += %u) {\n", taps * c.kt, c.threads);
+    tuner_sb_printf(&sb, "  const int kl = i %% %d, tap = i / %d;\n", c.kt, c.kt);
+    tuner_sb_printf(&sb, "  const long long k = k0 + kl;\n");
+    tuner_sb_printf(&sb, "  ws[i] = k < %lldLL ? hd_f32(in1[k * %lldLL + tap]) : 0.0f;\n}\n", g.K, taps);
+    tuner_sb_puts(&sb, "__syncthreads();\n");
+    tuner_sb_printf(&sb, "const int lane = threadIdx.x %% %d, qi = threadIdx.x / %d;\n", lanes, lanes);
+    tuner_sb_printf(&sb, "const long long k = k0 + (long long)lane * %d;\n", c.vec);
+    tuner_sb_printf(&sb, "if (k >= %lldLL) return;\n", g.K);
+    tuner_sb_printf(&sb, "const long long qbase = qb * %dLL + (long long)qi * %d;\n", c.bq * c.tq, c.tq);
+    /* Input channel of output channel k (and of its vector, when depthwise). */
+    tuner_sb_printf(&sb, "const long long cbase = (k / %d) * %d;\n", g.kpg, g.cpg);
+    tuner_sb_printf(&sb, "float acc[%d][%d];\n", c.tq, c.vec);
+    tuner_sb_printf(&sb, "#pragma unroll\nfor (int t = 0; t < %d; t++)\n#pragma unroll\n"
+                         "for (int e = 0; e < %d; e++) acc[t][e] = 0.0f;\n", c.tq, c.vec);
+    tuner_sb_printf(&sb, "for (int r = 0; r < %lld; r++) {\n", g.R);
+    tuner_sb_printf(&sb, "  const long long h = p * %d - %d + r * %d;\n", g.sh, g.ph, g.dh);
+    tuner_sb_printf(&sb, "  if (h < 0 || h >= %lldLL) continue;\n", g.H);
+    tuner_sb_printf(&sb, "  const %s *xrow = in0 + ((n * %lldLL + h) * %lldLL) * %lldLL;\n", XT, g.H, g.W, g.C);
+    tuner_sb_printf(&sb, "  for (int s = 0; s < %lld; s++) {\n", g.S);
+    tuner_sb_printf(&sb, "   for (int ci = 0; ci < %d; ci++) {\n", g.cpg);
+    tuner_sb_printf(&sb, "    const float *wt = ws + ((r * %lld + s) * %d + ci) * %d + lane * %d;\n", g.S, g.cpg, c.kt,
+                    c.vec);
+    tuner_sb_printf(&sb, "    float wv[%d];\n#pragma unroll\n    for (int e = 0; e < %d; e++) wv[e] = wt[e];\n", c.vec,
+                    c.vec);
+    tuner_sb_printf(&sb, "#pragma unroll\n    for (int t = 0; t < %d; t++) {\n", c.tq);
+    tuner_sb_puts(&sb, "      const long long q = qbase + t;\n");
+    tuner_sb_printf(&sb, "      const long long wi = q * %d - %d + s * %d;\n", g.sw, g.pw, g.dw);
+    tuner_sb_printf(&sb, "      if (q >= %lldLL || wi < 0 || wi >= %lldLL) continue;\n", g.Q, g.W);
+    if (c.vec > 1) {
+        tuner_sb_printf(&sb, "      float xv[%d];\n      hd_ldn_f32<%s, %d>(xrow + wi * %lldLL + cbase, xv);\n", c.vec, XT,
+                        c.vec, g.C);
+        tuner_sb_printf(&sb, "#pragma unroll\n      for (int e = 0; e < %d; e++) acc[t][e] += xv[e] * wv[e];\n", c.vec);
+    } else {
+        tuner_sb_printf(&sb, "      acc[t][0] += hd_f32(xrow[wi * %lldLL + cbase + ci]) * wv[0];\n", g.C);
+    }
+    tuner_sb_puts(&sb, "    }\n   }\n  }\n}\n");
+    (void)WT;
+    /* Epilogue and store, per pixel. */
+    tuner_sb_printf(&sb, "#pragma unroll\nfor (int t = 0; t < %d; t++) {\n", c.tq);
+    tuner_sb_puts(&sb, "  const long long q = qbase + t;\n");
+    tuner_sb_printf(&sb, "  if (q >= %lldLL) break;\n", g.Q);
+    tuner_sb_printf(&sb, "  const long long row = (n * %lldLL + p) * %lldLL + q;\n", g.P, g.Q);
+    tuner_sb_printf(&sb, "  float ov[%d];\n", c.vec);
+    tuner_sb_printf(&sb, "#pragma unroll\n  for (int e = 0; e < %d; e++) {\n", c.vec);
+    tuner_sb_puts(&sb, "    const long long col = k + e;\n    (void)col;\n    float v = acc[t][e];\n");
+    tuner__bcast_ctx ec = {op, "row", "col"};
+    tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
+    tuner_sb_puts(&sb, "    ov[e] = v;\n  }\n");
+    if (c.vec > 1)
+        tuner_sb_printf(&sb, "  hd_stn_f32<%s, %d>(out + row * %lldLL + k, ov);\n", OT, c.vec, g.K);
+    else
+        tuner_sb_printf(&sb, "  out[row * %lldLL + k] = hd_from_f32<%s>(ov[0]);\n", g.K, OT);
+    tuner_sb_puts(&sb, "}\n}\n");
+
+    tuner__one_launch(p, op, "hd_conv2d_direct", (unsigned)c.grid_x, c.threads);
+    p->kernels[0].grid[1] = (unsigned)c.ktiles;
+    p->source = tuner_sb_take(&sb);
+    p->output_dtype = op->output.dtype;
+    return p->source ? 0 : -ENOMEM;
+}
+
+static double direct_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    const tuner_arch *a = tuner__arch(t);
+    conv_geo g = geo_of(op);
+    direct_cfg c;
+    if (!a || !cfg_of(op, &g, s, &c))
+        return 1e12;
+    double outs = (double)(g.N * g.P * g.Q * g.K);
+    double bytes = (double)tuner_tensor_numel(&op->inputs[0]) * tuner_dtype_size(op->inputs[0].dtype) +
+                   outs * tuner_dtype_size(op->output.dtype) +
+                   /* every block stages its tile's weights */
+                   (double)c.grid_x * (double)c.ktiles * (double)c.kt * (double)(g.R * g.S * g.cpg) *
+                       tuner_dtype_size(op->inputs[1].dtype) * 0.25;
+    for (int i = op->n_anchor_inputs; i < op->n_inputs; i++)
+        bytes += (double)tuner_tensor_numel(&op->inputs[i]) * tuner_dtype_size(op->inputs[i].dtype);
+    /* Halo: neighbouring pixel blocks re-read columns; L2 serves most of it, charge a little. */
+    bytes *= 1.0 + (double)(g.S - 1) / (double)(c.bq * c.tq * g.sw + g.S);
+    double eff = c.vec > 1 ? 1.0 : (tuner_dtype_size(op->output.dtype) == 2 ? 0.45 : 0.7);
+    double macs = outs * (double)(g.R * g.S * g.cpg);
+    /* Per MAC: an FMA, and (spread over TQ pixels) the weight load; per tap a bounds check. */
+    double instr = macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 : 2.0)) / (c.vec > 1 ? 1.0 : 1.0) +
+                   outs * (6.0 + tuner__chain_instr(&op->epilogue));
+    double us = tuner__mem_cost_us(a, bytes, (double)(c.grid_x * c.ktiles), (int)c.threads,
+                                   (double)(c.vec * tuner_dtype_size(op->inputs[0].dtype) * c.tq),
+                                   32 + 2 * c.vec * c.tq, (int)c.smem, eff, instr);
+    return us;
+}
+
+static int direct_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+{
+    (void)t;
+    conv_geo g = geo_of(op);
+    int vmax = vmax_of(op, &g);
+    int kt = vmax > 1 ? 64 : 32;
+    while (kt > 8 && kt / 2 >= g.K)
+        kt /= 2;
+    int bq = (int)(256 / (kt / vmax));
+    if (bq > 32)
+        bq = 32;
+    if (bq < 2)
+        bq = 2;
+    int values[4] = {vmax, kt, bq, 2};
+    const char *names[4] = {P_VEC, P_KT, P_BQ, P_TQ};
+    ret->n_params = 4;
+    for (int k = 0; k < 4; k++) {
+        ret->params[k].name = names[k];
+        ret->params[k].value = values[k];
+    }
+    direct_cfg c;
+    return cfg_of(op, &g, ret, &c) ? 0 : -EINVAL;
+}
+
+const tuner_template tuner__conv2d_direct = {
+    .name = "conv2d_direct",
+    .space_signature = "conv2d_direct v1: vec{1,16B} kt{8..128} bq{2..32} tq{1,2,4}; NHWC, cpg < 8, "
+                       "weights staged in shared memory tap-major",
+    .applies = direct_applies,
+    .enumerate = direct_enumerate,
+    .generate = direct_generate,
+    .predict_us = direct_predict,
+    .preferred = direct_preferred,
+    .default_rank = TUNER_RANK_SPECIALISED,
+};
