@@ -229,6 +229,19 @@ static int build_cases(scase *c)
     ADD("dwconv 1x17x13x24 k48 5x5 p2", gconv(1, 17, 13, 24, 48, 5, 1, 2, 24), true);
     ADD("gconv 1x15x15x32 k64 g8 3x3", gconv(1, 15, 15, 32, 64, 3, 1, 1, 8), true);
     {
+        /* rsqrt(x + 0.25) * g: NaN wherever the random x is below -0.25, in the reference and
+         * in every candidate alike (a batchnorm's prepared scale has this shape). */
+        tuner_op op = blank(TUNER_OP_ELEMENTWISE);
+        int64_t s[2] = {77, 1000}, g[1] = {1000};
+        op.inputs[0] = tensor(2, s, 16);
+        op.output = tensor(2, s, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        add_unary_step(&op.epilogue, TUNER_EW_SHIFT, 0.25);
+        add_unary_step(&op.epilogue, TUNER_EW_RSQRT, 0);
+        add_operand_step(&op, TUNER_EW_MUL, 1, g);
+        ADD("elementwise rsqrt(x+.25)*g (part NaN)", op, true);
+    }
+    {
         /* Layout kernels: a transpose with a bias, a stepped slice, a concat. */
         tuner_op op = blank(TUNER_OP_COPY);
         int64_t in[3] = {33, 65, 129}, out[3] = {129, 33, 65}, bias[1] = {65};
