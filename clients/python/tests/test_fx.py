@@ -65,7 +65,7 @@ class Export(unittest.TestCase):
 
     def test_refused(self):
         m = nn.Sequential(nn.Linear(8, 8), nn.Softmax(dim=-1))
-        with self.assertRaisesRegex(hidetd.fx.ExportError, r"node 1: module 1 \(Softmax\) is not supported"):
+        with self.assertRaisesRegex(hidetd.fx.ExportError, r"node _?1: module 1 \(Softmax\) is not supported"):
             hidetd.export_fx(m, [torch.zeros(2, 8)])
 
     @unittest.skipUnless(os.environ.get("HIDETD_BIN"), "HIDETD_BIN is not set: the export is not sent to a daemon")
