@@ -149,6 +149,8 @@ class Launch:
         self.block = tuple(int(b) for b in block)
         self.shared = int(shared)
         self.name = name
+        self._launch = drv.lib.cuLaunchKernel
+        self.dims = self.grid + self.block + (self.shared,)
         self.values = (ctypes.c_uint64 * max(n_params, 1))()
         base = ctypes.addressof(self.values)
         self.argv = (ctypes.c_void_p * max(n_params, 1))(*[base + 8 * i for i in range(max(n_params, 1))])
@@ -157,9 +159,7 @@ class Launch:
         self.values[index] = ptr
 
     def __call__(self, stream):
-        r = self.drv.lib.cuLaunchKernel(self.func, self.grid[0], self.grid[1], self.grid[2],
-                                        self.block[0], self.block[1], self.block[2], self.shared,
-                                        stream, self.argv, None)
+        r = self._launch(self.func, *self.dims, stream, self.argv, None)
         if r != CUDA_SUCCESS:
             raise CudaError("cuLaunchKernel(%s, grid %s, block %s, %d bytes shared) failed: %s" %
                             (self.name, list(self.grid), list(self.block), self.shared,

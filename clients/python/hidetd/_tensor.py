@@ -39,14 +39,25 @@ def is_torch_tensor(obj):
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+def _what(what):
+    # `what` is a name, or (kind, name) formatted only when an error needs it: run() describes
+    # every tensor on every call, and the message is rarely wanted.
+    return "%s[%r]" % what if isinstance(what, tuple) else what
+
+
 def describe(obj, what):
     """TensorInfo of obj; TypeError/ValueError naming `what` when it is no CUDA tensor."""
-    if is_torch_tensor(obj):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
         if obj.device.type != "cuda":
-            raise ValueError("%s: expected a CUDA tensor, got a tensor on %s" % (what, obj.device))
+            raise ValueError("%s: expected a CUDA tensor, got a tensor on %s" % (_what(what), obj.device))
         dtype = _TORCH_DTYPES.get(str(obj.dtype), str(obj.dtype))
         return TensorInfo(obj.data_ptr(), tuple(obj.shape), dtype, obj.device.index,
                           obj.is_contiguous(), obj)
+    return _describe_cai(obj, _what(what))
+
+
+def _describe_cai(obj, what):
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
         raise TypeError("%s: expected a CUDA tensor (torch.Tensor on a CUDA device, or an object "
@@ -78,6 +89,9 @@ def describe(obj, what):
 def check(info, shape, dtype, what):
     """Raises ValueError "inputs[1]: expected shape [64, 256] f16, got [64, 128] f16" when info
     does not match, or names the contiguity problem."""
+    if info.shape == shape and info.dtype == dtype and info.contiguous:
+        return
+    what = _what(what)
     if tuple(info.shape) != tuple(shape) or info.dtype != dtype:
         raise ValueError("%s: expected shape %s %s, got %s" %
                          (what, fmt_shape(shape), dtype, info.describe()))

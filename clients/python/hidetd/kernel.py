@@ -6,7 +6,7 @@ import re
 import sys
 
 from . import _cuda
-from ._tensor import DTYPES, check, describe, fmt_shape, nbytes
+from ._tensor import DTYPES, _what, check, describe, fmt_shape, nbytes
 
 _INPUT_RE = re.compile(r"^input(0|[1-9][0-9]*)$")
 
@@ -134,12 +134,12 @@ def same_device(infos):
     that differs."""
     device, first = None, None
     for what, info in infos:
-        d = tensor_device(info, what)
+        d = info.device if info.device is not None else tensor_device(info, _what(what))
         if device is None:
             device, first = d, what
         elif d != device:
             raise ValueError("%s: on cuda:%d, but %s is on cuda:%d; all tensors must be on one "
-                             "device" % (what, d, first, device))
+                             "device" % (_what(what), d, _what(first), device))
     return device
 
 

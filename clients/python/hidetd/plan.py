@@ -184,7 +184,7 @@ class Plan:
             raise ValueError("missing %s %r (%s %s)" % (kind[:-1], n, fmt_shape(specs[n][0]), specs[n][1]))
         infos = {}
         for n, (shape, dtype) in specs.items():
-            what = "%s[%r]" % (kind, n)
+            what = (kind, n)
             info = describe(given[n], what)
             check(info, shape, dtype, what)
             infos[n] = (what, info)
@@ -203,6 +203,15 @@ class Plan:
                 for buf, src in st.sources.items():
                     if src[0] == "arena":
                         ls.bind(buf, _ptr(self._arena) + src[1])
+            # What run() fills on every call, flattened: (parameter block, slot, name).
+            self._input_slots, self._output_slots, self._launches = [], [], []
+            for st in self.steps:
+                ls = self._loaded[st.where]
+                self._launches.extend(ls.launches)
+                for buf, src in st.sources.items():
+                    if src[0] in ("input", "output"):
+                        slots = self._input_slots if src[0] == "input" else self._output_slots
+                        slots.extend((ln.values, idx, src[1]) for ln, idx in ls.slots.get(buf, ()))
         elif device != self.device:
             raise ValueError("this plan runs on cuda:%d (its arena is there); got tensors on "
                              "cuda:%d" % (self.device, device))
@@ -255,12 +264,10 @@ class Plan:
         else:
             result = dict(outputs)
         h = _cuda.stream_handle(stream, device)
-        for st in self.steps:
-            ls = self._loaded[st.where]
-            for buf, src in st.sources.items():
-                if src[0] == "input":
-                    ls.bind(buf, infos[src[1]][1].ptr)
-                elif src[0] == "output":
-                    ls.bind(buf, outs[src[1]][1].ptr)
-            ls(h)
+        for arr, idx, name in self._input_slots:
+            arr[idx] = infos[name][1].ptr
+        for arr, idx, name in self._output_slots:
+            arr[idx] = outs[name][1].ptr
+        for ln in self._launches:
+            ln(h)
         return result
