@@ -170,6 +170,77 @@ def export_check(client, name, dtype, arch):
     return rel_err(y, want)
 
 
+class CPlanLoader:
+    """libhidet-client's hidet_plan_* through ctypes, to run the same plan from C on the same
+    tensors ($HIDET_CLIENT_LIB, else .gpu/lib or build/clients/c). Its dependencies (cJSON,
+    libcurl, ...) are preloaded from the library's folder when the loader cannot find them."""
+
+    class Error(__import__("ctypes").Structure):
+        import ctypes as _c
+        _fields_ = [("http_status", _c.c_int), ("code", _c.c_char * 32),
+                    ("message", _c.c_char * 512), ("field", _c.c_char * 128)]
+
+    def __init__(self):
+        import ctypes
+        import glob
+        cands = [os.environ.get("HIDET_CLIENT_LIB", "")]
+        cands += sorted(glob.glob(os.path.join(REPO, ".gpu", "lib", "libhidet-client.so*")))
+        cands += [os.path.join(REPO, "build", "clients", "c", "libhidet-client.so")]
+        path = next((c for c in cands if c and os.path.exists(c)), None)
+        if not path:
+            raise OSError("libhidet-client.so not found")
+        libdir = os.path.dirname(os.path.realpath(path))
+        for _ in range(8):
+            try:
+                self.lib = ctypes.CDLL(path)
+                break
+            except OSError as e:
+                missing = str(e).split(":")[0].strip()
+                dep = os.path.join(libdir, os.path.basename(missing))
+                if not os.path.exists(dep) or dep == path:
+                    raise
+                ctypes.CDLL(dep, mode=ctypes.RTLD_GLOBAL)
+        L, P, vp = self.lib, ctypes.POINTER, ctypes.c_void_p
+        sigs = {"hidet_client_open": [ctypes.c_char_p, ctypes.c_char_p, P(vp), vp],
+                "hidet_client_free": [vp],
+                "hidet_plan_parse": [ctypes.c_char_p, ctypes.c_size_t, P(vp), vp],
+                "hidet_plan_bind": [vp, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, vp],
+                "hidet_plan_load": [vp, vp, vp],
+                "hidet_plan_prepare": [vp, vp, vp],
+                "hidet_plan_launch": [vp, vp, vp],
+                "hidet_plan_free": [vp]}
+        for n, a in sigs.items():
+            getattr(L, n).argtypes = a
+            getattr(L, n).restype = ctypes.c_int if n not in ("hidet_plan_free", "hidet_client_free") else vp
+        self.path = path
+
+    def run(self, sock, plan_json, tensors, stream):
+        """Runs the plan from C with tensors (name -> torch tensor: weights, inputs, outputs)."""
+        import ctypes
+        err = self.Error()
+        e = ctypes.byref(err)
+        cl, p = ctypes.c_void_p(), ctypes.c_void_p()
+
+        def ok(r, what):
+            if r != 0:
+                raise RuntimeError("%s: %d %s" % (what, r, err.message.decode()))
+        ok(self.lib.hidet_client_open(sock.encode(), None, ctypes.byref(cl), e), "hidet_client_open")
+        text = json.dumps(plan_json).encode()
+        try:
+            ok(self.lib.hidet_plan_parse(text, len(text), ctypes.byref(p), e), "hidet_plan_parse")
+            for n, t in tensors.items():
+                ok(self.lib.hidet_plan_bind(p, n.encode(), t.data_ptr(), t.numel() * t.element_size(), e),
+                   "hidet_plan_bind(%s)" % n)
+            ok(self.lib.hidet_plan_load(p, cl, e), "hidet_plan_load")
+            ok(self.lib.hidet_plan_prepare(p, stream, e), "hidet_plan_prepare")
+            ok(self.lib.hidet_plan_launch(p, stream, e), "hidet_plan_launch")
+            import torch
+            torch.cuda.synchronize()
+        finally:
+            self.lib.hidet_plan_free(p)
+            self.lib.hidet_client_free(cl)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("hidetd", nargs="?")
@@ -199,6 +270,12 @@ def main():
     arch = "sm_%d%d" % (major, minor)
     failures = 0
     try:
+        cload = CPlanLoader()
+        print("C plan loader: %s" % cload.path)
+    except OSError as e:
+        cload = None
+        print("C plan loader: not tested (%s)" % e)
+    try:
         client = hidetd.Client(sock)
         for name in ("mlp_block", "resnet_bottleneck"):
             case = Case(name, a.dtype)
@@ -215,6 +292,16 @@ def main():
             if not torch.equal(y, y2):
                 failures += 1
                 print("%s: FAIL: a second run gave a different answer" % name)
+            if cload is not None:
+                out_c = torch.full_like(y, float("nan"))
+                cload.run(sock, plan.json, dict(case.weights, y=out_c, **case.plan_inputs),
+                          torch.cuda.current_stream().cuda_stream)
+                same = torch.equal(out_c, y)
+                failures += not same
+                print("%-18s run by the C library's hidet_plan_*: %s" %
+                      (name, "identical to the Python runtime's output" if same else
+                       "FAIL: differs from the Python runtime's output (max diff %.2e)" %
+                       float((out_c.float() - y.float()).abs().max())), flush=True)
             err = export_check(client, name, a.dtype, arch)
             ok = err <= TOL[a.dtype]
             failures += not ok
