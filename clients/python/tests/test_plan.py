@@ -205,3 +205,120 @@ class Plans(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FakeLib:
+    """Stands in for libcuda: records every cuLaunchKernel with the pointer values it was given."""
+
+    def __init__(self):
+        self.launches = []
+
+    def cuLaunchKernel(self, func, gx, gy, gz, bx, by, bz, shared, stream, argv, extra):
+        import ctypes
+        n = len(argv)
+        self.launches.append((func, (gx, gy, gz), (bx, by, bz), shared, stream,
+                              [ctypes.c_uint64.from_address(argv[i]).value for i in range(n)]))
+        return 0
+
+
+class FakeDriver(_cuda.Driver):
+    def __init__(self):
+        self.lib = FakeLib()
+        self._contexts = {}
+
+    def use_device(self, ordinal):
+        return 1
+
+    def function(self, module, name, shared_bytes):
+        return name
+
+    def pointer_device(self, ptr):
+        return 0
+
+
+class FakeBuf:
+    next_ptr = 0x100000000
+
+    def __init__(self, n):
+        self.ptr = FakeBuf.next_ptr
+        FakeBuf.next_ptr += (n + 0xffff) & ~0xffff
+
+
+class Launches(unittest.TestCase):
+    """What the runtime hands cuLaunchKernel, with a recording stand-in for the driver: every
+    parameter gets the caller's pointer or the arena/constants base plus the plan's offset."""
+
+    def setUp(self):
+        from hidetd import kernel as kmod
+        from hidetd import plan as pmod
+        self.saved = (_cuda._driver, pmod._alloc_bytes, kmod._alloc_bytes, kmod.new_tensor)
+        self.drv = _cuda._driver = FakeDriver()
+        self.allocs = []
+
+        def alloc(n, device, like_torch):
+            b = FakeBuf(n)
+            self.allocs.append((n, b.ptr))
+            return b
+        pmod._alloc_bytes = kmod._alloc_bytes = alloc
+        self.client = hidetd.Client(daemon.sock)
+        self.client._module = lambda key, device: "module-" + key
+
+    def tearDown(self):
+        from hidetd import kernel as kmod
+        from hidetd import plan as pmod
+        _cuda._driver, pmod._alloc_bytes, kmod._alloc_bytes, kmod.new_tensor = self.saved
+        self.client.close()
+
+    def test_plan_arguments(self):
+        pj = self.client.plan_json(example("resnet_bottleneck"))
+        p = self.client.plan(pj)
+        weights = {n: FakeTensor(s, {"f16": "<f2", "f32": "<f4"}[d], ptr=0x7000000 + 0x100000 * i)
+                   for i, (n, (s, d)) in enumerate(p.weights.items())}
+        p.load_weights(weights, stream=77)
+        arena_n, arena = self.allocs[0]
+        const_n, const = self.allocs[1]
+        self.assertEqual((arena_n, const_n), (pj["arena_bytes"], pj["constants_bytes"]))
+        x, y = FakeTensor([32, 56, 56, 256], ptr=0x5000000), FakeTensor([32, 56, 56, 256], ptr=0x6000000)
+        p.run({"x": x}, outputs={"y": y}, stream=99)
+        ptrs = {n: t.__cuda_array_interface__["data"][0] for n, t in dict(weights, x=x, y=y).items()}
+        for b in pj["buffers"]:
+            ptrs[b["name"]] = (arena if b["region"] == "arena" else const) + b["offset"]
+        launched = self.drv.lib.launches
+        expect = []
+        for phase, stream in (("prepare", 77), ("steps", 99)):
+            for st in pj[phase]:
+                for k in st["kernel_set"]["kernels"]:
+                    args = [0] * len(k["params"])
+                    for prm in k["params"]:
+                        args[prm["index"]] = ptrs[st["bindings"][prm["buffer"]]]
+                    expect.append((k["name"], tuple(k["grid"]), tuple(k["block"]), k["shared_bytes"],
+                                   stream, args))
+        self.assertEqual(launched, expect)
+        # A second run with another input changes only that pointer.
+        self.drv.lib.launches = []
+        x2 = FakeTensor([32, 56, 56, 256], ptr=0x9000000)
+        p.run({"x": x2}, outputs={"y": y}, stream=99)
+        again = [(f, g, b, s, st, [0x9000000 if a == 0x5000000 else a for a in args])
+                 for f, g, b, s, st, args in expect if st == 99]
+        self.assertEqual(self.drv.lib.launches, again)
+
+    def test_kernel_arguments(self):
+        from hidetd import kernel as kmod
+        kmod.new_tensor = lambda shape, dtype, device, like_torch: FakeTensor(shape, ptr=0xabc000)
+        req = {"op": "matmul", "tune": "none",
+               "inputs": [{"shape": [64, 128], "dtype": "f16"}, {"shape": [128, 256], "dtype": "f16"},
+                          {"shape": [256], "dtype": "f16"}],
+               "epilogue": [{"op": "bias", "input": 2}]}
+        k = self.client.kernel(req)
+        out = k(FakeTensor([64, 128], ptr=0x1000), FakeTensor([128, 256], ptr=0x2000),
+                FakeTensor([256], ptr=0x3000), stream=5)
+        self.assertEqual(out.__cuda_array_interface__["data"][0], 0xabc000)
+        by = {"input0": 0x1000, "input1": 0x2000, "input2": 0x3000, "output": 0xabc000}
+        for (f, _, _, _, stream, args), kd in zip(self.drv.lib.launches, k.kernel_set["kernels"]):
+            self.assertEqual(f, kd["name"])
+            self.assertEqual(stream, 5)
+            want = [0] * len(kd["params"])
+            for prm in kd["params"]:
+                want[prm["index"]] = by.get(prm["buffer"], self.allocs[-1][1] if self.allocs else None)
+            self.assertEqual(args, want)
+        self.assertEqual(len(self.drv.lib.launches), len(k.kernel_set["kernels"]))
