@@ -71,9 +71,16 @@ def export(module, example_inputs, dtype="f16", channels_last=None, arch=None, t
         raise ValueError("dtype must be f16, bf16 or f32, got %r" % (dtype,))
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    module = module.eval()
-    gm = torch.fx.symbolic_trace(module)
-    ShapeProp(gm).propagate(*example_inputs)
+    # Traced and shape-propagated in eval mode (batchnorm's running statistics, no dropout); the
+    # caller's module is left in the mode it was in.
+    training = module.training
+    module.eval()
+    try:
+        gm = torch.fx.symbolic_trace(module)
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*example_inputs)
+    finally:
+        module.train(training)
     mods = dict(gm.named_modules())
     if channels_last is None:
         channels_last = any(isinstance(m, torch.nn.Conv2d) for m in mods.values())
