@@ -88,6 +88,28 @@ class CPlan(unittest.TestCase):
                 self.assertEqual((c.value, off.value, n.value),
                                  (b["region"] == "constants", b["offset"], b["bytes"]))
 
+    def test_request_through_the_client(self):
+        L = self.lib
+        vp, P = ctypes.c_void_p, ctypes.POINTER
+        L.hidet_client_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, P(vp), P(Error)]
+        L.hidet_client_free.argtypes = [vp]
+        L.hidet_client_free.restype = vp
+        L.hidet_plan_request.argtypes = [vp, ctypes.c_char_p, P(vp), P(Error)]
+        c, p, err = ctypes.c_void_p(), ctypes.c_void_p(), Error()
+        self.assertEqual(L.hidet_client_open(daemon.sock.encode(), None, ctypes.byref(c), ctypes.byref(err)), 0)
+        self.addCleanup(L.hidet_client_free, c)
+        req = json.dumps(example("resnet_bottleneck")).encode()
+        self.assertEqual(L.hidet_plan_request(c, req, ctypes.byref(p), ctypes.byref(err)), 0,
+                         err.message.decode())
+        self.addCleanup(L.hidet_plan_free, p)
+        pj = self.plans["resnet_bottleneck"]
+        self.assertEqual(L.hidet_plan_arena_bytes(p), pj["arena_bytes"])
+        self.assertEqual(L.hidet_plan_steps(p, True), len(pj["prepare"]))
+        bad = json.dumps({"graph": {"inputs": [], "nodes": [], "outputs": []}}).encode()
+        p2 = ctypes.c_void_p()
+        self.assertEqual(L.hidet_plan_request(c, bad, ctypes.byref(p2), ctypes.byref(err)), -22)
+        self.assertIn(err.http_status, (400, 422))
+
     def test_bind_checks(self):
         p = self.parse(self.plans["mlp_block"])
         err = Error()
