@@ -2,6 +2,7 @@
 # bench/gpu_run.sh - what one call on the GPU machine does: GPU tests (template sweep, worker
 # fault injection), then hidetd with real workers and the benchmark against the peers.
 #   bench/gpu_run.sh [tests|bench|hits|all] [bench.py args...]
+#   bench/gpu_run.sh graphs [bench/graphs.py args...]   (launch plans through clients/python)
 # Logs and results go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.."
@@ -88,4 +89,31 @@ if [ "$what" = hits ] || [ "$what" = all ]; then
     kill -TERM $pid
     wait $pid
     cat "$OUT/hits.txt"
+fi
+
+if [ "$what" = graphs ]; then
+    # The example graphs through the Python runtime: correctness against PyTorch eager
+    # (tests/gpu/graph_examples.py), then the side-by-side benchmark (bench/graphs.py), both
+    # against one hidetd with a real GPU worker, so the benchmark's plans are measured.
+    d=/tmp/hidetd-graphs
+    rm -rf "$d" && mkdir -p "$d"
+    LD_LIBRARY_PATH=$ourlib "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
+        --workers "$G/bin/hidetd-worker" --log-level info > "$OUT/hidetd.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 200); do
+        [ -S "$d/hidetd.sock" ] && curl -sf --unix-socket "$d/hidetd.sock" http://localhost/healthz >/dev/null && break
+        sleep 0.1
+    done
+    curl -s --unix-socket "$d/hidetd.sock" http://localhost/v1/status > "$OUT/status.json"
+    PYTHONUNBUFFERED=1 timeout "${GRAPHS_TEST_TIMEOUT:-150}" python3 tests/gpu/graph_examples.py \
+        --socket "$d/hidetd.sock" > "$OUT/graph_examples.log" 2>&1
+    echo "graph_examples exit=$?"
+    PYTHONUNBUFFERED=1 timeout "${GRAPHS_BENCH_TIMEOUT:-240}" python3 bench/graphs.py \
+        --socket "$d/hidetd.sock" --out "$OUT" "$@" > "$OUT/graphs.log" 2>&1
+    echo "graphs exit=$?"
+    kill -TERM $pid
+    wait $pid
+    echo "hidetd exit=$?"
+    cat "$OUT/graph_examples.log"
+    tail -n 30 "$OUT/graphs.log"
 fi

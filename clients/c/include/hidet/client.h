@@ -254,6 +254,88 @@ HIDET_EXPORT int hidet_request_set_budget(hidet_request *r, double seconds, int6
 /* The request as compact JSON; *ret is released with free(). */
 HIDET_EXPORT int hidet_request_json(const hidet_request *r, char **ret);
 
+/* ---- launch plans (hidet_plan_*) --------------------------------------------------------- */
+
+/* A launch plan (docs/graphs.md) made runnable: parse the plan hidetd answers for a graph (or a
+ * saved copy), bind the caller's device memory to its inputs, weights and outputs by name, load
+ * its kernels, run the prepare steps once and the steps on every forward pass, on a CUstream.
+ *
+ * The CUDA driver is not linked: libcuda.so.1 is opened (dlopen) at the first hidet_plan_load()
+ * ($HIDETD_LIBCUDA names another file), so programs that only parse plans run without a GPU;
+ * a machine without the driver gets -ELIBACC with dlopen's reason. Device work happens in the
+ * calling thread's current CUDA context (when there is none, the primary context of device 0
+ * is made current). Device pointers are CUdeviceptr values, streams CUstream handles (NULL:
+ * the legacy default stream). A plan is not safe for concurrent use; one plan's arena serves
+ * one forward pass at a time.
+ *
+ * Order: hidet_plan_parse() (or hidet_plan_request()), hidet_plan_bind() every weight,
+ * hidet_plan_load(), hidet_plan_prepare(); then per pass bind the inputs and outputs and
+ * hidet_plan_launch(). Errors: -EPROTO a plan that breaks docs/graphs.md (the message names the
+ * field), -EINVAL a bad argument or binding, -ENOENT an unknown name, -EALREADY a call out of
+ * order, -ELIBACC no driver, -EIO a CUDA call failed (its name and text in the message). */
+
+typedef struct hidet_plan hidet_plan;
+
+typedef enum {
+    HIDET_PLAN_INPUT = 0, /* given on every pass */
+    HIDET_PLAN_WEIGHT,    /* given once, before hidet_plan_prepare() */
+    HIDET_PLAN_OUTPUT,    /* written by every pass */
+} hidet_plan_role;
+
+typedef struct hidet_plan_tensor {
+    char name[132];
+    int rank;
+    int64_t shape[HIDET_MAX_RANK];
+    char dtype[8];  /* "f16", "bf16", "f32" */
+    uint64_t bytes; /* dense row-major size */
+} hidet_plan_tensor;
+
+/* Parses a plan (len bytes of JSON) and checks it: every binding resolves, every buffer lies
+ * in its region, every bound tensor is large enough for what the kernel reads or writes. */
+HIDET_EXPORT int hidet_plan_parse(const char *json, size_t len, hidet_plan **ret,
+                                  hidet_error *err);
+/* POST /v1/graphs with a graph request (JSON text; "wait" must not be false) and parses the
+ * plan answered. */
+HIDET_EXPORT int hidet_plan_request(hidet_client *c, const char *graph_request_json,
+                                    hidet_plan **ret, hidet_error *err);
+/* Frees the plan, its modules and the device memory hidet_plan_load() allocated (in the
+ * current context); NULL is accepted. */
+HIDET_EXPORT hidet_plan *hidet_plan_free(hidet_plan *p);
+
+/* The plan's tensors of a role, in the plan's order; NULL past the end. */
+HIDET_EXPORT size_t hidet_plan_count(const hidet_plan *p, hidet_plan_role role);
+HIDET_EXPORT const hidet_plan_tensor *hidet_plan_tensor_at(const hidet_plan *p,
+                                                           hidet_plan_role role, size_t i);
+/* Bytes of the arena and of the constants region (allocate them once). */
+HIDET_EXPORT uint64_t hidet_plan_arena_bytes(const hidet_plan *p);
+HIDET_EXPORT uint64_t hidet_plan_constants_bytes(const hidet_plan *p);
+/* Number of steps of the forward pass, and of the prepare phase. */
+HIDET_EXPORT size_t hidet_plan_steps(const hidet_plan *p, bool prepare);
+/* Where an intermediate (a plan "buffers" entry, e.g. "h3" or "#workspace0") lives: in the
+ * constants region (*ret_constants) or the arena, at *ret_offset, *ret_bytes long. -ENOENT when
+ * the plan has no such buffer. */
+HIDET_EXPORT int hidet_plan_buffer(const hidet_plan *p, const char *name, bool *ret_constants,
+                                   uint64_t *ret_offset, uint64_t *ret_bytes);
+
+/* Binds device memory of `bytes` bytes to the input, weight or output `name`; -ENOENT names
+ * the plan's tensors, -EINVAL when bytes is less than the tensor's size or ptr is 0 or not
+ * 16-byte aligned. Rebinding is allowed (a new input each pass). */
+HIDET_EXPORT int hidet_plan_bind(hidet_plan *p, const char *name, uint64_t ptr, uint64_t bytes,
+                                 hidet_error *err);
+/* Optional, before hidet_plan_load(): the caller's own arena and constants memory (at least
+ * the plan's sizes, 256-byte aligned; 0 where the plan needs none). Otherwise
+ * hidet_plan_load() allocates them with cuMemAlloc. */
+HIDET_EXPORT int hidet_plan_set_memory(hidet_plan *p, uint64_t arena, uint64_t constants,
+                                       hidet_error *err);
+/* Opens the driver, fetches every kernel set's cubin from c (its PTX, JIT-compiled, when the
+ * cubin does not load on this GPU), loads the modules and allocates what hidet_plan_set_memory()
+ * did not give. Once per plan. */
+HIDET_EXPORT int hidet_plan_load(hidet_plan *p, hidet_client *c, hidet_error *err);
+/* Runs the prepare steps on stream (every weight bound); again after weights change. */
+HIDET_EXPORT int hidet_plan_prepare(hidet_plan *p, void *stream, hidet_error *err);
+/* Launches the steps on stream (every input, weight and output bound; prepare run). */
+HIDET_EXPORT int hidet_plan_launch(hidet_plan *p, void *stream, hidet_error *err);
+
 #ifdef __cplusplus
 }
 #endif

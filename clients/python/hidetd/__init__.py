@@ -1,0 +1,155 @@
+"""hidetd - the Python runtime of hidetd: ask the daemon for fused, tuned kernels and launch
+plans, and launch them on PyTorch tensors (or anything with __cuda_array_interface__) through
+the CUDA driver.
+
+    client = hidetd.Client()                  # default address: see default_address()
+    k = client.kernel({"op": "matmul", "inputs": [...]})
+    c = k(a, b)
+    plan = client.graph(graph)                # docs/graphs.md
+    plan.load_weights(weights)
+    y = plan(x=x)["y"]
+
+Importing this package needs the standard library only; PyTorch is used when the caller has
+imported it, and the CUDA driver is loaded at the first launch. docs/python.md is the guide.
+"""
+import threading
+import time
+
+from . import _cuda
+from ._cuda import CudaError
+from ._http import HidetdError, Transport, default_address, parse_address
+from .kernel import Kernel, PlanError
+from .plan import Plan
+
+__all__ = ["Client", "Kernel", "Plan", "HidetdError", "PlanError", "CudaError",
+           "default_address", "export_fx"]
+__version__ = "0.1.0"
+
+_POLL_S = 0.2
+
+
+class Client:
+    """A connection to hidetd (Unix socket path, "unix:PATH" or "http://HOST:PORT"; token: the
+    bearer token for TCP, default the contents of $HIDETD_TOKEN_FILE). One kept-alive
+    connection; not for concurrent use from several threads."""
+
+    def __init__(self, address=None, token=None, timeout=None):
+        self._t = Transport(address, token, timeout)
+        self._modules = {}  # (key, device) -> CUmodule
+        self._lock = threading.Lock()
+
+    @property
+    def address(self):
+        return self._t.address
+
+    def close(self):
+        self._t.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<hidetd.Client %s>" % self._t.address
+
+    # ---- plain API calls ---------------------------------------------------------------------
+
+    def get(self, path):
+        """GET path, parsed JSON."""
+        return self._t.json("GET", path)[1]
+
+    def post(self, path, body):
+        """POST a JSON body (dict or text): (status, parsed JSON)."""
+        return self._t.json("POST", path, body)
+
+    def status(self):
+        return self.get("/v1/status")
+
+    def cubin(self, key):
+        return self._t.request("GET", "/v1/kernels/%s/cubin" % key)[2]
+
+    def ptx(self, key):
+        return self._t.request("GET", "/v1/kernels/%s/ptx" % key)[2].decode()
+
+    def kernel_set(self, request):
+        """POST /v1/kernels; a 202 job (the request said "wait": false) is waited for."""
+        status, ans = self.post("/v1/kernels", request)
+        if status == 202:
+            job = ans["job"]
+            while job["state"] in ("queued", "running"):
+                time.sleep(_POLL_S)
+                job = self.get("/v1/jobs/%s" % job["id"])["job"]
+            if job["state"] != "done":
+                err = job.get("error") or {}
+                raise HidetdError(200, err.get("code", job["state"]),
+                                  "kernel job %s ended %s: %s" % (job["id"], job["state"],
+                                                                   err.get("message", "")))
+            ans = self.get(job["result"])
+        return ans
+
+    def plan_json(self, graph, **options):
+        """POST /v1/graphs: the launch plan as JSON. `graph` is a whole request ({"graph": ...,
+        "arch": ...}) or only the graph; options (arch, tune, priority, budget) are added to the
+        request. A 202 graph job is waited for."""
+        req = dict(graph) if "graph" in graph else {"graph": graph}
+        req.update(options)
+        status, ans = self.post("/v1/graphs", req)
+        while status == 202:
+            job = ans
+            while job.get("state") in ("queued", "running"):
+                time.sleep(_POLL_S)
+                job = self.get("/v1/graphs/jobs/%s" % job["id"])
+            if job.get("state") != "done":
+                raise HidetdError(200, "graph_job_" + str(job.get("state")),
+                                  "graph job %s ended %s" % (job.get("id"), job.get("state")))
+            status, ans = self.post("/v1/graphs", req)
+        return ans
+
+    # ---- the runtime -------------------------------------------------------------------------
+
+    def kernel(self, request):
+        """A launchable Kernel for an operator request (docs/api.md)."""
+        return Kernel(self, self.kernel_set(request), request)
+
+    def graph(self, graph, **options):
+        """A runnable Plan for a graph (docs/graphs.md); see plan_json() for the arguments."""
+        return Plan(self, self.plan_json(graph, **options))
+
+    def plan(self, plan_json):
+        """A runnable Plan from a plan the daemon answered earlier (e.g. saved to a file); its
+        kernels are fetched from this client's daemon by key."""
+        return Plan(self, plan_json)
+
+    def _module(self, key, device):
+        """The CUmodule of a kernel set on a device (the context is current): the cubin, or
+        the PTX (JIT-compiled by the driver) when the cubin is not for this GPU."""
+        with self._lock:
+            m = self._modules.get((key, device))
+            if m is not None:
+                return m
+            drv = _cuda.driver()
+            m, why_cubin = drv.load_module(self.cubin(key))
+            if m is None:
+                m, why_ptx = drv.load_module(self.ptx(key))
+                if m is None:
+                    raise CudaError("kernel set %s loads neither from its cubin (%s) nor from its "
+                                    "PTX (%s); was it built for this GPU's arch?" %
+                                    (key, why_cubin, why_ptx))
+            self._modules[(key, device)] = m
+            return m
+
+
+def __getattr__(name):
+    # hidetd.fx imports nothing at import time either, but is loaded only when asked for.
+    if name == "fx":
+        import importlib
+        return importlib.import_module(".fx", __name__)
+    raise AttributeError("module 'hidetd' has no attribute %r" % name)
+
+
+def export_fx(module, example_inputs, **kwargs):
+    """Exports a PyTorch module into a hidetd graph (see hidetd.fx.export); needs torch."""
+    from .fx import export
+    return export(module, example_inputs, **kwargs)

@@ -1,0 +1,216 @@
+"""hidetd._cuda - the few CUDA driver calls the runtime makes, through ctypes on libcuda.so.1:
+the primary context of a device, modules from cubin or PTX, kernel launches, and device memory
+for callers without PyTorch.
+
+The driver is loaded at first use, never at import, so the package imports (and its CPU tests
+run) on machines without a GPU. $HIDETD_LIBCUDA names another library (tests use it to check
+the message given when the driver is missing).
+"""
+import ctypes
+import os
+import sys
+import threading
+
+CUDA_SUCCESS = 0
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+# Shared memory above this needs the function attribute set before the launch (docs/api.md).
+STATIC_SHARED_LIMIT = 48 * 1024
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed, or the driver cannot be loaded."""
+
+
+_lock = threading.Lock()
+_driver = None
+
+
+def driver():
+    """The process's Driver, loaded and initialised on first use."""
+    global _driver
+    with _lock:
+        if _driver is None:
+            _driver = Driver(os.environ.get("HIDETD_LIBCUDA") or "libcuda.so.1")
+        return _driver
+
+
+class Driver:
+    def __init__(self, path):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise CudaError("the CUDA driver (%s) cannot be loaded: %s; launching kernels needs "
+                            "an NVIDIA GPU and its driver" % (path, e)) from None
+        self.lib = lib
+        vp, u32, i32, u64 = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_uint64
+        P = ctypes.POINTER
+        sigs = {
+            "cuInit": [u32],
+            "cuGetErrorName": [i32, P(ctypes.c_char_p)],
+            "cuGetErrorString": [i32, P(ctypes.c_char_p)],
+            "cuDeviceGet": [P(i32), i32],
+            "cuDeviceGetCount": [P(i32)],
+            "cuDevicePrimaryCtxRetain": [P(vp), i32],
+            "cuCtxGetCurrent": [P(vp)],
+            "cuCtxSetCurrent": [vp],
+            "cuModuleLoadData": [P(vp), vp],
+            "cuModuleUnload": [vp],
+            "cuModuleGetFunction": [P(vp), vp, ctypes.c_char_p],
+            "cuFuncSetAttribute": [vp, i32, i32],
+            "cuLaunchKernel": [vp, u32, u32, u32, u32, u32, u32, u32, vp, P(vp), P(vp)],
+            "cuMemAlloc_v2": [P(u64), ctypes.c_size_t],
+            "cuMemFree_v2": [u64],
+            "cuMemsetD8_v2": [u64, ctypes.c_ubyte, ctypes.c_size_t],
+            "cuPointerGetAttribute": [vp, i32, u64],
+            "cuStreamSynchronize": [vp],
+            "cuCtxSynchronize": [],
+        }
+        for name, args in sigs.items():
+            try:
+                f = getattr(lib, name)
+            except AttributeError:
+                raise CudaError("the CUDA driver %s lacks %s (too old a driver?)" %
+                                (path, name)) from None
+            f.argtypes = args
+            f.restype = ctypes.c_int
+        self._contexts = {}
+        self.check(lib.cuInit(0), "cuInit")
+
+    def error_text(self, r):
+        name, text = ctypes.c_char_p(), ctypes.c_char_p()
+        self.lib.cuGetErrorName(r, ctypes.byref(name))
+        self.lib.cuGetErrorString(r, ctypes.byref(text))
+        return "%s (%s)" % ((name.value or b"CUDA error %d" % r).decode(),
+                            (text.value or b"").decode())
+
+    def check(self, r, what):
+        if r != CUDA_SUCCESS:
+            raise CudaError("%s failed: %s" % (what, self.error_text(r)))
+
+    def use_device(self, ordinal):
+        """Makes the primary context of device `ordinal` current on this thread (the context
+        PyTorch and the CUDA runtime use) and returns it."""
+        ctx = self._contexts.get(ordinal)
+        if ctx is None:
+            dev = ctypes.c_int()
+            self.check(self.lib.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet(%d)" % ordinal)
+            c = ctypes.c_void_p()
+            self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(c), dev),
+                       "cuDevicePrimaryCtxRetain")
+            ctx = self._contexts[ordinal] = c.value
+        cur = ctypes.c_void_p()
+        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(cur)), "cuCtxGetCurrent")
+        if cur.value != ctx:
+            self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        return ctx
+
+    def pointer_device(self, ptr):
+        """The device ordinal of a device pointer; None when it is not device memory."""
+        v = ctypes.c_int()
+        r = self.lib.cuPointerGetAttribute(ctypes.byref(v), CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                           ptr)
+        return v.value if r == CUDA_SUCCESS else None
+
+    def load_module(self, image):
+        """A module from cubin bytes or PTX text (NUL-terminated here) in the current context."""
+        if isinstance(image, str):
+            image = image.encode() + b"\0"
+        buf = ctypes.create_string_buffer(image, len(image))
+        m = ctypes.c_void_p()
+        r = self.lib.cuModuleLoadData(ctypes.byref(m), buf)
+        if r != CUDA_SUCCESS:
+            return None, self.error_text(r)
+        return m.value, None
+
+    def function(self, module, name, shared_bytes):
+        f = ctypes.c_void_p()
+        self.check(self.lib.cuModuleGetFunction(ctypes.byref(f), module, name.encode()),
+                   "cuModuleGetFunction(%s)" % name)
+        if shared_bytes > STATIC_SHARED_LIMIT:
+            self.check(self.lib.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                   shared_bytes),
+                       "cuFuncSetAttribute(%s, max dynamic shared = %d)" % (name, shared_bytes))
+        return f.value
+
+    def synchronize(self, stream=0):
+        self.check(self.lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+class Launch:
+    """One kernel of a kernel set, ready to launch: its function, grid, block, shared memory
+    and a parameter block whose pointer slots are filled per run (every parameter of hidetd's
+    kernels is a device pointer)."""
+
+    def __init__(self, drv, func, grid, block, shared, n_params, name):
+        self.drv = drv
+        self.func = func
+        self.grid = tuple(int(g) for g in grid)
+        self.block = tuple(int(b) for b in block)
+        self.shared = int(shared)
+        self.name = name
+        self._launch = drv.lib.cuLaunchKernel
+        self.dims = self.grid + self.block + (self.shared,)
+        self.values = (ctypes.c_uint64 * max(n_params, 1))()
+        base = ctypes.addressof(self.values)
+        self.argv = (ctypes.c_void_p * max(n_params, 1))(*[base + 8 * i for i in range(max(n_params, 1))])
+
+    def __setitem__(self, index, ptr):
+        self.values[index] = ptr
+
+    def __call__(self, stream):
+        r = self._launch(self.func, *self.dims, stream, self.argv, None)
+        if r != CUDA_SUCCESS:
+            raise CudaError("cuLaunchKernel(%s, grid %s, block %s, %d bytes shared) failed: %s" %
+                            (self.name, list(self.grid), list(self.block), self.shared,
+                             self.drv.error_text(r)))
+
+
+class DeviceBuffer:
+    """Device memory from cuMemAlloc, for callers without PyTorch; exposes
+    __cuda_array_interface__ (so CuPy, Numba, ... can read it) when given a shape and dtype."""
+
+    def __init__(self, nbytes, device, shape=None, typestr="|u1"):
+        self.drv = driver()
+        self.device = device
+        self.nbytes = int(nbytes)
+        self.drv.use_device(device)
+        p = ctypes.c_uint64()
+        self.drv.check(self.drv.lib.cuMemAlloc_v2(ctypes.byref(p), max(self.nbytes, 1)),
+                       "cuMemAlloc(%d bytes)" % self.nbytes)
+        self.ptr = p.value
+        self.shape = tuple(shape) if shape is not None else (self.nbytes,)
+        self.typestr = typestr
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, False),
+                "version": 3, "strides": None, "stream": None}
+
+    def __del__(self):
+        ptr, self.ptr = getattr(self, "ptr", 0), 0
+        if ptr and not sys.is_finalizing():
+            try:
+                self.drv.use_device(self.device)
+                self.drv.lib.cuMemFree_v2(ptr)
+            except Exception:  # a destructor must not raise
+                pass
+
+
+def stream_handle(stream, device):
+    """The CUstream to launch on: `stream` as given (an int handle, or an object with
+    .cuda_stream like torch.cuda.Stream, or .ptr like cupy's), else PyTorch's current stream of
+    the device when PyTorch is loaded, else the legacy default stream (0)."""
+    if stream is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and device is not None and torch.cuda.is_initialized():
+            return torch.cuda.current_stream(device).cuda_stream
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+    raise TypeError("stream must be an int CUstream handle or a stream object with .cuda_stream "
+                    "or .ptr, got %s" % type(stream).__name__)
