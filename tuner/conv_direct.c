@@ -102,6 +102,8 @@ static bool cfg_of(const tuner_op *op, const conv_geo *g, const tuner_schedule *
     /* A channel tile much wider than K only idles threads. */
     if (c->kt > 32 && c->kt / 2 >= g->K)
         return false;
+    if (c->kt > 256)
+        return false;
     c->qblocks = (g->Q + (long long)c->bq * c->tq - 1) / ((long long)c->bq * c->tq);
     c->ktiles = (g->K + c->kt - 1) / c->kt;
     c->grid_x = g->N * g->P * c->qblocks;
@@ -113,14 +115,20 @@ static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
     (void)t;
     conv_geo g = geo_of(op);
     int vmax = vmax_of(op, &g);
-    static const int kts[] = {8, 16, 32, 64, 128};
+    /* Channel tiles: powers of two, and the tiles that split K evenly (K / d for a few d), so
+     * that a K such as 144 or 960 leaves no block half idle. */
+    int kts[12] = {8, 16, 32, 64, 128};
+    size_t n_kt = 5;
+    for (int d = 1; d <= 8 && n_kt < 12; d++)
+        if (g.K % d == 0 && g.K / d <= 256 && g.K / d > 8 && ((g.K / d) & (g.K / d - 1)) != 0)
+            kts[n_kt++] = (int)(g.K / d);
     static const int bqs[] = {2, 4, 8, 16, 32};
     static const int tqs[] = {1, 2, 4};
     const char *names[4] = {P_VEC, P_KT, P_BQ, P_TQ};
     for (int v = 0; v < 2; v++) {
         if (v && vmax == 1)
             continue;
-        for (size_t a = 0; a < 5; a++)
+        for (size_t a = 0; a < n_kt; a++)
             for (size_t b = 0; b < 5; b++)
                 for (size_t c = 0; c < 3; c++) {
                     int values[4] = {v ? vmax : 1, kts[a], bqs[b], tqs[c]};
@@ -153,7 +161,7 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
     }
     const long long taps = g.R * g.S * g.cpg;
     const int lanes = c.kt / c.vec; /* threads along the channels */
-    const char *XT = tuner__ctype(op->inputs[0].dtype), *WT = tuner__ctype(op->inputs[1].dtype);
+    const char *XT = tuner__ctype(op->inputs[0].dtype);
     const char *OT = tuner__ctype(op->output.dtype);
     tuner_sb sb;
     tuner_sb_init(&sb);
@@ -185,25 +193,38 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
     tuner_sb_printf(&sb, "  const long long h = p * %d - %d + r * %d;\n", g.sh, g.ph, g.dh);
     tuner_sb_printf(&sb, "  if (h < 0 || h >= %lldLL) continue;\n", g.H);
     tuner_sb_printf(&sb, "  const %s *xrow = in0 + ((n * %lldLL + h) * %lldLL) * %lldLL;\n", XT, g.H, g.W, g.C);
-    tuner_sb_printf(&sb, "  for (int s = 0; s < %lld; s++) {\n", g.S);
-    tuner_sb_printf(&sb, "   for (int ci = 0; ci < %d; ci++) {\n", g.cpg);
-    tuner_sb_printf(&sb, "    const float *wt = ws + ((r * %lld + s) * %d + ci) * %d + lane * %d;\n", g.S, g.cpg, c.kt,
-                    c.vec);
-    tuner_sb_printf(&sb, "    float wv[%d];\n#pragma unroll\n    for (int e = 0; e < %d; e++) wv[e] = wt[e];\n", c.vec,
-                    c.vec);
-    tuner_sb_printf(&sb, "#pragma unroll\n    for (int t = 0; t < %d; t++) {\n", c.tq);
-    tuner_sb_puts(&sb, "      const long long q = qbase + t;\n");
-    tuner_sb_printf(&sb, "      const long long wi = q * %d - %d + s * %d;\n", g.sw, g.pw, g.dw);
-    tuner_sb_printf(&sb, "      if (q >= %lldLL || wi < 0 || wi >= %lldLL) continue;\n", g.Q, g.W);
     if (c.vec > 1) {
-        tuner_sb_printf(&sb, "      float xv[%d];\n      hd_ldn_f32<%s, %d>(xrow + wi * %lldLL + cbase, xv);\n", c.vec, XT,
-                        c.vec, g.C);
-        tuner_sb_printf(&sb, "#pragma unroll\n      for (int e = 0; e < %d; e++) acc[t][e] += xv[e] * wv[e];\n", c.vec);
+        /* Depthwise: the row's input columns under the thread's TQ pixels are loaded once, as a
+         * window of `span` channel vectors, and each is used by every tap and pixel it
+         * overlaps ((TQ - 1) * stride + (S - 1) * dilation + 1 loads instead of S * TQ). */
+        const long long span = (long long)(c.tq - 1) * g.sw + (g.S - 1) * g.dw + 1;
+        tuner_sb_printf(&sb, "  float xw[%lld][%d];\n", span, c.vec);
+        tuner_sb_printf(&sb, "  const long long w0 = qbase * %d - %d;\n", g.sw, g.pw);
+        tuner_sb_printf(&sb, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n", span);
+        tuner_sb_puts(&sb, "    const long long wi = w0 + j;\n");
+        tuner_sb_printf(&sb, "    if (wi >= 0 && wi < %lldLL) hd_ldn_f32<%s, %d>(xrow + wi * %lldLL + cbase, xw[j]);\n",
+                        g.W, XT, c.vec, g.C);
+        tuner_sb_printf(&sb, "    else {\n#pragma unroll\n      for (int e = 0; e < %d; e++) xw[j][e] = 0.0f; }\n  }\n",
+                        c.vec);
+        tuner_sb_printf(&sb, "#pragma unroll\n  for (int s = 0; s < %lld; s++) {\n", g.S);
+        tuner_sb_printf(&sb, "    const float *wt = ws + (r * %lld + s) * %d + lane * %d;\n", g.S, c.kt, c.vec);
+        tuner_sb_printf(&sb, "    float wv[%d];\n#pragma unroll\n    for (int e = 0; e < %d; e++) wv[e] = wt[e];\n",
+                        c.vec, c.vec);
+        tuner_sb_printf(&sb, "#pragma unroll\n    for (int t = 0; t < %d; t++)\n#pragma unroll\n"
+                             "      for (int e = 0; e < %d; e++) acc[t][e] += xw[t * %d + s * %d][e] * wv[e];\n",
+                        c.tq, c.vec, g.sw, g.dw);
+        tuner_sb_puts(&sb, "  }\n}\n");
     } else {
-        tuner_sb_printf(&sb, "      acc[t][0] += hd_f32(xrow[wi * %lldLL + cbase + ci]) * wv[0];\n", g.C);
+        tuner_sb_printf(&sb, "  for (int s = 0; s < %lld; s++) {\n", g.S);
+        tuner_sb_printf(&sb, "   for (int ci = 0; ci < %d; ci++) {\n", g.cpg);
+        tuner_sb_printf(&sb, "    const float wv = ws[((r * %lld + s) * %d + ci) * %d + lane];\n", g.S, g.cpg, c.kt);
+        tuner_sb_printf(&sb, "#pragma unroll\n    for (int t = 0; t < %d; t++) {\n", c.tq);
+        tuner_sb_puts(&sb, "      const long long q = qbase + t;\n");
+        tuner_sb_printf(&sb, "      const long long wi = q * %d - %d + s * %d;\n", g.sw, g.pw, g.dw);
+        tuner_sb_printf(&sb, "      if (q >= %lldLL || wi < 0 || wi >= %lldLL) continue;\n", g.Q, g.W);
+        tuner_sb_printf(&sb, "      acc[t][0] += hd_f32(xrow[wi * %lldLL + cbase + ci]) * wv;\n", g.C);
+        tuner_sb_puts(&sb, "    }\n   }\n  }\n}\n");
     }
-    tuner_sb_puts(&sb, "    }\n   }\n  }\n}\n");
-    (void)WT;
     /* Epilogue and store, per pixel. */
     tuner_sb_printf(&sb, "#pragma unroll\nfor (int t = 0; t < %d; t++) {\n", c.tq);
     tuner_sb_puts(&sb, "  const long long q = qbase + t;\n");
@@ -269,7 +290,9 @@ static int direct_preferred(const tuner_op *op, const tuner_target *t, tuner_sch
         bq = 32;
     if (bq < 2)
         bq = 2;
-    int values[4] = {vmax, kt, bq, 2};
+    /* Depthwise rows wide enough take four pixels per thread: the input window is loaded once
+     * for all of them. */
+    int values[4] = {vmax, kt, bq, vmax > 1 && g.Q >= 16 ? 4 : 2};
     const char *names[4] = {P_VEC, P_KT, P_BQ, P_TQ};
     ret->n_params = 4;
     for (int k = 0; k < 4; k++) {
