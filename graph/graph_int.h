@@ -15,6 +15,10 @@ int graph__fail(proto_error *e, int status, const char *code, const char *field,
  * infers its output tensor (graph/infer.c). */
 int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e);
 
+/* Room for one more item in a growing array (*items of *cap items of `size` bytes, n used),
+ * doubling it when full. 0 or -ENOMEM (then *items is unchanged). */
+int graph__reserve(void **items, int *cap, int n, size_t size);
+
 /* numpy broadcasting: whether a (rank ra) broadcasts one way to b; the two-way result into out. */
 bool graph__broadcasts_to(const tuner_tensor *a, const tuner_tensor *b);
 bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor *out);

@@ -64,16 +64,23 @@ uint64_t graph_tensor_bytes(const tuner_tensor *t)
 
 /* ---- plan tensors and primitives ---------------------------------------------------------------- */
 
+int graph__reserve(void **items, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int ncap = *cap ? 2 * *cap : 16;
+    void *grown = realloc(*items, size * (size_t)ncap);
+    if (!grown)
+        return -ENOMEM;
+    *items = grown;
+    *cap = ncap;
+    return 0;
+}
+
 static int new_tensor(graph_plan *p, const char *name, const tuner_tensor *t, graph_tensor_kind kind)
 {
-    if (p->n_tensors == p->cap_tensors) {
-        int cap = p->cap_tensors ? 2 * p->cap_tensors : 64;
-        graph_plan_tensor *n = realloc(p->tensors, sizeof(*n) * (size_t)cap);
-        if (!n)
-            return -ENOMEM;
-        p->tensors = n;
-        p->cap_tensors = cap;
-    }
+    if (graph__reserve((void **)&p->tensors, &p->cap_tensors, p->n_tensors, sizeof(*p->tensors)) < 0)
+        return -ENOMEM;
     graph_plan_tensor *pt = &p->tensors[p->n_tensors];
     memset(pt, 0, sizeof(*pt));
     snprintf(pt->name, sizeof(pt->name), "%s", name);
@@ -88,14 +95,8 @@ static int new_tensor(graph_plan *p, const char *name, const tuner_tensor *t, gr
 
 static prim *new_prim(part *c, prim_kind kind, int node, int out)
 {
-    if (c->n_prims == c->cap_prims) {
-        int cap = c->cap_prims ? 2 * c->cap_prims : 64;
-        prim *n = realloc(c->prims, sizeof(*n) * (size_t)cap);
-        if (!n)
-            return NULL;
-        c->prims = n;
-        c->cap_prims = cap;
-    }
+    if (graph__reserve((void **)&c->prims, &c->cap_prims, c->n_prims, sizeof(*c->prims)) < 0)
+        return NULL;
     prim *pr = &c->prims[c->n_prims++];
     memset(pr, 0, sizeof(*pr));
     pr->kind = kind;
@@ -512,14 +513,8 @@ static int grow_prologue(part *c, growing *k, int slot)
 static int add_kernel(part *c, growing *k)
 {
     graph_plan *p = c->p;
-    if (p->n_kernels == p->cap_kernels) {
-        int cap = p->cap_kernels ? 2 * p->cap_kernels : 16;
-        graph_kernel *n = realloc(p->kernels, sizeof(*n) * (size_t)cap);
-        if (!n)
-            return -ENOMEM;
-        p->kernels = n;
-        p->cap_kernels = cap;
-    }
+    if (graph__reserve((void **)&p->kernels, &p->cap_kernels, p->n_kernels, sizeof(*p->kernels)) < 0)
+        return -ENOMEM;
     graph_kernel *gk = &p->kernels[p->n_kernels];
     memset(gk, 0, sizeof(*gk));
     gk->op = k->op;
@@ -555,35 +550,54 @@ static int unsupported(part *c, const prim *pr, const char *why)
                        why);
 }
 
-static int anchor_kernel(part *c, int pk)
+/* A kernel started from prim pk: it computes pk and writes pk's result; constant when every
+ * input of pk is. The caller sets op and bound. NULL when out of memory. */
+static growing *kernel_begin(part *c, int pk)
 {
     prim *pr = &c->prims[pk];
     growing *k = calloc(1, sizeof(*k));
     if (!k)
-        return -ENOMEM;
-    k->op = pr->op;
-    memcpy(k->bound, pr->in, sizeof(int) * (size_t)pr->n_in);
+        return NULL;
     k->out = pr->out;
     k->prims[k->n_prims++] = pk;
     pr->kernel = -2;
     k->is_constant = true;
     for (int j = 0; j < pr->n_in; j++)
         k->is_constant = k->is_constant && constant(c, pr->in[j]);
-    int r = 0;
+    return k;
+}
+
+/* Validates the started kernel (a graph that cannot be one is refused at its node with `why`),
+ * grows its first `prologue_slots` prologues and its epilogue, and adds it. Frees k. */
+static int kernel_finish(part *c, growing *k, int prologue_slots, const char *why)
+{
+    const prim *pr = &c->prims[k->prims[0]];
+    int r;
     if (!op_valid(c, &k->op, &c->p->tensors[k->out].t, &k->request, &k->op)) {
-        r = unsupported(c, pr, "its kernel request is not valid after folding transposes");
-        goto out;
+        r = unsupported(c, pr, why);
+    } else {
+        for (int s = 0; s < prologue_slots; s++)
+            grow_prologue(c, k, s);
+        grow_epilogue(c, k);
+        r = add_kernel(c, k);
     }
-    /* softmax, the norms and reduce take a prologue on x only. */
-    int slots = pr->op.kind == TUNER_OP_MATMUL || pr->op.kind == TUNER_OP_CONV2D ? 2 : 1;
-    for (int s = 0; s < slots; s++)
-        grow_prologue(c, k, s);
-    grow_epilogue(c, k);
-    r = add_kernel(c, k);
-out:
     free(k->request);
     free(k);
     return r;
+}
+
+static int anchor_kernel(part *c, int pk)
+{
+    prim *pr = &c->prims[pk];
+    growing *k = kernel_begin(c, pk);
+    if (!k)
+        return -ENOMEM;
+    k->op = pr->op;
+    memcpy(k->bound, pr->in, sizeof(int) * (size_t)pr->n_in);
+    /* softmax, the norms, reduce and concat take a prologue on x only (concat none at all:
+     * the validator refuses it, so none is grown). */
+    int slots = pr->op.kind == TUNER_OP_MATMUL || pr->op.kind == TUNER_OP_CONV2D ? 2 : 1;
+    return kernel_finish(c, k, slots, "its kernel request is not valid after folding transposes");
 }
 
 /* Dense row-major strides of t. */
@@ -602,51 +616,33 @@ static int layout_kernel(part *c, int pk)
 {
     prim *pr = &c->prims[pk];
     const graph_node *n = &c->g->nodes[pr->node];
-    growing *k = calloc(1, sizeof(*k));
+    growing *k = kernel_begin(c, pk);
     if (!k)
         return -ENOMEM;
     const tuner_tensor *x = &c->p->tensors[pr->in[0]].t;
     tuner_op *op = &k->op;
+    op->kind = TUNER_OP_COPY;
     op->n_inputs = op->n_anchor_inputs = 1;
     op->inputs[0] = *x;
     op->output = c->p->tensors[pr->out].t;
     k->bound[0] = pr->in[0];
     int64_t xs[TUNER_MAX_RANK];
     dense_strides(x, xs);
-    if (pr->kind == PRIM_TRANSPOSE) {
-        op->kind = TUNER_OP_COPY;
-        for (int d = 0; d < x->rank; d++)
+    for (int d = 0; d < x->rank; d++) {
+        if (pr->kind == PRIM_TRANSPOSE) {
             op->attrs.copy.strides[d] = xs[n->perm[d]];
-    } else {
-        op->kind = TUNER_OP_COPY;
-        for (int d = 0; d < x->rank; d++) {
+        } else {
             op->attrs.copy.offset += n->start[d] * xs[d];
             op->attrs.copy.strides[d] = n->stride[d] * xs[d];
         }
     }
-    k->out = pr->out;
-    k->prims[k->n_prims++] = pk;
-    pr->kernel = -2;
-    k->is_constant = true;
-    for (int j = 0; j < pr->n_in; j++)
-        k->is_constant = k->is_constant && constant(c, pr->in[j]);
-    int r = 0;
-    if (!op_valid(c, op, &c->p->tensors[k->out].t, &k->request, op)) {
-        r = unsupported(c, pr, "this layout op is not a valid copy or concat kernel");
-        goto out;
-    }
-    grow_epilogue(c, k);
-    r = add_kernel(c, k);
-out:
-    free(k->request);
-    free(k);
-    return r;
+    return kernel_finish(c, k, 0, "this layout op is not a valid copy kernel");
 }
 
 static int step_kernel(part *c, int pk)
 {
     prim *pr = &c->prims[pk];
-    growing *k = calloc(1, sizeof(*k));
+    growing *k = kernel_begin(c, pk);
     if (!k)
         return -ENOMEM;
     k->op.kind = TUNER_OP_ELEMENTWISE;
@@ -659,23 +655,7 @@ static int step_kernel(part *c, int pk)
     if (pr->n_in > 1)
         s.operand = operand_index(&k->op, k->bound, pr->in[1], &c->p->tensors[pr->in[1]].t, 0);
     k->op.epilogue.steps[k->op.epilogue.n++] = s;
-    k->out = pr->out;
-    k->prims[k->n_prims++] = pk;
-    pr->kernel = -2;
-    k->is_constant = true;
-    for (int j = 0; j < pr->n_in; j++)
-        k->is_constant = k->is_constant && constant(c, pr->in[j]);
-    int r = 0;
-    if (!op_valid(c, &k->op, &c->p->tensors[k->out].t, &k->request, &k->op)) {
-        r = unsupported(c, pr, "this step cannot be expressed as an elementwise kernel");
-        goto out;
-    }
-    grow_epilogue(c, k);
-    r = add_kernel(c, k);
-out:
-    free(k->request);
-    free(k);
-    return r;
+    return kernel_finish(c, k, 0, "this step cannot be expressed as an elementwise kernel");
 }
 
 /* A copy of tensor src into dst (an output that must own its memory). */

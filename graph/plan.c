@@ -30,14 +30,8 @@ static int root_of(const graph_plan *p, int t)
 
 static int add_workspace(graph_plan *p, int k, uint64_t bytes)
 {
-    if (p->n_tensors == p->cap_tensors) {
-        int cap = 2 * p->cap_tensors + 8;
-        graph_plan_tensor *n = realloc(p->tensors, sizeof(*n) * (size_t)cap);
-        if (!n)
-            return -ENOMEM;
-        p->tensors = n;
-        p->cap_tensors = cap;
-    }
+    if (graph__reserve((void **)&p->tensors, &p->cap_tensors, p->n_tensors, sizeof(*p->tensors)) < 0)
+        return -ENOMEM;
     graph_plan_tensor *t = &p->tensors[p->n_tensors];
     memset(t, 0, sizeof(*t));
     snprintf(t->name, sizeof(t->name), "#workspace%d", k);
