@@ -281,18 +281,22 @@ static void write_cb(uv_write_t *w, int status)
     process(c);
 }
 
-static int conn_write(conn *c, const char *head, size_t hlen, const void *body, size_t blen)
+/* Queues HEAD, then BODY, then TAIL (a few bytes the answer adds after the caller's body). */
+static int conn_write_tail(conn *c, const char *head, size_t hlen, const void *body, size_t blen,
+                           const char *tail, size_t tlen)
 {
     if (c->closing)
         return -EPIPE;
-    wreq *wr = malloc(sizeof(*wr) + hlen + blen);
+    wreq *wr = malloc(sizeof(*wr) + hlen + blen + tlen);
     if (!wr)
         return -ENOMEM;
     wr->c = c;
-    wr->len = hlen + blen;
+    wr->len = hlen + blen + tlen;
     memcpy(wr->data, head, hlen);
     if (blen)
         memcpy(wr->data + hlen, body, blen);
+    if (tlen)
+        memcpy(wr->data + hlen + blen, tail, tlen);
     uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
     int r = uv_write(&wr->w, &c->h.stream, &b, 1, write_cb);
     if (r < 0) {
@@ -302,10 +306,20 @@ static int conn_write(conn *c, const char *head, size_t hlen, const void *body, 
     return 0;
 }
 
-/* Formats and queues one answer. */
+static int conn_write(conn *c, const char *head, size_t hlen, const void *body, size_t blen)
+{
+    return conn_write_tail(c, head, hlen, body, blen, NULL, 0);
+}
+
+/* Formats and queues one answer. A JSON body gets a final newline when it lacks one: every JSON
+ * answer is then a complete line, so `curl` at a shell prompt and line-based tools (jq -c, grep,
+ * log collectors) see one record per line. Callers keep passing cJSON's unterminated text. */
 static int write_answer(conn *c, int status, const char *ctype, const char *extra,
                         const void *body, size_t len, bool head_only, bool close)
 {
+    size_t nl = len > 0 && strcmp(ctype, "application/json") == 0 &&
+                ((const char *)body)[len - 1] != '\n';
+    len += nl;
     char head[512];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
@@ -320,7 +334,7 @@ static int write_answer(conn *c, int status, const char *ctype, const char *extr
     if (r == 0)
         r = gbuf_add(&h, "\r\n", 2);
     if (r == 0)
-        r = conn_write(c, h.p, h.len, body, head_only ? 0 : len);
+        r = conn_write_tail(c, h.p, h.len, body, head_only ? 0 : len - nl, "\n", head_only ? 0 : nl);
     free(h.p);
     return r;
 }

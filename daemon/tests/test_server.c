@@ -184,7 +184,7 @@ int main(void)
 
     /* Routing. */
     resp r = request(&loop, fd, "GET", "/healthz", NULL, NULL);
-    CHECK(r.status == 200 && r.body && !strcmp(r.body, "{\"status\":\"ok\"}"), "healthz %d", r.status);
+    CHECK(r.status == 200 && r.body && !strcmp(r.body, "{\"status\":\"ok\"}\n"), "healthz %d", r.status);
     resp_free(&r);
     r = request(&loop, fd, "GET", "/nope", NULL, NULL);
     CHECK(r.status == 404 && code_of(&r) && !strcmp(code_of(&r), "not_found"), "404: %d", r.status);
@@ -292,7 +292,7 @@ int main(void)
     CHECK(r.status == 200 && cJSON_IsFalse(cJSON_GetObjectItem(r.json, "gpu_available")), "status");
     resp_free(&r);
     r = request(&loop, fd, "GET", "/v1/jobs", NULL, NULL);
-    CHECK(r.status == 200 && r.body && !strcmp(r.body, "{\"jobs\":[]}"), "jobs: %s", r.body);
+    CHECK(r.status == 200 && r.body && !strcmp(r.body, "{\"jobs\":[]}\n"), "jobs: %s", r.body);
     resp_free(&r);
     r = request(&loop, fd, "GET", "/metrics", NULL, NULL);
     CHECK(r.status == 200 && strcasestr(r.head, "version=0.0.4"), "metrics: %d", r.status);

@@ -329,6 +329,8 @@ static void test_keepalive_and_basics(void)
     CHECK(strstr(r.body, "\"query\":\"a=1&b=2\""));
     CHECK(strstr(r.body, "\"x\":\"hello\""));
     CHECK(strstr(r.body, "\"local\":true,\"transport\":\"unix\""));
+    /* A JSON answer is one complete line; the Content-Length counts the newline. */
+    CHECK(r.body_len >= 2 && r.body[r.body_len - 2] == '}' && r.body[r.body_len - 1] == '\n');
     CHECK(has_header(&r, "Connection: keep-alive"));
     CHECK(has_header(&r, "Content-Type: application/json"));
     free(r.body);
@@ -346,6 +348,7 @@ static void test_keepalive_and_basics(void)
     CHECK(has_header(&r, "\r\nAllow: GET, POST\r\n"));
     CHECK(!has_header(&r, "Injected"));
     CHECK(strstr(r.body, "\"code\":\"method_not_allowed\""));
+    CHECK(r.body_len >= 2 && r.body[r.body_len - 2] == '}' && r.body[r.body_len - 1] == '\n');
     free(r.body);
     /* HEAD: length announced, no body sent. */
     send_str(c, "HEAD /echo HTTP/1.1\r\nHost: x\r\n\r\n");
