@@ -35,6 +35,9 @@ typedef struct req_ctx {
     hd_route_id route;
     const char *cache; /* "hit", "miss" or NULL */
     char key[KC_KEY_LEN + 1];
+    /* Which key `key` is, as the log line names it: "op_key" (POST /v1/kernels, the op's cache
+     * key) or "key" (the artifact key a kernel set answer gives and GET /v1/kernels/KEY takes). */
+    const char *key_name;
     resolve_wait *wait; /* while the resolver works on a POST /v1/kernels */
     graph_wait *graph_wait; /* while the graph service works on a POST /v1/graphs */
 } req_ctx;
@@ -69,8 +72,10 @@ static void respond_errno(proto_request *req, int r, const char *what)
 /* Counts a request as a cache hit or miss once, when the resolver first says which it was. */
 static void note_origin(hd_daemon *d, req_ctx *ctx, const resolve_result *res)
 {
-    if (res->op_key[0])
+    if (res->op_key[0]) {
         memcpy(ctx->key, res->op_key, sizeof(ctx->key));
+        ctx->key_name = "op_key";
+    }
     if (ctx->cache || res->state == RESOLVE_WAITING)
         return;
     if (RESOLVE_ORIGIN_IS_HIT(res->origin)) {
@@ -325,6 +330,7 @@ static void handle_kernel_get(proto_request *req, hd_daemon *d, const hd_route_m
     }
     memcpy(ctx->key, m->arg, KC_KEY_LEN);
     ctx->key[KC_KEY_LEN] = '\0';
+    ctx->key_name = "key";
     if (m->id == HD_ROUTE_KERNEL) {
         resolve_result res;
         resolve_by_key(d->resolver, ctx->key, &res);
@@ -610,11 +616,13 @@ void hd__on_complete(const proto_request *req, int status, size_t body_bytes, do
     }
     if (hd_log_enabled(HD_LOG_INFO)) {
         const char *q = req->query && req->query[0] ? "?" : "";
-        hd_log_info("%s %s%s%s %d %zuB %.3fms peer=%s%s%s%s%s", req->method[0] ? req->method : "-",
+        bool key = ctx && ctx->key[0];
+        hd_log_info("%s %s%s%s %d %zuB %.3fms peer=%s%s%s%s%s%s%s", req->method[0] ? req->method : "-",
                     req->path[0] ? req->path : "-", q, q[0] ? req->query : "", status, body_bytes,
                     duration_s * 1000.0, req->peer ? req->peer : "-",
                     ctx && ctx->cache ? " cache=" : "", ctx && ctx->cache ? ctx->cache : "",
-                    ctx && ctx->key[0] ? " key=" : "", ctx && ctx->key[0] ? ctx->key : "");
+                    key ? " " : "", key && ctx->key_name ? ctx->key_name : (key ? "key" : ""),
+                    key ? "=" : "", key ? ctx->key : "");
     }
     free(ctx);
 }
