@@ -8,7 +8,7 @@ scripts/setup.sh build-gpu -Dbuildtype=release >/dev/null
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/tests
 cp build-gpu/daemon/hidetd build-gpu/gpu_workers/hidetd-worker build-gpu/clients/c/hidetctl \
    build-gpu/bench/hitbench .gpu/bin/
-cp -P build-gpu/clients/c/libhidet-client.so* .gpu/lib/ 2>/dev/null || true
+cp -P build-gpu/clients/c/lib/libhidet-client.so* .gpu/lib/ 2>/dev/null || true
 for t in build-gpu/tests/gpu/* build-gpu/scheduler/gpu_sched; do
     case "$t" in *seccomp_exec) continue ;; esac
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" .gpu/tests/
