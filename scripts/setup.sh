@@ -14,6 +14,11 @@ shift || true
 packages=(meson ninja-build pkg-config gcc libuv1-dev libcjson-dev libsqlite3-dev libsodium-dev
           libhttp-parser-dev libcurl4-openssl-dev libsystemd-dev libseccomp-dev python3 systemd
           sqlite3 libhiredis-dev redis-server)
+# debhelper, dpkg-dev, lintian: tests/ops/deb_test.sh builds and checks the .debs (suite
+# 'packaging'). Test tools only; scripts/run.sh does not ask for them.
+if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ]; then
+    packages+=(debhelper dpkg-dev lintian fakeroot)
+fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -35,8 +40,10 @@ fi
 export PATH="$cuda/bin:$PATH"
 
 # cuobjdump is used by the tests to read cubins; some toolkit installs leave it out. NVIDIA ships
-# it as a Python wheel too: install that into .deps/ when no cuobjdump is on hand.
-if ! command -v cuobjdump >/dev/null && [ ! -x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump ]; then
+# it as a Python wheel too: install that into .deps/ when no cuobjdump is on hand. Only for the
+# tests: scripts/run.sh sets HIDETD_SETUP_NO_TEST_TOOLS=1, running hidetd downloads nothing.
+if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && ! command -v cuobjdump >/dev/null \
+        && [ ! -x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump ]; then
     echo "setup: cuobjdump not found; fetching NVIDIA's cuobjdump wheel into .deps/"
     python3 -m pip download -q --no-deps -d .deps/wheels "nvidia-cuda-cuobjdump>=13,<14" \
         && (cd .deps && mkdir -p cuobjdump && python3 -m zipfile -e wheels/nvidia_cuda_cuobjdump-*.whl cuobjdump) \
