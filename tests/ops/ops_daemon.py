@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end ops tests: the real hidetd binary under the conditions systemd creates.
 
-    ops_daemon.py HIDETD CASE      CASE: notify | socket-activation | reload | metrics | watchdog
+    ops_daemon.py HIDETD CASE      CASE: notify | socket-activation | reload | metrics | watchdog |
+                                         accesslog
 
 Each case starts hidetd on a temporary socket, database and config (--workers none: no GPU
 needed), drives it, stops it with SIGTERM (it must exit 0) and scans its stderr for sanitizer
@@ -176,6 +177,42 @@ class Daemon:
 
 
 # ---- cases ---------------------------------------------------------------------------------
+
+
+def case_accesslog(hidetd, tmp):
+    """The access log line names the key it prints: op_key= for POST /v1/kernels (the answer's
+    "op_key"), key= for GET /v1/kernels/KEY (the artifact key, the answer's "key")."""
+    import json
+    d = Daemon(hidetd, tmp)
+    try:
+        d.wait_healthy()
+        req = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                           "requests", "elementwise.json")
+        c = UnixHTTPConnection(d.sock, 300)
+        try:
+            c.request("POST", "/v1/kernels", body=open(req, "rb").read())
+            r = c.getresponse()
+            status, body = r.status, r.read()
+        finally:
+            c.close()
+        check(status == 200, f"POST /v1/kernels answered {status}: {body[:300]!r}")
+        answer = json.loads(body)
+        key, op_key = answer["key"], answer["op_key"]
+        check(key != op_key, "the artifact key equals the op key; this test cannot tell them apart")
+        check(d.get("/v1/kernels/" + key)[0] == 200, "GET /v1/kernels/KEY failed")
+        d.stop()
+        lines = d.log().splitlines()
+        post = [l for l in lines if " POST /v1/kernels 200 " in l]
+        get = [l for l in lines if f" GET /v1/kernels/{key} 200 " in l]
+        check(len(post) == 1 and len(get) == 1, f"access log lines not found:\n{d.log()}")
+        check(f" op_key={op_key}" in post[0] and " key=" not in post[0],
+              f"the POST line does not name the op key as op_key=: {post[0]}")
+        check(f" key={key}" in get[0] and "op_key=" not in get[0],
+              f"the GET line does not name the artifact key as key=: {get[0]}")
+        print("accesslog: POST names op_key=, GET /v1/kernels/KEY names key=")
+    finally:
+        d.kill()
+
 
 def case_notify(hidetd, tmp):
     n = Notify(os.path.join(tmp, "notify"))
@@ -410,6 +447,7 @@ CASES = {
     "reload": case_reload,
     "metrics": case_metrics,
     "watchdog": case_watchdog,
+    "accesslog": case_accesslog,
 }
 
 
