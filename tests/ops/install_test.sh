@@ -2,7 +2,10 @@
 # tests/ops/install_test.sh - what `meson install` puts on a host, checked in a scratch DESTDIR,
 # and the build tree's pkg-config file as a client project would use it.
 #
-#   install_test.sh BUILD_ROOT SBINDIR LIBEXECDIR CUDA_LIB64
+#   install_test.sh BUILD_ROOT SBINDIR LIBEXECDIR CUDA_LIB64 [SANITIZE]
+#
+# SANITIZE is the build's b_sanitize option: a sanitizer build's library needs its runtime, so the
+# tiny client is compiled with the same -fsanitize= there.
 #
 #  1. `meson install --destdir` of BUILD_ROOT; the test stand-in worker must not be installed.
 #  2. The installed hidetd carries RUNPATH CUDA_LIB64, and ldd of it finds libnvrtc there
@@ -15,8 +18,10 @@
 #     private header through those flags. The installed .pc is tried the same way
 #     (pkg-config --define-prefix over the scratch DESTDIR).
 set -euo pipefail
-[ $# -eq 4 ] || { echo "usage: $0 BUILD_ROOT SBINDIR LIBEXECDIR CUDA_LIB64" >&2; exit 2; }
-build=$1 sbindir=$2 libexecdir=$3 cuda_lib64=$4
+[ $# -eq 4 ] || [ $# -eq 5 ] || { echo "usage: $0 BUILD_ROOT SBINDIR LIBEXECDIR CUDA_LIB64 [SANITIZE]" >&2; exit 2; }
+build=$1 sbindir=$2 libexecdir=$3 cuda_lib64=$4 sanitize=${5:-none}
+san=()
+[ "$sanitize" = none ] || san=("-fsanitize=$sanitize")
 here=$(cd "$(dirname "$0")" && pwd)
 for t in meson readelf pkg-config cc; do
     command -v "$t" >/dev/null || { echo "SKIP: $t is not installed"; exit 77; }
@@ -102,7 +107,7 @@ try_pc() { # LABEL, then the pkg-config command line (env and flags)
     local libdir
     libdir=$(echo "$libs" | tr ' ' '\n' | sed -n 's/^-L//p' | head -1)
     # shellcheck disable=SC2086
-    if cc -Wall -Werror -o "$tmp/client" "$tmp/client.c" $cflags $libs -Wl,-rpath,"$libdir" 2> "$tmp/cc.log"; then
+    if cc "${san[@]}" -Wall -Werror -o "$tmp/client" "$tmp/client.c" $cflags $libs -Wl,-rpath,"$libdir" 2> "$tmp/cc.log"; then
         "$tmp/client" || bad "$label: the client built against it does not run"
     else
         cat "$tmp/cc.log"; bad "$label: a client does not compile and link with these flags"
