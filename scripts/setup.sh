@@ -17,7 +17,7 @@ packages=(meson ninja-build pkg-config gcc libuv1-dev libcjson-dev libsqlite3-de
 # debhelper, dpkg-dev, lintian: tests/ops/deb_test.sh builds and checks the .debs (suite
 # 'packaging'). Test tools only; scripts/run.sh does not ask for them.
 if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ]; then
-    packages+=(debhelper dpkg-dev lintian fakeroot)
+    packages+=(debhelper dpkg-dev lintian)
 fi
 missing=()
 for p in "${packages[@]}"; do
