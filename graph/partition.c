@@ -163,7 +163,8 @@ static int lower_batchnorm(part *c, int i)
         (r = add_step(c, i, TUNER_EW_CAST, 0, TUNER_F32, u3, -1, t)) < 0)
         return r;
     /* The per-channel vectors as seen from x: [C, 1, ..., 1] for a channel axis before the last. */
-    const tuner_tensor *xt = &c->p->tensors[x].t;
+    /* A copy, not a pointer: adding tensors below may move the array. */
+    const tuner_tensor xv = c->p->tensors[x].t, *xt = &xv;
     int sv = s, tv = t;
     if (n->axis != xt->rank - 1) {
         tuner_tensor view = f32vec;
