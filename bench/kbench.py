@@ -92,7 +92,9 @@ def run_one(path, args):
         return lambda: torch.matmul(a, b)
 
     row = {"name": name, "schedule": meta["schedule"]["params"], "predicted_us": meta["predicted_us"], "err": err}
-    if meta["op"] == OP_MATMUL and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2:
+    # The peer is torch.matmul(a, b): only for plain 2-D operands (not batched, not transposed).
+    if (meta["op"] == OP_MATMUL and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2
+            and in_shapes[0][1] == in_shapes[1][0] and out_shape == [in_shapes[0][0], in_shapes[1][1]]):
         if args.alternate:
             us, peer_us = time_pair_us(lambda i: bind_c(sets[i], outs[i]), peer, n_sets)
         else:

@@ -7,6 +7,8 @@
  *   kgen REQUEST.json block_m=128,stages=4  that schedule: the default's template, with those
  *                                           parameters set (the template rejects what it lacks)
  *   kgen --rank N REQUEST.json              the cost model's N best schedules, with predictions
+ *   kgen --template NAME REQUEST.json ...   the first (preferred) schedule of that template
+ *                                           instead of the default's, overrides applied to it
  *   kgen -o PREFIX ...                      also writes PREFIX.cu, PREFIX.ptx, PREFIX.cubin,
  *                                           PREFIX.ref.cubin (the verification reference) and
  *                                           PREFIX.json (buffers and launches of both), which
@@ -150,8 +152,12 @@ static int write_meta(const char *prefix, const tuner_op *op, const char *schedu
 
 int main(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *tmpl = NULL;
     int ai = 1, rank = 0;
+    if (ai + 1 < argc && !strcmp(argv[ai], "--template")) {
+        tmpl = argv[ai + 1];
+        ai += 2;
+    }
     if (ai + 1 < argc && !strcmp(argv[ai], "--rank")) {
         rank = atoi(argv[ai + 1]);
         ai += 2;
@@ -161,7 +167,7 @@ int main(int argc, char **argv)
         ai += 2;
     }
     if (ai >= argc || argc - ai > 2) {
-        fprintf(stderr, "usage: kgen [--rank N] [-o PREFIX] REQUEST.json [name=value,...]\n");
+        fprintf(stderr, "usage: kgen [--template NAME] [--rank N] [-o PREFIX] REQUEST.json [name=value,...]\n");
         return 2;
     }
     if (out) {
@@ -213,7 +219,18 @@ int main(int argc, char **argv)
         tuner_space_free(space);
         return 0;
     }
-    tuner_schedule s = space->items[tuner_default_index(&req.op, &req.target, space)];
+    size_t pick = tuner_default_index(&req.op, &req.target, space);
+    if (tmpl) {
+        pick = space->n;
+        for (size_t i = 0; i < space->n && pick == space->n; i++)
+            if (!strcmp(space->items[i].template_name, tmpl))
+                pick = i;
+        if (pick == space->n) {
+            fprintf(stderr, "kgen: no %s schedule in this space\n", tmpl);
+            return 1;
+        }
+    }
+    tuner_schedule s = space->items[pick];
     if (ai + 1 < argc && apply_overrides(&s, argv[ai + 1]) < 0)
         return 1;
     char *sj = tuner_schedule_json(&s);

@@ -142,7 +142,8 @@ typedef struct tuner__gemm_cost_in {
 } tuner__gemm_cost_in;
 double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c);
 
-/* Templates (tuner/gemm/mma.c, simt.c). */
+/* Templates (tuner/gemm/wgmma.c, mma.c, simt.c). */
+extern const tuner_template tuner__gemm_matmul_wgmma;
 extern const tuner_template tuner__gemm_matmul_mma;
 extern const tuner_template tuner__gemm_conv2d_mma;
 extern const tuner_template tuner__gemm_matmul_simt;

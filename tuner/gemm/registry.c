@@ -1,9 +1,11 @@
-/* tuner/gemm/registry.c - matmul and conv2d templates (tensor-core and SIMT). */
+/* tuner/gemm/registry.c - matmul and conv2d templates (warpgroup and warp tensor cores, SIMT). */
 #include "tuner/gemm/gemm.h"
 
 const tuner_template *const tuner__gemm_templates[] = {
     &tuner__gemm_matmul_mma,
     &tuner__gemm_conv2d_mma,
+    /* After matmul_mma: equal default ranks pick in this order (tuner/template.h). */
+    &tuner__gemm_matmul_wgmma,
     &tuner__gemm_matmul_tf32,
     &tuner__gemm_matmul_simt,
     &tuner__gemm_conv2d_simt,

@@ -1,0 +1,356 @@
+/* tuner/gemm/tests/test_wgmma.c - the Hopper template matmul_wgmma on the CPU (suite tuner_gemm).
+ *
+ * The space exists on sm_90a only and only where TMA can address the operands; the cost model
+ * ranks it above mma.sync for a large GEMM; every candidate of the space, for shapes that cover
+ * both dtypes, every transpose, batches with a broadcast operand, edge tiles in M, N and K and a
+ * fused epilogue, is generated, compiled by NVRTC for sm_90a and assembled by ptxas -arch=sm_90a,
+ * and its PTX holds the instructions the template is built on.
+ *
+ * With TWG_DUMP=<dir> nothing is checked: the programs of a few cases (TWG_CASES, a
+ * comma-separated list of case names; default all) are written there as <tag>.cubin and
+ * <tag>.launch for running on a GPU elsewhere (bench/wgmma_probe.py).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/tests/common.h"
+
+static tuner_op mm(tuner_dtype dt, long long bt_a, long long bt_b, long long M, long long N, long long K, bool ta,
+                   bool tb)
+{
+    tuner_op op = {.kind = TUNER_OP_MATMUL, .n_inputs = 2, .n_anchor_inputs = 2};
+    long long sa[3], sb[3];
+    int ra = 0, rb = 0;
+    if (bt_a)
+        sa[ra++] = bt_a;
+    sa[ra++] = ta ? K : M;
+    sa[ra++] = ta ? M : K;
+    if (bt_b)
+        sb[rb++] = bt_b;
+    sb[rb++] = tb ? N : K;
+    sb[rb++] = tb ? K : N;
+    op.inputs[0] = t_tensor(dt, ra, sa, 16);
+    op.inputs[1] = t_tensor(dt, rb, sb, 16);
+    long long bt = bt_a ? bt_a : bt_b;
+    long long so[3] = {bt, M, N};
+    op.output = bt ? t_tensor(dt, 3, so, 16) : t_tensor(dt, 2, so + 1, 16);
+    op.attrs.matmul.trans_a = ta;
+    op.attrs.matmul.trans_b = tb;
+    return op;
+}
+
+static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
+
+static size_t count(const tuner_op *op, const tuner_target *t, const char *tmpl)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    size_t n = 0;
+    if (tuner_space_build(op, t, &sp, &err) == 0) {
+        for (size_t i = 0; i < sp->n; i++)
+            n += strcmp(sp->items[i].template_name, tmpl) == 0;
+        tuner_space_free(sp);
+    }
+    free(err);
+    return n;
+}
+
+static void test_space(void)
+{
+    tuner_op op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
+    size_t n = count(&op, &sm90a, "matmul_wgmma");
+    printf("space sm_90a f16 4096^3: matmul_wgmma %zu\n", n);
+    CHECK(n >= 30 && n <= 300, "matmul_wgmma space size %zu on sm_90a", n);
+    op = mm(TUNER_BF16, 0, 0, 4096, 4096, 4096, true, true);
+    CHECK(count(&op, &sm90a, "matmul_wgmma") == n, "bf16 transposed space differs");
+    for (int sm = 80; sm <= 90; sm += 10) {
+        tuner_target t = {.sm = sm};
+        op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
+        CHECK(count(&op, &t, "matmul_wgmma") == 0, "matmul_wgmma offered on sm_%d", sm);
+    }
+    /* Rows TMA cannot address (not 16-byte multiples), fp32, a prologue: none. */
+    op = mm(TUNER_F16, 0, 0, 64, 64, 100, false, false);
+    CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "K = 100 (200-byte rows) offered");
+    op = mm(TUNER_F16, 0, 0, 64, 100, 64, false, false);
+    CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "N = 100 with B [K,N] offered");
+    op = mm(TUNER_F16, 0, 0, 77, 99, 64, false, true);
+    CHECK(count(&op, &sm90a, "matmul_wgmma") == n, "odd M, N with K-major operands not offered");
+    op = mm(TUNER_F32, 0, 0, 256, 256, 256, false, false);
+    CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "fp32 offered");
+    op = mm(TUNER_F16, 0, 0, 256, 256, 256, false, false);
+    long long ks[1] = {256};
+    t_add_prologue(&op, TUNER_EW_MUL, 1, ks, TUNER_EW_RELU);
+    CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "prologue offered");
+}
+
+/* The model ranks a wgmma candidate first for large GEMMs (tune:"model" picks it). */
+static void test_rank(void)
+{
+    static const long long shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 3072, 768}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        tuner_op op = mm(TUNER_F16, 0, 0, shapes[k][0], shapes[k][1], shapes[k][2], false, false);
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        CHECK(tuner_space_build(&op, &sm90a, &sp, &err) == 0, "space: %s", err ? err : "");
+        free(err);
+        if (!sp)
+            continue;
+        size_t *order = calloc(sp->n, sizeof(*order));
+        double *us = calloc(sp->n, sizeof(*us));
+        if (order && us) {
+            tuner_rank(&op, &sm90a, sp, order, us);
+            const tuner_schedule *best = &sp->items[order[0]];
+            printf("%lldx%lldx%lld: model best %s %.1f us\n", shapes[k][0], shapes[k][1], shapes[k][2],
+                   best->template_name, us[order[0]]);
+            CHECK(strcmp(best->template_name, "matmul_wgmma") == 0, "model best is %s", best->template_name);
+        }
+        free(order);
+        free(us);
+        tuner_space_free(sp);
+    }
+}
+
+/* ---- cases compiled (or dumped) ---- */
+
+typedef struct wcase {
+    const char *name;
+    tuner_op op;
+} wcase;
+
+static wcase cases[16];
+static int n_cases;
+
+static void add_case(const char *name, tuner_op op)
+{
+    cases[n_cases].name = name;
+    cases[n_cases].op = op;
+    n_cases++;
+}
+
+static void make_cases(void)
+{
+    add_case("f16_nn_256x512x192", mm(TUNER_F16, 0, 0, 256, 512, 192, false, false));
+    add_case("bf16_tt_200x136x200", mm(TUNER_BF16, 0, 0, 200, 136, 200, true, true));
+    /* Edge tiles everywhere: M and N odd (K-major operands), K not a multiple of 64. */
+    add_case("f16_nt_333x517x72", mm(TUNER_F16, 0, 0, 333, 517, 72, false, true));
+    add_case("bf16_tn_b3_96x80x72", mm(TUNER_BF16, 3, 0, 96, 80, 72, true, false));
+    tuner_op op = mm(TUNER_F16, 0, 2, 130, 200, 96, false, false);
+    long long bias[1] = {200};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_GELU_TANH);
+    add_case("f16_nn_b2_biasgelu_130x200x96", op);
+    op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
+    add_case("f16_nn_4096", op);
+    op = mm(TUNER_BF16, 0, 0, 4096, 4096, 4096, false, false);
+    add_case("bf16_nn_4096", op);
+    op = mm(TUNER_F16, 0, 0, 8192, 8192, 8192, false, false);
+    add_case("f16_nn_8192", op);
+    op = mm(TUNER_F16, 0, 0, 2048, 4096, 4096, false, false);
+    add_case("f16_nn_2048x4096x4096", op);
+    op = mm(TUNER_F16, 0, 0, 4096, 3072, 768, false, false);
+    add_case("f16_nn_4096x3072x768", op);
+    op = mm(TUNER_F16, 0, 0, 1000, 1000, 1000, false, false);
+    add_case("f16_nn_1000", op);
+}
+
+/* Cases whose every candidate is compiled by the test (the large shapes only by the dump). */
+static bool compiled_case(int i)
+{
+    return i < 5;
+}
+
+typedef struct job {
+    int c;
+    tuner_schedule s;
+} job;
+
+static job *jobs;
+static size_t n_jobs, next_job;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int n_compiled;
+
+static void check_one(const job *j)
+{
+    const wcase *wc = &cases[j->c];
+    tuner_program *pr = NULL;
+    char *err = NULL;
+    char tag[160];
+    snprintf(tag, sizeof(tag), "%s_%d_%d_%d_%d_%d", wc->name, tuner_schedule_param(&j->s, "block_m", 0),
+             tuner_schedule_param(&j->s, "block_n", 0), tuner_schedule_param(&j->s, "stages", 0),
+             tuner_schedule_param(&j->s, "consumers", 0), tuner_schedule_param(&j->s, "swizzle", 0));
+    int rc = tuner_generate(&wc->op, &sm90a, &j->s, &pr, &err);
+    CHECK(rc == 0, "%s: generate: %s", tag, err ? err : "");
+    free(err);
+    if (rc < 0)
+        return;
+    CHECK(pr->n_kernels == 2 && pr->workspace_bytes >= 256, "%s: launches", tag);
+    CHECK(t_compile_check(tag, pr->source, &sm90a, pr, NULL), "%s: compile/ptxas sm_90a", tag);
+    /* The instructions the template is built on, in the PTX NVRTC produced. */
+    tuner_binary *b = NULL;
+    if (tuner_compile(pr->source, &sm90a, &b, NULL) == 0) {
+        static const char *const want[] = {"wgmma.mma_async.sync.aligned.m64n", "wgmma.fence", "wgmma.commit_group",
+                                           "wgmma.wait_group", "cp.async.bulk.tensor", "mbarrier.try_wait.parity",
+                                           "mbarrier.arrive.expect_tx", "tensormap.replace",
+                                           "tensormap.cp_fenceproxy", "fence.proxy.tensormap::generic.acquire"};
+        for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++)
+            CHECK(strstr(b->ptx, want[w]) != NULL, "%s: PTX lacks %s", tag, want[w]);
+        if (tuner_schedule_param(&j->s, "consumers", 0) == 2)
+            CHECK(strstr(b->ptx, "setmaxnreg.inc") && strstr(b->ptx, "setmaxnreg.dec"), "%s: no setmaxnreg", tag);
+        CHECK(!strstr(b->log, "C7508") && !strstr(b->log, "serialized"), "%s: compiler notes:\n%s", tag, b->log);
+        tuner_binary_free(b);
+    }
+    tuner_program_free(pr);
+    n_compiled++;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        size_t i = next_job < n_jobs ? next_job++ : n_jobs;
+        pthread_mutex_unlock(&lock);
+        if (i >= n_jobs)
+            return NULL;
+        check_one(&jobs[i]);
+    }
+}
+
+static void queue_space(int c)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(&cases[c].op, &sm90a, &sp, &err) == 0, "%s: %s", cases[c].name, err ? err : "");
+    free(err);
+    size_t before = n_jobs;
+    for (size_t i = 0; sp && i < sp->n; i++) {
+        if (strcmp(sp->items[i].template_name, "matmul_wgmma") != 0)
+            continue;
+        job *nj = realloc(jobs, (n_jobs + 1) * sizeof(*jobs));
+        if (!nj)
+            break;
+        jobs = nj;
+        jobs[n_jobs].c = c;
+        jobs[n_jobs].s = sp->items[i];
+        n_jobs++;
+    }
+    CHECK(n_jobs - before >= 30, "%s: %zu wgmma candidates", cases[c].name, n_jobs - before);
+    tuner_space_free(sp);
+}
+
+/* ---- dump for a GPU elsewhere ---- */
+
+static int write_bytes(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -errno;
+    size_t w = fwrite(data, 1, len, f);
+    return fclose(f) == 0 && w == len ? 0 : -EIO;
+}
+
+static void dump_program(const char *dir, const char *tag, const wcase *wc, const tuner_program *pr)
+{
+    tuner_binary *b = NULL;
+    char *err = NULL;
+    if (tuner_compile(pr->source, &sm90a, &b, &err) < 0) {
+        fprintf(stderr, "%s: %s\n", tag, err ? err : "compile failed");
+        free(err);
+        t_failures++;
+        return;
+    }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s.cubin", dir, tag);
+    write_bytes(path, b->cubin, b->cubin_len);
+    if (getenv("TWG_SOURCE")) {
+        snprintf(path, sizeof(path), "%s/%s.cu", dir, tag);
+        write_bytes(path, pr->source, strlen(pr->source));
+        snprintf(path, sizeof(path), "%s/%s.ptx", dir, tag);
+        write_bytes(path, b->ptx, b->ptx_len);
+    }
+    tuner_binary_free(b);
+    snprintf(path, sizeof(path), "%s/%s.launch", dir, tag);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    const tuner_op *op = &wc->op;
+    fprintf(f, "case %s\ndtype %s\ntrans %d %d\nepilogue %d\nws %zu\n", wc->name, tuner_dtype_name(op->inputs[0].dtype),
+            op->attrs.matmul.trans_a, op->attrs.matmul.trans_b, op->epilogue.n, pr->workspace_bytes);
+    for (int i = 0; i <= op->n_inputs; i++) {
+        const tuner_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->output;
+        fprintf(f, "%s %d", i < op->n_inputs ? "input" : "output", t->rank);
+        for (int d = 0; d < t->rank; d++)
+            fprintf(f, " %lld", (long long)t->shape[d]);
+        fputc('\n', f);
+    }
+    for (int k = 0; k < pr->n_kernels; k++) {
+        const tuner_launch *l = &pr->kernels[k];
+        fprintf(f, "kernel %s %u %u %u %u %u %u %u", l->name, l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                l->block[1], l->block[2], l->shared_bytes);
+        for (int a = 0; a < l->n_args; a++)
+            fprintf(f, " %d", l->args[a]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+/* TWG_DUMP: for each case, its first (preferred) candidate and, with TWG_ALL, every candidate. */
+static int dump(const char *dir)
+{
+    const char *only = getenv("TWG_CASES");
+    for (int c = 0; c < n_cases; c++) {
+        if (only && !strstr(only, cases[c].name))
+            continue;
+        tuner_space *sp = NULL;
+        if (tuner_space_build(&cases[c].op, &sm90a, &sp, NULL) < 0)
+            continue;
+        int k = 0;
+        for (size_t i = 0; i < sp->n; i++) {
+            if (strcmp(sp->items[i].template_name, "matmul_wgmma") != 0)
+                continue;
+            if (k > 0 && !getenv("TWG_ALL"))
+                break;
+            tuner_program *pr = NULL;
+            if (tuner_generate(&cases[c].op, &sm90a, &sp->items[i], &pr, NULL) == 0) {
+                char tag[200];
+                snprintf(tag, sizeof(tag), "%s__%s", cases[c].name, pr->kernels[1].name);
+                dump_program(dir, tag, &cases[c], pr);
+                tuner_program_free(pr);
+            }
+            k++;
+        }
+        tuner_space_free(sp);
+    }
+    return t_failures ? 1 : 0;
+}
+
+int main(void)
+{
+    make_cases();
+    const char *dir = getenv("TWG_DUMP");
+    if (dir)
+        return dump(dir);
+    test_space();
+    test_rank();
+    for (int c = 0; c < n_cases; c++)
+        if (compiled_case(c))
+            queue_space(c);
+    pthread_t th[2];
+    int started = 0;
+    for (int i = 0; i < 2; i++)
+        started += pthread_create(&th[i], NULL, worker, NULL) == 0;
+    if (!started)
+        worker(NULL);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    free(jobs);
+    printf("compiled %d wgmma programs\n", (int)n_compiled);
+    if (t_failures) {
+        fprintf(stderr, "%d failure(s)\n", (int)t_failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

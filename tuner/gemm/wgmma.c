@@ -1,0 +1,526 @@
+/* tuner/gemm/wgmma.c - matmul_wgmma: fp16/bf16 GEMM on Hopper's warpgroup tensor cores (sm_90a),
+ * fp32 accumulation, operands brought in by the tensor copy engine (TMA).
+ *
+ * A program is two launches:
+ *  1. `<name>_tmap` (one warp) builds the two TMA descriptors (tensor maps) of A and B in the
+ *     first 256 bytes of the workspace: a zeroed 128-byte object in shared memory gets every
+ *     field written by tensormap.replace and is copied out with tensormap.cp_fenceproxy. So every
+ *     kernel parameter stays a plain device pointer and clients launch the kernel set as before
+ *     (verified on an H100: bench/results/2026-11-24-h100-wgmma/).
+ *  2. `<name>`, persistent (one block per SM, tiles walked in grouped raster order), with
+ *     warp-specialised warpgroups:
+ *      - warpgroup 0, the producer: one thread waits for a free stage of a `stages`-deep ring,
+ *        arms its `full` mbarrier with the stage's byte count and issues the bulk tensor copies
+ *        of a block_m x 64 A tile and a 64 x block_n B tile into 128-byte-swizzled shared memory;
+ *        out-of-bounds box elements arrive as zeros, so edge tiles in M, N and K need no code;
+ *      - warpgroups 1..consumers: wait for a full stage, issue wgmma.mma_async m64nNk16 (N =
+ *        block_n) from shared-memory descriptors for each of their 64-row slices, keep one
+ *        k-tile of wgmma in flight and hand the previous stage back (`empty` mbarrier), then
+ *        apply the fused epilogue to the fp32 accumulators and store straight from registers
+ *        with bounds checks while the producer already loads the next tile.
+ *    With two consumers the producer gives registers back (setmaxnreg.dec) and the consumers
+ *    take them (setmaxnreg.inc).
+ *
+ * Layouts: a K-major operand (A without trans_a, B with trans_b) is one box of 64 k x rows, each
+ * row 128 bytes, 8-row groups 1024 bytes apart (descriptor SBO); an MN-major operand (A with
+ * trans_a, B without trans_b) is boxes of 64 mn x 64 k, one per 64 columns, 8 KiB apart
+ * (descriptor LBO), 8-row k groups 1024 bytes apart (SBO), and wgmma reads it transposed (its
+ * tnsp bit; fp16/bf16 allow it). The descriptors' start address moves by 32 bytes (K-major) or
+ * 2 KiB (MN-major) per k16 step.
+ *
+ * TMA needs 16-byte aligned rows: the template applies when both operands' contiguous
+ * dimensions allow 16-byte vectors (tuner__gemm_problem.vec == 8) and neither has a prologue
+ * (the copy engine cannot transform elements); matmul_mma covers the rest.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/gemm/gemm.h"
+
+#define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
+#define WG_TMAP_BYTES 256 /* two 128-byte tensor maps at the start of the workspace */
+
+typedef struct wg_cfg {
+    int bm, bn, stages, consumers, group;
+    int rows_per_wg; /* block_m / consumers: 64 or 128 */
+    int mi;          /* m64 slices per consumer warpgroup */
+    int threads;
+    int a_bytes, b_bytes, stage_bytes;
+    int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
+} wg_cfg;
+
+static bool wg_supported(const tuner__gemm_problem *p)
+{
+    return !p->conv && (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && p->vec[0] == 8 && p->vec[1] == 8 &&
+           !p->prologue[0] && !p->prologue[1];
+}
+
+static long long cdiv(long long a, long long b)
+{
+    return (a + b - 1) / b;
+}
+
+static int cfg_from(const tuner_schedule *s, wg_cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->bm = tuner_schedule_param(s, "block_m", 0);
+    c->bn = tuner_schedule_param(s, "block_n", 0);
+    c->stages = tuner_schedule_param(s, "stages", 0);
+    c->consumers = tuner_schedule_param(s, "consumers", 0);
+    c->group = tuner_schedule_param(s, "swizzle", 1);
+    if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
+        return -EINVAL;
+    if (c->bm % (64 * c->consumers) || c->bn % 64 || c->bn < 64 || c->bn > 256)
+        return -EINVAL;
+    c->rows_per_wg = c->bm / c->consumers;
+    c->mi = c->rows_per_wg / 64;
+    if (c->mi < 1 || c->mi > 2)
+        return -EINVAL;
+    c->threads = 128 * (1 + c->consumers);
+    c->a_bytes = c->bm * WG_BK * 2;
+    c->b_bytes = c->bn * WG_BK * 2;
+    c->stage_bytes = c->a_bytes + c->b_bytes;
+    c->smem = c->stages * c->stage_bytes + 1024;
+    return 0;
+}
+
+static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
+{
+    /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
+    if (c->mi * c->bn / 2 > 128)
+        return false;
+    /* Dynamic ring + static barriers. */
+    if (c->smem + 16 * c->stages > a->max_smem_per_block)
+        return false;
+    if (c->threads > a->max_threads_per_block)
+        return false;
+    /* A TMA box is at most 256 elements along each dimension (K-major boxes are block rows). */
+    if (c->bm > 256 || c->bn > 256)
+        return false;
+    const long long tiles = p->batch * cdiv(p->M, c->bm) * cdiv(p->N, c->bn);
+    return tiles <= 0x7fffffffLL;
+}
+
+/* ---- code generation ---- */
+
+static const char wg_helpers[] =
+    "// ---- tuner/gemm/wgmma helpers ----\n"
+    "HD_INLINE void wg_bar_init(hd_u32 a, int n) { asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: "
+    "\"r\"(a), \"r\"(n) : \"memory\"); }\n"
+    "HD_INLINE void wg_expect(hd_u32 a, int bytes) { asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, "
+    "[%0], %1;\" :: \"r\"(a), \"r\"(bytes) : \"memory\"); }\n"
+    "HD_INLINE void wg_arrive(hd_u32 a) { asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(a) : "
+    "\"memory\"); }\n"
+    "HD_INLINE hd_u32 wg_try(hd_u32 a, int parity) { hd_u32 ok; asm volatile(\"{ .reg .pred p; "
+    "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }\" : \"=r\"(ok) : \"r\"(a), "
+    "\"r\"(parity) : \"memory\"); return ok; }\n"
+    "HD_INLINE void wg_wait(hd_u32 a, int parity) { while (!wg_try(a, parity)) { } }\n"
+    /* Bulk tensor copies into this CTA's shared memory, completing on an mbarrier. */
+    "HD_INLINE void wg_tma2(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar) { asm volatile("
+    "\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\" "
+    ":: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(bar) : \"memory\"); }\n"
+    "HD_INLINE void wg_tma3(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar) { asm volatile("
+    "\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\" "
+    ":: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(bar) : \"memory\"); }\n"
+    "HD_INLINE void wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
+    "HD_INLINE void wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
+    "template <int N> HD_INLINE void wg_wait_group() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: "
+    "\"n\"(N) : \"memory\"); }\n"
+    /* Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63); the ring
+     * is 1024-byte aligned, so the base-offset field stays 0. */
+    "HD_INLINE hd_u64 wg_desc(hd_u32 saddr, hd_u32 lbo, hd_u32 sbo) { return (hd_u64)((saddr & 0x3ffff) >> 4) | "
+    "((hd_u64)((lbo & 0x3ffff) >> 4) << 16) | ((hd_u64)((sbo & 0x3ffff) >> 4) << 32) | (1ull << 62); }\n"
+    /* tensormap.replace on a shared-memory tensor map (tile mode). */
+    "HD_INLINE void wg_tm_addr(hd_u32 tm, const void *g) { asm volatile(\"tensormap.replace.tile.global_address."
+    "shared::cta.b1024.b64 [%0], %1;\" :: \"r\"(tm), \"l\"(g) : \"memory\"); }\n"
+    "// ---- end of wgmma helpers ----\n";
+
+/* The wgmma wrapper for one instruction shape: d (n/2 floats per thread) += A(desc) * B(desc). */
+static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
+{
+    const int nacc = n / 2;
+    const char *ty = p->dt == TUNER_F16 ? "f16" : "bf16";
+    /* tnsp bits: 1 reads the operand MN-major (transposed); A is K-major unless trans_a, B is
+     * K-major only with trans_b. */
+    const int ta = p->kmajor[0] ? 0 : 1, tb = p->kmajor[1] ? 0 : 1;
+    /* scale-d is a predicate: always accumulate (the accumulators are zeroed per tile). */
+    tuner_sb_printf(sb, "HD_INLINE void wg_mma(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
+                        ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
+                        "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
+                    nacc + 2, n, ty, ty);
+    for (int i = 0; i < nacc; i++)
+        tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
+    tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n: ", nacc, nacc + 1, ta, tb);
+    for (int i = 0; i < nacc; i++)
+        tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+    tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
+}
+
+/* Statements building one tensor map at shared address `tm` for operand `which`. */
+static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which, const char *tm)
+{
+    const bool batched = which == 0 ? p->a_batched : p->b_batched;
+    const long long mn = which == 0 ? p->M : p->N;
+    const int rows = which == 0 ? c->bm : c->bn;
+    const bool kmaj = p->kmajor[which];
+    /* dim 0 is the contiguous one. */
+    const long long d0 = kmaj ? p->K : mn, d1 = kmaj ? mn : p->K;
+    const int box0 = 64, box1 = kmaj ? rows : 64;
+    const int rank = batched ? 3 : 2;
+    const char *R = "tensormap.replace.tile";
+    tuner_sb_printf(sb, "wg_tm_addr(%s, in%d);\n", tm, which);
+    tuner_sb_printf(sb, "asm volatile(\"%s.rank.shared::cta.b1024.b32 [%%0], %d;\" :: \"r\"(%s) : \"memory\");\n", R,
+                    rank - 1, tm);
+    const long long dims[3] = {d0, d1, p->batch};
+    const int box[3] = {box0, box1, 1};
+    for (int d = 0; d < rank; d++) {
+        tuner_sb_printf(sb, "asm volatile(\"%s.global_dim.shared::cta.b1024.b32 [%%0], %d, %lld;\" :: \"r\"(%s) : "
+                            "\"memory\");\n",
+                        R, d, dims[d], tm);
+        tuner_sb_printf(sb, "asm volatile(\"%s.box_dim.shared::cta.b1024.b32 [%%0], %d, %d;\" :: \"r\"(%s) : "
+                            "\"memory\");\n",
+                        R, d, box[d], tm);
+        tuner_sb_printf(sb, "asm volatile(\"%s.element_stride.shared::cta.b1024.b32 [%%0], %d, 1;\" :: \"r\"(%s) : "
+                            "\"memory\");\n",
+                        R, d, tm);
+    }
+    /* Byte strides of dims 1.. (dim 0 is contiguous). */
+    const long long strides[2] = {d0 * 2, d0 * d1 * 2};
+    for (int d = 0; d + 1 < rank; d++)
+        tuner_sb_printf(sb, "asm volatile(\"%s.global_stride.shared::cta.b1024.b64 [%%0], %d, %lld;\" :: \"r\"(%s) : "
+                            "\"memory\");\n",
+                        R, d, strides[d], tm);
+    /* PTX numbering: f16 6, bf16 10; no interleave; 128-byte swizzle (3); OOB elements read 0. */
+    tuner_sb_printf(sb, "asm volatile(\"%s.elemtype.shared::cta.b1024.b32 [%%0], %d;\" :: \"r\"(%s) : \"memory\");\n",
+                    R, p->dt == TUNER_F16 ? 6 : 10, tm);
+    tuner_sb_printf(sb, "asm volatile(\"%s.interleave_layout.shared::cta.b1024.b32 [%%0], 0;\" :: \"r\"(%s) : "
+                        "\"memory\");\n",
+                    R, tm);
+    tuner_sb_printf(sb, "asm volatile(\"%s.swizzle_mode.shared::cta.b1024.b32 [%%0], 3;\" :: \"r\"(%s) : \"memory\");\n",
+                    R, tm);
+    tuner_sb_printf(sb, "asm volatile(\"%s.fill_mode.shared::cta.b1024.b32 [%%0], 0;\" :: \"r\"(%s) : \"memory\");\n",
+                    R, tm);
+}
+
+static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int threads, int min_blocks)
+{
+    const tuner_op *op = p->op;
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", threads, min_blocks, name);
+    for (int i = 0; i < op->n_inputs; i++)
+        tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
+    tuner_sb_printf(sb, "%s *__restrict__ out, float *__restrict__ ws)\n{\n", tuner__ctype(p->out_dt));
+}
+
+/* The descriptor-building kernel: one warp; thread 0 fills both maps, the warp copies them out. */
+static void emit_tmap_kernel(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *name)
+{
+    emit_signature(sb, p, name, 32, 1);
+    tuner_sb_puts(sb, "__shared__ alignas(128) hd_u32 wg_tm[64];\n"
+                      "wg_tm[threadIdx.x] = 0u;\nwg_tm[threadIdx.x + 32] = 0u;\n__syncwarp();\n"
+                      "const hd_u32 wg_s = hd_smem_addr(wg_tm);\n"
+                      "if (threadIdx.x == 0) {\n");
+    emit_tmap_fields(sb, p, c, 0, "wg_s");
+    emit_tmap_fields(sb, p, c, 1, "wg_s + 128");
+    tuner_sb_puts(sb, "}\n__syncwarp();\n"
+                      "char *wg_g = reinterpret_cast<char *>(ws);\n"
+                      "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
+                      "aligned [%0], [%1], 128;\" :: \"l\"(wg_g), \"r\"(wg_s) : \"memory\");\n"
+                      "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
+                      "aligned [%0], [%1], 128;\" :: \"l\"(wg_g + 128), \"r\"(wg_s + 128) : \"memory\");\n"
+                      "}\n");
+}
+
+/* Emits `gm_b, gm_tm, gm_tn` for tile index `t`: batch-major, then grouped raster order over
+ * the batch entry's tiles. */
+static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group)
+{
+    const long long per = tiles_m * tiles_n;
+    tuner_sb_printf(sb, "const int gm_b = (int)(t / %lld), gm_r = (int)(t %% %lld);\n", per, per);
+    if (group <= 1 || tiles_m <= 1) {
+        tuner_sb_printf(sb, "const int gm_tm = gm_r / %lld, gm_tn = gm_r %% %lld;\n", tiles_n, tiles_n);
+        return;
+    }
+    tuner_sb_printf(sb,
+                    "const int gm_width = %d * %lld, gm_first = (gm_r / gm_width) * %d;\n"
+                    "const int gm_gsz = min(%lld - gm_first, %d);\n"
+                    "const int gm_tm = gm_first + (gm_r %% gm_width) %% gm_gsz, gm_tn = (gm_r %% gm_width) / gm_gsz;\n",
+                    group, tiles_n, group, tiles_m, group);
+}
+
+static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
+{
+    const bool batched = which == 0 ? p->a_batched : p->b_batched;
+    const char *map = which == 0 ? "wg_map_a" : "wg_map_b";
+    const char *mn0 = which == 0 ? "gm_tm * " : "gm_tn * ";
+    const int rows = which == 0 ? c->bm : c->bn;
+    const int off = which == 0 ? 0 : c->a_bytes;
+    char bc[16];
+    snprintf(bc, sizeof(bc), "%s", batched ? ", gm_b" : "");
+    if (p->kmajor[which]) {
+        tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map, WG_BK,
+                        mn0, rows, bc);
+    } else {
+        for (int j = 0; j < rows / 64; j++)
+            tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
+                            off + j * 8192, map, mn0, rows, j * 64, WG_BK, bc);
+    }
+}
+
+static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
+                   char **err)
+{
+    const tuner_arch *a = tuner__arch(t);
+    wg_cfg c;
+    if (!a || !a->has_wgmma || !wg_supported(p) || cfg_from(s, &c) < 0 || !cfg_valid(p, a, &c)) {
+        if (err)
+            *err = strdup("matmul_wgmma: invalid schedule for this op/target");
+        return -EINVAL;
+    }
+    const long long tiles_m = cdiv(p->M, c.bm), tiles_n = cdiv(p->N, c.bn);
+    const long long tiles = p->batch * tiles_m * tiles_n;
+    const long long ktiles = cdiv(p->K, WG_BK);
+    const int grid = (int)(tiles < a->sm_count ? tiles : a->sm_count);
+    char name[56], tname[64]; /* tuner_launch.name holds 64 */
+    tuner__gemm_kernel_name(name, sizeof(name), "matmul_wgmma", s);
+    snprintf(tname, sizeof(tname), "%s_tmap", name);
+
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__gemm_emit_head(&sb, t);
+    tuner_sb_puts(&sb, wg_helpers);
+    emit_mma_fn(&sb, p, c.bn);
+    emit_tmap_kernel(&sb, p, &c, tname);
+
+    emit_signature(&sb, p, name, c.threads, 1);
+    const int S = c.stages;
+    tuner_sb_printf(&sb,
+                    "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
+                    "__shared__ alignas(8) hd_u64 wg_bars[%d];\n"
+                    "const hd_u32 wg_ring = (hd_smem_addr(wg_dyn) + 1023u) & ~1023u;\n"
+                    "const hd_u32 wg_bar0 = hd_smem_addr(wg_bars);\n"
+                    "const char *wg_map_a = reinterpret_cast<const char *>(ws);\n"
+                    "const char *wg_map_b = wg_map_a + 128;\n"
+                    "const int wg_g = threadIdx.x >> 7;\n"
+                    "if (threadIdx.x == 0) {\n"
+                    "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, 1); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
+                    "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
+                    "}\n__syncthreads();\n",
+                    2 * S, S, S, 4 * c.consumers);
+    /* Producer. */
+    tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
+    if (c.consumers == 2)
+        tuner_sb_puts(&sb, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");\n");
+    tuner_sb_printf(&sb,
+                    "if (threadIdx.x == 0) {\n"
+                    /* The maps were written through the tensormap proxy by the previous launch. */
+                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
+                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
+                    "int wg_s = 0, wg_ph = 0;\n"
+                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
+                    tiles);
+    emit_tile_coords(&sb, tiles_m, tiles_n, c.group);
+    tuner_sb_printf(&sb,
+                    "for (int kt = 0; kt < %lld; kt++) {\n"
+                    "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph ^ 1);\n"
+                    "const hd_u32 wg_full = wg_bar0 + 8 * wg_s;\n"
+                    "const hd_u32 wg_st = wg_ring + wg_s * %d;\n"
+                    "wg_expect(wg_full, %d);\n",
+                    ktiles, S, c.stage_bytes, c.stage_bytes);
+    emit_tma_operand(&sb, p, &c, 0);
+    emit_tma_operand(&sb, p, &c, 1);
+    tuner_sb_printf(&sb, "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n}\n", S);
+    /* Consumers. */
+    tuner_sb_puts(&sb, "} else {\n");
+    if (c.consumers == 2)
+        tuner_sb_puts(&sb, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");\n");
+    const int nacc = c.bn / 2;
+    /* Descriptor strides: K-major rows are 128 bytes (SBO 1 KiB per 8 rows; LBO unused with the
+     * 128-byte swizzle); MN-major boxes are 64 columns, 8 KiB apart (LBO), 8-row k groups 1 KiB
+     * apart (SBO). Per k16 step the start moves 32 bytes (K-major) or 16 rows = 2 KiB. */
+    const int a_k16 = p->kmajor[0] ? 32 : 2048, b_k16 = p->kmajor[1] ? 32 : 2048;
+    const int a_lbo = p->kmajor[0] ? 16 : 8192, b_lbo = p->kmajor[1] ? 16 : 8192;
+    /* Byte offset of consumer c's m64 slice i inside the A tile. */
+    tuner_sb_printf(&sb,
+                    "const int wg_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
+                    "float acc[%d][%d];\n"
+                    "int wg_s = 0, wg_ph = 0;\n"
+                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
+                    c.mi, nacc, tiles);
+    emit_tile_coords(&sb, tiles_m, tiles_n, c.group);
+    tuner_sb_printf(&sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
+                    "int wg_prev = -1;\n"
+                    "for (int kt = 0; kt < %lld; kt++) {\n"
+                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+                    "const hd_u32 wg_sa = wg_ring + wg_s * %d, wg_sb = wg_sa + %d;\n"
+                    "wg_fence();\n"
+                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
+                    "const hd_u64 wg_db = wg_desc(wg_sb + kk * %d, %d, 1024);\n"
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
+                    c.mi, nacc, ktiles, c.stage_bytes, c.a_bytes, WG_BK / 16, b_k16, b_lbo, c.mi);
+    /* The m64 slice: rows wg_c * rows_per_wg + i * 64; K-major rows are 128 bytes, MN-major
+     * slices are whole 64-column boxes of 8 KiB. */
+    tuner_sb_printf(&sb, "const hd_u32 wg_ao = (wg_c * %d + i * 64) * 128;\n", c.rows_per_wg);
+    tuner_sb_printf(&sb,
+                    "wg_mma(acc[i], wg_desc(wg_sa + wg_ao + kk * %d, %d, 1024), wg_db);\n"
+                    "}\n}\n"
+                    "wg_commit();\n"
+                    /* One k-tile of wgmma stays in flight; the one before it is done reading its
+                     * stage, which goes back to the producer (one arrive per consumer warp). */
+                    "wg_wait_group<1>();\n"
+                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_prev));\n"
+                    "wg_prev = wg_s;\n"
+                    "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
+                    "}\n"
+                    "wg_wait_group<0>();\n"
+                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_prev));\n",
+                    a_k16, a_lbo, S, S, S);
+    /* Epilogue: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
+     * 8j + 2*(lane%4) + e of the consumer's slice. */
+    tuner_sb_printf(&sb,
+                    "const int gm_er = gm_tm * %d + wg_c * %d + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n"
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n",
+                    c.bm, c.rows_per_wg, c.bn, c.mi, c.bn / 8);
+    if (p->out_vec == 2) {
+        const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
+        tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
+    } else {
+        const char *v0[1] = {"acc[i][4 * j + 2 * h]"}, *v1[1] = {"acc[i][4 * j + 2 * h + 1]"};
+        tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v0, 1);
+        tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
+    }
+    tuner_sb_puts(&sb, "}\n}\n}\n}\n");
+
+    char *src = tuner_sb_take(&sb);
+    if (!src)
+        return -ENOMEM;
+    prog->source = src;
+    prog->output_dtype = p->out_dt;
+    tuner__gemm_set_launch(&prog->kernels[0], p, tname, 1, 1, 1, 32, 0, true);
+    tuner__gemm_set_launch(&prog->kernels[1], p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem,
+                           true);
+    prog->n_kernels = 2;
+    prog->workspace_bytes = WG_TMAP_BYTES;
+    return 0;
+}
+
+/* ---- space ---- */
+
+/* Tiles by consumer warpgroups: each consumer owns 64 or 128 rows of block_m and the whole
+ * block_n (its wgmma N); accumulators stay within 128 fp32 registers per thread. */
+static const int wg_tiles[][3] = {
+    /* block_m, block_n, consumers */
+    {128, 256, 2}, {128, 192, 2}, {128, 128, 2}, {128, 64, 2}, {256, 128, 2}, {256, 64, 2},
+    {64, 256, 1},  {64, 192, 1},  {64, 128, 1},  {64, 64, 1},  {128, 128, 1}, {128, 64, 1},
+};
+
+#define WG_SPACE_SIG                                                                                              \
+    "wgmma v1: tma sw128 bk64, tmap built on device (tensormap.replace) in ws[0:256]; tiles{128x256c2,128x192c2," \
+    "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1} "              \
+    "stages{3..6} swz{1,8}; persistent grid min(tiles,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue"
+
+static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    tuner__gemm_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    if (!a || !a->has_wgmma || op->kind != TUNER_OP_MATMUL || tuner__gemm_problem_init(op, &p, NULL) < 0 ||
+        !wg_supported(&p))
+        return 0;
+    /* The preferred schedule (tune:"none") comes first: 128x256 with two consumer warpgroups,
+     * a 4-deep ring (192 KiB) and grouped raster. */
+    static const int pref[5] = {128, 256, 4, 2, 8};
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
+            for (int st = 3; st <= 6; st++)
+                for (int g = 1; g <= 8; g += 7) {
+                    const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] && st == pref[2] &&
+                                         wg_tiles[i][2] == pref[3] && g == pref[4];
+                    if (is_pref != (pass == 0))
+                        continue;
+                    tuner_schedule s = {.template_name = "matmul_wgmma"};
+                    tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
+                    tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
+                    tuner__gemm_param(&s, "stages", st);
+                    tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
+                    tuner__gemm_param(&s, "swizzle", g);
+                    wg_cfg c;
+                    if (cfg_from(&s, &c) < 0 || !cfg_valid(&p, a, &c))
+                        continue;
+                    int rc = tuner__gemm_push(items, n, &s);
+                    if (rc < 0)
+                        return rc;
+                }
+    return 0;
+}
+
+static bool wg_applies(const tuner_op *op, const tuner_target *t)
+{
+    tuner__gemm_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    return op && op->kind == TUNER_OP_MATMUL && a && a->has_wgmma && tuner__gemm_problem_init(op, &p, NULL) == 0 &&
+           wg_supported(&p);
+}
+
+static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
+                       char **err)
+{
+    tuner__gemm_problem p;
+    int rc = tuner__gemm_problem_init(op, &p, err);
+    if (rc < 0)
+        return rc;
+    return wg_emit(&p, t, s, prog, err);
+}
+
+/* Cost model of the persistent kernel: tiles are dealt to min(tiles, SMs) resident blocks, so the
+ * time is the busiest SM's tiles at the wgmma rate, scaled by how well the tile feeds the tensor
+ * cores (wider N reuses each A slice more; two consumer warpgroups hide each other's issue gaps
+ * and epilogue; a deeper ring hides TMA latency), bounded below by L2 panel and DRAM traffic,
+ * plus the two launches. */
+static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    tuner__gemm_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    wg_cfg c;
+    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(s, &c) < 0)
+        return 1e12;
+    const int esz = tuner_dtype_size(p.dt);
+    const long long tiles = p.batch * cdiv(p.M, c.bm) * cdiv(p.N, c.bn);
+    const long long kp = cdiv(p.K, WG_BK) * WG_BK;
+    /* wgmma peak: mma.sync reaches about two thirds of it on Hopper (tuner/arch.c). */
+    const double rate_sm = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count;
+    double eff = 0.82;
+    eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.95 : 0.80;
+    eff *= c.consumers == 2 ? 1.0 : 0.85;
+    eff *= c.stages >= 4 ? 1.0 : 0.95;
+    /* Register stores of the epilogue are overlapped with the next tile's loads but not with
+     * this warpgroup's own wgmma: relatively more exposed with a short K loop. */
+    const double ep = 1.0 + 1.5 / (double)cdiv(p.K, WG_BK);
+    const double per_sm = (double)cdiv(tiles, a->sm_count);
+    const double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
+    const double t_compute = per_sm * t_tile;
+    const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
+    const double panel = (double)tiles * (c.bm + c.bn) * (double)kp * esz;
+    double t_l2 = panel / l2_bw;
+    if (c.group > 1)
+        t_l2 *= 0.9;
+    const double uniq = ((double)p.batch * (p.M * p.K + p.K * p.N)) * esz +
+                        (double)p.batch * p.M * p.N * tuner_dtype_size(p.out_dt);
+    const double t_dram = uniq / dram_bw;
+    double tm = t_compute > t_l2 ? t_compute : t_l2;
+    tm = tm > t_dram ? tm : t_dram;
+    return tm + 3.0 + 1.5;
+}
+
+const tuner_template tuner__gemm_matmul_wgmma = {
+    .name = "matmul_wgmma",
+    .space_signature = WG_SPACE_SIG,
+    .applies = wg_applies,
+    .enumerate = wg_enumerate,
+    .generate = wg_generate,
+    .predict_us = wg_predict,
+    .preferred = NULL, /* enumerates its preferred schedule first */
+    .default_rank = TUNER_RANK_TENSOR_CORE,
+};
