@@ -13,7 +13,10 @@
  * the child reports it and exits, and the parent continues the case in a fresh child from the
  * next candidate.
  *
- *   gpu_template_sweep [--max N] [--jobs N] [--filter SUBSTRING] [--verbose]
+ *   gpu_template_sweep [--max N] [--jobs N] [--filter SUBSTRING] [--template NAME] [--verbose]
+ *
+ * --template NAME samples only that template's candidates (its default first where it is the
+ * space's default): e.g. every matmul_wgmma candidate with --max 1000.
  */
 #include <errno.h>
 #include <math.h>
@@ -200,6 +203,9 @@ static int build_cases(scase *c)
     ADD("mm b4 64x48x40 ta", matmul(4, 64, 48, 40, true, false, 16), true);
     ADD("mm b3 96x80x72 tb", matmul(3, 96, 80, 72, false, true, 16), true);
     ADD("mm 16x64x8192 skinny", matmul(1, 16, 64, 8192, false, false, 16), true);
+    /* Edge tiles in M, N and K with TMA-addressable rows (matmul_wgmma on sm_90a). */
+    ADD("mm 333x517x200 tb", matmul(1, 333, 517, 200, false, true, 16), true);
+    ADD("mm b2 200x136x264 ta tb", matmul(2, 200, 136, 264, true, true, 16), true);
     ADD("mm 8x4096x4096 skinny", matmul(1, 8, 4096, 4096, false, false, 16), true);
     {
         tuner_op op = matmul(1, 256, 512, 128, false, false, 16);
@@ -559,7 +565,7 @@ static int spawn(run *r, const tuner_target *tgt)
 int main(int argc, char **argv)
 {
     int max_per_case = 24, jobs = 0;
-    const char *filter = NULL;
+    const char *filter = NULL, *only_tmpl = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--max") && i + 1 < argc)
             max_per_case = atoi(argv[++i]);
@@ -567,10 +573,12 @@ int main(int argc, char **argv)
             jobs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             filter = argv[++i];
+        else if (!strcmp(argv[i], "--template") && i + 1 < argc)
+            only_tmpl = argv[++i];
         else if (!strcmp(argv[i], "--verbose"))
             verbose = true;
         else {
-            fprintf(stderr, "usage: %s [--max N] [--jobs N] [--filter TEXT] [--verbose]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--max N] [--jobs N] [--filter TEXT] [--template NAME] [--verbose]\n", argv[0]);
             return 2;
         }
     }
@@ -668,14 +676,20 @@ int main(int argc, char **argv)
                 continue;
             }
             r->space_n = sp->n;
-            size_t want = sp->n < (size_t)max_per_case ? sp->n : (size_t)max_per_case;
+            /* The candidates sampled from: the whole space, or one template's items. */
+            size_t *pool = calloc(sp->n ? sp->n : 1, sizeof(size_t)), n_pool = 0;
+            for (size_t k = 0; pool && k < sp->n; k++)
+                if (!only_tmpl || !strcmp(sp->items[k].template_name, only_tmpl))
+                    pool[n_pool++] = k;
+            size_t want = n_pool < (size_t)max_per_case ? n_pool : (size_t)max_per_case;
             r->pick = calloc(want ? want : 1, sizeof(size_t));
-            /* Evenly spread over the space, the default schedule first. */
+            /* Evenly spread over the pool, the default schedule first (when in the pool). */
             size_t dflt = sp->n ? tuner_default_index(&r->op, &tgt, sp) : 0;
             if (want) {
-                r->pick[r->n_pick++] = dflt;
+                if (!only_tmpl || !strcmp(sp->items[dflt].template_name, only_tmpl))
+                    r->pick[r->n_pick++] = dflt;
                 for (size_t k = 0; r->n_pick < want && k < want; k++) {
-                    size_t idx = (k * sp->n) / want;
+                    size_t idx = pool[(k * n_pool) / want];
                     bool dup = false;
                     for (size_t j = 0; j < r->n_pick; j++)
                         dup |= r->pick[j] == idx;
@@ -685,6 +699,7 @@ int main(int argc, char **argv)
             }
             if (!r->n_pick)
                 r->done = true;
+            free(pool);
             tuner_space_free(sp);
         }
     }

@@ -44,7 +44,9 @@
 
 typedef struct wg_cfg {
     int bm, bn, stages, consumers, group;
-    int rows_per_wg; /* block_m / consumers: 64 or 128 */
+    bool pingpong;   /* each consumer its own tiles, ring and producer thread */
+    int rings;       /* 1, or 2 with pingpong */
+    int rows_per_wg; /* rows of a tile one consumer computes: 64 or 128 */
     int mi;          /* m64 slices per consumer warpgroup */
     int threads;
     int a_bytes, b_bytes, stage_bytes;
@@ -70,11 +72,16 @@ static int cfg_from(const tuner_schedule *s, wg_cfg *c)
     c->stages = tuner_schedule_param(s, "stages", 0);
     c->consumers = tuner_schedule_param(s, "consumers", 0);
     c->group = tuner_schedule_param(s, "swizzle", 1);
+    const int pp = tuner_schedule_param(s, "pingpong", 0);
+    if ((pp != 0 && pp != 1) || (pp && tuner_schedule_param(s, "consumers", 0) != 2))
+        return -EINVAL;
+    c->pingpong = pp == 1;
+    c->rings = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
         return -EINVAL;
-    if (c->bm % (64 * c->consumers) || c->bn % 64 || c->bn < 64 || c->bn > 256)
+    if (c->bm % (64 * (c->pingpong ? 1 : c->consumers)) || c->bn % 64 || c->bn < 64 || c->bn > 256)
         return -EINVAL;
-    c->rows_per_wg = c->bm / c->consumers;
+    c->rows_per_wg = c->pingpong ? c->bm : c->bm / c->consumers;
     c->mi = c->rows_per_wg / 64;
     if (c->mi < 1 || c->mi > 2)
         return -EINVAL;
@@ -82,7 +89,7 @@ static int cfg_from(const tuner_schedule *s, wg_cfg *c)
     c->a_bytes = c->bm * WG_BK * 2;
     c->b_bytes = c->bn * WG_BK * 2;
     c->stage_bytes = c->a_bytes + c->b_bytes;
-    c->smem = c->stages * c->stage_bytes + 1024;
+    c->smem = c->rings * c->stages * c->stage_bytes + 1024;
     return 0;
 }
 
@@ -92,7 +99,7 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     if (c->mi * c->bn / 2 > 128)
         return false;
     /* Dynamic ring + static barriers. */
-    if (c->smem + 16 * c->stages > a->max_smem_per_block)
+    if (c->smem + 16 * c->rings * c->stages > a->max_smem_per_block)
         return false;
     if (c->threads > a->max_threads_per_block)
         return false;
@@ -281,7 +288,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const long long tiles_m = cdiv(p->M, c.bm), tiles_n = cdiv(p->N, c.bn);
     const long long tiles = p->batch * tiles_m * tiles_n;
     const long long ktiles = cdiv(p->K, WG_BK);
-    const int grid = (int)(tiles < a->sm_count ? tiles : a->sm_count);
+    /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
+    const int R = c.rings;
+    const long long units = cdiv(tiles, R);
+    const int grid = (int)(units < a->sm_count ? units : a->sm_count);
     char name[56], tname[64]; /* tuner_launch.name holds 64 */
     tuner__gemm_kernel_name(name, sizeof(name), "matmul_wgmma", s);
     snprintf(tname, sizeof(tname), "%s_tmap", name);
@@ -304,28 +314,32 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const char *wg_map_b = wg_map_a + 128;\n"
                     "const int wg_g = threadIdx.x >> 7;\n"
                     "if (threadIdx.x == 0) {\n"
-                    "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, 1); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
+                    /* Ring r: full barriers at 2*S*r + s, empty ones at 2*S*r + S + s. */
+                    "for (int s = 0; s < %d; s++) { const int r = s / %d, q = s %% %d; "
+                    "wg_bar_init(wg_bar0 + 8 * (2 * %d * r + q), 1); wg_bar_init(wg_bar0 + 8 * (2 * %d * r + %d + q), %d); }\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n__syncthreads();\n",
-                    2 * S, S, S, 4 * c.consumers);
+                    2 * S * R, S * R, S, S, S, S, S, c.pingpong ? 4 : 4 * c.consumers);
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
     if (c.consumers == 2)
         tuner_sb_puts(&sb, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");\n");
     tuner_sb_printf(&sb,
-                    "if (threadIdx.x == 0) {\n"
+                    "if ((threadIdx.x & 31) == 0 && (threadIdx.x >> 5) < %d) {\n"
+                    "const int wg_r = threadIdx.x >> 5;\n"
+                    "const hd_u32 wg_bars_r = wg_bar0 + wg_r * %d, wg_ring_r = wg_ring + wg_r * %d;\n"
                     /* The maps were written through the tensormap proxy by the previous launch. */
                     "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
                     "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
                     "int wg_s = 0, wg_ph = 0;\n"
-                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
-                    tiles);
+                    "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
+                    R, 16 * S, S * c.stage_bytes, R, tiles, R);
     emit_tile_coords(&sb, tiles_m, tiles_n, c.group);
     tuner_sb_printf(&sb,
                     "for (int kt = 0; kt < %lld; kt++) {\n"
-                    "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph ^ 1);\n"
-                    "const hd_u32 wg_full = wg_bar0 + 8 * wg_s;\n"
-                    "const hd_u32 wg_st = wg_ring + wg_s * %d;\n"
+                    "wg_wait(wg_bars_r + 8 * (%d + wg_s), wg_ph ^ 1);\n"
+                    "const hd_u32 wg_full = wg_bars_r + 8 * wg_s;\n"
+                    "const hd_u32 wg_st = wg_ring_r + wg_s * %d;\n"
                     "wg_expect(wg_full, %d);\n",
                     ktiles, S, c.stage_bytes, c.stage_bytes);
     emit_tma_operand(&sb, p, &c, 0);
@@ -344,25 +358,30 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Byte offset of consumer c's m64 slice i inside the A tile. */
     tuner_sb_printf(&sb,
                     "const int wg_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
+                    /* Cooperative: both consumers share ring 0 and split each tile's rows;
+                     * pingpong: consumer c has ring c and whole tiles of its own. */
+                    "const int wg_r = %s, wg_row0 = %s * %d;\n"
+                    "const hd_u32 wg_bars_r = wg_bar0 + wg_r * %d, wg_ring_r = wg_ring + wg_r * %d;\n"
                     "float acc[%d][%d];\n"
                     "int wg_s = 0, wg_ph = 0;\n"
-                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
-                    c.mi, nacc, tiles);
+                    "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
+                    c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg, 16 * S, S * c.stage_bytes, c.mi, nacc,
+                    R, tiles, R);
     emit_tile_coords(&sb, tiles_m, tiles_n, c.group);
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
                     "for (int kt = 0; kt < %lld; kt++) {\n"
-                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
-                    "const hd_u32 wg_sa = wg_ring + wg_s * %d, wg_sb = wg_sa + %d;\n"
+                    "wg_wait(wg_bars_r + 8 * wg_s, wg_ph);\n"
+                    "const hd_u32 wg_sa = wg_ring_r + wg_s * %d, wg_sb = wg_sa + %d;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
                     "const hd_u64 wg_db = wg_desc(wg_sb + kk * %d, %d, 1024);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
                     c.mi, nacc, ktiles, c.stage_bytes, c.a_bytes, WG_BK / 16, b_k16, b_lbo, c.mi);
-    /* The m64 slice: rows wg_c * rows_per_wg + i * 64; K-major rows are 128 bytes, MN-major
-     * slices are whole 64-column boxes of 8 KiB. */
-    tuner_sb_printf(&sb, "const hd_u32 wg_ao = (wg_c * %d + i * 64) * 128;\n", c.rows_per_wg);
+    /* The m64 slice: rows wg_row0 + i * 64; K-major rows are 128 bytes, MN-major slices are
+     * whole 64-column boxes of 8 KiB. */
+    tuner_sb_puts(&sb, "const hd_u32 wg_ao = (wg_row0 + i * 64) * 128;\n");
     tuner_sb_printf(&sb,
                     "wg_mma(acc[i], wg_desc(wg_sa + wg_ao + kk * %d, %d, 1024), wg_db);\n"
                     "}\n}\n"
@@ -370,20 +389,20 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     /* One k-tile of wgmma stays in flight; the one before it is done reading its
                      * stage, which goes back to the producer (one arrive per consumer warp). */
                     "wg_wait_group<1>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_prev));\n"
+                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bars_r + 8 * (%d + wg_prev));\n"
                     "wg_prev = wg_s;\n"
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
                     "}\n"
                     "wg_wait_group<0>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_prev));\n",
+                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bars_r + 8 * (%d + wg_prev));\n",
                     a_k16, a_lbo, S, S, S);
     /* Epilogue: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
      * 8j + 2*(lane%4) + e of the consumer's slice. */
     tuner_sb_printf(&sb,
-                    "const int gm_er = gm_tm * %d + wg_c * %d + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n"
+                    "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
                     "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n",
-                    c.bm, c.rows_per_wg, c.bn, c.mi, c.bn / 8);
+                    c.bm, c.bn, c.mi, c.bn / 8);
     if (p->out_vec == 2) {
         const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
         tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
@@ -410,17 +429,21 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
 /* ---- space ---- */
 
 /* Tiles by consumer warpgroups: each consumer owns 64 or 128 rows of block_m and the whole
- * block_n (its wgmma N); accumulators stay within 128 fp32 registers per thread. */
-static const int wg_tiles[][3] = {
-    /* block_m, block_n, consumers */
-    {128, 256, 2}, {128, 192, 2}, {128, 128, 2}, {128, 64, 2}, {256, 128, 2}, {256, 64, 2},
-    {64, 256, 1},  {64, 192, 1},  {64, 128, 1},  {64, 64, 1},  {128, 128, 1}, {128, 64, 1},
+ * block_n (its wgmma N); accumulators stay within 128 fp32 registers per thread. Pingpong tiles
+ * are one consumer's: two consumers work on two tiles at once, each with its own ring, so one's
+ * epilogue overlaps the other's wgmma. */
+static const int wg_tiles[][4] = {
+    /* block_m, block_n, consumers, pingpong */
+    {128, 256, 2, 0}, {128, 192, 2, 0}, {128, 128, 2, 0}, {128, 64, 2, 0}, {256, 128, 2, 0}, {256, 64, 2, 0},
+    {64, 256, 1, 0},  {64, 192, 1, 0},  {64, 128, 1, 0},  {64, 64, 1, 0},  {128, 128, 1, 0}, {128, 64, 1, 0},
+    {128, 128, 2, 1}, {64, 256, 2, 1},  {64, 192, 2, 1},  {64, 128, 2, 1}, {128, 64, 2, 1},
 };
 
 #define WG_SPACE_SIG                                                                                              \
     "wgmma v1: tma sw128 bk64, tmap built on device (tensormap.replace) in ws[0:256]; tiles{128x256c2,128x192c2," \
-    "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1} "              \
-    "stages{3..6} swz{1,8}; persistent grid min(tiles,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue"
+    "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
+    "128x128,64x256,64x192,64x128,128x64} stages{3..6; pingpong 2..6} swz{1,8}; persistent grid "              \
+    "min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue"
 
 static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
@@ -434,10 +457,10 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
     static const int pref[5] = {128, 256, 4, 2, 8};
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
-            for (int st = 3; st <= 6; st++)
+            for (int st = wg_tiles[i][3] ? 2 : 3; st <= 6; st++)
                 for (int g = 1; g <= 8; g += 7) {
                     const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] && st == pref[2] &&
-                                         wg_tiles[i][2] == pref[3] && g == pref[4];
+                                         wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] && g == pref[4];
                     if (is_pref != (pass == 0))
                         continue;
                     tuner_schedule s = {.template_name = "matmul_wgmma"};
@@ -446,6 +469,7 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
                     tuner__gemm_param(&s, "stages", st);
                     tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
                     tuner__gemm_param(&s, "swizzle", g);
+                    tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
                     wg_cfg c;
                     if (cfg_from(&s, &c) < 0 || !cfg_valid(&p, a, &c))
                         continue;
@@ -494,11 +518,16 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     double eff = 0.82;
     eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.95 : 0.80;
     eff *= c.consumers == 2 ? 1.0 : 0.85;
-    eff *= c.stages >= 4 ? 1.0 : 0.95;
+    /* Measured on an H100: two 128x128 pingpong tiles feed the tensor cores worse than one
+     * cooperative 128x256 tile (4096^3 237 against 211 us; more operand bytes per FLOP). */
+    eff *= c.pingpong ? 0.88 : 1.0;
+    eff *= c.stages >= (c.pingpong ? 3 : 4) ? 1.0 : 0.95;
     /* Register stores of the epilogue are overlapped with the next tile's loads but not with
-     * this warpgroup's own wgmma: relatively more exposed with a short K loop. */
-    const double ep = 1.0 + 1.5 / (double)cdiv(p.K, WG_BK);
-    const double per_sm = (double)cdiv(tiles, a->sm_count);
+     * this warpgroup's own wgmma (relatively more exposed with a short K loop), unless the other
+     * consumer computes meanwhile (pingpong). */
+    const double ep = 1.0 + (c.pingpong ? 0.3 : 1.5) / (double)cdiv(p.K, WG_BK);
+    /* A pingpong SM runs its two consumers' tiles at once, each at half the rate. */
+    const double per_sm = (double)cdiv(tiles, (long long)a->sm_count * c.rings) * c.rings;
     const double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
     const double t_compute = per_sm * t_tile;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;

@@ -1,0 +1,88 @@
+/* tests/integration/it_wgmma.c - the Hopper path through the daemon: a 4096^3 fp16 matmul for
+ * sm_90a with tune:"model" comes back as the wgmma + TMA kernel set (a tensor-map kernel, then
+ * the GEMM, every parameter a plain pointer, a workspace for the maps) whose PTX ptxas accepts
+ * for sm_90a; POST /v1/spaces offers matmul_wgmma candidates on sm_90a only. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define REQ                                                                                        \
+    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4096,4096],\"dtype\":\"f16\"},"                   \
+    "{\"shape\":[4096,4096],\"dtype\":\"f16\"}],\"arch\":\"%s\",\"tune\":\"%s\"}"
+
+static int count_template(const cJSON *cands, const char *name)
+{
+    int n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cands) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "template");
+        n += cJSON_IsString(t) && !strcmp(t->valuestring, name);
+    }
+    return n;
+}
+
+int main(void)
+{
+    ht_daemon d;
+    ht_init(&d);
+    ht_arg(&d, "--workers");
+    ht_arg(&d, "none");
+    if (ht_start(&d) != 0)
+        return 1;
+    char body[512];
+
+    static const char *const archs[] = {"sm_90a", "sm_90", "sm_80"};
+    for (int a = 0; a < 3; a++) {
+        snprintf(body, sizeof(body), REQ, archs[a], "model");
+        ht_resp r = ht_post(&d, "/v1/spaces", body);
+        CHECK(r.status == 200, "spaces %s: %ld %.300s", archs[a], r.status, r.body);
+        int n = count_template(cJSON_GetObjectItemCaseSensitive(r.json, "candidates"), "matmul_wgmma");
+        printf("%s: %d matmul_wgmma candidates\n", archs[a], n);
+        if (a == 0)
+            CHECK(n >= 30, "sm_90a lists %d matmul_wgmma candidates", n);
+        else
+            CHECK(n == 0, "%s lists %d matmul_wgmma candidates", archs[a], n);
+        ht_resp_free(&r);
+    }
+
+    snprintf(body, sizeof(body), REQ, "sm_90a", "model");
+    ht_resp r = ht_post(&d, "/v1/kernels", body);
+    CHECK(r.status == 200, "kernels: %ld %.500s", r.status, r.body);
+    const cJSON *sched = cJSON_GetObjectItemCaseSensitive(r.json, "schedule");
+    const cJSON *tmpl = cJSON_GetObjectItemCaseSensitive(sched, "template");
+    CHECK(cJSON_IsString(tmpl) && !strcmp(tmpl->valuestring, "matmul_wgmma"), "model picked %s",
+          cJSON_IsString(tmpl) ? tmpl->valuestring : "?");
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.json, "kernels");
+    CHECK(cJSON_GetArraySize(ks) == 2, "%d kernels: %.500s", cJSON_GetArraySize(ks), r.body);
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(r.json, "key");
+    if (cJSON_IsString(key)) {
+        char path[160];
+        snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key->valuestring);
+        ht_resp ptx = ht_get(&d, path);
+        CHECK(ptx.status == 200 && ptx.body, "ptx: %ld", ptx.status);
+        if (ptx.body) {
+            CHECK(strstr(ptx.body, "wgmma.mma_async") != NULL, "PTX without wgmma.mma_async");
+            CHECK(strstr(ptx.body, "cp.async.bulk.tensor") != NULL, "PTX without cp.async.bulk.tensor");
+            CHECK(strstr(ptx.body, "tensormap.replace") != NULL, "PTX without tensormap.replace");
+            CHECK(ht_ptxas(ptx.body, ptx.len, "sm_90a") == 0, "ptxas -arch=sm_90a rejects the PTX");
+        }
+        ht_resp_free(&ptx);
+    }
+    ht_resp_free(&r);
+
+    /* sm_90 (no arch-specific instructions) keeps mma.sync. */
+    snprintf(body, sizeof(body), REQ, "sm_90", "model");
+    r = ht_post(&d, "/v1/kernels", body);
+    sched = cJSON_GetObjectItemCaseSensitive(r.json, "schedule");
+    tmpl = cJSON_GetObjectItemCaseSensitive(sched, "template");
+    CHECK(r.status == 200 && cJSON_IsString(tmpl) && !strcmp(tmpl->valuestring, "matmul_mma"), "sm_90 picked %s",
+          cJSON_IsString(tmpl) ? tmpl->valuestring : "?");
+    ht_resp_free(&r);
+
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    ht_cleanup(&d);
+    return ht_finish("it_wgmma");
+}
