@@ -40,7 +40,8 @@
 #include "tuner/gemm/gemm.h"
 
 #define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
-#define WG_TMAP_BYTES 256 /* two 128-byte tensor maps at the start of the workspace */
+#define WG_TMAP_BYTES 256 /* A's and B's 128-byte tensor maps at the start of the workspace (the
+                          * output's follows with stage_out) */
 
 typedef struct wg_cfg {
     int bm, bn, stages, consumers, group;
@@ -50,6 +51,8 @@ typedef struct wg_cfg {
     int mi;          /* m64 slices per consumer warpgroup */
     int threads;
     int a_bytes, b_bytes, stage_bytes;
+    bool stage_out;  /* epilogue through shared memory and TMA stores */
+    int out_bytes;   /* the staged output tile */
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
@@ -64,7 +67,7 @@ static long long cdiv(long long a, long long b)
     return (a + b - 1) / b;
 }
 
-static int cfg_from(const tuner_schedule *s, wg_cfg *c)
+static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cfg *c)
 {
     memset(c, 0, sizeof(*c));
     c->bm = tuner_schedule_param(s, "block_m", 0);
@@ -76,6 +79,10 @@ static int cfg_from(const tuner_schedule *s, wg_cfg *c)
     if ((pp != 0 && pp != 1) || (pp && tuner_schedule_param(s, "consumers", 0) != 2))
         return -EINVAL;
     c->pingpong = pp == 1;
+    const int so = tuner_schedule_param(s, "stage_out", 0);
+    if (so != 0 && so != 1)
+        return -EINVAL;
+    c->stage_out = so == 1;
     c->rings = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
         return -EINVAL;
@@ -90,6 +97,10 @@ static int cfg_from(const tuner_schedule *s, wg_cfg *c)
     c->b_bytes = c->bn * WG_BK * 2;
     c->stage_bytes = c->a_bytes + c->b_bytes;
     c->smem = c->rings * c->stages * c->stage_bytes + 1024;
+    if (c->stage_out) {
+        c->out_bytes = c->bm * c->bn * tuner_dtype_size(p->out_dt);
+        c->smem += c->out_bytes;
+    }
     return 0;
 }
 
@@ -98,7 +109,10 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
     if (c->mi * c->bn / 2 > 128)
         return false;
-    /* Dynamic ring + static barriers. */
+    /* Staging needs 16-byte output rows (TMA strides) and one consumer tile per block. */
+    if (c->stage_out && (!p->out_chunk || c->pingpong))
+        return false;
+    /* Dynamic ring (+ staged tile) + static barriers. */
     if (c->smem + 16 * c->rings * c->stages > a->max_smem_per_block)
         return false;
     if (c->threads > a->max_threads_per_block)
@@ -131,6 +145,13 @@ static const char wg_helpers[] =
     "HD_INLINE void wg_tma3(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar) { asm volatile("
     "\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\" "
     ":: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(bar) : \"memory\"); }\n"
+    /* Bulk tensor stores from this CTA's shared memory (bulk async-group completion). */
+    "HD_INLINE void wg_tma_st2(const void *map, int c0, int c1, hd_u32 src) { asm volatile("
+    "\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\" "
+    ":: \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(src) : \"memory\"); }\n"
+    "HD_INLINE void wg_tma_st3(const void *map, int c0, int c1, int c2, hd_u32 src) { asm volatile("
+    "\"cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\" "
+    ":: \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(src) : \"memory\"); }\n"
     "HD_INLINE void wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
     "HD_INLINE void wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
     "template <int N> HD_INLINE void wg_wait_group() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: "
@@ -165,19 +186,37 @@ static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
     tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
 }
 
-/* Statements building one tensor map at shared address `tm` for operand `which`. */
+/* Output elements per 128-byte row of a staged output box. */
+static int out_box_cols(const tuner__gemm_problem *p)
+{
+    return 128 / tuner_dtype_size(p->out_dt);
+}
+
+/* PTX tensor-map element type numbering: f16 6, f32 7, bf16 10. */
+static int tmap_elemtype(tuner_dtype d)
+{
+    return d == TUNER_F16 ? 6 : d == TUNER_BF16 ? 10 : 7;
+}
+
+/* Statements building one tensor map at shared address `tm` for operand `which` (0 = A, 1 = B)
+ * or, with which 2, for the output written by the staged epilogue. */
 static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which, const char *tm)
 {
-    const bool batched = which == 0 ? p->a_batched : p->b_batched;
+    const bool out = which == 2;
+    const bool batched = out ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
     const long long mn = which == 0 ? p->M : p->N;
     const int rows = which == 0 ? c->bm : c->bn;
-    const bool kmaj = p->kmajor[which];
-    /* dim 0 is the contiguous one. */
-    const long long d0 = kmaj ? p->K : mn, d1 = kmaj ? mn : p->K;
-    const int box0 = 64, box1 = kmaj ? rows : 64;
+    const bool kmaj = out ? false : p->kmajor[which];
+    const int esz = tuner_dtype_size(out ? p->out_dt : p->dt);
+    /* dim 0 is the contiguous one: output rows are N long. */
+    const long long d0 = out ? p->N : kmaj ? p->K : mn, d1 = out ? p->M : kmaj ? mn : p->K;
+    const int box0 = out ? out_box_cols(p) : 64, box1 = out ? c->bm : kmaj ? rows : 64;
     const int rank = batched ? 3 : 2;
     const char *R = "tensormap.replace.tile";
-    tuner_sb_printf(sb, "wg_tm_addr(%s, in%d);\n", tm, which);
+    if (out)
+        tuner_sb_printf(sb, "wg_tm_addr(%s, out);\n", tm);
+    else
+        tuner_sb_printf(sb, "wg_tm_addr(%s, in%d);\n", tm, which);
     tuner_sb_printf(sb, "asm volatile(\"%s.rank.shared::cta.b1024.b32 [%%0], %d;\" :: \"r\"(%s) : \"memory\");\n", R,
                     rank - 1, tm);
     const long long dims[3] = {d0, d1, p->batch};
@@ -194,14 +233,14 @@ static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const w
                         R, d, tm);
     }
     /* Byte strides of dims 1.. (dim 0 is contiguous). */
-    const long long strides[2] = {d0 * 2, d0 * d1 * 2};
+    const long long strides[2] = {d0 * esz, d0 * d1 * esz};
     for (int d = 0; d + 1 < rank; d++)
         tuner_sb_printf(sb, "asm volatile(\"%s.global_stride.shared::cta.b1024.b64 [%%0], %d, %lld;\" :: \"r\"(%s) : "
                             "\"memory\");\n",
                         R, d, strides[d], tm);
-    /* PTX numbering: f16 6, bf16 10; no interleave; 128-byte swizzle (3); OOB elements read 0. */
+    /* No interleave; 128-byte swizzle (3); OOB elements read 0 (and are not written). */
     tuner_sb_printf(sb, "asm volatile(\"%s.elemtype.shared::cta.b1024.b32 [%%0], %d;\" :: \"r\"(%s) : \"memory\");\n",
-                    R, p->dt == TUNER_F16 ? 6 : 10, tm);
+                    R, tmap_elemtype(out ? p->out_dt : p->dt), tm);
     tuner_sb_printf(sb, "asm volatile(\"%s.interleave_layout.shared::cta.b1024.b32 [%%0], 0;\" :: \"r\"(%s) : "
                         "\"memory\");\n",
                     R, tm);
@@ -224,19 +263,25 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const cha
 static void emit_tmap_kernel(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *name)
 {
     emit_signature(sb, p, name, 32, 1);
-    tuner_sb_puts(sb, "__shared__ alignas(128) hd_u32 wg_tm[64];\n"
-                      "wg_tm[threadIdx.x] = 0u;\nwg_tm[threadIdx.x + 32] = 0u;\n__syncwarp();\n"
+    tuner_sb_puts(sb, "__shared__ alignas(128) hd_u32 wg_tm[96];\n"
+                      "wg_tm[threadIdx.x] = 0u;\nwg_tm[threadIdx.x + 32] = 0u;\nwg_tm[threadIdx.x + 64] = 0u;\n"
+                      "__syncwarp();\n"
                       "const hd_u32 wg_s = hd_smem_addr(wg_tm);\n"
                       "if (threadIdx.x == 0) {\n");
     emit_tmap_fields(sb, p, c, 0, "wg_s");
     emit_tmap_fields(sb, p, c, 1, "wg_s + 128");
+    if (c->stage_out)
+        emit_tmap_fields(sb, p, c, 2, "wg_s + 256");
     tuner_sb_puts(sb, "}\n__syncwarp();\n"
                       "char *wg_g = reinterpret_cast<char *>(ws);\n"
                       "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
                       "aligned [%0], [%1], 128;\" :: \"l\"(wg_g), \"r\"(wg_s) : \"memory\");\n"
                       "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
-                      "aligned [%0], [%1], 128;\" :: \"l\"(wg_g + 128), \"r\"(wg_s + 128) : \"memory\");\n"
-                      "}\n");
+                      "aligned [%0], [%1], 128;\" :: \"l\"(wg_g + 128), \"r\"(wg_s + 128) : \"memory\");\n");
+    if (c->stage_out)
+        tuner_sb_puts(sb, "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu."
+                          "sync.aligned [%0], [%1], 128;\" :: \"l\"(wg_g + 256), \"r\"(wg_s + 256) : \"memory\");\n");
+    tuner_sb_puts(sb, "}\n");
 }
 
 /* Emits `gm_b, gm_tm, gm_tn` for tile index `t`: batch-major, then grouped raster order over
@@ -280,7 +325,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
 {
     const tuner_arch *a = tuner__arch(t);
     wg_cfg c;
-    if (!a || !a->has_wgmma || !wg_supported(p) || cfg_from(s, &c) < 0 || !cfg_valid(p, a, &c)) {
+    if (!a || !a->has_wgmma || !wg_supported(p) || cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c)) {
         if (err)
             *err = strdup("matmul_wgmma: invalid schedule for this op/target");
         return -EINVAL;
@@ -311,7 +356,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const hd_u32 wg_ring = (hd_smem_addr(wg_dyn) + 1023u) & ~1023u;\n"
                     "const hd_u32 wg_bar0 = hd_smem_addr(wg_bars);\n"
                     "const char *wg_map_a = reinterpret_cast<const char *>(ws);\n"
-                    "const char *wg_map_b = wg_map_a + 128;\n"
+                    "const char *wg_map_b = wg_map_a + 128, *wg_map_c = wg_map_a + 256;\n"
+                    "const hd_u32 wg_stage = wg_ring + %d;\n"
                     "const int wg_g = threadIdx.x >> 7;\n"
                     "if (threadIdx.x == 0) {\n"
                     /* Ring r: full barriers at 2*S*r + s, empty ones at 2*S*r + S + s. */
@@ -319,7 +365,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "wg_bar_init(wg_bar0 + 8 * (2 * %d * r + q), 1); wg_bar_init(wg_bar0 + 8 * (2 * %d * r + %d + q), %d); }\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n__syncthreads();\n",
-                    2 * S * R, S * R, S, S, S, S, S, c.pingpong ? 4 : 4 * c.consumers);
+                    2 * S * R, R * S * c.stage_bytes, S * R, S, S, S, S, S, c.pingpong ? 4 : 4 * c.consumers);
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
     if (c.consumers == 2)
@@ -358,6 +404,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Byte offset of consumer c's m64 slice i inside the A tile. */
     tuner_sb_printf(&sb,
                     "const int wg_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
+                    "if (%d && threadIdx.x == 128) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: "
+                    "\"l\"(wg_map_c) : \"memory\");\n"
                     /* Cooperative: both consumers share ring 0 and split each tile's rows;
                      * pingpong: consumer c has ring c and whole tiles of its own. */
                     "const int wg_r = %s, wg_row0 = %s * %d;\n"
@@ -365,7 +413,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "float acc[%d][%d];\n"
                     "int wg_s = 0, wg_ph = 0;\n"
                     "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
-                    c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg, 16 * S, S * c.stage_bytes, c.mi, nacc,
+                    c.stage_out ? 1 : 0, c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg, 16 * S, S * c.stage_bytes, c.mi, nacc,
                     R, tiles, R);
     emit_tile_coords(&sb, tiles_m, tiles_n, c.group);
     tuner_sb_printf(&sb,
@@ -398,12 +446,47 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     a_k16, a_lbo, S, S, S);
     /* Epilogue: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
      * 8j + 2*(lane%4) + e of the consumer's slice. */
+    const int cthreads = 128 * c.consumers;
+    if (c.stage_out) {
+        /* The previous tile's TMA stores must have read the staged tile before it is
+         * overwritten (thread 128 issued them); named barrier 1 spans the consumers only. */
+        tuner_sb_printf(&sb, "if (threadIdx.x == 128) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n"
+                             "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n",
+                        cthreads);
+    }
     tuner_sb_printf(&sb,
                     "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
                     "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n",
                     c.bm, c.bn, c.mi, c.bn / 8);
-    if (p->out_vec == 2) {
+    if (c.stage_out) {
+        /* The staged tile: boxes of 128-byte rows (out_box_cols columns) x block_m rows, 16-byte
+         * chunks XOR-swizzled by row as the TMA store's 128-byte swizzle expects; a warp's pair
+         * writes (8 rows x 4 lanes) fall in distinct banks. */
+        const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt);
+        tuner_sb_printf(&sb,
+                        "const int wg_orow = wg_row0 + wg_w * 16 + (wg_l >> 2) + i * 64 + h * 8, "
+                        "wg_ocol = j * 8 + 2 * (wg_l & 3);\n"
+                        "const hd_u32 wg_oa = wg_stage + (wg_ocol / %d) * %d + wg_orow * 128 + "
+                        "(((((wg_ocol %% %d) * %d) >> 4) ^ (wg_orow & 7)) << 4) + (((wg_ocol %% %d) * %d) & 15);\n",
+                        bc, c.bm * 128, bc, osz, bc, osz);
+        const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
+        tuner__gemm_emit_store_smem(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa", true);
+        tuner_sb_printf(&sb, "}\n"
+                             /* Generic-proxy writes, then the copy engine reads them. */
+                             "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                             "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n"
+                             "if (threadIdx.x == 128) {\n",
+                        cthreads);
+        const bool ob = p->op->output.rank == 3;
+        for (int b = 0; b < c.bn / bc; b++)
+            tuner_sb_printf(&sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_stage + %d);\n", ob ? 3 : 2,
+                            c.bn, b * bc, c.bm, ob ? ", gm_b" : "", b * c.bm * 128);
+        tuner_sb_puts(&sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n"
+                           /* Stores still in flight complete before the block exits. */
+                           "if (threadIdx.x == 128) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n"
+                           "}\n}\n");
+    } else if (p->out_vec == 2) {
         const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
         tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
     } else {
@@ -411,7 +494,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v0, 1);
         tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
     }
-    tuner_sb_puts(&sb, "}\n}\n}\n}\n");
+    if (!c.stage_out)
+        tuner_sb_puts(&sb, "}\n}\n}\n}\n");
 
     char *src = tuner_sb_take(&sb);
     if (!src)
@@ -422,7 +506,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner__gemm_set_launch(&prog->kernels[1], p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem,
                            true);
     prog->n_kernels = 2;
-    prog->workspace_bytes = WG_TMAP_BYTES;
+    prog->workspace_bytes = c.stage_out ? WG_TMAP_BYTES + 128 : WG_TMAP_BYTES;
     return 0;
 }
 
@@ -452,15 +536,17 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
     if (!a || !a->has_wgmma || op->kind != TUNER_OP_MATMUL || tuner__gemm_problem_init(op, &p, NULL) < 0 ||
         !wg_supported(&p))
         return 0;
-    /* The preferred schedule (tune:"none") comes first: 128x256 with two consumer warpgroups,
-     * a 4-deep ring (192 KiB) and grouped raster. */
+    /* 128x256 with two consumer warpgroups, a 4-deep ring (192 KiB) and grouped raster first
+     * (wg_preferred picks the default by shape). */
     static const int pref[5] = {128, 256, 4, 2, 8};
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
             for (int st = wg_tiles[i][3] ? 2 : 3; st <= 6; st++)
-                for (int g = 1; g <= 8; g += 7) {
+                for (int g = 1; g <= 8; g += 7)
+                    /* Staged output tiles for cooperative schedules with grouped raster. */
+                    for (int so = 0; so <= (g == 8 && !wg_tiles[i][3]); so++) {
                     const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] && st == pref[2] &&
-                                         wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] && g == pref[4];
+                                         wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] && g == pref[4] && !so;
                     if (is_pref != (pass == 0))
                         continue;
                     tuner_schedule s = {.template_name = "matmul_wgmma"};
@@ -470,13 +556,39 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
                     tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
                     tuner__gemm_param(&s, "swizzle", g);
                     tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
+                    tuner__gemm_param(&s, "stage_out", so);
                     wg_cfg c;
-                    if (cfg_from(&s, &c) < 0 || !cfg_valid(&p, a, &c))
+                    if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
                         continue;
                     int rc = tuner__gemm_push(items, n, &s);
                     if (rc < 0)
                         return rc;
                 }
+    return 0;
+}
+
+/* tune:"none", by shape, with the output tile staged and TMA-stored where rows allow it
+ * (measured on an H100, bench/results/2026-11-24-h100-wgmma): cooperative 128x256 tiles (3-deep
+ * ring beside the staged tile) where they fill the GPU and the K loop is long (4096^3 212 us,
+ * 8192^3 1684 us, 1.0-1.04 of cuBLAS); 128x128 with a 4-deep ring where 128x128 tiles fill it
+ * (4096x3072x768 34.8 against 39.5 us for 128x256); else 64x128 tiles of one consumer (1000^3
+ * 12.5 against 14.8 us for 128x128). */
+static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+{
+    tuner__gemm_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    if (!a || !a->has_wgmma || tuner__gemm_problem_init(op, &p, NULL) < 0 || !wg_supported(&p))
+        return -ENOENT;
+    const bool staged = p.out_chunk != 0;
+    const bool wide = p.batch * cdiv(p.M, 128) * cdiv(p.N, 256) >= a->sm_count && p.K > 1024;
+    const bool square = p.batch * cdiv(p.M, 128) * cdiv(p.N, 128) >= a->sm_count;
+    tuner__gemm_param(ret, "block_m", wide || square ? 128 : 64);
+    tuner__gemm_param(ret, "block_n", wide ? 256 : 128);
+    tuner__gemm_param(ret, "stages", wide && staged ? 3 : 4);
+    tuner__gemm_param(ret, "consumers", wide || square ? 2 : 1);
+    tuner__gemm_param(ret, "swizzle", 8);
+    tuner__gemm_param(ret, "pingpong", 0);
+    tuner__gemm_param(ret, "stage_out", staged);
     return 0;
 }
 
@@ -508,7 +620,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
     wg_cfg c;
-    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(s, &c) < 0)
+    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
         return 1e12;
     const int esz = tuner_dtype_size(p.dt);
     const long long tiles = p.batch * cdiv(p.M, c.bm) * cdiv(p.N, c.bn);
@@ -516,16 +628,18 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     /* wgmma peak: mma.sync reaches about two thirds of it on Hopper (tuner/arch.c). */
     const double rate_sm = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count;
     double eff = 0.82;
-    eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.95 : 0.80;
+    eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : 0.80;
     eff *= c.consumers == 2 ? 1.0 : 0.85;
     /* Measured on an H100: two 128x128 pingpong tiles feed the tensor cores worse than one
      * cooperative 128x256 tile (4096^3 237 against 211 us; more operand bytes per FLOP). */
     eff *= c.pingpong ? 0.88 : 1.0;
-    eff *= c.stages >= (c.pingpong ? 3 : 4) ? 1.0 : 0.95;
-    /* Register stores of the epilogue are overlapped with the next tile's loads but not with
-     * this warpgroup's own wgmma (relatively more exposed with a short K loop), unless the other
-     * consumer computes meanwhile (pingpong). */
-    const double ep = 1.0 + (c.pingpong ? 0.3 : 1.5) / (double)cdiv(p.K, WG_BK);
+    eff *= c.stages >= (c.pingpong ? 3 : 4) ? 1.0 : 0.97;
+    /* The epilogue is overlapped with the next tile's loads but not with this warpgroup's own
+     * wgmma (relatively more exposed with a short K loop), unless the other consumer computes
+     * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time (H100:
+     * 4096^3 226 against 212 us staged, 4096x3072x768 58 against 40); a staged tile leaves by
+     * TMA stores. */
+    const double ep = 1.0 + (c.pingpong ? 0.3 : c.stage_out ? 0.5 : 4.0) / (double)cdiv(p.K, WG_BK);
     /* A pingpong SM runs its two consumers' tiles at once, each at half the rate. */
     const double per_sm = (double)cdiv(tiles, (long long)a->sm_count * c.rings) * c.rings;
     const double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
@@ -550,6 +664,6 @@ const tuner_template tuner__gemm_matmul_wgmma = {
     .enumerate = wg_enumerate,
     .generate = wg_generate,
     .predict_us = wg_predict,
-    .preferred = NULL, /* enumerates its preferred schedule first */
+    .preferred = wg_preferred,
     .default_rank = TUNER_RANK_TENSOR_CORE,
 };

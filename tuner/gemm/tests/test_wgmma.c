@@ -45,18 +45,29 @@ static tuner_op mm(tuner_dtype dt, long long bt_a, long long bt_b, long long M, 
 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
 
-static size_t count(const tuner_op *op, const tuner_target *t, const char *tmpl)
+/* Candidates of template tmpl in op's space (with ret_staged, how many stage their output). */
+static size_t count_staged(const tuner_op *op, const tuner_target *t, const char *tmpl, size_t *ret_staged)
 {
     tuner_space *sp = NULL;
     char *err = NULL;
-    size_t n = 0;
+    size_t n = 0, staged = 0;
     if (tuner_space_build(op, t, &sp, &err) == 0) {
         for (size_t i = 0; i < sp->n; i++)
-            n += strcmp(sp->items[i].template_name, tmpl) == 0;
+            if (strcmp(sp->items[i].template_name, tmpl) == 0) {
+                n++;
+                staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) == 1;
+            }
         tuner_space_free(sp);
     }
     free(err);
+    if (ret_staged)
+        *ret_staged = staged;
     return n;
+}
+
+static size_t count(const tuner_op *op, const tuner_target *t, const char *tmpl)
+{
+    return count_staged(op, t, tmpl, NULL);
 }
 
 static void test_space(void)
@@ -77,14 +88,58 @@ static void test_space(void)
     CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "K = 100 (200-byte rows) offered");
     op = mm(TUNER_F16, 0, 0, 64, 100, 64, false, false);
     CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "N = 100 with B [K,N] offered");
+    /* Odd M and N with K-major operands: offered, but output rows of 99 elements are no TMA
+     * rows, so nothing is staged. */
+    size_t staged = 0, n_odd;
     op = mm(TUNER_F16, 0, 0, 77, 99, 64, false, true);
-    CHECK(count(&op, &sm90a, "matmul_wgmma") == n, "odd M, N with K-major operands not offered");
+    n_odd = count_staged(&op, &sm90a, "matmul_wgmma", &staged);
+    CHECK(n_odd >= 30 && staged == 0, "77x99x64 nt: %zu candidates, %zu staged", n_odd, staged);
+    op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
+    CHECK(count_staged(&op, &sm90a, "matmul_wgmma", &staged) == n && staged >= 20 && n - staged == n_odd,
+          "4096^3: %zu staged of %zu", staged, n);
     op = mm(TUNER_F32, 0, 0, 256, 256, 256, false, false);
     CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "fp32 offered");
     op = mm(TUNER_F16, 0, 0, 256, 256, 256, false, false);
     long long ks[1] = {256};
     t_add_prologue(&op, TUNER_EW_MUL, 1, ks, TUNER_EW_RELU);
     CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "prologue offered");
+}
+
+/* tune:"none" on sm_90a is the wgmma template, by shape; sm_90 keeps mma.sync. */
+static void test_default(void)
+{
+    static const struct {
+        long long m, n, k;
+        int bm, bn, st, cons, so;
+    } want[] = {
+        {4096, 4096, 4096, 128, 256, 3, 2, 1},
+        {4096, 3072, 768, 128, 128, 4, 2, 1},
+        {1000, 1000, 1000, 64, 128, 4, 1, 1},
+        {1000, 1001, 1000, 64, 128, 4, 1, 0}, /* N = 1001 with B [N,K]: rows of no TMA store */
+    };
+    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        tuner_op op = mm(TUNER_F16, 0, 0, want[k].m, want[k].n, want[k].k, false, want[k].n % 8 != 0);
+        for (int a = 0; a < 2; a++) {
+            const tuner_target t = {.sm = 90, .arch_specific = a == 0};
+            tuner_space *sp = NULL;
+            CHECK(tuner_space_build(&op, &t, &sp, NULL) == 0, "space");
+            if (!sp)
+                continue;
+            const tuner_schedule *d = &sp->items[tuner_default_index(&op, &t, sp)];
+            if (a == 1) {
+                CHECK(!strcmp(d->template_name, "matmul_mma"), "sm_90 default %s", d->template_name);
+            } else {
+                CHECK(!strcmp(d->template_name, "matmul_wgmma") && tuner_schedule_param(d, "block_m", 0) == want[k].bm &&
+                          tuner_schedule_param(d, "block_n", 0) == want[k].bn &&
+                          tuner_schedule_param(d, "stages", 0) == want[k].st &&
+                          tuner_schedule_param(d, "consumers", 0) == want[k].cons &&
+                          tuner_schedule_param(d, "stage_out", -1) == want[k].so,
+                      "%lldx%lldx%lld: default %s %d x %d", want[k].m, want[k].n, want[k].k, d->template_name,
+                      tuner_schedule_param(d, "block_m", 0), tuner_schedule_param(d, "block_n", 0));
+            }
+            tuner_space_free(sp);
+        }
+    }
 }
 
 /* The model ranks a wgmma candidate first for large GEMMs (tune:"model" picks it). */
@@ -157,12 +212,13 @@ static void make_cases(void)
     add_case("f16_nn_1000", op);
 }
 
-/* Candidates compiled by the test: every one for the first three cases, every fourth for the
- * fourth (the layout they share with the others is already covered), none for the large shapes
- * (the dump's). About 5 minutes on two cores. */
+/* Candidates compiled by the test: every one for the fused case (all staged variants) and the
+ * odd-N one, every second for the transposed batch, every fourth for the fourth layout, none for
+ * the large shapes (the dump's). About 6 minutes on two busy cores. */
 static int compile_stride(int i)
 {
-    return i < 3 ? 1 : i == 3 ? 4 : 0;
+    static const int stride[] = {1, 2, 1, 4};
+    return i < 4 ? stride[i] : 0;
 }
 
 typedef struct job {
@@ -364,6 +420,7 @@ int main(void)
     if (dir)
         return dump(dir);
     test_space();
+    test_default();
     test_rank();
     for (int c = 0; c < n_cases; c++)
         if (compile_stride(c))
