@@ -2,8 +2,8 @@
  * fp32 accumulation, operands brought in by the tensor copy engine (TMA).
  *
  * A program is two launches:
- *  1. `<name>_tmap` (one warp) builds the two TMA descriptors (tensor maps) of A and B in the
- *     first 256 bytes of the workspace: a zeroed 128-byte object in shared memory gets every
+ *  1. `<name>_tmap` (one warp) builds the TMA descriptors (tensor maps) of A and B (and, with
+ *     stage_out, of the output) in the workspace: a zeroed 128-byte object in shared memory gets every
  *     field written by tensormap.replace and is copied out with tensormap.cp_fenceproxy. So every
  *     kernel parameter stays a plain device pointer and clients launch the kernel set as before
  *     (verified on an H100: bench/results/2026-11-24-h100-wgmma/).
@@ -16,10 +16,14 @@
  *      - warpgroups 1..consumers: wait for a full stage, issue wgmma.mma_async m64nNk16 (N =
  *        block_n) from shared-memory descriptors for each of their 64-row slices, keep one
  *        k-tile of wgmma in flight and hand the previous stage back (`empty` mbarrier), then
- *        apply the fused epilogue to the fp32 accumulators and store straight from registers
- *        with bounds checks while the producer already loads the next tile.
- *    With two consumers the producer gives registers back (setmaxnreg.dec) and the consumers
- *    take them (setmaxnreg.inc).
+ *        apply the fused epilogue to the fp32 accumulators while the producer already loads
+ *        the next tile, and store the results: with stage_out into a 128-byte-swizzled output
+ *        tile in shared memory that one thread writes out with bulk tensor stores (clipped at
+ *        the tensor's edges), else straight from registers with bounds checks.
+ *    Cooperative schedules split each tile's rows between the consumers; pingpong ones give
+ *    each consumer its own tiles, ring and producer thread, so that one's epilogue overlaps the
+ *    other's wgmma. With two consumers the producer gives registers back (setmaxnreg.dec) and
+ *    the consumers take them (setmaxnreg.inc).
  *
  * Layouts: a K-major operand (A without trans_a, B with trans_b) is one box of 64 k x rows, each
  * row 128 bytes, 8-row groups 1024 bytes apart (descriptor SBO); an MN-major operand (A with
