@@ -110,8 +110,9 @@ def main():
     status = client.status()
     tune = a.tune or ("measure" if status.get("gpu_available") else "model")
     budget = {"seconds": a.budget_s, "candidates": a.budget_candidates} if tune == "measure" else None
-    major, minor = torch.cuda.get_device_capability()
-    arch = "sm_%d%d" % (major, minor)
+    # The daemon resolves "native" to the GPU's exact target (sm_90a on an H100: the wgmma
+    # templates); the plan's "arch" says which it chose.
+    arch = "native"
     gpu = torch.cuda.get_device_name()
     rows = []
     for name in ("mlp_block", "resnet_bottleneck"):

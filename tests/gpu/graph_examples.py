@@ -266,8 +266,9 @@ def main():
         proc, sock = start_daemon(a.hidetd, a.worker, a.lib)
     else:
         ap.error("give --socket or the hidetd binary")
-    major, minor = torch.cuda.get_device_capability()
-    arch = "sm_%d%d" % (major, minor)
+    # The daemon resolves "native" to the GPU's exact target (sm_90a on an H100: the wgmma
+    # templates); the plan's "arch" says which it chose.
+    arch = "native"
     failures = 0
     try:
         cload = CPlanLoader()
