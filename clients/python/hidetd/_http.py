@@ -84,7 +84,8 @@ def parse_address(address):
                      "nor an http:// URL" % address)
 
 
-class _UnixConnection(http.client.HTTPConnection):
+class UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket: http.client's request handling, connected to a socket path."""
     def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
         self.unix_path = path
@@ -126,7 +127,7 @@ class Transport:
 
     def _new_conn(self):
         if self.kind == "unix":
-            return _UnixConnection(self.where, self.timeout)
+            return UnixConnection(self.where, self.timeout)
         return http.client.HTTPConnection(self.where, timeout=self.timeout)
 
     def _connect_error(self, e):
