@@ -6,11 +6,6 @@
 
 typedef struct cJSON cJSON;
 
-/* Fills e (status, code, field, message) and returns -EINVAL. */
-__attribute__((format(printf, 5, 6)))
-int graph__fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
-                ...);
-
 /* Checks node i (in dependency order; its inputs' shapes are known) with its attributes and
  * infers its output tensor (graph/infer.c). */
 int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e);

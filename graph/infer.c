@@ -175,7 +175,7 @@ static int node_error(const graph *g, int i, const proto_error *pe, proto_error 
     } else {
         snprintf(field, sizeof(field), "nodes[%d]", ci);
     }
-    return graph__fail(e, pe->status == 400 ? 422 : pe->status, pe->code, field,
+    return proto_fail(e, pe->status == 400 ? 422 : pe->status, pe->code, field,
                        "node \"%.64s\" (%s): %.150s", g->nodes[i].name,
                        tuner_op_name(g->nodes[i].op.kind), pe->message);
 }
@@ -231,14 +231,14 @@ static int check_attr_keys(const graph *g, int i, const cJSON *attrs, const char
         snprintf(field, sizeof(field), "nodes[%d].attrs.%.40s", ci, c->string);
         if (!ok) {
             const char *near = proto_closest_name(c->string, allowed);
-            return graph__fail(e, 400, "invalid_field", field,
+            return proto_fail(e, 400, "invalid_field", field,
                                "node \"%s\": unknown attribute \"%.40s\"%s%s%s", g->nodes[i].name,
                                c->string, near ? "; did you mean \"" : "", near ? near : "",
                                near ? "\"?" : "");
         }
         for (const cJSON *p = attrs->child; p != c; p = p->next)
             if (strcmp(p->string, c->string) == 0)
-                return graph__fail(e, 400, "invalid_field", field, "duplicate attribute \"%.40s\"",
+                return proto_fail(e, 400, "invalid_field", field, "duplicate attribute \"%.40s\"",
                                    c->string);
     }
     return 0;
@@ -257,13 +257,13 @@ static int attr_number(const graph *g, int i, const cJSON *attrs, const char *ke
     const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, key) : NULL;
     if (!v) {
         if (required)
-            return graph__fail(e, 400, "invalid_field", field, "node \"%s\" needs %s",
+            return proto_fail(e, 400, "invalid_field", field, "node \"%s\" needs %s",
                                g->nodes[i].name, field);
         *ret = def;
         return 0;
     }
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return graph__fail(e, 400, "invalid_field", field, "%s must be a finite number", field);
+        return proto_fail(e, 400, "invalid_field", field, "%s must be a finite number", field);
     *ret = v->valuedouble;
     return 0;
 }
@@ -278,7 +278,7 @@ static int attr_int(const graph *g, int i, const cJSON *attrs, const char *key, 
     if (d != floor(d) || fabs(d) > 4e18) {
         char field[96];
         attr_field(g, i, key, field, sizeof(field));
-        return graph__fail(e, 400, "invalid_field", field, "%s must be an integer", field);
+        return proto_fail(e, 400, "invalid_field", field, "%s must be an integer", field);
     }
     *ret = (int64_t)d;
     return 0;
@@ -295,13 +295,13 @@ static int attr_list(const graph *g, int i, const cJSON *attrs, const char *key,
     if (!v)
         return 0;
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > max)
-        return graph__fail(e, 400, "invalid_field", field,
+        return proto_fail(e, 400, "invalid_field", field,
                            "%s must be an array of at most %d integers", field, max);
     int n = 0;
     for (const cJSON *c = v->child; c; c = c->next) {
         if (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) ||
             fabs(c->valuedouble) > 4e18)
-            return graph__fail(e, 400, "invalid_field", field, "%s must hold integers", field);
+            return proto_fail(e, 400, "invalid_field", field, "%s must hold integers", field);
         ret[n++] = (int64_t)c->valuedouble;
     }
     *ret_n = n;
@@ -316,9 +316,9 @@ static int need_inputs(const graph *g, int i, int lo, int hi, proto_error *e)
     char field[48];
     snprintf(field, sizeof(field), "nodes[%d].inputs", g->node_index[i]);
     if (lo == hi)
-        return graph__fail(e, 422, "invalid_graph", field, "node \"%s\" takes %d input%s, not %d",
+        return proto_fail(e, 422, "invalid_graph", field, "node \"%s\" takes %d input%s, not %d",
                            n->name, lo, lo == 1 ? "" : "s", n->n_in);
-    return graph__fail(e, 422, "invalid_graph", field, "node \"%s\" takes %d to %d inputs, not %d",
+    return proto_fail(e, 422, "invalid_graph", field, "node \"%s\" takes %d to %d inputs, not %d",
                        n->name, lo, hi, n->n_in);
 }
 
@@ -326,7 +326,7 @@ static int input_error(const graph *g, int i, int k, proto_error *e, const char 
 {
     char field[48];
     snprintf(field, sizeof(field), "nodes[%d].inputs[%d]", g->node_index[i], k);
-    return graph__fail(e, 422, "invalid_graph", field, "node \"%s\": %s", g->nodes[i].name, msg);
+    return proto_fail(e, 422, "invalid_graph", field, "node \"%s\": %s", g->nodes[i].name, msg);
 }
 
 /* Normalises an axis in [-rank, rank) to [0, rank); -1 when out of range. */
@@ -361,7 +361,7 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(attrs, "approximate");
         attr_field(g, i, "approximate", field, sizeof(field));
         if (!cJSON_IsString(v) || (strcmp(v->valuestring, "none") && strcmp(v->valuestring, "tanh")))
-            return graph__fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                                "%s must be \"none\" or \"tanh\"", field);
         if (strcmp(v->valuestring, "tanh") == 0)
             n->step.kind = TUNER_EW_GELU_TANH;
@@ -372,10 +372,10 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
         const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "dtype") : NULL;
         attr_field(g, i, "dtype", field, sizeof(field));
         if (!v)
-            return graph__fail(e, 400, "invalid_field", field, "node \"%s\" needs %s", n->name,
+            return proto_fail(e, 400, "invalid_field", field, "node \"%s\" needs %s", n->name,
                                field);
         if (!cJSON_IsString(v) || tuner_dtype_parse(v->valuestring, &n->step.dtype) < 0)
-            return graph__fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16 or f32",
+            return proto_fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16 or f32",
                                field);
         out.dtype = n->step.dtype;
     }
@@ -413,14 +413,14 @@ static int infer_reshape(graph *g, int i, const cJSON *attrs, proto_error *e)
         return r;
     attr_field(g, i, "shape", field, sizeof(field));
     if (nd < 1 || nd > TUNER_MAX_RANK)
-        return graph__fail(e, 400, "invalid_field", field, "node \"%s\" needs %s (1 to %d sizes)",
+        return proto_fail(e, 400, "invalid_field", field, "node \"%s\" needs %s (1 to %d sizes)",
                            n->name, field, TUNER_MAX_RANK);
     int64_t known = 1, numel = tuner_tensor_numel(x);
     for (int k = 0; k < nd; k++) {
         if (dims[k] == -1 && infer < 0) {
             infer = k;
         } else if (dims[k] < 1 || dims[k] > PROTO_MAX_DIM) {
-            return graph__fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                                "%s: sizes are at least 1, with at most one -1 (inferred)", field);
         } else {
             known *= dims[k];
@@ -435,7 +435,7 @@ static int infer_reshape(graph *g, int i, const cJSON *attrs, proto_error *e)
     if (tuner_tensor_numel(&out) != numel || (infer >= 0 && known > numel)) {
         char sa[96];
         shape_text(x, sa, sizeof(sa));
-        return graph__fail(e, 422, "invalid_field", field,
+        return proto_fail(e, 422, "invalid_field", field,
                            "node \"%s\": %s holds %lld elements, which the shape %s cannot",
                            n->name, "the input", (long long)numel, sa);
     }
@@ -462,13 +462,13 @@ static int infer_transpose(graph *g, int i, const cJSON *attrs, proto_error *e)
     attr_field(g, i, "perm", field, sizeof(field));
     bool seen[TUNER_MAX_RANK] = {false};
     if (np != x->rank)
-        return graph__fail(e, 422, "invalid_field", field,
+        return proto_fail(e, 422, "invalid_field", field,
                            "node \"%s\": perm has %d axes, the input %d", n->name, np, x->rank);
     tuner_tensor out = *x;
     for (int k = 0; k < np; k++) {
         int a = norm_axis(perm[k], x->rank);
         if (a < 0 || seen[a])
-            return graph__fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                                "node \"%s\": perm must be a permutation of 0..%d", n->name,
                                x->rank - 1);
         seen[a] = true;
@@ -495,7 +495,7 @@ static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
     char field[96];
     attr_field(g, i, "ends", field, sizeof(field));
     if (ns == 0 || ns != ne || (na && na != ns) || (nst && nst != ns))
-        return graph__fail(e, 422, "invalid_field", field,
+        return proto_fail(e, 422, "invalid_field", field,
                            "node \"%s\": starts and ends (and axes, steps when given) must have "
                            "the same number of entries", n->name);
     tuner_tensor out = *x;
@@ -510,12 +510,12 @@ static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
         int64_t step = nst ? steps[k] : 1;
         attr_field(g, i, na ? "axes" : "starts", field, sizeof(field));
         if (a < 0 || seen[a])
-            return graph__fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                                "node \"%s\": axis out of range or given twice", n->name);
         seen[a] = true;
         if (step < 1) {
             attr_field(g, i, "steps", field, sizeof(field));
-            return graph__fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                                "node \"%s\": steps must be at least 1", n->name);
         }
         int64_t dim = x->shape[a], s = starts[k], t = ends[k];
@@ -526,7 +526,7 @@ static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
         t = t < 0 ? 0 : t > dim ? dim : t;
         if (t <= s) {
             attr_field(g, i, "ends", field, sizeof(field));
-            return graph__fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                                "node \"%s\": the slice of axis %d is empty", n->name, a);
         }
         n->start[a] = s;
@@ -552,12 +552,12 @@ static int infer_batchnorm(graph *g, int i, const cJSON *attrs, proto_error *e)
     char field[96];
     if (!(n->eps > 0 && n->eps < 1)) {
         attr_field(g, i, "eps", field, sizeof(field));
-        return graph__fail(e, 422, "invalid_field", field, "%s must be in (0, 1)", field);
+        return proto_fail(e, 422, "invalid_field", field, "%s must be in (0, 1)", field);
     }
     int a = norm_axis(axis, x->rank);
     if (a < 0) {
         attr_field(g, i, "axis", field, sizeof(field));
-        return graph__fail(e, 422, "invalid_field", field,
+        return proto_fail(e, 422, "invalid_field", field,
                            "node \"%s\": axis %lld is out of range for rank %d (1 is NCHW's "
                            "channels, -1 NHWC's)", n->name, (long long)axis, x->rank);
     }

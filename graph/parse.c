@@ -16,45 +16,9 @@
 
 #include <cjson/cJSON.h>
 
-int graph__fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
-                ...)
-{
-    va_list ap;
-    e->status = status;
-    snprintf(e->code, sizeof(e->code), "%s", code);
-    snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
-
 static int type_error(proto_error *e, const char *field, const char *what)
 {
-    return graph__fail(e, 400, "invalid_field", field, "%s must be %s", field, what);
-}
-
-static int check_keys(const cJSON *obj, const char *const *allowed, const char *path,
-                      proto_error *e)
-{
-    char field[96];
-    for (const cJSON *c = obj->child; c; c = c->next) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a && !ok; a++)
-            ok = strcmp(c->string, *a) == 0;
-        snprintf(field, sizeof(field), "%.60s%s%.30s", path, path[0] ? "." : "", c->string);
-        if (!ok) {
-            const char *near = proto_closest_name(c->string, allowed);
-            return graph__fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"%s%s%s",
-                               c->string, near ? "; did you mean \"" : "", near ? near : "",
-                               near ? "\"?" : "");
-        }
-        for (const cJSON *p = obj->child; p != c; p = p->next)
-            if (strcmp(p->string, c->string) == 0)
-                return graph__fail(e, 400, "invalid_field", field, "duplicate field \"%.64s\"",
-                                   c->string);
-    }
-    return 0;
+    return proto_fail(e, 400, "invalid_field", field, "%s must be %s", field, what);
 }
 
 static int json_int(const cJSON *v, const char *field, int64_t lo, int64_t hi, int64_t *ret,
@@ -64,7 +28,7 @@ static int json_int(const cJSON *v, const char *field, int64_t lo, int64_t hi, i
         return type_error(e, field, "an integer");
     double d = v->valuedouble;
     if (d < (double)lo || d > (double)hi)
-        return graph__fail(e, 422, "invalid_field", field, "%s must be between %lld and %lld",
+        return proto_fail(e, 422, "invalid_field", field, "%s must be between %lld and %lld",
                            field, (long long)lo, (long long)hi);
     *ret = (int64_t)d;
     return 0;
@@ -92,7 +56,7 @@ static int json_name(const cJSON *v, const char *field, const char **ret, proto_
     if (!cJSON_IsString(v) || !v->valuestring)
         return type_error(e, field, "a string");
     if (!name_ok(v->valuestring))
-        return graph__fail(e, 422, "invalid_field", field,
+        return proto_fail(e, 422, "invalid_field", field,
                            "%s must be 1 to %d printable ASCII characters without spaces, "
                            "quotes, backslashes or '#'", field, GRAPH_NAME_MAX);
     *ret = v->valuestring;
@@ -141,7 +105,7 @@ static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto
     int r;
     if (!cJSON_IsObject(o))
         return type_error(e, path, "an object {\"name\": ..., \"shape\": [...], \"dtype\": ...}");
-    if ((r = check_keys(o, keys, path, e)) < 0)
+    if ((r = proto_check_keys(o, keys, path, e)) < 0)
         return r;
     const char *name = NULL;
     snprintf(field, sizeof(field), "%.80s.name", path);
@@ -160,13 +124,13 @@ static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto
         return type_error(e, field, "an array of integers");
     int rank = cJSON_GetArraySize(shape);
     if (rank < 1 || rank > TUNER_MAX_RANK)
-        return graph__fail(e, 422, "invalid_field", field, "%s must have rank 1 to %d", field,
+        return proto_fail(e, 422, "invalid_field", field, "%s must have rank 1 to %d", field,
                            TUNER_MAX_RANK);
     int i = 0;
     for (const cJSON *d = shape->child; d; d = d->next, i++) {
         snprintf(field, sizeof(field), "%.80s.shape[%d]", path, i);
         if (cJSON_IsNumber(d) && d->valuedouble < 0)
-            return graph__fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                                "%s is negative: dynamic dimensions are not supported; a plan is "
                                "made for one shape, so give each dimension's size", field);
         if ((r = json_int(d, field, 1, PROTO_MAX_DIM, &ret->t.shape[i], e)) < 0)
@@ -178,7 +142,7 @@ static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto
         n *= ret->t.shape[i];
         if (n > PROTO_MAX_NUMEL) {
             snprintf(field, sizeof(field), "%.80s.shape", path);
-            return graph__fail(e, 422, "limit_exceeded", field, "%s has more than 2^31 elements",
+            return proto_fail(e, 422, "limit_exceeded", field, "%s has more than 2^31 elements",
                                field);
         }
     }
@@ -189,7 +153,7 @@ static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto
     if (!cJSON_IsString(dt) || !dt->valuestring)
         return type_error(e, field, "a string");
     if (tuner_dtype_parse(dt->valuestring, &ret->t.dtype) < 0)
-        return graph__fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)",
+        return proto_fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)",
                            dt->valuestring);
     ret->t.align = 16;
     return 0;
@@ -251,15 +215,15 @@ static int add_tensor(parse_ctx *c, const graph_tensor *t, const char *field)
     int prev = map_find(&c->map, g, t->name);
     if (prev >= 0) {
         if (g->tensors[prev].kind == GRAPH_T_VALUE)
-            return graph__fail(c->e, 422, "invalid_graph", field,
+            return proto_fail(c->e, 422, "invalid_graph", field,
                                "tensor \"%s\" is produced twice (also by node \"%s\")", t->name,
                                g->nodes[g->tensors[prev].producer].name);
-        return graph__fail(c->e, 422, "invalid_graph", field,
+        return proto_fail(c->e, 422, "invalid_graph", field,
                            "tensor \"%s\" is declared twice (it is already a graph %s)", t->name,
                            g->tensors[prev].kind == GRAPH_T_INPUT ? "input" : "weight");
     }
     if (g->n_tensors >= GRAPH_MAX_TENSORS)
-        return graph__fail(c->e, 422, "limit_exceeded", field, "more than %d tensors",
+        return proto_fail(c->e, 422, "limit_exceeded", field, "more than %d tensors",
                            GRAPH_MAX_TENSORS);
     g->tensors[g->n_tensors] = *t;
     map_put(&c->map, g, g->n_tensors);
@@ -300,7 +264,7 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
     snprintf(path, sizeof(path), "nodes[%d]", idx);
     if (!cJSON_IsObject(o))
         return type_error(c->e, path, "an object {\"op\": ..., \"inputs\": [...], \"outputs\": [...]}");
-    if ((r = check_keys(o, keys, path, c->e)) < 0)
+    if ((r = proto_check_keys(o, keys, path, c->e)) < 0)
         return r;
 
     const cJSON *nv = cJSON_GetObjectItemCaseSensitive(o, "name");
@@ -323,7 +287,7 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
     if (node_class(opv->valuestring, n) < 0) {
         const char *near = proto_closest_name(opv->valuestring, known_ops);
         if (near)
-            return graph__fail(c->e, 422, "unknown_op", field,
+            return proto_fail(c->e, 422, "unknown_op", field,
                                "unknown op \"%.32s\"; did you mean \"%s\"?", opv->valuestring,
                                near);
         char list[320];
@@ -331,7 +295,7 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
         for (int k = 0; known_ops[k] && len < sizeof(list); k++)
             len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "",
                                     known_ops[k]);
-        return graph__fail(c->e, 422, "unknown_op", field, "unknown op \"%.32s\" (known: %s)",
+        return proto_fail(c->e, 422, "unknown_op", field, "unknown op \"%.32s\" (known: %s)",
                            opv->valuestring, list);
     }
 
@@ -346,7 +310,7 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
     if (!outs)
         return type_error(c->e, field, "given");
     if (!cJSON_IsArray(outs) || cJSON_GetArraySize(outs) != 1)
-        return graph__fail(c->e, 422, "invalid_field", field,
+        return proto_fail(c->e, 422, "invalid_field", field,
                            "%s must name exactly one tensor (every op has one result)", field);
     const char *oname;
     snprintf(field, sizeof(field), "%s.outputs[0]", path);
@@ -373,7 +337,7 @@ static int parse_node_inputs(parse_ctx *c, const cJSON *o, int idx)
         return type_error(c->e, field, "an array of tensor names");
     int cnt = cJSON_GetArraySize(ins);
     if (cnt < 1 || cnt > GRAPH_MAX_NODE_INPUTS)
-        return graph__fail(c->e, 422, "invalid_field", field, "%s must name 1 to %d tensors",
+        return proto_fail(c->e, 422, "invalid_field", field, "%s must name 1 to %d tensors",
                            field, GRAPH_MAX_NODE_INPUTS);
     int i = 0;
     for (const cJSON *v = ins->child; v; v = v->next, i++) {
@@ -384,11 +348,11 @@ static int parse_node_inputs(parse_ctx *c, const cJSON *o, int idx)
             return r;
         int t = map_find(&c->map, g, name);
         if (t < 0)
-            return graph__fail(c->e, 422, "invalid_graph", field,
+            return proto_fail(c->e, 422, "invalid_graph", field,
                                "node \"%s\" reads tensor \"%s\", which is no graph input or "
                                "weight and no node's output", n->name, name);
         if (t == n->out)
-            return graph__fail(c->e, 422, "invalid_graph", field,
+            return proto_fail(c->e, 422, "invalid_graph", field,
                                "node \"%s\" reads its own output \"%s\" (a cycle)", n->name, name);
         n->in[i] = t;
     }
@@ -464,7 +428,7 @@ static int sort_nodes(parse_ctx *c, const cJSON **node_json)
         }
         char field[64];
         snprintf(field, sizeof(field), "nodes[%d].inputs[%d]", bad, slot);
-        r = graph__fail(c->e, 422, "invalid_graph", field,
+        r = proto_fail(c->e, 422, "invalid_graph", field,
                         "the graph has a cycle through node \"%s\" (input \"%s\")",
                         g->nodes[bad].name, g->tensors[g->nodes[bad].in[slot]].name);
         goto out;
@@ -518,7 +482,7 @@ static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
             rq->arch_native = true;
         } else if (tuner_target_parse(v->valuestring, &rq->target) < 0) {
             char names[128];
-            return graph__fail(e, 422, "invalid_field", "arch",
+            return proto_fail(e, 422, "invalid_field", "arch",
                                "unsupported arch \"%.32s\" (%s, or native: the daemon's GPU)",
                                v->valuestring, tuner_target_names(names, sizeof(names)));
         }
@@ -527,7 +491,7 @@ static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
         if (!cJSON_IsString(v) || !v->valuestring)
             return type_error(e, "tune", "a string");
         if (tuner_tune_parse(v->valuestring, &rq->tune) < 0)
-            return graph__fail(e, 422, "invalid_field", "tune",
+            return proto_fail(e, 422, "invalid_field", "tune",
                                "tune must be \"none\", \"model\" or \"measure\"");
         rq->tune_given = true;
     }
@@ -545,7 +509,7 @@ static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
             if (strcmp(v->valuestring, prios[i]) == 0)
                 p = i;
         if (p < 0)
-            return graph__fail(e, 422, "invalid_field", "priority",
+            return proto_fail(e, 422, "invalid_field", "priority",
                                "priority must be \"blocking\", \"normal\" or \"background\"");
         rq->priority = p;
     }
@@ -553,13 +517,13 @@ static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
         static const char *const keys[] = {"seconds", "candidates", NULL};
         if (!cJSON_IsObject(v))
             return type_error(e, "budget", "an object");
-        if ((r = check_keys(v, keys, "budget", e)) < 0)
+        if ((r = proto_check_keys(v, keys, "budget", e)) < 0)
             return r;
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(v, "seconds");
         if (s) {
             if (!cJSON_IsNumber(s) || !isfinite(s->valuedouble) || s->valuedouble <= 0 ||
                 s->valuedouble > PROTO_MAX_BUDGET_S)
-                return graph__fail(e, 422, "invalid_field", "budget.seconds",
+                return proto_fail(e, 422, "invalid_field", "budget.seconds",
                                    "budget.seconds must be in (0, %g]", PROTO_MAX_BUDGET_S);
             rq->budget_s = s->valuedouble;
         }
@@ -583,8 +547,8 @@ static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
     graph *g = &rq->g;
     int r;
     if (!cJSON_IsObject(root))
-        return graph__fail(e, 400, "invalid_json", "", "the body must be a JSON object");
-    if ((r = check_keys(root, top_keys, "", e)) < 0)
+        return proto_fail(e, 400, "invalid_json", "", "the body must be a JSON object");
+    if ((r = proto_check_keys(root, top_keys, "", e)) < 0)
         return r;
     if ((r = parse_options(root, rq, e)) < 0)
         return r;
@@ -593,7 +557,7 @@ static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
         return type_error(e, "graph", "given");
     if (!cJSON_IsObject(gj))
         return type_error(e, "graph", "an object");
-    if ((r = check_keys(gj, graph_keys, "graph", e)) < 0)
+    if ((r = proto_check_keys(gj, graph_keys, "graph", e)) < 0)
         return r;
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(gj, "nodes");
     if (!nodes)
@@ -602,7 +566,7 @@ static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
         return type_error(e, "graph.nodes", "an array of nodes");
     int n_nodes = cJSON_GetArraySize(nodes);
     if (n_nodes < 1 || n_nodes > GRAPH_MAX_NODES)
-        return graph__fail(e, 422, "limit_exceeded", "graph.nodes",
+        return proto_fail(e, 422, "limit_exceeded", "graph.nodes",
                            "a graph has 1 to %d nodes", GRAPH_MAX_NODES);
 
     g->tensors = calloc(GRAPH_MAX_TENSORS, sizeof(graph_tensor));
@@ -666,7 +630,7 @@ static int parse_outputs(parse_ctx *c, const cJSON *outs)
         return type_error(c->e, "graph.outputs", "an array of tensor names");
     int n = cJSON_GetArraySize(outs);
     if (n < 1 || n > GRAPH_MAX_TENSORS)
-        return graph__fail(c->e, 422, "invalid_field", "graph.outputs",
+        return proto_fail(c->e, 422, "invalid_field", "graph.outputs",
                            "graph.outputs must name at least one tensor");
     g->outputs = calloc((size_t)n, sizeof(int));
     if (!g->outputs)
@@ -680,10 +644,10 @@ static int parse_outputs(parse_ctx *c, const cJSON *outs)
             return r;
         int t = map_find(&c->map, g, name);
         if (t < 0)
-            return graph__fail(c->e, 422, "invalid_graph", field,
+            return proto_fail(c->e, 422, "invalid_graph", field,
                                "output \"%s\" is no tensor of the graph", name);
         if (g->tensors[t].is_output)
-            return graph__fail(c->e, 422, "invalid_graph", field,
+            return proto_fail(c->e, 422, "invalid_graph", field,
                                "output \"%s\" is named twice", name);
         g->tensors[t].is_output = true;
         g->outputs[g->n_outputs++] = t;
@@ -721,17 +685,17 @@ int graph_request_parse(const char *body, size_t len, graph_request *ret, proto_
         return -EINVAL;
     memset(ret, 0, sizeof(*ret));
     if (len == 0)
-        return graph__fail(ret_err, 400, "invalid_json", "",
+        return proto_fail(ret_err, 400, "invalid_json", "",
                            "the body is empty; a JSON object is expected");
     if (memchr(body, '\0', len))
-        return graph__fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
+        return proto_fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
     /* body{graph{nodes[node{attrs{list[ is six deep; two more are spare. */
     if (json_depth(body, len) > PROTO_MAX_JSON_DEPTH)
-        return graph__fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
+        return proto_fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
                            PROTO_MAX_JSON_DEPTH);
     char *copy = malloc(len + 1);
     if (!copy)
-        return graph__fail(ret_err, 500, "internal", "", "out of memory"), -ENOMEM;
+        return proto_fail(ret_err, 500, "internal", "", "out of memory"), -ENOMEM;
     memcpy(copy, body, len);
     copy[len] = '\0';
     const char *end = NULL;
@@ -739,11 +703,11 @@ int graph_request_parse(const char *body, size_t len, graph_request *ret, proto_
     int r;
     if (!root) {
         size_t at = end && end >= copy && (size_t)(end - copy) <= len ? (size_t)(end - copy) : 0;
-        r = graph__fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
+        r = proto_fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
     } else {
         r = parse_graph(root, ret, ret_err);
         if (r == -ENOMEM)
-            graph__fail(ret_err, 500, "internal", "", "out of memory");
+            proto_fail(ret_err, 500, "internal", "", "out of memory");
     }
     cJSON_Delete(root);
     free(copy);

@@ -547,7 +547,7 @@ static int unsupported(part *c, const prim *pr, const char *why)
     char field[48];
     int ci = c->g->node_index[pr->node];
     snprintf(field, sizeof(field), "nodes[%d]", ci);
-    return graph__fail(c->e, 422, "unsupported", field, "node \"%s\": %s", c->g->nodes[pr->node].name,
+    return proto_fail(c->e, 422, "unsupported", field, "node \"%s\": %s", c->g->nodes[pr->node].name,
                        why);
 }
 
@@ -674,7 +674,7 @@ static int copy_kernel(part *c, int src, int dst)
     k->out = dst;
     int r = 0;
     if (!op_valid(c, &k->op, &c->p->tensors[dst].t, &k->request, &k->op))
-        r = graph__fail(c->e, 500, "internal", "", "a copy of \"%s\" is not a valid kernel",
+        r = proto_fail(c->e, 500, "internal", "", "a copy of \"%s\" is not a valid kernel",
                         c->p->tensors[src].name);
     else
         r = add_kernel(c, k);
@@ -724,7 +724,7 @@ static int home_outputs(part *c)
     for (int o = 0; o < p->n_tensors; o++) {
         graph_plan_tensor *ot = &p->tensors[o];
         if (ot->is_output && ot->kind != GRAPH_T_VALUE)
-            return graph__fail(c->e, 422, "invalid_graph", "graph.outputs",
+            return proto_fail(c->e, 422, "invalid_graph", "graph.outputs",
                                "\"%s\" is a graph input or weight; an output must be computed",
                                ot->name);
     }
@@ -773,7 +773,7 @@ static int order_kernels(part *c)
     free(indeg);
     free(done);
     if (placed != n)
-        return graph__fail(c->e, 500, "internal", "", "the kernels of the graph form a cycle");
+        return proto_fail(c->e, 500, "internal", "", "the kernels of the graph form a cycle");
     return 0;
 }
 
@@ -806,7 +806,7 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     if (r == 0)
         r = order_kernels(&c);
     if (r == -ENOMEM)
-        graph__fail(ret_err, 500, "internal", "", "out of memory partitioning the graph");
+        proto_fail(ret_err, 500, "internal", "", "out of memory partitioning the graph");
     free(c.prims);
     free(c.producer);
     free(c.uses);

@@ -29,9 +29,8 @@ const char *proto_priority_name(int priority)
 /* ---------------------------------------------------------------------------------------------
  * Errors */
 
-__attribute__((format(printf, 5, 6)))
-static int fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
-                ...)
+int proto_fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
+               ...)
 {
     va_list ap;
     e->status = status;
@@ -46,7 +45,7 @@ static int fail(proto_error *e, int status, const char *code, const char *field,
 /* A wrong JSON type or a missing required field: the request is malformed (400). */
 static int type_error(proto_error *e, const char *field, const char *what)
 {
-    return fail(e, 400, "invalid_field", field, "%s must be %s", field[0] ? field : "the body",
+    return proto_fail(e, 400, "invalid_field", field, "%s must be %s", field[0] ? field : "the body",
                 what);
 }
 
@@ -130,8 +129,8 @@ const char *proto_closest_name(const char *s, const char *const *known)
 /* Rejects fields not in allowed (NULL-terminated) and duplicate names: a strict language means a
  * misspelt option is an error instead of silently taking its default. The error names the
  * closest allowed field when there is one. */
-static int check_keys(const cJSON *obj, const char *const *allowed, const char *path,
-                      proto_error *e)
+int proto_check_keys(const cJSON *obj, const char *const *allowed, const char *path,
+                     proto_error *e)
 {
     char field[96];
     for (const cJSON *c = obj->child; c; c = c->next) {
@@ -145,13 +144,13 @@ static int check_keys(const cJSON *obj, const char *const *allowed, const char *
         snprintf(field, sizeof(field), "%.40s%s%.40s", path, path[0] ? "." : "", c->string);
         if (!ok) {
             const char *near = proto_closest_name(c->string, allowed);
-            return fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"%s%s%s",
+            return proto_fail(e, 400, "invalid_field", field, "unknown field \"%.64s\"%s%s%s",
                         c->string, near ? "; did you mean \"" : "", near ? near : "",
                         near ? "\"?" : "");
         }
         for (const cJSON *p = obj->child; p != c; p = p->next) {
             if (strcmp(p->string, c->string) == 0)
-                return fail(e, 400, "invalid_field", field, "duplicate field \"%.64s\"",
+                return proto_fail(e, 400, "invalid_field", field, "duplicate field \"%.64s\"",
                             c->string);
         }
     }
@@ -182,7 +181,7 @@ static int json_int_range(const cJSON *v, const char *field, int64_t lo, int64_t
     if (r < 0)
         return r;
     if (x < lo || x > hi)
-        return fail(e, 422, "invalid_field", field, "%s must be between %lld and %lld", field,
+        return proto_fail(e, 422, "invalid_field", field, "%s must be between %lld and %lld", field,
                     (long long)lo, (long long)hi);
     *ret = (int)x;
     return 0;
@@ -273,7 +272,7 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
 
     if (!cJSON_IsObject(t))
         return type_error(e, path, "an object {\"shape\": [...], \"dtype\": ...}");
-    if ((r = check_keys(t, keys, path, e)) < 0)
+    if ((r = proto_check_keys(t, keys, path, e)) < 0)
         return r;
 
     tuner_tensor out = {.align = 16};
@@ -285,9 +284,9 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
         return type_error(e, field, "an array of integers");
     int rank = cJSON_GetArraySize(shape);
     if (rank == 0)
-        return fail(e, 422, "invalid_field", field, "%s must have at least one dimension", field);
+        return proto_fail(e, 422, "invalid_field", field, "%s must have at least one dimension", field);
     if (rank > TUNER_MAX_RANK)
-        return fail(e, 422, "limit_exceeded", field, "%s has rank %d; at most %d is supported",
+        return proto_fail(e, 422, "limit_exceeded", field, "%s has rank %d; at most %d is supported",
                     field, rank, TUNER_MAX_RANK);
     int i = 0;
     for (const cJSON *d = shape->child; d; d = d->next, i++) {
@@ -296,19 +295,19 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
         if ((r = json_int(d, field, &v, e)) < 0)
             return r;
         if (v < 0)
-            return fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                         "%s is %lld: dynamic dimensions are not supported; a kernel is tuned for "
                         "one shape, so give each dimension's size", field, (long long)v);
         if (v < 1)
-            return fail(e, 422, "invalid_field", field, "%s must be at least 1", field);
+            return proto_fail(e, 422, "invalid_field", field, "%s must be at least 1", field);
         if (v > PROTO_MAX_DIM)
-            return fail(e, 422, "limit_exceeded", field, "%s exceeds 2^31-1", field);
+            return proto_fail(e, 422, "limit_exceeded", field, "%s exceeds 2^31-1", field);
         out.shape[i] = v;
     }
     out.rank = rank;
     snprintf(field, sizeof(field), "%.40s.shape", path);
     if (shape_numel(out.shape, rank) > PROTO_MAX_NUMEL)
-        return fail(e, 422, "limit_exceeded", field, "%s has more than 2^31 elements", field);
+        return proto_fail(e, 422, "limit_exceeded", field, "%s has more than 2^31 elements", field);
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
     const char *s = NULL;
@@ -318,7 +317,7 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
     if ((r = json_string(dt, field, &s, e)) < 0)
         return r;
     if (tuner_dtype_parse(s, &out.dtype) < 0)
-        return fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)", s);
+        return proto_fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)", s);
 
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(t, "align");
     if (al) {
@@ -327,7 +326,7 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
         if ((r = json_int_range(al, field, 1, 1 << 20, &a, e)) < 0)
             return r;
         if ((a & (a - 1)) != 0 || a < tuner_dtype_size(out.dtype))
-            return fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                         "%s must be a power of two no smaller than the element size", field);
         /* Templates only ask for up to 16 bytes, so larger guarantees mean the same kernel. */
         out.align = a > 16 ? 16 : a;
@@ -387,7 +386,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
     if ((r = json_string(opv, field, &name, e)) < 0)
         return r;
     if (step_kind(name, &st.s.kind, &st.bias) < 0)
-        return fail(e, 422, "unknown_op", field, "unknown step \"%.32s\"", name);
+        return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\"", name);
 
     const char *operand_key = prologue ? "operand" : "input";
     const char *keys[4] = {"op", NULL, NULL, NULL};
@@ -402,7 +401,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         keys[nk++] = "value";
     else if (st.s.kind == TUNER_EW_CAST)
         keys[nk++] = "dtype";
-    if ((r = check_keys(o, keys, path, e)) < 0)
+    if ((r = proto_check_keys(o, keys, path, e)) < 0)
         return r;
 
     if (prologue) {
@@ -430,7 +429,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
             if (strcmp(s, "tanh") == 0)
                 st.s.kind = TUNER_EW_GELU_TANH;
             else if (strcmp(s, "none") != 0)
-                return fail(e, 422, "invalid_field", field,
+                return proto_fail(e, 422, "invalid_field", field,
                             "approximate must be \"none\" or \"tanh\"");
         }
     } else if (tuner_ew_has_scalar(st.s.kind)) {
@@ -449,9 +448,9 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         if ((r = json_string(v, field, &s, e)) < 0)
             return r;
         if (tuner_dtype_parse(s, &st.s.dtype) < 0)
-            return fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\"", s);
+            return proto_fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\"", s);
         if (prologue)
-            return fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                         "cast is not allowed in a prologue (the anchor's input dtype is given by "
                         "inputs)");
     }
@@ -469,7 +468,7 @@ static int parse_steps(const cJSON *arr, const char *name, bool prologue, pchain
         return type_error(e, name, "an array of steps");
     for (const cJSON *s = arr->child; s; s = s->next, i++) {
         if (chain->n >= TUNER_MAX_STEPS)
-            return fail(e, 422, "limit_exceeded", name, "at most %d fused steps are allowed",
+            return proto_fail(e, 422, "limit_exceeded", name, "at most %d fused steps are allowed",
                         TUNER_MAX_STEPS);
         snprintf(path, sizeof(path), "%.32s[%d]", name, i);
         if ((r = parse_step(s, path, prologue, &chain->steps[chain->n], e)) < 0)
@@ -514,7 +513,7 @@ static int json_dims(const cJSON *v, const char *field, int64_t lo, int64_t hi, 
         return type_error(e, field, "an array of integers");
     int n = cJSON_GetArraySize(v);
     if (n < 1 || n > TUNER_MAX_RANK)
-        return fail(e, 422, "invalid_field", field, "%s must have 1 to %d entries", field,
+        return proto_fail(e, 422, "invalid_field", field, "%s must have 1 to %d entries", field,
                     TUNER_MAX_RANK);
     int i = 0;
     for (const cJSON *c = v->child; c; c = c->next, i++) {
@@ -523,7 +522,7 @@ static int json_dims(const cJSON *v, const char *field, int64_t lo, int64_t hi, 
         if ((r = json_int(c, f, &x, e)) < 0)
             return r;
         if (x < lo || x > hi)
-            return fail(e, 422, "invalid_field", f, "%s must be between %lld and %lld", f,
+            return proto_fail(e, 422, "invalid_field", f, "%s must be between %lld and %lld", f,
                         (long long)lo, (long long)hi);
         out[i] = x;
     }
@@ -549,14 +548,14 @@ static int parse_copy_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
         strides[d] = dense;
         dense *= shape[d];
         if (dense > PROTO_MAX_NUMEL)
-            return fail(e, 422, "limit_exceeded", "attrs.shape",
+            return proto_fail(e, 422, "limit_exceeded", "attrs.shape",
                         "attrs.shape has more than 2^31 elements");
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "strides"))) {
         if ((r = json_dims(v, "attrs.strides", 0, PROTO_MAX_NUMEL, strides, &ns, e)) < 0)
             return r;
         if (ns != rank)
-            return fail(e, 422, "invalid_field", "attrs.strides",
+            return proto_fail(e, 422, "invalid_field", "attrs.strides",
                         "attrs.strides needs one stride per output dimension (%d)", rank);
     }
     int64_t offset = 0;
@@ -564,7 +563,7 @@ static int parse_copy_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
         if ((r = json_int(v, "attrs.offset", &offset, e)) < 0)
             return r;
         if (offset < 0 || offset >= PROTO_MAX_NUMEL)
-            return fail(e, 422, "invalid_field", "attrs.offset",
+            return proto_fail(e, 422, "invalid_field", "attrs.offset",
                         "attrs.offset must be between 0 and 2^31-1");
     }
     op->output.rank = rank;
@@ -601,7 +600,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
         attrs = &empty;
     if (!cJSON_IsObject(attrs))
         return type_error(e, "attrs", "an object");
-    if ((r = check_keys(attrs, keys[op->kind], "attrs", e)) < 0)
+    if ((r = proto_check_keys(attrs, keys[op->kind], "attrs", e)) < 0)
         return r;
 
     switch (op->kind) {
@@ -639,7 +638,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             if (strcmp(s, "nchw") == 0)
                 op->attrs.conv2d.nchw = true;
             else if (strcmp(s, "nhwc") != 0)
-                return fail(e, 422, "invalid_field", "attrs.layout",
+                return proto_fail(e, 422, "invalid_field", "attrs.layout",
                             "layout must be \"nhwc\" or \"nchw\"");
         }
         break;
@@ -657,7 +656,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             if ((r = json_finite(v, "attrs.eps", &op->attrs.norm.eps, e)) < 0)
                 return r;
             if (!(op->attrs.norm.eps > 0 && op->attrs.norm.eps < 1))
-                return fail(e, 422, "invalid_field", "attrs.eps", "eps must be in (0, 1)");
+                return proto_fail(e, 422, "invalid_field", "attrs.eps", "eps must be in (0, 1)");
         }
         break;
     case TUNER_OP_REDUCE:
@@ -667,7 +666,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             if ((r = json_string(v, "attrs.kind", &s, e)) < 0)
                 return r;
             if (tuner_reduce_parse(s, &op->attrs.reduce.kind) < 0)
-                return fail(e, 422, "invalid_field", "attrs.kind",
+                return proto_fail(e, 422, "invalid_field", "attrs.kind",
                             "kind must be \"sum\", \"mean\" or \"max\"");
         }
         if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")) &&
@@ -691,7 +690,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
         const cJSON *ops = cJSON_GetObjectItemCaseSensitive(attrs, "ops");
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(attrs, "fn");
         if (ops && fn)
-            return fail(e, 400, "invalid_field", "attrs.fn",
+            return proto_fail(e, 400, "invalid_field", "attrs.fn",
                         "give attrs.ops or attrs.fn, not both");
         if (ops && (r = parse_steps(ops, "attrs.ops", false, ew, e)) < 0)
             return r;
@@ -702,9 +701,9 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             *st = (pstep){.s = {.operand = -1}, .target = -1};
             snprintf(st->path, sizeof(st->path), "attrs.fn");
             if (step_kind(s, &st->s.kind, &st->bias) < 0)
-                return fail(e, 422, "unknown_op", "attrs.fn", "unknown function \"%.32s\"", s);
+                return proto_fail(e, 422, "unknown_op", "attrs.fn", "unknown function \"%.32s\"", s);
             if (tuner_ew_has_scalar(st->s.kind) || st->s.kind == TUNER_EW_CAST)
-                return fail(e, 422, "invalid_field", "attrs.fn",
+                return proto_fail(e, 422, "invalid_field", "attrs.fn",
                             "\"%s\" takes a parameter: use attrs.ops", s);
             if (TUNER_EW_IS_BINARY(st->s.kind))
                 st->s.operand = 1;
@@ -723,13 +722,13 @@ static int infer_matmul(tuner_op *op, proto_error *e)
     const tuner_tensor *a = &op->inputs[0], *b = &op->inputs[1];
     char field[64];
     if (a->rank < 2 || a->rank > 3)
-        return fail(e, 422, "invalid_field", "inputs[0].shape",
+        return proto_fail(e, 422, "invalid_field", "inputs[0].shape",
                     "matmul operands have rank 2 ([M,K]) or 3 ([batch,M,K])");
     if (b->rank < 2 || b->rank > 3)
-        return fail(e, 422, "invalid_field", "inputs[1].shape",
+        return proto_fail(e, 422, "invalid_field", "inputs[1].shape",
                     "matmul operands have rank 2 ([K,N]) or 3 ([batch,K,N])");
     if (a->dtype != b->dtype)
-        return fail(e, 422, "invalid_field", "inputs[1].dtype",
+        return proto_fail(e, 422, "invalid_field", "inputs[1].dtype",
                     "matmul operands must have the same dtype");
     int ra = a->rank, rb = b->rank;
     bool ta = op->attrs.matmul.trans_a, tb = op->attrs.matmul.trans_b;
@@ -739,12 +738,12 @@ static int infer_matmul(tuner_op *op, proto_error *e)
     int64_t n = tb ? b->shape[rb - 2] : b->shape[rb - 1];
     if (b->shape[kb_idx] != k) {
         snprintf(field, sizeof(field), "inputs[1].shape[%d]", kb_idx);
-        return fail(e, 422, "shape_mismatch", field,
+        return proto_fail(e, 422, "shape_mismatch", field,
                     "matmul K mismatch: A has K=%lld, B has K=%lld", (long long)k,
                     (long long)b->shape[kb_idx]);
     }
     if (ra == 3 && rb == 3 && a->shape[0] != b->shape[0])
-        return fail(e, 422, "shape_mismatch", "inputs[1].shape[0]",
+        return proto_fail(e, 422, "shape_mismatch", "inputs[1].shape[0]",
                     "matmul batch mismatch: %lld vs %lld", (long long)a->shape[0],
                     (long long)b->shape[0]);
     tuner_tensor *o = &op->output;
@@ -766,14 +765,14 @@ static int infer_conv2d(tuner_op *op, proto_error *e)
     bool nchw = op->attrs.conv2d.nchw;
     char field[64];
     if (x->rank != 4)
-        return fail(e, 422, "invalid_field", "inputs[0].shape",
+        return proto_fail(e, 422, "invalid_field", "inputs[0].shape",
                     nchw ? "conv2d input is [N,C,H,W]" : "conv2d input is [N,H,W,C]");
     if (w->rank != 4)
-        return fail(e, 422, "invalid_field", "inputs[1].shape",
+        return proto_fail(e, 422, "invalid_field", "inputs[1].shape",
                     nchw ? "conv2d weight is [K,C/groups,R,S]"
                          : "conv2d weight is [K,R,S,C/groups]");
     if (x->dtype != w->dtype)
-        return fail(e, 422, "invalid_field", "inputs[1].dtype",
+        return proto_fail(e, 422, "invalid_field", "inputs[1].dtype",
                     "conv2d input and weight must have the same dtype");
     int64_t n = x->shape[0], c = x->shape[nchw ? 1 : 3];
     int64_t h = x->shape[nchw ? 2 : 1], wd = x->shape[nchw ? 3 : 2];
@@ -782,14 +781,14 @@ static int infer_conv2d(tuner_op *op, proto_error *e)
     int64_t r = w->shape[r_idx], s = w->shape[s_idx];
     int g = op->attrs.conv2d.groups;
     if (c % g != 0)
-        return fail(e, 422, "shape_mismatch", "attrs.groups",
+        return proto_fail(e, 422, "shape_mismatch", "attrs.groups",
                     "groups (%d) must divide the input channels (%lld)", g, (long long)c);
     if (k % g != 0)
-        return fail(e, 422, "shape_mismatch", "inputs[1].shape[0]",
+        return proto_fail(e, 422, "shape_mismatch", "inputs[1].shape[0]",
                     "groups (%d) must divide the output channels (%lld)", g, (long long)k);
     if (cg != c / g) {
         snprintf(field, sizeof(field), "inputs[1].shape[%d]", nchw ? 1 : 3);
-        return fail(e, 422, "shape_mismatch", field,
+        return proto_fail(e, 422, "shape_mismatch", field,
                     "conv2d channel mismatch: weight has %lld input channels, expected %lld",
                     (long long)cg, (long long)(c / g));
     }
@@ -799,7 +798,7 @@ static int infer_conv2d(tuner_op *op, proto_error *e)
     int64_t pw = wd + 2 * (int64_t)pd[1] - (int64_t)dl[1] * (s - 1) - 1;
     if (ph < 0 || pw < 0) {
         snprintf(field, sizeof(field), "inputs[1].shape[%d]", ph < 0 ? r_idx : s_idx);
-        return fail(e, 422, "shape_mismatch", field,
+        return proto_fail(e, 422, "shape_mismatch", field,
                     "the (dilated) filter is larger than the padded input");
     }
     int64_t p = ph / st[0] + 1, q = pw / st[1] + 1;
@@ -823,15 +822,15 @@ static int parse_budget(const cJSON *b, proto_kernel_request *req, proto_error *
     int r;
     if (!cJSON_IsObject(b))
         return type_error(e, "budget", "an object {\"seconds\": ..., \"candidates\": ...}");
-    if ((r = check_keys(b, keys, "budget", e)) < 0)
+    if ((r = proto_check_keys(b, keys, "budget", e)) < 0)
         return r;
     if ((v = cJSON_GetObjectItemCaseSensitive(b, "seconds"))) {
         if ((r = json_finite(v, "budget.seconds", &req->budget_s, e)) < 0)
             return r;
         if (req->budget_s <= 0)
-            return fail(e, 422, "invalid_field", "budget.seconds", "budget.seconds must be > 0");
+            return proto_fail(e, 422, "invalid_field", "budget.seconds", "budget.seconds must be > 0");
         if (req->budget_s > PROTO_MAX_BUDGET_S)
-            return fail(e, 422, "limit_exceeded", "budget.seconds",
+            return proto_fail(e, 422, "limit_exceeded", "budget.seconds",
                         "budget.seconds must be at most %g", PROTO_MAX_BUDGET_S);
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(b, "candidates"))) {
@@ -839,10 +838,10 @@ static int parse_budget(const cJSON *b, proto_kernel_request *req, proto_error *
         if ((r = json_int(v, "budget.candidates", &c, e)) < 0)
             return r;
         if (c < 1)
-            return fail(e, 422, "invalid_field", "budget.candidates",
+            return proto_fail(e, 422, "invalid_field", "budget.candidates",
                         "budget.candidates must be >= 1");
         if (c > PROTO_MAX_BUDGET_CANDIDATES)
-            return fail(e, 422, "limit_exceeded", "budget.candidates",
+            return proto_fail(e, 422, "limit_exceeded", "budget.candidates",
                         "budget.candidates must be at most %d", PROTO_MAX_BUDGET_CANDIDATES);
         req->budget_candidates = (int)c;
     }
@@ -881,11 +880,11 @@ static int finish_chain(const tuner_op *op, const pchain *pc, const int64_t *sha
             const tuner_tensor *t = &op->inputs[idx];
             if (st->bias) {
                 if (t->rank != 1 || t->shape[0] != shape[rank - 1])
-                    return fail(e, 422, "shape_mismatch", field,
+                    return proto_fail(e, 422, "shape_mismatch", field,
                                 "bias inputs[%d] must have shape [%lld] (the output's last "
                                 "dimension)", idx, (long long)shape[rank - 1]);
             } else if (!broadcasts_to(t->shape, t->rank, shape, rank)) {
-                return fail(e, 422, "shape_mismatch", field,
+                return proto_fail(e, 422, "shape_mismatch", field,
                             "inputs[%d] does not broadcast to the shape it is applied to", idx);
             }
         }
@@ -910,7 +909,7 @@ static int validate_inputs(const cJSON *root, tuner_op *op, proto_error *e)
         return r;
     if (tuner_op_parse(s, &op->kind) < 0) {
         char known[160] = "";
-        return fail(e, 422, "unknown_op", "op", "unknown op \"%.32s\" (known ops: %s)", s,
+        return proto_fail(e, 422, "unknown_op", "op", "unknown op \"%.32s\" (known ops: %s)", s,
                     tuner_op_names(known, sizeof(known)));
     }
 
@@ -920,10 +919,10 @@ static int validate_inputs(const cJSON *root, tuner_op *op, proto_error *e)
         return type_error(e, "inputs", "an array of tensors");
     int n_inputs = cJSON_GetArraySize(v);
     if (n_inputs > TUNER_MAX_INPUTS)
-        return fail(e, 422, "limit_exceeded", "inputs", "at most %d inputs are allowed",
+        return proto_fail(e, 422, "limit_exceeded", "inputs", "at most %d inputs are allowed",
                     TUNER_MAX_INPUTS);
     if (n_inputs == 0)
-        return fail(e, 422, "invalid_field", "inputs", "at least one input is required");
+        return proto_fail(e, 422, "invalid_field", "inputs", "at least one input is required");
     int i = 0;
     for (const cJSON *t = v->child; t; t = t->next, i++) {
         snprintf(field, sizeof(field), "inputs[%d]", i);
@@ -954,7 +953,7 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
                 if (strcmp(st->path, "attrs.fn") != 0)
                     snprintf(field, sizeof(field), "%.40s.%s", st->path,
                              c == 1 ? "operand" : "input");
-                return fail(e, 422, "invalid_field", field, "inputs[%d] does not exist",
+                return proto_fail(e, 422, "invalid_field", field, "inputs[%d] does not exist",
                             st->s.operand);
             }
             used[st->s.operand] = true;
@@ -968,7 +967,7 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
         int hi = op->kind == TUNER_OP_LAYERNORM ? 3 : 2;
         n_anchor = min_operand;
         if (n_anchor != 1 && n_anchor != hi)
-            return fail(e, 422, "invalid_field", "inputs",
+            return proto_fail(e, 422, "invalid_field", "inputs",
                         op->kind == TUNER_OP_LAYERNORM
                             ? "layernorm takes x, or x, gamma and beta, before any operand of a "
                               "fused step"
@@ -976,7 +975,7 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
                               "step");
     }
     if (n_inputs < n_anchor)
-        return fail(e, 422, "invalid_field", "inputs", "%s needs %d inputs",
+        return proto_fail(e, 422, "invalid_field", "inputs", "%s needs %d inputs",
                     tuner_op_name(op->kind), n_anchor);
     op->n_anchor_inputs = n_anchor;
     if (op->kind != TUNER_OP_ELEMENTWISE) {
@@ -986,7 +985,7 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
                 if (TUNER_EW_IS_BINARY(st->s.kind) && st->s.operand < n_anchor) {
                     snprintf(field, sizeof(field), "%.40s.%s", st->path,
                              c == 1 ? "operand" : "input");
-                    return fail(e, 422, "invalid_field", field,
+                    return proto_fail(e, 422, "invalid_field", field,
                                 "a fused step reads an extra input (index >= %d), not one of "
                                 "the anchor's", n_anchor);
                 }
@@ -996,7 +995,7 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
     for (int j = n_anchor; j < n_inputs; j++) {
         if (!used[j]) {
             snprintf(field, sizeof(field), "inputs[%d]", j);
-            return fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                         "inputs[%d] is not an input of %s and no fused step reads it", j,
                         tuner_op_name(op->kind));
         }
@@ -1024,7 +1023,7 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
     case TUNER_OP_SOFTMAX: {
         int rank = op->inputs[0].rank;
         if (softmax_axis != -1 && softmax_axis != rank - 1)
-            return fail(e, 422, "invalid_field", "attrs.axis",
+            return proto_fail(e, 422, "invalid_field", "attrs.axis",
                         "softmax is over the last axis: axis must be -1 or %d", rank - 1);
         op->output = op->inputs[0];
         break;
@@ -1036,7 +1035,7 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
             const tuner_tensor *g = &op->inputs[j];
             if (g->rank != 1 || g->shape[0] != x->shape[x->rank - 1]) {
                 snprintf(field, sizeof(field), "inputs[%d].shape", j);
-                return fail(e, 422, "shape_mismatch", field,
+                return proto_fail(e, 422, "shape_mismatch", field,
                             "%s must have shape [%lld] (the last dimension of x)",
                             j == 1 ? "gamma" : "beta", (long long)x->shape[x->rank - 1]);
             }
@@ -1048,7 +1047,7 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         const tuner_tensor *x = &op->inputs[0];
         int axis = op->attrs.reduce.axis;
         if (axis < -x->rank || axis >= x->rank)
-            return fail(e, 422, "invalid_field", "attrs.axis",
+            return proto_fail(e, 422, "invalid_field", "attrs.axis",
                         "axis %d is out of range for rank %d", axis, x->rank);
         if (axis < 0)
             axis += x->rank;
@@ -1075,12 +1074,12 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         for (int j = 1; j < n_inputs; j++) {
             if (!broadcast_merge(o->shape, &o->rank, op->inputs[j].shape, op->inputs[j].rank)) {
                 snprintf(field, sizeof(field), "inputs[%d].shape", j);
-                return fail(e, 422, "shape_mismatch", field,
+                return proto_fail(e, 422, "shape_mismatch", field,
                             "inputs[%d] does not broadcast with the other inputs", j);
             }
         }
         if (shape_numel(o->shape, o->rank) > PROTO_MAX_NUMEL)
-            return fail(e, 422, "limit_exceeded", "inputs",
+            return proto_fail(e, 422, "limit_exceeded", "inputs",
                         "the broadcast output has more than 2^31 elements");
         o->dtype = op->inputs[0].dtype;
         break;
@@ -1091,7 +1090,7 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         for (int d = 0; d < op->output.rank; d++)
             last += (op->output.shape[d] - 1) * op->attrs.copy.strides[d];
         if (last >= tuner_tensor_numel(x))
-            return fail(e, 422, "invalid_field", "attrs",
+            return proto_fail(e, 422, "invalid_field", "attrs",
                         "the copy reads element %lld of inputs[0], which has %lld", (long long)last,
                         (long long)tuner_tensor_numel(x));
         op->output.dtype = x->dtype;
@@ -1102,7 +1101,7 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         *o = op->inputs[0];
         int axis = op->attrs.concat.axis;
         if (axis < -o->rank || axis >= o->rank)
-            return fail(e, 422, "invalid_field", "attrs.axis", "axis %d is out of range for rank %d",
+            return proto_fail(e, 422, "invalid_field", "attrs.axis", "axis %d is out of range for rank %d",
                         axis, o->rank);
         if (axis < 0)
             axis += o->rank;
@@ -1114,21 +1113,21 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
                 ok = d == axis || t->shape[d] == o->shape[d];
             if (!ok) {
                 snprintf(field, sizeof(field), "inputs[%d]", j);
-                return fail(e, 422, "shape_mismatch", field,
+                return proto_fail(e, 422, "shape_mismatch", field,
                             "inputs[%d] must have inputs[0]'s rank and dtype and its sizes off "
                             "axis %d", j, axis);
             }
             o->shape[axis] += t->shape[axis];
             if (o->shape[axis] > PROTO_MAX_DIM)
-                return fail(e, 422, "limit_exceeded", "inputs", "the joined axis exceeds 2^31-1");
+                return proto_fail(e, 422, "limit_exceeded", "inputs", "the joined axis exceeds 2^31-1");
         }
         break;
     }
     default:
-        return fail(e, 500, "internal", "op", "op not handled");
+        return proto_fail(e, 500, "internal", "op", "op not handled");
     }
     if (shape_numel(op->output.shape, op->output.rank) > PROTO_MAX_NUMEL)
-        return fail(e, 422, "limit_exceeded", "inputs", "the output has more than 2^31 elements");
+        return proto_fail(e, 422, "limit_exceeded", "inputs", "the output has more than 2^31 elements");
     op->output.align = 16;
     return 0;
 }
@@ -1144,23 +1143,23 @@ static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
         const pstep *st = &pro->steps[j];
         snprintf(field, sizeof(field), "%.40s.input", st->path);
         if (op->kind == TUNER_OP_ELEMENTWISE)
-            return fail(e, 422, "invalid_field", "prologue",
+            return proto_fail(e, 422, "invalid_field", "prologue",
                         "elementwise takes its whole chain in attrs.ops and epilogue");
         if (op->kind == TUNER_OP_COPY || op->kind == TUNER_OP_CONCAT)
-            return fail(e, 422, "invalid_field", "prologue",
+            return proto_fail(e, 422, "invalid_field", "prologue",
                         "%s takes no prologue (its steps go in the epilogue)",
                         tuner_op_name(op->kind));
         if (st->target >= n_anchor)
-            return fail(e, 422, "invalid_field", field,
+            return proto_fail(e, 422, "invalid_field", field,
                         "a prologue applies to one of the %s's %d anchor inputs",
                         tuner_op_name(op->kind), n_anchor);
         /* Row and column templates fuse a prologue into x only: gamma and beta are parameters. */
         if (st->target != 0 && op->kind != TUNER_OP_MATMUL && op->kind != TUNER_OP_CONV2D)
-            return fail(e, 422, "invalid_field", field, "a %s takes a prologue on input 0 (x) only",
+            return proto_fail(e, 422, "invalid_field", field, "a %s takes a prologue on input 0 (x) only",
                         tuner_op_name(op->kind));
         tuner_ew_chain *ch = &op->prologue[st->target];
         if (ch->n >= TUNER_MAX_STEPS)
-            return fail(e, 422, "limit_exceeded", "prologue", "at most %d steps per input",
+            return proto_fail(e, 422, "limit_exceeded", "prologue", "at most %d steps per input",
                         TUNER_MAX_STEPS);
         pchain one = {.n = 1, .steps = {*st}};
         const tuner_tensor *t = &op->inputs[st->target];
@@ -1190,7 +1189,7 @@ static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto
             req->arch_native = true;
         else if (tuner_target_parse(s, &req->target) < 0) {
             char archs[128];
-            return fail(e, 422, "invalid_field", "arch",
+            return proto_fail(e, 422, "invalid_field", "arch",
                         "unsupported arch \"%.32s\" (%s, or native: the daemon's GPU)", s,
                         tuner_target_names(archs, sizeof(archs)));
         }
@@ -1199,7 +1198,7 @@ static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto
         if ((r = json_string(v, "tune", &s, e)) < 0)
             return r;
         if (tuner_tune_parse(s, &req->tune) < 0)
-            return fail(e, 422, "invalid_field", "tune",
+            return proto_fail(e, 422, "invalid_field", "tune",
                         "tune must be \"none\", \"model\" or \"measure\"");
         req->tune_given = true;
     }
@@ -1214,7 +1213,7 @@ static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto
             return r;
         int p = lookup(s, prio_names, 3);
         if (p < 0)
-            return fail(e, 422, "invalid_field", "priority",
+            return proto_fail(e, 422, "invalid_field", "priority",
                         "priority must be \"blocking\", \"normal\" or \"background\"");
         req->priority = p;
     }
@@ -1238,7 +1237,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
 
     if (!cJSON_IsObject(root))
         return type_error(e, "", "a JSON object");
-    if ((r = check_keys(root, top_keys, "", e)) < 0)
+    if ((r = proto_check_keys(root, top_keys, "", e)) < 0)
         return r;
     if ((r = validate_inputs(root, op, e)) < 0)
         return r;
@@ -1254,7 +1253,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         (r = parse_steps(v, "epilogue", false, &epi, e)) < 0)
         return r;
     if (ew.n + epi.n > TUNER_MAX_STEPS)
-        return fail(e, 422, "limit_exceeded", "epilogue",
+        return proto_fail(e, 422, "limit_exceeded", "epilogue",
                     "at most %d steps are allowed (attrs.ops and epilogue together)",
                     TUNER_MAX_STEPS);
 
@@ -1290,23 +1289,23 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
     if (!ret_err)
         return -EINVAL;
     if (!ret || (!body && len > 0))
-        return fail(ret_err, 500, "internal", "", "invalid arguments");
+        return proto_fail(ret_err, 500, "internal", "", "invalid arguments");
     if (len == 0)
-        return fail(ret_err, 400, "invalid_json", "",
+        return proto_fail(ret_err, 400, "invalid_json", "",
                     "the body is empty; a JSON object is expected");
     if (memchr(body, '\0', len))
-        return fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
+        return proto_fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
     int depth = json_depth(body, len);
     if (depth < 0)
-        return fail(ret_err, 400, "invalid_json", "", "\\u0000 is not allowed in strings");
+        return proto_fail(ret_err, 400, "invalid_json", "", "\\u0000 is not allowed in strings");
     if (depth > PROTO_MAX_JSON_DEPTH)
-        return fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
+        return proto_fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
                     PROTO_MAX_JSON_DEPTH);
 
     copy = malloc(len + 1);
     req = calloc(1, sizeof(*req));
     if (!copy || !req) {
-        r = fail(ret_err, 500, "internal", "", "out of memory");
+        r = proto_fail(ret_err, 500, "internal", "", "out of memory");
         r = -ENOMEM;
         goto out;
     }
@@ -1318,7 +1317,7 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
         size_t at = end && end >= copy ? (size_t)(end - copy) : 0;
         if (!end || at > len) /* cJSON leaves end unset on allocation failure */
             at = 0;
-        r = fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
+        r = proto_fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
         goto out;
     }
     r = validate(root, req, ret_err);

@@ -62,6 +62,20 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
 /* The canonical JSON of a parsed op and its fusion anchor are tuner_op_canonical_json() and
  * tuner_op_strip_fusion() (op/op.h): the scheduler keys on the same form. */
 
+/* Fills e with status, code, field (NULL: "") and the formatted message; returns -EINVAL. For
+ * validators of other JSON languages (graph/) that answer with the same error shape. */
+__attribute__((format(printf, 5, 6)))
+int proto_fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
+               ...);
+
+/* Refuses (400 invalid_field, the field's path) a member of obj not in allowed (NULL-terminated),
+ * suggesting the closest allowed name, and a member given twice: a strict language, so that a
+ * misspelt option is an error rather than silently its default. path prefixes the field ("" at
+ * the top level). 0 or -EINVAL. */
+struct cJSON;
+int proto_check_keys(const struct cJSON *obj, const char *const *allowed, const char *path,
+                     proto_error *e);
+
 /* The name in known (NULL-terminated) closest to s, when it is close enough to be a slip of the
  * keyboard (edit distance, case ignored: one edit in a name of up to 3 letters, two up to 6,
  * three beyond), else NULL. For "did you mean" in errors about unknown names. */
