@@ -67,6 +67,14 @@ static void respond_errno(proto_request *req, int r, const char *what)
     respond_error(req, e.status, e.code, e.message, e.field);
 }
 
+/* A resolver's (or the graph service's) error as the API's answer; a status or code left unset
+ * is an internal error. */
+static void respond_resolve_error(proto_request *req, const resolve_error *e)
+{
+    respond_error(req, e->status ? e->status : 500, e->code[0] ? e->code : "internal", e->message,
+                  e->field);
+}
+
 /* ---- POST /v1/kernels: the resolve layer decides, this maps its result onto HTTP ---------- */
 
 /* Counts a request as a cache hit or miss once, when the resolver first says which it was. */
@@ -107,9 +115,7 @@ static void respond_result(proto_request *req, const resolve_result *res)
         return;
     }
     case RESOLVE_FAILED:
-        respond_error(req, res->error.status ? res->error.status : 500,
-                      res->error.code[0] ? res->error.code : "internal", res->error.message,
-                      res->error.field);
+        respond_resolve_error(req, &res->error);
         return;
     case RESOLVE_WAITING:
         break;
@@ -172,9 +178,7 @@ static void respond_graph(proto_request *req, req_ctx *ctx, const graph_result *
         return;
     }
     case RESOLVE_FAILED:
-        respond_error(req, res->error.status ? res->error.status : 500,
-                      res->error.code[0] ? res->error.code : "internal", res->error.message,
-                      res->error.field);
+        respond_resolve_error(req, &res->error);
         return;
     case RESOLVE_WAITING:
         break;
@@ -307,7 +311,7 @@ static void handle_spaces(proto_request *req, hd_daemon *d)
     if (resolve_pick_target(d->resolver, sw->kr.arch_given, sw->kr.arch_native, &sw->kr.target,
                             &sw->kr.target, &rerr) < 0) {
         free(sw);
-        respond_error(req, rerr.status, rerr.code, rerr.message, rerr.field);
+        respond_resolve_error(req, &rerr);
         return;
     }
     sw->req = req;
