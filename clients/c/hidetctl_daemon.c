@@ -419,29 +419,42 @@ out:
     return rc;
 }
 
-int cmd_space(const opts *o, int argc, char **argv)
+/* Loads FILE as a request (the options applied as load_request does), POSTs it to path and
+ * gives back the answer's body (and its HTTP status when ret_status is not NULL): EXIT_OK, or the
+ * exit code once the failure is reported. */
+static int post_request_file(const opts *o, const char *file, bool for_space, const char *path,
+                             int *ret_status, char **ret_body)
 {
     hidet_client *c = NULL;
     hidet_error e;
-    char *req = NULL, *body = NULL;
-    cJSON *j = NULL;
-    int rc, r;
+    char *req = NULL;
+    int rc;
 
-    if ((rc = only_opts(o, OPT_ARCH, "space")))
-        return rc;
-    if (argc != 1)
-        return usage_error("'space' takes one REQUEST.json");
-    if ((rc = load_request(argv[0], o, true, &req)))
+    if ((rc = load_request(file, o, for_space, &req)))
         return rc;
     if ((rc = open_client(o, &c))) {
         free(req);
         return rc;
     }
-    r = hidet_post_json(c, "/v1/spaces", req, NULL, &body, NULL, &e);
-    if (r < 0) {
-        rc = report(r, &e, o);
-        goto out;
-    }
+    int r = hidet_post_json(c, path, req, ret_status, ret_body, NULL, &e);
+    rc = r < 0 ? report(r, &e, o) : EXIT_OK;
+    free(req);
+    hidet_client_free(c);
+    return rc;
+}
+
+int cmd_space(const opts *o, int argc, char **argv)
+{
+    char *body = NULL;
+    cJSON *j = NULL;
+    int rc;
+
+    if ((rc = only_opts(o, OPT_ARCH, "space")))
+        return rc;
+    if (argc != 1)
+        return usage_error("'space' takes one REQUEST.json");
+    if ((rc = post_request_file(o, argv[0], true, "/v1/spaces", NULL, &body)))
+        return rc;
     if (o->json) {
         puts(body);
         rc = EXIT_OK;
@@ -481,9 +494,7 @@ int cmd_space(const opts *o, int argc, char **argv)
     rc = EXIT_OK;
 out:
     cJSON_Delete(j);
-    free(req);
     free(body);
-    hidet_client_free(c);
     return rc;
 }
 
@@ -851,27 +862,16 @@ static void graph_steps(table *t, const cJSON *steps, const char *phase, int *nu
 
 int cmd_graph(const opts *o, int argc, char **argv)
 {
-    hidet_client *c = NULL;
-    hidet_error e;
-    char *req = NULL, *body = NULL;
+    char *body = NULL;
     cJSON *j = NULL;
-    int rc, r, status = 0;
+    int rc, status = 0;
 
     if ((rc = only_opts(o, OPT_ARCH | OPT_TUNE | OPT_NO_WAIT, "graph")))
         return rc;
     if (argc != 1)
         return usage_error("'graph' takes one GRAPH.json");
-    if ((rc = load_request(argv[0], o, false, &req)))
+    if ((rc = post_request_file(o, argv[0], false, "/v1/graphs", &status, &body)))
         return rc;
-    if ((rc = open_client(o, &c))) {
-        free(req);
-        return rc;
-    }
-    r = hidet_post_json(c, "/v1/graphs", req, &status, &body, NULL, &e);
-    if (r < 0) {
-        rc = report(r, &e, o);
-        goto out;
-    }
     if (o->json) {
         puts(body);
         rc = EXIT_OK;
@@ -933,9 +933,7 @@ int cmd_graph(const opts *o, int argc, char **argv)
     rc = EXIT_OK;
 out:
     cJSON_Delete(j);
-    free(req);
     free(body);
-    hidet_client_free(c);
     return rc;
 }
 
