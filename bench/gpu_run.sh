@@ -21,6 +21,21 @@ export HIDETD_WORKER=$G/bin/hidetd-worker
 sweep_args=${SWEEP_ARGS:---jobs 8}
 test_timeout=${TEST_TIMEOUT:-420}
 
+# Starts hidetd with the real worker on /tmp/hidetd-NAME (socket, cache), its log in
+# $OUT/hidetd.log; waits until it serves, saves /v1/status. Sets d (the folder) and pid.
+start_daemon() {
+    d=/tmp/hidetd-$1
+    rm -rf "$d" && mkdir -p "$d"
+    LD_LIBRARY_PATH=$ourlib "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
+        --workers "$G/bin/hidetd-worker" --log-level info > "$OUT/hidetd.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 200); do
+        [ -S "$d/hidetd.sock" ] && curl -sf --unix-socket "$d/hidetd.sock" http://localhost/healthz >/dev/null && break
+        sleep 0.1
+    done
+    curl -s --unix-socket "$d/hidetd.sock" http://localhost/v1/status > "$OUT/status.json"
+}
+
 { nvidia-smi; nvidia-smi -q -d CLOCK | head -40; } > "$OUT/gpu.txt" 2>&1
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
@@ -50,16 +65,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = bench ] || [ "$what" = all ]; then
-    d=/tmp/hidetd-bench
-    rm -rf "$d" && mkdir -p "$d"
-    LD_LIBRARY_PATH=$ourlib "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
-        --workers "$G/bin/hidetd-worker" --log-level info > "$OUT/hidetd.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 1 200); do
-        [ -S "$d/hidetd.sock" ] && curl -sf --unix-socket "$d/hidetd.sock" http://localhost/healthz >/dev/null && break
-        sleep 0.1
-    done
-    curl -s --unix-socket "$d/hidetd.sock" http://localhost/v1/status > "$OUT/status.json"
+    start_daemon bench
     PYTHONUNBUFFERED=1 python3 bench/bench.py --socket "$d/hidetd.sock" --out "$OUT" "$@" \
         > "$OUT/bench.log" 2>&1
     echo "bench exit=$?"
@@ -95,16 +101,7 @@ if [ "$what" = graphs ]; then
     # The example graphs through the Python runtime: correctness against PyTorch eager
     # (tests/gpu/graph_examples.py), then the side-by-side benchmark (bench/graphs.py), both
     # against one hidetd with a real GPU worker, so the benchmark's plans are measured.
-    d=/tmp/hidetd-graphs
-    rm -rf "$d" && mkdir -p "$d"
-    LD_LIBRARY_PATH=$ourlib "$G/bin/hidetd" --socket "$d/hidetd.sock" --cache "$d/kernels.db" \
-        --workers "$G/bin/hidetd-worker" --log-level info > "$OUT/hidetd.log" 2>&1 &
-    pid=$!
-    for _ in $(seq 1 200); do
-        [ -S "$d/hidetd.sock" ] && curl -sf --unix-socket "$d/hidetd.sock" http://localhost/healthz >/dev/null && break
-        sleep 0.1
-    done
-    curl -s --unix-socket "$d/hidetd.sock" http://localhost/v1/status > "$OUT/status.json"
+    start_daemon graphs
     PYTHONUNBUFFERED=1 timeout "${GRAPHS_TEST_TIMEOUT:-150}" python3 tests/gpu/graph_examples.py \
         --socket "$d/hidetd.sock" > "$OUT/graph_examples.log" 2>&1
     echo "graph_examples exit=$?"
