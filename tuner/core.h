@@ -4,6 +4,7 @@
 #define HIDET_TUNER_CORE_H
 
 #include "tuner/codegen.h"
+#include "tuner/mapping.h"
 #include "tuner/template.h"
 
 extern const tuner_template tuner__softmax_rows;
@@ -54,6 +55,15 @@ void tuner__launch_args(tuner_launch *l, const tuner_op *op);
  * dynamic shared memory, the arguments of tuner__emit_params. */
 void tuner__one_launch(tuner_program *p, const tuner_op *op, const char *name, unsigned blocks,
                        unsigned threads);
+
+/* The frame of a kernel that walks `n` items (elements or vectors) in tiles of block * ipt, as
+ * elementwise and the layout templates do: the kernel `name` with op's parameters, a tile per
+ * block (or, with grid_stride, a loop over `tiles` tiles), repeat(ipt) * spatial(block) over
+ * threadIdx.x so consecutive threads take consecutive items, and `vi` the item, inside
+ * `if (vi < n) {`. tuner__emit_tiles_end closes all of it. */
+void tuner__emit_tiles_begin(tuner_sb *sb, const tuner_op *op, int sm, const char *name, int block, int ipt,
+                             bool grid_stride, long long tiles, long long n, tuner_mapping *ret_m);
+void tuner__emit_tiles_end(tuner_sb *sb, const tuner_mapping *m);
 
 /* true when op carries no prologue. */
 bool tuner__no_prologue(const tuner_op *op);

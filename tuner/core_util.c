@@ -14,6 +14,31 @@ long tuner__pow2ceil(long v)
     return p;
 }
 
+void tuner__emit_tiles_begin(tuner_sb *sb, const tuner_op *op, int sm, const char *name, int block, int ipt,
+                             bool grid_stride, long long tiles, long long n, tuner_mapping *ret_m)
+{
+    tuner__prelude(sb, sm);
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, name);
+    tuner__emit_params(sb, op, op->output.dtype);
+    tuner_sb_puts(sb, ")\n{\n");
+    if (grid_stride)
+        tuner_sb_printf(sb, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {\n", tiles);
+    else
+        tuner_sb_puts(sb, "{ const long long tile = blockIdx.x;\n");
+    *ret_m = tuner_map_compose(tuner_map_repeat(1, ipt, 1, 1), tuner_map_spatial(1, block, 1, 1));
+    const char *names[3] = {"k", NULL, NULL};
+    tuner_map_emit_begin(sb, ret_m, "threadIdx.x", "tm", names);
+    tuner_sb_printf(sb, "const long long vi = tile * %lldLL + k;\n", (long long)block * ipt);
+    tuner_sb_printf(sb, "if (vi < %lldLL) {\n", n);
+}
+
+void tuner__emit_tiles_end(tuner_sb *sb, const tuner_mapping *m)
+{
+    tuner_sb_puts(sb, "}\n");
+    tuner_map_emit_end(sb, m);
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
 bool tuner__no_prologue(const tuner_op *op)
 {
     for (int i = 0; i < TUNER_MAX_INPUTS; i++)

@@ -8,7 +8,6 @@
  * the shapes; an operand that is constant along the output's last dim is read once per vector.
  */
 #include "tuner/core.h"
-#include "tuner/mapping.h"
 #include "tuner/space.h"
 
 #include <errno.h>
@@ -158,19 +157,8 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
 
     tuner_sb sb;
     tuner_sb_init(&sb);
-    tuner__prelude(&sb, t->sm);
-    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d) hd_elementwise(", c.block);
-    tuner__emit_params(&sb, op, out->dtype);
-    tuner_sb_puts(&sb, ")\n{\n");
-    if (c.gs)
-        tuner_sb_printf(&sb, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {\n", c.tiles);
-    else
-        tuner_sb_puts(&sb, "{ const long long tile = blockIdx.x;\n");
-    tuner_mapping m = tuner_map_compose(tuner_map_repeat(1, c.ipt, 1, 1), tuner_map_spatial(1, c.block, 1, 1));
-    const char *names[3] = {"k", NULL, NULL};
-    tuner_map_emit_begin(&sb, &m, "threadIdx.x", "tm", names);
-    tuner_sb_printf(&sb, "const long long vi = tile * %lldLL + k;\n", (long long)c.block * c.ipt);
-    tuner_sb_printf(&sb, "if (vi < %lldLL) {\n", c.nvec);
+    tuner_mapping m;
+    tuner__emit_tiles_begin(&sb, op, t->sm, "hd_elementwise", c.block, c.ipt, c.gs, c.tiles, c.nvec, &m);
     epi_ctx ec = {op, c.vec > 1, contiguous};
     const char *OT = tuner__ctype(out->dtype);
     if (c.vec > 1) {
@@ -210,9 +198,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
         tuner_sb_printf(&sb, "out[vi] = hd_from_f32<%s>(v);\n", OT);
     }
-    tuner_sb_puts(&sb, "}\n");
-    tuner_map_emit_end(&sb, &m);
-    tuner_sb_puts(&sb, "}\n}\n");
+    tuner__emit_tiles_end(&sb, &m);
 
     tuner__one_launch(p, op, "hd_elementwise", (unsigned)c.grid, (unsigned)c.block);
     p->source = tuner_sb_take(&sb);

@@ -9,7 +9,6 @@
  * grid_stride a grid of about one wave loops over the tiles.
  */
 #include "tuner/core.h"
-#include "tuner/mapping.h"
 #include "tuner/space.h"
 
 #include <errno.h>
@@ -164,19 +163,8 @@ static int lay_generate(const tuner_op *op, const tuner_target *t, const tuner_s
     const char *kname = op->kind == TUNER_OP_COPY ? "hd_copy" : "hd_concat";
     tuner_sb sb;
     tuner_sb_init(&sb);
-    tuner__prelude(&sb, t->sm);
-    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", c.block, kname);
-    tuner__emit_params(&sb, op, out->dtype);
-    tuner_sb_puts(&sb, ")\n{\n");
-    if (c.gs)
-        tuner_sb_printf(&sb, "for (long long tile = blockIdx.x; tile < %lldLL; tile += gridDim.x) {\n", c.tiles);
-    else
-        tuner_sb_puts(&sb, "{ const long long tile = blockIdx.x;\n");
-    tuner_mapping m = tuner_map_compose(tuner_map_repeat(1, c.ipt, 1, 1), tuner_map_spatial(1, c.block, 1, 1));
-    const char *names[3] = {"k", NULL, NULL};
-    tuner_map_emit_begin(&sb, &m, "threadIdx.x", "tm", names);
-    tuner_sb_printf(&sb, "const long long vi = tile * %lldLL + k;\n", (long long)c.block * c.ipt);
-    tuner_sb_printf(&sb, "if (vi < %lldLL) {\n", c.n);
+    tuner_mapping m;
+    tuner__emit_tiles_begin(&sb, op, t->sm, kname, c.block, c.ipt, c.gs, c.tiles, c.n, &m);
     emit_coords(&sb, out);
     emit_value(&sb, op);
     if (op->epilogue.n) {
@@ -185,9 +173,7 @@ static int lay_generate(const tuner_op *op, const tuner_target *t, const tuner_s
         tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
     }
     tuner_sb_printf(&sb, "out[vi] = hd_from_f32<%s>(v);\n", tuner__ctype(out->dtype));
-    tuner_sb_puts(&sb, "}\n");
-    tuner_map_emit_end(&sb, &m);
-    tuner_sb_puts(&sb, "}\n}\n");
+    tuner__emit_tiles_end(&sb, &m);
     tuner__one_launch(p, op, kname, (unsigned)c.grid, (unsigned)c.block);
     p->source = tuner_sb_take(&sb);
     p->output_dtype = out->dtype;
