@@ -132,13 +132,8 @@ static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
             for (size_t b = 0; b < 5; b++)
                 for (size_t c = 0; c < 3; c++) {
                     int values[4] = {v ? vmax : 1, kts[a], bqs[b], tqs[c]};
-                    tuner_schedule s;
-                    memset(&s, 0, sizeof(s));
-                    s.n_params = 4;
-                    for (int k = 0; k < 4; k++) {
-                        s.params[k].name = names[k];
-                        s.params[k].value = values[k];
-                    }
+                    tuner_schedule s = {0};
+                    tuner__schedule_params(&s, 4, names, values);
                     direct_cfg cfg;
                     if (!cfg_of(op, &g, &s, &cfg))
                         continue;
@@ -294,11 +289,7 @@ static int direct_preferred(const tuner_op *op, const tuner_target *t, tuner_sch
      * for all of them. */
     int values[4] = {vmax, kt, bq, vmax > 1 && g.Q >= 16 ? 4 : 2};
     const char *names[4] = {P_VEC, P_KT, P_BQ, P_TQ};
-    ret->n_params = 4;
-    for (int k = 0; k < 4; k++) {
-        ret->params[k].name = names[k];
-        ret->params[k].value = values[k];
-    }
+    tuner__schedule_params(ret, 4, names, values);
     direct_cfg c;
     return cfg_of(op, &g, ret, &c) ? 0 : -EINVAL;
 }

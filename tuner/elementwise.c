@@ -98,13 +98,8 @@ static int ew_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
             for (size_t i = 0; i < 3; i++) {
                 for (int gs = 0; gs < 2; gs++) {
                     int values[4] = {v ? g.vmax : 1, blocks[b], ipts[i], gs};
-                    tuner_schedule s;
-                    memset(&s, 0, sizeof(s));
-                    s.n_params = 4;
-                    for (int k = 0; k < 4; k++) {
-                        s.params[k].name = names[k];
-                        s.params[k].value = values[k];
-                    }
+                    tuner_schedule s = {0};
+                    tuner__schedule_params(&s, 4, names, values);
                     ew_cfg c;
                     if (!cfg_of(op, a, &g, &s, &c))
                         continue;

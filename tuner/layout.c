@@ -68,11 +68,8 @@ static int enumerate(const tuner_op *op, const tuner_target *t, const char *name
         for (size_t i = 0; i < 3; i++)
             for (int gs = 0; gs < 2; gs++) {
                 int values[3] = {blocks[b], ipts[i], gs};
-                tuner_schedule s = {.n_params = 3};
-                for (int k = 0; k < 3; k++) {
-                    s.params[k].name = names[k];
-                    s.params[k].value = values[k];
-                }
+                tuner_schedule s = {0};
+                tuner__schedule_params(&s, 3, names, values);
                 lay_cfg c;
                 if (!cfg_of(op, a, &s, &c) || (gs && c.tiles <= 1))
                     continue;

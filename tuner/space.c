@@ -33,6 +33,15 @@ static uint64_t fnv_int(uint64_t h, long long v)
     return fnv_str(h, buf);
 }
 
+void tuner__schedule_params(tuner_schedule *s, int n, const char *const *param_names, const int *values)
+{
+    s->n_params = n;
+    for (int i = 0; i < n; i++) {
+        s->params[i].name = param_names[i];
+        s->params[i].value = values[i];
+    }
+}
+
 int tuner__space_push(tuner_schedule **items, size_t *n, const char *name, int n_params,
                       const char *const *param_names, const int *values)
 {
@@ -45,11 +54,7 @@ int tuner__space_push(tuner_schedule **items, size_t *n, const char *name, int n
     tuner_schedule *s = &p[*n];
     memset(s, 0, sizeof(*s));
     s->template_name = name;
-    s->n_params = n_params;
-    for (int i = 0; i < n_params; i++) {
-        s->params[i].name = param_names[i];
-        s->params[i].value = values[i];
-    }
+    tuner__schedule_params(s, n_params, param_names, values);
     (*n)++;
     return 0;
 }

@@ -9,6 +9,9 @@
 /* NULL-terminated list of the NULL-terminated template lists (registry.c). */
 extern const tuner_template *const *const tuner__registries[];
 
+/* Sets s's n params (names static) to values; what else s holds stays. n <= TUNER_MAX_PARAMS. */
+void tuner__schedule_params(tuner_schedule *s, int n, const char *const *param_names, const int *values);
+
 /* Appends one schedule of template `name` with n params (names static) to *items. 0 or -ENOMEM. */
 int tuner__space_push(tuner_schedule **items, size_t *n, const char *name, int n_params,
                       const char *const *param_names, const int *values);
