@@ -177,10 +177,12 @@ void graph_plan_free(graph_plan *p);
 
 /* The plan's JSON (docs/graphs.md): the graph's tensors, "arena_bytes", "constants_bytes",
  * "buffers" (offsets and sizes), "prepare" and "steps" in execution order, each with the nodes it
- * computes, its kernel request, its kernel set (kernel_sets[k], the /v1/kernels answer of kernel
- * k, embedded as is) and "bindings" from input<i>/output/workspace to buffer or tensor names. Call
- * after graph_plan_place. 0 and a malloc'd string in *ret, or -ENOMEM. */
-int graph_plan_render(const graph_request *rq, const graph_plan *p, const char *const *kernel_sets,
+ * computes, its kernel request, its kernel set (kernel_sets[k]: kernel k's /v1/kernels answer,
+ * parsed, copied in as is; NULL writes null) and "bindings" from input<i>/output/workspace to
+ * buffer or tensor names. Call after graph_plan_place. 0 and a malloc'd string in *ret, or
+ * -ENOMEM. */
+struct cJSON;
+int graph_plan_render(const graph_request *rq, const graph_plan *p, const struct cJSON *const *kernel_sets,
                       const char *graph_key, char **ret);
 
 /* The bytes a dense tensor takes. */

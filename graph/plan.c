@@ -249,7 +249,7 @@ static const char *region_name(int region)
     }
 }
 
-static cJSON *step_json(const graph *g, const graph_plan *p, int k, const char *kernel_set)
+static cJSON *step_json(const graph *g, const graph_plan *p, int k, const cJSON *kernel_set)
 {
     const graph_kernel *gk = &p->kernels[k];
     cJSON *s = cJSON_CreateObject();
@@ -273,7 +273,7 @@ static cJSON *step_json(const graph *g, const graph_plan *p, int k, const char *
     cJSON *rq = cJSON_Parse(gk->request);
     if (rq)
         cJSON_AddItemToObject(s, "request", rq);
-    cJSON *ks = kernel_set ? cJSON_Parse(kernel_set) : NULL;
+    cJSON *ks = kernel_set ? cJSON_Duplicate(kernel_set, true) : NULL;
     if (ks)
         cJSON_AddItemToObject(s, "kernel_set", ks);
     else
@@ -281,7 +281,7 @@ static cJSON *step_json(const graph *g, const graph_plan *p, int k, const char *
     return s;
 }
 
-int graph_plan_render(const graph_request *rq, const graph_plan *p, const char *const *kernel_sets,
+int graph_plan_render(const graph_request *rq, const graph_plan *p, const cJSON *const *kernel_sets,
                       const char *graph_key, char **ret)
 {
     const graph *g = &rq->g;

@@ -49,7 +49,7 @@ typedef struct unique_state {
     graph_wait *w;
     int index;
     resolve_wait *rw;
-    char *set;      /* the kernel set JSON once answered */
+    cJSON *set;     /* the kernel set once answered, parsed once (the plan embeds it) */
     uint64_t job;   /* an accepted job (wait:false) */
     bool hit;
 } unique_state;
@@ -196,19 +196,16 @@ static void wait_free(graph_wait *w)
     if (!w)
         return;
     for (int i = 0; w->u && i < w->pe->n_unique; i++)
-        free(w->u[i].set);
+        cJSON_Delete(w->u[i].set);
     free(w->u);
     entry_unref(w->pe);
     free(w);
 }
 
-static uint64_t workspace_of(const char *set)
+static uint64_t workspace_of(const cJSON *set)
 {
-    cJSON *o = cJSON_Parse(set);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "workspace_bytes");
-    uint64_t n = cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
-    cJSON_Delete(o);
-    return n;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(set, "workspace_bytes");
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
 }
 
 /* The first node of kernel k, as the client numbered it, for an error's field. */
@@ -283,7 +280,7 @@ static void finish(graph_wait *w, graph_result *res)
     }
     int nk = pe->plan.n_kernels;
     uint64_t *ws = calloc((size_t)nk + 1, sizeof(uint64_t));
-    const char **sets = calloc((size_t)nk + 1, sizeof(char *));
+    const cJSON **sets = calloc((size_t)nk + 1, sizeof(*sets));
     char *json = NULL;
     int r = ws && sets ? 0 : -ENOMEM;
     for (int k = 0; r == 0 && k < nk; k++) {
@@ -318,15 +315,13 @@ static void take(unique_state *u, const resolve_result *res)
     graph_wait *w = u->w;
     switch (res->state) {
     case RESOLVE_ANSWERED:
-        u->set = malloc(res->len + 1);
+        u->set = cJSON_ParseWithLength(res->body, res->len);
         if (!u->set) {
             w->failed = true;
-            resolve_error_from_errno(&w->error, -ENOMEM, "keeping a kernel set");
+            resolve_error_from_errno(&w->error, -ENOMEM, "reading a kernel set");
             w->error_kernel = w->pe->first_kernel[u->index];
             break;
         }
-        memcpy(u->set, res->body, res->len);
-        u->set[res->len] = '\0';
         u->hit = RESOLVE_ORIGIN_IS_HIT(res->origin);
         break;
     case RESOLVE_ACCEPTED:

@@ -88,9 +88,11 @@ static void test_mlp(void)
     CHECK(graph_plan_place(&p, none) == 0);
     CHECK(p.arena_bytes == 2048ull * 3072 * 2 + 2048ull * 768 * 2, "%llu",
           (unsigned long long)p.arena_bytes);
-    const char *sets[3] = {"{\"workspace_bytes\":0}", "{\"workspace_bytes\":0}", NULL};
+    cJSON *ws0 = cJSON_Parse("{\"workspace_bytes\":0}");
+    const cJSON *sets[3] = {ws0, ws0, NULL};
     char *json = NULL;
     CHECK(graph_plan_render(&rq, &p, sets, "k", &json) == 0);
+    cJSON_Delete(ws0);
     cJSON *o = json ? cJSON_Parse(json) : NULL;
     cJSON *steps = cJSON_GetObjectItem(o, "steps");
     CHECK(cJSON_GetArraySize(steps) == 3);
@@ -252,10 +254,12 @@ static void test_folds(void)
           p.kernels[0].op.epilogue.n == 1, "%d kernels", p.n_kernels);
     uint64_t none[4] = {0};
     CHECK(graph_plan_place(&p, none) == 0 && p.arena_bytes == 0, "the result goes straight into y");
-    const char *sets[1] = {"{}"};
+    cJSON *empty = cJSON_CreateObject();
+    const cJSON *sets[1] = {empty};
     char *json = NULL;
     CHECK(graph_plan_render(&rq, &p, sets, "k", &json) == 0 && json &&
           strstr(json, "\"input0\":\"x\",\"input1\":\"w\",\"output\":\"y\""), "%s", json);
+    cJSON_Delete(empty);
     free(json);
     graph_plan_free(&p);
     graph_request_free(&rq);

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Every kernel reads only tensors that exist; every forward kernel's inputs are ready before
      * it runs (the order is a topological one). */
     uint64_t *ws = calloc((size_t)p.n_kernels + 1, sizeof(uint64_t));
-    const char **sets = calloc((size_t)p.n_kernels + 1, sizeof(char *));
+    const cJSON **sets = calloc((size_t)p.n_kernels + 1, sizeof(*sets));
     if (!ws || !sets)
         abort();
     for (int k = 0; k < p.n_kernels; k++)
