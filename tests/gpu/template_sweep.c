@@ -224,6 +224,24 @@ static int build_cases(scase *c)
     ADD("conv 1x17x17x3 k13 3x3 s2p1", conv(1, 17, 17, 3, 13, 3, 3, 2, 1), true);
     ADD("conv 2x14x14x96 k32 1x1", conv(2, 14, 14, 96, 32, 1, 1, 1, 0), true);
     ADD("conv 1x15x15x33 k17 1x1 s2", conv(1, 15, 15, 33, 17, 1, 1, 2, 0), true);
+    /* conv2d_wgmma on sm_90a: groups with 16 channels each and a 3-D output map, a K of 648
+     * (not a multiple of 64; k tiles crossing window positions) with odd M and N = 40, a
+     * dilated window. */
+    {
+        tuner_op op = gconv(3, 13, 11, 32, 48, 3, 2, 1, 2);
+        int64_t bias[1] = {48};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        ADD("gconv 3x13x11x32 k48 g2 3x3 s2 +b,relu", op, true);
+    }
+    ADD("conv 2x9x7x72 k40 3x3 s1p1", conv(2, 9, 7, 72, 40, 3, 3, 1, 1), true);
+    {
+        tuner_op op = conv(1, 19, 17, 64, 64, 3, 3, 1, 2);
+        op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 2;
+        op.output.shape[1] = 19; /* (19 + 2*2 - 2*(3-1) - 1) + 1; conv() assumed no dilation */
+        op.output.shape[2] = 17;
+        ADD("conv 1x19x17x64 k64 3x3 d2p2", op, true);
+    }
     /* Depthwise and small-group convolutions (conv2d_direct and the GEMM templates). */
     ADD("dwconv 2x28x28x96 3x3 s1p1", gconv(2, 28, 28, 96, 96, 3, 1, 1, 96), true);
     {

@@ -144,6 +144,7 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
 
 /* Templates (tuner/gemm/wgmma.c, mma.c, simt.c). */
 extern const tuner_template tuner__gemm_matmul_wgmma;
+extern const tuner_template tuner__gemm_conv2d_wgmma;
 extern const tuner_template tuner__gemm_matmul_mma;
 extern const tuner_template tuner__gemm_conv2d_mma;
 extern const tuner_template tuner__gemm_matmul_simt;

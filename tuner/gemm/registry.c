@@ -7,6 +7,7 @@ const tuner_template *const tuner__gemm_templates[] = {
      * bench/results/2026-11-24-h100-wgmma). */
     &tuner__gemm_matmul_wgmma,
     &tuner__gemm_matmul_mma,
+    &tuner__gemm_conv2d_wgmma, /* likewise before conv2d_mma */
     &tuner__gemm_conv2d_mma,
     &tuner__gemm_matmul_tf32,
     &tuner__gemm_matmul_simt,

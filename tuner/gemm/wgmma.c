@@ -1,5 +1,6 @@
-/* tuner/gemm/wgmma.c - matmul_wgmma: fp16/bf16 GEMM on Hopper's warpgroup tensor cores (sm_90a),
- * fp32 accumulation, operands brought in by the tensor copy engine (TMA).
+/* tuner/gemm/wgmma.c - matmul_wgmma and conv2d_wgmma: fp16/bf16 GEMM and NHWC implicit-GEMM
+ * convolution on Hopper's warpgroup tensor cores (sm_90a), fp32 accumulation, operands brought in
+ * by the tensor copy engine (TMA).
  *
  * A program is two launches:
  *  1. `<name>_tmap` (one warp) builds the TMA descriptors (tensor maps) of A and B (and, with
@@ -35,6 +36,17 @@
  * TMA needs 16-byte aligned rows: the template applies when both operands' contiguous
  * dimensions allow 16-byte vectors (tuner__gemm_problem.vec == 8) and neither has a prologue
  * (the copy engine cannot transform elements); matmul_mma covers the rest.
+ *
+ * conv2d_wgmma is the same kernel on the convolution's GEMM view (tuner/gemm/gemm.h): B is the
+ * weight tensor, [groups][K/g][R*S*C/g] with k contiguous, loaded by TMA like a transposed
+ * matmul B; the output map is (K/g, groups, N*P*Q) when grouped. A, the im2col matrix, has no
+ * tensor the copy engine could address in tile mode, so the whole producer warpgroup gathers it
+ * (emit_conv_producer): 16-byte cp.async copies of channel chunks, zero-filled at padding and
+ * edges, into the layout TMA's 128-byte swizzle would have produced, arriving on the stage's
+ * mbarrier through cp.async.mbarrier.arrive.noinc; consumers fence the generic-proxy writes
+ * before wgmma reads them. An ungrouped 1x1, stride-1, unpadded convolution's A is the input
+ * itself and is loaded by TMA. Channels per group must be multiples of 8 (one 16-byte chunk
+ * never spans two pixels); depthwise and small-group convolutions are conv2d_direct's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -60,10 +72,31 @@ typedef struct wg_cfg {
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
+/* Both operands 16-byte vectors along their contiguous dimension (TMA rows; for a convolution's
+ * A, whole 16-byte channel chunks of one pixel), no prologue; convolutions NHWC only. */
 static bool wg_supported(const tuner__gemm_problem *p)
 {
-    return !p->conv && (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && p->vec[0] == 8 && p->vec[1] == 8 &&
-           !p->prologue[0] && !p->prologue[1];
+    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && p->vec[0] == 8 && p->vec[1] == 8 && !p->prologue[0] &&
+           !p->prologue[1] && !(p->conv && p->nchw);
+}
+
+/* Whether the producer gathers a convolution's A (im2col) with cp.async: every convolution but
+ * an ungrouped 1x1 one with stride 1 and no padding, whose A is the input itself, a dense
+ * [N*H*W, C] matrix that TMA loads like a matmul's. */
+static bool wg_gathers_a(const tuner__gemm_problem *p)
+{
+    return p->conv && !(p->cr == 1 && p->cs == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0 &&
+                        p->batch == 1);
+}
+
+/* Whether operand `which` (0 = A, 1 = B, 2 = the output) has a batch (matmul) or group (conv2d)
+ * dimension in its tensor map. A convolution's input is gathered by the producer (im2col), its
+ * weights are [groups][K/g][R*S*C/g] and its output rows hold every group's channels. */
+static bool wg_map_batched(const tuner__gemm_problem *p, int which)
+{
+    if (p->conv)
+        return which != 0 && p->batch > 1;
+    return which == 2 ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
 }
 
 static long long cdiv(long long a, long long b)
@@ -115,6 +148,9 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         return false;
     /* Staging needs 16-byte output rows (TMA strides) and one consumer tile per block. */
     if (c->stage_out && (!p->out_chunk || c->pingpong))
+        return false;
+    /* A convolution's gathering producer warpgroup fills one ring. */
+    if (wg_gathers_a(p) && c->pingpong)
         return false;
     /* Dynamic ring (+ staged tile) + static barriers. */
     if (c->smem + 16 * c->rings * c->stages > a->max_smem_per_block)
@@ -203,19 +239,29 @@ static int tmap_elemtype(tuner_dtype d)
 }
 
 /* Statements building one tensor map at shared address `tm` for operand `which` (0 = A, 1 = B)
- * or, with which 2, for the output written by the staged epilogue. */
+ * or, with which 2, for the output written by the staged epilogue. Dimension 0 is the
+ * contiguous one; a batch or group dimension comes last, except in a grouped convolution's
+ * output, where a row of M holds every group's channels: (K/g, groups, M). */
 static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which, const char *tm)
 {
     const bool out = which == 2;
-    const bool batched = out ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
+    const bool batched = wg_map_batched(p, which);
     const long long mn = which == 0 ? p->M : p->N;
     const int rows = which == 0 ? c->bm : c->bn;
     const bool kmaj = out ? false : p->kmajor[which];
     const int esz = tuner_dtype_size(out ? p->out_dt : p->dt);
-    /* dim 0 is the contiguous one: output rows are N long. */
     const long long d0 = out ? p->N : kmaj ? p->K : mn, d1 = out ? p->M : kmaj ? mn : p->K;
     const int box0 = out ? out_box_cols(p) : 64, box1 = out ? c->bm : kmaj ? rows : 64;
     const int rank = batched ? 3 : 2;
+    long long dims[3] = {d0, d1, p->batch}, strides[2] = {d0 * esz, d0 * d1 * esz};
+    int box[3] = {box0, box1, 1};
+    if (out && p->conv && batched) {
+        dims[1] = p->batch;
+        dims[2] = p->M;
+        box[1] = 1;
+        box[2] = c->bm;
+        strides[1] = p->ck * esz;
+    }
     const char *R = "tensormap.replace.tile";
     if (out)
         tuner_sb_printf(sb, "wg_tm_addr(%s, out);\n", tm);
@@ -223,8 +269,6 @@ static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const w
         tuner_sb_printf(sb, "wg_tm_addr(%s, in%d);\n", tm, which);
     tuner_sb_printf(sb, "asm volatile(\"%s.rank.shared::cta.b1024.b32 [%%0], %d;\" :: \"r\"(%s) : \"memory\");\n", R,
                     rank - 1, tm);
-    const long long dims[3] = {d0, d1, p->batch};
-    const int box[3] = {box0, box1, 1};
     for (int d = 0; d < rank; d++) {
         tuner_sb_printf(sb, "asm volatile(\"%s.global_dim.shared::cta.b1024.b32 [%%0], %d, %lld;\" :: \"r\"(%s) : "
                             "\"memory\");\n",
@@ -237,7 +281,6 @@ static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const w
                         R, d, tm);
     }
     /* Byte strides of dims 1.. (dim 0 is contiguous). */
-    const long long strides[2] = {d0 * esz, d0 * d1 * esz};
     for (int d = 0; d + 1 < rank; d++)
         tuner_sb_printf(sb, "asm volatile(\"%s.global_stride.shared::cta.b1024.b64 [%%0], %d, %lld;\" :: \"r\"(%s) : "
                             "\"memory\");\n",
@@ -272,7 +315,8 @@ static void emit_tmap_kernel(tuner_sb *sb, const tuner__gemm_problem *p, const w
                       "__syncwarp();\n"
                       "const hd_u32 wg_s = hd_smem_addr(wg_tm);\n"
                       "if (threadIdx.x == 0) {\n");
-    emit_tmap_fields(sb, p, c, 0, "wg_s");
+    if (!wg_gathers_a(p)) /* a gathered A has no map; its slot stays zero */
+        emit_tmap_fields(sb, p, c, 0, "wg_s");
     emit_tmap_fields(sb, p, c, 1, "wg_s + 128");
     if (c->stage_out)
         emit_tmap_fields(sb, p, c, 2, "wg_s + 256");
@@ -307,7 +351,7 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
 
 static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
 {
-    const bool batched = which == 0 ? p->a_batched : p->b_batched;
+    const bool batched = wg_map_batched(p, which);
     const char *map = which == 0 ? "wg_map_a" : "wg_map_b";
     const char *mn0 = which == 0 ? "gm_tm * " : "gm_tn * ";
     const int rows = which == 0 ? c->bm : c->bn;
@@ -322,6 +366,89 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
             tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
                             off + j * 8192, map, mn0, rows, j * 64, WG_BK, bc);
     }
+}
+
+/* The producer of a matmul: one thread per ring loads both operands with bulk tensor copies. */
+static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
+                              long long tiles_n, long long ktiles)
+{
+    const int S = c->stages, R = c->rings;
+    const long long tiles = p->batch * tiles_m * tiles_n;
+    tuner_sb_printf(sb,
+                    "if ((threadIdx.x & 31) == 0 && (threadIdx.x >> 5) < %d) {\n"
+                    "const int wg_r = threadIdx.x >> 5;\n"
+                    "const hd_u32 wg_bars_r = wg_bar0 + wg_r * %d, wg_ring_r = wg_ring + wg_r * %d;\n"
+                    /* The maps were written through the tensormap proxy by the previous launch. */
+                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
+                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
+                    "int wg_s = 0, wg_ph = 0;\n"
+                    "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
+                    R, 16 * S, S * c->stage_bytes, R, tiles, R);
+    emit_tile_coords(sb, tiles_m, tiles_n, c->group);
+    tuner_sb_printf(sb,
+                    "for (int kt = 0; kt < %lld; kt++) {\n"
+                    "wg_wait(wg_bars_r + 8 * (%d + wg_s), wg_ph ^ 1);\n"
+                    "const hd_u32 wg_full = wg_bars_r + 8 * wg_s;\n"
+                    "const hd_u32 wg_st = wg_ring_r + wg_s * %d;\n"
+                    "wg_expect(wg_full, %d);\n",
+                    ktiles, S, c->stage_bytes, c->stage_bytes);
+    emit_tma_operand(sb, p, c, 0);
+    emit_tma_operand(sb, p, c, 1);
+    tuner_sb_printf(sb, "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n}\n", S);
+}
+
+/* The producer of a convolution: thread 0 loads the weight tile with a bulk tensor copy while
+ * all 128 threads gather the A tile (im2col rows of the NHWC input) with 16-byte cp.async,
+ * zero-filling padding and edges, into the same 128-byte swizzle TMA would write. Eight threads
+ * cover one 128-byte k row (one coalesced read of 8 consecutive channel chunks); each thread
+ * handles rows r0, r0 + 16, ... The k chunk's (r, s, c) depends only on the thread and the k
+ * tile, so it is computed once per stage. Each thread's copies arrive on the stage's `full`
+ * barrier when they land (cp.async.mbarrier.arrive.noinc: the barrier counts 128 such arrivals
+ * beside thread 0's expect_tx). */
+static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
+                               long long tiles_n, long long ktiles)
+{
+    const int S = c->stages;
+    const long long tiles = p->batch * tiles_m * tiles_n;
+    tuner_sb_printf(sb,
+                    "const int wg_pt = threadIdx.x, wg_j = wg_pt & 7, wg_r0 = wg_pt >> 3;\n"
+                    "if (wg_pt == 0) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: "
+                    "\"l\"(wg_map_b) : \"memory\");\n"
+                    "int wg_s = 0, wg_ph = 0;\n"
+                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
+                    tiles);
+    emit_tile_coords(sb, tiles_m, tiles_n, c->group);
+    tuner_sb_printf(sb,
+                    "for (int kt = 0; kt < %lld; kt++) {\n"
+                    "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph ^ 1);\n"
+                    "const hd_u32 wg_full = wg_bar0 + 8 * wg_s;\n"
+                    "const hd_u32 wg_st = wg_ring + wg_s * %d;\n"
+                    "if (wg_pt == 0) {\n"
+                    "wg_expect(wg_full, %d);\n",
+                    ktiles, S, c->stage_bytes, c->b_bytes);
+    emit_tma_operand(sb, p, c, 1);
+    tuner_sb_printf(sb,
+                    "}\n"
+                    "const int wg_k = kt * %d + wg_j * 8;\n"
+                    "const int wg_ch = wg_k %% %lld, wg_rs = wg_k / %lld;\n"
+                    "const int wg_dh = (wg_rs / %lld) * %d - %d, wg_dw = (wg_rs %% %lld) * %d - %d;\n"
+                    "const bool wg_kok = wg_k < %lld;\n"
+                    "const %s *wg_src = in0 + gm_b * %lld + wg_ch;\n"
+                    "#pragma unroll 4\nfor (int i = 0; i < %d; i++) {\n"
+                    "const int wg_row = wg_r0 + 16 * i, wg_m = gm_tm * %d + wg_row;\n"
+                    "const int wg_n = wg_m / %lld, wg_pq = wg_m %% %lld;\n"
+                    "const int wg_h = (wg_pq / %lld) * %d + wg_dh, wg_w = (wg_pq %% %lld) * %d + wg_dw;\n"
+                    "const bool wg_ok = wg_kok && wg_m < %lld && (unsigned)wg_h < %lldu && (unsigned)wg_w < %lldu;\n"
+                    "const long long wg_off = ((long long)(wg_n * %lld + wg_h) * %lld + wg_w) * %lld;\n"
+                    "gm_cp16(wg_st + wg_row * 128 + ((wg_j ^ (wg_row & 7)) << 4), wg_ok ? wg_src + wg_off : in0, "
+                    "wg_ok ? 16 : 0);\n"
+                    "}\n"
+                    "asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%%0];\" :: \"r\"(wg_full) : "
+                    "\"memory\");\n"
+                    "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n",
+                    WG_BK, p->cgc, p->cgc, p->cs, p->dh, p->ph, p->cs, p->dw, p->pw, p->K,
+                    tuner__ctype(p->dt), p->cgc, c->bm / 16, c->bm, p->cp * p->cq, p->cp * p->cq, p->cq, p->sh,
+                    p->cq, p->sw, p->M, p->ch, p->cw, p->ch, p->cw, p->cc, S);
 }
 
 static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
@@ -342,7 +469,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const long long units = cdiv(tiles, R);
     const int grid = (int)(units < a->sm_count ? units : a->sm_count);
     char name[56], tname[64]; /* tuner_launch.name holds 64 */
-    tuner__gemm_kernel_name(name, sizeof(name), "matmul_wgmma", s);
+    tuner__gemm_kernel_name(name, sizeof(name), p->conv ? "conv2d_wgmma" : "matmul_wgmma", s);
     snprintf(tname, sizeof(tname), "%s_tmap", name);
 
     tuner_sb sb;
@@ -366,35 +493,19 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "if (threadIdx.x == 0) {\n"
                     /* Ring r: full barriers at 2*S*r + s, empty ones at 2*S*r + S + s. */
                     "for (int s = 0; s < %d; s++) { const int r = s / %d, q = s %% %d; "
-                    "wg_bar_init(wg_bar0 + 8 * (2 * %d * r + q), 1); wg_bar_init(wg_bar0 + 8 * (2 * %d * r + %d + q), %d); }\n"
+                    "wg_bar_init(wg_bar0 + 8 * (2 * %d * r + q), %d); wg_bar_init(wg_bar0 + 8 * (2 * %d * r + %d + q), %d); }\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n__syncthreads();\n",
-                    2 * S * R, R * S * c.stage_bytes, S * R, S, S, S, S, S, c.pingpong ? 4 : 4 * c.consumers);
+                    2 * S * R, R * S * c.stage_bytes, S * R, S, S, S, wg_gathers_a(p) ? 1 + 128 : 1, S, S,
+                    c.pingpong ? 4 : 4 * c.consumers);
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
     if (c.consumers == 2)
         tuner_sb_puts(&sb, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");\n");
-    tuner_sb_printf(&sb,
-                    "if ((threadIdx.x & 31) == 0 && (threadIdx.x >> 5) < %d) {\n"
-                    "const int wg_r = threadIdx.x >> 5;\n"
-                    "const hd_u32 wg_bars_r = wg_bar0 + wg_r * %d, wg_ring_r = wg_ring + wg_r * %d;\n"
-                    /* The maps were written through the tensormap proxy by the previous launch. */
-                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
-                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
-                    "int wg_s = 0, wg_ph = 0;\n"
-                    "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
-                    R, 16 * S, S * c.stage_bytes, R, tiles, R);
-    emit_tile_coords(&sb, tiles_m, tiles_n, c.group);
-    tuner_sb_printf(&sb,
-                    "for (int kt = 0; kt < %lld; kt++) {\n"
-                    "wg_wait(wg_bars_r + 8 * (%d + wg_s), wg_ph ^ 1);\n"
-                    "const hd_u32 wg_full = wg_bars_r + 8 * wg_s;\n"
-                    "const hd_u32 wg_st = wg_ring_r + wg_s * %d;\n"
-                    "wg_expect(wg_full, %d);\n",
-                    ktiles, S, c.stage_bytes, c.stage_bytes);
-    emit_tma_operand(&sb, p, &c, 0);
-    emit_tma_operand(&sb, p, &c, 1);
-    tuner_sb_printf(&sb, "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n}\n", S);
+    if (wg_gathers_a(p))
+        emit_conv_producer(&sb, p, &c, tiles_m, tiles_n, ktiles);
+    else
+        emit_tma_producer(&sb, p, &c, tiles_m, tiles_n, ktiles);
     /* Consumers. */
     tuner_sb_puts(&sb, "} else {\n");
     if (c.consumers == 2)
@@ -424,13 +535,17 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
                     "for (int kt = 0; kt < %lld; kt++) {\n"
-                    "wg_wait(wg_bars_r + 8 * wg_s, wg_ph);\n"
+                    "wg_wait(wg_bars_r + 8 * wg_s, wg_ph);\n%s"
                     "const hd_u32 wg_sa = wg_ring_r + wg_s * %d, wg_sb = wg_sa + %d;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
                     "const hd_u64 wg_db = wg_desc(wg_sb + kk * %d, %d, 1024);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
-                    c.mi, nacc, ktiles, c.stage_bytes, c.a_bytes, WG_BK / 16, b_k16, b_lbo, c.mi);
+                    c.mi, nacc, ktiles,
+                    /* A gathered by cp.async was written through the generic proxy; wgmma reads
+                     * through the async one. */
+                    wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
+                    c.stage_bytes, c.a_bytes, WG_BK / 16, b_k16, b_lbo, c.mi);
     /* The m64 slice: rows wg_row0 + i * 64; K-major rows are 128 bytes, MN-major slices are
      * whole 64-column boxes of 8 KiB. */
     tuner_sb_puts(&sb, "const hd_u32 wg_ao = (wg_row0 + i * 64) * 128;\n");
@@ -482,10 +597,16 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                              "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n"
                              "if (threadIdx.x == 128) {\n",
                         cthreads);
-        const bool ob = p->op->output.rank == 3;
-        for (int b = 0; b < c.bn / bc; b++)
-            tuner_sb_printf(&sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_stage + %d);\n", ob ? 3 : 2,
-                            c.bn, b * bc, c.bm, ob ? ", gm_b" : "", b * c.bm * 128);
+        /* Box coordinates in the output map's order (emit_tmap_fields). */
+        const bool ob = wg_map_batched(p, 2);
+        for (int b = 0; b < c.bn / bc; b++) {
+            if (p->conv && ob)
+                tuner_sb_printf(&sb, "wg_tma_st3(wg_map_c, gm_tn * %d + %d, gm_b, gm_tm * %d, wg_stage + %d);\n",
+                                c.bn, b * bc, c.bm, b * c.bm * 128);
+            else
+                tuner_sb_printf(&sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_stage + %d);\n",
+                                ob ? 3 : 2, c.bn, b * bc, c.bm, ob ? ", gm_b" : "", b * c.bm * 128);
+        }
         tuner_sb_puts(&sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n"
                            /* Stores still in flight complete before the block exits. */
                            "if (threadIdx.x == 128) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n"
@@ -533,12 +654,31 @@ static const int wg_tiles[][4] = {
     "128x128,64x256,64x192,64x128,128x64} stages{3..6; pingpong 2..6} swz{1,8}; persistent grid "              \
     "min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue"
 
+static bool wg_applies(const tuner_op *op, const tuner_target *t)
+{
+    tuner__gemm_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    return op && (op->kind == TUNER_OP_MATMUL || op->kind == TUNER_OP_CONV2D) && a && a->has_wgmma &&
+           tuner__gemm_problem_init(op, &p, NULL) == 0 && wg_supported(&p);
+}
+
+static bool matmul_applies(const tuner_op *op, const tuner_target *t)
+{
+    return op && op->kind == TUNER_OP_MATMUL && wg_applies(op, t);
+}
+
+static bool conv_applies(const tuner_op *op, const tuner_target *t)
+{
+    return op && op->kind == TUNER_OP_CONV2D && wg_applies(op, t);
+}
+
+/* One enumeration for both templates (named after the op's kind); each template enumerates
+ * only ops of its own kind. */
 static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
-    if (!a || !a->has_wgmma || op->kind != TUNER_OP_MATMUL || tuner__gemm_problem_init(op, &p, NULL) < 0 ||
-        !wg_supported(&p))
+    if (!wg_applies(op, t) || tuner__gemm_problem_init(op, &p, NULL) < 0)
         return 0;
     /* 128x256 with two consumer warpgroups, a 4-deep ring (192 KiB) and grouped raster first
      * (wg_preferred picks the default by shape). */
@@ -553,7 +693,7 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
                                          wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] && g == pref[4] && !so;
                     if (is_pref != (pass == 0))
                         continue;
-                    tuner_schedule s = {.template_name = "matmul_wgmma"};
+                    tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
                     tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
                     tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
                     tuner__gemm_param(&s, "stages", st);
@@ -586,9 +726,11 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     const bool staged = p.out_chunk != 0;
     const bool wide = p.batch * cdiv(p.M, 128) * cdiv(p.N, 256) >= a->sm_count && p.K > 1024;
     const bool square = p.batch * cdiv(p.M, 128) * cdiv(p.N, 128) >= a->sm_count;
+    /* A convolution's N (output channels per group) is often 64 or 128: no wider tile than it. */
+    const int bn = p.conv && p.N <= 64 ? 64 : p.conv && p.N <= 128 ? 128 : wide ? 256 : 128;
     tuner__gemm_param(ret, "block_m", wide || square ? 128 : 64);
-    tuner__gemm_param(ret, "block_n", wide ? 256 : 128);
-    tuner__gemm_param(ret, "stages", wide && staged ? 3 : 4);
+    tuner__gemm_param(ret, "block_n", bn);
+    tuner__gemm_param(ret, "stages", bn == 256 && staged ? 3 : 4);
     tuner__gemm_param(ret, "consumers", wide || square ? 2 : 1);
     tuner__gemm_param(ret, "swizzle", 8);
     tuner__gemm_param(ret, "pingpong", 0);
@@ -596,12 +738,14 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     return 0;
 }
 
-static bool wg_applies(const tuner_op *op, const tuner_target *t)
+static int matmul_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
-    tuner__gemm_problem p;
-    const tuner_arch *a = tuner__arch(t);
-    return op && op->kind == TUNER_OP_MATMUL && a && a->has_wgmma && tuner__gemm_problem_init(op, &p, NULL) == 0 &&
-           wg_supported(&p);
+    return matmul_applies(op, t) ? wg_enumerate(op, t, items, n) : 0;
+}
+
+static int conv_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    return conv_applies(op, t) ? wg_enumerate(op, t, items, n) : 0;
 }
 
 static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
@@ -638,6 +782,9 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * cooperative 128x256 tile (4096^3 237 against 211 us; more operand bytes per FLOP). */
     eff *= c.pingpong ? 0.88 : 1.0;
     eff *= c.stages >= (c.pingpong ? 3 : 4) ? 1.0 : 0.97;
+    /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
+     * per thread and stage where TMA needs one instruction. */
+    eff *= wg_gathers_a(&p) ? 0.92 : 1.0;
     /* The epilogue is overlapped with the next tile's loads but not with this warpgroup's own
      * wgmma (relatively more exposed with a short K loop), unless the other consumer computes
      * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time (H100:
@@ -653,7 +800,10 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     double t_l2 = panel / l2_bw;
     if (c.group > 1)
         t_l2 *= 0.9;
-    const double uniq = ((double)p.batch * (p.M * p.K + p.K * p.N)) * esz +
+    /* Bytes read from DRAM at least once: a convolution's im2col rows overlap, its input is
+     * read once. */
+    const double a_uniq = p.conv ? (double)p.cn * p.ch * p.cw * p.cc : (double)p.batch * p.M * p.K;
+    const double uniq = (a_uniq + (double)p.batch * p.K * p.N) * esz +
                         (double)p.batch * p.M * p.N * tuner_dtype_size(p.out_dt);
     const double t_dram = uniq / dram_bw;
     double tm = t_compute > t_l2 ? t_compute : t_l2;
@@ -664,8 +814,20 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
 const tuner_template tuner__gemm_matmul_wgmma = {
     .name = "matmul_wgmma",
     .space_signature = WG_SPACE_SIG,
-    .applies = wg_applies,
-    .enumerate = wg_enumerate,
+    .applies = matmul_applies,
+    .enumerate = matmul_enumerate,
+    .generate = wg_generate,
+    .predict_us = wg_predict,
+    .preferred = wg_preferred,
+    .default_rank = TUNER_RANK_TENSOR_CORE,
+};
+
+const tuner_template tuner__gemm_conv2d_wgmma = {
+    .name = "conv2d_wgmma",
+    .space_signature = WG_SPACE_SIG "; conv2d: nhwc implicit gemm, A gathered by cp.async into sw128 (zero fill), "
+                                    "arrive.noinc on full (129), no pingpong",
+    .applies = conv_applies,
+    .enumerate = conv_enumerate,
     .generate = wg_generate,
     .predict_us = wg_predict,
     .preferred = wg_preferred,

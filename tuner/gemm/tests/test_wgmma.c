@@ -1,10 +1,12 @@
-/* tuner/gemm/tests/test_wgmma.c - the Hopper template matmul_wgmma on the CPU (suite tuner_gemm).
+/* tuner/gemm/tests/test_wgmma.c - the Hopper templates matmul_wgmma and conv2d_wgmma on the CPU
+ * (suite tuner_gemm).
  *
- * The space exists on sm_90a only and only where TMA can address the operands; the cost model
- * ranks it above mma.sync for a large GEMM; every candidate of the space, for shapes that cover
- * both dtypes, every transpose, batches with a broadcast operand, edge tiles in M, N and K and a
- * fused epilogue, is generated, compiled by NVRTC for sm_90a and assembled by ptxas -arch=sm_90a,
- * and its PTX holds the instructions the template is built on.
+ * The spaces exist on sm_90a only and only where TMA can address the operands (for a
+ * convolution: NHWC, 16-byte channel chunks per group); the cost model ranks them above mma.sync
+ * for large problems; every candidate of the space (or every few), for shapes that cover both
+ * dtypes, every transpose, batches with a broadcast operand, groups, strides, edge tiles in M, N
+ * and K and fused epilogues, is generated, compiled by NVRTC for sm_90a and assembled by ptxas
+ * -arch=sm_90a, and its PTX holds the instructions the template is built on.
  *
  * With TWG_DUMP=<dir> nothing is checked: the programs of a few cases (TWG_CASES, a
  * comma-separated list of case names; default all) are written there as <tag>.cubin and
@@ -105,6 +107,79 @@ static void test_space(void)
     CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "prologue offered");
 }
 
+/* conv2d_wgmma: offered on sm_90a for NHWC convolutions with 8-channel groups, nowhere else. */
+static void test_conv_space(void)
+{
+    tuner_op op = t_conv_nhwc(TUNER_F16, 32, 56, 56, 64, 64, 3, 1, 1, 1);
+    size_t n = count(&op, &sm90a, "conv2d_wgmma");
+    printf("space sm_90a f16 conv 3x3 64->64 @56 N=32: conv2d_wgmma %zu\n", n);
+    CHECK(n >= 30 && n <= 300, "conv2d_wgmma space size %zu on sm_90a", n);
+    CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "matmul_wgmma offered for a conv");
+    op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
+    CHECK(count(&op, &sm90a, "conv2d_wgmma") == 0, "conv2d_wgmma offered for a matmul");
+    for (int sm = 80; sm <= 90; sm += 10) {
+        const tuner_target t = {.sm = sm};
+        op = t_conv_nhwc(TUNER_F16, 32, 56, 56, 64, 64, 3, 1, 1, 1);
+        CHECK(count(&op, &t, "conv2d_wgmma") == 0, "conv2d_wgmma offered on sm_%d", sm);
+    }
+    op = t_conv_nhwc(TUNER_BF16, 3, 13, 11, 32, 48, 3, 2, 1, 2); /* 16 channels per group */
+    CHECK(count(&op, &sm90a, "conv2d_wgmma") >= 30, "grouped conv (16 per group) not offered");
+    op = t_conv_nhwc(TUNER_F16, 2, 28, 28, 96, 96, 3, 1, 1, 96); /* depthwise: conv2d_direct's */
+    CHECK(count(&op, &sm90a, "conv2d_wgmma") == 0, "depthwise offered");
+    op = t_conv_nhwc(TUNER_F16, 1, 17, 17, 12, 16, 3, 1, 1, 1); /* 24-byte pixels */
+    CHECK(count(&op, &sm90a, "conv2d_wgmma") == 0, "C = 12 offered");
+    op = t_conv_nhwc(TUNER_F16, 2, 28, 28, 64, 64, 3, 1, 1, 1);
+    op.attrs.conv2d.nchw = true; /* the same conv as x [2,64,28,28], w [64,64,3,3] */
+    const int64_t x_nchw[4] = {2, 64, 28, 28}, w_nchw[4] = {64, 64, 3, 3};
+    memcpy(op.inputs[0].shape, x_nchw, sizeof(x_nchw));
+    memcpy(op.inputs[1].shape, w_nchw, sizeof(w_nchw));
+    memcpy(op.output.shape, x_nchw, sizeof(x_nchw));
+    CHECK(count(&op, &sm90a, "conv2d_wgmma") == 0 && count(&op, &sm90a, "conv2d_mma") > 0, "NCHW offered");
+}
+
+/* A convolution's default on sm_90a is conv2d_wgmma (conv2d_mma on sm_90), with block_n no
+ * wider than the output channels, and so is the model's choice for the 3x3 layers (a 1x1 layer
+ * is DRAM-bound: both templates predict the same floor). */
+static void test_conv_default(void)
+{
+    static const long long layers[][5] = {
+        /* c, k, hw, r, block_n wanted */
+        {64, 64, 56, 3, 64}, {128, 128, 28, 3, 128}, {256, 256, 14, 3, 128}, {512, 512, 7, 3, 128}, {256, 64, 56, 1, 64},
+    };
+    for (size_t k = 0; k < sizeof(layers) / sizeof(layers[0]); k++) {
+        tuner_op op = t_conv_nhwc(TUNER_F16, 32, layers[k][2], layers[k][2], layers[k][0], layers[k][1],
+                                  (int)layers[k][3], 1, (int)layers[k][3] / 2, 1);
+        for (int a = 0; a < 2; a++) {
+            const tuner_target t = {.sm = 90, .arch_specific = a == 0};
+            tuner_space *sp = NULL;
+            CHECK(tuner_space_build(&op, &t, &sp, NULL) == 0, "space");
+            if (!sp)
+                continue;
+            const tuner_schedule *d = &sp->items[tuner_default_index(&op, &t, sp)];
+            if (a == 1) {
+                CHECK(!strcmp(d->template_name, "conv2d_mma"), "sm_90 conv default %s", d->template_name);
+            } else {
+                CHECK(!strcmp(d->template_name, "conv2d_wgmma") &&
+                          tuner_schedule_param(d, "block_n", 0) == layers[k][4],
+                      "conv %lld->%lld @%lld: default %s block_n %d", layers[k][0], layers[k][1], layers[k][2],
+                      d->template_name, tuner_schedule_param(d, "block_n", 0));
+                size_t *order = calloc(sp->n, sizeof(*order));
+                double *us = calloc(sp->n, sizeof(*us));
+                if (order && us && layers[k][3] == 3) {
+                    tuner_rank(&op, &t, sp, order, us);
+                    const char *best = sp->items[order[0]].template_name;
+                    printf("conv %lld->%lld @%lld: model best %s %.1f us\n", layers[k][0], layers[k][1],
+                           layers[k][2], best, us[order[0]]);
+                    CHECK(!strcmp(best, "conv2d_wgmma"), "conv model best %s", best);
+                }
+                free(order);
+                free(us);
+            }
+            tuner_space_free(sp);
+        }
+    }
+}
+
 /* tune:"none" on sm_90a is the wgmma template, by shape; sm_90 keeps mma.sync. */
 static void test_default(void)
 {
@@ -176,7 +251,7 @@ typedef struct wcase {
     tuner_op op;
 } wcase;
 
-static wcase cases[16];
+static wcase cases[24];
 static int n_cases;
 
 static void add_case(const char *name, tuner_op op)
@@ -198,6 +273,13 @@ static void make_cases(void)
     add_case("bf16_tt_b3_200x136x264", mm(TUNER_BF16, 3, 3, 200, 136, 264, true, true));
     add_case("f16_nt_333x517x72", mm(TUNER_F16, 0, 0, 333, 517, 72, false, true));
     add_case("bf16_tn_b3_96x80x72", mm(TUNER_BF16, 3, 0, 96, 80, 72, true, false));
+    /* Convolutions: groups (3-D weight and output maps) with a fused bias and relu, stride 2;
+     * a K of 648 whose k tiles cross window positions, odd M, N = 40. */
+    op = t_conv_nhwc(TUNER_F16, 3, 13, 11, 32, 48, 3, 2, 1, 2);
+    long long cbias[1] = {48};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, cbias, TUNER_EW_RELU);
+    add_case("f16_conv_g2_s2_biasrelu", op);
+    add_case("bf16_conv_2x9x7x72_k40", t_conv_nhwc(TUNER_BF16, 2, 9, 7, 72, 40, 3, 1, 1, 1));
     op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
     add_case("f16_nn_4096", op);
     op = mm(TUNER_BF16, 0, 0, 4096, 4096, 4096, false, false);
@@ -213,12 +295,13 @@ static void make_cases(void)
 }
 
 /* Candidates compiled by the test: every one for the fused case (all staged variants) and the
- * odd-N one, every second for the transposed batch, every fourth for the fourth layout, none for
- * the large shapes (the dump's). About 6 minutes on two busy cores. */
+ * odd-N one, every second for the transposed batch, every fourth for the fourth layout, every
+ * sixth of the two convolutions, none for the large shapes (the dump's). About 7 minutes on two
+ * busy cores. */
 static int compile_stride(int i)
 {
-    static const int stride[] = {1, 2, 1, 4};
-    return i < 4 ? stride[i] : 0;
+    static const int stride[] = {1, 2, 1, 4, 6, 6};
+    return i < 6 ? stride[i] : 0;
 }
 
 typedef struct job {
@@ -256,7 +339,12 @@ static void check_one(const job *j)
             snprintf(entry, sizeof(entry), ".entry %s(", pr->kernels[k].name);
             CHECK(strstr(b->ptx, entry) != NULL, "%s: no entry %s", tag, pr->kernels[k].name);
         }
-        /* The instructions the template is built on. */
+        /* The instructions the template is built on (a convolution gathers A with cp.async
+         * completing on the stage's mbarrier, and builds no A map). */
+        if (wc->op.kind == TUNER_OP_CONV2D)
+            CHECK(strstr(b->ptx, "cp.async.cg.shared.global") && strstr(b->ptx, "cp.async.mbarrier.arrive.noinc") &&
+                      strstr(b->ptx, "fence.proxy.async.shared::cta"),
+                  "%s: PTX lacks the im2col gather", tag);
         static const char *const want[] = {"wgmma.mma_async.sync.aligned.m64n", "wgmma.fence", "wgmma.commit_group",
                                            "wgmma.wait_group", "cp.async.bulk.tensor", "mbarrier.try_wait.parity",
                                            "mbarrier.arrive.expect_tx", "tensormap.replace",
@@ -312,7 +400,7 @@ static void queue_space(int c, int stride)
     free(err);
     size_t before = n_jobs, seen = 0;
     for (size_t i = 0; sp && i < sp->n; i++) {
-        if (strcmp(sp->items[i].template_name, "matmul_wgmma") != 0 || seen++ % (size_t)stride)
+        if (!strstr(sp->items[i].template_name, "_wgmma") || seen++ % (size_t)stride)
             continue;
         job *nj = realloc(jobs, (n_jobs + 1) * sizeof(*jobs));
         if (!nj)
@@ -395,7 +483,7 @@ static int dump(const char *dir)
             continue;
         int k = 0;
         for (size_t i = 0; i < sp->n; i++) {
-            if (strcmp(sp->items[i].template_name, "matmul_wgmma") != 0)
+            if (!strstr(sp->items[i].template_name, "_wgmma"))
                 continue;
             if (k > 0 && !getenv("TWG_ALL"))
                 break;
@@ -420,6 +508,8 @@ int main(void)
     if (dir)
         return dump(dir);
     test_space();
+    test_conv_space();
+    test_conv_default();
     test_default();
     test_rank();
     for (int c = 0; c < n_cases; c++)
