@@ -25,6 +25,11 @@
  *    each consumer its own tiles, ring and producer thread, so that one's epilogue overlaps the
  *    other's wgmma. With two consumers the producer gives registers back (setmaxnreg.dec) and
  *    the consumers take them (setmaxnreg.inc).
+ *    With `cluster` 2 the grid is pairs of CTAs (__cluster_dims__) working on neighbouring M
+ *    tiles of one N tile: each producer loads its own A tile and half of the B tile, multicast
+ *    to both CTAs (one L2 read of B per pair); each consumer warp releases a stage to both
+ *    producers (a remote mbarrier arrive), and the pair meets at cluster barriers after
+ *    initialising its mbarriers and before exiting.
  *
  * Layouts: a K-major operand (A without trans_a, B with trans_b) is one box of 64 k x rows, each
  * row 128 bytes, 8-row groups 1024 bytes apart (descriptor SBO); an MN-major operand (A with
@@ -68,6 +73,7 @@ typedef struct wg_cfg {
     int threads;
     int a_bytes, b_bytes, stage_bytes;
     bool stage_out;  /* epilogue through shared memory and TMA stores */
+    int cluster;     /* 2: CTA pairs on neighbouring M tiles share each B tile (TMA multicast) */
     int out_bytes;   /* the staged output tile */
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
@@ -120,6 +126,9 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     if (so != 0 && so != 1)
         return -EINVAL;
     c->stage_out = so == 1;
+    c->cluster = tuner_schedule_param(s, "cluster", 1);
+    if (c->cluster != 1 && c->cluster != 2)
+        return -EINVAL;
     c->rings = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
         return -EINVAL;
@@ -149,8 +158,16 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* Staging needs 16-byte output rows (TMA strides) and one consumer tile per block. */
     if (c->stage_out && (!p->out_chunk || c->pingpong))
         return false;
+    /* A pair multicasts half of the B tile each: whole 64-column boxes (MN-major) or halves of
+     * 64 rows or more (K-major); one ring per CTA. */
+    if (c->cluster == 2 && (c->pingpong || c->bn % 128))
+        return false;
     /* A convolution's gathering producer warpgroup fills one ring. */
     if (wg_gathers_a(p) && c->pingpong)
+        return false;
+    /* The gather keeps a pixel index and a window mask per row in registers: at most 8 rows
+     * per producer thread (block_m 128), at most 32 window positions. */
+    if (wg_gathers_a(p) && (c->bm > 128 || p->cr * p->cs > 32))
         return false;
     /* Dynamic ring (+ staged tile) + static barriers. */
     if (c->smem + 16 * c->rings * c->stages > a->max_smem_per_block)
@@ -192,6 +209,22 @@ static const char wg_helpers[] =
     "HD_INLINE void wg_tma_st3(const void *map, int c0, int c1, int c2, hd_u32 src) { asm volatile("
     "\"cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\" "
     ":: \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(src) : \"memory\"); }\n"
+    /* The same, multicast: the box lands at this offset in every CTA of ctaMask, completing
+     * bytes on each one's mbarrier at the barrier's offset. */
+    "HD_INLINE void wg_tma2_mc(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar, unsigned short mask) { asm "
+    "volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+    "[%1, {%2, %3}], [%4], %5;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(bar), \"h\"(mask) : "
+    "\"memory\"); }\n"
+    "HD_INLINE void wg_tma3_mc(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar, unsigned short mask) { "
+    "asm volatile(\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+    "[%0], [%1, {%2, %3, %4}], [%5], %6;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), "
+    "\"r\"(bar), \"h\"(mask) : \"memory\"); }\n"
+    /* Arrive on the mbarrier at the same offset in CTA `peer` of the cluster. Default (CTA)
+     * release semantics: the consumers only read the stage, and their wgmma reads are complete
+     * (wait_group) before they arrive. .release.cluster would put a MEMBAR.ALL.GPU before every
+     * arrive: measured on an H100, 4096x768x3072 took 98.8 us with it, 43.9 without. */
+    "HD_INLINE void wg_arrive_peer(hd_u32 a, unsigned peer) { asm volatile(\"{ .reg .b32 ra; mapa.shared::cluster.u32 "
+    "ra, %0, %1; mbarrier.arrive.shared::cluster.b64 _, [ra]; }\" :: \"r\"(a), \"r\"(peer) : \"memory\"); }\n"
     "HD_INLINE void wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
     "HD_INLINE void wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
     "template <int N> HD_INLINE void wg_wait_group() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: "
@@ -247,8 +280,9 @@ static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const w
     const bool out = which == 2;
     const bool batched = wg_map_batched(p, which);
     const long long mn = which == 0 ? p->M : p->N;
-    const int rows = which == 0 ? c->bm : c->bn;
     const bool kmaj = out ? false : p->kmajor[which];
+    /* With a cluster pair each CTA loads half of a K-major B tile's rows. */
+    const int rows = which == 0 ? c->bm : kmaj && c->cluster == 2 ? c->bn / 2 : c->bn;
     const int esz = tuner_dtype_size(out ? p->out_dt : p->dt);
     const long long d0 = out ? p->N : kmaj ? p->K : mn, d1 = out ? p->M : kmaj ? mn : p->K;
     const int box0 = out ? out_box_cols(p) : 64, box1 = out ? c->bm : kmaj ? rows : 64;
@@ -297,10 +331,14 @@ static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const w
                     R, tm);
 }
 
-static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int threads, int min_blocks)
+static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int threads, int min_blocks,
+                           int cluster)
 {
     const tuner_op *op = p->op;
-    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", threads, min_blocks, name);
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d, %d) ", threads, min_blocks);
+    if (cluster > 1)
+        tuner_sb_printf(sb, "__cluster_dims__(%d, 1, 1) ", cluster);
+    tuner_sb_printf(sb, "%s(", name);
     for (int i = 0; i < op->n_inputs; i++)
         tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
     tuner_sb_printf(sb, "%s *__restrict__ out, float *__restrict__ ws)\n{\n", tuner__ctype(p->out_dt));
@@ -309,7 +347,7 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const cha
 /* The descriptor-building kernel: one warp; thread 0 fills both maps, the warp copies them out. */
 static void emit_tmap_kernel(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *name)
 {
-    emit_signature(sb, p, name, 32, 1);
+    emit_signature(sb, p, name, 32, 1, 1);
     tuner_sb_puts(sb, "__shared__ alignas(128) hd_u32 wg_tm[96];\n"
                       "wg_tm[threadIdx.x] = 0u;\nwg_tm[threadIdx.x + 32] = 0u;\nwg_tm[threadIdx.x + 64] = 0u;\n"
                       "__syncwarp();\n"
@@ -334,19 +372,43 @@ static void emit_tmap_kernel(tuner_sb *sb, const tuner__gemm_problem *p, const w
 
 /* Emits `gm_b, gm_tm, gm_tn` for tile index `t`: batch-major, then grouped raster order over
  * the batch entry's tiles. */
-static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group)
+static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group, const char *tm)
 {
     const long long per = tiles_m * tiles_n;
     tuner_sb_printf(sb, "const int gm_b = (int)(t / %lld), gm_r = (int)(t %% %lld);\n", per, per);
     if (group <= 1 || tiles_m <= 1) {
-        tuner_sb_printf(sb, "const int gm_tm = gm_r / %lld, gm_tn = gm_r %% %lld;\n", tiles_n, tiles_n);
+        tuner_sb_printf(sb, "const int %s = gm_r / %lld, gm_tn = gm_r %% %lld;\n", tm, tiles_n, tiles_n);
         return;
     }
     tuner_sb_printf(sb,
                     "const int gm_width = %d * %lld, gm_first = (gm_r / gm_width) * %d;\n"
                     "const int gm_gsz = min(%lld - gm_first, %d);\n"
-                    "const int gm_tm = gm_first + (gm_r %% gm_width) %% gm_gsz, gm_tn = (gm_r %% gm_width) / gm_gsz;\n",
-                    group, tiles_n, group, tiles_m, group);
+                    "const int %s = gm_first + (gm_r %% gm_width) %% gm_gsz, gm_tn = (gm_r %% gm_width) / gm_gsz;\n",
+                    group, tiles_n, group, tiles_m, group, tm);
+}
+
+/* Opens the loop over a producer's or consumer's work (per_ring: one loop per pingpong ring,
+ * indexed by wg_r) and declares the tile's gm_b, gm_tm, gm_tn. A cluster pair walks pairs of
+ * M tiles, its CTAs taking one each (an odd last pair's second tile lies past M: its loads read
+ * zeros and its stores are clipped or skipped). */
+static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
+                           long long tiles_n, bool per_ring)
+{
+    if (c->cluster == 2) {
+        const long long pairs_m = cdiv(tiles_m, 2);
+        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
+                        p->batch * pairs_m * tiles_n);
+        emit_tile_coords(sb, pairs_m, tiles_n, c->group, "gm_tp");
+        tuner_sb_puts(sb, "const int gm_tm = 2 * gm_tp + (int)wg_rank;\n");
+        return;
+    }
+    const long long tiles = p->batch * tiles_m * tiles_n;
+    if (per_ring)
+        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
+                        c->rings, tiles, c->rings);
+    else
+        tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n", tiles);
+    emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm");
 }
 
 static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
@@ -358,6 +420,21 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
     const int off = which == 0 ? 0 : c->a_bytes;
     char bc[16];
     snprintf(bc, sizeof(bc), "%s", batched ? ", gm_b" : "");
+    if (which == 1 && c->cluster == 2) {
+        /* This CTA's half of the B tile, to both CTAs of the pair. */
+        if (p->kmajor[1]) {
+            tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, gm_tn * %d + (int)wg_rank * %d%s, "
+                                "wg_full, (unsigned short)3);\n",
+                            batched ? 3 : 2, off, rows / 2 * 128, map, WG_BK, rows, rows / 2, bc);
+        } else {
+            const int hb = rows / 128; /* 64-column boxes per CTA */
+            for (int j = 0; j < hb; j++)
+                tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + (wg_rank * %d + %d) * 8192, %s, gm_tn * %d + ((int)wg_rank * %d "
+                                    "+ %d) * 64, kt * %d%s, wg_full, (unsigned short)3);\n",
+                                batched ? 3 : 2, off, hb, j, map, rows, hb, j, WG_BK, bc);
+        }
+        return;
+    }
     if (p->kmajor[which]) {
         tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map, WG_BK,
                         mn0, rows, bc);
@@ -373,7 +450,6 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
                               long long tiles_n, long long ktiles)
 {
     const int S = c->stages, R = c->rings;
-    const long long tiles = p->batch * tiles_m * tiles_n;
     tuner_sb_printf(sb,
                     "if ((threadIdx.x & 31) == 0 && (threadIdx.x >> 5) < %d) {\n"
                     "const int wg_r = threadIdx.x >> 5;\n"
@@ -381,10 +457,9 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
                     /* The maps were written through the tensormap proxy by the previous launch. */
                     "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
                     "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
-                    "int wg_s = 0, wg_ph = 0;\n"
-                    "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
-                    R, 16 * S, S * c->stage_bytes, R, tiles, R);
-    emit_tile_coords(sb, tiles_m, tiles_n, c->group);
+                    "int wg_s = 0, wg_ph = 0;\n",
+                    R, 16 * S, S * c->stage_bytes);
+    emit_unit_loop(sb, p, c, tiles_m, tiles_n, true);
     tuner_sb_printf(sb,
                     "for (int kt = 0; kt < %lld; kt++) {\n"
                     "wg_wait(wg_bars_r + 8 * (%d + wg_s), wg_ph ^ 1);\n"
@@ -401,23 +476,44 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
  * all 128 threads gather the A tile (im2col rows of the NHWC input) with 16-byte cp.async,
  * zero-filling padding and edges, into the same 128-byte swizzle TMA would write. Eight threads
  * cover one 128-byte k row (one coalesced read of 8 consecutive channel chunks); each thread
- * handles rows r0, r0 + 16, ... The k chunk's (r, s, c) depends only on the thread and the k
- * tile, so it is computed once per stage. Each thread's copies arrive on the stage's `full`
- * barrier when they land (cp.async.mbarrier.arrive.noinc: the barrier counts 128 such arrivals
- * beside thread 0's expect_tx). */
+ * handles rows r0, r0 + 16, ..., so its chunks' swizzled column (j ^ row % 8) is fixed.
+ *
+ * With few output channels the producer's instructions, not memory, bound the kernel (on an H100
+ * a 3x3 64->64 layer issued ~240 producer instructions per thread and k tile, one every ~4 cycles:
+ * bench/results/2026-11-24-h100-conv-wgmma). So at each new tile a thread computes, for each of
+ * its rows, the input pixel index of the window's corner and a mask of the window positions (r,
+ * s) that fall inside the image (none past M), kept in registers; per k tile it derives its
+ * chunk's channel, window position and pixel offset once, and per row tests one mask bit and
+ * forms one address. Each thread's copies arrive on the stage's `full` barrier when they land
+ * (cp.async.mbarrier.arrive.noinc: the barrier counts 128 such arrivals beside thread 0's
+ * expect_tx). */
 static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                                long long tiles_n, long long ktiles)
 {
-    const int S = c->stages;
-    const long long tiles = p->batch * tiles_m * tiles_n;
+    const int S = c->stages, nr = c->bm / 16;
     tuner_sb_printf(sb,
                     "const int wg_pt = threadIdx.x, wg_j = wg_pt & 7, wg_r0 = wg_pt >> 3;\n"
+                    "const hd_u32 wg_jx = (hd_u32)((wg_j ^ (wg_r0 & 7)) << 4) + (hd_u32)wg_r0 * 128u;\n"
+                    "int wg_pix[%d];\nunsigned wg_msk[%d];\n"
                     "if (wg_pt == 0) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: "
                     "\"l\"(wg_map_b) : \"memory\");\n"
-                    "int wg_s = 0, wg_ph = 0;\n"
-                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
-                    tiles);
-    emit_tile_coords(sb, tiles_m, tiles_n, c->group);
+                    "int wg_s = 0, wg_ph = 0;\n",
+                    nr, nr);
+    emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n"
+                    "const int wg_m = gm_tm * %d + wg_r0 + 16 * i;\n"
+                    "const int wg_n = wg_m / %lld, wg_pq = wg_m %% %lld;\n"
+                    "const int wg_h0 = (wg_pq / %lld) * %d - %d, wg_w0 = (wg_pq %% %lld) * %d - %d;\n"
+                    "wg_pix[i] = (wg_n * %lld + wg_h0) * %lld + wg_w0;\n"
+                    "unsigned wg_mk = 0u;\n"
+                    "#pragma unroll\nfor (int r = 0; r < %lld; r++)\n#pragma unroll\nfor (int s = 0; s < %lld; s++)\n"
+                    "wg_mk |= (unsigned)((unsigned)(wg_h0 + r * %d) < %lldu && (unsigned)(wg_w0 + s * %d) < %lldu) "
+                    "<< (r * %lld + s);\n"
+                    "wg_msk[i] = wg_m < %lld ? wg_mk : 0u;\n"
+                    "}\n",
+                    nr, c->bm, p->cp * p->cq, p->cp * p->cq, p->cq, p->sh, p->ph, p->cq, p->sw, p->pw, p->ch, p->cw,
+                    p->cr, p->cs, p->dh, p->ch, p->dw, p->cw, p->cs, p->M);
     tuner_sb_printf(sb,
                     "for (int kt = 0; kt < %lld; kt++) {\n"
                     "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph ^ 1);\n"
@@ -431,24 +527,28 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "}\n"
                     "const int wg_k = kt * %d + wg_j * 8;\n"
                     "const int wg_ch = wg_k %% %lld, wg_rs = wg_k / %lld;\n"
-                    "const int wg_dh = (wg_rs / %lld) * %d - %d, wg_dw = (wg_rs %% %lld) * %d - %d;\n"
-                    "const bool wg_kok = wg_k < %lld;\n"
+                    "const int wg_kp = (wg_rs / %lld) * %lld + (wg_rs %% %lld) * %d;\n"
+                    /* Past K no window position is valid (and rs may exceed 31). */
+                    "const unsigned wg_bit = wg_k < %lld ? 1u << wg_rs : 0u;\n"
                     "const %s *wg_src = in0 + gm_b * %lld + wg_ch;\n"
-                    "#pragma unroll 4\nfor (int i = 0; i < %d; i++) {\n"
-                    "const int wg_row = wg_r0 + 16 * i, wg_m = gm_tm * %d + wg_row;\n"
-                    "const int wg_n = wg_m / %lld, wg_pq = wg_m %% %lld;\n"
-                    "const int wg_h = (wg_pq / %lld) * %d + wg_dh, wg_w = (wg_pq %% %lld) * %d + wg_dw;\n"
-                    "const bool wg_ok = wg_kok && wg_m < %lld && (unsigned)wg_h < %lldu && (unsigned)wg_w < %lldu;\n"
-                    "const long long wg_off = ((long long)(wg_n * %lld + wg_h) * %lld + wg_w) * %lld;\n"
-                    "gm_cp16(wg_st + wg_row * 128 + ((wg_j ^ (wg_row & 7)) << 4), wg_ok ? wg_src + wg_off : in0, "
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n"
+                    "const bool wg_ok = (wg_msk[i] & wg_bit) != 0u;\n"
+                    "gm_cp16(wg_st + wg_jx + i * 2048, wg_ok ? wg_src + (long long)(wg_pix[i] + wg_kp) * %lld : in0, "
                     "wg_ok ? 16 : 0);\n"
                     "}\n"
                     "asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%%0];\" :: \"r\"(wg_full) : "
                     "\"memory\");\n"
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n",
-                    WG_BK, p->cgc, p->cgc, p->cs, p->dh, p->ph, p->cs, p->dw, p->pw, p->K,
-                    tuner__ctype(p->dt), p->cgc, c->bm / 16, c->bm, p->cp * p->cq, p->cp * p->cq, p->cq, p->sh,
-                    p->cq, p->sw, p->M, p->ch, p->cw, p->ch, p->cw, p->cc, S);
+                    WG_BK, p->cgc, p->cgc, p->cs, (long long)p->dh * p->cw, p->cs, p->dw, p->K, tuner__ctype(p->dt),
+                    p->cgc, nr, p->cc, S);
+}
+
+/* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
+ * the rest of the 64K): a TMA producer needs few; a gathering one keeps 16 row values and
+ * spills below 72 (ptxas -v, 3x3 convolutions with every block_n). */
+static int wg_producer_regs(const tuner__gemm_problem *p)
+{
+    return wg_gathers_a(p) ? 72 : 40;
 }
 
 static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
@@ -467,7 +567,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
     const int R = c.rings;
     const long long units = cdiv(tiles, R);
-    const int grid = (int)(units < a->sm_count ? units : a->sm_count);
+    int grid = (int)(units < a->sm_count ? units : a->sm_count);
+    if (c.cluster == 2) { /* pairs of CTAs, one pair per pair of M tiles */
+        const long long pairs = p->batch * cdiv(tiles_m, 2) * tiles_n;
+        grid = 2 * (int)(pairs < a->sm_count / 2 ? pairs : a->sm_count / 2);
+    }
     char name[56], tname[64]; /* tuner_launch.name holds 64 */
     tuner__gemm_kernel_name(name, sizeof(name), p->conv ? "conv2d_wgmma" : "matmul_wgmma", s);
     snprintf(tname, sizeof(tname), "%s_tmap", name);
@@ -479,7 +583,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     emit_mma_fn(&sb, p, c.bn);
     emit_tmap_kernel(&sb, p, &c, tname);
 
-    emit_signature(&sb, p, name, c.threads, 1);
+    emit_signature(&sb, p, name, c.threads, 1, c.cluster);
     const int S = c.stages;
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
@@ -495,13 +599,20 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "for (int s = 0; s < %d; s++) { const int r = s / %d, q = s %% %d; "
                     "wg_bar_init(wg_bar0 + 8 * (2 * %d * r + q), %d); wg_bar_init(wg_bar0 + 8 * (2 * %d * r + %d + q), %d); }\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
-                    "}\n__syncthreads();\n",
+                    "}\n%s",
                     2 * S * R, R * S * c.stage_bytes, S * R, S, S, S, wg_gathers_a(p) ? 1 + 128 : 1, S, S,
-                    c.pingpong ? 4 : 4 * c.consumers);
+                    (c.pingpong ? 4 : 4 * c.consumers) * c.cluster,
+                    /* A pair's barriers are initialised before either CTA multicasts into the
+                     * other or arrives on its barriers. */
+                    c.cluster == 2 ? "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
+                                     "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");\n"
+                                     "unsigned wg_rank;\nasm(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(wg_rank));\n"
+                                   : "__syncthreads();\n");
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
     if (c.consumers == 2)
-        tuner_sb_puts(&sb, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\" ::: \"memory\");\n");
+        tuner_sb_printf(&sb, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");\n",
+                        wg_producer_regs(p));
     if (wg_gathers_a(p))
         emit_conv_producer(&sb, p, &c, tiles_m, tiles_n, ktiles);
     else
@@ -509,7 +620,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Consumers. */
     tuner_sb_puts(&sb, "} else {\n");
     if (c.consumers == 2)
-        tuner_sb_puts(&sb, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\" ::: \"memory\");\n");
+        tuner_sb_printf(&sb, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\" ::: \"memory\");\n",
+                        (65536 / 128 - wg_producer_regs(p)) / 2 / 8 * 8);
     const int nacc = c.bn / 2;
     /* Descriptor strides: K-major rows are 128 bytes (SBO 1 KiB per 8 rows; LBO unused with the
      * 128-byte swizzle); MN-major boxes are 64 columns, 8 KiB apart (LBO), 8-row k groups 1 KiB
@@ -526,11 +638,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const int wg_r = %s, wg_row0 = %s * %d;\n"
                     "const hd_u32 wg_bars_r = wg_bar0 + wg_r * %d, wg_ring_r = wg_ring + wg_r * %d;\n"
                     "float acc[%d][%d];\n"
-                    "int wg_s = 0, wg_ph = 0;\n"
-                    "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
-                    c.stage_out ? 1 : 0, c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg, 16 * S, S * c.stage_bytes, c.mi, nacc,
-                    R, tiles, R);
-    emit_tile_coords(&sb, tiles_m, tiles_n, c.group);
+                    "int wg_s = 0, wg_ph = 0;\n",
+                    c.stage_out ? 1 : 0, c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg, 16 * S,
+                    S * c.stage_bytes, c.mi, nacc);
+    emit_unit_loop(&sb, p, &c, tiles_m, tiles_n, true);
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
@@ -546,6 +657,14 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                      * through the async one. */
                     wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
                     c.stage_bytes, c.a_bytes, WG_BK / 16, b_k16, b_lbo, c.mi);
+    /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
+     * multicasts its half of B into this CTA's stage too. */
+    const char *peer_release = "";
+    char peer_buf[96];
+    if (c.cluster == 2) {
+        snprintf(peer_buf, sizeof(peer_buf), " wg_arrive_peer(wg_bars_r + 8 * (%d + wg_prev), wg_rank ^ 1u);", S);
+        peer_release = peer_buf;
+    }
     /* The m64 slice: rows wg_row0 + i * 64; K-major rows are 128 bytes, MN-major slices are
      * whole 64-column boxes of 8 KiB. */
     tuner_sb_puts(&sb, "const hd_u32 wg_ao = (wg_row0 + i * 64) * 128;\n");
@@ -556,13 +675,13 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     /* One k-tile of wgmma stays in flight; the one before it is done reading its
                      * stage, which goes back to the producer (one arrive per consumer warp). */
                     "wg_wait_group<1>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bars_r + 8 * (%d + wg_prev));\n"
+                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bars_r + 8 * (%d + wg_prev));%s }\n"
                     "wg_prev = wg_s;\n"
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
                     "}\n"
                     "wg_wait_group<0>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) wg_arrive(wg_bars_r + 8 * (%d + wg_prev));\n",
-                    a_k16, a_lbo, S, S, S);
+                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bars_r + 8 * (%d + wg_prev));%s }\n",
+                    a_k16, a_lbo, S, peer_release, S, S, peer_release);
     /* Epilogue: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
      * 8j + 2*(lane%4) + e of the consumer's slice. */
     const int cthreads = 128 * c.consumers;
@@ -610,7 +729,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n"
                            /* Stores still in flight complete before the block exits. */
                            "if (threadIdx.x == 128) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n"
-                           "}\n}\n");
+                           "}\n");
     } else if (p->out_vec == 2) {
         const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
         tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
@@ -620,7 +739,13 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
     }
     if (!c.stage_out)
-        tuner_sb_puts(&sb, "}\n}\n}\n}\n");
+        tuner_sb_puts(&sb, "}\n}\n}\n");
+    /* Neither CTA of a pair leaves while the other may still multicast into it or arrive on
+     * its barriers. */
+    if (c.cluster == 2)
+        tuner_sb_puts(&sb, "asm volatile(\"barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;\" "
+                           "::: \"memory\");\n");
+    tuner_sb_puts(&sb, "}\n");
 
     char *src = tuner_sb_take(&sb);
     if (!src)
@@ -652,7 +777,8 @@ static const int wg_tiles[][4] = {
     "wgmma v1: tma sw128 bk64, tmap built on device (tensormap.replace) in ws[0:256]; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "128x128,64x256,64x192,64x128,128x64} stages{3..6; pingpong 2..6} swz{1,8}; persistent grid "              \
-    "min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue"
+    "min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; cluster{1,2 (swz 8, block_n 128/256, B "  \
+    "multicast)}"
 
 static bool wg_applies(const tuner_op *op, const tuner_target *t)
 {
@@ -701,12 +827,17 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
                     tuner__gemm_param(&s, "swizzle", g);
                     tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
                     tuner__gemm_param(&s, "stage_out", so);
-                    wg_cfg c;
-                    if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
-                        continue;
-                    int rc = tuner__gemm_push(items, n, &s);
-                    if (rc < 0)
-                        return rc;
+                    /* CTA pairs sharing B tiles (TMA multicast), with grouped raster. */
+                    for (int cl = 1; cl <= (g == 8 ? 2 : 1); cl++) {
+                        tuner_schedule v = s;
+                        tuner__gemm_param(&v, "cluster", cl);
+                        wg_cfg c;
+                        if (cfg_from(&p, &v, &c) < 0 || !cfg_valid(&p, a, &c))
+                            continue;
+                        int rc = tuner__gemm_push(items, n, &v);
+                        if (rc < 0)
+                            return rc;
+                    }
                 }
     return 0;
 }
@@ -724,6 +855,23 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     if (!a || !a->has_wgmma || tuner__gemm_problem_init(op, &p, NULL) < 0 || !wg_supported(&p))
         return -ENOENT;
     const bool staged = p.out_chunk != 0;
+    if (wg_gathers_a(&p)) {
+        /* Gathering convolutions (H100, bench/results/2026-11-24-h100-conv-wgmma): one consumer
+         * and a 6-deep ring beat two consumers on every ResNet-50 3x3 layer; 128x64 tiles for 64
+         * output channels (31.6 us at 56x56), 64x128 for 128 and 512 (22.9 us at 28x28, 24.2 at
+         * 7x7), 64x256 where those tiles fill most SMs (21.4 us for 256 at 14x14). */
+        const bool wide = p.N >= 256 && 10 * p.batch * cdiv(p.M, 64) * cdiv(p.N, 256) >= 7LL * a->sm_count;
+        const int bn = p.N <= 64 ? 64 : wide ? 256 : 128;
+        tuner__gemm_param(ret, "block_m", bn == 64 ? 128 : 64);
+        tuner__gemm_param(ret, "block_n", bn);
+        tuner__gemm_param(ret, "stages", bn == 256 ? 4 : 6);
+        tuner__gemm_param(ret, "consumers", 1);
+        tuner__gemm_param(ret, "swizzle", 8);
+        tuner__gemm_param(ret, "pingpong", 0);
+        tuner__gemm_param(ret, "stage_out", staged);
+        tuner__gemm_param(ret, "cluster", 1);
+        return 0;
+    }
     const bool wide = p.batch * cdiv(p.M, 128) * cdiv(p.N, 256) >= a->sm_count && p.K > 1024;
     const bool square = p.batch * cdiv(p.M, 128) * cdiv(p.N, 128) >= a->sm_count;
     /* A convolution's N (output channels per group) is often 64 or 128: no wider tile than it. */
@@ -735,6 +883,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__gemm_param(ret, "swizzle", 8);
     tuner__gemm_param(ret, "pingpong", 0);
     tuner__gemm_param(ret, "stage_out", staged);
+    tuner__gemm_param(ret, "cluster", 1);
     return 0;
 }
 
@@ -777,7 +926,9 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double rate_sm = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count;
     double eff = 0.82;
     eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : 0.80;
-    eff *= c.consumers == 2 ? 1.0 : 0.85;
+    /* (A gathering convolution's single consumer is fed no worse: the gather, not the issue
+     * gaps, sets its pace.) */
+    eff *= c.consumers == 2 || wg_gathers_a(&p) ? 1.0 : 0.85;
     /* Measured on an H100: two 128x128 pingpong tiles feed the tensor cores worse than one
      * cooperative 128x256 tile (4096^3 237 against 211 us; more operand bytes per FLOP). */
     eff *= c.pingpong ? 0.88 : 1.0;
@@ -785,6 +936,10 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
      * per thread and stage where TMA needs one instruction. */
     eff *= wg_gathers_a(&p) ? 0.92 : 1.0;
+    /* A pair advances at the pace of its slower CTA (each stage waits for both consumers):
+     * measured on an H100 at 0.92-1.01 of the same tile unpaired, so it pays only where
+     * halving the B panel traffic matters. */
+    eff *= c.cluster == 2 ? 0.96 : 1.0;
     /* The epilogue is overlapped with the next tile's loads but not with this warpgroup's own
      * wgmma (relatively more exposed with a short K loop), unless the other consumer computes
      * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time (H100:
@@ -796,7 +951,8 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
     const double t_compute = per_sm * t_tile;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
-    const double panel = (double)tiles * (c.bm + c.bn) * (double)kp * esz;
+    /* A pair reads each B tile once for two M tiles. */
+    const double panel = (double)tiles * (c.bm + (double)c.bn / c.cluster) * (double)kp * esz;
     double t_l2 = panel / l2_bw;
     if (c.group > 1)
         t_l2 *= 0.9;
@@ -825,7 +981,8 @@ const tuner_template tuner__gemm_matmul_wgmma = {
 const tuner_template tuner__gemm_conv2d_wgmma = {
     .name = "conv2d_wgmma",
     .space_signature = WG_SPACE_SIG "; conv2d: nhwc implicit gemm, A gathered by cp.async into sw128 (zero fill), "
-                                    "arrive.noinc on full (129), no pingpong",
+                                    "arrive.noinc on full (129), rows' pixel and window mask in registers (block_m <= 128, R*S <= 32), "
+                                    "producer 72 regs, no pingpong; dense 1x1 by TMA",
     .applies = conv_applies,
     .enumerate = conv_enumerate,
     .generate = wg_generate,

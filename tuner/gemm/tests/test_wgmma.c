@@ -144,7 +144,7 @@ static void test_conv_default(void)
 {
     static const long long layers[][5] = {
         /* c, k, hw, r, block_n wanted */
-        {64, 64, 56, 3, 64}, {128, 128, 28, 3, 128}, {256, 256, 14, 3, 128}, {512, 512, 7, 3, 128}, {256, 64, 56, 1, 64},
+        {64, 64, 56, 3, 64}, {128, 128, 28, 3, 128}, {256, 256, 14, 3, 256}, {512, 512, 7, 3, 128}, {256, 64, 56, 1, 64},
     };
     for (size_t k = 0; k < sizeof(layers) / sizeof(layers[0]); k++) {
         tuner_op op = t_conv_nhwc(TUNER_F16, 32, layers[k][2], layers[k][2], layers[k][0], layers[k][1],
