@@ -1,7 +1,10 @@
 /* tests/integration/it_wgmma.c - the Hopper path through the daemon: a 4096^3 fp16 matmul for
  * sm_90a with tune:"model" comes back as the wgmma + TMA kernel set (a tensor-map kernel, then
  * the GEMM, every parameter a plain pointer, a workspace for the maps) whose PTX ptxas accepts
- * for sm_90a; POST /v1/spaces offers matmul_wgmma candidates on sm_90a only. */
+ * for sm_90a; POST /v1/spaces offers matmul_wgmma candidates on sm_90a only. A ResNet-style 3x3
+ * NHWC convolution with a fused bias and relu comes back for sm_90a as conv2d_wgmma, whose PTX
+ * gathers A with cp.async completing on mbarriers beside the weights' bulk tensor copies, and
+ * ptxas accepts it; sm_90 keeps conv2d_mma. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,12 @@
 #define REQ                                                                                        \
     "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4096,4096],\"dtype\":\"f16\"},"                   \
     "{\"shape\":[4096,4096],\"dtype\":\"f16\"}],\"arch\":\"%s\",\"tune\":\"%s\"}"
+
+#define CONV_REQ                                                                                   \
+    "{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[32,28,28,128],\"dtype\":\"f16\"},"                 \
+    "{\"shape\":[128,3,3,128],\"dtype\":\"f16\"},{\"shape\":[128],\"dtype\":\"f16\"}],"              \
+    "\"attrs\":{\"stride\":1,\"padding\":1,\"layout\":\"nhwc\"},"                                   \
+    "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"relu\"}],\"arch\":\"%s\",\"tune\":\"model\"}"
 
 static int count_template(const cJSON *cands, const char *name)
 {
@@ -32,7 +41,7 @@ int main(void)
     ht_arg(&d, "none");
     if (ht_start(&d) != 0)
         return 1;
-    char body[512];
+    char body[768];
 
     static const char *const archs[] = {"sm_90a", "sm_90", "sm_80"};
     for (int a = 0; a < 3; a++) {
@@ -72,6 +81,39 @@ int main(void)
         ht_resp_free(&ptx);
     }
     ht_resp_free(&r);
+
+    /* The convolution: conv2d_wgmma on sm_90a (spaces and the model's pick), conv2d_mma on sm_90. */
+    for (int a = 0; a < 2; a++) {
+        snprintf(body, sizeof(body), CONV_REQ, archs[a]);
+        ht_resp sp = ht_post(&d, "/v1/spaces", body);
+        const int n = count_template(cJSON_GetObjectItemCaseSensitive(sp.json, "candidates"), "conv2d_wgmma");
+        printf("%s: %d conv2d_wgmma candidates\n", archs[a], n);
+        CHECK(sp.status == 200 && (a == 0 ? n >= 30 : n == 0), "conv spaces %s: %ld, %d conv2d_wgmma", archs[a],
+              sp.status, n);
+        ht_resp_free(&sp);
+        ht_resp k = ht_post(&d, "/v1/kernels", body);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k.json, "schedule"),
+                                                          "template");
+        const char *want = a == 0 ? "conv2d_wgmma" : "conv2d_mma";
+        CHECK(k.status == 200 && cJSON_IsString(t) && !strcmp(t->valuestring, want), "conv %s picked %s (%ld)",
+              archs[a], cJSON_IsString(t) ? t->valuestring : "?", k.status);
+        const cJSON *ck = cJSON_GetObjectItemCaseSensitive(k.json, "key");
+        if (a == 0 && cJSON_IsString(ck)) {
+            char path[160];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", ck->valuestring);
+            ht_resp ptx = ht_get(&d, path);
+            CHECK(ptx.status == 200 && ptx.body, "conv ptx: %ld", ptx.status);
+            if (ptx.body) {
+                static const char *const need[] = {"wgmma.mma_async", "cp.async.bulk.tensor", "cp.async.cg.shared.global",
+                                                   "cp.async.mbarrier.arrive.noinc"};
+                for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+                    CHECK(strstr(ptx.body, need[i]) != NULL, "conv PTX without %s", need[i]);
+                CHECK(ht_ptxas(ptx.body, ptx.len, "sm_90a") == 0, "ptxas -arch=sm_90a rejects the conv PTX");
+            }
+            ht_resp_free(&ptx);
+        }
+        ht_resp_free(&k);
+    }
 
     /* sm_90 (no arch-specific instructions) keeps mma.sync. */
     snprintf(body, sizeof(body), REQ, "sm_90", "model");
