@@ -82,8 +82,10 @@ typedef struct wg_cfg {
  * A, whole 16-byte channel chunks of one pixel), no prologue; convolutions NHWC only. */
 static bool wg_supported(const tuner__gemm_problem *p)
 {
+    /* The gather indexes input pixels with 32-bit integers. */
+    const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31));
     return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && p->vec[0] == 8 && p->vec[1] == 8 && !p->prologue[0] &&
-           !p->prologue[1] && !(p->conv && p->nchw);
+           !p->prologue[1] && conv_ok;
 }
 
 /* Whether the producer gathers a convolution's A (im2col) with cp.async: every convolution but
@@ -445,6 +447,19 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
     }
 }
 
+/* Opens a producer's k loop: waits until the ring's next stage is free (its `empty` barrier,
+ * `bars` + 8 * (stages + s)) and declares the stage's `full` barrier wg_full and its shared
+ * address wg_st; `bars` and `ring` name the ring's first barrier and stage. */
+static void emit_stage_acquire(tuner_sb *sb, const wg_cfg *c, long long ktiles, const char *bars, const char *ring)
+{
+    tuner_sb_printf(sb,
+                    "for (int kt = 0; kt < %lld; kt++) {\n"
+                    "wg_wait(%s + 8 * (%d + wg_s), wg_ph ^ 1);\n"
+                    "const hd_u32 wg_full = %s + 8 * wg_s;\n"
+                    "const hd_u32 wg_st = %s + wg_s * %d;\n",
+                    ktiles, bars, c->stages, bars, ring, c->stage_bytes);
+}
+
 /* The producer of a matmul: one thread per ring loads both operands with bulk tensor copies. */
 static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                               long long tiles_n, long long ktiles)
@@ -460,13 +475,8 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
                     "int wg_s = 0, wg_ph = 0;\n",
                     R, 16 * S, S * c->stage_bytes);
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, true);
-    tuner_sb_printf(sb,
-                    "for (int kt = 0; kt < %lld; kt++) {\n"
-                    "wg_wait(wg_bars_r + 8 * (%d + wg_s), wg_ph ^ 1);\n"
-                    "const hd_u32 wg_full = wg_bars_r + 8 * wg_s;\n"
-                    "const hd_u32 wg_st = wg_ring_r + wg_s * %d;\n"
-                    "wg_expect(wg_full, %d);\n",
-                    ktiles, S, c->stage_bytes, c->stage_bytes);
+    emit_stage_acquire(sb, c, ktiles, "wg_bars_r", "wg_ring_r");
+    tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->stage_bytes);
     emit_tma_operand(sb, p, c, 0);
     emit_tma_operand(sb, p, c, 1);
     tuner_sb_printf(sb, "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n}\n", S);
@@ -514,14 +524,8 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "}\n",
                     nr, c->bm, p->cp * p->cq, p->cp * p->cq, p->cq, p->sh, p->ph, p->cq, p->sw, p->pw, p->ch, p->cw,
                     p->cr, p->cs, p->dh, p->ch, p->dw, p->cw, p->cs, p->M);
-    tuner_sb_printf(sb,
-                    "for (int kt = 0; kt < %lld; kt++) {\n"
-                    "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph ^ 1);\n"
-                    "const hd_u32 wg_full = wg_bar0 + 8 * wg_s;\n"
-                    "const hd_u32 wg_st = wg_ring + wg_s * %d;\n"
-                    "if (wg_pt == 0) {\n"
-                    "wg_expect(wg_full, %d);\n",
-                    ktiles, S, c->stage_bytes, c->b_bytes);
+    emit_stage_acquire(sb, c, ktiles, "wg_bar0", "wg_ring");
+    tuner_sb_printf(sb, "if (wg_pt == 0) {\nwg_expect(wg_full, %d);\n", c->b_bytes);
     emit_tma_operand(sb, p, c, 1);
     tuner_sb_printf(sb,
                     "}\n"

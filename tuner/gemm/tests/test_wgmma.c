@@ -137,6 +137,44 @@ static void test_conv_space(void)
     CHECK(count(&op, &sm90a, "conv2d_wgmma") == 0 && count(&op, &sm90a, "conv2d_mma") > 0, "NCHW offered");
 }
 
+/* The tune:"none" schedule of op's space for sm_90 or sm_90a (template NULL when the space
+ * could not be built). Template and parameter names are static strings: the copy outlives the
+ * space. */
+static tuner_schedule default_schedule(const tuner_op *op, bool arch_specific)
+{
+    const tuner_target t = {.sm = 90, .arch_specific = arch_specific};
+    tuner_schedule d = {.template_name = NULL};
+    tuner_space *sp = NULL;
+    CHECK(tuner_space_build(op, &t, &sp, NULL) == 0, "space");
+    if (sp) {
+        d = sp->items[tuner_default_index(op, &t, sp)];
+        tuner_space_free(sp);
+    }
+    return d;
+}
+
+/* The template of the cost model's best candidate for op on sm_90a ("" when none), its
+ * prediction in *us. */
+static const char *model_best(const tuner_op *op, double *us)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    const char *best = "";
+    CHECK(tuner_space_build(op, &sm90a, &sp, &err) == 0, "space: %s", err ? err : "");
+    free(err);
+    size_t *order = sp ? calloc(sp->n, sizeof(*order)) : NULL;
+    double *pred = sp ? calloc(sp->n, sizeof(*pred)) : NULL;
+    if (order && pred) {
+        tuner_rank(op, &sm90a, sp, order, pred);
+        best = sp->items[order[0]].template_name;
+        *us = pred[order[0]];
+    }
+    free(order);
+    free(pred);
+    tuner_space_free(sp);
+    return best;
+}
+
 /* A convolution's default on sm_90a is conv2d_wgmma (conv2d_mma on sm_90), with block_n no
  * wider than the output channels, and so is the model's choice for the 3x3 layers (a 1x1 layer
  * is DRAM-bound: both templates predict the same floor). */
@@ -149,33 +187,20 @@ static void test_conv_default(void)
     for (size_t k = 0; k < sizeof(layers) / sizeof(layers[0]); k++) {
         tuner_op op = t_conv_nhwc(TUNER_F16, 32, layers[k][2], layers[k][2], layers[k][0], layers[k][1],
                                   (int)layers[k][3], 1, (int)layers[k][3] / 2, 1);
-        for (int a = 0; a < 2; a++) {
-            const tuner_target t = {.sm = 90, .arch_specific = a == 0};
-            tuner_space *sp = NULL;
-            CHECK(tuner_space_build(&op, &t, &sp, NULL) == 0, "space");
-            if (!sp)
-                continue;
-            const tuner_schedule *d = &sp->items[tuner_default_index(&op, &t, sp)];
-            if (a == 1) {
-                CHECK(!strcmp(d->template_name, "conv2d_mma"), "sm_90 conv default %s", d->template_name);
-            } else {
-                CHECK(!strcmp(d->template_name, "conv2d_wgmma") &&
-                          tuner_schedule_param(d, "block_n", 0) == layers[k][4],
-                      "conv %lld->%lld @%lld: default %s block_n %d", layers[k][0], layers[k][1], layers[k][2],
-                      d->template_name, tuner_schedule_param(d, "block_n", 0));
-                size_t *order = calloc(sp->n, sizeof(*order));
-                double *us = calloc(sp->n, sizeof(*us));
-                if (order && us && layers[k][3] == 3) {
-                    tuner_rank(&op, &t, sp, order, us);
-                    const char *best = sp->items[order[0]].template_name;
-                    printf("conv %lld->%lld @%lld: model best %s %.1f us\n", layers[k][0], layers[k][1],
-                           layers[k][2], best, us[order[0]]);
-                    CHECK(!strcmp(best, "conv2d_wgmma"), "conv model best %s", best);
-                }
-                free(order);
-                free(us);
-            }
-            tuner_space_free(sp);
+        tuner_schedule d = default_schedule(&op, false);
+        CHECK(d.template_name && !strcmp(d.template_name, "conv2d_mma"), "sm_90 conv default %s",
+              d.template_name ? d.template_name : "?");
+        d = default_schedule(&op, true);
+        CHECK(d.template_name && !strcmp(d.template_name, "conv2d_wgmma") &&
+                  tuner_schedule_param(&d, "block_n", 0) == layers[k][4],
+              "conv %lld->%lld @%lld: default %s block_n %d", layers[k][0], layers[k][1], layers[k][2],
+              d.template_name ? d.template_name : "?", tuner_schedule_param(&d, "block_n", 0));
+        if (layers[k][3] == 3) {
+            double us = 0;
+            const char *best = model_best(&op, &us);
+            printf("conv %lld->%lld @%lld: model best %s %.1f us\n", layers[k][0], layers[k][1], layers[k][2], best,
+                   us);
+            CHECK(!strcmp(best, "conv2d_wgmma"), "conv model best %s", best);
         }
     }
 }
@@ -194,26 +219,19 @@ static void test_default(void)
     };
     for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
         tuner_op op = mm(TUNER_F16, 0, 0, want[k].m, want[k].n, want[k].k, false, want[k].n % 8 != 0);
-        for (int a = 0; a < 2; a++) {
-            const tuner_target t = {.sm = 90, .arch_specific = a == 0};
-            tuner_space *sp = NULL;
-            CHECK(tuner_space_build(&op, &t, &sp, NULL) == 0, "space");
-            if (!sp)
-                continue;
-            const tuner_schedule *d = &sp->items[tuner_default_index(&op, &t, sp)];
-            if (a == 1) {
-                CHECK(!strcmp(d->template_name, "matmul_mma"), "sm_90 default %s", d->template_name);
-            } else {
-                CHECK(!strcmp(d->template_name, "matmul_wgmma") && tuner_schedule_param(d, "block_m", 0) == want[k].bm &&
-                          tuner_schedule_param(d, "block_n", 0) == want[k].bn &&
-                          tuner_schedule_param(d, "stages", 0) == want[k].st &&
-                          tuner_schedule_param(d, "consumers", 0) == want[k].cons &&
-                          tuner_schedule_param(d, "stage_out", -1) == want[k].so,
-                      "%lldx%lldx%lld: default %s %d x %d", want[k].m, want[k].n, want[k].k, d->template_name,
-                      tuner_schedule_param(d, "block_m", 0), tuner_schedule_param(d, "block_n", 0));
-            }
-            tuner_space_free(sp);
-        }
+        tuner_schedule d = default_schedule(&op, false);
+        CHECK(d.template_name && !strcmp(d.template_name, "matmul_mma"), "sm_90 default %s",
+              d.template_name ? d.template_name : "?");
+        d = default_schedule(&op, true);
+        CHECK(d.template_name && !strcmp(d.template_name, "matmul_wgmma") &&
+                  tuner_schedule_param(&d, "block_m", 0) == want[k].bm &&
+                  tuner_schedule_param(&d, "block_n", 0) == want[k].bn &&
+                  tuner_schedule_param(&d, "stages", 0) == want[k].st &&
+                  tuner_schedule_param(&d, "consumers", 0) == want[k].cons &&
+                  tuner_schedule_param(&d, "stage_out", -1) == want[k].so,
+              "%lldx%lldx%lld: default %s %d x %d", want[k].m, want[k].n, want[k].k,
+              d.template_name ? d.template_name : "?", tuner_schedule_param(&d, "block_m", 0),
+              tuner_schedule_param(&d, "block_n", 0));
     }
 }
 
@@ -223,24 +241,10 @@ static void test_rank(void)
     static const long long shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 3072, 768}};
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
         tuner_op op = mm(TUNER_F16, 0, 0, shapes[k][0], shapes[k][1], shapes[k][2], false, false);
-        tuner_space *sp = NULL;
-        char *err = NULL;
-        CHECK(tuner_space_build(&op, &sm90a, &sp, &err) == 0, "space: %s", err ? err : "");
-        free(err);
-        if (!sp)
-            continue;
-        size_t *order = calloc(sp->n, sizeof(*order));
-        double *us = calloc(sp->n, sizeof(*us));
-        if (order && us) {
-            tuner_rank(&op, &sm90a, sp, order, us);
-            const tuner_schedule *best = &sp->items[order[0]];
-            printf("%lldx%lldx%lld: model best %s %.1f us\n", shapes[k][0], shapes[k][1], shapes[k][2],
-                   best->template_name, us[order[0]]);
-            CHECK(strcmp(best->template_name, "matmul_wgmma") == 0, "model best is %s", best->template_name);
-        }
-        free(order);
-        free(us);
-        tuner_space_free(sp);
+        double us = 0;
+        const char *best = model_best(&op, &us);
+        printf("%lldx%lldx%lld: model best %s %.1f us\n", shapes[k][0], shapes[k][1], shapes[k][2], best, us);
+        CHECK(strcmp(best, "matmul_wgmma") == 0, "model best is %s", best);
     }
 }
 
