@@ -138,17 +138,13 @@ fi
 step "ldd /usr/sbin/hidetd without the toolkit's ld.so.conf entry"
 echo "RUNPATH: $(readelf -d "$root/usr/sbin/hidetd" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"
 set +e
-out=$(bash "$here/ldd_no_cuda_conf.sh" "$root/usr/sbin/hidetd" 2>&1)
+bash "$here/ldd_no_cuda_conf.sh" "$root/usr/sbin/hidetd" "$cuda/lib64" 2>&1
 rc=$?
 set -e
 if [ $rc -eq 77 ]; then
-    echo "note: not run: $out"
+    echo "note: not run"
 elif [ $rc -ne 0 ]; then
-    echo "$out"; bad "ldd failed"
-else
-    echo "$out" | grep -E 'nvrtc|not found|hidden'
-    echo "$out" | grep -q 'not found' && bad "unresolved libraries"
-    echo "$out" | grep -q "libnvrtc[^ ]* => $cuda/lib64/" || bad "libnvrtc not found through RUNPATH $cuda/lib64"
+    bad "the packaged hidetd does not load libnvrtc through its RUNPATH alone (above)"
 fi
 
 # 6. The installed binaries at work.

@@ -53,18 +53,13 @@ for b in "$hidetd" "$dest$libexecdir/hidetd-worker"; do
     case "$rp" in *stubs*) bad "${b#"$dest"} RUNPATH names the driver stubs" ;; esac
 done
 set +e
-out=$(bash "$here/ldd_no_cuda_conf.sh" "$hidetd" 2>&1)
+bash "$here/ldd_no_cuda_conf.sh" "$hidetd" "$cuda_lib64" 2>&1
 rc=$?
 set -e
 if [ $rc -eq 77 ]; then
-    echo "note: ldd without the toolkit's loader entry not run: $out"
+    echo "note: ldd without the toolkit's loader entry not run"
 elif [ $rc -ne 0 ]; then
-    echo "$out"; bad "ldd of the installed hidetd failed"
-else
-    echo "$out" | grep -E 'nvrtc|not found'
-    echo "$out" | grep -q 'not found' && bad "the installed hidetd has unresolved libraries"
-    echo "$out" | grep -q "libnvrtc[^ ]* => $cuda_lib64/" \
-        || bad "libnvrtc is not found through the RUNPATH $cuda_lib64"
+    bad "the installed hidetd does not load libnvrtc through its RUNPATH alone (above)"
 fi
 
 # 3. pkg-config from the build tree (uninstalled) and from the installed .pc.

@@ -7,9 +7,14 @@
 #
 #   ldd_no_cuda_conf.sh BINARY      prints ldd's output; exit 0, 1 (ldd failed) or 77 (cannot:
 #                                   not root, or no unshare/ldconfig; the reason is printed)
+#   ldd_no_cuda_conf.sh BINARY DIR  the check the install and package tests make: prints the
+#                                   nvrtc lines and what is not found; exit 1 with a FAIL line
+#                                   when ldd fails, a library is not found or libnvrtc does not
+#                                   resolve into DIR (the RUNPATH), 77 as above
 set -euo pipefail
-[ $# -eq 1 ] || { echo "usage: $0 BINARY" >&2; exit 2; }
+[ $# -eq 1 ] || [ $# -eq 2 ] || { echo "usage: $0 BINARY [NVRTC_DIR]" >&2; exit 2; }
 bin=$1
+nvrtc_dir=${2:-}
 if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null || ! command -v ldconfig >/dev/null; then
     echo "SKIP: hiding the toolkit's ld.so.conf entry needs root, unshare and ldconfig"
     exit 77
@@ -32,5 +37,21 @@ if ldconfig -p -C "$tmp/ld.so.cache" 2>/dev/null | grep -q 'libnvrtc\.so'; then
     echo "FAIL: libnvrtc is still in the loader cache without the toolkit's entries" >&2
     exit 1
 fi
-env -u LD_LIBRARY_PATH unshare -m bash -c \
-    'mount --bind "$1" /etc/ld.so.cache && ldd "$2"' _ "$tmp/ld.so.cache" "$bin"
+ldd_hidden() {
+    env -u LD_LIBRARY_PATH unshare -m bash -c \
+        'mount --bind "$1" /etc/ld.so.cache && ldd "$2"' _ "$tmp/ld.so.cache" "$bin"
+}
+if [ -z "$nvrtc_dir" ]; then
+    ldd_hidden
+    exit
+fi
+out=$(ldd_hidden) || { echo "$out"; echo "FAIL: ldd $bin failed"; exit 1; }
+echo "$out" | grep -E 'nvrtc|not found' || true
+if echo "$out" | grep -q 'not found'; then
+    echo "FAIL: $bin has unresolved libraries"
+    exit 1
+fi
+if ! echo "$out" | grep -q "libnvrtc[^ ]* => $nvrtc_dir/"; then
+    echo "FAIL: libnvrtc is not found through the RUNPATH $nvrtc_dir"
+    exit 1
+fi
