@@ -160,6 +160,30 @@ tuner_op t_slice2(tuner_dtype dt, long long rows, long long d, long long start, 
     return op;
 }
 
+tuner_op t_matmul(tuner_dtype dt, long long bt_a, long long bt_b, long long M, long long N, long long K, bool ta,
+                  bool tb, int align)
+{
+    tuner_op op = {.kind = TUNER_OP_MATMUL, .n_inputs = 2, .n_anchor_inputs = 2};
+    long long sa[3], sb[3];
+    int ra = 0, rb = 0;
+    if (bt_a)
+        sa[ra++] = bt_a;
+    sa[ra++] = ta ? K : M;
+    sa[ra++] = ta ? M : K;
+    if (bt_b)
+        sb[rb++] = bt_b;
+    sb[rb++] = tb ? N : K;
+    sb[rb++] = tb ? K : N;
+    op.inputs[0] = t_tensor(dt, ra, sa, align);
+    op.inputs[1] = t_tensor(dt, rb, sb, align);
+    const long long bt = bt_a ? bt_a : bt_b;
+    long long so[3] = {bt, M, N};
+    op.output = bt ? t_tensor(dt, 3, so, 16) : t_tensor(dt, 2, so + 1, 16);
+    op.attrs.matmul.trans_a = ta;
+    op.attrs.matmul.trans_b = tb;
+    return op;
+}
+
 tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,
                      int stride, int pad, int groups)
 {

@@ -28,6 +28,10 @@ tuner_op t_transpose3(tuner_dtype dt, long long a, long long b, long long c);
 tuner_op t_slice2(tuner_dtype dt, long long rows, long long d, long long start, long long n, long long step);
 /* concat of three [r, d_i, c] tensors along axis 1, then silu. */
 tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long c);
+/* matmul of A [bt_a,] M x K (K x M with ta) and B [bt_b,] K x N (N x K with tb), operands aligned
+ * to `align` bytes; a batch of 0 makes that operand rank 2 (broadcast over the other's batch). */
+tuner_op t_matmul(tuner_dtype dt, long long bt_a, long long bt_b, long long M, long long N, long long K, bool ta,
+                  bool tb, int align);
 /* NHWC conv2d: x [n, h, w, c], w [k, r, r, c / groups], square stride and padding; output
  * inferred. */
 tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,

@@ -20,38 +20,13 @@
 
 static int compiled;
 
-#include "tests/check.h"
+#include "tuner/tests/common.h"
 
-static tuner_tensor tensor(tuner_dtype dt, int align, int rank, const long long *shape)
-{
-    tuner_tensor t = {.rank = rank, .dtype = dt, .align = align};
-    for (int i = 0; i < rank; i++)
-        t.shape[i] = shape[i];
-    return t;
-}
-
-/* Matmul; bt_a / bt_b of 0 make that operand rank 2 (broadcast over the batch). */
+/* Matmul (t_matmul) with tf32 allowed, so fp32 ops also get matmul_tf32's space. */
 static tuner_op mk_matmul(tuner_dtype dt, long long bt_a, long long bt_b, long long M, long long N, long long K,
                           bool ta, bool tb, int align)
 {
-    tuner_op op = {.kind = TUNER_OP_MATMUL, .n_inputs = 2, .n_anchor_inputs = 2};
-    long long sa[3], sb[3];
-    int ra = 0, rb = 0;
-    if (bt_a)
-        sa[ra++] = bt_a;
-    sa[ra++] = ta ? K : M;
-    sa[ra++] = ta ? M : K;
-    if (bt_b)
-        sb[rb++] = bt_b;
-    sb[rb++] = tb ? N : K;
-    sb[rb++] = tb ? K : N;
-    op.inputs[0] = tensor(dt, align, ra, sa);
-    op.inputs[1] = tensor(dt, align, rb, sb);
-    long long bt = bt_a ? bt_a : bt_b;
-    long long so[3] = {bt, M, N};
-    op.output = bt ? tensor(dt, 16, 3, so) : tensor(dt, 16, 2, so + 1);
-    op.attrs.matmul.trans_a = ta;
-    op.attrs.matmul.trans_b = tb;
+    tuner_op op = t_matmul(dt, bt_a, bt_b, M, N, K, ta, tb, align);
     op.attrs.matmul.allow_tf32 = true;
     return op;
 }
@@ -68,9 +43,9 @@ static tuner_op mk_conv(tuner_dtype dt, long long n, long long h, long long w, l
         memcpy(ws, ws2, sizeof(ws));
         memcpy(os, os2, sizeof(os));
     }
-    op.inputs[0] = tensor(dt, align, 4, xs);
-    op.inputs[1] = tensor(dt, align, 4, ws);
-    op.output = tensor(dt, 16, 4, os);
+    op.inputs[0] = t_tensor(dt, 4, xs, align);
+    op.inputs[1] = t_tensor(dt, 4, ws, align);
+    op.output = t_tensor(dt, 4, os, 16);
     for (int i = 0; i < 2; i++) {
         op.attrs.conv2d.stride[i] = stride;
         op.attrs.conv2d.pad[i] = pad;
@@ -88,7 +63,7 @@ static void add_bias_gelu(tuner_op *op)
     long long c = op->kind == TUNER_OP_CONV2D && op->attrs.conv2d.nchw ? o->shape[1] : o->shape[o->rank - 1];
     long long shape[3] = {c, 1, 1};
     int rank = op->kind == TUNER_OP_CONV2D && op->attrs.conv2d.nchw ? 3 : 1;
-    op->inputs[op->n_inputs] = tensor(o->dtype, 16, rank, shape);
+    op->inputs[op->n_inputs] = t_tensor(o->dtype, rank, shape, 16);
     op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op->n_inputs};
     op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_GELU_TANH, .operand = -1};
     op->n_inputs++;
@@ -107,7 +82,7 @@ static void add_prologue(tuner_op *op)
 {
     const tuner_tensor *a = &op->inputs[0];
     long long shape[1] = {a->shape[a->rank - 1]};
-    op->inputs[op->n_inputs] = tensor(a->dtype, 16, 1, shape);
+    op->inputs[op->n_inputs] = t_tensor(a->dtype, 1, shape, 16);
     op->prologue[0].steps[op->prologue[0].n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5};
     op->prologue[0].steps[op->prologue[0].n++] = (tuner_ew_step){.kind = TUNER_EW_MUL, .operand = op->n_inputs};
     op->n_inputs++;
@@ -660,8 +635,8 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("compiled %d programs in %.1f s\n", compiled,
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (t_failures) {
+        fprintf(stderr, "%d failure(s)\n", (int)t_failures);
         return 1;
     }
     printf("ok\n");

@@ -21,28 +21,11 @@
 
 #include "tuner/tests/common.h"
 
+/* Matmuls with 16-byte aligned operands, the rows TMA needs. */
 static tuner_op mm(tuner_dtype dt, long long bt_a, long long bt_b, long long M, long long N, long long K, bool ta,
                    bool tb)
 {
-    tuner_op op = {.kind = TUNER_OP_MATMUL, .n_inputs = 2, .n_anchor_inputs = 2};
-    long long sa[3], sb[3];
-    int ra = 0, rb = 0;
-    if (bt_a)
-        sa[ra++] = bt_a;
-    sa[ra++] = ta ? K : M;
-    sa[ra++] = ta ? M : K;
-    if (bt_b)
-        sb[rb++] = bt_b;
-    sb[rb++] = tb ? N : K;
-    sb[rb++] = tb ? K : N;
-    op.inputs[0] = t_tensor(dt, ra, sa, 16);
-    op.inputs[1] = t_tensor(dt, rb, sb, 16);
-    long long bt = bt_a ? bt_a : bt_b;
-    long long so[3] = {bt, M, N};
-    op.output = bt ? t_tensor(dt, 3, so, 16) : t_tensor(dt, 2, so + 1, 16);
-    op.attrs.matmul.trans_a = ta;
-    op.attrs.matmul.trans_b = tb;
-    return op;
+    return t_matmul(dt, bt_a, bt_b, M, N, K, ta, tb, 16);
 }
 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
