@@ -11,32 +11,14 @@
 
 #include "graph/graph.h"
 #include "tests/check.h"
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s)
-        s[n] = '\0';
-    fclose(f);
-    return s;
-}
+#include "tests/slurp.h"
 
 static char *example(const char *name)
 {
     const char *src = getenv("HIDETD_SRC");
     char path[512];
     snprintf(path, sizeof(path), "%s/examples/graphs/%s", src ? src : ".", name);
-    char *s = read_file(path);
+    char *s = test_slurp(path, NULL);
     if (!s)
         fprintf(stderr, "cannot read %s\n", path);
     return s;

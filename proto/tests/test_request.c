@@ -12,6 +12,7 @@
 #include "proto/request.h"
 
 #include "tests/check.h"
+#include "tests/slurp.h"
 
 static int parse(const char *body, proto_kernel_request *req, proto_error *err)
 {
@@ -625,20 +626,6 @@ static void test_error_json(void)
     CHECK(tuner_target_parse("sm_90b", &t) == -EINVAL);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 static void test_examples(const char *dir)
 {
     static const char *const names[] = {
@@ -649,7 +636,7 @@ static void test_examples(const char *dir)
         char path[1024];
         size_t len;
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        char *text = slurp(path, &len);
+        char *text = test_slurp(path, &len);
         if (!text) {
             fprintf(stderr, "cannot read %s\n", path);
             failures++;
@@ -682,7 +669,7 @@ static void test_examples(const char *dir)
     char path[1024];
     size_t len;
     snprintf(path, sizeof(path), "%s/matmul.json", dir);
-    char *text = slurp(path, &len);
+    char *text = test_slurp(path, &len);
     if (text) {
         proto_kernel_request r = OK(text);
         CHECK(r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);

@@ -17,6 +17,8 @@
 
 #include <curl/curl.h>
 
+#include "tests/slurp.h"
+
 _Atomic int ht_failures;
 
 static double now_s(void)
@@ -323,22 +325,9 @@ char *ht_read_src(const char *relpath)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s", env_or("HIDETD_SRC", "."), relpath);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *buf = test_slurp(path, NULL);
+    if (!buf)
         fprintf(stderr, "cannot read %s\n", path);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf)
-        buf[n] = 0;
-    fclose(f);
     return buf;
 }
 

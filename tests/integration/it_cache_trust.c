@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "harness.h"
+#include "tests/slurp.h"
 
 #define REQ(tune)                                                                                  \
     "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"                       \
@@ -47,22 +48,6 @@ static void artifact_key(const char *op_key, const char *schedule, char out[65])
     }
     crypto_hash_sha256_final(&st, d);
     sodium_bin2hex(out, 65, d, 32);
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n)
-        n = 0;
-    b[n] = '\0';
-    fclose(f);
-    return b;
 }
 
 /* Writes an export file from `header` (the first line of a real export, so the format version
@@ -150,7 +135,7 @@ int main(void)
     rc = ht_sh(&out, "'%s' --cache '%s' cache export '%s' 2>&1", ctl, d.cache, exp);
     CHECK(rc == 0, "export: %d %s", rc, out ? out : "");
     free(out);
-    char *file = slurp(exp);
+    char *file = test_slurp(exp, NULL);
     CHECK(file && strchr(file, '\n'), "export file unreadable");
     if (!file)
         return ht_finish("it_cache_trust");

@@ -17,27 +17,7 @@
 #include <string.h>
 
 #include "tests/check.h"
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)n + 1);
-        if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-            buf[n] = '\0';
-        } else {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(f);
-    return buf;
-}
+#include "tests/slurp.h"
 
 /* Removes the '#' of lines "#key = value" where value is not empty (keys without a default,
  * such as token, stay commented: an empty value is not valid for them). Counts them. */
@@ -79,7 +59,7 @@ int main(int argc, char **argv)
     }
     setenv("XDG_RUNTIME_DIR", "/run/hidetd", 1);
     setenv("XDG_CACHE_HOME", "/var/lib", 1);
-    text = read_all(argv[1]);
+    text = test_slurp(argv[1], NULL);
     if (!text) {
         perror(argv[1]);
         return 1;
