@@ -98,7 +98,7 @@ def launcher(calls, keep):
     return run
 
 
-def _graph(make_fn, n_sets, reps):
+def cuda_graph(make_fn, n_sets, reps):
     """A CUDA graph of `reps` calls cycling over n_sets rotating input sets, warmed up."""
     fns = [make_fn(i) for i in range(n_sets)]
     s = torch.cuda.Stream()
@@ -119,7 +119,7 @@ def _graph(make_fn, n_sets, reps):
     return g
 
 
-def _replay_us(g, reps):
+def replay_us(g, reps):
     a = torch.cuda.Event(enable_timing=True)
     b = torch.cuda.Event(enable_timing=True)
     a.record()
@@ -131,8 +131,8 @@ def _replay_us(g, reps):
 
 def time_us(make_fn, n_sets, reps=20, replays=15):
     """Median time of one call, from CUDA-graph replays over n_sets rotating input sets."""
-    g = _graph(make_fn, n_sets, reps)
-    times = [_replay_us(g, reps) for _ in range(replays)]
+    g = cuda_graph(make_fn, n_sets, reps)
+    times = [replay_us(g, reps) for _ in range(replays)]
     del g
     return statistics.median(times)
 
@@ -140,12 +140,12 @@ def time_us(make_fn, n_sets, reps=20, replays=15):
 def time_pair_us(make_a, make_b, n_sets, reps=20, rounds=15):
     """Median times of two functions whose replays alternate (a, b, a, b, ...), so that a change
     of clocks or of a neighbour's load during the measurement reaches both alike."""
-    ga = _graph(make_a, n_sets, reps)
-    gb = _graph(make_b, n_sets, reps)
+    ga = cuda_graph(make_a, n_sets, reps)
+    gb = cuda_graph(make_b, n_sets, reps)
     ta, tb = [], []
     for _ in range(rounds):
-        ta.append(_replay_us(ga, reps))
-        tb.append(_replay_us(gb, reps))
+        ta.append(replay_us(ga, reps))
+        tb.append(replay_us(gb, reps))
     del ga, gb
     return statistics.median(ta), statistics.median(tb)
 

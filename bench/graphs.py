@@ -32,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
 from graph_examples import TOL, Case, run_case  # noqa: E402
+sys.path.insert(0, HERE)
+from bench import cuda_graph, replay_us  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -46,32 +48,6 @@ def call_us(fn, n):
     b.record()
     b.synchronize()
     return a.elapsed_time(b) * 1000.0 / n
-
-
-def graph_of(fn, reps):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    return g
-
-
-def replay_us(g, reps):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    g.replay()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) * 1000.0 / reps
 
 
 def alternate(fa, fb, rounds):
@@ -139,7 +115,7 @@ def main():
         peak, out_bytes = eager_peak(case)
         ours(), eager()
         call = alternate(lambda: call_us(ours, a.calls), lambda: call_us(eager, a.calls), a.rounds)
-        ga, gb = graph_of(ours, a.reps), graph_of(eager, a.reps)
+        ga, gb = cuda_graph(lambda _: ours, 1, a.reps), cuda_graph(lambda _: eager, 1, a.reps)
         graph = alternate(lambda: replay_us(ga, a.reps), lambda: replay_us(gb, a.reps), a.rounds)
         del ga, gb
         row = {"graph": name, "dtype": a.dtype, "tune": case_tune, "tune_error": tune_error,
