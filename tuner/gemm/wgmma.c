@@ -784,66 +784,87 @@ static const int wg_tiles[][4] = {
     "min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; cluster{1,2 (swz 8, block_n 128/256, B "  \
     "multicast)}"
 
-static bool wg_applies(const tuner_op *op, const tuner_target *t)
+/* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
+ * applies to op on t. */
+static bool wg_problem(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner__gemm_problem *p)
 {
-    tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
-    return op && (op->kind == TUNER_OP_MATMUL || op->kind == TUNER_OP_CONV2D) && a && a->has_wgmma &&
-           tuner__gemm_problem_init(op, &p, NULL) == 0 && wg_supported(&p);
+    return op && op->kind == kind && a && a->has_wgmma && tuner__gemm_problem_init(op, p, NULL) == 0 &&
+           wg_supported(p);
 }
 
 static bool matmul_applies(const tuner_op *op, const tuner_target *t)
 {
-    return op && op->kind == TUNER_OP_MATMUL && wg_applies(op, t);
+    tuner__gemm_problem p;
+    return wg_problem(op, t, TUNER_OP_MATMUL, &p);
 }
 
 static bool conv_applies(const tuner_op *op, const tuner_target *t)
 {
-    return op && op->kind == TUNER_OP_CONV2D && wg_applies(op, t);
+    tuner__gemm_problem p;
+    return wg_problem(op, t, TUNER_OP_CONV2D, &p);
 }
 
-/* One enumeration for both templates (named after the op's kind); each template enumerates
- * only ops of its own kind. */
-static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+/* Appends schedule s when it is valid for p on a. Returns 0 or -ENOMEM. */
+static int push_valid(const tuner__gemm_problem *p, const tuner_arch *a, const tuner_schedule *s,
+                      tuner_schedule **items, size_t *n)
+{
+    wg_cfg c;
+    if (cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c))
+        return 0;
+    return tuner__gemm_push(items, n, s);
+}
+
+/* One enumeration for both templates, named after `kind`; each enumerates ops of its own kind
+ * only. Per tile of wg_tiles: every ring depth (3-6, pingpong 2-6) and both raster orders;
+ * with grouped raster also staged output tiles (cooperative schedules) and CTA pairs. */
+static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner_schedule **items,
+                        size_t *n)
 {
     tuner__gemm_problem p;
-    const tuner_arch *a = tuner__arch(t);
-    if (!wg_applies(op, t) || tuner__gemm_problem_init(op, &p, NULL) < 0)
+    if (!wg_problem(op, t, kind, &p))
         return 0;
+    const tuner_arch *a = tuner__arch(t);
     /* 128x256 with two consumer warpgroups, a 4-deep ring (192 KiB) and grouped raster first
      * (wg_preferred picks the default by shape). */
     static const int pref[5] = {128, 256, 4, 2, 8};
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
             for (int st = wg_tiles[i][3] ? 2 : 3; st <= 6; st++)
-                for (int g = 1; g <= 8; g += 7)
-                    /* Staged output tiles for cooperative schedules with grouped raster. */
-                    for (int so = 0; so <= (g == 8 && !wg_tiles[i][3]); so++) {
-                    const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] && st == pref[2] &&
-                                         wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] && g == pref[4] && !so;
-                    if (is_pref != (pass == 0))
-                        continue;
-                    tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
-                    tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
-                    tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
-                    tuner__gemm_param(&s, "stages", st);
-                    tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
-                    tuner__gemm_param(&s, "swizzle", g);
-                    tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
-                    tuner__gemm_param(&s, "stage_out", so);
-                    /* CTA pairs sharing B tiles (TMA multicast), with grouped raster. */
-                    for (int cl = 1; cl <= (g == 8 ? 2 : 1); cl++) {
-                        tuner_schedule v = s;
-                        tuner__gemm_param(&v, "cluster", cl);
-                        wg_cfg c;
-                        if (cfg_from(&p, &v, &c) < 0 || !cfg_valid(&p, a, &c))
+                for (int g = 1; g <= 8; g += 7) {
+                    const int max_so = g == 8 && !wg_tiles[i][3], max_cl = g == 8 ? 2 : 1;
+                    for (int v = 0; v < (max_so + 1) * max_cl; v++) {
+                        const int so = v / max_cl, cl = 1 + v % max_cl;
+                        const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
+                                             st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
+                                             g == pref[4] && !so;
+                        if (is_pref != (pass == 0))
                             continue;
-                        int rc = tuner__gemm_push(items, n, &v);
+                        tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
+                        tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
+                        tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
+                        tuner__gemm_param(&s, "stages", st);
+                        tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
+                        tuner__gemm_param(&s, "swizzle", g);
+                        tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
+                        tuner__gemm_param(&s, "stage_out", so);
+                        tuner__gemm_param(&s, "cluster", cl);
+                        int rc = push_valid(&p, a, &s, items, n);
                         if (rc < 0)
                             return rc;
                     }
                 }
     return 0;
+}
+
+static int matmul_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    return wg_enumerate(op, t, TUNER_OP_MATMUL, items, n);
+}
+
+static int conv_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    return wg_enumerate(op, t, TUNER_OP_CONV2D, items, n);
 }
 
 /* tune:"none", by shape, with the output tile staged and TMA-stored where rows allow it
@@ -855,9 +876,9 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
 static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     tuner__gemm_problem p;
-    const tuner_arch *a = tuner__arch(t);
-    if (!a || !a->has_wgmma || tuner__gemm_problem_init(op, &p, NULL) < 0 || !wg_supported(&p))
+    if (!op || !wg_problem(op, t, op->kind, &p))
         return -ENOENT;
+    const tuner_arch *a = tuner__arch(t);
     const bool staged = p.out_chunk != 0;
     if (wg_gathers_a(&p)) {
         /* Gathering convolutions (H100, bench/results/2026-11-24-h100-conv-wgmma): one consumer
@@ -889,16 +910,6 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__gemm_param(ret, "stage_out", staged);
     tuner__gemm_param(ret, "cluster", 1);
     return 0;
-}
-
-static int matmul_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
-{
-    return matmul_applies(op, t) ? wg_enumerate(op, t, items, n) : 0;
-}
-
-static int conv_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
-{
-    return conv_applies(op, t) ? wg_enumerate(op, t, items, n) : 0;
 }
 
 static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
