@@ -45,6 +45,12 @@ typedef struct tuner__gemm_problem {
     int out_chunk;
 } tuner__gemm_problem;
 
+/* ceil(a / b) for b > 0: tiles, k tiles, waves. */
+static inline long long tuner__gemm_cdiv(long long a, long long b)
+{
+    return (a + b - 1) / b;
+}
+
 /* Fills p from a validated matmul or conv2d op. Returns 0, or -EINVAL with a message in *err
  * (malloc'd) when the op is not something these templates handle. */
 int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err);

@@ -49,11 +49,6 @@ static bool mma_async(const tuner__gemm_problem *p)
     return p->vec[0] >= 2 && p->vec[1] >= 2 && !p->prologue[0] && !p->prologue[1];
 }
 
-static int ceil_div(long long a, long long b)
-{
-    return (int)((a + b - 1) / b);
-}
-
 /* Loader geometry of one operand: the shared tile is rows x cols elements, cols contiguous. */
 static void tile_geom(const tuner__gemm_problem *p, const mma_cfg *c, int which, int *rows, int *cols)
 {
@@ -77,7 +72,7 @@ static int load_iters(const tuner__gemm_problem *p, const mma_cfg *c, int which)
 {
     int rows, cols;
     tile_geom(p, c, which, &rows, &cols);
-    return ceil_div((long long)rows * cols / load_vec(p, c, which), c->threads);
+    return tuner__gemm_cdiv((long long)rows * cols / load_vec(p, c, which), c->threads);
 }
 
 /* The staged output tile: block_m rows of block_n output elements, each row padded by 16 bytes so
@@ -145,7 +140,7 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const m
      * go to the fp32 workspace). */
     if (c->stage_out && (!p->out_chunk || c->split != 1 || c->bn % p->out_chunk))
         return false;
-    long long tiles = (long long)ceil_div(p->M, c->bm) * ceil_div(p->N, c->bn);
+    long long tiles = (long long)tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
     if (tiles > 0x7fffffffLL)
         return false;
     /* Chunks per shared row must divide the block so every thread keeps one chunk column. */
@@ -753,7 +748,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
             *err = strdup("invalid schedule for this op and target");
         return -EINVAL;
     }
-    const int tiles_m = ceil_div(p->M, c.bm), tiles_n = ceil_div(p->N, c.bn);
+    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
     const long long kps = tuner__gemm_k_per_split(p->K, c.split, c.bk);
     const int mi = c.wm / 16, ni = c.wn / 8;
     const int stage_bytes = (c.bm + c.bn) * c.bk * 2;
@@ -933,7 +928,7 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
      * either way (a hand-written staged 2048x4096x4096 lost, 170 against 157 us; the tuner's
      * single-launch timings picked staged tiles for 4096^3 and 8192^3), so the default keeps the
      * direct stores there. */
-    tuner__gemm_param(&pref, "stage_out", p.out_chunk && ceil_div(p.K, pref_bk) <= 32);
+    tuner__gemm_param(&pref, "stage_out", p.out_chunk && tuner__gemm_cdiv(p.K, pref_bk) <= 32);
     mma_cfg pc;
     const bool have_pref = cfg_from(&p, &pref, &pc) == 0 && cfg_valid(&p, a, &pc);
     if (have_pref) {
@@ -1038,7 +1033,7 @@ static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner
      * (H100: -23% at 12 k-tiles, a few percent either way at 64). Near-equal predictions keep
      * both variants of a good tile among the measured candidates. */
     if (c.stage_out) {
-        const double ktiles = (double)ceil_div(tuner__gemm_k_per_split(p.K, c.split, c.bk), c.bk);
+        const double ktiles = (double)tuner__gemm_cdiv(tuner__gemm_k_per_split(p.K, c.split, c.bk), c.bk);
         const double f = 1.06 - 2.8 / ktiles;
         us *= f < 0.75 ? 0.75 : f;
     }

@@ -29,14 +29,9 @@ typedef struct f_cfg {
     int threads, pad, smem, regs;
 } f_cfg;
 
-static int cdiv(long long a, long long b)
-{
-    return (int)((a + b - 1) / b);
-}
-
 static int f_iters(const f_cfg *c, int which)
 {
-    return cdiv((long long)(which == 0 ? c->bm : c->bn) * c->bk, c->threads);
+    return tuner__gemm_cdiv((long long)(which == 0 ? c->bm : c->bn) * c->bk, c->threads);
 }
 
 static int f_cfg_from(bool tf32, const tuner_schedule *s, f_cfg *c)
@@ -79,7 +74,7 @@ static bool f_valid(const tuner__gemm_problem *p, const tuner_arch *a, const f_c
         return false;
     if (p->batch * c->split > 65535)
         return false;
-    if ((long long)cdiv(p->M, c->bm) * cdiv(p->N, c->bn) > 0x7fffffffLL)
+    if ((long long)tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn) > 0x7fffffffLL)
         return false;
     return true;
 }
@@ -155,7 +150,7 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
             *err = strdup("invalid schedule for this op and target");
         return -EINVAL;
     }
-    const int tiles_m = cdiv(p->M, c.bm), tiles_n = cdiv(p->N, c.bn);
+    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
     const long long kps = tuner__gemm_k_per_split(p->K, c.split, c.bk);
     const int la = c.bm + c.pad, lb = c.bn + c.pad;
     const int stage_floats = c.bk * (la + lb);

@@ -107,11 +107,6 @@ static bool wg_map_batched(const tuner__gemm_problem *p, int which)
     return which == 2 ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
 }
 
-static long long cdiv(long long a, long long b)
-{
-    return (a + b - 1) / b;
-}
-
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -121,7 +116,7 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->consumers = tuner_schedule_param(s, "consumers", 0);
     c->group = tuner_schedule_param(s, "swizzle", 1);
     const int pp = tuner_schedule_param(s, "pingpong", 0);
-    if ((pp != 0 && pp != 1) || (pp && tuner_schedule_param(s, "consumers", 0) != 2))
+    if ((pp != 0 && pp != 1) || (pp && c->consumers != 2))
         return -EINVAL;
     c->pingpong = pp == 1;
     const int so = tuner_schedule_param(s, "stage_out", 0);
@@ -179,7 +174,7 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* A TMA box is at most 256 elements along each dimension (K-major boxes are block rows). */
     if (c->bm > 256 || c->bn > 256)
         return false;
-    const long long tiles = p->batch * cdiv(p->M, c->bm) * cdiv(p->N, c->bn);
+    const long long tiles = p->batch * tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
     return tiles <= 0x7fffffffLL;
 }
 
@@ -397,7 +392,7 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
                            long long tiles_n, bool per_ring)
 {
     if (c->cluster == 2) {
-        const long long pairs_m = cdiv(tiles_m, 2);
+        const long long pairs_m = tuner__gemm_cdiv(tiles_m, 2);
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
                         p->batch * pairs_m * tiles_n);
         emit_tile_coords(sb, pairs_m, tiles_n, c->group, "gm_tp");
@@ -565,15 +560,15 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
             *err = strdup("matmul_wgmma: invalid schedule for this op/target");
         return -EINVAL;
     }
-    const long long tiles_m = cdiv(p->M, c.bm), tiles_n = cdiv(p->N, c.bn);
+    const long long tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
     const long long tiles = p->batch * tiles_m * tiles_n;
-    const long long ktiles = cdiv(p->K, WG_BK);
+    const long long ktiles = tuner__gemm_cdiv(p->K, WG_BK);
     /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
     const int R = c.rings;
-    const long long units = cdiv(tiles, R);
+    const long long units = tuner__gemm_cdiv(tiles, R);
     int grid = (int)(units < a->sm_count ? units : a->sm_count);
     if (c.cluster == 2) { /* pairs of CTAs, one pair per pair of M tiles */
-        const long long pairs = p->batch * cdiv(tiles_m, 2) * tiles_n;
+        const long long pairs = p->batch * tuner__gemm_cdiv(tiles_m, 2) * tiles_n;
         grid = 2 * (int)(pairs < a->sm_count / 2 ? pairs : a->sm_count / 2);
     }
     char name[56], tname[64]; /* tuner_launch.name holds 64 */
@@ -885,7 +880,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
          * and a 6-deep ring beat two consumers on every ResNet-50 3x3 layer; 128x64 tiles for 64
          * output channels (31.6 us at 56x56), 64x128 for 128 and 512 (22.9 us at 28x28, 24.2 at
          * 7x7), 64x256 where those tiles fill most SMs (21.4 us for 256 at 14x14). */
-        const bool wide = p.N >= 256 && 10 * p.batch * cdiv(p.M, 64) * cdiv(p.N, 256) >= 7LL * a->sm_count;
+        const bool wide = p.N >= 256 && 10 * p.batch * tuner__gemm_cdiv(p.M, 64) * tuner__gemm_cdiv(p.N, 256) >= 7LL * a->sm_count;
         const int bn = p.N <= 64 ? 64 : wide ? 256 : 128;
         tuner__gemm_param(ret, "block_m", bn == 64 ? 128 : 64);
         tuner__gemm_param(ret, "block_n", bn);
@@ -897,8 +892,8 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         tuner__gemm_param(ret, "cluster", 1);
         return 0;
     }
-    const bool wide = p.batch * cdiv(p.M, 128) * cdiv(p.N, 256) >= a->sm_count && p.K > 1024;
-    const bool square = p.batch * cdiv(p.M, 128) * cdiv(p.N, 128) >= a->sm_count;
+    const bool wide = p.batch * tuner__gemm_cdiv(p.M, 128) * tuner__gemm_cdiv(p.N, 256) >= a->sm_count && p.K > 1024;
+    const bool square = p.batch * tuner__gemm_cdiv(p.M, 128) * tuner__gemm_cdiv(p.N, 128) >= a->sm_count;
     /* A convolution's N (output channels per group) is often 64 or 128: no wider tile than it. */
     const int bn = p.conv && p.N <= 64 ? 64 : p.conv && p.N <= 128 ? 128 : wide ? 256 : 128;
     tuner__gemm_param(ret, "block_m", wide || square ? 128 : 64);
@@ -935,8 +930,8 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
         return 1e12;
     const int esz = tuner_dtype_size(p.dt);
-    const long long tiles = p.batch * cdiv(p.M, c.bm) * cdiv(p.N, c.bn);
-    const long long kp = cdiv(p.K, WG_BK) * WG_BK;
+    const long long tiles = p.batch * tuner__gemm_cdiv(p.M, c.bm) * tuner__gemm_cdiv(p.N, c.bn);
+    const long long kp = tuner__gemm_cdiv(p.K, WG_BK) * WG_BK;
     /* wgmma peak: mma.sync reaches about two thirds of it on Hopper (tuner/arch.c). */
     const double rate_sm = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count;
     double eff = 0.82;
@@ -960,9 +955,9 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time (H100:
      * 4096^3 226 against 212 us staged, 4096x3072x768 58 against 40); a staged tile leaves by
      * TMA stores. */
-    const double ep = 1.0 + (c.pingpong ? 0.3 : c.stage_out ? 0.5 : 4.0) / (double)cdiv(p.K, WG_BK);
+    const double ep = 1.0 + (c.pingpong ? 0.3 : c.stage_out ? 0.5 : 4.0) / (double)tuner__gemm_cdiv(p.K, WG_BK);
     /* A pingpong SM runs its two consumers' tiles at once, each at half the rate. */
-    const double per_sm = (double)cdiv(tiles, (long long)a->sm_count * c.rings) * c.rings;
+    const double per_sm = (double)tuner__gemm_cdiv(tiles, (long long)a->sm_count * c.rings) * c.rings;
     const double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
     const double t_compute = per_sm * t_tile;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
