@@ -555,9 +555,13 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
 {
     const tuner_arch *a = tuner__arch(t);
     wg_cfg c;
+    const char *tmpl = p->conv ? "conv2d_wgmma" : "matmul_wgmma";
     if (!a || !a->has_wgmma || !wg_supported(p) || cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c)) {
-        if (err)
-            *err = strdup("matmul_wgmma: invalid schedule for this op/target");
+        if (err) {
+            char msg[80];
+            snprintf(msg, sizeof(msg), "%s: invalid schedule for this op/target", tmpl);
+            *err = strdup(msg);
+        }
         return -EINVAL;
     }
     const long long tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
@@ -572,7 +576,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         grid = 2 * (int)(pairs < a->sm_count / 2 ? pairs : a->sm_count / 2);
     }
     char name[56], tname[64]; /* tuner_launch.name holds 64 */
-    tuner__gemm_kernel_name(name, sizeof(name), p->conv ? "conv2d_wgmma" : "matmul_wgmma", s);
+    tuner__gemm_kernel_name(name, sizeof(name), tmpl, s);
     snprintf(tname, sizeof(tname), "%s_tmap", name);
 
     tuner_sb sb;
