@@ -410,6 +410,9 @@ int main(int argc, char **argv)
     if (o.arch && tuner_target_parse(o.arch, &arch) < 0)
         return usage_error("--arch %s: no such arch (known archs: %s)", o.arch,
                            tuner_target_names(known, sizeof(known)));
+    tuner_tune_mode tune;
+    if (o.tune && tuner_tune_parse(o.tune, &tune) < 0)
+        return usage_error("--tune must be none, model or measure");
     if (npos == 0)
         return usage_error("no command given");
     const char *cmd = pos[0];

@@ -903,9 +903,6 @@ int cmd_cache(const opts *o, int argc, char **argv)
     opts ro = *o;
     char *daemon_db = NULL;
     if (strcmp(sub, "retune") == 0) {
-        tuner_tune_mode mode;
-        if (o->tune && tuner_tune_parse(o->tune, &mode) < 0)
-            return usage_error("--tune must be none, model or measure");
         if (!o->cache && (rc = daemon_cache_path(o, &daemon_db)))
             return rc;
         if (daemon_db && access(daemon_db, R_OK) != 0) {

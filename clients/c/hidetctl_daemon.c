@@ -60,7 +60,7 @@ void describe_error(const hidet_error *e, char *buf, size_t len)
 /* --url, else --socket, else libhidet-client's default address (hidet_default_address(): the
  * rule every client shares, so hidetctl finds the daemon that the library and the Python helper
  * find). */
-static int open_client(const opts *o, hidet_client **ret)
+int open_client(const opts *o, hidet_client **ret)
 {
     hidet_error e;
     int r = hidet_client_open(o->url ? o->url : o->socket, o->token, ret, &e);
@@ -296,9 +296,6 @@ int cmd_kernel(const opts *o, int argc, char **argv)
         return usage_error("'kernel' takes one REQUEST.json");
     if (o->no_wait && (o->ptx || o->cubin))
         return usage_error("--ptx and --cubin need the kernel now; drop --no-wait");
-    tuner_tune_mode mode;
-    if (o->tune && tuner_tune_parse(o->tune, &mode) < 0)
-        return usage_error("--tune must be none, model or measure");
     if ((rc = load_request(argv[0], o, false, &req)))
         return rc;
     if ((rc = open_client(o, &c))) {
@@ -510,6 +507,13 @@ static double jnum_or(const cJSON *o, const char *name, double dflt)
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
+/* The first line of `status` and `stats`: version, uptime, whether a GPU serves. */
+static void print_status_header(const cJSON *j)
+{
+    printf("hidetd %s, up %.0f s, GPU %s\n", jstr_or(j, "version", "?"), jnum_or(j, "uptime_s", 0),
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gpu_available")) ? "available" : "not available");
+}
+
 int cmd_status(const opts *o, int argc, char **argv)
 {
     hidet_client *c = NULL;
@@ -541,9 +545,7 @@ int cmd_status(const opts *o, int argc, char **argv)
         rc = EXIT_DAEMON;
         goto out;
     }
-    printf("hidetd %s, up %.0f s, GPU %s\n", jstr_or(j, "version", "?"), jnum_or(j, "uptime_s", 0),
-           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gpu_available")) ? "available"
-                                                                              : "not available");
+    print_status_header(j);
     const cJSON *jobs = cJSON_GetObjectItemCaseSensitive(j, "jobs");
     printf("jobs: %.0f queued, %.0f running, %.0f done, %.0f failed\n", jnum_or(jobs, "queued", 0),
            jnum_or(jobs, "running", 0), jnum_or(jobs, "done", 0), jnum_or(jobs, "failed", 0));
@@ -772,9 +774,7 @@ int cmd_stats(const opts *o, int argc, char **argv)
         return EXIT_OK;
     }
     char pct[32] = "", sz[32], mx[32], line[96];
-    printf("hidetd %s, up %.0f s, GPU %s\n", jstr_or(j, "version", "?"), jnum_or(j, "uptime_s", 0),
-           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "gpu_available")) ? "available"
-                                                                              : "not available");
+    print_status_header(j);
     printf("Kernel requests since start:\n");
     stat_num("requests", requests, NULL);
     if (requests > 0)

@@ -125,6 +125,10 @@ void describe_error(const struct hidet_error *e, char *buf, size_t len);
 /* The exit code for a failed client call r (EXIT_CONNECT, EXIT_NOT_FOUND, EXIT_DAEMON). */
 int client_exit(int r, const struct hidet_error *e);
 
+struct hidet_client;
+/* Opens a client for --url, else --socket, else the default address: 0, or the exit code
+ * (EXIT_USAGE for a bad address) after printing why. */
+int open_client(const opts *o, struct hidet_client **ret);
 /* GET /v1/status from the daemon that --url/--socket (or the default address) names, limited to
  * timeout_ms: 0 and *ret (the answer, a JSON object the caller deletes), or a negative
  * errno-style code with *err filled as libhidet-client fills it. */

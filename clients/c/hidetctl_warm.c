@@ -261,8 +261,7 @@ static void *worker(void *arg)
             w->connect_rc = client_exit(r, &e);
             if (w->tty && !w->o->json)
                 fputs("\r\033[K", stderr);
-            fprintf(stderr, "hidetctl: %s\n", msg);
-            it->outcome = W_PENDING;
+            fprintf(stderr, "hidetctl: %s\n", msg); /* the item stays pending: not sent */
         } else if (r != -ECONNREFUSED) {
             finish_item(w, it, outcome, msg);
         }
@@ -287,9 +286,6 @@ int cmd_warm(const opts *o, int argc, char **argv)
         if (!end || *end || parallel < 1 || parallel > 64)
             return usage_error("--parallel must be a number from 1 to 64");
     }
-    tuner_tune_mode mode;
-    if (o->tune && tuner_tune_parse(o->tune, &mode) < 0)
-        return usage_error("--tune must be none, model or measure");
     for (int i = 0; i < argc; i++) {
         char *text = NULL;
         int r = read_text_file(argv[i], &text);
@@ -323,11 +319,8 @@ int cmd_warm(const opts *o, int argc, char **argv)
     size_t nthreads = (size_t)parallel < w.n ? (size_t)parallel : w.n;
     warm_worker ws[64] = {0};
     for (size_t i = 0; i < nthreads; i++) {
-        hidet_error e;
         ws[i].w = &w;
-        if (hidet_client_open(o->url ? o->url : o->socket, o->token, &ws[i].c, &e) < 0) {
-            fprintf(stderr, "hidetctl: %s\n", e.message);
-            rc = EXIT_USAGE;
+        if ((rc = open_client(o, &ws[i].c))) {
             for (size_t k = 0; k < i; k++)
                 hidet_client_free(ws[k].c);
             pthread_mutex_destroy(&w.lock);

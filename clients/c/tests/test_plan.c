@@ -249,7 +249,5 @@ int main(void)
     setenv("HIDETD_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
     test_parse();
     test_damaged();
-    if (failures)
-        fprintf(stderr, "%d checks failed\n", failures);
-    return failures ? 1 : 0;
+    return check_finish("test_plan");
 }
