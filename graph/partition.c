@@ -53,6 +53,7 @@ typedef struct part {
     int n_prims, cap_prims;
     int *producer; /* plan tensor -> prim, -1 */
     int *uses;     /* plan tensor -> live prim input slots reading it */
+    signed char *is_const; /* plan tensor -> constant()'s answer: 1, 0, or -1 not yet known */
     proto_error *e;
     proto_kernel_request *scratch;
 } part;
@@ -247,15 +248,18 @@ static int analyse(part *c)
     graph_plan *p = c->p;
     free(c->producer);
     free(c->uses);
+    free(c->is_const);
     c->producer = malloc(sizeof(int) * (size_t)p->n_tensors);
     c->uses = calloc((size_t)p->n_tensors, sizeof(int));
+    c->is_const = malloc((size_t)p->n_tensors);
     bool *needed = calloc((size_t)p->n_tensors, sizeof(bool));
-    if (!c->producer || !c->uses || !needed) {
+    if (!c->producer || !c->uses || !c->is_const || !needed) {
         free(needed);
         return -ENOMEM;
     }
     for (int t = 0; t < p->n_tensors; t++) {
         c->producer[t] = -1;
+        c->is_const[t] = -1;
         needed[t] = p->tensors[t].is_output;
     }
     for (int k = c->n_prims - 1; k >= 0; k--) {
@@ -304,23 +308,26 @@ static void fold_transposes(part *c)
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
+/* Whether t depends on weights only. Before kernels exist, a value is constant when everything
+ * its prim reads is; the answer is kept per tensor (the dataflow no longer changes once
+ * analyse() has run), so shared values are not walked again: without it a chain of diamonds
+ * costs 2^depth. */
 static bool constant(const part *c, int t)
 {
     t = root_of(c->p, t);
+    if (c->is_const[t] >= 0)
+        return c->is_const[t] == 1;
     const graph_plan_tensor *pt = &c->p->tensors[t];
-    if (pt->kind == GRAPH_T_WEIGHT)
-        return true;
-    if (pt->kind == GRAPH_T_INPUT)
-        return false;
-    int pk = c->producer[t];
-    if (pk < 0)
-        return false;
-    const prim *pr = &c->prims[pk];
-    /* Before kernels exist, a value is constant when everything its prim reads is. */
-    for (int j = 0; j < pr->n_in; j++)
-        if (!constant(c, pr->in[j]))
-            return false;
-    return true;
+    bool v = pt->kind == GRAPH_T_WEIGHT;
+    const int pk = c->producer[t];
+    if (!v && pt->kind != GRAPH_T_INPUT && pk >= 0) {
+        const prim *pr = &c->prims[pk];
+        v = true;
+        for (int j = 0; j < pr->n_in && v; j++)
+            v = constant(c, pr->in[j]);
+    }
+    c->is_const[t] = v ? 1 : 0;
+    return v;
 }
 
 static bool same_shape(const tuner_tensor *a, const tuner_tensor *b)
@@ -810,6 +817,7 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     free(c.prims);
     free(c.producer);
     free(c.uses);
+    free(c.is_const);
     free(c.scratch);
     if (r < 0)
         graph_plan_free(ret);

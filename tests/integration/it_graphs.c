@@ -138,6 +138,34 @@ static void shared_kernels(const ht_daemon *d)
     ht_resp_free(&r);
 }
 
+/* A chain of diamonds on weights, t_i = t_{i-1} + t_{i-1}, 48 deep: the partitioner once walked
+ * every path back to the weights (2^48 steps on the daemon's loop thread, a hang any client
+ * could cause); it must plan it at once and go on serving. */
+static void diamond_chain(const ht_daemon *d)
+{
+    enum { DEPTH = 48 };
+    char *g = malloc(16384);
+    if (!g)
+        return;
+    int n = snprintf(g, 16384,
+                     "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[64],\"dtype\":\"f16\"}],"
+                     "\"weights\":[{\"name\":\"t0\",\"shape\":[64],\"dtype\":\"f16\"}],\"nodes\":[");
+    for (int i = 1; i <= DEPTH; i++)
+        n += snprintf(g + n, 16384 - (size_t)n,
+                      "{\"op\":\"add\",\"inputs\":[\"t%d\",\"t%d\"],\"outputs\":[\"t%d\"]},", i - 1, i - 1, i);
+    snprintf(g + n, 16384 - (size_t)n,
+             "{\"op\":\"add\",\"inputs\":[\"x\",\"t%d\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]},"
+             "\"tune\":\"none\"}",
+             DEPTH);
+    ht_resp r = ht_post(d, "/v1/graphs", g);
+    CHECK(r.status == 200, "diamond chain: %ld %.300s", r.status, r.body);
+    ht_resp_free(&r);
+    ht_resp h = ht_get(d, "/healthz");
+    CHECK(h.status == 200, "healthz after the diamond chain: %ld", h.status);
+    ht_resp_free(&h);
+    free(g);
+}
+
 static void bad_graphs(const ht_daemon *d)
 {
     static const struct {
@@ -255,6 +283,7 @@ int main(void)
     examples(&d);
     layout_graph(&d);
     shared_kernels(&d);
+    diamond_chain(&d);
     bad_graphs(&d);
     hidetctl_graph(&d);
     jobs_and_routes(&d);
