@@ -655,62 +655,20 @@ static int parse_outputs(parse_ctx *c, const cJSON *outs)
     return 0;
 }
 
-/* Nesting of the raw text, measured before cJSON recurses into it (strings skipped). */
-static int json_depth(const char *s, size_t len)
-{
-    int depth = 0, max = 0;
-    bool in_str = false;
-    for (size_t i = 0; i < len; i++) {
-        char ch = s[i];
-        if (in_str) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                in_str = false;
-        } else if (ch == '"') {
-            in_str = true;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > max)
-                max = depth;
-        } else if (ch == ']' || ch == '}') {
-            depth--;
-        }
-    }
-    return max;
-}
-
 int graph_request_parse(const char *body, size_t len, graph_request *ret, proto_error *ret_err)
 {
     if (!ret || !ret_err || (!body && len))
         return -EINVAL;
     memset(ret, 0, sizeof(*ret));
-    if (len == 0)
-        return proto_fail(ret_err, 400, "invalid_json", "",
-                           "the body is empty; a JSON object is expected");
-    if (memchr(body, '\0', len))
-        return proto_fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
-    /* body{graph{nodes[node{attrs{list[ is six deep; two more are spare. */
-    if (json_depth(body, len) > PROTO_MAX_JSON_DEPTH)
-        return proto_fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
-                           PROTO_MAX_JSON_DEPTH);
-    char *copy = malloc(len + 1);
-    if (!copy)
-        return proto_fail(ret_err, 500, "internal", "", "out of memory"), -ENOMEM;
-    memcpy(copy, body, len);
-    copy[len] = '\0';
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(copy, &end, true);
-    int r;
-    if (!root) {
-        size_t at = end && end >= copy && (size_t)(end - copy) <= len ? (size_t)(end - copy) : 0;
-        r = proto_fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
-    } else {
+    /* body{graph{nodes[node{attrs{list[ is six deep; PROTO_MAX_JSON_DEPTH leaves two spare. */
+    cJSON *root = NULL;
+    int r = proto_parse_json_body(body, len, &root, ret_err);
+    if (r == 0) {
         r = parse_graph(root, ret, ret_err);
         if (r == -ENOMEM)
             proto_fail(ret_err, 500, "internal", "", "out of memory");
     }
     cJSON_Delete(root);
-    free(copy);
     if (r < 0)
         graph_request_free(ret);
     return r;

@@ -1278,46 +1278,54 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     return parse_job_options(root, req, e);
 }
 
+int proto_parse_json_body(const char *body, size_t len, cJSON **root, proto_error *e)
+{
+    if (len == 0)
+        return proto_fail(e, 400, "invalid_json", "", "the body is empty; a JSON object is expected");
+    if (memchr(body, '\0', len))
+        return proto_fail(e, 400, "invalid_json", "", "the body contains a NUL byte");
+    int depth = json_depth(body, len);
+    if (depth < 0)
+        return proto_fail(e, 400, "invalid_json", "", "\\u0000 is not allowed in strings");
+    if (depth > PROTO_MAX_JSON_DEPTH)
+        return proto_fail(e, 400, "limit_exceeded", "", "JSON nesting deeper than %d", PROTO_MAX_JSON_DEPTH);
+    char *copy = malloc(len + 1);
+    if (!copy) {
+        proto_fail(e, 500, "internal", "", "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    const char *end = NULL;
+    *root = cJSON_ParseWithOpts(copy, &end, true);
+    int r = 0;
+    if (!*root) {
+        size_t at = end && end >= copy ? (size_t)(end - copy) : 0;
+        if (!end || at > len) /* cJSON leaves end unset on allocation failure */
+            at = 0;
+        r = proto_fail(e, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
+    }
+    free(copy);
+    return r;
+}
+
 int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_request *ret,
                                proto_error *ret_err)
 {
     proto_kernel_request *req = NULL;
     cJSON *root = NULL;
-    char *copy = NULL;
     int r;
 
     if (!ret_err)
         return -EINVAL;
     if (!ret || (!body && len > 0))
         return proto_fail(ret_err, 500, "internal", "", "invalid arguments");
-    if (len == 0)
-        return proto_fail(ret_err, 400, "invalid_json", "",
-                    "the body is empty; a JSON object is expected");
-    if (memchr(body, '\0', len))
-        return proto_fail(ret_err, 400, "invalid_json", "", "the body contains a NUL byte");
-    int depth = json_depth(body, len);
-    if (depth < 0)
-        return proto_fail(ret_err, 400, "invalid_json", "", "\\u0000 is not allowed in strings");
-    if (depth > PROTO_MAX_JSON_DEPTH)
-        return proto_fail(ret_err, 400, "limit_exceeded", "", "JSON nesting deeper than %d",
-                    PROTO_MAX_JSON_DEPTH);
-
-    copy = malloc(len + 1);
+    if ((r = proto_parse_json_body(body, len, &root, ret_err)) < 0)
+        return r;
     req = calloc(1, sizeof(*req));
-    if (!copy || !req) {
-        r = proto_fail(ret_err, 500, "internal", "", "out of memory");
+    if (!req) {
+        proto_fail(ret_err, 500, "internal", "", "out of memory");
         r = -ENOMEM;
-        goto out;
-    }
-    memcpy(copy, body, len);
-    copy[len] = '\0';
-    const char *end = NULL;
-    root = cJSON_ParseWithOpts(copy, &end, true);
-    if (!root) {
-        size_t at = end && end >= copy ? (size_t)(end - copy) : 0;
-        if (!end || at > len) /* cJSON leaves end unset on allocation failure */
-            at = 0;
-        r = proto_fail(ret_err, 400, "invalid_json", "", "malformed JSON near byte %zu", at);
         goto out;
     }
     r = validate(root, req, ret_err);
@@ -1326,7 +1334,6 @@ int proto_kernel_request_parse(const char *body, size_t len, proto_kernel_reques
     *ret = *req;
 out:
     cJSON_Delete(root);
-    free(copy);
     free(req);
     return r;
 }

@@ -68,11 +68,17 @@ __attribute__((format(printf, 5, 6)))
 int proto_fail(proto_error *e, int status, const char *code, const char *field, const char *fmt,
                ...);
 
+struct cJSON;
+/* The checks every JSON body gets before and while cJSON parses it: not empty, no NUL byte, no
+ * \u0000 in a string (cJSON would cut the string there), nesting at most PROTO_MAX_JSON_DEPTH,
+ * well-formed (the error names the byte). 0 and *root (the caller deletes it), or the error in
+ * *e (-ENOMEM when memory ran out). */
+int proto_parse_json_body(const char *body, size_t len, struct cJSON **root, proto_error *e);
+
 /* Refuses (400 invalid_field, the field's path) a member of obj not in allowed (NULL-terminated),
  * suggesting the closest allowed name, and a member given twice: a strict language, so that a
  * misspelt option is an error rather than silently its default. path prefixes the field ("" at
  * the top level). 0 or -EINVAL. */
-struct cJSON;
 int proto_check_keys(const struct cJSON *obj, const char *const *allowed, const char *path,
                      proto_error *e);
 

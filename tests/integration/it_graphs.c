@@ -200,6 +200,14 @@ static void bad_graphs(const ht_daemon *d)
     ht_resp r = ht_post(d, "/v1/graphs", "{\"graph\": [");
     CHECK(r.status == 400 && !strcmp(ht_error_code(&r), "invalid_json"), "%ld", r.status);
     ht_resp_free(&r);
+    /* An escaped NUL is refused as in /v1/kernels: cJSON would read "relu\u0000junk" as relu. */
+    r = ht_post(d, "/v1/graphs",
+                "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[8],\"dtype\":\"f32\"}],\"nodes\":["
+                "{\"op\":\"relu\\u0000junk\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]},"
+                "\"tune\":\"none\"}");
+    CHECK(r.status == 400 && !strcmp(ht_error_code(&r), "invalid_json"), "\\u0000 in an op: %ld %.300s", r.status,
+          r.body);
+    ht_resp_free(&r);
     /* The daemon still serves. */
     r = ht_get(d, "/healthz");
     CHECK(r.status == 200);
