@@ -33,7 +33,7 @@ REPO = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
 from graph_examples import TOL, Case, run_case  # noqa: E402
 sys.path.insert(0, HERE)
-from bench import cuda_graph, replay_us  # noqa: E402
+from bench import time_pair_us  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -115,9 +115,7 @@ def main():
         peak, out_bytes = eager_peak(case)
         ours(), eager()
         call = alternate(lambda: call_us(ours, a.calls), lambda: call_us(eager, a.calls), a.rounds)
-        ga, gb = cuda_graph(lambda _: ours, 1, a.reps), cuda_graph(lambda _: eager, 1, a.reps)
-        graph = alternate(lambda: replay_us(ga, a.reps), lambda: replay_us(gb, a.reps), a.rounds)
-        del ga, gb
+        graph = time_pair_us(lambda _: ours, lambda _: eager, 1, a.reps, a.rounds)
         row = {"graph": name, "dtype": a.dtype, "tune": case_tune, "tune_error": tune_error,
                "all_measured": measured,
                "steps": len(plan.steps), "prepare": len(plan.prepare),

@@ -14,8 +14,7 @@ int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e);
  * doubling it when full. 0 or -ENOMEM (then *items is unchanged). */
 int graph__reserve(void **items, int *cap, int n, size_t size);
 
-/* numpy broadcasting: whether a (rank ra) broadcasts one way to b; the two-way result into out. */
-bool graph__broadcasts_to(const tuner_tensor *a, const tuner_tensor *b);
+/* numpy broadcasting of a and b: whether they broadcast, the result's shape into out. */
 bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor *out);
 
 /* The /v1/kernels request body of an op (inputs, attributes, prologue, epilogue; no options),

@@ -17,18 +17,6 @@
 
 /* ---- broadcasting ----------------------------------------------------------------------------- */
 
-bool graph__broadcasts_to(const tuner_tensor *a, const tuner_tensor *b)
-{
-    if (a->rank > b->rank)
-        return false;
-    for (int i = 1; i <= a->rank; i++) {
-        int64_t x = a->shape[a->rank - i], y = b->shape[b->rank - i];
-        if (x != y && x != 1)
-            return false;
-    }
-    return true;
-}
-
 bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor *out)
 {
     int r = a->rank > b->rank ? a->rank : b->rank;

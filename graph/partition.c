@@ -740,17 +740,16 @@ static int home_outputs(part *c)
 
 /* ---- order -------------------------------------------------------------------------------------- */
 
-/* Kahn's algorithm over kernels (a kernel after the producers of what it reads); prepare
- * kernels first. */
+/* Kernels in an order where each comes after the producers of what it reads, prepare kernels
+ * first: passes over the kernels placing every ready one, until a pass places none (kernels are
+ * built in dataflow order, so a pass or two usually suffices). */
 static int order_kernels(part *c)
 {
     graph_plan *p = c->p;
     int n = p->n_kernels;
     p->order = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    int *indeg = calloc((size_t)(n ? n : 1), sizeof(int));
     bool *done = calloc((size_t)(n ? n : 1), sizeof(bool));
-    if (!p->order || !indeg || !done) {
-        free(indeg);
+    if (!p->order || !done) {
         free(done);
         return -ENOMEM;
     }
@@ -777,7 +776,6 @@ static int order_kernels(part *c)
         if (want_prepare)
             p->n_prepare = placed;
     }
-    free(indeg);
     free(done);
     if (placed != n)
         return proto_fail(c->e, 500, "internal", "", "the kernels of the graph form a cycle");
