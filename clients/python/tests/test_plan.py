@@ -203,10 +203,6 @@ class Plans(unittest.TestCase):
                 os.environ["HIDETD_LIBCUDA"] = old_env
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class FakeLib:
     """Stands in for libcuda: records every cuLaunchKernel with the pointer values it was given."""
 
@@ -322,3 +318,7 @@ class Launches(unittest.TestCase):
                 want[prm["index"]] = by.get(prm["buffer"], self.allocs[-1][1] if self.allocs else None)
             self.assertEqual(args, want)
         self.assertEqual(len(self.drv.lib.launches), len(k.kernel_set["kernels"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
