@@ -216,6 +216,18 @@ static int build_cases(scase *c)
         ADD("mm 256x512x128 +bias,gelu", op, true);
     }
     {
+        /* Edge tiles in M and N under a fused chain with column, full and row operands: the
+         * templates evaluate it for every fragment, clamping rows and columns past the output
+         * (tuner__gemm_emit_epilogue_pair), and must store none of those. */
+        tuner_op op = matmul(1, 333, 520, 200, false, false, 16);
+        int64_t bias[1] = {520}, res[2] = {333, 520}, rowscale[2] = {333, 1};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_operand_step(&op, TUNER_EW_ADD, 2, res);
+        add_operand_step(&op, TUNER_EW_MUL, 2, rowscale);
+        add_unary_step(&op.epilogue, TUNER_EW_GELU_ERF, 0);
+        ADD("mm 333x520x200 +b,+res,*row,gelu", op, true);
+    }
+    {
         tuner_op op = matmul(1, 128, 128, 256, false, false, 16);
         add_unary_step(&op.prologue[0], TUNER_EW_SCALE, 0.5);
         ADD("mm 128x128x256 A*0.5", op, true);

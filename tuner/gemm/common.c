@@ -345,15 +345,24 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     tuner__gemm_emit_store_at(sb, p, b, m, n, vars, nv, NULL);
 }
 
-/* The body of the store emitters: dst (a global pointer expression) or saddr (a shared address)
- * or neither (the checked global store). */
-static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m, const char *n,
-                            const char *const *vars, int nv, const char *dst, const char *saddr, bool checked)
+/* How emit_out_coords treats elements outside the output. */
+enum { OUT_IN_RANGE, OUT_CHECKED, OUT_CLAMPED };
+
+/* Opens the block shared by the store and epilogue emitters: `o_b, o_m, o_n` and the output
+ * element's tensor coordinates o_t<d> and offset o_off: inside a bounds check (OUT_CHECKED), or
+ * with m and n clamped to the last row and the last pair (OUT_CLAMPED: no branch, in-range
+ * operand reads), or as given (OUT_IN_RANGE). The caller closes both braces. */
+static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m, const char *n,
+                            int mode)
 {
-    tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
-    if (checked)
-        tuner_sb_printf(sb, "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
+    if (mode == OUT_CLAMPED)
+        tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = min((%s), %lld), o_n = min((%s), %lld);\n{\n", b, m,
+                        p->M - 1, n, p->N - 2);
     else
+        tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
+    if (mode == OUT_CHECKED)
+        tuner_sb_printf(sb, "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
+    else if (mode == OUT_IN_RANGE)
         tuner_sb_puts(sb, "{\n");
     const tuner_tensor *o = &p->op->output;
     if (!p->conv) {
@@ -375,13 +384,30 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
             tuner_sb_printf(sb, "const long long o_off = (long long)o_m * %lldLL + o_k;\n", p->ck);
         }
     }
+}
+
+/* Declares float o_v<j> = vars[j] and, with `chain`, applies the epilogue to each. */
+static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const char *const *vars, int nv, bool chain)
+{
     for (int j = 0; j < nv; j++) {
         tuner_sb_printf(sb, "float o_v%d = %s;\n", j, vars[j]);
+        if (!chain)
+            continue;
         char var[16];
         snprintf(var, sizeof(var), "o_v%d", j);
-        chain_ctx c = {.op = p->op, .value = o, .pfx = "o", .extra_last = j};
+        chain_ctx c = {.op = p->op, .value = &p->op->output, .pfx = "o", .extra_last = j};
         tuner__emit_chain(sb, p->op, &p->op->epilogue, var, chain_load, &c);
     }
+}
+
+/* The body of the store emitters: dst (a global pointer expression) or saddr (a shared address)
+ * or neither (the checked global store); `chain` applies the epilogue on the way. */
+static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m, const char *n,
+                            const char *const *vars, int nv, const char *dst, const char *saddr, bool checked,
+                            bool chain)
+{
+    emit_out_coords(sb, p, b, m, n, checked ? OUT_CHECKED : OUT_IN_RANGE);
+    emit_out_values(sb, p, vars, nv, chain);
     const char *ct = tuner__ctype(p->out_dt);
     char at[160];
     snprintf(at, sizeof(at), "%s", dst ? dst : "out + o_off");
@@ -406,13 +432,32 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
 void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                const char *n, const char *const *vars, int nv, const char *dst)
 {
-    emit_store_impl(sb, p, b, m, n, vars, nv, dst, NULL, dst == NULL);
+    emit_store_impl(sb, p, b, m, n, vars, nv, dst, NULL, dst == NULL, true);
+}
+
+bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p)
+{
+    return p->op->epilogue.n > 0;
+}
+
+void tuner__gemm_emit_epilogue_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                    const char *n, const char *const *pair, bool clamped)
+{
+    emit_out_coords(sb, p, b, m, n, clamped ? OUT_CLAMPED : OUT_IN_RANGE);
+    emit_out_values(sb, p, pair, 2, true);
+    tuner_sb_printf(sb, "%s = o_v0;\n%s = o_v1;\n}\n}\n", pair[0], pair[1]);
 }
 
 void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                  const char *n, const char *const *pair, const char *saddr, bool checked)
 {
-    emit_store_impl(sb, p, b, m, n, pair, 2, NULL, saddr, checked);
+    emit_store_impl(sb, p, b, m, n, pair, 2, NULL, saddr, checked, false);
+}
+
+void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                    const char *n, const char *const *vars, int nv)
+{
+    emit_store_impl(sb, p, b, m, n, vars, nv, NULL, NULL, true, false);
 }
 
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)

@@ -5,7 +5,8 @@
  * out slow, and a good tile for the shape must come out near the top. Terms:
  *  - compute: per-tile FLOPs at the SM's tensor (or FMA) rate, scaled by an efficiency that
  *    grows with the warp tile (operand reuse from registers) and with pipelining, and by how
- *    many warps the SM has to hide latency; tiles run in waves of (blocks per SM x SMs);
+ *    many warps the SM has to hide latency; tiles run in waves of (blocks per SM x SMs); plus
+ *    the fused epilogue's arithmetic;
  *  - memory: every block reads its A and B panels once (L2 bandwidth) and the unique operands
  *    and the output cross DRAM once;
  *  - split-K: fp32 partials written and read back, plus a second launch;
@@ -13,6 +14,7 @@
  */
 #include <math.h>
 
+#include "tuner/core.h"
 #include "tuner/gemm/gemm.h"
 
 #define LAUNCH_US 3.0
@@ -86,7 +88,11 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
     const double rate_sm = rate_tflops * 1e6 / a->sm_count; /* FLOP per us per SM */
     /* A wave runs `bps` blocks per SM concurrently: its time is bps tiles of work on one SM. */
     const double tile_flops = 2.0 * c->block_m * c->block_n * (double)(kps < p->K ? kps : p->K);
-    const double t_compute = waves * (tile_flops * blocks_here) / (rate_sm * eff);
+    double t_compute = waves * (tile_flops * blocks_here) / (rate_sm * eff);
+    /* A fused epilogue's arithmetic (tuner__chain_instr per element at about 4.3e5 element-
+     * instructions per us and SM, measured on an H100) runs after each tile's main loop; other
+     * resident blocks compute meanwhile. */
+    t_compute += waves * (double)c->block_m * c->block_n * tuner__chain_instr(&p->op->epilogue) / 4.3e5;
 
     /* Memory. */
     const double dram_bw = a->dram_gbps * 1e3; /* GB/s = 1e3 bytes per us */

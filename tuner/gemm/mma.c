@@ -633,10 +633,10 @@ static void emit_if_tile_inside(tuner_sb *sb, const tuner__gemm_problem *p, cons
     tuner_sb_printf(sb, "if (gm_m0 + %d <= %lld && gm_n0 + %d <= %lld) {\n", c->bm, p->M, c->bn, p->N);
 }
 
-/* stage_out: every warp applies the epilogue to its fragments and writes the converted pairs
- * into a padded block_m x block_n tile in shared memory (the pipeline's buffers, free once every
- * warp is past the main loop); then the block writes the tile out in 16-byte chunks, each row's
- * chunks by consecutive threads. Edge tiles check elements against M and N (so epilogue
+/* stage_out: every warp applies the epilogue to all its fragments, then writes the converted
+ * pairs into a padded block_m x block_n tile in shared memory (the pipeline's buffers, free once
+ * every warp is past the main loop); then the block writes the tile out in 16-byte chunks, each
+ * row's chunks by consecutive threads. Edge tiles check elements against M and N (so epilogue
  * operands are never read out of range) and chunks against them (N is a multiple of a chunk). */
 static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
@@ -655,6 +655,11 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
             tuner_sb_puts(sb, "} else {\n");
         else if (!all_full)
             emit_if_tile_inside(sb, p, c);
+        if (tuner__gemm_has_epilogue(p)) {
+            emit_epilogue_nest(sb, c);
+            tuner__gemm_emit_epilogue_pair(sb, p, "gm_zb", "gm_er + i * 16 + h * 8", "gm_ec + j * 8", v2, checked);
+            tuner_sb_puts(sb, "}\n");
+        }
         emit_epilogue_nest(sb, c);
         tuner__gemm_emit_store_smem(sb, p, "gm_zb", "gm_er + i * 16 + h * 8", "gm_ec + j * 8", v2, saddr,
                                     checked);

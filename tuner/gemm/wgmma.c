@@ -22,9 +22,10 @@
  *        tile in shared memory that one thread writes out with bulk tensor stores (clipped at
  *        the tensor's edges), else straight from registers with bounds checks.
  *    Cooperative schedules split each tile's rows between the consumers; pingpong ones give
- *    each consumer its own tiles, ring and producer thread, so that one's epilogue overlaps the
- *    other's wgmma. With two consumers the producer gives registers back (setmaxnreg.dec) and
- *    the consumers take them (setmaxnreg.inc).
+ *    each consumer whole tiles of its own (and its own staged tile): the producer fills the
+ *    ring tile after tile, and the consumers take turns at the tensor cores (named barriers),
+ *    so that one's epilogue runs while the other's wgmma do. With two consumers the producer
+ *    gives registers back (setmaxnreg.dec) and the consumers take them (setmaxnreg.inc).
  *    With `cluster` 2 the grid is pairs of CTAs (__cluster_dims__) working on neighbouring M
  *    tiles of one N tile: each producer loads its own A tile and half of the B tile, multicast
  *    to both CTAs (one L2 read of B per pair); each consumer warp releases a stage to both
@@ -58,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/core.h"
 #include "tuner/gemm/gemm.h"
 
 #define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
@@ -66,15 +68,15 @@
 
 typedef struct wg_cfg {
     int bm, bn, stages, consumers, group;
-    bool pingpong;   /* each consumer its own tiles, ring and producer thread */
-    int rings;       /* 1, or 2 with pingpong */
+    bool pingpong;   /* each consumer its own tiles, the two taking turns at the tensor cores */
+    int unit_tiles;  /* tiles a block takes per step: 1, or 2 with pingpong (one per consumer) */
     int rows_per_wg; /* rows of a tile one consumer computes: 64 or 128 */
     int mi;          /* m64 slices per consumer warpgroup */
     int threads;
     int a_bytes, b_bytes, stage_bytes;
     bool stage_out;  /* epilogue through shared memory and TMA stores */
     int cluster;     /* 2: CTA pairs on neighbouring M tiles share each B tile (TMA multicast) */
-    int out_bytes;   /* the staged output tile */
+    int out_bytes;   /* the staged output tiles, one per consumer's tile of a unit */
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
@@ -126,7 +128,7 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->cluster = tuner_schedule_param(s, "cluster", 1);
     if (c->cluster != 1 && c->cluster != 2)
         return -EINVAL;
-    c->rings = c->pingpong ? 2 : 1;
+    c->unit_tiles = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
         return -EINVAL;
     if (c->bm % (64 * (c->pingpong ? 1 : c->consumers)) || c->bn % 64 || c->bn < 64 || c->bn > 256)
@@ -139,9 +141,9 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->a_bytes = c->bm * WG_BK * 2;
     c->b_bytes = c->bn * WG_BK * 2;
     c->stage_bytes = c->a_bytes + c->b_bytes;
-    c->smem = c->rings * c->stages * c->stage_bytes + 1024;
+    c->smem = c->stages * c->stage_bytes + 1024;
     if (c->stage_out) {
-        c->out_bytes = c->bm * c->bn * tuner_dtype_size(p->out_dt);
+        c->out_bytes = c->unit_tiles * c->bm * c->bn * tuner_dtype_size(p->out_dt);
         c->smem += c->out_bytes;
     }
     return 0;
@@ -152,8 +154,8 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
     if (c->mi * c->bn / 2 > 128)
         return false;
-    /* Staging needs 16-byte output rows (TMA strides) and one consumer tile per block. */
-    if (c->stage_out && (!p->out_chunk || c->pingpong))
+    /* Staging needs 16-byte output rows (TMA strides). */
+    if (c->stage_out && !p->out_chunk)
         return false;
     /* A pair multicasts half of the B tile each: whole 64-column boxes (MN-major) or halves of
      * 64 rows or more (K-major); one ring per CTA. */
@@ -167,7 +169,7 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     if (wg_gathers_a(p) && (c->bm > 128 || p->cr * p->cs > 32))
         return false;
     /* Dynamic ring (+ staged tile) + static barriers. */
-    if (c->smem + 16 * c->rings * c->stages > a->max_smem_per_block)
+    if (c->smem + 16 * c->stages > a->max_smem_per_block)
         return false;
     if (c->threads > a->max_threads_per_block)
         return false;
@@ -384,12 +386,14 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
                     group, tiles_n, group, tiles_m, group, tm);
 }
 
-/* Opens the loop over a producer's or consumer's work (per_ring: one loop per pingpong ring,
- * indexed by wg_r) and declares the tile's gm_b, gm_tm, gm_tn. A cluster pair walks pairs of
- * M tiles, its CTAs taking one each (an odd last pair's second tile lies past M: its loads read
- * zeros and its stores are clipped or skipped). */
+/* Opens the loop over a producer's or consumer's tiles and declares the tile's gm_b, gm_tm,
+ * gm_tn. A block takes units of unit_tiles consecutive tiles, gridDim.x units apart; the
+ * producer walks every tile of its units in order, a pingpong consumer (`consumer`) the tiles of
+ * its own place in each unit (wg_c). A cluster pair walks pairs of M tiles, its CTAs taking one
+ * each (an odd last pair's second tile lies past M: its loads read zeros and its stores are
+ * clipped or skipped). */
 static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
-                           long long tiles_n, bool per_ring)
+                           long long tiles_n, bool consumer)
 {
     if (c->cluster == 2) {
         const long long pairs_m = tuner__gemm_cdiv(tiles_m, 2);
@@ -400,9 +404,13 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
         return;
     }
     const long long tiles = p->batch * tiles_m * tiles_n;
-    if (per_ring)
-        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * %d + wg_r; t < %lldLL; t += (long long)gridDim.x * %d) {\n",
-                        c->rings, tiles, c->rings);
+    if (c->pingpong && consumer)
+        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2 + wg_c; t < %lldLL; t += (long long)gridDim.x * 2) {\n",
+                        tiles);
+    else if (c->pingpong) /* 2b, 2b + 1, 2b + 2G, 2b + 2G + 1, ... */
+        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2; t < %lldLL; "
+                            "t += (t & 1) ? (long long)gridDim.x * 2 - 1 : 1) {\n",
+                        tiles);
     else
         tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n", tiles);
     emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm");
@@ -455,26 +463,22 @@ static void emit_stage_acquire(tuner_sb *sb, const wg_cfg *c, long long ktiles, 
                     ktiles, bars, c->stages, bars, ring, c->stage_bytes);
 }
 
-/* The producer of a matmul: one thread per ring loads both operands with bulk tensor copies. */
+/* The producer of a matmul: one thread loads both operands with bulk tensor copies, tile after
+ * tile of its block's units, into one ring. */
 static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                               long long tiles_n, long long ktiles)
 {
-    const int S = c->stages, R = c->rings;
-    tuner_sb_printf(sb,
-                    "if ((threadIdx.x & 31) == 0 && (threadIdx.x >> 5) < %d) {\n"
-                    "const int wg_r = threadIdx.x >> 5;\n"
-                    "const hd_u32 wg_bars_r = wg_bar0 + wg_r * %d, wg_ring_r = wg_ring + wg_r * %d;\n"
-                    /* The maps were written through the tensormap proxy by the previous launch. */
-                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
-                    "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
-                    "int wg_s = 0, wg_ph = 0;\n",
-                    R, 16 * S, S * c->stage_bytes);
-    emit_unit_loop(sb, p, c, tiles_m, tiles_n, true);
-    emit_stage_acquire(sb, c, ktiles, "wg_bars_r", "wg_ring_r");
+    tuner_sb_puts(sb, "if (threadIdx.x == 0) {\n"
+                      /* The maps were written through the tensormap proxy by the previous launch. */
+                      "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
+                      "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
+                      "int wg_s = 0, wg_ph = 0;\n");
+    emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
+    emit_stage_acquire(sb, c, ktiles, "wg_bar0", "wg_ring");
     tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->stage_bytes);
     emit_tma_operand(sb, p, c, 0);
     emit_tma_operand(sb, p, c, 1);
-    tuner_sb_printf(sb, "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n}\n", S);
+    tuner_sb_printf(sb, "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n}\n", c->stages);
 }
 
 /* The producer of a convolution: thread 0 loads the weight tile with a bulk tensor copy while
@@ -568,8 +572,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const long long tiles = p->batch * tiles_m * tiles_n;
     const long long ktiles = tuner__gemm_cdiv(p->K, WG_BK);
     /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
-    const int R = c.rings;
-    const long long units = tuner__gemm_cdiv(tiles, R);
+    const long long units = tuner__gemm_cdiv(tiles, c.unit_tiles);
     int grid = (int)(units < a->sm_count ? units : a->sm_count);
     if (c.cluster == 2) { /* pairs of CTAs, one pair per pair of M tiles */
         const long long pairs = p->batch * tuner__gemm_cdiv(tiles_m, 2) * tiles_n;
@@ -598,12 +601,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const hd_u32 wg_stage = wg_ring + %d;\n"
                     "const int wg_g = threadIdx.x >> 7;\n"
                     "if (threadIdx.x == 0) {\n"
-                    /* Ring r: full barriers at 2*S*r + s, empty ones at 2*S*r + S + s. */
-                    "for (int s = 0; s < %d; s++) { const int r = s / %d, q = s %% %d; "
-                    "wg_bar_init(wg_bar0 + 8 * (2 * %d * r + q), %d); wg_bar_init(wg_bar0 + 8 * (2 * %d * r + %d + q), %d); }\n"
+                    /* Stage s: `full` barrier s, `empty` barrier S + s. */
+                    "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n%s",
-                    2 * S * R, R * S * c.stage_bytes, S * R, S, S, S, wg_gathers_a(p) ? 1 + 128 : 1, S, S,
+                    2 * S, S * c.stage_bytes, S, wg_gathers_a(p) ? 1 + 128 : 1, S,
                     (c.pingpong ? 4 : 4 * c.consumers) * c.cluster,
                     /* A pair's barriers are initialised before either CTA multicasts into the
                      * other or arrives on its barriers. */
@@ -634,23 +636,39 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Byte offset of consumer c's m64 slice i inside the A tile. */
     tuner_sb_printf(&sb,
                     "const int wg_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
-                    "if (%d && threadIdx.x == 128) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: "
+                    /* Cooperative: the consumers split each tile's rows; pingpong: consumer c
+                     * takes place c of every unit, whole tiles, and stages them in tile wg_o; the
+                     * first thread of the staged tile's warpgroups issues its TMA stores. */
+                    "const int wg_o = %s, wg_row0 = %s * %d;\n"
+                    "const hd_u32 wg_ostage = wg_stage + wg_o * %d;\n"
+                    "const bool wg_storer = threadIdx.x == 128 * (1 + wg_o);\n"
+                    "if (%d && wg_storer) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: "
                     "\"l\"(wg_map_c) : \"memory\");\n"
-                    /* Cooperative: both consumers share ring 0 and split each tile's rows;
-                     * pingpong: consumer c has ring c and whole tiles of its own. */
-                    "const int wg_r = %s, wg_row0 = %s * %d;\n"
-                    "const hd_u32 wg_bars_r = wg_bar0 + wg_r * %d, wg_ring_r = wg_ring + wg_r * %d;\n"
                     "float acc[%d][%d];\n"
                     "int wg_s = 0, wg_ph = 0;\n",
-                    c.stage_out ? 1 : 0, c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg, 16 * S,
-                    S * c.stage_bytes, c.mi, nacc);
+                    c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg,
+                    c.out_bytes / c.unit_tiles, c.stage_out ? 1 : 0, c.mi, nacc);
+    if (c.pingpong)
+        tuner_sb_puts(&sb, "long long wg_i = 0;\n");
     emit_unit_loop(&sb, p, &c, tiles_m, tiles_n, true);
+    if (c.pingpong) {
+        /* The producer fills the ring tile after tile of the block's units: this consumer's
+         * i-th tile is the block's (2i + c)-th, its k tiles start there. The consumers take
+         * turns at the tensor cores (named barrier 3 + c: consumer c's turn), so one's
+         * epilogue runs beside the other's wgmma; consumer 0 starts. */
+        tuner_sb_printf(&sb,
+                        "{\nconst long long wg_pos = (2 * wg_i + wg_c) * %lldLL;\n"
+                        "wg_s = (int)(wg_pos %% %d);\nwg_ph = (int)((wg_pos / %d) & 1);\n}\n"
+                        "if (wg_c != 0 || wg_i != 0) asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n"
+                        "wg_i++;\n",
+                        ktiles, S, S);
+    }
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
                     "for (int kt = 0; kt < %lld; kt++) {\n"
-                    "wg_wait(wg_bars_r + 8 * wg_s, wg_ph);\n%s"
-                    "const hd_u32 wg_sa = wg_ring_r + wg_s * %d, wg_sb = wg_sa + %d;\n"
+                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
+                    "const hd_u32 wg_sa = wg_ring + wg_s * %d, wg_sb = wg_sa + %d;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
                     "const hd_u64 wg_db = wg_desc(wg_sb + kk * %d, %d, 1024);\n"
@@ -665,7 +683,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const char *peer_release = "";
     char peer_buf[96];
     if (c.cluster == 2) {
-        snprintf(peer_buf, sizeof(peer_buf), " wg_arrive_peer(wg_bars_r + 8 * (%d + wg_prev), wg_rank ^ 1u);", S);
+        snprintf(peer_buf, sizeof(peer_buf), " wg_arrive_peer(wg_bar0 + 8 * (%d + wg_prev), wg_rank ^ 1u);", S);
         peer_release = peer_buf;
     }
     /* The m64 slice: rows wg_row0 + i * 64; K-major rows are 128 bytes, MN-major slices are
@@ -678,28 +696,45 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     /* One k-tile of wgmma stays in flight; the one before it is done reading its
                      * stage, which goes back to the producer (one arrive per consumer warp). */
                     "wg_wait_group<1>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bars_r + 8 * (%d + wg_prev));%s }\n"
+                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_prev));%s }\n"
                     "wg_prev = wg_s;\n"
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
                     "}\n"
+                    /* Every wgmma of the tile is issued: the other consumer's turn. */
+                    "%s"
                     "wg_wait_group<0>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bars_r + 8 * (%d + wg_prev));%s }\n",
-                    a_k16, a_lbo, S, peer_release, S, S, peer_release);
+                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_prev));%s }\n",
+                    a_k16, a_lbo, S, peer_release, S,
+                    c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
+                    peer_release);
     /* Epilogue: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
      * 8j + 2*(lane%4) + e of the consumer's slice. */
-    const int cthreads = 128 * c.consumers;
+    /* The warpgroups that share a staged tile meet at named barrier 1 + wg_o (a literal where
+     * there is one staged tile: a register operand makes ptxas reserve all 16 barriers). */
+    const char *staged_bar = !c.pingpong ? (c.consumers == 2 ? "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n"
+                                                             : "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");\n")
+                                         : "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(1 + wg_o) : \"memory\");\n";
+    static const char frag_nest[] = "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n";
+    tuner_sb_printf(&sb,
+                    "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n",
+                    c.bm, c.bn);
+    const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
+    /* The fused epilogue runs over every fragment before any store (see
+     * tuner__gemm_emit_epilogue_pair; a staged one while the previous tile's TMA stores drain). */
+    const bool ep_pass = tuner__gemm_has_epilogue(p) && p->N >= 2;
+    if (ep_pass) {
+        tuner_sb_printf(&sb, frag_nest, c.mi, c.bn / 8);
+        tuner__gemm_emit_epilogue_pair(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, true);
+        tuner_sb_puts(&sb, "}\n");
+    }
     if (c.stage_out) {
         /* The previous tile's TMA stores must have read the staged tile before it is
-         * overwritten (thread 128 issued them); named barrier 1 spans the consumers only. */
-        tuner_sb_printf(&sb, "if (threadIdx.x == 128) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n"
-                             "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n",
-                        cthreads);
+         * overwritten. */
+        tuner_sb_puts(&sb, "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n");
+        tuner_sb_puts(&sb, staged_bar);
     }
-    tuner_sb_printf(&sb,
-                    "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n"
-                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
-                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n",
-                    c.bm, c.bn, c.mi, c.bn / 8);
+    tuner_sb_printf(&sb, frag_nest, c.mi, c.bn / 8);
     if (c.stage_out) {
         /* The staged tile: boxes of 128-byte rows (out_box_cols columns) x block_m rows, 16-byte
          * chunks XOR-swizzled by row as the TMA store's 128-byte swizzle expects; a warp's pair
@@ -708,41 +743,56 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_printf(&sb,
                         "const int wg_orow = wg_row0 + wg_w * 16 + (wg_l >> 2) + i * 64 + h * 8, "
                         "wg_ocol = j * 8 + 2 * (wg_l & 3);\n"
-                        "const hd_u32 wg_oa = wg_stage + (wg_ocol / %d) * %d + wg_orow * 128 + "
+                        "const hd_u32 wg_oa = wg_ostage + (wg_ocol / %d) * %d + wg_orow * 128 + "
                         "(((((wg_ocol %% %d) * %d) >> 4) ^ (wg_orow & 7)) << 4) + (((wg_ocol %% %d) * %d) & 15);\n",
                         bc, c.bm * 128, bc, osz, bc, osz);
-        const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
         tuner__gemm_emit_store_smem(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa", true);
         tuner_sb_printf(&sb, "}\n"
                              /* Generic-proxy writes, then the copy engine reads them. */
                              "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
-                             "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n"
-                             "if (threadIdx.x == 128) {\n",
-                        cthreads);
+                             "%s"
+                             "if (wg_storer) {\n",
+                        staged_bar);
         /* Box coordinates in the output map's order (emit_tmap_fields). */
         const bool ob = wg_map_batched(p, 2);
         for (int b = 0; b < c.bn / bc; b++) {
             if (p->conv && ob)
-                tuner_sb_printf(&sb, "wg_tma_st3(wg_map_c, gm_tn * %d + %d, gm_b, gm_tm * %d, wg_stage + %d);\n",
+                tuner_sb_printf(&sb, "wg_tma_st3(wg_map_c, gm_tn * %d + %d, gm_b, gm_tm * %d, wg_ostage + %d);\n",
                                 c.bn, b * bc, c.bm, b * c.bm * 128);
             else
-                tuner_sb_printf(&sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_stage + %d);\n",
+                tuner_sb_printf(&sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_ostage + %d);\n",
                                 ob ? 3 : 2, c.bn, b * bc, c.bm, ob ? ", gm_b" : "", b * c.bm * 128);
         }
-        tuner_sb_puts(&sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n"
-                           /* Stores still in flight complete before the block exits. */
-                           "if (threadIdx.x == 128) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n"
-                           "}\n");
-    } else if (p->out_vec == 2) {
-        const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
-        tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
+        tuner_sb_puts(&sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n");
     } else {
-        const char *v0[1] = {"acc[i][4 * j + 2 * h]"}, *v1[1] = {"acc[i][4 * j + 2 * h + 1]"};
-        tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v0, 1);
-        tuner__gemm_emit_store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
+        void (*store)(tuner_sb *, const tuner__gemm_problem *, const char *, const char *, const char *,
+                      const char *const *, int) = ep_pass ? tuner__gemm_emit_store_applied : tuner__gemm_emit_store;
+        if (p->out_vec == 2) {
+            store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
+        } else {
+            const char *v0[1] = {"acc[i][4 * j + 2 * h]"}, *v1[1] = {"acc[i][4 * j + 2 * h + 1]"};
+            store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v0, 1);
+            store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
+        }
     }
     if (!c.stage_out)
-        tuner_sb_puts(&sb, "}\n}\n}\n");
+        tuner_sb_puts(&sb, "}\n}\n");
+    if (c.pingpong) {
+        /* Consumer 0 takes n0 tiles, consumer 1 n1 = n0 or n0 - 1. Each turn barrier ends with
+         * one hand-over nobody waited for (consumer 1's last, or consumer 0's last when it had
+         * the extra tile): its owner completes it, leaving no barrier half-arrived at exit. */
+        tuner_sb_printf(&sb,
+                        "{\nconst long long wg_t0 = 2LL * blockIdx.x, wg_g2 = 2LL * gridDim.x;\n"
+                        "const long long wg_n0 = (%lldLL - 1 - wg_t0) / wg_g2 + 1;\n"
+                        "const long long wg_n1 = wg_t0 + 1 < %lldLL ? (%lldLL - 2 - wg_t0) / wg_g2 + 1 : 0;\n"
+                        "if (wg_c == 0 ? wg_n0 == wg_n1 : wg_n0 > wg_n1) "
+                        "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
+                        tiles, tiles, tiles);
+    }
+    /* Stores still in flight complete before the block exits. */
+    if (c.stage_out)
+        tuner_sb_puts(&sb, "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group 0;\" ::: \"memory\");\n");
+    tuner_sb_puts(&sb, "}\n");
     /* Neither CTA of a pair leaves while the other may still multicast into it or arrive on
      * its barriers. */
     if (c.cluster == 2)
@@ -779,9 +829,9 @@ static const int wg_tiles[][4] = {
 #define WG_SPACE_SIG                                                                                              \
     "wgmma v1: tma sw128 bk64, tmap built on device (tensormap.replace) in ws[0:256]; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
-    "128x128,64x256,64x192,64x128,128x64} stages{3..6; pingpong 2..6} swz{1,8}; persistent grid "              \
-    "min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; cluster{1,2 (swz 8, block_n 128/256, B "  \
-    "multicast)}"
+    "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
+    "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1 (swz 8)}; "          \
+    "cluster{1,2 (swz 8, block_n 128/256, B multicast)}"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -815,8 +865,8 @@ static int push_valid(const tuner__gemm_problem *p, const tuner_arch *a, const t
 }
 
 /* One enumeration for both templates, named after `kind`; each enumerates ops of its own kind
- * only. Per tile of wg_tiles: every ring depth (3-6, pingpong 2-6) and both raster orders;
- * with grouped raster also staged output tiles (cooperative schedules) and CTA pairs. */
+ * only. Per tile of wg_tiles: every ring depth (3-6) and both raster orders;
+ * with grouped raster also staged output tiles and CTA pairs. */
 static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner_schedule **items,
                         size_t *n)
 {
@@ -829,9 +879,9 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
     static const int pref[5] = {128, 256, 4, 2, 8};
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
-            for (int st = wg_tiles[i][3] ? 2 : 3; st <= 6; st++)
+            for (int st = 3; st <= 6; st++)
                 for (int g = 1; g <= 8; g += 7) {
-                    const int max_so = g == 8 && !wg_tiles[i][3], max_cl = g == 8 ? 2 : 1;
+                    const int max_so = g == 8, max_cl = g == 8 ? 2 : 1;
                     for (int v = 0; v < (max_so + 1) * max_cl; v++) {
                         const int so = v / max_cl, cl = 1 + v % max_cl;
                         const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
@@ -943,9 +993,10 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     /* (A gathering convolution's single consumer is fed no worse: the gather, not the issue
      * gaps, sets its pace.) */
     eff *= c.consumers == 2 || wg_gathers_a(&p) ? 1.0 : 0.85;
-    /* Measured on an H100: two 128x128 pingpong tiles feed the tensor cores worse than one
-     * cooperative 128x256 tile (4096^3 237 against 211 us; more operand bytes per FLOP). */
-    eff *= c.pingpong ? 0.88 : 1.0;
+    /* Measured on an H100: pingpong turns of 128x128 tiles run at 0.91-0.96 of the best
+     * cooperative tile (4096^3 243 against 222 us, 2048x14336x4096 391 against 373; more
+     * operand bytes per FLOP, a barrier per turn; bench/results/2026-11-24-h100-epilogue). */
+    eff *= c.pingpong ? 0.94 : 1.0;
     eff *= c.stages >= (c.pingpong ? 3 : 4) ? 1.0 : 0.97;
     /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
      * per thread and stage where TMA needs one instruction. */
@@ -960,9 +1011,16 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * 4096^3 226 against 212 us staged, 4096x3072x768 58 against 40); a staged tile leaves by
      * TMA stores. */
     const double ep = 1.0 + (c.pingpong ? 0.3 : c.stage_out ? 0.5 : 4.0) / (double)tuner__gemm_cdiv(p.K, WG_BK);
-    /* A pingpong SM runs its two consumers' tiles at once, each at half the rate. */
-    const double per_sm = (double)tuner__gemm_cdiv(tiles, (long long)a->sm_count * c.rings) * c.rings;
-    const double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
+    /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
+     * other. */
+    const double per_sm = (double)tuner__gemm_cdiv(tiles, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
+    double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
+    /* A fused epilogue's arithmetic (tuner__chain_instr per element; H100, 128x128 tiles with
+     * bias + GELU: about 1.2 us each) stalls a cooperative tile's tensor cores; a pingpong
+     * consumer's runs during the other's turn, yet still costs about half as much (4096x3072x768
+     * + bias + GELU: +4.0 us over the bare GEMM against +7.2 cooperative). */
+    const double t_chain = (double)c.bm * c.bn * tuner__chain_instr(&p.op->epilogue) / 4.3e5;
+    t_tile += c.pingpong ? 0.5 * t_chain : t_chain;
     const double t_compute = per_sm * t_tile;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
     /* A pair reads each B tile once for two M tiles. */

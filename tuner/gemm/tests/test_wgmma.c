@@ -340,6 +340,9 @@ static void check_one(const job *j)
             CHECK(strstr(b->ptx, want[w]) != NULL, "%s: PTX lacks %s", tag, want[w]);
         if (tuner_schedule_param(&j->s, "consumers", 0) == 2)
             CHECK(strstr(b->ptx, "setmaxnreg.inc") && strstr(b->ptx, "setmaxnreg.dec"), "%s: no setmaxnreg", tag);
+        /* Pingpong consumers hand the tensor cores to each other through named barriers. */
+        if (tuner_schedule_param(&j->s, "pingpong", 0) == 1)
+            CHECK(strstr(b->ptx, "bar.arrive") && strstr(b->ptx, "bar.sync"), "%s: no turn barriers", tag);
         /* ptxas of the toolkit for the real target, on the same PTX. */
         char path[] = "/tmp/twgmma-XXXXXX";
         int fd = mkstemp(path);
