@@ -2,14 +2,15 @@
  * convolution on Hopper's warpgroup tensor cores (sm_90a), fp32 accumulation, operands brought in
  * by the tensor copy engine (TMA).
  *
- * A program is two launches:
- *  1. `<name>_tmap` (one warp) builds the TMA descriptors (tensor maps) of A and B (and, with
- *     stage_out, of the output) in the workspace: a zeroed 128-byte object in shared memory gets every
- *     field written by tensormap.replace and is copied out with tensormap.cp_fenceproxy. So every
- *     kernel parameter stays a plain device pointer and clients launch the kernel set as before
- *     (verified on an H100: bench/results/2026-11-24-h100-wgmma/).
- *  2. `<name>`, persistent (one block per SM, tiles walked in grouped raster order), with
- *     warp-specialised warpgroups:
+ * A program is one launch of `<name>`, persistent (one block per SM, tiles walked in grouped
+ * raster order):
+ *  - first, warp 0 builds the block's TMA descriptors (tensor maps) of A and B (and, with
+ *    stage_out, of the output) in its slot of the workspace: a zeroed 128-byte object in shared
+ *    memory gets every field written by tensormap.replace and is copied out with
+ *    tensormap.cp_fenceproxy (emit_tmap_build). So every kernel parameter stays a plain device
+ *    pointer and clients launch the kernel set as before. (Until 2026-11-24 a separate one-warp
+ *    kernel built one copy of the maps: a second launch, about 2 us of small GEMMs' time.)
+ *  - then warp-specialised warpgroups work:
  *      - warpgroup 0, the producer: one thread waits for a free stage of a `stages`-deep ring,
  *        arms its `full` mbarrier with the stage's byte count and issues the bulk tensor copies
  *        of a block_m x 64 A tile and a 64 x block_n B tile into 128-byte-swizzled shared memory;
@@ -63,8 +64,8 @@
 #include "tuner/gemm/gemm.h"
 
 #define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
-#define WG_TMAP_BYTES 256 /* A's and B's 128-byte tensor maps at the start of the workspace (the
-                          * output's follows with stage_out) */
+#define WG_TMAP_SLOT 384 /* a block's workspace slot: the 128-byte tensor maps of A, B and (with
+                         * stage_out) the output */
 
 typedef struct wg_cfg {
     int bm, bn, stages, consumers, group;
@@ -168,8 +169,8 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
      * per producer thread (block_m 128), at most 32 window positions. */
     if (wg_gathers_a(p) && (c->bm > 128 || p->cr * p->cs > 32))
         return false;
-    /* Dynamic ring (+ staged tile) + static barriers. */
-    if (c->smem + 16 * c->stages > a->max_smem_per_block)
+    /* Dynamic ring (+ staged tile) + static barriers and tensor-map staging. */
+    if (c->smem + 16 * c->stages + 384 > a->max_smem_per_block)
         return false;
     if (c->threads > a->max_threads_per_block)
         return false;
@@ -344,29 +345,34 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const cha
 }
 
 /* The descriptor-building kernel: one warp; thread 0 fills both maps, the warp copies them out. */
-static void emit_tmap_kernel(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *name)
+/* The block's tensor maps, built by warp 0 before anything uses them: a zeroed 128-byte object
+ * per map in shared memory, every field written by thread 0 with tensormap.replace, then the
+ * warp copies them to the block's slot of the workspace (tensormap.cp_fenceproxy, a release to
+ * the tensormap proxy); the threads that issue copies through a map acquire it (fence.proxy.
+ * tensormap) after the block's first barrier. Each block writes its own slot: no other block
+ * reads it, and no second launch is needed to prepare them. */
+static void emit_tmap_build(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
-    emit_signature(sb, p, name, 32, 1, 1);
-    tuner_sb_puts(sb, "__shared__ alignas(128) hd_u32 wg_tm[96];\n"
-                      "wg_tm[threadIdx.x] = 0u;\nwg_tm[threadIdx.x + 32] = 0u;\nwg_tm[threadIdx.x + 64] = 0u;\n"
-                      "__syncwarp();\n"
-                      "const hd_u32 wg_s = hd_smem_addr(wg_tm);\n"
-                      "if (threadIdx.x == 0) {\n");
+    tuner_sb_printf(sb, "__shared__ alignas(128) hd_u32 wg_tm[96];\n"
+                        "char *const wg_maps = reinterpret_cast<char *>(ws) + (long long)blockIdx.x * %d;\n"
+                        "if (threadIdx.x < 32) {\n"
+                        "wg_tm[threadIdx.x] = 0u;\nwg_tm[threadIdx.x + 32] = 0u;\nwg_tm[threadIdx.x + 64] = 0u;\n"
+                        "__syncwarp();\n"
+                        "const hd_u32 wg_s = hd_smem_addr(wg_tm);\n"
+                        "if (threadIdx.x == 0) {\n",
+                    WG_TMAP_SLOT);
     if (!wg_gathers_a(p)) /* a gathered A has no map; its slot stays zero */
         emit_tmap_fields(sb, p, c, 0, "wg_s");
     emit_tmap_fields(sb, p, c, 1, "wg_s + 128");
     if (c->stage_out)
         emit_tmap_fields(sb, p, c, 2, "wg_s + 256");
-    tuner_sb_puts(sb, "}\n__syncwarp();\n"
-                      "char *wg_g = reinterpret_cast<char *>(ws);\n"
-                      "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
-                      "aligned [%0], [%1], 128;\" :: \"l\"(wg_g), \"r\"(wg_s) : \"memory\");\n"
-                      "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
-                      "aligned [%0], [%1], 128;\" :: \"l\"(wg_g + 128), \"r\"(wg_s + 128) : \"memory\");\n");
-    if (c->stage_out)
-        tuner_sb_puts(sb, "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu."
-                          "sync.aligned [%0], [%1], 128;\" :: \"l\"(wg_g + 256), \"r\"(wg_s + 256) : \"memory\");\n");
-    tuner_sb_puts(sb, "}\n");
+    tuner_sb_printf(sb, "}\n__syncwarp();\n"
+                        "for (int m = 0; m < %d; m++)\n"
+                        "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
+                        "aligned [%%0], [%%1], 128;\" :: \"l\"(wg_maps + 128 * m), \"r\"(wg_s + 128 * m) : \"memory\");\n"
+                        "}\n"
+                        "const char *wg_map_a = wg_maps, *wg_map_b = wg_maps + 128, *wg_map_c = wg_maps + 256;\n",
+                    c->stage_out ? 3 : 2);
 }
 
 /* Emits `gm_b, gm_tm, gm_tn` for tile index `t`: batch-major, then grouped raster order over
@@ -578,26 +584,23 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         const long long pairs = p->batch * tuner__gemm_cdiv(tiles_m, 2) * tiles_n;
         grid = 2 * (int)(pairs < a->sm_count / 2 ? pairs : a->sm_count / 2);
     }
-    char name[56], tname[64]; /* tuner_launch.name holds 64 */
+    char name[56];
     tuner__gemm_kernel_name(name, sizeof(name), tmpl, s);
-    snprintf(tname, sizeof(tname), "%s_tmap", name);
 
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
     tuner_sb_puts(&sb, wg_helpers);
     emit_mma_fn(&sb, p, c.bn);
-    emit_tmap_kernel(&sb, p, &c, tname);
 
     emit_signature(&sb, p, name, c.threads, 1, c.cluster);
+    emit_tmap_build(&sb, p, &c);
     const int S = c.stages;
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 wg_bars[%d];\n"
                     "const hd_u32 wg_ring = (hd_smem_addr(wg_dyn) + 1023u) & ~1023u;\n"
                     "const hd_u32 wg_bar0 = hd_smem_addr(wg_bars);\n"
-                    "const char *wg_map_a = reinterpret_cast<const char *>(ws);\n"
-                    "const char *wg_map_b = wg_map_a + 128, *wg_map_c = wg_map_a + 256;\n"
                     "const hd_u32 wg_stage = wg_ring + %d;\n"
                     "const int wg_g = threadIdx.x >> 7;\n"
                     "if (threadIdx.x == 0) {\n"
@@ -805,11 +808,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         return -ENOMEM;
     prog->source = src;
     prog->output_dtype = p->out_dt;
-    tuner__gemm_set_launch(&prog->kernels[0], p, tname, 1, 1, 1, 32, 0, true);
-    tuner__gemm_set_launch(&prog->kernels[1], p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem,
+    tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem,
                            true);
-    prog->n_kernels = 2;
-    prog->workspace_bytes = c.stage_out ? WG_TMAP_BYTES + 128 : WG_TMAP_BYTES;
+    prog->n_kernels = 1;
+    prog->workspace_bytes = (size_t)grid * WG_TMAP_SLOT;
     return 0;
 }
 
