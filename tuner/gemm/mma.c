@@ -636,8 +636,9 @@ static void emit_if_tile_inside(tuner_sb *sb, const tuner__gemm_problem *p, cons
 /* stage_out: every warp applies the epilogue to all its fragments, then writes the converted
  * pairs into a padded block_m x block_n tile in shared memory (the pipeline's buffers, free once
  * every warp is past the main loop); then the block writes the tile out in 16-byte chunks, each
- * row's chunks by consecutive threads. Edge tiles check elements against M and N (so epilogue
- * operands are never read out of range) and chunks against them (N is a multiple of a chunk). */
+ * row's chunks by consecutive threads. Edge tiles clamp the epilogue's coordinates into the
+ * output (its operands are read in range; tuner__gemm_emit_epilogue_pair) and check elements and
+ * chunks against M and N when storing (N is a multiple of a chunk). */
 static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
     const int esz = tuner_dtype_size(p->out_dt), rowb = out_row_bytes(p, c);

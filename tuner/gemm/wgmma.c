@@ -475,7 +475,7 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
                               long long tiles_n, long long ktiles)
 {
     tuner_sb_puts(sb, "if (threadIdx.x == 0) {\n"
-                      /* The maps were written through the tensormap proxy by the previous launch. */
+                      /* The maps were written through the tensormap proxy by warp 0 (emit_tmap_build). */
                       "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
                       "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
                       "int wg_s = 0, wg_ph = 0;\n");
@@ -918,12 +918,18 @@ static int conv_enumerate(const tuner_op *op, const tuner_target *t, tuner_sched
     return wg_enumerate(op, t, TUNER_OP_CONV2D, items, n);
 }
 
+/* The fraction of the SMs' tile slots the tiles fill over their waves (1: the last wave full). */
+static double wave_fill(long long tiles, int sms)
+{
+    return (double)tiles / (double)(tuner__gemm_cdiv(tiles, sms) * sms);
+}
+
 /* tune:"none", by shape, with the output tile staged and TMA-stored where rows allow it
  * (measured on an H100, bench/results/2026-11-24-h100-wgmma): cooperative 128x256 tiles (3-deep
  * ring beside the staged tile) where they fill the GPU and the K loop is long (4096^3 212 us,
- * 8192^3 1684 us, 1.0-1.04 of cuBLAS); 128x128 with a 4-deep ring where 128x128 tiles fill it
- * (4096x3072x768 34.8 against 39.5 us for 128x256); else 64x128 tiles of one consumer (1000^3
- * 12.5 against 14.8 us for 128x128). */
+ * 8192^3 1684 us, 1.0-1.04 of cuBLAS); 128x128 (or 128x192, below) with a 4-deep ring where
+ * 128x128 tiles fill it (4096x3072x768 34.8 against 39.5 us for 128x256); else 64x128 tiles of
+ * one consumer (1000^3 12.5 against 14.8 us for 128x128). */
 static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     tuner__gemm_problem p;
@@ -948,10 +954,18 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         tuner__gemm_param(ret, "cluster", 1);
         return 0;
     }
-    const bool wide = p.batch * tuner__gemm_cdiv(p.M, 128) * tuner__gemm_cdiv(p.N, 256) >= a->sm_count && p.K > 1024;
-    const bool square = p.batch * tuner__gemm_cdiv(p.M, 128) * tuner__gemm_cdiv(p.N, 128) >= a->sm_count;
+    const long long tiles_m = p.batch * tuner__gemm_cdiv(p.M, 128);
+    const bool wide = tiles_m * tuner__gemm_cdiv(p.N, 256) >= a->sm_count && p.K > 1024;
+    const bool square = tiles_m * tuner__gemm_cdiv(p.N, 128) >= a->sm_count;
     /* A convolution's N (output channels per group) is often 64 or 128: no wider tile than it. */
-    const int bn = p.conv && p.N <= 64 ? 64 : p.conv && p.N <= 128 ? 128 : wide ? 256 : 128;
+    int bn = p.conv && p.N <= 64 ? 64 : p.conv && p.N <= 128 ? 128 : wide ? 256 : 128;
+    /* 128x192 where its last wave is clearly fuller than 128x128's (4096x768x3072: 128 tiles
+     * on 132 SMs against 192, 30.4 against 43.7 us on an H100, bench/results/
+     * 2026-11-24-h100-epilogue); equal fills keep 128x128 (4096x3072x768: 34.3 against 35.2). */
+    if (!p.conv && !wide && square &&
+        wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 192), a->sm_count) >
+            wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 128), a->sm_count) + 0.05)
+        bn = 192;
     tuner__gemm_param(ret, "block_m", wide || square ? 128 : 64);
     tuner__gemm_param(ret, "block_n", bn);
     tuner__gemm_param(ret, "stages", bn == 256 && staged ? 3 : 4);
