@@ -465,75 +465,23 @@ out:
     return r;
 }
 
+/* The job options, parsed as a kernel request's (the same defaults, checks and errors; "retune"
+ * never gets here: parse_graph refuses it as an unknown key). */
 static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
 {
-    const cJSON *v;
-    int64_t x;
-    int r;
-    rq->target = tuner_target_of(TUNER_TARGET_SM90);
-    rq->tune = TUNER_TUNE_MODEL;
-    rq->wait = true;
-    rq->priority = PROTO_PRIO_NORMAL;
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
-        if (!cJSON_IsString(v) || !v->valuestring)
-            return type_error(e, "arch", "a string");
-        rq->arch_given = true;
-        if (strcmp(v->valuestring, "native") == 0) {
-            rq->arch_native = true;
-        } else if (tuner_target_parse(v->valuestring, &rq->target) < 0) {
-            char names[128];
-            return proto_fail(e, 422, "invalid_field", "arch",
-                               "unsupported arch \"%.32s\" (%s, or native: the daemon's GPU)",
-                               v->valuestring, tuner_target_names(names, sizeof(names)));
-        }
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "tune"))) {
-        if (!cJSON_IsString(v) || !v->valuestring)
-            return type_error(e, "tune", "a string");
-        if (tuner_tune_parse(v->valuestring, &rq->tune) < 0)
-            return proto_fail(e, 422, "invalid_field", "tune",
-                               "tune must be \"none\", \"model\" or \"measure\"");
-        rq->tune_given = true;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "wait"))) {
-        if (!cJSON_IsBool(v))
-            return type_error(e, "wait", "true or false");
-        rq->wait = cJSON_IsTrue(v);
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "priority"))) {
-        static const char *const prios[] = {"blocking", "normal", "background"};
-        if (!cJSON_IsString(v) || !v->valuestring)
-            return type_error(e, "priority", "a string");
-        int p = -1;
-        for (int i = 0; i < 3; i++)
-            if (strcmp(v->valuestring, prios[i]) == 0)
-                p = i;
-        if (p < 0)
-            return proto_fail(e, 422, "invalid_field", "priority",
-                               "priority must be \"blocking\", \"normal\" or \"background\"");
-        rq->priority = p;
-    }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "budget"))) {
-        static const char *const keys[] = {"seconds", "candidates", NULL};
-        if (!cJSON_IsObject(v))
-            return type_error(e, "budget", "an object");
-        if ((r = proto_check_keys(v, keys, "budget", e)) < 0)
-            return r;
-        const cJSON *s = cJSON_GetObjectItemCaseSensitive(v, "seconds");
-        if (s) {
-            if (!cJSON_IsNumber(s) || !isfinite(s->valuedouble) || s->valuedouble <= 0 ||
-                s->valuedouble > PROTO_MAX_BUDGET_S)
-                return proto_fail(e, 422, "invalid_field", "budget.seconds",
-                                   "budget.seconds must be in (0, %g]", PROTO_MAX_BUDGET_S);
-            rq->budget_s = s->valuedouble;
-        }
-        const cJSON *k = cJSON_GetObjectItemCaseSensitive(v, "candidates");
-        if (k) {
-            if ((r = json_int(k, "budget.candidates", 1, PROTO_MAX_BUDGET_CANDIDATES, &x, e)) < 0)
-                return r;
-            rq->budget_candidates = (int)x;
-        }
-    }
+    proto_kernel_request kr; /* only its option fields are filled and read */
+    int r = proto_parse_job_options(root, &kr, e);
+    if (r < 0)
+        return r;
+    rq->target = kr.target;
+    rq->arch_given = kr.arch_given;
+    rq->arch_native = kr.arch_native;
+    rq->tune = kr.tune;
+    rq->tune_given = kr.tune_given;
+    rq->wait = kr.wait;
+    rq->priority = kr.priority;
+    rq->budget_s = kr.budget_s;
+    rq->budget_candidates = kr.budget_candidates;
     return 0;
 }
 

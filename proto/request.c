@@ -1170,17 +1170,21 @@ static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
     return 0;
 }
 
-/* Target and job options: "arch", "tune", "wait", "priority", "budget", with their defaults. */
-static int parse_job_options(const cJSON *root, proto_kernel_request *req, proto_error *e)
+int proto_parse_job_options(const cJSON *root, proto_kernel_request *req, proto_error *e)
 {
     const cJSON *v;
     const char *s = NULL;
     int r;
 
     req->target = (tuner_target){.sm = 90, .arch_specific = false};
+    req->arch_given = req->arch_native = false;
     req->tune = TUNER_TUNE_MODEL;
+    req->tune_given = false;
     req->wait = true;
     req->priority = PROTO_PRIO_NORMAL;
+    req->budget_s = 0;
+    req->budget_candidates = 0;
+    req->retune = false;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
         if ((r = json_string(v, "arch", &s, e)) < 0)
             return r;
@@ -1275,7 +1279,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         return r;
     op->output.dtype = dt;
 
-    return parse_job_options(root, req, e);
+    return proto_parse_job_options(root, req, e);
 }
 
 int proto_parse_json_body(const char *body, size_t len, cJSON **root, proto_error *e)

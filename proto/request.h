@@ -75,6 +75,12 @@ struct cJSON;
  * *e (-ENOMEM when memory ran out). */
 int proto_parse_json_body(const char *body, size_t len, struct cJSON **root, proto_error *e);
 
+/* The job options of a request object: "arch", "tune", "wait", "priority", "budget" and
+ * "retune", checked, into req's option fields, every one of which it sets (the defaults where a
+ * key is absent; req->op is not touched).
+ * Graph requests use it too, so both answer the same errors. 0, or -EINVAL with *e filled. */
+int proto_parse_job_options(const struct cJSON *root, proto_kernel_request *req, proto_error *e);
+
 /* Refuses (400 invalid_field, the field's path) a member of obj not in allowed (NULL-terminated),
  * suggesting the closest allowed name, and a member given twice: a strict language, so that a
  * misspelt option is an error rather than silently its default. path prefixes the field ("" at

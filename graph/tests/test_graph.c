@@ -214,6 +214,53 @@ static void test_errors(void)
                  400, "nodes[0].output", "did you mean \"outputs\"");
 }
 
+/* Job options are checked as a kernel request's: each bad one gets the status, code and field a
+ * kernel request gets for it (graph/parse.c once had its own copy, whose budget errors had
+ * drifted to other codes); good ones land in the request. */
+static void test_options(void)
+{
+    static const char *const bad[] = {
+        "\"budget\":{\"seconds\":1e9}", "\"budget\":{\"seconds\":0}", "\"budget\":{\"candidates\":0}",
+        "\"budget\":{\"candidates\":1000000000}", "\"budget\":{\"minutes\":1}", "\"budget\":3",
+        "\"priority\":\"urgent\"", "\"priority\":1", "\"wait\":1", "\"tune\":\"fast\"",
+        "\"arch\":\"sm_10\"", "\"arch\":90",
+    };
+    char gbody[512], kbody[512];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(gbody, sizeof(gbody),
+                 "{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":[{\"op\":\"relu\",\"inputs\":[\"x\"],"
+                 "\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]},%s}",
+                 bad[i]);
+        snprintf(kbody, sizeof(kbody),
+                 "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,768],\"dtype\":\"f16\"},"
+                 "{\"shape\":[768,64],\"dtype\":\"f16\"}],%s}",
+                 bad[i]);
+        graph_request rq;
+        proto_kernel_request kr;
+        proto_error ge, ke;
+        memset(&ge, 0, sizeof(ge));
+        memset(&ke, 0, sizeof(ke));
+        int gr = graph_request_parse(gbody, strlen(gbody), &rq, &ge);
+        int kr_r = proto_kernel_request_parse(kbody, strlen(kbody), &kr, &ke);
+        CHECK(gr == -EINVAL && kr_r == -EINVAL, "%s: graph %d, kernel %d", bad[i], gr, kr_r);
+        if (gr == 0)
+            graph_request_free(&rq);
+        CHECK(ge.status == ke.status && !strcmp(ge.code, ke.code) && !strcmp(ge.field, ke.field),
+              "%s: graph %d %s %s, kernel %d %s %s", bad[i], ge.status, ge.code, ge.field, ke.status, ke.code,
+              ke.field);
+    }
+    const char *good = "{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":[{\"op\":\"relu\",\"inputs\":[\"x\"],"
+                       "\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]},\"arch\":\"sm_80\",\"tune\":\"none\","
+                       "\"wait\":false,\"priority\":\"background\",\"budget\":{\"seconds\":5,\"candidates\":7}}";
+    graph_request rq;
+    proto_error e;
+    CHECK(graph_request_parse(good, strlen(good), &rq, &e) == 0, "options refused: %s", e.message);
+    CHECK(rq.arch_given && !rq.arch_native && rq.target.sm == 80 && rq.tune == TUNER_TUNE_NONE && rq.tune_given &&
+              !rq.wait && rq.priority == PROTO_PRIO_BACKGROUND && rq.budget_s == 5 && rq.budget_candidates == 7,
+          "options not kept");
+    graph_request_free(&rq);
+}
+
 /* matmul(x, transpose(w)) reads w with trans_b: one kernel, no transpose. A reshape is a view. */
 static void test_folds(void)
 {
@@ -416,6 +463,7 @@ int main(void)
     test_mlp();
     test_bottleneck();
     test_errors();
+    test_options();
     test_folds();
     test_fallbacks();
     test_arena_and_size();
