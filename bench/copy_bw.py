@@ -1,5 +1,10 @@
-# bench/copy_bw.py - copy bandwidth of the GPU (device-to-device copies, CUDA-graph replays like bench.py), to
-# judge the skinny GEMMs' weight streaming against issue 13's ">= 85% of copy bandwidth".
+#!/usr/bin/env python3
+"""bench/copy_bw.py - the GPU's copy bandwidth: device-to-device copies of 32, 117 and 512 MiB in
+CUDA-graph replays, as bench.py times kernels. Issue 13 judges the skinny GEMMs' weight streaming
+against it (">= 85% of copy bandwidth"); read + write bytes per second and the read side alone.
+
+    copy_bw.py
+"""
 import torch
 torch.cuda.init()
 for mib in (32, 117, 512):
