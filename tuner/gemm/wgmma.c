@@ -991,7 +991,8 @@ static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
  * time is the busiest SM's tiles at the wgmma rate, scaled by how well the tile feeds the tensor
  * cores (wider N reuses each A slice more; two consumer warpgroups hide each other's issue gaps
  * and epilogue; a deeper ring hides TMA latency), bounded below by L2 panel and DRAM traffic,
- * plus the two launches. */
+ * plus the launch and the blocks' tensor-map setup (H100: a separate map launch cost 0.6-1.8 us
+ * more, bench/results/2026-11-24-h100-epilogue). */
 static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
 {
     tuner__gemm_problem p;
@@ -1052,7 +1053,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double t_dram = uniq / dram_bw;
     double tm = t_compute > t_l2 ? t_compute : t_l2;
     tm = tm > t_dram ? tm : t_dram;
-    return tm + 3.0 + 1.5;
+    return tm + 3.0 + 0.3;
 }
 
 const tuner_template tuner__gemm_matmul_wgmma = {
