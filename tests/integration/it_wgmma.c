@@ -1,7 +1,8 @@
 /* tests/integration/it_wgmma.c - the Hopper path through the daemon: a 4096^3 fp16 matmul for
- * sm_90a with tune:"model" comes back as the wgmma + TMA kernel set (a tensor-map kernel, then
- * the GEMM, every parameter a plain pointer, a workspace for the maps) whose PTX ptxas accepts
- * for sm_90a; POST /v1/spaces offers matmul_wgmma candidates on sm_90a only. A ResNet-style 3x3
+ * sm_90a with tune:"model" comes back as the wgmma + TMA kernel set (one persistent kernel
+ * whose blocks build their tensor maps in the workspace, every parameter a plain pointer) whose
+ * PTX ptxas accepts for sm_90a; POST /v1/spaces offers matmul_wgmma candidates on sm_90a only. A
+ * ResNet-style 3x3
  * NHWC convolution with a fused bias and relu comes back for sm_90a as conv2d_wgmma, whose PTX
  * gathers A with cp.async completing on mbarriers beside the weights' bulk tensor copies, and
  * ptxas accepts it; sm_90 keeps conv2d_mma. */

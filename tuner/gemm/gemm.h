@@ -168,6 +168,10 @@ typedef struct tuner__gemm_cost_in {
 } tuner__gemm_cost_in;
 double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c);
 
+/* Microseconds one SM spends on the fused epilogue's arithmetic for `elements` output elements
+ * (0 without an epilogue); the templates' cost models charge it per tile. */
+double tuner__gemm_epilogue_us(const tuner__gemm_problem *p, double elements);
+
 /* Templates (tuner/gemm/wgmma.c, mma.c, simt.c). */
 extern const tuner_template tuner__gemm_matmul_wgmma;
 extern const tuner_template tuner__gemm_conv2d_wgmma;

@@ -60,7 +60,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tuner/core.h"
 #include "tuner/gemm/gemm.h"
 
 #define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
@@ -344,7 +343,6 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const cha
     tuner_sb_printf(sb, "%s *__restrict__ out, float *__restrict__ ws)\n{\n", tuner__ctype(p->out_dt));
 }
 
-/* The descriptor-building kernel: one warp; thread 0 fills both maps, the warp copies them out. */
 /* The block's tensor maps, built by warp 0 before anything uses them: a zeroed 128-byte object
  * per map in shared memory, every field written by thread 0 with tensormap.replace, then the
  * warp copies them to the block's slot of the workspace (tensormap.cp_fenceproxy, a release to
@@ -829,7 +827,7 @@ static const int wg_tiles[][4] = {
 };
 
 #define WG_SPACE_SIG                                                                                              \
-    "wgmma v1: tma sw128 bk64, tmap built on device (tensormap.replace) in ws[0:256]; tiles{128x256c2,128x192c2," \
+    "wgmma v1: tma sw128 bk64, tmaps built per block (tensormap.replace), 384 ws bytes each; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
     "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1 (swz 8)}; "          \
@@ -1036,7 +1034,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * bias + GELU: about 1.2 us each) stalls a cooperative tile's tensor cores; a pingpong
      * consumer's runs during the other's turn, yet still costs about half as much (4096x3072x768
      * + bias + GELU: +4.0 us over the bare GEMM against +7.2 cooperative). */
-    const double t_chain = (double)c.bm * c.bn * tuner__chain_instr(&p.op->epilogue) / 4.3e5;
+    const double t_chain = tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn);
     t_tile += c.pingpong ? 0.5 * t_chain : t_chain;
     const double t_compute = per_sm * t_tile;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
