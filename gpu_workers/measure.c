@@ -1,22 +1,60 @@
 /* gpu_workers/measure.c - verify and time one candidate on one GPU (see measure.h).
  *
- * Buffers are cached across requests with the same buffer list (a job measures many candidates
- * on the same shapes), and so is the reference's output for that buffer set: a job pays for the
- * random inputs and the reference run once. Inputs are generated on the host from a seed derived
- * from the buffer list (deterministic per job) and uploaded once. Between timed runs the L2 is
- * flushed by a memset of a buffer twice its size when the working set would otherwise stay
- * resident; only the kernels sit between the two timing events.
+ * Inputs and the reference's output are cached per input set (the inputs' dtypes and sizes, and
+ * the reference output's size: one job's op), several sets at once (least recently used out, the
+ * device memory they hold bounded), so that the jobs a GPU measures in turns each pay for their
+ * random inputs and their reference run once, not at every switch. Inputs are generated on the
+ * host from a seed derived from their descriptor (deterministic per job) and uploaded once.
+ * Outputs and workspaces hold nothing across runs: one allocation of each serves every set,
+ * grown to the largest asked for. Between timed runs the L2 is flushed by a memset of a buffer
+ * twice its size when the working set would otherwise stay resident; only the kernels sit
+ * between the two timing events.
  */
 #include "gpu_workers/measure.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda.h>
+
+/* Threads a measurer may use for host work (see run_parts). */
+#define GW_MAX_THREADS 8
+
+/* Input sets kept at once, and the share of the device's memory they may hold. */
+#define GW_SETS 8
+#define GW_SETS_MEMORY_SHARE 0.4
+/* Host memory for the sets' reference outputs (F32, one per output element). */
+#define GW_SETS_HOST_BYTES ((size_t)4 << 30)
+
+/* The inputs of one op on the device and its reference output on the host. */
+typedef struct gw_set {
+    uint64_t key;      /* see set_key_of; 0: the slot is free */
+    uint64_t used;     /* when it last served a request (the measurer's clock) */
+    int n_inputs;
+    CUdeviceptr in[GW_MAX_BUFFERS];
+    CUdeviceptr ref_out;
+    size_t device_bytes;
+
+    /* The reference output (F32, on the host) for this set and a reference module. */
+    uint64_t ref_key;
+    float *ref_host;
+    size_t ref_elems;
+    double ref_rms, ref_maxabs; /* over the reference's finite elements */
+    bool ref_finite;            /* some element is finite (all NaN/Inf checks nothing) */
+} gw_set;
+
+/* Device memory whose contents do not outlive a request (outputs, workspaces), grown on demand. */
+typedef struct gw_spare {
+    CUdeviceptr ptr;
+    size_t cap;
+} gw_spare;
 
 struct gw_measurer {
     CUdevice dev;
@@ -28,21 +66,20 @@ struct gw_measurer {
     size_t l2_bytes;
     CUdeviceptr flush;
     size_t flush_bytes;
+    int threads;                /* for host work: this GPU's share of the CPUs, at most 8 */
 
-    /* The cached buffer set. */
-    uint64_t set_key;
+    gw_set sets[GW_SETS];
+    uint64_t clock;
+    size_t sets_budget;         /* device bytes the sets may hold */
+    gw_set *cur;                /* the set of the request being run */
+    gw_spare spare[GW_MAX_BUFFERS]; /* by ordinal among the request's outputs and workspaces */
+
+    /* The request's buffers as the launches see them (indices of gw_measure_req.buffers). */
     int n_buffers;
     gw_buffer bufs[GW_MAX_BUFFERS];
     CUdeviceptr ptr[GW_MAX_BUFFERS];
     size_t bytes[GW_MAX_BUFFERS];
-    size_t set_bytes;
-
-    /* The cached reference output (F32, on the host) for the set and reference module. */
-    uint64_t ref_key;
-    float *ref_host;
-    size_t ref_elems;
-    double ref_rms, ref_maxabs; /* over the reference's finite elements */
-    bool ref_finite;            /* some element is finite (all NaN/Inf checks nothing) */
+    size_t set_bytes;           /* the request's working set */
 };
 
 static double now_s(void)
@@ -86,6 +123,64 @@ static uint64_t splitmix(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+}
+
+/* ---- host work split over threads ----
+ *
+ * Checking a candidate converts and compares its whole output with the reference on the host,
+ * and a new input set is generated there: tens of millions of elements for a large GEMM, which
+ * on one core took several times longer than timing the candidate. Such loops are split into
+ * contiguous parts run on the measurer's threads (part 0 on the calling thread). */
+typedef void (*part_fn)(void *ctx, int part, size_t begin, size_t end);
+
+typedef struct part_job {
+    part_fn fn;
+    void *ctx;
+    int part;
+    size_t begin, end;
+} part_job;
+
+static void *part_main(void *arg)
+{
+    part_job *j = arg;
+    j->fn(j->ctx, j->part, j->begin, j->end);
+    return NULL;
+}
+
+/* Runs fn over [0, n) in at most `parts` parts of at least 64 Ki elements; returns how many. */
+static int run_parts(int parts, size_t n, part_fn fn, void *ctx)
+{
+    enum { MIN_PART = 1 << 16 };
+    if ((size_t)parts > n / MIN_PART)
+        parts = (int)(n / MIN_PART);
+    parts = parts < 1 ? 1 : parts > GW_MAX_THREADS ? GW_MAX_THREADS : parts;
+    pthread_t th[GW_MAX_THREADS];
+    part_job jobs[GW_MAX_THREADS];
+    bool started[GW_MAX_THREADS] = {false};
+    for (int i = 0; i < parts; i++) {
+        jobs[i] = (part_job){fn, ctx, i, n / (size_t)parts * (size_t)i,
+                             i == parts - 1 ? n : n / (size_t)parts * (size_t)(i + 1)};
+        if (i > 0)
+            started[i] = pthread_create(&th[i], NULL, part_main, &jobs[i]) == 0;
+    }
+    part_main(&jobs[0]);
+    for (int i = 1; i < parts; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            part_main(&jobs[i]); /* no thread to be had: done here */
+    }
+    return parts;
+}
+
+/* This GPU's share of the CPUs this process may run on. */
+static int host_threads(int n_devices)
+{
+    cpu_set_t set;
+    long cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                            : sysconf(_SC_NPROCESSORS_ONLN);
+    long t = cpus / (n_devices > 0 ? n_devices : 1);
+    return t < 1 ? 1 : t > GW_MAX_THREADS ? GW_MAX_THREADS : (int)t;
 }
 
 static uint16_t f32_to_f16(float f)
@@ -241,6 +336,7 @@ int gw_measurer_new(int device, double launch_timeout_s, gw_measurer **ret, char
         return -ENOMEM;
     m->info = devs[found];
     m->launch_timeout_s = launch_timeout_s;
+    m->threads = host_threads(n);
     if ((cr = cuDeviceGet(&m->dev, device)) != CUDA_SUCCESS ||
         (cr = cuDevicePrimaryCtxRetain(&m->ctx, m->dev)) != CUDA_SUCCESS)
         goto cuda_fail;
@@ -253,6 +349,7 @@ int gw_measurer_new(int device, double launch_timeout_s, gw_measurer **ret, char
     cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, m->dev);
     m->l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)(50u << 20);
     m->flush_bytes = 2 * m->l2_bytes;
+    m->sets_budget = (size_t)((double)m->info.mem_bytes * GW_SETS_MEMORY_SHARE);
     if ((cr = cuMemAlloc(&m->flush, m->flush_bytes)) != CUDA_SUCCESS)
         goto cuda_fail;
     *ret = m;
@@ -269,18 +366,29 @@ const gw_device_info *gw_measurer_device(const gw_measurer *m)
     return m ? &m->info : NULL;
 }
 
-static void free_set(gw_measurer *m)
+static void drop_set(gw_measurer *m, gw_set *s)
 {
-    for (int i = 0; i < m->n_buffers; i++)
-        if (m->ptr[i])
-            cuMemFree(m->ptr[i]);
-    memset(m->ptr, 0, sizeof(m->ptr));
+    for (int i = 0; i < s->n_inputs; i++)
+        if (s->in[i])
+            cuMemFree(s->in[i]);
+    if (s->ref_out)
+        cuMemFree(s->ref_out);
+    free(s->ref_host);
+    if (m->cur == s)
+        m->cur = NULL;
+    memset(s, 0, sizeof(*s));
+}
+
+static void free_buffers(gw_measurer *m)
+{
+    for (int i = 0; i < GW_SETS; i++)
+        drop_set(m, &m->sets[i]);
+    for (int i = 0; i < GW_MAX_BUFFERS; i++)
+        if (m->spare[i].ptr)
+            cuMemFree(m->spare[i].ptr);
+    memset(m->spare, 0, sizeof(m->spare));
     m->n_buffers = 0;
-    m->set_key = 0;
     m->set_bytes = 0;
-    free(m->ref_host);
-    m->ref_host = NULL;
-    m->ref_key = 0;
 }
 
 gw_measurer *gw_measurer_free(gw_measurer *m)
@@ -289,7 +397,7 @@ gw_measurer *gw_measurer_free(gw_measurer *m)
         return NULL;
     if (m->ctx) {
         cuCtxSetCurrent(m->ctx);
-        free_set(m);
+        free_buffers(m);
         if (m->flush)
             cuMemFree(m->flush);
         if (m->ev_start)
@@ -306,17 +414,19 @@ gw_measurer *gw_measurer_free(gw_measurer *m)
     return NULL;
 }
 
-/* Identifies the data a reference sees: every input (inputs are a pure function of their
- * descriptor and index, see prepare_set) and the shape of the reference's output. */
+/* Identifies the data a reference sees: every input, in order (inputs are a pure function of
+ * their descriptor and position, see fill_input), and the size of the reference's output. Outputs
+ * and workspaces, which differ between candidates of one op, are left out. */
 static uint64_t set_key_of(const gw_measure_req *req)
 {
-    uint64_t h = fnv(FNV0, &req->n_buffers, sizeof(req->n_buffers));
+    uint64_t h = FNV0;
     for (int i = 0; i < req->n_buffers; i++) {
-        if (req->buffers[i].role == GW_BUF_OUTPUT || req->buffers[i].role == GW_BUF_SCRATCH)
+        const gw_buffer *b = &req->buffers[i];
+        if (b->role == GW_BUF_OUTPUT || b->role == GW_BUF_SCRATCH)
             continue;
-        uint32_t t[3] = {(uint32_t)i, req->buffers[i].role, req->buffers[i].dtype};
+        uint32_t t[2] = {b->role, b->dtype};
         h = fnv(h, t, sizeof(t));
-        h = fnv(h, &req->buffers[i].elems, sizeof(req->buffers[i].elems));
+        h = fnv(h, &b->elems, sizeof(b->elems));
     }
     return h ? h : 1;
 }
@@ -335,76 +445,185 @@ static uint64_t module_key(uint64_t h, const gw_module *mod)
     return h ? h : 1;
 }
 
-/* Fills an input buffer with uniform values in [-1, 1] from a seed, in chunks. */
-static CUresult fill_input(gw_measurer *m, int i, uint64_t seed)
+typedef struct fill_ctx {
+    const gw_buffer *b;
+    uint8_t *host;
+    uint64_t seed, first; /* the element host[0] holds */
+} fill_ctx;
+
+static void fill_part(void *arg, int part, size_t begin, size_t end)
 {
-    enum { CHUNK = 1 << 20 };
-    size_t es = dsize(m->bufs[i].dtype);
-    uint8_t *host = malloc(CHUNK * es);
+    (void)part;
+    const fill_ctx *f = arg;
+    /* splitmix's state after n values is seed + n * its increment, so a part starts anywhere. */
+    uint64_t s = f->seed + (f->first + begin) * 0x9e3779b97f4a7c15ULL;
+    for (size_t k = begin; k < end; k++) {
+        float v = (float)((double)(splitmix(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+        if (f->b->dtype == GW_F32)
+            memcpy(f->host + 4 * k, &v, 4);
+        else {
+            uint16_t h = f->b->dtype == GW_F16 ? f32_to_f16(v) : f32_to_bf16(v);
+            memcpy(f->host + 2 * k, &h, 2);
+        }
+    }
+}
+
+/* Fills the `pos`-th input (descriptor b) with uniform values in [-1, 1], in chunks. The seed
+ * depends on the descriptor and the position only, so the same input always holds the same
+ * values (on every GPU, and after its set was dropped and made again). */
+static CUresult fill_input(const gw_measurer *m, const gw_buffer *b, int pos, CUdeviceptr dst)
+{
+    enum { CHUNK = 1 << 24 };
+    size_t es = dsize(b->dtype);
+    size_t chunk = b->elems < CHUNK ? (size_t)b->elems : CHUNK;
+    uint8_t *host = malloc((chunk ? chunk : 1) * es);
     CUresult r = CUDA_SUCCESS;
     if (!host)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t s = seed;
-    for (uint64_t off = 0; off < m->bufs[i].elems && r == CUDA_SUCCESS; off += CHUNK) {
-        size_t n = m->bufs[i].elems - off < CHUNK ? (size_t)(m->bufs[i].elems - off) : CHUNK;
-        for (size_t k = 0; k < n; k++) {
-            float v = (float)((double)(splitmix(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-            if (m->bufs[i].dtype == GW_F32)
-                memcpy(host + 4 * k, &v, 4);
-            else {
-                uint16_t h = m->bufs[i].dtype == GW_F16 ? f32_to_f16(v) : f32_to_bf16(v);
-                memcpy(host + 2 * k, &h, 2);
-            }
-        }
-        r = cuMemcpyHtoD(m->ptr[i] + off * es, host, n * es);
+    fill_ctx f = {b, host, fnv(FNV0, b, sizeof(*b)) ^ (0x51ed2701ULL * (uint64_t)(pos + 1)), 0};
+    for (uint64_t off = 0; off < b->elems && r == CUDA_SUCCESS; off += CHUNK) {
+        size_t n = b->elems - off < CHUNK ? (size_t)(b->elems - off) : CHUNK;
+        f.first = off;
+        run_parts(m->threads, n, fill_part, &f);
+        r = cuMemcpyHtoD(dst + off * es, host, n * es);
     }
     free(host);
     return r;
 }
 
-/* Makes the device buffers match the request. A buffer whose descriptor did not change is kept,
- * contents included: candidates of one job differ at most in their workspace, so the inputs are
- * generated and uploaded once per job. Inputs are seeded from their index and descriptor, so a
- * re-created input holds the same values and the cached reference output stays valid. */
-static CUresult prepare_set(gw_measurer *m, const gw_measure_req *req)
+/* Drops the least recently used set other than `keep`; false when there is none. */
+static bool drop_oldest(gw_measurer *m, const gw_set *keep)
 {
-    CUresult r = CUDA_SUCCESS;
-
-    for (int i = req->n_buffers; i < m->n_buffers; i++) {
-        if (m->ptr[i])
-            cuMemFree(m->ptr[i]);
-        m->ptr[i] = 0;
+    gw_set *old = NULL;
+    for (int i = 0; i < GW_SETS; i++) {
+        gw_set *s = &m->sets[i];
+        if (s->key && s != keep && (!old || s->used < old->used))
+            old = s;
     }
+    if (old)
+        drop_set(m, old);
+    return old != NULL;
+}
+
+static size_t sets_device_bytes(const gw_measurer *m)
+{
+    size_t n = 0;
+    for (int i = 0; i < GW_SETS; i++)
+        n += m->sets[i].device_bytes;
+    return n;
+}
+
+static size_t sets_host_bytes(const gw_measurer *m)
+{
+    size_t n = 0;
+    for (int i = 0; i < GW_SETS; i++)
+        n += m->sets[i].ref_host ? m->sets[i].ref_elems * sizeof(float) : 0;
+    return n;
+}
+
+/* cuMemAlloc that makes room by dropping other sets (least recently used first) when the device
+ * is out of memory. */
+static CUresult alloc_evicting(gw_measurer *m, CUdeviceptr *p, size_t bytes, const gw_set *keep)
+{
+    CUresult r;
+    while ((r = cuMemAlloc(p, bytes ? bytes : 1)) == CUDA_ERROR_OUT_OF_MEMORY && drop_oldest(m, keep))
+        ;
+    if (r != CUDA_SUCCESS)
+        *p = 0;
+    return r;
+}
+
+/* The set of the request's inputs: the cached one, or a new one (inputs generated and uploaded,
+ * the reference not yet run), made after dropping old sets past the slots or the budget. */
+static CUresult find_set(gw_measurer *m, const gw_measure_req *req, gw_set **ret)
+{
+    uint64_t key = set_key_of(req);
+    for (int i = 0; i < GW_SETS; i++)
+        if (m->sets[i].key == key) {
+            *ret = &m->sets[i];
+            return CUDA_SUCCESS;
+        }
+    size_t need = 0;
     for (int i = 0; i < req->n_buffers; i++) {
         const gw_buffer *b = &req->buffers[i];
-        if (i < m->n_buffers && m->ptr[i] && m->bufs[i].role == b->role &&
-            m->bufs[i].dtype == b->dtype && m->bufs[i].elems == b->elems)
-            continue;
-        if (i < m->n_buffers && m->ptr[i])
-            cuMemFree(m->ptr[i]);
-        m->ptr[i] = 0;
-        m->bufs[i] = *b;
-        m->bytes[i] = (size_t)b->elems * dsize(b->dtype);
-        if ((r = cuMemAlloc(&m->ptr[i], m->bytes[i])) != CUDA_SUCCESS) {
-            m->ptr[i] = 0;
-            goto fail;
-        }
+        if (b->role == GW_BUF_INPUT || b->role == GW_BUF_REF_OUTPUT)
+            need += (size_t)b->elems * dsize(b->dtype);
+    }
+    gw_set *s = NULL;
+    for (;;) {
+        s = NULL;
+        for (int i = 0; i < GW_SETS && !s; i++)
+            if (!m->sets[i].key)
+                s = &m->sets[i];
+        if (s && sets_device_bytes(m) + need <= m->sets_budget)
+            break;
+        if (!drop_oldest(m, NULL))
+            break; /* alone past the budget: tried anyway, the device may have the room */
+    }
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* not reached: a full table always has a set to drop */
+    s->key = key;
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; i < req->n_buffers && r == CUDA_SUCCESS; i++) {
+        const gw_buffer *b = &req->buffers[i];
+        size_t bytes = (size_t)b->elems * dsize(b->dtype);
         if (b->role == GW_BUF_INPUT) {
-            uint64_t seed = fnv(FNV0, b, sizeof(*b)) ^ (0x51ed2701ULL * (uint64_t)(i + 1));
-            if ((r = fill_input(m, i, seed)) != CUDA_SUCCESS)
-                goto fail;
+            int pos = s->n_inputs++;
+            if ((r = alloc_evicting(m, &s->in[pos], bytes, s)) == CUDA_SUCCESS)
+                r = fill_input(m, b, i, s->in[pos]);
+            s->device_bytes += bytes;
+        } else if (b->role == GW_BUF_REF_OUTPUT && !s->ref_out) {
+            r = alloc_evicting(m, &s->ref_out, bytes, s);
+            s->device_bytes += bytes;
         }
     }
-    m->n_buffers = req->n_buffers;
-    m->set_bytes = 0;
-    for (int i = 0; i < m->n_buffers; i++)
-        m->set_bytes += m->bytes[i];
-    m->set_key = set_key_of(req);
+    if (r != CUDA_SUCCESS) {
+        drop_set(m, s);
+        return r;
+    }
+    *ret = s;
     return CUDA_SUCCESS;
-fail:
-    m->n_buffers = req->n_buffers > m->n_buffers ? req->n_buffers : m->n_buffers;
-    free_set(m);
-    return r;
+}
+
+/* Lays the request's buffers out: inputs and the reference output from its set (made if new),
+ * outputs and workspaces from the spare allocations, grown when too small. */
+static CUresult prepare_set(gw_measurer *m, const gw_measure_req *req)
+{
+    gw_set *s = NULL;
+    CUresult r = find_set(m, req, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    s->used = ++m->clock;
+    m->cur = s;
+    int n_in = 0, n_spare = 0;
+    m->set_bytes = 0;
+    for (int i = 0; i < req->n_buffers; i++) {
+        const gw_buffer *b = &req->buffers[i];
+        size_t bytes = (size_t)b->elems * dsize(b->dtype);
+        CUdeviceptr p = 0;
+        if (b->role == GW_BUF_INPUT) {
+            p = s->in[n_in++];
+        } else if (b->role == GW_BUF_REF_OUTPUT) {
+            p = s->ref_out;
+        } else {
+            gw_spare *sp = &m->spare[n_spare++];
+            if (sp->cap < bytes || !sp->ptr) {
+                if (sp->ptr)
+                    cuMemFree(sp->ptr);
+                sp->cap = 0;
+                if ((r = alloc_evicting(m, &sp->ptr, bytes, s)) != CUDA_SUCCESS)
+                    return r;
+                sp->cap = bytes;
+            }
+            p = sp->ptr;
+        }
+        m->bufs[i] = *b;
+        m->ptr[i] = p;
+        m->bytes[i] = bytes;
+        m->set_bytes += bytes;
+    }
+    m->n_buffers = req->n_buffers;
+    return CUDA_SUCCESS;
 }
 
 /* Waits for everything queued on the stream, for at most budget_s. 0, -ETIMEDOUT, or -EIO with
@@ -553,6 +772,20 @@ static step run_once(gw_measurer *m, const gw_module *mod, const loaded *ld, con
     return STEP_OK;
 }
 
+typedef struct widen_ctx {
+    const uint16_t *in;
+    float *out;
+    bool f16; /* else bf16 */
+} widen_ctx;
+
+static void widen_part(void *arg, int part, size_t begin, size_t end)
+{
+    (void)part;
+    const widen_ctx *w = arg;
+    for (size_t i = begin; i < end; i++)
+        w->out[i] = w->f16 ? f16_to_f32(w->in[i]) : bf16_to_f32(w->in[i]);
+}
+
 static CUresult download_f32(gw_measurer *m, int idx, float *out)
 {
     size_t n = (size_t)m->bufs[idx].elems;
@@ -562,9 +795,10 @@ static CUresult download_f32(gw_measurer *m, int idx, float *out)
     if (!tmp)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = cuMemcpyDtoH(tmp, m->ptr[idx], n * 2);
-    if (r == CUDA_SUCCESS)
-        for (size_t i = 0; i < n; i++)
-            out[i] = m->bufs[idx].dtype == GW_F16 ? f16_to_f32(tmp[i]) : bf16_to_f32(tmp[i]);
+    if (r == CUDA_SUCCESS) {
+        widen_ctx w = {tmp, out, m->bufs[idx].dtype == GW_F16};
+        run_parts(m->threads, n, widen_part, &w);
+    }
     free(tmp);
     return r;
 }
@@ -594,6 +828,34 @@ typedef struct run_state {
  * cancel flag (gw_measurer_run reports GW_CANCELLED). */
 typedef enum { PHASE_OK, PHASE_STOP, PHASE_CANCEL } phase;
 
+/* Sum of squares, largest magnitude and count of the reference's finite elements, by part. */
+typedef struct ref_stats_ctx {
+    const float *ref;
+    struct {
+        double ss, mx;
+        size_t n_finite;
+    } part[GW_MAX_THREADS];
+} ref_stats_ctx;
+
+static void ref_stats_part(void *arg, int part, size_t begin, size_t end)
+{
+    ref_stats_ctx *c = arg;
+    double ss = 0, mx = 0;
+    size_t n_finite = 0;
+    for (size_t i = begin; i < end; i++) {
+        double v = c->ref[i];
+        if (!isfinite(v))
+            continue;
+        n_finite++;
+        ss += v * v;
+        if (fabs(v) > mx)
+            mx = fabs(v);
+    }
+    c->part[part].ss = ss;
+    c->part[part].mx = mx;
+    c->part[part].n_finite = n_finite;
+}
+
 /* Reference: makes sure the reference's output for this buffer set and reference module is on the
  * host (run once per set, see the file comment) and usable. */
 static phase phase_reference(run_state *rs)
@@ -601,15 +863,16 @@ static phase phase_reference(run_state *rs)
     gw_measurer *m = rs->m;
     const gw_measure_req *req = rs->req;
     gw_measure_result *res = rs->res;
+    gw_set *set = m->cur;
     CUresult r;
     step st;
 
-    uint64_t rk = module_key(m->set_key, &req->reference);
-    if (rk != m->ref_key || !m->ref_host) {
+    uint64_t rk = module_key(set->key, &req->reference);
+    if (rk != set->ref_key || !set->ref_host) {
         char why[200];
-        free(m->ref_host);
-        m->ref_host = NULL;
-        m->ref_key = 0;
+        free(set->ref_host);
+        set->ref_host = NULL;
+        set->ref_key = 0;
         if (load_module(&req->reference, &rs->ref, why, sizeof(why)) < 0) {
             snprintf(res->reason, sizeof(res->reason), "reference: %s", why);
             return PHASE_STOP;
@@ -626,10 +889,12 @@ static phase phase_reference(run_state *rs)
             STEP_OK)
             return PHASE_STOP;
         size_t n = (size_t)m->bufs[ro].elems;
-        m->ref_host = malloc(n * sizeof(float));
-        if (!m->ref_host || (r = download_f32(m, ro, m->ref_host)) != CUDA_SUCCESS) {
-            free(m->ref_host);
-            m->ref_host = NULL;
+        while (sets_host_bytes(m) + n * sizeof(float) > GW_SETS_HOST_BYTES && drop_oldest(m, set))
+            ;
+        set->ref_host = malloc(n * sizeof(float));
+        if (!set->ref_host || (r = download_f32(m, ro, set->ref_host)) != CUDA_SUCCESS) {
+            free(set->ref_host);
+            set->ref_host = NULL;
             snprintf(res->reason, sizeof(res->reason), "reference output: out of memory");
             return PHASE_STOP;
         }
@@ -637,24 +902,24 @@ static phase phase_reference(run_state *rs)
          * as in a batchnorm's prepared scale): those elements are NaN or Inf in the reference
          * too, and phase_check holds the candidate to the same non-finite value there. The
          * tolerance is scaled by the finite elements only. */
+        ref_stats_ctx rsc;
+        memset(&rsc, 0, sizeof(rsc));
+        rsc.ref = set->ref_host;
+        int parts = run_parts(m->threads, n, ref_stats_part, &rsc);
         double ss = 0, mx = 0;
         size_t n_finite = 0;
-        for (size_t i = 0; i < n; i++) {
-            double v = m->ref_host[i];
-            if (!isfinite(v))
-                continue;
-            n_finite++;
-            ss += v * v;
-            if (fabs(v) > mx)
-                mx = fabs(v);
+        for (int p = 0; p < parts; p++) {
+            ss += rsc.part[p].ss;
+            mx = rsc.part[p].mx > mx ? rsc.part[p].mx : mx;
+            n_finite += rsc.part[p].n_finite;
         }
-        m->ref_elems = n;
-        m->ref_rms = n_finite ? sqrt(ss / (double)n_finite) : 0;
-        m->ref_maxabs = mx;
-        m->ref_finite = n_finite > 0;
-        m->ref_key = rk;
+        set->ref_elems = n;
+        set->ref_rms = n_finite ? sqrt(ss / (double)n_finite) : 0;
+        set->ref_maxabs = mx;
+        set->ref_finite = n_finite > 0;
+        set->ref_key = rk;
     }
-    if (!m->ref_finite) {
+    if (!set->ref_finite) {
         res->status = GW_WRONG;
         snprintf(res->reason, sizeof(res->reason), "the reference produced only NaN/Inf");
         return PHASE_STOP;
@@ -662,40 +927,23 @@ static phase phase_reference(run_state *rs)
     return PHASE_OK;
 }
 
-/* Check: runs the candidate once and compares its output with the reference's, element by
- * element; GW_WRONG when any element is out of tolerance. */
-static phase phase_check(run_state *rs)
+/* The comparison of a candidate's output with the reference, by part. */
+typedef struct compare_ctx {
+    const float *ref, *out;
+    double tol_abs, rtol;
+    struct {
+        double maxerr;
+        size_t bad, first_bad;
+    } part[GW_MAX_THREADS];
+} compare_ctx;
+
+static void compare_part(void *arg, int part, size_t begin, size_t end)
 {
-    gw_measurer *m = rs->m;
-    const gw_measure_req *req = rs->req;
-    gw_measure_result *res = rs->res;
-    float *out = NULL;
-    phase ph = PHASE_STOP;
-    CUresult r;
-    step st;
-
-    if (cancelled(rs->cancel))
-        return PHASE_CANCEL;
-
-    /* The checked run: poisoned output, so an element the candidate never writes is NaN. */
-    int o = req->output_buffer;
-    if ((r = cuMemsetD8Async(m->ptr[o], 0xff, m->bytes[o], m->stream)) != CUDA_SUCCESS) {
-        fail_step(m, r, "candidate", res, &rs->fatal);
-        goto out;
-    }
-    if ((st = run_once(m, &req->candidate, &rs->cand, "candidate", m->launch_timeout_s, res,
-                        &rs->fatal)) != STEP_OK)
-        goto out;
-    size_t n = m->ref_elems;
-    out = malloc(n * sizeof(float));
-    if (!out || (r = download_f32(m, o, out)) != CUDA_SUCCESS) {
-        snprintf(res->reason, sizeof(res->reason), "candidate output: cannot read back");
-        goto out;
-    }
-    double tol_abs = req->atol * m->ref_rms, maxerr = 0;
+    compare_ctx *c = arg;
+    double maxerr = 0;
     size_t bad = 0, first_bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        double ref_v = m->ref_host[i], v = out[i];
+    for (size_t i = begin; i < end; i++) {
+        double ref_v = c->ref[i], v = c->out[i];
         double d = fabs(v - ref_v);
         if (isnan(ref_v)) {
             /* The element must be a NaN the candidate computed: the poison left by an element
@@ -711,21 +959,73 @@ static phase phase_check(run_state *rs)
         } else if (!isfinite(v)) {
             d = INFINITY;
         }
-        if (d > maxerr || (isnan(d)))
+        if (d > maxerr)
             maxerr = d;
-        if (!(d <= tol_abs + req->rtol * fabs(ref_v))) {
+        if (!(d <= c->tol_abs + c->rtol * fabs(ref_v))) {
             if (!bad)
                 first_bad = i;
             bad++;
         }
     }
+    c->part[part].maxerr = maxerr;
+    c->part[part].bad = bad;
+    c->part[part].first_bad = first_bad;
+}
+
+/* Check: runs the candidate once and compares its output with the reference's, element by
+ * element; GW_WRONG when any element is out of tolerance. */
+static phase phase_check(run_state *rs)
+{
+    gw_measurer *m = rs->m;
+    const gw_measure_req *req = rs->req;
+    gw_measure_result *res = rs->res;
+    float *out = NULL;
+    phase ph = PHASE_STOP;
+    const gw_set *set = m->cur;
+    CUresult r;
+    step st;
+
+    if (cancelled(rs->cancel))
+        return PHASE_CANCEL;
+
+    /* The checked run: poisoned output, so an element the candidate never writes is NaN. */
+    int o = req->output_buffer;
+    if ((r = cuMemsetD8Async(m->ptr[o], 0xff, m->bytes[o], m->stream)) != CUDA_SUCCESS) {
+        fail_step(m, r, "candidate", res, &rs->fatal);
+        goto out;
+    }
+    if ((st = run_once(m, &req->candidate, &rs->cand, "candidate", m->launch_timeout_s, res,
+                        &rs->fatal)) != STEP_OK)
+        goto out;
+    size_t n = set->ref_elems;
+    out = malloc(n * sizeof(float));
+    if (!out || (r = download_f32(m, o, out)) != CUDA_SUCCESS) {
+        snprintf(res->reason, sizeof(res->reason), "candidate output: cannot read back");
+        goto out;
+    }
+    compare_ctx cmp;
+    memset(&cmp, 0, sizeof(cmp));
+    cmp.ref = set->ref_host;
+    cmp.out = out;
+    cmp.tol_abs = req->atol * set->ref_rms;
+    cmp.rtol = req->rtol;
+    int parts = run_parts(m->threads, n, compare_part, &cmp);
+    double maxerr = 0;
+    size_t bad = 0, first_bad = 0;
+    for (int p = 0; p < parts; p++) {
+        if (cmp.part[p].maxerr > maxerr)
+            maxerr = cmp.part[p].maxerr;
+        if (cmp.part[p].bad && !bad)
+            first_bad = cmp.part[p].first_bad;
+        bad += cmp.part[p].bad;
+    }
     res->max_abs_err = maxerr;
-    res->max_rel_err = m->ref_maxabs > 0 ? maxerr / m->ref_maxabs : (maxerr > 0 ? INFINITY : 0);
+    res->max_rel_err = set->ref_maxabs > 0 ? maxerr / set->ref_maxabs : (maxerr > 0 ? INFINITY : 0);
     if (bad) {
         res->status = GW_WRONG;
         snprintf(res->reason, sizeof(res->reason),
                  "%zu of %zu elements out of tolerance (first at %zu: %g vs %g)", bad, n,
-                 first_bad, (double)out[first_bad], (double)m->ref_host[first_bad]);
+                 first_bad, (double)out[first_bad], (double)set->ref_host[first_bad]);
         goto out;
     }
     ph = PHASE_OK;
