@@ -57,6 +57,22 @@ static cJSON *job_object(const sched_job_info *info)
         cJSON_AddItemToObject(j, "best_schedule", best);
     else
         cJSON_AddNullToObject(j, "best_schedule");
+    if (info->mode == TUNER_TUNE_MEASURE) {
+        cJSON *on = cJSON_AddArrayToObject(j, "measured_on");
+        for (int d = 0; on && d < 32; d++)
+            if (info->measured_on & (1u << d))
+                cJSON_AddItemToArray(on, cJSON_CreateNumber(d));
+        if (info->final_device >= 0) {
+            cJSON *fr = cJSON_AddObjectToObject(j, "final_round");
+            if (fr) {
+                cJSON_AddNumberToObject(fr, "device", info->final_device);
+                cJSON_AddNumberToObject(fr, "candidates", info->final_candidates);
+                cJSON_AddBoolToObject(fr, "changed", info->final_changed);
+            }
+        } else {
+            cJSON_AddNullToObject(j, "final_round");
+        }
+    }
     cJSON_AddNumberToObject(j, "elapsed_s", round(info->elapsed_s * 1000.0) / 1000.0);
     cJSON_AddNumberToObject(j, "waiters", info->waiters);
     if (info->state == SCHED_DONE) {
@@ -183,6 +199,8 @@ int hd_status_json(const hd_status_view *v, char **ret)
         cJSON_AddNumberToObject(w, "driver_version", d->driver_version);
         cJSON_AddStringToObject(w, "state", gw_device_state_name(d->state));
         cJSON_AddNumberToObject(w, "restarts", d->restarts);
+        cJSON_AddNumberToObject(w, "pid", d->pid);
+        cJSON_AddNumberToObject(w, "busy_s", round(d->busy_s * 1000.0) / 1000.0);
         cJSON_AddNumberToObject(w, "measured", (double)d->measured);
         cJSON_AddNumberToObject(w, "failed", (double)d->failed);
         cJSON_AddStringToObject(w, "last_error", d->last_error);

@@ -49,9 +49,19 @@ static double wall_now(void)
 
 /* ---- configuration mapped onto the modules ---------------------------------------------- */
 
+/* The size of libuv's thread pool, where compiles run: UV_THREADPOOL_SIZE as libuv reads it
+ * (set_threadpool_size fills it in before the first work is queued), else libuv's 4. */
+static int threadpool_size(void)
+{
+    const char *v = getenv("UV_THREADPOOL_SIZE");
+    long n = v && *v ? strtol(v, NULL, 10) : 4;
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
 static void sched_config_from(const hd_config *c, sched_config *ret)
 {
     sched_config_defaults(ret);
+    ret->compile_threads = threadpool_size();
     ret->budget_s = c->budget_seconds;
     ret->budget_candidates = c->budget_candidates;
     ret->fused_retime_top = c->fused_retime_top;

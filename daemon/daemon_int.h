@@ -69,7 +69,7 @@ typedef struct hd_daemon {
         *m_cl_leases_held, *m_cl_lease_waits, *m_cl_lease_wait_hits, *m_cl_lease_takeovers,
         *m_cl_lease_wait_timeouts, *m_cl_sub_up, *m_cl_wakeups_message, *m_cl_wakeups_poll;
     hd_metric *m_cl_rejected[CT_REJECT_N];
-    hd_metric_family *f_restarts, *f_gpu_state;
+    hd_metric_family *f_restarts, *f_gpu_state, *f_gpu_busy;
 } hd_daemon;
 
 /* server.c: the proto handler and completion hook. */

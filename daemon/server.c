@@ -698,6 +698,8 @@ static void collect(hd_metrics *m, void *udata)
             hd_metric *r = NULL;
             if (d->f_restarts && hd_metric_family_series(d->f_restarts, dev, NULL, &r) == 0)
                 hd_counter_set(r, devs[i].restarts);
+            if (d->f_gpu_busy && hd_metric_family_series(d->f_gpu_busy, dev, NULL, &r) == 0)
+                hd_counter_set(r, devs[i].busy_s);
             for (int s = GW_DEV_STARTING; s <= GW_DEV_OUT_OF_SERVICE; s++) {
                 hd_metric *g = NULL;
                 if (d->f_gpu_state &&
@@ -758,6 +760,9 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_family(m, HD_METRIC_GAUGE, "hidetd_gpu_state",
                       "1 for the current state of each GPU's worker.", "device", "state", NULL, 0,
                       &d->f_gpu_state);
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_gpu_busy_seconds_total",
+                      "Seconds each GPU's worker spent on measurement requests.", "device", NULL,
+                      NULL, 0, &d->f_gpu_busy);
     hd_metrics_gauge(m, "hidetd_http_connections", "Open client connections.", &d->m_conn_active);
     hd_metrics_counter(m, "hidetd_config_reloads_total", "Configuration reloads applied.",
                        &d->m_reloads_ok);

@@ -62,7 +62,10 @@ typedef struct gw_device_info {
     int driver_version; /* cuDriverGetVersion, e.g. 13000 */
     gw_device_state state;
     int restarts;
+    int pid;           /* the worker process now serving the device; 0 while none runs */
     uint64_t measured, failed; /* candidates */
+    double busy_s;     /* time spent on requests (dispatched to answered), over every worker
+                        * process of the device */
     char last_error[160];
 } gw_device_info;
 

@@ -89,6 +89,8 @@ struct worker {
     uint64_t eof_at, last_heard, hello_deadline, req_deadline, drain_deadline, exit_deadline, restart_at,
         exited_at;
     gw_ticket *running;
+    uint64_t running_since; /* uv_hrtime() when `running` was dispatched */
+    uint64_t busy_ns;       /* closed busy intervals, summed into info.busy_s by snapshots */
     bool draining, expect_exit, restart_planned;
     uint64_t drain_id;
     kill_reason kill;
@@ -222,6 +224,7 @@ static void unplace(gw_ticket *t)
         break;
     case AT_RUNNING:
         t->w->running = NULL;
+        t->w->busy_ns += uv_hrtime() - t->w->running_since;
         break;
     case AT_NONE:
         break;
@@ -395,6 +398,7 @@ static void dispatch(worker *w)
     q_remove(&w->q, t);
     t->place = AT_RUNNING;
     w->running = t;
+    w->running_since = uv_hrtime();
     uint8_t *frame = t->frame;
     t->frame = NULL;
     uint64_t now = uv_now(p->loop);
@@ -1140,9 +1144,14 @@ size_t gw_pool_devices(gw_pool *pool, const gw_device_info **ret)
 {
     if (!pool || !ret)
         return 0;
+    uint64_t now = uv_hrtime();
     for (int i = 0; i < pool->n_workers; i++) {
-        pool->snap[i] = pool->workers[i].info;
-        pool->snap[i].state = state_of(&pool->workers[i]);
+        const worker *w = &pool->workers[i];
+        gw_device_info *d = &pool->snap[i];
+        *d = w->info;
+        d->state = state_of(w);
+        d->pid = w->spawned && !w->expect_exit ? w->proc.pid : 0;
+        d->busy_s = (double)(w->busy_ns + (w->running ? now - w->running_since : 0)) / 1e9;
     }
     *ret = pool->snap;
     return (size_t)pool->n_workers;

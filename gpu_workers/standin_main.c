@@ -28,6 +28,9 @@
  *   HIDETD_STANDIN_REFUSE=list    "all" or comma-separated device indices: the workers of those
  *                                 devices answer HELLO with an error and exit (a device the
  *                                 probe lists but that cannot be opened)
+ *   HIDETD_STANDIN_SKEW=list      comma-separated DEVICE:FACTOR: that device's latencies are
+ *                                 multiplied by FACTOR (a GPU of the same model that runs
+ *                                 slower: lower clocks, warmer, power-capped), e.g. "1:1.5"
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -83,6 +86,26 @@ static uint64_t hash_module(uint64_t h, const gw_module *m)
     return h;
 }
 
+/* The factor HIDETD_STANDIN_SKEW gives `device` (1 when it names none or cannot be read). */
+static double skew_of(int device)
+{
+    const char *s = getenv("HIDETD_STANDIN_SKEW");
+    while (s && *s) {
+        char *end = NULL;
+        long d = strtol(s, &end, 10);
+        if (end == s || *end != ':')
+            return 1.0;
+        s = end + 1;
+        double f = strtod(s, &end);
+        if (end == s || f <= 0)
+            return 1.0;
+        if (d == device)
+            return f;
+        s = *end == ',' ? end + 1 : NULL;
+    }
+    return 1.0;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -92,7 +115,7 @@ static void sleep_ms(long ms)
 static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *cancel,
                        gw_measure_result *res, bool *fatal)
 {
-    (void)ctx;
+    const gw_device_info *dev = ctx;
     gw__planned plan;
     gw__inject_next("HIDETD_STANDIN_FAULTS", "HIDETD_STANDIN_STATE_DIR", &plan);
     const char *kind = plan.kind;
@@ -140,7 +163,7 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
         return;
     }
     uint64_t h = hash_module(0xcbf29ce484222325ULL, &req->candidate);
-    double us = 2.0 + (double)(h % 100000) / 100.0;
+    double us = (2.0 + (double)(h % 100000) / 100.0) * skew_of(dev->index);
     res->status = GW_OK;
     res->median_us = us;
     res->min_us = us * 0.98;
@@ -206,5 +229,5 @@ int main(int argc, char **argv)
         return gw__serve(a.fd, NULL, err, a.heartbeat_s, NULL, NULL);
     }
     fake_device(a.device, &devs[0]);
-    return gw__serve(a.fd, &devs[0], NULL, a.heartbeat_s, measure_cb, NULL);
+    return gw__serve(a.fd, &devs[0], NULL, a.heartbeat_s, measure_cb, &devs[0]);
 }

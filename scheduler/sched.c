@@ -30,7 +30,8 @@ void sched_config_defaults(sched_config *c)
     c->budget_s = 60;
     c->budget_candidates = 128;
     c->fused_retime_top = 5;
-    c->compile_ahead = 0; /* 0: 2 x the job's GPUs */
+    c->compile_ahead = 0; /* 0: automatic, see sched.h */
+    c->compile_threads = 4;
     c->measure_requires_gpu = false;
     c->max_queued_jobs = 1024;
     c->max_running_jobs = 4;
@@ -51,6 +52,8 @@ static void config_normalise(sched_config *c)
         c->fused_retime_top = d.fused_retime_top;
     if (c->compile_ahead < 0)
         c->compile_ahead = 0;
+    if (c->compile_threads <= 0)
+        c->compile_threads = d.compile_threads;
     if (c->max_queued_jobs <= 0)
         c->max_queued_jobs = d.max_queued_jobs;
     if (c->max_running_jobs <= 0)
@@ -367,6 +370,7 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
         j->info.mode = mode;
         j->info.priority = req->priority;
         j->info.best_us = -1;
+        j->info.final_device = -1;
         if (fell_back)
             snprintf(j->info.warning, sizeof(j->info.warning),
                      "no GPU worker for sm_%d: ranked by the cost model, not measured", req->target.sm);

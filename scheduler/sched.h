@@ -29,7 +29,8 @@ typedef struct sched_config {
     double budget_s;          /* default wall-clock budget of a measured job (default 60) */
     int budget_candidates;    /* default cap on candidates measured (default 128) */
     int fused_retime_top;     /* fused variant with a tuned anchor: re-time this many (default 5) */
-    int compile_ahead;        /* candidates compiled ahead of measurement (default 2 x pool) */
+    int compile_ahead;        /* candidates a job compiles ahead of measurement; 0: automatic */
+    int compile_threads;      /* threads of libuv's pool, where compiles run (0: 4) */
     bool measure_requires_gpu; /* true: tune:"measure" without a GPU is refused (503) */
     int max_queued_jobs;      /* beyond this, submit returns -EAGAIN (429) (default 1024) */
     /* Added by the scheduler: */
@@ -41,8 +42,10 @@ typedef struct sched_config {
     int max_blocking_per_peer;
 } sched_config;
 
-/* Fills c with the defaults above. compile_ahead defaults to 0, which means "2 x the GPUs that
- * measure the job" (at least 2). */
+/* Fills c with the defaults above. compile_ahead defaults to 0, automatic: a running job keeps
+ * its share of the compile threads busy (compile_threads - 1, one left for other work, divided
+ * among the running jobs), and at least 2 candidates per GPU that measures it, so that GPUs are
+ * fed even when compiling a candidate takes longer than timing it. */
 void sched_config_defaults(sched_config *c);
 
 /* Priorities: lower runs first. */
@@ -83,6 +86,13 @@ typedef struct sched_job_info {
     int priority;
     int candidates_total, candidates_done, candidates_failed;
     double best_us;            /* < 0 until one candidate passed */
+    /* MEASURE: the GPUs (pool indices, bit i for device i) that timed this job's candidates, and
+     * the final round: when close candidates were timed on different GPUs, they are timed again
+     * on one GPU (final_device, -1 when there was no round) and the fastest there wins. */
+    uint32_t measured_on;
+    int final_device;
+    int final_candidates;
+    bool final_changed;        /* the round chose another candidate than the first timings */
     char best_schedule[256];   /* JSON of the best so far, "" if none */
     double elapsed_s;
     int waiters;

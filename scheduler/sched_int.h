@@ -15,6 +15,10 @@
 
 #define SCHED__ENDED_KEPT 64
 #define SCHED__N_TRIAL_STATUS 8
+/* The final round of a job measured on several GPUs: the FINAL_PER_GPU fastest candidates timed
+ * on each GPU are timed again on one GPU (tune.c). Candidates timed on one GPU were compared
+ * fairly already, so its best is all that GPU sends. */
+#define SCHED__FINAL_PER_GPU 1
 
 typedef struct sched_job sched_job;
 typedef struct sched_work sched_work;
@@ -48,6 +52,9 @@ typedef struct sched_cand {
     tuner_binary *bin;
     gw_ticket *ticket;
     int dev_slot;          /* index into job->devs while measuring */
+    int measured_slot;     /* the job's device slot that timed it in this job; -1: none */
+    bool in_final;         /* being timed again in the job's final round */
+    double final_us;       /* its time in the final round; < 0: none */
 } sched_cand;
 
 struct sched_job {
@@ -81,7 +88,6 @@ struct sched_job {
     size_t n_cands, cap_cands;
     size_t next_compile;
     int n_compiling, n_ready, n_measuring;
-    int compile_ahead;
     bool stop;         /* budget reached or no GPU left: issue nothing new */
     bool stopped_by_budget, no_gpu_left;
     bool retime;       /* fused op re-timing its anchor's best schedules */
@@ -94,9 +100,12 @@ struct sched_job {
     bool dev_busy[GW_MAX_DEVICES];
     bool dev_gone[GW_MAX_DEVICES];
     int n_devs;
+    int home;          /* the slot of the GPU the job measures on; others only while idle */
     sched_cand *best;  /* fastest correct so far (measured now or reused) */
     kc_trial *trials;  /* recorded earlier under tuning_key (reused, never re-measured) */
     size_t n_trials;
+    bool final_round_done;
+    int n_final_pending; /* final-round measurements not answered yet */
     int fail_counts[SCHED__N_TRIAL_STATUS];
     int cancelled_measurements;
 };

@@ -7,11 +7,12 @@
  *
  * MEASURE: the model's top `budget_candidates` are the candidates. Candidates with a trial under
  * the same tuning key are not measured again: their recorded result is reused. The reference is
- * compiled once; up to `compile_ahead` candidates are compiled ahead while others are measured,
- * one at a time per GPU of the job (several GPUs of the same kind measure one job in parallel).
- * The search stops at the candidate budget, or at the time budget once one candidate passed.
- * Every result is recorded with kc_trial_put, so a space can be re-ranked later without
- * re-measuring. The fastest correct candidate is stored with measured=true.
+ * compiled once; candidates compile ahead of measurement (compile_ahead) and are measured one at
+ * a time per GPU of the job: on its home GPU, and on the other GPUs of the same model while they
+ * are idle (pick_slot; a job timed on several ends with the final round below). The search stops at the candidate budget, or at
+ * the time budget once one candidate passed. Every result is recorded with kc_trial_put, so a
+ * space can be re-ranked later without re-measuring. The fastest correct candidate is stored
+ * with measured=true.
  *
  * Fusion rule: a fused op (prologue or epilogue) whose anchor - the same op without fusion, see
  * sched_op_strip_fusion - has ok trials under the anchor's tuning key re-times only the anchor's
@@ -70,6 +71,8 @@ struct sched_work {
 
 static void pump_measure(sched_job *j);
 static void finish_measure(sched_job *j);
+static void final_measured(sched_job *j, sched_cand *c, const gw_measure_result *res);
+static void end_final_round(sched_job *j);
 static void try_next_final(sched_job *j);
 static void space_done(sched_job *j, sched_work *w);
 
@@ -515,6 +518,8 @@ static int add_cand(sched_job *j, size_t item)
     c->item = item;
     c->latency_us = -1;
     c->dev_slot = -1;
+    c->measured_slot = -1;
+    c->final_us = -1;
     j->cands[j->n_cands++] = c;
     return 0;
 }
@@ -525,9 +530,7 @@ static void consider_best(sched_job *j, sched_cand *c)
         return;
     if (j->best && j->best->latency_us <= c->latency_us)
         return;
-    if (j->best && j->best != c)
-        free_cand_binary(j->best); /* only the best so far keeps its binary */
-    j->best = c;
+    j->best = c; /* the binaries of the others are trimmed by trim_binaries */
     j->info.best_us = c->latency_us;
     snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
 }
@@ -585,6 +588,74 @@ static void record_trial(sched_job *j, sched_cand *c, kc_trial_status status, do
     if ((int)status >= 0 && (int)status < SCHED__N_TRIAL_STATUS)
         j->fail_counts[status]++;
     consider_best(j, c);
+}
+
+/* Whether c was timed correctly on a GPU in this job (not reused from the cache's trials). */
+static bool timed_here(const sched_cand *c)
+{
+    return c->measured_slot >= 0 && c->status == KC_TRIAL_OK && c->latency_us >= 0;
+}
+
+/* How many candidates timed on c's GPU in this job are faster than c (ties by position). */
+static int rank_on_gpu(const sched_job *j, const sched_cand *c)
+{
+    int n = 0;
+    for (size_t i = 0; i < j->n_cands; i++) {
+        const sched_cand *o = j->cands[i];
+        if (o != c && timed_here(o) && o->measured_slot == c->measured_slot &&
+            (o->latency_us < c->latency_us || (o->latency_us == c->latency_us && o->item < c->item)))
+            n++;
+    }
+    return n;
+}
+
+/* Whether c goes to the final round: among the fastest timed on its GPU. */
+static bool finalist(const sched_job *j, const sched_cand *c)
+{
+    return j->n_devs > 1 && timed_here(c) && rank_on_gpu(j, c) < SCHED__FINAL_PER_GPU;
+}
+
+/* Frees the binaries of measured candidates that can no longer win: a job measured on one GPU
+ * keeps only the best's, a job on several GPUs also its finalists'. */
+static void trim_binaries(sched_job *j)
+{
+    for (size_t i = 0; i < j->n_cands; i++) {
+        sched_cand *c = j->cands[i];
+        if (c->st == SCHED__CAND_DONE && c->bin && c != j->best && !finalist(j, c))
+            free_cand_binary(c);
+    }
+}
+
+/* The time a candidate about to run on the job's GPU `slot` must beat, or be stopped early: the
+ * job's best on one GPU; with several, the best timed on that same GPU (GPUs of one model still
+ * differ by a few percent, see the final round). */
+static double beat_us(const sched_job *j, int slot)
+{
+    if (j->n_devs <= 1)
+        return j->best ? j->best->latency_us : 0;
+    double best = 0;
+    for (size_t i = 0; i < j->n_cands; i++) {
+        const sched_cand *c = j->cands[i];
+        if (timed_here(c) && c->measured_slot == slot && (best == 0 || c->latency_us < best))
+            best = c->latency_us;
+    }
+    return best;
+}
+
+/* A trial timed again (or found failing) in the final round replaces the first record. */
+static void rewrite_trial(sched_job *j, sched_cand *c, const gw_measure_result *res)
+{
+    kc_trial t;
+    memset(&t, 0, sizeof(t));
+    t.candidate = (int)c->item;
+    t.schedule_json = c->schedule_json;
+    t.status = c->status;
+    t.latency_us = c->latency_us;
+    t.max_rel_err = res->max_rel_err;
+    t.reason = (char *)(res->reason[0] ? res->reason : NULL);
+    snprintf(t.device, sizeof(t.device), "%s", j->device_name);
+    t.measured_at = (int64_t)time(NULL);
+    (void)kc_trial_put(j->s->db, j->tuning_key, j->space->hash, &t);
 }
 
 static void map_launches(const tuner_program *p, gw_module *m, const int *bufmap)
@@ -663,7 +734,6 @@ static void build_request(sched_job *j, sched_cand *c, gw_measure_req *r)
     r->min_reps = 10;
     r->max_reps = 200;
     r->min_time_ms = 20;
-    r->beat_us = j->best ? j->best->latency_us : 0;
 }
 
 static kc_trial_status trial_status(const gw_measure_result *res)
@@ -697,6 +767,10 @@ static void measure_done(void *udata, const gw_measure_result *res)
         free_cand_binary(c);
         goto out;
     }
+    if (c->in_final) {
+        final_measured(j, c, res);
+        goto out;
+    }
     if (res->status == GW_CANCELLED) {
         /* Not ours (we only cancel ended jobs): the pool is closing. Nothing was measured. */
         c->st = SCHED__CAND_DONE;
@@ -713,11 +787,13 @@ static void measure_done(void *udata, const gw_measure_result *res)
     } else {
         c->st = SCHED__CAND_DONE;
         s->stats.candidates_measured++;
+        if (res->device >= 0 && res->device < 32)
+            j->info.measured_on |= 1u << res->device;
+        c->measured_slot = slot;
         kc_trial_status st = trial_status(res);
         double lat = res->status == GW_OK ? res->median_us : -1;
         record_trial(j, c, st, lat, res->max_rel_err, res->reason);
-        if (j->best != c)
-            free_cand_binary(c);
+        trim_binaries(j);
     }
     pump_measure(j);
 out:
@@ -739,29 +815,55 @@ static bool device_usable(sched_job *j, int slot)
     return true;
 }
 
+/* Whether the job's GPU `slot` has nothing to do right now (no request running or queued). */
+static bool device_idle(sched_job *j, int slot)
+{
+    const gw_device_info *devs = NULL;
+    size_t n = gw_pool_devices(j->s->pool, &devs);
+    return (size_t)j->devs[slot] < n && devs[j->devs[slot]].state == GW_DEV_READY;
+}
+
+/* Where the job's next candidate goes: its home GPU when the job has nothing running there,
+ * else another GPU that is idle; -1 to wait. A job thus stays on one GPU while other jobs keep
+ * the others busy (each GPU pays for a job's inputs and reference once, and its times need no
+ * final round), and spreads over every GPU that would otherwise wait. A home gone out of
+ * service is replaced by the next usable GPU. */
+static int pick_slot(sched_job *j)
+{
+    if (!device_usable(j, j->home))
+        for (int d = 0; d < j->n_devs; d++)
+            if (device_usable(j, d)) {
+                j->home = d;
+                break;
+            }
+    if (device_usable(j, j->home) && !j->dev_busy[j->home])
+        return j->home;
+    for (int d = 0; d < j->n_devs; d++)
+        if (d != j->home && device_usable(j, d) && !j->dev_busy[d] && device_idle(j, d))
+            return d;
+    return -1;
+}
+
 static void start_measurements(sched_job *j)
 {
     for (size_t i = 0; i < j->n_cands && j->n_ready > 0 && !j->stop && !j->ended; i++) {
         sched_cand *c = j->cands[i];
         if (c->st != SCHED__CAND_READY)
             continue;
-        int slot = -1, alive = 0;
-        for (int d = 0; d < j->n_devs; d++) {
-            if (!device_usable(j, d))
-                continue;
-            alive++;
-            if (!j->dev_busy[d] && slot < 0)
-                slot = d;
-        }
+        int alive = 0;
+        for (int d = 0; d < j->n_devs; d++)
+            alive += device_usable(j, d);
         if (alive == 0) {
             j->no_gpu_left = true;
             j->stop = true;
             return;
         }
+        int slot = pick_slot(j);
         if (slot < 0)
-            return; /* every GPU of the job is busy with one of its candidates */
+            return; /* its home GPU times one of its candidates, and no other GPU is idle */
         gw_measure_req req;
         build_request(j, c, &req);
+        req.beat_us = beat_us(j, slot);
         c->st = SCHED__CAND_MEASURING;
         c->dev_slot = slot;
         j->dev_busy[slot] = true;
@@ -871,6 +973,172 @@ static bool widen_after_retime(sched_job *j)
     return j->n_cands > before;
 }
 
+/* ---- the final round ----
+ *
+ * GPUs of one model still differ by a few percent (clocks, temperature, power limits), so
+ * comparing times taken on different GPUs would let the GPU pick the winner. A job measured on
+ * several GPUs (see pick_slot) therefore stops candidates early only against the best of their
+ * own GPU, and ends with a round in which the best of each GPU is timed again, one after
+ * another, on one GPU (the one that timed the best, if still usable): the fastest there wins.
+ * Their records are rewritten with those times; a candidate that fails its second check (wrong,
+ * fault) is recorded as failing. */
+
+/* The job's device slot for a round: the best's, else any usable one; -1 when none is left. */
+static int final_slot(sched_job *j)
+{
+    if (j->best->measured_slot >= 0 && device_usable(j, j->best->measured_slot))
+        return j->best->measured_slot;
+    for (int d = 0; d < j->n_devs; d++)
+        if (device_usable(j, d))
+            return d;
+    return -1;
+}
+
+/* Starts the round when it is due; returns whether it started (its end finishes the job). */
+static bool start_final_round(sched_job *j)
+{
+    if (j->final_round_done || j->n_devs < 2 || !j->best || j->no_gpu_left)
+        return false;
+    j->final_round_done = true;
+    sched_cand *fin[GW_MAX_DEVICES * SCHED__FINAL_PER_GPU];
+    int n = 0;
+    bool mixed = false;
+    for (size_t i = 0; i < j->n_cands && n < (int)(sizeof(fin) / sizeof(fin[0])); i++) {
+        sched_cand *c = j->cands[i];
+        if (c->bin && finalist(j, c)) {
+            mixed = mixed || (n > 0 && c->measured_slot != fin[0]->measured_slot);
+            fin[n++] = c;
+        }
+    }
+    int slot = mixed ? final_slot(j) : -1;
+    if (slot < 0)
+        return false;
+    const gw_device_info *devs = NULL;
+    size_t n_pool = gw_pool_devices(j->s->pool, &devs);
+    j->info.final_device = (size_t)j->devs[slot] < n_pool ? devs[j->devs[slot]].index : j->devs[slot];
+    /* Held while the requests are queued, so that a callback running meanwhile cannot end the
+     * round before the last one is out. */
+    j->n_final_pending = 1;
+    for (int i = 0; i < n; i++) {
+        sched_cand *c = fin[i];
+        gw_measure_req req;
+        build_request(j, c, &req); /* beat_us 0: timed in full */
+        c->in_final = true;
+        c->st = SCHED__CAND_MEASURING;
+        j->n_measuring++;
+        j->n_final_pending++;
+        j->s->outstanding++;
+        sched__job_ref(j);
+        gw_ticket *t = NULL;
+        if (gw_measure(j->s->pool, j->devs[slot], j->target.sm, &req, measure_done, c, &t) < 0) {
+            j->s->outstanding--;
+            j->refs--; /* cannot reach zero: the active list holds the job */
+            j->n_measuring--;
+            j->n_final_pending--;
+            c->in_final = false;
+            c->st = SCHED__CAND_DONE;
+            continue;
+        }
+        j->info.final_candidates++;
+        if (c->st == SCHED__CAND_MEASURING)
+            c->ticket = t; /* unless the callback already ran */
+    }
+    if (--j->n_final_pending > 0)
+        return true;
+    if (j->info.final_candidates == 0) {
+        j->info.final_device = -1; /* nothing could be queued: the first round's best stands */
+        return false;
+    }
+    end_final_round(j); /* every answer came back already */
+    return true;
+}
+
+/* The round is over: the fastest candidate of the round wins, unless a result reused from an
+ * earlier job is faster still. Without any time from the round (its GPU went away), the first
+ * round's best stands unless the round found it failing. */
+static void end_final_round(sched_job *j)
+{
+    sched_cand *first = j->best, *win = NULL;
+    for (size_t i = 0; i < j->n_cands; i++) {
+        sched_cand *c = j->cands[i];
+        if (c->final_us >= 0 && (!win || c->final_us < win->final_us))
+            win = c;
+    }
+    if (win || first->status != KC_TRIAL_OK) {
+        j->best = win;
+        for (size_t i = 0; i < j->n_cands; i++)
+            if (!win || j->cands[i]->reused)
+                consider_best(j, j->cands[i]);
+    }
+    if (j->best) {
+        j->info.best_us = j->best->latency_us;
+        snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", j->best->schedule_json);
+    }
+    j->info.final_changed = j->best != first;
+    trim_binaries(j);
+    finish_measure(j);
+}
+
+static void final_measured(sched_job *j, sched_cand *c, const gw_measure_result *res)
+{
+    c->in_final = false;
+    c->st = SCHED__CAND_DONE;
+    j->n_final_pending--;
+    kc_trial_status st = trial_status(res);
+    if (res->status == GW_OK) {
+        j->s->stats.candidates_measured++;
+        c->final_us = c->latency_us = res->median_us;
+        rewrite_trial(j, c, res);
+    } else if (st == KC_TRIAL_WRONG || st == KC_TRIAL_FAULT || st == KC_TRIAL_TIMEOUT ||
+               st == KC_TRIAL_LOAD_ERROR) {
+        /* Passed once, failed now: not a kernel to hand out. */
+        j->s->stats.candidates_failed++;
+        j->info.candidates_failed++;
+        c->status = st;
+        c->latency_us = -1;
+        rewrite_trial(j, c, res);
+    }
+    /* Cancelled, no device, a dead worker: nothing learnt about the candidate. */
+    if (j->n_final_pending == 0)
+        end_final_round(j);
+}
+
+/* How many candidates the job may have compiling or compiled and waiting for a GPU. Compiling a
+ * candidate (NVRTC, hundreds of ms of one core) usually takes longer than timing it (tens of ms
+ * of a GPU), so a fixed small number leaves the GPUs idle: automatically, a job takes its share
+ * of the compile threads, one thread left free for space builds and kernel stores. */
+static int compile_ahead(const sched_job *j)
+{
+    const sched_config *cfg = &j->s->cfg;
+    if (cfg->compile_ahead > 0)
+        return cfg->compile_ahead;
+    int per_gpu = 2 * (j->n_devs > 1 ? j->n_devs : 1);
+    int running = j->s->n_running > 1 ? j->s->n_running : 1;
+    int share = (cfg->compile_threads - 1) / running;
+    return share > per_gpu ? share : per_gpu;
+}
+
+/* Queues compiles up to the job's compile_ahead; < 0 when the job failed. */
+static int queue_compiles(sched_job *j)
+{
+    int ahead = compile_ahead(j);
+    while (!j->stop && j->n_compiling + j->n_ready < ahead && j->next_compile < j->n_cands) {
+        sched_cand *c = j->cands[j->next_compile];
+        if (c->st != SCHED__CAND_PENDING) {
+            j->next_compile++;
+            continue;
+        }
+        if (queue_work(j, WORK_CANDIDATE, c, c->item) < 0) {
+            fail(j, "internal", "cannot queue compilation");
+            return -1;
+        }
+        j->next_compile++;
+        c->st = SCHED__CAND_COMPILING;
+        j->n_compiling++;
+    }
+    return 0;
+}
+
 static void pump_measure(sched_job *j)
 {
     if (j->ended)
@@ -883,24 +1151,13 @@ static void pump_measure(sched_job *j)
         j->stop = true;
         j->stopped_by_budget = true;
     }
-    while (!j->stop && j->n_compiling + j->n_ready < j->compile_ahead &&
-           j->next_compile < j->n_cands) {
-        sched_cand *c = j->cands[j->next_compile];
-        if (c->st != SCHED__CAND_PENDING) {
-            j->next_compile++;
-            continue;
-        }
-        if (queue_work(j, WORK_CANDIDATE, c, c->item) < 0) {
-            fail(j, "internal", "cannot queue compilation");
-            return;
-        }
-        j->next_compile++;
-        c->st = SCHED__CAND_COMPILING;
-        j->n_compiling++;
-    }
+    /* Compiles are queued, candidates handed to idle GPUs, and compiles queued again in the room
+     * the hand-over made, so the next candidate compiles while the GPUs time these. */
+    if (queue_compiles(j) < 0)
+        return;
     if (j->ref_bin && !j->stop)
         start_measurements(j);
-    if (j->ended)
+    if (j->ended || queue_compiles(j) < 0)
         return;
 
     if (j->n_compiling > 0 || j->n_measuring > 0 || j->ref_compiling)
@@ -923,6 +1180,8 @@ static void pump_measure(sched_job *j)
         }
     }
     j->n_ready = 0;
+    if (start_final_round(j))
+        return;
     finish_measure(j);
 }
 
@@ -1102,14 +1361,22 @@ static void start_measure(sched_job *j)
             d->driver_version / 1000 == first->driver_version / 1000)
             j->devs[j->n_devs++] = idx[i];
     }
+    /* Home: the GPU fewest running jobs call home. */
+    int homed[GW_MAX_DEVICES] = {0};
+    for (const sched_job *o = s->active; o; o = o->next)
+        if (o != j && o->running && o->n_devs > 0)
+            for (int d = 0; d < j->n_devs; d++)
+                homed[d] += j->devs[d] == o->devs[o->home];
+    j->home = 0;
+    for (int d = 1; d < j->n_devs; d++)
+        if (homed[d] < homed[j->home])
+            j->home = d;
     gw_device_info dev = *first;
     snprintf(j->device_name, sizeof(j->device_name), "%s", dev.name);
     if (sched_tuning_key(&j->op, &j->target, &dev, j->space->hash, j->tuning_key) < 0) {
         fail(j, "internal", "out of memory");
         return;
     }
-    j->compile_ahead = s->cfg.compile_ahead > 0 ? s->cfg.compile_ahead
-                                                : (2 * j->n_devs > 2 ? 2 * j->n_devs : 2);
 
     if (add_anchor_best(j, &dev) > 0) {
         j->retime = true;

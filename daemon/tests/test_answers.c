@@ -28,13 +28,25 @@ static void jobs(void)
     strcpy(info.best_schedule, "{\"template\":\"matmul_mma\",\"params\":{\"block_m\":64}}");
     info.elapsed_s = 1.2;
     info.waiters = 3;
+    info.measured_on = 1u << 0 | 1u << 2;
+    info.final_device = -1;
     char *json = NULL;
     CHECK(hd_job_json(&info, &json) == 0, "job");
     CHECK_STR(json, "{\"job\":{\"id\":\"17\",\"url\":\"/v1/jobs/17\",\"state\":\"running\","
                     "\"op\":\"matmul\",\"arch\":\"sm_90\",\"tune\":\"measure\",\"priority\":\"normal\","
                     "\"candidates\":{\"total\":64,\"done\":10,\"failed\":1},\"best_us\":12.5,"
                     "\"best_schedule\":{\"template\":\"matmul_mma\",\"params\":{\"block_m\":64}},"
+                    "\"measured_on\":[0,2],\"final_round\":null,"
                     "\"elapsed_s\":1.2,\"waiters\":3}}");
+    free(json);
+
+    /* The final round of a job measured on several GPUs. */
+    info.final_device = 2;
+    info.final_candidates = 4;
+    info.final_changed = true;
+    CHECK(hd_job_json(&info, &json) == 0, "job with a final round");
+    CHECK(strstr(json, "\"final_round\":{\"device\":2,\"candidates\":4,\"changed\":true}") != NULL,
+          "final round: %s", json);
     free(json);
 
     info.state = SCHED_DONE;
@@ -57,6 +69,8 @@ static void jobs(void)
     strcpy(info.error, "nvrtc: boom");
     CHECK(hd_job_json(&info, &json) == 0, "failed job");
     CHECK(strstr(json, "\"best_us\":null,\"best_schedule\":null") != NULL, "nulls: %s", json);
+    CHECK(strstr(json, "measured_on") == NULL && strstr(json, "final_round") == NULL,
+          "no GPU fields without measuring: %s", json);
     CHECK(strstr(json, "\"priority\":\"background\"") && strstr(json, "\"tune\":\"none\""), "names: %s", json);
     CHECK(strstr(json, "\"error\":{\"code\":\"compile_error\",\"message\":\"nvrtc: boom\"}") != NULL,
           "error: %s", json);
@@ -116,6 +130,8 @@ static void status(void)
     dev.driver_version = 13000;
     dev.state = GW_DEV_READY;
     dev.restarts = 2;
+    dev.pid = 4242;
+    dev.busy_s = 1.5;
     dev.measured = 10;
     dev.failed = 3;
     hd_status_view v = {
@@ -131,7 +147,7 @@ static void status(void)
     snprintf(want, sizeof(want),
              "{\"version\":\"0.1.0\",\"uptime_s\":12,\"gpu_available\":true,\"workers\":[{\"index\":0,"
              "\"name\":\"Stand-in GPU\",\"arch\":\"sm_90\",\"sm_count\":132,\"memory_bytes\":%llu,"
-             "\"driver_version\":13000,\"state\":\"%s\",\"restarts\":2,\"measured\":10,\"failed\":3,"
+             "\"driver_version\":13000,\"state\":\"%s\",\"restarts\":2,\"pid\":4242,\"busy_s\":1.5,\"measured\":10,\"failed\":3,"
              "\"last_error\":\"\"}],\"jobs\":{\"queued\":1,\"running\":2,\"done\":3,\"failed\":4,"
              "\"cancelled\":12},\"candidates\":{\"compiled\":13,\"measured\":14,\"failed\":15},"
              "\"cache\":{\"artifacts\":5,\"selections\":6,\"trials\":7,\"bytes\":8,"

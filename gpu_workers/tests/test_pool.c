@@ -228,8 +228,25 @@ static void test_discovery_and_measure(void)
     CHECK(used[0] > 0 && used[1] > 0);
     gw_pool_devices(e.pool, &d);
     CHECK(d[0].measured + d[1].measured == N + 4);
+    /* Each device has its own worker process, and both spent time on requests. */
+    CHECK(d[0].pid > 0 && d[1].pid > 0 && d[0].pid != d[1].pid);
+    CHECK(d[0].busy_s > 0 && d[1].busy_s > 0);
     stop(&e);
     CHECK(e.log_lines > 0);
+}
+
+/* Busy time counts a request from dispatch to answer: a 300 ms measurement adds about 0.3 s. */
+static void test_busy_time(void)
+{
+    env e;
+    reset_state("slow@1:300", 1);
+    start(&e, GW_STANDIN_PATH, 5);
+    double before = dev0(&e)->busy_s;
+    gw_measure_result r = measure_one(&e, 1, ptx_a);
+    CHECK(r.status == GW_OK);
+    double busy = dev0(&e)->busy_s - before;
+    CHECK(busy >= 0.3 && busy < 5.0);
+    stop(&e);
 }
 
 static void test_crash_and_restart(void)
@@ -237,6 +254,7 @@ static void test_crash_and_restart(void)
     env e;
     reset_state("crash@1", 1);
     start(&e, GW_STANDIN_PATH, 5);
+    int first_pid = dev0(&e)->pid;
     gw_measure_result r = measure_one(&e, 1, ptx_a);
     CHECK(r.status == GW_WORKER_DIED);
     CHECK(strstr(r.reason, "signal") != NULL);
@@ -244,6 +262,7 @@ static void test_crash_and_restart(void)
     CHECK(r.status == GW_OK);
     CHECK(dev0(&e)->restarts == 1);
     CHECK(dev0(&e)->state == GW_DEV_READY);
+    CHECK(first_pid > 0 && dev0(&e)->pid > 0 && dev0(&e)->pid != first_pid);
     stop(&e);
 }
 
@@ -551,6 +570,7 @@ int main(void)
     }
     uv_loop_init(&loop);
     test_discovery_and_measure();
+    test_busy_time();
     test_crash_and_restart();
     test_hang_timeout();
     test_wrong_and_fault();

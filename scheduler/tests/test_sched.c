@@ -22,6 +22,7 @@
 
 static const char *g_devices = "1"; /* stand-in GPUs of the next env_open */
 static int g_max_restarts = 5;        /* and the pool's max_restarts */
+static const char *g_skew = NULL;     /* and HIDETD_STANDIN_SKEW (NULL: none) */
 
 /* ---- environment: loop, cache, optional stand-in pool, scheduler ---- */
 
@@ -100,6 +101,10 @@ static void env_open(env *e, const sched_config *cfg, bool with_pool, const char
         setenv("HIDETD_STANDIN_STATE_DIR", path, 1);
         setenv("HIDETD_STANDIN_DEVICES", g_devices, 1);
         setenv("HIDETD_STANDIN_SM", "90", 1);
+        if (g_skew)
+            setenv("HIDETD_STANDIN_SKEW", g_skew, 1);
+        else
+            unsetenv("HIDETD_STANDIN_SKEW");
         if (faults)
             setenv("HIDETD_STANDIN_FAULTS", faults, 1);
         else
@@ -737,6 +742,47 @@ static void test_time_budget(void)
     env_close(&e);
 }
 
+typedef struct job_watch {
+    sched *s;
+    uint64_t id;
+} job_watch;
+
+static bool first_measured(env *e, void *ctx)
+{
+    (void)e;
+    job_watch *w = ctx;
+    sched_job_info info;
+    return sched_job_get(w->s, w->id, &info) == 0 && info.candidates_done >= 1;
+}
+
+/* Compiling runs ahead of measuring by the job's share of the compile threads, not by a fixed two
+ * per GPU: while the first candidate is timed (8 s on the stand-in), every other candidate of the
+ * budget compiles. With two ahead only three candidates and the reference would have compiled. */
+static void test_compile_ahead(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 8;
+    cfg.compile_threads = 8; /* a share of 7 for the only running job */
+    env e;
+    env_open(&e, &cfg, true, "slow@1:8000");
+    tuner_op mm = matmul_f16(80, 48, 64);
+    sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w = {0};
+    job_watch jw = {e.s, 0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, &jw.id, NULL) == 0);
+    run_until(&e, first_measured, &jw, "first measurement");
+    sched_stats st;
+    sched_stats_get(e.s, &st);
+    CHECK(st.candidates_compiled == 9); /* the reference and all 8 candidates */
+    if (st.candidates_compiled != 9)
+        fprintf(stderr, "compiled %llu when the first candidate was timed\n",
+                (unsigned long long)st.candidates_compiled);
+    run_until(&e, rec_called, &w, "compile-ahead job");
+    check_stored(&e, &w.info, true);
+    env_close(&e);
+}
+
 /* Every candidate wrong: the job fails with a summary of the reasons, every trial recorded. */
 static void test_all_wrong(void)
 {
@@ -761,7 +807,9 @@ static void test_all_wrong(void)
     env_close(&e);
 }
 
-/* Two identical GPUs share one job's candidates. */
+/* Two identical GPUs share one job's candidates when the second has nothing else to do: the
+ * first measurement (on the job's home GPU) takes 1.5 s, so the idle second GPU surely gets
+ * candidates however fast they compile. A softmax job submitted next runs on the GPUs too. */
 static void test_two_devices(void)
 {
     sched_config cfg;
@@ -769,18 +817,17 @@ static void test_two_devices(void)
     cfg.budget_candidates = 4;
     g_devices = "2";
     env e;
-    env_open(&e, &cfg, true, NULL);
+    env_open(&e, &cfg, true, "slow@1:1500");
     g_devices = "1";
     tuner_op mm = matmul_f16(64, 64, 64);
     sched_request r = request(&mm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
-    /* A softmax job runs beside it on the same GPUs. */
     tuner_op sm = softmax_f16(32, 1024);
     sched_request rs = request(&sm, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
     rs.budget_candidates = 2;
     rec w = {0}, ws = {0};
     CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
-    CHECK(sched_submit(e.s, &rs, on_done, &ws, NULL, NULL) == 0);
     run_until(&e, rec_called, &w, "two-GPU job");
+    CHECK(sched_submit(e.s, &rs, on_done, &ws, NULL, NULL) == 0);
     run_until(&e, rec_called, &ws, "softmax job");
     check_stored(&e, &w.info, true);
     if (ws.info.state != SCHED_DONE)
@@ -792,8 +839,61 @@ static void test_two_devices(void)
     uint64_t measured = 0;
     for (size_t i = 0; i < n; i++)
         measured += d[i].measured;
-    CHECK(n == 2 && measured == 6);
+    /* Both GPUs timed the matmul's candidates, so its best of each GPU were timed again on one. */
+    CHECK(w.info.measured_on == 3u);
+    CHECK(w.info.final_device >= 0 && w.info.final_candidates >= 2);
+    CHECK(n == 2 && measured == 6u + (unsigned)w.info.final_candidates +
+                                (unsigned)ws.info.final_candidates);
     env_close(&e);
+}
+
+/* Tunes op on `devices` stand-in GPUs, `skew` making one slower; the first measurement takes 3 s
+ * (see test_final_round). */
+static sched_job_info tune_on(const char *devices, const char *skew, const tuner_op *op,
+                              const sched_config *cfg)
+{
+    g_devices = devices;
+    g_skew = skew;
+    env e;
+    env_open(&e, cfg, true, "slow@1:3000");
+    g_devices = "1";
+    g_skew = NULL;
+    sched_request r = request(op, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w = {0};
+    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(&e, rec_called, &w, "tuning job");
+    check_stored(&e, &w.info, true);
+    env_close(&e);
+    return w.info;
+}
+
+/* Two GPUs of one model, one of them a thousand times slower, time one candidate each: candidates
+ * compile one at a time in rank order, the first is timed for 3 s on GPU 0, so the second goes to
+ * GPU 1. Whichever of the two is faster, in one of the runs below it was timed on the slow GPU:
+ * comparing first-round times would pick the other there. The final round times both again on one
+ * GPU, so both runs pick what one GPU picks, and exactly one run changes its first pick. */
+static void test_final_round(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 2;
+    cfg.compile_ahead = 1;
+    tuner_op mm = matmul_f16(96, 160, 64);
+    sched_job_info one = tune_on("1", NULL, &mm, &cfg);
+    CHECK(one.final_device == -1 && one.final_candidates == 0);
+    int changed = 0;
+    const char *skews[] = {"0:1000", "1:1000"};
+    for (int i = 0; i < 2; i++) {
+        sched_job_info two = tune_on("2", skews[i], &mm, &cfg);
+        CHECK(two.measured_on == 3u);
+        CHECK(two.final_device >= 0 && two.final_candidates == 2);
+        CHECK(strcmp(two.best_schedule, one.best_schedule) == 0);
+        if (strcmp(two.best_schedule, one.best_schedule) != 0)
+            fprintf(stderr, "skew %s picked %s (%.2f us), one GPU picked %s (%.2f us)\n", skews[i],
+                    two.best_schedule, two.best_us, one.best_schedule, one.best_us);
+        changed += two.final_changed;
+    }
+    CHECK(changed == 1);
 }
 
 /* The only GPU goes out of service before any candidate passed: the job answers from the cost
@@ -854,8 +954,10 @@ int main(void)
     test_fault("hang@2", KC_TRIAL_TIMEOUT, "hang@2");
     test_cancel_running();
     test_time_budget();
+    test_compile_ahead();
     test_all_wrong();
     test_two_devices();
+    test_final_round();
     test_unsupported();
     test_gpu_lost();
     if (failures) {
