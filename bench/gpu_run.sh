@@ -3,6 +3,7 @@
 # fault injection), then hidetd with real workers and the benchmark against the peers.
 #   bench/gpu_run.sh [tests|bench|hits|all] [bench.py args...]
 #   bench/gpu_run.sh graphs [bench/graphs.py args...]   (launch plans through clients/python)
+#   bench/gpu_run.sh multi [tests/gpu/multi_gpu.py args...]   (the pool on several GPUs)
 # Logs and results go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.."
@@ -95,6 +96,16 @@ if [ "$what" = hits ] || [ "$what" = all ]; then
     kill -TERM $pid
     wait $pid
     cat "$OUT/hits.txt"
+fi
+
+if [ "$what" = multi ]; then
+    # The worker pool on every GPU of the machine against one GPU, and a fault on one GPU's
+    # worker (tests/gpu/multi_gpu.py; it skips with fewer than two GPUs).
+    PYTHONUNBUFFERED=1 timeout "${MULTI_TIMEOUT:-900}" python3 tests/gpu/multi_gpu.py \
+        "$G/bin/hidetd" "$G/bin/hidetd-worker" --lib "$G/lib" --out "$OUT/multi_gpu.json" \
+        --logs "$OUT" "$@" > "$OUT/multi_gpu.log" 2>&1
+    echo "multi_gpu exit=$?"
+    tail -n 60 "$OUT/multi_gpu.log"
 fi
 
 if [ "$what" = graphs ]; then
