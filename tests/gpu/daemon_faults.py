@@ -22,16 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
-from hidetd_unix import UnixHTTPConnection  # noqa: E402
-
-
-def call(sock, method, path, body=None):
-    c = UnixHTTPConnection(sock, 120)
-    c.request(method, path, body=json.dumps(body) if body is not None else None)
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, (json.loads(data) if data[:1] in (b"{", b"[") else data)
+from hidetd_unix import call  # noqa: E402
 
 
 failures = 0

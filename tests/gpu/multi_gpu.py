@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
-from hidetd_unix import UnixHTTPConnection  # noqa: E402
+from hidetd_unix import call  # noqa: E402
 
 SPEEDUP_TARGET_2GPU = 1.7
 failures = 0
@@ -44,15 +44,6 @@ def check(cond, what):
     if not cond:
         failures += 1
     print("%s: %s" % ("ok" if cond else "FAIL", what), flush=True)
-
-
-def call(sock, method, path, body=None):
-    c = UnixHTTPConnection(sock, 120)
-    c.request(method, path, body=json.dumps(body) if body is not None else None)
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, (json.loads(data) if data[:1] in (b"{", b"[") else data)
 
 
 class Daemon:
