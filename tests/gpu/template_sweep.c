@@ -209,6 +209,15 @@ static int build_cases(scase *c)
     ADD("mm b2 200x136x264 ta tb", matmul(2, 200, 136, 264, true, true, 16), true);
     ADD("mm 8x4096x4096 skinny", matmul(1, 8, 4096, 4096, false, false, 16), true);
     {
+        /* Decode: one row against nn.Linear-layout weights ([N, K]), N off every tile size, a
+         * fused chain on the split-K (cluster) reduction's stores. */
+        tuner_op op = matmul(1, 1, 4001, 2048, false, true, 16);
+        int64_t bias[1] = {4001};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_GELU_ERF, 0);
+        ADD("mm 1x4001x2048 tb decode +bias,gelu", op, true);
+    }
+    {
         tuner_op op = matmul(1, 256, 512, 128, false, false, 16);
         int64_t bias[1] = {512};
         add_operand_step(&op, TUNER_EW_ADD, 1, bias);

@@ -211,10 +211,13 @@ void tuner__gemm_emit_head(tuner_sb *sb, const tuner_target *t)
 }
 
 void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int threads,
-                                bool ws)
+                                bool ws, int cluster_z)
 {
     const tuner_op *op = p->op;
-    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", threads, name);
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) ", threads);
+    if (cluster_z > 1)
+        tuner_sb_printf(sb, "__cluster_dims__(1, 1, %d) ", cluster_z);
+    tuner_sb_printf(sb, "%s(", name);
     for (int i = 0; i < op->n_inputs; i++)
         tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
     tuner_sb_printf(sb, "%s *__restrict__ out%s)\n{\n", tuner__ctype(p->out_dt),
@@ -462,7 +465,7 @@ void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, 
 
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)
 {
-    tuner__gemm_emit_signature(sb, p, name, 256, true);
+    tuner__gemm_emit_signature(sb, p, name, 256, true, 1);
     const long long plane = p->batch * p->M * p->N;
     tuner_sb_printf(sb, "const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;\n"
                         "if (idx >= %lldLL) return;\n",
@@ -528,9 +531,10 @@ void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const
 
 int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
                        const char *name, const char *rname, long long tiles, int split,
-                       unsigned threads, unsigned smem)
+                       bool split_in_cluster, unsigned threads, unsigned smem)
 {
-    if (split > 1)
+    const bool ws = split > 1 && !split_in_cluster;
+    if (ws)
         tuner__gemm_emit_splitk_reduce(sb, p, rname, split);
     char *src = tuner_sb_take(sb);
     if (!src)
@@ -538,9 +542,9 @@ int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program
     prog->source = src;
     prog->output_dtype = p->out_dt;
     tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)tiles, 1,
-                           (unsigned)(p->batch * split), threads, smem, split > 1);
+                           (unsigned)(p->batch * split), threads, smem, ws);
     prog->n_kernels = 1;
-    if (split > 1) {
+    if (ws) {
         long long total = p->batch * p->M * p->N;
         tuner__gemm_set_launch(&prog->kernels[1], p, rname, (unsigned)((total + 255) / 256), 1, 1,
                                256, 0, true);

@@ -8,8 +8,10 @@
  *    many warps the SM has to hide latency; tiles run in waves of (blocks per SM x SMs); plus
  *    the fused epilogue's arithmetic;
  *  - memory: every block reads its A and B panels once (L2 bandwidth) and the unique operands
- *    and the output cross DRAM once;
- *  - split-K: fp32 partials written and read back, plus a second launch;
+ *    and the output cross DRAM once, at a bandwidth capped by the bytes the resident blocks keep
+ *    in flight (tuner__gemm_dram_us);
+ *  - split-K: fp32 partials written and read back, plus a second launch; or, summed inside a
+ *    cluster, one pass over the partial tiles through distributed shared memory;
  *  - a fixed launch overhead per kernel.
  */
 #include <math.h>
@@ -18,6 +20,17 @@
 #include "tuner/gemm/gemm.h"
 
 #define LAUNCH_US 3.0
+/* DRAM latency under load, for Little's law: an H100 streams its ~3 TB/s only with about 2.4 MB
+ * of loads outstanding (a skinny GEMM whose 128 blocks keep 12 KiB each in flight gets about
+ * two thirds of it). An estimate to rank schedules by, not a measured constant. */
+#define LOADED_LATENCY_US 0.8
+
+double tuner__gemm_dram_us(const tuner_arch *a, double bytes, double inflight_bytes)
+{
+    const double peak = a->dram_gbps * 1e3; /* GB/s = 1e3 bytes per us */
+    const double reach = inflight_bytes / LOADED_LATENCY_US;
+    return bytes / (reach < peak ? reach : peak);
+}
 
 static double clampd(double v, double lo, double hi)
 {
@@ -115,11 +128,21 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
     double uniq = p->conv ? ((double)tuner_tensor_numel(&p->op->inputs[0]) + (double)tuner_tensor_numel(&p->op->inputs[1])) * esz
                           : ((double)p->batch * (p->M * p->K + p->K * p->N)) * esz;
     uniq += (double)p->batch * p->M * p->N * tuner_dtype_size(p->out_dt);
-    double t_dram = uniq / dram_bw;
+    /* Bytes in flight: every resident block keeps stages - 1 k tiles of its operands loading
+     * (register-staged loads one), rows past M or N being zero-filled, not read. */
+    const double resident = tiles < conc ? (double)tiles : conc;
+    const double rows = (double)(p->M < c->block_m ? p->M : c->block_m) + (double)(p->N < c->block_n ? p->N : c->block_n);
+    const double depth = c->async_copy && c->stages > 2 ? c->stages - 1 : 1;
+    double t_dram = tuner__gemm_dram_us(a, uniq, resident * depth * rows * c->block_k * esz);
     double t_main = t_compute > t_l2 ? t_compute : t_l2;
     t_main = t_main > t_dram ? t_main : t_dram;
     double t = t_main + LAUNCH_US;
-    if (split > 1) {
+    if (split > 1 && c->split_in_cluster) {
+        /* Each CTA writes its partial tile to shared memory and, after a cluster barrier, sums
+         * its share of the tile from all `split` partials: two barriers and a few remote reads
+         * per output pair, far less than a second launch (an estimate, not yet calibrated). */
+        t += 0.6 + 0.1 * split;
+    } else if (split > 1) {
         double ws = (double)split * p->batch * p->M * p->N * 4.0;
         t += 2.0 * ws / dram_bw + LAUNCH_US;
     }

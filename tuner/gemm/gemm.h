@@ -60,9 +60,10 @@ int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **
 void tuner__gemm_emit_head(tuner_sb *sb, const tuner_target *t);
 
 /* Emits `extern "C" __global__ void __launch_bounds__(threads) name(in0.., out[, ws]) {` with
- * typed pointers in0..in{n-1}, out and, when ws, the fp32 workspace. */
+ * typed pointers in0..in{n-1}, out and, when ws, the fp32 workspace; cluster_z > 1 adds
+ * `__cluster_dims__(1, 1, cluster_z)` (sm_90+: consecutive blockIdx.z form one cluster). */
 void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,
-                                int threads, bool ws);
+                                int threads, bool ws, int cluster_z);
 
 /* Emits declarations, in the current scope, for the element (b, mn, k) of operand `which`
  * (0 = A with mn = m, 1 = B with mn = n): `bool <pfx>_ok` (inside the tensor and k < kend; for
@@ -137,10 +138,12 @@ long long tuner__gemm_k_per_split(long long K, int split, int block_k);
 /* Finishes a program whose main kernel `name` is in sb: appends the split-K reduction kernel
  * `rname` when split > 1, hands the source over to prog and describes the launches (the main
  * kernel over tiles x (batch * split) blocks, then the reduction over every output element) and
- * the fp32 workspace of the partial sums. Returns 0 or -ENOMEM (sb is consumed either way). */
+ * the fp32 workspace of the partial sums. With split_in_cluster the main kernel sums the slices
+ * itself (one cluster per tile): one launch over the same grid, no workspace. Returns 0 or
+ * -ENOMEM (sb is consumed either way). */
 int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
                        const char *name, const char *rname, long long tiles, int split,
-                       unsigned threads, unsigned smem);
+                       bool split_in_cluster, unsigned threads, unsigned smem);
 
 /* Fills the launch arguments (inputs, output and, when ws, the workspace; the order of
  * tuner__gemm_emit_signature()) and the kernel name of one launch. */
@@ -161,12 +164,18 @@ typedef struct tuner__gemm_cost_in {
     int block_m, block_n, block_k, threads;
     int warp_m, warp_n;  /* 0 for SIMT: thread tile used instead */
     int split_k, stages, smem_bytes, regs_per_thread;
+    bool split_in_cluster; /* split-K slices summed through distributed shared memory */
     bool tensor_core;    /* else SIMT FMA */
     bool tf32;
     bool async_copy;     /* cp.async pipeline (else register-staged loads) */
     int vec_a, vec_b;    /* elements per global access */
 } tuner__gemm_cost_in;
 double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c);
+
+/* Microseconds to move `bytes` through DRAM when the running blocks keep `inflight_bytes` of
+ * loads outstanding: the arch's bandwidth, or less when too few bytes are in flight to cover the
+ * memory latency (decode GEMMs on few blocks, shallow pipelines). */
+double tuner__gemm_dram_us(const tuner_arch *a, double bytes, double inflight_bytes);
 
 /* Microseconds one SM spends on the fused epilogue's arithmetic for `elements` output elements
  * (0 without an epilogue); the templates' cost models charge it per tile. */

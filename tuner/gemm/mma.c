@@ -18,7 +18,9 @@
  *    row-contiguous stores (measured on an H100: 4096x3072x768 63 -> 48 us, as the pair stores
  *    of a short-K tile are exposed; long-K tiles move by a few percent either way, so the tuner
  *    measures both); or, with split-K, raw fp32 partials to a workspace that a second kernel
- *    sums in a fixed order before applying the epilogue.
+ *    sums in a fixed order before applying the epilogue; or (split_cluster, sm_90+) the K slices
+ *    of a tile form one thread-block cluster and sum their partials through distributed shared
+ *    memory, in the same fixed order, inside the one launch (emit_cluster_reduce).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +35,7 @@ typedef struct mma_cfg {
     int warps_m, warps_n, threads;
     bool async;
     bool stage_out; /* epilogue through shared memory and 16-byte stores */
+    bool split_cluster; /* split-K slices of a tile are one cluster, summed in shared memory */
     int smem;
     int regs; /* estimate per thread */
 } mma_cfg;
@@ -87,6 +90,13 @@ static int out_stage_bytes(const tuner__gemm_problem *p, const mma_cfg *c)
     return c->bm * out_row_bytes(p, c);
 }
 
+/* The fp32 partial tile of a cluster split-K block in shared memory: rows padded by 32 bytes so
+ * that the fragment-order 8-byte writes (a half warp covers 4 rows x 4 lanes) hit distinct banks. */
+static int partial_row_bytes(const mma_cfg *c)
+{
+    return c->bn * 4 + 32;
+}
+
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -99,10 +109,12 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
     c->split = tuner_schedule_param(s, "split_k", 1);
     c->group = tuner_schedule_param(s, "swizzle", 1);
     const int stage_out = tuner_schedule_param(s, "stage_out", 0);
+    const int split_cluster = tuner_schedule_param(s, "split_cluster", 0);
     if (c->bm < 16 || c->bn < 16 || c->wm < 16 || c->wn < 16 || c->bk < 16 || c->stages < 2 || c->split < 1 ||
-        c->group < 1 || (stage_out != 0 && stage_out != 1))
+        c->group < 1 || (stage_out != 0 && stage_out != 1) || (split_cluster != 0 && split_cluster != 1))
         return -EINVAL;
     c->stage_out = stage_out == 1;
+    c->split_cluster = split_cluster == 1;
     if (c->wm % 16 || c->wn % 16 || c->bk % 16 || c->bm % c->wm || c->bn % c->wn)
         return -EINVAL;
     c->warps_m = c->bm / c->wm;
@@ -113,6 +125,8 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
     c->smem = (c->async ? c->stages : 2) * stage_bytes;
     if (c->stage_out && out_stage_bytes(p, c) > c->smem)
         c->smem = out_stage_bytes(p, c);
+    if (c->split_cluster && c->bm * partial_row_bytes(c) > c->smem)
+        c->smem = c->bm * partial_row_bytes(c);
     int mi = c->wm / 16, ni = c->wn / 8;
     c->regs = mi * ni * 4 + 2 * (mi * 4 + ni * 2) + 40;
     /* Register-staged units: one register per 4 bytes (at least one) plus their hoisted
@@ -139,6 +153,10 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const m
     /* Staging needs whole 16-byte output chunks per row and a single K slice (split-K partials
      * go to the fp32 workspace). */
     if (c->stage_out && (!p->out_chunk || c->split != 1 || c->bn % p->out_chunk))
+        return false;
+    /* Cluster split-K: thread-block clusters exist from sm_90; 8 CTAs is the portable cluster
+     * size; the partial tile splits into whole pairs per CTA. */
+    if (c->split_cluster && (a->sm < 90 || c->split < 2 || c->split > 8 || c->bn % 2))
         return false;
     long long tiles = (long long)tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
     if (tiles > 0x7fffffffLL)
@@ -685,12 +703,69 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
                     zstride, ld, p->out_chunk, rowb);
 }
 
+/* Device helpers of the cluster split-K reduction: an 8-byte shared store, and an 8-byte load
+ * from the same shared offset in CTA `rank` of the cluster (mapa + ld.shared::cluster). */
+static const char cluster_helpers[] =
+    "HD_INLINE void gm_sts_f2(hd_u32 a, float x, float y) { asm volatile(\"st.shared.v2.f32 [%0], {%1, %2};\" "
+    ":: \"r\"(a), \"f\"(x), \"f\"(y) : \"memory\"); }\n"
+    "HD_INLINE float2 gm_ldc_f2(hd_u32 a, unsigned rank) { float2 v; asm volatile(\"{ .reg .b32 ra; "
+    "mapa.shared::cluster.u32 ra, %2, %3; ld.shared::cluster.v2.f32 {%0, %1}, [ra]; }\" "
+    ": \"=f\"(v.x), \"=f\"(v.y) : \"r\"(a), \"r\"(rank) : \"memory\"); return v; }\n"
+    "HD_INLINE void gm_cluster_sync() { asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
+    "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); }\n";
+
+/* Split-K inside a cluster: the `split` CTAs of a cluster (__cluster_dims__(1, 1, split), the K
+ * slices of one tile) each park their fp32 accumulators in their own shared memory (the ring is
+ * free once every warp is past the main loop); after a cluster barrier CTA r sums share r of the
+ * tile's in-range rows, pair by pair, over the partials of CTAs 0..split-1 in that order (the
+ * workspace reduction's order: results do not depend on scheduling), applies the epilogue and
+ * stores; a last cluster barrier keeps every CTA's shared memory alive until all reads are done.
+ * What this saves against the workspace: a second launch and the partials' trip through DRAM,
+ * which dominate a skinny GEMM's few microseconds. */
+static void emit_cluster_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    const int rb = partial_row_bytes(c), half = c->bn / 2;
+    tuner_sb_printf(sb, "__syncthreads();\n{\nconst hd_u32 gm_ps = gm_sbase + (gm_wm * %d + (lane >> 2)) * %d + "
+                        "(gm_wn * %d + (lane & 3) * 2) * 4;\n",
+                    c->wm, rb, c->wn);
+    emit_epilogue_nest(sb, c);
+    tuner_sb_printf(sb, "gm_sts_f2(gm_ps + (i * 16 + h * 8) * %d + j * 32, acc[i][j][2 * h], acc[i][j][2 * h + 1]);\n}\n}\n",
+                    rb);
+    tuner_sb_printf(sb,
+                    "gm_cluster_sync();\n"
+                    "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
+                    "const int gm_pairs = min(%d, (int)(%lldLL - gm_m0)) * %d;\n"
+                    "const int gm_per = (gm_pairs + %d) / %d;\n"
+                    "const int gm_q1 = min(gm_pairs, (int)(gm_rank + 1) * gm_per);\n"
+                    "for (int gm_q = (int)gm_rank * gm_per + (int)threadIdx.x; gm_q < gm_q1; gm_q += %d) {\n"
+                    "const int gm_r = gm_q / %d, gm_c = (gm_q %% %d) * 2;\n"
+                    "const hd_u32 gm_sa = gm_sbase + gm_r * %d + gm_c * 4;\n"
+                    "float gm_v0 = 0.0f, gm_v1 = 0.0f;\n"
+                    "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
+                    "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\ngm_v0 += gm_t.x;\ngm_v1 += gm_t.y;\n}\n",
+                    c->bm, p->M, half, c->split - 1, c->split, c->threads, half, half, rb, c->split);
+    tuner_sb_puts(sb, "const int em = gm_m0 + gm_r, en = gm_n0 + gm_c;\n");
+    if (p->out_vec == 2) {
+        const char *v2[2] = {"gm_v0", "gm_v1"};
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v2, 2);
+    } else {
+        const char *v0[1] = {"gm_v0"}, *v1[1] = {"gm_v1"};
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v0, 1);
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en + 1", v1, 1);
+    }
+    tuner_sb_puts(sb, "}\n}\ngm_cluster_sync();\n");
+}
+
 static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
     tuner_sb_printf(sb,
                     "const int gm_er = gm_m0 + gm_wm * %d + (lane >> 2);\n"
                     "const int gm_ec = gm_n0 + gm_wn * %d + (lane & 3) * 2;\n",
                     c->wm, c->wn);
+    if (c->split > 1 && c->split_cluster) {
+        emit_cluster_reduce(sb, p, c);
+        return;
+    }
     if (c->split > 1) {
         emit_epilogue_nest(sb, c);
         tuner_sb_puts(sb, "const int em = gm_er + i * 16 + h * 8, en = gm_ec + j * 8;\n");
@@ -766,7 +841,10 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
     tuner_sb_puts(&sb, "typedef unsigned short gm_u16;\n");
-    tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1);
+    const bool in_cluster = c.split > 1 && c.split_cluster;
+    if (in_cluster)
+        tuner_sb_puts(&sb, cluster_helpers);
+    tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1 && !in_cluster, in_cluster ? c.split : 1);
     tuner_sb_puts(&sb, "extern __shared__ __attribute__((aligned(128))) unsigned char gm_smem[];\n"
                        "const hd_u32 gm_sbase = hd_smem_addr(gm_smem);\n"
                        "const int lane = threadIdx.x & 31;\n");
@@ -859,7 +937,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     emit_epilogue(&sb, p, &c);
     tuner_map_emit_end(&sb, &wmap);
     tuner_sb_puts(&sb, "}\n");
-    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split,
+    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split, in_cluster,
                               (unsigned)c.threads, (unsigned)c.smem);
 }
 
@@ -886,12 +964,17 @@ static const tile_shape big_tiles[] = {
 static const tile_shape small_tiles[] = {
     {128, 64, 64, 32}, {64, 128, 32, 64}, {128, 64, 32, 32}, {64, 128, 32, 32},
     {64, 64, 32, 32},  {32, 64, 32, 16},  {64, 32, 16, 32},  {32, 32, 16, 16},
+    {16, 64, 16, 16},  {16, 128, 16, 32},
 };
+/* Tiles one mma row high, only for problems of at most 16 rows (decode GEMMs): half the
+ * ldmatrix and mma work of a 32-row tile on the same weight stream. */
+enum { DECODE_TILE_M = 16 };
 
 #define MMA_SPACE_SIG \
     "mma16816 v2: big{128x256/64x64,256x128/64x64,128x128/64x64,64x32,32x64,64x256/32x64,256x64/64x32,192x128/48x64} " \
     "bk{32,64} stages{2(bk64)..5|2} swz{1,8} split1; small{128x64/64x32,64x128/32x64,128x64/32x32," \
-    "64x128/32x32,64x64/32x32,32x64/32x16,64x32/16x32,32x32/16x16} bk{32,64} stages{3,4|2} split{1,2,4,8}; " \
+    "64x128/32x32,64x64/32x32,32x64/32x16,64x32/16x32,32x32/16x16,16x64/16x16(M<=16),16x128/16x32(M<=16)} " \
+    "bk{32,64} stages{3,4|2} split{1,2,4,8} split_cluster{split>1 on sm>=90}; " \
     "stage_out{0|1: big swz8 stages 3-4, small split1 stages 3; 16-byte output rows}; smem/regs/threads/chunk rules"
 
 static bool same_values(const tuner_schedule *x, const tuner_schedule *y)
@@ -928,6 +1011,7 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     tuner__gemm_param(&pref, "warp_n", async ? (p.conv ? 32 : 64) : p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
     tuner__gemm_param(&pref, "split_k", 1);
+    tuner__gemm_param(&pref, "split_cluster", 0);
     tuner__gemm_param(&pref, "swizzle", p.conv ? 1 : 8);
     /* A short K loop stages its output tile (the pair stores would be exposed; 4096x3072x768 on
      * an H100: 48 instead of 63 us). For a long one the measurements disagree by a few percent
@@ -945,7 +1029,9 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     for (int big = 1; big >= 0; big--) {
         const tile_shape *ts = big ? big_tiles : small_tiles;
         size_t nts = big ? sizeof(big_tiles) / sizeof(big_tiles[0]) : sizeof(small_tiles) / sizeof(small_tiles[0]);
-        for (size_t i = 0; i < nts; i++)
+        for (size_t i = 0; i < nts; i++) {
+            if (ts[i].bm == DECODE_TILE_M && p.M > DECODE_TILE_M)
+                continue;
             for (int bk = 32; bk <= 64; bk *= 2)
                 for (int st = 2; st <= 5; st++) {
                     if (!async && st != 2)
@@ -966,6 +1052,9 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
                             tuner__gemm_param(&s, "warp_n", ts[i].wn);
                             tuner__gemm_param(&s, "stages", st);
                             tuner__gemm_param(&s, "split_k", sp);
+                            /* Where clusters exist the K slices sum inside one (no workspace,
+                             * no second launch); elsewhere through the workspace. */
+                            tuner__gemm_param(&s, "split_cluster", sp > 1 && a->sm >= 90);
                             tuner__gemm_param(&s, "swizzle", g);
                             tuner__gemm_param(&s, "stage_out", 0);
                             /* Staged variants where they were measured to pay off (short K
@@ -988,6 +1077,7 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
                             }
                         }
                 }
+        }
     }
     return 0;
 }
@@ -1028,7 +1118,7 @@ static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner
     tuner__gemm_cost_in in = {
         .block_m = c.bm, .block_n = c.bn, .block_k = c.bk, .threads = c.threads, .warp_m = c.wm, .warp_n = c.wn,
         .split_k = c.split, .stages = c.async ? c.stages : 2, .smem_bytes = c.smem, .regs_per_thread = c.regs,
-        .tensor_core = true, .tf32 = false, .async_copy = c.async, .vec_a = p.vec[0], .vec_b = p.vec[1],
+        .split_in_cluster = c.split_cluster, .tensor_core = true, .tf32 = false, .async_copy = c.async, .vec_a = p.vec[0], .vec_b = p.vec[1],
     };
     double us = tuner__gemm_cost(&p, a, &in);
     /* Rasterisation matters only when the operands overflow L2; a mild preference otherwise. */

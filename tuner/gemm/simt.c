@@ -161,7 +161,7 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
-    tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1);
+    tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1, 1);
     tuner_sb_puts(&sb, "extern __shared__ __attribute__((aligned(16))) float gm_fsmem[];\n"
                        "const int lane = threadIdx.x & 31;\n");
     tuner__gemm_emit_raster(&sb, tiles_m, tiles_n, c.group);
@@ -261,7 +261,7 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     }
     tuner_map_emit_end(&sb, &tmap);
     tuner_sb_puts(&sb, "}\n");
-    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split,
+    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split, false,
                               (unsigned)c.threads, (unsigned)c.smem);
 }
 

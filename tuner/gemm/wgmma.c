@@ -1048,7 +1048,10 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double a_uniq = p.conv ? (double)p.cn * p.ch * p.cw * p.cc : (double)p.batch * p.M * p.K;
     const double uniq = (a_uniq + (double)p.batch * p.K * p.N) * esz +
                         (double)p.batch * p.M * p.N * tuner_dtype_size(p.out_dt);
-    const double t_dram = uniq / dram_bw;
+    /* In flight: stages - 1 k tiles per persistent block (TMA fetches no row past M or N). */
+    const double resident = tiles < a->sm_count ? (double)tiles : (double)a->sm_count;
+    const double rows = (double)(p.M < c.bm ? p.M : c.bm) + (double)(p.N < c.bn ? p.N : c.bn);
+    const double t_dram = tuner__gemm_dram_us(a, uniq, resident * (c.stages - 1) * rows * WG_BK * esz);
     double tm = t_compute > t_l2 ? t_compute : t_l2;
     tm = tm > t_dram ? tm : t_dram;
     return tm + 3.0 + 0.3;

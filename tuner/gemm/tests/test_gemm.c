@@ -601,6 +601,90 @@ static void test_192x128_tile(void)
     }
 }
 
+/* Split-K where clusters exist (sm_90): every split candidate sums its K slices inside its
+ * cluster, one launch and no workspace, and compiles (edge tiles, an odd N stored element by
+ * element, batches, trans_b, a fused chain, register-staged prologue loads, grouped convolution);
+ * sm_80 keeps the workspace and rejects the cluster form. 16-row tiles exist only for M <= 16. */
+static const char *const want_cluster_split[] = {"mma.sync.aligned.m16n8k16", "barrier.cluster.arrive",
+                                                 "mapa.shared::cluster", "ld.shared::cluster", NULL};
+
+static void test_cluster_split(void)
+{
+    tuner_op ops[5];
+    ops[0] = mk_matmul(TUNER_F16, 0, 0, 1, 4096, 4096, false, false, 16);
+    ops[1] = mk_matmul(TUNER_BF16, 2, 2, 13, 999, 2000, false, true, 2);
+    add_bias_gelu(&ops[1]);
+    add_residual(&ops[1]);
+    ops[2] = mk_matmul(TUNER_F16, 0, 0, 16, 64, 4096, false, false, 16);
+    add_prologue(&ops[2]);
+    ops[3] = mk_conv(TUNER_F16, 2, 7, 7, 64, 64, 3, 3, 1, 1, 1, 2, false, 16);
+    add_bias_gelu(&ops[3]);
+    ops[4] = mk_matmul(TUNER_F16, 0, 0, 17, 4096, 4096, false, false, 16);
+    const char *names[5] = {"decode1x4096", "batched_tb_oddn", "prologue16", "conv_g2", "m17"};
+    for (int i = 0; i < 5; i++) {
+        const tuner_template *tp = find_tmpl(i == 3 ? "conv2d_mma" : "matmul_mma");
+        for (int sm = 80; sm <= 90; sm += 10) {
+            tuner_schedule *items = NULL;
+            size_t n = 0;
+            CHECK(enumerate(tp, &ops[i], sm, &items, &n) == 0 && n > 0, "%s: enumerate sm_%d", names[i], sm);
+            size_t splits = 0, rows16 = 0, queued = 0;
+            for (size_t j = 0; j < n; j++) {
+                const int split = tuner_schedule_param(&items[j], "split_k", 1);
+                const int in_cluster = tuner_schedule_param(&items[j], "split_cluster", -1);
+                rows16 += tuner_schedule_param(&items[j], "block_m", 0) == 16;
+                CHECK(in_cluster == (split > 1 && sm >= 90), "%s sm_%d: split %d with split_cluster %d", names[i], sm,
+                      split, in_cluster);
+                if (split == 1)
+                    continue;
+                splits++;
+                tuner_program pr;
+                memset(&pr, 0, sizeof(pr));
+                char *err = NULL;
+                tuner_target t = {.sm = sm};
+                CHECK(tp->generate(&ops[i], &t, &items[j], &pr, &err) == 0, "%s: generate: %s", names[i], err ? err : "?");
+                CHECK(sm < 90 ? pr.n_kernels == 2 && pr.workspace_bytes > 0 : pr.n_kernels == 1 && pr.workspace_bytes == 0,
+                      "%s sm_%d split %d: %d kernels, workspace %zu", names[i], sm, split, pr.n_kernels, pr.workspace_bytes);
+                if (sm >= 90)
+                    CHECK(pr.kernels[0].grid[2] % (unsigned)split == 0, "%s: grid z %u, cluster %d", names[i],
+                          pr.kernels[0].grid[2], split);
+                free(pr.source);
+                free(err);
+                /* Compile the smallest and the largest split of the space on sm_90. */
+                if (sm >= 90 && ((split == 2 && !(queued & 1)) || (split == 8 && !(queued & 2)))) {
+                    queued |= split == 2 ? 1 : 2;
+                    char tag[64];
+                    snprintf(tag, sizeof(tag), "cluster_split%d_%s", split, names[i]);
+                    add_job(tag, &ops[i], tp, &items[j], sm, want_cluster_split, false);
+                }
+            }
+            CHECK(splits > 0, "%s sm_%d: no split-K candidate", names[i], sm);
+            CHECK(sm < 90 || queued == 3, "%s: split 2 and 8 not both in the space", names[i]);
+            const bool small_m = i != 3 && ops[i].output.shape[ops[i].output.rank - 2] <= 16;
+            CHECK(small_m ? rows16 > 0 : rows16 == 0, "%s sm_%d: %zu 16-row tiles", names[i], sm, rows16);
+            if (sm == 80 && n > 0) {
+                /* The cluster form of an sm_80 split candidate is refused. */
+                for (size_t j = 0; j < n; j++) {
+                    if (tuner_schedule_param(&items[j], "split_k", 1) == 1)
+                        continue;
+                    tuner_schedule s = items[j];
+                    for (int q = 0; q < s.n_params; q++)
+                        if (!strcmp(s.params[q].name, "split_cluster"))
+                            s.params[q].value = 1;
+                    tuner_program pr;
+                    memset(&pr, 0, sizeof(pr));
+                    char *err = NULL;
+                    CHECK(tp->generate(&ops[i], &(tuner_target){.sm = 80}, &s, &pr, &err) == -EINVAL,
+                          "%s: split_cluster accepted on sm_80", names[i]);
+                    free(pr.source);
+                    free(err);
+                    break;
+                }
+            }
+            free(items);
+        }
+    }
+}
+
 static void test_references(void)
 {
     tuner_op ops[4];
@@ -631,6 +715,7 @@ int main(int argc, char **argv)
     test_compile();
     test_staged_epilogue();
     test_192x128_tile();
+    test_cluster_split();
     run_jobs();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("compiled %d programs in %.1f s\n", compiled,
