@@ -193,6 +193,7 @@ def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9):
     flops = 2.0 * m * n * k
     return dict(name=name, shape=f"{m}x{n}x{k}", dtype=dt, req=req, make_inputs=make_inputs,
                 out_shape=[m, n], reference=reference, peer=peer, flops=flops, target=target,
+                weight_bytes=k * n * torch.finfo(TORCH_DT[dt]).bits // 8,
                 nbytes=(m * k + k * n + m * n) * torch.finfo(TORCH_DT[dt]).bits // 8)
 
 
@@ -292,25 +293,22 @@ def row_case(op, rows, cols, dt="f16", target=1.1):
 def suite(which):
     cases = []
     if which in ("all", "gemm"):
-        cases += [gemm_case("gemm_square", 4096, 4096, 4096),
-                  gemm_case("gemm_square", 4096, 4096, 4096, dt="bf16"),
-                  gemm_case("gemm_square", 8192, 8192, 8192),
-                  gemm_case("gemm_llm", 2048, 4096, 4096),
-                  gemm_case("gemm_llm", 4096, 3072, 768),
-                  gemm_case("gemm_llm", 4096, 768, 3072),
-                  gemm_case("gemm_llm", 8192, 14336, 4096),
-                  gemm_case("gemm_skinny", 1, 4096, 4096, target=1.2),
-                  gemm_case("gemm_skinny", 16, 4096, 4096, target=1.2),
-                  gemm_case("gemm_skinny", 32, 4096, 4096, target=1.2),
-                  gemm_case("gemm_skinny", 128, 4096, 4096, target=1.2),
-                  gemm_case("gemm_skinny", 1, 14336, 4096, target=1.2),
-                  gemm_case("gemm_skinny", 16, 14336, 4096, target=1.2),
-                  gemm_case("gemm_skinny", 32, 14336, 4096, target=1.2),
-                  gemm_case("gemm_skinny", 128, 14336, 4096, target=1.2),
-                  gemm_case("gemm_odd", 77, 1000, 333, target=0.85),
-                  gemm_case("gemm_odd", 1000, 1000, 1000, target=0.85),
-                  gemm_case("gemm_odd", 4000, 4000, 4000, target=0.85),
-                  gemm_case("gemm_bias_gelu", 4096, 3072, 768, fused=True, target=1.5),
+        # Targets are BENCH.md's (issue 13's) where the bench had lower ones; the skinny rows
+        # (1.2) and the second fused row (1.5) keep this bench's stricter figures.
+        cases += [gemm_case("gemm_square", 4096, 4096, 4096, target=0.95),
+                  gemm_case("gemm_square", 4096, 4096, 4096, dt="bf16", target=0.95),
+                  gemm_case("gemm_square", 8192, 8192, 8192, target=0.95),
+                  gemm_case("gemm_llm", 2048, 4096, 4096, target=0.95),
+                  gemm_case("gemm_llm", 4096, 3072, 768, target=0.95),
+                  gemm_case("gemm_llm", 4096, 768, 3072, target=0.95),
+                  gemm_case("gemm_llm", 8192, 14336, 4096, target=0.95)]
+        # BENCH.md's decode rows (M = 1, 16, 64) and M = 128 (earlier results have it).
+        cases += [gemm_case("gemm_skinny", m, n, 4096, target=1.2)
+                  for n in (4096, 14336) for m in (1, 16, 64, 128)]
+        cases += [gemm_case("gemm_odd", 77, 1000, 333, target=0.9),
+                  gemm_case("gemm_odd", 1000, 1000, 1000, target=0.9),
+                  gemm_case("gemm_odd", 4000, 4000, 4000, target=0.9),
+                  gemm_case("gemm_bias_gelu", 4096, 3072, 768, fused=True, target=2.0),
                   gemm_case("gemm_bias_gelu", 2048, 14336, 4096, fused=True, target=1.5)]
     if which in ("all", "conv"):
         cases += [conv_case("conv2d", 32, 64, 56, 56, 64, 3),
@@ -376,7 +374,22 @@ def run_case(daemon, case, args):
         row["hidetd_tflops"] = round(case["flops"] / ours / 1e6, 1)
     else:
         row["hidetd_tbps"] = round(case["nbytes"] / ours / 1e6, 3)
+    if case["name"] == "gemm_skinny" and args.copy_tbps:
+        # BENCH.md: the weight read streams at >= 85% of the copy bandwidth (read + write).
+        row["weight_tbps"] = round(case["weight_bytes"] / ours / 1e6, 3)
+        row["copy_frac"] = round(row["weight_tbps"] / args.copy_tbps, 3)
     return row
+
+
+def copy_tbps():
+    """Device-to-device copy bandwidth (bytes read + written per second, TB/s) of 117 MiB
+    tensors, timed like the kernels (CUDA-graph replays over rotating sets)."""
+    n = 117 * 1024 * 1024 // 2
+    xs = [torch.empty(n, dtype=torch.float16, device="cuda").normal_() for _ in range(2)]
+    ys = [torch.empty_like(x) for x in xs]
+    us = time_us(lambda i: (lambda: ys[i].copy_(xs[i])), 2)
+    del xs, ys
+    return 2 * n * 2 / us / 1e6
 
 
 def gpu_facts():
@@ -410,9 +423,11 @@ def main():
                  device=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d %H:%M:%S"))
     rows = []
     only = set(filter(None, args.only.split(",")))
-    for case in suite(args.suite):
-        if only and case["name"] not in only:
-            continue
+    cases = [c for c in suite(args.suite) if not only or c["name"] in only]
+    args.copy_tbps = None
+    if any(c["name"] == "gemm_skinny" for c in cases):
+        args.copy_tbps = facts["copy_tbps"] = round(copy_tbps(), 3)
+    for case in cases:
         try:
             row = run_case(daemon, case, args)
         except Exception as e:  # one broken case must not hide the others' numbers
@@ -431,8 +446,9 @@ def main():
             lines.append(f"{r['case']:16} {r['shape']:22} {r['dtype']:4} ERROR {r['error'][:90]}")
             continue
         ratio = f"{r['ratio']:.2f}" if "ratio" in r else "WRONG"
+        bw = f"  {r['copy_frac']:.2f} of copy bw" if "copy_frac" in r else ""
         lines.append(f"{r['case']:16} {r['shape']:22} {r['dtype']:4} {r['peer_us']:9.1f} {r['hidetd_us']:9.1f} "
-                     f"{ratio:>6} {r['target']:6.2f} {r['max_err']:9.2e} {r['tune_s']:6.1f}  {r['template']}")
+                     f"{ratio:>6} {r['target']:6.2f} {r['max_err']:9.2e} {r['tune_s']:6.1f}  {r['template']}{bw}")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "results.json"), "w") as f:
