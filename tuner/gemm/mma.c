@@ -969,12 +969,17 @@ static const tile_shape small_tiles[] = {
 /* Tiles one mma row high, only for problems of at most 16 rows (decode GEMMs): half the
  * ldmatrix and mma work of a 32-row tile on the same weight stream. */
 enum { DECODE_TILE_M = 16 };
+/* Skinny problems (at most this many rows) also get 5- and 6-deep rings on small tiles: their
+ * time is the weight stream's, whose start is paced by the bytes each block has in flight (H100,
+ * 1x4096x4096: 16x128 tiles with 2 K slices and 6 stages 13.97 us, with 4 slices and 4 stages
+ * 14.37; bench/results/2026-11-24-h100-decode). */
+enum { SKINNY_M = 128 };
 
 #define MMA_SPACE_SIG \
     "mma16816 v2: big{128x256/64x64,256x128/64x64,128x128/64x64,64x32,32x64,64x256/32x64,256x64/64x32,192x128/48x64} " \
     "bk{32,64} stages{2(bk64)..5|2} swz{1,8} split1; small{128x64/64x32,64x128/32x64,128x64/32x32," \
     "64x128/32x32,64x64/32x32,32x64/32x16,64x32/16x32,32x32/16x16,16x64/16x16(M<=16),16x128/16x32(M<=16)} " \
-    "bk{32,64} stages{3,4|2} split{1,2,4,8} split_cluster{split>1 on sm>=90}; " \
+    "bk{32,64} stages{3,4|3..6 if M<=128|2} split{1,2,4,8} split_cluster{split>1 on sm>=90}; " \
     "stage_out{0|1: big swz8 stages 3-4, small split1 stages 3; 16-byte output rows}; smem/regs/threads/chunk rules"
 
 static bool same_values(const tuner_schedule *x, const tuner_schedule *y)
@@ -1033,10 +1038,12 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
             if (ts[i].bm == DECODE_TILE_M && p.M > DECODE_TILE_M)
                 continue;
             for (int bk = 32; bk <= 64; bk *= 2)
-                for (int st = 2; st <= 5; st++) {
+                for (int st = 2; st <= 6; st++) {
                     if (!async && st != 2)
                         continue;
-                    if (async && !big && (st < 3 || st > 4))
+                    if (async && !big && (st < 3 || st > (p.M <= SKINNY_M ? 6 : 4)))
+                        continue;
+                    if (big && st > 5)
                         continue;
                     /* A two-stage cp.async ring prefetches one tile ahead: only with block_k 64
                      * (no tuned shape picked a two-stage big tile; the model ranks them low). */
