@@ -703,6 +703,20 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
                     zstride, ld, p->out_chunk, rowb);
 }
 
+/* Emits the bounds-checked epilogue and store of the pair (em, en), (em, en + 1) holding the float
+ * expressions x0 and x1: one paired store where output rows allow it, else two. */
+static void emit_store_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *x0, const char *x1)
+{
+    if (p->out_vec == 2) {
+        const char *v2[2] = {x0, x1};
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v2, 2);
+    } else {
+        const char *v0[1] = {x0}, *v1[1] = {x1};
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v0, 1);
+        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en + 1", v1, 1);
+    }
+}
+
 /* Device helpers of the cluster split-K reduction: an 8-byte shared store, and an 8-byte load
  * from the same shared offset in CTA `rank` of the cluster (mapa + ld.shared::cluster). */
 static const char cluster_helpers[] =
@@ -745,14 +759,7 @@ static void emit_cluster_reduce(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\ngm_v0 += gm_t.x;\ngm_v1 += gm_t.y;\n}\n",
                     c->bm, p->M, half, c->split - 1, c->split, c->threads, half, half, rb, c->split);
     tuner_sb_puts(sb, "const int em = gm_m0 + gm_r, en = gm_n0 + gm_c;\n");
-    if (p->out_vec == 2) {
-        const char *v2[2] = {"gm_v0", "gm_v1"};
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v2, 2);
-    } else {
-        const char *v0[1] = {"gm_v0"}, *v1[1] = {"gm_v1"};
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v0, 1);
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en + 1", v1, 1);
-    }
+    emit_store_pair(sb, p, "gm_v0", "gm_v1");
     tuner_sb_puts(sb, "}\n}\ngm_cluster_sync();\n");
 }
 
@@ -807,13 +814,7 @@ static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_
     }
     emit_epilogue_nest(sb, c);
     tuner_sb_puts(sb, "const int em = gm_er + i * 16 + h * 8, en = gm_ec + j * 8;\n");
-    if (p->out_vec == 2) {
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v2, 2);
-    } else {
-        const char *v0[1] = {"acc[i][j][2 * h]"}, *v1[1] = {"acc[i][j][2 * h + 1]"};
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v0, 1);
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en + 1", v1, 1);
-    }
+    emit_store_pair(sb, p, v2[0], v2[1]);
     tuner_sb_puts(sb, "}\n");
     if (affine)
         tuner_sb_puts(sb, "}\n");
