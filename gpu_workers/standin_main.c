@@ -31,9 +31,10 @@
  *   HIDETD_STANDIN_SKEW=list      comma-separated DEVICE:FACTOR: that device's latencies are
  *                                 multiplied by FACTOR (a GPU of the same model that runs
  *                                 slower: lower clocks, warmer, power-capped), e.g. "1:1.5"
- *   HIDETD_STANDIN_LATENCY=us     every candidate takes `us` (before the skew) instead of its
- *                                 hash's figure: no candidate is ever clearly slower than
- *                                 another, so none is stopped early (tests that count trials)
+ *   HIDETD_STANDIN_LATENCY=us     every candidate takes `us` plus less than 1% from its hash
+ *                                 (before the skew) instead of the hash's wide range: none is
+ *                                 clearly slower than another, so none is stopped early, and
+ *                                 the best is still one candidate (tests that count trials)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -167,7 +168,8 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
     }
     uint64_t h = hash_module(0xcbf29ce484222325ULL, &req->candidate);
     const char *flat = getenv("HIDETD_STANDIN_LATENCY");
-    const double base = flat && atof(flat) > 0 ? atof(flat) : 2.0 + (double)(h % 100000) / 100.0;
+    const double base = flat && atof(flat) > 0 ? atof(flat) * (1.0 + (double)(h % 1000) / 1e5)
+                                               : 2.0 + (double)(h % 100000) / 100.0;
     double us = base * skew_of(dev->index);
     res->status = GW_OK;
     res->median_us = us;
