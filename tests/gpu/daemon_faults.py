@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 from hidetd_unix import call  # noqa: E402
+from gpu_env import env_with_lib, probe_devices  # noqa: E402
 
 
 failures = 0
@@ -37,17 +38,10 @@ def check(cond, what):
 
 def main():
     hidetd, worker = sys.argv[1], sys.argv[2]
-    env = dict(os.environ)
-    if "--lib" in sys.argv:
-        lib = sys.argv[sys.argv.index("--lib") + 1]
-        env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    probe = subprocess.run([worker, "--probe"], capture_output=True, text=True, env=env)
-    try:
-        devices = json.loads(probe.stdout).get("devices", [])
-    except ValueError:
-        devices = []
+    env = env_with_lib(sys.argv[sys.argv.index("--lib") + 1] if "--lib" in sys.argv else None)
+    devices, probe_out = probe_devices(worker, env)
     if not devices:
-        print("no CUDA GPU/driver: skipped (%s)" % probe.stdout.strip()[:200])
+        print("no CUDA GPU/driver: skipped (%s)" % probe_out[:200])
         return 77
 
     tmp = tempfile.mkdtemp(prefix="hidetd-faults-")

@@ -25,6 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 sys.path.insert(0, os.path.join(REPO, "examples", "graphs"))
+sys.path.insert(0, HERE)  # gpu_env, also when bench/graphs.py imports this file
+from gpu_env import env_with_lib  # noqa: E402
 
 # max|got - want| / max|want| allowed per dtype: fp16 keeps 11 bits, bf16 8; fused chains round
 # once where eager rounds every intermediate, so the two differ by a few units in the last place
@@ -128,9 +130,7 @@ def run_case(client, case, tune, arch, budget=None):
 
 def start_daemon(hidetd_bin, worker, lib):
     d = tempfile.mkdtemp(prefix="hidetd-graphs-")
-    env = dict(os.environ)
-    if lib:
-        env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env = env_with_lib(lib)
     sock = os.path.join(d, "hidetd.sock")
     log = open(os.path.join(d, "hidetd.log"), "w")
     p = subprocess.Popen([hidetd_bin, "--socket", sock, "--cache", os.path.join(d, "k.db"),

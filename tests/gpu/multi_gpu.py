@@ -34,6 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 from hidetd_unix import call  # noqa: E402
+from gpu_env import env_with_lib, probe_devices  # noqa: E402
 
 SPEEDUP_TARGET_2GPU = 1.7
 failures = 0
@@ -222,18 +223,10 @@ def main():
 
     def log_as(name):
         return os.path.join(logs, name + ".log") if logs else None
-    env = dict(os.environ)
-    lib = opt("--lib", None)
-    if lib:
-        env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    probe = subprocess.run([worker, "--probe"], capture_output=True, text=True, env=env)
-    try:
-        devices = json.loads(probe.stdout).get("devices", [])
-    except ValueError:
-        devices = []
+    env = env_with_lib(opt("--lib", None))
+    devices, probe_out = probe_devices(worker, env)
     if len(devices) < 2:
-        print("needs at least two CUDA GPUs, found %d: skipped (%s)"
-              % (len(devices), probe.stdout.strip()[:200]))
+        print("needs at least two CUDA GPUs, found %d: skipped (%s)" % (len(devices), probe_out[:200]))
         return 77
     n_dev = len(devices)
     report = {"devices": devices, "jobs": n_jobs, "budget_candidates": budget}
