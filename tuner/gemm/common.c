@@ -348,6 +348,51 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     tuner__gemm_emit_store_at(sb, p, b, m, n, vars, nv, NULL);
 }
 
+void tuner__gemm_emit_store_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                 const char *n, const char *x0, const char *x1)
+{
+    if (p->out_vec == 2) {
+        const char *v2[2] = {x0, x1};
+        tuner__gemm_emit_store(sb, p, b, m, n, v2, 2);
+        return;
+    }
+    char n1[96];
+    snprintf(n1, sizeof(n1), "%s + 1", n);
+    const char *v0[1] = {x0}, *v1[1] = {x1};
+    tuner__gemm_emit_store(sb, p, b, m, n, v0, 1);
+    tuner__gemm_emit_store(sb, p, b, m, n1, v1, 1);
+}
+
+const char tuner__gemm_cluster_helpers[] =
+    "HD_INLINE void gm_sts_f2(hd_u32 a, float x, float y) { asm volatile(\"st.shared.v2.f32 [%0], {%1, %2};\" "
+    ":: \"r\"(a), \"f\"(x), \"f\"(y) : \"memory\"); }\n"
+    "HD_INLINE float2 gm_ldc_f2(hd_u32 a, unsigned rank) { float2 v; asm volatile(\"{ .reg .b32 ra; "
+    "mapa.shared::cluster.u32 ra, %2, %3; ld.shared::cluster.v2.f32 {%0, %1}, [ra]; }\" "
+    ": \"=f\"(v.x), \"=f\"(v.y) : \"r\"(a), \"r\"(rank) : \"memory\"); return v; }\n"
+    "HD_INLINE void gm_cluster_sync() { asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
+    "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); }\n";
+
+void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, const tuner__gemm_cluster_sum *s)
+{
+    const int half = s->block_n / 2;
+    tuner_sb_printf(sb,
+                    "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
+                    "const int gm_pairs = min(%d, (int)(%lldLL - (%s))) * %d;\n"
+                    "const int gm_per = (gm_pairs + %d) / %d;\n"
+                    "const int gm_q1 = min(gm_pairs, (int)(gm_rank + 1) * gm_per);\n"
+                    "for (int gm_q = (int)gm_rank * gm_per + (%s); gm_q < gm_q1; gm_q += %d) {\n"
+                    "const int gm_r = gm_q / %d, gm_c = (gm_q %% %d) * 2;\n"
+                    "const hd_u32 gm_sa = %s + gm_r * %d + gm_c * 4;\n"
+                    "float gm_v0 = 0.0f, gm_v1 = 0.0f;\n"
+                    "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
+                    "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\ngm_v0 += gm_t.x;\ngm_v1 += gm_t.y;\n}\n"
+                    "const int em = %s + gm_r, en = %s + gm_c;\n",
+                    s->block_m, p->M, s->m0, half, s->split - 1, s->split, s->tid, s->threads, half, half, s->base,
+                    s->row_bytes, s->split, s->m0, s->n0);
+    tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1");
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
 /* How emit_out_coords treats elements outside the output. */
 enum { OUT_IN_RANGE, OUT_CHECKED, OUT_CLAMPED };
 

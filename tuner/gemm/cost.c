@@ -33,6 +33,15 @@ double tuner__gemm_dram_us(const tuner_arch *a, double bytes, double inflight_by
     return bytes / (reach < peak ? reach : peak);
 }
 
+/* Each CTA writes its partial tile to shared memory and, after a cluster barrier, sums its
+ * share of the tile from all `split` partials: two barriers and a few remote reads per output
+ * pair. An estimate; the one pair measured on an H100 (matmul_mma, 1x4096x4096, 16x128 tiles in
+ * 4 slices) ran 14.37 us against 14.48 with the workspace. */
+double tuner__gemm_cluster_sum_us(int split)
+{
+    return 0.6 + 0.1 * split;
+}
+
 static double clampd(double v, double lo, double hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
@@ -139,11 +148,7 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
     t_main = t_main > t_dram ? t_main : t_dram;
     double t = t_main + LAUNCH_US;
     if (split > 1 && c->split_in_cluster) {
-        /* Each CTA writes its partial tile to shared memory and, after a cluster barrier, sums
-         * its share of the tile from all `split` partials: two barriers and a few remote reads
-         * per output pair. An estimate; the one pair measured on an H100 (1x4096x4096, 16x128
-         * tiles in 4 slices) ran 14.37 us against 14.48 with the workspace. */
-        t += 0.6 + 0.1 * split;
+        t += tuner__gemm_cluster_sum_us(split);
     } else if (split > 1) {
         double ws = (double)split * p->batch * p->M * p->N * 4.0;
         t += 2.0 * ws / dram_bw + LAUNCH_US;

@@ -97,6 +97,32 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
 void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                const char *n, const char *const *vars, int nv, const char *dst);
 
+/* tuner__gemm_emit_store of the pair (m, n), (m, n + 1) holding the float expressions x0 and x1:
+ * one paired store where output rows allow it, else two. */
+void tuner__gemm_emit_store_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                 const char *n, const char *x0, const char *x1);
+
+/* Split-K inside a thread-block cluster (sm_90+): the K slices of one output tile are the CTAs
+ * of one cluster; each parks its fp32 partial tile at the same shared address, and after a
+ * cluster barrier CTA r sums share r of the tile's in-range rows over the partials of CTAs
+ * 0..split-1, in that order (as the workspace reduction does: results do not depend on
+ * scheduling), applies the epilogue and stores. Device helpers: gm_sts_f2 (an 8-byte shared
+ * store), gm_ldc_f2 (an 8-byte load from the same shared offset in another CTA of the cluster:
+ * mapa + ld.shared::cluster) and gm_cluster_sync (barrier.cluster with release / acquire). */
+extern const char tuner__gemm_cluster_helpers[];
+typedef struct tuner__gemm_cluster_sum {
+    int block_m, block_n; /* the tile */
+    int row_bytes;        /* partial tile rows, fp32 with padding */
+    int split;            /* CTAs of the cluster */
+    int threads;          /* threads that sum, numbered by `tid` from 0 */
+    const char *tid;
+    const char *base;     /* shared address of the partial tile (the same in every CTA) */
+    const char *b, *m0, *n0; /* the tile's batch entry and origin (C expressions) */
+} tuner__gemm_cluster_sum;
+/* Emits the sum of CTA %cluster_ctarank's share, between the caller's two cluster barriers
+ * (after every partial is written; before any CTA's shared memory may go away or be reused). */
+void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, const tuner__gemm_cluster_sum *s);
+
 /* Whether the op has a fused epilogue (tuner__gemm_emit_epilogue_pair has work to do). */
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p);
 
@@ -176,6 +202,10 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
  * loads outstanding: the arch's bandwidth, or less when too few bytes are in flight to cover the
  * memory latency (decode GEMMs on few blocks, shallow pipelines). */
 double tuner__gemm_dram_us(const tuner_arch *a, double bytes, double inflight_bytes);
+
+/* Microseconds a cluster split-K tile spends summing its `split` partials
+ * (tuner__gemm_emit_cluster_sum and the barriers around it). */
+double tuner__gemm_cluster_sum_us(int split);
 
 /* Microseconds one SM spends on the fused epilogue's arithmetic for `elements` output elements
  * (0 without an epilogue); the templates' cost models charge it per tile. */

@@ -703,31 +703,6 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
                     zstride, ld, p->out_chunk, rowb);
 }
 
-/* Emits the bounds-checked epilogue and store of the pair (em, en), (em, en + 1) holding the float
- * expressions x0 and x1: one paired store where output rows allow it, else two. */
-static void emit_store_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *x0, const char *x1)
-{
-    if (p->out_vec == 2) {
-        const char *v2[2] = {x0, x1};
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v2, 2);
-    } else {
-        const char *v0[1] = {x0}, *v1[1] = {x1};
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en", v0, 1);
-        tuner__gemm_emit_store(sb, p, "gm_zb", "em", "en + 1", v1, 1);
-    }
-}
-
-/* Device helpers of the cluster split-K reduction: an 8-byte shared store, and an 8-byte load
- * from the same shared offset in CTA `rank` of the cluster (mapa + ld.shared::cluster). */
-static const char cluster_helpers[] =
-    "HD_INLINE void gm_sts_f2(hd_u32 a, float x, float y) { asm volatile(\"st.shared.v2.f32 [%0], {%1, %2};\" "
-    ":: \"r\"(a), \"f\"(x), \"f\"(y) : \"memory\"); }\n"
-    "HD_INLINE float2 gm_ldc_f2(hd_u32 a, unsigned rank) { float2 v; asm volatile(\"{ .reg .b32 ra; "
-    "mapa.shared::cluster.u32 ra, %2, %3; ld.shared::cluster.v2.f32 {%0, %1}, [ra]; }\" "
-    ": \"=f\"(v.x), \"=f\"(v.y) : \"r\"(a), \"r\"(rank) : \"memory\"); return v; }\n"
-    "HD_INLINE void gm_cluster_sync() { asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
-    "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); }\n";
-
 /* Split-K inside a cluster: the `split` CTAs of a cluster (__cluster_dims__(1, 1, split), the K
  * slices of one tile) each park their fp32 accumulators in their own shared memory (the ring is
  * free once every warp is past the main loop); after a cluster barrier CTA r sums share r of the
@@ -738,29 +713,19 @@ static const char cluster_helpers[] =
  * which dominate a skinny GEMM's few microseconds. */
 static void emit_cluster_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
-    const int rb = partial_row_bytes(c), half = c->bn / 2;
+    const int rb = partial_row_bytes(c);
     tuner_sb_printf(sb, "__syncthreads();\n{\nconst hd_u32 gm_ps = gm_sbase + (gm_wm * %d + (lane >> 2)) * %d + "
                         "(gm_wn * %d + (lane & 3) * 2) * 4;\n",
                     c->wm, rb, c->wn);
     emit_epilogue_nest(sb, c);
     tuner_sb_printf(sb, "gm_sts_f2(gm_ps + (i * 16 + h * 8) * %d + j * 32, acc[i][j][2 * h], acc[i][j][2 * h + 1]);\n}\n}\n",
                     rb);
-    tuner_sb_printf(sb,
-                    "gm_cluster_sync();\n"
-                    "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
-                    "const int gm_pairs = min(%d, (int)(%lldLL - gm_m0)) * %d;\n"
-                    "const int gm_per = (gm_pairs + %d) / %d;\n"
-                    "const int gm_q1 = min(gm_pairs, (int)(gm_rank + 1) * gm_per);\n"
-                    "for (int gm_q = (int)gm_rank * gm_per + (int)threadIdx.x; gm_q < gm_q1; gm_q += %d) {\n"
-                    "const int gm_r = gm_q / %d, gm_c = (gm_q %% %d) * 2;\n"
-                    "const hd_u32 gm_sa = gm_sbase + gm_r * %d + gm_c * 4;\n"
-                    "float gm_v0 = 0.0f, gm_v1 = 0.0f;\n"
-                    "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
-                    "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\ngm_v0 += gm_t.x;\ngm_v1 += gm_t.y;\n}\n",
-                    c->bm, p->M, half, c->split - 1, c->split, c->threads, half, half, rb, c->split);
-    tuner_sb_puts(sb, "const int em = gm_m0 + gm_r, en = gm_n0 + gm_c;\n");
-    emit_store_pair(sb, p, "gm_v0", "gm_v1");
-    tuner_sb_puts(sb, "}\n}\ngm_cluster_sync();\n");
+    tuner_sb_puts(sb, "gm_cluster_sync();\n");
+    const tuner__gemm_cluster_sum sum = {.block_m = c->bm, .block_n = c->bn, .row_bytes = rb, .split = c->split,
+                                         .threads = c->threads, .tid = "(int)threadIdx.x", .base = "gm_sbase",
+                                         .b = "gm_zb", .m0 = "gm_m0", .n0 = "gm_n0"};
+    tuner__gemm_emit_cluster_sum(sb, p, &sum);
+    tuner_sb_puts(sb, "gm_cluster_sync();\n");
 }
 
 static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
@@ -814,7 +779,7 @@ static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_
     }
     emit_epilogue_nest(sb, c);
     tuner_sb_puts(sb, "const int em = gm_er + i * 16 + h * 8, en = gm_ec + j * 8;\n");
-    emit_store_pair(sb, p, v2[0], v2[1]);
+    tuner__gemm_emit_store_pair(sb, p, "gm_zb", "em", "en", v2[0], v2[1]);
     tuner_sb_puts(sb, "}\n");
     if (affine)
         tuner_sb_puts(sb, "}\n");
@@ -844,7 +809,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     tuner_sb_puts(&sb, "typedef unsigned short gm_u16;\n");
     const bool in_cluster = c.split > 1 && c.split_cluster;
     if (in_cluster)
-        tuner_sb_puts(&sb, cluster_helpers);
+        tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1 && !in_cluster, in_cluster ? c.split : 1);
     tuner_sb_puts(&sb, "extern __shared__ __attribute__((aligned(128))) unsigned char gm_smem[];\n"
                        "const hd_u32 gm_sbase = hd_smem_addr(gm_smem);\n"
