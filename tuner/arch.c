@@ -13,7 +13,10 @@
     .sm = 90, .sm_count = 132, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,        \
     .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,               \
     .max_regs_per_thread = 255, .dram_gbps = 3000.0, .l2_bytes = 50.0 * 1024 * 1024,             \
-    .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0, .has_cp_async = true, .has_bf16_mma = true
+    .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0, .has_cp_async = true, .has_bf16_mma = true,    \
+    /* cudaOccupancyMaxActiveClusters on an H100 80GB HBM3 (200 KiB of shared memory per block; \
+     * bench/results/2026-11-24-h100-wgmma-split/clusters.txt) */                                \
+    .cluster_fit = {0, 132, 66, 39, 30, 22, 17, 15, 15}
 
 /* Indexed by op/'s list of supported targets, so there is one list of archs; the size check
  * below and tuner/tests/test_template.c (every entry filled, matching its target) keep the two
@@ -79,4 +82,13 @@ const tuner_arch *tuner__arch(const tuner_target *t)
 {
     int id = tuner_target_id_of(t);
     return id < 0 ? NULL : &arch_table[id];
+}
+
+int tuner__arch_cluster_fit(const tuner_arch *a, int n)
+{
+    if (n < 1)
+        return 0;
+    if (n <= 8 && a->cluster_fit[n] > 0)
+        return a->cluster_fit[n];
+    return a->sm_count / n;
 }

@@ -75,9 +75,14 @@ typedef struct tuner_arch {
     double tc_f16_tflops;      /* dense fp16/bf16 mma.sync rate */
     double fma_f32_tflops;
     bool has_cp_async, has_bf16_mma, has_wgmma;
+    /* Clusters of n = 1..8 blocks, one block per SM, resident at once (a cluster is placed
+     * within one GPC, so fewer than sm_count / n fit); 0 where not measured. */
+    short cluster_fit[9];
 } tuner_arch;
 
 /* Returns the table for t->sm (never NULL for supported targets; NULL otherwise). */
 const tuner_arch *tuner__arch(const tuner_target *t);
+/* Clusters of n one-block-per-SM blocks resident at once on a (cluster_fit, else sm_count / n). */
+int tuner__arch_cluster_fit(const tuner_arch *a, int n);
 
 #endif

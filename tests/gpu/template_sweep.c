@@ -256,6 +256,8 @@ static int build_cases(scase *c)
         ADD("gconv 3x13x11x32 k48 g2 3x3 s2 +b,relu", op, true);
     }
     ADD("conv 2x9x7x72 k40 3x3 s1p1", conv(2, 9, 7, 72, 40, 3, 3, 1, 1), true);
+    /* Few tiles, a long K: split-K clusters of the gathering conv2d_wgmma (and conv2d_mma). */
+    ADD("conv 2x7x7x512 k512 3x3 s1p1", conv(2, 7, 7, 512, 512, 3, 3, 1, 1), true);
     {
         tuner_op op = conv(1, 19, 17, 64, 64, 3, 3, 1, 2);
         op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 2;

@@ -32,6 +32,11 @@
  *    to both CTAs (one L2 read of B per pair); each consumer warp releases a stage to both
  *    producers (a remote mbarrier arrive), and the pair meets at cluster barriers after
  *    initialising its mbarriers and before exiting.
+ *    With `split_k` S the launch is not persistent: one cluster of S CTAs per tile, CTA r
+ *    loading and multiplying the r-th slice of the k tiles; after the main loop the consumers
+ *    park their fp32 accumulators in the ring, and the cluster sums them through distributed
+ *    shared memory, each CTA its share of the rows, applying the epilogue as it stores
+ *    (emit_split_epilogue). For problems with fewer tiles than SMs.
  *
  * Layouts: a K-major operand (A without trans_a, B with trans_b) is one box of 64 k x rows, each
  * row 128 bytes, 8-row groups 1024 bytes apart (descriptor SBO); an MN-major operand (A with
@@ -76,6 +81,8 @@ typedef struct wg_cfg {
     int a_bytes, b_bytes, stage_bytes;
     bool stage_out;  /* epilogue through shared memory and TMA stores */
     int cluster;     /* 2: CTA pairs on neighbouring M tiles share each B tile (TMA multicast) */
+    int split;       /* K slices of a tile: one cluster of `split` CTAs summing their partials
+                      * through distributed shared memory (1: none) */
     int out_bytes;   /* the staged output tiles, one per consumer's tile of a unit */
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
@@ -109,6 +116,13 @@ static bool wg_map_batched(const tuner__gemm_problem *p, int which)
     return which == 2 ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
 }
 
+/* A split tile's fp32 partial in shared memory: rows padded by 32 bytes so that the fragment-order
+ * 8-byte writes (a half warp covers 4 rows x 4 lanes) hit distinct banks. */
+static int wg_partial_row_bytes(const wg_cfg *c)
+{
+    return c->bn * 4 + 32;
+}
+
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -128,6 +142,9 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->cluster = tuner_schedule_param(s, "cluster", 1);
     if (c->cluster != 1 && c->cluster != 2)
         return -EINVAL;
+    c->split = tuner_schedule_param(s, "split_k", 1);
+    if (c->split < 1 || c->split > 8 || (c->split > 1 && (c->cluster != 1 || c->pingpong || c->stage_out)))
+        return -EINVAL;
     c->unit_tiles = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
         return -EINVAL;
@@ -141,7 +158,9 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->a_bytes = c->bm * WG_BK * 2;
     c->b_bytes = c->bn * WG_BK * 2;
     c->stage_bytes = c->a_bytes + c->b_bytes;
-    c->smem = c->stages * c->stage_bytes + 1024;
+    /* A split tile's fp32 partial is parked in the ring once the main loop is done with it. */
+    const int ring = c->stages * c->stage_bytes, partial = c->split > 1 ? c->bm * wg_partial_row_bytes(c) : 0;
+    c->smem = (ring > partial ? ring : partial) + 1024;
     if (c->stage_out) {
         c->out_bytes = c->unit_tiles * c->bm * c->bn * tuner_dtype_size(p->out_dt);
         c->smem += c->out_bytes;
@@ -177,6 +196,15 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     if (c->bm > 256 || c->bn > 256)
         return false;
     const long long tiles = p->batch * tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
+    if (c->split > 1) {
+        /* One cluster per tile, all resident at once (a launch of tiles x split CTAs, not a
+         * persistent grid): split-K is for problems with too few tiles to fill the SMs. On an
+         * H100 32 clusters of 4 exceed the 30 that fit, and ran 1.3x slower than 3 slices
+         * (bench/results/2026-11-24-h100-wgmma-split). Every slice gets at least two k tiles. */
+        const long long ktiles = tuner__gemm_cdiv(p->K, WG_BK), kper = tuner__gemm_cdiv(ktiles, c->split);
+        if (tiles > tuner__arch_cluster_fit(a, c->split) || kper < 2 || (c->split - 1) * kper >= ktiles)
+            return false;
+    }
     return tiles <= 0x7fffffffLL;
 }
 
@@ -335,7 +363,7 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const cha
 {
     const tuner_op *op = p->op;
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d, %d) ", threads, min_blocks);
-    if (cluster > 1)
+    if (cluster > 1) /* consecutive blockIdx.x */
         tuner_sb_printf(sb, "__cluster_dims__(%d, 1, 1) ", cluster);
     tuner_sb_printf(sb, "%s(", name);
     for (int i = 0; i < op->n_inputs; i++)
@@ -393,7 +421,8 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
 /* Opens the loop over a producer's or consumer's tiles and declares the tile's gm_b, gm_tm,
  * gm_tn. A block takes units of unit_tiles consecutive tiles, gridDim.x units apart; the
  * producer walks every tile of its units in order, a pingpong consumer (`consumer`) the tiles of
- * its own place in each unit (wg_c). A cluster pair walks pairs of M tiles, its CTAs taking one
+ * its own place in each unit (wg_c). A split-K cluster's CTAs all take the cluster's tile. A
+ * cluster pair walks pairs of M tiles, its CTAs taking one
  * each (an odd last pair's second tile lies past M: its loads read zeros and its stores are
  * clipped or skipped). */
 static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
@@ -408,7 +437,10 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
         return;
     }
     const long long tiles = p->batch * tiles_m * tiles_n;
-    if (c->pingpong && consumer)
+    if (c->split > 1) /* the CTAs of a cluster, K slices of one tile */
+        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x / %d); t < %lldLL; t += (long long)(gridDim.x / %d)) {\n",
+                        c->split, tiles, c->split);
+    else if (c->pingpong && consumer)
         tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2 + wg_c; t < %lldLL; t += (long long)gridDim.x * 2) {\n",
                         tiles);
     else if (c->pingpong) /* 2b, 2b + 1, 2b + 2G, 2b + 2G + 1, ... */
@@ -454,23 +486,24 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
     }
 }
 
-/* Opens a producer's k loop: waits until the ring's next stage is free (its `empty` barrier,
- * `bars` + 8 * (stages + s)) and declares the stage's `full` barrier wg_full and its shared
- * address wg_st; `bars` and `ring` name the ring's first barrier and stage. */
-static void emit_stage_acquire(tuner_sb *sb, const wg_cfg *c, long long ktiles, const char *bars, const char *ring)
+/* Opens a producer's loop over the block's k tiles [wg_k0, wg_k1): waits until the ring's next
+ * stage is free (its `empty` barrier, `bars` + 8 * (stages + s)) and declares the stage's `full`
+ * barrier wg_full and its shared address wg_st; `bars` and `ring` name the ring's first barrier
+ * and stage. */
+static void emit_stage_acquire(tuner_sb *sb, const wg_cfg *c, const char *bars, const char *ring)
 {
     tuner_sb_printf(sb,
-                    "for (int kt = 0; kt < %lld; kt++) {\n"
+                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
                     "wg_wait(%s + 8 * (%d + wg_s), wg_ph ^ 1);\n"
                     "const hd_u32 wg_full = %s + 8 * wg_s;\n"
                     "const hd_u32 wg_st = %s + wg_s * %d;\n",
-                    ktiles, bars, c->stages, bars, ring, c->stage_bytes);
+                    bars, c->stages, bars, ring, c->stage_bytes);
 }
 
 /* The producer of a matmul: one thread loads both operands with bulk tensor copies, tile after
  * tile of its block's units, into one ring. */
 static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
-                              long long tiles_n, long long ktiles)
+                              long long tiles_n)
 {
     tuner_sb_puts(sb, "if (threadIdx.x == 0) {\n"
                       /* The maps were written through the tensormap proxy by warp 0 (emit_tmap_build). */
@@ -478,7 +511,7 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
                       "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
                       "int wg_s = 0, wg_ph = 0;\n");
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
-    emit_stage_acquire(sb, c, ktiles, "wg_bar0", "wg_ring");
+    emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
     tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->stage_bytes);
     emit_tma_operand(sb, p, c, 0);
     emit_tma_operand(sb, p, c, 1);
@@ -501,7 +534,7 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
  * (cp.async.mbarrier.arrive.noinc: the barrier counts 128 such arrivals beside thread 0's
  * expect_tx). */
 static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
-                               long long tiles_n, long long ktiles)
+                               long long tiles_n)
 {
     const int S = c->stages, nr = c->bm / 16;
     tuner_sb_printf(sb,
@@ -527,7 +560,7 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "}\n",
                     nr, c->bm, p->cp * p->cq, p->cp * p->cq, p->cq, p->sh, p->ph, p->cq, p->sw, p->pw, p->ch, p->cw,
                     p->cr, p->cs, p->dh, p->ch, p->dw, p->cw, p->cs, p->M);
-    emit_stage_acquire(sb, c, ktiles, "wg_bar0", "wg_ring");
+    emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
     tuner_sb_printf(sb, "if (wg_pt == 0) {\nwg_expect(wg_full, %d);\n", c->b_bytes);
     emit_tma_operand(sb, p, c, 1);
     tuner_sb_printf(sb,
@@ -548,6 +581,111 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n",
                     WG_BK, p->cgc, p->cgc, p->cs, (long long)p->dh * p->cw, p->cs, p->dw, p->K, tuner__ctype(p->dt),
                     p->cgc, nr, p->cc, S);
+}
+
+/* Loops over a consumer's accumulator fragments (printf arguments: mi, block_n / 8), opening a
+ * block: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
+ * 8j + 2*(lane%4) + e of the consumer's slice. */
+static const char frag_nest[] = "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                                "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n";
+
+/* The epilogue of a consumer's tile, closing the tile loop: the fused chain is applied to the
+ * accumulators, then the values are stored from registers or through a staged tile. */
+static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    /* The warpgroups that share a staged tile meet at named barrier 1 + wg_o (a literal where
+     * there is one staged tile: a register operand makes ptxas reserve all 16 barriers). */
+    const char *staged_bar = !c->pingpong ? (c->consumers == 2 ? "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n"
+                                                             : "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");\n")
+                                         : "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(1 + wg_o) : \"memory\");\n";
+    tuner_sb_printf(sb,
+                    "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n",
+                    c->bm, c->bn);
+    const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
+    /* The fused epilogue runs over every fragment before any store (see
+     * tuner__gemm_emit_epilogue_pair; a staged one while the previous tile's TMA stores drain). */
+    const bool ep_pass = tuner__gemm_has_epilogue(p) && p->N >= 2;
+    if (ep_pass) {
+        tuner_sb_printf(sb, frag_nest, c->mi, c->bn / 8);
+        tuner__gemm_emit_epilogue_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, true);
+        tuner_sb_puts(sb, "}\n");
+    }
+    if (c->stage_out) {
+        /* The previous tile's TMA stores must have read the staged tile before it is
+         * overwritten. */
+        tuner_sb_puts(sb, "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n");
+        tuner_sb_puts(sb, staged_bar);
+    }
+    tuner_sb_printf(sb, frag_nest, c->mi, c->bn / 8);
+    if (c->stage_out) {
+        /* The staged tile: boxes of 128-byte rows (out_box_cols columns) x block_m rows, 16-byte
+         * chunks XOR-swizzled by row as the TMA store's 128-byte swizzle expects; a warp's pair
+         * writes (8 rows x 4 lanes) fall in distinct banks. */
+        const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt);
+        tuner_sb_printf(sb,
+                        "const int wg_orow = wg_row0 + wg_w * 16 + (wg_l >> 2) + i * 64 + h * 8, "
+                        "wg_ocol = j * 8 + 2 * (wg_l & 3);\n"
+                        "const hd_u32 wg_oa = wg_ostage + (wg_ocol / %d) * %d + wg_orow * 128 + "
+                        "(((((wg_ocol %% %d) * %d) >> 4) ^ (wg_orow & 7)) << 4) + (((wg_ocol %% %d) * %d) & 15);\n",
+                        bc, c->bm * 128, bc, osz, bc, osz);
+        tuner__gemm_emit_store_smem(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa", true);
+        tuner_sb_printf(sb, "}\n"
+                             /* Generic-proxy writes, then the copy engine reads them. */
+                             "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                             "%s"
+                             "if (wg_storer) {\n",
+                        staged_bar);
+        /* Box coordinates in the output map's order (emit_tmap_fields). */
+        const bool ob = wg_map_batched(p, 2);
+        for (int b = 0; b < c->bn / bc; b++) {
+            if (p->conv && ob)
+                tuner_sb_printf(sb, "wg_tma_st3(wg_map_c, gm_tn * %d + %d, gm_b, gm_tm * %d, wg_ostage + %d);\n",
+                                c->bn, b * bc, c->bm, b * c->bm * 128);
+            else
+                tuner_sb_printf(sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_ostage + %d);\n",
+                                ob ? 3 : 2, c->bn, b * bc, c->bm, ob ? ", gm_b" : "", b * c->bm * 128);
+        }
+        tuner_sb_puts(sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n");
+    } else {
+        void (*store)(tuner_sb *, const tuner__gemm_problem *, const char *, const char *, const char *,
+                      const char *const *, int) = ep_pass ? tuner__gemm_emit_store_applied : tuner__gemm_emit_store;
+        if (p->out_vec == 2) {
+            store(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
+        } else {
+            const char *v0[1] = {"acc[i][4 * j + 2 * h]"}, *v1[1] = {"acc[i][4 * j + 2 * h + 1]"};
+            store(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v0, 1);
+            store(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
+        }
+    }
+    if (!c->stage_out)
+        tuner_sb_puts(sb, "}\n}\n");
+}
+
+/* The end of a split-K consumer's tile (its CTA's only tile, K slice %cluster_ctarank): once every
+ * consumer is past the main loop the ring is free, and the fp32 accumulators are parked there in
+ * fragment order; the cluster then sums the tile (tuner__gemm_emit_cluster_sum: every consumer
+ * thread, its CTA's share of the rows, the epilogue applied there) between two cluster barriers,
+ * which the producer warpgroup meets after its loads. Closes the tile loop. */
+static void emit_split_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    const int rb = wg_partial_row_bytes(c), threads = 128 * c->consumers;
+    tuner_sb_printf(sb,
+                    "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n"
+                    "{\nconst hd_u32 wg_ps = wg_ring + (wg_row0 + wg_w * 16 + (wg_l >> 2)) * %d + (wg_l & 3) * 8;\n",
+                    threads, rb);
+    tuner_sb_printf(sb, frag_nest, c->mi, c->bn / 8);
+    tuner_sb_printf(sb,
+                    "gm_sts_f2(wg_ps + (i * 64 + h * 8) * %d + j * 32, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);\n"
+                    "}\n}\ngm_cluster_sync();\n",
+                    rb);
+    char m0[32], n0[32];
+    snprintf(m0, sizeof(m0), "gm_tm * %d", c->bm);
+    snprintf(n0, sizeof(n0), "gm_tn * %d", c->bn);
+    const tuner__gemm_cluster_sum sum = {.block_m = c->bm, .block_n = c->bn, .row_bytes = rb, .split = c->split,
+                                         .threads = threads, .tid = "((int)threadIdx.x - 128)", .base = "wg_ring",
+                                         .b = "gm_b", .m0 = m0, .n0 = n0};
+    tuner__gemm_emit_cluster_sum(sb, p, &sum);
+    tuner_sb_puts(sb, "gm_cluster_sync();\n}\n");
 }
 
 /* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
@@ -582,6 +720,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         const long long pairs = p->batch * tuner__gemm_cdiv(tiles_m, 2) * tiles_n;
         grid = 2 * (int)(pairs < a->sm_count / 2 ? pairs : a->sm_count / 2);
     }
+    if (c.split > 1) /* one cluster of split CTAs per tile (cfg_valid: they all fit at once) */
+        grid = (int)tiles * c.split;
     char name[56];
     tuner__gemm_kernel_name(name, sizeof(name), tmpl, s);
 
@@ -589,9 +729,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
     tuner_sb_puts(&sb, wg_helpers);
+    if (c.split > 1)
+        tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     emit_mma_fn(&sb, p, c.bn);
 
-    emit_signature(&sb, p, name, c.threads, 1, c.cluster);
+    emit_signature(&sb, p, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
     emit_tmap_build(&sb, p, &c);
     const int S = c.stages;
     tuner_sb_printf(&sb,
@@ -612,17 +754,29 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                      * other or arrives on its barriers. */
                     c.cluster == 2 ? "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
                                      "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\");\n"
-                                     "unsigned wg_rank;\nasm(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(wg_rank));\n"
                                    : "__syncthreads();\n");
+    if (c.cluster == 2 || c.split > 1)
+        tuner_sb_puts(&sb, "unsigned wg_rank;\nasm(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(wg_rank));\n");
+    /* The block's k tiles: all, or a split-K cluster's slice. */
+    if (c.split > 1) {
+        const long long kper = tuner__gemm_cdiv(ktiles, c.split);
+        tuner_sb_printf(&sb, "const int wg_k0 = (int)wg_rank * %lld, wg_k1 = min(%lld, wg_k0 + %lld);\n", kper, ktiles,
+                        kper);
+    } else {
+        tuner_sb_printf(&sb, "const int wg_k0 = 0, wg_k1 = %lld;\n", ktiles);
+    }
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
     if (c.consumers == 2)
         tuner_sb_printf(&sb, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");\n",
                         wg_producer_regs(p));
     if (wg_gathers_a(p))
-        emit_conv_producer(&sb, p, &c, tiles_m, tiles_n, ktiles);
+        emit_conv_producer(&sb, p, &c, tiles_m, tiles_n);
     else
-        emit_tma_producer(&sb, p, &c, tiles_m, tiles_n, ktiles);
+        emit_tma_producer(&sb, p, &c, tiles_m, tiles_n);
+    /* A split-K cluster's producers meet its consumers' two barriers (emit_split_epilogue). */
+    if (c.split > 1)
+        tuner_sb_puts(&sb, "__syncwarp();\ngm_cluster_sync();\ngm_cluster_sync();\n");
     /* Consumers. */
     tuner_sb_puts(&sb, "} else {\n");
     if (c.consumers == 2)
@@ -667,14 +821,14 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
-                    "for (int kt = 0; kt < %lld; kt++) {\n"
+                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
                     "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
                     "const hd_u32 wg_sa = wg_ring + wg_s * %d, wg_sb = wg_sa + %d;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
                     "const hd_u64 wg_db = wg_desc(wg_sb + kk * %d, %d, 1024);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
-                    c.mi, nacc, ktiles,
+                    c.mi, nacc,
                     /* A gathered by cp.async was written through the generic proxy; wgmma reads
                      * through the async one. */
                     wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
@@ -708,76 +862,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     a_k16, a_lbo, S, peer_release, S,
                     c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
                     peer_release);
-    /* Epilogue: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
-     * 8j + 2*(lane%4) + e of the consumer's slice. */
-    /* The warpgroups that share a staged tile meet at named barrier 1 + wg_o (a literal where
-     * there is one staged tile: a register operand makes ptxas reserve all 16 barriers). */
-    const char *staged_bar = !c.pingpong ? (c.consumers == 2 ? "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n"
-                                                             : "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");\n")
-                                         : "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(1 + wg_o) : \"memory\");\n";
-    static const char frag_nest[] = "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
-                                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n";
-    tuner_sb_printf(&sb,
-                    "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n",
-                    c.bm, c.bn);
-    const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
-    /* The fused epilogue runs over every fragment before any store (see
-     * tuner__gemm_emit_epilogue_pair; a staged one while the previous tile's TMA stores drain). */
-    const bool ep_pass = tuner__gemm_has_epilogue(p) && p->N >= 2;
-    if (ep_pass) {
-        tuner_sb_printf(&sb, frag_nest, c.mi, c.bn / 8);
-        tuner__gemm_emit_epilogue_pair(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, true);
-        tuner_sb_puts(&sb, "}\n");
-    }
-    if (c.stage_out) {
-        /* The previous tile's TMA stores must have read the staged tile before it is
-         * overwritten. */
-        tuner_sb_puts(&sb, "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n");
-        tuner_sb_puts(&sb, staged_bar);
-    }
-    tuner_sb_printf(&sb, frag_nest, c.mi, c.bn / 8);
-    if (c.stage_out) {
-        /* The staged tile: boxes of 128-byte rows (out_box_cols columns) x block_m rows, 16-byte
-         * chunks XOR-swizzled by row as the TMA store's 128-byte swizzle expects; a warp's pair
-         * writes (8 rows x 4 lanes) fall in distinct banks. */
-        const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt);
-        tuner_sb_printf(&sb,
-                        "const int wg_orow = wg_row0 + wg_w * 16 + (wg_l >> 2) + i * 64 + h * 8, "
-                        "wg_ocol = j * 8 + 2 * (wg_l & 3);\n"
-                        "const hd_u32 wg_oa = wg_ostage + (wg_ocol / %d) * %d + wg_orow * 128 + "
-                        "(((((wg_ocol %% %d) * %d) >> 4) ^ (wg_orow & 7)) << 4) + (((wg_ocol %% %d) * %d) & 15);\n",
-                        bc, c.bm * 128, bc, osz, bc, osz);
-        tuner__gemm_emit_store_smem(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa", true);
-        tuner_sb_printf(&sb, "}\n"
-                             /* Generic-proxy writes, then the copy engine reads them. */
-                             "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
-                             "%s"
-                             "if (wg_storer) {\n",
-                        staged_bar);
-        /* Box coordinates in the output map's order (emit_tmap_fields). */
-        const bool ob = wg_map_batched(p, 2);
-        for (int b = 0; b < c.bn / bc; b++) {
-            if (p->conv && ob)
-                tuner_sb_printf(&sb, "wg_tma_st3(wg_map_c, gm_tn * %d + %d, gm_b, gm_tm * %d, wg_ostage + %d);\n",
-                                c.bn, b * bc, c.bm, b * c.bm * 128);
-            else
-                tuner_sb_printf(&sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_ostage + %d);\n",
-                                ob ? 3 : 2, c.bn, b * bc, c.bm, ob ? ", gm_b" : "", b * c.bm * 128);
-        }
-        tuner_sb_puts(&sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n");
-    } else {
-        void (*store)(tuner_sb *, const tuner__gemm_problem *, const char *, const char *, const char *,
-                      const char *const *, int) = ep_pass ? tuner__gemm_emit_store_applied : tuner__gemm_emit_store;
-        if (p->out_vec == 2) {
-            store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
-        } else {
-            const char *v0[1] = {"acc[i][4 * j + 2 * h]"}, *v1[1] = {"acc[i][4 * j + 2 * h + 1]"};
-            store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v0, 1);
-            store(&sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
-        }
-    }
-    if (!c.stage_out)
-        tuner_sb_puts(&sb, "}\n}\n");
+    if (c.split > 1)
+        emit_split_epilogue(&sb, p, &c);
+    else
+        emit_tile_epilogue(&sb, p, &c);
     if (c.pingpong) {
         /* Consumer 0 takes n0 tiles, consumer 1 n1 = n0 or n0 - 1. Each turn barrier ends with
          * one hand-over nobody waited for (consumer 1's last, or consumer 0's last when it had
@@ -831,7 +919,8 @@ static const int wg_tiles[][4] = {
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
     "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1 (swz 8)}; "          \
-    "cluster{1,2 (swz 8, block_n 128/256, B multicast)}"
+    "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
+    "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -864,9 +953,12 @@ static int push_valid(const tuner__gemm_problem *p, const tuner_arch *a, const t
     return tuner__gemm_push(items, n, s);
 }
 
+/* K slices of split-K clusters (cfg_valid keeps those whose clusters all fit the GPU at once). */
+static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
+
 /* One enumeration for both templates, named after `kind`; each enumerates ops of its own kind
- * only. Per tile of wg_tiles: every ring depth (3-6) and both raster orders;
- * with grouped raster also staged output tiles and CTA pairs. */
+ * only. Per tile of wg_tiles: every ring depth (3-6) and both raster orders; with grouped raster
+ * also staged output tiles, CTA pairs and split-K clusters (neither of the others). */
 static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner_schedule **items,
                         size_t *n)
 {
@@ -882,11 +974,15 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
             for (int st = 3; st <= 6; st++)
                 for (int g = 1; g <= 8; g += 7) {
                     const int max_so = g == 8, max_cl = g == 8 ? 2 : 1;
-                    for (int v = 0; v < (max_so + 1) * max_cl; v++) {
-                        const int so = v / max_cl, cl = 1 + v % max_cl;
+                    const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
+                    for (int v = 0; v < (max_so + 1) * max_cl + n_split - 1; v++) {
+                        /* v past the (stage_out, cluster) pairs: split-K, neither of them. */
+                        const bool split_v = v >= (max_so + 1) * max_cl;
+                        const int so = split_v ? 0 : v / max_cl, cl = split_v ? 1 : 1 + v % max_cl;
+                        const int sp = split_v ? wg_splits[v - (max_so + 1) * max_cl + 1] : 1;
                         const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
                                              st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
-                                             g == pref[4] && !so;
+                                             g == pref[4] && !so && sp == 1;
                         if (is_pref != (pass == 0))
                             continue;
                         tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
@@ -898,6 +994,7 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
                         tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
                         tuner__gemm_param(&s, "stage_out", so);
                         tuner__gemm_param(&s, "cluster", cl);
+                        tuner__gemm_param(&s, "split_k", sp);
                         int rc = push_valid(&p, a, &s, items, n);
                         if (rc < 0)
                             return rc;
@@ -950,6 +1047,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         tuner__gemm_param(ret, "pingpong", 0);
         tuner__gemm_param(ret, "stage_out", staged);
         tuner__gemm_param(ret, "cluster", 1);
+        tuner__gemm_param(ret, "split_k", 1);
         return 0;
     }
     const long long tiles_m = p.batch * tuner__gemm_cdiv(p.M, 128);
@@ -972,6 +1070,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__gemm_param(ret, "pingpong", 0);
     tuner__gemm_param(ret, "stage_out", staged);
     tuner__gemm_param(ret, "cluster", 1);
+    tuner__gemm_param(ret, "split_k", 1);
     return 0;
 }
 
@@ -1001,6 +1100,9 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const int esz = tuner_dtype_size(p.dt);
     const long long tiles = p.batch * tuner__gemm_cdiv(p.M, c.bm) * tuner__gemm_cdiv(p.N, c.bn);
     const long long kp = tuner__gemm_cdiv(p.K, WG_BK) * WG_BK;
+    /* A split-K cluster's CTAs each run one slice of a tile's k tiles. */
+    const long long kslice = tuner__gemm_cdiv(tuner__gemm_cdiv(p.K, WG_BK), c.split) * WG_BK;
+    const long long blocks = tiles * c.split;
     /* wgmma peak: mma.sync reaches about two thirds of it on Hopper (tuner/arch.c). */
     const double rate_sm = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count;
     double eff = 0.82;
@@ -1025,16 +1127,16 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time (H100:
      * 4096^3 226 against 212 us staged, 4096x3072x768 58 against 40); a staged tile leaves by
      * TMA stores. */
-    const double ep = 1.0 + (c.pingpong ? 0.3 : c.stage_out ? 0.5 : 4.0) / (double)tuner__gemm_cdiv(p.K, WG_BK);
+    const double ep = 1.0 + (c.pingpong ? 0.3 : c.stage_out ? 0.5 : 4.0) / (double)(kslice / WG_BK);
     /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
      * other. */
-    const double per_sm = (double)tuner__gemm_cdiv(tiles, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
-    double t_tile = 2.0 * c.bm * c.bn * (double)kp / (rate_sm * eff) * ep;
+    const double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
+    double t_tile = 2.0 * c.bm * c.bn * (double)kslice / (rate_sm * eff) * ep;
     /* A fused epilogue's arithmetic (tuner__chain_instr per element; H100, 128x128 tiles with
      * bias + GELU: about 1.2 us each) stalls a cooperative tile's tensor cores; a pingpong
      * consumer's runs during the other's turn, yet still costs about half as much (4096x3072x768
      * + bias + GELU: +4.0 us over the bare GEMM against +7.2 cooperative). */
-    const double t_chain = tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn);
+    const double t_chain = tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split);
     t_tile += c.pingpong ? 0.5 * t_chain : t_chain;
     const double t_compute = per_sm * t_tile;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
@@ -1049,12 +1151,12 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double uniq = (a_uniq + (double)p.batch * p.K * p.N) * esz +
                         (double)p.batch * p.M * p.N * tuner_dtype_size(p.out_dt);
     /* In flight: stages - 1 k tiles per persistent block (TMA fetches no row past M or N). */
-    const double resident = tiles < a->sm_count ? (double)tiles : (double)a->sm_count;
+    const double resident = blocks < a->sm_count ? (double)blocks : (double)a->sm_count;
     const double rows = (double)(p.M < c.bm ? p.M : c.bm) + (double)(p.N < c.bn ? p.N : c.bn);
     const double t_dram = tuner__gemm_dram_us(a, uniq, resident * (c.stages - 1) * rows * WG_BK * esz);
     double tm = t_compute > t_l2 ? t_compute : t_l2;
     tm = tm > t_dram ? tm : t_dram;
-    return tm + 3.0 + 0.3;
+    return tm + 3.0 + 0.3 + (c.split > 1 ? tuner__gemm_cluster_sum_us(c.split) : 0.0);
 }
 
 const tuner_template tuner__gemm_matmul_wgmma = {

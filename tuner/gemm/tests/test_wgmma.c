@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tuner/template.h"
 #include "tuner/tests/common.h"
 
 /* Matmuls with 16-byte aligned operands, the rows TMA needs. */
@@ -232,6 +233,52 @@ static void test_rank(void)
     }
 }
 
+/* Split-K clusters exist where a problem has too few tiles for the SMs: every one of them fits
+ * the GPU at once (no more tiles than clusters of that size fit, tuner/arch.c), gives each slice at least two k tiles and combines with
+ * neither pairs, pingpong nor staging; a large GEMM has none. Some rank within the daemon's
+ * default measuring budget (128 candidates), so that tune:"measure" times them. */
+static void test_split_space(void)
+{
+    static const long long shapes[][3] = {{64, 4096, 4096}, {1000, 1000, 1000}, {128, 4096, 4096}, {4096, 4096, 4096}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        const long long M = shapes[k][0], N = shapes[k][1], K = shapes[k][2];
+        tuner_op op = mm(TUNER_F16, 0, 0, M, N, K, false, true);
+        tuner_space *sp = NULL;
+        CHECK(tuner_space_build(&op, &sm90a, &sp, NULL) == 0, "space");
+        if (!sp)
+            continue;
+        size_t *order = calloc(sp->n, sizeof(*order));
+        double *pred = calloc(sp->n, sizeof(*pred));
+        size_t n_split = 0, best_rank = sp->n;
+        if (order && pred)
+            tuner_rank(&op, &sm90a, sp, order, pred);
+        for (size_t r = 0; order && r < sp->n; r++) {
+            const tuner_schedule *s = &sp->items[order[r]];
+            const int split = tuner_schedule_param(s, "split_k", 1);
+            if (strcmp(s->template_name, "matmul_wgmma") || split == 1)
+                continue;
+            n_split++;
+            best_rank = r < best_rank ? r : best_rank;
+            const long long bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
+            const long long tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn), ktiles = (K + 63) / 64;
+            const long long kper = (ktiles + split - 1) / split;
+            CHECK(tiles <= tuner__arch_cluster_fit(tuner__arch(&sm90a), split) && tiles * split <= 132 && kper >= 2 && (split - 1) * kper < ktiles &&
+                      tuner_schedule_param(s, "cluster", 0) == 1 && tuner_schedule_param(s, "pingpong", 1) == 0 &&
+                      tuner_schedule_param(s, "stage_out", 1) == 0 && tuner_schedule_param(s, "swizzle", 0) == 8,
+                  "%lldx%lldx%lld: split %d of %lldx%lld tiles", M, N, K, split, bm, bn);
+        }
+        printf("%lldx%lldx%lld: %zu split-K candidates, the first ranked %zu\n", M, N, K, n_split, best_rank);
+        if (M == 4096)
+            CHECK(n_split == 0, "4096^3: %zu split-K candidates", n_split);
+        else
+            CHECK(n_split >= 12 && best_rank < 128, "%lldx%lldx%lld: %zu split-K candidates, first at %zu", M, N, K,
+                  n_split, best_rank);
+        free(order);
+        free(pred);
+        tuner_space_free(sp);
+    }
+}
+
 /* ---- cases compiled (or dumped) ---- */
 
 typedef struct wcase {
@@ -280,7 +327,22 @@ static void make_cases(void)
     add_case("f16_nn_4096x3072x768", op);
     op = mm(TUNER_F16, 0, 0, 1000, 1000, 1000, false, false);
     add_case("f16_nn_1000", op);
+    /* Split-K clusters (their candidates only, see split_cases): a decode GEMM with [N, K]
+     * weights, N off the tiles and bias + GELU; a batched one with A broadcast, M-major A and
+     * M off the tiles; a
+     * ResNet-50 layer at 7x7 whose A is gathered. */
+    op = mm(TUNER_F16, 0, 0, 1, 4000, 4096, false, true);
+    long long dbias[1] = {4000};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, dbias, TUNER_EW_GELU_TANH);
+    add_case("f16_nt_decode_1x4000x4096_biasgelu", op);
+    add_case("bf16_tn_b2_72x1000x1024", mm(TUNER_BF16, 0, 2, 72, 1000, 1024, true, false));
+    add_case("f16_conv_512_7", t_conv_nhwc(TUNER_F16, 32, 7, 7, 512, 512, 3, 1, 1, 1));
 }
+
+/* The cases compiled for their split-K candidates only, and which of those: every fourth. */
+static const char *const split_cases[] = {"f16_nt_decode_1x4000x4096_biasgelu", "bf16_tn_b2_72x1000x1024",
+                                          "f16_conv_512_7"};
+#define SPLIT_STRIDE 4
 
 /* Candidates compiled by the test: every one for the fused case (all staged variants) and the
  * odd-N one, every second for the transposed batch, every fourth for the fourth layout, every
@@ -308,9 +370,10 @@ static void check_one(const job *j)
     tuner_program *pr = NULL;
     char *err = NULL;
     char tag[160];
-    snprintf(tag, sizeof(tag), "%s_%d_%d_%d_%d_%d", wc->name, tuner_schedule_param(&j->s, "block_m", 0),
+    snprintf(tag, sizeof(tag), "%s_%d_%d_%d_%d_%d_k%d", wc->name, tuner_schedule_param(&j->s, "block_m", 0),
              tuner_schedule_param(&j->s, "block_n", 0), tuner_schedule_param(&j->s, "stages", 0),
-             tuner_schedule_param(&j->s, "consumers", 0), tuner_schedule_param(&j->s, "swizzle", 0));
+             tuner_schedule_param(&j->s, "consumers", 0), tuner_schedule_param(&j->s, "swizzle", 0),
+             tuner_schedule_param(&j->s, "split_k", 1));
     int rc = tuner_generate(&wc->op, &sm90a, &j->s, &pr, &err);
     CHECK(rc == 0, "%s: generate: %s", tag, err ? err : "");
     free(err);
@@ -342,6 +405,19 @@ static void check_one(const job *j)
             CHECK(strstr(b->ptx, want[w]) != NULL, "%s: PTX lacks %s", tag, want[w]);
         if (tuner_schedule_param(&j->s, "consumers", 0) == 2)
             CHECK(strstr(b->ptx, "setmaxnreg.inc") && strstr(b->ptx, "setmaxnreg.dec"), "%s: no setmaxnreg", tag);
+        /* Split-K: the slices of a tile are one cluster of split CTAs (one per tile) that sum
+         * their partials through distributed shared memory. */
+        const int split = tuner_schedule_param(&j->s, "split_k", 1);
+        if (split > 1) {
+            char dims[48];
+            snprintf(dims, sizeof(dims), "__cluster_dims__(%d, 1, 1)", split);
+            CHECK(strstr(pr->source, dims) && pr->kernels[0].grid[0] % split == 0 &&
+                      pr->kernels[0].grid[0] <= 132,
+                  "%s: split %d: grid %u", tag, split, pr->kernels[0].grid[0]);
+            CHECK(strstr(b->ptx, "barrier.cluster.arrive") && strstr(b->ptx, "mapa.shared::cluster") &&
+                      strstr(b->ptx, "ld.shared::cluster"),
+                  "%s: PTX lacks the cluster sum", tag);
+        }
         /* Pingpong consumers hand the tensor cores to each other through named barriers. */
         if (tuner_schedule_param(&j->s, "pingpong", 0) == 1)
             CHECK(strstr(b->ptx, "bar.arrive") && strstr(b->ptx, "bar.sync"), "%s: no turn barriers", tag);
@@ -384,7 +460,8 @@ static void *worker(void *arg)
     }
 }
 
-static void queue_space(int c, int stride)
+/* Queues every stride-th wgmma candidate of case c (with split_only, of its split-K ones). */
+static void queue_space(int c, int stride, bool split_only)
 {
     tuner_space *sp = NULL;
     char *err = NULL;
@@ -392,7 +469,8 @@ static void queue_space(int c, int stride)
     free(err);
     size_t before = n_jobs, seen = 0;
     for (size_t i = 0; sp && i < sp->n; i++) {
-        if (!strstr(sp->items[i].template_name, "_wgmma") || seen++ % (size_t)stride)
+        if (!strstr(sp->items[i].template_name, "_wgmma") ||
+            (split_only && tuner_schedule_param(&sp->items[i], "split_k", 1) == 1) || seen++ % (size_t)stride)
             continue;
         job *nj = realloc(jobs, (n_jobs + 1) * sizeof(*jobs));
         if (!nj)
@@ -402,7 +480,7 @@ static void queue_space(int c, int stride)
         jobs[n_jobs].s = sp->items[i];
         n_jobs++;
     }
-    CHECK(seen >= 30, "%s: %zu wgmma candidates", cases[c].name, seen);
+    CHECK(seen >= (split_only ? 12 : 30), "%s: %zu wgmma candidates", cases[c].name, seen);
     (void)before;
     tuner_space_free(sp);
 }
@@ -482,7 +560,7 @@ static int dump(const char *dir)
             tuner_program *pr = NULL;
             if (tuner_generate(&cases[c].op, &sm90a, &sp->items[i], &pr, NULL) == 0) {
                 char tag[200];
-                snprintf(tag, sizeof(tag), "%s__%s", cases[c].name, pr->kernels[1].name);
+                snprintf(tag, sizeof(tag), "%s__%s", cases[c].name, pr->kernels[0].name);
                 dump_program(dir, tag, &cases[c], pr);
                 tuner_program_free(pr);
             }
@@ -504,9 +582,14 @@ int main(void)
     test_conv_default();
     test_default();
     test_rank();
+    test_split_space();
     for (int c = 0; c < n_cases; c++)
         if (compile_stride(c))
-            queue_space(c, compile_stride(c));
+            queue_space(c, compile_stride(c), false);
+    for (size_t k = 0; k < sizeof(split_cases) / sizeof(split_cases[0]); k++)
+        for (int c = 0; c < n_cases; c++)
+            if (!strcmp(cases[c].name, split_cases[k]))
+                queue_space(c, SPLIT_STRIDE, true);
     pthread_t th[2];
     int started = 0;
     for (int i = 0; i < 2; i++)
