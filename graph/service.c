@@ -13,6 +13,10 @@
 
 #define PLAN_CACHE_ENTRIES 64
 #define GRAPH_JOBS_KEPT 256
+/* Rendered plans kept for repeated requests, in all entries together (the least recently used
+ * entries drop theirs first). */
+#define RENDERED_BYTES_MAX (64u << 20)
+#define SET_DIGEST_BYTES 16
 
 /* A partitioned graph, shared by the requests that use it (refcounted: an entry evicted while a
  * request still resolves its kernels lives until that request ends). */
@@ -25,6 +29,21 @@ typedef struct plan_entry {
     int *first_kernel;  /* distinct request -> its first kernel */
     int refs;
     uint64_t used;      /* LRU tick */
+    bool in_cache;      /* not evicted yet: only cached entries keep a rendered plan */
+    /* The plan last rendered from this entry and what it was rendered from: the target, the
+     * tune mode and a digest of each distinct kernel's set. A request that resolves to the same
+     * sets is answered with it, without reading the sets or rendering the plan again (a hit on
+     * a 4000-node graph spent most of its time there). */
+    char *rendered;
+    size_t rendered_len;
+    tuner_target rendered_target;
+    tuner_tune_mode rendered_tune;
+    unsigned char (*rendered_sets)[SET_DIGEST_BYTES];
+    /* The last request body that led here (BLAKE2b-256) and its options as parsed: the same
+     * bytes again are neither parsed nor canonicalised. */
+    bool has_body;
+    unsigned char body_digest[32];
+    graph_request body_opts; /* its graph empty */
 } plan_entry;
 
 typedef struct graph_job {
@@ -42,14 +61,19 @@ struct graph_service {
     uint64_t tick;
     graph_job jobs[GRAPH_JOBS_KEPT]; /* a ring: job id % GRAPH_JOBS_KEPT */
     uint64_t next_job;
-    char *answer; /* the last answer's body (the result points at it) */
+    char *answer; /* the last answer's body (the result points at it); NULL when it was */
+    plan_entry *answer_entry; /* this entry's rendered plan (a reference) */
+    size_t rendered_bytes;    /* of all entries' rendered plans */
 };
 
 typedef struct unique_state {
     graph_wait *w;
     int index;
     resolve_wait *rw;
-    cJSON *set;     /* the kernel set once answered, parsed once (the plan embeds it) */
+    char *body;     /* the kernel set once answered */
+    size_t len;
+    unsigned char digest[SET_DIGEST_BYTES]; /* BLAKE2b of body */
+    cJSON *set;     /* body parsed, once, where the plan is rendered again */
     uint64_t job;   /* an accepted job (wait:false) */
     bool hit;
 } unique_state;
@@ -69,10 +93,23 @@ struct graph_wait {
     void *udata;
 };
 
+static void set_answer(graph_service *gs, char *json, plan_entry *pe);
+
+static void drop_rendered(graph_service *gs, plan_entry *pe)
+{
+    gs->rendered_bytes -= pe->rendered ? pe->rendered_len : 0;
+    free(pe->rendered);
+    free(pe->rendered_sets);
+    pe->rendered = NULL;
+    pe->rendered_sets = NULL;
+}
+
 static void entry_unref(plan_entry *pe)
 {
     if (!pe || --pe->refs > 0)
         return;
+    free(pe->rendered);
+    free(pe->rendered_sets);
     graph_plan_free(&pe->plan);
     graph_request_free(&pe->graph);
     free(pe->unique_of);
@@ -100,7 +137,7 @@ void graph_service_free(graph_service *gs)
         entry_unref(gs->cache[i]);
     for (int i = 0; i < GRAPH_JOBS_KEPT; i++)
         free(gs->jobs[i].jobs);
-    free(gs->answer);
+    set_answer(gs, NULL, NULL);
     free(gs);
 }
 
@@ -180,8 +217,13 @@ static plan_entry *plan_for(graph_service *gs, graph_request *rq, proto_error *e
     memset(&rq->g, 0, sizeof(rq->g)); /* the entry owns the graph now */
     pe->refs = 2;                       /* the cache's and the caller's */
     pe->used = ++gs->tick;
+    if (gs->cache[lru]) {
+        drop_rendered(gs, gs->cache[lru]);
+        gs->cache[lru]->in_cache = false;
+    }
     entry_unref(gs->cache[lru]);
     gs->cache[lru] = pe;
+    pe->in_cache = true;
     return pe;
 oom:
     e->status = 500;
@@ -191,12 +233,28 @@ oom:
     return NULL;
 }
 
+/* The cached entry a request body with this digest led to last, referenced, or NULL. */
+static plan_entry *entry_of_body(graph_service *gs, const unsigned char digest[32])
+{
+    for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
+        plan_entry *pe = gs->cache[i];
+        if (pe && pe->has_body && memcmp(pe->body_digest, digest, 32) == 0) {
+            pe->used = ++gs->tick;
+            pe->refs++;
+            return pe;
+        }
+    }
+    return NULL;
+}
+
 static void wait_free(graph_wait *w)
 {
     if (!w)
         return;
-    for (int i = 0; w->u && i < w->pe->n_unique; i++)
+    for (int i = 0; w->u && i < w->pe->n_unique; i++) {
+        free(w->u[i].body);
         cJSON_Delete(w->u[i].set);
+    }
     free(w->u);
     entry_unref(w->pe);
     free(w);
@@ -215,6 +273,66 @@ static void kernel_field(const plan_entry *pe, int k, char *buf, size_t len)
     snprintf(buf, len, "nodes[%d]", gk->n_nodes ? gk->nodes[0] : 0);
 }
 
+/* The body the next result points at: json (owned from now on), or an entry's rendered plan
+ * (pe, held until the next answer). */
+static void set_answer(graph_service *gs, char *json, plan_entry *pe)
+{
+    if (pe)
+        pe->refs++;
+    free(gs->answer);
+    entry_unref(gs->answer_entry);
+    gs->answer = json;
+    gs->answer_entry = pe;
+}
+
+/* Keeps json, rendered from pe's sets (w's digests) for w's target and tune, as pe's rendered
+ * plan, making room in RENDERED_BYTES_MAX from the least recently used entries. */
+static void keep_rendered(graph_service *gs, plan_entry *pe, const graph_wait *w, const char *json, size_t len)
+{
+    drop_rendered(gs, pe);
+    if (!pe->in_cache || len > RENDERED_BYTES_MAX)
+        return;
+    while (gs->rendered_bytes + len > RENDERED_BYTES_MAX) {
+        plan_entry *lru = NULL;
+        for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
+            plan_entry *c = gs->cache[i];
+            if (c && c != pe && c->rendered && (!lru || c->used < lru->used))
+                lru = c;
+        }
+        if (!lru)
+            return;
+        drop_rendered(gs, lru);
+    }
+    pe->rendered = malloc(len + 1);
+    pe->rendered_sets = malloc((size_t)pe->n_unique * SET_DIGEST_BYTES + 1);
+    if (!pe->rendered || !pe->rendered_sets) {
+        free(pe->rendered);
+        free(pe->rendered_sets);
+        pe->rendered = NULL;
+        pe->rendered_sets = NULL;
+        return;
+    }
+    memcpy(pe->rendered, json, len + 1);
+    pe->rendered_len = len;
+    for (int i = 0; i < pe->n_unique; i++)
+        memcpy(pe->rendered_sets[i], w->u[i].digest, SET_DIGEST_BYTES);
+    pe->rendered_target = w->opts.target;
+    pe->rendered_tune = w->opts.tune;
+    gs->rendered_bytes += len;
+}
+
+/* Whether pe's rendered plan is what w would render: the same target, tune mode and sets. */
+static bool rendered_matches(const plan_entry *pe, const graph_wait *w)
+{
+    if (!pe->rendered || pe->rendered_tune != w->opts.tune ||
+        memcmp(&pe->rendered_target, &w->opts.target, sizeof(tuner_target)) != 0)
+        return false;
+    for (int i = 0; i < pe->n_unique; i++)
+        if (memcmp(pe->rendered_sets[i], w->u[i].digest, SET_DIGEST_BYTES) != 0)
+            return false;
+    return true;
+}
+
 static void new_job(graph_service *gs, graph_wait *w, graph_result *res)
 {
     graph_job *j = &gs->jobs[gs->next_job % GRAPH_JOBS_KEPT];
@@ -227,7 +345,7 @@ static void new_job(graph_service *gs, graph_wait *w, graph_result *res)
     for (int i = 0; i < w->pe->n_unique; i++) {
         if (w->u[i].job && j->jobs)
             j->jobs[j->n_jobs++] = w->u[i].job;
-        else if (w->u[i].set)
+        else if (w->u[i].body)
             j->answered++;
     }
     char *json = NULL;
@@ -236,8 +354,7 @@ static void new_job(graph_service *gs, graph_wait *w, graph_result *res)
         resolve_error_from_errno(&res->error, -ENOMEM, "making the graph job");
         return;
     }
-    free(gs->answer);
-    gs->answer = json;
+    set_answer(gs, json, NULL);
     res->state = RESOLVE_ACCEPTED;
     res->job_id = j->id;
     res->body = json;
@@ -278,11 +395,24 @@ static void finish(graph_wait *w, graph_result *res)
         new_job(gs, w, res);
         return;
     }
+    if (rendered_matches(pe, w)) {
+        set_answer(gs, NULL, pe);
+        res->state = RESOLVE_ANSWERED;
+        res->body = pe->rendered;
+        res->len = pe->rendered_len;
+        return;
+    }
     int nk = pe->plan.n_kernels;
     uint64_t *ws = calloc((size_t)nk + 1, sizeof(uint64_t));
     const cJSON **sets = calloc((size_t)nk + 1, sizeof(*sets));
     char *json = NULL;
     int r = ws && sets ? 0 : -ENOMEM;
+    /* Each distinct set parsed once (the plan copies it into every step that runs it). */
+    for (int i = 0; r == 0 && i < pe->n_unique; i++) {
+        unique_state *u = &w->u[i];
+        u->set = cJSON_ParseWithLength(u->body, u->len);
+        r = u->set ? 0 : -ENOMEM;
+    }
     for (int k = 0; r == 0 && k < nk; k++) {
         sets[k] = w->u[pe->unique_of[k]].set;
         ws[k] = workspace_of(sets[k]);
@@ -302,11 +432,12 @@ static void finish(graph_wait *w, graph_result *res)
         resolve_error_from_errno(&res->error, r, "rendering the plan");
         return;
     }
-    free(gs->answer);
-    gs->answer = json;
+    const size_t len = strlen(json);
+    keep_rendered(gs, pe, w, json, len);
+    set_answer(gs, json, NULL);
     res->state = RESOLVE_ANSWERED;
     res->body = json;
-    res->len = strlen(json);
+    res->len = len;
 }
 
 /* One distinct kernel's resolution ended (now or later). */
@@ -315,13 +446,17 @@ static void take(unique_state *u, const resolve_result *res)
     graph_wait *w = u->w;
     switch (res->state) {
     case RESOLVE_ANSWERED:
-        u->set = cJSON_ParseWithLength(res->body, res->len);
-        if (!u->set) {
+        u->body = malloc(res->len + 1);
+        if (!u->body) {
             w->failed = true;
             resolve_error_from_errno(&w->error, -ENOMEM, "reading a kernel set");
             w->error_kernel = w->pe->first_kernel[u->index];
             break;
         }
+        memcpy(u->body, res->body, res->len);
+        u->body[res->len] = '\0';
+        u->len = res->len;
+        crypto_generichash(u->digest, sizeof(u->digest), (const unsigned char *)u->body, u->len, NULL, 0);
         u->hit = RESOLVE_ORIGIN_IS_HIT(res->origin);
         break;
     case RESOLVE_ACCEPTED:
@@ -368,23 +503,38 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
     memset(ret, 0, sizeof(*ret));
     if (ret_wait)
         *ret_wait = NULL;
-    graph_request rq;
+    graph_request rq, parsed;
     proto_error pe;
-    int r = graph_request_parse(body, len, &rq, &pe);
-    if (r < 0) {
-        fail_from_proto(ret, &pe);
-        return;
+    unsigned char digest[32];
+    crypto_generichash(digest, sizeof(digest), (const unsigned char *)body, len, NULL, 0);
+    plan_entry *known = entry_of_body(gs, digest);
+    if (known) {
+        rq = known->body_opts;
+    } else {
+        int r = graph_request_parse(body, len, &rq, &pe);
+        if (r < 0) {
+            fail_from_proto(ret, &pe);
+            return;
+        }
     }
+    parsed = rq; /* the options as the body gave them, before defaults and arch "native" */
+    parsed.g = (graph){0};
     if (!rq.tune_given)
         rq.tune = resolve_default_mode(gs->r);
     if (resolve_pick_target(gs->r, rq.arch_given, rq.arch_native, &rq.target, &rq.target,
                             &ret->error) < 0) {
         ret->state = RESOLVE_FAILED;
         graph_request_free(&rq);
+        entry_unref(known);
         return;
     }
     graph_wait *w = calloc(1, sizeof(*w));
-    plan_entry *entry = w ? plan_for(gs, &rq, &pe) : NULL;
+    plan_entry *entry = known ? known : w ? plan_for(gs, &rq, &pe) : NULL;
+    if (entry && !known) {
+        entry->has_body = true;
+        memcpy(entry->body_digest, digest, sizeof(digest));
+        entry->body_opts = parsed;
+    }
     if (!entry) {
         if (w)
             fail_from_proto(ret, &pe);
@@ -392,6 +542,13 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
             resolve_error_from_errno(&ret->error, -ENOMEM, "starting the graph"), ret->state = RESOLVE_FAILED;
         graph_request_free(&rq);
         free(w);
+        return;
+    }
+    if (!w) {
+        resolve_error_from_errno(&ret->error, -ENOMEM, "starting the graph");
+        ret->state = RESOLVE_FAILED;
+        graph_request_free(&rq);
+        entry_unref(entry);
         return;
     }
     w->gs = gs;

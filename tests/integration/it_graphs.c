@@ -2,7 +2,9 @@
  * back as at most 3 (the MLP block) and 4 (the ResNet bottleneck) forward steps whose PTX ptxas
  * accepts; a second request is answered from the caches; identical kernels of one graph are one
  * kernel; bad graphs are answered 422 naming the node; a graph job (wait:false) ends and its
- * plan is then answered at once; the routes' methods and ids; hidetctl graph's table. */
+ * plan is then answered at once; the routes' methods and ids; hidetctl graph's table; a
+ * repeated graph is answered from the plan rendered last time only while its kernels are the
+ * same ones. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +282,70 @@ static void jobs_and_routes(const ht_daemon *d)
     ht_resp_free(&r);
 }
 
+/* The kernel set of a one-step graph's step (borrowed from r). */
+static const cJSON *only_set(const ht_resp *r)
+{
+    return get(cJSON_GetArrayItem(get(r->json, "steps"), 0), "kernel_set");
+}
+
+/* The daemon answers a graph it planned before with the plan it rendered then, skipping the
+ * parse (same bytes) or the rendering (same kernel sets, target and tune mode): the answer must
+ * still be what a fresh rendering would be. Another target, and a kernel re-tuned in between,
+ * must show in the next answer. Its own daemon, with the stand-in worker (the re-tune
+ * measures). */
+static void repeated_graph(void)
+{
+    ht_daemon dd;
+    ht_init(&dd);
+    ht_arg(&dd, "--workers");
+    ht_arg(&dd, "standin");
+    if (ht_start(&dd) != 0) {
+        CHECK(false, "hidetd with the stand-in worker did not start");
+        return;
+    }
+    const ht_daemon *d = &dd;
+    const char *g = "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[333,77],\"dtype\":\"f32\"}],"
+                    "\"nodes\":[{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
+                    "\"outputs\":[\"y\"]},\"tune\":\"model\",\"arch\":\"sm_90\"}";
+    /* The same graph in other bytes. */
+    const char *g_spaced = "{ \"arch\": \"sm_90\", \"tune\": \"model\", \"graph\": { \"inputs\": [ { \"name\": \"x\", "
+                           "\"shape\": [ 333, 77 ], \"dtype\": \"f32\" } ], \"nodes\": [ { \"op\": \"softmax\", "
+                           "\"inputs\": [ \"x\" ], \"outputs\": [ \"y\" ] } ], \"outputs\": [ \"y\" ] } }";
+    ht_resp first = ht_post(d, "/v1/graphs", g); /* tuned now (cached: false) or earlier */
+    ht_resp a = ht_post(d, "/v1/graphs", g), b = ht_post(d, "/v1/graphs", g), c = ht_post(d, "/v1/graphs", g_spaced);
+    CHECK(first.status == 200 && a.status == 200 && b.status == 200 && c.status == 200, "%ld %ld %ld %ld",
+          first.status, a.status, b.status, c.status);
+    const cJSON *ks = only_set(&a);
+    CHECK(cJSON_IsTrue(get(ks, "cached")) && !strcmp(get(ks, "origin")->valuestring, "local"), "%.300s", a.body);
+    CHECK(a.body && b.body && c.body && !strcmp(a.body, b.body) && !strcmp(a.body, c.body),
+          "the same graph answered differently:\n%.300s\n%.300s", a.body, c.body);
+
+    /* Another target: its own kernels and arch. */
+    char *g80 = strdup(g);
+    memcpy(strstr(g80, "sm_90"), "sm_80", 5);
+    ht_resp e = ht_post(d, "/v1/graphs", g80);
+    CHECK(e.status == 200 && !strcmp(get(e.json, "arch")->valuestring, "sm_80") &&
+              !strcmp(get(only_set(&e), "arch")->valuestring, "sm_80"),
+          "%ld %.300s", e.status, e.body);
+    free(g80);
+
+    /* The graph's kernel re-tuned with measurements: the next answer embeds the new kernel set
+     * (an answer kept from before would still name the old one). */
+    ht_resp k = ht_post(d, "/v1/kernels", "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[333,77],\"dtype\":\"f32\"}],"
+                                          "\"arch\":\"sm_90\",\"tune\":\"measure\"}");
+    CHECK(k.status == 200 && cJSON_IsTrue(get(k.json, "measured")), "%ld %.300s", k.status, k.body);
+    ht_resp f = ht_post(d, "/v1/graphs", g);
+    const cJSON *kk = get(k.json, "key"), *fk = get(only_set(&f), "key");
+    CHECK(f.status == 200 && cJSON_IsString(kk) && cJSON_IsString(fk) && !strcmp(kk->valuestring, fk->valuestring) &&
+              cJSON_IsTrue(get(only_set(&f), "measured")),
+          "after the re-tune the graph still answers %.300s", f.body);
+    ht_resp *all[] = {&first, &a, &b, &c, &e, &k, &f};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        ht_resp_free(all[i]);
+    CHECK(ht_stop(&dd, SIGTERM) == 0, "clean exit");
+    ht_cleanup(&dd);
+}
+
 int main(void)
 {
     ht_daemon d;
@@ -297,5 +363,6 @@ int main(void)
     jobs_and_routes(&d);
     CHECK(ht_stop(&d, SIGTERM) == 0, "clean exit");
     ht_cleanup(&d);
+    repeated_graph();
     return ht_finish("it_graphs");
 }
