@@ -21,7 +21,8 @@
  *        apply the fused epilogue to the fp32 accumulators while the producer already loads
  *        the next tile, and store the results: with stage_out into a 128-byte-swizzled output
  *        tile in shared memory that one thread writes out with bulk tensor stores (clipped at
- *        the tensor's edges), else straight from registers with bounds checks.
+ *        the tensor's edges; with stage_out 2 half of the tile's columns at a time, so that a
+ *        128x256 tile's ring can be 4 deep), else straight from registers with bounds checks.
  *    Cooperative schedules split each tile's rows between the consumers; pingpong ones give
  *    each consumer whole tiles of its own (and its own staged tile): the producer fills the
  *    ring tile after tile, and the consumers take turns at the tensor cores (named barriers),
@@ -80,6 +81,8 @@ typedef struct wg_cfg {
     int threads;
     int a_bytes, b_bytes, stage_bytes;
     bool stage_out;  /* epilogue through shared memory and TMA stores */
+    bool out_halves; /* ... staged half a tile at a time (stage_out 2): a buffer half the size,
+                      * for a deeper ring beside it */
     int cluster;     /* 2: CTA pairs on neighbouring M tiles share each B tile (TMA multicast) */
     int split;       /* K slices of a tile: one cluster of `split` CTAs summing their partials
                       * through distributed shared memory (1: none) */
@@ -136,9 +139,10 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
         return -EINVAL;
     c->pingpong = pp == 1;
     const int so = tuner_schedule_param(s, "stage_out", 0);
-    if (so != 0 && so != 1)
+    if (so < 0 || so > 2)
         return -EINVAL;
-    c->stage_out = so == 1;
+    c->stage_out = so != 0;
+    c->out_halves = so == 2;
     c->cluster = tuner_schedule_param(s, "cluster", 1);
     if (c->cluster != 1 && c->cluster != 2)
         return -EINVAL;
@@ -162,10 +166,16 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     const int ring = c->stages * c->stage_bytes, partial = c->split > 1 ? c->bm * wg_partial_row_bytes(c) : 0;
     c->smem = (ring > partial ? ring : partial) + 1024;
     if (c->stage_out) {
-        c->out_bytes = c->unit_tiles * c->bm * c->bn * tuner_dtype_size(p->out_dt);
+        c->out_bytes = c->unit_tiles * c->bm * c->bn * tuner_dtype_size(p->out_dt) / (c->out_halves ? 2 : 1);
         c->smem += c->out_bytes;
     }
     return 0;
+}
+
+/* Output elements per 128-byte row of a staged output box. */
+static int out_box_cols(const tuner__gemm_problem *p)
+{
+    return 128 / tuner_dtype_size(p->out_dt);
 }
 
 static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
@@ -175,6 +185,11 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         return false;
     /* Staging needs 16-byte output rows (TMA strides). */
     if (c->stage_out && !p->out_chunk)
+        return false;
+    /* Halves are whole output boxes, and only where the whole staged tile leaves no room for
+     * this ring (else stage_out 1 is the same schedule with fewer barriers). */
+    if (c->out_halves && ((c->bn / out_box_cols(p)) % 2 ||
+                          c->smem + c->out_bytes + 16 * c->stages + 384 <= a->max_smem_per_block))
         return false;
     /* A pair multicasts half of the B tile each: whole 64-column boxes (MN-major) or halves of
      * 64 rows or more (K-major); one ring per CTA. */
@@ -284,12 +299,6 @@ static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
     for (int i = 0; i < nacc; i++)
         tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
     tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
-}
-
-/* Output elements per 128-byte row of a staged output box. */
-static int out_box_cols(const tuner__gemm_problem *p)
-{
-    return 128 / tuner_dtype_size(p->out_dt);
 }
 
 /* PTX tensor-map element type numbering: f16 6, f32 7, bf16 10. */
@@ -583,11 +592,16 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     p->cgc, nr, p->cc, S);
 }
 
-/* Loops over a consumer's accumulator fragments (printf arguments: mi, block_n / 8), opening a
+/* Opens loops over a consumer's accumulator fragments of 8-column groups j0 <= j < j1 and a
  * block: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
  * 8j + 2*(lane%4) + e of the consumer's slice. */
-static const char frag_nest[] = "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
-                                "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n";
+static void emit_frag_nest(tuner_sb *sb, const wg_cfg *c, int j0, int j1)
+{
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = %d; j < %d; j++)\n"
+                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n",
+                    c->mi, j0, j1);
+}
 
 /* The epilogue of a consumer's tile, closing the tile loop: the fused chain is applied to the
  * accumulators, then the values are stored from registers or through a staged tile. */
@@ -606,49 +620,52 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
      * tuner__gemm_emit_epilogue_pair; a staged one while the previous tile's TMA stores drain). */
     const bool ep_pass = tuner__gemm_has_epilogue(p) && p->N >= 2;
     if (ep_pass) {
-        tuner_sb_printf(sb, frag_nest, c->mi, c->bn / 8);
+        emit_frag_nest(sb, c, 0, c->bn / 8);
         tuner__gemm_emit_epilogue_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, true);
         tuner_sb_puts(sb, "}\n");
     }
     if (c->stage_out) {
-        /* The previous tile's TMA stores must have read the staged tile before it is
-         * overwritten. */
-        tuner_sb_puts(sb, "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n");
-        tuner_sb_puts(sb, staged_bar);
-    }
-    tuner_sb_printf(sb, frag_nest, c->mi, c->bn / 8);
-    if (c->stage_out) {
         /* The staged tile: boxes of 128-byte rows (out_box_cols columns) x block_m rows, 16-byte
          * chunks XOR-swizzled by row as the TMA store's 128-byte swizzle expects; a warp's pair
-         * writes (8 rows x 4 lanes) fall in distinct banks. */
-        const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt);
-        tuner_sb_printf(sb,
-                        "const int wg_orow = wg_row0 + wg_w * 16 + (wg_l >> 2) + i * 64 + h * 8, "
-                        "wg_ocol = j * 8 + 2 * (wg_l & 3);\n"
-                        "const hd_u32 wg_oa = wg_ostage + (wg_ocol / %d) * %d + wg_orow * 128 + "
-                        "(((((wg_ocol %% %d) * %d) >> 4) ^ (wg_orow & 7)) << 4) + (((wg_ocol %% %d) * %d) & 15);\n",
-                        bc, c->bm * 128, bc, osz, bc, osz);
-        tuner__gemm_emit_store_smem(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa", true);
-        tuner_sb_printf(sb, "}\n"
-                             /* Generic-proxy writes, then the copy engine reads them. */
-                             "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
-                             "%s"
-                             "if (wg_storer) {\n",
-                        staged_bar);
-        /* Box coordinates in the output map's order (emit_tmap_fields). */
-        const bool ob = wg_map_batched(p, 2);
-        for (int b = 0; b < c->bn / bc; b++) {
-            if (p->conv && ob)
-                tuner_sb_printf(sb, "wg_tma_st3(wg_map_c, gm_tn * %d + %d, gm_b, gm_tm * %d, wg_ostage + %d);\n",
-                                c->bn, b * bc, c->bm, b * c->bm * 128);
-            else
-                tuner_sb_printf(sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_ostage + %d);\n",
-                                ob ? 3 : 2, c->bn, b * bc, c->bm, ob ? ", gm_b" : "", b * c->bm * 128);
+         * writes (8 rows x 4 lanes) fall in distinct banks. With out_halves the buffer holds the
+         * boxes of one half of the tile's columns at a time. Each part waits until the stores
+         * before it (the previous tile's, or the first half's) have read the buffer. */
+        const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt), boxes = c->bn / bc;
+        const int parts = c->out_halves ? 2 : 1, part_boxes = boxes / parts, part_j = c->bn / 8 / parts;
+        const bool ob = wg_map_batched(p, 2); /* box coordinates in the output map's order (emit_tmap_fields) */
+        for (int part = 0; part < parts; part++) {
+            tuner_sb_puts(sb, "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n");
+            tuner_sb_puts(sb, staged_bar);
+            emit_frag_nest(sb, c, part * part_j, (part + 1) * part_j);
+            tuner_sb_printf(sb,
+                            "const int wg_orow = wg_row0 + wg_w * 16 + (wg_l >> 2) + i * 64 + h * 8, "
+                            "wg_ocol = j * 8 + 2 * (wg_l & 3);\n"
+                            "const hd_u32 wg_oa = wg_ostage + (wg_ocol / %d - %d) * %d + wg_orow * 128 + "
+                            "(((((wg_ocol %% %d) * %d) >> 4) ^ (wg_orow & 7)) << 4) + (((wg_ocol %% %d) * %d) & 15);\n",
+                            bc, part * part_boxes, c->bm * 128, bc, osz, bc, osz);
+            tuner__gemm_emit_store_smem(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa", true);
+            tuner_sb_printf(sb, "}\n"
+                                /* Generic-proxy writes, then the copy engine reads them. */
+                                "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                                "%s"
+                                "if (wg_storer) {\n",
+                            staged_bar);
+            for (int b = part * part_boxes; b < (part + 1) * part_boxes; b++) {
+                const int at = (b - part * part_boxes) * c->bm * 128;
+                if (p->conv && ob)
+                    tuner_sb_printf(sb, "wg_tma_st3(wg_map_c, gm_tn * %d + %d, gm_b, gm_tm * %d, wg_ostage + %d);\n",
+                                    c->bn, b * bc, c->bm, at);
+                else
+                    tuner_sb_printf(sb, "wg_tma_st%d(wg_map_c, gm_tn * %d + %d, gm_tm * %d%s, wg_ostage + %d);\n",
+                                    ob ? 3 : 2, c->bn, b * bc, c->bm, ob ? ", gm_b" : "", at);
+            }
+            tuner_sb_puts(sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n");
         }
-        tuner_sb_puts(sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n");
+        tuner_sb_puts(sb, "}\n");
     } else {
         void (*store)(tuner_sb *, const tuner__gemm_problem *, const char *, const char *, const char *,
                       const char *const *, int) = ep_pass ? tuner__gemm_emit_store_applied : tuner__gemm_emit_store;
+        emit_frag_nest(sb, c, 0, c->bn / 8);
         if (p->out_vec == 2) {
             store(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
         } else {
@@ -673,7 +690,7 @@ static void emit_split_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n"
                     "{\nconst hd_u32 wg_ps = wg_ring + (wg_row0 + wg_w * 16 + (wg_l >> 2)) * %d + (wg_l & 3) * 8;\n",
                     threads, rb);
-    tuner_sb_printf(sb, frag_nest, c->mi, c->bn / 8);
+    emit_frag_nest(sb, c, 0, c->bn / 8);
     tuner_sb_printf(sb,
                     "gm_sts_f2(wg_ps + (i * 64 + h * 8) * %d + j * 32, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1]);\n"
                     "}\n}\ngm_cluster_sync();\n",
@@ -918,7 +935,7 @@ static const int wg_tiles[][4] = {
     "wgmma v1: tma sw128 bk64, tmaps built per block (tensormap.replace), 384 ws bytes each; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
-    "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1 (swz 8)}; "          \
+    "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
     "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
     "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}"
 
@@ -973,7 +990,7 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
         for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
             for (int st = 3; st <= 6; st++)
                 for (int g = 1; g <= 8; g += 7) {
-                    const int max_so = g == 8, max_cl = g == 8 ? 2 : 1;
+                    const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? 2 : 1;
                     const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
                     for (int v = 0; v < (max_so + 1) * max_cl + n_split - 1; v++) {
                         /* v past the (stage_out, cluster) pairs: split-K, neither of them. */
@@ -1020,9 +1037,12 @@ static double wave_fill(long long tiles, int sms)
 }
 
 /* tune:"none", by shape, with the output tile staged and TMA-stored where rows allow it
- * (measured on an H100, bench/results/2026-11-24-h100-wgmma): cooperative 128x256 tiles (3-deep
- * ring beside the staged tile) where they fill the GPU and the K loop is long (4096^3 212 us,
- * 8192^3 1684 us, 1.0-1.04 of cuBLAS); 128x128 (or 128x192, below) with a 4-deep ring where
+ * (measured on an H100, bench/results/2026-11-24-h100-wgmma): cooperative 128x256 tiles where
+ * they fill the GPU and the K loop is long (4096^3 212 us, 8192^3 1684 us, 1.0-1.04 of cuBLAS),
+ * with a 4-deep ring beside an output staged in halves where the output is 16-bit (4096^3 213.9
+ * against 210.8 us for cuBLAS, 0.985, where the 3-deep ring beside the whole staged tile ran at
+ * 0.974; 2048x4096x4096 0.977 against 0.953: bench/results/2026-11-24-h100-staged-halves), else
+ * a 3-deep one; 128x128 (or 128x192, below) with a 4-deep ring where
  * 128x128 tiles fill it (4096x3072x768 34.8 against 39.5 us for 128x256); else 64x128 tiles of
  * one consumer (1000^3 12.5 against 14.8 us for 128x128). */
 static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
@@ -1062,13 +1082,15 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 192), a->sm_count) >
             wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 128), a->sm_count) + 0.05)
         bn = 192;
+    /* Half of a 16-bit 128x256 tile leaves room for a 4th stage; an fp32 one's does not. */
+    const bool halves = bn == 256 && staged && tuner_dtype_size(p.out_dt) == 2;
     tuner__gemm_param(ret, "block_m", wide || square ? 128 : 64);
     tuner__gemm_param(ret, "block_n", bn);
-    tuner__gemm_param(ret, "stages", bn == 256 && staged ? 3 : 4);
+    tuner__gemm_param(ret, "stages", bn == 256 && staged && !halves ? 3 : 4);
     tuner__gemm_param(ret, "consumers", wide || square ? 2 : 1);
     tuner__gemm_param(ret, "swizzle", 8);
     tuner__gemm_param(ret, "pingpong", 0);
-    tuner__gemm_param(ret, "stage_out", staged);
+    tuner__gemm_param(ret, "stage_out", halves ? 2 : staged);
     tuner__gemm_param(ret, "cluster", 1);
     tuner__gemm_param(ret, "split_k", 1);
     return 0;
@@ -1127,7 +1149,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time (H100:
      * 4096^3 226 against 212 us staged, 4096x3072x768 58 against 40); a staged tile leaves by
      * TMA stores. */
-    const double ep = 1.0 + (c.pingpong ? 0.3 : c.stage_out ? 0.5 : 4.0) / (double)(kslice / WG_BK);
+    const double ep = 1.0 + (c.pingpong ? 0.3 : c.out_halves ? 0.7 : c.stage_out ? 0.5 : 4.0) / (double)(kslice / WG_BK);
     /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
      * other. */
     const double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;

@@ -41,7 +41,7 @@ static size_t count_staged(const tuner_op *op, const tuner_target *t, const char
         for (size_t i = 0; i < sp->n; i++)
             if (strcmp(sp->items[i].template_name, tmpl) == 0) {
                 n++;
-                staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) == 1;
+                staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) != 0;
             }
         tuner_space_free(sp);
     }
@@ -54,6 +54,28 @@ static size_t count_staged(const tuner_op *op, const tuner_target *t, const char
 static size_t count(const tuner_op *op, const tuner_target *t, const char *tmpl)
 {
     return count_staged(op, t, tmpl, NULL);
+}
+
+/* Candidates of template tmpl that stage their output in halves; every one of them has an even
+ * number of output boxes and a ring the whole staged tile would not fit beside. */
+static size_t count_halves(const tuner_op *op, const tuner_target *t, const char *tmpl)
+{
+    tuner_space *sp = NULL;
+    size_t n = 0;
+    if (tuner_space_build(op, t, &sp, NULL) < 0)
+        return 0;
+    for (size_t i = 0; i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        if (strcmp(s->template_name, tmpl) || tuner_schedule_param(s, "stage_out", 0) != 2)
+            continue;
+        n++;
+        const int bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
+        const int st = tuner_schedule_param(s, "stages", 0), tiles = tuner_schedule_param(s, "pingpong", 0) ? 2 : 1;
+        const int whole = st * (bm + bn) * 128 + 1024 + tiles * bm * bn * 2 + 16 * st + 384;
+        CHECK((bn / 64) % 2 == 0 && whole > 232448, "halves of %dx%d with %d stages", bm, bn, st);
+    }
+    tuner_space_free(sp);
+    return n;
 }
 
 static void test_space(void)
@@ -83,6 +105,9 @@ static void test_space(void)
     op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
     CHECK(count_staged(&op, &sm90a, "matmul_wgmma", &staged) == n && staged >= 20 && n - staged == n_odd,
           "4096^3: %zu staged of %zu", staged, n);
+    /* 128x256 and 256x128 with 4-deep rings stage their output in halves. */
+    const size_t halves = count_halves(&op, &sm90a, "matmul_wgmma");
+    CHECK(halves >= 4, "4096^3: %zu candidates staged in halves", halves);
     op = mm(TUNER_F32, 0, 0, 256, 256, 256, false, false);
     CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "fp32 offered");
     op = mm(TUNER_F16, 0, 0, 256, 256, 256, false, false);
@@ -196,7 +221,7 @@ static void test_default(void)
         long long m, n, k;
         int bm, bn, st, cons, so;
     } want[] = {
-        {4096, 4096, 4096, 128, 256, 3, 2, 1},
+        {4096, 4096, 4096, 128, 256, 4, 2, 2}, /* output staged in halves beside a 4-deep ring */
         {4096, 3072, 768, 128, 128, 4, 2, 1},
         {4096, 768, 3072, 128, 192, 4, 2, 1}, /* 128 tiles of 128x192 fill 132 SMs, 192 of 128x128 do not */
         {1000, 1000, 1000, 64, 128, 4, 1, 1},
