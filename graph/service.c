@@ -324,8 +324,8 @@ static void keep_rendered(graph_service *gs, plan_entry *pe, const graph_wait *w
 /* Whether pe's rendered plan is what w would render: the same target, tune mode and sets. */
 static bool rendered_matches(const plan_entry *pe, const graph_wait *w)
 {
-    if (!pe->rendered || pe->rendered_tune != w->opts.tune ||
-        memcmp(&pe->rendered_target, &w->opts.target, sizeof(tuner_target)) != 0)
+    if (!pe->rendered || pe->rendered_tune != w->opts.tune || pe->rendered_target.sm != w->opts.target.sm ||
+        pe->rendered_target.arch_specific != w->opts.target.arch_specific)
         return false;
     for (int i = 0; i < pe->n_unique; i++)
         if (memcmp(pe->rendered_sets[i], w->u[i].digest, SET_DIGEST_BYTES) != 0)
