@@ -349,18 +349,25 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
 }
 
 void tuner__gemm_emit_store_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
-                                 const char *n, const char *x0, const char *x1)
+                                 const char *n, const char *x0, const char *x1, bool applied)
 {
+    void (*store)(tuner_sb *, const tuner__gemm_problem *, const char *, const char *, const char *,
+                  const char *const *, int) = applied ? tuner__gemm_emit_store_applied : tuner__gemm_emit_store;
     if (p->out_vec == 2) {
         const char *v2[2] = {x0, x1};
-        tuner__gemm_emit_store(sb, p, b, m, n, v2, 2);
+        store(sb, p, b, m, n, v2, 2);
         return;
     }
     char n1[96];
     snprintf(n1, sizeof(n1), "%s + 1", n);
     const char *v0[1] = {x0}, *v1[1] = {x1};
-    tuner__gemm_emit_store(sb, p, b, m, n, v0, 1);
-    tuner__gemm_emit_store(sb, p, b, m, n1, v1, 1);
+    store(sb, p, b, m, n, v0, 1);
+    store(sb, p, b, m, n1, v1, 1);
+}
+
+int tuner__gemm_partial_row_bytes(int block_n)
+{
+    return block_n * 4 + 32;
 }
 
 const char tuner__gemm_cluster_helpers[] =
@@ -389,7 +396,7 @@ void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, co
                     "const int em = %s + gm_r, en = %s + gm_c;\n",
                     s->block_m, p->M, s->m0, half, s->split - 1, s->split, s->tid, s->threads, half, half, s->base,
                     s->row_bytes, s->split, s->m0, s->n0);
-    tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1");
+    tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1", false);
     tuner_sb_puts(sb, "}\n}\n");
 }
 

@@ -97,10 +97,11 @@ void tuner__gemm_emit_store(tuner_sb *sb, const tuner__gemm_problem *p, const ch
 void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                const char *n, const char *const *vars, int nv, const char *dst);
 
-/* tuner__gemm_emit_store of the pair (m, n), (m, n + 1) holding the float expressions x0 and x1:
- * one paired store where output rows allow it, else two. */
+/* tuner__gemm_emit_store (with `applied`, tuner__gemm_emit_store_applied) of the pair (m, n),
+ * (m, n + 1) holding the float expressions x0 and x1: one paired store where output rows allow
+ * it, else two. */
 void tuner__gemm_emit_store_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
-                                 const char *n, const char *x0, const char *x1);
+                                 const char *n, const char *x0, const char *x1, bool applied);
 
 /* Split-K inside a thread-block cluster (sm_90+): the K slices of one output tile are the CTAs
  * of one cluster; each parks its fp32 partial tile at the same shared address, and after a
@@ -110,6 +111,10 @@ void tuner__gemm_emit_store_pair(tuner_sb *sb, const tuner__gemm_problem *p, con
  * store), gm_ldc_f2 (an 8-byte load from the same shared offset in another CTA of the cluster:
  * mapa + ld.shared::cluster) and gm_cluster_sync (barrier.cluster with release / acquire). */
 extern const char tuner__gemm_cluster_helpers[];
+/* Bytes per row of a parked fp32 partial tile block_n wide: padded by 32 bytes so that the
+ * fragment-order 8-byte writes of both GEMM templates (a half warp covers 4 rows x 4 lanes) hit
+ * distinct banks. */
+int tuner__gemm_partial_row_bytes(int block_n);
 typedef struct tuner__gemm_cluster_sum {
     int block_m, block_n; /* the tile */
     int row_bytes;        /* partial tile rows, fp32 with padding */

@@ -90,13 +90,6 @@ static int out_stage_bytes(const tuner__gemm_problem *p, const mma_cfg *c)
     return c->bm * out_row_bytes(p, c);
 }
 
-/* The fp32 partial tile of a cluster split-K block in shared memory: rows padded by 32 bytes so
- * that the fragment-order 8-byte writes (a half warp covers 4 rows x 4 lanes) hit distinct banks. */
-static int partial_row_bytes(const mma_cfg *c)
-{
-    return c->bn * 4 + 32;
-}
-
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -125,8 +118,9 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
     c->smem = (c->async ? c->stages : 2) * stage_bytes;
     if (c->stage_out && out_stage_bytes(p, c) > c->smem)
         c->smem = out_stage_bytes(p, c);
-    if (c->split_cluster && c->bm * partial_row_bytes(c) > c->smem)
-        c->smem = c->bm * partial_row_bytes(c);
+    /* A cluster split-K block parks its fp32 partial tile in the ring. */
+    if (c->split_cluster && c->bm * tuner__gemm_partial_row_bytes(c->bn) > c->smem)
+        c->smem = c->bm * tuner__gemm_partial_row_bytes(c->bn);
     int mi = c->wm / 16, ni = c->wn / 8;
     c->regs = mi * ni * 4 + 2 * (mi * 4 + ni * 2) + 40;
     /* Register-staged units: one register per 4 bytes (at least one) plus their hoisted
@@ -713,7 +707,7 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
  * which dominate a skinny GEMM's few microseconds. */
 static void emit_cluster_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
-    const int rb = partial_row_bytes(c);
+    const int rb = tuner__gemm_partial_row_bytes(c->bn);
     tuner_sb_printf(sb, "__syncthreads();\n{\nconst hd_u32 gm_ps = gm_sbase + (gm_wm * %d + (lane >> 2)) * %d + "
                         "(gm_wn * %d + (lane & 3) * 2) * 4;\n",
                     c->wm, rb, c->wn);
@@ -779,7 +773,7 @@ static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_
     }
     emit_epilogue_nest(sb, c);
     tuner_sb_puts(sb, "const int em = gm_er + i * 16 + h * 8, en = gm_ec + j * 8;\n");
-    tuner__gemm_emit_store_pair(sb, p, "gm_zb", "em", "en", v2[0], v2[1]);
+    tuner__gemm_emit_store_pair(sb, p, "gm_zb", "em", "en", v2[0], v2[1], false);
     tuner_sb_puts(sb, "}\n");
     if (affine)
         tuner_sb_puts(sb, "}\n");

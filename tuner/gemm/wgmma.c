@@ -119,13 +119,6 @@ static bool wg_map_batched(const tuner__gemm_problem *p, int which)
     return which == 2 ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
 }
 
-/* A split tile's fp32 partial in shared memory: rows padded by 32 bytes so that the fragment-order
- * 8-byte writes (a half warp covers 4 rows x 4 lanes) hit distinct banks. */
-static int wg_partial_row_bytes(const wg_cfg *c)
-{
-    return c->bn * 4 + 32;
-}
-
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -163,7 +156,7 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->b_bytes = c->bn * WG_BK * 2;
     c->stage_bytes = c->a_bytes + c->b_bytes;
     /* A split tile's fp32 partial is parked in the ring once the main loop is done with it. */
-    const int ring = c->stages * c->stage_bytes, partial = c->split > 1 ? c->bm * wg_partial_row_bytes(c) : 0;
+    const int ring = c->stages * c->stage_bytes, partial = c->split > 1 ? c->bm * tuner__gemm_partial_row_bytes(c->bn) : 0;
     c->smem = (ring > partial ? ring : partial) + 1024;
     if (c->stage_out) {
         c->out_bytes = c->unit_tiles * c->bm * c->bn * tuner_dtype_size(p->out_dt) / (c->out_halves ? 2 : 1);
@@ -663,16 +656,8 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
         }
         tuner_sb_puts(sb, "}\n");
     } else {
-        void (*store)(tuner_sb *, const tuner__gemm_problem *, const char *, const char *, const char *,
-                      const char *const *, int) = ep_pass ? tuner__gemm_emit_store_applied : tuner__gemm_emit_store;
         emit_frag_nest(sb, c, 0, c->bn / 8);
-        if (p->out_vec == 2) {
-            store(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, 2);
-        } else {
-            const char *v0[1] = {"acc[i][4 * j + 2 * h]"}, *v1[1] = {"acc[i][4 * j + 2 * h + 1]"};
-            store(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v0, 1);
-            store(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8 + 1", v1, 1);
-        }
+        tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
     }
     if (!c->stage_out)
         tuner_sb_puts(sb, "}\n}\n");
@@ -685,7 +670,7 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
  * which the producer warpgroup meets after its loads. Closes the tile loop. */
 static void emit_split_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
-    const int rb = wg_partial_row_bytes(c), threads = 128 * c->consumers;
+    const int rb = tuner__gemm_partial_row_bytes(c->bn), threads = 128 * c->consumers;
     tuner_sb_printf(sb,
                     "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n"
                     "{\nconst hd_u32 wg_ps = wg_ring + (wg_row0 + wg_w * 16 + (wg_l >> 2)) * %d + (wg_l & 3) * 8;\n",
