@@ -303,16 +303,16 @@ static void keep_rendered(graph_service *gs, plan_entry *pe, const graph_wait *w
             return;
         drop_rendered(gs, lru);
     }
-    pe->rendered = malloc(len + 1);
-    pe->rendered_sets = malloc((size_t)pe->n_unique * SET_DIGEST_BYTES + 1);
-    if (!pe->rendered || !pe->rendered_sets) {
-        free(pe->rendered);
-        free(pe->rendered_sets);
-        pe->rendered = NULL;
-        pe->rendered_sets = NULL;
+    char *copy = malloc(len + 1);
+    unsigned char(*sets)[SET_DIGEST_BYTES] = malloc((size_t)pe->n_unique * SET_DIGEST_BYTES + 1);
+    if (!copy || !sets) {
+        free(copy);
+        free(sets);
         return;
     }
-    memcpy(pe->rendered, json, len + 1);
+    memcpy(copy, json, len + 1);
+    pe->rendered = copy;
+    pe->rendered_sets = sets;
     pe->rendered_len = len;
     for (int i = 0; i < pe->n_unique; i++)
         memcpy(pe->rendered_sets[i], w->u[i].digest, SET_DIGEST_BYTES);
@@ -529,27 +529,24 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
         return;
     }
     graph_wait *w = calloc(1, sizeof(*w));
-    plan_entry *entry = known ? known : w ? plan_for(gs, &rq, &pe) : NULL;
-    if (entry && !known) {
-        entry->has_body = true;
-        memcpy(entry->body_digest, digest, sizeof(digest));
-        entry->body_opts = parsed;
-    }
-    if (!entry) {
-        if (w)
-            fail_from_proto(ret, &pe);
-        else
-            resolve_error_from_errno(&ret->error, -ENOMEM, "starting the graph"), ret->state = RESOLVE_FAILED;
-        graph_request_free(&rq);
-        free(w);
-        return;
-    }
     if (!w) {
         resolve_error_from_errno(&ret->error, -ENOMEM, "starting the graph");
         ret->state = RESOLVE_FAILED;
         graph_request_free(&rq);
-        entry_unref(entry);
+        entry_unref(known);
         return;
+    }
+    plan_entry *entry = known ? known : plan_for(gs, &rq, &pe);
+    if (!entry) {
+        fail_from_proto(ret, &pe);
+        graph_request_free(&rq);
+        free(w);
+        return;
+    }
+    if (!known) {
+        entry->has_body = true;
+        memcpy(entry->body_digest, digest, sizeof(digest));
+        entry->body_opts = parsed;
     }
     w->gs = gs;
     w->pe = entry;
