@@ -110,6 +110,14 @@ static double skew_of(int device)
     return 1.0;
 }
 
+/* HIDETD_STANDIN_LATENCY in microseconds, or 0 when it is unset or not a positive number. */
+static double flat_latency_us(void)
+{
+    const char *s = getenv("HIDETD_STANDIN_LATENCY");
+    const double us = s ? atof(s) : 0.0;
+    return us > 0 ? us : 0.0;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -167,9 +175,8 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
         return;
     }
     uint64_t h = hash_module(0xcbf29ce484222325ULL, &req->candidate);
-    const char *flat = getenv("HIDETD_STANDIN_LATENCY");
-    const double base = flat && atof(flat) > 0 ? atof(flat) * (1.0 + (double)(h % 1000) / 1e5)
-                                               : 2.0 + (double)(h % 100000) / 100.0;
+    const double flat = flat_latency_us();
+    const double base = flat > 0 ? flat * (1.0 + (double)(h % 1000) / 1e5) : 2.0 + (double)(h % 100000) / 100.0;
     double us = base * skew_of(dev->index);
     res->status = GW_OK;
     res->median_us = us;
