@@ -4,12 +4,14 @@
  * With fewer than 8 input channels per group a GEMM's reduction axis (C/groups * R * S) is too
  * short and its N axis (K/groups) too narrow for tensor-core tiles: the work is a stencil, and
  * memory-bound. Here a block owns KT consecutive output channels of BQ * TQ consecutive output
- * pixels of one output row (n, p). Its weights are staged once in shared memory as floats,
+ * pixels of TP consecutive output rows (n, p0 .. p0 + TP - 1). Its weights are staged once in shared memory as floats,
  * tap-major ([R*S*cpg][KT]) so a thread reads its VEC channels of one tap as one vector. A thread
  * computes VEC consecutive channels of TQ pixels: each tap's weights are read once and used for
  * TQ pixels, and every input load is VEC channels wide (16 bytes when the channels allow), so
  * loads and stores are coalesced along the channels of NHWC. The epilogue runs per element and
- * results leave as VEC-wide stores.
+ * results leave as VEC-wide stores. With TP > 1 (depthwise only) the thread walks the input rows
+ * under its TP output rows once, each row's window feeding every output row it overlaps: with a
+ * 3x3 filter and stride 1, 2 output rows read 4 input rows instead of 6, 4 read 6 instead of 12.
  *
  * Applies to NHWC convolutions with fewer than 8 input channels per group and no prologue; the
  * GEMM templates take the rest. Its default outranks the tensor-core templates' for these ops
@@ -27,6 +29,7 @@ static const char *const P_VEC = "vec";
 static const char *const P_KT = "kt";
 static const char *const P_BQ = "bq";
 static const char *const P_TQ = "tq";
+static const char *const P_TP = "tp";
 
 #define SMEM_LIMIT (48 * 1024) /* static shared memory, no attribute needed at launch */
 
@@ -63,8 +66,8 @@ static bool direct_applies(const tuner_op *op, const tuner_target *t)
 }
 
 typedef struct direct_cfg {
-    int vec, kt, bq, tq;
-    long long qblocks, ktiles, grid_x;
+    int vec, kt, bq, tq, tp;
+    long long qblocks, pblocks, ktiles, grid_x;
     unsigned threads;
     size_t smem;
 } direct_cfg;
@@ -89,9 +92,15 @@ static bool cfg_of(const tuner_op *op, const conv_geo *g, const tuner_schedule *
     c->kt = tuner_schedule_param(s, P_KT, 32);
     c->bq = tuner_schedule_param(s, P_BQ, 8);
     c->tq = tuner_schedule_param(s, P_TQ, 1);
+    c->tp = tuner_schedule_param(s, P_TP, 1);
     if (c->vec != 1 && c->vec != vmax_of(op, g))
         return false;
     if (c->kt < 1 || c->kt % c->vec || c->bq < 1 || c->tq < 1 || c->tq > 8)
+        return false;
+    /* Several output rows per thread: depthwise (vector) paths only, at most 64 accumulators,
+     * and only where the rows share input rows and there are rows to share. */
+    if (c->tp != 1 && (c->tp < 1 || c->tp > 4 || c->vec == 1 || c->tp * c->tq * c->vec > 64 || g->P < c->tp ||
+                       (long long)g->sh > (g->R - 1) * g->dh))
         return false;
     c->threads = (unsigned)(c->kt / c->vec) * (unsigned)c->bq;
     if (c->threads < 32 || c->threads > 512)
@@ -105,8 +114,9 @@ static bool cfg_of(const tuner_op *op, const conv_geo *g, const tuner_schedule *
     if (c->kt > 256)
         return false;
     c->qblocks = (g->Q + (long long)c->bq * c->tq - 1) / ((long long)c->bq * c->tq);
+    c->pblocks = (g->P + c->tp - 1) / c->tp;
     c->ktiles = (g->K + c->kt - 1) / c->kt;
-    c->grid_x = g->N * g->P * c->qblocks;
+    c->grid_x = g->N * c->pblocks * c->qblocks;
     return c->grid_x <= 0x7fffffffLL && c->ktiles <= 65535;
 }
 
@@ -124,25 +134,111 @@ static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
             kts[n_kt++] = (int)(g.K / d);
     static const int bqs[] = {2, 4, 8, 16, 32};
     static const int tqs[] = {1, 2, 4};
-    const char *names[4] = {P_VEC, P_KT, P_BQ, P_TQ};
+    static const int tps[] = {1, 2, 4};
+    const char *names[5] = {P_VEC, P_KT, P_BQ, P_TQ, P_TP};
     for (int v = 0; v < 2; v++) {
         if (v && vmax == 1)
             continue;
         for (size_t a = 0; a < n_kt; a++)
             for (size_t b = 0; b < 5; b++)
-                for (size_t c = 0; c < 3; c++) {
-                    int values[4] = {v ? vmax : 1, kts[a], bqs[b], tqs[c]};
-                    tuner_schedule s = {0};
-                    tuner__schedule_params(&s, 4, names, values);
-                    direct_cfg cfg;
-                    if (!cfg_of(op, &g, &s, &cfg))
-                        continue;
-                    int r = tuner__space_push(items, n, "conv2d_direct", 4, names, values);
-                    if (r < 0)
-                        return r;
-                }
+                for (size_t c = 0; c < 3; c++)
+                    for (size_t d = 0; d < 3; d++) {
+                        int values[5] = {v ? vmax : 1, kts[a], bqs[b], tqs[c], tps[d]};
+                        tuner_schedule s = {0};
+                        tuner__schedule_params(&s, 5, names, values);
+                        direct_cfg cfg;
+                        if (!cfg_of(op, &g, &s, &cfg))
+                            continue;
+                        int r = tuner__space_push(items, n, "conv2d_direct", 5, names, values);
+                        if (r < 0)
+                            return r;
+                    }
     }
     return 0;
+}
+
+/* Depthwise: the input row at `xrow` under the thread's TQ pixels, loaded once as a window of
+ * `span` channel vectors xw (zeros past the image's columns); each is then used by every tap and
+ * pixel it overlaps ((TQ - 1) * stride + (S - 1) * dilation + 1 loads instead of S * TQ). */
+static void emit_row_window(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
+{
+    const long long span = (long long)(c->tq - 1) * g->sw + (g->S - 1) * g->dw + 1;
+    tuner_sb_printf(sb, "  float xw[%lld][%d];\n", span, c->vec);
+    tuner_sb_printf(sb, "  const long long w0 = qbase * %d - %d;\n", g->sw, g->pw);
+    tuner_sb_printf(sb, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n", span);
+    tuner_sb_puts(sb, "    const long long wi = w0 + j;\n");
+    tuner_sb_printf(sb, "    if (wi >= 0 && wi < %lldLL) hd_ldn_f32<%s, %d>(xrow + wi * %lldLL + cbase, xw[j]);\n", g->W,
+                    XT, c->vec, g->C);
+    tuner_sb_printf(sb, "    else {\n#pragma unroll\n      for (int e = 0; e < %d; e++) xw[j][e] = 0.0f; }\n  }\n", c->vec);
+}
+
+/* Depthwise: the taps of filter row `r` (an expression) applied to the window xw, into output
+ * row u's accumulators. */
+static void emit_row_taps(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *r, int u)
+{
+    tuner_sb_printf(sb, "#pragma unroll\n  for (int s = 0; s < %lld; s++) {\n", g->S);
+    tuner_sb_printf(sb, "    const float *wt = ws + (%s * %lld + s) * %d + lane * %d;\n", r, g->S, c->kt, c->vec);
+    tuner_sb_printf(sb, "    float wv[%d];\n#pragma unroll\n    for (int e = 0; e < %d; e++) wv[e] = wt[e];\n", c->vec,
+                    c->vec);
+    tuner_sb_printf(sb, "#pragma unroll\n    for (int t = 0; t < %d; t++)\n#pragma unroll\n"
+                        "      for (int e = 0; e < %d; e++) acc[%d][t][e] += xw[t * %d + s * %d][e] * wv[e];\n",
+                    c->tq, c->vec, u, g->sw, g->dw);
+    tuner_sb_puts(sb, "  }\n");
+}
+
+/* Depthwise, TP output rows: input row j (from the first output row's top) feeds output row u
+ * with filter row r where j = u * stride + r * dilation; each row is loaded once (rows no output
+ * row uses are skipped) and its window feeds every output row it overlaps. */
+static void emit_shared_rows(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
+{
+    const long long rows = (long long)(c->tp - 1) * g->sh + (g->R - 1) * g->dh + 1;
+    for (long long j = 0; j < rows; j++) {
+        bool used = false;
+        for (int u = 0; u < c->tp; u++) {
+            const long long rd = j - (long long)u * g->sh;
+            used = used || (rd >= 0 && rd % g->dh == 0 && rd / g->dh < g->R);
+        }
+        if (!used)
+            continue;
+        tuner_sb_printf(sb, "{\n  const long long h = p0 * %d - %d + %lld;\n", g->sh, g->ph, j);
+        tuner_sb_printf(sb, "  if (h >= 0 && h < %lldLL) {\n", g->H);
+        tuner_sb_printf(sb, "  const %s *xrow = in0 + ((n * %lldLL + h) * %lldLL) * %lldLL;\n", XT, g->H, g->W, g->C);
+        emit_row_window(sb, g, c, XT);
+        for (int u = 0; u < c->tp; u++) {
+            const long long rd = j - (long long)u * g->sh;
+            if (rd < 0 || rd % g->dh != 0 || rd / g->dh >= g->R)
+                continue;
+            char r[24];
+            snprintf(r, sizeof(r), "%lld", rd / g->dh);
+            emit_row_taps(sb, g, c, r, u);
+        }
+        tuner_sb_puts(sb, "  }\n}\n");
+    }
+}
+
+/* One output row: a loop over the filter rows, each input row's window (depthwise) or elements
+ * (scalar paths) loaded where the row lies inside the image. */
+static void emit_filter_rows(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
+{
+    tuner_sb_printf(sb, "for (int r = 0; r < %lld; r++) {\n", g->R);
+    tuner_sb_printf(sb, "  const long long h = p0 * %d - %d + r * %d;\n", g->sh, g->ph, g->dh);
+    tuner_sb_printf(sb, "  if (h < 0 || h >= %lldLL) continue;\n", g->H);
+    tuner_sb_printf(sb, "  const %s *xrow = in0 + ((n * %lldLL + h) * %lldLL) * %lldLL;\n", XT, g->H, g->W, g->C);
+    if (c->vec > 1) {
+        emit_row_window(sb, g, c, XT);
+        emit_row_taps(sb, g, c, "r", 0);
+        tuner_sb_puts(sb, "}\n");
+    } else {
+        tuner_sb_printf(sb, "  for (int s = 0; s < %lld; s++) {\n", g->S);
+        tuner_sb_printf(sb, "   for (int ci = 0; ci < %d; ci++) {\n", g->cpg);
+        tuner_sb_printf(sb, "    const float wv = ws[((r * %lld + s) * %d + ci) * %d + lane];\n", g->S, g->cpg, c->kt);
+        tuner_sb_printf(sb, "#pragma unroll\n    for (int t = 0; t < %d; t++) {\n", c->tq);
+        tuner_sb_puts(sb, "      const long long q = qbase + t;\n");
+        tuner_sb_printf(sb, "      const long long wi = q * %d - %d + s * %d;\n", g->sw, g->pw, g->dw);
+        tuner_sb_printf(sb, "      if (q >= %lldLL || wi < 0 || wi >= %lldLL) continue;\n", g->Q, g->W);
+        tuner_sb_printf(sb, "      acc[0][t][0] += hd_f32(xrow[wi * %lldLL + cbase + ci]) * wv;\n", g->C);
+        tuner_sb_puts(sb, "    }\n   }\n  }\n}\n");
+    }
 }
 
 static int direct_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *p,
@@ -167,7 +263,7 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
     tuner_sb_printf(&sb, "__shared__ float ws[%lld * %d];\n", taps, c.kt);
     /* Which output row, pixel block and channel tile. */
     tuner_sb_printf(&sb, "const long long qb = blockIdx.x %% %lldLL, np = blockIdx.x / %lldLL;\n", c.qblocks, c.qblocks);
-    tuner_sb_printf(&sb, "const long long n = np / %lldLL, p = np %% %lldLL;\n", g.P, g.P);
+    tuner_sb_printf(&sb, "const long long n = np / %lldLL, p0 = (np %% %lldLL) * %d;\n", c.pblocks, c.pblocks, c.tp);
     tuner_sb_printf(&sb, "const long long k0 = (long long)blockIdx.y * %d;\n", c.kt);
     /* Stage the tile's weights: ws[tap][kl] = w[k0 + kl][r][s][ci], tap = (r * S + s) * cpg + ci. */
     tuner_sb_printf(&sb, "for (int i = threadIdx.x; i < %lld; i += %u) {\n", taps * c.kt, c.threads);
@@ -181,53 +277,25 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
     tuner_sb_printf(&sb, "const long long qbase = qb * %dLL + (long long)qi * %d;\n", c.bq * c.tq, c.tq);
     /* Input channel of output channel k (and of its vector, when depthwise). */
     tuner_sb_printf(&sb, "const long long cbase = (k / %d) * %d;\n", g.kpg, g.cpg);
-    tuner_sb_printf(&sb, "float acc[%d][%d];\n", c.tq, c.vec);
-    tuner_sb_printf(&sb, "#pragma unroll\nfor (int t = 0; t < %d; t++)\n#pragma unroll\n"
-                         "for (int e = 0; e < %d; e++) acc[t][e] = 0.0f;\n", c.tq, c.vec);
-    tuner_sb_printf(&sb, "for (int r = 0; r < %lld; r++) {\n", g.R);
-    tuner_sb_printf(&sb, "  const long long h = p * %d - %d + r * %d;\n", g.sh, g.ph, g.dh);
-    tuner_sb_printf(&sb, "  if (h < 0 || h >= %lldLL) continue;\n", g.H);
-    tuner_sb_printf(&sb, "  const %s *xrow = in0 + ((n * %lldLL + h) * %lldLL) * %lldLL;\n", XT, g.H, g.W, g.C);
-    if (c.vec > 1) {
-        /* Depthwise: the row's input columns under the thread's TQ pixels are loaded once, as a
-         * window of `span` channel vectors, and each is used by every tap and pixel it
-         * overlaps ((TQ - 1) * stride + (S - 1) * dilation + 1 loads instead of S * TQ). */
-        const long long span = (long long)(c.tq - 1) * g.sw + (g.S - 1) * g.dw + 1;
-        tuner_sb_printf(&sb, "  float xw[%lld][%d];\n", span, c.vec);
-        tuner_sb_printf(&sb, "  const long long w0 = qbase * %d - %d;\n", g.sw, g.pw);
-        tuner_sb_printf(&sb, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n", span);
-        tuner_sb_puts(&sb, "    const long long wi = w0 + j;\n");
-        tuner_sb_printf(&sb, "    if (wi >= 0 && wi < %lldLL) hd_ldn_f32<%s, %d>(xrow + wi * %lldLL + cbase, xw[j]);\n",
-                        g.W, XT, c.vec, g.C);
-        tuner_sb_printf(&sb, "    else {\n#pragma unroll\n      for (int e = 0; e < %d; e++) xw[j][e] = 0.0f; }\n  }\n",
-                        c.vec);
-        tuner_sb_printf(&sb, "#pragma unroll\n  for (int s = 0; s < %lld; s++) {\n", g.S);
-        tuner_sb_printf(&sb, "    const float *wt = ws + (r * %lld + s) * %d + lane * %d;\n", g.S, c.kt, c.vec);
-        tuner_sb_printf(&sb, "    float wv[%d];\n#pragma unroll\n    for (int e = 0; e < %d; e++) wv[e] = wt[e];\n",
-                        c.vec, c.vec);
-        tuner_sb_printf(&sb, "#pragma unroll\n    for (int t = 0; t < %d; t++)\n#pragma unroll\n"
-                             "      for (int e = 0; e < %d; e++) acc[t][e] += xw[t * %d + s * %d][e] * wv[e];\n",
-                        c.tq, c.vec, g.sw, g.dw);
-        tuner_sb_puts(&sb, "  }\n}\n");
-    } else {
-        tuner_sb_printf(&sb, "  for (int s = 0; s < %lld; s++) {\n", g.S);
-        tuner_sb_printf(&sb, "   for (int ci = 0; ci < %d; ci++) {\n", g.cpg);
-        tuner_sb_printf(&sb, "    const float wv = ws[((r * %lld + s) * %d + ci) * %d + lane];\n", g.S, g.cpg, c.kt);
-        tuner_sb_printf(&sb, "#pragma unroll\n    for (int t = 0; t < %d; t++) {\n", c.tq);
-        tuner_sb_puts(&sb, "      const long long q = qbase + t;\n");
-        tuner_sb_printf(&sb, "      const long long wi = q * %d - %d + s * %d;\n", g.sw, g.pw, g.dw);
-        tuner_sb_printf(&sb, "      if (q >= %lldLL || wi < 0 || wi >= %lldLL) continue;\n", g.Q, g.W);
-        tuner_sb_printf(&sb, "      acc[t][0] += hd_f32(xrow[wi * %lldLL + cbase + ci]) * wv;\n", g.C);
-        tuner_sb_puts(&sb, "    }\n   }\n  }\n}\n");
-    }
-    /* Epilogue and store, per pixel. */
+    tuner_sb_printf(&sb, "float acc[%d][%d][%d];\n", c.tp, c.tq, c.vec);
+    tuner_sb_printf(&sb, "#pragma unroll\nfor (int u = 0; u < %d; u++)\n#pragma unroll\nfor (int t = 0; t < %d; t++)\n"
+                         "#pragma unroll\nfor (int e = 0; e < %d; e++) acc[u][t][e] = 0.0f;\n", c.tp, c.tq, c.vec);
+    if (c.tp > 1)
+        emit_shared_rows(&sb, &g, &c, XT);
+    else
+        emit_filter_rows(&sb, &g, &c, XT);
+    /* Epilogue and store, per pixel of each output row. */
+    tuner_sb_printf(&sb, "#pragma unroll\nfor (int u = 0; u < %d; u++) {\n", c.tp);
+    tuner_sb_puts(&sb, "const long long p = p0 + u;\n");
+    if (g.P % c.tp)
+        tuner_sb_printf(&sb, "if (p >= %lldLL) break;\n", g.P);
     tuner_sb_printf(&sb, "#pragma unroll\nfor (int t = 0; t < %d; t++) {\n", c.tq);
     tuner_sb_puts(&sb, "  const long long q = qbase + t;\n");
     tuner_sb_printf(&sb, "  if (q >= %lldLL) break;\n", g.Q);
     tuner_sb_printf(&sb, "  const long long row = (n * %lldLL + p) * %lldLL + q;\n", g.P, g.Q);
     tuner_sb_printf(&sb, "  float ov[%d];\n", c.vec);
     tuner_sb_printf(&sb, "#pragma unroll\n  for (int e = 0; e < %d; e++) {\n", c.vec);
-    tuner_sb_puts(&sb, "    const long long col = k + e;\n    (void)col;\n    float v = acc[t][e];\n");
+    tuner_sb_puts(&sb, "    const long long col = k + e;\n    (void)col;\n    float v = acc[u][t][e];\n");
     tuner__bcast_ctx ec = {op, "row", "col"};
     tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
     tuner_sb_puts(&sb, "    ov[e] = v;\n  }\n");
@@ -235,7 +303,7 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
         tuner_sb_printf(&sb, "  hd_stn_f32<%s, %d>(out + row * %lldLL + k, ov);\n", OT, c.vec, g.K);
     else
         tuner_sb_printf(&sb, "  out[row * %lldLL + k] = hd_from_f32<%s>(ov[0]);\n", g.K, OT);
-    tuner_sb_puts(&sb, "}\n}\n");
+    tuner_sb_puts(&sb, "}\n}\n}\n");
 
     tuner__one_launch(p, op, "hd_conv2d_direct", (unsigned)c.grid_x, c.threads);
     p->kernels[0].grid[1] = (unsigned)c.ktiles;
@@ -263,12 +331,16 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
     bytes *= 1.0 + (double)(g.S - 1) / (double)(c.bq * c.tq * g.sw + g.S);
     double eff = c.vec > 1 ? 1.0 : (tuner_dtype_size(op->output.dtype) == 2 ? 0.45 : 0.7);
     double macs = outs * (double)(g.R * g.S * g.cpg);
-    /* Per MAC: an FMA, and (spread over TQ pixels) the weight load; per tap a bounds check. */
-    double instr = macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 : 2.0)) / (c.vec > 1 ? 1.0 : 1.0) +
+    /* Input rows loaded per output row, relative to one per filter row: TP output rows share
+     * theirs. */
+    const double rows = c.tp > 1 ? ((double)(c.tp - 1) * g.sh + (double)(g.R - 1) * g.dh + 1.0) / c.tp : (double)g.R;
+    /* Per MAC: an FMA, and (spread over TQ pixels) the weight load; per tap a bounds check and,
+     * depthwise, the window loads. */
+    double instr = macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 * rows / (double)g.R : 2.0)) +
                    outs * (6.0 + tuner__chain_instr(&op->epilogue));
     double us = tuner__mem_cost_us(a, bytes, (double)(c.grid_x * c.ktiles), (int)c.threads,
-                                   (double)(c.vec * tuner_dtype_size(op->inputs[0].dtype) * c.tq),
-                                   32 + 2 * c.vec * c.tq, (int)c.smem, eff, instr);
+                                   (double)(c.vec * tuner_dtype_size(op->inputs[0].dtype) * c.tq * c.tp),
+                                   32 + 2 * c.vec * c.tq * c.tp, (int)c.smem, eff, instr);
     return us;
 }
 
@@ -296,8 +368,8 @@ static int direct_preferred(const tuner_op *op, const tuner_target *t, tuner_sch
 
 const tuner_template tuner__conv2d_direct = {
     .name = "conv2d_direct",
-    .space_signature = "conv2d_direct v1: vec{1,16B} kt{8..128} bq{2..32} tq{1,2,4}; NHWC, cpg < 8, "
-                       "weights staged in shared memory tap-major",
+    .space_signature = "conv2d_direct v2: vec{1,16B} kt{8..128} bq{2..32} tq{1,2,4} tp{1,2,4 (vec, rows "
+                       "overlapping, <= 64 acc)}; NHWC, cpg < 8, weights staged in shared memory tap-major",
     .applies = direct_applies,
     .enumerate = direct_enumerate,
     .generate = direct_generate,

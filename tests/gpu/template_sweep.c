@@ -275,6 +275,15 @@ static int build_cases(scase *c)
         ADD("dwconv 2x29x29x144 3x3 s2 +b,relu", op, true);
     }
     ADD("dwconv 1x17x13x24 k48 5x5 p2", gconv(1, 17, 13, 24, 48, 5, 1, 2, 24), true);
+    {
+        /* Dilated, 15 output rows: conv2d_direct's shared input rows (tp 2, 4) at the last,
+         * partial row block, with every other input row unused by a single output row. */
+        tuner_op op = gconv(1, 15, 13, 32, 32, 3, 1, 2, 32);
+        op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 2;
+        op.output.shape[1] = 15; /* (15 + 2*2 - 2*(3-1) - 1) + 1; gconv() assumed no dilation */
+        op.output.shape[2] = 13;
+        ADD("dwconv 1x15x13x32 3x3 d2p2", op, true);
+    }
     ADD("gconv 1x15x15x32 k64 g8 3x3", gconv(1, 15, 15, 32, 64, 3, 1, 1, 8), true);
     {
         /* rsqrt(x + 0.25) * g: NaN wherever the random x is below -0.25, in the reference and

@@ -171,6 +171,45 @@ static void run_case(const char *name, const tuner_op *op, const tuner_target *t
     tuner_space_free(sp);
 }
 
+/* conv2d_direct's shared input rows: a depthwise (vector) space offers tp 2 and 4, and one
+ * candidate of each compiles; scalar paths (channel multipliers, groups) offer none. */
+static void check_direct_rows(const char *name, const tuner_op *op, const tuner_target *t, bool vector)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    int r = tuner_space_build(op, t, &sp, &err);
+    CHECK(r == 0, "%s: space: %s", name, err ? err : "?");
+    free(err);
+    if (r < 0)
+        return;
+    for (int tp = 2; tp <= 4; tp += 2) {
+        size_t first = sp->n;
+        for (size_t i = 0; i < sp->n && first == sp->n; i++)
+            if (tuner_schedule_param(&sp->items[i], "tp", 1) == tp)
+                first = i;
+        if (!vector) {
+            CHECK(first == sp->n, "%s: scalar space offers tp %d", name, tp);
+            continue;
+        }
+        CHECK(first < sp->n, "%s: no tp %d candidate", name, tp);
+        if (first == sp->n)
+            continue;
+        tuner_program *p = NULL;
+        err = NULL;
+        r = tuner_generate(op, t, &sp->items[first], &p, &err);
+        CHECK(r == 0, "%s tp %d: generate: %s", name, tp, err ? err : "?");
+        free(err);
+        if (r < 0)
+            continue;
+        char what[160];
+        snprintf(what, sizeof(what), "%s tp %d", name, tp);
+        CHECK(launch_sane(p, op), "%s: launch description", what);
+        CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
+        tuner_program_free(p);
+    }
+    tuner_space_free(sp);
+}
+
 static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 
 int main(int argc, char **argv)
@@ -305,6 +344,7 @@ int main(int argc, char **argv)
                 tuner_op op = t_conv_nhwc(dt, 2, 28, 28, 96, 96, 3, 1, 1, 96);
                 snprintf(name, sizeof(name), "dwconv %s [2,28,28,96] 3x3", dn);
                 run_case(name, &op, t, false);
+                check_direct_rows(name, &op, t, true);
                 op = t_conv_nhwc(dt, 2, 29, 29, 144, 144, 3, 2, 1, 144);
                 long long kb[1] = {144};
                 t_add_epilogue(&op, TUNER_EW_ADD, 1, kb, TUNER_EW_RELU);
@@ -313,6 +353,7 @@ int main(int argc, char **argv)
                 op = t_conv_nhwc(dt, 1, 17, 13, 24, 48, 5, 1, 2, 24);
                 snprintf(name, sizeof(name), "dwconv %s [1,17,13,24] 5x5 x2", dn);
                 run_case(name, &op, t, true);
+                check_direct_rows(name, &op, t, false);
                 op = t_conv_nhwc(dt, 1, 15, 15, 32, 64, 3, 1, 1, 8);
                 snprintf(name, sizeof(name), "gconv %s [1,15,15,32] g8 3x3", dn);
                 run_case(name, &op, t, true);
