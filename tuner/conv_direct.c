@@ -4,11 +4,11 @@
  * With fewer than 8 input channels per group a GEMM's reduction axis (C/groups * R * S) is too
  * short and its N axis (K/groups) too narrow for tensor-core tiles: the work is a stencil, and
  * memory-bound. Here a block owns KT consecutive output channels of BQ * TQ consecutive output
- * pixels of TP consecutive output rows (n, p0 .. p0 + TP - 1). Its weights are staged once in shared memory as floats,
- * tap-major ([R*S*cpg][KT]) so a thread reads its VEC channels of one tap as one vector. A thread
- * computes VEC consecutive channels of TQ pixels: each tap's weights are read once and used for
- * TQ pixels, and every input load is VEC channels wide (16 bytes when the channels allow), so
- * loads and stores are coalesced along the channels of NHWC. The epilogue runs per element and
+ * pixels of TP consecutive output rows (n, p0 .. p0 + TP - 1). Its weights are staged once in
+ * shared memory as floats, tap-major ([R*S*cpg][KT]) so a thread reads its VEC channels of one
+ * tap as one vector. A thread computes VEC consecutive channels of TQ pixels: each tap's weights
+ * are read once and used for TQ pixels, and every input load is VEC channels wide (16 bytes when
+ * the channels allow), so loads and stores are coalesced along the channels of NHWC. The epilogue runs per element and
  * results leave as VEC-wide stores. With TP > 1 (depthwise only) the thread walks the input rows
  * under its TP output rows once, each row's window feeding every output row it overlaps: with a
  * 3x3 filter and stride 1, 2 output rows read 4 input rows instead of 6, 4 read 6 instead of 12.
@@ -261,7 +261,7 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
     tuner__emit_params(&sb, op, op->output.dtype);
     tuner_sb_puts(&sb, ")\n{\n");
     tuner_sb_printf(&sb, "__shared__ float ws[%lld * %d];\n", taps, c.kt);
-    /* Which output row, pixel block and channel tile. */
+    /* Which output rows, pixel block and channel tile. */
     tuner_sb_printf(&sb, "const long long qb = blockIdx.x %% %lldLL, np = blockIdx.x / %lldLL;\n", c.qblocks, c.qblocks);
     tuner_sb_printf(&sb, "const long long n = np / %lldLL, p0 = (np %% %lldLL) * %d;\n", c.pblocks, c.pblocks, c.tp);
     tuner_sb_printf(&sb, "const long long k0 = (long long)blockIdx.y * %d;\n", c.kt);
