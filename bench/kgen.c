@@ -198,7 +198,7 @@ int main(int argc, char **argv)
     }
     tuner_space *space = NULL;
     char *err = NULL;
-    if (tuner_space_build(&req.op, &req.target, &space, &err) < 0 || space->n == 0) {
+    if (tuner_space_build(&req.op, &req.opt.target, &space, &err) < 0 || space->n == 0) {
         fprintf(stderr, "kgen: no schedule space: %s\n", err ? err : "empty");
         return 1;
     }
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
         double *pred = calloc(space->n, sizeof(*pred));
         if (!order || !pred)
             return 1;
-        tuner_rank(&req.op, &req.target, space, order, pred);
+        tuner_rank(&req.op, &req.opt.target, space, order, pred);
         printf("%zu candidates\n", space->n);
         for (size_t i = 0; i < space->n && i < (size_t)rank; i++) {
             char *j = tuner_schedule_json(&space->items[order[i]]);
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         tuner_space_free(space);
         return 0;
     }
-    size_t pick = tuner_default_index(&req.op, &req.target, space);
+    size_t pick = tuner_default_index(&req.op, &req.opt.target, space);
     if (tmpl) {
         pick = space->n;
         for (size_t i = 0; i < space->n && pick == space->n; i++)
@@ -235,11 +235,11 @@ int main(int argc, char **argv)
         return 1;
     char *sj = tuner_schedule_json(&s);
     tuner_program *prog = NULL;
-    if (tuner_generate(&req.op, &req.target, &s, &prog, &err) < 0) {
+    if (tuner_generate(&req.op, &req.opt.target, &s, &prog, &err) < 0) {
         fprintf(stderr, "kgen: %s: %s\n", sj ? sj : "schedule", err ? err : "cannot generate");
         return 1;
     }
-    printf("// schedule %s\n// predicted %.1f us\n", sj ? sj : "?", tuner_predict_us(&req.op, &req.target, &s));
+    printf("// schedule %s\n// predicted %.1f us\n", sj ? sj : "?", tuner_predict_us(&req.op, &req.opt.target, &s));
     for (int k = 0; k < prog->n_kernels; k++) {
         const tuner_launch *l = &prog->kernels[k];
         printf("// launch %s grid (%u,%u,%u) block (%u,%u,%u) shared %u\n", l->name, l->grid[0], l->grid[1],
@@ -249,7 +249,7 @@ int main(int argc, char **argv)
     int status = 0;
     if (out) {
         tuner_binary *bin = NULL;
-        if (tuner_compile(prog->source, &req.target, &bin, &err) < 0) {
+        if (tuner_compile(prog->source, &req.opt.target, &bin, &err) < 0) {
             fprintf(stderr, "kgen: %s\n", err ? err : "compile failed");
             status = 1;
         } else {
@@ -262,14 +262,14 @@ int main(int argc, char **argv)
         }
         tuner_program *ref = NULL;
         tuner_binary *rbin = NULL;
-        if (status == 0 && (tuner_reference(&req.op, &req.target, &ref, &err) < 0 ||
-                            tuner_compile(ref->source, &req.target, &rbin, &err) < 0)) {
+        if (status == 0 && (tuner_reference(&req.op, &req.opt.target, &ref, &err) < 0 ||
+                            tuner_compile(ref->source, &req.opt.target, &rbin, &err) < 0)) {
             fprintf(stderr, "kgen: reference: %s\n", err ? err : "failed");
             status = 1;
         }
         if (status == 0 && (write_file(out, ".ref.cubin", rbin->cubin, rbin->cubin_len) < 0 ||
                             write_meta(out, &req.op, sj ? sj : "null", prog, ref,
-                                       tuner_predict_us(&req.op, &req.target, &s)) < 0))
+                                       tuner_predict_us(&req.op, &req.opt.target, &s)) < 0))
             status = 1;
         tuner_binary_free(rbin);
         tuner_program_free(ref);

@@ -257,7 +257,7 @@ static void space_run(uv_work_t *w)
     tuner_space *space = NULL;
     size_t *order = NULL;
     double *pred = NULL;
-    sw->r = tuner_space_build(&sw->kr.op, &sw->kr.target, &space, &sw->err);
+    sw->r = tuner_space_build(&sw->kr.op, &sw->kr.opt.target, &space, &sw->err);
     if (sw->r < 0)
         return;
     order = malloc((space->n ? space->n : 1) * sizeof(*order));
@@ -265,8 +265,8 @@ static void space_run(uv_work_t *w)
     if (!order || !pred) {
         sw->r = -ENOMEM;
     } else {
-        tuner_rank(&sw->kr.op, &sw->kr.target, space, order, pred);
-        sw->r = hd_space_json(&sw->kr.op, &sw->kr.target, space, order, pred, &sw->json);
+        tuner_rank(&sw->kr.op, &sw->kr.opt.target, space, order, pred);
+        sw->r = hd_space_json(&sw->kr.op, &sw->kr.opt.target, space, order, pred, &sw->json);
     }
     free(order);
     free(pred);
@@ -308,8 +308,7 @@ static void handle_spaces(proto_request *req, hd_daemon *d)
         return;
     }
     resolve_error rerr;
-    if (resolve_pick_target(d->resolver, sw->kr.arch_given, sw->kr.arch_native, &sw->kr.target,
-                            &sw->kr.target, &rerr) < 0) {
+    if (resolve_apply_defaults(d->resolver, &sw->kr.opt, &rerr) < 0) {
         free(sw);
         respond_resolve_error(req, &rerr);
         return;

@@ -96,14 +96,8 @@ typedef struct graph {
 /* What a request asked for beyond the graph. */
 typedef struct graph_request {
     graph g;
-    tuner_target target;  /* default sm_90; meaningless when arch_native */
-    bool arch_given, arch_native; /* as proto_kernel_request's */
-    tuner_tune_mode tune; /* default model */
-    bool tune_given;
-    bool wait;            /* default true */
-    int priority;         /* PROTO_PRIO_* */
-    double budget_s;      /* per kernel; 0: the scheduler's default */
-    int budget_candidates;
+    proto_job_options opt; /* as a kernel request's (the budget applies per kernel); retune is
+                            * always false: a graph body cannot ask for it */
 } graph_request;
 
 /* Parses and validates a POST /v1/graphs body of len bytes. Returns 0 and fills *ret (free it

@@ -465,26 +465,6 @@ out:
     return r;
 }
 
-/* The job options, parsed as a kernel request's (the same defaults, checks and errors; "retune"
- * never gets here: parse_graph refuses it as an unknown key). */
-static int parse_options(const cJSON *root, graph_request *rq, proto_error *e)
-{
-    proto_kernel_request kr; /* only its option fields are filled and read */
-    int r = proto_parse_job_options(root, &kr, e);
-    if (r < 0)
-        return r;
-    rq->target = kr.target;
-    rq->arch_given = kr.arch_given;
-    rq->arch_native = kr.arch_native;
-    rq->tune = kr.tune;
-    rq->tune_given = kr.tune_given;
-    rq->wait = kr.wait;
-    rq->priority = kr.priority;
-    rq->budget_s = kr.budget_s;
-    rq->budget_candidates = kr.budget_candidates;
-    return 0;
-}
-
 static int parse_outputs(parse_ctx *c, const cJSON *outs);
 
 static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
@@ -498,7 +478,7 @@ static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
         return proto_fail(e, 400, "invalid_json", "", "the body must be a JSON object");
     if ((r = proto_check_keys(root, top_keys, "", e)) < 0)
         return r;
-    if ((r = parse_options(root, rq, e)) < 0)
+    if ((r = proto_parse_job_options(root, &rq->opt, e)) < 0)
         return r;
     const cJSON *gj = cJSON_GetObjectItemCaseSensitive(root, "graph");
     if (!gj)

@@ -290,8 +290,8 @@ int graph_plan_render(const graph_request *rq, const graph_plan *p, const cJSON 
         return -ENOMEM;
     char arch[16];
     cJSON_AddStringToObject(o, "graph_key", graph_key);
-    cJSON_AddStringToObject(o, "arch", tuner_target_name(&rq->target, arch, sizeof(arch)));
-    cJSON_AddStringToObject(o, "tune", tuner_tune_name(rq->tune));
+    cJSON_AddStringToObject(o, "arch", tuner_target_name(&rq->opt.target, arch, sizeof(arch)));
+    cJSON_AddStringToObject(o, "tune", tuner_tune_name(rq->opt.tune));
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     cJSON *ws = cJSON_AddArrayToObject(o, "weights");
     for (int t = 0; t < g->n_inputs + g->n_weights; t++)

@@ -43,7 +43,7 @@ typedef struct plan_entry {
      * bytes again are neither parsed nor canonicalised. */
     bool has_body;
     unsigned char body_digest[32];
-    graph_request body_opts; /* its graph empty */
+    proto_job_options body_opts;
 } plan_entry;
 
 typedef struct graph_job {
@@ -81,7 +81,7 @@ typedef struct unique_state {
 struct graph_wait {
     graph_service *gs;
     plan_entry *pe;
-    graph_request opts; /* target, tune, wait, priority, budget (the graph is pe's) */
+    proto_job_options opts; /* target, tune, wait, priority, budget (the graph is pe's) */
     char peer[64];
     unique_state *u;
     int pending;
@@ -190,7 +190,7 @@ static plan_entry *plan_for(graph_service *gs, graph_request *rq, proto_error *e
     if (!pe)
         goto oom;
     memcpy(pe->key, key, sizeof(key));
-    if (graph_partition(&rq->g, &rq->target, &pe->plan, e) < 0) {
+    if (graph_partition(&rq->g, &rq->opt.target, &pe->plan, e) < 0) {
         free(pe);
         return NULL;
     }
@@ -419,8 +419,7 @@ static void finish(graph_wait *w, graph_result *res)
     }
     /* The plan is placed again for these kernels' workspaces (a re-tuned kernel may need
      * another), on the loop thread, so no other request sees it half placed. */
-    graph_request view = w->opts;
-    view.g = pe->graph.g;
+    const graph_request view = {.g = pe->graph.g, .opt = w->opts};
     if (r == 0)
         r = graph_plan_place(&pe->plan, ws);
     if (r == 0)
@@ -503,13 +502,13 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
     memset(ret, 0, sizeof(*ret));
     if (ret_wait)
         *ret_wait = NULL;
-    graph_request rq, parsed;
+    graph_request rq;
     proto_error pe;
     unsigned char digest[32];
     crypto_generichash(digest, sizeof(digest), (const unsigned char *)body, len, NULL, 0);
     plan_entry *known = entry_of_body(gs, digest);
     if (known) {
-        rq = known->body_opts;
+        rq = (graph_request){.opt = known->body_opts};
     } else {
         int r = graph_request_parse(body, len, &rq, &pe);
         if (r < 0) {
@@ -517,12 +516,9 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
             return;
         }
     }
-    parsed = rq; /* the options as the body gave them, before defaults and arch "native" */
-    parsed.g = (graph){0};
-    if (!rq.tune_given)
-        rq.tune = resolve_default_mode(gs->r);
-    if (resolve_pick_target(gs->r, rq.arch_given, rq.arch_native, &rq.target, &rq.target,
-                            &ret->error) < 0) {
+    const proto_job_options parsed = rq.opt; /* as the body gave them, before defaults and arch
+                                              * "native" */
+    if (resolve_apply_defaults(gs->r, &rq.opt, &ret->error) < 0) {
         ret->state = RESOLVE_FAILED;
         graph_request_free(&rq);
         entry_unref(known);
@@ -550,8 +546,7 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
     }
     w->gs = gs;
     w->pe = entry;
-    w->opts = rq;
-    w->opts.g = (graph){0};
+    w->opts = rq.opt;
     graph_request_free(&rq);
     snprintf(w->peer, sizeof(w->peer), "%s", peer ? peer : "");
     w->cb = cb;
@@ -568,16 +563,7 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
         unique_state *u = &w->u[i];
         u->w = w;
         u->index = i;
-        resolve_request kr = {
-            .op = &entry->plan.kernels[entry->first_kernel[i]].op,
-            .target = w->opts.target,
-            .mode = w->opts.tune,
-            .wait = w->opts.wait,
-            .priority = w->opts.priority,
-            .budget_s = w->opts.budget_s,
-            .budget_candidates = w->opts.budget_candidates,
-        };
-        snprintf(kr.peer, sizeof(kr.peer), "%s", w->peer);
+        resolve_request kr = resolve_request_of(&entry->plan.kernels[entry->first_kernel[i]].op, &w->opts, w->peer);
         resolve_result res;
         w->pending++;
         resolve_kernel(gs->r, &kr, kernel_done, u, &res, &u->rw);

@@ -815,7 +815,7 @@ static int infer_conv2d(tuner_op *op, proto_error *e)
 /* ---------------------------------------------------------------------------------------------
  * The request */
 
-static int parse_budget(const cJSON *b, proto_kernel_request *req, proto_error *e)
+static int parse_budget(const cJSON *b, proto_job_options *opt, proto_error *e)
 {
     static const char *const keys[] = {"seconds", "candidates", NULL};
     const cJSON *v;
@@ -825,11 +825,11 @@ static int parse_budget(const cJSON *b, proto_kernel_request *req, proto_error *
     if ((r = proto_check_keys(b, keys, "budget", e)) < 0)
         return r;
     if ((v = cJSON_GetObjectItemCaseSensitive(b, "seconds"))) {
-        if ((r = json_finite(v, "budget.seconds", &req->budget_s, e)) < 0)
+        if ((r = json_finite(v, "budget.seconds", &opt->budget_s, e)) < 0)
             return r;
-        if (req->budget_s <= 0)
+        if (opt->budget_s <= 0)
             return proto_fail(e, 422, "invalid_field", "budget.seconds", "budget.seconds must be > 0");
-        if (req->budget_s > PROTO_MAX_BUDGET_S)
+        if (opt->budget_s > PROTO_MAX_BUDGET_S)
             return proto_fail(e, 422, "limit_exceeded", "budget.seconds",
                         "budget.seconds must be at most %g", PROTO_MAX_BUDGET_S);
     }
@@ -843,7 +843,7 @@ static int parse_budget(const cJSON *b, proto_kernel_request *req, proto_error *
         if (c > PROTO_MAX_BUDGET_CANDIDATES)
             return proto_fail(e, 422, "limit_exceeded", "budget.candidates",
                         "budget.candidates must be at most %d", PROTO_MAX_BUDGET_CANDIDATES);
-        req->budget_candidates = (int)c;
+        opt->budget_candidates = (int)c;
     }
     return 0;
 }
@@ -1170,28 +1170,28 @@ static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
     return 0;
 }
 
-int proto_parse_job_options(const cJSON *root, proto_kernel_request *req, proto_error *e)
+int proto_parse_job_options(const cJSON *root, proto_job_options *opt, proto_error *e)
 {
     const cJSON *v;
     const char *s = NULL;
     int r;
 
-    req->target = (tuner_target){.sm = 90, .arch_specific = false};
-    req->arch_given = req->arch_native = false;
-    req->tune = TUNER_TUNE_MODEL;
-    req->tune_given = false;
-    req->wait = true;
-    req->priority = PROTO_PRIO_NORMAL;
-    req->budget_s = 0;
-    req->budget_candidates = 0;
-    req->retune = false;
+    opt->target = (tuner_target){.sm = 90, .arch_specific = false};
+    opt->arch_given = opt->arch_native = false;
+    opt->tune = TUNER_TUNE_MODEL;
+    opt->tune_given = false;
+    opt->wait = true;
+    opt->priority = PROTO_PRIO_NORMAL;
+    opt->budget_s = 0;
+    opt->budget_candidates = 0;
+    opt->retune = false;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "arch"))) {
         if ((r = json_string(v, "arch", &s, e)) < 0)
             return r;
-        req->arch_given = true;
+        opt->arch_given = true;
         if (strcmp(s, "native") == 0)
-            req->arch_native = true;
-        else if (tuner_target_parse(s, &req->target) < 0) {
+            opt->arch_native = true;
+        else if (tuner_target_parse(s, &opt->target) < 0) {
             char archs[128];
             return proto_fail(e, 422, "invalid_field", "arch",
                         "unsupported arch \"%.32s\" (%s, or native: the daemon's GPU)", s,
@@ -1201,16 +1201,16 @@ int proto_parse_job_options(const cJSON *root, proto_kernel_request *req, proto_
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "tune"))) {
         if ((r = json_string(v, "tune", &s, e)) < 0)
             return r;
-        if (tuner_tune_parse(s, &req->tune) < 0)
+        if (tuner_tune_parse(s, &opt->tune) < 0)
             return proto_fail(e, 422, "invalid_field", "tune",
                         "tune must be \"none\", \"model\" or \"measure\"");
-        req->tune_given = true;
+        opt->tune_given = true;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "wait")) &&
-        (r = json_bool(v, "wait", &req->wait, e)) < 0)
+        (r = json_bool(v, "wait", &opt->wait, e)) < 0)
         return r;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "retune")) &&
-        (r = json_bool(v, "retune", &req->retune, e)) < 0)
+        (r = json_bool(v, "retune", &opt->retune, e)) < 0)
         return r;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "priority"))) {
         if ((r = json_string(v, "priority", &s, e)) < 0)
@@ -1219,10 +1219,10 @@ int proto_parse_job_options(const cJSON *root, proto_kernel_request *req, proto_
         if (p < 0)
             return proto_fail(e, 422, "invalid_field", "priority",
                         "priority must be \"blocking\", \"normal\" or \"background\"");
-        req->priority = p;
+        opt->priority = p;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "budget")) &&
-        (r = parse_budget(v, req, e)) < 0)
+        (r = parse_budget(v, opt, e)) < 0)
         return r;
     return 0;
 }
@@ -1279,7 +1279,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         return r;
     op->output.dtype = dt;
 
-    return proto_parse_job_options(root, req, e);
+    return proto_parse_job_options(root, &req->opt, e);
 }
 
 int proto_parse_json_body(const char *body, size_t len, cJSON **root, proto_error *e)

@@ -28,13 +28,13 @@
  * asserts it where a request becomes a job). */
 enum { PROTO_PRIO_BLOCKING = 0, PROTO_PRIO_NORMAL = 1, PROTO_PRIO_BACKGROUND = 2 };
 
-/* A validated kernel request. */
-typedef struct proto_kernel_request {
-    tuner_op op;
+/* The job options a request carries beside what it asks for: the same fields, defaults and
+ * checks for a kernel request and a graph request (proto_parse_job_options). */
+typedef struct proto_job_options {
     tuner_target target;  /* default sm_90; meaningless when arch_native */
     bool arch_given;      /* the body named "arch" (else the daemon's default_arch applies) */
     bool arch_native;     /* "arch": "native": the exact target of the daemon's GPU, which the
-                           * resolver decides (resolve_pick_target) */
+                           * resolver decides (resolve_apply_defaults) */
     tuner_tune_mode tune; /* default TUNER_TUNE_MODEL */
     bool tune_given;      /* the body named "tune" (else the daemon's default_mode may apply) */
     bool wait;            /* default true */
@@ -42,7 +42,14 @@ typedef struct proto_kernel_request {
     double budget_s;      /* 0: the scheduler's default */
     int budget_candidates; /* 0: the scheduler's default */
     bool retune;          /* "retune": true: tune again, though a kernel is stored, and replace
-                           * the one a cluster tier has pinned (docs/cluster.md); default false */
+                           * the one a cluster tier has pinned (docs/cluster.md); default false;
+                           * kernel requests only */
+} proto_job_options;
+
+/* A validated kernel request. */
+typedef struct proto_kernel_request {
+    tuner_op op;
+    proto_job_options opt;
 } proto_kernel_request;
 
 /* Why a request was refused: everything the error answer needs. */
@@ -76,10 +83,10 @@ struct cJSON;
 int proto_parse_json_body(const char *body, size_t len, struct cJSON **root, proto_error *e);
 
 /* The job options of a request object: "arch", "tune", "wait", "priority", "budget" and
- * "retune", checked, into req's option fields, every one of which it sets (the defaults where a
- * key is absent; req->op is not touched).
- * Graph requests use it too, so both answer the same errors. 0, or -EINVAL with *e filled. */
-int proto_parse_job_options(const struct cJSON *root, proto_kernel_request *req, proto_error *e);
+ * "retune", checked, into *opt, every field of which it sets (the defaults where a key is
+ * absent). Graph requests use it too, so both answer the same errors (a graph body refuses
+ * "retune" as an unknown key before this runs). 0, or -EINVAL with *e filled. */
+int proto_parse_job_options(const struct cJSON *root, proto_job_options *opt, proto_error *e);
 
 /* Refuses (400 invalid_field, the field's path) a member of obj not in allowed (NULL-terminated),
  * suggesting the closest allowed name, and a member given twice: a strict language, so that a

@@ -610,25 +610,11 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
              perr.message, perr.field);
         return;
     }
-    if (!kr.tune_given)
-        kr.tune = r->cfg.default_mode;
-    if (resolve_pick_target(r, kr.arch_given, kr.arch_native, &kr.target, &kr.target,
-                            &ret->error) < 0) {
+    if (resolve_apply_defaults(r, &kr.opt, &ret->error) < 0) {
         ret->state = RESOLVE_FAILED;
         return;
     }
-    resolve_request rq = {
-        .op = &kr.op,
-        .target = kr.target,
-        .mode = kr.tune,
-        .wait = kr.wait,
-        .priority = kr.priority,
-        .budget_s = kr.budget_s,
-        .budget_candidates = kr.budget_candidates,
-        .retune = kr.retune,
-    };
-    if (peer)
-        snprintf(rq.peer, sizeof(rq.peer), "%s", peer);
+    resolve_request rq = resolve_request_of(&kr.op, &kr.opt, peer);
     char *op_json = tuner_op_canonical_json(&kr.op);
     if (!op_json) {
         fail(ret, 500, "internal", "out of memory", NULL);
@@ -799,17 +785,17 @@ static int native_target(const resolver *r, tuner_target *ret)
     return 0;
 }
 
-int resolve_pick_target(const resolver *r, bool arch_given, bool arch_native,
-                        const tuner_target *given, tuner_target *ret, resolve_error *err)
+/* The target of a request's options (resolve_apply_defaults). */
+static int pick_target(const resolver *r, const proto_job_options *opt, tuner_target *ret, resolve_error *err)
 {
-    if (arch_given && !arch_native) {
-        *ret = *given;
+    if (opt->arch_given && !opt->arch_native) {
+        *ret = opt->target;
         return 0;
     }
     if (native_target(r, ret) == 0)
-        if (arch_native || r->cfg.default_arch_native)
+        if (opt->arch_native || r->cfg.default_arch_native)
             return 0;
-    if (!arch_native) {
+    if (!opt->arch_native) {
         *ret = r->cfg.default_target;
         return 0;
     }
@@ -823,9 +809,31 @@ int resolve_pick_target(const resolver *r, bool arch_given, bool arch_native,
     return -ENODEV;
 }
 
-tuner_tune_mode resolve_default_mode(const resolver *r)
+int resolve_apply_defaults(const resolver *r, proto_job_options *opt, resolve_error *err)
 {
-    return r->cfg.default_mode;
+    tuner_target t;
+    if (pick_target(r, opt, &t, err) < 0)
+        return -ENODEV;
+    opt->target = t;
+    if (!opt->tune_given)
+        opt->tune = r->cfg.default_mode;
+    return 0;
+}
+
+resolve_request resolve_request_of(const tuner_op *op, const proto_job_options *opt, const char *peer)
+{
+    resolve_request rq = {
+        .op = op,
+        .target = opt->target,
+        .mode = opt->tune,
+        .wait = opt->wait,
+        .priority = opt->priority,
+        .budget_s = opt->budget_s,
+        .budget_candidates = opt->budget_candidates,
+        .retune = opt->retune,
+    };
+    snprintf(rq.peer, sizeof(rq.peer), "%s", peer ? peer : "");
+    return rq;
 }
 
 void resolve_drain(resolver *r)

@@ -44,6 +44,7 @@
 #include "kernel_cache/kc.h"
 #include "scheduler/sched.h"
 #include "op/op.h"
+#include "proto/request.h"
 
 typedef struct resolver resolver;
 typedef struct resolve_wait resolve_wait;
@@ -168,15 +169,17 @@ void resolve_free(resolver *r);
 void resolve_set_remote(resolver *r, const resolve_remote *remote);
 /* New options on reload: a different default mode changes what a body means, so the memo goes. */
 void resolve_reconfigure(resolver *r, const resolve_config *cfg);
-/* The target a request compiles for. "native" (arch_native) is the exact target of the
- * daemon's GPU: its compute capability, with the "a" suffix where op/ has that target (sm_90a
- * on an H100 or H200), from the first GPU the worker pool probed. A request without "arch"
- * gets the configured default (native when a GPU is present, else default_target). 0, or
- * -ENODEV with *err filled (503 no_gpu) for "native" on a daemon without a GPU. */
-int resolve_pick_target(const resolver *r, bool arch_given, bool arch_native,
-                        const tuner_target *given, tuner_target *ret, resolve_error *err);
-/* The tune mode of a request that names none (resolve_config.default_mode). */
-tuner_tune_mode resolve_default_mode(const resolver *r);
+/* A request's job options (proto_parse_job_options) completed with the daemon's defaults, in
+ * place: a request without "tune" gets resolve_config.default_mode, and opt->target becomes the
+ * target the request compiles for. "native" (arch_native) is the exact target of the daemon's
+ * GPU: its compute capability, with the "a" suffix where op/ has that target (sm_90a on an H100
+ * or H200), from the first GPU the worker pool probed; a request without "arch" gets the
+ * configured default (native when a GPU is present, else default_target). 0, or -ENODEV with
+ * *err filled (503 no_gpu) for "native" on a daemon without a GPU (then *opt is unchanged). */
+int resolve_apply_defaults(const resolver *r, proto_job_options *opt, resolve_error *err);
+/* The request for op under options completed by resolve_apply_defaults, charged to client peer
+ * (NULL: none). */
+resolve_request resolve_request_of(const tuner_op *op, const proto_job_options *opt, const char *peer);
 /* New jobs are refused (503 shutting_down) from now on. */
 void resolve_drain(resolver *r);
 /* Drops every answer held in memory (the daemon removed entries itself: its own commits do not

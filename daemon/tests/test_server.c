@@ -104,7 +104,7 @@ static const char *store_artifact(kc_db *db, kc_choice choice)
     char *op_json = tuner_op_canonical_json(&kr.op);
     kc_artifact a;
     memset(&a, 0, sizeof(a));
-    sched_op_key(op_json, &kr.target, a.op_key);
+    sched_op_key(op_json, &kr.opt.target, a.op_key);
     const char *sched_json = "{\"template\":\"softmax_rows\",\"params\":{\"vec\":8}}";
     sched_artifact_key(a.op_key, sched_json, a.key);
     strcpy(a.op, "softmax");

@@ -30,7 +30,7 @@ static int plan_of(const char *body, graph_request *rq, graph_plan *p, proto_err
     int r = graph_request_parse(body, strlen(body), rq, e);
     if (r < 0)
         return r;
-    r = graph_partition(&rq->g, &rq->target, p, e);
+    r = graph_partition(&rq->g, &rq->opt.target, p, e);
     if (r < 0)
         graph_request_free(rq);
     return r;
@@ -255,8 +255,10 @@ static void test_options(void)
     graph_request rq;
     proto_error e;
     CHECK(graph_request_parse(good, strlen(good), &rq, &e) == 0, "options refused: %s", e.message);
-    CHECK(rq.arch_given && !rq.arch_native && rq.target.sm == 80 && rq.tune == TUNER_TUNE_NONE && rq.tune_given &&
-              !rq.wait && rq.priority == PROTO_PRIO_BACKGROUND && rq.budget_s == 5 && rq.budget_candidates == 7,
+    const proto_job_options *o = &rq.opt;
+    CHECK(o->arch_given && !o->arch_native && o->target.sm == 80 && o->tune == TUNER_TUNE_NONE && o->tune_given &&
+              !o->wait && o->priority == PROTO_PRIO_BACKGROUND && o->budget_s == 5 && o->budget_candidates == 7 &&
+              !o->retune,
           "options not kept");
     graph_request_free(&rq);
 }

@@ -71,12 +71,12 @@ static void test_ops(void)
     CHECK(r.op.kind == TUNER_OP_MATMUL && r.op.n_inputs == 2 && r.op.n_anchor_inputs == 2);
     CHECK(r.op.output.rank == 2 && r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
     CHECK(r.op.output.dtype == TUNER_F16);
-    CHECK(r.target.sm == 90 && !r.target.arch_specific);
-    CHECK(r.tune == TUNER_TUNE_MODEL && !r.tune_given && r.wait && r.priority == PROTO_PRIO_NORMAL);
-    CHECK(r.budget_s == 0 && r.budget_candidates == 0 && !r.retune);
+    CHECK(r.opt.target.sm == 90 && !r.opt.target.arch_specific);
+    CHECK(r.opt.tune == TUNER_TUNE_MODEL && !r.opt.tune_given && r.opt.wait && r.opt.priority == PROTO_PRIO_NORMAL);
+    CHECK(r.opt.budget_s == 0 && r.opt.budget_candidates == 0 && !r.opt.retune);
     CHECK(r.op.inputs[0].align == 16);
     r = OK("{\"op\":\"matmul\"," MM_IN ",\"retune\":true}");
-    CHECK(r.retune);
+    CHECK(r.opt.retune);
     BAD("{\"op\":\"matmul\"," MM_IN ",\"retune\":1}", 400, "invalid_field", "retune");
     r = OK("{\"op\":\"matmul\"," MM_IN "}");
     CHECK(!r.op.attrs.matmul.allow_tf32); /* normalised: only meaningful for f32 */
@@ -87,9 +87,9 @@ static void test_ops(void)
            "\"budget\":{\"seconds\":30,\"candidates\":64}}");
     CHECK(r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
     CHECK(r.op.attrs.matmul.allow_tf32 && r.op.attrs.matmul.trans_a && r.op.attrs.matmul.trans_b);
-    CHECK(r.target.sm == 90 && r.target.arch_specific);
-    CHECK(r.tune == TUNER_TUNE_MEASURE && r.tune_given && !r.wait && r.priority == PROTO_PRIO_BLOCKING);
-    CHECK(r.budget_s == 30 && r.budget_candidates == 64);
+    CHECK(r.opt.target.sm == 90 && r.opt.target.arch_specific);
+    CHECK(r.opt.tune == TUNER_TUNE_MEASURE && r.opt.tune_given && !r.opt.wait && r.opt.priority == PROTO_PRIO_BLOCKING);
+    CHECK(r.opt.budget_s == 30 && r.opt.budget_candidates == 64);
 
     /* Batched, with a rank-2 B broadcast over the batch. */
     r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,128,64],\"dtype\":\"bf16\"},"
@@ -111,7 +111,7 @@ static void test_ops(void)
     CHECK(r.op.epilogue.n == 2 && r.op.epilogue.steps[0].kind == TUNER_EW_ADD);
     CHECK(r.op.epilogue.steps[0].operand == 2);
     CHECK(r.op.epilogue.steps[1].kind == TUNER_EW_GELU_TANH);
-    CHECK(r.tune == TUNER_TUNE_NONE);
+    CHECK(r.opt.tune == TUNER_TUNE_NONE);
 
     /* Epilogue cast changes the output dtype. */
     r = OK("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"relu\"},"
@@ -658,7 +658,7 @@ static void test_examples(const char *dir)
                         err.code, err.field, err.message);
                 failures++;
             } else {
-                CHECK(r.target.sm == (a ? 90 : 80));
+                CHECK(r.opt.target.sm == (a ? 90 : 80));
             }
             free(body);
             cJSON_Delete(j);
@@ -673,7 +673,7 @@ static void test_examples(const char *dir)
     if (text) {
         proto_kernel_request r = OK(text);
         CHECK(r.op.output.shape[0] == 128 && r.op.output.shape[1] == 256);
-        CHECK(r.op.inputs[0].shape[1] == 64 && r.target.sm == 90);
+        CHECK(r.op.inputs[0].shape[1] == 64 && r.opt.target.sm == 90);
         free(text);
     }
 }

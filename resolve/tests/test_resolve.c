@@ -102,12 +102,12 @@ static kc_artifact *make_artifact(const char *body, int rank, const char *tag)
     CHECK(proto_kernel_request_parse(body, strlen(body), &kr, &err) == 0, "parse: %s", err.message);
     kc_artifact *a = calloc(1, sizeof(*a));
     char *op_json = tuner_op_canonical_json(&kr.op);
-    sched_op_key(op_json, &kr.target, a->op_key);
+    sched_op_key(op_json, &kr.opt.target, a->op_key);
     char sched_json[96];
     snprintf(sched_json, sizeof(sched_json), "{\"template\":\"softmax_rows\",\"params\":{\"vec\":8},\"tag\":\"%s\"}", tag);
     sched_artifact_key(a->op_key, sched_json, a->key);
     snprintf(a->op, sizeof(a->op), "%s", tuner_op_name(kr.op.kind));
-    tuner_target_name(&kr.target, a->target, sizeof(a->target));
+    tuner_target_name(&kr.opt.target, a->target, sizeof(a->target));
     a->op_json = op_json;
     a->schedule_json = strdup(sched_json);
     kc_kernel *k = &a->launch.kernels[a->launch.n_kernels++];
@@ -203,7 +203,7 @@ int main(void)
     proto_kernel_request kr;
     proto_error perr;
     CHECK(proto_kernel_request_parse(softmax_body, strlen(softmax_body), &kr, &perr) == 0, "parse");
-    resolve_request rq = { .op = &kr.op, .target = kr.target, .mode = TUNER_TUNE_NONE, .wait = true,
+    resolve_request rq = { .op = &kr.op, .target = kr.opt.target, .mode = TUNER_TUNE_NONE, .wait = true,
                            .priority = SCHED_PRIO_NORMAL };
     resolve_kernel(r, &rq, on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_ANSWERED && RESOLVE_ORIGIN_IS_HIT(res.origin), "none: %d", res.state);
@@ -221,7 +221,7 @@ int main(void)
           perr.message);
     fr.answer = make_artifact(softmax_body, 2, "wrong-op");
     memset(&o, 0, sizeof(o));
-    rq = (resolve_request){ .op = &kr2.op, .target = kr2.target, .mode = TUNER_TUNE_MODEL, .wait = true,
+    rq = (resolve_request){ .op = &kr2.op, .target = kr2.opt.target, .mode = TUNER_TUNE_MODEL, .wait = true,
                             .priority = SCHED_PRIO_NORMAL };
     resolve_kernel(r, &rq, on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_WAITING && fr.lookups == 2, "lookup for the reduce: %d", res.state);

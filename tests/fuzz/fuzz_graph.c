@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     graph_plan p;
-    if (graph_partition(&rq.g, &rq.target, &p, &err) != 0) {
+    if (graph_partition(&rq.g, &rq.opt.target, &p, &err) != 0) {
         check_error(&err);
         graph_request_free(&rq);
         return 0;
