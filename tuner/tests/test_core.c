@@ -171,8 +171,10 @@ static void run_case(const char *name, const tuner_op *op, const tuner_target *t
     tuner_space_free(sp);
 }
 
-/* conv2d_direct's shared input rows: a depthwise (vector) space offers tp 2 and 4, and one
- * candidate of each compiles; scalar paths (channel multipliers, groups) offer none. */
+/* conv2d_direct's shared input rows and register cap: a depthwise (vector) space offers tp 2 and
+ * 4 and, with 16-bit channels, regs 128 (its program asks for the blocks per SM that leave 128
+ * registers), and one candidate of each compiles; scalar paths (channel multipliers, groups)
+ * offer none. */
 static void check_direct_rows(const char *name, const tuner_op *op, const tuner_target *t, bool vector)
 {
     tuner_space *sp = NULL;
@@ -182,28 +184,41 @@ static void check_direct_rows(const char *name, const tuner_op *op, const tuner_
     free(err);
     if (r < 0)
         return;
-    for (int tp = 2; tp <= 4; tp += 2) {
+    static const struct { const char *param; int value; } kinds[] = {{"tp", 2}, {"tp", 4}, {"regs", 128}};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        const char *param = kinds[k].param;
+        const int value = kinds[k].value;
         size_t first = sp->n;
         for (size_t i = 0; i < sp->n && first == sp->n; i++)
-            if (tuner_schedule_param(&sp->items[i], "tp", 1) == tp)
+            if (tuner_schedule_param(&sp->items[i], param, 0) == value)
                 first = i;
         if (!vector) {
-            CHECK(first == sp->n, "%s: scalar space offers tp %d", name, tp);
+            CHECK(first == sp->n, "%s: scalar space offers %s %d", name, param, value);
             continue;
         }
-        CHECK(first < sp->n, "%s: no tp %d candidate", name, tp);
+        /* fp32 vectors are 4 channels: too few accumulators and window values to need a cap. */
+        if (!strcmp(param, "regs") && tuner_dtype_size(op->output.dtype) == 4)
+            continue;
+        CHECK(first < sp->n, "%s: no %s %d candidate", name, param, value);
         if (first == sp->n)
             continue;
         tuner_program *p = NULL;
         err = NULL;
         r = tuner_generate(op, t, &sp->items[first], &p, &err);
-        CHECK(r == 0, "%s tp %d: generate: %s", name, tp, err ? err : "?");
+        CHECK(r == 0, "%s %s %d: generate: %s", name, param, value, err ? err : "?");
         free(err);
         if (r < 0)
             continue;
         char what[160];
-        snprintf(what, sizeof(what), "%s tp %d", name, tp);
+        snprintf(what, sizeof(what), "%s %s %d", name, param, value);
         CHECK(launch_sane(p, op), "%s: launch description", what);
+        if (!strcmp(param, "regs")) {
+            const char *lb = strstr(p->source, "__launch_bounds__(");
+            int threads = 0, blocks = 0;
+            CHECK(lb && sscanf(lb, "__launch_bounds__(%d, %d)", &threads, &blocks) == 2 && blocks >= 2 &&
+                      (threads + 31) / 32 * 32 * 128 * blocks <= 65536,
+                  "%s: no blocks-per-SM bound that leaves 128 registers", what);
+        }
         CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
         tuner_program_free(p);
     }
