@@ -142,6 +142,17 @@ static tuner_op gconv(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int
     return op;
 }
 
+/* op (from conv or gconv) with dilation d in both dimensions, its output size recomputed. */
+static tuner_op dilated(tuner_op op, int d)
+{
+    const int64_t *x = op.inputs[0].shape, *wt = op.inputs[1].shape;
+    const int stride = op.attrs.conv2d.stride[0], pad = op.attrs.conv2d.pad[0];
+    op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = d;
+    op.output.shape[1] = (x[1] + 2 * pad - d * (wt[1] - 1) - 1) / stride + 1;
+    op.output.shape[2] = (x[2] + 2 * pad - d * (wt[2] - 1) - 1) / stride + 1;
+    return op;
+}
+
 static tuner_op rows_op(tuner_op_kind k, int64_t rows, int64_t d, int align, int n_affine)
 {
     tuner_op op = blank(k);
@@ -258,13 +269,7 @@ static int build_cases(scase *c)
     ADD("conv 2x9x7x72 k40 3x3 s1p1", conv(2, 9, 7, 72, 40, 3, 3, 1, 1), true);
     /* Few tiles, a long K: split-K clusters of the gathering conv2d_wgmma (and conv2d_mma). */
     ADD("conv 2x7x7x512 k512 3x3 s1p1", conv(2, 7, 7, 512, 512, 3, 3, 1, 1), true);
-    {
-        tuner_op op = conv(1, 19, 17, 64, 64, 3, 3, 1, 2);
-        op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 2;
-        op.output.shape[1] = 19; /* (19 + 2*2 - 2*(3-1) - 1) + 1; conv() assumed no dilation */
-        op.output.shape[2] = 17;
-        ADD("conv 1x19x17x64 k64 3x3 d2p2", op, true);
-    }
+    ADD("conv 1x19x17x64 k64 3x3 d2p2", dilated(conv(1, 19, 17, 64, 64, 3, 3, 1, 2), 2), true);
     /* Depthwise and small-group convolutions (conv2d_direct and the GEMM templates). */
     ADD("dwconv 2x28x28x96 3x3 s1p1", gconv(2, 28, 28, 96, 96, 3, 1, 1, 96), true);
     {
@@ -275,15 +280,9 @@ static int build_cases(scase *c)
         ADD("dwconv 2x29x29x144 3x3 s2 +b,relu", op, true);
     }
     ADD("dwconv 1x17x13x24 k48 5x5 p2", gconv(1, 17, 13, 24, 48, 5, 1, 2, 24), true);
-    {
-        /* Dilated, 15 output rows: conv2d_direct's shared input rows (tp 2, 4) at the last,
-         * partial row block, with every other input row unused by a single output row. */
-        tuner_op op = gconv(1, 15, 13, 32, 32, 3, 1, 2, 32);
-        op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 2;
-        op.output.shape[1] = 15; /* (15 + 2*2 - 2*(3-1) - 1) + 1; gconv() assumed no dilation */
-        op.output.shape[2] = 13;
-        ADD("dwconv 1x15x13x32 3x3 d2p2", op, true);
-    }
+    /* Dilated, 15 output rows: conv2d_direct's shared input rows (tp 2, 4) at the last, partial
+     * row block, with every other input row unused by a single output row. */
+    ADD("dwconv 1x15x13x32 3x3 d2p2", dilated(gconv(1, 15, 13, 32, 32, 3, 1, 2, 32), 2), true);
     ADD("gconv 1x15x15x32 k64 g8 3x3", gconv(1, 15, 15, 32, 64, 3, 1, 1, 8), true);
     {
         /* rsqrt(x + 0.25) * g: NaN wherever the random x is below -0.25, in the reference and
