@@ -73,6 +73,8 @@ static bool direct_applies(const tuner_op *op, const tuner_target *t)
 
 typedef struct direct_cfg {
     int vec, kt, bq, tq, tp;
+    int span;       /* input columns under a thread's TQ pixels (its window, in channel vectors) */
+    int rows_in;    /* input rows under a block's TP output rows, first to last */
     int min_blocks; /* __launch_bounds__'s blocks per SM: 0 none, else what caps at REG_CAP */
     long long qblocks, pblocks, ktiles, grid_x;
     unsigned threads;
@@ -93,7 +95,8 @@ static int vmax_of(const tuner_op *op, const conv_geo *g)
     return v;
 }
 
-static bool cfg_of(const tuner_op *op, const conv_geo *g, const tuner_schedule *s, direct_cfg *c)
+static bool cfg_of(const tuner_op *op, const tuner_arch *a, const conv_geo *g, const tuner_schedule *s,
+                   direct_cfg *c)
 {
     c->vec = tuner_schedule_param(s, P_VEC, 1);
     c->kt = tuner_schedule_param(s, P_KT, 32);
@@ -112,16 +115,17 @@ static bool cfg_of(const tuner_op *op, const conv_geo *g, const tuner_schedule *
     c->threads = (unsigned)(c->kt / c->vec) * (unsigned)c->bq;
     if (c->threads < 32 || c->threads > 512)
         return false;
+    c->span = (c->tq - 1) * g->sw + (int)(g->S - 1) * g->dw + 1;
+    c->rows_in = (c->tp - 1) * g->sh + (int)(g->R - 1) * g->dh + 1;
     /* A register cap: depthwise threads only, where their accumulators and input window (plus
      * about 24 for addresses) would take more, and where a whole number of blocks per SM above
-     * one gives each thread REG_CAP (65536 registers per SM, allocated per warp). */
+     * one gives each thread REG_CAP (registers are allocated per warp). */
     const int regs = tuner_schedule_param(s, P_REGS, 0);
     c->min_blocks = 0;
     if (regs != 0) {
-        const int span = (c->tq - 1) * g->sw + (int)(g->S - 1) * g->dw + 1;
-        const int want = c->tp * c->tq * c->vec + span * c->vec + 24;
+        const int want = c->tp * c->tq * c->vec + c->span * c->vec + 24;
         const int warps = (int)(c->threads + 31) / 32;
-        c->min_blocks = 65536 / (warps * 32 * REG_CAP);
+        c->min_blocks = a->regs_per_sm / (warps * 32 * REG_CAP);
         if (regs != REG_CAP || c->vec == 1 || want <= REG_CAP || c->min_blocks < 2)
             return false;
     }
@@ -142,7 +146,7 @@ static bool cfg_of(const tuner_op *op, const conv_geo *g, const tuner_schedule *
 
 static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
-    (void)t;
+    const tuner_arch *arch = tuner__arch(t);
     conv_geo g = geo_of(op);
     int vmax = vmax_of(op, &g);
     /* Channel tiles: powers of two, and the tiles that split K evenly (K / d for a few d), so
@@ -169,7 +173,7 @@ static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
                             tuner_schedule s = {0};
                             tuner__schedule_params(&s, 6, names, values);
                             direct_cfg cfg;
-                            if (!cfg_of(op, &g, &s, &cfg))
+                            if (!cfg_of(op, arch, &g, &s, &cfg))
                                 continue;
                             int r = tuner__space_push(items, n, "conv2d_direct", 6, names, values);
                             if (r < 0)
@@ -184,10 +188,9 @@ static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
  * pixel it overlaps ((TQ - 1) * stride + (S - 1) * dilation + 1 loads instead of S * TQ). */
 static void emit_row_window(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
 {
-    const long long span = (long long)(c->tq - 1) * g->sw + (g->S - 1) * g->dw + 1;
-    tuner_sb_printf(sb, "  float xw[%lld][%d];\n", span, c->vec);
+    tuner_sb_printf(sb, "  float xw[%d][%d];\n", c->span, c->vec);
     tuner_sb_printf(sb, "  const long long w0 = qbase * %d - %d;\n", g->sw, g->pw);
-    tuner_sb_printf(sb, "#pragma unroll\n  for (int j = 0; j < %lld; j++) {\n", span);
+    tuner_sb_printf(sb, "#pragma unroll\n  for (int j = 0; j < %d; j++) {\n", c->span);
     tuner_sb_puts(sb, "    const long long wi = w0 + j;\n");
     tuner_sb_printf(sb, "    if (wi >= 0 && wi < %lldLL) hd_ldn_f32<%s, %d>(xrow + wi * %lldLL + cbase, xw[j]);\n", g->W,
                     XT, c->vec, g->C);
@@ -208,31 +211,35 @@ static void emit_row_taps(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, 
     tuner_sb_puts(sb, "  }\n");
 }
 
-/* Depthwise, TP output rows: input row j (from the first output row's top) feeds output row u
- * with filter row r where j = u * stride + r * dilation; each row is loaded once (rows no output
- * row uses are skipped) and its window feeds every output row it overlaps. */
+/* The filter row through which input row j (counted from the first output row's top) feeds
+ * output row u of a block, j = u * stride + r * dilation; -1 where it feeds none. */
+static int filter_row(const conv_geo *g, int j, int u)
+{
+    const int rd = j - u * g->sh;
+    return rd >= 0 && rd % g->dh == 0 && rd / g->dh < g->R ? rd / g->dh : -1;
+}
+
+/* Depthwise, TP output rows: each input row under them is loaded once (rows no output row uses
+ * are skipped) and its window feeds every output row it overlaps (filter_row). */
 static void emit_shared_rows(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
 {
-    const long long rows = (long long)(c->tp - 1) * g->sh + (g->R - 1) * g->dh + 1;
-    for (long long j = 0; j < rows; j++) {
+    for (int j = 0; j < c->rows_in; j++) {
         bool used = false;
-        for (int u = 0; u < c->tp; u++) {
-            const long long rd = j - (long long)u * g->sh;
-            used = used || (rd >= 0 && rd % g->dh == 0 && rd / g->dh < g->R);
-        }
+        for (int u = 0; u < c->tp; u++)
+            used = used || filter_row(g, j, u) >= 0;
         if (!used)
             continue;
-        tuner_sb_printf(sb, "{\n  const long long h = p0 * %d - %d + %lld;\n", g->sh, g->ph, j);
+        tuner_sb_printf(sb, "{\n  const long long h = p0 * %d - %d + %d;\n", g->sh, g->ph, j);
         tuner_sb_printf(sb, "  if (h >= 0 && h < %lldLL) {\n", g->H);
         tuner_sb_printf(sb, "  const %s *xrow = in0 + ((n * %lldLL + h) * %lldLL) * %lldLL;\n", XT, g->H, g->W, g->C);
         emit_row_window(sb, g, c, XT);
         for (int u = 0; u < c->tp; u++) {
-            const long long rd = j - (long long)u * g->sh;
-            if (rd < 0 || rd % g->dh != 0 || rd / g->dh >= g->R)
+            const int r = filter_row(g, j, u);
+            if (r < 0)
                 continue;
-            char r[24];
-            snprintf(r, sizeof(r), "%lld", rd / g->dh);
-            emit_row_taps(sb, g, c, r, u);
+            char rs[16];
+            snprintf(rs, sizeof(rs), "%d", r);
+            emit_row_taps(sb, g, c, rs, u);
         }
         tuner_sb_puts(sb, "  }\n}\n");
     }
@@ -268,7 +275,7 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
 {
     conv_geo g = geo_of(op);
     direct_cfg c;
-    if (!tuner__arch(t) || !cfg_of(op, &g, s, &c)) {
+    if (!tuner__arch(t) || !cfg_of(op, tuner__arch(t), &g, s, &c)) {
         *err = strdup("invalid parameters for conv2d_direct");
         return -EINVAL;
     }
@@ -343,7 +350,7 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
     const tuner_arch *a = tuner__arch(t);
     conv_geo g = geo_of(op);
     direct_cfg c;
-    if (!a || !cfg_of(op, &g, s, &c))
+    if (!a || !cfg_of(op, a, &g, s, &c))
         return 1e12;
     double outs = (double)(g.N * g.P * g.Q * g.K);
     double bytes = (double)tuner_tensor_numel(&op->inputs[0]) * tuner_dtype_size(op->inputs[0].dtype) +
@@ -359,7 +366,7 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
     double macs = outs * (double)(g.R * g.S * g.cpg);
     /* Input rows loaded per output row, relative to one per filter row: TP output rows share
      * theirs. */
-    const double rows = c.tp > 1 ? ((double)(c.tp - 1) * g.sh + (double)(g.R - 1) * g.dh + 1.0) / c.tp : (double)g.R;
+    const double rows = c.tp > 1 ? (double)c.rows_in / c.tp : (double)g.R;
     /* Per MAC: an FMA, and (spread over TQ pixels) the weight load; per tap a bounds check and,
      * depthwise, the window loads. */
     double instr = macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 * rows / (double)g.R : 2.0)) +
@@ -372,7 +379,6 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
 
 static int direct_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
-    (void)t;
     conv_geo g = geo_of(op);
     int vmax = vmax_of(op, &g);
     int kt = vmax > 1 ? 64 : 32;
@@ -389,7 +395,7 @@ static int direct_preferred(const tuner_op *op, const tuner_target *t, tuner_sch
     const char *names[4] = {P_VEC, P_KT, P_BQ, P_TQ};
     tuner__schedule_params(ret, 4, names, values);
     direct_cfg c;
-    return cfg_of(op, &g, ret, &c) ? 0 : -EINVAL;
+    return cfg_of(op, tuner__arch(t), &g, ret, &c) ? 0 : -EINVAL;
 }
 
 const tuner_template tuner__conv2d_direct = {
