@@ -86,6 +86,25 @@ static void check_cols_split(const char *name, const tuner_op *op, const tuner_t
     tuner_space_free(sp);
 }
 
+/* Generates schedule s of op (described as `what` in failures), checks its launch description and
+ * output dtype and compiles it through NVRTC and ptxas; *ms gets the NVRTC time (ms may be NULL).
+ * The program, whatever the checks said (the caller frees it), or NULL when generation failed. */
+static tuner_program *generate_checked(const char *what, const tuner_op *op, const tuner_target *t,
+                                       const tuner_schedule *s, double *ms)
+{
+    tuner_program *p = NULL;
+    char *err = NULL;
+    const int r = tuner_generate(op, t, s, &p, &err);
+    CHECK(r == 0, "%s: generate: %s", what, err ? err : "?");
+    free(err);
+    if (r < 0)
+        return NULL;
+    CHECK(launch_sane(p, op), "%s: launch description", what);
+    CHECK(p->output_dtype == op->output.dtype, "%s: output dtype", what);
+    CHECK(t_compile_check(what, p->source, t, p, ms), "%s: compile", what);
+    return p;
+}
+
 static void run_case(const char *name, const tuner_op *op, const tuner_target *t, bool expect_scalar_only)
 {
     char tn[16], what[256];
@@ -140,17 +159,10 @@ static void run_case(const char *name, const tuner_op *op, const tuner_target *t
         char *sj = tuner_schedule_json(s);
         snprintf(what, sizeof(what), "%s %s %s", name, tn, sj ? sj : "?");
         free(sj);
-        tuner_program *p = NULL;
-        err = NULL;
-        r = tuner_generate(op, t, s, &p, &err);
-        CHECK(r == 0, "%s: generate: %s", what, err ? err : "?");
-        free(err);
-        if (r < 0)
-            continue;
-        CHECK(launch_sane(p, op), "%s: launch description", what);
-        CHECK(p->output_dtype == op->output.dtype, "%s: output dtype", what);
         double ms = 0;
-        CHECK(t_compile_check(what, p->source, t, p, &ms), "%s: compile", what);
+        tuner_program *p = generate_checked(what, op, t, s, &ms);
+        if (!p)
+            continue;
         if (n_times < MAX_TIMES)
             times[n_times++] = ms;
         tuner_program_free(p);
@@ -202,16 +214,11 @@ static void check_direct_rows(const char *name, const tuner_op *op, const tuner_
         CHECK(first < sp->n, "%s: no %s %d candidate", name, param, value);
         if (first == sp->n)
             continue;
-        tuner_program *p = NULL;
-        err = NULL;
-        r = tuner_generate(op, t, &sp->items[first], &p, &err);
-        CHECK(r == 0, "%s %s %d: generate: %s", name, param, value, err ? err : "?");
-        free(err);
-        if (r < 0)
-            continue;
         char what[160];
         snprintf(what, sizeof(what), "%s %s %d", name, param, value);
-        CHECK(launch_sane(p, op), "%s: launch description", what);
+        tuner_program *p = generate_checked(what, op, t, &sp->items[first], NULL);
+        if (!p)
+            continue;
         if (!strcmp(param, "regs")) {
             const char *lb = strstr(p->source, "__launch_bounds__(");
             int threads = 0, blocks = 0;
@@ -219,7 +226,6 @@ static void check_direct_rows(const char *name, const tuner_op *op, const tuner_
                       (threads + 31) / 32 * 32 * 128 * blocks <= 65536,
                   "%s: no blocks-per-SM bound that leaves 128 registers", what);
         }
-        CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
         tuner_program_free(p);
     }
     tuner_space_free(sp);
