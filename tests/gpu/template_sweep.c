@@ -219,6 +219,15 @@ static int build_cases(scase *c)
     ADD("mm 333x517x200 tb", matmul(1, 333, 517, 200, false, true, 16), true);
     ADD("mm b2 200x136x264 ta tb", matmul(2, 200, 136, 264, true, true, 16), true);
     ADD("mm 8x4096x4096 skinny", matmul(1, 8, 4096, 4096, false, false, 16), true);
+    /* Stream-K (matmul_wgmma): a batch whose tiles are fewer than the SMs, edges in M, N and K,
+     * M-major A, the residual and row operands of the fused chain after the fixup. */
+    {
+        tuner_op op = matmul(2, 304, 1000, 1000, true, false, 16);
+        int64_t res[3] = {2, 304, 1000}, rowscale[3] = {2, 304, 1};
+        add_operand_step(&op, TUNER_EW_ADD, 3, res);
+        add_operand_step(&op, TUNER_EW_MUL, 3, rowscale);
+        ADD("mm b2 304x1000x1000 ta +res,*row", op, true);
+    }
     {
         /* Decode: one row against nn.Linear-layout weights ([N, K]), N off every tile size, a
          * fused chain on the split-K (cluster) reduction's stores. */

@@ -38,6 +38,12 @@
  *    park their fp32 accumulators in the ring, and the cluster sums them through distributed
  *    shared memory, each CTA its share of the rows, applying the epilogue as it stores
  *    (emit_split_epilogue). For problems with fewer tiles than SMs.
+ *    With `stream_k` the grid is one block per SM; the tiles of whole waves are dealt as usual
+ *    and the k tiles of the rest are cut into one range per block, run backwards after its
+ *    whole tiles (wg_sk_plan, emit_unit_loop): a segment that ends inside its tile leaves an
+ *    fp32 partial and a flag in the workspace, one that starts inside its tile adds the
+ *    partials of the lower blocks before its epilogue (emit_sk_fixup). A one-block kernel
+ *    launched first clears the flags. For long runs of waves whose last is mostly empty.
  *
  * Layouts: a K-major operand (A without trans_a, B with trans_b) is one box of 64 k x rows, each
  * row 128 bytes, 8-row groups 1024 bytes apart (descriptor SBO); an MN-major operand (A with
@@ -72,6 +78,14 @@
 #define WG_TMAP_SLOT 384 /* a block's workspace slot: the 128-byte tensor maps of A, B and (with
                          * stage_out) the output */
 
+/* Stream-K's division of a launch (stream_k 1, wg_sk_plan_of): one CTA per SM; the first
+ * dp_tiles tiles are whole waves, dealt a tile per CTA and wave as without it; the sk_tiles
+ * tiles after them, iters k tiles in all, are cut into `grid` equal ranges of k tiles, CTA g
+ * taking [g * iters / grid, (g + 1) * iters / grid) after its whole tiles. */
+typedef struct wg_sk_plan {
+    long long grid, ktiles, dp_tiles, sk_tiles, iters;
+} wg_sk_plan;
+
 typedef struct wg_cfg {
     int bm, bn, stages, consumers, group;
     bool pingpong;   /* each consumer its own tiles, the two taking turns at the tensor cores */
@@ -86,6 +100,8 @@ typedef struct wg_cfg {
     int cluster;     /* 2: CTA pairs on neighbouring M tiles share each B tile (TMA multicast) */
     int split;       /* K slices of a tile: one cluster of `split` CTAs summing their partials
                       * through distributed shared memory (1: none) */
+    bool stream_k;   /* the tiles past the last full wave are shared out by k tiles (wg_sk_plan) */
+    wg_sk_plan sk;   /* ... how (filled by wg_emit) */
     int out_bytes;   /* the staged output tiles, one per consumer's tile of a unit */
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
@@ -142,6 +158,10 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->split = tuner_schedule_param(s, "split_k", 1);
     if (c->split < 1 || c->split > 8 || (c->split > 1 && (c->cluster != 1 || c->pingpong || c->stage_out)))
         return -EINVAL;
+    const int sk = tuner_schedule_param(s, "stream_k", 0);
+    if ((sk != 0 && sk != 1) || (sk && (c->cluster != 1 || c->pingpong || c->split > 1)))
+        return -EINVAL;
+    c->stream_k = sk == 1;
     c->unit_tiles = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
         return -EINVAL;
@@ -169,6 +189,40 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
 static int out_box_cols(const tuner__gemm_problem *p)
 {
     return 128 / tuner_dtype_size(p->out_dt);
+}
+
+/* Fills k for c's tiles on a; false where stream-K has nothing to share out (the tiles fill
+ * whole waves) or too little (fewer than 4 k tiles per CTA). A remainder of less than half a
+ * wave is shared out together with the wave before it: the same work per CTA, but each tile
+ * cut into two or three ranges instead of many (fewer partial tiles to sum per tile). */
+static bool wg_sk_plan_of(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c, wg_sk_plan *k)
+{
+    const long long tiles = p->batch * tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
+    k->grid = a->sm_count;
+    k->ktiles = tuner__gemm_cdiv(p->K, WG_BK);
+    const long long rem = tiles % k->grid;
+    if (tiles >= k->grid && rem == 0)
+        return false;
+    if (tiles < k->grid)
+        k->sk_tiles = tiles;
+    else
+        k->sk_tiles = 2 * rem < k->grid ? rem + k->grid : rem;
+    k->dp_tiles = tiles - k->sk_tiles;
+    k->iters = k->sk_tiles * k->ktiles;
+    return k->iters / k->grid >= 4;
+}
+
+/* Stream-K's workspace after the blocks' tensor-map slots: a u32 flag per CTA (zeroed by the
+ * set's first kernel, set when the CTA's partial tile is written), then a partial tile of fp32
+ * accumulators per CTA. */
+static long long wg_sk_flags_at(const wg_sk_plan *k)
+{
+    return k->grid * WG_TMAP_SLOT;
+}
+
+static long long wg_sk_parts_at(const wg_sk_plan *k)
+{
+    return wg_sk_flags_at(k) + (k->grid * 4 + 127) / 128 * 128;
 }
 
 static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
@@ -213,6 +267,9 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         if (tiles > tuner__arch_cluster_fit(a, c->split) || kper < 2 || (c->split - 1) * kper >= ktiles)
             return false;
     }
+    wg_sk_plan k;
+    if (c->stream_k && !wg_sk_plan_of(p, a, c, &k))
+        return false;
     return tiles <= 0x7fffffffLL;
 }
 
@@ -439,7 +496,29 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
         return;
     }
     const long long tiles = p->batch * tiles_m * tiles_n;
-    if (c->split > 1) /* the CTAs of a cluster, K slices of one tile */
+    if (c->stream_k) {
+        /* Whole tiles first (k tiles [0, ktiles)); then the block's range of the shared k
+         * tiles from its end backwards, one segment per tile it touches: the first segment a
+         * block runs may end inside its tile (its partial goes to the workspace), the last may
+         * start inside its tile (it adds the partials of the blocks before it and stores the
+         * tile). So a block only ever waits for blocks of lower index, and for the first thing
+         * they ran in this phase. */
+        const wg_sk_plan *k = &c->sk;
+        tuner_sb_printf(sb,
+                        "const long long wg_lo = (long long)blockIdx.x * %lldLL / %lld, "
+                        "wg_hi = ((long long)blockIdx.x + 1) * %lldLL / %lld;\n"
+                        "long long wg_it = wg_hi;\n"
+                        "for (long long wg_u = 0;; wg_u++) {\n"
+                        "long long t;\nint wg_k0 = 0, wg_k1 = %lld;\n"
+                        "if (wg_u < %lldLL) {\nt = blockIdx.x + wg_u * %lldLL;\n} else {\n"
+                        "if (wg_it <= wg_lo) break;\n"
+                        "const long long wg_kt = (wg_it - 1) / %lld, wg_beg = max(wg_kt * %lld, wg_lo);\n"
+                        "t = %lldLL + wg_kt;\n"
+                        "wg_k0 = (int)(wg_beg - wg_kt * %lld);\nwg_k1 = (int)(wg_it - wg_kt * %lld);\n"
+                        "wg_it = wg_beg;\n}\n",
+                        k->iters, k->grid, k->iters, k->grid, k->ktiles, k->dp_tiles / k->grid, k->grid,
+                        k->ktiles, k->ktiles, k->dp_tiles, k->ktiles, k->ktiles);
+    } else if (c->split > 1) /* the CTAs of a cluster, K slices of one tile */
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x / %d); t < %lldLL; t += (long long)(gridDim.x / %d)) {\n",
                         c->split, tiles, c->split);
     else if (c->pingpong && consumer)
@@ -663,6 +742,68 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
         tuner_sb_puts(sb, "}\n}\n");
 }
 
+/* Opens a loop over the consumer thread's accumulators in groups of four and declares `v`,
+ * where group (i, q) lives in the partial tile at `base`: `acc` in fragment order, one thread's
+ * 16-byte groups `threads` groups apart, so that each store or load of a warp is 512
+ * contiguous bytes. */
+static void emit_partial_nest(tuner_sb *sb, const wg_cfg *c, const char *v, const char *base)
+{
+    const int threads = 128 * c->consumers, quads = c->bn / 8;
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int q = 0; q < %d; q++) {\n"
+                    "float *const %s = %s + ((i * %d + q) * %d + ((int)threadIdx.x - 128)) * 4;\n",
+                    c->mi, quads, v, base, quads, threads);
+}
+
+/* Stream-K's end of a consumer's unit, before the epilogue (wg_sk_plan, emit_unit_loop): a
+ * segment that stops short of its tile's last k tile parks the fp32 accumulators in the
+ * block's partial slot of the workspace, flags it (a release at GPU scope by one thread after
+ * the consumers' barrier) and goes on to its next unit without an epilogue; a segment that
+ * starts past the tile's first k tile adds the partials of the blocks before it whose ranges
+ * reach into the tile (one thread acquires each flag, the consumers meet, all load; L2 only,
+ * .cg, as the writes were) and goes on to the epilogue like a whole tile. The order of the sum
+ * is fixed, so results do not vary between launches. */
+static void emit_sk_fixup(tuner_sb *sb, const wg_cfg *c)
+{
+    const wg_sk_plan *k = &c->sk;
+    const int threads = 128 * c->consumers;
+    const long long slot = (long long)c->bm * c->bn;
+    char base[96];
+    tuner_sb_printf(sb,
+                    "{\nunsigned *const wg_flags = reinterpret_cast<unsigned *>(reinterpret_cast<char *>(ws) + %lldLL);\n"
+                    "float *const wg_parts = reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + %lldLL);\n"
+                    "if (wg_k1 < %lld) {\n",
+                    wg_sk_flags_at(k), wg_sk_parts_at(k), k->ktiles);
+    snprintf(base, sizeof(base), "wg_parts + (long long)blockIdx.x * %lldLL", slot);
+    emit_partial_nest(sb, c, "wg_pp", base);
+    tuner_sb_printf(sb,
+                    "asm volatile(\"st.global.cg.v4.f32 [%%0], {%%1, %%2, %%3, %%4};\" :: \"l\"(wg_pp), "
+                    "\"f\"(acc[i][4 * q]), \"f\"(acc[i][4 * q + 1]), \"f\"(acc[i][4 * q + 2]), \"f\"(acc[i][4 * q + 3]) "
+                    ": \"memory\");\n}\n"
+                    "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n"
+                    "if (threadIdx.x == 128) asm volatile(\"fence.acq_rel.gpu;\\n"
+                    "st.relaxed.gpu.global.u32 [%%0], 1;\" :: \"l\"(wg_flags + blockIdx.x) : \"memory\");\n"
+                    "continue;\n}\n"
+                    /* The lower blocks whose ranges end inside this tile (every range ends where
+                     * the next one starts). */
+                    "if (wg_k0 > 0) {\n"
+                    "const long long wg_t0 = (t - %lldLL) * %lld;\n"
+                    "for (int wg_gp = (int)blockIdx.x - 1; wg_gp >= 0 && ((long long)wg_gp + 1) * %lldLL / %lld > wg_t0; "
+                    "wg_gp--) {\n"
+                    "if (threadIdx.x == 128) {\nunsigned wg_f = 0u;\n"
+                    "do asm volatile(\"ld.acquire.gpu.global.u32 %%0, [%%1];\" : \"=r\"(wg_f) : \"l\"(wg_flags + wg_gp) : "
+                    "\"memory\");\nwhile (wg_f == 0u);\n}\n"
+                    "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n",
+                    threads, k->dp_tiles, k->ktiles, k->iters, k->grid, threads);
+    snprintf(base, sizeof(base), "wg_parts + (long long)wg_gp * %lldLL", slot);
+    emit_partial_nest(sb, c, "wg_pp", base);
+    tuner_sb_puts(sb, "float x0, x1, x2, x3;\n"
+                      "asm volatile(\"ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\" : \"=f\"(x0), \"=f\"(x1), \"=f\"(x2), "
+                      "\"=f\"(x3) : \"l\"(wg_pp) : \"memory\");\n"
+                      "acc[i][4 * q] += x0;\nacc[i][4 * q + 1] += x1;\nacc[i][4 * q + 2] += x2;\nacc[i][4 * q + 3] += x3;\n"
+                      "}\n}\n}\n}\n");
+}
+
 /* The end of a split-K consumer's tile (its CTA's only tile, K slice %cluster_ctarank): once every
  * consumer is past the main loop the ring is free, and the fp32 accumulators are parked there in
  * fragment order; the cluster then sums the tile (tuner__gemm_emit_cluster_sum: every consumer
@@ -688,6 +829,18 @@ static void emit_split_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, cons
                                          .b = "gm_b", .m0 = m0, .n0 = n0};
     tuner__gemm_emit_cluster_sum(sb, p, &sum);
     tuner_sb_puts(sb, "gm_cluster_sync();\n}\n");
+}
+
+/* Stream-K's first kernel, `<name>_flags`: one block clearing the blocks' flags
+ * (emit_sk_fixup); its only parameter is the workspace. Names it in zname. */
+static void emit_sk_flags_kernel(tuner_sb *sb, const wg_cfg *c, const char *name, char *zname, size_t len)
+{
+    snprintf(zname, len, "%s_flags", name);
+    tuner_sb_printf(sb,
+                    "extern \"C\" __global__ void __launch_bounds__(128, 1) %s(float *__restrict__ ws)\n{\n"
+                    "unsigned *const wg_flags = reinterpret_cast<unsigned *>(reinterpret_cast<char *>(ws) + %lldLL);\n"
+                    "for (int i = threadIdx.x; i < %lld; i += 128) wg_flags[i] = 0u;\n}\n",
+                    zname, wg_sk_flags_at(&c->sk), c->sk.grid);
 }
 
 /* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
@@ -724,6 +877,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     }
     if (c.split > 1) /* one cluster of split CTAs per tile (cfg_valid: they all fit at once) */
         grid = (int)tiles * c.split;
+    if (c.stream_k) { /* one block per SM (cfg_valid: there is work to share out) */
+        wg_sk_plan_of(p, a, &c, &c.sk);
+        grid = (int)c.sk.grid;
+    }
     char name[56];
     tuner__gemm_kernel_name(name, sizeof(name), tmpl, s);
 
@@ -759,12 +916,13 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                                    : "__syncthreads();\n");
     if (c.cluster == 2 || c.split > 1)
         tuner_sb_puts(&sb, "unsigned wg_rank;\nasm(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(wg_rank));\n");
-    /* The block's k tiles: all, or a split-K cluster's slice. */
+    /* The block's k tiles: all, or a split-K cluster's slice (stream-K: per unit,
+     * emit_unit_loop). */
     if (c.split > 1) {
         const long long kper = tuner__gemm_cdiv(ktiles, c.split);
         tuner_sb_printf(&sb, "const int wg_k0 = (int)wg_rank * %lld, wg_k1 = min(%lld, wg_k0 + %lld);\n", kper, ktiles,
                         kper);
-    } else {
+    } else if (!c.stream_k) {
         tuner_sb_printf(&sb, "const int wg_k0 = 0, wg_k1 = %lld;\n", ktiles);
     }
     /* Producer. */
@@ -864,6 +1022,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     a_k16, a_lbo, S, peer_release, S,
                     c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
                     peer_release);
+    if (c.stream_k)
+        emit_sk_fixup(&sb, &c);
     if (c.split > 1)
         emit_split_epilogue(&sb, p, &c);
     else
@@ -891,15 +1051,28 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                            "::: \"memory\");\n");
     tuner_sb_puts(&sb, "}\n");
 
+    char zname[64];
+    if (c.stream_k)
+        emit_sk_flags_kernel(&sb, &c, name, zname, sizeof(zname));
     char *src = tuner_sb_take(&sb);
     if (!src)
         return -ENOMEM;
     prog->source = src;
     prog->output_dtype = p->out_dt;
-    tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem,
-                           true);
+    tuner_launch *main_launch = &prog->kernels[0];
     prog->n_kernels = 1;
     prog->workspace_bytes = (size_t)grid * WG_TMAP_SLOT;
+    if (c.stream_k) {
+        /* The flags are cleared by a launch of their own before the GEMM's: its blocks cannot
+         * tell a flag set in this launch from one left by another. */
+        tuner__gemm_set_launch(&prog->kernels[0], p, zname, 1, 1, 1, 128, 0, true);
+        prog->kernels[0].args[0] = TUNER_BUF_WORKSPACE;
+        prog->kernels[0].n_args = 1;
+        main_launch = &prog->kernels[1];
+        prog->n_kernels = 2;
+        prog->workspace_bytes = (size_t)(wg_sk_parts_at(&c.sk) + c.sk.grid * (long long)c.bm * c.bn * 4);
+    }
+    tuner__gemm_set_launch(main_launch, p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem, true);
     return 0;
 }
 
@@ -922,7 +1095,10 @@ static const int wg_tiles[][4] = {
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
     "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
     "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
-    "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}"
+    "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}; " \
+    "stream_k{0,1 (swz 8, unpaired, no pingpong/split; grid = SMs; whole waves, then the rest (+ a wave when under half " \
+    "of one) cut into equal k ranges run backwards; >= 4 k tiles per block; fp32 partials and flags in the workspace, " \
+    "a flag-clearing launch first)}"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -977,14 +1153,19 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
                 for (int g = 1; g <= 8; g += 7) {
                     const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? 2 : 1;
                     const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
-                    for (int v = 0; v < (max_so + 1) * max_cl + n_split - 1; v++) {
-                        /* v past the (stage_out, cluster) pairs: split-K, neither of them. */
-                        const bool split_v = v >= (max_so + 1) * max_cl;
-                        const int so = split_v ? 0 : v / max_cl, cl = split_v ? 1 : 1 + v % max_cl;
-                        const int sp = split_v ? wg_splits[v - (max_so + 1) * max_cl + 1] : 1;
+                    const int n_pairs = (max_so + 1) * max_cl, n_sk = g == 8 ? max_so + 1 : 0;
+                    for (int v = 0; v < n_pairs + n_split - 1 + n_sk; v++) {
+                        /* v past the (stage_out, cluster) pairs: split-K, neither of them; past
+                         * those, stream-K with each stage_out, unpaired. */
+                        const bool split_v = v >= n_pairs && v < n_pairs + n_split - 1;
+                        const bool sk_v = v >= n_pairs + n_split - 1;
+                        const int sk_so = v - (n_pairs + n_split - 1);
+                        const int so = sk_v ? sk_so : split_v ? 0 : v / max_cl;
+                        const int cl = split_v || sk_v ? 1 : 1 + v % max_cl;
+                        const int sp = split_v ? wg_splits[v - n_pairs + 1] : 1;
                         const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
                                              st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
-                                             g == pref[4] && !so && sp == 1;
+                                             g == pref[4] && !so && sp == 1 && !sk_v;
                         if (is_pref != (pass == 0))
                             continue;
                         tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
@@ -997,6 +1178,7 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
                         tuner__gemm_param(&s, "stage_out", so);
                         tuner__gemm_param(&s, "cluster", cl);
                         tuner__gemm_param(&s, "split_k", sp);
+                        tuner__gemm_param(&s, "stream_k", sk_v);
                         int rc = push_valid(&p, a, &s, items, n);
                         if (rc < 0)
                             return rc;
@@ -1020,6 +1202,8 @@ static double wave_fill(long long tiles, int sms)
 {
     return (double)tiles / (double)(tuner__gemm_cdiv(tiles, sms) * sms);
 }
+
+static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s);
 
 /* tune:"none", by shape, with the output tile staged and TMA-stored where rows allow it
  * (measured on an H100, bench/results/2026-11-24-h100-wgmma): cooperative 128x256 tiles where
@@ -1053,6 +1237,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         tuner__gemm_param(ret, "stage_out", staged);
         tuner__gemm_param(ret, "cluster", 1);
         tuner__gemm_param(ret, "split_k", 1);
+        tuner__gemm_param(ret, "stream_k", 0);
         return 0;
     }
     const long long tiles_m = p.batch * tuner__gemm_cdiv(p.M, 128);
@@ -1078,6 +1263,16 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__gemm_param(ret, "stage_out", halves ? 2 : staged);
     tuner__gemm_param(ret, "cluster", 1);
     tuner__gemm_param(ret, "split_k", 1);
+    tuner__gemm_param(ret, "stream_k", 0);
+    /* Stream-K where the cost model expects it to pay: long waves, the last one mostly empty
+     * (on an H100 8192x14336x4096 and 8192^3 with 128x256 tiles, not 4096^3). */
+    tuner_schedule sk = *ret;
+    for (int i = 0; i < sk.n_params; i++)
+        if (!strcmp(sk.params[i].name, "stream_k"))
+            sk.params[i].value = 1;
+    wg_cfg c;
+    if (cfg_from(&p, &sk, &c) == 0 && cfg_valid(&p, a, &c) && wg_predict(op, t, &sk) < wg_predict(op, t, ret))
+        *ret = sk;
     return 0;
 }
 
@@ -1137,7 +1332,28 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double ep = 1.0 + (c.pingpong ? 0.3 : c.out_halves ? 0.7 : c.stage_out ? 0.5 : 4.0) / (double)(kslice / WG_BK);
     /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
      * other. */
-    const double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
+    double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
+    /* Stream-K: the busiest block's whole tiles and its share of the rest's k tiles; then its
+     * partial tile written and, where it finishes a tile, the partials of as many blocks as
+     * the tile's k tiles span at most, at the block's share of L2 bandwidth, five times over:
+     * measured on an H100, the shared phase cost 9-14 us more than the k tiles it saved on
+     * 4096^3 and 2048x4096x4096 (128x256 tiles), 4 us on 1000^3 (64x128), about five times
+     * that traffic alone (its blocks no longer move through k in step, as a wave's do, so they
+     * share fewer operand panels in L2); and the launch that clears the flags (a one-block
+     * launch before a GEMM's cost 0.6-1.8 us, bench/results/2026-11-24-h100-epilogue). It pays
+     * where the last wave is mostly empty and waves are long: 8192x14336x4096 ran at 0.982 of
+     * cuBLAS against 0.942 without, 8192^3 at 1.033 against 1.016
+     * (bench/results/2026-11-24-h100-stream-k). */
+    double t_fixup = 0.0;
+    if (c.stream_k) {
+        wg_sk_plan k;
+        if (!wg_sk_plan_of(&p, a, &c, &k))
+            return 1e12;
+        const long long per_block = k.iters / k.grid;
+        per_sm = (double)(k.dp_tiles / k.grid) + (double)tuner__gemm_cdiv(k.iters, k.grid) / (double)k.ktiles;
+        const double partials = 1.0 + (double)tuner__gemm_cdiv(k.ktiles, per_block);
+        t_fixup = 5.0 * partials * (double)c.bm * c.bn * 4.0 / (4.0 * a->dram_gbps * 1e3 / a->sm_count) + 1.5;
+    }
     double t_tile = 2.0 * c.bm * c.bn * (double)kslice / (rate_sm * eff) * ep;
     /* A fused epilogue's arithmetic (tuner__chain_instr per element; H100, 128x128 tiles with
      * bias + GELU: about 1.2 us each) stalls a cooperative tile's tensor cores; a pingpong
@@ -1145,7 +1361,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * + bias + GELU: +4.0 us over the bare GEMM against +7.2 cooperative). */
     const double t_chain = tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split);
     t_tile += c.pingpong ? 0.5 * t_chain : t_chain;
-    const double t_compute = per_sm * t_tile;
+    const double t_compute = per_sm * t_tile + t_fixup;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
     /* A pair reads each B tile once for two M tiles. */
     const double panel = (double)tiles * (c.bm + (double)c.bn / c.cluster) * (double)kp * esz;

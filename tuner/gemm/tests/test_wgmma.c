@@ -31,7 +31,8 @@ static tuner_op mm(tuner_dtype dt, long long bt_a, long long bt_b, long long M, 
 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
 
-/* Candidates of template tmpl in op's space (with ret_staged, how many stage their output). */
+/* Candidates of template tmpl in op's space (with ret_staged, how many stage their output),
+ * stream-K ones left out: whether those exist depends on the tile count (test_stream_k_space). */
 static size_t count_staged(const tuner_op *op, const tuner_target *t, const char *tmpl, size_t *ret_staged)
 {
     tuner_space *sp = NULL;
@@ -39,7 +40,7 @@ static size_t count_staged(const tuner_op *op, const tuner_target *t, const char
     size_t n = 0, staged = 0;
     if (tuner_space_build(op, t, &sp, &err) == 0) {
         for (size_t i = 0; i < sp->n; i++)
-            if (strcmp(sp->items[i].template_name, tmpl) == 0) {
+            if (strcmp(sp->items[i].template_name, tmpl) == 0 && !tuner_schedule_param(&sp->items[i], "stream_k", 0)) {
                 n++;
                 staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) != 0;
             }
@@ -304,6 +305,54 @@ static void test_split_space(void)
     }
 }
 
+/* Stream-K exists where the tiles leave the last wave part-empty and each block's share of the
+ * rest is 4 k tiles or more: never paired, pingpong or split, always grouped raster. A large
+ * GEMM whose 128x256 tiles fill 27.15 waves ranks it first; a single k tile (128x256x64) has
+ * none; 4224x1024x4096 has it only for tiles that do not fill whole waves (132 of 128x256 and
+ * 264 of 128x128 do). */
+static void test_stream_k_space(void)
+{
+    static const struct {
+        long long M, N, K;
+        bool some, first;
+    } shapes[] = {{8192, 14336, 4096, true, true}, {4096, 4096, 4096, true, false}, {1000, 1000, 1000, true, false},
+                  {128, 256, 64, false, false}, {4224, 1024, 4096, true, false}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        const long long M = shapes[k].M, N = shapes[k].N, K = shapes[k].K;
+        tuner_op op = mm(TUNER_F16, 0, 0, M, N, K, false, false);
+        tuner_space *sp = NULL;
+        CHECK(tuner_space_build(&op, &sm90a, &sp, NULL) == 0, "space");
+        if (!sp)
+            continue;
+        size_t *order = calloc(sp->n, sizeof(*order));
+        double *pred = calloc(sp->n, sizeof(*pred));
+        size_t n_sk = 0, best_rank = sp->n;
+        if (order && pred)
+            tuner_rank(&op, &sm90a, sp, order, pred);
+        for (size_t r = 0; order && r < sp->n; r++) {
+            const tuner_schedule *s = &sp->items[order[r]];
+            if (strcmp(s->template_name, "matmul_wgmma") || tuner_schedule_param(s, "stream_k", 0) != 1)
+                continue;
+            n_sk++;
+            best_rank = r < best_rank ? r : best_rank;
+            const long long bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
+            const long long tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn), ktiles = (K + 63) / 64;
+            const long long shared = tiles < 132 ? tiles : tiles % 132 + (2 * (tiles % 132) < 132 ? 132 : 0);
+            CHECK((tiles < 132 || tiles % 132) && shared * ktiles / 132 >= 4 && tuner_schedule_param(s, "cluster", 0) == 1 &&
+                      tuner_schedule_param(s, "pingpong", 1) == 0 && tuner_schedule_param(s, "split_k", 0) == 1 &&
+                      tuner_schedule_param(s, "swizzle", 0) == 8,
+                  "%lldx%lldx%lld: stream-K with %lldx%lld tiles", M, N, K, bm, bn);
+        }
+        printf("%lldx%lldx%lld: %zu stream-K candidates, the first ranked %zu\n", M, N, K, n_sk, best_rank);
+        CHECK(shapes[k].some ? n_sk >= 12 : n_sk == 0, "%lldx%lldx%lld: %zu stream-K candidates", M, N, K, n_sk);
+        if (shapes[k].first)
+            CHECK(best_rank == 0, "%lldx%lldx%lld: the first stream-K candidate ranks %zu", M, N, K, best_rank);
+        free(order);
+        free(pred);
+        tuner_space_free(sp);
+    }
+}
+
 /* ---- cases compiled (or dumped) ---- */
 
 typedef struct wcase {
@@ -362,12 +411,22 @@ static void make_cases(void)
     add_case("f16_nt_decode_1x4000x4096_biasgelu", op);
     add_case("bf16_tn_b2_72x1000x1024", mm(TUNER_BF16, 0, 2, 72, 1000, 1024, true, false));
     add_case("f16_conv_512_7", t_conv_nhwc(TUNER_F16, 32, 7, 7, 512, 512, 3, 1, 1, 1));
+    /* Stream-K (with the decode GEMM, 1000^3 and the 7x7 layer, see sk_cases): both operands
+     * batched and transposed, edges in M and N. */
+    add_case("bf16_tt_b2_304x1000x1024", mm(TUNER_BF16, 2, 2, 304, 1000, 1024, true, true));
 }
 
 /* The cases compiled for their split-K candidates only, and which of those: every fourth. */
 static const char *const split_cases[] = {"f16_nt_decode_1x4000x4096_biasgelu", "bf16_tn_b2_72x1000x1024",
                                           "f16_conv_512_7"};
 #define SPLIT_STRIDE 4
+
+/* The cases compiled for their stream-K candidates only (every eighth): a square GEMM whose
+ * tiles are fewer than the SMs (all shared out), the decode GEMM (bias + GELU after the
+ * fixup), a batched transposed one and the gathering convolution. */
+static const char *const sk_cases[] = {"f16_nn_1000", "f16_nt_decode_1x4000x4096_biasgelu", "bf16_tt_b2_304x1000x1024",
+                                       "f16_conv_512_7"};
+#define SK_STRIDE 8
 
 /* Candidates compiled by the test: every one for the fused case (all staged variants) and the
  * odd-N one, every second for the transposed batch, every fourth for the fourth layout, every
@@ -395,17 +454,30 @@ static void check_one(const job *j)
     tuner_program *pr = NULL;
     char *err = NULL;
     char tag[160];
-    snprintf(tag, sizeof(tag), "%s_%d_%d_%d_%d_%d_k%d", wc->name, tuner_schedule_param(&j->s, "block_m", 0),
+    snprintf(tag, sizeof(tag), "%s_%d_%d_%d_%d_%d_k%d%s", wc->name, tuner_schedule_param(&j->s, "block_m", 0),
              tuner_schedule_param(&j->s, "block_n", 0), tuner_schedule_param(&j->s, "stages", 0),
              tuner_schedule_param(&j->s, "consumers", 0), tuner_schedule_param(&j->s, "swizzle", 0),
-             tuner_schedule_param(&j->s, "split_k", 1));
+             tuner_schedule_param(&j->s, "split_k", 1), tuner_schedule_param(&j->s, "stream_k", 0) ? "_sk" : "");
     int rc = tuner_generate(&wc->op, &sm90a, &j->s, &pr, &err);
     CHECK(rc == 0, "%s: generate: %s", tag, err ? err : "");
     free(err);
     if (rc < 0)
         return;
-    /* One launch; a 384-byte tensor-map slot per block in the workspace. */
-    CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 384 * (size_t)pr->kernels[0].grid[0], "%s: launches", tag);
+    /* One launch; a 384-byte tensor-map slot per block in the workspace. Stream-K: first a
+     * one-block launch clearing a flag per block (its only parameter the workspace), then one
+     * block per SM, with a flag and an fp32 partial tile each after the slots. */
+    const bool sk = tuner_schedule_param(&j->s, "stream_k", 0) == 1;
+    const tuner_launch *gemm = &pr->kernels[pr->n_kernels - 1];
+    if (sk) {
+        const size_t bm = (size_t)tuner_schedule_param(&j->s, "block_m", 0), bn = (size_t)tuner_schedule_param(&j->s, "block_n", 0);
+        const size_t flags = (132 * 4 + 127) / 128 * 128;
+        CHECK(pr->n_kernels == 2 && pr->kernels[0].grid[0] == 1 && pr->kernels[0].n_args == 1 &&
+                  pr->kernels[0].args[0] == TUNER_BUF_WORKSPACE && gemm->grid[0] == 132 &&
+                  pr->workspace_bytes == 132 * 384 + flags + 132 * bm * bn * 4,
+              "%s: stream-K launches (%d kernels, %zu workspace bytes)", tag, pr->n_kernels, pr->workspace_bytes);
+    } else {
+        CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 384 * (size_t)gemm->grid[0], "%s: launches", tag);
+    }
     tuner_binary *b = NULL;
     rc = tuner_compile(pr->source, &sm90a, &b, &err);
     CHECK(rc == 0 && b->cubin_len > 0, "%s: NVRTC sm_90a: %s", tag, err ? err : "");
@@ -443,6 +515,12 @@ static void check_one(const job *j)
                       strstr(b->ptx, "ld.shared::cluster"),
                   "%s: PTX lacks the cluster sum", tag);
         }
+        /* Stream-K: partial tiles written and read at L2 (.cg), flags released and acquired at
+         * GPU scope. */
+        if (sk)
+            CHECK(strstr(b->ptx, "st.global.cg.v4.f32") && strstr(b->ptx, "ld.global.cg.v4.f32") &&
+                      strstr(b->ptx, "ld.acquire.gpu") && strstr(b->ptx, "fence.acq_rel.gpu"),
+                  "%s: PTX lacks the stream-K fixup", tag);
         /* Pingpong consumers hand the tensor cores to each other through named barriers. */
         if (tuner_schedule_param(&j->s, "pingpong", 0) == 1)
             CHECK(strstr(b->ptx, "bar.arrive") && strstr(b->ptx, "bar.sync"), "%s: no turn barriers", tag);
@@ -485,8 +563,9 @@ static void *worker(void *arg)
     }
 }
 
-/* Queues every stride-th wgmma candidate of case c (with split_only, of its split-K ones). */
-static void queue_space(int c, int stride, bool split_only)
+/* Queues every stride-th wgmma candidate of case c (with `only`, of those whose parameter of
+ * that name is not `off`: split_k 1 or stream_k 0). */
+static void queue_space(int c, int stride, const char *only, int off)
 {
     tuner_space *sp = NULL;
     char *err = NULL;
@@ -495,7 +574,7 @@ static void queue_space(int c, int stride, bool split_only)
     size_t before = n_jobs, seen = 0;
     for (size_t i = 0; sp && i < sp->n; i++) {
         if (!strstr(sp->items[i].template_name, "_wgmma") ||
-            (split_only && tuner_schedule_param(&sp->items[i], "split_k", 1) == 1) || seen++ % (size_t)stride)
+            (only && tuner_schedule_param(&sp->items[i], only, off) == off) || seen++ % (size_t)stride)
             continue;
         job *nj = realloc(jobs, (n_jobs + 1) * sizeof(*jobs));
         if (!nj)
@@ -505,7 +584,8 @@ static void queue_space(int c, int stride, bool split_only)
         jobs[n_jobs].s = sp->items[i];
         n_jobs++;
     }
-    CHECK(seen >= (split_only ? 12 : 30), "%s: %zu wgmma candidates", cases[c].name, seen);
+    CHECK(seen >= (only ? 12 : 30), "%s: %zu wgmma candidates%s%s", cases[c].name, seen, only ? " with " : "",
+          only ? only : "");
     (void)before;
     tuner_space_free(sp);
 }
@@ -608,13 +688,18 @@ int main(void)
     test_default();
     test_rank();
     test_split_space();
+    test_stream_k_space();
     for (int c = 0; c < n_cases; c++)
         if (compile_stride(c))
-            queue_space(c, compile_stride(c), false);
+            queue_space(c, compile_stride(c), NULL, 0);
     for (size_t k = 0; k < sizeof(split_cases) / sizeof(split_cases[0]); k++)
         for (int c = 0; c < n_cases; c++)
             if (!strcmp(cases[c].name, split_cases[k]))
-                queue_space(c, SPLIT_STRIDE, true);
+                queue_space(c, SPLIT_STRIDE, "split_k", 1);
+    for (size_t k = 0; k < sizeof(sk_cases) / sizeof(sk_cases[0]); k++)
+        for (int c = 0; c < n_cases; c++)
+            if (!strcmp(cases[c].name, sk_cases[k]))
+                queue_space(c, SK_STRIDE, "stream_k", 0);
     pthread_t th[2];
     int started = 0;
     for (int i = 0; i < 2; i++)
