@@ -259,6 +259,24 @@ static void test_rank(void)
     }
 }
 
+/* op's space on sm_90a with the cost model's order (*order[r]: the index of the r-th best;
+ * NULL when it could not be ranked); NULL when the space could not be built. */
+static tuner_space *ranked_space(const tuner_op *op, size_t **order)
+{
+    tuner_space *sp = NULL;
+    *order = NULL;
+    CHECK(tuner_space_build(op, &sm90a, &sp, NULL) == 0, "space");
+    if (!sp)
+        return NULL;
+    double *pred = calloc(sp->n, sizeof(*pred));
+    *order = calloc(sp->n, sizeof(**order));
+    CHECK(pred && *order, "out of memory");
+    if (pred && *order)
+        tuner_rank(op, &sm90a, sp, *order, pred);
+    free(pred);
+    return sp;
+}
+
 /* Split-K clusters exist where a problem has too few tiles for the SMs: every one of them fits
  * the GPU at once (no more tiles than clusters of that size fit, tuner/arch.c), gives each slice at least two k tiles and combines with
  * neither pairs, pingpong nor staging; a large GEMM has none. Some rank within the daemon's
@@ -269,15 +287,11 @@ static void test_split_space(void)
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
         const long long M = shapes[k][0], N = shapes[k][1], K = shapes[k][2];
         tuner_op op = mm(TUNER_F16, 0, 0, M, N, K, false, true);
-        tuner_space *sp = NULL;
-        CHECK(tuner_space_build(&op, &sm90a, &sp, NULL) == 0, "space");
+        size_t *order = NULL;
+        tuner_space *sp = ranked_space(&op, &order);
         if (!sp)
             continue;
-        size_t *order = calloc(sp->n, sizeof(*order));
-        double *pred = calloc(sp->n, sizeof(*pred));
         size_t n_split = 0, best_rank = sp->n;
-        if (order && pred)
-            tuner_rank(&op, &sm90a, sp, order, pred);
         for (size_t r = 0; order && r < sp->n; r++) {
             const tuner_schedule *s = &sp->items[order[r]];
             const int split = tuner_schedule_param(s, "split_k", 1);
@@ -300,7 +314,6 @@ static void test_split_space(void)
             CHECK(n_split >= 12 && best_rank < 128, "%lldx%lldx%lld: %zu split-K candidates, first at %zu", M, N, K,
                   n_split, best_rank);
         free(order);
-        free(pred);
         tuner_space_free(sp);
     }
 }
@@ -320,15 +333,11 @@ static void test_stream_k_space(void)
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
         const long long M = shapes[k].M, N = shapes[k].N, K = shapes[k].K;
         tuner_op op = mm(TUNER_F16, 0, 0, M, N, K, false, false);
-        tuner_space *sp = NULL;
-        CHECK(tuner_space_build(&op, &sm90a, &sp, NULL) == 0, "space");
+        size_t *order = NULL;
+        tuner_space *sp = ranked_space(&op, &order);
         if (!sp)
             continue;
-        size_t *order = calloc(sp->n, sizeof(*order));
-        double *pred = calloc(sp->n, sizeof(*pred));
         size_t n_sk = 0, best_rank = sp->n;
-        if (order && pred)
-            tuner_rank(&op, &sm90a, sp, order, pred);
         for (size_t r = 0; order && r < sp->n; r++) {
             const tuner_schedule *s = &sp->items[order[r]];
             if (strcmp(s->template_name, "matmul_wgmma") || tuner_schedule_param(s, "stream_k", 0) != 1)
@@ -348,7 +357,6 @@ static void test_stream_k_space(void)
         if (shapes[k].first)
             CHECK(best_rank == 0, "%lldx%lldx%lld: the first stream-K candidate ranks %zu", M, N, K, best_rank);
         free(order);
-        free(pred);
         tuner_space_free(sp);
     }
 }
