@@ -1338,8 +1338,9 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * the tile's k tiles span at most, at the block's share of L2 bandwidth, five times over:
      * measured on an H100, the shared phase cost 9-14 us more than the k tiles it saved on
      * 4096^3 and 2048x4096x4096 (128x256 tiles), 4 us on 1000^3 (64x128), about five times
-     * that traffic alone (its blocks no longer move through k in step, as a wave's do, so they
-     * share fewer operand panels in L2); and the launch that clears the flags (a one-block
+     * that traffic at that share (ncu, 4096^3: no more operand reads from DRAM, but most
+     * blocks write their partials at once and part of them is evicted to DRAM before it is
+     * read back); and the launch that clears the flags (a one-block
      * launch before a GEMM's cost 0.6-1.8 us, bench/results/2026-11-24-h100-epilogue). It pays
      * where the last wave is mostly empty and waves are long: 8192x14336x4096 ran at 0.982 of
      * cuBLAS against 0.942 without, 8192^3 at 1.033 against 1.016
