@@ -2,7 +2,8 @@
 """bench/bench.py - hidetd's kernels against their peers, on one GPU, in one run.
 
 For each case it asks a running hidetd for a tuned kernel (POST /v1/kernels over the Unix socket,
-tune "measure"), downloads the cubin, launches it with CuPy on PyTorch tensors, checks the output
+tune "measure"), downloads the cubin, launches it with CuPy on PyTorch tensors (tensor-map
+parameters encoded once per bound buffer, through hidetd._cuda), checks the output
 against a float32 PyTorch reference, and times it against the peer (cuBLAS through torch.matmul,
 cuDNN through conv2d, torch.softmax, F.layer_norm, eager chains) in the same process.
 
@@ -26,10 +27,12 @@ import sys
 import time
 
 import cupy
+import numpy
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+from hidetd import _cuda  # noqa: E402
 from hidetd_unix import UnixHTTPConnection  # noqa: E402
 
 
@@ -72,8 +75,14 @@ class Kernel:
             fn = self.module.get_function(k["name"])
             if k["shared_bytes"] > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = k["shared_bytes"]
-            bufs = [p["buffer"] for p in sorted(k["params"], key=lambda p: p["index"])]
-            self.launches.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared_bytes"], bufs))
+            params = []  # (buffer, tensor map description or None for a pointer) by index
+            for p in sorted(k["params"], key=lambda p: p["index"]):
+                kind = p.get("type", "pointer")
+                if kind not in ("pointer", "tensor_map"):
+                    raise ValueError(f"{k['name']}: parameter {p['index']} is of type {kind!r}, "
+                                     "which bench.py cannot pass (pointer, tensor_map)")
+                params.append((p["buffer"], p["tensor_map"] if kind == "tensor_map" else None))
+            self.launches.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared_bytes"], params))
         self.workspace_bytes = kset.get("workspace_bytes", 0)
 
     def bind(self, inputs, output):
@@ -81,9 +90,20 @@ class Kernel:
         table = {f"input{i}": t for i, t in enumerate(inputs)}
         table["output"] = output
         table["workspace"] = ws
-        calls = [(fn, grid, block, smem, tuple(cupy.uint64(table[b].data_ptr()) for b in bufs))
-                 for fn, grid, block, smem, bufs in self.launches]
+        calls = [(fn, grid, block, smem,
+                  tuple(cupy.uint64(table[b].data_ptr()) if tmap is None
+                        else tensor_map_arg(tmap, table[b].data_ptr()) for b, tmap in params))
+                 for fn, grid, block, smem, params in self.launches]
         return launcher(calls, keep=(ws, inputs, output))
+
+
+def tensor_map_arg(tmap, ptr):
+    """A tensor-map kernel argument for a CuPy launch: the map (a "tensor_map" description of
+    docs/api.md) encoded for the buffer at ptr, as a numpy array of one 128-byte element, which
+    CuPy passes by value. Encoded here, when the buffers are bound, so that the timed replays
+    encode nothing."""
+    raw = _cuda.driver().encode_tensor_map(tmap, ptr).raw()
+    return numpy.frombuffer(raw, dtype=numpy.dtype((numpy.void, _cuda.TENSOR_MAP_BYTES)))
 
 
 def launcher(calls, keep):

@@ -21,20 +21,23 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import TORCH_DT, launcher, rand, rel_err, sets_for, time_pair_us, time_us  # noqa: E402
+from bench import (TORCH_DT, launcher, rand, rel_err, sets_for, tensor_map_arg,  # noqa: E402
+                   time_pair_us, time_us)
 
 OP_MATMUL = 0
 
 
 def load(cubin, launches):
-    """[(function, grid, block, shared bytes, buffer ids)] of a kgen program's launches."""
+    """[(function, grid, block, shared bytes, buffer ids, tensor maps)] of a kgen program's
+    launches; each map is a "tensor_map" description (docs/api.md) with "buf", the buffer id
+    whose address it holds, and is passed after the pointers."""
     module = cupy.RawModule(path=cubin)
     out = []
     for k in launches:
         fn = module.get_function(k["name"])
         if k["shared"] > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = k["shared"]
-        out.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared"], k["args"]))
+        out.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared"], k["args"], k.get("maps", [])))
     return out
 
 
@@ -44,8 +47,9 @@ def binder(meta, launches, ws_bytes):
         table = {i: t for i, t in enumerate(inputs)}
         table[meta["buf_output"]] = output
         table[meta["buf_workspace"]] = ws
-        calls = [(fn, g, b, s, tuple(cupy.uint64(table[a].data_ptr()) for a in args))
-                 for fn, g, b, s, args in launches]
+        calls = [(fn, g, b, s, tuple(cupy.uint64(table[a].data_ptr()) for a in args) +
+                  tuple(tensor_map_arg(m, table[m["buf"]].data_ptr()) for m in maps))
+                 for fn, g, b, s, args, maps in launches]
         return launcher(calls, keep=(ws, inputs, output))
 
     return bind

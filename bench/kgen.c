@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include "proto/request.h"
 #include "tuner/tuner.h"
 
@@ -108,7 +110,21 @@ static void json_launches(FILE *f, const tuner_program *prog)
                 l->shared_bytes);
         for (int a = 0; a < l->n_args; a++)
             fprintf(f, "%s%d", a ? ", " : "", l->args[a]);
-        fputs("]}", f);
+        fputs("]", f);
+        /* Tensor maps after the pointers: op/tmap.h's JSON members and "buf", a buffer id as in
+         * "args"; kbench encodes them for its buffers. */
+        if (l->n_maps) {
+            fputs(", \"maps\": [", f);
+            for (int m = 0; m < l->n_maps; m++) {
+                cJSON *j = tuner_tmap_to_json(&l->maps[m]);
+                char *text = j && cJSON_AddNumberToObject(j, "buf", l->maps[m].buf) ? cJSON_PrintUnformatted(j) : NULL;
+                fprintf(f, "%s%s", m ? ", " : "", text ? text : "null");
+                free(text);
+                cJSON_Delete(j);
+            }
+            fputs("]", f);
+        }
+        fputs("}", f);
     }
     fputs("]", f);
 }

@@ -18,9 +18,12 @@
 
 #include <uv.h>
 
+#include "op/tmap.h"
+
 #define GW_MAX_BUFFERS 24
 #define GW_MAX_LAUNCHES 4
 #define GW_MAX_ARGS 12
+#define GW_MAX_MAPS TUNER_MAX_TMAPS
 #define GW_MAX_DEVICES 16
 
 typedef struct gw_pool gw_pool;
@@ -86,12 +89,16 @@ typedef struct gw_buffer {
     uint64_t elems;
 } gw_buffer;
 
+/* One launch: n_args pointers, then n_maps tensor maps passed by value (op/tmap.h), each
+ * encoded by the worker for its buffer's address. */
 typedef struct gw_launch {
     char name[64];
     uint32_t grid[3], block[3];
     uint32_t shared_bytes;
     int n_args;
     int args[GW_MAX_ARGS]; /* indices into gw_measure_req.buffers */
+    int n_maps;
+    tuner_tmap maps[GW_MAX_MAPS]; /* maps[i].buf: an index into gw_measure_req.buffers */
 } gw_launch;
 
 typedef struct gw_module {

@@ -441,6 +441,11 @@ static uint64_t module_key(uint64_t h, const gw_module *mod)
         h = fnv(h, l->block, sizeof(l->block));
         h = fnv(h, &l->shared_bytes, sizeof(l->shared_bytes));
         h = fnv(h, l->args, sizeof(int) * (size_t)l->n_args);
+        for (int k = 0; k < l->n_maps; k++) {
+            uint8_t rec[TUNER_TMAP_PACKED];
+            tuner_tmap_pack(&l->maps[k], rec);
+            h = fnv(h, rec, sizeof(rec));
+        }
     }
     return h ? h : 1;
 }
@@ -654,13 +659,33 @@ static int wait_stream(gw_measurer *m, double budget_s, CUresult *ret_err)
     }
 }
 
-/* A module and its functions. */
+/* A module, its functions and their tensor-map parameters, encoded for this set's buffers. */
 typedef struct loaded {
     CUmodule mod;
     CUfunction fn[GW_MAX_LAUNCHES];
+    CUtensorMap maps[GW_MAX_LAUNCHES][GW_MAX_MAPS];
 } loaded;
 
-static int load_module(const gw_module *mod, loaded *ret, char *why, size_t whylen)
+/* Encodes a launch's tensor map (op/tmap.h) for the address of its buffer. */
+static CUresult encode_map(const gw_measurer *m, const tuner_tmap *t, CUtensorMap *ret)
+{
+    cuuint64_t dims[TUNER_TMAP_MAX_RANK], strides[TUNER_TMAP_MAX_RANK - 1];
+    for (int d = 0; d < t->rank; d++) {
+        dims[d] = t->dims[d];
+        if (d + 1 < t->rank)
+            strides[d] = t->strides[d];
+    }
+    return cuTensorMapEncodeTiled(ret, (CUtensorMapDataType)tuner_tmap_cu_dtype(t), (cuuint32_t)t->rank,
+                                  (void *)(uintptr_t)m->ptr[t->buf], dims, strides, t->box,
+                                  t->element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                  (CUtensorMapSwizzle)tuner_tmap_cu_swizzle(t),
+                                  (CUtensorMapL2promotion)tuner_tmap_cu_l2_promotion(t),
+                                  (CUtensorMapFloatOOBfill)tuner_tmap_cu_oob_fill(t));
+}
+
+/* Loads the module and encodes its launches' tensor maps for the buffers of m's current set
+ * (prepare_set ran), once, so that no encoding falls between the timed launches. */
+static int load_module(const gw_measurer *m, const gw_module *mod, loaded *ret, char *why, size_t whylen)
 {
     char log[2048] = "";
     CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -689,6 +714,13 @@ static int load_module(const gw_module *mod, loaded *ret, char *why, size_t whyl
             snprintf(why, whylen, "kernel %s: %s", l->name, cu_text(r));
             goto fail;
         }
+        for (int k = 0; k < l->n_maps; k++) {
+            if ((r = encode_map(m, &l->maps[k], &ret->maps[i][k])) != CUDA_SUCCESS) {
+                snprintf(why, whylen, "kernel %s: tensor map %d: cuTensorMapEncodeTiled: %s", l->name, k,
+                         cu_text(r));
+                goto fail;
+            }
+        }
         if (l->shared_bytes > 48 * 1024) {
             r = cuFuncSetAttribute(ret->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    (int)l->shared_bytes);
@@ -711,14 +743,17 @@ static CUresult launch_module(gw_measurer *m, const gw_module *mod, const loaded
     for (int i = 0; i < mod->n_launches; i++) {
         const gw_launch *l = &mod->launches[i];
         CUdeviceptr vals[GW_MAX_ARGS];
-        void *params[GW_MAX_ARGS];
+        void *params[GW_MAX_ARGS + GW_MAX_MAPS];
         for (int a = 0; a < l->n_args; a++) {
             vals[a] = m->ptr[l->args[a]];
             params[a] = &vals[a];
         }
+        /* The maps follow the pointers, passed by value (the driver copies 128 bytes each). */
+        for (int k = 0; k < l->n_maps; k++)
+            params[l->n_args + k] = (void *)&ld->maps[i][k];
         CUresult r = cuLaunchKernel(ld->fn[i], l->grid[0], l->grid[1], l->grid[2], l->block[0],
                                     l->block[1], l->block[2], l->shared_bytes, m->stream,
-                                    l->n_args ? params : NULL, NULL);
+                                    l->n_args + l->n_maps ? params : NULL, NULL);
         if (r != CUDA_SUCCESS)
             return r;
     }
@@ -873,7 +908,7 @@ static phase phase_reference(run_state *rs)
         free(set->ref_host);
         set->ref_host = NULL;
         set->ref_key = 0;
-        if (load_module(&req->reference, &rs->ref, why, sizeof(why)) < 0) {
+        if (load_module(m, &req->reference, &rs->ref, why, sizeof(why)) < 0) {
             snprintf(res->reason, sizeof(res->reason), "reference: %s", why);
             return PHASE_STOP;
         }
@@ -1151,7 +1186,7 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
         snprintf(res->reason, sizeof(res->reason), "buffers: %s", cu_text(r));
         goto out;
     }
-    if (load_module(&req->candidate, &rs.cand, res->reason, sizeof(res->reason)) < 0)
+    if (load_module(m, &req->candidate, &rs.cand, res->reason, sizeof(res->reason)) < 0)
         goto out;
 
     /* Each phase runs only when the one before passed; without a check the candidate is timed

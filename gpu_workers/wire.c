@@ -435,6 +435,12 @@ static int check_module(const gw_module *m, int n_buffers, bool required)
         for (int a = 0; a < l->n_args; a++)
             if (l->args[a] < 0 || l->args[a] >= n_buffers)
                 return -EINVAL;
+        if (l->n_maps < 0 || l->n_maps > GW_MAX_MAPS || l->n_args + l->n_maps > GW_MAX_ARGS)
+            return -EINVAL;
+        for (int k = 0; k < l->n_maps; k++)
+            if (l->maps[k].buf < 0 || l->maps[k].buf >= n_buffers ||
+                tuner_tmap_check(&l->maps[k], NULL, 0, NULL, 0) < 0)
+                return -EINVAL;
     }
     return 0;
 }
@@ -491,6 +497,16 @@ static cJSON *module_json(const gw_module *m)
             !cJSON_AddNumberToObject(lj, "shared", l->shared_bytes) ||
             !cJSON_AddItemToObject(lj, "args", cJSON_CreateIntArray(l->args, l->n_args)))
             goto fail;
+        cJSON *maps = l->n_maps ? cJSON_AddArrayToObject(lj, "maps") : NULL;
+        for (int k = 0; k < l->n_maps; k++) {
+            cJSON *mj = maps ? tuner_tmap_to_json(&l->maps[k]) : NULL;
+            if (!mj || !cJSON_AddItemToArray(maps, mj)) {
+                cJSON_Delete(mj);
+                goto fail;
+            }
+            if (!cJSON_AddNumberToObject(mj, "buf", l->maps[k].buf))
+                goto fail;
+        }
         continue;
     fail_item:
         cJSON_Delete(lj);
@@ -525,6 +541,35 @@ static int int_array(const cJSON *o, const char *name, int lo, int hi, int maxn,
     return 0;
 }
 
+/* A launch's "maps" (absent: none): tuner_tmap_to_json's members and "buf", a buffer index
+ * (checked against the request's buffers by check_module). */
+static int decode_maps(const cJSON *arr, gw_launch *l)
+{
+    l->n_maps = 0;
+    if (!arr)
+        return 0;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > GW_MAX_MAPS)
+        return -EBADMSG;
+    const cJSON *mj;
+    cJSON_ArrayForEach(mj, arr)
+    {
+        int64_t buf;
+        if (get_int(mj, "buf", 0, GW_MAX_BUFFERS - 1, &buf) < 0)
+            return -EBADMSG;
+        cJSON *members = cJSON_Duplicate(mj, true);
+        if (!members)
+            return -ENOMEM;
+        cJSON_DeleteItemFromObjectCaseSensitive(members, "buf");
+        tuner_tmap *m = &l->maps[l->n_maps++];
+        m->buf = (int)buf;
+        const int r = tuner_tmap_from_json(members, m, NULL, 0, NULL, 0);
+        cJSON_Delete(members);
+        if (r < 0)
+            return -EBADMSG;
+    }
+    return 0;
+}
+
 static int module_from_json(const cJSON *o, gw_module *m)
 {
     const cJSON *arr = field(o, "launches");
@@ -552,6 +597,8 @@ static int module_from_json(const cJSON *o, gw_module *m)
             l->block[k] = (uint32_t)b[k];
         }
         l->shared_bytes = (uint32_t)sh;
+        if (decode_maps(field(lj, "maps"), l) < 0)
+            return -EBADMSG;
     }
     return 0;
 }

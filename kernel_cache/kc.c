@@ -57,10 +57,15 @@ static const char *const kc__sql[S__COUNT] = {
                   " updated_at = excluded.updated_at",
     [S_KERNELS_DEL] = "DELETE FROM launch_kernels WHERE artifact_key = ?1",
     [S_KERNEL_PUT] = "INSERT INTO launch_kernels (artifact_key, position, name, grid_x, grid_y,"
-                     " grid_z, block_x, block_y, block_z, shared_bytes, args)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                     " grid_z, block_x, block_y, block_z, shared_bytes, args, maps)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    /* A kernel without tensor maps leaves the column at its default: so the schema-1 conversion,
+     * which runs before schema 4 added the column, writes its rows with the same code. */
+    [S_KERNEL_PUT_NO_MAPS] = "INSERT INTO launch_kernels (artifact_key, position, name, grid_x,"
+                             " grid_y, grid_z, block_x, block_y, block_z, shared_bytes, args)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [S_KERNELS_GET] = "SELECT position, name, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
-                      " shared_bytes, args FROM launch_kernels WHERE artifact_key = ?1"
+                      " shared_bytes, args, maps FROM launch_kernels WHERE artifact_key = ?1"
                       " ORDER BY position",
     [S_ART_META] = "SELECT " KC__META_COLS " FROM artifacts WHERE key = ?1",
     [S_ART_FULL] = "SELECT " KC__META_COLS ", ptx_sha256, cubin_sha256, ptx, cubin"

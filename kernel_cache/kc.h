@@ -28,16 +28,19 @@
 #include <stdint.h>
 
 #include "kernel_cache/kc_sign.h"
+#include "op/tmap.h"
 
 #define KC_KEY_LEN 64 /* hex chars; buffers are KC_KEY_LEN + 1 */
-#define KC_SCHEMA_VERSION 3
+#define KC_SCHEMA_VERSION 4
 /* The version hashed into op and tuning keys (scheduler/keys.c). It changes only when a stored
  * record would mean something else (schema 2's typed launches), not when a table is added beside
- * the records (schema 3's quarantine): a new table must not make every op tune again. */
+ * the records (schema 3's quarantine) or a column that older records leave empty (schema 4's
+ * tensor maps): that must not make every op tune again. */
 #define KC_KEY_SCHEMA 2
 
 #define KC_MAX_KERNELS 4 /* launches in one kernel set */
 #define KC_MAX_ARGS 12   /* pointer arguments of one launch */
+#define KC_MAX_MAPS TUNER_MAX_TMAPS /* tensor-map arguments of one launch, after the pointers */
 #define KC_MAX_INPUTS 8  /* op inputs a launch argument can name */
 #define KC_MAX_RANK 6    /* dimensions of the output */
 /* Bounds on what one record may hold (kc_artifact_put and import refuse more): generous for any
@@ -99,7 +102,8 @@ const char *kc_buf_name(kc_buf b);
 /* Parses a name kc_buf_name() writes. Returns 0, or -EINVAL (*ret untouched). */
 int kc_buf_parse(const char *name, kc_buf *ret);
 
-/* One kernel launch of a kernel set; launches run in order on one stream. */
+/* One kernel launch of a kernel set; launches run in order on one stream. Its parameters are
+ * the n_args pointers, then the n_maps tensor maps (op/tmap.h; each map's buf is a kc_buf). */
 typedef struct kc_kernel {
     char name[64];          /* extern "C" entry point */
     uint32_t grid[3];       /* each >= 1 */
@@ -107,6 +111,8 @@ typedef struct kc_kernel {
     uint32_t shared_bytes;  /* dynamic shared memory */
     int n_args;             /* 0..KC_MAX_ARGS */
     kc_buf args[KC_MAX_ARGS];
+    int n_maps;             /* 0..KC_MAX_MAPS */
+    tuner_tmap maps[KC_MAX_MAPS];
 } kc_kernel;
 
 /* How to run an artifact: its launches, the workspace they share, and the output buffer. */
@@ -124,8 +130,10 @@ typedef struct kc_launch {
  * inside the kc_buf enum, ...), else -EINVAL. kc_artifact_put refuses what this refuses. */
 int kc_launch_check(const kc_launch *l);
 /* The launch description as JSON text, as the export file carries it:
- * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...]}],"workspace_bytes":N,
- *  "output":{"shape":[...],"dtype":"f16"}} ("output" left out when !has_output).
+ * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...],
+ *              "maps":[{"buffer":"input0", ...tuner_tmap_to_json's members}]}],
+ *  "workspace_bytes":N, "output":{"shape":[...],"dtype":"f16"}} ("maps" left out when a kernel
+ *  has none, as files written before them have none; "output" left out when !has_output).
  * *ret is malloc'd. Returns 0, -EINVAL (kc_launch_check fails) or -ENOMEM. */
 int kc_launch_json(const kc_launch *l, char **ret);
 

@@ -87,7 +87,10 @@ int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l)
         unsigned char args[KC_MAX_ARGS];
         for (int a = 0; a < k->n_args; a++)
             args[a] = (unsigned char)k->args[a];
-        s = kc__stmt(db, S_KERNEL_PUT);
+        uint8_t maps[KC_MAX_MAPS * TUNER_TMAP_PACKED];
+        for (int m = 0; m < k->n_maps; m++)
+            tuner_tmap_pack(&k->maps[m], maps + m * TUNER_TMAP_PACKED);
+        s = kc__stmt(db, k->n_maps ? S_KERNEL_PUT : S_KERNEL_PUT_NO_MAPS);
         if (!s)
             return -EIO;
         kc__bind_text(s, 1, key);
@@ -99,6 +102,8 @@ int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l)
         }
         sqlite3_bind_int64(s, 10, k->shared_bytes);
         kc__bind_blob(s, 11, args, (size_t)k->n_args);
+        if (k->n_maps)
+            kc__bind_blob(s, 12, maps, (size_t)k->n_maps * TUNER_TMAP_PACKED);
         rc = sqlite3_step(s);
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
@@ -139,8 +144,11 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
         const unsigned char *name = sqlite3_column_text(s, 1);
         const unsigned char *args = sqlite3_column_blob(s, 9);
         size_t n_args = (size_t)sqlite3_column_bytes(s, 9);
+        const uint8_t *maps = sqlite3_column_blob(s, 10);
+        size_t maps_len = (size_t)sqlite3_column_bytes(s, 10);
         kc_kernel *k = &l->kernels[l->n_kernels];
-        if (!ok || !name || strlen((const char *)name) >= sizeof(k->name) || n_args > KC_MAX_ARGS) {
+        if (!ok || !name || strlen((const char *)name) >= sizeof(k->name) || n_args > KC_MAX_ARGS ||
+            maps_len % TUNER_TMAP_PACKED || maps_len / TUNER_TMAP_PACKED > KC_MAX_MAPS) {
             r = -EBADMSG;
             break;
         }
@@ -154,6 +162,11 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
         k->n_args = (int)n_args;
         for (size_t a = 0; a < n_args; a++)
             k->args[a] = (kc_buf)args[a];
+        for (size_t m = 0; m < maps_len / TUNER_TMAP_PACKED; m++)
+            if (tuner_tmap_unpack(maps + m * TUNER_TMAP_PACKED, KC_BUF_WORKSPACE, &k->maps[k->n_maps++]) < 0)
+                r = -EBADMSG;
+        if (r < 0)
+            break;
         l->n_kernels++;
     }
     if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)

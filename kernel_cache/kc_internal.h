@@ -28,6 +28,7 @@ enum {
     S_SEL_PUT,
     S_KERNELS_DEL,
     S_KERNEL_PUT,
+    S_KERNEL_PUT_NO_MAPS,
     S_KERNELS_GET,
     S_ART_META,
     S_ART_FULL,

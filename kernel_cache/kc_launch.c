@@ -82,6 +82,11 @@ int kc_launch_check(const kc_launch *l)
         for (int a = 0; a < k->n_args; a++)
             if (!kc_buf_name(k->args[a]))
                 return -EINVAL;
+        if (k->n_maps < 0 || k->n_maps > KC_MAX_MAPS)
+            return -EINVAL;
+        for (int m = 0; m < k->n_maps; m++)
+            if (!kc_buf_name((kc_buf)k->maps[m].buf) || tuner_tmap_check(&k->maps[m], NULL, 0, NULL, 0) < 0)
+                return -EINVAL;
     }
     if (l->has_output) {
         if (l->output_rank < 0 || l->output_rank > KC_MAX_RANK ||
@@ -96,12 +101,14 @@ int kc_launch_check(const kc_launch *l)
 
 uint64_t kc__launch_bytes(const kc_launch *l)
 {
-    /* What the rows hold, roughly: names, nine integers and one byte per argument per kernel. */
+    /* What the rows hold, roughly: names, nine integers, one byte per argument and a record per
+     * tensor map per kernel. */
     uint64_t n = 8 + strnlen(l->output_dtype, sizeof(l->output_dtype)) +
                  8 * (uint64_t)(l->output_rank > 0 ? l->output_rank : 0);
     for (int i = 0; i < l->n_kernels && i < KC_MAX_KERNELS; i++)
         n += strnlen(l->kernels[i].name, sizeof(l->kernels[i].name)) + 9 * 8 +
-             (uint64_t)(l->kernels[i].n_args > 0 ? l->kernels[i].n_args : 0);
+             (uint64_t)(l->kernels[i].n_args > 0 ? l->kernels[i].n_args : 0) +
+             (uint64_t)(l->kernels[i].n_maps > 0 ? l->kernels[i].n_maps : 0) * TUNER_TMAP_PACKED;
     return n;
 }
 
@@ -156,6 +163,16 @@ int kc_launch_json(const kc_launch *l, char **ret)
                 cJSON_Delete(s);
                 goto out;
             }
+        }
+        cJSON *maps = k->n_maps ? cJSON_AddArrayToObject(o, "maps") : NULL;
+        for (int m = 0; m < k->n_maps; m++) {
+            cJSON *mj = maps ? tuner_tmap_to_json(&k->maps[m]) : NULL;
+            if (!mj || !cJSON_AddItemToArray(maps, mj)) {
+                cJSON_Delete(mj);
+                goto out;
+            }
+            if (!cJSON_AddStringToObject(mj, "buffer", kc_buf_name((kc_buf)k->maps[m].buf)))
+                goto out;
         }
     }
     if (!cJSON_AddNumberToObject(root, "workspace_bytes", (double)l->workspace_bytes))
@@ -222,6 +239,24 @@ static bool kc__arg(const cJSON *v, kc_buf *ret)
         return false;
     *ret = (kc_buf)(int)d;
     return true;
+}
+
+/* A tensor map: its buffer's name beside tuner_tmap_to_json's members, as kc_launch_json writes
+ * it; false when it is not one. */
+static bool kc__map(const cJSON *v, tuner_tmap *ret)
+{
+    kc_buf b;
+    if (!cJSON_IsObject(v) ||
+        kc_buf_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "buffer")), &b) < 0)
+        return false;
+    cJSON *members = cJSON_Duplicate(v, true);
+    if (!members)
+        return false;
+    cJSON_DeleteItemFromObjectCaseSensitive(members, "buffer");
+    ret->buf = (int)b;
+    const bool ok = tuner_tmap_from_json(members, ret, NULL, 0, NULL, 0) == 0;
+    cJSON_Delete(members);
+    return ok;
 }
 
 /* {"shape":[...],"dtype":"..."} into l's output; false when it is not one. */
@@ -300,6 +335,18 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
         {
             if (!kc__arg(a, &kk->args[kk->n_args++])) {
                 why = "an argument that names no buffer";
+                goto out;
+            }
+        }
+        const cJSON *maps = cJSON_GetObjectItemCaseSensitive(k, "maps");
+        if (maps && (!cJSON_IsArray(maps) || cJSON_GetArraySize(maps) > KC_MAX_MAPS)) {
+            why = "a map list that is not a list of at most four maps";
+            goto out;
+        }
+        cJSON_ArrayForEach(a, maps)
+        {
+            if (!kc__map(a, &kk->maps[kk->n_maps++])) {
+                why = "a malformed tensor map";
                 goto out;
             }
         }

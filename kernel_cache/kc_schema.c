@@ -166,6 +166,10 @@ static const char kc__v3[] =
     "  DELETE FROM quarantine WHERE artifact_key = old.key;"
     " END;";
 
+/* Schema 3 -> 4: a launch's tensor-map parameters (op/tmap.h), tuner_tmap_pack records one after
+ * the other; kernels stored before take none. */
+static const char kc__v4[] = "ALTER TABLE launch_kernels ADD COLUMN maps BLOB NOT NULL DEFAULT x'';";
+
 /* Ordered migrations: entry i brings the schema from version i to i + 1: `sql`, then `convert`
  * (when there is one), then `sql_after`. Each runs in one transaction together with the bump of
  * schema_version, so a crash mid-way changes nothing.
@@ -224,6 +228,8 @@ static const struct {
     {kc__v2_before, kc__convert_v2, kc__v2_after},
     /* 2 -> 3 */
     {kc__v3, NULL, NULL},
+    /* 3 -> 4 */
+    {kc__v4, NULL, NULL},
 };
 #define KC__N_MIGRATIONS (sizeof(kc__migrations) / sizeof(kc__migrations[0]))
 _Static_assert(KC__N_MIGRATIONS == KC_SCHEMA_VERSION, "one migration per schema version");

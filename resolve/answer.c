@@ -129,6 +129,22 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin or
             cJSON_AddStringToObject(p, "buffer", kc_buf_name(k->args[index]));
             cJSON_AddStringToObject(p, "type", "pointer");
         }
+        /* Tensor maps follow the pointers: the launcher encodes each for its buffer's address
+         * (cuTensorMapEncodeTiled with these fields) and passes the 128 bytes by value. */
+        for (int m = 0; m < k->n_maps; m++) {
+            cJSON *p = cJSON_CreateObject();
+            cJSON *tm = tuner_tmap_to_json(&k->maps[m]);
+            if (!p || !tm) {
+                cJSON_Delete(p);
+                cJSON_Delete(tm);
+                goto out;
+            }
+            cJSON_AddItemToArray(params, p);
+            cJSON_AddNumberToObject(p, "index", k->n_args + m);
+            cJSON_AddStringToObject(p, "buffer", kc_buf_name((kc_buf)k->maps[m].buf));
+            cJSON_AddStringToObject(p, "type", "tensor_map");
+            cJSON_AddItemToObject(p, "tensor_map", tm);
+        }
         snprintf(url, sizeof(url), "/v1/kernels/%s/ptx", a->key);
         cJSON_AddStringToObject(kj, "ptx_url", url);
         snprintf(url, sizeof(url), "/v1/kernels/%s/cubin", a->key);

@@ -297,6 +297,9 @@ static void fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l
         k->shared_bytes = t->shared_bytes;
         for (int a = 0; a < t->n_args && a < TUNER_MAX_ARGS; a++)
             k->args[k->n_args++] = (kc_buf)t->args[a];
+        /* TUNER_BUF_* and kc_buf number the buffers alike. */
+        for (int m = 0; m < t->n_maps && m < KC_MAX_MAPS; m++)
+            k->maps[k->n_maps++] = t->maps[m];
     }
     l->workspace_bytes = p->workspace_bytes;
     l->has_output = true;
@@ -674,6 +677,12 @@ static void map_launches(const tuner_program *p, gw_module *m, const int *bufmap
         for (int a = 0; a < g->n_args; a++) {
             int b = l->args[a];
             g->args[a] = (b >= 0 && b <= TUNER_BUF_WORKSPACE) ? bufmap[b] : -1;
+        }
+        g->n_maps = l->n_maps < GW_MAX_MAPS ? l->n_maps : GW_MAX_MAPS;
+        for (int k = 0; k < g->n_maps; k++) {
+            const int b = l->maps[k].buf;
+            g->maps[k] = l->maps[k];
+            g->maps[k].buf = (b >= 0 && b <= TUNER_BUF_WORKSPACE) ? bufmap[b] : -1;
         }
     }
 }

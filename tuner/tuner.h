@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "op/op.h"
+#include "op/tmap.h"
 
 #define TUNER_MAX_PARAMS 12
 #define TUNER_MAX_KERNELS 4
@@ -56,7 +57,8 @@ enum {
     TUNER_BUF_WORKSPACE,
 };
 
-/* One kernel launch. Every argument is a device pointer to one of the buffers above; sizes and
+/* One kernel launch. Its parameters are n_args device pointers to the buffers above, then n_maps
+ * TMA tensor maps (op/tmap.h; maps[i].buf is a TUNER_BUF_*), each passed by value; sizes and
  * strides are baked into the code (they are part of the cache key). Launches run in order on one
  * stream. */
 typedef struct tuner_launch {
@@ -65,6 +67,8 @@ typedef struct tuner_launch {
     unsigned shared_bytes; /* dynamic shared memory; > 48 KiB needs the attribute set at load */
     int n_args;
     int args[TUNER_MAX_ARGS]; /* TUNER_BUF_* */
+    int n_maps;
+    tuner_tmap maps[TUNER_MAX_TMAPS];
 } tuner_launch;
 
 typedef struct tuner_program {

@@ -15,6 +15,8 @@
 
 #include <cJSON.h>
 
+#include "op/tmap.h"
+
 int hidet__fail(hidet_error *err, int r, int http_status, const char *fmt, ...)
 {
     va_list ap;
@@ -142,16 +144,64 @@ hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s)
     return NULL;
 }
 
-static int parse_param(const cJSON *p, size_t pos, hidet_param *out)
+/* A "tensor_map" parameter's description, checked as strictly as the daemon checked it (op/tmap.c),
+ * into the public struct. */
+static int parse_tensor_map(const cJSON *j, hidet_tensor_map *out, char *why, size_t why_len)
+{
+    tuner_tmap m = {0};
+    char field[32] = "", reason[128] = "";
+    if (tuner_tmap_from_json(j, &m, reason, sizeof(reason), field, sizeof(field)) < 0) {
+        snprintf(why, why_len, "tensor_map.%s: %s", field, reason);
+        return -EPROTO;
+    }
+    snprintf(out->dtype, sizeof(out->dtype), "%s", tuner_dtype_name(m.dtype));
+    out->rank = m.rank;
+    for (int d = 0; d < m.rank; d++) {
+        out->dims[d] = m.dims[d];
+        out->box[d] = m.box[d];
+        out->element_strides[d] = m.element_strides[d];
+        if (d + 1 < m.rank)
+            out->strides[d] = m.strides[d];
+    }
+    out->swizzle = m.swizzle;
+    out->l2_promotion = m.l2_promotion;
+    out->oob_nan = m.oob_fill == TUNER_TMAP_OOB_NAN;
+    return 0;
+}
+
+void hidet__tmap_of(const hidet_tensor_map *in, tuner_tmap *out)
+{
+    memset(out, 0, sizeof(*out));
+    (void)tuner_dtype_parse(in->dtype, &out->dtype);
+    out->rank = in->rank;
+    for (int d = 0; d < in->rank && d < TUNER_TMAP_MAX_RANK; d++) {
+        out->dims[d] = in->dims[d];
+        out->box[d] = in->box[d];
+        out->element_strides[d] = in->element_strides[d];
+        if (d + 1 < in->rank)
+            out->strides[d] = in->strides[d];
+    }
+    out->swizzle = in->swizzle;
+    out->l2_promotion = in->l2_promotion;
+    out->oob_fill = in->oob_nan ? TUNER_TMAP_OOB_NAN : TUNER_TMAP_OOB_ZERO;
+}
+
+static int parse_param(const cJSON *p, size_t pos, hidet_param *out, char *why, size_t why_len)
 {
     const char *buf = jstr(p, "buffer");
     const cJSON *idx = cJSON_GetObjectItemCaseSensitive(p, "index");
 
+    snprintf(why, why_len, "bad buffer");
     if (!buf)
         return -EPROTO;
     out->index = cJSON_IsNumber(idx) ? (int)idx->valuedouble : (int)pos;
     snprintf(out->buffer, sizeof(out->buffer), "%s", buf);
     jcopy(p, "type", out->type, sizeof(out->type));
+    if (strcmp(out->type, "tensor_map") == 0) {
+        if (parse_tensor_map(cJSON_GetObjectItemCaseSensitive(p, "tensor_map"), &out->tensor_map, why, why_len) < 0)
+            return -EPROTO;
+        out->is_tensor_map = true;
+    }
     out->input = -1;
     if (strcmp(buf, "output") == 0) {
         out->kind = HIDET_BUFFER_OUTPUT;
@@ -199,8 +249,9 @@ static int parse_kernel(const cJSON *k, hidet_kernel *out, hidet_error *err, siz
         if (!out->params)
             return hidet__fail(err, -ENOMEM, 0, "out of memory");
         for (size_t j = 0; j < n; j++) {
-            if (parse_param(cJSON_GetArrayItem(params, (int)j), j, &out->params[j]) < 0)
-                return hidet__fail(err, -EPROTO, 0, "kernels[%zu].params[%zu]: bad buffer", i, j);
+            char why[192];
+            if (parse_param(cJSON_GetArrayItem(params, (int)j), j, &out->params[j], why, sizeof(why)) < 0)
+                return hidet__fail(err, -EPROTO, 0, "kernels[%zu].params[%zu]: %s", i, j, why);
             out->n_params = j + 1;
         }
     }

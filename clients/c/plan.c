@@ -2,7 +2,8 @@
  *
  * Parsing resolves every kernel parameter once to where its pointer comes from (a caller's
  * tensor by index, or an offset into the arena or the constants), so a launch only adds base
- * pointers. The CUDA driver is opened with dlopen at the first hidet_plan_load(): the library
+ * pointers. A tensor-map parameter is encoded (cuTensorMapEncodeTiled) for its buffer's address
+ * at the first launch and again only when that address changes. The CUDA driver is opened with dlopen at the first hidet_plan_load(): the library
  * has no link dependency on libcuda, so CPU-only users and CI can link and parse without it.
  */
 #include "clients/c/client_internal.h"
@@ -37,6 +38,9 @@ typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsi
 typedef int (*cu_alloc_fn)(uint64_t *, size_t);
 typedef int (*cu_free_fn)(uint64_t);
 typedef int (*cu_err_fn)(int, const char **);
+/* cuTensorMapEncodeTiled: the enums are ints, cuuint64_t/cuuint32_t these widths. */
+typedef int (*cu_tmap_encode_fn)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
+                                 const uint32_t *, const uint32_t *, int, int, int, int);
 
 static struct {
     void *lib;
@@ -54,6 +58,8 @@ static struct {
     cu_alloc_fn alloc;
     cu_free_fn free;
     cu_err_fn err_name, err_string;
+    cu_tmap_encode_fn tmap_encode; /* NULL in drivers before CUDA 12: plans with tensor maps
+                                    * then fail to load, the others run */
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
@@ -94,6 +100,7 @@ static void cu_open(void)
     SYM(err_name, "cuGetErrorName");
     SYM(err_string, "cuGetErrorString");
 #undef SYM
+    *(void **)&cu.tmap_encode = dlsym(lib, "cuTensorMapEncodeTiled");
     int r = cu.init(0);
     if (r != 0) {
         const char *n = NULL;
@@ -122,6 +129,9 @@ typedef struct {
     src_kind kind;
     size_t tensor; /* SRC_TENSOR: index into p->tensors */
     uint64_t offset;
+    int map;             /* -1: a pointer; else the tensor map's slot in the kernel's maps */
+    tuner_tmap tmap;     /* ... its description */
+    uint64_t encoded_for; /* ... the address its slot was encoded for (0: not yet) */
 } plan_src;
 
 typedef struct {
@@ -129,6 +139,7 @@ typedef struct {
     uint32_t grid[3], block[3], shared;
     size_t n_params;
     plan_src *params; /* by parameter index */
+    unsigned char *maps; /* TUNER_TMAP_BYTES per tensor-map parameter, 64-byte aligned */
     void *func;
 } plan_kernel;
 
@@ -363,10 +374,16 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
         pk->n_params = hk->n_params;
         pk->name = strdup(hk->name);
         pk->params = calloc(hk->n_params + 1, sizeof(*pk->params));
-        if (!pk->name || !pk->params) {
+        size_t n_maps = 0;
+        for (size_t j = 0; j < hk->n_params; j++)
+            n_maps += hk->params[j].is_tensor_map;
+        if (n_maps)
+            pk->maps = aligned_alloc(64, n_maps * TUNER_TMAP_BYTES);
+        if (!pk->name || !pk->params || (n_maps && !pk->maps)) {
             r = hidet__fail(err, -ENOMEM, 0, "out of memory");
             goto out;
         }
+        int next_map = 0;
         for (size_t j = 0; j < hk->n_params; j++) {
             const hidet_param *hp = &hk->params[j];
             const char *buf = hp->buffer;
@@ -376,6 +393,12 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
             if (hp->index < 0 || (size_t)hp->index >= hk->n_params) {
                 r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].index: "
                                 "%d is out of range", where, k, j, hp->index);
+                goto out;
+            }
+            if (strcmp(hp->type, "pointer") != 0 && !hp->is_tensor_map) {
+                r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].type: "
+                                "'%s' is not a parameter kind this client can pass (pointer, "
+                                "tensor_map)", where, k, j, hp->type);
                 goto out;
             }
             if (hp->kind == HIDET_BUFFER_INPUT && hp->input >= 0 && hp->input < n_in) {
@@ -433,6 +456,18 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
                 r = hidet__fail(err, -EPROTO, 0, "%s: '%s' names no input, weight, output or "
                                 "buffer of the plan", w, bn->valuestring);
                 goto out;
+            }
+            src->map = -1;
+            if (hp->is_tensor_map) {
+                /* The copy engine must not reach past the bound buffer either. */
+                src->map = next_map++;
+                hidet__tmap_of(&hp->tensor_map, &src->tmap);
+                const uint64_t reach = tuner_tmap_extent(&src->tmap);
+                if (reach > need) {
+                    need = reach;
+                    snprintf(what, sizeof(what), "the tensor map of %s (%llu bytes)", buf,
+                             (unsigned long long)reach);
+                }
             }
             if (have < need) {
                 r = hidet__fail(err, -EPROTO, 0, "%s: '%s' has %llu bytes, too few for %s", w,
@@ -539,6 +574,7 @@ static void free_steps(plan_step *s, size_t n)
         for (size_t k = 0; k < s[i].n_kernels; k++) {
             free(s[i].kernels[k].name);
             free(s[i].kernels[k].params);
+            free(s[i].kernels[k].maps);
         }
         free(s[i].kernels);
     }
@@ -659,6 +695,11 @@ static int load_step(hidet_plan *p, hidet_client *c, plan_step *st, hidet_error 
     size_t ns[2] = {p->n_prepare, p->n_steps};
     int r;
 
+    for (size_t k = 0; k < st->n_kernels; k++)
+        if (st->kernels[k].maps && !cu.tmap_encode)
+            return hidet__fail(err, -ELIBACC, 0, "kernel %s takes tensor maps, and the CUDA driver "
+                               "lacks cuTensorMapEncodeTiled (it needs a CUDA 12 driver or newer)",
+                               st->kernels[k].name);
     for (int a = 0; a < 2 && !st->module; a++)
         for (size_t i = 0; i < ns[a]; i++)
             if (&all[a][i] != st && all[a][i].module && strcmp(all[a][i].key, st->key) == 0)
@@ -742,6 +783,17 @@ int hidet_plan_load(hidet_plan *p, hidet_client *c, hidet_error *err)
     return 0;
 }
 
+/* Encodes a tensor map for the buffer at addr into slot (TUNER_TMAP_BYTES, 64-byte aligned). */
+static int encode_map(const tuner_tmap *t, uint64_t addr, unsigned char *slot)
+{
+    uint64_t strides[TUNER_TMAP_MAX_RANK - 1] = {0};
+    for (int d = 0; d + 1 < t->rank; d++)
+        strides[d] = t->strides[d];
+    return cu.tmap_encode(slot, tuner_tmap_cu_dtype(t), (uint32_t)t->rank, (void *)(uintptr_t)addr, t->dims,
+                          strides, t->box, t->element_strides, 0 /* no interleave */, tuner_tmap_cu_swizzle(t),
+                          tuner_tmap_cu_l2_promotion(t), tuner_tmap_cu_oob_fill(t));
+}
+
 static int launch_steps(hidet_plan *p, plan_step *steps, size_t n, void *stream, hidet_error *err)
 {
     for (size_t i = 0; i < n; i++) {
@@ -753,11 +805,21 @@ static int launch_steps(hidet_plan *p, plan_step *steps, size_t n, void *stream,
                 return hidet__fail(err, -E2BIG, 0, "kernel %s has %zu parameters", pk->name,
                                    pk->n_params);
             for (size_t j = 0; j < pk->n_params; j++) {
-                const plan_src *s = &pk->params[j];
+                plan_src *s = &pk->params[j];
                 vals[j] = s->kind == SRC_TENSOR ? p->tensors[s->tensor].ptr
                         : s->kind == SRC_ARENA  ? p->arena + s->offset
                                                 : p->constants + s->offset;
                 args[j] = &vals[j];
+                if (s->map >= 0) {
+                    unsigned char *slot = pk->maps + (size_t)s->map * TUNER_TMAP_BYTES;
+                    if (s->encoded_for != vals[j]) {
+                        int cr = encode_map(&s->tmap, vals[j], slot);
+                        if (cr != 0)
+                            return cu_fail(err, cr, "cuTensorMapEncodeTiled");
+                        s->encoded_for = vals[j];
+                    }
+                    args[j] = slot; /* passed by value: the driver copies the 128 bytes */
+                }
             }
             int cr = cu.launch(pk->func, pk->grid[0], pk->grid[1], pk->grid[2], pk->block[0],
                                pk->block[1], pk->block[2], pk->shared, stream, args, NULL);

@@ -138,11 +138,11 @@ static void make_req(gw_measure_req *q, uint64_t id, const char *img)
     q->candidate.image = (const uint8_t *)img;
     q->candidate.image_len = strlen(img) + 1;
     q->candidate.n_launches = 1;
-    q->candidate.launches[0] = (gw_launch){"cand", {4, 1, 1}, {256, 1, 1}, 0, 2, {0, 1}};
+    q->candidate.launches[0] = (gw_launch){.name = "cand", .grid = {4, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0, .n_args = 2, .args = {0, 1}};
     q->reference.image = (const uint8_t *)ptx_ref;
     q->reference.image_len = sizeof(ptx_ref);
     q->reference.n_launches = 1;
-    q->reference.launches[0] = (gw_launch){"ref", {4, 1, 1}, {256, 1, 1}, 0, 2, {0, 2}};
+    q->reference.launches[0] = (gw_launch){.name = "ref", .grid = {4, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0, .n_args = 2, .args = {0, 2}};
     q->output_buffer = 1;
     q->ref_output_buffer = 2;
     q->check = true;

@@ -27,12 +27,17 @@ static void make_req(gw_measure_req *q)
     q->candidate.image = cand_img;
     q->candidate.image_len = sizeof(cand_img) - 1;
     q->candidate.n_launches = 2;
-    q->candidate.launches[0] = (gw_launch){"mm_main", {8, 3, 1}, {128, 1, 1}, 98304, 3, {0, 1, 2}};
-    q->candidate.launches[1] = (gw_launch){"mm_reduce", {100, 1, 1}, {256, 1, 1}, 0, 1, {2}};
+    q->candidate.launches[0] = (gw_launch){.name = "mm_main", .grid = {8, 3, 1}, .block = {128, 1, 1}, .shared_bytes = 98304, .n_args = 3, .args = {0, 1, 2}};
+    /* The main launch also takes a tensor map of buffer 1 after its pointers. */
+    q->candidate.launches[0].n_maps = 1;
+    q->candidate.launches[0].maps[0] = (tuner_tmap){.buf = 1, .dtype = TUNER_F16, .rank = 2, .dims = {1000, 333},
+                                                    .strides = {2000}, .box = {64, 256}, .element_strides = {1, 1},
+                                                    .swizzle = 128};
+    q->candidate.launches[1] = (gw_launch){.name = "mm_reduce", .grid = {100, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0, .n_args = 1, .args = {2}};
     q->reference.image = (const uint8_t *)ref_img;
     q->reference.image_len = sizeof(ref_img); /* PTX with its NUL */
     q->reference.n_launches = 1;
-    q->reference.launches[0] = (gw_launch){"ref", {77, 1, 1}, {256, 1, 1}, 0, 3, {0, 1, 3}};
+    q->reference.launches[0] = (gw_launch){.name = "ref", .grid = {77, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0, .n_args = 3, .args = {0, 1, 3}};
     q->output_buffer = 2;
     q->ref_output_buffer = 3;
     q->check = true;
@@ -54,8 +59,12 @@ static bool same_module(const gw_module *a, const gw_module *b)
         const gw_launch *x = &a->launches[i], *y = &b->launches[i];
         if (strcmp(x->name, y->name) || memcmp(x->grid, y->grid, sizeof(x->grid)) ||
             memcmp(x->block, y->block, sizeof(x->block)) || x->shared_bytes != y->shared_bytes ||
-            x->n_args != y->n_args || memcmp(x->args, y->args, sizeof(int) * (size_t)x->n_args))
+            x->n_args != y->n_args || memcmp(x->args, y->args, sizeof(int) * (size_t)x->n_args) ||
+            x->n_maps != y->n_maps)
             return false;
+        for (int k = 0; k < x->n_maps; k++)
+            if (x->maps[k].buf != y->maps[k].buf || !tuner_tmap_equal(&x->maps[k], &y->maps[k]))
+                return false;
     }
     return true;
 }
@@ -200,6 +209,23 @@ static void mut_rtol_type(cJSON *j)
 {
     cJSON_ReplaceItemInObject(j, "rtol", cJSON_CreateString("0.1"));
 }
+static cJSON *first_map(cJSON *j)
+{
+    cJSON *l = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "candidate"), "launches"), 0);
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(l, "maps"), 0);
+}
+static void mut_map_buf_oob(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(first_map(j), "buf", cJSON_CreateNumber(4)); /* 4 buffers */
+}
+static void mut_map_box(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(first_map(j), "box", cJSON_CreateIntArray((int[]){128, 256}, 2)); /* > swizzle */
+}
+static void mut_map_member(cJSON *j)
+{
+    cJSON_AddNumberToObject(first_map(j), "address", 4096);
+}
 static void mut_nothing(cJSON *j)
 {
     (void)j;
@@ -216,6 +242,9 @@ static void test_measure_strict(void)
     CHECK(decode_mutated(mut_id) == -EBADMSG);
     CHECK(decode_mutated(mut_elems) == -EBADMSG);
     CHECK(decode_mutated(mut_rtol_type) == -EBADMSG);
+    CHECK(decode_mutated(mut_map_buf_oob) == -EBADMSG);
+    CHECK(decode_mutated(mut_map_box) == -EBADMSG);
+    CHECK(decode_mutated(mut_map_member) == -EBADMSG);
 
     gw_measure_req q;
     uint8_t *buf = NULL;

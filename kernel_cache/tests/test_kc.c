@@ -75,6 +75,18 @@ typedef struct {
     unsigned char cubin[3000];
 } fixture;
 
+/* A wgmma kernel's two tensor maps: a batched 3-d one of input0 and a 2-d one of the output. */
+static void add_maps(kc_kernel *k)
+{
+    k->maps[0] = (tuner_tmap){.buf = KC_BUF_INPUT0, .dtype = TUNER_BF16, .rank = 3,
+                              .dims = {1000, 77, 3}, .strides = {2016, 2016 * 77}, .box = {64, 128, 1},
+                              .element_strides = {1, 1, 1}, .swizzle = 128, .l2_promotion = 256};
+    k->maps[1] = (tuner_tmap){.buf = KC_BUF_OUTPUT, .dtype = TUNER_F32, .rank = 2, .dims = {1ull << 32, 5},
+                              .strides = {1ull << 34}, .box = {32, 64}, .element_strides = {1, 2},
+                              .swizzle = 128, .oob_fill = TUNER_TMAP_OOB_NAN};
+    k->n_maps = 2;
+}
+
 static void make_artifact(fixture *f, int i, const char *op, const char *target)
 {
     char num[32];
@@ -109,6 +121,9 @@ static void make_artifact(fixture *f, int i, const char *op, const char *target)
         l->kernels[k].args[1] = KC_BUF_OUTPUT;
         l->kernels[k].args[2] = KC_BUF_WORKSPACE;
     }
+    /* Every fourth: the first kernel also takes tensor maps of its input and the output. */
+    if (i % 4 == 3)
+        add_maps(&l->kernels[0]);
     l->workspace_bytes = l->n_kernels == 2 ? 4096u + (uint64_t)i : 0;
     l->has_output = true;
     l->output_rank = 2;
@@ -135,6 +150,13 @@ static void make_artifact(fixture *f, int i, const char *op, const char *target)
 
 static bool launch_eq(const kc_launch *a, const kc_launch *b)
 {
+    for (int k = 0; k < a->n_kernels && k < b->n_kernels; k++) {
+        if (a->kernels[k].n_maps != b->kernels[k].n_maps)
+            return false;
+        for (int m = 0; m < a->kernels[k].n_maps; m++)
+            if (!tuner_tmap_equal(&a->kernels[k].maps[m], &b->kernels[k].maps[m]))
+                return false;
+    }
     if (a->n_kernels != b->n_kernels || a->workspace_bytes != b->workspace_bytes ||
         a->has_output != b->has_output)
         return false;
@@ -364,6 +386,28 @@ static void test_corruption(void)
              f2.a.key);
     raw_sql("corrupt.db", sql);
     CHECK(kc_artifact_get(db, f2.a.key, &g) == -EBADMSG && g == NULL);
+
+    /* Tensor maps that are not whole records, or a record the encoder would refuse: the launch
+     * is unreadable, not silently without maps. */
+    fixture f3;
+    make_artifact(&f3, 3, "matmul", "sm_90a");
+    CHECK_OK(kc_artifact_put(db, &f3.a));
+    CHECK_OK(kc_artifact_get_meta(db, f3.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &f3.a.launch));
+    kc_artifact_free(g);
+    g = NULL;
+    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET maps = substr(maps, 1, 100) WHERE artifact_key = '%s'",
+             f3.a.key);
+    raw_sql("corrupt.db", sql);
+    CHECK(kc_artifact_get_meta(db, f3.a.key, &g) == -EBADMSG && g == NULL);
+    /* Whole records of zeros: rank 0, no map. */
+    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET maps = zeroblob(120) WHERE artifact_key = '%s'",
+             f3.a.key);
+    raw_sql("corrupt.db", sql);
+    CHECK(kc_artifact_get_meta(db, f3.a.key, &g) == -EBADMSG && g == NULL);
+    size_t removed = 0;
+    CHECK_OK(kc_remove_key(db, f3.a.key, &removed));
+    CHECK(removed == 1);
 
     CHECK_OK(kc_verify(db, &checked, &bad, &nbad));
     CHECK(checked == 2 && nbad == 2);
@@ -720,6 +764,26 @@ static void test_launch_types(void)
     f.a.launch.kernels[1].grid[0] = 0;
     CHECK(kc_launch_json(&f.a.launch, &text) == -EINVAL);
 
+    /* Tensor maps: their members and buffer after the arguments, and back. */
+    make_artifact(&f, 3, "matmul", "sm_90a");
+    CHECK(f.a.launch.kernels[0].n_maps == 2);
+    CHECK_OK(kc_launch_json(&f.a.launch, &text));
+    CHECK(text && strstr(text, "\"args\":[\"input0\",\"output\",\"workspace\"],\"maps\":[{\"dtype\":\"bf16\","
+                               "\"dims\":[1000,77,3],\"strides\":[2016,155232],\"box\":[64,128,1],"
+                               "\"element_strides\":[1,1,1],\"swizzle\":128,\"l2_promotion\":256,"
+                               "\"oob_fill\":\"zero\",\"buffer\":\"input0\"},"),
+          "%s", text);
+    CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
+    CHECK(launch_eq(&back, &f.a.launch) && back.kernels[0].maps[1].buf == KC_BUF_OUTPUT &&
+          back.kernels[0].maps[1].dims[0] == 1ull << 32 && back.kernels[0].maps[1].oob_fill == TUNER_TMAP_OOB_NAN);
+    free(text);
+    /* A map the encoder would refuse is not a launch (box wider than the swizzle span). */
+    f.a.launch.kernels[0].maps[0].box[0] = 128;
+    CHECK(kc_launch_check(&f.a.launch) == -EINVAL && kc_launch_json(&f.a.launch, &text) == -EINVAL);
+    f.a.launch.kernels[0].maps[0].box[0] = 64;
+    f.a.launch.kernels[0].maps[0].buf = KC_BUF_WORKSPACE + 1;
+    CHECK(kc_launch_check(&f.a.launch) == -EINVAL);
+
     /* What schema 1 and old export files may hold, and what the daemon refused to answer. */
     static const char *const bad[] = {
         "not json",
@@ -734,6 +798,20 @@ static void test_launch_types(void)
         "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1]}]}",
         "{\"kernels\":[],\"workspace_bytes\":-1}",
         "{\"kernels\":[],\"output\":{\"shape\":[2],\"dtype\":7}}",
+        /* maps: not a list, a member too many, no buffer, a buffer of no name, a bad stride */
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[0],\"maps\":{}}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[0],\"maps\":[{\"buffer\":"
+        "\"input0\",\"dtype\":\"f16\",\"dims\":[64],\"strides\":[],\"box\":[64],\"element_strides\":[1],"
+        "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\",\"interleave\":0}]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[0],\"maps\":[{"
+        "\"dtype\":\"f16\",\"dims\":[64],\"strides\":[],\"box\":[64],\"element_strides\":[1],"
+        "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[0],\"maps\":[{\"buffer\":"
+        "\"stack\",\"dtype\":\"f16\",\"dims\":[64],\"strides\":[],\"box\":[64],\"element_strides\":[1],"
+        "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[0],\"maps\":[{\"buffer\":"
+        "\"input0\",\"dtype\":\"f16\",\"dims\":[64,2],\"strides\":[100],\"box\":[64,1],"
+        "\"element_strides\":[1,1],\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}]}]}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why = NULL;

@@ -104,6 +104,10 @@ static void kernel_set_variants(void)
     a.launch.n_kernels = 0;
     add_kernel(&a.launch, "k1", 1, 1, 256, 0, (const int[]){KC_BUF_INPUT0, KC_BUF_WORKSPACE, -1});
     add_kernel(&a.launch, "k2", 8, 1, 32, 0, (const int[]){KC_BUF_WORKSPACE, KC_BUF_OUTPUT, -1});
+    a.launch.kernels[0].maps[0] = (tuner_tmap){.buf = KC_BUF_INPUT0, .dtype = TUNER_F16, .rank = 2, .dims = {96, 7},
+                                               .strides = {192}, .box = {64, 8}, .element_strides = {1, 1},
+                                               .swizzle = 128};
+    a.launch.kernels[0].n_maps = 1;
     a.launch.workspace_bytes = 4096;
     a.launch.output_rank = 1;
     a.launch.output_shape[0] = 7;
@@ -128,6 +132,15 @@ static void kernel_set_variants(void)
     const cJSON *p0 = cJSON_GetArrayItem(cJSON_GetObjectItem(k2, "params"), 0);
     CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(p0, "buffer")), "workspace");
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(k2, "latency_us")), "per-kernel latency null");
+    /* k1's tensor map follows its two pointers, with the description a launcher encodes. */
+    const cJSON *p2 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(ks, 0), "params"), 2);
+    CHECK(cJSON_GetObjectItem(p2, "index")->valuedouble == 2, "map index");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(p2, "type")), "tensor_map");
+    CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(p2, "buffer")), "input0");
+    char *tm = cJSON_PrintUnformatted(cJSON_GetObjectItem(p2, "tensor_map"));
+    CHECK_STR(tm, "{\"dtype\":\"f16\",\"dims\":[96,7],\"strides\":[192],\"box\":[64,8],"
+                  "\"element_strides\":[1,1],\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}");
+    free(tm);
     /* The key order of the agreed format: warning right after measured. */
     CHECK(strstr(json, "\"measured\":false,\"warning\":") != NULL, "order: %s", json);
     cJSON_Delete(j);

@@ -425,6 +425,11 @@ static void program_to_module(const tuner_program *p, const tuner_binary *b, gw_
         g->n_args = l->n_args;
         for (int a = 0; a < l->n_args; a++)
             g->args[a] = map[l->args[a]];
+        g->n_maps = l->n_maps;
+        for (int k = 0; k < l->n_maps; k++) {
+            g->maps[k] = l->maps[k];
+            g->maps[k].buf = map[l->maps[k].buf];
+        }
     }
 }
 

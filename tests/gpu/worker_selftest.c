@@ -134,12 +134,12 @@ static void make_req(gw_measure_req *q, uint64_t id, const char *kernel, unsigne
     q->candidate.image = (const uint8_t *)ptx;
     q->candidate.image_len = sizeof(ptx);
     q->candidate.n_launches = 1;
-    q->candidate.launches[0] = (gw_launch){"", {N / 256, 1, 1}, {256, 1, 1}, shared, 2, {0, 1}};
+    q->candidate.launches[0] = (gw_launch){.name = "", .grid = {N / 256, 1, 1}, .block = {256, 1, 1}, .shared_bytes = shared, .n_args = 2, .args = {0, 1}};
     snprintf(q->candidate.launches[0].name, sizeof(q->candidate.launches[0].name), "%s", kernel);
     q->reference.image = (const uint8_t *)ptx;
     q->reference.image_len = sizeof(ptx);
     q->reference.n_launches = 1;
-    q->reference.launches[0] = (gw_launch){"ref_double", {N / 256, 1, 1}, {256, 1, 1}, 0, 2, {0, 2}};
+    q->reference.launches[0] = (gw_launch){.name = "ref_double", .grid = {N / 256, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0, .n_args = 2, .args = {0, 2}};
     q->output_buffer = 1;
     q->ref_output_buffer = 2;
     q->check = true;

@@ -51,7 +51,11 @@
     X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
     X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
     X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                              \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                            \
+      (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, \
+       const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,          \
+       CUtensorMapL2promotion, CUtensorMapFloatOOBfill))
 
 #define DECL(name, sym, args) static CUresult(*d_##name) args;
 DRV(DECL)
@@ -165,11 +169,29 @@ static void launch_program(CUmodule mod, const tuner_program *p, devbuf *bufs, C
         CK(d_cuModuleGetFunction(&f, mod, l->name));
         if (l->shared_bytes > 48 * 1024)
             CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS];
+        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
         CUdeviceptr vals[TUNER_MAX_ARGS];
+        CUtensorMap maps[TUNER_MAX_TMAPS];
         for (int a = 0; a < l->n_args; a++) {
             vals[a] = bufs[l->args[a]].ptr;
             args[a] = &vals[a];
+        }
+        /* The tensor maps after the pointers, encoded for the buffers as the worker does. */
+        for (int m = 0; m < l->n_maps; m++) {
+            const tuner_tmap *t = &l->maps[m];
+            cuuint64_t dims[TUNER_TMAP_MAX_RANK], strides[TUNER_TMAP_MAX_RANK - 1];
+            for (int d = 0; d < t->rank; d++) {
+                dims[d] = t->dims[d];
+                if (d + 1 < t->rank)
+                    strides[d] = t->strides[d];
+            }
+            CK(d_cuTensorMapEncodeTiled(&maps[m], (CUtensorMapDataType)tuner_tmap_cu_dtype(t), (cuuint32_t)t->rank,
+                                        (void *)(uintptr_t)bufs[t->buf].ptr, dims, strides, t->box,
+                                        t->element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                        (CUtensorMapSwizzle)tuner_tmap_cu_swizzle(t),
+                                        (CUtensorMapL2promotion)tuner_tmap_cu_l2_promotion(t),
+                                        (CUtensorMapFloatOOBfill)tuner_tmap_cu_oob_fill(t)));
+            args[l->n_args + m] = &maps[m];
         }
         CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
                           l->shared_bytes, st, args, NULL));

@@ -160,7 +160,10 @@ static const char canned_set[] =
     "\"latency_us\":null},"
     "{\"name\":\"hidet_reduce_1\",\"arch\":\"sm_90\",\"grid\":[1,1,1],\"block\":[256,1,1],"
     "\"shared_bytes\":0,\"params\":[{\"index\":0,\"buffer\":\"workspace\",\"type\":\"pointer\"},"
-    "{\"index\":1,\"buffer\":\"output\",\"type\":\"pointer\"}],\"latency_us\":3.5}],"
+    "{\"index\":1,\"buffer\":\"output\",\"type\":\"pointer\"},"
+    "{\"index\":2,\"buffer\":\"input1\",\"type\":\"tensor_map\",\"tensor_map\":{\"dtype\":\"bf16\","
+    "\"dims\":[256,64,3],\"strides\":[512,32768],\"box\":[64,128,1],\"element_strides\":[1,1,1],"
+    "\"swizzle\":128,\"l2_promotion\":256,\"oob_fill\":\"nan\"}}],\"latency_us\":3.5}],"
     "\"latency_us\":null,\"predicted_us\":10.2,"
     "\"schedule\":{\"template\":\"matmul_mma\",\"params\":{\"block_m\":128}}}";
 
@@ -210,6 +213,16 @@ static void test_parse_set(void)
     }
     CHECK(k->ptx_url && strstr(k->ptx_url, "/ptx") && k->cubin_url);
     CHECK(s->kernels[1].latency_us == 3.5 && s->kernels[1].ptx_url == NULL);
+    /* The second kernel's tensor map, as cuTensorMapEncodeTiled takes it. */
+    CHECK(s->kernels[1].n_params == 3 && !s->kernels[0].params[4].is_tensor_map);
+    if (s->kernels[1].n_params == 3) {
+        const hidet_param *p = &s->kernels[1].params[2];
+        const hidet_tensor_map *m = &p->tensor_map;
+        CHECK(p->is_tensor_map && !strcmp(p->type, "tensor_map") && p->kind == HIDET_BUFFER_INPUT && p->input == 1);
+        CHECK(!strcmp(m->dtype, "bf16") && m->rank == 3 && m->dims[0] == 256 && m->dims[2] == 3 &&
+              m->strides[0] == 512 && m->strides[1] == 32768 && m->box[1] == 128 && m->element_strides[2] == 1 &&
+              m->swizzle == 128 && m->l2_promotion == 256 && m->oob_nan);
+    }
     CHECK(s->json && strcmp(s->json, canned_set) == 0);
     CHECK(hidet_kernel_set_free(s) == NULL);
     CHECK(hidet_kernel_set_free(NULL) == NULL);
@@ -226,6 +239,14 @@ static void test_parse_set(void)
         "\"params\":[{\"index\":0,\"buffer\":\"inputX\"}]}]}",
         "{\"key\":\"" KEY "\",\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1]}],"
         "\"output\":{\"shape\":[1,2,3,4,5,6,7,8,9]}}",
+        /* a tensor map without its description, and one the encoder would refuse (box row
+         * of 256 bytes under a 128-byte swizzle) */
+        "{\"key\":\"" KEY "\",\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],"
+        "\"params\":[{\"index\":0,\"buffer\":\"input0\",\"type\":\"tensor_map\"}]}]}",
+        "{\"key\":\"" KEY "\",\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],"
+        "\"params\":[{\"index\":0,\"buffer\":\"input0\",\"type\":\"tensor_map\",\"tensor_map\":{"
+        "\"dtype\":\"f16\",\"dims\":[256],\"strides\":[],\"box\":[128],\"element_strides\":[1],"
+        "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}}]}]}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         s = (hidet_kernel_set *)&e; /* must stay untouched */

@@ -203,6 +203,26 @@ static void d_param(cJSON *p)
     cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 0), "buffer",
                               cJSON_CreateString("input5"));
 }
+/* Step 1's weight parameter (w: 16x16 f16, 512 bytes) as a tensor map of rows `rows`. */
+static void map_param(cJSON *p, int rows)
+{
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(step(p, "steps", 0),
+                                                                          "kernel_set"), "kernels"), 0);
+    cJSON *par = cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 1);
+    char tm[256];
+    snprintf(tm, sizeof(tm), "{\"dtype\":\"f16\",\"dims\":[16,%d],\"strides\":[32],\"box\":[16,8],"
+             "\"element_strides\":[1,1],\"swizzle\":32,\"l2_promotion\":0,\"oob_fill\":\"zero\"}", rows);
+    cJSON_ReplaceItemInObject(par, "type", cJSON_CreateString("tensor_map"));
+    cJSON_AddItemToObject(par, "tensor_map", cJSON_Parse(tm));
+}
+static void d_map_reach(cJSON *p) { map_param(p, 32); }
+static void d_param_type(cJSON *p)
+{
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(step(p, "steps", 0),
+                                                                          "kernel_set"), "kernels"), 0);
+    cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 2), "type",
+                              cJSON_CreateString("texture"));
+}
 static void d_dtype(cJSON *p)
 {
     cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(p, "outputs"), 0), "dtype",
@@ -225,6 +245,8 @@ static void test_damaged(void)
         {d_prepare_reads_input, "prepare[0].bindings.input0: a prepare step may read weights"},
         {d_param, "steps[1].kernel_set.kernels[0].params[0].buffer: 'input5' is not input<i>"},
         {d_dtype, "outputs[0].dtype: expected f16, bf16 or f32"},
+        {d_map_reach, "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},
+        {d_param_type, "steps[0].kernel_set.kernels[0].params[2].type: 'texture' is not a parameter kind"},
         {d_no_steps, "steps: expected a non-empty list"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -236,8 +258,13 @@ static void test_damaged(void)
         CHECK(plan == (hidet_plan *)0x1, "case %zu: output set on failure", i);
         CHECK(strstr(err.message, cases[i].msg) != NULL, "case %zu: %s", i, err.message);
     }
+    /* A tensor map that stays inside its buffer is a plan like any other. */
+    cJSON *ok = plan_json();
+    map_param(ok, 16);
     hidet_plan *plan = NULL;
     hidet_error err;
+    CHECK(parse_obj(ok, &plan, &err) == 0, "%s", err.message);
+    plan = hidet_plan_free(plan);
     CHECK(hidet_plan_parse("[1]", 3, &plan, &err) == -EPROTO);
     CHECK(hidet_plan_parse("{", 1, &plan, &err) == -EPROTO);
     CHECK(hidet_plan_free(NULL) == NULL);

@@ -1,6 +1,6 @@
 """hidetd._cuda - the few CUDA driver calls the runtime makes, through ctypes on libcuda.so.1:
-the primary context of a device, modules from cubin or PTX, kernel launches, and device memory
-for callers without PyTorch.
+the primary context of a device, modules from cubin or PTX, TMA tensor maps, kernel launches,
+and device memory for callers without PyTorch.
 
 The driver is loaded at first use, never at import, so the package imports (and its CPU tests
 run) on machines without a GPU. $HIDETD_LIBCUDA names another library (tests use it to check
@@ -16,6 +16,15 @@ CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 # Shared memory above this needs the function attribute set before the launch (docs/api.md).
 STATIC_SHARED_LIMIT = 48 * 1024
+# sizeof(CUtensorMap) and the alignment the driver wants of the map it encodes.
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGN = 64
+# A tensor map's description (docs/api.md) -> cuTensorMapEncodeTiled's enum values
+# (CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill).
+TENSOR_MAP_DTYPES = {"f16": 6, "f32": 7, "bf16": 9}
+TENSOR_MAP_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
+TENSOR_MAP_L2_PROMOTIONS = {0: 0, 64: 1, 128: 2, 256: 3}
+TENSOR_MAP_OOB_FILLS = {"zero": 0, "nan": 1}
 
 
 class CudaError(RuntimeError):
@@ -74,6 +83,13 @@ class Driver:
                                 (path, name)) from None
             f.argtypes = args
             f.restype = ctypes.c_int
+        # Drivers before CUDA 12 lack it: kernels with tensor maps then fail to load, the others
+        # run.
+        self.tensor_map_encode = getattr(lib, "cuTensorMapEncodeTiled", None)
+        if self.tensor_map_encode is not None:
+            self.tensor_map_encode.argtypes = [vp, i32, u32, vp, P(u64), P(u64), P(u32), P(u32),
+                                               i32, i32, i32, i32]
+            self.tensor_map_encode.restype = ctypes.c_int
         self._contexts = {}
         self.check(lib.cuInit(0), "cuInit")
 
@@ -136,13 +152,57 @@ class Driver:
     def synchronize(self, stream=0):
         self.check(self.lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
+    def require_tensor_maps(self, what):
+        """Raises CudaError when this driver cannot encode the tensor maps `what` takes."""
+        if self.tensor_map_encode is None:
+            raise CudaError("%s takes tensor maps, and the CUDA driver lacks "
+                            "cuTensorMapEncodeTiled (it needs a CUDA 12 driver or newer)" % what)
+
+    def encode_tensor_map(self, tmap, address, into=None):
+        """A tensor map's description (the "tensor_map" object of docs/api.md, checked) encoded
+        for the buffer at device address `address`, into `into` or a new TensorMap."""
+        self.require_tensor_maps("the kernel")
+        tm = into if into is not None else TensorMap()
+        rank = len(tmap["dims"])
+        u64s, u32s = ctypes.c_uint64 * rank, ctypes.c_uint32 * rank
+        r = self.tensor_map_encode(
+            tm.address, TENSOR_MAP_DTYPES[tmap["dtype"]], rank, address, u64s(*tmap["dims"]),
+            u64s(*tmap["strides"]), u32s(*tmap["box"]), u32s(*tmap["element_strides"]),
+            0,  # CU_TENSOR_MAP_INTERLEAVE_NONE: the only interleave docs/api.md allows
+            TENSOR_MAP_SWIZZLES[tmap["swizzle"]], TENSOR_MAP_L2_PROMOTIONS[tmap["l2_promotion"]],
+            TENSOR_MAP_OOB_FILLS[tmap["oob_fill"]])
+        if r != CUDA_SUCCESS:
+            raise CudaError("cuTensorMapEncodeTiled(%s %s, strides %s, box %s, for 0x%x) failed: %s" %
+                            (tmap["dtype"], tmap["dims"], tmap["strides"], tmap["box"], address,
+                             self.error_text(r)))
+        tm.encoded_for = address
+        return tm
+
+
+class TensorMap:
+    """An encoded CUtensorMap: TENSOR_MAP_BYTES at a TENSOR_MAP_ALIGN-aligned address (ctypes
+    aligns a buffer for C's types only, so it is over-allocated), usable as a kernelParams
+    entry: the driver copies the 128 bytes into the parameter, which the kernel takes by value.
+    encoded_for is the device address it was encoded for (None before the first encoding)."""
+
+    def __init__(self):
+        self._buf = ctypes.create_string_buffer(TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN - 1)
+        base = ctypes.addressof(self._buf)
+        self.address = (base + TENSOR_MAP_ALIGN - 1) // TENSOR_MAP_ALIGN * TENSOR_MAP_ALIGN
+        self.encoded_for = None
+
+    def raw(self):
+        """The 128 bytes, for launchers that pass parameters by value themselves (CuPy)."""
+        return ctypes.string_at(self.address, TENSOR_MAP_BYTES)
+
 
 class Launch:
     """One kernel of a kernel set, ready to launch: its function, grid, block, shared memory
-    and a parameter block whose pointer slots are filled per run (every parameter of hidetd's
-    kernels is a device pointer)."""
+    and a parameter block whose pointer slots are filled per run. A tensor-map parameter's slot
+    holds its buffer's address too; the map is encoded for that address at the launch and again
+    only when the address changes, and kernelParams points to the map's 128 bytes."""
 
-    def __init__(self, drv, func, grid, block, shared, n_params, name):
+    def __init__(self, drv, func, grid, block, shared, n_params, name, maps=()):
         self.drv = drv
         self.func = func
         self.grid = tuple(int(g) for g in grid)
@@ -154,11 +214,21 @@ class Launch:
         self.values = (ctypes.c_uint64 * max(n_params, 1))()
         base = ctypes.addressof(self.values)
         self.argv = (ctypes.c_void_p * max(n_params, 1))(*[base + 8 * i for i in range(max(n_params, 1))])
+        self.maps = []  # (parameter index, description, TensorMap)
+        if maps:
+            drv.require_tensor_maps("kernel " + name)
+        for index, tmap in maps:
+            tm = TensorMap()
+            self.argv[index] = tm.address
+            self.maps.append((index, tmap, tm))
 
     def __setitem__(self, index, ptr):
         self.values[index] = ptr
 
     def __call__(self, stream):
+        for index, tmap, tm in self.maps:
+            if tm.encoded_for != self.values[index]:
+                self.drv.encode_tensor_map(tmap, self.values[index], tm)
         r = self._launch(self.func, *self.dims, stream, self.argv, None)
         if r != CUDA_SUCCESS:
             raise CudaError("cuLaunchKernel(%s, grid %s, block %s, %d bytes shared) failed: %s" %

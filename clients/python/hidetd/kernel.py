@@ -9,6 +9,10 @@ from . import _cuda
 from ._tensor import DTYPES, _what, check, describe, fmt_shape, nbytes
 
 _INPUT_RE = re.compile(r"^input(0|[1-9][0-9]*)$")
+# The members of a "tensor_map" parameter's description (docs/api.md), all required.
+_TENSOR_MAP_MEMBERS = ("dtype", "dims", "strides", "box", "element_strides", "swizzle",
+                       "l2_promotion", "oob_fill")
+TENSOR_MAP_MAX_RANK = 5
 
 
 class PlanError(ValueError):
@@ -28,9 +32,90 @@ def tensor_spec(t, where):
     return tuple(shape), dtype
 
 
+def _whole(x, lo, hi):
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+
+
+def _whole_list(t, member, n_lo, n_hi, lo, hi, where):
+    v = t.get(member)
+    if not isinstance(v, list):
+        raise PlanError("%s.%s: %s must be an array, got %r" % (where, member, member, v))
+    if not n_lo <= len(v) <= n_hi:
+        count = "%d" % n_lo if n_lo == n_hi else "%d..%d" % (n_lo, n_hi)
+        raise PlanError("%s.%s: the number of %s entries must be %s, got %d" %
+                        (where, member, member, count, len(v)))
+    for i, x in enumerate(v):
+        if not _whole(x, lo, hi):
+            raise PlanError("%s.%s[%d]: %s entries must be whole numbers in %d..%d, got %r" %
+                            (where, member, i, member, lo, hi, x))
+    return list(v)
+
+
+def parse_tensor_map(t, where):
+    """A "tensor_map" parameter's description, checked as strictly as the daemon checks it
+    (op/tmap.c: no unknown member, every member present, only what cuTensorMapEncodeTiled
+    accepts for a 16-byte aligned address), as a new dict; PlanError naming the member
+    otherwise."""
+    if not isinstance(t, dict):
+        raise PlanError("%s: a tensor map must be an object, got %r" % (where, t))
+    for m in t:
+        if m not in _TENSOR_MAP_MEMBERS:
+            raise PlanError("%s.%s: unknown member" % (where, m))
+    dtype = t.get("dtype")
+    if not isinstance(dtype, str) or dtype not in _cuda.TENSOR_MAP_DTYPES:
+        raise PlanError('%s.dtype: dtype must be "f16", "bf16" or "f32", got %r' % (where, dtype))
+    dims = _whole_list(t, "dims", 1, TENSOR_MAP_MAX_RANK, 1, 1 << 32, where)
+    rank = len(dims)
+    strides = _whole_list(t, "strides", rank - 1, rank - 1, 16, (1 << 40) - 1, where)
+    box = _whole_list(t, "box", rank, rank, 1, 256, where)
+    element_strides = _whole_list(t, "element_strides", rank, rank, 1, 8, where)
+    swizzle, l2, oob = t.get("swizzle"), t.get("l2_promotion"), t.get("oob_fill")
+    if not _whole(swizzle, 0, 128) or swizzle not in _cuda.TENSOR_MAP_SWIZZLES:
+        raise PlanError("%s.swizzle: swizzle must be 0, 32, 64 or 128 bytes, got %r" % (where, swizzle))
+    if not _whole(l2, 0, 256) or l2 not in _cuda.TENSOR_MAP_L2_PROMOTIONS:
+        raise PlanError("%s.l2_promotion: l2_promotion must be 0, 64, 128 or 256 bytes, got %r" %
+                        (where, l2))
+    if not isinstance(oob, str) or oob not in _cuda.TENSOR_MAP_OOB_FILLS:
+        raise PlanError('%s.oob_fill: oob_fill must be "zero" or "nan", got %r' % (where, oob))
+    for d, stride in enumerate(strides):
+        if stride % 16:
+            raise PlanError("%s.strides[%d]: a stride must be a positive multiple of 16 bytes "
+                            "below 2^40, got %d" % (where, d, stride))
+    inner = box[0] * DTYPES[dtype][0]
+    if inner % 16:
+        raise PlanError("%s.box[0]: the box's inner dimension must be a multiple of 16 bytes, "
+                        "got %d bytes" % (where, inner))
+    if swizzle and inner > swizzle:
+        raise PlanError("%s.box[0]: the box's inner dimension (%d bytes) exceeds the swizzle "
+                        "span (%d bytes)" % (where, inner, swizzle))
+    return {"dtype": dtype, "dims": dims, "strides": strides, "box": box,
+            "element_strides": element_strides, "swizzle": swizzle, "l2_promotion": l2,
+            "oob_fill": oob}
+
+
+def tensor_map_extent(tmap):
+    """Bytes from the buffer's start to the end of the last element a tensor map can address:
+    what the bound buffer must hold, or the copy engine reads or writes past it."""
+    dims, strides = tmap["dims"], tmap["strides"]
+    return dims[0] * DTYPES[tmap["dtype"]][0] + sum((dims[d] - 1) * strides[d - 1]
+                                                    for d in range(1, len(dims)))
+
+
+def tensor_map_reach(kernels):
+    """{buffer name: the largest tensor_map_extent of its maps} over parse_kernel_set's
+    kernels."""
+    reach = {}
+    for _, _, _, _, params in kernels:
+        for _, buf, tmap in params:
+            if tmap is not None:
+                reach[buf] = max(reach.get(buf, 0), tensor_map_extent(tmap))
+    return reach
+
+
 def parse_kernel_set(ks, n_inputs, where):
-    """The kernels of a kernel set as (name, grid, block, shared, [(param index, buffer)]),
-    checked against the launch contract; PlanError naming `where`'s field otherwise."""
+    """The kernels of a kernel set as (name, grid, block, shared, [(param index, buffer,
+    tensor map description or None for a pointer)]), checked against the launch contract;
+    PlanError naming `where`'s field otherwise."""
     if not isinstance(ks, dict):
         raise PlanError("%s: expected a kernel set object" % where)
     key = ks.get("key")
@@ -65,8 +150,10 @@ def parse_kernel_set(ks, n_inputs, where):
                 raise PlanError("%s.index: expected a distinct index below %d, got %r" %
                                 (pw, len(params), idx))
             seen.add(idx)
-            if p.get("type", "pointer") != "pointer":
-                raise PlanError("%s.type: only pointer parameters are known, got %r" % (pw, p.get("type")))
+            ptype = p.get("type", "pointer")
+            if ptype not in ("pointer", "tensor_map"):
+                raise PlanError("%s.type: %r is not a parameter kind this client can pass "
+                                "(pointer, tensor_map)" % (pw, ptype))
             m = _INPUT_RE.match(buf) if isinstance(buf, str) else None
             if m and int(m.group(1)) >= n_inputs:
                 raise PlanError("%s.buffer: %r, but the request has %d inputs" % (pw, buf, n_inputs))
@@ -74,14 +161,16 @@ def parse_kernel_set(ks, n_inputs, where):
                 raise PlanError("%s.buffer: expected input<i>, output or workspace, got %r" % (pw, buf))
             if buf == "workspace" and ws == 0:
                 raise PlanError("%s.buffer: a workspace parameter, but workspace_bytes is 0" % pw)
-            ps.append((idx, buf))
+            tmap = (parse_tensor_map(p.get("tensor_map"), pw + ".tensor_map")
+                    if ptype == "tensor_map" else None)
+            ps.append((idx, buf, tmap))
         out.append((k["name"], k["grid"], k["block"], shared, ps))
     return key, ws, out
 
 
 class LoadedSet:
     """A kernel set's kernels as Launch objects on one device, with the parameter slots each
-    buffer name fills."""
+    buffer name fills (a tensor map's slot too: its Launch encodes the map for the address)."""
 
     def __init__(self, client, key, kernels, device):
         drv = _cuda.driver()
@@ -90,10 +179,11 @@ class LoadedSet:
         self.launches = []
         self.slots = {}  # buffer name -> [(Launch, param index)]
         for name, grid, block, shared, params in kernels:
+            maps = [(idx, tmap) for idx, _, tmap in params if tmap is not None]
             ln = _cuda.Launch(drv, drv.function(module, name, shared), grid, block, shared,
-                              len(params), name)
+                              len(params), name, maps)
             self.launches.append(ln)
-            for idx, buf in params:
+            for idx, buf, _ in params:
                 self.slots.setdefault(buf, []).append((ln, idx))
 
     def bind(self, buf, ptr):
@@ -159,6 +249,14 @@ class Kernel:
         self.output = tensor_spec(kernel_set.get("output"), "kernel_set.output")
         self.key, self.workspace_bytes, self._kernels = parse_kernel_set(
             kernel_set, len(self.inputs), "kernel_set")
+        # The tensors bound are exactly the request's (launch() checks their shapes), so a map
+        # reaching past one is the kernel set's fault.
+        sizes = {"input%d" % i: nbytes(*spec) for i, spec in enumerate(self.inputs)}
+        sizes.update(output=nbytes(*self.output), workspace=self.workspace_bytes)
+        for buf, reach in sorted(tensor_map_reach(self._kernels).items()):
+            if reach > sizes[buf]:
+                raise PlanError("kernel_set: %s has %d bytes, too few for the tensor map of %s "
+                                "(%d bytes)" % (buf, sizes[buf], buf, reach))
         self._loaded = {}     # device -> LoadedSet
         self._workspace = {}  # device -> tensor
 

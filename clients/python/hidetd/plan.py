@@ -1,14 +1,15 @@
 """hidetd.plan - a launch plan (docs/graphs.md) made runnable: the plan parsed and checked once
 (every binding resolved to a caller tensor or an arena/constants offset), the arena allocated
 once per device, weights bound and the prepare steps run by load_weights(), and the steps
-launched in order on one stream by run().
+launched in order on one stream by run(). A tensor-map parameter is encoded for its buffer's
+address at the first launch and again only when that address changes (hidetd._cuda.Launch).
 """
 import sys
 
 from . import _cuda
 from ._tensor import check, describe, fmt_shape, nbytes
 from .kernel import (LoadedSet, PlanError, _alloc_bytes, _ptr, new_tensor, parse_kernel_set,
-                     same_device, tensor_spec)
+                     same_device, tensor_map_reach, tensor_spec)
 
 ARENA_ALIGN = 256
 
@@ -128,7 +129,8 @@ class Plan:
         bindings = s.get("bindings")
         if not isinstance(bindings, dict):
             raise PlanError("%s.bindings: expected an object" % where)
-        needed = {buf for _, _, _, _, ps in kernels for _, buf in ps}
+        needed = {buf for _, _, _, _, ps in kernels for _, buf, _ in ps}
+        reach = tensor_map_reach(kernels)
         sources = {}
         for buf in sorted(needed):
             name = bindings.get(buf)
@@ -157,6 +159,9 @@ class Plan:
             else:
                 i = int(buf[5:])
                 need, what = nbytes(*ins[i]), "%s %s %s" % (buf, fmt_shape(ins[i][0]), ins[i][1])
+            if reach.get(buf, 0) > need:
+                # The copy engine must not reach past the bound buffer either.
+                need, what = reach[buf], "the tensor map of %s (%d bytes)" % (buf, reach[buf])
             if self._bytes_of(name) < need:
                 raise PlanError("%s: %r has %d bytes, too few for %s" %
                                 (bw, name, self._bytes_of(name), what))

@@ -1,6 +1,7 @@
 """tests/support.py - shared by the Python runtime's tests: which hidetd package is tested (the
 source tree's, or the installed one when HIDETD_TEST_INSTALLED=1), a real hidetd started from
-$HIDETD_BIN, and fake CUDA tensors (__cuda_array_interface__ objects that are never launched)."""
+$HIDETD_BIN, fake CUDA tensors (__cuda_array_interface__ objects that are never launched) and a
+driver over a test's stand-in for libcuda."""
 import json
 import os
 import shutil
@@ -73,3 +74,23 @@ class FakeTensor:
 
 def fake(shape, dtype):
     return FakeTensor(shape, {"f16": "<f2", "f32": "<f4"}[dtype])
+
+
+class FakeDriver(hidetd._cuda.Driver):
+    """The runtime's driver over `lib`, a test's stand-in for libcuda (recording launches): one
+    device, functions named as asked, every pointer on device 0. It encodes tensor maps when lib
+    has cuTensorMapEncodeTiled and with_encoder holds."""
+
+    def __init__(self, lib, with_encoder=True):
+        self.lib = lib
+        self.tensor_map_encode = getattr(lib, "cuTensorMapEncodeTiled", None) if with_encoder else None
+        self._contexts = {}
+
+    def use_device(self, ordinal):
+        return 1
+
+    def function(self, module, name, shared_bytes):
+        return name
+
+    def pointer_device(self, ptr):
+        return 0

@@ -7,7 +7,7 @@ import copy
 import os
 import unittest
 
-from support import Daemon, FakeTensor, example, fake, hidetd
+from support import Daemon, FakeDriver, FakeTensor, example, fake, hidetd
 from hidetd import _cuda
 
 daemon = None
@@ -142,6 +142,28 @@ class Plans(unittest.TestCase):
             pj["inputs"][0]["dtype"] = "f64"
         self.damaged(dtype, r"inputs\[0\]\.dtype")
 
+    def test_tensor_map_bindings(self):
+        # A tensor map of steps[1]'s input0 (the arena buffer h3, [2048, 3072] f16) as far as h3
+        # reaches is accepted; one row more reaches past it and is refused, as a pointer to too
+        # few bytes is.
+        def with_map(rows):
+            def change(pj):
+                params = pj["steps"][1]["kernel_set"]["kernels"][0]["params"]
+                params.append({"index": len(params), "buffer": "input0", "type": "tensor_map",
+                               "tensor_map": {"dtype": "f16", "dims": [3072, rows], "strides": [6144],
+                                              "box": [64, 128], "element_strides": [1, 1],
+                                              "swizzle": 128, "l2_promotion": 256, "oob_fill": "zero"}})
+            return change
+        h3 = next(b["bytes"] for b in self.mlp_json["buffers"] if b["name"] == "h3")
+        rows = h3 // 6144
+        pj = copy.deepcopy(self.mlp_json)
+        with_map(rows)(pj)
+        p = self.client.plan(pj)
+        self.assertEqual(p.steps[1].sources["input0"][0], "arena")
+        self.assertEqual(p.steps[1].kernels[0][4][-1][2]["dims"], [3072, rows])
+        self.damaged(with_map(rows + 1), r"steps\[1\]\.bindings\.input0: 'h3' has %d bytes, too few "
+                                         r"for the tensor map of input0 \(%d bytes\)" % (h3, 6144 * (rows + 1)))
+
     def test_caller_checks(self):
         p = self.client.plan(self.mlp_json)
         with self.assertRaisesRegex(RuntimeError, "load_weights\\(\\) first"):
@@ -217,21 +239,6 @@ class FakeLib:
         return 0
 
 
-class FakeDriver(_cuda.Driver):
-    def __init__(self):
-        self.lib = FakeLib()
-        self._contexts = {}
-
-    def use_device(self, ordinal):
-        return 1
-
-    def function(self, module, name, shared_bytes):
-        return name
-
-    def pointer_device(self, ptr):
-        return 0
-
-
 class FakeBuf:
     next_ptr = 0x100000000
 
@@ -248,7 +255,7 @@ class Launches(unittest.TestCase):
         from hidetd import kernel as kmod
         from hidetd import plan as pmod
         self.saved = (_cuda._driver, pmod._alloc_bytes, kmod._alloc_bytes, kmod.new_tensor)
-        self.drv = _cuda._driver = FakeDriver()
+        self.drv = _cuda._driver = FakeDriver(FakeLib())
         self.allocs = []
 
         def alloc(n, device, like_torch):

@@ -110,12 +110,30 @@ typedef enum {
     HIDET_BUFFER_OTHER, /* a name this client version does not know; see buffer */
 } hidet_buffer_kind;
 
+/* A "tensor_map" parameter (docs/api.md): a TMA descriptor of the buffer, which the launcher
+ * encodes with cuTensorMapEncodeTiled (these fields; the address is the buffer's, interleave
+ * none) and passes by value, 128 bytes. hidet_plan_* does this itself. */
+typedef struct hidet_tensor_map {
+    char dtype[8];          /* element type: "f16", "bf16", "f32" */
+    int rank;               /* 1..5; dimension 0 is the contiguous one */
+    uint64_t dims[5];       /* elements per dimension */
+    uint64_t strides[4];    /* bytes between steps of dimensions 1..rank-1 */
+    uint32_t box[5];        /* elements one copy moves per dimension */
+    uint32_t element_strides[5];
+    int swizzle;            /* bytes: 0, 32, 64, 128 */
+    int l2_promotion;       /* bytes: 0, 64, 128, 256 */
+    bool oob_nan;           /* out-of-bounds elements read as NaN (else zero) */
+} hidet_tensor_map;
+
 typedef struct hidet_param {
     int index;              /* position in the kernel's parameter list */
     hidet_buffer_kind kind;
     int input;              /* HIDET_BUFFER_INPUT: which input; else -1 */
     char buffer[32];        /* as sent: "input0", "output", "workspace" */
-    char type[16];          /* "pointer", ... */
+    char type[16];          /* "pointer" or "tensor_map" (or a newer kind this client refuses
+                             * to launch) */
+    bool is_tensor_map;     /* type "tensor_map": tensor_map holds the description */
+    hidet_tensor_map tensor_map;
 } hidet_param;
 
 typedef struct hidet_kernel {

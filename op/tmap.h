@@ -1,0 +1,88 @@
+/* op/tmap.h - a TMA tensor map that a kernel takes as a parameter, described so that whoever
+ * launches the kernel can build it.
+ *
+ * The sm_90a templates read their operands with the tensor copy engine, which needs a 128-byte
+ * descriptor (CUtensorMap) holding the tensor's address. The address is only known at launch,
+ * so the kernel set carries the map's description instead: which buffer, element type, sizes,
+ * byte strides, the box one copy moves, swizzle and L2 promotion: exactly the arguments of the
+ * driver's cuTensorMapEncodeTiled. The launcher (worker, client libraries, bench scripts) encodes
+ * it with the buffer's address and passes the 128 bytes by value (`__grid_constant__`), where the
+ * copy engine reads it from the kernel's parameter bank: about 0.6 us per launch sooner than a
+ * map the kernel builds in global memory (bench/results/2026-11-24-h100-tmap-cost-dw-rows).
+ *
+ * One description, written by the tuner, stored by the cache, carried by the worker wire format
+ * and answered to clients: its checks, its JSON form and its packed form live here, next to the
+ * other vocabularies every module links. Nothing here calls the driver.
+ */
+#ifndef HIDET_OP_TMAP_H
+#define HIDET_OP_TMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "op/op.h"
+
+typedef struct cJSON cJSON;
+
+#define TUNER_TMAP_MAX_RANK 5
+#define TUNER_MAX_TMAPS 4      /* tensor-map parameters of one launch */
+#define TUNER_TMAP_BYTES 128   /* sizeof(CUtensorMap); the parameter's alignment is 64 */
+#define TUNER_TMAP_PACKED 120  /* bytes of one tuner_tmap_pack() record */
+
+typedef enum { TUNER_TMAP_OOB_ZERO = 0, TUNER_TMAP_OOB_NAN = 1 } tuner_tmap_oob;
+
+typedef struct tuner_tmap {
+    int buf;                    /* the buffer whose address the map holds, numbered as its
+                                 * launch numbers pointer arguments (TUNER_BUF_*, kc_buf, ...) */
+    tuner_dtype dtype;          /* element type */
+    int rank;                   /* 1..TUNER_TMAP_MAX_RANK; dimension 0 is the contiguous one */
+    uint64_t dims[TUNER_TMAP_MAX_RANK];    /* elements per dimension: 1..2^32 */
+    uint64_t strides[TUNER_TMAP_MAX_RANK - 1]; /* bytes between steps of dimensions 1..rank-1:
+                                                * multiples of 16, below 2^40 */
+    uint32_t box[TUNER_TMAP_MAX_RANK];     /* elements one copy moves per dimension: 1..256 */
+    uint32_t element_strides[TUNER_TMAP_MAX_RANK]; /* 1..8 */
+    int swizzle;                /* shared-memory swizzle span in bytes: 0 (none), 32, 64, 128 */
+    int l2_promotion;           /* bytes: 0 (none), 64, 128, 256 */
+    tuner_tmap_oob oob_fill;    /* what out-of-bounds box elements read as */
+} tuner_tmap;
+
+/* 0 when m is a map cuTensorMapEncodeTiled accepts for any 16-byte aligned address (ranges
+ * above, box[0] a whole number of 16-byte units no wider than the swizzle span); else -EINVAL
+ * with the reason and the offending field ("dims[1]", "swizzle", ...) in why/field, each may be
+ * NULL. m->buf is not checked (its numbering is the caller's). */
+int tuner_tmap_check(const tuner_tmap *m, char *why, size_t why_len, char *field, size_t field_len);
+
+/* The map as JSON, without its buffer (the caller names that in its own vocabulary):
+ * {"dtype":"f16","dims":[..],"strides":[..],"box":[..],"element_strides":[..],"swizzle":128,
+ *  "l2_promotion":0,"oob_fill":"zero"}. NULL when out of memory. */
+cJSON *tuner_tmap_to_json(const tuner_tmap *m);
+/* Parses what tuner_tmap_to_json writes, strictly (no unknown member, every member present,
+ * tuner_tmap_check passing). Returns 0, or -EINVAL with the message and the offending member's
+ * name in why/field; *ret's buf is left as it was. */
+int tuner_tmap_from_json(const cJSON *j, tuner_tmap *ret, char *why, size_t why_len, char *field,
+                         size_t field_len);
+
+/* Fixed little-endian record of TUNER_TMAP_PACKED bytes (the cache stores a launch's maps as
+ * their concatenation); buf is written as one byte. */
+void tuner_tmap_pack(const tuner_tmap *m, uint8_t out[TUNER_TMAP_PACKED]);
+/* Reads a record back; -EINVAL when it does not pass tuner_tmap_check or buf is not in
+ * 0..max_buf. */
+int tuner_tmap_unpack(const uint8_t in[TUNER_TMAP_PACKED], int max_buf, tuner_tmap *ret);
+
+bool tuner_tmap_equal(const tuner_tmap *a, const tuner_tmap *b);
+
+/* Bytes from the buffer's start to the end of the last element the map can address: a launcher
+ * checks that its buffer holds that many before it hands the map to the copy engine. Saturates
+ * at UINT64_MAX. */
+uint64_t tuner_tmap_extent(const tuner_tmap *m);
+
+/* The values of cuTensorMapEncodeTiled's enum arguments (CUtensorMapDataType, ...Swizzle,
+ * ...L2promotion, ...FloatOOBfill; interleave is always CU_TENSOR_MAP_INTERLEAVE_NONE, 0), for
+ * launchers that include cuda.h or load the driver themselves. */
+int tuner_tmap_cu_dtype(const tuner_tmap *m);
+int tuner_tmap_cu_swizzle(const tuner_tmap *m);
+int tuner_tmap_cu_l2_promotion(const tuner_tmap *m);
+int tuner_tmap_cu_oob_fill(const tuner_tmap *m);
+
+#endif
