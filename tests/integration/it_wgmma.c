@@ -1,7 +1,7 @@
 /* tests/integration/it_wgmma.c - the Hopper path through the daemon: a 4096^3 fp16 matmul for
- * sm_90a with tune:"model" comes back as the wgmma + TMA kernel set (one persistent kernel
- * whose blocks build their tensor maps in the workspace, every parameter a plain pointer) whose
- * PTX ptxas accepts for sm_90a; POST /v1/spaces offers matmul_wgmma candidates on sm_90a only. A
+ * sm_90a with tune:"model" comes back as the wgmma + TMA kernel set (one persistent kernel,
+ * no workspace, whose operands' tensor maps are "tensor_map" parameters after the pointers,
+ * described so that a client can encode them) whose PTX ptxas accepts for sm_90a; POST /v1/spaces offers matmul_wgmma candidates on sm_90a only. A
  * ResNet-style 3x3
  * NHWC convolution with a fused bias and relu comes back for sm_90a as conv2d_wgmma, whose PTX
  * gathers A with cp.async completing on mbarriers beside the weights' bulk tensor copies, and
@@ -66,13 +66,34 @@ int main(void)
     CHECK(cJSON_IsString(tmpl) && !strcmp(tmpl->valuestring, "matmul_wgmma"), "model picked %s",
           cJSON_IsString(tmpl) ? tmpl->valuestring : "?");
     const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.json, "kernels");
-    /* One persistent launch whose blocks build their tensor maps in the workspace (a 384-byte
-     * slot per block). */
-    const cJSON *k0 = cJSON_GetArrayItem(ks, 0), *grid = cJSON_GetObjectItemCaseSensitive(k0, "grid");
+    /* One persistent launch, no workspace: three pointers (A, B, the output), then the maps of
+     * A and B, [K, M] and [K, N] row-major as the operands lie, boxes of 64 k (128 swizzled
+     * bytes). */
+    const cJSON *k0 = cJSON_GetArrayItem(ks, 0), *params = cJSON_GetObjectItemCaseSensitive(k0, "params");
     const cJSON *wsb = cJSON_GetObjectItemCaseSensitive(r.json, "workspace_bytes");
-    CHECK(cJSON_GetArraySize(ks) == 1 && cJSON_IsNumber(wsb) && cJSON_IsNumber(cJSON_GetArrayItem(grid, 0)) &&
-              wsb->valuedouble == 384.0 * cJSON_GetArrayItem(grid, 0)->valuedouble,
+    CHECK(cJSON_GetArraySize(ks) == 1 && cJSON_IsNumber(wsb) && wsb->valuedouble == 0 &&
+              cJSON_GetArraySize(params) >= 5,
           "%d kernels: %.500s", cJSON_GetArraySize(ks), r.body);
+    static const char *const want_buf[] = {"input0", "input1", "output", "input0", "input1"};
+    for (int i = 0; i < 5; i++) {
+        const cJSON *p = cJSON_GetArrayItem(params, i);
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "type"));
+        const char *buf = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "buffer"));
+        const cJSON *index = cJSON_GetObjectItemCaseSensitive(p, "index");
+        CHECK(type && buf && cJSON_IsNumber(index) && index->valueint == i && !strcmp(buf, want_buf[i]) &&
+                  !strcmp(type, i < 3 ? "pointer" : "tensor_map"),
+              "params[%d]: %.300s", i, r.body);
+        if (i < 3)
+            continue;
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(p, "tensor_map");
+        const cJSON *dims = cJSON_GetObjectItemCaseSensitive(tm, "dims");
+        const cJSON *box = cJSON_GetObjectItemCaseSensitive(tm, "box");
+        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(tm, "swizzle");
+        CHECK(cJSON_GetArraySize(dims) == 2 && cJSON_GetArrayItem(dims, 0)->valuedouble == 4096 &&
+                  cJSON_GetArrayItem(box, 0)->valuedouble == 64 && cJSON_IsNumber(sw) && sw->valuedouble == 128 &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tm, "dtype")), "f16"),
+              "params[%d].tensor_map: %.300s", i, r.body);
+    }
     const cJSON *key = cJSON_GetObjectItemCaseSensitive(r.json, "key");
     if (cJSON_IsString(key)) {
         char path[160];
@@ -82,7 +103,9 @@ int main(void)
         if (ptx.body) {
             CHECK(strstr(ptx.body, "wgmma.mma_async") != NULL, "PTX without wgmma.mma_async");
             CHECK(strstr(ptx.body, "cp.async.bulk.tensor") != NULL, "PTX without cp.async.bulk.tensor");
-            CHECK(strstr(ptx.body, "tensormap.replace") != NULL, "PTX without tensormap.replace");
+            /* The maps are 128-byte parameters, nothing builds them in the kernel. */
+            CHECK(strstr(ptx.body, ".param .align 64 .b8") != NULL && !strstr(ptx.body, "tensormap.replace"),
+                  "PTX without tensor-map parameters");
             CHECK(ht_ptxas(ptx.body, ptx.len, "sm_90a") == 0, "ptxas -arch=sm_90a rejects the PTX");
         }
         ht_resp_free(&ptx);

@@ -3,14 +3,12 @@
  * by the tensor copy engine (TMA).
  *
  * A program is one launch of `<name>`, persistent (one block per SM, tiles walked in grouped
- * raster order):
- *  - first, warp 0 builds the block's TMA descriptors (tensor maps) of A and B (and, with
- *    stage_out, of the output) in its slot of the workspace: a zeroed 128-byte object in shared
- *    memory gets every field written by tensormap.replace and is copied out with
- *    tensormap.cp_fenceproxy (emit_tmap_build). So every kernel parameter stays a plain device
- *    pointer and clients launch the kernel set as before. (Until 2026-11-24 a separate one-warp
- *    kernel built one copy of the maps: a second launch, about 2 us of small GEMMs' time.)
- *  - then warp-specialised warpgroups work:
+ * raster order). Its TMA descriptors (tensor maps) of A and B (and, with stage_out, of the
+ * output) are kernel parameters the launcher encodes from the launch's description of them
+ * (wg_tmap_of, op/tmap.h) and passes by value, so the copy engine finds them in the parameter
+ * bank. (Until 2026-11-24 each block built its maps in the workspace with tensormap.replace:
+ * every parameter a plain pointer, but about 0.6 us per launch later to the first copy,
+ * bench/results/2026-11-24-h100-tmap-cost-dw-rows.) Warp-specialised warpgroups work:
  *      - warpgroup 0, the producer: one thread waits for a free stage of a `stages`-deep ring,
  *        arms its `full` mbarrier with the stage's byte count and issues the bulk tensor copies
  *        of a block_m x 64 A tile and a 64 x block_n B tile into 128-byte-swizzled shared memory;
@@ -75,8 +73,6 @@
 #include "tuner/gemm/gemm.h"
 
 #define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
-#define WG_TMAP_SLOT 384 /* a block's workspace slot: the 128-byte tensor maps of A, B and (with
-                         * stage_out) the output */
 
 /* Stream-K's division of a launch (stream_k 1, wg_sk_plan_of): one CTA per SM; the first
  * dp_tiles tiles are whole waves, dealt a tile per CTA and wave as without it; the sk_tiles
@@ -212,17 +208,12 @@ static bool wg_sk_plan_of(const tuner__gemm_problem *p, const tuner_arch *a, con
     return k->iters / k->grid >= 4;
 }
 
-/* Stream-K's workspace after the blocks' tensor-map slots: a u32 flag per CTA (zeroed by the
- * set's first kernel, set when the CTA's partial tile is written), then a partial tile of fp32
+/* Stream-K's workspace: a u32 flag per CTA at its start (zeroed by the set's first kernel, set
+ * when the CTA's partial tile is written), then, from this offset, a partial tile of fp32
  * accumulators per CTA. */
-static long long wg_sk_flags_at(const wg_sk_plan *k)
-{
-    return k->grid * WG_TMAP_SLOT;
-}
-
 static long long wg_sk_parts_at(const wg_sk_plan *k)
 {
-    return wg_sk_flags_at(k) + (k->grid * 4 + 127) / 128 * 128;
+    return (k->grid * 4 + 127) / 128 * 128;
 }
 
 static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
@@ -236,7 +227,7 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* Halves are whole output boxes, and only where the whole staged tile leaves no room for
      * this ring (else stage_out 1 is the same schedule with fewer barriers). */
     if (c->out_halves && ((c->bn / out_box_cols(p)) % 2 ||
-                          c->smem + c->out_bytes + 16 * c->stages + 384 <= a->max_smem_per_block))
+                          c->smem + c->out_bytes + 16 * c->stages <= a->max_smem_per_block))
         return false;
     /* A pair multicasts half of the B tile each: whole 64-column boxes (MN-major) or halves of
      * 64 rows or more (K-major); one ring per CTA. */
@@ -249,8 +240,8 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
      * per producer thread (block_m 128), at most 32 window positions. */
     if (wg_gathers_a(p) && (c->bm > 128 || p->cr * p->cs > 32))
         return false;
-    /* Dynamic ring (+ staged tile) + static barriers and tensor-map staging. */
-    if (c->smem + 16 * c->stages + 384 > a->max_smem_per_block)
+    /* Dynamic ring (+ staged tile) + the static barriers. */
+    if (c->smem + 16 * c->stages > a->max_smem_per_block)
         return false;
     if (c->threads > a->max_threads_per_block)
         return false;
@@ -325,9 +316,8 @@ static const char wg_helpers[] =
      * is 1024-byte aligned, so the base-offset field stays 0. */
     "HD_INLINE hd_u64 wg_desc(hd_u32 saddr, hd_u32 lbo, hd_u32 sbo) { return (hd_u64)((saddr & 0x3ffff) >> 4) | "
     "((hd_u64)((lbo & 0x3ffff) >> 4) << 16) | ((hd_u64)((sbo & 0x3ffff) >> 4) << 32) | (1ull << 62); }\n"
-    /* tensormap.replace on a shared-memory tensor map (tile mode). */
-    "HD_INLINE void wg_tm_addr(hd_u32 tm, const void *g) { asm volatile(\"tensormap.replace.tile.global_address."
-    "shared::cta.b1024.b64 [%0], %1;\" :: \"r\"(tm), \"l\"(g) : \"memory\"); }\n"
+    /* A CUtensorMap, as the launcher passes it by value (op/tmap.h). */
+    "struct __align__(64) hd_tmap_t { hd_u64 v[16]; };\n"
     "// ---- end of wgmma helpers ----\n";
 
 /* The wgmma wrapper for one instruction shape: d (n/2 floats per thread) += A(desc) * B(desc). */
@@ -351,17 +341,19 @@ static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
     tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
 }
 
-/* PTX tensor-map element type numbering: f16 6, f32 7, bf16 10. */
-static int tmap_elemtype(tuner_dtype d)
+/* Whether the kernel takes a tensor map of operand `which` (0 = A, 1 = B, 2 = the output): a
+ * gathered A has none, the output one only when the epilogue stores it with TMA. */
+static bool wg_has_map(const tuner__gemm_problem *p, const wg_cfg *c, int which)
 {
-    return d == TUNER_F16 ? 6 : d == TUNER_BF16 ? 10 : 7;
+    return which == 0 ? !wg_gathers_a(p) : which == 1 ? true : c->stage_out;
 }
 
-/* Statements building one tensor map at shared address `tm` for operand `which` (0 = A, 1 = B)
- * or, with which 2, for the output written by the staged epilogue. Dimension 0 is the
+/* The tensor map of operand `which` (0 = A, 1 = B) or, with which 2, of the output written by
+ * the staged epilogue: a kernel parameter the launcher encodes (op/tmap.h). Dimension 0 is the
  * contiguous one; a batch or group dimension comes last, except in a grouped convolution's
- * output, where a row of M holds every group's channels: (K/g, groups, M). */
-static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which, const char *tm)
+ * output, where a row of M holds every group's channels: (K/g, groups, M). Boxes are 128-byte
+ * swizzled; out-of-bounds elements read 0 (and are not written). */
+static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which, tuner_tmap *ret)
 {
     const bool out = which == 2;
     const bool batched = wg_map_batched(p, which);
@@ -369,56 +361,34 @@ static void emit_tmap_fields(tuner_sb *sb, const tuner__gemm_problem *p, const w
     const bool kmaj = out ? false : p->kmajor[which];
     /* With a cluster pair each CTA loads half of a K-major B tile's rows. */
     const int rows = which == 0 ? c->bm : kmaj && c->cluster == 2 ? c->bn / 2 : c->bn;
-    const int esz = tuner_dtype_size(out ? p->out_dt : p->dt);
+    const tuner_dtype dt = out ? p->out_dt : p->dt;
+    const int esz = tuner_dtype_size(dt);
     const long long d0 = out ? p->N : kmaj ? p->K : mn, d1 = out ? p->M : kmaj ? mn : p->K;
-    const int box0 = out ? out_box_cols(p) : 64, box1 = out ? c->bm : kmaj ? rows : 64;
-    const int rank = batched ? 3 : 2;
-    long long dims[3] = {d0, d1, p->batch}, strides[2] = {d0 * esz, d0 * d1 * esz};
-    int box[3] = {box0, box1, 1};
+    tuner_tmap m = {
+        .buf = out ? TUNER_BUF_OUTPUT : TUNER_BUF_INPUT0 + which,
+        .dtype = dt,
+        .rank = batched ? 3 : 2,
+        .dims = {(uint64_t)d0, (uint64_t)d1, (uint64_t)p->batch},
+        .strides = {(uint64_t)(d0 * esz), (uint64_t)(d0 * d1 * esz)},
+        .box = {(uint32_t)(out ? out_box_cols(p) : 64), (uint32_t)(out ? c->bm : kmaj ? rows : 64), 1},
+        .element_strides = {1, 1, 1},
+        .swizzle = 128,
+    };
     if (out && p->conv && batched) {
-        dims[1] = p->batch;
-        dims[2] = p->M;
-        box[1] = 1;
-        box[2] = c->bm;
-        strides[1] = p->ck * esz;
+        m.dims[1] = (uint64_t)p->batch;
+        m.dims[2] = (uint64_t)p->M;
+        m.box[1] = 1;
+        m.box[2] = (uint32_t)c->bm;
+        m.strides[1] = (uint64_t)(p->ck * esz);
     }
-    const char *R = "tensormap.replace.tile";
-    if (out)
-        tuner_sb_printf(sb, "wg_tm_addr(%s, out);\n", tm);
-    else
-        tuner_sb_printf(sb, "wg_tm_addr(%s, in%d);\n", tm, which);
-    tuner_sb_printf(sb, "asm volatile(\"%s.rank.shared::cta.b1024.b32 [%%0], %d;\" :: \"r\"(%s) : \"memory\");\n", R,
-                    rank - 1, tm);
-    for (int d = 0; d < rank; d++) {
-        tuner_sb_printf(sb, "asm volatile(\"%s.global_dim.shared::cta.b1024.b32 [%%0], %d, %lld;\" :: \"r\"(%s) : "
-                            "\"memory\");\n",
-                        R, d, dims[d], tm);
-        tuner_sb_printf(sb, "asm volatile(\"%s.box_dim.shared::cta.b1024.b32 [%%0], %d, %d;\" :: \"r\"(%s) : "
-                            "\"memory\");\n",
-                        R, d, box[d], tm);
-        tuner_sb_printf(sb, "asm volatile(\"%s.element_stride.shared::cta.b1024.b32 [%%0], %d, 1;\" :: \"r\"(%s) : "
-                            "\"memory\");\n",
-                        R, d, tm);
-    }
-    /* Byte strides of dims 1.. (dim 0 is contiguous). */
-    for (int d = 0; d + 1 < rank; d++)
-        tuner_sb_printf(sb, "asm volatile(\"%s.global_stride.shared::cta.b1024.b64 [%%0], %d, %lld;\" :: \"r\"(%s) : "
-                            "\"memory\");\n",
-                        R, d, strides[d], tm);
-    /* No interleave; 128-byte swizzle (3); OOB elements read 0 (and are not written). */
-    tuner_sb_printf(sb, "asm volatile(\"%s.elemtype.shared::cta.b1024.b32 [%%0], %d;\" :: \"r\"(%s) : \"memory\");\n",
-                    R, tmap_elemtype(out ? p->out_dt : p->dt), tm);
-    tuner_sb_printf(sb, "asm volatile(\"%s.interleave_layout.shared::cta.b1024.b32 [%%0], 0;\" :: \"r\"(%s) : "
-                        "\"memory\");\n",
-                    R, tm);
-    tuner_sb_printf(sb, "asm volatile(\"%s.swizzle_mode.shared::cta.b1024.b32 [%%0], 3;\" :: \"r\"(%s) : \"memory\");\n",
-                    R, tm);
-    tuner_sb_printf(sb, "asm volatile(\"%s.fill_mode.shared::cta.b1024.b32 [%%0], 0;\" :: \"r\"(%s) : \"memory\");\n",
-                    R, tm);
+    *ret = m;
 }
 
-static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int threads, int min_blocks,
-                           int cluster)
+/* The kernel's parameters: the inputs' and the output's pointers, the workspace's when stream-K
+ * uses one, then the tensor maps (wg_maps: A unless gathered, B, the output with stage_out),
+ * passed by value so that the copy engine reads them from the parameter bank. */
+static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *name, int threads,
+                           int min_blocks, int cluster)
 {
     const tuner_op *op = p->op;
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d, %d) ", threads, min_blocks);
@@ -427,37 +397,19 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const cha
     tuner_sb_printf(sb, "%s(", name);
     for (int i = 0; i < op->n_inputs; i++)
         tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
-    tuner_sb_printf(sb, "%s *__restrict__ out, float *__restrict__ ws)\n{\n", tuner__ctype(p->out_dt));
-}
-
-/* The block's tensor maps, built by warp 0 before anything uses them: a zeroed 128-byte object
- * per map in shared memory, every field written by thread 0 with tensormap.replace, then the
- * warp copies them to the block's slot of the workspace (tensormap.cp_fenceproxy, a release to
- * the tensormap proxy); the threads that issue copies through a map acquire it (fence.proxy.
- * tensormap) after the block's first barrier. Each block writes its own slot: no other block
- * reads it, and no second launch is needed to prepare them. */
-static void emit_tmap_build(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
-{
-    tuner_sb_printf(sb, "__shared__ alignas(128) hd_u32 wg_tm[96];\n"
-                        "char *const wg_maps = reinterpret_cast<char *>(ws) + (long long)blockIdx.x * %d;\n"
-                        "if (threadIdx.x < 32) {\n"
-                        "wg_tm[threadIdx.x] = 0u;\nwg_tm[threadIdx.x + 32] = 0u;\nwg_tm[threadIdx.x + 64] = 0u;\n"
-                        "__syncwarp();\n"
-                        "const hd_u32 wg_s = hd_smem_addr(wg_tm);\n"
-                        "if (threadIdx.x == 0) {\n",
-                    WG_TMAP_SLOT);
-    if (!wg_gathers_a(p)) /* a gathered A has no map; its slot stays zero */
-        emit_tmap_fields(sb, p, c, 0, "wg_s");
-    emit_tmap_fields(sb, p, c, 1, "wg_s + 128");
-    if (c->stage_out)
-        emit_tmap_fields(sb, p, c, 2, "wg_s + 256");
-    tuner_sb_printf(sb, "}\n__syncwarp();\n"
-                        "for (int m = 0; m < %d; m++)\n"
-                        "asm volatile(\"tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync."
-                        "aligned [%%0], [%%1], 128;\" :: \"l\"(wg_maps + 128 * m), \"r\"(wg_s + 128 * m) : \"memory\");\n"
-                        "}\n"
-                        "const char *wg_map_a = wg_maps, *wg_map_b = wg_maps + 128, *wg_map_c = wg_maps + 256;\n",
-                    c->stage_out ? 3 : 2);
+    tuner_sb_printf(sb, "%s *__restrict__ out", tuner__ctype(p->out_dt));
+    if (c->stream_k)
+        tuner_sb_puts(sb, ", float *__restrict__ ws");
+    static const char *const map_names[] = {"wg_tm_a", "wg_tm_b", "wg_tm_c"};
+    for (int i = 0; i < 3; i++)
+        if (wg_has_map(p, c, i))
+            tuner_sb_printf(sb, ", const __grid_constant__ hd_tmap_t %s", map_names[i]);
+    tuner_sb_puts(sb, ")\n{\n");
+    /* Generic addresses of the parameters, as the bulk tensor copies take them. */
+    for (int i = 0; i < 3; i++)
+        if (wg_has_map(p, c, i))
+            tuner_sb_printf(sb, "const char *const wg_map_%c = reinterpret_cast<const char *>(&%s);\n", "abc"[i],
+                            map_names[i]);
 }
 
 /* Emits `gm_b, gm_tm, gm_tn` for tile index `t`: batch-major, then grouped raster order over
@@ -587,9 +539,6 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
                               long long tiles_n)
 {
     tuner_sb_puts(sb, "if (threadIdx.x == 0) {\n"
-                      /* The maps were written through the tensormap proxy by warp 0 (emit_tmap_build). */
-                      "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" :: \"l\"(wg_map_a) : \"memory\");\n"
-                      "asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\" :: \"l\"(wg_map_b) : \"memory\");\n"
                       "int wg_s = 0, wg_ph = 0;\n");
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
     emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
@@ -622,8 +571,6 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "const int wg_pt = threadIdx.x, wg_j = wg_pt & 7, wg_r0 = wg_pt >> 3;\n"
                     "const hd_u32 wg_jx = (hd_u32)((wg_j ^ (wg_r0 & 7)) << 4) + (hd_u32)wg_r0 * 128u;\n"
                     "int wg_pix[%d];\nunsigned wg_msk[%d];\n"
-                    "if (wg_pt == 0) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: "
-                    "\"l\"(wg_map_b) : \"memory\");\n"
                     "int wg_s = 0, wg_ph = 0;\n",
                     nr, nr);
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
@@ -770,10 +717,10 @@ static void emit_sk_fixup(tuner_sb *sb, const wg_cfg *c)
     const long long slot = (long long)c->bm * c->bn;
     char base[96];
     tuner_sb_printf(sb,
-                    "{\nunsigned *const wg_flags = reinterpret_cast<unsigned *>(reinterpret_cast<char *>(ws) + %lldLL);\n"
+                    "{\nunsigned *const wg_flags = reinterpret_cast<unsigned *>(ws);\n"
                     "float *const wg_parts = reinterpret_cast<float *>(reinterpret_cast<char *>(ws) + %lldLL);\n"
                     "if (wg_k1 < %lld) {\n",
-                    wg_sk_flags_at(k), wg_sk_parts_at(k), k->ktiles);
+                    wg_sk_parts_at(k), k->ktiles);
     snprintf(base, sizeof(base), "wg_parts + (long long)blockIdx.x * %lldLL", slot);
     emit_partial_nest(sb, c, "wg_pp", base);
     tuner_sb_printf(sb,
@@ -838,9 +785,9 @@ static void emit_sk_flags_kernel(tuner_sb *sb, const wg_cfg *c, const char *name
     snprintf(zname, len, "%s_flags", name);
     tuner_sb_printf(sb,
                     "extern \"C\" __global__ void __launch_bounds__(128, 1) %s(float *__restrict__ ws)\n{\n"
-                    "unsigned *const wg_flags = reinterpret_cast<unsigned *>(reinterpret_cast<char *>(ws) + %lldLL);\n"
+                    "unsigned *const wg_flags = reinterpret_cast<unsigned *>(ws);\n"
                     "for (int i = threadIdx.x; i < %lld; i += 128) wg_flags[i] = 0u;\n}\n",
-                    zname, wg_sk_flags_at(&c->sk), c->sk.grid);
+                    zname, c->sk.grid);
 }
 
 /* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
@@ -892,8 +839,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     emit_mma_fn(&sb, p, c.bn);
 
-    emit_signature(&sb, p, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
-    emit_tmap_build(&sb, p, &c);
+    emit_signature(&sb, p, &c, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
     const int S = c.stages;
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
@@ -957,12 +903,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const int wg_o = %s, wg_row0 = %s * %d;\n"
                     "const hd_u32 wg_ostage = wg_stage + wg_o * %d;\n"
                     "const bool wg_storer = threadIdx.x == 128 * (1 + wg_o);\n"
-                    "if (%d && wg_storer) asm volatile(\"fence.proxy.tensormap::generic.acquire.gpu [%%0], 128;\" :: "
-                    "\"l\"(wg_map_c) : \"memory\");\n"
                     "float acc[%d][%d];\n"
                     "int wg_s = 0, wg_ph = 0;\n",
                     c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg,
-                    c.out_bytes / c.unit_tiles, c.stage_out ? 1 : 0, c.mi, nacc);
+                    c.out_bytes / c.unit_tiles, c.mi, nacc);
     if (c.pingpong)
         tuner_sb_puts(&sb, "long long wg_i = 0;\n");
     emit_unit_loop(&sb, p, &c, tiles_m, tiles_n, true);
@@ -1061,7 +1005,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     prog->output_dtype = p->out_dt;
     tuner_launch *main_launch = &prog->kernels[0];
     prog->n_kernels = 1;
-    prog->workspace_bytes = (size_t)grid * WG_TMAP_SLOT;
+    prog->workspace_bytes = 0;
     if (c.stream_k) {
         /* The flags are cleared by a launch of their own before the GEMM's: its blocks cannot
          * tell a flag set in this launch from one left by another. */
@@ -1072,7 +1016,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         prog->n_kernels = 2;
         prog->workspace_bytes = (size_t)(wg_sk_parts_at(&c.sk) + c.sk.grid * (long long)c.bm * c.bn * 4);
     }
-    tuner__gemm_set_launch(main_launch, p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem, true);
+    tuner__gemm_set_launch(main_launch, p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem,
+                           c.stream_k);
+    for (int i = 0; i < 3; i++)
+        if (wg_has_map(p, &c, i))
+            wg_tmap_of(p, &c, i, &main_launch->maps[main_launch->n_maps++]);
     return 0;
 }
 
@@ -1090,7 +1038,7 @@ static const int wg_tiles[][4] = {
 };
 
 #define WG_SPACE_SIG                                                                                              \
-    "wgmma v1: tma sw128 bk64, tmaps built per block (tensormap.replace), 384 ws bytes each; tiles{128x256c2,128x192c2," \
+    "wgmma v1: tma sw128 bk64, tmaps as kernel parameters; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
     "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \

@@ -72,7 +72,7 @@ static size_t count_halves(const tuner_op *op, const tuner_target *t, const char
         n++;
         const int bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
         const int st = tuner_schedule_param(s, "stages", 0), tiles = tuner_schedule_param(s, "pingpong", 0) ? 2 : 1;
-        const int whole = st * (bm + bn) * 128 + 1024 + tiles * bm * bn * 2 + 16 * st + 384;
+        const int whole = st * (bm + bn) * 128 + 1024 + tiles * bm * bn * 2 + 16 * st;
         CHECK((bn / 64) % 2 == 0 && whole > 232448, "halves of %dx%d with %d stages", bm, bn, st);
     }
     tuner_space_free(sp);
@@ -456,6 +456,40 @@ static size_t n_jobs, next_job;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int n_compiled;
 
+/* The launch's tensor maps against the problem: A's (unless a convolution gathers it), B's and,
+ * with stage_out, the output's, each with its buffer, element type, extents (contiguous
+ * dimension first) and a 128-byte swizzle that the encoder accepts. */
+static void check_maps(const char *tag, const wcase *wc, const tuner_schedule *s, const tuner_launch *l)
+{
+    const tuner_op *op = &wc->op;
+    const bool conv = op->kind == TUNER_OP_CONV2D, staged = tuner_schedule_param(s, "stage_out", 0) > 0;
+    const int want = (conv ? 1 : 2) + (staged ? 1 : 0);
+    CHECK(l->n_maps == want, "%s: %d tensor maps, want %d", tag, l->n_maps, want);
+    for (int i = 0; i < l->n_maps && i < want; i++) {
+        const tuner_tmap *m = &l->maps[i];
+        char why[128] = "", field[32] = "";
+        CHECK(tuner_tmap_check(m, why, sizeof(why), field, sizeof(field)) == 0, "%s: map %d: %s: %s", tag, i, field,
+              why);
+        CHECK(m->swizzle == 128 && m->box[0] * (unsigned)tuner_dtype_size(m->dtype) == 128, "%s: map %d swizzle", tag, i);
+        const int which = conv ? i + 1 : i; /* 0 A, 1 B, 2 the output */
+        if (which == 2) {
+            /* A grouped convolution's output rows hold (K/g, groups). */
+            const uint64_t row = (uint64_t)op->output.shape[op->output.rank - 1];
+            CHECK(m->buf == TUNER_BUF_OUTPUT && m->dtype == op->output.dtype &&
+                      (m->dims[0] == row || (conv && m->rank == 3 && m->dims[0] * m->dims[1] == row)),
+                  "%s: output map", tag);
+            continue;
+        }
+        CHECK(m->buf == TUNER_BUF_INPUT0 + which && m->dtype == op->inputs[which].dtype, "%s: map %d buffer", tag, i);
+        const tuner_tensor *t = &op->inputs[which];
+        if (!conv) /* the operand's rows and columns as stored: contiguous first */
+            CHECK(m->dims[0] == (uint64_t)t->shape[t->rank - 1] && m->dims[1] == (uint64_t)t->shape[t->rank - 2] &&
+                      m->strides[0] == m->dims[0] * (uint64_t)tuner_dtype_size(t->dtype),
+                  "%s: map %d extents %llu x %llu", tag, i, (unsigned long long)m->dims[0],
+                  (unsigned long long)m->dims[1]);
+    }
+}
+
 static void check_one(const job *j)
 {
     const wcase *wc = &cases[j->c];
@@ -471,21 +505,24 @@ static void check_one(const job *j)
     free(err);
     if (rc < 0)
         return;
-    /* One launch; a 384-byte tensor-map slot per block in the workspace. Stream-K: first a
-     * one-block launch clearing a flag per block (its only parameter the workspace), then one
-     * block per SM, with a flag and an fp32 partial tile each after the slots. */
+    /* One launch, no workspace. Stream-K: first a one-block launch clearing a flag per block
+     * (its only parameter the workspace), then one block per SM, with a flag and an fp32
+     * partial tile each. */
     const bool sk = tuner_schedule_param(&j->s, "stream_k", 0) == 1;
     const tuner_launch *gemm = &pr->kernels[pr->n_kernels - 1];
+    const int n_ptrs = wc->op.n_inputs + 1;
     if (sk) {
         const size_t bm = (size_t)tuner_schedule_param(&j->s, "block_m", 0), bn = (size_t)tuner_schedule_param(&j->s, "block_n", 0);
         const size_t flags = (132 * 4 + 127) / 128 * 128;
         CHECK(pr->n_kernels == 2 && pr->kernels[0].grid[0] == 1 && pr->kernels[0].n_args == 1 &&
-                  pr->kernels[0].args[0] == TUNER_BUF_WORKSPACE && gemm->grid[0] == 132 &&
-                  pr->workspace_bytes == 132 * 384 + flags + 132 * bm * bn * 4,
+                  pr->kernels[0].args[0] == TUNER_BUF_WORKSPACE && pr->kernels[0].n_maps == 0 &&
+                  gemm->grid[0] == 132 && gemm->n_args == n_ptrs + 1 &&
+                  gemm->args[n_ptrs] == TUNER_BUF_WORKSPACE && pr->workspace_bytes == flags + 132 * bm * bn * 4,
               "%s: stream-K launches (%d kernels, %zu workspace bytes)", tag, pr->n_kernels, pr->workspace_bytes);
     } else {
-        CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 384 * (size_t)gemm->grid[0], "%s: launches", tag);
+        CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 0 && gemm->n_args == n_ptrs, "%s: launches", tag);
     }
+    check_maps(tag, wc, &j->s, gemm);
     tuner_binary *b = NULL;
     rc = tuner_compile(pr->source, &sm90a, &b, &err);
     CHECK(rc == 0 && b->cubin_len > 0, "%s: NVRTC sm_90a: %s", tag, err ? err : "");
@@ -504,10 +541,16 @@ static void check_one(const job *j)
                   "%s: PTX lacks the im2col gather", tag);
         static const char *const want[] = {"wgmma.mma_async.sync.aligned.m64n", "wgmma.fence", "wgmma.commit_group",
                                            "wgmma.wait_group", "cp.async.bulk.tensor", "mbarrier.try_wait.parity",
-                                           "mbarrier.arrive.expect_tx", "tensormap.replace",
-                                           "tensormap.cp_fenceproxy", "fence.proxy.tensormap::generic.acquire"};
+                                           "mbarrier.arrive.expect_tx"};
         for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++)
             CHECK(strstr(b->ptx, want[w]) != NULL, "%s: PTX lacks %s", tag, want[w]);
+        /* The maps are 128-byte parameters after the pointers, 64-byte aligned, as the
+         * launchers pass them (the last map's parameter number is the launch's last). */
+        char map_param[128];
+        snprintf(map_param, sizeof(map_param), ".param .align 64 .b8 %s_param_%d[128]", gemm->name,
+                 gemm->n_args + gemm->n_maps - 1);
+        CHECK(strstr(b->ptx, map_param) != NULL && !strstr(b->ptx, "tensormap.replace"),
+              "%s: PTX lacks %s (or still builds maps)", tag, map_param);
         if (tuner_schedule_param(&j->s, "consumers", 0) == 2)
             CHECK(strstr(b->ptx, "setmaxnreg.inc") && strstr(b->ptx, "setmaxnreg.dec"), "%s: no setmaxnreg", tag);
         /* Split-K: the slices of a tile are one cluster of split CTAs (one per tile) that sum
