@@ -3,8 +3,9 @@
  * Parsing resolves every kernel parameter once to where its pointer comes from (a caller's
  * tensor by index, or an offset into the arena or the constants), so a launch only adds base
  * pointers. A tensor-map parameter is encoded (cuTensorMapEncodeTiled) for its buffer's address
- * at the first launch and again only when that address changes. The CUDA driver is opened with dlopen at the first hidet_plan_load(): the library
- * has no link dependency on libcuda, so CPU-only users and CI can link and parse without it.
+ * at the first launch and again only when that address changes. The CUDA driver is opened with
+ * dlopen at the first hidet_plan_load(): the library has no link dependency on libcuda, so
+ * CPU-only users and CI can link and parse without it.
  */
 #include "clients/c/client_internal.h"
 

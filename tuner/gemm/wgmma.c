@@ -6,9 +6,9 @@
  * raster order). Its TMA descriptors (tensor maps) of A and B (and, with stage_out, of the
  * output) are kernel parameters the launcher encodes from the launch's description of them
  * (wg_tmap_of, op/tmap.h) and passes by value, so the copy engine finds them in the parameter
- * bank. (Until 2026-11-24 each block built its maps in the workspace with tensormap.replace:
- * every parameter a plain pointer, but about 0.6 us per launch later to the first copy,
- * bench/results/2026-11-24-h100-tmap-cost-dw-rows.) Warp-specialised warpgroups work:
+ * bank. (Each block used to build its maps in the workspace with tensormap.replace, so that
+ * every parameter was a plain pointer; the first copy came 0.6-1.4 us later per launch:
+ * bench/results/2026-11-24-h100-tmap-params.) Warp-specialised warpgroups work:
  *      - warpgroup 0, the producer: one thread waits for a free stage of a `stages`-deep ring,
  *        arms its `full` mbarrier with the stage's byte count and issues the bulk tensor copies
  *        of a block_m x 64 A tile and a 64 x block_n B tile into 128-byte-swizzled shared memory;
@@ -385,7 +385,7 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
 }
 
 /* The kernel's parameters: the inputs' and the output's pointers, the workspace's when stream-K
- * uses one, then the tensor maps (wg_maps: A unless gathered, B, the output with stage_out),
+ * uses one, then the tensor maps (wg_has_map: A unless gathered, B, the output with stage_out),
  * passed by value so that the copy engine reads them from the parameter bank. */
 static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *name, int threads,
                            int min_blocks, int cluster)
