@@ -556,15 +556,9 @@ static int decode_maps(const cJSON *arr, gw_launch *l)
         int64_t buf;
         if (get_int(mj, "buf", 0, GW_MAX_BUFFERS - 1, &buf) < 0)
             return -EBADMSG;
-        cJSON *members = cJSON_Duplicate(mj, true);
-        if (!members)
-            return -ENOMEM;
-        cJSON_DeleteItemFromObjectCaseSensitive(members, "buf");
         tuner_tmap *m = &l->maps[l->n_maps++];
         m->buf = (int)buf;
-        const int r = tuner_tmap_from_json(members, m, NULL, 0, NULL, 0);
-        cJSON_Delete(members);
-        if (r < 0)
+        if (tuner_tmap_from_json(mj, "buf", m, NULL, 0, NULL, 0) < 0)
             return -EBADMSG;
     }
     return 0;

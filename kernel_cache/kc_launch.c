@@ -249,14 +249,8 @@ static bool kc__map(const cJSON *v, tuner_tmap *ret)
     if (!cJSON_IsObject(v) ||
         kc_buf_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "buffer")), &b) < 0)
         return false;
-    cJSON *members = cJSON_Duplicate(v, true);
-    if (!members)
-        return false;
-    cJSON_DeleteItemFromObjectCaseSensitive(members, "buffer");
     ret->buf = (int)b;
-    const bool ok = tuner_tmap_from_json(members, ret, NULL, 0, NULL, 0) == 0;
-    cJSON_Delete(members);
-    return ok;
+    return tuner_tmap_from_json(v, "buffer", ret, NULL, 0, NULL, 0) == 0;
 }
 
 /* {"shape":[...],"dtype":"..."} into l's output; false when it is not one. */

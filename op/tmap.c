@@ -136,15 +136,15 @@ static int parse_list(const cJSON *j, const char *member, int lo_n, int hi_n, do
     return 0;
 }
 
-int tuner_tmap_from_json(const cJSON *j, tuner_tmap *ret, char *why, size_t why_len, char *field,
-                         size_t field_len)
+int tuner_tmap_from_json(const cJSON *j, const char *own_member, tuner_tmap *ret, char *why, size_t why_len,
+                         char *field, size_t field_len)
 {
     static const char *const members[] = {"dtype", "dims", "strides", "box", "element_strides",
                                           "swizzle", "l2_promotion", "oob_fill"};
     if (!cJSON_IsObject(j))
         return FAIL("tensor_map", "a tensor map must be an object");
     for (const cJSON *c = j->child; c; c = c->next) {
-        bool known = false;
+        bool known = own_member && c->string && strcmp(c->string, own_member) == 0;
         for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
             known = known || (c->string && strcmp(c->string, members[i]) == 0);
         if (!known)

@@ -58,10 +58,12 @@ int tuner_tmap_check(const tuner_tmap *m, char *why, size_t why_len, char *field
  *  "l2_promotion":0,"oob_fill":"zero"}. NULL when out of memory. */
 cJSON *tuner_tmap_to_json(const tuner_tmap *m);
 /* Parses what tuner_tmap_to_json writes, strictly (no unknown member, every member present,
- * tuner_tmap_check passing). Returns 0, or -EINVAL with the message and the offending member's
- * name in why/field; *ret's buf is left as it was. */
-int tuner_tmap_from_json(const cJSON *j, tuner_tmap *ret, char *why, size_t why_len, char *field,
-                         size_t field_len);
+ * tuner_tmap_check passing). own_member (may be NULL) names one more member the caller reads
+ * itself, beside the map's: where a format keeps the map's buffer in the same object. Returns 0,
+ * or -EINVAL with the message and the offending member's name in why/field; *ret's buf is left
+ * as it was. */
+int tuner_tmap_from_json(const cJSON *j, const char *own_member, tuner_tmap *ret, char *why, size_t why_len,
+                         char *field, size_t field_len);
 
 /* Fixed little-endian record of TUNER_TMAP_PACKED bytes (the cache stores a launch's maps as
  * their concatenation); buf is written as one byte. */

@@ -150,7 +150,7 @@ static int parse_tensor_map(const cJSON *j, hidet_tensor_map *out, char *why, si
 {
     tuner_tmap m = {0};
     char field[32] = "", reason[128] = "";
-    if (tuner_tmap_from_json(j, &m, reason, sizeof(reason), field, sizeof(field)) < 0) {
+    if (tuner_tmap_from_json(j, NULL, &m, reason, sizeof(reason), field, sizeof(field)) < 0) {
         snprintf(why, why_len, "tensor_map.%s: %s", field, reason);
         return -EPROTO;
     }

@@ -62,7 +62,13 @@ static void test_json(void)
     CHECK_STR(text, "{\"dtype\":\"bf16\",\"dims\":[1000,77,3],\"strides\":[2016,155232],\"box\":[64,128,1],"
                     "\"element_strides\":[1,1,1],\"swizzle\":128,\"l2_promotion\":256,\"oob_fill\":\"zero\"}");
     tuner_tmap back = {.buf = 1};
-    CHECK(tuner_tmap_from_json(j, &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &m));
+    CHECK(tuner_tmap_from_json(j, NULL, &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &m));
+    /* A member the caller owns (its buffer) is allowed only when named. */
+    char owner[32] = "";
+    cJSON_AddStringToObject(j, "buffer", "input1");
+    CHECK(tuner_tmap_from_json(j, "buffer", &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &m));
+    CHECK(tuner_tmap_from_json(j, "buf", &back, NULL, 0, owner, sizeof(owner)) == -EINVAL);
+    CHECK_STR(owner, "buffer");
     free(text);
     cJSON_Delete(j);
 
@@ -96,7 +102,7 @@ static void test_json(void)
         cJSON *b = cJSON_Parse(bad[i].json);
         tuner_tmap untouched = sample();
         char why[128] = "", field[32] = "";
-        CHECK(b && tuner_tmap_from_json(b, &untouched, why, sizeof(why), field, sizeof(field)) == -EINVAL && why[0],
+        CHECK(b && tuner_tmap_from_json(b, NULL, &untouched, why, sizeof(why), field, sizeof(field)) == -EINVAL && why[0],
               "accepted %s", bad[i].json);
         CHECK(!strcmp(field, bad[i].field), "%s: field %s, want %s", bad[i].json, field, bad[i].field);
         const tuner_tmap s = sample();
