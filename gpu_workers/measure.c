@@ -666,22 +666,27 @@ typedef struct loaded {
     CUtensorMap maps[GW_MAX_LAUNCHES][GW_MAX_MAPS];
 } loaded;
 
-/* Encodes a launch's tensor map (op/tmap.h) for the address of its buffer. */
-static CUresult encode_map(const gw_measurer *m, const tuner_tmap *t, CUtensorMap *ret)
+/* The driver's encoders with op/tmap.h's signatures (its enums passed as ints). */
+static int encode_tiled(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dims, const uint64_t *strides,
+                        const uint32_t *box, const uint32_t *element_strides, int interleave, int swizzle, int l2,
+                        int oob)
 {
-    cuuint64_t dims[TUNER_TMAP_MAX_RANK], strides[TUNER_TMAP_MAX_RANK - 1];
-    for (int d = 0; d < t->rank; d++) {
-        dims[d] = t->dims[d];
-        if (d + 1 < t->rank)
-            strides[d] = t->strides[d];
-    }
-    return cuTensorMapEncodeTiled(ret, (CUtensorMapDataType)tuner_tmap_cu_dtype(t), (cuuint32_t)t->rank,
-                                  (void *)(uintptr_t)m->ptr[t->buf], dims, strides, t->box,
-                                  t->element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                  (CUtensorMapSwizzle)tuner_tmap_cu_swizzle(t),
-                                  (CUtensorMapL2promotion)tuner_tmap_cu_l2_promotion(t),
-                                  (CUtensorMapFloatOOBfill)tuner_tmap_cu_oob_fill(t));
+    return cuTensorMapEncodeTiled((CUtensorMap *)map, (CUtensorMapDataType)dtype, rank, addr, dims, strides, box,
+                                  element_strides, (CUtensorMapInterleave)interleave, (CUtensorMapSwizzle)swizzle,
+                                  (CUtensorMapL2promotion)l2, (CUtensorMapFloatOOBfill)oob);
 }
+
+static int encode_im2col(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dims, const uint64_t *strides,
+                         const int *lower, const int *upper, uint32_t channels, uint32_t pixels,
+                         const uint32_t *element_strides, int interleave, int swizzle, int l2, int oob)
+{
+    return cuTensorMapEncodeIm2col((CUtensorMap *)map, (CUtensorMapDataType)dtype, rank, addr, dims, strides, lower,
+                                   upper, channels, pixels, element_strides, (CUtensorMapInterleave)interleave,
+                                   (CUtensorMapSwizzle)swizzle, (CUtensorMapL2promotion)l2,
+                                   (CUtensorMapFloatOOBfill)oob);
+}
+
+static const tuner_tmap_encoders encoders = {encode_tiled, encode_im2col};
 
 /* Loads the module and encodes its launches' tensor maps for the buffers of m's current set
  * (prepare_set ran), once, so that no encoding falls between the timed launches. */
@@ -715,8 +720,9 @@ static int load_module(const gw_measurer *m, const gw_module *mod, loaded *ret, 
             goto fail;
         }
         for (int k = 0; k < l->n_maps; k++) {
-            if ((r = encode_map(m, &l->maps[k], &ret->maps[i][k])) != CUDA_SUCCESS) {
-                snprintf(why, whylen, "kernel %s: tensor map %d: cuTensorMapEncodeTiled: %s", l->name, k,
+            const tuner_tmap *t = &l->maps[k];
+            if ((r = (CUresult)tuner_tmap_encode(t, m->ptr[t->buf], &ret->maps[i][k], &encoders)) != CUDA_SUCCESS) {
+                snprintf(why, whylen, "kernel %s: tensor map %d: %s: %s", l->name, k, tuner_tmap_encoder_name(t),
                          cu_text(r));
                 goto fail;
             }

@@ -4,11 +4,14 @@
  * The sm_90a templates read their operands with the tensor copy engine, which needs a 128-byte
  * descriptor (CUtensorMap) holding the tensor's address. The address is only known at launch,
  * so the kernel set carries the map's description instead: which buffer, element type, sizes,
- * byte strides, the box one copy moves, swizzle and L2 promotion: exactly the arguments of the
- * driver's cuTensorMapEncodeTiled. The launcher (worker, client libraries, bench scripts) encodes
- * it with the buffer's address and passes the 128 bytes by value (`__grid_constant__`), where the
- * copy engine reads it from the kernel's parameter bank: about 0.6 us per launch sooner than a
- * map the kernel builds in global memory (bench/results/2026-11-24-h100-tmap-cost-dw-rows).
+ * byte strides, what one copy moves, swizzle and L2 promotion: exactly the arguments of the
+ * driver's cuTensorMapEncodeTiled (a tiled map: a box of the tensor) or cuTensorMapEncodeIm2col
+ * (an im2col map: a convolution's input, one copy gathering pixels_per_column window positions
+ * of channels_per_pixel channels, zero outside the image). The launcher (worker, client
+ * libraries, bench scripts) encodes it with the buffer's address (tuner_tmap_encode) and passes
+ * the 128 bytes by value (`__grid_constant__`), where the copy engine reads it from the kernel's
+ * parameter bank: about 0.6 us per launch sooner than a map the kernel builds in global memory
+ * (bench/results/2026-11-24-h100-tmap-cost-dw-rows).
  *
  * One description, written by the tuner, stored by the cache, carried by the worker wire format
  * and answered to clients: its checks, its JSON form and its packed form live here, next to the
@@ -31,34 +34,54 @@ typedef struct cJSON cJSON;
 #define TUNER_TMAP_PACKED 120  /* bytes of one tuner_tmap_pack() record */
 
 typedef enum { TUNER_TMAP_OOB_ZERO = 0, TUNER_TMAP_OOB_NAN = 1 } tuner_tmap_oob;
+typedef enum { TUNER_TMAP_TILED = 0, TUNER_TMAP_IM2COL = 1 } tuner_tmap_mode;
 
 typedef struct tuner_tmap {
     int buf;                    /* the buffer whose address the map holds, numbered as its
                                  * launch numbers pointer arguments (TUNER_BUF_*, kc_buf, ...) */
+    tuner_tmap_mode mode;
     tuner_dtype dtype;          /* element type */
-    int rank;                   /* 1..TUNER_TMAP_MAX_RANK; dimension 0 is the contiguous one */
+    int rank;                   /* 1..TUNER_TMAP_MAX_RANK (im2col: 3..5, channels first, images
+                                 * last, the spatial dimensions between them, innermost first);
+                                 * dimension 0 is the contiguous one */
     uint64_t dims[TUNER_TMAP_MAX_RANK];    /* elements per dimension: 1..2^32 */
     uint64_t strides[TUNER_TMAP_MAX_RANK - 1]; /* bytes between steps of dimensions 1..rank-1:
                                                 * multiples of 16, below 2^40 */
-    uint32_t box[TUNER_TMAP_MAX_RANK];     /* elements one copy moves per dimension: 1..256 */
-    uint32_t element_strides[TUNER_TMAP_MAX_RANK]; /* 1..8 */
+    uint32_t box[TUNER_TMAP_MAX_RANK];     /* tiled: elements one copy moves per dimension,
+                                            * 1..256; im2col: all 0 */
+    uint32_t element_strides[TUNER_TMAP_MAX_RANK]; /* 1..8 (im2col: the convolution's strides
+                                                    * in the spatial dimensions) */
+    /* Im2col only (all 0 in a tiled map). A copy at coordinates (c, x..., n) with offsets o...
+     * (the instruction's im2col offsets: a window position) reads pixels_per_column pixels
+     * starting at base pixel (x..., n), stepping by element_strides through the bounding box
+     * [lower_corner, dims - 1 + upper_corner] of each spatial dimension, innermost first, then
+     * to the next image; each pixel read at base + o, channels c..c + channels_per_pixel - 1,
+     * zero (or NaN) outside the tensor. Corners are per spatial dimension, in [-2^15, 2^15 - 1]
+     * (rank 3), [-128, 127] (rank 4) or [-16, 15] (rank 5). */
+    int32_t lower_corner[TUNER_TMAP_MAX_RANK - 2];
+    int32_t upper_corner[TUNER_TMAP_MAX_RANK - 2];
+    uint32_t channels_per_pixel; /* 1..256, a whole number of 16-byte units */
+    uint32_t pixels_per_column;  /* 1..1024 */
     int swizzle;                /* shared-memory swizzle span in bytes: 0 (none), 32, 64, 128 */
     int l2_promotion;           /* bytes: 0 (none), 64, 128, 256 */
     tuner_tmap_oob oob_fill;    /* what out-of-bounds box elements read as */
 } tuner_tmap;
 
-/* 0 when m is a map cuTensorMapEncodeTiled accepts for any 16-byte aligned address (ranges
- * above, box[0] a whole number of 16-byte units no wider than the swizzle span); else -EINVAL
- * with the reason and the offending field ("dims[1]", "swizzle", ...) in why/field, each may be
- * NULL. m->buf is not checked (its numbering is the caller's). */
+/* 0 when m is a map its encoder (cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col) accepts for
+ * any 16-byte aligned address (ranges above; a copy's row, box[0] or channels_per_pixel, a whole
+ * number of 16-byte units no wider than the swizzle span; an im2col bounding box holding at
+ * least one pixel); else -EINVAL with the reason and the offending field ("dims[1]", "swizzle",
+ * ...) in why/field, each may be NULL. m->buf is not checked (its numbering is the caller's). */
 int tuner_tmap_check(const tuner_tmap *m, char *why, size_t why_len, char *field, size_t field_len);
 
-/* The map as JSON, without its buffer (the caller names that in its own vocabulary):
+/* The map as JSON, without its buffer (the caller names that in its own vocabulary). Tiled:
  * {"dtype":"f16","dims":[..],"strides":[..],"box":[..],"element_strides":[..],"swizzle":128,
- *  "l2_promotion":0,"oob_fill":"zero"}. NULL when out of memory. */
+ *  "l2_promotion":0,"oob_fill":"zero"}; im2col: "mode":"im2col" first, no "box", and
+ * "lower_corner", "upper_corner" (one entry per spatial dimension), "channels_per_pixel",
+ * "pixels_per_column" after "element_strides". NULL when out of memory. */
 cJSON *tuner_tmap_to_json(const tuner_tmap *m);
-/* Parses what tuner_tmap_to_json writes, strictly (no unknown member, every member present,
- * tuner_tmap_check passing). own_member (may be NULL) names one more member the caller reads
+/* Parses what tuner_tmap_to_json writes, strictly (no unknown member, every member of the
+ * mode present, tuner_tmap_check passing; "mode" absent or "tiled" is a tiled map). own_member (may be NULL) names one more member the caller reads
  * itself, beside the map's: where a format keeps the map's buffer in the same object. Returns 0,
  * or -EINVAL with the message and the offending member's name in why/field; *ret's buf is left
  * as it was. */
@@ -66,7 +89,8 @@ int tuner_tmap_from_json(const cJSON *j, const char *own_member, tuner_tmap *ret
                          char *field, size_t field_len);
 
 /* Fixed little-endian record of TUNER_TMAP_PACKED bytes (the cache stores a launch's maps as
- * their concatenation); buf is written as one byte. */
+ * their concatenation); buf is written as one byte. An im2col map keeps its own fields where a
+ * tiled one keeps its box, so the record of a tiled map is what it was before im2col maps. */
 void tuner_tmap_pack(const tuner_tmap *m, uint8_t out[TUNER_TMAP_PACKED]);
 /* Reads a record back; -EINVAL when it does not pass tuner_tmap_check or buf is not in
  * 0..max_buf. */
@@ -79,12 +103,33 @@ bool tuner_tmap_equal(const tuner_tmap *a, const tuner_tmap *b);
  * at UINT64_MAX. */
 uint64_t tuner_tmap_extent(const tuner_tmap *m);
 
-/* The values of cuTensorMapEncodeTiled's enum arguments (CUtensorMapDataType, ...Swizzle,
- * ...L2promotion, ...FloatOOBfill; interleave is always CU_TENSOR_MAP_INTERLEAVE_NONE, 0), for
- * launchers that include cuda.h or load the driver themselves. */
+/* The values of the encoders' enum arguments (CUtensorMapDataType, ...Swizzle, ...L2promotion,
+ * ...FloatOOBfill; interleave is always CU_TENSOR_MAP_INTERLEAVE_NONE, 0). */
 int tuner_tmap_cu_dtype(const tuner_tmap *m);
 int tuner_tmap_cu_swizzle(const tuner_tmap *m);
 int tuner_tmap_cu_l2_promotion(const tuner_tmap *m);
 int tuner_tmap_cu_oob_fill(const tuner_tmap *m);
+
+/* The driver's encoders as a launcher reaches them: linked (a wrapper casting the enums) or
+ * looked up with dlsym (the enums are ints, cuuint32_t/cuuint64_t these widths). They return the
+ * driver's CUresult. */
+typedef int (*tuner_tmap_tiled_fn)(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dims,
+                                   const uint64_t *strides, const uint32_t *box, const uint32_t *element_strides,
+                                   int interleave, int swizzle, int l2_promotion, int oob_fill);
+typedef int (*tuner_tmap_im2col_fn)(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dims,
+                                    const uint64_t *strides, const int *lower_corner, const int *upper_corner,
+                                    uint32_t channels_per_pixel, uint32_t pixels_per_column,
+                                    const uint32_t *element_strides, int interleave, int swizzle,
+                                    int l2_promotion, int oob_fill);
+typedef struct tuner_tmap_encoders {
+    tuner_tmap_tiled_fn tiled;   /* cuTensorMapEncodeTiled; NULL: the driver has none */
+    tuner_tmap_im2col_fn im2col; /* cuTensorMapEncodeIm2col; likewise */
+} tuner_tmap_encoders;
+
+/* The driver function that encodes m: "cuTensorMapEncodeTiled" or "cuTensorMapEncodeIm2col". */
+const char *tuner_tmap_encoder_name(const tuner_tmap *m);
+/* Encodes m for the buffer at addr into out (TUNER_TMAP_BYTES, 64-byte aligned) with the
+ * encoder of its mode: the driver's CUresult (0 is success), or -ENOSYS when enc lacks it. */
+int tuner_tmap_encode(const tuner_tmap *m, uint64_t addr, void *out, const tuner_tmap_encoders *enc);
 
 #endif

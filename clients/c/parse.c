@@ -166,6 +166,11 @@ static int parse_tensor_map(const cJSON *j, hidet_tensor_map *out, char *why, si
     out->swizzle = m.swizzle;
     out->l2_promotion = m.l2_promotion;
     out->oob_nan = m.oob_fill == TUNER_TMAP_OOB_NAN;
+    out->im2col = m.mode == TUNER_TMAP_IM2COL;
+    for (int i = 0; i < TUNER_TMAP_MAX_RANK - 2; i++)
+        out->lower_corner[i] = m.lower_corner[i], out->upper_corner[i] = m.upper_corner[i];
+    out->channels_per_pixel = m.channels_per_pixel;
+    out->pixels_per_column = m.pixels_per_column;
     return 0;
 }
 
@@ -184,6 +189,11 @@ void hidet__tmap_of(const hidet_tensor_map *in, tuner_tmap *out)
     out->swizzle = in->swizzle;
     out->l2_promotion = in->l2_promotion;
     out->oob_fill = in->oob_nan ? TUNER_TMAP_OOB_NAN : TUNER_TMAP_OOB_ZERO;
+    out->mode = in->im2col ? TUNER_TMAP_IM2COL : TUNER_TMAP_TILED;
+    for (int i = 0; in->im2col && i < in->rank - 2 && i < TUNER_TMAP_MAX_RANK - 2; i++)
+        out->lower_corner[i] = in->lower_corner[i], out->upper_corner[i] = in->upper_corner[i];
+    out->channels_per_pixel = in->im2col ? in->channels_per_pixel : 0;
+    out->pixels_per_column = in->im2col ? in->pixels_per_column : 0;
 }
 
 static int parse_param(const cJSON *p, size_t pos, hidet_param *out, char *why, size_t why_len)

@@ -2,7 +2,7 @@
  *
  * Parsing resolves every kernel parameter once to where its pointer comes from (a caller's
  * tensor by index, or an offset into the arena or the constants), so a launch only adds base
- * pointers. A tensor-map parameter is encoded (cuTensorMapEncodeTiled) for its buffer's address
+ * pointers. A tensor-map parameter is encoded (tuner_tmap_encode) for its buffer's address
  * at the first launch and again only when that address changes. The CUDA driver is opened with
  * dlopen at the first hidet_plan_load(): the library has no link dependency on libcuda, so
  * CPU-only users and CI can link and parse without it.
@@ -39,9 +39,6 @@ typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsi
 typedef int (*cu_alloc_fn)(uint64_t *, size_t);
 typedef int (*cu_free_fn)(uint64_t);
 typedef int (*cu_err_fn)(int, const char **);
-/* cuTensorMapEncodeTiled: the enums are ints, cuuint64_t/cuuint32_t these widths. */
-typedef int (*cu_tmap_encode_fn)(void *, int, uint32_t, void *, const uint64_t *, const uint64_t *,
-                                 const uint32_t *, const uint32_t *, int, int, int, int);
 
 static struct {
     void *lib;
@@ -59,8 +56,8 @@ static struct {
     cu_alloc_fn alloc;
     cu_free_fn free;
     cu_err_fn err_name, err_string;
-    cu_tmap_encode_fn tmap_encode; /* NULL in drivers before CUDA 12: plans with tensor maps
-                                    * then fail to load, the others run */
+    tuner_tmap_encoders tmap; /* each NULL in drivers before CUDA 12: plans with tensor maps
+                               * then fail to load, the others run */
 } cu;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
@@ -101,7 +98,8 @@ static void cu_open(void)
     SYM(err_name, "cuGetErrorName");
     SYM(err_string, "cuGetErrorString");
 #undef SYM
-    *(void **)&cu.tmap_encode = dlsym(lib, "cuTensorMapEncodeTiled");
+    *(void **)&cu.tmap.tiled = dlsym(lib, "cuTensorMapEncodeTiled");
+    *(void **)&cu.tmap.im2col = dlsym(lib, "cuTensorMapEncodeIm2col");
     int r = cu.init(0);
     if (r != 0) {
         const char *n = NULL;
@@ -697,10 +695,14 @@ static int load_step(hidet_plan *p, hidet_client *c, plan_step *st, hidet_error 
     int r;
 
     for (size_t k = 0; k < st->n_kernels; k++)
-        if (st->kernels[k].maps && !cu.tmap_encode)
-            return hidet__fail(err, -ELIBACC, 0, "kernel %s takes tensor maps, and the CUDA driver "
-                               "lacks cuTensorMapEncodeTiled (it needs a CUDA 12 driver or newer)",
-                               st->kernels[k].name);
+        for (size_t j = 0; j < st->kernels[k].n_params; j++) {
+            const plan_src *s = &st->kernels[k].params[j];
+            const bool im2col = s->map >= 0 && s->tmap.mode == TUNER_TMAP_IM2COL;
+            if (s->map >= 0 && !(im2col ? (void *)cu.tmap.im2col : (void *)cu.tmap.tiled))
+                return hidet__fail(err, -ELIBACC, 0, "kernel %s takes tensor maps, and the CUDA driver "
+                                   "lacks %s (it needs a CUDA 12 driver or newer)", st->kernels[k].name,
+                                   tuner_tmap_encoder_name(&s->tmap));
+        }
     for (int a = 0; a < 2 && !st->module; a++)
         for (size_t i = 0; i < ns[a]; i++)
             if (&all[a][i] != st && all[a][i].module && strcmp(all[a][i].key, st->key) == 0)
@@ -784,17 +786,6 @@ int hidet_plan_load(hidet_plan *p, hidet_client *c, hidet_error *err)
     return 0;
 }
 
-/* Encodes a tensor map for the buffer at addr into slot (TUNER_TMAP_BYTES, 64-byte aligned). */
-static int encode_map(const tuner_tmap *t, uint64_t addr, unsigned char *slot)
-{
-    uint64_t strides[TUNER_TMAP_MAX_RANK - 1] = {0};
-    for (int d = 0; d + 1 < t->rank; d++)
-        strides[d] = t->strides[d];
-    return cu.tmap_encode(slot, tuner_tmap_cu_dtype(t), (uint32_t)t->rank, (void *)(uintptr_t)addr, t->dims,
-                          strides, t->box, t->element_strides, 0 /* no interleave */, tuner_tmap_cu_swizzle(t),
-                          tuner_tmap_cu_l2_promotion(t), tuner_tmap_cu_oob_fill(t));
-}
-
 static int launch_steps(hidet_plan *p, plan_step *steps, size_t n, void *stream, hidet_error *err)
 {
     for (size_t i = 0; i < n; i++) {
@@ -814,9 +805,9 @@ static int launch_steps(hidet_plan *p, plan_step *steps, size_t n, void *stream,
                 if (s->map >= 0) {
                     unsigned char *slot = pk->maps + (size_t)s->map * TUNER_TMAP_BYTES;
                     if (s->encoded_for != vals[j]) {
-                        int cr = encode_map(&s->tmap, vals[j], slot);
+                        int cr = tuner_tmap_encode(&s->tmap, vals[j], slot, &cu.tmap);
                         if (cr != 0)
-                            return cu_fail(err, cr, "cuTensorMapEncodeTiled");
+                            return cu_fail(err, cr, tuner_tmap_encoder_name(&s->tmap));
                         s->encoded_for = vals[j];
                     }
                     args[j] = slot; /* passed by value: the driver copies the 128 bytes */

@@ -28,11 +28,17 @@ static void make_req(gw_measure_req *q)
     q->candidate.image_len = sizeof(cand_img) - 1;
     q->candidate.n_launches = 2;
     q->candidate.launches[0] = (gw_launch){.name = "mm_main", .grid = {8, 3, 1}, .block = {128, 1, 1}, .shared_bytes = 98304, .n_args = 3, .args = {0, 1, 2}};
-    /* The main launch also takes a tensor map of buffer 1 after its pointers. */
-    q->candidate.launches[0].n_maps = 1;
+    /* The main launch also takes tensor maps after its pointers: a tiled one of buffer 1 and an
+     * im2col one of buffer 0 (seen as a 1x333x1000 input of 1000 channels). */
+    q->candidate.launches[0].n_maps = 2;
     q->candidate.launches[0].maps[0] = (tuner_tmap){.buf = 1, .dtype = TUNER_F16, .rank = 2, .dims = {1000, 333},
                                                     .strides = {2000}, .box = {64, 256}, .element_strides = {1, 1},
                                                     .swizzle = 128};
+    q->candidate.launches[0].maps[1] = (tuner_tmap){.buf = 0, .mode = TUNER_TMAP_IM2COL, .dtype = TUNER_F16, .rank = 3,
+                                                    .dims = {1000, 333, 1}, .strides = {2000, 666000},
+                                                    .element_strides = {1, 2, 1}, .lower_corner = {-300},
+                                                    .upper_corner = {-2}, .channels_per_pixel = 64,
+                                                    .pixels_per_column = 100, .swizzle = 128};
     q->candidate.launches[1] = (gw_launch){.name = "mm_reduce", .grid = {100, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0, .n_args = 1, .args = {2}};
     q->reference.image = (const uint8_t *)ref_img;
     q->reference.image_len = sizeof(ref_img); /* PTX with its NUL */

@@ -75,7 +75,8 @@ typedef struct {
     unsigned char cubin[3000];
 } fixture;
 
-/* A wgmma kernel's two tensor maps: a batched 3-d one of input0 and a 2-d one of the output. */
+/* A wgmma kernel's tensor maps: a batched 3-d one of input0, a 2-d one of the output and a
+ * convolution's im2col map of input1. */
 static void add_maps(kc_kernel *k)
 {
     k->maps[0] = (tuner_tmap){.buf = KC_BUF_INPUT0, .dtype = TUNER_BF16, .rank = 3,
@@ -84,7 +85,11 @@ static void add_maps(kc_kernel *k)
     k->maps[1] = (tuner_tmap){.buf = KC_BUF_OUTPUT, .dtype = TUNER_F32, .rank = 2, .dims = {1ull << 32, 5},
                               .strides = {1ull << 34}, .box = {32, 64}, .element_strides = {1, 2},
                               .swizzle = 128, .oob_fill = TUNER_TMAP_OOB_NAN};
-    k->n_maps = 2;
+    k->maps[2] = (tuner_tmap){.buf = KC_BUF_INPUT0 + 1, .mode = TUNER_TMAP_IM2COL, .dtype = TUNER_F16, .rank = 4,
+                              .dims = {128, 10, 13, 3}, .strides = {256, 2560, 33280},
+                              .element_strides = {1, 1, 2, 1}, .lower_corner = {-2, -1}, .upper_corner = {-6, -1},
+                              .channels_per_pixel = 64, .pixels_per_column = 256, .swizzle = 128};
+    k->n_maps = 3;
 }
 
 static void make_artifact(fixture *f, int i, const char *op, const char *target)
@@ -766,16 +771,22 @@ static void test_launch_types(void)
 
     /* Tensor maps: their members and buffer after the arguments, and back. */
     make_artifact(&f, 3, "matmul", "sm_90a");
-    CHECK(f.a.launch.kernels[0].n_maps == 2);
+    CHECK(f.a.launch.kernels[0].n_maps == 3);
     CHECK_OK(kc_launch_json(&f.a.launch, &text));
     CHECK(text && strstr(text, "\"args\":[\"input0\",\"output\",\"workspace\"],\"maps\":[{\"dtype\":\"bf16\","
                                "\"dims\":[1000,77,3],\"strides\":[2016,155232],\"box\":[64,128,1],"
                                "\"element_strides\":[1,1,1],\"swizzle\":128,\"l2_promotion\":256,"
                                "\"oob_fill\":\"zero\",\"buffer\":\"input0\"},"),
           "%s", text);
+    CHECK(text && strstr(text, ",{\"mode\":\"im2col\",\"dtype\":\"f16\",\"dims\":[128,10,13,3],"
+                               "\"strides\":[256,2560,33280],\"element_strides\":[1,1,2,1],\"lower_corner\":[-2,-1],"
+                               "\"upper_corner\":[-6,-1],\"channels_per_pixel\":64,\"pixels_per_column\":256,"
+                               "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\",\"buffer\":\"input1\"}]"),
+          "%s", text);
     CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
     CHECK(launch_eq(&back, &f.a.launch) && back.kernels[0].maps[1].buf == KC_BUF_OUTPUT &&
-          back.kernels[0].maps[1].dims[0] == 1ull << 32 && back.kernels[0].maps[1].oob_fill == TUNER_TMAP_OOB_NAN);
+          back.kernels[0].maps[1].dims[0] == 1ull << 32 && back.kernels[0].maps[1].oob_fill == TUNER_TMAP_OOB_NAN &&
+          back.kernels[0].maps[2].mode == TUNER_TMAP_IM2COL && back.kernels[0].maps[2].upper_corner[0] == -6);
     free(text);
     /* A map the encoder would refuse is not a launch (box wider than the swizzle span). */
     f.a.launch.kernels[0].maps[0].box[0] = 128;

@@ -1,6 +1,7 @@
-/* Unit tests of op/tmap.c: the encoder's limits as tuner_tmap_check states them (each refusal
+/* Unit tests of op/tmap.c: the encoders' limits as tuner_tmap_check states them (each refusal
  * naming its field), the JSON form (round trip, strictness), the packed form (round trip, refused
- * damage), the extent a launcher checks its buffer against, and the driver's enum values. */
+ * damage), the extent a launcher checks its buffer against, the driver's enum values, and the
+ * arguments tuner_tmap_encode hands each encoder; for tiled and im2col maps. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,16 @@ static tuner_tmap sample(void)
     return (tuner_tmap){.buf = 1, .dtype = TUNER_BF16, .rank = 3, .dims = {1000, 77, 3},
                         .strides = {2016, 2016 * 77}, .box = {64, 128, 1}, .element_strides = {1, 1, 1},
                         .swizzle = 128, .l2_promotion = 256};
+}
+
+/* A convolution's input as conv2d_wgmma describes it: NHWC f16, 32 images of 56x56x64, a 3x3
+ * window with padding 1 (corners -1, 1 - 2), 128 pixels of 64 channels per copy. */
+static tuner_tmap sample_im2col(void)
+{
+    return (tuner_tmap){.buf = 0, .mode = TUNER_TMAP_IM2COL, .dtype = TUNER_F16, .rank = 4,
+                        .dims = {64, 56, 56, 32}, .strides = {128, 128 * 56, 128 * 56 * 56},
+                        .element_strides = {1, 1, 1, 1}, .lower_corner = {-1, -1}, .upper_corner = {-1, -1},
+                        .channels_per_pixel = 64, .pixels_per_column = 128, .swizzle = 128};
 }
 
 /* tuner_tmap_check refuses m, naming want_field. */
@@ -52,6 +63,41 @@ static void test_check(void)
     /* Only the dimensions of the rank count. */
     m = sample(), m.rank = 2, m.strides[1] = 0, m.box[2] = 0;
     CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+    m = sample(), m.mode = (tuner_tmap_mode)2, refused(&m, "mode");
+    /* A tiled map has no im2col fields. */
+    m = sample(), m.lower_corner[0] = -1, refused(&m, "lower_corner");
+    m = sample(), m.pixels_per_column = 64, refused(&m, "channels_per_pixel");
+}
+
+static void test_check_im2col(void)
+{
+    tuner_tmap m = sample_im2col();
+    CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+    m = sample_im2col(), m.rank = 2, refused(&m, "dims");
+    m = sample_im2col(), m.box[0] = 64, refused(&m, "box");
+    /* Rank 4: corners of 8 bits. */
+    m = sample_im2col(), m.lower_corner[1] = -129, refused(&m, "lower_corner[1]");
+    m = sample_im2col(), m.upper_corner[0] = 128, refused(&m, "upper_corner[0]");
+    m = sample_im2col(), m.lower_corner[0] = -128, m.upper_corner[0] = 127;
+    CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+    /* Rank 5: 5 bits; rank 3: 16 bits. */
+    m = sample_im2col(), m.rank = 5, m.dims[4] = 2, m.strides[3] = m.strides[2] * 32, m.element_strides[4] = 1;
+    CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+    m.lower_corner[2] = -17, refused(&m, "lower_corner[2]");
+    m = sample_im2col(), m.rank = 3, m.lower_corner[1] = 0, m.upper_corner[1] = 0, m.lower_corner[0] = -32768;
+    CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+    /* A corner past the rank, a bounding box without a pixel: 56 - 1 - 60 < -4. */
+    m = sample_im2col(), m.lower_corner[2] = 1, refused(&m, "lower_corner");
+    m = sample_im2col(), m.lower_corner[1] = -4, m.upper_corner[1] = -60, refused(&m, "upper_corner[1]");
+    m = sample_im2col(), m.lower_corner[1] = -4, m.upper_corner[1] = -59;
+    CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+    m = sample_im2col(), m.channels_per_pixel = 0, refused(&m, "channels_per_pixel");
+    m = sample_im2col(), m.channels_per_pixel = 60, refused(&m, "channels_per_pixel"); /* 120 bytes */
+    m = sample_im2col(), m.channels_per_pixel = 128, refused(&m, "channels_per_pixel"); /* > the swizzle */
+    m = sample_im2col(), m.swizzle = 0, m.channels_per_pixel = 256;
+    CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+    m = sample_im2col(), m.pixels_per_column = 1025, refused(&m, "pixels_per_column");
+    m = sample_im2col(), m.element_strides[2] = 9, refused(&m, "element_strides[2]");
 }
 
 static void test_json(void)
@@ -111,6 +157,70 @@ static void test_json(void)
     }
 }
 
+static void test_json_im2col(void)
+{
+    const tuner_tmap m = sample_im2col();
+    cJSON *j = tuner_tmap_to_json(&m);
+    char *text = cJSON_PrintUnformatted(j);
+    CHECK_STR(text, "{\"mode\":\"im2col\",\"dtype\":\"f16\",\"dims\":[64,56,56,32],"
+                    "\"strides\":[128,7168,401408],\"element_strides\":[1,1,1,1],\"lower_corner\":[-1,-1],"
+                    "\"upper_corner\":[-1,-1],\"channels_per_pixel\":64,\"pixels_per_column\":128,"
+                    "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}");
+    tuner_tmap back = {.buf = 0};
+    CHECK(tuner_tmap_from_json(j, NULL, &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &m) &&
+          back.mode == TUNER_TMAP_IM2COL && back.lower_corner[1] == -1);
+    free(text);
+    cJSON_Delete(j);
+
+    /* "mode": "tiled" may be spelt out. */
+    const tuner_tmap t = sample();
+    j = tuner_tmap_to_json(&t);
+    cJSON_AddStringToObject(j, "mode", "tiled");
+    back.buf = t.buf;
+    CHECK(tuner_tmap_from_json(j, NULL, &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &t));
+    cJSON_Delete(j);
+
+#define I2C_DIMS "\"dtype\":\"f16\",\"dims\":[64,56,56,32],\"strides\":[128,7168,401408],\"element_strides\":[1,1,1,1]"
+#define I2C_TAIL "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\""
+    static const struct {
+        const char *json, *field;
+    } bad[] = {
+        /* a box beside im2col fields, corners in a tiled map, an unknown mode */
+        {"{\"mode\":\"im2col\"," I2C_DIMS ",\"box\":[64,1,1,1],\"lower_corner\":[-1,-1],\"upper_corner\":[-1,-1],"
+         "\"channels_per_pixel\":64,\"pixels_per_column\":128," I2C_TAIL "}", "box"},
+        {"{" I2C_DIMS ",\"box\":[64,1,1,1],\"lower_corner\":[-1,-1]," I2C_TAIL "}", "lower_corner"},
+        {"{\"mode\":\"im2cols\"," I2C_DIMS ",\"box\":[64,1,1,1]," I2C_TAIL "}", "mode"},
+        {"{\"mode\":1," I2C_DIMS ",\"box\":[64,1,1,1]," I2C_TAIL "}", "mode"},
+        /* missing, miscounted, out of range */
+        {"{\"mode\":\"im2col\"," I2C_DIMS ",\"lower_corner\":[-1,-1],\"upper_corner\":[-1,-1],"
+         "\"channels_per_pixel\":64," I2C_TAIL "}", "pixels_per_column"},
+        {"{\"mode\":\"im2col\"," I2C_DIMS ",\"lower_corner\":[-1],\"upper_corner\":[-1,-1],"
+         "\"channels_per_pixel\":64,\"pixels_per_column\":128," I2C_TAIL "}", "lower_corner"},
+        {"{\"mode\":\"im2col\"," I2C_DIMS ",\"lower_corner\":[-1,-1.5],\"upper_corner\":[-1,-1],"
+         "\"channels_per_pixel\":64,\"pixels_per_column\":128," I2C_TAIL "}", "lower_corner[1]"},
+        {"{\"mode\":\"im2col\"," I2C_DIMS ",\"lower_corner\":[-1,-1],\"upper_corner\":[-1,200],"
+         "\"channels_per_pixel\":64,\"pixels_per_column\":128," I2C_TAIL "}", "upper_corner[1]"},
+        {"{\"mode\":\"im2col\"," I2C_DIMS ",\"lower_corner\":[-1,-1],\"upper_corner\":[-1,-1],"
+         "\"channels_per_pixel\":64,\"pixels_per_column\":2048," I2C_TAIL "}", "pixels_per_column"},
+        {"{\"mode\":\"im2col\",\"dtype\":\"f16\",\"dims\":[64,56],\"strides\":[128],\"element_strides\":[1,1],"
+         "\"lower_corner\":[],\"upper_corner\":[],\"channels_per_pixel\":64,\"pixels_per_column\":128," I2C_TAIL "}",
+         "dims"},
+    };
+#undef I2C_DIMS
+#undef I2C_TAIL
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cJSON *b = cJSON_Parse(bad[i].json);
+        tuner_tmap untouched = sample_im2col();
+        char why[128] = "", field[32] = "";
+        CHECK(b && tuner_tmap_from_json(b, NULL, &untouched, why, sizeof(why), field, sizeof(field)) == -EINVAL && why[0],
+              "accepted %s", bad[i].json);
+        CHECK(!strcmp(field, bad[i].field), "%s: field %s, want %s", bad[i].json, field, bad[i].field);
+        const tuner_tmap s = sample_im2col();
+        CHECK(tuner_tmap_equal(&untouched, &s));
+        cJSON_Delete(b);
+    }
+}
+
 static void test_packed(void)
 {
     const tuner_tmap m = sample();
@@ -127,13 +237,106 @@ static void test_packed(void)
     /* A buffer past the caller's last, nonzero padding, a record the encoder would refuse. */
     tuner_tmap_pack(&m, rec);
     CHECK(tuner_tmap_unpack(rec, 0, &back) == -EINVAL);
-    rec[6] = 1;
+    rec[7] = 1;
+    CHECK(tuner_tmap_unpack(rec, 9, &back) == -EINVAL);
+    tuner_tmap_pack(&m, rec);
+    rec[6] = 2; /* no such mode */
     CHECK(tuner_tmap_unpack(rec, 9, &back) == -EINVAL);
     tuner_tmap_pack(&m, rec);
     rec[3] = 5; /* an 80-byte swizzle */
     CHECK(tuner_tmap_unpack(rec, 9, &back) == -EINVAL);
     memset(rec, 0, sizeof(rec));
     CHECK(tuner_tmap_unpack(rec, 9, &back) == -EINVAL);
+}
+
+static void test_packed_im2col(void)
+{
+    /* Every corner of a rank-5 map, and the widest of rank 3, survive with their signs. */
+    tuner_tmap m = sample_im2col();
+    m.rank = 5, m.dims[4] = 3, m.strides[3] = m.strides[2] * 32, m.element_strides[4] = 1;
+    m.element_strides[1] = 2, m.element_strides[3] = 8;
+    m.lower_corner[0] = -16, m.lower_corner[1] = 15, m.lower_corner[2] = -3;
+    m.upper_corner[0] = 7, m.upper_corner[1] = -5, m.upper_corner[2] = 0;
+    m.pixels_per_column = 1024, m.channels_per_pixel = 8, m.l2_promotion = 128, m.oob_fill = TUNER_TMAP_OOB_NAN;
+    uint8_t rec[TUNER_TMAP_PACKED];
+    tuner_tmap_pack(&m, rec);
+    tuner_tmap back;
+    CHECK(tuner_tmap_unpack(rec, 9, &back) == 0 && tuner_tmap_equal(&back, &m));
+    CHECK(back.mode == TUNER_TMAP_IM2COL && back.lower_corner[0] == -16 && back.upper_corner[1] == -5 &&
+          back.pixels_per_column == 1024 && back.box[0] == 0);
+    m = sample_im2col();
+    m.rank = 3, m.lower_corner[1] = m.upper_corner[1] = 0, m.lower_corner[0] = -32768, m.upper_corner[0] = 32767;
+    tuner_tmap_pack(&m, rec);
+    CHECK(tuner_tmap_unpack(rec, 9, &back) == 0 && back.lower_corner[0] == -32768 && back.upper_corner[0] == 32767);
+    /* Read as a tiled map, an im2col record's box is not a box the encoder takes. */
+    tuner_tmap_pack(&m, rec);
+    rec[6] = 0;
+    CHECK(tuner_tmap_unpack(rec, 9, &back) == -EINVAL);
+    /* A tiled map's record does not move: its box where it always was. */
+    const tuner_tmap t = sample();
+    tuner_tmap_pack(&t, rec);
+    CHECK(rec[6] == 0 && rec[80] == 64 && rec[84] == 128 && rec[88] == 1);
+}
+
+/* What tuner_tmap_encode hands the encoders. */
+static struct {
+    int calls;
+    void *out, *addr;
+    int dtype, swizzle, l2, oob, interleave;
+    uint32_t rank, channels, pixels;
+    uint64_t dims[5], strides[4];
+    uint32_t box[5], es[5];
+    int lower[3], upper[3];
+} seen;
+
+static int fake_tiled(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dims, const uint64_t *strides,
+                      const uint32_t *box, const uint32_t *es, int interleave, int swizzle, int l2, int oob)
+{
+    seen.calls++, seen.out = map, seen.addr = addr, seen.dtype = dtype, seen.rank = rank;
+    memcpy(seen.dims, dims, rank * 8);
+    memcpy(seen.strides, strides, (rank - 1) * 8);
+    memcpy(seen.box, box, rank * 4);
+    memcpy(seen.es, es, rank * 4);
+    seen.interleave = interleave, seen.swizzle = swizzle, seen.l2 = l2, seen.oob = oob;
+    return 0;
+}
+
+static int fake_im2col(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dims,
+                       const uint64_t *strides, const int *lower, const int *upper, uint32_t channels,
+                       uint32_t pixels, const uint32_t *es, int interleave, int swizzle, int l2, int oob)
+{
+    seen.calls += 10, seen.out = map, seen.addr = addr, seen.dtype = dtype, seen.rank = rank;
+    memcpy(seen.dims, dims, rank * 8);
+    memcpy(seen.strides, strides, (rank - 1) * 8);
+    memcpy(seen.lower, lower, (rank - 2) * sizeof(int));
+    memcpy(seen.upper, upper, (rank - 2) * sizeof(int));
+    memcpy(seen.es, es, rank * 4);
+    seen.channels = channels, seen.pixels = pixels;
+    seen.interleave = interleave, seen.swizzle = swizzle, seen.l2 = l2, seen.oob = oob;
+    return 701; /* a CUresult, handed back as it is */
+}
+
+static void test_encode(void)
+{
+    _Alignas(64) unsigned char slot[TUNER_TMAP_BYTES];
+    const tuner_tmap_encoders both = {fake_tiled, fake_im2col}, tiled_only = {fake_tiled, NULL};
+    const tuner_tmap t = sample(), i = sample_im2col();
+    memset(&seen, 0, sizeof(seen));
+    CHECK(tuner_tmap_encode(&t, 0x7f0000001000ull, slot, &both) == 0 && seen.calls == 1);
+    CHECK(seen.out == slot && seen.addr == (void *)0x7f0000001000ull && seen.dtype == 9 && seen.rank == 3);
+    CHECK(seen.dims[2] == 3 && seen.strides[1] == 2016 * 77 && seen.box[1] == 128 && seen.es[2] == 1);
+    CHECK(seen.interleave == 0 && seen.swizzle == 3 && seen.l2 == 3 && seen.oob == 0);
+    CHECK_STR(tuner_tmap_encoder_name(&t), "cuTensorMapEncodeTiled");
+
+    memset(&seen, 0, sizeof(seen));
+    CHECK(tuner_tmap_encode(&i, 0x1000, slot, &both) == 701 && seen.calls == 10);
+    CHECK(seen.dtype == 6 && seen.rank == 4 && seen.dims[3] == 32 && seen.strides[2] == 128 * 56 * 56);
+    CHECK(seen.lower[0] == -1 && seen.lower[1] == -1 && seen.upper[1] == -1);
+    CHECK(seen.channels == 64 && seen.pixels == 128 && seen.swizzle == 3 && seen.l2 == 0);
+    CHECK_STR(tuner_tmap_encoder_name(&i), "cuTensorMapEncodeIm2col");
+    /* A driver without the encoder a map needs. */
+    CHECK(tuner_tmap_encode(&i, 0x1000, slot, &tiled_only) == -ENOSYS);
+    CHECK(tuner_tmap_encode(&t, 0x1000, slot, &tiled_only) == 0);
 }
 
 static void test_extent_and_enums(void)
@@ -173,8 +376,12 @@ static void test_extent_and_enums(void)
 int main(void)
 {
     test_check();
+    test_check_im2col();
     test_json();
+    test_json_im2col();
     test_packed();
+    test_packed_im2col();
+    test_encode();
     test_extent_and_enums();
     return check_finish("test_tmap");
 }

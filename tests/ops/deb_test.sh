@@ -151,7 +151,7 @@ fi
 step "the installed hidetd and hidetctl"
 hidetd=$root/usr/sbin/hidetd
 hidetctl=$root/usr/bin/hidetctl
-libdir=$(dirname "$(find "$root/usr/lib" -name 'libhidet-client.so.1' | head -1)")
+libdir=$(dirname "$(find "$root/usr/lib" -name 'libhidet-client.so.2' | head -1)")
 "$hidetd" --version || bad "hidetd --version"
 sock=$tmp/hidetd.sock
 env -u LD_LIBRARY_PATH "$hidetd" --config "$root/etc/hidetd/hidetd.conf" --socket "$sock" \

@@ -51,15 +51,13 @@
     X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
     X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
     X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                              \
-    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                            \
-      (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, \
-       const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,          \
-       CUtensorMapL2promotion, CUtensorMapFloatOOBfill))
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
 
 #define DECL(name, sym, args) static CUresult(*d_##name) args;
 DRV(DECL)
 #undef DECL
+/* The tensor-map encoders, as op/tmap.h calls them (enums as ints). */
+static tuner_tmap_encoders d_encoders;
 
 static bool driver_open(void)
 {
@@ -72,7 +70,9 @@ static bool driver_open(void)
         return false;
     DRV(LOAD)
 #undef LOAD
-    return true;
+    *(void **)&d_encoders.tiled = dlsym(h, "cuTensorMapEncodeTiled");
+    *(void **)&d_encoders.im2col = dlsym(h, "cuTensorMapEncodeIm2col");
+    return d_encoders.tiled && d_encoders.im2col;
 }
 
 #define CK(x)                                                                                      \
@@ -179,18 +179,7 @@ static void launch_program(CUmodule mod, const tuner_program *p, devbuf *bufs, C
         /* The tensor maps after the pointers, encoded for the buffers as the worker does. */
         for (int m = 0; m < l->n_maps; m++) {
             const tuner_tmap *t = &l->maps[m];
-            cuuint64_t dims[TUNER_TMAP_MAX_RANK], strides[TUNER_TMAP_MAX_RANK - 1];
-            for (int d = 0; d < t->rank; d++) {
-                dims[d] = t->dims[d];
-                if (d + 1 < t->rank)
-                    strides[d] = t->strides[d];
-            }
-            CK(d_cuTensorMapEncodeTiled(&maps[m], (CUtensorMapDataType)tuner_tmap_cu_dtype(t), (cuuint32_t)t->rank,
-                                        (void *)(uintptr_t)bufs[t->buf].ptr, dims, strides, t->box,
-                                        t->element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                        (CUtensorMapSwizzle)tuner_tmap_cu_swizzle(t),
-                                        (CUtensorMapL2promotion)tuner_tmap_cu_l2_promotion(t),
-                                        (CUtensorMapFloatOOBfill)tuner_tmap_cu_oob_fill(t)));
+            CK((CUresult)tuner_tmap_encode(t, bufs[t->buf].ptr, &maps[m], &d_encoders));
             args[l->n_args + m] = &maps[m];
         }
         CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],

@@ -163,7 +163,11 @@ static const char canned_set[] =
     "{\"index\":1,\"buffer\":\"output\",\"type\":\"pointer\"},"
     "{\"index\":2,\"buffer\":\"input1\",\"type\":\"tensor_map\",\"tensor_map\":{\"dtype\":\"bf16\","
     "\"dims\":[256,64,3],\"strides\":[512,32768],\"box\":[64,128,1],\"element_strides\":[1,1,1],"
-    "\"swizzle\":128,\"l2_promotion\":256,\"oob_fill\":\"nan\"}}],\"latency_us\":3.5}],"
+    "\"swizzle\":128,\"l2_promotion\":256,\"oob_fill\":\"nan\"}},"
+    "{\"index\":3,\"buffer\":\"input0\",\"type\":\"tensor_map\",\"tensor_map\":{\"mode\":\"im2col\","
+    "\"dtype\":\"f16\",\"dims\":[64,10,13,3],\"strides\":[128,1280,16640],\"element_strides\":[1,1,2,1],"
+    "\"lower_corner\":[-2,-1],\"upper_corner\":[-6,-1],\"channels_per_pixel\":64,\"pixels_per_column\":128,"
+    "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}}],\"latency_us\":3.5}],"
     "\"latency_us\":null,\"predicted_us\":10.2,"
     "\"schedule\":{\"template\":\"matmul_mma\",\"params\":{\"block_m\":128}}}";
 
@@ -213,15 +217,24 @@ static void test_parse_set(void)
     }
     CHECK(k->ptx_url && strstr(k->ptx_url, "/ptx") && k->cubin_url);
     CHECK(s->kernels[1].latency_us == 3.5 && s->kernels[1].ptx_url == NULL);
-    /* The second kernel's tensor map, as cuTensorMapEncodeTiled takes it. */
-    CHECK(s->kernels[1].n_params == 3 && !s->kernels[0].params[4].is_tensor_map);
-    if (s->kernels[1].n_params == 3) {
+    /* The second kernel's tensor maps, as cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col take
+     * them. */
+    CHECK(s->kernels[1].n_params == 4 && !s->kernels[0].params[4].is_tensor_map);
+    if (s->kernels[1].n_params == 4) {
         const hidet_param *p = &s->kernels[1].params[2];
         const hidet_tensor_map *m = &p->tensor_map;
         CHECK(p->is_tensor_map && !strcmp(p->type, "tensor_map") && p->kind == HIDET_BUFFER_INPUT && p->input == 1);
         CHECK(!strcmp(m->dtype, "bf16") && m->rank == 3 && m->dims[0] == 256 && m->dims[2] == 3 &&
               m->strides[0] == 512 && m->strides[1] == 32768 && m->box[1] == 128 && m->element_strides[2] == 1 &&
-              m->swizzle == 128 && m->l2_promotion == 256 && m->oob_nan);
+              m->swizzle == 128 && m->l2_promotion == 256 && m->oob_nan && !m->im2col &&
+              m->channels_per_pixel == 0 && m->lower_corner[0] == 0);
+        p = &s->kernels[1].params[3];
+        m = &p->tensor_map;
+        CHECK(p->is_tensor_map && p->kind == HIDET_BUFFER_INPUT && p->input == 0 && m->im2col);
+        CHECK(!strcmp(m->dtype, "f16") && m->rank == 4 && m->dims[1] == 10 && m->dims[3] == 3 &&
+              m->strides[2] == 16640 && m->element_strides[2] == 2 && m->box[0] == 0 && m->lower_corner[0] == -2 &&
+              m->lower_corner[1] == -1 && m->upper_corner[0] == -6 && m->upper_corner[1] == -1 &&
+              m->channels_per_pixel == 64 && m->pixels_per_column == 128 && !m->oob_nan);
     }
     CHECK(s->json && strcmp(s->json, canned_set) == 0);
     CHECK(hidet_kernel_set_free(s) == NULL);
@@ -247,6 +260,19 @@ static void test_parse_set(void)
         "\"params\":[{\"index\":0,\"buffer\":\"input0\",\"type\":\"tensor_map\",\"tensor_map\":{"
         "\"dtype\":\"f16\",\"dims\":[256],\"strides\":[],\"box\":[128],\"element_strides\":[1],"
         "\"swizzle\":128,\"l2_promotion\":0,\"oob_fill\":\"zero\"}}]}]}",
+        /* an im2col map with a box, and one whose bounding box holds no pixel */
+        "{\"key\":\"" KEY "\",\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],"
+        "\"params\":[{\"index\":0,\"buffer\":\"input0\",\"type\":\"tensor_map\",\"tensor_map\":{"
+        "\"mode\":\"im2col\",\"dtype\":\"f16\",\"dims\":[64,10,13,3],\"strides\":[128,1280,16640],"
+        "\"box\":[64,1,1,1],\"element_strides\":[1,1,1,1],\"lower_corner\":[-1,-1],\"upper_corner\":[-1,-1],"
+        "\"channels_per_pixel\":64,\"pixels_per_column\":128,\"swizzle\":128,\"l2_promotion\":0,"
+        "\"oob_fill\":\"zero\"}}]}]}",
+        "{\"key\":\"" KEY "\",\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],"
+        "\"params\":[{\"index\":0,\"buffer\":\"input0\",\"type\":\"tensor_map\",\"tensor_map\":{"
+        "\"mode\":\"im2col\",\"dtype\":\"f16\",\"dims\":[64,10,13,3],\"strides\":[128,1280,16640],"
+        "\"element_strides\":[1,1,1,1],\"lower_corner\":[-1,-1],\"upper_corner\":[-11,-1],"
+        "\"channels_per_pixel\":64,\"pixels_per_column\":128,\"swizzle\":128,\"l2_promotion\":0,"
+        "\"oob_fill\":\"zero\"}}]}]}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         s = (hidet_kernel_set *)&e; /* must stay untouched */

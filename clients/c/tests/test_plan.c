@@ -216,6 +216,22 @@ static void map_param(cJSON *p, int rows)
     cJSON_AddItemToObject(par, "tensor_map", cJSON_Parse(tm));
 }
 static void d_map_reach(cJSON *p) { map_param(p, 32); }
+/* The same weight as the input of a convolution read by an im2col map: `images` images of 4x4
+ * pixels of 16 channels (512 bytes each), a 3x3 window with padding 1. */
+static void im2col_param(cJSON *p, int images)
+{
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(step(p, "steps", 0),
+                                                                          "kernel_set"), "kernels"), 0);
+    cJSON *par = cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 1);
+    char tm[384];
+    snprintf(tm, sizeof(tm), "{\"mode\":\"im2col\",\"dtype\":\"f16\",\"dims\":[16,4,4,%d],"
+             "\"strides\":[32,128,512],\"element_strides\":[1,1,1,1],\"lower_corner\":[-1,-1],"
+             "\"upper_corner\":[-1,-1],\"channels_per_pixel\":16,\"pixels_per_column\":16,\"swizzle\":32,"
+             "\"l2_promotion\":0,\"oob_fill\":\"zero\"}", images);
+    cJSON_ReplaceItemInObject(par, "type", cJSON_CreateString("tensor_map"));
+    cJSON_AddItemToObject(par, "tensor_map", cJSON_Parse(tm));
+}
+static void d_im2col_reach(cJSON *p) { im2col_param(p, 2); }
 static void d_param_type(cJSON *p)
 {
     cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(step(p, "steps", 0),
@@ -246,6 +262,8 @@ static void test_damaged(void)
         {d_param, "steps[1].kernel_set.kernels[0].params[0].buffer: 'input5' is not input<i>"},
         {d_dtype, "outputs[0].dtype: expected f16, bf16 or f32"},
         {d_map_reach, "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},
+        {d_im2col_reach,
+         "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},
         {d_param_type, "steps[0].kernel_set.kernels[0].params[2].type: 'texture' is not a parameter kind"},
         {d_no_steps, "steps: expected a non-empty list"},
     };
@@ -263,6 +281,10 @@ static void test_damaged(void)
     map_param(ok, 16);
     hidet_plan *plan = NULL;
     hidet_error err;
+    CHECK(parse_obj(ok, &plan, &err) == 0, "%s", err.message);
+    plan = hidet_plan_free(plan);
+    ok = plan_json();
+    im2col_param(ok, 1);
     CHECK(parse_obj(ok, &plan, &err) == 0, "%s", err.message);
     plan = hidet_plan_free(plan);
     CHECK(hidet_plan_parse("[1]", 3, &plan, &err) == -EPROTO);

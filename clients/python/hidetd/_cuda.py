@@ -1,6 +1,6 @@
 """hidetd._cuda - the few CUDA driver calls the runtime makes, through ctypes on libcuda.so.1:
-the primary context of a device, modules from cubin or PTX, TMA tensor maps, kernel launches,
-and device memory for callers without PyTorch.
+the primary context of a device, modules from cubin or PTX, TMA tensor maps (tiled and im2col),
+kernel launches, and device memory for callers without PyTorch.
 
 The driver is loaded at first use, never at import, so the package imports (and its CPU tests
 run) on machines without a GPU. $HIDETD_LIBCUDA names another library (tests use it to check
@@ -19,12 +19,15 @@ STATIC_SHARED_LIMIT = 48 * 1024
 # sizeof(CUtensorMap) and the alignment the driver wants of the map it encodes.
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGN = 64
-# A tensor map's description (docs/api.md) -> cuTensorMapEncodeTiled's enum values
-# (CUtensorMapDataType, CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill).
+# A tensor map's description (docs/api.md) -> the encoders' enum values (CUtensorMapDataType,
+# CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill), the same for
+# cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col.
 TENSOR_MAP_DTYPES = {"f16": 6, "f32": 7, "bf16": 9}
 TENSOR_MAP_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
 TENSOR_MAP_L2_PROMOTIONS = {0: 0, 64: 1, 128: 2, 256: 3}
 TENSOR_MAP_OOB_FILLS = {"zero": 0, "nan": 1}
+# The driver function that encodes a map of each mode (a description without "mode" is tiled).
+TENSOR_MAP_ENCODERS = {"tiled": "cuTensorMapEncodeTiled", "im2col": "cuTensorMapEncodeIm2col"}
 
 
 class CudaError(RuntimeError):
@@ -83,13 +86,23 @@ class Driver:
                                 (path, name)) from None
             f.argtypes = args
             f.restype = ctypes.c_int
-        # Drivers before CUDA 12 lack it: kernels with tensor maps then fail to load, the others
-        # run.
-        self.tensor_map_encode = getattr(lib, "cuTensorMapEncodeTiled", None)
-        if self.tensor_map_encode is not None:
-            self.tensor_map_encode.argtypes = [vp, i32, u32, vp, P(u64), P(u64), P(u32), P(u32),
-                                               i32, i32, i32, i32]
-            self.tensor_map_encode.restype = ctypes.c_int
+        # Drivers before CUDA 12 lack the encoders: kernels with tensor maps then fail to load,
+        # the others run. Each is looked up on its own, so that a driver (or a stand-in) with
+        # only one still runs the kernels whose maps it can encode.
+        encoders = {
+            "cuTensorMapEncodeTiled": [vp, i32, u32, vp, P(u64), P(u64), P(u32), P(u32),
+                                       i32, i32, i32, i32],
+            "cuTensorMapEncodeIm2col": [vp, i32, u32, vp, P(u64), P(u64), P(i32), P(i32), u32, u32,
+                                        P(u32), i32, i32, i32, i32],
+        }
+        for name, args in encoders.items():
+            f = getattr(lib, name, None)
+            if f is not None:
+                f.argtypes = args
+                f.restype = ctypes.c_int
+            encoders[name] = f
+        self.tensor_map_encode = encoders["cuTensorMapEncodeTiled"]
+        self.tensor_map_encode_im2col = encoders["cuTensorMapEncodeIm2col"]
         self._contexts = {}
         self.check(lib.cuInit(0), "cuInit")
 
@@ -152,28 +165,52 @@ class Driver:
     def synchronize(self, stream=0):
         self.check(self.lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
-    def require_tensor_maps(self, what):
-        """Raises CudaError when this driver cannot encode the tensor maps `what` takes."""
-        if self.tensor_map_encode is None:
-            raise CudaError("%s takes tensor maps, and the CUDA driver lacks "
-                            "cuTensorMapEncodeTiled (it needs a CUDA 12 driver or newer)" % what)
+    def tensor_map_encoder(self, tmap):
+        """(name, function) of the driver's encoder for a tensor map's mode; the function is None
+        when this driver lacks it."""
+        if tmap.get("mode") == "im2col":
+            return TENSOR_MAP_ENCODERS["im2col"], self.tensor_map_encode_im2col
+        return TENSOR_MAP_ENCODERS["tiled"], self.tensor_map_encode
+
+    def require_tensor_maps(self, what, tmaps):
+        """Raises CudaError when this driver cannot encode one of `tmaps`, the tensor maps
+        `what` takes."""
+        for tmap in tmaps:
+            name, encode = self.tensor_map_encoder(tmap)
+            if encode is None:
+                kind = "im2col tensor maps" if tmap.get("mode") == "im2col" else "tensor maps"
+                raise CudaError("%s takes %s, and the CUDA driver lacks %s (it needs a CUDA 12 "
+                                "driver or newer)" % (what, kind, name))
 
     def encode_tensor_map(self, tmap, address, into=None):
         """A tensor map's description (the "tensor_map" object of docs/api.md, checked) encoded
-        for the buffer at device address `address`, into `into` or a new TensorMap."""
-        self.require_tensor_maps("the kernel")
+        for the buffer at device address `address`, into `into` or a new TensorMap, with the
+        encoder of its mode."""
+        self.require_tensor_maps("the kernel", (tmap,))
+        name, encode = self.tensor_map_encoder(tmap)
         tm = into if into is not None else TensorMap()
         rank = len(tmap["dims"])
         u64s, u32s = ctypes.c_uint64 * rank, ctypes.c_uint32 * rank
-        r = self.tensor_map_encode(
-            tm.address, TENSOR_MAP_DTYPES[tmap["dtype"]], rank, address, u64s(*tmap["dims"]),
-            u64s(*tmap["strides"]), u32s(*tmap["box"]), u32s(*tmap["element_strides"]),
-            0,  # CU_TENSOR_MAP_INTERLEAVE_NONE: the only interleave docs/api.md allows
-            TENSOR_MAP_SWIZZLES[tmap["swizzle"]], TENSOR_MAP_L2_PROMOTIONS[tmap["l2_promotion"]],
-            TENSOR_MAP_OOB_FILLS[tmap["oob_fill"]])
+        # The encoders read rank - 1 strides (and rank - 2 corners); the arrays hold the map's.
+        head = (tm.address, TENSOR_MAP_DTYPES[tmap["dtype"]], rank, address, u64s(*tmap["dims"]),
+                u64s(*tmap["strides"]))
+        tail = (u32s(*tmap["element_strides"]),
+                0,  # CU_TENSOR_MAP_INTERLEAVE_NONE: the only interleave docs/api.md allows
+                TENSOR_MAP_SWIZZLES[tmap["swizzle"]], TENSOR_MAP_L2_PROMOTIONS[tmap["l2_promotion"]],
+                TENSOR_MAP_OOB_FILLS[tmap["oob_fill"]])
+        if tmap.get("mode") == "im2col":
+            corners = ctypes.c_int * (rank - 2)
+            r = encode(*head, corners(*tmap["lower_corner"]), corners(*tmap["upper_corner"]),
+                       tmap["channels_per_pixel"], tmap["pixels_per_column"], *tail)
+            what = "corners %s..%s, %d channels x %d pixels" % (
+                tmap["lower_corner"], tmap["upper_corner"], tmap["channels_per_pixel"],
+                tmap["pixels_per_column"])
+        else:
+            r = encode(*head, u32s(*tmap["box"]), *tail)
+            what = "box %s" % (tmap["box"],)
         if r != CUDA_SUCCESS:
-            raise CudaError("cuTensorMapEncodeTiled(%s %s, strides %s, box %s, for 0x%x) failed: %s" %
-                            (tmap["dtype"], tmap["dims"], tmap["strides"], tmap["box"], address,
+            raise CudaError("%s(%s %s, strides %s, %s, for 0x%x) failed: %s" %
+                            (name, tmap["dtype"], tmap["dims"], tmap["strides"], what, address,
                              self.error_text(r)))
         tm.encoded_for = address
         return tm
@@ -215,8 +252,7 @@ class Launch:
         base = ctypes.addressof(self.values)
         self.argv = (ctypes.c_void_p * max(n_params, 1))(*[base + 8 * i for i in range(max(n_params, 1))])
         self.maps = []  # (parameter index, description, TensorMap)
-        if maps:
-            drv.require_tensor_maps("kernel " + name)
+        drv.require_tensor_maps("kernel " + name, [tmap for _, tmap in maps])
         for index, tmap in maps:
             tm = TensorMap()
             self.argv[index] = tm.address

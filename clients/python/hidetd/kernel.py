@@ -9,10 +9,17 @@ from . import _cuda
 from ._tensor import DTYPES, _what, check, describe, fmt_shape, nbytes
 
 _INPUT_RE = re.compile(r"^input(0|[1-9][0-9]*)$")
-# The members of a "tensor_map" parameter's description (docs/api.md), all required.
-_TENSOR_MAP_MEMBERS = ("dtype", "dims", "strides", "box", "element_strides", "swizzle",
+# The members of a "tensor_map" parameter's description (docs/api.md, op/tmap.h): those of every
+# map, then those of its mode's; all required but "mode" (absent: a tiled map).
+_TENSOR_MAP_MEMBERS = ("mode", "dtype", "dims", "strides", "element_strides", "swizzle",
                        "l2_promotion", "oob_fill")
+_TENSOR_MAP_MODE_MEMBERS = {"tiled": ("box",),
+                            "im2col": ("lower_corner", "upper_corner", "channels_per_pixel",
+                                       "pixels_per_column")}
 TENSOR_MAP_MAX_RANK = 5
+# An im2col map's corners share 16 bits among its spatial dimensions (rank - 2 of them): each
+# lies in [-limit, limit - 1], by rank.
+_IM2COL_CORNER_LIMIT = {3: 1 << 15, 4: 1 << 7, 5: 1 << 4}
 
 
 class PlanError(ValueError):
@@ -53,26 +60,48 @@ def _whole_list(t, member, n_lo, n_hi, lo, hi, where):
 
 def parse_tensor_map(t, where):
     """A "tensor_map" parameter's description, checked as strictly as the daemon checks it
-    (op/tmap.c: no unknown member, every member present, only what cuTensorMapEncodeTiled
-    accepts for a 16-byte aligned address), as a new dict; PlanError naming the member
-    otherwise."""
+    (op/tmap.c: no unknown member, every member of its mode present, only what its encoder,
+    cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col, accepts for a 16-byte aligned address),
+    as a new dict in the form the daemon writes ("mode" only in an im2col map); PlanError
+    naming the member otherwise."""
     if not isinstance(t, dict):
         raise PlanError("%s: a tensor map must be an object, got %r" % (where, t))
+    # The mode first: it decides which members the map may have.
+    mode = t.get("mode", "tiled")
+    if not isinstance(mode, str) or mode not in _TENSOR_MAP_MODE_MEMBERS:
+        raise PlanError('%s.mode: mode must be "tiled" or "im2col", got %r' % (where, mode))
+    im2col = mode == "im2col"
+    known = _TENSOR_MAP_MEMBERS + _TENSOR_MAP_MODE_MEMBERS[mode]
     for m in t:
-        if m not in _TENSOR_MAP_MEMBERS:
-            raise PlanError("%s.%s: unknown member" % (where, m))
+        if m not in known:
+            raise PlanError("%s.%s: unknown member of %s tensor map" %
+                            (where, m, "an im2col" if im2col else "a tiled"))
     dtype = t.get("dtype")
     if not isinstance(dtype, str) or dtype not in _cuda.TENSOR_MAP_DTYPES:
         raise PlanError('%s.dtype: dtype must be "f16", "bf16" or "f32", got %r' % (where, dtype))
-    dims = _whole_list(t, "dims", 1, TENSOR_MAP_MAX_RANK, 1, 1 << 32, where)
+    # An im2col map has channels, 1..3 spatial dimensions and images.
+    dims = _whole_list(t, "dims", 3 if im2col else 1, TENSOR_MAP_MAX_RANK, 1, 1 << 32, where)
     rank = len(dims)
     strides = _whole_list(t, "strides", rank - 1, rank - 1, 16, (1 << 40) - 1, where)
-    box = _whole_list(t, "box", rank, rank, 1, 256, where)
+    if not im2col:
+        box = _whole_list(t, "box", rank, rank, 1, 256, where)
     element_strides = _whole_list(t, "element_strides", rank, rank, 1, 8, where)
+    if im2col:
+        lower = _whole_list(t, "lower_corner", rank - 2, rank - 2, -32768, 32767, where)
+        upper = _whole_list(t, "upper_corner", rank - 2, rank - 2, -32768, 32767, where)
+        channels, pixels = t.get("channels_per_pixel"), t.get("pixels_per_column")
+        if not _whole(channels, 1, 256):
+            raise PlanError("%s.channels_per_pixel: channels_per_pixel must be a whole number in "
+                            "1..256, got %r" % (where, channels))
+        if not _whole(pixels, 1, 1024):
+            raise PlanError("%s.pixels_per_column: pixels_per_column must be a whole number in "
+                            "1..1024, got %r" % (where, pixels))
+    # The members' types and ranges, then (below) the limits of the map as a whole, in op/tmap.c's
+    # order, so that a map with several faults is refused naming the member the daemon names.
     swizzle, l2, oob = t.get("swizzle"), t.get("l2_promotion"), t.get("oob_fill")
-    if not _whole(swizzle, 0, 128) or swizzle not in _cuda.TENSOR_MAP_SWIZZLES:
+    if not _whole(swizzle, 0, 128):
         raise PlanError("%s.swizzle: swizzle must be 0, 32, 64 or 128 bytes, got %r" % (where, swizzle))
-    if not _whole(l2, 0, 256) or l2 not in _cuda.TENSOR_MAP_L2_PROMOTIONS:
+    if not _whole(l2, 0, 256):
         raise PlanError("%s.l2_promotion: l2_promotion must be 0, 64, 128 or 256 bytes, got %r" %
                         (where, l2))
     if not isinstance(oob, str) or oob not in _cuda.TENSOR_MAP_OOB_FILLS:
@@ -81,13 +110,41 @@ def parse_tensor_map(t, where):
         if stride % 16:
             raise PlanError("%s.strides[%d]: a stride must be a positive multiple of 16 bytes "
                             "below 2^40, got %d" % (where, d, stride))
-    inner = box[0] * DTYPES[dtype][0]
+    if im2col:
+        limit = _IM2COL_CORNER_LIMIT[rank]
+        for i in range(rank - 2):
+            for member, corner in (("lower_corner", lower), ("upper_corner", upper)):
+                if not -limit <= corner[i] < limit:
+                    raise PlanError("%s.%s[%d]: a corner of a rank-%d im2col map must be in "
+                                    "%d..%d, got %d" % (where, member, i, rank, -limit, limit - 1,
+                                                        corner[i]))
+            # The base pixels of spatial dimension i run from lower_corner to
+            # dims - 1 + upper_corner: a range without one is no map (tuner_tmap_check).
+            if dims[i + 1] - 1 + upper[i] < lower[i]:
+                raise PlanError("%s.upper_corner[%d]: the bounding box of spatial dimension %d "
+                                "holds no pixel (dims[%d] - 1 + upper_corner[%d] = %d is below "
+                                "lower_corner[%d] = %d)" % (where, i, i, i + 1, i,
+                                                            dims[i + 1] - 1 + upper[i], i, lower[i]))
+        # What one copy writes per row of shared memory: a pixel's channels.
+        row, what, inner = "channels_per_pixel", "a pixel's channels", channels * DTYPES[dtype][0]
+    else:
+        row, what, inner = "box[0]", "the box's inner dimension", box[0] * DTYPES[dtype][0]
     if inner % 16:
-        raise PlanError("%s.box[0]: the box's inner dimension must be a multiple of 16 bytes, "
-                        "got %d bytes" % (where, inner))
+        raise PlanError("%s.%s: %s must be a multiple of 16 bytes, got %d bytes" %
+                        (where, row, what, inner))
+    if swizzle not in _cuda.TENSOR_MAP_SWIZZLES:
+        raise PlanError("%s.swizzle: swizzle must be 0, 32, 64 or 128 bytes, got %r" % (where, swizzle))
     if swizzle and inner > swizzle:
-        raise PlanError("%s.box[0]: the box's inner dimension (%d bytes) exceeds the swizzle "
-                        "span (%d bytes)" % (where, inner, swizzle))
+        raise PlanError("%s.%s: %s (%d bytes) exceeds the swizzle span (%d bytes)" %
+                        (where, row, what, inner, swizzle))
+    if l2 not in _cuda.TENSOR_MAP_L2_PROMOTIONS:
+        raise PlanError("%s.l2_promotion: l2_promotion must be 0, 64, 128 or 256 bytes, got %r" %
+                        (where, l2))
+    if im2col:
+        return {"mode": mode, "dtype": dtype, "dims": dims, "strides": strides,
+                "element_strides": element_strides, "lower_corner": lower, "upper_corner": upper,
+                "channels_per_pixel": channels, "pixels_per_column": pixels, "swizzle": swizzle,
+                "l2_promotion": l2, "oob_fill": oob}
     return {"dtype": dtype, "dims": dims, "strides": strides, "box": box,
             "element_strides": element_strides, "swizzle": swizzle, "l2_promotion": l2,
             "oob_fill": oob}
@@ -95,7 +152,9 @@ def parse_tensor_map(t, where):
 
 def tensor_map_extent(tmap):
     """Bytes from the buffer's start to the end of the last element a tensor map can address:
-    what the bound buffer must hold, or the copy engine reads or writes past it."""
+    what the bound buffer must hold, or the copy engine reads or writes past it. The same for
+    both modes (op/tmap.c's tuner_tmap_extent): an im2col map's corners only widen the window
+    positions, and what lies outside dims reads as its oob_fill."""
     dims, strides = tmap["dims"], tmap["strides"]
     return dims[0] * DTYPES[tmap["dtype"]][0] + sum((dims[d] - 1) * strides[d - 1]
                                                     for d in range(1, len(dims)))

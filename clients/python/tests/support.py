@@ -78,12 +78,16 @@ def fake(shape, dtype):
 
 class FakeDriver(hidetd._cuda.Driver):
     """The runtime's driver over `lib`, a test's stand-in for libcuda (recording launches): one
-    device, functions named as asked, every pointer on device 0. It encodes tensor maps when lib
-    has cuTensorMapEncodeTiled and with_encoder holds."""
+    device, functions named as asked, every pointer on device 0. It encodes tiled tensor maps
+    when lib has cuTensorMapEncodeTiled and with_encoder holds, im2col ones when lib has
+    cuTensorMapEncodeIm2col and with_encoder and with_im2col hold (a driver with the one
+    encoder and not the other)."""
 
-    def __init__(self, lib, with_encoder=True):
+    def __init__(self, lib, with_encoder=True, with_im2col=True):
         self.lib = lib
         self.tensor_map_encode = getattr(lib, "cuTensorMapEncodeTiled", None) if with_encoder else None
+        self.tensor_map_encode_im2col = (getattr(lib, "cuTensorMapEncodeIm2col", None)
+                                         if with_encoder and with_im2col else None)
         self._contexts = {}
 
     def use_device(self, ordinal):

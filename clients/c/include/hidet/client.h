@@ -111,18 +111,24 @@ typedef enum {
 } hidet_buffer_kind;
 
 /* A "tensor_map" parameter (docs/api.md): a TMA descriptor of the buffer, which the launcher
- * encodes with cuTensorMapEncodeTiled (these fields; the address is the buffer's, interleave
- * none) and passes by value, 128 bytes. hidet_plan_* does this itself. */
+ * encodes with cuTensorMapEncodeTiled, or with cuTensorMapEncodeIm2col where im2col is set
+ * (these fields; the address is the buffer's, interleave none) and passes by value, 128 bytes.
+ * hidet_plan_* does this itself. */
 typedef struct hidet_tensor_map {
     char dtype[8];          /* element type: "f16", "bf16", "f32" */
-    int rank;               /* 1..5; dimension 0 is the contiguous one */
+    int rank;               /* 1..5 (im2col 3..5); dimension 0 is the contiguous one */
     uint64_t dims[5];       /* elements per dimension */
     uint64_t strides[4];    /* bytes between steps of dimensions 1..rank-1 */
-    uint32_t box[5];        /* elements one copy moves per dimension */
+    uint32_t box[5];        /* tiled: elements one copy moves per dimension; im2col: 0 */
     uint32_t element_strides[5];
     int swizzle;            /* bytes: 0, 32, 64, 128 */
     int l2_promotion;       /* bytes: 0, 64, 128, 256 */
     bool oob_nan;           /* out-of-bounds elements read as NaN (else zero) */
+    /* "mode": "im2col" (cuTensorMapEncodeIm2col's pixelBoxLowerCorner, pixelBoxUpperCorner,
+     * channelsPerPixel, pixelsPerColumn; corners per spatial dimension, rank - 2 of them). */
+    bool im2col;
+    int lower_corner[3], upper_corner[3];
+    uint32_t channels_per_pixel, pixels_per_column;
 } hidet_tensor_map;
 
 typedef struct hidet_param {
