@@ -153,6 +153,19 @@ static tuner_op dilated(tuner_op op, int d)
     return op;
 }
 
+/* op (from conv or gconv) with its stride, padding and dilation set per dimension (H, W), its
+ * output size recomputed. */
+static tuner_op geometry(tuner_op op, int sh, int sw, int ph, int pw, int dh, int dw)
+{
+    const int64_t *x = op.inputs[0].shape, *wt = op.inputs[1].shape;
+    op.attrs.conv2d.stride[0] = sh, op.attrs.conv2d.stride[1] = sw;
+    op.attrs.conv2d.pad[0] = ph, op.attrs.conv2d.pad[1] = pw;
+    op.attrs.conv2d.dilation[0] = dh, op.attrs.conv2d.dilation[1] = dw;
+    op.output.shape[1] = (x[1] + 2 * ph - dh * (wt[1] - 1) - 1) / sh + 1;
+    op.output.shape[2] = (x[2] + 2 * pw - dw * (wt[2] - 1) - 1) / sw + 1;
+    return op;
+}
+
 static tuner_op rows_op(tuner_op_kind k, int64_t rows, int64_t d, int align, int n_affine)
 {
     tuner_op op = blank(k);
@@ -279,6 +292,19 @@ static int build_cases(scase *c)
     /* Few tiles, a long K: split-K clusters of the gathering conv2d_wgmma (and conv2d_mma). */
     ADD("conv 2x7x7x512 k512 3x3 s1p1", conv(2, 7, 7, 512, 512, 3, 3, 1, 1), true);
     ADD("conv 1x19x17x64 k64 3x3 d2p2", dilated(conv(1, 19, 17, 64, 64, 3, 3, 1, 2), 2), true);
+    /* conv2d_wgmma reading A through an im2col map (64 channels per group): two groups, a 3x5
+     * window and every geometry attribute different across H and W, so that a corner, offset
+     * or stride applied to the wrong dimension shows; 126 rows of M, a bias and relu. */
+    {
+        tuner_op op = conv(3, 13, 10, 128, 80, 3, 5, 1, 0);
+        op.inputs[1].shape[3] = 64;
+        op.attrs.conv2d.groups = 2;
+        op = geometry(op, 2, 1, 1, 2, 1, 2);
+        int64_t bias[1] = {80};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        ADD("gconv 3x13x10x128 k80 g2 3x5 s2,1 p1,2 d1,2 +b,relu", op, true);
+    }
     /* Depthwise and small-group convolutions (conv2d_direct and the GEMM templates). */
     ADD("dwconv 2x28x28x96 3x3 s1p1", gconv(2, 28, 28, 96, 96, 3, 1, 1, 96), true);
     {

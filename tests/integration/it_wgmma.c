@@ -127,6 +127,23 @@ int main(void)
         const char *want = a == 0 ? "conv2d_wgmma" : "conv2d_mma";
         CHECK(k.status == 200 && cJSON_IsString(t) && !strcmp(t->valuestring, want), "conv %s picked %s (%ld)",
               archs[a], cJSON_IsString(t) ? t->valuestring : "?", k.status);
+        /* On sm_90a the input (128 channels) is read through an im2col map: its 4th parameter,
+         * after the three pointers (input, weight, bias) and the output. */
+        if (a == 0) {
+            const cJSON *kp = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(k.json, "kernels"), 0), "params");
+            const cJSON *p4 = cJSON_GetArrayItem(kp, 4);
+            const cJSON *tm = cJSON_GetObjectItemCaseSensitive(p4, "tensor_map");
+            const cJSON *lower = cJSON_GetObjectItemCaseSensitive(tm, "lower_corner");
+            const cJSON *dims = cJSON_GetObjectItemCaseSensitive(tm, "dims");
+            CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p4, "buffer")) ?: "", "input0") &&
+                      !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tm, "mode")) ?: "", "im2col") &&
+                      cJSON_GetArraySize(dims) == 4 && cJSON_GetArrayItem(dims, 0)->valuedouble == 128 &&
+                      cJSON_GetArrayItem(dims, 3)->valuedouble == 32 && cJSON_GetArraySize(lower) == 2 &&
+                      cJSON_GetArrayItem(lower, 0)->valuedouble == -1 &&
+                      cJSON_GetObjectItemCaseSensitive(tm, "box") == NULL,
+                  "conv params[4]: %.600s", k.body);
+        }
         const cJSON *ck = cJSON_GetObjectItemCaseSensitive(k.json, "key");
         if (a == 0 && cJSON_IsString(ck)) {
             char path[160];
@@ -134,8 +151,8 @@ int main(void)
             ht_resp ptx = ht_get(&d, path);
             CHECK(ptx.status == 200 && ptx.body, "conv ptx: %ld", ptx.status);
             if (ptx.body) {
-                static const char *const need[] = {"wgmma.mma_async", "cp.async.bulk.tensor", "cp.async.cg.shared.global",
-                                                   "cp.async.mbarrier.arrive.noinc"};
+                static const char *const need[] = {"wgmma.mma_async", "cp.async.bulk.tensor.2d",
+                                                   "cp.async.bulk.tensor.4d.shared::cluster.global.im2col"};
                 for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
                     CHECK(strstr(ptx.body, need[i]) != NULL, "conv PTX without %s", need[i]);
                 CHECK(ht_ptxas(ptx.body, ptx.len, "sm_90a") == 0, "ptxas -arch=sm_90a rejects the conv PTX");

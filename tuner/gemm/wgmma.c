@@ -57,7 +57,12 @@
  * conv2d_wgmma is the same kernel on the convolution's GEMM view (tuner/gemm/gemm.h): B is the
  * weight tensor, [groups][K/g][R*S*C/g] with k contiguous, loaded by TMA like a transposed
  * matmul B; the output map is (K/g, groups, N*P*Q) when grouped. A, the im2col matrix, has no
- * tensor the copy engine could address in tile mode, so the whole producer warpgroup gathers it
+ * tensor the copy engine could address in tile mode. Where channels per group are a multiple of
+ * 64 (a k tile is one window position's channels) the copy engine gathers it in im2col mode
+ * (wg_im2col_a): per k tile one copy of block_m window positions (output pixels in n, p, q
+ * order, the map stepping through the window corners by the strides) of 64 channels at the k
+ * tile's window offset, zeros at the padding and past the last image; the producer is the
+ * matmul's single thread. Otherwise the whole producer warpgroup gathers it
  * (emit_conv_producer): 16-byte cp.async copies of channel chunks, zero-filled at padding and
  * edges, into the layout TMA's 128-byte swizzle would have produced, arriving on the stage's
  * mbarrier through cp.async.mbarrier.arrive.noinc; consumers fence the generic-proxy writes
@@ -112,13 +117,33 @@ static bool wg_supported(const tuner__gemm_problem *p)
            !p->prologue[1] && conv_ok;
 }
 
-/* Whether the producer gathers a convolution's A (im2col) with cp.async: every convolution but
- * an ungrouped 1x1 one with stride 1 and no padding, whose A is the input itself, a dense
- * [N*H*W, C] matrix that TMA loads like a matmul's. */
+/* Whether a convolution's A is the input itself: an ungrouped 1x1 convolution with stride 1 and
+ * no padding reads a dense [N*H*W, C] matrix, which TMA loads like a matmul's. */
+static bool wg_dense_a(const tuner__gemm_problem *p)
+{
+    return p->cr == 1 && p->cs == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0 && p->batch == 1;
+}
+
+/* Whether the copy engine gathers a convolution's A in im2col mode (wg_tmap_of): one copy per k
+ * tile, block_m window positions of the tile's 64 channels at one (r, s). A k tile must then lie
+ * within one window position and one group (channels per group a multiple of 64), and the
+ * geometry must fit a rank-4 im2col map: corners (-padding, padding - dilation * (window - 1))
+ * in [-128, 127], strides up to 8; the window offsets (r * dilation_h, s * dilation_w) are kept
+ * below 128. */
+static bool wg_im2col_a(const tuner__gemm_problem *p)
+{
+    if (!p->conv || wg_dense_a(p) || p->cgc % WG_BK)
+        return false;
+    const long long off_h = (long long)p->dh * (p->cr - 1), off_w = (long long)p->dw * (p->cs - 1);
+    return p->sh <= 8 && p->sw <= 8 && p->ph <= 128 && p->pw <= 128 && off_h < 128 && off_w < 128 &&
+           p->ph - off_h >= -128 && p->pw - off_w >= -128;
+}
+
+/* Whether the producer warpgroup gathers a convolution's A (im2col) with cp.async: where neither
+ * a dense A nor an im2col map applies (channels per group not a multiple of 64, ...). */
 static bool wg_gathers_a(const tuner__gemm_problem *p)
 {
-    return p->conv && !(p->cr == 1 && p->cs == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0 &&
-                        p->batch == 1);
+    return p->conv && !wg_dense_a(p) && !wg_im2col_a(p);
 }
 
 /* Whether operand `which` (0 = A, 1 = B, 2 = the output) has a batch (matmul) or group (conv2d)
@@ -285,6 +310,11 @@ static const char wg_helpers[] =
     "HD_INLINE void wg_tma3(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar) { asm volatile("
     "\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\" "
     ":: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(bar) : \"memory\"); }\n"
+    /* An im2col copy of an NHWC input (4-D map: c, w, h, n) at window offsets (ow, oh). */
+    "HD_INLINE void wg_tma_i2c(hd_u32 dst, const void *map, int c, int w, int h, int n, unsigned short ow, "
+    "unsigned short oh, hd_u32 bar) { asm volatile(\"cp.async.bulk.tensor.4d.shared::cluster.global.im2col."
+    "mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\" :: \"r\"(dst), \"l\"(map), "
+    "\"r\"(c), \"r\"(w), \"r\"(h), \"r\"(n), \"r\"(bar), \"h\"(ow), \"h\"(oh) : \"memory\"); }\n"
     /* Bulk tensor stores from this CTA's shared memory (bulk async-group completion). */
     "HD_INLINE void wg_tma_st2(const void *map, int c0, int c1, hd_u32 src) { asm volatile("
     "\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\" "
@@ -355,6 +385,29 @@ static bool wg_has_map(const tuner__gemm_problem *p, const wg_cfg *c, int which)
  * swizzled; out-of-bounds elements read 0 (and are not written). */
 static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which, tuner_tmap *ret)
 {
+    if (which == 0 && wg_im2col_a(p)) {
+        /* The NHWC input as (C, W, H, N), in im2col mode: a copy at a tile's first output
+         * pixel (its window's corner, stepping by the strides through the bounding box of
+         * window corners, image after image) reads block_m pixels of 64 channels, each at the
+         * k tile's window offset (emit_tma_operand); padding and rows past the last image read
+         * zeros. */
+        const uint64_t pixel = (uint64_t)p->cc * (uint64_t)tuner_dtype_size(p->dt);
+        *ret = (tuner_tmap){
+            .buf = TUNER_BUF_INPUT0,
+            .mode = TUNER_TMAP_IM2COL,
+            .dtype = p->dt,
+            .rank = 4,
+            .dims = {(uint64_t)p->cc, (uint64_t)p->cw, (uint64_t)p->ch, (uint64_t)p->cn},
+            .strides = {pixel, pixel * (uint64_t)p->cw, pixel * (uint64_t)p->cw * (uint64_t)p->ch},
+            .element_strides = {1, (uint32_t)p->sw, (uint32_t)p->sh, 1},
+            .lower_corner = {-p->pw, -p->ph},
+            .upper_corner = {(int32_t)(p->pw - p->dw * (p->cs - 1)), (int32_t)(p->ph - p->dh * (p->cr - 1))},
+            .channels_per_pixel = WG_BK,
+            .pixels_per_column = (uint32_t)c->bm,
+            .swizzle = 128,
+        };
+        return;
+    }
     const bool out = which == 2;
     const bool batched = wg_map_batched(p, which);
     const long long mn = which == 0 ? p->M : p->N;
@@ -487,6 +540,16 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
 
 static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
 {
+    if (which == 0 && wg_im2col_a(p)) {
+        /* k = (r * S + s) * C/g + channel: the k tile's window position and first channel, in
+         * its group; the tile's window corner from emit_im2col_base. */
+        tuner_sb_printf(sb,
+                        "{\nconst int wg_rs = kt * %d / %lld, wg_ch = kt * %d %% %lld;\n"
+                        "wg_tma_i2c(wg_st, wg_map_a, wg_i2c_c + wg_ch, wg_i2c_w, wg_i2c_h, wg_i2c_n, "
+                        "(unsigned short)(wg_rs %% %lld * %d), (unsigned short)(wg_rs / %lld * %d), wg_full);\n}\n",
+                        WG_BK, p->cgc, WG_BK, p->cgc, p->cs, p->dw, p->cs, p->dh);
+        return;
+    }
     const bool batched = wg_map_batched(p, which);
     const char *map = which == 0 ? "wg_map_a" : "wg_map_b";
     const char *mn0 = which == 0 ? "gm_tm * " : "gm_tn * ";
@@ -533,7 +596,19 @@ static void emit_stage_acquire(tuner_sb *sb, const wg_cfg *c, const char *bars, 
                     bars, c->stages, bars, ring, c->stage_bytes);
 }
 
-/* The producer of a matmul: one thread loads both operands with bulk tensor copies, tile after
+/* At a new tile of an im2col convolution (wg_im2col_a): the coordinates of its first row's window
+ * corner in the input map, (channel of its group, w, h, image). */
+static void emit_im2col_base(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    tuner_sb_printf(sb,
+                    "const int wg_i2c_m = gm_tm * %d, wg_i2c_pq = wg_i2c_m %% %lld;\n"
+                    "const int wg_i2c_n = wg_i2c_m / %lld, wg_i2c_c = gm_b * %lld;\n"
+                    "const int wg_i2c_h = wg_i2c_pq / %lld * %d - %d, wg_i2c_w = wg_i2c_pq %% %lld * %d - %d;\n",
+                    c->bm, p->cp * p->cq, p->cp * p->cq, p->cgc, p->cq, p->sh, p->ph, p->cq, p->sw, p->pw);
+}
+
+/* The producer of a matmul, or of a convolution whose A the copy engine gathers (im2col maps)
+ * or reads whole (dense 1x1): one thread loads both operands with bulk tensor copies, tile after
  * tile of its block's units, into one ring. */
 static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                               long long tiles_n)
@@ -541,6 +616,8 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
     tuner_sb_puts(sb, "if (threadIdx.x == 0) {\n"
                       "int wg_s = 0, wg_ph = 0;\n");
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
+    if (wg_im2col_a(p))
+        emit_im2col_base(sb, p, c);
     emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
     tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->stage_bytes);
     emit_tma_operand(sb, p, c, 0);
@@ -1169,8 +1246,12 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         return -ENOENT;
     const tuner_arch *a = tuner__arch(t);
     const bool staged = p.out_chunk != 0;
-    if (wg_gathers_a(&p)) {
-        /* Gathering convolutions (H100, bench/results/2026-11-24-h100-conv-wgmma): one consumer
+    if (p.conv && !wg_dense_a(&p)) {
+        /* Windowed convolutions, measured when all of them gathered A (H100,
+         * bench/results/2026-11-24-h100-conv-wgmma) and still the best or within 1% of the
+         * measured picks with im2col maps (bench/results/2026-11-24-h100-im2col: 23.9 us at
+         * 56x56 against 23.4 for 256x64 tiles, 17.7 at 28x28, 16.6 at 14x14 against 16.4 for
+         * 128x128, 17.8 at 7x7, the pick there): one consumer
          * and a 6-deep ring beat two consumers on every ResNet-50 3x3 layer; 128x64 tiles for 64
          * output channels (31.6 us at 56x56), 64x128 for 128 and 512 (22.9 us at 28x28, 24.2 at
          * 7x7), 64x256 where those tiles fill most SMs (21.4 us for 256 at 14x14). */
@@ -1344,7 +1425,10 @@ const tuner_template tuner__gemm_matmul_wgmma = {
 
 const tuner_template tuner__gemm_conv2d_wgmma = {
     .name = "conv2d_wgmma",
-    .space_signature = WG_SPACE_SIG "; conv2d: nhwc implicit gemm, A gathered by cp.async into sw128 (zero fill), "
+    .space_signature = WG_SPACE_SIG "; conv2d: nhwc implicit gemm; A by TMA im2col maps where channels per group "
+                                    "are a multiple of 64 (one copy of block_m pixels x 64 channels per k tile at its "
+                                    "window offset; corners, offsets and strides within a rank-4 map's range), else "
+                                    "gathered by cp.async into sw128 (zero fill), "
                                     "arrive.noinc on full (129), rows' pixel and window mask in registers (block_m <= 128, R*S <= 32), "
                                     "producer 72 regs, no pingpong; dense 1x1 by TMA",
     .applies = conv_applies,

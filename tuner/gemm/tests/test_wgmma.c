@@ -378,6 +378,21 @@ static void add_case(const char *name, tuner_op op)
     n_cases++;
 }
 
+/* A grouped convolution read by im2col maps whose geometry differs across H and W (so that a
+ * swapped corner, offset or stride shows): x [3, 13, 10, 128], w [80, 3, 5, 64] in two groups,
+ * stride (2, 1), padding (1, 2), dilation (1, 2): a 7x6 output. */
+static tuner_op asym_conv(void)
+{
+    tuner_op op = t_conv_nhwc(TUNER_BF16, 3, 13, 10, 128, 80, 3, 1, 1, 2);
+    op.inputs[1].shape[2] = 5;
+    op.attrs.conv2d.stride[0] = 2, op.attrs.conv2d.stride[1] = 1;
+    op.attrs.conv2d.pad[0] = 1, op.attrs.conv2d.pad[1] = 2;
+    op.attrs.conv2d.dilation[0] = 1, op.attrs.conv2d.dilation[1] = 2;
+    op.output.shape[1] = (13 + 2 * 1 - 1 * (3 - 1) - 1) / 2 + 1;
+    op.output.shape[2] = (10 + 2 * 2 - 2 * (5 - 1) - 1) / 1 + 1;
+    return op;
+}
+
 static void make_cases(void)
 {
     /* Every operand layout (A K- or M-major, B K- or N-major), both dtypes, batches with a
@@ -397,6 +412,9 @@ static void make_cases(void)
     t_add_epilogue(&op, TUNER_EW_ADD, 1, cbias, TUNER_EW_RELU);
     add_case("f16_conv_g2_s2_biasrelu", op);
     add_case("bf16_conv_2x9x7x72_k40", t_conv_nhwc(TUNER_BF16, 2, 9, 7, 72, 40, 3, 1, 1, 1));
+    /* A read by im2col maps (64 channels per group): two groups, a 3x5 window, every geometry
+     * attribute different across H and W, an odd M and 40 channels per group. */
+    add_case("bf16_conv_im2col_g2_3x5_asym", asym_conv());
     op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
     add_case("f16_nn_4096", op);
     op = mm(TUNER_BF16, 0, 0, 4096, 4096, 4096, false, false);
@@ -411,39 +429,40 @@ static void make_cases(void)
     add_case("f16_nn_1000", op);
     /* Split-K clusters (their candidates only, see split_cases): a decode GEMM with [N, K]
      * weights, N off the tiles and bias + GELU; a batched one with A broadcast, M-major A and
-     * M off the tiles; a
-     * ResNet-50 layer at 7x7 whose A is gathered. */
+     * M off the tiles; the ResNet-50 layer at 7x7 (A by im2col maps) and one like it with 520
+     * channels, whose A is gathered. */
     op = mm(TUNER_F16, 0, 0, 1, 4000, 4096, false, true);
     long long dbias[1] = {4000};
     t_add_epilogue(&op, TUNER_EW_ADD, 1, dbias, TUNER_EW_GELU_TANH);
     add_case("f16_nt_decode_1x4000x4096_biasgelu", op);
     add_case("bf16_tn_b2_72x1000x1024", mm(TUNER_BF16, 0, 2, 72, 1000, 1024, true, false));
     add_case("f16_conv_512_7", t_conv_nhwc(TUNER_F16, 32, 7, 7, 512, 512, 3, 1, 1, 1));
-    /* Stream-K (with the decode GEMM, 1000^3 and the 7x7 layer, see sk_cases): both operands
+    add_case("f16_conv_gather_8x7x7x520", t_conv_nhwc(TUNER_F16, 8, 7, 7, 520, 512, 3, 1, 1, 1));
+    /* Stream-K (with the decode GEMM, 1000^3 and the 7x7 layers, see sk_cases): both operands
      * batched and transposed, edges in M and N. */
     add_case("bf16_tt_b2_304x1000x1024", mm(TUNER_BF16, 2, 2, 304, 1000, 1024, true, true));
 }
 
 /* The cases compiled for their split-K candidates only, and which of those: every fourth. */
 static const char *const split_cases[] = {"f16_nt_decode_1x4000x4096_biasgelu", "bf16_tn_b2_72x1000x1024",
-                                          "f16_conv_512_7"};
+                                          "f16_conv_512_7", "f16_conv_gather_8x7x7x520"};
 #define SPLIT_STRIDE 4
 
 /* The cases compiled for their stream-K candidates only (every eighth): a square GEMM whose
  * tiles are fewer than the SMs (all shared out), the decode GEMM (bias + GELU after the
- * fixup), a batched transposed one and the gathering convolution. */
+ * fixup), a batched transposed one and both 7x7 convolutions (im2col maps, gathered A). */
 static const char *const sk_cases[] = {"f16_nn_1000", "f16_nt_decode_1x4000x4096_biasgelu", "bf16_tt_b2_304x1000x1024",
-                                       "f16_conv_512_7"};
+                                       "f16_conv_512_7", "f16_conv_gather_8x7x7x520"};
 #define SK_STRIDE 8
 
 /* Candidates compiled by the test: every one for the fused case (all staged variants) and the
  * odd-N one, every second for the transposed batch, every fourth for the fourth layout, every
- * sixth of the two convolutions, none for the large shapes (the dump's). About 7 minutes on two
- * busy cores. */
+ * sixth of the two gathering convolutions, every fifth of the im2col one, none for the large
+ * shapes (the dump's). About 8 minutes on two busy cores. */
 static int compile_stride(int i)
 {
-    static const int stride[] = {1, 2, 1, 4, 6, 6};
-    return i < 6 ? stride[i] : 0;
+    static const int stride[] = {1, 2, 1, 4, 6, 6, 5};
+    return i < 7 ? stride[i] : 0;
 }
 
 typedef struct job {
@@ -456,6 +475,38 @@ static size_t n_jobs, next_job;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int n_compiled;
 
+/* Whether a convolution's A is read by an im2col map: 64 channels per group, not a dense 1x1. */
+static bool im2col_conv(const tuner_op *op)
+{
+    const tuner_tensor *w = &op->inputs[1];
+    return op->kind == TUNER_OP_CONV2D && w->shape[3] % 64 == 0 &&
+           !(w->shape[1] == 1 && w->shape[2] == 1 && op->attrs.conv2d.groups == 1 && op->attrs.conv2d.stride[0] == 1 &&
+             op->attrs.conv2d.stride[1] == 1 && op->attrs.conv2d.pad[0] == 0 && op->attrs.conv2d.pad[1] == 0);
+}
+
+/* A convolution's im2col map of its NHWC input: (C, W, H, N), the convolution's strides, corners
+ * (-padding, padding - dilation * (window - 1)) per spatial dimension (W first), block_m pixels
+ * of 64 channels per copy. */
+static void check_im2col_map(const char *tag, const tuner_op *op, int block_m, const tuner_tmap *m)
+{
+    const int64_t *x = op->inputs[0].shape, *w = op->inputs[1].shape;
+    const int *st = op->attrs.conv2d.stride, *pad = op->attrs.conv2d.pad, *dil = op->attrs.conv2d.dilation;
+    const uint64_t pixel = (uint64_t)x[3] * (uint64_t)tuner_dtype_size(op->inputs[0].dtype);
+    CHECK(m->mode == TUNER_TMAP_IM2COL && m->buf == TUNER_BUF_INPUT0 && m->rank == 4 && m->dims[0] == (uint64_t)x[3] &&
+              m->dims[1] == (uint64_t)x[2] && m->dims[2] == (uint64_t)x[1] && m->dims[3] == (uint64_t)x[0] &&
+              m->strides[0] == pixel && m->strides[1] == pixel * (uint64_t)x[2] &&
+              m->strides[2] == pixel * (uint64_t)(x[2] * x[1]),
+          "%s: im2col map extents", tag);
+    CHECK(m->element_strides[1] == (uint32_t)st[1] && m->element_strides[2] == (uint32_t)st[0] &&
+              m->lower_corner[0] == -pad[1] && m->lower_corner[1] == -pad[0] &&
+              m->upper_corner[0] == pad[1] - dil[1] * (int)(w[2] - 1) &&
+              m->upper_corner[1] == pad[0] - dil[0] * (int)(w[1] - 1) && m->channels_per_pixel == 64 &&
+              m->pixels_per_column == (uint32_t)block_m,
+          "%s: im2col map geometry (strides %u/%u, corners %d,%d / %d,%d, %u pixels)", tag, m->element_strides[1],
+          m->element_strides[2], m->lower_corner[0], m->lower_corner[1], m->upper_corner[0], m->upper_corner[1],
+          m->pixels_per_column);
+}
+
 /* The launch's tensor maps against the problem: A's (unless a convolution gathers it), B's and,
  * with stage_out, the output's, each with its buffer, element type, extents (contiguous
  * dimension first) and a 128-byte swizzle that the encoder accepts. */
@@ -463,15 +514,22 @@ static void check_maps(const char *tag, const wcase *wc, const tuner_schedule *s
 {
     const tuner_op *op = &wc->op;
     const bool conv = op->kind == TUNER_OP_CONV2D, staged = tuner_schedule_param(s, "stage_out", 0) > 0;
-    const int want = (conv ? 1 : 2) + (staged ? 1 : 0);
+    const bool a_map = !conv || im2col_conv(op);
+    const int want = (a_map ? 2 : 1) + (staged ? 1 : 0);
     CHECK(l->n_maps == want, "%s: %d tensor maps, want %d", tag, l->n_maps, want);
     for (int i = 0; i < l->n_maps && i < want; i++) {
         const tuner_tmap *m = &l->maps[i];
         char why[128] = "", field[32] = "";
         CHECK(tuner_tmap_check(m, why, sizeof(why), field, sizeof(field)) == 0, "%s: map %d: %s: %s", tag, i, field,
               why);
-        CHECK(m->swizzle == 128 && m->box[0] * (unsigned)tuner_dtype_size(m->dtype) == 128, "%s: map %d swizzle", tag, i);
-        const int which = conv ? i + 1 : i; /* 0 A, 1 B, 2 the output */
+        const uint32_t copy_row = m->mode == TUNER_TMAP_IM2COL ? m->channels_per_pixel : m->box[0];
+        CHECK(m->swizzle == 128 && copy_row * (unsigned)tuner_dtype_size(m->dtype) == 128, "%s: map %d swizzle", tag, i);
+        const int which = a_map ? i : i + 1; /* 0 A, 1 B, 2 the output */
+        if (which == 0 && conv) {
+            check_im2col_map(tag, op, tuner_schedule_param(s, "block_m", 0), m);
+            continue;
+        }
+        CHECK(m->mode == TUNER_TMAP_TILED, "%s: map %d is not tiled", tag, i);
         if (which == 2) {
             /* A grouped convolution's output rows hold (K/g, groups). */
             const uint64_t row = (uint64_t)op->output.shape[op->output.rank - 1];
@@ -533,9 +591,13 @@ static void check_one(const job *j)
             snprintf(entry, sizeof(entry), ".entry %s(", pr->kernels[k].name);
             CHECK(strstr(b->ptx, entry) != NULL, "%s: no entry %s", tag, pr->kernels[k].name);
         }
-        /* The instructions the template is built on (a convolution gathers A with cp.async
-         * completing on the stage's mbarrier, and builds no A map). */
-        if (wc->op.kind == TUNER_OP_CONV2D)
+        /* The instructions the template is built on (a convolution's A is an im2col copy per
+         * k tile, or gathered with cp.async completing on the stage's mbarrier). */
+        if (im2col_conv(&wc->op))
+            CHECK(strstr(b->ptx, "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes") &&
+                      !strstr(b->ptx, "cp.async.cg.shared.global"),
+                  "%s: PTX lacks the im2col copy (or still gathers)", tag);
+        else if (wc->op.kind == TUNER_OP_CONV2D)
             CHECK(strstr(b->ptx, "cp.async.cg.shared.global") && strstr(b->ptx, "cp.async.mbarrier.arrive.noinc") &&
                       strstr(b->ptx, "fence.proxy.async.shared::cta"),
                   "%s: PTX lacks the im2col gather", tag);
