@@ -100,6 +100,21 @@ static void test_check_im2col(void)
     m = sample_im2col(), m.element_strides[2] = 9, refused(&m, "element_strides[2]");
 }
 
+/* tuner_tmap_from_json refuses json, naming want_field, and leaves its result (a map from make)
+ * as it was. */
+static void json_refused(const char *json, const char *want_field, tuner_tmap (*make)(void))
+{
+    cJSON *b = cJSON_Parse(json);
+    tuner_tmap untouched = make();
+    char why[128] = "", field[32] = "";
+    CHECK(b && tuner_tmap_from_json(b, NULL, &untouched, why, sizeof(why), field, sizeof(field)) == -EINVAL && why[0],
+          "accepted %s", json);
+    CHECK(!strcmp(field, want_field), "%s: field %s, want %s", json, field, want_field);
+    const tuner_tmap s = make();
+    CHECK(tuner_tmap_equal(&untouched, &s));
+    cJSON_Delete(b);
+}
+
 static void test_json(void)
 {
     const tuner_tmap m = sample();
@@ -144,17 +159,8 @@ static void test_json(void)
         {"{\"dtype\":\"f16\",\"dims\":[64],\"strides\":[],\"box\":[64],\"element_strides\":[1],\"swizzle\":128,"
          "\"l2_promotion\":0,\"oob_fill\":\"ones\"}", "oob_fill"},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        cJSON *b = cJSON_Parse(bad[i].json);
-        tuner_tmap untouched = sample();
-        char why[128] = "", field[32] = "";
-        CHECK(b && tuner_tmap_from_json(b, NULL, &untouched, why, sizeof(why), field, sizeof(field)) == -EINVAL && why[0],
-              "accepted %s", bad[i].json);
-        CHECK(!strcmp(field, bad[i].field), "%s: field %s, want %s", bad[i].json, field, bad[i].field);
-        const tuner_tmap s = sample();
-        CHECK(tuner_tmap_equal(&untouched, &s));
-        cJSON_Delete(b);
-    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        json_refused(bad[i].json, bad[i].field, sample);
 }
 
 static void test_json_im2col(void)
@@ -208,17 +214,8 @@ static void test_json_im2col(void)
     };
 #undef I2C_DIMS
 #undef I2C_TAIL
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        cJSON *b = cJSON_Parse(bad[i].json);
-        tuner_tmap untouched = sample_im2col();
-        char why[128] = "", field[32] = "";
-        CHECK(b && tuner_tmap_from_json(b, NULL, &untouched, why, sizeof(why), field, sizeof(field)) == -EINVAL && why[0],
-              "accepted %s", bad[i].json);
-        CHECK(!strcmp(field, bad[i].field), "%s: field %s, want %s", bad[i].json, field, bad[i].field);
-        const tuner_tmap s = sample_im2col();
-        CHECK(tuner_tmap_equal(&untouched, &s));
-        cJSON_Delete(b);
-    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        json_refused(bad[i].json, bad[i].field, sample_im2col);
 }
 
 static void test_packed(void)

@@ -203,33 +203,34 @@ static void d_param(cJSON *p)
     cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 0), "buffer",
                               cJSON_CreateString("input5"));
 }
-/* Step 1's weight parameter (w: 16x16 f16, 512 bytes) as a tensor map of rows `rows`. */
-static void map_param(cJSON *p, int rows)
+/* Step 1's weight parameter (w: 16x16 f16, 512 bytes) as a tensor map of this description. */
+static void set_map_param(cJSON *p, const char *tensor_map)
 {
     cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(step(p, "steps", 0),
                                                                           "kernel_set"), "kernels"), 0);
     cJSON *par = cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 1);
+    cJSON_ReplaceItemInObject(par, "type", cJSON_CreateString("tensor_map"));
+    cJSON_AddItemToObject(par, "tensor_map", cJSON_Parse(tensor_map));
+}
+/* ... a tiled map of `rows` rows. */
+static void map_param(cJSON *p, int rows)
+{
     char tm[256];
     snprintf(tm, sizeof(tm), "{\"dtype\":\"f16\",\"dims\":[16,%d],\"strides\":[32],\"box\":[16,8],"
              "\"element_strides\":[1,1],\"swizzle\":32,\"l2_promotion\":0,\"oob_fill\":\"zero\"}", rows);
-    cJSON_ReplaceItemInObject(par, "type", cJSON_CreateString("tensor_map"));
-    cJSON_AddItemToObject(par, "tensor_map", cJSON_Parse(tm));
+    set_map_param(p, tm);
 }
 static void d_map_reach(cJSON *p) { map_param(p, 32); }
-/* The same weight as the input of a convolution read by an im2col map: `images` images of 4x4
- * pixels of 16 channels (512 bytes each), a 3x3 window with padding 1. */
+/* ... the input of a convolution read by an im2col map: `images` images of 4x4 pixels of 16
+ * channels (512 bytes each), a 3x3 window with padding 1. */
 static void im2col_param(cJSON *p, int images)
 {
-    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(step(p, "steps", 0),
-                                                                          "kernel_set"), "kernels"), 0);
-    cJSON *par = cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 1);
     char tm[384];
     snprintf(tm, sizeof(tm), "{\"mode\":\"im2col\",\"dtype\":\"f16\",\"dims\":[16,4,4,%d],"
              "\"strides\":[32,128,512],\"element_strides\":[1,1,1,1],\"lower_corner\":[-1,-1],"
              "\"upper_corner\":[-1,-1],\"channels_per_pixel\":16,\"pixels_per_column\":16,\"swizzle\":32,"
              "\"l2_promotion\":0,\"oob_fill\":\"zero\"}", images);
-    cJSON_ReplaceItemInObject(par, "type", cJSON_CreateString("tensor_map"));
-    cJSON_AddItemToObject(par, "tensor_map", cJSON_Parse(tm));
+    set_map_param(p, tm);
 }
 static void d_im2col_reach(cJSON *p) { im2col_param(p, 2); }
 static void d_param_type(cJSON *p)
