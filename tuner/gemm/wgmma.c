@@ -30,7 +30,9 @@
  *    tiles of one N tile: each producer loads its own A tile and half of the B tile, multicast
  *    to both CTAs (one L2 read of B per pair); each consumer warp releases a stage to both
  *    producers (a remote mbarrier arrive), and the pair meets at cluster barriers after
- *    initialising its mbarriers and before exiting.
+ *    initialising its mbarriers and before exiting. With `cluster_n` 2 the pair works on
+ *    neighbouring N tiles of one M tile instead, sharing halves of the A tile the same way
+ *    (decode-like shapes, where every N tile re-reads the whole A panel).
  *    With `split_k` S the launch is not persistent: one cluster of S CTAs per tile, CTA r
  *    loading and multiplying the r-th slice of the k tiles; after the main loop the consumers
  *    park their fp32 accumulators in the ring, and the cluster sums them through distributed
@@ -98,7 +100,9 @@ typedef struct wg_cfg {
     bool stage_out;  /* epilogue through shared memory and TMA stores */
     bool out_halves; /* ... staged half a tile at a time (stage_out 2): a buffer half the size,
                       * for a deeper ring beside it */
-    int cluster;     /* 2: CTA pairs on neighbouring M tiles share each B tile (TMA multicast) */
+    int cluster;     /* 2: CTA pairs sharing an operand tile (TMA multicast): on neighbouring M
+                      * tiles each B tile, or (pair_n) on neighbouring N tiles each A tile */
+    bool pair_n;     /* ... the pair's tiles are neighbours along N (schedule cluster_n 2) */
     int split;       /* K slices of a tile: one cluster of `split` CTAs summing their partials
                       * through distributed shared memory (1: none) */
     bool stream_k;   /* the tiles past the last full wave are shared out by k tiles (wg_sk_plan) */
@@ -176,6 +180,13 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->cluster = tuner_schedule_param(s, "cluster", 1);
     if (c->cluster != 1 && c->cluster != 2)
         return -EINVAL;
+    const int cn = tuner_schedule_param(s, "cluster_n", 1);
+    if ((cn != 1 && cn != 2) || (cn == 2 && c->cluster != 1))
+        return -EINVAL;
+    if (cn == 2) {
+        c->cluster = 2;
+        c->pair_n = true;
+    }
     c->split = tuner_schedule_param(s, "split_k", 1);
     if (c->split < 1 || c->split > 8 || (c->split > 1 && (c->cluster != 1 || c->pingpong || c->stage_out)))
         return -EINVAL;
@@ -256,7 +267,11 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         return false;
     /* A pair multicasts half of the B tile each: whole 64-column boxes (MN-major) or halves of
      * 64 rows or more (K-major); one ring per CTA. */
-    if (c->cluster == 2 && (c->pingpong || c->bn % 128))
+    if (c->cluster == 2 && !c->pair_n && (c->pingpong || c->bn % 128))
+        return false;
+    /* An N pair multicasts half of the A tile each: halves of its rows (K-major) or whole
+     * 64-column boxes (M-major); a convolution's A is a matrix only when dense. */
+    if (c->pair_n && (c->pingpong || (!p->kmajor[0] && c->bm % 128) || (p->conv && !wg_dense_a(p))))
         return false;
     /* A convolution's gathering producer warpgroup fills one ring. */
     if (wg_gathers_a(p) && c->pingpong)
@@ -412,8 +427,10 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
     const bool batched = wg_map_batched(p, which);
     const long long mn = which == 0 ? p->M : p->N;
     const bool kmaj = out ? false : p->kmajor[which];
-    /* With a cluster pair each CTA loads half of a K-major B tile's rows. */
-    const int rows = which == 0 ? c->bm : kmaj && c->cluster == 2 ? c->bn / 2 : c->bn;
+    /* With a cluster pair each CTA loads half of a K-major shared tile's rows (B's, or A's in an
+     * N pair). */
+    const bool halved = kmaj && c->cluster == 2 && (which == 0) == c->pair_n;
+    const int rows = (which == 0 ? c->bm : c->bn) / (halved ? 2 : 1);
     const tuner_dtype dt = out ? p->out_dt : p->dt;
     const int esz = tuner_dtype_size(dt);
     const long long d0 = out ? p->N : kmaj ? p->K : mn, d1 = out ? p->M : kmaj ? mn : p->K;
@@ -465,21 +482,22 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
                             map_names[i]);
 }
 
-/* Emits `gm_b, gm_tm, gm_tn` for tile index `t`: batch-major, then grouped raster order over
- * the batch entry's tiles. */
-static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group, const char *tm)
+/* Emits `gm_b` and the tile's coordinates, named tm and tn, for tile index `t`: batch-major,
+ * then grouped raster order over the batch entry's tiles. */
+static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group, const char *tm,
+                             const char *tn)
 {
     const long long per = tiles_m * tiles_n;
     tuner_sb_printf(sb, "const int gm_b = (int)(t / %lld), gm_r = (int)(t %% %lld);\n", per, per);
     if (group <= 1 || tiles_m <= 1) {
-        tuner_sb_printf(sb, "const int %s = gm_r / %lld, gm_tn = gm_r %% %lld;\n", tm, tiles_n, tiles_n);
+        tuner_sb_printf(sb, "const int %s = gm_r / %lld, %s = gm_r %% %lld;\n", tm, tiles_n, tn, tiles_n);
         return;
     }
     tuner_sb_printf(sb,
                     "const int gm_width = %d * %lld, gm_first = (gm_r / gm_width) * %d;\n"
                     "const int gm_gsz = min(%lld - gm_first, %d);\n"
-                    "const int %s = gm_first + (gm_r %% gm_width) %% gm_gsz, gm_tn = (gm_r %% gm_width) / gm_gsz;\n",
-                    group, tiles_n, group, tiles_m, group, tm);
+                    "const int %s = gm_first + (gm_r %% gm_width) %% gm_gsz, %s = (gm_r %% gm_width) / gm_gsz;\n",
+                    group, tiles_n, group, tiles_m, group, tm, tn);
 }
 
 /* Opens the loop over a producer's or consumer's tiles and declares the tile's gm_b, gm_tm,
@@ -492,11 +510,19 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
 static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                            long long tiles_n, bool consumer)
 {
+    if (c->cluster == 2 && c->pair_n) {
+        const long long pairs_n = tuner__gemm_cdiv(tiles_n, 2);
+        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
+                        p->batch * tiles_m * pairs_n);
+        emit_tile_coords(sb, tiles_m, pairs_n, c->group, "gm_tm", "gm_tp");
+        tuner_sb_puts(sb, "const int gm_tn = 2 * gm_tp + (int)wg_rank;\n");
+        return;
+    }
     if (c->cluster == 2) {
         const long long pairs_m = tuner__gemm_cdiv(tiles_m, 2);
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
                         p->batch * pairs_m * tiles_n);
-        emit_tile_coords(sb, pairs_m, tiles_n, c->group, "gm_tp");
+        emit_tile_coords(sb, pairs_m, tiles_n, c->group, "gm_tp", "gm_tn");
         tuner_sb_puts(sb, "const int gm_tm = 2 * gm_tp + (int)wg_rank;\n");
         return;
     }
@@ -535,7 +561,7 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
                         tiles);
     else
         tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n", tiles);
-    emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm");
+    emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm", "gm_tn");
 }
 
 static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
@@ -557,18 +583,19 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
     const int off = which == 0 ? 0 : c->a_bytes;
     char bc[16];
     snprintf(bc, sizeof(bc), "%s", batched ? ", gm_b" : "");
-    if (which == 1 && c->cluster == 2) {
-        /* This CTA's half of the B tile, to both CTAs of the pair. */
-        if (p->kmajor[1]) {
-            tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, gm_tn * %d + (int)wg_rank * %d%s, "
+    if (c->cluster == 2 && (which == 0) == c->pair_n) {
+        /* This CTA's half of the shared tile (B's, or A's in an N pair), to both CTAs of the
+         * pair. */
+        if (p->kmajor[which]) {
+            tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, %s%d + (int)wg_rank * %d%s, "
                                 "wg_full, (unsigned short)3);\n",
-                            batched ? 3 : 2, off, rows / 2 * 128, map, WG_BK, rows, rows / 2, bc);
+                            batched ? 3 : 2, off, rows / 2 * 128, map, WG_BK, mn0, rows, rows / 2, bc);
         } else {
             const int hb = rows / 128; /* 64-column boxes per CTA */
             for (int j = 0; j < hb; j++)
-                tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + (wg_rank * %d + %d) * 8192, %s, gm_tn * %d + ((int)wg_rank * %d "
+                tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + (wg_rank * %d + %d) * 8192, %s, %s%d + ((int)wg_rank * %d "
                                     "+ %d) * 64, kt * %d%s, wg_full, (unsigned short)3);\n",
-                                batched ? 3 : 2, off, hb, j, map, rows, hb, j, WG_BK, bc);
+                                batched ? 3 : 2, off, hb, j, map, mn0, rows, hb, j, WG_BK, bc);
         }
         return;
     }
@@ -895,8 +922,9 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
     const long long units = tuner__gemm_cdiv(tiles, c.unit_tiles);
     int grid = (int)(units < a->sm_count ? units : a->sm_count);
-    if (c.cluster == 2) { /* pairs of CTAs, one pair per pair of M tiles */
-        const long long pairs = p->batch * tuner__gemm_cdiv(tiles_m, 2) * tiles_n;
+    if (c.cluster == 2) { /* pairs of CTAs, one pair per pair of M (or, pair_n, N) tiles */
+        const long long pairs = c.pair_n ? p->batch * tiles_m * tuner__gemm_cdiv(tiles_n, 2)
+                                         : p->batch * tuner__gemm_cdiv(tiles_m, 2) * tiles_n;
         grid = 2 * (int)(pairs < a->sm_count / 2 ? pairs : a->sm_count / 2);
     }
     if (c.split > 1) /* one cluster of split CTAs per tile (cfg_valid: they all fit at once) */
@@ -1015,7 +1043,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
                     c.stage_bytes, c.a_bytes, WG_BK / 16, b_k16, b_lbo, c.mi);
     /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
-     * multicasts its half of B into this CTA's stage too. */
+     * multicasts its half of the shared tile into this CTA's stage too. */
     const char *peer_release = "";
     char peer_buf[96];
     if (c.cluster == 2) {
@@ -1119,7 +1147,8 @@ static const int wg_tiles[][4] = {
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
     "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
-    "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
+    "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; cluster_n{1,2 (swz 8, where tiles along M <= 2 and " \
+    "tiles along N >= 2x those; A multicast, halves of K-major rows or 64-column boxes (block_m 128+); no pingpong; dense A only)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
     "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}; " \
     "stream_k{0,1 (swz 8, unpaired, no pingpong/split; grid = SMs; whole waves, then the rest (+ a wave when under half " \
     "of one) cut into equal k ranges run backwards; >= 4 k tiles per block; fp32 partials and flags in the workspace, " \
@@ -1176,17 +1205,23 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
         for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
             for (int st = 3; st <= 6; st++)
                 for (int g = 1; g <= 8; g += 7) {
-                    const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? 2 : 1;
+                    /* Pairs: along M (sharing B), and along N (sharing A) where every N tile
+                     * re-reads the whole A panel: at most two tiles along M, at least twice as
+                     * many along N (decode and skinny GEMMs). */
+                    const long long tm_i = tuner__gemm_cdiv(p.M, wg_tiles[i][0]);
+                    const bool n_pairs_ok = tm_i <= 2 && tuner__gemm_cdiv(p.N, wg_tiles[i][1]) >= 2 * tm_i;
+                    const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? (n_pairs_ok ? 3 : 2) : 1;
                     const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
                     const int n_pairs = (max_so + 1) * max_cl, n_sk = g == 8 ? max_so + 1 : 0;
                     for (int v = 0; v < n_pairs + n_split - 1 + n_sk; v++) {
-                        /* v past the (stage_out, cluster) pairs: split-K, neither of them; past
-                         * those, stream-K with each stage_out, unpaired. */
+                        /* v past the (stage_out, pairing) pairs: split-K, neither of them; past
+                         * those, stream-K with each stage_out, unpaired. Pairing 0 none, 1 along
+                         * M, 2 along N. */
                         const bool split_v = v >= n_pairs && v < n_pairs + n_split - 1;
                         const bool sk_v = v >= n_pairs + n_split - 1;
                         const int sk_so = v - (n_pairs + n_split - 1);
                         const int so = sk_v ? sk_so : split_v ? 0 : v / max_cl;
-                        const int cl = split_v || sk_v ? 1 : 1 + v % max_cl;
+                        const int pairing = split_v || sk_v ? 0 : v % max_cl;
                         const int sp = split_v ? wg_splits[v - n_pairs + 1] : 1;
                         const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
                                              st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
@@ -1201,9 +1236,10 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
                         tuner__gemm_param(&s, "swizzle", g);
                         tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
                         tuner__gemm_param(&s, "stage_out", so);
-                        tuner__gemm_param(&s, "cluster", cl);
+                        tuner__gemm_param(&s, "cluster", pairing == 1 ? 2 : 1);
                         tuner__gemm_param(&s, "split_k", sp);
                         tuner__gemm_param(&s, "stream_k", sk_v);
+                        tuner__gemm_param(&s, "cluster_n", pairing == 2 ? 2 : 1);
                         int rc = push_valid(&p, a, &s, items, n);
                         if (rc < 0)
                             return rc;
@@ -1267,6 +1303,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         tuner__gemm_param(ret, "cluster", 1);
         tuner__gemm_param(ret, "split_k", 1);
         tuner__gemm_param(ret, "stream_k", 0);
+        tuner__gemm_param(ret, "cluster_n", 1);
         return 0;
     }
     const long long tiles_m = p.batch * tuner__gemm_cdiv(p.M, 128);
@@ -1293,6 +1330,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__gemm_param(ret, "cluster", 1);
     tuner__gemm_param(ret, "split_k", 1);
     tuner__gemm_param(ret, "stream_k", 0);
+    tuner__gemm_param(ret, "cluster_n", 1);
     /* Stream-K where the cost model expects it to pay: long waves, the last one mostly empty
      * (on an H100 8192x14336x4096 and 8192^3 with 128x256 tiles, not 4096^3). */
     tuner_schedule sk = *ret;
@@ -1393,8 +1431,11 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     t_tile += c.pingpong ? 0.5 * t_chain : t_chain;
     const double t_compute = per_sm * t_tile + t_fixup;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
-    /* A pair reads each B tile once for two M tiles. */
-    const double panel = (double)tiles * (c.bm + (double)c.bn / c.cluster) * (double)kp * esz;
+    /* A pair reads each B tile once for two M tiles. An N pair reads each A tile once for two N
+     * tiles, but is not credited with it: on an H100 its decode GEMMs ran 2-3% slower than the
+     * same tiles unpaired (64x14336x4096 44.0 against 43.0 us, 128x14336x4096 45.3 against 44.3;
+     * bench/results/2026-11-24-h100-im2col), the lockstep costing more than the A panel saves. */
+    const double panel = (double)tiles * (c.bm + (double)c.bn / (c.pair_n ? 1 : c.cluster)) * (double)kp * esz;
     double t_l2 = panel / l2_bw;
     if (c.group > 1)
         t_l2 *= 0.9;
@@ -1409,6 +1450,8 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double t_dram = tuner__gemm_dram_us(a, uniq, resident * (c.stages - 1) * rows * WG_BK * esz);
     double tm = t_compute > t_l2 ? t_compute : t_l2;
     tm = tm > t_dram ? tm : t_dram;
+    /* An N pair's lockstep (above), also where the weight stream bounds the time. */
+    tm *= c.pair_n ? 1.025 : 1.0;
     return tm + 3.0 + 0.3 + (c.split > 1 ? tuner__gemm_cluster_sum_us(c.split) : 0.0);
 }
 

@@ -32,7 +32,8 @@ static tuner_op mm(tuner_dtype dt, long long bt_a, long long bt_b, long long M, 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
 
 /* Candidates of template tmpl in op's space (with ret_staged, how many stage their output),
- * stream-K ones left out: whether those exist depends on the tile count (test_stream_k_space). */
+ * stream-K ones and N pairs left out: whether those exist depends on the tile counts
+ * (test_stream_k_space, test_pair_n_space). */
 static size_t count_staged(const tuner_op *op, const tuner_target *t, const char *tmpl, size_t *ret_staged)
 {
     tuner_space *sp = NULL;
@@ -40,7 +41,8 @@ static size_t count_staged(const tuner_op *op, const tuner_target *t, const char
     size_t n = 0, staged = 0;
     if (tuner_space_build(op, t, &sp, &err) == 0) {
         for (size_t i = 0; i < sp->n; i++)
-            if (strcmp(sp->items[i].template_name, tmpl) == 0 && !tuner_schedule_param(&sp->items[i], "stream_k", 0)) {
+            if (strcmp(sp->items[i].template_name, tmpl) == 0 && !tuner_schedule_param(&sp->items[i], "stream_k", 0) &&
+                tuner_schedule_param(&sp->items[i], "cluster_n", 1) == 1) {
                 n++;
                 staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) != 0;
             }
@@ -323,6 +325,56 @@ static void test_split_space(void)
  * GEMM whose 128x256 tiles fill 27.15 waves ranks it first; a single k tile (128x256x64) has
  * none; 4224x1024x4096 has it only for tiles that do not fill whole waves (132 of 128x256 and
  * 264 of 128x128 do). */
+/* Pairs along N (cluster_n 2, A multicast) where every N tile re-reads the whole A panel (at most
+ * two tiles along M, at least twice as many along N), never with pingpong or a gathered A,
+ * never beside an M pair; the cost model ranks them below the same tiles unpaired (they ran
+ * 2-3% slower on an H100). */
+static void test_pair_n_space(void)
+{
+    static const long long shapes[][3] = {{64, 14336, 4096}, {128, 14336, 4096}, {4096, 4096, 4096}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        const long long M = shapes[k][0], N = shapes[k][1], K = shapes[k][2];
+        tuner_op op = mm(TUNER_F16, 0, 0, M, N, K, false, false);
+        size_t *order = NULL;
+        tuner_space *sp = ranked_space(&op, &order);
+        if (!sp)
+            continue;
+        size_t n_pairs = 0, first = sp->n, first_unpaired = sp->n;
+        for (size_t r = 0; order && r < sp->n; r++) {
+            const tuner_schedule *s = &sp->items[order[r]];
+            if (strcmp(s->template_name, "matmul_wgmma"))
+                continue;
+            if (tuner_schedule_param(s, "cluster_n", 1) != 2) {
+                first_unpaired = r < first_unpaired ? r : first_unpaired;
+                continue;
+            }
+            n_pairs++;
+            first = r < first ? r : first;
+            const long long bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
+            CHECK((M + bm - 1) / bm <= 2 && (N + bn - 1) / bn >= 2 * ((M + bm - 1) / bm) &&
+                      tuner_schedule_param(s, "cluster", 0) == 1 &&
+                      tuner_schedule_param(s, "pingpong", 1) == 0 && tuner_schedule_param(s, "split_k", 0) == 1 &&
+                      tuner_schedule_param(s, "stream_k", 1) == 0 && tuner_schedule_param(s, "swizzle", 0) == 8,
+                  "%lldx%lldx%lld: an N pair of %lldx%lld tiles", M, N, K, bm, bn);
+        }
+        printf("%lldx%lldx%lld: %zu N-pair candidates, the first ranked %zu\n", M, N, K, n_pairs, first);
+        if (M == 4096)
+            CHECK(n_pairs == 0, "4096^3: %zu N-pair candidates", n_pairs);
+        else
+            CHECK(n_pairs >= 12 && first > first_unpaired, "%lldx%lldx%lld: %zu N pairs, first at %zu", M, N, K,
+                  n_pairs, first);
+        free(order);
+        tuner_space_free(sp);
+    }
+    /* A convolution's A is a matrix only when dense: a 3x3 layer's space has no N pairs. */
+    tuner_op conv = t_conv_nhwc(TUNER_F16, 1, 7, 7, 64, 1024, 3, 1, 1, 1);
+    tuner_space *sp = NULL;
+    CHECK(tuner_space_build(&conv, &sm90a, &sp, NULL) == 0);
+    for (size_t i = 0; sp && i < sp->n; i++)
+        CHECK(tuner_schedule_param(&sp->items[i], "cluster_n", 1) == 1, "a 3x3 convolution offers N pairs");
+    tuner_space_free(sp);
+}
+
 static void test_stream_k_space(void)
 {
     static const struct {
@@ -540,6 +592,13 @@ static void check_maps(const char *tag, const wcase *wc, const tuner_schedule *s
         }
         CHECK(m->buf == TUNER_BUF_INPUT0 + which && m->dtype == op->inputs[which].dtype, "%s: map %d buffer", tag, i);
         const tuner_tensor *t = &op->inputs[which];
+        /* A K-major operand shared by a pair (B along M, A along N) is loaded in halves of rows. */
+        const bool shared = which == 0 ? tuner_schedule_param(s, "cluster_n", 1) == 2
+                                       : tuner_schedule_param(s, "cluster", 1) == 2;
+        const bool kmajor = which == 0 ? !wc->op.attrs.matmul.trans_a : wc->op.attrs.matmul.trans_b;
+        const uint32_t rows = (uint32_t)tuner_schedule_param(s, which == 0 ? "block_m" : "block_n", 0);
+        if (!conv && kmajor)
+            CHECK(m->box[1] == (shared ? rows / 2 : rows), "%s: map %d box of %u rows", tag, i, m->box[1]);
         if (!conv) /* the operand's rows and columns as stored: contiguous first */
             CHECK(m->dims[0] == (uint64_t)t->shape[t->rank - 1] && m->dims[1] == (uint64_t)t->shape[t->rank - 2] &&
                       m->strides[0] == m->dims[0] * (uint64_t)tuner_dtype_size(t->dtype),
@@ -628,6 +687,12 @@ static void check_one(const job *j)
                       strstr(b->ptx, "ld.shared::cluster"),
                   "%s: PTX lacks the cluster sum", tag);
         }
+        /* Pairs (along M sharing B, along N sharing A): clusters of two CTAs, each multicasting
+         * half of the shared tile and releasing stages in both CTAs. */
+        if (tuner_schedule_param(&j->s, "cluster", 1) == 2 || tuner_schedule_param(&j->s, "cluster_n", 1) == 2)
+            CHECK(strstr(pr->source, "__cluster_dims__(2, 1, 1)") && gemm->grid[0] % 2 == 0 &&
+                      strstr(b->ptx, ".multicast::cluster") && strstr(b->ptx, "mbarrier.arrive.shared::cluster"),
+                  "%s: pair without its cluster, multicast or remote arrives", tag);
         /* Stream-K: partial tiles written and read at L2 (.cg), flags released and acquired at
          * GPU scope. */
         if (sk)
@@ -801,6 +866,7 @@ int main(void)
     test_default();
     test_rank();
     test_split_space();
+    test_pair_n_space();
     test_stream_k_space();
     for (int c = 0; c < n_cases; c++)
         if (compile_stride(c))
