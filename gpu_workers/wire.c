@@ -479,6 +479,12 @@ int gw_wire_check_req(const gw_measure_req *req)
     return 0;
 }
 
+/* A tensor map's buffer as the wire names buffers: by index. */
+static cJSON *buf_number(int buf)
+{
+    return cJSON_CreateNumber(buf);
+}
+
 static cJSON *module_json(const gw_module *m)
 {
     cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "launches");
@@ -497,16 +503,8 @@ static cJSON *module_json(const gw_module *m)
             !cJSON_AddNumberToObject(lj, "shared", l->shared_bytes) ||
             !cJSON_AddItemToObject(lj, "args", cJSON_CreateIntArray(l->args, l->n_args)))
             goto fail;
-        cJSON *maps = l->n_maps ? cJSON_AddArrayToObject(lj, "maps") : NULL;
-        for (int k = 0; k < l->n_maps; k++) {
-            cJSON *mj = maps ? tuner_tmap_to_json(&l->maps[k]) : NULL;
-            if (!mj || !cJSON_AddItemToArray(maps, mj)) {
-                cJSON_Delete(mj);
-                goto fail;
-            }
-            if (!cJSON_AddNumberToObject(mj, "buf", l->maps[k].buf))
-                goto fail;
-        }
+        if (!tuner_tmaps_add_json(lj, l->maps, l->n_maps, "buf", buf_number))
+            goto fail;
         continue;
     fail_item:
         cJSON_Delete(lj);

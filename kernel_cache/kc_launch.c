@@ -126,6 +126,12 @@ static cJSON *kc__u32_array(const uint32_t v[3])
     return a;
 }
 
+/* A tensor map's buffer as export files name buffers ("input1", "output", ...). */
+static cJSON *buf_name_json(int buf)
+{
+    return cJSON_CreateString(kc_buf_name((kc_buf)buf));
+}
+
 int kc_launch_json(const kc_launch *l, char **ret)
 {
     int r = -ENOMEM;
@@ -164,16 +170,8 @@ int kc_launch_json(const kc_launch *l, char **ret)
                 goto out;
             }
         }
-        cJSON *maps = k->n_maps ? cJSON_AddArrayToObject(o, "maps") : NULL;
-        for (int m = 0; m < k->n_maps; m++) {
-            cJSON *mj = maps ? tuner_tmap_to_json(&k->maps[m]) : NULL;
-            if (!mj || !cJSON_AddItemToArray(maps, mj)) {
-                cJSON_Delete(mj);
-                goto out;
-            }
-            if (!cJSON_AddStringToObject(mj, "buffer", kc_buf_name((kc_buf)k->maps[m].buf)))
-                goto out;
-        }
+        if (!tuner_tmaps_add_json(o, k->maps, k->n_maps, "buffer", buf_name_json))
+            goto out;
     }
     if (!cJSON_AddNumberToObject(root, "workspace_bytes", (double)l->workspace_bytes))
         goto out;

@@ -173,6 +173,22 @@ cJSON *tuner_tmap_to_json(const tuner_tmap *m)
     return j;
 }
 
+bool tuner_tmaps_add_json(cJSON *obj, const tuner_tmap *maps, int n, const char *buf_member,
+                          cJSON *(*buf_item)(int buf))
+{
+    cJSON *arr = n ? cJSON_AddArrayToObject(obj, "maps") : NULL;
+    for (int i = 0; i < n; i++) {
+        cJSON *mj = arr ? tuner_tmap_to_json(&maps[i]) : NULL;
+        if (!mj || !cJSON_AddItemToArray(arr, mj)) {
+            cJSON_Delete(mj);
+            return false;
+        }
+        if (!cJSON_AddItemToObject(mj, buf_member, buf_item(maps[i].buf)))
+            return false;
+    }
+    return true;
+}
+
 /* A whole number in [lo, hi] (doubles hold every value up to 2^53 exactly). */
 static bool whole_in(const cJSON *v, double lo, double hi, int64_t *ret)
 {

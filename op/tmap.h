@@ -80,6 +80,12 @@ int tuner_tmap_check(const tuner_tmap *m, char *why, size_t why_len, char *field
  * "lower_corner", "upper_corner" (one entry per spatial dimension), "channels_per_pixel",
  * "pixels_per_column" after "element_strides". NULL when out of memory. */
 cJSON *tuner_tmap_to_json(const tuner_tmap *m);
+/* Adds to obj a "maps" array of the n maps' JSON (tuner_tmap_to_json), each with its buffer as
+ * member buf_member, whose value buf_item makes from tuner_tmap.buf in the caller's vocabulary
+ * (a number, a name); nothing when n is 0. False when out of memory (obj holds what was added). */
+bool tuner_tmaps_add_json(cJSON *obj, const tuner_tmap *maps, int n, const char *buf_member,
+                          cJSON *(*buf_item)(int buf));
+
 /* Parses what tuner_tmap_to_json writes, strictly (no unknown member, every member of the
  * mode present, tuner_tmap_check passing; "mode" absent or "tiled" is a tiled map). own_member (may be NULL) names one more member the caller reads
  * itself, beside the map's: where a format keeps the map's buffer in the same object. Returns 0,

@@ -218,6 +218,29 @@ static void test_json_im2col(void)
         json_refused(bad[i].json, bad[i].field, sample_im2col);
 }
 
+static cJSON *buf_as_number(int buf)
+{
+    return cJSON_CreateNumber(buf);
+}
+
+/* A launch's maps as one "maps" member, each with its buffer in the caller's vocabulary. */
+static void test_maps_json(void)
+{
+    const tuner_tmap maps[2] = {sample(), sample_im2col()};
+    cJSON *o = cJSON_CreateObject();
+    CHECK(tuner_tmaps_add_json(o, maps, 0, "buf", buf_as_number) && !cJSON_GetObjectItem(o, "maps"));
+    CHECK(tuner_tmaps_add_json(o, maps, 2, "buf", buf_as_number));
+    const cJSON *arr = cJSON_GetObjectItem(o, "maps");
+    CHECK(cJSON_GetArraySize(arr) == 2);
+    for (int i = 0; i < 2 && i < cJSON_GetArraySize(arr); i++) {
+        const cJSON *mj = cJSON_GetArrayItem(arr, i);
+        tuner_tmap back = {.buf = maps[i].buf};
+        CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(mj, "buf")) == maps[i].buf);
+        CHECK(tuner_tmap_from_json(mj, "buf", &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &maps[i]));
+    }
+    cJSON_Delete(o);
+}
+
 static void test_packed(void)
 {
     const tuner_tmap m = sample();
@@ -376,6 +399,7 @@ int main(void)
     test_check_im2col();
     test_json();
     test_json_im2col();
+    test_maps_json();
     test_packed();
     test_packed_im2col();
     test_encode();
