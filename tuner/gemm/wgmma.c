@@ -482,6 +482,14 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
                             map_names[i]);
 }
 
+/* A cluster pair's units: pm x pn pairs of tiles per batch entry, neighbours along M (along N
+ * with pair_n) making one pair. */
+static void wg_pair_grid(const wg_cfg *c, long long tiles_m, long long tiles_n, long long *pm, long long *pn)
+{
+    *pm = c->pair_n ? tiles_m : tuner__gemm_cdiv(tiles_m, 2);
+    *pn = c->pair_n ? tuner__gemm_cdiv(tiles_n, 2) : tiles_n;
+}
+
 /* Emits `gm_b` and the tile's coordinates, named tm and tn, for tile index `t`: batch-major,
  * then grouped raster order over the batch entry's tiles. */
 static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group, const char *tm,
@@ -504,26 +512,19 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
  * gm_tn. A block takes units of unit_tiles consecutive tiles, gridDim.x units apart; the
  * producer walks every tile of its units in order, a pingpong consumer (`consumer`) the tiles of
  * its own place in each unit (wg_c). A split-K cluster's CTAs all take the cluster's tile. A
- * cluster pair walks pairs of M tiles, its CTAs taking one
- * each (an odd last pair's second tile lies past M: its loads read zeros and its stores are
- * clipped or skipped). */
+ * cluster pair walks pairs of M tiles (of N tiles with pair_n), its CTAs taking one each (an odd
+ * last pair's second tile lies past M or N: its loads read zeros and its stores are clipped or
+ * skipped). */
 static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                            long long tiles_n, bool consumer)
 {
-    if (c->cluster == 2 && c->pair_n) {
-        const long long pairs_n = tuner__gemm_cdiv(tiles_n, 2);
-        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
-                        p->batch * tiles_m * pairs_n);
-        emit_tile_coords(sb, tiles_m, pairs_n, c->group, "gm_tm", "gm_tp");
-        tuner_sb_puts(sb, "const int gm_tn = 2 * gm_tp + (int)wg_rank;\n");
-        return;
-    }
     if (c->cluster == 2) {
-        const long long pairs_m = tuner__gemm_cdiv(tiles_m, 2);
+        long long pm, pn;
+        wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
-                        p->batch * pairs_m * tiles_n);
-        emit_tile_coords(sb, pairs_m, tiles_n, c->group, "gm_tp", "gm_tn");
-        tuner_sb_puts(sb, "const int gm_tm = 2 * gm_tp + (int)wg_rank;\n");
+                        p->batch * pm * pn);
+        emit_tile_coords(sb, pm, pn, c->group, c->pair_n ? "gm_tm" : "gm_tp", c->pair_n ? "gm_tp" : "gm_tn");
+        tuner_sb_printf(sb, "const int %s = 2 * gm_tp + (int)wg_rank;\n", c->pair_n ? "gm_tn" : "gm_tm");
         return;
     }
     const long long tiles = p->batch * tiles_m * tiles_n;
@@ -923,8 +924,9 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const long long units = tuner__gemm_cdiv(tiles, c.unit_tiles);
     int grid = (int)(units < a->sm_count ? units : a->sm_count);
     if (c.cluster == 2) { /* pairs of CTAs, one pair per pair of M (or, pair_n, N) tiles */
-        const long long pairs = c.pair_n ? p->batch * tiles_m * tuner__gemm_cdiv(tiles_n, 2)
-                                         : p->batch * tuner__gemm_cdiv(tiles_m, 2) * tiles_n;
+        long long pm, pn;
+        wg_pair_grid(&c, tiles_m, tiles_n, &pm, &pn);
+        const long long pairs = p->batch * pm * pn;
         grid = 2 * (int)(pairs < a->sm_count / 2 ? pairs : a->sm_count / 2);
     }
     if (c.split > 1) /* one cluster of split CTAs per tile (cfg_valid: they all fit at once) */
