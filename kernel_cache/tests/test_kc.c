@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,6 +208,19 @@ static void raw_sql(const char *name, const char *sql)
     sqlite3_close(s);
 }
 
+/* raw_sql with the statement formatted (a row key substituted, ...). */
+static void raw_sqlf(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void raw_sqlf(const char *name, const char *fmt, ...)
+{
+    char sql[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    CHECK(n > 0 && (size_t)n < sizeof(sql), "statement too long: %s", fmt);
+    raw_sql(name, sql);
+}
+
 static void test_key(void)
 {
     char a[KC_KEY_LEN + 1], b[KC_KEY_LEN + 1];
@@ -315,10 +329,8 @@ static void test_round_trip(void)
     make_artifact(&f, 8, "matmul", "sm_90");
     CHECK_OK(kc_artifact_put(db, &f.a));
     kc_close(db);
-    char sql[512];
-    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET args = x'0863' WHERE artifact_key = '%s'",
+    raw_sqlf("rt/sub/kernels.db", "UPDATE launch_kernels SET args = x'0863' WHERE artifact_key = '%s'",
              f.a.key);
-    raw_sql("rt/sub/kernels.db", sql);
     db = open_db("rt/sub/kernels.db");
     CHECK(kc_artifact_get_meta(db, f.a.key, &g) == -EBADMSG && g == NULL);
     CHECK(strstr(kc_errmsg(db), "launch") != NULL);
@@ -363,7 +375,6 @@ static void test_corruption(void)
     kc_db *db = open_db("corrupt.db");
     fixture f1, f2;
     kc_artifact *g = NULL;
-    char sql[512];
     size_t checked = 0, nbad = 0;
     kc_problem *bad = NULL;
 
@@ -377,9 +388,7 @@ static void test_corruption(void)
     bad = NULL;
 
     /* Flip the PTX of #1 behind the cache's back. */
-    snprintf(sql, sizeof(sql),
-             "UPDATE artifacts SET ptx = CAST('tampered' AS BLOB) WHERE key = '%s'", f1.a.key);
-    raw_sql("corrupt.db", sql);
+    raw_sqlf("corrupt.db", "UPDATE artifacts SET ptx = CAST('tampered' AS BLOB) WHERE key = '%s'", f1.a.key);
     CHECK(kc_artifact_get(db, f1.a.key, &g) == -EBADMSG && g == NULL);
     CHECK(strstr(kc_errmsg(db), "PTX") != NULL);
     /* Metadata reads do not touch the blobs. */
@@ -387,9 +396,7 @@ static void test_corruption(void)
     kc_artifact_free(g);
     g = NULL;
     /* The cubin too. */
-    snprintf(sql, sizeof(sql), "UPDATE artifacts SET cubin = zeroblob(10) WHERE key = '%s'",
-             f2.a.key);
-    raw_sql("corrupt.db", sql);
+    raw_sqlf("corrupt.db", "UPDATE artifacts SET cubin = zeroblob(10) WHERE key = '%s'", f2.a.key);
     CHECK(kc_artifact_get(db, f2.a.key, &g) == -EBADMSG && g == NULL);
 
     /* Tensor maps that are not whole records, or a record the encoder would refuse: the launch
@@ -401,14 +408,11 @@ static void test_corruption(void)
     CHECK(g && launch_eq(&g->launch, &f3.a.launch));
     kc_artifact_free(g);
     g = NULL;
-    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET maps = substr(maps, 1, 100) WHERE artifact_key = '%s'",
+    raw_sqlf("corrupt.db", "UPDATE launch_kernels SET maps = substr(maps, 1, 100) WHERE artifact_key = '%s'",
              f3.a.key);
-    raw_sql("corrupt.db", sql);
     CHECK(kc_artifact_get_meta(db, f3.a.key, &g) == -EBADMSG && g == NULL);
     /* Whole records of zeros: rank 0, no map. */
-    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET maps = zeroblob(120) WHERE artifact_key = '%s'",
-             f3.a.key);
-    raw_sql("corrupt.db", sql);
+    raw_sqlf("corrupt.db", "UPDATE launch_kernels SET maps = zeroblob(120) WHERE artifact_key = '%s'", f3.a.key);
     CHECK(kc_artifact_get_meta(db, f3.a.key, &g) == -EBADMSG && g == NULL);
     size_t removed = 0;
     CHECK_OK(kc_remove_key(db, f3.a.key, &removed));
@@ -1635,23 +1639,15 @@ static void test_verify_deep(void)
 {
     kc_db *db = open_db("deep.db");
     fixture f[4];
-    char sql[1024];
 
     for (int i = 0; i < 4; i++) {
         make_artifact(&f[i], 20 + i, "matmul", "sm_90");
         CHECK_OK(kc_artifact_put(db, &f[i].a));
     }
-    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET grid_x = 0 WHERE artifact_key = '%s'",
-             f[0].a.key);
-    raw_sql("deep.db", sql);
-    snprintf(sql, sizeof(sql), "DELETE FROM launch_kernels WHERE artifact_key = '%s'", f[1].a.key);
-    raw_sql("deep.db", sql);
-    snprintf(sql, sizeof(sql), "UPDATE artifacts SET op_json = '{\"op\":' WHERE key = '%s'",
-             f[2].a.key);
-    raw_sql("deep.db", sql);
-    snprintf(sql, sizeof(sql), "UPDATE launch_kernels SET args = x'00ff' WHERE artifact_key = '%s'",
-             f[3].a.key);
-    raw_sql("deep.db", sql);
+    raw_sqlf("deep.db", "UPDATE launch_kernels SET grid_x = 0 WHERE artifact_key = '%s'", f[0].a.key);
+    raw_sqlf("deep.db", "DELETE FROM launch_kernels WHERE artifact_key = '%s'", f[1].a.key);
+    raw_sqlf("deep.db", "UPDATE artifacts SET op_json = '{\"op\":' WHERE key = '%s'", f[2].a.key);
+    raw_sqlf("deep.db", "UPDATE launch_kernels SET args = x'00ff' WHERE artifact_key = '%s'", f[3].a.key);
 
     size_t checked = 0, nbad = 0;
     kc_problem *bad = NULL;
