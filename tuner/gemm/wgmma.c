@@ -357,10 +357,17 @@ static const char wg_helpers[] =
     "HD_INLINE void wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
     "template <int N> HD_INLINE void wg_wait_group() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: "
     "\"n\"(N) : \"memory\"); }\n"
-    /* Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63); the ring
-     * is 1024-byte aligned, so the base-offset field stays 0. */
-    "HD_INLINE hd_u64 wg_desc(hd_u32 saddr, hd_u32 lbo, hd_u32 sbo) { return (hd_u64)((saddr & 0x3ffff) >> 4) | "
-    "((hd_u64)((lbo & 0x3ffff) >> 4) << 16) | ((hd_u64)((sbo & 0x3ffff) >> 4) << 32) | (1ull << 62); }\n"
+    /* Shared-memory matrix descriptor, 128-byte swizzle, in two words. The low word holds the
+     * start address >> 4 (bits 0-13) and the leading byte offset >> 4 (bits 16-29); the high
+     * word the stride byte offset, 1 KiB for every operand here (>> 4 = 64), and layout type 1
+     * (bits 62-63). The ring is 1024-byte aligned, so the base-offset field stays 0. The start
+     * field takes bits 4-17 of the address: a CTA of a cluster sees its shared memory at
+     * addresses with bits above those set, which the mask drops. Below 2^18 a descriptor moved
+     * by a multiple of 16 bytes is its low word plus bytes / 16, so the consumers add offsets
+     * to one base instead of packing every descriptor anew. */
+    "HD_INLINE hd_u32 wg_desc_lo(hd_u32 saddr, hd_u32 lbo) { return ((saddr & 0x3ffffu) >> 4) | ((lbo >> 4) << 16); }\n"
+    "HD_INLINE hd_u64 wg_desc(hd_u32 lo) { hd_u64 d; asm(\"mov.b64 %0, {%1, %2};\" : \"=l\"(d) : \"r\"(lo), "
+    "\"r\"(64u | (1u << 30))); return d; }\n"
     /* A CUtensorMap, as the launcher passes it by value (op/tmap.h). */
     "struct __align__(64) hd_tmap_t { hd_u64 v[16]; };\n"
     "// ---- end of wgmma helpers ----\n";
@@ -954,7 +961,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const hd_u32 wg_ring = (hd_smem_addr(wg_dyn) + 1023u) & ~1023u;\n"
                     "const hd_u32 wg_bar0 = hd_smem_addr(wg_bars);\n"
                     "const hd_u32 wg_stage = wg_ring + %d;\n"
-                    "const int wg_g = threadIdx.x >> 7;\n"
+                    /* The warpgroup, read from lane 0 so that the compiler knows it is the
+                     * same across the warp: what derives from it (descriptors, the epilogue's
+                     * rows) then lives in uniform registers, and wgmma takes its descriptors
+                     * from there without a move per instruction. */
+                    "const int wg_g = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0);\n"
                     "if (threadIdx.x == 0) {\n"
                     /* Stage s: `full` barrier s, `empty` barrier S + s. */
                     "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
@@ -1011,9 +1022,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const hd_u32 wg_ostage = wg_stage + wg_o * %d;\n"
                     "const bool wg_storer = threadIdx.x == 128 * (1 + wg_o);\n"
                     "float acc[%d][%d];\n"
-                    "int wg_s = 0, wg_ph = 0;\n",
+                    "int wg_s = 0, wg_ph = 0;\n"
+                    /* Descriptors of stage 0's A and B tiles, moved per stage and k step. */
+                    "const hd_u32 wg_dla = wg_desc_lo(wg_ring, %d), wg_dlb = wg_desc_lo(wg_ring + %d, %d);\n",
                     c.pingpong ? "wg_c" : "0", c.pingpong ? "0" : "wg_c", c.rows_per_wg,
-                    c.out_bytes / c.unit_tiles, c.mi, nacc);
+                    c.out_bytes / c.unit_tiles, c.mi, nacc, a_lbo, c.a_bytes, b_lbo);
     if (c.pingpong)
         tuner_sb_puts(&sb, "long long wg_i = 0;\n");
     emit_unit_loop(&sb, p, &c, tiles_m, tiles_n, true);
@@ -1034,16 +1047,16 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "int wg_prev = -1;\n"
                     "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
                     "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
-                    "const hd_u32 wg_sa = wg_ring + wg_s * %d, wg_sb = wg_sa + %d;\n"
+                    "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
-                    "const hd_u64 wg_db = wg_desc(wg_sb + kk * %d, %d, 1024);\n"
+                    "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
                     c.mi, nacc,
                     /* A gathered by cp.async was written through the generic proxy; wgmma reads
                      * through the async one. */
                     wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
-                    c.stage_bytes, c.a_bytes, WG_BK / 16, b_k16, b_lbo, c.mi);
+                    c.stage_bytes / 16, WG_BK / 16, b_k16 / 16, c.mi);
     /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
      * multicasts its half of the shared tile into this CTA's stage too. */
     const char *peer_release = "";
@@ -1053,10 +1066,9 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         peer_release = peer_buf;
     }
     /* The m64 slice: rows wg_row0 + i * 64; K-major rows are 128 bytes, MN-major slices are
-     * whole 64-column boxes of 8 KiB. */
-    tuner_sb_puts(&sb, "const hd_u32 wg_ao = (wg_row0 + i * 64) * 128;\n");
+     * whole 64-column boxes of 8 KiB (in descriptor units of 16 bytes: 8 per row). */
     tuner_sb_printf(&sb,
-                    "wg_mma(acc[i], wg_desc(wg_sa + wg_ao + kk * %d, %d, 1024), wg_db);\n"
+                    "wg_mma(acc[i], wg_desc(wg_dla + wg_so + (hd_u32)(wg_row0 + i * 64) * 8u + kk * %d), wg_db);\n"
                     "}\n}\n"
                     "wg_commit();\n"
                     /* One k-tile of wgmma stays in flight; the one before it is done reading its
@@ -1070,7 +1082,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "%s"
                     "wg_wait_group<0>();\n"
                     "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_prev));%s }\n",
-                    a_k16, a_lbo, S, peer_release, S,
+                    a_k16 / 16, S, peer_release, S,
                     c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
                     peer_release);
     if (c.stream_k)
