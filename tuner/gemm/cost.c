@@ -20,11 +20,13 @@
 #include "tuner/gemm/gemm.h"
 
 #define LAUNCH_US 3.0
-/* DRAM latency under load, for Little's law: at 0.8 us an H100 streams its ~3 TB/s only with
- * about 2.4 MB of loads outstanding, and a skinny GEMM whose 128 blocks keep 12 KiB each in
- * flight is ranked at about two thirds of it. An estimate to rank schedules by, not a measured
- * constant. */
-#define LOADED_LATENCY_US 0.8
+/* DRAM latency under load, for Little's law: at 2 us an H100 streams its ~3 TB/s only with
+ * about 6 MB of loads outstanding. Fitted to matmul_wgmma's 64x64 tiles streaming
+ * 64x4096x4096 on 64 blocks: with 4, 6, 8 and 12 stages (3, 5, 7 and 11 k tiles, 3.1 to
+ * 11.5 MB in flight) they took 21.2, 16.9, 15.2 and 14.5 us, which this ranks in order
+ * (24.3, 15.8, 14.1, 14.1 with the launch); at 0.8 us all four came out alike
+ * (bench/results/2026-11-24-h100-uniform). An estimate to rank schedules by. */
+#define LOADED_LATENCY_US 2.0
 
 double tuner__gemm_dram_us(const tuner_arch *a, double bytes, double inflight_bytes)
 {

@@ -195,7 +195,7 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
         return -EINVAL;
     c->stream_k = sk == 1;
     c->unit_tiles = c->pingpong ? 2 : 1;
-    if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 8 || c->group < 1)
+    if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 12 || c->group < 1)
         return -EINVAL;
     if (c->bm % (64 * (c->pingpong ? 1 : c->consumers)) || c->bn % 64 || c->bn < 64 || c->bn > 256)
         return -EINVAL;
@@ -1159,7 +1159,7 @@ static const int wg_tiles[][4] = {
 #define WG_SPACE_SIG                                                                                              \
     "wgmma v1: tma sw128 bk64, tmaps as kernel parameters; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
-    "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6} swz{1,8}; persistent "  \
+    "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6,8,12 (where they fit)} swz{1,8}; persistent "  \
     "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
     "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; cluster_n{1,2 (swz 8, where tiles along M <= 2 and " \
     "tiles along N >= 2x those; A multicast, halves of K-major rows or 64-column boxes (block_m 128+); no pingpong; dense A only)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
@@ -1199,12 +1199,19 @@ static int push_valid(const tuner__gemm_problem *p, const tuner_arch *a, const t
     return tuner__gemm_push(items, n, s);
 }
 
+/* Ring depths. Past 6 only small stages fit (cfg_valid checks shared memory): 8 for stages of
+ * up to 24 KiB, 12 for 64x64 tiles. They are for streaming GEMMs, whose few blocks need many
+ * bytes in flight: on an H100, 64x4096x4096 on 64 blocks of 64x64 ran in 16.9 us with 6
+ * stages, 15.2 with 8 and 14.5 with 12 (bench/results/2026-11-24-h100-uniform). */
+static const int wg_stage_counts[] = {3, 4, 5, 6, 8, 12};
+
 /* K slices of split-K clusters (cfg_valid keeps those whose clusters all fit the GPU at once). */
 static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
 
 /* One enumeration for both templates, named after `kind`; each enumerates ops of its own kind
- * only. Per tile of wg_tiles: every ring depth (3-6) and both raster orders; with grouped raster
- * also staged output tiles, CTA pairs and split-K clusters (neither of the others). */
+ * only. Per tile of wg_tiles: every ring depth of wg_stage_counts that fits and both raster
+ * orders; with grouped raster also staged output tiles, CTA pairs and split-K clusters (neither
+ * of the others). */
 static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner_schedule **items,
                         size_t *n)
 {
@@ -1217,8 +1224,9 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
     static const int pref[5] = {128, 256, 4, 2, 8};
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
-            for (int st = 3; st <= 6; st++)
+            for (size_t si = 0; si < sizeof(wg_stage_counts) / sizeof(wg_stage_counts[0]); si++)
                 for (int g = 1; g <= 8; g += 7) {
+                    const int st = wg_stage_counts[si];
                     /* Pairs: along M (sharing B), and along N (sharing A) where every N tile
                      * re-reads the whole A panel: at most two tiles along M, at least twice as
                      * many along N (decode and skinny GEMMs). */
