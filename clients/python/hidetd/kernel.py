@@ -27,20 +27,35 @@ class PlanError(ValueError):
     hand-edited file): names the field at fault."""
 
 
+def whole_number(x):
+    """x as an int when it is a whole JSON number, else None. As the daemon and libhidet-client
+    read JSON (every number a double), 128 and 128.0 are the same number, and true and false are
+    no numbers at all."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    return None
+
+
 def tensor_spec(t, where):
     """(shape tuple, dtype) of a {"shape", "dtype"} object, checked."""
     if not isinstance(t, dict):
         raise PlanError("%s: expected an object with shape and dtype, got %r" % (where, t))
     shape, dtype = t.get("shape"), t.get("dtype")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 1 for d in shape):
+    dims = [whole_number(d) for d in shape] if isinstance(shape, list) else None
+    if dims is None or not all(d is not None and d >= 1 for d in dims):
         raise PlanError("%s.shape: expected a list of positive integers, got %r" % (where, shape))
     if dtype not in DTYPES:
         raise PlanError("%s.dtype: expected one of %s, got %r" % (where, ", ".join(DTYPES), dtype))
-    return tuple(shape), dtype
+    return tuple(dims), dtype
 
 
 def _whole(x, lo, hi):
-    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+    n = whole_number(x)
+    return n is not None and lo <= n <= hi
 
 
 def _whole_list(t, member, n_lo, n_hi, lo, hi, where):
@@ -55,7 +70,7 @@ def _whole_list(t, member, n_lo, n_hi, lo, hi, where):
         if not _whole(x, lo, hi):
             raise PlanError("%s.%s[%d]: %s entries must be whole numbers in %d..%d, got %r" %
                             (where, member, i, member, lo, hi, x))
-    return list(v)
+    return [whole_number(x) for x in v]
 
 
 def parse_tensor_map(t, where):
@@ -96,6 +111,7 @@ def parse_tensor_map(t, where):
         if not _whole(pixels, 1, 1024):
             raise PlanError("%s.pixels_per_column: pixels_per_column must be a whole number in "
                             "1..1024, got %r" % (where, pixels))
+        channels, pixels = whole_number(channels), whole_number(pixels)
     # The members' types and ranges, then (below) the limits of the map as a whole, in op/tmap.c's
     # order, so that a map with several faults is refused naming the member the daemon names.
     swizzle, l2, oob = t.get("swizzle"), t.get("l2_promotion"), t.get("oob_fill")
@@ -104,6 +120,7 @@ def parse_tensor_map(t, where):
     if not _whole(l2, 0, 256):
         raise PlanError("%s.l2_promotion: l2_promotion must be 0, 64, 128 or 256 bytes, got %r" %
                         (where, l2))
+    swizzle, l2 = whole_number(swizzle), whole_number(l2)
     if not isinstance(oob, str) or oob not in _cuda.TENSOR_MAP_OOB_FILLS:
         raise PlanError('%s.oob_fill: oob_fill must be "zero" or "nan", got %r' % (where, oob))
     for d, stride in enumerate(strides):
@@ -180,9 +197,10 @@ def parse_kernel_set(ks, n_inputs, where):
     key = ks.get("key")
     if not isinstance(key, str) or not re.fullmatch(r"[0-9a-f]{64}", key):
         raise PlanError("%s.key: expected 64 lowercase hex characters, got %r" % (where, key))
-    ws = ks.get("workspace_bytes", 0)
-    if not isinstance(ws, int) or ws < 0:
-        raise PlanError("%s.workspace_bytes: expected a non-negative integer, got %r" % (where, ws))
+    ws = whole_number(ks.get("workspace_bytes", 0))
+    if ws is None or ws < 0:
+        raise PlanError("%s.workspace_bytes: expected a non-negative integer, got %r" %
+                        (where, ks.get("workspace_bytes")))
     kernels = ks.get("kernels")
     if not isinstance(kernels, list) or not kernels:
         raise PlanError("%s.kernels: expected a non-empty list" % where)
@@ -191,23 +209,27 @@ def parse_kernel_set(ks, n_inputs, where):
         kw = "%s.kernels[%d]" % (where, i)
         if not isinstance(k, dict) or not isinstance(k.get("name"), str) or not k["name"]:
             raise PlanError("%s.name: missing" % kw)
+        dim3 = {}
         for f in ("grid", "block"):
             v = k.get(f)
-            if not isinstance(v, list) or len(v) != 3 or not all(isinstance(x, int) and x >= 1 for x in v):
+            dim3[f] = [whole_number(x) for x in v] if isinstance(v, list) and len(v) == 3 else None
+            if dim3[f] is None or not all(x is not None and x >= 1 for x in dim3[f]):
                 raise PlanError("%s.%s: expected three positive integers, got %r" % (kw, f, v))
-        shared = k.get("shared_bytes", 0)
-        if not isinstance(shared, int) or shared < 0:
-            raise PlanError("%s.shared_bytes: expected a non-negative integer, got %r" % (kw, shared))
+        shared = whole_number(k.get("shared_bytes", 0))
+        if shared is None or shared < 0:
+            raise PlanError("%s.shared_bytes: expected a non-negative integer, got %r" %
+                            (kw, k.get("shared_bytes")))
         params = k.get("params")
         if not isinstance(params, list):
             raise PlanError("%s.params: expected a list" % kw)
         ps, seen = [], set()
         for j, p in enumerate(params):
             pw = "%s.params[%d]" % (kw, j)
-            idx, buf = (p.get("index"), p.get("buffer")) if isinstance(p, dict) else (None, None)
-            if not isinstance(idx, int) or not 0 <= idx < len(params) or idx in seen:
+            given, buf = (p.get("index"), p.get("buffer")) if isinstance(p, dict) else (None, None)
+            idx = whole_number(given)
+            if idx is None or not 0 <= idx < len(params) or idx in seen:
                 raise PlanError("%s.index: expected a distinct index below %d, got %r" %
-                                (pw, len(params), idx))
+                                (pw, len(params), given))
             seen.add(idx)
             ptype = p.get("type", "pointer")
             if ptype not in ("pointer", "tensor_map"):
@@ -223,7 +245,7 @@ def parse_kernel_set(ks, n_inputs, where):
             tmap = (parse_tensor_map(p.get("tensor_map"), pw + ".tensor_map")
                     if ptype == "tensor_map" else None)
             ps.append((idx, buf, tmap))
-        out.append((k["name"], k["grid"], k["block"], shared, ps))
+        out.append((k["name"], dim3["grid"], dim3["block"], shared, ps))
     return key, ws, out
 
 

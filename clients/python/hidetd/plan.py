@@ -9,7 +9,7 @@ import sys
 from . import _cuda
 from ._tensor import check, describe, fmt_shape, nbytes
 from .kernel import (LoadedSet, PlanError, _alloc_bytes, _ptr, new_tensor, parse_kernel_set,
-                     same_device, tensor_map_reach, tensor_spec)
+                     same_device, tensor_map_reach, tensor_spec, whole_number)
 
 ARENA_ALIGN = 256
 
@@ -62,9 +62,9 @@ class Plan:
 
     @staticmethod
     def _size(plan, field):
-        v = plan.get(field, 0)
-        if not isinstance(v, int) or v < 0:
-            raise PlanError("%s: expected a non-negative integer, got %r" % (field, v))
+        v = whole_number(plan.get(field, 0))
+        if v is None or v < 0:
+            raise PlanError("%s: expected a non-negative integer, got %r" % (field, plan.get(field)))
         return v
 
     @staticmethod
@@ -92,12 +92,12 @@ class Plan:
             raise PlanError("%s.name: %r is already the name of another tensor of the plan" % (where, name))
         if region not in ("arena", "constants"):
             raise PlanError("%s.region: expected \"arena\" or \"constants\", got %r" % (where, region))
-        off, size = b.get("offset"), b.get("bytes")
-        if not isinstance(off, int) or off < 0 or off % ARENA_ALIGN:
+        off, size = whole_number(b.get("offset")), whole_number(b.get("bytes"))
+        if off is None or off < 0 or off % ARENA_ALIGN:
             raise PlanError("%s.offset: expected a non-negative multiple of %d, got %r" %
-                            (where, ARENA_ALIGN, off))
-        if not isinstance(size, int) or size < 0:
-            raise PlanError("%s.bytes: expected a non-negative integer, got %r" % (where, size))
+                            (where, ARENA_ALIGN, b.get("offset")))
+        if size is None or size < 0:
+            raise PlanError("%s.bytes: expected a non-negative integer, got %r" % (where, b.get("bytes")))
         limit = self.arena_bytes if region == "arena" else self.constants_bytes
         if off + size > limit:
             raise PlanError("%s: [%d, %d) lies outside the %s (%s_bytes = %d)" %

@@ -57,6 +57,16 @@ class Plans(unittest.TestCase):
         self.assertEqual(p.steps[0].sources["input0"], ("input", "x"))
         self.assertEqual(p.steps[-1].sources["output"], ("output", "y"))
 
+    def test_whole_floats_are_sizes_too(self):
+        # 4096.0 bytes is 4096 bytes to libhidet-client's plan loader; the same plan loads here.
+        pj = copy.deepcopy(self.mlp_json)
+        pj["arena_bytes"] = float(pj["arena_bytes"])
+        for b in pj["buffers"]:
+            b["offset"], b["bytes"] = float(b["offset"]), float(b["bytes"])
+        p, q = self.client.plan(pj), self.client.plan(self.mlp_json)
+        self.assertEqual((p.arena_bytes, p.buffers), (q.arena_bytes, q.buffers))
+        self.assertTrue(all(type(off) is int and type(size) is int for _, off, size in p.buffers.values()))
+
     def test_arena_layout(self):
         # Every buffer lies inside its region, and two arena buffers whose lifetimes (the steps
         # from the first to the last that binds them) meet never share a byte.
@@ -141,6 +151,14 @@ class Plans(unittest.TestCase):
         def dtype(pj):
             pj["inputs"][0]["dtype"] = "f64"
         self.damaged(dtype, r"inputs\[0\]\.dtype")
+
+        def fractional(pj):
+            pj["buffers"][0]["bytes"] = 4096.5
+        self.damaged(fractional, r"buffers\[0\]\.bytes: expected a non-negative integer")
+
+        def boolean(pj):
+            pj["inputs"][0]["shape"][0] = True
+        self.damaged(boolean, r"inputs\[0\]\.shape: expected a list of positive integers")
 
     def test_tensor_map_bindings(self):
         # A tensor map of steps[1]'s input0 (the arena buffer h3, [2048, 3072] f16) as far as h3

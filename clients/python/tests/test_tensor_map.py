@@ -99,6 +99,40 @@ class Parse(unittest.TestCase):
                           tmap["l2_promotion"], tmap["oob_fill"]),
                          ([256, 128], [512], [64, 64], 128, 256, "zero"))
 
+    def test_whole_numbers_as_the_c_parsers_read_them(self):
+        # JSON numbers are doubles to the daemon and libhidet-client: 128.0 is 128 there, and a
+        # boolean is no number. The parsed kernel set holds ints either way.
+        ks = kernel_set(dict(A_MAP, dims=[256.0, 128], strides=[512.0], box=[64, 64.0],
+                             swizzle=128.0, l2_promotion=256.0))
+        ks["workspace_bytes"] = 0.0
+        k = ks["kernels"][0]
+        k["grid"], k["block"], k["shared_bytes"] = [2.0, 1, 1], [128.0, 1.0, 1], 0.0
+        k["params"][3]["index"] = 3.0
+        _, ws, kernels = parse_kernel_set(ks, 2, "kernel_set")
+        _, grid, block, shared, params = kernels[0]
+        parsed = (ws, grid, block, shared, params[3][0], params[3][2])
+        self.assertEqual(parsed, (0, [2, 1, 1], [128, 1, 1], 0, 3, A_MAP))
+        tmap = params[3][2]
+        for v in ([ws, shared, params[3][0], tmap["swizzle"], tmap["l2_promotion"]] + grid + block +
+                  tmap["dims"] + tmap["strides"] + tmap["box"]):
+            self.assertIs(type(v), int)
+        self.assertIs(type(parsed_map(conv_set(dict(I2C_MAP, channels_per_pixel=64.0,
+                                                     pixels_per_column=128.0,
+                                                     lower_corner=[-1.0, -1])))
+                           ["channels_per_pixel"]), int)
+
+        def kernel(**changes):
+            ks = kernel_set()
+            ks["kernels"][0].update(changes)
+            return ks
+        self.refused(kernel(grid=[True, 1, 1]), r"kernels\[0\]\.grid: expected three positive")
+        self.refused(kernel(block=[128.5, 1, 1]), r"kernels\[0\]\.block: expected three positive")
+        self.refused(kernel(shared_bytes=False), r"kernels\[0\]\.shared_bytes: expected a non-negative")
+        self.refused(dict(kernel_set(), workspace_bytes=1.5), r"kernel_set\.workspace_bytes")
+        self.refused(with_map(swizzle=True), FIELD + r"\.tensor_map\.swizzle: swizzle must be")
+        self.refused(with_map(dims=[256, 128.25]), FIELD + r"\.tensor_map\.dims\[1\]: dims entries must be "
+                                                          r"whole")
+
     def test_rank_one_and_five(self):
         one = {"dtype": "f32", "dims": [1024], "strides": [], "box": [32], "element_strides": [1],
                "swizzle": 0, "l2_promotion": 0, "oob_fill": "nan"}
@@ -145,7 +179,7 @@ class Parse(unittest.TestCase):
         self.refused(with_map(strides=[1 << 40]), FIELD + r"\.tensor_map\.strides\[0\]: strides "
                                                           r"entries must be whole numbers")
         self.refused(with_map(dims=[256, 0]), FIELD + r"\.tensor_map\.dims\[1\]: ")
-        self.refused(with_map(dims=[256, 128.0]), FIELD + r"\.tensor_map\.dims\[1\]: ")
+        self.refused(with_map(dims=[256, 128.5]), FIELD + r"\.tensor_map\.dims\[1\]: ")
         self.refused(with_map(box=[64, 257]), FIELD + r"\.tensor_map\.box\[1\]: ")
         self.refused(with_map(element_strides=[1, 9]), FIELD + r"\.tensor_map\.element_strides\[1\]: ")
         self.refused(with_map(dims=[8] * 6, strides=[16] * 5, box=[8] * 6, element_strides=[1] * 6),
@@ -301,7 +335,7 @@ class ParseIm2col(unittest.TestCase):
                      I2C + r"\.channels_per_pixel: channels_per_pixel must be a whole number in "
                            r"1\.\.256, got 257")
         self.refused(with_i2c(channels_per_pixel=0), I2C + r"\.channels_per_pixel: .* 1\.\.256, got 0")
-        self.refused(with_i2c(channels_per_pixel=64.0), I2C + r"\.channels_per_pixel: .*got 64\.0")
+        self.refused(with_i2c(channels_per_pixel=64.5), I2C + r"\.channels_per_pixel: .*got 64\.5")
         # 16-byte units of the element type: 4 f32 channels are one.
         parsed_map(with_i2c(dtype="f32", channels_per_pixel=4))
         self.refused(with_i2c(dtype="f32", channels_per_pixel=2), I2C + r"\.channels_per_pixel: .*got "
