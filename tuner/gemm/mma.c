@@ -934,12 +934,18 @@ enum { DECODE_TILE_M = 16 };
  * 1x4096x4096: 16x128 tiles with 2 K slices and 6 stages 13.97 us, with 4 slices and 4 stages
  * 14.37; bench/results/2026-11-24-h100-decode). */
 enum { SKINNY_M = 128 };
+/* ... and, with one K slice and block_k 64, 8- and 12-deep rings: split-K clusters cost more
+ * than the blocks they add, a deeper ring in fewer blocks less (H100: 1x4096x4096 on 64 blocks
+ * of 16x64 tiles 13.3-13.6 us with 12 stages against 14.1 for the 2-slice, 6-stage pick,
+ * 16x4096x4096 13.5 against 14.7; bench/results/2026-11-24-h100-uniform). */
+enum { SKINNY_DEEP_STAGES = 12 };
+static const int mma_stage_counts[] = {2, 3, 4, 5, 6, 8, 12};
 
 #define MMA_SPACE_SIG \
     "mma16816 v2: big{128x256/64x64,256x128/64x64,128x128/64x64,64x32,32x64,64x256/32x64,256x64/64x32,192x128/48x64} " \
     "bk{32,64} stages{2(bk64)..5|2} swz{1,8} split1; small{128x64/64x32,64x128/32x64,128x64/32x32," \
     "64x128/32x32,64x64/32x32,32x64/32x16,64x32/16x32,32x32/16x16,16x64/16x16(M<=16),16x128/16x32(M<=16)} " \
-    "bk{32,64} stages{3,4|3..6 if M<=128|2} split{1,2,4,8} split_cluster{split>1 on sm>=90}; " \
+    "bk{32,64} stages{3,4|3..6, +8,12 (bk64 split1) if M<=128|2} split{1,2,4,8} split_cluster{split>1 on sm>=90}; " \
     "stage_out{0|1: big swz8 stages 3-4, small split1 stages 3; 16-byte output rows}; smem/regs/threads/chunk rules"
 
 static bool same_values(const tuner_schedule *x, const tuner_schedule *y)
@@ -998,10 +1004,11 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
             if (ts[i].bm == DECODE_TILE_M && p.M > DECODE_TILE_M)
                 continue;
             for (int bk = 32; bk <= 64; bk *= 2)
-                for (int st = 2; st <= 6; st++) {
+                for (size_t si = 0; si < sizeof(mma_stage_counts) / sizeof(mma_stage_counts[0]); si++) {
+                    const int st = mma_stage_counts[si];
                     if (!async && st != 2)
                         continue;
-                    if (async && !big && (st < 3 || st > (p.M <= SKINNY_M ? 6 : 4)))
+                    if (async && !big && (st < 3 || st > (p.M <= SKINNY_M ? SKINNY_DEEP_STAGES : 4)))
                         continue;
                     if (big && st > 5)
                         continue;
@@ -1009,7 +1016,10 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
                      * (no tuned shape picked a two-stage big tile; the model ranks them low). */
                     if (async && big && st == 2 && bk != 64)
                         continue;
-                    for (int sp = 1; sp <= (big ? 1 : 8); sp *= 2)
+                    /* The deep rings: one K slice, 64-deep k tiles (see SKINNY_DEEP_STAGES). */
+                    if (st > 6 && bk != 64)
+                        continue;
+                    for (int sp = 1; sp <= (big || st > 6 ? 1 : 8); sp *= 2)
                         for (int g = 1; g <= (big ? 8 : 1); g += 7) {
                             tuner_schedule s = {.template_name = tmpl};
                             tuner__gemm_param(&s, "block_m", ts[i].bm);
