@@ -76,8 +76,8 @@ static const char prelude_math[] =
     "  q = fmaf(q, a, " HD_STR(TUNER_GELU_D2) "); q = fmaf(q, a, " HD_STR(TUNER_GELU_D1) ");\n"
     "  q = fmaf(q, a, " HD_STR(TUNER_GELU_D0) ");\n"
     "  float h; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(h) : \"f\"(q)); /* Phi(-|x|); q > -27: never subnormal */\n"
-    "  const float xh = x * h;\n"
-    "  return x >= 0.0f ? x - xh : xh;\n}\n"
+    /* x - x h for x >= 0 and x h below, as one FMA on a ReLU: no compare and select. */
+    "  return fmaf(-fabsf(x), h, fmaxf(x, 0.0f));\n}\n"
     "#endif\n"
     "HD_INLINE float hd_gelu_tanh(float x) { "
     "return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }\n"

@@ -24,10 +24,11 @@ void tuner__prelude(tuner_sb *sb, int sm);
 void tuner__prelude_reference(tuner_sb *sb, int sm);
 
 /* GELU (erf form) in candidates: gelu(x) = x * Phi(x) = x - x * h for x >= 0 and x * h for x < 0,
- * where h = Phi(-|x|) = 2^Q(min(|x|, TUNER_GELU_XMAX)) and Q is the degree-6 polynomial below
- * (coefficients d0..d6: a least-squares fit of log2(Phi(-a)) on [0, 5.5437] weighted towards
- * GELU's absolute and relative error; Phi(-a) is below 1.5e-8 beyond the clamp). One ex2, six
- * FMAs and a select per element, against erff's two evaluated branches; absolute error under
+ * that is max(x, 0) - |x| * h, where h = Phi(-|x|) = 2^Q(min(|x|, TUNER_GELU_XMAX)) and Q is the
+ * degree-6 polynomial below (coefficients d0..d6: a least-squares fit of log2(Phi(-a)) on
+ * [0, 5.5437] weighted towards GELU's absolute and relative error; Phi(-a) is below 1.5e-8 beyond
+ * the clamp). One ex2, seven FMAs and two min/max per element, against erff's two evaluated
+ * branches; absolute error under
  * 5e-7 and relative error under 2.5e-4 wherever |gelu(x)| is an fp16 normal
  * (tuner/tests/test_codegen.c checks a dense grid). */
 #define TUNER_GELU_XMAX 5.54371738f

@@ -509,6 +509,22 @@ void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, con
     emit_store_impl(sb, p, b, m, n, pair, 2, NULL, saddr, checked, false);
 }
 
+void tuner__gemm_emit_staged_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                  const char *n, const char *const *pair, const char *sptr)
+{
+    const bool chain = tuner__gemm_has_epilogue(p);
+    emit_out_coords(sb, p, b, m, n, chain ? OUT_CLAMPED : OUT_IN_RANGE);
+    emit_out_values(sb, p, pair, 2, chain);
+    if (p->out_dt == TUNER_F32)
+        tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
+                            "*reinterpret_cast<hd_v2 *>(%s) = o_pk; }\n",
+                        sptr);
+    else
+        tuner_sb_printf(sb, "*reinterpret_cast<hd_u32 *>(%s) = hd_pack_%s(o_v0, o_v1);\n", sptr,
+                        p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
 void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                     const char *n, const char *const *vars, int nv)
 {

@@ -154,6 +154,15 @@ void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, 
 void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                  const char *n, const char *const *pair, const char *saddr, bool checked);
 
+/* Emits a block that applies the epilogue (if the op has one) to a pair (elements n and n+1)
+ * and stores it, converted to the output dtype, at `sptr` (an `unsigned char *` into shared
+ * memory) in a tile that a TMA store writes out. The pair may lie outside the output, which the
+ * TMA store clips: it is then computed from clamped coordinates' operands (N >= 2), with no
+ * branch. The store is a plain C++ one, not asm with a memory clobber, so the chain's operand
+ * loads may be scheduled ahead of earlier pairs' stores. */
+void tuner__gemm_emit_staged_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                  const char *n, const char *const *pair, const char *sptr);
+
 /* Emits `<name>`: the split-K reduction kernel (256 threads, one output element each) that sums
  * `split` fp32 partial planes of the workspace and applies the epilogue. */
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,

@@ -747,9 +747,10 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n",
                     c->bm, c->bn);
     const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
-    /* The fused epilogue runs over every fragment before any store (see
-     * tuner__gemm_emit_epilogue_pair; a staged one while the previous tile's TMA stores drain). */
-    const bool ep_pass = tuner__gemm_has_epilogue(p) && p->N >= 2;
+    /* Register stores apply the fused epilogue in a pass over every fragment before any store
+     * (see tuner__gemm_emit_epilogue_pair); a staged tile applies it pair by pair on the way to
+     * shared memory (tuner__gemm_emit_staged_pair), with neither branches nor asm in between. */
+    const bool ep_pass = tuner__gemm_has_epilogue(p) && p->N >= 2 && !c->stage_out;
     if (ep_pass) {
         emit_frag_nest(sb, c, 0, c->bn / 8);
         tuner__gemm_emit_epilogue_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, true);
@@ -760,21 +761,30 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
          * chunks XOR-swizzled by row as the TMA store's 128-byte swizzle expects; a warp's pair
          * writes (8 rows x 4 lanes) fall in distinct banks. With out_halves the buffer holds the
          * boxes of one half of the tile's columns at a time. Each part waits until the stores
-         * before it (the previous tile's, or the first half's) have read the buffer. */
+         * before it (the previous tile's, or the first half's) have read the buffer.
+         * A thread's pair of fragment (i, j, h) lies at row wg_orow = (its first row) + i * 64 +
+         * h * 8, whose swizzle row (wg_orow & 7) is the lane's wg_l >> 2, and at byte
+         * cb = cj + lb of its box row: cj = (j * 8 % box cols) * size, a multiple of 16, and
+         * lb = the lane's 2 * (wg_l & 3) * size. Its chunk ((cb >> 4) ^ (wg_l >> 2)) is then
+         * cj / 16 ^ ((lb >> 4) ^ (wg_l >> 2)): a per-thread part (wg_ox) XORed with a constant,
+         * and everything else in the address is the thread's base (wg_op) plus a constant. */
         const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt), boxes = c->bn / bc;
         const int parts = c->out_halves ? 2 : 1, part_boxes = boxes / parts, part_j = c->bn / 8 / parts;
         const bool ob = wg_map_batched(p, 2); /* box coordinates in the output map's order (emit_tmap_fields) */
+        tuner_sb_printf(sb,
+                        "const int wg_olb = 2 * (wg_l & 3) * %d, wg_ox = ((wg_olb >> 4) ^ (wg_l >> 2)) << 4;\n"
+                        "unsigned char *const wg_op = wg_dyn + (wg_ostage - hd_smem_addr(wg_dyn)) + "
+                        "(wg_row0 + wg_w * 16 + (wg_l >> 2)) * 128 + (wg_olb & 15);\n",
+                        osz);
         for (int part = 0; part < parts; part++) {
             tuner_sb_puts(sb, "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n");
             tuner_sb_puts(sb, staged_bar);
             emit_frag_nest(sb, c, part * part_j, (part + 1) * part_j);
             tuner_sb_printf(sb,
-                            "const int wg_orow = wg_row0 + wg_w * 16 + (wg_l >> 2) + i * 64 + h * 8, "
-                            "wg_ocol = j * 8 + 2 * (wg_l & 3);\n"
-                            "const hd_u32 wg_oa = wg_ostage + (wg_ocol / %d - %d) * %d + wg_orow * 128 + "
-                            "(((((wg_ocol %% %d) * %d) >> 4) ^ (wg_orow & 7)) << 4) + (((wg_ocol %% %d) * %d) & 15);\n",
-                            bc, part * part_boxes, c->bm * 128, bc, osz, bc, osz);
-            tuner__gemm_emit_store_smem(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa", true);
+                            "unsigned char *const wg_oa = wg_op + ((j * 8 / %d - %d) * %d + (i * 64 + h * 8) * 128) + "
+                            "(((j * 8 %% %d) * %d) ^ wg_ox);\n",
+                            bc, part * part_boxes, c->bm * 128, bc, osz);
+            tuner__gemm_emit_staged_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa");
             tuner_sb_printf(sb, "}\n"
                                 /* Generic-proxy writes, then the copy engine reads them. */
                                 "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
