@@ -699,6 +699,12 @@ static void check_one(const job *j)
             CHECK(strstr(b->ptx, "st.global.cg.v4.f32") && strstr(b->ptx, "ld.global.cg.v4.f32") &&
                       strstr(b->ptx, "ld.acquire.gpu") && strstr(b->ptx, "fence.acq_rel.gpu"),
                   "%s: PTX lacks the stream-K fixup", tag);
+        /* A staged tile is written out whole and the TMA store clips it at the output's edge:
+         * its pairs go to shared memory as plain stores with no bounds check (a fused chain
+         * applied on the way, at clamped coordinates). */
+        if (tuner_schedule_param(&j->s, "stage_out", 0) > 0)
+            CHECK(strstr(pr->source, "*>(wg_oa) = ") && !strstr(pr->source, "if (o_m <"),
+                  "%s: staged stores through asm or behind a bounds check", tag);
         /* Pingpong consumers hand the tensor cores to each other through named barriers. */
         if (tuner_schedule_param(&j->s, "pingpong", 0) == 1)
             CHECK(strstr(b->ptx, "bar.arrive") && strstr(b->ptx, "bar.sync"), "%s: no turn barriers", tag);
