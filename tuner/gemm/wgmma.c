@@ -1425,10 +1425,12 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     eff *= c.cluster == 2 ? 0.96 : 1.0;
     /* The epilogue is overlapped with the next tile's loads but not with this warpgroup's own
      * wgmma (relatively more exposed with a short K loop), unless the other consumer computes
-     * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time (H100:
-     * 4096^3 226 against 212 us staged, 4096x3072x768 58 against 40); a staged tile leaves by
-     * TMA stores. */
-    const double ep = 1.0 + (c.pingpong ? 0.3 : c.out_halves ? 0.7 : c.stage_out ? 0.5 : 4.0) / (double)(kslice / WG_BK);
+     * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time, also
+     * in pingpong turns (H100: 4096^3 226 against 212 us staged, 4096x3072x768 58 against 40;
+     * with bias + GELU, pingpong 64x256 tiles 50-53 against 42-46 us,
+     * bench/results/2026-11-25-h100-epilogue-inline); a staged tile leaves by TMA stores. */
+    const double ep =
+        1.0 + (!c.stage_out ? 4.0 : c.pingpong ? 0.3 : c.out_halves ? 0.7 : 0.5) / (double)(kslice / WG_BK);
     /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
      * other. */
     double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
@@ -1455,12 +1457,13 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
         t_fixup = 5.0 * partials * (double)c.bm * c.bn * 4.0 / (4.0 * a->dram_gbps * 1e3 / a->sm_count) + 1.5;
     }
     double t_tile = 2.0 * c.bm * c.bn * (double)kslice / (rate_sm * eff) * ep;
-    /* A fused epilogue's arithmetic (tuner__chain_instr per element; H100, 128x128 tiles with
-     * bias + GELU: about 1.2 us each) stalls a cooperative tile's tensor cores; a pingpong
-     * consumer's runs during the other's turn, yet still costs about half as much (4096x3072x768
-     * + bias + GELU: +4.0 us over the bare GEMM against +7.2 cooperative). */
-    const double t_chain = tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split);
-    t_tile += c.pingpong ? 0.5 * t_chain : t_chain;
+    /* A fused epilogue's arithmetic stalls a cooperative tile's tensor cores; a pingpong
+     * consumer's runs during the other's turn, yet slows that turn as much. On an H100, with
+     * the chain applied on the way to the staged tile, 4096x3072x768 + bias + GELU cost
+     * 0.9-1.2 us per 128x128 tile over the same schedule bare, cooperative (128x192, 128x128)
+     * and pingpong (128x128) alike: 3/4 of tuner__gemm_epilogue_us
+     * (bench/results/2026-11-25-h100-epilogue-inline). */
+    t_tile += 0.75 * tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split);
     const double t_compute = per_sm * t_tile + t_fixup;
     const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
     /* A pair reads each B tile once for two M tiles. An N pair reads each A tile once for two N
