@@ -28,9 +28,8 @@ void tuner__prelude_reference(tuner_sb *sb, int sm);
  * degree-6 polynomial below (coefficients d0..d6: a least-squares fit of log2(Phi(-a)) on
  * [0, 5.5437] weighted towards GELU's absolute and relative error; Phi(-a) is below 1.5e-8 beyond
  * the clamp). One ex2, seven FMAs and two min/max per element, against erff's two evaluated
- * branches; absolute error under
- * 5e-7 and relative error under 2.5e-4 wherever |gelu(x)| is an fp16 normal
- * (tuner/tests/test_codegen.c checks a dense grid). */
+ * branches; absolute error under 5e-7 and relative error under 2.5e-4 wherever |gelu(x)| is an
+ * fp16 normal (tuner/tests/test_codegen.c checks a dense grid). */
 #define TUNER_GELU_XMAX 5.54371738f
 #define TUNER_GELU_D0 -1.000018954e+00f
 #define TUNER_GELU_D1 -1.151005268e+00f
