@@ -459,8 +459,15 @@ const char *tuner_tmap_encoder_name(const tuner_tmap *m)
     return m->mode == TUNER_TMAP_IM2COL ? "cuTensorMapEncodeIm2col" : "cuTensorMapEncodeTiled";
 }
 
+bool tuner_tmap_can_encode(const tuner_tmap *m, const tuner_tmap_encoders *enc)
+{
+    return m->mode == TUNER_TMAP_IM2COL ? enc->im2col != NULL : enc->tiled != NULL;
+}
+
 int tuner_tmap_encode(const tuner_tmap *m, uint64_t addr, void *out, const tuner_tmap_encoders *enc)
 {
+    if (!tuner_tmap_can_encode(m, enc))
+        return -ENOSYS;
     /* The encoders read rank - 1 strides and rank - 2 corners: hand them exactly the map's. */
     uint64_t dims[TUNER_TMAP_MAX_RANK] = {0}, strides[TUNER_TMAP_MAX_RANK - 1] = {0};
     uint32_t es[TUNER_TMAP_MAX_RANK] = {0};
@@ -472,8 +479,6 @@ int tuner_tmap_encode(const tuner_tmap *m, uint64_t addr, void *out, const tuner
     }
     void *const address = (void *)(uintptr_t)addr;
     if (m->mode == TUNER_TMAP_IM2COL) {
-        if (!enc->im2col)
-            return -ENOSYS;
         int lower[TUNER_TMAP_MAX_RANK - 2] = {0}, upper[TUNER_TMAP_MAX_RANK - 2] = {0};
         for (int i = 0; i < m->rank - 2 && i < TUNER_TMAP_MAX_RANK - 2; i++)
             lower[i] = m->lower_corner[i], upper[i] = m->upper_corner[i];
@@ -481,8 +486,6 @@ int tuner_tmap_encode(const tuner_tmap *m, uint64_t addr, void *out, const tuner
                            m->channels_per_pixel, m->pixels_per_column, es, 0 /* no interleave */,
                            tuner_tmap_cu_swizzle(m), tuner_tmap_cu_l2_promotion(m), tuner_tmap_cu_oob_fill(m));
     }
-    if (!enc->tiled)
-        return -ENOSYS;
     return enc->tiled(out, tuner_tmap_cu_dtype(m), (uint32_t)m->rank, address, dims, strides, m->box, es,
                       0 /* no interleave */, tuner_tmap_cu_swizzle(m), tuner_tmap_cu_l2_promotion(m),
                       tuner_tmap_cu_oob_fill(m));

@@ -134,6 +134,8 @@ typedef struct tuner_tmap_encoders {
 
 /* The driver function that encodes m: "cuTensorMapEncodeTiled" or "cuTensorMapEncodeIm2col". */
 const char *tuner_tmap_encoder_name(const tuner_tmap *m);
+/* Whether enc has that function (a launcher checks before it loads a module). */
+bool tuner_tmap_can_encode(const tuner_tmap *m, const tuner_tmap_encoders *enc);
 /* Encodes m for the buffer at addr into out (TUNER_TMAP_BYTES, 64-byte aligned) with the
  * encoder of its mode: the driver's CUresult (0 is success), or -ENOSYS when enc lacks it. */
 int tuner_tmap_encode(const tuner_tmap *m, uint64_t addr, void *out, const tuner_tmap_encoders *enc);

@@ -697,8 +697,7 @@ static int load_step(hidet_plan *p, hidet_client *c, plan_step *st, hidet_error 
     for (size_t k = 0; k < st->n_kernels; k++)
         for (size_t j = 0; j < st->kernels[k].n_params; j++) {
             const plan_src *s = &st->kernels[k].params[j];
-            const bool im2col = s->tmap.mode == TUNER_TMAP_IM2COL;
-            if (s->map >= 0 && (im2col ? cu.tmap.im2col == NULL : cu.tmap.tiled == NULL))
+            if (s->map >= 0 && !tuner_tmap_can_encode(&s->tmap, &cu.tmap))
                 return hidet__fail(err, -ELIBACC, 0, "kernel %s takes tensor maps, and the CUDA driver "
                                    "lacks %s (it needs a CUDA 12 driver or newer)", st->kernels[k].name,
                                    tuner_tmap_encoder_name(&s->tmap));

@@ -357,6 +357,8 @@ static void test_encode(void)
     /* A driver without the encoder a map needs. */
     CHECK(tuner_tmap_encode(&i, 0x1000, slot, &tiled_only) == -ENOSYS);
     CHECK(tuner_tmap_encode(&t, 0x1000, slot, &tiled_only) == 0);
+    CHECK(!tuner_tmap_can_encode(&i, &tiled_only) && tuner_tmap_can_encode(&t, &tiled_only));
+    CHECK(tuner_tmap_can_encode(&i, &both) && tuner_tmap_can_encode(&t, &both));
 }
 
 static void test_extent_and_enums(void)
