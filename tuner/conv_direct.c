@@ -24,6 +24,7 @@
 #include "tuner/space.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,7 +354,15 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
     if (!a || !cfg_of(op, a, &g, s, &c))
         return 1e12;
     double outs = (double)(g.N * g.P * g.Q * g.K);
-    double bytes = (double)tuner_tensor_numel(&op->inputs[0]) * tuner_dtype_size(op->inputs[0].dtype) +
+    /* Per input pixel a block reads the channels of its kt output channels, one contiguous run
+     * (the whole pixel where kt covers all of K). DRAM is read in 64-byte granules: a shorter
+     * run fetches the whole granule, and the channel tiles that share it (blockIdx.y) run far
+     * apart, so the rest is fetched again. On an H100, depthwise 3x3 layers with 8-channel tiles
+     * ran 1.7-3.7x slower than with whole or 64-byte runs, where this model had ranked them
+     * first (bench/results/2026-11-25-h100-epilogue-inline). */
+    const double run = (c.kt >= g.K ? (double)g.C : (double)c.kt * g.cpg / g.kpg) * tuner_dtype_size(op->inputs[0].dtype);
+    const double in_fetch = c.kt >= g.K ? 1.0 : 64.0 * ceil(run / 64.0) / run;
+    double bytes = (double)tuner_tensor_numel(&op->inputs[0]) * tuner_dtype_size(op->inputs[0].dtype) * in_fetch +
                    outs * tuner_dtype_size(op->output.dtype) +
                    /* every block stages its tile's weights */
                    (double)c.grid_x * (double)c.ktiles * (double)c.kt * (double)(g.R * g.S * g.cpg) *
@@ -369,10 +378,16 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
     const double rows = c.tp > 1 ? (double)c.rows_in / c.tp : (double)g.R;
     /* Per MAC: an FMA, and (spread over TQ pixels) the weight load; per tap a bounds check and,
      * depthwise, the window loads. */
-    double instr = macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 * rows / (double)g.R : 2.0)) +
-                   outs * (6.0 + tuner__chain_instr(&op->epilogue));
+    /* Threads whose pixels, rows or channels lie past the output's edge issue with their warp
+     * and load nothing: a 64-pixel row block on a 7-pixel row keeps 7 of 64 busy (H100,
+     * depthwise 3x3 at 7x7 to 28x28: 2-3x slower than 8- or 16-pixel blocks). */
+    const double used = (double)g.Q / (double)(c.qblocks * c.bq * c.tq) * (double)g.P / (double)(c.pblocks * c.tp) *
+                        (double)g.K / (double)(c.ktiles * c.kt);
+    double instr = (macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 * rows / (double)g.R : 2.0)) +
+                    outs * (6.0 + tuner__chain_instr(&op->epilogue))) /
+                   used;
     double us = tuner__mem_cost_us(a, bytes, (double)(c.grid_x * c.ktiles), (int)c.threads,
-                                   (double)(c.vec * tuner_dtype_size(op->inputs[0].dtype) * c.tq * c.tp),
+                                   (double)(c.vec * tuner_dtype_size(op->inputs[0].dtype) * c.tq * c.tp) * used,
                                    c.min_blocks ? REG_CAP : 32 + 2 * c.vec * c.tq * c.tp, (int)c.smem, eff, instr);
     return us;
 }
