@@ -357,9 +357,9 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
     /* Per input pixel a block reads the channels of its kt output channels, one contiguous run
      * (the whole pixel where kt covers all of K). DRAM is read in 64-byte granules: a shorter
      * run fetches the whole granule, and the channel tiles that share it (blockIdx.y) run far
-     * apart, so the rest is fetched again. On an H100, depthwise 3x3 layers with 8-channel tiles
-     * ran 1.7-3.7x slower than with whole or 64-byte runs, where this model had ranked them
-     * first (bench/results/2026-11-25-h100-epilogue-inline). */
+     * apart, so the rest is fetched again. On an H100 this model's first picks for depthwise 3x3
+     * layers, 8-channel tiles on wide pixel rows, ran 1.7-4.6x slower than the measured best
+     * (bench/results/2026-11-25-h100-epilogue-inline). */
     const double run = (c.kt >= g.K ? (double)g.C : (double)c.kt * g.cpg / g.kpg) * tuner_dtype_size(op->inputs[0].dtype);
     const double in_fetch = c.kt >= g.K ? 1.0 : 64.0 * ceil(run / 64.0) / run;
     double bytes = (double)tuner_tensor_numel(&op->inputs[0]) * tuner_dtype_size(op->inputs[0].dtype) * in_fetch +
@@ -380,7 +380,7 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
      * depthwise, the window loads. */
     /* Threads whose pixels, rows or channels lie past the output's edge issue with their warp
      * and load nothing: a 64-pixel row block on a 7-pixel row keeps 7 of 64 busy (H100,
-     * depthwise 3x3 at 7x7 to 28x28: 2-3x slower than 8- or 16-pixel blocks). */
+     * depthwise 3x3 at 7x7 to 28x28: 1.4-3x slower than 8- or 16-pixel blocks). */
     const double used = (double)g.Q / (double)(c.qblocks * c.bq * c.tq) * (double)g.P / (double)(c.pblocks * c.tp) *
                         (double)g.K / (double)(c.ktiles * c.kt);
     double instr = (macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 * rows / (double)g.R : 2.0)) +
