@@ -455,31 +455,35 @@ static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     }
 }
 
-/* The body of the store emitters: dst (a global pointer expression) or saddr (a shared address)
- * or neither (the checked global store); `chain` applies the epilogue on the way. */
+/* Where the store emitters put a value: global memory (a pointer expression, by default
+ * out + o_off), a 32-bit shared-memory address stored through asm, or a shared-memory pointer
+ * (`unsigned char *`) stored as plain C++. */
+typedef enum { STORE_GLOBAL, STORE_SHARED_ADDR, STORE_SHARED_PTR } store_to;
+
+/* The body of the store emitters: the values' coordinates as `mode` has them (emit_out_coords),
+ * the epilogue applied on the way with `chain`, then the store at `at`. Shared memory holds
+ * whole pairs (a 16-byte output chunk implies paired stores). */
 static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m, const char *n,
-                            const char *const *vars, int nv, const char *dst, const char *saddr, bool checked,
-                            bool chain)
+                            const char *const *vars, int nv, const char *at, store_to to, int mode, bool chain)
 {
-    emit_out_coords(sb, p, b, m, n, checked ? OUT_CHECKED : OUT_IN_RANGE);
+    emit_out_coords(sb, p, b, m, n, mode);
     emit_out_values(sb, p, vars, nv, chain);
-    const char *ct = tuner__ctype(p->out_dt);
-    char at[160];
-    snprintf(at, sizeof(at), "%s", dst ? dst : "out + o_off");
-    if (saddr || nv == 2) {
-        /* A pair: to the staged tile in shared memory (which holds whole pairs: a 16-byte output
-         * chunk implies paired stores) or to global memory. */
-        const char *pa = saddr ? saddr : at;
-        if (p->out_dt == TUNER_F32)
-            tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
-                                "%s(%s, o_pk); }\n",
-                            saddr ? "gm_sts64" : "hd_st8", pa);
-        else
-            tuner_sb_printf(sb, saddr ? "gm_sts32(%s, hd_pack_%s(o_v0, o_v1));\n"
-                                      : "*reinterpret_cast<hd_u32 *>(%s) = hd_pack_%s(o_v0, o_v1);\n",
-                            pa, p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
+    if (!at)
+        at = "out + o_off";
+    if (to != STORE_GLOBAL || nv == 2) {
+        if (p->out_dt == TUNER_F32) {
+            tuner_sb_puts(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); ");
+            if (to == STORE_SHARED_PTR)
+                tuner_sb_printf(sb, "*reinterpret_cast<hd_v2 *>(%s) = o_pk; }\n", at);
+            else
+                tuner_sb_printf(sb, "%s(%s, o_pk); }\n", to == STORE_SHARED_ADDR ? "gm_sts64" : "hd_st8", at);
+        } else {
+            tuner_sb_printf(sb, to == STORE_SHARED_ADDR ? "gm_sts32(%s, hd_pack_%s(o_v0, o_v1));\n"
+                                                        : "*reinterpret_cast<hd_u32 *>(%s) = hd_pack_%s(o_v0, o_v1);\n",
+                            at, p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
+        }
     } else {
-        tuner_sb_printf(sb, "*(%s) = hd_from_f32<%s>(o_v0);\n", at, ct);
+        tuner_sb_printf(sb, "*(%s) = hd_from_f32<%s>(o_v0);\n", at, tuner__ctype(p->out_dt));
     }
     tuner_sb_puts(sb, "}\n}\n");
 }
@@ -487,7 +491,7 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
 void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                const char *n, const char *const *vars, int nv, const char *dst)
 {
-    emit_store_impl(sb, p, b, m, n, vars, nv, dst, NULL, dst == NULL, true);
+    emit_store_impl(sb, p, b, m, n, vars, nv, dst, STORE_GLOBAL, dst ? OUT_IN_RANGE : OUT_CHECKED, true);
 }
 
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p)
@@ -506,29 +510,20 @@ void tuner__gemm_emit_epilogue_pair(tuner_sb *sb, const tuner__gemm_problem *p, 
 void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                  const char *n, const char *const *pair, const char *saddr, bool checked)
 {
-    emit_store_impl(sb, p, b, m, n, pair, 2, NULL, saddr, checked, false);
+    emit_store_impl(sb, p, b, m, n, pair, 2, saddr, STORE_SHARED_ADDR, checked ? OUT_CHECKED : OUT_IN_RANGE, false);
 }
 
 void tuner__gemm_emit_staged_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                   const char *n, const char *const *pair, const char *sptr)
 {
     const bool chain = tuner__gemm_has_epilogue(p);
-    emit_out_coords(sb, p, b, m, n, chain ? OUT_CLAMPED : OUT_IN_RANGE);
-    emit_out_values(sb, p, pair, 2, chain);
-    if (p->out_dt == TUNER_F32)
-        tuner_sb_printf(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); "
-                            "*reinterpret_cast<hd_v2 *>(%s) = o_pk; }\n",
-                        sptr);
-    else
-        tuner_sb_printf(sb, "*reinterpret_cast<hd_u32 *>(%s) = hd_pack_%s(o_v0, o_v1);\n", sptr,
-                        p->out_dt == TUNER_F16 ? "f16x2" : "bf16x2");
-    tuner_sb_puts(sb, "}\n}\n");
+    emit_store_impl(sb, p, b, m, n, pair, 2, sptr, STORE_SHARED_PTR, chain ? OUT_CLAMPED : OUT_IN_RANGE, chain);
 }
 
 void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                     const char *n, const char *const *vars, int nv)
 {
-    emit_store_impl(sb, p, b, m, n, vars, nv, NULL, NULL, true, false);
+    emit_store_impl(sb, p, b, m, n, vars, nv, NULL, STORE_GLOBAL, OUT_CHECKED, false);
 }
 
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)
