@@ -3,6 +3,7 @@
 # fault injection), then hidetd with real workers and the benchmark against the peers.
 #   bench/gpu_run.sh [tests|bench|hits|all] [bench.py args...]
 #   bench/gpu_run.sh graphs [bench/graphs.py args...]   (launch plans through clients/python)
+#   bench/gpu_run.sh calibrate [bench/calibrate.py args...]   (the cost model against measurement)
 #   bench/gpu_run.sh multi [tests/gpu/multi_gpu.py args...]   (the pool on several GPUs)
 # Logs and results go to $OUT (at most 8 files come back).
 set -u
@@ -106,6 +107,19 @@ if [ "$what" = multi ]; then
         --logs "$OUT" "$@" > "$OUT/multi_gpu.log" 2>&1
     echo "multi_gpu exit=$?"
     tail -n 60 "$OUT/multi_gpu.log"
+fi
+
+if [ "$what" = calibrate ]; then
+    # The cost model's order against measured times (bench/calibrate.py): many candidates per
+    # case, so a cap on the whole call (CALIBRATE_TIMEOUT) keeps what was measured so far.
+    start_daemon calibrate
+    PYTHONUNBUFFERED=1 timeout "${CALIBRATE_TIMEOUT:-480}" python3 bench/calibrate.py \
+        --socket "$d/hidetd.sock" --db "$d/kernels.db" --out "$OUT" "$@" > "$OUT/calibrate.log" 2>&1
+    echo "calibrate exit=$?"
+    kill -TERM $pid
+    wait $pid
+    echo "hidetd exit=$?"
+    tail -n 30 "$OUT/calibrate.log"
 fi
 
 if [ "$what" = graphs ]; then

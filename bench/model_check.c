@@ -1,0 +1,190 @@
+/* bench/model_check.c - the cost model as built now, against times measured on a GPU.
+ *
+ * `tune: "model"` runs the cost model's first schedule unmeasured, so the model's order is what
+ * most clients get. bench/calibrate.py records, per bench case, the request and the measured
+ * time of a few hundred schedules (calibration.json). This tool rebuilds each case's space here,
+ * ranks it with the current model and reports, per case:
+ *
+ *   first  the measured time of the first schedule in the model's order that was measured, over
+ *          the best measured time (1.00: the model's pick is the best of those measured)
+ *   at     that schedule's position in the model's order (0: the model's own first pick was
+ *          measured; larger: the pick is a schedule the calibration run did not time)
+ *   top3   the best of the first three measured schedules in the model's order, over the best
+ *
+ * and the geometric means of `first` and `top3` over the cases. No GPU and no daemon needed:
+ *
+ *   model_check [--arch sm_90a] CALIBRATION.json...
+ *
+ * Schedules are matched by template and parameters (not by index), so a space that gained or
+ * lost schedules since the calibration run still compares. Exit codes: 0 ok, 1 unreadable
+ * input, 2 usage.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "proto/request.h"
+#include "tuner/tuner.h"
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) != NULL) {
+            n = fread(buf, 1, (size_t)len, f);
+            buf[n] = '\0';
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* The measured time of space item `s`, or a negative number when the calibration run did not
+ * time it (or it failed). */
+static double measured_us(const cJSON *rows, const tuner_schedule *s)
+{
+    char *json = tuner_schedule_json(s);
+    cJSON *mine = json ? cJSON_Parse(json) : NULL;
+    free(json);
+    double us = -1;
+    const cJSON *tmpl = cJSON_GetObjectItemCaseSensitive(mine, "template");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(mine, "params");
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(row, "ok");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(row, "template");
+        const cJSON *lat = cJSON_GetObjectItemCaseSensitive(row, "latency_us");
+        if (!cJSON_IsTrue(ok) || !cJSON_IsString(t) || !cJSON_IsNumber(lat) || !cJSON_IsString(tmpl) ||
+            strcmp(t->valuestring, tmpl->valuestring) != 0)
+            continue;
+        if (cJSON_Compare(cJSON_GetObjectItemCaseSensitive(row, "params"), params, true)) {
+            us = lat->valuedouble;
+            break;
+        }
+    }
+    cJSON_Delete(mine);
+    return us;
+}
+
+typedef struct totals {
+    double log_first, log_top3;
+    int cases;
+} totals;
+
+static void check_case(const cJSON *c, const char *arch, totals *tot)
+{
+    const cJSON *summary = cJSON_GetObjectItemCaseSensitive(c, "summary");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(summary, "case");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(summary, "shape");
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(c, "rows");
+    cJSON *req_json = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(c, "request"), true);
+    const char *label_case = cJSON_IsString(name) ? name->valuestring : "?";
+    const char *label_shape = cJSON_IsString(shape) ? shape->valuestring : "?";
+    if (!req_json || !cJSON_IsArray(rows)) {
+        printf("%-16s %-24s no request or rows (calibrated before requests were recorded)\n", label_case, label_shape);
+        cJSON_Delete(req_json);
+        return;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(req_json, "arch");
+    cJSON_AddStringToObject(req_json, "arch", arch);
+    char *body = cJSON_PrintUnformatted(req_json);
+    cJSON_Delete(req_json);
+    proto_kernel_request req;
+    proto_error perr;
+    int rc = body ? proto_kernel_request_parse(body, strlen(body), &req, &perr) : -1;
+    free(body);
+    if (rc < 0) {
+        printf("%-16s %-24s request refused: %s\n", label_case, label_shape, body ? perr.message : "no memory");
+        return;
+    }
+    tuner_space *space = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&req.op, &req.opt.target, &space, &err) < 0 || space->n == 0) {
+        printf("%-16s %-24s no space: %s\n", label_case, label_shape, err ? err : "empty");
+        free(err);
+        tuner_space_free(space);
+        return;
+    }
+    size_t *order = calloc(space->n, sizeof(*order));
+    double *pred = calloc(space->n, sizeof(*pred));
+    if (!order || !pred) {
+        free(order);
+        free(pred);
+        tuner_space_free(space);
+        return;
+    }
+    tuner_rank(&req.op, &req.opt.target, space, order, pred);
+    double best = -1, first = -1, top3 = -1;
+    size_t first_at = 0;
+    int seen = 0;
+    char *pick = NULL;
+    for (size_t i = 0; i < space->n; i++) {
+        double us = measured_us(rows, &space->items[order[i]]);
+        if (us < 0)
+            continue;
+        if (best < 0 || us < best)
+            best = us;
+        if (seen == 0) {
+            first = us;
+            first_at = i;
+            pick = tuner_schedule_json(&space->items[order[i]]);
+        }
+        if (seen < 3 && (top3 < 0 || us < top3))
+            top3 = us;
+        seen++;
+    }
+    if (seen == 0) {
+        printf("%-16s %-24s no measured schedule in this space\n", label_case, label_shape);
+    } else {
+        printf("%-16s %-24s %5zu %6d %6.2f %5zu %6.2f  %s\n", label_case, label_shape, space->n, seen, first / best,
+               first_at, top3 / best, pick ? pick : "?");
+        tot->log_first += log(first / best);
+        tot->log_top3 += log(top3 / best);
+        tot->cases++;
+    }
+    free(pick);
+    free(order);
+    free(pred);
+    tuner_space_free(space);
+}
+
+int main(int argc, char **argv)
+{
+    const char *arch = "sm_90a";
+    int ai = 1;
+    if (ai + 1 < argc && !strcmp(argv[ai], "--arch")) {
+        arch = argv[ai + 1];
+        ai += 2;
+    }
+    if (ai >= argc) {
+        fprintf(stderr, "usage: model_check [--arch ARCH] CALIBRATION.json...\n");
+        return 2;
+    }
+    printf("%-16s %-24s %5s %6s %6s %5s %6s  %s\n", "case", "shape", "space", "timed", "first", "at", "top3",
+           "the model's first measured schedule");
+    totals tot = {0};
+    for (; ai < argc; ai++) {
+        char *text = slurp(argv[ai]);
+        cJSON *doc = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        if (!doc) {
+            fprintf(stderr, "model_check: %s: not readable JSON\n", argv[ai]);
+            return 1;
+        }
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "cases")) check_case(c, arch, &tot);
+        cJSON_Delete(doc);
+    }
+    if (tot.cases)
+        printf("geometric mean over %d cases: first %.3f, top3 %.3f\n", tot.cases, exp(tot.log_first / tot.cases),
+               exp(tot.log_top3 / tot.cases));
+    return 0;
+}
