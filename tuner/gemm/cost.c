@@ -3,13 +3,13 @@
  * The model only has to rank: clearly bad candidates (idle SMs, a last wave with a handful of
  * tiles, tiny warp tiles on a big problem, no latency hiding, a huge split-K workspace) must come
  * out slow, and a good tile for the shape must come out near the top. Terms:
- *  - compute: per-tile FLOPs at the SM's tensor (or FMA) rate, scaled by an efficiency that
- *    grows with the warp tile (operand reuse from registers) and with pipelining, and by how
- *    many warps the SM has to hide latency; tiles run in waves of (blocks per SM x SMs); plus
- *    the fused epilogue's arithmetic;
- *  - memory: every block reads its A and B panels once (L2 bandwidth) and the unique operands
- *    and the output cross DRAM once, at a bandwidth capped by the bytes the resident blocks keep
- *    in flight (tuner__gemm_dram_us);
+ *  - the main loop as a ring of k tiles on each SM (tuner__gemm_ring_us): every k tile is
+ *    loaded (a latency, then its share of L2 and DRAM bandwidth: the unique operands cross DRAM
+ *    once, the rest of the panels hit L2) and then computed at the SM's tensor (or FMA) rate,
+ *    scaled by an efficiency that grows with the warp tile (operand reuse from registers) and
+ *    with how many warps the SM has to hide latency; the pipeline's depth bounds how many loads
+ *    are under way; tiles run in waves of (blocks per SM x SMs); plus the fused epilogue's
+ *    arithmetic;
  *  - split-K: fp32 partials written and read back, plus a second launch; or, summed inside a
  *    cluster, one pass over the partial tiles through distributed shared memory;
  *  - a fixed launch overhead per kernel.
@@ -20,19 +20,43 @@
 #include "tuner/gemm/gemm.h"
 
 #define LAUNCH_US 3.0
-/* DRAM latency under load, for Little's law: at 2 us an H100 streams its ~3 TB/s only with
- * about 6 MB of loads outstanding. Fitted to matmul_wgmma's 64x64 tiles streaming
- * 64x4096x4096 on 64 blocks: with 4, 6, 8 and 12 stages (3, 5, 7 and 11 k tiles, 3.1 to
- * 11.5 MB in flight) they took 21.2, 16.9, 15.2 and 14.5 us, which this ranks in order
- * (24.3, 15.8, 14.1, 14.1 with the launch); at 0.8 us all four came out alike
- * (bench/results/2026-11-24-h100-uniform). An estimate to rank schedules by. */
-#define LOADED_LATENCY_US 2.0
+/* Latency of one k tile's load, from issue to arrival, for the ring below: from DRAM and from
+ * L2. Fitted on an H100 to the times of a few hundred schedules per case measured by
+ * bench/calibrate.py (bench/results/2026-11-25-h100-model-ring), where the same tile with 3 to
+ * 12 stages ran e.g. at 37, 31, 28, 26, 24 and 21 us (64x64 wgmma tiles on 128x4096x4096, a
+ * weight stream), while the best 4096^3 tiles (128x256, L2 hits) need no more than 3 stages. */
+#define DRAM_LATENCY_US 1.2
+#define L2_LATENCY_US 0.2
+/* The exponent of the smooth maximum of the ring's two bounds (below): large, since the
+ * pipeline is close to deterministic; finite, since loads' latencies spread. */
+#define RING_SMOOTHING 8.0
 
-double tuner__gemm_dram_us(const tuner_arch *a, double bytes, double inflight_bytes)
+double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r)
 {
-    const double peak = a->dram_gbps * 1e3; /* GB/s = 1e3 bytes per us */
-    const double reach = inflight_bytes / LOADED_LATENCY_US;
-    return bytes / (reach < peak ? reach : peak);
+    if (r->ktiles <= 0)
+        return 0.0;
+    const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw; /* bytes per us */
+    const double sms = r->sms < 1 ? 1 : r->sms;
+    /* What one k tile occupies: the SM's tensor cores, its share of DRAM bandwidth for the part
+     * of the tile that misses L2, its share of L2 bandwidth. */
+    const double demand[3] = {
+        r->compute_us,
+        r->stage_bytes * r->dram_frac / (dram_bw / sms),
+        r->stage_bytes * r->l2_penalty / (l2_bw / sms),
+    };
+    double busiest = 0, round_trip = r->dram_frac * DRAM_LATENCY_US + (1.0 - r->dram_frac) * L2_LATENCY_US +
+                                     r->extra_latency_us;
+    for (int k = 0; k < 3; k++) {
+        busiest = demand[k] > busiest ? demand[k] : busiest;
+        round_trip += demand[k];
+    }
+    /* A k tile per `busiest` at best; with `slots` of them circulating, one per round trip /
+     * slots at best (Little's law): a shallow ring is latency-bound, a deep one runs at the
+     * pace of its bottleneck. */
+    const int slots = r->slots < 1 ? 1 : r->slots;
+    const double latency_bound = round_trip / slots;
+    const double per_ktile = pow(pow(busiest, RING_SMOOTHING) + pow(latency_bound, RING_SMOOTHING), 1.0 / RING_SMOOTHING);
+    return r->ktiles * per_ktile;
 }
 
 /* Each CTA writes its partial tile to shared memory and, after a cluster barrier, sums its
@@ -79,7 +103,16 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
     if (bps < 1)
         return 1e12;
     const double conc = (double)bps * a->sm_count;
-    const double waves = ceil((double)tiles / conc);
+    double waves = ceil((double)tiles / conc);
+    /* A split-K cluster's CTAs are placed in one GPC, so fewer clusters fit at once than the
+     * SMs' block slots suggest (tuner__arch_cluster_fit; on an H100, 32x32 tiles of
+     * 1x4096x4096 in 128 clusters of 4 ran 27 us against 20 for 16x128 tiles in 32,
+     * bench/results/2026-11-25-h100-model-ring). */
+    if (split > 1 && c->split_in_cluster) {
+        const double at_once = (double)tuner__arch_cluster_fit(a, split) * bps;
+        const double cluster_waves = ceil((double)(tiles / split) / at_once);
+        waves = cluster_waves > waves ? cluster_waves : waves;
+    }
     /* Blocks sharing one SM in a wave: fewer than bps when the tiles do not fill the GPU (then
      * SMs idle instead: ceil() above models that). */
     const long long per_sm = (tiles + a->sm_count - 1) / a->sm_count;
@@ -118,42 +151,48 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
         eff *= 0.96;
 
     const double rate_sm = rate_tflops * 1e6 / a->sm_count; /* FLOP per us per SM */
-    /* A wave runs `bps` blocks per SM concurrently: its time is bps tiles of work on one SM. */
-    const double tile_flops = 2.0 * c->block_m * c->block_n * (double)(kps < p->K ? kps : p->K);
-    double t_compute = waves * (tile_flops * blocks_here) / (rate_sm * eff);
-    /* A fused epilogue's arithmetic runs after each tile's main loop; other resident blocks
-     * compute meanwhile. */
-    t_compute += waves * tuner__gemm_epilogue_us(p, (double)c->block_m * c->block_n);
+    const long long k_used = kps < p->K ? kps : p->K;
+    const long long ktiles = (k_used + c->block_k - 1) / c->block_k;
 
-    /* Memory. */
-    const double dram_bw = a->dram_gbps * 1e3; /* GB/s = 1e3 bytes per us */
-    const double l2_bw = 4.0 * dram_bw; /* H100: >6.7 TB/s observed from 128x128 tiles */
-    double panel_bytes = (double)tiles * (c->block_m + c->block_n) * (double)kps * esz;
+    /* Memory: what the blocks read (their A and B panels, through L2; rows past M or N are
+     * zero-filled, not read), what crosses DRAM. */
+    const double rows = (double)(p->M < c->block_m ? p->M : c->block_m) + (double)(p->N < c->block_n ? p->N : c->block_n);
+    const double panel_bytes = (double)tiles * rows * (double)kps * esz;
     double vec_pen = 1.0;
     int va = c->vec_a < 1 ? 1 : c->vec_a, vb = c->vec_b < 1 ? 1 : c->vec_b;
     int vmin = va < vb ? va : vb;
     if (vmin * esz < 16)
         vec_pen = sqrt(16.0 / (vmin * esz));
-    double t_l2 = panel_bytes * vec_pen / l2_bw;
     /* Operands cross DRAM once: for a convolution that is the image, not its im2col matrix
      * (the R*S-fold re-reads are the panel traffic above). */
     double uniq = p->conv ? ((double)tuner_tensor_numel(&p->op->inputs[0]) + (double)tuner_tensor_numel(&p->op->inputs[1])) * esz
                           : ((double)p->batch * (p->M * p->K + p->K * p->N)) * esz;
     uniq += (double)p->batch * p->M * p->N * tuner_dtype_size(p->out_dt);
-    /* Bytes in flight: every resident block keeps stages - 1 k tiles of its operands loading
-     * (register-staged loads one), rows past M or N being zero-filled, not read. */
-    const double resident = tiles < conc ? (double)tiles : conc;
-    const double rows = (double)(p->M < c->block_m ? p->M : c->block_m) + (double)(p->N < c->block_n ? p->N : c->block_n);
-    const double depth = c->async_copy && c->stages > 2 ? c->stages - 1 : 1;
-    double t_dram = tuner__gemm_dram_us(a, uniq, resident * depth * rows * c->block_k * esz);
-    double t_main = t_compute > t_l2 ? t_compute : t_l2;
-    t_main = t_main > t_dram ? t_main : t_dram;
+    /* In flight: every resident block keeps stages - 1 k tiles of its operands loading
+     * (register-staged loads one). */
+    const int depth = c->async_copy && c->stages > 2 ? c->stages - 1 : 1;
+    /* A wave runs `blocks_here` blocks per SM concurrently: its time is that many tiles' k
+     * tiles on one SM. */
+    const tuner__gemm_ring ring = {
+        .ktiles = waves * blocks_here * (double)ktiles,
+        .slots = blocks_here * depth,
+        .compute_us = 2.0 * c->block_m * c->block_n * (double)c->block_k / (rate_sm * eff) *
+                      (c->compute_scale > 0 ? c->compute_scale : 1.0),
+        .stage_bytes = rows * c->block_k * esz,
+        .dram_frac = panel_bytes > uniq ? uniq / panel_bytes : 1.0,
+        .l2_penalty = vec_pen,
+        .sms = tiles < a->sm_count ? (double)tiles : (double)a->sm_count,
+    };
+    /* A fused epilogue's arithmetic runs after each tile's main loop; other resident blocks
+     * compute meanwhile. */
+    double t_main = tuner__gemm_ring_us(a, &ring) +
+                    waves * tuner__gemm_epilogue_us(p, (double)c->block_m * c->block_n);
     double t = t_main + LAUNCH_US;
     if (split > 1 && c->split_in_cluster) {
         t += tuner__gemm_cluster_sum_us(split);
     } else if (split > 1) {
         double ws = (double)split * p->batch * p->M * p->N * 4.0;
-        t += 2.0 * ws / dram_bw + LAUNCH_US;
+        t += 2.0 * ws / (a->dram_gbps * 1e3) + LAUNCH_US;
     }
     return t;
 }

@@ -209,13 +209,25 @@ typedef struct tuner__gemm_cost_in {
     bool tf32;
     bool async_copy;     /* cp.async pipeline (else register-staged loads) */
     int vec_a, vec_b;    /* elements per global access */
+    double compute_scale; /* the template's own factor on the compute time per k tile (0: 1) */
 } tuner__gemm_cost_in;
 double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c);
 
-/* Microseconds to move `bytes` through DRAM when the running blocks keep `inflight_bytes` of
- * loads outstanding: the arch's bandwidth, or less when too few bytes are in flight to cover the
- * memory latency (decode GEMMs on few blocks, shallow pipelines). */
-double tuner__gemm_dram_us(const tuner_arch *a, double bytes, double inflight_bytes);
+/* The main loop of the blocks on one SM as a ring of k tiles: each is loaded (a fixed latency,
+ * then its share of L2 and DRAM bandwidth) and then computed; the pipeline keeps `slots` of
+ * them under way. tuner__gemm_ring_us gives the microseconds the SM needs for `ktiles` of them:
+ * latency-bound with few slots, bound by the busiest of compute, DRAM and L2 with many. */
+typedef struct tuner__gemm_ring {
+    double ktiles;      /* k tiles the SM works through */
+    int slots;          /* k tiles its resident blocks keep loading at once (stages - 1 each) */
+    double compute_us;  /* one k tile on the SM's tensor (or FMA) units */
+    double stage_bytes; /* operand bytes one k tile loads */
+    double dram_frac;   /* the part of them that crosses DRAM (the rest hits L2) */
+    double l2_penalty;  /* L2 cost per byte over 16-byte accesses' (1 for TMA, cp.async 16) */
+    double sms;         /* SMs sharing DRAM and L2 bandwidth meanwhile */
+    double extra_latency_us; /* added to every load's latency (e.g. TMA boxes mostly out of range) */
+} tuner__gemm_ring;
+double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r);
 
 /* Microseconds a cluster split-K tile spends summing its `split` partials
  * (tuner__gemm_emit_cluster_sum and the barriers around it). */

@@ -1092,24 +1092,27 @@ static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner
     mma_cfg c;
     if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
         return 1e12;
+    /* A staged output tile pays two barriers and a shared-memory round trip, and saves the
+     * exposed pair stores at the end of each tile: a gain that shrinks with the K loop's length
+     * (H100: -23% at 12 k-tiles, a few percent either way at 64), on the compute side only (a
+     * memory-bound loop does not speed up). Near-equal predictions keep both variants of a good
+     * tile among the measured candidates. */
+    double stage_scale = 1.0;
+    if (c.stage_out) {
+        const double ktiles = (double)tuner__gemm_cdiv(tuner__gemm_k_per_split(p.K, c.split, c.bk), c.bk);
+        const double f = 1.06 - 2.8 / ktiles;
+        stage_scale = f < 0.75 ? 0.75 : f;
+    }
     tuner__gemm_cost_in in = {
         .block_m = c.bm, .block_n = c.bn, .block_k = c.bk, .threads = c.threads, .warp_m = c.wm, .warp_n = c.wn,
         .split_k = c.split, .stages = c.async ? c.stages : 2, .smem_bytes = c.smem, .regs_per_thread = c.regs,
         .split_in_cluster = c.split_cluster, .tensor_core = true, .tf32 = false, .async_copy = c.async, .vec_a = p.vec[0], .vec_b = p.vec[1],
+        .compute_scale = stage_scale,
     };
     double us = tuner__gemm_cost(&p, a, &in);
     /* Rasterisation matters only when the operands overflow L2; a mild preference otherwise. */
     if (c.group > 1)
         us *= 0.97;
-    /* A staged output tile pays two barriers and a shared-memory round trip, and saves the
-     * exposed pair stores at the end of each tile: a gain that shrinks with the K loop's length
-     * (H100: -23% at 12 k-tiles, a few percent either way at 64). Near-equal predictions keep
-     * both variants of a good tile among the measured candidates. */
-    if (c.stage_out) {
-        const double ktiles = (double)tuner__gemm_cdiv(tuner__gemm_k_per_split(p.K, c.split, c.bk), c.bk);
-        const double f = 1.06 - 2.8 / ktiles;
-        us *= f < 0.75 ? 0.75 : f;
-    }
     return us;
 }
 

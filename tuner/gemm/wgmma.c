@@ -80,6 +80,14 @@
 #include "tuner/gemm/gemm.h"
 
 #define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
+/* Load latency each TMA box row past M or N adds (the copy engine zero-fills it): fitted to
+ * 64x64 tiles with 12 stages on M x 4096 x 4096 (H100: 24.3, 22.1 and 20.2 us at M = 1, 16,
+ * 64; bench/results/2026-11-25-h100-model-ring). */
+#define WG_OOB_ROW_US 0.011
+/* Load latency a convolution's A tile adds (an im2col box or a gather of window rows): its
+ * main loops needed 6-8 stages where a GEMM's with the same tile needed 4 (H100, 3x3 layers
+ * of bench/results/2026-11-25-h100-model-ring). */
+#define WG_CONV_LOAD_US 0.6
 
 /* Stream-K's division of a launch (stream_k 1, wg_sk_plan_of): one CTA per SM; the first
  * dp_tiles tiles are whole waves, dealt a tile per CTA and wave as without it; the sk_tiles
@@ -1415,14 +1423,9 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * cooperative tile (4096^3 243 against 222 us, 2048x14336x4096 391 against 373; more
      * operand bytes per FLOP, a barrier per turn; bench/results/2026-11-24-h100-epilogue). */
     eff *= c.pingpong ? 0.94 : 1.0;
-    eff *= c.stages >= (c.pingpong ? 3 : 4) ? 1.0 : 0.97;
     /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
      * per thread and stage where TMA needs one instruction. */
     eff *= wg_gathers_a(&p) ? 0.92 : 1.0;
-    /* A pair advances at the pace of its slower CTA (each stage waits for both consumers):
-     * measured on an H100 at 0.92-1.01 of the same tile unpaired, so it pays only where
-     * halving the B panel traffic matters. */
-    eff *= c.cluster == 2 ? 0.96 : 1.0;
     /* The epilogue is overlapped with the next tile's loads but not with this warpgroup's own
      * wgmma (relatively more exposed with a short K loop), unless the other consumer computes
      * meanwhile (pingpong). Fragment-order register stores cost several k-tiles' time, also
@@ -1434,6 +1437,16 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
      * other. */
     double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
+    /* A pair's two CTAs take the two tiles of a pair of M (or N) tiles, so an odd count leaves
+     * one CTA of the last pair idle: a decode GEMM with one M tile runs half its CTAs empty. */
+    long long ctas = blocks;
+    if (c.cluster == 2) {
+        long long pm, pn;
+        wg_pair_grid(&c, tuner__gemm_cdiv(p.M, c.bm), tuner__gemm_cdiv(p.N, c.bn), &pm, &pn);
+        const long long pairs = p.batch * pm * pn;
+        per_sm = (double)tuner__gemm_cdiv(pairs, a->sm_count / 2);
+        ctas = 2 * pairs;
+    }
     /* Stream-K: the busiest block's whole tiles and its share of the rest's k tiles; then its
      * partial tile written and, where it finishes a tile, the partials of as many blocks as
      * the tile's k tiles span at most, at the block's share of L2 bandwidth, five times over:
@@ -1441,8 +1454,11 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * 4096^3 and 2048x4096x4096 (128x256 tiles), 4 us on 1000^3 (64x128), about five times
      * that traffic at that share (ncu, 4096^3: no more operand reads from DRAM, but most
      * blocks write their partials at once and part of them is evicted to DRAM before it is
-     * read back); and the launch that clears the flags (a one-block
-     * launch before a GEMM's cost 0.6-1.8 us, bench/results/2026-11-24-h100-epilogue). It pays
+     * read back); and a fixed 5 us: the launch that clears the flags (a one-block launch
+     * before a GEMM's cost 0.6-1.8 us, bench/results/2026-11-24-h100-epilogue) and the
+     * partial-tile hand-over, which left stream-K schedules of short decode and convolution
+     * loops 3-8 us slower than the same tiles without it (64x14336x4096, 128x4096x4096, 3x3
+     * 64 -> 64 at 56x56; bench/results/2026-11-25-h100-model-ring). It pays
      * where the last wave is mostly empty and waves are long: 8192x14336x4096 ran at 0.982 of
      * cuBLAS against 0.942 without, 8192^3 at 1.033 against 1.016
      * (bench/results/2026-11-24-h100-stream-k). */
@@ -1453,38 +1469,51 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
             return 1e12;
         const long long per_block = k.iters / k.grid;
         per_sm = (double)(k.dp_tiles / k.grid) + (double)tuner__gemm_cdiv(k.iters, k.grid) / (double)k.ktiles;
+        ctas = k.grid;
         const double partials = 1.0 + (double)tuner__gemm_cdiv(k.ktiles, per_block);
-        t_fixup = 5.0 * partials * (double)c.bm * c.bn * 4.0 / (4.0 * a->dram_gbps * 1e3 / a->sm_count) + 1.5;
+        t_fixup = 5.0 * partials * (double)c.bm * c.bn * 4.0 / (4.0 * a->dram_gbps * 1e3 / a->sm_count) + 5.0;
     }
-    double t_tile = 2.0 * c.bm * c.bn * (double)kslice / (rate_sm * eff) * ep;
     /* A fused epilogue's arithmetic stalls a cooperative tile's tensor cores; a pingpong
      * consumer's runs during the other's turn, yet slows that turn as much. On an H100, with
      * the chain applied on the way to the staged tile, 4096x3072x768 + bias + GELU cost
      * 0.9-1.2 us per 128x128 tile over the same schedule bare, cooperative (128x192, 128x128)
      * and pingpong (128x128) alike: 3/4 of tuner__gemm_epilogue_us
      * (bench/results/2026-11-25-h100-epilogue-inline). */
-    t_tile += 0.75 * tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split);
-    const double t_compute = per_sm * t_tile + t_fixup;
-    const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw;
+    const double t_chain = 0.75 * tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split);
     /* A pair reads each B tile once for two M tiles. An N pair reads each A tile once for two N
      * tiles, but is not credited with it: on an H100 its decode GEMMs ran 2-3% slower than the
      * same tiles unpaired (64x14336x4096 44.0 against 43.0 us, 128x14336x4096 45.3 against 44.3;
      * bench/results/2026-11-24-h100-im2col), the lockstep costing more than the A panel saves. */
-    const double panel = (double)tiles * (c.bm + (double)c.bn / (c.pair_n ? 1 : c.cluster)) * (double)kp * esz;
-    double t_l2 = panel / l2_bw;
-    if (c.group > 1)
-        t_l2 *= 0.9;
+    /* TMA boxes are whole: rows past M or N are zero-filled by the copy engine, which moves
+     * them through shared memory and takes longer per box (WG_OOB_ROW_US). */
+    const double rows_m = c.bm, rows_n = c.bn;
+    const double oob_rows = (p.M < c.bm ? c.bm - p.M : 0) + (p.N < c.bn ? c.bn - p.N : 0);
+    const double panel = (double)tiles * (rows_m + rows_n / (c.pair_n ? 1 : c.cluster)) * (double)kp * esz;
     /* Bytes read from DRAM at least once: a convolution's im2col rows overlap, its input is
      * read once. */
     const double a_uniq = p.conv ? (double)p.cn * p.ch * p.cw * p.cc : (double)p.batch * p.M * p.K;
     const double uniq = (a_uniq + (double)p.batch * p.K * p.N) * esz +
                         (double)p.batch * p.M * p.N * tuner_dtype_size(p.out_dt);
-    /* In flight: stages - 1 k tiles per persistent block (TMA fetches no row past M or N). */
-    const double resident = blocks < a->sm_count ? (double)blocks : (double)a->sm_count;
-    const double rows = (double)(p.M < c.bm ? p.M : c.bm) + (double)(p.N < c.bn ? p.N : c.bn);
-    const double t_dram = tuner__gemm_dram_us(a, uniq, resident * (c.stages - 1) * rows * WG_BK * esz);
-    double tm = t_compute > t_l2 ? t_compute : t_l2;
-    tm = tm > t_dram ? tm : t_dram;
+    /* The ring: stages - 1 k tiles loading per persistent block (a pair's CTAs each fetch half
+     * of the shared operand). */
+    const tuner__gemm_ring ring = {
+        .ktiles = per_sm * (double)(kslice / WG_BK),
+        .slots = c.stages - 1,
+        .compute_us = 2.0 * c.bm * c.bn * (double)WG_BK / (rate_sm * eff),
+        .stage_bytes = (rows_m + rows_n / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * WG_BK * esz,
+        .dram_frac = panel > uniq ? uniq / panel : 1.0,
+        /* Rasterised tiles share operands in L2 more often. */
+        .l2_penalty = c.group > 1 ? 0.9 : 1.0,
+        .sms = ctas < a->sm_count ? (double)ctas : (double)a->sm_count,
+        .extra_latency_us = oob_rows * WG_OOB_ROW_US + (p.conv ? WG_CONV_LOAD_US : 0.0),
+    };
+    /* A pair advances at the pace of its slower CTA (each stage waits for both consumers):
+     * measured on an H100 at 0.92-1.01 of the same tile unpaired, so it pays only where
+     * halving the B panel traffic matters. A convolution's pair shares only the filter, a
+     * small part of its traffic, and its main loop ran 15-20% longer than the same tiles'
+     * unpaired (3x3 layers of bench/results/2026-11-25-h100-model-ring). */
+    const double lockstep = c.cluster == 2 ? (p.conv ? 1.18 : 1.04) : 1.0;
+    double tm = tuner__gemm_ring_us(a, &ring) * ep * lockstep + per_sm * t_chain + t_fixup;
     /* An N pair's lockstep (above), also where the weight stream bounds the time. */
     tm *= c.pair_n ? 1.025 : 1.0;
     return tm + 3.0 + 0.3 + (c.split > 1 ? tuner__gemm_cluster_sum_us(c.split) : 0.0);
