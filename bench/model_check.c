@@ -13,11 +13,15 @@
  *
  * and the geometric means of `first` and `top3` over the cases. No GPU and no daemon needed:
  *
- *   model_check [--arch sm_90a] CALIBRATION.json...
+ *   model_check [--arch sm_90a] [--fail-above G] CALIBRATION.json...
+ *
+ * With --fail-above it exits 3 when the geometric mean of `first` exceeds G: the tuner's test
+ * suite runs it on the committed calibration of bench/results/2026-11-25-h100-model-ring, so
+ * a change to the cost model that ranks those cases worse fails there, without a GPU.
  *
  * Schedules are matched by template and parameters (not by index), so a space that gained or
  * lost schedules since the calibration run still compares. Exit codes: 0 ok, 1 unreadable
- * input, 2 usage.
+ * input, 2 usage, 3 above --fail-above.
  */
 #include <math.h>
 #include <stdio.h>
@@ -159,13 +163,19 @@ static void check_case(const cJSON *c, const char *arch, totals *tot)
 int main(int argc, char **argv)
 {
     const char *arch = "sm_90a";
+    double fail_above = 0;
     int ai = 1;
-    if (ai + 1 < argc && !strcmp(argv[ai], "--arch")) {
-        arch = argv[ai + 1];
+    while (ai + 1 < argc && argv[ai][0] == '-') {
+        if (!strcmp(argv[ai], "--arch"))
+            arch = argv[ai + 1];
+        else if (!strcmp(argv[ai], "--fail-above"))
+            fail_above = atof(argv[ai + 1]);
+        else
+            break;
         ai += 2;
     }
-    if (ai >= argc) {
-        fprintf(stderr, "usage: model_check [--arch ARCH] CALIBRATION.json...\n");
+    if (ai >= argc || argv[ai][0] == '-') {
+        fprintf(stderr, "usage: model_check [--arch ARCH] [--fail-above G] CALIBRATION.json...\n");
         return 2;
     }
     printf("%-16s %-24s %5s %6s %6s %5s %6s  %s\n", "case", "shape", "space", "timed", "first", "at", "top3",
@@ -183,8 +193,15 @@ int main(int argc, char **argv)
         cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "cases")) check_case(c, arch, &tot);
         cJSON_Delete(doc);
     }
-    if (tot.cases)
-        printf("geometric mean over %d cases: first %.3f, top3 %.3f\n", tot.cases, exp(tot.log_first / tot.cases),
-               exp(tot.log_top3 / tot.cases));
+    if (tot.cases == 0) {
+        fprintf(stderr, "model_check: no case could be compared\n");
+        return fail_above > 0 ? 3 : 0;
+    }
+    const double first = exp(tot.log_first / tot.cases);
+    printf("geometric mean over %d cases: first %.3f, top3 %.3f\n", tot.cases, first, exp(tot.log_top3 / tot.cases));
+    if (fail_above > 0 && first > fail_above) {
+        fprintf(stderr, "model_check: the model's picks run %.3f of the best on average, above %.3f\n", first, fail_above);
+        return 3;
+    }
     return 0;
 }
