@@ -24,36 +24,9 @@
 
 #include <cJSON.h>
 
+#include "bench/slurp.h"
 #include "proto/request.h"
 #include "tuner/tuner.h"
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
 
 /* Applies "name=value,name=value" to s; every name must already be a parameter of s. */
 static int apply_overrides(tuner_schedule *s, const char *spec)

@@ -30,26 +30,9 @@
 
 #include <cJSON.h>
 
+#include "bench/slurp.h"
 #include "proto/request.h"
 #include "tuner/tuner.h"
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t n = 0;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long len = ftell(f);
-        if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)len + 1)) != NULL) {
-            n = fread(buf, 1, (size_t)len, f);
-            buf[n] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 /* The measured time of space item `s`, or a negative number when the calibration run did not
  * time it (or it failed). */
@@ -103,10 +86,14 @@ static void check_case(const cJSON *c, const char *arch, totals *tot)
     cJSON_Delete(req_json);
     proto_kernel_request req;
     proto_error perr;
-    int rc = body ? proto_kernel_request_parse(body, strlen(body), &req, &perr) : -1;
+    if (!body) {
+        printf("%-16s %-24s out of memory\n", label_case, label_shape);
+        return;
+    }
+    int rc = proto_kernel_request_parse(body, strlen(body), &req, &perr);
     free(body);
     if (rc < 0) {
-        printf("%-16s %-24s request refused: %s\n", label_case, label_shape, body ? perr.message : "no memory");
+        printf("%-16s %-24s request refused: %s\n", label_case, label_shape, perr.message);
         return;
     }
     tuner_space *space = NULL;
@@ -118,14 +105,11 @@ static void check_case(const cJSON *c, const char *arch, totals *tot)
         return;
     }
     size_t *order = calloc(space->n, sizeof(*order));
-    double *pred = calloc(space->n, sizeof(*pred));
-    if (!order || !pred) {
-        free(order);
-        free(pred);
+    if (!order) {
         tuner_space_free(space);
         return;
     }
-    tuner_rank(&req.op, &req.opt.target, space, order, pred);
+    tuner_rank(&req.op, &req.opt.target, space, order, NULL);
     double best = -1, first = -1, top3 = -1;
     size_t first_at = 0;
     int seen = 0;
@@ -156,7 +140,6 @@ static void check_case(const cJSON *c, const char *arch, totals *tot)
     }
     free(pick);
     free(order);
-    free(pred);
     tuner_space_free(space);
 }
 
@@ -182,8 +165,9 @@ int main(int argc, char **argv)
            "the model's first measured schedule");
     totals tot = {0};
     for (; ai < argc; ai++) {
-        char *text = slurp(argv[ai]);
-        cJSON *doc = text ? cJSON_Parse(text) : NULL;
+        size_t len = 0;
+        char *text = slurp(argv[ai], &len);
+        cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
         free(text);
         if (!doc) {
             fprintf(stderr, "model_check: %s: not readable JSON\n", argv[ai]);
