@@ -213,8 +213,9 @@ typedef struct tuner__gemm_cost_in {
 } tuner__gemm_cost_in;
 double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c);
 
-/* The main loop of the blocks on one SM as a ring of k tiles: each is loaded (a fixed latency,
- * then its share of L2 and DRAM bandwidth) and then computed; the pipeline keeps `slots` of
+/* The main loop of the blocks on one SM as a ring of k tiles: each is loaded (a latency, longer
+ * for the part from DRAM than for L2 hits, then its share of L2 and DRAM bandwidth) and then
+ * computed; the pipeline keeps `slots` of
  * them under way. tuner__gemm_ring_us gives the microseconds the SM needs for `ktiles` of them:
  * latency-bound with few slots, bound by the busiest of compute, DRAM and L2 with many. */
 typedef struct tuner__gemm_ring {

@@ -1486,9 +1486,8 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * bench/results/2026-11-24-h100-im2col), the lockstep costing more than the A panel saves. */
     /* TMA boxes are whole: rows past M or N are zero-filled by the copy engine, which moves
      * them through shared memory and takes longer per box (WG_OOB_ROW_US). */
-    const double rows_m = c.bm, rows_n = c.bn;
     const double oob_rows = (p.M < c.bm ? c.bm - p.M : 0) + (p.N < c.bn ? c.bn - p.N : 0);
-    const double panel = (double)tiles * (rows_m + rows_n / (c.pair_n ? 1 : c.cluster)) * (double)kp * esz;
+    const double panel = (double)tiles * (c.bm + (double)c.bn / (c.pair_n ? 1 : c.cluster)) * (double)kp * esz;
     /* Bytes read from DRAM at least once: a convolution's im2col rows overlap, its input is
      * read once. */
     const double a_uniq = p.conv ? (double)p.cn * p.ch * p.cw * p.cc : (double)p.batch * p.M * p.K;
@@ -1500,7 +1499,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
         .ktiles = per_sm * (double)(kslice / WG_BK),
         .slots = c.stages - 1,
         .compute_us = 2.0 * c.bm * c.bn * (double)WG_BK / (rate_sm * eff),
-        .stage_bytes = (rows_m + rows_n / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * WG_BK * esz,
+        .stage_bytes = (c.bm + (double)c.bn / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * WG_BK * esz,
         .dram_frac = panel > uniq ? uniq / panel : 1.0,
         /* Rasterised tiles share operands in L2 more often. */
         .l2_penalty = c.group > 1 ? 0.9 : 1.0,
