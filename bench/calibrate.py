@@ -17,7 +17,8 @@ Times are the worker's (median of timed launches, early elimination marks clearl
 candidates with a rough time), not bench.py's alternating replays: good for ranking.
 
     bench/calibrate.py --socket S --db CACHE.db --out DIR [--suite conv] [--only case,...]
-                       [--shapes substr,...] [--candidates 300] [--budget-s 60] [--arch native]
+                       [--shapes substr,...] [--dtypes f16,bf16] [--candidates 300] [--budget-s 60]
+                       [--arch native]
 """
 import argparse
 import json
@@ -89,7 +90,7 @@ def calibrate_case(daemon, case, args, seen_keys):
                              status=tr["status"], latency_us=tr["latency_us"], reason=tr["reason"]))
     rows.sort(key=lambda r: (r["model_rank"] is None, r["model_rank"]))
     timed = [r for r in rows if r["ok"] and r["predicted_us"] is not None]
-    summary = dict(case=case["name"], shape=case["shape"], space=len(ranked), measured=len(timed),
+    summary = dict(case=case["name"], shape=case["shape"], dtype=case["dtype"], space=len(ranked), measured=len(timed),
                    tune_s=round(tune_s, 1), picked=kset.get("schedule"))
     if timed:
         best = min(timed, key=lambda r: r["latency_us"])
@@ -114,6 +115,7 @@ def main():
     ap.add_argument("--suite", default="all")
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--shapes", default="", help="comma-separated substrings of case shapes")
+    ap.add_argument("--dtypes", default="f16,bf16", help="comma-separated case dtypes")
     ap.add_argument("--candidates", type=int, default=300)
     ap.add_argument("--budget-s", type=float, default=60)
     ap.add_argument("--top", type=int, default=8, help="the model's first N for the within-5%% count")
@@ -122,8 +124,9 @@ def main():
     daemon = bench.Daemon(args.socket)
     only = set(filter(None, args.only.split(",")))
     shapes = list(filter(None, args.shapes.split(",")))
+    dtypes = set(filter(None, args.dtypes.split(",")))
     cases = [c for c in bench.suite(args.suite) if (not only or c["name"] in only)
-             and (not shapes or any(s in c["shape"] for s in shapes)) and c["dtype"] == "f16"]
+             and (not shapes or any(s in c["shape"] for s in shapes)) and c["dtype"] in dtypes]
     seen = set(trials_since(args.db, set()))
     results = []
     for case in cases:
@@ -145,7 +148,8 @@ def main():
         first = f"{s['first_us']:9.2f}" if s["first_us"] is not None else f"{'-':>9}"
         ratio = f"{s['first_of_best']:10.2f}" if s["first_of_best"] is not None else f"{'-':>10}"
         rho = f"{s['spearman']:8.2f}" if s["spearman"] is not None else f"{'-':>8}"
-        print(f"{s['case']:16} {s['shape']:24} {s['space']:5} {s['measured']:5} {first} {s['best_us']:8.2f} "
+        shape = s["shape"] + (" " + s["dtype"] if s.get("dtype", "f16") != "f16" else "")
+        print(f"{s['case']:16} {shape:24} {s['space']:5} {s['measured']:5} {first} {s['best_us']:8.2f} "
               f"{ratio} {s['best_rank']:9} {s['top_within_5pct']:7} {rho}")
 
 

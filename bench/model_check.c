@@ -13,11 +13,16 @@
  *
  * and the geometric means of `first` and `top3` over the cases. No GPU and no daemon needed:
  *
- *   model_check [--arch sm_90a] [--fail-above G] CALIBRATION.json...
+ *   model_check [--arch sm_90a] [--fail-above G] [--show N] [--only SUBSTR] CALIBRATION.json...
+ *
+ * --show N lists, under each case, the model's first N measured schedules with their predicted
+ * and measured times, then the N fastest measured ones with their positions in the model's
+ * order; --only keeps the cases whose shape contains SUBSTR.
  *
  * With --fail-above it exits 3 when the geometric mean of `first` exceeds G: the tuner's test
- * suite runs it on the committed calibration of bench/results/2026-11-25-h100-model-ring, so
- * a change to the cost model that ranks those cases worse fails there, without a GPU.
+ * suite runs it on the committed calibrations of bench/results/2026-11-25-h100-model-ring and
+ * 2026-11-25-h100-calibration-2, so a change to the cost model that ranks those cases worse
+ * fails there, without a GPU.
  *
  * Schedules are matched by template and parameters (not by index), so a space that gained or
  * lost schedules since the calibration run still compares. Exit codes: 0 ok, 1 unreadable
@@ -66,15 +71,70 @@ typedef struct totals {
     int cases;
 } totals;
 
-static void check_case(const cJSON *c, const char *arch, totals *tot)
+typedef struct check_opts {
+    const char *arch;
+    const char *only; /* substring of the shapes to check, or NULL */
+    int show;         /* schedules listed per case */
+} check_opts;
+
+/* Under a case: the model's first `show` measured schedules, then the `show` fastest. */
+static void show_schedules(const cJSON *rows, const tuner_space *space, const size_t *order, const double *pred,
+                           int show)
 {
+    size_t n = 0, *timed = calloc(space->n, sizeof(*timed));
+    double *us = calloc(space->n, sizeof(*us));
+    if (!timed || !us) {
+        free(timed);
+        free(us);
+        return;
+    }
+    for (size_t i = 0; i < space->n; i++) {
+        us[i] = measured_us(rows, &space->items[order[i]]);
+        if (us[i] >= 0)
+            timed[n++] = i;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        printf("  %s\n", pass == 0 ? "the model's first measured:" : "the fastest measured:");
+        bool *done = calloc(n ? n : 1, sizeof(*done));
+        for (int k = 0; k < show && k < (int)n && done; k++) {
+            size_t j = (size_t)k;
+            if (pass == 1) { /* the k-th fastest: selection, n is a few hundred */
+                j = n;
+                for (size_t m = 0; m < n; m++)
+                    if (!done[m] && (j == n || us[timed[m]] < us[timed[j]]))
+                        j = m;
+                done[j] = true;
+            }
+            const size_t at = timed[j];
+            char *js = tuner_schedule_json(&space->items[order[at]]);
+            printf("    at %4zu  predicted %8.2f  measured %8.2f  %s\n", at, pred[order[at]], us[at], js ? js : "?");
+            free(js);
+        }
+        free(done);
+    }
+    free(timed);
+    free(us);
+}
+
+static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
+{
+    const char *arch = opts->arch;
     const cJSON *summary = cJSON_GetObjectItemCaseSensitive(c, "summary");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(summary, "case");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(summary, "shape");
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(c, "rows");
     cJSON *req_json = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(c, "request"), true);
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(summary, "dtype");
     const char *label_case = cJSON_IsString(name) ? name->valuestring : "?";
-    const char *label_shape = cJSON_IsString(shape) ? shape->valuestring : "?";
+    /* The shape, with the dtype where it is not f16 (older files record f16 cases only). */
+    char label_shape[64];
+    snprintf(label_shape, sizeof(label_shape), "%s%s%s", cJSON_IsString(shape) ? shape->valuestring : "?",
+             cJSON_IsString(dtype) && strcmp(dtype->valuestring, "f16") != 0 ? " " : "",
+             cJSON_IsString(dtype) && strcmp(dtype->valuestring, "f16") != 0 ? dtype->valuestring : "");
+    if (opts->only && !strstr(label_shape, opts->only)) {
+        cJSON_Delete(req_json);
+        return;
+    }
     if (!req_json || !cJSON_IsArray(rows)) {
         printf("%-16s %-24s no request or rows (calibrated before requests were recorded)\n", label_case, label_shape);
         cJSON_Delete(req_json);
@@ -105,11 +165,14 @@ static void check_case(const cJSON *c, const char *arch, totals *tot)
         return;
     }
     size_t *order = calloc(space->n, sizeof(*order));
-    if (!order) {
+    double *pred = calloc(space->n, sizeof(*pred));
+    if (!order || !pred) {
+        free(order);
+        free(pred);
         tuner_space_free(space);
         return;
     }
-    tuner_rank(&req.op, &req.opt.target, space, order, NULL);
+    tuner_rank(&req.op, &req.opt.target, space, order, pred);
     double best = -1, first = -1, top3 = -1;
     size_t first_at = 0;
     int seen = 0;
@@ -137,20 +200,27 @@ static void check_case(const cJSON *c, const char *arch, totals *tot)
         tot->log_first += log(first / best);
         tot->log_top3 += log(top3 / best);
         tot->cases++;
+        if (opts->show > 0)
+            show_schedules(rows, space, order, pred, opts->show);
     }
     free(pick);
+    free(pred);
     free(order);
     tuner_space_free(space);
 }
 
 int main(int argc, char **argv)
 {
-    const char *arch = "sm_90a";
+    check_opts opts = {.arch = "sm_90a"};
     double fail_above = 0;
     int ai = 1;
     while (ai + 1 < argc && argv[ai][0] == '-') {
         if (!strcmp(argv[ai], "--arch"))
-            arch = argv[ai + 1];
+            opts.arch = argv[ai + 1];
+        else if (!strcmp(argv[ai], "--show"))
+            opts.show = atoi(argv[ai + 1]);
+        else if (!strcmp(argv[ai], "--only"))
+            opts.only = argv[ai + 1];
         else if (!strcmp(argv[ai], "--fail-above"))
             fail_above = atof(argv[ai + 1]);
         else
@@ -158,7 +228,8 @@ int main(int argc, char **argv)
         ai += 2;
     }
     if (ai >= argc || argv[ai][0] == '-') {
-        fprintf(stderr, "usage: model_check [--arch ARCH] [--fail-above G] CALIBRATION.json...\n");
+        fprintf(stderr, "usage: model_check [--arch ARCH] [--fail-above G] [--show N] [--only SUBSTR] "
+                        "CALIBRATION.json...\n");
         return 2;
     }
     printf("%-16s %-24s %5s %6s %6s %5s %6s  %s\n", "case", "shape", "space", "timed", "first", "at", "top3",
@@ -174,7 +245,7 @@ int main(int argc, char **argv)
             return 1;
         }
         const cJSON *c;
-        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "cases")) check_case(c, arch, &tot);
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "cases")) check_case(c, &opts, &tot);
         cJSON_Delete(doc);
     }
     if (tot.cases == 0) {
