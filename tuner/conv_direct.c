@@ -40,6 +40,13 @@ static const char *const P_REGS = "regs";
 
 #define SMEM_LIMIT (48 * 1024) /* static shared memory, no attribute needed at launch */
 
+/* Idle lanes (pixels or channels past the output's edge) also cost bandwidth: they hold
+ * an SM's thread slots without loads in flight. The streaming rate scales by used^this, fitted
+ * on H100 depthwise 3x3 layers: blocks with 44% of their lanes busy ran 25-30% slower than
+ * full ones where the DRAM time alone said 0-10% (bench/results/2026-11-25-h100-model-ring and
+ * 2026-11-25-h100-calibration-2). */
+#define USED_BW_EXP 0.3
+
 typedef struct conv_geo {
     long long N, H, W, C, K, R, S, P, Q;
     int cpg, kpg; /* input and output channels per group */
@@ -369,8 +376,10 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
                        tuner_dtype_size(op->inputs[1].dtype) * 0.25;
     for (int i = op->n_anchor_inputs; i < op->n_inputs; i++)
         bytes += (double)tuner_tensor_numel(&op->inputs[i]) * tuner_dtype_size(op->inputs[i].dtype);
-    /* Halo: neighbouring pixel blocks re-read columns; L2 serves most of it, charge a little. */
-    bytes *= 1.0 + (double)(g.S - 1) / (double)(c.bq * c.tq * g.sw + g.S);
+    /* Halo: neighbouring pixel blocks re-read the columns their windows share, (S - 1) * dw + 1
+     * - sw of them per block (one at stride 2 for a 3x3 filter, two at stride 1). */
+    const double halo = fmax(0.0, (double)((g.S - 1) * g.dw + 1 - g.sw));
+    bytes *= 1.0 + halo / (double)(c.bq * c.tq * g.sw + halo);
     double eff = c.vec > 1 ? 1.0 : (tuner_dtype_size(op->output.dtype) == 2 ? 0.45 : 0.7);
     double macs = outs * (double)(g.R * g.S * g.cpg);
     /* Input rows loaded per output row, relative to one per filter row: TP output rows share
@@ -381,14 +390,17 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
     /* Threads whose pixels, rows or channels lie past the output's edge issue with their warp
      * and load nothing: a 64-pixel row block on a 7-pixel row keeps 7 of 64 busy (H100,
      * depthwise 3x3 at 7x7 to 28x28: 1.4-3x slower than 8- or 16-pixel blocks). */
-    const double used = (double)g.Q / (double)(c.qblocks * c.bq * c.tq) * (double)g.P / (double)(c.pblocks * c.tp) *
-                        (double)g.K / (double)(c.ktiles * c.kt);
+    /* Lanes with work: pixels and channels inside the output. A thread's rows past it only
+     * shorten that thread's work. */
+    const double lanes_used = (double)g.Q / (double)(c.qblocks * c.bq * c.tq) * (double)g.K / (double)(c.ktiles * c.kt);
+    const double used = lanes_used * (double)g.P / (double)(c.pblocks * c.tp);
     double instr = (macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 * rows / (double)g.R : 2.0)) +
                     outs * (6.0 + tuner__chain_instr(&op->epilogue))) /
                    used;
     double us = tuner__mem_cost_us(a, bytes, (double)(c.grid_x * c.ktiles), (int)c.threads,
                                    (double)(c.vec * tuner_dtype_size(op->inputs[0].dtype) * c.tq * c.tp) * used,
-                                   c.min_blocks ? REG_CAP : 32 + 2 * c.vec * c.tq * c.tp, (int)c.smem, eff, instr);
+                                   c.min_blocks ? REG_CAP : 32 + 2 * c.vec * c.tq * c.tp, (int)c.smem,
+                                   eff * pow(lanes_used, USED_BW_EXP), instr);
     return us;
 }
 

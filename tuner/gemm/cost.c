@@ -8,8 +8,8 @@
  *    once, the rest of the panels hit L2) and then computed at the SM's tensor (or FMA) rate,
  *    scaled by an efficiency that grows with the warp tile (operand reuse from registers) and
  *    with how many warps the SM has to hide latency; the pipeline's depth bounds how many loads
- *    are under way; tiles run in waves of (blocks per SM x SMs); plus the fused epilogue's
- *    arithmetic;
+ *    are under way; tiles run in waves of (blocks per SM x SMs); a non-persistent block's fill
+ *    and drain, exposed where its k loop is short; plus the fused epilogue's arithmetic;
  *  - split-K: fp32 partials written and read back, plus a second launch; or, summed inside a
  *    cluster, one pass over the partial tiles through distributed shared memory;
  *  - a fixed launch overhead per kernel.
@@ -55,7 +55,23 @@ double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r)
      * pace of its bottleneck. */
     const int slots = r->slots < 1 ? 1 : r->slots;
     const double latency_bound = round_trip / slots;
-    const double per_ktile = pow(pow(busiest, RING_SMOOTHING) + pow(latency_bound, RING_SMOOTHING), 1.0 / RING_SMOOTHING);
+    double per_ktile = pow(pow(busiest, RING_SMOOTHING) + pow(latency_bound, RING_SMOOTHING), 1.0 / RING_SMOOTHING);
+    /* A non-persistent block fills its ring before computing and computes its last stages with
+     * nothing left to load: per tile, about `depth` k tiles of the lesser of compute and
+     * memory do not overlap. Resident blocks cover each other's fill and drain once they drift
+     * apart, which they do less the shorter their k loop (blocks of a wave start together): the
+     * exposed share is taken as (depth / k tiles per tile)^2. On an H100 this separates the
+     * 1x1 convolution's mma tiles (256 -> 64 channels: k loops of 4-8 tiles, 3-5 stages; 31-41
+     * us measured, against 29 for the persistent wgmma tiles) from the weight streams of skinny
+     * GEMMs (64 k tiles, 12 stages), where the ring alone was right
+     * (bench/results/2026-11-25-h100-model-ring, calibration-conv.json). */
+    if (r->tile_ktiles > 0) {
+        const double mem = demand[1] > demand[2] ? demand[1] : demand[2];
+        const double lesser = demand[0] < mem ? demand[0] : mem;
+        const double depth = (double)slots / (r->blocks > 0 ? r->blocks : 1);
+        const double share = depth < r->tile_ktiles ? depth / r->tile_ktiles : 1.0;
+        per_ktile += share * share * lesser;
+    }
     return r->ktiles * per_ktile;
 }
 
@@ -182,6 +198,8 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
         .dram_frac = panel_bytes > uniq ? uniq / panel_bytes : 1.0,
         .l2_penalty = vec_pen,
         .sms = tiles < a->sm_count ? (double)tiles : (double)a->sm_count,
+        .tile_ktiles = (double)ktiles,
+        .blocks = blocks_here,
     };
     /* A fused epilogue's arithmetic runs after each tile's main loop; other resident blocks
      * compute meanwhile. */

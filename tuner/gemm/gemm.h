@@ -227,6 +227,9 @@ typedef struct tuner__gemm_ring {
     double l2_penalty;  /* L2 cost per byte over 16-byte accesses' (1 for TMA, cp.async 16) */
     double sms;         /* SMs sharing DRAM and L2 bandwidth meanwhile */
     double extra_latency_us; /* added to every load's latency (e.g. TMA boxes mostly out of range) */
+    double tile_ktiles; /* k tiles per tile of a non-persistent kernel (0: persistent, its
+                         * producer runs ahead into the next tile) */
+    int blocks;         /* resident blocks per SM sharing the slots (non-persistent) */
 } tuner__gemm_ring;
 double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r);
 

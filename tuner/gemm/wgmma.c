@@ -88,6 +88,8 @@
  * main loops needed 6-8 stages where a GEMM's with the same tile needed 4 (H100, 3x3 layers
  * of bench/results/2026-11-25-h100-model-ring). */
 #define WG_CONV_LOAD_US 0.6
+/* Fixed cost of splitting a convolution's k loop over a cluster (wg_predict). */
+#define WG_CONV_SPLIT_US 3.0
 
 /* Stream-K's division of a launch (stream_k 1, wg_sk_plan_of): one CTA per SM; the first
  * dp_tiles tiles are whole waves, dealt a tile per CTA and wave as without it; the sk_tiles
@@ -1515,7 +1517,12 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     double tm = tuner__gemm_ring_us(a, &ring) * ep * lockstep + per_sm * t_chain + t_fixup;
     /* An N pair's lockstep (above), also where the weight stream bounds the time. */
     tm *= c.pair_n ? 1.025 : 1.0;
-    return tm + 3.0 + 0.3 + (c.split > 1 ? tuner__gemm_cluster_sum_us(c.split) : 0.0);
+    /* A split convolution's CTAs each set up the gather of their tile's pixel rows and run a
+     * short slice of k tiles behind it: on an H100 its split-K schedules of 3x3 512 -> 512 at
+     * 7x7 ran 3-5 us above this model, where unsplit ones ran within 1-2
+     * (bench/results/2026-11-25-h100-model-ring, calibration-conv.json). */
+    const double split_us = c.split > 1 ? tuner__gemm_cluster_sum_us(c.split) + (p.conv ? WG_CONV_SPLIT_US : 0.0) : 0.0;
+    return tm + 3.0 + 0.3 + split_us;
 }
 
 const tuner_template tuner__gemm_matmul_wgmma = {
