@@ -77,48 +77,40 @@ typedef struct check_opts {
     int show;         /* schedules listed per case */
 } check_opts;
 
-/* Under a case: the model's first `show` measured schedules, then the `show` fastest. */
-static void show_schedules(const cJSON *rows, const tuner_space *space, const size_t *order, const double *pred,
+/* Under a case: the model's first `show` measured schedules, then the `show` fastest. us[i] is
+ * the measured time of the model's i-th schedule (negative: not measured). */
+static void show_schedules(const tuner_space *space, const size_t *order, const double *pred, const double *us,
                            int show)
 {
-    size_t n = 0, *timed = calloc(space->n, sizeof(*timed));
-    double *us = calloc(space->n, sizeof(*us));
-    if (!timed || !us) {
-        free(timed);
-        free(us);
+    size_t n = 0, *timed = calloc(space->n, sizeof(*timed)); /* positions in the order, measured */
+    if (!timed)
         return;
-    }
-    for (size_t i = 0; i < space->n; i++) {
-        us[i] = measured_us(rows, &space->items[order[i]]);
+    for (size_t i = 0; i < space->n; i++)
         if (us[i] >= 0)
             timed[n++] = i;
-    }
     for (int pass = 0; pass < 2; pass++) {
         printf("  %s\n", pass == 0 ? "the model's first measured:" : "the fastest measured:");
-        bool *done = calloc(n ? n : 1, sizeof(*done));
-        for (int k = 0; k < show && k < (int)n && done; k++) {
-            size_t j = (size_t)k;
-            if (pass == 1) { /* the k-th fastest: selection, n is a few hundred */
-                j = n;
-                for (size_t m = 0; m < n; m++)
-                    if (!done[m] && (j == n || us[timed[m]] < us[timed[j]]))
+        for (size_t k = 0; k < (size_t)show && k < n; k++) {
+            if (pass == 1) { /* selection sort of timed[] by time, k entries deep: n is a few hundred */
+                size_t j = k;
+                for (size_t m = k + 1; m < n; m++)
+                    if (us[timed[m]] < us[timed[j]])
                         j = m;
-                done[j] = true;
+                const size_t swap = timed[k];
+                timed[k] = timed[j];
+                timed[j] = swap;
             }
-            const size_t at = timed[j];
+            const size_t at = timed[k];
             char *js = tuner_schedule_json(&space->items[order[at]]);
             printf("    at %4zu  predicted %8.2f  measured %8.2f  %s\n", at, pred[order[at]], us[at], js ? js : "?");
             free(js);
         }
-        free(done);
     }
     free(timed);
-    free(us);
 }
 
 static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
 {
-    const char *arch = opts->arch;
     const cJSON *summary = cJSON_GetObjectItemCaseSensitive(c, "summary");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(summary, "case");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(summary, "shape");
@@ -127,10 +119,10 @@ static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(summary, "dtype");
     const char *label_case = cJSON_IsString(name) ? name->valuestring : "?";
     /* The shape, with the dtype where it is not f16 (older files record f16 cases only). */
+    const char *dt = cJSON_IsString(dtype) && strcmp(dtype->valuestring, "f16") != 0 ? dtype->valuestring : NULL;
     char label_shape[64];
     snprintf(label_shape, sizeof(label_shape), "%s%s%s", cJSON_IsString(shape) ? shape->valuestring : "?",
-             cJSON_IsString(dtype) && strcmp(dtype->valuestring, "f16") != 0 ? " " : "",
-             cJSON_IsString(dtype) && strcmp(dtype->valuestring, "f16") != 0 ? dtype->valuestring : "");
+             dt ? " " : "", dt ? dt : "");
     if (opts->only && !strstr(label_shape, opts->only)) {
         cJSON_Delete(req_json);
         return;
@@ -141,7 +133,7 @@ static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
         return;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(req_json, "arch");
-    cJSON_AddStringToObject(req_json, "arch", arch);
+    cJSON_AddStringToObject(req_json, "arch", opts->arch);
     char *body = cJSON_PrintUnformatted(req_json);
     cJSON_Delete(req_json);
     proto_kernel_request req;
@@ -166,9 +158,11 @@ static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
     }
     size_t *order = calloc(space->n, sizeof(*order));
     double *pred = calloc(space->n, sizeof(*pred));
-    if (!order || !pred) {
+    double *measured = calloc(space->n, sizeof(*measured)); /* by position in the model's order */
+    if (!order || !pred || !measured) {
         free(order);
         free(pred);
+        free(measured);
         tuner_space_free(space);
         return;
     }
@@ -178,7 +172,7 @@ static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
     int seen = 0;
     char *pick = NULL;
     for (size_t i = 0; i < space->n; i++) {
-        double us = measured_us(rows, &space->items[order[i]]);
+        const double us = measured[i] = measured_us(rows, &space->items[order[i]]);
         if (us < 0)
             continue;
         if (best < 0 || us < best)
@@ -201,9 +195,10 @@ static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
         tot->log_top3 += log(top3 / best);
         tot->cases++;
         if (opts->show > 0)
-            show_schedules(rows, space, order, pred, opts->show);
+            show_schedules(space, order, pred, measured, opts->show);
     }
     free(pick);
+    free(measured);
     free(pred);
     free(order);
     tuner_space_free(space);

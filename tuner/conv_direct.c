@@ -389,9 +389,9 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
      * depthwise, the window loads. */
     /* Threads whose pixels, rows or channels lie past the output's edge issue with their warp
      * and load nothing: a 64-pixel row block on a 7-pixel row keeps 7 of 64 busy (H100,
-     * depthwise 3x3 at 7x7 to 28x28: 1.4-3x slower than 8- or 16-pixel blocks). */
-    /* Lanes with work: pixels and channels inside the output. A thread's rows past it only
-     * shorten that thread's work. */
+     * depthwise 3x3 at 7x7 to 28x28: 1.4-3x slower than 8- or 16-pixel blocks). Lanes idle
+     * throughout are those whose pixels or channels lie outside (lanes_used, which also costs
+     * bandwidth: USED_BW_EXP); a thread's rows past the edge only shorten its work. */
     const double lanes_used = (double)g.Q / (double)(c.qblocks * c.bq * c.tq) * (double)g.K / (double)(c.ktiles * c.kt);
     const double used = lanes_used * (double)g.P / (double)(c.pblocks * c.tp);
     double instr = (macs * (1.0 + 1.0 / c.tq + (c.vec > 1 ? 0.4 * rows / (double)g.R : 2.0)) +
