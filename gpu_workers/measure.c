@@ -6,11 +6,13 @@
  * random inputs and their reference run once, not at every switch. Inputs are generated on the
  * host from a seed derived from their descriptor (deterministic per job) and uploaded once.
  * Outputs and workspaces hold nothing across runs: one allocation of each serves every set,
- * grown to the largest asked for. Between timed runs the L2 is flushed by a memset of a buffer
- * twice its size when the working set would otherwise stay resident; only the kernels sit
- * between the two timing events.
+ * grown to the largest asked for. Between timed runs the L2 is flushed by reading a buffer twice
+ * its size (l2_flush.h: a read leaves clean lines, so no write-back of the flush falls into the
+ * timed run) when the working set would otherwise stay resident; only the kernels sit between
+ * the two timing events.
  */
 #include "gpu_workers/measure.h"
+#include "gpu_workers/l2_flush.h"
 
 #include <errno.h>
 #include <math.h>
@@ -64,8 +66,10 @@ struct gw_measurer {
     gw_device_info info;
     double launch_timeout_s;
     size_t l2_bytes;
-    CUdeviceptr flush;
+    CUdeviceptr flush;          /* zero-filled, read by flush_fn */
     size_t flush_bytes;
+    CUmodule flush_mod;
+    CUfunction flush_fn;
     int threads;                /* for host work: this GPU's share of the CPUs, at most 8 */
 
     gw_set sets[GW_SETS];
@@ -311,6 +315,33 @@ int gw_probe_devices(gw_device_info *devs, int max, int *ret_n, char *err, size_
     return 0;
 }
 
+/* JITs the L2 flush kernel for this device (once per worker: milliseconds). */
+static int load_flush_kernel(gw_measurer *m, char *err, size_t errlen)
+{
+    char log[1024] = "";
+    CUjit_option opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *)(uintptr_t)sizeof(log)};
+    CUresult r = cuModuleLoadDataEx(&m->flush_mod, gw_l2_flush_ptx, 2, opt, val);
+    if (r == CUDA_SUCCESS)
+        r = cuModuleGetFunction(&m->flush_fn, m->flush_mod, GW_L2_FLUSH_KERNEL);
+    if (r != CUDA_SUCCESS) {
+        snprintf(err, errlen, "device %d: the L2 flush kernel: %s (%s)%s%.200s", m->info.index,
+                 cu_text(r), cu_name(r), log[0] ? ": " : "", log);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Reads the whole flush buffer: eight blocks of 256 threads per SM keep enough loads in flight
+ * to stream it at DRAM speed. */
+static CUresult flush_l2(gw_measurer *m)
+{
+    unsigned long long words = m->flush_bytes / 16;
+    void *args[] = {&m->flush, &words};
+    return cuLaunchKernel(m->flush_fn, (unsigned)m->info.sm_count * 8, 1, 1, 256, 1, 1, 0, m->stream,
+                          args, NULL);
+}
+
 int gw_measurer_new(int device, double launch_timeout_s, gw_measurer **ret, char *err,
                     size_t errlen)
 {
@@ -350,8 +381,13 @@ int gw_measurer_new(int device, double launch_timeout_s, gw_measurer **ret, char
     m->l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)(50u << 20);
     m->flush_bytes = 2 * m->l2_bytes;
     m->sets_budget = (size_t)((double)m->info.mem_bytes * GW_SETS_MEMORY_SHARE);
-    if ((cr = cuMemAlloc(&m->flush, m->flush_bytes)) != CUDA_SUCCESS)
+    if ((cr = cuMemAlloc(&m->flush, m->flush_bytes)) != CUDA_SUCCESS ||
+        (cr = cuMemsetD8(m->flush, 0, m->flush_bytes)) != CUDA_SUCCESS)
         goto cuda_fail;
+    if (load_flush_kernel(m, err, errlen) < 0) {
+        gw_measurer_free(m);
+        return -EIO;
+    }
     *ret = m;
     return 0;
 cuda_fail:
@@ -400,6 +436,8 @@ gw_measurer *gw_measurer_free(gw_measurer *m)
         free_buffers(m);
         if (m->flush)
             cuMemFree(m->flush);
+        if (m->flush_mod)
+            cuModuleUnload(m->flush_mod);
         if (m->ev_start)
             cuEventDestroy(m->ev_start);
         if (m->ev_end)
@@ -1109,7 +1147,7 @@ static phase phase_time(run_state *rs)
             goto cancel;
         r = zero_scratch(m);
         if (r == CUDA_SUCCESS && flush)
-            r = cuMemsetD8Async(m->flush, (unsigned char)reps, m->flush_bytes, m->stream);
+            r = flush_l2(m);
         if (r == CUDA_SUCCESS)
             r = cuEventRecord(m->ev_start, m->stream);
         if (r == CUDA_SUCCESS)
