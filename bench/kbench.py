@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import (TORCH_DT, launcher, rand, rel_err, sets_for, tensor_map_arg,  # noqa: E402
+from bench import (L2_BYTES, TORCH_DT, launcher, rand, rel_err, sets_for, tensor_map_arg,  # noqa: E402
                    time_pair_us, time_us)
 
 OP_MATMUL = 0
@@ -108,10 +108,10 @@ def run_one(path, args):
         us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets)
     row["us"] = round(us, 2)
     if args.flush:
-        # As the tuning worker times: one launch after an L2 flush, median of many. Two flushes:
-        # a memset (leaves the L2 full of dirty lines the kernel must write back) and a read of
-        # the same buffer (leaves it clean).
-        junk = torch.empty(2 * 50 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+        # One launch after an L2 flush, median of many. Two flushes: a memset (leaves the L2 full
+        # of dirty lines the kernel must write back; the tuning worker's flush until 2026-11-28)
+        # and a read of the same buffer (leaves it clean; the worker's flush now).
+        junk = torch.empty(2 * L2_BYTES // 4, dtype=torch.float32, device="cuda")
         run = bind_c(sets[0], outs[0])
         for key, flush in (("flushed_us", junk.zero_), ("flushed_read_us", junk.sum)):
             ts = []
