@@ -71,6 +71,8 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     PYTHONUNBUFFERED=1 python3 bench/bench.py --socket "$d/hidetd.sock" --out "$OUT" "$@" \
         > "$OUT/bench.log" 2>&1
     echo "bench exit=$?"
+    # What each tuning job did (GPUs, final round, best schedule), kept with the results.
+    curl -s --unix-socket "$d/hidetd.sock" http://localhost/v1/jobs > "$OUT/jobs.json"
     curl -s --unix-socket "$d/hidetd.sock" http://localhost/metrics | grep -E "^hidetd_(jobs|candidates|worker)" | head -30
     kill -TERM $pid
     wait $pid

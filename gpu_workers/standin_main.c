@@ -20,7 +20,10 @@
  *                                   wrong  report GW_WRONG (verification failure)
  *                                   fault  report GW_FAULT (fatal: the worker exits after it)
  *                                   slow   sleep MS milliseconds first (cancellable)
- *                                 e.g. "crash@3,hang@5,wrong@2,fault@4,slow@1:500"
+ *                                   lucky  report a time MS percent (1-90) below the
+ *                                          candidate's own: a run that came out fast by
+ *                                          chance, as single timings on a GPU do
+ *                                 e.g. "crash@3,hang@5,wrong@2,fault@4,slow@1:500,lucky@2:4"
  *   HIDETD_STANDIN_STATE_DIR=dir  where the request counter lives (file "measure-count",
  *                                 incremented under flock); without it each process counts
  *                                 its own requests
@@ -178,6 +181,8 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
     const double flat = flat_latency_us();
     const double base = flat > 0 ? flat * (1.0 + (double)(h % 1000) / 1e5) : 2.0 + (double)(h % 100000) / 100.0;
     double us = base * skew_of(dev->index);
+    if (!strcmp(kind, "lucky"))
+        us *= 1.0 - (double)(ms < 1 ? 1 : ms > 90 ? 90 : ms) / 100.0;
     res->status = GW_OK;
     res->median_us = us;
     res->min_us = us * 0.98;

@@ -87,8 +87,9 @@ typedef struct sched_job_info {
     int candidates_total, candidates_done, candidates_failed;
     double best_us;            /* < 0 until one candidate passed */
     /* MEASURE: the GPUs (pool indices, bit i for device i) that timed this job's candidates, and
-     * the final round: when close candidates were timed on different GPUs, they are timed again
-     * on one GPU (final_device, -1 when there was no round) and the fastest there wins. */
+     * the final round: the best of each GPU when several timed the job, or on one GPU the few
+     * that came within a margin of the best, are timed again one after another on one GPU
+     * (final_device, -1 when there was no round) and the fastest there wins. */
     uint32_t measured_on;
     int final_device;
     int final_candidates;

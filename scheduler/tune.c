@@ -9,10 +9,10 @@
  * the same tuning key are not measured again: their recorded result is reused. The reference is
  * compiled once; candidates compile ahead of measurement (compile_ahead) and are measured one at
  * a time per GPU of the job: on its home GPU, and on the other GPUs of the same model while they
- * are idle (pick_slot; a job timed on several ends with the final round below). The search stops at the candidate budget, or at
+ * are idle (pick_slot). The search stops at the candidate budget, or at
  * the time budget once one candidate passed. Every result is recorded with kc_trial_put, so a
- * space can be re-ranked later without re-measuring. The fastest correct candidate is stored
- * with measured=true.
+ * space can be re-ranked later without re-measuring. Candidates that came close are timed again
+ * in a final round (below). The fastest correct candidate is stored with measured=true.
  *
  * Fusion rule: a fused op (prologue or epilogue) whose anchor - the same op without fusion, see
  * sched_op_strip_fusion - has ok trials under the anchor's tuning key re-times only the anchor's
@@ -612,14 +612,33 @@ static int rank_on_gpu(const sched_job *j, const sched_cand *c)
     return n;
 }
 
-/* Whether c goes to the final round: among the fastest timed on its GPU. */
-static bool finalist(const sched_job *j, const sched_cand *c)
+/* The fastest time taken on the job's GPU `slot` in this job; 0 when none. */
+static double best_on_gpu(const sched_job *j, int slot)
 {
-    return j->n_devs > 1 && timed_here(c) && rank_on_gpu(j, c) < SCHED__FINAL_PER_GPU;
+    double best = 0;
+    for (size_t i = 0; i < j->n_cands; i++) {
+        const sched_cand *c = j->cands[i];
+        if (timed_here(c) && c->measured_slot == slot && (best == 0 || c->latency_us < best))
+            best = c->latency_us;
+    }
+    return best;
 }
 
-/* Frees the binaries of measured candidates that can no longer win: a job measured on one GPU
- * keeps only the best's, a job on several GPUs also its finalists'. */
+/* Whether c goes to the final round (see SCHED__FINAL_*): on several GPUs among the fastest of
+ * its GPU; on one, among the fastest and within the margin of the best. Once out, a candidate
+ * stays out: ranks only grow and the best only falls as candidates are timed. */
+static bool finalist(const sched_job *j, const sched_cand *c)
+{
+    if (!timed_here(c))
+        return false;
+    if (j->n_devs > 1)
+        return rank_on_gpu(j, c) < SCHED__FINAL_PER_GPU;
+    return rank_on_gpu(j, c) < SCHED__FINAL_ONE_GPU &&
+           c->latency_us <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
+}
+
+/* Frees the binaries of measured candidates that can no longer win: all but the best's and the
+ * finalists'. */
 static void trim_binaries(sched_job *j)
 {
     for (size_t i = 0; i < j->n_cands; i++) {
@@ -636,13 +655,7 @@ static double beat_us(const sched_job *j, int slot)
 {
     if (j->n_devs <= 1)
         return j->best ? j->best->latency_us : 0;
-    double best = 0;
-    for (size_t i = 0; i < j->n_cands; i++) {
-        const sched_cand *c = j->cands[i];
-        if (timed_here(c) && c->measured_slot == slot && (best == 0 || c->latency_us < best))
-            best = c->latency_us;
-    }
-    return best;
+    return best_on_gpu(j, slot);
 }
 
 /* A trial timed again (or found failing) in the final round replaces the first record. */
@@ -989,8 +1002,12 @@ static bool widen_after_retime(sched_job *j)
  * several GPUs (see pick_slot) therefore stops candidates early only against the best of their
  * own GPU, and ends with a round in which the best of each GPU is timed again, one after
  * another, on one GPU (the one that timed the best, if still usable): the fastest there wins.
- * Their records are rewritten with those times; a candidate that fails its second check (wrong,
- * fault) is recorded as failing. */
+ * On one GPU the run-to-run spread of a single timing (a few percent on short kernels) does the
+ * same to candidates that came close: the best was often just the luckiest run. So a job
+ * measured on one GPU ends with a round too, when two or more candidates came within
+ * SCHED__FINAL_MARGIN of its best: they are timed again one after another and the fastest of
+ * the round wins. Their records are rewritten with those times; a candidate that fails its
+ * second check (wrong, fault) is recorded as failing. */
 
 /* The job's device slot for a round: the best's, else any usable one; -1 when none is left. */
 static int final_slot(sched_job *j)
@@ -1006,10 +1023,12 @@ static int final_slot(sched_job *j)
 /* Starts the round when it is due; returns whether it started (its end finishes the job). */
 static bool start_final_round(sched_job *j)
 {
-    if (j->final_round_done || j->n_devs < 2 || !j->best || j->no_gpu_left)
+    if (j->final_round_done || !j->best || j->no_gpu_left)
         return false;
     j->final_round_done = true;
-    sched_cand *fin[GW_MAX_DEVICES * SCHED__FINAL_PER_GPU];
+    sched_cand *fin[GW_MAX_DEVICES * SCHED__FINAL_PER_GPU > SCHED__FINAL_ONE_GPU
+                        ? GW_MAX_DEVICES * SCHED__FINAL_PER_GPU
+                        : SCHED__FINAL_ONE_GPU];
     int n = 0;
     bool mixed = false;
     for (size_t i = 0; i < j->n_cands && n < (int)(sizeof(fin) / sizeof(fin[0])); i++) {
@@ -1019,7 +1038,9 @@ static bool start_final_round(sched_job *j)
             fin[n++] = c;
         }
     }
-    int slot = mixed ? final_slot(j) : -1;
+    /* Several GPUs: only when the finalists came from more than one. One GPU: when two came
+     * close. */
+    int slot = (j->n_devs > 1 ? mixed : n >= 2) ? final_slot(j) : -1;
     if (slot < 0)
         return false;
     const gw_device_info *devs = NULL;

@@ -618,7 +618,8 @@ static void test_join_reuse_fused(void)
     CHECK(w[0].info.best_us > 0 && w[0].info.best_schedule[0] == '{');
     sched_stats st0;
     sched_stats_get(e.s, &st0);
-    CHECK(st0.jobs_done == 1 && st0.candidates_measured == 3);
+    /* Three candidates, then all three again in the final round (flat latencies: within 1%). */
+    CHECK(st0.jobs_done == 1 && st0.candidates_measured == 6);
     size_t total = 0;
     CHECK(count_trials(&e, &mm, KC_TRIAL_OK, &total) + count_trials(&e, &mm, KC_TRIAL_SLOWER, NULL) == 3);
     CHECK(total == 3);
@@ -662,7 +663,7 @@ static void test_join_reuse_fused(void)
     CHECK(wf.info.candidates_total == 2);
     sched_stats st2;
     sched_stats_get(e.s, &st2);
-    CHECK(st2.candidates_measured == st1.candidates_measured + 2);
+    CHECK(st2.candidates_measured == st1.candidates_measured + 2 + 2); /* and their final round */
     /* Recorded under the fused op's own key; the anchor's record is unchanged. */
     CHECK(count_trials(&e, &fused, KC_TRIAL_OK, &total) == 2 && total == 2);
     CHECK(count_trials(&e, &mm, KC_TRIAL_OK, &total) == 3 && total == 3);
@@ -852,15 +853,15 @@ static void test_two_devices(void)
     env_close(&e);
 }
 
-/* Tunes op on `devices` stand-in GPUs, `skew` making one slower; the first measurement takes 3 s
- * (see test_final_round). */
-static sched_job_info tune_on(const char *devices, const char *skew, const tuner_op *op,
-                              const sched_config *cfg)
+/* Tunes op on `devices` stand-in GPUs, `skew` making one slower, with the stand-in's planned
+ * `faults` (see test_final_round). */
+static sched_job_info tune_on(const char *devices, const char *skew, const char *faults,
+                              const tuner_op *op, const sched_config *cfg)
 {
     g_devices = devices;
     g_skew = skew;
     env e;
-    env_open(&e, cfg, true, "slow@1:3000");
+    env_open(&e, cfg, true, faults);
     g_devices = "1";
     g_skew = NULL;
     sched_request r = request(op, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
@@ -873,8 +874,8 @@ static sched_job_info tune_on(const char *devices, const char *skew, const tuner
 }
 
 /* Two GPUs of one model, one of them a thousand times slower, time one candidate each: candidates
- * compile one at a time in rank order, the first is timed for 3 s on GPU 0, so the second goes to
- * GPU 1. Whichever of the two is faster, in one of the runs below it was timed on the slow GPU:
+ * compile one at a time in rank order, the first is timed for 3 s on GPU 0 ("slow@1:3000"), so
+ * the second goes to GPU 1. Whichever of the two is faster, in one of the runs below it was timed on the slow GPU:
  * comparing first-round times would pick the other there. The final round times both again on one
  * GPU, so both runs pick what one GPU picks, and exactly one run changes its first pick. */
 static void test_final_round(void)
@@ -884,12 +885,13 @@ static void test_final_round(void)
     cfg.budget_candidates = 2;
     cfg.compile_ahead = 1;
     tuner_op mm = matmul_f16(96, 160, 64);
-    sched_job_info one = tune_on("1", NULL, &mm, &cfg);
+    sched_job_info one = tune_on("1", NULL, "slow@1:3000", &mm, &cfg);
+    /* The stand-in's two times lie far apart: no round on one GPU. */
     CHECK(one.final_device == -1 && one.final_candidates == 0);
     int changed = 0;
     const char *skews[] = {"0:1000", "1:1000"};
     for (int i = 0; i < 2; i++) {
-        sched_job_info two = tune_on("2", skews[i], &mm, &cfg);
+        sched_job_info two = tune_on("2", skews[i], "slow@1:3000", &mm, &cfg);
         CHECK(two.measured_on == 3u);
         CHECK(two.final_device >= 0 && two.final_candidates == 2);
         CHECK(strcmp(two.best_schedule, one.best_schedule) == 0);
@@ -899,6 +901,36 @@ static void test_final_round(void)
         changed += two.final_changed;
     }
     CHECK(changed == 1);
+}
+
+/* One GPU: candidates that came within the margin of the best are timed again one after
+ * another, and the fastest of that round wins, so a run that came out fast by chance does not
+ * choose the kernel. With flat stand-in latencies the three candidates lie within 1% of each
+ * other; in turn each first timing comes out 3% fast ("lucky"). Every run must choose what the
+ * run without luck chose, and exactly the two runs whose lucky candidate is another one change
+ * their first choice. */
+static void test_final_round_one_gpu(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 3;
+    cfg.compile_ahead = 1;
+    tuner_op mm = matmul_f16(96, 160, 64);
+    setenv("HIDETD_STANDIN_LATENCY", "10", 1);
+    sched_job_info calm = tune_on("1", NULL, NULL, &mm, &cfg);
+    CHECK(calm.final_device == 0 && calm.final_candidates == 3 && !calm.final_changed,
+          "device %d, %d candidates", calm.final_device, calm.final_candidates);
+    int changed = 0;
+    const char *luck[] = {"lucky@1:3", "lucky@2:3", "lucky@3:3"};
+    for (int i = 0; i < 3; i++) {
+        sched_job_info r = tune_on("1", NULL, luck[i], &mm, &cfg);
+        CHECK(r.final_device == 0 && r.final_candidates == 3, "%s", luck[i]);
+        CHECK(strcmp(r.best_schedule, calm.best_schedule) == 0, "%s picked %s (%.3f us), calm run %s (%.3f us)",
+              luck[i], r.best_schedule, r.best_us, calm.best_schedule, calm.best_us);
+        changed += r.final_changed;
+    }
+    CHECK(changed == 2);
+    unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
 /* The only GPU goes out of service before any candidate passed: the job answers from the cost
@@ -963,6 +995,7 @@ int main(void)
     test_all_wrong();
     test_two_devices();
     test_final_round();
+    test_final_round_one_gpu();
     test_unsupported();
     test_gpu_lost();
     if (failures) {
