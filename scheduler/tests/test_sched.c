@@ -875,9 +875,10 @@ static sched_job_info tune_on(const char *devices, const char *skew, const char 
 
 /* Two GPUs of one model, one of them a thousand times slower, time one candidate each: candidates
  * compile one at a time in rank order, the first is timed for 3 s on GPU 0 ("slow@1:3000"), so
- * the second goes to GPU 1. Whichever of the two is faster, in one of the runs below it was timed on the slow GPU:
- * comparing first-round times would pick the other there. The final round times both again on one
- * GPU, so both runs pick what one GPU picks, and exactly one run changes its first pick. */
+ * the second goes to GPU 1. Whichever of the two is faster, in one of the runs below it was
+ * timed on the slow GPU: comparing first-round times would pick the other there. The final round
+ * times both again on one GPU, so both runs pick what one GPU picks, and exactly one run changes
+ * its first pick. */
 static void test_final_round(void)
 {
     sched_config cfg;
