@@ -1026,7 +1026,8 @@ static bool start_final_round(sched_job *j)
     if (j->final_round_done || !j->best || j->no_gpu_left)
         return false;
     j->final_round_done = true;
-    sched_cand *fin[GW_MAX_DEVICES * SCHED__FINAL_PER_GPU + SCHED__FINAL_ONE_GPU]; /* room for either */
+    /* Room for either kind of round. */
+    sched_cand *fin[GW_MAX_DEVICES * SCHED__FINAL_PER_GPU + SCHED__FINAL_ONE_GPU];
     int n = 0;
     bool mixed = false;
     for (size_t i = 0; i < j->n_cands && n < (int)(sizeof(fin) / sizeof(fin[0])); i++) {
