@@ -16,10 +16,10 @@
 #define SCHED__ENDED_KEPT 64
 #define SCHED__N_TRIAL_STATUS 8
 /* The final round (tune.c). A job measured on several GPUs times the FINAL_PER_GPU fastest of
- * each GPU again on one GPU: GPUs of one model differ by a few percent, more than candidates
- * timed on one GPU differ by noise. A job measured on one GPU times again its FINAL_ONE_GPU
- * fastest that came within FINAL_MARGIN of its best: one run each could have ordered them
- * either way, and the luckiest run would win. */
+ * each GPU again on one GPU: GPUs of one model differ by a few percent (clocks, temperature,
+ * power). A job measured on one GPU times again its FINAL_ONE_GPU fastest that came within
+ * FINAL_MARGIN of its best: one run each could have ordered them either way (single timings of
+ * wgmma kernels moved by 1-3% between runs on an H200), and the luckiest run would win. */
 #define SCHED__FINAL_PER_GPU 1
 #define SCHED__FINAL_ONE_GPU 3
 #define SCHED__FINAL_MARGIN 0.05
