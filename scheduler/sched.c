@@ -3,7 +3,8 @@
  *
  * Everything here runs on the loop thread. Jobs leave the queue from a zero-delay timer ("pump")
  * rather than inside sched_submit, so a submit never calls back into its caller and several
- * submits made in one loop iteration are started in priority order.
+ * submits made in one loop iteration are started in priority order. Within a priority, clients
+ * take turns (fair queueing, below).
  */
 #include "scheduler/sched_int.h"
 
@@ -64,16 +65,48 @@ static void config_normalise(sched_config *c)
         c->max_blocking_per_peer = c->max_queued_jobs / 4 > 0 ? c->max_queued_jobs / 4 : 1;
 }
 
-/* Whether a new job for peer would go past its share of the queue. A scan of the active list
- * (at most max_queued_jobs + max_running_jobs entries, like the key lookup next to it) keeps
- * the counts exact through every way a job leaves the queue. */
-static bool over_quota(const sched *s, const char *peer, int priority)
+/* ---- Fair queueing ----------------------------------------------------------------------------
+ *
+ * Within a priority, clients (sched_request.peer; "" counts as one more client) take turns: each
+ * priority's queue runs in rounds, and a client holds at most one job per round. A new job gets
+ * its client's next round at its priority: one after the last round the client holds there (its
+ * queued and running jobs), but never earlier than the round being served (round_now: that of
+ * the job that started last at that priority). Queued jobs start in order of priority, then
+ * round, then arrival. A client that floods the queue thus holds rounds far ahead, and a client
+ * that comes with one op gets the round being served: at most one job of each other client is
+ * ahead of it. A client with nothing queued or running there is forgotten: its next job goes to
+ * the round being served. This is start-time fair queueing where every job costs one: clients
+ * get the same number of starts, not the same GPU time (a job's length is bounded by budgets).
+ *
+ * Joining. A job runs in the turn of, and is charged for the quotas to, one client: its creator,
+ * or a joiner that moved it forward. A joiner moves a queued job forward when it asks for a
+ * stronger priority (the job goes to the joiner's next round at that priority), or when at the
+ * job's priority the joiner's next round comes before the job's (so an op that sits deep in
+ * another client's backlog makes its joiner wait no longer than an op of its own would). Moving
+ * a job forward is charged like a new job: only where the joiner has room under its quotas
+ * (max_queued_per_peer, and max_blocking_per_peer for priority blocking), the job itself not
+ * counted; its former client gets that room back. Without room the raise is limited to what the
+ * joiner's room allows (a blocking join without blocking room raises a background job to normal
+ * at most), and without any the job stays where it is and the joiner waits for it there. So
+ * joining never lifts a job past a cap its joiner would not have passed with a job of its own,
+ * and a join is never refused. */
+
+static bool same_peer(const sched_job *j, const char *peer)
+{
+    return strcmp(j->peer, peer ? peer : "") == 0;
+}
+
+/* Whether one more job at priority charged to peer would go past its share of the queue. A scan
+ * of the active list (at most max_queued_jobs + max_running_jobs entries, like the key lookup
+ * next to it) keeps the counts exact through every way a job leaves the queue. `except` (may be
+ * NULL) is not counted: the job a joiner would take over. */
+static bool over_quota(const sched *s, const char *peer, int priority, const sched_job *except)
 {
     if (!peer || !*peer)
         return false;
     int queued = 0, blocking = 0;
     for (const sched_job *j = s->active; j; j = j->next) {
-        if (j->running || strcmp(j->peer, peer) != 0)
+        if (j == except || j->running || !same_peer(j, peer))
             continue;
         queued++;
         if (j->info.priority == SCHED_PRIO_BLOCKING)
@@ -82,6 +115,35 @@ static bool over_quota(const sched *s, const char *peer, int priority)
     if (queued >= s->cfg.max_queued_per_peer)
         return true;
     return priority == SCHED_PRIO_BLOCKING && blocking >= s->cfg.max_blocking_per_peer;
+}
+
+/* The round in which a job of peer at priority would run: one after the last round peer holds
+ * there (queued or running jobs other than `except`), and not before the round being served. */
+static int64_t next_round(const sched *s, const char *peer, int priority, const sched_job *except)
+{
+    int64_t r = s->round_now[priority];
+    for (const sched_job *j = s->active; j; j = j->next) {
+        if (j != except && j->info.priority == priority && same_peer(j, peer) && j->turn >= r)
+            r = j->turn + 1;
+    }
+    return r;
+}
+
+/* A client joins the queued job j asking for priority: moves the job forward into the client's
+ * turn when that is earlier and the client has room (see "Joining" above). */
+static void join_queued(sched *s, sched_job *j, const char *peer, int priority)
+{
+    for (int p = priority; p <= j->info.priority; p++) {
+        if (over_quota(s, peer, p, j))
+            continue; /* no room at p: a weaker raise may still fit */
+        int64_t r = next_round(s, peer, p, j);
+        if (p == j->info.priority && r >= j->turn)
+            return; /* not earlier than where it is */
+        j->info.priority = p;
+        j->turn = r;
+        snprintf(j->peer, sizeof(j->peer), "%s", peer ? peer : "");
+        return;
+    }
 }
 
 double sched__now_s(void)
@@ -116,6 +178,7 @@ int sched_new(uv_loop_t *loop, kc_db *db, gw_pool *pool, const sched_config *cfg
     if (kc_open_another(db, &s->store_db, NULL) < 0)
         s->store_db = NULL;
     s->next_id = 1;
+    s->start_job = sched__job_start;
     uv_timer_init(loop, &s->pump);
     uv_timer_init(loop, &s->drain_timer);
     s->pump.data = s;
@@ -322,16 +385,16 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
     j = find_active_key(s, op_key);
     if (j) {
         if (!j->running) {
-            /* Still queued: the strongest request decides how it runs. */
-            if (req->priority < j->info.priority)
-                j->info.priority = req->priority;
+            /* Still queued: the strongest mode asked for decides how it runs; the priority and
+             * turn move forward only within the joiner's own quotas. */
+            join_queued(s, j, req->peer, req->priority);
             if (mode > j->info.mode) {
                 j->info.mode = mode;
                 j->info.warning[0] = '\0';
             }
         }
     } else {
-        if (over_quota(s, req->peer, req->priority)) {
+        if (over_quota(s, req->peer, req->priority, NULL)) {
             rc = -EDQUOT;
             goto cleanup;
         }
@@ -357,6 +420,7 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
         if (req->peer)
             snprintf(j->peer, sizeof(j->peer), "%s", req->peer);
         j->seq = s->next_seq++;
+        j->turn = next_round(s, req->peer, req->priority, NULL);
         j->op = *req->op;
         j->target = req->target;
         j->budget_s = req->budget_s > 0 ? req->budget_s : 0;
@@ -428,17 +492,20 @@ static void start_queued(sched *s)
             if (j->running)
                 continue;
             if (!best || j->info.priority < best->info.priority ||
-                (j->info.priority == best->info.priority && j->seq < best->seq))
+                (j->info.priority == best->info.priority &&
+                 (j->turn < best->turn || (j->turn == best->turn && j->seq < best->seq))))
                 best = j;
         }
         if (!best)
             return;
+        if (best->turn > s->round_now[best->info.priority])
+            s->round_now[best->info.priority] = best->turn;
         best->running = true;
         best->start_ns = uv_hrtime();
         best->info.state = SCHED_RUNNING;
         s->n_queued--;
         s->n_running++;
-        sched__job_start(best); /* may end the job at once */
+        s->start_job(best); /* may end the job at once */
     }
 }
 

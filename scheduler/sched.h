@@ -37,7 +37,8 @@ typedef struct sched_config {
     int max_running_jobs;     /* jobs running at once; the rest wait in priority order (default 4) */
     /* Fair sharing: one client (sched_request.peer) may have at most this many queued jobs, and
      * at most max_blocking_per_peer of them at priority blocking; beyond, submit returns -EDQUOT
-     * (429 quota_exceeded). 0: half (queued) or a quarter (blocking) of max_queued_jobs. */
+     * (429 quota_exceeded), and a join moves no job forward past them. 0: half (queued) or a
+     * quarter (blocking) of max_queued_jobs. */
     int max_queued_per_peer;
     int max_blocking_per_peer;
 } sched_config;
@@ -61,9 +62,12 @@ typedef struct sched_request {
     const char *op_json;      /* canonical op JSON (tuner_op_canonical_json); NULL: made here */
     const char *op_key;       /* sched_op_key(op_json, &target), when the caller has it already;
                                * NULL: computed here */
-    const char *peer;         /* who asks ("uid:1000", "ip:10.0.0.7"; copied): the client a new
-                               * job is charged to for the per-client quotas. NULL: nobody's
-                               * (no quota). Joining an existing job is never charged. */
+    const char *peer;         /* who asks ("uid:1000", "token:3fa9...", "tcp:anonymous";
+                               * copied): the client a new job is charged to for the per-client
+                               * quotas and whose turn it runs in (fair queueing: within a
+                               * priority, clients take turns). NULL: the anonymous client ""
+                               * (turns, no quota). A join is charged only when it moves the
+                               * job forward (see sched_submit). */
 } sched_request;
 
 typedef enum {
@@ -125,9 +129,15 @@ void sched_op_key(const char *op_json, const tuner_target *t, char out[KC_KEY_LE
  * Details: the callback never runs inside sched_submit. cb may be NULL (nobody waits; then no
  * waiter is made and *ret_waiter is set to NULL). A waiter is owned by the scheduler and valid
  * until its callback has started or it is detached; never detach it after (or inside) its
- * callback. Joining a QUEUED job raises its priority and mode to the strongest asked for; joining
- * a RUNNING job keeps its mode (a measure request joining a running model job gets measured:false
- * and may submit again once it ended). */
+ * callback. Queued jobs start by priority, then in turns between clients (req->peer): a client's
+ * new job goes to its next round, at the earliest the round being served, so one with a single
+ * op waits for at most one job of each other client at its priority. Joining a QUEUED job raises
+ * its mode to the strongest asked for; it moves the job forward (a stronger priority, or an
+ * earlier turn: the joiner's next round) only within the joiner's own quotas, and the job is then
+ * charged to the joiner and runs in its turn; without room the raise is limited or not made, and
+ * the join still succeeds (sched.c, "Fair queueing"). Joining a RUNNING job keeps its mode (a
+ * measure request joining a running model job gets measured:false and may submit again once it
+ * ended). */
 int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *udata,
                  uint64_t *ret_job_id, sched_waiter **ret_waiter);
 /* Stops waiting (the client went away); the job goes on. Accepts NULL. */

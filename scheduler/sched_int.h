@@ -65,12 +65,16 @@ struct sched_job {
     sched *s;
     sched_job *next; /* active list */
     int refs;
-    uint64_t seq;    /* FIFO order within a priority */
+    uint64_t seq;    /* FIFO order within a turn */
+    /* Fair queueing: the round of its priority's queue in which the job takes its client's turn
+     * (see sched.c, "Fair queueing"). Queued jobs start in order of (priority, turn, seq). */
+    int64_t turn;
     bool ended;
     bool running;
     sched_job_info info;
 
-    char peer[64];     /* the client charged for the job ("" when none) */
+    char peer[64];     /* the client charged for the job and whose turn it runs in: its creator,
+                        * or a joiner that moved it forward ("" when none) */
     tuner_op op;       /* immutable after submit: read by thread-pool work */
     tuner_target target;
     char *op_json;
@@ -125,6 +129,11 @@ struct sched {
     gw_pool *pool;
     sched_config cfg;
     uint64_t next_id, next_seq;
+    /* Fair queueing: by priority, the turn (round) of the job that started last there. */
+    int64_t round_now[SCHED_PRIO_BACKGROUND + 1];
+    /* How a job that leaves the queue starts: sched__job_start; unit tests of the queue order put
+     * their own here (one that records the order and leaves the job running). */
+    void (*start_job)(sched_job *j);
     sched_job *active; /* queued and running */
     sched_job *ended[SCHED__ENDED_KEPT];
     size_t ended_head, n_ended;
