@@ -58,6 +58,17 @@ int hd_parse_job_id(const char *s, size_t len, uint64_t *ret);
  * value or NULL. */
 bool hd_auth_allowed(bool required, const char *authorization, const char *token);
 
+/* Who a request comes from, for the tuning queue (sched_request.peer: per-client quotas and fair
+ * turns). On the Unix socket (tcp false) its owner as proto_request.owner says ("uid:1000").
+ * On TCP the token it authenticated with, as "token:" and 16 hex digits of a digest of the token
+ * (never the token itself): every connection with one token, from any address or port, is one
+ * client. A TCP request without the configured token (tcp_auth = none) is "tcp:anonymous":
+ * every local user reaches loopback and may bind 127.0.0.2 and beyond, so an address names
+ * nobody. `authorization` is the header value or NULL, `token` the configured one or NULL.
+ * Writes a NUL-terminated string of at most n bytes (64 is enough) to out. */
+void hd_client_identity(bool tcp, const char *owner, const char *authorization, const char *token,
+                        char *out, size_t n);
+
 /* Whether a TCP request's Host header names this listener, so that a name an attacker controls
  * (DNS rebinding: evil.example resolving to 127.0.0.1 in a browser) is refused. Allowed: no Host
  * at all (HTTP/1.0 tools; browsers always send one), "localhost", a loopback address, the

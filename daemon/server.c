@@ -145,11 +145,21 @@ static void pending_abort(proto_request *req, void *udata)
     proto_respond(req, HD_STATUS_CLIENT_GONE, NULL, NULL, 0);
 }
 
+/* The client a request's tuning jobs are charged to and take turns as (hd_client_identity):
+ * the uid on the Unix socket, the token on TCP. Written into out (64 bytes); returns out. */
+static const char *queue_client(const hd_daemon *d, const proto_request *req, char out[64])
+{
+    hd_client_identity(req->transport == PROTO_TRANSPORT_TCP, req->owner,
+                       proto_request_header(req, "Authorization"), d->cfg.token, out, 64);
+    return out;
+}
+
 static void handle_kernels(proto_request *req, hd_daemon *d, req_ctx *ctx)
 {
     resolve_result res;
-    resolve_kernel_body(d->resolver, req->owner, req->body, req->body_len, pending_done, req, &res,
-                        &ctx->wait);
+    char client[64];
+    resolve_kernel_body(d->resolver, queue_client(d, req, client), req->body, req->body_len,
+                        pending_done, req, &res, &ctx->wait);
     note_origin(d, ctx, &res);
     if (res.state == RESOLVE_WAITING) {
         /* The callback never runs inside the resolver's call. */
@@ -206,8 +216,9 @@ static void graph_pending_abort(proto_request *req, void *udata)
 static void handle_graphs(proto_request *req, hd_daemon *d, req_ctx *ctx)
 {
     graph_result res;
-    graph_resolve_body(d->graphs, req->owner, req->body, req->body_len, graph_pending_done, req,
-                       &res, &ctx->graph_wait);
+    char client[64];
+    graph_resolve_body(d->graphs, queue_client(d, req, client), req->body, req->body_len,
+                       graph_pending_done, req, &res, &ctx->graph_wait);
     if (res.state == RESOLVE_WAITING) {
         proto_request_on_abort(req, graph_pending_abort, ctx);
         return;

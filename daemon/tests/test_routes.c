@@ -114,6 +114,32 @@ static void auth(void)
     CHECK(!hd_auth_allowed(true, "", "s3cret"), "empty header");
 }
 
+/* The tuning queue's client: a uid on the Unix socket, the token on TCP (not the address). */
+static void identity(void)
+{
+    char a[64], b[64];
+    hd_client_identity(false, "uid:1000", "Bearer s3cret", "s3cret", a, sizeof(a));
+    CHECK(strcmp(a, "uid:1000") == 0, "Unix socket: the uid (%s)", a);
+    hd_client_identity(false, NULL, NULL, NULL, a, sizeof(a));
+    CHECK(strcmp(a, "unix") == 0, "Unix socket, no credentials (%s)", a);
+    hd_client_identity(true, "ip:127.0.0.1", "Bearer s3cret", "s3cret", a, sizeof(a));
+    hd_client_identity(true, "ip:127.0.0.2", "bearer  s3cret ", "s3cret", b, sizeof(b));
+    CHECK(strncmp(a, "token:", 6) == 0 && strlen(a) == 6 + 16, "TCP with the token (%s)", a);
+    CHECK(strcmp(a, b) == 0, "one token from two addresses is one client (%s, %s)", a, b);
+    CHECK(strstr(a, "s3cret") == NULL, "the token itself is not in its name");
+    hd_client_identity(true, "ip:127.0.0.1", "Bearer 0ther", "0ther", b, sizeof(b));
+    CHECK(strcmp(a, b) != 0, "another token is another client");
+    hd_client_identity(true, "ip:127.0.0.1", NULL, "s3cret", a, sizeof(a));
+    hd_client_identity(true, "ip:127.0.0.3", "Bearer wrong", "s3cret", b, sizeof(b));
+    CHECK(strcmp(a, "tcp:anonymous") == 0 && strcmp(b, a) == 0,
+          "TCP without the token (tcp_auth = none): one anonymous client (%s, %s)", a, b);
+    hd_client_identity(true, "ip:127.0.0.1", "Bearer x", NULL, a, sizeof(a));
+    CHECK(strcmp(a, "tcp:anonymous") == 0, "no token configured (%s)", a);
+    char small[8];
+    hd_client_identity(true, "ip:127.0.0.1", "Bearer s3cret", "s3cret", small, sizeof(small));
+    CHECK(strlen(small) == 7, "truncated to the buffer");
+}
+
 static void hosts(void)
 {
     CHECK(hd_host_allowed(NULL, "127.0.0.1", NULL), "no Host header");
@@ -142,6 +168,7 @@ int main(void)
     table();
     keys_and_ids();
     auth();
+    identity();
     hosts();
     return check_finish("test_routes");
 }
