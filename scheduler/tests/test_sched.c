@@ -509,6 +509,44 @@ static void test_peer_quota(void)
     env_close(&e);
 }
 
+/* Fair queueing with real jobs: within a priority, clients take turns (test_fair.c checks the
+ * order exactly, with hundreds of jobs; here the jobs really run). */
+static void test_fair_turns(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.max_running_jobs = 1;
+    env e;
+    env_open(&e, &cfg, false, NULL);
+    tuner_op a[4], b = softmax_f16(3, 1024), c = softmax_f16(3, 2048);
+    rec ra[4] = {{0}}, rb = {0}, rc = {0};
+    for (int i = 0; i < 4; i++) {
+        a[i] = softmax_f16(3, 64 * (i + 1));
+        sched_request q = request(&a[i], TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+        q.peer = "uid:1000";
+        CHECK(sched_submit(e.s, &q, on_done, &ra[i], NULL, NULL) == 0);
+    }
+    sched_request qb = request(&b, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    qb.peer = "token:0123456789abcdef";
+    CHECK(sched_submit(e.s, &qb, on_done, &rb, NULL, NULL) == 0);
+    sched_request qc = request(&c, TUNER_TUNE_NONE, SCHED_PRIO_NORMAL);
+    qc.peer = "uid:1001";
+    CHECK(sched_submit(e.s, &qc, on_done, &rc, NULL, NULL) == 0);
+    int base = end_counter;
+    recs rs = {ra, 2};
+    run_until(&e, all_called, &rs, "the first round and a half");
+    /* uid:1000's first job, then the two others' in turn, then uid:1000's second (the jobs of
+     * one loop iteration start in turns from the first round). */
+    CHECK(ra[0].order == base + 1);
+    CHECK(rb.calls == 1 && rb.order == base + 2);
+    CHECK(rc.calls == 1 && rc.order == base + 3);
+    CHECK(ra[1].order == base + 4);
+    for (int i = 0; i < 2; i++)
+        CHECK(ra[i].info.state == SCHED_DONE);
+    CHECK(rb.info.state == SCHED_DONE && rc.info.state == SCHED_DONE);
+    env_close(&e);
+}
+
 /* Ended jobs stay readable: the last 64 of them. */
 static void test_ended_ring(void)
 {
@@ -985,6 +1023,7 @@ int main(void)
     test_priorities();
     test_queue_limit_detach_cancel();
     test_peer_quota();
+    test_fair_turns();
     test_drain();
     test_ended_ring();
     test_join_reuse_fused();
