@@ -2,6 +2,7 @@
 """Fair queueing between clients, attacked from the outside against the real hidetd.
 
     attack_queue.py HIDETD CASE
+    attack_queue.py HIDETD bench N     (not a test: figures for bench/results, a flood of N)
 
     CASE: flood-victim | join-deep | raise-cap
 
@@ -108,9 +109,9 @@ def started_ids(d, ids):
     return {i for i in ids if started(js.get(i))}
 
 
-def daemon(tmp, hidetd, extra=""):
+def daemon(tmp, hidetd, extra="", max_queued=200):
     return start(hidetd, tmp, extra_sections=(
-        "[tuning]\nmax_running_jobs = 1\nmax_queued_jobs = 200\n" + extra))
+        f"[tuning]\nmax_running_jobs = 1\nmax_queued_jobs = {max_queued}\n" + extra))
 
 
 def case_flood_victim(hidetd, tmp):
@@ -193,6 +194,49 @@ def case_raise_cap(hidetd, tmp):
         d.stop()
 
 
+def bench(hidetd, tmp, n):
+    """Not a default case: the figures for bench/results. The flooder queues n ops, the victim
+    asks for one; prints how many of the flooder's jobs started after the victim came and before
+    it, its wait in seconds and in units of job time (the median time between the flooder's
+    starts, seen by polling /v1/jobs every 10 ms). No fail-fast: before the fix the victim waits
+    for the whole flood."""
+    d = daemon(tmp, hidetd, max_queued=2 * n + 16)
+    try:
+        t0 = time.monotonic()
+        ids = flood(d, n)
+        flood_s = time.monotonic() - t0
+        before = started_ids(d, ids)
+        t = time.monotonic()
+        st, body = tcp_get(d.port, "/v1/kernels", method="POST", body=op_body(100000),
+                           headers={"Content-Type": "application/json"})
+        victim = job_of(st, body, "the victim (TCP, token)")
+        seen = {}  # flood job id -> when it was first seen started
+        victim_at = None
+        while True:
+            js = jobs(d)
+            now = time.monotonic()
+            for i in ids:
+                if i not in seen and started(js.get(i)):
+                    seen[i] = now
+            if victim_at is None and started(js.get(victim)):
+                victim_at = now
+                ahead = sum(1 for i in seen if i not in before)
+            after_victim = sum(1 for v in seen.values() if victim_at and v > victim_at)
+            if victim_at and (after_victim >= 6 or len(seen) == len(ids)):
+                break
+            check(now - t < 3600, "gave up after an hour")
+            time.sleep(0.01)
+        starts = sorted(seen.values())
+        gaps = sorted(b - a for a, b in zip(starts, starts[1:]))
+        job_s = gaps[len(gaps) // 2] if gaps else float("nan")
+        wait_s = victim_at - t
+        print(f"bench: flood {n} jobs (queued in {flood_s:.2f}s) by uid; the victim (TCP token) "
+              f"started after {ahead} more of them, {wait_s:.2f}s = {wait_s / job_s:.1f} job times "
+              f"(job time {job_s:.3f}s, median of {len(gaps)} gaps)")
+    finally:
+        d.stop()
+
+
 CASES = {
     "flood-victim": case_flood_victim,
     "join-deep": case_join_deep,
@@ -201,6 +245,13 @@ CASES = {
 
 
 def main(argv):
+    if len(argv) == 4 and argv[2] == "bench":
+        tmp = tempfile.mkdtemp(prefix="hidetd-queue-")
+        try:
+            bench(argv[1], tmp, int(argv[3]))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     if len(argv) != 3 or argv[2] not in CASES:
         print(__doc__, file=sys.stderr)
         return 2
