@@ -8,7 +8,8 @@
 loop-stall      The daemon's loop is stalled for longer than three heartbeat periods, three
                 times (SIGSTOP, 2.5 s, SIGCONT: exactly what a loop thread busy with a big graph
                 or a connection flood looks like to its timers), while the stand-in worker keeps
-                sending heartbeats. No worker may be killed and the GPU stays in service (before
+                sending heartbeats, then once more while a `measure` job's candidates are timed.
+                No worker may be killed, no candidate fail, and the GPU stays in service (before
                 the fix the first stall killed the worker and, with max_restarts 2, the second
                 put the GPU out of service until a restart, with nothing in the log).
 out-of-service  The stand-in's first three starts crash: two failures take the GPU out of
@@ -72,14 +73,18 @@ def sample(fams, name, **labels):
     raise Fail(f"no {name}{labels} in /metrics")
 
 
-def post(d, body, timeout=300):
+def call(d, method, url, body=None, timeout=300):
     c = UnixHTTPConnection(d.sock, timeout)
     try:
-        c.request("POST", "/v1/kernels", body=body)
+        c.request(method, url, body=body)
         r = c.getresponse()
         return r.status, json.loads(r.read())
     finally:
         c.close()
+
+
+def post(d, body, timeout=300):
+    return call(d, "POST", "/v1/kernels", body, timeout)
 
 
 def wait_state(d, state, timeout):
@@ -104,8 +109,9 @@ def stall(d, seconds):
 
 def case_loop_stall(hidetd, tmp):
     # Heartbeats every 0.5 s, 3 missed = 1.5 s: a 2.5 s stall is well past it.
+    # Every measurement takes 1.5 s on the stand-in, so the last stall catches one in flight.
     d = start(hidetd, tmp, "heartbeat = 500ms\nmax_restarts = 2\n",
-              {"HIDETD_STANDIN_STATE_DIR": tmp})
+              {"HIDETD_STANDIN_STATE_DIR": tmp, "HIDETD_STANDIN_FAULTS": "slow@1-100:1500"})
     try:
         w = wait_state(d, "ready", 30)
         pid = w["pid"]
@@ -127,12 +133,32 @@ def case_loop_stall(hidetd, tmp):
         check(sample(fams, "hidetd_gpus_usable") == 1, "the GPU is not usable")
         check(re.search(r"event loop stalled for [0-9.]+ s", d.log()),
               f"the stall is not in the log:\n{d.log()}")
-        status, answer = post(d, MEASURE)
-        check(status == 200 and answer.get("measured") is True,
-              f"tune measure after the stalls: {status} {answer}")
+
+        # A stall while a measurement runs: its result waits in the socket; nothing fails.
+        status, answer = post(d, json.dumps(dict(json.loads(MEASURE), wait=False)).encode())
+        check(status == 202, f"wait:false answered {status} {answer}")
+        url = answer["job"]["url"]
+        deadline = time.monotonic() + 120
+        while gpu0(d)["state"] != "busy":
+            check(time.monotonic() < deadline, "the job's measurements never started")
+            time.sleep(0.05)
+        stall(d, 2.5)
+        while True:
+            status, answer = call(d, "GET", url)
+            job = answer.get("job", {})
+            if job.get("state") not in ("queued", "running"):
+                break
+            check(time.monotonic() < deadline, f"the job did not end: {answer}")
+            time.sleep(0.1)
+        check(job.get("state") == "done" and job.get("measured") is True
+              and job["candidates"]["failed"] == 0, f"the job across a stall: {answer}")
+        w = gpu0(d)
+        check(w["pid"] == pid and w["restarts"] == 0 and w["hung_kills"] == 0,
+              f"the stall during a measurement killed the worker: {w}\n{d.log()}")
         d.stop()
-        print(f"loop-stall: 3 stalls of 2.5 s (heartbeat 0.5 s): worker {pid} kept, "
-              f"{w['loop_stalls']} stalls counted, measured after")
+        print(f"loop-stall: 4 stalls of 2.5 s (heartbeat 0.5 s), one during a measurement: worker "
+              f"{pid} kept, {w['loop_stalls']} stalls counted, the job measured "
+              f"{job['candidates']['done']} candidates, none failed")
     finally:
         d.kill()
 
