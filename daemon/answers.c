@@ -212,7 +212,8 @@ int hd_status_json(const hd_status_view *v, char **ret)
                 cJSON_AddStringToObject(o, "reason", d->oos_reason);
                 cJSON_AddNumberToObject(o, "since", round(d->oos_since * 1000.0) / 1000.0);
                 if (d->next_probe > 0)
-                    cJSON_AddNumberToObject(o, "next_probe", round(d->next_probe * 1000.0) / 1000.0);
+                    cJSON_AddNumberToObject(o, "next_probe",
+                                            round(d->next_probe * 1000.0) / 1000.0);
                 else
                     cJSON_AddNullToObject(o, "next_probe"); /* a probe runs now */
             }

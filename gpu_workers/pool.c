@@ -48,7 +48,7 @@
 #define PROBE_TIMEOUT_MS 30000
 #define EXIT_GRACE_MS 2000   /* a worker that announced its exit, or was killed, must be gone by then */
 #define PROBE_MAX_OUTPUT (256u << 10)
-#define DRAIN_MAX (4u << 20) /* bytes one drain reads at most, so that it never holds the loop long */
+#define DRAIN_MAX (4u << 20) /* bytes one drain reads at most: it must not hold the loop long */
 
 typedef enum {
     KILL_NONE = 0,
@@ -822,7 +822,8 @@ static void describe_death(const worker *w, char *buf, size_t len)
 static void plan_probe(worker *w)
 {
     gw_pool *p = w->pool;
-    uint64_t min = (uint64_t)(p->cfg.probe_min_s * 1000.0), max = (uint64_t)(p->cfg.probe_max_s * 1000.0);
+    uint64_t min = (uint64_t)(p->cfg.probe_min_s * 1000.0);
+    uint64_t max = (uint64_t)(p->cfg.probe_max_s * 1000.0);
     if (!w->probe_backoff_ms)
         w->probe_backoff_ms = min;
     else
@@ -842,7 +843,8 @@ static void go_out_of_service(worker *w)
     w->info.oos_since = wall_now();
     set_str(w->info.oos_reason, sizeof(w->info.oos_reason), w->info.last_error);
     plan_probe(w);
-    plog(p, GW_LOG_ERR, "gpu %d: out of service after %d consecutive failures (%s); next probe in %.1f s",
+    plog(p, GW_LOG_ERR,
+         "gpu %d: out of service after %d consecutive failures (%s); next probe in %.1f s",
          w->info.index, w->fails, w->info.last_error, (double)w->probe_backoff_ms / 1000.0);
     settle(w);
     /* Queued requests move to another device that can run them, or fail. */
@@ -897,7 +899,8 @@ static void worker_down(worker *w)
         w->probing = false;
         set_str(w->info.oos_reason, sizeof(w->info.oos_reason), why);
         plan_probe(w);
-        plog(p, GW_LOG_WARNING, "gpu %d: probe %llu failed (%s); still out of service, next probe in %.1f s",
+        plog(p, GW_LOG_WARNING,
+             "gpu %d: probe %llu failed (%s); still out of service, next probe in %.1f s",
              w->info.index, (unsigned long long)w->info.probes, why,
              (double)w->probe_backoff_ms / 1000.0);
         return;
@@ -920,7 +923,8 @@ static void worker_down(worker *w)
     }
     w->restart_planned = true;
     w->restart_at = uv_now(p->loop) + delay;
-    plog(p, GW_LOG_INFO, "gpu %d: restarting its worker in %llu ms (failure %d of %d before out of service)",
+    plog(p, GW_LOG_INFO,
+         "gpu %d: restarting its worker in %llu ms (failure %d of %d before out of service)",
          w->info.index, (unsigned long long)delay, w->fails, p->cfg.max_restarts);
 }
 
@@ -937,7 +941,8 @@ static void back_in_service(worker *w)
     w->info.next_probe = 0;
     w->info.oos_reason[0] = 0;
     /* A warning, like going out: an operator filtering on warnings sees both ends. */
-    plog(p, GW_LOG_WARNING, "gpu %d: back in service: worker %d answered probe %llu after %.1f s out of service",
+    plog(p, GW_LOG_WARNING,
+         "gpu %d: back in service: worker %d answered probe %llu after %.1f s out of service",
          w->info.index, w->proc.pid, (unsigned long long)w->info.probes, out);
 }
 

@@ -763,7 +763,8 @@ static void test_probe_and_return(void)
     /* On probation: the first failure takes it out again at once, with the longer wait. */
     CHECK(measure_one(&e, 2, ptx_a).status == GW_WORKER_DIED);
     CHECK(dev0(&e)->state == GW_DEV_OUT_OF_SERVICE && dev0(&e)->oos_count == 2);
-    CHECK(log_count("out of service after 2 consecutive failures", "next probe in 0.5 s", NULL) == 1);
+    CHECK(log_count("out of service after 2 consecutive failures", "next probe in 0.5 s",
+                    NULL) == 1);
     wait_state(&e, GW_DEV_READY, "back in service again");
     CHECK(measure_one(&e, 3, ptx_a).status == GW_OK);
     CHECK(dev0(&e)->probes == 3 && dev0(&e)->oos_count == 2);
