@@ -204,6 +204,27 @@ int hd_status_json(const hd_status_view *v, char **ret)
         cJSON_AddNumberToObject(w, "measured", (double)d->measured);
         cJSON_AddNumberToObject(w, "failed", (double)d->failed);
         cJSON_AddStringToObject(w, "last_error", d->last_error);
+        /* Why, since when and until when (the next probe) a GPU is out of service; null while
+         * it serves. Times are Unix seconds. */
+        if (d->state == GW_DEV_OUT_OF_SERVICE) {
+            cJSON *o = cJSON_AddObjectToObject(w, "out_of_service");
+            if (o) {
+                cJSON_AddStringToObject(o, "reason", d->oos_reason);
+                cJSON_AddNumberToObject(o, "since", round(d->oos_since * 1000.0) / 1000.0);
+                if (d->next_probe > 0)
+                    cJSON_AddNumberToObject(o, "next_probe",
+                                            round(d->next_probe * 1000.0) / 1000.0);
+                else
+                    cJSON_AddNullToObject(o, "next_probe"); /* a probe runs now */
+            }
+        } else {
+            cJSON_AddNullToObject(w, "out_of_service");
+        }
+        cJSON_AddNumberToObject(w, "out_of_service_count", (double)d->oos_count);
+        cJSON_AddNumberToObject(w, "probes", (double)d->probes);
+        cJSON_AddNumberToObject(w, "hung_kills", (double)d->hung_kills);
+        cJSON_AddNumberToObject(w, "loop_stalls", (double)d->loop_stalls);
+        cJSON_AddNumberToObject(w, "log_lines_dropped", (double)d->log_dropped);
     }
     cJSON *jobs = cJSON_AddObjectToObject(root, "jobs");
     if (jobs) {

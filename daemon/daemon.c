@@ -573,6 +573,15 @@ fail:
     begin_stop(d);
 }
 
+/* The pool's events (worker starts, deaths, restarts, loop stalls, out of service, probes) and
+ * its workers' stderr and LOG lines, already cut and rate-limited by the pool, into our log. */
+static void pool_log(void *udata, int level, const char *msg)
+{
+    (void)udata;
+    hd_log(level <= GW_LOG_ERR ? HD_LOG_ERROR : level == GW_LOG_WARNING ? HD_LOG_WARN
+           : level == GW_LOG_INFO ? HD_LOG_INFO : HD_LOG_DEBUG, "%s", msg);
+}
+
 static void pool_ready(void *udata)
 {
     hd_daemon *d = udata;
@@ -927,6 +936,8 @@ int hd_daemon_run(int argc, char **argv)
             .launch_timeout_s = d->cfg.launch_timeout,
             .heartbeat_s = d->cfg.heartbeat,
             .max_restarts = d->cfg.max_restarts,
+            .log = pool_log,
+            .log_udata = d,
         };
         gw_pool *pool = NULL;
         r = gw_pool_start(&loop, &gc, pool_ready, d, &pool);

@@ -710,6 +710,22 @@ static void collect(hd_metrics *m, void *udata)
                 hd_counter_set(r, devs[i].restarts);
             if (d->f_gpu_busy && hd_metric_family_series(d->f_gpu_busy, dev, NULL, &r) == 0)
                 hd_counter_set(r, devs[i].busy_s);
+            const struct {
+                hd_metric_family *f;
+                double v;
+            } per_gpu[] = { /* counters, but the next probe's time (a gauge) */
+                {d->f_gpu_oos, (double)devs[i].oos_count},
+                {d->f_gpu_probes, (double)devs[i].probes},
+                {d->f_gpu_next_probe, devs[i].next_probe},
+                {d->f_gpu_hung_kills, (double)devs[i].hung_kills},
+                {d->f_gpu_loop_stalls, (double)devs[i].loop_stalls},
+                {d->f_gpu_log_dropped, (double)devs[i].log_dropped},
+            };
+            for (size_t k = 0; k < sizeof(per_gpu) / sizeof(per_gpu[0]); k++)
+                if (per_gpu[k].f && hd_metric_family_series(per_gpu[k].f, dev, NULL, &r) == 0) {
+                    hd_counter_set(r, per_gpu[k].v); /* each ignores the other's type */
+                    hd_gauge_set(r, per_gpu[k].v);
+                }
             for (int s = GW_DEV_STARTING; s <= GW_DEV_OUT_OF_SERVICE; s++) {
                 hd_metric *g = NULL;
                 if (d->f_gpu_state &&
@@ -773,6 +789,24 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_gpu_busy_seconds_total",
                       "Seconds each GPU's worker spent on measurement requests.", "device", NULL,
                       NULL, 0, &d->f_gpu_busy);
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_gpu_out_of_service_total",
+                      "Times a GPU was taken out of service.", "device", NULL, NULL, 0,
+                      &d->f_gpu_oos);
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_gpu_probes_total",
+                      "Probe workers started for an out-of-service GPU.", "device", NULL, NULL, 0,
+                      &d->f_gpu_probes);
+    hd_metrics_family(m, HD_METRIC_GAUGE, "hidetd_gpu_next_probe_timestamp_seconds",
+                      "Unix time of an out-of-service GPU's next probe (0: none planned).",
+                      "device", NULL, NULL, 0, &d->f_gpu_next_probe);
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_worker_hung_kills_total",
+                      "GPU workers killed because their heartbeats stopped.", "device", NULL,
+                      NULL, 0, &d->f_gpu_hung_kills);
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_worker_loop_stalls_total",
+                      "Worker health checks that found the event loop stalled and restarted "
+                      "their clock.", "device", NULL, NULL, 0, &d->f_gpu_loop_stalls);
+    hd_metrics_family(m, HD_METRIC_COUNTER, "hidetd_worker_log_lines_dropped_total",
+                      "Lines of a GPU worker's output dropped by the log rate limit.", "device",
+                      NULL, NULL, 0, &d->f_gpu_log_dropped);
     hd_metrics_gauge(m, "hidetd_http_connections", "Open client connections.", &d->m_conn_active);
     hd_metrics_counter(m, "hidetd_config_reloads_total", "Configuration reloads applied.",
                        &d->m_reloads_ok);

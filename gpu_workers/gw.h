@@ -36,9 +36,14 @@ typedef struct gw_config {
     double launch_timeout_s;   /* one kernel launch (default 2 s) */
     double heartbeat_s;        /* worker heartbeat period (default 1 s); 3 missed = hung */
     int max_restarts;          /* consecutive failed starts/crashes before a GPU is out of service (default 5) */
-    /* Optional: worker events for the daemon's log (starts, deaths, restarts, out of service),
-     * LOG lines and stderr lines of the workers. level is syslog-like (GW_LOG_*); msg is only
-     * valid during the call. Called on the loop thread. */
+    /* An out-of-service GPU is probed (a worker started; back in service when it says hello)
+     * after probe_min_s, then after twice as long after each failed probe, at most probe_max_s
+     * (defaults 5 s and 300 s). */
+    double probe_min_s, probe_max_s;
+    /* Optional: worker events for the daemon's log (starts, deaths, restarts, loop stalls, out of
+     * service, probes, back in service), LOG lines and stderr lines of the workers (each line
+     * at most GW_LOG_LINE_MAX bytes, rate-limited per worker). level is syslog-like (GW_LOG_*);
+     * msg is only valid during the call. Called on the loop thread. */
     void (*log)(void *log_udata, int level, const char *msg);
     void *log_udata;
     /* Time a request gets beyond its launches' allowance (module load, buffers, inputs) before
@@ -47,6 +52,13 @@ typedef struct gw_config {
 } gw_config;
 
 enum { GW_LOG_ERR = 3, GW_LOG_WARNING = 4, GW_LOG_INFO = 6, GW_LOG_DEBUG = 7 };
+
+/* A worker's stderr and LOG lines reach the log at most GW_LOG_LINE_MAX bytes each (the rest of
+ * a longer line is cut and counted), GW_LOG_BURST lines at once and GW_LOG_RATE lines a second
+ * after that; the lines over the rate are dropped and counted (gw_device_info.log_dropped). */
+#define GW_LOG_LINE_MAX 512
+#define GW_LOG_BURST 50
+#define GW_LOG_RATE 10
 
 typedef enum {
     GW_DEV_STARTING = 0,
@@ -70,6 +82,15 @@ typedef struct gw_device_info {
     double busy_s;     /* time spent on requests (dispatched to answered), over every worker
                         * process of the device */
     char last_error[160];
+    /* Out of service: why (the failure that took it out), since when and when the next probe
+     * starts (Unix times; 0 while in service / while no probe is planned). */
+    char oos_reason[160];
+    double oos_since, next_probe;
+    uint64_t oos_count;   /* times taken out of service */
+    uint64_t probes;      /* probe workers started for it while out of service */
+    uint64_t hung_kills;  /* workers killed because their heartbeats stopped */
+    uint64_t loop_stalls; /* health checks that found the loop late and restarted their clock */
+    uint64_t log_dropped; /* stderr/LOG lines of its workers dropped by the rate limit */
 } gw_device_info;
 
 const char *gw_device_state_name(gw_device_state s);

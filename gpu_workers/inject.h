@@ -17,10 +17,14 @@ typedef struct gw__planned {
     long ms;
 } gw__planned;
 
-/* Reads the list in $list_env ("KIND@N[:MS],..."), takes the next request number (shared through
- * the file "measure-count" in $state_env under flock, else counted by this process) and returns
- * the plan for it. Returns 0 when the list is unset or empty (nothing counted), else the request
- * number. */
+/* Reads the list in $list_env ("KIND@N[-M][:MS],...": request N, or requests N to M), takes
+ * the next request number (shared through the file "measure-count" in $state_env under flock,
+ * else counted by this process) and returns the plan for it. Returns 0 when the list is unset or
+ * empty (nothing counted), else the request number. */
 long gw__inject_next(const char *list_env, const char *state_env, gw__planned *ret);
+/* The same for events other than measure requests (the stand-in's worker starts): counted in
+ * the file `counter` of $state_env (a plain name, e.g. "start-count"). */
+long gw__inject_next_in(const char *list_env, const char *state_env, const char *counter,
+                        gw__planned *ret);
 
 #endif

@@ -9,11 +9,27 @@
  * then is the in-flight request completed (so a RESULT written just before exiting is still
  * read) and the restart planned.
  *
+ * Health is judged by the worker, not by the loop's punctuality. The timer is a loop timer: when
+ * the loop thread stalls (a long callback, a flood, the process stopped), it fires late, and in
+ * libuv before the poll that would read what the workers wrote meanwhile. So (1) before a worker
+ * is judged (hung, past a deadline), whatever waits in its socket is read and handled; (2) a tick
+ * that comes more than a heartbeat period late means the loop stalled: the check restarts its
+ * clock (last heard = now, every deadline moved by the stall) instead of judging.
+ *
  * Failure accounting: a worker that crashes, hangs, breaks the protocol or fails to start counts
  * as a failure of its device; after max_restarts consecutive failures with no measurement in
  * between the device is out of service. A worker that reports a poisoned context (GW_FAULT or
  * GW_TIMEOUT result with "fatal") and exits is the candidate's fault, not the device's: it is
  * restarted at once and not counted.
+ *
+ * Out of service is not forever: after probe_min_s a probe worker is started; a probe that says
+ * hello brings the device back, on probation (its next failure before a measurement succeeds
+ * takes it out again); a probe that fails plans the next one twice as late, at most probe_max_s.
+ * A measurement that succeeds ends the probation and resets the backoff.
+ *
+ * Every event is logged through cfg.log; the workers' stderr and LOG lines are relayed with
+ * their GPU, cut at GW_LOG_LINE_MAX bytes and rate-limited per worker (GW_LOG_BURST, then
+ * GW_LOG_RATE a second), the dropped lines counted and reported.
  */
 #include "gpu_workers/gw.h"
 
@@ -23,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "gpu_workers/wire.h"
 
@@ -30,6 +48,7 @@
 #define PROBE_TIMEOUT_MS 30000
 #define EXIT_GRACE_MS 2000   /* a worker that announced its exit, or was killed, must be gone by then */
 #define PROBE_MAX_OUTPUT (256u << 10)
+#define DRAIN_MAX (4u << 20) /* bytes one drain reads at most: it must not hold the loop long */
 
 typedef enum {
     KILL_NONE = 0,
@@ -43,9 +62,18 @@ typedef enum {
 } kill_reason;
 
 typedef struct linebuf {
-    char buf[512];
+    char buf[GW_LOG_LINE_MAX];
     size_t len;
+    size_t cut; /* bytes of the current line past the buffer, dropped */
 } linebuf;
+
+/* A token bucket for log lines: GW_LOG_BURST at once, GW_LOG_RATE a second after that. */
+typedef struct ratelim {
+    bool primed;
+    double tokens;
+    uint64_t at_ms;   /* loop time of the last refill */
+    uint64_t dropped; /* dropped since the last report */
+} ratelim;
 
 typedef enum { AT_NONE = 0, AT_PENDING, AT_QUEUED, AT_RUNNING } ticket_place;
 
@@ -82,6 +110,7 @@ struct worker {
     bool spawned, hello, settled, oos, chan_open, err_open, ever_started;
     gw_wire_reader rd;
     linebuf errbuf;
+    ratelim logrl; /* stderr and LOG lines, over every process of the device */
     char last_stderr[160];
     char start_error[160]; /* HELLO's error or the spawn failure: why this start failed */
     int64_t exit_status;
@@ -96,6 +125,10 @@ struct worker {
     kill_reason kill;
     int fails;
     tqueue q;
+    uint64_t tick_ms, last_tick; /* the timer's period; loop time of its last run */
+    bool probing;                /* out of service, and a probe worker runs */
+    uint64_t probe_at;           /* loop time of the next probe (out of service) */
+    uint64_t probe_backoff_ms;   /* the last wait before a probe; 0 after a good measurement */
 };
 
 struct gw_pool {
@@ -121,6 +154,8 @@ struct gw_pool {
     char *probe_text;
     size_t probe_len;
     linebuf probe_errbuf;
+    ratelim probe_rl;
+    uint64_t stall_logged_at;
     char probe_stderr[200];
     char probe_error[256];
 
@@ -183,6 +218,73 @@ static void plog(gw_pool *p, int level, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     p->cfg.log(p->cfg.log_udata, level, msg);
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Says once how many lines of a device's workers the rate limit dropped, when it dropped any. */
+static void report_dropped(gw_pool *p, ratelim *r, int device)
+{
+    if (!r->dropped)
+        return;
+    if (device >= 0)
+        plog(p, GW_LOG_WARNING,
+             "gpu %d: %llu line(s) of the worker's output dropped (more than %d at once or %d a "
+             "second)", device, (unsigned long long)r->dropped, GW_LOG_BURST, GW_LOG_RATE);
+    else
+        plog(p, GW_LOG_WARNING, "gpu probe: %llu line(s) of output dropped (rate limit)",
+             (unsigned long long)r->dropped);
+    r->dropped = 0;
+}
+
+/* Whether one more line may be logged now; when not, counts it (also in *total). */
+static bool rl_take(gw_pool *p, ratelim *r, uint64_t *total)
+{
+    uint64_t now = uv_now(p->loop);
+    if (!r->primed) {
+        r->primed = true;
+        r->tokens = GW_LOG_BURST;
+        r->at_ms = now;
+    }
+    r->tokens += (double)(now - r->at_ms) * GW_LOG_RATE / 1000.0;
+    if (r->tokens > GW_LOG_BURST)
+        r->tokens = GW_LOG_BURST;
+    r->at_ms = now;
+    if (r->tokens < 1.0) {
+        r->dropped++;
+        if (total)
+            (*total)++;
+        return false;
+    }
+    r->tokens -= 1.0;
+    return true;
+}
+
+/* Logs one line of a worker's output (stderr, or a LOG frame when `what` is NULL), cut at
+ * GW_LOG_LINE_MAX bytes, through the device's rate limit. */
+static void relay_line(gw_pool *p, ratelim *r, uint64_t *total, int device, int level,
+                       const char *what, const char *text, size_t cut)
+{
+    char more[48] = "";
+    size_t len = strlen(text);
+    if (len >= GW_LOG_LINE_MAX) {
+        cut += len - (GW_LOG_LINE_MAX - 1);
+        len = GW_LOG_LINE_MAX - 1;
+    }
+    if (!rl_take(p, r, total))
+        return;
+    report_dropped(p, r, device);
+    if (cut)
+        snprintf(more, sizeof(more), " [%zu more bytes cut]", cut);
+    if (device >= 0)
+        plog(p, level, "gpu %d: %s%.*s%s", device, what ? what : "", (int)len, text, more);
+    else
+        plog(p, level, "gpu probe: %.*s%s", (int)len, text, more);
 }
 
 /* ---- queues and completion ---- */
@@ -449,6 +551,8 @@ static void settle(worker *w)
     }
 }
 
+static void back_in_service(worker *w);
+
 static void handle_result(worker *w, const gw_wire_msg *m)
 {
     gw_pool *p = w->pool;
@@ -474,8 +578,10 @@ static void handle_result(worker *w, const gw_wire_msg *m)
         return;
     }
     /* A measurement the worker could report proves the device works. */
-    if (res.status == GW_OK || res.status == GW_WRONG || res.status == GW_LOAD_ERROR)
+    if (res.status == GW_OK || res.status == GW_WRONG || res.status == GW_LOAD_ERROR) {
         w->fails = 0;
+        w->probe_backoff_ms = 0;
+    }
     if (res.status == GW_FAULT || res.status == GW_TIMEOUT)
         set_str(w->info.last_error, sizeof(w->info.last_error), res.reason);
     finish(t, &res);
@@ -511,6 +617,8 @@ static void handle_msg(worker *w, const gw_wire_msg *m)
         w->hello = true;
         plog(p, GW_LOG_INFO, "gpu %d: worker %d ready (%s, sm_%d)", w->info.index, w->proc.pid,
              d.name, d.sm);
+        if (w->oos)
+            back_in_service(w);
         settle(w);
         if (!p->closing)
             dispatch(w);
@@ -530,7 +638,8 @@ static void handle_msg(worker *w, const gw_wire_msg *m)
         if (gw_wire_decode_log(m, text, sizeof(text)) < 0)
             kill_worker(w, KILL_PROTOCOL);
         else
-            plog(p, GW_LOG_INFO, "gpu %d: %s", w->info.index, text);
+            relay_line(p, &w->logrl, &w->info.log_dropped, w->info.index, GW_LOG_INFO, NULL,
+                       text, 0);
         return;
     default:
         kill_worker(w, KILL_PROTOCOL); /* daemon-to-worker types never come back */
@@ -545,26 +654,24 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = buf->base ? suggested : 0;
 }
 
-static void on_chan_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* End of the socket: the worker exited or is exiting (its exit is usually noticed just after).
+ * One that stays alive without its socket broke the protocol; the timer kills it after a grace
+ * period. */
+static void chan_eof(worker *w)
 {
-    worker *w = s->data;
+    close_chan(w);
+    w->eof_at = uv_now(w->pool->loop);
+}
+
+/* Bytes the worker wrote on its socket: the frames they complete are handled in order. */
+static void chan_bytes(worker *w, const char *data, size_t n)
+{
     gw_pool *p = w->pool;
 
-    if (nread < 0) {
-        free(buf->base);
-        /* End of the socket: the worker exited or is exiting (its exit is usually noticed
-         * just after). One that stays alive without its socket broke the protocol; the timer
-         * kills it after a grace period. */
-        close_chan(w);
-        w->eof_at = uv_now(p->loop);
-        return;
-    }
-    if (nread > 0 && gw_wire_reader_feed(&w->rd, buf->base, (size_t)nread) < 0) {
-        free(buf->base);
+    if (n > 0 && gw_wire_reader_feed(&w->rd, data, n) < 0) {
         kill_worker(w, KILL_PROTOCOL);
         return;
     }
-    free(buf->base);
     while (w->chan_open && !p->closing) {
         gw_wire_msg m = {0};
         int r = gw_wire_reader_next(&w->rd, &m);
@@ -581,30 +688,69 @@ static void on_chan_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
-/* Splits a stderr stream into lines for the log; the last line is kept for error messages. */
+static void on_chan_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    worker *w = s->data;
+
+    if (nread < 0)
+        chan_eof(w);
+    else
+        chan_bytes(w, buf->base, (size_t)nread);
+    free(buf->base);
+}
+
+/* Reads and handles what the worker wrote that the loop has not read yet: the timer runs before
+ * the poll in a loop turn, so after a stall the heartbeats (or the result) the worker sent are
+ * still in its socket. The socket is non-blocking (MSG_DONTWAIT besides); reading it here, on the
+ * loop thread between two of libuv's reads, hands the same bytes in the same order to the same
+ * frame reader. Returns true when anything was read. */
+static bool drain_chan(worker *w)
+{
+    gw_pool *p = w->pool;
+    uv_os_fd_t fd;
+    char buf[16384];
+    size_t total = 0;
+
+    if (!w->chan_open || uv_fileno((const uv_handle_t *)&w->chan, &fd) < 0)
+        return false;
+    while (total < DRAIN_MAX && w->chan_open && !p->closing) {
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break; /* EAGAIN: nothing more; an error shows up in the loop's own read */
+        if (n == 0) {
+            chan_eof(w);
+            break;
+        }
+        total += (size_t)n;
+        chan_bytes(w, buf, (size_t)n);
+    }
+    return total > 0;
+}
+
+/* Splits a stderr stream into lines for the log (each cut at GW_LOG_LINE_MAX bytes, through the
+ * rate limit r); the last line is kept for error messages, logged or not. */
 static void feed_lines(gw_pool *p, linebuf *lb, const char *data, size_t n, int device,
-                       char *last, size_t lastlen)
+                       ratelim *r, uint64_t *dropped, char *last, size_t lastlen)
 {
     for (size_t i = 0; i < n; i++) {
         char c = data[i];
-        bool full = lb->len >= sizeof(lb->buf) - 1;
-        if (c != '\n' && !full) {
-            lb->buf[lb->len++] = c;
+        if (c != '\n') {
+            if (lb->len < sizeof(lb->buf) - 1)
+                lb->buf[lb->len++] = c;
+            else
+                lb->cut++;
             continue;
         }
-        /* End of line, or a line too long for the buffer: emit what we have. */
         lb->buf[lb->len] = 0;
         if (lb->len) {
-            if (device >= 0)
-                plog(p, GW_LOG_WARNING, "gpu %d: worker: %s", device, lb->buf);
-            else
-                plog(p, GW_LOG_WARNING, "gpu probe: %s", lb->buf);
+            relay_line(p, r, dropped, device, GW_LOG_WARNING, "worker: ", lb->buf, lb->cut);
             if (last)
                 set_str(last, lastlen, lb->buf);
         }
         lb->len = 0;
-        if (c != '\n')
-            lb->buf[lb->len++] = c;
+        lb->cut = 0;
     }
 }
 
@@ -613,13 +759,13 @@ static void on_err_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     worker *w = s->data;
     if (nread < 0) {
         free(buf->base);
-        feed_lines(w->pool, &w->errbuf, "\n", 1, w->info.index, w->last_stderr,
-                   sizeof(w->last_stderr));
+        feed_lines(w->pool, &w->errbuf, "\n", 1, w->info.index, &w->logrl, &w->info.log_dropped,
+                   w->last_stderr, sizeof(w->last_stderr));
         close_err(w);
         return;
     }
-    feed_lines(w->pool, &w->errbuf, buf->base, (size_t)nread, w->info.index, w->last_stderr,
-               sizeof(w->last_stderr));
+    feed_lines(w->pool, &w->errbuf, buf->base, (size_t)nread, w->info.index, &w->logrl,
+               &w->info.log_dropped, w->last_stderr, sizeof(w->last_stderr));
     free(buf->base);
 }
 
@@ -670,12 +816,36 @@ static void describe_death(const worker *w, char *buf, size_t len)
     }
 }
 
+/* Plans the next probe of an out-of-service device: probe_min_s after it went out of service
+ * (or after a measurement had succeeded since the last time), else twice the last wait, at most
+ * probe_max_s. */
+static void plan_probe(worker *w)
+{
+    gw_pool *p = w->pool;
+    uint64_t min = (uint64_t)(p->cfg.probe_min_s * 1000.0);
+    uint64_t max = (uint64_t)(p->cfg.probe_max_s * 1000.0);
+    if (!w->probe_backoff_ms)
+        w->probe_backoff_ms = min;
+    else
+        w->probe_backoff_ms = w->probe_backoff_ms > max / 2 ? max : 2 * w->probe_backoff_ms;
+    if (w->probe_backoff_ms < 1)
+        w->probe_backoff_ms = 1;
+    w->probe_at = uv_now(p->loop) + w->probe_backoff_ms;
+    w->info.next_probe = wall_now() + (double)w->probe_backoff_ms / 1000.0;
+}
+
 static void go_out_of_service(worker *w)
 {
     gw_pool *p = w->pool;
     w->oos = true;
-    plog(p, GW_LOG_ERR, "gpu %d: out of service after %d consecutive failures (%s)",
-         w->info.index, w->fails, w->info.last_error);
+    w->probing = false;
+    w->info.oos_count++;
+    w->info.oos_since = wall_now();
+    set_str(w->info.oos_reason, sizeof(w->info.oos_reason), w->info.last_error);
+    plan_probe(w);
+    plog(p, GW_LOG_ERR,
+         "gpu %d: out of service after %d consecutive failures (%s); next probe in %.1f s",
+         w->info.index, w->fails, w->info.last_error, (double)w->probe_backoff_ms / 1000.0);
     settle(w);
     /* Queued requests move to another device that can run them, or fail. */
     while (w->q.head && !p->closing) {
@@ -708,6 +878,10 @@ static void worker_down(worker *w)
         set_str(w->info.last_error, sizeof(w->info.last_error), why);
     plog(p, orderly ? GW_LOG_INFO : GW_LOG_WARNING, "gpu %d: %s", w->info.index, why);
 
+    report_dropped(p, &w->logrl, w->info.index);
+    if (w->kill == KILL_HUNG)
+        w->info.hung_kills++;
+
     if (w->running) {
         gw_status st = w->kill == KILL_HUNG || w->kill == KILL_DEADLINE ? GW_TIMEOUT
                                                                          : GW_WORKER_DIED;
@@ -720,6 +894,17 @@ static void worker_down(worker *w)
     w->hello = false;
     w->expect_exit = false;
     w->kill = KILL_NONE;
+    if (w->oos) {
+        /* A probe that failed: the device stays out of service, probed again later. */
+        w->probing = false;
+        set_str(w->info.oos_reason, sizeof(w->info.oos_reason), why);
+        plan_probe(w);
+        plog(p, GW_LOG_WARNING,
+             "gpu %d: probe %llu failed (%s); still out of service, next probe in %.1f s",
+             w->info.index, (unsigned long long)w->info.probes, why,
+             (double)w->probe_backoff_ms / 1000.0);
+        return;
+    }
     w->info.restarts++;
     uint64_t delay = 0;
     if (!orderly) {
@@ -738,6 +923,27 @@ static void worker_down(worker *w)
     }
     w->restart_planned = true;
     w->restart_at = uv_now(p->loop) + delay;
+    plog(p, GW_LOG_INFO,
+         "gpu %d: restarting its worker in %llu ms (failure %d of %d before out of service)",
+         w->info.index, (unsigned long long)delay, w->fails, p->cfg.max_restarts);
+}
+
+/* The probe worker of an out-of-service device said hello: back in service, on probation (the
+ * next failure before a measurement succeeds takes it out again, with a longer wait). */
+static void back_in_service(worker *w)
+{
+    gw_pool *p = w->pool;
+    double out = wall_now() - w->info.oos_since;
+    w->oos = false;
+    w->probing = false;
+    w->fails = p->cfg.max_restarts > 0 ? p->cfg.max_restarts - 1 : 0;
+    w->info.oos_since = 0;
+    w->info.next_probe = 0;
+    w->info.oos_reason[0] = 0;
+    /* A warning, like going out: an operator filtering on warnings sees both ends. */
+    plog(p, GW_LOG_WARNING,
+         "gpu %d: back in service: worker %d answered probe %llu after %.1f s out of service",
+         w->info.index, w->proc.pid, (unsigned long long)w->info.probes, out);
 }
 
 static void start_worker(worker *w)
@@ -819,14 +1025,76 @@ static void start_worker(worker *w)
     uv_read_start((uv_stream_t *)&w->err, on_alloc, on_err_read);
 }
 
+/* What the worker deserves now: KILL_NONE, or why it must be killed. */
+static kill_reason judge(const worker *w, uint64_t now)
+{
+    uint64_t hb_ms = (uint64_t)(w->pool->cfg.heartbeat_s * 1000.0);
+    if (w->kill != KILL_NONE)
+        return w->kill; /* it ignores nothing, but be sure */
+    if (!w->chan_open && now > w->eof_at + EXIT_GRACE_MS)
+        return KILL_PROTOCOL;
+    if (!w->hello && now > w->hello_deadline)
+        return KILL_HELLO;
+    if (w->expect_exit && now > w->exit_deadline)
+        return KILL_FATAL;
+    if (w->hello && now > w->last_heard + 3 * hb_ms)
+        return KILL_HUNG;
+    if (w->running && now > w->req_deadline)
+        return KILL_DEADLINE;
+    if (w->draining && now > w->drain_deadline)
+        return KILL_DRAIN;
+    return KILL_NONE;
+}
+
+/* The loop stalled for `late` ms (the tick came that much after its time): nothing the worker
+ * did or failed to do in that time can be told from the loop's side, so its clock restarts: it is
+ * heard now, and every deadline moves by the stall. */
+static void restart_clock(worker *w, uint64_t now, uint64_t late)
+{
+    gw_pool *p = w->pool;
+    w->info.loop_stalls++;
+    w->last_heard = now;
+    w->hello_deadline += late;
+    w->req_deadline += late;
+    w->drain_deadline += late;
+    w->exit_deadline += late;
+    w->eof_at += late;
+    w->exited_at += late;
+    if (!p->stall_logged_at || now >= p->stall_logged_at + 1000) {
+        p->stall_logged_at = now;
+        plog(p, GW_LOG_WARNING,
+             "gpu workers: the event loop stalled for %.1f s; worker health checks restarted "
+             "their clock (no worker is judged by the loop's lateness)", (double)late / 1000.0);
+    }
+}
+
 static void on_tick(uv_timer_t *t)
 {
     worker *w = t->data;
     gw_pool *p = w->pool;
     uint64_t now = uv_now(p->loop);
 
-    if (p->closing || w->oos)
+    if (p->closing)
         return;
+    /* A tick more than a heartbeat period late: the loop stalled (uv_now is the loop's time,
+     * taken just before the timers run). */
+    uint64_t gap = now - w->last_tick, hb_ms = (uint64_t)(p->cfg.heartbeat_s * 1000.0);
+    w->last_tick = now;
+    if (gap > w->tick_ms + hb_ms)
+        restart_clock(w, now, gap - w->tick_ms);
+    if (w->logrl.dropped && now >= w->logrl.at_ms + 1000)
+        report_dropped(p, &w->logrl, w->info.index); /* the flood is over: say what it cost */
+    if (w->oos && !w->probing) {
+        if (w->live == 0 && now >= w->probe_at) {
+            w->probing = true;
+            w->info.probes++;
+            w->info.next_probe = 0;
+            plog(p, GW_LOG_INFO, "gpu %d: out of service for %.1f s: probe %llu starts a worker",
+                 w->info.index, wall_now() - w->info.oos_since, (unsigned long long)w->info.probes);
+            start_worker(w);
+        }
+        return;
+    }
     if (w->restart_planned && w->live == 0) {
         if (now >= w->restart_at)
             start_worker(w);
@@ -840,21 +1108,18 @@ static void on_tick(uv_timer_t *t)
         }
         return;
     }
-    uint64_t hb_ms = (uint64_t)(p->cfg.heartbeat_s * 1000.0);
-    if (w->kill != KILL_NONE)
-        kill_worker(w, w->kill); /* it ignores nothing, but be sure */
-    else if (!w->chan_open && now > w->eof_at + EXIT_GRACE_MS)
-        kill_worker(w, KILL_PROTOCOL);
-    else if (!w->hello && now > w->hello_deadline)
-        kill_worker(w, KILL_HELLO);
-    else if (w->expect_exit && now > w->exit_deadline)
-        kill_worker(w, KILL_FATAL);
-    else if (w->hello && now > w->last_heard + 3 * hb_ms)
-        kill_worker(w, KILL_HUNG);
-    else if (w->running && now > w->req_deadline)
-        kill_worker(w, KILL_DEADLINE);
-    else if (w->draining && now > w->drain_deadline)
-        kill_worker(w, KILL_DRAIN);
+    kill_reason why = judge(w, now);
+    if (why == KILL_NONE)
+        return;
+    /* Judge what the worker did, not what the loop has read: what it wrote first. Handling it
+     * may complete requests whose callbacks close the pool. */
+    if (why != w->kill && drain_chan(w)) {
+        if (p->closing || !w->spawned)
+            return;
+        why = judge(w, uv_now(p->loop));
+    }
+    if (why != KILL_NONE)
+        kill_worker(w, why);
 }
 
 /* ---- probe ---- */
@@ -915,12 +1180,13 @@ static void on_probe_err(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     gw_pool *p = s->data;
     if (nread < 0) {
         free(buf->base);
-        feed_lines(p, &p->probe_errbuf, "\n", 1, -1, p->probe_stderr, sizeof(p->probe_stderr));
+        feed_lines(p, &p->probe_errbuf, "\n", 1, -1, &p->probe_rl, NULL, p->probe_stderr,
+                   sizeof(p->probe_stderr));
         uv_close((uv_handle_t *)s, on_probe_handle_closed);
         return;
     }
-    feed_lines(p, &p->probe_errbuf, buf->base, (size_t)nread, -1, p->probe_stderr,
-               sizeof(p->probe_stderr));
+    feed_lines(p, &p->probe_errbuf, buf->base, (size_t)nread, -1, &p->probe_rl, NULL,
+               p->probe_stderr, sizeof(p->probe_stderr));
     free(buf->base);
 }
 
@@ -1001,6 +1267,8 @@ static void probe_finished(gw_pool *p)
         p->open_handles++;
         uint64_t tick = (uint64_t)(p->cfg.heartbeat_s * 1000.0 / 4);
         tick = tick < 5 ? 5 : tick > 250 ? 250 : tick;
+        w->tick_ms = tick;
+        w->last_tick = uv_now(p->loop);
         uv_timer_start(&w->timer, on_tick, tick, tick);
     }
     for (int i = 0; i < n; i++)
@@ -1085,7 +1353,8 @@ int gw_pool_start(uv_loop_t *loop, const gw_config *cfg, void (*ready)(void *uda
 
     if (!loop || !cfg || !ret || !cfg->worker_path || !cfg->worker_path[0] ||
         cfg->max_devices < 0 || cfg->launch_timeout_s < 0 || cfg->heartbeat_s < 0 ||
-        cfg->max_restarts < 0 || cfg->request_slack_s < 0)
+        cfg->max_restarts < 0 || cfg->request_slack_s < 0 || cfg->probe_min_s < 0 ||
+        cfg->probe_max_s < 0)
         return -EINVAL;
     int n_extra = 0;
     while (cfg->worker_args && cfg->worker_args[n_extra])
@@ -1105,6 +1374,12 @@ int gw_pool_start(uv_loop_t *loop, const gw_config *cfg, void (*ready)(void *uda
         p->cfg.max_restarts = 5;
     if (p->cfg.request_slack_s == 0)
         p->cfg.request_slack_s = 10.0;
+    if (p->cfg.probe_min_s == 0)
+        p->cfg.probe_min_s = 5.0;
+    if (p->cfg.probe_max_s == 0)
+        p->cfg.probe_max_s = 300.0;
+    if (p->cfg.probe_max_s < p->cfg.probe_min_s)
+        p->cfg.probe_max_s = p->cfg.probe_min_s;
     p->ready = ready;
     p->ready_udata = udata;
     p->worker_path = strdup(cfg->worker_path);

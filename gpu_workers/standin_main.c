@@ -23,7 +23,16 @@
  *                                   lucky  report a time MS percent (1-90) below the
  *                                          candidate's own: a run that came out fast by
  *                                          chance, as single timings on a GPU do
- *                                 e.g. "crash@3,hang@5,wrong@2,fault@4,slow@1:500,lucky@2:4"
+ *                                 e.g. "crash@3,hang@5,wrong@2,fault@4,slow@1:500,lucky@2:4";
+ *                                 KIND@N-M does KIND on requests N to M ("crash@1-4": crash
+ *                                 four times, then behave)
+ *   HIDETD_STANDIN_START_FAULTS=list  the same for worker starts (counted in "start-count"):
+ *                                   crash  abort() before saying hello
+ *                                   refuse answer HELLO with an error and exit
+ *                                 e.g. "crash@1-3": the first three starts crash, the fourth
+ *                                 serves (a GPU that fails, then recovers)
+ *   HIDETD_STANDIN_STDERR=n       write a line of 8000 bytes, then n numbered lines to stderr
+ *                                 at start (a chatty worker, for the log relay's limits)
  *   HIDETD_STANDIN_STATE_DIR=dir  where the request counter lives (file "measure-count",
  *                                 incremented under flock); without it each process counts
  *                                 its own requests
@@ -239,6 +248,30 @@ int main(int argc, char **argv)
         free(s);
         return 0;
     }
+    const char *chatter = getenv("HIDETD_STANDIN_STDERR");
+    if (chatter && *chatter) {
+        long lines = strtol(chatter, NULL, 10);
+        for (int i = 0; i < 8000; i++)
+            fputc('x', stderr);
+        fputc('\n', stderr);
+        for (long i = 0; i < lines && i < 1000000; i++)
+            fprintf(stderr, "stand-in stderr line %ld\n", i + 1);
+        fflush(stderr);
+    }
+    gw__planned start;
+    gw__inject_next_in("HIDETD_STANDIN_START_FAULTS", "HIDETD_STANDIN_STATE_DIR", "start-count",
+                       &start);
+    if (!strcmp(start.kind, "crash")) {
+        struct rlimit rl = {0, 0};
+        setrlimit(RLIMIT_CORE, &rl);
+        fprintf(stderr, "hidetd-worker-standin: planned crash at start "
+                        "(HIDETD_STANDIN_START_FAULTS)\n");
+        fflush(stderr);
+        abort();
+    }
+    if (!strcmp(start.kind, "refuse"))
+        return gw__serve(a.fd, NULL, "device refused (HIDETD_STANDIN_START_FAULTS)",
+                         a.heartbeat_s, NULL, NULL);
     if (refused(a.device))
         return gw__serve(a.fd, NULL, "device refused (HIDETD_STANDIN_REFUSE)", a.heartbeat_s,
                          NULL, NULL);

@@ -134,6 +134,11 @@ static void status(void)
     dev.busy_s = 1.5;
     dev.measured = 10;
     dev.failed = 3;
+    dev.oos_count = 1;
+    dev.probes = 2;
+    dev.hung_kills = 3;
+    dev.loop_stalls = 4;
+    dev.log_dropped = 5;
     hd_status_view v = {
         .version = "0.1.0", .uptime_s = 12.7, .gpu_available = true, .devices = &dev,
         .n_devices = 1, .jobs_queued = 1, .jobs_running = 2, .jobs_done = 3, .jobs_failed = 4,
@@ -148,7 +153,8 @@ static void status(void)
              "{\"version\":\"0.1.0\",\"uptime_s\":12,\"gpu_available\":true,\"workers\":[{\"index\":0,"
              "\"name\":\"Stand-in GPU\",\"arch\":\"sm_90\",\"sm_count\":132,\"memory_bytes\":%llu,"
              "\"driver_version\":13000,\"state\":\"%s\",\"restarts\":2,\"pid\":4242,\"busy_s\":1.5,\"measured\":10,\"failed\":3,"
-             "\"last_error\":\"\"}],\"jobs\":{\"queued\":1,\"running\":2,\"done\":3,\"failed\":4,"
+             "\"last_error\":\"\",\"out_of_service\":null,\"out_of_service_count\":1,\"probes\":2,"
+             "\"hung_kills\":3,\"loop_stalls\":4,\"log_lines_dropped\":5}],\"jobs\":{\"queued\":1,\"running\":2,\"done\":3,\"failed\":4,"
              "\"cancelled\":12},\"candidates\":{\"compiled\":13,\"measured\":14,\"failed\":15},"
              "\"cache\":{\"artifacts\":5,\"selections\":6,\"trials\":7,\"bytes\":8,"
              "\"path\":\"/var/lib/hidetd/kernels.db\",\"max_bytes\":11,\"hits\":9,\"misses\":10}}",
@@ -156,6 +162,20 @@ static void status(void)
     CHECK_STR(json, want);
     free(json);
 
+    /* Out of service: why, since when, the next probe (null while one runs). */
+    dev.state = GW_DEV_OUT_OF_SERVICE;
+    snprintf(dev.oos_reason, sizeof(dev.oos_reason), "worker crashed, signal 6 (Aborted)");
+    dev.oos_since = 1764000000.5;
+    dev.next_probe = 1764000010.25;
+    CHECK(hd_status_json(&v, &json) == 0, "status out of service");
+    CHECK(strstr(json, "\"state\":\"out_of_service\"") != NULL, "%s", json);
+    CHECK(strstr(json, "\"out_of_service\":{\"reason\":\"worker crashed, signal 6 (Aborted)\","
+                       "\"since\":1764000000.5,\"next_probe\":1764000010.25}") != NULL, "%s", json);
+    free(json);
+    dev.next_probe = 0;
+    CHECK(hd_status_json(&v, &json) == 0, "status probing");
+    CHECK(strstr(json, "\"next_probe\":null}") != NULL, "%s", json);
+    free(json);
 }
 
 int main(void)

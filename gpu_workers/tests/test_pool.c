@@ -1,10 +1,12 @@
 /* gpu_workers/tests/test_pool.c - the worker pool against hidetd-worker-standin: discovery,
- * measurements, every injected fault, cancellation, out of service, closing, probe failures.
+ * measurements, every injected fault, cancellation, out of service and the probes that bring a
+ * GPU back, loop stalls, the log relay, closing, probe failures.
  *
  * Timing never decides pass or fail: every wait is "until the event happens", bounded only by a
  * generous safety limit that turns a hang into a failure instead of a stuck test.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,10 +47,40 @@ static void on_closed(void *u)
     ((env *)u)->closed = true;
 }
 
+/* The pool's log lines since the last start(), kept for the tests that read them. */
+#define LOG_KEEP 1024
+static char *logged[LOG_KEEP];
+static int n_logged;
+
+static void log_reset(void)
+{
+    for (int i = 0; i < n_logged; i++)
+        free(logged[i]);
+    n_logged = 0;
+}
+
+/* How many kept log lines contain all of the given strings (NULL-terminated). */
+static int log_count(const char *a, ...)
+{
+    int n = 0;
+    for (int i = 0; i < n_logged; i++) {
+        va_list ap;
+        va_start(ap, a);
+        bool all = true;
+        for (const char *w = a; w && all; w = va_arg(ap, const char *))
+            all = strstr(logged[i], w) != NULL;
+        va_end(ap);
+        n += all;
+    }
+    return n;
+}
+
 static void on_log(void *u, int level, const char *msg)
 {
     (void)level;
     ((env *)u)->log_lines++;
+    if (n_logged < LOG_KEEP)
+        logged[n_logged++] = strdup(msg);
     if (getenv("GW_TEST_VERBOSE"))
         fprintf(stderr, "  log: %s\n", msg);
 }
@@ -91,6 +123,10 @@ static void reset_state(const char *faults, int devices)
     char path[256], n[8];
     snprintf(path, sizeof(path), "%s/measure-count", state_dir);
     unlink(path);
+    snprintf(path, sizeof(path), "%s/start-count", state_dir);
+    unlink(path);
+    unsetenv("HIDETD_STANDIN_START_FAULTS");
+    unsetenv("HIDETD_STANDIN_STDERR");
     setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
     snprintf(n, sizeof(n), "%d", devices);
     setenv("HIDETD_STANDIN_DEVICES", n, 1);
@@ -102,7 +138,8 @@ static void reset_state(const char *faults, int devices)
         unsetenv("HIDETD_STANDIN_FAULTS");
 }
 
-static void start(env *e, const char *path, int max_restarts)
+static void start_probing(env *e, const char *path, int max_restarts, double probe_min_s,
+                          double probe_max_s)
 {
     gw_config c;
     memset(&c, 0, sizeof(c));
@@ -110,11 +147,19 @@ static void start(env *e, const char *path, int max_restarts)
     c.launch_timeout_s = 1.0;
     c.heartbeat_s = 0.5; /* 3 missed = 1.5 s: tolerant of a loaded 2-core machine */
     c.max_restarts = max_restarts;
+    c.probe_min_s = probe_min_s;
+    c.probe_max_s = probe_max_s;
     c.log = on_log;
     c.log_udata = e;
     memset(e, 0, sizeof(*e));
+    log_reset();
     CHECK(gw_pool_start(&loop, &c, on_ready, e, &e->pool) == 0);
     run_until(&e->ready, "pool ready");
+}
+
+static void start(env *e, const char *path, int max_restarts)
+{
+    start_probing(e, path, max_restarts, 0, 0);
 }
 
 static void stop(env *e)
@@ -562,6 +607,195 @@ static void test_worker_cannot_start(void)
     stop(&e);
 }
 
+/* ---- loop stalls ---- */
+
+typedef struct stall {
+    int ms;
+    bool done;
+} stall;
+
+static void stall_cb(uv_check_t *c)
+{
+    stall *st = c->data;
+    if (st->done)
+        return;
+    /* The loop thread busy in a callback (a big graph, a flood): nothing is read meanwhile, and
+     * libuv runs the timers before the next poll reads what the workers wrote. */
+    usleep((useconds_t)st->ms * 1000);
+    st->done = true;
+}
+
+static void stall_loop(int ms)
+{
+    uv_check_t c;
+    stall st = {ms, false};
+    uv_check_init(&loop, &c);
+    c.data = &st;
+    uv_check_start(&c, stall_cb);
+    run_until(&st.done, "the stall");
+    uv_close((uv_handle_t *)&c, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT); /* the handle lives on this stack until it is closed */
+}
+
+static void ran_out(uv_timer_t *t)
+{
+    *(bool *)t->data = true;
+}
+
+/* Runs the loop for ms milliseconds. */
+static void run_for(int ms)
+{
+    uv_timer_t t;
+    bool over = false;
+    uv_timer_init(&loop, &t);
+    t.data = &over;
+    uv_timer_start(&t, ran_out, (uint64_t)ms, 0);
+    while (!over)
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+}
+
+static bool wait_busy(env *e)
+{
+    bool busy = false;
+    for (int i = 0; i < 100000 && !busy; i++) {
+        uv_run(&loop, UV_RUN_ONCE);
+        busy = dev0(e)->state == GW_DEV_BUSY;
+    }
+    return busy;
+}
+
+/* Heartbeats are 0.5 s apart, 3 missed = hung; the loop stalls for 2.5 s (heartbeats waiting in
+ * the socket) again and again: no worker is killed, with or without a request in flight, and the
+ * GPU stays in service (before the fix each stall killed the worker; max_restarts 2 made the
+ * second stall put the GPU out of service). */
+static void test_loop_stall(void)
+{
+    env e;
+    reset_state("slow@2:1000", 1);
+    start(&e, GW_STANDIN_PATH, 2);
+    int pid = dev0(&e)->pid;
+    CHECK(measure_one(&e, 1, ptx_a).status == GW_OK);
+    for (int i = 0; i < 3; i++) {
+        stall_loop(2500);
+        run_for(1800); /* longer than 3 heartbeat periods: a wrongly restarted clock would kill */
+        CHECK(dev0(&e)->restarts == 0 && dev0(&e)->pid == pid);
+        CHECK(dev0(&e)->state == GW_DEV_READY);
+    }
+    CHECK(dev0(&e)->loop_stalls >= 3 && dev0(&e)->hung_kills == 0);
+    CHECK(log_count("event loop stalled", NULL) >= 1);
+
+    /* A stall while a request runs (1 s): it completes, and nothing is killed. */
+    gw_measure_req q;
+    slot s = {0};
+    make_req(&q, 2, ptx_b);
+    CHECK(gw_measure(e.pool, 0, 0, &q, on_result, &s, NULL) == 0);
+    CHECK(wait_busy(&e));
+    stall_loop(2500);
+    run_until(&s.done, "the result after a stall");
+    CHECK(s.res.status == GW_OK);
+    CHECK(dev0(&e)->restarts == 0 && dev0(&e)->pid == pid && gw_pool_usable(e.pool) == 1);
+    stop(&e);
+
+    /* A worker that really hangs across a stall is still found out: its clock restarted at the
+     * stall, three periods later it is killed. */
+    reset_state("hang@1", 1);
+    start(&e, GW_STANDIN_PATH, 5);
+    memset(&s, 0, sizeof(s));
+    make_req(&q, 3, ptx_a);
+    CHECK(gw_measure(e.pool, 0, 0, &q, on_result, &s, NULL) == 0);
+    CHECK(wait_busy(&e));
+    stall_loop(2500);
+    run_until(&s.done, "the hung request");
+    CHECK(s.res.status == GW_TIMEOUT && strstr(s.res.reason, "heartbeat") != NULL);
+    CHECK(dev0(&e)->hung_kills == 1 && dev0(&e)->restarts == 1);
+    CHECK(measure_one(&e, 4, ptx_a).status == GW_OK);
+    stop(&e);
+}
+
+/* ---- out of service, probes, back in service ---- */
+
+static bool wait_state(env *e, gw_device_state st, const char *what)
+{
+    for (int i = 0; i < 2000000; i++) {
+        if (dev0(e)->state == st)
+            return true;
+        uv_run(&loop, UV_RUN_ONCE);
+    }
+    fprintf(stderr, "never reached %s\n", what);
+    failures++;
+    return false;
+}
+
+static void test_probe_and_return(void)
+{
+    env e;
+    gw_measure_req q;
+    slot s = {0};
+
+    /* The first three starts crash: two failures put it out of service (max_restarts 2), the
+     * first probe (start 3) fails, the second (start 4) brings it back. Probes wait 0.3 s, then
+     * 0.6 capped at 0.5. */
+    reset_state("crash@1", 1); /* measure request 1 crashes: see the probation below */
+    setenv("HIDETD_STANDIN_START_FAULTS", "crash@1-3", 1);
+    start_probing(&e, GW_STANDIN_PATH, 2, 0.3, 0.5);
+    wait_state(&e, GW_DEV_OUT_OF_SERVICE, "out of service");
+    const gw_device_info *d = dev0(&e);
+    CHECK(d->oos_count == 1 && d->probes == 0);
+    CHECK(strstr(d->oos_reason, "crashed") != NULL && strstr(d->oos_reason, "signal") != NULL);
+    CHECK(d->oos_since > 1e9 && d->next_probe > d->oos_since && d->next_probe < d->oos_since + 1.0);
+    CHECK(gw_pool_usable(e.pool) == 0);
+    make_req(&q, 1, ptx_a);
+    CHECK(gw_measure(e.pool, -1, 0, &q, on_result, &s, NULL) == -ENODEV);
+    CHECK(log_count("gpu 0: out of service after 2 consecutive failures", "next probe in 0.3 s",
+                    NULL) == 1);
+    CHECK(log_count("gpu 0: worker: hidetd-worker-standin: planned crash at start", NULL) >= 1);
+
+    wait_state(&e, GW_DEV_READY, "back in service");
+    d = dev0(&e);
+    CHECK(d->probes == 2 && d->oos_count == 1 && d->oos_since == 0 && d->next_probe == 0);
+    CHECK(d->restarts == 2 && !d->oos_reason[0]);
+    CHECK(gw_pool_usable(e.pool) == 1);
+    CHECK(log_count("probe 1 failed", "next probe in 0.5 s", NULL) == 1);
+    CHECK(log_count("back in service", "probe 2", NULL) == 1);
+
+    /* On probation: the first failure takes it out again at once, with the longer wait. */
+    CHECK(measure_one(&e, 2, ptx_a).status == GW_WORKER_DIED);
+    CHECK(dev0(&e)->state == GW_DEV_OUT_OF_SERVICE && dev0(&e)->oos_count == 2);
+    CHECK(log_count("out of service after 2 consecutive failures", "next probe in 0.5 s",
+                    NULL) == 1);
+    wait_state(&e, GW_DEV_READY, "back in service again");
+    CHECK(measure_one(&e, 3, ptx_a).status == GW_OK);
+    CHECK(dev0(&e)->probes == 3 && dev0(&e)->oos_count == 2);
+    stop(&e);
+    unsetenv("HIDETD_STANDIN_FAULTS");
+    unsetenv("HIDETD_STANDIN_START_FAULTS");
+}
+
+/* A chatty worker: its stderr reaches the log with its GPU, lines cut at GW_LOG_LINE_MAX, at most
+ * GW_LOG_BURST at once; the rest is counted and said. */
+static void test_log_relay(void)
+{
+    env e;
+    reset_state(NULL, 1);
+    setenv("HIDETD_STANDIN_STDERR", "500", 1);
+    start(&e, GW_STANDIN_PATH, 5);
+    run_for(1500);
+    int relayed = log_count("gpu 0: worker: stand-in stderr line ", NULL);
+    CHECK(relayed >= 10 && relayed <= GW_LOG_BURST + 20);
+    CHECK(log_count("gpu 0: worker: stand-in stderr line 1", NULL) >= 1);
+    CHECK(log_count("gpu 0: worker: xxxx", "[7489 more bytes cut]", NULL) == 1);
+    for (int i = 0; i < n_logged; i++)
+        CHECK(strlen(logged[i]) < GW_LOG_LINE_MAX + 200);
+    const gw_device_info *d = dev0(&e);
+    CHECK(d->log_dropped >= 500 - (uint64_t)GW_LOG_BURST - 20);
+    CHECK(log_count("gpu 0: ", "line(s) of the worker's output dropped", NULL) >= 1);
+    CHECK(measure_one(&e, 1, ptx_a).status == GW_OK);
+    stop(&e);
+    unsetenv("HIDETD_STANDIN_STDERR");
+}
+
 int main(void)
 {
     if (!mkdtemp(state_dir)) {
@@ -581,10 +815,16 @@ int main(void)
     test_close_pending();
     test_no_devices();
     test_worker_cannot_start();
+    test_loop_stall();
+    test_probe_and_return();
+    test_log_relay();
+    log_reset();
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK(uv_loop_close(&loop) == 0);
     char path[256];
     snprintf(path, sizeof(path), "%s/measure-count", state_dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/start-count", state_dir);
     unlink(path);
     rmdir(state_dir);
     if (failures) {
