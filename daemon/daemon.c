@@ -81,6 +81,19 @@ static void on_quarantine(void *udata, const char *artifact_key, const char *rea
                 "(hidetctl cache verify lists it, cache rm removes it)", artifact_key, reason);
 }
 
+/* The library does not log: a kernel the cache could not take (disk full, an I/O error) is
+ * said here, with the op it was for. */
+static void on_store_failed(void *udata, const char *op_key, const char *origin, const char *why)
+{
+    (void)udata;
+    if (strcmp(origin, "remote") == 0)
+        hd_log_warn("op %s: storing the kernel from the cluster tier failed: %s; it is tuned "
+                    "here instead", op_key, why);
+    else
+        hd_log_warn("op %s: %s; its job failed (cache_error) and the op is tuned again on the "
+                    "next request", op_key, why);
+}
+
 static void resolve_config_from(const hd_config *c, resolve_config *ret)
 {
     resolve_config_defaults(ret);
@@ -88,6 +101,7 @@ static void resolve_config_from(const hd_config *c, resolve_config *ret)
     ret->default_arch_native = c->default_arch.native;
     ret->default_target = c->default_arch.target;
     ret->on_quarantine = on_quarantine;
+    ret->on_store_failed = on_store_failed;
 }
 
 /* ---- the cluster tier ---------------------------------------------------------------------- */
