@@ -11,8 +11,10 @@
  */
 #include "daemon/daemon.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <limits.h>
 #include <sched.h>
@@ -25,8 +27,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 

@@ -4,12 +4,14 @@ have produced: attacked from the outside against the real hidetd.
 
     attack_reload.py HIDETD CASE
 
-    CASE: auth-drop | restart-key | empty-file | fifo-start | fifo-reload | corrupt-rows |
-          store-failure
+    CASE: auth-drop | passed-socket | restart-key | empty-file | fifo-start | fifo-reload |
+          corrupt-rows | store-failure
 
 auth-drop      hidetd serves TCP on 0.0.0.0 with a token; the file is rewritten to name a
                loopback `http` (a restart key, not applied) beside `tcp_auth = none`, and SIGHUP
                is sent: the reload is refused and a request without a token is still 401.
+passed-socket  the same with a TCP socket on 0.0.0.0 passed by systemd-socket-activate (no
+               `http` in the file): tcp_auth = none is refused at start and on reload.
 restart-key    a reload that changes restart keys (http, socket_mode) and a live one (max_body):
                the live one applies, the restart keys are reported (log, the gauge
                hidetd_config_restart_pending) and ignored (the old port serves, the new is shut).
@@ -143,6 +145,66 @@ def case_auth_drop(hidetd, tmp):
         d.stop()
         print("auth-drop: tcp_auth = none refused on reload for a 0.0.0.0 listener; "
               "tokenless requests stay 401")
+    finally:
+        d.kill()
+
+
+def activated(hidetd, tmp, conf, port):
+    """hidetd under systemd-socket-activate, given a Unix socket and a TCP socket on 0.0.0.0:port
+    (it binds neither itself); started by the first connection."""
+    activate = shutil.which("systemd-socket-activate")
+    if not activate:
+        raise Skip("systemd-socket-activate is not installed")
+    wrap = [activate, "-l", os.path.join(tmp, "activated.sock"), "-l", f"0.0.0.0:{port}"]
+    for var in ("PATH", "HOME", "XDG_RUNTIME_DIR", "XDG_CACHE_HOME", "ASAN_OPTIONS",
+                "LSAN_OPTIONS", "UBSAN_OPTIONS"):
+        wrap += ["-E", var]
+    d = Daemon(hidetd, tmp, config_text=conf, wrap=wrap, socket_name="activated.sock")
+    deadline = time.monotonic() + 10
+    while not os.path.exists(d.sock) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    check(os.path.exists(d.sock), "systemd-socket-activate did not create its socket")
+    return d
+
+
+def case_passed_socket(hidetd, tmp):
+    """A TCP socket systemd passes on 0.0.0.0 (no `http` in the file tells of it): tcp_auth =
+    none is refused at start and on reload."""
+    port = free_port()
+    d = activated(hidetd, tmp, "[server]\ntcp_auth = none\n", port)
+    try:
+        # The first connection starts hidetd; it must refuse to serve it without a token.
+        try:
+            st, body = tcp(port, token=None)
+        except (OSError, Fail):
+            st, body = None, b""
+        check(st != 200, f"a TCP socket passed on 0.0.0.0 was served without a token: {st} "
+                         f"{body[:200]!r}")
+        try:
+            rc = d.proc.wait(STEP)
+        except subprocess.TimeoutExpired:
+            raise Fail(f"hidetd serves tcp_auth = none on a passed 0.0.0.0 socket:\n{d.log()}")
+        check(rc != 0 and "not a loopback address" in d.log(),
+              f"exit {rc}; the refusal does not say why:\n{d.log()}")
+    finally:
+        d.kill()
+    tmp2 = os.path.join(tmp, "reload")
+    os.mkdir(tmp2)
+    port = free_port()
+    token_file = write_token(tmp2)
+    d = activated(hidetd, tmp2, f"[server]\ntoken_file = {token_file}\n", port)
+    try:
+        d.wait_healthy()
+        check(tcp(port, token=None)[0] == 401, "no token on the passed socket before the reload")
+        write_config(d, "[server]\ntcp_auth = none\n")
+        outcome = reload_and_wait(d)
+        st, body = tcp(port, token=None)
+        check(st == 401, f"after a reload to tcp_auth = none ({outcome}) the passed 0.0.0.0 socket "
+                         f"answered {st} without a token: {body[:200]!r}")
+        check(outcome == "rejected", f"the reload was {outcome}")
+        d.stop()
+        print("passed-socket: tcp_auth = none on a passed 0.0.0.0 socket refused at start and "
+              "on reload")
     finally:
         d.kill()
 
@@ -422,6 +484,7 @@ def case_store_failure(hidetd, tmp):
 
 CASES = {
     "auth-drop": case_auth_drop,
+    "passed-socket": case_passed_socket,
     "restart-key": case_restart_key,
     "empty-file": case_empty_file,
     "fifo-start": case_fifo_start,
