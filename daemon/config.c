@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -13,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hidetd_config.h"
 
@@ -903,17 +906,36 @@ out:
     return r;
 }
 
+/* Reads a whole small file. Only a regular file is read: a FIFO (or a terminal, a device) could
+ * block the caller for ever, and the caller is the loop thread on SIGHUP, which would then take
+ * no signal, SIGTERM included. It is opened without blocking and checked on the descriptor, so
+ * a path swapped between a check and the open changes nothing. */
 static int read_small_file(const char *path, size_t max, char **ret, char **ret_err)
 {
-    FILE *f = fopen(path, "re");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
         int e = errno;
         set_err(ret_err, fmt_err("%s: cannot open: %s", path, strerror(e)));
         return -e;
     }
     size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    char *buf = NULL;
     int r = 0;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        r = -errno;
+        set_err(ret_err, fmt_err("%s: cannot stat: %s", path, strerror(-r)));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(ret_err, fmt_err("%s: not a regular file (%s): refused, since reading it could "
+                                 "block", path, S_ISFIFO(st.st_mode) ? "a FIFO"
+                                 : S_ISDIR(st.st_mode) ? "a directory"
+                                 : S_ISSOCK(st.st_mode) ? "a socket" : "a device"));
+        r = -EINVAL;
+        goto out;
+    }
+    buf = malloc(cap);
     if (!buf) {
         r = -ENOMEM;
         goto out;
@@ -933,16 +955,17 @@ static int read_small_file(const char *path, size_t max, char **ret, char **ret_
             buf = nb;
             cap *= 2;
         }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                set_err(ret_err, fmt_err("%s: read error", path));
-                r = -EIO;
-                goto out;
-            }
-            break;
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            r = -errno;
+            set_err(ret_err, fmt_err("%s: read error: %s", path, strerror(-r)));
+            goto out;
         }
+        if (got == 0)
+            break;
+        n += (size_t)got;
     }
     buf[n] = '\0';
     if (memchr(buf, '\0', n)) {
@@ -954,7 +977,7 @@ static int read_small_file(const char *path, size_t max, char **ret, char **ret_
     buf = NULL;
 out:
     free(buf);
-    fclose(f);
+    close(fd);
     return r;
 }
 
@@ -966,6 +989,15 @@ int hd_config_load_file(hd_config *c, const char *path, char **ret_err)
     int r = read_small_file(path, 1 << 20, &text, ret_err);
     if (r < 0)
         return r;
+    /* A file with nothing in it is refused: it is most often one caught while it is written
+     * (an editor or `>` truncates first), and taken as it is it would put every key back to its
+     * default - the token and tcp_auth among them. A file of comments only is fine. */
+    if (text[strspn(text, " \t\r\n")] == '\0') {
+        free(text);
+        set_err(ret_err, fmt_err("%s: the file is empty: refused (a file meant to set nothing "
+                                 "holds at least a comment)", path));
+        return -EINVAL;
+    }
     r = hd_config_load_string(c, text, path, ret_err);
     free(text);
     return r;
@@ -1280,4 +1312,58 @@ int hd_config_build(const hd_cli *cli, hd_config *ret, char **ret_err)
 fail:
     hd_config_clear(&c);
     return r;
+}
+
+int hd_config_build_reload(const hd_cli *cli, const hd_config *running, hd_config *ret,
+                           char *restart, size_t restart_len, int *ret_n_restart, char **ret_err)
+{
+    if (!cli || !running || !ret)
+        return -EINVAL;
+    hd_config c;
+    int r = hd_config_init(&c);
+    if (r < 0)
+        return r;
+    if (cli->config && (r = hd_config_load_file(&c, cli->config, ret_err)) < 0)
+        goto fail;
+    if ((r = hd_config_apply_cli(&c, cli, ret_err)) < 0)
+        goto fail;
+    /* Twice checked. As written: a file that would not start the daemon is refused now, not
+     * found out at the next restart. Then with the restart keys in effect (the running ones): a
+     * check must see the socket actually bound, not an address the file names and nothing
+     * listens on - a loopback `http` in the file beside tcp_auth = none once took the token off
+     * a 0.0.0.0 listener. */
+    if ((r = hd_config_finish(&c, ret_err)) < 0)
+        goto fail;
+    char changed[2048];
+    hd_config_diff(running, &c, NULL, 0, changed, sizeof(changed));
+    if ((r = hd_config_keep_restart_keys(&c, running)) < 0)
+        goto fail;
+    if ((r = hd_config_finish(&c, ret_err)) < 0)
+        goto fail;
+    if (restart && restart_len)
+        snprintf(restart, restart_len, "%s", changed);
+    if (ret_n_restart) {
+        int n = 0;
+        for (const char *p = changed; *p; p += strcspn(p, " "), p += strspn(p, " "))
+            n++;
+        *ret_n_restart = n;
+    }
+    *ret = c;
+    return 0;
+fail:
+    hd_config_clear(&c);
+    return r;
+}
+
+int hd_config_check_listeners(const hd_config *c, const hd_listen_info *l, char **ret_err)
+{
+    if (!c || !l)
+        return -EINVAL;
+    if (l->n_tcp > 0 && !c->tcp_auth && l->tcp_public) {
+        set_err(ret_err, fmt_err("refusing to serve HTTP without a token on %s, which is not a "
+                                 "loopback address: tcp_auth = none (--http-no-auth) is for "
+                                 "loopback listeners only", l->public_addr));
+        return -EINVAL;
+    }
+    return 0;
 }

@@ -3,7 +3,9 @@
  * Precedence: built-in defaults < the config file (--config FILE) < the environment
  * (HIDETD_TOKEN_FILE: the token file) < command-line flags. SIGHUP
  * re-reads the file (flags still win) and applies what can change live; the rest is logged as
- * needing a restart. A file with any error is rejected as a whole (file:line: message).
+ * needing a restart and ignored (the checks run on the values in effect). A file with any error
+ * is rejected as a whole (file:line: message), and so is an empty file, and a path that is not
+ * a regular file (a FIFO would block the reader; config and token files alike).
  *
  * File format: `[section]` headers, `key = value` lines, `#` or `;` comment lines, and ` #`
  * trailing comments outside quotes. Values may be "double quoted" (\" and \\ escapes) to keep
@@ -159,7 +161,9 @@ int hd_config_copy(const hd_config *src, hd_config *ret);
 /* Applies the keys of an INI text to c. `name` is used in messages ("hidetd.conf:12: ...").
  * All or nothing: on error c is unchanged and *ret_err says "name:line: what". */
 int hd_config_load_string(hd_config *c, const char *text, const char *name, char **ret_err);
-/* Reads the file and applies it as above; -errno with a message when it cannot be read. */
+/* Reads the file and applies it as above; -errno with a message when it cannot be read, is not
+ * a regular file (opened without blocking, checked on the descriptor) or is empty (nothing but
+ * white space: most often a file caught while it is written; a file of comments only is read). */
 int hd_config_load_file(hd_config *c, const char *path, char **ret_err);
 
 /* Command-line flags (values point into argv). */
@@ -185,6 +189,28 @@ int hd_config_finish(hd_config *c, char **ret_err);
 
 /* The whole sequence: defaults, the --config file (if any), flags, finish. */
 int hd_config_build(const hd_cli *cli, hd_config *ret, char **ret_err);
+
+/* The configuration a reload would run with: defaults, the --config file, flags, checked by
+ * hd_config_finish() as a start would check them; then every key that needs a restart taken
+ * from `running` (what is actually bound and running) and the checks run again on the result -
+ * so they judge the sockets in use, not an address the file names. The restart keys the file changed are written (space-separated,
+ * "server.http ...") into `restart` (may be NULL) and counted in *ret_n_restart (may be NULL):
+ * reported, never applied. Returns 0 or a negative errno with a message (running untouched). */
+int hd_config_build_reload(const hd_cli *cli, const hd_config *running, hd_config *ret,
+                           char *restart, size_t restart_len, int *ret_n_restart, char **ret_err);
+
+/* The TCP listeners a daemon actually serves on (its own and those passed by systemd). */
+typedef struct hd_listen_info {
+    int n_tcp;            /* TCP listeners */
+    bool tcp_public;      /* one of them is bound to an address other than loopback */
+    char public_addr[80]; /* the first such, "0.0.0.0:8080", for messages */
+} hd_listen_info;
+
+/* The checks that depend on what is bound rather than on what the file says: tcp_auth = none
+ * only while every TCP listener is on loopback. Run at start once the listeners exist (a socket
+ * passed by systemd is bound by someone else) and on every reload. Returns 0 or -EINVAL with a
+ * message. */
+int hd_config_check_listeners(const hd_config *c, const hd_listen_info *l, char **ret_err);
 
 /* Compares two configurations key by key. Writes the changed keys ("server.max_body ...",
  * space-separated) that apply live into `live` and those that need a restart into `restart`

@@ -11,8 +11,10 @@
  */
 #include "daemon/daemon.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <libgen.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <limits.h>
 #include <sched.h>
@@ -79,6 +81,19 @@ static void on_quarantine(void *udata, const char *artifact_key, const char *rea
                 "(hidetctl cache verify lists it, cache rm removes it)", artifact_key, reason);
 }
 
+/* The library does not log: a kernel the cache could not take (disk full, an I/O error) is
+ * said here, with the op it was for. */
+static void on_store_failed(void *udata, const char *op_key, const char *origin, const char *why)
+{
+    (void)udata;
+    if (strcmp(origin, "remote") == 0)
+        hd_log_warn("op %s: storing the kernel from the cluster tier failed: %s; it is tuned "
+                    "here instead", op_key, why);
+    else
+        hd_log_warn("op %s: %s; its job failed (cache_error) and the op is tuned again on the "
+                    "next request", op_key, why);
+}
+
 static void resolve_config_from(const hd_config *c, resolve_config *ret)
 {
     resolve_config_defaults(ret);
@@ -86,6 +101,7 @@ static void resolve_config_from(const hd_config *c, resolve_config *ret)
     ret->default_arch_native = c->default_arch.native;
     ret->default_target = c->default_arch.target;
     ret->on_quarantine = on_quarantine;
+    ret->on_store_failed = on_store_failed;
 }
 
 /* ---- the cluster tier ---------------------------------------------------------------------- */
@@ -374,6 +390,39 @@ static void make_socket_dir(const char *path)
     free(dir);
 }
 
+/* Records a TCP listener in d->listen: the auth checks judge the addresses actually bound. */
+static void note_tcp(hd_daemon *d, const char *host, int port)
+{
+    d->listen.n_tcp++;
+    if (d->listen.tcp_public || hd_host_is_loopback(host))
+        return;
+    d->listen.tcp_public = true;
+    snprintf(d->listen.public_addr, sizeof(d->listen.public_addr),
+             strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+/* A TCP socket passed by systemd: its address as bound. One that cannot be read counts as not
+ * loopback, so that it is never served without a token by mistake. */
+static void note_passed_tcp(hd_daemon *d, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+            port = ntohs(a->sin6_port);
+        }
+    }
+    note_tcp(d, host, port);
+}
+
 static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
 {
     int *fds = NULL;
@@ -389,6 +438,8 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
     }
     for (int i = 0; i < n; i++) {
         int fam = hd_socket_info(fds[i], NULL, NULL);
+        if (fam == AF_INET || fam == AF_INET6)
+            note_passed_tcp(d, fds[i]);
         int r = proto_server_listen_fd(d->http, fds[i]);
         if (r < 0) {
             hd_log_error("socket activation: cannot serve fd %d (%s): %s", fds[i],
@@ -446,6 +497,8 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
         int bound = proto_server_tcp_port(d->http);
         desc_add(desc, desc_len, &dl, "%shttp:%s:%d", dl ? ", " : "", host,
                  bound > 0 ? bound : port);
+        /* proto binds exactly this literal ("localhost" is 127.0.0.1 there too). */
+        note_tcp(d, host, bound > 0 ? bound : port);
     }
     return 0;
 }
@@ -543,6 +596,12 @@ static void start_serving(hd_daemon *d)
     char desc[512];
     if (listen_all(d, desc, sizeof(desc)) < 0)
         goto fail;
+    char *err = NULL;
+    if (hd_config_check_listeners(&d->cfg, &d->listen, &err) < 0) {
+        hd_log_error("configuration: %s", err ? err : "refused");
+        free(err);
+        goto fail;
+    }
 
     int gpus = 0;
     if (d->pool) {
@@ -672,29 +731,45 @@ static void begin_stop(hd_daemon *d)
 
 /* ---- reload ------------------------------------------------------------------------------- */
 
+/* A reload that is refused: logged, counted, and said to systemd; the running configuration
+ * stays as it is. */
+static void reload_refused(hd_daemon *d, const char *why)
+{
+    hd_log_error("reload rejected, keeping the running configuration: %s", why);
+    hd_counter_inc(d->m_reloads_failed);
+    hd_notify_ready("serving (reload rejected: the running configuration stays; see the log)");
+}
+
 static void reload(hd_daemon *d)
 {
     hd_notify_reloading();
     hd_config nc;
     char *err = NULL;
-    int r = hd_config_build(&d->cli, &nc, &err);
+    char restart[2048], live[1024];
+    int n_restart = 0;
+    /* The file is read on the loop thread: read_small_file refuses anything but a regular file,
+     * so that a FIFO at the config path cannot stop the loop (and with it SIGTERM). */
+    int r = hd_config_build_reload(&d->cli, &d->cfg, &nc, restart, sizeof(restart), &n_restart,
+                                   &err);
     if (r < 0) {
-        hd_log_error("reload rejected, keeping the running configuration: %s",
-                     err ? err : strerror(-r));
+        reload_refused(d, err ? err : strerror(-r));
         free(err);
-        hd_counter_inc(d->m_reloads_failed);
-        hd_notify_ready("serving (reload rejected)");
         return;
     }
-    char live[1024], restart[1024];
-    hd_config_diff(&d->cfg, &nc, live, sizeof(live), restart, sizeof(restart));
-    if (hd_config_keep_restart_keys(&nc, &d->cfg) < 0) {
+    /* Against the listeners actually serving, those passed by systemd included. */
+    r = hd_config_check_listeners(&nc, &d->listen, &err);
+    if (r == 0 && d->listen.n_tcp > 0 && nc.tcp_auth && !nc.token && d->cfg.token) {
+        err = strdup("it leaves TCP without a token (every TCP request would be refused): set "
+                     "[server] token or token_file");
+        r = -EINVAL;
+    }
+    if (r < 0) {
         hd_config_clear(&nc);
-        hd_log_error("reload failed: out of memory; keeping the running configuration");
-        hd_counter_inc(d->m_reloads_failed);
-        hd_notify_ready("serving (reload failed)");
+        reload_refused(d, err ? err : strerror(-r));
+        free(err);
         return;
     }
+    hd_config_diff(&d->cfg, &nc, live, sizeof(live), NULL, 0);
     bool prune = nc.cache_max_size && nc.cache_max_size != d->cfg.cache_max_size;
     hd_config_clear(&d->cfg);
     d->cfg = nc;
@@ -715,13 +790,22 @@ static void reload(hd_daemon *d)
         sched_reconfigure(d->sched, &sc);
     }
     hd_counter_inc(d->m_reloads_ok);
+    hd_gauge_set(d->m_restart_pending, n_restart);
     hd_log_info("configuration reloaded; applied: %s", live[0] ? live : "(no changes)");
     if (restart[0])
-        hd_log_warn("configuration reload: %s changed but need%s a restart; the running values "
-                    "stay in effect", restart, strchr(restart, ' ') ? "" : "s");
+        hd_log_warn("configuration reload: %s changed in the file but need%s a restart; ignored "
+                    "until then (the running values stay in effect)", restart,
+                    n_restart > 1 ? "" : "s");
     if (prune && d->ready)
         maintenance_cb(&d->maintenance);
-    hd_notify_ready("serving");
+    if (restart[0]) {
+        char status[2200];
+        snprintf(status, sizeof(status), "serving (reloaded; ignored until a restart: %s)",
+                 restart);
+        hd_notify_ready(status);
+    } else {
+        hd_notify_ready("serving (reloaded)");
+    }
 }
 
 /* ---- signals and watchdog ----------------------------------------------------------------- */

@@ -41,6 +41,7 @@ typedef struct hd_daemon {
     bool ready;         /* serving */
     bool stopping;      /* SIGINT/SIGTERM seen (or start-up failed) */
     bool bound_socket;  /* we created cfg.socket (so we remove it on an immediate exit) */
+    hd_listen_info listen; /* the TCP listeners serving: the auth checks judge these */
 
     bool pruning;
 
@@ -62,7 +63,7 @@ typedef struct hd_daemon {
     hd_metric *m_jobs_queued, *m_jobs_running, *m_jobs_done, *m_jobs_failed, *m_jobs_cancelled;
     hd_metric *m_cand_measured, *m_cand_failed, *m_cand_compiled;
     hd_metric *m_compile_s, *m_tuning_s, *m_gpus_usable, *m_conn_active, *m_reloads_ok,
-        *m_reloads_failed, *m_start_time, *m_log_dropped,
+        *m_reloads_failed, *m_restart_pending, *m_start_time, *m_log_dropped,
         *m_quarantined;
     hd_metric *m_cl_up, *m_cl_hits, *m_cl_misses, *m_cl_publishes, *m_cl_pinned, *m_cl_dropped,
         *m_cl_timeouts, *m_cl_errors, *m_cl_connects, *m_cl_latency, *m_cl_leases,

@@ -813,6 +813,9 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_counter(m, "hidetd_config_reload_failures_total",
                        "Configuration reloads rejected (the old configuration was kept).",
                        &d->m_reloads_failed);
+    hd_metrics_gauge(m, "hidetd_config_restart_pending",
+                     "Keys the configuration file changed that need a restart (ignored until "
+                     "then), as of the last reload applied.", &d->m_restart_pending);
     /* The cluster tier's families exist on every daemon (all zero without a tier), so dashboards
      * and alerts need not know which nodes have one. */
     {

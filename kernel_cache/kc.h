@@ -48,6 +48,23 @@
  * without limit. */
 #define KC_MAX_CODE_BYTES ((size_t)64 << 20) /* PTX, and cubin, each */
 #define KC_MAX_TEXT_BYTES ((size_t)1 << 20)  /* op JSON, schedule JSON, provenance, each */
+/* Bounds on a launch (kc_launch_check): the limits of CUDA itself and of the request language,
+ * so that a record a request could never have produced (a damaged or forged row) is refused when
+ * it is stored, imported or read, and never handed to a client. */
+#define KC_MAX_GRID_X 2147483647u  /* 2^31 - 1 */
+#define KC_MAX_GRID_YZ 65535u
+#define KC_MAX_BLOCK_THREADS 1024u /* per block, and per x or y dimension */
+#define KC_MAX_BLOCK_Z 64u
+/* Dynamic shared memory of one block: the most any target op/ lists gives (sm_90, sm_100:
+ * 227 KiB; tuner/arch.c has each target's own). */
+#define KC_MAX_SHARED_BYTES 232448u
+/* The request language's limits on a tensor (proto/request.h PROTO_MAX_DIM, PROTO_MAX_NUMEL;
+ * kernel_cache/tests checks they agree). */
+#define KC_MAX_DIM 2147483647LL
+#define KC_MAX_NUMEL 2147483648ULL
+/* The largest workspace a valid request's kernels use: partial sums in f32 of at most 256 slices
+ * (reduce_cols' widest split) per element of a tensor within KC_MAX_NUMEL. */
+#define KC_MAX_WORKSPACE_BYTES (256ULL * 4 * KC_MAX_NUMEL)
 
 typedef struct kc_db kc_db;
 
@@ -126,8 +143,11 @@ typedef struct kc_launch {
     char output_dtype[8];   /* as on the wire: "f16", "bf16", "f32" */
 } kc_launch;
 
-/* 0 when every field of l is in range (names NUL-terminated and non-empty, dims >= 1, arguments
- * inside the kc_buf enum, ...), else -EINVAL. kc_artifact_put refuses what this refuses. */
+/* 0 when every field of l is in range (names C identifiers, grid and block within CUDA's limits
+ * and >= 1, shared memory and workspace within KC_MAX_*, arguments inside the kc_buf enum, the
+ * output's dtype a known one and its shape within the request language's limits, ...), else
+ * -EINVAL. kc_artifact_put and import refuse, and every read reports as -EBADMSG, what this
+ * refuses. */
 int kc_launch_check(const kc_launch *l);
 /* The launch description as JSON text, as the export file carries it:
  * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...],

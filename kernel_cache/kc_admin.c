@@ -307,9 +307,7 @@ int kc__check_record(const kc_artifact *a, const char **ret_why)
         why = "the target is not one this build knows";
     else if (a->choice < KC_CHOSEN_DEFAULT || a->choice > KC_CHOSEN_MEASURED)
         why = "the choice is out of range";
-    else if (kc_launch_check(&a->launch) < 0)
-        why = "the launch description is out of range";
-    else if (a->launch.n_kernels < 1)
+    else if (!(why = kc__launch_problem(&a->launch)) && a->launch.n_kernels < 1)
         why = "the launch description has no kernels";
     if (why) {
         if (ret_why)

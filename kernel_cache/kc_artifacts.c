@@ -171,10 +171,12 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
     }
     if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
         r = kc__sqlerr(db, rc, "read launch");
-    else if (r == 0 && kc_launch_check(l) < 0)
+    const char *why = NULL;
+    if (r == 0 && (why = kc__launch_problem(l)) != NULL)
         r = -EBADMSG;
     if (r == -EBADMSG)
-        kc__set_err(db, "artifact %s: its stored launch description is malformed", key);
+        kc__set_err(db, "artifact %s: its stored launch description is malformed%s%s", key,
+                    why ? ": " : "", why ? why : "");
     sqlite3_reset(s);
     return r;
 }

@@ -98,6 +98,8 @@ int kc__shape_decode(const void *blob, size_t len, kc_launch *l);
 
 /* kc_launch.c */
 int kc__choice_parse(const char *name, kc_choice *ret);
+/* What is wrong with a launch (a static sentence), or NULL when kc_launch_check() passes it. */
+const char *kc__launch_problem(const kc_launch *l);
 /* Bytes a launch accounts for in an artifact's size. */
 uint64_t kc__launch_bytes(const kc_launch *l);
 /* Converts a launch description written as JSON text (schema 1 rows, export files) into *ret,

@@ -68,35 +68,75 @@ static bool kc__cstr_ok(const char *s, size_t cap)
     return memchr(s, '\0', cap) != NULL && s[0] != '\0';
 }
 
-int kc_launch_check(const kc_launch *l)
+/* An extern "C" entry point: a C identifier. */
+static bool kc__ident_ok(const char *s, size_t cap)
+{
+    if (!kc__cstr_ok(s, cap) || (s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return false;
+    return true;
+}
+
+const char *kc__launch_problem(const kc_launch *l)
 {
     if (!l || l->n_kernels < 0 || l->n_kernels > KC_MAX_KERNELS)
-        return -EINVAL;
+        return "the number of kernels is out of range";
     for (int i = 0; i < l->n_kernels; i++) {
         const kc_kernel *k = &l->kernels[i];
-        if (!kc__cstr_ok(k->name, sizeof(k->name)) || k->n_args < 0 || k->n_args > KC_MAX_ARGS)
-            return -EINVAL;
+        if (!kc__ident_ok(k->name, sizeof(k->name)))
+            return "a kernel's name is not a C identifier";
+        if (k->n_args < 0 || k->n_args > KC_MAX_ARGS)
+            return "a kernel's number of arguments is out of range";
         for (int d = 0; d < 3; d++)
             if (k->grid[d] < 1 || k->block[d] < 1)
-                return -EINVAL;
+                return "a grid or block dimension is 0";
+        if (k->grid[0] > KC_MAX_GRID_X || k->grid[1] > KC_MAX_GRID_YZ ||
+            k->grid[2] > KC_MAX_GRID_YZ)
+            return "a grid dimension is larger than CUDA allows (2^31-1, 65535, 65535)";
+        if (k->block[0] > KC_MAX_BLOCK_THREADS || k->block[1] > KC_MAX_BLOCK_THREADS ||
+            k->block[2] > KC_MAX_BLOCK_Z ||
+            (uint64_t)k->block[0] * k->block[1] * k->block[2] > KC_MAX_BLOCK_THREADS)
+            return "a block is larger than CUDA allows (1024 threads; z at most 64)";
+        if (k->shared_bytes > KC_MAX_SHARED_BYTES)
+            return "a kernel's shared memory is larger than any target gives a block";
         for (int a = 0; a < k->n_args; a++)
             if (!kc_buf_name(k->args[a]))
-                return -EINVAL;
+                return "an argument names no buffer";
         if (k->n_maps < 0 || k->n_maps > KC_MAX_MAPS)
-            return -EINVAL;
+            return "a kernel's number of tensor maps is out of range";
         for (int m = 0; m < k->n_maps; m++)
-            if (!kc_buf_name((kc_buf)k->maps[m].buf) || tuner_tmap_check(&k->maps[m], NULL, 0, NULL, 0) < 0)
-                return -EINVAL;
+            if (!kc_buf_name((kc_buf)k->maps[m].buf) ||
+                tuner_tmap_check(&k->maps[m], NULL, 0, NULL, 0) < 0)
+                return "a tensor map is not one the driver would encode";
     }
+    if (l->workspace_bytes > KC_MAX_WORKSPACE_BYTES)
+        return "workspace_bytes is larger than any request's kernels need";
     if (l->has_output) {
-        if (l->output_rank < 0 || l->output_rank > KC_MAX_RANK ||
-            !kc__cstr_ok(l->output_dtype, sizeof(l->output_dtype)))
-            return -EINVAL;
-        for (int d = 0; d < l->output_rank; d++)
-            if (l->output_shape[d] < 0)
-                return -EINVAL;
+        tuner_dtype dt;
+        if (l->output_rank < 1 || l->output_rank > KC_MAX_RANK)
+            return "the output's rank is out of range";
+        if (!kc__cstr_ok(l->output_dtype, sizeof(l->output_dtype)) ||
+            tuner_dtype_parse(l->output_dtype, &dt) < 0 ||
+            strcmp(tuner_dtype_name(dt), l->output_dtype) != 0)
+            return "the output's dtype is not one this build knows";
+        uint64_t numel = 1;
+        for (int d = 0; d < l->output_rank; d++) {
+            if (l->output_shape[d] < 1 || l->output_shape[d] > KC_MAX_DIM)
+                return "an output dimension is out of range (1 to 2^31-1)";
+            numel *= (uint64_t)l->output_shape[d];
+            if (numel > KC_MAX_NUMEL)
+                return "the output has more than 2^31 elements";
+        }
     }
-    return 0;
+    return NULL;
+}
+
+int kc_launch_check(const kc_launch *l)
+{
+    return kc__launch_problem(l) ? -EINVAL : 0;
 }
 
 uint64_t kc__launch_bytes(const kc_launch *l)

@@ -473,8 +473,13 @@ static void remote_done(void *arg, kc_artifact *a)
     int rank = resolve_artifact_rank(a);
     bool usable = a && strcmp(a->op_key, w->op_key) == 0 &&
                   resolve_rank_answers(rank, w->rq.mode, gpu_can_measure(r, &w->rq), &warn);
-    if (usable && kc_artifact_put(r->db, a) < 0)
+    int put = usable ? kc_artifact_put(r->db, a) : 0;
+    if (put < 0) {
         usable = false; /* not stored: tune it here rather than serve what we cannot keep */
+        if (r->cfg.on_store_failed)
+            r->cfg.on_store_failed(r->cfg.udata, w->op_key, "remote",
+                                   put == -EIO ? kc_errmsg(r->db) : strerror(-put));
+    }
     if (usable && resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_REMOTE,
                                           warn ? no_gpu_warning : NULL, &owned) == 0) {
         /* This answer says "remote"; the next one comes from this node's cache ("local"). */
@@ -680,6 +685,10 @@ static void job_ended(void *udata, const sched_job_info *info)
 {
     resolver *r = udata;
     kc_mem_clear(r->answers);
+    /* The scheduler fails a job with cache_error when its kernel could not be stored. */
+    if (info->state == SCHED_FAILED && strcmp(info->error_code, "cache_error") == 0 &&
+        r->cfg.on_store_failed)
+        r->cfg.on_store_failed(r->cfg.udata, info->op_key, "tuning", info->error);
     if (!r->has_remote)
         return;
     bool retune = retune_take(r, info->op_key);
@@ -763,6 +772,7 @@ void resolve_reconfigure(resolver *r, const resolve_config *cfg)
     r->cfg.default_target = cfg->default_target;
     r->cfg.data_version_ms = cfg->data_version_ms;
     r->cfg.on_quarantine = cfg->on_quarantine;
+    r->cfg.on_store_failed = cfg->on_store_failed;
     r->cfg.udata = cfg->udata;
     kc_mem_clear(r->memo);
 }

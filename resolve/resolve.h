@@ -151,6 +151,11 @@ typedef struct resolve_config {
                                    * process changed the database (0: on every request) */
     /* Told (once per record) when a stored record is put in quarantine; may be NULL. */
     void (*on_quarantine)(void *udata, const char *artifact_key, const char *reason);
+    /* Told when a kernel could not be stored in the cache (disk full, an I/O error, a record the
+     * cache refused): the op key it was for, where it came from ("tuning" - the job then failed
+     * with cache_error - or "remote" - it was tuned here instead) and why. May be NULL. */
+    void (*on_store_failed)(void *udata, const char *op_key, const char *origin,
+                            const char *why);
     void *udata;
 } resolve_config;
 

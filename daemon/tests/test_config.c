@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/check.h"
@@ -403,6 +404,137 @@ static void finish_checks(void)
     hd_config_clear(&cfg);
 }
 
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(text, f) >= 0, "write %s", path);
+    if (f)
+        fclose(f);
+}
+
+/* Files that are not configurations: a FIFO (refused without blocking), an empty file, a
+ * directory; a file of comments only is a configuration that sets nothing. */
+static void special_files(void)
+{
+    char dir[] = "/tmp/hidetd-cfg-XXXXXX", path[64], fifo[64], tok[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof(path), "%s/hidetd.conf", dir);
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    snprintf(tok, sizeof(tok), "%s/token", dir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    hd_config c;
+    char *err = NULL;
+    hd_config_init(&c);
+    /* Nothing writes to the FIFO: a blocking open would never return. */
+    CHECK(hd_config_load_file(&c, fifo, &err) == -EINVAL && err && strstr(err, "regular file") &&
+          strstr(err, "FIFO"), "FIFO: %s", err ? err : "");
+    free(err);
+    err = NULL;
+    CHECK(hd_config_load_file(&c, dir, &err) < 0 && err, "a directory was read");
+    free(err);
+    err = NULL;
+    static const char *const empty[] = { "", "\n", " \t\r\n\n" };
+    for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++) {
+        write_file(path, empty[i]);
+        CHECK(hd_config_load_file(&c, path, &err) == -EINVAL && err && strstr(err, "empty"),
+              "empty file %zu: %s", i, err ? err : "");
+        free(err);
+        err = NULL;
+    }
+    write_file(path, "# every key at its default\n");
+    CHECK(hd_config_load_file(&c, path, &err) == 0, "comments only: %s", err ? err : "");
+    /* A token file is read the same way (and again on every reload). */
+    hd_cli cli;
+    CHECK(parse_cli(&cli, &err, 5, "hidetd", "--http", "8080", "--token-file", fifo) == 0, "parse");
+    hd_config b;
+    CHECK(hd_config_build(&cli, &b, &err) == -EINVAL && err && strstr(err, "regular file"),
+          "token FIFO: %s", err ? err : "");
+    free(err);
+    err = NULL;
+    hd_config_clear(&c);
+    unlink(fifo);
+    unlink(path);
+    unlink(tok);
+    rmdir(dir);
+}
+
+/* A reload is checked against what runs: the restart keys come from the running configuration,
+ * so a loopback `http` in the file cannot make tcp_auth = none pass on a 0.0.0.0 listener. */
+static void reload_checks(void)
+{
+    char dir[] = "/tmp/hidetd-cfg-XXXXXX", path[64], tok[64], text[256];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof(path), "%s/hidetd.conf", dir);
+    snprintf(tok, sizeof(tok), "%s/token", dir);
+    write_file(tok, "t0ken\n");
+    snprintf(text, sizeof(text), "[server]\nhttp = 0.0.0.0:8080\ntoken_file = %s\n", tok);
+    write_file(path, text);
+    hd_cli cli;
+    char *err = NULL;
+    CHECK(parse_cli(&cli, &err, 3, "hidetd", "--config", path) == 0, "parse");
+    hd_config running, next;
+    CHECK(hd_config_build(&cli, &running, &err) == 0, "start: %s", err ? err : "");
+    hd_listen_info public = { .n_tcp = 1, .tcp_public = true, .public_addr = "0.0.0.0:8080" };
+    hd_listen_info local = { .n_tcp = 1, .tcp_public = false };
+    CHECK(hd_config_check_listeners(&running, &public, &err) == 0, "token on 0.0.0.0");
+
+    /* The attack: the file names loopback beside tcp_auth = none. */
+    write_file(path, "[server]\nhttp = 127.0.0.1:8080\ntcp_auth = none\n");
+    char restart[256];
+    int n = -1;
+    CHECK(hd_config_build_reload(&cli, &running, &next, restart, sizeof(restart), &n, &err) ==
+              -EINVAL && err && strstr(err, "0.0.0.0:8080"),
+          "tcp_auth = none reloaded on a 0.0.0.0 listener: %s", err ? err : "");
+    free(err);
+    err = NULL;
+    /* The same file on a loopback listener: allowed, the http change reported. */
+    hd_config lo;
+    hd_config_init(&lo);
+    free(lo.http);
+    lo.http = strdup("127.0.0.1:9090");
+    lo.token = strdup("x");
+    CHECK(hd_config_build_reload(&cli, &lo, &next, restart, sizeof(restart), &n, &err) == 0,
+          "loopback: %s", err ? err : "");
+    CHECK(n == 1 && strcmp(restart, "server.http") == 0, "restart keys: %d '%s'", n, restart);
+    CHECK_STR(next.http, "127.0.0.1:9090");
+    CHECK(!next.tcp_auth && hd_config_check_listeners(&next, &local, &err) == 0, "none on loopback");
+    /* ...but not on a passed socket that is not loopback (no `http` tells of it). */
+    CHECK(hd_config_check_listeners(&next, &public, &err) == -EINVAL && err &&
+          strstr(err, "0.0.0.0:8080"), "passed 0.0.0.0 socket: %s", err ? err : "");
+    free(err);
+    err = NULL;
+    hd_config_clear(&next);
+    hd_config_clear(&lo);
+
+    /* A file that would not start the daemon is refused on reload too, though its restart keys
+     * are not applied. */
+    write_file(path, "[workers]\nmode = path\n");
+    CHECK(hd_config_build_reload(&cli, &running, &next, restart, sizeof(restart), &n, &err) ==
+              -EINVAL && err && strstr(err, "path"), "mode = path alone: %s", err ? err : "");
+    free(err);
+    err = NULL;
+    /* Restart keys changed beside live ones: the live ones come, the restart ones are counted. */
+    snprintf(text, sizeof(text), "[server]\nhttp = 0.0.0.0:9999\nsocket_mode = 0600\n"
+                                 "token_file = %s\nmax_body = 4KiB\n", tok);
+    write_file(path, text);
+    CHECK(hd_config_build_reload(&cli, &running, &next, restart, sizeof(restart), &n, &err) == 0,
+          "reload: %s", err ? err : "");
+    CHECK(n == 2 && strstr(restart, "server.http") && strstr(restart, "server.socket_mode"),
+          "restart keys: %d '%s'", n, restart);
+    CHECK_STR(next.http, "0.0.0.0:8080");
+    CHECK(next.socket_mode == running.socket_mode && next.max_body == 4096, "kept and applied");
+    hd_config_clear(&next);
+    /* An empty file: a failed reload. */
+    write_file(path, "");
+    CHECK(hd_config_build_reload(&cli, &running, &next, restart, sizeof(restart), &n, &err) ==
+              -EINVAL && err && strstr(err, "empty"), "empty: %s", err ? err : "");
+    free(err);
+    hd_config_clear(&running);
+    unlink(path);
+    unlink(tok);
+    rmdir(dir);
+}
+
 static void defaults(void)
 {
     setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1);
@@ -463,6 +595,8 @@ int main(void)
     cli();
     precedence();
     finish_checks();
+    special_files();
+    reload_checks();
     defaults();
     return check_finish("test_config");
 }

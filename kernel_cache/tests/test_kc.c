@@ -2,6 +2,7 @@
  * Each test works in its own fresh temporary directory; nothing depends on timing for pass/fail.
  */
 #include "kernel_cache/kc.h"
+#include "proto/request.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -133,8 +134,8 @@ static void make_artifact(fixture *f, int i, const char *op, const char *target)
     l->workspace_bytes = l->n_kernels == 2 ? 4096u + (uint64_t)i : 0;
     l->has_output = true;
     l->output_rank = 2;
-    l->output_shape[0] = 128 + i;
-    l->output_shape[1] = (int64_t)1 << 33; /* wider than 32 bits */
+    l->output_shape[0] = 1;
+    l->output_shape[1] = 2147483647 - i; /* the widest dimension a request may have */
     strcpy(l->output_dtype, "bf16");
     size_t pl = 100 + (size_t)(i * 37) % 3000;
     for (size_t k = 0; k < pl; k++)
@@ -765,7 +766,7 @@ static void test_launch_types(void)
                                 "\"output\",\"workspace\"]},{\"name\":\"hd_kernel_2_1\","
                                 "\"grid\":[3,2,1],\"block\":[128,1,1],\"shared_bytes\":1024,"
                                 "\"args\":[\"input1\",\"output\",\"workspace\"]}],"
-                                "\"workspace_bytes\":4098,\"output\":{\"shape\":[130,8589934592],"
+                                "\"workspace_bytes\":4098,\"output\":{\"shape\":[1,2147483645],"
                                 "\"dtype\":\"bf16\"}}") == 0);
     CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
     CHECK(launch_eq(&back, &f.a.launch));
@@ -1665,6 +1666,91 @@ static void test_verify_deep(void)
     kc_close(db);
 }
 
+/* The cache's bounds on a stored output are the request language's. */
+_Static_assert(KC_MAX_DIM == PROTO_MAX_DIM && KC_MAX_NUMEL == (unsigned long long)PROTO_MAX_NUMEL,
+               "kernel_cache's tensor limits follow proto/request.h");
+
+/* Values no request could have produced, written behind the cache's back: every read refuses
+ * the record (-EBADMSG, the reason in kc_errmsg) and verify names it with that reason; the same
+ * launches are refused when stored. */
+static void test_impossible_values(void)
+{
+    static const struct {
+        const char *sql, *why; /* sql: an UPDATE up to its key's column */
+    } damage[] = {
+        { "UPDATE launch_kernels SET block_x = 1000000000 WHERE artifact_key", "block" },
+        { "UPDATE launch_kernels SET block_x = 64, block_y = 64 WHERE artifact_key", "block" },
+        { "UPDATE launch_kernels SET block_z = 128 WHERE artifact_key", "block" },
+        { "UPDATE launch_kernels SET grid_y = 65536 WHERE artifact_key", "grid" },
+        { "UPDATE launch_kernels SET grid_x = 2147483648 WHERE artifact_key", "grid" },
+        { "UPDATE launch_kernels SET shared_bytes = 4000000000 WHERE artifact_key", "shared" },
+        { "UPDATE launch_kernels SET name = 'k; rm -rf' WHERE artifact_key", "identifier" },
+        { "UPDATE artifacts SET workspace_bytes = 9223372036854775807 WHERE key", "workspace" },
+        { "UPDATE artifacts SET output_dtype = 'f8' WHERE key", "dtype" },
+        { "UPDATE artifacts SET output_dtype = 'float16' WHERE key", "dtype" },
+        { "UPDATE artifacts SET output_shape = x'0000000000000080' WHERE key", "dimension" },
+        { "UPDATE artifacts SET output_shape = x'00000000000000000100000000000000' WHERE key",
+          "dimension" },
+        { "UPDATE artifacts SET output_shape = x'00000001000000000000000100000000' WHERE key",
+          "elements" },
+        { "UPDATE artifacts SET output_shape = x'' WHERE key", "rank" },
+    };
+    enum { N = sizeof(damage) / sizeof(damage[0]) };
+    kc_db *db = open_db("impossible.db");
+    fixture f[N + 1];
+
+    for (int i = 0; i <= N; i++) {
+        make_artifact(&f[i], 40 + i, "matmul", "sm_90");
+        CHECK_OK(kc_artifact_put(db, &f[i].a));
+    }
+    for (int i = 0; i < N; i++)
+        raw_sqlf("impossible.db", "%s = '%s'", damage[i].sql, f[i].a.key);
+    for (int i = 0; i < N; i++) {
+        kc_artifact *a = NULL;
+        int r = kc_artifact_get_meta(db, f[i].a.key, &a);
+        if (r != -EBADMSG)
+            fprintf(stderr, "damage %d (%s): read %d\n", i, damage[i].why, r);
+        CHECK(r == -EBADMSG && a == NULL);
+        CHECK(kc_artifact_get(db, f[i].a.key, &a) == -EBADMSG && strstr(kc_errmsg(db), damage[i].why));
+    }
+    kc_artifact *good = NULL;
+    CHECK_OK(kc_artifact_get(db, f[N].a.key, &good));
+    kc_artifact_free(good);
+
+    size_t checked = 0, nbad = 0;
+    kc_problem *bad = NULL;
+    CHECK_OK(kc_verify(db, &checked, &bad, &nbad));
+    CHECK(checked == N + 1 && nbad == N);
+    for (size_t b = 0; b < nbad; b++) {
+        int i = 0;
+        while (i < N && strcmp(bad[b].key, f[i].a.key) != 0)
+            i++;
+        CHECK(i < N);
+        if (i < N && !strstr(bad[b].reason, damage[i].why))
+            fprintf(stderr, "%s: %s (want %s)\n", bad[b].key, bad[b].reason, damage[i].why);
+        CHECK(i < N && strstr(bad[b].reason, damage[i].why) != NULL);
+    }
+    kc_problems_free(bad, nbad);
+
+    /* The same limits when storing. */
+    kc_launch *l = &f[N].a.launch;
+    l->kernels[0].block[0] = 2048;
+    CHECK(kc_artifact_put(db, &f[N].a) == -EINVAL);
+    l->kernels[0].block[0] = 128;
+    l->workspace_bytes = KC_MAX_WORKSPACE_BYTES + 1;
+    CHECK(kc_artifact_put(db, &f[N].a) == -EINVAL);
+    l->workspace_bytes = KC_MAX_WORKSPACE_BYTES;
+    CHECK_OK(kc_artifact_put(db, &f[N].a));
+    strcpy(l->output_dtype, "f64");
+    CHECK(kc_artifact_put(db, &f[N].a) == -EINVAL);
+    strcpy(l->output_dtype, "f32");
+    l->kernels[0].shared_bytes = KC_MAX_SHARED_BYTES;
+    CHECK_OK(kc_artifact_put(db, &f[N].a));
+    l->kernels[0].shared_bytes = KC_MAX_SHARED_BYTES + 1;
+    CHECK(kc_artifact_put(db, &f[N].a) == -EINVAL);
+    kc_close(db);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof(tmpdir), "%s/test_kc.XXXXXX",
@@ -1691,6 +1777,7 @@ int main(void)
     test_import_trust();
     test_quarantine();
     test_verify_deep();
+    test_impossible_values();
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);

@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
-"""Keeps the configuration documentation in step with the parser.
+"""Keeps the documentation in step with the code.
 
     check_docs.py daemon/config.h deploy/hidetd.conf docs/man/hidetd.conf.5
+    check_docs.py --error-codes SOURCE_ROOT docs/api.md
 
 daemon/config.h's header comment holds the table of keys (section, key, type, default, live or
 restart) that the daemon engineer maintains beside the parser. Every key there must appear:
   - in deploy/hidetd.conf, inside its [section], as "#key = ..." (or set);
   - in hidetd.conf(5), under ".SS [section]", as ".BR key " with the same live/restart word;
 and neither document may describe a key the table does not have.
+
+--error-codes: every error code the daemon's sources can put in an answer must be listed in
+docs/api.md's table of errors under its HTTP status. The codes are read where they are made:
+proto_fail / proto__reject / respond_error / proto_respond_error (status, code), the admission
+hook's proto_refusal, the resolver's fail(res, status, code), codes written into an error's
+`code` field, and the scheduler's job failures fail(j, code, ...), whose status is the one
+resolve_error_status (resolve/answer.c) gives them (500 when it names none). A code the table
+lists that no source makes is reported too.
 """
+import os
 import re
 import sys
 
@@ -50,7 +60,98 @@ def man_keys(path):
     return keys
 
 
+# Where the daemon makes error codes. Each pattern gives (status or None, code).
+CODE = r'"([a-z]+(?:_[a-z]+)*)"'
+STATUS_CODE = [
+    re.compile(r"\b(?:proto_fail|proto__reject|respond_error|proto_respond_error)\(\s*[^,()]+,"
+               r"\s*(\d{3}),\s*" + CODE),
+    re.compile(r"\(proto_refusal\)\s*\{\s*(\d{3}),\s*" + CODE),
+    re.compile(r"\bfail\(\s*res\s*,\s*(\d{3}),\s*" + CODE),
+]
+CODE_FIELD = re.compile(r"snprintf\(\s*[\w>.-]+code,\s*sizeof\([^)]*\),\s*" + CODE + r"\s*\)")
+JOB_FAIL = re.compile(r'\bfail\(\s*j\s*,\s*((?:[^,"]|"[^"]*")*?)\s*,')
+STATUS_MAP = re.compile(r'\{\s*"([a-z_]+)",\s*(\d{3})\s*\}')
+
+
+def source_codes(root):
+    """{(status or None, code): [where, ...]} for every code the daemon's C sources make."""
+    found = {}
+    files = []
+    for top in ("proto", "daemon", "resolve", "scheduler", "graph", "cluster", "kernel_cache",
+                "gpu_workers", "op", "tuner"):
+        for d, dirs, names in os.walk(os.path.join(root, top)):
+            dirs[:] = [x for x in dirs if x != "tests"]
+            files += [os.path.join(d, n) for n in names if n.endswith(".c")]
+    status_of_job = {}
+    answer = os.path.join(root, "resolve", "answer.c")
+    text = open(answer).read()
+    m = re.search(r"int resolve_error_status\(.*?\n\}", text, re.S)
+    if m:
+        status_of_job = {c: int(st) for c, st in STATUS_MAP.findall(m.group(0))}
+    for path in sorted(files):
+        text = open(path, errors="replace").read()
+        rel = os.path.relpath(path, root)
+
+        def add(status, code, pos):
+            where = f"{rel}:{text.count(chr(10), 0, pos) + 1}"
+            found.setdefault((status, code), []).append(where)
+
+        for pat in STATUS_CODE:
+            for m in pat.finditer(text):
+                add(int(m.group(1)), m.group(2), m.start())
+        for m in CODE_FIELD.finditer(text):
+            add(None, m.group(1), m.start())
+        if rel.startswith("scheduler" + os.sep):
+            for m in JOB_FAIL.finditer(text):
+                for code in re.findall(CODE, m.group(1)):
+                    add(status_of_job.get(code, 500), code, m.start())
+    return found
+
+
+def documented_codes(api_md):
+    """{(status, code)} from the rows of the table under '## Errors' in docs/api.md."""
+    pairs, in_errors = set(), False
+    for line in open(api_md):
+        if line.startswith("## "):
+            in_errors = line.strip() == "## Errors"
+            continue
+        m = re.match(r"\|\s*(\d{3})\s*\|([^|]*)\|", line) if in_errors else None
+        if m:
+            for code in re.findall(r"`([a-z_]+)`", m.group(2)):
+                pairs.add((int(m.group(1)), code))
+    return pairs
+
+
+def check_error_codes(root, api_md):
+    made = source_codes(root)
+    documented = documented_codes(api_md)
+    problems = []
+    if len(made) < 20 or len(documented) < 20:
+        problems.append(f"only {len(made)} codes found in the sources and {len(documented)} in "
+                        f"{api_md}: the patterns no longer match")
+    doc_codes = {c for _, c in documented}
+    for (status, code), where in sorted(made.items(), key=lambda kv: (kv[0][1], kv[0][0] or 0)):
+        if status is None:
+            if code not in doc_codes:
+                problems.append(f"{code} ({where[0]}) is not in the table of errors of {api_md}")
+        elif (status, code) not in documented:
+            problems.append(f"{status} {code} ({', '.join(where[:3])}) is not in the table of "
+                            f"errors of {api_md}")
+    made_codes = {c for _, c in made}
+    for status, code in sorted(documented):
+        if code not in made_codes:
+            problems.append(f"{api_md} lists {status} {code}, which no source makes")
+    for p in problems:
+        print("FAIL: " + p)
+    if not problems:
+        print(f"error codes: {len({c for _, c in made})} codes ({len(made)} status/code pairs) "
+              f"made by the sources, all in {api_md}")
+    return 1 if problems else 0
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "--error-codes":
+        return check_error_codes(argv[2], argv[3])
     if len(argv) != 4:
         print(__doc__, file=sys.stderr)
         return 2
