@@ -10,6 +10,7 @@
  * Output is for people by default and JSON with --json. Exit codes are part of the interface.
  */
 #include "clients/c/hidetctl_internal.h"
+#include "hidet/client.h"
 #include "op/op.h"
 
 #include <errno.h>
@@ -80,7 +81,9 @@ static const char usage_text[] =
     "                  by default: $XDG_RUNTIME_DIR/hidetd.sock or\n"
     "                  ~/.cache/hidetd/hidetd.sock)\n"
     "  --url URL       talk HTTP to URL instead (http://host:port)\n"
-    "  --token T       bearer token (default: $HIDETD_TOKEN)\n"
+    "  --token-file F  read the bearer token (TCP) from F's first line (default:\n"
+    "                  $HIDETD_TOKEN_FILE, else $HIDETD_TOKEN)\n"
+    "  --token T       the token itself (visible in ps: prefer --token-file)\n"
     "  --cache PATH    kernel database (default: $HIDETD_CACHE, else the running daemon's\n"
     "                  (from its /v1/status), else /var/lib/hidetd/kernels.db if it\n"
     "                  exists, else $XDG_CACHE_HOME/hidetd/kernels.db or\n"
@@ -98,14 +101,58 @@ static const char usage_text[] =
     "  6  import refused an intact file: not signed by a trusted key, or it would replace\n"
     "     a stronger choice or different code\n";
 
+bool json_errors;
+
+/* The error code a local failure gets in --json output, by its exit code. */
+static const char *local_code(int rc)
+{
+    switch (rc) {
+    case EXIT_USAGE: return "usage";
+    case EXIT_CONNECT: return "cannot_connect";
+    case EXIT_NOT_FOUND: return "not_found";
+    case EXIT_CORRUPT: return "corrupt";
+    case EXIT_REFUSED: return "refused";
+    default: return "failed";
+    }
+}
+
+static void vreport(int rc, const char *hint, const char *fmt, va_list ap)
+{
+    char msg[2048];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (json_errors) {
+        /* The shape of a daemon's error under --json (hidetctl_daemon.c), http_status 0: a
+         * script reads one kind of error line whoever refused. */
+        cJSON *j = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(er, "code", local_code(rc));
+        cJSON_AddStringToObject(er, "message", msg);
+        cJSON_AddStringToObject(er, "field", "");
+        cJSON_AddNumberToObject(er, "http_status", 0);
+        char *t = cJSON_PrintUnformatted(j);
+        if (t)
+            fprintf(stderr, "%s\n", t);
+        cJSON_free(t);
+        cJSON_Delete(j);
+    } else {
+        fprintf(stderr, "hidetctl: %s\n%s", msg, hint ? hint : "");
+    }
+}
+
+int fail(int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(rc, NULL, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
 int usage_error(const char *fmt, ...)
 {
     va_list ap;
-    fputs("hidetctl: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vreport(EXIT_USAGE, "Try 'hidetctl --help'.\n", fmt, ap);
     va_end(ap);
-    fputs("\nTry 'hidetctl --help'.\n", stderr);
     return EXIT_USAGE;
 }
 
@@ -319,13 +366,14 @@ void print_json(const cJSON *j)
 
 int main(int argc, char **argv)
 {
-    enum { O_SOCKET = 256, O_URL, O_TOKEN, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
+    enum { O_SOCKET = 256, O_URL, O_TOKEN, O_TOKEN_FILE, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
            O_CUBIN, O_WATCH, O_OLDER, O_MAXSIZE, O_OP, O_VERSION, O_SIGN, O_TRUST, O_TRUST_DIR,
            O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT, O_PARALLEL };
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"url", required_argument, NULL, O_URL},
         {"token", required_argument, NULL, O_TOKEN},
+        {"token-file", required_argument, NULL, O_TOKEN_FILE},
         {"cache", required_argument, NULL, O_CACHE},
         {"json", no_argument, NULL, O_JSON},
         {"arch", required_argument, NULL, O_ARCH},
@@ -350,8 +398,14 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     opts o = {0};
+    const char *token_file = NULL;
+    char *file_token = NULL;
     int c, rc;
 
+    /* --json decides how errors look, also those of the options before it. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            json_errors = true;
     opterr = 0;
     /* GNU getopt permutes: options may come before or after the command and its operands. */
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -359,6 +413,7 @@ int main(int argc, char **argv)
         case O_SOCKET: o.socket = optarg; break;
         case O_URL: o.url = optarg; break;
         case O_TOKEN: o.token = optarg; break;
+        case O_TOKEN_FILE: token_file = optarg; break;
         case O_CACHE: o.cache = optarg; break;
         case O_JSON: o.json = true; break;
         case O_ARCH: o.arch = optarg; o.seen |= OPT_ARCH; break;
@@ -394,12 +449,20 @@ int main(int argc, char **argv)
     }
     char **pos = argv + optind;
     int npos = argc - optind;
-    if (!o.token) {
-        const char *t = getenv("HIDETD_TOKEN");
-        o.token = t && *t ? t : NULL;
-    }
     if (o.url && o.socket)
         return usage_error("give --socket or --url, not both");
+    /* The token rule every client shares (hidet/client.h, docs/api.md): --token-file, --token,
+     * then $HIDETD_TOKEN_FILE and $HIDETD_TOKEN, which libhidet-client reads when o.token is
+     * NULL. */
+    if (token_file && o.token)
+        return usage_error("give --token-file or --token, not both");
+    if (token_file) {
+        hidet_error e;
+        int r = hidet_token_from_file(token_file, &file_token, &e);
+        if (r < 0)
+            return usage_error("--token-file: %s", e.message);
+        o.token = file_token;
+    }
     /* A filter naming nothing that exists would silently match nothing: say what exists. */
     tuner_op_kind op_kind;
     char known[160] = "";
@@ -443,5 +506,6 @@ int main(int argc, char **argv)
         rc = EXIT_OK;
     } else
         rc = usage_error("unknown command '%s'", cmd);
+    free(file_token);
     return rc;
 }

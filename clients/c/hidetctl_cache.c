@@ -125,8 +125,7 @@ static int kc_exit(int r)
 static void print_err(const char *prefix, const char *msg)
 {
     char *t = safe_text(msg);
-    fprintf(stderr, "hidetctl: %s%s%s\n", prefix ? prefix : "", prefix ? ": " : "",
-            t ? t : "?");
+    fail(EXIT_DAEMON, "%s%s%s", prefix ? prefix : "", prefix ? ": " : "", t ? t : "?");
     free(t);
 }
 
@@ -197,7 +196,7 @@ static int open_cache(const opts *o, bool create, kc_db **ret)
     if (!path)
         return EXIT_DAEMON;
     if (!create && access(path, F_OK) != 0) {
-        fprintf(stderr, "hidetctl: no kernel cache at %s (%s)\n", path, why);
+        fail(EXIT_NOT_FOUND, "no kernel cache at %s (%s)", path, why);
         free(path);
         return EXIT_NOT_FOUND;
     }
@@ -308,8 +307,7 @@ static int resolve_key(kc_db *db, const char *prefix, char out[KC_KEY_LEN + 1])
     }
     if (n == 0) {
         free(v);
-        fprintf(stderr, "hidetctl: no artifact %s in the cache\n", prefix);
-        return EXIT_NOT_FOUND;
+        return fail(EXIT_NOT_FOUND, "no artifact %s in the cache", prefix);
     }
     if (n > 1) {
         free(v);
@@ -499,7 +497,7 @@ static int cache_retune(const opts *o, kc_db *db, int argc, char **argv)
     r = kc_artifact_get_meta(db, want, &a);
     if (r == -ENOENT) {
         char *t = st(want);
-        fprintf(stderr, "hidetctl: no artifact %s in the cache\n", t);
+        fail(EXIT_NOT_FOUND, "no artifact %s in the cache", t);
         free(t);
         return EXIT_NOT_FOUND;
     }
@@ -896,8 +894,9 @@ int cmd_cache(const opts *o, int argc, char **argv)
             return usage_error("bad size '%s' (try 500M, 2G)", o->max_size);
     }
     if (strcmp(sub, "import") == 0 && argc == 2 && access(argv[1], R_OK) != 0) {
-        fprintf(stderr, "hidetctl: cannot read %s: %s\n", argv[1], strerror(errno));
-        return errno == ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
+        int e = errno;
+        return fail(e == ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON, "cannot read %s: %s", argv[1],
+                    strerror(e));
     }
     /* retune goes to the daemon: the KEY is looked up in the daemon's own cache file. */
     opts ro = *o;
@@ -907,8 +906,8 @@ int cmd_cache(const opts *o, int argc, char **argv)
             return rc;
         if (daemon_db && access(daemon_db, R_OK) != 0) {
             /* A daemon on another host (--url), or one whose file this user may not read. */
-            fprintf(stderr, "hidetctl: cannot read the daemon's kernel cache %s here: %s; give "
-                            "its path (or a copy) with --cache\n", daemon_db, strerror(errno));
+            fail(EXIT_NOT_FOUND, "cannot read the daemon's kernel cache %s here: %s; give "
+                                 "its path (or a copy) with --cache", daemon_db, strerror(errno));
             free(daemon_db);
             return EXIT_NOT_FOUND;
         }

@@ -261,7 +261,7 @@ static void *worker(void *arg)
             w->connect_rc = client_exit(r, &e);
             if (w->tty && !w->o->json)
                 fputs("\r\033[K", stderr);
-            fprintf(stderr, "hidetctl: %s\n", msg); /* the item stays pending: not sent */
+            fail(EXIT_CONNECT, "%s", msg); /* the item stays pending: not sent */
         } else if (r != -ECONNREFUSED) {
             finish_item(w, it, outcome, msg);
         }
@@ -296,7 +296,7 @@ int cmd_warm(const opts *o, int argc, char **argv)
         r = read_manifest(&w, argv[i], text);
         free(text);
         if (r < 0) {
-            fprintf(stderr, "hidetctl: out of memory\n");
+            fail(EXIT_DAEMON, "out of memory");
             rc = EXIT_DAEMON;
             goto out;
         }
