@@ -277,10 +277,10 @@ static char *find_worker(const char *name)
                            : asprintf(&p, "%s/%s", dir, name);
             if (r < 0)
                 return NULL;
-            if (access(p, X_OK) == 0)
-                found = p;
-            else
-                free(p);
+            /* Named without "..": the path is logged and shows in errors. */
+            char *real = access(p, X_OK) == 0 ? realpath(p, NULL) : NULL;
+            free(p);
+            found = real;
         }
     }
     if (!found) {
@@ -552,11 +552,17 @@ static void start_serving(hd_daemon *d)
             hd_log_info("GPU %d: %s (sm_%d, %d SMs), worker %s", devs[i].index, devs[i].name,
                         devs[i].sm, devs[i].sm_count, gw_device_state_name(devs[i].state));
         if (n == 0) {
+            /* One line that says what serving without a GPU means; the probe's own words (a
+             * loader error for a missing libcuda.so.1, the driver's cuInit error) go to debug. */
             const char *why = gw_pool_probe_error(d->pool);
+            bool no_driver = why && (strstr(why, "libcuda") || strstr(why, "exit status 127") ||
+                                     strstr(why, "INSUFFICIENT_DRIVER"));
+            hd_log_info("%s: serving; tune measure %s", no_driver ? "no GPU driver found"
+                        : "no usable GPU found",
+                        d->cfg.measure_requires_gpu ? "answers 503 no_gpu (measure_requires_gpu)"
+                                                    : "answers from the cost model");
             if (why && *why)
-                hd_log_info("the worker probe found no GPU (%s): serving without GPU workers", why);
-            else
-                hd_log_info("the worker probe found no GPU: serving without GPU workers");
+                hd_log_debug("the GPU probe: %s", why);
         }
         gpus = gw_pool_usable(d->pool);
     }
