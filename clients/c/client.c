@@ -223,7 +223,7 @@ int hidet_default_token(char **ret, hidet_error *err)
         if (r < 0 && err) {
             char m[sizeof(err->message)];
             snprintf(m, sizeof(m), "%s", err->message);
-            snprintf(err->message, sizeof(err->message), "$HIDETD_TOKEN_FILE: %s", m);
+            snprintf(err->message, sizeof(err->message), "$HIDETD_TOKEN_FILE: %.480s", m);
         }
         return r;
     }
