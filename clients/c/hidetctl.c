@@ -35,7 +35,8 @@ static const char usage_text[] =
     "Daemon commands:\n"
     "  kernel REQUEST.json   ask for a kernel set (REQUEST.json may be - for stdin)\n"
     "       [--arch A] [--tune none|model|measure] [--no-wait] [--ptx FILE] [--cubin FILE]\n"
-    "  space REQUEST.json    list the ranked schedule candidates for a request [--arch A]\n"
+    "  space REQUEST.json    list the ranked schedule candidates for a request\n"
+    "       [--arch A] [--limit N]  (--limit: only the best N)\n"
     "  status                daemon version, GPU workers, queue and cache\n"
     "  stats                 hit rate, misses, jobs, candidates, cache size and limit\n"
     "  warm FILE...          send every request in FILEs (one JSON request, a JSON array,\n"
@@ -163,7 +164,8 @@ int only_opts(const opts *o, unsigned allowed, const char *cmd)
     static const char *const names[] = {"--arch", "--tune", "--no-wait", "--ptx", "--cubin",
                                         "--watch", "--older-than", "--max-size", "--op",
                                         "--sign", "--trust", "--trust-dir", "--trust-unsigned",
-                                        "--replace-stronger", "--exact", "--out", "--parallel"};
+                                        "--replace-stronger", "--exact", "--out", "--parallel",
+                                        "--limit"};
     unsigned extra = o->seen & ~allowed;
     for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (extra & (1u << i))
@@ -368,7 +370,7 @@ int main(int argc, char **argv)
 {
     enum { O_SOCKET = 256, O_URL, O_TOKEN, O_TOKEN_FILE, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
            O_CUBIN, O_WATCH, O_OLDER, O_MAXSIZE, O_OP, O_VERSION, O_SIGN, O_TRUST, O_TRUST_DIR,
-           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT, O_PARALLEL };
+           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT, O_PARALLEL, O_LIMIT };
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"url", required_argument, NULL, O_URL},
@@ -393,6 +395,7 @@ int main(int argc, char **argv)
         {"exact", no_argument, NULL, O_EXACT},
         {"out", required_argument, NULL, O_OUT},
         {"parallel", required_argument, NULL, O_PARALLEL},
+        {"limit", required_argument, NULL, O_LIMIT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
@@ -441,6 +444,16 @@ int main(int argc, char **argv)
         case O_EXACT: o.exact = true; o.seen |= OPT_EXACT; break;
         case O_OUT: o.out = optarg; o.seen |= OPT_OUT; break;
         case O_PARALLEL: o.parallel = optarg; o.seen |= OPT_PARALLEL; break;
+        case O_LIMIT: {
+            char *end = NULL;
+            errno = 0;
+            o.limit = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || o.limit < 1)
+                return usage_error("--limit takes a positive number of candidates, not '%s'",
+                                   optarg);
+            o.seen |= OPT_LIMIT;
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case O_VERSION: printf("hidetctl %s\n", HIDETD_VERSION); return EXIT_OK;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -469,9 +482,11 @@ int main(int argc, char **argv)
     if (o.op && tuner_op_parse(o.op, &op_kind) < 0)
         return usage_error("--op %s: no such op (known ops: %s)", o.op,
                            tuner_op_names(known, sizeof(known)));
+    /* "native" (docs/api.md: the exact target of the daemon's first GPU) is the daemon's to
+     * resolve; the cache commands, which filter stored entries, say so themselves. */
     tuner_target arch;
-    if (o.arch && tuner_target_parse(o.arch, &arch) < 0)
-        return usage_error("--arch %s: no such arch (known archs: %s)", o.arch,
+    if (o.arch && strcmp(o.arch, "native") != 0 && tuner_target_parse(o.arch, &arch) < 0)
+        return usage_error("--arch %s: no such arch (known archs: native, %s)", o.arch,
                            tuner_target_names(known, sizeof(known)));
     tuner_tune_mode tune;
     if (o.tune && tuner_tune_parse(o.tune, &tune) < 0)

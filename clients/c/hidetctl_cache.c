@@ -186,7 +186,7 @@ static char *find_cache(const opts *o, const char **ret_why)
     return default_cache();
 }
 
-static int open_cache(const opts *o, bool create, kc_db **ret)
+static int open_cache(const opts *o, bool create, kc_db **ret, char **ret_created)
 {
     const char *why = "";
     char *path = find_cache(o, &why);
@@ -195,7 +195,8 @@ static int open_cache(const opts *o, bool create, kc_db **ret)
 
     if (!path)
         return EXIT_DAEMON;
-    if (!create && access(path, F_OK) != 0) {
+    bool absent = access(path, F_OK) != 0;
+    if (!create && absent) {
         fail(EXIT_NOT_FOUND, "no kernel cache at %s (%s)", path, why);
         free(path);
         return EXIT_NOT_FOUND;
@@ -209,8 +210,25 @@ static int open_cache(const opts *o, bool create, kc_db **ret)
         free(path);
         return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
     }
+    if (ret_created && absent) {
+        *ret_created = path;
+        path = NULL;
+    }
     free(path);
     return 0;
+}
+
+/* Removes a database file that this run created (and its WAL and shared-memory files), after a
+ * refused import: nothing was stored, so nothing is left behind either. */
+static void remove_created(const char *path)
+{
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+        char *p = NULL;
+        if (asprintf(&p, "%s%s", path, suffix[i]) >= 0)
+            unlink(p);
+        free(p);
+    }
 }
 
 static cJSON *summary_json(const kc_summary *s)
@@ -396,7 +414,8 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         printf("ptx / cubin  %s / %s (digests verified)\n", ps, cs);
         printf("created      %s\n", ct);
         printf("last used    %s\n", lu);
-        printf("request      %s\n", t[4]);
+        /* The op key's canonical form, not a request (cache retune turns it into one). */
+        printf("canonical op %s\n", t[4]);
         printf("schedule     %s\n", t[5]);
         printf("launch       %s\n", t[6]);
         printf("provenance   %s\n", t[7]);
@@ -728,6 +747,18 @@ static int cache_import(const opts *o, kc_db *db, int argc, char **argv)
                          .replace_stronger = o->replace_stronger};
     r = kc_import(db, argv[0], &io, &info, &err);
     free(keys);
+    if (r == -ENOKEY && err && !o->trust_unsigned) {
+        /* Say which keys were trusted: the directory read (the default one differs by
+         * installation) and how many --trust files. */
+        char *more = NULL;
+        if (asprintf(&more, "%s; trusted were the *.pub keys in %s%s and %d --trust file%s", err,
+                     o->trust_dir ? o->trust_dir : HIDETD_SYSCONFDIR "/hidetd/trusted.d",
+                     o->trust_dir ? "" : " (the default)", o->n_trust,
+                     o->n_trust == 1 ? "" : "s") >= 0) {
+            free(err);
+            err = more;
+        }
+    }
     if (r < 0) {
         print_err("import refused, nothing stored", err ? err : strerror(-r));
         free(err);
@@ -883,6 +914,9 @@ int cmd_cache(const opts *o, int argc, char **argv)
     /* Usage errors first, before touching any file. */
     if (argc - 1 < subs[i].min_args || argc - 1 > subs[i].max_args)
         return usage_error("wrong number of arguments for '%s' (see --help)", what);
+    if (o->arch && strcmp(o->arch, "native") == 0)
+        return usage_error("--arch native is the daemon's GPU, resolved per request; '%s' "
+                           "filters stored entries by their arch (sm_80 .. sm_90a)", what);
     if (strcmp(sub, "prune") == 0) {
         int64_t d;
         uint64_t sz;
@@ -915,7 +949,8 @@ int cmd_cache(const opts *o, int argc, char **argv)
             ro.cache = daemon_db;
     }
     /* Only import may create the database: a typo in --cache must not look like an empty cache. */
-    rc = open_cache(&ro, strcmp(sub, "import") == 0, &db);
+    char *created = NULL;
+    rc = open_cache(&ro, strcmp(sub, "import") == 0, &db, &created);
     free(daemon_db);
     if (rc)
         return rc;
@@ -940,6 +975,9 @@ int cmd_cache(const opts *o, int argc, char **argv)
     else
         rc = cache_vacuum(o, db, argc);
     kc_close(db);
+    if (created && rc != EXIT_OK)
+        remove_created(created);
+    free(created);
     return rc;
 }
 

@@ -445,30 +445,40 @@ int cmd_space(const opts *o, int argc, char **argv)
     cJSON *j = NULL;
     int rc;
 
-    if ((rc = only_opts(o, OPT_ARCH, "space")))
+    if ((rc = only_opts(o, OPT_ARCH | OPT_LIMIT, "space")))
         return rc;
     if (argc != 1)
         return usage_error("'space' takes one REQUEST.json");
     if ((rc = post_request_file(o, argv[0], true, "/v1/spaces", NULL, &body)))
         return rc;
-    if (o->json) {
-        puts(body);
-        rc = EXIT_OK;
-        goto out;
-    }
     j = cJSON_Parse(body);
-    const cJSON *cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+    cJSON *cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
     if (!cJSON_IsArray(cands)) {
         fail(EXIT_DAEMON, "the answer has no candidate list");
         rc = EXIT_DAEMON;
         goto out;
     }
+    /* The answer is in rank order: --limit keeps its head (in --json too). */
+    const int total = cJSON_GetArraySize(cands);
+    while (o->limit > 0 && cJSON_GetArraySize(cands) > o->limit)
+        cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
+    if (o->json) {
+        if (o->limit > 0)
+            print_json(j);
+        else
+            puts(body);
+        rc = EXIT_OK;
+        goto out;
+    }
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(j, "op");
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "arch");
     const cJSON *hash = cJSON_GetObjectItemCaseSensitive(j, "space_hash");
-    printf("%s on %s: %d candidates (space %s)\n\n", cJSON_IsString(op) ? op->valuestring : "?",
-           cJSON_IsString(arch) ? arch->valuestring : "?", cJSON_GetArraySize(cands),
+    printf("%s on %s: %d candidates (space %s)", cJSON_IsString(op) ? op->valuestring : "?",
+           cJSON_IsString(arch) ? arch->valuestring : "?", total,
            cJSON_IsString(hash) ? hash->valuestring : "?");
+    if (cJSON_GetArraySize(cands) < total)
+        printf(", the best %d", cJSON_GetArraySize(cands));
+    printf("\n\n");
     table t = {.ncols = 5, .align = "rrlrl"};
     table_row(&t, "RANK", "INDEX", "TEMPLATE", "PREDICTED", "PARAMS");
     int rank = 0;
@@ -611,6 +621,14 @@ static void print_jobs_table(hidet_job **v, size_t n)
         printf("(no jobs)\n");
 }
 
+/* Job ids are positive decimal numbers (docs/api.md): anything else is a usage error (exit 2),
+ * not a question for the daemon. */
+static bool job_id_ok(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    return n > 0 && n <= 19 && !s[n] && s[0] != '0';
+}
+
 int cmd_jobs(const opts *o, int argc, char **argv)
 {
     hidet_client *c = NULL;
@@ -622,6 +640,9 @@ int cmd_jobs(const opts *o, int argc, char **argv)
         return rc;
     if (argc > 1)
         return usage_error("'jobs' takes at most one job ID");
+    if (argc == 1 && !job_id_ok(argv[0]))
+        return usage_error("'%s' is not a job ID (a positive number, as 'hidetctl jobs' lists)",
+                           argv[0]);
     if ((rc = open_client(o, &c)))
         return rc;
     for (bool first = true;; first = false) {
@@ -699,6 +720,9 @@ int cmd_cancel(const opts *o, int argc, char **argv)
         return rc;
     if (argc != 1)
         return usage_error("'cancel' takes one job ID");
+    if (!job_id_ok(argv[0]))
+        return usage_error("'%s' is not a job ID (a positive number, as 'hidetctl jobs' lists)",
+                           argv[0]);
     if ((rc = open_client(o, &c)))
         return rc;
     r = hidet_job_cancel(c, argv[0], &j, &e);

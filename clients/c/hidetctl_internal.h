@@ -38,6 +38,7 @@ typedef struct opts {
     const char *arch, *tune, *op, *ptx, *cubin, *older_than, *max_size;
     bool no_wait, watch;
     const char *sign, *trust_dir, *out, *parallel;
+    long limit; /* space --limit N (0: all) */
     const char *trust[MAX_TRUST];
     int n_trust;
     bool trust_unsigned, replace_stronger, exact;
@@ -62,6 +63,7 @@ enum {
     OPT_EXACT = 1u << 14,
     OPT_OUT = 1u << 15,
     OPT_PARALLEL = 1u << 16,
+    OPT_LIMIT = 1u << 17,
 };
 
 /* --json was given: local errors, like the daemon's, are printed as one JSON object

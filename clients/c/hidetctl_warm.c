@@ -82,6 +82,11 @@ static int add_request(warm_run *w, const char *where, cJSON *req)
 {
     if (!cJSON_IsObject(req))
         return add_item(w, where, NULL, "not a JSON object (a request is {\"op\": ...})");
+    /* A model graph is a request of another route, with a plan for an answer. */
+    if (cJSON_GetObjectItemCaseSensitive(req, "graph") && !cJSON_GetObjectItemCaseSensitive(req, "op"))
+        return add_item(w, where, NULL,
+                        "a graph request: warm sends kernel requests ({\"op\": ...}); send a graph "
+                        "with 'hidetctl graph FILE', which resolves (and tunes) each of its kernels");
     apply_opts(req, w->o, false);
     cJSON_DeleteItemFromObjectCaseSensitive(req, "wait");
     cJSON_AddBoolToObject(req, "wait", true);

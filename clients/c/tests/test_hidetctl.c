@@ -166,7 +166,23 @@ static void test_usage(void)
     RUN_EXPECT(2, "--op", "matmull", "cache", "ls");
     CHECK(strstr(errout, "--op matmull: no such op (known ops: matmul, conv2d,") != NULL);
     RUN_EXPECT(2, "--arch", "sm_91", "cache", "ls");
-    CHECK(strstr(errout, "known archs: sm_80, sm_86, sm_89, sm_90, sm_90a") != NULL);
+    CHECK(strstr(errout, "known archs: native, sm_80, sm_86, sm_89, sm_90, sm_90a") != NULL);
+    /* native is the daemon's to resolve (docs/api.md): accepted for a daemon command (which
+     * then fails to connect here), refused with a reason for a cache filter. */
+    char req[300];
+    snprintf(req, sizeof(req), "%s/req.json", tmpdir);
+    FILE *rf = fopen(req, "w");
+    fputs("{\"op\":\"softmax\"}", rf);
+    fclose(rf);
+    RUN_EXPECT(3, "--socket", sock, "--arch", "native", "space", req, "--limit", "5");
+    /* warm takes kernel requests; a graph gets a pointer to 'hidetctl graph'. */
+    rf = fopen(req, "w");
+    fputs("{\"graph\":{\"inputs\":[],\"nodes\":[],\"outputs\":[]}}", rf);
+    fclose(rf);
+    RUN_EXPECT(1, "--socket", sock, "warm", req);
+    CHECK(strstr(errout, "a graph request") && strstr(errout, "'hidetctl graph FILE'"));
+    RUN_EXPECT(2, "--arch", "native", "cache", "ls");
+    CHECK(strstr(errout, "daemon's GPU") != NULL);
     RUN_EXPECT(2, "frobnicate");
     RUN_EXPECT(2, "--json");
     RUN_EXPECT(2, "kernel");
@@ -178,6 +194,11 @@ static void test_usage(void)
     RUN_EXPECT(2, "status", "--watch");
     RUN_EXPECT(2, "jobs", "1", "2");
     RUN_EXPECT(2, "cancel");
+    RUN_EXPECT(2, "cancel", "abc");
+    CHECK(strstr(errout, "'abc' is not a job ID") != NULL);
+    RUN_EXPECT(2, "jobs", "-1");
+    RUN_EXPECT(2, "space", "a.json", "--limit", "0");
+    RUN_EXPECT(2, "kernel", "a.json", "--limit", "3");
     RUN_EXPECT(2, "--socket", "/a.sock", "--url", "http://h:1", "status");
     RUN_EXPECT(2, "--cache");
     CHECK(strstr(errout, "needs a value") != NULL);
@@ -342,6 +363,8 @@ static void test_cache(void)
     snprintf(prefix, sizeof(prefix), "%.10s", keys[1]);
     RUN_EXPECT(0, "--cache", db, "cache", "show", prefix);
     CHECK(strstr(out, keys[1]) && strstr(out, "sm_80"));
+    /* The stored op JSON is the canonical form, not a request: it is not labelled one. */
+    CHECK(strstr(out, "\ncanonical op ") && !strstr(out, "\nrequest "));
     RUN_EXPECT(0, "--cache", db, "--json", "cache", "show", keys[2]);
     {
         cJSON *j = cJSON_Parse(out);
@@ -359,6 +382,8 @@ static void test_cache(void)
     CHECK(strstr(out, "exported 6 artifacts") != NULL && strstr(errout, "not signed") != NULL);
     RUN_EXPECT(6, "--cache", db2, "--trust-dir", none, "cache", "import", exp);
     CHECK(strstr(errout, "--trust-unsigned") != NULL);
+    /* A refused import stores nothing and leaves no (empty) database file behind. */
+    CHECK(access(db2, F_OK) != 0);
     RUN_EXPECT(0, "--cache", db2, "cache", "import", "--trust-unsigned", exp);
     CHECK(strstr(out, "imported 6 artifacts") != NULL);
     {
@@ -376,6 +401,10 @@ static void test_cache(void)
         RUN_EXPECT(0, "--cache", db, "cache", "export", "--sign", sec, sexp);
         CHECK(strstr(out, "signed by key") != NULL);
         RUN_EXPECT(6, "--cache", db4, "--trust-dir", none, "cache", "import", sexp);
+        /* "not trusted" names what was trusted: the directory read. */
+        CHECK(strstr(errout, "not trusted") && strstr(errout, none) &&
+              strstr(errout, "0 --trust files"));
+        CHECK(access(db4, F_OK) != 0);
         RUN_EXPECT(0, "--cache", db4, "--trust-dir", none, "--json", "cache", "import", "--trust",
                    pub, sexp);
         cJSON *j = cJSON_Parse(out);
@@ -423,8 +452,9 @@ static void test_cache(void)
             buf[positions[p]] ^= 0x04;
             RUN_EXPECT(5, "--cache", db3, "cache", "import", "--trust-unsigned", bad);
             CHECK(strstr(errout, "nothing stored") != NULL);
-            RUN_EXPECT(0, "--cache", db3, "--json", "cache", "ls");
-            CHECK(count_json_artifacts() == 0);
+            /* ... and no database file was left behind. */
+            RUN_EXPECT(4, "--cache", db3, "--json", "cache", "ls");
+            CHECK(access(db3, F_OK) != 0);
         }
     }
 
