@@ -348,9 +348,25 @@ static void desc_add(char *desc, size_t len, size_t *dl, const char *fmt, ...)
         *dl = *dl + (size_t)n < len ? *dl + (size_t)n : len - 1;
 }
 
-/* Creates the socket's directory (0700, parents too) when it is missing: the default without a
- * runtime directory, ~/.cache/hidetd/, may not exist yet on a first start. An existing directory
- * is left as it is. */
+/* true when dir is the directory of the default socket without a runtime directory,
+ * $XDG_CACHE_HOME/hidetd or ~/.cache/hidetd (daemon/config.c's default_socket()). */
+static bool default_socket_dir(const char *dir)
+{
+    const char *xc = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char *want = NULL;
+    bool same = false;
+    if (xc && xc[0] == '/' ? asprintf(&want, "%s/hidetd", xc) >= 0
+        : home && home[0] == '/' && asprintf(&want, "%s/.cache/hidetd", home) >= 0)
+        same = strcmp(dir, want) == 0;
+    free(want);
+    return same;
+}
+
+/* Creates the socket's directory (0700, parents too) when it is missing and it is the default
+ * one: ~/.cache/hidetd/ (used without a runtime directory) may not exist yet on a first start.
+ * A --socket or [server] socket in a missing directory is not created (a typo must not make
+ * directories, as root perhaps): the bind then fails and says so. An existing directory is left
+ * as it is. */
 static void make_socket_dir(const char *path)
 {
     char *dir = strdup(path);
@@ -359,7 +375,7 @@ static void make_socket_dir(const char *path)
 
     if (slash && slash != dir) {
         *slash = '\0';
-        if (stat(dir, &st) < 0 && errno == ENOENT) {
+        if (stat(dir, &st) < 0 && errno == ENOENT && default_socket_dir(dir)) {
             for (char *p = dir + 1; *p; p++) {
                 if (*p != '/')
                     continue;
@@ -426,7 +442,10 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
             return r;
         }
         if (r < 0) {
-            hd_log_error("cannot listen on %s: %s", d->cfg.socket, strerror(-r));
+            hd_log_error("cannot listen on %s: %s%s", d->cfg.socket, strerror(-r),
+                         r == -ENOENT ? " (its directory does not exist; hidetd creates only "
+                                        "the default socket's)"
+                                      : "");
             return r;
         }
         d->bound_socket = true;
