@@ -100,7 +100,9 @@ static const char usage_text[] =
     "  4  not found (kernel, job, cache entry, database)\n"
     "  5  verify found a bad or quarantined record, or import found corruption\n"
     "  6  import refused an intact file: not signed by a trusted key, or it would replace\n"
-    "     a stronger choice or different code\n";
+    "     a stronger choice or different code\n"
+    "\n"
+    "Manual: man hidetctl (in a source tree: man -l clients/c/hidetctl.1).\n";
 
 bool json_errors;
 
