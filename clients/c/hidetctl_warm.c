@@ -41,6 +41,8 @@ typedef struct warm_run {
     pthread_mutex_t lock;
     size_t next;            /* the next item to send */
     size_t done, hits, tuned, failed;
+    size_t warned;          /* answers with a warning (tune measure answered by the model) */
+    char warning[256];      /* the first such warning */
     bool connect_failed;    /* the daemon is not there: send nothing more */
     int connect_rc;
     bool tty;
@@ -246,6 +248,12 @@ static void *worker(void *arg)
         int r = hidet_request_kernels(c, it->json, &set, &job, &e);
         char msg[1024];
         int outcome = W_FAILED;
+        if (r == 0 && set && set->warning) {
+            pthread_mutex_lock(&w->lock);
+            if (!w->warned++)
+                snprintf(w->warning, sizeof(w->warning), "%s", set->warning);
+            pthread_mutex_unlock(&w->lock);
+        }
         if (r == 0 && set)
             outcome = set->cached || strcmp(set->origin, "local") == 0 ||
                               strcmp(set->origin, "remote") == 0
@@ -356,6 +364,7 @@ int cmd_warm(const opts *o, int argc, char **argv)
         cJSON_AddNumberToObject(j, "tuned", (double)w.tuned);
         cJSON_AddNumberToObject(j, "failed", (double)w.failed);
         cJSON_AddNumberToObject(j, "not_sent", (double)unsent);
+        cJSON_AddNumberToObject(j, "warned", (double)w.warned);
         cJSON_AddNumberToObject(j, "seconds", secs);
         errs = cJSON_AddArrayToObject(j, "errors");
         for (size_t i = 0; i < w.n; i++) {
@@ -377,6 +386,13 @@ int cmd_warm(const opts *o, int argc, char **argv)
         if (unsent)
             printf(", %zu not sent", unsent);
         printf("\n");
+        if (w.warned) {
+            /* As kernel and graph print it: e.g. tune measure answered by the cost model. */
+            char *t = safe_text(w.warning);
+            printf("warning: %zu answer%s: %s\n", w.warned, w.warned == 1 ? "" : "s",
+                   t ? t : "?");
+            free(t);
+        }
     }
     rc = w.connect_failed ? w.connect_rc : w.failed ? EXIT_DAEMON : EXIT_OK;
 out:
