@@ -293,10 +293,10 @@ static char *find_worker(const char *name)
                            : asprintf(&p, "%s/%s", dir, name);
             if (r < 0)
                 return NULL;
-            if (access(p, X_OK) == 0)
-                found = p;
-            else
-                free(p);
+            /* Named without "..": the path is logged and shows in errors. */
+            char *real = access(p, X_OK) == 0 ? realpath(p, NULL) : NULL;
+            free(p);
+            found = real;
         }
     }
     if (!found) {
@@ -364,9 +364,25 @@ static void desc_add(char *desc, size_t len, size_t *dl, const char *fmt, ...)
         *dl = *dl + (size_t)n < len ? *dl + (size_t)n : len - 1;
 }
 
-/* Creates the socket's directory (0700, parents too) when it is missing: the default without a
- * runtime directory, ~/.cache/hidetd/, may not exist yet on a first start. An existing directory
- * is left as it is. */
+/* true when dir is the directory of the default socket without a runtime directory,
+ * $XDG_CACHE_HOME/hidetd or ~/.cache/hidetd (daemon/config.c's default_socket()). */
+static bool default_socket_dir(const char *dir)
+{
+    const char *xc = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char *want = NULL;
+    bool same = false;
+    if (xc && xc[0] == '/' ? asprintf(&want, "%s/hidetd", xc) >= 0
+        : home && home[0] == '/' && asprintf(&want, "%s/.cache/hidetd", home) >= 0)
+        same = strcmp(dir, want) == 0;
+    free(want);
+    return same;
+}
+
+/* Creates the socket's directory (0700, parents too) when it is missing and it is the default
+ * one: ~/.cache/hidetd/ (used without a runtime directory) may not exist yet on a first start.
+ * A --socket or [server] socket in a missing directory is not created (a typo must not make
+ * directories, as root perhaps): the bind then fails and says so. An existing directory is left
+ * as it is. */
 static void make_socket_dir(const char *path)
 {
     char *dir = strdup(path);
@@ -375,7 +391,7 @@ static void make_socket_dir(const char *path)
 
     if (slash && slash != dir) {
         *slash = '\0';
-        if (stat(dir, &st) < 0 && errno == ENOENT) {
+        if (stat(dir, &st) < 0 && errno == ENOENT && default_socket_dir(dir)) {
             for (char *p = dir + 1; *p; p++) {
                 if (*p != '/')
                     continue;
@@ -477,7 +493,10 @@ static int listen_all(hd_daemon *d, char *desc, size_t desc_len)
             return r;
         }
         if (r < 0) {
-            hd_log_error("cannot listen on %s: %s", d->cfg.socket, strerror(-r));
+            hd_log_error("cannot listen on %s: %s%s", d->cfg.socket, strerror(-r),
+                         r == -ENOENT ? " (its directory does not exist; hidetd creates only "
+                                        "the default socket's)"
+                                      : "");
             return r;
         }
         d->bound_socket = true;
@@ -611,11 +630,17 @@ static void start_serving(hd_daemon *d)
             hd_log_info("GPU %d: %s (sm_%d, %d SMs), worker %s", devs[i].index, devs[i].name,
                         devs[i].sm, devs[i].sm_count, gw_device_state_name(devs[i].state));
         if (n == 0) {
+            /* One line that says what serving without a GPU means; the probe's own words (a
+             * loader error for a missing libcuda.so.1, the driver's cuInit error) go to debug. */
             const char *why = gw_pool_probe_error(d->pool);
+            bool no_driver = why && (strstr(why, "libcuda") || strstr(why, "exit status 127") ||
+                                     strstr(why, "INSUFFICIENT_DRIVER"));
+            hd_log_info("%s: serving; tune measure %s", no_driver ? "no GPU driver found"
+                        : "no usable GPU found",
+                        d->cfg.measure_requires_gpu ? "answers 503 no_gpu (measure_requires_gpu)"
+                                                    : "answers from the cost model");
             if (why && *why)
-                hd_log_info("the worker probe found no GPU (%s): serving without GPU workers", why);
-            else
-                hd_log_info("the worker probe found no GPU: serving without GPU workers");
+                hd_log_debug("the GPU probe: %s", why);
         }
         gpus = gw_pool_usable(d->pool);
     }

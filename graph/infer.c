@@ -163,7 +163,11 @@ static int node_error(const graph *g, int i, const proto_error *pe, proto_error 
     } else {
         snprintf(field, sizeof(field), "nodes[%d]", ci);
     }
-    return proto_fail(e, pe->status == 400 ? 422 : pe->status, pe->code, field,
+    /* The status is the one /v1/kernels gives for the same mistake in the node's own JSON (its
+     * attrs: 400 for an unknown or mistyped attribute, docs/api.md); what the graph made of the
+     * node (its inputs, shapes) is the graph's meaning, 422. */
+    const bool own = strncmp(pe->field, "attrs", 5) == 0;
+    return proto_fail(e, pe->status == 400 && !own ? 422 : pe->status, pe->code, field,
                        "node \"%.64s\" (%s): %.150s", g->nodes[i].name,
                        tuner_op_name(g->nodes[i].op.kind), pe->message);
 }

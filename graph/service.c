@@ -621,10 +621,18 @@ int graph_job_json(graph_service *gs, uint64_t id, char **ret)
             running++;
     }
     const char *state = failed ? "failed" : running ? "running" : "done";
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
+    /* The shape of a kernel job (GET /v1/jobs/ID): in a "job" envelope, ids as decimal
+     * strings, so that a client reads both kinds of job alike. */
+    cJSON *root = cJSON_CreateObject(), *o = cJSON_AddObjectToObject(root, "job");
+    if (!o) {
+        cJSON_Delete(root);
         return -ENOMEM;
-    cJSON_AddNumberToObject(o, "id", (double)j->id);
+    }
+    char num[24], url[48];
+    snprintf(num, sizeof(num), "%llu", (unsigned long long)j->id);
+    snprintf(url, sizeof(url), "/v1/graphs/jobs/%s", num);
+    cJSON_AddStringToObject(o, "id", num);
+    cJSON_AddStringToObject(o, "url", url);
     cJSON_AddStringToObject(o, "state", state);
     cJSON_AddStringToObject(o, "graph_key", j->graph_key);
     cJSON_AddNumberToObject(o, "kernels", j->kernels);
@@ -634,10 +642,12 @@ int graph_job_json(graph_service *gs, uint64_t id, char **ret)
     cJSON_AddNumberToObject(o, "candidates_done", measured);
     cJSON_AddNumberToObject(o, "progress", j->kernels ? (double)(done + failed) / j->kernels : 1.0);
     cJSON *jobs = cJSON_AddArrayToObject(o, "jobs");
-    for (int i = 0; i < j->n_jobs; i++)
-        cJSON_AddItemToArray(jobs, cJSON_CreateNumber((double)j->jobs[i]));
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
+    for (int i = 0; i < j->n_jobs; i++) {
+        snprintf(num, sizeof(num), "%llu", (unsigned long long)j->jobs[i]);
+        cJSON_AddItemToArray(jobs, cJSON_CreateString(num));
+    }
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
     if (!s)
         return -ENOMEM;
     *ret = s;

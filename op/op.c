@@ -90,7 +90,8 @@ int tuner_dtype_parse(const char *s, tuner_dtype *ret)
         const char *name;
         tuner_dtype d;
     } aliases[] = {
-        {"float16", TUNER_F16}, {"half", TUNER_F16}, {"bfloat16", TUNER_BF16}, {"float32", TUNER_F32},
+        {"float16", TUNER_F16}, {"half", TUNER_F16}, {"fp16", TUNER_F16},
+        {"bfloat16", TUNER_BF16}, {"float32", TUNER_F32}, {"fp32", TUNER_F32},
     };
     int k = lookup(s, dtype_names, TUNER_DTYPE_COUNT);
     for (size_t i = 0; k < 0 && s && i < sizeof(aliases) / sizeof(aliases[0]); i++)
@@ -166,6 +167,22 @@ char *tuner_op_names(char *buf, size_t len)
         if (w < 0 || (size_t)w >= len - at)
             break;
         at += (size_t)w;
+    }
+    return buf;
+}
+
+char *tuner_step_names(char *buf, size_t len)
+{
+    /* "bias" is a step of its own (an add of a per-column vector); "gelu_tanh" is the canonical
+     * JSON's name only (a request says gelu with "approximate": "tanh"). */
+    int at = buf && len ? snprintf(buf, len, "bias") : 0;
+    for (int k = 0; buf && len && at > 0 && k < TUNER_EW_COUNT; k++) {
+        if (k == TUNER_EW_GELU_TANH)
+            continue;
+        int w = snprintf(buf + at, len - (size_t)at, ", %s", ew_names[k]);
+        if (w < 0 || (size_t)w >= len - (size_t)at)
+            break;
+        at += w;
     }
     return buf;
 }

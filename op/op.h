@@ -212,8 +212,8 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
  * *_name: the static canonical name ("f16", "matmul", "gelu_tanh", "sum", "measure"); never NULL,
  * "unknown" for a value out of range. *_parse: the value of a canonical name; 0, or -EINVAL when
  * s is NULL or not a name (then *ret is untouched). parse(name(v)) == v for every value.
- * tuner_dtype_parse also takes the long spellings a request may use ("float16", "half",
- * "bfloat16", "float32"). */
+ * tuner_dtype_parse also takes the other spellings a request may use ("float16", "half",
+ * "fp16", "bfloat16", "float32", "fp32"). */
 const char *tuner_dtype_name(tuner_dtype d);
 int tuner_dtype_parse(const char *s, tuner_dtype *ret);
 const char *tuner_op_name(tuner_op_kind k);
@@ -229,6 +229,8 @@ int tuner_tune_parse(const char *s, tuner_tune_mode *ret);
  * tables themselves, into buf (cut to len); return buf. */
 char *tuner_op_names(char *buf, size_t len);
 char *tuner_target_names(char *buf, size_t len);
+/* The step names a fused chain accepts ("bias, add, sub, ..."), the same way. */
+char *tuner_step_names(char *buf, size_t len);
 
 /* Writes "sm_90" / "sm_90a" into buf (at least 8 bytes), for any target, supported or not;
  * returns buf. */

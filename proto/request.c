@@ -112,6 +112,25 @@ static size_t edit_distance(const char *a, const char *b, size_t cap)
     return row[lb];
 }
 
+/* true when each '_'-separated word of abbr starts the same word of s, and they have as many
+ * words: "trans_b" abbreviates "transpose_b" (two letters off by edit distance are few, four
+ * are not). */
+static bool abbreviates(const char *abbr, const char *s)
+{
+    while (*abbr && *s) {
+        size_t a = strcspn(abbr, "_"), w = strcspn(s, "_");
+        if (a == 0 || a > w || strncmp(abbr, s, a) != 0)
+            return false;
+        abbr += a;
+        s += w;
+        if ((*abbr == '_') != (*s == '_'))
+            return false;
+        if (*abbr)
+            abbr++, s++;
+    }
+    return !*abbr && !*s;
+}
+
 const char *proto_closest_name(const char *s, const char *const *known)
 {
     size_t len = strnlen(s, 64), cap = len <= 3 ? 1 : len <= 6 ? 2 : 3, best_d = cap + 1;
@@ -123,6 +142,9 @@ const char *proto_closest_name(const char *s, const char *const *known)
             best = *k;
         }
     }
+    for (const char *const *k = known; !best && *k; k++)
+        if (strchr(*k, '_') && abbreviates(*k, s))
+            best = *k;
     return best;
 }
 
@@ -317,7 +339,9 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
     if ((r = json_string(dt, field, &s, e)) < 0)
         return r;
     if (tuner_dtype_parse(s, &out.dtype) < 0)
-        return proto_fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)", s);
+        return proto_fail(e, 422, "unknown_dtype", field,
+                          "unknown dtype \"%.32s\" (f16, bf16, f32; also float16, half, fp16, "
+                          "bfloat16, float32, fp32)", s);
 
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(t, "align");
     if (al) {
@@ -385,8 +409,11 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         return type_error(e, field, "given");
     if ((r = json_string(opv, field, &name, e)) < 0)
         return r;
-    if (step_kind(name, &st.s.kind, &st.bias) < 0)
-        return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\"", name);
+    if (step_kind(name, &st.s.kind, &st.bias) < 0) {
+        char known[256];
+        return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\" (steps: %s)", name,
+                          tuner_step_names(known, sizeof(known)));
+    }
 
     const char *operand_key = prologue ? "operand" : "input";
     const char *keys[4] = {"op", NULL, NULL, NULL};
@@ -448,7 +475,8 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         if ((r = json_string(v, field, &s, e)) < 0)
             return r;
         if (tuner_dtype_parse(s, &st.s.dtype) < 0)
-            return proto_fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\"", s);
+            return proto_fail(e, 422, "unknown_dtype", field,
+                              "unknown dtype \"%.32s\" (f16, bf16, f32)", s);
         if (prologue)
             return proto_fail(e, 422, "invalid_field", field,
                         "cast is not allowed in a prologue (the anchor's input dtype is given by "

@@ -10,6 +10,7 @@ print "no CUDA GPU/driver: skipped (...)"). The reason shown is the last line of
 speaks of skipping, else its last line.
 """
 import json
+import re
 import sys
 import tempfile
 
@@ -30,6 +31,8 @@ def reason(record):
              (record.get("stderr") or "").splitlines() if l.strip()]
     said = [l for l in lines if "skip" in l.lower()]
     text = (said or lines or ["(no reason printed; exit status 77)"])[-1]
+    # A test that had no reason to give prints "skipped ()": the empty parentheses say nothing.
+    text = re.sub(r"\s*\(\s*\)\s*$", "", text)
     return text if len(text) <= 240 else text[:237] + "..."
 
 
@@ -72,6 +75,7 @@ def self_test():
         {"name": "hidetd:integration / it_cluster", "result": "SKIP",
          "stdout": "", "stderr": "redis-server not found\n"},
         {"name": "hidetd:gpu / silent", "result": "SKIP", "stdout": ""},
+        {"name": "hidetd:gpu / empty", "result": "SKIP", "stdout": "no CUDA GPU/driver: skipped ()\n"},
         {"name": "hidetd:unit / ok", "result": "OK", "stdout": "skipped nothing\n"},
         {"name": "hidetd:unit / bad", "result": "FAIL", "stdout": ""},
     ]
@@ -82,11 +86,12 @@ def self_test():
     skips(path, out)
     want = ("  SKIP hidetd:gpu / gpu_sched: no CUDA GPU/driver: skipped (no libcuda.so.1)\n"
             "  SKIP hidetd:integration / it_cluster: redis-server not found\n"
-            "  SKIP hidetd:gpu / silent: (no reason printed; exit status 77)\n")
+            "  SKIP hidetd:gpu / silent: (no reason printed; exit status 77)\n"
+            "  SKIP hidetd:gpu / empty: no CUDA GPU/driver: skipped\n")
     bad = out.getvalue() != want
     out = io.StringIO()
     summary([path, path + ".missing"], out)
-    bad |= out.getvalue() != "1 passed, 2 failed, 3 skipped\n"
+    bad |= out.getvalue() != "1 passed, 2 failed, 4 skipped\n"
     print("testlog_report self-test: " + ("FAILED" if bad else "ok"))
     return 1 if bad else 0
 

@@ -185,6 +185,56 @@ int hidet_default_address(char **ret)
     return hidet__default_address(ret, NULL, 0);
 }
 
+int hidet_token_from_file(const char *path, char **ret, hidet_error *err)
+{
+    char line[4096];
+    FILE *f;
+
+    if (!path || !ret)
+        return hidet__fail(err, -EINVAL, 0, "no token file or result pointer");
+    f = fopen(path, "re");
+    if (!f) {
+        int r = -errno;
+        return hidet__fail(err, r, 0, "cannot read the token file %s: %s", path, strerror(-r));
+    }
+    /* The first line, as hidetd reads its own token file (a trailing newline is usual). */
+    if (!fgets(line, sizeof(line), f))
+        line[0] = '\0';
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!line[0])
+        return hidet__fail(err, -EINVAL, 0, "the token file %s is empty", path);
+    char *t = strdup(line);
+    if (!t)
+        return hidet__fail(err, -ENOMEM, 0, "out of memory");
+    hidet__ok(err);
+    *ret = t;
+    return 0;
+}
+
+int hidet_default_token(char **ret, hidet_error *err)
+{
+    const char *file = getenv("HIDETD_TOKEN_FILE"), *tok = getenv("HIDETD_TOKEN");
+
+    if (!ret)
+        return hidet__fail(err, -EINVAL, 0, "no result pointer");
+    if (file && *file) {
+        int r = hidet_token_from_file(file, ret, err);
+        if (r < 0 && err) {
+            char m[sizeof(err->message)];
+            snprintf(m, sizeof(m), "%s", err->message);
+            snprintf(err->message, sizeof(err->message), "$HIDETD_TOKEN_FILE: %.480s", m);
+        }
+        return r;
+    }
+    char *t = NULL;
+    if (tok && *tok && !(t = strdup(tok)))
+        return hidet__fail(err, -ENOMEM, 0, "out of memory");
+    hidet__ok(err);
+    *ret = t;
+    return 0;
+}
+
 static pthread_once_t hidet__curl_once = PTHREAD_ONCE_INIT;
 static CURLcode hidet__curl_status = CURLE_FAILED_INIT;
 static void hidet__curl_init(void) { hidet__curl_status = curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -213,14 +263,29 @@ int hidet_client_open(const char *address, const char *token, hidet_client **ret
         return r;
     }
     free(dflt);
-    if (token && (strchr(token, '\r') || strchr(token, '\n')))
+    /* Only TCP needs the token (the Unix socket is guarded by its file mode), so an unset or
+     * unreadable $HIDETD_TOKEN_FILE never stands in the way of a local client. */
+    char *env_token = NULL;
+    if (!token && a.kind == HIDET_ADDRESS_HTTP) {
+        r = hidet_default_token(&env_token, err);
+        if (r < 0)
+            return r;
+        token = env_token;
+    }
+    if (token && (strchr(token, '\r') || strchr(token, '\n'))) {
+        free(env_token);
         return hidet__fail(err, -EINVAL, 0, "the token contains a line break");
+    }
     pthread_once(&hidet__curl_once, hidet__curl_init);
-    if (hidet__curl_status != CURLE_OK)
-        return hidet__fail(err, -EIO, 0, "libcurl failed to initialise");
+    if (hidet__curl_status != CURLE_OK) {
+        r = hidet__fail(err, -EIO, 0, "libcurl failed to initialise");
+        goto fail;
+    }
     c = calloc(1, sizeof(*c));
-    if (!c)
-        return hidet__fail(err, -ENOMEM, 0, "out of memory");
+    if (!c) {
+        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
+        goto fail;
+    }
     c->addr = a;
     snprintf(c->default_why, sizeof(c->default_why), "%s", why);
     c->curl = curl_easy_init();
@@ -233,10 +298,12 @@ int hidet_client_open(const char *address, const char *token, hidet_client **ret
         r = hidet__fail(err, -ENOMEM, 0, "out of memory");
         goto fail;
     }
+    free(env_token);
     hidet__ok(err);
     *ret = c;
     return 0;
 fail:
+    free(env_token);
     hidet_client_free(c);
     return r;
 }

@@ -10,6 +10,7 @@
  * Output is for people by default and JSON with --json. Exit codes are part of the interface.
  */
 #include "clients/c/hidetctl_internal.h"
+#include "hidet/client.h"
 #include "op/op.h"
 
 #include <errno.h>
@@ -34,7 +35,8 @@ static const char usage_text[] =
     "Daemon commands:\n"
     "  kernel REQUEST.json   ask for a kernel set (REQUEST.json may be - for stdin)\n"
     "       [--arch A] [--tune none|model|measure] [--no-wait] [--ptx FILE] [--cubin FILE]\n"
-    "  space REQUEST.json    list the ranked schedule candidates for a request [--arch A]\n"
+    "  space REQUEST.json    list the ranked schedule candidates for a request\n"
+    "       [--arch A] [--limit N]  (--limit: only the best N)\n"
     "  status                daemon version, GPU workers, queue and cache\n"
     "  stats                 hit rate, misses, jobs, candidates, cache size and limit\n"
     "  warm FILE...          send every request in FILEs (one JSON request, a JSON array,\n"
@@ -80,7 +82,9 @@ static const char usage_text[] =
     "                  by default: $XDG_RUNTIME_DIR/hidetd.sock or\n"
     "                  ~/.cache/hidetd/hidetd.sock)\n"
     "  --url URL       talk HTTP to URL instead (http://host:port)\n"
-    "  --token T       bearer token (default: $HIDETD_TOKEN)\n"
+    "  --token-file F  read the bearer token (TCP) from F's first line (default:\n"
+    "                  $HIDETD_TOKEN_FILE, else $HIDETD_TOKEN)\n"
+    "  --token T       the token itself (visible in ps: prefer --token-file)\n"
     "  --cache PATH    kernel database (default: $HIDETD_CACHE, else the running daemon's\n"
     "                  (from its /v1/status), else /var/lib/hidetd/kernels.db if it\n"
     "                  exists, else $XDG_CACHE_HOME/hidetd/kernels.db or\n"
@@ -96,16 +100,62 @@ static const char usage_text[] =
     "  4  not found (kernel, job, cache entry, database)\n"
     "  5  verify found a bad or quarantined record, or import found corruption\n"
     "  6  import refused an intact file: not signed by a trusted key, or it would replace\n"
-    "     a stronger choice or different code\n";
+    "     a stronger choice or different code\n"
+    "\n"
+    "Manual: man hidetctl (in a source tree: man -l clients/c/hidetctl.1).\n";
+
+bool json_errors;
+
+/* The error code a local failure gets in --json output, by its exit code. */
+static const char *local_code(int rc)
+{
+    switch (rc) {
+    case EXIT_USAGE: return "usage";
+    case EXIT_CONNECT: return "cannot_connect";
+    case EXIT_NOT_FOUND: return "not_found";
+    case EXIT_CORRUPT: return "corrupt";
+    case EXIT_REFUSED: return "refused";
+    default: return "failed";
+    }
+}
+
+static void vreport(int rc, const char *hint, const char *fmt, va_list ap)
+{
+    char msg[2048];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (json_errors) {
+        /* The shape of a daemon's error under --json (hidetctl_daemon.c), http_status 0: a
+         * script reads one kind of error line whoever refused. */
+        cJSON *j = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(j, "error");
+        cJSON_AddStringToObject(er, "code", local_code(rc));
+        cJSON_AddStringToObject(er, "message", msg);
+        cJSON_AddStringToObject(er, "field", "");
+        cJSON_AddNumberToObject(er, "http_status", 0);
+        char *t = cJSON_PrintUnformatted(j);
+        if (t)
+            fprintf(stderr, "%s\n", t);
+        cJSON_free(t);
+        cJSON_Delete(j);
+    } else {
+        fprintf(stderr, "hidetctl: %s\n%s", msg, hint ? hint : "");
+    }
+}
+
+int fail(int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(rc, NULL, fmt, ap);
+    va_end(ap);
+    return rc;
+}
 
 int usage_error(const char *fmt, ...)
 {
     va_list ap;
-    fputs("hidetctl: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vreport(EXIT_USAGE, "Try 'hidetctl --help'.\n", fmt, ap);
     va_end(ap);
-    fputs("\nTry 'hidetctl --help'.\n", stderr);
     return EXIT_USAGE;
 }
 
@@ -116,7 +166,8 @@ int only_opts(const opts *o, unsigned allowed, const char *cmd)
     static const char *const names[] = {"--arch", "--tune", "--no-wait", "--ptx", "--cubin",
                                         "--watch", "--older-than", "--max-size", "--op",
                                         "--sign", "--trust", "--trust-dir", "--trust-unsigned",
-                                        "--replace-stronger", "--exact", "--out", "--parallel"};
+                                        "--replace-stronger", "--exact", "--out", "--parallel",
+                                        "--limit"};
     unsigned extra = o->seen & ~allowed;
     for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (extra & (1u << i))
@@ -319,13 +370,14 @@ void print_json(const cJSON *j)
 
 int main(int argc, char **argv)
 {
-    enum { O_SOCKET = 256, O_URL, O_TOKEN, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
+    enum { O_SOCKET = 256, O_URL, O_TOKEN, O_TOKEN_FILE, O_CACHE, O_JSON, O_ARCH, O_TUNE, O_NO_WAIT, O_PTX,
            O_CUBIN, O_WATCH, O_OLDER, O_MAXSIZE, O_OP, O_VERSION, O_SIGN, O_TRUST, O_TRUST_DIR,
-           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT, O_PARALLEL };
+           O_TRUST_UNSIGNED, O_REPLACE_STRONGER, O_EXACT, O_OUT, O_PARALLEL, O_LIMIT };
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"url", required_argument, NULL, O_URL},
         {"token", required_argument, NULL, O_TOKEN},
+        {"token-file", required_argument, NULL, O_TOKEN_FILE},
         {"cache", required_argument, NULL, O_CACHE},
         {"json", no_argument, NULL, O_JSON},
         {"arch", required_argument, NULL, O_ARCH},
@@ -345,13 +397,20 @@ int main(int argc, char **argv)
         {"exact", no_argument, NULL, O_EXACT},
         {"out", required_argument, NULL, O_OUT},
         {"parallel", required_argument, NULL, O_PARALLEL},
+        {"limit", required_argument, NULL, O_LIMIT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, O_VERSION},
         {NULL, 0, NULL, 0},
     };
     opts o = {0};
+    const char *token_file = NULL;
+    char *file_token = NULL;
     int c, rc;
 
+    /* --json decides how errors look, also those of the options before it. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            json_errors = true;
     opterr = 0;
     /* GNU getopt permutes: options may come before or after the command and its operands. */
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -359,6 +418,7 @@ int main(int argc, char **argv)
         case O_SOCKET: o.socket = optarg; break;
         case O_URL: o.url = optarg; break;
         case O_TOKEN: o.token = optarg; break;
+        case O_TOKEN_FILE: token_file = optarg; break;
         case O_CACHE: o.cache = optarg; break;
         case O_JSON: o.json = true; break;
         case O_ARCH: o.arch = optarg; o.seen |= OPT_ARCH; break;
@@ -386,6 +446,16 @@ int main(int argc, char **argv)
         case O_EXACT: o.exact = true; o.seen |= OPT_EXACT; break;
         case O_OUT: o.out = optarg; o.seen |= OPT_OUT; break;
         case O_PARALLEL: o.parallel = optarg; o.seen |= OPT_PARALLEL; break;
+        case O_LIMIT: {
+            char *end = NULL;
+            errno = 0;
+            o.limit = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || o.limit < 1)
+                return usage_error("--limit takes a positive number of candidates, not '%s'",
+                                   optarg);
+            o.seen |= OPT_LIMIT;
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case O_VERSION: printf("hidetctl %s\n", HIDETD_VERSION); return EXIT_OK;
         case ':': return usage_error("option %s needs a value", argv[optind - 1]);
@@ -394,21 +464,31 @@ int main(int argc, char **argv)
     }
     char **pos = argv + optind;
     int npos = argc - optind;
-    if (!o.token) {
-        const char *t = getenv("HIDETD_TOKEN");
-        o.token = t && *t ? t : NULL;
-    }
     if (o.url && o.socket)
         return usage_error("give --socket or --url, not both");
+    /* The token rule every client shares (hidet/client.h, docs/api.md): --token-file, --token,
+     * then $HIDETD_TOKEN_FILE and $HIDETD_TOKEN, which libhidet-client reads when o.token is
+     * NULL. */
+    if (token_file && o.token)
+        return usage_error("give --token-file or --token, not both");
+    if (token_file) {
+        hidet_error e;
+        int r = hidet_token_from_file(token_file, &file_token, &e);
+        if (r < 0)
+            return usage_error("--token-file: %s", e.message);
+        o.token = file_token;
+    }
     /* A filter naming nothing that exists would silently match nothing: say what exists. */
     tuner_op_kind op_kind;
     char known[160] = "";
     if (o.op && tuner_op_parse(o.op, &op_kind) < 0)
         return usage_error("--op %s: no such op (known ops: %s)", o.op,
                            tuner_op_names(known, sizeof(known)));
+    /* "native" (docs/api.md: the exact target of the daemon's first GPU) is the daemon's to
+     * resolve; the cache commands, which filter stored entries, say so themselves. */
     tuner_target arch;
-    if (o.arch && tuner_target_parse(o.arch, &arch) < 0)
-        return usage_error("--arch %s: no such arch (known archs: %s)", o.arch,
+    if (o.arch && strcmp(o.arch, "native") != 0 && tuner_target_parse(o.arch, &arch) < 0)
+        return usage_error("--arch %s: no such arch (known archs: native, %s)", o.arch,
                            tuner_target_names(known, sizeof(known)));
     tuner_tune_mode tune;
     if (o.tune && tuner_tune_parse(o.tune, &tune) < 0)
@@ -443,5 +523,6 @@ int main(int argc, char **argv)
         rc = EXIT_OK;
     } else
         rc = usage_error("unknown command '%s'", cmd);
+    free(file_token);
     return rc;
 }

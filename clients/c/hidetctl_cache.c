@@ -125,8 +125,7 @@ static int kc_exit(int r)
 static void print_err(const char *prefix, const char *msg)
 {
     char *t = safe_text(msg);
-    fprintf(stderr, "hidetctl: %s%s%s\n", prefix ? prefix : "", prefix ? ": " : "",
-            t ? t : "?");
+    fail(EXIT_DAEMON, "%s%s%s", prefix ? prefix : "", prefix ? ": " : "", t ? t : "?");
     free(t);
 }
 
@@ -187,7 +186,7 @@ static char *find_cache(const opts *o, const char **ret_why)
     return default_cache();
 }
 
-static int open_cache(const opts *o, bool create, kc_db **ret)
+static int open_cache(const opts *o, bool create, kc_db **ret, char **ret_created)
 {
     const char *why = "";
     char *path = find_cache(o, &why);
@@ -196,8 +195,9 @@ static int open_cache(const opts *o, bool create, kc_db **ret)
 
     if (!path)
         return EXIT_DAEMON;
-    if (!create && access(path, F_OK) != 0) {
-        fprintf(stderr, "hidetctl: no kernel cache at %s (%s)\n", path, why);
+    bool absent = access(path, F_OK) != 0;
+    if (!create && absent) {
+        fail(EXIT_NOT_FOUND, "no kernel cache at %s (%s)", path, why);
         free(path);
         return EXIT_NOT_FOUND;
     }
@@ -210,8 +210,25 @@ static int open_cache(const opts *o, bool create, kc_db **ret)
         free(path);
         return r == -EBADMSG ? EXIT_CORRUPT : EXIT_DAEMON;
     }
+    if (ret_created && absent) {
+        *ret_created = path;
+        path = NULL;
+    }
     free(path);
     return 0;
+}
+
+/* Removes a database file that this run created (and its WAL and shared-memory files), after a
+ * refused import: nothing was stored, so nothing is left behind either. */
+static void remove_created(const char *path)
+{
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+        char *p = NULL;
+        if (asprintf(&p, "%s%s", path, suffix[i]) >= 0)
+            unlink(p);
+        free(p);
+    }
 }
 
 static cJSON *summary_json(const kc_summary *s)
@@ -308,8 +325,7 @@ static int resolve_key(kc_db *db, const char *prefix, char out[KC_KEY_LEN + 1])
     }
     if (n == 0) {
         free(v);
-        fprintf(stderr, "hidetctl: no artifact %s in the cache\n", prefix);
-        return EXIT_NOT_FOUND;
+        return fail(EXIT_NOT_FOUND, "no artifact %s in the cache", prefix);
     }
     if (n > 1) {
         free(v);
@@ -398,7 +414,8 @@ static int cache_show(const opts *o, kc_db *db, int argc, char **argv)
         printf("ptx / cubin  %s / %s (digests verified)\n", ps, cs);
         printf("created      %s\n", ct);
         printf("last used    %s\n", lu);
-        printf("request      %s\n", t[4]);
+        /* The op key's canonical form, not a request (cache retune turns it into one). */
+        printf("canonical op %s\n", t[4]);
         printf("schedule     %s\n", t[5]);
         printf("launch       %s\n", t[6]);
         printf("provenance   %s\n", t[7]);
@@ -499,7 +516,7 @@ static int cache_retune(const opts *o, kc_db *db, int argc, char **argv)
     r = kc_artifact_get_meta(db, want, &a);
     if (r == -ENOENT) {
         char *t = st(want);
-        fprintf(stderr, "hidetctl: no artifact %s in the cache\n", t);
+        fail(EXIT_NOT_FOUND, "no artifact %s in the cache", t);
         free(t);
         return EXIT_NOT_FOUND;
     }
@@ -730,6 +747,18 @@ static int cache_import(const opts *o, kc_db *db, int argc, char **argv)
                          .replace_stronger = o->replace_stronger};
     r = kc_import(db, argv[0], &io, &info, &err);
     free(keys);
+    if (r == -ENOKEY && err && !o->trust_unsigned) {
+        /* Say which keys were trusted: the directory read (the default one differs by
+         * installation) and how many --trust files. */
+        char *more = NULL;
+        if (asprintf(&more, "%s; trusted were the *.pub keys in %s%s and %d --trust file%s", err,
+                     o->trust_dir ? o->trust_dir : HIDETD_SYSCONFDIR "/hidetd/trusted.d",
+                     o->trust_dir ? "" : " (the default)", o->n_trust,
+                     o->n_trust == 1 ? "" : "s") >= 0) {
+            free(err);
+            err = more;
+        }
+    }
     if (r < 0) {
         print_err("import refused, nothing stored", err ? err : strerror(-r));
         free(err);
@@ -885,6 +914,9 @@ int cmd_cache(const opts *o, int argc, char **argv)
     /* Usage errors first, before touching any file. */
     if (argc - 1 < subs[i].min_args || argc - 1 > subs[i].max_args)
         return usage_error("wrong number of arguments for '%s' (see --help)", what);
+    if (o->arch && strcmp(o->arch, "native") == 0)
+        return usage_error("--arch native is the daemon's GPU, resolved per request; '%s' "
+                           "filters stored entries by their arch (sm_80 .. sm_90a)", what);
     if (strcmp(sub, "prune") == 0) {
         int64_t d;
         uint64_t sz;
@@ -896,8 +928,9 @@ int cmd_cache(const opts *o, int argc, char **argv)
             return usage_error("bad size '%s' (try 500M, 2G)", o->max_size);
     }
     if (strcmp(sub, "import") == 0 && argc == 2 && access(argv[1], R_OK) != 0) {
-        fprintf(stderr, "hidetctl: cannot read %s: %s\n", argv[1], strerror(errno));
-        return errno == ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON;
+        int e = errno;
+        return fail(e == ENOENT ? EXIT_NOT_FOUND : EXIT_DAEMON, "cannot read %s: %s", argv[1],
+                    strerror(e));
     }
     /* retune goes to the daemon: the KEY is looked up in the daemon's own cache file. */
     opts ro = *o;
@@ -907,8 +940,8 @@ int cmd_cache(const opts *o, int argc, char **argv)
             return rc;
         if (daemon_db && access(daemon_db, R_OK) != 0) {
             /* A daemon on another host (--url), or one whose file this user may not read. */
-            fprintf(stderr, "hidetctl: cannot read the daemon's kernel cache %s here: %s; give "
-                            "its path (or a copy) with --cache\n", daemon_db, strerror(errno));
+            fail(EXIT_NOT_FOUND, "cannot read the daemon's kernel cache %s here: %s; give "
+                                 "its path (or a copy) with --cache", daemon_db, strerror(errno));
             free(daemon_db);
             return EXIT_NOT_FOUND;
         }
@@ -916,7 +949,8 @@ int cmd_cache(const opts *o, int argc, char **argv)
             ro.cache = daemon_db;
     }
     /* Only import may create the database: a typo in --cache must not look like an empty cache. */
-    rc = open_cache(&ro, strcmp(sub, "import") == 0, &db);
+    char *created = NULL;
+    rc = open_cache(&ro, strcmp(sub, "import") == 0, &db, &created);
     free(daemon_db);
     if (rc)
         return rc;
@@ -941,6 +975,9 @@ int cmd_cache(const opts *o, int argc, char **argv)
     else
         rc = cache_vacuum(o, db, argc);
     kc_close(db);
+    if (created && rc != EXIT_OK)
+        remove_created(created);
+    free(created);
     return rc;
 }
 

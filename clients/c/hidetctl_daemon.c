@@ -28,6 +28,9 @@ int client_exit(int r, const hidet_error *e)
 
 static int report(int r, const hidet_error *e, const opts *o)
 {
+    /* No answer (cannot connect, a broken connection): a local error like any other. */
+    if (e->http_status == 0)
+        return fail(client_exit(r, e), "%s", e->message[0] ? e->message : strerror(-r));
     if (o->json) {
         cJSON *j = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(j, "error");
         cJSON_AddStringToObject(er, "code", e->code[0] ? e->code : "client");
@@ -65,10 +68,8 @@ int open_client(const opts *o, hidet_client **ret)
     hidet_error e;
     int r = hidet_client_open(o->url ? o->url : o->socket, o->token, ret, &e);
 
-    if (r < 0) {
-        fprintf(stderr, "hidetctl: %s\n", e.message);
-        return r == -EINVAL ? EXIT_USAGE : EXIT_DAEMON;
-    }
+    if (r < 0)
+        return fail(r == -EINVAL ? EXIT_USAGE : EXIT_DAEMON, "%s", e.message);
     return 0;
 }
 
@@ -157,15 +158,13 @@ static int load_request(const char *path, const opts *o, bool for_space, char **
     int r = read_text_file(path, &text);
 
     if (r < 0) {
-        fprintf(stderr, "hidetctl: cannot read %s: %s\n", path, strerror(-r));
-        return EXIT_USAGE;
+        return fail(EXIT_USAGE, "cannot read %s: %s", path, strerror(-r));
     }
     j = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
-        fprintf(stderr, "hidetctl: %s is not a JSON object\n", path);
-        return EXIT_USAGE;
+        return fail(EXIT_USAGE, "%s is not a JSON object", path);
     }
     apply_opts(j, o, for_space);
     *ret = cJSON_PrintUnformatted(j);
@@ -272,9 +271,9 @@ static int follow_job(hidet_client *c, const hidet_job *first, hidet_kernel_set 
             snprintf((*ret)->origin, sizeof((*ret)->origin), "tuned");
         }
     } else {
-        fprintf(stderr, "hidetctl: job %s %s%s%s%s%s\n", j->id, hidet_job_state_name(j->state),
-                j->error_code[0] ? ": " : "", j->error_code, j->error_message ? ": " : "",
-                j->error_message ? j->error_message : "");
+        fail(EXIT_DAEMON, "job %s %s%s%s%s%s", j->id, hidet_job_state_name(j->state),
+             j->error_code[0] ? ": " : "", j->error_code, j->error_message ? ": " : "",
+             j->error_message ? j->error_message : "");
         rc = EXIT_DAEMON;
     }
     hidet_job_free(j);
@@ -356,7 +355,7 @@ int cmd_kernel(const opts *o, int argc, char **argv)
             r = write_file(what[i], data, len);
             free(data);
             if (r < 0) {
-                fprintf(stderr, "hidetctl: cannot write %s: %s\n", what[i], strerror(-r));
+                fail(EXIT_DAEMON, "cannot write %s: %s", what[i], strerror(-r));
                 rc = EXIT_DAEMON;
                 goto out;
             }
@@ -446,30 +445,40 @@ int cmd_space(const opts *o, int argc, char **argv)
     cJSON *j = NULL;
     int rc;
 
-    if ((rc = only_opts(o, OPT_ARCH, "space")))
+    if ((rc = only_opts(o, OPT_ARCH | OPT_LIMIT, "space")))
         return rc;
     if (argc != 1)
         return usage_error("'space' takes one REQUEST.json");
     if ((rc = post_request_file(o, argv[0], true, "/v1/spaces", NULL, &body)))
         return rc;
-    if (o->json) {
-        puts(body);
-        rc = EXIT_OK;
+    j = cJSON_Parse(body);
+    cJSON *cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+    if (!cJSON_IsArray(cands)) {
+        fail(EXIT_DAEMON, "the answer has no candidate list");
+        rc = EXIT_DAEMON;
         goto out;
     }
-    j = cJSON_Parse(body);
-    const cJSON *cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
-    if (!cJSON_IsArray(cands)) {
-        fprintf(stderr, "hidetctl: the answer has no candidate list\n");
-        rc = EXIT_DAEMON;
+    /* The answer is in rank order: --limit keeps its head (in --json too). */
+    const int total = cJSON_GetArraySize(cands);
+    while (o->limit > 0 && cJSON_GetArraySize(cands) > o->limit)
+        cJSON_DeleteItemFromArray(cands, cJSON_GetArraySize(cands) - 1);
+    if (o->json) {
+        if (o->limit > 0)
+            print_json(j);
+        else
+            puts(body);
+        rc = EXIT_OK;
         goto out;
     }
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(j, "op");
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "arch");
     const cJSON *hash = cJSON_GetObjectItemCaseSensitive(j, "space_hash");
-    printf("%s on %s: %d candidates (space %s)\n\n", cJSON_IsString(op) ? op->valuestring : "?",
-           cJSON_IsString(arch) ? arch->valuestring : "?", cJSON_GetArraySize(cands),
+    printf("%s on %s: %d candidates (space %s)", cJSON_IsString(op) ? op->valuestring : "?",
+           cJSON_IsString(arch) ? arch->valuestring : "?", total,
            cJSON_IsString(hash) ? hash->valuestring : "?");
+    if (cJSON_GetArraySize(cands) < total)
+        printf(", the best %d", cJSON_GetArraySize(cands));
+    printf("\n\n");
     table t = {.ncols = 5, .align = "rrlrl"};
     table_row(&t, "RANK", "INDEX", "TEMPLATE", "PREDICTED", "PARAMS");
     int rank = 0;
@@ -541,7 +550,7 @@ int cmd_status(const opts *o, int argc, char **argv)
     }
     j = cJSON_Parse(body);
     if (!cJSON_IsObject(j)) {
-        fprintf(stderr, "hidetctl: the status answer is not JSON\n");
+        fail(EXIT_DAEMON, "the status answer is not JSON");
         rc = EXIT_DAEMON;
         goto out;
     }
@@ -612,6 +621,14 @@ static void print_jobs_table(hidet_job **v, size_t n)
         printf("(no jobs)\n");
 }
 
+/* Job ids are positive decimal numbers (docs/api.md): anything else is a usage error (exit 2),
+ * not a question for the daemon. */
+static bool job_id_ok(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    return n > 0 && n <= 19 && !s[n] && s[0] != '0';
+}
+
 int cmd_jobs(const opts *o, int argc, char **argv)
 {
     hidet_client *c = NULL;
@@ -623,6 +640,9 @@ int cmd_jobs(const opts *o, int argc, char **argv)
         return rc;
     if (argc > 1)
         return usage_error("'jobs' takes at most one job ID");
+    if (argc == 1 && !job_id_ok(argv[0]))
+        return usage_error("'%s' is not a job ID (a positive number, as 'hidetctl jobs' lists)",
+                           argv[0]);
     if ((rc = open_client(o, &c)))
         return rc;
     for (bool first = true;; first = false) {
@@ -700,6 +720,9 @@ int cmd_cancel(const opts *o, int argc, char **argv)
         return rc;
     if (argc != 1)
         return usage_error("'cancel' takes one job ID");
+    if (!job_id_ok(argv[0]))
+        return usage_error("'%s' is not a job ID (a positive number, as 'hidetctl jobs' lists)",
+                           argv[0]);
     if ((rc = open_client(o, &c)))
         return rc;
     r = hidet_job_cancel(c, argv[0], &j, &e);
@@ -879,18 +902,19 @@ int cmd_graph(const opts *o, int argc, char **argv)
     }
     j = cJSON_Parse(body);
     if (status == 202) {
-        printf("graph job %.0f: %s, %.0f of %.0f kernels done; follow it with\n"
-               "  curl --unix-socket SOCKET http://localhost/v1/graphs/jobs/%.0f\n"
+        const cJSON *gj = cJSON_GetObjectItemCaseSensitive(j, "job");
+        printf("graph job %s: %s, %.0f of %.0f kernels done; follow it with\n"
+               "  curl --unix-socket SOCKET http://localhost%s\n"
                "then send the graph again for its plan\n",
-               jnum_or(j, "id", 0), jstr_or(j, "state", "?"), jnum_or(j, "kernels_done", 0),
-               jnum_or(j, "kernels", 0), jnum_or(j, "id", 0));
+               jstr_or(gj, "id", "?"), jstr_or(gj, "state", "?"), jnum_or(gj, "kernels_done", 0),
+               jnum_or(gj, "kernels", 0), jstr_or(gj, "url", "/v1/graphs/jobs/?"));
         rc = EXIT_OK;
         goto out;
     }
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
     const cJSON *prep = cJSON_GetObjectItemCaseSensitive(j, "prepare");
     if (!cJSON_IsArray(steps)) {
-        fprintf(stderr, "hidetctl: the answer has no steps\n");
+        fail(EXIT_DAEMON, "the answer has no steps");
         rc = EXIT_DAEMON;
         goto out;
     }
@@ -930,6 +954,22 @@ int cmd_graph(const opts *o, int argc, char **argv)
         table_print(&b, stdout);
         table_free(&b);
     }
+    /* What `kernel` prints for one kernel set, once per distinct text for the plan's kernels:
+     * e.g. tune measure answered by the cost model because no GPU could time it. */
+    const cJSON *phases[] = {prep, steps}, *st;
+    cJSON *seen = cJSON_CreateObject();
+    for (int p = 0; p < 2; p++)
+        cJSON_ArrayForEach(st, phases[p]) {
+            const char *w = jstr_or(cJSON_GetObjectItemCaseSensitive(st, "kernel_set"),
+                                    "warning", NULL);
+            if (!w || !seen || cJSON_GetObjectItemCaseSensitive(seen, w))
+                continue;
+            cJSON_AddTrueToObject(seen, w);
+            char *wt = safe_text(w);
+            printf("\nwarning: %s\n", wt ? wt : "?");
+            free(wt);
+        }
+    cJSON_Delete(seen);
     rc = EXIT_OK;
 out:
     cJSON_Delete(j);
@@ -954,9 +994,9 @@ static char *client_address(const opts *o)
 static int report_unreachable(int r, const hidet_error *e, const opts *o)
 {
     char *addr = client_address(o);
-    fprintf(stderr, "hidetctl: cannot reach hidetd at %s: %s (is it running? --socket or --url "
-                    "name another address)\n",
-            addr ? addr : "?", e->message[0] ? e->message : strerror(-r));
+    fail(EXIT_CONNECT, "cannot reach hidetd at %s: %s (is it running? --socket or --url name "
+                       "another address)",
+         addr ? addr : "?", e->message[0] ? e->message : strerror(-r));
     free(addr);
     return EXIT_CONNECT;
 }

@@ -38,6 +38,7 @@ typedef struct opts {
     const char *arch, *tune, *op, *ptx, *cubin, *older_than, *max_size;
     bool no_wait, watch;
     const char *sign, *trust_dir, *out, *parallel;
+    long limit; /* space --limit N (0: all) */
     const char *trust[MAX_TRUST];
     int n_trust;
     bool trust_unsigned, replace_stronger, exact;
@@ -62,10 +63,18 @@ enum {
     OPT_EXACT = 1u << 14,
     OPT_OUT = 1u << 15,
     OPT_PARALLEL = 1u << 16,
+    OPT_LIMIT = 1u << 17,
 };
 
-/* Prints "hidetctl: MESSAGE" and a hint at --help on stderr; returns EXIT_USAGE. */
+/* --json was given: local errors, like the daemon's, are printed as one JSON object
+ * {"error": {"code", "message", "field", "http_status": 0}} on stderr (set before any command). */
+extern bool json_errors;
+/* Prints "hidetctl: MESSAGE" and a hint at --help on stderr (with --json the JSON error, code
+ * "usage"); returns EXIT_USAGE. */
 int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "hidetctl: MESSAGE" on stderr (with --json the JSON error, its code named after rc:
+ * "not_found", "corrupt", "refused", "failed", ...); returns rc, an EXIT_* code. */
+int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 0, or (with the usage error printed) EXIT_USAGE when o has a command option outside allowed
  * (OPT_* bits); cmd names the command in the message. */
 int only_opts(const opts *o, unsigned allowed, const char *cmd);

@@ -41,6 +41,8 @@ typedef struct warm_run {
     pthread_mutex_t lock;
     size_t next;            /* the next item to send */
     size_t done, hits, tuned, failed;
+    size_t warned;          /* answers with a warning (tune measure answered by the model) */
+    char warning[256];      /* the first such warning */
     bool connect_failed;    /* the daemon is not there: send nothing more */
     int connect_rc;
     bool tty;
@@ -82,6 +84,11 @@ static int add_request(warm_run *w, const char *where, cJSON *req)
 {
     if (!cJSON_IsObject(req))
         return add_item(w, where, NULL, "not a JSON object (a request is {\"op\": ...})");
+    /* A model graph is a request of another route, with a plan for an answer. */
+    if (cJSON_GetObjectItemCaseSensitive(req, "graph") && !cJSON_GetObjectItemCaseSensitive(req, "op"))
+        return add_item(w, where, NULL,
+                        "a graph request: warm sends kernel requests ({\"op\": ...}); send a graph "
+                        "with 'hidetctl graph FILE', which resolves (and tunes) each of its kernels");
     apply_opts(req, w->o, false);
     cJSON_DeleteItemFromObjectCaseSensitive(req, "wait");
     cJSON_AddBoolToObject(req, "wait", true);
@@ -241,6 +248,12 @@ static void *worker(void *arg)
         int r = hidet_request_kernels(c, it->json, &set, &job, &e);
         char msg[1024];
         int outcome = W_FAILED;
+        if (r == 0 && set && set->warning) {
+            pthread_mutex_lock(&w->lock);
+            if (!w->warned++)
+                snprintf(w->warning, sizeof(w->warning), "%s", set->warning);
+            pthread_mutex_unlock(&w->lock);
+        }
         if (r == 0 && set)
             outcome = set->cached || strcmp(set->origin, "local") == 0 ||
                               strcmp(set->origin, "remote") == 0
@@ -261,7 +274,7 @@ static void *worker(void *arg)
             w->connect_rc = client_exit(r, &e);
             if (w->tty && !w->o->json)
                 fputs("\r\033[K", stderr);
-            fprintf(stderr, "hidetctl: %s\n", msg); /* the item stays pending: not sent */
+            fail(EXIT_CONNECT, "%s", msg); /* the item stays pending: not sent */
         } else if (r != -ECONNREFUSED) {
             finish_item(w, it, outcome, msg);
         }
@@ -296,7 +309,7 @@ int cmd_warm(const opts *o, int argc, char **argv)
         r = read_manifest(&w, argv[i], text);
         free(text);
         if (r < 0) {
-            fprintf(stderr, "hidetctl: out of memory\n");
+            fail(EXIT_DAEMON, "out of memory");
             rc = EXIT_DAEMON;
             goto out;
         }
@@ -351,6 +364,7 @@ int cmd_warm(const opts *o, int argc, char **argv)
         cJSON_AddNumberToObject(j, "tuned", (double)w.tuned);
         cJSON_AddNumberToObject(j, "failed", (double)w.failed);
         cJSON_AddNumberToObject(j, "not_sent", (double)unsent);
+        cJSON_AddNumberToObject(j, "warned", (double)w.warned);
         cJSON_AddNumberToObject(j, "seconds", secs);
         errs = cJSON_AddArrayToObject(j, "errors");
         for (size_t i = 0; i < w.n; i++) {
@@ -372,6 +386,13 @@ int cmd_warm(const opts *o, int argc, char **argv)
         if (unsent)
             printf(", %zu not sent", unsent);
         printf("\n");
+        if (w.warned) {
+            /* As kernel and graph print it: e.g. tune measure answered by the cost model. */
+            char *t = safe_text(w.warning);
+            printf("warning: %zu answer%s: %s\n", w.warned, w.warned == 1 ? "" : "s",
+                   t ? t : "?");
+            free(t);
+        }
     }
     rc = w.connect_failed ? w.connect_rc : w.failed ? EXIT_DAEMON : EXIT_OK;
 out:

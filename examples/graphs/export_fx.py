@@ -19,13 +19,27 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
 import hidetd  # noqa: E402
 
+# PyTorch is needed to export, not to read --help: without it the built-in examples are not
+# defined and main() says what to install.
+try:
+    import torch
+    from torch import nn
+except ImportError:
+    torch = None
+    nn = None
 
-class MLPBlock(nn.Module):
+
+def _builtin():
+    """The built-in example modules, defined once PyTorch is there."""
+    return {"mlp_block": (MLPBlock, [(2048, 768)]),
+            "resnet_bottleneck": (Bottleneck, [(32, 256, 56, 56)])}
+
+
+
+
+class MLPBlock(nn.Module if nn else object):
     """x -> Linear -> GELU -> Linear -> + x -> LayerNorm (examples/graphs/mlp_block.json)."""
 
     def __init__(self, d=768, hidden=3072):
@@ -39,7 +53,7 @@ class MLPBlock(nn.Module):
         return self.norm(self.fc2(self.act(self.fc1(x))) + x)
 
 
-class Bottleneck(nn.Module):
+class Bottleneck(nn.Module if nn else object):
     """1x1 -> 3x3 -> 1x1 convolutions with batchnorm and ReLU, plus the identity
     (examples/graphs/resnet_bottleneck.json)."""
 
@@ -59,10 +73,6 @@ class Bottleneck(nn.Module):
         return self.relu(self.bn3(self.conv3(y)) + x)
 
 
-BUILTIN = {"mlp_block": (MLPBlock, [(2048, 768)]),
-           "resnet_bottleneck": (Bottleneck, [(32, 256, 56, 56)])}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("module", help="mlp_block, resnet_bottleneck, or MODULE:CLASS (built without arguments)")
@@ -72,8 +82,12 @@ def main():
     ap.add_argument("--tune", choices=["none", "model", "measure"])
     ap.add_argument("-o", "--output", help="request file (default: stdout; the weights map then goes to stderr)")
     a = ap.parse_args()
-    if a.module in BUILTIN:
-        cls, shapes = BUILTIN[a.module]
+    if torch is None:
+        ap.exit(2, "%s: PyTorch is needed to export a module (pip install torch, or "
+                   "pip install 'clients/python[torch]')\n" % ap.prog)
+    builtin = _builtin()
+    if a.module in builtin:
+        cls, shapes = builtin[a.module]
     else:
         modname, _, clsname = a.module.partition(":")
         if not clsname:

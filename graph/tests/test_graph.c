@@ -212,6 +212,11 @@ static void test_errors(void)
     expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
                  "{\"op\":\"relu\",\"inputs\":[\"x\"],\"output\":[\"a\"]}],\"outputs\":[\"a\"]}}",
                  400, "nodes[0].output", "did you mean \"outputs\"");
+    /* An unknown attribute of a kernel op's node is 400 as in /v1/kernels (docs/api.md). */
+    expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"weights\":[{\"name\":\"w\",\"shape\":[768,64],"
+                 "\"dtype\":\"f16\"}],\"nodes\":[{\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],"
+                 "\"outputs\":[\"a\"],\"attrs\":{\"transpose_b\":true}}],\"outputs\":[\"a\"]}}",
+                 400, "nodes[0].attrs.transpose_b", "did you mean \"trans_b\"");
 }
 
 /* Job options are checked as a kernel request's: each bad one gets the status, code and field a

@@ -96,6 +96,20 @@ static void test_ops(void)
            "{\"shape\":[64,32],\"dtype\":\"bfloat16\"}]}");
     CHECK(r.op.output.rank == 3 && r.op.output.shape[0] == 8 && r.op.output.shape[2] == 32);
     CHECK(r.op.output.dtype == TUNER_BF16);
+    /* fp16 and fp32 are spellings of f16 and f32 as float16 and half are. */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,16],\"dtype\":\"fp16\"},"
+           "{\"shape\":[16,32],\"dtype\":\"half\"}],\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"fp32\"}]}");
+    CHECK(r.op.inputs[0].dtype == TUNER_F16 && r.op.output.dtype == TUNER_F32);
+    {
+        /* An unknown step names the steps there are. */
+        proto_kernel_request req;
+        proto_error err;
+        CHECK(parse("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
+                    "\"epilogue\":[{\"op\":\"gelu2\"}]}", &req, &err) == -EINVAL);
+        CHECK(err.status == 422 && strcmp(err.field, "epilogue[0].op") == 0 &&
+              strstr(err.message, "(steps: bias, add, sub,") && strstr(err.message, "gelu, silu") &&
+              !strstr(err.message, "gelu_tanh"));
+    }
 
     /* The agreed example: prologue, bias, gelu tanh. */
     r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
@@ -709,6 +723,14 @@ static void test_suggestions(void)
             "\"budget\":{\"candidate\":3}}", "budget.candidate", "candidates");
     SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
             "\"attrs\":{\"axes\":1}}", "attrs.axes", "axis");
+    /* A long spelling of an abbreviated name: each word of the known name starts the same
+     * word of the unknown one. */
+    SUGGEST("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"},"
+            "{\"shape\":[4,4],\"dtype\":\"f16\"}],\"attrs\":{\"transpose_b\":true}}",
+            "attrs.transpose_b", "trans_b");
+    SUGGEST("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"},"
+            "{\"shape\":[4,4],\"dtype\":\"f16\"}],\"attrs\":{\"transpose\":true}}",
+            "attrs.transpose", NULL);
     /* Nothing close: no guess. */
     SUGGEST("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,4],\"dtype\":\"f16\"}],"
             "\"colour\":1}", "colour", NULL);

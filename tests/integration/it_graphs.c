@@ -235,6 +235,21 @@ static void hidetctl_graph(const ht_daemon *d)
     CHECK(st == 1 && out && strstr(out, "422") == NULL && strstr(out, "graph.nodes"), "status %d:\n%s", st,
           out ? out : "");
     free(out);
+    /* tune measure for an arch no GPU worker here can time (none at all, or not sm_80) is
+     * answered by the cost model, and hidetctl graph says so as hidetctl kernel does. */
+    st = ht_sh(&out, "echo '{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[64,96],\"dtype\":"
+                     "\"f32\"}],\"nodes\":[{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],"
+                     "\"outputs\":[\"y\"]}}' | '%s' --socket '%s' graph - --tune measure --arch sm_80 2>&1",
+               ctl, d->socket);
+    CHECK(st == 0 && out && strstr(out, "\nwarning: ") && strstr(out, "cost model"), "status %d:\n%s", st,
+          out ? out : "");
+    free(out);
+    /* ... and so does warm, once in its summary. */
+    st = ht_sh(&out, "echo '{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,96],\"dtype\":\"f32\"}]}' | "
+                     "'%s' --socket '%s' warm - --tune measure --arch sm_80 2>&1", ctl, d->socket);
+    CHECK(st == 0 && out && strstr(out, "warning: 1 answer: ") && strstr(out, "cost model"), "status %d:\n%s",
+          st, out ? out : "");
+    free(out);
 }
 
 static void jobs_and_routes(const ht_daemon *d)
@@ -246,18 +261,24 @@ static void jobs_and_routes(const ht_daemon *d)
     ht_resp r = ht_post(d, "/v1/graphs", g);
     CHECK(r.status == 202 || r.status == 200, "%ld %.300s", r.status, r.body);
     if (r.status == 202) {
-        const cJSON *id = get(r.json, "id");
-        CHECK(cJSON_IsNumber(id) && cJSON_IsString(get(r.json, "state")), "%.300s", r.body);
+        /* A graph job reads like a kernel job: {"job": {...}}, ids as strings. */
+        const cJSON *job = get(r.json, "job"), *id = get(job, "id"), *kj = get(job, "jobs");
+        CHECK(cJSON_IsString(id) && cJSON_IsString(get(job, "state")), "%.300s", r.body);
+        CHECK(cJSON_IsArray(kj) && (cJSON_GetArraySize(kj) == 0 ||
+                                    cJSON_IsString(cJSON_GetArrayItem(kj, 0))), "%.300s", r.body);
         char path[64];
-        snprintf(path, sizeof(path), "/v1/graphs/jobs/%.0f", cJSON_IsNumber(id) ? id->valuedouble : 0);
+        snprintf(path, sizeof(path), "/v1/graphs/jobs/%s", cJSON_IsString(id) ? id->valuestring : "0");
+        CHECK(cJSON_IsString(get(job, "url")) && !strcmp(get(job, "url")->valuestring, path),
+              "%.300s", r.body);
         bool done = false;
         for (int i = 0; i < 600 && !done; i++) {
             ht_resp j = ht_get(d, path);
-            const cJSON *st = get(j.json, "state");
+            const cJSON *st = get(get(j.json, "job"), "state");
             CHECK(j.status == 200 && cJSON_IsString(st), "%ld %.200s", j.status, j.body);
             done = !cJSON_IsString(st) || strcmp(st->valuestring, "running") != 0;
             if (done)
-                CHECK(!strcmp(st->valuestring, "done") && get(j.json, "kernels_done")->valueint == 1,
+                CHECK(!strcmp(st->valuestring, "done") &&
+                      get(get(j.json, "job"), "kernels_done")->valueint == 1,
                       "%.300s", j.body);
             ht_resp_free(&j);
             if (!done)

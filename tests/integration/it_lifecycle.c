@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -87,6 +88,48 @@ int main(void)
     CHECK(st != 0 && st != -1, "non-loopback without token: exit %d", st);
     CHECK(ht_log_contains(&open_tcp, "token"), "no explanation about the token (%s)", open_tcp.log);
     ht_cleanup(&open_tcp);
+
+    /* A --socket in a directory that does not exist: refused with a reason, and no directory
+     * is made (only the default socket's directory is). */
+    ht_daemon typo;
+    ht_init(&typo);
+    char missing[sizeof(typo.dir) + 16];
+    snprintf(missing, sizeof(missing), "%s/typo", typo.dir);
+    snprintf(typo.socket, sizeof(typo.socket), "%.280s/x.sock", missing);
+    ht_arg(&typo, "--workers");
+    ht_arg(&typo, "none");
+    st = ht_run_expect_exit(&typo, 10);
+    CHECK(st != 0 && st != -1, "socket in a missing directory: exit %d", st);
+    CHECK(access(missing, F_OK) != 0, "%s was created", missing);
+    CHECK(ht_log_contains(&typo, "directory does not exist"), "no reason given (%s)", typo.log);
+    ht_cleanup(&typo);
+
+    /* No GPU driver (a worker that the loader cannot start: libcuda.so.1 missing, exit 127):
+     * one line that says what that means, not the loader's complaint. */
+    ht_daemon nodrv;
+    ht_init(&nodrv);
+    char fake[sizeof(nodrv.dir) + 16];
+    snprintf(fake, sizeof(fake), "%s/worker.sh", nodrv.dir);
+    FILE *f = fopen(fake, "w");
+    CHECK(f != NULL, "%s", fake);
+    if (f) {
+        fprintf(f, "#!/bin/sh\necho \"$0: error while loading shared libraries: libcuda.so.1: "
+                   "cannot open shared object file: No such file or directory\" >&2\nexit 127\n");
+        fclose(f);
+        chmod(fake, 0755);
+    }
+    ht_arg(&nodrv, "--workers");
+    ht_arg(&nodrv, fake);
+    if (ht_start(&nodrv) == 0) {
+        CHECK(ht_log_contains(&nodrv, "no GPU driver found: serving; tune measure answers from "
+                                      "the cost model"), "no one-line no-GPU notice (%s)", nodrv.log);
+        CHECK(!ht_log_contains(&nodrv, "error while loading") && !ht_log_contains(&nodrv, "/../"),
+              "the loader's error or a ../ path in the log (%s)", nodrv.log);
+        CHECK(ht_stop(&nodrv, SIGTERM) == 0, "no-driver daemon: SIGTERM exit status");
+    } else {
+        CHECK(false, "hidetd did not serve without a GPU driver");
+    }
+    ht_cleanup(&nodrv);
 
     ht_cleanup(&d);
     return ht_finish("it_lifecycle");

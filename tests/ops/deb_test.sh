@@ -103,6 +103,12 @@ for f in usr/sbin/hidetd usr/libexec/hidetd-worker lib/systemd/system/hidetd.ser
     [ -e "$root/$f" ] || bad "/$f is not installed"
 done
 [ -z "$(find "$root" -name 'hidetd-worker-standin*')" ] || bad "the test stand-in worker is packaged"
+# The documents the man pages cite (docs/*.md), where their SEE ALSO says they are.
+for f in usr/share/doc/hidetd/api.md usr/share/doc/hidetd/operations.md \
+         usr/share/doc/hidetd/cluster.md usr/share/doc/hidetd/graphs.md \
+         usr/share/doc/hidetd-client/api.md usr/share/doc/hidetd-client/graphs.md; do
+    [ -e "$root/$f" ] || [ -e "$root/$f.gz" ] || bad "/$f (cited by a man page) is not installed"
+done
 if [ "$(id -u)" -eq 0 ] && command -v systemd-sysusers >/dev/null; then
     systemd-sysusers --root="$root" >/dev/null 2>&1 || bad "systemd-sysusers --root failed"
     grep -q '^hidetd:' "$root/etc/passwd" || bad "no hidetd user after sysusers"

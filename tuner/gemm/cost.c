@@ -53,7 +53,16 @@ double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r)
     /* A k tile per `busiest` at best; with `slots` of them circulating, one per round trip /
      * slots at best (Little's law): a shallow ring is latency-bound, a deep one runs at the
      * pace of its bottleneck. */
-    const int slots = r->slots < 1 ? 1 : r->slots;
+    int slots = r->slots < 1 ? 1 : r->slots;
+    /* A non-persistent block has no more k tiles to load than its tile's k loop holds: a ring
+     * deeper than that only holds empty stages (and costs shared memory). Without this cap a
+     * single k tile (examples/requests/matmul.json: K = 64, block_k 64) was predicted 11 times
+     * less latency-bound with 12 stages than with 2, and the 96 KiB ring ranked first. */
+    if (r->tile_ktiles > 0) {
+        const double cap = ceil(r->tile_ktiles) * (r->blocks > 0 ? r->blocks : 1);
+        if (slots > cap)
+            slots = (int)cap;
+    }
     const double latency_bound = round_trip / slots;
     double per_ktile = pow(pow(busiest, RING_SMOOTHING) + pow(latency_bound, RING_SMOOTHING), 1.0 / RING_SMOOTHING);
     /* A non-persistent block fills its ring before computing and computes its last stages with

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -491,6 +493,86 @@ static void test_transport(void)
     rmdir(dir);
 }
 
+/* The token rule of client.h over TCP against the scripted server: the caller's token, else
+ * $HIDETD_TOKEN_FILE's first line, else $HIDETD_TOKEN; the Unix socket reads neither. */
+static void test_token(void)
+{
+    static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+    const char *answers[] = {ok, ok, ok, ok};
+    const size_t lens[] = {sizeof(ok) - 1, sizeof(ok) - 1, sizeof(ok) - 1, sizeof(ok) - 1};
+    server s = {.answers = answers, .lens = lens, .n_answers = 4};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    char dir[] = "/tmp/test_token.XXXXXX", file[96], url[64];
+    hidet_client *c = NULL;
+    hidet_error e;
+    pthread_t th;
+    char *body = NULL, *tok = NULL;
+
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(file, sizeof(file), "%s/token", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("from-file\nsecond line\n", f);
+    fclose(f);
+    s.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(bind(s.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    CHECK(listen(s.listen_fd, 4) == 0 && getsockname(s.listen_fd, (struct sockaddr *)&sa, &sl) == 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    CHECK(pthread_create(&th, NULL, server_main, &s) == 0);
+
+    /* 1. $HIDETD_TOKEN alone; 2. $HIDETD_TOKEN_FILE wins over it; 3. the caller's token wins;
+     * 4. "" sends none. */
+    const char *want[] = {"Bearer from-env", "Bearer from-file", "Bearer given", NULL};
+    const char *given[] = {NULL, NULL, "given", ""};
+    setenv("HIDETD_TOKEN", "from-env", 1);
+    unsetenv("HIDETD_TOKEN_FILE");
+    for (int i = 0; i < 4; i++) {
+        if (i == 1)
+            setenv("HIDETD_TOKEN_FILE", file, 1);
+        CHECK(hidet_client_open(url, given[i], &c, &e) == 0);
+        hidet_client_set_timeout(c, 20000);
+        CHECK(hidet_get(c, "/v1/status", &body, NULL, &e) == 0);
+        free(body);
+        body = NULL;
+        c = hidet_client_free(c);
+        char *auth = strcasestr(s.requests[i], "\r\nAuthorization: ");
+        if (want[i])
+            CHECK(auth && strncmp(auth + 17, want[i], strlen(want[i])) == 0 &&
+                  auth[17 + strlen(want[i])] == '\r');
+        else
+            CHECK(auth == NULL);
+    }
+    pthread_join(th, NULL);
+    close(s.listen_fd);
+
+    CHECK(hidet_token_from_file(file, &tok, &e) == 0 && tok && strcmp(tok, "from-file") == 0);
+    free(tok);
+    tok = NULL;
+    /* A token file that cannot be read is an error naming it, over TCP; never over Unix. */
+    char absent[128];
+    snprintf(absent, sizeof(absent), "%s/absent", dir);
+    setenv("HIDETD_TOKEN_FILE", absent, 1);
+    CHECK(hidet_client_open(url, NULL, &c, &e) == -ENOENT && !c &&
+          strstr(e.message, "$HIDETD_TOKEN_FILE") && strstr(e.message, absent));
+    CHECK(hidet_default_token(&tok, &e) == -ENOENT && !tok);
+    CHECK(hidet_client_open("unix:/nonexistent/h.sock", NULL, &c, &e) == 0);
+    c = hidet_client_free(c);
+    f = fopen(file, "w");
+    if (f)
+        fclose(f);
+    CHECK(hidet_token_from_file(file, &tok, &e) == -EINVAL && strstr(e.message, "empty"));
+    unsetenv("HIDETD_TOKEN_FILE");
+    CHECK(hidet_default_token(&tok, &e) == 0 && tok && strcmp(tok, "from-env") == 0);
+    free(tok);
+    unsetenv("HIDETD_TOKEN");
+    CHECK(hidet_default_token(&tok, &e) == 0 && tok == NULL);
+    unlink(file);
+    rmdir(dir);
+}
+
 /* hidet_default_address(): each rule of client.h in turn, with files made in a temporary dir. */
 static void test_default_address(void)
 {
@@ -558,6 +640,7 @@ int main(void)
     test_parse_set();
     test_parse_job();
     test_transport();
+    test_token();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     else

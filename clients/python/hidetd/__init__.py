@@ -14,6 +14,7 @@ imported it, and the CUDA driver is loaded at the first launch. docs/python.md i
 """
 import threading
 import time
+import warnings
 
 from . import _cuda
 from ._cuda import CudaError
@@ -21,17 +22,32 @@ from ._http import HidetdError, Transport, default_address, parse_address
 from .kernel import Kernel, PlanError
 from .plan import Plan
 
-__all__ = ["Client", "Kernel", "Plan", "HidetdError", "PlanError", "CudaError",
+__all__ = ["Client", "Kernel", "Plan", "HidetdError", "HidetdWarning", "PlanError", "CudaError",
            "default_address", "export_fx"]
 __version__ = "0.1.0"
 
 _POLL_S = 0.2
 
 
+class HidetdWarning(UserWarning):
+    """An answer's "warning" (docs/api.md): e.g. a "measure" request answered by the cost model
+    because no GPU worker could time it."""
+
+
+def _warn(answers):
+    """Issues each distinct "warning" of the kernel sets in answers once."""
+    seen = set()
+    for a in answers:
+        w = a.get("warning") if isinstance(a, dict) else None
+        if w and w not in seen:
+            seen.add(w)
+            warnings.warn(w, HidetdWarning, stacklevel=3)
+
+
 class Client:
     """A connection to hidetd (Unix socket path, "unix:PATH" or "http://HOST:PORT"; token: the
-    bearer token for TCP, default the contents of $HIDETD_TOKEN_FILE). One kept-alive
-    connection; not for concurrent use from several threads."""
+    bearer token for TCP, default the first line of the file $HIDETD_TOKEN_FILE names, else
+    $HIDETD_TOKEN). One kept-alive connection; not for concurrent use from several threads."""
 
     def __init__(self, address=None, token=None, timeout=None):
         self._t = Transport(address, token, timeout)
@@ -87,6 +103,7 @@ class Client:
                                   "kernel job %s ended %s: %s" % (job["id"], job["state"],
                                                                    err.get("message", "")))
             ans = self.get(job["result"])
+        _warn([ans])
         return ans
 
     def plan_json(self, graph, **options):
@@ -97,14 +114,15 @@ class Client:
         req.update(options)
         status, ans = self.post("/v1/graphs", req)
         while status == 202:
-            job = ans
+            job = ans["job"]
             while job.get("state") in ("queued", "running"):
                 time.sleep(_POLL_S)
-                job = self.get("/v1/graphs/jobs/%s" % job["id"])
+                job = self.get(job["url"])["job"]
             if job.get("state") != "done":
                 raise HidetdError(200, "graph_job_" + str(job.get("state")),
                                   "graph job %s ended %s" % (job.get("id"), job.get("state")))
             status, ans = self.post("/v1/graphs", req)
+        _warn(s.get("kernel_set") for s in ans.get("prepare", []) + ans.get("steps", []))
         return ans
 
     # ---- the runtime -------------------------------------------------------------------------

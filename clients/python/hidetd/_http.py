@@ -101,6 +101,29 @@ class UnixConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+def token_from_file(path):
+    """The token in a token file: its first line, as hidetd reads its own --token-file."""
+    try:
+        with open(path) as f:
+            line = f.readline().rstrip("\r\n")
+    except OSError as e:
+        raise HidetdError(0, "token_file", "cannot read the token file %s: %s"
+                          % (path, e.strerror or e)) from None
+    if not line:
+        raise HidetdError(0, "token_file", "the token file %s is empty" % path)
+    return line
+
+
+def default_token():
+    """The bearer token for TCP when the caller gives none, by the rule every hidetd client
+    shares (docs/api.md, "Authentication"): the file $HIDETD_TOKEN_FILE names, else
+    $HIDETD_TOKEN, else None."""
+    path = os.environ.get("HIDETD_TOKEN_FILE")
+    if path:
+        return token_from_file(path)
+    return os.environ.get("HIDETD_TOKEN") or None
+
+
 class Transport:
     """One kept-alive HTTP connection to the daemon. A request on a connection the daemon
     closed meanwhile (its idle timeout) is sent again once on a fresh connection; hidetd's
@@ -109,9 +132,8 @@ class Transport:
     def __init__(self, address=None, token=None, timeout=None):
         self.address = address if address is not None else default_address()
         self.kind, self.where, self.prefix = parse_address(self.address)
-        if token is None and self.kind == "http" and os.environ.get("HIDETD_TOKEN_FILE"):
-            with open(os.environ["HIDETD_TOKEN_FILE"]) as f:
-                token = f.read().strip()
+        if token is None and self.kind == "http":
+            token = default_token()
         self.token = token
         self.timeout = timeout
         self._conn = None

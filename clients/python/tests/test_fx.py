@@ -13,6 +13,33 @@ except ImportError:
     torch = None
 
 
+class ExportScript(unittest.TestCase):
+    """examples/graphs/export_fx.py answers --help, and says what to install, without PyTorch
+    (hidden from it here whether or not it is installed)."""
+
+    def run_script(self, *args):
+        import subprocess
+        import sys
+        from support import REPO
+        path = os.path.join(REPO, "examples", "graphs", "export_fx.py")
+        code = ("import sys; sys.modules['torch'] = None; sys.argv = [%r] + %r; "
+                "exec(compile(open(%r).read(), %r, 'exec'), {'__name__': '__main__', "
+                "'__file__': %r})" % (path, list(args), path, path, path))
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+    def test_help_without_torch(self):
+        p = self.run_script("--help")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("usage:", p.stdout)
+        self.assertNotIn("Traceback", p.stderr)
+
+    def test_export_without_torch_says_so(self):
+        p = self.run_script("mlp_block")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("PyTorch is needed", p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+
+
 @unittest.skipIf(torch is None, "PyTorch is not installed: the fx exporter cannot be tested here")
 class Export(unittest.TestCase):
     def mlp(self):

@@ -9,6 +9,7 @@ import socketserver
 import tempfile
 import threading
 import unittest
+import warnings
 
 from support import hidetd
 
@@ -50,6 +51,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.seen.append((self.command, self.path, body, self.server.peer_id(self)))
+        if b"fallback" in body:
+            # A "measure" request answered by the cost model (no GPU): 200 with a warning.
+            ks = {"key": "k" * 64, "measured": False, "warning": "no GPU: chosen by the cost model"}
+            if self.path == "/v1/graphs":
+                self.answer(200, {"steps": [{"kernel_set": ks}, {"kernel_set": ks}], "prepare": []})
+            else:
+                self.answer(200, ks)
+            return
         self.answer(422, {"error": {"code": "shape_mismatch", "message": "matmul K mismatch",
                                     "field": "inputs[1].shape[0]"}})
 
@@ -125,6 +134,18 @@ class Transport(unittest.TestCase):
         # The connection survived every error answer.
         self.assertEqual(c._t.connects, 1)
 
+    def test_cost_model_fallback_warns(self):
+        """A kernel set's "warning" (measure answered by the cost model) reaches the caller, for
+        a kernel and, once per distinct text, for a graph plan."""
+        c = hidetd.Client(self.sock)
+        for call in (lambda: c.kernel_set({"op": "fallback"}),
+                     lambda: c.plan_json({"graph": {"op": "fallback"}})):
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                call()
+            self.assertEqual([str(w.message) for w in got], ["no GPU: chosen by the cost model"])
+            self.assertTrue(issubclass(got[0].category, hidetd.HidetdWarning))
+
     def test_connect_failure_names_address(self):
         missing = os.path.join(self.dir, "missing.sock")
         with self.assertRaises(hidetd.HidetdError) as cm:
@@ -159,6 +180,44 @@ class TCP(unittest.TestCase):
             self.assertEqual([s[2] for s in srv.seen], ["Bearer s3cret"] * 2)
             self.assertEqual(c._t.connects, 1)
         finally:
+            srv.shutdown()
+            srv.server_close()
+
+    def test_token_rule(self):
+        """One rule in every client: token=, else $HIDETD_TOKEN_FILE's first line, else
+        $HIDETD_TOKEN; over TCP only."""
+        srv = TCPServer()
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        url = "http://127.0.0.1:%d" % srv.server_address[1]
+        d = tempfile.mkdtemp(prefix="hidetd-tok-")
+        tf = os.path.join(d, "token")
+        with open(tf, "w") as f:
+            f.write("from-file\nsecond line ignored\n")
+        saved = {k: os.environ.pop(k, None) for k in ("HIDETD_TOKEN_FILE", "HIDETD_TOKEN")}
+        try:
+            os.environ["HIDETD_TOKEN"] = "from-env"
+            hidetd.Client(url).status()
+            os.environ["HIDETD_TOKEN_FILE"] = tf
+            hidetd.Client(url).status()
+            hidetd.Client(url, token="given").status()
+            self.assertEqual([s[2] for s in srv.seen],
+                             ["Bearer from-env", "Bearer from-file", "Bearer given"])
+            os.environ["HIDETD_TOKEN_FILE"] = os.path.join(d, "absent")
+            with self.assertRaisesRegex(hidetd.HidetdError, "absent"):
+                hidetd.Client(url)
+            # The Unix socket needs no token: a bad $HIDETD_TOKEN_FILE does not matter there.
+            hidetd.Client("unix:" + os.path.join(d, "s.sock"))
+            open(tf, "w").close()
+            os.environ["HIDETD_TOKEN_FILE"] = tf
+            with self.assertRaisesRegex(hidetd.HidetdError, "is empty"):
+                hidetd.Client(url)
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+            os.unlink(tf)
+            os.rmdir(d)
             srv.shutdown()
             srv.server_close()
 

@@ -78,13 +78,33 @@ HIDET_EXPORT int hidet_address_parse(const char *address, hidet_address *ret);
  * uses it, and a failed connect then says which rule chose the address. */
 HIDET_EXPORT int hidet_default_address(char **ret);
 
+/* ---- the token ---------------------------------------------------------------------------- */
+
+/* The bearer token a TCP daemon asks for (the Unix socket needs none), by the rule every hidetd
+ * client shares (docs/api.md, "Authentication"), first match wins:
+ *   1. a token file the caller names (hidetctl --token-file; hidet_token_from_file());
+ *   2. a token the caller names (hidetctl --token; hidet_client_open()'s token argument);
+ *   3. the file $HIDETD_TOKEN_FILE names;
+ *   4. $HIDETD_TOKEN.
+ * A token file holds the token on its first line (the rest is ignored), as hidetd reads its own
+ * --token-file. Prefer files: a token on a command line is visible to every local user in ps.
+ *
+ * hidet_token_from_file: *ret (malloc'd, free()) is the token in path; -ENOENT/-EACCES/... when it
+ * cannot be read, -EINVAL when its first line is empty, with err naming the file.
+ * hidet_default_token: rules 3 and 4: *ret is the token (malloc'd) or NULL when neither variable
+ * is set; the errors of hidet_token_from_file for $HIDETD_TOKEN_FILE's file. */
+HIDET_EXPORT int hidet_token_from_file(const char *path, char **ret, hidet_error *err);
+HIDET_EXPORT int hidet_default_token(char **ret, hidet_error *err);
+
 /* ---- client ------------------------------------------------------------------------------- */
 
 typedef struct hidet_client hidet_client;
 
-/* Creates a client for address (NULL: hidet_default_address()); token (may be NULL) is sent as
- * "Authorization: Bearer ...". Nothing is connected yet: the first request connects; when it
- * cannot, err->message names the address tried and how to start hidetd. */
+/* Creates a client for address (NULL: hidet_default_address()); token is sent as
+ * "Authorization: Bearer ..." (NULL: for an http:// address hidet_default_token(), whose error
+ * this returns, for a Unix socket none; "": none).
+ * Nothing is connected yet: the first request connects; when it cannot, err->message names the
+ * address tried and how to start hidetd. */
 HIDET_EXPORT int hidet_client_open(const char *address, const char *token, hidet_client **ret,
                                    hidet_error *err);
 HIDET_EXPORT hidet_client *hidet_client_free(hidet_client *c);

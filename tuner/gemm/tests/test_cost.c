@@ -1,0 +1,98 @@
+/* tuner/gemm/tests/test_cost.c - unit tests of the GEMM cost model's ring (tuner/gemm/cost.c)
+ * that need no compiler: a non-persistent block cannot keep more k tiles loading than its k loop
+ * has, so a deeper ring is predicted no faster; and the model's pick for
+ * examples/requests/matmul.json (K = 64: one or two k tiles) is not a 12-stage, 96 KiB ring. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/gemm/gemm.h"
+#include "tuner/space.h"
+#include "tuner/tests/common.h"
+
+static void test_ring_depth(void)
+{
+    tuner_target t = {.sm = 90};
+    const tuner_arch *a = tuner__arch(&t);
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    tuner__gemm_ring r = {.ktiles = 32, .compute_us = 0.05, .stage_bytes = 8192, .dram_frac = 1.0,
+                          .l2_penalty = 1.0, .sms = 32, .tile_ktiles = 1, .blocks = 1};
+    /* One k tile per tile: 11 slots are worth one. */
+    r.slots = 11;
+    double deep = tuner__gemm_ring_us(a, &r);
+    r.slots = 1;
+    double shallow = tuner__gemm_ring_us(a, &r);
+    CHECK(fabs(deep - shallow) < 1e-9 * shallow);
+    /* Two resident blocks of 2 k tiles each keep at most 4 loading. */
+    r.tile_ktiles = 2;
+    r.blocks = 2;
+    r.slots = 22;
+    deep = tuner__gemm_ring_us(a, &r);
+    r.slots = 4;
+    CHECK(fabs(deep - tuner__gemm_ring_us(a, &r)) < 1e-9 * deep);
+    /* A long k loop, or a persistent kernel (its producer runs into the next tile), still gains
+     * from depth where latency bounds it. */
+    r.tile_ktiles = 64;
+    r.blocks = 1;
+    r.slots = 11;
+    deep = tuner__gemm_ring_us(a, &r);
+    r.slots = 2;
+    CHECK(deep < tuner__gemm_ring_us(a, &r));
+    r.tile_ktiles = 0;
+    r.slots = 11;
+    deep = tuner__gemm_ring_us(a, &r);
+    r.slots = 2;
+    CHECK(deep < tuner__gemm_ring_us(a, &r));
+}
+
+static void test_short_k_pick(void)
+{
+    /* examples/requests/matmul.json: [128, 64] x [64, 256] f16 on sm_90. */
+    tuner_op op = t_matmul(TUNER_F16, 1, 1, 128, 256, 64, false, false, 8);
+    tuner_target t = {.sm = 90};
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(&op, &t, &sp, &err) == 0 && sp && sp->n > 0);
+    if (!sp || sp->n == 0) {
+        free(err);
+        return;
+    }
+    size_t *order = malloc(sp->n * sizeof(*order));
+    double *pred = malloc(sp->n * sizeof(*pred));
+    tuner_rank(&op, &t, sp, order, pred);
+    const tuner_schedule *best = &sp->items[order[0]];
+    int stages = tuner_schedule_param(best, "stages", 0);
+    int bk = tuner_schedule_param(best, "block_k", 64);
+    int ktiles = (64 + bk - 1) / bk;
+    /* The template's smallest ring for small tiles is 3 deep; beyond k tiles + 1 a stage is
+     * empty. */
+    int most = ktiles + 1 > 3 ? ktiles + 1 : 3;
+    if (stages > most)
+        fprintf(stderr, "the pick for K=64 (block_k %d: %d k tiles) has %d stages\n", bk, ktiles,
+                stages);
+    CHECK(stages >= 2 && stages <= most);
+    /* Where a deeper ring of the same tile is in the space, it is predicted no faster. */
+    for (size_t i = 0; i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        bool same = strcmp(s->template_name, best->template_name) == 0;
+        for (int k = 0; k < s->n_params && same; k++)
+            same = strcmp(s->params[k].name, "stages") == 0 ||
+                   s->params[k].value == tuner_schedule_param(best, s->params[k].name, -1);
+        if (same && tuner_schedule_param(s, "stages", 0) > stages)
+            CHECK(pred[i] >= pred[order[0]]);
+    }
+    free(order);
+    free(pred);
+    tuner_space_free(sp);
+}
+
+int main(void)
+{
+    test_ring_depth();
+    test_short_k_pick();
+    if (t_failures)
+        fprintf(stderr, "%d check(s) failed\n", (int)t_failures);
+    return t_failures ? 1 : 0;
+}
