@@ -745,7 +745,10 @@ static void feed_lines(gw_pool *p, linebuf *lb, const char *data, size_t n, int 
         }
         lb->buf[lb->len] = 0;
         if (lb->len) {
-            relay_line(p, r, dropped, device, GW_LOG_WARNING, "worker: ", lb->buf, lb->cut);
+            /* The probe's output (device < 0) is summed up by the probe's result, which the
+             * daemon turns into one line ("no GPU driver found..."): its words are for debug. */
+            relay_line(p, r, dropped, device, device < 0 ? GW_LOG_DEBUG : GW_LOG_WARNING,
+                       "worker: ", lb->buf, lb->cut);
             if (last)
                 set_str(last, lastlen, lb->buf);
         }
@@ -1254,7 +1257,7 @@ static void probe_finished(gw_pool *p)
         }
     }
     p->n_workers = n;
-    plog(p, n ? GW_LOG_INFO : GW_LOG_WARNING, "gpu workers: %d device(s)%s%s", n,
+    plog(p, n ? GW_LOG_INFO : GW_LOG_DEBUG, "gpu workers: %d device(s)%s%s", n,
          n ? "" : ": ", n ? "" : p->probe_error);
     p->unsettled = n;
     for (int i = 0; i < n; i++) {
