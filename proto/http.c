@@ -339,11 +339,13 @@ static int write_answer(conn *c, int status, const char *ctype, const char *extr
     return r;
 }
 
-/* The server refuses the message being read (or the connection): a JSON error, then close. */
-void proto__reject(conn *c, int status, const char *code, const char *message)
+/* The server refuses the message being read (or the connection): a JSON error naming field
+ * ("" when none), then close. */
+static void reject_field(conn *c, int status, const char *code, const char *message,
+                         const char *field)
 {
     proto_server *srv = c->srv;
-    char *body = proto_error_json(status, code, message, "");
+    char *body = proto_error_json(status, code, message, field);
     size_t len = body ? strlen(body) : 0;
     proto_request *req = c->cur;
     c->cur = NULL;
@@ -359,6 +361,11 @@ void proto__reject(conn *c, int status, const char *code, const char *message)
     }
     free(body);
     proto__conn_finish(c);
+}
+
+void proto__reject(conn *c, int status, const char *code, const char *message)
+{
+    reject_field(c, status, code, message, "");
 }
 
 int proto_respond(proto_request *req, int status, const char *content_type, const void *body,
@@ -655,6 +662,7 @@ static int cb_message_begin(http_parser *hp)
     c->cur = req_new(c);
     c->header_bytes = 0;
     c->headers_done = false;
+    c->dup_header = NULL;
     if (!c->cur) {
         c->reject_status = 500;
         return -1;
@@ -771,6 +779,21 @@ static int decode_path(const char *s, size_t n, gbuf *out)
     return 0;
 }
 
+/* The first header that a request may carry only once and carries more often, or NULL. Two Host
+ * headers (RFC 9112: 400) or two Authorization headers let different readers see different
+ * values - the admission hook the first, a proxy in front the last - so both are refused. */
+static const char *duplicate_header(const struct proto__req_priv *p)
+{
+    static const char *const once[] = {"Host", "Authorization"};
+    for (size_t k = 0; k < sizeof(once) / sizeof(once[0]); k++) {
+        int n = 0;
+        for (int i = 0; i < p->n_headers; i++)
+            if (p->hname[i].p && strcasecmp(p->hname[i].p, once[k]) == 0 && ++n > 1)
+                return once[k];
+    }
+    return NULL;
+}
+
 static int cb_headers_complete(http_parser *hp)
 {
     conn *c = hp->data;
@@ -782,6 +805,10 @@ static int cb_headers_complete(http_parser *hp)
     /* http-parser takes any single-digit version; only 1.0 and 1.1 are HTTP/1.x as served. */
     if (hp->http_major != 1 || hp->http_minor > 1) {
         c->reject_status = 505;
+        return -1;
+    }
+    if ((c->dup_header = duplicate_header(p))) {
+        c->reject_status = 400;
         return -1;
     }
     const char *m = http_method_str((enum http_method)hp->method);
@@ -943,6 +970,11 @@ static void reject_parse_error(conn *c, enum http_errno err)
         proto__reject(c, 500, "internal", "out of memory");
         return;
     case 400:
+        if (c->dup_header) {
+            snprintf(msg, sizeof(msg), "the %s header appears more than once", c->dup_header);
+            reject_field(c, 400, "invalid_field", msg, c->dup_header);
+            return;
+        }
         proto__reject(c, 400, "invalid_field", "malformed request target");
         return;
     default:

@@ -150,7 +150,8 @@ typedef struct proto_server_stats {
 } proto_server_stats;
 void proto_server_stats_get(const proto_server *srv, proto_server_stats *ret);
 
-/* Case-insensitive header lookup; the value of the first header of that name, or NULL. */
+/* Case-insensitive header lookup; the value of the first header of that name, or NULL. (A
+ * request with two Host or two Authorization headers is refused with 400 before any hook.) */
 const char *proto_request_header(const proto_request *req, const char *name);
 /* Sets the callback run (once) if the client goes away before the request is answered. */
 void proto_request_on_abort(proto_request *req, proto_abort_fn cb, void *udata);

@@ -61,6 +61,7 @@ struct conn {
     bool headers_done;
     int reject_status;       /* set by a parser callback that refuses the message */
     proto_refusal refusal;   /* the admission hook's, when reject_status is -1 */
+    const char *dup_header;  /* a header given twice ("Host", ...), when reject_status is 400 */
 
     proto_request *cur;      /* being parsed */
     proto_request *active;   /* dispatched, not answered */
