@@ -2,7 +2,7 @@
 """TCP connection budgets by identity, and duplicate Host/Authorization, attacked from outside.
 
     attack_tcp.py HIDETD CASE
-    attack_tcp.py HIDETD bench [--conns N] [--requests N] [--out FILE]
+    attack_tcp.py HIDETD bench [--conns N] [--requests N] [--procs N] [--out FILE]
 
     CASE: slow-aliases | dup-headers
 
@@ -14,13 +14,15 @@ slow-aliases: a tokenless attacker holds slow connections from 127.0.0.2, .3 and
 dup-headers: two Host headers, or two Authorization headers, are refused with 400 and a JSON error
     naming the header (on TCP and on the Unix socket); one of each is still served.
 bench: the full-size attack (default 3,000 slow connections from three addresses, 1,000 token
-    requests) with the default limits; prints the figures as JSON (bench/attack_tcp.sh).
+    requests) with the default limits, from one attacker thread or --procs processes (one
+    alias each); prints the figures as JSON (bench/attack_tcp.sh).
 
 Uses hardening.py's daemon start-up (hidetd --workers none, TCP on a free loopback port, a token
 file) and raw sockets. Exit 77 (skip) when HIDETD is not built or the descriptors are not there.
 """
 import errno
 import json
+import multiprocessing
 import os
 import re
 import resource
@@ -133,6 +135,42 @@ class SlowAttacker(threading.Thread):
         self.join(30)
 
 
+def _attacker_proc(port, n, sources, stop, out):
+    att = SlowAttacker(port, n, sources)
+    att.start()
+    stop.wait()
+    att.stop()
+    out.put((att.opened, att.closed_by_server, att.connect_errors))
+
+
+class AttackerProcs:
+    """The same attack from `procs` processes (one Python thread cannot open and reopen
+    connections as fast as several), each with its share of the connections and one alias."""
+
+    def __init__(self, port, n, procs):
+        ctx = multiprocessing.get_context("fork")
+        self.stop_ev, self.q = ctx.Event(), ctx.Queue()
+        self.procs = [ctx.Process(target=_attacker_proc,
+                                  args=(port, n // procs + (i < n % procs),
+                                        (ALIASES[i % len(ALIASES)],), self.stop_ev, self.q))
+                      for i in range(procs)]
+        self.opened = self.closed_by_server = self.connect_errors = 0
+
+    def start(self):
+        for p in self.procs:
+            p.start()
+
+    def stop(self):
+        self.stop_ev.set()
+        for _ in self.procs:
+            o, c, e = self.q.get(timeout=60)
+            self.opened += o
+            self.closed_by_server += c
+            self.connect_errors += e
+        for p in self.procs:
+            p.join(30)
+
+
 def token_requests(port, n, timeout=10.0):
     """n GET /v1/status with the token, each on a fresh connection from 127.0.0.1. Returns
     (served, statuses seen, latencies in seconds of the served ones)."""
@@ -172,8 +210,8 @@ def need_fds(n):
         resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
 
 
-def run_attack(d, conns, requests, settle_s):
-    att = SlowAttacker(d.port, conns)
+def run_attack(d, conns, requests, settle_s, procs=1):
+    att = SlowAttacker(d.port, conns) if procs <= 1 else AttackerProcs(d.port, conns, procs)
     att.start()
     try:
         time.sleep(settle_s)  # let the attacker take what it can
@@ -191,6 +229,7 @@ def run_attack(d, conns, requests, settle_s):
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 2) if lat else None
     return {
         "attacker_connections": conns, "attacker_sources": list(ALIASES),
+        "attacker_processes": procs,
         "attacker_opened": att.opened, "attacker_closed_by_server": att.closed_by_server,
         "attacker_connect_errors": att.connect_errors,
         "token_requests": requests, "token_served": served,
@@ -289,11 +328,13 @@ def case_dup_headers(hidetd, tmp):
 
 
 def bench(hidetd, tmp, argv):
-    conns, requests, out = 3000, 1000, None
+    conns, requests, out, procs = 3000, 1000, None, 1
     it = iter(argv)
     for a in it:
         if a == "--conns":
             conns = int(next(it))
+        elif a == "--procs":
+            procs = int(next(it))
         elif a == "--requests":
             requests = int(next(it))
         elif a == "--out":
@@ -303,7 +344,7 @@ def bench(hidetd, tmp, argv):
     need_fds(conns + 512)
     d = start(hidetd, tmp)
     try:
-        r = run_attack(d, conns, requests, settle_s=3.0)
+        r = run_attack(d, conns, requests, settle_s=3.0, procs=procs)
         d.stop()
     finally:
         d.kill()
