@@ -19,8 +19,9 @@
  * (max_connections_per_peer). When the unauthenticated budget is full, a new connection is still
  * accepted: the oldest unauthenticated connection first has what it already sent read and parsed
  * (a client that sent its request at once - a token holder's fresh connection - is admitted and
- * leaves the budget), and is closed (evicted) only if it is still unauthenticated. So a flood of
- * slow tokenless connections cycles through the budget while token holders get in.
+ * leaves the budget), and is closed (evicted) only if it is still unauthenticated. The same is
+ * done when the TCP listener itself is full while unauthenticated connections hold part of it.
+ * So a flood of slow tokenless connections cycles through the budget while token holders get in.
  *
  * The handler gets a proto_request and may answer at once or later (a tuning job finishing
  * seconds later). The request stays valid until it is answered. If the client goes away first,

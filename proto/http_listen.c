@@ -179,15 +179,18 @@ static uint64_t pool_cap(const proto_server *srv)
     return n > 0 ? (uint64_t)n : 1;
 }
 
-/* Makes room in a full budget for one more. The oldest connection first gets what it already
+/* Makes room for one more TCP connection, in a full budget or on a full listener (cap, 0: none)
+ * while tokenless connections take part of it. The oldest connection first gets what it already
  * sent read and parsed: a client that wrote its request right after connecting (a token holder's
  * fresh connection) is admitted now and leaves the budget by itself. Only one that is still
  * unauthenticated after that - slow, silent, refused, or idle after /healthz - is closed. A flood
  * of new connections thus evicts only connections that had their chance, however many arrive in
- * one burst, and never waits for a deadline to let anyone in. */
-static void pool_make_room(proto_server *srv)
+ * one burst, and never waits for a deadline to let anyone in. Each turn takes the head out of
+ * the budget, so this ends. */
+static void pool_make_room(proto_server *srv, int cap)
 {
-    while (srv->pool_head && srv->stats.connections_tcp_unauthenticated >= pool_cap(srv)) {
+    while (srv->pool_head && (srv->stats.connections_tcp_unauthenticated >= pool_cap(srv) ||
+                              (cap > 0 && srv->stats.connections_tcp >= (uint64_t)cap))) {
         conn *o = srv->pool_head;
         proto__conn_read_now(o);
         if (o->in_pool && o == srv->pool_head) {
@@ -204,6 +207,8 @@ static void conn_start(conn *c)
     int cap = c->transport == PROTO_TRANSPORT_UNIX ? c->limits.max_connections_unix
                                                    : c->limits.max_connections_tcp;
     uint64_t *count = proto__transport_count(srv, c->transport);
+    if (c->transport == PROTO_TRANSPORT_TCP)
+        pool_make_room(srv, cap);
     if (cap > 0 && *count >= (uint64_t)cap) {
         conn_refuse(c, c->transport == PROTO_TRANSPORT_UNIX
                            ? "too many open connections on the Unix socket; retry later"
@@ -218,10 +223,8 @@ static void conn_start(conn *c)
         conn_refuse(c, "too many open connections from this client; retry later");
         return;
     }
-    if (c->transport == PROTO_TRANSPORT_TCP) {
-        pool_make_room(srv);
+    if (c->transport == PROTO_TRANSPORT_TCP)
         pool_add(c);
-    }
     c->counted = true;
     (*count)++;
     proto__timer_arm(c, T_WAIT, proto__header_deadline(c));

@@ -742,11 +742,11 @@ static bool budget_admit(proto_request *req, void *udata, proto_refusal *ret)
     const char *tok = proto_request_header(req, "X-Token");
     if (!tok)
         return true;
-    if (strcmp(tok, "ok") != 0) {
+    if (strcmp(tok, "ok") != 0 && strcmp(tok, "ok2") != 0) {
         *ret = (proto_refusal){401, "unauthorized", "bad token"};
         return false;
     }
-    if (proto_request_authenticate(req, "tok") == -EBUSY) {
+    if (proto_request_authenticate(req, tok) == -EBUSY) {
         *ret = (proto_refusal){503, "limit_exceeded", "too many for this token"};
         return false;
     }
@@ -808,7 +808,7 @@ static void test_unauthenticated_budget(void)
     int silent[8], ns = 0;
 
     proto_limits_defaults(&lim);
-    lim.max_connections_tcp = 16;
+    lim.max_connections_tcp = 5;
     lim.max_unauthenticated_tcp = 3;
     lim.max_connections_per_peer = 2;
     uv_loop_init(&l4);
@@ -848,13 +848,26 @@ static void test_unauthenticated_budget(void)
      * left the budget. */
     CHECK(st.connections_evicted == 1 + 4, "%llu", (unsigned long long)st.connections_evicted);
 
-    /* The token's share: a second connection is admitted, a third gets 503. */
-    int t2 = tcp_connect_nb(port, NULL), t3 = tcp_connect_nb(port, NULL);
+    /* A token's share (2): a second connection is admitted (evicting a tokenless one from the
+     * full budget), another token's too; then the listener (5) is full, but tokenless
+     * connections are in it: one makes room, and the token's third connection reaches the hook,
+     * which refuses it for the token's share (not for the listener's limit). */
+    int t2 = tcp_connect_nb(port, NULL);
     CHECK(send(t2, req, strlen(req), 0) == (ssize_t)strlen(req));
     CHECK(strncmp(pump_answer(&l4, t2), "HTTP/1.1 200 ", 13) == 0);
+    int t4 = tcp_connect_nb(port, NULL);
+    const char *req2 = "GET /echo HTTP/1.1\r\nHost: x\r\nX-Token: ok2\r\n\r\n";
+    CHECK(send(t4, req2, strlen(req2), 0) == (ssize_t)strlen(req2));
+    CHECK(strncmp(pump_answer(&l4, t4), "HTTP/1.1 200 ", 13) == 0);
+    proto_server_stats_get(s4, &st);
+    CHECK(st.connections_tcp == 5 && st.connections_tcp_unauthenticated == 2);
+    CHECK(st.connections_evicted == 6, "%llu", (unsigned long long)st.connections_evicted);
+    int t3 = tcp_connect_nb(port, NULL);
     CHECK(send(t3, req, strlen(req), 0) == (ssize_t)strlen(req));
     ans = pump_answer(&l4, t3);
-    CHECK(strncmp(ans, "HTTP/1.1 503 ", 13) == 0 && strstr(ans, "limit_exceeded"));
+    CHECK(strncmp(ans, "HTTP/1.1 503 ", 13) == 0 && strstr(ans, "too many for this token"));
+    proto_server_stats_get(s4, &st);
+    CHECK(st.connections_refused == 0 && st.connections_evicted == 7);
 
     /* Two Host headers, or two Authorization headers: 400 naming the header. */
     int d = tcp_connect_nb(port, NULL);
@@ -874,6 +887,7 @@ static void test_unauthenticated_budget(void)
     close(t);
     close(t2);
     close(t3);
+    close(t4);
     for (int i = 0; i < ns; i++)
         close(silent[i]);
     proto_server_close(s4, NULL, NULL);
