@@ -678,12 +678,9 @@ static void collect(hd_metrics *m, void *udata)
         hd_counter_set(d->m_conn_refused, (double)ps.connections_refused);
         proto_limits pl;
         proto_server_limits_get(d->http, &pl);
-        int unauth = pl.max_unauthenticated_tcp;
-        if (pl.max_connections_tcp > 0 && (unauth <= 0 || unauth > pl.max_connections_tcp))
-            unauth = pl.max_connections_tcp;
         hd_gauge_set(d->m_limit_unix, pl.max_connections_unix);
         hd_gauge_set(d->m_limit_tcp, pl.max_connections_tcp);
-        hd_gauge_set(d->m_limit_unauth, unauth);
+        hd_gauge_set(d->m_limit_unauth, pl.max_unauthenticated_tcp);
         hd_gauge_set(d->m_limit_per_client, pl.max_connections_per_peer);
     }
     hd_gauge_set(d->m_gpus_usable, d->pool ? gw_pool_usable(d->pool) : 0);

@@ -131,7 +131,7 @@ int proto_server_new(uv_loop_t *loop, const proto_limits *limits, proto_handler_
 /* Applies new limits to connections accepted from now on (open ones keep theirs; the
  * unauthenticated budget and the per-identity share are the server's, so they apply at once). */
 void proto_server_set_limits(proto_server *srv, const proto_limits *limits);
-/* The limits in force (*ret). */
+/* The limits in force (*ret; the unauthenticated budget as applied, at most the TCP limit). */
 void proto_server_limits_get(const proto_server *srv, proto_limits *ret);
 void proto_server_set_on_complete(proto_server *srv, proto_complete_fn cb, void *udata);
 /* Installs the admission hook (NULL: every well-formed request is admitted). */

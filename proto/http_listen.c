@@ -517,8 +517,10 @@ void proto_server_set_limits(proto_server *srv, const proto_limits *limits)
 
 void proto_server_limits_get(const proto_server *srv, proto_limits *ret)
 {
-    if (srv && ret)
-        *ret = srv->limits;
+    if (!srv || !ret)
+        return;
+    *ret = srv->limits;
+    ret->max_unauthenticated_tcp = (int)pool_cap(srv);
 }
 
 void proto_server_set_admit(proto_server *srv, proto_admit_fn fn, void *udata)

@@ -4,13 +4,16 @@
     attack_tcp.py HIDETD CASE
     attack_tcp.py HIDETD bench [--conns N] [--requests N] [--procs N] [--out FILE]
 
-    CASE: slow-aliases | dup-headers
+    CASE: slow-aliases | dup-headers | budget-config
 
 slow-aliases: a tokenless attacker holds slow connections from 127.0.0.2, .3 and .4 (each sends
     a partial request line, then a byte now and then, and connects again whenever the daemon
     closes one) while a client with the token sends requests, each on a fresh connection from
     127.0.0.1. The TCP listener allows 128 connections, so the attacker's 300 connections would
     take them all if slots were shared out by address; the token client must still be served.
+budget-config: the budget and its short header deadline are read from hidetd.conf, shown in
+    /metrics and changed by SIGHUP; a silent tokenless connection is closed after that deadline,
+    a token holder's idle keep-alive connection is not.
 dup-headers: two Host headers, or two Authorization headers, are refused with 400 and a JSON error
     naming the header (on TCP and on the Unix socket); one of each is still served.
 bench: the full-size attack (default 3,000 slow connections from three addresses, 1,000 token
@@ -28,6 +31,7 @@ import re
 import resource
 import select
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -278,6 +282,58 @@ def case_slow_aliases(hidetd, tmp):
         d.kill()
 
 
+def case_budget_config(hidetd, tmp):
+    """The budget and its deadline come from hidetd.conf, show in /metrics, change on SIGHUP; a
+    silent tokenless connection is closed after the short deadline, a token holder's idle
+    keep-alive connection is not."""
+    d = start(hidetd, tmp, extra_server="tcp_unauthenticated_connections = 16\n"
+                                        "tcp_unauthenticated_header_timeout = 500ms\n")
+    try:
+        lim = '{budget="tcp_unauthenticated"}'
+        check(metric(metrics_text(d), "hidetd_http_connection_limit", lim) == 16,
+              "tcp_unauthenticated_connections = 16 not in /metrics")
+        silent = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+        keep = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+        keep.sendall((f"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1:{d.port}\r\n"
+                      f"Authorization: Bearer {TOKEN}\r\n\r\n").encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += keep.recv(65536)
+        check(got.startswith(b"HTTP/1.1 200"), f"token request: {got[:100]!r}")
+        text = metrics_text(d)
+        check(metric(text, "hidetd_http_tcp_connections", '{auth="authenticated"}') == 1,
+              "the token holder's connection is not counted as authenticated")
+        t0 = time.monotonic()
+        check(silent.recv(1) == b"", "the silent tokenless connection got bytes")
+        waited = time.monotonic() - t0
+        check(waited < 3.0, f"silent tokenless connection closed after {waited:.1f}s, not ~0.5s")
+        time.sleep(0.5)
+        keep.setblocking(False)
+        try:
+            check(keep.recv(1) != b"", "unexpected bytes")
+        except BlockingIOError:
+            pass  # still open, nothing to read: as it should be
+        keep.close()
+        silent.close()
+        conf = open(d.config).read().replace("tcp_unauthenticated_connections = 16",
+                                             "tcp_unauthenticated_connections = 24")
+        with open(d.config, "w") as f:
+            f.write(conf)
+        d.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if metric(metrics_text(d), "hidetd_http_connection_limit", lim) == 24:
+                break
+            time.sleep(0.1)
+        else:
+            raise Fail("tcp_unauthenticated_connections = 24 not applied on SIGHUP")
+        print(f"budget-config: budget 16 -> 24 on SIGHUP; silent connection closed after "
+              f"{waited:.2f}s; the token's keep-alive connection stayed")
+        d.stop()
+    finally:
+        d.kill()
+
+
 def case_dup_headers(hidetd, tmp):
     """Two Host or two Authorization headers: 400 naming the header; one of each: 200."""
     d = start(hidetd, tmp)
@@ -356,7 +412,8 @@ def bench(hidetd, tmp, argv):
     return r["token_served_fraction"] >= 0.99
 
 
-CASES = {"slow-aliases": case_slow_aliases, "dup-headers": case_dup_headers}
+CASES = {"slow-aliases": case_slow_aliases, "dup-headers": case_dup_headers,
+         "budget-config": case_budget_config}
 
 
 def main(argv):
