@@ -352,6 +352,8 @@ int hd_config_init(hd_config *c)
     c->max_body = 1024 * 1024;
     c->max_connections = 1024;
     c->header_timeout = 5;
+    c->tcp_unauthenticated_connections = 64;
+    c->tcp_unauthenticated_header_timeout = 2;
     c->request_timeout = 10;
     c->idle_timeout = 60;
     c->cache_path = cache;
@@ -474,6 +476,8 @@ static const key_def keys[] = {
     { "server", "unix_max_connections", K_INT, O(unix_max_connections), true, 0, 1000000, false, "an integer 0..1000000 (0: max_connections)" },
     { "server", "tcp_max_connections", K_INT, O(tcp_max_connections), true, 0, 1000000, false, "an integer 0..1000000 (0: max_connections)" },
     { "server", "max_connections_per_client", K_INT, O(max_connections_per_client), true, 0, 1000000, false, "an integer 0..1000000 (0: half of the listener limit)" },
+    { "server", "tcp_unauthenticated_connections", K_INT, O(tcp_unauthenticated_connections), true, 1, 1000000, false, "an integer 1..1000000" },
+    { "server", "tcp_unauthenticated_header_timeout", K_DUR, O(tcp_unauthenticated_header_timeout), true, 0, 86400, true, "a duration > 0, e.g. 2s" },
     { "server", "header_timeout", K_DUR, O(header_timeout), true, 0, 86400, true, "a duration > 0, e.g. 5s" },
     { "server", "request_timeout", K_DUR, O(request_timeout), true, 0, 86400, true, "a duration > 0, e.g. 10s" },
     { "server", "idle_timeout", K_DUR, O(idle_timeout), true, 0, 86400, true, "a duration > 0, e.g. 60s" },

@@ -32,6 +32,8 @@
  * | [server]   | unix_max_connections | integer  | 0 (max_connections)                      | live      |
  * | [server]   | tcp_max_connections  | integer  | 0 (max_connections)                      | live      |
  * | [server]   | max_connections_per_client | integer | 0 (half of the larger listener limit) | live   |
+ * | [server]   | tcp_unauthenticated_connections | integer | 64 (TCP connections without a valid token yet, all addresses together) | live |
+ * | [server]   | tcp_unauthenticated_header_timeout | duration | 2s (their header deadline and idle limit) | live |
  * | [server]   | header_timeout       | duration | 5s (request line and headers)            | live      |
  * | [server]   | request_timeout      | duration | 10s (headers+body of one request)        | live      |
  * | [server]   | idle_timeout         | duration | 60s (idle keep-alive connection)         | live      |
@@ -113,6 +115,8 @@ typedef struct hd_config {
     int max_connections;
     int unix_max_connections, tcp_max_connections; /* 0: max_connections */
     int max_connections_per_client;                /* 0: half of the listener's limit */
+    int tcp_unauthenticated_connections;           /* TCP connections without a token yet */
+    double tcp_unauthenticated_header_timeout;     /* seconds; their header deadline */
     double header_timeout, request_timeout, idle_timeout; /* seconds */
     /* [cache] */
     char *cache_path;

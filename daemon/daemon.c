@@ -271,6 +271,9 @@ static void limits_from(const hd_config *c, proto_limits *ret)
     ret->max_connections_tcp = hd_config_tcp_max_connections(c);
     ret->max_connections_per_peer = hd_config_max_connections_per_client(c);
     ret->header_timeout_ms = (uint64_t)(c->header_timeout * 1000.0 + 0.5);
+    ret->max_unauthenticated_tcp = c->tcp_unauthenticated_connections;
+    ret->unauthenticated_header_timeout_ms =
+        (uint64_t)(c->tcp_unauthenticated_header_timeout * 1000.0 + 0.5);
     ret->request_timeout_ms = (uint64_t)(c->request_timeout * 1000.0 + 0.5);
     ret->idle_timeout_ms = (uint64_t)(c->idle_timeout * 1000.0 + 0.5);
 }

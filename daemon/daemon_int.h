@@ -70,6 +70,10 @@ typedef struct hd_daemon {
         *m_cl_leases_held, *m_cl_lease_waits, *m_cl_lease_wait_hits, *m_cl_lease_takeovers,
         *m_cl_lease_wait_timeouts, *m_cl_sub_up, *m_cl_wakeups_message, *m_cl_wakeups_poll;
     hd_metric *m_cl_rejected[CT_REJECT_N];
+    /* Connection budgets (proto_server_stats, proto_limits): TCP connections with and without a
+     * token, evictions and refusals, and the limits in force. */
+    hd_metric *m_conn_unauth, *m_conn_auth, *m_conn_evicted, *m_conn_refused, *m_limit_unix,
+        *m_limit_tcp, *m_limit_unauth, *m_limit_per_client;
     hd_metric_family *f_restarts, *f_gpu_state, *f_gpu_busy;
     hd_metric_family *f_gpu_oos, *f_gpu_probes, *f_gpu_next_probe, *f_gpu_hung_kills,
         *f_gpu_loop_stalls, *f_gpu_log_dropped;

@@ -578,12 +578,23 @@ bool hd__admit(proto_request *req, void *udata, proto_refusal *ret)
      * without the token. */
     bool healthz = strcmp(req->path, "/healthz") == 0 &&
                    (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0);
-    if (!healthz &&
-        !hd_auth_allowed(d->cfg.tcp_auth, proto_request_header(req, "Authorization"),
-                         d->cfg.token)) {
+    bool authed = hd_auth_allowed(d->cfg.tcp_auth, proto_request_header(req, "Authorization"),
+                                  d->cfg.token);
+    if (!healthz && !authed) {
         proto_request_add_header(req, "WWW-Authenticate", "Bearer realm=\"hidetd\"");
         *ret = (proto_refusal){ 401, "unauthorized",
                                 "TCP requests need \"Authorization: Bearer <token>\"" };
+        return false;
+    }
+    /* A valid token moves the connection out of the small budget that tokenless connections
+     * share (whatever their address) into the token's own share. There is one token, so one
+     * identity; with tcp_auth = none (loopback binds only) nothing proves who a client is, and
+     * the address stands in for it as before. A /healthz probe without the token stays in the
+     * tokenless budget. */
+    if (authed && proto_request_authenticate(req, d->cfg.tcp_auth ? "token" : req->owner) ==
+                      -EBUSY) {
+        *ret = (proto_refusal){ 503, "limit_exceeded",
+                                "too many open connections from this client; retry later" };
         return false;
     }
     return true;
@@ -671,6 +682,17 @@ static void collect(hd_metrics *m, void *udata)
         proto_server_stats ps;
         proto_server_stats_get(d->http, &ps);
         hd_gauge_set(d->m_conn_active, (double)ps.connections_active);
+        hd_gauge_set(d->m_conn_unauth, (double)ps.connections_tcp_unauthenticated);
+        hd_gauge_set(d->m_conn_auth,
+                     (double)(ps.connections_tcp - ps.connections_tcp_unauthenticated));
+        hd_counter_set(d->m_conn_evicted, (double)ps.connections_evicted);
+        hd_counter_set(d->m_conn_refused, (double)ps.connections_refused);
+        proto_limits pl;
+        proto_server_limits_get(d->http, &pl);
+        hd_gauge_set(d->m_limit_unix, pl.max_connections_unix);
+        hd_gauge_set(d->m_limit_tcp, pl.max_connections_tcp);
+        hd_gauge_set(d->m_limit_unauth, pl.max_unauthenticated_tcp);
+        hd_gauge_set(d->m_limit_per_client, pl.max_connections_per_peer);
     }
     hd_gauge_set(d->m_gpus_usable, d->pool ? gw_pool_usable(d->pool) : 0);
     hd_counter_set(d->m_log_dropped, (double)hd_log_dropped());
@@ -808,6 +830,29 @@ void hd__metrics_setup(hd_daemon *d)
                       "Lines of a GPU worker's output dropped by the log rate limit.", "device",
                       NULL, NULL, 0, &d->f_gpu_log_dropped);
     hd_metrics_gauge(m, "hidetd_http_connections", "Open client connections.", &d->m_conn_active);
+    hd_metric_family *tc = NULL, *lim = NULL;
+    hd_metrics_family(m, HD_METRIC_GAUGE, "hidetd_http_tcp_connections",
+                      "Open TCP connections, by whether they presented a valid token yet.",
+                      "auth", NULL, NULL, 0, &tc);
+    if (tc) {
+        hd_metric_family_series(tc, "unauthenticated", NULL, &d->m_conn_unauth);
+        hd_metric_family_series(tc, "authenticated", NULL, &d->m_conn_auth);
+    }
+    hd_metrics_family(m, HD_METRIC_GAUGE, "hidetd_http_connection_limit",
+                      "Connection budgets in force: per listener, the tokenless TCP budget, and "
+                      "one client's share (a uid, a token).", "budget", NULL, NULL, 0, &lim);
+    if (lim) {
+        hd_metric_family_series(lim, "unix", NULL, &d->m_limit_unix);
+        hd_metric_family_series(lim, "tcp", NULL, &d->m_limit_tcp);
+        hd_metric_family_series(lim, "tcp_unauthenticated", NULL, &d->m_limit_unauth);
+        hd_metric_family_series(lim, "per_client", NULL, &d->m_limit_per_client);
+    }
+    hd_metrics_counter(m, "hidetd_http_connections_evicted_total",
+                       "Tokenless TCP connections closed to make room in their full budget.",
+                       &d->m_conn_evicted);
+    hd_metrics_counter(m, "hidetd_http_connections_refused_total",
+                       "Connections refused with 503 at accept (a listener's or a client's limit).",
+                       &d->m_conn_refused);
     hd_metrics_counter(m, "hidetd_config_reloads_total", "Configuration reloads applied.",
                        &d->m_reloads_ok);
     hd_metrics_counter(m, "hidetd_config_reload_failures_total",

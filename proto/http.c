@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <http_parser.h>
@@ -94,7 +95,9 @@ void proto_limits_defaults(proto_limits *ret)
         .max_connections_unix = 1024,
         .max_connections_tcp = 1024,
         .max_connections_per_peer = 0,
+        .max_unauthenticated_tcp = 64,
         .header_timeout_ms = 5000,
+        .unauthenticated_header_timeout_ms = 2000,
         .request_timeout_ms = 10000,
         .idle_timeout_ms = 60000,
     };
@@ -233,6 +236,32 @@ const char *proto_request_header(const proto_request *req, const char *name)
     return NULL;
 }
 
+int proto_request_authenticate(proto_request *req, const char *identity)
+{
+    if (!req || !identity)
+        return -EINVAL;
+    conn *c = req->priv_->conn;
+    if (!c)
+        return -EINVAL;
+    if (c->transport != PROTO_TRANSPORT_TCP || c->authenticated)
+        return 0;
+    proto_server *srv = c->srv;
+    int cap = srv->limits.max_connections_per_peer;
+    if (cap > 0) {
+        int n = 0;
+        for (const conn *o = srv->conns; o; o = o->next)
+            if (o->counted && o->authenticated && strncmp(o->identity, identity,
+                                                          sizeof(o->identity) - 1) == 0)
+                n++;
+        if (n >= cap)
+            return -EBUSY;
+    }
+    snprintf(c->identity, sizeof(c->identity), "%s", identity);
+    c->authenticated = true;
+    proto__pool_remove(c);
+    return 0;
+}
+
 void proto_request_on_abort(proto_request *req, proto_abort_fn cb, void *udata)
 {
     if (!req)
@@ -339,11 +368,13 @@ static int write_answer(conn *c, int status, const char *ctype, const char *extr
     return r;
 }
 
-/* The server refuses the message being read (or the connection): a JSON error, then close. */
-void proto__reject(conn *c, int status, const char *code, const char *message)
+/* The server refuses the message being read (or the connection): a JSON error naming field
+ * ("" when none), then close. */
+static void reject_field(conn *c, int status, const char *code, const char *message,
+                         const char *field)
 {
     proto_server *srv = c->srv;
-    char *body = proto_error_json(status, code, message, "");
+    char *body = proto_error_json(status, code, message, field);
     size_t len = body ? strlen(body) : 0;
     proto_request *req = c->cur;
     c->cur = NULL;
@@ -359,6 +390,11 @@ void proto__reject(conn *c, int status, const char *code, const char *message)
     }
     free(body);
     proto__conn_finish(c);
+}
+
+void proto__reject(conn *c, int status, const char *code, const char *message)
+{
+    reject_field(c, status, code, message, "");
 }
 
 int proto_respond(proto_request *req, int status, const char *content_type, const void *body,
@@ -410,7 +446,7 @@ int proto_respond(proto_request *req, int status, const char *content_type, cons
     if (close)
         proto__conn_finish(c);
     else if (!c->cur)
-        proto__timer_arm(c, T_WAIT, c->limits.idle_timeout_ms);
+        proto__timer_arm(c, T_WAIT, proto__idle_deadline(c));
     return r == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -486,8 +522,6 @@ static void handle_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     srv->stats.connections_active--;
-    if (c->counted)
-        (*proto__transport_count(srv, c->transport))--;
     free(c->in);
     free(c);
     proto__maybe_finish(srv);
@@ -499,6 +533,14 @@ void proto__conn_close(conn *c)
     if (c->closing)
         return;
     c->closing = true;
+    /* uv_close() closes the descriptor at once (only the handle's memory waits for the
+     * callback), so the slot is given back now: a burst of evictions must not count against
+     * the listener's limit until the loop gets round to the close callbacks. */
+    proto__pool_remove(c);
+    if (c->counted) {
+        (*proto__transport_count(c->srv, c->transport))--;
+        c->counted = false;
+    }
     if (c->active) {
         proto_request *req = c->active;
         c->active = NULL;
@@ -606,9 +648,9 @@ static int in_append(conn *c, const char *data, size_t n)
     return 0;
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* What the read callback does with nread bytes at data (or an error / UV_EOF). */
+static void conn_input(conn *c, ssize_t nread, const char *data)
 {
-    conn *c = s->data;
     if (c->closing)
         return;
     if (nread == 0)
@@ -632,7 +674,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     /* A closing connection parses nothing more; what arrives is dropped, not buffered. */
     if (c->lingering || c->finishing)
         return;
-    if (in_append(c, buf->base, (size_t)nread) < 0) {
+    if (in_append(c, data, (size_t)nread) < 0) {
         proto__conn_close(c);
         return;
     }
@@ -642,6 +684,44 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->in_len - c->in_off > c->limits.max_header_bytes + c->limits.max_body_bytes + READ_CHUNK)
         read_stop(c);
     process(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_input(s->data, nread, buf->base);
+}
+
+void proto__conn_read_now(conn *c)
+{
+    uv_os_fd_t fd;
+    if (!c->reading || c->closing || c->finishing || c->lingering || c->active || c->in_process ||
+        uv_fileno(&c->h.handle, &fd) < 0)
+        return;
+    /* Reading the descriptor behind libuv's back is safe: libuv polls level-triggered and takes
+     * EAGAIN on its next read as "nothing yet". The server's read buffer is free here: this runs
+     * from the accept callback, never inside a read callback. At most the header limit is read,
+     * which is all a request needs to be admitted. */
+    size_t total = 0;
+    while (!c->closing && !c->finishing && !c->active && total <= c->limits.max_header_bytes) {
+        ssize_t n = recv(fd, c->srv->rbuf, sizeof(c->srv->rbuf), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                proto__conn_close(c);
+            return;
+        }
+        if (n == 0) {
+            /* Libuv must not report this end of file a second time. */
+            read_stop(c);
+            conn_input(c, UV_EOF, NULL);
+            return;
+        }
+        total += (size_t)n;
+        conn_input(c, n, c->srv->rbuf);
+        if ((size_t)n < sizeof(c->srv->rbuf))
+            return;
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -655,6 +735,7 @@ static int cb_message_begin(http_parser *hp)
     c->cur = req_new(c);
     c->header_bytes = 0;
     c->headers_done = false;
+    c->dup_header = NULL;
     if (!c->cur) {
         c->reject_status = 500;
         return -1;
@@ -771,6 +852,21 @@ static int decode_path(const char *s, size_t n, gbuf *out)
     return 0;
 }
 
+/* The first header that a request may carry only once and carries more often, or NULL. Two Host
+ * headers (RFC 9112: 400) or two Authorization headers let different readers see different
+ * values - the admission hook the first, a proxy in front the last - so both are refused. */
+static const char *duplicate_header(const struct proto__req_priv *p)
+{
+    static const char *const once[] = {"Host", "Authorization"};
+    for (size_t k = 0; k < sizeof(once) / sizeof(once[0]); k++) {
+        int n = 0;
+        for (int i = 0; i < p->n_headers; i++)
+            if (p->hname[i].p && strcasecmp(p->hname[i].p, once[k]) == 0 && ++n > 1)
+                return once[k];
+    }
+    return NULL;
+}
+
 static int cb_headers_complete(http_parser *hp)
 {
     conn *c = hp->data;
@@ -782,6 +878,10 @@ static int cb_headers_complete(http_parser *hp)
     /* http-parser takes any single-digit version; only 1.0 and 1.1 are HTTP/1.x as served. */
     if (hp->http_major != 1 || hp->http_minor > 1) {
         c->reject_status = 505;
+        return -1;
+    }
+    if ((c->dup_header = duplicate_header(p))) {
+        c->reject_status = 400;
         return -1;
     }
     const char *m = http_method_str((enum http_method)hp->method);
@@ -922,7 +1022,7 @@ static void reject_parse_error(conn *c, enum http_errno err)
     switch (c->reject_status) {
     case -1: {
         const proto_refusal *f = &c->refusal;
-        int st = f->status >= 400 && f->status <= 499 ? f->status : 403;
+        int st = (f->status >= 400 && f->status <= 499) || f->status == 503 ? f->status : 403;
         proto__reject(c, st, f->code ? f->code : "forbidden",
                       f->message ? f->message : "this request is not allowed");
         return;
@@ -943,6 +1043,11 @@ static void reject_parse_error(conn *c, enum http_errno err)
         proto__reject(c, 500, "internal", "out of memory");
         return;
     case 400:
+        if (c->dup_header) {
+            snprintf(msg, sizeof(msg), "the %s header appears more than once", c->dup_header);
+            reject_field(c, 400, "invalid_field", msg, c->dup_header);
+            return;
+        }
         proto__reject(c, 400, "invalid_field", "malformed request target");
         return;
     default:
@@ -978,7 +1083,7 @@ static void process(conn *c)
             }
             if (!c->cur && c->tmode != T_WAIT)
                 proto__timer_arm(c, T_WAIT,
-                          c->served_one ? c->limits.idle_timeout_ms : proto__header_deadline(c));
+                          c->served_one ? proto__idle_deadline(c) : proto__header_deadline(c));
             proto__read_start(c);
             break;
         }

@@ -10,11 +10,18 @@
  *
  * Fair sharing: Unix and TCP connections are counted apart, each against its own limit, so a TCP
  * flood never takes the Unix socket's slots (which is what keeps /healthz and local clients
- * answering); and one peer - a Unix client's uid (SO_PEERCRED), a TCP client's address - may hold
- * only so many of its listener's slots. A connection's first request must have its headers in
- * within the header deadline, so a client that never gets as far as being authorised (the
- * admission hook, run when headers are complete and before "100 Continue" is sent) holds its
- * slot only that long.
+ * answering); and one peer - a Unix client's uid (SO_PEERCRED) - may hold only so many of its
+ * listener's slots. On TCP an address says nothing (any local user can bind 127.0.0.2, .3, ...),
+ * so slots go by identity: a TCP connection is *unauthenticated* until the admission hook calls
+ * proto_request_authenticate() for one of its requests (a valid token), and all unauthenticated
+ * connections, whatever their address, share one small budget (max_unauthenticated_tcp) with a
+ * short header deadline; an authenticated one counts against its identity's share
+ * (max_connections_per_peer). When the unauthenticated budget is full, a new connection is still
+ * accepted: the oldest unauthenticated connection first has what it already sent read and parsed
+ * (a client that sent its request at once - a token holder's fresh connection - is admitted and
+ * leaves the budget), and is closed (evicted) only if it is still unauthenticated. The same is
+ * done when the TCP listener itself is full while unauthenticated connections hold part of it.
+ * So a flood of slow tokenless connections cycles through the budget while token holders get in.
  *
  * The handler gets a proto_request and may answer at once or later (a tuning job finishing
  * seconds later). The request stays valid until it is answered. If the client goes away first,
@@ -51,9 +58,16 @@ typedef struct proto_limits {
     int max_connections_unix;    /* open Unix-socket connections (default 1024) -> 503 */
     int max_connections_tcp;     /* open TCP connections (default 1024) -> 503 */
     int max_connections_per_peer; /* open connections of one peer on one transport (a uid on the
-                                  * Unix socket, an address on TCP); 0: no limit (default) */
+                                  * Unix socket, an authenticated identity on TCP); 0: no limit
+                                  * (default) */
+    int max_unauthenticated_tcp; /* TCP connections not (yet) authenticated, all addresses
+                                  * together (default 64, at most max_connections_tcp); when full,
+                                  * the oldest is evicted for a new one */
     uint64_t header_timeout_ms;  /* first byte to complete headers (default 5 s) -> 408; also how
                                   * long a new connection may stay silent (then closed quietly) */
+    uint64_t unauthenticated_header_timeout_ms; /* the same for an unauthenticated TCP connection,
+                                  * which is also closed after this long idle (default 2 s; 0:
+                                  * header_timeout_ms) */
     uint64_t request_timeout_ms; /* first byte to complete body (default 10 s) -> 408 */
     uint64_t idle_timeout_ms;    /* keep-alive wait for the next request (default 60 s) */
 } proto_limits;
@@ -92,7 +106,7 @@ typedef void (*proto_abort_fn)(proto_request *req, void *udata);
 
 /* What the admission hook refuses a request with (static strings). */
 typedef struct proto_refusal {
-    int status;          /* 4xx */
+    int status;          /* 4xx, or 503 (a limit) */
     const char *code;    /* "unauthorized", "forbidden_host", ... */
     const char *message;
 } proto_refusal;
@@ -103,12 +117,22 @@ typedef struct proto_refusal {
  * WWW-Authenticate, go with it). */
 typedef bool (*proto_admit_fn)(proto_request *req, void *udata, proto_refusal *ret);
 
+/* Called by the admission hook when req presented valid credentials: its connection leaves the
+ * unauthenticated TCP budget and counts against identity's share instead (max_connections_per_peer;
+ * identity is copied, at most 63 bytes are kept). A connection authenticated before stays so.
+ * Nothing to do on the Unix socket (a uid is an identity). Returns 0; -EBUSY when identity
+ * already holds its share (refuse the request, e.g. 503); -EINVAL on bad arguments. */
+int proto_request_authenticate(proto_request *req, const char *identity);
+
 /* Creates a server on loop. limits may be NULL (defaults). The handler runs for every complete,
  * well-formed request. *ret is released by proto_server_close(). */
 int proto_server_new(uv_loop_t *loop, const proto_limits *limits, proto_handler_fn handler,
                      void *udata, proto_server **ret);
-/* Applies new limits to connections accepted from now on (open ones keep theirs). */
+/* Applies new limits to connections accepted from now on (open ones keep theirs; the
+ * unauthenticated budget and the per-identity share are the server's, so they apply at once). */
 void proto_server_set_limits(proto_server *srv, const proto_limits *limits);
+/* The limits in force (*ret; the unauthenticated budget as applied, at most the TCP limit). */
+void proto_server_limits_get(const proto_server *srv, proto_limits *ret);
 void proto_server_set_on_complete(proto_server *srv, proto_complete_fn cb, void *udata);
 /* Installs the admission hook (NULL: every well-formed request is admitted). */
 void proto_server_set_admit(proto_server *srv, proto_admit_fn fn, void *udata);
@@ -147,10 +171,13 @@ typedef struct proto_server_stats {
                                   * by the admission hook */
     uint64_t connections_unix, connections_tcp; /* open now, by transport */
     uint64_t connections_refused; /* refused at accept: a transport's or a peer's limit (503) */
+    uint64_t connections_tcp_unauthenticated; /* open TCP connections not authenticated (now) */
+    uint64_t connections_evicted; /* unauthenticated TCP connections closed to make room */
 } proto_server_stats;
 void proto_server_stats_get(const proto_server *srv, proto_server_stats *ret);
 
-/* Case-insensitive header lookup; the value of the first header of that name, or NULL. */
+/* Case-insensitive header lookup; the value of the first header of that name, or NULL. (A
+ * request with two Host or two Authorization headers is refused with 400 before any hook.) */
 const char *proto_request_header(const proto_request *req, const char *name);
 /* Sets the callback run (once) if the client goes away before the request is answered. */
 void proto_request_on_abort(proto_request *req, proto_abort_fn cb, void *udata);

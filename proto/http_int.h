@@ -61,6 +61,7 @@ struct conn {
     bool headers_done;
     int reject_status;       /* set by a parser callback that refuses the message */
     proto_refusal refusal;   /* the admission hook's, when reject_status is -1 */
+    const char *dup_header;  /* a header given twice ("Host", ...), when reject_status is 400 */
 
     proto_request *cur;      /* being parsed */
     proto_request *active;   /* dispatched, not answered */
@@ -68,6 +69,10 @@ struct conn {
     bool served_one;         /* at least one answer sent (idle timeout applies) */
     bool reading, peer_eof, finishing, lingering, closing, in_process;
     bool counted;            /* counted against its transport's and peer's limits */
+    bool authenticated;      /* TCP: proto_request_authenticate() was called (identity set) */
+    bool in_pool;            /* TCP: in the unauthenticated budget (srv->pool_*) */
+    conn *pool_prev, *pool_next; /* that budget's list, oldest first */
+    char identity[64];       /* TCP, authenticated: whose share it counts against */
     bool no_linger;          /* close right after the last answer is written */
     int handles_open;
 };
@@ -84,6 +89,7 @@ struct proto_server {
     listener *listeners;
     int listeners_closing;
     conn *conns;
+    conn *pool_head, *pool_tail; /* unauthenticated TCP connections, oldest first */
     proto_server_stats stats;
     uint64_t live_requests; /* allocated and not freed (includes detached ones) */
     uint64_t next_id;
@@ -105,15 +111,37 @@ void proto__conn_finish(conn *c);
 void proto__timer_arm(conn *c, enum timer_mode mode, uint64_t ms);
 /* Starts reading unless the connection already reads, saw EOF or is closing. */
 void proto__read_start(conn *c);
+/* Reads, without waiting, what the client already sent and parses it (as the read callback
+ * would), so that a connection about to be evicted gets its complete request admitted first.
+ * Does nothing unless the connection is reading and idle or mid-headers. */
+void proto__conn_read_now(conn *c);
 /* Refuses the message being read (or the connection) with a JSON error, then finishes the
  * connection. */
 void proto__reject(conn *c, int status, const char *code, const char *message);
 
-/* The header deadline: header_timeout_ms, never past the request timeout (0: that timeout). */
+/* Whether c is a TCP connection that has not authenticated (the short deadlines apply). */
+static inline bool proto__unauthenticated(const conn *c)
+{
+    return c->transport == PROTO_TRANSPORT_TCP && !c->authenticated;
+}
+
+/* The header deadline: header_timeout_ms, never past the request timeout (0: that timeout);
+ * for an unauthenticated TCP connection, unauthenticated_header_timeout_ms if shorter. */
 static inline uint64_t proto__header_deadline(const conn *c)
 {
     uint64_t h = c->limits.header_timeout_ms;
-    return h && h < c->limits.request_timeout_ms ? h : c->limits.request_timeout_ms;
+    h = h && h < c->limits.request_timeout_ms ? h : c->limits.request_timeout_ms;
+    uint64_t u = c->limits.unauthenticated_header_timeout_ms;
+    return proto__unauthenticated(c) && u && u < h ? u : h;
+}
+
+/* How long a connection may wait idle for its next request: idle_timeout_ms, or for an
+ * unauthenticated TCP connection no longer than its header deadline (it holds a slot of the
+ * small shared budget and has nothing in flight). */
+static inline uint64_t proto__idle_deadline(const conn *c)
+{
+    uint64_t i = c->limits.idle_timeout_ms, h = proto__header_deadline(c);
+    return proto__unauthenticated(c) && h < i ? h : i;
 }
 
 /* Listening side (proto/http_listen.c). */
@@ -122,5 +150,7 @@ static inline uint64_t proto__header_deadline(const conn *c)
 uint64_t *proto__transport_count(proto_server *srv, proto_transport t);
 /* Frees a closing server once nothing is left (listeners, connections, live requests). */
 void proto__maybe_finish(proto_server *srv);
+/* Takes c out of the unauthenticated budget (no-op when it is not in it). */
+void proto__pool_remove(conn *c);
 
 #endif

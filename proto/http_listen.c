@@ -135,6 +135,71 @@ static void conn_refuse(conn *c, const char *message)
     proto__reject(c, 503, "limit_exceeded", message);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The unauthenticated TCP budget: one list for every address, oldest first */
+
+static void pool_add(conn *c)
+{
+    proto_server *srv = c->srv;
+    c->in_pool = true;
+    c->pool_next = NULL;
+    c->pool_prev = srv->pool_tail;
+    if (srv->pool_tail)
+        srv->pool_tail->pool_next = c;
+    else
+        srv->pool_head = c;
+    srv->pool_tail = c;
+    srv->stats.connections_tcp_unauthenticated++;
+}
+
+void proto__pool_remove(conn *c)
+{
+    if (!c->in_pool)
+        return;
+    proto_server *srv = c->srv;
+    if (c->pool_prev)
+        c->pool_prev->pool_next = c->pool_next;
+    else
+        srv->pool_head = c->pool_next;
+    if (c->pool_next)
+        c->pool_next->pool_prev = c->pool_prev;
+    else
+        srv->pool_tail = c->pool_prev;
+    c->pool_prev = c->pool_next = NULL;
+    c->in_pool = false;
+    srv->stats.connections_tcp_unauthenticated--;
+}
+
+/* The budget's size: never more than the TCP listener's own limit. */
+static uint64_t pool_cap(const proto_server *srv)
+{
+    int n = srv->limits.max_unauthenticated_tcp, t = srv->limits.max_connections_tcp;
+    if (t > 0 && (n <= 0 || n > t))
+        n = t;
+    return n > 0 ? (uint64_t)n : 1;
+}
+
+/* Makes room for one more TCP connection, in a full budget or on a full listener (cap, 0: none)
+ * while tokenless connections take part of it. The oldest connection first gets what it already
+ * sent read and parsed: a client that wrote its request right after connecting (a token holder's
+ * fresh connection) is admitted now and leaves the budget by itself. Only one that is still
+ * unauthenticated after that - slow, silent, refused, or idle after /healthz - is closed. A flood
+ * of new connections thus evicts only connections that had their chance, however many arrive in
+ * one burst, and never waits for a deadline to let anyone in. Each turn takes the head out of
+ * the budget, so this ends. */
+static void pool_make_room(proto_server *srv, int cap)
+{
+    while (srv->pool_head && (srv->stats.connections_tcp_unauthenticated >= pool_cap(srv) ||
+                              (cap > 0 && srv->stats.connections_tcp >= (uint64_t)cap))) {
+        conn *o = srv->pool_head;
+        proto__conn_read_now(o);
+        if (o->in_pool && o == srv->pool_head) {
+            srv->stats.connections_evicted++;
+            proto__conn_close(o); /* leaves the budget */
+        }
+    }
+}
+
 static void conn_start(conn *c)
 {
     proto_server *srv = c->srv;
@@ -142,17 +207,24 @@ static void conn_start(conn *c)
     int cap = c->transport == PROTO_TRANSPORT_UNIX ? c->limits.max_connections_unix
                                                    : c->limits.max_connections_tcp;
     uint64_t *count = proto__transport_count(srv, c->transport);
+    if (c->transport == PROTO_TRANSPORT_TCP)
+        pool_make_room(srv, cap);
     if (cap > 0 && *count >= (uint64_t)cap) {
         conn_refuse(c, c->transport == PROTO_TRANSPORT_UNIX
                            ? "too many open connections on the Unix socket; retry later"
                            : "too many open TCP connections; retry later");
         return;
     }
-    if (c->limits.max_connections_per_peer > 0 &&
+    /* On TCP the share goes by identity, once the client has shown one (a token): see
+     * proto_request_authenticate(). Until then the connection is in the unauthenticated budget,
+     * whatever its address. */
+    if (c->transport == PROTO_TRANSPORT_UNIX && c->limits.max_connections_per_peer > 0 &&
         peer_count(srv, c) >= c->limits.max_connections_per_peer) {
         conn_refuse(c, "too many open connections from this client; retry later");
         return;
     }
+    if (c->transport == PROTO_TRANSPORT_TCP)
+        pool_add(c);
     c->counted = true;
     (*count)++;
     proto__timer_arm(c, T_WAIT, proto__header_deadline(c));
@@ -441,6 +513,14 @@ void proto_server_set_limits(proto_server *srv, const proto_limits *limits)
 {
     if (srv && limits)
         srv->limits = *limits;
+}
+
+void proto_server_limits_get(const proto_server *srv, proto_limits *ret)
+{
+    if (!srv || !ret)
+        return;
+    *ret = srv->limits;
+    ret->max_unauthenticated_tcp = (int)pool_cap(srv);
 }
 
 void proto_server_set_admit(proto_server *srv, proto_admit_fn fn, void *udata)

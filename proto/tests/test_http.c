@@ -733,6 +733,168 @@ static void test_slow_reader(void)
     CHECK(uv_loop_close(&l3) == 0);
 }
 
+/* The unauthenticated TCP budget, on a server of its own driven step by step from this thread:
+ * connections that never authenticate share it whatever their address and the oldest is evicted
+ * for a new one; a client that sent its request at once is read and admitted when its turn to be
+ * evicted comes, even when a burst of connections arrives before the loop ever read it. */
+static bool budget_admit(proto_request *req, void *udata, proto_refusal *ret)
+{
+    const char *tok = proto_request_header(req, "X-Token");
+    if (!tok)
+        return true;
+    if (strcmp(tok, "ok") != 0 && strcmp(tok, "ok2") != 0) {
+        *ret = (proto_refusal){401, "unauthorized", "bad token"};
+        return false;
+    }
+    if (proto_request_authenticate(req, tok) == -EBUSY) {
+        *ret = (proto_refusal){503, "limit_exceeded", "too many for this token"};
+        return false;
+    }
+    return true;
+}
+
+static int tcp_connect_nb(int port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (src) {
+        struct sockaddr_in me = {.sin_family = AF_INET};
+        inet_pton(AF_INET, src, &me.sin_addr);
+        CHECK(bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0);
+    }
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0); /* loopback: done at once */
+    return fd;
+}
+
+/* Runs the loop until fd has an answer (or EOF); returns what was read (static buffer). */
+static const char *pump_answer(uv_loop_t *l, int fd)
+{
+    static char buf[4096];
+    size_t len = 0;
+    for (int i = 0; i < 200000; i++) {
+        uv_run(l, UV_RUN_NOWAIT);
+        ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, MSG_DONTWAIT);
+        if (n == 0)
+            break;
+        if (n > 0) {
+            len += (size_t)n;
+            buf[len] = '\0';
+            const char *end = strstr(buf, "\r\n\r\n");
+            const char *cl = strcasestr(buf, "content-length:");
+            if (end && cl && len >= (size_t)(end + 4 - buf) + strtoul(cl + 15, NULL, 10))
+                break;
+        }
+        if (i % 64 == 63)
+            usleep(100);
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static void pump_stats(uv_loop_t *l, proto_server *s, proto_server_stats *st, int turns)
+{
+    for (int i = 0; i < turns; i++)
+        uv_run(l, UV_RUN_NOWAIT);
+    proto_server_stats_get(s, st);
+}
+
+static void test_unauthenticated_budget(void)
+{
+    uv_loop_t l4;
+    proto_server *s4;
+    proto_limits lim;
+    proto_server_stats st;
+    int silent[8], ns = 0;
+
+    proto_limits_defaults(&lim);
+    lim.max_connections_tcp = 5;
+    lim.max_unauthenticated_tcp = 3;
+    lim.max_connections_per_peer = 2;
+    uv_loop_init(&l4);
+    CHECK(proto_server_new(&l4, &lim, handler, NULL, &s4) == 0);
+    proto_server_set_admit(s4, budget_admit, NULL);
+    CHECK(proto_server_listen_tcp(s4, "127.0.0.1", 0) == 0);
+    int port = proto_server_tcp_port(s4);
+
+    /* Three silent connections from three loopback addresses fill the budget... */
+    const char *src[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4"};
+    for (int i = 0; i < 3; i++)
+        silent[ns++] = tcp_connect_nb(port, src[i]);
+    pump_stats(&l4, s4, &st, 50);
+    CHECK(st.connections_tcp == 3 && st.connections_tcp_unauthenticated == 3);
+    /* ...a fourth evicts the oldest (closed without an answer) instead of being refused. */
+    silent[ns++] = tcp_connect_nb(port, "127.0.0.2");
+    pump_stats(&l4, s4, &st, 50);
+    CHECK(st.connections_evicted == 1 && st.connections_refused == 0);
+    CHECK(st.connections_tcp_unauthenticated == 3);
+    char b;
+    CHECK(recv(silent[0], &b, 1, MSG_DONTWAIT) == 0);
+
+    /* A token holder's fresh connection, then a burst of four more silent ones, all accepted
+     * before the loop reads anything: its turn to be evicted comes, it is read first and
+     * admitted instead. */
+    int t = tcp_connect_nb(port, NULL);
+    const char *req = "GET /echo HTTP/1.1\r\nHost: x\r\nX-Token: ok\r\n\r\n";
+    CHECK(send(t, req, strlen(req), 0) == (ssize_t)strlen(req));
+    for (int i = 0; i < 4; i++)
+        silent[ns++] = tcp_connect_nb(port, src[i % 3]);
+    const char *ans = pump_answer(&l4, t);
+    CHECK(strncmp(ans, "HTTP/1.1 200 ", 13) == 0);
+    proto_server_stats_get(s4, &st);
+    CHECK(st.connections_tcp_unauthenticated == 3);
+    CHECK(st.connections_tcp - st.connections_tcp_unauthenticated == 1);
+    /* Evicted: the first silent one; then, of the burst, the three ahead of t and one after t
+     * left the budget. */
+    CHECK(st.connections_evicted == 1 + 4, "%llu", (unsigned long long)st.connections_evicted);
+
+    /* A token's share (2): a second connection is admitted (evicting a tokenless one from the
+     * full budget), another token's too; then the listener (5) is full, but tokenless
+     * connections are in it: one makes room, and the token's third connection reaches the hook,
+     * which refuses it for the token's share (not for the listener's limit). */
+    int t2 = tcp_connect_nb(port, NULL);
+    CHECK(send(t2, req, strlen(req), 0) == (ssize_t)strlen(req));
+    CHECK(strncmp(pump_answer(&l4, t2), "HTTP/1.1 200 ", 13) == 0);
+    int t4 = tcp_connect_nb(port, NULL);
+    const char *req2 = "GET /echo HTTP/1.1\r\nHost: x\r\nX-Token: ok2\r\n\r\n";
+    CHECK(send(t4, req2, strlen(req2), 0) == (ssize_t)strlen(req2));
+    CHECK(strncmp(pump_answer(&l4, t4), "HTTP/1.1 200 ", 13) == 0);
+    proto_server_stats_get(s4, &st);
+    CHECK(st.connections_tcp == 5 && st.connections_tcp_unauthenticated == 2);
+    CHECK(st.connections_evicted == 6, "%llu", (unsigned long long)st.connections_evicted);
+    int t3 = tcp_connect_nb(port, NULL);
+    CHECK(send(t3, req, strlen(req), 0) == (ssize_t)strlen(req));
+    ans = pump_answer(&l4, t3);
+    CHECK(strncmp(ans, "HTTP/1.1 503 ", 13) == 0 && strstr(ans, "too many for this token"));
+    proto_server_stats_get(s4, &st);
+    CHECK(st.connections_refused == 0 && st.connections_evicted == 7);
+
+    /* Two Host headers, or two Authorization headers: 400 naming the header. */
+    int d = tcp_connect_nb(port, NULL);
+    const char *dup = "GET /echo HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n";
+    CHECK(send(d, dup, strlen(dup), 0) == (ssize_t)strlen(dup));
+    ans = pump_answer(&l4, d);
+    CHECK(strncmp(ans, "HTTP/1.1 400 ", 13) == 0 && strstr(ans, "\"field\":\"Host\""));
+    close(d);
+    d = tcp_connect_nb(port, NULL);
+    dup = "GET /echo HTTP/1.1\r\nHost: x\r\nAuthorization: a\r\nAUTHORIZATION: b\r\n\r\n";
+    CHECK(send(d, dup, strlen(dup), 0) == (ssize_t)strlen(dup));
+    ans = pump_answer(&l4, d);
+    CHECK(strncmp(ans, "HTTP/1.1 400 ", 13) == 0 &&
+          strstr(ans, "\"field\":\"Authorization\""));
+    close(d);
+
+    close(t);
+    close(t2);
+    close(t3);
+    close(t4);
+    for (int i = 0; i < ns; i++)
+        close(silent[i]);
+    proto_server_close(s4, NULL, NULL);
+    uv_run(&l4, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&l4) == 0);
+}
+
 static void test_graceful_close(void)
 {
     response r;
@@ -811,6 +973,7 @@ int main(void)
     test_socket_files(dir);
     test_listen_fd(dir);
     test_slow_reader();
+    test_unauthenticated_budget();
     test_graceful_close();
 
     pthread_join(th, NULL);
