@@ -595,7 +595,7 @@ static void handle_closed(uv_handle_t *h)
 static void close_handles(hd_daemon *d)
 {
     uv_handle_t *hs[] = { (uv_handle_t *)&d->sig_poll, (uv_handle_t *)&d->watchdog,
-                          (uv_handle_t *)&d->maintenance, (uv_handle_t *)&d->log_flush };
+                          (uv_handle_t *)&d->maintenance };
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->data && !uv_is_closing(hs[i]))
             uv_close(hs[i], handle_closed);
@@ -786,12 +786,6 @@ static void signals_unblock(void)
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
-static void log_flush_cb(uv_check_t *c)
-{
-    (void)c;
-    hd_log_flush();
-}
-
 static void watchdog_cb(uv_timer_t *t)
 {
     (void)t;
@@ -908,10 +902,7 @@ int hd_daemon_run(int argc, char **argv)
     init_handle(d, (uv_handle_t *)&d->watchdog);
     uv_timer_init(&loop, &d->maintenance);
     init_handle(d, (uv_handle_t *)&d->maintenance);
-    uv_check_init(&loop, &d->log_flush);
-    init_handle(d, (uv_handle_t *)&d->log_flush);
-    uv_check_start(&d->log_flush, log_flush_cb);
-    uv_unref((uv_handle_t *)&d->log_flush); /* it must not keep the loop alive on its own */
+    /* Log lines leave through the writer thread, which wakes at a batch's first line. */
     hd_log_set_buffered(true);
     uv_poll_start(&d->sig_poll, UV_READABLE, sig_readable);
     if (hd_watchdog_interval(&d->watchdog_usec) == 1 && d->watchdog_usec >= 2000) {

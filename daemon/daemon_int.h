@@ -49,7 +49,6 @@ typedef struct hd_daemon {
     int sig_fd;
     uv_poll_t sig_poll;
     uv_timer_t watchdog, maintenance;
-    uv_check_t log_flush; /* writes buffered log lines once per loop iteration */
     uint64_t watchdog_usec;
     int handles_open;
 
