@@ -592,6 +592,12 @@ static void handle_closed(uv_handle_t *h)
     d->handles_open--;
 }
 
+static void probe_closed(hd_loop_probe *p)
+{
+    hd_daemon *d = p->data;
+    d->handles_open--;
+}
+
 static void close_handles(hd_daemon *d)
 {
     uv_handle_t *hs[] = { (uv_handle_t *)&d->sig_poll, (uv_handle_t *)&d->watchdog,
@@ -599,6 +605,8 @@ static void close_handles(hd_daemon *d)
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->data && !uv_is_closing(hs[i]))
             uv_close(hs[i], handle_closed);
+    if (hd_loop_probe_active(&d->loop_probe))
+        hd_loop_probe_close(&d->loop_probe, probe_closed);
 }
 
 static void pool_closed(void *udata)
@@ -891,6 +899,13 @@ int hd_daemon_run(int argc, char **argv)
     loop_ok = true;
     d->loop = &loop;
     hd__metrics_setup(d);
+    r = hd_loop_probe_start(&loop, &d->loop_probe, 0, d->m_loop_lag);
+    if (r == 0) {
+        d->loop_probe.data = d;
+        d->handles_open++;
+    } else {
+        hd_log_warn("no loop-lag probe (hidetd_loop_lag_seconds stays empty): %s", strerror(-r));
+    }
 
     r = uv_poll_init(&loop, &d->sig_poll, d->sig_fd);
     if (r < 0) {
