@@ -42,6 +42,8 @@ typedef struct hd_daemon {
     bool ready;         /* serving */
     bool stopping;      /* SIGINT/SIGTERM seen (or start-up failed) */
     bool bound_socket;  /* we created cfg.socket (so we remove it on an immediate exit) */
+    bool warm_done;     /* the start-up warm-up ended (daemon.c); serving waits for it */
+    bool serve_wanted;  /* start_serving() was asked before the warm-up ended */
 
     bool pruning;
 
