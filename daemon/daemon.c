@@ -595,10 +595,10 @@ static void warm_after(uv_work_t *req, int status)
         return;
     hd_daemon *d = w->d;
     if (w->compile_rc < 0)
-        hd_log_warn("start-up: NVRTC warm-up compile failed (the first job pays NVRTC's first use): "
-                    "%s", w->compile_err ? w->compile_err : strerror(-w->compile_rc));
-    hd_log_info("start-up warm-up: %d pool thread(s) lowered, NVRTC warmed in %.0f ms, %.0f ms in all",
-                w->arrived, w->compile_ms, mono_ms() - w->t0);
+        hd_log_warn("start-up: NVRTC warm-up compile failed (the first job pays NVRTC's first "
+                    "use): %s", w->compile_err ? w->compile_err : strerror(-w->compile_rc));
+    hd_log_info("start-up warm-up: %d pool thread(s) lowered, NVRTC warmed in %.0f ms, %.0f ms "
+                "in all", w->arrived, w->compile_ms, mono_ms() - w->t0);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->all_in);
     free(w->compile_err);

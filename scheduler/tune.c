@@ -185,13 +185,13 @@ static void tolerances(const tuner_op *op, double *rtol, double *atol)
 
 /* The CPUs background work runs on: the process's CPUs (its affinity when the first pool thread
  * lowers itself, which every pool thread inherited) less the lowest one, left to the loop thread,
- * when there are two or more. A nice value alone does not keep a compile off the loop's core:
- * Linux's EEVDF scheduler lets a thread that was just picked run out its slice (0.7-3 ms, more
- * with fewer wake-up checks) before a waking thread of any priority gets the CPU, and a loop
- * thread that was busy a while must wait out its lag behind even a nice-19 thread (measured in
- * bench/results/2026-11-29-hits-tail). A core the compiles never run on has no such wait. The
- * loop thread is not pinned: the wake-up path finds that core idle and puts it there, and the
- * loop can still move when something else holds it. */
+ * when there are two or more. A nice value alone does not keep a compile off the loop's core: on
+ * Linux 6.18 (EEVDF) the loop thread, woken while a nice-19 compile ran on its CPU, waited 1 ms
+ * or more for it hundreds of times a second (perf sched; SCHED_IDLE compiles did no better;
+ * bench/results/2026-11-29-hits-tail) - the running thread's protected slice (0.7-3 ms) and the
+ * loop's own lag are what EEVDF makes a waking thread wait for. A core the compiles never run
+ * on has no such wait. The loop thread is not pinned: the wake-up path finds that core idle and
+ * puts it there, and the loop can still move when something else holds it. */
 static pthread_once_t background_cpus_once = PTHREAD_ONCE_INIT;
 static cpu_set_t background_cpus;
 static bool background_cpus_set;

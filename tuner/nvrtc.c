@@ -157,7 +157,8 @@ int tuner_warm_up(const tuner_target *t, char **ret_err)
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__prelude(&sb, t->sm);
-    tuner_sb_puts(&sb, "extern \"C\" __global__ void hidetd_warm_up(float *p) { p[threadIdx.x] = 0.0f; }\n");
+    tuner_sb_puts(&sb, "extern \"C\" __global__ void hidetd_warm_up(float *p)\n"
+                       "{\n    p[threadIdx.x] = 0.0f;\n}\n");
     char *source = tuner_sb_take(&sb);
     if (!source)
         return -ENOMEM;
