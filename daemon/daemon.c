@@ -646,6 +646,7 @@ static void warm_up(hd_daemon *d, int n)
     /* Fewer queued than planned: the others do not wait for works that never come. */
     pthread_mutex_lock(&w->lock);
     w->n = w->left;
+    pthread_cond_broadcast(&w->all_in);
     pthread_mutex_unlock(&w->lock);
 }
 
