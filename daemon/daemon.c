@@ -516,7 +516,7 @@ static void maintenance_cb(uv_timer_t *t)
  * priority and on its core), NVRTC's one-time costs (tuner_warm_up: its builtins library loaded,
  * its code faulted in - read from disk on a freshly booted node -, its front end set up), and a
  * read-ahead of the kernel cache's file, so that the first hits of a freshly booted node do not
- * read it from disk on the loop thread. */
+ * read it from disk on the loop thread, and the hit path's SQLite statements prepared. */
 #define WARM_READAHEAD_MAX (256ULL << 20) /* a bigger cache is read as it is used */
 #define WARM_MEET_S 2.0 /* how long pool threads wait for each other (more than libuv may start) */
 
@@ -586,6 +586,23 @@ static void warm_run(uv_work_t *req)
 
 static void start_serving(hd_daemon *d);
 
+/* The hit path's statements on the loop's connection are prepared at their first use: look up a
+ * key that cannot exist, so that the first hit does not prepare them (nor read the tables' first
+ * pages). Loop thread. */
+static void warm_hit_path(hd_daemon *d)
+{
+    char none[KC_KEY_LEN + 1], akey[KC_KEY_LEN + 1];
+    memset(none, '0', KC_KEY_LEN);
+    none[KC_KEY_LEN] = '\0';
+    kc_choice choice;
+    kc_artifact *a = NULL;
+    int64_t dv;
+    (void)kc_selection_get(d->db, none, akey, &choice);
+    if (kc_artifact_get_meta(d->db, none, &a) == 0)
+        kc_artifact_free(a);
+    (void)kc_data_version(d->db, &dv);
+}
+
 static void warm_after(uv_work_t *req, int status)
 {
     warm_work *ww = req->data;
@@ -604,6 +621,7 @@ static void warm_after(uv_work_t *req, int status)
     free(w->compile_err);
     free(w->cache_path);
     free(w);
+    warm_hit_path(d);
     d->warm_done = true;
     if (d->serve_wanted)
         start_serving(d);
