@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -35,6 +36,7 @@
 #include "daemon/daemon_int.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
+#include "tuner/tuner.h"
 #include "hidetd_config.h"
 
 #define PRUNE_FIRST_MS (10 * 1000)
@@ -580,10 +582,175 @@ static void maintenance_cb(uv_timer_t *t)
         free(p);
 }
 
+/* ---- start-up warm-up ---------------------------------------------------------------------- */
+
+/* What the first requests would otherwise pay, paid before READY (while the GPU workers start,
+ * so on a GPU host it costs no start-up time): every thread of libuv's pool started and lowered
+ * to background priority and CPUs (sched_thread_background: a pool thread only lowered itself
+ * when its first work ran, so the first compiles on a fresh daemon could run at the loop's own
+ * priority and on its core), NVRTC's one-time costs (tuner_warm_up: its builtins library loaded,
+ * its code faulted in - read from disk on a freshly booted node -, its front end set up), and a
+ * read-ahead of the kernel cache's file, so that the first hits of a freshly booted node do not
+ * read it from disk on the loop thread, and the hit path's SQLite statements prepared. */
+#define WARM_READAHEAD_MAX (256ULL << 20) /* a bigger cache is read as it is used */
+#define WARM_MEET_S 2.0 /* how long pool threads wait for each other (more than libuv may start) */
+
+typedef struct warm_work {
+    uv_work_t work;
+    struct warmup *w;
+    int index;
+} warm_work;
+
+typedef struct warmup {
+    hd_daemon *d;
+    int n, left;           /* works queued; not done yet (loop thread) */
+    pthread_mutex_t lock;  /* guards arrived */
+    pthread_cond_t all_in;
+    int arrived;
+    tuner_target target;
+    char *cache_path;
+    int compile_rc;
+    char *compile_err;
+    double compile_ms, t0;
+    warm_work works[];
+} warmup;
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void warm_readahead(const char *path)
+{
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    struct stat st;
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= WARM_READAHEAD_MAX)
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+    close(fd);
+}
+
+static void warm_run(uv_work_t *req)
+{
+    warm_work *ww = req->data;
+    warmup *w = ww->w;
+    sched_thread_background();
+    /* Each work holds its thread until all have arrived, so that every pool thread runs one
+     * (a thread that finished would take the next). libuv may start fewer threads than asked
+     * (an UV_THREADPOOL_SIZE above its own cap): then the wait ends at the deadline. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)WARM_MEET_S;
+    pthread_mutex_lock(&w->lock);
+    if (++w->arrived >= w->n)
+        pthread_cond_broadcast(&w->all_in);
+    while (w->arrived < w->n)
+        if (pthread_cond_timedwait(&w->all_in, &w->lock, &until) != 0)
+            break;
+    pthread_mutex_unlock(&w->lock);
+    if (ww->index != 0)
+        return;
+    warm_readahead(w->cache_path);
+    double t0 = mono_ms();
+    w->compile_rc = tuner_warm_up(&w->target, &w->compile_err);
+    w->compile_ms = mono_ms() - t0;
+}
+
+static void start_serving(hd_daemon *d);
+
+/* The hit path's statements on the loop's connection are prepared at their first use: look up a
+ * key that cannot exist, so that the first hit does not prepare them (nor read the tables' first
+ * pages). Loop thread. */
+static void warm_hit_path(hd_daemon *d)
+{
+    char none[KC_KEY_LEN + 1], akey[KC_KEY_LEN + 1];
+    memset(none, '0', KC_KEY_LEN);
+    none[KC_KEY_LEN] = '\0';
+    kc_choice choice;
+    kc_artifact *a = NULL;
+    int64_t dv;
+    (void)kc_selection_get(d->db, none, akey, &choice);
+    if (kc_artifact_get_meta(d->db, none, &a) == 0)
+        kc_artifact_free(a);
+    (void)kc_data_version(d->db, &dv);
+}
+
+static void warm_after(uv_work_t *req, int status)
+{
+    warm_work *ww = req->data;
+    warmup *w = ww->w;
+    (void)status;
+    if (--w->left > 0)
+        return;
+    hd_daemon *d = w->d;
+    if (w->compile_rc < 0)
+        hd_log_warn("start-up: NVRTC warm-up compile failed (the first job pays NVRTC's first "
+                    "use): %s", w->compile_err ? w->compile_err : strerror(-w->compile_rc));
+    hd_log_info("start-up warm-up: %d pool thread(s) lowered, NVRTC warmed in %.0f ms, %.0f ms "
+                "in all", w->arrived, w->compile_ms, mono_ms() - w->t0);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->all_in);
+    free(w->compile_err);
+    free(w->cache_path);
+    free(w);
+    warm_hit_path(d);
+    d->warm_done = true;
+    if (d->serve_wanted)
+        start_serving(d);
+}
+
+/* Queues the warm-up on every pool thread; start_serving() waits for it. */
+static void warm_up(hd_daemon *d, int n)
+{
+    warmup *w = calloc(1, sizeof(*w) + (size_t)n * sizeof(warm_work));
+    if (!w || pthread_mutex_init(&w->lock, NULL) != 0) {
+        free(w);
+        d->warm_done = true;
+        return;
+    }
+    pthread_cond_init(&w->all_in, NULL);
+    w->d = d;
+    w->n = n;
+    w->t0 = mono_ms();
+    w->target = d->cfg.default_arch.native || d->cfg.default_arch.target.sm == 0
+                    ? (tuner_target){ .sm = 90 }
+                    : d->cfg.default_arch.target;
+    w->cache_path = d->cfg.cache_path ? strdup(d->cfg.cache_path) : NULL;
+    for (int i = 0; i < n; i++) {
+        warm_work *ww = &w->works[i];
+        ww->work.data = ww;
+        ww->w = w;
+        ww->index = i;
+        if (uv_queue_work(d->loop, &ww->work, warm_run, warm_after) != 0)
+            break;
+        w->left++;
+    }
+    if (w->left == 0) {
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->all_in);
+        free(w->cache_path);
+        free(w);
+        d->warm_done = true;
+        return;
+    }
+    /* Fewer queued than planned: the others do not wait for works that never come. */
+    pthread_mutex_lock(&w->lock);
+    w->n = w->left;
+    pthread_cond_broadcast(&w->all_in);
+    pthread_mutex_unlock(&w->lock);
+}
+
 static void start_serving(hd_daemon *d)
 {
     if (d->stopping || d->ready)
         return;
+    if (!d->warm_done) {
+        d->serve_wanted = true; /* warm_after() calls again */
+        return;
+    }
     sched_config sc;
     sched_config_from(&d->cfg, &sc);
     int r = sched_new(d->loop, d->db, d->pool, &sc, &d->sched);
@@ -688,13 +855,21 @@ static void handle_closed(uv_handle_t *h)
     d->handles_open--;
 }
 
+static void probe_closed(hd_loop_probe *p)
+{
+    hd_daemon *d = p->data;
+    d->handles_open--;
+}
+
 static void close_handles(hd_daemon *d)
 {
     uv_handle_t *hs[] = { (uv_handle_t *)&d->sig_poll, (uv_handle_t *)&d->watchdog,
-                          (uv_handle_t *)&d->maintenance, (uv_handle_t *)&d->log_flush };
+                          (uv_handle_t *)&d->maintenance };
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         if (hs[i]->data && !uv_is_closing(hs[i]))
             uv_close(hs[i], handle_closed);
+    if (hd_loop_probe_active(&d->loop_probe))
+        hd_loop_probe_close(&d->loop_probe, probe_closed);
 }
 
 static void pool_closed(void *udata)
@@ -907,12 +1082,6 @@ static void signals_unblock(void)
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
-static void log_flush_cb(uv_check_t *c)
-{
-    (void)c;
-    hd_log_flush();
-}
-
 static void watchdog_cb(uv_timer_t *t)
 {
     (void)t;
@@ -1018,6 +1187,13 @@ int hd_daemon_run(int argc, char **argv)
     loop_ok = true;
     d->loop = &loop;
     hd__metrics_setup(d);
+    r = hd_loop_probe_start(&loop, &d->loop_probe, 0, d->m_loop_lag);
+    if (r == 0) {
+        d->loop_probe.data = d;
+        d->handles_open++;
+    } else {
+        hd_log_warn("no loop-lag probe (hidetd_loop_lag_seconds stays empty): %s", strerror(-r));
+    }
 
     r = uv_poll_init(&loop, &d->sig_poll, d->sig_fd);
     if (r < 0) {
@@ -1029,10 +1205,7 @@ int hd_daemon_run(int argc, char **argv)
     init_handle(d, (uv_handle_t *)&d->watchdog);
     uv_timer_init(&loop, &d->maintenance);
     init_handle(d, (uv_handle_t *)&d->maintenance);
-    uv_check_init(&loop, &d->log_flush);
-    init_handle(d, (uv_handle_t *)&d->log_flush);
-    uv_check_start(&d->log_flush, log_flush_cb);
-    uv_unref((uv_handle_t *)&d->log_flush); /* it must not keep the loop alive on its own */
+    /* Log lines leave through the writer thread, which wakes at a batch's first line. */
     hd_log_set_buffered(true);
     uv_poll_start(&d->sig_poll, UV_READABLE, sig_readable);
     if (hd_watchdog_interval(&d->watchdog_usec) == 1 && d->watchdog_usec >= 2000) {
@@ -1042,6 +1215,7 @@ int hd_daemon_run(int argc, char **argv)
 
     hd_log_info("hidetd %s starting: cache %s, workers %s%s%s", HIDETD_VERSION, d->cfg.cache_path,
                 hd_workers_mode_name(d->cfg.workers), worker ? " " : "", worker ? worker : "");
+    warm_up(d, threadpool_size());
     if (worker) {
         gw_config gc = {
             .worker_path = worker,

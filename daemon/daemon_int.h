@@ -10,6 +10,7 @@
 
 #include "cluster/ct.h"
 #include "daemon/config.h"
+#include "daemon/loop_probe.h"
 #include "daemon/metrics.h"
 #include "daemon/routes.h"
 #include "gpu_workers/gw.h"
@@ -42,6 +43,8 @@ typedef struct hd_daemon {
     bool stopping;      /* SIGINT/SIGTERM seen (or start-up failed) */
     bool bound_socket;  /* we created cfg.socket (so we remove it on an immediate exit) */
     hd_listen_info listen; /* the TCP listeners serving: the auth checks judge these */
+    bool warm_done;     /* the start-up warm-up ended (daemon.c); serving waits for it */
+    bool serve_wanted;  /* start_serving() was asked before the warm-up ended */
 
     bool pruning;
 
@@ -50,7 +53,7 @@ typedef struct hd_daemon {
     int sig_fd;
     uv_poll_t sig_poll;
     uv_timer_t watchdog, maintenance;
-    uv_check_t log_flush; /* writes buffered log lines once per loop iteration */
+    hd_loop_probe loop_probe; /* hidetd_loop_lag_seconds */
     uint64_t watchdog_usec;
     int handles_open;
 
@@ -65,6 +68,7 @@ typedef struct hd_daemon {
     hd_metric *m_compile_s, *m_tuning_s, *m_gpus_usable, *m_conn_active, *m_reloads_ok,
         *m_reloads_failed, *m_restart_pending, *m_start_time, *m_log_dropped,
         *m_quarantined;
+    hd_metric *m_loop_lag; /* fed by loop_probe */
     hd_metric *m_cl_up, *m_cl_hits, *m_cl_misses, *m_cl_publishes, *m_cl_pinned, *m_cl_dropped,
         *m_cl_timeouts, *m_cl_errors, *m_cl_connects, *m_cl_latency, *m_cl_leases,
         *m_cl_leases_held, *m_cl_lease_waits, *m_cl_lease_wait_hits, *m_cl_lease_takeovers,

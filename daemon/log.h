@@ -38,14 +38,15 @@ void hd_log_set_journal(bool journal);
 void hd_log_set_fd(int fd);
 
 /* Buffered mode (the daemon's loop): lines are collected in memory and written by a writer
- * thread, woken by hd_log_flush() (the daemon calls it once per loop iteration) or when half the
- * buffer waits, so the loop never waits on the log sink and a busy server makes about one
- * write(2) per iteration. Warnings and errors return only once written. When the writer falls a
+ * thread, which the first line of a batch wakes and which then collects for 10 ms (a warning,
+ * hd_log_flush() or half the buffer waiting cut that short), so the loop never waits on the log
+ * sink and a busy server makes at most about 100 write(2)s and writer wake-ups a second.
+ * Warnings and errors return only once written. When the writer falls a
  * whole buffer behind, debug and info lines are dropped and counted (hd_log_dropped()); the next
  * line that fits says how many. Turning it off writes what is left and ends the writer. Turn it on
  * after signals are blocked (the writer inherits the mask). Thread-safe. */
 void hd_log_set_buffered(bool buffered);
-/* Wakes the writer for the lines buffered so far (never blocks on the sink). */
+/* Has the writer write the lines buffered so far now (never blocks on the sink). */
 void hd_log_flush(void);
 /* Lines dropped in buffered mode since the start. */
 uint64_t hd_log_dropped(void);

@@ -44,6 +44,15 @@ const double hd_metrics_latency_buckets[] = {
 const size_t hd_metrics_latency_buckets_n =
     sizeof(hd_metrics_latency_buckets) / sizeof(hd_metrics_latency_buckets[0]);
 
+/* The loop thread's lag, seconds: from the 50 us a wake-up costs to the seconds of a loop that
+ * is stuck; 2 ms is the hit benchmark's p99.9 bound. */
+const double hd_metrics_lag_buckets[] = {
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+};
+const size_t hd_metrics_lag_buckets_n =
+    sizeof(hd_metrics_lag_buckets) / sizeof(hd_metrics_lag_buckets[0]);
+
 /* Compile and tuning durations, seconds: NVRTC takes ~0.1-2 s, a measured search up to minutes. */
 const double hd_metrics_duration_buckets[] = {
     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,

@@ -92,10 +92,13 @@ void hd_metrics_on_collect(hd_metrics *m, void (*collect)(hd_metrics *m, void *u
  * always have their single series). */
 int hd_metrics_render(hd_metrics *m, char **ret_text, size_t *ret_len);
 
-/* Standard bucket sets the daemon uses: request latency in seconds (50 us .. 10 s) and longer
- * operations such as compile or tuning in seconds (10 ms .. 10 min). Static storage. */
+/* Standard bucket sets the daemon uses: request latency in seconds (50 us .. 10 s), the event
+ * loop's lag in seconds (50 us .. 10 s, with 2 ms) and longer operations such as compile or
+ * tuning in seconds (10 ms .. 10 min). Static storage. */
 extern const double hd_metrics_latency_buckets[];
 extern const size_t hd_metrics_latency_buckets_n;
+extern const double hd_metrics_lag_buckets[];
+extern const size_t hd_metrics_lag_buckets_n;
 extern const double hd_metrics_duration_buckets[];
 extern const size_t hd_metrics_duration_buckets_n;
 

@@ -934,6 +934,10 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_counter(m, "hidetd_log_lines_dropped_total",
                        "Log lines dropped because the log sink could not keep up.",
                        &d->m_log_dropped);
+    hd_metrics_histogram(m, "hidetd_loop_lag_seconds",
+                         "How late the event loop ran an event that was due: the wait of a "
+                         "request arriving at a random moment before the loop reads it.",
+                         hd_metrics_lag_buckets, hd_metrics_lag_buckets_n, &d->m_loop_lag);
     hd_metrics_gauge(m, "hidetd_start_time_seconds", "Unix time hidetd started.",
                      &d->m_start_time);
     hd_gauge_set(d->m_start_time, d->start_wall_s);

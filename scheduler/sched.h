@@ -173,10 +173,12 @@ void sched_drain(sched *s, double grace_s, void (*done)(void *udata), void *udat
  * from a sched callback. */
 void sched_free(sched *s);
 
-/* Lowers the calling thread's CPU priority (nice 19), once per thread. Every piece of CPU-heavy
- * work that runs on libuv's thread pool (NVRTC compiles, code generation, space builds, cache
- * pruning) calls it first: the loop thread answers cache hits in microseconds only if it never
- * waits for a core behind a compile. */
+/* Lowers the calling thread's CPU priority (nice 19) and, when the process may use two CPUs or
+ * more, keeps it off the lowest of them (left to the loop thread), once per thread. Every piece
+ * of CPU-heavy work that runs on libuv's thread pool (NVRTC compiles, code generation, space
+ * builds, cache pruning) calls it first, and the daemon runs it on every pool thread before it
+ * serves: the loop thread answers cache hits in microseconds only if it never waits for a core
+ * behind a compile. */
 void sched_thread_background(void);
 
 /* ---- Keys and op helpers (added by the scheduler; pure functions, any thread) ---- */

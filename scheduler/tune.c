@@ -27,6 +27,8 @@
 #include "scheduler/sched_int.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -181,6 +183,34 @@ static void tolerances(const tuner_op *op, double *rtol, double *atol)
 
 /* ---- thread-pool work ---- */
 
+/* The CPUs background work runs on: the process's CPUs (its affinity when the first pool thread
+ * lowers itself, which every pool thread inherited) less the lowest one, left to the loop thread,
+ * when there are two or more. A nice value alone does not keep a compile off the loop's core: on
+ * Linux 6.18 (EEVDF) the loop thread, woken while a nice-19 compile ran on its CPU, waited 1 ms
+ * or more for it hundreds of times a second (perf sched; SCHED_IDLE compiles did no better;
+ * bench/results/2026-11-29-hits-tail) - the running thread's protected slice (0.7-3 ms) and the
+ * loop's own lag are what EEVDF makes a waking thread wait for. A core the compiles never run
+ * on has no such wait. The loop thread is not pinned: the wake-up path finds that core idle and
+ * puts it there, and the loop can still move when something else holds it. */
+static pthread_once_t background_cpus_once = PTHREAD_ONCE_INIT;
+static cpu_set_t background_cpus;
+static bool background_cpus_set;
+
+static void background_cpus_init(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) < 0 || CPU_COUNT(&set) < 2)
+        return;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (CPU_ISSET(c, &set)) {
+            CPU_CLR(c, &set);
+            break;
+        }
+    }
+    background_cpus = set;
+    background_cpus_set = true;
+}
+
 void sched_thread_background(void)
 {
     static _Thread_local bool lowered;
@@ -189,6 +219,9 @@ void sched_thread_background(void)
     lowered = true;
     /* Linux applies the nice value of PRIO_PROCESS to a single thread when given its id. */
     (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+    pthread_once(&background_cpus_once, background_cpus_init);
+    if (background_cpus_set)
+        (void)sched_setaffinity(0, sizeof(background_cpus), &background_cpus);
 }
 
 static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space, size_t **ret_order,

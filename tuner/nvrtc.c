@@ -150,6 +150,25 @@ out:
     return r;
 }
 
+int tuner_warm_up(const tuner_target *t, char **ret_err)
+{
+    if (!t)
+        return -EINVAL;
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    tuner_sb_puts(&sb, "extern \"C\" __global__ void hidetd_warm_up(float *p)\n"
+                       "{\n    p[threadIdx.x] = 0.0f;\n}\n");
+    char *source = tuner_sb_take(&sb);
+    if (!source)
+        return -ENOMEM;
+    tuner_binary *b = NULL;
+    int r = tuner_compile(source, t, &b, ret_err);
+    tuner_binary_free(b);
+    free(source);
+    return r;
+}
+
 static pthread_once_t version_once = PTHREAD_ONCE_INIT;
 static char version_buf[32];
 

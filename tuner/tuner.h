@@ -119,6 +119,12 @@ typedef struct tuner_binary {
 int tuner_compile(const char *source, const tuner_target *t, tuner_binary **ret, char **ret_err);
 void tuner_binary_free(tuner_binary *b);
 
+/* Compiles the prelude every generated program starts with and an empty kernel for the target,
+ * and throws the result away: what NVRTC does only once per process (loading its builtins
+ * library, faulting in its code, setting up its front end) is paid here, at start, rather than
+ * by the first job. Any thread. Returns 0 or tuner_compile's error (*ret_err as there). */
+int tuner_warm_up(const tuner_target *t, char **ret_err);
+
 /* "13.0" - the NVRTC version compiled against at run time (part of the cache key). */
 const char *tuner_nvrtc_version(void);
 /* Hash of the code generator's sources (part of the cache key): changes whenever a template does. */

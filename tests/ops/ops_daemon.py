@@ -368,6 +368,20 @@ def documented_metrics():
     return names
 
 
+def lag_over(fams, le):
+    """Observations of hidetd_loop_lag_seconds above the bucket bound le."""
+    f = fams.get("hidetd_loop_lag_seconds")
+    check(f and f["type"] == "histogram", "no hidetd_loop_lag_seconds histogram")
+    count = below = None
+    for name, labels, value in f["samples"]:
+        if name.endswith("_count"):
+            count = value
+        elif name.endswith("_bucket") and labels.get("le") == le:
+            below = value
+    check(count is not None and below is not None, f"hidetd_loop_lag_seconds lacks le={le}")
+    return count - below
+
+
 def case_metrics(hidetd, tmp):
     d = Daemon(hidetd, tmp)
     try:
@@ -393,6 +407,16 @@ def case_metrics(hidetd, tmp):
         check(t1 >= t0 + 6, f"request counters {names} moved from {t0} to {t1}, expected >= +6")
         hist = [n for n, f in fams2.items() if f["type"] == "histogram"]
         check(hist, "no histogram (request latency) in /metrics")
+        # The loop-lag probe sees a loop that could not run: stopped 0.4 s, its next sample is
+        # at least ~0.39 s late (above the 0.25 s bucket).
+        over = lag_over(fams2, "0.25")
+        d.signal(signal.SIGSTOP)
+        time.sleep(0.4)
+        d.signal(signal.SIGCONT)
+        time.sleep(0.1)
+        fams3 = metrics_parse.parse(d.get("/metrics")[2].decode())
+        check(lag_over(fams3, "0.25") > over,
+              f"hidetd_loop_lag_seconds did not see a 0.4 s stop: {fams3.get('hidetd_loop_lag_seconds')}")
         # docs/operations.md lists the metrics operators alert on: each must exist, and each
         # family hidetd exports must be listed there.
         documented = documented_metrics()
