@@ -523,7 +523,10 @@ static void start_serving(hd_daemon *d)
         hd_log_error("cannot create the resolver: %s", strerror(-r));
         goto fail;
     }
-    r = graph_service_new(d->resolver, d->sched, &d->graphs);
+    graph_service_config gc = {.cache_bytes = d->cfg.graph_cache_bytes,
+                               .max_running = d->cfg.graph_max_running,
+                               .max_queued = d->cfg.graph_max_queued};
+    r = graph_service_new(d->loop, d->resolver, d->sched, &gc, &d->graphs);
     if (r < 0) {
         hd_log_error("cannot create the graph service: %s", strerror(-r));
         goto fail;

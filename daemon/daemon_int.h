@@ -70,6 +70,8 @@ typedef struct hd_daemon {
         *m_cl_lease_wait_timeouts, *m_cl_sub_up, *m_cl_wakeups_message, *m_cl_wakeups_poll;
     hd_metric *m_cl_rejected[CT_REJECT_N];
     hd_metric_family *f_restarts, *f_gpu_state, *f_gpu_busy;
+    hd_metric *m_graph_bytes, *m_graph_entries, *m_graph_evictions, *m_graph_works,
+        *m_graph_refused;
 } hd_daemon;
 
 /* server.c: the proto handler and completion hook. */
