@@ -15,6 +15,7 @@
 #include <libgen.h>
 #include <pthread.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -523,6 +524,11 @@ static void start_serving(hd_daemon *d)
         hd_log_error("cannot create the resolver: %s", strerror(-r));
         goto fail;
     }
+    /* Blocks of 256 KiB and more are mapped and unmapped on their own. glibc raises this
+     * threshold to the largest block freed (up to 32 MiB), after which the tens of MiB a graph
+     * takes while the pool parses and partitions it stay in each pool thread's arena once freed:
+     * 4 threads streaming 4096-node graphs kept about 230 MiB of RSS for a 64 MiB graph cache. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     graph_service_config gc = {.cache_bytes = d->cfg.graph_cache_bytes,
                                .max_running = d->cfg.graph_max_running,
                                .max_queued = d->cfg.graph_max_queued};

@@ -146,14 +146,9 @@ static size_t rendered_cost(const plan_entry *pe)
     return pe->rendered ? chunk(pe->rendered_len + 1) + chunk((size_t)pe->n_unique * SET_DIGEST_BYTES + 1) : 0;
 }
 
-static size_t entry_cost(const plan_entry *pe)
+static void entry_free(plan_entry *pe)
 {
-    return pe->bytes + rendered_cost(pe);
-}
-
-static void entry_unref(plan_entry *pe)
-{
-    if (!pe || --pe->refs > 0)
+    if (!pe)
         return;
     free(pe->rendered);
     free(pe->rendered_sets);
@@ -162,6 +157,57 @@ static void entry_unref(plan_entry *pe)
     free(pe->unique_of);
     free(pe->first_kernel);
     free(pe);
+}
+
+/* Memory a pool thread allocated is freed on the pool too. glibc's free() of a chunk from
+ * another thread's arena takes that arena's lock; were the loop to free an entry's thousands
+ * of chunks, it could wait for a nice-19 pool thread preempted while holding the lock. */
+typedef struct trash {
+    uv_work_t work;
+    plan_entry *pe;
+    char *json;
+} trash;
+
+static void trash_run(uv_work_t *req)
+{
+    trash *t = req->data;
+    entry_free(t->pe);
+    free(t->json);
+    t->pe = NULL;
+    t->json = NULL;
+}
+
+static void trash_after(uv_work_t *req, int status)
+{
+    trash *t = req->data;
+    (void)status; /* cancelled only at exit: then freed here */
+    entry_free(t->pe);
+    free(t->json);
+    free(t);
+}
+
+static void discard(graph_service *gs, plan_entry *pe, char *json)
+{
+    if (!pe && !json)
+        return;
+    trash *t = gs && !gs->closing ? calloc(1, sizeof(*t)) : NULL;
+    if (t) {
+        t->work.data = t;
+        t->pe = pe;
+        t->json = json;
+        if (uv_queue_work(gs->loop, &t->work, trash_run, trash_after) == 0)
+            return;
+        free(t);
+    }
+    entry_free(pe);
+    free(json);
+}
+
+static void entry_unref(graph_service *gs, plan_entry *pe)
+{
+    if (!pe || --pe->refs > 0)
+        return;
+    discard(gs, pe, NULL);
 }
 
 static void drop_rendered(graph_service *gs, plan_entry *pe)
@@ -182,7 +228,7 @@ static void evict_at(graph_service *gs, int i)
     pe->in_cache = false;
     gs->cache[i] = gs->cache[--gs->n_cache];
     gs->evictions++;
-    entry_unref(pe);
+    entry_unref(gs, pe);
 }
 
 /* Evicts least recently used entries other than keep until `more` bytes fit. Whether they do. */
@@ -347,11 +393,11 @@ static void wait_free(graph_wait *w)
     for (int i = 0; w->u && w->pe && i < w->pe->n_unique; i++)
         free(w->u[i].body);
     free(w->u);
-    entry_unref(w->pe);
-    entry_unref(w->fresh);
+    entry_unref(w->gs, w->pe);
+    entry_unref(w->gs, w->fresh);
     graph_request_free(&w->rq);
     free(w->body);
-    free(w->json);
+    discard(w->gs, NULL, w->json);
     free(w);
 }
 
@@ -395,7 +441,7 @@ static void set_answer(graph_service *gs, char *json, plan_entry *pe)
     if (pe)
         pe->refs++;
     free(gs->answer);
-    entry_unref(gs->answer_entry);
+    entry_unref(gs, gs->answer_entry);
     gs->answer = json;
     gs->answer_entry = pe;
 }
@@ -716,9 +762,8 @@ static void oom(proto_error *e)
  * (used only when no cached entry has the key by the time the loop looks). */
 static void plan_work(graph_wait *w)
 {
+    /* The body's copy is the loop's memory: freed there (wait_free), never here (see trash). */
     w->r = graph_request_parse(w->body, w->len, &w->rq, &w->perr);
-    free(w->body);
-    w->body = NULL;
     if (w->r < 0)
         return;
     char *canon = graph_canonical(&w->rq.g);
@@ -827,6 +872,8 @@ static void plan_done(graph_service *gs, graph_wait *w)
 {
     graph_result res;
     memset(&res, 0, sizeof(res));
+    free(w->body);
+    w->body = NULL;
     if (w->r < 0) {
         fail_from_proto(&res, &w->perr);
         goto answer;
@@ -845,13 +892,13 @@ static void plan_done(graph_service *gs, graph_wait *w)
         w->fresh = NULL;
         cache_insert(gs, pe);
     }
-    if (pe->in_cache && !pe->has_body) {
+    if (pe->in_cache) { /* the last body that led here */
         pe->has_body = true;
         memcpy(pe->body_digest, w->digest, sizeof(w->digest));
         pe->body_opts = parsed;
     }
     w->pe = pe;
-    entry_unref(w->fresh); /* partitioned for nothing: another request cached the key first */
+    entry_unref(gs, w->fresh); /* partitioned for nothing: another request cached the key first */
     w->fresh = NULL;
     graph_request_free(&w->rq);
     if (begin_resolving(w) < 0) {
@@ -879,12 +926,23 @@ static void render_done(graph_service *gs, graph_wait *w)
         res.state = RESOLVE_FAILED;
         resolve_error_from_errno(&res.error, w->r, "rendering the plan");
     } else {
+        /* Answered from loop memory (the entry's copy, or one made now); the pool's text goes
+         * back to the pool with the wait. */
         const size_t len = strlen(w->json);
         keep_rendered(gs, w->pe, w, w->json, len);
-        set_answer(gs, w->json, NULL);
-        w->json = NULL;
-        res.state = RESOLVE_ANSWERED;
-        res.body = gs->answer;
+        if (w->pe->rendered && w->pe->rendered_len == len) {
+            set_answer(gs, NULL, w->pe);
+            res.body = w->pe->rendered;
+        } else {
+            char *copy = malloc(len + 1);
+            if (copy)
+                memcpy(copy, w->json, len + 1);
+            set_answer(gs, copy, NULL);
+            res.body = copy;
+        }
+        res.state = res.body ? RESOLVE_ANSWERED : RESOLVE_FAILED;
+        if (!res.body)
+            resolve_error_from_errno(&res.error, -ENOMEM, "answering the plan");
         res.len = len;
     }
     w->cb(w->udata, &res);
@@ -1048,7 +1106,7 @@ void graph_service_free(graph_service *gs)
     while (gs->n_cache > 0) {
         plan_entry *pe = gs->cache[--gs->n_cache];
         pe->in_cache = false;
-        entry_unref(pe);
+        entry_unref(gs, pe);
     }
     free(gs->cache);
     gs->cache = NULL;
