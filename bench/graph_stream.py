@@ -16,7 +16,9 @@ them without graphs). It reports p50/p99/max of both probes, how many graphs wer
 long they took, the daemon's RSS (VmRSS before, peak and after) and, when the daemon exports
 them, hidetd_graph_cache_bytes and _entries.
 
---no-graphs-section leaves the [graphs] section out of the configuration, for daemons built
+--probe-nice N runs the probes at nice N (as root, e.g. -10), so that on a loaded machine their
+own wait for a core is not counted against the daemon. --no-graphs-section leaves the [graphs]
+section out of the configuration, for daemons built
 before it existed. Python standard library only; the probes and the streams are separate
 processes so that building a 230 KB body never delays a probe.
 """
@@ -115,7 +117,12 @@ def streamer(sock, idx, nodes, until, out):
     out.put(("stream", idx, times, codes))
 
 
-def prober(sock, kind, until, out, interval=0.02):
+def prober(sock, kind, until, out, nice=0, interval=0.02):
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
+        except OSError:
+            pass  # not permitted: measured at the default priority
     lat, bad = [], 0
     while time.time() < until:
         t0 = time.monotonic()
@@ -167,6 +174,11 @@ def main():
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--cache-bytes", default="64MiB")
     ap.add_argument("--no-graphs-section", action="store_true")
+    ap.add_argument("--daemon-nice", type=int, default=0,
+                    help="start the daemon at this nice value (its pool threads still go to 19)")
+    ap.add_argument("--probe-nice", type=int, default=0,
+                    help="the probes' nice value (e.g. -10 as root: on a loaded machine the probe "
+                         "processes' own wait for a core is then not counted against the daemon)")
     ap.add_argument("--json")
     a = ap.parse_args()
 
@@ -174,7 +186,8 @@ def main():
     conf = "[log]\nlevel = warn\n[server]\nmax_body = 16MiB\nrequest_timeout = 600s\n"
     if not a.no_graphs_section:
         conf += f"[graphs]\ncache_bytes = {a.cache_bytes}\n"
-    d = Daemon(os.path.abspath(a.hidetd), tmp, config_text=conf)
+    wrap = ["nice", "-n", str(a.daemon_nice)] if a.daemon_nice else None
+    d = Daemon(os.path.abspath(a.hidetd), tmp, config_text=conf, wrap=wrap)
     try:
         d.wait_healthy()
         pid = d.proc.pid
@@ -195,7 +208,8 @@ def main():
         # The probes alone first: what this machine gives them without graphs.
         out = mp.Queue()
         idle_until = time.time() + a.idle
-        idle = [mp.Process(target=prober, args=(d.sock, k, idle_until, out)) for k in ("hit", "healthz")]
+        idle = [mp.Process(target=prober, args=(d.sock, k, idle_until, out, a.probe_nice))
+                for k in ("hit", "healthz")]
         for p in idle:
             p.start()
         idle_res = [out.get(timeout=600) for _ in idle]
@@ -205,7 +219,8 @@ def main():
         until = time.time() + a.duration
         procs = [mp.Process(target=streamer, args=(d.sock, i, a.nodes, until, out))
                  for i in range(a.clients)]
-        procs += [mp.Process(target=prober, args=(d.sock, k, until, out)) for k in ("hit", "healthz")]
+        procs += [mp.Process(target=prober, args=(d.sock, k, until, out, a.probe_nice))
+                  for k in ("hit", "healthz")]
         for p in procs:
             p.start()
         peak = rss0
@@ -221,7 +236,8 @@ def main():
         rep = {"nodes": a.nodes, "clients": a.clients, "duration_s": a.duration,
                "graph_alone_ms": alone * 1000, "rss_before_kib": rss0, "rss_peak_kib": peak,
                "rss_after_kib": rss1, "graph_cache_bytes": gbytes, "graph_cache_entries": gentries,
-               "cache_bytes_config": None if a.no_graphs_section else a.cache_bytes}
+               "cache_bytes_config": None if a.no_graphs_section else a.cache_bytes,
+               "probe_nice": a.probe_nice, "daemon_nice": a.daemon_nice, "loadavg": open("/proc/loadavg").read().split()[:3]}
         stream_times, codes = [], {}
         for r in results:
             if r[0] == "stream":
