@@ -355,9 +355,8 @@ int hd_config_init(hd_config *c)
     /* A cache without a bound grows until the disk is full; 10 GiB holds hundreds of thousands
      * of kernels (a few tens of KiB each) and is pruned least recently used first. */
     c->cache_max_size = HD_DEFAULT_CACHE_MAX_SIZE;
-    /* Graph partitions and plans kept in memory, and graph works on the thread pool: the
-     * defaults of graph/service.h (two of the pool's four or more threads; compiles keep the
-     * rest). */
+    /* Graph partitions and plans kept in memory, and the graph threads: the defaults of
+     * graph/service.h. */
     c->graph_cache_bytes = 256ull << 20;
     c->graph_max_running = 2;
     c->graph_max_queued = 32;

@@ -36,7 +36,7 @@
  * | [cache]    | path                 | path     | $XDG_CACHE_HOME/hidetd/kernels.db, else ~/.cache/hidetd/kernels.db | restart |
  * | [cache]    | max_size             | size     | 10GiB (0: unlimited; LRU-pruned hourly)  | live      |
  * | [graphs]   | cache_bytes          | size     | 256MiB (graph partitions and plans kept in memory) | restart |
- * | [graphs]   | max_running          | integer  | 2 (graphs planned on the thread pool at once) | restart |
+ * | [graphs]   | max_running          | integer  | 2 (graph threads: graphs planned at once) | restart |
  * | [graphs]   | max_queued           | integer  | 32 (more waiting: 429 graph_queue_full)  | restart   |
  * | [tuning]   | default_mode         | none|model|measure | model (when a request has no "tune") | live |
  * | [tuning]   | default_arch         | native|sm_XX[a] | native (the GPU's exact target; sm_90 without a GPU) | live |

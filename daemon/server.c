@@ -854,7 +854,7 @@ void hd__metrics_setup(hd_daemon *d)
                        "Graph partitions evicted to stay within [graphs] cache_bytes.",
                        &d->m_graph_evictions);
     hd_metrics_gauge(m, "hidetd_graph_works",
-                     "Graphs being parsed, partitioned or rendered on the thread pool, or "
+                     "Graphs being parsed, partitioned or rendered on the graph threads, or "
                      "waiting for a turn.", &d->m_graph_works);
     hd_metrics_counter(m, "hidetd_graph_refused_total",
                        "Graph requests refused with 429 graph_queue_full.", &d->m_graph_refused);

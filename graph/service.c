@@ -2,9 +2,12 @@
 #include "graph/service.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <sodium.h>
@@ -27,7 +30,7 @@ static size_t chunk(size_t n)
 /* A partitioned graph, shared by the requests that use it (refcounted: an entry evicted while a
  * request still resolves its kernels lives until that request ends). Immutable once made,
  * except for the fields the loop alone touches (refs, used, in_cache, the rendered plan and the
- * body memo), so a render on the pool may read its graph and plan while the loop serves. */
+ * body memo), so a render on a graph thread may read its graph and plan while the loop serves. */
 typedef struct plan_entry {
     char key[65];        /* hex BLAKE2b-256 of the canonical graph */
     graph_request graph; /* compacted (graph_compact): tensors and outputs */
@@ -64,12 +67,12 @@ typedef struct graph_job {
 
 typedef enum {
     W_NEW = 0,   /* being set up by graph_resolve_body */
-    W_QUEUED,    /* waiting for a turn on the pool (gs->queue) */
-    W_POOL,      /* its work is on the pool (gs->pool list) */
+    W_QUEUED,    /* waiting for a turn on the graph threads (gs->queue) */
+    W_POOL,      /* its work is with the graph threads (gs->pool list) */
     W_RESOLVING, /* asking the resolver for its kernels, or waiting for their answers */
 } wait_state;
 
-typedef enum { WORK_PLAN = 0, WORK_RENDER } work_kind;
+typedef enum { WORK_PLAN = 0, WORK_RENDER, WORK_FREE } work_kind;
 
 struct graph_service {
     uv_loop_t *loop;
@@ -84,11 +87,22 @@ struct graph_service {
     uint64_t next_job;
     char *answer; /* the last answer's body (the result points at it); NULL when it was */
     plan_entry *answer_entry; /* this entry's rendered plan (a reference) */
-    /* Waits by state: a FIFO for a pool turn, those on the pool, those asking the resolver. */
+    /* Waits by state: a FIFO for a turn, those with the graph threads, those asking the resolver. */
     graph_wait *queue, *queue_tail, *pool, *asking, *asking_tail;
     int queued, running;
     uv_idle_t idle; /* runs the resolver batches while some wait has kernels left to ask */
-    bool closing, idle_closed;
+    bool closing, idle_closed, poll_closed;
+    /* The graph threads (cfg.max_running, nice 19). Works go to them as graph_wait pointers
+     * through submit_fd and come back through done_fd, which the loop polls: no lock is shared
+     * with the loop, and no uv_async_t. (libuv 1.44's uv_async_send, which completes every
+     * uv_queue_work, makes the loop spin and sched_yield() while the sending worker is between
+     * its two atomic steps; a nice-19 worker preempted there held the loop 15-176 ms at a time
+     * in perf traces of this bench.) */
+    int submit_fd[2], done_fd[2];
+    pthread_t *threads;
+    int n_threads;
+    int in_threads; /* items written to submit_fd and not yet read back from done_fd */
+    uv_poll_t done_poll;
 };
 
 typedef struct unique_state {
@@ -106,9 +120,9 @@ struct graph_wait {
     graph_service *gs;
     wait_state state;
     graph_wait *prev, *next; /* in the list of its state */
-    uv_work_t work;
     work_kind kind;
-    bool cancelled;          /* the client left or the service closed while on the pool */
+    int skip;                /* (atomic) set by the loop: a graph thread skips the work */
+    bool cancelled;          /* the client left or the service closed while with the graph threads */
     bool in_asking;          /* in gs->asking: kernels left to ask the resolver for */
     /* WORK_PLAN: the body's copy in, the parsed request and a new entry (or an error) out. */
     char *body;
@@ -137,7 +151,8 @@ struct graph_wait {
 
 static void set_answer(graph_service *gs, char *json, plan_entry *pe);
 static void pump(graph_service *gs);
-static void work_after(uv_work_t *req, int status);
+static void work_finished(graph_service *gs, graph_wait *w);
+static bool submit(graph_service *gs, graph_wait *w);
 
 /* ---- entries and the byte-bounded cache ---------------------------------------------------- */
 
@@ -159,43 +174,19 @@ static void entry_free(plan_entry *pe)
     free(pe);
 }
 
-/* Memory a pool thread allocated is freed on the pool too. glibc's free() of a chunk from
- * another thread's arena takes that arena's lock; were the loop to free an entry's thousands
- * of chunks, it could wait for a nice-19 pool thread preempted while holding the lock. */
-typedef struct trash {
-    uv_work_t work;
-    plan_entry *pe;
-    char *json;
-} trash;
-
-static void trash_run(uv_work_t *req)
-{
-    trash *t = req->data;
-    entry_free(t->pe);
-    free(t->json);
-    t->pe = NULL;
-    t->json = NULL;
-}
-
-static void trash_after(uv_work_t *req, int status)
-{
-    trash *t = req->data;
-    (void)status; /* cancelled only at exit: then freed here */
-    entry_free(t->pe);
-    free(t->json);
-    free(t);
-}
-
+/* Memory a graph thread allocated is freed on a graph thread too (a WORK_FREE item). glibc's
+ * free() of a chunk from another thread's arena takes that arena's lock; were the loop to free an
+ * entry's thousands of chunks, it could wait for a nice-19 thread preempted while holding it. */
 static void discard(graph_service *gs, plan_entry *pe, char *json)
 {
     if (!pe && !json)
         return;
-    trash *t = gs && !gs->closing ? calloc(1, sizeof(*t)) : NULL;
+    graph_wait *t = gs && !gs->closing && gs->n_threads > 0 ? calloc(1, sizeof(*t)) : NULL;
     if (t) {
-        t->work.data = t;
-        t->pe = pe;
+        t->kind = WORK_FREE;
+        t->fresh = pe;
         t->json = json;
-        if (uv_queue_work(gs->loop, &t->work, trash_run, trash_after) == 0)
+        if (submit(gs, t))
             return;
         free(t);
     }
@@ -296,6 +287,9 @@ void graph_service_config_defaults(graph_service_config *c)
     c->max_queued = GRAPH_MAX_QUEUED_DEFAULT;
 }
 
+static void *graph_thread(void *arg);
+static void done_cb(uv_poll_t *h, int status, int events);
+
 int graph_service_new(uv_loop_t *loop, resolver *r, sched *s, const graph_service_config *cfg,
                       graph_service **ret)
 {
@@ -313,14 +307,54 @@ int graph_service_new(uv_loop_t *loop, resolver *r, sched *s, const graph_servic
     if (gs->cfg.max_queued < 0)
         gs->cfg.max_queued = 0;
     gs->next_job = 1;
-    int rc = uv_idle_init(loop, &gs->idle);
+    gs->submit_fd[0] = gs->submit_fd[1] = gs->done_fd[0] = gs->done_fd[1] = -1;
+    int rc = 0;
+    /* The loop never blocks on either pipe: it writes at most max_running works (and the
+     * entries to free) into 64 KiB, and reads what is there. */
+    if (pipe2(gs->submit_fd, O_CLOEXEC) < 0 || pipe2(gs->done_fd, O_CLOEXEC) < 0 ||
+        fcntl(gs->submit_fd[1], F_SETFL, O_NONBLOCK) < 0 || fcntl(gs->done_fd[0], F_SETFL, O_NONBLOCK) < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    gs->threads = calloc((size_t)gs->cfg.max_running, sizeof(pthread_t));
+    if (!gs->threads) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = uv_poll_init(loop, &gs->done_poll, gs->done_fd[0]);
+    if (rc < 0)
+        goto fail;
+    gs->done_poll.data = gs;
+    rc = uv_idle_init(loop, &gs->idle);
     if (rc < 0) {
-        free(gs);
+        /* The poll handle is closed through the loop: its memory is gs. Stop the rest. */
+        gs->idle_closed = true;
+        graph_service_free(gs);
         return rc;
     }
     gs->idle.data = gs;
+    uv_poll_start(&gs->done_poll, UV_READABLE, done_cb);
+    for (int i = 0; i < gs->cfg.max_running; i++) {
+        if (pthread_create(&gs->threads[i], NULL, graph_thread, gs) != 0)
+            break;
+        gs->n_threads++;
+    }
+    if (gs->n_threads == 0) {
+        graph_service_free(gs);
+        return -EAGAIN;
+    }
     *ret = gs;
     return 0;
+fail:
+    for (int i = 0; i < 2; i++) {
+        if (gs->submit_fd[i] >= 0)
+            close(gs->submit_fd[i]);
+        if (gs->done_fd[i] >= 0)
+            close(gs->done_fd[i]);
+    }
+    free(gs->threads);
+    free(gs);
+    return rc;
 }
 
 size_t graph_service_plans(const graph_service *gs)
@@ -374,7 +408,7 @@ static void list_remove(graph_wait **head, graph_wait **tail, graph_wait *w)
     w->prev = w->next = NULL;
 }
 
-/* Takes w out of the list of its state (not off the pool: a work there ends on its own). */
+/* Takes w out of the list of its state (not off the graph threads: a work there ends on its own). */
 static void unlist(graph_service *gs, graph_wait *w)
 {
     if (w->state == W_QUEUED) {
@@ -515,7 +549,7 @@ static void new_job(graph_service *gs, graph_wait *w, graph_result *res)
 }
 
 /* Every kernel is in: the error, the job, or the plan rendered last time. Returns false (res
- * untouched but its counts) when the plan must be rendered (on the pool). */
+ * untouched but its counts) when the plan must be rendered (on a graph thread). */
 static bool conclude(graph_wait *w, graph_result *res)
 {
     graph_service *gs = w->gs;
@@ -557,7 +591,7 @@ static bool conclude(graph_wait *w, graph_result *res)
     return false;
 }
 
-/* Hands a wait to the pool (its turn comes in order). */
+/* Hands a wait to the graph threads (its turn comes in order). */
 static void enqueue(graph_service *gs, graph_wait *w, work_kind kind)
 {
     w->kind = kind;
@@ -567,7 +601,7 @@ static void enqueue(graph_service *gs, graph_wait *w, work_kind kind)
 }
 
 /* A wait whose kernels are all in, outside graph_resolve_body: answered through its callback,
- * or sent to the pool to render its plan. */
+ * or sent to the graph threads to render its plan. */
 static void complete(graph_wait *w)
 {
     graph_service *gs = w->gs;
@@ -698,7 +732,7 @@ static int begin_resolving(graph_wait *w)
     return 0;
 }
 
-/* ---- the pool's works -------------------------------------------------------------------- */
+/* ---- the graph threads' works---------------------------------------------------------------- */
 
 /* Distinct requests in order of first use: kernels sorted by their request text. */
 typedef struct req_ref {
@@ -758,11 +792,11 @@ static void oom(proto_error *e)
     e->field[0] = '\0';
 }
 
-/* WORK_PLAN, on the pool: the body parsed and canonicalised, and a new entry partitioned
+/* WORK_PLAN, on a graph thread: the body parsed and canonicalised, and a new entry partitioned
  * (used only when no cached entry has the key by the time the loop looks). */
 static void plan_work(graph_wait *w)
 {
-    /* The body's copy is the loop's memory: freed there (wait_free), never here (see trash). */
+    /* The body's copy is the loop's memory: freed there (plan_done), never here (see discard). */
     w->r = graph_request_parse(w->body, w->len, &w->rq, &w->perr);
     if (w->r < 0)
         return;
@@ -800,7 +834,7 @@ static void plan_work(graph_wait *w)
                 2 * chunk(sizeof(int) * ((size_t)pe->plan.n_kernels + 1));
 }
 
-/* WORK_RENDER, on the pool: the sets parsed, the plan placed for their workspaces (in a copy of
+/* WORK_RENDER, on a graph thread: the sets parsed, the plan placed for their workspaces (in a copy of
  * the entry's tensors: other requests may render the same entry at the same time) and
  * rendered. */
 static void render_work(graph_wait *w)
@@ -839,31 +873,58 @@ static void render_work(graph_wait *w)
     w->r = r;
 }
 
-static void work_run(uv_work_t *req)
+/* A graph thread: works in, at nice 19, until a NULL item. */
+static void *graph_thread(void *arg)
 {
+    graph_service *gs = arg;
     sched_thread_background();
-    graph_wait *w = req->data;
-    if (w->kind == WORK_PLAN)
-        plan_work(w);
-    else
-        render_work(w);
+    for (;;) {
+        graph_wait *w = NULL;
+        ssize_t n = read(gs->submit_fd[0], &w, sizeof(w));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n != (ssize_t)sizeof(w) || !w)
+            break;
+        if (w->kind == WORK_FREE) {
+            entry_free(w->fresh);
+            free(w->json);
+            w->fresh = NULL;
+            w->json = NULL;
+        } else if (!__atomic_load_n(&w->skip, __ATOMIC_ACQUIRE)) {
+            if (w->kind == WORK_PLAN)
+                plan_work(w);
+            else
+                render_work(w);
+        }
+        while (write(gs->done_fd[1], &w, sizeof(w)) < 0 && errno == EINTR)
+            ;
+    }
+    return NULL;
+}
+
+/* Hands an item to the graph threads. False when the pipe is full (the loop never waits). */
+static bool submit(graph_service *gs, graph_wait *w)
+{
+    if (gs->n_threads == 0 || write(gs->submit_fd[1], &w, sizeof(w)) != (ssize_t)sizeof(w))
+        return false;
+    gs->in_threads++;
+    return true;
 }
 
 static void service_release(graph_service *gs);
 
-/* Gives the queue's head its turn while fewer than max_running works are on the pool. */
+/* Gives the queue's head its turn while fewer than max_running works are on the threads. */
 static void pump(graph_service *gs)
 {
     while (!gs->closing && gs->queue && gs->running < gs->cfg.max_running) {
         graph_wait *w = gs->queue;
+        if (!submit(gs, w))
+            return; /* the pipe is full: the next completion pumps again */
         list_remove(&gs->queue, &gs->queue_tail, w);
         gs->queued--;
         w->state = W_POOL;
         list_push(&gs->pool, NULL, w);
-        w->work.data = w;
         gs->running++;
-        /* uv_queue_work fails only without a work callback. */
-        (void)uv_queue_work(gs->loop, &w->work, work_run, work_after);
     }
 }
 
@@ -926,8 +987,8 @@ static void render_done(graph_service *gs, graph_wait *w)
         res.state = RESOLVE_FAILED;
         resolve_error_from_errno(&res.error, w->r, "rendering the plan");
     } else {
-        /* Answered from loop memory (the entry's copy, or one made now); the pool's text goes
-         * back to the pool with the wait. */
+        /* Answered from loop memory (the entry's copy, or one made now); the thread's text goes
+         * back to a graph thread with the wait. */
         const size_t len = strlen(w->json);
         keep_rendered(gs, w->pe, w, w->json, len);
         if (w->pe->rendered && w->pe->rendered_len == len) {
@@ -949,25 +1010,38 @@ static void render_done(graph_service *gs, graph_wait *w)
     wait_free(w);
 }
 
-static void work_after(uv_work_t *req, int status)
+static void work_finished(graph_service *gs, graph_wait *w)
 {
-    graph_wait *w = req->data;
-    graph_service *gs = w->gs;
     list_remove(&gs->pool, NULL, w);
     gs->running--;
-    if (gs->closing || w->cancelled || status < 0) {
+    if (gs->closing || w->cancelled) {
         wait_free(w);
-        if (gs->closing)
-            service_release(gs);
-        else
-            pump(gs);
         return;
     }
     if (w->kind == WORK_PLAN)
         plan_done(gs, w);
     else
         render_done(gs, w);
-    pump(gs);
+}
+
+/* The graph threads' results, on the loop. */
+static void done_cb(uv_poll_t *h, int status, int events)
+{
+    graph_service *gs = h->data;
+    (void)status;
+    (void)events;
+    graph_wait *w;
+    while (read(gs->done_fd[0], &w, sizeof(w)) == (ssize_t)sizeof(w)) {
+        gs->in_threads--;
+        if (w->kind == WORK_FREE)
+            free(w);
+        else
+            work_finished(gs, w);
+    }
+    if (gs->closing)
+        service_release(gs);
+    else
+        pump(gs);
 }
 
 /* ---- the API ------------------------------------------------------------------------------ */
@@ -1003,7 +1077,7 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
     w->udata = udata;
     snprintf(w->peer, sizeof(w->peer), "%s", peer ? peer : "");
     if (!known) {
-        /* New bytes: parsed and partitioned on the pool, from a copy (the client may leave). */
+        /* New bytes: parsed and partitioned on a graph thread, from a copy (the client may leave). */
         w->body = malloc(len + 1);
         if (!w->body) {
             wait_free(w);
@@ -1058,28 +1132,45 @@ void graph_wait_cancel(graph_service *gs, graph_wait *w)
     if (!w)
         return;
     if (w->state == W_POOL) {
-        /* Not stoppable once started: dropped when it ends (work_after), or at once by
-         * uv_cancel while it still waits for a thread. */
+        /* Not stoppable once started: skipped by its thread when not started yet, and dropped
+         * when it comes back (work_finished). */
         w->cancelled = true;
-        uv_cancel((uv_req_t *)&w->work);
+        __atomic_store_n(&w->skip, 1, __ATOMIC_RELEASE);
         return;
     }
     stop_resolving(gs, w);
     wait_free(w);
 }
 
-static void idle_closed(uv_handle_t *h)
+static void handle_closed(uv_handle_t *h)
 {
     graph_service *gs = h->data;
-    gs->idle_closed = true;
+    if (h == (uv_handle_t *)&gs->idle)
+        gs->idle_closed = true;
+    else
+        gs->poll_closed = true;
     service_release(gs);
 }
 
-/* The service's memory goes once the idle handle is closed and no work is on the pool. */
+/* After graph_service_free: once every item is back from the threads, the poll handle closes,
+ * the threads (told to stop) are joined, and the service's memory goes. */
 static void service_release(graph_service *gs)
 {
-    if (gs->running > 0 || !gs->idle_closed)
+    if (gs->in_threads > 0)
         return;
+    if (!uv_is_closing((uv_handle_t *)&gs->done_poll)) {
+        uv_close((uv_handle_t *)&gs->done_poll, handle_closed);
+        return;
+    }
+    if (!gs->poll_closed || !gs->idle_closed)
+        return;
+    for (int i = 0; i < gs->n_threads; i++)
+        pthread_join(gs->threads[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        close(gs->submit_fd[i]);
+        close(gs->done_fd[i]);
+    }
+    free(gs->threads);
     free(gs);
 }
 
@@ -1101,7 +1192,7 @@ void graph_service_free(graph_service *gs)
     uv_idle_stop(&gs->idle);
     for (graph_wait *w = gs->pool; w; w = w->next) {
         w->cancelled = true;
-        uv_cancel((uv_req_t *)&w->work);
+        __atomic_store_n(&w->skip, 1, __ATOMIC_RELEASE);
     }
     while (gs->n_cache > 0) {
         plan_entry *pe = gs->cache[--gs->n_cache];
@@ -1115,7 +1206,18 @@ void graph_service_free(graph_service *gs)
         gs->jobs[i].jobs = NULL;
     }
     set_answer(gs, NULL, NULL);
-    uv_close((uv_handle_t *)&gs->idle, idle_closed);
+    /* A NULL item stops each thread once it has done what is before it. */
+    const graph_wait *stop = NULL;
+    for (int i = 0; i < gs->n_threads; i++)
+        if (write(gs->submit_fd[1], &stop, sizeof(stop)) != (ssize_t)sizeof(stop)) {
+            /* Full (cannot be: at most max_running works and a few frees are in it): wait. */
+            int fl = fcntl(gs->submit_fd[1], F_GETFL);
+            (void)fcntl(gs->submit_fd[1], F_SETFL, fl & ~O_NONBLOCK);
+            i--;
+        }
+    if (!gs->idle_closed)
+        uv_close((uv_handle_t *)&gs->idle, handle_closed);
+    service_release(gs);
 }
 
 int graph_job_json(graph_service *gs, uint64_t id, char **ret)
