@@ -16,7 +16,8 @@ them without graphs). It reports p50/p99/max of both probes, how many graphs wer
 long they took, the daemon's RSS (VmRSS before, peak and after) and, when the daemon exports
 them, hidetd_graph_cache_bytes and _entries.
 
---probe-nice N runs the probes at nice N (as root, e.g. -10), so that on a loaded machine their
+--pregen N has each streaming client make N bodies before the start (its own JSON work then does
+not compete with the daemon while the probes measure). --probe-nice N runs the probes at nice N (as root, e.g. -10), so that on a loaded machine their
 own wait for a core is not counted against the daemon. --no-graphs-section leaves the [graphs]
 section out of the configuration, for daemons built
 before it existed. Python standard library only; the probes and the streams are separate
@@ -99,10 +100,14 @@ def post(sock, path, body, timeout=600):
         c.close()
 
 
-def streamer(sock, idx, nodes, until, out):
+def streamer(sock, idx, nodes, start_at, until, out, pregen=0):
     seed = idx * 1_000_003
     n, times, codes = 0, [], {}
-    body = make_graph(seed, nodes)
+    # --pregen N: the bodies are made before the start, so the client's own JSON work does not
+    # compete with the daemon during the measurement.
+    bodies = [make_graph(seed + i, nodes) for i in range(pregen)]
+    time.sleep(max(0.0, start_at - time.time()))
+    body = bodies[0] if bodies else make_graph(seed, nodes)
     while time.time() < until:
         t0 = time.monotonic()
         try:
@@ -112,12 +117,15 @@ def streamer(sock, idx, nodes, until, out):
         times.append(time.monotonic() - t0)
         codes[str(st)] = codes.get(str(st), 0) + 1
         n += 1
-        seed += 1
-        body = make_graph(seed, nodes)  # the next one is built while nothing is in flight
+        if n < len(bodies):
+            body = bodies[n]
+        else:
+            body = make_graph(seed + n, nodes)  # built while nothing is in flight
     out.put(("stream", idx, times, codes))
 
 
-def prober(sock, kind, until, out, nice=0, interval=0.02):
+def prober(sock, kind, until, out, nice=0, interval=0.02, start_at=0):
+    time.sleep(max(0.0, start_at - time.time()))
     if nice:
         try:
             os.setpriority(os.PRIO_PROCESS, 0, nice)
@@ -174,6 +182,8 @@ def main():
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--cache-bytes", default="64MiB")
     ap.add_argument("--no-graphs-section", action="store_true")
+    ap.add_argument("--pregen", type=int, default=0,
+                    help="bodies each streaming client makes before the start (0: as it goes)")
     ap.add_argument("--daemon-nice", type=int, default=0,
                     help="start the daemon at this nice value (its pool threads still go to 19)")
     ap.add_argument("--probe-nice", type=int, default=0,
@@ -216,10 +226,11 @@ def main():
         for p in idle:
             p.join()
         rss0 = rss_kb(pid)
-        until = time.time() + a.duration
-        procs = [mp.Process(target=streamer, args=(d.sock, i, a.nodes, until, out))
+        start_at = time.time() + (a.pregen * 0.4 + 2 if a.pregen else 0)
+        until = start_at + a.duration
+        procs = [mp.Process(target=streamer, args=(d.sock, i, a.nodes, start_at, until, out, a.pregen))
                  for i in range(a.clients)]
-        procs += [mp.Process(target=prober, args=(d.sock, k, until, out, a.probe_nice))
+        procs += [mp.Process(target=prober, args=(d.sock, k, until, out, a.probe_nice, 0.02, start_at))
                   for k in ("hit", "healthz")]
         for p in procs:
             p.start()
@@ -237,7 +248,7 @@ def main():
                "graph_alone_ms": alone * 1000, "rss_before_kib": rss0, "rss_peak_kib": peak,
                "rss_after_kib": rss1, "graph_cache_bytes": gbytes, "graph_cache_entries": gentries,
                "cache_bytes_config": None if a.no_graphs_section else a.cache_bytes,
-               "probe_nice": a.probe_nice, "daemon_nice": a.daemon_nice, "loadavg": open("/proc/loadavg").read().split()[:3]}
+               "probe_nice": a.probe_nice, "daemon_nice": a.daemon_nice, "pregen": a.pregen, "loadavg": open("/proc/loadavg").read().split()[:3]}
         stream_times, codes = [], {}
         for r in results:
             if r[0] == "stream":
