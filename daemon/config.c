@@ -360,6 +360,11 @@ int hd_config_init(hd_config *c)
     /* A cache without a bound grows until the disk is full; 10 GiB holds hundreds of thousands
      * of kernels (a few tens of KiB each) and is pruned least recently used first. */
     c->cache_max_size = HD_DEFAULT_CACHE_MAX_SIZE;
+    /* Graph partitions and plans kept in memory, and the graph threads: the defaults of
+     * graph/service.h. */
+    c->graph_cache_bytes = 256ull << 20;
+    c->graph_max_running = 2;
+    c->graph_max_queued = 32;
     c->default_mode = TUNER_TUNE_MODEL;
     c->default_arch = (hd_arch_choice){.native = true, .target = tuner_target_of(TUNER_TARGET_SM90)};
     c->budget_seconds = 60;
@@ -483,6 +488,9 @@ static const key_def keys[] = {
     { "server", "idle_timeout", K_DUR, O(idle_timeout), true, 0, 86400, true, "a duration > 0, e.g. 60s" },
     { "cache", "path", K_PATH, O(cache_path), false, 0, 0, false, "a database path" },
     { "cache", "max_size", K_SIZE, O(cache_max_size), true, 0, 4611686018427387904.0, false, "a size, e.g. 10GiB (0: unlimited)" },
+    { "graphs", "cache_bytes", K_SIZE, O(graph_cache_bytes), false, 1048576.0, 4611686018427387904.0, false, "a size of at least 1MiB, e.g. 256MiB" },
+    { "graphs", "max_running", K_INT, O(graph_max_running), false, 1, 1024, false, "an integer 1..1024" },
+    { "graphs", "max_queued", K_INT, O(graph_max_queued), false, 0, 100000, false, "an integer 0..100000" },
     { "tuning", "default_mode", K_TUNE, O(default_mode), true, 0, 0, false, "none, model or measure" },
     { "tuning", "default_arch", K_ARCH, O(default_arch), true, 0, 0, false, "native or an arch such as sm_90" },
     { "tuning", "budget_seconds", K_DUR, O(budget_seconds), true, 0, 86400, true, "a duration > 0, e.g. 60s" },
@@ -832,8 +840,8 @@ int hd_config_load_string(hd_config *c, const char *text, const char *name, char
             *close = '\0';
             char *sec = trim(s + 1);
             if (!section_known(sec)) {
-                msg = fmt_err("%s:%d: unknown section [%s] (known: server, cache, tuning, "
-                              "workers, log, shutdown, cluster)", name, lineno, sec);
+                msg = fmt_err("%s:%d: unknown section [%s] (known: server, cache, graphs, "
+                              "tuning, workers, log, shutdown, cluster)", name, lineno, sec);
                 r = -EINVAL;
                 goto out;
             }

@@ -39,6 +39,9 @@
  * | [server]   | idle_timeout         | duration | 60s (idle keep-alive connection)         | live      |
  * | [cache]    | path                 | path     | $XDG_CACHE_HOME/hidetd/kernels.db, else ~/.cache/hidetd/kernels.db | restart |
  * | [cache]    | max_size             | size     | 10GiB (0: unlimited; LRU-pruned hourly)  | live      |
+ * | [graphs]   | cache_bytes          | size     | 256MiB (graph partitions and plans kept in memory) | restart |
+ * | [graphs]   | max_running          | integer  | 2 (graph threads: graphs planned at once) | restart |
+ * | [graphs]   | max_queued           | integer  | 32 (more waiting: 429 graph_queue_full)  | restart   |
  * | [tuning]   | default_mode         | none|model|measure | model (when a request has no "tune") | live |
  * | [tuning]   | default_arch         | native|sm_XX[a] | native (the GPU's exact target; sm_90 without a GPU) | live |
  * | [tuning]   | budget_seconds       | duration | 60s                                      | live      |
@@ -121,6 +124,9 @@ typedef struct hd_config {
     /* [cache] */
     char *cache_path;
     uint64_t cache_max_size; /* 0: unlimited; default HD_DEFAULT_CACHE_MAX_SIZE */
+    /* [graphs] (graph/service.h) */
+    uint64_t graph_cache_bytes;
+    int graph_max_running, graph_max_queued;
     /* [tuning] */
     tuner_tune_mode default_mode;
     hd_arch_choice default_arch;

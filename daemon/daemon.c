@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -765,7 +766,15 @@ static void start_serving(hd_daemon *d)
         hd_log_error("cannot create the resolver: %s", strerror(-r));
         goto fail;
     }
-    r = graph_service_new(d->resolver, d->sched, &d->graphs);
+    /* Blocks of 256 KiB and more are mapped and unmapped on their own. glibc raises this
+     * threshold to the largest block freed (up to 32 MiB), after which the tens of MiB a graph
+     * takes while the pool parses and partitions it stay in each pool thread's arena once freed:
+     * 4 threads streaming 4096-node graphs kept about 230 MiB of RSS for a 64 MiB graph cache. */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    graph_service_config gc = {.cache_bytes = d->cfg.graph_cache_bytes,
+                               .max_running = d->cfg.graph_max_running,
+                               .max_queued = d->cfg.graph_max_queued};
+    r = graph_service_new(d->loop, d->resolver, d->sched, &gc, &d->graphs);
     if (r < 0) {
         hd_log_error("cannot create the graph service: %s", strerror(-r));
         goto fail;

@@ -81,6 +81,8 @@ typedef struct hd_daemon {
     hd_metric_family *f_restarts, *f_gpu_state, *f_gpu_busy;
     hd_metric_family *f_gpu_oos, *f_gpu_probes, *f_gpu_next_probe, *f_gpu_hung_kills,
         *f_gpu_loop_stalls, *f_gpu_log_dropped;
+    hd_metric *m_graph_bytes, *m_graph_entries, *m_graph_evictions, *m_graph_works,
+        *m_graph_refused;
 } hd_daemon;
 
 /* server.c: the proto handler and completion hook. */

@@ -697,6 +697,13 @@ static void collect(hd_metrics *m, void *udata)
     hd_gauge_set(d->m_gpus_usable, d->pool ? gw_pool_usable(d->pool) : 0);
     hd_counter_set(d->m_log_dropped, (double)hd_log_dropped());
     hd_counter_set(d->m_quarantined, (double)resolve_quarantined_count(d->resolver));
+    graph_service_stats gst;
+    graph_service_stats_get(d->graphs, &gst);
+    hd_gauge_set(d->m_graph_bytes, (double)gst.bytes);
+    hd_gauge_set(d->m_graph_entries, (double)gst.entries);
+    hd_counter_set(d->m_graph_evictions, (double)gst.evictions);
+    hd_gauge_set(d->m_graph_works, (double)(gst.running + gst.queued));
+    hd_counter_set(d->m_graph_refused, (double)gst.refused);
     if (d->cluster) {
         ct_stats cs;
         ct_stats_get(d->cluster, &cs);
@@ -931,6 +938,19 @@ void hd__metrics_setup(hd_daemon *d)
     hd_metrics_counter(m, "hidetd_cache_quarantined_total",
                        "Stored kernels put in quarantine because they could not be used (their "
                        "ops are tuned again).", &d->m_quarantined);
+    hd_metrics_gauge(m, "hidetd_graph_cache_bytes",
+                     "Heap bytes of the graph partitions and plans held in memory ([graphs] "
+                     "cache_bytes bounds it).", &d->m_graph_bytes);
+    hd_metrics_gauge(m, "hidetd_graph_cache_entries", "Graph partitions held in memory.",
+                     &d->m_graph_entries);
+    hd_metrics_counter(m, "hidetd_graph_cache_evictions_total",
+                       "Graph partitions evicted to stay within [graphs] cache_bytes.",
+                       &d->m_graph_evictions);
+    hd_metrics_gauge(m, "hidetd_graph_works",
+                     "Graphs being parsed, partitioned or rendered on the graph threads, or "
+                     "waiting for a turn.", &d->m_graph_works);
+    hd_metrics_counter(m, "hidetd_graph_refused_total",
+                       "Graph requests refused with 429 graph_queue_full.", &d->m_graph_refused);
     hd_metrics_counter(m, "hidetd_log_lines_dropped_total",
                        "Log lines dropped because the log sink could not keep up.",
                        &d->m_log_dropped);

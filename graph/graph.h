@@ -110,7 +110,10 @@ void graph_request_free(graph_request *rq);
 
 /* One fused kernel: an ordinary kernel request and what its arguments are bound to. */
 typedef struct graph_kernel {
-    tuner_op op;    /* validated by proto (the request below parses to it) */
+    /* Validated by proto (the request below parses to it). malloc'd, owned by the plan; a holder
+     * that needs only some kernels' ops may free the others and set them NULL (graph/service.c
+     * keeps one op per distinct request: a tuner_op is 4 KB). */
+    tuner_op *op;
     char *request;  /* the /v1/kernels body of the kernel, without arch and tune options */
     int n_in;
     int in[TUNER_MAX_INPUTS]; /* plan tensor bound to inputs<i> */
@@ -151,6 +154,10 @@ typedef struct graph_plan {
     int *order;     /* kernel indices in execution order: prepare kernels first */
     int n_prepare;  /* the first n_prepare of order are the prepare phase */
     uint64_t arena_bytes, constants_bytes;
+    /* The graph's node names by the client's node index (into one allocation, node_names[0]),
+     * so that rendering and error messages need neither the graph's nodes nor a search. */
+    int n_node_names;
+    char **node_names;
 } graph_plan;
 
 /* Partitions a validated graph into fused kernels for target t and orders them. Returns 0, -EINVAL
@@ -169,7 +176,18 @@ int graph_plan_workspace_of(const graph_plan *p, int k);
 
 void graph_plan_free(graph_plan *p);
 
-/* The plan's JSON (docs/graphs.md): the graph's tensors, "arena_bytes", "constants_bytes",
+/* The heap bytes p holds (arrays, requests, ops, names), each allocation counted with the
+ * allocator's per-chunk overhead: what keeping the plan costs, for the plan cache's byte bound. */
+size_t graph_plan_bytes(const graph_plan *p);
+/* The same for a parsed graph (tensors, nodes, outputs). */
+size_t graph_bytes(const graph *g);
+/* Frees a graph's nodes (4.5 KB each) and trims its tensors to those it has, once the nodes are
+ * no longer needed: after graph_canonical and graph_partition, rendering a plan reads only the
+ * graph's tensors and outputs. n_nodes is kept (for counts); nodes and node_index become NULL. */
+void graph_compact(graph *g);
+
+/* The plan's JSON (docs/graphs.md): the graph's tensors (rq->g's tensors and outputs; its nodes
+ * are not read, names come from p->node_names), "arena_bytes", "constants_bytes",
  * "buffers" (offsets and sizes), "prepare" and "steps" in execution order, each with the nodes it
  * computes, its kernel request, its kernel set (kernel_sets[k]: kernel k's /v1/kernels answer,
  * parsed, copied in as is; NULL writes null) and "bindings" from input<i>/output/workspace to

@@ -602,6 +602,32 @@ int graph_request_parse(const char *body, size_t len, graph_request *ret, proto_
     return r;
 }
 
+static size_t chunk(size_t n)
+{
+    return n ? (n + 8 + 15) / 16 * 16 : 0; /* glibc: 8 bytes of header, 16-byte chunks */
+}
+
+size_t graph_bytes(const graph *g)
+{
+    /* The tensors array is GRAPH_MAX_TENSORS long until graph_compact trims it; only the
+     * tensors written are resident. */
+    return chunk(sizeof(graph_tensor) * (size_t)g->n_tensors) +
+           (g->nodes ? chunk(sizeof(graph_node) * (size_t)g->n_nodes) : 0) +
+           (g->node_index ? chunk(sizeof(int) * (size_t)g->n_nodes) : 0) +
+           chunk(sizeof(int) * (size_t)(g->n_outputs ? g->n_outputs : 1));
+}
+
+void graph_compact(graph *g)
+{
+    free(g->nodes);
+    free(g->node_index);
+    g->nodes = NULL;
+    g->node_index = NULL;
+    graph_tensor *t = realloc(g->tensors, sizeof(*t) * (size_t)(g->n_tensors ? g->n_tensors : 1));
+    if (t)
+        g->tensors = t;
+}
+
 void graph_request_free(graph_request *rq)
 {
     if (!rq)

@@ -523,18 +523,21 @@ static int add_kernel(part *c, growing *k)
     graph_plan *p = c->p;
     if (graph__reserve((void **)&p->kernels, &p->cap_kernels, p->n_kernels, sizeof(*p->kernels)) < 0)
         return -ENOMEM;
-    graph_kernel *gk = &p->kernels[p->n_kernels];
+    const int idx = p->n_kernels;
+    graph_kernel *gk = &p->kernels[idx];
     memset(gk, 0, sizeof(*gk));
-    gk->op = k->op;
+    p->n_kernels++; /* counted now, so that graph_plan_free frees what it holds on failure */
     gk->request = k->request;
     k->request = NULL;
+    gk->op = malloc(sizeof(*gk->op));
+    gk->nodes = malloc(sizeof(int) * (size_t)(k->n_prims ? k->n_prims : 1));
+    if (!gk->op || !gk->nodes)
+        return -ENOMEM;
+    *gk->op = k->op;
     gk->n_in = k->op.n_inputs;
     memcpy(gk->in, k->bound, sizeof(int) * (size_t)gk->n_in);
     gk->out = k->out;
     gk->prepare = k->is_constant;
-    gk->nodes = malloc(sizeof(int) * (size_t)(k->n_prims ? k->n_prims : 1));
-    if (!gk->nodes)
-        return -ENOMEM;
     for (int j = 0; j < k->n_prims; j++) {
         int node = c->g->node_index[c->prims[k->prims[j]].node];
         bool seen = false;
@@ -542,10 +545,9 @@ static int add_kernel(part *c, growing *k)
             seen = gk->nodes[m] == node;
         if (!seen)
             gk->nodes[gk->n_nodes++] = node;
-        c->prims[k->prims[j]].kernel = p->n_kernels;
+        c->prims[k->prims[j]].kernel = idx;
     }
-    p->tensors[k->out].producer = p->n_kernels;
-    p->n_kernels++;
+    p->tensors[k->out].producer = idx;
     return 0;
 }
 
@@ -782,6 +784,27 @@ static int order_kernels(part *c)
     return 0;
 }
 
+/* p->node_names: the graph's node names by the client's index, in one allocation. */
+static int name_nodes(const graph *g, graph_plan *p)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        bytes += strlen(g->nodes[i].name) + 1;
+    p->node_names = malloc(sizeof(char *) * ((size_t)g->n_nodes + 1) + bytes);
+    if (!p->node_names)
+        return -ENOMEM;
+    char *at = (char *)(p->node_names + g->n_nodes + 1);
+    for (int i = 0; i < g->n_nodes; i++) {
+        size_t n = strlen(g->nodes[i].name) + 1;
+        memcpy(at, g->nodes[i].name, n);
+        p->node_names[g->node_index[i]] = at;
+        at += n;
+    }
+    p->node_names[g->n_nodes] = NULL;
+    p->n_node_names = g->n_nodes;
+    return 0;
+}
+
 int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, proto_error *ret_err)
 {
     memset(ret, 0, sizeof(*ret));
@@ -810,6 +833,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
         r = home_outputs(&c);
     if (r == 0)
         r = order_kernels(&c);
+    if (r == 0)
+        r = name_nodes(g, ret);
     if (r == -ENOMEM)
         proto_fail(ret_err, 500, "internal", "", "out of memory partitioning the graph");
     free(c.prims);
@@ -827,11 +852,39 @@ void graph_plan_free(graph_plan *p)
     if (!p)
         return;
     for (int k = 0; k < p->n_kernels; k++) {
+        free(p->kernels[k].op);
         free(p->kernels[k].request);
         free(p->kernels[k].nodes);
     }
     free(p->kernels);
     free(p->tensors);
     free(p->order);
+    free(p->node_names);
     memset(p, 0, sizeof(*p));
+}
+
+/* glibc's malloc keeps 8 bytes of header per chunk and rounds chunks up to 16 bytes. */
+static size_t chunk(size_t n)
+{
+    return n ? (n + 8 + 15) / 16 * 16 : 0;
+}
+
+size_t graph_plan_bytes(const graph_plan *p)
+{
+    size_t b = chunk(sizeof(*p->tensors) * (size_t)p->cap_tensors) +
+               chunk(sizeof(*p->kernels) * (size_t)p->cap_kernels) +
+               chunk(sizeof(int) * ((size_t)p->n_kernels + 1));
+    if (p->node_names) {
+        size_t names = sizeof(char *) * ((size_t)p->n_node_names + 1);
+        for (int i = 0; i < p->n_node_names; i++)
+            names += strlen(p->node_names[i]) + 1;
+        b += chunk(names);
+    }
+    for (int k = 0; k < p->n_kernels; k++) {
+        const graph_kernel *gk = &p->kernels[k];
+        b += gk->op ? chunk(sizeof(*gk->op)) : 0;
+        b += gk->request ? chunk(strlen(gk->request) + 1) : 0;
+        b += chunk(sizeof(int) * (size_t)(gk->n_nodes ? gk->n_nodes : 1));
+    }
+    return b;
 }

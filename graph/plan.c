@@ -249,16 +249,16 @@ static const char *region_name(int region)
     }
 }
 
-static cJSON *step_json(const graph *g, const graph_plan *p, int k, const cJSON *kernel_set)
+/* Kernel k's step; w is its workspace tensor or -1. */
+static cJSON *step_json(const graph_plan *p, int k, int w, const cJSON *kernel_set)
 {
     const graph_kernel *gk = &p->kernels[k];
     cJSON *s = cJSON_CreateObject();
     cJSON *nodes = cJSON_AddArrayToObject(s, "nodes");
     for (int j = 0; j < gk->n_nodes; j++) {
-        int sorted = 0;
-        while (sorted < g->n_nodes && g->node_index[sorted] != gk->nodes[j])
-            sorted++;
-        cJSON_AddItemToArray(nodes, cJSON_CreateString(sorted < g->n_nodes ? g->nodes[sorted].name : "?"));
+        int ci = gk->nodes[j];
+        const char *name = p->node_names && ci >= 0 && ci < p->n_node_names ? p->node_names[ci] : "?";
+        cJSON_AddItemToArray(nodes, cJSON_CreateString(name));
     }
     cJSON *b = cJSON_AddObjectToObject(s, "bindings");
     for (int j = 0; j < gk->n_in; j++) {
@@ -267,7 +267,6 @@ static cJSON *step_json(const graph *g, const graph_plan *p, int k, const cJSON 
         cJSON_AddStringToObject(b, key, p->tensors[root_of(p, gk->in[j])].name);
     }
     cJSON_AddStringToObject(b, "output", p->tensors[root_of(p, gk->out)].name);
-    int w = graph_plan_workspace_of(p, k);
     if (w >= 0)
         cJSON_AddStringToObject(b, "workspace", p->tensors[w].name);
     cJSON *rq = cJSON_Parse(gk->request);
@@ -321,10 +320,23 @@ int graph_plan_render(const graph_request *rq, const graph_plan *p, const cJSON 
     }
     cJSON *prep = cJSON_AddArrayToObject(o, "prepare");
     cJSON *steps = cJSON_AddArrayToObject(o, "steps");
+    /* Each kernel's workspace tensor, found in one pass (not one search per kernel). */
+    int *ws_of = malloc(sizeof(int) * ((size_t)p->n_kernels + 1));
+    if (!ws_of) {
+        cJSON_Delete(o);
+        return -ENOMEM;
+    }
+    for (int k = 0; k < p->n_kernels; k++)
+        ws_of[k] = -1;
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].region == GRAPH_REGION_WORKSPACE && p->tensors[t].producer >= 0 &&
+            p->tensors[t].producer < p->n_kernels && ws_of[p->tensors[t].producer] < 0)
+            ws_of[p->tensors[t].producer] = t;
     for (int s = 0; s < p->n_kernels; s++) {
         int k = p->order[s];
-        cJSON_AddItemToArray(s < p->n_prepare ? prep : steps, step_json(g, p, k, kernel_sets[k]));
+        cJSON_AddItemToArray(s < p->n_prepare ? prep : steps, step_json(p, k, ws_of[k], kernel_sets[k]));
     }
+    free(ws_of);
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!text)

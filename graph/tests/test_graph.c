@@ -58,12 +58,12 @@ static void test_mlp(void)
         return;
     CHECK(forward_steps(&p) == 3 && p.n_prepare == 0, "%d steps", forward_steps(&p));
     const graph_kernel *k0 = step(&p, 0), *k1 = step(&p, 1), *k2 = step(&p, 2);
-    CHECK(k0->op.kind == TUNER_OP_MATMUL && k0->op.epilogue.n == 2 &&
-          k0->op.epilogue.steps[0].kind == TUNER_EW_ADD &&
-          k0->op.epilogue.steps[1].kind == TUNER_EW_GELU_ERF);
-    CHECK(k1->op.kind == TUNER_OP_MATMUL && k1->op.epilogue.n == 2 && k1->op.n_inputs == 4,
-          "fc2 + bias + residual: %d steps, %d inputs", k1->op.epilogue.n, k1->op.n_inputs);
-    CHECK(k2->op.kind == TUNER_OP_LAYERNORM && k2->n_in == 3);
+    CHECK(k0->op->kind == TUNER_OP_MATMUL && k0->op->epilogue.n == 2 &&
+          k0->op->epilogue.steps[0].kind == TUNER_EW_ADD &&
+          k0->op->epilogue.steps[1].kind == TUNER_EW_GELU_ERF);
+    CHECK(k1->op->kind == TUNER_OP_MATMUL && k1->op->epilogue.n == 2 && k1->op->n_inputs == 4,
+          "fc2 + bias + residual: %d steps, %d inputs", k1->op->epilogue.n, k1->op->n_inputs);
+    CHECK(k2->op->kind == TUNER_OP_LAYERNORM && k2->n_in == 3);
     CHECK(strstr(k0->request, "\"op\":\"gelu\"") != NULL, "%s", k0->request);
     /* Both intermediates (h3: 2048x3072 f16, h6: 2048x768 f16) are alive at step 1. */
     uint64_t none[8] = {0};
@@ -103,14 +103,14 @@ static void test_bottleneck(void)
     CHECK(forward_steps(&p) == 3, "%d forward steps", forward_steps(&p));
     CHECK(p.n_prepare == 6, "%d prepare kernels (scale and shift of three batchnorms)", p.n_prepare);
     for (int s = 0; s < forward_steps(&p); s++)
-        CHECK(step(&p, s)->op.kind == TUNER_OP_CONV2D);
+        CHECK(step(&p, s)->op->kind == TUNER_OP_CONV2D);
     /* conv3: bn (mul, add), the residual add, relu. */
     const graph_kernel *k2 = step(&p, 2);
-    CHECK(k2->op.epilogue.n == 4 && k2->op.epilogue.steps[3].kind == TUNER_EW_RELU,
-          "%d", k2->op.epilogue.n);
+    CHECK(k2->op->epilogue.n == 4 && k2->op->epilogue.steps[3].kind == TUNER_EW_RELU,
+          "%d", k2->op->epilogue.n);
     for (int s = 0; s < p.n_prepare; s++)
-        CHECK(p.kernels[p.order[s]].op.kind == TUNER_OP_ELEMENTWISE &&
-              p.kernels[p.order[s]].op.output.dtype == TUNER_F32);
+        CHECK(p.kernels[p.order[s]].op->kind == TUNER_OP_ELEMENTWISE &&
+              p.kernels[p.order[s]].op->output.dtype == TUNER_F32);
     uint64_t none[16] = {0};
     CHECK(graph_plan_place(&p, none) == 0);
     CHECK(p.constants_bytes == 6 * 256 + 0 || p.constants_bytes >= 6 * 256, "%llu",
@@ -286,8 +286,8 @@ static void test_folds(void)
     CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
     if (failures)
         return;
-    CHECK(p.n_kernels == 1 && p.kernels[0].op.attrs.matmul.trans_b &&
-          p.kernels[0].op.epilogue.n == 1, "%d kernels", p.n_kernels);
+    CHECK(p.n_kernels == 1 && p.kernels[0].op->attrs.matmul.trans_b &&
+          p.kernels[0].op->epilogue.n == 1, "%d kernels", p.n_kernels);
     uint64_t none[4] = {0};
     CHECK(graph_plan_place(&p, none) == 0 && p.arena_bytes == 0, "the result goes straight into y");
     cJSON *empty = cJSON_CreateObject();
@@ -322,8 +322,8 @@ static void test_fallbacks(void)
         CHECK(p.n_kernels == 2, "%d", p.n_kernels);
         /* d - q: q is the running value, so it is written (-q) + d. */
         const graph_kernel *ew = &p.kernels[1];
-        CHECK(ew->op.kind == TUNER_OP_ELEMENTWISE && ew->op.epilogue.n == 3 &&
-              ew->op.epilogue.steps[1].kind == TUNER_EW_NEG, "%s", ew->request);
+        CHECK(ew->op->kind == TUNER_OP_ELEMENTWISE && ew->op->epilogue.n == 3 &&
+              ew->op->epilogue.steps[1].kind == TUNER_EW_NEG, "%s", ew->request);
         graph_plan_free(&p);
         graph_request_free(&rq);
     }
@@ -345,7 +345,7 @@ static void test_fallbacks(void)
         memcpy(x0, "\"x\" ", 4);
     CHECK(plan_of(big, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
     if (!failures) {
-        CHECK(p.n_kernels == 2 && p.kernels[0].op.epilogue.n == 16, "%d kernels", p.n_kernels);
+        CHECK(p.n_kernels == 2 && p.kernels[0].op->epilogue.n == 16, "%d kernels", p.n_kernels);
         graph_plan_free(&p);
         graph_request_free(&rq);
     }
@@ -423,15 +423,15 @@ static void test_layout(void)
     if (p.n_kernels == 3) {
         const graph_kernel *t = &p.kernels[0], *sl = &p.kernels[1], *cc = &p.kernels[2];
         /* x [4,6,8] strides (48, 8, 1); t = x.permute(2,0,1): [8,4,6] reading strides (1, 48, 8). */
-        CHECK(t->op.kind == TUNER_OP_COPY && t->op.attrs.copy.strides[0] == 1 &&
-              t->op.attrs.copy.strides[1] == 48 && t->op.attrs.copy.strides[2] == 8 &&
-              t->op.epilogue.n == 1 && t->op.epilogue.steps[0].kind == TUNER_EW_RELU, "%s", t->request);
+        CHECK(t->op->kind == TUNER_OP_COPY && t->op->attrs.copy.strides[0] == 1 &&
+              t->op->attrs.copy.strides[1] == 48 && t->op->attrs.copy.strides[2] == 8 &&
+              t->op->epilogue.n == 1 && t->op->epilogue.steps[0].kind == TUNER_EW_RELU, "%s", t->request);
         /* tr [8,4,6] strides (24, 6, 1): rows 1,3,5,7 and columns 3..5: offset 24 + 3. */
-        CHECK(sl->op.kind == TUNER_OP_COPY && sl->op.attrs.copy.offset == 27 &&
-              sl->op.attrs.copy.strides[0] == 48 && sl->op.output.shape[0] == 4 &&
-              sl->op.output.shape[2] == 3, "%s", sl->request);
-        CHECK(cc->op.kind == TUNER_OP_CONCAT && cc->op.attrs.concat.axis == 2 &&
-              cc->op.output.shape[2] == 5, "%s", cc->request);
+        CHECK(sl->op->kind == TUNER_OP_COPY && sl->op->attrs.copy.offset == 27 &&
+              sl->op->attrs.copy.strides[0] == 48 && sl->op->output.shape[0] == 4 &&
+              sl->op->output.shape[2] == 3, "%s", sl->request);
+        CHECK(cc->op->kind == TUNER_OP_CONCAT && cc->op->attrs.concat.axis == 2 &&
+              cc->op->output.shape[2] == 5, "%s", cc->request);
     }
     graph_plan_free(&p);
     graph_request_free(&rq);
