@@ -98,6 +98,14 @@ typedef enum {
     TUNER_EW_SQRT,
     TUNER_EW_RSQRT, /* 1 / sqrt(value) */
     TUNER_EW_SHIFT, /* value + scalar */
+    /* PyTorch's activations; their parameters are named by tuner_ew_params(). */
+    TUNER_EW_CLAMP,       /* min(max(value, scalar), scalar2), NaN kept; an absent bound is +-inf
+                           * (hardtanh and ReLU6 are clamps) */
+    TUNER_EW_HARDSWISH,   /* value * min(max(value + 3, 0), 6) / 6 */
+    TUNER_EW_HARDSIGMOID, /* min(max(value + 3, 0), 6) / 6 */
+    TUNER_EW_LEAKY_RELU,  /* value > 0 ? value : value * scalar (negative_slope) */
+    TUNER_EW_ERF,
+    TUNER_EW_POW,         /* value ** scalar (a constant exponent) */
     TUNER_EW_COUNT
 } tuner_ew_kind;
 
@@ -106,8 +114,9 @@ typedef enum {
 typedef struct tuner_ew_step {
     tuner_ew_kind kind;
     int operand;       /* binary steps: index into tuner_op.inputs; otherwise -1 */
-    double scalar;     /* TUNER_EW_SCALE, TUNER_EW_SHIFT */
+    double scalar;     /* the first parameter (tuner_ew_params): SCALE, SHIFT, CLAMP's min, ... */
     tuner_dtype dtype; /* TUNER_EW_CAST */
+    double scalar2;    /* the second: CLAMP's max */
 } tuner_ew_step;
 
 typedef struct tuner_ew_chain {
@@ -193,8 +202,25 @@ typedef enum {
 /* Size in bytes of one element. */
 static inline int tuner_dtype_size(tuner_dtype d) { return d == TUNER_F32 ? 4 : 2; }
 
-/* Whether a step takes a scalar parameter ("value" in requests). */
-static inline bool tuner_ew_has_scalar(tuner_ew_kind k) { return k == TUNER_EW_SCALE || k == TUNER_EW_SHIFT; }
+/* A numeric parameter of a step kind, as requests and graph nodes name it. */
+typedef struct tuner_ew_param {
+    const char *key;  /* "value", "min", "max", "negative_slope", "exponent" */
+    double dflt;      /* its value when absent and not required (+-HUGE_VAL: clamp's open bounds) */
+    bool required;
+} tuner_ew_param;
+
+/* The parameters of kind k in slot order (slot 0 is tuner_ew_step.scalar, slot 1 scalar2): their
+ * count (0..2), *ret pointing at a static table (NULL when none). Clamp's min and max are each
+ * optional but a request must give one of them (checked by the parsers, since PyTorch refuses a
+ * clamp with neither). */
+int tuner_ew_params(tuner_ew_kind k, const tuner_ew_param **ret);
+
+/* Slot i (0 or 1) of a step's parameters. */
+static inline double *tuner_ew_slot(tuner_ew_step *s, int i) { return i ? &s->scalar2 : &s->scalar; }
+static inline double tuner_ew_slot_value(const tuner_ew_step *s, int i) { return i ? s->scalar2 : s->scalar; }
+
+/* Whether a step takes a numeric parameter. */
+static inline bool tuner_ew_has_scalar(tuner_ew_kind k) { return tuner_ew_params(k, NULL) > 0; }
 
 /* Number of elements in a tensor. */
 static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
@@ -220,6 +246,11 @@ const char *tuner_op_name(tuner_op_kind k);
 int tuner_op_parse(const char *s, tuner_op_kind *ret);
 const char *tuner_ew_name(tuner_ew_kind k);
 int tuner_ew_parse(const char *s, tuner_ew_kind *ret);
+/* Step names that spell another step with preset parameters (PyTorch's names): "relu6" is clamp
+ * with min 0 and max 6 and takes no parameter (*ret_fixed true); "hardtanh" is clamp with min -1
+ * and max 1 unless the request gives them. Fills ret's kind, operand -1 and parameters and
+ * returns 0; -EINVAL when s is no alias. */
+int tuner_ew_alias(const char *s, tuner_ew_step *ret, bool *ret_fixed);
 const char *tuner_reduce_name(tuner_reduce_kind k);
 int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret);
 const char *tuner_tune_name(tuner_tune_mode m);

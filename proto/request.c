@@ -385,24 +385,52 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         return type_error(e, field, "given");
     if ((r = json_string(opv, field, &name, e)) < 0)
         return r;
-    if (step_kind(name, &st.s.kind, &st.bias) < 0)
-        return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\"", name);
+    /* Parameters start at their defaults; an alias (relu6, hardtanh) presets clamp's. */
+    bool alias = false, fixed = false;
+    if (tuner_ew_alias(name, &st.s, &fixed) == 0) {
+        alias = true;
+    } else {
+        if (step_kind(name, &st.s.kind, &st.bias) < 0)
+            return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\"", name);
+        const tuner_ew_param *prm;
+        int np = tuner_ew_params(st.s.kind, &prm);
+        for (int i = 0; i < np; i++)
+            *tuner_ew_slot(&st.s, i) = prm[i].dflt;
+    }
 
     const char *operand_key = prologue ? "operand" : "input";
-    const char *keys[4] = {"op", NULL, NULL, NULL};
+    const char *keys[5] = {"op", NULL, NULL, NULL, NULL};
     int nk = 1;
     if (prologue)
         keys[nk++] = "input";
+    const tuner_ew_param *prm = NULL;
+    int np = fixed ? 0 : tuner_ew_params(st.s.kind, &prm);
     if (TUNER_EW_IS_BINARY(st.s.kind))
         keys[nk++] = operand_key;
     else if (st.s.kind == TUNER_EW_GELU_ERF)
         keys[nk++] = "approximate";
-    else if (tuner_ew_has_scalar(st.s.kind))
-        keys[nk++] = "value";
     else if (st.s.kind == TUNER_EW_CAST)
         keys[nk++] = "dtype";
+    for (int i = 0; i < np; i++)
+        keys[nk++] = prm[i].key;
     if ((r = proto_check_keys(o, keys, path, e)) < 0)
         return r;
+    /* Numeric parameters: finite numbers; a required one must be given, and a clamp needs a
+     * bound (PyTorch refuses clamp() with neither). */
+    bool given = false;
+    for (int i = 0; i < np; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, prm[i].key);
+        snprintf(field, sizeof(field), "%.40s.%s", path, prm[i].key);
+        if (!v && prm[i].required)
+            return type_error(e, field, "given");
+        if (v && (r = json_finite(v, field, tuner_ew_slot(&st.s, i), e)) < 0)
+            return r;
+        given = given || v;
+    }
+    if (st.s.kind == TUNER_EW_CLAMP && !alias && !given) {
+        snprintf(field, sizeof(field), "%.40s.min", path);
+        return proto_fail(e, 422, "invalid_field", field, "clamp needs min, max or both");
+    }
 
     if (prologue) {
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
@@ -432,13 +460,6 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
                 return proto_fail(e, 422, "invalid_field", field,
                             "approximate must be \"none\" or \"tanh\"");
         }
-    } else if (tuner_ew_has_scalar(st.s.kind)) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
-        snprintf(field, sizeof(field), "%.40s.value", path);
-        if (!v)
-            return type_error(e, field, "given");
-        if ((r = json_finite(v, field, &st.s.scalar, e)) < 0)
-            return r;
     } else if (st.s.kind == TUNER_EW_CAST) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "dtype");
         const char *s = NULL;
@@ -700,11 +721,28 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
                 return r;
             *st = (pstep){.s = {.operand = -1}, .target = -1};
             snprintf(st->path, sizeof(st->path), "attrs.fn");
-            if (step_kind(s, &st->s.kind, &st->bias) < 0)
+            bool fixed = false;
+            if (tuner_ew_alias(s, &st->s, &fixed) == 0) {
+                if (!fixed) /* hardtanh's bounds may be given: in attrs.ops */
+                    return proto_fail(e, 422, "invalid_field", "attrs.fn",
+                                "\"%s\" takes parameters: use attrs.ops", s);
+            } else if (step_kind(s, &st->s.kind, &st->bias) < 0) {
                 return proto_fail(e, 422, "unknown_op", "attrs.fn", "unknown function \"%.32s\"", s);
-            if (tuner_ew_has_scalar(st->s.kind) || st->s.kind == TUNER_EW_CAST)
-                return proto_fail(e, 422, "invalid_field", "attrs.fn",
-                            "\"%s\" takes a parameter: use attrs.ops", s);
+            } else {
+                /* A parameter with a default (leaky_relu's slope) takes it; one without needs
+                 * attrs.ops, as does a clamp, which needs a bound. */
+                const tuner_ew_param *prm;
+                int np = tuner_ew_params(st->s.kind, &prm);
+                for (int i = 0; i < np; i++) {
+                    if (prm[i].required || st->s.kind == TUNER_EW_CLAMP)
+                        return proto_fail(e, 422, "invalid_field", "attrs.fn",
+                                    "\"%s\" takes a parameter: use attrs.ops", s);
+                    *tuner_ew_slot(&st->s, i) = prm[i].dflt;
+                }
+                if (st->s.kind == TUNER_EW_CAST)
+                    return proto_fail(e, 422, "invalid_field", "attrs.fn",
+                                "\"%s\" takes a parameter: use attrs.ops", s);
+            }
             if (TUNER_EW_IS_BINARY(st->s.kind))
                 st->s.operand = 1;
             ew->n = 1;

@@ -2,6 +2,7 @@
  * process: the examples' kernels, every kind of bad graph, fusion that falls back instead of
  * going wrong, transposes folded into matmuls, outputs that own their memory, arena sharing. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,83 @@ static void test_errors(void)
 /* Job options are checked as a kernel request's: each bad one gets the status, code and field a
  * kernel request gets for it (graph/parse.c once had its own copy, whose budget errors had
  * drifted to other codes); good ones land in the request. */
+/* PyTorch's activations as nodes: relu6 (a preset clamp) fuses into a depthwise conv's epilogue
+ * as MobileNetV2's blocks need, a chain of hardswish, leaky_relu, pow and erf fuses into a
+ * matmul, hardtanh's bounds and clamp's one-sided form reach the kernel, and bad parameters are
+ * refused with the node's field. */
+static void test_activations(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,16,16,32],\"dtype\":\"f16\"},"
+        "{\"name\":\"a\",\"shape\":[64,128],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[32,3,3,1],\"dtype\":\"f16\"},"
+        "{\"name\":\"b\",\"shape\":[128,256],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"conv2d\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"c\"],"
+        "\"attrs\":{\"padding\":1,\"groups\":32}},"
+        "{\"op\":\"relu6\",\"inputs\":[\"c\"],\"outputs\":[\"y\"]},"
+        "{\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"m\"]},"
+        "{\"op\":\"hardswish\",\"inputs\":[\"m\"],\"outputs\":[\"m1\"]},"
+        "{\"op\":\"leaky_relu\",\"inputs\":[\"m1\"],\"outputs\":[\"m2\"],\"attrs\":{\"negative_slope\":0.2}},"
+        "{\"op\":\"pow\",\"inputs\":[\"m2\"],\"outputs\":[\"m3\"],\"attrs\":{\"exponent\":3}},"
+        "{\"op\":\"erf\",\"inputs\":[\"m3\"],\"outputs\":[\"m4\"]},"
+        "{\"op\":\"hardtanh\",\"inputs\":[\"m4\"],\"outputs\":[\"m5\"],\"attrs\":{\"min\":-0.5}},"
+        "{\"op\":\"clamp\",\"inputs\":[\"m5\"],\"outputs\":[\"m6\"],\"attrs\":{\"max\":0.25}},"
+        "{\"op\":\"hardsigmoid\",\"inputs\":[\"m6\"],\"outputs\":[\"z\"]}],"
+        "\"outputs\":[\"y\",\"z\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 2, "%d kernels", p.n_kernels);
+    for (int k = 0; k < p.n_kernels; k++) {
+        const tuner_op *op = &p.kernels[k].op;
+        if (op->kind == TUNER_OP_CONV2D) {
+            CHECK(op->epilogue.n == 1 && op->epilogue.steps[0].kind == TUNER_EW_CLAMP &&
+                  op->epilogue.steps[0].scalar == 0 && op->epilogue.steps[0].scalar2 == 6, "relu6 fused");
+            CHECK(strstr(p.kernels[k].request, "{\"op\":\"clamp\",\"min\":0,\"max\":6}") != NULL, "%s",
+                  p.kernels[k].request);
+        } else {
+            static const tuner_ew_kind want[] = {TUNER_EW_HARDSWISH, TUNER_EW_LEAKY_RELU, TUNER_EW_POW,
+                                                 TUNER_EW_ERF, TUNER_EW_CLAMP, TUNER_EW_CLAMP,
+                                                 TUNER_EW_HARDSIGMOID};
+            CHECK(op->kind == TUNER_OP_MATMUL && op->epilogue.n == 7, "%d steps", op->epilogue.n);
+            for (int i = 0; i < 7 && i < op->epilogue.n; i++)
+                CHECK(op->epilogue.steps[i].kind == want[i], "step %d", i);
+            CHECK(op->epilogue.steps[1].scalar == 0.2 && op->epilogue.steps[2].scalar == 3);
+            CHECK(op->epilogue.steps[4].scalar == -0.5 && op->epilogue.steps[4].scalar2 == 1, "hardtanh(min=-0.5)");
+            CHECK(isinf(op->epilogue.steps[5].scalar) && op->epilogue.steps[5].scalar2 == 0.25, "clamp(max=0.25)");
+        }
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* One node, its attrs as given: the error names the attribute. */
+    static const struct {
+        const char *node;
+        int status;
+        const char *field, *part;
+    } bad[] = {
+        {"{\"op\":\"clamp\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", 400, "nodes[0].attrs.min", "min, max or both"},
+        {"{\"op\":\"pow\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", 400, "nodes[0].attrs.exponent", "needs"},
+        {"{\"op\":\"pow\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"exponent\":\"2\"}}", 400,
+         "nodes[0].attrs.exponent", "finite number"},
+        {"{\"op\":\"relu6\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"max\":5}}", 400, "nodes[0].attrs.max",
+         ""},
+        {"{\"op\":\"leaky_relu\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":0.1}}", 400,
+         "nodes[0].attrs.value", ""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char g[1024];
+        snprintf(g, sizeof(g),
+                 "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f32\"}],\"nodes\":[%s],"
+                 "\"outputs\":[\"y\"]}}",
+                 bad[i].node);
+        expect_error(g, bad[i].status, bad[i].field, bad[i].part);
+    }
+}
+
 static void test_options(void)
 {
     static const char *const bad[] = {
@@ -465,6 +543,7 @@ int main(void)
     test_mlp();
     test_bottleneck();
     test_errors();
+    test_activations();
     test_options();
     test_folds();
     test_fallbacks();

@@ -3,6 +3,7 @@
  * Usage: test_request EXAMPLES_DIR */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,7 +320,7 @@ static void test_errors(void)
     BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"int8\"}]}", 422,
         "unknown_dtype", "epilogue[0].dtype");
     BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
-        "\"attrs\":{\"fn\":\"erf\"}}", 422, "unknown_op", "attrs.fn");
+        "\"attrs\":{\"fn\":\"erfc\"}}", 422, "unknown_op", "attrs.fn");
     /* Shape limits. */
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[],\"dtype\":\"f16\"}]}", 422,
         "invalid_field", "inputs[0].shape");
@@ -558,6 +559,68 @@ static void test_canonical(void)
     free(s);
 }
 
+/* PyTorch's activations as steps: their parameters, defaults, aliases, canonical JSON and errors. */
+#define EW1 "{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
+static void test_activations(void)
+{
+    static const struct {
+        const char *body, *want; /* want: the chain in the canonical JSON */
+    } cases[] = {
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"min\":0,\"max\":6}]}}", "[{\"max\":6,\"min\":0,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"relu6\"}}", "[{\"max\":6,\"min\":0,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"relu6\"}]}}", "[{\"max\":6,\"min\":0,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"hardtanh\"}]}}", "[{\"max\":1,\"min\":-1,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"hardtanh\",\"max\":2}]}}", "[{\"max\":2,\"min\":-1,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"min\":-0.5}]}}", "[{\"min\":-0.5,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"max\":0.25}]}}", "[{\"max\":0.25,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"hardswish\"}}", "[{\"op\":\"hardswish\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"hardsigmoid\"}}", "[{\"op\":\"hardsigmoid\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"erf\"}}", "[{\"op\":\"erf\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"leaky_relu\"}}", "[{\"negative_slope\":0.01,\"op\":\"leaky_relu\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"leaky_relu\",\"negative_slope\":0.2}]}}",
+         "[{\"negative_slope\":0.20000000000000001,\"op\":\"leaky_relu\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\",\"exponent\":3}]}}", "[{\"exponent\":3,\"op\":\"pow\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\",\"exponent\":-1.5},{\"op\":\"scale\",\"value\":2}]}}",
+         "[{\"exponent\":-1.5,\"op\":\"pow\"},{\"op\":\"scale\",\"value\":2}]"},
+        /* In a matmul's epilogue and a softmax's prologue. */
+        {"{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"hardswish\"},{\"op\":\"clamp\",\"max\":1}]}",
+         "[{\"op\":\"hardswish\"},{\"max\":1,\"op\":\"clamp\"}]"},
+        {"{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"}],"
+         "\"prologue\":[{\"op\":\"pow\",\"input\":0,\"exponent\":2}]}", "[[{\"exponent\":2,\"op\":\"pow\"}]]"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *c = canon(cases[i].body);
+        if (!strstr(c, cases[i].want)) {
+            fprintf(stderr, "activation %zu: canonical %s lacks %s\n", i, c, cases[i].want);
+            failures++;
+        }
+        cJSON *j = cJSON_Parse(c);
+        CHECK(j != NULL);
+        cJSON_Delete(j);
+        free(c);
+    }
+    /* The step's values as the code generator reads them. */
+    proto_kernel_request r = OK(EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"max\":6},{\"op\":\"relu6\"}]}}");
+    CHECK(r.op.epilogue.n == 2 && r.op.epilogue.steps[0].kind == TUNER_EW_CLAMP);
+    CHECK(isinf(r.op.epilogue.steps[0].scalar) && r.op.epilogue.steps[0].scalar < 0 &&
+          r.op.epilogue.steps[0].scalar2 == 6);
+    CHECK(r.op.epilogue.steps[1].scalar == 0 && r.op.epilogue.steps[1].scalar2 == 6);
+
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\"}]}}", 422, "invalid_field", "attrs.ops[0].min");
+    BAD(EW1 "\"attrs\":{\"fn\":\"clamp\"}}", 422, "invalid_field", "attrs.fn");
+    BAD(EW1 "\"attrs\":{\"fn\":\"pow\"}}", 422, "invalid_field", "attrs.fn");
+    BAD(EW1 "\"attrs\":{\"fn\":\"hardtanh\"}}", 422, "invalid_field", "attrs.fn");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\"}]}}", 400, "invalid_field", "attrs.ops[0].exponent");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\",\"exponent\":\"2\"}]}}", 400, "invalid_field",
+        "attrs.ops[0].exponent");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"min\":0,\"max\":1e999}]}}", 400, "invalid_field",
+        "attrs.ops[0].max");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"leaky_relu\",\"value\":0.1}]}}", 400, "invalid_field",
+        "attrs.ops[0].value");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"relu6\",\"max\":5}]}}", 400, "invalid_field", "attrs.ops[0].max");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"erf\",\"value\":1}]}}", 400, "invalid_field", "attrs.ops[0].value");
+}
+
 static void test_strip(void)
 {
     proto_kernel_request r = OK(
@@ -722,6 +785,7 @@ int main(int argc, char **argv)
     test_layout();
     test_errors();
     test_canonical();
+    test_activations();
     test_strip();
     test_error_json();
     test_suggestions();

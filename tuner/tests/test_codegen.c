@@ -50,6 +50,7 @@ static void test_chain_every_kind(const tuner_target *t)
         st->kind = (tuner_ew_kind)k;
         st->operand = -1;
         st->scalar = 0.1;
+        st->scalar2 = 0.1;
         st->dtype = TUNER_BF16;
     }
     tuner_ew_step *st = &ch2.steps[ch2.n++];
@@ -73,7 +74,10 @@ static void test_chain_every_kind(const tuner_target *t)
     static const char *const marks[] = {
         "v + hd_o", "v - hd_o", "v * hd_o", "v / hd_o", "fmaxf(v, hd_o)", "fminf(v, hd_o)", "hd_relu(v)",
         "hd_gelu_erf(v)", "hd_gelu_tanh(v)", "hd_silu(v)", "hd_sigmoid(v)", "tanhf(v)", "expf(v)", "v = -v",
-        "fabsf(v)", "v * v", "v * __uint_as_float(0x3dcccccdu)", "hd_round_bf16(v)",
+        "fabsf(v)", "v * v", "v * __uint_as_float(0x3dcccccdu)", "hd_round_bf16(v)", "sqrtf(v)", "rsqrtf(v)",
+        "v + __uint_as_float(0x3dcccccdu)", "hd_clamp(v, __uint_as_float(0x3dcccccdu), __uint_as_float(0x3dcccccdu))",
+        "hd_hardswish(v)", "hd_hardsigmoid(v)", "hd_leaky_relu(v, __uint_as_float(0x3dcccccdu))", "erff(v)",
+        "hd_pow(v, __uint_as_float(0x3dcccccdu))",
     };
     const char *pos = src;
     for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
@@ -103,6 +107,56 @@ static void test_chain_every_kind(const tuner_target *t)
     src = tuner_sb_take(&sb);
     CHECK(src && strstr(src, "#error"), "bad operand must emit #error");
     free(src);
+}
+
+/* pow's short forms (PyTorch's) and the general path; clamp's open bounds as infinities. Every
+ * form compiles (NVRTC and ptxas) with the candidate and the reference prelude. */
+static void test_pow_clamp(const tuner_target *t)
+{
+    static const struct {
+        double p;
+        const char *mark;
+    } forms[] = {
+        {2, "v = v * v;"},         {3, "v = v * v * v;"},        {0.5, "v = sqrtf(v);"},
+        {-1, "v = 1.0f / v;"},     {-0.5, "v = rsqrtf(v);"},     {0, "v = 1.0f;"},
+        {2.5, "v = hd_pow(v, __uint_as_float(0x40200000u));"},
+        {-3, "v = hd_pow(v, __uint_as_float(0xc0400000u));"},
+    };
+    for (int ref = 0; ref < 2; ref++) {
+        tuner_sb sb;
+        tuner_sb_init(&sb);
+        if (ref)
+            tuner__prelude_reference(&sb, t->sm);
+        else
+            tuner__prelude(&sb, t->sm);
+        tuner_sb_puts(&sb, "extern \"C\" __global__ void pow_test(const float *in0, float *out)\n{\n");
+        for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+            tuner_ew_chain ch = {.n = 1};
+            ch.steps[0] = (tuner_ew_step){.kind = TUNER_EW_POW, .operand = -1, .scalar = forms[i].p};
+            size_t at = sb.len;
+            tuner_sb_printf(&sb, "{ float v = in0[%zu];\n", i);
+            tuner__emit_chain(&sb, NULL, &ch, "v", NULL, NULL);
+            tuner_sb_printf(&sb, "out[%zu] = v; }\n", i);
+            CHECK(sb.buf && strstr(sb.buf + at, forms[i].mark), "pow %g: %s", forms[i].p, forms[i].mark);
+        }
+        /* pow 1 emits nothing; clamp with an open lower bound passes -inf. */
+        tuner_ew_chain ch = {.n = 2};
+        ch.steps[0] = (tuner_ew_step){.kind = TUNER_EW_POW, .operand = -1, .scalar = 1};
+        ch.steps[1] = (tuner_ew_step){.kind = TUNER_EW_CLAMP, .operand = -1, .scalar = -INFINITY, .scalar2 = 6};
+        size_t at = sb.len;
+        tuner_sb_puts(&sb, "{ float v = in0[0];\n");
+        tuner__emit_chain(&sb, NULL, &ch, "v", NULL, NULL);
+        tuner_sb_puts(&sb, "out[0] = v; }\n}\n");
+        CHECK(sb.buf && !strstr(sb.buf + at, "hd_pow") &&
+                  strstr(sb.buf + at, "hd_clamp(v, __uint_as_float(0xff800000u), __uint_as_float(0x40c00000u))"),
+              "pow 1 and clamp(max=6)");
+        char *src = tuner_sb_take(&sb);
+        char tn[16], what[64];
+        tuner_target_name(t, tn, sizeof(tn));
+        snprintf(what, sizeof(what), "pow and clamp, %s prelude (%s)", ref ? "reference" : "candidate", tn);
+        CHECK(src && t_compile_check(what, src, t, NULL, NULL), "%s", what);
+        free(src);
+    }
 }
 
 static void test_emit_float(void)
@@ -379,6 +433,9 @@ int main(void)
     test_gelu_fit();
     test_chain_every_kind(&t80);
     test_chain_every_kind(&t90);
+    const tuner_target t90a = {90, true};
+    test_pow_clamp(&t80);
+    test_pow_clamp(&t90a);
     test_nvrtc();
     test_concurrent_compile();
     test_space_helpers();
