@@ -402,6 +402,61 @@ static int build_cases(scase *c)
     }
     ADD("ew 1000x333 +b,gelu,*.5", elementwise(1000, 333, 16), true);
     ADD("ew 7x1001 align2", elementwise(7, 1001, 2), true);
+    {
+        /* PyTorch's activations, elementwise and fused into matmul and conv epilogues: clamp
+         * with one and two bounds (ReLU6), hardswish, hardsigmoid, leaky_relu, erf, and pow by
+         * its short forms (2, 0.5: NaN on negatives in both) and the general path (an odd
+         * negative and an even integer exponent on negative bases, a fraction giving NaN). */
+        int64_t s[2] = {77, 1000};
+        tuner_op op = blank(TUNER_OP_ELEMENTWISE);
+        op.inputs[0] = tensor(2, s, 16);
+        op.output = tensor(2, s, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        tuner_op ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 8.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_HARDSWISH, 0);
+        add_unary_step(&ew.epilogue, TUNER_EW_CLAMP, -0.25);
+        ew.epilogue.steps[ew.epilogue.n - 1].scalar2 = 4.5;
+        ADD("ew *8,hardswish,clamp(-.25,4.5)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 8.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_HARDSIGMOID, 0);
+        add_unary_step(&ew.epilogue, TUNER_EW_SHIFT, -0.5);
+        add_unary_step(&ew.epilogue, TUNER_EW_LEAKY_RELU, 0.2);
+        ADD("ew *8,hardsigmoid,-.5,leaky_relu(.2)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_ERF, 0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 2.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 0.5);
+        ADD("ew erf,pow 2,pow .5", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SHIFT, 0.5);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, -3.0);
+        ADD("ew +.5,pow -3 (neg bases)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 3.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 4.0);
+        ADD("ew *3,pow 4 (neg bases)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 2.5);
+        ADD("ew pow 2.5 (NaN on neg)", ew, true);
+        tuner_op mm = matmul(1, 256, 512, 128, false, false, 16);
+        int64_t bias[1] = {512};
+        add_operand_step(&mm, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&mm.epilogue, TUNER_EW_HARDSWISH, 0);
+        add_unary_step(&mm.epilogue, TUNER_EW_CLAMP, 0);
+        mm.epilogue.steps[mm.epilogue.n - 1].scalar2 = 6;
+        ADD("mm 256x512x128 +b,hardswish,relu6", mm, true);
+        tuner_op dw = gconv(2, 29, 29, 144, 144, 3, 2, 1, 144);
+        add_unary_step(&dw.epilogue, TUNER_EW_CLAMP, 0);
+        dw.epilogue.steps[dw.epilogue.n - 1].scalar2 = 6;
+        ADD("dwconv 2x29x29x144 3x3 s2 relu6", dw, true);
+        tuner_op cv = conv(2, 14, 14, 96, 32, 1, 1, 1, 0);
+        add_unary_step(&cv.epilogue, TUNER_EW_LEAKY_RELU, 0.1);
+        add_unary_step(&cv.epilogue, TUNER_EW_CLAMP, -HUGE_VAL);
+        cv.epilogue.steps[cv.epilogue.n - 1].scalar2 = 1.0;
+        ADD("conv 2x14x14x96 k32 1x1 leaky,clamp(max 1)", cv, true);
+    }
 #undef ADD
     return n;
 }
@@ -746,7 +801,7 @@ int main(int argc, char **argv)
     printf("template sweep on %s (%s), up to %d candidates per case, %d jobs\n", dev.name,
            tuner_target_name(&tgt, tname, sizeof(tname)), max_per_case, jobs);
 
-    static scase cases[64];
+    static scase cases[96];
     int nc = build_cases(cases);
     static run runs[64 * 3];
     int nr = 0;
