@@ -125,6 +125,27 @@ static cJSON *attrs_json(const tuner_op *op)
     case TUNER_OP_CONCAT:
         cJSON_AddNumberToObject(a, "axis", op->attrs.concat.axis);
         break;
+    case TUNER_OP_POOL2D: {
+        /* Only the kind's own attributes: the validator refuses the others by name. */
+        const tuner_pool_kind k = op->attrs.pool2d.kind;
+        const bool nchw = op->attrs.pool2d.nchw;
+        cJSON_AddStringToObject(a, "kind", tuner_pool_name(k));
+        cJSON_AddStringToObject(a, "layout", nchw ? "nchw" : "nhwc");
+        if (k == TUNER_POOL_ADAPTIVE_AVG) {
+            const int size[2] = {(int)op->output.shape[nchw ? 2 : 1], (int)op->output.shape[nchw ? 3 : 2]};
+            add_pair(a, "output_size", size);
+            break;
+        }
+        add_pair(a, "kernel_size", op->attrs.pool2d.kernel);
+        add_pair(a, "stride", op->attrs.pool2d.stride);
+        add_pair(a, "padding", op->attrs.pool2d.pad);
+        cJSON_AddBoolToObject(a, "ceil_mode", op->attrs.pool2d.ceil_mode);
+        if (k == TUNER_POOL_MAX)
+            add_pair(a, "dilation", op->attrs.pool2d.dilation);
+        else
+            cJSON_AddBoolToObject(a, "count_include_pad", op->attrs.pool2d.count_include_pad);
+        break;
+    }
     default:
         break;
     }

@@ -21,7 +21,7 @@ static const char *const op_names[TUNER_OP_COUNT] = {
     [TUNER_OP_SOFTMAX] = "softmax",     [TUNER_OP_LAYERNORM] = "layernorm",
     [TUNER_OP_RMSNORM] = "rmsnorm",     [TUNER_OP_REDUCE] = "reduce",
     [TUNER_OP_ELEMENTWISE] = "elementwise", [TUNER_OP_COPY] = "copy",
-    [TUNER_OP_CONCAT] = "concat",
+    [TUNER_OP_CONCAT] = "concat",       [TUNER_OP_POOL2D] = "pool2d",
 };
 
 static const char *const ew_names[TUNER_EW_COUNT] = {
@@ -51,6 +51,12 @@ static const char *const reduce_names[TUNER_REDUCE_COUNT] = {
     [TUNER_REDUCE_SUM] = "sum",
     [TUNER_REDUCE_MEAN] = "mean",
     [TUNER_REDUCE_MAX] = "max",
+};
+
+static const char *const pool_names[TUNER_POOL_COUNT] = {
+    [TUNER_POOL_MAX] = "max",
+    [TUNER_POOL_AVG] = "avg",
+    [TUNER_POOL_ADAPTIVE_AVG] = "adaptive_avg",
 };
 
 static const char *const tune_names[TUNER_TUNE_COUNT] = {
@@ -194,6 +200,20 @@ int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret)
     if (k < 0 || !ret)
         return -EINVAL;
     *ret = (tuner_reduce_kind)k;
+    return 0;
+}
+
+const char *tuner_pool_name(tuner_pool_kind k)
+{
+    return name(pool_names, TUNER_POOL_COUNT, (int)k);
+}
+
+int tuner_pool_parse(const char *s, tuner_pool_kind *ret)
+{
+    int k = lookup(s, pool_names, TUNER_POOL_COUNT);
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_pool_kind)k;
     return 0;
 }
 

@@ -31,6 +31,12 @@
  *                view or a plain copy of x, made dense. Epilogue steps apply as elementwise's.
  *   CONCAT       every input (all of them are anchor inputs): joined along attrs.concat.axis;
  *                equal rank and dtype, equal sizes off the axis. Unary epilogue steps only.
+ *   POOL2D       x: NHWC [N,H,W,C] (or NCHW [N,C,H,W]); output [N,P,Q,C] ([N,C,P,Q]).
+ *                max and avg: a kernel window with stride, padding (at most half the kernel),
+ *                dilation (max only), ceil_mode and count_include_pad (avg), exactly as PyTorch's
+ *                max_pool2d/avg_pool2d (tuner_pool_out_size); adaptive_avg: output P x Q,
+ *                window rows [floor(p H / P), ceil((p + 1) H / P)) as adaptive_avg_pool2d
+ *                (global average pooling is its 1x1 case).
  */
 #ifndef HIDET_OP_OP_H
 #define HIDET_OP_OP_H
@@ -60,6 +66,7 @@ typedef enum {
     TUNER_OP_ELEMENTWISE,
     TUNER_OP_COPY,
     TUNER_OP_CONCAT,
+    TUNER_OP_POOL2D,
     TUNER_OP_COUNT
 } tuner_op_kind;
 
@@ -131,6 +138,13 @@ typedef enum {
     TUNER_REDUCE_COUNT
 } tuner_reduce_kind;
 
+typedef enum {
+    TUNER_POOL_MAX = 0,
+    TUNER_POOL_AVG,
+    TUNER_POOL_ADAPTIVE_AVG,
+    TUNER_POOL_COUNT
+} tuner_pool_kind;
+
 typedef struct tuner_op {
     tuner_op_kind kind;
     int n_inputs;
@@ -163,6 +177,15 @@ typedef struct tuner_op {
         struct {
             int axis; /* normalised to 0..rank-1 */
         } concat;
+        struct {
+            tuner_pool_kind kind;
+            /* [h, w]; max and avg only (adaptive_avg: zeros, its windows follow from the
+             * output's size). avg: dilation 1. */
+            int kernel[2], stride[2], pad[2], dilation[2];
+            bool ceil_mode;
+            bool count_include_pad; /* avg: padding counts in the divisor (PyTorch's default) */
+            bool nchw;              /* false: NHWC, as conv2d */
+        } pool2d;
     } attrs;
 
     /* Injective steps applied to anchor input i as it is loaded (i < n_anchor_inputs). */
@@ -231,6 +254,19 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
     return n;
 }
 
+/* PyTorch's pooled output size along one dimension (pooling_output_shape): floor or, with
+ * ceil_mode, ceil of (in + 2 pad - dilation (kernel - 1) - 1) / stride, plus one; in ceil mode
+ * a last window that would start in the right padding (at or past in + pad) is dropped. May be
+ * zero or negative (a window larger than the padded input): callers refuse that. */
+static inline int64_t tuner_pool_out_size(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode)
+{
+    int64_t num = in + 2 * (int64_t)pad - (int64_t)dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+    int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1; /* floor division */
+    if (ceil_mode && (out - 1) * stride >= in + pad)
+        out--;
+    return out;
+}
+
 /* The vocabularies of op/op.h: each enum's canonical names, printed and parsed from one table per
  * vocabulary (op/op.c), so the request parser, the canonical JSON, the daemon's answers and the
  * generated code's names always agree.
@@ -253,6 +289,8 @@ int tuner_ew_parse(const char *s, tuner_ew_kind *ret);
 int tuner_ew_alias(const char *s, tuner_ew_step *ret, bool *ret_fixed);
 const char *tuner_reduce_name(tuner_reduce_kind k);
 int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret);
+const char *tuner_pool_name(tuner_pool_kind k);
+int tuner_pool_parse(const char *s, tuner_pool_kind *ret);
 const char *tuner_tune_name(tuner_tune_mode m);
 int tuner_tune_parse(const char *s, tuner_tune_mode *ret);
 

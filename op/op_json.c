@@ -111,6 +111,19 @@ char *tuner_op_canonical_json(const tuner_op *op)
     case TUNER_OP_CONCAT:
         tuner_sb_printf(&b, "\"axis\":%d", op->attrs.concat.axis);
         break;
+    case TUNER_OP_POOL2D: {
+        /* Every attribute, also those a kind does not use (zeros, false): one form per op. */
+        const int *d = op->attrs.pool2d.dilation, *k = op->attrs.pool2d.kernel, *p = op->attrs.pool2d.pad,
+                  *s = op->attrs.pool2d.stride;
+        tuner_sb_printf(&b,
+                        "\"ceil_mode\":%s,\"count_include_pad\":%s,\"dilation\":[%d,%d],\"kernel_size\":[%d,%d],"
+                        "\"kind\":\"%s\",\"layout\":\"%s\",\"padding\":[%d,%d],\"stride\":[%d,%d]",
+                        op->attrs.pool2d.ceil_mode ? "true" : "false",
+                        op->attrs.pool2d.count_include_pad ? "true" : "false", d[0], d[1], k[0], k[1],
+                        tuner_pool_name(op->attrs.pool2d.kind), op->attrs.pool2d.nchw ? "nchw" : "nhwc", p[0],
+                        p[1], s[0], s[1]);
+        break;
+    }
     default:
         break;
     }
