@@ -295,6 +295,77 @@ static void test_activations(void)
     }
 }
 
+/* A ResNet-style network in NHWC, as the torch.compile backend will send it: conv 7x7 s2 ->
+ * batchnorm -> relu -> maxpool 3x3 s2 p1 -> conv 3x3 -> relu -> global average pool -> flatten
+ * -> matmul + bias. Shapes are inferred through the pools; the batchnorms and relus fuse into
+ * the convolutions' epilogues, the pools are kernels of their own, the flatten is a view and
+ * the bias fuses into the matmul. */
+static void test_resnet_stem(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,224,224,3],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w1\",\"shape\":[64,7,7,3],\"dtype\":\"f16\"},"
+        "{\"name\":\"g\",\"shape\":[64],\"dtype\":\"f16\"},{\"name\":\"b\",\"shape\":[64],\"dtype\":\"f16\"},"
+        "{\"name\":\"m\",\"shape\":[64],\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[64],\"dtype\":\"f16\"},"
+        "{\"name\":\"w2\",\"shape\":[128,3,3,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"fw\",\"shape\":[128,1000],\"dtype\":\"f16\"},{\"name\":\"fb\",\"shape\":[1000],\"dtype\":\"f16\"}],"
+        "\"nodes\":["
+        "{\"op\":\"conv2d\",\"inputs\":[\"x\",\"w1\"],\"outputs\":[\"c1\"],\"attrs\":{\"stride\":2,\"padding\":3}},"
+        "{\"op\":\"batchnorm\",\"inputs\":[\"c1\",\"g\",\"b\",\"m\",\"v\"],\"outputs\":[\"n1\"],\"attrs\":{\"axis\":3}},"
+        "{\"op\":\"relu\",\"inputs\":[\"n1\"],\"outputs\":[\"r1\"]},"
+        "{\"op\":\"pool2d\",\"inputs\":[\"r1\"],\"outputs\":[\"p1\"],"
+        "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":2,\"padding\":1}},"
+        "{\"op\":\"conv2d\",\"inputs\":[\"p1\",\"w2\"],\"outputs\":[\"c2\"],\"attrs\":{\"padding\":1}},"
+        "{\"op\":\"relu\",\"inputs\":[\"c2\"],\"outputs\":[\"r2\"]},"
+        "{\"op\":\"pool2d\",\"inputs\":[\"r2\"],\"outputs\":[\"gp\"],\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":1}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"gp\"],\"outputs\":[\"f\"],\"attrs\":{\"shape\":[2,-1]}},"
+        "{\"op\":\"matmul\",\"inputs\":[\"f\",\"fw\"],\"outputs\":[\"mm\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"mm\",\"fb\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    /* Forward: conv1 (+bn, relu), maxpool, conv2 (+relu), global pool, matmul (+bias). */
+    CHECK(forward_steps(&p) == 5, "%d forward steps", forward_steps(&p));
+    static const tuner_op_kind want[] = {TUNER_OP_CONV2D, TUNER_OP_POOL2D, TUNER_OP_CONV2D, TUNER_OP_POOL2D,
+                                         TUNER_OP_MATMUL};
+    for (int s = 0; s < forward_steps(&p) && s < 5; s++)
+        CHECK(step(&p, s)->op.kind == want[s], "step %d is %s", s, tuner_op_name(step(&p, s)->op.kind));
+    if (forward_steps(&p) == 5) {
+        const tuner_op *c1 = &step(&p, 0)->op, *mp = &step(&p, 1)->op, *c2 = &step(&p, 2)->op, *gp = &step(&p, 3)->op,
+                       *mm = &step(&p, 4)->op;
+        CHECK(c1->output.shape[1] == 112 && c1->epilogue.n == 3 && c1->epilogue.steps[2].kind == TUNER_EW_RELU,
+              "conv1: %lld rows, %d steps", (long long)c1->output.shape[1], c1->epilogue.n);
+        CHECK(mp->attrs.pool2d.kind == TUNER_POOL_MAX && mp->output.shape[1] == 56 && mp->output.shape[2] == 56 &&
+                  mp->output.shape[3] == 64,
+              "maxpool [%lld,%lld,%lld,%lld]", (long long)mp->output.shape[0], (long long)mp->output.shape[1],
+              (long long)mp->output.shape[2], (long long)mp->output.shape[3]);
+        CHECK(c2->epilogue.n == 1 && c2->epilogue.steps[0].kind == TUNER_EW_RELU);
+        CHECK(gp->attrs.pool2d.kind == TUNER_POOL_ADAPTIVE_AVG && gp->output.shape[1] == 1 && gp->output.shape[2] == 1);
+        CHECK(mm->epilogue.n == 1 && mm->epilogue.steps[0].kind == TUNER_EW_ADD && mm->inputs[0].rank == 2 &&
+              mm->inputs[0].shape[1] == 128);
+        CHECK(strstr(step(&p, 1)->request, "\"kind\":\"max\"") && strstr(step(&p, 3)->request, "\"output_size\":[1,1]"),
+              "%s", step(&p, 3)->request);
+    }
+    uint64_t none[16] = {0};
+    CHECK(graph_plan_place(&p, none) == 0);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* A pool node's refusal is the kernel validator's, at the node's field. */
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,8,8,4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                 "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"padding\":2}}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].attrs.padding[0]", "half the kernel");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,2,8,4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                 "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":3,\"stride\":1}}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].attrs.kernel_size[0]", "larger than the padded input");
+}
+
 static void test_options(void)
 {
     static const char *const bad[] = {
@@ -544,6 +615,7 @@ int main(void)
     test_bottleneck();
     test_errors();
     test_activations();
+    test_resnet_stem();
     test_options();
     test_folds();
     test_fallbacks();
