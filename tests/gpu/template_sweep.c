@@ -212,6 +212,34 @@ static tuner_op elementwise(int64_t rows, int64_t d, int align)
     return op;
 }
 
+/* pool2d: x [N,H,W,C] (or [N,C,H,W]); the output by PyTorch's rule, or adaptive_avg's P x Q. */
+static tuner_op pool(tuner_pool_kind kind, bool nchw, int64_t n, int64_t c, int64_t h, int64_t w, int kh, int kw,
+                     int s, int pad, int d, bool ceil, bool include_pad, int64_t P, int64_t Q)
+{
+    tuner_op op = blank(TUNER_OP_POOL2D);
+    op.attrs.pool2d.kind = kind;
+    op.attrs.pool2d.nchw = nchw;
+    if (kind != TUNER_POOL_ADAPTIVE_AVG) {
+        op.attrs.pool2d.kernel[0] = kh, op.attrs.pool2d.kernel[1] = kw;
+        op.attrs.pool2d.stride[0] = op.attrs.pool2d.stride[1] = s;
+        op.attrs.pool2d.pad[0] = op.attrs.pool2d.pad[1] = pad;
+        op.attrs.pool2d.dilation[0] = op.attrs.pool2d.dilation[1] = d;
+        op.attrs.pool2d.ceil_mode = ceil;
+        op.attrs.pool2d.count_include_pad = include_pad;
+        P = tuner_pool_out_size(h, kh, s, pad, d, ceil);
+        Q = tuner_pool_out_size(w, kw, s, pad, d, ceil);
+    }
+    int64_t x[4] = {n, h, w, c}, o[4] = {n, P, Q, c};
+    if (nchw) {
+        x[1] = c, x[2] = h, x[3] = w;
+        o[1] = c, o[2] = P, o[3] = Q;
+    }
+    op.inputs[0] = tensor(4, x, 16);
+    op.output = tensor(4, o, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    return op;
+}
+
 static int build_cases(scase *c)
 {
     int n = 0;
@@ -456,6 +484,29 @@ static int build_cases(scase *c)
         add_unary_step(&cv.epilogue, TUNER_EW_CLAMP, -HUGE_VAL);
         cv.epilogue.steps[cv.epilogue.n - 1].scalar2 = 1.0;
         ADD("conv 2x14x14x96 k32 1x1 leaky,clamp(max 1)", cv, true);
+    }
+    /* pool2d against its reference: ResNet's maxpool (NHWC vectors, a relu prologue), avg with
+     * ceil mode with and without count_include_pad (NCHW), a dilated max with odd channels,
+     * global and overlapping adaptive average pooling, epilogues with operands. */
+    {
+        tuner_op op = pool(TUNER_POOL_MAX, false, 2, 64, 112, 112, 3, 3, 2, 1, 1, false, false, 0, 0);
+        add_unary_step(&op.prologue[0], TUNER_EW_RELU, 0); /* the stem's relu, as x's prologue */
+        ADD("maxpool 2x112x112x64 3x3 s2 p1 relu", op, true);
+    }
+    ADD("avgpool nchw 2x24x35x35 3x3 s2 p1 ceil", pool(TUNER_POOL_AVG, true, 2, 24, 35, 35, 3, 3, 2, 1, 1, true, true, 0, 0), true);
+    ADD("avgpool nchw 2x24x35x35 3x3 s2 p1 ceil excl", pool(TUNER_POOL_AVG, true, 2, 24, 35, 35, 3, 3, 2, 1, 1, true, false, 0, 0), true);
+    ADD("avgpool 1x5x5x16 2x2 s2 p1 ceil excl", pool(TUNER_POOL_AVG, false, 1, 16, 5, 5, 2, 2, 2, 1, 1, true, false, 0, 0), true);
+    ADD("maxpool 1x17x19x13 3x1 s2 p1 d2 ceil", pool(TUNER_POOL_MAX, false, 1, 13, 17, 19, 3, 1, 2, 1, 2, true, false, 0, 0), true);
+    {
+        tuner_op op = pool(TUNER_POOL_ADAPTIVE_AVG, false, 4, 2048, 7, 7, 0, 0, 0, 0, 0, false, false, 1, 1);
+        int64_t sc[1] = {2048};
+        add_operand_step(&op, TUNER_EW_MUL, 1, sc);
+        add_unary_step(&op.epilogue, TUNER_EW_HARDSWISH, 0);
+        ADD("global avgpool 4x7x7x2048 *s,hardswish", op, true);
+        op = pool(TUNER_POOL_ADAPTIVE_AVG, true, 2, 8, 17, 10, 0, 0, 0, 0, 0, false, false, 5, 3);
+        int64_t bias[1] = {3};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        ADD("adaptive avgpool nchw 2x8x17x10->5x3 +b", op, true);
     }
 #undef ADD
     return n;
