@@ -434,7 +434,8 @@ static int build_cases(scase *c)
         /* PyTorch's activations, elementwise and fused into matmul and conv epilogues: clamp
          * with one and two bounds (ReLU6), hardswish, hardsigmoid, leaky_relu, erf, and pow by
          * its short forms (2, 0.5: NaN on negatives in both) and the general path (an odd
-         * negative and an even integer exponent on negative bases, a fraction giving NaN). */
+         * and an even integer exponent on negative bases, a negative fraction, a fraction giving
+         * NaN on negative bases). */
         int64_t s[2] = {77, 1000};
         tuner_op op = blank(TUNER_OP_ELEMENTWISE);
         op.inputs[0] = tensor(2, s, 16);
@@ -457,10 +458,16 @@ static int build_cases(scase *c)
         add_unary_step(&ew.epilogue, TUNER_EW_POW, 2.0);
         add_unary_step(&ew.epilogue, TUNER_EW_POW, 0.5);
         ADD("ew erf,pow 2,pow .5", ew, true);
+        /* Bases kept away from 0 under a negative exponent: a result past f16's range would
+         * be inf in the candidate and finite in the f32 reference. */
         ew = op;
-        add_unary_step(&ew.epilogue, TUNER_EW_SHIFT, 0.5);
-        add_unary_step(&ew.epilogue, TUNER_EW_POW, -3.0);
-        ADD("ew +.5,pow -3 (neg bases)", ew, true);
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 3.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 5.0);
+        ADD("ew *3,pow 5 (neg bases)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SHIFT, 2.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, -2.5);
+        ADD("ew +2,pow -2.5", ew, true);
         ew = op;
         add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 3.0);
         add_unary_step(&ew.epilogue, TUNER_EW_POW, 4.0);

@@ -233,37 +233,6 @@ static void check_direct_rows(const char *name, const tuner_op *op, const tuner_
 
 static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 
-/* A pool2d op as the validator leaves it: x [N,H,W,C] (or [N,C,H,W]), the output size from
- * PyTorch's rule, or adaptive_avg to P x Q (k = NULL). */
-static tuner_op pool_op(tuner_dtype dt, tuner_pool_kind kind, bool nchw, long long n, long long c, long long h,
-                        long long w, const int *k, int s, int pad, int d, bool ceil, long long P, long long Q)
-{
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_POOL2D;
-    op.attrs.pool2d.kind = kind;
-    op.attrs.pool2d.nchw = nchw;
-    if (k) {
-        op.attrs.pool2d.kernel[0] = k[0], op.attrs.pool2d.kernel[1] = k[1];
-        op.attrs.pool2d.stride[0] = op.attrs.pool2d.stride[1] = s;
-        op.attrs.pool2d.pad[0] = op.attrs.pool2d.pad[1] = pad;
-        op.attrs.pool2d.dilation[0] = op.attrs.pool2d.dilation[1] = d;
-        op.attrs.pool2d.ceil_mode = ceil;
-        op.attrs.pool2d.count_include_pad = kind == TUNER_POOL_AVG;
-        P = tuner_pool_out_size(h, k[0], s, pad, d, ceil);
-        Q = tuner_pool_out_size(w, k[1], s, pad, d, ceil);
-    }
-    long long xs[4] = {n, h, w, c}, os[4] = {n, P, Q, c};
-    if (nchw) {
-        xs[1] = c, xs[2] = h, xs[3] = w;
-        os[1] = c, os[2] = P, os[3] = Q;
-    }
-    op.inputs[0] = t_tensor(dt, 4, xs, 16);
-    op.n_inputs = op.n_anchor_inputs = 1;
-    op.output = t_tensor(dt, 4, os, 16);
-    return op;
-}
-
 int main(int argc, char **argv)
 {
     const char *group = argc > 1 ? argv[1] : "softmax";
@@ -427,33 +396,33 @@ int main(int argc, char **argv)
                 /* f16: the whole space (2 vec x 3 block x 3 ipt); the other dtypes a sample, to
                  * keep the test's time small. */
                 sample_size = dt == TUNER_F16 ? 18 : 4;
-                tuner_op op = pool_op(dt, TUNER_POOL_MAX, false, 2, 64, 112, 112, k3, 2, 1, 1, false, 0, 0);
+                tuner_op op = t_pool(dt, TUNER_POOL_MAX, false, 2, 64, 112, 112, k3, 2, 1, 1, false, 0, 0);
                 op.prologue[0].steps[op.prologue[0].n++] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1};
                 snprintf(name, sizeof(name), "pool max %s 3x3 s2 p1 relu", dn);
                 run_case(name, &op, t, false);
                 /* Global average pooling ([N,7,7,2048] -> 1x1). */
-                op = pool_op(dt, TUNER_POOL_ADAPTIVE_AVG, false, 4, 2048, 7, 7, NULL, 0, 0, 0, false, 1, 1);
+                op = t_pool(dt, TUNER_POOL_ADAPTIVE_AVG, false, 4, 2048, 7, 7, NULL, 0, 0, 0, false, 1, 1);
                 snprintf(name, sizeof(name), "pool global avg %s 7x7x2048", dn);
                 run_case(name, &op, t, false);
                 sample_size = 4;
                 /* NCHW avg, ceil mode, padding not counted, a bias (per W column) and hardswish. */
-                op = pool_op(dt, TUNER_POOL_AVG, true, 2, 24, 35, 35, k3, 2, 1, 1, true, 0, 0);
+                op = t_pool(dt, TUNER_POOL_AVG, true, 2, 24, 35, 35, k3, 2, 1, 1, true, 0, 0);
                 op.attrs.pool2d.count_include_pad = false;
                 long long bias[1] = {op.output.shape[3]};
                 t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_HARDSWISH);
                 snprintf(name, sizeof(name), "pool avg %s nchw 3x3 s2 p1 ceil +b", dn);
                 run_case(name, &op, t, false);
                 /* NHWC max, odd channels (no vectors), dilation 2, ceil, a 3x1 window. */
-                op = pool_op(dt, TUNER_POOL_MAX, false, 1, 13, 17, 19, k31, 2, 1, 2, true, 0, 0);
+                op = t_pool(dt, TUNER_POOL_MAX, false, 1, 13, 17, 19, k31, 2, 1, 2, true, 0, 0);
                 snprintf(name, sizeof(name), "pool max %s 3x1 d2 ceil C13", dn);
                 run_case(name, &op, t, true);
                 /* Adaptive 17x10 -> 5x3 in NCHW (overlapping windows), then clamp. */
-                op = pool_op(dt, TUNER_POOL_ADAPTIVE_AVG, true, 2, 8, 17, 10, NULL, 0, 0, 0, false, 5, 3);
+                op = t_pool(dt, TUNER_POOL_ADAPTIVE_AVG, true, 2, 8, 17, 10, NULL, 0, 0, 0, false, 5, 3);
                 op.epilogue.steps[op.epilogue.n++] =
                     (tuner_ew_step){.kind = TUNER_EW_CLAMP, .operand = -1, .scalar = -0.5, .scalar2 = 0.5};
                 snprintf(name, sizeof(name), "pool adaptive avg %s nchw 17x10->5x3", dn);
                 run_case(name, &op, t, false);
-                op = pool_op(dt, TUNER_POOL_AVG, false, 1, 32, 8, 8, k2, 2, 0, 1, false, 0, 0);
+                op = t_pool(dt, TUNER_POOL_AVG, false, 1, 32, 8, 8, k2, 2, 0, 1, false, 0, 0);
                 snprintf(name, sizeof(name), "pool avg %s 2x2 s2", dn);
                 run_case(name, &op, t, false);
             } else if (!strcmp(group, "elementwise")) {
