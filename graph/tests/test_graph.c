@@ -355,6 +355,29 @@ static void test_resnet_stem(void)
     graph_plan_free(&p);
     graph_request_free(&rq);
 
+    /* With no anchor before it, the relu fuses into the pool as input 0's prologue, and what
+     * follows (a bias, relu6) into its epilogue: one kernel. */
+    const char *solo =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,16,33,33],\"dtype\":\"bf16\"}],"
+        "\"weights\":[{\"name\":\"b\",\"shape\":[17],\"dtype\":\"bf16\"}],\"nodes\":["
+        "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"r\"]},"
+        "{\"op\":\"pool2d\",\"inputs\":[\"r\"],\"outputs\":[\"p\"],\"attrs\":{\"kind\":\"avg\",\"kernel_size\":3,"
+        "\"stride\":2,\"padding\":1,\"ceil_mode\":true,\"count_include_pad\":false,\"layout\":\"nchw\"}},"
+        "{\"op\":\"add\",\"inputs\":[\"p\",\"b\"],\"outputs\":[\"q\"]},"
+        "{\"op\":\"relu6\",\"inputs\":[\"q\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+    CHECK(plan_of(solo, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1, "%d kernels", p.n_kernels);
+    const tuner_op *po = &p.kernels[0].op;
+    CHECK(po->kind == TUNER_OP_POOL2D && po->prologue[0].n == 1 && po->prologue[0].steps[0].kind == TUNER_EW_RELU &&
+              po->epilogue.n == 2 && po->epilogue.steps[1].kind == TUNER_EW_CLAMP && po->output.shape[2] == 17 &&
+              po->attrs.pool2d.nchw && po->attrs.pool2d.ceil_mode && !po->attrs.pool2d.count_include_pad,
+          "pool: %d prologue, %d epilogue steps, %lld rows", po->prologue[0].n, po->epilogue.n,
+          (long long)po->output.shape[2]);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
     /* A pool node's refusal is the kernel validator's, at the node's field. */
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,8,8,4],\"dtype\":\"f16\"}],\"nodes\":["
                  "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
