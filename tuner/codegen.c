@@ -82,22 +82,23 @@ static const char prelude_math[] =
     "HD_INLINE float hd_gelu_tanh(float x) { "
     "return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }\n"
     "HD_INLINE float hd_relu(float x) { return x > 0.0f ? x : 0.0f; }\n"
-    /* PyTorch's activations, as its CUDA kernels compute them (clamp keeps a NaN, as torch.clamp
-     * does; fmaxf/fminf alone would drop it). */
+    /* PyTorch's activations, as its kernels compute them: a NaN stays NaN (its std::min/max keep
+     * it where fmaxf/fminf alone would drop it: clamp, hardsigmoid). */
     "HD_INLINE float hd_clamp(float x, float lo, float hi) { return x != x ? x : fminf(fmaxf(x, lo), hi); }\n"
-    "HD_INLINE float hd_hardsigmoid(float x) { return fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }\n"
+    "HD_INLINE float hd_hardsigmoid(float x) { return x != x ? x : fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }\n"
     "HD_INLINE float hd_hardswish(float x) { return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }\n"
     "HD_INLINE float hd_leaky_relu(float x, float s) { return x > 0.0f ? x : x * s; }\n"
     /* x ** p for a constant p without a fast path: powf in references; in candidates
-     * 2^(p log2|x|), negative for a negative base under an odd integer exponent and NaN under a
-     * non-integer one (what powf gives); 0 ** p and inf ** p follow from log2's +-inf. */
+     * 2^(p log2|x|), negative for a negative base under an odd integer exponent and NaN for a
+     * finite negative base under a non-integer one (what powf gives); +-0 and +-inf bases
+     * follow from log2's -inf and +inf, their sign from the exponent's parity. */
     "#ifdef HD_EXACT_MATH\n"
     "HD_INLINE float hd_pow(float x, float p) { return powf(x, p); }\n"
     "#else\n"
     "HD_INLINE float hd_pow(float x, float p) {\n"
     "  const float r = exp2f(p * log2f(fabsf(x)));\n"
     "  if (!signbit(x) || x != x) return r;\n"
-    "  if (truncf(p) != p) return __int_as_float(0x7fc00000);\n"
+    "  if (truncf(p) != p) return x == 0.0f || isinf(x) ? r : __int_as_float(0x7fc00000);\n"
     "  return fmodf(p, 2.0f) != 0.0f ? -r : r; }\n"
     "#endif\n"
     /* Butterfly reductions over groups of W consecutive lanes (W a power of two <= 32). Every lane
