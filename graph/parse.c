@@ -208,7 +208,7 @@ static int node_class(const char *op, graph_node *n)
 
 /* Every op a node may name, for the errors' lists and suggestions. */
 static const char *const known_ops[] = {
-    "matmul", "conv2d", "softmax", "layernorm", "rmsnorm", "reduce", "copy", "concat", "add",
+    "matmul", "conv2d", "softmax", "layernorm", "rmsnorm", "reduce", "copy", "concat", "pool2d", "add",
     "sub", "mul", "div", "max", "min", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "neg",
     "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "clamp", "relu6", "hardtanh",
     "hardswish", "hardsigmoid", "leaky_relu", "erf", "pow", "reshape", "transpose", "slice",
@@ -304,11 +304,18 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
             return proto_fail(c->e, 422, "unknown_op", field,
                                "unknown op \"%.32s\"; did you mean \"%s\"?", opv->valuestring,
                                near);
+        /* As many names as the message holds (it is 256 bytes): whole names, then "...". */
         char list[320];
+        const size_t room = sizeof(c->e->message) - 64;
         size_t len = 0;
-        for (int k = 0; known_ops[k] && len < sizeof(list); k++)
+        for (int k = 0; known_ops[k]; k++) {
+            if (len + strlen(known_ops[k]) + 2 > room - 12) {
+                snprintf(list + len, sizeof(list) - len, ", ... (docs/graphs.md)");
+                break;
+            }
             len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "",
                                     known_ops[k]);
+        }
         return proto_fail(c->e, 422, "unknown_op", field, "unknown op \"%.32s\" (known: %s)",
                            opv->valuestring, list);
     }

@@ -378,6 +378,14 @@ static void test_resnet_stem(void)
     graph_plan_free(&p);
     graph_request_free(&rq);
 
+    /* An unknown op's message lists the known ones that fit, pool2d among them, whole names. */
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"qqqqqqqqqqqqqqqq\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].op", "pool2d, add, sub");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"qqqqqqqqqqqqqqqq\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].op", ", ... (docs/graphs.md))");
+
     /* A pool node's refusal is the kernel validator's, at the node's field. */
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,8,8,4],\"dtype\":\"f16\"}],\"nodes\":["
                  "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
