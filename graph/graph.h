@@ -76,6 +76,7 @@ typedef struct graph_node {
     tuner_op op;
     /* GRAPH_NODE_STEP: kind and parameters (operand unused: a binary step reads in[1]). */
     tuner_ew_step step;
+    bool step_fixed;          /* STEP: relu6, a clamp whose bounds take no attribute */
     int perm[TUNER_MAX_RANK]; /* TRANSPOSE */
     int axis;                 /* BATCHNORM: the channel axis */
     int64_t start[TUNER_MAX_RANK], stop[TUNER_MAX_RANK], stride[TUNER_MAX_RANK]; /* SLICE */

@@ -70,8 +70,11 @@ static cJSON *step_json(const tuner_ew_step *s, int target)
     cJSON_AddStringToObject(o, "op", tuner_ew_name(s->kind));
     if (TUNER_EW_IS_BINARY(s->kind))
         cJSON_AddNumberToObject(o, target >= 0 ? "operand" : "input", s->operand);
-    if (tuner_ew_has_scalar(s->kind))
-        cJSON_AddNumberToObject(o, "value", s->scalar);
+    const tuner_ew_param *prm;
+    int np = tuner_ew_params(s->kind, &prm);
+    for (int j = 0; j < np; j++) /* an infinite one is clamp's open bound: absent */
+        if (!isinf(tuner_ew_slot_value(s, j)))
+            cJSON_AddNumberToObject(o, prm[j].key, tuner_ew_slot_value(s, j));
     if (s->kind == TUNER_EW_CAST)
         cJSON_AddStringToObject(o, "dtype", tuner_dtype_name(s->dtype));
     return o;
@@ -122,6 +125,27 @@ static cJSON *attrs_json(const tuner_op *op)
     case TUNER_OP_CONCAT:
         cJSON_AddNumberToObject(a, "axis", op->attrs.concat.axis);
         break;
+    case TUNER_OP_POOL2D: {
+        /* Only the kind's own attributes: the validator refuses the others by name. */
+        const tuner_pool_kind k = op->attrs.pool2d.kind;
+        const bool nchw = op->attrs.pool2d.nchw;
+        cJSON_AddStringToObject(a, "kind", tuner_pool_name(k));
+        cJSON_AddStringToObject(a, "layout", nchw ? "nchw" : "nhwc");
+        if (k == TUNER_POOL_ADAPTIVE_AVG) {
+            const int size[2] = {(int)op->output.shape[nchw ? 2 : 1], (int)op->output.shape[nchw ? 3 : 2]};
+            add_pair(a, "output_size", size);
+            break;
+        }
+        add_pair(a, "kernel_size", op->attrs.pool2d.kernel);
+        add_pair(a, "stride", op->attrs.pool2d.stride);
+        add_pair(a, "padding", op->attrs.pool2d.pad);
+        cJSON_AddBoolToObject(a, "ceil_mode", op->attrs.pool2d.ceil_mode);
+        if (k == TUNER_POOL_MAX)
+            add_pair(a, "dilation", op->attrs.pool2d.dilation);
+        else
+            cJSON_AddBoolToObject(a, "count_include_pad", op->attrs.pool2d.count_include_pad);
+        break;
+    }
     default:
         break;
     }
@@ -337,14 +361,15 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
     int r;
     if ((r = need_inputs(g, i, binary ? 2 : 1, binary ? 2 : 1, e)) < 0)
         return r;
-    static const char *const none[] = {NULL};
     static const char *const gelu[] = {"approximate", NULL};
-    static const char *const value[] = {"value", NULL};
     static const char *const cast[] = {"dtype", NULL};
-    const char *const *keys = k == TUNER_EW_GELU_ERF ? gelu
-                              : tuner_ew_has_scalar(k) ? value
-                              : k == TUNER_EW_CAST     ? cast
-                                                       : none;
+    /* A numeric parameter's key (tuner_ew_params); none for relu6, whose clamp is preset. */
+    const tuner_ew_param *prm = NULL;
+    int np = n->step_fixed ? 0 : tuner_ew_params(k, &prm);
+    const char *pkeys[3] = {NULL, NULL, NULL};
+    for (int j = 0; j < np; j++)
+        pkeys[j] = prm[j].key;
+    const char *const *keys = k == TUNER_EW_GELU_ERF ? gelu : k == TUNER_EW_CAST ? cast : pkeys;
     if ((r = check_attr_keys(g, i, attrs, keys, e)) < 0)
         return r;
     char field[96];
@@ -357,9 +382,20 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
                                "%s must be \"none\" or \"tanh\"", field);
         if (strcmp(v->valuestring, "tanh") == 0)
             n->step.kind = TUNER_EW_GELU_TANH;
-    } else if (tuner_ew_has_scalar(k)) {
-        if ((r = attr_number(g, i, attrs, "value", true, 0, &n->step.scalar, e)) < 0)
-            return r;
+    } else if (np > 0) {
+        /* Defaults come from the node's parse (the kind's, or an alias's preset bounds). */
+        bool given = false;
+        for (int j = 0; j < np; j++) {
+            double *slot = tuner_ew_slot(&n->step, j);
+            given = given || (attrs && cJSON_GetObjectItemCaseSensitive(attrs, prm[j].key));
+            if ((r = attr_number(g, i, attrs, prm[j].key, prm[j].required, *slot, slot, e)) < 0)
+                return r;
+        }
+        if (k == TUNER_EW_CLAMP && !given && isinf(n->step.scalar) && isinf(n->step.scalar2)) {
+            attr_field(g, i, "min", field, sizeof(field));
+            return proto_fail(e, 400, "invalid_field", field, "node \"%s\" (clamp) needs min, max or both",
+                               n->name);
+        }
     } else if (k == TUNER_EW_CAST) {
         const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "dtype") : NULL;
         attr_field(g, i, "dtype", field, sizeof(field));

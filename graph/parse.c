@@ -183,6 +183,19 @@ static int node_class(const char *op, graph_node *n)
     if (strcmp(op, "gelu_tanh") != 0 && tuner_ew_parse(op, &s) == 0) {
         n->cls = GRAPH_NODE_STEP;
         n->step = (tuner_ew_step){.kind = s, .operand = -1, .dtype = TUNER_F32};
+        /* Parameters start at their defaults (infer reads the node's attrs over them). */
+        const tuner_ew_param *prm;
+        int np = tuner_ew_params(s, &prm);
+        for (int j = 0; j < np; j++)
+            *tuner_ew_slot(&n->step, j) = prm[j].dflt;
+        return 0;
+    }
+    /* relu6 and hardtanh: clamps with preset bounds. */
+    bool fixed = false;
+    if (tuner_ew_alias(op, &n->step, &fixed) == 0) {
+        n->cls = GRAPH_NODE_STEP;
+        n->step.dtype = TUNER_F32;
+        n->step_fixed = fixed;
         return 0;
     }
     for (size_t i = 0; i < sizeof(layout_ops) / sizeof(layout_ops[0]); i++)
@@ -195,9 +208,10 @@ static int node_class(const char *op, graph_node *n)
 
 /* Every op a node may name, for the errors' lists and suggestions. */
 static const char *const known_ops[] = {
-    "matmul", "conv2d", "softmax", "layernorm", "rmsnorm", "reduce", "copy", "concat", "add",
+    "matmul", "conv2d", "softmax", "layernorm", "rmsnorm", "reduce", "copy", "concat", "pool2d", "add",
     "sub", "mul", "div", "max", "min", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "neg",
-    "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "reshape", "transpose", "slice",
+    "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "clamp", "relu6", "hardtanh",
+    "hardswish", "hardsigmoid", "leaky_relu", "erf", "pow", "reshape", "transpose", "slice",
     "batchnorm", NULL};
 
 /* ---- the parse -------------------------------------------------------------------------------- */
@@ -290,11 +304,18 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
             return proto_fail(c->e, 422, "unknown_op", field,
                                "unknown op \"%.32s\"; did you mean \"%s\"?", opv->valuestring,
                                near);
+        /* As many names as the message holds (it is 256 bytes): whole names, then "...". */
         char list[320];
+        const size_t room = sizeof(c->e->message) - 64;
         size_t len = 0;
-        for (int k = 0; known_ops[k] && len < sizeof(list); k++)
+        for (int k = 0; known_ops[k]; k++) {
+            if (len + strlen(known_ops[k]) + 2 > room - 12) {
+                snprintf(list + len, sizeof(list) - len, ", ... (docs/graphs.md)");
+                break;
+            }
             len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "",
                                     known_ops[k]);
+        }
         return proto_fail(c->e, 422, "unknown_op", field, "unknown op \"%.32s\" (known: %s)",
                            opv->valuestring, list);
     }

@@ -210,6 +210,8 @@ char *graph_canonical(const graph *g)
         case GRAPH_NODE_STEP:
             cJSON_AddStringToObject(no, "op", tuner_ew_name(n->step.kind));
             cJSON_AddNumberToObject(no, "value", n->step.scalar);
+            if (n->step.kind == TUNER_EW_CLAMP) /* its max (an open bound prints as null) */
+                cJSON_AddNumberToObject(no, "value2", n->step.scalar2);
             cJSON_AddStringToObject(no, "dtype", tuner_dtype_name(n->step.dtype));
             break;
         default:

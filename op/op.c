@@ -3,6 +3,7 @@
 #include "op/op.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ static const char *const op_names[TUNER_OP_COUNT] = {
     [TUNER_OP_SOFTMAX] = "softmax",     [TUNER_OP_LAYERNORM] = "layernorm",
     [TUNER_OP_RMSNORM] = "rmsnorm",     [TUNER_OP_REDUCE] = "reduce",
     [TUNER_OP_ELEMENTWISE] = "elementwise", [TUNER_OP_COPY] = "copy",
-    [TUNER_OP_CONCAT] = "concat",
+    [TUNER_OP_CONCAT] = "concat",       [TUNER_OP_POOL2D] = "pool2d",
 };
 
 static const char *const ew_names[TUNER_EW_COUNT] = {
@@ -34,13 +35,28 @@ static const char *const ew_names[TUNER_EW_COUNT] = {
     [TUNER_EW_ABS] = "abs",         [TUNER_EW_SQUARE] = "square",
     [TUNER_EW_SCALE] = "scale",     [TUNER_EW_CAST] = "cast",
     [TUNER_EW_SQRT] = "sqrt",       [TUNER_EW_RSQRT] = "rsqrt",
-    [TUNER_EW_SHIFT] = "shift",
+    [TUNER_EW_SHIFT] = "shift",     [TUNER_EW_CLAMP] = "clamp",
+    [TUNER_EW_HARDSWISH] = "hardswish", [TUNER_EW_HARDSIGMOID] = "hardsigmoid",
+    [TUNER_EW_LEAKY_RELU] = "leaky_relu", [TUNER_EW_ERF] = "erf",
+    [TUNER_EW_POW] = "pow",
 };
+
+/* Parameters by kind (tuner_ew_params); PyTorch's defaults where it has them. */
+static const tuner_ew_param p_value[] = {{"value", 0, true}};
+static const tuner_ew_param p_clamp[] = {{"min", -HUGE_VAL, false}, {"max", HUGE_VAL, false}};
+static const tuner_ew_param p_leaky[] = {{"negative_slope", 0.01, false}};
+static const tuner_ew_param p_pow[] = {{"exponent", 0, true}};
 
 static const char *const reduce_names[TUNER_REDUCE_COUNT] = {
     [TUNER_REDUCE_SUM] = "sum",
     [TUNER_REDUCE_MEAN] = "mean",
     [TUNER_REDUCE_MAX] = "max",
+};
+
+static const char *const pool_names[TUNER_POOL_COUNT] = {
+    [TUNER_POOL_MAX] = "max",
+    [TUNER_POOL_AVG] = "avg",
+    [TUNER_POOL_ADAPTIVE_AVG] = "adaptive_avg",
 };
 
 static const char *const tune_names[TUNER_TUNE_COUNT] = {
@@ -131,6 +147,49 @@ int tuner_ew_parse(const char *s, tuner_ew_kind *ret)
     return 0;
 }
 
+int tuner_ew_params(tuner_ew_kind k, const tuner_ew_param **ret)
+{
+    const tuner_ew_param *p = NULL;
+    int n = 0;
+    switch (k) {
+    case TUNER_EW_SCALE:
+    case TUNER_EW_SHIFT:
+        p = p_value, n = 1;
+        break;
+    case TUNER_EW_CLAMP:
+        p = p_clamp, n = 2;
+        break;
+    case TUNER_EW_LEAKY_RELU:
+        p = p_leaky, n = 1;
+        break;
+    case TUNER_EW_POW:
+        p = p_pow, n = 1;
+        break;
+    default:
+        break;
+    }
+    if (ret)
+        *ret = p;
+    return n;
+}
+
+int tuner_ew_alias(const char *s, tuner_ew_step *ret, bool *ret_fixed)
+{
+    if (!s || !ret || !ret_fixed)
+        return -EINVAL;
+    if (strcmp(s, "relu6") == 0) {
+        *ret = (tuner_ew_step){.kind = TUNER_EW_CLAMP, .operand = -1, .scalar = 0, .scalar2 = 6};
+        *ret_fixed = true;
+        return 0;
+    }
+    if (strcmp(s, "hardtanh") == 0) {
+        *ret = (tuner_ew_step){.kind = TUNER_EW_CLAMP, .operand = -1, .scalar = -1, .scalar2 = 1};
+        *ret_fixed = false;
+        return 0;
+    }
+    return -EINVAL;
+}
+
 const char *tuner_reduce_name(tuner_reduce_kind k)
 {
     return name(reduce_names, TUNER_REDUCE_COUNT, (int)k);
@@ -142,6 +201,20 @@ int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret)
     if (k < 0 || !ret)
         return -EINVAL;
     *ret = (tuner_reduce_kind)k;
+    return 0;
+}
+
+const char *tuner_pool_name(tuner_pool_kind k)
+{
+    return name(pool_names, TUNER_POOL_COUNT, (int)k);
+}
+
+int tuner_pool_parse(const char *s, tuner_pool_kind *ret)
+{
+    int k = lookup(s, pool_names, TUNER_POOL_COUNT);
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_pool_kind)k;
     return 0;
 }
 
@@ -184,6 +257,9 @@ char *tuner_step_names(char *buf, size_t len)
             break;
         at += w;
     }
+    /* The spellings tuner_ew_alias() takes for clamp. */
+    if (buf && len && at > 0 && (size_t)at < len)
+        snprintf(buf + at, len - (size_t)at, ", relu6, hardtanh");
     return buf;
 }
 

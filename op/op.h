@@ -31,6 +31,12 @@
  *                view or a plain copy of x, made dense. Epilogue steps apply as elementwise's.
  *   CONCAT       every input (all of them are anchor inputs): joined along attrs.concat.axis;
  *                equal rank and dtype, equal sizes off the axis. Unary epilogue steps only.
+ *   POOL2D       x: NHWC [N,H,W,C] (or NCHW [N,C,H,W]); output [N,P,Q,C] ([N,C,P,Q]).
+ *                max and avg: a kernel window with stride, padding (at most half the kernel),
+ *                dilation (max only), ceil_mode and count_include_pad (avg), exactly as PyTorch's
+ *                max_pool2d/avg_pool2d (tuner_pool_out_size); adaptive_avg: output P x Q,
+ *                window rows [floor(p H / P), ceil((p + 1) H / P)) as adaptive_avg_pool2d
+ *                (global average pooling is its 1x1 case).
  */
 #ifndef HIDET_OP_OP_H
 #define HIDET_OP_OP_H
@@ -60,6 +66,7 @@ typedef enum {
     TUNER_OP_ELEMENTWISE,
     TUNER_OP_COPY,
     TUNER_OP_CONCAT,
+    TUNER_OP_POOL2D,
     TUNER_OP_COUNT
 } tuner_op_kind;
 
@@ -98,6 +105,14 @@ typedef enum {
     TUNER_EW_SQRT,
     TUNER_EW_RSQRT, /* 1 / sqrt(value) */
     TUNER_EW_SHIFT, /* value + scalar */
+    /* PyTorch's activations; their parameters are named by tuner_ew_params(). */
+    TUNER_EW_CLAMP,       /* min(max(value, scalar), scalar2), NaN kept; an absent bound is +-inf
+                           * (hardtanh and ReLU6 are clamps) */
+    TUNER_EW_HARDSWISH,   /* value * min(max(value + 3, 0), 6) / 6 */
+    TUNER_EW_HARDSIGMOID, /* min(max(value + 3, 0), 6) / 6 */
+    TUNER_EW_LEAKY_RELU,  /* value > 0 ? value : value * scalar (negative_slope) */
+    TUNER_EW_ERF,
+    TUNER_EW_POW,         /* value ** scalar (a constant exponent) */
     TUNER_EW_COUNT
 } tuner_ew_kind;
 
@@ -106,8 +121,9 @@ typedef enum {
 typedef struct tuner_ew_step {
     tuner_ew_kind kind;
     int operand;       /* binary steps: index into tuner_op.inputs; otherwise -1 */
-    double scalar;     /* TUNER_EW_SCALE, TUNER_EW_SHIFT */
+    double scalar;     /* the first parameter (tuner_ew_params): SCALE, SHIFT, CLAMP's min, ... */
     tuner_dtype dtype; /* TUNER_EW_CAST */
+    double scalar2;    /* the second: CLAMP's max */
 } tuner_ew_step;
 
 typedef struct tuner_ew_chain {
@@ -121,6 +137,13 @@ typedef enum {
     TUNER_REDUCE_MAX,
     TUNER_REDUCE_COUNT
 } tuner_reduce_kind;
+
+typedef enum {
+    TUNER_POOL_MAX = 0,
+    TUNER_POOL_AVG,
+    TUNER_POOL_ADAPTIVE_AVG,
+    TUNER_POOL_COUNT
+} tuner_pool_kind;
 
 typedef struct tuner_op {
     tuner_op_kind kind;
@@ -154,6 +177,15 @@ typedef struct tuner_op {
         struct {
             int axis; /* normalised to 0..rank-1 */
         } concat;
+        struct {
+            tuner_pool_kind kind;
+            /* [h, w]; max and avg only (adaptive_avg: zeros, its windows follow from the
+             * output's size). avg: dilation 1. */
+            int kernel[2], stride[2], pad[2], dilation[2];
+            bool ceil_mode;
+            bool count_include_pad; /* avg: padding counts in the divisor (PyTorch's default) */
+            bool nchw;              /* false: NHWC, as conv2d */
+        } pool2d;
     } attrs;
 
     /* Injective steps applied to anchor input i as it is loaded (i < n_anchor_inputs). */
@@ -193,8 +225,25 @@ typedef enum {
 /* Size in bytes of one element. */
 static inline int tuner_dtype_size(tuner_dtype d) { return d == TUNER_F32 ? 4 : 2; }
 
-/* Whether a step takes a scalar parameter ("value" in requests). */
-static inline bool tuner_ew_has_scalar(tuner_ew_kind k) { return k == TUNER_EW_SCALE || k == TUNER_EW_SHIFT; }
+/* A numeric parameter of a step kind, as requests and graph nodes name it. */
+typedef struct tuner_ew_param {
+    const char *key;  /* "value", "min", "max", "negative_slope", "exponent" */
+    double dflt;      /* its value when absent and not required (+-HUGE_VAL: clamp's open bounds) */
+    bool required;
+} tuner_ew_param;
+
+/* The parameters of kind k in slot order (slot 0 is tuner_ew_step.scalar, slot 1 scalar2): their
+ * count (0..2), *ret pointing at a static table (NULL when none). Clamp's min and max are each
+ * optional but a request must give one of them (checked by the parsers, since PyTorch refuses a
+ * clamp with neither). */
+int tuner_ew_params(tuner_ew_kind k, const tuner_ew_param **ret);
+
+/* Slot i (0 or 1) of a step's parameters. */
+static inline double *tuner_ew_slot(tuner_ew_step *s, int i) { return i ? &s->scalar2 : &s->scalar; }
+static inline double tuner_ew_slot_value(const tuner_ew_step *s, int i) { return i ? s->scalar2 : s->scalar; }
+
+/* Whether a step takes a numeric parameter. */
+static inline bool tuner_ew_has_scalar(tuner_ew_kind k) { return tuner_ew_params(k, NULL) > 0; }
 
 /* Number of elements in a tensor. */
 static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
@@ -203,6 +252,19 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
     for (int i = 0; i < t->rank; i++)
         n *= t->shape[i];
     return n;
+}
+
+/* PyTorch's pooled output size along one dimension (pooling_output_shape): floor or, with
+ * ceil_mode, ceil of (in + 2 pad - dilation (kernel - 1) - 1) / stride, plus one; in ceil mode
+ * a last window that would start in the right padding (at or past in + pad) is dropped. May be
+ * zero or negative (a window larger than the padded input): callers refuse that. */
+static inline int64_t tuner_pool_out_size(int64_t in, int kernel, int stride, int pad, int dilation, bool ceil_mode)
+{
+    int64_t num = in + 2 * (int64_t)pad - (int64_t)dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+    int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1; /* floor division */
+    if (ceil_mode && (out - 1) * stride >= in + pad)
+        out--;
+    return out;
 }
 
 /* The vocabularies of op/op.h: each enum's canonical names, printed and parsed from one table per
@@ -220,8 +282,15 @@ const char *tuner_op_name(tuner_op_kind k);
 int tuner_op_parse(const char *s, tuner_op_kind *ret);
 const char *tuner_ew_name(tuner_ew_kind k);
 int tuner_ew_parse(const char *s, tuner_ew_kind *ret);
+/* Step names that spell another step with preset parameters (PyTorch's names): "relu6" is clamp
+ * with min 0 and max 6 and takes no parameter (*ret_fixed true); "hardtanh" is clamp with min -1
+ * and max 1 unless the request gives them. Fills ret's kind, operand -1 and parameters and
+ * returns 0; -EINVAL when s is no alias. */
+int tuner_ew_alias(const char *s, tuner_ew_step *ret, bool *ret_fixed);
 const char *tuner_reduce_name(tuner_reduce_kind k);
 int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret);
+const char *tuner_pool_name(tuner_pool_kind k);
+int tuner_pool_parse(const char *s, tuner_pool_kind *ret);
 const char *tuner_tune_name(tuner_tune_mode m);
 int tuner_tune_parse(const char *s, tuner_tune_mode *ret);
 

@@ -3,6 +3,7 @@
  * parser, the daemon and the scheduler all key on one and the same form. */
 #include "op/op.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,23 @@ static void sb_tensor(tuner_sb *b, const tuner_tensor *t)
     tuner_sb_printf(b, "}");
 }
 
-/* Keys sorted: dtype < op < operand < value. */
+/* A step's parameters whose keys sort before (before_op) or after "operand"; an infinite one
+ * (clamp's open bound) is absent, as in the request. */
+static void sb_params(tuner_sb *b, const tuner_ew_step *s, bool before_op)
+{
+    const tuner_ew_param *p;
+    int n = tuner_ew_params(s->kind, &p);
+    for (int j = 0; j < n; j++) {
+        /* In key order: clamp's slots are min, max; "max" sorts first. */
+        int i = s->kind == TUNER_EW_CLAMP ? 1 - j : j;
+        double v = tuner_ew_slot_value(s, i);
+        if ((strcmp(p[i].key, "op") < 0) != before_op || isinf(v))
+            continue;
+        tuner_sb_printf(b, before_op ? "\"%s\":%.17g," : ",\"%s\":%.17g", p[i].key, v);
+    }
+}
+
+/* Keys sorted: dtype < exponent < max < min < negative_slope < op < operand < value. */
 static void sb_chain(tuner_sb *b, const tuner_ew_chain *c)
 {
     tuner_sb_printf(b, "[");
@@ -33,11 +50,11 @@ static void sb_chain(tuner_sb *b, const tuner_ew_chain *c)
         tuner_sb_printf(b, "%s{", i ? "," : "");
         if (s->kind == TUNER_EW_CAST)
             tuner_sb_printf(b, "\"dtype\":\"%s\",", tuner_dtype_name(s->dtype));
+        sb_params(b, s, true);
         tuner_sb_printf(b, "\"op\":\"%s\"", tuner_ew_name(s->kind));
         if (TUNER_EW_IS_BINARY(s->kind))
             tuner_sb_printf(b, ",\"operand\":%d", s->operand);
-        if (tuner_ew_has_scalar(s->kind))
-            tuner_sb_printf(b, ",\"value\":%.17g", s->scalar);
+        sb_params(b, s, false);
         tuner_sb_printf(b, "}");
     }
     tuner_sb_printf(b, "]");
@@ -94,6 +111,19 @@ char *tuner_op_canonical_json(const tuner_op *op)
     case TUNER_OP_CONCAT:
         tuner_sb_printf(&b, "\"axis\":%d", op->attrs.concat.axis);
         break;
+    case TUNER_OP_POOL2D: {
+        /* Every attribute, also those a kind does not use (zeros, false): one form per op. */
+        const int *d = op->attrs.pool2d.dilation, *k = op->attrs.pool2d.kernel, *p = op->attrs.pool2d.pad,
+                  *s = op->attrs.pool2d.stride;
+        tuner_sb_printf(&b,
+                        "\"ceil_mode\":%s,\"count_include_pad\":%s,\"dilation\":[%d,%d],\"kernel_size\":[%d,%d],"
+                        "\"kind\":\"%s\",\"layout\":\"%s\",\"padding\":[%d,%d],\"stride\":[%d,%d]",
+                        op->attrs.pool2d.ceil_mode ? "true" : "false",
+                        op->attrs.pool2d.count_include_pad ? "true" : "false", d[0], d[1], k[0], k[1],
+                        tuner_pool_name(op->attrs.pool2d.kind), op->attrs.pool2d.nchw ? "nchw" : "nhwc", p[0],
+                        p[1], s[0], s[1]);
+        break;
+    }
     default:
         break;
     }

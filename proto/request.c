@@ -409,27 +409,55 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         return type_error(e, field, "given");
     if ((r = json_string(opv, field, &name, e)) < 0)
         return r;
-    if (step_kind(name, &st.s.kind, &st.bias) < 0) {
-        char known[256];
-        return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\" (steps: %s)", name,
-                          tuner_step_names(known, sizeof(known)));
+    /* Parameters start at their defaults; an alias (relu6, hardtanh) presets clamp's. */
+    bool alias = false, fixed = false;
+    if (tuner_ew_alias(name, &st.s, &fixed) == 0) {
+        alias = true;
+    } else {
+        if (step_kind(name, &st.s.kind, &st.bias) < 0) {
+            char known[256];
+            return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\" (steps: %s)",
+                              name, tuner_step_names(known, sizeof(known)));
+        }
+        const tuner_ew_param *prm;
+        int np = tuner_ew_params(st.s.kind, &prm);
+        for (int i = 0; i < np; i++)
+            *tuner_ew_slot(&st.s, i) = prm[i].dflt;
     }
 
     const char *operand_key = prologue ? "operand" : "input";
-    const char *keys[4] = {"op", NULL, NULL, NULL};
+    const char *keys[5] = {"op", NULL, NULL, NULL, NULL};
     int nk = 1;
     if (prologue)
         keys[nk++] = "input";
+    const tuner_ew_param *prm = NULL;
+    int np = fixed ? 0 : tuner_ew_params(st.s.kind, &prm);
     if (TUNER_EW_IS_BINARY(st.s.kind))
         keys[nk++] = operand_key;
     else if (st.s.kind == TUNER_EW_GELU_ERF)
         keys[nk++] = "approximate";
-    else if (tuner_ew_has_scalar(st.s.kind))
-        keys[nk++] = "value";
     else if (st.s.kind == TUNER_EW_CAST)
         keys[nk++] = "dtype";
+    for (int i = 0; i < np; i++)
+        keys[nk++] = prm[i].key;
     if ((r = proto_check_keys(o, keys, path, e)) < 0)
         return r;
+    /* Numeric parameters: finite numbers; a required one must be given, and a clamp needs a
+     * bound (PyTorch refuses clamp() with neither). */
+    bool given = false;
+    for (int i = 0; i < np; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, prm[i].key);
+        snprintf(field, sizeof(field), "%.40s.%s", path, prm[i].key);
+        if (!v && prm[i].required)
+            return type_error(e, field, "given");
+        if (v && (r = json_finite(v, field, tuner_ew_slot(&st.s, i), e)) < 0)
+            return r;
+        given = given || v;
+    }
+    if (st.s.kind == TUNER_EW_CLAMP && !alias && !given) {
+        snprintf(field, sizeof(field), "%.40s.min", path);
+        return proto_fail(e, 422, "invalid_field", field, "clamp needs min, max or both");
+    }
 
     if (prologue) {
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
@@ -459,13 +487,6 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
                 return proto_fail(e, 422, "invalid_field", field,
                             "approximate must be \"none\" or \"tanh\"");
         }
-    } else if (tuner_ew_has_scalar(st.s.kind)) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "value");
-        snprintf(field, sizeof(field), "%.40s.value", path);
-        if (!v)
-            return type_error(e, field, "given");
-        if ((r = json_finite(v, field, &st.s.scalar, e)) < 0)
-            return r;
     } else if (st.s.kind == TUNER_EW_CAST) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "dtype");
         const char *s = NULL;
@@ -603,6 +624,96 @@ static int parse_copy_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
     return 0;
 }
 
+/* pool2d: "kind" (max, avg, adaptive_avg) and the attributes of that kind, PyTorch's defaults
+ * (stride = kernel_size, padding 0, dilation 1, ceil_mode false, count_include_pad true).
+ * An attribute the kind does not have is refused by name (avg_pool2d has no dilation,
+ * max_pool2d no count_include_pad, adaptive_avg only output_size). adaptive_avg's output_size
+ * is kept in op->output.shape[0..1] until infer_output builds the output. */
+static int parse_pool_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
+{
+    enum { MX = 1 << TUNER_POOL_MAX, AV = 1 << TUNER_POOL_AVG, AD = 1 << TUNER_POOL_ADAPTIVE_AVG };
+    static const struct {
+        const char *key, *kinds;
+        int mask;
+    } only_of[] = {
+        {"kernel_size", "max and avg", MX | AV}, {"stride", "max and avg", MX | AV},
+        {"padding", "max and avg", MX | AV},     {"ceil_mode", "max and avg", MX | AV},
+        {"dilation", "max", MX},                 {"count_include_pad", "avg", AV},
+        {"output_size", "adaptive_avg", AD},
+    };
+    const cJSON *v;
+    const char *s = NULL;
+    int r;
+    char field[64];
+    if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, "kind")))
+        return type_error(e, "attrs.kind", "given (\"max\", \"avg\" or \"adaptive_avg\")");
+    if ((r = json_string(v, "attrs.kind", &s, e)) < 0)
+        return r;
+    tuner_pool_kind kind;
+    if (tuner_pool_parse(s, &kind) < 0)
+        return proto_fail(e, 422, "invalid_field", "attrs.kind",
+                    "attrs.kind must be \"max\", \"avg\" or \"adaptive_avg\"");
+    for (size_t i = 0; i < sizeof(only_of) / sizeof(only_of[0]); i++) {
+        if (!cJSON_GetObjectItemCaseSensitive(attrs, only_of[i].key) || (only_of[i].mask & (1 << kind)))
+            continue;
+        snprintf(field, sizeof(field), "attrs.%s", only_of[i].key);
+        return proto_fail(e, 422, "invalid_field", field, "%s applies to %s pooling only, not %s",
+                    only_of[i].key, only_of[i].kinds, s);
+    }
+    op->attrs.pool2d.kind = kind;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "layout"))) {
+        if ((r = json_string(v, "attrs.layout", &s, e)) < 0)
+            return r;
+        if (strcmp(s, "nchw") == 0)
+            op->attrs.pool2d.nchw = true;
+        else if (strcmp(s, "nhwc") != 0)
+            return proto_fail(e, 422, "invalid_field", "attrs.layout",
+                        "layout must be \"nhwc\" or \"nchw\"");
+    }
+    if (kind == TUNER_POOL_ADAPTIVE_AVG) {
+        int out[2];
+        if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, "output_size")))
+            return type_error(e, "attrs.output_size", "given (an integer or [h, w]; 1 is global average pooling)");
+        if ((r = parse_pair(v, "attrs.output_size", 1, 65535, out, e)) < 0)
+            return r;
+        op->output.shape[0] = out[0];
+        op->output.shape[1] = out[1];
+        return 0;
+    }
+    int *k = op->attrs.pool2d.kernel, *st = op->attrs.pool2d.stride, *pd = op->attrs.pool2d.pad,
+        *dl = op->attrs.pool2d.dilation;
+    if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, "kernel_size")))
+        return type_error(e, "attrs.kernel_size", "given (an integer or [h, w])");
+    if ((r = parse_pair(v, "attrs.kernel_size", 1, 65535, k, e)) < 0)
+        return r;
+    st[0] = k[0], st[1] = k[1];
+    dl[0] = dl[1] = 1;
+    op->attrs.pool2d.count_include_pad = kind == TUNER_POOL_AVG;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "stride")) &&
+        (r = parse_pair(v, "attrs.stride", 1, 65535, st, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "padding")) &&
+        (r = parse_pair(v, "attrs.padding", 0, 65535, pd, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "dilation")) &&
+        (r = parse_pair(v, "attrs.dilation", 1, 65535, dl, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "ceil_mode")) &&
+        (r = json_bool(v, "attrs.ceil_mode", &op->attrs.pool2d.ceil_mode, e)) < 0)
+        return r;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "count_include_pad")) &&
+        (r = json_bool(v, "attrs.count_include_pad", &op->attrs.pool2d.count_include_pad, e)) < 0)
+        return r;
+    /* PyTorch refuses padding above half the kernel: a window could lie wholly in the padding. */
+    for (int d = 0; d < 2; d++)
+        if (pd[d] > k[d] / 2) {
+            snprintf(field, sizeof(field), "attrs.padding[%d]", d);
+            return proto_fail(e, 422, "invalid_field", field,
+                        "padding %d is more than half the kernel size %d (PyTorch refuses it too)", pd[d], k[d]);
+        }
+    return 0;
+}
+
 static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pchain *ew,
                        proto_error *e)
 {
@@ -615,9 +726,12 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
     static const char *const ew_keys[] = {"ops", "fn", NULL};
     static const char *const copy_keys[] = {"shape", "strides", "offset", NULL};
     static const char *const concat_keys[] = {"axis", NULL};
+    static const char *const pool_keys[] = {"kind", "kernel_size", "stride", "padding", "dilation",
+                                            "ceil_mode", "count_include_pad", "output_size",
+                                            "layout", NULL};
     static const char *const *const keys[TUNER_OP_COUNT] = {
         matmul_keys, conv_keys, softmax_keys, norm_keys, norm_keys, reduce_keys, ew_keys,
-        copy_keys, concat_keys,
+        copy_keys, concat_keys, pool_keys,
     };
     cJSON empty = {.type = cJSON_Object};
     const cJSON *v;
@@ -707,6 +821,8 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
         break;
     case TUNER_OP_COPY:
         return parse_copy_attrs(attrs, op, e);
+    case TUNER_OP_POOL2D:
+        return parse_pool_attrs(attrs, op, e);
     case TUNER_OP_CONCAT:
         if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")))
             return type_error(e, "attrs.axis", "given (the axis to join along)");
@@ -728,11 +844,28 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
                 return r;
             *st = (pstep){.s = {.operand = -1}, .target = -1};
             snprintf(st->path, sizeof(st->path), "attrs.fn");
-            if (step_kind(s, &st->s.kind, &st->bias) < 0)
+            bool fixed = false;
+            if (tuner_ew_alias(s, &st->s, &fixed) == 0) {
+                if (!fixed) /* hardtanh's bounds may be given: in attrs.ops */
+                    return proto_fail(e, 422, "invalid_field", "attrs.fn",
+                                "\"%s\" takes parameters: use attrs.ops", s);
+            } else if (step_kind(s, &st->s.kind, &st->bias) < 0) {
                 return proto_fail(e, 422, "unknown_op", "attrs.fn", "unknown function \"%.32s\"", s);
-            if (tuner_ew_has_scalar(st->s.kind) || st->s.kind == TUNER_EW_CAST)
-                return proto_fail(e, 422, "invalid_field", "attrs.fn",
-                            "\"%s\" takes a parameter: use attrs.ops", s);
+            } else {
+                /* A parameter with a default (leaky_relu's slope) takes it; one without needs
+                 * attrs.ops, as does a clamp, which needs a bound. */
+                const tuner_ew_param *prm;
+                int np = tuner_ew_params(st->s.kind, &prm);
+                for (int i = 0; i < np; i++) {
+                    if (prm[i].required || st->s.kind == TUNER_EW_CLAMP)
+                        return proto_fail(e, 422, "invalid_field", "attrs.fn",
+                                    "\"%s\" takes a parameter: use attrs.ops", s);
+                    *tuner_ew_slot(&st->s, i) = prm[i].dflt;
+                }
+                if (st->s.kind == TUNER_EW_CAST)
+                    return proto_fail(e, 422, "invalid_field", "attrs.fn",
+                                "\"%s\" takes a parameter: use attrs.ops", s);
+            }
             if (TUNER_EW_IS_BINARY(st->s.kind))
                 st->s.operand = 1;
             ew->n = 1;
@@ -837,6 +970,43 @@ static int infer_conv2d(tuner_op *op, proto_error *e)
     o->shape[nchw ? 2 : 1] = p;
     o->shape[nchw ? 3 : 2] = q;
     o->dtype = x->dtype;
+    return 0;
+}
+
+/* pool2d's output: PyTorch's size per spatial dimension (tuner_pool_out_size), at least one
+ * window; adaptive_avg's from attrs.output_size (parse_pool_attrs left it in output.shape). */
+static int infer_pool2d(tuner_op *op, proto_error *e)
+{
+    const tuner_tensor *x = &op->inputs[0];
+    const bool nchw = op->attrs.pool2d.nchw;
+    char field[64];
+    if (x->rank != 4)
+        return proto_fail(e, 422, "invalid_field", "inputs[0].shape",
+                    nchw ? "pool2d input is [N,C,H,W]" : "pool2d input is [N,H,W,C]");
+    const int hd = nchw ? 2 : 1, wd = nchw ? 3 : 2;
+    int64_t out[2];
+    if (op->attrs.pool2d.kind == TUNER_POOL_ADAPTIVE_AVG) {
+        out[0] = op->output.shape[0];
+        out[1] = op->output.shape[1];
+    } else {
+        const int *k = op->attrs.pool2d.kernel, *st = op->attrs.pool2d.stride, *pd = op->attrs.pool2d.pad,
+                  *dl = op->attrs.pool2d.dilation;
+        for (int d = 0; d < 2; d++) {
+            const int64_t in = x->shape[d ? wd : hd];
+            out[d] = tuner_pool_out_size(in, k[d], st[d], pd[d], dl[d], op->attrs.pool2d.ceil_mode);
+            if (out[d] < 1) {
+                snprintf(field, sizeof(field), "attrs.kernel_size[%d]", d);
+                return proto_fail(e, 422, "shape_mismatch", field,
+                            "the %swindow (%lld) is larger than the padded input's %s (%lld)",
+                            dl[d] > 1 ? "dilated " : "", (long long)dl[d] * (k[d] - 1) + 1,
+                            d ? "width" : "height", (long long)(in + 2 * pd[d]));
+            }
+        }
+    }
+    tuner_tensor *o = &op->output;
+    *o = *x;
+    o->shape[hd] = out[0];
+    o->shape[wd] = out[1];
     return 0;
 }
 
@@ -1151,6 +1321,10 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         }
         break;
     }
+    case TUNER_OP_POOL2D:
+        if ((r = infer_pool2d(op, e)) < 0)
+            return r;
+        break;
     default:
         return proto_fail(e, 500, "internal", "op", "op not handled");
     }

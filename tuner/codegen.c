@@ -82,6 +82,25 @@ static const char prelude_math[] =
     "HD_INLINE float hd_gelu_tanh(float x) { "
     "return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }\n"
     "HD_INLINE float hd_relu(float x) { return x > 0.0f ? x : 0.0f; }\n"
+    /* PyTorch's activations, as its kernels compute them: a NaN stays NaN (its std::min/max keep
+     * it where fmaxf/fminf alone would drop it: clamp, hardsigmoid). */
+    "HD_INLINE float hd_clamp(float x, float lo, float hi) { return x != x ? x : fminf(fmaxf(x, lo), hi); }\n"
+    "HD_INLINE float hd_hardsigmoid(float x) { return x != x ? x : fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }\n"
+    "HD_INLINE float hd_hardswish(float x) { return x * fminf(fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f; }\n"
+    "HD_INLINE float hd_leaky_relu(float x, float s) { return x > 0.0f ? x : x * s; }\n"
+    /* x ** p for a constant p without a fast path: powf in references; in candidates
+     * 2^(p log2|x|), negative for a negative base under an odd integer exponent and NaN for a
+     * finite negative base under a non-integer one (what powf gives); +-0 and +-inf bases
+     * follow from log2's -inf and +inf, their sign from the exponent's parity. */
+    "#ifdef HD_EXACT_MATH\n"
+    "HD_INLINE float hd_pow(float x, float p) { return powf(x, p); }\n"
+    "#else\n"
+    "HD_INLINE float hd_pow(float x, float p) {\n"
+    "  const float r = exp2f(p * log2f(fabsf(x)));\n"
+    "  if (!signbit(x) || x != x) return r;\n"
+    "  if (truncf(p) != p) return x == 0.0f || isinf(x) ? r : __int_as_float(0x7fc00000);\n"
+    "  return fmodf(p, 2.0f) != 0.0f ? -r : r; }\n"
+    "#endif\n"
     /* Butterfly reductions over groups of W consecutive lanes (W a power of two <= 32). Every lane
      * of the warp must execute them (full mask); each lane ends with its group's result. */
     "template <int W> HD_INLINE float hd_warp_sum(float v) {\n"
@@ -242,6 +261,33 @@ void tuner__emit_float(tuner_sb *sb, double v)
     tuner_sb_printf(sb, "__uint_as_float(0x%08xu)", bits);
 }
 
+/* var = var ** p (p rounded to f32): the short forms PyTorch's own pow kernel takes for 0, 1, 2,
+ * 3, 0.5, -0.5 and -1 (products, sqrt, rsqrt, a reciprocal; the reference takes them too), and
+ * hd_pow otherwise, which the reference prelude maps to powf. */
+static void emit_pow(tuner_sb *sb, const char *var, double p)
+{
+    const float f = (float)p;
+    if (f == 1.0f)
+        return;
+    if (f == 0.0f)
+        tuner_sb_printf(sb, "%s = 1.0f;\n", var);
+    else if (f == 2.0f)
+        tuner_sb_printf(sb, "%s = %s * %s;\n", var, var, var);
+    else if (f == 3.0f)
+        tuner_sb_printf(sb, "%s = %s * %s * %s;\n", var, var, var, var);
+    else if (f == 0.5f)
+        tuner_sb_printf(sb, "%s = sqrtf(%s);\n", var, var);
+    else if (f == -1.0f)
+        tuner_sb_printf(sb, "%s = 1.0f / %s;\n", var, var);
+    else if (f == -0.5f)
+        tuner_sb_printf(sb, "%s = rsqrtf(%s);\n", var, var);
+    else {
+        tuner_sb_printf(sb, "%s = hd_pow(%s, ", var, var);
+        tuner__emit_float(sb, p);
+        tuner_sb_puts(sb, ");\n");
+    }
+}
+
 void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *chain, const char *var,
                        tuner_operand_load_fn load, void *ctx)
 {
@@ -329,6 +375,30 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
             tuner_sb_printf(sb, "%s = %s + ", var, var);
             tuner__emit_float(sb, st->scalar);
             tuner_sb_puts(sb, ";\n");
+            break;
+        case TUNER_EW_CLAMP:
+            tuner_sb_printf(sb, "%s = hd_clamp(%s, ", var, var);
+            tuner__emit_float(sb, st->scalar);
+            tuner_sb_puts(sb, ", ");
+            tuner__emit_float(sb, st->scalar2);
+            tuner_sb_puts(sb, ");\n");
+            break;
+        case TUNER_EW_HARDSWISH:
+            tuner_sb_printf(sb, "%s = hd_hardswish(%s);\n", var, var);
+            break;
+        case TUNER_EW_HARDSIGMOID:
+            tuner_sb_printf(sb, "%s = hd_hardsigmoid(%s);\n", var, var);
+            break;
+        case TUNER_EW_LEAKY_RELU:
+            tuner_sb_printf(sb, "%s = hd_leaky_relu(%s, ", var, var);
+            tuner__emit_float(sb, st->scalar);
+            tuner_sb_puts(sb, ");\n");
+            break;
+        case TUNER_EW_ERF:
+            tuner_sb_printf(sb, "%s = erff(%s);\n", var, var);
+            break;
+        case TUNER_EW_POW:
+            emit_pow(sb, var, st->scalar);
             break;
         case TUNER_EW_CAST:
             if (st->dtype == TUNER_F16)

@@ -16,6 +16,7 @@ extern const tuner_template tuner__elementwise;
 extern const tuner_template tuner__copy;
 extern const tuner_template tuner__concat;
 extern const tuner_template tuner__conv2d_direct;
+extern const tuner_template tuner__pool2d;
 
 /* A C expression (malloc'd; NULL on OOM) for the element offset in `in` of the output element
  * whose flattened leading index (all dims of `out` but the last) is `row` and whose last-dim

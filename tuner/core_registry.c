@@ -11,5 +11,6 @@ const tuner_template *const tuner__core_templates[] = {
     &tuner__copy,
     &tuner__concat,
     &tuner__conv2d_direct,
+    &tuner__pool2d,
     NULL,
 };

@@ -192,7 +192,11 @@ double tuner__chain_instr(const tuner_ew_chain *chain)
             n += 25;
             break;
         case TUNER_EW_GELU_ERF:
+        case TUNER_EW_ERF:
             n += 30;
+            break;
+        case TUNER_EW_POW:
+            n += 25; /* log2, exp2 and the sign tests when no short form applies */
             break;
         case TUNER_EW_DIV:
             n += 10;

@@ -1,5 +1,5 @@
 /* tuner/reference.c - verification references for the core ops (softmax, layernorm, rmsnorm,
- * reduce, elementwise, copy, concat).
+ * reduce, elementwise, copy, concat, pool2d).
  *
  * Deliberately naive: one thread per output row (row ops) or per output element (reduce,
  * elementwise), sequential loops, double-precision accumulation of sums (more accurate than any
@@ -180,6 +180,69 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
         tuner_sb_puts(&sb, "out[tid] = v;\n");
         one_launch(p, op, "hd_reference", n);
+        break;
+    }
+    case TUNER_OP_POOL2D: {
+        /* One thread per output element, PyTorch's CPU kernels step by step: the coordinate from
+         * the layout, the window's start and end (clipped to the padded input first, for avg's
+         * divisor, then to the input), a double sum or a NaN-keeping max. */
+        const bool nchw = op->attrs.pool2d.nchw;
+        const long long N = x->shape[0], C = x->shape[nchw ? 1 : 3], H = x->shape[nchw ? 2 : 1],
+                        W = x->shape[nchw ? 3 : 2];
+        const long long P = out->shape[nchw ? 2 : 1], Q = out->shape[nchw ? 3 : 2];
+        const int *k = op->attrs.pool2d.kernel, *st = op->attrs.pool2d.stride, *pd = op->attrs.pool2d.pad,
+                  *dl = op->attrs.pool2d.dilation;
+        const tuner_pool_kind kind = op->attrs.pool2d.kind;
+        tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\nlong long n, c, p, q;\n", N * C * P * Q);
+        if (nchw)
+            tuner_sb_printf(&sb, "q = tid %% %lldLL; p = (tid / %lldLL) %% %lldLL; c = (tid / (%lldLL * %lldLL)) %% %lldLL; "
+                                 "n = tid / (%lldLL * %lldLL * %lldLL);\n",
+                            Q, Q, P, Q, P, C, Q, P, C);
+        else
+            tuner_sb_printf(&sb, "c = tid %% %lldLL; q = (tid / %lldLL) %% %lldLL; p = (tid / (%lldLL * %lldLL)) %% %lldLL; "
+                                 "n = tid / (%lldLL * %lldLL * %lldLL);\n",
+                            C, C, Q, C, Q, P, C, Q, P);
+        if (nchw)
+            tuner_sb_printf(&sb, "auto at = [&](long long h, long long w) { return hd_x(((n * %lldLL + c) * %lldLL + h) * %lldLL + w); };\n",
+                            C, H, W);
+        else
+            tuner_sb_printf(&sb, "auto at = [&](long long h, long long w) { return hd_x(((n * %lldLL + h) * %lldLL + w) * %lldLL + c); };\n",
+                            H, W, C);
+        if (kind == TUNER_POOL_ADAPTIVE_AVG) {
+            tuner_sb_printf(&sb, "const long long hstart = (long long)floor((double)(p * %lldLL) / %lld.0);\n", H, P);
+            tuner_sb_printf(&sb, "const long long hend = (long long)ceil((double)((p + 1) * %lldLL) / %lld.0);\n", H, P);
+            tuner_sb_printf(&sb, "const long long wstart = (long long)floor((double)(q * %lldLL) / %lld.0);\n", W, Q);
+            tuner_sb_printf(&sb, "const long long wend = (long long)ceil((double)((q + 1) * %lldLL) / %lld.0);\n", W, Q);
+            tuner_sb_puts(&sb, "double sum = 0.0;\nfor (long long h = hstart; h < hend; h++) for (long long w = wstart; w < wend; w++) "
+                               "sum += (double)at(h, w);\n");
+            tuner_sb_puts(&sb, "float v = (float)(sum / (double)((hend - hstart) * (wend - wstart)));\n");
+        } else if (kind == TUNER_POOL_MAX) {
+            tuner_sb_printf(&sb, "const long long hstart = p * %d - %d, wstart = q * %d - %d;\n", st[0], pd[0], st[1], pd[1]);
+            tuner_sb_puts(&sb, "float v = -HD_INF;\n");
+            tuner_sb_printf(&sb, "for (int i = 0; i < %d; i++) for (int j = 0; j < %d; j++) {\n", k[0], k[1]);
+            tuner_sb_printf(&sb, "const long long h = hstart + i * %d, w = wstart + j * %d;\n", dl[0], dl[1]);
+            tuner_sb_printf(&sb, "if (h < 0 || h >= %lldLL || w < 0 || w >= %lldLL) continue;\n", H, W);
+            tuner_sb_puts(&sb, "const float e = at(h, w);\nif (e > v || isnan(e)) v = e;\n}\n");
+        } else {
+            tuner_sb_printf(&sb, "long long hstart = p * %d - %d, wstart = q * %d - %d;\n", st[0], pd[0], st[1], pd[1]);
+            tuner_sb_printf(&sb, "long long hend = hstart + %d, wend = wstart + %d;\n", k[0], k[1]);
+            tuner_sb_printf(&sb, "if (hend > %lldLL) hend = %lldLL;\nif (wend > %lldLL) wend = %lldLL;\n", H + pd[0],
+                            H + pd[0], W + pd[1], W + pd[1]);
+            tuner_sb_puts(&sb, "const long long pool_size = (hend - hstart) * (wend - wstart);\n");
+            tuner_sb_printf(&sb, "if (hstart < 0) hstart = 0;\nif (wstart < 0) wstart = 0;\n"
+                                 "if (hend > %lldLL) hend = %lldLL;\nif (wend > %lldLL) wend = %lldLL;\n",
+                            H, H, W, W);
+            tuner_sb_puts(&sb, "double sum = 0.0;\nfor (long long h = hstart; h < hend; h++) for (long long w = wstart; w < wend; w++) "
+                               "sum += (double)at(h, w);\n");
+            tuner_sb_printf(&sb, "const long long divisor = %s;\n",
+                            op->attrs.pool2d.count_include_pad ? "pool_size" : "(hend - hstart) * (wend - wstart)");
+            tuner_sb_puts(&sb, "float v = (float)(sum / (double)divisor);\n");
+        }
+        tuner_sb_printf(&sb, "const long long row = tid / %lldLL, col = tid %% %lldLL;\n", out_last, out_last);
+        tuner__bcast_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
+        tuner_sb_puts(&sb, "out[tid] = v;\n");
+        one_launch(p, op, "hd_reference", N * C * P * Q);
         break;
     }
     default:

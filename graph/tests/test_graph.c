@@ -2,6 +2,7 @@
  * process: the examples' kernels, every kind of bad graph, fusion that falls back instead of
  * going wrong, transposes folded into matmuls, outputs that own their memory, arena sharing. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,185 @@ static void test_errors(void)
 /* Job options are checked as a kernel request's: each bad one gets the status, code and field a
  * kernel request gets for it (graph/parse.c once had its own copy, whose budget errors had
  * drifted to other codes); good ones land in the request. */
+/* PyTorch's activations as nodes: relu6 (a preset clamp) fuses into a depthwise conv's epilogue
+ * as MobileNetV2's blocks need, a chain of hardswish, leaky_relu, pow and erf fuses into a
+ * matmul, hardtanh's bounds and clamp's one-sided form reach the kernel, and bad parameters are
+ * refused with the node's field. */
+static void test_activations(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,16,16,32],\"dtype\":\"f16\"},"
+        "{\"name\":\"a\",\"shape\":[64,128],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[32,3,3,1],\"dtype\":\"f16\"},"
+        "{\"name\":\"b\",\"shape\":[128,256],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"conv2d\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"c\"],"
+        "\"attrs\":{\"padding\":1,\"groups\":32}},"
+        "{\"op\":\"relu6\",\"inputs\":[\"c\"],\"outputs\":[\"y\"]},"
+        "{\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"m\"]},"
+        "{\"op\":\"hardswish\",\"inputs\":[\"m\"],\"outputs\":[\"m1\"]},"
+        "{\"op\":\"leaky_relu\",\"inputs\":[\"m1\"],\"outputs\":[\"m2\"],\"attrs\":{\"negative_slope\":0.2}},"
+        "{\"op\":\"pow\",\"inputs\":[\"m2\"],\"outputs\":[\"m3\"],\"attrs\":{\"exponent\":3}},"
+        "{\"op\":\"erf\",\"inputs\":[\"m3\"],\"outputs\":[\"m4\"]},"
+        "{\"op\":\"hardtanh\",\"inputs\":[\"m4\"],\"outputs\":[\"m5\"],\"attrs\":{\"min\":-0.5}},"
+        "{\"op\":\"clamp\",\"inputs\":[\"m5\"],\"outputs\":[\"m6\"],\"attrs\":{\"max\":0.25}},"
+        "{\"op\":\"hardsigmoid\",\"inputs\":[\"m6\"],\"outputs\":[\"z\"]}],"
+        "\"outputs\":[\"y\",\"z\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 2, "%d kernels", p.n_kernels);
+    for (int k = 0; k < p.n_kernels; k++) {
+        const tuner_op *op = p.kernels[k].op;
+        if (op->kind == TUNER_OP_CONV2D) {
+            CHECK(op->epilogue.n == 1 && op->epilogue.steps[0].kind == TUNER_EW_CLAMP &&
+                  op->epilogue.steps[0].scalar == 0 && op->epilogue.steps[0].scalar2 == 6, "relu6 fused");
+            CHECK(strstr(p.kernels[k].request, "{\"op\":\"clamp\",\"min\":0,\"max\":6}") != NULL, "%s",
+                  p.kernels[k].request);
+        } else {
+            static const tuner_ew_kind want[] = {TUNER_EW_HARDSWISH, TUNER_EW_LEAKY_RELU, TUNER_EW_POW,
+                                                 TUNER_EW_ERF, TUNER_EW_CLAMP, TUNER_EW_CLAMP,
+                                                 TUNER_EW_HARDSIGMOID};
+            CHECK(op->kind == TUNER_OP_MATMUL && op->epilogue.n == 7, "%d steps", op->epilogue.n);
+            for (int i = 0; i < 7 && i < op->epilogue.n; i++)
+                CHECK(op->epilogue.steps[i].kind == want[i], "step %d", i);
+            CHECK(op->epilogue.steps[1].scalar == 0.2 && op->epilogue.steps[2].scalar == 3);
+            CHECK(op->epilogue.steps[4].scalar == -0.5 && op->epilogue.steps[4].scalar2 == 1, "hardtanh(min=-0.5)");
+            CHECK(isinf(op->epilogue.steps[5].scalar) && op->epilogue.steps[5].scalar2 == 0.25, "clamp(max=0.25)");
+        }
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* One node, its attrs as given: the error names the attribute. */
+    static const struct {
+        const char *node;
+        int status;
+        const char *field, *part;
+    } bad[] = {
+        {"{\"op\":\"clamp\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", 400, "nodes[0].attrs.min", "min, max or both"},
+        {"{\"op\":\"pow\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", 400, "nodes[0].attrs.exponent", "needs"},
+        {"{\"op\":\"pow\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"exponent\":\"2\"}}", 400,
+         "nodes[0].attrs.exponent", "finite number"},
+        {"{\"op\":\"relu6\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"max\":5}}", 400, "nodes[0].attrs.max",
+         ""},
+        {"{\"op\":\"leaky_relu\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":0.1}}", 400,
+         "nodes[0].attrs.value", ""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char g[1024];
+        snprintf(g, sizeof(g),
+                 "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f32\"}],\"nodes\":[%s],"
+                 "\"outputs\":[\"y\"]}}",
+                 bad[i].node);
+        expect_error(g, bad[i].status, bad[i].field, bad[i].part);
+    }
+}
+
+/* A ResNet-style network in NHWC, as the torch.compile backend will send it: conv 7x7 s2 ->
+ * batchnorm -> relu -> maxpool 3x3 s2 p1 -> conv 3x3 -> relu -> global average pool -> flatten
+ * -> matmul + bias. Shapes are inferred through the pools; the batchnorms and relus fuse into
+ * the convolutions' epilogues, the pools are kernels of their own, the flatten is a view and
+ * the bias fuses into the matmul. */
+static void test_resnet_stem(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,224,224,3],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w1\",\"shape\":[64,7,7,3],\"dtype\":\"f16\"},"
+        "{\"name\":\"g\",\"shape\":[64],\"dtype\":\"f16\"},{\"name\":\"b\",\"shape\":[64],\"dtype\":\"f16\"},"
+        "{\"name\":\"m\",\"shape\":[64],\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[64],\"dtype\":\"f16\"},"
+        "{\"name\":\"w2\",\"shape\":[128,3,3,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"fw\",\"shape\":[128,1000],\"dtype\":\"f16\"},{\"name\":\"fb\",\"shape\":[1000],\"dtype\":\"f16\"}],"
+        "\"nodes\":["
+        "{\"op\":\"conv2d\",\"inputs\":[\"x\",\"w1\"],\"outputs\":[\"c1\"],\"attrs\":{\"stride\":2,\"padding\":3}},"
+        "{\"op\":\"batchnorm\",\"inputs\":[\"c1\",\"g\",\"b\",\"m\",\"v\"],\"outputs\":[\"n1\"],\"attrs\":{\"axis\":3}},"
+        "{\"op\":\"relu\",\"inputs\":[\"n1\"],\"outputs\":[\"r1\"]},"
+        "{\"op\":\"pool2d\",\"inputs\":[\"r1\"],\"outputs\":[\"p1\"],"
+        "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":2,\"padding\":1}},"
+        "{\"op\":\"conv2d\",\"inputs\":[\"p1\",\"w2\"],\"outputs\":[\"c2\"],\"attrs\":{\"padding\":1}},"
+        "{\"op\":\"relu\",\"inputs\":[\"c2\"],\"outputs\":[\"r2\"]},"
+        "{\"op\":\"pool2d\",\"inputs\":[\"r2\"],\"outputs\":[\"gp\"],\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":1}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"gp\"],\"outputs\":[\"f\"],\"attrs\":{\"shape\":[2,-1]}},"
+        "{\"op\":\"matmul\",\"inputs\":[\"f\",\"fw\"],\"outputs\":[\"mm\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"mm\",\"fb\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    /* Forward: conv1 (+bn, relu), maxpool, conv2 (+relu), global pool, matmul (+bias). */
+    CHECK(forward_steps(&p) == 5, "%d forward steps", forward_steps(&p));
+    static const tuner_op_kind want[] = {TUNER_OP_CONV2D, TUNER_OP_POOL2D, TUNER_OP_CONV2D, TUNER_OP_POOL2D,
+                                         TUNER_OP_MATMUL};
+    for (int s = 0; s < forward_steps(&p) && s < 5; s++)
+        CHECK(step(&p, s)->op->kind == want[s], "step %d is %s", s, tuner_op_name(step(&p, s)->op->kind));
+    if (forward_steps(&p) == 5) {
+        const tuner_op *c1 = step(&p, 0)->op, *mp = step(&p, 1)->op, *c2 = step(&p, 2)->op, *gp = step(&p, 3)->op,
+                       *mm = step(&p, 4)->op;
+        CHECK(c1->output.shape[1] == 112 && c1->epilogue.n == 3 && c1->epilogue.steps[2].kind == TUNER_EW_RELU,
+              "conv1: %lld rows, %d steps", (long long)c1->output.shape[1], c1->epilogue.n);
+        CHECK(mp->attrs.pool2d.kind == TUNER_POOL_MAX && mp->output.shape[1] == 56 && mp->output.shape[2] == 56 &&
+                  mp->output.shape[3] == 64,
+              "maxpool [%lld,%lld,%lld,%lld]", (long long)mp->output.shape[0], (long long)mp->output.shape[1],
+              (long long)mp->output.shape[2], (long long)mp->output.shape[3]);
+        CHECK(c2->epilogue.n == 1 && c2->epilogue.steps[0].kind == TUNER_EW_RELU);
+        CHECK(gp->attrs.pool2d.kind == TUNER_POOL_ADAPTIVE_AVG && gp->output.shape[1] == 1 && gp->output.shape[2] == 1);
+        CHECK(mm->epilogue.n == 1 && mm->epilogue.steps[0].kind == TUNER_EW_ADD && mm->inputs[0].rank == 2 &&
+              mm->inputs[0].shape[1] == 128);
+        CHECK(strstr(step(&p, 1)->request, "\"kind\":\"max\"") && strstr(step(&p, 3)->request, "\"output_size\":[1,1]"),
+              "%s", step(&p, 3)->request);
+    }
+    uint64_t none[16] = {0};
+    CHECK(graph_plan_place(&p, none) == 0);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* With no anchor before it, the relu fuses into the pool as input 0's prologue, and what
+     * follows (a bias, relu6) into its epilogue: one kernel. */
+    const char *solo =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,16,33,33],\"dtype\":\"bf16\"}],"
+        "\"weights\":[{\"name\":\"b\",\"shape\":[17],\"dtype\":\"bf16\"}],\"nodes\":["
+        "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"r\"]},"
+        "{\"op\":\"pool2d\",\"inputs\":[\"r\"],\"outputs\":[\"p\"],\"attrs\":{\"kind\":\"avg\",\"kernel_size\":3,"
+        "\"stride\":2,\"padding\":1,\"ceil_mode\":true,\"count_include_pad\":false,\"layout\":\"nchw\"}},"
+        "{\"op\":\"add\",\"inputs\":[\"p\",\"b\"],\"outputs\":[\"q\"]},"
+        "{\"op\":\"relu6\",\"inputs\":[\"q\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+    CHECK(plan_of(solo, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1, "%d kernels", p.n_kernels);
+    const tuner_op *po = p.kernels[0].op;
+    CHECK(po->kind == TUNER_OP_POOL2D && po->prologue[0].n == 1 && po->prologue[0].steps[0].kind == TUNER_EW_RELU &&
+              po->epilogue.n == 2 && po->epilogue.steps[1].kind == TUNER_EW_CLAMP && po->output.shape[2] == 17 &&
+              po->attrs.pool2d.nchw && po->attrs.pool2d.ceil_mode && !po->attrs.pool2d.count_include_pad,
+          "pool: %d prologue, %d epilogue steps, %lld rows", po->prologue[0].n, po->epilogue.n,
+          (long long)po->output.shape[2]);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* An unknown op's message lists the known ones that fit, pool2d among them, whole names. */
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"qqqqqqqqqqqqqqqq\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].op", "pool2d, add, sub");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"qqqqqqqqqqqqqqqq\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].op", ", ... (docs/graphs.md))");
+
+    /* A pool node's refusal is the kernel validator's, at the node's field. */
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,8,8,4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                 "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"padding\":2}}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].attrs.padding[0]", "half the kernel");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,2,8,4],\"dtype\":\"f16\"}],\"nodes\":["
+                 "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                 "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":3,\"stride\":1}}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].attrs.kernel_size[0]", "larger than the padded input");
+}
+
 static void test_options(void)
 {
     static const char *const bad[] = {
@@ -470,6 +650,8 @@ int main(void)
     test_mlp();
     test_bottleneck();
     test_errors();
+    test_activations();
+    test_resnet_stem();
     test_options();
     test_folds();
     test_fallbacks();

@@ -34,6 +34,7 @@ static void test_vocabularies(void)
     CHECK_VOCABULARY(tuner_op_kind, TUNER_OP_COUNT, tuner_op_name, tuner_op_parse);
     CHECK_VOCABULARY(tuner_ew_kind, TUNER_EW_COUNT, tuner_ew_name, tuner_ew_parse);
     CHECK_VOCABULARY(tuner_reduce_kind, TUNER_REDUCE_COUNT, tuner_reduce_name, tuner_reduce_parse);
+    CHECK_VOCABULARY(tuner_pool_kind, TUNER_POOL_COUNT, tuner_pool_name, tuner_pool_parse);
     CHECK_VOCABULARY(tuner_tune_mode, TUNER_TUNE_COUNT, tuner_tune_name, tuner_tune_parse);
 
     /* The names the wire format and the cache keys have always used. */
@@ -135,9 +136,44 @@ static void test_sb(void)
     tuner_sb_free(&b);
 }
 
+/* PyTorch's pooling_output_shape, against sizes worked out by hand from its formula and rule
+ * (ceil mode drops a last window that would start in the right padding). */
+static void test_pool_out_size(void)
+{
+    static const struct {
+        int64_t in;
+        int k, s, p, d;
+        bool ceil;
+        int64_t want;
+    } t[] = {
+        {112, 3, 2, 1, 1, false, 56}, /* ResNet's stem maxpool */
+        {147, 3, 2, 0, 1, false, 73}, /* Inception-V3's */
+        {7, 3, 2, 0, 1, true, 3},     /* (7-3+1)/2 = 2.5 -> 3, last start 4 < 7 */
+        {6, 3, 2, 0, 1, false, 2},
+        {6, 3, 2, 0, 1, true, 3},     /* starts 0, 2, 4: all inside */
+        {5, 2, 2, 1, 1, false, 3},
+        {5, 2, 2, 1, 1, true, 3},     /* a 4th window would start at 6 - 1 = 5 = in: dropped */
+        {1, 2, 2, 1, 1, true, 1},     /* the 2nd would start at 2 - 1 = 1 = in: dropped */
+        {3, 2, 2, 0, 1, false, 1},
+        {3, 2, 2, 0, 1, true, 2},     /* the 2nd starts at 2 < 3: kept, one element wide */
+        {4, 3, 3, 1, 1, true, 2},
+        {10, 3, 1, 0, 2, false, 6},   /* dilated: effective window 5 */
+        {10, 3, 3, 1, 2, true, 4},    /* (10+2-4-1+2)/3 + 1 = 4; the last starts at 9 - 1 = 8 */
+        {2, 3, 1, 0, 1, false, 0},    /* window larger than the input: refused by callers */
+        {1, 4, 2, 0, 1, false, -1},   /* floor division of a negative numerator */
+        {14, 14, 14, 0, 1, false, 1}, /* a global window */
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        int64_t got = tuner_pool_out_size(t[i].in, t[i].k, t[i].s, t[i].p, t[i].d, t[i].ceil);
+        CHECK(got == t[i].want, "pool out size %zu: in %lld k %d s %d p %d d %d ceil %d: %lld, want %lld", i,
+              (long long)t[i].in, t[i].k, t[i].s, t[i].p, t[i].d, t[i].ceil, (long long)got, (long long)t[i].want);
+    }
+}
+
 int main(void)
 {
     test_vocabularies();
+    test_pool_out_size();
     test_targets();
     test_canonical();
     test_sb();

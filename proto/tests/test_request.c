@@ -3,6 +3,7 @@
  * Usage: test_request EXAMPLES_DIR */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +109,7 @@ static void test_ops(void)
                     "\"epilogue\":[{\"op\":\"gelu2\"}]}", &req, &err) == -EINVAL);
         CHECK(err.status == 422 && strcmp(err.field, "epilogue[0].op") == 0 &&
               strstr(err.message, "(steps: bias, add, sub,") && strstr(err.message, "gelu, silu") &&
-              !strstr(err.message, "gelu_tanh"));
+              !strstr(err.message, "gelu_tanh") && strstr(err.message, "pow, relu6, hardtanh)"));
     }
 
     /* The agreed example: prologue, bias, gelu tanh. */
@@ -320,7 +321,7 @@ static void test_errors(void)
         const char body[] = "{\"op\":\"matmull\"," MM_IN "}";
         CHECK(parse(body, &req, &err) == -EINVAL);
         CHECK_STR(err.message, "unknown op \"matmull\" (known ops: matmul, conv2d, softmax, "
-                               "layernorm, rmsnorm, reduce, elementwise, copy, concat)");
+                               "layernorm, rmsnorm, reduce, elementwise, copy, concat, pool2d)");
         /* A dynamic dimension is refused as such, not as a size below one. */
         const char dyn[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,-1],\"dtype\":\"f16\"}]}";
         CHECK(parse(dyn, &req, &err) == -EINVAL && strcmp(err.field, "inputs[0].shape[1]") == 0);
@@ -333,7 +334,7 @@ static void test_errors(void)
     BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"int8\"}]}", 422,
         "unknown_dtype", "epilogue[0].dtype");
     BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f16\"}],"
-        "\"attrs\":{\"fn\":\"erf\"}}", 422, "unknown_op", "attrs.fn");
+        "\"attrs\":{\"fn\":\"erfc\"}}", 422, "unknown_op", "attrs.fn");
     /* Shape limits. */
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[],\"dtype\":\"f16\"}]}", 422,
         "invalid_field", "inputs[0].shape");
@@ -572,6 +573,163 @@ static void test_canonical(void)
     free(s);
 }
 
+/* PyTorch's activations as steps: their parameters, defaults, aliases, canonical JSON and errors. */
+#define EW1 "{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],"
+static void test_activations(void)
+{
+    static const struct {
+        const char *body, *want; /* want: the chain in the canonical JSON */
+    } cases[] = {
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"min\":0,\"max\":6}]}}", "[{\"max\":6,\"min\":0,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"relu6\"}}", "[{\"max\":6,\"min\":0,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"relu6\"}]}}", "[{\"max\":6,\"min\":0,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"hardtanh\"}]}}", "[{\"max\":1,\"min\":-1,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"hardtanh\",\"max\":2}]}}", "[{\"max\":2,\"min\":-1,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"min\":-0.5}]}}", "[{\"min\":-0.5,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"max\":0.25}]}}", "[{\"max\":0.25,\"op\":\"clamp\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"hardswish\"}}", "[{\"op\":\"hardswish\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"hardsigmoid\"}}", "[{\"op\":\"hardsigmoid\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"erf\"}}", "[{\"op\":\"erf\"}]"},
+        {EW1 "\"attrs\":{\"fn\":\"leaky_relu\"}}", "[{\"negative_slope\":0.01,\"op\":\"leaky_relu\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"leaky_relu\",\"negative_slope\":0.2}]}}",
+         "[{\"negative_slope\":0.20000000000000001,\"op\":\"leaky_relu\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\",\"exponent\":3}]}}", "[{\"exponent\":3,\"op\":\"pow\"}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\",\"exponent\":-1.5},{\"op\":\"scale\",\"value\":2}]}}",
+         "[{\"exponent\":-1.5,\"op\":\"pow\"},{\"op\":\"scale\",\"value\":2}]"},
+        /* In a matmul's epilogue and a softmax's prologue. */
+        {"{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"hardswish\"},{\"op\":\"clamp\",\"max\":1}]}",
+         "[{\"op\":\"hardswish\"},{\"max\":1,\"op\":\"clamp\"}]"},
+        {"{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"}],"
+         "\"prologue\":[{\"op\":\"pow\",\"input\":0,\"exponent\":2}]}", "[[{\"exponent\":2,\"op\":\"pow\"}]]"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *c = canon(cases[i].body);
+        if (!strstr(c, cases[i].want)) {
+            fprintf(stderr, "activation %zu: canonical %s lacks %s\n", i, c, cases[i].want);
+            failures++;
+        }
+        cJSON *j = cJSON_Parse(c);
+        CHECK(j != NULL);
+        cJSON_Delete(j);
+        free(c);
+    }
+    /* The step's values as the code generator reads them. */
+    proto_kernel_request r = OK(EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"max\":6},{\"op\":\"relu6\"}]}}");
+    CHECK(r.op.epilogue.n == 2 && r.op.epilogue.steps[0].kind == TUNER_EW_CLAMP);
+    CHECK(isinf(r.op.epilogue.steps[0].scalar) && r.op.epilogue.steps[0].scalar < 0 &&
+          r.op.epilogue.steps[0].scalar2 == 6);
+    CHECK(r.op.epilogue.steps[1].scalar == 0 && r.op.epilogue.steps[1].scalar2 == 6);
+
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\"}]}}", 422, "invalid_field", "attrs.ops[0].min");
+    BAD(EW1 "\"attrs\":{\"fn\":\"clamp\"}}", 422, "invalid_field", "attrs.fn");
+    BAD(EW1 "\"attrs\":{\"fn\":\"pow\"}}", 422, "invalid_field", "attrs.fn");
+    BAD(EW1 "\"attrs\":{\"fn\":\"hardtanh\"}}", 422, "invalid_field", "attrs.fn");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\"}]}}", 400, "invalid_field", "attrs.ops[0].exponent");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"pow\",\"exponent\":\"2\"}]}}", 400, "invalid_field",
+        "attrs.ops[0].exponent");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"clamp\",\"min\":0,\"max\":1e999}]}}", 400, "invalid_field",
+        "attrs.ops[0].max");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"leaky_relu\",\"value\":0.1}]}}", 400, "invalid_field",
+        "attrs.ops[0].value");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"relu6\",\"max\":5}]}}", 400, "invalid_field", "attrs.ops[0].max");
+    BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"erf\",\"value\":1}]}}", 400, "invalid_field", "attrs.ops[0].value");
+}
+
+/* pool2d: output shapes by PyTorch's rules (worked by hand), defaults, canonical JSON, and every
+ * refusal naming its field. */
+#define PX(shape) "{\"op\":\"pool2d\",\"inputs\":[{\"shape\":" shape ",\"dtype\":\"f16\"}],"
+static void test_pool(void)
+{
+    static const struct {
+        const char *body;
+        int64_t out[4];
+    } shapes[] = {
+        /* ResNet: [N,112,112,64] 3x3 s2 p1 -> 56 */
+        {PX("[2,112,112,64]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":2,\"padding\":1}}", {2, 56, 56, 64}},
+        /* stride defaults to the kernel size */
+        {PX("[1,8,9,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2}}", {1, 4, 4, 4}},
+        /* ceil mode keeps a last window starting inside: 6 -> 3 (floor 2); NCHW */
+        {PX("[1,3,6,6]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":2,\"ceil_mode\":true,\"layout\":\"nchw\"}}",
+         {1, 3, 3, 3}},
+        /* ...and drops one starting in the right padding: 5, k2 s2 p1 -> 3 */
+        {PX("[1,5,5,8]") "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":2,\"stride\":2,\"padding\":1,\"ceil_mode\":true}}",
+         {1, 3, 3, 8}},
+        /* Inception: 147 3x3 s2 -> 73; [h, w] pairs */
+        {PX("[1,147,147,64]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":[3,3],\"stride\":[2,2]}}", {1, 73, 73, 64}},
+        /* dilation 2 on h only: 10 - 4 = 6 rows */
+        {PX("[1,10,10,8]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":1,\"dilation\":[2,1]}}", {1, 6, 8, 8}},
+        /* global and adaptive average pooling */
+        {PX("[4,7,7,2048]") "\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":1}}", {4, 1, 1, 2048}},
+        {PX("[2,8,17,10]") "\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":[5,3],\"layout\":\"nchw\"}}", {2, 8, 5, 3}},
+        /* an adaptive output larger than the input is allowed (windows repeat), as in PyTorch */
+        {PX("[1,2,2,8]") "\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":3}}", {1, 3, 3, 8}},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        proto_kernel_request r = OK(shapes[i].body);
+        CHECK(r.op.kind == TUNER_OP_POOL2D && r.op.output.rank == 4 && r.op.output.dtype == TUNER_F16);
+        if (memcmp(r.op.output.shape, shapes[i].out, sizeof(shapes[i].out)) != 0) {
+            fprintf(stderr, "pool %zu: output [%lld,%lld,%lld,%lld]\n", i, (long long)r.op.output.shape[0],
+                    (long long)r.op.output.shape[1], (long long)r.op.output.shape[2], (long long)r.op.output.shape[3]);
+            failures++;
+        }
+    }
+    /* Defaults: stride = kernel, count_include_pad for avg; canonical JSON names everything. */
+    proto_kernel_request r = OK(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":[3,2]}}");
+    CHECK(r.op.attrs.pool2d.stride[0] == 3 && r.op.attrs.pool2d.stride[1] == 2 && r.op.attrs.pool2d.count_include_pad &&
+          !r.op.attrs.pool2d.ceil_mode && r.op.attrs.pool2d.dilation[0] == 1 && r.op.n_anchor_inputs == 1);
+    char *c = canon(PX("[2,112,112,64]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":2,\"padding\":1},"
+                       "\"epilogue\":[{\"op\":\"relu\"}]}");
+    CHECK(strstr(c, "\"attrs\":{\"ceil_mode\":false,\"count_include_pad\":false,\"dilation\":[1,1],"
+                    "\"kernel_size\":[3,3],\"kind\":\"max\",\"layout\":\"nhwc\",\"padding\":[1,1],\"stride\":[2,2]}") != NULL,
+          "%s", c);
+    free(c);
+    char *a = canon(PX("[1,5,5,8]") "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":2,\"padding\":1}}");
+    char *b = canon(PX("[1,5,5,8]") "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":2,\"padding\":1,\"count_include_pad\":false}}");
+    CHECK(strcmp(a, b) != 0);
+    free(a);
+    free(b);
+    /* A prologue on x and a fused epilogue with an operand. */
+    OK("{\"op\":\"pool2d\",\"inputs\":[{\"shape\":[1,8,8,4],\"dtype\":\"bf16\"},{\"shape\":[4],\"dtype\":\"bf16\"}],"
+       "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2},\"prologue\":[{\"op\":\"relu\",\"input\":0}],"
+       "\"epilogue\":[{\"op\":\"bias\",\"input\":1},{\"op\":\"relu6\"}]}");
+
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kernel_size\":2}}", 400, "invalid_field", "attrs.kind");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"min\",\"kernel_size\":2}}", 422, "invalid_field", "attrs.kind");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\"}}", 400, "invalid_field", "attrs.kernel_size");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":0}}", 422, "invalid_field", "attrs.kernel_size");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2,\"stride\":[1,0]}}", 422, "invalid_field",
+        "attrs.stride[1]");
+    /* padding above half the kernel, as PyTorch refuses */
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"padding\":[1,2]}}", 422, "invalid_field",
+        "attrs.padding[1]");
+    /* a window larger than the padded input */
+    BAD(PX("[1,2,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":1}}", 422, "shape_mismatch",
+        "attrs.kernel_size[0]");
+    BAD(PX("[1,8,5,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"dilation\":3}}", 422, "shape_mismatch",
+        "attrs.kernel_size[1]");
+    /* attributes of another kind */
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":2,\"dilation\":2}}", 422, "invalid_field",
+        "attrs.dilation");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2,\"count_include_pad\":false}}", 422,
+        "invalid_field", "attrs.count_include_pad");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":1,\"kernel_size\":2}}", 422,
+        "invalid_field", "attrs.kernel_size");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2,\"output_size\":2}}", 422, "invalid_field",
+        "attrs.output_size");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"adaptive_avg\"}}", 400, "invalid_field", "attrs.output_size");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":[2,0]}}", 422, "invalid_field",
+        "attrs.output_size[1]");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2,\"layout\":\"hwcn\"}}", 422, "invalid_field",
+        "attrs.layout");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2,\"ceil_mode\":1}}", 400, "invalid_field",
+        "attrs.ceil_mode");
+    BAD(PX("[8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2}}", 422, "invalid_field", "inputs[0].shape");
+    BAD(PX("[1,8,8,4]") "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2,\"groups\":2}}", 400, "invalid_field",
+        "attrs.groups");
+    BAD("{\"op\":\"pool2d\",\"inputs\":[{\"shape\":[1,8,8,4],\"dtype\":\"f16\"},{\"shape\":[1,8,8,4],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2}}", 422, "invalid_field", "inputs[1]");
+}
+
 static void test_strip(void)
 {
     proto_kernel_request r = OK(
@@ -744,6 +902,8 @@ int main(int argc, char **argv)
     test_layout();
     test_errors();
     test_canonical();
+    test_activations();
+    test_pool();
     test_strip();
     test_error_json();
     test_suggestions();

@@ -89,8 +89,8 @@ static tuner_op bias_gelu(tuner_op op)
     op.n_inputs = 3;
     op.inputs[2] = tensor(1, (int64_t[]){n}, op.inputs[0].dtype);
     op.epilogue.n = 2;
-    op.epilogue.steps[0] = (tuner_ew_step){TUNER_EW_ADD, 2, 0, TUNER_F16};
-    op.epilogue.steps[1] = (tuner_ew_step){TUNER_EW_GELU_TANH, -1, 0, TUNER_F16};
+    op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2, .scalar = 0, .dtype = TUNER_F16};
+    op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_GELU_TANH, .operand = -1, .scalar = 0, .dtype = TUNER_F16};
     return op;
 }
 

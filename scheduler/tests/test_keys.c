@@ -43,9 +43,9 @@ static tuner_op fused_matmul(int m, int n, int k)
     op.inputs[2].dtype = TUNER_F16;
     op.inputs[2].align = 16;
     op.epilogue.n = 3;
-    op.epilogue.steps[0] = (tuner_ew_step){TUNER_EW_ADD, 2, 0, TUNER_F16};
-    op.epilogue.steps[1] = (tuner_ew_step){TUNER_EW_RELU, -1, 0, TUNER_F16};
-    op.epilogue.steps[2] = (tuner_ew_step){TUNER_EW_CAST, -1, 0, TUNER_F32};
+    op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2, .scalar = 0, .dtype = TUNER_F16};
+    op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1, .scalar = 0, .dtype = TUNER_F16};
+    op.epilogue.steps[2] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .scalar = 0, .dtype = TUNER_F32};
     op.output.dtype = TUNER_F32;
     return op;
 }
@@ -131,7 +131,7 @@ static void test_strip_fusion(void)
 
     tuner_op pro = matmul(64, 32, 16);
     pro.prologue[0].n = 1;
-    pro.prologue[0].steps[0] = (tuner_ew_step){TUNER_EW_SCALE, -1, 0.5, TUNER_F16};
+    pro.prologue[0].steps[0] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5, .dtype = TUNER_F16};
     CHECK(sched_op_strip_fusion(&pro, &anchor));
     CHECK(anchor.prologue[0].n == 0);
 
@@ -142,7 +142,7 @@ static void test_strip_fusion(void)
     ew.inputs[0] = tensor2(4, 4, TUNER_F32);
     ew.output = ew.inputs[0];
     ew.epilogue.n = 1;
-    ew.epilogue.steps[0] = (tuner_ew_step){TUNER_EW_RELU, -1, 0, TUNER_F32};
+    ew.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1, .scalar = 0, .dtype = TUNER_F32};
     CHECK(!sched_op_strip_fusion(&ew, &anchor)); /* the chain is the op */
 }
 

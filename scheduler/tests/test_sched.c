@@ -181,8 +181,8 @@ static tuner_op matmul_bias_relu_f16(int64_t m, int64_t n, int64_t k)
     op.n_inputs = 3;
     op.inputs[2] = tensor(1, (int64_t[]){n}, TUNER_F16);
     op.epilogue.n = 2;
-    op.epilogue.steps[0] = (tuner_ew_step){TUNER_EW_ADD, 2, 0, TUNER_F16};
-    op.epilogue.steps[1] = (tuner_ew_step){TUNER_EW_RELU, -1, 0, TUNER_F16};
+    op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2, .scalar = 0, .dtype = TUNER_F16};
+    op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1, .scalar = 0, .dtype = TUNER_F16};
     return op;
 }
 

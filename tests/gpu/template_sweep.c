@@ -212,6 +212,34 @@ static tuner_op elementwise(int64_t rows, int64_t d, int align)
     return op;
 }
 
+/* pool2d: x [N,H,W,C] (or [N,C,H,W]); the output by PyTorch's rule, or adaptive_avg's P x Q. */
+static tuner_op pool(tuner_pool_kind kind, bool nchw, int64_t n, int64_t c, int64_t h, int64_t w, int kh, int kw,
+                     int s, int pad, int d, bool ceil, bool include_pad, int64_t P, int64_t Q)
+{
+    tuner_op op = blank(TUNER_OP_POOL2D);
+    op.attrs.pool2d.kind = kind;
+    op.attrs.pool2d.nchw = nchw;
+    if (kind != TUNER_POOL_ADAPTIVE_AVG) {
+        op.attrs.pool2d.kernel[0] = kh, op.attrs.pool2d.kernel[1] = kw;
+        op.attrs.pool2d.stride[0] = op.attrs.pool2d.stride[1] = s;
+        op.attrs.pool2d.pad[0] = op.attrs.pool2d.pad[1] = pad;
+        op.attrs.pool2d.dilation[0] = op.attrs.pool2d.dilation[1] = d;
+        op.attrs.pool2d.ceil_mode = ceil;
+        op.attrs.pool2d.count_include_pad = include_pad;
+        P = tuner_pool_out_size(h, kh, s, pad, d, ceil);
+        Q = tuner_pool_out_size(w, kw, s, pad, d, ceil);
+    }
+    int64_t x[4] = {n, h, w, c}, o[4] = {n, P, Q, c};
+    if (nchw) {
+        x[1] = c, x[2] = h, x[3] = w;
+        o[1] = c, o[2] = P, o[3] = Q;
+    }
+    op.inputs[0] = tensor(4, x, 16);
+    op.output = tensor(4, o, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    return op;
+}
+
 static int build_cases(scase *c)
 {
     int n = 0;
@@ -402,6 +430,91 @@ static int build_cases(scase *c)
     }
     ADD("ew 1000x333 +b,gelu,*.5", elementwise(1000, 333, 16), true);
     ADD("ew 7x1001 align2", elementwise(7, 1001, 2), true);
+    {
+        /* PyTorch's activations, elementwise and fused into matmul and conv epilogues: clamp
+         * with one and two bounds (ReLU6), hardswish, hardsigmoid, leaky_relu, erf, and pow by
+         * its short forms (2, 0.5: NaN on negatives in both) and the general path (an odd
+         * and an even integer exponent on negative bases, a negative fraction, a fraction giving
+         * NaN on negative bases). */
+        int64_t s[2] = {77, 1000};
+        tuner_op op = blank(TUNER_OP_ELEMENTWISE);
+        op.inputs[0] = tensor(2, s, 16);
+        op.output = tensor(2, s, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        tuner_op ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 8.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_HARDSWISH, 0);
+        add_unary_step(&ew.epilogue, TUNER_EW_CLAMP, -0.25);
+        ew.epilogue.steps[ew.epilogue.n - 1].scalar2 = 4.5;
+        ADD("ew *8,hardswish,clamp(-.25,4.5)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 8.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_HARDSIGMOID, 0);
+        add_unary_step(&ew.epilogue, TUNER_EW_SHIFT, -0.5);
+        add_unary_step(&ew.epilogue, TUNER_EW_LEAKY_RELU, 0.2);
+        ADD("ew *8,hardsigmoid,-.5,leaky_relu(.2)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_ERF, 0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 2.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 0.5);
+        ADD("ew erf,pow 2,pow .5", ew, true);
+        /* Bases kept away from 0 under a negative exponent: a result past f16's range would
+         * be inf in the candidate and finite in the f32 reference. */
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 3.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 5.0);
+        ADD("ew *3,pow 5 (neg bases)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SHIFT, 2.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, -2.5);
+        ADD("ew +2,pow -2.5", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 3.0);
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 4.0);
+        ADD("ew *3,pow 4 (neg bases)", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_POW, 2.5);
+        ADD("ew pow 2.5 (NaN on neg)", ew, true);
+        tuner_op mm = matmul(1, 256, 512, 128, false, false, 16);
+        int64_t bias[1] = {512};
+        add_operand_step(&mm, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&mm.epilogue, TUNER_EW_HARDSWISH, 0);
+        add_unary_step(&mm.epilogue, TUNER_EW_CLAMP, 0);
+        mm.epilogue.steps[mm.epilogue.n - 1].scalar2 = 6;
+        ADD("mm 256x512x128 +b,hardswish,relu6", mm, true);
+        tuner_op dw = gconv(2, 29, 29, 144, 144, 3, 2, 1, 144);
+        add_unary_step(&dw.epilogue, TUNER_EW_CLAMP, 0);
+        dw.epilogue.steps[dw.epilogue.n - 1].scalar2 = 6;
+        ADD("dwconv 2x29x29x144 3x3 s2 relu6", dw, true);
+        tuner_op cv = conv(2, 14, 14, 96, 32, 1, 1, 1, 0);
+        add_unary_step(&cv.epilogue, TUNER_EW_LEAKY_RELU, 0.1);
+        add_unary_step(&cv.epilogue, TUNER_EW_CLAMP, -HUGE_VAL);
+        cv.epilogue.steps[cv.epilogue.n - 1].scalar2 = 1.0;
+        ADD("conv 2x14x14x96 k32 1x1 leaky,clamp(max 1)", cv, true);
+    }
+    /* pool2d against its reference: ResNet's maxpool (NHWC vectors, a relu prologue), avg with
+     * ceil mode with and without count_include_pad (NCHW), a dilated max with odd channels,
+     * global and overlapping adaptive average pooling, epilogues with operands. */
+    {
+        tuner_op op = pool(TUNER_POOL_MAX, false, 2, 64, 112, 112, 3, 3, 2, 1, 1, false, false, 0, 0);
+        add_unary_step(&op.prologue[0], TUNER_EW_RELU, 0); /* the stem's relu, as x's prologue */
+        ADD("maxpool 2x112x112x64 3x3 s2 p1 relu", op, true);
+    }
+    ADD("avgpool nchw 2x24x35x35 3x3 s2 p1 ceil", pool(TUNER_POOL_AVG, true, 2, 24, 35, 35, 3, 3, 2, 1, 1, true, true, 0, 0), true);
+    ADD("avgpool nchw 2x24x35x35 3x3 s2 p1 ceil excl", pool(TUNER_POOL_AVG, true, 2, 24, 35, 35, 3, 3, 2, 1, 1, true, false, 0, 0), true);
+    ADD("avgpool 1x5x5x16 2x2 s2 p1 ceil excl", pool(TUNER_POOL_AVG, false, 1, 16, 5, 5, 2, 2, 2, 1, 1, true, false, 0, 0), true);
+    ADD("maxpool 1x17x19x13 3x1 s2 p1 d2 ceil", pool(TUNER_POOL_MAX, false, 1, 13, 17, 19, 3, 1, 2, 1, 2, true, false, 0, 0), true);
+    {
+        tuner_op op = pool(TUNER_POOL_ADAPTIVE_AVG, false, 4, 2048, 7, 7, 0, 0, 0, 0, 0, false, false, 1, 1);
+        int64_t sc[1] = {2048};
+        add_operand_step(&op, TUNER_EW_MUL, 1, sc);
+        add_unary_step(&op.epilogue, TUNER_EW_HARDSWISH, 0);
+        ADD("global avgpool 4x7x7x2048 *s,hardswish", op, true);
+        op = pool(TUNER_POOL_ADAPTIVE_AVG, true, 2, 8, 17, 10, 0, 0, 0, 0, 0, false, false, 5, 3);
+        int64_t bias[1] = {3};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        ADD("adaptive avgpool nchw 2x8x17x10->5x3 +b", op, true);
+    }
 #undef ADD
     return n;
 }
@@ -746,7 +859,7 @@ int main(int argc, char **argv)
     printf("template sweep on %s (%s), up to %d candidates per case, %d jobs\n", dev.name,
            tuner_target_name(&tgt, tname, sizeof(tname)), max_per_case, jobs);
 
-    static scase cases[64];
+    static scase cases[96];
     int nc = build_cases(cases);
     static run runs[64 * 3];
     int nr = 0;

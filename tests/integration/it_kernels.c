@@ -141,6 +141,48 @@ int main(void)
         ht_resp_free(&r);
     }
 
+    /* The pooling op and the new activations end to end (tune "none"): ResNet's stem maxpool
+     * (NHWC, + bias, relu6) for sm_80, a global average pool (NCHW, * scale, hardswish) and a
+     * matmul with leaky_relu, pow, erf and clamp for sm_90a; each compiles, ptxas accepts it and
+     * cuobjdump reads it. A bad pool is refused with its field. */
+    {
+        static const struct {
+            const char *body, *arch;
+            int sm;
+        } pools[] = {
+            {"{\"op\":\"pool2d\",\"inputs\":[{\"shape\":[2,112,112,64],\"dtype\":\"f16\"},"
+             "{\"shape\":[64],\"dtype\":\"f16\"}],\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"stride\":2,"
+             "\"padding\":1},\"epilogue\":[{\"op\":\"bias\",\"input\":1},{\"op\":\"relu6\"}],"
+             "\"arch\":\"sm_80\",\"tune\":\"none\"}",
+             "sm_80", 80},
+            {"{\"op\":\"pool2d\",\"inputs\":[{\"shape\":[4,2048,7,7],\"dtype\":\"bf16\"},"
+             "{\"shape\":[1],\"dtype\":\"bf16\"}],\"attrs\":{\"kind\":\"adaptive_avg\",\"output_size\":1,"
+             "\"layout\":\"nchw\"},\"epilogue\":[{\"op\":\"mul\",\"input\":1},{\"op\":\"hardswish\"}],"
+             "\"arch\":\"sm_90a\",\"tune\":\"none\"}",
+             "sm_90a", 90},
+            {"{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+             "{\"shape\":[64,256],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"leaky_relu\",\"negative_slope\":0.1},"
+             "{\"op\":\"pow\",\"exponent\":1.5},{\"op\":\"erf\"},{\"op\":\"clamp\",\"max\":0.5},"
+             "{\"op\":\"hardsigmoid\"}],\"arch\":\"sm_90a\",\"tune\":\"none\"}",
+             "sm_90a", 90},
+        };
+        for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++) {
+            ht_resp pr = ht_post(&d, "/v1/kernels", pools[i].body);
+            char *key = check_kernel_set(&pr, pools[i].arch, false);
+            if (key)
+                check_code(&d, key, pools[i].arch, pools[i].sm);
+            free(key);
+            ht_resp_free(&pr);
+        }
+        ht_resp bad = ht_post(&d, "/v1/kernels",
+                              "{\"op\":\"pool2d\",\"inputs\":[{\"shape\":[1,8,8,4],\"dtype\":\"f16\"}],"
+                              "\"attrs\":{\"kind\":\"max\",\"kernel_size\":3,\"padding\":2}}");
+        const cJSON *err = bad.json ? cJSON_GetObjectItemCaseSensitive(bad.json, "error") : NULL;
+        CHECK(bad.status == 422 && err && !strcmp(json_str(err, "field"), "attrs.padding[0]"), "status %ld %.300s",
+              bad.status, bad.body);
+        ht_resp_free(&bad);
+    }
+
     /* A clean restart keeps everything. */
     CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     CHECK(access(d.socket, F_OK) != 0, "socket file left behind after SIGTERM");

@@ -283,3 +283,32 @@ double t_median(double *v, int n)
     qsort(v, (size_t)n, sizeof(double), cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+tuner_op t_pool(tuner_dtype dt, tuner_pool_kind kind, bool nchw, long long n, long long c, long long h,
+                long long w, const int *k, int s, int pad, int d, bool ceil, long long P, long long Q)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_POOL2D;
+    op.attrs.pool2d.kind = kind;
+    op.attrs.pool2d.nchw = nchw;
+    if (k) {
+        op.attrs.pool2d.kernel[0] = k[0], op.attrs.pool2d.kernel[1] = k[1];
+        op.attrs.pool2d.stride[0] = op.attrs.pool2d.stride[1] = s;
+        op.attrs.pool2d.pad[0] = op.attrs.pool2d.pad[1] = pad;
+        op.attrs.pool2d.dilation[0] = op.attrs.pool2d.dilation[1] = d;
+        op.attrs.pool2d.ceil_mode = ceil;
+        op.attrs.pool2d.count_include_pad = kind == TUNER_POOL_AVG;
+        P = tuner_pool_out_size(h, k[0], s, pad, d, ceil);
+        Q = tuner_pool_out_size(w, k[1], s, pad, d, ceil);
+    }
+    long long xs[4] = {n, h, w, c}, os[4] = {n, P, Q, c};
+    if (nchw) {
+        xs[1] = c, xs[2] = h, xs[3] = w;
+        os[1] = c, os[2] = P, os[3] = Q;
+    }
+    op.inputs[0] = t_tensor(dt, 4, xs, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, 4, os, 16);
+    return op;
+}

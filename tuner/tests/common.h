@@ -36,6 +36,11 @@ tuner_op t_matmul(tuner_dtype dt, long long bt_a, long long bt_b, long long M, l
  * inferred. */
 tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,
                      int stride, int pad, int groups);
+/* pool2d as the validator leaves it: x [n,h,w,c] (or [n,c,h,w] with nchw), window k[2] with
+ * square stride, padding and dilation, the output by PyTorch's rule; or, k NULL, adaptive_avg
+ * to P x Q. count_include_pad is avg's default (true). */
+tuner_op t_pool(tuner_dtype dt, tuner_pool_kind kind, bool nchw, long long n, long long c, long long h, long long w,
+                const int *k, int s, int pad, int d, bool ceil, long long P, long long Q);
 /* Adds a binary epilogue step with a new operand of `shape` (and a unary step after it). */
 void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
 /* Input 0's prologue: scale by 0.5, then `bin` with a new input of `shape` (broadcast to input 0),

@@ -508,6 +508,23 @@ int main(void)
             CASE("reduce sum [64,512,1024] ax2", t_reduce(dt, 3, sb, 2, TUNER_REDUCE_SUM, false, 16));
         }
         CASE("elementwise 77x1000 align2", t_elementwise(dt, 77, 1000, 2));
+        {
+            /* pool2d: every kind and layout against the reference (tuner/reference.c). */
+            const int k3[2] = {3, 3}, k2[2] = {2, 2}, k31[2] = {3, 1};
+            CASE("pool max 2x112x112x64 3x3 s2 p1", t_pool(dt, TUNER_POOL_MAX, false, 2, 64, 112, 112, k3, 2, 1, 1, false, 0, 0));
+            CASE("pool avg nchw 2x24x35x35 3x3 s2 p1 ceil",
+                 t_pool(dt, TUNER_POOL_AVG, true, 2, 24, 35, 35, k3, 2, 1, 1, true, 0, 0));
+            snprintf(name, sizeof(name), "pool avg 1x5x5x16 2x2 p1 ceil excl-pad %s", dn);
+            if (!only || strstr(name, only)) {
+                op = t_pool(dt, TUNER_POOL_AVG, false, 1, 16, 5, 5, k2, 2, 1, 1, true, 0, 0);
+                op.attrs.pool2d.count_include_pad = false;
+                verify_case(name, &op, &t, threads);
+            }
+            CASE("pool max 1x17x19x13 3x1 d2 ceil", t_pool(dt, TUNER_POOL_MAX, false, 1, 13, 17, 19, k31, 2, 1, 2, true, 0, 0));
+            CASE("pool global avg 4x7x7x2048", t_pool(dt, TUNER_POOL_ADAPTIVE_AVG, false, 4, 2048, 7, 7, NULL, 0, 0, 0, false, 1, 1));
+            CASE("pool adaptive avg nchw 2x8x17x10->5x3",
+                 t_pool(dt, TUNER_POOL_ADAPTIVE_AVG, true, 2, 8, 17, 10, NULL, 0, 0, 0, false, 5, 3));
+        }
         CASE("copy transpose [33,65,129] +b relu", t_transpose3(dt, 33, 65, 129));
         CASE("copy slice [1000,77] rows 3.. step 2", t_slice2(dt, 1000, 77, 3, 500, 2));
         {

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -50,6 +51,7 @@ static void test_chain_every_kind(const tuner_target *t)
         st->kind = (tuner_ew_kind)k;
         st->operand = -1;
         st->scalar = 0.1;
+        st->scalar2 = 0.1;
         st->dtype = TUNER_BF16;
     }
     tuner_ew_step *st = &ch2.steps[ch2.n++];
@@ -73,7 +75,10 @@ static void test_chain_every_kind(const tuner_target *t)
     static const char *const marks[] = {
         "v + hd_o", "v - hd_o", "v * hd_o", "v / hd_o", "fmaxf(v, hd_o)", "fminf(v, hd_o)", "hd_relu(v)",
         "hd_gelu_erf(v)", "hd_gelu_tanh(v)", "hd_silu(v)", "hd_sigmoid(v)", "tanhf(v)", "expf(v)", "v = -v",
-        "fabsf(v)", "v * v", "v * __uint_as_float(0x3dcccccdu)", "hd_round_bf16(v)",
+        "fabsf(v)", "v * v", "v * __uint_as_float(0x3dcccccdu)", "hd_round_bf16(v)", "sqrtf(v)", "rsqrtf(v)",
+        "v + __uint_as_float(0x3dcccccdu)", "hd_clamp(v, __uint_as_float(0x3dcccccdu), __uint_as_float(0x3dcccccdu))",
+        "hd_hardswish(v)", "hd_hardsigmoid(v)", "hd_leaky_relu(v, __uint_as_float(0x3dcccccdu))", "erff(v)",
+        "hd_pow(v, __uint_as_float(0x3dcccccdu))",
     };
     const char *pos = src;
     for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
@@ -103,6 +108,139 @@ static void test_chain_every_kind(const tuner_target *t)
     src = tuner_sb_take(&sb);
     CHECK(src && strstr(src, "#error"), "bad operand must emit #error");
     free(src);
+}
+
+/* pow's short forms (PyTorch's) and the general path; clamp's open bounds as infinities. Every
+ * form compiles (NVRTC and ptxas) with the candidate and the reference prelude. */
+static void test_pow_clamp(const tuner_target *t)
+{
+    static const struct {
+        double p;
+        const char *mark;
+    } forms[] = {
+        {2, "v = v * v;"},         {3, "v = v * v * v;"},        {0.5, "v = sqrtf(v);"},
+        {-1, "v = 1.0f / v;"},     {-0.5, "v = rsqrtf(v);"},     {0, "v = 1.0f;"},
+        {2.5, "v = hd_pow(v, __uint_as_float(0x40200000u));"},
+        {-3, "v = hd_pow(v, __uint_as_float(0xc0400000u));"},
+    };
+    for (int ref = 0; ref < 2; ref++) {
+        tuner_sb sb;
+        tuner_sb_init(&sb);
+        if (ref)
+            tuner__prelude_reference(&sb, t->sm);
+        else
+            tuner__prelude(&sb, t->sm);
+        tuner_sb_puts(&sb, "extern \"C\" __global__ void pow_test(const float *in0, float *out)\n{\n");
+        for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+            tuner_ew_chain ch = {.n = 1};
+            ch.steps[0] = (tuner_ew_step){.kind = TUNER_EW_POW, .operand = -1, .scalar = forms[i].p};
+            size_t at = sb.len;
+            tuner_sb_printf(&sb, "{ float v = in0[%zu];\n", i);
+            tuner__emit_chain(&sb, NULL, &ch, "v", NULL, NULL);
+            tuner_sb_printf(&sb, "out[%zu] = v; }\n", i);
+            CHECK(sb.buf && strstr(sb.buf + at, forms[i].mark), "pow %g: %s", forms[i].p, forms[i].mark);
+        }
+        /* pow 1 emits nothing; clamp with an open lower bound passes -inf. */
+        tuner_ew_chain ch = {.n = 2};
+        ch.steps[0] = (tuner_ew_step){.kind = TUNER_EW_POW, .operand = -1, .scalar = 1};
+        ch.steps[1] = (tuner_ew_step){.kind = TUNER_EW_CLAMP, .operand = -1, .scalar = -INFINITY, .scalar2 = 6};
+        size_t at = sb.len;
+        tuner_sb_puts(&sb, "{ float v = in0[0];\n");
+        tuner__emit_chain(&sb, NULL, &ch, "v", NULL, NULL);
+        tuner_sb_puts(&sb, "out[0] = v; }\n}\n");
+        CHECK(sb.buf && !strstr(sb.buf + at, "hd_pow") &&
+                  strstr(sb.buf + at, "hd_clamp(v, __uint_as_float(0xff800000u), __uint_as_float(0x40c00000u))"),
+              "pow 1 and clamp(max=6)");
+        char *src = tuner_sb_take(&sb);
+        char tn[16], what[64];
+        tuner_target_name(t, tn, sizeof(tn));
+        snprintf(what, sizeof(what), "pow and clamp, %s prelude (%s)", ref ? "reference" : "candidate", tn);
+        CHECK(src && t_compile_check(what, src, t, NULL, NULL), "%s", what);
+        free(src);
+    }
+}
+
+/* The activations' device formulas, run on the host: the candidate prelude's text from hd_clamp
+ * to hd_pow's fast form is compiled by the C compiler with host shims for the two CUDA
+ * intrinsics it uses and compared with PyTorch's definitions written out here (and pow with
+ * libm's powf, whose special cases torch.pow follows): NaN kept by clamp, min > max giving
+ * max, hardswish/hardsigmoid's corners, leaky_relu's slope, and pow's signs, NaNs, zeros and
+ * infinities for integer, even, odd, fractional and negative exponents. The GPU sweep checks the
+ * device's own exp2f/log2f accuracy; this checks the logic without a GPU. */
+static const char host_harness[] =
+    "#include <math.h>\n#include <stdio.h>\n#include <string.h>\n"
+    "#define HD_INLINE static inline\n"
+    "static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }\n"
+    "%s\n"
+    "static int bad;\n"
+    /* signed: a zero's sign must match too (pow's -0 results); clamp's zeros may be either. */
+    "static void check(const char *what, float got, float want, int sign) {\n"
+    "  if (isnan(want) ? isnan(got) : isinf(want) ? got == want : (fabsf(got - want) <= 1e-5f * fabsf(want) + 1e-30f && (!sign || signbit(got) == signbit(want)))) return;\n"
+    "  printf(\"%%s: got %%.9g want %%.9g\\n\", what, got, want); bad++; }\n"
+    "static void same(const char *what, float got, float want) { check(what, got, want, 0); }\n"
+    "int main(void) {\n"
+    "  const float xs[] = {-INFINITY, -1e30f, -7.5f, -3.0f, -2.0f, -1.0f, -0.5f, -1e-20f, -0.0f, 0.0f, 1e-20f, 0.5f, 1.0f, 2.0f, 3.0f, 7.5f, 1e30f, INFINITY, NAN};\n"
+    "  const float ps[] = {2.5f, -2.5f, 4.0f, -4.0f, 5.0f, -5.0f, 0.3f, -1.5f, 7.0f, 10.0f, -3.0f, 1.5f, 1e10f, -1e10f};\n"
+    "  char w[96];\n"
+    "  for (unsigned i = 0; i < sizeof(xs) / sizeof(xs[0]); i++) {\n"
+    "    const float x = xs[i];\n"
+    "    for (unsigned j = 0; j < sizeof(ps) / sizeof(ps[0]); j++) {\n"
+    "      snprintf(w, sizeof(w), \"pow(%%g, %%g)\", x, ps[j]); check(w, hd_pow(x, ps[j]), powf(x, ps[j]), 1); }\n"
+    "    snprintf(w, sizeof(w), \"clamp(%%g, -1, 2)\", x); same(w, hd_clamp(x, -1.0f, 2.0f), isnan(x) ? x : x < -1.0f ? -1.0f : x > 2.0f ? 2.0f : x);\n"
+    "    snprintf(w, sizeof(w), \"clamp(%%g, 3, 1)\", x); same(w, hd_clamp(x, 3.0f, 1.0f), isnan(x) ? x : 1.0f);\n"
+    "    snprintf(w, sizeof(w), \"clamp(%%g, -inf, 0)\", x); same(w, hd_clamp(x, -INFINITY, 0.0f), isnan(x) ? x : x > 0.0f ? 0.0f : x);\n"
+    "    const float r6 = fminf(fmaxf(x + 3.0f, 0.0f), 6.0f);\n"
+    "    if (!isinf(x)) { snprintf(w, sizeof(w), \"hardswish(%%g)\", x); same(w, hd_hardswish(x), x <= -3.0f ? 0.0f * x : x >= 3.0f ? x : x * r6 / 6.0f); }\n"
+    "    snprintf(w, sizeof(w), \"hardsigmoid(%%g)\", x); same(w, hd_hardsigmoid(x), isnan(x) ? x : x <= -3.0f ? 0.0f : x >= 3.0f ? 1.0f : (x + 3.0f) / 6.0f);\n"
+    "    snprintf(w, sizeof(w), \"leaky_relu(%%g, 0.1)\", x); same(w, hd_leaky_relu(x, 0.1f), x > 0.0f ? x : x * 0.1f);\n"
+    "  }\n"
+    "  printf(\"host activations: %%d bad\\n\", bad);\n"
+    "  return bad != 0; }\n";
+
+static void test_activations_on_host(void)
+{
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, 80);
+    char *pre = tuner_sb_take(&sb);
+    const char *from = pre ? strstr(pre, "HD_INLINE float hd_clamp(") : NULL;
+    const char *fast = from ? strstr(from, "#else\n") : NULL;
+    const char *to = fast ? strstr(fast, "#endif\n") : NULL;
+    CHECK(from && fast && to, "prelude: hd_clamp .. hd_pow found");
+    if (!to) {
+        free(pre);
+        return;
+    }
+    /* Only the fast forms: drop hd_pow's reference branch (#ifdef .. #else). */
+    const char *ifdef = strstr(from, "#ifdef HD_EXACT_MATH\n");
+    CHECK(ifdef && ifdef < fast, "pow's two forms");
+    char *funcs = malloc((size_t)(to - from) + 1);
+    size_t n = 0;
+    memcpy(funcs, from, (size_t)(ifdef - from));
+    n = (size_t)(ifdef - from);
+    fast += strlen("#else\n");
+    memcpy(funcs + n, fast, (size_t)(to - fast));
+    n += (size_t)(to - fast);
+    funcs[n] = '\0';
+    char dir[] = "/tmp/hidet-hostXXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char src[96], bin[96], cmd[512];
+    snprintf(src, sizeof(src), "%s/act.c", dir);
+    snprintf(bin, sizeof(bin), "%s/act", dir);
+    FILE *f = fopen(src, "w");
+    CHECK(f != NULL, "write %s", src);
+    if (f) {
+        fprintf(f, host_harness, funcs);
+        fclose(f);
+        const char *cc = getenv("CC") ? getenv("CC") : "cc";
+        snprintf(cmd, sizeof(cmd), "%s -O1 -fno-fast-math -o %s %s -lm && %s", cc, bin, src, bin);
+        CHECK(system(cmd) == 0, "host check of the activations failed (%s)", cmd);
+    }
+    unlink(src);
+    unlink(bin);
+    rmdir(dir);
+    free(funcs);
+    free(pre);
 }
 
 static void test_emit_float(void)
@@ -379,6 +517,10 @@ int main(void)
     test_gelu_fit();
     test_chain_every_kind(&t80);
     test_chain_every_kind(&t90);
+    const tuner_target t90a = {90, true};
+    test_activations_on_host();
+    test_pow_clamp(&t80);
+    test_pow_clamp(&t90a);
     test_nvrtc();
     test_concurrent_compile();
     test_space_helpers();

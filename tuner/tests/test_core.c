@@ -138,7 +138,7 @@ static void run_case(const char *name, const tuner_op *op, const tuner_target *t
     free(bj);
 
     /* Deterministic sample. */
-    size_t pick[16];
+    size_t pick[40];
     int np = 0;
     if (sp->n <= (size_t)sample_size) {
         for (size_t i = 0; i < sp->n; i++)
@@ -236,7 +236,8 @@ static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 int main(int argc, char **argv)
 {
     const char *group = argc > 1 ? argv[1] : "softmax";
-    const tuner_target targets[2] = {{80, false}, {90, false}};
+    /* pool2d, the newest template, is compiled for sm_90a (the arch-specific target). */
+    const tuner_target targets[2] = {{80, false}, {90, strcmp(group, "pool") == 0}};
     char name[128];
     for (int ti = 0; ti < 2; ti++) {
         const tuner_target *t = &targets[ti];
@@ -388,6 +389,41 @@ int main(int argc, char **argv)
                 long long d3[3] = {5, 1, 17};
                 op = t_concat3(dt, 7, d3, 33);
                 snprintf(name, sizeof(name), "concat %s [7,{5,1,17},33] ax1 silu", dn);
+                run_case(name, &op, t, false);
+            } else if (!strcmp(group, "pool")) {
+                /* ResNet's stem maxpool (NHWC): the whole space, a relu prologue on x. */
+                const int k3[2] = {3, 3}, k2[2] = {2, 2}, k31[2] = {3, 1};
+                /* f16: the whole space (2 vec x 3 block x 3 ipt); the other dtypes a sample, to
+                 * keep the test's time small. */
+                sample_size = dt == TUNER_F16 ? 18 : 4;
+                tuner_op op = t_pool(dt, TUNER_POOL_MAX, false, 2, 64, 112, 112, k3, 2, 1, 1, false, 0, 0);
+                op.prologue[0].steps[op.prologue[0].n++] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1};
+                snprintf(name, sizeof(name), "pool max %s 3x3 s2 p1 relu", dn);
+                run_case(name, &op, t, false);
+                /* Global average pooling ([N,7,7,2048] -> 1x1). */
+                op = t_pool(dt, TUNER_POOL_ADAPTIVE_AVG, false, 4, 2048, 7, 7, NULL, 0, 0, 0, false, 1, 1);
+                snprintf(name, sizeof(name), "pool global avg %s 7x7x2048", dn);
+                run_case(name, &op, t, false);
+                sample_size = 4;
+                /* NCHW avg, ceil mode, padding not counted, a bias (per W column) and hardswish. */
+                op = t_pool(dt, TUNER_POOL_AVG, true, 2, 24, 35, 35, k3, 2, 1, 1, true, 0, 0);
+                op.attrs.pool2d.count_include_pad = false;
+                long long bias[1] = {op.output.shape[3]};
+                t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_HARDSWISH);
+                snprintf(name, sizeof(name), "pool avg %s nchw 3x3 s2 p1 ceil +b", dn);
+                run_case(name, &op, t, false);
+                /* NHWC max, odd channels (no vectors), dilation 2, ceil, a 3x1 window. */
+                op = t_pool(dt, TUNER_POOL_MAX, false, 1, 13, 17, 19, k31, 2, 1, 2, true, 0, 0);
+                snprintf(name, sizeof(name), "pool max %s 3x1 d2 ceil C13", dn);
+                run_case(name, &op, t, true);
+                /* Adaptive 17x10 -> 5x3 in NCHW (overlapping windows), then clamp. */
+                op = t_pool(dt, TUNER_POOL_ADAPTIVE_AVG, true, 2, 8, 17, 10, NULL, 0, 0, 0, false, 5, 3);
+                op.epilogue.steps[op.epilogue.n++] =
+                    (tuner_ew_step){.kind = TUNER_EW_CLAMP, .operand = -1, .scalar = -0.5, .scalar2 = 0.5};
+                snprintf(name, sizeof(name), "pool adaptive avg %s nchw 17x10->5x3", dn);
+                run_case(name, &op, t, false);
+                op = t_pool(dt, TUNER_POOL_AVG, false, 1, 32, 8, 8, k2, 2, 0, 1, false, 0, 0);
+                snprintf(name, sizeof(name), "pool avg %s 2x2 s2", dn);
                 run_case(name, &op, t, false);
             } else if (!strcmp(group, "elementwise")) {
                 tuner_op op = t_elementwise(dt, 77, 1000, 16);
