@@ -924,8 +924,12 @@ static void test_final_round(void)
     cfg.budget_candidates = 2;
     cfg.compile_ahead = 1;
     tuner_op mm = matmul_f16(96, 160, 64);
-    sched_job_info one = tune_on("1", NULL, "slow@1:3000", &mm, &cfg);
-    /* The stand-in's two times lie far apart: no round on one GPU. */
+    /* One GPU, the second candidate's timing made half the first's (flat latencies, "lucky" by
+     * 50%): the two times lie far apart, so there is no round. Hash-derived times would make this
+     * depend on the generated code (any codegen change moves them). */
+    setenv("HIDETD_STANDIN_LATENCY", "10", 1);
+    sched_job_info one = tune_on("1", NULL, "slow@1:3000,lucky@2:50", &mm, &cfg);
+    unsetenv("HIDETD_STANDIN_LATENCY");
     CHECK(one.final_device == -1 && one.final_candidates == 0);
     int changed = 0;
     const char *skews[] = {"0:1000", "1:1000"};
