@@ -25,17 +25,15 @@ import json
 import os
 import random
 import re
-import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hardening import SKIP, Skip, error_code, start  # noqa: E402
-from ops_daemon import Daemon, Fail, check, request  # noqa: E402
+from hardening import error_code, run_case, start  # noqa: E402
+from ops_daemon import Daemon, check, request  # noqa: E402
 from hidetd_unix import UnixHTTPConnection  # noqa: E402
 
 
@@ -193,25 +191,7 @@ CASES = {"loop": case_loop, "bytes": case_bytes, "queue": case_queue, "abandon":
 
 
 def main(argv):
-    if len(argv) != 3 or argv[2] not in CASES:
-        print(__doc__, file=sys.stderr)
-        return 2
-    if not os.access(argv[1], os.X_OK):
-        print(f"SKIP: {argv[1]} is not built")
-        return SKIP
-    tmp = tempfile.mkdtemp(prefix="hidetd-graphs-")
-    try:
-        CASES[argv[2]](os.path.abspath(argv[1]), tmp)
-    except Skip as e:
-        print(f"SKIP: {e}")
-        return SKIP
-    except Fail as e:
-        print(f"FAIL: {argv[2]}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"PASS: {argv[2]}")
-    return 0
+    return run_case(argv, CASES, __doc__, "hidetd-graphs-")
 
 
 if __name__ == "__main__":

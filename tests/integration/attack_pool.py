@@ -23,16 +23,14 @@ hidetd runs with `--workers standin` on a temporary socket, database and configu
 import json
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "ops"))
-from hardening import SKIP  # noqa: E402
+from hardening import run_case  # noqa: E402
 from ops_daemon import Daemon, Fail, check  # noqa: E402
 from hidetd_unix import UnixHTTPConnection  # noqa: E402 (ops_daemon put clients/python on the path)
 import metrics_parse  # noqa: E402
@@ -225,23 +223,7 @@ CASES = {
 
 
 def main(argv):
-    if len(argv) != 3 or argv[2] not in CASES:
-        print(__doc__, file=sys.stderr)
-        return 2
-    hidetd = os.path.abspath(argv[1])
-    if not os.access(hidetd, os.X_OK):
-        print(f"SKIP: {hidetd} is not built")
-        return SKIP
-    tmp = tempfile.mkdtemp(prefix="hidetd-pool-")
-    try:
-        CASES[argv[2]](hidetd, tmp)
-    except Fail as e:
-        print(f"FAIL: {argv[2]}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"PASS: {argv[2]}")
-    return 0
+    return run_case(argv, CASES, __doc__, "hidetd-pool-")
 
 
 if __name__ == "__main__":

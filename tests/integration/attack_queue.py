@@ -34,7 +34,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hardening import SKIP, Fail, Skip, check, error_code, start, tcp_get  # noqa: E402
+from hardening import check, error_code, run_case, start, tcp_get  # noqa: E402
 from hidetd_unix import UnixHTTPConnection  # noqa: E402  (path set up by ops_daemon)
 
 FLOOD = 40
@@ -252,26 +252,7 @@ def main(argv):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return 0
-    if len(argv) != 3 or argv[2] not in CASES:
-        print(__doc__, file=sys.stderr)
-        return 2
-    hidetd = argv[1]
-    if not os.access(hidetd, os.X_OK):
-        print(f"SKIP: {hidetd} is not built")
-        return SKIP
-    tmp = tempfile.mkdtemp(prefix="hidetd-queue-")
-    try:
-        CASES[argv[2]](hidetd, tmp)
-    except Skip as e:
-        print(f"SKIP: {e}")
-        return SKIP
-    except Fail as e:
-        print(f"FAIL: {argv[2]}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"PASS: {argv[2]}")
-    return 0
+    return run_case(argv, CASES, __doc__, "hidetd-queue-")
 
 
 if __name__ == "__main__":

@@ -38,14 +38,13 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "ops"))
 sys.path.insert(0, HERE)
 from ops_daemon import Daemon, Fail, check, request  # noqa: E402
-from hardening import TOKEN, SKIP, Skip, free_port, raw, status_of, error_code  # noqa: E402
+from hardening import TOKEN, Skip, free_port, raw, run_case, status_of, error_code  # noqa: E402
 
 STEP = 30.0  # seconds: bounded waits, generous for a loaded 2-core machine or a sanitizer build
 
@@ -495,26 +494,7 @@ CASES = {
 
 
 def main(argv):
-    if len(argv) != 3 or argv[2] not in CASES:
-        print(__doc__, file=sys.stderr)
-        return 2
-    hidetd = argv[1]
-    if not os.access(hidetd, os.X_OK):
-        print(f"SKIP: {hidetd} is not built")
-        return SKIP
-    tmp = tempfile.mkdtemp(prefix="hidetd-reload-")
-    try:
-        CASES[argv[2]](hidetd, tmp)
-    except Skip as e:
-        print(f"SKIP: {e}")
-        return SKIP
-    except Fail as e:
-        print(f"FAIL: {argv[2]}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"PASS: {argv[2]}")
-    return 0
+    return run_case(argv, CASES, __doc__, "hidetd-reload-")
 
 
 if __name__ == "__main__":

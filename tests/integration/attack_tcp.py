@@ -40,8 +40,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from hardening import (SKIP, TOKEN, Skip, body_of, error_code, raw, start,  # noqa: E402
-                       status_of, tcp_get)
+from hardening import (SKIP, TOKEN, Skip, body_of, error_code, raw, run_case,  # noqa: E402
+                       start, status_of, tcp_get)
 from ops_daemon import Fail, check, request  # noqa: E402
 
 ALIASES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -421,28 +421,23 @@ CASES = {"slow-aliases": case_slow_aliases, "dup-headers": case_dup_headers,
 
 
 def main(argv):
-    if len(argv) < 3 or (argv[2] not in CASES and argv[2] != "bench"):
-        print(__doc__, file=sys.stderr)
-        return 2
+    if len(argv) < 3 or argv[2] != "bench":
+        return run_case(argv, CASES, __doc__, "hidetd-tcp-")
     hidetd = argv[1]
     if not os.access(hidetd, os.X_OK):
         print(f"SKIP: {hidetd} is not built")
         return SKIP
     tmp = tempfile.mkdtemp(prefix="hidetd-tcp-")
     try:
-        if argv[2] == "bench":
-            return 0 if bench(hidetd, tmp, argv[3:]) else 1
-        CASES[argv[2]](hidetd, tmp)
+        return 0 if bench(hidetd, tmp, argv[3:]) else 1
     except Skip as e:
         print(f"SKIP: {e}")
         return SKIP
     except Fail as e:
-        print(f"FAIL: {argv[2]}: {e}")
+        print(f"FAIL: bench: {e}")
         return 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"PASS: {argv[2]}")
-    return 0
 
 
 if __name__ == "__main__":

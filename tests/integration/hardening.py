@@ -351,17 +351,21 @@ CASES = {
 }
 
 
-def main(argv):
-    if len(argv) != 3 or argv[2] not in CASES:
-        print(__doc__, file=sys.stderr)
+def run_case(argv, cases, doc, tmp_prefix):
+    """The command line of a case script, `SCRIPT HIDETD CASE`: runs cases[CASE](hidetd, tmp) in a
+    fresh temporary directory (removed after) and returns the exit status for meson: 0 (PASS), 1
+    (FAIL), SKIP when HIDETD is not built or the case raises Skip, 2 (the script's doc printed)
+    for a bad command line. The attack_*.py scripts beside this one use it too."""
+    if len(argv) != 3 or argv[2] not in cases:
+        print(doc, file=sys.stderr)
         return 2
-    hidetd = argv[1]
+    hidetd = os.path.abspath(argv[1])
     if not os.access(hidetd, os.X_OK):
         print(f"SKIP: {hidetd} is not built")
         return SKIP
-    tmp = tempfile.mkdtemp(prefix="hidetd-hard-")
+    tmp = tempfile.mkdtemp(prefix=tmp_prefix)
     try:
-        CASES[argv[2]](hidetd, tmp)
+        cases[argv[2]](hidetd, tmp)
     except Skip as e:
         print(f"SKIP: {e}")
         return SKIP
@@ -372,6 +376,10 @@ def main(argv):
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"PASS: {argv[2]}")
     return 0
+
+
+def main(argv):
+    return run_case(argv, CASES, __doc__, "hidetd-hard-")
 
 
 if __name__ == "__main__":
