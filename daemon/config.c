@@ -1329,23 +1329,17 @@ fail:
 int hd_config_build_reload(const hd_cli *cli, const hd_config *running, hd_config *ret,
                            char *restart, size_t restart_len, int *ret_n_restart, char **ret_err)
 {
-    if (!cli || !running || !ret)
+    if (!running)
         return -EINVAL;
+    /* Twice checked. As written (hd_config_build): a file that would not start the daemon is
+     * refused now, not found out at the next restart. Then with the restart keys in effect (the
+     * running ones): a check must see the socket actually bound, not an address the file names
+     * and nothing listens on - a loopback `http` in the file beside tcp_auth = none once took
+     * the token off a 0.0.0.0 listener. */
     hd_config c;
-    int r = hd_config_init(&c);
+    int r = hd_config_build(cli, &c, ret_err);
     if (r < 0)
         return r;
-    if (cli->config && (r = hd_config_load_file(&c, cli->config, ret_err)) < 0)
-        goto fail;
-    if ((r = hd_config_apply_cli(&c, cli, ret_err)) < 0)
-        goto fail;
-    /* Twice checked. As written: a file that would not start the daemon is refused now, not
-     * found out at the next restart. Then with the restart keys in effect (the running ones): a
-     * check must see the socket actually bound, not an address the file names and nothing
-     * listens on - a loopback `http` in the file beside tcp_auth = none once took the token off
-     * a 0.0.0.0 listener. */
-    if ((r = hd_config_finish(&c, ret_err)) < 0)
-        goto fail;
     char changed[2048];
     hd_config_diff(running, &c, NULL, 0, changed, sizeof(changed));
     if ((r = hd_config_keep_restart_keys(&c, running)) < 0)
