@@ -119,23 +119,28 @@ static const char *local_code(int rc)
     }
 }
 
+void print_json_error(const char *code, const char *message, const char *field, int http_status)
+{
+    cJSON *j = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(er, "code", code);
+    cJSON_AddStringToObject(er, "message", message);
+    cJSON_AddStringToObject(er, "field", field);
+    cJSON_AddNumberToObject(er, "http_status", http_status);
+    char *t = cJSON_PrintUnformatted(j);
+    if (t)
+        fprintf(stderr, "%s\n", t);
+    cJSON_free(t);
+    cJSON_Delete(j);
+}
+
 static void vreport(int rc, const char *hint, const char *fmt, va_list ap)
 {
     char msg[2048];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     if (json_errors) {
-        /* The shape of a daemon's error under --json (hidetctl_daemon.c), http_status 0: a
-         * script reads one kind of error line whoever refused. */
-        cJSON *j = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(j, "error");
-        cJSON_AddStringToObject(er, "code", local_code(rc));
-        cJSON_AddStringToObject(er, "message", msg);
-        cJSON_AddStringToObject(er, "field", "");
-        cJSON_AddNumberToObject(er, "http_status", 0);
-        char *t = cJSON_PrintUnformatted(j);
-        if (t)
-            fprintf(stderr, "%s\n", t);
-        cJSON_free(t);
-        cJSON_Delete(j);
+        /* The shape of a daemon's error under --json, http_status 0: a script reads one kind of
+         * error line whoever refused. */
+        print_json_error(local_code(rc), msg, "", 0);
     } else {
         fprintf(stderr, "hidetctl: %s\n%s", msg, hint ? hint : "");
     }

@@ -32,16 +32,7 @@ static int report(int r, const hidet_error *e, const opts *o)
     if (e->http_status == 0)
         return fail(client_exit(r, e), "%s", e->message[0] ? e->message : strerror(-r));
     if (o->json) {
-        cJSON *j = cJSON_CreateObject(), *er = cJSON_AddObjectToObject(j, "error");
-        cJSON_AddStringToObject(er, "code", e->code[0] ? e->code : "client");
-        cJSON_AddStringToObject(er, "message", e->message);
-        cJSON_AddStringToObject(er, "field", e->field);
-        cJSON_AddNumberToObject(er, "http_status", e->http_status);
-        char *s = cJSON_PrintUnformatted(j);
-        if (s)
-            fprintf(stderr, "%s\n", s);
-        cJSON_free(s);
-        cJSON_Delete(j);
+        print_json_error(e->code[0] ? e->code : "client", e->message, e->field, e->http_status);
     } else {
         char line[1024];
         describe_error(e, line, sizeof(line));

@@ -75,6 +75,9 @@ int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "hidetctl: MESSAGE" on stderr (with --json the JSON error, its code named after rc:
  * "not_found", "corrupt", "refused", "failed", ...); returns rc, an EXIT_* code. */
 int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints {"error": {"code", "message", "field", "http_status"}} as one line on stderr: the shape
+ * of every error under --json, the daemon's (http_status from its answer) and local ones (0). */
+void print_json_error(const char *code, const char *message, const char *field, int http_status);
 /* 0, or (with the usage error printed) EXIT_USAGE when o has a command option outside allowed
  * (OPT_* bits); cmd names the command in the message. */
 int only_opts(const opts *o, unsigned allowed, const char *cmd);
