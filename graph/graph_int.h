@@ -14,6 +14,13 @@ int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e);
  * doubling it when full. 0 or -ENOMEM (then *items is unchanged). */
 int graph__reserve(void **items, int *cap, int n, size_t size);
 
+/* The heap bytes malloc(n) takes (glibc: 8 bytes of header, chunks rounded up to 16 bytes), for
+ * the byte accounting of entries and plans; 0 for 0. */
+static inline size_t graph__chunk(size_t n)
+{
+    return n ? (n + 8 + 15) / 16 * 16 : 0;
+}
+
 /* numpy broadcasting of a and b: whether they broadcast, the result's shape into out. */
 bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor *out);
 

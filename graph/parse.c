@@ -623,19 +623,14 @@ int graph_request_parse(const char *body, size_t len, graph_request *ret, proto_
     return r;
 }
 
-static size_t chunk(size_t n)
-{
-    return n ? (n + 8 + 15) / 16 * 16 : 0; /* glibc: 8 bytes of header, 16-byte chunks */
-}
-
 size_t graph_bytes(const graph *g)
 {
     /* The tensors array is GRAPH_MAX_TENSORS long until graph_compact trims it; only the
      * tensors written are resident. */
-    return chunk(sizeof(graph_tensor) * (size_t)g->n_tensors) +
-           (g->nodes ? chunk(sizeof(graph_node) * (size_t)g->n_nodes) : 0) +
-           (g->node_index ? chunk(sizeof(int) * (size_t)g->n_nodes) : 0) +
-           chunk(sizeof(int) * (size_t)(g->n_outputs ? g->n_outputs : 1));
+    return graph__chunk(sizeof(graph_tensor) * (size_t)g->n_tensors) +
+           (g->nodes ? graph__chunk(sizeof(graph_node) * (size_t)g->n_nodes) : 0) +
+           (g->node_index ? graph__chunk(sizeof(int) * (size_t)g->n_nodes) : 0) +
+           graph__chunk(sizeof(int) * (size_t)(g->n_outputs ? g->n_outputs : 1));
 }
 
 void graph_compact(graph *g)

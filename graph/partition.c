@@ -863,28 +863,22 @@ void graph_plan_free(graph_plan *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* glibc's malloc keeps 8 bytes of header per chunk and rounds chunks up to 16 bytes. */
-static size_t chunk(size_t n)
-{
-    return n ? (n + 8 + 15) / 16 * 16 : 0;
-}
-
 size_t graph_plan_bytes(const graph_plan *p)
 {
-    size_t b = chunk(sizeof(*p->tensors) * (size_t)p->cap_tensors) +
-               chunk(sizeof(*p->kernels) * (size_t)p->cap_kernels) +
-               chunk(sizeof(int) * ((size_t)p->n_kernels + 1));
+    size_t b = graph__chunk(sizeof(*p->tensors) * (size_t)p->cap_tensors) +
+               graph__chunk(sizeof(*p->kernels) * (size_t)p->cap_kernels) +
+               graph__chunk(sizeof(int) * ((size_t)p->n_kernels + 1));
     if (p->node_names) {
         size_t names = sizeof(char *) * ((size_t)p->n_node_names + 1);
         for (int i = 0; i < p->n_node_names; i++)
             names += strlen(p->node_names[i]) + 1;
-        b += chunk(names);
+        b += graph__chunk(names);
     }
     for (int k = 0; k < p->n_kernels; k++) {
         const graph_kernel *gk = &p->kernels[k];
-        b += gk->op ? chunk(sizeof(*gk->op)) : 0;
-        b += gk->request ? chunk(strlen(gk->request) + 1) : 0;
-        b += chunk(sizeof(int) * (size_t)(gk->n_nodes ? gk->n_nodes : 1));
+        b += gk->op ? graph__chunk(sizeof(*gk->op)) : 0;
+        b += gk->request ? graph__chunk(strlen(gk->request) + 1) : 0;
+        b += graph__chunk(sizeof(int) * (size_t)(gk->n_nodes ? gk->n_nodes : 1));
     }
     return b;
 }

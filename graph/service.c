@@ -13,6 +13,7 @@
 #include <sodium.h>
 
 #include "graph/graph.h"
+#include "graph/graph_int.h"
 #include "scheduler/sched.h"
 
 #define GRAPH_JOBS_KEPT 256
@@ -20,12 +21,6 @@
 /* Kernels asked of the resolver per loop turn, all graphs together: each costs a canonical op
  * text, a SHA-256 and a memory lookup (microseconds), so a turn stays well under a millisecond. */
 #define RESOLVE_BATCH 64
-
-/* glibc's malloc: 8 bytes of header, 16-byte chunks. */
-static size_t chunk(size_t n)
-{
-    return n ? (n + 8 + 15) / 16 * 16 : 0;
-}
 
 /* A partitioned graph, shared by the requests that use it (refcounted: an entry evicted while a
  * request still resolves its kernels lives until that request ends). Immutable once made,
@@ -156,9 +151,16 @@ static bool submit(graph_service *gs, graph_wait *w);
 
 /* ---- entries and the byte-bounded cache ---------------------------------------------------- */
 
+/* What pe's rendered plan of len bytes takes in the cache's bound: the text and the digests of
+ * the sets it was rendered from (keep_rendered's two blocks). */
+static size_t rendered_bytes(const plan_entry *pe, size_t len)
+{
+    return graph__chunk(len + 1) + graph__chunk((size_t)pe->n_unique * SET_DIGEST_BYTES + 1);
+}
+
 static size_t rendered_cost(const plan_entry *pe)
 {
-    return pe->rendered ? chunk(pe->rendered_len + 1) + chunk((size_t)pe->n_unique * SET_DIGEST_BYTES + 1) : 0;
+    return pe->rendered ? rendered_bytes(pe, pe->rendered_len) : 0;
 }
 
 static void entry_free(plan_entry *pe)
@@ -487,7 +489,7 @@ static void keep_rendered(graph_service *gs, plan_entry *pe, const graph_wait *w
     drop_rendered(gs, pe);
     if (!pe->in_cache)
         return;
-    const size_t cost = chunk(len + 1) + chunk((size_t)pe->n_unique * SET_DIGEST_BYTES + 1);
+    const size_t cost = rendered_bytes(pe, len);
     if (pe->bytes + cost > gs->cfg.cache_bytes || !make_room(gs, cost, pe))
         return;
     char *copy = malloc(len + 1);
@@ -830,8 +832,8 @@ static void plan_work(graph_wait *w)
     graph_compact(&w->rq.g);
     pe->graph.g = w->rq.g;
     memset(&w->rq.g, 0, sizeof(w->rq.g)); /* the entry owns the graph now */
-    pe->bytes = chunk(sizeof(*pe)) + graph_bytes(&pe->graph.g) + graph_plan_bytes(&pe->plan) +
-                2 * chunk(sizeof(int) * ((size_t)pe->plan.n_kernels + 1));
+    pe->bytes = graph__chunk(sizeof(*pe)) + graph_bytes(&pe->graph.g) + graph_plan_bytes(&pe->plan) +
+                2 * graph__chunk(sizeof(int) * ((size_t)pe->plan.n_kernels + 1));
 }
 
 /* WORK_RENDER, on a graph thread: the sets parsed, the plan placed for their workspaces (in a copy of
