@@ -893,10 +893,14 @@ static void *graph_thread(void *arg)
             w->fresh = NULL;
             w->json = NULL;
         } else if (!__atomic_load_n(&w->skip, __ATOMIC_ACQUIRE)) {
-            if (w->kind == WORK_PLAN)
+            if (w->kind == WORK_PLAN) {
                 plan_work(w);
-            else
+                /* A graph that failed (partition, memory) goes here, not on the loop. */
+                if (w->r < 0)
+                    graph_request_free(&w->rq);
+            } else {
                 render_work(w);
+            }
         }
         while (write(gs->done_fd[1], &w, sizeof(w)) < 0 && errno == EINTR)
             ;
