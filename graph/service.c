@@ -359,11 +359,6 @@ fail:
     return rc;
 }
 
-size_t graph_service_plans(const graph_service *gs)
-{
-    return gs ? (size_t)gs->n_cache : 0;
-}
-
 void graph_service_stats_get(const graph_service *gs, graph_service_stats *ret)
 {
     memset(ret, 0, sizeof(*ret));

@@ -93,7 +93,4 @@ void graph_wait_cancel(graph_service *gs, graph_wait *w);
  * kernels' job ids) in *ret (malloc'd). 0, -ENOENT (unknown or forgotten) or -ENOMEM. */
 int graph_job_json(graph_service *gs, uint64_t id, char **ret);
 
-/* Plans held in the cache now (for /v1/status). */
-size_t graph_service_plans(const graph_service *gs);
-
 #endif
