@@ -242,9 +242,6 @@ int tuner_ew_params(tuner_ew_kind k, const tuner_ew_param **ret);
 static inline double *tuner_ew_slot(tuner_ew_step *s, int i) { return i ? &s->scalar2 : &s->scalar; }
 static inline double tuner_ew_slot_value(const tuner_ew_step *s, int i) { return i ? s->scalar2 : s->scalar; }
 
-/* Whether a step takes a numeric parameter. */
-static inline bool tuner_ew_has_scalar(tuner_ew_kind k) { return tuner_ew_params(k, NULL) > 0; }
-
 /* Number of elements in a tensor. */
 static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
 {
