@@ -55,7 +55,8 @@ double t_median(double *v, int n);
  * nearly all of these tests' time, and NVRTC is not our code: the generators are. So a test
  * generates and checks the source of every job it is given, and compiles
  *  - with --shard K/N on its command line: only the jobs i with i % N == K - 1 (meson runs the
- *    N shards as N tests, side by side); the checks that compile nothing run in shard 1;
+ *    N shards as N tests, side by side; test_wgmma numbers the jobs it compiles and the ones
+ *    it only generates apart, so that a sample is dealt evenly too);
  *  - with HIDET_TEST_SAMPLE=S[+R] in the environment (scripts/test.sh --quick sets it; the
  *    sanitizer build's registration sets HIDET_TEST_SAMPLE_BUILD, which it overrides): of each
  *    case's jobs j = 0, 1, ... only those with j % S == R (default R = 0, so a case's first job,
@@ -70,7 +71,7 @@ extern t_subset t_sub;
  * t_sub; prints the subset when it is not everything. Returns 0, or -1 (after a message) on a
  * malformed value. */
 int t_subset_init(int *argc, char **argv);
-/* Whether job i (in the test's fixed order over all its cases) is this shard's. */
+/* Whether job i (in the test's fixed order) is this shard's. */
 bool t_in_shard(size_t i);
 /* Whether job j of its case (numbered from 0 within the case) is compiled in this run. */
 bool t_in_sample(size_t j);

@@ -526,12 +526,14 @@ static int compile_stride(int i)
 
 typedef struct job {
     int c;
-    size_t j; /* the job's number within its case: what HIDET_TEST_SAMPLE picks by */
+    size_t j;     /* the job's number within its case: what HIDET_TEST_SAMPLE picks by */
+    size_t share; /* what --shard deals by: the job's number among the compiled jobs (or among the
+                   * generated-only ones), so that a sample spreads over the shards too */
     tuner_schedule s;
 } job;
 
 static job *jobs;
-static size_t n_jobs, next_job;
+static size_t n_jobs, next_job, n_to_compile, n_to_generate;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int n_compiled, n_generated_only;
 
@@ -765,7 +767,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&lock);
         if (i >= n_jobs)
             return NULL;
-        if (t_in_shard(i))
+        if (t_in_shard(jobs[i].share))
             check_one(&jobs[i]);
     }
 }
@@ -789,6 +791,7 @@ static void queue_space(int c, int stride, const char *only, int off)
         jobs = nj;
         jobs[n_jobs].c = c;
         jobs[n_jobs].j = n_jobs - before;
+        jobs[n_jobs].share = t_in_sample(jobs[n_jobs].j) ? n_to_compile++ : n_to_generate++;
         jobs[n_jobs].s = sp->items[i];
         n_jobs++;
     }
