@@ -15,11 +15,11 @@ usage: scripts/test.sh [--quick | --help]
   (none)    builds build/ and build-asan/ (-Db_sanitize=address,undefined) and runs the whole
             suite in both, the two builds' tests at the same time (each line of their output
             starts with [build] or [build-asan]). In the sanitizer build the tuner's compile
-            checks compile a deterministic sample (HIDET_TEST_SAMPLE=16, tuner/tests/common.h).
-            About 12 minutes on an idle 2-core machine once both builds are made (README.md,
-            "Tests"); a first build of both adds about 5.
+            checks compile a deterministic 1-in-16 sample (tuner/tests/common.h).
+            About 13 minutes on a 2-core machine once both builds are made (README.md,
+            "Tests"; a first build adds its own time).
   --quick   the normal build only: suites unit and integration, with the tuner's compile checks
-            sampled as in the sanitizer build. About 3 minutes.
+            sampled as in the sanitizer build. About 2.5 minutes.
   --help    this text; runs nothing.
 
 One suite or test alone: meson test -C build --suite unit | meson test -C build NAME
