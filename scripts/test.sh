@@ -1,18 +1,58 @@
 #!/usr/bin/env bash
-# scripts/test.sh - sets everything up and runs the whole test suite twice: in the normal build and
-# in an AddressSanitizer + UndefinedBehaviorSanitizer build. Tests that need a GPU (suite 'gpu')
-# skip themselves with a message on machines without one; each run lists its skipped tests with
-# that message. Ends with one line "N passed, N failed, N skipped" over both builds; exits non-zero
-# if anything failed.
+# scripts/test.sh - sets everything up and runs the test suite: the whole of it in the normal build
+# and in an AddressSanitizer + UndefinedBehaviorSanitizer build (the two builds' tests side by
+# side), or with --quick the unit and integration suites of the normal build. `--help` says how
+# long each takes. Tests that need a GPU (suite 'gpu') skip themselves with a message on machines
+# without one; each run lists its skipped tests with that message. Ends with one line
+# "N passed, N failed, N skipped" over the builds it ran; exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# Each phase says what it is; ninja shows its progress; after each meson test run the skipped
-# tests are listed with the reason they printed (exit status 77 alone says nothing).
-echo "== [1/4] build: the normal build (build/)"
+usage() {
+    cat <<'EOF'
+usage: scripts/test.sh [--quick | --help]
+
+  (none)    builds build/ and build-asan/ (-Db_sanitize=address,undefined) and runs the whole
+            suite in both, the two builds' tests at the same time (each line of their output
+            starts with [build] or [build-asan]). In the sanitizer build the tuner's compile
+            checks compile a deterministic 1-in-16 sample (tuner/tests/common.h).
+            About 13 minutes on a 2-core machine once both builds are made (README.md,
+            "Tests"; a first build adds its own time).
+  --quick   the normal build only: suites unit and integration, with the tuner's compile checks
+            sampled as in the sanitizer build. About 2.5 minutes.
+  --help    this text; runs nothing.
+
+One suite or test alone: meson test -C build --suite unit | meson test -C build NAME
+(meson test -C build --list). Ends with "N passed, N failed, N skipped"; exit status 1 if
+anything failed.
+EOF
+}
+
+quick=0
+case "${1:-}" in
+    "") ;;
+    --quick) quick=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "scripts/test.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "scripts/test.sh: one argument at most" >&2; usage >&2; exit 2; }
+
+if ((quick)); then
+    builds=(build)
+    total=2
+else
+    builds=(build build-asan)
+    total=3
+fi
+
+# Each phase says what it is; ninja shows its progress; after the tests the skipped ones are
+# listed with the reason they printed (exit status 77 alone says nothing).
+echo "== [1/$total] build: the normal build (build/)"
 scripts/setup.sh build || exit 1
-echo "== [2/4] build: the AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/)"
-scripts/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug || exit 1
+if ((!quick)); then
+    echo "== [2/$total] build: the AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan/)"
+    scripts/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug || exit 1
+fi
 
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH="$CUDA_HOME/bin:$PWD/.deps/cuobjdump/nvidia/cu13/bin:$PATH"
@@ -20,16 +60,45 @@ export PATH="$CUDA_HOME/bin:$PWD/.deps/cuobjdump/nvidia/cu13/bin:$PATH"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
+# meson test in one build dir; --no-rebuild: setup.sh has just built everything (meson would run
+# ninja again). Two tests at a time per build: with both builds that is four processes on two
+# cores, which keeps the cores busy while integration tests wait on daemons and sockets.
+run_tests() {
+    local b=$1
+    shift
+    meson test -C "$b" --no-rebuild --print-errorlogs --num-processes 2 --timeout-multiplier 3 "$@"
+}
+
 status=0
-phase=3
-for b in build build-asan; do
-    echo "== [$phase/4] meson test in $b"
-    meson test -C "$b" --print-errorlogs --num-processes 2 --timeout-multiplier 3 || status=1
+start=$(date +%s)
+if ((quick)); then
+    echo "== [2/2] meson test in build: suites unit and integration, tuner compile checks sampled"
+    HIDET_TEST_SAMPLE=16 run_tests build --suite unit --suite integration || status=1
+else
+    echo "== [3/3] meson test in build and build-asan, side by side"
+    # Each build's lines carry its name; sed -u passes them on as they come.
+    pids=()
+    for b in "${builds[@]}"; do
+        rm -f "$b/meson-logs/test-status"
+        { run_tests "$b" 2>&1; echo "$?" > "$b/meson-logs/test-status"; } | sed -u "s/^/[$b] /" &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    for b in "${builds[@]}"; do
+        [ "$(cat "$b/meson-logs/test-status" 2>/dev/null)" = 0 ] || status=1
+    done
+fi
+echo "== tests took $(( $(date +%s) - start )) s"
+
+logs=()
+for b in "${builds[@]}"; do
     echo "== skipped in $b:"
     python3 scripts/testlog_report.py skips "$b/meson-logs/testlog.json"
-    phase=$((phase + 1))
+    logs+=("$b/meson-logs/testlog.json")
 done
-
-echo "== both builds:"
-python3 scripts/testlog_report.py summary build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+# The slowest tests, as meson timed them: where the next minute of the suite's time would come from.
+echo "== slowest tests:"
+python3 scripts/testlog_report.py slowest 8 "${logs[@]}"
+echo "== ${#builds[@]} build(s):"
+python3 scripts/testlog_report.py summary "${logs[@]}"
 exit $status

@@ -3,13 +3,15 @@
 
     testlog_report.py skips LOG          every skipped test with the reason it printed
     testlog_report.py summary LOG...     "N passed, N failed, N skipped" over all LOGs
-    testlog_report.py --self-test        checks both on a made-up log
+    testlog_report.py slowest N LOG...   the N longest tests over all LOGs, with meson's durations
+    testlog_report.py --self-test        checks them on a made-up log
 
 Exit status 77 only says that a test skipped; the reason is what the test printed (the GPU tests
 print "no CUDA GPU/driver: skipped (...)"). The reason shown is the last line of its output that
 speaks of skipping, else its last line.
 """
 import json
+import os
 import re
 import sys
 import tempfile
@@ -67,17 +69,32 @@ def summary(paths, out):
     return 0
 
 
+def slowest(n, paths, out):
+    """The n longest tests (wall seconds as meson recorded them), longest first; which log each
+    came from is named by its build directory (build, build-asan)."""
+    rows = []
+    for path in paths:
+        for r in read(path) or []:
+            build = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+            rows.append((float(r.get("duration") or 0), build, r.get("name", "?")))
+    rows.sort(key=lambda row: -row[0])
+    for duration, build, name in rows[:n]:
+        out.write(f"  {duration:7.1f} s  {build:<10}  {name}\n")
+    return 0
+
+
 def self_test():
     import io
     recs = [
-        {"name": "hidetd:gpu / gpu_sched", "result": "SKIP",
+        {"name": "hidetd:gpu / gpu_sched", "result": "SKIP", "duration": 0.5,
          "stdout": "probing\nno CUDA GPU/driver: skipped (no libcuda.so.1)\n"},
-        {"name": "hidetd:integration / it_cluster", "result": "SKIP",
+        {"name": "hidetd:integration / it_cluster", "result": "SKIP", "duration": 2.5,
          "stdout": "", "stderr": "redis-server not found\n"},
         {"name": "hidetd:gpu / silent", "result": "SKIP", "stdout": ""},
-        {"name": "hidetd:gpu / empty", "result": "SKIP", "stdout": "no CUDA GPU/driver: skipped ()\n"},
-        {"name": "hidetd:unit / ok", "result": "OK", "stdout": "skipped nothing\n"},
-        {"name": "hidetd:unit / bad", "result": "FAIL", "stdout": ""},
+        {"name": "hidetd:gpu / empty", "result": "SKIP", "duration": 0.5,
+         "stdout": "no CUDA GPU/driver: skipped ()\n"},
+        {"name": "hidetd:unit / ok", "result": "OK", "duration": 30.0, "stdout": "skipped nothing\n"},
+        {"name": "hidetd:unit / bad", "result": "FAIL", "duration": 1.0, "stdout": ""},
     ]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write("\n".join(json.dumps(r) for r in recs) + "\n")
@@ -92,6 +109,11 @@ def self_test():
     out = io.StringIO()
     summary([path, path + ".missing"], out)
     bad |= out.getvalue() != "1 passed, 2 failed, 4 skipped\n"
+    out = io.StringIO()
+    slowest(2, [path, path + ".missing"], out)
+    build = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    bad |= out.getvalue() != (f"     30.0 s  {build:<10}  hidetd:unit / ok\n"
+                              f"      2.5 s  {build:<10}  hidetd:integration / it_cluster\n")
     print("testlog_report self-test: " + ("FAILED" if bad else "ok"))
     return 1 if bad else 0
 
@@ -103,6 +125,8 @@ def main(argv):
         return skips(argv[2], sys.stdout)
     if len(argv) >= 3 and argv[1] == "summary":
         return summary(argv[2:], sys.stdout)
+    if len(argv) >= 4 and argv[1] == "slowest" and argv[2].isdigit():
+        return slowest(int(argv[2]), argv[3:], sys.stdout)
     sys.stderr.write(__doc__)
     return 2
 

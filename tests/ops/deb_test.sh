@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # tests/ops/deb_test.sh - builds the .debs from debian/ and checks them installed in a scratch root.
 #
-#   deb_test.sh SRC_ROOT CUDA_HOME SANITIZE        (SANITIZE: the build's b_sanitize option)
+#   deb_test.sh SRC_ROOT CUDA_HOME SANITIZE [WORK_DIR]   (SANITIZE: the build's b_sanitize option)
+#
+# The package is built in WORK_DIR/deb-test (meson passes the build tree; default: a scratch
+# folder), a path that stays the same from run to run: dpkg-buildflags write the source path into
+# the compiler flags (-ffile-prefix-map), so from a new scratch path every time ccache missed and
+# the project was compiled from nothing again on every run.
 #
 # What it does, in order:
 #  1. copies the source tree (git's tracked and untracked-but-not-ignored files) to a scratch
@@ -26,8 +31,8 @@
 # dpkg-buildpackage or debhelper is missing, and in a sanitizer build (the packages are built
 # from source with Debian's flags; once per test run is enough).
 set -euo pipefail
-[ $# -eq 3 ] || { echo "usage: $0 SRC_ROOT CUDA_HOME SANITIZE" >&2; exit 2; }
-src=$(cd "$1" && pwd) cuda=$2 sanitize=$3
+[ $# -eq 3 ] || [ $# -eq 4 ] || { echo "usage: $0 SRC_ROOT CUDA_HOME SANITIZE [WORK_DIR]" >&2; exit 2; }
+src=$(cd "$1" && pwd) cuda=$2 sanitize=$3 work=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ "$sanitize" != none ]; then
@@ -39,10 +44,15 @@ for t in dpkg-buildpackage dpkg-deb dh dh_installsysusers; do
 done
 
 tmp=$(mktemp -d)
+pkg=$tmp/pkg
+if [ -n "$work" ]; then
+    pkg=$work/deb-test
+    rm -rf "$pkg"
+fi
 daemon_pid=
 cleanup() {
     [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
-    rm -rf "$tmp"
+    rm -rf "$tmp" "$pkg"
 }
 trap cleanup EXIT
 fail=0
@@ -51,21 +61,21 @@ step() { echo; echo "== $*"; }
 
 # 1. Build.
 step "dpkg-buildpackage -b -uc -us (CUDA_HOME=$cuda)"
-mkdir -p "$tmp/pkg/src"
+mkdir -p "$pkg/src"
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-    (cd "$src" && git ls-files -co --exclude-standard -z | xargs -0 cp -P --parents -t "$tmp/pkg/src")
+    (cd "$src" && git ls-files -co --exclude-standard -z | xargs -0 cp -P --parents -t "$pkg/src")
 else
-    (cd "$src" && tar --exclude='./build*' --exclude=./.deps -cf - .) | tar -xf - -C "$tmp/pkg/src"
+    (cd "$src" && tar --exclude='./build*' --exclude=./.deps -cf - .) | tar -xf - -C "$pkg/src"
 fi
 start=$(date +%s)
-if ! (cd "$tmp/pkg/src" && CUDA_HOME=$cuda dpkg-buildpackage -b -uc -us) > "$tmp/build.log" 2>&1; then
+if ! (cd "$pkg/src" && CUDA_HOME=$cuda dpkg-buildpackage -b -uc -us) > "$tmp/build.log" 2>&1; then
     tail -n 40 "$tmp/build.log"
     echo "FAIL: dpkg-buildpackage"
     exit 1
 fi
 echo "built in $(($(date +%s) - start)) s:"
-(cd "$tmp/pkg" && ls -1 ./*.deb)
-deb() { ls "$tmp/pkg/$1"_*.deb; }
+(cd "$pkg" && ls -1 ./*.deb)
+deb() { ls "$pkg/$1"_*.deb; }
 for p in hidetd hidetd-client libhidet-client-dev; do
     [ -f "$(deb "$p" 2>/dev/null)" ] || { echo "FAIL: no $p .deb"; exit 1; }
 done
@@ -73,7 +83,7 @@ done
 # 2. lintian.
 step "lintian"
 if command -v lintian >/dev/null; then
-    lintian "$tmp"/pkg/*.changes > "$tmp/lintian.log" 2>&1 || true
+    lintian "$pkg"/*.changes > "$tmp/lintian.log" 2>&1 || true
     grep -v '^running with root privileges' "$tmp/lintian.log" || true
     [ -s "$tmp/lintian.log" ] || echo "(no findings)"
     grep -q '^E: ' "$tmp/lintian.log" && bad "lintian reports errors"

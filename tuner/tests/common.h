@@ -47,12 +47,40 @@ void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *
  * then the unary `un`. */
 void t_add_prologue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
 
-/* Compiles source with tuner_compile, writes the PTX to a temp file and runs
- * /usr/local/cuda/bin/ptxas -arch=sm_XX on it. Returns true when both accept. On success
- * *ret_ms (if not NULL) is the NVRTC compile time. `entries` names that must be .entry points. */
+/* Compiles source with tuner_compile (NVRTC for the real target: PTX, and a cubin from the ptxas
+ * inside NVRTC) and checks that every launch of p (if not NULL) names an .entry of the PTX; the
+ * first program of each target is also assembled by /usr/local/cuda/bin/ptxas -arch=sm_XX.
+ * Returns true when all accept. On success *ret_ms (if not NULL) is the NVRTC compile time. */
 bool t_compile_check(const char *what, const char *source, const tuner_target *t, const tuner_program *p,
                      double *ret_ms);
 
 double t_median(double *v, int n);
+
+/* Which of its compile jobs a run takes. The compile checks (NVRTC for the real target) are
+ * nearly all of these tests' time, and NVRTC is not our code: the generators are. So a test
+ * generates and checks the source of every job it is given, and compiles
+ *  - with --shard K/N on its command line: only the jobs i with i % N == K - 1 (meson runs the
+ *    N shards as N tests, side by side; test_wgmma numbers the jobs it compiles and the ones
+ *    it only generates apart, so that a sample is dealt evenly too);
+ *  - with HIDET_TEST_SAMPLE=S[+R] in the environment (scripts/test.sh --quick sets it; the
+ *    sanitizer build's registration sets HIDET_TEST_SAMPLE_BUILD, which it overrides): of each
+ *    case's jobs j = 0, 1, ... only those with j % S == R (default R = 0, so a case's first job,
+ *    its preferred candidate, is always compiled). A run prints what it sampled. Unset, or
+ *    S = 1: every job. */
+typedef struct t_subset {
+    int shard, n_shards; /* 1-based; 1/1 without --shard */
+    int every, rest;     /* the sample: j % every == rest */
+} t_subset;
+extern t_subset t_sub;
+/* Reads --shard K/N from argv (removing it) and HIDET_TEST_SAMPLE from the environment into
+ * t_sub; prints the subset when it is not everything. Returns 0, or -1 (after a message) on a
+ * malformed value. */
+int t_subset_init(int *argc, char **argv);
+/* Whether job i (in the test's fixed order) is this shard's. */
+bool t_in_shard(size_t i);
+/* Whether job j of its case (numbered from 0 within the case) is compiled in this run. */
+bool t_in_sample(size_t j);
+/* True when the run compiles only a sample (HIDET_TEST_SAMPLE above 1). */
+bool t_sampling(void);
 
 #endif

@@ -6,6 +6,9 @@
  * for its variants, plus the default and the model's best) and the reference are generated, compiled with NVRTC and the
  * PTX handed to ptxas. Cases include odd sizes (77 rows of 1000, 1 row of 8192+1, ...), align=2
  * inputs (only scalar candidates may be valid) and fused epilogues. Prints the median NVRTC time.
+ * With HIDET_TEST_SAMPLE=S (the sanitizer build, common.h) a case compiles its default and every
+ * S-th of its other picks (and every S-th case its reference), and every candidate of each space
+ * is generated and its launches checked.
  */
 #include "common.h"
 
@@ -17,6 +20,7 @@
 #define MAX_TIMES 4096
 static double times[MAX_TIMES];
 static int n_times;
+static size_t n_cases; /* cases run so far: which references a sampled run compiles */
 
 static bool launch_sane(const tuner_program *p, const tuner_op *op)
 {
@@ -149,12 +153,19 @@ static void run_case(const char *name, const tuner_op *op, const tuner_target *t
     }
     pick[np++] = def;
     pick[np++] = order[0];
+    /* Sampled (HIDET_TEST_SAMPLE, common.h): the default (tune:"none") is compiled always, the
+     * others and the reference by the sample, and every candidate of the space is generated and
+     * its launches checked (cheap, and the generators are what the sanitizers are for). */
+    size_t others = 0, taken = 0;
     for (int i = 0; i < np; i++) {
         bool dup = false;
         for (int j = 0; j < i; j++)
             dup = dup || pick[j] == pick[i];
         if (dup)
             continue;
+        if (pick[i] != def && !t_in_sample(++others))
+            continue;
+        taken++;
         const tuner_schedule *s = &sp->items[pick[i]];
         char *sj = tuner_schedule_json(s);
         snprintf(what, sizeof(what), "%s %s %s", name, tn, sj ? sj : "?");
@@ -167,6 +178,24 @@ static void run_case(const char *name, const tuner_op *op, const tuner_target *t
             times[n_times++] = ms;
         tuner_program_free(p);
     }
+    if (t_sampling()) {
+        int generated = 0;
+        for (size_t i = 0; i < sp->n; i++) {
+            tuner_program *p = NULL;
+            err = NULL;
+            snprintf(what, sizeof(what), "%s %s candidate %zu", name, tn, i);
+            r = tuner_generate(op, t, &sp->items[i], &p, &err);
+            CHECK(r == 0, "%s: generate: %s", what, err ? err : "?");
+            free(err);
+            if (r < 0)
+                continue;
+            CHECK(launch_sane(p, op) && p->output_dtype == op->output.dtype, "%s: launches", what);
+            generated++;
+            tuner_program_free(p);
+        }
+        printf("%-34s %-6s sampled: compiled %zu of %zu picks (the default and every %d-th other)%s, generated all %d\n",
+               name, tn, taken, others + 1, t_sub.every, t_in_sample(n_cases) ? " and the reference" : "", generated);
+    }
     tuner_program *ref = NULL;
     err = NULL;
     r = tuner_reference(op, t, &ref, &err);
@@ -175,9 +204,11 @@ static void run_case(const char *name, const tuner_op *op, const tuner_target *t
     if (r == 0) {
         snprintf(what, sizeof(what), "%s %s reference", name, tn);
         CHECK(ref->output_dtype == TUNER_F32 && launch_sane(ref, op), "%s: launch", what);
-        CHECK(t_compile_check(what, ref->source, t, ref, NULL), "%s: compile", what);
+        if (t_in_sample(n_cases))
+            CHECK(t_compile_check(what, ref->source, t, ref, NULL), "%s: compile", what);
         tuner_program_free(ref);
     }
+    n_cases++;
     free(order);
     free(pred);
     tuner_space_free(sp);
@@ -235,6 +266,8 @@ static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 
 int main(int argc, char **argv)
 {
+    if (t_subset_init(&argc, argv) < 0)
+        return 2;
     const char *group = argc > 1 ? argv[1] : "softmax";
     /* pool2d, the newest template, is compiled for sm_90a (the arch-specific target). */
     const tuner_target targets[2] = {{80, false}, {90, strcmp(group, "pool") == 0}};

@@ -5,8 +5,15 @@
  * convolution: NHWC, 16-byte channel chunks per group); the cost model ranks them above mma.sync
  * for large problems; every candidate of the space (or every few), for shapes that cover both
  * dtypes, every transpose, batches with a broadcast operand, groups, strides, edge tiles in M, N
- * and K and fused epilogues, is generated, compiled by NVRTC for sm_90a and assembled by ptxas
- * -arch=sm_90a, and its PTX holds the instructions the template is built on.
+ * and K and fused epilogues, is generated, compiled by NVRTC for sm_90a (which assembles it with
+ * ptxas in-process; the toolkit's ptxas -arch=sm_90a checks each case's first candidate again),
+ * and its PTX holds the instructions the template is built on.
+ *
+ * `test_tuner_wgmma --checks` runs the checks that compile nothing (spaces, defaults, ranking),
+ * `--shard K/N` compiles the K-th of N interleaved shares of the candidates (meson runs both kinds
+ * side by side: tuner_wgmma_checks and four shards; no argument: everything), and
+ * HIDET_TEST_SAMPLE=S compiles one candidate of S per case and only generates and checks the
+ * source of the others (the sanitizer build's registration): tuner/tests/common.h.
  *
  * With TWG_DUMP=<dir> nothing is checked: the programs of a few cases (TWG_CASES, a
  * comma-separated list of case names; default all) are written there as <tag>.cubin and
@@ -519,13 +526,16 @@ static int compile_stride(int i)
 
 typedef struct job {
     int c;
+    size_t j;     /* the job's number within its case: what HIDET_TEST_SAMPLE picks by */
+    size_t share; /* what --shard deals by: the job's number among the compiled jobs (or among the
+                   * generated-only ones), so that a sample spreads over the shards too */
     tuner_schedule s;
 } job;
 
 static job *jobs;
-static size_t n_jobs, next_job;
+static size_t n_jobs, next_job, n_to_compile, n_to_generate;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int n_compiled;
+static _Atomic int n_compiled, n_generated_only;
 
 /* Whether a convolution's A is read by an im2col map: 64 channels per group, not a dense 1x1. */
 static bool im2col_conv(const tuner_op *op)
@@ -640,6 +650,30 @@ static void check_one(const job *j)
         CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 0 && gemm->n_args == n_ptrs, "%s: launches", tag);
     }
     check_maps(tag, wc, &j->s, gemm);
+    /* What the source alone shows. Split-K: the slices of a tile are one cluster of split CTAs
+     * (one per tile). Pairs: clusters of two CTAs. A staged tile is written out whole and the
+     * TMA store clips it at the output's edge: its pairs go to shared memory as plain stores
+     * with no bounds check (a fused chain applied on the way, at clamped coordinates). */
+    const int split = tuner_schedule_param(&j->s, "split_k", 1);
+    if (split > 1) {
+        char dims[48];
+        snprintf(dims, sizeof(dims), "__cluster_dims__(%d, 1, 1)", split);
+        CHECK(strstr(pr->source, dims) && pr->kernels[0].grid[0] % split == 0 && pr->kernels[0].grid[0] <= 132,
+              "%s: split %d: grid %u", tag, split, pr->kernels[0].grid[0]);
+    }
+    const bool pair = tuner_schedule_param(&j->s, "cluster", 1) == 2 || tuner_schedule_param(&j->s, "cluster_n", 1) == 2;
+    if (pair)
+        CHECK(strstr(pr->source, "__cluster_dims__(2, 1, 1)") && gemm->grid[0] % 2 == 0, "%s: pair without its cluster",
+              tag);
+    if (tuner_schedule_param(&j->s, "stage_out", 0) > 0)
+        CHECK(strstr(pr->source, "*>(wg_oa) = ") && !strstr(pr->source, "if (o_m <"),
+              "%s: staged stores through asm or behind a bounds check", tag);
+    if (!t_in_sample(j->j)) {
+        printf("generated only: %s\n", tag);
+        n_generated_only++;
+        tuner_program_free(pr);
+        return;
+    }
     tuner_binary *b = NULL;
     rc = tuner_compile(pr->source, &sm90a, &b, &err);
     CHECK(rc == 0 && b->cubin_len > 0, "%s: NVRTC sm_90a: %s", tag, err ? err : "");
@@ -674,44 +708,34 @@ static void check_one(const job *j)
               "%s: PTX lacks %s (or still builds maps)", tag, map_param);
         if (tuner_schedule_param(&j->s, "consumers", 0) == 2)
             CHECK(strstr(b->ptx, "setmaxnreg.inc") && strstr(b->ptx, "setmaxnreg.dec"), "%s: no setmaxnreg", tag);
-        /* Split-K: the slices of a tile are one cluster of split CTAs (one per tile) that sum
-         * their partials through distributed shared memory. */
-        const int split = tuner_schedule_param(&j->s, "split_k", 1);
-        if (split > 1) {
-            char dims[48];
-            snprintf(dims, sizeof(dims), "__cluster_dims__(%d, 1, 1)", split);
-            CHECK(strstr(pr->source, dims) && pr->kernels[0].grid[0] % split == 0 &&
-                      pr->kernels[0].grid[0] <= 132,
-                  "%s: split %d: grid %u", tag, split, pr->kernels[0].grid[0]);
+        /* Split-K slices sum their partials through distributed shared memory. */
+        if (split > 1)
             CHECK(strstr(b->ptx, "barrier.cluster.arrive") && strstr(b->ptx, "mapa.shared::cluster") &&
                       strstr(b->ptx, "ld.shared::cluster"),
                   "%s: PTX lacks the cluster sum", tag);
-        }
-        /* Pairs (along M sharing B, along N sharing A): clusters of two CTAs, each multicasting
-         * half of the shared tile and releasing stages in both CTAs. */
-        if (tuner_schedule_param(&j->s, "cluster", 1) == 2 || tuner_schedule_param(&j->s, "cluster_n", 1) == 2)
-            CHECK(strstr(pr->source, "__cluster_dims__(2, 1, 1)") && gemm->grid[0] % 2 == 0 &&
-                      strstr(b->ptx, ".multicast::cluster") && strstr(b->ptx, "mbarrier.arrive.shared::cluster"),
-                  "%s: pair without its cluster, multicast or remote arrives", tag);
+        /* Pairs (along M sharing B, along N sharing A): each CTA multicasts half of the shared
+         * tile and releases stages in both CTAs. */
+        if (pair)
+            CHECK(strstr(b->ptx, ".multicast::cluster") && strstr(b->ptx, "mbarrier.arrive.shared::cluster"),
+                  "%s: pair without multicast or remote arrives", tag);
         /* Stream-K: partial tiles written and read at L2 (.cg), flags released and acquired at
          * GPU scope. */
         if (sk)
             CHECK(strstr(b->ptx, "st.global.cg.v4.f32") && strstr(b->ptx, "ld.global.cg.v4.f32") &&
                       strstr(b->ptx, "ld.acquire.gpu") && strstr(b->ptx, "fence.acq_rel.gpu"),
                   "%s: PTX lacks the stream-K fixup", tag);
-        /* A staged tile is written out whole and the TMA store clips it at the output's edge:
-         * its pairs go to shared memory as plain stores with no bounds check (a fused chain
-         * applied on the way, at clamped coordinates). */
-        if (tuner_schedule_param(&j->s, "stage_out", 0) > 0)
-            CHECK(strstr(pr->source, "*>(wg_oa) = ") && !strstr(pr->source, "if (o_m <"),
-                  "%s: staged stores through asm or behind a bounds check", tag);
         /* Pingpong consumers hand the tensor cores to each other through named barriers. */
         if (tuner_schedule_param(&j->s, "pingpong", 0) == 1)
             CHECK(strstr(b->ptx, "bar.arrive") && strstr(b->ptx, "bar.sync"), "%s: no turn barriers", tag);
-        /* ptxas of the toolkit for the real target, on the same PTX. */
+        /* The cubin is ptxas's work: NVRTC assembles the PTX for sm_90a in-process and its log
+         * carries ptxas's messages. setmaxnreg ignored (C7508) would make the two-consumer tiles
+         * spill. */
+        CHECK(!strstr(b->log, "C7508"), "%s: %s", tag, b->log);
+        /* The toolkit's ptxas on the same PTX, once per case (its first job): it agrees with
+         * NVRTC's (assembling every candidate twice cost a third of the test's CPU time). */
         char path[] = "/tmp/twgmma-XXXXXX";
-        int fd = mkstemp(path);
-        CHECK(fd >= 0, "mkstemp");
+        int fd = j->j == 0 ? mkstemp(path) : -2;
+        CHECK(fd >= 0 || fd == -2, "mkstemp");
         if (fd >= 0) {
             FILE *f = fdopen(fd, "w");
             fwrite(b->ptx, 1, b->ptx_len, f);
@@ -743,7 +767,8 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&lock);
         if (i >= n_jobs)
             return NULL;
-        check_one(&jobs[i]);
+        if (t_in_shard(jobs[i].share))
+            check_one(&jobs[i]);
     }
 }
 
@@ -765,12 +790,13 @@ static void queue_space(int c, int stride, const char *only, int off)
             break;
         jobs = nj;
         jobs[n_jobs].c = c;
+        jobs[n_jobs].j = n_jobs - before;
+        jobs[n_jobs].share = t_in_sample(jobs[n_jobs].j) ? n_to_compile++ : n_to_generate++;
         jobs[n_jobs].s = sp->items[i];
         n_jobs++;
     }
     CHECK(seen >= (only ? 12 : 30), "%s: %zu wgmma candidates%s%s", cases[c].name, seen, only ? " with " : "",
           only ? only : "");
-    (void)before;
     tuner_space_free(sp);
 }
 
@@ -860,20 +886,32 @@ static int dump(const char *dir)
     return t_failures ? 1 : 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const bool checks_only = argc == 2 && !strcmp(argv[1], "--checks");
+    if (t_subset_init(&argc, argv) < 0 || (argc > 1 && !checks_only)) {
+        fprintf(stderr, "usage: %s [--checks | --shard K/N]   (HIDET_TEST_SAMPLE=S[+R]: see tuner/tests/common.h)\n",
+                argv[0]);
+        return 2;
+    }
     make_cases();
     const char *dir = getenv("TWG_DUMP");
     if (dir)
         return dump(dir);
-    test_space();
-    test_conv_space();
-    test_conv_default();
-    test_default();
-    test_rank();
-    test_split_space();
-    test_pair_n_space();
-    test_stream_k_space();
+    if (t_sub.n_shards == 1) {
+        test_space();
+        test_conv_space();
+        test_conv_default();
+        test_default();
+        test_rank();
+        test_split_space();
+        test_pair_n_space();
+        test_stream_k_space();
+    }
+    if (checks_only) {
+        printf(t_failures ? "%d failure(s)\n" : "ok\n", (int)t_failures);
+        return t_failures ? 1 : 0;
+    }
     for (int c = 0; c < n_cases; c++)
         if (compile_stride(c))
             queue_space(c, compile_stride(c), NULL, 0);
@@ -894,7 +932,8 @@ int main(void)
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     free(jobs);
-    printf("compiled %d wgmma programs\n", (int)n_compiled);
+    printf("compiled %d wgmma programs, generated %d more without compiling them (of %zu jobs in all shards)\n",
+           (int)n_compiled, (int)n_generated_only, n_jobs);
     if (t_failures) {
         fprintf(stderr, "%d failure(s)\n", (int)t_failures);
         return 1;
