@@ -590,9 +590,10 @@ static void maintenance_cb(uv_timer_t *t)
  * to background priority and CPUs (sched_thread_background: a pool thread only lowered itself
  * when its first work ran, so the first compiles on a fresh daemon could run at the loop's own
  * priority and on its core), NVRTC's one-time costs (tuner_warm_up: its builtins library loaded,
- * its code faulted in - read from disk on a freshly booted node -, its front end set up), and a
- * read-ahead of the kernel cache's file, so that the first hits of a freshly booted node do not
- * read it from disk on the loop thread, and the hit path's SQLite statements prepared. */
+ * its code faulted in - read from disk on a freshly booted node -, its front end set up), and
+ * the hit path's SQLite statements prepared. The kernel cache's file is read ahead too, so that
+ * the first hits of a freshly booted node do not read it from disk on the loop thread, but
+ * before the cache is opened (warm_readahead says why). */
 #define WARM_READAHEAD_MAX (256ULL << 20) /* a bigger cache is read as it is used */
 #define WARM_MEET_S 2.0 /* how long pool threads wait for each other (more than libuv may start) */
 
@@ -609,7 +610,6 @@ typedef struct warmup {
     pthread_cond_t all_in;
     int arrived;
     tuner_target target;
-    char *cache_path;
     int compile_rc;
     char *compile_err;
     double compile_ms, t0;
@@ -623,6 +623,12 @@ static double mono_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Asks the kernel to read the cache file ahead. It runs before kc_open() and must stay there:
+ * closing any descriptor of a database file drops every POSIX lock the process holds on it, so
+ * an open and close while SQLite has the file open would silently release the daemon's locks,
+ * and another process (hidetctl, a second daemon) could then run WAL recovery under it - in the
+ * warm-up, on a pool thread, it made hidetctl miss kernels the daemon had committed (it_cluster's
+ * fused retune). */
 static void warm_readahead(const char *path)
 {
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
@@ -654,7 +660,6 @@ static void warm_run(uv_work_t *req)
     pthread_mutex_unlock(&w->lock);
     if (ww->index != 0)
         return;
-    warm_readahead(w->cache_path);
     double t0 = mono_ms();
     w->compile_rc = tuner_warm_up(&w->target, &w->compile_err);
     w->compile_ms = mono_ms() - t0;
@@ -695,7 +700,6 @@ static void warm_after(uv_work_t *req, int status)
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->all_in);
     free(w->compile_err);
-    free(w->cache_path);
     free(w);
     warm_hit_path(d);
     d->warm_done = true;
@@ -719,7 +723,6 @@ static void warm_up(hd_daemon *d, int n)
     w->target = d->cfg.default_arch.native || d->cfg.default_arch.target.sm == 0
                     ? (tuner_target){ .sm = 90 }
                     : d->cfg.default_arch.target;
-    w->cache_path = d->cfg.cache_path ? strdup(d->cfg.cache_path) : NULL;
     for (int i = 0; i < n; i++) {
         warm_work *ww = &w->works[i];
         ww->work.data = ww;
@@ -732,7 +735,6 @@ static void warm_up(hd_daemon *d, int n)
     if (w->left == 0) {
         pthread_mutex_destroy(&w->lock);
         pthread_cond_destroy(&w->all_in);
-        free(w->cache_path);
         free(w);
         d->warm_done = true;
         return;
@@ -1179,6 +1181,7 @@ int hd_daemon_run(int argc, char **argv)
     }
     d->start_wall_s = wall_now();
 
+    warm_readahead(d->cfg.cache_path);
     r = kc_open(d->cfg.cache_path, &d->db, &err);
     if (r < 0) {
         hd_log_error("cannot open the kernel cache %s: %s", d->cfg.cache_path,
