@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -275,6 +276,11 @@ static void default_address(void)
           !strstr(out, "port 80"), "no daemon: %d\n%s", st, out);
     free(out);
 
+    /* The variable names a socket in a directory of the caller's: hidetd creates only its own
+     * default's directory (hidetd(8)), so the directory is made here. */
+    char by_env[sizeof(d.dir) + 8];
+    snprintf(by_env, sizeof(by_env), "%s/by-env", d.dir);
+    CHECK(mkdir(by_env, 0700) == 0, "mkdir %s", by_env);
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(d.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -285,7 +291,6 @@ static void default_address(void)
         _exit(127);
     }
     d.pid = pid;
-    /* Its socket's directory did not exist: the daemon makes it. */
     for (int i = 0; i < 200 && access(d.socket, F_OK) != 0; i++) {
         struct timespec ts = {0, 50000000L};
         nanosleep(&ts, NULL);

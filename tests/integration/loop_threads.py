@@ -3,13 +3,15 @@
 
     loop_threads.py HIDETD
 
-Starts hidetd (--workers none, UV_THREADPOOL_SIZE=3, the test's own CPU affinity) and, once it
-answers /healthz (that is, after READY), before any request has queued work:
+Starts hidetd (--workers none, UV_THREADPOOL_SIZE=3, [graphs] max_running = 2, the test's own
+CPU affinity) and, once it answers /healthz (that is, after READY), before any request has queued
+work:
   - the start-up warm-up ran (its log line) and every libuv pool thread already runs at nice 19
     (a pool thread used to lower itself only when its first work ran, so the first compiles of a
-    fresh daemon could run at the loop's own priority);
-  - with two CPUs or more, every pool thread is kept off the lowest CPU of hidetd's affinity,
-    which stays the loop thread's (the loop thread and the log writer keep the whole set);
+    fresh daemon could run at the loop's own priority), and so do the graph service's threads;
+  - with two CPUs or more, every pool and graph thread is kept off the lowest CPU of hidetd's
+    affinity, which stays the loop thread's (the loop thread and the log writer keep the whole
+    set);
 then a tune:"model" request compiles with NVRTC, and afterwards:
   - no thread appeared and no child process was started (NVRTC compiles in the pool thread that
     called it: nothing it starts escapes the pool's priority);
@@ -29,6 +31,7 @@ from ops_daemon import Daemon, Fail, check  # noqa: E402
 
 SKIP = 77
 POOL = 3
+GRAPH = 2  # [graphs] max_running: the graph service's threads, lowered like the pool's
 REQUEST = {"op": "matmul", "inputs": [{"shape": [64, 128], "dtype": "f16"},
                                       {"shape": [128, 72], "dtype": "f16"}],
            "arch": "sm_90", "tune": "model"}
@@ -81,9 +84,10 @@ def check_pool(pid, mask, when):
     check(main[1] == mask, f"{when}: the loop thread's CPUs {sorted(main[1])}, not {sorted(mask)}")
     pool = {t: v for t, v in ts.items() if v[0] == 19}
     others = {t: v for t, v in ts.items() if v[0] != 19}
-    # Besides the pool: the log writer (nice 0, all CPUs).
-    check(len(pool) == POOL, f"{when}: {len(pool)} threads at nice 19, expected the {POOL} pool "
-                             f"threads; threads (nice, cpus): {ts}")
+    # Besides the pool and the graph threads: the log writer (nice 0, all CPUs).
+    check(len(pool) == POOL + GRAPH, f"{when}: {len(pool)} threads at nice 19, expected the "
+                                     f"{POOL} pool and {GRAPH} graph threads; threads (nice, "
+                                     f"cpus): {ts}")
     check(len(others) == 1, f"{when}: threads besides the loop and the pool: {others}")
     if len(mask) >= 2:
         want = mask - {min(mask)}
@@ -103,7 +107,8 @@ def main(argv):
         return SKIP
     mask = os.sched_getaffinity(0)
     with tempfile.TemporaryDirectory(prefix="hidetd-loop-threads-") as tmp:
-        d = Daemon(hidetd, tmp, env={"UV_THREADPOOL_SIZE": str(POOL)})
+        d = Daemon(hidetd, tmp, env={"UV_THREADPOOL_SIZE": str(POOL)},
+                   config_text=f"[log]\nlevel = info\n[graphs]\nmax_running = {GRAPH}\n")
         try:
             d.wait_healthy()
             pid = d.proc.pid
@@ -123,7 +128,8 @@ def main(argv):
             check(not kids, f"hidetd has child processes after a compile: {kids}")
             d.stop()
             pool_cpus = sorted(mask - {min(mask)}) if len(mask) >= 2 else sorted(mask)
-            print(f"loop-threads: {POOL} pool threads at nice 19 on CPUs {pool_cpus} from READY "
+            print(f"loop-threads: {POOL} pool and {GRAPH} graph threads at nice 19 on CPUs "
+                  f"{pool_cpus} from READY "
                   f"on; a compile started no thread and no process")
         except Fail as e:
             print(f"FAIL: {e}")

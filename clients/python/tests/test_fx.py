@@ -20,8 +20,8 @@ class ExportScript(unittest.TestCase):
     def run_script(self, *args):
         import subprocess
         import sys
-        from support import REPO
-        path = os.path.join(REPO, "examples", "graphs", "export_fx.py")
+        from support import EXAMPLES  # $HIDETD_EXAMPLES when the tests run from an installed copy
+        path = os.path.join(EXAMPLES, "export_fx.py")
         code = ("import sys; sys.modules['torch'] = None; sys.argv = [%r] + %r; "
                 "exec(compile(open(%r).read(), %r, 'exec'), {'__name__': '__main__', "
                 "'__file__': %r})" % (path, list(args), path, path, path))
