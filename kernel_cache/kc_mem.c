@@ -1,4 +1,4 @@
-/* kernel_cache/kc_mem.c - see hitcache.h. A chained hash table (keys are SHA-256 hex, so their first
+/* kernel_cache/kc_mem.c - see kc_mem.h. A chained hash table (keys are SHA-256 hex, so their first
  * 16 digits are already a uniform hash) plus an intrusive doubly-linked LRU list. */
 #include "kernel_cache/kc_mem.h"
 
@@ -14,6 +14,8 @@ typedef struct entry {
     char *body;
     size_t len;
     int rank;
+    char tag[KC_KEY_LEN + 1];
+    uint64_t age; /* kc_mem.age when put or confirmed */
 } entry;
 
 struct kc_mem {
@@ -22,6 +24,7 @@ struct kc_mem {
     entry *head, *tail;
     size_t count, bytes;
     size_t max_entries, max_bytes;
+    uint64_t age; /* bumped by kc_mem_age(): entries of an older age are stale */
 };
 
 static uint64_t key_hash(const char *key)
@@ -123,12 +126,16 @@ bool kc_mem_get(kc_mem *c, const char *op_key, kc_mem_hit *ret)
     ret->body = e->body;
     ret->len = e->len;
     ret->rank = e->rank;
+    ret->tag = e->tag;
+    ret->stale = e->age != c->age;
     return true;
 }
 
-int kc_mem_put(kc_mem *c, const char *op_key, const char *body, size_t len, int rank)
+int kc_mem_put(kc_mem *c, const char *op_key, const char *body, size_t len, int rank,
+               const char *tag)
 {
-    if (!c || !op_key || strlen(op_key) != KC_KEY_LEN || (!body && len))
+    if (!c || !op_key || strlen(op_key) != KC_KEY_LEN || (!body && len) ||
+        (tag && strlen(tag) > KC_KEY_LEN))
         return -EINVAL;
     if (len > c->max_bytes)
         return -E2BIG;
@@ -146,6 +153,9 @@ int kc_mem_put(kc_mem *c, const char *op_key, const char *body, size_t len, int 
     e->body = copy;
     e->len = len;
     e->rank = rank;
+    if (tag)
+        memcpy(e->tag, tag, strlen(tag) + 1);
+    e->age = c->age;
 
     entry **slot = slot_of(c, op_key);
     if (*slot)
@@ -176,6 +186,21 @@ void kc_mem_clear(kc_mem *c)
         return;
     while (c->head)
         drop(c, slot_of(c, c->head->key));
+}
+
+void kc_mem_age(kc_mem *c)
+{
+    if (c)
+        c->age++;
+}
+
+void kc_mem_confirm(kc_mem *c, const char *op_key)
+{
+    if (!c || !op_key)
+        return;
+    entry *e = *slot_of(c, op_key);
+    if (e)
+        e->age = c->age;
 }
 
 size_t kc_mem_count(const kc_mem *c) { return c ? c->count : 0; }

@@ -159,8 +159,11 @@ static void answer_owned(resolver *r, resolve_result *res, char *json, resolve_o
 
 /* ---- the memory tier ----------------------------------------------------------------------- */
 
-/* Drops the answers in memory when the database may have changed under them: another process
- * committed (data_version moved). Jobs that end drop them through the scheduler's hook. */
+/* Ages the answers in memory when the database may have changed under them: another connection
+ * committed (data_version moved) - another process, or this daemon's scheduler storing through
+ * its own connection. An aged answer is checked against its op's selection at its next hit
+ * (answer_from_memory), so one commit costs each key one selection read, not a rebuild. A job
+ * that ends drops its own op's answer through the scheduler's hook. */
 static void memory_revalidate(resolver *r)
 {
     /* PRAGMA data_version opens a read transaction (file locks): at tens of thousands of requests
@@ -174,7 +177,7 @@ static void memory_revalidate(resolver *r)
         int64_t dv;
         if (kc_data_version(r->db, &dv) == 0 && dv != r->data_version) {
             r->data_version = dv;
-            kc_mem_clear(r->answers);
+            kc_mem_age(r->answers);
         }
     }
 }
@@ -185,6 +188,18 @@ static bool answer_from_memory(resolver *r, const char *op_key, int want, resolv
     memory_revalidate(r);
     if (!kc_mem_get(r->answers, op_key, &hit) || hit.rank < want)
         return false;
+    if (hit.stale) {
+        /* Still selected to the artifact it was rendered from, chosen the same way? Then the
+         * bytes are what SQLite would give; else (removed, replaced, re-chosen) rebuild. */
+        char akey[KC_KEY_LEN + 1];
+        kc_choice choice;
+        if (kc_selection_get(r->db, op_key, akey, &choice) != 0 || strcmp(akey, hit.tag) != 0 ||
+            (int)choice != hit.rank) {
+            kc_mem_remove(r->answers, op_key);
+            return false;
+        }
+        kc_mem_confirm(r->answers, op_key);
+    }
     res->state = RESOLVE_ANSWERED;
     res->origin = RESOLVE_ORIGIN_MEMORY;
     res->body = hit.body;
@@ -280,7 +295,7 @@ static bool answer_from_local(resolver *r, const resolve_request *rq, const char
     }
     /* The memory tier holds the general (warning-free) answer only. */
     if (!warn)
-        kc_mem_put(r->answers, op_key, json, strlen(json), rank);
+        kc_mem_put(r->answers, op_key, json, strlen(json), rank, akey);
     answer_owned(r, res, json, RESOLVE_ORIGIN_LOCAL);
     return true;
 }
@@ -485,7 +500,7 @@ static void remote_done(void *arg, kc_artifact *a)
         /* This answer says "remote"; the next one comes from this node's cache ("local"). */
         char *mem = NULL;
         if (!warn && resolve_kernel_set_json(a, true, RESOLVE_ORIGIN_LOCAL, NULL, &mem) == 0)
-            kc_mem_put(r->answers, w->op_key, mem, strlen(mem), rank);
+            kc_mem_put(r->answers, w->op_key, mem, strlen(mem), rank, a->key);
         free(mem);
         res.state = RESOLVE_ANSWERED;
         res.origin = RESOLVE_ORIGIN_REMOTE;
@@ -628,7 +643,7 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
     sched_op_key(op_json, &rq.target, ret->op_key);
     /* A re-tune is never memoised: the memo leads to the memory tier, which a re-tune skips. */
     if (!rq.retune)
-        kc_mem_put(r->memo, digest, ret->op_key, KC_KEY_LEN, (int)rq.mode);
+        kc_mem_put(r->memo, digest, ret->op_key, KC_KEY_LEN, (int)rq.mode, NULL);
     resolve_wait *w = NULL;
     resolve_tiers(r, &rq, ret->op_key, op_json, cb, udata, ret, &w);
     free(op_json);
@@ -684,7 +699,8 @@ void resolve_by_key(resolver *r, const char *artifact_key, resolve_result *ret)
 static void job_ended(void *udata, const sched_job_info *info)
 {
     resolver *r = udata;
-    kc_mem_clear(r->answers);
+    /* A job stores the selection of its own op and no other: only that answer is stale. */
+    kc_mem_remove(r->answers, info->op_key);
     /* The scheduler fails a job with cache_error when its kernel could not be stored. */
     if (info->state == SCHED_FAILED && strcmp(info->error_code, "cache_error") == 0 &&
         r->cfg.on_store_failed)

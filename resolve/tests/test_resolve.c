@@ -214,6 +214,13 @@ int main(void)
           strstr(res.body, "\"warning\"") && resolve_memory_count(r) == 0,
           "measure without a GPU: %d %d", res.state, res.origin);
 
+    /* A local hit is kept in memory, and stays there while another op's job ends (below). */
+    resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
+    CHECK(res.state == RESOLVE_ANSWERED && res.origin == RESOLVE_ORIGIN_LOCAL &&
+          resolve_memory_count(r) == 1, "softmax kept in memory: %d %d", res.state, res.origin);
+    char softmax_key[KC_KEY_LEN + 1];
+    memcpy(softmax_key, res.op_key, sizeof(softmax_key));
+
     /* Remote answers that must not be served: another op's kernel, and a weaker choice than
      * asked. Both go on to one tuning job (model ranking, NVRTC), which is then published. */
     proto_kernel_request kr2;
@@ -238,6 +245,19 @@ int main(void)
     resolve_kernel(r, &rq, on_result, &o2, &res2, &w2);
     CHECK(res2.state == RESOLVE_WAITING && fr.lookups == 3, "second lookup: %d", res2.state);
     wait_for(&loop, &o);
+    {
+        /* The reduce's job stored its kernel through the scheduler's own connection, so the
+         * loop's data_version moved: the softmax's answer is checked against its selection and
+         * still served from memory (it used to be dropped with every answer). */
+        outcome o3 = { 0 };
+        resolve_result res3;
+        resolve_wait *w3 = NULL;
+        usleep(60 * 1000);
+        uv_update_time(&loop); /* past data_version_ms */
+        resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o3, &res3, &w3);
+        CHECK(res3.state == RESOLVE_ANSWERED && res3.origin == RESOLVE_ORIGIN_MEMORY,
+              "another op's job end kept the softmax in memory: %d %d", res3.state, res3.origin);
+    }
     wait_for(&loop, &o2);
     CHECK(o.calls == 1 && o.res.state == RESOLVE_ANSWERED && o.res.origin == RESOLVE_ORIGIN_TUNED &&
           strstr(o.body, "\"cached\":false") && !strstr(o.body, "wrong-op"),
@@ -294,6 +314,24 @@ int main(void)
           res.origin == RESOLVE_ORIGIN_TUNED, "draining: %d %d", res.state, res.error.status);
     resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_ANSWERED, "hit while draining: %d", res.state);
+    {
+        /* Another process removes the softmax's kernel: the next hit must not come from memory. */
+        kc_db *peer_db = NULL;
+        char *oerr = NULL;
+        size_t removed = 0;
+        CHECK(kc_open(dbpath, &peer_db, &oerr) == 0, "second connection: %s", oerr ? oerr : "");
+        free(oerr);
+        char softmax_art[KC_KEY_LEN + 1] = "";
+        CHECK(kc_selection_get(peer_db, softmax_key, softmax_art, NULL) == 0 &&
+                  kc_remove_key(peer_db, softmax_art, &removed) == 0 && removed == 1,
+              "removed by another connection: %zu", removed);
+        kc_close(peer_db);
+        usleep(60 * 1000);
+        uv_update_time(&loop);
+        resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
+        CHECK(res.origin != RESOLVE_ORIGIN_MEMORY && res.origin != RESOLVE_ORIGIN_LOCAL,
+              "a kernel removed by another process is not served: origin %d", res.origin);
+    }
 
     sched_free(s);
     resolve_free(r);
