@@ -22,10 +22,12 @@
  * 500.
  *
  * The op key is computed once per request (scheduler/keys.c) and carried through every tier and
- * into the job. The memory tier is dropped whenever the database may have changed under it: a
- * job ended (it may have stored or replaced a selection), another process committed (SQLite's
- * data_version, looked at every data_version_ms at most), or the daemon removed entries itself
- * (resolve_invalidate()).
+ * into the job. The memory tier follows the database: a job that ends drops its op's answer (it
+ * may have stored or replaced that selection); a commit by another connection (SQLite's
+ * data_version, looked at every data_version_ms at most: another process, or the scheduler's
+ * store connection) ages every answer, and an aged one is served again only once its op's
+ * selection still names the artifact and choice it was rendered from; entries the daemon
+ * removes itself drop all (resolve_invalidate()).
  *
  * Results are plain data: an answer (the kernel-set JSON of docs/api.md), an accepted job
  * (wait:false), or an error with the HTTP status, code, message and field the API answers with.
