@@ -193,7 +193,7 @@ int ht_run_expect_exit(ht_daemon *d, double timeout_s)
     return st;
 }
 
-bool ht_log_contains(const ht_daemon *d, const char *needle)
+static bool log_has(const ht_daemon *d, const char *needle)
 {
     FILE *f = fopen(d->log, "r");
     if (!f)
@@ -204,6 +204,19 @@ bool ht_log_contains(const ht_daemon *d, const char *needle)
         found = strstr(line, needle) != NULL;
     fclose(f);
     return found;
+}
+
+bool ht_log_contains(const ht_daemon *d, const char *needle)
+{
+    /* hidetd's log writer writes the lines of up to 10 ms at once, so a line logged just before
+     * what the test saw (an answer, READY) may not be in the file yet: look again for up to 2 s. */
+    for (int i = 0; i < 100; i++) {
+        if (log_has(d, needle))
+            return true;
+        struct timespec ts = {0, 20000000L};
+        nanosleep(&ts, NULL);
+    }
+    return log_has(d, needle);
 }
 
 int ht_stop(ht_daemon *d, int sig)

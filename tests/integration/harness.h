@@ -65,7 +65,8 @@ int ht_run_expect_exit(ht_daemon *d, double timeout_s);
 int ht_stop(ht_daemon *d, int sig);
 /* Removes the temporary directory. */
 void ht_cleanup(ht_daemon *d);
-/* True when the daemon's log contains `needle`. */
+/* True when the daemon's log holds needle; waits up to 2 s for it (the log is written in
+ * batches), so a check that it is absent costs those 2 s. */
 bool ht_log_contains(const ht_daemon *d, const char *needle);
 
 /* A growing, NUL-terminated buffer and the libcurl write callback that fills it (for tests that
