@@ -23,7 +23,7 @@ from .kernel import Kernel, PlanError
 from .plan import Plan
 
 __all__ = ["Client", "Kernel", "Plan", "HidetdError", "HidetdWarning", "PlanError", "CudaError",
-           "default_address", "export_fx"]
+           "default_address", "export_fx", "compile", "explain"]
 __version__ = "0.1.0"
 
 _POLL_S = 0.2
@@ -161,10 +161,22 @@ class Client:
 
 def __getattr__(name):
     # hidetd.fx imports nothing at import time either, but is loaded only when asked for.
-    if name == "fx":
+    if name in ("fx", "aten", "backend"):
         import importlib
-        return importlib.import_module(".fx", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'hidetd' has no attribute %r" % name)
+
+
+def compile(model, example_inputs=None, mode=None, **options):
+    """torch.compile with hidetd's backend (hidetd.backend.compile; docs/python.md)."""
+    from .backend import compile as _compile
+    return _compile(model, example_inputs, mode=mode, **options)
+
+
+def explain(model, *inputs, **options):
+    """Where each op of the model runs, and why (hidetd.backend.explain)."""
+    from .backend import explain as _explain
+    return _explain(model, *inputs, **options)
 
 
 def export_fx(module, example_inputs, **kwargs):

@@ -248,6 +248,31 @@ class Plan:
     def __call__(self, stream=None, **inputs):
         return self.run(inputs, stream=stream)
 
+    def runner(self, input_names, output_names):
+        """A launcher for a caller that checked its tensors itself (the torch.compile backend:
+        Dynamo's guards fix every size and dtype): run(input_ptrs, output_ptrs, stream_handle)
+        with device pointers in the order of the names fills the kernels' parameters and
+        launches the steps - no checks, no allocation. After load_weights() (or _setup())."""
+        if self.device is None:
+            raise RuntimeError("load_weights() first: the plan is not placed on a device")
+        ipos = {n: i for i, n in enumerate(input_names)}
+        opos = {n: i for i, n in enumerate(output_names)}
+        if set(ipos) != set(self.inputs) or set(opos) != set(self.outputs):
+            raise ValueError("runner(): expected the inputs %s and outputs %s" %
+                             (sorted(self.inputs), sorted(self.outputs)))
+        islots = [(arr, idx, ipos[name]) for arr, idx, name in self._input_slots]
+        oslots = [(arr, idx, opos[name]) for arr, idx, name in self._output_slots]
+        launches = list(self._launches)
+
+        def run(input_ptrs, output_ptrs, stream):
+            for arr, idx, i in islots:
+                arr[idx] = input_ptrs[i]
+            for arr, idx, i in oslots:
+                arr[idx] = output_ptrs[i]
+            for ln in launches:
+                ln(stream)
+        return run
+
     def run(self, inputs, outputs=None, stream=None):
         """Runs the steps on the stream (PyTorch's current stream by default); returns the
         outputs by name, allocated here unless given."""

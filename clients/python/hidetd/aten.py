@@ -1,0 +1,954 @@
+"""hidetd.aten - lowers core ATen ops (the graphs Dynamo and AOTAutograd hand a backend) onto
+hidetd graph nodes (docs/graphs.md).
+
+A Lowering turns the fx nodes of one piece into a /v1/graphs request. Every converter either
+emits nodes or raises Unsupported with the reason, which is how the backend (hidetd.backend)
+decides what runs where and what hidetd.explain() says: the same code decides support and
+builds the graph, so they cannot disagree.
+
+Layout: hidetd's fast convolutions and pools are NHWC. A 4-D value that a convolution or pool
+made, or a channels-last input, is kept NHWC in the graph (`Value.nhwc`: the graph tensor is
+the logical NCHW tensor permuted by (0, 2, 3, 1)); ops that understand axes (elementwise,
+batchnorm, reductions, concat, slices) work on it in place, anything else gets it in PyTorch's
+order through a transpose node. Weights are declared exactly as PyTorch holds them (shape,
+dtype); every change of layout or dtype they need is a node, which the plan runs once in its
+prepare phase.
+
+dtype policy: `compute` (None, "f16" or "bf16") is the dtype floating-point work runs in. With
+None every value keeps its PyTorch dtype; otherwise f32 inputs and weights are cast on entry
+(a cast node, fused into the first kernel that reads them) and outputs cast back to their
+PyTorch dtype. Boolean values (masks) are 0/1 in the dtype of the work around them.
+"""
+import math
+import operator
+
+NHWC = (0, 2, 3, 1)          # physical axis j of an NHWC value holds logical axis NHWC[j]
+NHWC_INV = (0, 3, 1, 2)      # logical axis i lives in physical axis NHWC_INV[i]
+FLOAT = ("f16", "bf16", "f32")
+INT = ("i32", "i64")
+
+
+class Unsupported(Exception):
+    """An op (or this use of it) hidetd cannot run; the message says why."""
+
+
+class Value:
+    """A tensor of the graph being built: its graph name, graph (physical) shape, graph dtype,
+    and whether it is a logical NCHW tensor held NHWC."""
+    __slots__ = ("name", "shape", "dtype", "nhwc", "is_bool")
+
+    def __init__(self, name, shape, dtype, nhwc=False, is_bool=False):
+        self.name = name
+        self.shape = list(shape)
+        self.dtype = dtype
+        self.nhwc = nhwc
+        self.is_bool = is_bool
+
+    @property
+    def logical_shape(self):
+        return [self.shape[i] for i in NHWC_INV] if self.nhwc else list(self.shape)
+
+
+def torch_dtype_name(dt):
+    import torch
+    return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
+            torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}.get(dt)
+
+
+def meta_of(node):
+    """The FakeTensor (or list of them) Dynamo/AOT recorded for a node, or None."""
+    return node.meta.get("val") if hasattr(node, "meta") else None
+
+
+def _shape(t):
+    return [int(d) for d in t.shape]
+
+
+def is_channels_last(t):
+    import torch
+    return (t.dim() == 4 and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last))
+
+
+class Lowering:
+    """Builds one /v1/graphs graph. Inputs and weights are declared by the caller (input(),
+    weight(), constant()); lower(node) converts one fx node; output() names a result."""
+
+    def __init__(self, compute=None):
+        self.compute = compute
+        self.inputs, self.weights, self.nodes, self.outputs = [], [], [], []
+        self.constants = {}    # weight name -> torch tensor the lowering made itself
+        self.vals = {}         # fx node -> Value, or tuple of Values (multi-result ops)
+        self.declared = {}     # fx node -> the graph input or weight name declared for it
+        self.origin = []       # per graph node: the fx node name it came from
+        self._n = 0
+        self._cur = "graph"
+
+    # ---- names and declarations --------------------------------------------------------
+
+    def fresh(self, hint):
+        self._n += 1
+        return "%s.%d" % (hint, self._n)
+
+    def _float_dtype(self, torch_name):
+        if torch_name == "f32" and self.compute:
+            return self.compute
+        return torch_name
+
+    def _declare(self, lst, name, t, cast_ok=True):
+        """Declares a graph input or weight from a (fake) tensor; returns its Value, cast to the
+        compute dtype where the policy says so."""
+        dt = torch_dtype_name(t.dtype)
+        if dt is None:
+            raise Unsupported("dtype %s is not supported" % t.dtype)
+        if t.dim() == 0:
+            raise Unsupported("a 0-dimensional tensor crosses into hidetd")
+        nhwc = is_channels_last(t)
+        shape = _shape(t)
+        decl_dtype = "f16" if dt == "bool" else dt  # bool inputs arrive as a 0/1 cast by the caller
+        lst.append({"name": name, "shape": [shape[i] for i in NHWC] if nhwc else shape,
+                    "dtype": decl_dtype})
+        v = Value(name, lst[-1]["shape"], decl_dtype, nhwc, is_bool=(dt == "bool"))
+        want = self._float_dtype(decl_dtype) if decl_dtype in FLOAT else decl_dtype
+        if cast_ok and want != decl_dtype:
+            v = self.emit("cast", [v], {"dtype": want}, v.shape, want, nhwc)
+        return v
+
+    def input(self, node, name, t):
+        v = self._declare(self.inputs, name, t)
+        self.vals[node] = v
+        self.declared[node] = name
+        return v
+
+    def weight(self, node, name, t):
+        v = self._declare(self.weights, name, t)
+        self.vals[node] = v
+        self.declared[node] = name
+        return v
+
+    def constant(self, tensor, hint="const"):
+        """A tensor the lowering itself made (a causal mask, a scalar): a weight whose value the
+        runtime binds (self.constants)."""
+        import torch
+        name = self.fresh("#c." + hint).replace("#", "k")  # graph names may not hold '#'
+        t = tensor.detach().contiguous()
+        if t.dim() == 0:
+            t = t.reshape(1)
+        dt = torch_dtype_name(t.dtype)
+        if dt == "bool":
+            t = t.to(torch.float32)
+            dt = "f32"
+        self.constants[name] = t
+        self.weights.append({"name": name, "shape": _shape(t), "dtype": dt})
+        v = Value(name, _shape(t), dt)
+        want = self._float_dtype(dt) if dt in FLOAT else dt
+        return self.emit("cast", [v], {"dtype": want}, v.shape, want) if want != dt else v
+
+    def emit(self, op, ins, attrs, shape, dtype, nhwc=False, is_bool=False):
+        out = self.fresh(self._cur)
+        node = {"name": out, "op": op, "inputs": [v.name for v in ins], "outputs": [out]}
+        if attrs:
+            node["attrs"] = attrs
+        self.nodes.append(node)
+        self.origin.append(self._cur)
+        return Value(out, shape, dtype, nhwc, is_bool)
+
+    def output(self, v, want_channels_last, torch_dtype):
+        """Marks v a graph output; returns (graph name, "nhwc" or "plain"). A value that is a
+        graph input or weight itself is copied (a graph output must be made by a node)."""
+        nhwc = v.nhwc and want_channels_last
+        if v.nhwc and not nhwc:
+            v = self.to_plain(v)
+        want = torch_dtype_name(torch_dtype)
+        if want == "bool":
+            raise Unsupported("a boolean result leaves hidetd")
+        if want != v.dtype:
+            v = self.emit("cast", [v], {"dtype": want}, v.shape, want, v.nhwc)
+        declared = {t["name"] for t in self.inputs} | {t["name"] for t in self.weights}
+        if v.name in declared or v.name in self.outputs:
+            v = self.emit("copy", [v], None, v.shape, v.dtype, v.nhwc)
+        self.outputs.append(v.name)
+        return v.name, ("nhwc" if nhwc else "plain")
+
+    def request(self):
+        return {"graph": {"inputs": self.inputs, "weights": self.weights, "nodes": self.nodes,
+                          "outputs": self.outputs}}
+
+    # ---- layout helpers ------------------------------------------------------------------
+
+    def to_plain(self, v):
+        if not v.nhwc:
+            return v
+        n, h, w, c = v.shape
+        logical = [n, c, h, w]
+        if h * w == 1 or c == 1:  # the same element order: a view
+            return self.emit("reshape", [v], {"shape": logical}, logical, v.dtype, False, v.is_bool)
+        return self.emit("transpose", [v], {"perm": list(NHWC_INV)}, logical, v.dtype, False,
+                         v.is_bool)
+
+    def to_nhwc(self, v):
+        """A logical NCHW 4-D value held NHWC."""
+        if v.nhwc:
+            return v
+        if len(v.shape) != 4:
+            raise Unsupported("expected a 4-D tensor, got %d-D" % len(v.shape))
+        n, c, h, w = v.shape
+        phys = [n, h, w, c]
+        if h * w == 1 or c == 1:
+            return self.emit("reshape", [v], {"shape": phys}, phys, v.dtype, True, v.is_bool)
+        return self.emit("transpose", [v], {"perm": list(NHWC)}, phys, v.dtype, True, v.is_bool)
+
+    def like_nhwc(self, v):
+        """An operand broadcast against an NHWC value: right-aligned to rank 4, then held
+        NHWC (size-1 axes move for free)."""
+        if v.nhwc:
+            return v
+        if len(v.shape) > 4:
+            raise Unsupported("a %d-D operand broadcast against a 4-D channels-last value" % len(v.shape))
+        if len(v.shape) < 4:
+            s4 = [1] * (4 - len(v.shape)) + v.shape
+            v = self.emit("reshape", [v], {"shape": s4}, s4, v.dtype, False, v.is_bool)
+        return self.to_nhwc(v)
+
+    @staticmethod
+    def phys_axis(v, axis):
+        rank = len(v.shape)
+        if axis < 0:
+            axis += rank
+        if not 0 <= axis < rank:
+            raise Unsupported("axis %d out of range for rank %d" % (axis, rank))
+        return NHWC_INV[axis] if v.nhwc else axis
+
+    # ---- the converters ------------------------------------------------------------------
+
+    def val(self, a):
+        import torch.fx
+        if isinstance(a, Value):
+            return a
+        if isinstance(a, torch.fx.Node):
+            v = self.vals.get(a)
+            if v is None:
+                raise Unsupported("reads %s, which is not a tensor hidetd holds" % a.name)
+            return v
+        raise Unsupported("expected a tensor argument, got %r" % (a,))
+
+    def lower(self, node):
+        """Converts one call_function node, recording its Value(s)."""
+        self._cur = node.name
+        fn = CONVERTERS.get(node.target)
+        if fn is None:
+            raise Unsupported("%s has no hidetd lowering" % target_name(node.target))
+        out = fn(self, node, *node.args, **node.kwargs)
+        self.vals[node] = out
+        return out
+
+    def binary(self, node, op, a, b):
+        """a OP b for tensors or Python numbers, numpy broadcasting (both ways)."""
+        if not _is_tensor(a):
+            if op in ("add", "mul", "max", "min", "eq", "ne"):
+                a, b = b, a
+            elif op == "sub":          # number - x
+                x = self.val(b)
+                nx = self.emit("neg", [x], None, x.shape, x.dtype, x.nhwc)
+                return self.emit("shift", [nx], {"value": _num(a)}, x.shape, x.dtype, x.nhwc)
+            elif op == "div":          # number / x
+                x = self.val(b)
+                r = self.emit("pow", [x], {"exponent": -1.0}, x.shape, x.dtype, x.nhwc)
+                return self.emit("scale", [r], {"value": _num(a)}, x.shape, x.dtype, x.nhwc)
+            else:
+                a, b = b, a
+                op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[op]
+        x = self.val(a)
+        if not _is_tensor(b):
+            b = _num(b)
+            if op == "add":
+                return self.emit("shift", [x], {"value": b}, x.shape, x.dtype, x.nhwc)
+            if op == "sub":
+                return self.emit("shift", [x], {"value": -b}, x.shape, x.dtype, x.nhwc)
+            if op == "mul":
+                return self.emit("scale", [x], {"value": b}, x.shape, x.dtype, x.nhwc)
+            if op == "div":
+                if b == 0:
+                    raise Unsupported("division by the constant 0")
+                return self.emit("scale", [x], {"value": 1.0 / b}, x.shape, x.dtype, x.nhwc)
+            if op in ("max", "min"):
+                attrs = {"min": b} if op == "max" else {"max": b}
+                return self.emit("clamp", [x], attrs, x.shape, x.dtype, x.nhwc)
+            if op in CMP_OPS:
+                return self.emit(op, [x], {"value": b}, x.shape, x.dtype, x.nhwc, True)
+            raise Unsupported("%s with a constant operand" % op)
+        y = self.val(b)
+        x, y = self.same_dtype(x, y)
+        x, y, nhwc = self.align(x, y)
+        shape = _broadcast(x.shape, y.shape)
+        return self.emit(op, [x, y], None, shape, x.dtype, nhwc, op in CMP_OPS)
+
+    def align(self, *vs):
+        """Operands of a broadcasting op in one layout: NHWC when any is."""
+        if any(v.nhwc for v in vs):
+            return tuple(self.like_nhwc(v) for v in vs) + (True,)
+        return tuple(vs) + (False,)
+
+    def same_dtype(self, *vs):
+        """Casts operands to one floating dtype (masks take the other side's)."""
+        dts = [v.dtype for v in vs]
+        if any(d in INT for d in dts):
+            raise Unsupported("integer arithmetic (%s) is not supported" % "/".join(dts))
+        if len(set(dts)) == 1:
+            return vs
+        non_mask = [v.dtype for v in vs if not v.is_bool] or dts
+        target = "f32" if "f32" in non_mask else non_mask[0]
+        return tuple(v if v.dtype == target else
+                     self.emit("cast", [v], {"dtype": target}, v.shape, target, v.nhwc, v.is_bool)
+                     for v in vs)
+
+    def unary(self, op, x, attrs=None, is_bool=False):
+        v = self.val(x)
+        if v.dtype in INT:
+            raise Unsupported("%s of an integer tensor" % op)
+        return self.emit(op, [v], attrs, v.shape, v.dtype, v.nhwc, is_bool)
+
+    def reshape(self, x, shape):
+        v = self.to_plain(self.val(x))
+        shape = [int(s) for s in shape]
+        if -1 in shape:
+            known = 1
+            for s in shape:
+                if s != -1:
+                    known *= s
+            shape[shape.index(-1)] = _numel(v.shape) // max(known, 1)
+        if _numel(shape) != _numel(v.shape):
+            raise Unsupported("reshape of %s to %s" % (v.shape, shape))
+        if shape == v.shape:
+            return v
+        if not shape:
+            raise Unsupported("a reshape to a 0-dimensional tensor")
+        return self.emit("reshape", [v], {"shape": shape}, shape, v.dtype, False, v.is_bool)
+
+    def slice(self, v, axis, start, end, step=1):
+        rank = len(v.logical_shape)
+        axis = axis + rank if axis < 0 else axis
+        size = v.logical_shape[axis]
+        start, end, _ = slice(start, end, step).indices(size)
+        if step < 1:
+            raise Unsupported("slice step %d" % step)
+        n = max(0, (end - start + step - 1) // step)
+        if n == 0:
+            raise Unsupported("an empty slice")
+        if start == 0 and n == size and step == 1:
+            return v
+        pa = self.phys_axis(v, axis)
+        shape = list(v.shape)
+        shape[pa] = n
+        return self.emit("slice", [v], {"starts": [start], "ends": [end], "axes": [pa],
+                                        "steps": [step]}, shape, v.dtype, v.nhwc, v.is_bool)
+
+
+# ---- ATen op table ----------------------------------------------------------------------
+
+CMP_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def target_name(t):
+    return str(getattr(t, "__name__", t)) if not hasattr(t, "_schema") else str(t)
+
+
+def _num(x):
+    if isinstance(x, bool):
+        return 1.0 if x else 0.0
+    if not isinstance(x, (int, float)):
+        raise Unsupported("expected a number, got %r" % (x,))
+    x = float(x)
+    if math.isnan(x):
+        raise Unsupported("a NaN constant")
+    return x
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _broadcast(a, b):
+    r = max(len(a), len(b))
+    a = [1] * (r - len(a)) + list(a)
+    b = [1] * (r - len(b)) + list(b)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise Unsupported("shapes %s and %s do not broadcast" % (a, b))
+        out.append(max(x, y))
+    return out
+
+
+def _inf_or(x):
+    """A fill value: a finite number, or "-inf"/"inf" as the graph language writes them."""
+    x = float(x)
+    if math.isinf(x):
+        return "-inf" if x < 0 else "inf"
+    return _num(x)
+
+
+CONVERTERS = {}
+
+
+def _register(names, fn):
+    import torch
+    aten = torch.ops.aten
+    for n in names:
+        packet, _, overload = n.partition(".")
+        op = getattr(aten, packet, None)
+        if op is None:
+            continue  # an op this PyTorch does not have
+        op = getattr(op, overload or "default", None)
+        if op is not None:
+            CONVERTERS[op] = fn
+
+
+def _identity(L, node, x, *a, **k):
+    return L.val(x)
+
+
+def _elementwise_table():
+    def bin_(op):
+        def f(L, node, a, b, alpha=1, **k):
+            if alpha != 1:
+                if not _is_tensor(b):
+                    b = _num(b) * alpha
+                else:
+                    y = L.val(b)
+                    b = L.emit("scale", [y], {"value": _num(alpha)}, y.shape, y.dtype, y.nhwc)
+            return L.binary(node, op, a, b)
+        return f
+
+    def cmp_(op):
+        return lambda L, node, a, b: L.binary(node, op, a, b)
+
+    for op in ("add", "sub", "mul", "div"):
+        _register([op + ".Tensor", op + ".Scalar"], bin_(op))
+    _register(["rsub.Scalar", "rsub.Tensor"],
+              lambda L, node, a, b, alpha=1: L.binary(node, "sub", b, a) if alpha == 1
+              else _unsupported("rsub with alpha"))
+    _register(["maximum.default"], lambda L, node, a, b: L.binary(node, "max", a, b))
+    _register(["minimum.default"], lambda L, node, a, b: L.binary(node, "min", a, b))
+    for op in CMP_OPS:
+        _register([op + ".Tensor", op + ".Scalar"], cmp_(op))
+
+    simple = {"relu": "relu", "silu": "silu", "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp",
+              "neg": "neg", "abs": "abs", "sqrt": "sqrt", "rsqrt": "rsqrt", "erf": "erf",
+              "log": "log", "hardswish": "hardswish", "hardsigmoid": "hardsigmoid"}
+    for a, h in simple.items():
+        _register([a + ".default"], lambda L, node, x, _h=h: L.unary(_h, x))
+    _register(["reciprocal.default"], lambda L, node, x: L.unary("pow", x, {"exponent": -1.0}))
+    _register(["gelu.default"],
+              lambda L, node, x, approximate="none": L.unary("gelu", x, {"approximate": approximate}))
+    _register(["hardtanh.default"],
+              lambda L, node, x, min_val=-1.0, max_val=1.0:
+              L.unary("clamp", x, {"min": _num(min_val), "max": _num(max_val)}))
+
+    def clamp(L, node, x, min=None, max=None):
+        attrs = {}
+        if min is not None:
+            attrs["min"] = _num(min)
+        if max is not None:
+            attrs["max"] = _num(max)
+        if not attrs:
+            return L.val(x)
+        return L.unary("clamp", x, attrs)
+    _register(["clamp.default"], clamp)
+    _register(["leaky_relu.default"],
+              lambda L, node, x, negative_slope=0.01:
+              L.unary("leaky_relu", x, {"negative_slope": _num(negative_slope)}))
+
+    def pow_(L, node, x, e):
+        e = _num(e)
+        if e == 1.0:
+            return L.val(x)
+        return L.unary("pow", x, {"exponent": e})
+    _register(["pow.Tensor_Scalar"], pow_)
+
+    def where(L, node, c, a, b):
+        cv = L.val(c)
+        av = L.val(a) if _is_tensor(a) else None
+        bv = L.val(b) if _is_tensor(b) else None
+        if av is None and bv is None:
+            raise Unsupported("where() between two constants")
+        ref = av or bv
+        if av is None:
+            av = L.constant(_scalar_tensor(a, ref), "where")
+        if bv is None:
+            bv = L.constant(_scalar_tensor(b, ref), "where")
+        av, bv = L.same_dtype(av, bv)
+        cv, av, bv, nhwc = L.align(cv, av, bv)
+        shape = _broadcast(_broadcast(cv.shape, av.shape), bv.shape)
+        return L.emit("where", [cv, av, bv], None, shape, av.dtype, nhwc)
+    _register(["where.self"], where)
+
+    def masked_fill(L, node, x, mask, value):
+        v, m = L.val(x), L.val(mask)
+        v, m, nhwc = L.align(v, m)
+        return L.emit("masked_fill", [v, m], {"value": _inf_or(value)}, v.shape, v.dtype, nhwc)
+    _register(["masked_fill.Scalar"], masked_fill)
+
+    def logical_not(L, node, x):
+        v = L.val(x)
+        return L.emit("eq", [v], {"value": 0.0}, v.shape, v.dtype, v.nhwc, True)
+    _register(["logical_not.default", "bitwise_not.default"],
+              lambda L, node, x: logical_not(L, node, x) if L.val(x).is_bool
+              else _unsupported("bitwise_not of a non-boolean tensor"))
+
+    def logical_and(L, node, a, b):
+        x, y = L.val(a), L.val(b)
+        if not (x.is_bool and y.is_bool):
+            raise Unsupported("logical_and of non-boolean tensors")
+        return L.binary(node, "mul", a, b)
+    _register(["logical_and.default", "bitwise_and.Tensor"], logical_and)
+
+    def cast(L, node, x, dtype=None, **k):
+        v = L.val(x)
+        if dtype is None:
+            return v
+        want = torch_dtype_name(dtype)
+        if want == "bool":
+            return L.emit("ne", [v], {"value": 0.0}, v.shape,
+                          v.dtype if v.dtype in FLOAT else (L.compute or "f32"), v.nhwc, True)
+        if want is None:
+            raise Unsupported("a cast to %s" % dtype)
+        if want in INT:
+            if v.dtype == want:
+                return v
+            raise Unsupported("a cast to %s" % want)
+        want = L._float_dtype(want)
+        if v.is_bool:
+            out = v if v.dtype == want else L.emit("cast", [v], {"dtype": want}, v.shape, want, v.nhwc)
+            out.is_bool = False
+            return Value(out.name, out.shape, out.dtype, out.nhwc, False)
+        if v.dtype == want:
+            return v
+        return L.emit("cast", [v], {"dtype": want}, v.shape, want, v.nhwc)
+    _register(["_to_copy.default"], cast)
+    _register(["convert_element_type.default"], lambda L, node, x, dtype: cast(L, node, x, dtype))
+
+
+def _is_tensor(a):
+    import torch.fx
+    return isinstance(a, (torch.fx.Node, Value))
+
+
+def _unsupported(why):
+    raise Unsupported(why)
+
+
+def _scalar_tensor(x, like):
+    import torch
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}.get(like.dtype, torch.float32)
+    return torch.tensor([float(x)], dtype=dt)
+
+
+def _shape_table():
+    def view(L, node, x, shape, *a):
+        return L.reshape(x, shape)
+    _register(["view.default", "_unsafe_view.default", "reshape.default"], view)
+
+    _register(["squeeze.dim", "squeeze.dims", "squeeze.default", "unsqueeze.default"],
+              lambda L, node, x, *a: L.reshape(x, _shape(meta_of(node))))
+
+    def permute(L, node, x, perm):
+        v = L.val(x)
+        rank = len(v.shape)
+        perm = [p + rank if p < 0 else p for p in perm]
+        phys = [NHWC_INV[p] for p in perm] if v.nhwc else perm
+        if phys == list(range(rank)):
+            return Value(v.name, v.shape, v.dtype, False, v.is_bool)
+        shape = [v.shape[p] for p in phys]
+        return L.emit("transpose", [v], {"perm": phys}, shape, v.dtype, False, v.is_bool)
+    _register(["permute.default"], permute)
+
+    def transpose(L, node, x, d0=0, d1=1):
+        rank = len(L.val(x).shape)
+        perm = list(range(rank))
+        d0, d1 = d0 % rank, d1 % rank
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+        return permute(L, node, x, perm)
+    _register(["t.default"], lambda L, node, x: transpose(L, node, x, 0, 1) if len(L.val(x).shape) == 2
+              else L.val(x))
+    _register(["transpose.int"], transpose)
+
+    for n in ("clone.default", "alias.default", "lift_fresh_copy.default", "detach.default",
+              "contiguous.default", "dropout.default"):
+        _register([n], _identity)
+
+    def expand(L, node, x, shape, *a, **k):
+        v = L.to_plain(L.val(x))
+        out = _shape(meta_of(node))
+        if out == v.shape:
+            return v
+        return L.emit("expand", [v], {"shape": out}, out, v.dtype, False, v.is_bool)
+    _register(["expand.default"], expand)
+
+    def slice_(L, node, x, dim=0, start=None, end=None, step=1):
+        v = L.val(x)
+        return L.slice(v, dim, start, end, step)
+    _register(["slice.Tensor"], slice_)
+
+    def select(L, node, x, dim, index):
+        v = L.to_plain(L.val(x))
+        rank = len(v.shape)
+        dim = dim % rank
+        index = index % v.shape[dim]
+        s = L.slice(v, dim, index, index + 1, 1)
+        return _reshape_value(L, s, _shape(meta_of(node)))
+    _register(["select.int"], select)
+
+    def split(L, node, x, sizes, dim=0):
+        v = L.val(x)
+        rank = len(v.shape)
+        dim = dim % rank
+        total = v.logical_shape[dim]
+        if isinstance(sizes, int):
+            sizes = [min(sizes, total - i) for i in range(0, total, sizes)]
+        outs, at = [], 0
+        for s in sizes:
+            outs.append(L.slice(v, dim, at, at + s, 1))
+            at += s
+        return tuple(outs)
+    _register(["split_with_sizes.default", "split.Tensor"], split)
+
+    def cat(L, node, tensors, dim=0):
+        metas = [meta_of(t) for t in tensors]
+        keep = [t for t, m in zip(tensors, metas) if m is None or m.numel() > 0]
+        vs = [L.val(t) for t in keep]
+        if not vs:
+            raise Unsupported("cat of empty tensors only")
+        if len(vs) == 1:
+            return vs[0]
+        if len(vs) > 8:
+            raise Unsupported("cat of %d tensors (at most 8)" % len(vs))
+        vs = L.same_dtype(*vs)
+        nhwc = all(v.nhwc for v in vs) and len(vs[0].shape) == 4
+        if not nhwc:
+            vs = [L.to_plain(v) for v in vs]
+        rank = len(vs[0].shape)
+        dim = dim % rank
+        pa = NHWC_INV[dim] if nhwc else dim
+        shape = list(vs[0].shape)
+        shape[pa] = sum(v.shape[pa] for v in vs)
+        return L.emit("concat", list(vs), {"axis": pa}, shape, vs[0].dtype, nhwc)
+    _register(["cat.default"], cat)
+
+    def as_strided(L, node, x, size, stride, offset=0):
+        # Only the views that read the storage in order: the graph's value then is that storage
+        # (its physical order must be the one the metadata's strides describe).
+        v = L.val(x)
+        order = list(NHWC) if v.nhwc else list(range(len(v.shape)))
+        size, stride = [int(d) for d in size], [int(d) for d in stride]
+        if offset or _numel(size) != _numel(v.shape) or not _dense_in(meta_of(node.args[0]), order):
+            raise Unsupported("as_strided other than a dense view of its input")
+        if _dense(size, stride, list(range(len(size)))):
+            return _reshape_value(L, Value(v.name, v.shape, v.dtype, False, v.is_bool), size)
+        if len(size) == 4 and _dense(size, stride, list(NHWC)):
+            phys = [size[i] for i in NHWC]
+            out = _reshape_value(L, Value(v.name, v.shape, v.dtype, False, v.is_bool), phys)
+            return Value(out.name, out.shape, out.dtype, True, out.is_bool)
+        raise Unsupported("as_strided with strides %s" % stride)
+    _register(["as_strided.default"], as_strided)
+
+    def pad(L, node, x, pads, value=0.0):
+        v = L.to_plain(L.val(x))
+        return L.emit("pad", [v], {"pads": [int(p) for p in pads], "value": _num(value)},
+                      _shape(meta_of(node)), v.dtype)
+    _register(["constant_pad_nd.default"], pad)
+
+
+def _dense(size, stride, order):
+    """Whether (size, stride) lay the tensor out densely with axes in `order` (outermost
+    first); axes of size 1 may have any stride."""
+    expect = 1
+    for axis in reversed(order):
+        if size[axis] != 1 and stride[axis] != expect:
+            return False
+        expect *= size[axis]
+    return True
+
+
+def _dense_in(meta, order):
+    return meta is not None and _dense([int(d) for d in meta.shape], list(meta.stride()), order)
+
+
+def _reshape_value(L, v, shape):
+    if shape == v.shape:
+        return v
+    if not shape:
+        raise Unsupported("a 0-dimensional result")
+    return L.emit("reshape", [v], {"shape": shape}, shape, v.dtype, False, v.is_bool)
+
+
+def _nn_table():
+    def mm(L, node, a, b):
+        x, y = L.same_dtype(L.to_plain(L.val(a)), L.to_plain(L.val(b)))
+        shape = _shape(meta_of(node))
+        return L.emit("matmul", [x, y], None, shape, x.dtype)
+    _register(["mm.default", "bmm.default"], mm)
+
+    def addmm(L, node, bias, a, b, beta=1, alpha=1):
+        if beta != 1 or alpha != 1:
+            raise Unsupported("addmm with beta/alpha")
+        y = mm(L, node, a, b)
+        bv = L.val(bias)
+        y, bv = L.same_dtype(y, bv)
+        return L.emit("add", [y, bv], None, y.shape, y.dtype)
+    _register(["addmm.default"], addmm)
+
+    def convolution(L, node, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+        if transposed:
+            raise Unsupported("transposed convolution")
+        xv, wv = L.val(x), L.val(w)
+        if len(xv.shape) != 4:
+            raise Unsupported("%d-D convolution" % (len(xv.shape) - 2))
+        xv = L.to_nhwc(xv)
+        if wv.dtype != xv.dtype:
+            wv = L.emit("cast", [wv], {"dtype": xv.dtype}, wv.shape, xv.dtype, wv.nhwc)
+        # [K, C, R, S] to hidetd's [K, R, S, C]: free for a channels-last weight.
+        wt = L.to_nhwc(wv)
+        wt = Value(wt.name, wt.shape, wt.dtype, False)
+        n, kk, p, q = _shape(meta_of(node))
+        y = L.emit("conv2d", [xv, wt], {"stride": list(stride), "padding": list(padding),
+                                       "dilation": list(dilation), "groups": int(groups)},
+                   [n, p, q, kk], xv.dtype, True)
+        if b is not None:
+            bv = L.val(b)
+            y, bv = L.same_dtype(y, bv)
+            y = L.emit("add", [y, bv], None, y.shape, y.dtype, True)
+        return y
+    _register(["convolution.default"], convolution)
+
+    def batchnorm(L, node, x, w, b, mean, var, momentum, eps):
+        if w is None or b is None:
+            raise Unsupported("batch norm without affine parameters")
+        xv = L.val(x)
+        stats = [L.val(t) for t in (w, b, mean, var)]
+        stats = [s if s.dtype == "f32" else L.emit("cast", [s], {"dtype": "f32"}, s.shape, "f32")
+                 for s in stats]
+        axis = 3 if xv.nhwc else 1
+        y = L.emit("batchnorm", [xv] + stats, {"eps": float(eps), "axis": axis},
+                   xv.shape, xv.dtype, xv.nhwc)
+        return (y, None, None)
+    _register(["_native_batch_norm_legit_no_training.default"], batchnorm)
+
+    def layernorm(L, node, x, shape, w=None, b=None, eps=1e-5):
+        v = L.to_plain(L.val(x))
+        if len(shape) != 1:
+            raise Unsupported("layer norm over %d axes" % len(shape))
+        ins = [v]
+        if w is not None or b is not None:
+            if w is None or b is None:
+                raise Unsupported("layer norm with only one of weight and bias")
+            ins += list(L.same_dtype(v, L.val(w), L.val(b))[1:])
+        return (L.emit("layernorm", ins, {"eps": float(eps)}, v.shape, v.dtype), None, None)
+    _register(["native_layer_norm.default"], layernorm)
+
+    def softmax(L, node, x, dim, half_to_float=False, op="softmax"):
+        if half_to_float:
+            raise Unsupported("softmax with half_to_float")
+        v = L.val(x)
+        if v.dtype in INT:
+            raise Unsupported("%s of an integer tensor" % op)
+        pa = L.phys_axis(v, dim)
+        rank = len(v.shape)
+        attrs = {"axis": -1} if pa == rank - 1 else {"axis": pa}
+        return L.emit(op, [v], attrs, v.shape, v.dtype, v.nhwc)
+    _register(["_softmax.default"], softmax)
+    _register(["_log_softmax.default"],
+              lambda L, node, x, dim, h=False: softmax(L, node, x, dim, h, "log_softmax"))
+
+    def reduce_(kind):
+        def f(L, node, x, dims=None, keepdim=False, dtype=None, **k):
+            v = L.val(x)
+            if dtype is not None or v.dtype in INT:
+                raise Unsupported("a %s with a dtype change" % kind)
+            rank = len(v.shape)
+            if dims is None or len(dims) == 0:
+                dims = list(range(rank))
+            dims = sorted({d % rank for d in dims})
+            phys = sorted(L.phys_axis(v, d) for d in dims)
+            shape = [1 if i in phys else s for i, s in enumerate(v.shape)]
+            nhwc = v.nhwc and keepdim
+            attrs = {"kind": kind, "keepdim": bool(keepdim)}
+            if len(phys) == 1:
+                attrs["axis"] = phys[0]
+            else:
+                attrs["axes"] = phys
+            if not keepdim:
+                shape = [s for i, s in enumerate(v.shape) if i not in phys] or [1]
+            y = L.emit("reduce", [v], attrs, shape, v.dtype, nhwc)
+            if v.nhwc and not keepdim:
+                # What is left keeps NHWC's order of the surviving axes; PyTorch's is sorted.
+                left = [NHWC[j] for j in range(4) if j not in phys]
+                if left != sorted(left):
+                    order = sorted(range(len(left)), key=lambda i: left[i])
+                    y = L.emit("transpose", [y], {"perm": order}, [y.shape[i] for i in order], y.dtype)
+            return y
+        return f
+    _register(["mean.dim"], reduce_("mean"))
+    _register(["sum.dim_IntList"], reduce_("sum"))
+    _register(["amax.default"], reduce_("max"))
+
+    def pool(L, node, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False,
+             count_include_pad=True, divisor_override=None, kind="max"):
+        if divisor_override is not None:
+            raise Unsupported("avg_pool2d with divisor_override")
+        v = L.val(x)
+        if len(v.shape) != 4:
+            raise Unsupported("pooling of a %d-D tensor" % len(v.shape))
+        attrs = {"kind": kind, "kernel_size": list(kernel_size),
+                 "stride": list(stride) if stride else list(kernel_size),
+                 "padding": _pair(padding), "ceil_mode": bool(ceil_mode)}
+        if kind == "max":
+            attrs["dilation"] = _pair(dilation)
+        else:
+            attrs["count_include_pad"] = bool(count_include_pad)
+        return _pool_emit(L, node, v, attrs)
+    _register(["max_pool2d_with_indices.default"],
+              lambda L, node, x, k, s=(), p=0, d=1, c=False: (pool(L, node, x, k, s, p, d, c), None))
+    _register(["avg_pool2d.default"],
+              lambda L, node, x, k, s=(), p=0, c=False, cip=True, do=None:
+              pool(L, node, x, k, s, p, 1, c, cip, do, kind="avg"))
+    _register(["_adaptive_avg_pool2d.default"],
+              lambda L, node, x, size: _pool_emit(L, node, L.val(x),
+                                                  {"kind": "adaptive_avg", "output_size": list(size)}))
+
+    def embedding(L, node, weight, ids, padding_idx=-1, scale_grad=False, sparse=False):
+        w, i = L.val(weight), L.val(ids)
+        if i.dtype not in INT:
+            raise Unsupported("embedding ids of dtype %s" % i.dtype)
+        w = L.to_plain(w)
+        shape = _shape(meta_of(node))
+        return L.emit("embedding", [w, i], None, shape, w.dtype)
+    _register(["embedding.default"], embedding)
+
+    def index_select(L, node, x, dim, index):
+        v, i = L.to_plain(L.val(x)), L.val(index)
+        if i.dtype not in INT:
+            raise Unsupported("index_select with indices of dtype %s" % i.dtype)
+        return L.emit("index_select", [v, i], {"axis": dim % len(v.shape)},
+                      _shape(meta_of(node)), v.dtype)
+    _register(["index_select.default"], index_select)
+
+    for name in ("_scaled_dot_product_flash_attention_for_cpu.default",
+                 "_scaled_dot_product_flash_attention.default",
+                 "_scaled_dot_product_efficient_attention.default",
+                 "_scaled_dot_product_cudnn_attention.default"):
+        _register([name], _sdpa_converter(name.split(".")[0]))
+
+
+def _pair(x):
+    if isinstance(x, (list, tuple)):
+        return [int(v) for v in x] if len(x) == 2 else [int(x[0])] * 2
+    return [int(x)] * 2
+
+
+def _pool_emit(L, node, v, attrs):
+    nhwc = v.nhwc
+    if not nhwc:
+        attrs["layout"] = "nchw"
+    n, c, p, q = _shape(meta_of(node)[0] if isinstance(meta_of(node), (tuple, list)) else meta_of(node))
+    shape = [n, p, q, c] if nhwc else [n, c, p, q]
+    return L.emit("pool2d", [v], attrs, shape, v.dtype, nhwc)
+
+
+def _sdpa_converter(which):
+    """Scaled dot-product attention, each of PyTorch's device variants: q [B,H,S,D], k and v
+    [B,H,Sk,D]. Until hidetd has its fused attention op this is matmul, scale, mask, softmax,
+    matmul; the batch and head axes merge into the matmuls' batch (views, no copies)."""
+    def f(L, node, q, k, v, *args, **kw):
+        names = {
+            "_scaled_dot_product_flash_attention_for_cpu": ["dropout_p", "is_causal"],
+            "_scaled_dot_product_flash_attention": ["dropout_p", "is_causal", "return_debug_mask"],
+            "_scaled_dot_product_efficient_attention": ["attn_bias", "compute_log_sumexp",
+                                                        "dropout_p", "is_causal"],
+            "_scaled_dot_product_cudnn_attention": ["attn_bias", "compute_log_sumexp",
+                                                    "dropout_p", "is_causal", "return_debug_mask"],
+        }[which]
+        opts = dict(zip(names, args))
+        opts.update(kw)
+        if opts.get("dropout_p", 0.0):
+            raise Unsupported("attention with dropout")
+        if opts.get("enable_gqa"):
+            raise Unsupported("grouped-query attention")
+        mask = opts.get("attn_mask", opts.get("attn_bias"))
+        qv, kv, vv = (L.to_plain(L.val(t)) for t in (q, k, v))
+        if len(qv.shape) != 4 or len(kv.shape) != 4:
+            raise Unsupported("attention on %d-D tensors" % len(qv.shape))
+        qv, kv, vv = L.same_dtype(qv, kv, vv)
+        b, h, s, d = qv.shape
+        sk = kv.shape[2]
+        if kv.shape[:2] != [b, h] or vv.shape[:3] != [b, h, sk]:
+            raise Unsupported("attention with broadcast batch or head axes")
+        dv = vv.shape[3]
+        scale = opts.get("scale")
+        scale = 1.0 / math.sqrt(d) if scale is None else _num(scale)
+        q3 = _reshape_value(L, qv, [b * h, s, d])
+        k3 = _reshape_value(L, kv, [b * h, sk, d])
+        v3 = _reshape_value(L, vv, [b * h, sk, dv])
+        kt = L.emit("transpose", [k3], {"perm": [0, 2, 1]}, [b * h, d, sk], k3.dtype)
+        sc = L.emit("matmul", [q3, kt], None, [b * h, s, sk], q3.dtype)
+        sc = L.emit("scale", [sc], {"value": scale}, sc.shape, sc.dtype)
+        sc = _reshape_value(L, sc, [b, h, s, sk])
+        if mask is not None:
+            if not _is_tensor(mask):
+                raise Unsupported("an attention mask that is not a tensor")
+            mv = L.to_plain(L.val(mask))
+            if mv.is_bool:
+                # True = attend: the rest is -inf.
+                sc = L.emit("where", [mv, sc, L.constant(_scalar_tensor(float("-inf"), sc), "ninf")],
+                            None, sc.shape, sc.dtype)
+            else:
+                (sc2, mv) = L.same_dtype(sc, mv)
+                sc = L.emit("add", [sc2, mv], None, _broadcast(sc.shape, mv.shape), sc2.dtype)
+        if opts.get("is_causal"):
+            import torch
+            allowed = torch.ones(s, sk, dtype=torch.bool).tril()
+            bias = torch.zeros(s, sk, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
+            cv = L.constant(bias, "causal")
+            sc, cv = L.same_dtype(sc, cv)
+            sc = L.emit("add", [sc, cv], None, sc.shape, sc.dtype)
+        p = L.emit("softmax", [sc], {"axis": -1}, sc.shape, sc.dtype)
+        p3 = _reshape_value(L, p, [b * h, s, sk])
+        o = L.emit("matmul", [p3, v3], None, [b * h, s, dv], p3.dtype)
+        o = _reshape_value(L, o, [b, h, s, dv])
+        return (o,) + (None,) * 8
+    return f
+
+
+def _getitem(L, node, src, index):
+    vals = L.vals.get(src)
+    if not isinstance(vals, tuple):
+        raise Unsupported("getitem of %s" % src.name)
+    v = vals[index]
+    if v is None:
+        raise Unsupported("result %d of %s (only its first result is computed)" % (index, src.name))
+    return v
+
+
+_TABLES_BUILT = False
+
+
+def build_tables():
+    """Fills CONVERTERS (needs torch; done once, on first use)."""
+    global _TABLES_BUILT
+    if _TABLES_BUILT:
+        return
+    _elementwise_table()
+    _shape_table()
+    _nn_table()
+    CONVERTERS[operator.getitem] = _getitem
+    _TABLES_BUILT = True
+
+
+def kept_ops():
+    """The ATen ops the backend's decomposition table must leave whole, because they are
+    lowered as they are (a batch norm, attention, pooling, ...), not as their decompositions."""
+    build_tables()
+    return [op for op in CONVERTERS if op is not operator.getitem]

@@ -1,0 +1,783 @@
+"""hidetd.backend - the torch.compile backend: torch.compile(model, backend="hidetd").
+
+Dynamo hands the backend a graph of the model; AOTAutograd turns it into core ATen (PyTorch's
+own decompositions, less the ops hidetd lowers whole: batch norm, attention, pooling, ...).
+Then, for inference:
+
+1. Each ATen node is tried by the lowering (hidetd.aten); the same code decides support and
+   builds the graph. Nodes that read only weights and constants and that hidetd cannot run
+   (arange, full, a mask built from them) are **folded**: PyTorch computes them once, when the
+   weights are bound, and they become weights of the plan.
+2. The rest is split, as Torch-TensorRT does (torch.fx's CapabilityBasedPartitioner), into
+   pieces hidetd runs - one /v1/graphs request and one launch plan each - and nodes PyTorch
+   runs. A node the daemon refuses is moved to PyTorch and the split made again, so a model
+   never fails to compile; a daemon that cannot be reached leaves the whole graph to PyTorch
+   with one warning.
+3. A piece binds its weights (parameters, buffers, folded values) at its first call and runs
+   its plan's prepare steps then; every later call fills the kernels' pointers and launches
+   (no JSON, no arena allocation, no checks beyond Dynamo's guards; a weight replaced or
+   changed in place is bound again). With options={"cuda_graphs": True} (or
+   mode="reduce-overhead") the whole compiled graph is replayed from a CUDA graph.
+
+hidetd.explain() reports where every op ran and why; the same report is logged at INFO on the
+"hidetd" logger when a graph is compiled. docs/python.md is the guide.
+"""
+import logging
+import os
+import warnings
+
+from . import aten
+from .aten import Unsupported, meta_of, is_channels_last
+
+log = logging.getLogger("hidetd")
+
+# Options: name -> (environment variable, parser, default).
+OPTIONS = {
+    "address": ("HIDETD_SOCKET", str, None),
+    "token": ("HIDETD_TOKEN", str, None),
+    "arch": ("HIDETD_ARCH", str, None),
+    "tune": ("HIDETD_TUNE", str, "model"),
+    "budget": ("HIDETD_BUDGET", float, None),
+    "dtype": ("HIDETD_DTYPE", str, None),
+    "cuda_graphs": ("HIDETD_CUDA_GRAPHS", lambda s: s.lower() in ("1", "true", "yes", "on"), False),
+    "timeout": ("HIDETD_TIMEOUT", float, None),
+}
+_DTYPE_ALIASES = {None: None, "": None, "f32": None, "float32": None, "keep": None,
+                  "f16": "f16", "float16": "f16", "half": "f16", "fp16": "f16",
+                  "bf16": "bf16", "bfloat16": "bf16"}
+# Ops that are worth no piece of their own: views and bookkeeping.
+_NON_COMPUTE = ["torch.ops.aten.view.default", "torch.ops.aten._unsafe_view.default",
+                "torch.ops.aten.reshape.default", "torch.ops.aten.unsqueeze.default",
+                "torch.ops.aten.squeeze.dim", "torch.ops.aten.squeeze.dims",
+                "torch.ops.aten.clone.default", "torch.ops.aten.alias.default",
+                "torch.ops.aten.detach.default", "torch.ops.aten.lift_fresh_copy.default",
+                "_operator.getitem"]
+
+
+class Options:
+    """The backend's options: options={...} first, then the environment, then the defaults."""
+
+    def __init__(self, mode=None, options=None):
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError("hidetd backend: unknown option %r; the options are: %s" %
+                             (unknown[0], ", ".join(sorted(OPTIONS))))
+        for name, (env, parse, default) in OPTIONS.items():
+            if name in options:
+                value = options[name]
+            elif os.environ.get(env):
+                try:
+                    value = parse(os.environ[env])
+                except ValueError:
+                    raise ValueError("hidetd backend: $%s=%r is not a valid %s" %
+                                     (env, os.environ[env], name))
+            else:
+                value = default
+            setattr(self, name, value)
+        if mode == "reduce-overhead":
+            self.cuda_graphs = True
+        elif mode not in (None, "default", "max-autotune", "max-autotune-no-cudagraphs"):
+            raise ValueError("hidetd backend: unknown mode %r" % (mode,))
+        key = self.dtype.lower() if isinstance(self.dtype, str) else self.dtype
+        if key not in _DTYPE_ALIASES:
+            raise ValueError("hidetd backend: dtype %r: expected f16, bf16 or f32" % (self.dtype,))
+        self.compute = _DTYPE_ALIASES[key]
+        if self.tune not in ("none", "model", "measure"):
+            raise ValueError("hidetd backend: tune %r: expected none, model or measure" % (self.tune,))
+
+    def request_options(self):
+        out = {"tune": self.tune}
+        if self.arch:
+            out["arch"] = self.arch
+        if self.budget:
+            out["budget"] = {"seconds": float(self.budget)}
+        return out
+
+
+# ---- the report -----------------------------------------------------------------------------
+
+class GraphReport:
+    """Where the ops of one compiled ATen graph run. ops: call_function nodes (getitem not
+    counted); hidetd/folded/torch: how many of them run in a plan, once at bind time, or in
+    PyTorch; left: {op name: [reason, ...]} of those PyTorch runs; pieces: per piece, its node
+    count and the plan's kernel count; fallback: why the whole graph runs in PyTorch, if so."""
+
+    def __init__(self):
+        self.ops = self.hidetd = self.folded = self.torch = 0
+        self.left = {}
+        self.pieces = []
+        self.fallback = None
+        self.refused = []
+
+    def summary(self):
+        s = "%d ops: %d run by hidetd (%d piece%s, %d kernels), %d folded into constants, %d left to PyTorch" % (
+            self.ops, self.hidetd, len(self.pieces), "" if len(self.pieces) == 1 else "s",
+            sum(p["kernels"] for p in self.pieces), self.folded, self.torch)
+        if self.fallback:
+            s += " (the whole graph: %s)" % self.fallback
+        return s
+
+    def __str__(self):
+        lines = [self.summary()]
+        for op, reasons in sorted(self.left.items()):
+            lines.append("  %-48s x%-3d %s" % (op, len(reasons), reasons[0]))
+        for r in self.refused:
+            lines.append("  refused by the daemon: %s" % r)
+        return "\n".join(lines)
+
+
+class Explanation:
+    """hidetd.explain()'s answer: one GraphReport per graph Dynamo compiled (graph breaks make
+    several), totals over them, and str() for people."""
+
+    def __init__(self, graphs, output=None):
+        self.graphs = graphs
+        self.output = output
+
+    def _sum(self, f):
+        return sum(getattr(g, f) for g in self.graphs)
+
+    ops = property(lambda self: self._sum("ops"))
+    hidetd = property(lambda self: self._sum("hidetd"))
+    folded = property(lambda self: self._sum("folded"))
+    torch = property(lambda self: self._sum("torch"))
+
+    @property
+    def left(self):
+        out = {}
+        for g in self.graphs:
+            for op, reasons in g.left.items():
+                out.setdefault(op, []).extend(reasons)
+        return out
+
+    def __str__(self):
+        head = "%d graph%s, %d ops: %d run by hidetd, %d folded into constants, %d left to PyTorch" % (
+            len(self.graphs), "" if len(self.graphs) == 1 else "s", self.ops, self.hidetd,
+            self.folded, self.torch)
+        return "\n".join([head] + ["graph %d: %s" % (i, str(g)) for i, g in enumerate(self.graphs)])
+
+
+# ---- the backend ----------------------------------------------------------------------------
+
+def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
+    """The torch.compile backend (entry point `hidetd` of the group torch_dynamo_backends)."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+
+    opts = Options(mode, options)
+    if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in example_inputs):
+        _warn_once("hidetd runs inference only; with gradients enabled this graph runs in PyTorch "
+                   "(wrap the call in torch.no_grad() or torch.inference_mode())")
+        return gm.forward
+
+    def fw_compiler(agm, inputs):
+        report = GraphReport()
+        if _reports is not None:
+            _reports.append(report)
+        try:
+            compiled = _compile_aten(agm, inputs, opts, report)
+        except _DaemonUnavailable as e:
+            report.fallback = str(e)
+            _warn_once("hidetd: %s; running the model in PyTorch" % e)
+            compiled = agm
+        log.info("hidetd: %s", report)
+        if opts.cuda_graphs and compiled is not agm:
+            compiled = CudaGraphed(compiled, _static_indices(len(inputs)))
+        return _boxed(compiled)
+
+    return aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
+                        keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+def _boxed(fn):
+    # AOTAutograd calls a compiled forward with one list of arguments when it is marked boxed.
+    def run(args):
+        return fn(*args)
+    run._boxed_call = True
+    return run
+
+
+_DECOMP = None
+
+
+def decompositions():
+    """PyTorch's core ATen decompositions, less the ops hidetd lowers as they are."""
+    global _DECOMP
+    if _DECOMP is None:
+        from torch._decomp import core_aten_decompositions
+        table = dict(core_aten_decompositions())
+        kept = set(aten.kept_ops())
+        for op in list(table):
+            if op in kept:
+                del table[op]
+        _DECOMP = table
+    return _DECOMP
+
+
+_WARNED = set()
+
+
+def _warn_once(msg):
+    if msg not in _WARNED:
+        _WARNED.add(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+class _DaemonUnavailable(Exception):
+    pass
+
+
+def _static_indices(n_inputs):
+    """Which of the forward's arguments are parameters and buffers (bound once)."""
+    try:
+        from torch._guards import TracingContext
+        tc = TracingContext.try_get()
+        md = tc.fw_metadata if tc is not None else None
+        idx = getattr(md, "static_input_indices", None)
+        if idx is not None:
+            return set(int(i) for i in idx if i < n_inputs)
+    except Exception:  # an older PyTorch: every argument is an input
+        pass
+    return set()
+
+
+def _op_name(node):
+    t = node.target
+    return str(t) if hasattr(t, "_schema") else getattr(t, "__name__", str(t))
+
+
+def _compile_aten(gm, example_inputs, opts, report):
+    import torch
+    import torch.fx
+
+    aten.build_tables()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    static = _static_indices(len(placeholders))
+    kind = {}          # node -> "weight" | "input" | "const" | "fold" | "torch" | "hidetd"
+    reasons = {}       # node -> why PyTorch runs it
+    for i, n in enumerate(placeholders):
+        kind[n] = "weight" if i in static else "input"
+    dynamic = {n for n in placeholders if kind[n] == "input"}
+    calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            kind[n] = "const"
+        elif n.op == "call_function" and any(a in dynamic for a in n.all_input_nodes):
+            dynamic.add(n)
+
+    supported = _check_support(calls, reasons, opts)
+    for n in calls:
+        if n in supported:
+            kind[n] = "hidetd"
+        else:
+            kind[n] = "torch" if n in dynamic else "fold"
+
+    client = _client(opts)
+    folded = [n for n in calls if kind[n] == "fold"]
+    pieces = None
+    for attempt in range(64):
+        hidetd_nodes = {n for n in calls if kind[n] == "hidetd"}
+        try:
+            pieces = _split_and_plan(gm, hidetd_nodes, kind, opts, client, report)
+            break
+        except _Refused as e:
+            report.refused.append("%s: %s" % (", ".join(n.name for n in e.nodes), e.message))
+            for n in e.nodes:
+                reasons[n] = e.message
+                kind[n] = "torch" if n in dynamic else "fold"
+            folded = [n for n in calls if kind[n] == "fold"]
+    if pieces is None:
+        raise _DaemonUnavailable("the daemon refused too many nodes")
+
+    report.ops = sum(1 for n in calls if n.target is not _getitem_target())
+    counted = [n for n in calls if n.target is not _getitem_target()]
+    report.hidetd = sum(1 for n in counted if kind[n] == "hidetd")
+    report.folded = sum(1 for n in counted if kind[n] == "fold")
+    report.torch = sum(1 for n in counted if kind[n] == "torch")
+    for n in counted:
+        if kind[n] == "torch":
+            report.left.setdefault(_op_name(n), []).append(reasons.get(n, "not supported"))
+    return CompiledGraph(gm, placeholders, static, folded, pieces, opts)
+
+
+def _getitem_target():
+    import operator
+    return operator.getitem
+
+
+def _fake_value(L, n):
+    m = meta_of(n)
+    if m is None or not hasattr(m, "shape"):
+        raise Unsupported("%s has no tensor metadata" % n.name)
+    dt = aten.torch_dtype_name(m.dtype)
+    if dt is None:
+        raise Unsupported("dtype %s" % m.dtype)
+    nhwc = is_channels_last(m)
+    shape = [int(d) for d in m.shape]
+    if not shape:
+        raise Unsupported("a 0-dimensional tensor crosses into hidetd")
+    if nhwc:
+        shape = [shape[i] for i in aten.NHWC]
+    if dt == "bool":
+        return aten.Value(n.name, shape, L.compute or "f32", nhwc, True)
+    return aten.Value(n.name, shape, L._float_dtype(dt) if dt in aten.FLOAT else dt, nhwc)
+
+
+def _empty(n):
+    m = meta_of(n)
+    return hasattr(m, "numel") and m.numel() == 0
+
+
+def _check_support(calls, reasons, opts):
+    """The nodes the lowering accepts, each tried alone on its inputs' metadata (and on what
+    the lowering made of supported producers, so layouts and tuples carry over)."""
+    import torch.fx
+    supported, made = set(), {}
+    for n in calls:
+        L = aten.Lowering(opts.compute)
+        try:
+            for a in n.all_input_nodes:
+                if _empty(a):
+                    continue  # cat leaves empty tensors out; anything else cannot read one
+                L.vals[a] = made[a] if a in made else _fake_value(L, a)
+            out = L.lower(n)
+            m = meta_of(n)
+            if isinstance(out, aten.Value) and m is not None and hasattr(m, "shape") and m.dim() == 0:
+                raise Unsupported("a 0-dimensional result")
+            made[n] = out
+            supported.add(n)
+        except Unsupported as e:
+            reasons[n] = str(e)
+        except (TypeError, ValueError, KeyError, IndexError) as e:
+            reasons[n] = "the lowering cannot read its arguments (%s: %s)" % (type(e).__name__, e)
+    return supported
+
+
+class _Refused(Exception):
+    """The nodes that must leave hidetd for the piece to be accepted, and why."""
+
+    def __init__(self, nodes, message):
+        super().__init__(message)
+        self.nodes = nodes if isinstance(nodes, list) else [nodes]
+        self.message = message
+
+
+def _client(opts):
+    from . import Client
+    return Client(opts.address, token=opts.token, timeout=opts.timeout)
+
+
+def _split_and_plan(gm, hidetd_nodes, kind, opts, client, report):
+    """Proposes the pieces and asks the daemon for each one's plan; returns [Piece]. Raises
+    _Refused naming the node a refused graph points at."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    class Support(OperatorSupportBase):
+        def is_node_supported(self, submodules, node):
+            return node in hidetd_nodes
+
+    part = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=True,
+                                      non_compute_ops=_NON_COMPUTE)
+    proposals = part.propose_partitions()
+    pieces = []
+    report.pieces = []
+    in_piece = set()
+    for p in proposals:
+        nodes = [n for n in gm.graph.nodes if n in p.nodes]
+        in_piece.update(nodes)
+        piece = _plan_piece(nodes, kind, opts, client)
+        pieces.append(piece)
+        report.pieces.append({"nodes": len(nodes), "kernels": piece.kernels})
+    # A supported node the partitioner left alone (a lone view) runs in PyTorch.
+    for n in hidetd_nodes - in_piece:
+        kind[n] = "torch"
+    return pieces
+
+
+def _plan_piece(nodes, kind, opts, client):
+    """Lowers one piece and asks for its plan."""
+    from . import HidetdError
+    node_set = set(nodes)
+    L = aten.Lowering(opts.compute)
+    args_in, args_w = [], []   # fx nodes read from outside: runtime inputs, weights
+    for n in nodes:
+        for a in n.all_input_nodes:
+            if a in node_set or a in L.vals or _empty(a):
+                continue
+            name = "a%d" % (len(args_in) + len(args_w))
+            try:
+                if kind.get(a) in ("weight", "const", "fold"):
+                    L.weight(a, name, meta_of(a))
+                    args_w.append(a)
+                else:
+                    L.input(a, name, meta_of(a))
+                    args_in.append(a)
+            except Unsupported as e:
+                raise _Refused(n, "its argument %s: %s" % (a.name, e))
+    for n in nodes:
+        try:
+            L.lower(n)
+        except Unsupported as e:
+            raise _Refused(n, str(e))
+    outs = []
+    for n in nodes:
+        if any(u not in node_set for u in n.users):
+            out = L.vals[n]
+            if isinstance(out, tuple):
+                # Only elements read through a getitem leave a piece; getitems are nodes too.
+                raise _Refused(n, "a tuple result leaves the piece")
+            m = meta_of(n)
+            try:
+                name, layout = L.output(out, is_channels_last(m), m.dtype)
+            except Unsupported as e:
+                raise _Refused(n, str(e))
+            outs.append((n, name, layout, [int(d) for d in m.shape], m.dtype))
+    request = L.request()
+    request.update(opts.request_options())
+    try:
+        plan_json = client.plan_json(request)
+    except HidetdError as e:
+        if e.status == 0 or e.status >= 500 and e.code not in ("graph_too_large",):
+            raise _DaemonUnavailable("cannot get a plan from hidetd at %s: %s" % (client.address, e))
+        raise _Refused(_culprits(L, e, nodes, args_in + args_w), "refused by the daemon: %s" % e)
+    return Piece(nodes, args_in, args_w, L, outs, plan_json, client)
+
+
+def _culprits(L, err, nodes, args):
+    """The fx nodes a refused graph's error field points at: the node nodes[i] came from, or
+    the nodes that read graph.inputs[i] / graph.weights[i]; else the whole piece."""
+    import re
+    field = getattr(err, "field", None) or ""
+    m = re.match(r"(?:graph\.)?nodes\[(\d+)\]", field)
+    if m and int(m.group(1)) < len(L.origin):
+        name = L.origin[int(m.group(1))]
+        hit = [n for n in nodes if n.name == name]
+        if hit:
+            return hit
+    m = re.match(r"graph\.(inputs|weights)\[(\d+)\]", field)
+    if m:
+        decl = L.inputs if m.group(1) == "inputs" else L.weights
+        i = int(m.group(2))
+        if i < len(decl):
+            name = decl[i]["name"]
+            arg = next((a for a in args if L.declared.get(a) == name), None)
+            readers = [n for n in nodes if arg is not None and arg in n.all_input_nodes]
+            if readers:
+                return readers
+    return list(nodes)
+
+
+class Piece:
+    """One piece: the fx nodes it replaces, where its arguments come from, and its plan."""
+
+    def __init__(self, nodes, args_in, args_w, lowering, outs, plan_json, client):
+        self.nodes = nodes
+        self.args_in = args_in
+        self.args_w = args_w
+        self.constants = lowering.constants
+        self.in_layout = [lowering.inputs[i]["shape"] != [int(d) for d in meta_of(a).shape]
+                          for i, a in enumerate(args_in)]
+        self.w_layout = [w["shape"] != [int(d) for d in meta_of(a).shape]
+                         for w, a in zip(lowering.weights, args_w)]
+        self.in_names = [t["name"] for t in lowering.inputs]
+        self.w_names = [t["name"] for t in lowering.weights[:len(args_w)]]
+        self.outs = outs
+        self.plan_json = plan_json
+        self.kernels = len(plan_json.get("steps", [])) + len(plan_json.get("prepare", []))
+        self.client = client
+        self.plan = None
+        self._run = None
+        self._bound = None
+
+
+def _phys(t, nhwc):
+    """The tensor as the graph holds it (NHWC for a channels-last 4-D tensor), contiguous."""
+    if nhwc:
+        t = t.permute(0, 2, 3, 1)
+    return t if t.is_contiguous() else t.contiguous()
+
+
+class CompiledGraph:
+    """The compiled forward: folded constants computed at the first call, the pieces run as
+    plans, everything else as the ATen graph says, in its order."""
+
+    def __init__(self, gm, placeholders, static, folded, pieces, opts):
+        import torch.fx
+        self.gm = gm
+        self.placeholders = placeholders
+        self.static = sorted(static)
+        self.folded = folded
+        self.pieces = pieces
+        self.opts = opts
+        self.order = _schedule(gm, pieces, set(folded))
+        # Values are dropped after their last reader, as the ATen graph would free them.
+        last_use = {}
+        for i, (what, x) in enumerate(self.order):
+            for a in (x.all_input_nodes if what == "node" else p_inputs(x)):
+                last_use[a] = i
+        self.drop = [[] for _ in self.order]
+        out_nodes = set(next(n for n in gm.graph.nodes if n.op == "output").all_input_nodes)
+        for a, i in last_use.items():
+            if a.op == "call_function" and a not in out_nodes and a not in set(folded):
+                self.drop[i].append(a)
+        self.output = next(n for n in gm.graph.nodes if n.op == "output")
+        self.env_consts = None
+        self._warned_cpu = False
+        self.graph = None
+
+    def _constants(self, args):
+        """The folded values and get_attr constants, computed once with PyTorch."""
+        import torch.fx
+        env = {n: a for n, a in zip(self.placeholders, args)}
+        for n in self.gm.graph.nodes:
+            if n.op == "get_attr":
+                t = self.gm
+                for part in n.target.split("."):
+                    t = getattr(t, part)
+                env[n] = t
+        for n in self.folded:
+            a = torch.fx.node.map_arg(n.args, lambda x: env[x])
+            k = torch.fx.node.map_arg(n.kwargs, lambda x: env[x])
+            env[n] = n.target(*a, **k)
+        return {n: v for n, v in env.items() if n not in self.placeholders}
+
+    def __call__(self, *args):
+        import torch
+        if self.env_consts is None:
+            with torch.no_grad():
+                self.env_consts = self._constants(args)
+        env = dict(self.env_consts)
+        for n, a in zip(self.placeholders, args):
+            env[n] = a
+        for (what, x), drop in zip(self.order, self.drop):
+            if what == "node":
+                a = torch.fx.node.map_arg(x.args, lambda y: env[y])
+                k = torch.fx.node.map_arg(x.kwargs, lambda y: env[y])
+                env[x] = x.target(*a, **k)
+            else:
+                self._run_piece(x, env)
+            for y in drop:
+                env.pop(y, None)
+        out = torch.fx.node.map_arg(self.output.args[0], lambda y: env[y])
+        return out
+
+    def _run_piece(self, p, env):
+        import torch
+        ins = [env[a] for a in p.args_in]
+        ws = [env[a] for a in p.args_w]
+        dev = next((t.device for t in ins + ws if isinstance(t, torch.Tensor)), None)
+        if dev is None or dev.type != "cuda":
+            if not self._warned_cpu:
+                self._warned_cpu = True
+                _warn_once("hidetd runs plans on CUDA tensors; these are on %s, so PyTorch runs "
+                           "the graph" % dev)
+            self._eager_piece(p, env)
+            return
+        if p._run is None or not _same_weights(p, ws):
+            _bind(p, ws, dev)
+        outs = []
+        ptrs = []
+        for (n, name, layout, shape, dtype) in p.outs:
+            if layout == "nhwc":
+                t = torch.empty((shape[0], shape[2], shape[3], shape[1]), dtype=dtype, device=dev)
+                ptrs.append(t.data_ptr())
+                t = t.permute(0, 3, 1, 2)
+            else:
+                t = torch.empty(shape, dtype=dtype, device=dev)
+                ptrs.append(t.data_ptr())
+            outs.append((n, t))
+        p._run([_phys(t, nhwc).data_ptr() for t, nhwc in zip(ins, p.in_layout)], ptrs, torch.cuda.current_stream(dev).cuda_stream)
+        for n, t in outs:
+            env[n] = t
+
+    def _eager_piece(self, p, env):
+        import torch.fx
+        for n in p.nodes:
+            a = torch.fx.node.map_arg(n.args, lambda y: env[y])
+            k = torch.fx.node.map_arg(n.kwargs, lambda y: env[y])
+            env[n] = n.target(*a, **k)
+
+
+def _same_weights(p, ws):
+    b = p._bound
+    for t, (ref, version) in zip(ws, b):
+        if t is not ref or t._version != version:
+            return False
+    return True
+
+
+def _bind(p, ws, dev):
+    """Binds a piece's weights (and the constants its lowering made) and builds its runner."""
+    import torch
+    from .plan import Plan
+    if p.plan is None:
+        p.plan = Plan(p.client, p.plan_json)
+    weights = {}
+    for name, t, nhwc in zip(p.w_names, ws, p.w_layout):
+        weights[name] = _phys(t.to(dev), nhwc)
+    for name, t in p.constants.items():
+        weights[name] = t.to(dev)
+    if weights:
+        p.plan.load_weights(weights)
+    else:
+        p.plan._setup(dev.index, True)
+    p._keep = weights
+    p._bound = [(t, t._version) for t in ws]
+    p._run = p.plan.runner(p.in_names, [o[1] for o in p.outs])
+
+
+def p_inputs(p):
+    return p.args_in + p.args_w
+
+
+def _schedule(gm, pieces, folded):
+    """The order to run things in: PyTorch's nodes and whole pieces, each after everything it
+    reads (Kahn's algorithm, ties broken by the ATen graph's order)."""
+    import heapq
+    piece_of = {n: p for p in pieces for n in p.nodes}
+    index = {n: i for i, n in enumerate(gm.graph.nodes)}
+    items, key = [], {}
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n in folded:
+            continue
+        it = piece_of.get(n, n)
+        if it not in key:
+            key[it] = index[n]
+            items.append(it)
+        elif it is not n:
+            key[it] = min(key[it], index[n])
+
+    def deps(it):
+        ins = p_inputs(it) if isinstance(it, Piece) else it.all_input_nodes
+        out = set()
+        for a in ins:
+            d = piece_of.get(a, a)
+            if d in key and d is not it:
+                out.add(d)
+        return out
+    needs = {it: deps(it) for it in items}
+    users = {it: [] for it in items}
+    for it, ds in needs.items():
+        for d in ds:
+            users[d].append(it)
+    count = {it: len(ds) for it, ds in needs.items()}
+    ready = [(key[it], i, it) for i, it in enumerate(items) if count[it] == 0]
+    heapq.heapify(ready)
+    order, seq = [], len(items)
+    while ready:
+        _, _, it = heapq.heappop(ready)
+        order.append(("piece", it) if isinstance(it, Piece) else ("node", it))
+        for u in users[it]:
+            count[u] -= 1
+            if count[u] == 0:
+                seq += 1
+                heapq.heappush(ready, (key[u], seq, u))
+    if len(order) != len(items):
+        raise RuntimeError("hidetd: the split graph has a cycle")  # the partitioner prevents it
+    return order
+
+
+class CudaGraphed:
+    """The compiled forward replayed from a CUDA graph (mode="reduce-overhead"): the first call
+    runs it plainly (binding weights, running prepare steps, warming PyTorch's kernels), the
+    second captures it with the inputs copied into buffers of its own, and every later call
+    copies the inputs in and replays. Outputs are copied out, so a result stays valid after the
+    next call. Weights are read where they are; a weight replaced or changed in place, or
+    inputs that are not CUDA tensors, make it run plainly and capture again."""
+
+    def __init__(self, fn, static):
+        self.fn = fn
+        self.static = static
+        self.graph = None
+        self.calls = 0
+
+    def __call__(self, *args):
+        import torch
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors or any(t.device.type != "cuda" for t in tensors):
+            return self.fn(*args)
+        if self.graph is not None and not self._same_static(args):
+            self.graph = None
+            self.calls = 0
+        if self.graph is None:
+            self.calls += 1
+            if self.calls < 2:
+                return self.fn(*args)
+            self._capture(args)
+        for i, buf in self.inputs:
+            buf.copy_(args[i])
+        self.graph.replay()
+        return _clone_outputs(self.outputs)
+
+    def _same_static(self, args):
+        for i, (ref, version) in self.bound:
+            if args[i] is not ref or args[i]._version != version:
+                return False
+        return True
+
+    def _capture(self, args):
+        import torch
+        dev = next(a.device for a in args if isinstance(a, torch.Tensor))
+        self.bound = [(i, (args[i], args[i]._version)) for i in self.static
+                      if isinstance(args[i], torch.Tensor)]
+        self.inputs = [(i, torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=dev))
+                       for i, a in enumerate(args)
+                       if i not in self.static and isinstance(a, torch.Tensor)]
+        static_args = list(args)
+        for i, buf in self.inputs:
+            buf.copy_(args[i])
+            static_args[i] = buf
+        stream = torch.cuda.Stream(dev)
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(stream):
+            self.fn(*static_args)      # warm-up on the capture stream
+        torch.cuda.current_stream(dev).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, stream=stream):
+            self.outputs = self.fn(*static_args)
+        self.bound = [(i, (args[i], args[i]._version)) for i in self.static
+                      if isinstance(args[i], torch.Tensor)]
+
+
+def _clone_outputs(out):
+    import torch
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_clone_outputs(o) for o in out)
+    return out
+
+
+# ---- the entry points -----------------------------------------------------------------------
+
+def compile(model, example_inputs=None, mode=None, **options):
+    """torch.compile(model, backend="hidetd", options=options); with example_inputs, the
+    model is compiled now (one forward under torch.no_grad()) instead of at its first call."""
+    import torch
+    compiled = torch.compile(model, backend=hidetd_backend, mode=mode, options=options or None)
+    if example_inputs is not None:
+        if not isinstance(example_inputs, (list, tuple)):
+            example_inputs = (example_inputs,)
+        with torch.no_grad():
+            compiled(*example_inputs)
+    return compiled
+
+
+def explain(model, *inputs, **options):
+    """Compiles model for these inputs (under torch.no_grad(), a compilation of its own) and
+    returns an Explanation: per graph, how many ops hidetd runs, how many were folded into
+    constants, and each op left to PyTorch with the reason."""
+    import functools
+    import torch
+    reports = []
+    backend = functools.partial(hidetd_backend, _reports=reports)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(model, backend=backend, options=options or None)
+        with torch.no_grad():
+            out = compiled(*inputs)
+    finally:
+        torch._dynamo.reset()
+    return Explanation(reports, out)
