@@ -107,9 +107,19 @@ static cJSON *attrs_json(const tuner_op *op)
     case TUNER_OP_RMSNORM:
         cJSON_AddNumberToObject(a, "eps", op->attrs.norm.eps);
         break;
+    case TUNER_OP_SOFTMAX:
+        if (op->attrs.softmax.log)
+            cJSON_AddBoolToObject(a, "log", true);
+        break;
     case TUNER_OP_REDUCE:
         cJSON_AddStringToObject(a, "kind", tuner_reduce_name(op->attrs.reduce.kind));
-        cJSON_AddNumberToObject(a, "axis", op->attrs.reduce.axis);
+        if (op->attrs.reduce.naxes > 1) {
+            cJSON *axes = cJSON_AddArrayToObject(a, "axes");
+            for (int k = 0; k < op->attrs.reduce.naxes; k++)
+                cJSON_AddItemToArray(axes, cJSON_CreateNumber(op->attrs.reduce.axis + k));
+        } else {
+            cJSON_AddNumberToObject(a, "axis", op->attrs.reduce.axis);
+        }
         cJSON_AddBoolToObject(a, "keepdim", op->attrs.reduce.keepdim);
         break;
     case TUNER_OP_COPY: {
@@ -120,6 +130,15 @@ static cJSON *attrs_json(const tuner_op *op)
             cJSON_AddItemToArray(strides, cJSON_CreateNumber((double)op->attrs.copy.strides[d]));
         }
         cJSON_AddNumberToObject(a, "offset", (double)op->attrs.copy.offset);
+        if (op->attrs.copy.padded) {
+            cJSON *lo = cJSON_AddArrayToObject(a, "pad_lower");
+            cJSON *hi = cJSON_AddArrayToObject(a, "pad_upper");
+            for (int d = 0; d < op->output.rank; d++) {
+                cJSON_AddItemToArray(lo, cJSON_CreateNumber((double)op->attrs.copy.pad_lower[d]));
+                cJSON_AddItemToArray(hi, cJSON_CreateNumber((double)op->attrs.copy.pad_upper[d]));
+            }
+            cJSON_AddNumberToObject(a, "pad_value", op->attrs.copy.pad_value);
+        }
         break;
     }
     case TUNER_OP_CONCAT:

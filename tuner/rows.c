@@ -69,10 +69,8 @@ static int op_kind(const tuner_op *op)
 /* Inner size of a reduction: product of the dims after the axis. */
 static long long reduce_inner(const tuner_op *op)
 {
-    long long inner = 1;
-    const tuner_tensor *x = &op->inputs[0];
-    for (int d = op->attrs.reduce.axis + 1; d < x->rank; d++)
-        inner *= x->shape[d];
+    int64_t outer, len, inner;
+    tuner_reduce_dims(op, &outer, &len, &inner);
     return inner;
 }
 
@@ -115,7 +113,12 @@ static rows_geo geo_of(const tuner_op *op)
     memset(&g, 0, sizeof(g));
     const tuner_tensor *x = &op->inputs[0];
     g.kind = op_kind(op);
-    g.D = g.kind == K_REDUCE ? x->shape[op->attrs.reduce.axis] : x->shape[x->rank - 1];
+    g.D = x->shape[x->rank - 1];
+    if (g.kind == K_REDUCE) { /* the reduced axes are the rows (they end at the last axis) */
+        int64_t outer, len, inner;
+        tuner_reduce_dims(op, &outer, &len, &inner);
+        g.D = len;
+    }
     g.R = tuner_tensor_numel(x) / (g.D > 0 ? g.D : 1);
     g.in_dt = x->dtype;
     g.vmax = 16 / tuner_dtype_size(x->dtype);
@@ -326,7 +329,9 @@ static void emit_store(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     tuner_sb_printf(sb, "float o = (%s)[e];\n", vals);
     switch (g->kind) {
     case K_SOFTMAX:
-        if (softmax_exp_done)
+        if (op->attrs.softmax.log) /* x - max - log(sum(exp(x - max))); v holds x itself */
+            tuner_sb_puts(sb, "o = (o - mx) - lse;\n");
+        else if (softmax_exp_done)
             tuner_sb_puts(sb, "o = o * inv;\n");
         else
             tuner_sb_puts(sb, "o = expf(o - mx) * inv;\n");
@@ -368,6 +373,16 @@ static void emit_finish_stats(tuner_sb *sb, const tuner_op *op, const rows_geo *
     default:
         break;
     }
+}
+
+/* What softmax's store needs from the row's sum of exp(x - max): its inverse, or log_softmax's
+ * log-sum. */
+static void emit_softmax_scale(tuner_sb *sb, const tuner_op *op)
+{
+    if (op->attrs.softmax.log)
+        tuner_sb_puts(sb, "const float lse = logf(sum);\n");
+    else
+        tuner_sb_puts(sb, "const float inv = 1.0f / sum;\n");
 }
 
 static void emit_rstd_from_var(tuner_sb *sb, const tuner_op *op, const char *var)
@@ -466,11 +481,15 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
             tuner_sb_printf(sb, "float lm = -HD_INF;\n#pragma unroll\nfor (int k = 0; k < %d; k++) lm = fmaxf(lm, v[k]);\n",
                             nel);
             emit_group_reduce(sb, c, true, "lm", "mx", 0);
-            tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) { v[k] = expf(v[k] - mx); "
-                                "ls += v[k]; }\n",
-                            nel);
+            if (op->attrs.softmax.log) /* the row stays in v: log_softmax reads x again */
+                tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) ls += expf(v[k] - mx);\n",
+                                nel);
+            else
+                tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) { v[k] = expf(v[k] - mx); "
+                                    "ls += v[k]; }\n",
+                                nel);
             emit_group_reduce(sb, c, false, "ls", "sum", 1);
-            tuner_sb_puts(sb, "const float inv = 1.0f / sum;\n");
+            emit_softmax_scale(sb, op);
             break;
         case K_LAYERNORM:
             tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) ls += v[k];\n", nel);
@@ -535,7 +554,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
         /* A thread that saw nothing has lm = -inf and ls = 0: its term is 0 * 0. */
         tuner_sb_puts(sb, "const float lsc = ls * expf(lm - mx);\n");
         emit_group_reduce(sb, c, false, "lsc", "sum", 1);
-        tuner_sb_puts(sb, "const float inv = 1.0f / sum;\n");
+        emit_softmax_scale(sb, op);
         break;
     case K_LAYERNORM:
         emit_group_reduce(sb, c, false, "l1", "s1", 0);
@@ -644,8 +663,8 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
         switch (g->kind) {
         case K_SOFTMAX:
             tuner_sb_puts(sb, "float mx = pw[0];\nfor (int k = 1; k < SPLIT; k++) mx = fmaxf(mx, pw[2 * k]);\n"
-                              "float sum = 0.0f;\nfor (int k = 0; k < SPLIT; k++) sum += pw[2 * k + 1] * expf(pw[2 * k] - mx);\n"
-                              "const float inv = 1.0f / sum;\n");
+                              "float sum = 0.0f;\nfor (int k = 0; k < SPLIT; k++) sum += pw[2 * k + 1] * expf(pw[2 * k] - mx);\n");
+            emit_softmax_scale(sb, op);
             break;
         case K_LAYERNORM:
             tuner_sb_printf(sb, "const float shift = %s;\n", shift_expr(op, g, shift, sizeof(shift)));
