@@ -173,6 +173,9 @@ typedef struct tuner_op {
             double eps; /* LAYERNORM, RMSNORM */
         } norm;
         struct {
+            /* norm.eps's bytes, unused: code that sets eps for every row op (softmax among
+             * them) must not turn a softmax into a log_softmax. */
+            double eps_unused;
             bool log; /* log_softmax */
         } softmax;
         struct {
