@@ -160,8 +160,24 @@ static bool cfg_of(const rows_geo *g, const tuner_schedule *s, rows_cfg *c)
 
 /* ---- enumeration ---------------------------------------------------------------------------- */
 
+static int enumerate_rows_as(const tuner_op *op, const tuner_target *t, const char *name, tuner_schedule **items,
+                             size_t *n, bool tiny);
+
+/* A row group is at least half busy and a block has more rows than the tensor only when it
+ * must: that leaves nothing for a tiny tensor (2 rows of 8: at most 8 x 2 threads, under a
+ * warp), whose space then lets blocks take idle rows up to one warp (`tiny`). */
 static int enumerate_rows(const tuner_op *op, const tuner_target *t, const char *name, tuner_schedule **items,
                           size_t *n)
+{
+    const size_t before = *n;
+    int r = enumerate_rows_as(op, t, name, items, n, false);
+    if (r == 0 && *n == before)
+        r = enumerate_rows_as(op, t, name, items, n, true);
+    return r;
+}
+
+static int enumerate_rows_as(const tuner_op *op, const tuner_target *t, const char *name, tuner_schedule **items,
+                             size_t *n, bool tiny)
 {
     const tuner_arch *a = tuner__arch(t);
     rows_geo g = geo_of(op);
@@ -181,7 +197,7 @@ static int enumerate_rows(const tuner_op *op, const tuner_target *t, const char 
                 continue;
             for (size_t ri = 0; ri < sizeof(rpbs) / sizeof(rpbs[0]); ri++) {
                 int rpb = rpbs[ri];
-                if (rpb > 1 && rpb > tuner__pow2ceil(g.R))
+                if (rpb > 1 && rpb > tuner__pow2ceil(g.R) && !(tiny && tpr * rpb <= 32))
                     continue;
                 int block = tpr * rpb;
                 if (block < 32 || block > a->max_threads_per_block || block > 512 * (rpb == 1 ? 2 : 1))

@@ -545,6 +545,11 @@ static int build_cases(scase *c)
         op = rows_op(TUNER_OP_SOFTMAX, 2, 131072, 16, 0);
         op.attrs.softmax.log = true;
         ADD("log_softmax 2x131072 (split)", op, true);
+        op = rows_op(TUNER_OP_SOFTMAX, 2, 8, 16, 0); /* tiny: blocks of idle rows */
+        op.attrs.softmax.log = true;
+        ADD("log_softmax 2x8 (tiny)", op, true);
+        int64_t tiny[2] = {3, 10};
+        ADD("reduce mean [3,10] ax1 (tiny)", reduce(2, tiny, 1, TUNER_REDUCE_MEAN, 2), true);
         /* F.pad(x [2,3,17,17], (1, 2, 3, 0), value=-0.5), then relu. */
         op = blank(TUNER_OP_COPY);
         int64_t pin[4] = {2, 3, 17, 17}, pout[4] = {2, 3, 20, 20};

@@ -305,6 +305,14 @@ int main(int argc, char **argv)
                     op.attrs.softmax.log = true;
                     snprintf(name, sizeof(name), "log_softmax %s 2x131072 (split)", dn);
                     run_case(name, &op, t, false);
+                    /* Tiny: blocks hold idle rows (a 10-class head's log_softmax). */
+                    op = t_softmax(dt, 2, 8, 16);
+                    op.attrs.softmax.log = true;
+                    snprintf(name, sizeof(name), "log_softmax %s 2x8 (tiny)", dn);
+                    run_case(name, &op, t, false);
+                    op = t_softmax(dt, 1, 10, 2);
+                    snprintf(name, sizeof(name), "softmax %s 1x10 (tiny)", dn);
+                    run_case(name, &op, t, true);
                     /* Fused prologues on x: a mask and a scale before the softmax. */
                     long long ms[2] = {77, 1000};
                     op = t_softmax(dt, 77, 1000, 16);
@@ -411,6 +419,10 @@ int main(int argc, char **argv)
                 op = t_reduce_axes(dt, 4, nchw, 2, 2, TUNER_REDUCE_MAX, true, 16);
                 snprintf(name, sizeof(name), "reduce max %s [4,256,7,7] ax2-3 keep", dn);
                 run_case(name, &op, t, true);
+                long long tiny[2] = {2, 8};
+                op = t_reduce(dt, 2, tiny, 1, TUNER_REDUCE_SUM, false, 16);
+                snprintf(name, sizeof(name), "reduce sum %s [2,8] ax1 (tiny)", dn);
+                run_case(name, &op, t, false);
             } else if (!strcmp(group, "conv_direct")) {
                 /* Depthwise 3x3 (vectors of channels), stride 2, a channel multiplier of 2 and
                  * 4 channels per group (scalar paths), an odd size with a bias + relu epilogue. */
