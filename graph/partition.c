@@ -262,7 +262,8 @@ static int lower_reduce_axes(part *c, int i)
             o.dtype = TUNER_F32;
         }
         if (k == 0 && n->reduce_kind == TUNER_REDUCE_MEAN)
-            epi->steps[epi->n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 1.0 / (double)count};
+            epi->steps[epi->n++] =
+                (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 1.0 / (double)count};
         if (k == 0 && o.dtype != x.dtype) {
             epi->steps[epi->n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = x.dtype};
             o.dtype = x.dtype;
