@@ -63,6 +63,14 @@ typedef enum {
     GRAPH_NODE_TRANSPOSE,
     GRAPH_NODE_SLICE,
     GRAPH_NODE_BATCHNORM, /* inference form: x, scale, bias, mean, var */
+    /* issue 37's shape nodes (graph/infer.c checks them, graph/partition.c lowers them): */
+    GRAPH_NODE_EXPAND,       /* torch.expand to the output's shape: a copy with zero strides, or
+                              * nothing when every reader broadcasts anyway */
+    GRAPH_NODE_PAD,          /* F.pad, constant mode: a padded copy */
+    GRAPH_NODE_REDUCE_AXES,  /* reduce over a set of axes that is not one range: a chain of
+                              * reduce kernels (a range is a GRAPH_NODE_KERNEL reduce) */
+    GRAPH_NODE_SOFTMAX_AXIS, /* softmax / log_softmax over an axis before the last: transposes
+                              * around a last-axis softmax (a view when the axes after it are 1) */
 } graph_node_class;
 
 typedef struct graph_node {
@@ -81,6 +89,13 @@ typedef struct graph_node {
     int axis;                 /* BATCHNORM: the channel axis */
     int64_t start[TUNER_MAX_RANK], stop[TUNER_MAX_RANK], stride[TUNER_MAX_RANK]; /* SLICE */
     double eps;               /* BATCHNORM */
+    /* PAD: torch's pads per axis (negative crops) and the value; SOFTMAX_AXIS uses `axis`. */
+    int64_t pad_before[TUNER_MAX_RANK], pad_after[TUNER_MAX_RANK];
+    double pad_value;
+    unsigned reduce_axes;         /* REDUCE_AXES: bit d set for every reduced axis d */
+    tuner_reduce_kind reduce_kind; /* REDUCE_AXES */
+    bool keepdim;                 /* REDUCE_AXES */
+    bool log;                     /* SOFTMAX_AXIS, and a log_softmax KERNEL node before inference */
 } graph_node;
 
 /* A parsed, validated graph. Nodes are kept in a dependency order (every node after the

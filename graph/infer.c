@@ -107,9 +107,19 @@ static cJSON *attrs_json(const tuner_op *op)
     case TUNER_OP_RMSNORM:
         cJSON_AddNumberToObject(a, "eps", op->attrs.norm.eps);
         break;
+    case TUNER_OP_SOFTMAX:
+        if (op->attrs.softmax.log)
+            cJSON_AddBoolToObject(a, "log", true);
+        break;
     case TUNER_OP_REDUCE:
         cJSON_AddStringToObject(a, "kind", tuner_reduce_name(op->attrs.reduce.kind));
-        cJSON_AddNumberToObject(a, "axis", op->attrs.reduce.axis);
+        if (op->attrs.reduce.naxes > 1) {
+            cJSON *axes = cJSON_AddArrayToObject(a, "axes");
+            for (int k = 0; k < op->attrs.reduce.naxes; k++)
+                cJSON_AddItemToArray(axes, cJSON_CreateNumber(op->attrs.reduce.axis + k));
+        } else {
+            cJSON_AddNumberToObject(a, "axis", op->attrs.reduce.axis);
+        }
         cJSON_AddBoolToObject(a, "keepdim", op->attrs.reduce.keepdim);
         break;
     case TUNER_OP_COPY: {
@@ -120,6 +130,15 @@ static cJSON *attrs_json(const tuner_op *op)
             cJSON_AddItemToArray(strides, cJSON_CreateNumber((double)op->attrs.copy.strides[d]));
         }
         cJSON_AddNumberToObject(a, "offset", (double)op->attrs.copy.offset);
+        if (op->attrs.copy.padded) {
+            cJSON *lo = cJSON_AddArrayToObject(a, "pad_lower");
+            cJSON *hi = cJSON_AddArrayToObject(a, "pad_upper");
+            for (int d = 0; d < op->output.rank; d++) {
+                cJSON_AddItemToArray(lo, cJSON_CreateNumber((double)op->attrs.copy.pad_lower[d]));
+                cJSON_AddItemToArray(hi, cJSON_CreateNumber((double)op->attrs.copy.pad_upper[d]));
+            }
+            cJSON_AddNumberToObject(a, "pad_value", op->attrs.copy.pad_value);
+        }
         break;
     }
     case TUNER_OP_CONCAT:
@@ -196,9 +215,20 @@ static int node_error(const graph *g, int i, const proto_error *pe, proto_error 
                        tuner_op_name(g->nodes[i].op.kind), pe->message);
 }
 
+static int softmax_node(graph *g, int i, const cJSON *attrs, proto_error *e);
+static int reduce_axes_node(graph *g, int i, const cJSON *attrs, proto_error *e);
+
 static int infer_kernel(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
     graph_node *n = &g->nodes[i];
+    int r;
+    /* A softmax over an earlier axis and a reduce over axes that are not one range are the
+     * graph's (1: the node became one of its own classes). */
+    if (n->op.kind == TUNER_OP_SOFTMAX && (r = softmax_node(g, i, attrs, e)) != 0)
+        return r < 0 ? r : 0;
+    if (n->op.kind == TUNER_OP_REDUCE && attrs && cJSON_GetObjectItemCaseSensitive(attrs, "axes") &&
+        (r = reduce_axes_node(g, i, attrs, e)) != 0)
+        return r < 0 ? r : 0;
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return -ENOMEM;
@@ -206,8 +236,11 @@ static int infer_kernel(graph *g, int i, const cJSON *attrs, proto_error *e)
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     for (int k = 0; k < n->n_in; k++)
         cJSON_AddItemToArray(ins, tensor_json(&g->tensors[n->in[k]].t));
-    if (attrs)
-        cJSON_AddItemToObject(o, "attrs", cJSON_Duplicate(attrs, true));
+    cJSON *ra = attrs ? cJSON_Duplicate(attrs, true) : cJSON_CreateObject();
+    if (ra && n->log) /* log_softmax: softmax's log flag */
+        cJSON_AddBoolToObject(ra, "log", true);
+    if (ra)
+        cJSON_AddItemToObject(o, "attrs", ra);
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!body)
@@ -218,7 +251,7 @@ static int infer_kernel(graph *g, int i, const cJSON *attrs, proto_error *e)
         return -ENOMEM;
     }
     proto_error pe;
-    int r = proto_kernel_request_parse(body, strlen(body), rq, &pe);
+    r = proto_kernel_request_parse(body, strlen(body), rq, &pe);
     free(body);
     if (r == 0) {
         n->op = rq->op;
@@ -605,6 +638,210 @@ static int infer_batchnorm(graph *g, int i, const cJSON *attrs, proto_error *e)
     return 0;
 }
 
+/* ---- issue 37's shape nodes ------------------------------------------------------------------ */
+
+/* softmax / log_softmax: the last axis is a kernel node (0, the caller builds its request); an
+ * earlier one becomes GRAPH_NODE_SOFTMAX_AXIS (1). */
+static int softmax_node(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const softmax_keys[] = {"axis", "log", NULL};
+    static const char *const log_keys[] = {"axis", NULL}; /* log_softmax: the flag is its name */
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    int64_t axis;
+    int r;
+    char field[96];
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0 ||
+        (r = check_attr_keys(g, i, attrs, n->log ? log_keys : softmax_keys, e)) < 0 ||
+        (r = attr_int(g, i, attrs, "axis", false, -1, &axis, e)) < 0)
+        return r;
+    int a = norm_axis(axis, x->rank);
+    if (a < 0) {
+        attr_field(g, i, "axis", field, sizeof(field));
+        return proto_fail(e, 422, "invalid_field", field, "node \"%s\": axis %lld is out of range for rank %d",
+                           n->name, (long long)axis, x->rank);
+    }
+    if (a == x->rank - 1)
+        return 0;
+    const cJSON *lv = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "log") : NULL;
+    if (lv) {
+        attr_field(g, i, "log", field, sizeof(field));
+        if (!cJSON_IsBool(lv))
+            return proto_fail(e, 400, "invalid_field", field, "%s must be a boolean", field);
+        n->log = cJSON_IsTrue(lv);
+    }
+    n->cls = GRAPH_NODE_SOFTMAX_AXIS;
+    n->axis = a;
+    g->tensors[n->out].t = *x;
+    g->tensors[n->out].t.align = 16;
+    return 1;
+}
+
+/* reduce with "axes": a range of consecutive axes is a kernel node (0: its request carries the
+ * axes); any other set becomes GRAPH_NODE_REDUCE_AXES (1), a chain of kernels. */
+static int reduce_axes_node(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"kind", "axes", "keepdim", NULL};
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    int64_t axes[TUNER_MAX_RANK];
+    int na, r;
+    char field[96];
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0)
+        return r;
+    if (cJSON_GetObjectItemCaseSensitive(attrs, "axis")) {
+        attr_field(g, i, "axes", field, sizeof(field));
+        return proto_fail(e, 422, "invalid_field", field, "node \"%s\": give axis or axes, not both", n->name);
+    }
+    if ((r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "axes", TUNER_MAX_RANK, axes, &na, e)) < 0)
+        return r;
+    attr_field(g, i, "axes", field, sizeof(field));
+    if (na < 1)
+        return proto_fail(e, 422, "invalid_field", field, "node \"%s\": %s needs 1 to %d axes", n->name, field,
+                           TUNER_MAX_RANK);
+    unsigned mask = 0;
+    int lo = x->rank, hi = -1;
+    for (int k = 0; k < na; k++) {
+        int a = norm_axis(axes[k], x->rank);
+        if (a < 0 || (mask & (1u << a)))
+            return proto_fail(e, 422, "invalid_field", field,
+                               "node \"%s\": axis %lld is out of range for rank %d or given twice", n->name,
+                               (long long)axes[k], x->rank);
+        mask |= 1u << a;
+        lo = a < lo ? a : lo;
+        hi = a > hi ? a : hi;
+    }
+    if (hi - lo + 1 == na)
+        return 0; /* one range: one kernel */
+    tuner_reduce_kind kind = TUNER_REDUCE_SUM;
+    bool keepdim = false;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(attrs, "kind");
+    if (v && (!cJSON_IsString(v) || tuner_reduce_parse(v->valuestring, &kind) < 0)) {
+        attr_field(g, i, "kind", field, sizeof(field));
+        return proto_fail(e, 422, "invalid_field", field, "kind must be \"sum\", \"mean\" or \"max\"");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "keepdim"))) {
+        attr_field(g, i, "keepdim", field, sizeof(field));
+        if (!cJSON_IsBool(v))
+            return proto_fail(e, 400, "invalid_field", field, "%s must be a boolean", field);
+        keepdim = cJSON_IsTrue(v);
+    }
+    tuner_tensor out = {.rank = 0, .dtype = x->dtype, .align = 16};
+    for (int d = 0; d < x->rank; d++)
+        if (!(mask & (1u << d)))
+            out.shape[out.rank++] = x->shape[d];
+        else if (keepdim)
+            out.shape[out.rank++] = 1;
+    if (out.rank == 0)
+        out.shape[out.rank++] = 1;
+    n->cls = GRAPH_NODE_REDUCE_AXES;
+    n->reduce_axes = mask;
+    n->reduce_kind = kind;
+    n->keepdim = keepdim;
+    g->tensors[n->out].t = out;
+    return 1;
+}
+
+/* expand: torch.expand's sizes - -1 keeps an axis, new leading axes, only size-1 axes grow. */
+static int infer_expand(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"shape", NULL};
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    int64_t dims[TUNER_MAX_RANK];
+    int nd, r;
+    char field[96];
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "shape", TUNER_MAX_RANK, dims, &nd, e)) < 0)
+        return r;
+    attr_field(g, i, "shape", field, sizeof(field));
+    if (nd < 1)
+        return proto_fail(e, 400, "invalid_field", field, "node \"%s\" needs %s (1 to %d sizes)", n->name, field,
+                           TUNER_MAX_RANK);
+    if (nd < x->rank)
+        return proto_fail(e, 422, "invalid_field", field,
+                           "node \"%s\": %s has %d sizes, fewer than the input's rank %d", n->name, field, nd,
+                           x->rank);
+    tuner_tensor out = {.rank = nd, .dtype = x->dtype, .align = 16};
+    const int lead = nd - x->rank;
+    for (int d = 0; d < nd; d++) {
+        const int j = d - lead;
+        const int64_t want = dims[d];
+        if (j < 0 && want < 1)
+            return proto_fail(e, 422, "invalid_field", field,
+                               "node \"%s\": a new leading axis (%d) needs a size of at least 1, not %lld", n->name,
+                               d, (long long)want);
+        if (j >= 0 && want == -1) {
+            out.shape[d] = x->shape[j];
+            continue;
+        }
+        if (want < 1 || want > PROTO_MAX_DIM || (j >= 0 && x->shape[j] != 1 && want != x->shape[j]))
+            return proto_fail(e, 422, "invalid_field", field,
+                               "node \"%s\": size %lld at axis %d: only a size-1 axis grows (the input's is "
+                               "%lld; -1 keeps it)", n->name, (long long)want, d,
+                               (long long)(j >= 0 ? x->shape[j] : 1));
+        out.shape[d] = want;
+    }
+    if (tuner_tensor_numel(&out) > PROTO_MAX_NUMEL)
+        return proto_fail(e, 422, "limit_exceeded", field, "node \"%s\": the result has more than 2^31 elements",
+                           n->name);
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
+/* pad: F.pad's constant mode - pads in pairs (before, after) from the last axis backwards;
+ * negative pads crop. */
+static int infer_pad(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"pads", "value", "mode", NULL};
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    int64_t pads[2 * TUNER_MAX_RANK];
+    int np, r;
+    char field[96];
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
+        (r = attr_list(g, i, attrs, "pads", 2 * TUNER_MAX_RANK, pads, &np, e)) < 0 ||
+        (r = attr_number(g, i, attrs, "value", false, 0, &n->pad_value, e)) < 0)
+        return r;
+    const cJSON *mode = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "mode") : NULL;
+    if (mode && (!cJSON_IsString(mode) || strcmp(mode->valuestring, "constant") != 0)) {
+        attr_field(g, i, "mode", field, sizeof(field));
+        return proto_fail(e, 422, "invalid_field", field,
+                           "node \"%s\": only mode \"constant\" is supported (reflect, replicate and circular "
+                           "are not)", n->name);
+    }
+    attr_field(g, i, "pads", field, sizeof(field));
+    if (np < 2 || np % 2 || np / 2 > x->rank)
+        return proto_fail(e, 422, "invalid_field", field,
+                           "node \"%s\": %s needs pairs (before, after) for 1 to %d axes, from the last "
+                           "(F.pad's order)", n->name, field, x->rank);
+    tuner_tensor out = *x;
+    out.align = 16;
+    for (int d = 0; d < TUNER_MAX_RANK; d++)
+        n->pad_before[d] = n->pad_after[d] = 0;
+    for (int k = 0; k < np / 2; k++) {
+        const int d = x->rank - 1 - k;
+        const int64_t b = pads[2 * k], a = pads[2 * k + 1];
+        const int64_t kept = x->shape[d] - (b < 0 ? -b : 0) - (a < 0 ? -a : 0);
+        if (b > PROTO_MAX_DIM || a > PROTO_MAX_DIM || kept < 1)
+            return proto_fail(e, 422, "invalid_field", field,
+                               "node \"%s\": pads (%lld, %lld) of axis %d leave nothing of its size %lld",
+                               n->name, (long long)b, (long long)a, d, (long long)x->shape[d]);
+        n->pad_before[d] = b;
+        n->pad_after[d] = a;
+        out.shape[d] = x->shape[d] + a + b;
+        if (out.shape[d] > PROTO_MAX_DIM)
+            return proto_fail(e, 422, "limit_exceeded", field, "node \"%s\": axis %d grows past 2^31-1",
+                               n->name, d);
+    }
+    if (tuner_tensor_numel(&out) > PROTO_MAX_NUMEL)
+        return proto_fail(e, 422, "limit_exceeded", field, "node \"%s\": the result has more than 2^31 elements",
+                           n->name);
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
 int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
     switch (g->nodes[i].cls) {
@@ -620,6 +857,13 @@ int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
         return infer_slice(g, i, attrs, e);
     case GRAPH_NODE_BATCHNORM:
         return infer_batchnorm(g, i, attrs, e);
+    case GRAPH_NODE_EXPAND:
+        return infer_expand(g, i, attrs, e);
+    case GRAPH_NODE_PAD:
+        return infer_pad(g, i, attrs, e);
+    case GRAPH_NODE_REDUCE_AXES:
+    case GRAPH_NODE_SOFTMAX_AXIS:
+        break; /* set by infer_kernel, never by the parse */
     }
     return -EINVAL;
 }

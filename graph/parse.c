@@ -168,11 +168,18 @@ static const struct {
     {"reshape", GRAPH_NODE_RESHAPE},     {"transpose", GRAPH_NODE_TRANSPOSE},
     {"slice", GRAPH_NODE_SLICE},
     {"batchnorm", GRAPH_NODE_BATCHNORM},
+    {"expand", GRAPH_NODE_EXPAND},       {"pad", GRAPH_NODE_PAD},
 };
 
 static int node_class(const char *op, graph_node *n)
 {
     tuner_op_kind k;
+    if (strcmp(op, "log_softmax") == 0) { /* softmax with its log flag (graph/infer.c) */
+        n->cls = GRAPH_NODE_KERNEL;
+        n->op.kind = TUNER_OP_SOFTMAX;
+        n->log = true;
+        return 0;
+    }
     if (tuner_op_parse(op, &k) == 0 && k != TUNER_OP_ELEMENTWISE) {
         n->cls = GRAPH_NODE_KERNEL;
         n->op.kind = k;
@@ -212,7 +219,7 @@ static const char *const known_ops[] = {
     "sub", "mul", "div", "max", "min", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "neg",
     "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "clamp", "relu6", "hardtanh",
     "hardswish", "hardsigmoid", "leaky_relu", "erf", "pow", "reshape", "transpose", "slice",
-    "batchnorm", NULL};
+    "batchnorm", "log_softmax", "expand", "pad", NULL};
 
 /* ---- the parse -------------------------------------------------------------------------------- */
 

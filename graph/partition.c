@@ -31,6 +31,8 @@ typedef enum {
     PRIM_VIEW,
     PRIM_TRANSPOSE,
     PRIM_SLICE,
+    PRIM_EXPAND, /* a copy with zero strides, unless every reader broadcasts (fold_expands) */
+    PRIM_PAD,    /* a padded copy */
 } prim_kind;
 
 typedef struct prim {
@@ -43,6 +45,7 @@ typedef struct prim {
     int out;
     int kernel;          /* -1 until a kernel computes it */
     bool live;
+    int perm[TUNER_MAX_RANK]; /* TRANSPOSE: output axis k reads input axis perm[k] */
 } prim;
 
 typedef struct part {
@@ -194,6 +197,162 @@ static int lower_batchnorm(part *c, int i)
     return 0;
 }
 
+static bool same_shape(const tuner_tensor *a, const tuner_tensor *b);
+
+/* An anchor prim computing op (inputs[0] = plan tensor x, output = plan tensor out). */
+static int add_anchor(part *c, int node, const tuner_op *op, int x, int out)
+{
+    prim *pr = new_prim(c, PRIM_ANCHOR, node, out);
+    if (!pr)
+        return -ENOMEM;
+    pr->op = *op;
+    pr->in[0] = x;
+    pr->n_in = 1;
+    return 0;
+}
+
+/* A reduce over axes that are not one range: one reduce kernel per range of consecutive axes,
+ * the last range first (the earlier axes keep their indices, with keepdim or without). A max
+ * is exact in any order. A sum or mean sums in fp32 throughout - every partial sum is kept as
+ * fp32 (each kernel but the last ends in a cast to f32), so 16-bit inputs neither round nor
+ * overflow between the kernels - and the last kernel scales by 1 / (the count of every reduced
+ * element) and casts back: one rounding of the mean, not one per range as a mean of means. */
+static int lower_reduce_axes(part *c, int i)
+{
+    const graph_node *n = &c->g->nodes[i];
+    const tuner_tensor x = c->p->tensors[n->in[0]].t;
+    int starts[TUNER_MAX_RANK], lens[TUNER_MAX_RANK], nr = 0;
+    int64_t count = 1;
+    for (int d = 0; d < x.rank; d++) {
+        if (!(n->reduce_axes & (1u << d)))
+            continue;
+        count *= x.shape[d];
+        if (nr && starts[nr - 1] + lens[nr - 1] == d) {
+            lens[nr - 1]++;
+        } else {
+            starts[nr] = d;
+            lens[nr++] = 1;
+        }
+    }
+    const bool exact = n->reduce_kind == TUNER_REDUCE_MAX;
+    int cur = n->in[0];
+    tuner_tensor t = x;
+    for (int k = nr - 1; k >= 0; k--) {
+        tuner_op op;
+        memset(&op, 0, sizeof(op));
+        op.kind = TUNER_OP_REDUCE;
+        op.n_inputs = op.n_anchor_inputs = 1;
+        op.inputs[0] = t;
+        op.attrs.reduce.kind = exact ? TUNER_REDUCE_MAX : TUNER_REDUCE_SUM;
+        op.attrs.reduce.axis = starts[k];
+        op.attrs.reduce.naxes = lens[k];
+        op.attrs.reduce.keepdim = n->keepdim;
+        tuner_tensor o = {.rank = 0, .dtype = t.dtype, .align = 16};
+        for (int d = 0; d < t.rank; d++)
+            if (d < starts[k] || d >= starts[k] + lens[k])
+                o.shape[o.rank++] = t.shape[d];
+            else if (n->keepdim)
+                o.shape[o.rank++] = 1;
+        if (o.rank == 0)
+            o.shape[o.rank++] = 1;
+        op.output = o;
+        tuner_ew_chain *epi = &op.epilogue;
+        if (k > 0 && !exact && o.dtype != TUNER_F32) {
+            epi->steps[epi->n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+            o.dtype = TUNER_F32;
+        }
+        if (k == 0 && n->reduce_kind == TUNER_REDUCE_MEAN)
+            epi->steps[epi->n++] =
+                (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 1.0 / (double)count};
+        if (k == 0 && o.dtype != x.dtype) {
+            epi->steps[epi->n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = x.dtype};
+            o.dtype = x.dtype;
+        }
+        int out = n->out;
+        if (k > 0) {
+            char what[24];
+            snprintf(what, sizeof(what), "partial%d", nr - k);
+            if ((out = made_tensor(c, i, what, &o)) < 0)
+                return -ENOMEM;
+        }
+        int r = add_anchor(c, i, &op, cur, out);
+        if (r < 0)
+            return r;
+        cur = out;
+        t = o;
+    }
+    return 0;
+}
+
+/* softmax / log_softmax over axis a before the last. When every axis after a has size 1, x is
+ * a view [..., size of a] and the softmax its last axis (no copy). Otherwise a transpose moves a
+ * last, the row kernel runs, and the inverse transpose brings it back: two copy kernels (the
+ * second takes the softmax's consumers as its epilogue). The row kernel reads and writes rows
+ * contiguously, which a column softmax over a strided axis would not; the copies cost two passes
+ * over the tensor. */
+static int lower_softmax_axis(part *c, int i)
+{
+    const graph_node *n = &c->g->nodes[i];
+    const tuner_tensor x = c->p->tensors[n->in[0]].t;
+    const int a = n->axis;
+    bool trailing_ones = true;
+    for (int d = a + 1; d < x.rank; d++)
+        trailing_ones = trailing_ones && x.shape[d] == 1;
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_SOFTMAX;
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.attrs.softmax.log = n->log;
+    if (trailing_ones) {
+        tuner_tensor v = x;
+        v.rank = a + 1;
+        int vin = made_tensor(c, i, "rows", &v), vout = made_tensor(c, i, "softmax", &v);
+        if (vin < 0 || vout < 0)
+            return -ENOMEM;
+        c->p->tensors[vin].view_of = n->in[0];
+        c->p->tensors[n->out].view_of = vout;
+        prim *pv = new_prim(c, PRIM_VIEW, i, vin);
+        if (!pv)
+            return -ENOMEM;
+        pv->in[0] = n->in[0], pv->n_in = 1;
+        op.inputs[0] = op.output = v;
+        int r = add_anchor(c, i, &op, vin, vout);
+        if (r < 0)
+            return r;
+        if (!(pv = new_prim(c, PRIM_VIEW, i, n->out)))
+            return -ENOMEM;
+        pv->in[0] = vout, pv->n_in = 1;
+        return 0;
+    }
+    int perm[TUNER_MAX_RANK], inv[TUNER_MAX_RANK], k = 0;
+    for (int d = 0; d < x.rank; d++)
+        if (d != a)
+            perm[k++] = d;
+    perm[k] = a;
+    tuner_tensor tt = x;
+    for (int d = 0; d < x.rank; d++) {
+        inv[perm[d]] = d;
+        tt.shape[d] = x.shape[perm[d]];
+    }
+    int t1 = made_tensor(c, i, "moved", &tt), t2 = made_tensor(c, i, "softmax", &tt);
+    if (t1 < 0 || t2 < 0)
+        return -ENOMEM;
+    prim *pt = new_prim(c, PRIM_TRANSPOSE, i, t1);
+    if (!pt)
+        return -ENOMEM;
+    pt->in[0] = n->in[0], pt->n_in = 1;
+    memcpy(pt->perm, perm, sizeof(perm));
+    op.inputs[0] = op.output = tt;
+    int r = add_anchor(c, i, &op, t1, t2);
+    if (r < 0)
+        return r;
+    if (!(pt = new_prim(c, PRIM_TRANSPOSE, i, n->out)))
+        return -ENOMEM;
+    pt->in[0] = t2, pt->n_in = 1;
+    memcpy(pt->perm, inv, sizeof(inv));
+    return 0;
+}
+
 static int lower(part *c)
 {
     const graph *g = c->g;
@@ -229,7 +388,27 @@ static int lower(part *c)
             break;
         case GRAPH_NODE_TRANSPOSE:
             pr = new_prim(c, PRIM_TRANSPOSE, i, n->out);
+            if (pr)
+                memcpy(pr->perm, n->perm, sizeof(pr->perm));
             break;
+        case GRAPH_NODE_REDUCE_AXES:
+        case GRAPH_NODE_SOFTMAX_AXIS: {
+            int r = n->cls == GRAPH_NODE_REDUCE_AXES ? lower_reduce_axes(c, i) : lower_softmax_axis(c, i);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        case GRAPH_NODE_EXPAND:
+        case GRAPH_NODE_PAD: {
+            /* The same shape (an expand that grows nothing, pads of 0) is the same memory. */
+            const bool same = same_shape(&g->tensors[n->in[0]].t, &g->tensors[n->out].t) &&
+                              (n->cls == GRAPH_NODE_EXPAND || !memcmp(n->pad_before, (int64_t[TUNER_MAX_RANK]){0},
+                                                                       sizeof(n->pad_before)));
+            pr = new_prim(c, same ? PRIM_VIEW : n->cls == GRAPH_NODE_EXPAND ? PRIM_EXPAND : PRIM_PAD, i, n->out);
+            if (same)
+                c->p->tensors[n->out].view_of = n->in[0];
+            break;
+        }
         default:
             pr = new_prim(c, PRIM_SLICE, i, n->out);
             break;
@@ -289,19 +468,43 @@ static void fold_transposes(part *c)
             int pk = c->producer[pr->in[slot]];
             if (pk < 0 || c->prims[pk].kind != PRIM_TRANSPOSE)
                 continue;
-            const graph_node *tn = &c->g->nodes[c->prims[pk].node];
-            int rank = c->p->tensors[tn->in[0]].t.rank;
-            bool swap_last = rank >= 2 && tn->perm[rank - 1] == rank - 2 && tn->perm[rank - 2] == rank - 1;
+            const prim *tp = &c->prims[pk];
+            int rank = c->p->tensors[tp->in[0]].t.rank;
+            bool swap_last = rank >= 2 && tp->perm[rank - 1] == rank - 2 && tp->perm[rank - 2] == rank - 1;
             for (int d = 0; d < rank - 2 && swap_last; d++)
-                swap_last = tn->perm[d] == d;
+                swap_last = tp->perm[d] == d;
             if (!swap_last)
                 continue;
-            pr->in[slot] = tn->in[0];
-            pr->op.inputs[slot] = c->p->tensors[tn->in[0]].t;
+            const int src = tp->in[0];
+            pr->in[slot] = src;
+            pr->op.inputs[slot] = c->p->tensors[src].t;
             if (slot == 0)
                 pr->op.attrs.matmul.trans_a = !pr->op.attrs.matmul.trans_a;
             else
                 pr->op.attrs.matmul.trans_b = !pr->op.attrs.matmul.trans_b;
+        }
+    }
+}
+
+/* A binary step reading expand(x) reads x itself when x broadcasts with its other operand to the
+ * step's result: the elementwise kernels broadcast their operands anyway, so the expanded tensor
+ * need not exist. An expand that nothing else reads is then dead (no kernel); one that a
+ * non-broadcasting reader (an anchor, a unary step, a graph output) needs is a copy kernel. */
+static void fold_expands(part *c)
+{
+    for (int k = 0; k < c->n_prims; k++) {
+        prim *q = &c->prims[k];
+        if (!q->live || q->kind != PRIM_STEP || q->n_in != 2)
+            continue;
+        for (int slot = 0; slot < 2; slot++) {
+            int pk = c->producer[q->in[slot]];
+            if (pk < 0 || c->prims[pk].kind != PRIM_EXPAND)
+                continue;
+            const int x = c->prims[pk].in[0];
+            tuner_tensor b;
+            if (graph__broadcast(&c->p->tensors[x].t, &c->p->tensors[q->in[1 - slot]].t, &b) &&
+                same_shape(&b, &c->p->tensors[q->out].t))
+                q->in[slot] = x;
         }
     }
 }
@@ -638,14 +841,31 @@ static int layout_kernel(part *c, int pk)
     k->bound[0] = pr->in[0];
     int64_t xs[TUNER_MAX_RANK];
     dense_strides(x, xs);
+    if (pr->kind == PRIM_EXPAND) {
+        /* Output axis d is x's axis d - lead; new axes and size-1 axes read with stride 0. */
+        const int lead = op->output.rank - x->rank;
+        for (int d = 0; d < op->output.rank; d++)
+            op->attrs.copy.strides[d] = d < lead || x->shape[d - lead] == 1 ? 0 : xs[d - lead];
+        return kernel_finish(c, k, 0, "this expand is not a valid copy kernel");
+    }
     for (int d = 0; d < x->rank; d++) {
         if (pr->kind == PRIM_TRANSPOSE) {
-            op->attrs.copy.strides[d] = xs[n->perm[d]];
+            op->attrs.copy.strides[d] = xs[pr->perm[d]];
+        } else if (pr->kind == PRIM_PAD) {
+            /* A negative pad crops (an offset into x); a positive one pads the copy. */
+            const int64_t b = n->pad_before[d], a = n->pad_after[d];
+            op->attrs.copy.offset += (b < 0 ? -b : 0) * xs[d];
+            op->attrs.copy.strides[d] = xs[d];
+            op->attrs.copy.pad_lower[d] = b > 0 ? b : 0;
+            op->attrs.copy.pad_upper[d] = a > 0 ? a : 0;
+            op->attrs.copy.padded = op->attrs.copy.padded || b > 0 || a > 0;
         } else {
             op->attrs.copy.offset += n->start[d] * xs[d];
             op->attrs.copy.strides[d] = n->stride[d] * xs[d];
         }
     }
+    if (op->attrs.copy.padded)
+        op->attrs.copy.pad_value = n->pad_value;
     return kernel_finish(c, k, 0, "this layout op is not a valid copy kernel");
 }
 
@@ -815,6 +1035,7 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
         r = analyse(&c);
     if (r == 0) {
         fold_transposes(&c);
+        fold_expands(&c);
         r = analyse(&c);
     }
     for (int k = 0; r == 0 && k < c.n_prims; k++) {
@@ -823,7 +1044,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
             continue;
         if (pr->kind == PRIM_ANCHOR)
             r = anchor_kernel(&c, k);
-        else if (pr->kind == PRIM_TRANSPOSE || pr->kind == PRIM_SLICE)
+        else if (pr->kind == PRIM_TRANSPOSE || pr->kind == PRIM_SLICE || pr->kind == PRIM_EXPAND ||
+                 pr->kind == PRIM_PAD)
             r = layout_kernel(&c, k);
     }
     for (int k = 0; r == 0 && k < c.n_prims; k++)

@@ -225,6 +225,22 @@ char *graph_canonical(const graph *g)
             }
             cJSON_AddNumberToObject(no, "axis", n->axis);
             cJSON_AddNumberToObject(no, "eps", n->eps);
+            /* issue 37's nodes: what their result's shape does not say (absent for the others,
+             * so their texts and graph keys stay as they were). */
+            if (n->cls == GRAPH_NODE_PAD) {
+                cJSON *pads = cJSON_AddArrayToObject(no, "pads");
+                for (int d = 0; d < TUNER_MAX_RANK; d++) {
+                    cJSON_AddItemToArray(pads, cJSON_CreateNumber((double)n->pad_before[d]));
+                    cJSON_AddItemToArray(pads, cJSON_CreateNumber((double)n->pad_after[d]));
+                }
+                cJSON_AddNumberToObject(no, "value", n->pad_value);
+            } else if (n->cls == GRAPH_NODE_REDUCE_AXES) {
+                cJSON_AddNumberToObject(no, "axes", n->reduce_axes);
+                cJSON_AddStringToObject(no, "kind", tuner_reduce_name(n->reduce_kind));
+                cJSON_AddBoolToObject(no, "keepdim", n->keepdim);
+            } else if (n->cls == GRAPH_NODE_SOFTMAX_AXIS) {
+                cJSON_AddBoolToObject(no, "log", n->log);
+            }
             break;
         }
     }

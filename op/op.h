@@ -19,16 +19,23 @@
  *                Output [M,N] or [Bt,M,N]. fp16/bf16 accumulate in fp32; fp32 may use tf32.
  *   CONV2D       x, w. NHWC: x [N,H,W,C], w [K,R,S,C/groups]; output [N,P,Q,K].
  *                NCHW: x [N,C,H,W], w [K,C/groups,R,S]; output [N,K,P,Q].
- *   SOFTMAX      x [..., D]: softmax over the last axis.
+ *   SOFTMAX      x [..., D]: softmax over the last axis; with attrs.softmax.log, log_softmax
+ *                computed as x - max - log(sum(exp(x - max))) (never log of the softmax).
  *   LAYERNORM    x [..., D], then optionally gamma [D] and beta [D] (n_anchor_inputs 1 or 3).
  *   RMSNORM      x [..., D], then optionally gamma [D] (n_anchor_inputs 1 or 2).
- *   REDUCE       x of any rank; reduces one axis (attrs.reduce.axis, non-negative).
+ *   REDUCE       x of any rank; reduces one axis (attrs.reduce.axis, non-negative), or with
+ *                attrs.reduce.naxes > 1 the consecutive axes axis .. axis + naxes - 1 at once
+ *                (they are one axis of a reshaped view: tuner_reduce_dims).
  *   ELEMENTWISE  x (inputs[0]); the value is x broadcast to the output shape and the chain in
  *                `epilogue` is applied to it; binary steps read other inputs, also broadcast.
  *                Output shape = numpy broadcast of every input's shape.
  *   COPY         x; output element o (a coordinate of the output's shape, given in attrs) is
  *                x's flat element offset + sum(o[d] * strides[d]): a transpose, a slice, a strided
  *                view or a plain copy of x, made dense. Epilogue steps apply as elementwise's.
+ *                Padded (attrs.copy.padded): an output coordinate o with pad_lower[d] <= o[d] <
+ *                shape[d] - pad_upper[d] on every axis reads x's element offset +
+ *                sum((o[d] - pad_lower[d]) * strides[d]); every other is pad_value (F.pad's
+ *                constant mode; the epilogue applies to both).
  *   CONCAT       every input (all of them are anchor inputs): joined along attrs.concat.axis;
  *                equal rank and dtype, equal sizes off the axis. Unary epilogue steps only.
  *   POOL2D       x: NHWC [N,H,W,C] (or NCHW [N,C,H,W]); output [N,P,Q,C] ([N,C,P,Q]).
@@ -166,13 +173,25 @@ typedef struct tuner_op {
             double eps; /* LAYERNORM, RMSNORM */
         } norm;
         struct {
+            /* norm.eps's bytes, unused: code that sets eps for every row op (softmax among
+             * them) must not turn a softmax into a log_softmax. */
+            double eps_unused;
+            bool log; /* log_softmax */
+        } softmax;
+        struct {
             tuner_reduce_kind kind;
             int axis; /* normalised to 0..rank-1 */
             bool keepdim;
+            int naxes; /* the consecutive axes axis .. axis + naxes - 1 (>= 1; validation sets it) */
         } reduce;
         struct {
             int64_t offset;                   /* in elements of x, >= 0 */
             int64_t strides[TUNER_MAX_RANK];  /* per output dim, in elements, >= 0 */
+            /* Constant padding (all zero and pad_value 0 unless padded): per output dim, the
+             * coordinates before and after the copied region that hold pad_value. */
+            bool padded;
+            int64_t pad_lower[TUNER_MAX_RANK], pad_upper[TUNER_MAX_RANK];
+            double pad_value;
         } copy;
         struct {
             int axis; /* normalised to 0..rank-1 */
@@ -249,6 +268,26 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
     for (int i = 0; i < t->rank; i++)
         n *= t->shape[i];
     return n;
+}
+
+/* A reduce's input as [outer, len, inner]: len the product of the reduced axes (axis .. axis +
+ * naxes - 1), outer of those before, inner of those after. */
+static inline void tuner_reduce_dims(const tuner_op *op, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    const tuner_tensor *x = &op->inputs[0];
+    const int a0 = op->attrs.reduce.axis, a1 = a0 + (op->attrs.reduce.naxes > 1 ? op->attrs.reduce.naxes : 1);
+    int64_t o = 1, l = 1, i = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (d < a0)
+            o *= x->shape[d];
+        else if (d < a1)
+            l *= x->shape[d];
+        else
+            i *= x->shape[d];
+    }
+    *outer = o;
+    *len = l;
+    *inner = i;
 }
 
 /* PyTorch's pooled output size along one dimension (pooling_output_shape): floor or, with

@@ -92,18 +92,36 @@ char *tuner_op_canonical_json(const tuner_op *op)
     }
     case TUNER_OP_SOFTMAX:
         tuner_sb_printf(&b, "\"axis\":%d", op->n_inputs > 0 ? op->inputs[0].rank - 1 : -1);
+        if (op->attrs.softmax.log) /* absent when false: a plain softmax keeps its key */
+            sb_bool(&b, "log", true, true);
         break;
     case TUNER_OP_LAYERNORM:
     case TUNER_OP_RMSNORM:
         tuner_sb_printf(&b, "\"eps\":%.17g", op->attrs.norm.eps);
         break;
     case TUNER_OP_REDUCE:
-        tuner_sb_printf(&b, "\"axis\":%d", op->attrs.reduce.axis);
+        if (op->attrs.reduce.naxes > 1) { /* several consecutive axes: "axes", else "axis" */
+            tuner_sb_printf(&b, "\"axes\":[");
+            for (int k = 0; k < op->attrs.reduce.naxes; k++)
+                tuner_sb_printf(&b, "%s%d", k ? "," : "", op->attrs.reduce.axis + k);
+            tuner_sb_printf(&b, "]");
+        } else {
+            tuner_sb_printf(&b, "\"axis\":%d", op->attrs.reduce.axis);
+        }
         sb_bool(&b, "keepdim", op->attrs.reduce.keepdim, true);
         tuner_sb_printf(&b, ",\"kind\":\"%s\"", tuner_reduce_name(op->attrs.reduce.kind));
         break;
     case TUNER_OP_COPY:
-        tuner_sb_printf(&b, "\"offset\":%lld,\"strides\":[", (long long)op->attrs.copy.offset);
+        tuner_sb_printf(&b, "\"offset\":%lld", (long long)op->attrs.copy.offset);
+        if (op->attrs.copy.padded) { /* absent when not padded: a plain copy keeps its key */
+            const int64_t *pl = op->attrs.copy.pad_lower, *pu = op->attrs.copy.pad_upper;
+            tuner_sb_printf(&b, ",\"pad_lower\":");
+            sb_shape(&b, pl, op->output.rank < TUNER_MAX_RANK ? op->output.rank : TUNER_MAX_RANK);
+            tuner_sb_printf(&b, ",\"pad_upper\":");
+            sb_shape(&b, pu, op->output.rank < TUNER_MAX_RANK ? op->output.rank : TUNER_MAX_RANK);
+            tuner_sb_printf(&b, ",\"pad_value\":%.17g", op->attrs.copy.pad_value);
+        }
+        tuner_sb_printf(&b, ",\"strides\":[");
         for (int d = 0; d < op->output.rank && d < TUNER_MAX_RANK; d++)
             tuner_sb_printf(&b, "%s%lld", d ? "," : "", (long long)op->attrs.copy.strides[d]);
         tuner_sb_printf(&b, "]");

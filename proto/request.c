@@ -615,6 +615,41 @@ static int parse_copy_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
             return proto_fail(e, 422, "invalid_field", "attrs.offset",
                         "attrs.offset must be between 0 and 2^31-1");
     }
+    /* Constant padding: pad_lower/pad_upper (per output dim, >= 0) and pad_value. */
+    int64_t lower[TUNER_MAX_RANK] = {0}, upper[TUNER_MAX_RANK] = {0};
+    double value = 0;
+    bool padded = false;
+    static const char *const pad_keys[] = {"pad_lower", "pad_upper"};
+    for (int k = 0; k < 2; k++) {
+        int np = 0;
+        if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, pad_keys[k])))
+            continue;
+        char f[32];
+        snprintf(f, sizeof(f), "attrs.%s", pad_keys[k]);
+        if ((r = json_dims(v, f, 0, PROTO_MAX_DIM, k ? upper : lower, &np, e)) < 0)
+            return r;
+        if (np != rank)
+            return proto_fail(e, 422, "invalid_field", f,
+                        "%s needs one entry per output dimension (%d)", f, rank);
+    }
+    for (int d = 0; d < rank; d++) {
+        padded = padded || lower[d] || upper[d];
+        if (lower[d] + upper[d] >= shape[d])
+            return proto_fail(e, 422, "invalid_field", "attrs.pad_lower",
+                        "the padding of dimension %d (%lld + %lld) leaves nothing of its size %lld to copy",
+                        d, (long long)lower[d], (long long)upper[d], (long long)shape[d]);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "pad_value"))) {
+        if ((r = json_finite(v, "attrs.pad_value", &value, e)) < 0)
+            return r;
+        if (!padded)
+            return proto_fail(e, 422, "invalid_field", "attrs.pad_value",
+                        "attrs.pad_value needs a padding (pad_lower or pad_upper with an entry above 0)");
+    }
+    op->attrs.copy.padded = padded;
+    memcpy(op->attrs.copy.pad_lower, lower, sizeof(lower));
+    memcpy(op->attrs.copy.pad_upper, upper, sizeof(upper));
+    op->attrs.copy.pad_value = value;
     op->output.rank = rank;
     memset(op->output.shape, 0, sizeof(op->output.shape));
     memcpy(op->output.shape, shape, sizeof(int64_t) * (size_t)rank);
@@ -714,17 +749,53 @@ static int parse_pool_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
     return 0;
 }
 
+/* reduce's "axes": several axes at once, in any order, each once; one kernel reduces a range of
+ * consecutive axes (a reshaped view's one axis), so the set must be one. Sets axis (the first,
+ * normalised) and naxes. */
+static int parse_reduce_axes(const cJSON *attrs, const cJSON *v, tuner_op *op, proto_error *e)
+{
+    int64_t axes[TUNER_MAX_RANK];
+    int n = 0, r, rank = op->inputs[0].rank;
+    char f[48];
+    if (cJSON_GetObjectItemCaseSensitive(attrs, "axis"))
+        return proto_fail(e, 422, "invalid_field", "attrs.axes", "give attrs.axis or attrs.axes, not both");
+    if ((r = json_dims(v, "attrs.axes", -TUNER_MAX_RANK, TUNER_MAX_RANK - 1, axes, &n, e)) < 0)
+        return r;
+    bool seen[TUNER_MAX_RANK] = {false};
+    int lo = rank, hi = -1;
+    for (int k = 0; k < n; k++) {
+        snprintf(f, sizeof(f), "attrs.axes[%d]", k);
+        if (axes[k] < -rank || axes[k] >= rank)
+            return proto_fail(e, 422, "invalid_field", f, "axis %lld is out of range for rank %d",
+                        (long long)axes[k], rank);
+        int a = (int)(axes[k] < 0 ? axes[k] + rank : axes[k]);
+        if (seen[a])
+            return proto_fail(e, 422, "invalid_field", f, "axis %d is given twice", a);
+        seen[a] = true;
+        lo = a < lo ? a : lo;
+        hi = a > hi ? a : hi;
+    }
+    if (hi - lo + 1 != n)
+        return proto_fail(e, 422, "invalid_field", "attrs.axes",
+                    "a reduce kernel takes consecutive axes (such as [1, 2]: one axis of a reshaped "
+                    "view); reduce other sets in steps (a graph's reduce node does)");
+    op->attrs.reduce.axis = lo;
+    op->attrs.reduce.naxes = n;
+    return 0;
+}
+
 static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pchain *ew,
                        proto_error *e)
 {
     static const char *const matmul_keys[] = {"trans_a", "trans_b", "allow_tf32", NULL};
     static const char *const conv_keys[] = {"stride", "padding", "dilation", "groups", "layout",
                                             NULL};
-    static const char *const softmax_keys[] = {"axis", NULL};
+    static const char *const softmax_keys[] = {"axis", "log", NULL};
     static const char *const norm_keys[] = {"eps", NULL};
-    static const char *const reduce_keys[] = {"kind", "axis", "keepdim", NULL};
+    static const char *const reduce_keys[] = {"kind", "axis", "keepdim", "axes", NULL};
     static const char *const ew_keys[] = {"ops", "fn", NULL};
-    static const char *const copy_keys[] = {"shape", "strides", "offset", NULL};
+    static const char *const copy_keys[] = {"shape", "strides", "offset", "pad_lower", "pad_upper",
+                                            "pad_value", NULL};
     static const char *const concat_keys[] = {"axis", NULL};
     static const char *const pool_keys[] = {"kind", "kernel_size", "stride", "padding", "dilation",
                                             "ceil_mode", "count_include_pad", "output_size",
@@ -790,6 +861,9 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             (r = json_int_range(v, "attrs.axis", -TUNER_MAX_RANK, TUNER_MAX_RANK, softmax_axis,
                                 e)) < 0)
             return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "log")) &&
+            (r = json_bool(v, "attrs.log", &op->attrs.softmax.log, e)) < 0)
+            return r;
         break;
     case TUNER_OP_LAYERNORM:
     case TUNER_OP_RMSNORM:
@@ -817,6 +891,9 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             return r;
         if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "keepdim")) &&
             (r = json_bool(v, "attrs.keepdim", &op->attrs.reduce.keepdim, e)) < 0)
+            return r;
+        op->attrs.reduce.naxes = 1;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "axes")) && (r = parse_reduce_axes(attrs, v, op, e)) < 0)
             return r;
         break;
     case TUNER_OP_COPY:
@@ -1222,7 +1299,8 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         int rank = op->inputs[0].rank;
         if (softmax_axis != -1 && softmax_axis != rank - 1)
             return proto_fail(e, 422, "invalid_field", "attrs.axis",
-                        "softmax is over the last axis: axis must be -1 or %d", rank - 1);
+                        "a softmax kernel is over the last axis: axis must be -1 or %d (a graph's "
+                        "softmax node takes any axis)", rank - 1);
         op->output = op->inputs[0];
         break;
     }
@@ -1250,10 +1328,11 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         if (axis < 0)
             axis += x->rank;
         op->attrs.reduce.axis = axis;
+        const int axis_end = axis + op->attrs.reduce.naxes; /* naxes: 1, or parse_reduce_axes' range */
         tuner_tensor *o = &op->output;
         o->rank = 0;
         for (int d = 0; d < x->rank; d++) {
-            if (d != axis)
+            if (d < axis || d >= axis_end)
                 o->shape[o->rank++] = x->shape[d];
             else if (op->attrs.reduce.keepdim)
                 o->shape[o->rank++] = 1;
@@ -1285,8 +1364,10 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
     case TUNER_OP_COPY: {
         const tuner_tensor *x = &op->inputs[0];
         int64_t last = op->attrs.copy.offset;
+        /* The copied region: the output less its padding. */
         for (int d = 0; d < op->output.rank; d++)
-            last += (op->output.shape[d] - 1) * op->attrs.copy.strides[d];
+            last += (op->output.shape[d] - op->attrs.copy.pad_lower[d] - op->attrs.copy.pad_upper[d] - 1) *
+                    op->attrs.copy.strides[d];
         if (last >= tuner_tensor_numel(x))
             return proto_fail(e, 422, "invalid_field", "attrs",
                         "the copy reads element %lld of inputs[0], which has %lld", (long long)last,

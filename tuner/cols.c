@@ -1,6 +1,7 @@
 /* tuner/cols.c - reduce over an outer or middle axis (column-style reduction).
  *
- * The input is viewed as [O, A, I] (A the reduced axis, I > 1 the product of the dims after it).
+ * The input is viewed as [O, A, I] (A the reduced axis or the product of the consecutive reduced
+ * axes, I > 1 the product of the dims after them).
  * Task mapping: a block of block_y x block_x threads (spatial(by, bx) over threadIdx.x) owns
  * block_x * vec consecutive columns of one outer index o. Thread (ty, tx) keeps vec column sums
  * (one 16-byte load per row when vec > 1) over rows a0 + ty, a0 + ty + by, ... of its chunk of A,
@@ -49,15 +50,11 @@ static cols_geo geo_of(const tuner_op *op)
 {
     cols_geo g = {1, 1, 1, 1, false};
     const tuner_tensor *x = &op->inputs[0];
-    int ax = op->attrs.reduce.axis;
-    for (int d = 0; d < x->rank; d++) {
-        if (d < ax)
-            g.O *= x->shape[d];
-        else if (d == ax)
-            g.A = x->shape[d];
-        else
-            g.I *= x->shape[d];
-    }
+    int64_t outer, len, inner; /* several consecutive axes are one axis of a reshaped view */
+    tuner_reduce_dims(op, &outer, &len, &inner);
+    g.O = outer;
+    g.A = len;
+    g.I = inner;
     g.vmax = 16 / tuner_dtype_size(x->dtype);
     g.vec_ok = g.I % g.vmax == 0 && x->align >= 16;
     return g;

@@ -1,5 +1,5 @@
 /* tuner/layout.c - data movement: `copy` (a strided view of x made dense: transposes, slices,
- * permutations) and `concat` (inputs joined along one axis), with unary or broadcast epilogues.
+ * permutations, expands with zero strides, constant padding) and `concat` (inputs joined along one axis), with unary or broadcast epilogues.
  *
  * The output is walked element by element, so stores are coalesced; a thread's source element
  * is found from the output coordinate with division by constants baked from the shapes (the
@@ -120,6 +120,27 @@ static void emit_dense_offset(tuner_sb *sb, const tuner_tensor *t, int axis, con
 
 static void emit_value(tuner_sb *sb, const tuner_op *op)
 {
+    if (op->kind == TUNER_OP_COPY && op->attrs.copy.padded) {
+        /* Inside the copied region on every padded axis: x's element, else the pad value (the
+         * index is formed only inside, so no read leaves x). */
+        const int64_t *lo = op->attrs.copy.pad_lower, *up = op->attrs.copy.pad_upper;
+        tuner_sb_puts(sb, "const bool hd_inside = true");
+        for (int d = 0; d < op->output.rank; d++) {
+            if (lo[d])
+                tuner_sb_printf(sb, " && o%d >= %lldLL", d, (long long)lo[d]);
+            if (up[d])
+                tuner_sb_printf(sb, " && o%d < %lldLL", d, (long long)(op->output.shape[d] - up[d]));
+        }
+        tuner_sb_puts(sb, ";\nfloat v = ");
+        tuner__emit_float(sb, op->attrs.copy.pad_value);
+        tuner_sb_printf(sb, ";\nif (hd_inside) v = hd_f32(in0[%lldLL", (long long)op->attrs.copy.offset);
+        for (int d = 0; d < op->output.rank; d++)
+            if (op->attrs.copy.strides[d] && op->output.shape[d] > 1)
+                tuner_sb_printf(sb, " + (o%d - %lldLL) * %lldLL", d, (long long)lo[d],
+                                (long long)op->attrs.copy.strides[d]);
+        tuner_sb_puts(sb, "]);\n");
+        return;
+    }
     if (op->kind == TUNER_OP_COPY) {
         tuner_sb_printf(sb, "float v = hd_f32(in0[%lldLL", (long long)op->attrs.copy.offset);
         for (int d = 0; d < op->output.rank; d++)

@@ -74,7 +74,9 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
             tuner_sb_puts(&sb, ");\n");
         }
         tuner_sb_printf(&sb, "for (long long col = 0; col < %lldLL; col++) {\nfloat o = hd_x(base + col);\n", D);
-        if (op->kind == TUNER_OP_SOFTMAX)
+        if (op->kind == TUNER_OP_SOFTMAX && op->attrs.softmax.log) /* never the log of a softmax */
+            tuner_sb_puts(&sb, "o = (float)((double)o - (double)mx - log(sum));\n");
+        else if (op->kind == TUNER_OP_SOFTMAX)
             tuner_sb_puts(&sb, "o = expf(o - mx) / (float)sum;\n");
         else if (op->kind == TUNER_OP_LAYERNORM) {
             tuner_sb_puts(&sb, "o = (o - mean) * rstd;\n");
@@ -92,36 +94,29 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         break;
     }
     case TUNER_OP_REDUCE: {
-        long long O = 1, A = 1, I = 1;
         const int ax = op->attrs.reduce.axis;
-        if (ax < 0 || ax >= x->rank) {
+        if (ax < 0 || ax + (op->attrs.reduce.naxes > 1 ? op->attrs.reduce.naxes : 1) > x->rank) {
             tuner_sb_free(&sb);
             *err = strdup("reference: reduce axis out of range");
             return -EINVAL;
         }
-        for (int d = 0; d < x->rank; d++) {
-            if (d < ax)
-                O *= x->shape[d];
-            else if (d == ax)
-                A = x->shape[d];
-            else
-                I *= x->shape[d];
-        }
+        int64_t O, A, I; /* consecutive reduced axes: one axis A of the view [O, A, I] */
+        tuner_reduce_dims(op, &O, &A, &I);
         const bool rmax = op->attrs.reduce.kind == TUNER_REDUCE_MAX;
-        tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\n", O * I);
-        tuner_sb_printf(&sb, "const long long o = tid / %lldLL, i = tid %% %lldLL;\n", I, I);
+        tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\n", (long long)(O * I));
+        tuner_sb_printf(&sb, "const long long o = tid / %lldLL, i = tid %% %lldLL;\n", (long long)I, (long long)I);
         tuner_sb_printf(&sb, "double acc = %s;\n", rmax ? "-(double)HD_INF" : "0.0");
         tuner_sb_printf(&sb, "for (long long a = 0; a < %lldLL; a++) { const double v = hd_x((o * %lldLL + a) * %lldLL + i); "
                              "acc = %s; }\n",
-                        A, A, I, rmax ? "(v > acc ? v : acc)" : "acc + v");
+                        (long long)A, (long long)A, (long long)I, rmax ? "(v > acc ? v : acc)" : "acc + v");
         tuner_sb_puts(&sb, "float o_ = (float)acc;\n");
         if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
-            tuner_sb_printf(&sb, "o_ = (float)(acc / %lld.0);\n", A);
+            tuner_sb_printf(&sb, "o_ = (float)(acc / %lld.0);\n", (long long)A);
         tuner_sb_printf(&sb, "const long long orow = tid / %lldLL, ocol = tid %% %lldLL;\n", out_last, out_last);
         tuner__bcast_ctx ec = {op, "orow", "ocol"};
         tuner__emit_chain(&sb, op, &op->epilogue, "o_", tuner__bcast_load, &ec);
         tuner_sb_puts(&sb, "out[tid] = o_;\n");
-        one_launch(p, op, "hd_reference", O * I);
+        one_launch(p, op, "hd_reference", (long long)(O * I));
         break;
     }
     case TUNER_OP_ELEMENTWISE: {
@@ -159,8 +154,21 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
             for (int d = 0; d < out->rank; d++)
                 tuner_sb_printf(&sb, "%s%lldLL", d ? ", " : "", (long long)op->attrs.copy.strides[d]);
             tuner_sb_printf(&sb, "};\nlong long src = %lldLL;\n", (long long)op->attrs.copy.offset);
-            tuner_sb_printf(&sb, "for (int d = 0; d < %d; d++) src += crd[d] * str[d];\n", out->rank);
-            tuner_sb_puts(&sb, "float v = hd_x(src);\n");
+            /* Padded: coordinates outside [lower, shape - upper) on any axis hold the value. */
+            tuner_sb_printf(&sb, "const long long lo[%d] = {", out->rank);
+            for (int d = 0; d < out->rank; d++)
+                tuner_sb_printf(&sb, "%s%lldLL", d ? ", " : "", (long long)op->attrs.copy.pad_lower[d]);
+            tuner_sb_printf(&sb, "};\nconst long long hi[%d] = {", out->rank);
+            for (int d = 0; d < out->rank; d++)
+                tuner_sb_printf(&sb, "%s%lldLL", d ? ", " : "",
+                                (long long)(out->shape[d] - op->attrs.copy.pad_upper[d]));
+            tuner_sb_puts(&sb, "};\nbool inside = true;\n");
+            tuner_sb_printf(&sb, "for (int d = 0; d < %d; d++) { inside = inside && crd[d] >= lo[d] && crd[d] < hi[d]; "
+                                 "src += (crd[d] - lo[d]) * str[d]; }\n",
+                            out->rank);
+            tuner_sb_puts(&sb, "float v = ");
+            tuner__emit_float(&sb, op->attrs.copy.pad_value);
+            tuner_sb_puts(&sb, ";\nif (inside) v = hd_x(src);\n");
         } else {
             const int ax = op->attrs.concat.axis;
             tuner_sb_puts(&sb, "float v = 0.0f;\nlong long base = 0;\n");

@@ -69,10 +69,8 @@ static int op_kind(const tuner_op *op)
 /* Inner size of a reduction: product of the dims after the axis. */
 static long long reduce_inner(const tuner_op *op)
 {
-    long long inner = 1;
-    const tuner_tensor *x = &op->inputs[0];
-    for (int d = op->attrs.reduce.axis + 1; d < x->rank; d++)
-        inner *= x->shape[d];
+    int64_t outer, len, inner;
+    tuner_reduce_dims(op, &outer, &len, &inner);
     return inner;
 }
 
@@ -115,7 +113,12 @@ static rows_geo geo_of(const tuner_op *op)
     memset(&g, 0, sizeof(g));
     const tuner_tensor *x = &op->inputs[0];
     g.kind = op_kind(op);
-    g.D = g.kind == K_REDUCE ? x->shape[op->attrs.reduce.axis] : x->shape[x->rank - 1];
+    g.D = x->shape[x->rank - 1];
+    if (g.kind == K_REDUCE) { /* the reduced axes are the rows (they end at the last axis) */
+        int64_t outer, len, inner;
+        tuner_reduce_dims(op, &outer, &len, &inner);
+        g.D = len;
+    }
     g.R = tuner_tensor_numel(x) / (g.D > 0 ? g.D : 1);
     g.in_dt = x->dtype;
     g.vmax = 16 / tuner_dtype_size(x->dtype);
@@ -157,8 +160,24 @@ static bool cfg_of(const rows_geo *g, const tuner_schedule *s, rows_cfg *c)
 
 /* ---- enumeration ---------------------------------------------------------------------------- */
 
+static int enumerate_rows_as(const tuner_op *op, const tuner_target *t, const char *name, tuner_schedule **items,
+                             size_t *n, bool tiny);
+
+/* A row group is at least half busy and a block has more rows than the tensor only when it
+ * must: that leaves nothing for a tiny tensor (2 rows of 8: at most 8 x 2 threads, under a
+ * warp), whose space then lets blocks take idle rows up to one warp (`tiny`). */
 static int enumerate_rows(const tuner_op *op, const tuner_target *t, const char *name, tuner_schedule **items,
                           size_t *n)
+{
+    const size_t before = *n;
+    int r = enumerate_rows_as(op, t, name, items, n, false);
+    if (r == 0 && *n == before)
+        r = enumerate_rows_as(op, t, name, items, n, true);
+    return r;
+}
+
+static int enumerate_rows_as(const tuner_op *op, const tuner_target *t, const char *name, tuner_schedule **items,
+                             size_t *n, bool tiny)
 {
     const tuner_arch *a = tuner__arch(t);
     rows_geo g = geo_of(op);
@@ -178,7 +197,7 @@ static int enumerate_rows(const tuner_op *op, const tuner_target *t, const char 
                 continue;
             for (size_t ri = 0; ri < sizeof(rpbs) / sizeof(rpbs[0]); ri++) {
                 int rpb = rpbs[ri];
-                if (rpb > 1 && rpb > tuner__pow2ceil(g.R))
+                if (rpb > 1 && rpb > tuner__pow2ceil(g.R) && !(tiny && tpr * rpb <= 32))
                     continue;
                 int block = tpr * rpb;
                 if (block < 32 || block > a->max_threads_per_block || block > 512 * (rpb == 1 ? 2 : 1))
@@ -326,7 +345,9 @@ static void emit_store(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     tuner_sb_printf(sb, "float o = (%s)[e];\n", vals);
     switch (g->kind) {
     case K_SOFTMAX:
-        if (softmax_exp_done)
+        if (op->attrs.softmax.log) /* x - max - log(sum(exp(x - max))); v holds x itself */
+            tuner_sb_puts(sb, "o = (o - mx) - lse;\n");
+        else if (softmax_exp_done)
             tuner_sb_puts(sb, "o = o * inv;\n");
         else
             tuner_sb_puts(sb, "o = expf(o - mx) * inv;\n");
@@ -368,6 +389,16 @@ static void emit_finish_stats(tuner_sb *sb, const tuner_op *op, const rows_geo *
     default:
         break;
     }
+}
+
+/* What softmax's store needs from the row's sum of exp(x - max): its inverse, or log_softmax's
+ * log-sum. */
+static void emit_softmax_scale(tuner_sb *sb, const tuner_op *op)
+{
+    if (op->attrs.softmax.log)
+        tuner_sb_puts(sb, "const float lse = logf(sum);\n");
+    else
+        tuner_sb_puts(sb, "const float inv = 1.0f / sum;\n");
 }
 
 static void emit_rstd_from_var(tuner_sb *sb, const tuner_op *op, const char *var)
@@ -466,11 +497,15 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
             tuner_sb_printf(sb, "float lm = -HD_INF;\n#pragma unroll\nfor (int k = 0; k < %d; k++) lm = fmaxf(lm, v[k]);\n",
                             nel);
             emit_group_reduce(sb, c, true, "lm", "mx", 0);
-            tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) { v[k] = expf(v[k] - mx); "
-                                "ls += v[k]; }\n",
-                            nel);
+            if (op->attrs.softmax.log) /* the row stays in v: log_softmax reads x again */
+                tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) ls += expf(v[k] - mx);\n",
+                                nel);
+            else
+                tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) { v[k] = expf(v[k] - mx); "
+                                    "ls += v[k]; }\n",
+                                nel);
             emit_group_reduce(sb, c, false, "ls", "sum", 1);
-            tuner_sb_puts(sb, "const float inv = 1.0f / sum;\n");
+            emit_softmax_scale(sb, op);
             break;
         case K_LAYERNORM:
             tuner_sb_printf(sb, "float ls = 0.0f;\n#pragma unroll\nfor (int k = 0; k < %d; k++) ls += v[k];\n", nel);
@@ -535,7 +570,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
         /* A thread that saw nothing has lm = -inf and ls = 0: its term is 0 * 0. */
         tuner_sb_puts(sb, "const float lsc = ls * expf(lm - mx);\n");
         emit_group_reduce(sb, c, false, "lsc", "sum", 1);
-        tuner_sb_puts(sb, "const float inv = 1.0f / sum;\n");
+        emit_softmax_scale(sb, op);
         break;
     case K_LAYERNORM:
         emit_group_reduce(sb, c, false, "l1", "s1", 0);
@@ -644,8 +679,8 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
         switch (g->kind) {
         case K_SOFTMAX:
             tuner_sb_puts(sb, "float mx = pw[0];\nfor (int k = 1; k < SPLIT; k++) mx = fmaxf(mx, pw[2 * k]);\n"
-                              "float sum = 0.0f;\nfor (int k = 0; k < SPLIT; k++) sum += pw[2 * k + 1] * expf(pw[2 * k] - mx);\n"
-                              "const float inv = 1.0f / sum;\n");
+                              "float sum = 0.0f;\nfor (int k = 0; k < SPLIT; k++) sum += pw[2 * k + 1] * expf(pw[2 * k] - mx);\n");
+            emit_softmax_scale(sb, op);
             break;
         case K_LAYERNORM:
             tuner_sb_printf(sb, "const float shift = %s;\n", shift_expr(op, g, shift, sizeof(shift)));

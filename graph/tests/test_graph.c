@@ -645,6 +645,248 @@ static void test_canonical(void)
     graph_request_free(&rc);
 }
 
+/* A graph of one input x (shape, dtype f16), its nodes and outputs; parsed and partitioned. */
+#define G1(shape, nodes, outs) \
+    "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":" shape ",\"dtype\":\"f16\"}],\"nodes\":[" nodes \
+    "],\"outputs\":[" outs "]}}"
+
+static bool plan_ok(const char *body, graph_request *rq, graph_plan *p)
+{
+    proto_error e;
+    int r = plan_of(body, rq, p, &e);
+    CHECK(r == 0, "%s: %s %s", body, e.field, e.message);
+    return r == 0;
+}
+
+static void plan_done(graph_request *rq, graph_plan *p)
+{
+    graph_plan_free(p);
+    graph_request_free(rq);
+}
+
+/* issue 37's shape nodes: expand (folded into a broadcasting step, or a zero-stride copy), pad
+ * (a padded copy, negative pads crop), reduce over several axes (one kernel for a range, a chain
+ * summing in fp32 otherwise), softmax/log_softmax on any axis (transposes around the row kernel,
+ * or a view), and the QKV split + permute a transformer's attention needs (slices and a
+ * transpose). */
+static void test_shape_nodes(void)
+{
+    graph_request rq;
+    graph_plan p;
+    /* expand read only by a broadcasting add: no kernel of its own, the add reads x [4,1,8]. */
+    const char *fold =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,1,8],\"dtype\":\"f16\"},"
+        "{\"name\":\"b\",\"shape\":[4,6,8],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"expand\",\"inputs\":[\"x\"],\"outputs\":[\"e\"],\"attrs\":{\"shape\":[-1,6,-1]}},"
+        "{\"op\":\"add\",\"inputs\":[\"e\",\"b\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+    if (plan_ok(fold, &rq, &p)) {
+        CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_ELEMENTWISE &&
+              p.kernels[0].op->inputs[0].shape[1] == 1 && p.kernels[0].op->output.shape[1] == 6,
+              "%d kernels: %s", p.n_kernels, p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+    /* expand read by a unary step (and with a new leading axis): a copy with zero strides that
+     * takes the relu as its epilogue. */
+    if (plan_ok(G1("[1,8]", "{\"op\":\"expand\",\"inputs\":[\"x\"],\"outputs\":[\"e\"],\"attrs\":{\"shape\":[3,4,-1]}},"
+                            "{\"op\":\"relu\",\"inputs\":[\"e\"],\"outputs\":[\"y\"]}", "\"y\""), &rq, &p)) {
+        const tuner_op *op = p.kernels[0].op;
+        CHECK(p.n_kernels == 1 && op->kind == TUNER_OP_COPY && op->output.rank == 3 && op->output.shape[0] == 3 &&
+              op->output.shape[1] == 4 && op->attrs.copy.strides[0] == 0 && op->attrs.copy.strides[1] == 0 &&
+              op->attrs.copy.strides[2] == 1 && op->epilogue.n == 1, "%s", p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+    /* F.pad(x, (1, 1, 2, 0), value=-1) on NCHW, then relu: one padded copy. */
+    if (plan_ok(G1("[2,3,5,5]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"q\"],"
+                                "\"attrs\":{\"pads\":[1,1,2,0],\"value\":-1}},"
+                                "{\"op\":\"relu\",\"inputs\":[\"q\"],\"outputs\":[\"y\"]}", "\"y\""), &rq, &p)) {
+        const tuner_op *op = p.kernels[0].op;
+        CHECK(p.n_kernels == 1 && op->kind == TUNER_OP_COPY && op->attrs.copy.padded &&
+              op->output.shape[2] == 7 && op->output.shape[3] == 7 && op->attrs.copy.pad_lower[2] == 2 &&
+              op->attrs.copy.pad_upper[2] == 0 && op->attrs.copy.pad_lower[3] == 1 &&
+              op->attrs.copy.pad_upper[3] == 1 && op->attrs.copy.pad_value == -1 && op->attrs.copy.offset == 0 &&
+              op->epilogue.n == 1, "%s", p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+    /* A negative pad crops: (-1, 2) on [4,6]'s last axis reads from column 1, pads 2 after. */
+    if (plan_ok(G1("[4,6]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[-1,2]}}", "\"y\""),
+                &rq, &p)) {
+        const tuner_op *op = p.kernels[0].op;
+        CHECK(op->kind == TUNER_OP_COPY && op->output.shape[1] == 7 && op->attrs.copy.offset == 1 &&
+              op->attrs.copy.pad_lower[1] == 0 && op->attrs.copy.pad_upper[1] == 2 && op->attrs.copy.pad_value == 0,
+              "%s", p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+    /* NHWC global mean over [1,2]: one reduce kernel of both axes. */
+    if (plan_ok(G1("[2,7,7,64]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                                 "\"attrs\":{\"kind\":\"mean\",\"axes\":[1,2]}}", "\"y\""), &rq, &p)) {
+        const tuner_op *op = p.kernels[0].op;
+        CHECK(p.n_kernels == 1 && op->kind == TUNER_OP_REDUCE && op->attrs.reduce.axis == 1 &&
+              op->attrs.reduce.naxes == 2 && op->output.rank == 2, "%s", p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+    /* mean over [1,3] of [2,3,4,5]: axis 3 first (sum, kept in f32), then axis 1 (sum, / 15, back
+     * to f16); with keepdim the result is [2,1,4,1]. */
+    if (plan_ok(G1("[2,3,4,5]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                                "\"attrs\":{\"kind\":\"mean\",\"axes\":[3,1],\"keepdim\":true}}", "\"y\""), &rq, &p)) {
+        CHECK(p.n_kernels == 2, "%d kernels", p.n_kernels);
+        if (p.n_kernels == 2) {
+            const tuner_op *a = step(&p, 0)->op, *b = step(&p, 1)->op;
+            CHECK(a->kind == TUNER_OP_REDUCE && a->attrs.reduce.axis == 3 && a->attrs.reduce.kind == TUNER_REDUCE_SUM &&
+                  a->output.dtype == TUNER_F32 && a->output.rank == 4 && a->output.shape[3] == 1,
+                  "%s", step(&p, 0)->request);
+            CHECK(b->kind == TUNER_OP_REDUCE && b->attrs.reduce.axis == 1 && b->attrs.reduce.kind == TUNER_REDUCE_SUM &&
+                  b->inputs[0].dtype == TUNER_F32 && b->output.dtype == TUNER_F16 && b->epilogue.n == 2 &&
+                  b->epilogue.steps[0].kind == TUNER_EW_SCALE && fabs(b->epilogue.steps[0].scalar - 1.0 / 15) < 1e-15 &&
+                  b->output.shape[1] == 1 && b->output.shape[2] == 4, "%s", step(&p, 1)->request);
+        }
+        CHECK(rq.g.tensors[rq.g.outputs[0]].t.rank == 4);
+        plan_done(&rq, &p);
+    }
+    /* max over [0,2] without keepdim: two max kernels, no casts; [2,3,4,5] -> [3,5]. */
+    if (plan_ok(G1("[2,3,4,5]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                                "\"attrs\":{\"kind\":\"max\",\"axes\":[0,-2]}}", "\"y\""), &rq, &p)) {
+        CHECK(p.n_kernels == 2 && step(&p, 0)->op->attrs.reduce.axis == 2 && step(&p, 1)->op->attrs.reduce.axis == 0 &&
+              step(&p, 0)->op->output.dtype == TUNER_F16 && step(&p, 1)->op->epilogue.n == 0 &&
+              step(&p, 1)->op->output.rank == 2 && step(&p, 1)->op->output.shape[0] == 3, "%d kernels", p.n_kernels);
+        plan_done(&rq, &p);
+    }
+    /* log_softmax over the last axis: one softmax kernel with the log flag. */
+    if (plan_ok(G1("[4,10]", "{\"op\":\"log_softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":-1}}", "\"y\""),
+                &rq, &p)) {
+        CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_SOFTMAX && p.kernels[0].op->attrs.softmax.log &&
+                  strstr(p.kernels[0].request, "\"log\":true"),
+              "%s", p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+    /* softmax over axis 1 of [2,3,4]: the axis moved last ([2,4,3]), the row kernel, moved back;
+     * a following scale fuses into the second copy. */
+    if (plan_ok(G1("[2,3,4]", "{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"s\"],\"attrs\":{\"axis\":1}},"
+                              "{\"op\":\"scale\",\"inputs\":[\"s\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":2}}", "\"y\""),
+                &rq, &p)) {
+        CHECK(p.n_kernels == 3, "%d kernels", p.n_kernels);
+        if (p.n_kernels == 3) {
+            const tuner_op *t1 = step(&p, 0)->op, *sm = step(&p, 1)->op, *t2 = step(&p, 2)->op;
+            CHECK(t1->kind == TUNER_OP_COPY && t1->output.shape[1] == 4 && t1->output.shape[2] == 3 &&
+                  t1->attrs.copy.strides[1] == 1 && t1->attrs.copy.strides[2] == 4, "%s", step(&p, 0)->request);
+            CHECK(sm->kind == TUNER_OP_SOFTMAX && !sm->attrs.softmax.log && sm->inputs[0].shape[2] == 3);
+            CHECK(t2->kind == TUNER_OP_COPY && t2->output.shape[1] == 3 && t2->output.shape[2] == 4 &&
+                  t2->attrs.copy.strides[1] == 1 && t2->attrs.copy.strides[2] == 3 && t2->epilogue.n == 1,
+                  "%s", step(&p, 2)->request);
+        }
+        plan_done(&rq, &p);
+    }
+    /* log_softmax over the channels of [8,10,1,1]: a view [8,10], one kernel, no copies. */
+    if (plan_ok(G1("[8,10,1,1]", "{\"op\":\"log_softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":1}}",
+                   "\"y\""), &rq, &p)) {
+        CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_SOFTMAX && p.kernels[0].op->attrs.softmax.log &&
+                  p.kernels[0].op->inputs[0].rank == 2,
+              "%d kernels: %s", p.n_kernels, p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+    /* torch.split of a fused QKV projection [B,S,3*H*D] into three slices, each viewed as
+     * [B,S,H,D] and permuted to [B,H,S,D]: nothing new is needed (slice, reshape, transpose). */
+    const char *qkv =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,16,96],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"q\"],\"attrs\":{\"starts\":[0],\"ends\":[32],\"axes\":[2]}},"
+        "{\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"k\"],\"attrs\":{\"starts\":[32],\"ends\":[64],\"axes\":[2]}},"
+        "{\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"v\"],\"attrs\":{\"starts\":[64],\"ends\":[96],\"axes\":[2]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"q\"],\"outputs\":[\"q4\"],\"attrs\":{\"shape\":[2,16,4,8]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"k\"],\"outputs\":[\"k4\"],\"attrs\":{\"shape\":[2,16,4,8]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"v\"],\"outputs\":[\"v4\"],\"attrs\":{\"shape\":[2,16,4,8]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"q4\"],\"outputs\":[\"qh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"k4\"],\"outputs\":[\"kh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"v4\"],\"outputs\":[\"vh\"],\"attrs\":{\"perm\":[0,2,1,3]}}],"
+        "\"outputs\":[\"qh\",\"kh\",\"vh\"]}}";
+    if (plan_ok(qkv, &rq, &p)) {
+        CHECK(p.n_kernels == 6, "%d kernels", p.n_kernels);
+        int perms = 0;
+        for (int k = 0; k < p.n_kernels; k++) {
+            const tuner_op *op = p.kernels[k].op;
+            CHECK(op->kind == TUNER_OP_COPY);
+            /* [2,16,4,8] dense strides (512, 32, 8, 1) read as [2,4,16,8]: (512, 8, 32, 1). */
+            if (op->output.rank == 4 && op->output.shape[1] == 4 && op->output.shape[2] == 16)
+                perms += op->attrs.copy.strides[1] == 8 && op->attrs.copy.strides[2] == 32;
+        }
+        CHECK(perms == 3, "%d permutes", perms);
+        for (int k = 0; k < 3; k++) {
+            const graph_tensor *o = &rq.g.tensors[rq.g.outputs[k]];
+            CHECK(o->t.rank == 4 && o->t.shape[1] == 4 && o->t.shape[2] == 16 && o->t.shape[3] == 8);
+        }
+        plan_done(&rq, &p);
+    }
+
+    /* Refusals, each at its field. */
+    expect_error(G1("[4,3]", "{\"op\":\"expand\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[4,6]}}", "\"y\""),
+                 422, "nodes[0].attrs.shape", "only a size-1 axis grows");
+    expect_error(G1("[4,3]", "{\"op\":\"expand\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[3]}}", "\"y\""),
+                 422, "nodes[0].attrs.shape", "fewer");
+    expect_error(G1("[4,3]", "{\"op\":\"expand\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[-1,4,3]}}", "\"y\""),
+                 422, "nodes[0].attrs.shape", "leading");
+    expect_error(G1("[4,3]", "{\"op\":\"expand\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", "\"y\""), 400,
+                 "nodes[0].attrs.shape", NULL);
+    expect_error(G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[1,1,1]}}", "\"y\""),
+                 422, "nodes[0].attrs.pads", "pairs");
+    expect_error(G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[1,1,1,1,1,1]}}",
+                    "\"y\""), 422, "nodes[0].attrs.pads", "pairs");
+    expect_error(G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[-2,-1]}}", "\"y\""),
+                 422, "nodes[0].attrs.pads", "leave nothing");
+    expect_error(G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                             "\"attrs\":{\"pads\":[1,1],\"mode\":\"reflect\"}}", "\"y\""),
+                 422, "nodes[0].attrs.mode", "constant");
+    expect_error(G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[1,1],\"value\":\"a\"}}",
+                    "\"y\""), 400, "nodes[0].attrs.value", NULL);
+    expect_error(G1("[4,3,2]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axes\":[0,-3]}}", "\"y\""),
+                 422, "nodes[0].attrs.axes", "twice");
+    expect_error(G1("[4,3,2]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                               "\"attrs\":{\"axes\":[0,2],\"axis\":1}}", "\"y\""),
+                 422, "nodes[0].attrs.axes", "not both");
+    expect_error(G1("[4,3,2]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                               "\"attrs\":{\"axes\":[0,2],\"kind\":\"min\"}}", "\"y\""),
+                 422, "nodes[0].attrs.kind", NULL);
+    expect_error(G1("[4,3,2]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                               "\"attrs\":{\"axes\":[0,2],\"keepdim\":1}}", "\"y\""),
+                 400, "nodes[0].attrs.keepdim", NULL);
+    /* A range goes through the kernel validator: its errors are the node's too. */
+    expect_error(G1("[4,3,2]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                               "\"attrs\":{\"axes\":[0,1],\"kind\":\"min\"}}", "\"y\""),
+                 422, "nodes[0].attrs.kind", NULL);
+    expect_error(G1("[4,3]", "{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":2}}", "\"y\""),
+                 422, "nodes[0].attrs.axis", "out of range");
+    expect_error(G1("[4,3]", "{\"op\":\"log_softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"log\":true}}", "\"y\""),
+                 400, "nodes[0].attrs.log", "unknown attribute");
+    expect_error(G1("[4,3]", "{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                             "\"attrs\":{\"axis\":0,\"log\":\"yes\"}}", "\"y\""),
+                 400, "nodes[0].attrs.log", NULL);
+
+    /* The canonical text tells pads, values, axes and the log flag apart. */
+    const char *bodies[] = {
+        G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[1,0]}}", "\"y\""),
+        G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[0,1]}}", "\"y\""),
+        G1("[4,3]", "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[0,1],\"value\":2}}", "\"y\""),
+        G1("[4,3,2]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axes\":[0,2]}}", "\"y\""),
+        G1("[4,3,2]", "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axes\":[0,2],\"kind\":\"max\"}}",
+           "\"y\""),
+        G1("[4,3,2]", "{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":0}}", "\"y\""),
+        G1("[4,3,2]", "{\"op\":\"log_softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":0}}", "\"y\""),
+        G1("[4,3,2]", "{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", "\"y\""),
+        G1("[4,3,2]", "{\"op\":\"log_softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", "\"y\""),
+    };
+    enum { NB = sizeof(bodies) / sizeof(bodies[0]) };
+    char *texts[NB] = {NULL};
+    for (int k = 0; k < NB; k++) {
+        proto_error e;
+        CHECK(graph_request_parse(bodies[k], strlen(bodies[k]), &rq, &e) == 0, "%s: %s", bodies[k], e.message);
+        if (failures)
+            break;
+        texts[k] = graph_canonical(&rq.g);
+        graph_request_free(&rq);
+        for (int j = 0; j < k; j++)
+            CHECK(texts[j] && texts[k] && strcmp(texts[j], texts[k]) != 0, "bodies %d and %d: one text", j, k);
+    }
+    for (int k = 0; k < NB; k++)
+        free(texts[k]);
+}
+
 int main(void)
 {
     test_mlp();
@@ -658,6 +900,7 @@ int main(void)
     test_arena_and_size();
     test_layout();
     test_canonical();
+    test_shape_nodes();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -730,6 +730,82 @@ static void test_pool(void)
         "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2}}", 422, "invalid_field", "inputs[1]");
 }
 
+/* issue 37's shape ops in the kernel language: reduce over several consecutive axes, softmax's
+ * log flag, copy's constant padding - shapes, defaults, canonical JSON and refusals by field. */
+#define RX(shape) "{\"op\":\"reduce\",\"inputs\":[{\"shape\":" shape ",\"dtype\":\"f16\"}],"
+#define CPX(shape) "{\"op\":\"copy\",\"inputs\":[{\"shape\":" shape ",\"dtype\":\"f32\"}],"
+static void test_shape_ops(void)
+{
+    /* NHWC global mean: [N,H,W,C] over [1,2] -> [N,C]; in any order and negative. */
+    proto_kernel_request r = OK(RX("[2,7,7,64]") "\"attrs\":{\"kind\":\"mean\",\"axes\":[-2,1]}}");
+    CHECK(r.op.attrs.reduce.axis == 1 && r.op.attrs.reduce.naxes == 2 && r.op.output.rank == 2 &&
+          r.op.output.shape[0] == 2 && r.op.output.shape[1] == 64);
+    int64_t o, a, i;
+    tuner_reduce_dims(&r.op, &o, &a, &i);
+    CHECK(o == 2 && a == 49 && i == 64);
+    /* keepdim keeps every reduced axis as 1; NCHW [2,3] reduces the last axes. */
+    r = OK(RX("[2,64,7,7]") "\"attrs\":{\"kind\":\"sum\",\"axes\":[2,3],\"keepdim\":true}}");
+    CHECK(r.op.output.rank == 4 && r.op.output.shape[1] == 64 && r.op.output.shape[2] == 1 &&
+          r.op.output.shape[3] == 1);
+    /* One axis in "axes" is the same op as "axis". */
+    char *c1 = canon(RX("[4,8]") "\"attrs\":{\"axes\":[-1]}}");
+    char *c2 = canon(RX("[4,8]") "\"attrs\":{\"axis\":1}}");
+    CHECK(strcmp(c1, c2) == 0, "%s vs %s", c1, c2);
+    free(c1);
+    free(c2);
+    c1 = canon(RX("[2,7,7,64]") "\"attrs\":{\"kind\":\"max\",\"axes\":[2,1]}}");
+    CHECK(strstr(c1, "\"attrs\":{\"axes\":[1,2],\"keepdim\":false,\"kind\":\"max\"}") != NULL, "%s", c1);
+    free(c1);
+    /* All axes of a vector: [1]. */
+    r = OK(RX("[3,5]") "\"attrs\":{\"axes\":[0,1]}}");
+    CHECK(r.op.output.rank == 1 && r.op.output.shape[0] == 1);
+    BAD(RX("[2,7,7,64]") "\"attrs\":{\"axes\":[1,3]}}", 422, "invalid_field", "attrs.axes");
+    BAD(RX("[2,7,7,64]") "\"attrs\":{\"axes\":[1,-3]}}", 422, "invalid_field", "attrs.axes[1]");
+    BAD(RX("[2,7,7,64]") "\"attrs\":{\"axes\":[1,4]}}", 422, "invalid_field", "attrs.axes[1]");
+    BAD(RX("[2,7,7,64]") "\"attrs\":{\"axes\":[]}}", 422, "invalid_field", "attrs.axes");
+    BAD(RX("[2,7,7,64]") "\"attrs\":{\"axes\":2}}", 400, "invalid_field", "attrs.axes");
+    BAD(RX("[2,7,7,64]") "\"attrs\":{\"axes\":[1,2],\"axis\":1}}", 422, "invalid_field", "attrs.axes");
+
+    /* log_softmax: its own canonical form; non-last axes are the graph's. */
+    r = OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,128],\"dtype\":\"f16\"}],\"attrs\":{\"log\":true}}");
+    CHECK(r.op.attrs.softmax.log);
+    c1 = canon("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,128],\"dtype\":\"f16\"}],\"attrs\":{\"log\":true}}");
+    c2 = canon("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,128],\"dtype\":\"f16\"}],\"attrs\":{\"log\":false}}");
+    CHECK(strstr(c1, "\"attrs\":{\"axis\":1,\"log\":true}") != NULL, "%s", c1);
+    CHECK(strstr(c2, "\"attrs\":{\"axis\":1}") != NULL, "%s", c2);
+    free(c1);
+    free(c2);
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,128],\"dtype\":\"f16\"}],\"attrs\":{\"log\":1}}", 400,
+        "invalid_field", "attrs.log");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,128],\"dtype\":\"f16\"}],\"attrs\":{\"axis\":0}}", 422,
+        "invalid_field", "attrs.axis");
+
+    /* Padding: F.pad(x [2,3], (1, 2, 0, 1)) is a [3,6] copy with lower [0,1], upper [1,2]. */
+    r = OK(CPX("[2,3]") "\"attrs\":{\"shape\":[3,6],\"strides\":[3,1],\"pad_lower\":[0,1],\"pad_upper\":[1,2],"
+                      "\"pad_value\":-1.5}}");
+    CHECK(r.op.attrs.copy.padded && r.op.attrs.copy.pad_value == -1.5 && r.op.attrs.copy.pad_lower[1] == 1 &&
+          r.op.attrs.copy.pad_upper[0] == 1 && r.op.output.shape[1] == 6);
+    c1 = canon(CPX("[2,3]") "\"attrs\":{\"shape\":[3,6],\"strides\":[3,1],\"pad_lower\":[0,1],\"pad_upper\":[1,2]}}");
+    CHECK(strstr(c1, "\"attrs\":{\"offset\":0,\"pad_lower\":[0,1],\"pad_upper\":[1,2],\"pad_value\":0,"
+                     "\"strides\":[3,1]}") != NULL, "%s", c1);
+    free(c1);
+    /* Zero padding is no padding: the plain copy's canonical form. */
+    c1 = canon(CPX("[2,3]") "\"attrs\":{\"pad_lower\":[0,0],\"pad_upper\":[0,0]}}");
+    c2 = canon(CPX("[2,3]") "\"attrs\":{}}");
+    CHECK(strcmp(c1, c2) == 0, "%s vs %s", c1, c2);
+    free(c1);
+    free(c2);
+    /* The region copied must lie in x: [3,6] less its padding is [2,3]. */
+    BAD(CPX("[2,3]") "\"attrs\":{\"shape\":[3,6],\"strides\":[3,1],\"pad_lower\":[0,1],\"pad_upper\":[0,2]}}", 422,
+        "invalid_field", "attrs");
+    BAD(CPX("[2,3]") "\"attrs\":{\"pad_lower\":[1]}}", 422, "invalid_field", "attrs.pad_lower");
+    BAD(CPX("[2,3]") "\"attrs\":{\"pad_lower\":[2,0]}}", 422, "invalid_field", "attrs.pad_lower");
+    BAD(CPX("[2,3]") "\"attrs\":{\"pad_upper\":[0,-1]}}", 422, "invalid_field", "attrs.pad_upper[1]");
+    BAD(CPX("[2,3]") "\"attrs\":{\"pad_value\":1}}", 422, "invalid_field", "attrs.pad_value");
+    BAD(CPX("[2,3]") "\"attrs\":{\"shape\":[3,6],\"strides\":[3,1],\"pad_lower\":[0,1],\"pad_upper\":[1,2],"
+                   "\"pad_value\":\"x\"}}", 400, "invalid_field", "attrs.pad_value");
+}
+
 static void test_strip(void)
 {
     proto_kernel_request r = OK(
@@ -904,6 +980,7 @@ int main(int argc, char **argv)
     test_canonical();
     test_activations();
     test_pool();
+    test_shape_ops();
     test_strip();
     test_error_json();
     test_suggestions();

@@ -515,6 +515,76 @@ static int build_cases(scase *c)
         add_operand_step(&op, TUNER_EW_ADD, 1, bias);
         ADD("adaptive avgpool nchw 2x8x17x10->5x3 +b", op, true);
     }
+    /* issue 37's shape ops against their references: reduces over consecutive axes (NHWC's
+     * global mean through the column kernel, NCHW's through the row kernel, with keepdim),
+     * log_softmax in the cached, streaming and split row forms, padded copies (F.pad, a
+     * negative pad cropping) with an epilogue, and an expand's zero-stride copy. */
+    {
+        int64_t nhwc[4] = {4, 7, 7, 256}, nchw[4] = {4, 64, 7, 7}, lead[4] = {3, 5, 7, 11};
+        tuner_op op = reduce(4, nhwc, 1, TUNER_REDUCE_MEAN, 16);
+        op.attrs.reduce.naxes = 2;
+        op.output.rank = 2, op.output.shape[1] = 256;
+        ADD("reduce mean [4,7,7,256] ax1-2", op, true);
+        op = reduce(4, nchw, 2, TUNER_REDUCE_MAX, 2);
+        op.attrs.reduce.naxes = 2;
+        op.attrs.reduce.keepdim = true;
+        int64_t keep[4] = {4, 64, 1, 1};
+        op.output = tensor(4, keep, 16);
+        ADD("reduce max [4,64,7,7] ax2-3 keep", op, true);
+        op = reduce(4, lead, 0, TUNER_REDUCE_SUM, 16);
+        op.attrs.reduce.naxes = 2;
+        int64_t lo2[2] = {7, 11};
+        op.output = tensor(2, lo2, 16);
+        ADD("reduce sum [3,5,7,11] ax0-1", op, true);
+        op = rows_op(TUNER_OP_SOFTMAX, 333, 1000, 16, 0);
+        op.attrs.softmax.log = true;
+        ADD("log_softmax 333x1000", op, true);
+        op = rows_op(TUNER_OP_SOFTMAX, 7, 4097, 2, 0);
+        op.attrs.softmax.log = true;
+        ADD("log_softmax 7x4097 align2", op, true);
+        op = rows_op(TUNER_OP_SOFTMAX, 2, 131072, 16, 0);
+        op.attrs.softmax.log = true;
+        ADD("log_softmax 2x131072 (split)", op, true);
+        op = rows_op(TUNER_OP_SOFTMAX, 2, 8, 16, 0); /* tiny: blocks of idle rows */
+        op.attrs.softmax.log = true;
+        ADD("log_softmax 2x8 (tiny)", op, true);
+        int64_t tiny[2] = {3, 10};
+        ADD("reduce mean [3,10] ax1 (tiny)", reduce(2, tiny, 1, TUNER_REDUCE_MEAN, 2), true);
+        /* F.pad(x [2,3,17,17], (1, 2, 3, 0), value=-0.5), then relu. */
+        op = blank(TUNER_OP_COPY);
+        int64_t pin[4] = {2, 3, 17, 17}, pout[4] = {2, 3, 20, 20};
+        op.inputs[0] = tensor(4, pin, 16);
+        op.output = tensor(4, pout, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        op.attrs.copy.strides[0] = 3 * 17 * 17, op.attrs.copy.strides[1] = 17 * 17;
+        op.attrs.copy.strides[2] = 17, op.attrs.copy.strides[3] = 1;
+        op.attrs.copy.padded = true;
+        op.attrs.copy.pad_lower[2] = 3, op.attrs.copy.pad_lower[3] = 1, op.attrs.copy.pad_upper[3] = 2;
+        op.attrs.copy.pad_value = -0.5;
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        ADD("copy pad [2,3,17,17] (1,2,3,0) relu", op, true);
+        /* F.pad(x [50,61], (-2, 3)): columns 2.. of x, three pad columns after. */
+        op = blank(TUNER_OP_COPY);
+        int64_t cin[2] = {50, 61}, cout[2] = {50, 62};
+        op.inputs[0] = tensor(2, cin, 16);
+        op.output = tensor(2, cout, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        op.attrs.copy.offset = 2;
+        op.attrs.copy.strides[0] = 61, op.attrs.copy.strides[1] = 1;
+        op.attrs.copy.padded = true;
+        op.attrs.copy.pad_upper[1] = 3;
+        op.attrs.copy.pad_value = 1.25;
+        ADD("copy pad [50,61] (-2,3) 1.25", op, true);
+        /* x [1,130].expand(9, 4, 130) plus a bias. */
+        op = blank(TUNER_OP_COPY);
+        int64_t ein[2] = {1, 130}, eout[3] = {9, 4, 130}, eb[1] = {130};
+        op.inputs[0] = tensor(2, ein, 16);
+        op.output = tensor(3, eout, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        op.attrs.copy.strides[2] = 1;
+        add_operand_step(&op, TUNER_EW_ADD, 1, eb);
+        ADD("copy expand [1,130]->[9,4,130] +b", op, true);
+    }
 #undef ADD
     return n;
 }
@@ -859,7 +929,7 @@ int main(int argc, char **argv)
     printf("template sweep on %s (%s), up to %d candidates per case, %d jobs\n", dev.name,
            tuner_target_name(&tgt, tname, sizeof(tname)), max_per_case, jobs);
 
-    static scase cases[96];
+    static scase cases[128];
     int nc = build_cases(cases);
     static run runs[64 * 3];
     int nr = 0;

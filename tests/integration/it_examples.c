@@ -13,6 +13,7 @@ static const char *examples[] = {
     "matmul", "matmul_bias_gelu", "batched_matmul", "conv2d", "softmax",
     "layernorm", "rmsnorm", "reduce_sum", "elementwise", "softmax_scaled_masked", "reduce_sum_axis0",
     "maxpool2d",
+    "log_softmax", "reduce_mean_hw", "pad",
 };
 
 /* Returns the example with arch and tune replaced (malloc'd JSON). */

@@ -117,6 +117,60 @@ static void layout_graph(const ht_daemon *d)
     ht_resp_free(&r);
 }
 
+/* issue 37's shape nodes through the real daemon (tune none): a pad with a relu, a mean over
+ * [2,3] (one kernel), a sum over [1,3] (a chain of two), log_softmax, a softmax over the
+ * channels (transposes around the row kernel), an expand that the add reads as a broadcast
+ * (no kernel) and one a relu needs (a zero-stride copy), and a QKV split + permute. Every
+ * kernel's PTX passes ptxas; a reflect pad is refused at its field. */
+static void shape_nodes_graph(const ht_daemon *d)
+{
+    const char *g =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,8,6,6],\"dtype\":\"f16\"},"
+        "{\"name\":\"h\",\"shape\":[2,16,96],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"xp\"],\"attrs\":{\"pads\":[1,1,1,1],\"value\":0}},"
+        "{\"op\":\"relu\",\"inputs\":[\"xp\"],\"outputs\":[\"xr\"]},"
+        "{\"op\":\"reduce\",\"inputs\":[\"xr\"],\"outputs\":[\"m\"],\"attrs\":{\"kind\":\"mean\",\"axes\":[2,3]}},"
+        "{\"op\":\"reduce\",\"inputs\":[\"xr\"],\"outputs\":[\"s\"],"
+        "\"attrs\":{\"kind\":\"sum\",\"axes\":[1,3],\"keepdim\":true}},"
+        "{\"op\":\"log_softmax\",\"inputs\":[\"m\"],\"outputs\":[\"lm\"],\"attrs\":{\"axis\":-1}},"
+        "{\"op\":\"softmax\",\"inputs\":[\"xr\"],\"outputs\":[\"sx\"],\"attrs\":{\"axis\":1}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"lm\"],\"outputs\":[\"l4\"],\"attrs\":{\"shape\":[2,8,1,1]}},"
+        "{\"op\":\"expand\",\"inputs\":[\"l4\"],\"outputs\":[\"le\"],\"attrs\":{\"shape\":[-1,-1,8,8]}},"
+        "{\"op\":\"add\",\"inputs\":[\"sx\",\"le\"],\"outputs\":[\"y\"]},"
+        "{\"op\":\"expand\",\"inputs\":[\"l4\"],\"outputs\":[\"l3\"],\"attrs\":{\"shape\":[2,8,3,3]}},"
+        "{\"op\":\"relu\",\"inputs\":[\"l3\"],\"outputs\":[\"ex\"]},"
+        "{\"op\":\"slice\",\"inputs\":[\"h\"],\"outputs\":[\"k\"],\"attrs\":{\"starts\":[32],\"ends\":[64],\"axes\":[2]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"k\"],\"outputs\":[\"k4\"],\"attrs\":{\"shape\":[2,16,4,8]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"k4\"],\"outputs\":[\"kh\"],\"attrs\":{\"perm\":[0,2,1,3]}}],"
+        "\"outputs\":[\"y\",\"s\",\"ex\",\"kh\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}";
+    ht_resp r = ht_post(d, "/v1/graphs", g);
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    if (r.status == 200) {
+        int n = check_plan(d, &r, "sm_90", false);
+        /* pad+relu, mean, sum x2, log_softmax, transpose + softmax + transpose(+add), expand+relu,
+         * slice, transpose */
+        CHECK(n == 11, "%d steps", n);
+        const cJSON *outs = get(r.json, "outputs");
+        const cJSON *sh = get(cJSON_GetArrayItem(outs, 1), "shape");
+        CHECK(cJSON_GetArraySize(sh) == 4 && cJSON_GetArrayItem(sh, 1)->valueint == 1 &&
+              cJSON_GetArrayItem(sh, 2)->valueint == 8 && cJSON_GetArrayItem(sh, 3)->valueint == 1,
+              "sum keepdim shape");
+        sh = get(cJSON_GetArrayItem(outs, 3), "shape");
+        CHECK(cJSON_GetArraySize(sh) == 4 && cJSON_GetArrayItem(sh, 1)->valueint == 4 &&
+              cJSON_GetArrayItem(sh, 2)->valueint == 16, "permuted head shape");
+    }
+    ht_resp_free(&r);
+    r = ht_post(d, "/v1/graphs",
+                "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,8],\"dtype\":\"f16\"}],\"nodes\":["
+                "{\"op\":\"pad\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"pads\":[1,1],\"mode\":\"reflect\"}}],"
+                "\"outputs\":[\"y\"]},\"tune\":\"none\"}");
+    const cJSON *err = get(r.json, "error");
+    CHECK(r.status == 422 && cJSON_IsString(get(err, "field")) &&
+              strcmp(get(err, "field")->valuestring, "nodes[0].attrs.mode") == 0,
+          "%ld %.300s", r.status, r.body);
+    ht_resp_free(&r);
+}
+
 /* Two identical blocks in one graph resolve one kernel; the steps still run twice. */
 static void shared_kernels(const ht_daemon *d)
 {
@@ -377,6 +431,7 @@ int main(void)
     }
     examples(&d);
     layout_graph(&d);
+    shape_nodes_graph(&d);
     shared_kernels(&d);
     diamond_chain(&d);
     bad_graphs(&d);

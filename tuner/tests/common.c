@@ -129,6 +129,12 @@ tuner_op t_rmsnorm(tuner_dtype dt, long long rows, long long d, int align, bool 
 tuner_op t_reduce(tuner_dtype dt, int rank, const long long *shape, int axis, tuner_reduce_kind k, bool keepdim,
                   int align)
 {
+    return t_reduce_axes(dt, rank, shape, axis, 1, k, keepdim, align);
+}
+
+tuner_op t_reduce_axes(tuner_dtype dt, int rank, const long long *shape, int axis, int naxes, tuner_reduce_kind k,
+                       bool keepdim, int align)
+{
     tuner_op op;
     memset(&op, 0, sizeof(op));
     op.kind = TUNER_OP_REDUCE;
@@ -136,11 +142,12 @@ tuner_op t_reduce(tuner_dtype dt, int rank, const long long *shape, int axis, tu
     op.n_inputs = op.n_anchor_inputs = 1;
     op.attrs.reduce.kind = k;
     op.attrs.reduce.axis = axis;
+    op.attrs.reduce.naxes = naxes;
     op.attrs.reduce.keepdim = keepdim;
     long long os[TUNER_MAX_RANK];
     int orank = 0;
     for (int d = 0; d < rank; d++) {
-        if (d == axis) {
+        if (d >= axis && d < axis + naxes) {
             if (keepdim)
                 os[orank++] = 1;
         } else {
@@ -219,6 +226,40 @@ tuner_op t_slice2(tuner_dtype dt, long long rows, long long d, long long start, 
     op.attrs.copy.offset = start * d;
     op.attrs.copy.strides[0] = d;
     op.attrs.copy.strides[1] = step;
+    return op;
+}
+
+tuner_op t_pad2(tuner_dtype dt, long long rows, long long d, const long long lower[2], const long long upper[2],
+                double value)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_COPY;
+    long long in[2] = {rows, d}, out[2] = {rows + lower[0] + upper[0], d + lower[1] + upper[1]};
+    op.inputs[0] = t_tensor(dt, 2, in, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, 2, out, 16);
+    op.attrs.copy.strides[0] = d;
+    op.attrs.copy.strides[1] = 1;
+    op.attrs.copy.padded = true;
+    for (int k = 0; k < 2; k++) {
+        op.attrs.copy.pad_lower[k] = lower[k];
+        op.attrs.copy.pad_upper[k] = upper[k];
+    }
+    op.attrs.copy.pad_value = value;
+    return op;
+}
+
+tuner_op t_expand2(tuner_dtype dt, long long n, long long d)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_COPY;
+    long long in[2] = {1, d}, out[3] = {n, 1, d};
+    op.inputs[0] = t_tensor(dt, 2, in, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, 3, out, 16);
+    op.attrs.copy.strides[2] = 1; /* a new leading axis and a size-1 axis read with stride 0 */
     return op;
 }
 

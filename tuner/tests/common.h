@@ -20,6 +20,14 @@ tuner_op t_layernorm(tuner_dtype dt, long long rows, long long d, int align, boo
 tuner_op t_rmsnorm(tuner_dtype dt, long long rows, long long d, int align, bool gamma);
 tuner_op t_reduce(tuner_dtype dt, int rank, const long long *shape, int axis, tuner_reduce_kind k, bool keepdim,
                   int align);
+/* reduce over the consecutive axes axis .. axis + naxes - 1 (a multi-axis reduce). */
+tuner_op t_reduce_axes(tuner_dtype dt, int rank, const long long *shape, int axis, int naxes, tuner_reduce_kind k,
+                       bool keepdim, int align);
+/* copy: x [rows, d] padded with `value`, lower[k] before and upper[k] after axis k (F.pad). */
+tuner_op t_pad2(tuner_dtype dt, long long rows, long long d, const long long lower[2], const long long upper[2],
+                double value);
+/* copy: x [1, d] expanded to [n, 1, d] (zero strides: torch's expand made dense). */
+tuner_op t_expand2(tuner_dtype dt, long long n, long long d);
 /* x [rows, d] + bias [d] then gelu, scale, cast to dt. */
 tuner_op t_elementwise(tuner_dtype dt, long long rows, long long d, int align);
 /* copy: x [a, b, c] read as its transpose [c, a, b] (perm 2, 0, 1), then + bias [b] and relu. */

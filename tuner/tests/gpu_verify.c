@@ -525,6 +525,25 @@ int main(void)
             CASE("pool adaptive avg nchw 2x8x17x10->5x3",
                  t_pool(dt, TUNER_POOL_ADAPTIVE_AVG, true, 2, 8, 17, 10, NULL, 0, 0, 0, false, 5, 3));
         }
+        {
+            /* issue 37's shape ops: reduces over consecutive axes (column and row kernels),
+             * log_softmax (cached, streaming, split), padded and expanding copies. */
+            long long nhwc[4] = {4, 7, 7, 256}, nchw[4] = {4, 64, 7, 7};
+            CASE("reduce mean [4,7,7,256] ax1-2", t_reduce_axes(dt, 4, nhwc, 1, 2, TUNER_REDUCE_MEAN, false, 16));
+            CASE("reduce max [4,64,7,7] ax2-3 keep", t_reduce_axes(dt, 4, nchw, 2, 2, TUNER_REDUCE_MAX, true, 16));
+            const long long sizes[3][2] = {{77, 1000}, {5, 70001}, {2, 131072}};
+            for (int k = 0; k < 3; k++) {
+                snprintf(name, sizeof(name), "log_softmax %lldx%lld %s", sizes[k][0], sizes[k][1], dn);
+                if (!only || strstr(name, only)) {
+                    op = t_softmax(dt, sizes[k][0], sizes[k][1], 16);
+                    op.attrs.softmax.log = true;
+                    verify_case(name, &op, &t, threads);
+                }
+            }
+            const long long lo[2] = {1, 3}, hi[2] = {2, 0};
+            CASE("copy pad [50,61] (1,3)(2,0) -0.5", t_pad2(dt, 50, 61, lo, hi, -0.5));
+            CASE("copy expand [1,130] -> [9,1,130]", t_expand2(dt, 9, 130));
+        }
         CASE("copy transpose [33,65,129] +b relu", t_transpose3(dt, 33, 65, 129));
         CASE("copy slice [1000,77] rows 3.. step 2", t_slice2(dt, 1000, 77, 3, 500, 2));
         {

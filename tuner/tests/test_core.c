@@ -296,6 +296,23 @@ int main(int argc, char **argv)
                     op = t_softmax(dt, 2, 131072, 16);
                     snprintf(name, sizeof(name), "softmax %s 2x131072 (split)", dn);
                     run_case(name, &op, t, false);
+                    /* log_softmax: cached, streaming (long rows) and split forms. */
+                    op = t_softmax(dt, 77, 1000, 16);
+                    op.attrs.softmax.log = true;
+                    snprintf(name, sizeof(name), "log_softmax %s 77x1000", dn);
+                    run_case(name, &op, t, false);
+                    op = t_softmax(dt, 2, 131072, 16);
+                    op.attrs.softmax.log = true;
+                    snprintf(name, sizeof(name), "log_softmax %s 2x131072 (split)", dn);
+                    run_case(name, &op, t, false);
+                    /* Tiny: blocks hold idle rows (a 10-class head's log_softmax). */
+                    op = t_softmax(dt, 2, 8, 16);
+                    op.attrs.softmax.log = true;
+                    snprintf(name, sizeof(name), "log_softmax %s 2x8 (tiny)", dn);
+                    run_case(name, &op, t, false);
+                    op = t_softmax(dt, 1, 10, 2);
+                    snprintf(name, sizeof(name), "softmax %s 1x10 (tiny)", dn);
+                    run_case(name, &op, t, true);
                     /* Fused prologues on x: a mask and a scale before the softmax. */
                     long long ms[2] = {77, 1000};
                     op = t_softmax(dt, 77, 1000, 16);
@@ -393,6 +410,19 @@ int main(int argc, char **argv)
                     snprintf(name, sizeof(name), "reduce max %s [7,333,1000] ax2 prologue", dn);
                     run_case(name, &op, t, false);
                 }
+                /* Several consecutive axes: NHWC's global mean [N,H,W,C] over [1,2] (columns),
+                 * NCHW's over [2,3] (rows). */
+                long long nhwc[4] = {4, 7, 7, 256}, nchw[4] = {4, 256, 7, 7};
+                op = t_reduce_axes(dt, 4, nhwc, 1, 2, TUNER_REDUCE_MEAN, false, 16);
+                snprintf(name, sizeof(name), "reduce mean %s [4,7,7,256] ax1-2", dn);
+                run_case(name, &op, t, false);
+                op = t_reduce_axes(dt, 4, nchw, 2, 2, TUNER_REDUCE_MAX, true, 16);
+                snprintf(name, sizeof(name), "reduce max %s [4,256,7,7] ax2-3 keep", dn);
+                run_case(name, &op, t, true);
+                long long tiny[2] = {2, 8};
+                op = t_reduce(dt, 2, tiny, 1, TUNER_REDUCE_SUM, false, 16);
+                snprintf(name, sizeof(name), "reduce sum %s [2,8] ax1 (tiny)", dn);
+                run_case(name, &op, t, false);
             } else if (!strcmp(group, "conv_direct")) {
                 /* Depthwise 3x3 (vectors of channels), stride 2, a channel multiplier of 2 and
                  * 4 channels per group (scalar paths), an odd size with a bias + relu epilogue. */
@@ -418,6 +448,13 @@ int main(int argc, char **argv)
                 run_case(name, &op, t, false);
                 op = t_slice2(dt, 1000, 77, 3, 500, 2);
                 snprintf(name, sizeof(name), "copy %s slice [1000,77] rows 3.. step 2", dn);
+                run_case(name, &op, t, false);
+                const long long lo[2] = {1, 3}, hi[2] = {2, 0};
+                op = t_pad2(dt, 50, 61, lo, hi, -0.5);
+                snprintf(name, sizeof(name), "copy %s pad [50,61] (1,3)(2,0)", dn);
+                run_case(name, &op, t, false);
+                op = t_expand2(dt, 9, 130);
+                snprintf(name, sizeof(name), "copy %s expand [1,130] -> [9,1,130]", dn);
                 run_case(name, &op, t, false);
                 long long d3[3] = {5, 1, 17};
                 op = t_concat3(dt, 7, d3, 33);
