@@ -16,8 +16,9 @@ packages=(meson ninja-build pkg-config gcc libuv1-dev libcjson-dev libsqlite3-de
           sqlite3 libhiredis-dev redis-server)
 # debhelper, dpkg-dev, lintian: tests/ops/deb_test.sh builds and checks the .debs (suite
 # 'packaging'). Test tools only; scripts/run.sh does not ask for them.
+# python3-venv: the virtual environment that holds PyTorch for the backend's tests (below).
 if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ]; then
-    packages+=(debhelper dpkg-dev lintian)
+    packages+=(debhelper dpkg-dev lintian python3-venv)
 fi
 missing=()
 for p in "${packages[@]}"; do
@@ -49,6 +50,21 @@ if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && ! command -v cuobjdump >/dev/null
         && (cd .deps && mkdir -p cuobjdump && python3 -m zipfile -e wheels/nvidia_cuda_cuobjdump-*.whl cuobjdump) \
         && chmod +x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump \
         || echo "setup: could not fetch cuobjdump; the cubin checks will say so" >&2
+fi
+
+# The torch.compile backend's tests (clients/python/tests/test_backend.py, test_models.py) need
+# PyTorch, torchvision and transformers: PyPI's wheels, in a virtual environment of the project's
+# own (.deps/torch-venv, kept between runs; pip's download cache makes a new one quicker). About
+# 5.6 GiB and 3 minutes the first time. HIDETD_TORCH_VENV points elsewhere; HIDETD_SETUP_NO_TORCH=1
+# skips it (those tests then skip, saying why); a failed install stops the setup.
+torch_venv=${HIDETD_TORCH_VENV:-$PWD/.deps/torch-venv}
+if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && [ -z "${HIDETD_SETUP_NO_TORCH:-}" ] \
+        && ! "$torch_venv/bin/python" -c 'import torch, torchvision, transformers' 2>/dev/null; then
+    echo "setup: installing PyTorch, torchvision and transformers into $torch_venv (once)"
+    python3 -m venv "$torch_venv" \
+        && "$torch_venv/bin/pip" install -q --disable-pip-version-check \
+               torch torchvision transformers setuptools wheel \
+        || { echo "setup: could not install PyTorch into $torch_venv (HIDETD_SETUP_NO_TORCH=1 goes on without it; the backend's tests then skip)" >&2; exit 1; }
 fi
 
 if [ ! -f "$build_dir/build.ninja" ]; then

@@ -359,8 +359,8 @@ def _num(x):
     if not isinstance(x, (int, float)):
         raise Unsupported("expected a number, got %r" % (x,))
     x = float(x)
-    if math.isnan(x):
-        raise Unsupported("a NaN constant")
+    if not math.isfinite(x):
+        raise Unsupported("the constant %r (graph attributes are finite numbers)" % x)
     return x
 
 
@@ -388,7 +388,7 @@ def _inf_or(x):
     x = float(x)
     if math.isinf(x):
         return "-inf" if x < 0 else "inf"
-    return _num(x)
+    return _num(x)  # NaN is refused
 
 
 CONVERTERS = {}

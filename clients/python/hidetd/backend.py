@@ -109,6 +109,7 @@ class GraphReport:
         self.pieces = []
         self.fallback = None
         self.refused = []
+        self.requests = []   # the /v1/graphs request of each piece
 
     def summary(self):
         s = "%d ops: %d run by hidetd (%d piece%s, %d kernels), %d folded into constants, %d left to PyTorch" % (
@@ -123,7 +124,7 @@ class GraphReport:
         for op, reasons in sorted(self.left.items()):
             lines.append("  %-48s x%-3d %s" % (op, len(reasons), reasons[0]))
         for r in self.refused:
-            lines.append("  refused by the daemon: %s" % r)
+            lines.append("  %s" % r)
         return "\n".join(lines)
 
 
@@ -282,7 +283,8 @@ def _compile_aten(gm, example_inputs, opts, report):
             pieces = _split_and_plan(gm, hidetd_nodes, kind, opts, client, report)
             break
         except _Refused as e:
-            report.refused.append("%s: %s" % (", ".join(n.name for n in e.nodes), e.message))
+            report.refused.append("%s: %s" % (", ".join(n.name for n in e.nodes[:4]) +
+                                              (", ..." if len(e.nodes) > 4 else ""), e.message))
             for n in e.nodes:
                 reasons[n] = e.message
                 kind[n] = "torch" if n in dynamic else "fold"
@@ -390,6 +392,7 @@ def _split_and_plan(gm, hidetd_nodes, kind, opts, client, report):
         piece = _plan_piece(nodes, kind, opts, client)
         pieces.append(piece)
         report.pieces.append({"nodes": len(nodes), "kernels": piece.kernels})
+    report.requests = [p.request for p in pieces]
     # A supported node the partitioner left alone (a lone view) runs in PyTorch.
     for n in hidetd_nodes - in_piece:
         kind[n] = "torch"
@@ -442,7 +445,7 @@ def _plan_piece(nodes, kind, opts, client):
         if e.status == 0 or e.status >= 500 and e.code not in ("graph_too_large",):
             raise _DaemonUnavailable("cannot get a plan from hidetd at %s: %s" % (client.address, e))
         raise _Refused(_culprits(L, e, nodes, args_in + args_w), "refused by the daemon: %s" % e)
-    return Piece(nodes, args_in, args_w, L, outs, plan_json, client)
+    return Piece(nodes, args_in, args_w, L, outs, request, plan_json, client)
 
 
 def _culprits(L, err, nodes, args):
@@ -472,8 +475,9 @@ def _culprits(L, err, nodes, args):
 class Piece:
     """One piece: the fx nodes it replaces, where its arguments come from, and its plan."""
 
-    def __init__(self, nodes, args_in, args_w, lowering, outs, plan_json, client):
+    def __init__(self, nodes, args_in, args_w, lowering, outs, request, plan_json, client):
         self.nodes = nodes
+        self.request = request
         self.args_in = args_in
         self.args_w = args_w
         self.constants = lowering.constants
@@ -570,9 +574,9 @@ class CompiledGraph:
         dev = next((t.device for t in ins + ws if isinstance(t, torch.Tensor)), None)
         if dev is None or dev.type != "cuda":
             if not self._warned_cpu:
-                self._warned_cpu = True
-                _warn_once("hidetd runs plans on CUDA tensors; these are on %s, so PyTorch runs "
-                           "the graph" % dev)
+                self._warned_cpu = True  # once per compiled graph
+                warnings.warn("hidetd runs plans on CUDA tensors; these are on %s, so PyTorch "
+                              "runs the graph" % dev, RuntimeWarning, stacklevel=3)
             self._eager_piece(p, env)
             return
         if p._run is None or not _same_weights(p, ws):

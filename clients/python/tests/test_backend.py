@@ -1,0 +1,233 @@
+"""The torch.compile backend (hidetd.backend) on small modules, against the real hidetd
+($HIDETD_BIN, no GPU workers, tune "none"): what is lowered and split, what is folded, how a
+refused node and a daemon that is down are handled, the options, and the entry point. On a
+machine without a GPU the plans are made and checked by the daemon but PyTorch runs the model
+(the tensors are on the CPU), so every answer is compared with eager PyTorch."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+from support import HERE, Daemon, hidetd
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # the runtime's own tests run without PyTorch; these need it
+    torch = None
+
+
+def needs_torch(cls):
+    return unittest.skipUnless(torch is not None, "PyTorch is not installed for this Python "
+                               "(clients/python/tests/torch_tests.sh runs these with it)")(cls)
+
+
+if torch is not None:
+    class Block(nn.Module):
+        """A conv block and a head: conv, batch norm, ReLU6, max pool, global mean, linear."""
+
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, padding=1)
+            self.bn = nn.BatchNorm2d(16)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            y = F.relu6(self.bn(self.conv(x)))
+            y = F.max_pool2d(y, 2)
+            return self.fc(y.mean((2, 3)))
+
+    class WithCumsum(nn.Module):
+        """Linear, cumsum (no hidetd lowering), linear: split into two pieces."""
+
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(32, 32)
+            self.b = nn.Linear(32, 8)
+
+        def forward(self, x):
+            return self.b(torch.cumsum(torch.relu(self.a(x)), dim=1))
+
+    class WithArange(nn.Module):
+        """Position ids made in forward (folded into a constant), an embedding, a layer norm."""
+
+        def __init__(self):
+            super().__init__()
+            self.pos = nn.Embedding(64, 32)
+            self.ln = nn.LayerNorm(32)
+
+        def forward(self, x):
+            ids = torch.arange(x.shape[1]).unsqueeze(0)
+            return self.ln(x + self.pos(ids))
+
+    class WithOddEps(nn.Module):
+        """A layer norm whose eps (2.0) the daemon refuses: that node is left to PyTorch."""
+
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(8, eps=2.0)
+
+        def forward(self, x):
+            return torch.tanh(self.ln(torch.sigmoid(x)))
+
+
+@needs_torch
+class BackendTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon()
+        cls.opts = {"address": cls.daemon.sock, "tune": "none"}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.stop()
+
+    def setUp(self):
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+
+    def explain(self, model, *inputs, **extra):
+        opts = dict(self.opts)
+        opts.update(extra)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            e = hidetd.explain(model.eval(), *inputs, **opts)
+        return e, [str(w.message) for w in caught]
+
+    def test_conv_block_is_one_piece(self):
+        m = Block().eval()
+        x = torch.randn(2, 3, 16, 16)
+        e, msgs = self.explain(m, x)
+        self.assertEqual(e.torch, 0, str(e))
+        self.assertEqual(len(e.graphs), 1)
+        self.assertEqual(len(e.graphs[0].pieces), 1, str(e))
+        self.assertGreater(e.graphs[0].pieces[0]["kernels"], 1)
+        ops = {n["op"] for n in e.graphs[0].requests[0]["graph"]["nodes"]}
+        self.assertTrue({"conv2d", "batchnorm", "clamp", "pool2d", "reduce", "matmul"} <= ops, ops)
+        # No GPU here: the plan was made, and PyTorch gave the answer, saying so once.
+        self.assertTrue(any("CUDA tensors" in s for s in msgs), msgs)
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x))
+
+    def test_unsupported_op_splits_and_is_named(self):
+        m = WithCumsum().eval()
+        x = torch.randn(4, 32)
+        e, _ = self.explain(m, x)
+        self.assertEqual(e.torch, 1, str(e))
+        self.assertIn("aten.cumsum.default", e.left)
+        self.assertIn("no hidetd lowering", e.left["aten.cumsum.default"][0])
+        self.assertEqual(len(e.graphs[0].pieces), 2, str(e))
+        self.assertIn("aten.cumsum.default", str(e))
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x))
+
+    def test_constants_are_folded(self):
+        m = WithArange().eval()
+        x = torch.randn(2, 16, 32)
+        e, _ = self.explain(m, x)
+        self.assertEqual(e.torch, 0, str(e))
+        self.assertGreaterEqual(e.folded, 1, str(e))  # arange: made once, a weight of the plan
+        ops = [n["op"] for n in e.graphs[0].requests[0]["graph"]["nodes"]]
+        self.assertIn("layernorm", ops)
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x))
+
+    def test_refused_node_moves_to_pytorch(self):
+        m = WithOddEps().eval()
+        x = torch.randn(3, 8)
+        e, _ = self.explain(m, x)
+        self.assertEqual(e.torch, 1, str(e))
+        self.assertIn("aten.native_layer_norm.default", e.left)
+        why = e.left["aten.native_layer_norm.default"][0]
+        self.assertIn("refused by the daemon", why)
+        self.assertIn("eps", why)
+        self.assertTrue(e.graphs[0].refused)
+        self.assertEqual(len(e.graphs[0].pieces), 2, str(e))  # sigmoid | layer norm | tanh
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x))
+
+    def test_dtype_policy_casts_on_entry_and_exit(self):
+        m = WithCumsum().eval()
+        e, _ = self.explain(m, torch.randn(4, 32), dtype="f16")
+        req = e.graphs[0].requests[0]["graph"]
+        self.assertEqual({t["dtype"] for t in req["inputs"] + req["weights"]}, {"f32"})
+        casts = [n["attrs"]["dtype"] for n in req["nodes"] if n["op"] == "cast"]
+        self.assertIn("f16", casts)
+        self.assertIn("f32", casts)  # the output goes back to the model's dtype
+        mm = [n for n in req["nodes"] if n["op"] == "matmul"]
+        self.assertTrue(mm)
+
+    def test_daemon_down_warns_and_runs_eager(self):
+        m = Block().eval()
+        x = torch.randn(1, 3, 8, 8)
+        gone = os.path.join(tempfile.mkdtemp(), "nothing.sock")
+        e, msgs = self.explain(m, x, address=gone)
+        self.assertTrue(e.graphs[0].fallback, str(e))
+        self.assertTrue(any("cannot get a plan" in s and "running the model in PyTorch" in s
+                            for s in msgs), msgs)
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x))
+
+    def test_gradients_enabled_runs_pytorch(self):
+        m = WithCumsum()
+        x = torch.randn(2, 32)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            c = torch.compile(m, backend=hidetd.backend.hidetd_backend, options=self.opts)
+            y = c(x)
+        self.assertTrue(any("inference only" in str(w.message) for w in caught))
+        torch.testing.assert_close(y, m(x))
+
+    def test_options(self):
+        from hidetd.backend import Options
+        with self.assertRaisesRegex(ValueError, "unknown option 'tunes'"):
+            Options(None, {"tunes": "none"})
+        with self.assertRaisesRegex(ValueError, "dtype 'f8'"):
+            Options(None, {"dtype": "f8"})
+        with self.assertRaisesRegex(ValueError, "tune 'fast'"):
+            Options(None, {"tune": "fast"})
+        old = os.environ.get("HIDETD_TUNE")
+        os.environ["HIDETD_TUNE"] = "measure"
+        try:
+            self.assertEqual(Options(None, {}).tune, "measure")
+            self.assertEqual(Options(None, {"tune": "none"}).tune, "none")
+        finally:
+            if old is None:
+                del os.environ["HIDETD_TUNE"]
+            else:
+                os.environ["HIDETD_TUNE"] = old
+        self.assertTrue(Options("reduce-overhead", {}).cuda_graphs)
+        self.assertEqual(Options(None, {"dtype": "half"}).compute, "f16")
+        self.assertEqual(Options(None, {"budget": 5}).request_options()["budget"], {"seconds": 5.0})
+
+    def test_entry_point_names_the_backend(self):
+        # Installed, the package registers backend="hidetd" with Dynamo: no import needed.
+        tmp = tempfile.mkdtemp()
+        src = os.path.join(HERE, "..")
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                            "--no-build-isolation", "--disable-pip-version-check",
+                            "--target", tmp, src], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        code = ("import torch, warnings\n"
+                "warnings.simplefilter('ignore')\n"
+                "import torch._dynamo\n"
+                "assert 'hidetd' in torch._dynamo.list_backends(), torch._dynamo.list_backends()\n"
+                "m = torch.nn.Linear(8, 4).eval()\n"
+                "c = torch.compile(m, backend='hidetd', options={'address': %r, 'tune': 'none'})\n"
+                "x = torch.randn(2, 8)\n"
+                "with torch.no_grad():\n"
+                "    torch.testing.assert_close(c(x), m(x))\n"
+                "import hidetd; assert hidetd.__file__.startswith(%r), hidetd.__file__\n"
+                "print('ok')\n") % (self.daemon.sock, tmp)
+        env = dict(os.environ, PYTHONPATH=tmp)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, cwd=tmp)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertIn("ok", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

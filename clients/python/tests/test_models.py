@@ -1,0 +1,89 @@
+"""The models of issue 37 through the torch.compile backend on the CPU, against the real hidetd
+($HIDETD_BIN, tune "none"): torchvision's resnet50, inception_v3 and mobilenet_v2 (channels
+last) and transformers' BertModel and GPT2Model, built from their libraries' own configs with
+random weights (nothing is downloaded). Each must become plans the daemon accepts with no op
+left to PyTorch. Running them and comparing with eager PyTorch is tests/gpu/models.py."""
+import unittest
+import warnings
+
+from support import Daemon, hidetd
+
+try:
+    import torch
+    import torchvision
+    import transformers
+except ImportError:
+    torch = None
+
+
+def vision(name, batch=1):
+    kw = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
+    m = getattr(torchvision.models, name)(weights=None, **kw).eval()
+    m = m.to(memory_format=torch.channels_last)
+    hw = 299 if name == "inception_v3" else 224
+    x = torch.randn(batch, 3, hw, hw).to(memory_format=torch.channels_last)
+    return m, (x,)
+
+
+def text(name, batch=1, seq=128):
+    if name == "bert":
+        cfg = transformers.BertConfig()
+        m = transformers.BertModel(cfg)
+    else:
+        cfg = transformers.GPT2Config()
+        m = transformers.GPT2Model(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq))
+    return m.eval(), (ids,)
+
+
+@unittest.skipUnless(torch is not None, "PyTorch, torchvision or transformers is not installed "
+                     "for this Python (clients/python/tests/torch_tests.sh runs these with them)")
+class ModelsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.stop()
+
+    def check(self, model, inputs):
+        torch.manual_seed(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            e = hidetd.explain(model, *inputs, address=self.daemon.sock, tune="none")
+        self.assertTrue(e.graphs, "nothing was compiled")
+        for g in e.graphs:
+            self.assertIsNone(g.fallback, str(e))
+        self.assertEqual(e.torch, 0, "ops left to PyTorch:\n%s" % e)
+        self.assertGreater(e.hidetd, 50, str(e))
+        return e
+
+    def test_resnet50(self):
+        e = self.check(*vision("resnet50"))
+        ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
+        self.assertTrue({"conv2d", "batchnorm", "pool2d", "reduce", "matmul"} <= ops, ops)
+
+    def test_inception_v3(self):
+        e = self.check(*vision("inception_v3"))
+        ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
+        self.assertIn("concat", ops)
+
+    def test_mobilenet_v2(self):
+        e = self.check(*vision("mobilenet_v2"))
+        ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
+        self.assertIn("clamp", ops)  # ReLU6
+
+    def test_bert(self):
+        e = self.check(*text("bert"))
+        ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
+        self.assertTrue({"embedding", "layernorm", "softmax", "matmul"} <= ops, ops)
+
+    def test_gpt2(self):
+        e = self.check(*text("gpt2"))
+        ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
+        self.assertTrue({"embedding", "layernorm", "softmax", "matmul", "tanh"} <= ops, ops)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# clients/python/tests/torch_tests.sh SRC_DIR - runs the torch.compile backend's tests
+# (test_backend.py, test_models.py) with the Python of the PyTorch virtual environment that
+# scripts/setup.sh makes (.deps/torch-venv, or $HIDETD_TORCH_VENV). Skips (exit 77) without it.
+set -uo pipefail
+src=$1
+venv=${HIDETD_TORCH_VENV:-$src/../../.deps/torch-venv}
+if ! "$venv/bin/python" -c 'import torch, torchvision, transformers' 2>/dev/null; then
+    echo "SKIP: no PyTorch environment at $venv (scripts/setup.sh makes it; HIDETD_SETUP_NO_TORCH=1 left it out)"
+    exit 77
+fi
+cd "$src/tests" || exit 1
+# One thread each: the suite's other tests run beside these on a 2-core machine.
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TORCHINDUCTOR_COMPILE_THREADS=1
+exec "$venv/bin/python" -m unittest -v test_backend test_models
