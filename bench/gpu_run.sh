@@ -5,6 +5,8 @@
 #   bench/gpu_run.sh graphs [bench/graphs.py args...]   (launch plans through clients/python)
 #   bench/gpu_run.sh calibrate [bench/calibrate.py args...]   (the cost model against measurement)
 #   bench/gpu_run.sh multi [tests/gpu/multi_gpu.py args...]   (the pool on several GPUs)
+#   bench/gpu_run.sh models [tests/gpu/models.py args...]   (real models through torch.compile)
+#   bench/gpu_run.sh modelbench [bench/models.py args...]  (their latency against Inductor)
 # Logs and results go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.."
@@ -99,6 +101,23 @@ if [ "$what" = hits ] || [ "$what" = all ]; then
     kill -TERM $pid
     wait $pid
     cat "$OUT/hits.txt"
+fi
+
+if [ "$what" = models ] || [ "$what" = modelbench ]; then
+    start_daemon models
+    if [ "$what" = models ]; then
+        PYTHONUNBUFFERED=1 timeout "${MODELS_TIMEOUT:-540}" python3 tests/gpu/models.py \
+            --socket "$d/hidetd.sock" "$@" > "$OUT/models.log" 2>&1
+        echo "models exit=$?"
+        tail -n 40 "$OUT/models.log"
+    else
+        PYTHONUNBUFFERED=1 timeout "${MODELS_TIMEOUT:-540}" python3 bench/models.py \
+            --socket "$d/hidetd.sock" --out "$OUT" "$@" > "$OUT/modelbench.log" 2>&1
+        echo "modelbench exit=$?"
+        tail -n 40 "$OUT/modelbench.log"
+    fi
+    kill -TERM $pid
+    wait $pid
 fi
 
 if [ "$what" = multi ]; then

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""bench/models.py - real models through hidetd's torch.compile backend against PyTorch eager and
+Inductor, side by side in one process on one GPU (issue 37's table).
+
+    models.py --socket SOCK --out DIR [--cases resnet50-b1,...] [--inductor-mode MODE]
+              [--tune model] [--startup] [--iters 50]
+
+Every side is run from a CUDA graph: the harness captures each compiled forward (hidetd's plan
+launches, Inductor's kernels - compiled with MODE, by default max-autotune-no-cudagraphs - and
+eager's kernels) and times replays with CUDA events (median of 5 rounds of --iters replays).
+--startup also times compiling ResNet-50 (b1) and BERT (b1, s128) in fresh processes: hidetd
+cold (tune as given, the daemon has not seen the model), hidetd warm (daemon cache warm),
+Inductor default mode cold (an empty cache directory) and warm (the same directory again).
+Writes DIR/models.json and DIR/models.md.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
+import model_zoo  # noqa: E402
+
+
+def graphed_time(fn, inputs, iters):
+    """Median ms per call of fn(*inputs) replayed from a CUDA graph."""
+    import torch
+    with torch.no_grad():
+        for _ in range(3):
+            fn(*inputs)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn(*inputs)
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            fn(*inputs)
+    for _ in range(10):
+        g.replay()
+    times = []
+    for _ in range(5):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(iters):
+            g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / iters)
+    return statistics.median(times)
+
+
+def child_compile(case, backend, sock, tune, mode):
+    """Runs in a fresh process: seconds from torch.compile to the first result."""
+    import torch
+    torch.manual_seed(0)
+    m, inputs = model_zoo.build(model_zoo.parse_case(case), torch.float16)
+    torch.cuda.synchronize()
+    t0 = time.time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if backend == "hidetd":
+            import hidetd
+            c = hidetd.compile(m, address=sock, tune=tune)
+        else:
+            c = torch.compile(m, mode=None if mode == "default" else mode)
+        with torch.no_grad():
+            c(*inputs)
+    torch.cuda.synchronize()
+    print("COMPILE_S %.3f" % (time.time() - t0))
+
+
+def timed_child(case, backend, sock, tune, mode, env=None):
+    r = subprocess.run([sys.executable, __file__, "--child", case, "--backend", backend,
+                        "--socket", sock, "--tune", tune, "--inductor-mode", mode],
+                       capture_output=True, text=True, env=env, timeout=900)
+    for line in r.stdout.splitlines():
+        if line.startswith("COMPILE_S "):
+            return float(line.split()[1])
+    raise RuntimeError("compile child failed: %s" % r.stderr[-2000:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--cases", default="")
+    ap.add_argument("--inductor-mode", default="max-autotune-no-cudagraphs")
+    ap.add_argument("--tune", default="model")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--startup", action="store_true")
+    ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--child", default=None)
+    ap.add_argument("--backend", default="hidetd")
+    args = ap.parse_args()
+    if args.child:
+        child_compile(args.child, args.backend, args.socket, args.tune, args.inductor_mode)
+        return 0
+
+    import torch
+    import hidetd
+    cases = [model_zoo.parse_case(c) for c in args.cases.split(",") if c] or model_zoo.REQUIRED
+    rows = []
+    startup = {}
+    if args.startup:
+        for case in ("resnet50-b1", "bert-b1-s128"):
+            cache = tempfile.mkdtemp(prefix="inductor-")
+            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache)
+            startup[case] = {
+                "hidetd_cold": timed_child(case, "hidetd", args.socket, args.tune, "default"),
+                "hidetd_warm": timed_child(case, "hidetd", args.socket, args.tune, "default"),
+                "inductor_cold": timed_child(case, "inductor", args.socket, args.tune, "default", env),
+                "inductor_warm": timed_child(case, "inductor", args.socket, args.tune, "default", env),
+            }
+            print("startup", case, startup[case], flush=True)
+    for case in cases:
+        name = model_zoo.case_name(case)
+        torch.manual_seed(0)
+        m, inputs = model_zoo.build(case, torch.float16)
+        row = {"case": name}
+        try:
+            row["eager_ms"] = graphed_time(m, inputs, args.iters)
+            torch._dynamo.reset()
+            t0 = time.time()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                c = hidetd.compile(m, inputs, address=args.socket, tune=args.tune)
+                row["hidetd_compile_s"] = time.time() - t0
+                rep = hidetd.explain(m, *inputs, address=args.socket, tune=args.tune)
+                c = hidetd.compile(m, inputs, address=args.socket, tune=args.tune)
+            row["torch_ops"] = rep.torch
+            row["left"] = sorted(rep.left)
+            row["kernels"] = sum(p["kernels"] for g in rep.graphs for p in g.pieces)
+            row["hidetd_ms"] = graphed_time(c, inputs, args.iters)
+            if not args.no_inductor:
+                torch._dynamo.reset()
+                t0 = time.time()
+                ci = torch.compile(m, mode=args.inductor_mode)
+                with torch.no_grad():
+                    ci(*inputs)
+                row["inductor_compile_s"] = time.time() - t0
+                row["inductor_ms"] = graphed_time(ci, inputs, args.iters)
+                row["vs_inductor"] = row["inductor_ms"] / row["hidetd_ms"]
+            row["vs_eager"] = row["eager_ms"] / row["hidetd_ms"]
+        except Exception as e:  # a row that fails stays in the table with the reason
+            row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del m
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+
+    def gmean(xs):
+        xs = [x for x in xs if x]
+        return float(statistics.geometric_mean(xs)) if xs else None
+    summary = {"gmean_vs_inductor": gmean(r.get("vs_inductor") for r in rows),
+               "gmean_vs_eager": gmean(r.get("vs_eager") for r in rows),
+               "inductor_mode": args.inductor_mode, "tune": args.tune,
+               "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
+    with open(os.path.join(args.out, "models.json"), "w") as f:
+        json.dump({"rows": rows, "summary": summary, "startup": startup}, f, indent=1)
+    lines = ["| model | eager ms | Inductor ms | hidetd ms | vs Inductor | vs eager | kernels | ops left |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append("| %s | error: %s |||||||" % (r["case"], r["error"]))
+            continue
+        lines.append("| %s | %.3f | %s | %.3f | %s | %.2fx | %d | %d |" % (
+            r["case"], r["eager_ms"], "%.3f" % r["inductor_ms"] if "inductor_ms" in r else "-",
+            r["hidetd_ms"], "%.2fx" % r["vs_inductor"] if "vs_inductor" in r else "-",
+            r["vs_eager"], r["kernels"], r["torch_ops"]))
+    lines.append("")
+    lines.append("geometric mean: %s vs Inductor (%s), %s vs eager; tune %s; %s, torch %s" % (
+        "%.2fx" % summary["gmean_vs_inductor"] if summary["gmean_vs_inductor"] else "-",
+        args.inductor_mode, "%.2fx" % summary["gmean_vs_eager"] if summary["gmean_vs_eager"] else "-",
+        args.tune, summary["gpu"], summary["torch"]))
+    for case, s in startup.items():
+        lines.append("startup %s: hidetd cold %.1f s, warm %.1f s; Inductor default cold %.1f s, warm %.1f s" % (
+            case, s["hidetd_cold"], s["hidetd_warm"], s["inductor_cold"], s["inductor_warm"]))
+    with open(os.path.join(args.out, "models.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
