@@ -561,6 +561,37 @@ static void test_masks(void)
     graph_plan_free(&p);
     graph_request_free(&rq);
 
+    /* The input limit holds: a matmul (2 inputs) takes three wheres (2 operands each: 8
+     * inputs); the fourth would need a 9th and 10th and becomes an elementwise kernel. */
+    char lim[4096];
+    int at = snprintf(lim, sizeof(lim),
+                      "{\"graph\":{\"inputs\":[{\"name\":\"a\",\"shape\":[16,32],\"dtype\":\"f16\"},"
+                      "{\"name\":\"b\",\"shape\":[32,64],\"dtype\":\"f16\"}");
+    for (int i = 0; i < 4; i++)
+        at += snprintf(lim + at, sizeof(lim) - (size_t)at,
+                       ",{\"name\":\"c%d\",\"shape\":[16,1],\"dtype\":\"f16\"},"
+                       "{\"name\":\"o%d\",\"shape\":[64],\"dtype\":\"f16\"}",
+                       i, i);
+    at += snprintf(lim + at, sizeof(lim) - (size_t)at,
+                   "],\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"w0\"]}");
+    for (int i = 0; i < 4; i++)
+        at += snprintf(lim + at, sizeof(lim) - (size_t)at,
+                       ",{\"name\":\"where%d\",\"op\":\"where\",\"inputs\":[\"c%d\",\"w%d\",\"o%d\"],\"outputs\":[\"w%d\"]}",
+                       i, i, i, i, i + 1);
+    snprintf(lim + at, sizeof(lim) - (size_t)at, "],\"outputs\":[\"w4\"]}}");
+    CHECK(plan_of(lim, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    const graph_kernel *kmm = kernel_of(&p, "mm"), *kw = kernel_of(&p, "where3");
+    CHECK(p.n_kernels == 2 && kmm && kw && kmm != kw && kernel_of(&p, "where2") == kmm, "%d kernels", p.n_kernels);
+    if (kmm && kw) {
+        CHECK(kmm->op->n_inputs == TUNER_MAX_INPUTS && kmm->op->epilogue.n == 3, "%s", kmm->request);
+        CHECK(kw->op->kind == TUNER_OP_ELEMENTWISE && kw->op->n_inputs == 3 && kw->op->epilogue.n == 1, "%s",
+              kw->request);
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
     /* The graph's canonical text (its partition cache key) tells -inf from inf. */
 #define GI "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f16\"}," \
            "{\"name\":\"m\",\"shape\":[8],\"dtype\":\"f16\"}],\"nodes\":[{\"op\":\"masked_fill\"," \
