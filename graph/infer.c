@@ -56,6 +56,25 @@ static cJSON *tensor_json(const tuner_tensor *t)
     return o;
 }
 
+/* A mask step's fields in the request language (proto's parse_mask_step): its first operand as
+ * "input" ("operand" in a prologue), where's "other", a comparison's constant or masked_fill's
+ * value (an infinity as "-inf"/"inf", which JSON numbers cannot say). */
+static void mask_step_json(cJSON *o, const tuner_ew_step *s, int target)
+{
+    int ops[2];
+    const int n = tuner_ew_operands(s, ops);
+    if (n >= 1)
+        cJSON_AddNumberToObject(o, target >= 0 ? "operand" : "input", ops[0]);
+    if (s->kind == TUNER_EW_WHERE)
+        cJSON_AddNumberToObject(o, "other", ops[1]);
+    if (s->kind == TUNER_EW_MASKED_FILL || n == 0) {
+        if (isinf(s->scalar))
+            cJSON_AddStringToObject(o, "value", s->scalar < 0 ? "-inf" : "inf");
+        else
+            cJSON_AddNumberToObject(o, "value", s->scalar);
+    }
+}
+
 /* One step in the request language. `target` >= 0: a prologue step of anchor input `target`. */
 static cJSON *step_json(const tuner_ew_step *s, int target)
 {
@@ -70,6 +89,8 @@ static cJSON *step_json(const tuner_ew_step *s, int target)
     cJSON_AddStringToObject(o, "op", tuner_ew_name(s->kind));
     if (TUNER_EW_IS_BINARY(s->kind))
         cJSON_AddNumberToObject(o, target >= 0 ? "operand" : "input", s->operand);
+    if (tuner_ew_is_mask(s->kind))
+        mask_step_json(o, s, target);
     const tuner_ew_param *prm;
     int np = tuner_ew_params(s->kind, &prm);
     for (int j = 0; j < np; j++) /* an infinite one is clamp's open bound: absent */
@@ -386,12 +407,85 @@ static int norm_axis(int64_t axis, int rank)
     return (int)(axis < 0 ? axis + rank : axis);
 }
 
+/* Broadcasts `out` (numpy, both ways) with input k of node i, which must have dtype `dt` unless
+ * dt is negative; an input_error names input k otherwise. */
+static int broadcast_input(graph *g, int i, int k, int dt, tuner_tensor *out, proto_error *e)
+{
+    const tuner_tensor *b = &g->tensors[g->nodes[i].in[k]].t;
+    char sa[96], sb[96], msg[256];
+    if (dt >= 0 && b->dtype != (tuner_dtype)dt) {
+        snprintf(msg, sizeof(msg), "dtype %s differs from %s's %s (add a cast node)", tuner_dtype_name(b->dtype),
+                 g->nodes[i].step.kind == TUNER_EW_WHERE ? "the second input" : "the first input",
+                 tuner_dtype_name((tuner_dtype)dt));
+        return input_error(g, i, k, e, msg);
+    }
+    shape_text(out, sa, sizeof(sa));
+    shape_text(b, sb, sizeof(sb));
+    const tuner_dtype keep = out->dtype;
+    if (!graph__broadcast(out, b, out)) {
+        snprintf(msg, sizeof(msg), "shapes %s and %s do not broadcast", sa, sb);
+        return input_error(g, i, k, e, msg);
+    }
+    out->dtype = keep;
+    return 0;
+}
+
+/* log is a plain unary step (infer_step); the masks are checked here. Comparisons take two
+ * inputs of one dtype (numpy broadcasting both ways, as add) or one input and attr "value" (a
+ * finite number); where takes [cond, a, b], a and b of one dtype, cond of any (nonzero is
+ * true), all three broadcast; masked_fill takes [x, mask] and attr "value" (a finite number,
+ * "-inf" or "inf"), the mask of any dtype, both broadcast. The output has the dtype of the
+ * values (x, a, the compared inputs): a comparison's 1 and 0 are in its inputs' dtype. */
+static int infer_mask_step(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    graph_node *n = &g->nodes[i];
+    const tuner_ew_kind k = n->step.kind;
+    static const char *const value[] = {"value", NULL};
+    static const char *const none[] = {NULL};
+    char field[96];
+    int r;
+    if (k == TUNER_EW_WHERE)
+        r = need_inputs(g, i, 3, 3, e);
+    else if (k == TUNER_EW_MASKED_FILL)
+        r = need_inputs(g, i, 2, 2, e);
+    else
+        r = need_inputs(g, i, 1, 2, e);
+    if (r < 0 || (r = check_attr_keys(g, i, attrs, k == TUNER_EW_WHERE ? none : value, e)) < 0)
+        return r;
+    const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "value") : NULL;
+    attr_field(g, i, "value", field, sizeof(field));
+    tuner_tensor out = g->tensors[n->in[k == TUNER_EW_WHERE ? 1 : 0]].t;
+    if (k == TUNER_EW_WHERE) {
+        if ((r = broadcast_input(g, i, 0, -1, &out, e)) < 0 || (r = broadcast_input(g, i, 2, out.dtype, &out, e)) < 0)
+            return r;
+    } else if (k == TUNER_EW_MASKED_FILL) {
+        if (!v)
+            return proto_fail(e, 400, "invalid_field", field, "node \"%s\" needs %s (a finite number, \"-inf\" or \"inf\")",
+                              n->name, field);
+        if ((r = proto_fill_value(v, field, &n->step.scalar, e)) < 0 || (r = broadcast_input(g, i, 1, -1, &out, e)) < 0)
+            return r;
+    } else if (n->n_in == 2) {
+        if (v)
+            return proto_fail(e, 400, "invalid_field", field,
+                              "node \"%s\" compares two inputs or one input with a value, not both", n->name);
+        if ((r = broadcast_input(g, i, 1, out.dtype, &out, e)) < 0)
+            return r;
+    } else if ((r = attr_number(g, i, attrs, "value", true, 0, &n->step.scalar, e)) < 0) {
+        return r;
+    }
+    out.align = 16;
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
 static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
     graph_node *n = &g->nodes[i];
     tuner_ew_kind k = n->step.kind;
     bool binary = TUNER_EW_IS_BINARY(k);
     int r;
+    if (tuner_ew_is_mask(k))
+        return infer_mask_step(g, i, attrs, e);
     if ((r = need_inputs(g, i, binary ? 2 : 1, binary ? 2 : 1, e)) < 0)
         return r;
     static const char *const gelu[] = {"approximate", NULL};

@@ -219,7 +219,9 @@ static const char *const known_ops[] = {
     "sub", "mul", "div", "max", "min", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "neg",
     "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "clamp", "relu6", "hardtanh",
     "hardswish", "hardsigmoid", "leaky_relu", "erf", "pow", "reshape", "transpose", "slice",
-    "batchnorm", "log_softmax", "expand", "pad", NULL};
+    "batchnorm", "log_softmax", "expand", "pad",
+    "log", "eq", "ne", "lt", "le", "gt", "ge", "where", "masked_fill",
+    NULL};
 
 /* ---- the parse -------------------------------------------------------------------------------- */
 
@@ -311,8 +313,8 @@ static int parse_node_head(parse_ctx *c, const cJSON *o, int idx)
             return proto_fail(c->e, 422, "unknown_op", field,
                                "unknown op \"%.32s\"; did you mean \"%s\"?", opv->valuestring,
                                near);
-        /* As many names as the message holds (it is 256 bytes): whole names, then "...". */
-        char list[320];
+        /* As many names as the message holds: whole names, then "...". */
+        char list[sizeof(c->e->message)];
         const size_t room = sizeof(c->e->message) - 64;
         size_t len = 0;
         for (int k = 0; known_ops[k]; k++) {

@@ -587,13 +587,46 @@ typedef struct growing {
     int prims[512];
 } growing;
 
-/* The steps that compute `consumer` from the running value cur: step(cur[, operand]), or for
- * operand - cur the pair neg, add. 0 steps when it cannot be expressed. */
-static int steps_for(const part *c, const prim *q, int cur, tuner_ew_step *ret, int *ret_operand)
+/* A mask node as a step of the running value cur (its operands in ret_operands: the step's
+ * operand, then where's other): a comparison of cur with an input or its value, or with cur on
+ * the right as the swapped comparison (a < cur is cur > a); masked_fill of cur (x, never the
+ * mask); where with cur as its `a` (the value taken where the condition holds). where(cond, a,
+ * cur) and a node reading cur twice have no such step: 0, and they stay kernels of their own. */
+static int mask_step_for(const prim *q, int cur, tuner_ew_step *ret, int ret_operands[2])
 {
-    *ret_operand = -1;
+    tuner_ew_step s = q->step;
+    s.operand = -1;
+    if (s.kind == TUNER_EW_WHERE) {
+        if (q->in[1] != cur || q->in[0] == cur || q->in[2] == cur)
+            return 0;
+        ret_operands[0] = q->in[0];
+        ret_operands[1] = q->in[2];
+    } else if (q->n_in == 1) { /* a comparison with its value */
+        if (q->in[0] != cur)
+            return 0;
+    } else if (q->in[0] == cur && q->in[1] != cur) {
+        ret_operands[0] = q->in[1];
+    } else if (tuner_ew_is_compare(s.kind) && q->in[1] == cur && q->in[0] != cur) {
+        ret_operands[0] = q->in[0];
+        s.kind = tuner_ew_compare_swapped(s.kind);
+    } else {
+        return 0;
+    }
+    ret[0] = s;
+    return 1;
+}
+
+/* The steps that compute `consumer` from the running value cur: step(cur[, operand]), or for
+ * operand - cur the pair neg, add. 0 steps when it cannot be expressed. The inputs the last
+ * step reads go to ret_operands (its operand, and where's other), -1 when none. */
+static int steps_for(const part *c, const prim *q, int cur, tuner_ew_step *ret, int ret_operands[2])
+{
+    ret_operands[0] = ret_operands[1] = -1;
+    int *ret_operand = &ret_operands[0];
     if (q->kind != PRIM_STEP)
         return 0;
+    if (tuner_ew_is_mask(q->step.kind))
+        return mask_step_for(q, cur, ret, ret_operands);
     tuner_ew_step s = q->step;
     s.operand = -1;
     if (!TUNER_EW_IS_BINARY(s.kind)) {
@@ -642,20 +675,26 @@ static int grow_epilogue(part *c, growing *k)
             return 0;
         prim *q = &c->prims[qk];
         tuner_ew_step steps[2];
-        int operand;
-        int n = steps_for(c, q, cur, steps, &operand);
+        int operands[2];
+        int n = steps_for(c, q, cur, steps, operands);
         if (n == 0 || k->op.epilogue.n + n > TUNER_MAX_STEPS)
             return 0;
-        if (operand >= 0 && k->is_constant && !constant(c, operand))
-            return 0;
+        for (int j = 0; j < 2; j++)
+            if (operands[j] >= 0 && k->is_constant && !constant(c, operands[j]))
+                return 0;
         growing next = *k;
         next.request = NULL;
         int from = k->op.kind == TUNER_OP_ELEMENTWISE ? 0 : k->op.n_anchor_inputs;
-        if (operand >= 0) {
-            int idx = operand_index(&next.op, next.bound, operand, &c->p->tensors[operand].t, from);
+        for (int j = 0; j < 2; j++) {
+            if (operands[j] < 0)
+                continue;
+            int idx = operand_index(&next.op, next.bound, operands[j], &c->p->tensors[operands[j]].t, from);
             if (idx < 0)
                 return 0;
-            steps[n - 1].operand = idx;
+            if (j == 0)
+                steps[n - 1].operand = idx;
+            else
+                steps[n - 1].operand2 = idx;
         }
         for (int s = 0; s < n; s++)
             next.op.epilogue.steps[next.op.epilogue.n++] = steps[s];
@@ -685,17 +724,26 @@ static int grow_prologue(part *c, growing *k, int slot)
         const prim *p = &c->prims[pk];
         if (p->step.kind == TUNER_EW_CAST || k->op.prologue[slot].n + 1 > TUNER_MAX_STEPS)
             return 0;
-        /* The value must have x's shape (a prologue runs per element of the input it loads). */
-        int value = p->in[0], operand = p->n_in > 1 ? p->in[1] : -1;
-        if (operand >= 0 && !same_shape(&c->p->tensors[value].t, &xt->t) && commutes(p->step.kind)) {
+        /* The value must have x's shape (a prologue runs per element of the input it loads).
+         * where's value is its `a` (mask_step_for); a comparison swaps sides as add does. */
+        tuner_ew_kind kind = p->step.kind;
+        int value = p->in[0], operand = p->n_in > 1 ? p->in[1] : -1, other = -1;
+        if (kind == TUNER_EW_WHERE) {
             value = p->in[1];
             operand = p->in[0];
+            other = p->in[2];
+        } else if (operand >= 0 && !same_shape(&c->p->tensors[value].t, &xt->t) &&
+                   (commutes(kind) || tuner_ew_is_compare(kind))) {
+            value = p->in[1];
+            operand = p->in[0];
+            kind = tuner_ew_compare_swapped(kind);
         }
-        if (!same_shape(&c->p->tensors[value].t, &xt->t) || value == operand)
+        if (!same_shape(&c->p->tensors[value].t, &xt->t) || value == operand || value == other)
             return 0;
         growing next = *k;
         next.request = NULL;
         tuner_ew_step s = p->step;
+        s.kind = kind;
         s.operand = -1;
         if (operand >= 0) {
             int idx = operand_index(&next.op, next.bound, operand, &c->p->tensors[operand].t,
@@ -703,6 +751,12 @@ static int grow_prologue(part *c, growing *k, int slot)
             if (idx < 0)
                 return 0;
             s.operand = idx;
+        }
+        if (other >= 0) {
+            int idx = operand_index(&next.op, next.bound, other, &c->p->tensors[other].t, k->op.n_anchor_inputs);
+            if (idx < 0)
+                return 0;
+            s.operand2 = idx;
         }
         tuner_ew_chain *ch = &next.op.prologue[slot];
         memmove(&ch->steps[1], &ch->steps[0], sizeof(ch->steps[0]) * (size_t)ch->n);
@@ -878,12 +932,19 @@ static int step_kernel(part *c, int pk)
     k->op.kind = TUNER_OP_ELEMENTWISE;
     k->op.n_inputs = 1;
     k->op.n_anchor_inputs = 1;
-    k->op.inputs[0] = c->p->tensors[pr->in[0]].t;
-    k->bound[0] = pr->in[0];
+    /* where's value is its `a` (inputs [cond, a, b]); every other step's is its first input. */
+    const bool where = pr->step.kind == TUNER_EW_WHERE;
+    const int x = pr->in[where ? 1 : 0];
+    k->op.inputs[0] = c->p->tensors[x].t;
+    k->bound[0] = x;
     tuner_ew_step s = pr->step;
     s.operand = -1;
-    if (pr->n_in > 1)
+    if (where) {
+        s.operand = operand_index(&k->op, k->bound, pr->in[0], &c->p->tensors[pr->in[0]].t, 0);
+        s.operand2 = operand_index(&k->op, k->bound, pr->in[2], &c->p->tensors[pr->in[2]].t, 0);
+    } else if (pr->n_in > 1) {
         s.operand = operand_index(&k->op, k->bound, pr->in[1], &c->p->tensors[pr->in[1]].t, 0);
+    }
     k->op.epilogue.steps[k->op.epilogue.n++] = s;
     return kernel_finish(c, k, 0, "this step cannot be expressed as an elementwise kernel");
 }

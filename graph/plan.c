@@ -10,6 +10,7 @@
 #include "graph/graph_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,8 @@ char *graph_canonical(const graph *g)
             cJSON_AddNumberToObject(no, "value", n->step.scalar);
             if (n->step.kind == TUNER_EW_CLAMP) /* its max (an open bound prints as null) */
                 cJSON_AddNumberToObject(no, "value2", n->step.scalar2);
+            if (isinf(n->step.scalar)) /* masked_fill's -inf and inf: both print as null */
+                cJSON_AddStringToObject(no, "value_inf", n->step.scalar < 0 ? "-inf" : "inf");
             cJSON_AddStringToObject(no, "dtype", tuner_dtype_name(n->step.dtype));
             break;
         default:

@@ -39,6 +39,11 @@ static const char *const ew_names[TUNER_EW_COUNT] = {
     [TUNER_EW_HARDSWISH] = "hardswish", [TUNER_EW_HARDSIGMOID] = "hardsigmoid",
     [TUNER_EW_LEAKY_RELU] = "leaky_relu", [TUNER_EW_ERF] = "erf",
     [TUNER_EW_POW] = "pow",
+    [TUNER_EW_LOG] = "log",
+    [TUNER_EW_EQ] = "eq",           [TUNER_EW_NE] = "ne",
+    [TUNER_EW_LT] = "lt",           [TUNER_EW_LE] = "le",
+    [TUNER_EW_GT] = "gt",           [TUNER_EW_GE] = "ge",
+    [TUNER_EW_WHERE] = "where",     [TUNER_EW_MASKED_FILL] = "masked_fill",
 };
 
 /* Parameters by kind (tuner_ew_params); PyTorch's defaults where it has them. */

@@ -120,6 +120,21 @@ typedef enum {
     TUNER_EW_LEAKY_RELU,  /* value > 0 ? value : value * scalar (negative_slope) */
     TUNER_EW_ERF,
     TUNER_EW_POW,         /* value ** scalar (a constant exponent) */
+    /* Natural log and PyTorch's masks. A mask step's operands and value are not tuner_ew_params
+     * (tuner_ew_is_mask): a comparison reads an input or a constant, where reads two inputs and
+     * masked_fill's value may be infinite. Conditions are "nonzero" (a NaN is true, as
+     * bool(NaN) is), and where/masked_fill pick a value, never blend: an infinity or NaN in the
+     * branch not taken never reaches the result. */
+    TUNER_EW_LOG,
+    TUNER_EW_EQ,          /* value OP x -> 1 or 0 (as the value's dtype), x = inputs[operand]
+                           * when operand >= 0, else scalar; NaN compares unequal (ne gives 1) */
+    TUNER_EW_NE,
+    TUNER_EW_LT,
+    TUNER_EW_LE,
+    TUNER_EW_GT,
+    TUNER_EW_GE,
+    TUNER_EW_WHERE,       /* inputs[operand] != 0 ? value : inputs[operand2] */
+    TUNER_EW_MASKED_FILL, /* inputs[operand] != 0 ? scalar : value (scalar may be +-inf) */
     TUNER_EW_COUNT
 } tuner_ew_kind;
 
@@ -131,6 +146,7 @@ typedef struct tuner_ew_step {
     double scalar;     /* the first parameter (tuner_ew_params): SCALE, SHIFT, CLAMP's min, ... */
     tuner_dtype dtype; /* TUNER_EW_CAST */
     double scalar2;    /* the second: CLAMP's max */
+    int operand2;      /* WHERE: the input taken where the condition is 0; unused otherwise */
 } tuner_ew_step;
 
 typedef struct tuner_ew_chain {
@@ -260,6 +276,41 @@ int tuner_ew_params(tuner_ew_kind k, const tuner_ew_param **ret);
 /* Slot i (0 or 1) of a step's parameters. */
 static inline double *tuner_ew_slot(tuner_ew_step *s, int i) { return i ? &s->scalar2 : &s->scalar; }
 static inline double tuner_ew_slot_value(const tuner_ew_step *s, int i) { return i ? s->scalar2 : s->scalar; }
+
+/* The mask steps (comparisons, where, masked_fill): parsed, printed and fused by their own code
+ * in each module, since their operands and value do not fit tuner_ew_params. */
+static inline bool tuner_ew_is_compare(tuner_ew_kind k) { return k >= TUNER_EW_EQ && k <= TUNER_EW_GE; }
+static inline bool tuner_ew_is_mask(tuner_ew_kind k) { return k >= TUNER_EW_EQ && k <= TUNER_EW_MASKED_FILL; }
+
+/* The inputs step s reads, in order (binary steps' operand, a comparison's input, where's
+ * condition and masked_fill's mask; then where's other): their count (0..2), indices in ret. */
+static inline int tuner_ew_operands(const tuner_ew_step *s, int ret[2])
+{
+    int n = 0;
+    if (TUNER_EW_IS_BINARY(s->kind) || s->kind == TUNER_EW_WHERE || s->kind == TUNER_EW_MASKED_FILL ||
+        (tuner_ew_is_compare(s->kind) && s->operand >= 0))
+        ret[n++] = s->operand;
+    if (s->kind == TUNER_EW_WHERE)
+        ret[n++] = s->operand2;
+    return n;
+}
+
+/* The comparison that gives the same answer with its sides swapped (x < y is y > x). */
+static inline tuner_ew_kind tuner_ew_compare_swapped(tuner_ew_kind k)
+{
+    switch (k) {
+    case TUNER_EW_LT:
+        return TUNER_EW_GT;
+    case TUNER_EW_LE:
+        return TUNER_EW_GE;
+    case TUNER_EW_GT:
+        return TUNER_EW_LT;
+    case TUNER_EW_GE:
+        return TUNER_EW_LE;
+    default:
+        return k; /* eq, ne: symmetric */
+    }
+}
 
 /* Number of elements in a tensor. */
 static inline int64_t tuner_tensor_numel(const tuner_tensor *t)

@@ -41,7 +41,31 @@ static void sb_params(tuner_sb *b, const tuner_ew_step *s, bool before_op)
     }
 }
 
-/* Keys sorted: dtype < exponent < max < min < negative_slope < op < operand < value. */
+/* A mask step's fields after "op" (operand < other < value): a comparison's input or constant,
+ * where's condition and other, masked_fill's mask and value. An infinite value (masked_fill's
+ * -inf) is the string the request gives, "-inf" or "inf": %.17g would print inf, which is no
+ * JSON, and both infinities must key apart. */
+static void sb_mask_fields(tuner_sb *b, const tuner_ew_step *s)
+{
+    if (!tuner_ew_is_mask(s->kind))
+        return;
+    int ops[2];
+    int n = tuner_ew_operands(s, ops);
+    if (n >= 1)
+        tuner_sb_printf(b, ",\"operand\":%d", ops[0]);
+    if (s->kind == TUNER_EW_WHERE)
+        tuner_sb_printf(b, ",\"other\":%d", ops[1]);
+    if (s->kind == TUNER_EW_MASKED_FILL || n == 0) {
+        if (isinf(s->scalar))
+            tuner_sb_printf(b, ",\"value\":\"%s\"", s->scalar < 0 ? "-inf" : "inf");
+        else if (isnan(s->scalar))
+            tuner_sb_printf(b, ",\"value\":\"nan\"");
+        else
+            tuner_sb_printf(b, ",\"value\":%.17g", s->scalar);
+    }
+}
+
+/* Keys sorted: dtype < exponent < max < min < negative_slope < op < operand < other < value. */
 static void sb_chain(tuner_sb *b, const tuner_ew_chain *c)
 {
     tuner_sb_printf(b, "[");
@@ -54,6 +78,7 @@ static void sb_chain(tuner_sb *b, const tuner_ew_chain *c)
         tuner_sb_printf(b, "\"op\":\"%s\"", tuner_ew_name(s->kind));
         if (TUNER_EW_IS_BINARY(s->kind))
             tuner_sb_printf(b, ",\"operand\":%d", s->operand);
+        sb_mask_fields(b, s);
         sb_params(b, s, false);
         tuner_sb_printf(b, "}");
     }

@@ -390,6 +390,78 @@ static int step_kind(const char *name, tuner_ew_kind *ret, bool *ret_bias)
     return tuner_ew_parse(name, ret) < 0 ? -1 : 0;
 }
 
+int proto_fill_value(const cJSON *v, const char *field, double *ret, proto_error *e)
+{
+    if (cJSON_IsString(v) && v->valuestring && strcmp(v->valuestring, "-inf") == 0)
+        *ret = -HUGE_VAL;
+    else if (cJSON_IsString(v) && v->valuestring && strcmp(v->valuestring, "inf") == 0)
+        *ret = HUGE_VAL;
+    else if (cJSON_IsNumber(v) && isfinite(v->valuedouble))
+        *ret = v->valuedouble;
+    else
+        return type_error(e, field, "a finite number, \"-inf\" or \"inf\"");
+    return 0;
+}
+
+/* A mask step (op/op.h), past its "op": a comparison reads an input (its operand key) or a
+ * constant ("value"), exactly one of them; where reads its condition there and the input it
+ * takes where the condition is 0 from "other"; masked_fill reads its mask there and fills with
+ * "value" (proto_fill_value: -inf is what attention masks use). */
+static int parse_mask_step(const cJSON *o, const char *path, bool prologue, pstep *st, proto_error *e)
+{
+    char field[96];
+    int r;
+    const tuner_ew_kind k = st->s.kind;
+    const char *operand_key = prologue ? "operand" : "input";
+    const char *keys[5] = {"op", operand_key, k == TUNER_EW_WHERE ? "other" : "value", NULL, NULL};
+    if (prologue)
+        keys[3] = "input";
+    if ((r = proto_check_keys(o, keys, path, e)) < 0)
+        return r;
+    if (prologue) {
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
+        snprintf(field, sizeof(field), "%.40s.input", path);
+        if (!in)
+            return type_error(e, field, "given (the anchor input this step applies to)");
+        if ((r = json_int_range(in, field, 0, TUNER_MAX_INPUTS - 1, &st->target, e)) < 0)
+            return r;
+    }
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, operand_key);
+    const cJSON *val = cJSON_GetObjectItemCaseSensitive(o, "value");
+    snprintf(field, sizeof(field), "%.40s.%s", path, operand_key);
+    if (tuner_ew_is_compare(k)) {
+        if (in && val) {
+            snprintf(field, sizeof(field), "%.40s.value", path);
+            return proto_fail(e, 400, "invalid_field", field,
+                              "%s compares with an input (%s) or a constant (value), not both",
+                              tuner_ew_name(k), operand_key);
+        }
+        if (!in && !val)
+            return type_error(e, field, "given (index of the input to compare with), or value (a constant)");
+        if (!in) {
+            snprintf(field, sizeof(field), "%.40s.value", path);
+            return json_finite(val, field, &st->s.scalar, e);
+        }
+        return json_int_range(in, field, 0, TUNER_MAX_INPUTS - 1, &st->s.operand, e);
+    }
+    if (!in)
+        return type_error(e, field, k == TUNER_EW_WHERE ? "given (index of the condition in inputs)"
+                                                        : "given (index of the mask in inputs)");
+    if ((r = json_int_range(in, field, 0, TUNER_MAX_INPUTS - 1, &st->s.operand, e)) < 0)
+        return r;
+    if (k == TUNER_EW_WHERE) {
+        const cJSON *other = cJSON_GetObjectItemCaseSensitive(o, "other");
+        snprintf(field, sizeof(field), "%.40s.other", path);
+        if (!other)
+            return type_error(e, field, "given (index of the input taken where the condition is 0)");
+        return json_int_range(other, field, 0, TUNER_MAX_INPUTS - 1, &st->s.operand2, e);
+    }
+    snprintf(field, sizeof(field), "%.40s.value", path);
+    if (!val)
+        return type_error(e, field, "given (a finite number, \"-inf\" or \"inf\")");
+    return proto_fill_value(val, field, &st->s.scalar, e);
+}
+
 /* One step object. In a prologue, "input" names the anchor input the step applies to and a binary
  * step's operand is "operand"; in an epilogue (and elementwise "ops") the operand is "input". */
 static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *ret, proto_error *e)
@@ -415,7 +487,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         alias = true;
     } else {
         if (step_kind(name, &st.s.kind, &st.bias) < 0) {
-            char known[256];
+            char known[384];
             return proto_fail(e, 422, "unknown_op", field, "unknown step \"%.32s\" (steps: %s)",
                               name, tuner_step_names(known, sizeof(known)));
         }
@@ -423,6 +495,12 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         int np = tuner_ew_params(st.s.kind, &prm);
         for (int i = 0; i < np; i++)
             *tuner_ew_slot(&st.s, i) = prm[i].dflt;
+    }
+    if (tuner_ew_is_mask(st.s.kind)) {
+        if ((r = parse_mask_step(o, path, prologue, &st, e)) < 0)
+            return r;
+        *ret = st;
+        return 0;
     }
 
     const char *operand_key = prologue ? "operand" : "input";
@@ -945,6 +1023,13 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             }
             if (TUNER_EW_IS_BINARY(st->s.kind))
                 st->s.operand = 1;
+            /* A comparison compares x with inputs[1], as a binary step reads it; where and
+             * masked_fill need their operands and value spelt out. */
+            if (st->s.kind == TUNER_EW_WHERE || st->s.kind == TUNER_EW_MASKED_FILL)
+                return proto_fail(e, 422, "invalid_field", "attrs.fn",
+                                  "\"%s\" takes parameters: use attrs.ops", s);
+            if (tuner_ew_is_compare(st->s.kind))
+                st->s.operand = 1;
             ew->n = 1;
         }
         break;
@@ -1146,10 +1231,12 @@ static int finish_chain(const tuner_op *op, const pchain *pc, const int64_t *sha
     char field[96];
     for (int i = 0; i < pc->n; i++) {
         const pstep *st = &pc->steps[i];
-        if (TUNER_EW_IS_BINARY(st->s.kind)) {
-            int idx = st->s.operand;
+        int ops[2];
+        const int n_ops = tuner_ew_operands(&st->s, ops);
+        for (int j = 0; j < n_ops; j++) {
+            int idx = ops[j];
             snprintf(field, sizeof(field), "%.40s.%s", st->path,
-                     epilogue || st->target < 0 ? "input" : "operand");
+                     j == 1 ? "other" : epilogue || st->target < 0 ? "input" : "operand");
             if (strcmp(st->path, "attrs.fn") == 0)
                 snprintf(field, sizeof(field), "attrs.fn");
             const tuner_tensor *t = &op->inputs[idx];
@@ -1221,19 +1308,21 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
     for (int c = 0; c < 3; c++) {
         for (int j = 0; j < chains[c]->n; j++) {
             const pstep *st = &chains[c]->steps[j];
-            if (!TUNER_EW_IS_BINARY(st->s.kind))
-                continue;
-            if (st->s.operand >= n_inputs) {
-                snprintf(field, sizeof(field), "%s", st->path);
-                if (strcmp(st->path, "attrs.fn") != 0)
-                    snprintf(field, sizeof(field), "%.40s.%s", st->path,
-                             c == 1 ? "operand" : "input");
-                return proto_fail(e, 422, "invalid_field", field, "inputs[%d] does not exist",
-                            st->s.operand);
+            int ops[2];
+            const int n_ops = tuner_ew_operands(&st->s, ops);
+            for (int m = 0; m < n_ops; m++) {
+                if (ops[m] >= n_inputs) {
+                    snprintf(field, sizeof(field), "%s", st->path);
+                    if (strcmp(st->path, "attrs.fn") != 0)
+                        snprintf(field, sizeof(field), "%.40s.%s", st->path,
+                                 m == 1 ? "other" : c == 1 ? "operand" : "input");
+                    return proto_fail(e, 422, "invalid_field", field, "inputs[%d] does not exist",
+                                ops[m]);
+                }
+                used[ops[m]] = true;
+                if (ops[m] < min_operand)
+                    min_operand = ops[m];
             }
-            used[st->s.operand] = true;
-            if (st->s.operand < min_operand)
-                min_operand = st->s.operand;
         }
     }
     /* Every input of a concat is joined: it has no operands for binary steps. */
@@ -1257,9 +1346,13 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
         for (int c = 0; c < 3; c++) {
             for (int j = 0; j < chains[c]->n; j++) {
                 const pstep *st = &chains[c]->steps[j];
-                if (TUNER_EW_IS_BINARY(st->s.kind) && st->s.operand < n_anchor) {
+                int ops[2];
+                const int n_ops = tuner_ew_operands(&st->s, ops);
+                for (int m = 0; m < n_ops; m++) {
+                    if (ops[m] >= n_anchor)
+                        continue;
                     snprintf(field, sizeof(field), "%.40s.%s", st->path,
-                             c == 1 ? "operand" : "input");
+                             m == 1 ? "other" : c == 1 ? "operand" : "input");
                     return proto_fail(e, 422, "invalid_field", field,
                                 "a fused step reads an extra input (index >= %d), not one of "
                                 "the anchor's", n_anchor);

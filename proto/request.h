@@ -56,7 +56,7 @@ typedef struct proto_kernel_request {
 typedef struct proto_error {
     int status;        /* 400, 422, ... */
     char code[32];     /* "invalid_json", "invalid_field", "unknown_op", ... */
-    char message[256]; /* one human sentence */
+    char message[512]; /* one human sentence (an unknown step's lists every step: ~250 bytes) */
     char field[96];    /* path of the offending field, "" when none */
 } proto_error;
 
@@ -87,6 +87,11 @@ int proto_parse_json_body(const char *body, size_t len, struct cJSON **root, pro
  * absent). Graph requests use it too, so both answer the same errors (a graph body refuses
  * "retune" as an unknown key before this runs). 0, or -EINVAL with *e filled. */
 int proto_parse_job_options(const struct cJSON *root, proto_job_options *opt, proto_error *e);
+
+/* masked_fill's value, in a step or a graph node's attrs: a finite number, or the string "-inf"
+ * or "inf" (JSON has no infinity; attention masks fill with -inf). 0 with *ret set, or -EINVAL
+ * (400 invalid_field at field). */
+int proto_fill_value(const struct cJSON *v, const char *field, double *ret, proto_error *e);
 
 /* Refuses (400 invalid_field, the field's path) a member of obj not in allowed (NULL-terminated),
  * suggesting the closest allowed name, and a member given twice: a strict language, so that a

@@ -288,6 +288,53 @@ static void emit_pow(tuner_sb *sb, const char *var, double p)
     }
 }
 
+/* The element of inputs[input] that lines up with the value, as a float expression; NULL when
+ * the op has no such input (only an invalid op). */
+static char *operand_expr(const tuner_op *op, int input, tuner_operand_load_fn load, void *ctx)
+{
+    if (!load || !op || input < 0 || input >= op->n_inputs)
+        return NULL;
+    return load(ctx, input);
+}
+
+/* A mask step (op/op.h): comparisons give 1 or 0; where and masked_fill select (a NaN condition
+ * is nonzero, hence true), so an infinity or NaN on the side not taken never reaches var. */
+static void emit_mask_step(tuner_sb *sb, const tuner_op *op, const tuner_ew_step *st, const char *var,
+                           tuner_operand_load_fn load, void *ctx)
+{
+    static const char *const cmp[] = {[TUNER_EW_EQ] = "==", [TUNER_EW_NE] = "!=", [TUNER_EW_LT] = "<",
+                                      [TUNER_EW_LE] = "<=", [TUNER_EW_GT] = ">",  [TUNER_EW_GE] = ">="};
+    int ops[2];
+    const int n = tuner_ew_operands(st, ops);
+    char *e[2] = {NULL, NULL};
+    for (int j = 0; j < n; j++) {
+        if (!(e[j] = operand_expr(op, ops[j], load, ctx))) {
+            free(e[0]);
+            tuner_sb_puts(sb, "#error \"hidetd: chain operand unavailable\"\n");
+            return;
+        }
+    }
+    if (tuner_ew_is_compare(st->kind)) {
+        if (n == 1) {
+            tuner_sb_printf(sb, "{ const float hd_o = hd_f32(%s); %s = %s %s hd_o ? 1.0f : 0.0f; }\n", e[0], var, var,
+                            cmp[st->kind]);
+        } else {
+            tuner_sb_printf(sb, "%s = %s %s ", var, var, cmp[st->kind]);
+            tuner__emit_float(sb, st->scalar);
+            tuner_sb_puts(sb, " ? 1.0f : 0.0f;\n");
+        }
+    } else if (st->kind == TUNER_EW_WHERE) {
+        tuner_sb_printf(sb, "{ const float hd_c = hd_f32(%s); const float hd_o = hd_f32(%s); %s = hd_c != 0.0f ? %s : hd_o; }\n",
+                        e[0], e[1], var, var);
+    } else { /* TUNER_EW_MASKED_FILL */
+        tuner_sb_printf(sb, "{ const float hd_c = hd_f32(%s); %s = hd_c != 0.0f ? ", e[0], var);
+        tuner__emit_float(sb, st->scalar);
+        tuner_sb_printf(sb, " : %s; }\n", var);
+    }
+    free(e[0]);
+    free(e[1]);
+}
+
 void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *chain, const char *var,
                        tuner_operand_load_fn load, void *ctx)
 {
@@ -295,6 +342,10 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
         return;
     for (int i = 0; i < chain->n && i < TUNER_MAX_STEPS; i++) {
         const tuner_ew_step *st = &chain->steps[i];
+        if (tuner_ew_is_mask(st->kind)) {
+            emit_mask_step(sb, op, st, var, load, ctx);
+            continue;
+        }
         if (TUNER_EW_IS_BINARY(st->kind)) {
             char *e = NULL;
             if (load && op && st->operand >= 0 && st->operand < op->n_inputs)
@@ -399,6 +450,9 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
             break;
         case TUNER_EW_POW:
             emit_pow(sb, var, st->scalar);
+            break;
+        case TUNER_EW_LOG:
+            tuner_sb_printf(sb, "%s = logf(%s);\n", var, var);
             break;
         case TUNER_EW_CAST:
             if (st->dtype == TUNER_F16)

@@ -201,8 +201,14 @@ double tuner__chain_instr(const tuner_ew_chain *chain)
         case TUNER_EW_DIV:
             n += 10;
             break;
+        case TUNER_EW_LOG:
+            n += 20;
+            break;
+        case TUNER_EW_WHERE:
+            n += 12; /* two loads and a select */
+            break;
         default:
-            n += TUNER_EW_IS_BINARY(chain->steps[i].kind) ? 6 : 2; /* binary: address math + load */
+            n += tuner_ew_operands(&chain->steps[i], (int[2]){0}) > 0 ? 6 : 2; /* an operand: address math + load */
             break;
         }
     }

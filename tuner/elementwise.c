@@ -39,8 +39,10 @@ static ew_geo geo_of(const tuner_op *op)
     g.used[0] = true;
     for (int i = 0; i < op->epilogue.n && i < TUNER_MAX_STEPS; i++) {
         const tuner_ew_step *st = &op->epilogue.steps[i];
-        if (TUNER_EW_IS_BINARY(st->kind) && st->operand >= 0 && st->operand < op->n_inputs)
-            g.used[st->operand] = true;
+        int ops[2];
+        for (int j = tuner_ew_operands(st, ops) - 1; j >= 0; j--)
+            if (ops[j] >= 0 && ops[j] < op->n_inputs)
+                g.used[ops[j]] = true;
     }
     g.vec_ok = g.L % g.vmax == 0 && (out->align == 0 || out->align >= 16);
     for (int i = 0; i < op->n_inputs; i++)
@@ -55,8 +57,10 @@ static bool ew_applies(const tuner_op *op, const tuner_target *t)
         return false;
     for (int i = 0; i < op->epilogue.n; i++) {
         const tuner_ew_step *st = &op->epilogue.steps[i];
-        if (TUNER_EW_IS_BINARY(st->kind) && (st->operand < 0 || st->operand >= op->n_inputs))
-            return false;
+        int ops[2];
+        for (int j = tuner_ew_operands(st, ops) - 1; j >= 0; j--)
+            if (ops[j] < 0 || ops[j] >= op->n_inputs)
+                return false;
     }
     return tuner_tensor_numel(&op->output) >= 1;
 }

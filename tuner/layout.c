@@ -51,8 +51,9 @@ static bool concat_applies(const tuner_op *op, const tuner_target *t)
 {
     if (op->kind != TUNER_OP_CONCAT || !tuner__arch(t) || !tuner__no_prologue(op) || op->n_inputs < 1)
         return false;
+    int ops[2];
     for (int i = 0; i < op->epilogue.n; i++)
-        if (TUNER_EW_IS_BINARY(op->epilogue.steps[i].kind))
+        if (tuner_ew_operands(&op->epilogue.steps[i], ops) > 0)
             return false; /* every input is joined; there is no operand to read */
     return tuner_tensor_numel(&op->output) >= 1;
 }

@@ -389,7 +389,7 @@ static void test_resnet_stem(void)
                  422, "nodes[0].op", "pool2d, add, sub");
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4],\"dtype\":\"f16\"}],\"nodes\":["
                  "{\"op\":\"qqqqqqqqqqqqqqqq\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}",
-                 422, "nodes[0].op", ", ... (docs/graphs.md))");
+                 422, "nodes[0].op", "where, masked_fill"); /* proto_error.message, 512 bytes, holds them all */
 
     /* A pool node's refusal is the kernel validator's, at the node's field. */
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[1,8,8,4],\"dtype\":\"f16\"}],\"nodes\":["
@@ -400,6 +400,260 @@ static void test_resnet_stem(void)
                  "{\"op\":\"pool2d\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
                  "\"attrs\":{\"kind\":\"avg\",\"kernel_size\":3,\"stride\":1}}],\"outputs\":[\"y\"]}}",
                  422, "nodes[0].attrs.kernel_size[0]", "larger than the padded input");
+}
+
+/* The kernel of plan p that computes graph node `name`, or NULL. */
+static const graph_kernel *kernel_of(const graph_plan *p, const char *name)
+{
+    for (int k = 0; k < p->n_kernels; k++)
+        for (int j = 0; j < p->kernels[k].n_nodes; j++)
+            if (strcmp(p->node_names[p->kernels[k].nodes[j]], name) == 0)
+                return &p->kernels[k];
+    return NULL;
+}
+
+/* Masks as graph nodes: an attention block's matmul -> scale -> masked_fill(mask, -inf) ->
+ * softmax -> matmul is three kernels, the scale and the masked_fill in the first matmul's
+ * epilogue (its request spells -inf as "-inf"); a masked_fill before a softmax of an input is
+ * the softmax's prologue; comparisons fuse as steps, swapped when the running value is on the
+ * right; where fuses when the running value is its `a` and is a kernel of its own (reading a
+ * as its value) when it is b or the condition; broadcasting works both ways; and bad nodes are
+ * refused at their field. */
+static void test_masks(void)
+{
+    const char *attn =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[8,64,32],\"dtype\":\"f16\"},"
+        "{\"name\":\"k\",\"shape\":[8,64,32],\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[8,64,32],\"dtype\":\"f16\"},"
+        "{\"name\":\"causal\",\"shape\":[64,64],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1]}},"
+        "{\"name\":\"qk\",\"op\":\"matmul\",\"inputs\":[\"q\",\"kt\"],\"outputs\":[\"s\"]},"
+        "{\"name\":\"scale\",\"op\":\"scale\",\"inputs\":[\"s\"],\"outputs\":[\"s1\"],\"attrs\":{\"value\":0.17677669529663687}},"
+        "{\"name\":\"mask\",\"op\":\"masked_fill\",\"inputs\":[\"s1\",\"causal\"],\"outputs\":[\"s2\"],\"attrs\":{\"value\":\"-inf\"}},"
+        "{\"name\":\"softmax\",\"op\":\"softmax\",\"inputs\":[\"s2\"],\"outputs\":[\"pr\"]},"
+        "{\"name\":\"pv\",\"op\":\"matmul\",\"inputs\":[\"pr\",\"v\"],\"outputs\":[\"o\"]}],"
+        "\"outputs\":[\"o\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(attn, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 3, "%d kernels", p.n_kernels);
+    const graph_kernel *qk = kernel_of(&p, "qk"), *sm = kernel_of(&p, "softmax"), *pv = kernel_of(&p, "pv");
+    CHECK(qk && kernel_of(&p, "mask") == qk && kernel_of(&p, "scale") == qk && sm && pv && sm != qk && pv != sm);
+    if (qk && sm && pv) {
+        const tuner_op *op = qk->op;
+        CHECK(op->kind == TUNER_OP_MATMUL && op->attrs.matmul.trans_b && op->epilogue.n == 2 && op->n_inputs == 3,
+              "%s", qk->request);
+        CHECK(op->epilogue.steps[0].kind == TUNER_EW_SCALE && op->epilogue.steps[1].kind == TUNER_EW_MASKED_FILL &&
+              op->epilogue.steps[1].operand == 2 && isinf(op->epilogue.steps[1].scalar) && op->epilogue.steps[1].scalar < 0);
+        CHECK(strstr(qk->request, "{\"op\":\"masked_fill\",\"input\":2,\"value\":\"-inf\"}") != NULL, "%s", qk->request);
+        CHECK(strcmp(p.tensors[qk->in[2]].name, "causal") == 0);
+        CHECK(sm->op->kind == TUNER_OP_SOFTMAX && sm->op->prologue[0].n == 0 && sm->op->epilogue.n == 0);
+        CHECK(pv->op->kind == TUNER_OP_MATMUL && pv->op->epilogue.n == 0);
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* Scores that are an input: the masked_fill (and a where) become the softmax's prologue. */
+    const char *pro =
+        "{\"graph\":{\"inputs\":[{\"name\":\"s\",\"shape\":[4,16,16],\"dtype\":\"f32\"},"
+        "{\"name\":\"m\",\"shape\":[16,16],\"dtype\":\"f32\"},{\"name\":\"c\",\"shape\":[4,1,16],\"dtype\":\"bf16\"},"
+        "{\"name\":\"alt\",\"shape\":[16],\"dtype\":\"f32\"}],\"nodes\":["
+        "{\"name\":\"w\",\"op\":\"where\",\"inputs\":[\"c\",\"s\",\"alt\"],\"outputs\":[\"s0\"]},"
+        "{\"name\":\"mf\",\"op\":\"masked_fill\",\"inputs\":[\"s0\",\"m\"],\"outputs\":[\"s1\"],\"attrs\":{\"value\":-3.4028234663852886e+38}},"
+        "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"s1\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+    CHECK(plan_of(pro, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_SOFTMAX, "%d kernels", p.n_kernels);
+    if (p.n_kernels == 1) {
+        const tuner_ew_chain *ch = &p.kernels[0].op->prologue[0];
+        CHECK(ch->n == 2 && ch->steps[0].kind == TUNER_EW_WHERE && ch->steps[1].kind == TUNER_EW_MASKED_FILL,
+              "%s", p.kernels[0].request);
+        CHECK(ch->steps[1].scalar == -3.4028234663852886e38 && p.kernels[0].op->n_inputs == 4);
+        CHECK(strstr(p.kernels[0].request, "\"op\":\"where\",\"operand\":") != NULL &&
+                  strstr(p.kernels[0].request, "\"other\":") != NULL,
+              "%s", p.kernels[0].request);
+        /* where reads c and alt, masked_fill m: bound to the graph's tensors. */
+        const graph_kernel *gk = &p.kernels[0];
+        CHECK(strcmp(p.tensors[gk->in[ch->steps[0].operand]].name, "c") == 0 &&
+              strcmp(p.tensors[gk->in[ch->steps[0].operand2]].name, "alt") == 0 &&
+              strcmp(p.tensors[gk->in[ch->steps[1].operand]].name, "m") == 0);
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* Comparisons and where around elementwise chains. */
+    const char *cmp =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f16\"},"
+        "{\"name\":\"a\",\"shape\":[8],\"dtype\":\"f16\"},{\"name\":\"c\",\"shape\":[4,1],\"dtype\":\"f32\"},"
+        "{\"name\":\"z\",\"shape\":[4,8],\"dtype\":\"f16\"},{\"name\":\"x2\",\"shape\":[4,8],\"dtype\":\"f16\"}],\"nodes\":["
+        /* relu(x) then a < r: r is on the right, so the step is gt(a); then where(c, ., z) and log. */
+        "{\"name\":\"r\",\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"r\"]},"
+        "{\"name\":\"lt\",\"op\":\"lt\",\"inputs\":[\"a\",\"r\"],\"outputs\":[\"m\"]},"
+        "{\"name\":\"w1\",\"op\":\"where\",\"inputs\":[\"c\",\"m\",\"z\"],\"outputs\":[\"y1\"]},"
+        "{\"name\":\"ge\",\"op\":\"ge\",\"inputs\":[\"y1\"],\"outputs\":[\"y2\"],\"attrs\":{\"value\":0.5}},"
+        "{\"name\":\"log\",\"op\":\"log\",\"inputs\":[\"y2\"],\"outputs\":[\"y3\"]},"
+        /* where(c, z, exp(x2)): the running value is b: where is a kernel of its own, reading z. */
+        "{\"name\":\"e\",\"op\":\"exp\",\"inputs\":[\"x2\"],\"outputs\":[\"e\"]},"
+        "{\"name\":\"w2\",\"op\":\"where\",\"inputs\":[\"c\",\"z\",\"e\"],\"outputs\":[\"y4\"]},"
+        /* where(e2 > 0 as the condition): the condition is the running value: separate too. */
+        "{\"name\":\"gt\",\"op\":\"gt\",\"inputs\":[\"x2\"],\"outputs\":[\"g\"],\"attrs\":{\"value\":0}},"
+        "{\"name\":\"w3\",\"op\":\"where\",\"inputs\":[\"g\",\"x\",\"z\"],\"outputs\":[\"y5\"]}],"
+        "\"outputs\":[\"y3\",\"y4\",\"y5\"]}}";
+    CHECK(plan_of(cmp, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 5, "%d kernels", p.n_kernels);
+    const graph_kernel *k1 = kernel_of(&p, "r"), *ke = kernel_of(&p, "e"), *kw2 = kernel_of(&p, "w2"),
+                       *kg = kernel_of(&p, "gt"), *kw3 = kernel_of(&p, "w3");
+    CHECK(k1 && kernel_of(&p, "lt") == k1 && kernel_of(&p, "w1") == k1 && kernel_of(&p, "ge") == k1 &&
+          kernel_of(&p, "log") == k1);
+    if (k1) {
+        const tuner_ew_chain *ch = &k1->op->epilogue;
+        CHECK(ch->n == 5 && ch->steps[0].kind == TUNER_EW_RELU && ch->steps[1].kind == TUNER_EW_GT &&
+                  ch->steps[2].kind == TUNER_EW_WHERE && ch->steps[3].kind == TUNER_EW_GE &&
+                  ch->steps[3].operand == -1 && ch->steps[3].scalar == 0.5 && ch->steps[4].kind == TUNER_EW_LOG,
+              "%s", k1->request);
+        CHECK(strcmp(p.tensors[k1->in[ch->steps[1].operand]].name, "a") == 0 &&
+              strcmp(p.tensors[k1->in[ch->steps[2].operand]].name, "c") == 0 &&
+              strcmp(p.tensors[k1->in[ch->steps[2].operand2]].name, "z") == 0);
+        CHECK(strstr(k1->request, "{\"op\":\"ge\",\"value\":0.5}") && strstr(k1->request, "{\"op\":\"log\"}"), "%s",
+              k1->request);
+    }
+    CHECK(ke && kw2 && ke != kw2 && ke->op->epilogue.n == 1, "exp alone");
+    if (kw2) {
+        const tuner_ew_step *w = &kw2->op->epilogue.steps[0];
+        CHECK(kw2->op->kind == TUNER_OP_ELEMENTWISE && kw2->op->epilogue.n == 1 && w->kind == TUNER_EW_WHERE &&
+                  strcmp(p.tensors[kw2->in[0]].name, "z") == 0 && strcmp(p.tensors[kw2->in[w->operand]].name, "c") == 0 &&
+                  strcmp(p.tensors[kw2->in[w->operand2]].name, "e") == 0,
+              "%s", kw2->request);
+    }
+    CHECK(kg && kw3 && kg != kw3 && kg->op->epilogue.n == 1 && kw3->op->epilogue.n == 1 &&
+          strcmp(p.tensors[kw3->in[0]].name, "x") == 0);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* Broadcasting both ways: where([4,1], [1,8], [4,8]) and eq([3,1], [1,5]) as kernels of their own. */
+    const char *bc =
+        "{\"graph\":{\"inputs\":[{\"name\":\"c\",\"shape\":[4,1],\"dtype\":\"f16\"},"
+        "{\"name\":\"a\",\"shape\":[1,8],\"dtype\":\"f32\"},{\"name\":\"b\",\"shape\":[4,8],\"dtype\":\"f32\"},"
+        "{\"name\":\"u\",\"shape\":[3,1],\"dtype\":\"bf16\"},{\"name\":\"t\",\"shape\":[1,5],\"dtype\":\"bf16\"}],\"nodes\":["
+        "{\"name\":\"w\",\"op\":\"where\",\"inputs\":[\"c\",\"a\",\"b\"],\"outputs\":[\"y\"]},"
+        "{\"name\":\"eq\",\"op\":\"eq\",\"inputs\":[\"u\",\"t\"],\"outputs\":[\"q\"]},"
+        "{\"name\":\"mf\",\"op\":\"masked_fill\",\"inputs\":[\"a\",\"c\"],\"outputs\":[\"f\"],\"attrs\":{\"value\":\"inf\"}}],"
+        "\"outputs\":[\"y\",\"q\",\"f\"]}}";
+    CHECK(plan_of(bc, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 3, "%d kernels", p.n_kernels);
+    for (int k = 0; k < p.n_kernels; k++) {
+        const tuner_tensor *o = &p.kernels[k].op->output;
+        const char *name = p.node_names[p.kernels[k].nodes[0]];
+        const int64_t want0 = !strcmp(name, "eq") ? 3 : 4, want1 = !strcmp(name, "eq") ? 5 : 8;
+        CHECK(o->rank == 2 && o->shape[0] == want0 && o->shape[1] == want1 &&
+                  o->dtype == (!strcmp(name, "eq") ? TUNER_BF16 : TUNER_F32),
+              "%s: %s", name, p.kernels[k].request);
+    }
+    const graph_kernel *kf = kernel_of(&p, "mf");
+    CHECK(kf && strstr(kf->request, "\"value\":\"inf\"") != NULL, "%s", kf ? kf->request : "");
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* The input limit holds: a matmul (2 inputs) takes three wheres (2 operands each: 8
+     * inputs); the fourth would need a 9th and 10th and becomes an elementwise kernel. */
+    char lim[4096];
+    int at = snprintf(lim, sizeof(lim),
+                      "{\"graph\":{\"inputs\":[{\"name\":\"a\",\"shape\":[16,32],\"dtype\":\"f16\"},"
+                      "{\"name\":\"b\",\"shape\":[32,64],\"dtype\":\"f16\"}");
+    for (int i = 0; i < 4; i++)
+        at += snprintf(lim + at, sizeof(lim) - (size_t)at,
+                       ",{\"name\":\"c%d\",\"shape\":[16,1],\"dtype\":\"f16\"},"
+                       "{\"name\":\"o%d\",\"shape\":[64],\"dtype\":\"f16\"}",
+                       i, i);
+    at += snprintf(lim + at, sizeof(lim) - (size_t)at,
+                   "],\"nodes\":[{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"b\"],\"outputs\":[\"w0\"]}");
+    for (int i = 0; i < 4; i++)
+        at += snprintf(lim + at, sizeof(lim) - (size_t)at,
+                       ",{\"name\":\"where%d\",\"op\":\"where\",\"inputs\":[\"c%d\",\"w%d\",\"o%d\"],\"outputs\":[\"w%d\"]}",
+                       i, i, i, i, i + 1);
+    snprintf(lim + at, sizeof(lim) - (size_t)at, "],\"outputs\":[\"w4\"]}}");
+    CHECK(plan_of(lim, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    const graph_kernel *kmm = kernel_of(&p, "mm"), *kw = kernel_of(&p, "where3");
+    CHECK(p.n_kernels == 2 && kmm && kw && kmm != kw && kernel_of(&p, "where2") == kmm, "%d kernels", p.n_kernels);
+    if (kmm && kw) {
+        CHECK(kmm->op->n_inputs == TUNER_MAX_INPUTS && kmm->op->epilogue.n == 3, "%s", kmm->request);
+        CHECK(kw->op->kind == TUNER_OP_ELEMENTWISE && kw->op->n_inputs == 3 && kw->op->epilogue.n == 1, "%s",
+              kw->request);
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* The graph's canonical text (its partition cache key) tells -inf from inf. */
+#define GI "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f16\"}," \
+           "{\"name\":\"m\",\"shape\":[8],\"dtype\":\"f16\"}],\"nodes\":[{\"op\":\"masked_fill\"," \
+           "\"inputs\":[\"x\",\"m\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":\"%s\"}}],\"outputs\":[\"y\"]}}"
+    char b1[512], b2[512];
+    snprintf(b1, sizeof(b1), GI, "-inf");
+    snprintf(b2, sizeof(b2), GI, "inf");
+#undef GI
+    graph_request r1, r2;
+    CHECK(graph_request_parse(b1, strlen(b1), &r1, &e) == 0 && graph_request_parse(b2, strlen(b2), &r2, &e) == 0, "%s",
+          e.message);
+    if (failures)
+        return;
+    char *c1 = graph_canonical(&r1.g), *c2 = graph_canonical(&r2.g);
+    CHECK(c1 && c2 && strcmp(c1, c2) != 0, "%s", c1 ? c1 : "");
+    free(c1);
+    free(c2);
+    graph_request_free(&r1);
+    graph_request_free(&r2);
+
+    /* One node, its inputs and attrs as given: the error names the field. */
+    static const struct {
+        const char *node;
+        int status;
+        const char *field, *part;
+    } bad[] = {
+        {"{\"op\":\"masked_fill\",\"inputs\":[\"x\",\"m\"],\"outputs\":[\"y\"]}", 400, "nodes[0].attrs.value", "needs"},
+        {"{\"op\":\"masked_fill\",\"inputs\":[\"x\",\"m\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":\"-Infinity\"}}", 400,
+         "nodes[0].attrs.value", "\"-inf\""},
+        {"{\"op\":\"masked_fill\",\"inputs\":[\"x\",\"m\"],\"outputs\":[\"y\"],\"attrs\":{\"fill\":0}}", 400,
+         "nodes[0].attrs.fill", "unknown attribute"},
+        {"{\"op\":\"masked_fill\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":0}}", 422, "nodes[0].inputs",
+         "takes 2 inputs"},
+        {"{\"op\":\"masked_fill\",\"inputs\":[\"x\",\"b\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":0}}", 422,
+         "nodes[0].inputs[1]", "do not broadcast"},
+        {"{\"op\":\"where\",\"inputs\":[\"m\",\"x\"],\"outputs\":[\"y\"]}", 422, "nodes[0].inputs", "takes 3 inputs"},
+        {"{\"op\":\"where\",\"inputs\":[\"m\",\"x\",\"h\"],\"outputs\":[\"y\"]}", 422, "nodes[0].inputs[2]", "dtype"},
+        {"{\"op\":\"where\",\"inputs\":[\"b\",\"x\",\"x\"],\"outputs\":[\"y\"]}", 422, "nodes[0].inputs[0]",
+         "do not broadcast"},
+        {"{\"op\":\"where\",\"inputs\":[\"m\",\"x\",\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":0}}", 400,
+         "nodes[0].attrs.value", "unknown attribute"},
+        {"{\"op\":\"lt\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}", 400, "nodes[0].attrs.value", "needs"},
+        {"{\"op\":\"lt\",\"inputs\":[\"x\",\"m\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":1}}", 400,
+         "nodes[0].attrs.value", "not both"},
+        {"{\"op\":\"ge\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":\"-inf\"}}", 400,
+         "nodes[0].attrs.value", "finite number"},
+        {"{\"op\":\"eq\",\"inputs\":[\"x\",\"h\"],\"outputs\":[\"y\"]}", 422, "nodes[0].inputs[1]", "dtype"},
+        {"{\"op\":\"ne\",\"inputs\":[\"x\",\"b\"],\"outputs\":[\"y\"]}", 422, "nodes[0].inputs[1]", "do not broadcast"},
+        {"{\"op\":\"gt\",\"inputs\":[\"x\",\"m\",\"m\"],\"outputs\":[\"y\"]}", 422, "nodes[0].inputs", "1 to 2 inputs"},
+        {"{\"op\":\"log\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":1}}", 400, "nodes[0].attrs.value",
+         ""},
+        {"{\"op\":\"where\",\"inputs\":[\"m\",\"x\",\"q\"],\"outputs\":[\"y\"]}", 422, "nodes[0].inputs[2]", ""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char g[1024];
+        snprintf(g, sizeof(g),
+                 "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f32\"},"
+                 "{\"name\":\"m\",\"shape\":[8],\"dtype\":\"f16\"},{\"name\":\"b\",\"shape\":[3,8],\"dtype\":\"f32\"},"
+                 "{\"name\":\"h\",\"shape\":[4,8],\"dtype\":\"f16\"}],\"nodes\":[%s],\"outputs\":[\"y\"]}}",
+                 bad[i].node);
+        expect_error(g, bad[i].status, bad[i].field, bad[i].part);
+    }
 }
 
 static void test_options(void)
@@ -894,6 +1148,7 @@ int main(void)
     test_errors();
     test_activations();
     test_resnet_stem();
+    test_masks();
     test_options();
     test_folds();
     test_fallbacks();

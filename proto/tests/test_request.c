@@ -109,7 +109,7 @@ static void test_ops(void)
                     "\"epilogue\":[{\"op\":\"gelu2\"}]}", &req, &err) == -EINVAL);
         CHECK(err.status == 422 && strcmp(err.field, "epilogue[0].op") == 0 &&
               strstr(err.message, "(steps: bias, add, sub,") && strstr(err.message, "gelu, silu") &&
-              !strstr(err.message, "gelu_tanh") && strstr(err.message, "pow, relu6, hardtanh)"));
+              !strstr(err.message, "gelu_tanh") && strstr(err.message, "pow, log, eq, ne, lt, le, gt, ge, where, masked_fill, relu6, hardtanh)"));
     }
 
     /* The agreed example: prologue, bias, gelu tanh. */
@@ -635,6 +635,141 @@ static void test_activations(void)
     BAD(EW1 "\"attrs\":{\"ops\":[{\"op\":\"erf\",\"value\":1}]}}", 400, "invalid_field", "attrs.ops[0].value");
 }
 
+/* log and the mask steps: comparisons against an input or a constant, where with two inputs,
+ * masked_fill with finite and infinite values; their canonical JSON (parseable, one form per
+ * spelling, both infinities apart), the parsed steps, prologue forms, and every refusal with its
+ * field. */
+#define EW3 "{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,4,8],\"dtype\":\"f16\"},{\"shape\":[4,8],\"dtype\":\"f32\"}," \
+            "{\"shape\":[2,1,8],\"dtype\":\"f16\"}],"
+#define EW2 "{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,4,8],\"dtype\":\"f16\"},{\"shape\":[4,8],\"dtype\":\"f32\"}],"
+#define ATT "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,64,32],\"dtype\":\"f16\"},{\"shape\":[8,32,64],\"dtype\":\"f16\"}," \
+            "{\"shape\":[64,64],\"dtype\":\"f16\"}],"
+static void test_masks(void)
+{
+    static const struct {
+        const char *body, *want; /* want: the chain in the canonical JSON */
+    } cases[] = {
+        {EW1 "\"attrs\":{\"fn\":\"log\"}}", "\"epilogue\":[{\"op\":\"log\"}]"},
+        {EW3 "\"attrs\":{\"ops\":[{\"op\":\"lt\",\"input\":1},{\"op\":\"ge\",\"value\":0.5},{\"op\":\"ne\",\"input\":2}]}}",
+         "[{\"op\":\"lt\",\"operand\":1},{\"op\":\"ge\",\"value\":0.5},{\"op\":\"ne\",\"operand\":2}]"},
+        {EW3 "\"attrs\":{\"fn\":\"eq\"},\"epilogue\":[{\"op\":\"mul\",\"input\":2}]}",
+         "[{\"op\":\"eq\",\"operand\":1},{\"op\":\"mul\",\"operand\":2}]"},
+        {EW1 "\"attrs\":{\"ops\":[{\"op\":\"le\",\"value\":-0.0},{\"op\":\"gt\",\"value\":1e-30}]}}",
+         "[{\"op\":\"le\",\"value\":-0},{\"op\":\"gt\",\"value\":1.0000000000000001e-30}]"},
+        {EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"input\":1,\"other\":2}]}}",
+         "[{\"op\":\"where\",\"operand\":1,\"other\":2}]"},
+        {EW3 "\"attrs\":{\"ops\":[{\"other\":1,\"op\":\"where\",\"input\":2}]}}",
+         "[{\"op\":\"where\",\"operand\":2,\"other\":1}]"},
+        {EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":\"-inf\"}]}}",
+         "[{\"op\":\"masked_fill\",\"operand\":1,\"value\":\"-inf\"}]"},
+        {EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":\"inf\"}]}}",
+         "[{\"op\":\"masked_fill\",\"operand\":1,\"value\":\"inf\"}]"},
+        {EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":-3.4028234663852886e+38}]}}",
+         "[{\"op\":\"masked_fill\",\"operand\":1,\"value\":-3.4028234663852886e+38}]"},
+        {EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":0}]}}",
+         "[{\"op\":\"masked_fill\",\"operand\":1,\"value\":0}]"},
+        /* An attention score: matmul, scale, masked_fill with a causal [S, S] mask. */
+        {ATT "\"epilogue\":[{\"op\":\"scale\",\"value\":0.125},{\"op\":\"masked_fill\",\"input\":2,\"value\":\"-inf\"}]}",
+         "[{\"op\":\"scale\",\"value\":0.125},{\"op\":\"masked_fill\",\"operand\":2,\"value\":\"-inf\"}]"},
+        /* In a prologue: the operand key is "operand", where's second is still "other". */
+        {"{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"},{\"shape\":[8],\"dtype\":\"f32\"},"
+         "{\"shape\":[4,1],\"dtype\":\"f32\"}],\"prologue\":[{\"op\":\"masked_fill\",\"input\":0,\"operand\":1,\"value\":\"-inf\"},"
+         "{\"op\":\"where\",\"input\":0,\"operand\":2,\"other\":1},{\"op\":\"lt\",\"input\":0,\"value\":3},{\"op\":\"log\",\"input\":0}]}",
+         "\"prologue\":[[{\"op\":\"masked_fill\",\"operand\":1,\"value\":\"-inf\"},{\"op\":\"where\",\"operand\":2,\"other\":1},"
+         "{\"op\":\"lt\",\"value\":3},{\"op\":\"log\"}]]"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *c = canon(cases[i].body);
+        if (!strstr(c, cases[i].want)) {
+            fprintf(stderr, "mask %zu: canonical %s lacks %s\n", i, c, cases[i].want);
+            failures++;
+        }
+        cJSON *j = cJSON_Parse(c);
+        CHECK(j != NULL, "mask %zu: canonical JSON parses: %s", i, c);
+        cJSON_Delete(j);
+        free(c);
+    }
+    /* The steps as the code generator reads them. */
+    proto_kernel_request r = OK(EW3 "\"attrs\":{\"ops\":[{\"op\":\"lt\",\"input\":1},{\"op\":\"ge\",\"value\":0.5},"
+                                    "{\"op\":\"where\",\"input\":1,\"other\":2},{\"op\":\"masked_fill\",\"input\":2,\"value\":\"-inf\"},"
+                                    "{\"op\":\"log\"}]}}");
+    const tuner_ew_step *st = r.op.epilogue.steps;
+    CHECK(r.op.epilogue.n == 5 && r.op.n_inputs == 3 && r.op.output.dtype == TUNER_F16 && r.op.output.rank == 3);
+    CHECK(st[0].kind == TUNER_EW_LT && st[0].operand == 1);
+    CHECK(st[1].kind == TUNER_EW_GE && st[1].operand == -1 && st[1].scalar == 0.5);
+    CHECK(st[2].kind == TUNER_EW_WHERE && st[2].operand == 1 && st[2].operand2 == 2);
+    CHECK(st[3].kind == TUNER_EW_MASKED_FILL && st[3].operand == 2 && isinf(st[3].scalar) && st[3].scalar < 0);
+    CHECK(st[4].kind == TUNER_EW_LOG && st[4].operand == -1);
+    /* Spellings of one op give one canonical form (the cache key); values that differ do not,
+     * -inf, inf and finfo.min each their own. */
+    char *a = canon(EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":\"-inf\"}]}}");
+    char *b = canon("{\"inputs\":[{\"dtype\":\"float16\",\"shape\":[2,4,8]},{\"dtype\":\"fp32\",\"shape\":[4,8]}],"
+                    "\"op\":\"elementwise\",\"epilogue\":[{\"value\":\"-inf\",\"input\":1,\"op\":\"masked_fill\"}]}");
+    char *c = canon(EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":\"inf\"}]}}");
+    char *d = canon(EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":-3.4028234663852886e+38}]}}");
+    char *f = canon(EW2 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":0}]}}");
+    CHECK(strcmp(a, b) == 0, "%s vs %s", a, b);
+    CHECK(strcmp(a, c) != 0 && strcmp(a, d) != 0 && strcmp(c, d) != 0 && strcmp(a, f) != 0);
+    free(a), free(b), free(c), free(d), free(f);
+    a = canon(EW1 "\"attrs\":{\"ops\":[{\"op\":\"lt\",\"value\":2}]}}");
+    b = canon(EW1 "\"attrs\":{\"ops\":[{\"op\":\"lt\",\"value\":1}]}}");
+    c = canon(EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"input\":1,\"other\":2}]}}");
+    d = canon(EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"input\":2,\"other\":1}]}}");
+    CHECK(strcmp(a, b) != 0 && strcmp(c, d) != 0);
+    free(a), free(b), free(c), free(d);
+    /* The canonical form is a request again (what hidetctl cache retune sends: "operand" in an
+     * epilogue is named "input"): the same canonical form comes back. */
+    a = canon(EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"input\":1,\"other\":2},{\"op\":\"masked_fill\",\"input\":1,"
+                  "\"value\":\"inf\"},{\"op\":\"gt\",\"value\":-2.5}]}}");
+    b = canon(EW3 "\"epilogue\":[{\"op\":\"where\",\"input\":1,\"other\":2},{\"op\":\"masked_fill\",\"input\":1,\"value\":\"inf\"},"
+                  "{\"op\":\"gt\",\"value\":-2.5}]}");
+    CHECK(strcmp(a, b) == 0, "%s vs %s", a, b);
+    free(a), free(b);
+
+    /* Refusals, each naming its field. */
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"lt\"}]}}", 400, "invalid_field", "attrs.ops[0].input");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"lt\",\"input\":1,\"value\":2}]}}", 400, "invalid_field", "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"eq\",\"value\":\"-inf\"}]}}", 400, "invalid_field", "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"eq\",\"value\":1e999}]}}", 400, "invalid_field", "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"ge\",\"input\":\"1\"}]}}", 400, "invalid_field", "attrs.ops[0].input");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"gt\",\"input\":5}]}}", 422, "invalid_field", "attrs.ops[0].input");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"lt\",\"other\":1}]}}", 400, "invalid_field", "attrs.ops[0].other");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"input\":1}]}}", 400, "invalid_field", "attrs.ops[0].other");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"other\":1}]}}", 400, "invalid_field", "attrs.ops[0].input");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"input\":1,\"other\":7}]}}", 422, "invalid_field", "attrs.ops[0].other");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"where\",\"input\":1,\"other\":2,\"value\":0}]}}", 400, "invalid_field",
+        "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1}]}}", 400, "invalid_field", "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"value\":0}]}}", 400, "invalid_field", "attrs.ops[0].input");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":\"-Infinity\"}]}}", 400, "invalid_field",
+        "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":1e999}]}}", 400, "invalid_field",
+        "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":null}]}}", 400, "invalid_field",
+        "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":0,\"other\":2}]}}", 400, "invalid_field",
+        "attrs.ops[0].other");
+    BAD(EW3 "\"attrs\":{\"ops\":[{\"op\":\"log\",\"value\":1}]}}", 400, "invalid_field", "attrs.ops[0].value");
+    BAD(EW3 "\"attrs\":{\"fn\":\"where\"}}", 422, "invalid_field", "attrs.fn");
+    BAD(EW3 "\"attrs\":{\"fn\":\"masked_fill\"}}", 422, "invalid_field", "attrs.fn");
+    /* Operands broadcast one way, to the value: a [2,4,8] mask cannot fill a [4,8] value. */
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"},{\"shape\":[2,4,8],\"dtype\":\"f32\"}],"
+        "\"epilogue\":[{\"op\":\"masked_fill\",\"input\":1,\"value\":0}]}", 422, "shape_mismatch", "epilogue[0].input");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"},{\"shape\":[8],\"dtype\":\"f32\"},"
+        "{\"shape\":[3,8],\"dtype\":\"f32\"}],\"epilogue\":[{\"op\":\"where\",\"input\":1,\"other\":2}]}", 422,
+        "shape_mismatch", "epilogue[0].other");
+    /* An epilogue reads extra inputs only; every extra input is read by some step. */
+    BAD(ATT "\"epilogue\":[{\"op\":\"where\",\"input\":2,\"other\":0}]}", 422, "invalid_field", "epilogue[0].other");
+    BAD(ATT "\"epilogue\":[{\"op\":\"lt\",\"value\":0}]}", 422, "invalid_field", "inputs[2]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"},{\"shape\":[8],\"dtype\":\"f32\"}],"
+        "\"prologue\":[{\"op\":\"where\",\"input\":0,\"operand\":1}]}", 400, "invalid_field", "prologue[0].other");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"},{\"shape\":[8],\"dtype\":\"f32\"}],"
+        "\"prologue\":[{\"op\":\"masked_fill\",\"operand\":1,\"value\":0}]}", 400, "invalid_field", "prologue[0].input");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f32\"},{\"shape\":[8],\"dtype\":\"f32\"}],"
+        "\"prologue\":[{\"op\":\"masked_fill\",\"input\":0,\"operand\":5,\"value\":0}]}", 422, "invalid_field",
+        "prologue[0].operand");
+}
+
 /* pool2d: output shapes by PyTorch's rules (worked by hand), defaults, canonical JSON, and every
  * refusal naming its field. */
 #define PX(shape) "{\"op\":\"pool2d\",\"inputs\":[{\"shape\":" shape ",\"dtype\":\"f16\"}],"
@@ -979,6 +1114,7 @@ int main(int argc, char **argv)
     test_errors();
     test_canonical();
     test_activations();
+    test_masks();
     test_pool();
     test_shape_ops();
     test_strip();

@@ -1,5 +1,6 @@
 /* scheduler/tests/test_keys.c - op, tuning and artifact keys; canonical op JSON; fusion anchor. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,12 +185,54 @@ static void test_tuning_key(void)
     CHECK(sched_tuning_key(NULL, &t, &dev, "x", k) == -EINVAL);
 }
 
+/* An attention score's masked_fill: -inf, +inf, finfo.min and a finite value are four op keys
+ * (the canonical JSON spells the infinities as strings, so they neither collide nor break the
+ * JSON), and the same value gives the same key every time; where's two inputs and a
+ * comparison's constant key apart the same way. */
+static void test_mask_keys(void)
+{
+    tuner_target t = {90, false};
+    tuner_op op = matmul(64, 64, 32);
+    op.n_inputs = 3;
+    op.inputs[2] = tensor2(64, 64, TUNER_F16);
+    op.epilogue.n = 1;
+    static const double fills[] = {-HUGE_VAL, HUGE_VAL, -3.4028234663852886e38, -1e4};
+    char keys[4][KC_KEY_LEN + 1];
+    for (int i = 0; i < 4; i++) {
+        op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_MASKED_FILL, .operand = 2, .scalar = fills[i]};
+        char *j = tuner_op_canonical_json(&op), *j2 = tuner_op_canonical_json(&op);
+        CHECK(j && j2 && strcmp(j, j2) == 0);
+        CHECK(j && strstr(j, i == 0 ? "\"value\":\"-inf\"}" : i == 1 ? "\"value\":\"inf\"}" : "\"value\":-"));
+        sched_op_key(j, &t, keys[i]);
+        for (int k = 0; k < i; k++)
+            CHECK(strcmp(keys[i], keys[k]) != 0);
+        free(j);
+        free(j2);
+    }
+    op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_WHERE, .operand = 2, .operand2 = 1};
+    char *a = tuner_op_canonical_json(&op);
+    op.epilogue.steps[0].operand2 = 0;
+    char *b = tuner_op_canonical_json(&op);
+    op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_LT, .operand = -1, .scalar = 0.5};
+    char *c = tuner_op_canonical_json(&op);
+    op.epilogue.steps[0].kind = TUNER_EW_LE;
+    char *d = tuner_op_canonical_json(&op);
+    CHECK(a && b && c && d && strcmp(a, b) != 0 && strcmp(c, d) != 0);
+    CHECK(a && strstr(a, "{\"op\":\"where\",\"operand\":2,\"other\":1}"));
+    CHECK(c && strstr(c, "{\"op\":\"lt\",\"value\":0.5}"));
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+}
+
 int main(void)
 {
     test_op_key();
     test_canonical_json();
     test_strip_fusion();
     test_tuning_key();
+    test_mask_keys();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -37,10 +37,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < op->n_inputs; i++)
         if (op->inputs[i].rank < 1 || tuner_tensor_numel(&op->inputs[i]) > PROTO_MAX_NUMEL)
             abort();
-    for (int i = 0; i < op->epilogue.n; i++)
-        if (TUNER_EW_IS_BINARY(op->epilogue.steps[i].kind) &&
-            (op->epilogue.steps[i].operand < 0 || op->epilogue.steps[i].operand >= op->n_inputs))
-            abort();
+    for (int i = 0; i < op->epilogue.n; i++) {
+        int ops[2];
+        for (int j = tuner_ew_operands(&op->epilogue.steps[i], ops) - 1; j >= 0; j--)
+            if (ops[j] < 0 || ops[j] >= op->n_inputs)
+                abort();
+    }
     char *a = tuner_op_canonical_json(op);
     char *b = tuner_op_canonical_json(op);
     if (!a || !b || strcmp(a, b) != 0)

@@ -492,6 +492,61 @@ static int build_cases(scase *c)
         cv.epilogue.steps[cv.epilogue.n - 1].scalar2 = 1.0;
         ADD("conv 2x14x14x96 k32 1x1 leaky,clamp(max 1)", cv, true);
     }
+    {
+        /* log and the masks, against the reference. The sweep's inputs are uniform in [-1, 1]
+         * and never 0, so a where or masked_fill condition read from an input is always true:
+         * their false branch and NaN/inf rules are checked on the host (tuner/tests/
+         * test_codegen.c, test_masks); here the comparisons give mixed 0/1 masks, and every
+         * operand (where's other too) goes through each template's loads and broadcasts.
+         * Comparisons only ever see values loaded as they are (no arithmetic before them), so
+         * the candidate and the reference compare the same numbers. */
+        int64_t s[2] = {77, 1000}, col[1] = {1000}, row[2] = {77, 1};
+        tuner_op op = blank(TUNER_OP_ELEMENTWISE);
+        op.inputs[0] = tensor(2, s, 16);
+        op.output = tensor(2, s, 16);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        tuner_op ew = op;
+        add_operand_step(&ew, TUNER_EW_GT, 1, col);
+        add_operand_step(&ew, TUNER_EW_MUL, 2, s);
+        add_unary_step(&ew.epilogue, TUNER_EW_LE, 0.0);
+        ADD("ew gt(b),*c,le 0", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_LT, 0.25);
+        add_operand_step(&ew, TUNER_EW_MUL, 2, s);
+        ew.epilogue.steps[ew.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_NE, .operand = 1};
+        ew.epilogue.steps[ew.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_GE, .operand = 0};
+        add_unary_step(&ew.epilogue, TUNER_EW_EQ, 1.0);
+        ADD("ew lt .25,*b,ne(b),ge(x),eq 1", ew, true);
+        ew = op;
+        add_operand_step(&ew, TUNER_EW_WHERE, 2, row);
+        ew.epilogue.steps[ew.epilogue.n - 1].operand2 = ew.n_inputs;
+        ew.inputs[ew.n_inputs++] = tensor(1, col, 16);
+        add_unary_step(&ew.epilogue, TUNER_EW_LOG, 0);
+        ADD("ew where(c[77,1],o[1000]),log", ew, true);
+        ew = op;
+        add_unary_step(&ew.epilogue, TUNER_EW_SCALE, 0.125);
+        add_operand_step(&ew, TUNER_EW_MASKED_FILL, 1, col);
+        ew.epilogue.steps[ew.epilogue.n - 1].scalar = -HUGE_VAL;
+        add_unary_step(&ew.epilogue, TUNER_EW_EXP, 0);
+        add_operand_step(&ew, TUNER_EW_ADD, 2, row);
+        ADD("ew *.125,masked_fill(-inf),exp,+r", ew, true);
+        /* An attention score: batched matmul, * 0.125, where with a [4,1,128] condition and a
+         * [64,128] other, + bias; and a masked softmax: where as x's prologue. */
+        tuner_op mm = matmul(4, 64, 128, 32, false, true, 16);
+        add_unary_step(&mm.epilogue, TUNER_EW_SCALE, 0.125);
+        int64_t c3[3] = {4, 1, 128}, o2[2] = {64, 128}, bias[1] = {128};
+        add_operand_step(&mm, TUNER_EW_WHERE, 3, c3);
+        mm.epilogue.steps[mm.epilogue.n - 1].operand2 = mm.n_inputs;
+        mm.inputs[mm.n_inputs++] = tensor(2, o2, 16);
+        add_operand_step(&mm, TUNER_EW_ADD, 1, bias);
+        ADD("mm b4 64x128x32 tb *s,where,+b", mm, true);
+        tuner_op sm = rows_op(TUNER_OP_SOFTMAX, 333, 1000, 16, 0);
+        int64_t r333[2] = {333, 1};
+        add_x_prologue(&sm, 0.125, TUNER_EW_WHERE, 2, r333);
+        sm.prologue[0].steps[sm.prologue[0].n - 1].operand2 = sm.n_inputs;
+        sm.inputs[sm.n_inputs++] = tensor(1, col, 16);
+        ADD("softmax 333x1000 *s,where prologue", sm, true);
+    }
     /* pool2d against its reference: ResNet's maxpool (NHWC vectors, a relu prologue), avg with
      * ceil mode with and without count_include_pad (NCHW), a dilated max with odd channels,
      * global and overlapping adaptive average pooling, epilogues with operands. */

@@ -1,7 +1,7 @@
 /* tests/integration/it_examples.c - every request in examples/requests/, tuned with the cost model
  * for sm_80 and for sm_90, returns kernels whose PTX ptxas accepts for that arch; the fused
- * matmul+bias+gelu and the scaled, masked softmax come back as one kernel each; POST /v1/spaces
- * lists enough valid candidates. */
+ * matmul+bias+gelu, the scaled, masked softmax and the attention scores with masked_fill(-inf)
+ * come back as one kernel each; POST /v1/spaces lists enough valid candidates. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 static const char *examples[] = {
     "matmul", "matmul_bias_gelu", "batched_matmul", "conv2d", "softmax",
     "layernorm", "rmsnorm", "reduce_sum", "elementwise", "softmax_scaled_masked", "reduce_sum_axis0",
-    "maxpool2d",
+    "maxpool2d", "attention_scores_masked",
     "log_softmax", "reduce_mean_hw", "pad",
 };
 
@@ -83,7 +83,8 @@ int main(void)
             CHECK(r.status == 200, "%s %s: %ld %.400s", examples[i], archs[a], r.status, r.body);
             const cJSON *key = cJSON_GetObjectItemCaseSensitive(r.json, "key");
             const cJSON *ks = cJSON_GetObjectItemCaseSensitive(r.json, "kernels");
-            if (!strcmp(examples[i], "matmul_bias_gelu") || !strcmp(examples[i], "softmax_scaled_masked"))
+            if (!strcmp(examples[i], "matmul_bias_gelu") || !strcmp(examples[i], "softmax_scaled_masked") ||
+                !strcmp(examples[i], "attention_scores_masked"))
                 CHECK(cJSON_GetArraySize(ks) == 1, "fused %s is %d kernels", examples[i],
                          cJSON_GetArraySize(ks));
             if (cJSON_IsString(key)) {

@@ -270,6 +270,60 @@ static void bad_graphs(const ht_daemon *d)
     ht_resp_free(&r);
 }
 
+/* Masks through the real daemon (tune none): an attention block, matmul -> scale ->
+ * masked_fill(causal, -inf) -> softmax -> matmul, is three kernels for sm_90 and for sm_80;
+ * comparisons, where and log fuse into a chain; every kernel's PTX passes ptxas; and a kernel
+ * request with the same steps, -inf spelt as a string, is answered too. */
+static void mask_graph(const ht_daemon *d)
+{
+    const char *g =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[8,128,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"k\",\"shape\":[8,128,64],\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[8,128,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"causal\",\"shape\":[128,128],\"dtype\":\"f16\"},{\"name\":\"x\",\"shape\":[8,128,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"c\",\"shape\":[128,1],\"dtype\":\"f32\"}],\"nodes\":["
+        "{\"op\":\"transpose\",\"inputs\":[\"k\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1]}},"
+        "{\"op\":\"matmul\",\"inputs\":[\"q\",\"kt\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"scale\",\"inputs\":[\"s\"],\"outputs\":[\"s1\"],\"attrs\":{\"value\":0.125}},"
+        "{\"op\":\"masked_fill\",\"inputs\":[\"s1\",\"causal\"],\"outputs\":[\"s2\"],\"attrs\":{\"value\":\"-inf\"}},"
+        "{\"op\":\"softmax\",\"inputs\":[\"s2\"],\"outputs\":[\"p\"]},"
+        "{\"op\":\"matmul\",\"inputs\":[\"p\",\"v\"],\"outputs\":[\"o\"]},"
+        "{\"op\":\"gt\",\"inputs\":[\"o\",\"x\"],\"outputs\":[\"m\"]},"
+        "{\"op\":\"where\",\"inputs\":[\"c\",\"m\",\"x\"],\"outputs\":[\"w\"]},"
+        "{\"op\":\"ne\",\"inputs\":[\"w\"],\"outputs\":[\"n\"],\"attrs\":{\"value\":0}},"
+        "{\"op\":\"log\",\"inputs\":[\"n\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]},\"tune\":\"none\",\"arch\":\"sm_90\"}";
+    for (int a = 0; a < 2; a++) {
+        char *body = strdup(g);
+        char *at = body ? strstr(body, "\"sm_90\"") : NULL;
+        if (a == 1 && at)
+            memcpy(at, "\"sm_80\"", 7);
+        ht_resp r = ht_post(d, "/v1/graphs", body);
+        CHECK(r.status == 200, "%ld %.400s", r.status, r.body);
+        if (r.status == 200) {
+            int n = check_plan(d, &r, a ? "sm_80" : "sm_90", false);
+            /* qk with scale and masked_fill; softmax; pv with gt, where, ne and log. */
+            CHECK(n == 3, "the masked attention block has %d steps", n);
+        }
+        ht_resp_free(&r);
+        free(body);
+    }
+    ht_resp r = ht_post(d, "/v1/kernels",
+                        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[64,128],\"dtype\":\"bf16\"},"
+                        "{\"shape\":[128],\"dtype\":\"bf16\"}],\"prologue\":[{\"op\":\"masked_fill\",\"input\":0,"
+                        "\"operand\":1,\"value\":\"-inf\"}],\"tune\":\"none\",\"arch\":\"sm_90\"}");
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    ht_resp_free(&r);
+    r = ht_post(d, "/v1/graphs",
+                "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f16\"},"
+                "{\"name\":\"m\",\"shape\":[8],\"dtype\":\"f16\"}],\"nodes\":[{\"op\":\"masked_fill\","
+                "\"inputs\":[\"x\",\"m\"],\"outputs\":[\"y\"],\"attrs\":{\"value\":\"-infinity\"}}],\"outputs\":[\"y\"]},"
+                "\"tune\":\"none\"}");
+    const cJSON *field = get(get(r.json, "error"), "field");
+    CHECK(r.status == 400 && cJSON_IsString(field) && !strcmp(field->valuestring, "nodes[0].attrs.value"), "%ld %.300s",
+          r.status, r.body);
+    ht_resp_free(&r);
+}
+
 /* hidetctl graph prints the plan as a table. */
 static void hidetctl_graph(const ht_daemon *d)
 {
@@ -435,6 +489,7 @@ int main(void)
     shared_kernels(&d);
     diamond_chain(&d);
     bad_graphs(&d);
+    mask_graph(&d);
     hidetctl_graph(&d);
     jobs_and_routes(&d);
     CHECK(ht_stop(&d, SIGTERM) == 0, "clean exit");

@@ -46,7 +46,7 @@ static void test_chain_every_kind(const tuner_target *t)
     /* The remaining kinds (and a second CAST to f16) in a second chain. */
     tuner_ew_chain ch2;
     memset(&ch2, 0, sizeof(ch2));
-    for (int k = ch.n; k < TUNER_EW_COUNT; k++) {
+    for (int k = ch.n; k < TUNER_EW_LOG; k++) {
         tuner_ew_step *st = &ch2.steps[ch2.n++];
         st->kind = (tuner_ew_kind)k;
         st->operand = -1;
@@ -58,6 +58,14 @@ static void test_chain_every_kind(const tuner_target *t)
     st->kind = TUNER_EW_CAST;
     st->dtype = TUNER_F16;
     st->operand = -1;
+    /* log and the mask steps in a third: each comparison against an input and eq against a
+     * constant too, where with two inputs, masked_fill with -inf. */
+    tuner_ew_chain ch3;
+    memset(&ch3, 0, sizeof(ch3));
+    for (int k = TUNER_EW_LOG; k < TUNER_EW_COUNT; k++)
+        ch3.steps[ch3.n++] = (tuner_ew_step){.kind = (tuner_ew_kind)k, .operand = k == TUNER_EW_LOG ? -1 : 1 + (k % 2),
+                                             .scalar = -INFINITY, .operand2 = 1};
+    ch3.steps[ch3.n++] = (tuner_ew_step){.kind = TUNER_EW_EQ, .operand = -1, .scalar = 0.1};
 
     tuner_sb sb;
     tuner_sb_init(&sb);
@@ -66,6 +74,7 @@ static void test_chain_every_kind(const tuner_target *t)
                        "float *out)\n{\nconst int col = threadIdx.x;\nfloat v = hd_f32(in0[col]);\n");
     tuner__emit_chain(&sb, &op, &ch, "v", load_operand, NULL);
     tuner__emit_chain(&sb, &op, &ch2, "v", load_operand, NULL);
+    tuner__emit_chain(&sb, &op, &ch3, "v", load_operand, NULL);
     tuner_sb_puts(&sb, "out[col] = v;\n}\n");
     char *src = tuner_sb_take(&sb);
     CHECK(src != NULL, "source");
@@ -78,7 +87,12 @@ static void test_chain_every_kind(const tuner_target *t)
         "fabsf(v)", "v * v", "v * __uint_as_float(0x3dcccccdu)", "hd_round_bf16(v)", "sqrtf(v)", "rsqrtf(v)",
         "v + __uint_as_float(0x3dcccccdu)", "hd_clamp(v, __uint_as_float(0x3dcccccdu), __uint_as_float(0x3dcccccdu))",
         "hd_hardswish(v)", "hd_hardsigmoid(v)", "hd_leaky_relu(v, __uint_as_float(0x3dcccccdu))", "erff(v)",
-        "hd_pow(v, __uint_as_float(0x3dcccccdu))",
+        "hd_pow(v, __uint_as_float(0x3dcccccdu))", "logf(v)", "v = v == hd_o ? 1.0f : 0.0f;",
+        "v = v != hd_o ? 1.0f : 0.0f;", "v = v < hd_o ? 1.0f : 0.0f;", "v = v <= hd_o ? 1.0f : 0.0f;",
+        "v = v > hd_o ? 1.0f : 0.0f;", "v = v >= hd_o ? 1.0f : 0.0f;",
+        "const float hd_c = hd_f32(in1[col]); const float hd_o = hd_f32(in1[col]); v = hd_c != 0.0f ? v : hd_o;",
+        "const float hd_c = hd_f32(in2[col]); v = hd_c != 0.0f ? __uint_as_float(0xff800000u) : v;",
+        "v = v == __uint_as_float(0x3dcccccdu) ? 1.0f : 0.0f;",
     };
     const char *pos = src;
     for (size_t i = 0; i < sizeof(marks) / sizeof(marks[0]); i++) {
@@ -241,6 +255,186 @@ static void test_activations_on_host(void)
     rmdir(dir);
     free(funcs);
     free(pre);
+}
+
+/* log and the mask steps, their emitted code run on the host: each case's chain, as
+ * tuner__emit_chain writes it (operands through the "in<i>[col]" callback), is compiled by the C
+ * compiler with host shims for hd_f32 and __uint_as_float, run over eight values and compared
+ * with what PyTorch gives, written out: comparisons against NaN, infinities and signed zeros,
+ * where and masked_fill selecting (a NaN condition is true, an infinity or NaN on the side not
+ * taken never leaks, a -0.0 kept), masked_fill with -inf, +inf and finfo(f32).min, log's NaN and
+ * -inf, and an attention-style scale, masked_fill(-inf), exp giving exact zeros. The same chains
+ * then compile with NVRTC and ptxas in a kernel, with both preludes. */
+#define MASK_N 8
+typedef struct mask_case {
+    const char *name;
+    int n;
+    tuner_ew_step steps[3];
+    float in1[MASK_N], in2[MASK_N], want[MASK_N];
+    bool approx; /* finite results within 1e-6 relative (libm's logf/expf) */
+} mask_case;
+
+static void sb_float_lit(tuner_sb *sb, float f)
+{
+    if (isnan(f))
+        tuner_sb_puts(sb, "NAN");
+    else if (isinf(f))
+        tuner_sb_puts(sb, f < 0 ? "-INFINITY" : "INFINITY");
+    else
+        tuner_sb_printf(sb, "%.9ef", (double)f);
+}
+
+static void sb_floats(tuner_sb *sb, const float *v)
+{
+    tuner_sb_puts(sb, "{");
+    for (int i = 0; i < MASK_N; i++) {
+        tuner_sb_puts(sb, i ? ", " : "");
+        sb_float_lit(sb, v[i]);
+    }
+    tuner_sb_puts(sb, "}");
+}
+
+static void test_masks(const tuner_target *t80, const tuner_target *t90a)
+{
+    const float I = INFINITY, N = NAN, FMIN = -3.4028234663852886e38f;
+    static const float xs[MASK_N] = {-INFINITY, -1.0f, 0.5f, 1.0f, INFINITY, NAN, -0.0f, 0.0f};
+    const float cond[MASK_N] = {1, 0, N, -0.0f, 2, 0, -1, I};
+    const float cmp_in[MASK_N] = {-I, 2, 0.5f, N, I, N, 0.0f, -0.0f};
+#define STEP1(k, v) {{.kind = (k), .operand = -1, .scalar = (v)}}
+#define STEPI(k) {{.kind = (k), .operand = 1}}
+    const mask_case cases[] = {
+        {"lt 0.5", 1, STEP1(TUNER_EW_LT, 0.5), {0}, {0}, {1, 1, 0, 0, 0, 0, 1, 1}, false},
+        {"le 0.5", 1, STEP1(TUNER_EW_LE, 0.5), {0}, {0}, {1, 1, 1, 0, 0, 0, 1, 1}, false},
+        {"gt 0.5", 1, STEP1(TUNER_EW_GT, 0.5), {0}, {0}, {0, 0, 0, 1, 1, 0, 0, 0}, false},
+        {"ge 0.5", 1, STEP1(TUNER_EW_GE, 0.5), {0}, {0}, {0, 0, 1, 1, 1, 0, 0, 0}, false},
+        {"eq 0.5", 1, STEP1(TUNER_EW_EQ, 0.5), {0}, {0}, {0, 0, 1, 0, 0, 0, 0, 0}, false},
+        {"ne 0.5", 1, STEP1(TUNER_EW_NE, 0.5), {0}, {0}, {1, 1, 0, 1, 1, 1, 1, 1}, false},
+        {"eq 0", 1, STEP1(TUNER_EW_EQ, 0), {0}, {0}, {0, 0, 0, 0, 0, 0, 1, 1}, false},
+        {"eq input", 1, STEPI(TUNER_EW_EQ), {0}, {0}, {1, 0, 1, 0, 1, 0, 1, 1}, false},
+        {"ne input", 1, STEPI(TUNER_EW_NE), {0}, {0}, {0, 1, 0, 1, 0, 1, 0, 0}, false},
+        {"lt input", 1, STEPI(TUNER_EW_LT), {0}, {0}, {0, 1, 0, 0, 0, 0, 0, 0}, false},
+        {"le input", 1, STEPI(TUNER_EW_LE), {0}, {0}, {1, 1, 1, 0, 1, 0, 1, 1}, false},
+        {"gt input", 1, STEPI(TUNER_EW_GT), {0}, {0}, {0, 0, 0, 0, 0, 0, 0, 0}, false},
+        {"ge input", 1, STEPI(TUNER_EW_GE), {0}, {0}, {1, 0, 1, 0, 1, 0, 1, 1}, false},
+        {"where", 1, {{.kind = TUNER_EW_WHERE, .operand = 1, .operand2 = 2}}, {0}, {7, N, -I, 5, I, -I, 3, 9},
+         {-I, N, 0.5f, 5, I, -I, -0.0f, 0.0f}, false},
+        {"masked_fill -inf", 1, {{.kind = TUNER_EW_MASKED_FILL, .operand = 1, .scalar = -INFINITY}}, {0}, {0},
+         {-I, -1, -I, 1, -I, N, -I, -I}, false},
+        {"masked_fill inf", 1, {{.kind = TUNER_EW_MASKED_FILL, .operand = 1, .scalar = INFINITY}}, {0}, {0},
+         {I, -1, I, 1, I, N, I, I}, false},
+        {"masked_fill finfo.min", 1, {{.kind = TUNER_EW_MASKED_FILL, .operand = 1, .scalar = -3.4028234663852886e38}},
+         {0}, {0}, {FMIN, -1, FMIN, 1, FMIN, N, FMIN, FMIN}, false},
+        {"log", 1, STEP1(TUNER_EW_LOG, 0), {0}, {0}, {N, N, -0.693147182f, 0, I, N, -I, -I}, true},
+        {"scale, masked_fill -inf, exp", 3,
+         {{.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5},
+          {.kind = TUNER_EW_MASKED_FILL, .operand = 1, .scalar = -INFINITY},
+          {.kind = TUNER_EW_EXP, .operand = -1}},
+         {0}, {0}, {0, 0.606530666f, 0, 1.64872122f, 0, N, 0, 0}, true},
+        /* where after a comparison: the running 0/1 where the condition holds, in2 elsewhere. */
+        {"gt input, where", 2,
+         {{.kind = TUNER_EW_GT, .operand = 2}, {.kind = TUNER_EW_WHERE, .operand = 1, .operand2 = 2}}, {0},
+         {-2, 2, 0, 0, 0, 0, 0, 0}, {0, 2, 1, 0, 1, 0, 0, 0}, false},
+    };
+#undef STEP1
+#undef STEPI
+    const size_t n_cases = sizeof(cases) / sizeof(cases[0]);
+    tuner_sb host, dev;
+    tuner_sb_init(&host);
+    tuner_sb_init(&dev);
+    tuner_sb_puts(&host, "#include <math.h>\n#include <stdio.h>\n#include <string.h>\n"
+                         "static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+                         "static inline float hd_f32(float v) { return v; }\n");
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ELEMENTWISE;
+    op.n_inputs = 3;
+    for (size_t i = 0; i < n_cases; i++) {
+        tuner_ew_chain ch = {.n = cases[i].n};
+        memcpy(ch.steps, cases[i].steps, sizeof(cases[i].steps));
+        tuner_sb_printf(&host, "static float f%zu(float v, const float *in1, const float *in2, int col) {\n"
+                               "(void)in1; (void)in2; (void)col;\n", i);
+        tuner__emit_chain(&host, &op, &ch, "v", load_operand, NULL);
+        tuner_sb_puts(&host, "return v; }\n");
+        tuner_sb_printf(&dev, "{ float v = hd_f32(in0[col]);\n");
+        tuner__emit_chain(&dev, &op, &ch, "v", load_operand, NULL);
+        tuner_sb_printf(&dev, "out[%zu * blockDim.x + col] = v; }\n", i);
+    }
+    tuner_sb_puts(&host, "static int bad;\n"
+                         "static void check(const char *what, int i, float got, float want, int approx) {\n"
+                         "  int ok = isnan(want) ? isnan(got) : (!approx || isinf(want) || want == 0.0f)\n"
+                         "    ? memcmp(&got, &want, 4) == 0 : fabsf(got - want) <= 1e-6f * fabsf(want);\n"
+                         "  if (!ok) { printf(\"%s [%d]: got %.9g want %.9g\\n\", what, i, got, want); bad++; } }\n"
+                         "int main(void) {\n  const float x[8] = ");
+    sb_floats(&host, xs);
+    tuner_sb_puts(&host, ";\n");
+    for (size_t i = 0; i < n_cases; i++) {
+        const mask_case *c = &cases[i];
+        /* Comparisons read cmp_in, where and masked_fill the condition, unless the case says. */
+        const bool cmp = tuner_ew_is_compare(c->steps[0].kind) && c->steps[0].operand == 1;
+        const bool own1 = c->in1[0] != 0 || c->in1[1] != 0;
+        tuner_sb_printf(&host, "  { const float in1[8] = ");
+        sb_floats(&host, own1 ? c->in1 : cmp ? cmp_in : cond);
+        tuner_sb_puts(&host, ", in2[8] = ");
+        sb_floats(&host, c->in2);
+        tuner_sb_puts(&host, ", want[8] = ");
+        sb_floats(&host, c->want);
+        tuner_sb_printf(&host, ";\n    for (int i = 0; i < 8; i++) check(\"%s\", i, f%zu(x[i], in1, in2, i), want[i], %d); }\n",
+                        c->name, i, c->approx);
+    }
+    tuner_sb_puts(&host, "  printf(\"host masks: %d bad\\n\", bad);\n  return bad != 0; }\n");
+    char *hsrc = tuner_sb_take(&host);
+    char dir[] = "/tmp/hidet-maskXXXXXX";
+    CHECK(hsrc && mkdtemp(dir) != NULL, "mkdtemp");
+    char src[96], bin[96], cmd[512];
+    snprintf(src, sizeof(src), "%s/mask.c", dir);
+    snprintf(bin, sizeof(bin), "%s/mask", dir);
+    FILE *f = hsrc ? fopen(src, "w") : NULL;
+    CHECK(f != NULL, "write %s", src);
+    if (f) {
+        fputs(hsrc, f);
+        fclose(f);
+        const char *cc = getenv("CC") ? getenv("CC") : "cc";
+        snprintf(cmd, sizeof(cmd), "%s -O1 -fno-fast-math -o %s %s -lm && %s", cc, bin, src, bin);
+        CHECK(system(cmd) == 0, "host check of the mask steps failed (%s)", cmd);
+    }
+    unlink(src);
+    unlink(bin);
+    rmdir(dir);
+    free(hsrc);
+
+    char *body = tuner_sb_take(&dev);
+    const tuner_target *ts[2] = {t80, t90a};
+    for (int ti = 0; ti < 2 && body; ti++) {
+        for (int ref = 0; ref < 2; ref++) {
+            tuner_sb sb;
+            tuner_sb_init(&sb);
+            if (ref)
+                tuner__prelude_reference(&sb, ts[ti]->sm);
+            else
+                tuner__prelude(&sb, ts[ti]->sm);
+            tuner_sb_puts(&sb, "extern \"C\" __global__ void mask_test(const float *in0, const half_t *in1, "
+                               "const bf16_t *in2, float *out)\n{\nconst int col = threadIdx.x;\n");
+            tuner_sb_puts(&sb, body);
+            tuner_sb_puts(&sb, "}\n");
+            char *k = tuner_sb_take(&sb);
+            char tn[16], what[96];
+            tuner_target_name(ts[ti], tn, sizeof(tn));
+            snprintf(what, sizeof(what), "log and mask steps, %s prelude (%s)", ref ? "reference" : "candidate", tn);
+            CHECK(k && !strstr(k, "#error") && t_compile_check(what, k, ts[ti], NULL, NULL), "%s", what);
+            free(k);
+        }
+    }
+    free(body);
+
+    /* A where whose other input is missing is a compile error, never a silent value. */
+    tuner_ew_chain badc = {.n = 1};
+    badc.steps[0] = (tuner_ew_step){.kind = TUNER_EW_WHERE, .operand = 1, .operand2 = 5};
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__emit_chain(&sb, &op, &badc, "v", load_operand, NULL);
+    char *bs = tuner_sb_take(&sb);
+    CHECK(bs && strstr(bs, "#error"), "where with a bad other input must emit #error");
+    free(bs);
 }
 
 static void test_emit_float(void)
@@ -521,6 +715,7 @@ int main(void)
     test_activations_on_host();
     test_pow_clamp(&t80);
     test_pow_clamp(&t90a);
+    test_masks(&t80, &t90a);
     test_nvrtc();
     test_concurrent_compile();
     test_space_helpers();

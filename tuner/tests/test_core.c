@@ -12,6 +12,7 @@
  */
 #include "common.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -319,6 +320,17 @@ int main(int argc, char **argv)
                     t_add_prologue(&op, TUNER_EW_ADD, 2, ms, TUNER_EW_NEG);
                     snprintf(name, sizeof(name), "softmax %s 77x1000 prologue", dn);
                     run_case(name, &op, t, false);
+                    /* An attention mask on x: masked_fill(-inf) with a [1000] mask, where. */
+                    op = t_softmax(dt, 77, 1000, 16);
+                    long long mv[1] = {1000};
+                    op.inputs[1] = t_tensor(dt, 1, mv, 16);
+                    op.inputs[2] = t_tensor(dt, 2, ms, 16);
+                    op.n_inputs = 3;
+                    op.prologue[0].n = 2;
+                    op.prologue[0].steps[0] = (tuner_ew_step){.kind = TUNER_EW_MASKED_FILL, .operand = 1, .scalar = -HUGE_VAL};
+                    op.prologue[0].steps[1] = (tuner_ew_step){.kind = TUNER_EW_WHERE, .operand = 2, .operand2 = 1};
+                    snprintf(name, sizeof(name), "softmax %s 77x1000 masked prologue", dn);
+                    run_case(name, &op, t, false);
                 }
             } else if (!strcmp(group, "layernorm")) {
                 tuner_op op = t_layernorm(dt, 77, 1000, 16, true);
@@ -517,6 +529,34 @@ int main(int argc, char **argv)
                     t_add_epilogue(&e, TUNER_EW_MAX, 3, c3, TUNER_EW_TANH);
                     snprintf(name, sizeof(name), "elementwise %s bcast [8,1,64]x[33,1]", dn);
                     run_case(name, &e, t, false);
+                    /* Masks: x [4,64,128] scaled, compared with a [128] vector, then where with a
+                     * [64,128] condition and a [4,1,128] other, masked_fill(-inf) with a [64,1]
+                     * mask and log: operands of every broadcast kind in the vector path. */
+                    tuner_op m;
+                    memset(&m, 0, sizeof(m));
+                    m.kind = TUNER_OP_ELEMENTWISE;
+                    long long x3[3] = {4, 64, 128}, v1[1] = {128}, c2[2] = {64, 128}, o3[3] = {4, 1, 128},
+                              m2[2] = {64, 1};
+                    m.inputs[0] = t_tensor(dt, 3, x3, 16);
+                    m.inputs[1] = t_tensor(dt, 1, v1, 16);
+                    m.inputs[2] = t_tensor(TUNER_F32, 2, c2, 16);
+                    m.inputs[3] = t_tensor(dt, 3, o3, 16);
+                    m.inputs[4] = t_tensor(TUNER_BF16, 2, m2, 16);
+                    m.n_inputs = 5;
+                    m.n_anchor_inputs = 1;
+                    m.output = t_tensor(dt, 3, x3, 16);
+                    tuner_ew_step ms[] = {
+                        {.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5},
+                        {.kind = TUNER_EW_GT, .operand = 1},
+                        {.kind = TUNER_EW_WHERE, .operand = 2, .operand2 = 3},
+                        {.kind = TUNER_EW_MASKED_FILL, .operand = 4, .scalar = -HUGE_VAL},
+                        {.kind = TUNER_EW_LE, .operand = -1, .scalar = 0.25},
+                        {.kind = TUNER_EW_LOG, .operand = -1},
+                    };
+                    m.epilogue.n = (int)(sizeof(ms) / sizeof(ms[0]));
+                    memcpy(m.epilogue.steps, ms, sizeof(ms));
+                    snprintf(name, sizeof(name), "elementwise %s masks", dn);
+                    run_case(name, &m, t, false);
                 }
             }
         }

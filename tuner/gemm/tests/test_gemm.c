@@ -12,6 +12,7 @@
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -77,6 +78,22 @@ static void add_residual(tuner_op *op)
     op->inputs[op->n_inputs] = op->output;
     op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op->n_inputs};
     op->n_inputs++;
+}
+
+/* An attention score's epilogue: * 0.125, masked_fill(-inf) with a [M,N] mask (a causal mask,
+ * broadcast over the batch), then where with a [batch,1,N] condition and the mask as the other. */
+static void add_attention_mask(tuner_op *op)
+{
+    const tuner_tensor *o = &op->output;
+    long long mn[2] = {o->shape[o->rank - 2], o->shape[o->rank - 1]}, b1n[3] = {o->shape[0], 1, o->shape[o->rank - 1]};
+    op->inputs[op->n_inputs] = t_tensor(o->dtype, 2, mn, 16);
+    op->inputs[op->n_inputs + 1] = t_tensor(TUNER_F32, 3, b1n, 16);
+    op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.125};
+    op->epilogue.steps[op->epilogue.n++] =
+        (tuner_ew_step){.kind = TUNER_EW_MASKED_FILL, .operand = op->n_inputs, .scalar = -HUGE_VAL};
+    op->epilogue.steps[op->epilogue.n++] =
+        (tuner_ew_step){.kind = TUNER_EW_WHERE, .operand = op->n_inputs + 1, .operand2 = op->n_inputs};
+    op->n_inputs += 2;
 }
 
 /* Prologue on A: scale by 0.5, then multiply by a per-column (last dim) vector. */
@@ -469,6 +486,10 @@ static void test_compile(void)
                 op = mk_matmul(dt, 3, 3, 96, 80, 72, true, true, 16);
                 add_bias_gelu(&op);
                 snprintf(tag, sizeof(tag), "mmbatch_tt_biasgelu_%s", dn);
+                check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_async);
+                op = mk_matmul(dt, 4, 4, 64, 128, 32, false, true, 16);
+                add_attention_mask(&op);
+                snprintf(tag, sizeof(tag), "mmbatch_attention_mask_%s", dn);
                 check_sample(tag, "matmul_mma", &op, sm, 1, want_mma_async);
                 op = mk_conv(dt, 2, 15, 17, 12, 20, 3, 3, 2, 2, 2, 2, true, 16);
                 snprintf(tag, sizeof(tag), "conv_nchw_g2_%s", dn);
