@@ -38,6 +38,7 @@ def build(case, dtype, device="cuda"):
         kw = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
         m = getattr(torchvision.models, name)(weights=None, **kw)
         hw = 299 if name == "inception_v3" else 224
+        calibrate_batchnorm(m.to(device), torch.randn(8, 3, hw, hw, device=device))
         m = m.eval().to(device=device, dtype=dtype, memory_format=torch.channels_last)
         x = torch.randn(batch, 3, hw, hw, device=device, dtype=dtype)
         return m, (x.to(memory_format=torch.channels_last),)
@@ -57,6 +58,22 @@ def build(case, dtype, device="cuda"):
     m = m.eval().to(device=device, dtype=dtype)
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), device=device)
     return m, (ids,)
+
+
+def calibrate_batchnorm(m, x, rounds=4):
+    """Running statistics from a few random batches (in fp32), as training would leave them:
+    with the defaults (mean 0, variance 1) a randomly initialised deep network's activations grow
+    layer by layer until fp16 overflows, and no comparison in fp16 means anything."""
+    import torch
+    bns = [b for b in m.modules() if isinstance(b, torch.nn.modules.batchnorm._BatchNorm)]
+    for b in bns:
+        b.reset_running_stats()
+        b.momentum = None  # a cumulative average over the rounds
+    m.train()
+    with torch.no_grad():
+        for _ in range(rounds):
+            m(x)
+    m.eval()
 
 
 def first_tensor(out):

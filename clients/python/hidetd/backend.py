@@ -110,6 +110,13 @@ class GraphReport:
         self.fallback = None
         self.refused = []
         self.requests = []   # the /v1/graphs request of each piece
+        self.compiled = None  # the CompiledGraph, when one was made
+
+    @property
+    def ran_plans(self):
+        """Whether every piece has run its plan on a GPU at least once (not PyTorch's fallback)."""
+        c = self.compiled
+        return bool(c is not None and c.pieces and all(p._run is not None for p in c.pieces))
 
     def summary(self):
         s = "%d ops: %d run by hidetd (%d piece%s, %d kernels), %d folded into constants, %d left to PyTorch" % (
@@ -178,6 +185,7 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
             _reports.append(report)
         try:
             compiled = _compile_aten(agm, inputs, opts, report)
+            report.compiled = compiled
         except _DaemonUnavailable as e:
             report.fallback = str(e)
             _warn_once("hidetd: %s; running the model in PyTorch" % e)
