@@ -96,13 +96,17 @@ typedef struct gw_device_info {
 const char *gw_device_state_name(gw_device_state s);
 
 typedef enum {
-    GW_BUF_INPUT = 0,  /* random inputs, uniform in [-1, 1], regenerated per input set */
+    GW_BUF_INPUT = 0,  /* random inputs, uniform in [-1, 1] (integers: see gw_dtype), regenerated per input set */
     GW_BUF_OUTPUT,     /* candidate output: poisoned (NaN) before each checked run */
     GW_BUF_REF_OUTPUT, /* reference output, always F32 */
     GW_BUF_SCRATCH,    /* workspace; zeroed before each run */
 } gw_buf_role;
 
-typedef enum { GW_F16 = 0, GW_BF16 = 1, GW_F32 = 2 } gw_dtype; /* same values as tuner_dtype */
+/* Same values as tuner_dtype. The integer ones are inputs only (gather's index, a cast's input):
+ * filled with uniform integers in [-GW_INT_FILL, GW_INT_FILL), so gather ids come negative,
+ * in range and (for axes under 64 rows) out of range. */
+typedef enum { GW_F16 = 0, GW_BF16 = 1, GW_F32 = 2, GW_I32 = 3, GW_I64 = 4 } gw_dtype;
+#define GW_INT_FILL 64
 
 typedef struct gw_buffer {
     gw_buf_role role;

@@ -257,7 +257,7 @@ static float bf16_to_f32(uint16_t h)
 
 static size_t dsize(gw_dtype d)
 {
-    return d == GW_F32 ? 4 : 2;
+    return d == GW_I64 ? 8 : d == GW_F32 || d == GW_I32 ? 4 : 2;
 }
 
 int gw_probe_devices(gw_device_info *devs, int max, int *ret_n, char *err, size_t errlen)
@@ -501,7 +501,18 @@ static void fill_part(void *arg, int part, size_t begin, size_t end)
     /* splitmix's state after n values is seed + n * its increment, so a part starts anywhere. */
     uint64_t s = f->seed + (f->first + begin) * 0x9e3779b97f4a7c15ULL;
     for (size_t k = begin; k < end; k++) {
-        float v = (float)((double)(splitmix(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+        const uint64_t bits = splitmix(&s);
+        if (f->b->dtype == GW_I32 || f->b->dtype == GW_I64) {
+            const int64_t iv = (int64_t)(bits % (2 * GW_INT_FILL)) - GW_INT_FILL;
+            if (f->b->dtype == GW_I64)
+                memcpy(f->host + 8 * k, &iv, 8);
+            else {
+                const int32_t i32 = (int32_t)iv;
+                memcpy(f->host + 4 * k, &i32, 4);
+            }
+            continue;
+        }
+        float v = (float)((double)(bits >> 11) * (2.0 / 9007199254740992.0) - 1.0);
         if (f->b->dtype == GW_F32)
             memcpy(f->host + 4 * k, &v, 4);
         else {
@@ -511,7 +522,8 @@ static void fill_part(void *arg, int part, size_t begin, size_t end)
     }
 }
 
-/* Fills the `pos`-th input (descriptor b) with uniform values in [-1, 1], in chunks. The seed
+/* Fills the `pos`-th input (descriptor b) with uniform values in [-1, 1] (integers in
+ * [-GW_INT_FILL, GW_INT_FILL)), in chunks. The seed
  * depends on the descriptor and the position only, so the same input always holds the same
  * values (on every GPU, and after its set was dropped and made again). */
 static CUresult fill_input(const gw_measurer *m, const gw_buffer *b, int pos, CUdeviceptr dst)
