@@ -81,6 +81,9 @@ typedef struct graph_node {
     int axis;                 /* BATCHNORM: the channel axis */
     int64_t start[TUNER_MAX_RANK], stop[TUNER_MAX_RANK], stride[TUNER_MAX_RANK]; /* SLICE */
     double eps;               /* BATCHNORM */
+    /* KERNEL: the name the node gave when it is an alias of a kernel op ("embedding" and
+     * "index_select" are gathers; graph/infer.c applies their own rules), else NULL. */
+    const char *alias;
 } graph_node;
 
 /* A parsed, validated graph. Nodes are kept in a dependency order (every node after the
