@@ -468,6 +468,13 @@ int main(int argc, char **argv)
                 op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op.n_inputs++};
                 snprintf(name, sizeof(name), "gather %s embedding 768 +pos", dn);
                 run_case(name, &op, t, false);
+                /* A batch of 64 sequences of 512 (50 MB out in f16): where the ranking matters. */
+                const long long big[2] = {64, 512};
+                op = t_gather(dt, 2, emb, 0, TUNER_I64, 2, big);
+                snprintf(name, sizeof(name), "gather %s embedding 64x512", dn);
+                sample_size = 4;
+                run_case(name, &op, t, false);
+                sample_size = dt == TUNER_F16 ? 32 : 6;
                 /* No epilogue: raw 16-byte copies; i32 ids. */
                 op = t_gather(dt, 2, emb, 0, TUNER_I32, 2, ids);
                 snprintf(name, sizeof(name), "gather %s embedding i32", dn);
