@@ -257,6 +257,23 @@ static inline int64_t tuner_gather_row(int64_t id, int64_t n)
     return id >= 0 && id < n ? id : -1;
 }
 
+/* The integers [*ret_lo, *ret_hi) that a verifying run fills integer input i of op with (the GPU
+ * workers, the GPU tests): gather's index uniform over [-N, N + N/16 + 1), N = x.shape[axis], so
+ * negative ids, every row and a few ids past the end (read as 0) are all exercised and the rows
+ * read are spread as a batch of real ids would be; an elementwise cast's input {0, 1}, an
+ * attention mask, whose arithmetic ((1 - mask) * finfo.min) overflows f16 for other values. */
+static inline void tuner_int_fill_range(const tuner_op *op, int i, int64_t *ret_lo, int64_t *ret_hi)
+{
+    if (op->kind == TUNER_OP_GATHER && i == 1) {
+        const int64_t n = op->inputs[0].shape[op->attrs.gather.axis];
+        *ret_lo = -n;
+        *ret_hi = n + n / 16 + 1;
+        return;
+    }
+    *ret_lo = 0;
+    *ret_hi = 2;
+}
+
 /* A numeric parameter of a step kind, as requests and graph nodes name it. */
 typedef struct tuner_ew_param {
     const char *key;  /* "value", "min", "max", "negative_slope", "exponent" */

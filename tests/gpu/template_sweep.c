@@ -537,8 +537,8 @@ static int build_cases(scase *c)
         add_operand_step(&op, TUNER_EW_ADD, 1, bias);
         ADD("adaptive avgpool nchw 2x8x17x10->5x3 +b", op, true);
     }
-    /* gather against its reference, with the measurement core's integer ids ([-64, 64): negative
-     * ones, and past the end of tables under 64 rows): BERT's word embeddings plus positions (the
+    /* gather against its reference, with the measurement core's integer ids (tuner_int_fill_range:
+     * negative ones, every row, a few past the end): BERT's word embeddings plus positions (the
      * rows path, 16-byte vectors), i32 ids and no epilogue (raw copies), a small table (most ids
      * out of range: zeros), index_select along the last axis (the elements path), a rank-2 index
      * in the middle of a rank-4 x; and an i64 mask converted by an elementwise cast. */
@@ -687,6 +687,8 @@ static int run_case(const tuner_op *op, const tuner_target *tgt, tuner_dtype dt,
         for (int i = 0; i < op->n_inputs; i++) {
             q.buffers[n] = (gw_buffer){GW_BUF_INPUT, (gw_dtype)op->inputs[i].dtype,
                                        (uint64_t)tuner_tensor_numel(&op->inputs[i])};
+            if (tuner_dtype_is_int(op->inputs[i].dtype))
+                tuner_int_fill_range(op, i, &q.int_range[n][0], &q.int_range[n][1]);
             cmap[TUNER_BUF_INPUT0 + i] = rmap[TUNER_BUF_INPUT0 + i] = n++;
         }
         uint64_t oe = (uint64_t)tuner_tensor_numel(&op->output);
