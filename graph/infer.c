@@ -225,8 +225,11 @@ static int gather_alias_attrs(const graph *g, int i, const cJSON *attrs, cJSON *
         if (g->tensors[n->in[0]].t.rank != 2)
             return input_error(g, i, 0, e, "embedding's weight must be a [num_embeddings, embedding_dim] table");
         *ret = cJSON_CreateObject();
-        if (!*ret || !cJSON_AddNumberToObject(*ret, "axis", 0))
+        if (!*ret || !cJSON_AddNumberToObject(*ret, "axis", 0)) {
+            cJSON_Delete(*ret);
+            *ret = NULL;
             return -ENOMEM;
+        }
         return 0;
     }
     if ((r = check_attr_keys(g, i, attrs, axis_only, e)) < 0)
