@@ -151,6 +151,9 @@ if [ "$what" = graphs ]; then
     PYTHONUNBUFFERED=1 timeout "${GRAPHS_TEST_TIMEOUT:-150}" python3 tests/gpu/graph_examples.py \
         --socket "$d/hidetd.sock" > "$OUT/graph_examples.log" 2>&1
     echo "graph_examples exit=$?"
+    PYTHONUNBUFFERED=1 timeout 150 python3 tests/gpu/embeddings_torch.py --socket "$d/hidetd.sock" \
+        --tune none --tune measure >> "$OUT/graph_examples.log" 2>&1
+    echo "embeddings_torch exit=$?"
     PYTHONUNBUFFERED=1 timeout "${GRAPHS_BENCH_TIMEOUT:-240}" python3 bench/graphs.py \
         --socket "$d/hidetd.sock" --out "$OUT" "$@" > "$OUT/graphs.log" 2>&1
     echo "graphs exit=$?"

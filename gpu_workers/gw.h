@@ -96,13 +96,16 @@ typedef struct gw_device_info {
 const char *gw_device_state_name(gw_device_state s);
 
 typedef enum {
-    GW_BUF_INPUT = 0,  /* random inputs, uniform in [-1, 1], regenerated per input set */
+    GW_BUF_INPUT = 0,  /* random inputs, uniform in [-1, 1] (integers: gw_measure_req.int_range), regenerated per input set */
     GW_BUF_OUTPUT,     /* candidate output: poisoned (NaN) before each checked run */
     GW_BUF_REF_OUTPUT, /* reference output, always F32 */
     GW_BUF_SCRATCH,    /* workspace; zeroed before each run */
 } gw_buf_role;
 
-typedef enum { GW_F16 = 0, GW_BF16 = 1, GW_F32 = 2 } gw_dtype; /* same values as tuner_dtype */
+/* Same values as tuner_dtype. The integer ones are inputs only (gather's index, a cast's input),
+ * filled uniformly from the range their buffer names (tuner_int_fill_range). */
+typedef enum { GW_F16 = 0, GW_BF16 = 1, GW_F32 = 2, GW_I32 = 3, GW_I64 = 4 } gw_dtype;
+#define GW_INT_RANGE_MAX 2147483648LL /* |int_lo|, |int_hi| at most 2^31: i32 holds them */
 
 typedef struct gw_buffer {
     gw_buf_role role;
@@ -135,6 +138,9 @@ typedef struct gw_measure_req {
     gw_module reference;   /* may have n_launches == 0 when check is false */
     int n_buffers;
     gw_buffer buffers[GW_MAX_BUFFERS];
+    /* Integer (GW_I32, GW_I64) input i is filled uniformly from [int_range[i][0], int_range[i][1])
+     * (non-empty, within +-GW_INT_RANGE_MAX); all zero for every other buffer. */
+    int64_t int_range[GW_MAX_BUFFERS][2];
     int output_buffer;     /* index of the candidate's GW_BUF_OUTPUT */
     int ref_output_buffer; /* index of the reference's GW_BUF_REF_OUTPUT */
     bool check;            /* verify against the reference before timing */

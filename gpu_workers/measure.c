@@ -257,7 +257,7 @@ static float bf16_to_f32(uint16_t h)
 
 static size_t dsize(gw_dtype d)
 {
-    return d == GW_F32 ? 4 : 2;
+    return d == GW_I64 ? 8 : d == GW_F32 || d == GW_I32 ? 4 : 2;
 }
 
 int gw_probe_devices(gw_device_info *devs, int max, int *ret_n, char *err, size_t errlen)
@@ -465,6 +465,7 @@ static uint64_t set_key_of(const gw_measure_req *req)
         uint32_t t[2] = {b->role, b->dtype};
         h = fnv(h, t, sizeof(t));
         h = fnv(h, &b->elems, sizeof(b->elems));
+        h = fnv(h, req->int_range[i], sizeof(req->int_range[i]));
     }
     return h ? h : 1;
 }
@@ -492,6 +493,7 @@ typedef struct fill_ctx {
     const gw_buffer *b;
     uint8_t *host;
     uint64_t seed, first; /* the element host[0] holds */
+    int64_t lo, hi;       /* integer buffers: the values' range */
 } fill_ctx;
 
 static void fill_part(void *arg, int part, size_t begin, size_t end)
@@ -501,7 +503,18 @@ static void fill_part(void *arg, int part, size_t begin, size_t end)
     /* splitmix's state after n values is seed + n * its increment, so a part starts anywhere. */
     uint64_t s = f->seed + (f->first + begin) * 0x9e3779b97f4a7c15ULL;
     for (size_t k = begin; k < end; k++) {
-        float v = (float)((double)(splitmix(&s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+        const uint64_t bits = splitmix(&s);
+        if (f->b->dtype == GW_I32 || f->b->dtype == GW_I64) {
+            const int64_t iv = f->lo + (int64_t)(bits % (uint64_t)(f->hi - f->lo));
+            if (f->b->dtype == GW_I64)
+                memcpy(f->host + 8 * k, &iv, 8);
+            else {
+                const int32_t i32 = (int32_t)iv;
+                memcpy(f->host + 4 * k, &i32, 4);
+            }
+            continue;
+        }
+        float v = (float)((double)(bits >> 11) * (2.0 / 9007199254740992.0) - 1.0);
         if (f->b->dtype == GW_F32)
             memcpy(f->host + 4 * k, &v, 4);
         else {
@@ -511,10 +524,12 @@ static void fill_part(void *arg, int part, size_t begin, size_t end)
     }
 }
 
-/* Fills the `pos`-th input (descriptor b) with uniform values in [-1, 1], in chunks. The seed
+/* Fills the `pos`-th input (descriptor b) with uniform values in [-1, 1] (integers in
+ * [range[0], range[1])), in chunks. The seed
  * depends on the descriptor and the position only, so the same input always holds the same
  * values (on every GPU, and after its set was dropped and made again). */
-static CUresult fill_input(const gw_measurer *m, const gw_buffer *b, int pos, CUdeviceptr dst)
+static CUresult fill_input(const gw_measurer *m, const gw_buffer *b, const int64_t *range, int pos,
+                           CUdeviceptr dst)
 {
     enum { CHUNK = 1 << 24 };
     size_t es = dsize(b->dtype);
@@ -523,7 +538,7 @@ static CUresult fill_input(const gw_measurer *m, const gw_buffer *b, int pos, CU
     CUresult r = CUDA_SUCCESS;
     if (!host)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    fill_ctx f = {b, host, fnv(FNV0, b, sizeof(*b)) ^ (0x51ed2701ULL * (uint64_t)(pos + 1)), 0};
+    fill_ctx f = {b, host, fnv(FNV0, b, sizeof(*b)) ^ (0x51ed2701ULL * (uint64_t)(pos + 1)), 0, range[0], range[1]};
     for (uint64_t off = 0; off < b->elems && r == CUDA_SUCCESS; off += CHUNK) {
         size_t n = b->elems - off < CHUNK ? (size_t)(b->elems - off) : CHUNK;
         f.first = off;
@@ -613,7 +628,7 @@ static CUresult find_set(gw_measurer *m, const gw_measure_req *req, gw_set **ret
         if (b->role == GW_BUF_INPUT) {
             int pos = s->n_inputs++;
             if ((r = alloc_evicting(m, &s->in[pos], bytes, s)) == CUDA_SUCCESS)
-                r = fill_input(m, b, i, s->in[pos]);
+                r = fill_input(m, b, req->int_range[i], i, s->in[pos]);
             s->device_bytes += bytes;
         } else if (b->role == GW_BUF_REF_OUTPUT && !s->ref_out) {
             r = alloc_evicting(m, &s->ref_out, bytes, s);

@@ -451,8 +451,14 @@ int gw_wire_check_req(const gw_measure_req *req)
         return -EINVAL;
     for (int i = 0; i < req->n_buffers; i++) {
         const gw_buffer *b = &req->buffers[i];
-        if ((unsigned)b->role > GW_BUF_SCRATCH || (unsigned)b->dtype > GW_F32 || b->elems < 1 ||
+        if ((unsigned)b->role > GW_BUF_SCRATCH || (unsigned)b->dtype > GW_I64 || b->elems < 1 ||
             b->elems > GW_WIRE_MAX_ELEMS)
+            return -EINVAL;
+        /* Integers are inputs with a fill range; nothing else carries one. */
+        const bool is_int = b->dtype == GW_I32 || b->dtype == GW_I64;
+        const int64_t lo = req->int_range[i][0], hi = req->int_range[i][1];
+        if (is_int ? (b->role != GW_BUF_INPUT || lo >= hi || lo < -GW_INT_RANGE_MAX || hi > GW_INT_RANGE_MAX)
+                   : (lo != 0 || hi != 0))
             return -EINVAL;
     }
     if (check_module(&req->candidate, req->n_buffers, true) < 0 ||
@@ -604,8 +610,11 @@ int gw_wire_encode_measure(const gw_measure_req *req, uint8_t **ret, size_t *ret
     if (!bufs)
         goto fail;
     for (int i = 0; i < req->n_buffers; i++) {
-        double t[3] = {req->buffers[i].role, req->buffers[i].dtype, (double)req->buffers[i].elems};
-        cJSON *e = cJSON_CreateDoubleArray(t, 3);
+        /* [role, dtype, elems], and an integer input's fill range: [..., int_lo, int_hi]. */
+        const gw_buffer *b = &req->buffers[i];
+        double t[5] = {b->role, b->dtype, (double)b->elems, (double)req->int_range[i][0],
+                       (double)req->int_range[i][1]};
+        cJSON *e = cJSON_CreateDoubleArray(t, b->dtype == GW_I32 || b->dtype == GW_I64 ? 5 : 3);
         if (!e || !cJSON_AddItemToArray(bufs, e)) {
             cJSON_Delete(e);
             goto fail;
@@ -659,23 +668,28 @@ int gw_wire_decode_measure(const gw_wire_msg *m, gw_measure_req *ret)
     int i = 0;
     cJSON_ArrayForEach(e, bufs)
     {
-        double t[3];
+        double t[5] = {0, 0, 0, 0, 0};
         int k = 0;
         const cJSON *x;
-        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 3)
+        const int size = cJSON_IsArray(e) ? cJSON_GetArraySize(e) : 0;
+        if (size != 3 && size != 5)
             return -EBADMSG;
         cJSON_ArrayForEach(x, e)
         {
-            if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < 0 ||
-                x->valuedouble != floor(x->valuedouble))
+            /* The fill range (members 3 and 4) may be negative; the others may not. */
+            if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || (k < 3 && x->valuedouble < 0) ||
+                fabs(x->valuedouble) > (double)GW_WIRE_MAX_ELEMS || x->valuedouble != floor(x->valuedouble))
                 return -EBADMSG;
             t[k++] = x->valuedouble;
         }
-        if (t[0] > GW_BUF_SCRATCH || t[1] > GW_F32 || t[2] < 1 || t[2] > (double)GW_WIRE_MAX_ELEMS)
+        if (t[0] > GW_BUF_SCRATCH || t[1] > GW_I64 || t[2] < 1 || t[2] > (double)GW_WIRE_MAX_ELEMS ||
+            (size == 5) != (t[1] == GW_I32 || t[1] == GW_I64))
             return -EBADMSG;
         q.buffers[i].role = (gw_buf_role)t[0];
         q.buffers[i].dtype = (gw_dtype)t[1];
         q.buffers[i].elems = (uint64_t)t[2];
+        q.int_range[i][0] = (int64_t)t[3];
+        q.int_range[i][1] = (int64_t)t[4];
         i++;
     }
     if (module_from_json(field(j, "candidate"), &q.candidate) < 0 ||

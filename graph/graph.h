@@ -96,6 +96,9 @@ typedef struct graph_node {
     tuner_reduce_kind reduce_kind; /* REDUCE_AXES */
     bool keepdim;                 /* REDUCE_AXES */
     bool log;                     /* SOFTMAX_AXIS, and a log_softmax KERNEL node before inference */
+    /* KERNEL: the name the node gave when it is an alias of a kernel op ("embedding" and
+     * "index_select" are gathers; graph/infer.c applies their own rules), else NULL. */
+    const char *alias;
 } graph_node;
 
 /* A parsed, validated graph. Nodes are kept in a dependency order (every node after the

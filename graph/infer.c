@@ -165,6 +165,9 @@ static cJSON *attrs_json(const tuner_op *op)
     case TUNER_OP_CONCAT:
         cJSON_AddNumberToObject(a, "axis", op->attrs.concat.axis);
         break;
+    case TUNER_OP_GATHER:
+        cJSON_AddNumberToObject(a, "axis", op->attrs.gather.axis);
+        break;
     case TUNER_OP_POOL2D: {
         /* Only the kind's own attributes: the validator refuses the others by name. */
         const tuner_pool_kind k = op->attrs.pool2d.kind;
@@ -231,9 +234,55 @@ static int node_error(const graph *g, int i, const proto_error *pe, proto_error 
      * attrs: 400 for an unknown or mistyped attribute, docs/api.md); what the graph made of the
      * node (its inputs, shapes) is the graph's meaning, 422. */
     const bool own = strncmp(pe->field, "attrs", 5) == 0;
+    const char *what = g->nodes[i].alias ? g->nodes[i].alias : tuner_op_name(g->nodes[i].op.kind);
     return proto_fail(e, pe->status == 400 && !own ? 422 : pe->status, pe->code, field,
-                       "node \"%.64s\" (%s): %.150s", g->nodes[i].name,
-                       tuner_op_name(g->nodes[i].op.kind), pe->message);
+                       "node \"%.64s\" (%s): %.150s", g->nodes[i].name, what, pe->message);
+}
+
+static int check_attr_keys(const graph *g, int i, const cJSON *attrs, const char *const *allowed,
+                           proto_error *e);
+static int input_error(const graph *g, int i, int k, proto_error *e, const char *msg);
+
+/* embedding(weight, ids) and index_select(x, index) as the gather they are: PyTorch's rules
+ * first (a 2-D table and no attributes; a required axis and a 1-D index), then the attributes
+ * of the gather request (*ret: a new object, or NULL for none). */
+static int gather_alias_attrs(const graph *g, int i, const cJSON *attrs, cJSON **ret, proto_error *e)
+{
+    static const char *const none[] = {NULL};
+    static const char *const axis_only[] = {"axis", NULL};
+    const graph_node *n = &g->nodes[i];
+    char field[96];
+    int r;
+    *ret = NULL;
+    if (n->n_in != 2) {
+        snprintf(field, sizeof(field), "nodes[%d].inputs", g->node_index[i]);
+        return proto_fail(e, 422, "invalid_graph", field, "node \"%s\" (%s) takes 2 inputs, not %d", n->name, n->alias,
+                          n->n_in);
+    }
+    if (strcmp(n->alias, "embedding") == 0) {
+        if ((r = check_attr_keys(g, i, attrs, none, e)) < 0)
+            return r;
+        if (g->tensors[n->in[0]].t.rank != 2)
+            return input_error(g, i, 0, e, "embedding's weight must be a [num_embeddings, embedding_dim] table");
+        *ret = cJSON_CreateObject();
+        if (!*ret || !cJSON_AddNumberToObject(*ret, "axis", 0)) {
+            cJSON_Delete(*ret);
+            *ret = NULL;
+            return -ENOMEM;
+        }
+        return 0;
+    }
+    if ((r = check_attr_keys(g, i, attrs, axis_only, e)) < 0)
+        return r;
+    if (!attrs || !cJSON_GetObjectItemCaseSensitive(attrs, "axis")) {
+        snprintf(field, sizeof(field), "nodes[%d].attrs.axis", g->node_index[i]);
+        return proto_fail(e, 400, "invalid_field", field, "node \"%s\" (index_select) needs %s (the dim to select along)",
+                          n->name, field);
+    }
+    if (g->tensors[n->in[1]].t.rank != 1)
+        return input_error(g, i, 1, e, "index_select's index must be 1-D");
+    *ret = cJSON_Duplicate(attrs, true);
+    return *ret ? 0 : -ENOMEM;
 }
 
 static int softmax_node(graph *g, int i, const cJSON *attrs, proto_error *e);
@@ -257,11 +306,21 @@ static int infer_kernel(graph *g, int i, const cJSON *attrs, proto_error *e)
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     for (int k = 0; k < n->n_in; k++)
         cJSON_AddItemToArray(ins, tensor_json(&g->tensors[n->in[k]].t));
-    cJSON *ra = attrs ? cJSON_Duplicate(attrs, true) : cJSON_CreateObject();
-    if (ra && n->log) /* log_softmax: softmax's log flag */
-        cJSON_AddBoolToObject(ra, "log", true);
-    if (ra)
-        cJSON_AddItemToObject(o, "attrs", ra);
+    if (n->alias) {
+        cJSON *ga = NULL;
+        r = gather_alias_attrs(g, i, attrs, &ga, e);
+        if (r < 0) {
+            cJSON_Delete(o);
+            return r;
+        }
+        cJSON_AddItemToObject(o, "attrs", ga);
+    } else {
+        cJSON *ra = attrs ? cJSON_Duplicate(attrs, true) : cJSON_CreateObject();
+        if (ra && n->log) /* log_softmax: softmax's log flag */
+            cJSON_AddBoolToObject(ra, "log", true);
+        if (ra)
+            cJSON_AddItemToObject(o, "attrs", ra);
+    }
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!body)
@@ -501,6 +560,15 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
         return r;
     char field[96];
     tuner_tensor out = g->tensors[n->in[0]].t;
+    /* An integer tensor is only converted (attention_mask.to(float)): every other step computes
+     * in floats, and no kernel writes integers. */
+    for (int s = 0; s < n->n_in; s++)
+        if (tuner_dtype_is_int(g->tensors[n->in[s]].t.dtype) && (k != TUNER_EW_CAST || s > 0)) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "%s is an integer tensor; a step reads floats (convert it with a cast node first)",
+                     tuner_dtype_name(g->tensors[n->in[s]].t.dtype));
+            return input_error(g, i, s, e, msg);
+        }
     if (k == TUNER_EW_GELU_ERF && attrs && cJSON_GetObjectItemCaseSensitive(attrs, "approximate")) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(attrs, "approximate");
         attr_field(g, i, "approximate", field, sizeof(field));
@@ -532,6 +600,9 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
         if (!cJSON_IsString(v) || tuner_dtype_parse(v->valuestring, &n->step.dtype) < 0)
             return proto_fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16 or f32",
                                field);
+        if (tuner_dtype_is_int(n->step.dtype))
+            return proto_fail(e, 422, "invalid_field", field, "%s must be f16, bf16 or f32: no kernel writes %s",
+                               field, n->step.dtype == TUNER_I32 ? "i32" : "i64");
         out.dtype = n->step.dtype;
     }
     if (binary) {
@@ -938,6 +1009,15 @@ static int infer_pad(graph *g, int i, const cJSON *attrs, proto_error *e)
 
 int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
+    /* Layout copies and batchnorm compute in floats; an integer tensor may only be reshaped (a
+     * view) before a gather or a cast reads it. */
+    const graph_node_class cls = g->nodes[i].cls;
+    if (cls == GRAPH_NODE_TRANSPOSE || cls == GRAPH_NODE_SLICE || cls == GRAPH_NODE_BATCHNORM)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (tuner_dtype_is_int(g->tensors[g->nodes[i].in[k]].t.dtype))
+                return input_error(g, i, k, e,
+                                   "an integer tensor (i32, i64) is read only by gather, embedding, index_select and "
+                                   "cast nodes, or reshaped");
     switch (g->nodes[i].cls) {
     case GRAPH_NODE_KERNEL:
         return infer_kernel(g, i, attrs, e);

@@ -153,8 +153,8 @@ static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto
     if (!cJSON_IsString(dt) || !dt->valuestring)
         return type_error(e, field, "a string");
     if (tuner_dtype_parse(dt->valuestring, &ret->t.dtype) < 0)
-        return proto_fail(e, 422, "unknown_dtype", field, "unknown dtype \"%.32s\" (f16, bf16, f32)",
-                           dt->valuestring);
+        return proto_fail(e, 422, "unknown_dtype", field,
+                           "unknown dtype \"%.32s\" (f16, bf16, f32, i32, i64)", dt->valuestring);
     ret->t.align = 16;
     return 0;
 }
@@ -171,8 +171,19 @@ static const struct {
     {"expand", GRAPH_NODE_EXPAND},       {"pad", GRAPH_NODE_PAD},
 };
 
+/* Names of kernel ops under their PyTorch names: embedding(weight, ids) is a gather along axis
+ * 0, index_select(x, index) one with a 1-D index. */
+static const char *const gather_aliases[] = {"embedding", "index_select"};
+
 static int node_class(const char *op, graph_node *n)
 {
+    for (size_t i = 0; i < sizeof(gather_aliases) / sizeof(gather_aliases[0]); i++)
+        if (strcmp(op, gather_aliases[i]) == 0) {
+            n->cls = GRAPH_NODE_KERNEL;
+            n->op.kind = TUNER_OP_GATHER;
+            n->alias = gather_aliases[i];
+            return 0;
+        }
     tuner_op_kind k;
     if (strcmp(op, "log_softmax") == 0) { /* softmax with its log flag (graph/infer.c) */
         n->cls = GRAPH_NODE_KERNEL;
@@ -220,6 +231,7 @@ static const char *const known_ops[] = {
     "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "clamp", "relu6", "hardtanh",
     "hardswish", "hardsigmoid", "leaky_relu", "erf", "pow", "reshape", "transpose", "slice",
     "batchnorm", "log_softmax", "expand", "pad",
+    "gather", "embedding", "index_select",
     "log", "eq", "ne", "lt", "le", "gt", "ge", "where", "masked_fill",
     NULL};
 
@@ -571,6 +583,17 @@ static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
             goto out;
     if ((r = parse_outputs(&c, cJSON_GetObjectItemCaseSensitive(gj, "outputs"))) < 0)
         goto out;
+    /* Integer tensors are read (gather's ids, a cast's input), never written: no kernel makes
+     * one, so none can be an output. */
+    for (i = 0; i < g->n_outputs; i++)
+        if (tuner_dtype_is_int(g->tensors[g->outputs[i]].t.dtype)) {
+            char field[48];
+            snprintf(field, sizeof(field), "graph.outputs[%d]", i);
+            r = proto_fail(e, 422, "invalid_graph", field,
+                           "output \"%s\" is an integer tensor (%s); no kernel writes one (cast it to a float)",
+                           g->tensors[g->outputs[i]].name, tuner_dtype_name(g->tensors[g->outputs[i]].t.dtype));
+            goto out;
+        }
 out:
     free(c.map.slot);
     free(c.attrs);

@@ -8,7 +8,8 @@
  * (two steps that fuse into the producer of x like any epilogue: a conv's batchnorm costs two
  * per-channel loads in the conv's store). A transpose of a matmul operand's last two axes
  * becomes the matmul's trans_a/trans_b; other transposes and slices become copy kernels (a strided
- * read) that grows an epilogue like an anchor; concat is a kernel op, an anchor like matmul.
+ * read) that grows an epilogue like an anchor; concat is a kernel op, an anchor like matmul, and
+ * so is gather (embedding, index_select), whose epilogue takes the position embeddings' add.
  *
  * Then kernels are grown greedily, in the graph's order. An anchor takes the single-use
  * injective producers of its inputs as prologues and the single-use injective consumers of its
@@ -864,6 +865,8 @@ static int anchor_kernel(part *c, int pk)
     /* softmax, the norms, reduce and concat take a prologue on x only (concat none at all:
      * the validator refuses it, so none is grown). */
     int slots = pr->op.kind == TUNER_OP_MATMUL || pr->op.kind == TUNER_OP_CONV2D ? 2 : 1;
+    if (pr->op.kind == TUNER_OP_GATHER)
+        slots = 0; /* gather takes no prologue: its table is read as is, its ids are integers */
     return kernel_finish(c, k, slots, "its kernel request is not valid after folding transposes");
 }
 

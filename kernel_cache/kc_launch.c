@@ -122,6 +122,8 @@ const char *kc__launch_problem(const kc_launch *l)
             tuner_dtype_parse(l->output_dtype, &dt) < 0 ||
             strcmp(tuner_dtype_name(dt), l->output_dtype) != 0)
             return "the output's dtype is not one this build knows";
+        if (tuner_dtype_is_int(dt)) /* integers are inputs only (gather's index, a cast's input) */
+            return "the output's dtype is an integer, which no kernel writes";
         uint64_t numel = 1;
         for (int d = 0; d < l->output_rank; d++) {
             if (l->output_shape[d] < 1 || l->output_shape[d] > KC_MAX_DIM)

@@ -14,6 +14,8 @@ static const char *const dtype_names[TUNER_DTYPE_COUNT] = {
     [TUNER_F16] = "f16",
     [TUNER_BF16] = "bf16",
     [TUNER_F32] = "f32",
+    [TUNER_I32] = "i32",
+    [TUNER_I64] = "i64",
 };
 
 static const char *const op_names[TUNER_OP_COUNT] = {
@@ -22,6 +24,7 @@ static const char *const op_names[TUNER_OP_COUNT] = {
     [TUNER_OP_RMSNORM] = "rmsnorm",     [TUNER_OP_REDUCE] = "reduce",
     [TUNER_OP_ELEMENTWISE] = "elementwise", [TUNER_OP_COPY] = "copy",
     [TUNER_OP_CONCAT] = "concat",       [TUNER_OP_POOL2D] = "pool2d",
+    [TUNER_OP_GATHER] = "gather",
 };
 
 static const char *const ew_names[TUNER_EW_COUNT] = {
@@ -113,6 +116,7 @@ int tuner_dtype_parse(const char *s, tuner_dtype *ret)
     } aliases[] = {
         {"float16", TUNER_F16}, {"half", TUNER_F16}, {"fp16", TUNER_F16},
         {"bfloat16", TUNER_BF16}, {"float32", TUNER_F32}, {"fp32", TUNER_F32},
+        {"int32", TUNER_I32}, {"int64", TUNER_I64},
     };
     int k = lookup(s, dtype_names, TUNER_DTYPE_COUNT);
     for (size_t i = 0; k < 0 && s && i < sizeof(aliases) / sizeof(aliases[0]); i++)

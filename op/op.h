@@ -44,6 +44,13 @@
  *                max_pool2d/avg_pool2d (tuner_pool_out_size); adaptive_avg: output P x Q,
  *                window rows [floor(p H / P), ceil((p + 1) H / P)) as adaptive_avg_pool2d
  *                (global average pooling is its 1x1 case).
+ *   GATHER       x (f16/bf16/f32, rank 1..6), index (i32/i64, any rank); attrs.gather.axis:
+ *                output x.shape[:axis] + index.shape + x.shape[axis+1:], x's dtype, with
+ *                out[a, i..., b] = x[a, index[i...], b] (torch.embedding: axis 0 of a [V, D] table;
+ *                torch.index_select: a 1-D index). An index in [-n, 0) counts from the end
+ *                (n = x.shape[axis]), as in PyTorch; one outside [-n, n) reads nothing and gives
+ *                0 (then the epilogue), where PyTorch would stop on a device assert
+ *                (tuner_gather_row). Epilogue steps apply as elementwise's; no prologue.
  */
 #ifndef HIDET_OP_OP_H
 #define HIDET_OP_OP_H
@@ -60,6 +67,11 @@ typedef enum {
     TUNER_F16 = 0,
     TUNER_BF16 = 1,
     TUNER_F32 = 2,
+    /* Integer tensors (token ids, masks): only where an op reads them as integers - gather's
+     * index - or converts them to a float first (an elementwise chain that starts with a cast);
+     * proto refuses them everywhere else. Never an output dtype. */
+    TUNER_I32 = 3,
+    TUNER_I64 = 4,
     TUNER_DTYPE_COUNT
 } tuner_dtype;
 
@@ -74,6 +86,7 @@ typedef enum {
     TUNER_OP_COPY,
     TUNER_OP_CONCAT,
     TUNER_OP_POOL2D,
+    TUNER_OP_GATHER,
     TUNER_OP_COUNT
 } tuner_op_kind;
 
@@ -221,6 +234,9 @@ typedef struct tuner_op {
             bool count_include_pad; /* avg: padding counts in the divisor (PyTorch's default) */
             bool nchw;              /* false: NHWC, as conv2d */
         } pool2d;
+        struct {
+            int axis; /* of x, normalised to 0..rank-1 */
+        } gather;
     } attrs;
 
     /* Injective steps applied to anchor input i as it is loaded (i < n_anchor_inputs). */
@@ -258,7 +274,40 @@ typedef enum {
 } tuner_tune_mode;
 
 /* Size in bytes of one element. */
-static inline int tuner_dtype_size(tuner_dtype d) { return d == TUNER_F32 ? 4 : 2; }
+static inline int tuner_dtype_size(tuner_dtype d)
+{
+    return d == TUNER_I64 ? 8 : d == TUNER_F32 || d == TUNER_I32 ? 4 : 2;
+}
+
+/* true for the integer dtypes (i32, i64). */
+static inline bool tuner_dtype_is_int(tuner_dtype d) { return d == TUNER_I32 || d == TUNER_I64; }
+
+/* The row of x a gather index value selects along an axis of n rows: id itself in [0, n), id + n
+ * for id in [-n, 0) (PyTorch's negative ids), and -1 for any other id: the kernels and the
+ * reference read nothing for it and give 0. */
+static inline int64_t tuner_gather_row(int64_t id, int64_t n)
+{
+    if (id < 0)
+        id += n;
+    return id >= 0 && id < n ? id : -1;
+}
+
+/* The integers [*ret_lo, *ret_hi) that a verifying run fills integer input i of op with (the GPU
+ * workers, the GPU tests): gather's index uniform over [-N, N + N/16 + 1), N = x.shape[axis], so
+ * negative ids, every row and a few ids past the end (read as 0) are all exercised and the rows
+ * read are spread as a batch of real ids would be; an elementwise cast's input {0, 1}, an
+ * attention mask, whose arithmetic ((1 - mask) * finfo.min) overflows f16 for other values. */
+static inline void tuner_int_fill_range(const tuner_op *op, int i, int64_t *ret_lo, int64_t *ret_hi)
+{
+    if (op->kind == TUNER_OP_GATHER && i == 1) {
+        const int64_t n = op->inputs[0].shape[op->attrs.gather.axis];
+        *ret_lo = -n;
+        *ret_hi = n + n / 16 + 1;
+        return;
+    }
+    *ret_lo = 0;
+    *ret_hi = 2;
+}
 
 /* A numeric parameter of a step kind, as requests and graph nodes name it. */
 typedef struct tuner_ew_param {
@@ -362,7 +411,7 @@ static inline int64_t tuner_pool_out_size(int64_t in, int kernel, int stride, in
  * "unknown" for a value out of range. *_parse: the value of a canonical name; 0, or -EINVAL when
  * s is NULL or not a name (then *ret is untouched). parse(name(v)) == v for every value.
  * tuner_dtype_parse also takes the other spellings a request may use ("float16", "half",
- * "fp16", "bfloat16", "float32", "fp32"). */
+ * "fp16", "bfloat16", "float32", "fp32", "int32", "int64"). */
 const char *tuner_dtype_name(tuner_dtype d);
 int tuner_dtype_parse(const char *s, tuner_dtype *ret);
 const char *tuner_op_name(tuner_op_kind k);

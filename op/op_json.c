@@ -167,6 +167,9 @@ char *tuner_op_canonical_json(const tuner_op *op)
                         p[1], s[0], s[1]);
         break;
     }
+    case TUNER_OP_GATHER:
+        tuner_sb_printf(&b, "\"axis\":%d", op->attrs.gather.axis);
+        break;
     default:
         break;
     }

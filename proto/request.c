@@ -340,8 +340,8 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
         return r;
     if (tuner_dtype_parse(s, &out.dtype) < 0)
         return proto_fail(e, 422, "unknown_dtype", field,
-                          "unknown dtype \"%.32s\" (f16, bf16, f32; also float16, half, fp16, "
-                          "bfloat16, float32, fp32)", s);
+                          "unknown dtype \"%.32s\" (f16, bf16, f32, i32, i64; also float16, half, "
+                          "fp16, bfloat16, float32, fp32, int32, int64)", s);
 
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(t, "align");
     if (al) {
@@ -580,6 +580,9 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
             return proto_fail(e, 422, "invalid_field", field,
                         "cast is not allowed in a prologue (the anchor's input dtype is given by "
                         "inputs)");
+        if (tuner_dtype_is_int(st.s.dtype))
+            return proto_fail(e, 422, "invalid_field", field,
+                        "a cast converts to f16, bf16 or f32; no kernel writes %s", tuner_dtype_name(st.s.dtype));
     }
     *ret = st;
     return 0;
@@ -878,9 +881,11 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
     static const char *const pool_keys[] = {"kind", "kernel_size", "stride", "padding", "dilation",
                                             "ceil_mode", "count_include_pad", "output_size",
                                             "layout", NULL};
+    static const char *const gather_keys[] = {"axis", NULL};
     static const char *const *const keys[TUNER_OP_COUNT] = {
         matmul_keys, conv_keys, softmax_keys, norm_keys, norm_keys, reduce_keys, ew_keys,
         copy_keys, concat_keys, pool_keys,
+        [TUNER_OP_GATHER] = gather_keys,
     };
     cJSON empty = {.type = cJSON_Object};
     const cJSON *v;
@@ -978,6 +983,13 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
         return parse_copy_attrs(attrs, op, e);
     case TUNER_OP_POOL2D:
         return parse_pool_attrs(attrs, op, e);
+    case TUNER_OP_GATHER:
+        op->attrs.gather.axis = 0; /* normalised once x's rank is known (infer_gather) */
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")) &&
+            (r = json_int_range(v, "attrs.axis", -TUNER_MAX_RANK, TUNER_MAX_RANK - 1, &op->attrs.gather.axis,
+                                e)) < 0)
+            return r;
+        break;
     case TUNER_OP_CONCAT:
         if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")))
             return type_error(e, "attrs.axis", "given (the axis to join along)");
@@ -1208,6 +1220,72 @@ static int parse_budget(const cJSON *b, proto_job_options *opt, proto_error *e)
     return 0;
 }
 
+/* gather's output: x.shape[:axis] + index.shape + x.shape[axis+1:] in x's dtype, at most rank 6
+ * (check_int_inputs has already made x a float and index an integer). */
+static int infer_gather(tuner_op *op, proto_error *e)
+{
+    const tuner_tensor *x = &op->inputs[0], *ix = &op->inputs[1];
+    int axis = op->attrs.gather.axis;
+    if (axis < -x->rank || axis >= x->rank)
+        return proto_fail(e, 422, "invalid_field", "attrs.axis", "axis %d is out of range for inputs[0]'s rank %d",
+                    axis, x->rank);
+    if (axis < 0)
+        axis += x->rank;
+    op->attrs.gather.axis = axis;
+    const int rank = x->rank - 1 + ix->rank;
+    if (rank > TUNER_MAX_RANK)
+        return proto_fail(e, 422, "limit_exceeded", "inputs[1].shape",
+                    "the output would have rank %d (x's rank - 1 + the index's rank); at most %d is supported",
+                    rank, TUNER_MAX_RANK);
+    tuner_tensor *o = &op->output;
+    o->rank = 0;
+    for (int d = 0; d < axis; d++)
+        o->shape[o->rank++] = x->shape[d];
+    for (int d = 0; d < ix->rank; d++)
+        o->shape[o->rank++] = ix->shape[d];
+    for (int d = axis + 1; d < x->rank; d++)
+        o->shape[o->rank++] = x->shape[d];
+    o->dtype = x->dtype;
+    return 0;
+}
+
+/* Integer tensors only where a kernel reads them as integers or converts them first: gather's
+ * index (which must be one), and an elementwise kernel's inputs[0] whose chain (attrs.ops, then
+ * the epilogue) starts with a cast to a float dtype. Everything else computes in floats from
+ * f16/bf16/f32 inputs. */
+static int check_int_inputs(const tuner_op *op, const pchain *ew, const pchain *epi, proto_error *e)
+{
+    char field[96];
+    const pstep *first = ew->n ? &ew->steps[0] : epi->n ? &epi->steps[0] : NULL;
+    const bool converts = first && first->s.kind == TUNER_EW_CAST;
+    for (int i = 0; i < op->n_inputs; i++) {
+        const tuner_dtype dt = op->inputs[i].dtype;
+        snprintf(field, sizeof(field), "inputs[%d].dtype", i);
+        if (op->kind == TUNER_OP_GATHER && i == 1) {
+            if (!tuner_dtype_is_int(dt))
+                return proto_fail(e, 422, "invalid_field", field, "gather's index (inputs[1]) must be i32 or i64, not %s",
+                            tuner_dtype_name(dt));
+            continue;
+        }
+        if (!tuner_dtype_is_int(dt))
+            continue;
+        if (op->kind == TUNER_OP_ELEMENTWISE && i == 0) {
+            if (converts)
+                continue;
+            return proto_fail(e, 422, "invalid_field", field,
+                        "an integer inputs[0] (%s) of elementwise must first be converted: start the chain with a "
+                        "cast to f16, bf16 or f32", tuner_dtype_name(dt));
+        }
+        if (op->kind == TUNER_OP_GATHER && i == 0)
+            return proto_fail(e, 422, "invalid_field", field, "gather's x (inputs[0]) must be f16, bf16 or f32, not %s",
+                        tuner_dtype_name(dt));
+        return proto_fail(e, 422, "invalid_field", field,
+                    "%s is an integer dtype, which only gather's index and an elementwise cast's input may be (%s "
+                    "computes in floats)", tuner_dtype_name(dt), tuner_op_name(op->kind));
+    }
+    return 0;
+}
+
 /* Fixed number of anchor inputs, or 0 when it depends on the inputs (norms). */
 static int fixed_anchor_inputs(tuner_op_kind k)
 {
@@ -1215,6 +1293,8 @@ static int fixed_anchor_inputs(tuner_op_kind k)
     case TUNER_OP_MATMUL:
     case TUNER_OP_CONV2D:
         return 2;
+    case TUNER_OP_GATHER:
+        return 2; /* x, index */
     case TUNER_OP_LAYERNORM:
     case TUNER_OP_RMSNORM:
         return 0;
@@ -1499,6 +1579,10 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         if ((r = infer_pool2d(op, e)) < 0)
             return r;
         break;
+    case TUNER_OP_GATHER:
+        if ((r = infer_gather(op, e)) < 0)
+            return r;
+        break;
     default:
         return proto_fail(e, 500, "internal", "op", "op not handled");
     }
@@ -1521,7 +1605,7 @@ static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
         if (op->kind == TUNER_OP_ELEMENTWISE)
             return proto_fail(e, 422, "invalid_field", "prologue",
                         "elementwise takes its whole chain in attrs.ops and epilogue");
-        if (op->kind == TUNER_OP_COPY || op->kind == TUNER_OP_CONCAT)
+        if (op->kind == TUNER_OP_COPY || op->kind == TUNER_OP_CONCAT || op->kind == TUNER_OP_GATHER)
             return proto_fail(e, 422, "invalid_field", "prologue",
                         "%s takes no prologue (its steps go in the epilogue)",
                         tuner_op_name(op->kind));
@@ -1639,6 +1723,8 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
 
     const pchain *const chains[3] = {&ew, &pro, &epi};
     if ((r = bind_operands(op, chains, e)) < 0)
+        return r;
+    if ((r = check_int_inputs(op, &ew, &epi, e)) < 0)
         return r;
     if ((r = infer_output(op, softmax_axis, e)) < 0)
         return r;

@@ -763,6 +763,8 @@ static void build_request(sched_job *j, sched_cand *c, gw_measure_req *r)
     for (int i = 0; i < op->n_inputs; i++) {
         r->buffers[n] = (gw_buffer){GW_BUF_INPUT, (gw_dtype)op->inputs[i].dtype,
                                     (uint64_t)tuner_tensor_numel(&op->inputs[i])};
+        if (tuner_dtype_is_int(op->inputs[i].dtype))
+            tuner_int_fill_range(op, i, &r->int_range[n][0], &r->int_range[n][1]);
         cand_map[TUNER_BUF_INPUT0 + i] = ref_map[TUNER_BUF_INPUT0 + i] = n++;
     }
     uint64_t out_elems = (uint64_t)tuner_tensor_numel(&op->output);

@@ -33,6 +33,13 @@ static const char prelude_types[] =
     "return f; }\n"
     "HD_INLINE float hd_f32(bf16_t v) { float f; asm(\"mov.b32 %0, {0, %1};\" : \"=f\"(f) : \"h\"(v.x)); "
     "return f; }\n"
+    /* Integer inputs (i32, i64: token ids, masks) are read as integers (gather's index) or
+     * converted to float, rounded to nearest, where an elementwise chain casts them. */
+    "HD_INLINE float hd_f32(int v) { return (float)v; }\n"
+    "HD_INLINE float hd_f32(long long v) { return (float)v; }\n"
+    "template <typename T> struct hd_is_int { static constexpr bool value = false; };\n"
+    "template <> struct hd_is_int<int> { static constexpr bool value = true; };\n"
+    "template <> struct hd_is_int<long long> { static constexpr bool value = true; };\n"
     /* Round-to-nearest-even conversions from float (cvt.rn.bf16.f32 needs sm_80). */
     "template <typename T> HD_INLINE T hd_from_f32(float v);\n"
     "template <> HD_INLINE float hd_from_f32<float>(float v) { return v; }\n"
@@ -143,7 +150,14 @@ static const char prelude_memory[] =
     /* N elements of T <-> floats, with the widest accesses N * sizeof(T) allows (16 or 8 bytes);
      * the caller guarantees p is aligned to min(16, N * sizeof(T)). */
     "template <typename T, int N> HD_INLINE void hd_ldn_f32(const T *p, float *o) {\n"
-    "  if constexpr (sizeof(T) == 4 && N % 4 == 0) {\n"
+    "  if constexpr (hd_is_int<T>::value && sizeof(T) == 4 && N % 4 == 0) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < N / 4; i++) { hd_v4 r = hd_ld16(p + 4 * i); o[4 * i] = (float)(int)r.x; "
+    "o[4 * i + 1] = (float)(int)r.y; o[4 * i + 2] = (float)(int)r.z; o[4 * i + 3] = (float)(int)r.w; }\n"
+    "  } else if constexpr (hd_is_int<T>::value) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < N; i++) o[i] = (float)p[i];\n"
+    "  } else if constexpr (sizeof(T) == 4 && N % 4 == 0) {\n"
     "#pragma unroll\n"
     "    for (int i = 0; i < N / 4; i++) { hd_v4 r = hd_ld16(p + 4 * i); o[4 * i] = __uint_as_float(r.x); "
     "o[4 * i + 1] = __uint_as_float(r.y); o[4 * i + 2] = __uint_as_float(r.z); o[4 * i + 3] = __uint_as_float(r.w); }\n"
@@ -239,6 +253,10 @@ const char *tuner__ctype(tuner_dtype d)
         return "half_t";
     case TUNER_BF16:
         return "bf16_t";
+    case TUNER_I32:
+        return "int";
+    case TUNER_I64:
+        return "long long";
     default:
         return "float";
     }

@@ -17,6 +17,7 @@ extern const tuner_template tuner__copy;
 extern const tuner_template tuner__concat;
 extern const tuner_template tuner__conv2d_direct;
 extern const tuner_template tuner__pool2d;
+extern const tuner_template tuner__gather;
 
 /* A C expression (malloc'd; NULL on OOM) for the element offset in `in` of the output element
  * whose flattened leading index (all dims of `out` but the last) is `row` and whose last-dim

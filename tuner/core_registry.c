@@ -12,5 +12,6 @@ const tuner_template *const tuner__core_templates[] = {
     &tuner__concat,
     &tuner__conv2d_direct,
     &tuner__pool2d,
+    &tuner__gather,
     NULL,
 };

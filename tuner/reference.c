@@ -1,5 +1,5 @@
 /* tuner/reference.c - verification references for the core ops (softmax, layernorm, rmsnorm,
- * reduce, elementwise, copy, concat, pool2d).
+ * reduce, elementwise, copy, concat, pool2d, gather).
  *
  * Deliberately naive: one thread per output row (row ops) or per output element (reduce,
  * elementwise), sequential loops, double-precision accumulation of sums (more accurate than any
@@ -251,6 +251,29 @@ int tuner__core_reference(const tuner_op *op, const tuner_target *t, tuner_progr
         tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
         tuner_sb_puts(&sb, "out[tid] = v;\n");
         one_launch(p, op, "hd_reference", N * C * P * Q);
+        break;
+    }
+    case TUNER_OP_GATHER: {
+        /* One thread per output element: its coordinate (o, m, i) in [O, M, I], the id, the row
+         * it selects as tuner_gather_row says (negative from the end, out of range: nothing read,
+         * 0), then the epilogue. */
+        const tuner_tensor *ix = &op->inputs[1];
+        const int axis = op->attrs.gather.axis;
+        long long I = 1;
+        const long long N = x->shape[axis], M = tuner_tensor_numel(ix), n = tuner_tensor_numel(out);
+        for (int d = axis + 1; d < x->rank; d++)
+            I *= x->shape[d];
+        tuner_sb_printf(&sb, "if (tid >= %lldLL) return;\n", n);
+        tuner_sb_printf(&sb, "const long long i = tid %% %lldLL, m = (tid / %lldLL) %% %lldLL, o = tid / (%lldLL * %lldLL);\n",
+                        I, I, M, I, M);
+        tuner_sb_puts(&sb, "const long long id = (long long)in1[m];\n");
+        tuner_sb_printf(&sb, "const long long r = id < 0 ? id + %lldLL : id;\n", N);
+        tuner_sb_printf(&sb, "float v = 0.0f;\nif (r >= 0 && r < %lldLL) v = hd_x((o * %lldLL + r) * %lldLL + i);\n", N, N, I);
+        tuner_sb_printf(&sb, "const long long row = tid / %lldLL, col = tid %% %lldLL;\n", out_last, out_last);
+        tuner__bcast_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
+        tuner_sb_puts(&sb, "out[tid] = v;\n");
+        one_launch(p, op, "hd_reference", n);
         break;
     }
     default:

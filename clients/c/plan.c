@@ -179,8 +179,10 @@ static size_t dtype_size(const char *d)
 {
     if (strcmp(d, "f16") == 0 || strcmp(d, "bf16") == 0)
         return 2;
-    if (strcmp(d, "f32") == 0)
+    if (strcmp(d, "f32") == 0 || strcmp(d, "i32") == 0)
         return 4;
+    if (strcmp(d, "i64") == 0) /* i32 and i64: integer inputs (token ids, masks) */
+        return 8;
     return 0;
 }
 
@@ -197,7 +199,7 @@ static int parse_spec(const cJSON *o, hidet_plan_tensor *t, const char *where, h
         return hidet__fail(err, -EPROTO, 0, "%s.shape: expected 1 to %d sizes", where,
                            HIDET_MAX_RANK);
     if (!cJSON_IsString(dtype) || !dtype_size(dtype->valuestring))
-        return hidet__fail(err, -EPROTO, 0, "%s.dtype: expected f16, bf16 or f32", where);
+        return hidet__fail(err, -EPROTO, 0, "%s.dtype: expected f16, bf16, f32, i32 or i64", where);
     t->bytes = dtype_size(dtype->valuestring);
     cJSON_ArrayForEach(d, shape) {
         if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > 2147483647.0 ||

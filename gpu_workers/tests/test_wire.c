@@ -261,6 +261,38 @@ static void test_measure_strict(void)
     make_req(&q);
     q.buffers[3].dtype = GW_F16; /* the reference output is always F32 */
     CHECK(gw_wire_check_req(&q) == -EINVAL);
+    /* Integer inputs (gather's ids) travel and come back; a dtype past i64 is refused. */
+    make_req(&q);
+    q.buffers[0].dtype = GW_I64;
+    q.buffers[1].dtype = GW_I32;
+    CHECK(gw_wire_check_req(&q) == -EINVAL); /* an integer input needs its fill range */
+    q.int_range[0][0] = -30522;
+    q.int_range[0][1] = 32431;
+    q.int_range[1][0] = 0;
+    q.int_range[1][1] = 2;
+    CHECK(gw_wire_check_req(&q) == 0);
+    if (gw_wire_encode_measure(&q, &buf, &len) == 0) {
+        gw_wire_msg im = {0};
+        size_t iused;
+        gw_measure_req id;
+        CHECK(gw_wire_parse(buf, len, &im, &iused) == 0 && gw_wire_decode_measure(&im, &id) == 0 &&
+              id.buffers[0].dtype == GW_I64 && id.buffers[1].dtype == GW_I32 && id.int_range[0][0] == -30522 &&
+              id.int_range[0][1] == 32431 && id.int_range[1][0] == 0 && id.int_range[1][1] == 2 &&
+              id.int_range[2][0] == 0 && id.int_range[2][1] == 0);
+        gw_wire_msg_clear(&im);
+        free(buf);
+        buf = NULL;
+    } else {
+        CHECK(0, "an i64 input does not encode");
+    }
+    q.int_range[1][1] = 0; /* an empty range */
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
+    q.int_range[1][1] = 2;
+    q.int_range[2][1] = 5; /* a float buffer carries none */
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
+    q.int_range[2][1] = 0;
+    q.buffers[0].dtype = (gw_dtype)(GW_I64 + 1);
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
     make_req(&q);
     q.check = false;
     q.reference.n_launches = 0;

@@ -1141,6 +1141,142 @@ static void test_shape_nodes(void)
         free(texts[k]);
 }
 
+/* BERT's embeddings: word and token-type lookups by i64 ids, the position embeddings of constant
+ * ids (weights: a gather in the prepare phase), two adds and a layernorm. Each gather is an
+ * anchor whose epilogue takes the adds; the layernorm is an anchor of its own. The attention
+ * mask (i64) becomes one elementwise kernel that casts first. Then every refusal of an integer
+ * tensor, at its node. */
+static void test_embeddings(void)
+{
+    const char *body =
+        "{\"graph\":{\"inputs\":[{\"name\":\"ids\",\"shape\":[2,128],\"dtype\":\"i64\"},"
+        "{\"name\":\"types\",\"shape\":[2,128],\"dtype\":\"int64\"},{\"name\":\"mask\",\"shape\":[2,128],\"dtype\":\"i64\"}],"
+        "\"weights\":[{\"name\":\"wemb\",\"shape\":[30522,768],\"dtype\":\"f16\"},"
+        "{\"name\":\"temb\",\"shape\":[2,768],\"dtype\":\"f16\"},{\"name\":\"pemb\",\"shape\":[512,768],\"dtype\":\"f16\"},"
+        "{\"name\":\"pos\",\"shape\":[1,128],\"dtype\":\"i64\"},"
+        "{\"name\":\"g\",\"shape\":[768],\"dtype\":\"f16\"},{\"name\":\"b\",\"shape\":[768],\"dtype\":\"f16\"}],"
+        "\"nodes\":["
+        "{\"op\":\"embedding\",\"inputs\":[\"wemb\",\"ids\"],\"outputs\":[\"e1\"]},"
+        "{\"op\":\"embedding\",\"inputs\":[\"temb\",\"types\"],\"outputs\":[\"e2\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"e1\",\"e2\"],\"outputs\":[\"e3\"]},"
+        "{\"op\":\"index_select\",\"inputs\":[\"pemb\",\"p1\"],\"outputs\":[\"e4\"],\"attrs\":{\"axis\":0}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"pos\"],\"outputs\":[\"p1\"],\"attrs\":{\"shape\":[128]}},"
+        "{\"op\":\"add\",\"inputs\":[\"e3\",\"e4\"],\"outputs\":[\"e5\"]},"
+        "{\"op\":\"layernorm\",\"inputs\":[\"e5\",\"g\",\"b\"],\"outputs\":[\"y\"],\"attrs\":{\"eps\":1e-12}},"
+        "{\"op\":\"cast\",\"inputs\":[\"mask\"],\"outputs\":[\"m1\"],\"attrs\":{\"dtype\":\"f32\"}},"
+        "{\"op\":\"neg\",\"inputs\":[\"m1\"],\"outputs\":[\"m2\"]},"
+        "{\"op\":\"shift\",\"inputs\":[\"m2\"],\"outputs\":[\"m3\"],\"attrs\":{\"value\":1}},"
+        "{\"op\":\"scale\",\"inputs\":[\"m3\"],\"outputs\":[\"ext\"],\"attrs\":{\"value\":-10000}}],"
+        "\"outputs\":[\"y\",\"ext\"]}}";
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    CHECK(plan_of(body, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    /* Prepare: the position rows (weights only). Forward: the token-type gather, the word gather
+     * with both adds, the layernorm, the mask. */
+    CHECK(p.n_prepare == 1, "%d prepare kernels", p.n_prepare);
+    if (p.n_prepare == 1) {
+        const tuner_op *pg = p.kernels[p.order[0]].op;
+        CHECK(pg->kind == TUNER_OP_GATHER && pg->inputs[0].shape[0] == 512 && pg->inputs[1].rank == 1 &&
+                  pg->output.rank == 2 && pg->output.shape[0] == 128 && pg->epilogue.n == 0,
+              "prepare: %s", p.kernels[p.order[0]].request);
+    }
+    CHECK(forward_steps(&p) == 4, "%d forward steps", forward_steps(&p));
+    int gathers = 0, with_adds = -1, ln = -1, mask = -1;
+    for (int s = 0; s < forward_steps(&p); s++) {
+        const tuner_op *op = step(&p, s)->op;
+        if (op->kind == TUNER_OP_GATHER) {
+            gathers++;
+            CHECK(op->inputs[1].dtype == TUNER_I64 && op->attrs.gather.axis == 0 && op->output.rank == 3 &&
+                  op->output.shape[2] == 768);
+            if (op->epilogue.n == 2)
+                with_adds = s;
+        } else if (op->kind == TUNER_OP_LAYERNORM) {
+            ln = s;
+        } else if (op->kind == TUNER_OP_ELEMENTWISE) {
+            mask = s;
+        }
+    }
+    CHECK(gathers == 2 && with_adds >= 0 && ln > with_adds && mask >= 0, "gathers %d, adds at %d, layernorm at %d",
+          gathers, with_adds, ln);
+    if (with_adds >= 0) {
+        const graph_kernel *k = step(&p, with_adds);
+        CHECK(k->op->inputs[0].shape[0] == 30522 && k->op->n_inputs == 4 &&
+                  k->op->epilogue.steps[0].kind == TUNER_EW_ADD && k->op->epilogue.steps[1].kind == TUNER_EW_ADD,
+              "%s", k->request);
+        /* The request says gather with its axis, whatever the node called it. */
+        CHECK(strstr(k->request, "\"op\":\"gather\"") && strstr(k->request, "\"axis\":0") &&
+                  strstr(k->request, "\"dtype\":\"i64\""), "%s", k->request);
+        /* The token-type gather it reads runs before it. */
+        bool before = false;
+        for (int s = 0; s < with_adds; s++)
+            before = before || (step(&p, s)->op->kind == TUNER_OP_GATHER && step(&p, s)->op->inputs[0].shape[0] == 2);
+        CHECK(before, "the token-type gather runs after its reader");
+    }
+    if (mask >= 0) {
+        const tuner_op *m = step(&p, mask)->op;
+        CHECK(m->inputs[0].dtype == TUNER_I64 && m->output.dtype == TUNER_F32 && m->epilogue.n == 4 &&
+                  m->epilogue.steps[0].kind == TUNER_EW_CAST, "mask: %s", step(&p, mask)->request);
+    }
+    uint64_t none[16] = {0};
+    CHECK(graph_plan_place(&p, none) == 0);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+#define EMB_G(ids_dtype, nodes, outs)                                                                          \
+    "{\"graph\":{\"inputs\":[{\"name\":\"ids\",\"shape\":[2,8],\"dtype\":\"" ids_dtype "\"}],"                    \
+    "\"weights\":[{\"name\":\"w\",\"shape\":[100,16],\"dtype\":\"f16\"},{\"name\":\"k\",\"shape\":[8,8],\"dtype\":\"i64\"}],"   \
+    "\"nodes\":[" nodes "],\"outputs\":[" outs "]}}"
+    /* gather by its own name, any axis; index_select on the last axis */
+    CHECK(plan_of(EMB_G("i32", "{\"op\":\"gather\",\"inputs\":[\"w\",\"ids\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":-1}}",
+                        "\"y\""), &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (!failures) {
+        CHECK(p.n_kernels == 1 && p.kernels[0].op->attrs.gather.axis == 1 && p.kernels[0].op->output.rank == 3 &&
+              p.kernels[0].op->output.shape[0] == 100 && !p.kernels[0].prepare);
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+    /* A graph input may be an integer, and an integer table is refused as gather's x. */
+    expect_error(EMB_G("i64", "{\"op\":\"embedding\",\"inputs\":[\"k\",\"ids\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "nodes[0].inputs[0]", "must be f16, bf16 or f32");
+    expect_error(EMB_G("i64", "{\"op\":\"embedding\",\"inputs\":[\"w\",\"ids\"],\"outputs\":[\"y\"],"
+                              "\"attrs\":{\"padding_idx\":0}}", "\"y\""), 400, "nodes[0].attrs.padding_idx", NULL);
+    expect_error(EMB_G("i64", "{\"op\":\"embedding\",\"inputs\":[\"w\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "nodes[0].inputs", "takes 2 inputs");
+    expect_error(EMB_G("f16", "{\"op\":\"embedding\",\"inputs\":[\"w\",\"ids\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "nodes[0].inputs[1]", "i32 or i64");
+    expect_error(EMB_G("i64", "{\"op\":\"index_select\",\"inputs\":[\"w\",\"ids\"],\"outputs\":[\"y\"],"
+                              "\"attrs\":{\"axis\":0}}", "\"y\""), 422, "nodes[0].inputs[1]", "1-D");
+    expect_error(EMB_G("i64", "{\"op\":\"reshape\",\"inputs\":[\"ids\"],\"outputs\":[\"i\"],\"attrs\":{\"shape\":[16]}},"
+                              "{\"op\":\"index_select\",\"inputs\":[\"w\",\"i\"],\"outputs\":[\"y\"]}", "\"y\""),
+                 400, "nodes[1].attrs.axis", "needs");
+    expect_error(EMB_G("i64", "{\"op\":\"reshape\",\"inputs\":[\"ids\"],\"outputs\":[\"i\"],\"attrs\":{\"shape\":[16]}},"
+                              "{\"op\":\"index_select\",\"inputs\":[\"w\",\"i\"],\"outputs\":[\"y\"],\"attrs\":{\"axis\":2}}",
+                        "\"y\""), 422, "nodes[1].attrs.axis", "out of range");
+    /* integers into anything else: the node's input */
+    expect_error(EMB_G("i64", "{\"op\":\"matmul\",\"inputs\":[\"k\",\"k\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "nodes[0].inputs[0]", "integer");
+    expect_error(EMB_G("i64", "{\"op\":\"relu\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "nodes[0].inputs[0]", "cast node");
+    expect_error(EMB_G("i64", "{\"op\":\"embedding\",\"inputs\":[\"w\",\"ids\"],\"outputs\":[\"e\"]},"
+                              "{\"op\":\"add\",\"inputs\":[\"e\",\"ids\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "nodes[1].inputs[1]", "integer");
+    expect_error(EMB_G("i64", "{\"op\":\"transpose\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "nodes[0].inputs[0]", "integer");
+    expect_error(EMB_G("i64", "{\"op\":\"slice\",\"inputs\":[\"k\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[0],\"ends\":[2]}}",
+                        "\"y\""), 422, "nodes[0].inputs[0]", "integer");
+    expect_error(EMB_G("i64", "{\"op\":\"cast\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"],\"attrs\":{\"dtype\":\"i32\"}}",
+                        "\"y\""), 422, "nodes[0].attrs.dtype", "f16, bf16 or f32");
+    /* an integer output: nothing writes one */
+    expect_error(EMB_G("i64", "{\"op\":\"reshape\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[16]}}",
+                        "\"y\""), 422, "graph.outputs[0]", "integer");
+    expect_error(EMB_G("u8", "{\"op\":\"relu\",\"inputs\":[\"w\"],\"outputs\":[\"y\"]}", "\"y\""), 422,
+                 "graph.inputs[0].dtype", "i64");
+#undef EMB_G
+}
+
 int main(void)
 {
     test_mlp();
@@ -1156,6 +1292,7 @@ int main(void)
     test_layout();
     test_canonical();
     test_shape_nodes();
+    test_embeddings();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -51,6 +51,7 @@ static void test_vocabularies(void)
     } spellings[] = {
         {"f16", TUNER_F16},   {"float16", TUNER_F16},   {"half", TUNER_F16}, {"bf16", TUNER_BF16},
         {"bfloat16", TUNER_BF16}, {"f32", TUNER_F32}, {"float32", TUNER_F32},
+        {"i32", TUNER_I32}, {"int32", TUNER_I32}, {"i64", TUNER_I64}, {"int64", TUNER_I64},
     };
     for (size_t i = 0; i < sizeof(spellings) / sizeof(spellings[0]); i++) {
         tuner_dtype d = TUNER_DTYPE_COUNT;
@@ -136,6 +137,28 @@ static void test_sb(void)
     tuner_sb_free(&b);
 }
 
+/* The integer dtypes' sizes, and the row a gather id selects: negative ids from the end as in
+ * PyTorch, ids outside [-n, n) none (-1: the kernels read nothing and write 0). */
+static void test_int_dtypes_and_gather_row(void)
+{
+    CHECK(tuner_dtype_size(TUNER_I32) == 4 && tuner_dtype_size(TUNER_I64) == 8 && tuner_dtype_size(TUNER_F32) == 4 &&
+          tuner_dtype_size(TUNER_F16) == 2 && tuner_dtype_size(TUNER_BF16) == 2);
+    CHECK(tuner_dtype_is_int(TUNER_I32) && tuner_dtype_is_int(TUNER_I64) && !tuner_dtype_is_int(TUNER_F32) &&
+          !tuner_dtype_is_int(TUNER_F16) && !tuner_dtype_is_int(TUNER_BF16));
+    CHECK_STR(tuner_dtype_name(TUNER_I64), "i64");
+    CHECK_STR(tuner_op_name(TUNER_OP_GATHER), "gather");
+    static const struct {
+        int64_t id, n, want;
+    } t[] = {
+        {0, 10, 0},   {9, 10, 9},  {-1, 10, 9},  {-10, 10, 0}, {10, 10, -1}, {-11, 10, -1},
+        {1000000, 10, -1}, {INT64_MIN, 10, -1}, {INT64_MAX, 10, -1}, {0, 1, 0}, {-1, 1, 0}, {1, 1, -1},
+        {-2147483648LL, 50257, -1}, {50256, 50257, 50256}, {-50257, 50257, 0},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        CHECK(tuner_gather_row(t[i].id, t[i].n) == t[i].want, "gather row %zu: id %lld n %lld -> %lld, want %lld", i,
+              (long long)t[i].id, (long long)t[i].n, (long long)tuner_gather_row(t[i].id, t[i].n), (long long)t[i].want);
+}
+
 /* PyTorch's pooling_output_shape, against sizes worked out by hand from its formula and rule
  * (ceil mode drops a last window that would start in the right padding). */
 static void test_pool_out_size(void)
@@ -174,6 +197,7 @@ int main(void)
 {
     test_vocabularies();
     test_pool_out_size();
+    test_int_dtypes_and_gather_row();
     test_targets();
     test_canonical();
     test_sb();

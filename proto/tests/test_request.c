@@ -321,7 +321,7 @@ static void test_errors(void)
         const char body[] = "{\"op\":\"matmull\"," MM_IN "}";
         CHECK(parse(body, &req, &err) == -EINVAL);
         CHECK_STR(err.message, "unknown op \"matmull\" (known ops: matmul, conv2d, softmax, "
-                               "layernorm, rmsnorm, reduce, elementwise, copy, concat, pool2d)");
+                               "layernorm, rmsnorm, reduce, elementwise, copy, concat, pool2d, gather)");
         /* A dynamic dimension is refused as such, not as a size below one. */
         const char dyn[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,-1],\"dtype\":\"f16\"}]}";
         CHECK(parse(dyn, &req, &err) == -EINVAL && strcmp(err.field, "inputs[0].shape[1]") == 0);
@@ -941,6 +941,116 @@ static void test_shape_ops(void)
                    "\"pad_value\":\"x\"}}", 400, "invalid_field", "attrs.pad_value");
 }
 
+/* gather and the integer dtypes: shapes (embedding, index_select on any axis, a rank-2 index),
+ * the axis default and normalisation, canonical JSON and keys, an epilogue, and every refusal of
+ * an integer tensor naming its field. */
+#define GX(x, ix) "{\"op\":\"gather\",\"inputs\":[{\"shape\":" x ",\"dtype\":\"f16\"},{\"shape\":" ix ",\"dtype\":\"i64\"}],"
+static void test_gather(void)
+{
+    static const struct {
+        const char *body;
+        int rank;
+        int64_t out[4];
+        int axis;
+    } shapes[] = {
+        /* BERT's word embeddings: ids [2, 128] into [30522, 768] */
+        {GX("[30522,768]", "[2,128]") "\"attrs\":{}}", 3, {2, 128, 768}, 0},
+        /* index_select along the middle and the last axis (negative) */
+        {GX("[4,10,6]", "[3]") "\"attrs\":{\"axis\":1}}", 3, {4, 3, 6}, 1},
+        {GX("[4,10,6]", "[5]") "\"attrs\":{\"axis\":-1}}", 3, {4, 10, 5}, 2},
+        /* a rank-2 index in the middle: [4] + [2,3] + [6] */
+        {GX("[4,10,6]", "[2,3]") "\"attrs\":{\"axis\":-2}}", 4, {4, 2, 3, 6}, 1},
+        /* a 1-D x: the output is the index's shape */
+        {GX("[100]", "[7,2]") "\"attrs\":{\"axis\":0}}", 2, {7, 2}, 0},
+    };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        proto_kernel_request r = OK(shapes[i].body);
+        CHECK(r.op.kind == TUNER_OP_GATHER && r.op.output.dtype == TUNER_F16 && r.op.n_anchor_inputs == 2 &&
+                  r.op.output.rank == shapes[i].rank && r.op.attrs.gather.axis == shapes[i].axis,
+              "gather %zu: rank %d axis %d", i, r.op.output.rank, r.op.attrs.gather.axis);
+        CHECK(memcmp(r.op.output.shape, shapes[i].out, sizeof(int64_t) * (size_t)shapes[i].rank) == 0, "gather %zu", i);
+    }
+    /* The default axis is 0, a negative one is normalised: one canonical form, one key. */
+    char *a = canon(GX("[50,8]", "[4]") "\"attrs\":{}}");
+    char *b = canon(GX("[50,8]", "[4]") "\"attrs\":{\"axis\":-2}}");
+    char *c = canon("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"float16\"},"
+                    "{\"shape\":[4],\"dtype\":\"int64\"}]}");
+    char *d = canon("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"},"
+                    "{\"shape\":[4],\"dtype\":\"i32\"}]}");
+    CHECK(strcmp(a, b) == 0 && strcmp(a, c) == 0, "%s / %s / %s", a, b, c);
+    CHECK(strstr(a, "\"attrs\":{\"axis\":0}") && strstr(a, "\"dtype\":\"i64\",\"shape\":[4]") &&
+              strstr(a, "\"op\":\"gather\""), "%s", a);
+    CHECK(strcmp(a, d) != 0 && strstr(d, "\"dtype\":\"i32\""), "%s", d); /* i32 ids: another kernel */
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+    /* GPT-2: token embeddings plus the position embeddings of the same shape, cast to f32. */
+    proto_kernel_request r = OK("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50257,768],\"dtype\":\"bf16\"},"
+                                "{\"shape\":[1,64],\"dtype\":\"i32\"},{\"shape\":[64,768],\"dtype\":\"bf16\"}],"
+                                "\"epilogue\":[{\"op\":\"add\",\"input\":2},{\"op\":\"cast\",\"dtype\":\"f32\"}]}");
+    CHECK(r.op.n_inputs == 3 && r.op.n_anchor_inputs == 2 && r.op.output.dtype == TUNER_F32 && r.op.epilogue.n == 2);
+
+    /* Refusals. */
+    BAD(GX("[50,8]", "[4]") "\"attrs\":{\"axis\":2}}", 422, "invalid_field", "attrs.axis");
+    BAD(GX("[50,8]", "[4]") "\"attrs\":{\"axis\":-3}}", 422, "invalid_field", "attrs.axis");
+    BAD(GX("[50,8]", "[4]") "\"attrs\":{\"dim\":0}}", 400, "invalid_field", "attrs.dim");
+    BAD(GX("[50,8]", "[4]") "\"attrs\":{\"axis\":\"0\"}}", 400, "invalid_field", "attrs.axis");
+    /* the output's rank: 6 - 1 + 2 */
+    BAD(GX("[2,2,2,2,2,50]", "[3,4]") "\"attrs\":{\"axis\":5}}", 422, "limit_exceeded", "inputs[1].shape");
+    /* the index must be an integer, x a float */
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"f32\"}]}", 422,
+        "invalid_field", "inputs[1].dtype");
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"i64\"},{\"shape\":[4],\"dtype\":\"i64\"}]}", 422,
+        "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"}]}", 422, "invalid_field", "inputs");
+    /* no prologue; an integer epilogue operand is refused */
+    BAD(GX("[50,8]", "[4]") "\"prologue\":[{\"op\":\"relu\",\"input\":0}]}", 422, "invalid_field", "prologue");
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"i64\"},"
+        "{\"shape\":[8],\"dtype\":\"i32\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}]}", 422, "invalid_field",
+        "inputs[2].dtype");
+    /* a step cannot read the index as its operand (it is an anchor input) */
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"i64\"}],"
+        "\"epilogue\":[{\"op\":\"add\",\"input\":1}]}", 422, "invalid_field", "epilogue[0].input");
+
+    /* Integer inputs elsewhere: refused with the input's dtype field. */
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,8],\"dtype\":\"i64\"},{\"shape\":[8,8],\"dtype\":\"i64\"}]}", 422,
+        "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,8],\"dtype\":\"f16\"},{\"shape\":[8,8],\"dtype\":\"f16\"},"
+        "{\"shape\":[8],\"dtype\":\"int32\"}],\"epilogue\":[{\"op\":\"bias\",\"input\":2}]}", 422, "invalid_field",
+        "inputs[2].dtype");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,8],\"dtype\":\"i32\"}]}", 422, "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"copy\",\"inputs\":[{\"shape\":[8,8],\"dtype\":\"i64\"}]}", 422, "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"concat\",\"inputs\":[{\"shape\":[8],\"dtype\":\"i64\"},{\"shape\":[8],\"dtype\":\"i64\"}],"
+        "\"attrs\":{\"axis\":0}}", 422, "invalid_field", "inputs[0].dtype");
+    /* elementwise: an integer inputs[0] converted first (attention_mask.to(float)) is accepted, with
+     * more steps after the cast; without the cast first, or as an operand, refused */
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,128],\"dtype\":\"i64\"}],"
+           "\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"f32\"}]}");
+    CHECK(r.op.output.dtype == TUNER_F32 && r.op.inputs[0].dtype == TUNER_I64);
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,1,1,128],\"dtype\":\"i32\"}],"
+           "\"attrs\":{\"ops\":[{\"op\":\"cast\",\"dtype\":\"f16\"},{\"op\":\"neg\"},{\"op\":\"shift\",\"value\":1},"
+           "{\"op\":\"scale\",\"value\":-65504}]}}");
+    CHECK(r.op.output.dtype == TUNER_F16 && r.op.epilogue.n == 4);
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,128],\"dtype\":\"i64\"}]}", 422, "invalid_field",
+        "inputs[0].dtype");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,128],\"dtype\":\"i64\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"neg\"},{\"op\":\"cast\",\"dtype\":\"f32\"}]}}", 422, "invalid_field",
+        "inputs[0].dtype");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,128],\"dtype\":\"f32\"},{\"shape\":[2,128],\"dtype\":\"i64\"}],"
+        "\"attrs\":{\"fn\":\"add\"}}", 422, "invalid_field", "inputs[1].dtype");
+    /* a cast to an integer, anywhere */
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"f32\"}],"
+        "\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"i32\"}]}", 422, "invalid_field", "epilogue[0].dtype");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4],\"dtype\":\"i64\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"cast\",\"dtype\":\"int64\"}]}}", 422, "invalid_field", "attrs.ops[0].dtype");
+    /* an i64 is 8 bytes: align 4 is below its element */
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"i64\",\"align\":4}]}",
+        422, "invalid_field", "inputs[1].align");
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"u8\"}]}", 422,
+        "unknown_dtype", "inputs[1].dtype");
+}
+
 static void test_strip(void)
 {
     proto_kernel_request r = OK(
@@ -1117,6 +1227,7 @@ int main(int argc, char **argv)
     test_masks();
     test_pool();
     test_shape_ops();
+    test_gather();
     test_strip();
     test_error_json();
     test_suggestions();

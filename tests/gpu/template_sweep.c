@@ -212,6 +212,28 @@ static tuner_op elementwise(int64_t rows, int64_t d, int align)
     return op;
 }
 
+/* gather: x (rank xr) along `axis` by an index of dtype it (rank ir); the output
+ * x.shape[:axis] + index.shape + x.shape[axis+1:]. */
+static tuner_op gather(int xr, const int64_t *xs, int axis, tuner_dtype it, int ir, const int64_t *is)
+{
+    tuner_op op = blank(TUNER_OP_GATHER);
+    op.attrs.gather.axis = axis;
+    op.inputs[0] = tensor(xr, xs, 16);
+    op.inputs[1] = tensor(ir, is, 16);
+    op.inputs[1].dtype = it;
+    op.n_inputs = op.n_anchor_inputs = 2;
+    int64_t os[TUNER_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < axis; d++)
+        os[r++] = xs[d];
+    for (int d = 0; d < ir; d++)
+        os[r++] = is[d];
+    for (int d = axis + 1; d < xr; d++)
+        os[r++] = xs[d];
+    op.output = tensor(r, os, 16);
+    return op;
+}
+
 /* pool2d: x [N,H,W,C] (or [N,C,H,W]); the output by PyTorch's rule, or adaptive_avg's P x Q. */
 static tuner_op pool(tuner_pool_kind kind, bool nchw, int64_t n, int64_t c, int64_t h, int64_t w, int kh, int kw,
                      int s, int pad, int d, bool ceil, bool include_pad, int64_t P, int64_t Q)
@@ -640,14 +662,51 @@ static int build_cases(scase *c)
         add_operand_step(&op, TUNER_EW_ADD, 1, eb);
         ADD("copy expand [1,130]->[9,4,130] +b", op, true);
     }
+    /* gather against its reference, with the measurement core's integer ids (tuner_int_fill_range:
+     * negative ones, every row, a few past the end): BERT's word embeddings plus positions (the
+     * rows path, 16-byte vectors), i32 ids and no epilogue (raw copies), a small table (most ids
+     * out of range: zeros), index_select along the last axis (the elements path), a rank-2 index
+     * in the middle of a rank-4 x; and an i64 mask converted by an elementwise cast. */
+    {
+        int64_t emb[2] = {30522, 768}, ids[2] = {8, 128}, pos[2] = {128, 768};
+        tuner_op op = gather(2, emb, 0, TUNER_I64, 2, ids);
+        add_operand_step(&op, TUNER_EW_ADD, 2, pos);
+        ADD("gather emb 30522x768 ids 8x128 +pos", op, true);
+        ADD("gather emb 30522x768 i32 ids", gather(2, emb, 0, TUNER_I32, 2, ids), true);
+        int64_t small[2] = {50, 24}, many[1] = {1000};
+        op = gather(2, small, 0, TUNER_I64, 1, many);
+        add_unary_step(&op.epilogue, TUNER_EW_SCALE, 2.0);
+        ADD("gather 50x24 ids 1000 (out of range) *2", op, true);
+        int64_t x3[3] = {4, 10, 37}, i1[1] = {5};
+        ADD("index_select 4x10x37 last axis", gather(3, x3, 2, TUNER_I64, 1, i1), true);
+        int64_t x4[4] = {3, 11, 5, 7}, i2[2] = {2, 3};
+        ADD("gather 3x11x5x7 axis 1 index 2x3 i32", gather(4, x4, 1, TUNER_I32, 2, i2), true);
+        int64_t mask[4] = {8, 1, 1, 128};
+        op = blank(TUNER_OP_ELEMENTWISE);
+        op.inputs[0] = tensor(4, mask, 16);
+        op.inputs[0].dtype = TUNER_I64;
+        op.n_inputs = op.n_anchor_inputs = 1;
+        op.output = tensor(4, mask, 16);
+        add_unary_step(&op.epilogue, TUNER_EW_CAST, 0); /* to the run's dtype (set_dtype) */
+        add_unary_step(&op.epilogue, TUNER_EW_NEG, 0);
+        add_unary_step(&op.epilogue, TUNER_EW_SHIFT, 1.0);
+        add_unary_step(&op.epilogue, TUNER_EW_SCALE, -0.25);
+        ADD("ew i64 mask cast,1-m,*-.25", op, true);
+    }
 #undef ADD
     return n;
 }
 
+/* Integer inputs (gather's ids, a cast's input) keep their dtype; the float ones, casts and the
+ * output take the run's. */
 static void set_dtype(tuner_op *op, tuner_dtype dt)
 {
     for (int i = 0; i < op->n_inputs; i++)
-        op->inputs[i].dtype = dt;
+        if (!tuner_dtype_is_int(op->inputs[i].dtype))
+            op->inputs[i].dtype = dt;
+    for (int k = 0; k < op->epilogue.n; k++)
+        if (op->epilogue.steps[k].kind == TUNER_EW_CAST)
+            op->epilogue.steps[k].dtype = dt;
     op->output.dtype = dt;
 }
 
@@ -753,6 +812,8 @@ static int run_case(const tuner_op *op, const tuner_target *tgt, tuner_dtype dt,
         for (int i = 0; i < op->n_inputs; i++) {
             q.buffers[n] = (gw_buffer){GW_BUF_INPUT, (gw_dtype)op->inputs[i].dtype,
                                        (uint64_t)tuner_tensor_numel(&op->inputs[i])};
+            if (tuner_dtype_is_int(op->inputs[i].dtype))
+                tuner_int_fill_range(op, i, &q.int_range[n][0], &q.int_range[n][1]);
             cmap[TUNER_BUF_INPUT0 + i] = rmap[TUNER_BUF_INPUT0 + i] = n++;
         }
         uint64_t oe = (uint64_t)tuner_tensor_numel(&op->output);

@@ -12,7 +12,7 @@
 static const char *examples[] = {
     "matmul", "matmul_bias_gelu", "batched_matmul", "conv2d", "softmax",
     "layernorm", "rmsnorm", "reduce_sum", "elementwise", "softmax_scaled_masked", "reduce_sum_axis0",
-    "maxpool2d", "attention_scores_masked",
+    "maxpool2d", "attention_scores_masked", "embedding",
     "log_softmax", "reduce_mean_hw", "pad",
 };
 
@@ -109,6 +109,8 @@ int main(void)
     CHECK(conv >= 20, "conv2d space %d < 20", conv);
     CHECK(sm >= 8, "softmax space %d < 8", sm);
     CHECK(ln >= 8, "layernorm space %d < 8", ln);
+    int emb = space_count(&d, "embedding", "sm_90");
+    CHECK(emb >= 12, "gather (embedding) space %d < 12", emb);
 
     CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     ht_cleanup(&d);

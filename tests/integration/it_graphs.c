@@ -117,6 +117,47 @@ static void layout_graph(const ht_daemon *d)
     ht_resp_free(&r);
 }
 
+/* BERT's embeddings with i64 ids as a graph input (tune none): the prepare phase gathers the
+ * position rows, the forward steps are the token-type gather, the word gather with both adds,
+ * and the layernorm; the plan names the ids' dtype, and every kernel's PTX passes ptxas. */
+static void embedding_graph(const ht_daemon *d)
+{
+    const char *g =
+        "{\"graph\":{\"inputs\":[{\"name\":\"ids\",\"shape\":[2,16],\"dtype\":\"i64\"},"
+        "{\"name\":\"types\",\"shape\":[2,16],\"dtype\":\"i64\"}],"
+        "\"weights\":[{\"name\":\"wemb\",\"shape\":[1000,256],\"dtype\":\"f16\"},"
+        "{\"name\":\"temb\",\"shape\":[2,256],\"dtype\":\"f16\"},{\"name\":\"pemb\",\"shape\":[64,256],\"dtype\":\"f16\"},"
+        "{\"name\":\"pos\",\"shape\":[16],\"dtype\":\"i32\"},"
+        "{\"name\":\"g\",\"shape\":[256],\"dtype\":\"f16\"},{\"name\":\"b\",\"shape\":[256],\"dtype\":\"f16\"}],"
+        "\"nodes\":["
+        "{\"op\":\"embedding\",\"inputs\":[\"wemb\",\"ids\"],\"outputs\":[\"e1\"]},"
+        "{\"op\":\"embedding\",\"inputs\":[\"temb\",\"types\"],\"outputs\":[\"e2\"]},"
+        "{\"op\":\"add\",\"inputs\":[\"e1\",\"e2\"],\"outputs\":[\"e3\"]},"
+        "{\"op\":\"index_select\",\"inputs\":[\"pemb\",\"pos\"],\"outputs\":[\"e4\"],\"attrs\":{\"axis\":0}},"
+        "{\"op\":\"add\",\"inputs\":[\"e3\",\"e4\"],\"outputs\":[\"e5\"]},"
+        "{\"op\":\"layernorm\",\"inputs\":[\"e5\",\"g\",\"b\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]},\"tune\":\"none\"}";
+    ht_resp r = ht_post(d, "/v1/graphs", g);
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    if (r.status == 200) {
+        int n = check_plan(d, &r, "sm_90", false);
+        CHECK(n == 3, "token-type gather, word gather + adds, layernorm: %d steps", n);
+        CHECK(cJSON_GetArraySize(get(r.json, "prepare")) == 1, "one prepare step (the position rows)");
+        const cJSON *in = cJSON_GetArrayItem(get(r.json, "inputs"), 0);
+        CHECK(in && cJSON_IsString(get(in, "dtype")) && !strcmp(get(in, "dtype")->valuestring, "i64"), "%.300s", r.body);
+        CHECK(strstr(r.body, "\"op\":\"gather\"") != NULL, "no gather request in the plan");
+    }
+    ht_resp_free(&r);
+    /* An integer tensor into a step is refused at the node. */
+    r = ht_post(d, "/v1/graphs",
+                "{\"graph\":{\"inputs\":[{\"name\":\"ids\",\"shape\":[2,16],\"dtype\":\"i64\"}],\"nodes\":["
+                "{\"op\":\"relu\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}");
+    const cJSON *field = get(get(r.json, "error"), "field");
+    CHECK(r.status == 422 && cJSON_IsString(field) && !strcmp(field->valuestring, "nodes[0].inputs[0]"), "%ld %.300s",
+          r.status, r.body);
+    ht_resp_free(&r);
+}
+
 /* issue 37's shape nodes through the real daemon (tune none): a pad with a relu, a mean over
  * [2,3] (one kernel), a sum over [1,3] (a chain of two), log_softmax, a softmax over the
  * channels (transposes around the row kernel), an expand that the add reads as a broadcast
@@ -486,6 +527,7 @@ int main(void)
     examples(&d);
     layout_graph(&d);
     shape_nodes_graph(&d);
+    embedding_graph(&d);
     shared_kernels(&d);
     diamond_chain(&d);
     bad_graphs(&d);

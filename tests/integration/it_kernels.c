@@ -183,6 +183,60 @@ int main(void)
         ht_resp_free(&bad);
     }
 
+    /* gather end to end (tune "none"): BERT's word embeddings with i64 ids plus the position
+     * embeddings for sm_90a, an index_select along the last axis with i32 ids for sm_80, and an
+     * i64 mask converted to f32 by an elementwise cast (plus a bias); each compiles, ptxas accepts it and
+     * cuobjdump reads it, and the answer's output is the gathered shape in x's dtype. An i64
+     * matmul and a float index are refused with their fields. */
+    {
+        static const struct {
+            const char *body, *arch;
+            int sm;
+            const char *out_shape, *out_dtype;
+        } gathers[] = {
+            {"{\"op\":\"gather\",\"inputs\":[{\"shape\":[30522,768],\"dtype\":\"f16\"},"
+             "{\"shape\":[2,128],\"dtype\":\"i64\"},{\"shape\":[128,768],\"dtype\":\"f16\"}],"
+             "\"epilogue\":[{\"op\":\"add\",\"input\":2}],\"arch\":\"sm_90a\",\"tune\":\"none\"}",
+             "sm_90a", 90, "[2,128,768]", "f16"},
+            {"{\"op\":\"gather\",\"inputs\":[{\"shape\":[4,10,37],\"dtype\":\"bf16\"},"
+             "{\"shape\":[5],\"dtype\":\"int32\"}],\"attrs\":{\"axis\":-1},\"arch\":\"sm_80\",\"tune\":\"none\"}",
+             "sm_80", 80, "[4,10,5]", "bf16"},
+            {"{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[2,1,1,128],\"dtype\":\"i64\"},"
+             "{\"shape\":[128],\"dtype\":\"f32\"}],"
+             "\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"f32\"},{\"op\":\"neg\"},{\"op\":\"shift\",\"value\":1},"
+             "{\"op\":\"scale\",\"value\":-10000},{\"op\":\"add\",\"input\":1}],\"arch\":\"sm_90a\",\"tune\":\"none\"}",
+             "sm_90a", 90, "[2,1,1,128]", "f32"},
+        };
+        for (size_t i = 0; i < sizeof(gathers) / sizeof(gathers[0]); i++) {
+            ht_resp gr = ht_post(&d, "/v1/kernels", gathers[i].body);
+            char *key = check_kernel_set(&gr, gathers[i].arch, false);
+            if (key)
+                check_code(&d, key, gathers[i].arch, gathers[i].sm);
+            free(key);
+            const cJSON *out = gr.json ? cJSON_GetObjectItemCaseSensitive(gr.json, "output") : NULL;
+            char *shape = out ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(out, "shape")) : NULL;
+            CHECK(shape && !strcmp(shape, gathers[i].out_shape) && !strcmp(json_str(out, "dtype"), gathers[i].out_dtype),
+                  "output %s %s", shape ? shape : "?", out ? json_str(out, "dtype") : "?");
+            free(shape);
+            ht_resp_free(&gr);
+        }
+        static const struct {
+            const char *body, *field;
+        } refused[] = {
+            {"{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,8],\"dtype\":\"i64\"},{\"shape\":[8,8],\"dtype\":\"i64\"}]}",
+             "inputs[0].dtype"},
+            {"{\"op\":\"gather\",\"inputs\":[{\"shape\":[50,8],\"dtype\":\"f16\"},{\"shape\":[4],\"dtype\":\"f32\"}]}",
+             "inputs[1].dtype"},
+        };
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+            ht_resp bad = ht_post(&d, "/v1/kernels", refused[i].body);
+            const cJSON *err = bad.json ? cJSON_GetObjectItemCaseSensitive(bad.json, "error") : NULL;
+            CHECK(bad.status == 422 && err && !strcmp(json_str(err, "field"), refused[i].field), "status %ld %.300s",
+                  bad.status, bad.body);
+            ht_resp_free(&bad);
+        }
+    }
+
     /* A clean restart keeps everything. */
     CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
     CHECK(access(d.socket, F_OK) != 0, "socket file left behind after SIGTERM");

@@ -398,6 +398,43 @@ double t_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+tuner_op t_gather(tuner_dtype dt, int xr, const long long *xs, int axis, tuner_dtype it, int ir, const long long *is)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_GATHER;
+    op.attrs.gather.axis = axis;
+    op.inputs[0] = t_tensor(dt, xr, xs, 16);
+    op.inputs[1] = t_tensor(it, ir, is, 16);
+    op.n_inputs = op.n_anchor_inputs = 2;
+    long long os[TUNER_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < axis; d++)
+        os[r++] = xs[d];
+    for (int d = 0; d < ir; d++)
+        os[r++] = is[d];
+    for (int d = axis + 1; d < xr; d++)
+        os[r++] = xs[d];
+    op.output = t_tensor(dt, r, os, 16);
+    return op;
+}
+
+tuner_op t_int_cast(tuner_dtype it, tuner_dtype dt, int rank, const long long *shape)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ELEMENTWISE;
+    op.inputs[0] = t_tensor(it, rank, shape, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, rank, shape, 16);
+    tuner_ew_chain *c = &op.epilogue;
+    c->steps[c->n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = dt};
+    c->steps[c->n++] = (tuner_ew_step){.kind = TUNER_EW_NEG, .operand = -1};
+    c->steps[c->n++] = (tuner_ew_step){.kind = TUNER_EW_SHIFT, .operand = -1, .scalar = 1.0};
+    c->steps[c->n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = -10000.0};
+    return op;
+}
+
 tuner_op t_pool(tuner_dtype dt, tuner_pool_kind kind, bool nchw, long long n, long long c, long long h,
                 long long w, const int *k, int s, int pad, int d, bool ceil, long long P, long long Q)
 {

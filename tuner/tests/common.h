@@ -49,6 +49,12 @@ tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long
  * to P x Q. count_include_pad is avg's default (true). */
 tuner_op t_pool(tuner_dtype dt, tuner_pool_kind kind, bool nchw, long long n, long long c, long long h, long long w,
                 const int *k, int s, int pad, int d, bool ceil, long long P, long long Q);
+/* gather as the validator leaves it: x (dtype dt, rank xr) gathered along `axis` by an index
+ * (dtype it, rank ir); the output x.shape[:axis] + index.shape + x.shape[axis+1:]. */
+tuner_op t_gather(tuner_dtype dt, int xr, const long long *xs, int axis, tuner_dtype it, int ir, const long long *is);
+/* elementwise: an integer x (dtype it) cast to dt, then the mask arithmetic of HF models:
+ * (1 - mask) * -10000. */
+tuner_op t_int_cast(tuner_dtype it, tuner_dtype dt, int rank, const long long *shape);
 /* Adds a binary epilogue step with a new operand of `shape` (and a unary step after it). */
 void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
 /* Input 0's prologue: scale by 0.5, then `bin` with a new input of `shape` (broadcast to input 0),

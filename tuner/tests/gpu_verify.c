@@ -8,7 +8,8 @@
  * poisons the candidate's output with NaN bytes, runs the candidate and compares every element:
  * |out - ref| <= atol * rms(ref) + rtol * |ref|, no NaN. Misaligned inputs (align=2) are really
  * passed at an odd 2-byte offset. Prints one line per case and exits 1 if any candidate is wrong.
- * HIDET_VERIFY_MAX=N limits candidates per case (default: all).
+ * HIDET_VERIFY_MAX=N limits candidates per case (default: all); HIDET_VERIFY_TIMES=1 prints every
+ * candidate's time beside the cost model's prediction.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -189,6 +190,93 @@ static void launch_program(CUmodule mod, const tuner_program *p, devbuf *bufs, C
 
 static int total_wrong;
 
+/* Element k of a host input as a float (the values are exact in every dtype). */
+static float host_value(const tuner_tensor *t, const void *h, size_t k)
+{
+    float v;
+    uint16_t u;
+    switch (t->dtype) {
+    case TUNER_F32:
+        memcpy(&v, (const char *)h + 4 * k, 4);
+        return v;
+    case TUNER_F16:
+    case TUNER_BF16:
+        memcpy(&u, (const char *)h + 2 * k, 2);
+        return t->dtype == TUNER_F16 ? f16_to_f32(u) : bf16_to_f32(u);
+    default:
+        return 0.0f;
+    }
+}
+
+static long long host_id(const tuner_tensor *t, const void *h, size_t k)
+{
+    if (t->dtype == TUNER_I64) {
+        int64_t v;
+        memcpy(&v, (const char *)h + 8 * k, 8);
+        return v;
+    }
+    int32_t v;
+    memcpy(&v, (const char *)h + 4 * k, 4);
+    return v;
+}
+
+/* gather's reference (tuner/reference.c) against the host, element by element and exactly: the
+ * row tuner_gather_row picks (negative ids from the end, ids out of range: 0), then the epilogue
+ * where it is adds of trailing-shaped operands and scales (float arithmetic, as the reference
+ * does it). Counts the negative and out-of-range ids it saw, so that the output shows both kinds
+ * were exercised. */
+static void host_check_gather(const char *name, const tuner_op *op, void *const *hin, const float *refh)
+{
+    const tuner_tensor *x = &op->inputs[0], *ix = &op->inputs[1];
+    const int axis = op->attrs.gather.axis;
+    long long I = 1;
+    const long long N = x->shape[axis], M = tuner_tensor_numel(ix), n = tuner_tensor_numel(&op->output);
+    for (int d = axis + 1; d < x->rank; d++)
+        I *= x->shape[d];
+    for (int s = 0; s < op->epilogue.n; s++) {
+        const tuner_ew_step *st = &op->epilogue.steps[s];
+        if (st->kind != TUNER_EW_ADD && st->kind != TUNER_EW_SCALE) {
+            printf("  host check of %s: skipped (epilogue step %s)\n", name, tuner_ew_name(st->kind));
+            return;
+        }
+    }
+    long long neg = 0, oor = 0, bad = 0, first = -1;
+    for (long long m = 0; m < M; m++) {
+        const long long id = host_id(ix, hin[1], (size_t)m);
+        neg += id < 0;
+        oor += tuner_gather_row(id, N) < 0;
+    }
+    for (long long k = 0; k < n; k++) {
+        const long long i = k % I, m = (k / I) % M, o = k / (I * M);
+        const long long r = tuner_gather_row(host_id(ix, hin[1], (size_t)m), N);
+        float v = r < 0 ? 0.0f : host_value(x, hin[0], (size_t)((o * N + r) * I + i));
+        for (int s = 0; s < op->epilogue.n; s++) {
+            const tuner_ew_step *st = &op->epilogue.steps[s];
+            if (st->kind == TUNER_EW_SCALE) {
+                v = v * (float)st->scalar;
+            } else {
+                const tuner_tensor *b = &op->inputs[st->operand];
+                v = v + host_value(b, hin[st->operand], (size_t)(k % tuner_tensor_numel(b)));
+            }
+        }
+        if (!(refh[k] == v)) {
+            if (first < 0)
+                first = k;
+            bad++;
+        }
+    }
+    printf("  host check of %s: %lld ids (%lld negative, %lld out of range), %lld of %lld reference elements "
+           "differ%s\n", name, M, neg, oor, bad, n, bad ? " - WRONG" : "");
+    if (bad) {
+        printf("    first at %lld: reference %g\n", first, (double)refh[first]);
+        total_wrong++;
+    }
+    if (!neg || !oor) {
+        printf("    the ids did not include both negative and out-of-range ones\n");
+        total_wrong++;
+    }
+}
+
 static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
 {
     tuner_space *sp = NULL;
@@ -228,6 +316,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     /* Buffers: inputs (random exact values), output, reference output, workspace. */
     devbuf bufs[TUNER_BUF_WORKSPACE + 1];
     memset(bufs, 0, sizeof(bufs));
+    void *hin[TUNER_MAX_INPUTS] = {NULL};
     for (int i = 0; i < op->n_inputs; i++) {
         const tuner_tensor *x = &op->inputs[i];
         size_t n = (size_t)tuner_tensor_numel(x), es = (size_t)tuner_dtype_size(x->dtype);
@@ -235,7 +324,28 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         size_t off = x->align < 16 ? es : 0;
         void *h = malloc(n * es);
         for (size_t k = 0; k < n; k++) {
-            if (x->dtype == TUNER_F16) {
+            if (tuner_dtype_is_int(x->dtype)) {
+                /* gather's ids: uniform over [-N, N) (negative ones count from the end), every 7th
+                 * negative for sure and every 7th past one end or the other (the kernels give 0
+                 * there); a cast's input: small integers. */
+                long long v = rnd_int(-2, 2);
+                if (op->kind == TUNER_OP_GATHER && i == 1) {
+                    const long long N = op->inputs[0].shape[op->attrs.gather.axis];
+                    if (k % 7 == 3)
+                        v = k % 2 ? N + (long long)(k % 5) : -N - 1 - (long long)(k % 5);
+                    else if (k % 7 == 1)
+                        v = -1 - (long long)(k % (size_t)N); /* in [-N, -1] */
+                    else
+                        v = rnd_int(-(int)N, (int)N - 1);
+                }
+                if (x->dtype == TUNER_I64) {
+                    const int64_t w = v;
+                    memcpy((char *)h + k * 8, &w, 8);
+                } else {
+                    const int32_t w = (int32_t)v;
+                    memcpy((char *)h + k * 4, &w, 4);
+                }
+            } else if (x->dtype == TUNER_F16) {
                 uint16_t v = f32_to_f16_exact((float)rnd_int(-1024, 1024) / 1024.0f);
                 memcpy((char *)h + k * 2, &v, 2);
             } else if (x->dtype == TUNER_BF16) {
@@ -253,7 +363,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         CK(d_cuMemAlloc(&bufs[i].base, n * es + 16));
         bufs[i].ptr = bufs[i].base + off;
         CK(d_cuMemcpyHtoD(bufs[i].ptr, h, n * es));
-        free(h);
+        hin[i] = h;
     }
     size_t nout = (size_t)tuner_tensor_numel(&op->output);
     size_t oes = (size_t)tuner_dtype_size(op->output.dtype);
@@ -278,6 +388,10 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     for (size_t k = 0; k < nout; k++)
         rms += (double)refh[k] * refh[k];
     rms = sqrt(rms / (double)nout);
+    if (op->kind == TUNER_OP_GATHER)
+        host_check_gather(name, op, hin, refh);
+    for (int i = 0; i < op->n_inputs; i++)
+        free(hin[i]);
     double rtol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
     double atol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
 
@@ -343,6 +457,8 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             CK(d_cuEventDestroy(e1));
         }
         char *sj = tuner_schedule_json(j->s);
+        if (getenv("HIDET_VERIFY_TIMES")) /* every candidate's time beside the model's */
+            printf("    %8.2f us (model %8.2f) %s\n", j->measured_us, tuner_predict_us(op, t, j->s), sj ? sj : "?");
         if (bad) {
             wrong++;
             float v0;
@@ -508,6 +624,33 @@ int main(void)
             CASE("reduce sum [64,512,1024] ax2", t_reduce(dt, 3, sb, 2, TUNER_REDUCE_SUM, false, 16));
         }
         CASE("elementwise 77x1000 align2", t_elementwise(dt, 77, 1000, 2));
+        {
+            /* gather: candidates against the reference, the reference against the host
+             * (host_check_gather), with negative and out-of-range ids. */
+            const long long emb[2] = {30522, 768}, ids[2] = {8, 128}, pos[2] = {128, 768};
+            snprintf(name, sizeof(name), "gather emb 30522x768 ids 8x128 +pos %s", dn);
+            if (!only || strstr(name, only)) {
+                op = t_gather(dt, 2, emb, 0, TUNER_I64, 2, ids);
+                op.inputs[op.n_inputs] = t_tensor(dt, 2, pos, 16);
+                op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op.n_inputs++};
+                verify_case(name, &op, &t, threads);
+            }
+            CASE("gather emb 30522x768 i32 ids 8x128", t_gather(dt, 2, emb, 0, TUNER_I32, 2, ids));
+            const long long big[2] = {64, 512};
+            CASE("gather emb 30522x768 ids 64x512", t_gather(dt, 2, emb, 0, TUNER_I64, 2, big));
+            const long long small[2] = {50, 24}, many[1] = {1000};
+            snprintf(name, sizeof(name), "gather 50x24 ids 1000 *2 %s", dn);
+            if (!only || strstr(name, only)) {
+                op = t_gather(dt, 2, small, 0, TUNER_I64, 1, many);
+                op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 2.0};
+                verify_case(name, &op, &t, threads);
+            }
+            const long long x3[3] = {4, 10, 37}, i1[1] = {5}, x4[4] = {3, 11, 5, 7}, i2[2] = {2, 3};
+            CASE("index_select 4x10x37 last axis", t_gather(dt, 3, x3, 2, TUNER_I64, 1, i1));
+            CASE("gather 3x11x5x7 axis 1 index 2x3 i32", t_gather(dt, 4, x4, 1, TUNER_I32, 2, i2));
+            const long long mask[4] = {8, 1, 1, 128};
+            CASE("elementwise i64 mask cast", t_int_cast(TUNER_I64, dt, 4, mask));
+        }
         {
             /* pool2d: every kind and layout against the reference (tuner/reference.c). */
             const int k3[2] = {3, 3}, k2[2] = {2, 2}, k31[2] = {3, 1};

@@ -271,7 +271,7 @@ int main(int argc, char **argv)
         return 2;
     const char *group = argc > 1 ? argv[1] : "softmax";
     /* pool2d, the newest template, is compiled for sm_90a (the arch-specific target). */
-    const tuner_target targets[2] = {{80, false}, {90, strcmp(group, "pool") == 0}};
+    const tuner_target targets[2] = {{80, false}, {90, strcmp(group, "pool") == 0 || strcmp(group, "gather") == 0}};
     char name[128];
     for (int ti = 0; ti < 2; ti++) {
         const tuner_target *t = &targets[ti];
@@ -506,6 +506,45 @@ int main(int argc, char **argv)
                 run_case(name, &op, t, false);
                 op = t_pool(dt, TUNER_POOL_AVG, false, 1, 32, 8, 8, k2, 2, 0, 1, false, 0, 0);
                 snprintf(name, sizeof(name), "pool avg %s 2x2 s2", dn);
+                run_case(name, &op, t, false);
+            } else if (!strcmp(group, "gather")) {
+                /* BERT's word embeddings, ids [8, 128] into [30522, 768], plus the position
+                 * embeddings [128, 768]: the whole space for f16, a sample for the others. */
+                sample_size = dt == TUNER_F16 ? 32 : 6;
+                const long long emb[2] = {30522, 768}, ids[2] = {8, 128}, pos[2] = {128, 768};
+                tuner_op op = t_gather(dt, 2, emb, 0, TUNER_I64, 2, ids);
+                op.inputs[op.n_inputs] = t_tensor(dt, 2, pos, 16);
+                op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op.n_inputs++};
+                snprintf(name, sizeof(name), "gather %s embedding 768 +pos", dn);
+                run_case(name, &op, t, false);
+                /* A batch of 64 sequences of 512 (50 MB out in f16): where the ranking matters. */
+                const long long big[2] = {64, 512};
+                op = t_gather(dt, 2, emb, 0, TUNER_I64, 2, big);
+                snprintf(name, sizeof(name), "gather %s embedding 64x512", dn);
+                sample_size = 4;
+                run_case(name, &op, t, false);
+                sample_size = dt == TUNER_F16 ? 32 : 6;
+                /* No epilogue: raw 16-byte copies; i32 ids. */
+                op = t_gather(dt, 2, emb, 0, TUNER_I32, 2, ids);
+                snprintf(name, sizeof(name), "gather %s embedding i32", dn);
+                run_case(name, &op, t, false);
+                sample_size = 6;
+                /* index_select along the last axis (rows of one element: the elements path). */
+                const long long x3[3] = {4, 10, 37}, i1[1] = {5};
+                op = t_gather(dt, 3, x3, 2, TUNER_I64, 1, i1);
+                snprintf(name, sizeof(name), "gather %s index_select last", dn);
+                run_case(name, &op, t, true);
+                /* A rank-2 index in the middle of a rank-4 x, odd rows (no vectors), a cast. */
+                const long long x4[4] = {3, 11, 5, 7}, i2[2] = {2, 3};
+                op = t_gather(dt, 4, x4, 1, TUNER_I32, 2, i2);
+                op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+                op.output.dtype = TUNER_F32;
+                snprintf(name, sizeof(name), "gather %s rank-2 index axis 1 ->f32", dn);
+                run_case(name, &op, t, true);
+                /* attention_mask.to(dtype): i64 and i32 masks converted, then (1 - m) * -1e4. */
+                const long long mask[4] = {8, 1, 1, 128};
+                op = t_int_cast(dt == TUNER_F32 ? TUNER_I32 : TUNER_I64, dt, 4, mask);
+                snprintf(name, sizeof(name), "elementwise %s mask from int", dn);
                 run_case(name, &op, t, false);
             } else if (!strcmp(group, "elementwise")) {
                 tuner_op op = t_elementwise(dt, 77, 1000, 16);

@@ -117,6 +117,25 @@ static void test_parse(void)
     t = hidet_plan_tensor_at(p, HIDET_PLAN_OUTPUT, 0);
     CHECK(t && strcmp(t->name, "y") == 0 && t->bytes == 8 * 16 * 2);
     CHECK(hidet_plan_arena_bytes(p) == 1024 && hidet_plan_constants_bytes(p) == 256);
+    hidet_plan_free(p);
+    p = NULL;
+
+    /* Integer inputs (token ids): i64 elements are 8 bytes, i32 4. */
+    cJSON *pi = plan_json();
+    cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(pi, "inputs"), 0), "dtype", cJSON_CreateString("i64"));
+    cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(pi, "weights"), 1), "dtype", cJSON_CreateString("i32"));
+    CHECK(parse_obj(pi, &p, &err) == 0, "%s", err.message);
+    if (!p)
+        return;
+    t = hidet_plan_tensor_at(p, HIDET_PLAN_INPUT, 0);
+    CHECK(t && strcmp(t->dtype, "i64") == 0 && t->bytes == 8 * 16 * 8);
+    t = hidet_plan_tensor_at(p, HIDET_PLAN_WEIGHT, 1);
+    CHECK(t && strcmp(t->dtype, "i32") == 0 && t->bytes == 16 * 4);
+    hidet_plan_free(p);
+    p = NULL;
+    CHECK(parse_obj(plan_json(), &p, &err) == 0, "%s", err.message);
+    if (!p)
+        return;
     CHECK(hidet_plan_steps(p, false) == 2 && hidet_plan_steps(p, true) == 1);
     CHECK(hidet_plan_buffer(p, "#workspace0", &c, &off, &bytes) == 0 && !c && off == 512 &&
           bytes == 512);
@@ -261,7 +280,7 @@ static void test_damaged(void)
         {d_writes_input, "steps[1].bindings.output: the step writes 'x', a caller's input"},
         {d_prepare_reads_input, "prepare[0].bindings.input0: a prepare step may read weights"},
         {d_param, "steps[1].kernel_set.kernels[0].params[0].buffer: 'input5' is not input<i>"},
-        {d_dtype, "outputs[0].dtype: expected f16, bf16 or f32"},
+        {d_dtype, "outputs[0].dtype: expected f16, bf16, f32, i32 or i64"},
         {d_map_reach, "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},
         {d_im2col_reach,
          "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},

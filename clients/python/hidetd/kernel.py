@@ -280,7 +280,8 @@ def new_tensor(shape, dtype, device, like_torch):
     """An output tensor: torch.empty when PyTorch is in use, else a DeviceBuffer."""
     torch = sys.modules.get("torch")
     if like_torch and torch is not None:
-        td = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+        td = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+              "i32": torch.int32, "i64": torch.int64}[dtype]
         return torch.empty(shape, dtype=td, device="cuda:%d" % device)
     if DTYPES[dtype][1] is None:
         raise TypeError("cannot allocate a %s output without PyTorch (__cuda_array_interface__ "

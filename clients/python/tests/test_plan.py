@@ -212,6 +212,27 @@ class Plans(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"outputs\['y'\]: expected shape"):
             p.run({"x": fake([2048, 768], "f16")}, outputs={"y": fake([2048, 768], "f32")})
 
+    def test_integer_ids(self):
+        # An embedding graph: its ids are an i64 input (torch.int64, or typestr "<i8"), checked
+        # like any tensor; an i32 tensor for them is refused with both dtypes named.
+        graph = {"graph": {
+            "inputs": [{"name": "ids", "shape": [2, 8], "dtype": "i64"}],
+            "weights": [{"name": "emb", "shape": [100, 64], "dtype": "f16"},
+                        {"name": "pos", "shape": [8, 64], "dtype": "f16"}],
+            "nodes": [{"op": "embedding", "inputs": ["emb", "ids"], "outputs": ["e"]},
+                      {"op": "add", "inputs": ["e", "pos"], "outputs": ["y"]}],
+            "outputs": ["y"]}, "tune": "none"}
+        p = self.client.plan(self.client.plan_json(graph))
+        self.assertEqual(p.inputs["ids"], ((2, 8), "i64"))
+        self.assertEqual(p.outputs["y"], ((2, 8, 64), "f16"))
+        p._weights = {}  # past load_weights (which needs a driver): the inputs are checked next
+        with self.assertRaisesRegex(ValueError, r"inputs\['ids'\]: expected shape \[2, 8\] i64, got \[2, 8\] i32"):
+            p(ids=FakeTensor([2, 8], "<i4"))
+        from hidetd import _tensor
+        self.assertEqual(_tensor.describe(FakeTensor([2, 8], "<i8"), "ids").dtype, "i64")
+        self.assertEqual(_tensor.nbytes((2, 8), "i64"), 128)
+        self.assertEqual(_tensor.nbytes((3,), "i32"), 12)
+
     def test_kernel_checks(self):
         req = {"op": "matmul", "inputs": [{"shape": [64, 128], "dtype": "f16"},
                                           {"shape": [128, 256], "dtype": "f16"}], "tune": "none"}

@@ -135,7 +135,7 @@ typedef enum {
  * (these fields; the address is the buffer's, interleave none) and passes by value, 128 bytes.
  * hidet_plan_* does this itself. */
 typedef struct hidet_tensor_map {
-    char dtype[8];          /* element type: "f16", "bf16", "f32" */
+    char dtype[8];          /* element type: "f16", "bf16", "f32", "i32", "i64" */
     int rank;               /* 1..5 (im2col 3..5); dimension 0 is the contiguous one */
     uint64_t dims[5];       /* elements per dimension */
     uint64_t strides[4];    /* bytes between steps of dimensions 1..rank-1 */
@@ -269,7 +269,8 @@ typedef struct hidet_step hidet_step; /* one prologue/epilogue step, owned by it
  * daemon validates the request and says which field is wrong. */
 HIDET_EXPORT int hidet_request_new(const char *op, hidet_request **ret);
 HIDET_EXPORT hidet_request *hidet_request_free(hidet_request *r);
-/* Appends an input tensor (rank 0..HIDET_MAX_RANK, dtype "f16", "bf16", "f32"). */
+/* Appends an input tensor (rank 0..HIDET_MAX_RANK, dtype "f16", "bf16", "f32", or "i32", "i64"
+ * where the op reads integers: gather's index, an elementwise cast's input). */
 HIDET_EXPORT int hidet_request_add_input(hidet_request *r, const int64_t *shape, int rank,
                                          const char *dtype);
 /* Sets attrs.name (replacing an earlier value). */
@@ -330,7 +331,7 @@ typedef struct hidet_plan_tensor {
     char name[132];
     int rank;
     int64_t shape[HIDET_MAX_RANK];
-    char dtype[8];  /* "f16", "bf16", "f32" */
+    char dtype[8];  /* "f16", "bf16", "f32", "i32", "i64" */
     uint64_t bytes; /* dense row-major size */
 } hidet_plan_tensor;
 
