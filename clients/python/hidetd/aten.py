@@ -26,6 +26,8 @@ NHWC = (0, 2, 3, 1)          # physical axis j of an NHWC value holds logical ax
 NHWC_INV = (0, 3, 1, 2)      # logical axis i lives in physical axis NHWC_INV[i]
 FLOAT = ("f16", "bf16", "f32")
 INT = ("i32", "i64")
+# The only nodes that may read an integer tensor: as gather's index, a cast's input, or a view.
+INT_READERS = ("reshape", "embedding", "index_select", "gather", "cast")
 
 
 class Unsupported(Exception):
@@ -145,6 +147,9 @@ class Lowering:
         return self.emit("cast", [v], {"dtype": want}, v.shape, want) if want != dt else v
 
     def emit(self, op, ins, attrs, shape, dtype, nhwc=False, is_bool=False):
+        if op not in INT_READERS and any(v.dtype in INT for v in ins):
+            # The graph language's rule (docs/graphs.md): no kernel computes on integers.
+            raise Unsupported("%s of an integer tensor" % op)
         out = self.fresh(self._cur)
         node = {"name": out, "op": op, "inputs": [v.name for v in ins], "outputs": [out]}
         if attrs:
