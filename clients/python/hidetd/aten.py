@@ -82,6 +82,7 @@ class Lowering:
         self.constants = {}    # weight name -> torch tensor the lowering made itself
         self.vals = {}         # fx node -> Value, or tuple of Values (multi-result ops)
         self.declared = {}     # fx node -> the graph input or weight name declared for it
+        self.declared_nhwc = {}  # fx node -> whether it is declared NHWC (channels-last 4-D)
         self.origin = []       # per graph node: the fx node name it came from
         self._n = 0
         self._cur = "graph"
@@ -120,12 +121,14 @@ class Lowering:
         v = self._declare(self.inputs, name, t)
         self.vals[node] = v
         self.declared[node] = name
+        self.declared_nhwc[node] = is_channels_last(t)
         return v
 
     def weight(self, node, name, t):
         v = self._declare(self.weights, name, t)
         self.vals[node] = v
         self.declared[node] = name
+        self.declared_nhwc[node] = is_channels_last(t)
         return v
 
     def constant(self, tensor, hint="const"):
@@ -841,7 +844,11 @@ def _nn_table():
                       _shape(meta_of(node)), v.dtype)
     _register(["index_select.default"], index_select)
 
-    for name in ("_scaled_dot_product_flash_attention_for_cpu.default",
+    # Every form attention takes: the op itself (kept whole, as the decompositions would make
+    # it the math form with its masked-row handling), its math form, and each device's kernel.
+    for name in ("scaled_dot_product_attention.default",
+                 "_scaled_dot_product_attention_math.default",
+                 "_scaled_dot_product_flash_attention_for_cpu.default",
                  "_scaled_dot_product_flash_attention.default",
                  "_scaled_dot_product_efficient_attention.default",
                  "_scaled_dot_product_cudnn_attention.default"):
@@ -869,6 +876,10 @@ def _sdpa_converter(which):
     matmul; the batch and head axes merge into the matmuls' batch (views, no copies)."""
     def f(L, node, q, k, v, *args, **kw):
         names = {
+            "scaled_dot_product_attention": ["attn_mask", "dropout_p", "is_causal", "scale",
+                                             "enable_gqa"],
+            "_scaled_dot_product_attention_math": ["attn_mask", "dropout_p", "is_causal",
+                                                   "dropout_mask", "scale", "enable_gqa"],
             "_scaled_dot_product_flash_attention_for_cpu": ["dropout_p", "is_causal"],
             "_scaled_dot_product_flash_attention": ["dropout_p", "is_causal", "return_debug_mask"],
             "_scaled_dot_product_efficient_attention": ["attn_bias", "compute_log_sumexp",
@@ -878,7 +889,7 @@ def _sdpa_converter(which):
         }[which]
         opts = dict(zip(names, args))
         opts.update(kw)
-        if opts.get("dropout_p", 0.0):
+        if opts.get("dropout_p", 0.0) or opts.get("dropout_mask") is not None:
             raise Unsupported("attention with dropout")
         if opts.get("enable_gqa"):
             raise Unsupported("grouped-query attention")
@@ -923,7 +934,7 @@ def _sdpa_converter(which):
         p3 = _reshape_value(L, p, [b * h, s, sk])
         o = L.emit("matmul", [p3, v3], None, [b * h, s, dv], p3.dtype)
         o = _reshape_value(L, o, [b, h, s, dv])
-        return (o,) + (None,) * 8
+        return o if which == "scaled_dot_product_attention" else (o,) + (None,) * 8
     return f
 
 

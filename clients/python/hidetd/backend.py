@@ -41,6 +41,7 @@ OPTIONS = {
     "dtype": ("HIDETD_DTYPE", str, None),
     "cuda_graphs": ("HIDETD_CUDA_GRAPHS", lambda s: s.lower() in ("1", "true", "yes", "on"), False),
     "timeout": ("HIDETD_TIMEOUT", float, None),
+    "reference": ("HIDETD_REFERENCE", lambda s: s.lower() in ("1", "true", "yes", "on"), False),
 }
 _DTYPE_ALIASES = {None: None, "": None, "f32": None, "float32": None, "keep": None,
                   "f16": "f16", "float16": "f16", "half": "f16", "fp16": "f16",
@@ -489,11 +490,13 @@ class Piece:
         self.args_in = args_in
         self.args_w = args_w
         self.constants = lowering.constants
-        self.in_layout = [lowering.inputs[i]["shape"] != [int(d) for d in meta_of(a).shape]
-                          for i, a in enumerate(args_in)]
-        self.w_layout = [w["shape"] != [int(d) for d in meta_of(a).shape]
-                         for w, a in zip(lowering.weights, args_w)]
+        # Whether each argument is bound NHWC (a channels-last tensor's own memory).
+        self.in_layout = [lowering.declared_nhwc[a] for a in args_in]
+        self.w_layout = [lowering.declared_nhwc[a] for a in args_w]
         self.in_names = [t["name"] for t in lowering.inputs]
+        # A boolean input is declared as 0/1 in f16 (the graph has no bool): converted per call.
+        self.in_cast = ["f16" if str(meta_of(a).dtype) == "torch.bool" else None for a in args_in]
+        self.w_cast = ["f16" if str(meta_of(a).dtype) == "torch.bool" else None for a in args_w]
         self.w_names = [t["name"] for t in lowering.weights[:len(args_w)]]
         self.outs = outs
         self.plan_json = plan_json
@@ -502,6 +505,13 @@ class Piece:
         self.plan = None
         self._run = None
         self._bound = None
+
+
+def _as_declared(t, cast):
+    if cast is None:
+        return t
+    import torch
+    return t.to(torch.float16)
 
 
 def _phys(t, nhwc):
@@ -580,6 +590,9 @@ class CompiledGraph:
         ins = [env[a] for a in p.args_in]
         ws = [env[a] for a in p.args_w]
         dev = next((t.device for t in ins + ws if isinstance(t, torch.Tensor)), None)
+        if (dev is None or dev.type != "cuda") and self.opts.reference:
+            self._reference_piece(p, env, ins, ws)
+            return
         if dev is None or dev.type != "cuda":
             if not self._warned_cpu:
                 self._warned_cpu = True  # once per compiled graph
@@ -600,9 +613,24 @@ class CompiledGraph:
                 t = torch.empty(shape, dtype=dtype, device=dev)
                 ptrs.append(t.data_ptr())
             outs.append((n, t))
-        p._run([_phys(t, nhwc).data_ptr() for t, nhwc in zip(ins, p.in_layout)], ptrs, torch.cuda.current_stream(dev).cuda_stream)
+        p._run([_phys(_as_declared(t, c), nhwc).data_ptr()
+                for t, nhwc, c in zip(ins, p.in_layout, p.in_cast)], ptrs, torch.cuda.current_stream(dev).cuda_stream)
         for n, t in outs:
             env[n] = t
+
+    def _reference_piece(self, p, env, ins, ws):
+        """The piece's graph run by hidetd.reference (options={"reference": True}, tensors off
+        the GPU): what the plan computes, by the graph's definition, in PyTorch."""
+        from .reference import run_graph
+        gin = {name: _phys(_as_declared(t, c), nhwc)
+               for name, t, nhwc, c in zip(p.in_names, ins, p.in_layout, p.in_cast)}
+        gw = {name: _phys(_as_declared(t, c), nhwc)
+              for name, t, nhwc, c in zip(p.w_names, ws, p.w_layout, p.w_cast)}
+        gw.update(p.constants)
+        outs = run_graph(p.request["graph"], gin, gw)
+        for (n, name, layout, shape, dtype) in p.outs:
+            t = outs[name]
+            env[n] = t.permute(0, 3, 1, 2) if layout == "nhwc" else t
 
     def _eager_piece(self, p, env):
         import torch.fx
@@ -627,8 +655,8 @@ def _bind(p, ws, dev):
     if p.plan is None:
         p.plan = Plan(p.client, p.plan_json)
     weights = {}
-    for name, t, nhwc in zip(p.w_names, ws, p.w_layout):
-        weights[name] = _phys(t.to(dev), nhwc)
+    for name, t, nhwc, cast in zip(p.w_names, ws, p.w_layout, p.w_cast):
+        weights[name] = _phys(_as_declared(t.to(dev), cast), nhwc)
     for name, t in p.constants.items():
         weights[name] = t.to(dev)
     if weights:
