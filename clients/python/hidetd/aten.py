@@ -131,18 +131,20 @@ class Lowering:
         self.declared_nhwc[node] = is_channels_last(t)
         return v
 
-    def constant(self, tensor, hint="const"):
-        """A tensor the lowering itself made (a causal mask, a scalar): a weight whose value the
-        runtime binds (self.constants)."""
+    def constant(self, make, hint="const"):
+        """A tensor the lowering itself makes (a causal mask, a scalar), make() called outside
+        any fake-tensor mode the compiler runs in: a weight whose value the runtime binds
+        (self.constants)."""
         import torch
         name = self.fresh("#c." + hint).replace("#", "k")  # graph names may not hold '#'
-        t = tensor.detach().contiguous()
-        if t.dim() == 0:
-            t = t.reshape(1)
-        dt = torch_dtype_name(t.dtype)
-        if dt == "bool":
-            t = t.to(torch.float32)
-            dt = "f32"
+        with _real_tensors():
+            t = make().detach().contiguous()
+            if t.dim() == 0:
+                t = t.reshape(1)
+            dt = torch_dtype_name(t.dtype)
+            if dt == "bool":
+                t = t.to(torch.float32)
+                dt = "f32"
         self.constants[name] = t
         self.weights.append({"name": name, "shape": _shape(t), "dtype": dt})
         v = Value(name, _shape(t), dt)
@@ -485,9 +487,9 @@ def _elementwise_table():
             raise Unsupported("where() between two constants")
         ref = av or bv
         if av is None:
-            av = L.constant(_scalar_tensor(a, ref), "where")
+            av = L.constant(lambda: _scalar_tensor(a, ref), "where")
         if bv is None:
-            bv = L.constant(_scalar_tensor(b, ref), "where")
+            bv = L.constant(lambda: _scalar_tensor(b, ref), "where")
         av, bv = L.same_dtype(av, bv)
         cv, av, bv, nhwc = L.align(cv, av, bv)
         shape = _broadcast(_broadcast(cv.shape, av.shape), bv.shape)
@@ -538,6 +540,16 @@ def _elementwise_table():
         return L.emit("cast", [v], {"dtype": want}, v.shape, want, v.nhwc)
     _register(["_to_copy.default"], cast)
     _register(["convert_element_type.default"], lambda L, node, x, dtype: cast(L, node, x, dtype))
+
+
+def _real_tensors():
+    """A context in which new tensors are real even inside the compiler's FakeTensorMode."""
+    import contextlib
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+    except ImportError:  # an older PyTorch
+        return contextlib.nullcontext()
+    return unset_fake_temporarily()
 
 
 def _is_tensor(a):
@@ -768,6 +780,20 @@ def _nn_table():
         attrs = {"axis": -1} if pa == rank - 1 else {"axis": pa}
         return L.emit(op, [v], attrs, v.shape, v.dtype, v.nhwc)
     _register(["_softmax.default"], softmax)
+
+    def safe_softmax(L, node, x, dim, dtype=None):
+        # softmax, except that a row of -inf only gives 0 (PyTorch's masked attention). Such a
+        # row is one whose max is -inf: below f32's lowest finite value.
+        if dtype is not None and torch_dtype_name(dtype) != L.val(x).dtype:
+            raise Unsupported("_safe_softmax with a dtype change")
+        v = L.val(x)
+        y = softmax(L, node, x, dim)
+        pa = L.phys_axis(v, dim)
+        shape = [1 if i == pa else d for i, d in enumerate(v.shape)]
+        mx = L.emit("reduce", [v], {"kind": "max", "axis": pa, "keepdim": True}, shape, v.dtype, v.nhwc)
+        dead = L.emit("lt", [mx], {"value": -3.4028234663852886e38}, shape, v.dtype, v.nhwc, True)
+        return L.emit("masked_fill", [y, dead], {"value": 0.0}, y.shape, y.dtype, y.nhwc)
+    _register(["_safe_softmax.default"], safe_softmax)
     _register(["_log_softmax.default"],
               lambda L, node, x, dim, h=False: softmax(L, node, x, dim, h, "log_softmax"))
 
@@ -918,16 +944,17 @@ def _sdpa_converter(which):
             mv = L.to_plain(L.val(mask))
             if mv.is_bool:
                 # True = attend: the rest is -inf.
-                sc = L.emit("where", [mv, sc, L.constant(_scalar_tensor(float("-inf"), sc), "ninf")],
+                sc = L.emit("where", [mv, sc, L.constant(lambda: _scalar_tensor(float("-inf"), sc), "ninf")],
                             None, sc.shape, sc.dtype)
             else:
                 (sc2, mv) = L.same_dtype(sc, mv)
                 sc = L.emit("add", [sc2, mv], None, _broadcast(sc.shape, mv.shape), sc2.dtype)
         if opts.get("is_causal"):
-            import torch
-            allowed = torch.ones(s, sk, dtype=torch.bool).tril()
-            bias = torch.zeros(s, sk, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
-            cv = L.constant(bias, "causal")
+            def causal_bias():
+                import torch
+                allowed = torch.ones(s, sk, dtype=torch.bool).tril()
+                return torch.zeros(s, sk, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
+            cv = L.constant(causal_bias, "causal")
             sc, cv = L.same_dtype(sc, cv)
             sc = L.emit("add", [sc, cv], None, sc.shape, sc.dtype)
         p = L.emit("softmax", [sc], {"axis": -1}, sc.shape, sc.dtype)

@@ -74,6 +74,13 @@ if torch is not None:
             return torch.tanh(self.ln(torch.sigmoid(x)))
 
 
+    class SafeSoftmax(nn.Module):
+        """Masked attention's softmax: a row that is all -inf gives zeros, not NaN."""
+
+        def forward(self, x, bias):
+            return torch.ops.aten._safe_softmax(x + bias, -1) * 2.0
+
+
 @needs_torch
 class BackendTest(unittest.TestCase):
     @classmethod
@@ -111,6 +118,33 @@ class BackendTest(unittest.TestCase):
         self.assertTrue(any("CUDA tensors" in s for s in msgs), msgs)
         with torch.no_grad():
             torch.testing.assert_close(e.output, m(x))
+
+    def test_reference_matches_eager(self):
+        # options reference=True runs each piece's graph as docs/graphs.md defines it: the
+        # lowering's meaning, checked without a GPU. Channels-last, with a [16, 3, 3, 3] conv
+        # weight whose NCHW and NHWC shapes are the same (bound by its layout, not its shape).
+        m = Block().eval().to(memory_format=torch.channels_last)
+        m.bn.running_mean.uniform_(-1, 1)
+        m.bn.running_var.uniform_(0.5, 2)
+        x = torch.randn(2, 3, 16, 16).to(memory_format=torch.channels_last)
+        e, _ = self.explain(m, x, reference=True)
+        self.assertEqual(e.torch, 0, str(e))
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x), rtol=1e-4, atol=1e-5)
+
+    def test_safe_softmax_rows_of_minus_inf(self):
+        x = torch.randn(2, 4, 8)
+        bias = torch.zeros(2, 4, 8)
+        bias[0, 1, :] = float("-inf")      # a fully masked row: zeros, as PyTorch gives
+        bias[1, 2, :5] = float("-inf")
+        e, _ = self.explain(SafeSoftmax().eval(), x, bias, reference=True)
+        self.assertEqual(e.torch, 0, str(e))
+        with torch.no_grad():
+            want = SafeSoftmax()(x, bias)
+        self.assertEqual(float(want[0, 1].abs().sum()), 0.0)
+        torch.testing.assert_close(e.output, want)
+        ops = [n["op"] for n in e.graphs[0].requests[0]["graph"]["nodes"]]
+        self.assertIn("masked_fill", ops)
 
     def test_unsupported_op_splits_and_is_named(self):
         m = WithCumsum().eval()

@@ -2,7 +2,9 @@
 ($HIDETD_BIN, tune "none"): torchvision's resnet50, inception_v3 and mobilenet_v2 (channels
 last) and transformers' BertModel and GPT2Model, built from their libraries' own configs with
 random weights (nothing is downloaded). Each must become plans the daemon accepts with no op
-left to PyTorch. Running them and comparing with eager PyTorch is tests/gpu/models.py."""
+left to PyTorch, and the plans' graphs, run as docs/graphs.md defines them (hidetd.reference,
+in f32 on the CPU), must give eager PyTorch's answer: the lowering is checked here, the kernels
+on a GPU by tests/gpu/models.py."""
 import unittest
 import warnings
 
@@ -36,6 +38,10 @@ def text(name, batch=1, seq=128):
     return m.eval(), (ids,)
 
 
+def first_tensor(out):
+    return out if isinstance(out, torch.Tensor) else out.last_hidden_state
+
+
 @unittest.skipUnless(torch is not None, "PyTorch, torchvision or transformers is not installed "
                      "for this Python (clients/python/tests/torch_tests.sh runs these with them)")
 class ModelsTest(unittest.TestCase):
@@ -49,14 +55,20 @@ class ModelsTest(unittest.TestCase):
 
     def check(self, model, inputs):
         torch.manual_seed(0)
+        with torch.no_grad():
+            want = model(*inputs)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            e = hidetd.explain(model, *inputs, address=self.daemon.sock, tune="none")
+            e = hidetd.explain(model, *inputs, address=self.daemon.sock, tune="none",
+                               reference=True)
         self.assertTrue(e.graphs, "nothing was compiled")
         for g in e.graphs:
             self.assertIsNone(g.fallback, str(e))
         self.assertEqual(e.torch, 0, "ops left to PyTorch:\n%s" % e)
         self.assertGreater(e.hidetd, 50, str(e))
+        got, want = first_tensor(e.output), first_tensor(want)
+        err = float((got - want).abs().max() / want.abs().max())
+        self.assertLess(err, 1e-3, "the graphs' answer differs from eager's")
         return e
 
     def test_resnet50(self):
