@@ -24,6 +24,7 @@ hidetd.explain() reports where every op ran and why; the same report is logged a
 """
 import logging
 import os
+import time
 import warnings
 
 from . import aten
@@ -46,6 +47,9 @@ OPTIONS = {
 _DTYPE_ALIASES = {None: None, "": None, "f32": None, "float32": None, "keep": None,
                   "f16": "f16", "float16": "f16", "half": "f16", "fp16": "f16",
                   "bf16": "bf16", "bfloat16": "bf16"}
+# A daemon whose graph queue is full (429) is asked again this many times, waiting 1, 2, ... s.
+_BUSY_TRIES = 5
+_BUSY_WAIT_S = 1.0
 # Ops that are worth no piece of their own: views and bookkeeping.
 _NON_COMPUTE = ["torch.ops.aten.view.default", "torch.ops.aten._unsafe_view.default",
                 "torch.ops.aten.reshape.default", "torch.ops.aten.unsqueeze.default",
@@ -258,9 +262,6 @@ def _op_name(node):
 
 
 def _compile_aten(gm, example_inputs, opts, report):
-    import torch
-    import torch.fx
-
     aten.build_tables()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = _static_indices(len(placeholders))
@@ -309,7 +310,7 @@ def _compile_aten(gm, example_inputs, opts, report):
     for n in counted:
         if kind[n] == "torch":
             report.left.setdefault(_op_name(n), []).append(reasons.get(n, "not supported"))
-    return CompiledGraph(gm, placeholders, static, folded, pieces, opts)
+    return CompiledGraph(gm, placeholders, folded, pieces, opts)
 
 
 def _getitem_target():
@@ -343,7 +344,6 @@ def _empty(n):
 def _check_support(calls, reasons, opts):
     """The nodes the lowering accepts, each tried alone on its inputs' metadata (and on what
     the lowering made of supported producers, so layouts and tuples carry over)."""
-    import torch.fx
     supported, made = set(), {}
     for n in calls:
         L = aten.Lowering(opts.compute)
@@ -448,12 +448,17 @@ def _plan_piece(nodes, kind, opts, client):
             outs.append((n, name, layout, [int(d) for d in m.shape], m.dtype))
     request = L.request()
     request.update(opts.request_options())
-    try:
-        plan_json = client.plan_json(request)
-    except HidetdError as e:
-        if e.status == 0 or e.status >= 500 and e.code not in ("graph_too_large",):
-            raise _DaemonUnavailable("cannot get a plan from hidetd at %s: %s" % (client.address, e))
-        raise _Refused(_culprits(L, e, nodes, args_in + args_w), "refused by the daemon: %s" % e)
+    for attempt in range(_BUSY_TRIES):
+        try:
+            plan_json = client.plan_json(request)
+            break
+        except HidetdError as e:
+            if e.status == 429 and attempt + 1 < _BUSY_TRIES:
+                time.sleep(_BUSY_WAIT_S * (attempt + 1))  # the graph queue is full: a turn later
+                continue
+            if e.status == 0 or e.status >= 500 or e.status == 429:
+                raise _DaemonUnavailable("cannot get a plan from hidetd at %s: %s" % (client.address, e))
+            raise _Refused(_culprits(L, e, nodes, args_in + args_w), "refused by the daemon: %s" % e)
     return Piece(nodes, args_in, args_w, L, outs, request, plan_json, client)
 
 
@@ -525,11 +530,9 @@ class CompiledGraph:
     """The compiled forward: folded constants computed at the first call, the pieces run as
     plans, everything else as the ATen graph says, in its order."""
 
-    def __init__(self, gm, placeholders, static, folded, pieces, opts):
-        import torch.fx
+    def __init__(self, gm, placeholders, folded, pieces, opts):
         self.gm = gm
         self.placeholders = placeholders
-        self.static = sorted(static)
         self.folded = folded
         self.pieces = pieces
         self.opts = opts
@@ -537,17 +540,28 @@ class CompiledGraph:
         # Values are dropped after their last reader, as the ATen graph would free them.
         last_use = {}
         for i, (what, x) in enumerate(self.order):
-            for a in (x.all_input_nodes if what == "node" else p_inputs(x)):
+            for a in (x.all_input_nodes if what == "node" else _piece_inputs(x)):
                 last_use[a] = i
-        self.drop = [[] for _ in self.order]
-        out_nodes = set(next(n for n in gm.graph.nodes if n.op == "output").all_input_nodes)
-        for a, i in last_use.items():
-            if a.op == "call_function" and a not in out_nodes and a not in set(folded):
-                self.drop[i].append(a)
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
+        self.drop = [[] for _ in self.order]
+        keep = set(self.output.all_input_nodes) | set(folded)
+        for a, i in last_use.items():
+            if a.op == "call_function" and a not in keep:
+                self.drop[i].append(a)
+        # The weights folded values are made from: a change to one makes them again.
+        reads = set()
+        for n in folded:
+            reads.update(a for a in n.all_input_nodes if a.op == "placeholder")
+        self.fold_args = [i for i, n in enumerate(placeholders) if n in reads]
+        self.fold_bound = []
         self.env_consts = None
         self._warned_cpu = False
-        self.graph = None
+
+    def _fold_inputs_same(self, args):
+        for i, ref, version in self.fold_bound:
+            if args[i] is not ref or args[i]._version != version:
+                return False
+        return True
 
     def _constants(self, args):
         """The folded values and get_attr constants, computed once with PyTorch."""
@@ -567,9 +581,10 @@ class CompiledGraph:
 
     def __call__(self, *args):
         import torch
-        if self.env_consts is None:
+        if self.env_consts is None or not self._fold_inputs_same(args):
             with torch.no_grad():
                 self.env_consts = self._constants(args)
+            self.fold_bound = [(i, args[i], args[i]._version) for i in self.fold_args]
         env = dict(self.env_consts)
         for n, a in zip(self.placeholders, args):
             env[n] = a
@@ -668,7 +683,8 @@ def _bind(p, ws, dev):
     p._run = p.plan.runner(p.in_names, [o[1] for o in p.outs])
 
 
-def p_inputs(p):
+def _piece_inputs(p):
+    """The fx nodes a piece reads: its runtime inputs, then its weights."""
     return p.args_in + p.args_w
 
 
@@ -690,7 +706,7 @@ def _schedule(gm, pieces, folded):
             key[it] = min(key[it], index[n])
 
     def deps(it):
-        ins = p_inputs(it) if isinstance(it, Piece) else it.all_input_nodes
+        ins = _piece_inputs(it) if isinstance(it, Piece) else it.all_input_nodes
         out = set()
         for a in ins:
             d = piece_of.get(a, a)

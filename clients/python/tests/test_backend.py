@@ -74,6 +74,16 @@ if torch is not None:
             return torch.tanh(self.ln(torch.sigmoid(x)))
 
 
+    class FoldedFromWeight(nn.Module):
+        """cumsum of a weight: no lowering, reads only a weight - folded, made once."""
+
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(16))
+
+        def forward(self, x):
+            return torch.relu(x * torch.cumsum(self.w, 0))
+
     class SafeSoftmax(nn.Module):
         """Masked attention's softmax: a row that is all -inf gives zeros, not NaN."""
 
@@ -131,6 +141,18 @@ class BackendTest(unittest.TestCase):
         self.assertEqual(e.torch, 0, str(e))
         with torch.no_grad():
             torch.testing.assert_close(e.output, m(x), rtol=1e-4, atol=1e-5)
+
+    def test_folded_values_follow_their_weights(self):
+        m = FoldedFromWeight().eval()
+        x = torch.randn(4, 16)
+        opts = dict(self.opts, reference=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = torch.compile(m, backend=hidetd.backend.hidetd_backend, options=opts)
+            with torch.no_grad():
+                torch.testing.assert_close(c(x), m(x))
+                m.w.mul_(-2.0)         # in place: the folded cumsum must be made again
+                torch.testing.assert_close(c(x), m(x))
 
     def test_safe_softmax_rows_of_minus_inf(self):
         x = torch.randn(2, 4, 8)
