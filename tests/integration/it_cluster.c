@@ -395,7 +395,9 @@ static void message_wait(ht_daemon *a, ht_daemon *b, ht_daemon *ro, int n, const
            when, took);
     CHECK(q.status == 200 && strcmp(q.origin, "remote") == 0 && strcmp(q.key, ka) == 0,
           "%s: B answered with A's kernel: %ld %s", when, q.status, q.origin);
-    CHECK(took < 5, "%s: woken in %.2f s, not by the 20 s poll", when, took);
+    /* The counters below say how it was woken; the time only has to be short of the poll
+     * (a loaded 2-core machine running the sanitizer build took 6.8 s). */
+    CHECK(took < 15, "%s: woken in %.2f s, not by the 20 s poll", when, took);
     CHECK(wakeups(b, "message") > msg0, "%s: woken via a message", when);
     CHECK(wakeups(b, "poll") == poll0, "%s: no poll fired", when);
     CHECK(status_num(b, "cluster", "lease_wait_hits") == hits0 + 1, "%s: a lease-wait hit", when);
@@ -651,15 +653,17 @@ int main(void)
     /* 7. Redis stops answering (CLIENT PAUSE): the lookup times out after 500 ms, the request is
      * tuned here without waiting for Redis, and the tier reconnects once Redis answers again. */
     double timeouts = status_num(&a, "cluster", "timeouts");
-    CHECK(redis_ok("CLIENT PAUSE 6000 ALL"), "pause");
+    /* Paused well beyond a loaded machine's tuning time (5.9 s once, in the sanitizer build under
+     * the whole suite), so an answer before the pause ends was not waiting for Redis. */
+    CHECK(redis_ok("CLIENT PAUSE 12000 ALL"), "pause");
     t0 = now_s();
     kernel(&a, 960, op9, k9);
     double took = now_s() - t0;
-    CHECK(strcmp(last_origin, "tuned") == 0 && took < 5.5, "answered in %.2f s while Redis hung",
+    CHECK(strcmp(last_origin, "tuned") == 0 && took < 11, "answered in %.2f s while Redis hung",
           took);
-    printf("answered in %.2f s while Redis did not answer for 6 s\n", took);
+    printf("answered in %.2f s while Redis did not answer for 12 s\n", took);
     CHECK(status_num(&a, "cluster", "timeouts") >= timeouts + 1, "timeout counted");
-    CHECK(wait_state(&a, "up", 15), "tier back after the pause");
+    CHECK(wait_state(&a, "up", 25), "tier back after the pause");
 
     /* 8. redis-server killed: both serve their caches and tune locally. */
     redis_kill();
