@@ -126,6 +126,18 @@ static bool cfg_of(const gather_geo *g, const tuner_schedule *s, gather_cfg *c)
     return c->grid >= 1 && c->grid <= 0x7fffffffLL;
 }
 
+/* Adds the schedule (tpr, vec, block, ipt) to the space when it has a configuration for g. */
+static int push_valid(const gather_geo *g, const int values[4], tuner_schedule **items, size_t *n)
+{
+    static const char *const names[4] = {P_TPR, P_VEC, P_BLOCK, P_IPT};
+    tuner_schedule s = {0};
+    tuner__schedule_params(&s, 4, names, values);
+    gather_cfg c;
+    if (!cfg_of(g, &s, &c))
+        return 0;
+    return tuner__space_push(items, n, "gather", 4, names, values);
+}
+
 static int gather_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
     (void)t;
@@ -135,7 +147,6 @@ static int gather_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
     static const int tprs[] = {32, 8, 128};
     static const int blocks[] = {128, 256, 512};
     static const int ipts[] = {1, 2, 4};
-    const char *names[4] = {P_TPR, P_VEC, P_BLOCK, P_IPT};
     for (int v = 1; v >= 0; v--) {
         if (v && g.vmax == 1)
             continue;
@@ -143,25 +154,13 @@ static int gather_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
         /* The rows path first: it is the preferred one wherever a row is long enough. */
         for (size_t k = 0; k < 3; k++)
             for (size_t b = 0; b < 2; b++) {
-                int values[4] = {tprs[k], vec, blocks[b], 1};
-                tuner_schedule s = {0};
-                tuner__schedule_params(&s, 4, names, values);
-                gather_cfg c;
-                if (!cfg_of(&g, &s, &c))
-                    continue;
-                int r = tuner__space_push(items, n, "gather", 4, names, values);
+                int r = push_valid(&g, (int[4]){tprs[k], vec, blocks[b], 1}, items, n);
                 if (r < 0)
                     return r;
             }
         for (size_t b = 0; b < 3; b++)
             for (size_t i = 0; i < 3; i++) {
-                int values[4] = {0, vec, blocks[b], ipts[i]};
-                tuner_schedule s = {0};
-                tuner__schedule_params(&s, 4, names, values);
-                gather_cfg c;
-                if (!cfg_of(&g, &s, &c))
-                    continue;
-                int r = tuner__space_push(items, n, "gather", 4, names, values);
+                int r = push_valid(&g, (int[4]){0, vec, blocks[b], ipts[i]}, items, n);
                 if (r < 0)
                     return r;
             }
