@@ -23,6 +23,7 @@ hidetd.explain() reports where every op ran and why; the same report is logged a
 "hidetd" logger when a graph is compiled. docs/python.md is the guide.
 """
 import logging
+import operator
 import os
 import time
 import warnings
@@ -302,8 +303,8 @@ def _compile_aten(gm, example_inputs, opts, report):
     if pieces is None:
         raise _DaemonUnavailable("the daemon refused too many nodes")
 
-    report.ops = sum(1 for n in calls if n.target is not _getitem_target())
-    counted = [n for n in calls if n.target is not _getitem_target()]
+    counted = [n for n in calls if n.target is not operator.getitem]
+    report.ops = len(counted)
     report.hidetd = sum(1 for n in counted if kind[n] == "hidetd")
     report.folded = sum(1 for n in counted if kind[n] == "fold")
     report.torch = sum(1 for n in counted if kind[n] == "torch")
@@ -311,11 +312,6 @@ def _compile_aten(gm, example_inputs, opts, report):
         if kind[n] == "torch":
             report.left.setdefault(_op_name(n), []).append(reasons.get(n, "not supported"))
     return CompiledGraph(gm, placeholders, folded, pieces, opts)
-
-
-def _getitem_target():
-    import operator
-    return operator.getitem
 
 
 def _fake_value(L, n):
