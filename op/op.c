@@ -25,6 +25,7 @@ static const char *const op_names[TUNER_OP_COUNT] = {
     [TUNER_OP_ELEMENTWISE] = "elementwise", [TUNER_OP_COPY] = "copy",
     [TUNER_OP_CONCAT] = "concat",       [TUNER_OP_POOL2D] = "pool2d",
     [TUNER_OP_GATHER] = "gather",
+    [TUNER_OP_ATTENTION] = "attention",
 };
 
 static const char *const ew_names[TUNER_EW_COUNT] = {

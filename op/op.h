@@ -51,6 +51,20 @@
  *                (n = x.shape[axis]), as in PyTorch; one outside [-n, n) reads nothing and gives
  *                0 (then the epilogue), where PyTorch would stop on a device assert
  *                (tuner_gather_row). Epilogue steps apply as elementwise's; no prologue.
+ *   ATTENTION    q, k, v, then optionally an additive mask (n_anchor_inputs 3 or 4).
+ *                Layout bhsd (default): q [B,Hq,S,D], k and v [B,Hkv,Skv,D]; layout bshd (the
+ *                order a QKV projection writes, attrs.attention.bshd): q [B,S,Hq,D], k and v
+ *                [B,Skv,Hkv,D]. q, k, v f16 or bf16, one dtype; Hq a multiple of Hkv (query head
+ *                h reads kv head h / (Hq / Hkv): grouped- and multi-query attention); D one of
+ *                64, 80, 96, 128, 256. The mask (f16/bf16/f32, rank 1..4, -inf allowed) is
+ *                broadcast by numpy rules to [B,Hq,S,Skv] (always in that order, whatever the
+ *                layout). Output q's shape, layout and dtype:
+ *                  out[b,h,i,:] = sum_j p_ij v[b,h/g,j,:],  p_i = softmax_j(scale q_i . k_j + m_ij)
+ *                with fp32 scores, softmax and accumulation; causal keeps key j for query i only
+ *                when j <= i + Skv - S (aligned to the bottom right, as PyTorch and
+ *                FlashAttention do). A row with no key left (all -inf: fully masked, or causal
+ *                with S > Skv) gives 0, as PyTorch's SDPA does. Epilogue steps apply to the
+ *                output as elementwise's; no prologue.
  */
 #ifndef HIDET_OP_OP_H
 #define HIDET_OP_OP_H
@@ -87,6 +101,7 @@ typedef enum {
     TUNER_OP_CONCAT,
     TUNER_OP_POOL2D,
     TUNER_OP_GATHER,
+    TUNER_OP_ATTENTION,
     TUNER_OP_COUNT
 } tuner_op_kind;
 
@@ -237,6 +252,11 @@ typedef struct tuner_op {
         struct {
             int axis; /* of x, normalised to 0..rank-1 */
         } gather;
+        struct {
+            bool causal; /* bottom-right aligned (see ATTENTION above) */
+            double scale; /* of q . k; validation sets 1/sqrt(D) when a request gives none */
+            bool bshd;    /* layout "bshd" ([B,S,H,D]); false: "bhsd" ([B,H,S,D]) */
+        } attention;
     } attrs;
 
     /* Injective steps applied to anchor input i as it is loaded (i < n_anchor_inputs). */
@@ -368,6 +388,35 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
     for (int i = 0; i < t->rank; i++)
         n *= t->shape[i];
     return n;
+}
+
+/* An attention op's sizes (see ATTENTION in the header comment), whatever its layout. */
+typedef struct tuner_attention_dims {
+    int64_t b, hq, hkv, s, skv, d;
+    int64_t group;  /* hq / hkv: query heads per kv head */
+    bool has_mask;  /* inputs[3] is the additive mask */
+} tuner_attention_dims;
+
+static inline tuner_attention_dims tuner_attention_dims_of(const tuner_op *op)
+{
+    const tuner_tensor *q = &op->inputs[0], *k = &op->inputs[1];
+    const bool bshd = op->attrs.attention.bshd;
+    tuner_attention_dims r;
+    r.b = q->shape[0];
+    r.hq = bshd ? q->shape[2] : q->shape[1];
+    r.s = bshd ? q->shape[1] : q->shape[2];
+    r.hkv = bshd ? k->shape[2] : k->shape[1];
+    r.skv = bshd ? k->shape[1] : k->shape[2];
+    r.d = q->shape[3];
+    r.group = r.hkv > 0 ? r.hq / r.hkv : 0;
+    r.has_mask = op->n_anchor_inputs == 4;
+    return r;
+}
+
+/* The head dimensions the attention templates are written for. */
+static inline bool tuner_attention_head_dim_ok(int64_t d)
+{
+    return d == 64 || d == 80 || d == 96 || d == 128 || d == 256;
 }
 
 /* A reduce's input as [outer, len, inner]: len the product of the reduced axes (axis .. axis +

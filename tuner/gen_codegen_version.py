@@ -2,7 +2,7 @@
 """Writes tuner/codegen_version.h: a hash of the code generator's sources (part of the cache key).
 
 Usage: gen_codegen_version.py SOURCE_ROOT OUTPUT. Hashes tuner/*.c, tuner/*.h, tuner/gemm/*.c,
-tuner/gemm/*.h, op/*.c and op/*.h (sorted by path, path and content both hashed), so any template
+tuner/gemm/*.h, tuner/attn/*.[ch], op/*.c and op/*.h (sorted by path, path and content both hashed), so any template
 change changes the key. op/ is included because the keys hash its canonical op JSON (op/op_json.c)
 and the generator writes with its names and string builder: a change there must not find kernels
 stored under the old form. The output is rewritten only when the hash changes, so an unchanged
@@ -17,7 +17,8 @@ import sys
 def main():
     root, out = sys.argv[1], sys.argv[2]
     files = []
-    for pat in ("tuner/*.c", "tuner/*.h", "tuner/gemm/*.c", "tuner/gemm/*.h", "op/*.c", "op/*.h"):
+    for pat in ("tuner/*.c", "tuner/*.h", "tuner/gemm/*.c", "tuner/gemm/*.h", "tuner/attn/*.c", "tuner/attn/*.h",
+                "op/*.c", "op/*.h"):
         files.extend(glob.glob(os.path.join(root, pat)))
     h = hashlib.sha256()
     for path in sorted(files, key=lambda p: os.path.relpath(p, root)):

@@ -3,9 +3,11 @@
 
 #include <string.h>
 
-/* Order matters only for tuner_space_build's item order: gemm templates first, then core. */
+/* Order matters only for tuner_space_build's item order: gemm templates first, then attention,
+ * then core. */
 const tuner_template *const *const tuner__registries[] = {
     tuner__gemm_templates,
+    tuner__attn_templates,
     tuner__core_templates,
     NULL,
 };

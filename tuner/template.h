@@ -51,6 +51,7 @@ typedef struct tuner_template {
 /* NULL-terminated lists, one per file that owns templates (see registry.c). */
 extern const tuner_template *const tuner__gemm_templates[];   /* tuner/gemm/registry.c */
 extern const tuner_template *const tuner__core_templates[];   /* tuner/core_registry.c */
+extern const tuner_template *const tuner__attn_templates[];   /* tuner/attn/registry.c */
 
 /* Verification references (see tuner_reference()): matmul and conv2d live in tuner/gemm/, every
  * other op in tuner/. Each fills p like a template's generate(). */

@@ -1,0 +1,91 @@
+/* tuner/attn/attn.h - shared pieces of the attention templates (internal to tuner/attn/).
+ *
+ * Every template here computes the ATTENTION op of op/op.h: per (batch, query head) a block of
+ * query rows against every key row, online softmax in fp32. tuner__attn_problem holds the op's
+ * sizes and element strides in either layout, so the templates address q, k, v, the mask and the
+ * output the same way; the emitters below read the mask and store output elements through the
+ * fused epilogue, so every template (and the reference) applies exactly the same function.
+ *
+ *   attention_mma    (mma.c)    FlashAttention-2's scheme: mma.sync and cp.async, sm_80 and up
+ *   attention_wgmma  (wgmma.c)  Hopper: TMA ring, producer and consumer warpgroups, wgmma; sm_90a
+ *   attention_decode (decode.c) few query rows against many keys: the keys split over blocks,
+ *                               partial softmaxes combined by a second kernel (flash-decoding)
+ */
+#ifndef HIDET_TUNER_ATTN_ATTN_H
+#define HIDET_TUNER_ATTN_ATTN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tuner/codegen.h"
+#include "tuner/template.h"
+
+typedef struct tuner__attn_problem {
+    const tuner_op *op;
+    tuner_attention_dims d;
+    tuner_dtype dt;     /* q, k and v */
+    tuner_dtype out_dt; /* op->output.dtype (q's) */
+    bool bshd, causal;
+    double scale;
+    /* Element strides of q (and the output, which has q's shape) and of k and v, per batch
+     * entry, head and row; the head dimension is contiguous. */
+    long long q_sb, q_sh, q_ss;
+    long long kv_sb, kv_sh, kv_ss;
+    /* The mask (d.has_mask): its dtype and element strides along (b, h, i, j) of its view
+     * broadcast to [B, Hq, S, Skv]; 0 along a broadcast dimension. */
+    tuner_dtype mask_dt;
+    long long m_st[4];
+    /* Causal: query i keeps key j while j <= i + causal_off (Skv - S). */
+    long long causal_off;
+} tuner__attn_problem;
+
+/* ceil(a / b) for b > 0. */
+static inline long long tuner__attn_cdiv(long long a, long long b) { return (a + b - 1) / b; }
+
+/* Fills p from a validated attention op. Returns 0, or -EINVAL with a message in *err (malloc'd)
+ * when the op is not one these templates handle (a prologue, a dtype or head dim they are not
+ * written for). */
+int tuner__attn_problem_init(const tuner_op *op, tuner__attn_problem *p, char **err);
+
+/* Whether the templates apply: f16/bf16, a supported head dim, no prologue. */
+bool tuner__attn_supported(const tuner_op *op);
+
+/* The (query, key) pairs that are computed: S * Skv, or the causal triangle's. Per (b, h). */
+double tuner__attn_pairs(const tuner__attn_problem *p);
+/* Floating-point operations of the whole op: 4 * B * Hq * pairs * D (two GEMMs). */
+double tuner__attn_flops(const tuner__attn_problem *p);
+/* Bytes the op must move at least: q, k, v, the mask and the output once. */
+double tuner__attn_min_bytes(const tuner__attn_problem *p);
+
+/* C expressions (malloc'd; NULL on OOM) for the element offsets of q[b, h, i, c] (and of the
+ * output, same shape) and of k/v[b, hk, j, c]; b, h, hk, i, j, c are C expressions. */
+char *tuner__attn_q_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i,
+                           const char *c);
+char *tuner__attn_kv_offset(const tuner__attn_problem *p, const char *b, const char *hk, const char *j,
+                            const char *c);
+
+/* A C expression (malloc'd) for the mask's value, as a float, at (b, h, i, j) of the broadcast
+ * view: hd_f32(in3[...]). Only when p->d.has_mask. */
+char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const char *h, const char *i,
+                             const char *j);
+
+/* Emits statements that store nv (1..8) consecutive output elements (b, h, i, c .. c + nv - 1),
+ * the float variables vars[0..nv), after the fused epilogue: one vector store when nv elements
+ * of the output's dtype make 2, 4, 8 or 16 bytes (c must then be a multiple of nv; D is). No
+ * bounds check: the caller stores only rows i < S. */
+void tuner__attn_emit_store(tuner_sb *sb, const tuner__attn_problem *p, const char *b, const char *h,
+                            const char *i, const char *c, const char *const *vars, int nv);
+
+/* The kernel parameters "const T *__restrict__ in0, ..., OT *__restrict__ out" in op order
+ * (TUNER_BUF_INPUT0 + i, then TUNER_BUF_OUTPUT), without parentheses. */
+void tuner__attn_emit_params(tuner_sb *sb, const tuner__attn_problem *p);
+
+extern const tuner_template tuner__attn_mma;
+extern const tuner_template tuner__attn_wgmma;
+extern const tuner_template tuner__attn_decode;
+
+/* The verification reference (tuner/attn/reference.c): one warp per query row, exact expf,
+ * fp32 everything, an F32 output. */
+int tuner__attn_reference(const tuner_op *op, const tuner_target *t, tuner_program *p, char **err);
+
+#endif

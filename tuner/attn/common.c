@@ -1,0 +1,192 @@
+/* tuner/attn/common.c - the attention problem and the emitters every attention template shares
+ * (see tuner/attn/attn.h). */
+#include "tuner/attn/attn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/core.h"
+
+bool tuner__attn_supported(const tuner_op *op)
+{
+    if (op->kind != TUNER_OP_ATTENTION || op->n_anchor_inputs < 3)
+        return false;
+    const tuner_dtype dt = op->inputs[0].dtype;
+    if (dt != TUNER_F16 && dt != TUNER_BF16)
+        return false;
+    if (!tuner_attention_head_dim_ok(op->inputs[0].shape[3]))
+        return false;
+    return tuner__no_prologue(op);
+}
+
+int tuner__attn_problem_init(const tuner_op *op, tuner__attn_problem *p, char **err)
+{
+    if (!tuner__attn_supported(op)) {
+        if (err)
+            *err = strdup("attention: the templates take f16/bf16 q, k, v of head dim 64, 80, 96, 128 or 256 "
+                          "without a prologue");
+        return -EINVAL;
+    }
+    memset(p, 0, sizeof(*p));
+    p->op = op;
+    p->d = tuner_attention_dims_of(op);
+    p->dt = op->inputs[0].dtype;
+    p->out_dt = op->output.dtype;
+    p->bshd = op->attrs.attention.bshd;
+    p->causal = op->attrs.attention.causal;
+    p->scale = op->attrs.attention.scale;
+    const tuner_attention_dims *d = &p->d;
+    if (p->bshd) {
+        /* [B, S, H, D] */
+        p->q_ss = d->hq * d->d;
+        p->q_sh = d->d;
+        p->q_sb = d->s * p->q_ss;
+        p->kv_ss = d->hkv * d->d;
+        p->kv_sh = d->d;
+        p->kv_sb = d->skv * p->kv_ss;
+    } else {
+        /* [B, H, S, D] */
+        p->q_ss = d->d;
+        p->q_sh = d->s * d->d;
+        p->q_sb = d->hq * p->q_sh;
+        p->kv_ss = d->d;
+        p->kv_sh = d->skv * d->d;
+        p->kv_sb = d->hkv * p->kv_sh;
+    }
+    if (d->has_mask) {
+        /* Right-aligned against [B, Hq, S, Skv]; a size-1 (or missing) dimension is broadcast. */
+        const tuner_tensor *m = &op->inputs[3];
+        p->mask_dt = m->dtype;
+        long long stride = 1;
+        for (int k = 3; k >= 0; k--) {
+            const int dm = m->rank - (4 - k);
+            if (dm < 0) {
+                p->m_st[k] = 0;
+                continue;
+            }
+            p->m_st[k] = m->shape[dm] == 1 ? 0 : stride;
+            stride *= m->shape[dm];
+        }
+    }
+    p->causal_off = d->skv - d->s;
+    return 0;
+}
+
+double tuner__attn_pairs(const tuner__attn_problem *p)
+{
+    const double s = (double)p->d.s, skv = (double)p->d.skv;
+    if (!p->causal)
+        return s * skv;
+    /* Row i keeps min(Skv, max(0, i + off + 1)) keys. */
+    double n = 0;
+    const long long off = p->causal_off;
+    if (s <= 4096) {
+        for (long long i = 0; i < p->d.s; i++) {
+            long long k = i + off + 1;
+            n += (double)(k < 0 ? 0 : k > p->d.skv ? p->d.skv : k);
+        }
+        return n;
+    }
+    /* Closed form for long sequences (off >= 0 there is the common case; clamp otherwise). */
+    const double first = (double)off + 1, last = (double)(p->d.s - 1 + off + 1);
+    if (first >= 0 && last <= skv)
+        return s * (first + last) / 2;
+    for (long long i = 0; i < p->d.s; i++) {
+        long long k = i + off + 1;
+        n += (double)(k < 0 ? 0 : k > p->d.skv ? p->d.skv : k);
+    }
+    return n;
+}
+
+double tuner__attn_flops(const tuner__attn_problem *p)
+{
+    return 4.0 * (double)p->d.b * (double)p->d.hq * tuner__attn_pairs(p) * (double)p->d.d;
+}
+
+double tuner__attn_min_bytes(const tuner__attn_problem *p)
+{
+    const tuner_op *op = p->op;
+    double bytes = 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        bytes += (double)tuner_tensor_numel(&op->inputs[i]) * tuner_dtype_size(op->inputs[i].dtype);
+    return bytes + (double)tuner_tensor_numel(&op->output) * tuner_dtype_size(p->out_dt);
+}
+
+static char *printf_alloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *printf_alloc(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+char *tuner__attn_q_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *c)
+{
+    return printf_alloc("((long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (%s))", b,
+                        p->q_sb, h, p->q_sh, i, p->q_ss, c);
+}
+
+char *tuner__attn_kv_offset(const tuner__attn_problem *p, const char *b, const char *hk, const char *j,
+                            const char *c)
+{
+    return printf_alloc("((long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (%s))", b,
+                        p->kv_sb, hk, p->kv_sh, j, p->kv_ss, c);
+}
+
+char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *j)
+{
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner_sb_puts(&sb, "hd_f32(in3[0LL");
+    const char *coord[4] = {b, h, i, j};
+    for (int k = 0; k < 4; k++)
+        if (p->m_st[k])
+            tuner_sb_printf(&sb, " + (long long)(%s) * %lldLL", coord[k], p->m_st[k]);
+    tuner_sb_puts(&sb, "])");
+    return tuner_sb_take(&sb);
+}
+
+void tuner__attn_emit_params(tuner_sb *sb, const tuner__attn_problem *p)
+{
+    tuner__emit_params(sb, p->op, p->out_dt);
+}
+
+void tuner__attn_emit_store(tuner_sb *sb, const tuner__attn_problem *p, const char *b, const char *h, const char *i,
+                            const char *c, const char *const *vars, int nv)
+{
+    const tuner_op *op = p->op;
+    char *off = tuner__attn_q_offset(p, b, h, i, c);
+    tuner_sb_printf(sb, "{\nfloat hd_sv[%d] = {", nv);
+    for (int k = 0; k < nv; k++)
+        tuner_sb_printf(sb, "%s%s", k ? ", " : "", vars[k]);
+    tuner_sb_puts(sb, "};\n");
+    if (op->epilogue.n > 0) {
+        /* The output's leading index, as tuner__bcast_offset names an element: (b, h, i) in the
+         * bhsd order, (b, i, h) in the bshd one. */
+        if (p->bshd)
+            tuner_sb_printf(sb, "const long long hd_sr = ((long long)(%s) * %lldLL + (%s)) * %lldLL + (%s);\n", b,
+                            (long long)p->d.s, i, (long long)p->d.hq, h);
+        else
+            tuner_sb_printf(sb, "const long long hd_sr = ((long long)(%s) * %lldLL + (%s)) * %lldLL + (%s);\n", b,
+                            (long long)p->d.hq, h, (long long)p->d.s, i);
+        for (int k = 0; k < nv; k++) {
+            char col[160], var[32];
+            snprintf(col, sizeof(col), "(%s) + %d", c, k);
+            snprintf(var, sizeof(var), "hd_sv[%d]", k);
+            tuner__bcast_ctx bc = {.op = op, .row = "hd_sr", .col = col};
+            tuner_sb_puts(sb, "{\n");
+            tuner__emit_chain(sb, op, &op->epilogue, var, tuner__bcast_load, &bc);
+            tuner_sb_puts(sb, "}\n");
+        }
+    }
+    tuner_sb_printf(sb, "hd_stn_f32<%s, %d>(out + %s, hd_sv);\n}\n", tuner__ctype(p->out_dt), nv, off);
+    free(off);
+}
