@@ -1,0 +1,479 @@
+/* tuner/attn/decode.c - attention_decode: a few query rows against a long key sequence, the step
+ * of an LLM that generates tokens (flash-decoding).
+ *
+ * With S <= 16 query rows there is almost no arithmetic per byte: the op is a stream over K and
+ * V, and what matters is that every K/V element is read once, in 16-byte pieces, by enough
+ * blocks to keep the DRAM system busy. So:
+ *  - the R = group * S query rows of one kv head (GQA: the query heads that share it, times the
+ *    rows) are computed together by one block, which reads each K/V row of its kv head once for
+ *    all of them; R <= 64 (the bound of applies(): the rows make 1, 2 or 4 m16 tiles);
+ *  - the keys are cut into `split` chunks (grid: chunk, kv head, batch), so that B * Hkv * split
+ *    blocks fill the GPU even for one sequence;
+ *  - kernel 1 (hd_attn_decode_part) streams its chunk in tiles of `kv_tile` keys through a
+ *    cp.async ring of `stages` slots in shared memory, computes the scores with mma.sync
+ *    m16n8k16 (the R rows padded to 16 per m tile: tensor cores have throughput to spare here,
+ *    and the rows are never CUDA-core bound whatever the group), the mask, causality and the
+ *    end of the keys, an online softmax in fp32 (base 2), and P V with mma.sync again. The
+ *    block's warps are (m tile, key slice) pairs: a warp takes kv_tile / KW keys of every tile
+ *    for its 16 rows, and writes its own partial - max m (log2 domain), sum l and the
+ *    unnormalised O[D] in fp32 - to the workspace: NP = split * KW partials per query row;
+ *  - kernel 2 (hd_attn_decode_combine), a warp per (b, query head, row), rescales the partials
+ *    by 2^(m_p - M), sums, divides by L and stores through tuner__attn_emit_store (epilogue).
+ *    A partial whose keys were all masked has m = -inf and l = 0 and contributes nothing; a row
+ *    with no key at all (L = 0) gives 0, never NaN.
+ *
+ * Parameters: split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split whose half already
+ * gives 4 blocks per SM), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages
+ * {2, 3}; valid when the warps divide into the m tiles and each warp's slice is 16 or 32 keys,
+ * and the ring fits the target's shared memory. Only the mma.sync path exists (no CUDA-core
+ * variant): with R padded to 16 the tensor-core work is still far under the bandwidth bound.
+ * Requirements (applies): f16/bf16, D in 64..256 of attn.h, no prologue, S <= 16, group * S <=
+ * 64, q, k, v 16-byte aligned (cp.async and 16-byte q loads), B and Hkv within a grid dimension.
+ */
+#include "tuner/attn/attn.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/core.h"
+#include "tuner/space.h"
+
+static const char *const P_SPLIT = "split";
+static const char *const P_BLOCK = "block";
+static const char *const P_TILE = "kv_tile";
+static const char *const P_STAGES = "stages";
+
+/* The largest R (query rows per kv head) and S the template takes. */
+#define DEC_MAX_ROWS 64
+#define DEC_MAX_S 16
+/* Each chunk of a split keeps at least this many keys. */
+#define DEC_MIN_CHUNK 64
+
+typedef struct dec_cfg {
+    int split, block, tile, stages;
+    int warps, mt, kw, kpw; /* warps = mt m tiles x kw key slices; kpw keys per warp per tile */
+    int dp;                 /* shared row stride in elements: D + 8 (conflict-free ldmatrix) */
+    long long rows;         /* R = group * S */
+    long long ch;           /* keys per chunk, a multiple of tile */
+    long long np;           /* partials per query row: split * kw */
+    long long nrows;        /* B * Hq * S query rows */
+    long long o_base;       /* float offset of the O partials in the workspace (16-byte aligned) */
+    size_t smem, ws_bytes;
+} dec_cfg;
+
+static bool aligned16(const tuner_tensor *t)
+{
+    return t->align == 0 || t->align >= 16;
+}
+
+static bool decode_applies(const tuner_op *op, const tuner_target *t)
+{
+    if (!tuner__arch(t) || t->sm < 80 || !tuner__attn_supported(op))
+        return false;
+    const tuner_attention_dims d = tuner_attention_dims_of(op);
+    if (d.hkv < 1 || d.hq % d.hkv != 0 || d.s < 1 || d.s > DEC_MAX_S || d.group * d.s > DEC_MAX_ROWS || d.skv < 1)
+        return false;
+    if (d.b > 65535 || d.hkv > 65535)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (!aligned16(&op->inputs[i]))
+            return false;
+    return true;
+}
+
+static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tuner_schedule *s, dec_cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->split = tuner_schedule_param(s, P_SPLIT, 1);
+    c->block = tuner_schedule_param(s, P_BLOCK, 128);
+    c->tile = tuner_schedule_param(s, P_TILE, 64);
+    c->stages = tuner_schedule_param(s, P_STAGES, 2);
+    if (c->split < 1 || c->split > 64 || (c->split & (c->split - 1)))
+        return false;
+    if (c->block != 64 && c->block != 128 && c->block != 256)
+        return false;
+    if (c->tile != 32 && c->tile != 64 && c->tile != 128)
+        return false;
+    if (c->stages != 2 && c->stages != 3)
+        return false;
+    const tuner_attention_dims *d = &p->d;
+    c->rows = d->group * d->s;
+    if (c->rows < 1 || c->rows > DEC_MAX_ROWS)
+        return false;
+    c->mt = c->rows <= 16 ? 1 : c->rows <= 32 ? 2 : 4;
+    c->warps = c->block / 32;
+    if (c->warps % c->mt)
+        return false;
+    c->kw = c->warps / c->mt;
+    c->kpw = c->tile / c->kw;
+    if (c->kpw * c->kw != c->tile || (c->kpw != 16 && c->kpw != 32))
+        return false;
+    /* Every chunk keeps DEC_MIN_CHUNK keys, and the last one is not empty. */
+    if (c->split > 1 && d->skv / c->split < DEC_MIN_CHUNK)
+        return false;
+    c->ch = tuner__attn_cdiv(tuner__attn_cdiv(d->skv, c->split), c->tile) * c->tile;
+    if ((long long)(c->split - 1) * c->ch >= d->skv)
+        return false;
+    c->dp = (int)d->d + 8;
+    const int es = tuner_dtype_size(p->dt);
+    c->smem = (size_t)(16 * c->mt + c->stages * 2 * c->tile) * (size_t)c->dp * (size_t)es;
+    if (a && c->smem > (size_t)a->max_smem_per_block)
+        return false;
+    c->np = (long long)c->split * c->kw;
+    c->nrows = d->b * d->hq * d->s;
+    c->o_base = (c->nrows * c->np * 2 + 3) / 4 * 4;
+    c->ws_bytes = (size_t)(c->o_base + c->nrows * c->np * d->d) * sizeof(float);
+    return true;
+}
+
+/* ---- enumeration ---------------------------------------------------------------------------- */
+
+static int decode_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    const tuner_arch *a = tuner__arch(t);
+    tuner__attn_problem p;
+    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0)
+        return 0;
+    static const int splits[] = {1, 2, 4, 8, 16, 32, 64};
+    static const int blocks[] = {128, 64, 256};
+    static const int tiles[] = {64, 32, 128};
+    static const int stages[] = {2, 3};
+    static const char *const names[4] = {"split", "block", "kv_tile", "stages"};
+    const long long heads = p.d.b * p.d.hkv;
+    for (size_t si = 0; si < sizeof(splits) / sizeof(splits[0]); si++) {
+        /* A split whose half already puts 4 blocks on every SM only adds partials. */
+        if (splits[si] > 1 && heads * (splits[si] / 2) >= 4LL * a->sm_count)
+            continue;
+        for (size_t bi = 0; bi < 3; bi++)
+            for (size_t ti = 0; ti < 3; ti++)
+                for (size_t gi = 0; gi < 2; gi++) {
+                    const int values[4] = {splits[si], blocks[bi], tiles[ti], stages[gi]};
+                    tuner_schedule s = {0};
+                    tuner__schedule_params(&s, 4, names, values);
+                    dec_cfg c;
+                    if (!cfg_of(&p, a, &s, &c))
+                        continue;
+                    int r = tuner__space_push(items, n, "attention_decode", 4, names, values);
+                    if (r < 0)
+                        return r;
+                }
+    }
+    return 0;
+}
+
+/* ---- code generation ------------------------------------------------------------------------ */
+
+/* Kernel 1: the partials of one (chunk, kv head, batch entry). */
+static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    const tuner_attention_dims *d = &p->d;
+    const char *T = tuner__ctype(p->dt);
+    const int D = (int)d->d, DP = c->dp, TILE = c->tile, NT = c->block;
+    const char *mma = p->dt == TUNER_BF16 ? "hd_mma_bf16_16816" : "hd_mma_f16_16816";
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) hd_attn_decode_part(", NT);
+    tuner__attn_emit_params(sb, p);
+    tuner_sb_puts(sb, ", float *__restrict__ ws)\n{\n");
+    tuner_sb_puts(sb, "extern __shared__ __align__(16) unsigned char hd_smem[];\n");
+    tuner_sb_printf(sb, "%s *sq = reinterpret_cast<%s *>(hd_smem);\n", T, T);
+    tuner_sb_printf(sb, "%s *skv = sq + %d;\n", T, 16 * c->mt * DP);
+    tuner_sb_printf(sb, "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
+                        "const int mt = warp / %d, kw = warp %% %d;\n",
+                    c->kw, c->kw);
+    tuner_sb_puts(sb, "const int chunk = blockIdx.x, hk = blockIdx.y;\nconst long long b = blockIdx.z;\n");
+    tuner_sb_printf(sb, "const long long k0 = (long long)chunk * %lldLL;\n", c->ch);
+    tuner_sb_printf(sb, "const long long k1 = k0 + %lldLL < %lldLL ? k0 + %lldLL : %lldLL;\n", c->ch, (long long)d->skv,
+                    c->ch, (long long)d->skv);
+    tuner_sb_printf(sb, "const int ntiles = k1 > k0 ? (int)((k1 - k0 + %d) / %d) : 0;\n", TILE - 1, TILE);
+    tuner_sb_printf(sb, "const long long kvb = b * %lldLL + (long long)hk * %lldLL;\n", p->kv_sb, p->kv_sh);
+    tuner_sb_printf(sb, "const %s *kb = in1 + kvb;\nconst %s *vb = in2 + kvb;\n", T, T);
+
+    /* The block's query rows (unscaled: the scale is applied to the fp32 scores), rows past R
+     * zero; r = (query head within the group) * S + row. */
+    char *qoff = tuner__attn_q_offset(p, "b", "hq", "qi", "cc");
+    tuner_sb_printf(sb, "for (int idx = tid; idx < %d; idx += %d) {\n", 16 * c->mt * (D / 8), NT);
+    tuner_sb_printf(sb, "const int r = idx / %d, cc = (idx %% %d) * 8;\nhd_v4 v = {0u, 0u, 0u, 0u};\n", D / 8, D / 8);
+    tuner_sb_printf(sb, "if (r < %lld) {\nconst int hq = hk * %lld + r / %lld, qi = r %% %lld;\nv = hd_ld16(in0 + %s);\n}\n",
+                    c->rows, (long long)d->group, (long long)d->s, (long long)d->s, qoff);
+    tuner_sb_printf(sb, "*reinterpret_cast<hd_v4 *>(sq + r * %d + cc) = v;\n}\n", DP);
+    free(qoff);
+
+    /* One tile of K and V into ring slot t % stages; keys past the chunk are zero-filled, so
+     * that P (0 there) times V stays 0. */
+    tuner_sb_puts(sb, "auto load_tile = [&](int t) {\n");
+    tuner_sb_printf(sb, "%s *sk = skv + (t %% %d) * %d;\n%s *sv = sk + %d;\n", T, c->stages, 2 * TILE * DP, T,
+                    TILE * DP);
+    tuner_sb_printf(sb, "const long long j0 = k0 + (long long)t * %d;\n", TILE);
+    tuner_sb_printf(sb, "for (int idx = tid; idx < %d; idx += %d) {\n", TILE * (D / 8), NT);
+    tuner_sb_printf(sb, "const int r = idx / %d, cc = (idx %% %d) * 8;\n", D / 8, D / 8);
+    tuner_sb_puts(sb, "const long long j = j0 + r;\nconst bool ok = j < k1;\n");
+    tuner_sb_printf(sb, "const long long off = (ok ? j : 0LL) * %lldLL + cc;\n", p->kv_ss);
+    tuner_sb_printf(sb, "hd_cp_async16(sk + r * %d + cc, kb + off, ok);\nhd_cp_async16(sv + r * %d + cc, vb + off, ok);\n",
+                    DP, DP);
+    tuner_sb_puts(sb, "}\n};\n");
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int t = 0; t < %d; t++) {\nif (t < ntiles) load_tile(t);\n"
+                        "hd_cp_async_commit();\n}\n",
+                    c->stages - 1);
+
+    /* This thread's rows of its m tile (the mma fragment rows lane/4 and lane/4 + 8). */
+    tuner_sb_printf(sb, "float o[%d][4];\n#pragma unroll\nfor (int x = 0; x < %d; x++) o[x][0] = o[x][1] = o[x][2] = "
+                        "o[x][3] = 0.0f;\n",
+                    D / 8, D / 8);
+    tuner_sb_puts(sb, "float m_r[2] = {-HD_INF, -HD_INF}, l_r[2] = {0.0f, 0.0f};\n");
+    tuner_sb_puts(sb, "const int r0 = mt * 16 + (lane >> 2);\n");
+    tuner_sb_puts(sb, "const float sl2 = ");
+    tuner__emit_float(sb, p->scale * 1.4426950408889634);
+    tuner_sb_puts(sb, ";\n");
+
+    tuner_sb_puts(sb, "for (int t = 0; t < ntiles; t++) {\n");
+    tuner_sb_printf(sb, "hd_cp_async_wait<%d>();\n__syncthreads();\n", c->stages - 2);
+    tuner_sb_printf(sb, "if (t + %d < ntiles) load_tile(t + %d);\nhd_cp_async_commit();\n", c->stages - 1,
+                    c->stages - 1);
+    tuner_sb_printf(sb, "const %s *sk = skv + (t %% %d) * %d;\nconst %s *sv = sk + %d;\n", T, c->stages, 2 * TILE * DP,
+                    T, TILE * DP);
+    tuner_sb_printf(sb, "const int kbase = kw * %d;\n", c->kpw);
+    /* S = Q K^T for the warp's 16 rows and kpw keys. */
+    tuner_sb_printf(sb, "float s[%d][4];\n#pragma unroll\nfor (int x = 0; x < %d; x++) s[x][0] = s[x][1] = s[x][2] = "
+                        "s[x][3] = 0.0f;\n",
+                    c->kpw / 8, c->kpw / 8);
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int ks = 0; ks < %d; ks++) {\n", D / 16);
+    tuner_sb_printf(sb, "hd_u32 qa[4];\nhd_ldmatrix_x4(qa, sq + (mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * %d + "
+                        "ks * 16 + (lane >> 4) * 8);\n",
+                    DP);
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int np = 0; np < %d; np++) {\n", c->kpw / 16);
+    tuner_sb_printf(sb, "hd_u32 kf[4];\nhd_ldmatrix_x4(kf, sk + (kbase + np * 16 + (lane & 7) + (lane >> 4) * 8) * %d + "
+                        "ks * 16 + ((lane >> 3) & 1) * 8);\n",
+                    DP);
+    tuner_sb_printf(sb, "%s(s[2 * np], qa, kf);\n%s(s[2 * np + 1], qa, kf + 2);\n}\n}\n", mma, mma);
+
+    /* Scale (base 2), mask, causality, the end of the chunk; the tile's row maxima. */
+    tuner_sb_printf(sb, "const long long jt = k0 + (long long)t * %d + kbase;\n", TILE);
+    tuner_sb_puts(sb, "float mx[2] = {-HD_INF, -HD_INF};\n");
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) {\n#pragma unroll\nfor (int e = 0; e < 4; e++) {\n",
+                    c->kpw / 8);
+    tuner_sb_puts(sb, "const int rr = r0 + (e >> 1) * 8;\n");
+    tuner_sb_puts(sb, "const long long jj = jt + x * 8 + (lane & 3) * 2 + (e & 1);\n");
+    tuner_sb_puts(sb, "float sv_ = s[x][e] * sl2;\n");
+    tuner_sb_puts(sb, "bool keep = jj < k1;\n");
+    if (d->has_mask || p->causal)
+        tuner_sb_printf(sb, "const int hq = hk * %lld + rr / %lld, qi = rr %% %lld;\n(void)hq;\n(void)qi;\n",
+                        (long long)d->group, (long long)d->s, (long long)d->s);
+    if (p->causal)
+        tuner_sb_printf(sb, "keep = keep && jj <= (long long)qi + %lldLL;\n", p->causal_off);
+    if (d->has_mask) {
+        char *mv = tuner__attn_mask_value(p, "b", "hq", "qi", "jj");
+        tuner_sb_printf(sb, "if (keep && rr < %lld) sv_ += %s * 1.4426950408889634f;\n", c->rows, mv);
+        free(mv);
+    }
+    tuner_sb_puts(sb, "sv_ = keep ? sv_ : -HD_INF;\ns[x][e] = sv_;\nmx[e >> 1] = fmaxf(mx[e >> 1], sv_);\n}\n}\n");
+    /* Online softmax: the quad of lanes that shares a row agrees on its max. A row with nothing
+     * kept so far has max -inf: exponents are then taken against 0, so everything stays 0. */
+    tuner_sb_puts(sb, "float mu[2];\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                      "mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));\n"
+                      "mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));\n"
+                      "const float mn = fmaxf(m_r[h], mx[h]);\n"
+                      "mu[h] = mn == -HD_INF ? 0.0f : mn;\n"
+                      "const float al = hd_dec_exp2(m_r[h] - mu[h]);\n"
+                      "m_r[h] = mn;\nl_r[h] *= al;\n");
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { o[x][2 * h] *= al; o[x][2 * h + 1] *= al; }\n}\n",
+                    D / 8);
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) {\n#pragma unroll\nfor (int e = 0; e < 4; e++) {\n"
+                        "const float pe = hd_dec_exp2(s[x][e] - mu[e >> 1]);\ns[x][e] = pe;\nl_r[e >> 1] += pe;\n}\n}\n",
+                    c->kpw / 8);
+    /* O += P V: P's accumulator fragments are the A fragments of the next mma. */
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n", c->kpw / 16);
+    tuner_sb_printf(sb, "hd_u32 pa[4];\npa[0] = hd_pack2<%s>(s[2 * kk][0], s[2 * kk][1]);\n"
+                        "pa[1] = hd_pack2<%s>(s[2 * kk][2], s[2 * kk][3]);\n"
+                        "pa[2] = hd_pack2<%s>(s[2 * kk + 1][0], s[2 * kk + 1][1]);\n"
+                        "pa[3] = hd_pack2<%s>(s[2 * kk + 1][2], s[2 * kk + 1][3]);\n",
+                    T, T, T, T);
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int dp = 0; dp < %d; dp++) {\n", D / 16);
+    tuner_sb_printf(sb, "hd_u32 vf[4];\nhd_ldmatrix_x4_trans(vf, sv + (kbase + kk * 16 + (lane & 7) + ((lane >> 3) & 1) "
+                        "* 8) * %d + dp * 16 + (lane >> 4) * 8);\n",
+                    DP);
+    tuner_sb_printf(sb, "%s(o[2 * dp], pa, vf);\n%s(o[2 * dp + 1], pa, vf + 2);\n}\n}\n", mma, mma);
+    tuner_sb_puts(sb, "}\n"); /* tiles */
+
+    /* The warp's partial: (m, l) per row from one lane of its quad, O from every lane. */
+    tuner_sb_printf(sb, "const long long pi = (long long)chunk * %d + kw;\n", c->kw);
+    tuner_sb_puts(sb, "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                      "float l = l_r[h];\nl += __shfl_xor_sync(0xffffffffu, l, 1);\n"
+                      "l += __shfl_xor_sync(0xffffffffu, l, 2);\n"
+                      "const int rr = r0 + h * 8;\n");
+    tuner_sb_printf(sb, "if (rr < %lld) {\n", c->rows);
+    tuner_sb_printf(sb, "const long long gr = (b * %lld + hk) * %lld + rr;\n", (long long)d->hkv, c->rows);
+    tuner_sb_printf(sb, "const long long pr = gr * %lldLL + pi;\n", c->np);
+    tuner_sb_puts(sb, "if ((lane & 3) == 0) { ws[pr * 2] = m_r[h]; ws[pr * 2 + 1] = l; }\n");
+    tuner_sb_printf(sb, "float *po = ws + %lldLL + pr * %d + (lane & 3) * 2;\n", c->o_base, D);
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { po[x * 8] = o[x][2 * h]; po[x * 8 + 1] = "
+                        "o[x][2 * h + 1]; }\n",
+                    D / 8);
+    tuner_sb_puts(sb, "}\n}\n}\n");
+}
+
+/* Kernel 2: a warp per query row gr = (b * Hq + h) * S + i combines the row's np partials. */
+static void emit_combine(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    const tuner_attention_dims *d = &p->d;
+    const int D = (int)d->d;
+    tuner_sb_puts(sb, "extern \"C\" __global__ void __launch_bounds__(128) hd_attn_decode_combine(");
+    tuner__attn_emit_params(sb, p);
+    tuner_sb_puts(sb, ", float *__restrict__ ws)\n{\n");
+    tuner_sb_printf(sb, "__shared__ float wsh[4][%lld];\n", c->np);
+    tuner_sb_puts(sb, "const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n");
+    tuner_sb_puts(sb, "const long long gr = (long long)blockIdx.x * 4 + w;\n");
+    /* Whole warps leave together: the shuffles below keep a full mask. */
+    tuner_sb_printf(sb, "if (gr >= %lldLL) return;\n", c->nrows);
+    tuner_sb_printf(sb, "const float *pm = ws + gr * %lldLL;\n", 2 * c->np);
+    tuner_sb_printf(sb, "const float *po = ws + %lldLL + gr * %lldLL;\n", c->o_base, c->np * D);
+    tuner_sb_printf(sb, "float M = -HD_INF;\nfor (int q = lane; q < %lld; q += 32) M = fmaxf(M, pm[2 * q]);\n"
+                        "M = hd_warp_max<32>(M);\n",
+                    c->np);
+    tuner_sb_printf(sb, "float L = 0.0f;\nfor (int q = lane; q < %lld; q += 32) {\nconst float mq = pm[2 * q];\n"
+                        "const float wq = mq == -HD_INF ? 0.0f : exp2f(mq - M);\nwsh[w][q] = wq;\n"
+                        "L += wq * pm[2 * q + 1];\n}\nL = hd_warp_sum<32>(L);\n__syncwarp();\n",
+                    c->np);
+    tuner_sb_puts(sb, "const float inv = L > 0.0f ? 1.0f / L : 0.0f;\n");
+    tuner_sb_printf(sb, "const long long b = gr / %lldLL;\nconst int h = (int)((gr / %lld) %% %lld), i = (int)(gr %% %lld);\n",
+                    (long long)(d->hq * d->s), (long long)d->s, (long long)d->hq, (long long)d->s);
+    tuner_sb_printf(sb, "for (int c4 = lane; c4 < %d; c4 += 32) {\n", D / 4);
+    tuner_sb_puts(sb, "float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n");
+    tuner_sb_printf(sb, "for (int q = 0; q < %lld; q++) {\nconst float wq = wsh[w][q];\nif (wq != 0.0f) {\n"
+                        "float v[4];\nhd_ldn_f32<float, 4>(po + (long long)q * %d + c4 * 4, v);\n"
+                        "#pragma unroll\nfor (int e = 0; e < 4; e++) acc[e] += wq * v[e];\n}\n}\n",
+                    c->np, D);
+    tuner_sb_puts(sb, "const float o0 = acc[0] * inv, o1 = acc[1] * inv, o2 = acc[2] * inv, o3 = acc[3] * inv;\n");
+    const char *vars[4] = {"o0", "o1", "o2", "o3"};
+    const int osz = tuner_dtype_size(p->out_dt);
+    const int oal = p->op->output.align == 0 ? 16 : p->op->output.align;
+    if (oal >= 4 * osz) {
+        tuner__attn_emit_store(sb, p, "b", "h", "i", "c4 * 4", vars, 4);
+    } else {
+        /* An output view aligned below a vector of 4: element stores. */
+        for (int k = 0; k < 4; k++) {
+            char col[32];
+            snprintf(col, sizeof(col), "c4 * 4 + %d", k);
+            tuner__attn_emit_store(sb, p, "b", "h", "i", col, &vars[k], 1);
+        }
+    }
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
+static int decode_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
+                           char **err)
+{
+    tuner__attn_problem p;
+    if (tuner__attn_problem_init(op, &p, err) < 0)
+        return -EINVAL;
+    const tuner_arch *a = tuner__arch(t);
+    dec_cfg c;
+    if (!a || !decode_applies(op, t) || !cfg_of(&p, a, s, &c)) {
+        *err = strdup("attention_decode: invalid parameters for this op");
+        return -EINVAL;
+    }
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    /* 2^x; ex2.approx gives +0 for -inf, which the masked keys rely on. */
+    tuner_sb_puts(&sb, "HD_INLINE float hd_dec_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : "
+                       "\"=f\"(y) : \"f\"(x)); return y; }\n");
+    emit_part(&sb, &p, &c);
+    emit_combine(&sb, &p, &c);
+
+    tuner_launch *k1 = &prog->kernels[0], *k2 = &prog->kernels[1];
+    snprintf(k1->name, sizeof(k1->name), "hd_attn_decode_part");
+    k1->grid[0] = (unsigned)c.split;
+    k1->grid[1] = (unsigned)p.d.hkv;
+    k1->grid[2] = (unsigned)p.d.b;
+    k1->block[0] = (unsigned)c.block;
+    k1->block[1] = k1->block[2] = 1;
+    k1->shared_bytes = (unsigned)c.smem;
+    tuner__launch_args(k1, op);
+    k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
+    *k2 = *k1;
+    snprintf(k2->name, sizeof(k2->name), "hd_attn_decode_combine");
+    k2->grid[0] = (unsigned)tuner__attn_cdiv(c.nrows, 4);
+    k2->grid[1] = k2->grid[2] = 1;
+    k2->block[0] = 128;
+    k2->shared_bytes = 0;
+    prog->n_kernels = 2;
+    prog->workspace_bytes = c.ws_bytes;
+    prog->source = tuner_sb_take(&sb);
+    prog->output_dtype = op->output.dtype;
+    return prog->source ? 0 : -ENOMEM;
+}
+
+/* ---- cost model ----------------------------------------------------------------------------- */
+
+static double decode_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    const tuner_arch *a = tuner__arch(t);
+    tuner__attn_problem p;
+    dec_cfg c;
+    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0 || !cfg_of(&p, a, s, &c))
+        return 1e12;
+    const tuner_attention_dims *d = &p.d;
+    const int es = tuner_dtype_size(p.dt);
+    const double kv = 2.0 * (double)d->b * (double)d->hkv * (double)d->skv * (double)d->d * es;
+    /* q, the mask, epilogue operands and the output: the op's minimum less K and V. */
+    const double rest = tuner__attn_min_bytes(&p) - kv;
+    const double ws = (double)c.ws_bytes;
+    const double blocks = (double)c.split * (double)d->hkv * (double)d->b;
+    /* Loads in flight per thread: the ring's slots ahead of the one computed. */
+    const double inflight = (double)c.tile * (double)d->d * es * 2.0 * (c.stages - 1) / c.block;
+    const int regs = 48 + (int)d->d / 2 + c.kpw / 2;
+    /* Issue: the softmax of every (padded row, key), and the mma and ldmatrix per 16 keys. */
+    const double padded = (double)d->b * (double)d->hkv * 16.0 * c.mt * (double)d->skv;
+    const double instr = padded * (14.0 + (d->has_mask ? 8.0 : 0.0)) + padded / 16.0 * (double)d->d / 2.0;
+    double t1 = tuner__mem_cost_us(a, kv + rest - (double)tuner_tensor_numel(&op->output) * es + ws, blocks,
+                                   c.block, inflight, regs, (int)c.smem, 1.0, instr);
+    /* One SM streams at most about twice its share of the bandwidth: too few blocks leave the
+     * rest idle. */
+    const double used = fmin(blocks, (double)a->sm_count);
+    const double cap = kv / (used * 2.0 * a->dram_gbps * 1e3 / a->sm_count);
+    if (cap + 3.0 > t1)
+        t1 = cap + 3.0;
+    const double t2 = tuner__mem_cost_us(a, ws + (double)tuner_tensor_numel(&op->output) * es,
+                                         (double)tuner__attn_cdiv(c.nrows, 4), 128, 16.0, 40, 0, 1.0,
+                                         (double)c.nrows * (double)c.np * (double)d->d * 2.0);
+    return t1 + t2;
+}
+
+/* B * Hkv * split about 2 to 4 blocks per SM; 4 warps a block (8 when the rows make 4 m tiles),
+ * 64-key tiles, 3 stages where they fit in 100 KB. */
+static int decode_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+{
+    const tuner_arch *a = tuner__arch(t);
+    tuner__attn_problem p;
+    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0)
+        return -ENOENT;
+    const long long heads = p.d.b * p.d.hkv;
+    int split = 1;
+    while (split < 64 && heads * split * 2 <= 4LL * a->sm_count && p.d.skv / (split * 2) >= DEC_MIN_CHUNK)
+        split *= 2;
+    const long long rows = p.d.group * p.d.s;
+    const int block = rows > 32 ? 256 : 128;
+    const int tile = 64;
+    const size_t stage = (size_t)2 * tile * (size_t)(p.d.d + 8) * tuner_dtype_size(p.dt);
+    const int stages = 3 * stage <= 100 * 1024 ? 3 : 2;
+    static const char *const names[4] = {"split", "block", "kv_tile", "stages"};
+    const int values[4] = {split, block, tile, stages};
+    tuner__schedule_params(ret, 4, names, values);
+    return 0;
+}
+
+const tuner_template tuner__attn_decode = {
+    .name = "attention_decode",
+    .space_signature = "attention_decode v1: S<=16, group*S<=64, q/k/v 16B-aligned; split{1..64 pow2, chunk>=64 keys, "
+                       "last chunk non-empty, not if split/2 gives >=4 blocks/SM} block{64,128,256} kv_tile{32,64,128} "
+                       "stages{2,3}; warps = m tiles(1,2,4) x key slices of 16 or 32 keys; ring+q in smem <= max; "
+                       "mma.sync QK and PV, fp32 partials (m log2, l, O) in the workspace, combine kernel",
+    .applies = decode_applies,
+    .enumerate = decode_enumerate,
+    .generate = decode_generate,
+    .predict_us = decode_predict,
+    .preferred = decode_preferred,
+    .default_rank = TUNER_RANK_SPECIALISED,
+};

@@ -1,0 +1,637 @@
+/* tuner/attn/tests/gpu_attn_decode.c - runs every attention_decode candidate (tuner/attn/decode.c)
+ * on a real GPU against a CPU fp64 reference written here, then times the default for the
+ * decoding shapes of a 32/8-head model (needs a CUDA GPU; exits 77 = skipped without one or
+ * without a driver).
+ *
+ * Verification: per shape (GQA 32/8, S 1 and 4, Skv 1000 and 4096, S > Skv under causal, a mask
+ * with -inf entries and a fully -inf row, bshd, f16 and bf16, D 128 and 256, an epilogue) the
+ * space is built for the device's target, every attention_decode candidate generated and
+ * compiled (threads), run on inputs of values exact in the dtype with the output poisoned with
+ * NaN bytes and the workspace with garbage, and compared element by element with the reference:
+ * |out - ref| <= atol + rtol * |ref|, no NaN; a row with no key must give exactly 0 (then the
+ * epilogue). One line per candidate: max error, pass/fail.
+ * Timing: B in {1, 16, 64}, S = 1, Skv in {4096, 32768}, 32/8 heads, hd 128, f16: every
+ * candidate is timed (L2 flushed before each launch: a 256 MiB memset outside the events), and
+ * the default (tune:"none"), the model's pick and the fastest are reported with the GB/s of K and
+ * V read (2 * B * Hkv * Skv * D * 2 bytes / time). HIDET_DECODE_ONLY=substr runs matching cases.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/tests/common.h"
+#include "tuner/tuner.h"
+
+#define DRV(X)                                                                                     \
+    X(cuInit, "cuInit", (unsigned))                                                                \
+    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
+    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
+    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
+    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
+    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
+    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
+    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
+    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
+    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
+    X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr, unsigned char, size_t, CUstream))          \
+    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
+    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
+    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
+    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+       void **, void **))                                                                          \
+    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
+    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
+    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
+    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
+    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
+    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
+    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
+
+#define DECL(name, sym, args) static CUresult(*d_##name) args;
+DRV(DECL)
+#undef DECL
+
+/* The driver is opened at run time so that this program loads (and skips) without libcuda. */
+static bool driver_open(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return false;
+#define LOAD(name, sym, args)                                                                      \
+    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
+    if (!d_##name)                                                                                 \
+        return false;
+    DRV(LOAD)
+#undef LOAD
+    return true;
+}
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        CUresult e_ = (x);                                                                         \
+        if (e_ != CUDA_SUCCESS) {                                                                  \
+            const char *s_ = NULL;                                                                 \
+            d_cuGetErrorString(e_, &s_);                                                           \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* ---- host values -------------------------------------------------------------------------- */
+
+static float f16_to_f32(uint16_t h)
+{
+    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v;
+    if (e == 0)
+        v = ldexpf((float)m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexpf((float)(m | 0x400), e - 25);
+    return s ? -v : v;
+}
+
+static uint16_t f32_to_f16(float f)
+{
+    /* Only for values exact in f16 (normal, zero or infinite: k/1024, |k| <= 1024, or +-inf). */
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
+    if ((b & 0x7fffffff) == 0)
+        return sign;
+    if ((b & 0x7fffffff) == 0x7f800000)
+        return (uint16_t)(sign | 0x7c00);
+    int e = (int)((b >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | (uint16_t)(e << 10) | (uint16_t)((b >> 13) & 0x3ff));
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static uint16_t f32_to_bf16(float f)
+{
+    /* Only for values exact in bf16. */
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)(b >> 16);
+}
+
+static uint64_t rng_state = 12345;
+static int rnd_int(int lo, int hi)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+/* A host tensor: its values as floats (exact in its dtype) and its bytes. */
+typedef struct host_t {
+    float *f;
+    void *raw;
+    size_t n, bytes;
+} host_t;
+
+static host_t host_fill(const tuner_tensor *t, float (*value)(size_t k, void *ctx), void *ctx)
+{
+    host_t h;
+    h.n = (size_t)tuner_tensor_numel(t);
+    h.bytes = h.n * (size_t)tuner_dtype_size(t->dtype);
+    h.f = malloc(h.n * sizeof(float));
+    h.raw = malloc(h.bytes);
+    for (size_t k = 0; k < h.n; k++) {
+        const float v = value(k, ctx);
+        h.f[k] = v;
+        if (t->dtype == TUNER_F32) {
+            memcpy((char *)h.raw + 4 * k, &v, 4);
+        } else {
+            const uint16_t u = t->dtype == TUNER_F16 ? f32_to_f16(v) : f32_to_bf16(v);
+            memcpy((char *)h.raw + 2 * k, &u, 2);
+        }
+    }
+    return h;
+}
+
+static float rnd_value(size_t k, void *ctx)
+{
+    (void)k;
+    const tuner_dtype dt = *(const tuner_dtype *)ctx;
+    return dt == TUNER_BF16 ? (float)rnd_int(-128, 128) / 128.0f : (float)rnd_int(-1024, 1024) / 1024.0f;
+}
+
+/* ---- the cases ---------------------------------------------------------------------------- */
+
+enum { MASK_NONE, MASK_KEYS, MASK_B1SK };
+
+typedef struct shape {
+    long long b, hq, hkv, s, skv, d;
+    tuner_dtype dt;
+    bool bshd, causal;
+    int mask;       /* MASK_KEYS: [Skv] f32; MASK_B1SK: [B,1,S,Skv] f32 with a fully -inf row */
+    bool epilogue;  /* + bias[D] (dtype), then silu */
+} shape;
+
+static tuner_op attn_op(const shape *sh)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ATTENTION;
+    long long q[4] = {sh->b, sh->hq, sh->s, sh->d}, kv[4] = {sh->b, sh->hkv, sh->skv, sh->d};
+    if (sh->bshd) {
+        q[1] = sh->s, q[2] = sh->hq;
+        kv[1] = sh->skv, kv[2] = sh->hkv;
+    }
+    op.inputs[0] = t_tensor(sh->dt, 4, q, 16);
+    op.inputs[1] = t_tensor(sh->dt, 4, kv, 16);
+    op.inputs[2] = t_tensor(sh->dt, 4, kv, 16);
+    op.n_inputs = op.n_anchor_inputs = 3;
+    if (sh->mask == MASK_KEYS) {
+        long long m[1] = {sh->skv};
+        op.inputs[3] = t_tensor(TUNER_F32, 1, m, 16);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    } else if (sh->mask == MASK_B1SK) {
+        long long m[4] = {sh->b, 1, sh->s, sh->skv};
+        op.inputs[3] = t_tensor(TUNER_F32, 4, m, 16);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    }
+    op.output = t_tensor(sh->dt, 4, q, 16);
+    op.attrs.attention.bshd = sh->bshd;
+    op.attrs.attention.causal = sh->causal;
+    op.attrs.attention.scale = 1.0 / sqrt((double)sh->d);
+    if (sh->epilogue) {
+        long long bias[1] = {sh->d};
+        op.inputs[op.n_inputs] = t_tensor(sh->dt, 1, bias, 16);
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = op.n_inputs++};
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_SILU, .operand = -1};
+    }
+    return op;
+}
+
+/* Mask values: mostly in [-2, 2], every 7th -inf; with MASK_B1SK row (b 0, i 1) all -inf. */
+typedef struct mask_ctx {
+    const shape *sh;
+} mask_ctx;
+static float mask_value(size_t k, void *vctx)
+{
+    const shape *sh = ((mask_ctx *)vctx)->sh;
+    const long long j = (long long)(k % (size_t)sh->skv), row = (long long)(k / (size_t)sh->skv);
+    if (sh->mask == MASK_B1SK && sh->s > 1 && row == 1) /* b = 0, i = 1 */
+        return -INFINITY;
+    if ((j + row * 3) % 7 == 3)
+        return -INFINITY;
+    return (float)rnd_int(-256, 256) / 128.0f;
+}
+
+/* The reference in fp64: out[b,h,i,:] = softmax_j(scale q.k_j + m_ij) V, causal j <= i + Skv -
+ * S, 0 for a row with no key, then the epilogue. `ref` in q's layout. */
+static void reference(const shape *sh, const tuner_op *op, host_t *in, double *ref)
+{
+    const long long B = sh->b, HQ = sh->hq, HKV = sh->hkv, S = sh->s, SKV = sh->skv, D = sh->d, G = HQ / HKV;
+    const double scale = op->attrs.attention.scale;
+    double *sc = malloc((size_t)SKV * sizeof(double)), *acc = malloc((size_t)D * sizeof(double));
+    for (long long b = 0; b < B; b++)
+        for (long long h = 0; h < HQ; h++)
+            for (long long i = 0; i < S; i++) {
+                const long long hk = h / G;
+                const long long qo = sh->bshd ? ((b * S + i) * HQ + h) * D : ((b * HQ + h) * S + i) * D;
+                double mx = -INFINITY;
+                for (long long j = 0; j < SKV; j++) {
+                    const long long ko = sh->bshd ? ((b * SKV + j) * HKV + hk) * D : ((b * HKV + hk) * SKV + j) * D;
+                    double s = 0;
+                    for (long long c = 0; c < D; c++)
+                        s += (double)in[0].f[qo + c] * (double)in[1].f[ko + c];
+                    s *= scale;
+                    if (sh->mask == MASK_KEYS)
+                        s += in[3].f[j];
+                    else if (sh->mask == MASK_B1SK)
+                        s += in[3].f[(b * S + i) * SKV + j];
+                    if (sh->causal && j > i + SKV - S)
+                        s = -INFINITY;
+                    sc[j] = s;
+                    if (s > mx)
+                        mx = s;
+                }
+                for (long long c = 0; c < D; c++)
+                    acc[c] = 0;
+                double l = 0;
+                if (mx != -INFINITY) {
+                    for (long long j = 0; j < SKV; j++) {
+                        const double p = exp(sc[j] - mx);
+                        if (p == 0)
+                            continue;
+                        l += p;
+                        const long long vo =
+                            sh->bshd ? ((b * SKV + j) * HKV + hk) * D : ((b * HKV + hk) * SKV + j) * D;
+                        for (long long c = 0; c < D; c++)
+                            acc[c] += p * (double)in[2].f[vo + c];
+                    }
+                }
+                for (long long c = 0; c < D; c++) {
+                    double v = l > 0 ? acc[c] / l : 0.0;
+                    if (sh->epilogue) {
+                        v += (double)in[op->n_inputs - 1].f[c];
+                        v = v / (1.0 + exp(-v));
+                    }
+                    ref[qo + c] = v;
+                }
+            }
+    free(sc);
+    free(acc);
+}
+
+/* ---- compiling and running ---------------------------------------------------------------- */
+
+typedef struct job {
+    const tuner_op *op;
+    const tuner_target *t;
+    const tuner_schedule *s;
+    tuner_program *prog;
+    tuner_binary *bin;
+    char *err;
+} job;
+
+static job *jobs;
+static size_t n_jobs, next_job;
+static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *compile_worker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&job_mu);
+        size_t i = next_job++;
+        pthread_mutex_unlock(&job_mu);
+        if (i >= n_jobs)
+            return NULL;
+        job *j = &jobs[i];
+        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
+            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
+    }
+}
+
+/* Generates and compiles every attention_decode candidate of sp (threads); returns how many. */
+static size_t compile_all(const tuner_op *op, const tuner_target *t, const tuner_space *sp)
+{
+    n_jobs = 0;
+    next_job = 0;
+    jobs = calloc(sp->n ? sp->n : 1, sizeof(*jobs));
+    for (size_t i = 0; i < sp->n; i++)
+        if (!strcmp(sp->items[i].template_name, "attention_decode"))
+            jobs[n_jobs++] = (job){.op = op, .t = t, .s = &sp->items[i]};
+    pthread_t th[16];
+    for (int i = 0; i < 16; i++)
+        pthread_create(&th[i], NULL, compile_worker, NULL);
+    for (int i = 0; i < 16; i++)
+        pthread_join(th[i], NULL);
+    return n_jobs;
+}
+
+static void free_jobs(void)
+{
+    for (size_t i = 0; i < n_jobs; i++) {
+        tuner_program_free(jobs[i].prog);
+        tuner_binary_free(jobs[i].bin);
+        free(jobs[i].err);
+    }
+    free(jobs);
+    jobs = NULL;
+    n_jobs = 0;
+}
+
+static void launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st)
+{
+    for (int k = 0; k < p->n_kernels; k++) {
+        const tuner_launch *l = &p->kernels[k];
+        CUfunction f;
+        CK(d_cuModuleGetFunction(&f, mod, l->name));
+        if (l->shared_bytes > 48 * 1024)
+            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
+        void *args[TUNER_MAX_ARGS];
+        CUdeviceptr vals[TUNER_MAX_ARGS];
+        for (int a = 0; a < l->n_args; a++) {
+            vals[a] = bufs[l->args[a]];
+            args[a] = &vals[a];
+        }
+        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                            l->shared_bytes, st, args, NULL));
+    }
+}
+
+static float out_value(tuner_dtype dt, const unsigned char *h, size_t k)
+{
+    uint16_t u;
+    memcpy(&u, h + 2 * k, 2);
+    return dt == TUNER_F16 ? f16_to_f32(u) : bf16_to_f32(u);
+}
+
+static int total_bad;
+
+static void shape_name(const shape *sh, char *buf, size_t n)
+{
+    snprintf(buf, n, "B%lld %lld/%lld S%lld Skv%lld D%lld %s%s%s%s%s", sh->b, sh->hq, sh->hkv, sh->s, sh->skv, sh->d,
+             tuner_dtype_name(sh->dt), sh->bshd ? " bshd" : "", sh->causal ? " causal" : "",
+             sh->mask == MASK_KEYS ? " mask[Skv]" : sh->mask == MASK_B1SK ? " mask[B1SSkv]+row-inf" : "",
+             sh->epilogue ? " +b silu" : "");
+}
+
+static void verify(const shape *sh, const tuner_target *t)
+{
+    char name[160];
+    shape_name(sh, name, sizeof(name));
+    const tuner_op op = attn_op(sh);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&op, t, &sp, &err) < 0) {
+        printf("%s: space error: %s\n", name, err ? err : "?");
+        free(err);
+        total_bad++;
+        return;
+    }
+    const size_t n = compile_all(&op, t, sp);
+    host_t in[TUNER_MAX_INPUTS];
+    CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1] = {0};
+    for (int i = 0; i < op.n_inputs; i++) {
+        tuner_dtype dt = op.inputs[i].dtype;
+        mask_ctx mc = {sh};
+        in[i] = i == 3 && sh->mask != MASK_NONE ? host_fill(&op.inputs[i], mask_value, &mc)
+                                                : host_fill(&op.inputs[i], rnd_value, &dt);
+        CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + i], in[i].bytes));
+        CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + i], in[i].raw, in[i].bytes));
+    }
+    const size_t nout = (size_t)tuner_tensor_numel(&op.output);
+    double *ref = malloc(nout * sizeof(double));
+    reference(sh, &op, in, ref);
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], nout * 2));
+    size_t ws = 16;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].prog && jobs[i].prog->workspace_bytes > ws)
+            ws = jobs[i].prog->workspace_bytes;
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_WORKSPACE], ws));
+    CUstream st;
+    CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    unsigned char *outh = malloc(nout * 2);
+    const double atol = sh->dt == TUNER_F16 ? 2e-3 : 1.2e-2, rtol = sh->dt == TUNER_F16 ? 4e-3 : 1.6e-2;
+    int ok = 0, bad = 0;
+    printf("%s: %zu candidates\n", name, n);
+    for (size_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        char *sj = tuner_schedule_json(j->s);
+        if (!j->bin) {
+            printf("  FAIL %s: compile: %s\n", sj ? sj : "?", j->err ? j->err : "?");
+            bad++;
+            free(sj);
+            continue;
+        }
+        CUmodule mod;
+        CK(d_cuModuleLoadData(&mod, j->bin->cubin));
+        CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2));  /* NaN */
+        CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0x7f, ws)); /* large garbage */
+        launch(mod, j->prog, bufs, st);
+        CK(d_cuStreamSynchronize(st));
+        CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * 2));
+        double maxerr = 0;
+        size_t nbad = 0, first = 0;
+        for (size_t k = 0; k < nout; k++) {
+            const double v = out_value(sh->dt, outh, k), d = fabs(v - ref[k]);
+            if (!(d <= atol + rtol * fabs(ref[k]))) {
+                if (!nbad)
+                    first = k;
+                nbad++;
+            }
+            if (!(d <= maxerr))
+                maxerr = isnan(d) ? INFINITY : d;
+        }
+        printf("  %s max err %.3e %s", nbad ? "FAIL" : "ok  ", maxerr, sj ? sj : "?");
+        if (nbad)
+            printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first, (double)out_value(sh->dt, outh, first),
+                   ref[first]);
+        printf("\n");
+        nbad ? bad++ : ok++;
+        free(sj);
+        CK(d_cuModuleUnload(mod));
+    }
+    printf("%s: ok %d bad %d\n", name, ok, bad);
+    fflush(stdout);
+    total_bad += bad + (n == 0);
+    CK(d_cuStreamDestroy(st));
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        if (bufs[i])
+            CK(d_cuMemFree(bufs[i]));
+    for (int i = 0; i < op.n_inputs; i++) {
+        free(in[i].f);
+        free(in[i].raw);
+    }
+    free(outh);
+    free(ref);
+    free_jobs();
+    tuner_space_free(sp);
+}
+
+/* Times every candidate (median of 15, L2 flushed before each) and reports the default's, the
+ * model's pick's and the fastest's time and K/V bandwidth. */
+static void bench(const shape *sh, const tuner_target *t, CUdeviceptr flush, size_t flush_bytes)
+{
+    char name[160];
+    shape_name(sh, name, sizeof(name));
+    const tuner_op op = attn_op(sh);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&op, t, &sp, &err) < 0) {
+        printf("%s: space error: %s\n", name, err ? err : "?");
+        free(err);
+        total_bad++;
+        return;
+    }
+    const size_t n = compile_all(&op, t, sp);
+    CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1] = {0};
+    for (int i = 0; i < op.n_inputs; i++) {
+        const size_t bytes = (size_t)tuner_tensor_numel(&op.inputs[i]) * (size_t)tuner_dtype_size(op.inputs[i].dtype);
+        CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + i], bytes));
+        CK(d_cuMemsetD8(bufs[TUNER_BUF_INPUT0 + i], 0x11, bytes)); /* small finite values */
+    }
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], (size_t)tuner_tensor_numel(&op.output) * 2));
+    size_t ws = 16;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].prog && jobs[i].prog->workspace_bytes > ws)
+            ws = jobs[i].prog->workspace_bytes;
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_WORKSPACE], ws));
+    CUstream st;
+    CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CUevent e0, e1;
+    CK(d_cuEventCreate(&e0, 0));
+    CK(d_cuEventCreate(&e1, 0));
+    const tuner_schedule *def = &sp->items[tuner_default_index(&op, t, sp)];
+    double def_us = 0, best_us = 1e30, model_us = 0, model_pred = 1e30;
+    const tuner_schedule *best = NULL, *model = NULL;
+    for (size_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        if (!j->bin) {
+            printf("  compile failed: %s\n", j->err ? j->err : "?");
+            total_bad++;
+            continue;
+        }
+        CUmodule mod;
+        CK(d_cuModuleLoadData(&mod, j->bin->cubin));
+        launch(mod, j->prog, bufs, st);
+        double ts[15];
+        for (int r = 0; r < 15; r++) {
+            CK(d_cuMemsetD8Async(flush, (unsigned char)r, flush_bytes, st));
+            CK(d_cuEventRecord(e0, st));
+            launch(mod, j->prog, bufs, st);
+            CK(d_cuEventRecord(e1, st));
+            CK(d_cuEventSynchronize(e1));
+            float ms = 0;
+            CK(d_cuEventElapsedTime(&ms, e0, e1));
+            ts[r] = ms * 1000.0;
+        }
+        const double us = t_median(ts, 15), pred = tuner_predict_us(&op, t, j->s);
+        if (getenv("HIDET_DECODE_TIMES")) {
+            char *sj = tuner_schedule_json(j->s);
+            printf("    %8.2f us (model %8.2f) %s\n", us, pred, sj ? sj : "?");
+            free(sj);
+        }
+        if (j->s == def)
+            def_us = us;
+        if (us < best_us)
+            best_us = us, best = j->s;
+        if (pred < model_pred)
+            model_pred = pred, model_us = us, model = j->s;
+        CK(d_cuModuleUnload(mod));
+    }
+    const double kv = 2.0 * sh->b * sh->hkv * sh->skv * sh->d * 2.0;
+    char *dj = tuner_schedule_json(def), *bj = best ? tuner_schedule_json(best) : NULL,
+         *mj = model ? tuner_schedule_json(model) : NULL;
+    printf("%s (K+V %.1f MB, %zu cand):\n  default %8.2f us %7.1f GB/s %s\n  model   %8.2f us %7.1f GB/s %s\n"
+           "  best    %8.2f us %7.1f GB/s %s\n",
+           name, kv / 1e6, n, def_us, def_us > 0 ? kv / def_us / 1e3 : 0, dj ? dj : "?", model_us,
+           model_us > 0 ? kv / model_us / 1e3 : 0, mj ? mj : "?", best_us, kv / best_us / 1e3, bj ? bj : "?");
+    fflush(stdout);
+    free(dj);
+    free(bj);
+    free(mj);
+    CK(d_cuEventDestroy(e0));
+    CK(d_cuEventDestroy(e1));
+    CK(d_cuStreamDestroy(st));
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        if (bufs[i])
+            CK(d_cuMemFree(bufs[i]));
+    free_jobs();
+    tuner_space_free(sp);
+}
+
+int main(void)
+{
+    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
+        printf("no CUDA GPU/driver: skipped\n");
+        return 77;
+    }
+    int count = 0;
+    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
+        printf("no CUDA GPU: skipped\n");
+        return 77;
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CK(d_cuDeviceGet(&dev, 0));
+    int major = 0, minor = 0;
+    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(d_cuCtxSetCurrent(ctx));
+    /* sm_90 parts run the sm_90a space (the decode template is the same there); newer parts run
+     * sm_90 code. */
+    tuner_target t = {major * 10 + minor, false};
+    if (t.sm >= 90) {
+        t.sm = 90;
+        t.arch_specific = true;
+    }
+    printf("device sm_%d%s\n", t.sm, t.arch_specific ? "a" : "");
+    const char *only = getenv("HIDET_DECODE_ONLY");
+    char name[160];
+
+    static const shape checks[] = {
+        /* b, hq, hkv, s, skv, d, dt, bshd, causal, mask, epilogue */
+        {1, 32, 8, 1, 1000, 128, TUNER_F16, false, false, MASK_NONE, false},
+        {2, 32, 8, 1, 4096, 128, TUNER_BF16, true, false, MASK_KEYS, false},
+        {2, 32, 8, 4, 1000, 128, TUNER_F16, false, true, MASK_B1SK, false},
+        {1, 32, 8, 4, 4096, 256, TUNER_BF16, true, true, MASK_NONE, false},
+        {2, 32, 8, 4, 1000, 256, TUNER_F16, true, false, MASK_B1SK, true},
+        {1, 32, 8, 4, 2, 128, TUNER_F16, false, true, MASK_NONE, false}, /* S > Skv: rows 0, 1 have no key */
+        {1, 8, 1, 8, 1000, 64, TUNER_BF16, false, true, MASK_KEYS, false}, /* MQA, 64 rows: 4 m tiles */
+        {2, 16, 16, 1, 4096, 80, TUNER_F16, true, false, MASK_NONE, true},  /* MHA, hd 80 */
+    };
+    for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+        shape_name(&checks[i], name, sizeof(name));
+        if (!only || strstr(name, only))
+            verify(&checks[i], &t);
+    }
+
+    const size_t flush_bytes = 256u << 20;
+    CUdeviceptr flush;
+    CK(d_cuMemAlloc(&flush, flush_bytes));
+    static const long long bs[3] = {1, 16, 64}, skvs[2] = {4096, 32768};
+    for (int bi = 0; bi < 3; bi++)
+        for (int si = 0; si < 2; si++) {
+            shape sh = {bs[bi], 32, 8, 1, skvs[si], 128, TUNER_F16, false, false, MASK_NONE, false};
+            shape_name(&sh, name, sizeof(name));
+            if (!only || strstr(name, only))
+                bench(&sh, &t, flush, flush_bytes);
+        }
+    CK(d_cuMemFree(flush));
+    printf("gpu_attn_decode: %d wrong or failed candidates\n", total_bad);
+    return total_bad ? 1 : 0;
+}

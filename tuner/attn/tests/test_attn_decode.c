@@ -1,0 +1,261 @@
+/* tuner/attn/tests/test_attn_decode.c - the attention_decode template (tuner/attn/decode.c):
+ * where it applies, its spaces, its default, its programs' launches and workspace, and NVRTC +
+ * ptxas compiles of sampled candidates for sm_80 and sm_90a over the shapes of decoding: S = 1,
+ * 5 and 16 against Skv 4096, 32768, 1000 (no multiple of a tile) and 1; GQA 32/8, MHA 16/16,
+ * MQA 8/1; every head dim; f16 and bf16; both layouts; causal; an [Skv] f32 and a [B,1,S,Skv]
+ * f16 mask; an epilogue. Ops are built by hand as the validator would leave them (output: q's
+ * shape). Per case and target the default (tune:"none") and, by HIDET_TEST_SAMPLE, two more
+ * candidates are compiled; every candidate of every space is generated and its launches checked.
+ */
+#include "tuner/tests/common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/attn/attn.h"
+#include "tuner/template.h"
+
+enum { MASK_NONE, MASK_KEYS_F32, MASK_B1SK_F16 };
+
+typedef struct shape {
+    long long b, hq, hkv, s, skv, d;
+    tuner_dtype dt;
+    bool bshd, causal;
+    int mask;
+    bool epilogue;
+} shape;
+
+static tuner_op attn_op(const shape *sh)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ATTENTION;
+    long long q[4] = {sh->b, sh->hq, sh->s, sh->d}, kv[4] = {sh->b, sh->hkv, sh->skv, sh->d};
+    if (sh->bshd) {
+        q[1] = sh->s, q[2] = sh->hq;
+        kv[1] = sh->skv, kv[2] = sh->hkv;
+    }
+    op.inputs[0] = t_tensor(sh->dt, 4, q, 16);
+    op.inputs[1] = t_tensor(sh->dt, 4, kv, 16);
+    op.inputs[2] = t_tensor(sh->dt, 4, kv, 16);
+    op.n_inputs = op.n_anchor_inputs = 3;
+    if (sh->mask == MASK_KEYS_F32) {
+        long long m[1] = {sh->skv};
+        op.inputs[3] = t_tensor(TUNER_F32, 1, m, 16);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    } else if (sh->mask == MASK_B1SK_F16) {
+        long long m[4] = {sh->b, 1, sh->s, sh->skv};
+        op.inputs[3] = t_tensor(TUNER_F16, 4, m, 16);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    }
+    op.output = t_tensor(sh->dt, 4, q, 16);
+    op.attrs.attention.bshd = sh->bshd;
+    op.attrs.attention.causal = sh->causal;
+    op.attrs.attention.scale = 1.0 / sqrt((double)sh->d);
+    if (sh->epilogue) {
+        /* + a bias over the head dim, then silu. */
+        long long bias[1] = {sh->d};
+        t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_SILU);
+    }
+    return op;
+}
+
+static bool launch_sane(const tuner_program *p, const tuner_op *op, const tuner_schedule *s)
+{
+    if (p->n_kernels != 2 || strcmp(p->kernels[0].name, "hd_attn_decode_part") ||
+        strcmp(p->kernels[1].name, "hd_attn_decode_combine") || p->workspace_bytes == 0)
+        return false;
+    const tuner_attention_dims d = tuner_attention_dims_of(op);
+    const tuner_launch *k1 = &p->kernels[0], *k2 = &p->kernels[1];
+    const int split = tuner_schedule_param(s, "split", -1), block = tuner_schedule_param(s, "block", -1);
+    if ((long long)k1->grid[0] != split || (long long)k1->grid[1] != d.hkv || (long long)k1->grid[2] != d.b ||
+        (int)k1->block[0] != block || k1->shared_bytes == 0)
+        return false;
+    if ((long long)k2->grid[0] * 4 < d.b * d.hq * d.s || k2->block[0] != 128)
+        return false;
+    for (int k = 0; k < 2; k++) {
+        const tuner_launch *l = &p->kernels[k];
+        if (l->n_args != op->n_inputs + 2 || l->args[l->n_args - 1] != TUNER_BUF_WORKSPACE ||
+            l->args[l->n_args - 2] != TUNER_BUF_OUTPUT)
+            return false;
+    }
+    /* At least (m, l) and O[D] per query row and chunk. */
+    return p->workspace_bytes >= (size_t)(d.b * d.hq * d.s * split * (d.d + 2)) * sizeof(float);
+}
+
+static size_t n_cases;
+
+/* Builds the space of op on t, checks it holds only valid attention_decode schedules (when the
+ * template is the only attention template registered, all of it), the default is one of them,
+ * every candidate generates, and compiles the default and a sample. Returns the number of
+ * attention_decode schedules. */
+static size_t run_case(const char *name, const tuner_op *op, const tuner_target *t)
+{
+    char tn[16], what[320];
+    tuner_target_name(t, tn, sizeof(tn));
+    n_cases++;
+    CHECK(tuner__attn_decode.applies(op, t), "%s %s: attention_decode does not apply", name, tn);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    const int r = tuner_space_build(op, t, &sp, &err);
+    CHECK(r == 0, "%s %s: space: %s", name, tn, err ? err : "?");
+    free(err);
+    if (r < 0)
+        return 0;
+    size_t nd = 0, first = sp->n;
+    for (size_t i = 0; i < sp->n; i++)
+        if (!strcmp(sp->items[i].template_name, "attention_decode")) {
+            nd++;
+            if (first == sp->n)
+                first = i;
+        }
+    CHECK(nd > 0, "%s %s: no attention_decode candidate", name, tn);
+    const size_t def = tuner_default_index(op, t, sp);
+    CHECK(def < sp->n && !strcmp(sp->items[def].template_name, "attention_decode"),
+          "%s %s: the default is not attention_decode", name, tn);
+    char *dj = def < sp->n ? tuner_schedule_json(&sp->items[def]) : NULL;
+    printf("%-52s %-6s space %3zu (decode %3zu)  default %s  %.1f us\n", name, tn, sp->n, nd, dj ? dj : "?",
+           def < sp->n ? tuner_predict_us(op, t, &sp->items[def]) : 0.0);
+    free(dj);
+    /* Every candidate generates a sane program; the default and two evenly spaced others (by
+     * the sample) compile. */
+    size_t picks[3] = {def, first + nd / 3, first + (2 * nd) / 3};
+    size_t others = 0;
+    for (size_t i = 0; i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        if (strcmp(s->template_name, "attention_decode"))
+            continue;
+        const double us = tuner_predict_us(op, t, s);
+        CHECK(us > 0 && us < 1e11, "%s %s candidate %zu: prediction %g", name, tn, i, us);
+        tuner_program *p = NULL;
+        err = NULL;
+        char *sj = tuner_schedule_json(s);
+        snprintf(what, sizeof(what), "%s %s %s", name, tn, sj ? sj : "?");
+        free(sj);
+        const int g = tuner_generate(op, t, s, &p, &err);
+        CHECK(g == 0 && p, "%s: generate: %s", what, err ? err : "?");
+        free(err);
+        if (g < 0 || !p)
+            continue;
+        CHECK(launch_sane(p, op, s), "%s: launches", what);
+        CHECK(p->output_dtype == op->output.dtype, "%s: output dtype", what);
+        bool compile = false;
+        if (i == picks[0])
+            compile = true;
+        else if ((i == picks[1] || i == picks[2]) && t_in_sample(++others))
+            compile = true;
+        if (compile)
+            CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
+        tuner_program_free(p);
+    }
+    tuner_space_free(sp);
+    return nd;
+}
+
+static void check_not_applies(const char *name, const shape *sh, const tuner_target *t)
+{
+    tuner_op op = attn_op(sh);
+    CHECK(!tuner__attn_decode.applies(&op, t), "%s: attention_decode applies", name);
+}
+
+int main(int argc, char **argv)
+{
+    if (t_subset_init(&argc, argv) < 0)
+        return 2;
+    const tuner_target targets[2] = {{80, false}, {90, true}};
+    const tuner_dtype dts[2] = {TUNER_F16, TUNER_BF16};
+
+    /* The step of a 32/8-head model, hd 128, 32K keys: tens of candidates, the default splits
+     * the keys so that B * Hkv * split fills the GPU (2-4 blocks per SM), and it applies ahead
+     * of everything else. */
+    {
+        shape sh = {1, 32, 8, 1, 32768, 128, TUNER_F16, false, false, MASK_NONE, false};
+        tuner_op op = attn_op(&sh);
+        const tuner_target t = targets[1];
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        CHECK(tuner_space_build(&op, &t, &sp, &err) == 0, "reference shape: space: %s", err ? err : "?");
+        free(err);
+        if (sp) {
+            size_t nd = 0;
+            for (size_t i = 0; i < sp->n; i++)
+                nd += !strcmp(sp->items[i].template_name, "attention_decode");
+            CHECK(nd >= 20 && nd <= 200, "reference shape: %zu attention_decode candidates", nd);
+            const tuner_schedule *def = &sp->items[tuner_default_index(&op, &t, sp)];
+            const int split = tuner_schedule_param(def, "split", 0);
+            CHECK(8 * split >= 2 * 132 && 8 * split <= 4 * 132, "reference shape: default split %d", split);
+            tuner_space_free(sp);
+        }
+        /* B = 64: the heads fill the GPU without a split. */
+        sh.b = 64;
+        op = attn_op(&sh);
+        sp = NULL;
+        CHECK(tuner_space_build(&op, &t, &sp, NULL) == 0, "B=64: space");
+        if (sp) {
+            const tuner_schedule *def = &sp->items[tuner_default_index(&op, &t, sp)];
+            CHECK(tuner_schedule_param(def, "split", 0) == 1, "B=64: default split %d",
+                  tuner_schedule_param(def, "split", 0));
+            tuner_space_free(sp);
+        }
+        /* Skv = 1: nothing to split. */
+        sh.b = 1;
+        sh.skv = 1;
+        op = attn_op(&sh);
+        sp = NULL;
+        CHECK(tuner_space_build(&op, &t, &sp, NULL) == 0, "Skv=1: space");
+        if (sp) {
+            for (size_t i = 0; i < sp->n; i++)
+                if (!strcmp(sp->items[i].template_name, "attention_decode"))
+                    CHECK(tuner_schedule_param(&sp->items[i], "split", 0) == 1, "Skv=1: a split candidate");
+            tuner_space_free(sp);
+        }
+    }
+
+    /* Where it does not apply: long query blocks, too many rows per kv head, f32, misaligned. */
+    for (int ti = 0; ti < 2; ti++) {
+        shape sh = {1, 32, 8, 128, 4096, 128, TUNER_F16, false, false, MASK_NONE, false};
+        check_not_applies("S=128", &sh, &targets[ti]);
+        sh.s = 17;
+        check_not_applies("S=17", &sh, &targets[ti]);
+        sh.s = 16;
+        sh.hq = 64; /* group 8 x 16 rows = 128 */
+        check_not_applies("group 8 x S 16", &sh, &targets[ti]);
+        sh = (shape){1, 32, 8, 1, 4096, 128, TUNER_F32, false, false, MASK_NONE, false};
+        check_not_applies("f32", &sh, &targets[ti]);
+        sh.dt = TUNER_F16;
+        tuner_op op = attn_op(&sh);
+        op.inputs[1].align = 8;
+        CHECK(!tuner__attn_decode.applies(&op, &targets[ti]), "k aligned to 8 bytes: applies");
+    }
+
+    static const shape cases[] = {
+        /* b, hq, hkv, s, skv, d, dt, bshd, causal, mask, epilogue */
+        {1, 32, 8, 1, 32768, 128, TUNER_F16, false, false, MASK_NONE, false},
+        {4, 32, 8, 1, 4096, 128, TUNER_F16, true, false, MASK_NONE, false},
+        {2, 32, 8, 1, 1000, 128, TUNER_F16, false, false, MASK_KEYS_F32, false},
+        {1, 32, 8, 16, 4096, 128, TUNER_F16, true, true, MASK_NONE, false},
+        {2, 16, 16, 5, 1000, 64, TUNER_F16, false, true, MASK_B1SK_F16, false},
+        {1, 8, 1, 1, 4096, 80, TUNER_F16, true, false, MASK_NONE, true},
+        {1, 8, 1, 5, 1000, 96, TUNER_F16, false, true, MASK_KEYS_F32, false},
+        {2, 32, 8, 1, 1, 256, TUNER_F16, false, false, MASK_NONE, false},
+        {1, 32, 8, 4, 4096, 256, TUNER_F16, true, false, MASK_B1SK_F16, true},
+        {3, 16, 16, 1, 32768, 64, TUNER_F16, true, false, MASK_NONE, false},
+    };
+    char name[160];
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+        for (int di = 0; di < 2; di++)
+            for (int ti = 0; ti < 2; ti++) {
+                shape sh = cases[ci];
+                sh.dt = dts[di];
+                tuner_op op = attn_op(&sh);
+                snprintf(name, sizeof(name), "B%lld %lld/%lld S%lld Skv%lld D%lld %s%s%s%s%s", sh.b, sh.hq, sh.hkv,
+                         sh.s, sh.skv, sh.d, tuner_dtype_name(sh.dt), sh.bshd ? " bshd" : "",
+                         sh.causal ? " causal" : "",
+                         sh.mask == MASK_KEYS_F32 ? " mask[Skv]f32" : sh.mask == MASK_B1SK_F16 ? " mask[B1SSkv]f16" : "",
+                         sh.epilogue ? " +b silu" : "");
+                run_case(name, &op, &targets[ti]);
+            }
+    printf("attention_decode: %zu cases, %d failures\n", n_cases, (int)t_failures);
+    return t_failures ? 1 : 0;
+}
