@@ -15,9 +15,10 @@
  *    and the rows are never CUDA-core bound whatever the group), the mask, causality and the
  *    end of the keys, an online softmax in fp32 (base 2), and P V with mma.sync again. The
  *    block's warps are (m tile, key slice) pairs: a warp takes kv_tile / KW keys of every tile
- *    for its 16 rows, and writes its own partial - max m (log2 domain), sum l and the
- *    unnormalised O[D] in fp32 - to the workspace: NP = split * KW partials per query row;
- *  - kernel 2 (hd_attn_decode_combine), a warp per (b, query head, row), rescales the partials
+ *    for its 16 rows; after the chunk the KW warps of an m tile merge their softmax states in
+ *    shared memory, and the block writes one partial per row and chunk - max m (log2 domain),
+ *    sum l and the unnormalised O[D] in fp32 - to the workspace;
+ *  - kernel 2 (hd_attn_decode_combine), a block per (b, query head, row), rescales the partials
  *    by 2^(m_p - M), sums, divides by L and stores through tuner__attn_emit_store (epilogue).
  *    A partial whose keys were all masked has m = -inf and l = 0 and contributes nothing; a row
  *    with no key at all (L = 0) gives 0, never NaN.
@@ -58,7 +59,7 @@ typedef struct dec_cfg {
     int dp;                 /* shared row stride in elements: D + 8 (conflict-free ldmatrix) */
     long long rows;         /* R = group * S */
     long long ch;           /* keys per chunk, a multiple of tile */
-    long long np;           /* partials per query row: split * kw */
+    long long np;           /* partials per query row: one per chunk (split) */
     long long nrows;        /* B * Hq * S query rows */
     long long o_base;       /* float offset of the O partials in the workspace (16-byte aligned) */
     size_t smem, ws_bytes;
@@ -120,10 +121,19 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
     c->dp = (int)d->d + 8;
     const int es = tuner_dtype_size(p->dt);
     c->smem = (size_t)(16 * c->mt + c->stages * 2 * c->tile) * (size_t)c->dp * (size_t)es;
+    /* The warps of an m tile merge in shared memory after the loop: (m, l) of every warp's rows
+     * and the O of all but the first. */
+    if (c->kw > 1) {
+        const size_t merge = ((size_t)c->warps * 32 + (size_t)(c->warps - c->mt) * 16 * (size_t)d->d) * sizeof(float);
+        if (merge > c->smem)
+            c->smem = merge;
+    }
     if (a && c->smem > (size_t)a->max_smem_per_block)
         return false;
-    c->np = (long long)c->split * c->kw;
+    c->np = c->split;
     c->nrows = d->b * d->hq * d->s;
+    if (c->nrows > 0x7fffffffLL)
+        return false;
     c->o_base = (c->nrows * c->np * 2 + 3) / 4 * 4;
     c->ws_bytes = (size_t)(c->o_base + c->nrows * c->np * d->d) * sizeof(float);
     return true;
@@ -296,54 +306,93 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     tuner_sb_printf(sb, "%s(o[2 * dp], pa, vf);\n%s(o[2 * dp + 1], pa, vf + 2);\n}\n}\n", mma, mma);
     tuner_sb_puts(sb, "}\n"); /* tiles */
 
-    /* The warp's partial: (m, l) per row from one lane of its quad, O from every lane. */
-    tuner_sb_printf(sb, "const long long pi = (long long)chunk * %d + kw;\n", c->kw);
+    /* The block's partial of each row: the kw warps of an m tile merge through shared memory
+     * (reusing the ring, once every warp is past it) into warp kw = 0, which writes the row's
+     * (m, l) - m in the log2 domain - and unnormalised O to the workspace. */
     tuner_sb_puts(sb, "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
-                      "float l = l_r[h];\nl += __shfl_xor_sync(0xffffffffu, l, 1);\n"
-                      "l += __shfl_xor_sync(0xffffffffu, l, 2);\n"
-                      "const int rr = r0 + h * 8;\n");
+                      "l_r[h] += __shfl_xor_sync(0xffffffffu, l_r[h], 1);\n"
+                      "l_r[h] += __shfl_xor_sync(0xffffffffu, l_r[h], 2);\n}\n");
+    if (c->kw > 1) {
+        tuner_sb_puts(sb, "hd_cp_async_wait_all();\n__syncthreads();\n");
+        tuner_sb_puts(sb, "float *cml = reinterpret_cast<float *>(hd_smem);\n");
+        tuner_sb_printf(sb, "float *cof = cml + %d;\n", c->warps * 32);
+        tuner_sb_puts(sb, "if ((lane & 3) == 0) {\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                          "cml[(warp * 16 + (lane >> 2) + h * 8) * 2] = m_r[h];\n"
+                          "cml[(warp * 16 + (lane >> 2) + h * 8) * 2 + 1] = l_r[h];\n}\n}\n");
+        tuner_sb_printf(sb, "if (kw > 0) {\nfloat *co = cof + (mt * %d + kw - 1) * %d + (lane >> 2) * %d + (lane & 3) * 2;\n",
+                        c->kw - 1, 16 * D, D);
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { co[x * 8] = o[x][0]; co[x * 8 + 1] = o[x][1]; "
+                            "co[8 * %d + x * 8] = o[x][2]; co[8 * %d + x * 8 + 1] = o[x][3]; }\n}\n",
+                        D / 8, D, D);
+        tuner_sb_puts(sb, "__syncthreads();\n");
+        tuner_sb_puts(sb, "if (kw == 0) {\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                          "const int row = (lane >> 2) + h * 8;\nfloat M = m_r[h];\n");
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int k = 1; k < %d; k++) M = fmaxf(M, cml[((mt * %d + k) * 16 + row) * 2]);\n",
+                        c->kw, c->kw);
+        tuner_sb_puts(sb, "const float mu = M == -HD_INF ? 0.0f : M;\nconst float a0 = hd_dec_exp2(m_r[h] - mu);\n"
+                          "float L = l_r[h] * a0;\n");
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { o[x][2 * h] *= a0; o[x][2 * h + 1] *= a0; }\n",
+                        D / 8);
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int k = 1; k < %d; k++) {\n"
+                            "const float ak = hd_dec_exp2(cml[((mt * %d + k) * 16 + row) * 2] - mu);\n"
+                            "L += ak * cml[((mt * %d + k) * 16 + row) * 2 + 1];\n"
+                            "const float *co = cof + (mt * %d + k - 1) * %d + row * %d + (lane & 3) * 2;\n",
+                        c->kw, c->kw, c->kw, c->kw - 1, 16 * D, D);
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { o[x][2 * h] += ak * co[x * 8]; "
+                            "o[x][2 * h + 1] += ak * co[x * 8 + 1]; }\n}\n",
+                        D / 8);
+        tuner_sb_puts(sb, "m_r[h] = M;\nl_r[h] = L;\n}\n}\n");
+    }
+    tuner_sb_puts(sb, "if (kw == 0) {\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\nconst int rr = r0 + h * 8;\n");
     tuner_sb_printf(sb, "if (rr < %lld) {\n", c->rows);
     tuner_sb_printf(sb, "const long long gr = (b * %lld + hk) * %lld + rr;\n", (long long)d->hkv, c->rows);
-    tuner_sb_printf(sb, "const long long pr = gr * %lldLL + pi;\n", c->np);
-    tuner_sb_puts(sb, "if ((lane & 3) == 0) { ws[pr * 2] = m_r[h]; ws[pr * 2 + 1] = l; }\n");
+    tuner_sb_printf(sb, "const long long pr = gr * %dLL + chunk;\n", c->split);
+    tuner_sb_puts(sb, "if ((lane & 3) == 0) { ws[pr * 2] = m_r[h]; ws[pr * 2 + 1] = l_r[h]; }\n");
     tuner_sb_printf(sb, "float *po = ws + %lldLL + pr * %d + (lane & 3) * 2;\n", c->o_base, D);
     tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { po[x * 8] = o[x][2 * h]; po[x * 8 + 1] = "
                         "o[x][2 * h + 1]; }\n",
                     D / 8);
-    tuner_sb_puts(sb, "}\n}\n}\n");
+    tuner_sb_puts(sb, "}\n}\n}\n}\n");
 }
 
-/* Kernel 2: a warp per query row gr = (b * Hq + h) * S + i combines the row's np partials. */
+/* Kernel 2: a block per query row gr = (b * Hq + h) * S + i combines the row's np partials:
+ * thread t takes the 4 columns c4 = t % C4 (C4 = D / 4) of the partials q = t / C4, t / C4 + QG,
+ * ... (QG = 128 / C4 groups, so that a row's partials are read by the whole block with many
+ * loads in flight), and the groups' sums meet in shared memory. */
 static void emit_combine(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
 {
     const tuner_attention_dims *d = &p->d;
-    const int D = (int)d->d;
+    const int D = (int)d->d, C4 = D / 4, QG = 128 / C4;
     tuner_sb_puts(sb, "extern \"C\" __global__ void __launch_bounds__(128) hd_attn_decode_combine(");
     tuner__attn_emit_params(sb, p);
     tuner_sb_puts(sb, ", float *__restrict__ ws)\n{\n");
-    tuner_sb_printf(sb, "__shared__ float wsh[4][%lld];\n", c->np);
-    tuner_sb_puts(sb, "const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n");
-    tuner_sb_puts(sb, "const long long gr = (long long)blockIdx.x * 4 + w;\n");
-    /* Whole warps leave together: the shuffles below keep a full mask. */
-    tuner_sb_printf(sb, "if (gr >= %lldLL) return;\n", c->nrows);
+    tuner_sb_printf(sb, "__shared__ float wsh[%lld];\n__shared__ float red[%d][%d][4];\n__shared__ float lsh;\n", c->np,
+                    QG, C4);
+    tuner_sb_puts(sb, "const int tid = threadIdx.x;\nconst long long gr = blockIdx.x;\n");
     tuner_sb_printf(sb, "const float *pm = ws + gr * %lldLL;\n", 2 * c->np);
     tuner_sb_printf(sb, "const float *po = ws + %lldLL + gr * %lldLL;\n", c->o_base, c->np * D);
-    tuner_sb_printf(sb, "float M = -HD_INF;\nfor (int q = lane; q < %lld; q += 32) M = fmaxf(M, pm[2 * q]);\n"
-                        "M = hd_warp_max<32>(M);\n",
-                    c->np);
-    tuner_sb_printf(sb, "float L = 0.0f;\nfor (int q = lane; q < %lld; q += 32) {\nconst float mq = pm[2 * q];\n"
-                        "const float wq = mq == -HD_INF ? 0.0f : exp2f(mq - M);\nwsh[w][q] = wq;\n"
-                        "L += wq * pm[2 * q + 1];\n}\nL = hd_warp_sum<32>(L);\n__syncwarp();\n",
-                    c->np);
-    tuner_sb_puts(sb, "const float inv = L > 0.0f ? 1.0f / L : 0.0f;\n");
+    /* The weights 2^(m_q - M) by the first warp; a partial that kept no key (m = -inf) weighs 0,
+     * and so does every one of a row that has no key at all (L = 0: the output is 0). */
+    tuner_sb_printf(sb, "if (tid < 32) {\nfloat M = -HD_INF;\nfor (int q = tid; q < %lld; q += 32) M = fmaxf(M, pm[2 * q]);\n"
+                        "M = hd_warp_max<32>(M);\nfloat L = 0.0f;\n"
+                        "for (int q = tid; q < %lld; q += 32) {\nconst float mq = pm[2 * q];\n"
+                        "const float wq = mq == -HD_INF ? 0.0f : exp2f(mq - M);\nwsh[q] = wq;\nL += wq * pm[2 * q + 1];\n}\n"
+                        "L = hd_warp_sum<32>(L);\nif (tid == 0) lsh = L;\n}\n__syncthreads();\n",
+                    c->np, c->np);
+    tuner_sb_printf(sb, "const int c4 = tid %% %d, qg = tid / %d;\n", C4, C4);
+    tuner_sb_puts(sb, "float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n");
+    tuner_sb_printf(sb, "if (qg < %d) {\n#pragma unroll 4\nfor (int q = qg; q < %lld; q += %d) {\nconst float wq = wsh[q];\n"
+                        "float v[4];\nhd_ldn_f32<float, 4>(po + (long long)q * %d + c4 * 4, v);\n"
+                        "#pragma unroll\nfor (int e = 0; e < 4; e++) acc[e] += wq * v[e];\n}\n"
+                        "#pragma unroll\nfor (int e = 0; e < 4; e++) red[qg][c4][e] = acc[e];\n}\n__syncthreads();\n",
+                    QG, c->np, QG, D);
+    tuner_sb_puts(sb, "if (qg == 0) {\n");
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int g = 1; g < %d; g++) {\n#pragma unroll\nfor (int e = 0; e < 4; e++) "
+                        "acc[e] += red[g][c4][e];\n}\n",
+                    QG);
+    tuner_sb_puts(sb, "const float inv = lsh > 0.0f ? 1.0f / lsh : 0.0f;\n");
     tuner_sb_printf(sb, "const long long b = gr / %lldLL;\nconst int h = (int)((gr / %lld) %% %lld), i = (int)(gr %% %lld);\n",
                     (long long)(d->hq * d->s), (long long)d->s, (long long)d->hq, (long long)d->s);
-    tuner_sb_printf(sb, "for (int c4 = lane; c4 < %d; c4 += 32) {\n", D / 4);
-    tuner_sb_puts(sb, "float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};\n");
-    tuner_sb_printf(sb, "for (int q = 0; q < %lld; q++) {\nconst float wq = wsh[w][q];\nif (wq != 0.0f) {\n"
-                        "float v[4];\nhd_ldn_f32<float, 4>(po + (long long)q * %d + c4 * 4, v);\n"
-                        "#pragma unroll\nfor (int e = 0; e < 4; e++) acc[e] += wq * v[e];\n}\n}\n",
-                    c->np, D);
     tuner_sb_puts(sb, "const float o0 = acc[0] * inv, o1 = acc[1] * inv, o2 = acc[2] * inv, o3 = acc[3] * inv;\n");
     const char *vars[4] = {"o0", "o1", "o2", "o3"};
     const int osz = tuner_dtype_size(p->out_dt);
@@ -394,7 +443,7 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
     k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
     *k2 = *k1;
     snprintf(k2->name, sizeof(k2->name), "hd_attn_decode_combine");
-    k2->grid[0] = (unsigned)tuner__attn_cdiv(c.nrows, 4);
+    k2->grid[0] = (unsigned)c.nrows;
     k2->grid[1] = k2->grid[2] = 1;
     k2->block[0] = 128;
     k2->shared_bytes = 0;
@@ -436,7 +485,7 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
     if (cap + 3.0 > t1)
         t1 = cap + 3.0;
     const double t2 = tuner__mem_cost_us(a, ws + (double)tuner_tensor_numel(&op->output) * es,
-                                         (double)tuner__attn_cdiv(c.nrows, 4), 128, 16.0, 40, 0, 1.0,
+                                         (double)c.nrows, 128, 64.0, 40, 0, 1.0,
                                          (double)c.nrows * (double)c.np * (double)d->d * 2.0);
     return t1 + t2;
 }

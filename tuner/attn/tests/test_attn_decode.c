@@ -72,7 +72,7 @@ static bool launch_sane(const tuner_program *p, const tuner_op *op, const tuner_
     if ((long long)k1->grid[0] != split || (long long)k1->grid[1] != d.hkv || (long long)k1->grid[2] != d.b ||
         (int)k1->block[0] != block || k1->shared_bytes == 0)
         return false;
-    if ((long long)k2->grid[0] * 4 < d.b * d.hq * d.s || k2->block[0] != 128)
+    if ((long long)k2->grid[0] != d.b * d.hq * d.s || k2->block[0] != 128)
         return false;
     for (int k = 0; k < 2; k++) {
         const tuner_launch *l = &p->kernels[k];
