@@ -24,9 +24,10 @@
  *    with no key at all (L = 0) gives 0, never NaN.
  *
  * Parameters: split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split whose half already
- * gives 4 blocks per SM), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages
- * {2, 3}; valid when the warps divide into the m tiles and each warp's slice is 16 or 32 keys,
- * and the ring fits the target's shared memory. Only the mma.sync path exists (no CUDA-core
+ * gives 4 blocks per SM; the default: as many chunks as keep every block resident in one wave), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages
+ * {2, 3}; valid when the warps divide into the m tiles and each warp's slice is 16 or 32 keys
+ * (16 for D = 256, whose 128 O accumulators per thread leave no room for more scores), and the
+ * ring (and the warps' merge after it) fits the target's shared memory. Only the mma.sync path exists (no CUDA-core
  * variant): with R padded to 16 the tensor-core work is still far under the bandwidth bound.
  * Requirements (applies): f16/bf16, D in 64..256 of attn.h, no prologue, S <= 16, group * S <=
  * 64, q, k, v 16-byte aligned (cp.async and 16-byte q loads), B and Hkv within a grid dimension.
@@ -111,6 +112,9 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
     c->kw = c->warps / c->mt;
     c->kpw = c->tile / c->kw;
     if (c->kpw * c->kw != c->tile || (c->kpw != 16 && c->kpw != 32))
+        return false;
+    /* Head dim 256 holds 128 accumulators of O per thread: 32 keys' scores on top spill. */
+    if (p->d.d > 128 && c->kpw != 16)
         return false;
     /* Every chunk keeps DEC_MIN_CHUNK keys, and the last one is not empty. */
     if (c->split > 1 && d->skv / c->split < DEC_MIN_CHUNK)
@@ -472,7 +476,8 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
     const double blocks = (double)c.split * (double)d->hkv * (double)d->b;
     /* Loads in flight per thread: the ring's slots ahead of the one computed. */
     const double inflight = (double)c.tile * (double)d->d * es * 2.0 * (c.stages - 1) / c.block;
-    const int regs = 48 + (int)d->d / 2 + c.kpw / 2;
+    /* What ptxas allocates (resident_blocks below). */
+    const int regs = d->d > 128 ? 255 : 128;
     /* Issue: the softmax of every (padded row, key), and the mma and ldmatrix per 16 keys. */
     const double padded = (double)d->b * (double)d->hkv * 16.0 * c.mt * (double)d->skv;
     const double instr = padded * (14.0 + (d->has_mask ? 8.0 : 0.0)) + padded / 16.0 * (double)d->d / 2.0;
@@ -490,35 +495,58 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
     return t1 + t2;
 }
 
-/* B * Hkv * split about 2 to 4 blocks per SM; 4 warps a block (8 when the rows make 4 m tiles),
- * 64-key tiles, 3 stages where they fit in 100 KB. */
+/* Blocks of configuration c resident on the whole GPU at once: threads, registers (about 128 a
+ * thread, 255 at head dim 256, as ptxas allocates them) and shared memory per SM. */
+static long long resident_blocks(const tuner_arch *a, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    const int regs = p->d.d > 128 ? 255 : 128;
+    int bps = a->max_threads_per_sm / c->block;
+    if (a->regs_per_sm / (c->block * regs) < bps)
+        bps = a->regs_per_sm / (c->block * regs);
+    /* The driver reserves 1 KiB of shared memory per block. */
+    if ((int)(a->max_smem_per_sm / (c->smem + 1024)) < bps)
+        bps = (int)(a->max_smem_per_sm / (c->smem + 1024));
+    return (long long)(bps < 1 ? 1 : bps) * a->sm_count;
+}
+
+/* 4 warps a block (8 when the rows make 4 m tiles), 64-key tiles, 3 stages where they fit in
+ * 100 KB; then the largest split whose B * Hkv * split blocks are all resident at once (one wave:
+ * a second, partly empty wave costs more than shorter chunks save), from about 2 blocks per SM on
+ * for a 32/8-head step at hd 128 (3 blocks fit an SM of an H100/H200: split 32, 256 blocks), and
+ * never below 1 chunk of >= 64 keys. */
 static int decode_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     const tuner_arch *a = tuner__arch(t);
     tuner__attn_problem p;
     if (!a || tuner__attn_problem_init(op, &p, NULL) < 0)
         return -ENOENT;
-    const long long heads = p.d.b * p.d.hkv;
-    int split = 1;
-    while (split < 64 && heads * split * 2 <= 4LL * a->sm_count && p.d.skv / (split * 2) >= DEC_MIN_CHUNK)
-        split *= 2;
     const long long rows = p.d.group * p.d.s;
     const int block = rows > 32 ? 256 : 128;
     const int tile = 64;
     const size_t stage = (size_t)2 * tile * (size_t)(p.d.d + 8) * tuner_dtype_size(p.dt);
     const int stages = 3 * stage <= 100 * 1024 ? 3 : 2;
     static const char *const names[4] = {"split", "block", "kv_tile", "stages"};
-    const int values[4] = {split, block, tile, stages};
+    int values[4] = {1, block, tile, stages};
+    tuner_schedule s = {0};
+    tuner__schedule_params(&s, 4, names, values);
+    dec_cfg c;
+    long long slots = 2LL * a->sm_count;
+    if (cfg_of(&p, a, &s, &c))
+        slots = resident_blocks(a, &p, &c);
+    const long long heads = p.d.b * p.d.hkv;
+    while (values[0] < 64 && heads * values[0] * 2 <= slots && p.d.skv / (values[0] * 2) >= DEC_MIN_CHUNK)
+        values[0] *= 2;
     tuner__schedule_params(ret, 4, names, values);
     return 0;
 }
 
 const tuner_template tuner__attn_decode = {
     .name = "attention_decode",
-    .space_signature = "attention_decode v1: S<=16, group*S<=64, q/k/v 16B-aligned; split{1..64 pow2, chunk>=64 keys, "
-                       "last chunk non-empty, not if split/2 gives >=4 blocks/SM} block{64,128,256} kv_tile{32,64,128} "
-                       "stages{2,3}; warps = m tiles(1,2,4) x key slices of 16 or 32 keys; ring+q in smem <= max; "
-                       "mma.sync QK and PV, fp32 partials (m log2, l, O) in the workspace, combine kernel",
+    .space_signature = "attention_decode v1: S<=16, group*S<=64, q/k/v 16B-aligned; split{1..64 pow2, chunk>=64 "
+                       "keys, last chunk non-empty, not if split/2 gives >=4 blocks/SM} block{64,128,256} "
+                       "kv_tile{32,64,128} stages{2,3}; warps = m tiles(1,2,4) x key slices of 16 or 32 keys (16 for "
+                       "D 256); ring+q and the warps' merge in smem <= max; mma.sync QK and PV, fp32 partials "
+                       "(m log2, l, O) per row and chunk in the workspace, combine kernel",
     .applies = decode_applies,
     .enumerate = decode_enumerate,
     .generate = decode_generate,
