@@ -24,11 +24,13 @@
  *    with no key at all (L = 0) gives 0, never NaN.
  *
  * Parameters: split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split whose half already
- * gives 4 blocks per SM; the default: as many chunks as keep every block resident in one wave), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages
- * {2, 3}; valid when the warps divide into the m tiles and each warp's slice is 16 or 32 keys
- * (16 for D = 256, whose 128 O accumulators per thread leave no room for more scores), and the
- * ring (and the warps' merge after it) fits the target's shared memory. Only the mma.sync path exists (no CUDA-core
- * variant): with R padded to 16 the tensor-core work is still far under the bandwidth bound.
+ * gives 4 blocks per SM; the default: as many chunks as keep every block resident in one
+ * wave), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages {2, 3}; valid when
+ * the warps divide into the m tiles and each warp's slice is 16 or 32 keys (16 for D = 256,
+ * whose 128 O accumulators per thread leave no room for more scores), and the ring (and the
+ * warps' merge after it) fits the target's shared memory. Only the mma.sync path exists (no
+ * CUDA-core variant): with R padded to 16 the tensor-core work is still far under the
+ * bandwidth bound.
  * Requirements (applies): f16/bf16, D in 64..256 of attn.h, no prologue, S <= 16, group * S <=
  * 64, q, k, v 16-byte aligned (cp.async and 16-byte q loads), B and Hkv within a grid dimension.
  */
