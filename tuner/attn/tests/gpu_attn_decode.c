@@ -8,8 +8,8 @@
  * space is built for the device's target, every attention_decode candidate generated and
  * compiled (threads), run on inputs of values exact in the dtype with the output poisoned with
  * NaN bytes and the workspace with garbage, and compared element by element with the reference:
- * |out - ref| <= atol + rtol * |ref|, no NaN; a row with no key must give exactly 0 (then the
- * epilogue). One line per candidate: max error, pass/fail.
+ * |out - ref| <= atol + rtol * |ref|, no NaN (a row with no key is 0 there, then the epilogue).
+ * One line per candidate: max error, pass/fail.
  * Timing: B in {1, 16, 64}, S = 1, Skv in {4096, 32768}, 32/8 heads, hd 128, f16: every
  * candidate is timed (L2 flushed before each launch: a 256 MiB memset outside the events), and
  * the default (tune:"none"), the model's pick and the fastest are reported with the GB/s of K and
