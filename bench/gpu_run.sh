@@ -5,6 +5,7 @@
 #   bench/gpu_run.sh graphs [bench/graphs.py args...]   (launch plans through clients/python)
 #   bench/gpu_run.sh calibrate [bench/calibrate.py args...]   (the cost model against measurement)
 #   bench/gpu_run.sh multi [tests/gpu/multi_gpu.py args...]   (the pool on several GPUs)
+#   bench/gpu_run.sh attn [bench.py args...]   (attention checks; ATTN_BENCH=1: its bench rows)
 #   bench/gpu_run.sh models [tests/gpu/models.py args...]   (real models through torch.compile)
 #   bench/gpu_run.sh modelbench [bench/models.py args...]  (their latency against Inductor)
 # Logs and results go to $OUT (at most 8 files come back).
@@ -45,6 +46,7 @@ start_daemon() {
 if [ "$what" = tests ] || [ "$what" = all ]; then
     for t in "$G"/tests/*; do
         [ -x "$t" ] || continue
+        case "$t" in */tuner_gpu_*) continue ;; esac  # the tuner's checks: `attn` below
         echo "=== $(basename "$t")"
         start=$(date +%s)
         args=""
@@ -101,6 +103,35 @@ if [ "$what" = hits ] || [ "$what" = all ]; then
     kill -TERM $pid
     wait $pid
     cat "$OUT/hits.txt"
+fi
+
+if [ "$what" = attn ]; then
+    # The attention templates: every candidate against each check's fp64 host reference, the
+    # verification reference against the host, the template sweep's attention cases through the
+    # measurement core; then (ATTN_BENCH=1) the attention rows of bench.py.
+    {
+        for t in "$G"/tests/tuner_gpu_attn_*; do
+            echo "=== $(basename "$t")"
+            ours timeout "${TEST_TIMEOUT:-300}" "$t"
+            echo "=== $(basename "$t") exit=$?"
+        done
+        echo "=== tuner_gpu_verify (attention reference)"
+        HIDET_VERIFY_ONLY=attention ours timeout 120 "$G/tests/tuner_gpu_verify"
+        echo "=== tuner_gpu_verify exit=$?"
+        echo "=== gpu_template_sweep attn"
+        ours timeout "${TEST_TIMEOUT:-300}" "$G/tests/gpu_template_sweep" --filter attn --max "${SWEEP_MAX:-12}" --jobs 4
+        echo "=== gpu_template_sweep exit=$?"
+    } > "$OUT/attn_tests.log" 2>&1
+    grep -E "^=== .* exit=|FAIL|WRONG|wrong" "$OUT/attn_tests.log" | head -60
+    if [ "${ATTN_BENCH:-0}" = 1 ]; then
+        start_daemon attn
+        PYTHONUNBUFFERED=1 timeout "${BENCH_TIMEOUT:-400}" python3 bench/bench.py --socket "$d/hidetd.sock" \
+            --out "$OUT" --suite attention --arch sm_90a --alternate "$@" > "$OUT/bench.log" 2>&1
+        echo "bench exit=$?"
+        tail -n 40 "$OUT/bench.log"
+        kill -TERM $pid
+        wait $pid
+    fi
 fi
 
 if [ "$what" = models ] || [ "$what" = modelbench ]; then

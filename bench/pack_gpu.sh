@@ -9,7 +9,10 @@ rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/tests
 cp build-gpu/daemon/hidetd build-gpu/gpu_workers/hidetd-worker build-gpu/clients/c/hidetctl \
    build-gpu/bench/hitbench .gpu/bin/
 cp -P build-gpu/clients/c/lib/libhidet-client.so* .gpu/lib/ 2>/dev/null || true
-for t in build-gpu/tests/gpu/* build-gpu/scheduler/gpu_sched; do
+# The tuner's own GPU checks (every candidate against a reference): tuner_gpu_verify and the
+# attention templates' tuner_gpu_attn_*.
+for t in build-gpu/tests/gpu/* build-gpu/scheduler/gpu_sched build-gpu/tuner/tests/tuner_gpu_verify \
+         build-gpu/tuner/attn/tests/tuner_gpu_attn_*; do
     case "$t" in *seccomp_exec) continue ;; esac
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" .gpu/tests/
 done

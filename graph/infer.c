@@ -168,6 +168,12 @@ static cJSON *attrs_json(const tuner_op *op)
     case TUNER_OP_GATHER:
         cJSON_AddNumberToObject(a, "axis", op->attrs.gather.axis);
         break;
+    case TUNER_OP_ATTENTION:
+        /* the scale as validation resolved it: written always, so the request keys the same */
+        cJSON_AddBoolToObject(a, "causal", op->attrs.attention.causal);
+        cJSON_AddNumberToObject(a, "scale", op->attrs.attention.scale);
+        cJSON_AddStringToObject(a, "layout", op->attrs.attention.bshd ? "bshd" : "bhsd");
+        break;
     case TUNER_OP_POOL2D: {
         /* Only the kind's own attributes: the validator refuses the others by name. */
         const tuner_pool_kind k = op->attrs.pool2d.kind;

@@ -231,7 +231,7 @@ static const char *const known_ops[] = {
     "abs", "square", "sqrt", "rsqrt", "scale", "shift", "cast", "clamp", "relu6", "hardtanh",
     "hardswish", "hardsigmoid", "leaky_relu", "erf", "pow", "reshape", "transpose", "slice",
     "batchnorm", "log_softmax", "expand", "pad",
-    "gather", "embedding", "index_select",
+    "gather", "embedding", "index_select", "attention",
     "log", "eq", "ne", "lt", "le", "gt", "ge", "where", "masked_fill",
     NULL};
 

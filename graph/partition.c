@@ -47,6 +47,9 @@ typedef struct prim {
     int kernel;          /* -1 until a kernel computes it */
     bool live;
     int perm[TUNER_MAX_RANK]; /* TRANSPOSE: output axis k reads input axis perm[k] */
+    /* ANCHOR: further graph nodes it computes (an attention rewritten from its parts) */
+    int n_also;
+    int also[8];
 } prim;
 
 typedef struct part {
@@ -443,12 +446,21 @@ static int analyse(part *c)
         needed[t] = p->tensors[t].is_output;
     }
     for (int k = c->n_prims - 1; k >= 0; k--) {
-        prim *pr = &c->prims[k];
-        c->producer[pr->out] = k;
-        pr->live = needed[pr->out];
-        if (pr->live)
+        c->producer[c->prims[k].out] = k;
+        c->prims[k].live = false;
+    }
+    /* Prims are in dataflow order, so one backward pass finds them all, except after a rewrite
+     * that appended views read by earlier prims (fold_attention): passes until none is found. */
+    for (bool found = true; found;) {
+        found = false;
+        for (int k = c->n_prims - 1; k >= 0; k--) {
+            prim *pr = &c->prims[k];
+            if (pr->live || !needed[pr->out])
+                continue;
+            pr->live = found = true;
             for (int j = 0; j < pr->n_in; j++)
                 needed[pr->in[j]] = true;
+        }
     }
     for (int k = 0; k < c->n_prims; k++)
         if (c->prims[k].live)
@@ -508,6 +520,206 @@ static void fold_expands(part *c)
                 q->in[slot] = x;
         }
     }
+}
+
+static bool op_valid(part *c, const tuner_op *op, const tuner_tensor *want, char **ret_request,
+                     tuner_op *ret_op);
+
+/* ---- attention spelled out ---------------------------------------------------------------------- */
+
+/* The tensor a single-use chain of views ends at, walking back from t: t itself unless a view prim
+ * produces it; -1 when a tensor on the way is read twice or is a graph output (its value must
+ * then exist). */
+static int through_views(const part *c, int t)
+{
+    for (;;) {
+        if (c->uses[t] != 1 || c->p->tensors[t].is_output)
+            return -1;
+        const int pk = c->producer[t];
+        if (pk < 0 || c->prims[pk].kind != PRIM_VIEW)
+            return t;
+        t = c->prims[pk].in[0];
+    }
+}
+
+/* The prim producing t (t found by through_views), -1 when none or t was not single-use. */
+static int single_producer(const part *c, int t)
+{
+    return t < 0 ? -1 : c->producer[t];
+}
+
+/* A plan tensor that is a view of x under shape `shape` (rank 4), named after node i. */
+static int view4(part *c, int node, const char *what, int x, const int64_t shape[4])
+{
+    tuner_tensor v = c->p->tensors[x].t;
+    v.rank = 4;
+    memcpy(v.shape, shape, sizeof(int64_t) * 4);
+    const int t = made_tensor(c, node, what, &v);
+    if (t < 0)
+        return t;
+    c->p->tensors[t].view_of = x;
+    prim *pv = new_prim(c, PRIM_VIEW, node, t);
+    if (!pv)
+        return -ENOMEM;
+    pv->in[0] = x;
+    pv->n_in = 1;
+    return t;
+}
+
+/* Rewrites attention spelled out - matmul(q, k transposed) -> [scale] -> [add mask] -> softmax
+ * over the last axis -> matmul(p, v), each intermediate read once (views between them allowed) -
+ * into the attention op, so that the score matrix never reaches memory: the last matmul becomes
+ * an attention anchor over 4-D views of q, k, v (and of the mask), and its result a view of the
+ * attention's. The batch of the matmuls is [B, H] when the mask is added to a 4-D view of the
+ * scores (the mask then broadcasts as the graph meant, e.g. [B, 1, 1, Skv]), else one axis.
+ * A pattern the attention op cannot take (a head dim it has no template for, fp32, ...) fails
+ * proto's validator and stays as it was. */
+static int fold_attention_at(part *c, int k2)
+{
+    prim *m2 = &c->prims[k2];
+    if (!m2->live || m2->kind != PRIM_ANCHOR || m2->op.kind != TUNER_OP_MATMUL || m2->op.attrs.matmul.trans_a ||
+        m2->op.attrs.matmul.trans_b)
+        return 0;
+    const int probs = through_views(c, m2->in[0]);
+    const int ks = single_producer(c, probs);
+    if (ks < 0 || c->prims[ks].kind != PRIM_ANCHOR || c->prims[ks].op.kind != TUNER_OP_SOFTMAX ||
+        c->prims[ks].op.attrs.softmax.log)
+        return 0;
+    /* Back from the softmax's input: an optional mask add, an optional scale, the first matmul. */
+    int cur = through_views(c, c->prims[ks].in[0]);
+    int mask = -1, at_mask = -1, chain[4], n_chain = 0;
+    double scale = 1.0;
+    int kp = single_producer(c, cur);
+    if (kp >= 0 && c->prims[kp].kind == PRIM_STEP && c->prims[kp].step.kind == TUNER_EW_ADD && c->prims[kp].n_in == 2) {
+        const prim *add = &c->prims[kp];
+        /* The scores are the operand of the add's shape; the mask the other (broadcast). */
+        const int a = add->in[0], b = add->in[1];
+        const bool a_full = same_shape(&c->p->tensors[a].t, &c->p->tensors[add->out].t);
+        const int scores = a_full ? a : b;
+        mask = a_full ? b : a;
+        if (!same_shape(&c->p->tensors[scores].t, &c->p->tensors[add->out].t) || scores == mask)
+            return 0;
+        at_mask = add->out;
+        chain[n_chain++] = kp;
+        cur = through_views(c, scores);
+        kp = single_producer(c, cur);
+    }
+    if (kp >= 0 && c->prims[kp].kind == PRIM_STEP && c->prims[kp].step.kind == TUNER_EW_SCALE) {
+        scale = c->prims[kp].step.scalar;
+        chain[n_chain++] = kp;
+        cur = through_views(c, c->prims[kp].in[0]);
+        kp = single_producer(c, cur);
+    }
+    if (kp < 0 || c->prims[kp].kind != PRIM_ANCHOR || c->prims[kp].op.kind != TUNER_OP_MATMUL ||
+        c->prims[kp].op.attrs.matmul.trans_a || !c->prims[kp].op.attrs.matmul.trans_b)
+        return 0;
+    const int k1 = kp;
+    const int q = c->prims[k1].in[0], kk = c->prims[k1].in[1], v = m2->in[1];
+    const tuner_tensor *qt = &c->p->tensors[q].t, *kt = &c->p->tensors[kk].t, *vt = &c->p->tensors[v].t;
+    if (qt->rank != kt->rank || qt->rank != vt->rank || (qt->rank != 2 && qt->rank != 3))
+        return 0;
+    const int r = qt->rank;
+    const int64_t bt = r == 3 ? qt->shape[0] : 1, s = qt->shape[r - 2], d = qt->shape[r - 1];
+    const int64_t skv = kt->shape[r - 2];
+    if ((r == 3 && (kt->shape[0] != bt || vt->shape[0] != bt)) || kt->shape[r - 1] != d || vt->shape[r - 2] != skv ||
+        vt->shape[r - 1] != d)
+        return 0;
+    /* [B, H] from a 4-D view of the scores where the mask is added, else [bt, 1]. */
+    int64_t nb = bt, nh = 1;
+    int64_t mshape[4] = {1, 1, 1, 1};
+    if (mask >= 0) {
+        const tuner_tensor *st = &c->p->tensors[at_mask].t, *mt = &c->p->tensors[mask].t;
+        if (st->rank == 4 && st->shape[0] * st->shape[1] == bt && st->shape[2] == s && st->shape[3] == skv) {
+            nb = st->shape[0];
+            nh = st->shape[1];
+            for (int j = 0; j < mt->rank; j++)
+                mshape[4 - mt->rank + j] = mt->shape[j];
+        } else if (st->rank == r && mt->rank <= 3) {
+            /* [bt, S, Skv] scores: the mask's batch axis (if any) moves before the head axis. */
+            for (int j = 0; j < mt->rank; j++)
+                mshape[4 - mt->rank + j] = mt->shape[j];
+            if (mt->rank == 3) {
+                mshape[0] = mt->shape[0];
+                mshape[1] = 1;
+            }
+        } else {
+            return 0;
+        }
+    }
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ATTENTION;
+    op.n_inputs = op.n_anchor_inputs = mask >= 0 ? 4 : 3;
+    op.attrs.attention.scale = scale;
+    const int64_t q4[4] = {nb, nh, s, d}, kv4[4] = {nb, nh, skv, d};
+    op.inputs[0] = *qt;
+    op.inputs[1] = *kt;
+    op.inputs[2] = *vt;
+    op.inputs[0].rank = op.inputs[1].rank = op.inputs[2].rank = 4;
+    memcpy(op.inputs[0].shape, q4, sizeof(q4));
+    memcpy(op.inputs[1].shape, kv4, sizeof(kv4));
+    memcpy(op.inputs[2].shape, kv4, sizeof(kv4));
+    if (mask >= 0) {
+        op.inputs[3] = c->p->tensors[mask].t;
+        op.inputs[3].rank = 4;
+        memcpy(op.inputs[3].shape, mshape, sizeof(mshape));
+    }
+    tuner_tensor want = op.inputs[0];
+    want.dtype = c->p->tensors[m2->out].t.dtype;
+    char *request = NULL;
+    tuner_op valid;
+    if (!op_valid(c, &op, &want, &request, &valid))
+        return 0;
+    free(request);
+    /* The rewrite: views of the inputs, the attention's result, the matmul's result a view of it.
+     * (new_prim may move c->prims: indices only from here.) */
+    const int node = m2->node, out = m2->out;
+    int vq, vk, vv, vm = -1, att;
+    if ((vq = view4(c, node, "q", q, q4)) < 0 || (vk = view4(c, node, "k", kk, kv4)) < 0 ||
+        (vv = view4(c, node, "v", v, kv4)) < 0 || (mask >= 0 && (vm = view4(c, node, "mask", mask, mshape)) < 0))
+        return -ENOMEM;
+    if ((att = made_tensor(c, node, "attention", &valid.output)) < 0)
+        return -ENOMEM;
+    /* The attention anchor takes the last matmul's place (its index keeps the graph's order). */
+    prim *a = &c->prims[k2];
+    a->n_also = 0;
+    a->op = valid;
+    a->out = att;
+    a->n_in = op.n_inputs;
+    a->in[0] = vq, a->in[1] = vk, a->in[2] = vv;
+    if (vm >= 0)
+        a->in[3] = vm;
+    /* What the attention replaced computes nothing now (analyse() finds it dead); its nodes are
+     * the attention kernel's. */
+    a->also[a->n_also++] = c->prims[k1].node;
+    a->also[a->n_also++] = c->prims[ks].node;
+    c->prims[k1].live = c->prims[ks].live = false;
+    for (int j = 0; j < n_chain; j++) {
+        c->prims[chain[j]].live = false;
+        a->also[a->n_also++] = c->prims[chain[j]].node;
+    }
+    prim *pv = new_prim(c, PRIM_VIEW, node, out); /* a is not valid after this */
+    if (!pv)
+        return -ENOMEM;
+    pv->in[0] = att;
+    pv->n_in = 1;
+    c->p->tensors[out].view_of = att;
+    return 1;
+}
+
+/* Rewrites every attention spelled out (fold_attention_at); analyse() must run again after a
+ * rewrite. Returns the number of rewrites, or -ENOMEM. */
+static int fold_attention(part *c)
+{
+    int n = 0;
+    const int n_prims = c->n_prims; /* the rewrite appends views: they are not matmuls */
+    for (int k = 0; k < n_prims; k++) {
+        const int r = fold_attention_at(c, k);
+        if (r < 0)
+            return r;
+        n += r;
+    }
+    return n;
 }
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
@@ -788,7 +1000,10 @@ static int add_kernel(part *c, growing *k)
     gk->request = k->request;
     k->request = NULL;
     gk->op = malloc(sizeof(*gk->op));
-    gk->nodes = malloc(sizeof(int) * (size_t)(k->n_prims ? k->n_prims : 1));
+    int n_nodes = 0;
+    for (int j = 0; j < k->n_prims; j++)
+        n_nodes += 1 + c->prims[k->prims[j]].n_also;
+    gk->nodes = malloc(sizeof(int) * (size_t)(n_nodes ? n_nodes : 1));
     if (!gk->op || !gk->nodes)
         return -ENOMEM;
     *gk->op = k->op;
@@ -797,12 +1012,15 @@ static int add_kernel(part *c, growing *k)
     gk->out = k->out;
     gk->prepare = k->is_constant;
     for (int j = 0; j < k->n_prims; j++) {
-        int node = c->g->node_index[c->prims[k->prims[j]].node];
-        bool seen = false;
-        for (int m = 0; m < gk->n_nodes && !seen; m++)
-            seen = gk->nodes[m] == node;
-        if (!seen)
-            gk->nodes[gk->n_nodes++] = node;
+        const prim *pr = &c->prims[k->prims[j]];
+        for (int a = -1; a < pr->n_also; a++) {
+            int node = c->g->node_index[a < 0 ? pr->node : pr->also[a]];
+            bool seen = false;
+            for (int m = 0; m < gk->n_nodes && !seen; m++)
+                seen = gk->nodes[m] == node;
+            if (!seen)
+                gk->nodes[gk->n_nodes++] = node;
+        }
         c->prims[k->prims[j]].kernel = idx;
     }
     p->tensors[k->out].producer = idx;
@@ -994,11 +1212,16 @@ static int home_outputs(part *c)
                    !p->kernels[rt->producer].prepare;
         if (own) {
             /* The value becomes a view of the output: same memory, the output's name. */
-            for (int t = 0; t < p->n_tensors; t++)
-                if (t != o && p->tensors[t].view_of >= 0 && root_of(p, t) == root) {
-                    own = false; /* another view of it: keep it simple and copy */
-                    break;
-                }
+            for (int t = 0; t < p->n_tensors && own; t++) {
+                if (t == o || p->tensors[t].view_of < 0 || root_of(p, t) != root)
+                    continue;
+                /* A view on the output's own chain (o -> t -> ... -> root) stays a view of the
+                 * same memory; another view of it: keep it simple and copy. */
+                bool on_chain = false;
+                for (int u = p->tensors[o].view_of; u >= 0 && !on_chain; u = p->tensors[u].view_of)
+                    on_chain = u == t;
+                own = on_chain;
+            }
         }
         if (own) {
             ot->view_of = -1;
@@ -1102,6 +1325,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
         fold_expands(&c);
         r = analyse(&c);
     }
+    if (r == 0 && (r = fold_attention(&c)) > 0)
+        r = analyse(&c);
     for (int k = 0; r == 0 && k < c.n_prims; k++) {
         const prim *pr = &c.prims[k];
         if (!pr->live || pr->kernel != -1)

@@ -170,6 +170,13 @@ char *tuner_op_canonical_json(const tuner_op *op)
     case TUNER_OP_GATHER:
         tuner_sb_printf(&b, "\"axis\":%d", op->attrs.gather.axis);
         break;
+    case TUNER_OP_ATTENTION:
+        /* Every attribute, defaults included (the scale as validation resolved it): a request
+         * that spells out 1/sqrt(D) keys as one that leaves it out. */
+        sb_bool(&b, "causal", op->attrs.attention.causal, false);
+        tuner_sb_printf(&b, ",\"layout\":\"%s\",\"scale\":%.17g", op->attrs.attention.bshd ? "bshd" : "bhsd",
+                        op->attrs.attention.scale);
+        break;
     default:
         break;
     }

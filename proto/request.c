@@ -882,10 +882,12 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
                                             "ceil_mode", "count_include_pad", "output_size",
                                             "layout", NULL};
     static const char *const gather_keys[] = {"axis", NULL};
+    static const char *const attention_keys[] = {"causal", "scale", "layout", NULL};
     static const char *const *const keys[TUNER_OP_COUNT] = {
         matmul_keys, conv_keys, softmax_keys, norm_keys, norm_keys, reduce_keys, ew_keys,
         copy_keys, concat_keys, pool_keys,
         [TUNER_OP_GATHER] = gather_keys,
+        [TUNER_OP_ATTENTION] = attention_keys,
     };
     cJSON empty = {.type = cJSON_Object};
     const cJSON *v;
@@ -989,6 +991,31 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             (r = json_int_range(v, "attrs.axis", -TUNER_MAX_RANK, TUNER_MAX_RANK - 1, &op->attrs.gather.axis,
                                 e)) < 0)
             return r;
+        break;
+    case TUNER_OP_ATTENTION:
+        /* scale 0 stands for "not given" until infer_attention knows D (a given one is > 0). */
+        op->attrs.attention.causal = false;
+        op->attrs.attention.scale = 0;
+        op->attrs.attention.bshd = false;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "causal")) &&
+            (r = json_bool(v, "attrs.causal", &op->attrs.attention.causal, e)) < 0)
+            return r;
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "scale"))) {
+            if ((r = json_finite(v, "attrs.scale", &op->attrs.attention.scale, e)) < 0)
+                return r;
+            if (!(op->attrs.attention.scale > 0))
+                return proto_fail(e, 422, "invalid_field", "attrs.scale",
+                            "scale must be > 0 (it multiplies q . k; leave it out for 1/sqrt(D))");
+        }
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "layout"))) {
+            if ((r = json_string(v, "attrs.layout", &s, e)) < 0)
+                return r;
+            if (strcmp(s, "bshd") == 0)
+                op->attrs.attention.bshd = true;
+            else if (strcmp(s, "bhsd") != 0)
+                return proto_fail(e, 422, "invalid_field", "attrs.layout",
+                            "layout must be \"bhsd\" ([B,H,S,D], the default) or \"bshd\" ([B,S,H,D])");
+        }
         break;
     case TUNER_OP_CONCAT:
         if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, "axis")))
@@ -1249,6 +1276,77 @@ static int infer_gather(tuner_op *op, proto_error *e)
     return 0;
 }
 
+/* attention's output: q's shape and dtype, once q, k, v (and the mask) agree (op/op.h's ATTENTION):
+ * rank 4 each, one f16/bf16 dtype, one supported head dim, k and v alike, one batch, Hq a multiple
+ * of Hkv, and a float mask that broadcasts to [B,Hq,S,Skv]. A scale not given becomes 1/sqrt(D). */
+static int infer_attention(tuner_op *op, proto_error *e)
+{
+    static const char *const names[] = {"q", "k", "v", "the mask"};
+    const tuner_tensor *q = &op->inputs[0], *k = &op->inputs[1], *v = &op->inputs[2];
+    const bool bshd = op->attrs.attention.bshd;
+    char field[64];
+    for (int i = 0; i < 3; i++) {
+        if (op->inputs[i].rank != 4) {
+            snprintf(field, sizeof(field), "inputs[%d].shape", i);
+            return proto_fail(e, 422, "invalid_field", field, "%s (inputs[%d]) has rank %d; attention's %s is %s", names[i], i,
+                        op->inputs[i].rank, names[i],
+                        bshd ? (i ? "[B,Skv,Hkv,D] (layout bshd)" : "[B,S,Hq,D] (layout bshd)")
+                             : (i ? "[B,Hkv,Skv,D] (layout bhsd)" : "[B,Hq,S,D] (layout bhsd)"));
+        }
+    }
+    if (q->dtype != TUNER_F16 && q->dtype != TUNER_BF16)
+        return proto_fail(e, 422, "invalid_field", "inputs[0].dtype",
+                    "attention's q, k and v must be f16 or bf16, not %s", tuner_dtype_name(q->dtype));
+    for (int i = 1; i < 3; i++) {
+        if (op->inputs[i].dtype != q->dtype) {
+            snprintf(field, sizeof(field), "inputs[%d].dtype", i);
+            return proto_fail(e, 422, "invalid_field", field, "%s is %s but q is %s: q, k and v share one dtype",
+                        names[i], tuner_dtype_name(op->inputs[i].dtype), tuner_dtype_name(q->dtype));
+        }
+    }
+    const int64_t d = q->shape[3];
+    if (!tuner_attention_head_dim_ok(d))
+        return proto_fail(e, 422, "invalid_field", "inputs[0].shape",
+                    "head dim %lld (q's last dimension) is not supported: it must be 64, 80, 96, 128 or 256",
+                    (long long)d);
+    for (int i = 1; i < 3; i++) {
+        if (op->inputs[i].shape[3] != d) {
+            snprintf(field, sizeof(field), "inputs[%d].shape", i);
+            return proto_fail(e, 422, "shape_mismatch", field, "%s's head dim (last dimension) is %lld but q's is %lld",
+                        names[i], (long long)op->inputs[i].shape[3], (long long)d);
+        }
+    }
+    if (memcmp(k->shape, v->shape, sizeof(int64_t) * 4) != 0)
+        return proto_fail(e, 422, "shape_mismatch", "inputs[2].shape",
+                    "v must have k's shape [%lld,%lld,%lld,%lld]", (long long)k->shape[0], (long long)k->shape[1],
+                    (long long)k->shape[2], (long long)k->shape[3]);
+    if (k->shape[0] != q->shape[0])
+        return proto_fail(e, 422, "shape_mismatch", "inputs[1].shape", "k's batch (%lld) differs from q's (%lld)",
+                    (long long)k->shape[0], (long long)q->shape[0]);
+    const int hd = bshd ? 2 : 1;
+    if (q->shape[hd] % k->shape[hd] != 0)
+        return proto_fail(e, 422, "shape_mismatch", "inputs[1].shape",
+                    "q's %lld heads are not a multiple of k's and v's %lld (each kv head serves Hq / Hkv query "
+                    "heads)", (long long)q->shape[hd], (long long)k->shape[hd]);
+    if (op->n_anchor_inputs == 4) {
+        const tuner_tensor *m = &op->inputs[3];
+        if (m->dtype != TUNER_F16 && m->dtype != TUNER_BF16 && m->dtype != TUNER_F32)
+            return proto_fail(e, 422, "invalid_field", "inputs[3].dtype",
+                        "the mask (inputs[3]) is added to the scores: it must be f16, bf16 or f32, not %s",
+                        tuner_dtype_name(m->dtype));
+        const tuner_attention_dims dm = tuner_attention_dims_of(op);
+        const int64_t full[4] = {dm.b, dm.hq, dm.s, dm.skv};
+        if (m->rank > 4 || !broadcasts_to(m->shape, m->rank, full, 4))
+            return proto_fail(e, 422, "shape_mismatch", "inputs[3].shape",
+                        "the mask (rank %d) must broadcast to [B,Hq,S,Skv] = [%lld,%lld,%lld,%lld]", m->rank,
+                        (long long)full[0], (long long)full[1], (long long)full[2], (long long)full[3]);
+    }
+    if (op->attrs.attention.scale == 0)
+        op->attrs.attention.scale = 1.0 / sqrt((double)d);
+    op->output = *q;
+    return 0;
+}
+
 /* Integer tensors only where a kernel reads them as integers or converts them first: gather's
  * index (which must be one), and an elementwise kernel's inputs[0] whose chain (attrs.ops, then
  * the epilogue) starts with a cast to a float dtype. Everything else computes in floats from
@@ -1279,6 +1377,10 @@ static int check_int_inputs(const tuner_op *op, const pchain *ew, const pchain *
         if (op->kind == TUNER_OP_GATHER && i == 0)
             return proto_fail(e, 422, "invalid_field", field, "gather's x (inputs[0]) must be f16, bf16 or f32, not %s",
                         tuner_dtype_name(dt));
+        if (op->kind == TUNER_OP_ATTENTION && i == 3 && op->n_anchor_inputs == 4)
+            return proto_fail(e, 422, "invalid_field", field,
+                        "the mask (inputs[3]) is added to the scores: it must be f16, bf16 or f32, not %s "
+                        "(turn a boolean or integer mask into 0 / -inf first)", tuner_dtype_name(dt));
         return proto_fail(e, 422, "invalid_field", field,
                     "%s is an integer dtype, which only gather's index and an elementwise cast's input may be (%s "
                     "computes in floats)", tuner_dtype_name(dt), tuner_op_name(op->kind));
@@ -1297,6 +1399,7 @@ static int fixed_anchor_inputs(tuner_op_kind k)
         return 2; /* x, index */
     case TUNER_OP_LAYERNORM:
     case TUNER_OP_RMSNORM:
+    case TUNER_OP_ATTENTION:
         return 0;
     default:
         return 1;
@@ -1407,7 +1510,14 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
     }
     /* Every input of a concat is joined: it has no operands for binary steps. */
     int n_anchor = op->kind == TUNER_OP_CONCAT ? n_inputs : fixed_anchor_inputs(op->kind);
-    if (n_anchor == 0) {
+    if (n_anchor == 0 && op->kind == TUNER_OP_ATTENTION) {
+        /* q, k, v and an optional mask: the mask is inputs[3] unless a fused step reads it (a step
+         * reading q, k or v is refused by its field below). */
+        if (n_inputs < 3)
+            return proto_fail(e, 422, "invalid_field", "inputs",
+                        "attention needs 3 inputs: q, k, v (then an optional mask)");
+        n_anchor = min_operand < 3 ? 3 : min_operand < 4 ? min_operand : 4;
+    } else if (n_anchor == 0) {
         int hi = op->kind == TUNER_OP_LAYERNORM ? 3 : 2;
         n_anchor = min_operand;
         if (n_anchor != 1 && n_anchor != hi)
@@ -1583,6 +1693,10 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
         if ((r = infer_gather(op, e)) < 0)
             return r;
         break;
+    case TUNER_OP_ATTENTION:
+        if ((r = infer_attention(op, e)) < 0)
+            return r;
+        break;
     default:
         return proto_fail(e, 500, "internal", "op", "op not handled");
     }
@@ -1605,7 +1719,8 @@ static int bind_prologue(tuner_op *op, const pchain *pro, proto_error *e)
         if (op->kind == TUNER_OP_ELEMENTWISE)
             return proto_fail(e, 422, "invalid_field", "prologue",
                         "elementwise takes its whole chain in attrs.ops and epilogue");
-        if (op->kind == TUNER_OP_COPY || op->kind == TUNER_OP_CONCAT || op->kind == TUNER_OP_GATHER)
+        if (op->kind == TUNER_OP_COPY || op->kind == TUNER_OP_CONCAT || op->kind == TUNER_OP_GATHER ||
+            op->kind == TUNER_OP_ATTENTION)
             return proto_fail(e, 422, "invalid_field", "prologue",
                         "%s takes no prologue (its steps go in the epilogue)",
                         tuner_op_name(op->kind));

@@ -157,7 +157,13 @@ void sched__job_free_run(sched_job *j)
     j->pred = NULL;
 }
 
-/* Tolerances of gw.h's check by the op's numerics: the loosest dtype the anchor computes in. */
+/* Tolerances of gw.h's check by the op's numerics: the loosest dtype the anchor computes in.
+ * attention is always an f16 or bf16 op (its q, k, v; an f32 mask or output cast does not make
+ * it fp32) and takes that dtype's t, as matmul and softmax do: its candidates round the softmax
+ * weights to the dtype for the P.V product (FlashAttention's scheme), whose error is about the
+ * dtype's unit roundoff relative to the output's rms (independent roundings of weights that sum
+ * to 1), 2e-3 of it for bf16 and 5e-4 for f16, well inside t * rms + t * |ref|; a fully masked
+ * row is 0 in both. */
 static void tolerances(const tuner_op *op, double *rtol, double *atol)
 {
     bool has_f16 = false, has_bf16 = false;

@@ -10,6 +10,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "tuner/attn/attn.h" /* tuner__attn_reference */
+
 uint64_t tuner__fnv1a(uint64_t h, const void *data, size_t len)
 {
     const unsigned char *p = data;
@@ -219,6 +221,8 @@ int tuner_reference(const tuner_op *op, const tuner_target *t, tuner_program **r
     int r;
     if (op->kind == TUNER_OP_MATMUL || op->kind == TUNER_OP_CONV2D)
         r = tuner__gemm_reference(op, t, p, &err);
+    else if (op->kind == TUNER_OP_ATTENTION)
+        r = tuner__attn_reference(op, t, p, &err);
     else
         r = tuner__core_reference(op, t, p, &err);
     if (r == 0 && !p->source)

@@ -1277,6 +1277,111 @@ static void test_embeddings(void)
 #undef EMB_G
 }
 
+/* Attention: a node of its own (bshd, GQA, causal), and attention spelled out - matmul with k
+ * transposed, scale, an additive mask, softmax, matmul - rewritten into one attention kernel,
+ * through 3-D matmuls and 4-D views of the scores as PyTorch's decompositions make them; a head
+ * dim the op does not take, or scores that are also an output, stay three kernels. */
+static void test_attention(void)
+{
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    const char *node =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[2,100,8,128],\"dtype\":\"bf16\"},"
+        "{\"name\":\"k\",\"shape\":[2,300,2,128],\"dtype\":\"bf16\"},{\"name\":\"v\",\"shape\":[2,300,2,128],\"dtype\":\"bf16\"}],"
+        "\"nodes\":[{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"q\",\"k\",\"v\"],\"outputs\":[\"o\"],"
+        "\"attrs\":{\"causal\":true,\"layout\":\"bshd\"}},"
+        "{\"name\":\"act\",\"op\":\"relu\",\"inputs\":[\"o\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+    CHECK(plan_of(node, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1, "%d kernels", p.n_kernels);
+    if (p.n_kernels == 1) {
+        const tuner_op *op = p.kernels[0].op;
+        CHECK(op->kind == TUNER_OP_ATTENTION && op->attrs.attention.causal && op->attrs.attention.bshd &&
+                  fabs(op->attrs.attention.scale - 1.0 / sqrt(128.0)) < 1e-15 && op->epilogue.n == 1 &&
+                  op->output.shape[1] == 100 && op->output.shape[2] == 8,
+              "%s", p.kernels[0].request);
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* Spelled out over [B*H, S, D] with the mask added to a [B, H, S, Skv] view of the scores. */
+    const char *spelled =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[2,4,77,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"k\",\"shape\":[2,4,333,64],\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[2,4,333,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"m\",\"shape\":[2,1,1,333],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"q3\",\"op\":\"reshape\",\"inputs\":[\"q\"],\"outputs\":[\"q3\"],\"attrs\":{\"shape\":[8,77,64]}},"
+        "{\"name\":\"k3\",\"op\":\"reshape\",\"inputs\":[\"k\"],\"outputs\":[\"k3\"],\"attrs\":{\"shape\":[8,333,64]}},"
+        "{\"name\":\"v3\",\"op\":\"reshape\",\"inputs\":[\"v\"],\"outputs\":[\"v3\"],\"attrs\":{\"shape\":[8,333,64]}},"
+        "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k3\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1]}},"
+        "{\"name\":\"qk\",\"op\":\"matmul\",\"inputs\":[\"q3\",\"kt\"],\"outputs\":[\"s\"]},"
+        "{\"name\":\"sc\",\"op\":\"scale\",\"inputs\":[\"s\"],\"outputs\":[\"s1\"],\"attrs\":{\"value\":0.125}},"
+        "{\"name\":\"s4\",\"op\":\"reshape\",\"inputs\":[\"s1\"],\"outputs\":[\"s4\"],\"attrs\":{\"shape\":[2,4,77,333]}},"
+        "{\"name\":\"mask\",\"op\":\"add\",\"inputs\":[\"s4\",\"m\"],\"outputs\":[\"s5\"]},"
+        "{\"name\":\"softmax\",\"op\":\"softmax\",\"inputs\":[\"s5\"],\"outputs\":[\"pr\"]},"
+        "{\"name\":\"p3\",\"op\":\"reshape\",\"inputs\":[\"pr\"],\"outputs\":[\"p3\"],\"attrs\":{\"shape\":[8,77,333]}},"
+        "{\"name\":\"pv\",\"op\":\"matmul\",\"inputs\":[\"p3\",\"v3\"],\"outputs\":[\"o3\"]},"
+        "{\"name\":\"o\",\"op\":\"reshape\",\"inputs\":[\"o3\"],\"outputs\":[\"o\"],\"attrs\":{\"shape\":[2,4,77,64]}}],"
+        "\"outputs\":[\"o\"]}}";
+    CHECK(plan_of(spelled, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1, "%d kernels: %s | %s", p.n_kernels, p.kernels[0].request, p.n_kernels > 1 ? p.kernels[1].request : "");
+    if (p.n_kernels == 1) {
+        const graph_kernel *k = &p.kernels[0];
+        const tuner_op *op = k->op;
+        CHECK(op->kind == TUNER_OP_ATTENTION && !op->attrs.attention.causal && op->attrs.attention.scale == 0.125 &&
+                  op->n_inputs == 4 && op->inputs[0].shape[0] == 2 && op->inputs[0].shape[1] == 4 &&
+                  op->inputs[1].shape[2] == 333 && op->inputs[3].shape[0] == 2 && op->inputs[3].shape[1] == 1 &&
+                  op->inputs[3].shape[3] == 333,
+              "%s", k->request);
+        CHECK(kernel_of(&p, "qk") == k && kernel_of(&p, "softmax") == k && kernel_of(&p, "pv") == k, "nodes %d: %s %s", k->n_nodes, k->n_nodes ? p.node_names[k->nodes[0]] : "", k->n_nodes > 1 ? p.node_names[k->nodes[1]] : "");
+        CHECK(strcmp(p.tensors[k->in[3]].name, "m") == 0 || p.tensors[k->in[3]].view_of >= 0);
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* The scores read twice (also an output): nothing is rewritten. */
+    char *twice = malloc(strlen(spelled) + 16); /* room for the longer outputs list */
+    if (twice)
+        strcpy(twice, spelled);
+    char *outs = twice ? strstr(twice, "\"outputs\":[\"o\"]}}") : NULL;
+    CHECK(outs != NULL);
+    if (outs) {
+        memcpy(outs, "\"outputs\":[\"o\",\"pr\"]}}", strlen("\"outputs\":[\"o\",\"pr\"]}}") + 1);
+        CHECK(plan_of(twice, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+        if (!failures) {
+            bool any = false;
+            for (int k = 0; k < p.n_kernels; k++)
+                any = any || p.kernels[k].op->kind == TUNER_OP_ATTENTION;
+            CHECK(!any && p.n_kernels >= 3, "%d kernels", p.n_kernels);
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        }
+    }
+    free(twice);
+
+    /* Rank-3 scores and a [S, Skv] mask, no scale: the mask is right-aligned, scale 1. */
+    const char *plain =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[6,16,96],\"dtype\":\"f16\"},"
+        "{\"name\":\"k\",\"shape\":[6,16,96],\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[6,16,96],\"dtype\":\"f16\"},"
+        "{\"name\":\"m\",\"shape\":[16,16],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1]}},"
+        "{\"name\":\"qk\",\"op\":\"matmul\",\"inputs\":[\"q\",\"kt\"],\"outputs\":[\"s\"]},"
+        "{\"name\":\"mask\",\"op\":\"add\",\"inputs\":[\"m\",\"s\"],\"outputs\":[\"s1\"]},"
+        "{\"name\":\"softmax\",\"op\":\"softmax\",\"inputs\":[\"s1\"],\"outputs\":[\"pr\"]},"
+        "{\"name\":\"pv\",\"op\":\"matmul\",\"inputs\":[\"pr\",\"v\"],\"outputs\":[\"o\"]}],\"outputs\":[\"o\"]}}";
+    CHECK(plan_of(plain, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_ATTENTION && p.kernels[0].op->attrs.attention.scale == 1.0 &&
+              p.kernels[0].op->inputs[3].dtype == TUNER_F16 && p.kernels[0].op->inputs[0].shape[0] == 6,
+          "%d kernels: %s", p.n_kernels, p.n_kernels ? p.kernels[0].request : "");
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+}
+
 int main(void)
 {
     test_mlp();
@@ -1293,6 +1398,7 @@ int main(void)
     test_canonical();
     test_shape_nodes();
     test_embeddings();
+    test_attention();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

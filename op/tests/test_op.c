@@ -193,8 +193,65 @@ static void test_pool_out_size(void)
     }
 }
 
+/* attention: the golden canonical JSON (every attribute, the scale at full precision, the
+ * layout by name), the sizes in either layout, the supported head dims. */
+static void test_attention(void)
+{
+    CHECK_STR(tuner_op_name(TUNER_OP_ATTENTION), "attention");
+    /* bshd, GQA 8/2, a [S, Skv] f32 mask, an epilogue cast */
+    tuner_op op = {.kind = TUNER_OP_ATTENTION, .n_inputs = 4, .n_anchor_inputs = 4};
+    op.inputs[0] = (tuner_tensor){.rank = 4, .shape = {2, 16, 8, 64}, .dtype = TUNER_BF16, .align = 16};
+    op.inputs[1] = (tuner_tensor){.rank = 4, .shape = {2, 48, 2, 64}, .dtype = TUNER_BF16, .align = 16};
+    op.inputs[2] = op.inputs[1];
+    op.inputs[3] = (tuner_tensor){.rank = 2, .shape = {16, 48}, .dtype = TUNER_F32, .align = 16};
+    op.output = op.inputs[0];
+    op.output.dtype = TUNER_F32;
+    op.attrs.attention.causal = true;
+    op.attrs.attention.scale = 0.125;
+    op.attrs.attention.bshd = true;
+    op.epilogue.n = 1;
+    op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+    char *j = tuner_op_canonical_json(&op);
+    CHECK_STR(j,
+              "{\"attrs\":{\"causal\":true,\"layout\":\"bshd\",\"scale\":0.125},"
+              "\"epilogue\":[{\"dtype\":\"f32\",\"op\":\"cast\"}],"
+              "\"inputs\":[{\"align\":16,\"dtype\":\"bf16\",\"shape\":[2,16,8,64]},"
+              "{\"align\":16,\"dtype\":\"bf16\",\"shape\":[2,48,2,64]},"
+              "{\"align\":16,\"dtype\":\"bf16\",\"shape\":[2,48,2,64]},"
+              "{\"align\":16,\"dtype\":\"f32\",\"shape\":[16,48]}],"
+              "\"n_anchor_inputs\":4,\"op\":\"attention\","
+              "\"output\":{\"align\":16,\"dtype\":\"f32\",\"shape\":[2,16,8,64]},\"prologue\":[[],[],[],[]]}");
+    free(j);
+    tuner_attention_dims d = tuner_attention_dims_of(&op);
+    CHECK(d.b == 2 && d.hq == 8 && d.hkv == 2 && d.s == 16 && d.skv == 48 && d.d == 64 && d.group == 4 && d.has_mask,
+          "bshd dims %lld %lld %lld %lld %lld %lld", (long long)d.b, (long long)d.hq, (long long)d.hkv, (long long)d.s,
+          (long long)d.skv, (long long)d.d);
+
+    /* the same tensors read as bhsd, no mask, defaults (an irrational scale prints exactly) */
+    op.n_inputs = op.n_anchor_inputs = 3;
+    op.attrs.attention.causal = false;
+    op.attrs.attention.bshd = false;
+    op.attrs.attention.scale = 0.088388347648318447; /* 1/sqrt(128) */
+    op.epilogue.n = 0;
+    op.output.dtype = TUNER_BF16;
+    j = tuner_op_canonical_json(&op);
+    CHECK(j && strstr(j, "{\"attrs\":{\"causal\":false,\"layout\":\"bhsd\",\"scale\":0.088388347648318447},") == j &&
+              strstr(j, "\"n_anchor_inputs\":3,") && strstr(j, "\"prologue\":[[],[],[]]}"),
+          "%s", j ? j : "(null)");
+    free(j);
+    d = tuner_attention_dims_of(&op);
+    CHECK(d.b == 2 && d.hq == 16 && d.hkv == 48 && d.s == 8 && d.skv == 2 && d.d == 64 && !d.has_mask);
+
+    static const int ok[] = {64, 80, 96, 128, 256}, no[] = {0, 32, 63, 72, 112, 160, 192, 512};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        CHECK(tuner_attention_head_dim_ok(ok[i]), "head dim %d", ok[i]);
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        CHECK(!tuner_attention_head_dim_ok(no[i]), "head dim %d", no[i]);
+}
+
 int main(void)
 {
+    test_attention();
     test_vocabularies();
     test_pool_out_size();
     test_int_dtypes_and_gather_row();

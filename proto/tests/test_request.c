@@ -321,7 +321,7 @@ static void test_errors(void)
         const char body[] = "{\"op\":\"matmull\"," MM_IN "}";
         CHECK(parse(body, &req, &err) == -EINVAL);
         CHECK_STR(err.message, "unknown op \"matmull\" (known ops: matmul, conv2d, softmax, "
-                               "layernorm, rmsnorm, reduce, elementwise, copy, concat, pool2d, gather)");
+                               "layernorm, rmsnorm, reduce, elementwise, copy, concat, pool2d, gather, attention)");
         /* A dynamic dimension is refused as such, not as a size below one. */
         const char dyn[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,-1],\"dtype\":\"f16\"}]}";
         CHECK(parse(dyn, &req, &err) == -EINVAL && strcmp(err.field, "inputs[0].shape[1]") == 0);
@@ -1051,6 +1051,168 @@ static void test_gather(void)
         "unknown_dtype", "inputs[1].dtype");
 }
 
+/* attention: layouts, GQA, decode, the mask's broadcasts, defaults and the scale, epilogue operands
+ * after the anchor's inputs, canonical JSON, and every refusal by its field. */
+#define AT_T(shape, dt) "{\"shape\":" shape ",\"dtype\":\"" dt "\"}"
+#define AT3(q, kv, dt) "{\"op\":\"attention\",\"inputs\":[" AT_T(q, dt) "," AT_T(kv, dt) "," AT_T(kv, dt)
+#define AT(q, k, v) "{\"op\":\"attention\",\"inputs\":[" q "," k "," v
+static void test_attention(void)
+{
+    static const struct {
+        const char *body;
+        int n_anchor;
+        int64_t out[4];
+        tuner_dtype dt;
+        bool causal, bshd;
+        double scale;
+    } good[] = {
+        /* bhsd, defaults: scale 1/sqrt(64) */
+        {AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "]}", 3, {2, 8, 128, 64}, TUNER_F16, false, false, 0.125},
+        /* bshd, causal, GQA 32/8, Skv > S, a given scale */
+        {AT3("[1,128,32,128]", "[1,256,8,128]", "bf16") "],\"attrs\":{\"layout\":\"bshd\",\"causal\":true,"
+         "\"scale\":0.1}}", 3, {1, 128, 32, 128}, TUNER_BF16, true, true, 0.1},
+        /* decode: S 1, MQA, a [B,1,1,Skv] f32 padding mask */
+        {AT3("[4,32,1,128]", "[4,1,4096,128]", "f16") "," AT_T("[4,1,1,4096]", "f32") "]}", 4, {4, 32, 1, 128},
+         TUNER_F16, false, false, 0.088388347648318447},
+        /* masks of rank 1 and 2, f16 and bf16; head dims 80, 96, 256 */
+        {AT3("[1,4,16,80]", "[1,2,32,80]", "f16") "," AT_T("[32]", "f16") "]}", 4, {1, 4, 16, 80}, TUNER_F16, false,
+         false, 0.11180339887498948},
+        {AT3("[1,16,4,96]", "[1,32,4,96]", "bf16") "," AT_T("[16,32]", "bf16") "],\"attrs\":{\"layout\":\"bshd\"}}", 4,
+         {1, 16, 4, 96}, TUNER_BF16, false, true, 0.10206207261596575},
+        {AT3("[2,2,8,256]", "[2,2,8,256]", "f16") "," AT_T("[2,1,8,1]", "f32") "],\"attrs\":{\"causal\":false}}", 4,
+         {2, 2, 8, 256}, TUNER_F16, false, false, 0.0625},
+        /* S > Skv with causal: allowed (the first rows see no key and give 0) */
+        {AT3("[1,1,8,64]", "[1,1,4,64]", "f16") "],\"attrs\":{\"causal\":true}}", 3, {1, 1, 8, 64}, TUNER_F16, true,
+         false, 0.125},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        proto_kernel_request r = OK(good[i].body);
+        CHECK(r.op.kind == TUNER_OP_ATTENTION && r.op.n_anchor_inputs == good[i].n_anchor &&
+                  r.op.n_inputs == good[i].n_anchor && r.op.output.rank == 4 && r.op.output.dtype == good[i].dt &&
+                  r.op.output.align == 16 && memcmp(r.op.output.shape, good[i].out, sizeof(good[i].out)) == 0,
+              "attention %zu: anchor %d rank %d", i, r.op.n_anchor_inputs, r.op.output.rank);
+        CHECK(r.op.attrs.attention.causal == good[i].causal && r.op.attrs.attention.bshd == good[i].bshd &&
+                  fabs(r.op.attrs.attention.scale - good[i].scale) < 1e-15,
+              "attention %zu: causal %d bshd %d scale %.17g", i, r.op.attrs.attention.causal,
+              r.op.attrs.attention.bshd, r.op.attrs.attention.scale);
+    }
+
+    /* The mask is inputs[3] unless a fused step reads it; operands follow the anchor's inputs. */
+    proto_kernel_request r = OK(AT3("[1,4,16,64]", "[1,4,16,64]", "f16") "," AT_T("[1,4,16,64]", "f16")
+                                "],\"epilogue\":[{\"op\":\"add\",\"input\":3}]}");
+    CHECK(r.op.n_anchor_inputs == 3 && r.op.n_inputs == 4 && r.op.epilogue.n == 1);
+    r = OK(AT3("[1,4,16,64]", "[1,4,16,64]", "f16") "," AT_T("[16,16]", "f32") "," AT_T("[64]", "f16")
+           "],\"epilogue\":[{\"op\":\"bias\",\"input\":4},{\"op\":\"cast\",\"dtype\":\"f32\"}]}");
+    CHECK(r.op.n_anchor_inputs == 4 && r.op.n_inputs == 5 && r.op.epilogue.n == 2 && r.op.output.dtype == TUNER_F32);
+
+    /* Canonical JSON: explicit defaults key as absent ones (scale written out, layout by name). */
+    char sc[64];
+    snprintf(sc, sizeof(sc), "%.17g", 1.0 / sqrt(128.0));
+    char explicit_body[512];
+    snprintf(explicit_body, sizeof(explicit_body),
+             AT3("[1,8,64,128]", "[1,8,64,128]", "f16") "],\"attrs\":{\"causal\":false,\"layout\":\"bhsd\","
+             "\"scale\":%s}}", sc);
+    char *a = canon(AT3("[1,8,64,128]", "[1,8,64,128]", "f16") "]}");
+    char *b = canon(explicit_body);
+    char *c = canon(AT3("[1,8,64,128]", "[1,8,64,128]", "f16") "],\"attrs\":{\"layout\":\"bshd\"}}");
+    char *d = canon(AT3("[1,8,64,128]", "[1,8,64,128]", "f16") "],\"attrs\":{\"causal\":true}}");
+    char *e = canon(AT3("[1,8,64,128]", "[1,8,64,128]", "f16") "],\"attrs\":{\"scale\":0.125}}");
+    CHECK(strcmp(a, b) == 0, "%s / %s", a, b);
+    CHECK(strstr(a, "{\"attrs\":{\"causal\":false,\"layout\":\"bhsd\",\"scale\":0.088388347648318") == a &&
+              strstr(a, "\"op\":\"attention\"") && strstr(a, "\"n_anchor_inputs\":3"), "%s", a);
+    CHECK(strcmp(a, c) != 0 && strstr(c, "\"layout\":\"bshd\""), "%s", c);
+    CHECK(strcmp(a, d) != 0 && strstr(d, "\"causal\":true"), "%s", d);
+    CHECK(strcmp(a, e) != 0 && strstr(e, "\"scale\":0.125}"), "%s", e);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+    free(e);
+
+    /* Ranks: q, k, v 4 each; the mask at most 4. */
+    BAD(AT3("[8,128,64]", "[2,8,128,64]", "f16") "]}", 422, "invalid_field", "inputs[0].shape");
+    BAD(AT(AT_T("[2,8,128,64]", "f16"), AT_T("[1,2,8,128,64]", "f16"), AT_T("[2,8,128,64]", "f16")) "]}", 422,
+        "invalid_field", "inputs[1].shape");
+    BAD(AT(AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,128,64]", "f16"), AT_T("[16,128,64]", "f16")) "]}", 422,
+        "invalid_field", "inputs[2].shape");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "," AT_T("[1,2,8,128,128]", "f32") "]}", 422, "shape_mismatch",
+        "inputs[3].shape");
+    /* dtypes: f16/bf16, one for q, k, v; a float mask */
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f32") "]}", 422, "invalid_field", "inputs[0].dtype");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "i32") "]}", 422, "invalid_field", "inputs[0].dtype");
+    BAD(AT(AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,128,64]", "bf16"), AT_T("[2,8,128,64]", "f16")) "]}", 422,
+        "invalid_field", "inputs[1].dtype");
+    BAD(AT(AT_T("[2,8,128,64]", "bf16"), AT_T("[2,8,128,64]", "bf16"), AT_T("[2,8,128,64]", "f16")) "]}", 422,
+        "invalid_field", "inputs[2].dtype");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "," AT_T("[128,128]", "i64") "]}", 422, "invalid_field",
+        "inputs[3].dtype");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "," AT_T("[128,128]", "bool") "]}", 422, "unknown_dtype",
+        "inputs[3].dtype");
+    /* head dims: supported, and one for q, k, v */
+    BAD(AT3("[2,8,128,100]", "[2,8,128,100]", "f16") "]}", 422, "invalid_field", "inputs[0].shape");
+    BAD(AT3("[2,8,128,32]", "[2,8,128,32]", "f16") "]}", 422, "invalid_field", "inputs[0].shape");
+    BAD(AT(AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,128,128]", "f16"), AT_T("[2,8,128,64]", "f16")) "]}", 422,
+        "shape_mismatch", "inputs[1].shape");
+    BAD(AT(AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,128,128]", "f16")) "]}", 422,
+        "shape_mismatch", "inputs[2].shape");
+    /* k and v alike (Skv, heads) */
+    BAD(AT(AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,64,64]", "f16")) "]}", 422,
+        "shape_mismatch", "inputs[2].shape");
+    BAD(AT(AT_T("[2,8,128,64]", "f16"), AT_T("[2,8,128,64]", "f16"), AT_T("[2,4,128,64]", "f16")) "]}", 422,
+        "shape_mismatch", "inputs[2].shape");
+    /* batch; Hq a multiple of Hkv, in either layout (Hkv > Hq too) */
+    BAD(AT3("[2,8,128,64]", "[1,8,128,64]", "f16") "]}", 422, "shape_mismatch", "inputs[1].shape");
+    BAD(AT3("[2,8,128,64]", "[2,3,128,64]", "f16") "]}", 422, "shape_mismatch", "inputs[1].shape");
+    BAD(AT3("[2,4,128,64]", "[2,8,128,64]", "f16") "]}", 422, "shape_mismatch", "inputs[1].shape");
+    BAD(AT3("[2,128,12,64]", "[2,128,8,64]", "f16") "],\"attrs\":{\"layout\":\"bshd\"}}", 422, "shape_mismatch",
+        "inputs[1].shape");
+    /* ... while bhsd reads those shapes' heads from dimension 1: [2,128] heads, fine for 128 / 128 */
+    OK(AT3("[2,128,12,64]", "[2,128,8,64]", "f16") "]}");
+    /* a mask that does not broadcast to [B,Hq,S,Skv] = [2,8,128,256] */
+    BAD(AT3("[2,8,128,64]", "[2,8,256,64]", "f16") "," AT_T("[128,128]", "f32") "]}", 422, "shape_mismatch",
+        "inputs[3].shape");
+    BAD(AT3("[2,8,128,64]", "[2,8,256,64]", "f16") "," AT_T("[2,2,128,256]", "f32") "]}", 422, "shape_mismatch",
+        "inputs[3].shape");
+    BAD(AT3("[2,8,128,64]", "[2,8,256,64]", "f16") "," AT_T("[3,1,1,256]", "f16") "]}", 422, "shape_mismatch",
+        "inputs[3].shape");
+    /* ... in bshd the mask stays [B,Hq,S,Skv]: q's [B,S,Hq,D] order is refused where S != Hq */
+    BAD(AT3("[1,128,8,64]", "[1,128,8,64]", "f16") "," AT_T("[1,128,8,128]", "f32") "],\"attrs\":{\"layout\":\"bshd\"}}",
+        422, "shape_mismatch", "inputs[3].shape");
+    OK(AT3("[1,128,8,64]", "[1,128,8,64]", "f16") "," AT_T("[1,8,128,128]", "f32") "],\"attrs\":{\"layout\":\"bshd\"}}");
+    /* attrs */
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"dropout\":0.1}}", 400, "invalid_field",
+        "attrs.dropout");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"is_causal\":true}}", 400, "invalid_field",
+        "attrs.is_causal");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"scale\":0}}", 422, "invalid_field", "attrs.scale");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"scale\":-0.125}}", 422, "invalid_field",
+        "attrs.scale");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"scale\":1e999}}", 400, "invalid_field",
+        "attrs.scale");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"scale\":\"nan\"}}", 400, "invalid_field",
+        "attrs.scale");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"scale\":null}}", 400, "invalid_field",
+        "attrs.scale");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"causal\":1}}", 400, "invalid_field",
+        "attrs.causal");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"layout\":\"bsdh\"}}", 422, "invalid_field",
+        "attrs.layout");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"layout\":4}}", 400, "invalid_field",
+        "attrs.layout");
+    /* inputs: q, k, v at least; every extra one read by a step; steps read no anchor input */
+    BAD("{\"op\":\"attention\",\"inputs\":[" AT_T("[2,8,128,64]", "f16") "," AT_T("[2,8,128,64]", "f16") "]}", 422,
+        "invalid_field", "inputs");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "," AT_T("[128,128]", "f32") "," AT_T("[64]", "f16") "]}", 422,
+        "invalid_field", "inputs[4]");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"epilogue\":[{\"op\":\"add\",\"input\":1}]}", 422,
+        "invalid_field", "epilogue[0].input");
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "," AT_T("[128]", "f16") "],\"epilogue\":[{\"op\":\"add\","
+        "\"input\":3}]}", 422, "shape_mismatch", "epilogue[0].input");
+    /* no prologue */
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"prologue\":[{\"op\":\"scale\",\"value\":2,\"input\":0}]}",
+        422, "invalid_field", "prologue");
+}
+
 static void test_strip(void)
 {
     proto_kernel_request r = OK(
@@ -1124,6 +1286,7 @@ static void test_examples(const char *dir)
     static const char *const names[] = {
         "matmul.json", "matmul_bias_gelu.json", "batched_matmul.json", "conv2d.json",
         "softmax.json", "layernorm.json", "rmsnorm.json", "reduce_sum.json", "elementwise.json",
+        "attention.json", "attention_decode.json",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[1024];
@@ -1228,6 +1391,7 @@ int main(int argc, char **argv)
     test_pool();
     test_shape_ops();
     test_gather();
+    test_attention();
     test_strip();
     test_error_json();
     test_suggestions();

@@ -262,6 +262,32 @@ static tuner_op pool(tuner_pool_kind kind, bool nchw, int64_t n, int64_t c, int6
     return op;
 }
 
+/* attention: q [b,hq,s,d], k and v [b,hkv,skv,d] (bshd: [b,s,h,d]); mask_rank 0 (none), 2
+ * ([s,skv]) or 4 ([b,1,1,skv]). The mask is the run's float dtype (set_dtype). */
+static tuner_op attention(int64_t b, int64_t hq, int64_t hkv, int64_t s, int64_t skv, int64_t d, bool causal,
+                          bool bshd, int mask_rank)
+{
+    tuner_op op = blank(TUNER_OP_ATTENTION);
+    const int64_t q[4] = {b, bshd ? s : hq, bshd ? hq : s, d}, kv[4] = {b, bshd ? skv : hkv, bshd ? hkv : skv, d};
+    op.inputs[0] = tensor(4, q, 16);
+    op.inputs[1] = op.inputs[2] = tensor(4, kv, 16);
+    op.n_inputs = op.n_anchor_inputs = 3;
+    if (mask_rank == 2) {
+        const int64_t m[2] = {s, skv};
+        op.inputs[3] = tensor(2, m, 16);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    } else if (mask_rank == 4) {
+        const int64_t m[4] = {b, 1, 1, skv};
+        op.inputs[3] = tensor(4, m, 16);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    }
+    op.attrs.attention.causal = causal;
+    op.attrs.attention.bshd = bshd;
+    op.attrs.attention.scale = 1.0 / sqrt((double)d);
+    op.output = tensor(4, q, 16);
+    return op;
+}
+
 static int build_cases(scase *c)
 {
     int n = 0;
@@ -692,6 +718,21 @@ static int build_cases(scase *c)
         add_unary_step(&op.epilogue, TUNER_EW_SHIFT, 1.0);
         add_unary_step(&op.epilogue, TUNER_EW_SCALE, -0.25);
         ADD("ew i64 mask cast,1-m,*-.25", op, true);
+    }
+    /* attention (every template that applies: the portable one, Hopper's, decode): odd lengths,
+     * causal with S < Skv and S > Skv (rows with no key: 0), grouped-query heads, masks
+     * broadcast from [B,1,1,Skv] and [S,Skv], the bshd layout, every head dim, an epilogue. */
+    {
+        ADD("attn b2 h4 s77 kv333 d64", attention(2, 4, 4, 77, 333, 64, false, false, 0), false);
+        ADD("attn causal s200 kv333 d128 gqa8/2", attention(1, 8, 2, 200, 333, 128, true, false, 0), false);
+        ADD("attn causal s333 kv200 d96", attention(2, 2, 2, 333, 200, 96, true, false, 0), false);
+        ADD("attn bshd s129 d80 mask[b,1,1,kv]", attention(2, 3, 3, 129, 129, 80, false, true, 4), false);
+        tuner_op op = attention(1, 2, 1, 64, 300, 256, false, false, 2);
+        add_unary_step(&op.epilogue, TUNER_EW_SCALE, 2.0);
+        ADD("attn mqa d256 mask[s,kv] *2", op, false);
+        ADD("attn decode s1 kv4097 gqa32/8 d128", attention(2, 32, 8, 1, 4097, 128, false, false, 0), false);
+        ADD("attn decode causal s5 kv1000 d64", attention(3, 8, 2, 5, 1000, 64, true, true, 0), false);
+        ADD("attn s4096 d128 causal", attention(1, 4, 4, 4096, 4096, 128, true, false, 0), false);
     }
 #undef ADD
     return n;

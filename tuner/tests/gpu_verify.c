@@ -277,6 +277,222 @@ static void host_check_gather(const char *name, const tuner_op *op, void *const 
     }
 }
 
+/* An attention op as the validator leaves it (op/op.h's ATTENTION): q [B,Hq,S,D] (bshd:
+ * [B,S,Hq,D]), k and v [B,Hkv,Skv,D] ([B,Skv,Hkv,D]) in dt, a mask of rank mr (shape ms, dtype
+ * mdt) when mr > 0, scale 1/sqrt(D). */
+static tuner_op attn_op(tuner_dtype dt, bool bshd, bool causal, long long b, long long hq, long long hkv, long long s,
+                        long long skv, long long d, int mr, const long long *ms, tuner_dtype mdt)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ATTENTION;
+    const long long qs[4] = {b, bshd ? s : hq, bshd ? hq : s, d}, ks[4] = {b, bshd ? skv : hkv, bshd ? hkv : skv, d};
+    op.inputs[0] = t_tensor(dt, 4, qs, 16);
+    op.inputs[1] = t_tensor(dt, 4, ks, 16);
+    op.inputs[2] = t_tensor(dt, 4, ks, 16);
+    op.n_inputs = op.n_anchor_inputs = 3;
+    if (mr > 0) {
+        op.inputs[3] = t_tensor(mdt, mr, ms, 16);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    }
+    op.output = op.inputs[0];
+    op.attrs.attention.causal = causal;
+    op.attrs.attention.bshd = bshd;
+    op.attrs.attention.scale = 1.0 / sqrt((double)d);
+    return op;
+}
+
+/* Element (b, h, i, j) of the attention mask broadcast to [B, Hq, S, Skv]: its offset. */
+static size_t attn_mask_offset(const tuner_tensor *m, const long long crd[4])
+{
+    size_t off = 0, stride = 1;
+    for (int k = 3; k >= 0; k--) {
+        const int dm = m->rank - (4 - k);
+        if (dm < 0)
+            break;
+        if (m->shape[dm] != 1)
+            off += (size_t)crd[k] * stride;
+        stride *= (size_t)m->shape[dm];
+    }
+    return off;
+}
+
+/* The attention reference (tuner/attn/reference.c) against the host in fp64, straight from op/
+ * op.h's definition: inputs uniform in [-1, 1] (exact in their dtype), the mask -inf at every
+ * 5th element and on the whole of some rows (row 3 of every (b, h) it has), the scores scaled
+ * as the reference does (the scale rounded to float), softmax over the keys a row may see
+ * (causal: j <= i + Skv - S), a row that sees none 0; then an epilogue of adds of output-shaped
+ * operands and scales. The reference computes in fp32: |ref - host| <= 1e-4 (rms(host) +
+ * |host|), and a row with no key must be exactly 0. want_empty: the case has such rows (they are
+ * counted, so the check cannot pass without exercising them). */
+static void verify_attn_reference(const char *name, const tuner_op *op, const tuner_target *t, bool want_empty)
+{
+    tuner_program *ref = NULL;
+    tuner_binary *refbin = NULL;
+    char *err = NULL;
+    if (tuner_reference(op, t, &ref, &err) < 0 || tuner_compile(ref->source, t, &refbin, &err) < 0) {
+        printf("%-40s reference error: %s\n", name, err ? err : "?");
+        free(err);
+        total_wrong++;
+        tuner_program_free(ref);
+        return;
+    }
+    const tuner_attention_dims d = tuner_attention_dims_of(op);
+    const bool bshd = op->attrs.attention.bshd, causal = op->attrs.attention.causal;
+    devbuf bufs[TUNER_BUF_WORKSPACE + 1];
+    memset(bufs, 0, sizeof(bufs));
+    void *hin[TUNER_MAX_INPUTS] = {NULL};
+    for (int i = 0; i < op->n_inputs; i++) {
+        const tuner_tensor *x = &op->inputs[i];
+        const size_t n = (size_t)tuner_tensor_numel(x), es = (size_t)tuner_dtype_size(x->dtype);
+        const bool mask = d.has_mask && i == 3;
+        const long long mrow = x->rank >= 2 ? x->shape[x->rank - 1] : 0; /* a mask row's length */
+        void *h = malloc(n * es);
+        for (size_t k = 0; k < n; k++) {
+            const bool ninf = mask && (k % 5 == 2 || (mrow && x->shape[x->rank - 2] > 3 && (k / (size_t)mrow) %
+                                                          (size_t)x->shape[x->rank - 2] == 3));
+            if (x->dtype == TUNER_F16) {
+                uint16_t v = ninf ? 0xfc00 : f32_to_f16_exact((float)rnd_int(-1024, 1024) / 1024.0f);
+                memcpy((char *)h + k * 2, &v, 2);
+            } else if (x->dtype == TUNER_BF16) {
+                float f = (float)rnd_int(-128, 128) / 128.0f;
+                uint32_t b;
+                memcpy(&b, &f, 4);
+                uint16_t v = ninf ? 0xff80 : (uint16_t)(b >> 16);
+                memcpy((char *)h + k * 2, &v, 2);
+            } else {
+                float f = ninf ? -INFINITY : (float)rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
+                memcpy((char *)h + k * 4, &f, 4);
+            }
+        }
+        bufs[i].bytes = n * es;
+        CK(d_cuMemAlloc(&bufs[i].base, n * es));
+        bufs[i].ptr = bufs[i].base;
+        CK(d_cuMemcpyHtoD(bufs[i].ptr, h, n * es));
+        hin[i] = h;
+    }
+    const size_t nout = (size_t)tuner_tensor_numel(&op->output);
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT].base, nout * 4));
+    bufs[TUNER_BUF_OUTPUT].ptr = bufs[TUNER_BUF_OUTPUT].base;
+    CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT].ptr, 0xff, nout * 4)); /* NaN: every element must be written */
+    CUstream st;
+    CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CUmodule rmod;
+    CK(d_cuModuleLoadData(&rmod, refbin->cubin));
+    launch_program(rmod, ref, bufs, st);
+    CK(d_cuStreamSynchronize(st));
+    float *refh = malloc(nout * 4);
+    CK(d_cuMemcpyDtoH(refh, bufs[TUNER_BUF_OUTPUT].ptr, nout * 4));
+
+    /* The host's output in the output's layout. */
+    double *host = calloc(nout, sizeof(double));
+    double *sc = malloc((size_t)d.skv * sizeof(double));
+    const double scale = (double)(float)op->attrs.attention.scale;
+    const tuner_tensor *q = &op->inputs[0], *k = &op->inputs[1], *v = &op->inputs[2];
+    long long empty = 0, partial = 0;
+    for (long long b = 0; b < d.b; b++)
+        for (long long h = 0; h < d.hq; h++)
+            for (long long i = 0; i < d.s; i++) {
+                const long long hk = h / d.group;
+                const size_t qrow = bshd ? (size_t)(((b * d.s + i) * d.hq + h) * d.d)
+                                         : (size_t)(((b * d.hq + h) * d.s + i) * d.d);
+                double mx = -INFINITY;
+                long long seen = 0;
+                for (long long j = 0; j < d.skv; j++) {
+                    sc[j] = -INFINITY;
+                    if (causal && j > i + d.skv - d.s)
+                        continue;
+                    const size_t krow = bshd ? (size_t)(((b * d.skv + j) * d.hkv + hk) * d.d)
+                                             : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
+                    double dot = 0;
+                    for (long long c = 0; c < d.d; c++)
+                        dot += (double)host_value(q, hin[0], qrow + (size_t)c) *
+                               (double)host_value(k, hin[1], krow + (size_t)c);
+                    double s_ = scale * dot;
+                    if (d.has_mask) {
+                        const long long crd[4] = {b, h, i, j};
+                        s_ += (double)host_value(&op->inputs[3], hin[3], attn_mask_offset(&op->inputs[3], crd));
+                    }
+                    sc[j] = s_;
+                    if (s_ > mx)
+                        mx = s_;
+                    seen += s_ != -INFINITY;
+                }
+                if (seen == 0)
+                    empty++;
+                else if (seen < d.skv)
+                    partial++;
+                for (long long c = 0; c < d.d; c++) {
+                    double l = 0, acc = 0;
+                    if (seen > 0)
+                        for (long long j = 0; j < d.skv; j++) {
+                            if (sc[j] == -INFINITY)
+                                continue;
+                            const size_t vrow = bshd ? (size_t)(((b * d.skv + j) * d.hkv + hk) * d.d)
+                                                     : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
+                            const double e = exp(sc[j] - mx);
+                            l += e;
+                            acc += e * (double)host_value(v, hin[2], vrow + (size_t)c);
+                        }
+                    double o = seen > 0 ? acc / l : 0.0;
+                    for (int s_ = 0; s_ < op->epilogue.n; s_++) {
+                        const tuner_ew_step *stp = &op->epilogue.steps[s_];
+                        if (stp->kind == TUNER_EW_SCALE)
+                            o *= stp->scalar;
+                        else /* an add of an output-shaped operand */
+                            o += (double)host_value(&op->inputs[stp->operand], hin[stp->operand], qrow + (size_t)c);
+                    }
+                    host[qrow + (size_t)c] = o;
+                }
+            }
+    double rms = 0;
+    for (size_t e = 0; e < nout; e++)
+        rms += host[e] * host[e];
+    rms = sqrt(rms / (double)nout);
+    long long bad = 0, zero_bad = 0, first = -1;
+    double worst = 0;
+    for (size_t e = 0; e < nout; e++) {
+        const double diff = fabs((double)refh[e] - host[e]);
+        if (!(diff <= 1e-4 * (rms + fabs(host[e])))) {
+            if (first < 0)
+                first = (long long)e;
+            bad++;
+        }
+        if (host[e] == 0.0 && op->epilogue.n == 0 && refh[e] != 0.0f)
+            zero_bad++;
+        if (diff > worst || isnan(diff))
+            worst = isnan(diff) ? INFINITY : diff;
+    }
+    printf("%-40s reference vs host fp64: %lld rows with no key, %lld partly masked, %lld of %zu differ "
+           "(worst %.1e, rms %.2f)%s\n",
+           name, empty, partial, bad + zero_bad, nout, worst, rms, bad || zero_bad ? " - WRONG" : "");
+    if (bad || zero_bad) {
+        if (first >= 0)
+            printf("    first at %lld: reference %g, host %g\n", first, (double)refh[first], host[first]);
+        total_wrong++;
+    }
+    if (want_empty && !empty) {
+        printf("    the case has no row without a key: the 0 rule was not exercised\n");
+        total_wrong++;
+    }
+    if (d.has_mask && !partial) {
+        printf("    no row was partly masked\n");
+        total_wrong++;
+    }
+    free(sc);
+    free(host);
+    free(refh);
+    for (int i = 0; i < op->n_inputs; i++)
+        free(hin[i]);
+    CK(d_cuModuleUnload(rmod));
+    CK(d_cuStreamDestroy(st));
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        if (bufs[i].base)
+            CK(d_cuMemFree(bufs[i].base));
+    tuner_program_free(ref);
+    tuner_binary_free(refbin);
+}
+
 static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
 {
     tuner_space *sp = NULL;
@@ -707,6 +923,26 @@ int main(void)
                 t_add_epilogue(&op, TUNER_EW_MIN, 1, (long long[]){64}, TUNER_EW_SILU);
                 verify_case(name, &op, &t, threads);
             }
+        }
+    }
+    {
+        /* attention's reference against the host (the templates' candidates are checked by
+         * their own cases): GQA with causal rows that see no key (S > Skv) and a mask with
+         * fully -inf rows; bshd with a [S,Skv] mask and an epilogue; decode with MQA. */
+        const long long m4[4] = {2, 1, 40, 33}, m2[2] = {17, 50}, m1[4] = {2, 1, 1, 300}, res[4] = {1, 17, 8, 80};
+        tuner_op op;
+        if (!only || strstr("attention reference bhsd gqa causal", only)) {
+            op = attn_op(TUNER_F16, false, true, 2, 4, 2, 40, 33, 64, 4, m4, TUNER_F32);
+            verify_attn_reference("attention reference bhsd gqa causal", &op, &t, true);
+        }
+        if (!only || strstr("attention reference bshd +res*0.5", only)) {
+            op = attn_op(TUNER_BF16, true, true, 1, 8, 2, 17, 50, 80, 2, m2, TUNER_F16);
+            t_add_epilogue(&op, TUNER_EW_ADD, 4, res, TUNER_EW_SCALE);
+            verify_attn_reference("attention reference bshd +res*0.5", &op, &t, true);
+        }
+        if (!only || strstr("attention reference decode mqa", only)) {
+            op = attn_op(TUNER_F16, false, false, 2, 8, 1, 1, 300, 128, 4, m1, TUNER_BF16);
+            verify_attn_reference("attention reference decode mqa", &op, &t, false);
         }
     }
     printf("gpu_verify: %d wrong or failed candidates\n", total_wrong);

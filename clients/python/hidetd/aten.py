@@ -896,10 +896,16 @@ def _pool_emit(L, node, v, attrs):
     return L.emit("pool2d", [v], attrs, shape, v.dtype, nhwc)
 
 
+# Head dims the attention op has templates for (op/op.h); others are spelled out.
+ATTENTION_HEAD_DIMS = (64, 80, 96, 128, 256)
+
+
 def _sdpa_converter(which):
     """Scaled dot-product attention, each of PyTorch's device variants: q [B,H,S,D], k and v
-    [B,H,Sk,D]. Until hidetd has its fused attention op this is matmul, scale, mask, softmax,
-    matmul; the batch and head axes merge into the matmuls' batch (views, no copies)."""
+    [B,Hkv,Sk,D]. One attention node (hidetd's fused op) where it can take the case: f16/bf16,
+    a head dim it has templates for, k/v heads equal or (enable_gqa) dividing q's. Otherwise
+    matmul, scale, mask, softmax, matmul, the batch and head axes merged into the matmuls'
+    batch (views, no copies)."""
     def f(L, node, q, k, v, *args, **kw):
         names = {
             "scaled_dot_product_attention": ["attn_mask", "dropout_p", "is_causal", "scale",
@@ -917,52 +923,99 @@ def _sdpa_converter(which):
         opts.update(kw)
         if opts.get("dropout_p", 0.0) or opts.get("dropout_mask") is not None:
             raise Unsupported("attention with dropout")
-        if opts.get("enable_gqa"):
-            raise Unsupported("grouped-query attention")
         mask = opts.get("attn_mask", opts.get("attn_bias"))
+        if mask is not None and not _is_tensor(mask):
+            raise Unsupported("an attention mask that is not a tensor")
         qv, kv, vv = (L.to_plain(L.val(t)) for t in (q, k, v))
-        if len(qv.shape) != 4 or len(kv.shape) != 4:
+        if len(qv.shape) != 4 or len(kv.shape) != 4 or len(vv.shape) != 4:
             raise Unsupported("attention on %d-D tensors" % len(qv.shape))
         qv, kv, vv = L.same_dtype(qv, kv, vv)
-        b, h, s, d = qv.shape
-        sk = kv.shape[2]
-        if kv.shape[:2] != [b, h] or vv.shape[:3] != [b, h, sk]:
-            raise Unsupported("attention with broadcast batch or head axes")
-        dv = vv.shape[3]
         scale = opts.get("scale")
-        scale = 1.0 / math.sqrt(d) if scale is None else _num(scale)
-        q3 = _reshape_value(L, qv, [b * h, s, d])
-        k3 = _reshape_value(L, kv, [b * h, sk, d])
-        v3 = _reshape_value(L, vv, [b * h, sk, dv])
-        kt = L.emit("transpose", [k3], {"perm": [0, 2, 1]}, [b * h, d, sk], k3.dtype)
-        sc = L.emit("matmul", [q3, kt], None, [b * h, s, sk], q3.dtype)
-        sc = L.emit("scale", [sc], {"value": scale}, sc.shape, sc.dtype)
-        sc = _reshape_value(L, sc, [b, h, s, sk])
-        if mask is not None:
-            if not _is_tensor(mask):
-                raise Unsupported("an attention mask that is not a tensor")
-            mv = L.to_plain(L.val(mask))
-            if mv.is_bool:
-                # True = attend: the rest is -inf.
-                sc = L.emit("where", [mv, sc, L.constant(lambda: _scalar_tensor(float("-inf"), sc), "ninf")],
-                            None, sc.shape, sc.dtype)
-            else:
-                (sc2, mv) = L.same_dtype(sc, mv)
-                sc = L.emit("add", [sc2, mv], None, _broadcast(sc.shape, mv.shape), sc2.dtype)
-        if opts.get("is_causal"):
-            def causal_bias():
-                import torch
-                allowed = torch.ones(s, sk, dtype=torch.bool).tril()
-                return torch.zeros(s, sk, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
-            cv = L.constant(causal_bias, "causal")
-            sc, cv = L.same_dtype(sc, cv)
-            sc = L.emit("add", [sc, cv], None, sc.shape, sc.dtype)
-        p = L.emit("softmax", [sc], {"axis": -1}, sc.shape, sc.dtype)
-        p3 = _reshape_value(L, p, [b * h, s, sk])
-        o = L.emit("matmul", [p3, v3], None, [b * h, s, dv], p3.dtype)
-        o = _reshape_value(L, o, [b, h, s, dv])
+        scale = 1.0 / math.sqrt(qv.shape[3]) if scale is None else _num(scale)
+        o = _attention_node(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale,
+                            bool(opts.get("enable_gqa")))
+        if o is None:
+            o = _attention_spelled_out(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale)
         return o if which == "scaled_dot_product_attention" else (o,) + (None,) * 8
     return f
+
+
+def _attention_node(L, qv, kv, vv, mask, causal, scale, gqa):
+    """The attention node for SDPA, or None where the op cannot take the case."""
+    b, h, s, d = qv.shape
+    hk, sk = kv.shape[1], kv.shape[2]
+    if qv.dtype not in ("f16", "bf16") or d not in ATTENTION_HEAD_DIMS or vv.shape != kv.shape:
+        return None
+    if kv.shape[0] != b or kv.shape[3] != d or (hk != h and not (gqa and h % hk == 0)):
+        return None
+    ins = [qv, kv, vv]
+    attrs = {"scale": scale}
+    if causal and s == sk:
+        attrs["causal"] = True
+    elif causal:
+        # PyTorch aligns is_causal to the top left (tril of [S, Sk]); the op's causal flag to the
+        # bottom right, as FlashAttention does. They differ when S != Sk: a mask says it.
+        if mask is not None:
+            return None
+        def causal_bias():
+            import torch
+            allowed = torch.ones(s, sk, dtype=torch.bool).tril()
+            return torch.zeros(s, sk, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
+        ins.append(L.constant(causal_bias, "causal"))
+    if mask is not None:
+        mv = L.to_plain(L.val(mask))
+        if len(mv.shape) > 4:
+            return None
+        try:
+            if _broadcast([b, h, s, sk], mv.shape) != [b, h, s, sk]:
+                return None
+        except Unsupported:
+            return None
+        if mv.is_bool:
+            # True = attend: 0 there, -inf elsewhere (an additive mask of q's dtype).
+            zero = L.constant(lambda: _scalar_tensor(0.0, qv), "zero")
+            ninf = L.constant(lambda: _scalar_tensor(float("-inf"), qv), "ninf")
+            mv = L.emit("where", [mv, zero, ninf], None, mv.shape, qv.dtype)
+        elif mv.dtype not in ("f16", "bf16", "f32"):
+            return None
+        ins.append(mv)
+    return L.emit("attention", ins, attrs, [b, h, s, d], qv.dtype)
+
+
+def _attention_spelled_out(L, qv, kv, vv, mask, causal, scale):
+    b, h, s, d = qv.shape
+    sk = kv.shape[2]
+    if kv.shape[:2] != [b, h] or vv.shape[:3] != [b, h, sk]:
+        raise Unsupported("attention with broadcast batch or head axes")
+    dv = vv.shape[3]
+    q3 = _reshape_value(L, qv, [b * h, s, d])
+    k3 = _reshape_value(L, kv, [b * h, sk, d])
+    v3 = _reshape_value(L, vv, [b * h, sk, dv])
+    kt = L.emit("transpose", [k3], {"perm": [0, 2, 1]}, [b * h, d, sk], k3.dtype)
+    sc = L.emit("matmul", [q3, kt], None, [b * h, s, sk], q3.dtype)
+    sc = L.emit("scale", [sc], {"value": scale}, sc.shape, sc.dtype)
+    sc = _reshape_value(L, sc, [b, h, s, sk])
+    if mask is not None:
+        mv = L.to_plain(L.val(mask))
+        if mv.is_bool:
+            # True = attend: the rest is -inf.
+            sc = L.emit("where", [mv, sc, L.constant(lambda: _scalar_tensor(float("-inf"), sc), "ninf")],
+                        None, sc.shape, sc.dtype)
+        else:
+            (sc2, mv) = L.same_dtype(sc, mv)
+            sc = L.emit("add", [sc2, mv], None, _broadcast(sc.shape, mv.shape), sc2.dtype)
+    if causal:
+        def causal_bias():
+            import torch
+            allowed = torch.ones(s, sk, dtype=torch.bool).tril()
+            return torch.zeros(s, sk, dtype=torch.float32).masked_fill(~allowed, float("-inf"))
+        cv = L.constant(causal_bias, "causal")
+        sc, cv = L.same_dtype(sc, cv)
+        sc = L.emit("add", [sc, cv], None, sc.shape, sc.dtype)
+    p = L.emit("softmax", [sc], {"axis": -1}, sc.shape, sc.dtype)
+    p3 = _reshape_value(L, p, [b * h, s, sk])
+    o = L.emit("matmul", [p3, v3], None, [b * h, s, dv], p3.dtype)
+    return _reshape_value(L, o, [b, h, s, dv])
 
 
 def _getitem(L, node, src, index):

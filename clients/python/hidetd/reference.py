@@ -197,4 +197,32 @@ def _node(n, ins, torch, F, dt):
         flat = torch.index_select(x, axis, idx.reshape(-1))
         shape = list(x.shape[:axis]) + list(idx.shape) + list(x.shape[axis + 1:])
         return flat.reshape(shape)
+    if op == "attention":
+        return _attention(ins, a, torch)
     raise ValueError("reference: node %s: op %r is not known here" % (n.get("name"), op))
+
+
+def _attention(ins, a, torch):
+    """The attention op in f32 (docs/api.md): GQA by repeating k/v heads, causal aligned to the
+    bottom right, and a row with no key left giving 0, as PyTorch's SDPA does."""
+    q, k, v = (t.float() for t in ins[:3])
+    bshd = a.get("layout", "bhsd") == "bshd"
+    if bshd:
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    s, skv, d = q.shape[2], k.shape[2], q.shape[3]
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1)
+    v = v.repeat_interleave(group, dim=1)
+    scale = a.get("scale", 1.0 / d ** 0.5)
+    sc = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if len(ins) > 3:
+        sc = sc + ins[3].float()
+    if a.get("causal"):
+        keep = torch.ones(s, skv, dtype=torch.bool).tril(diagonal=skv - s)
+        sc = sc.masked_fill(~keep, float("-inf"))
+    dead = sc.amax(dim=-1, keepdim=True) == float("-inf")
+    p = torch.softmax(sc.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+    o = torch.matmul(p, v)
+    if bshd:
+        o = o.transpose(1, 2)
+    return o.contiguous().to(ins[0].dtype)
