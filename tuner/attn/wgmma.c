@@ -30,9 +30,18 @@
  *     wgmma group completed.
  *   - the epilogue: l summed over the quad, O / l (0 where l is 0), the fused chain applied and
  *     rows < S, columns < D stored from registers (tuner__attn_emit_store).
- * Every wgmma group is waited for before its registers are read (no intra-warpgroup overlap of
- * one tile's softmax with the next tile's Q.K^T yet); with two or three consumers the
- * warpgroups' softmaxes and GEMMs interleave on the SM's tensor and special-function units.
+ * With `overlap` (FA3's intra-warpgroup pipelining) tile n's Q.K^T is issued together with
+ * tile n - 1's P.V (two wgmma groups), wait_group<1> waits for the former only, and tile n's
+ * softmax runs while the tensor cores do P.V; O and the previous P, P.V's registers, are touched
+ * only after wait_group<0> (then O is rescaled by tile n's factor and tile n's P packed), and
+ * the last tile's P.V follows the loop. Without it each tile's Q.K^T, softmax and P.V run in
+ * turn. Either way two or three consumer warpgroups interleave on the SM's tensor and
+ * special-function units.
+ *
+ * Schedule: block_n (64..256, keys per tile), consumers (1..3: block_m 64..192), stages (2..4),
+ * overlap (0, 1); valid where the ring, the Q tile and 1 KiB of alignment slack fit the
+ * block's shared memory and O (D/2 rounded up to 32 fp32), S (block_n / 2) and P (block_n / 4)
+ * plus ~32 fit the consumer's registers after setmaxnreg (240 with 1-2 consumers, 152 with 3).
  *
  * TMA maps (kernel parameters by value, encoded by the launcher from tuner_launch.maps): bhsd q
  * (D, S, Hq, B), k and v (D, Skv, Hkv, B), boxes (64, rows, 1, 1); bshd q (D, Hq, S, B), k and v
@@ -53,11 +62,15 @@
 /* Registers a consumer thread needs beside its O, S and P fragments (indices, descriptors,
  * softmax state). */
 #define AW_REG_OVERHEAD 32
+/* ... and beside them the mask's indexing. */
+#define AW_MASK_REGS 24
 /* Registers of the producer warpgroup when it gives some back (setmaxnreg). */
 #define AW_PRODUCER_REGS 40
 
 typedef struct aw_cfg {
     int bn, consumers, stages;
+    bool overlap;  /* one tile's softmax beside the previous tile's P.V (FA3's intra-warpgroup
+                    * pipelining) */
     int bm;        /* 64 * consumers query rows per work item */
     int dp;        /* D rounded up to 64: the columns the tiles hold (and O's N) */
     int boxes;     /* dp / 64 */
@@ -81,6 +94,10 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     c->bn = tuner_schedule_param(s, "block_n", 0);
     c->consumers = tuner_schedule_param(s, "consumers", 0);
     c->stages = tuner_schedule_param(s, "stages", 0);
+    const int ov = tuner_schedule_param(s, "overlap", 0);
+    if (ov != 0 && ov != 1)
+        return -EINVAL;
+    c->overlap = ov == 1;
     if (c->bn < 64 || c->bn > 256 || c->bn % 16 || c->consumers < 1 || c->consumers > 3 || c->stages < 2 ||
         c->stages > 4)
         return -EINVAL;
@@ -97,10 +114,12 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     return 0;
 }
 
-static bool cfg_valid(const tuner_arch *a, const aw_cfg *c)
+static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const aw_cfg *c)
 {
-    /* O (dp / 2 fp32 per thread), S (bn / 2) and P (bn / 4 packed pairs) live at once. */
-    if (c->dp / 2 + c->bn / 2 + c->bn / 4 + AW_REG_OVERHEAD > c->regs)
+    /* O (dp / 2 fp32 per thread), S (bn / 2) and P (bn / 4 packed pairs) live at once; a mask's
+     * addressing needs more (ptxas -v: 176 keys with two consumers spilled with one). */
+    const int overhead = AW_REG_OVERHEAD + (p->d.has_mask ? AW_MASK_REGS : 0);
+    if (c->dp / 2 + c->bn / 2 + c->bn / 4 + overhead > c->regs)
         return false;
     /* The dynamic ring and Q tile, plus the static barriers. */
     if (c->smem + 8 * (2 * c->stages + 2) > a->max_smem_per_block)
@@ -135,13 +154,14 @@ static void aw_param(tuner_schedule *s, const char *name, int value)
     s->n_params++;
 }
 
-static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages)
+static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, int overlap)
 {
     memset(s, 0, sizeof(*s));
     s->template_name = "attention_wgmma";
     aw_param(s, "block_n", bn);
     aw_param(s, "consumers", consumers);
     aw_param(s, "stages", stages);
+    aw_param(s, "overlap", overlap);
 }
 
 /* The tune:"none" pick by head dim (FlashAttention-3's tiles on H100): D <= 128 128 keys per
@@ -169,14 +189,15 @@ static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
     for (int pass = 0; pass < 2; pass++)
         for (size_t bi = 0; bi < sizeof(aw_block_ns) / sizeof(aw_block_ns[0]); bi++)
             for (int cons = 1; cons <= 3; cons++)
-                for (int st = 2; st <= 4; st++) {
-                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst;
+                for (int st = 2; st <= 4; st++)
+                for (int ov = 1; ov >= 0; ov--) {
+                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == 1;
                     if (pref != (pass == 0))
                         continue;
                     tuner_schedule s;
-                    aw_schedule(&s, aw_block_ns[bi], cons, st);
+                    aw_schedule(&s, aw_block_ns[bi], cons, st, ov);
                     aw_cfg c;
-                    if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(a, &c))
+                    if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
                         continue;
                     tuner_schedule *grown = realloc(*items, (*n + 1) * sizeof(**items));
                     if (!grown)
@@ -196,7 +217,7 @@ static int aw_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     int bn, cons, st;
     aw_pick(&p, &bn, &cons, &st);
     tuner_schedule s;
-    aw_schedule(&s, bn, cons, st);
+    aw_schedule(&s, bn, cons, st, 1);
     ret->n_params = s.n_params;
     memcpy(ret->params, s.params, sizeof(s.params));
     return 0;
@@ -236,7 +257,9 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
     eff *= c.dp > p.d.d ? (double)p.d.d / c.dp : 1.0; /* padded columns of O's GEMM */
     const double t_tc = 4.0 * c.bm * c.bn * (double)c.dp / (tc_rate * eff);
     const double t_exp = (double)c.bm * c.bn / exp_rate;
-    const double t_tile = c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * 1.1 : t_tc + t_exp;
+    /* Overlap, or a second consumer, hides the softmax behind GEMMs. */
+    const double t_tile = c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1)
+                                                        : t_tc + t_exp;
     /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. */
     const double fill = 0.8;
     const long long nmb = tuner__attn_cdiv(p.d.s, c.bm), bh = p.d.b * p.d.hq, items = nmb * bh;
@@ -329,13 +352,64 @@ static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *
         tuner_sb_printf(sb, "const int aw_nt = %lld;\n", nt);
 }
 
+/* Emits a consumer's softmax of the tile at key aw_kv0 (in aw_sc): logits into the log2
+ * domain plus the mask (fragment (j, h, e): row aw_m0 + aw_r + 8h, key aw_kv0 + 8j + aw_q2 + e),
+ * keys past Skv (zero-filled by the copy engine) and causally hidden ones -inf on the tiles that
+ * have any, then per row the max over the quad, exp2 against it (0 while it is -inf) in place,
+ * l rescaled (a per-thread partial sum until the epilogue) and O's factor left in aw_al. */
+static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *mask_value)
+{
+    const tuner_attention_dims *d = &p->d;
+    const double sl2 = p->scale * 1.4426950408889634;
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
+                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
+                    "float &x = aw_sc[4 * j + 2 * h + e];\nx *= %.9ef;\n",
+                    c->bn / 8, sl2);
+    if (mask_value)
+        tuner_sb_printf(sb,
+                        "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
+                        "if (aw_i < %lld && aw_j < %lld) x += 1.4426950408889634f * %s;\n",
+                        (long long)d->s, (long long)d->skv, mask_value);
+    tuner_sb_puts(sb, "}\n");
+    tuner_sb_printf(sb, "if (aw_kv0 + %d > %lld", c->bn, (long long)d->skv);
+    if (p->causal)
+        tuner_sb_printf(sb, " || (long long)aw_kv0 + %d > (long long)aw_m0 + %lldLL", c->bn - 1, p->causal_off);
+    tuner_sb_printf(sb,
+                    ") {\n"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
+                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
+                    "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
+                    "if (aw_j >= %lld",
+                    c->bn / 8, (long long)d->skv);
+    if (p->causal)
+        tuner_sb_printf(sb, " || (long long)aw_j > (long long)aw_i + %lldLL", p->causal_off);
+    tuner_sb_puts(sb, ") aw_sc[4 * j + 2 * h + e] = -HD_INF;\n}\n}\n");
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                    "float aw_m = aw_mx[h];\n"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++) aw_m = fmaxf(aw_m, fmaxf(aw_sc[4 * j + 2 * h], aw_sc[4 * j + 2 * h + 1]));\n"
+                    "aw_m = fmaxf(aw_m, __shfl_xor_sync(0xffffffffu, aw_m, 1));\n"
+                    "aw_m = fmaxf(aw_m, __shfl_xor_sync(0xffffffffu, aw_m, 2));\n"
+                    "const float aw_mu = aw_m == -HD_INF ? 0.0f : aw_m;\n"
+                    "aw_al[h] = aw_exp2(aw_mx[h] - aw_mu);\n"
+                    "aw_mx[h] = aw_m;\n"
+                    "float aw_rs = 0.0f;\n"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
+                    "const float aw_p = aw_exp2(aw_sc[4 * j + 2 * h + e] - aw_mu);\n"
+                    "aw_sc[4 * j + 2 * h + e] = aw_p;\naw_rs += aw_p;\n}\n"
+                    "aw_ls[h] = aw_ls[h] * aw_al[h] + aw_rs;\n"
+                    "}\n",
+                    c->bn / 8, c->bn / 8);
+}
+
 static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
                        char **err)
 {
     tuner__attn_problem p;
     const tuner_arch *a = tuner__arch(t);
     aw_cfg c;
-    if (!aw_problem(op, t, &p) || cfg_from(&p, s, &c) < 0 || !cfg_valid(a, &c)) {
+    if (!aw_problem(op, t, &p) || cfg_from(&p, s, &c) < 0 || !cfg_valid(&p, a, &c)) {
         if (err)
             *err = strdup("attention_wgmma: invalid schedule for this op/target");
         return -EINVAL;
@@ -348,10 +422,14 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         return -EINVAL;
     }
     const int grid = (int)(items < a->sm_count ? items : a->sm_count);
+    /* The mask's value at (aw_b, aw_h, aw_i, aw_j), as the softmax reads it. */
+    char *mv = d->has_mask ? tuner__attn_mask_value(&p, "aw_b", "aw_h", "aw_i", "aw_j") : NULL;
+    if (d->has_mask && !mv)
+        return -ENOMEM;
     const int S = c.stages;
     const char *pack = p.dt == TUNER_F16 ? "hd_pack_f16x2" : "hd_pack_bf16x2";
     char name[64];
-    snprintf(name, sizeof(name), "hd_attention_wgmma_%d_%d_%d", c.bn, c.consumers, c.stages);
+    snprintf(name, sizeof(name), "hd_attention_wgmma_%d_%d_%d_%d", c.bn, c.consumers, c.stages, c.overlap);
 
     tuner_sb sb;
     tuner_sb_init(&sb);
@@ -364,6 +442,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     /* ex2.approx of -inf is +0. */
     tuner_sb_puts(&sb, "HD_INLINE float aw_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
                        "\"f\"(x)); return y; }\n");
+    /* Pins registers in place: the compiler may not move their reads or writes across it (nor
+     * across the wgmma fence, commit and wait asm it sits beside), so that no instruction
+     * touches a wgmma's registers while the wgmma may still be using them. */
+    tuner_sb_puts(&sb, "template <int N> HD_INLINE void aw_pin(float *r) {\n#pragma unroll\nfor (int i = 0; i < N; i++) "
+                       "asm volatile(\"\" : \"+f\"(r[i]) :: \"memory\"); }\n"
+                       "template <int N> HD_INLINE void aw_pin_u(hd_u32 (*r)[4]) {\n#pragma unroll\nfor (int i = 0; i < N; i++) "
+                       "asm volatile(\"\" : \"+r\"(r[i][0]), \"+r\"(r[i][1]), \"+r\"(r[i][2]), \"+r\"(r[i][3]) :: \"memory\"); }\n");
 
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(", c.threads, name);
     tuner__attn_emit_params(&sb, &p);
@@ -425,96 +510,81 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "const int aw_r = aw_c * 64 + wg_w * 16 + (wg_l >> 2), aw_q2 = 2 * (wg_l & 3);\n"
                     "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
                     "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
-                    "float aw_o[%d], aw_sc[%d];\n"
+                    "float aw_o[%d], aw_sc[%d];\nhd_u32 aw_pa[%d][4];\n"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n"
                     "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
-                    c.kv_bytes, c.bn * 128, no, ns, items);
+                    c.kv_bytes, c.bn * 128, no, ns, c.bn / 16, items);
     emit_item(&sb, &p, &c);
+    /* Register pins (aw_pin) around every wgmma fence and wait: S's accumulators, O's, P's. */
+    char pin_s[48], pin_all[160];
+    snprintf(pin_s, sizeof(pin_s), "aw_pin<%d>(aw_sc);\n", ns);
+    snprintf(pin_all, sizeof(pin_all), "aw_pin<%d>(aw_sc);\naw_pin<%d>(aw_o);\naw_pin_u<%d>(aw_pa);\n", ns, no, c.bn / 16);
+    /* Q.K^T of stage wg_s into aw_sc (one group), and P.V of stage aw_ps (one group). */
+    char qk[400], pv[320];
+    snprintf(qk, sizeof(qk),
+             "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n"
+             "aw_mma_s(aw_sc, wg_desc(aw_dq + (kk >> 2) * %d + (kk & 3) * 2), "
+             "wg_desc(aw_dk + (hd_u32)wg_s * %du + (kk >> 2) * %d + (kk & 3) * 2), kk > 0);\n"
+             "wg_commit();\n",
+             c.ksteps, c.bm * 128 / 16, c.stage_bytes / 16, c.bn * 128 / 16);
+    snprintf(pv, sizeof(pv),
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) aw_mma_o(aw_o, aw_pa[kk], wg_desc(aw_dv + (hd_u32)aw_ps * %du + kk * 128));\n"
+             "wg_commit();\n",
+             c.bn / 16, c.stage_bytes / 16);
+    char release[96];
+    snprintf(release, sizeof(release), "if (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + aw_ps));\n", S);
+    /* After a tile's softmax: O rescaled by its factors, its P packed, its stage remembered. */
+    char rescale[600];
+    snprintf(rescale, sizeof(rescale),
+             "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) "
+             "{ aw_o[4 * j + 2 * h] *= aw_al[h]; aw_o[4 * j + 2 * h + 1] *= aw_al[h]; }\n"
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n#pragma unroll\nfor (int r = 0; r < 4; r++)\n"
+             "aw_pa[kk][r] = %s(aw_sc[8 * kk + 2 * r], aw_sc[8 * kk + 2 * r + 1]);\n"
+             "aw_ps = wg_s;\n",
+             c.dp / 8, c.bn / 16, pack);
+    char advance[80];
+    snprintf(advance, sizeof(advance), "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n", S);
     tuner_sb_printf(&sb,
-                    "float aw_mx[2] = {-HD_INF, -HD_INF}, aw_ls[2] = {0.0f, 0.0f};\n"
+                    "float aw_mx[2] = {-HD_INF, -HD_INF}, aw_ls[2] = {0.0f, 0.0f}, aw_al[2];\n"
                     "#pragma unroll\nfor (int j = 0; j < %d; j++) aw_o[j] = 0.0f;\n"
-                    "wg_wait(aw_qfull, aw_qph);\naw_qph ^= 1;\n"
-                    "for (int n = 0; n < aw_nt; n++) {\n"
-                    "const int aw_kv0 = n * %d;\n"
-                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
-                    "const hd_u32 aw_so = (hd_u32)wg_s * %du;\n"
-                    "wg_fence();\n"
-                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n"
-                    "aw_mma_s(aw_sc, wg_desc(aw_dq + (kk >> 2) * %d + (kk & 3) * 2), "
-                    "wg_desc(aw_dk + aw_so + (kk >> 2) * %d + (kk & 3) * 2), kk > 0);\n"
-                    "wg_commit();\nwg_wait_group<0>();\n"
-                    /* This warp is done with Q once its last Q.K^T completed. */
-                    "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
-                    no, c.bn, c.stage_bytes / 16, c.ksteps, c.bm * 128 / 16, c.bn * 128 / 16);
-    /* Logits into the log2 domain, plus the mask. Fragment (j, h, e): row aw_m0 + aw_r + 8h,
-     * key aw_kv0 + 8j + aw_q2 + e. */
-    const double sl2 = p.scale * 1.4426950408889634;
-    tuner_sb_printf(&sb,
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
-                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
-                    "float &x = aw_sc[4 * j + 2 * h + e];\nx *= %.9ef;\n",
-                    c.bn / 8, sl2);
-    if (d->has_mask) {
-        char *mv = tuner__attn_mask_value(&p, "aw_b", "aw_h", "aw_i", "aw_j");
-        if (!mv) {
-            free(tuner_sb_take(&sb));
-            return -ENOMEM;
-        }
+                    "int aw_ps = 0;\n"
+                    "wg_wait(aw_qfull, aw_qph);\naw_qph ^= 1;\n",
+                    no);
+    if (!c.overlap) {
+        /* Each tile's Q.K^T, softmax and P.V in turn. */
         tuner_sb_printf(&sb,
-                        "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
-                        "if (aw_i < %lld && aw_j < %lld) x += 1.4426950408889634f * %s;\n",
-                        (long long)d->s, (long long)d->skv, mv);
-        free(mv);
+                        "for (int n = 0; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
+                        "%swg_fence();\n%swg_wait_group<0>();\n%s"
+                        /* This warp is done with Q once its last Q.K^T completed. */
+                        "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
+                        c.bn, pin_all, qk, pin_all);
+        emit_softmax(&sb, &p, &c, mv);
+        tuner_sb_printf(&sb, "%s%swg_fence();\n%swg_wait_group<0>();\n%s%s%s}\n", rescale, pin_all, pv, pin_all,
+                        release, advance);
+    } else {
+        /* FA3's intra-warpgroup pipelining: tile 0's Q.K^T and softmax alone; then tile n's
+         * Q.K^T and tile n - 1's P.V as two groups, tile n's softmax after the first completed
+         * (wait_group 1), O and P left alone until the second completed (wait_group 0); the
+         * last P.V after the loop. No wgmma is issued under a branch inside the pipeline, so
+         * that ptxas can follow which groups are in flight. */
+        tuner_sb_printf(&sb,
+                        "if (aw_nt > 0) {\n{\nconst int aw_kv0 = 0;\n"
+                        "%swg_fence();\n%swg_wait_group<0>();\n%s"
+                        "if (aw_nt == 1 && wg_l == 0) wg_arrive(aw_qempty);\n",
+                        pin_all, qk, pin_all);
+        emit_softmax(&sb, &p, &c, mv);
+        tuner_sb_printf(&sb, "%s%s}\n"
+                             "for (int n = 1; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
+                             "%swg_fence();\n%s%swg_wait_group<1>();\n%s"
+                             "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
+                        rescale, advance, c.bn, pin_all, qk, pv, pin_s);
+        emit_softmax(&sb, &p, &c, mv);
+        tuner_sb_printf(&sb, "wg_wait_group<0>();\n%s%s%s%s}\n"
+                             "%swg_fence();\n%swg_wait_group<0>();\n%s%s}\n",
+                        pin_all, release, rescale, advance, pin_all, pv, pin_all, release);
     }
-    tuner_sb_puts(&sb, "}\n");
-    /* Keys past Skv (zero-filled by the copy engine) and causally hidden keys: -inf, on the
-     * tiles that have any. */
-    tuner_sb_printf(&sb, "if (aw_kv0 + %d > %lld", c.bn, (long long)d->skv);
-    if (p.causal)
-        tuner_sb_printf(&sb, " || (long long)aw_kv0 + %d > (long long)aw_m0 + %lldLL", c.bn - 1, p.causal_off);
-    tuner_sb_printf(&sb,
-                    ") {\n"
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
-                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
-                    "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
-                    "if (aw_j >= %lld",
-                    c.bn / 8, (long long)d->skv);
-    if (p.causal)
-        tuner_sb_printf(&sb, " || (long long)aw_j > (long long)aw_i + %lldLL", p.causal_off);
-    tuner_sb_puts(&sb, ") aw_sc[4 * j + 2 * h + e] = -HD_INF;\n}\n}\n");
-    /* Online softmax per row: the max over the quad, exp2 against it (0 while it is -inf),
-     * O and l rescaled. l stays a per-thread partial sum until the epilogue. */
-    tuner_sb_printf(&sb,
-                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
-                    "float aw_m = aw_mx[h];\n"
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++) aw_m = fmaxf(aw_m, fmaxf(aw_sc[4 * j + 2 * h], aw_sc[4 * j + 2 * h + 1]));\n"
-                    "aw_m = fmaxf(aw_m, __shfl_xor_sync(0xffffffffu, aw_m, 1));\n"
-                    "aw_m = fmaxf(aw_m, __shfl_xor_sync(0xffffffffu, aw_m, 2));\n"
-                    "const float aw_mu = aw_m == -HD_INF ? 0.0f : aw_m;\n"
-                    "const float aw_al = aw_exp2(aw_mx[h] - aw_mu);\n"
-                    "aw_mx[h] = aw_m;\n"
-                    "float aw_rs = 0.0f;\n"
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
-                    "const float aw_p = aw_exp2(aw_sc[4 * j + 2 * h + e] - aw_mu);\n"
-                    "aw_sc[4 * j + 2 * h + e] = aw_p;\naw_rs += aw_p;\n}\n"
-                    "aw_ls[h] = aw_ls[h] * aw_al + aw_rs;\n"
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++) { aw_o[4 * j + 2 * h] *= aw_al; aw_o[4 * j + 2 * h + 1] *= aw_al; }\n"
-                    "}\n",
-                    c.bn / 8, c.bn / 8, c.dp / 8);
-    /* P in the register-A fragment of k-step kk: keys 16kk..16kk+15 are accumulator groups
-     * j = 2kk (a[0] row r, a[1] row r + 8) and 2kk + 1 (a[2], a[3]). */
-    tuner_sb_printf(&sb,
-                    "hd_u32 aw_pa[%d][4];\n"
-                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n#pragma unroll\nfor (int r = 0; r < 4; r++)\n"
-                    "aw_pa[kk][r] = %s(aw_sc[8 * kk + 2 * r], aw_sc[8 * kk + 2 * r + 1]);\n"
-                    "wg_fence();\n"
-                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) aw_mma_o(aw_o, aw_pa[kk], wg_desc(aw_dv + aw_so + kk * 128));\n"
-                    "wg_commit();\nwg_wait_group<0>();\n"
-                    "if (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_s));\n",
-                    c.bn / 16, c.bn / 16, pack, c.bn / 16, S);
-    tuner__hopper_emit_stage_advance(&sb, S);
-    tuner_sb_puts(&sb, "}\n"
-                       "if (aw_nt == 0 && wg_l == 0) wg_arrive(aw_qempty);\n");
+    tuner_sb_puts(&sb, "if (aw_nt == 0 && wg_l == 0) wg_arrive(aw_qempty);\n");
     /* Epilogue: rows < S, columns < D. */
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
@@ -531,6 +601,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner__attn_emit_store(&sb, &p, "aw_b", "aw_h", "aw_i", "8 * j + aw_q2", vars, 2);
     tuner_sb_puts(&sb, "}\n}\n}\n}\n}\n}\n");
 
+    free(mv);
     char *src = tuner_sb_take(&sb);
     if (!src)
         return -ENOMEM;
@@ -554,7 +625,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
 
 const tuner_template tuner__attn_wgmma = {
     .name = "attention_wgmma",
-    .space_signature = "attention_wgmma v1",
+    .space_signature = "attention_wgmma v1: persistent, TMA q once per item + k/v ring (full/empty mbarriers), "
+                       "consumers x m64, s = q.k^T (smem desc, k-major, scale-d 0 first), online softmax exp2 in "
+                       "registers, p.v with p from registers and v mn-major (tnsp); block_n{64,80,96,128,176,192,256} "
+                       "consumers{1,2,3} stages{2,3,4} overlap{0,1}; smem <= max, o+s+p+32 <= setmaxnreg budget "
+                       "(producer 40)",
     .applies = aw_applies,
     .enumerate = aw_enumerate,
     .generate = aw_generate,
