@@ -38,8 +38,14 @@
  * turn. Either way two or three consumer warpgroups interleave on the SM's tensor and
  * special-function units.
  *
+ * With `pingpong` (two consumers) the consumers take turns issuing their wgmma groups (named
+ * barriers 1 and 2: consumer c waits at 1 + c, hands over at 2 - c; consumer 1 hands the first
+ * turn over before its first item, consumer 0 absorbs the last hand-over at the end), so that
+ * one's softmax runs while the other's GEMMs hold the tensor cores (FA3's inter-warpgroup
+ * pingpong). Both consumers walk the same items and tiles, so their turns pair up.
+ *
  * Schedule: block_n (64..256, keys per tile), consumers (1..3: block_m 64..192), stages (2..4),
- * overlap (0, 1); valid where the ring, the Q tile and 1 KiB of alignment slack fit the
+ * overlap (0, 1), pingpong (0, 1; two consumers); valid where the ring, the Q tile and 1 KiB of alignment slack fit the
  * block's shared memory and O (D/2 rounded up to 32 fp32), S (block_n / 2) and P (block_n / 4)
  * plus ~32 fit the consumer's registers after setmaxnreg (240 with 1-2 consumers, 152 with 3).
  *
@@ -69,6 +75,7 @@
 
 typedef struct aw_cfg {
     int bn, consumers, stages;
+    bool pingpong; /* the two consumers take turns issuing wgmma (named barriers) */
     bool overlap;  /* one tile's softmax beside the previous tile's P.V (FA3's intra-warpgroup
                     * pipelining) */
     int bm;        /* 64 * consumers query rows per work item */
@@ -98,6 +105,10 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     if (ov != 0 && ov != 1)
         return -EINVAL;
     c->overlap = ov == 1;
+    const int pp = tuner_schedule_param(s, "pingpong", 0);
+    if ((pp != 0 && pp != 1) || (pp && tuner_schedule_param(s, "consumers", 0) != 2))
+        return -EINVAL;
+    c->pingpong = pp == 1;
     if (c->bn < 64 || c->bn > 256 || c->bn % 16 || c->consumers < 1 || c->consumers > 3 || c->stages < 2 ||
         c->stages > 4)
         return -EINVAL;
@@ -154,7 +165,7 @@ static void aw_param(tuner_schedule *s, const char *name, int value)
     s->n_params++;
 }
 
-static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, int overlap)
+static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, int overlap, int pingpong)
 {
     memset(s, 0, sizeof(*s));
     s->template_name = "attention_wgmma";
@@ -162,6 +173,7 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
     aw_param(s, "consumers", consumers);
     aw_param(s, "stages", stages);
     aw_param(s, "overlap", overlap);
+    aw_param(s, "pingpong", pingpong);
 }
 
 /* The tune:"none" pick by head dim (FlashAttention-3's tiles on H100): D <= 128 128 keys per
@@ -190,12 +202,13 @@ static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
         for (size_t bi = 0; bi < sizeof(aw_block_ns) / sizeof(aw_block_ns[0]); bi++)
             for (int cons = 1; cons <= 3; cons++)
                 for (int st = 2; st <= 4; st++)
-                for (int ov = 1; ov >= 0; ov--) {
-                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == 1;
+                for (int ov = 1; ov >= 0; ov--)
+                for (int pp = 0; pp <= (cons == 2); pp++) {
+                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == 1 && pp == 0;
                     if (pref != (pass == 0))
                         continue;
                     tuner_schedule s;
-                    aw_schedule(&s, aw_block_ns[bi], cons, st, ov);
+                    aw_schedule(&s, aw_block_ns[bi], cons, st, ov, pp);
                     aw_cfg c;
                     if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
                         continue;
@@ -217,7 +230,7 @@ static int aw_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     int bn, cons, st;
     aw_pick(&p, &bn, &cons, &st);
     tuner_schedule s;
-    aw_schedule(&s, bn, cons, st, 1);
+    aw_schedule(&s, bn, cons, st, 1, 0);
     ret->n_params = s.n_params;
     memcpy(ret->params, s.params, sizeof(s.params));
     return 0;
@@ -262,7 +275,8 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * subtract, sum, rescale share, pack) on the 128 FMA lanes. */
     const double t_exp = (double)c.bm * c.bn / exp_rate + (double)c.bm * c.bn * 6.0 / (128.0 * 1.7e3);
     /* Overlap, or a second consumer, hides the softmax behind GEMMs. */
-    const double t_tile = c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1)
+    const double t_tile = c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
+                                                              (c.pingpong ? 0.97 : 1.0)
                                                         : t_tc + t_exp;
     /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. */
     const double fill = 0.8;
@@ -433,7 +447,8 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     const int S = c.stages;
     const char *pack = p.dt == TUNER_F16 ? "hd_pack_f16x2" : "hd_pack_bf16x2";
     char name[64];
-    snprintf(name, sizeof(name), "hd_attention_wgmma_%d_%d_%d_%d", c.bn, c.consumers, c.stages, c.overlap);
+    snprintf(name, sizeof(name), "hd_attention_wgmma_%d_%d_%d_%d_%d", c.bn, c.consumers, c.stages, c.overlap,
+             c.pingpong);
 
     tuner_sb sb;
     tuner_sb_init(&sb);
@@ -515,9 +530,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
                     "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
                     "float aw_o[%d], aw_sc[%d];\nhd_u32 aw_pa[%d][4];\n"
-                    "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n"
+                    "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n%s"
                     "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
-                    c.kv_bytes, c.bn * 128, no, ns, c.bn / 16, items);
+                    c.kv_bytes, c.bn * 128, no, ns, c.bn / 16,
+                    /* Consumer 0 takes the first turn. */
+                    c.pingpong ? "if (aw_c == 1) asm volatile(\"bar.arrive 1, 256;\" ::: \"memory\");\n" : "", items);
     emit_item(&sb, &p, &c);
     /* Register pins (aw_pin) around every wgmma fence and wait: S's accumulators, O's, P's. */
     char pin_s[48], pin_all[160];
@@ -555,17 +572,22 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "int aw_ps = 0;\n"
                     "wg_wait(aw_qfull, aw_qph);\naw_qph ^= 1;\n",
                     no);
+    /* With pingpong the two consumers take turns issuing their wgmma (named barriers 1 + c:
+     * consumer c's turn), so that one's softmax runs while the other's GEMMs occupy the tensor
+     * cores. */
+    const char *tw = c.pingpong ? "asm volatile(\"bar.sync %0, 256;\" :: \"r\"(1 + aw_c) : \"memory\");\n" : "";
+    const char *tp = c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(2 - aw_c) : \"memory\");\n" : "";
     if (!c.overlap) {
         /* Each tile's Q.K^T, softmax and P.V in turn. */
         tuner_sb_printf(&sb,
                         "for (int n = 0; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
-                        "%swg_fence();\n%swg_wait_group<0>();\n%s"
+                        "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s"
                         /* This warp is done with Q once its last Q.K^T completed. */
                         "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
-                        c.bn, pin_all, qk, pin_all);
+                        c.bn, tw, pin_all, qk, tp, pin_all);
         emit_softmax(&sb, &p, &c, mv);
-        tuner_sb_printf(&sb, "%s%swg_fence();\n%swg_wait_group<0>();\n%s%s%s}\n", rescale, pin_all, pv, pin_all,
-                        release, advance);
+        tuner_sb_printf(&sb, "%s%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s%s}\n", rescale, tw, pin_all, pv, tp,
+                        pin_all, release, advance);
     } else {
         /* FA3's intra-warpgroup pipelining: tile 0's Q.K^T and softmax alone; then tile n's
          * Q.K^T and tile n - 1's P.V as two groups, tile n's softmax after the first completed
@@ -574,19 +596,19 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
          * that ptxas can follow which groups are in flight. */
         tuner_sb_printf(&sb,
                         "if (aw_nt > 0) {\n{\nconst int aw_kv0 = 0;\n"
-                        "%swg_fence();\n%swg_wait_group<0>();\n%s"
+                        "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s"
                         "if (aw_nt == 1 && wg_l == 0) wg_arrive(aw_qempty);\n",
-                        pin_all, qk, pin_all);
+                        tw, pin_all, qk, tp, pin_all);
         emit_softmax(&sb, &p, &c, mv);
         tuner_sb_printf(&sb, "%s%s}\n"
                              "for (int n = 1; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
-                             "%swg_fence();\n%s%swg_wait_group<1>();\n%s"
+                             "%s%swg_fence();\n%s%s%swg_wait_group<1>();\n%s"
                              "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
-                        rescale, advance, c.bn, pin_all, qk, pv, pin_s);
+                        rescale, advance, c.bn, tw, pin_all, qk, pv, tp, pin_s);
         emit_softmax(&sb, &p, &c, mv);
         tuner_sb_printf(&sb, "wg_wait_group<0>();\n%s%s%s%s}\n"
-                             "%swg_fence();\n%swg_wait_group<0>();\n%s%s}\n",
-                        pin_all, release, rescale, advance, pin_all, pv, pin_all, release);
+                             "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s}\n",
+                        pin_all, release, rescale, advance, tw, pin_all, pv, tp, pin_all, release);
     }
     tuner_sb_puts(&sb, "if (aw_nt == 0 && wg_l == 0) wg_arrive(aw_qempty);\n");
     /* Epilogue: rows < S, columns < D. */
@@ -603,7 +625,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     (long long)d->s, (long long)d->d / 8);
     static const char *const vars[2] = {"aw_v0", "aw_v1"};
     tuner__attn_emit_store(&sb, &p, "aw_b", "aw_h", "aw_i", "8 * j + aw_q2", vars, 2);
-    tuner_sb_puts(&sb, "}\n}\n}\n}\n}\n}\n");
+    tuner_sb_puts(&sb, "}\n}\n}\n}\n");
+    /* Consumer 1's last hand-over, which nobody waited for: no barrier is left half-arrived. */
+    if (c.pingpong)
+        tuner_sb_puts(&sb, "if (aw_c == 0) asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n");
+    tuner_sb_puts(&sb, "}\n}\n");
 
     free(mv);
     char *src = tuner_sb_take(&sb);
@@ -632,7 +658,7 @@ const tuner_template tuner__attn_wgmma = {
     .space_signature = "attention_wgmma v1: persistent, TMA q once per item + k/v ring (full/empty mbarriers), "
                        "consumers x m64, s = q.k^T (smem desc, k-major, scale-d 0 first), online softmax exp2 in "
                        "registers, p.v with p from registers and v mn-major (tnsp); block_n{64,80,96,128,176,192,256} "
-                       "consumers{1,2,3} stages{2,3,4} overlap{0,1}; smem <= max, o+s+p+32 <= setmaxnreg budget "
+                       "consumers{1,2,3} stages{2,3,4} overlap{0,1} pingpong{0,1 (2 consumers; named-barrier turns)}; smem <= max, o+s+p+32 <= setmaxnreg budget "
                        "(producer 40)",
     .applies = aw_applies,
     .enumerate = aw_enumerate,

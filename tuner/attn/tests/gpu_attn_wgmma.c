@@ -277,7 +277,12 @@ static size_t compile_space(const tuner_op *op, tuner_space *sp, bool only_defau
     n_jobs = 0;
     next_job = 0;
     jobs = calloc(sp->n, sizeof(*jobs));
-    const size_t def = tuner_default_index(op, &sm90a, sp);
+    size_t def = tuner_default_index(op, &sm90a, sp);
+    /* Where another template's schedule is the space's default: attention_wgmma's own preferred
+     * one, which it enumerates first. */
+    for (size_t i = 0; i < sp->n && strcmp(sp->items[def].template_name, "attention_wgmma"); i++)
+        if (!strcmp(sp->items[i].template_name, "attention_wgmma"))
+            def = i;
     for (size_t i = 0; i < sp->n; i++) {
         if (strcmp(sp->items[i].template_name, "attention_wgmma") || (only_default && i != def))
             continue;
@@ -307,8 +312,9 @@ static void free_jobs(void)
 
 static void sched_name(const tuner_schedule *s, char *buf, size_t len)
 {
-    snprintf(buf, len, "bn %d consumers %d stages %d", tuner_schedule_param(s, "block_n", 0),
-             tuner_schedule_param(s, "consumers", 0), tuner_schedule_param(s, "stages", 0));
+    snprintf(buf, len, "bn %d consumers %d stages %d overlap %d pingpong %d", tuner_schedule_param(s, "block_n", 0),
+             tuner_schedule_param(s, "consumers", 0), tuner_schedule_param(s, "stages", 0),
+             tuner_schedule_param(s, "overlap", 0), tuner_schedule_param(s, "pingpong", 0));
 }
 
 static void verify_case(const acase *c, CUstream st)
