@@ -13,7 +13,8 @@
  *     count (expect_tx) and an `empty` one. Tiles are 128-byte-swizzled boxes of 64 columns x
  *     rows: D = 64 is one box, 80, 96 and 128 two (the copy engine zero-fills columns past D),
  *     256 four. Rows past S or Skv are zero-filled too. The Q buffer has a full/empty pair of its
- *     own: the next item's Q is loaded once every consumer warp issued its last Q.K^T.
+ *     own: the next item's Q is loaded once every consumer warp's last Q.K^T of the item
+ *     completed.
  *   - warpgroups 1..consumers (setmaxnreg.inc) each own 64 query rows of the item. Per K/V
  *     stage: S = Q.K^T by wgmma m64n{block_n}k16, both operands K-major descriptors (Q and K
  *     rows are contiguous along D), D / 16 k-steps, the first with scale-d 0 (no zeroing); the
@@ -45,9 +46,12 @@
  * pingpong). Both consumers walk the same items and tiles, so their turns pair up.
  *
  * Schedule: block_n (64..256, keys per tile), consumers (1..3: block_m 64..192), stages (2..4),
- * overlap (0, 1), pingpong (0, 1; two consumers); valid where the ring, the Q tile and 1 KiB of alignment slack fit the
- * block's shared memory and O (D/2 rounded up to 32 fp32), S (block_n / 2) and P (block_n / 4)
- * plus ~32 fit the consumer's registers after setmaxnreg (240 with 1-2 consumers, 152 with 3).
+ * overlap (0, 1), pingpong (0, 1; two consumers); valid where the ring, the Q tile and 1 KiB of
+ * alignment slack fit the block's shared memory and O (D rounded up to 64, halved, fp32), S
+ * (block_n / 2) and P (block_n / 4) plus 32 (56 with a mask) fit a consumer thread's registers:
+ * 240 with one consumer (256 threads), 232 with two and 152 with three after setmaxnreg (the
+ * producer keeps 40). ptxas -v reports the kernel at its launch bound (168 with two consumers)
+ * but allocates the consumers' code to the setmaxnreg budget.
  *
  * TMA maps (kernel parameters by value, encoded by the launcher from tuner_launch.maps): bhsd q
  * (D, S, Hq, B), k and v (D, Skv, Hkv, B), boxes (64, rows, 1, 1); bshd q (D, Hq, S, B), k and v
