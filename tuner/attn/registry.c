@@ -5,5 +5,6 @@
  * applies (few query rows), then Hopper's, then the portable one. */
 const tuner_template *const tuner__attn_templates[] = {
     &tuner__attn_decode,
+    &tuner__attn_wgmma,
     NULL,
 };

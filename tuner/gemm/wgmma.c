@@ -1,6 +1,7 @@
 /* tuner/gemm/wgmma.c - matmul_wgmma and conv2d_wgmma: fp16/bf16 GEMM and NHWC implicit-GEMM
  * convolution on Hopper's warpgroup tensor cores (sm_90a), fp32 accumulation, operands brought in
- * by the tensor copy engine (TMA).
+ * by the tensor copy engine (TMA). The mbarrier, TMA and wgmma machinery (device helpers, the wgmma
+ * wrapper, the ring's stage hand-over) is tuner/hopper.h's, shared with attention_wgmma.
  *
  * A program is one launch of `<name>`, persistent (one block per SM, tiles walked in grouped
  * raster order). Its TMA descriptors (tensor maps) of A and B (and, with stage_out, of the
@@ -78,6 +79,7 @@
 #include <string.h>
 
 #include "tuner/gemm/gemm.h"
+#include "tuner/hopper.h"
 
 #define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
 /* Load latency each TMA box row past M or N adds (the copy engine zero-fills it): fitted to
@@ -316,91 +318,14 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
 
 /* ---- code generation ---- */
 
-static const char wg_helpers[] =
-    "// ---- tuner/gemm/wgmma helpers ----\n"
-    "HD_INLINE void wg_bar_init(hd_u32 a, int n) { asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\" :: "
-    "\"r\"(a), \"r\"(n) : \"memory\"); }\n"
-    "HD_INLINE void wg_expect(hd_u32 a, int bytes) { asm volatile(\"mbarrier.arrive.expect_tx.shared::cta.b64 _, "
-    "[%0], %1;\" :: \"r\"(a), \"r\"(bytes) : \"memory\"); }\n"
-    "HD_INLINE void wg_arrive(hd_u32 a) { asm volatile(\"mbarrier.arrive.shared::cta.b64 _, [%0];\" :: \"r\"(a) : "
-    "\"memory\"); }\n"
-    "HD_INLINE hd_u32 wg_try(hd_u32 a, int parity) { hd_u32 ok; asm volatile(\"{ .reg .pred p; "
-    "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }\" : \"=r\"(ok) : \"r\"(a), "
-    "\"r\"(parity) : \"memory\"); return ok; }\n"
-    "HD_INLINE void wg_wait(hd_u32 a, int parity) { while (!wg_try(a, parity)) { } }\n"
-    /* Bulk tensor copies into this CTA's shared memory, completing on an mbarrier. */
-    "HD_INLINE void wg_tma2(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar) { asm volatile("
-    "\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\" "
-    ":: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(bar) : \"memory\"); }\n"
-    "HD_INLINE void wg_tma3(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar) { asm volatile("
-    "\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\" "
-    ":: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(bar) : \"memory\"); }\n"
-    /* An im2col copy of an NHWC input (4-D map: c, w, h, n) at window offsets (ow, oh). */
-    "HD_INLINE void wg_tma_i2c(hd_u32 dst, const void *map, int c, int w, int h, int n, unsigned short ow, "
-    "unsigned short oh, hd_u32 bar) { asm volatile(\"cp.async.bulk.tensor.4d.shared::cluster.global.im2col."
-    "mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\" :: \"r\"(dst), \"l\"(map), "
-    "\"r\"(c), \"r\"(w), \"r\"(h), \"r\"(n), \"r\"(bar), \"h\"(ow), \"h\"(oh) : \"memory\"); }\n"
-    /* Bulk tensor stores from this CTA's shared memory (bulk async-group completion). */
-    "HD_INLINE void wg_tma_st2(const void *map, int c0, int c1, hd_u32 src) { asm volatile("
-    "\"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\" "
-    ":: \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(src) : \"memory\"); }\n"
-    "HD_INLINE void wg_tma_st3(const void *map, int c0, int c1, int c2, hd_u32 src) { asm volatile("
-    "\"cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\" "
-    ":: \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(src) : \"memory\"); }\n"
-    /* The same, multicast: the box lands at this offset in every CTA of ctaMask, completing
-     * bytes on each one's mbarrier at the barrier's offset. */
-    "HD_INLINE void wg_tma2_mc(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar, unsigned short mask) { asm "
-    "volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-    "[%1, {%2, %3}], [%4], %5;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(bar), \"h\"(mask) : "
-    "\"memory\"); }\n"
-    "HD_INLINE void wg_tma3_mc(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar, unsigned short mask) { "
-    "asm volatile(\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-    "[%0], [%1, {%2, %3, %4}], [%5], %6;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), "
-    "\"r\"(bar), \"h\"(mask) : \"memory\"); }\n"
-    /* Arrive on the mbarrier at the same offset in CTA `peer` of the cluster. Default (CTA)
-     * release semantics: the consumers only read the stage, and their wgmma reads are complete
-     * (wait_group) before they arrive. .release.cluster would put a MEMBAR.ALL.GPU before every
-     * arrive: measured on an H100, 4096x768x3072 took 98.8 us with it, 43.9 without. */
-    "HD_INLINE void wg_arrive_peer(hd_u32 a, unsigned peer) { asm volatile(\"{ .reg .b32 ra; mapa.shared::cluster.u32 "
-    "ra, %0, %1; mbarrier.arrive.shared::cluster.b64 _, [ra]; }\" :: \"r\"(a), \"r\"(peer) : \"memory\"); }\n"
-    "HD_INLINE void wg_fence() { asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\"); }\n"
-    "HD_INLINE void wg_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\"); }\n"
-    "template <int N> HD_INLINE void wg_wait_group() { asm volatile(\"wgmma.wait_group.sync.aligned %0;\" :: "
-    "\"n\"(N) : \"memory\"); }\n"
-    /* Shared-memory matrix descriptor, 128-byte swizzle, in two words. The low word holds the
-     * start address >> 4 (bits 0-13) and the leading byte offset >> 4 (bits 16-29); the high
-     * word the stride byte offset, 1 KiB for every operand here (>> 4 = 64), and layout type 1
-     * (bits 62-63). The ring is 1024-byte aligned, so the base-offset field stays 0. The start
-     * field takes bits 4-17 of the address: a CTA of a cluster sees its shared memory at
-     * addresses with bits above those set, which the mask drops. Below 2^18 a descriptor moved
-     * by a multiple of 16 bytes is its low word plus bytes / 16, so the consumers add offsets
-     * to one base instead of packing every descriptor anew. */
-    "HD_INLINE hd_u32 wg_desc_lo(hd_u32 saddr, hd_u32 lbo) { return ((saddr & 0x3ffffu) >> 4) | ((lbo >> 4) << 16); }\n"
-    "HD_INLINE hd_u64 wg_desc(hd_u32 lo) { hd_u64 d; asm(\"mov.b64 %0, {%1, %2};\" : \"=l\"(d) : \"r\"(lo), "
-    "\"r\"(64u | (1u << 30))); return d; }\n"
-    /* A CUtensorMap, as the launcher passes it by value (op/tmap.h). */
-    "struct __align__(64) hd_tmap_t { hd_u64 v[16]; };\n"
-    "// ---- end of wgmma helpers ----\n";
+/* The device helpers (mbarriers, TMA, wgmma, descriptors) are tuner/hopper.h's. */
 
 /* The wgmma wrapper for one instruction shape: d (n/2 floats per thread) += A(desc) * B(desc). */
 static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
 {
-    const int nacc = n / 2;
-    const char *ty = p->dt == TUNER_F16 ? "f16" : "bf16";
     /* tnsp bits: 1 reads the operand MN-major (transposed); A is K-major unless trans_a, B is
-     * K-major only with trans_b. */
-    const int ta = p->kmajor[0] ? 0 : 1, tb = p->kmajor[1] ? 0 : 1;
-    /* scale-d is a predicate: always accumulate (the accumulators are zeroed per tile). */
-    tuner_sb_printf(sb, "HD_INLINE void wg_mma(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
-                        ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
-                        "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
-                    nacc + 2, n, ty, ty);
-    for (int i = 0; i < nacc; i++)
-        tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
-    tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1, %d, %d;\\n}\\n\"\n: ", nacc, nacc + 1, ta, tb);
-    for (int i = 0; i < nacc; i++)
-        tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
-    tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
+     * K-major only with trans_b. Always accumulate (the accumulators are zeroed per tile). */
+    tuner__hopper_emit_mma_fn(sb, "wg_mma", p->dt, n, false, p->kmajor[0] ? 0 : 1, p->kmajor[1] ? 0 : 1, false);
 }
 
 /* Whether the kernel takes a tensor map of operand `which` (0 = A, 1 = B, 2 = the output): a
@@ -488,15 +413,15 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     if (c->stream_k)
         tuner_sb_puts(sb, ", float *__restrict__ ws");
     static const char *const map_names[] = {"wg_tm_a", "wg_tm_b", "wg_tm_c"};
+    static const char *const map_addrs[] = {"wg_map_a", "wg_map_b", "wg_map_c"};
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, c, i))
-            tuner_sb_printf(sb, ", const __grid_constant__ hd_tmap_t %s", map_names[i]);
+            tuner__hopper_emit_map_param(sb, map_names[i]);
     tuner_sb_puts(sb, ")\n{\n");
     /* Generic addresses of the parameters, as the bulk tensor copies take them. */
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, c, i))
-            tuner_sb_printf(sb, "const char *const wg_map_%c = reinterpret_cast<const char *>(&%s);\n", "abc"[i],
-                            map_names[i]);
+            tuner__hopper_emit_map_addr(sb, map_names[i], map_addrs[i]);
 }
 
 /* A cluster pair's units: pm x pn pairs of tiles per batch entry, neighbours along M (along N
@@ -633,12 +558,8 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
  * and stage. */
 static void emit_stage_acquire(tuner_sb *sb, const wg_cfg *c, const char *bars, const char *ring)
 {
-    tuner_sb_printf(sb,
-                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
-                    "wg_wait(%s + 8 * (%d + wg_s), wg_ph ^ 1);\n"
-                    "const hd_u32 wg_full = %s + 8 * wg_s;\n"
-                    "const hd_u32 wg_st = %s + wg_s * %d;\n",
-                    bars, c->stages, bars, ring, c->stage_bytes);
+    tuner_sb_puts(sb, "for (int kt = wg_k0; kt < wg_k1; kt++) {\n");
+    tuner__hopper_emit_stage_acquire(sb, c->stages, c->stage_bytes, bars, ring);
 }
 
 /* At a new tile of an im2col convolution (wg_im2col_a): the coordinates of its first row's window
@@ -667,7 +588,8 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
     tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->stage_bytes);
     emit_tma_operand(sb, p, c, 0);
     emit_tma_operand(sb, p, c, 1);
-    tuner_sb_printf(sb, "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n}\n}\n}\n", c->stages);
+    tuner__hopper_emit_stage_advance(sb, c->stages);
+    tuner_sb_puts(sb, "}\n}\n}\n");
 }
 
 /* The producer of a convolution: thread 0 loads the weight tile with a bulk tensor copy while
@@ -968,7 +890,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
-    tuner_sb_puts(&sb, wg_helpers);
+    tuner_sb_puts(&sb, tuner__hopper_helpers);
     if (c.split > 1)
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     emit_mma_fn(&sb, p, c.bn);
@@ -1012,8 +934,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
     if (c.consumers == 2)
-        tuner_sb_printf(&sb, "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %d;\" ::: \"memory\");\n",
-                        wg_producer_regs(p));
+        tuner__hopper_emit_setmaxnreg(&sb, false, wg_producer_regs(p));
     if (wg_gathers_a(p))
         emit_conv_producer(&sb, p, &c, tiles_m, tiles_n);
     else
@@ -1024,8 +945,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Consumers. */
     tuner_sb_puts(&sb, "} else {\n");
     if (c.consumers == 2)
-        tuner_sb_printf(&sb, "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %d;\" ::: \"memory\");\n",
-                        (65536 / 128 - wg_producer_regs(p)) / 2 / 8 * 8);
+        tuner__hopper_emit_setmaxnreg(&sb, true, (65536 / 128 - wg_producer_regs(p)) / 2 / 8 * 8);
     const int nacc = c.bn / 2;
     /* Descriptor strides: K-major rows are 128 bytes (SBO 1 KiB per 8 rows; LBO unused with the
      * 128-byte swizzle); MN-major boxes are 64 columns, 8 KiB apart (LBO), 8-row k groups 1 KiB

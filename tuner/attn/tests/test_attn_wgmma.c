@@ -1,0 +1,313 @@
+/* tuner/attn/tests/test_attn_wgmma.c - attention_wgmma (sm_90a) on the CPU.
+ *
+ * The space exists on sm_90a only, for f16/bf16 attention with 16-byte aligned q, k, v, and holds
+ * tens of candidates for a long hd128 problem; its default is valid. For every head dim, both
+ * dtypes and layouts, causal attention with S < Skv and S > Skv, one query row, odd lengths,
+ * grouped-query heads, masks of several ranks and dtypes and a fused epilogue step, candidates
+ * (every one, or a sample: HIDET_TEST_SAMPLE, tuner/tests/common.h, of which the cases after
+ * the first take every third; a case's first job, its default, always) are generated and compiled by NVRTC for sm_90a, their PTX holds wgmma and
+ * bulk tensor copies, and the toolkit's ptxas -arch=sm_90a -v accepts each case's default; for
+ * the hd128 default ptxas reports no spills. The ops are built by hand (output shape = q's).
+ *
+ * `--checks` runs only what compiles nothing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tuner/template.h"
+#include "tuner/tests/common.h"
+
+static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
+
+typedef struct attn_case {
+    const char *name;
+    tuner_dtype dt;
+    long long b, hq, hkv, s, skv, d;
+    bool bshd, causal;
+    int mask_rank;         /* 0: none; 1: [Skv]; 2: [S, Skv]; 4: [B, 1, 1, Skv] */
+    tuner_dtype mask_dt;
+    bool epilogue;         /* + bias [D], then relu */
+} attn_case;
+
+static tuner_op attn_op(const attn_case *c)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ATTENTION;
+    op.n_inputs = op.n_anchor_inputs = 3;
+    long long q[4] = {c->b, c->hq, c->s, c->d}, kv[4] = {c->b, c->hkv, c->skv, c->d};
+    if (c->bshd) {
+        q[1] = c->s;
+        q[2] = c->hq;
+        kv[1] = c->skv;
+        kv[2] = c->hkv;
+    }
+    op.inputs[0] = t_tensor(c->dt, 4, q, 16);
+    op.inputs[1] = t_tensor(c->dt, 4, kv, 16);
+    op.inputs[2] = t_tensor(c->dt, 4, kv, 16);
+    op.output = t_tensor(c->dt, 4, q, 16);
+    op.attrs.attention.causal = c->causal;
+    op.attrs.attention.bshd = c->bshd;
+    op.attrs.attention.scale = 1.0 / sqrt((double)c->d);
+    if (c->mask_rank) {
+        long long m1[1] = {c->skv}, m2[2] = {c->s, c->skv}, m4[4] = {c->b, 1, 1, c->skv};
+        const long long *ms = c->mask_rank == 1 ? m1 : c->mask_rank == 2 ? m2 : m4;
+        op.inputs[3] = t_tensor(c->mask_dt, c->mask_rank, ms, 4);
+        op.n_inputs = op.n_anchor_inputs = 4;
+    }
+    if (c->epilogue) {
+        long long bs[1] = {c->d};
+        t_add_epilogue(&op, TUNER_EW_ADD, 1, bs, TUNER_EW_RELU);
+    }
+    return op;
+}
+
+static size_t count(const tuner_op *op, const tuner_target *t)
+{
+    tuner_space *sp = NULL;
+    size_t n = 0;
+    if (tuner_space_build(op, t, &sp, NULL) < 0)
+        return 0;
+    for (size_t i = 0; i < sp->n; i++)
+        n += strcmp(sp->items[i].template_name, "attention_wgmma") == 0;
+    tuner_space_free(sp);
+    return n;
+}
+
+static void test_space(void)
+{
+    attn_case c = {"4096 hd128", TUNER_F16, 1, 16, 16, 4096, 4096, 128, false, false, 0, 0, false};
+    tuner_op op = attn_op(&c);
+    const size_t n = count(&op, &sm90a);
+    printf("space sm_90a f16 4096x4096 hd128: attention_wgmma %zu\n", n);
+    CHECK(n >= 20 && n <= 120, "hd128 space size %zu", n);
+    static const long long dims[] = {64, 80, 96, 256};
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+        c.d = dims[i];
+        op = attn_op(&c);
+        const size_t nd = count(&op, &sm90a);
+        printf("space sm_90a f16 4096x4096 hd%lld: attention_wgmma %zu\n", dims[i], nd);
+        CHECK(nd >= 4, "hd%lld space size %zu", dims[i], nd);
+    }
+    c.d = 128;
+    /* Not on sm_80 / sm_90 without the arch-specific features; not for unaligned rows or fp32. */
+    for (int sm = 80; sm <= 90; sm += 10) {
+        const tuner_target t = {.sm = sm};
+        op = attn_op(&c);
+        CHECK(count(&op, &t) == 0, "attention_wgmma offered on sm_%d", sm);
+    }
+    op = attn_op(&c);
+    op.inputs[1].align = 8;
+    CHECK(count(&op, &sm90a) == 0, "attention_wgmma offered for 8-byte aligned k");
+    c.dt = TUNER_F32;
+    op = attn_op(&c);
+    CHECK(count(&op, &sm90a) == 0, "attention_wgmma offered for fp32");
+    c.dt = TUNER_F16;
+    c.d = 72;
+    op = attn_op(&c);
+    CHECK(count(&op, &sm90a) == 0, "attention_wgmma offered for head dim 72");
+}
+
+/* The default on the long hd128 problem is the preferred schedule, and the cost model ranks the
+ * space's candidates with finite positive times. */
+static void test_default(void)
+{
+    attn_case c = {"4096 hd128", TUNER_BF16, 2, 16, 16, 4096, 4096, 128, false, true, 0, 0, false};
+    tuner_op op = attn_op(&c);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&op, &sm90a, &sp, &err) < 0) {
+        CHECK(false, "space: %s", err ? err : "?");
+        free(err);
+        return;
+    }
+    const tuner_schedule *d = &sp->items[tuner_default_index(&op, &sm90a, sp)];
+    CHECK(strcmp(d->template_name, "attention_wgmma") == 0, "default is %s", d->template_name);
+    CHECK(tuner_schedule_param(d, "block_n", 0) == 128 && tuner_schedule_param(d, "consumers", 0) == 2 &&
+              tuner_schedule_param(d, "stages", 0) == 2,
+          "hd128 default %d/%d/%d", tuner_schedule_param(d, "block_n", 0), tuner_schedule_param(d, "consumers", 0),
+          tuner_schedule_param(d, "stages", 0));
+    for (size_t i = 0; i < sp->n; i++) {
+        const double us = tuner_predict_us(&op, &sm90a, &sp->items[i]);
+        CHECK(us > 0 && us < 1e9, "prediction %g for candidate %zu", us, i);
+    }
+    /* An invalid schedule is refused with a message. */
+    tuner_schedule bad = {.template_name = "attention_wgmma", .n_params = 3,
+                          .params = {{"block_n", 256}, {"consumers", 3}, {"stages", 4}}};
+    tuner_program *p = NULL;
+    CHECK(tuner_generate(&op, &sm90a, &bad, &p, &err) < 0 && err, "256x3x4 generated");
+    free(err);
+    tuner_program_free(p);
+    /* Pingpong turns are between two consumers. */
+    tuner_schedule pp1 = {.template_name = "attention_wgmma", .n_params = 5,
+                          .params = {{"block_n", 128}, {"consumers", 1}, {"stages", 2}, {"overlap", 1}, {"pingpong", 1}}};
+    p = NULL;
+    err = NULL;
+    CHECK(tuner_generate(&op, &sm90a, &pp1, &p, &err) < 0 && err, "pingpong with one consumer generated");
+    free(err);
+    tuner_program_free(p);
+    tuner_space_free(sp);
+}
+
+static const attn_case cases[] = {
+    {"hd128 f16 bhsd", TUNER_F16, 2, 8, 8, 1024, 1024, 128, false, false, 0, 0, false},
+    {"hd64 bf16 bhsd causal S<Skv", TUNER_BF16, 1, 4, 4, 200, 1000, 64, false, true, 0, 0, false},
+    {"hd80 f16 bshd", TUNER_F16, 2, 4, 4, 300, 300, 80, true, false, 0, 0, false},
+    {"hd96 bf16 bshd causal S>Skv", TUNER_BF16, 1, 4, 4, 500, 130, 96, true, true, 0, 0, false},
+    {"hd256 f16 bhsd causal", TUNER_F16, 1, 2, 2, 1024, 1024, 256, false, true, 0, 0, false},
+    {"hd128 S=1", TUNER_F16, 4, 8, 8, 1, 4096, 128, false, false, 0, 0, false},
+    {"hd128 odd 77x333", TUNER_BF16, 3, 5, 5, 77, 333, 128, false, false, 0, 0, false},
+    {"hd128 gqa 8/2 bshd", TUNER_F16, 2, 8, 2, 512, 512, 128, true, true, 0, 0, false},
+    {"hd64 mask [Skv] f32", TUNER_F16, 2, 4, 4, 256, 300, 64, false, false, 1, TUNER_F32, false},
+    {"hd128 mask [S,Skv] f16", TUNER_F16, 1, 4, 4, 129, 257, 128, false, true, 2, TUNER_F16, false},
+    {"hd128 mask [B,1,1,Skv] bf16 bshd", TUNER_BF16, 2, 4, 2, 100, 200, 128, true, false, 4, TUNER_BF16, false},
+    {"hd128 epilogue", TUNER_F16, 1, 4, 4, 256, 256, 128, false, false, 0, 0, true},
+};
+
+/* Runs ptxas -v on ptx; returns true when it accepts, with the spill bytes it reports. */
+static bool ptxas_v(const char *what, const char *ptx, size_t len, int *ret_spills, bool *ret_serialized)
+{
+    char path[] = "/tmp/hidet-awXXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return false;
+    FILE *f = fdopen(fd, "w");
+    fwrite(ptx, 1, len, f);
+    fclose(f);
+    char cmd[320];
+    snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_90a -v %s -o /dev/null 2>&1", path);
+    FILE *pp = popen(cmd, "r");
+    bool ok = pp != NULL;
+    int spills = 0;
+    *ret_serialized = false;
+    char line[512];
+    while (pp && fgets(line, sizeof(line), pp)) {
+        const char *sp = strstr(line, "bytes spill stores");
+        if (sp) {
+            const char *num = line;
+            int st = 0, ld = 0;
+            if (sscanf(num, "%*[^0-9]%d bytes stack frame, %d bytes spill stores, %d", &st, &spills, &ld) < 2)
+                sscanf(strstr(line, ",") ? strstr(line, ",") + 1 : line, "%d", &spills);
+        }
+        /* C7514: ptxas made the wgmma wait for each other (registers touched mid-pipeline). */
+        if (strstr(line, "serialized"))
+            *ret_serialized = true;
+        if (strstr(line, "Used") || strstr(line, "spill") || strstr(line, "error") || strstr(line, "warning") ||
+            strstr(line, "serialized"))
+            printf("  %s ptxas: %s", what, line);
+        if (strstr(line, "error"))
+            ok = false;
+    }
+    if (pp && pclose(pp) != 0)
+        ok = false;
+    if (getenv("AW_KEEP_PTX"))
+        fprintf(stderr, "  %s: PTX kept in %s\n", what, path);
+    else
+        unlink(path);
+    *ret_spills = spills;
+    return ok;
+}
+
+/* The first case compiles its whole sample; the others, which vary the problem rather than the
+ * schedule, every third job of it (the default always): the schedules' code is the same for
+ * each, and NVRTC takes ~1.5 s per kernel. */
+static void compile_case(const attn_case *c, bool whole)
+{
+    tuner_op op = attn_op(c);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&op, &sm90a, &sp, &err) < 0) {
+        CHECK(false, "%s: space: %s", c->name, err ? err : "?");
+        free(err);
+        return;
+    }
+    /* The default first, then the others in space order. */
+    size_t def = tuner_default_index(&op, &sm90a, sp);
+    /* Where another attention template is the space's default (flash-decoding for few query
+     * rows), attention_wgmma's preferred schedule, which it enumerates first. */
+    for (size_t i = 0; i < sp->n && strcmp(sp->items[def].template_name, "attention_wgmma"); i++)
+        if (!strcmp(sp->items[i].template_name, "attention_wgmma"))
+            def = i;
+    CHECK(strcmp(sp->items[def].template_name, "attention_wgmma") == 0, "%s: no attention_wgmma candidate", c->name);
+    size_t j = 0, compiled = 0, n = 0;
+    for (size_t k = 0; k <= sp->n; k++) {
+        const size_t i = k == 0 ? def : k - 1;
+        if ((k > 0 && i == def) || i >= sp->n || strcmp(sp->items[i].template_name, "attention_wgmma"))
+            continue;
+        n++;
+        tuner_program *p = NULL;
+        if (tuner_generate(&op, &sm90a, &sp->items[i], &p, &err) < 0) {
+            CHECK(false, "%s: generate %zu: %s", c->name, i, err ? err : "?");
+            free(err);
+            err = NULL;
+            continue;
+        }
+        CHECK(p->n_kernels == 1 && p->kernels[0].n_maps == 3 && p->kernels[0].shared_bytes <= 232448,
+              "%s: launch", c->name);
+        for (int m = 0; m < p->kernels[0].n_maps; m++) {
+            char why[128], field[32];
+            CHECK(tuner_tmap_check(&p->kernels[0].maps[m], why, sizeof(why), field, sizeof(field)) == 0,
+                  "%s: map %d: %s (%s)", c->name, m, why, field);
+        }
+        const size_t job = j++;
+        if (t_in_sample(job) && (whole || job % 3 == 0)) {
+            tuner_binary *b = NULL;
+            char what[160];
+            snprintf(what, sizeof(what), "%s [%d/%d/%d]", c->name, tuner_schedule_param(&sp->items[i], "block_n", 0),
+                     tuner_schedule_param(&sp->items[i], "consumers", 0),
+                     tuner_schedule_param(&sp->items[i], "stages", 0));
+            if (tuner_compile(p->source, &sm90a, &b, &err) < 0) {
+                CHECK(false, "%s: compile: %s", what, err ? err : "?");
+                if (getenv("HIDET_TEST_DUMP"))
+                    fprintf(stderr, "%s\n", p->source);
+                free(err);
+                err = NULL;
+            } else {
+                compiled++;
+                CHECK(strstr(b->ptx, "wgmma.mma_async") && strstr(b->ptx, "cp.async.bulk.tensor.4d"),
+                      "%s: PTX without wgmma / bulk tensor copies", what);
+                char needle[96];
+                snprintf(needle, sizeof(needle), ".entry %s(", p->kernels[0].name);
+                CHECK(strstr(b->ptx, needle) != NULL, "%s: no entry %s", what, p->kernels[0].name);
+                if (k == 0) {
+                    if (getenv("AW_PRINT_SOURCE"))
+                        fprintf(stderr, "%s\n", p->source);
+                    int spills = 0;
+                    bool serialized = false;
+                    CHECK(ptxas_v(what, b->ptx, b->ptx_len, &spills, &serialized), "%s: ptxas -arch=sm_90a rejected it",
+                          what);
+                    /* The preferred hd128 schedule keeps everything in registers, and its
+                     * Q.K^T / P.V overlap survives ptxas. */
+                    if (c->d == 128 && !c->mask_rank && !c->epilogue) {
+                        CHECK(spills == 0, "%s: %d bytes spilled", what, spills);
+                        CHECK(!serialized, "%s: ptxas serialized the wgmma", what);
+                    }
+                }
+                tuner_binary_free(b);
+            }
+        }
+        tuner_program_free(p);
+    }
+    printf("%s: %zu candidates, %zu compiled\n", c->name, n, compiled);
+    CHECK(n >= 3, "%s: %zu candidates", c->name, n);
+    tuner_space_free(sp);
+}
+
+int main(int argc, char **argv)
+{
+    const bool checks_only = argc == 2 && !strcmp(argv[1], "--checks");
+    if (!checks_only && t_subset_init(&argc, argv) < 0)
+        return 2;
+    test_space();
+    test_default();
+    if (!checks_only)
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+            if (t_in_shard(i))
+                compile_case(&cases[i], i == 0);
+    if (t_failures)
+        fprintf(stderr, "%d check(s) failed\n", (int)t_failures);
+    return t_failures ? 1 : 0;
+}

@@ -1,0 +1,673 @@
+/* tuner/attn/wgmma.c - attention_wgmma: fused attention (the ATTENTION op of op/op.h) on Hopper's
+ * warpgroup tensor cores (sm_90a), FlashAttention-3's scheme; the mbarrier / TMA / wgmma
+ * machinery is tuner/hopper.h's, shared with matmul_wgmma.
+ *
+ * One launch, persistent: a grid of min(work items, SMs) blocks walks the work items (batch,
+ * query head, query block of block_m = 64 * consumers rows), gridDim.x apart; non-causal items
+ * query block by query block of one head (neighbours share the head's K and V in L2), causal ones
+ * longest first (the last query blocks see the most keys under bottom-right alignment), so the
+ * short items fill the end of the waves. Warp-specialised warpgroups:
+ *   - warpgroup 0, the producer (setmaxnreg.dec with 2 or 3 consumers): one thread loads, per
+ *     work item, the Q tile (block_m rows x D) once, then the item's K and V tiles (block_n keys
+ *     x D each) into a `stages`-deep ring, each stage with a `full` mbarrier armed with its byte
+ *     count (expect_tx) and an `empty` one. Tiles are 128-byte-swizzled boxes of 64 columns x
+ *     rows: D = 64 is one box, 80, 96 and 128 two (the copy engine zero-fills columns past D),
+ *     256 four. Rows past S or Skv are zero-filled too. The Q buffer has a full/empty pair of its
+ *     own: the next item's Q is loaded once every consumer warp's last Q.K^T of the item
+ *     completed.
+ *   - warpgroups 1..consumers (setmaxnreg.inc) each own 64 query rows of the item. Per K/V
+ *     stage: S = Q.K^T by wgmma m64n{block_n}k16, both operands K-major descriptors (Q and K
+ *     rows are contiguous along D), D / 16 k-steps, the first with scale-d 0 (no zeroing); the
+ *     online softmax on the accumulator fragment (thread: rows lane/4 and lane/4 + 8 of its
+ *     warp's 16, two adjacent columns per 8): logits scaled into the log2 domain (scale * log2 e
+ *     folded, the mask times log2 e added), keys >= Skv and causally hidden keys set to -inf on
+ *     the tiles that need it (the last tile, diagonal tiles; tiles above the diagonal are never
+ *     loaded), row max by two quad shuffles, exp2 against the max or 0 while the max is still
+ *     -inf (so a row without keys has p = 0, l = 0 and no NaN), O and the per-thread partial row
+ *     sum l rescaled; then P, packed to f16/bf16 pairs, is already in wgmma's register-A fragment
+ *     layout, and O += P.V is wgmma with A from registers and B = the V tile read MN-major (V
+ *     rows are contiguous along D: the transpose bit), block_n / 16 k-steps of N = D rounded up
+ *     to 64. The stage goes back to the producer (one arrive per consumer warp) once that
+ *     wgmma group completed.
+ *   - the epilogue: l summed over the quad, O / l (0 where l is 0), the fused chain applied and
+ *     rows < S, columns < D stored from registers (tuner__attn_emit_store).
+ * With `overlap` (FA3's intra-warpgroup pipelining) tile n's Q.K^T is issued together with
+ * tile n - 1's P.V (two wgmma groups), wait_group<1> waits for the former only, and tile n's
+ * softmax runs while the tensor cores do P.V; O and the previous P, P.V's registers, are touched
+ * only after wait_group<0> (then O is rescaled by tile n's factor and tile n's P packed), and
+ * the last tile's P.V follows the loop. Without it each tile's Q.K^T, softmax and P.V run in
+ * turn. Either way two or three consumer warpgroups interleave on the SM's tensor and
+ * special-function units.
+ *
+ * With `pingpong` (two consumers) the consumers take turns issuing their wgmma groups (named
+ * barriers 1 and 2: consumer c waits at 1 + c, hands over at 2 - c; consumer 1 hands the first
+ * turn over before its first item, consumer 0 absorbs the last hand-over at the end), so that
+ * one's softmax runs while the other's GEMMs hold the tensor cores (FA3's inter-warpgroup
+ * pingpong). Both consumers walk the same items and tiles, so their turns pair up.
+ *
+ * Schedule: block_n (64..256, keys per tile), consumers (1..3: block_m 64..192), stages (2..4),
+ * overlap (0, 1), pingpong (0, 1; two consumers); valid where the ring, the Q tile and 1 KiB of
+ * alignment slack fit the block's shared memory and O (D rounded up to 64, halved, fp32), S
+ * (block_n / 2) and P (block_n / 4) plus 32 (56 with a mask) fit a consumer thread's registers:
+ * 240 with one consumer (256 threads), 232 with two and 152 with three after setmaxnreg (the
+ * producer keeps 40). ptxas -v reports the kernel at its launch bound (168 with two consumers)
+ * but allocates the consumers' code to the setmaxnreg budget.
+ *
+ * TMA maps (kernel parameters by value, encoded by the launcher from tuner_launch.maps): bhsd q
+ * (D, S, Hq, B), k and v (D, Skv, Hkv, B), boxes (64, rows, 1, 1); bshd q (D, Hq, S, B), k and v
+ * (D, Hkv, Skv, B), boxes (64, 1, rows, 1): either way a box lands as rows x 128 bytes.
+ *
+ * Applies on sm_90a to what tuner__attn_supported accepts with 16-byte aligned q, k, v (TMA).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/attn/attn.h"
+#include "tuner/core.h"
+#include "tuner/hopper.h"
+
+/* Registers a consumer thread needs beside its O, S and P fragments (indices, descriptors,
+ * softmax state). */
+#define AW_REG_OVERHEAD 32
+/* ... and beside them the mask's indexing. */
+#define AW_MASK_REGS 24
+/* Registers of the producer warpgroup when it gives some back (setmaxnreg). */
+#define AW_PRODUCER_REGS 40
+
+typedef struct aw_cfg {
+    int bn, consumers, stages;
+    bool pingpong; /* the two consumers take turns issuing wgmma (named barriers) */
+    bool overlap;  /* one tile's softmax beside the previous tile's P.V (FA3's intra-warpgroup
+                    * pipelining) */
+    int bm;        /* 64 * consumers query rows per work item */
+    int dp;        /* D rounded up to 64: the columns the tiles hold (and O's N) */
+    int boxes;     /* dp / 64 */
+    int ksteps;    /* D / 16: k16 steps of Q.K^T */
+    int threads;
+    int q_bytes, kv_bytes, stage_bytes; /* kv_bytes: one K (or V) tile */
+    int smem;      /* dynamic: the ring, the Q tile and 1 KiB of alignment slack */
+    int regs;      /* per consumer thread after setmaxnreg */
+} aw_cfg;
+
+static int aw_consumer_regs(int consumers)
+{
+    if (consumers == 1)
+        return 240; /* 256 threads: no redistribution needed */
+    return (65536 / 128 - AW_PRODUCER_REGS) / consumers / 8 * 8;
+}
+
+static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cfg *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->bn = tuner_schedule_param(s, "block_n", 0);
+    c->consumers = tuner_schedule_param(s, "consumers", 0);
+    c->stages = tuner_schedule_param(s, "stages", 0);
+    const int ov = tuner_schedule_param(s, "overlap", 0);
+    if (ov != 0 && ov != 1)
+        return -EINVAL;
+    c->overlap = ov == 1;
+    const int pp = tuner_schedule_param(s, "pingpong", 0);
+    if ((pp != 0 && pp != 1) || (pp && tuner_schedule_param(s, "consumers", 0) != 2))
+        return -EINVAL;
+    c->pingpong = pp == 1;
+    if (c->bn < 64 || c->bn > 256 || c->bn % 16 || c->consumers < 1 || c->consumers > 3 || c->stages < 2 ||
+        c->stages > 4)
+        return -EINVAL;
+    c->bm = 64 * c->consumers;
+    c->dp = (int)((p->d.d + 63) / 64 * 64);
+    c->boxes = c->dp / 64;
+    c->ksteps = (int)(p->d.d / 16);
+    c->threads = 128 * (1 + c->consumers);
+    c->q_bytes = c->bm * c->dp * 2;
+    c->kv_bytes = c->bn * c->dp * 2;
+    c->stage_bytes = 2 * c->kv_bytes;
+    c->smem = c->stages * c->stage_bytes + c->q_bytes + 1024;
+    c->regs = aw_consumer_regs(c->consumers);
+    return 0;
+}
+
+static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const aw_cfg *c)
+{
+    /* O (dp / 2 fp32 per thread), S (bn / 2) and P (bn / 4 packed pairs) live at once; a mask's
+     * addressing needs more (ptxas -v: 176 keys with two consumers spilled with one). */
+    const int overhead = AW_REG_OVERHEAD + (p->d.has_mask ? AW_MASK_REGS : 0);
+    if (c->dp / 2 + c->bn / 2 + c->bn / 4 + overhead > c->regs)
+        return false;
+    /* The dynamic ring and Q tile, plus the static barriers. */
+    if (c->smem + 8 * (2 * c->stages + 2) > a->max_smem_per_block)
+        return false;
+    return c->threads <= a->max_threads_per_block;
+}
+
+/* Whether attention_wgmma applies: sm_90a, a supported op, TMA-addressable q, k, v. */
+static bool aw_problem(const tuner_op *op, const tuner_target *t, tuner__attn_problem *p)
+{
+    const tuner_arch *a = tuner__arch(t);
+    if (!op || !a || !a->has_wgmma || t->sm != 90 || !t->arch_specific || !tuner__attn_supported(op))
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (op->inputs[i].align < 16)
+            return false;
+    return tuner__attn_problem_init(op, p, NULL) == 0;
+}
+
+static bool aw_applies(const tuner_op *op, const tuner_target *t)
+{
+    tuner__attn_problem p;
+    return aw_problem(op, t, &p);
+}
+
+static void aw_param(tuner_schedule *s, const char *name, int value)
+{
+    if (s->n_params >= TUNER_MAX_PARAMS)
+        return;
+    s->params[s->n_params].name = name;
+    s->params[s->n_params].value = value;
+    s->n_params++;
+}
+
+static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, int overlap, int pingpong)
+{
+    memset(s, 0, sizeof(*s));
+    s->template_name = "attention_wgmma";
+    aw_param(s, "block_n", bn);
+    aw_param(s, "consumers", consumers);
+    aw_param(s, "stages", stages);
+    aw_param(s, "overlap", overlap);
+    aw_param(s, "pingpong", pingpong);
+}
+
+/* The tune:"none" pick by head dim (FlashAttention-3's tiles on H100): D <= 128 128 keys per
+ * tile with two consumers and a 2-deep ring (the ring is 64 KiB a stage at D = 128), D = 64
+ * 192 keys and 3 stages (its cheap tiles need the depth), D = 256 64 keys (O alone is 128
+ * registers); one consumer where S fits one 64-row block. */
+static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages)
+{
+    const long long d = p->d.d;
+    *consumers = p->d.s <= 64 ? 1 : 2;
+    *bn = d == 64 ? 192 : d == 256 ? 64 : 128;
+    *stages = d == 64 ? 3 : 2;
+}
+
+static const int aw_block_ns[] = {64, 80, 96, 128, 176, 192, 256};
+
+static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
+{
+    tuner__attn_problem p;
+    if (!aw_problem(op, t, &p))
+        return 0;
+    const tuner_arch *a = tuner__arch(t);
+    int pbn, pc, pst;
+    aw_pick(&p, &pbn, &pc, &pst);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t bi = 0; bi < sizeof(aw_block_ns) / sizeof(aw_block_ns[0]); bi++)
+            for (int cons = 1; cons <= 3; cons++)
+                for (int st = 2; st <= 4; st++)
+                for (int ov = 1; ov >= 0; ov--)
+                for (int pp = 0; pp <= (cons == 2); pp++) {
+                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == 1 && pp == 0;
+                    if (pref != (pass == 0))
+                        continue;
+                    tuner_schedule s;
+                    aw_schedule(&s, aw_block_ns[bi], cons, st, ov, pp);
+                    aw_cfg c;
+                    if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
+                        continue;
+                    tuner_schedule *grown = realloc(*items, (*n + 1) * sizeof(**items));
+                    if (!grown)
+                        return -ENOMEM;
+                    grown[*n] = s;
+                    *items = grown;
+                    (*n)++;
+                }
+    return 0;
+}
+
+static int aw_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+{
+    tuner__attn_problem p;
+    if (!aw_problem(op, t, &p))
+        return -ENOENT;
+    int bn, cons, st;
+    aw_pick(&p, &bn, &cons, &st);
+    tuner_schedule s;
+    aw_schedule(&s, bn, cons, st, 1, 0);
+    ret->n_params = s.n_params;
+    memcpy(ret->params, s.params, sizeof(s.params));
+    return 0;
+}
+
+/* ---- cost model ---- */
+
+/* Key tiles of work item query block mb (causal: up to the last row's last key). */
+static long long aw_item_tiles(const tuner__attn_problem *p, const aw_cfg *c, long long mb)
+{
+    const long long nt = tuner__attn_cdiv(p->d.skv, c->bn);
+    if (!p->causal)
+        return nt;
+    const long long m0 = mb * c->bm, rows_end = m0 + c->bm < p->d.s ? m0 + c->bm : p->d.s;
+    const long long lim = rows_end - 1 + p->causal_off;
+    if (lim < 0)
+        return 0;
+    return lim / c->bn + 1 < nt ? lim / c->bn + 1 : nt;
+}
+
+/* Per key tile a consumer warpgroup runs two GEMMs on the tensor cores (wgmma at 1.5x the
+ * arch's mma.sync rate, as matmul_wgmma's model, at 0.78 of it) and the softmax: block_m x
+ * block_n exp2 on the SM's MUFU (16 per clock, ~1.7 GHz) and a few fp32 operations each; with
+ * overlap, or two or three consumers, the softmax hides behind GEMMs, else they add up. Items are dealt to min(items, SMs) blocks (causal longest first:
+ * the busiest block gets about the mean, at least the longest item); each item pays its Q load
+ * and the ring's fill. Bounded below by moving q, k, v, mask and output through DRAM once. */
+static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    tuner__attn_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    aw_cfg c;
+    if (!a || !aw_problem(op, t, &p) || cfg_from(&p, s, &c) < 0)
+        return 1e12;
+    const double tc_rate = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count; /* flop per us per SM */
+    const double exp_rate = 16.0 * 1.7e3;                               /* exp2 per us per SM */
+    /* FlashAttention-3 reaches about three quarters of the dense wgmma peak at hd128 (H100):
+     * the fragment traffic between the GEMMs costs issue slots the GEMM of a plain matmul has. */
+    double eff = 0.78 * (c.bn >= 128 ? 1.0 : 0.85);
+    eff *= c.dp > p.d.d ? (double)p.d.d / c.dp : 1.0; /* padded columns of O's GEMM */
+    const double t_tc = 4.0 * c.bm * c.bn * (double)c.dp / (tc_rate * eff);
+    /* The softmax: an exp2 per element on the MUFU, and about six fp32 operations (scale, max,
+     * subtract, sum, rescale share, pack) on the 128 FMA lanes. */
+    const double t_exp = (double)c.bm * c.bn / exp_rate + (double)c.bm * c.bn * 6.0 / (128.0 * 1.7e3);
+    /* Overlap, or a second consumer, hides the softmax behind GEMMs. */
+    const double t_tile = c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
+                                                              (c.pingpong ? 0.97 : 1.0)
+                                                        : t_tc + t_exp;
+    /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. */
+    const double fill = 0.8;
+    const long long nmb = tuner__attn_cdiv(p.d.s, c.bm), bh = p.d.b * p.d.hq, items = nmb * bh;
+    const long long grid = items < a->sm_count ? items : a->sm_count;
+    double total = 0, longest = 0;
+    for (long long mb = 0; mb < nmb; mb++) {
+        const double ti = (double)aw_item_tiles(&p, &c, mb) * t_tile * (c.stages == 2 ? 1.05 : 1.0) + fill;
+        total += ti * (double)bh;
+        if (ti > longest)
+            longest = ti;
+    }
+    double busiest;
+    if (p.causal)
+        busiest = total / (double)grid > longest ? total / (double)grid : longest;
+    else
+        busiest = (double)tuner__attn_cdiv(items, grid) * (total / (double)items);
+    const double dram = tuner__attn_min_bytes(&p) / (a->dram_gbps * 1e3);
+    return (busiest > dram ? busiest : dram) + 3.0;
+}
+
+/* ---- code generation ---- */
+
+/* The tensor map of q (which 0), k (1) or v (2): boxes of 64 columns x rows (see the header). */
+static tuner_tmap aw_tmap_of(const tuner__attn_problem *p, const aw_cfg *c, int which)
+{
+    const tuner_attention_dims *d = &p->d;
+    const uint64_t esz = 2, rows = which == 0 ? (uint64_t)d->s : (uint64_t)d->skv;
+    const uint64_t heads = which == 0 ? (uint64_t)d->hq : (uint64_t)d->hkv;
+    const uint32_t box_rows = (uint32_t)(which == 0 ? c->bm : c->bn);
+    uint64_t dims[4], strides[3];
+    uint32_t box[4];
+    const uint64_t row = (uint64_t)d->d * esz;
+    dims[0] = (uint64_t)d->d;
+    dims[3] = (uint64_t)d->b;
+    box[0] = 64;
+    box[3] = 1;
+    if (p->bshd) {
+        dims[1] = heads;
+        dims[2] = rows;
+        strides[0] = row;
+        strides[1] = row * heads;
+        box[1] = 1;
+        box[2] = box_rows;
+    } else {
+        dims[1] = rows;
+        dims[2] = heads;
+        strides[0] = row;
+        strides[1] = row * rows;
+        box[1] = box_rows;
+        box[2] = 1;
+    }
+    strides[2] = row * rows * heads;
+    return tuner__hopper_tmap_tiled(TUNER_BUF_INPUT0 + which, p->dt, 4, dims, strides, box);
+}
+
+/* Emits the TMA loads of a tile of `rows` rows from map `map` at row `r0` of head `h`, batch
+ * entry aw_b, into the boxes at `dst` (box x at dst + x * rows * 128), completing on `bar`. */
+static void emit_tile_load(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *dst,
+                           const char *map, const char *r0, const char *h, int rows, const char *bar)
+{
+    for (int x = 0; x < c->boxes; x++) {
+        if (p->bshd)
+            tuner_sb_printf(sb, "wg_tma4(%s + %d, %s, %d, %s, %s, aw_b, %s);\n", dst, x * rows * 128, map, 64 * x, h,
+                            r0, bar);
+        else
+            tuner_sb_printf(sb, "wg_tma4(%s + %d, %s, %d, %s, %s, aw_b, %s);\n", dst, x * rows * 128, map, 64 * x, r0,
+                            h, bar);
+    }
+}
+
+/* Declares the work item t's coordinates: aw_b, aw_h (query head), aw_hk (kv head), aw_m0 (first
+ * query row) and aw_nt (key tiles). */
+static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c)
+{
+    const long long nmb = tuner__attn_cdiv(p->d.s, c->bm), bh = p->d.b * p->d.hq;
+    const long long nt = tuner__attn_cdiv(p->d.skv, c->bn);
+    if (p->causal)
+        tuner_sb_printf(sb, "const int aw_mb = %lld - 1 - (int)(t / %lldLL), aw_bh = (int)(t %% %lldLL);\n", nmb, bh, bh);
+    else
+        tuner_sb_printf(sb, "const int aw_mb = (int)(t %% %lldLL), aw_bh = (int)(t / %lldLL);\n", nmb, nmb);
+    tuner_sb_printf(sb,
+                    "const int aw_b = aw_bh / %lld, aw_h = aw_bh %% %lld, aw_hk = aw_h / %lld, aw_m0 = aw_mb * %d;\n",
+                    (long long)p->d.hq, (long long)p->d.hq, (long long)p->d.group, c->bm);
+    if (p->causal)
+        tuner_sb_printf(sb,
+                        "const long long aw_lim = (long long)min(aw_m0 + %d, %lld) - 1 + %lldLL;\n"
+                        "const int aw_nt = aw_lim < 0 ? 0 : (int)min(aw_lim / %d + 1, %lldLL);\n",
+                        c->bm, (long long)p->d.s, p->causal_off, c->bn, nt);
+    else
+        tuner_sb_printf(sb, "const int aw_nt = %lld;\n", nt);
+}
+
+/* Emits a consumer's softmax of the tile at key aw_kv0 (in aw_sc): logits into the log2
+ * domain plus the mask (fragment (j, h, e): row aw_m0 + aw_r + 8h, key aw_kv0 + 8j + aw_q2 + e),
+ * keys past Skv (zero-filled by the copy engine) and causally hidden ones -inf on the tiles that
+ * have any, then per row the max over the quad, exp2 against it (0 while it is -inf) in place,
+ * l rescaled (a per-thread partial sum until the epilogue) and O's factor left in aw_al. */
+static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *mask_value)
+{
+    const tuner_attention_dims *d = &p->d;
+    const double sl2 = p->scale * 1.4426950408889634;
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
+                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
+                    "float &x = aw_sc[4 * j + 2 * h + e];\nx *= %.9ef;\n",
+                    c->bn / 8, sl2);
+    if (mask_value)
+        tuner_sb_printf(sb,
+                        "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
+                        "if (aw_i < %lld && aw_j < %lld) x += 1.4426950408889634f * %s;\n",
+                        (long long)d->s, (long long)d->skv, mask_value);
+    tuner_sb_puts(sb, "}\n");
+    tuner_sb_printf(sb, "if (aw_kv0 + %d > %lld", c->bn, (long long)d->skv);
+    if (p->causal)
+        tuner_sb_printf(sb, " || (long long)aw_kv0 + %d > (long long)aw_m0 + %lldLL", c->bn - 1, p->causal_off);
+    tuner_sb_printf(sb,
+                    ") {\n"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
+                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
+                    "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
+                    "if (aw_j >= %lld",
+                    c->bn / 8, (long long)d->skv);
+    if (p->causal)
+        tuner_sb_printf(sb, " || (long long)aw_j > (long long)aw_i + %lldLL", p->causal_off);
+    tuner_sb_puts(sb, ") aw_sc[4 * j + 2 * h + e] = -HD_INF;\n}\n}\n");
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                    "float aw_m = aw_mx[h];\n"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++) aw_m = fmaxf(aw_m, fmaxf(aw_sc[4 * j + 2 * h], aw_sc[4 * j + 2 * h + 1]));\n"
+                    "aw_m = fmaxf(aw_m, __shfl_xor_sync(0xffffffffu, aw_m, 1));\n"
+                    "aw_m = fmaxf(aw_m, __shfl_xor_sync(0xffffffffu, aw_m, 2));\n"
+                    "const float aw_mu = aw_m == -HD_INF ? 0.0f : aw_m;\n"
+                    "aw_al[h] = aw_exp2(aw_mx[h] - aw_mu);\n"
+                    "aw_mx[h] = aw_m;\n"
+                    "float aw_rs = 0.0f;\n"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
+                    "const float aw_p = aw_exp2(aw_sc[4 * j + 2 * h + e] - aw_mu);\n"
+                    "aw_sc[4 * j + 2 * h + e] = aw_p;\naw_rs += aw_p;\n}\n"
+                    "aw_ls[h] = aw_ls[h] * aw_al[h] + aw_rs;\n"
+                    "}\n",
+                    c->bn / 8, c->bn / 8);
+}
+
+static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
+                       char **err)
+{
+    tuner__attn_problem p;
+    const tuner_arch *a = tuner__arch(t);
+    aw_cfg c;
+    if (!aw_problem(op, t, &p) || cfg_from(&p, s, &c) < 0 || !cfg_valid(&p, a, &c)) {
+        if (err)
+            *err = strdup("attention_wgmma: invalid schedule for this op/target");
+        return -EINVAL;
+    }
+    const tuner_attention_dims *d = &p.d;
+    const long long nmb = tuner__attn_cdiv(d->s, c.bm), items = nmb * d->b * d->hq;
+    if (items > 0x7fffffffLL) {
+        if (err)
+            *err = strdup("attention_wgmma: too many work items");
+        return -EINVAL;
+    }
+    const int grid = (int)(items < a->sm_count ? items : a->sm_count);
+    /* The mask's value at (aw_b, aw_h, aw_i, aw_j), as the softmax reads it. */
+    char *mv = d->has_mask ? tuner__attn_mask_value(&p, "aw_b", "aw_h", "aw_i", "aw_j") : NULL;
+    if (d->has_mask && !mv)
+        return -ENOMEM;
+    const int S = c.stages;
+    const char *pack = p.dt == TUNER_F16 ? "hd_pack_f16x2" : "hd_pack_bf16x2";
+    char name[64];
+    snprintf(name, sizeof(name), "hd_attention_wgmma_%d_%d_%d_%d_%d", c.bn, c.consumers, c.stages, c.overlap,
+             c.pingpong);
+
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    tuner__prelude(&sb, t->sm);
+    tuner_sb_puts(&sb, "#pragma nv_diag_suppress 177\n");
+    tuner_sb_puts(&sb, tuner__hopper_helpers);
+    /* S = Q.K^T: both K-major; O += P.V: P from registers, V MN-major (transposed). */
+    tuner__hopper_emit_mma_fn(&sb, "aw_mma_s", p.dt, c.bn, false, 0, 0, true);
+    tuner__hopper_emit_mma_fn(&sb, "aw_mma_o", p.dt, c.dp, true, 0, 1, false);
+    /* ex2.approx of -inf is +0. */
+    tuner_sb_puts(&sb, "HD_INLINE float aw_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
+                       "\"f\"(x)); return y; }\n");
+    /* Pins registers in place: the compiler may not move their reads or writes across it (nor
+     * across the wgmma fence, commit and wait asm it sits beside), so that no instruction
+     * touches a wgmma's registers while the wgmma may still be using them. */
+    tuner_sb_puts(&sb, "template <int N> HD_INLINE void aw_pin(float *r) {\n#pragma unroll\nfor (int i = 0; i < N; i++) "
+                       "asm volatile(\"\" : \"+f\"(r[i]) :: \"memory\"); }\n"
+                       "template <int N> HD_INLINE void aw_pin_u(hd_u32 (*r)[4]) {\n#pragma unroll\nfor (int i = 0; i < N; i++) "
+                       "asm volatile(\"\" : \"+r\"(r[i][0]), \"+r\"(r[i][1]), \"+r\"(r[i][2]), \"+r\"(r[i][3]) :: \"memory\"); }\n");
+
+    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(", c.threads, name);
+    tuner__attn_emit_params(&sb, &p);
+    tuner__hopper_emit_map_param(&sb, "aw_tm_q");
+    tuner__hopper_emit_map_param(&sb, "aw_tm_k");
+    tuner__hopper_emit_map_param(&sb, "aw_tm_v");
+    tuner_sb_puts(&sb, ")\n{\n");
+    tuner__hopper_emit_map_addr(&sb, "aw_tm_q", "aw_map_q");
+    tuner__hopper_emit_map_addr(&sb, "aw_tm_k", "aw_map_k");
+    tuner__hopper_emit_map_addr(&sb, "aw_tm_v", "aw_map_v");
+    tuner_sb_printf(&sb,
+                    "extern __shared__ __align__(1024) unsigned char aw_dyn[];\n"
+                    "__shared__ alignas(8) hd_u64 aw_bars[%d];\n"
+                    "const hd_u32 aw_ring = (hd_smem_addr(aw_dyn) + 1023u) & ~1023u;\n"
+                    "const hd_u32 aw_q = aw_ring + %d;\n"
+                    "const hd_u32 wg_bar0 = hd_smem_addr(aw_bars);\n"
+                    "const hd_u32 aw_qfull = wg_bar0 + %d, aw_qempty = wg_bar0 + %d;\n"
+                    "const int wg_g = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0);\n"
+                    "if (threadIdx.x == 0) {\n"
+                    "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, 1); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
+                    "wg_bar_init(aw_qfull, 1);\nwg_bar_init(aw_qempty, %d);\n"
+                    "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
+                    "}\n__syncthreads();\n",
+                    2 * S + 2, S * c.stage_bytes, 16 * S, 16 * S + 8, S, S, 4 * c.consumers, 4 * c.consumers);
+
+    /* Producer. */
+    tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
+    if (c.consumers >= 2)
+        tuner__hopper_emit_setmaxnreg(&sb, false, AW_PRODUCER_REGS);
+    tuner_sb_printf(&sb,
+                    "if (threadIdx.x == 0) {\n"
+                    "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n"
+                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
+                    items);
+    emit_item(&sb, &p, &c);
+    tuner_sb_printf(&sb, "wg_wait(aw_qempty, aw_qph ^ 1);\naw_qph ^= 1;\nwg_expect(aw_qfull, %d);\n", c.q_bytes);
+    emit_tile_load(&sb, &p, &c, "aw_q", "aw_map_q", "aw_m0", "aw_h", c.bm, "aw_qfull");
+    tuner_sb_puts(&sb, "for (int n = 0; n < aw_nt; n++) {\n");
+    tuner__hopper_emit_stage_acquire(&sb, S, c.stage_bytes, "wg_bar0", "aw_ring");
+    tuner_sb_printf(&sb, "wg_expect(wg_full, %d);\nconst int aw_kv0 = n * %d;\n", c.stage_bytes, c.bn);
+    emit_tile_load(&sb, &p, &c, "wg_st", "aw_map_k", "aw_kv0", "aw_hk", c.bn, "wg_full");
+    char vdst[48];
+    snprintf(vdst, sizeof(vdst), "(wg_st + %d)", c.kv_bytes);
+    emit_tile_load(&sb, &p, &c, vdst, "aw_map_v", "aw_kv0", "aw_hk", c.bn, "wg_full");
+    tuner__hopper_emit_stage_advance(&sb, S);
+    tuner_sb_puts(&sb, "}\n}\n}\n");
+
+    /* Consumers. */
+    tuner_sb_puts(&sb, "} else {\n");
+    if (c.consumers >= 2)
+        tuner__hopper_emit_setmaxnreg(&sb, true, c.regs);
+    const int no = c.dp / 2, ns = c.bn / 2;
+    /* Descriptors (in 16-byte units from their base): Q's k16 step kk is box kk / 4, 32 bytes
+     * per step within the box's 128-byte rows, this consumer's 64 rows 8 KiB into each box; K's
+     * likewise; V's step kk is 16 key rows (2 KiB) down its boxes, which lie block_n * 128 bytes
+     * apart along N (LBO). */
+    tuner_sb_printf(&sb,
+                    "const int aw_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
+                    "const int aw_r = aw_c * 64 + wg_w * 16 + (wg_l >> 2), aw_q2 = 2 * (wg_l & 3);\n"
+                    "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
+                    "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
+                    "float aw_o[%d], aw_sc[%d];\nhd_u32 aw_pa[%d][4];\n"
+                    "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n%s"
+                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
+                    c.kv_bytes, c.bn * 128, no, ns, c.bn / 16,
+                    /* Consumer 0 takes the first turn. */
+                    c.pingpong ? "if (aw_c == 1) asm volatile(\"bar.arrive 1, 256;\" ::: \"memory\");\n" : "", items);
+    emit_item(&sb, &p, &c);
+    /* Register pins (aw_pin) around every wgmma fence and wait: S's accumulators, O's, P's. */
+    char pin_s[48], pin_all[160];
+    snprintf(pin_s, sizeof(pin_s), "aw_pin<%d>(aw_sc);\n", ns);
+    snprintf(pin_all, sizeof(pin_all), "aw_pin<%d>(aw_sc);\naw_pin<%d>(aw_o);\naw_pin_u<%d>(aw_pa);\n", ns, no, c.bn / 16);
+    /* Q.K^T of stage wg_s into aw_sc (one group), and P.V of stage aw_ps (one group). */
+    char qk[400], pv[320];
+    snprintf(qk, sizeof(qk),
+             "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n"
+             "aw_mma_s(aw_sc, wg_desc(aw_dq + (kk >> 2) * %d + (kk & 3) * 2), "
+             "wg_desc(aw_dk + (hd_u32)wg_s * %du + (kk >> 2) * %d + (kk & 3) * 2), kk > 0);\n"
+             "wg_commit();\n",
+             c.ksteps, c.bm * 128 / 16, c.stage_bytes / 16, c.bn * 128 / 16);
+    snprintf(pv, sizeof(pv),
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) aw_mma_o(aw_o, aw_pa[kk], wg_desc(aw_dv + (hd_u32)aw_ps * %du + kk * 128));\n"
+             "wg_commit();\n",
+             c.bn / 16, c.stage_bytes / 16);
+    char release[96];
+    snprintf(release, sizeof(release), "if (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + aw_ps));\n", S);
+    /* After a tile's softmax: O rescaled by its factors, its P packed, its stage remembered. */
+    char rescale[600];
+    snprintf(rescale, sizeof(rescale),
+             "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) "
+             "{ aw_o[4 * j + 2 * h] *= aw_al[h]; aw_o[4 * j + 2 * h + 1] *= aw_al[h]; }\n"
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n#pragma unroll\nfor (int r = 0; r < 4; r++)\n"
+             "aw_pa[kk][r] = %s(aw_sc[8 * kk + 2 * r], aw_sc[8 * kk + 2 * r + 1]);\n"
+             "aw_ps = wg_s;\n",
+             c.dp / 8, c.bn / 16, pack);
+    char advance[80];
+    snprintf(advance, sizeof(advance), "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n", S);
+    tuner_sb_printf(&sb,
+                    "float aw_mx[2] = {-HD_INF, -HD_INF}, aw_ls[2] = {0.0f, 0.0f}, aw_al[2];\n"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++) aw_o[j] = 0.0f;\n"
+                    "int aw_ps = 0;\n"
+                    "wg_wait(aw_qfull, aw_qph);\naw_qph ^= 1;\n",
+                    no);
+    /* With pingpong the two consumers take turns issuing their wgmma (named barriers 1 + c:
+     * consumer c's turn), so that one's softmax runs while the other's GEMMs occupy the tensor
+     * cores. */
+    const char *tw = c.pingpong ? "asm volatile(\"bar.sync %0, 256;\" :: \"r\"(1 + aw_c) : \"memory\");\n" : "";
+    const char *tp = c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(2 - aw_c) : \"memory\");\n" : "";
+    if (!c.overlap) {
+        /* Each tile's Q.K^T, softmax and P.V in turn. */
+        tuner_sb_printf(&sb,
+                        "for (int n = 0; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
+                        "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s"
+                        /* This warp is done with Q once its last Q.K^T completed. */
+                        "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
+                        c.bn, tw, pin_all, qk, tp, pin_all);
+        emit_softmax(&sb, &p, &c, mv);
+        tuner_sb_printf(&sb, "%s%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s%s}\n", rescale, tw, pin_all, pv, tp,
+                        pin_all, release, advance);
+    } else {
+        /* FA3's intra-warpgroup pipelining: tile 0's Q.K^T and softmax alone; then tile n's
+         * Q.K^T and tile n - 1's P.V as two groups, tile n's softmax after the first completed
+         * (wait_group 1), O and P left alone until the second completed (wait_group 0); the
+         * last P.V after the loop. No wgmma is issued under a branch inside the pipeline, so
+         * that ptxas can follow which groups are in flight. */
+        tuner_sb_printf(&sb,
+                        "if (aw_nt > 0) {\n{\nconst int aw_kv0 = 0;\n"
+                        "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s"
+                        "if (aw_nt == 1 && wg_l == 0) wg_arrive(aw_qempty);\n",
+                        tw, pin_all, qk, tp, pin_all);
+        emit_softmax(&sb, &p, &c, mv);
+        tuner_sb_printf(&sb, "%s%s}\n"
+                             "for (int n = 1; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
+                             "%s%swg_fence();\n%s%s%swg_wait_group<1>();\n%s"
+                             "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
+                        rescale, advance, c.bn, tw, pin_all, qk, pv, tp, pin_s);
+        emit_softmax(&sb, &p, &c, mv);
+        tuner_sb_printf(&sb, "wg_wait_group<0>();\n%s%s%s%s}\n"
+                             "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s}\n",
+                        pin_all, release, rescale, advance, tw, pin_all, pv, tp, pin_all, release);
+    }
+    tuner_sb_puts(&sb, "if (aw_nt == 0 && wg_l == 0) wg_arrive(aw_qempty);\n");
+    /* Epilogue: rows < S, columns < D. */
+    tuner_sb_printf(&sb,
+                    "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                    "float aw_l = aw_ls[h];\n"
+                    "aw_l += __shfl_xor_sync(0xffffffffu, aw_l, 1);\n"
+                    "aw_l += __shfl_xor_sync(0xffffffffu, aw_l, 2);\n"
+                    "const float aw_inv = aw_l > 0.0f ? 1.0f / aw_l : 0.0f;\n"
+                    "const int aw_i = aw_m0 + aw_r + 8 * h;\n"
+                    "if (aw_i < %lld) {\n"
+                    "#pragma unroll\nfor (int j = 0; j < %lld; j++) {\n"
+                    "const float aw_v0 = aw_o[4 * j + 2 * h] * aw_inv, aw_v1 = aw_o[4 * j + 2 * h + 1] * aw_inv;\n",
+                    (long long)d->s, (long long)d->d / 8);
+    static const char *const vars[2] = {"aw_v0", "aw_v1"};
+    tuner__attn_emit_store(&sb, &p, "aw_b", "aw_h", "aw_i", "8 * j + aw_q2", vars, 2);
+    tuner_sb_puts(&sb, "}\n}\n}\n}\n");
+    /* Consumer 1's last hand-over, which nobody waited for: no barrier is left half-arrived. */
+    if (c.pingpong)
+        tuner_sb_puts(&sb, "if (aw_c == 0) asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n");
+    tuner_sb_puts(&sb, "}\n}\n");
+
+    free(mv);
+    char *src = tuner_sb_take(&sb);
+    if (!src)
+        return -ENOMEM;
+    prog->source = src;
+    prog->output_dtype = p.out_dt;
+    prog->n_kernels = 1;
+    prog->workspace_bytes = 0;
+    tuner_launch *l = &prog->kernels[0];
+    memset(l, 0, sizeof(*l));
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    l->grid[0] = (unsigned)grid;
+    l->grid[1] = l->grid[2] = 1;
+    l->block[0] = (unsigned)c.threads;
+    l->block[1] = l->block[2] = 1;
+    l->shared_bytes = (unsigned)c.smem;
+    tuner__launch_args(l, op);
+    for (int i = 0; i < 3; i++)
+        l->maps[l->n_maps++] = aw_tmap_of(&p, &c, i);
+    return 0;
+}
+
+const tuner_template tuner__attn_wgmma = {
+    .name = "attention_wgmma",
+    .space_signature = "attention_wgmma v1: persistent, TMA q once per item + k/v ring (full/empty mbarriers), "
+                       "consumers x m64, s = q.k^T (smem desc, k-major, scale-d 0 first), online softmax exp2 in "
+                       "registers, p.v with p from registers and v mn-major (tnsp); block_n{64,80,96,128,176,192,256} "
+                       "consumers{1,2,3} stages{2,3,4} overlap{0,1} pingpong{0,1 (2 consumers; named-barrier turns)}; smem <= max, o+s+p+32 <= setmaxnreg budget "
+                       "(producer 40)",
+    .applies = aw_applies,
+    .enumerate = aw_enumerate,
+    .generate = aw_generate,
+    .predict_us = aw_predict,
+    .preferred = aw_preferred,
+    .default_rank = TUNER_RANK_TENSOR_CORE,
+};
