@@ -593,6 +593,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=20)
     ap.add_argument("--suite", default="all")
     ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--match", default="", help="comma-separated substrings of 'name shape dtype': a case runs "
+                    "when one of them is in it")
     ap.add_argument("--alternate", action="store_true",
                     help="time hidetd and the peer in alternating replays instead of one after the other")
     args = ap.parse_args()
@@ -606,6 +608,9 @@ def main():
     rows = []
     only = set(filter(None, args.only.split(",")))
     cases = [c for c in suite(args.suite) if not only or c["name"] in only]
+    match = list(filter(None, args.match.split(",")))
+    if match:
+        cases = [c for c in cases if any(m in "%s %s %s" % (c["name"], c["shape"], c["dtype"]) for m in match)]
     args.copy_tbps = None
     if any(c["name"] in ("gemm_skinny", "attn_decode") for c in cases):
         args.copy_tbps = facts["copy_tbps"] = round(copy_tbps(), 3)
