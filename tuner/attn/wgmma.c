@@ -180,16 +180,18 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
     aw_param(s, "pingpong", pingpong);
 }
 
-/* The tune:"none" pick by head dim (FlashAttention-3's tiles on H100): D <= 128 128 keys per
- * tile with two consumers and a 2-deep ring (the ring is 64 KiB a stage at D = 128), D = 64
- * 192 keys and 3 stages (its cheap tiles need the depth), D = 256 64 keys (O alone is 128
- * registers); one consumer where S fits one 64-row block. */
+/* The tune:"none" pick by head dim: D <= 128 128 keys per tile with two consumers and a 3-deep
+ * ring (H200, 4096 x 4096 hd128, 16 heads: 3 stages 630 TFLOP/s, 2 stages 419 - the ring is
+ * 64 KiB a stage, and 2 leave the consumers waiting for loads: ncu showed 0.39 eligible warps per
+ * scheduler; causal 478 against 385; bench/results/2026-11-29-h200-attention), D = 64 192 keys,
+ * D = 256 64 keys (O alone is 128 registers) and 2 stages (a stage is 64 KiB there too, and 3
+ * would not fit beside the Q tile); one consumer where S fits one 64-row block. */
 static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages)
 {
     const long long d = p->d.d;
     *consumers = p->d.s <= 64 ? 1 : 2;
     *bn = d == 64 ? 192 : d == 256 ? 64 : 128;
-    *stages = d == 64 ? 3 : 2;
+    *stages = d == 256 ? 2 : 3;
 }
 
 static const int aw_block_ns[] = {64, 80, 96, 128, 176, 192, 256};

@@ -127,7 +127,7 @@ static void test_default(void)
     const tuner_schedule *d = &sp->items[tuner_default_index(&op, &sm90a, sp)];
     CHECK(strcmp(d->template_name, "attention_wgmma") == 0, "default is %s", d->template_name);
     CHECK(tuner_schedule_param(d, "block_n", 0) == 128 && tuner_schedule_param(d, "consumers", 0) == 2 &&
-              tuner_schedule_param(d, "stages", 0) == 2,
+              tuner_schedule_param(d, "stages", 0) == 3,
           "hd128 default %d/%d/%d", tuner_schedule_param(d, "block_n", 0), tuner_schedule_param(d, "consumers", 0),
           tuner_schedule_param(d, "stages", 0));
     for (size_t i = 0; i < sp->n; i++) {
