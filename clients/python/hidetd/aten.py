@@ -104,10 +104,8 @@ class Lowering:
         dt = torch_dtype_name(t.dtype)
         if dt is None:
             raise Unsupported("dtype %s is not supported" % t.dtype)
-        if t.dim() == 0:
-            raise Unsupported("a 0-dimensional tensor crosses into hidetd")
         nhwc = is_channels_last(t)
-        shape = _shape(t)
+        shape = _shape(t) or [1]  # a 0-d scalar is declared [1] (backend._as_declared)
         decl_dtype = "f16" if dt == "bool" else dt  # bool inputs arrive as a 0/1 cast by the caller
         lst.append({"name": name, "shape": [shape[i] for i in NHWC] if nhwc else shape,
                     "dtype": decl_dtype})
@@ -903,7 +901,7 @@ ATTENTION_HEAD_DIMS = (64, 80, 96, 128, 256)
 def _sdpa_converter(which):
     """Scaled dot-product attention, each of PyTorch's device variants: q [B,H,S,D], k and v
     [B,Hkv,Sk,D]. One attention node (hidetd's fused op) where it can take the case: f16/bf16,
-    a head dim it has templates for, k/v heads equal or (enable_gqa) dividing q's. Otherwise
+    a head dim it has templates for, k/v heads equal to or dividing q's. Otherwise
     matmul, scale, mask, softmax, matmul, the batch and head axes merged into the matmuls'
     batch (views, no copies)."""
     def f(L, node, q, k, v, *args, **kw):
@@ -932,21 +930,22 @@ def _sdpa_converter(which):
         qv, kv, vv = L.same_dtype(qv, kv, vv)
         scale = opts.get("scale")
         scale = 1.0 / math.sqrt(qv.shape[3]) if scale is None else _num(scale)
-        o = _attention_node(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale,
-                            bool(opts.get("enable_gqa")))
+        o = _attention_node(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale)
         if o is None:
             o = _attention_spelled_out(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale)
         return o if which == "scaled_dot_product_attention" else (o,) + (None,) * 8
     return f
 
 
-def _attention_node(L, qv, kv, vv, mask, causal, scale, gqa):
+def _attention_node(L, qv, kv, vv, mask, causal, scale):
     """The attention node for SDPA, or None where the op cannot take the case."""
     b, h, s, d = qv.shape
     hk, sk = kv.shape[1], kv.shape[2]
     if qv.dtype not in ("f16", "bf16") or d not in ATTENTION_HEAD_DIMS or vv.shape != kv.shape:
         return None
-    if kv.shape[0] != b or kv.shape[3] != d or (hk != h and not (gqa and h % hk == 0)):
+    # Fewer k/v heads than q heads: grouped-query attention (SDPA's enable_gqa; the device
+    # variants have no flag and are only ever called so when it was given).
+    if kv.shape[0] != b or kv.shape[3] != d or h % hk != 0:
         return None
     ins = [qv, kv, vv]
     attrs = {"scale": scale}

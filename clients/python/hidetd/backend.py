@@ -322,9 +322,9 @@ def _fake_value(L, n):
     if dt is None:
         raise Unsupported("dtype %s" % m.dtype)
     nhwc = is_channels_last(m)
-    shape = [int(d) for d in m.shape]
-    if not shape:
-        raise Unsupported("a 0-dimensional tensor crosses into hidetd")
+    # A 0-d tensor (a scalar PyTorch lifted into a constant) is declared [1]: it broadcasts
+    # alike, and _as_declared binds it so.
+    shape = [int(d) for d in m.shape] or [1]
     if nhwc:
         shape = [shape[i] for i in aten.NHWC]
     if dt == "bool":
@@ -509,6 +509,10 @@ class Piece:
 
 
 def _as_declared(t, cast):
+    """t as its graph input or weight is declared: a 0-d tensor (a lifted scalar) as [1], a
+    boolean one as f16 0/1."""
+    if t.dim() == 0:
+        t = t.reshape(1)
     if cast is None:
         return t
     import torch

@@ -84,6 +84,27 @@ if torch is not None:
         def forward(self, x):
             return torch.relu(x * torch.cumsum(self.w, 0))
 
+    class Attention(nn.Module):
+        """SDPA as models call it: a projection, GQA heads (enable_gqa), a boolean padding mask
+        or causal, and an output projection."""
+
+        def __init__(self, causal, gqa):
+            super().__init__()
+            self.causal, self.gqa = causal, gqa
+            self.q = nn.Linear(64, 4 * 64)
+            self.kv = nn.Linear(64, 2 * (2 if gqa else 4) * 64)
+            self.o = nn.Linear(4 * 64, 64)
+
+        def forward(self, x, keep):
+            b, s, _ = x.shape
+            hk = 2 if self.gqa else 4
+            q = self.q(x).view(b, s, 4, 64).transpose(1, 2)
+            k, v = self.kv(x).view(b, s, 2, hk, 64).permute(2, 0, 3, 1, 4)
+            mask = None if self.causal else keep[:, None, None, :]
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=self.causal,
+                                               enable_gqa=self.gqa)
+            return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
+
     class SafeSoftmax(nn.Module):
         """Masked attention's softmax: a row that is all -inf gives zeros, not NaN."""
 
@@ -215,6 +236,31 @@ class BackendTest(unittest.TestCase):
         self.assertIn("f32", casts)  # the output goes back to the model's dtype
         mm = [n for n in req["nodes"] if n["op"] == "matmul"]
         self.assertTrue(mm)
+
+    def test_attention_is_one_node(self):
+        # f16 SDPA becomes hidetd's attention op (a padding mask made additive, causal as the
+        # op's flag, grouped-query heads as they are); f32 stays spelled out (the op is f16/bf16).
+        x = torch.randn(2, 40, 64)
+        keep = torch.ones(2, 40, dtype=torch.bool)
+        keep[1, 31:] = False
+        for causal, gqa in ((False, False), (True, True)):
+            m = Attention(causal, gqa).eval()
+            e, _ = self.explain(m, x, keep, dtype="f16", reference=True, arch="sm_90a")
+            self.assertEqual(e.torch, 0, str(e))
+            nodes = [n for r in e.graphs[0].requests for n in r["graph"]["nodes"]]
+            att = [n for n in nodes if n["op"] == "attention"]
+            self.assertEqual(len(att), 1, [n["op"] for n in nodes])
+            self.assertEqual(att[0]["attrs"].get("causal", False), causal)
+            self.assertEqual(len(att[0]["inputs"]), 3 if causal else 4)
+            self.assertNotIn("softmax", {n["op"] for n in nodes})
+            with torch.no_grad():
+                want = m(x, keep)
+            err = float((e.output - want).abs().max() / want.abs().max())
+            self.assertLess(err, 2e-2, "the graphs' answer differs from eager's")
+        e, _ = self.explain(Attention(False, False).eval(), x, keep, reference=True)
+        ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
+        self.assertNotIn("attention", ops)
+        self.assertIn("softmax", ops)
 
     def test_daemon_down_warns_and_runs_eager(self):
         m = Block().eval()
