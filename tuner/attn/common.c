@@ -3,7 +3,6 @@
 #include "tuner/attn/attn.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,29 +115,26 @@ double tuner__attn_min_bytes(const tuner__attn_problem *p)
     return bytes + (double)tuner_tensor_numel(&op->output) * tuner_dtype_size(p->out_dt);
 }
 
-static char *printf_alloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *printf_alloc(const char *fmt, ...)
+/* "((b) * sb + (h) * sh + (i) * ss + (c))" as a long long expression (malloc'd; NULL on OOM). */
+static char *offset_expr(const char *b, long long sb, const char *h, long long sh, const char *i, long long ss,
+                         const char *c)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
+    tuner_sb e;
+    tuner_sb_init(&e);
+    tuner_sb_printf(&e, "((long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (%s))", b,
+                    sb, h, sh, i, ss, c);
+    return tuner_sb_take(&e);
 }
 
 char *tuner__attn_q_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *c)
 {
-    return printf_alloc("((long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (%s))", b,
-                        p->q_sb, h, p->q_sh, i, p->q_ss, c);
+    return offset_expr(b, p->q_sb, h, p->q_sh, i, p->q_ss, c);
 }
 
 char *tuner__attn_kv_offset(const tuner__attn_problem *p, const char *b, const char *hk, const char *j,
                             const char *c)
 {
-    return printf_alloc("((long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (%s))", b,
-                        p->kv_sb, hk, p->kv_sh, j, p->kv_ss, c);
+    return offset_expr(b, p->kv_sb, hk, p->kv_sh, j, p->kv_ss, c);
 }
 
 char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *j)
