@@ -4,5 +4,6 @@
 /* Equal default ranks pick in this order (tuner/template.h): the decode template where it
  * applies (few query rows), then Hopper's, then the portable one. */
 const tuner_template *const tuner__attn_templates[] = {
+    &tuner__attn_mma,
     NULL,
 };
