@@ -447,12 +447,12 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                   "const float at_mu = at_mn == -HD_INF ? 0.0f : at_mn;\n"
                   "const float at_al = at_exp2(at_rm[mt][hr] - at_mu);\n"
                   "at_rm[mt][hr] = at_mn;\n"
-                  "float at_ls = 0.0f;\n"
+                  "float at_sum = 0.0f;\n"
                   "#pragma unroll\nfor (int nb = 0; nb < AT_BN / 8; nb++)\n"
                   "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
                   "const float at_pv = at_exp2(at_s[mt][nb][2 * hr + e] - at_mu);\n"
-                  "at_s[mt][nb][2 * hr + e] = at_pv;\nat_ls += at_pv;\n}\n"
-                  "at_rl[mt][hr] = at_rl[mt][hr] * at_al + at_ls;\n"
+                  "at_s[mt][nb][2 * hr + e] = at_pv;\nat_sum += at_pv;\n}\n"
+                  "at_rl[mt][hr] = at_rl[mt][hr] * at_al + at_sum;\n"
                   "#pragma unroll\nfor (int nd = 0; nd < AT_D / 8; nd++) {\n"
                   "at_o[mt][nd][2 * hr] *= at_al;\nat_o[mt][nd][2 * hr + 1] *= at_al;\n}\n}\n");
 
