@@ -114,11 +114,20 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, attn_
     return 0;
 }
 
+/* sm_100's ptxas (CUDA 13.0) allocates more than sm_80/90's for the same code: D 256 on 4 warps
+ * spills there (116 bytes on 64 x 64 and 64 x 32 tiles) where sm_80 needs 236-254 registers,
+ * and the largest D 128 tiles reach 254-255. */
+static int arch_regs(const tuner_arch *a, const attn_cfg *c)
+{
+    return a->sm == 100 ? 12 + (c->warps == 4 ? 28 : 0) : 0;
+}
+
 static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const attn_cfg *c)
 {
     if (c->threads > a->max_threads_per_block || c->smem > a->max_smem_per_block)
         return false;
-    if (c->regs > REGS_BUDGET || c->regs > a->max_regs_per_thread || (long)c->regs * c->threads > a->regs_per_sm)
+    const int regs = c->regs + arch_regs(a, c);
+    if (regs > REGS_BUDGET || regs > a->max_regs_per_thread || (long)regs * c->threads > a->regs_per_sm)
         return false;
     /* grid (query blocks, Hq, B); row indices are ints. */
     const tuner_attention_dims *d = &p->d;
@@ -521,7 +530,7 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
 #define ATTN_MMA_SPACE_SIG                                                                          \
     "attention_mma v1: block_m{64,128} block_n{32,64,128} warps{4,8} (>=16 rows each) stages{2,3} " \
     "q_regs{0,1}; smem (block_m + 2 stages block_n) rows of D*2 (+16 for D 80/96) <= max; "          \
-    "regs o+q+1.5s(+0.5s mask)+8mi+48 <= 250"
+    "regs o+q+1.5s(+0.5s mask)+8mi+48 (+12, +40 at 4 warps on sm_100) <= 250"
 
 static const int bm_values[] = {128, 64};
 static const int bn_values[] = {64, 128, 32};
@@ -545,7 +554,8 @@ static bool schedule_ok(const tuner__attn_problem *p, const tuner_arch *a, const
 /* tune:"none": 128 query rows on 8 warps with Q held in registers up to D 128 (FlashAttention-2's
  * forward tiles), 64 rows on 4 warps re-reading Q for D 256 (the register file holds the
  * 64 x 256 fp32 accumulators and one score tile, not Q's fragments as well); 64 keys per tile
- * and a 2-deep ring, or 32 keys where 64 do not fit shared memory (sm_86/89/120 at D 256). */
+ * and a 2-deep ring, or 32 keys where 64 do not fit shared memory (sm_86/89/120 at D 256);
+ * D 256 on sm_100, whose 4-warp blocks spill, 128 x 32 on 8 warps. */
 static int attn_mma_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     tuner__attn_problem p;
@@ -553,11 +563,14 @@ static int attn_mma_preferred(const tuner_op *op, const tuner_target *t, tuner_s
     if (!a || tuner__attn_problem_init(op, &p, NULL) < 0)
         return -ENOENT;
     const bool big = p.d.d > 128;
-    const int bm = big ? 64 : 128, warps = big ? 4 : 8, qregs = big ? 0 : 1;
-    static const int bns[] = {64, 32};
-    for (size_t i = 0; i < sizeof(bns) / sizeof(bns[0]); i++) {
+    /* block_m, block_n, warps in order of preference. */
+    static const int small_d[][3] = {{128, 64, 8}, {128, 32, 8}};
+    static const int big_d[][3] = {{64, 64, 4}, {64, 32, 4}, {128, 32, 8}};
+    const int (*prefs)[3] = big ? big_d : small_d;
+    const size_t n = big ? sizeof(big_d) / sizeof(big_d[0]) : sizeof(small_d) / sizeof(small_d[0]);
+    for (size_t i = 0; i < n; i++) {
         tuner_schedule s = {.template_name = "attention_mma"};
-        set_params(&s, bm, bns[i], warps, 2, qregs);
+        set_params(&s, prefs[i][0], prefs[i][1], prefs[i][2], 2, big ? 0 : 1);
         if (schedule_ok(&p, a, &s)) {
             *ret = s;
             return 0;
