@@ -183,6 +183,17 @@ void tuner__attn_emit_store(tuner_sb *sb, const tuner__attn_problem *p, const ch
             tuner_sb_puts(sb, "}\n");
         }
     }
-    tuner_sb_printf(sb, "hd_stn_f32<%s, %d>(out + %s, hd_sv);\n}\n", tuner__ctype(p->out_dt), nv, off);
+    /* hd_stn_f32 vectorises 4 and 8 16-bit elements (8 and 16 bytes) and 4 floats; a pair is
+     * written here as one 4- or 8-byte store, which it would split into two. */
+    const int esz = tuner_dtype_size(p->out_dt);
+    if (nv == 2 && esz == 2)
+        tuner_sb_printf(sb, "*reinterpret_cast<hd_u32 *>(out + %s) = hd_pack2<%s>(hd_sv[0], hd_sv[1]);\n}\n", off,
+                        tuner__ctype(p->out_dt));
+    else if (nv == 2 && esz == 4)
+        tuner_sb_printf(sb, "{\nhd_v2 hd_pk;\nhd_pk.x = __float_as_uint(hd_sv[0]);\nhd_pk.y = __float_as_uint(hd_sv[1]);\n"
+                            "hd_st8(out + %s, hd_pk);\n}\n}\n",
+                        off);
+    else
+        tuner_sb_printf(sb, "hd_stn_f32<%s, %d>(out + %s, hd_sv);\n}\n", tuner__ctype(p->out_dt), nv, off);
     free(off);
 }

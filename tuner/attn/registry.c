@@ -6,5 +6,6 @@
 const tuner_template *const tuner__attn_templates[] = {
     &tuner__attn_decode,
     &tuner__attn_wgmma,
+    &tuner__attn_mma,
     NULL,
 };
