@@ -16,8 +16,9 @@
  *    K and V as separate commit groups so that the scores of tile t are computed while its V
  *    tile may still be in flight;
  *  - scores S = Q K^T in fp32 (K rows are contiguous along D, so K is the B operand as stored:
- *    ldmatrix without .trans), scaled by scale * log2(e) so that softmax runs on ex2; the mask,
- *    read straight from global memory, is added times log2(e); keys past Skv and, under causal
+ *    ldmatrix without .trans), scaled by scale * log2(e) so that softmax runs on ex2 (with a
+ *    mask, read straight from global memory and added, by scale, and their difference to the
+ *    row maximum by log2(e): a finite mask of -3.4e38 stays finite); keys past Skv and, under causal
  *    masking, keys j > i + Skv - S are set to -inf, only on the tiles that contain such keys;
  *  - online softmax per row (max over the four lanes of a quad that share a row, then the
  *    running output and sum are rescaled); a row whose maximum is still -inf uses 0 as its
@@ -297,6 +298,7 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
     /* Coordinates are declared for every element whether or not a fused chain reads them. */
     tuner_sb_puts(&sb, "#pragma nv_diag_suppress 177\n");
     tuner_sb_puts(&sb, at_helpers);
+    tuner_sb_printf(&sb, "#define AT_LG(x) %s\n", d->has_mask ? "((x) * 1.4426950408889634f)" : "(x)");
     /* One block per SM as the minimum: with the thread count alone ptxas aims at a higher
      * occupancy and spills (D 64, 64 x 32 tiles: 96 registers and a spill, against 124 and none). */
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(", c.threads, name);
@@ -407,7 +409,11 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                        "const int at_j = at_n0 + nb * 8 + 2 * at_tq + (e & 1);\n"
                        "(void)at_i;\n(void)at_j;\n");
     tuner_sb_puts(&sb, "float at_x = at_s[mt][nb][e] * ");
-    tuner__emit_float(&sb, p.scale * M_LOG2E);
+    /* Without a mask the scores are kept in the exp2 domain (one FMUL here, exp2(s - max) below);
+     * with one they stay in natural units and the difference to the maximum is scaled by log2(e)
+     * instead: a mask of finfo(f32).min (-3.4e38) would overflow to -inf times log2(e) and turn a
+     * row that PyTorch averages uniformly into an empty one. */
+    tuner__emit_float(&sb, d->has_mask ? p.scale : p.scale * M_LOG2E);
     tuner_sb_puts(&sb, ";\n");
     if (d->has_mask) {
         char *mv = tuner__attn_mask_value(&p, "at_b", "at_h", "at_i", "at_j");
@@ -415,7 +421,7 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
             free(tuner_sb_take(&sb));
             return -ENOMEM;
         }
-        tuner_sb_printf(&sb, "if (at_i < AT_S && at_j < AT_SKV) at_x += 1.4426950408889634f * %s;\n", mv);
+        tuner_sb_printf(&sb, "if (at_i < AT_S && at_j < AT_SKV) at_x += %s;\n", mv);
         free(mv);
     }
     tuner_sb_puts(&sb, "at_s[mt][nb][e] = at_x;\n}\n");
@@ -454,12 +460,12 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                   "const float at_mn = fmaxf(at_rm[mt][hr], at_mx);\n"
                   /* A row with no key yet: exp2(-inf - 0) = 0 rather than exp2(-inf - -inf). */
                   "const float at_mu = at_mn == -HD_INF ? 0.0f : at_mn;\n"
-                  "const float at_al = at_exp2(at_rm[mt][hr] - at_mu);\n"
+                  "const float at_al = at_exp2(AT_LG(at_rm[mt][hr] - at_mu));\n"
                   "at_rm[mt][hr] = at_mn;\n"
                   "float at_sum = 0.0f;\n"
                   "#pragma unroll\nfor (int nb = 0; nb < AT_BN / 8; nb++)\n"
                   "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
-                  "const float at_pv = at_exp2(at_s[mt][nb][2 * hr + e] - at_mu);\n"
+                  "const float at_pv = at_exp2(AT_LG(at_s[mt][nb][2 * hr + e] - at_mu));\n"
                   "at_s[mt][nb][2 * hr + e] = at_pv;\nat_sum += at_pv;\n}\n"
                   "at_rl[mt][hr] = at_rl[mt][hr] * at_al + at_sum;\n"
                   "#pragma unroll\nfor (int nd = 0; nd < AT_D / 8; nd++) {\n"

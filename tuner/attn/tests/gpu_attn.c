@@ -3,7 +3,8 @@
  *
  * Cases: odd S and Skv, S = 1, causal with S < Skv and S > Skv, GQA, bshd, head dims 64, 80, 96,
  * 128 and 256, f16 and bf16, additive masks of every broadcast shape in f32, f16 and bf16 with
- * -inf entries and fully masked rows (and a fully masked batch entry), an epilogue (scale; cast
+ * -inf entries and fully masked rows (and a fully masked batch entry), rows masked by the
+ * dtype's lowest finite value (averaged uniformly, as PyTorch does), an epilogue (scale; cast
  * and scale). For each case every candidate of the space for the device's target is generated
  * and compiled (threads), the inputs are filled with deterministic values exact in their dtype,
  * the output poisoned with NaN bytes, and every output element compared with the reference:
@@ -17,6 +18,7 @@
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -367,9 +369,15 @@ static void fill_inputs(host_case *hc)
     if (hc->p.m_st[2]) {
         /* Row 3 of every (b, h) entry the mask has (row index 3 % S). */
         const long long s = m->shape[m->rank - 2], rows = tuner_tensor_numel(m) / (s * skv);
+        /* Row 5: the dtype's lowest finite value everywhere (HF's (1 - mask) * finfo.min):
+         * finite, so PyTorch averages that row uniformly rather than giving 0. */
+        const float lowest = m->dtype == TUNER_F16 ? -65504.0f : m->dtype == TUNER_BF16 ? -3.38953139e38f : -FLT_MAX;
         for (long long r = 0; r < rows; r++)
-            for (long long j = 0; j < skv; j++)
+            for (long long j = 0; j < skv; j++) {
                 put(hc->h[3], m->dtype, (size_t)((r * s + 3 % s) * skv + j), -INFINITY);
+                if (s > 5)
+                    put(hc->h[3], m->dtype, (size_t)((r * s + 5) * skv + j), lowest);
+            }
     } else if (hc->p.m_st[0] && m->shape[0] > 1) {
         for (long long j = 0; j < skv; j++)
             put(hc->h[3], m->dtype, (size_t)(1 * (tuner_tensor_numel(m) / m->shape[0]) + j), -INFINITY);
