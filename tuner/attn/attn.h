@@ -69,6 +69,14 @@ char *tuner__attn_kv_offset(const tuner__attn_problem *p, const char *b, const c
 char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const char *h, const char *i,
                              const char *j);
 
+/* A C expression (malloc'd) for the mask's value at (b, h, i, j) in the log2 domain, for the
+ * templates that keep scores as scale * log2(e) * q.k: the value times log2(e), -inf kept -inf,
+ * and a finite value below -FLT_MAX / log2(e) (PyTorch's finfo(f32).min masks) clamped there, so
+ * that it stays finite as it does in PyTorch's natural units: a row whose every key is masked so
+ * averages its keys as PyTorch's softmax does, where an overflow to -inf would give 0. */
+char *tuner__attn_mask_log2(const tuner__attn_problem *p, const char *b, const char *h, const char *i,
+                            const char *j);
+
 /* Emits statements that store nv (1..8) consecutive output elements (b, h, i, c .. c + nv - 1),
  * the float variables vars[0..nv), after the fused epilogue: one vector store when nv elements
  * of the output's dtype make 2, 4, 8 or 16 bytes (c must then be a multiple of nv; D is). No

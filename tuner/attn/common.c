@@ -150,6 +150,19 @@ char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const 
     return tuner_sb_take(&sb);
 }
 
+char *tuner__attn_mask_log2(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *j)
+{
+    char *mv = tuner__attn_mask_value(p, b, h, i, j);
+    if (!mv)
+        return NULL;
+    tuner_sb e;
+    tuner_sb_init(&e);
+    /* -FLT_MAX / log2(e) = -2.3587e38: below it the product would overflow. */
+    tuner_sb_printf(&e, "(%s == -HD_INF ? -HD_INF : 1.4426950408889634f * fmaxf(%s, -2.3587e38f))", mv, mv);
+    free(mv);
+    return tuner_sb_take(&e);
+}
+
 void tuner__attn_emit_params(tuner_sb *sb, const tuner__attn_problem *p)
 {
     tuner__emit_params(sb, p->op, p->out_dt);

@@ -279,8 +279,8 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     if (p->causal)
         tuner_sb_printf(sb, "keep = keep && jj <= (long long)qi + %lldLL;\n", p->causal_off);
     if (d->has_mask) {
-        char *mv = tuner__attn_mask_value(p, "b", "hq", "qi", "jj");
-        tuner_sb_printf(sb, "if (keep && rr < %lld) sv_ += %s * 1.4426950408889634f;\n", c->rows, mv);
+        char *mv = tuner__attn_mask_log2(p, "b", "hq", "qi", "jj");
+        tuner_sb_printf(sb, "if (keep && rr < %lld) sv_ += %s;\n", c->rows, mv);
         free(mv);
     }
     tuner_sb_puts(sb, "sv_ = keep ? sv_ : -HD_INF;\ns[x][e] = sv_;\nmx[e >> 1] = fmaxf(mx[e >> 1], sv_);\n}\n}\n");

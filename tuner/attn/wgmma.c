@@ -393,7 +393,7 @@ static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cf
     if (mask_value)
         tuner_sb_printf(sb,
                         "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
-                        "if (aw_i < %lld && aw_j < %lld) x += 1.4426950408889634f * %s;\n",
+                        "if (aw_i < %lld && aw_j < %lld) x += %s;\n",
                         (long long)d->s, (long long)d->skv, mask_value);
     tuner_sb_puts(sb, "}\n");
     tuner_sb_printf(sb, "if (aw_kv0 + %d > %lld", c->bn, (long long)d->skv);
@@ -447,7 +447,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     }
     const int grid = (int)(items < a->sm_count ? items : a->sm_count);
     /* The mask's value at (aw_b, aw_h, aw_i, aw_j), as the softmax reads it. */
-    char *mv = d->has_mask ? tuner__attn_mask_value(&p, "aw_b", "aw_h", "aw_i", "aw_j") : NULL;
+    char *mv = d->has_mask ? tuner__attn_mask_log2(&p, "aw_b", "aw_h", "aw_i", "aw_j") : NULL;
     if (d->has_mask && !mv)
         return -ENOMEM;
     const int S = c.stages;

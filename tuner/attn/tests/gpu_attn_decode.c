@@ -231,6 +231,8 @@ static float mask_value(size_t k, void *vctx)
     const long long j = (long long)(k % (size_t)sh->skv), row = (long long)(k / (size_t)sh->skv);
     if (sh->mask == MASK_B1SK && sh->s > 1 && row == 1) /* b = 0, i = 1 */
         return -INFINITY;
+    if (sh->mask == MASK_B1SK && sh->s > 2 && row == 2) /* b = 0, i = 2: finfo(f32).min, averaged */
+        return -3.4028234663852886e38f;
     if ((j + row * 3) % 7 == 3)
         return -INFINITY;
     return (float)rnd_int(-256, 256) / 128.0f;

@@ -343,11 +343,15 @@ static void verify_case(const acase *c, CUstream st)
     }
     float *mask = NULL;
     if (c->mask) {
-        /* Values in [-2, 0], every 7th -inf, and row 3 (when there is one) entirely -inf. */
+        /* Values in [-2, 0], every 7th -inf, row 3 (when there is one) entirely -inf (its output
+         * is 0), and row 4 entirely -FLT_MAX, PyTorch's finfo(f32).min mask (its output is the
+         * mean of v, as softmax gives it). */
         const size_t nm = (size_t)(c->s * c->skv);
         mask = malloc(nm * sizeof(float));
         for (size_t k = 0; k < nm; k++)
-            mask[k] = (k % 7 == 0 || (c->s > 3 && k / (size_t)c->skv == 3)) ? -INFINITY : (float)rnd_int(-256, 0) / 128.0f;
+            mask[k] = (k % 7 == 0 || (c->s > 3 && k / (size_t)c->skv == 3)) ? -INFINITY
+                      : c->s > 4 && k / (size_t)c->skv == 4 ? -3.4028234663852886e38f
+                                                            : (float)rnd_int(-256, 0) / 128.0f;
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + 3], nm * sizeof(float)));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + 3], mask, nm * sizeof(float)));
     }
