@@ -71,7 +71,7 @@ char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const 
 
 /* A C expression (malloc'd) for the mask's value at (b, h, i, j) in the log2 domain, for the
  * templates that keep scores as scale * log2(e) * q.k: the value times log2(e), -inf kept -inf,
- * and a finite value below -FLT_MAX / log2(e) (PyTorch's finfo(f32).min masks) clamped there, so
+ * and a finite value below about -FLT_MAX / log2(e) (PyTorch's finfo(f32).min masks) clamped there, so
  * that it stays finite as it does in PyTorch's natural units: a row whose every key is masked so
  * averages its keys as PyTorch's softmax does, where an overflow to -inf would give 0. */
 char *tuner__attn_mask_log2(const tuner__attn_problem *p, const char *b, const char *h, const char *i,

@@ -157,8 +157,9 @@ char *tuner__attn_mask_log2(const tuner__attn_problem *p, const char *b, const c
         return NULL;
     tuner_sb e;
     tuner_sb_init(&e);
-    /* -FLT_MAX / log2(e) = -2.3587e38: below it the product would overflow. */
-    tuner_sb_printf(&e, "(%s == -HD_INF ? -HD_INF : 1.4426950408889634f * fmaxf(%s, -2.3587e38f))", mv, mv);
+    /* -FLT_MAX / log2(e) is -2.35865e38; -2.358e38 keeps the product (-3.4019e38) a little inside
+     * the range, so that its rounding cannot overflow either. */
+    tuner_sb_printf(&e, "(%s == -HD_INF ? -HD_INF : 1.4426950408889634f * fmaxf(%s, -2.358e38f))", mv, mv);
     free(mv);
     return tuner_sb_take(&e);
 }
