@@ -51,6 +51,16 @@ if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && ! command -v cuobjdump >/dev/null
         && chmod +x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump \
         || echo "setup: could not fetch cuobjdump; the cubin checks will say so" >&2
 fi
+# cuobjdump -sass disassembles through nvdisasm (the tests look for HGMMA in Hopper kernels):
+# its wheel likewise, unpacked beside cuobjdump's.
+if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && ! command -v nvdisasm >/dev/null \
+        && [ ! -x .deps/cuobjdump/nvidia/cu13/bin/nvdisasm ]; then
+    echo "setup: nvdisasm not found; fetching NVIDIA's nvdisasm wheel into .deps/"
+    python3 -m pip download -q --no-deps -d .deps/wheels "nvidia-cuda-nvdisasm>=13,<14" \
+        && (cd .deps && mkdir -p cuobjdump && python3 -m zipfile -e wheels/nvidia_cuda_nvdisasm-*.whl cuobjdump) \
+        && chmod +x .deps/cuobjdump/nvidia/cu13/bin/nvdisasm \
+        || echo "setup: could not fetch nvdisasm; the SASS checks will say so" >&2
+fi
 
 # The torch.compile backend's tests (clients/python/tests/test_backend.py, test_models.py) need
 # PyTorch, torchvision and transformers: PyPI's wheels, in a virtual environment of the project's

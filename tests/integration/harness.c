@@ -415,6 +415,31 @@ int ht_cuobjdump(const void *cubin, size_t len, int sm)
     return rc;
 }
 
+int ht_sass_count(const void *cubin, size_t len, const char *opcode)
+{
+    if (ht_sh(NULL, "command -v cuobjdump >/dev/null 2>&1") != 0)
+        return -2;
+    char path[] = "/tmp/hidetd-cubin-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    ht_write_file(path, cubin, len);
+    char *out = NULL;
+    int st = ht_sh(&out, "cuobjdump -sass '%s' 2>&1", path);
+    int n = -1;
+    if (st != 0 && out && strstr(out, "nvdisasm")) /* cuobjdump disassembles through nvdisasm */
+        n = -2;
+    else if (st == 0 && out) {
+        n = 0;
+        for (const char *at = out; (at = strstr(at, opcode)) != NULL; at += strlen(opcode))
+            n++;
+    }
+    free(out);
+    unlink(path);
+    return n;
+}
+
 int ht_finish(const char *name)
 {
     if (ht_failures)

@@ -101,6 +101,10 @@ int ht_ptxas(const char *ptx, size_t len, const char *arch);
  * not installed (the caller reports a skip), -1 on failure. */
 int ht_cuobjdump(const void *cubin, size_t len, int sm);
 
+/* Disassembles a cubin (cuobjdump -sass) and counts the lines holding `opcode` ("HGMMA"): the
+ * count (>= 0), -2 when cuobjdump or the nvdisasm it runs is not installed, -1 when it fails. */
+int ht_sass_count(const void *cubin, size_t len, const char *opcode);
+
 /* Test exit: prints a summary, returns the process exit code. */
 int ht_finish(const char *name);
 

@@ -130,47 +130,63 @@ static void check_attention_refusals(const ht_daemon *d)
     }
 }
 
-/* attention requests the daemon answers: the examples' shapes (bshd causal prefill, GQA decode
- * with a padding mask) and a bhsd one with a residual add and a cast, tune "none": a kernel set
- * whose PTX ptxas accepts, with q's shape and the epilogue's dtype as its output. The templates
- * are tuner/attn/'s: until a target's space for attention is not empty (POST /v1/spaces), that
- * case is skipped with a note rather than failed. */
+/* attention requests the daemon answers, tune "none": the examples' shapes (bshd causal prefill
+ * on sm_90a: attention_wgmma, whose PTX has wgmma and bulk tensor copies and whose SASS has
+ * HGMMA; GQA decode with a padding mask: attention_decode) and a bhsd one with a residual add and
+ * a cast on sm_80 (attention_mma). Each space (POST /v1/spaces) holds tens of candidates, the
+ * PTX passes ptxas and the output has q's shape and the epilogue's dtype. */
 static void check_attention_kernels(const ht_daemon *d)
 {
     static const struct {
         const char *body, *arch;
         int sm;
-        const char *out_shape, *out_dtype;
+        const char *out_shape, *out_dtype, *template_name;
+        int min_space;
     } cases[] = {
         {ATT_QKV("[2,2048,32,128]", "[2,2048,32,128]") "],\"attrs\":{\"layout\":\"bshd\",\"causal\":true},"
-         "\"arch\":\"sm_90a\",\"tune\":\"none\"}", "sm_90a", 90, "[2,2048,32,128]", "f16"},
+         "\"arch\":\"sm_90a\",\"tune\":\"none\"}", "sm_90a", 90, "[2,2048,32,128]", "f16", "attention_wgmma", 40},
         {ATT_QKV("[4,32,1,128]", "[4,8,4096,128]") ",{\"shape\":[4,1,1,4096],\"dtype\":\"f16\"}],"
-         "\"arch\":\"sm_90a\",\"tune\":\"none\"}", "sm_90a", 90, "[4,32,1,128]", "f16"},
+         "\"arch\":\"sm_90a\",\"tune\":\"none\"}", "sm_90a", 90, "[4,32,1,128]", "f16", "attention_decode", 20},
         {ATT_QKV("[2,8,333,64]", "[2,8,333,64]") ",{\"shape\":[2,8,333,64],\"dtype\":\"f16\"}],"
          "\"attrs\":{\"causal\":true},\"epilogue\":[{\"op\":\"add\",\"input\":3},{\"op\":\"cast\",\"dtype\":\"f32\"}],"
-         "\"arch\":\"sm_80\",\"tune\":\"none\"}", "sm_80", 80, "[2,8,333,64]", "f32"},
+         "\"arch\":\"sm_80\",\"tune\":\"none\"}", "sm_80", 80, "[2,8,333,64]", "f32", "attention_mma", 20},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ht_resp sp = ht_post(d, "/v1/spaces", cases[i].body);
         const cJSON *c = sp.json ? cJSON_GetObjectItemCaseSensitive(sp.json, "count") : NULL;
-        const bool has_space = sp.status == 200 && cJSON_IsNumber(c) && c->valueint > 0;
-        if (!has_space) {
-            printf("note: attention case %zu on %s skipped: POST /v1/spaces answers %ld (no attention templates "
-                   "for it yet)\n", i, cases[i].arch, sp.status);
-            ht_resp_free(&sp);
-            continue;
-        }
+        CHECK(sp.status == 200 && cJSON_IsNumber(c) && c->valueint >= cases[i].min_space,
+              "attention case %zu on %s: POST /v1/spaces %ld, count %d (want >= %d)", i, cases[i].arch, sp.status,
+              cJSON_IsNumber(c) ? c->valueint : -1, cases[i].min_space);
         ht_resp_free(&sp);
         ht_resp r = ht_post(d, "/v1/kernels", cases[i].body);
         char *key = check_kernel_set(&r, cases[i].arch, false);
         if (key)
             check_code(d, key, cases[i].arch, cases[i].sm);
-        free(key);
+        const cJSON *sch = r.json ? cJSON_GetObjectItemCaseSensitive(r.json, "schedule") : NULL;
+        CHECK(sch && !strcmp(json_str(sch, "template"), cases[i].template_name), "attention case %zu: template %s", i,
+              sch ? json_str(sch, "template") : "?");
         const cJSON *out = r.json ? cJSON_GetObjectItemCaseSensitive(r.json, "output") : NULL;
         char *shape = out ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(out, "shape")) : NULL;
         CHECK(shape && !strcmp(shape, cases[i].out_shape) && !strcmp(json_str(out, "dtype"), cases[i].out_dtype),
               "attention case %zu output %s %s", i, shape ? shape : "?", out ? json_str(out, "dtype") : "?");
         free(shape);
+        if (key && !strcmp(cases[i].template_name, "attention_wgmma")) {
+            char path[160];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key);
+            ht_resp ptx = ht_get(d, path);
+            CHECK(ptx.body && strstr(ptx.body, "wgmma.mma_async") && strstr(ptx.body, "cp.async.bulk.tensor"),
+                  "attention_wgmma's PTX has no wgmma or bulk tensor copy");
+            ht_resp_free(&ptx);
+            snprintf(path, sizeof(path), "/v1/kernels/%s/cubin", key);
+            ht_resp cubin = ht_get(d, path);
+            const int n = cubin.status == 200 ? ht_sass_count(cubin.body, cubin.len, "HGMMA") : -1;
+            if (n == -2)
+                printf("note: cuobjdump or nvdisasm not installed; attention_wgmma's SASS not read\n");
+            else
+                CHECK(n > 0, "attention_wgmma's SASS has %d HGMMA instructions", n);
+            ht_resp_free(&cubin);
+        }
+        free(key);
         ht_resp_free(&r);
     }
 }
