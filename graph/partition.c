@@ -722,6 +722,61 @@ static int fold_attention(part *c)
     return n;
 }
 
+/* Whether prim pk is a transpose swapping axes 1 and 2 of a 4-D tensor ([B,S,H,D] <-> [B,H,S,D]). */
+static bool swaps_heads(const part *c, int pk)
+{
+    if (pk < 0 || c->prims[pk].kind != PRIM_TRANSPOSE || c->p->tensors[c->prims[pk].in[0]].t.rank != 4)
+        return false;
+    const int *perm = c->prims[pk].perm;
+    return perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
+}
+
+/* Attention between the permutes of a QKV projection - q, k and v each [B,S,H,D] transposed to
+ * [B,H,S,D], the result transposed back to [B,S,H,D] - reads and writes the [B,S,H,D] tensors
+ * themselves in the bshd layout: four copy kernels per attention fewer. Only when every one of
+ * the four transposes is read by the attention alone (and the result is no graph output). */
+static int fold_attention_layout(part *c)
+{
+    int n = 0;
+    for (int k = 0; k < c->n_prims; k++) {
+        prim *a = &c->prims[k];
+        if (!a->live || a->kind != PRIM_ANCHOR || a->op.kind != TUNER_OP_ATTENTION || a->op.attrs.attention.bshd)
+            continue;
+        bool ok = !c->p->tensors[a->out].is_output && c->uses[a->out] == 1;
+        int tq[3];
+        for (int i = 0; i < 3 && ok; i++) {
+            tq[i] = c->producer[a->in[i]];
+            ok = swaps_heads(c, tq[i]) && c->uses[a->in[i]] == 1 && !c->p->tensors[a->in[i]].is_output;
+        }
+        /* The one reader of the result: a transpose back. */
+        int to = -1;
+        for (int j = k + 1; j < c->n_prims && ok && to < 0; j++)
+            if (c->prims[j].live && c->prims[j].n_in == 1 && c->prims[j].in[0] == a->out)
+                to = j;
+        if (!ok || !swaps_heads(c, to))
+            continue;
+        tuner_op op = a->op;
+        op.attrs.attention.bshd = true;
+        for (int i = 0; i < 3; i++)
+            op.inputs[i] = c->p->tensors[c->prims[tq[i]].in[0]].t;
+        char *request = NULL;
+        tuner_op valid;
+        if (!op_valid(c, &op, &c->p->tensors[c->prims[to].out].t, &request, &valid))
+            continue;
+        free(request);
+        const int old_out = a->out;
+        a->op = valid;
+        for (int i = 0; i < 3; i++)
+            a->in[i] = c->prims[tq[i]].in[0];
+        a->out = c->prims[to].out;
+        /* The transpose back computes nothing now: it makes the old result, which nothing reads. */
+        c->prims[to].out = old_out;
+        c->prims[to].n_in = 0;
+        n++;
+    }
+    return n;
+}
+
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
 /* Whether t depends on weights only. Before kernels exist, a value is constant when everything
@@ -1326,6 +1381,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
         r = analyse(&c);
     }
     if (r == 0 && (r = fold_attention(&c)) > 0)
+        r = analyse(&c);
+    if (r == 0 && (r = fold_attention_layout(&c)) > 0)
         r = analyse(&c);
     for (int k = 0; r == 0 && k < c.n_prims; k++) {
         const prim *pr = &c.prims[k];

@@ -1362,6 +1362,49 @@ static void test_attention(void)
     }
     free(twice);
 
+    /* Between the permutes of a QKV projection ([B,S,H,D] -> [B,H,S,D] and back): the bshd
+     * layout, the four transposes gone; one of them read twice keeps everything as it was. */
+    const char *perm =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,77,768],\"dtype\":\"f16\"},"
+        "{\"name\":\"y\",\"shape\":[2,77,768],\"dtype\":\"f16\"},{\"name\":\"z\",\"shape\":[2,77,768],\"dtype\":\"f16\"}],"
+        "\"nodes\":["
+        "{\"name\":\"q4\",\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"q4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"name\":\"k4\",\"op\":\"reshape\",\"inputs\":[\"y\"],\"outputs\":[\"k4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"name\":\"v4\",\"op\":\"reshape\",\"inputs\":[\"z\"],\"outputs\":[\"v4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"name\":\"qt\",\"op\":\"transpose\",\"inputs\":[\"q4\"],\"outputs\":[\"qt\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k4\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"name\":\"vt\",\"op\":\"transpose\",\"inputs\":[\"v4\"],\"outputs\":[\"vt\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"qt\",\"kt\",\"vt\"],\"outputs\":[\"o\"]},"
+        "{\"name\":\"ot\",\"op\":\"transpose\",\"inputs\":[\"o\"],\"outputs\":[\"ot\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"name\":\"out\",\"op\":\"reshape\",\"inputs\":[\"ot\"],\"outputs\":[\"out\"],\"attrs\":{\"shape\":[2,77,768]}}],"
+        "\"outputs\":[\"out\"]}}";
+    CHECK(plan_of(perm, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_ATTENTION && p.kernels[0].op->attrs.attention.bshd &&
+              p.kernels[0].op->inputs[0].shape[1] == 77 && p.kernels[0].op->inputs[0].shape[2] == 12,
+          "%d kernels: %s", p.n_kernels, p.n_kernels ? p.kernels[0].request : "");
+    CHECK(strcmp(p.tensors[p.kernels[0].in[0]].name, "q4") == 0, "q read from %s", p.tensors[p.kernels[0].in[0]].name);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+    char *twice2 = malloc(strlen(perm) + 16);
+    if (twice2) {
+        strcpy(twice2, perm);
+        char *o2 = strstr(twice2, "\"outputs\":[\"out\"]}}");
+        if (o2)
+            strcpy(o2, "\"outputs\":[\"out\",\"kt\"]}}");
+        CHECK(plan_of(twice2, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+        if (!failures) {
+            bool bshd = false;
+            for (int k = 0; k < p.n_kernels; k++)
+                bshd = bshd || (p.kernels[k].op->kind == TUNER_OP_ATTENTION && p.kernels[k].op->attrs.attention.bshd);
+            CHECK(!bshd && p.n_kernels == 5, "%d kernels", p.n_kernels);
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        }
+        free(twice2);
+    }
+
     /* Rank-3 scores and a [S, Skv] mask, no scale: the mask is right-aligned, scale 1. */
     const char *plain =
         "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[6,16,96],\"dtype\":\"f16\"},"
