@@ -422,7 +422,10 @@ static void message_wait(ht_daemon *a, ht_daemon *b, ht_daemon *ro, int n, const
     took = now_s() - t0;
     CHECK(q2.status == 200 && strcmp(q2.origin, "tuned") == 0, "%s: B took over: %ld %s", when,
           q2.status, q2.origin);
-    CHECK(took < 5 && status_num(b, "cluster", "lease_takeovers") == tk0 + 1,
+    /* As above, the message counter says how B woke; the time (which includes B's own tuning:
+     * 7.1 s in the sanitizer build on a loaded 2-core machine) only has to be short of the 20 s
+     * poll and the lease's 30 s. */
+    CHECK(took < 15 && status_num(b, "cluster", "lease_takeovers") == tk0 + 1,
           "%s: taken over in %.2f s", when, took);
     CHECK(wakeups(b, "message") > msg0, "%s: takeover woken via a message", when);
 }

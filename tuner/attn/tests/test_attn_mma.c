@@ -8,7 +8,8 @@
  * assembled by ptxas -v for sm_80 and sm_90a: the PTX must hold the template's instructions and
  * the default schedules of D 64/128/256 must not spill. Each case compiles its default and a few
  * candidates spread over its space; one case (D 128 on sm_80) compiles its whole space with the
- * spill check. HIDET_TEST_SAMPLE (tuner/tests/common.h) samples the non-default jobs; with
+ * spill check. HIDET_TEST_SAMPLE (tuner/tests/common.h) samples the non-default jobs and the
+ * defaults of the cases without a spill check; with
  * TATTN_ALL=1 every candidate of every case is compiled and spill-checked (the calibration of
  * the register estimate), with TATTN_VERBOSE=1 ptxas -v's lines are printed, with TATTN_DUMP=<dir>
  * every generated source is written there, TATTN_ONLY=<substrings, comma-separated> runs the matching jobs only.
@@ -453,8 +454,14 @@ static void add_case(const char *tag, const tuner_op *op, const tuner_target *t,
     size_t j = 0;
     char name[200];
     if (pi >= 0) {
+        /* A sampling run (the test command's builds) compiles the defaults whose spills are
+         * checked, and of the others one case in S (HIDET_TEST_SAMPLE): every default still
+         * generates. */
+        static size_t n_cases;
+        const bool compile = (no_spill && (t->sm == 80 || t->arch_specific || t_sub.every <= 2)) || !t_sampling() ||
+                             t_in_sample(n_cases++) || getenv("TATTN_ALL");
         snprintf(name, sizeof(name), "%s_%s_default", tag, tn);
-        add_job(name, op, t, &items[pi], no_spill || getenv("TATTN_ALL"), true);
+        add_job(name, op, t, &items[pi], no_spill || getenv("TATTN_ALL"), compile);
         j++;
     }
     size_t picked = 0;
