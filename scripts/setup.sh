@@ -40,27 +40,24 @@ if [ ! -e "$cuda/include/nvrtc.h" ]; then
 fi
 export PATH="$cuda/bin:$PATH"
 
-# cuobjdump is used by the tests to read cubins; some toolkit installs leave it out. NVIDIA ships
-# it as a Python wheel too: install that into .deps/ when no cuobjdump is on hand. Only for the
-# tests: scripts/run.sh sets HIDETD_SETUP_NO_TEST_TOOLS=1, running hidetd downloads nothing.
-if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && ! command -v cuobjdump >/dev/null \
-        && [ ! -x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump ]; then
-    echo "setup: cuobjdump not found; fetching NVIDIA's cuobjdump wheel into .deps/"
-    python3 -m pip download -q --no-deps -d .deps/wheels "nvidia-cuda-cuobjdump>=13,<14" \
-        && (cd .deps && mkdir -p cuobjdump && python3 -m zipfile -e wheels/nvidia_cuda_cuobjdump-*.whl cuobjdump) \
-        && chmod +x .deps/cuobjdump/nvidia/cu13/bin/cuobjdump \
-        || echo "setup: could not fetch cuobjdump; the cubin checks will say so" >&2
-fi
-# cuobjdump -sass disassembles through nvdisasm (the tests look for HGMMA in Hopper kernels):
-# its wheel likewise, unpacked beside cuobjdump's.
-if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && ! command -v nvdisasm >/dev/null \
-        && [ ! -x .deps/cuobjdump/nvidia/cu13/bin/nvdisasm ]; then
-    echo "setup: nvdisasm not found; fetching NVIDIA's nvdisasm wheel into .deps/"
-    python3 -m pip download -q --no-deps -d .deps/wheels "nvidia-cuda-nvdisasm>=13,<14" \
-        && (cd .deps && mkdir -p cuobjdump && python3 -m zipfile -e wheels/nvidia_cuda_nvdisasm-*.whl cuobjdump) \
-        && chmod +x .deps/cuobjdump/nvidia/cu13/bin/nvdisasm \
-        || echo "setup: could not fetch nvdisasm; the SASS checks will say so" >&2
-fi
+# cuobjdump is used by the tests to read cubins, and disassembles them (-sass: the tests look for
+# HGMMA in Hopper kernels) through nvdisasm; some toolkit installs leave both out. NVIDIA ships
+# them as Python wheels too: fetch_tool unpacks one into .deps/cuobjdump when the tool is not on
+# hand. Only for the tests: scripts/run.sh sets HIDETD_SETUP_NO_TEST_TOOLS=1, running hidetd
+# downloads nothing.
+fetch_tool() { # TOOL WHAT-WITHOUT-IT
+    if [ -n "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] || command -v "$1" >/dev/null \
+            || [ -x ".deps/cuobjdump/nvidia/cu13/bin/$1" ]; then
+        return 0
+    fi
+    echo "setup: $1 not found; fetching NVIDIA's $1 wheel into .deps/"
+    python3 -m pip download -q --no-deps -d .deps/wheels "nvidia-cuda-$1>=13,<14" \
+        && (cd .deps && mkdir -p cuobjdump && python3 -m zipfile -e wheels/nvidia_cuda_"$1"-*.whl cuobjdump) \
+        && chmod +x ".deps/cuobjdump/nvidia/cu13/bin/$1" \
+        || echo "setup: could not fetch $1; $2 will say so" >&2
+}
+fetch_tool cuobjdump "the cubin checks"
+fetch_tool nvdisasm "the SASS checks"
 
 # The torch.compile backend's tests (clients/python/tests/test_backend.py, test_models.py) need
 # PyTorch, torchvision and transformers: PyPI's wheels, in a virtual environment of the project's
