@@ -49,7 +49,7 @@ typedef struct prim {
     int perm[TUNER_MAX_RANK]; /* TRANSPOSE: output axis k reads input axis perm[k] */
     /* ANCHOR: further graph nodes it computes (an attention rewritten from its parts) */
     int n_also;
-    int also[8];
+    int also[16];
 } prim;
 
 typedef struct part {
@@ -527,27 +527,6 @@ static bool op_valid(part *c, const tuner_op *op, const tuner_tensor *want, char
 
 /* ---- attention spelled out ---------------------------------------------------------------------- */
 
-/* The tensor a single-use chain of views ends at, walking back from t: t itself unless a view prim
- * produces it; -1 when a tensor on the way is read twice or is a graph output (its value must
- * then exist). */
-static int through_views(const part *c, int t)
-{
-    for (;;) {
-        if (c->uses[t] != 1 || c->p->tensors[t].is_output)
-            return -1;
-        const int pk = c->producer[t];
-        if (pk < 0 || c->prims[pk].kind != PRIM_VIEW)
-            return t;
-        t = c->prims[pk].in[0];
-    }
-}
-
-/* The prim producing t (t found by through_views), -1 when none or t was not single-use. */
-static int single_producer(const part *c, int t)
-{
-    return t < 0 ? -1 : c->producer[t];
-}
-
 /* A plan tensor that is a view of x under shape `shape` (rank 4), named after node i. */
 static int view4(part *c, int node, const char *what, int x, const int64_t shape[4])
 {
@@ -566,6 +545,40 @@ static int view4(part *c, int node, const char *what, int x, const int64_t shape
     return t;
 }
 
+/* Prims an attention rewrite may take beside the two matmuls and the softmax. */
+#define ATTN_MAX_CHAIN 12
+
+/* Whether t is read by `uses` prims and is no graph output: a value a rewrite may do away with. */
+static bool owned(const part *c, int t, int uses)
+{
+    return c->uses[t] == uses && !c->p->tensors[t].is_output;
+}
+
+/* Walks back from t over views and (with scales) scale steps, while what it passes is read only
+ * there - `uses` readers for t itself, one for the rest - and is no graph output; each scale
+ * step is multiplied into *scale and its prim appended to chain. Returns the first tensor that is
+ * neither (t itself when t is not such a value). */
+static int strip(const part *c, int t, int uses, bool scales, double *scale, int *chain, int *n_chain)
+{
+    for (;;) {
+        const int pk = c->producer[t];
+        if (pk < 0 || c->uses[t] != uses || c->p->tensors[t].is_output)
+            return t;
+        const prim *pr = &c->prims[pk];
+        if (pr->kind == PRIM_VIEW) {
+            t = pr->in[0];
+        } else if (scales && pr->kind == PRIM_STEP && pr->step.kind == TUNER_EW_SCALE && pr->n_in == 1 &&
+                   *n_chain < ATTN_MAX_CHAIN) {
+            *scale *= pr->step.scalar;
+            chain[(*n_chain)++] = pk;
+            t = pr->in[0];
+        } else {
+            return t;
+        }
+        uses = 1;
+    }
+}
+
 /* Rewrites attention spelled out - matmul(q, k transposed) -> [scale] -> [add mask] -> softmax
  * over the last axis -> matmul(p, v), each intermediate read once (views between them allowed) -
  * into the attention op, so that the score matrix never reaches memory: the last matmul becomes
@@ -580,16 +593,45 @@ static int fold_attention_at(part *c, int k2)
     if (!m2->live || m2->kind != PRIM_ANCHOR || m2->op.kind != TUNER_OP_MATMUL || m2->op.attrs.matmul.trans_a ||
         m2->op.attrs.matmul.trans_b)
         return 0;
-    const int probs = through_views(c, m2->in[0]);
-    const int ks = single_producer(c, probs);
+    int chain[ATTN_MAX_CHAIN], n_chain = 0;
+    double scale = 1.0;
+    /* The probabilities: a softmax over the last axis, or PyTorch's _safe_softmax as the lowering
+     * writes it - softmax(x), then masked_fill(0) where max(x) < -FLT_MAX (a row with nothing
+     * left), which is what the attention op gives such a row. */
+    const int probs = strip(c, m2->in[0], 1, false, NULL, NULL, NULL);
+    if (!owned(c, probs, 1))
+        return 0;
+    int ks = c->producer[probs], x_uses = 1;
+    if (ks >= 0 && c->prims[ks].kind == PRIM_STEP && c->prims[ks].step.kind == TUNER_EW_MASKED_FILL &&
+        c->prims[ks].n_in == 2 && c->prims[ks].step.scalar == 0.0) {
+        const int fill = ks, dead = c->prims[fill].in[1];
+        const int lt = c->producer[dead], y = strip(c, c->prims[fill].in[0], 1, false, NULL, NULL, NULL);
+        ks = owned(c, y, 1) ? c->producer[y] : -1;
+        if (lt < 0 || !owned(c, dead, 1) || c->prims[lt].kind != PRIM_STEP || c->prims[lt].step.kind != TUNER_EW_LT ||
+            c->prims[lt].n_in != 1 || !(c->prims[lt].step.scalar <= -3.0e38))
+            return 0;
+        const int kr = c->producer[c->prims[lt].in[0]];
+        if (kr < 0 || !owned(c, c->prims[lt].in[0], 1) || c->prims[kr].kind != PRIM_ANCHOR ||
+            c->prims[kr].op.kind != TUNER_OP_REDUCE || c->prims[kr].op.attrs.reduce.kind != TUNER_REDUCE_MAX ||
+            ks < 0 || c->prims[kr].in[0] != c->prims[ks].in[0] ||
+            c->prims[kr].op.attrs.reduce.axis != c->p->tensors[c->prims[kr].in[0]].t.rank - 1)
+            return 0;
+        chain[n_chain++] = fill;
+        chain[n_chain++] = lt;
+        chain[n_chain++] = kr;
+        x_uses = 2; /* the softmax and the row max read the scores */
+    }
     if (ks < 0 || c->prims[ks].kind != PRIM_ANCHOR || c->prims[ks].op.kind != TUNER_OP_SOFTMAX ||
         c->prims[ks].op.attrs.softmax.log)
         return 0;
-    /* Back from the softmax's input: an optional mask add, an optional scale, the first matmul. */
-    int cur = through_views(c, c->prims[ks].in[0]);
-    int mask = -1, at_mask = -1, chain[4], n_chain = 0;
-    double scale = 1.0;
-    int kp = single_producer(c, cur);
+    /* Back from the softmax's input: an optional mask add, optional scales, the first matmul. */
+    int cur = c->prims[ks].in[0];
+    int mask = -1, at_mask = -1;
+    int kp = owned(c, cur, x_uses) ? c->producer[cur] : -1;
+    if (x_uses == 1) {
+        cur = strip(c, cur, 1, true, &scale, chain, &n_chain);
+        kp = owned(c, cur, 1) ? c->producer[cur] : -1;
+    }
     if (kp >= 0 && c->prims[kp].kind == PRIM_STEP && c->prims[kp].step.kind == TUNER_EW_ADD && c->prims[kp].n_in == 2) {
         const prim *add = &c->prims[kp];
         /* The scores are the operand of the add's shape; the mask the other (broadcast). */
@@ -601,28 +643,45 @@ static int fold_attention_at(part *c, int k2)
             return 0;
         at_mask = add->out;
         chain[n_chain++] = kp;
-        cur = through_views(c, scores);
-        kp = single_producer(c, cur);
-    }
-    if (kp >= 0 && c->prims[kp].kind == PRIM_STEP && c->prims[kp].step.kind == TUNER_EW_SCALE) {
-        scale = c->prims[kp].step.scalar;
-        chain[n_chain++] = kp;
-        cur = through_views(c, c->prims[kp].in[0]);
-        kp = single_producer(c, cur);
+        cur = strip(c, scores, 1, true, &scale, chain, &n_chain);
+        kp = owned(c, cur, 1) ? c->producer[cur] : -1;
+    } else if (x_uses == 2 && kp >= 0) {
+        cur = strip(c, cur, 2, true, &scale, chain, &n_chain);
+        kp = owned(c, cur, 1) || (cur == c->prims[ks].in[0]) ? c->producer[cur] : -1;
     }
     if (kp < 0 || c->prims[kp].kind != PRIM_ANCHOR || c->prims[kp].op.kind != TUNER_OP_MATMUL ||
-        c->prims[kp].op.attrs.matmul.trans_a || !c->prims[kp].op.attrs.matmul.trans_b)
+        c->prims[kp].op.attrs.matmul.trans_a)
         return 0;
     const int k1 = kp;
-    const int q = c->prims[k1].in[0], kk = c->prims[k1].in[1], v = m2->in[1];
-    const tuner_tensor *qt = &c->p->tensors[q].t, *kt = &c->p->tensors[kk].t, *vt = &c->p->tensors[v].t;
-    if (qt->rank != kt->rank || qt->rank != vt->rank || (qt->rank != 2 && qt->rank != 3))
+    /* q, k and v without the views and scales in front of them (PyTorch's math backend scales
+     * q and the transposed k by sqrt(scale) each); k's transpose into the matmul, if it was
+     * not folded into trans_b, is a transpose of its last two axes. */
+    const int q = strip(c, c->prims[k1].in[0], 1, true, &scale, chain, &n_chain);
+    int kk = strip(c, c->prims[k1].in[1], 1, true, &scale, chain, &n_chain);
+    if (!c->prims[k1].op.attrs.matmul.trans_b) {
+        const int tp = c->producer[kk];
+        const tuner_tensor *tt = &c->p->tensors[kk].t;
+        if (tp < 0 || !owned(c, kk, 1) || c->prims[tp].kind != PRIM_TRANSPOSE || tt->rank < 2 ||
+            c->prims[tp].perm[tt->rank - 1] != tt->rank - 2 || c->prims[tp].perm[tt->rank - 2] != tt->rank - 1)
+            return 0;
+        for (int j = 0; j < tt->rank - 2; j++)
+            if (c->prims[tp].perm[j] != j)
+                return 0;
+        kk = strip(c, c->prims[tp].in[0], 1, true, &scale, chain, &n_chain);
+    }
+    const int v = strip(c, m2->in[1], 1, false, NULL, NULL, NULL);
+    if (n_chain > ATTN_MAX_CHAIN - 2)
         return 0;
-    const int r = qt->rank;
-    const int64_t bt = r == 3 ? qt->shape[0] : 1, s = qt->shape[r - 2], d = qt->shape[r - 1];
-    const int64_t skv = kt->shape[r - 2];
-    if ((r == 3 && (kt->shape[0] != bt || vt->shape[0] != bt)) || kt->shape[r - 1] != d || vt->shape[r - 2] != skv ||
-        vt->shape[r - 1] != d)
+    /* Sizes from the matmuls: scores [bt.., S, Skv], q [.., S, D], v [.., Skv, D]. */
+    const tuner_tensor *sc = &c->prims[k1].op.output, *a1 = &c->prims[k1].op.inputs[0], *b2 = &c->prims[k2].op.inputs[1];
+    if (sc->rank < 2 || a1->rank < 2 || b2->rank < 2)
+        return 0;
+    const int r = sc->rank;
+    const int64_t s = sc->shape[r - 2], skv = sc->shape[r - 1], d = a1->shape[a1->rank - 1];
+    const int64_t bt = tuner_tensor_numel(sc) / (s * skv);
+    if (b2->shape[b2->rank - 2] != skv || b2->shape[b2->rank - 1] != d ||
+        tuner_tensor_numel(&c->p->tensors[q].t) != bt * s * d || tuner_tensor_numel(&c->p->tensors[kk].t) != bt * skv * d ||
+        tuner_tensor_numel(&c->p->tensors[v].t) != bt * skv * d || tuner_tensor_numel(b2) != bt * skv * d)
         return 0;
     /* [B, H] from a 4-D view of the scores where the mask is added, else [bt, 1]. */
     int64_t nb = bt, nh = 1;
@@ -634,7 +693,7 @@ static int fold_attention_at(part *c, int k2)
             nh = st->shape[1];
             for (int j = 0; j < mt->rank; j++)
                 mshape[4 - mt->rank + j] = mt->shape[j];
-        } else if (st->rank == r && mt->rank <= 3) {
+        } else if (st->rank == r && r <= 3 && mt->rank <= 3) {
             /* [bt, S, Skv] scores: the mask's batch axis (if any) moves before the head axis. */
             for (int j = 0; j < mt->rank; j++)
                 mshape[4 - mt->rank + j] = mt->shape[j];
@@ -646,6 +705,7 @@ static int fold_attention_at(part *c, int k2)
             return 0;
         }
     }
+    const tuner_tensor *qt = &c->p->tensors[q].t, *kt = &c->p->tensors[kk].t, *vt = &c->p->tensors[v].t;
     tuner_op op;
     memset(&op, 0, sizeof(op));
     op.kind = TUNER_OP_ATTENTION;

@@ -1362,6 +1362,40 @@ static void test_attention(void)
     }
     free(twice);
 
+    /* PyTorch's math backend as the backend lowers it: q and the transposed k each scaled by
+     * sqrt(scale), 4-D matmuls through 3-D views, the mask added, _safe_softmax (softmax, a
+     * row max, lt -FLT_MAX, masked_fill 0): one attention kernel, scale the product. */
+    const char *math =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[2,4,77,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"k\",\"shape\":[2,4,333,64],\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[2,4,333,64],\"dtype\":\"f16\"},"
+        "{\"name\":\"m\",\"shape\":[2,1,1,333],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"qs\",\"op\":\"scale\",\"inputs\":[\"q\"],\"outputs\":[\"qs\"],\"attrs\":{\"value\":0.5}},"
+        "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,1,3,2]}},"
+        "{\"name\":\"ks\",\"op\":\"scale\",\"inputs\":[\"kt\"],\"outputs\":[\"ks\"],\"attrs\":{\"value\":0.25}},"
+        "{\"name\":\"q3\",\"op\":\"reshape\",\"inputs\":[\"qs\"],\"outputs\":[\"q3\"],\"attrs\":{\"shape\":[8,77,64]}},"
+        "{\"name\":\"k3\",\"op\":\"reshape\",\"inputs\":[\"ks\"],\"outputs\":[\"k3\"],\"attrs\":{\"shape\":[8,64,333]}},"
+        "{\"name\":\"qk\",\"op\":\"matmul\",\"inputs\":[\"q3\",\"k3\"],\"outputs\":[\"s\"]},"
+        "{\"name\":\"s4\",\"op\":\"reshape\",\"inputs\":[\"s\"],\"outputs\":[\"s4\"],\"attrs\":{\"shape\":[2,4,77,333]}},"
+        "{\"name\":\"mask\",\"op\":\"add\",\"inputs\":[\"s4\",\"m\"],\"outputs\":[\"x\"]},"
+        "{\"name\":\"softmax\",\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]},"
+        "{\"name\":\"mx\",\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"mx\"],\"attrs\":{\"kind\":\"max\",\"axis\":3,\"keepdim\":true}},"
+        "{\"name\":\"dead\",\"op\":\"lt\",\"inputs\":[\"mx\"],\"outputs\":[\"dead\"],\"attrs\":{\"value\":-3.4028234663852886e38}},"
+        "{\"name\":\"safe\",\"op\":\"masked_fill\",\"inputs\":[\"y\",\"dead\"],\"outputs\":[\"pr\"],\"attrs\":{\"value\":0}},"
+        "{\"name\":\"p3\",\"op\":\"reshape\",\"inputs\":[\"pr\"],\"outputs\":[\"p3\"],\"attrs\":{\"shape\":[8,77,333]}},"
+        "{\"name\":\"v3\",\"op\":\"reshape\",\"inputs\":[\"v\"],\"outputs\":[\"v3\"],\"attrs\":{\"shape\":[8,333,64]}},"
+        "{\"name\":\"pv\",\"op\":\"matmul\",\"inputs\":[\"p3\",\"v3\"],\"outputs\":[\"o3\"]},"
+        "{\"name\":\"o\",\"op\":\"reshape\",\"inputs\":[\"o3\"],\"outputs\":[\"o\"],\"attrs\":{\"shape\":[2,4,77,64]}}],"
+        "\"outputs\":[\"o\"]}}";
+    CHECK(plan_of(math, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_ATTENTION && p.kernels[0].op->attrs.attention.scale == 0.125 &&
+              p.kernels[0].op->n_inputs == 4 && p.kernels[0].op->inputs[1].shape[2] == 333 &&
+              kernel_of(&p, "safe") == &p.kernels[0] && kernel_of(&p, "mx") == &p.kernels[0],
+          "%d kernels: %s", p.n_kernels, p.n_kernels ? p.kernels[0].request : "");
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
     /* Between the permutes of a QKV projection ([B,S,H,D] -> [B,H,S,D] and back): the bshd
      * layout, the four transposes gone; one of them read twice keeps everything as it was. */
     const char *perm =
