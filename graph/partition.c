@@ -579,6 +579,26 @@ static int strip(const part *c, int t, int uses, bool scales, double *scale, int
     }
 }
 
+/* strip, then also through upcasts to f32 of f16/bf16 values (PyTorch's math backend computes
+ * a 16-bit attention in f32: the attention op does as much inside), setting *up when it passed
+ * one. */
+static int strip_up(const part *c, int t, bool scales, double *scale, int *chain, int *n_chain, bool *up)
+{
+    for (;;) {
+        t = strip(c, t, 1, scales, scale, chain, n_chain);
+        const int pk = c->producer[t];
+        if (pk < 0 || !owned(c, t, 1) || c->prims[pk].kind != PRIM_STEP || c->prims[pk].step.kind != TUNER_EW_CAST ||
+            c->prims[pk].step.dtype != TUNER_F32 || *n_chain >= ATTN_MAX_CHAIN)
+            return t;
+        const tuner_dtype from = c->p->tensors[c->prims[pk].in[0]].t.dtype;
+        if (from != TUNER_F16 && from != TUNER_BF16)
+            return t;
+        chain[(*n_chain)++] = pk;
+        *up = true;
+        t = c->prims[pk].in[0];
+    }
+}
+
 /* Rewrites attention spelled out - matmul(q, k transposed) -> [scale] -> [add mask] -> softmax
  * over the last axis -> matmul(p, v), each intermediate read once (views between them allowed) -
  * into the attention op, so that the score matrix never reaches memory: the last matmul becomes
@@ -656,8 +676,9 @@ static int fold_attention_at(part *c, int k2)
     /* q, k and v without the views and scales in front of them (PyTorch's math backend scales
      * q and the transposed k by sqrt(scale) each); k's transpose into the matmul, if it was
      * not folded into trans_b, is a transpose of its last two axes. */
-    const int q = strip(c, c->prims[k1].in[0], 1, true, &scale, chain, &n_chain);
-    int kk = strip(c, c->prims[k1].in[1], 1, true, &scale, chain, &n_chain);
+    bool up_q = false, up_k = false, up_v = false;
+    const int q = strip_up(c, c->prims[k1].in[0], true, &scale, chain, &n_chain, &up_q);
+    int kk = strip_up(c, c->prims[k1].in[1], true, &scale, chain, &n_chain, &up_k);
     if (!c->prims[k1].op.attrs.matmul.trans_b) {
         const int tp = c->producer[kk];
         const tuner_tensor *tt = &c->p->tensors[kk].t;
@@ -667,9 +688,34 @@ static int fold_attention_at(part *c, int k2)
         for (int j = 0; j < tt->rank - 2; j++)
             if (c->prims[tp].perm[j] != j)
                 return 0;
-        kk = strip(c, c->prims[tp].in[0], 1, true, &scale, chain, &n_chain);
+        kk = strip_up(c, c->prims[tp].in[0], true, &scale, chain, &n_chain, &up_k);
     }
-    const int v = strip(c, m2->in[1], 1, false, NULL, NULL, NULL);
+    const int v = strip_up(c, m2->in[1], false, NULL, chain, &n_chain, &up_v);
+    if (up_q != up_k || up_q != up_v)
+        return 0;
+    /* Upcast operands: the f32 result must go straight back to their dtype (views between
+     * allowed); the attention then writes that cast's result. */
+    int cast_back = -1;
+    if (up_q) {
+        int t = c->prims[k2].out;
+        for (int guard = 0; guard < 16 && cast_back < 0; guard++) {
+            int rd = -1;
+            for (int j = k2 + 1; j < c->n_prims && owned(c, t, 1); j++)
+                if (c->prims[j].live && c->prims[j].n_in >= 1 && c->prims[j].in[0] == t)
+                    rd = j;
+            if (rd < 0)
+                return 0;
+            if (c->prims[rd].kind == PRIM_VIEW)
+                t = c->prims[rd].out;
+            else if (c->prims[rd].kind == PRIM_STEP && c->prims[rd].step.kind == TUNER_EW_CAST &&
+                     c->prims[rd].n_in == 1 && c->prims[rd].step.dtype == c->p->tensors[q].t.dtype)
+                cast_back = rd;
+            else
+                return 0;
+        }
+        if (cast_back < 0)
+            return 0;
+    }
     if (n_chain > ATTN_MAX_CHAIN - 2)
         return 0;
     /* Sizes from the matmuls: scores [bt.., S, Skv], q [.., S, D], v [.., Skv, D]. */
@@ -725,7 +771,7 @@ static int fold_attention_at(part *c, int k2)
         memcpy(op.inputs[3].shape, mshape, sizeof(mshape));
     }
     tuner_tensor want = op.inputs[0];
-    want.dtype = c->p->tensors[m2->out].t.dtype;
+    want.dtype = cast_back >= 0 ? c->p->tensors[q].t.dtype : c->p->tensors[m2->out].t.dtype;
     char *request = NULL;
     tuner_op valid;
     if (!op_valid(c, &op, &want, &request, &valid))
@@ -757,6 +803,17 @@ static int fold_attention_at(part *c, int k2)
     for (int j = 0; j < n_chain; j++) {
         c->prims[chain[j]].live = false;
         a->also[a->n_also++] = c->prims[chain[j]].node;
+    }
+    if (cast_back >= 0) {
+        /* The cast back becomes a view of the attention's result (same dtype, same elements);
+         * the f32 values before it are read by nothing now. */
+        a->also[a->n_also++] = c->prims[cast_back].node;
+        prim *cb = &c->prims[cast_back];
+        cb->kind = PRIM_VIEW;
+        cb->in[0] = att;
+        cb->n_in = 1;
+        c->p->tensors[cb->out].view_of = att;
+        return 1;
     }
     prim *pv = new_prim(c, PRIM_VIEW, node, out); /* a is not valid after this */
     if (!pv)
@@ -808,11 +865,17 @@ static int fold_attention_layout(part *c)
             tq[i] = c->producer[a->in[i]];
             ok = swaps_heads(c, tq[i]) && c->uses[a->in[i]] == 1 && !c->p->tensors[a->in[i]].is_output;
         }
-        /* The one reader of the result: a transpose back. */
-        int to = -1;
-        for (int j = k + 1; j < c->n_prims && ok && to < 0; j++)
-            if (c->prims[j].live && c->prims[j].n_in == 1 && c->prims[j].in[0] == a->out)
+        /* The one reader of the result (through views of its shape): a transpose back. */
+        int to = -1, res = a->out;
+        for (int j = k + 1; j < c->n_prims && ok && to < 0; j++) {
+            if (!c->prims[j].live || c->prims[j].n_in != 1 || c->prims[j].in[0] != res)
+                continue;
+            if (c->prims[j].kind == PRIM_VIEW && owned(c, c->prims[j].out, 1) &&
+                same_shape(&c->p->tensors[c->prims[j].out].t, &c->p->tensors[res].t))
+                res = c->prims[j].out;
+            else
                 to = j;
+        }
         if (!ok || !swaps_heads(c, to))
             continue;
         tuner_op op = a->op;

@@ -1396,6 +1396,53 @@ static void test_attention(void)
     graph_plan_free(&p);
     graph_request_free(&rq);
 
+    /* The same in f32 from f16 q, k, v (the math backend's upcasts), cast back after: the
+     * attention reads the f16 tensors and writes the cast's result. */
+    {
+        char *up = malloc(strlen(math) + 1024);
+        CHECK(up != NULL);
+        if (up) {
+            strcpy(up, math);
+            char *at = strstr(up, "{\"name\":\"qs\"");
+            const char *casts =
+                "{\"name\":\"qf\",\"op\":\"cast\",\"inputs\":[\"q\"],\"outputs\":[\"qf\"],\"attrs\":{\"dtype\":\"f32\"}},"
+                "{\"name\":\"kf\",\"op\":\"cast\",\"inputs\":[\"k\"],\"outputs\":[\"kf\"],\"attrs\":{\"dtype\":\"f32\"}},"
+                "{\"name\":\"vf\",\"op\":\"cast\",\"inputs\":[\"v\"],\"outputs\":[\"vf\"],\"attrs\":{\"dtype\":\"f32\"}},"
+                "{\"name\":\"mf\",\"op\":\"cast\",\"inputs\":[\"m\"],\"outputs\":[\"mf\"],\"attrs\":{\"dtype\":\"f32\"}},";
+            memmove(at + strlen(casts), at, strlen(at) + 1);
+            memcpy(at, casts, strlen(casts));
+            /* The f32 values in place of the inputs, and a cast back at the end. */
+            const char *from[] = {"\"inputs\":[\"q\"],\"outputs\":[\"qs\"]", "\"inputs\":[\"k\"],\"outputs\":[\"kt\"]",
+                                  "\"inputs\":[\"v\"],\"outputs\":[\"v3\"]", "\"inputs\":[\"s4\",\"m\"]",
+                                  "\"outputs\":[\"o\"],\"attrs\":{\"shape\":[2,4,77,64]}}],"},
+                       *to[] = {"\"inputs\":[\"qf\"],\"outputs\":[\"qs\"]", "\"inputs\":[\"kf\"],\"outputs\":[\"kt\"]",
+                                "\"inputs\":[\"vf\"],\"outputs\":[\"v3\"]", "\"inputs\":[\"s4\",\"mf\"]",
+                                "\"outputs\":[\"o32\"],\"attrs\":{\"shape\":[2,4,77,64]}},"
+                                "{\"name\":\"back\",\"op\":\"cast\",\"inputs\":[\"o32\"],\"outputs\":[\"o\"],\"attrs\":{\"dtype\":\"f16\"}}],"};
+            for (int i = 0; i < 5; i++) {
+                char *f = strstr(up, from[i]);
+                CHECK(f != NULL, "edit %d", i);
+                if (!f)
+                    continue;
+                memmove(f + strlen(to[i]), f + strlen(from[i]), strlen(f + strlen(from[i])) + 1);
+                memcpy(f, to[i], strlen(to[i]));
+            }
+            CHECK(plan_of(up, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+            if (!failures) {
+                const graph_kernel *att = NULL;
+                for (int k = 0; k < p.n_kernels; k++)
+                    if (p.kernels[k].op->kind == TUNER_OP_ATTENTION)
+                        att = &p.kernels[k];
+                CHECK(att && att->op->inputs[0].dtype == TUNER_F16 && att->op->output.dtype == TUNER_F16 &&
+                          att->op->attrs.attention.scale == 0.125 && kernel_of(&p, "back") == att,
+                      "%d kernels: %s", p.n_kernels, att ? att->request : "no attention");
+                graph_plan_free(&p);
+                graph_request_free(&rq);
+            }
+            free(up);
+        }
+    }
+
     /* Between the permutes of a QKV projection ([B,S,H,D] -> [B,H,S,D] and back): the bshd
      * layout, the four transposes gone; one of them read twice keeps everything as it was. */
     const char *perm =
