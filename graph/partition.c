@@ -613,7 +613,9 @@ static int fold_attention_at(part *c, int k2)
     if (!m2->live || m2->kind != PRIM_ANCHOR || m2->op.kind != TUNER_OP_MATMUL || m2->op.attrs.matmul.trans_a ||
         m2->op.attrs.matmul.trans_b)
         return 0;
-    int chain[ATTN_MAX_CHAIN], n_chain = 0;
+    /* strip and strip_up stop at ATTN_MAX_CHAIN; the four prims appended here beside them (the
+     * _safe_softmax's three, the mask add) need room past it. */
+    int chain[ATTN_MAX_CHAIN + 4], n_chain = 0;
     double scale = 1.0;
     /* The probabilities: a softmax over the last axis, or PyTorch's _safe_softmax as the lowering
      * writes it - softmax(x), then masked_fill(0) where max(x) < -FLT_MAX (a row with nothing
