@@ -6,6 +6,7 @@
  * NVRTC programs are independent objects, so concurrent calls from the thread pool are safe.
  */
 #include "tuner/codegen.h"
+#include "tuner/compile_cache.h"
 #include "tuner/tuner.h"
 
 #include <errno.h>
@@ -72,10 +73,26 @@ int tuner_compile(const char *source, const tuner_target *t, tuner_binary **ret,
     for (char *tok = strtok_r(flags, " ", &save); tok && n_opts < 16; tok = strtok_r(NULL, " ", &save))
         opts[n_opts++] = tok;
 
+    double t0 = now_ms();
+    /* With HIDETD_COMPILE_CACHE set, an identical compile done before (by any process) is
+     * reused: compile_cache.h. */
+    char key[65] = "";
+    if (tuner__compile_cache_dir()) {
+        tuner__compile_cache_key(source, opts, n_opts, key);
+        r = tuner__compile_cache_get(key, &b);
+        if (r == 1) {
+            b->compile_ms = now_ms() - t0;
+            *ret = b;
+            return 0;
+        }
+        if (r < 0)
+            goto out;
+        r = -ENOMEM;
+    }
+
     b = calloc(1, sizeof(*b));
     if (!b)
         goto out;
-    double t0 = now_ms();
     nvrtcResult nr = nvrtcCreateProgram(&prog, source, "hidetd.cu", 0, NULL, NULL);
     if (nr != NVRTC_SUCCESS) {
         r = nr == NVRTC_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
@@ -135,6 +152,8 @@ int tuner_compile(const char *source, const tuner_target *t, tuner_binary **ret,
         goto out;
     }
     b->cubin_len = cubin_size;
+    if (key[0])
+        tuner__compile_cache_put(key, b);
 
     *ret = b;
     b = NULL;
