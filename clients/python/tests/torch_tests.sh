@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# clients/python/tests/torch_tests.sh SRC_DIR - runs the torch.compile backend's tests
-# (test_backend.py, test_models.py) with the Python of the PyTorch virtual environment that
+# clients/python/tests/torch_tests.sh SRC_DIR MODULE... - runs tests of the torch.compile backend
+# (test_backend, test_models) with the Python of the PyTorch virtual environment that
 # scripts/setup.sh makes (.deps/torch-venv, or $HIDETD_TORCH_VENV). Skips (exit 77) without it.
 set -uo pipefail
 src=$1
+shift
+[ $# -gt 0 ] || { echo "usage: $0 SRC_DIR MODULE..." >&2; exit 2; }
 venv=${HIDETD_TORCH_VENV:-$src/../../.deps/torch-venv}
 if ! "$venv/bin/python" -c 'import torch, torchvision, transformers' 2>/dev/null; then
     echo "SKIP: no PyTorch environment at $venv (scripts/setup.sh makes it; HIDETD_SETUP_NO_TORCH=1 left it out)"
@@ -12,4 +14,4 @@ fi
 cd "$src/tests" || exit 1
 # One thread each: the suite's other tests run beside these on a 2-core machine.
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TORCHINDUCTOR_COMPILE_THREADS=1
-exec "$venv/bin/python" -m unittest -v test_backend test_models
+exec "$venv/bin/python" -m unittest -v "$@"
