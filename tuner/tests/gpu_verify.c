@@ -11,8 +11,6 @@
  * HIDET_VERIFY_MAX=N limits candidates per case (default: all); HIDET_VERIFY_TIMES=1 prints every
  * candidate's time beside the cost model's prediction.
  */
-#include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -21,71 +19,8 @@
 #include <string.h>
 
 #include "common.h"
+#include "gpu_driver.h"
 #include "tuner/tuner.h"
-
-/* The driver is opened at run time so that this program loads (and skips) on machines without
- * libcuda.so.1. Each entry is the versioned symbol cuda.h maps the plain name to. */
-#define DRV(X)                                                                                     \
-    X(cuInit, "cuInit", (unsigned))                                                                \
-    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
-    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
-    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
-    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
-    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
-    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
-    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
-    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
-    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
-    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
-    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
-    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
-    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
-    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
-       void **, void **))                                                                          \
-    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
-    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
-    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
-    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
-    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
-    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
-    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
-
-#define DECL(name, sym, args) static CUresult(*d_##name) args;
-DRV(DECL)
-#undef DECL
-/* The tensor-map encoders, as op/tmap.h calls them (enums as ints). */
-static tuner_tmap_encoders d_encoders;
-
-static bool driver_open(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-#define LOAD(name, sym, args)                                                                      \
-    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
-    if (!d_##name)                                                                                 \
-        return false;
-    DRV(LOAD)
-#undef LOAD
-    *(void **)&d_encoders.tiled = dlsym(h, "cuTensorMapEncodeTiled");
-    *(void **)&d_encoders.im2col = dlsym(h, "cuTensorMapEncodeIm2col");
-    return d_encoders.tiled && d_encoders.im2col;
-}
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult e_ = (x);                                                                         \
-        if (e_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            d_cuGetErrorString(e_, &s_);                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static uint16_t f32_to_f16_exact(float f)
 {
@@ -745,23 +680,11 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
 
 int main(void)
 {
-    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
-        printf("no CUDA GPU/driver: skipped\n");
-        return 77;
-    }
-    int count = 0;
-    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
-        printf("no CUDA GPU: skipped\n");
-        return 77;
-    }
     CUdevice dev;
-    CUcontext ctx;
-    CK(d_cuDeviceGet(&dev, 0));
-    int major = 0, minor = 0;
-    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(d_cuCtxSetCurrent(ctx));
+    int major, minor;
+    if (!gpu_driver_first_device(true, &dev, &major, &minor))
+        return 77;
+    gpu_driver_use(dev);
     tuner_target t = {major * 10 + minor, false};
     if (t.sm > 90)
         t.sm = 90; /* run sm_90 code on newer parts */

@@ -15,8 +15,6 @@
  * the default (tune:"none"), the model's pick and the fastest are reported with the GB/s of K and
  * V read (2 * B * Hkv * Skv * D * 2 bytes / time). HIDET_DECODE_ONLY=substr runs matching cases.
  */
-#include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -25,67 +23,8 @@
 #include <string.h>
 
 #include "tuner/tests/common.h"
+#include "tuner/tests/gpu_driver.h"
 #include "tuner/tuner.h"
-
-#define DRV(X)                                                                                     \
-    X(cuInit, "cuInit", (unsigned))                                                                \
-    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
-    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
-    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
-    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
-    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
-    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
-    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
-    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
-    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
-    X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr, unsigned char, size_t, CUstream))          \
-    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
-    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
-    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
-    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
-    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
-       void **, void **))                                                                          \
-    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
-    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
-    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
-    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
-    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
-    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
-    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
-
-#define DECL(name, sym, args) static CUresult(*d_##name) args;
-DRV(DECL)
-#undef DECL
-
-/* The driver is opened at run time so that this program loads (and skips) without libcuda. */
-static bool driver_open(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-#define LOAD(name, sym, args)                                                                      \
-    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
-    if (!d_##name)                                                                                 \
-        return false;
-    DRV(LOAD)
-#undef LOAD
-    return true;
-}
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult e_ = (x);                                                                         \
-        if (e_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            d_cuGetErrorString(e_, &s_);                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* ---- host values -------------------------------------------------------------------------- */
 
@@ -577,23 +516,11 @@ static void bench(const shape *sh, const tuner_target *t, CUdeviceptr flush, siz
 
 int main(void)
 {
-    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
-        printf("no CUDA GPU/driver: skipped\n");
-        return 77;
-    }
-    int count = 0;
-    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
-        printf("no CUDA GPU: skipped\n");
-        return 77;
-    }
     CUdevice dev;
-    CUcontext ctx;
-    CK(d_cuDeviceGet(&dev, 0));
-    int major = 0, minor = 0;
-    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(d_cuCtxSetCurrent(ctx));
+    int major, minor;
+    if (!gpu_driver_first_device(false, &dev, &major, &minor))
+        return 77;
+    gpu_driver_use(dev);
     /* sm_90 parts run the sm_90a space (the decode template is the same there); newer parts run
      * sm_90 code. */
     tuner_target t = {major * 10 + minor, false};
