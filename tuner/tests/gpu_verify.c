@@ -20,48 +20,8 @@
 
 #include "common.h"
 #include "gpu_driver.h"
+#include "host_values.h"
 #include "tuner/tuner.h"
-
-static uint16_t f32_to_f16_exact(float f)
-{
-    /* Inputs are k/1024 with |k| <= 1024: normal or zero in f16, exactly representable. */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    uint16_t m = (uint16_t)((b >> 13) & 0x3ff);
-    return (uint16_t)(sign | (uint16_t)(e << 10) | m);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint64_t rng_state;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
 
 typedef struct job {
     const tuner_op *op;
@@ -125,24 +85,6 @@ static void launch_program(CUmodule mod, const tuner_program *p, devbuf *bufs, C
 
 static int total_wrong;
 
-/* Element k of a host input as a float (the values are exact in every dtype). */
-static float host_value(const tuner_tensor *t, const void *h, size_t k)
-{
-    float v;
-    uint16_t u;
-    switch (t->dtype) {
-    case TUNER_F32:
-        memcpy(&v, (const char *)h + 4 * k, 4);
-        return v;
-    case TUNER_F16:
-    case TUNER_BF16:
-        memcpy(&u, (const char *)h + 2 * k, 2);
-        return t->dtype == TUNER_F16 ? f16_to_f32(u) : bf16_to_f32(u);
-    default:
-        return 0.0f;
-    }
-}
-
 static long long host_id(const tuner_tensor *t, const void *h, size_t k)
 {
     if (t->dtype == TUNER_I64) {
@@ -184,14 +126,14 @@ static void host_check_gather(const char *name, const tuner_op *op, void *const 
     for (long long k = 0; k < n; k++) {
         const long long i = k % I, m = (k / I) % M, o = k / (I * M);
         const long long r = tuner_gather_row(host_id(ix, hin[1], (size_t)m), N);
-        float v = r < 0 ? 0.0f : host_value(x, hin[0], (size_t)((o * N + r) * I + i));
+        float v = r < 0 ? 0.0f : t_host_get(x->dtype, hin[0], (size_t)((o * N + r) * I + i));
         for (int s = 0; s < op->epilogue.n; s++) {
             const tuner_ew_step *st = &op->epilogue.steps[s];
             if (st->kind == TUNER_EW_SCALE) {
                 v = v * (float)st->scalar;
             } else {
                 const tuner_tensor *b = &op->inputs[st->operand];
-                v = v + host_value(b, hin[st->operand], (size_t)(k % tuner_tensor_numel(b)));
+                v = v + t_host_get(b->dtype, hin[st->operand], (size_t)(k % tuner_tensor_numel(b)));
             }
         }
         if (!(refh[k] == v)) {
@@ -287,16 +229,16 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
             const bool ninf = mask && (k % 5 == 2 || (mrow && x->shape[x->rank - 2] > 3 && (k / (size_t)mrow) %
                                                           (size_t)x->shape[x->rank - 2] == 3));
             if (x->dtype == TUNER_F16) {
-                uint16_t v = ninf ? 0xfc00 : f32_to_f16_exact((float)rnd_int(-1024, 1024) / 1024.0f);
+                uint16_t v = ninf ? 0xfc00 : t_f32_to_f16((float)t_rnd_int(-1024, 1024) / 1024.0f);
                 memcpy((char *)h + k * 2, &v, 2);
             } else if (x->dtype == TUNER_BF16) {
-                float f = (float)rnd_int(-128, 128) / 128.0f;
+                float f = (float)t_rnd_int(-128, 128) / 128.0f;
                 uint32_t b;
                 memcpy(&b, &f, 4);
                 uint16_t v = ninf ? 0xff80 : (uint16_t)(b >> 16);
                 memcpy((char *)h + k * 2, &v, 2);
             } else {
-                float f = ninf ? -INFINITY : (float)rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
+                float f = ninf ? -INFINITY : (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
                 memcpy((char *)h + k * 4, &f, 4);
             }
         }
@@ -341,12 +283,12 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                                              : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
                     double dot = 0;
                     for (long long c = 0; c < d.d; c++)
-                        dot += (double)host_value(q, hin[0], qrow + (size_t)c) *
-                               (double)host_value(k, hin[1], krow + (size_t)c);
+                        dot += (double)t_host_get(q->dtype, hin[0], qrow + (size_t)c) *
+                               (double)t_host_get(k->dtype, hin[1], krow + (size_t)c);
                     double s_ = scale * dot;
                     if (d.has_mask) {
                         const long long crd[4] = {b, h, i, j};
-                        s_ += (double)host_value(&op->inputs[3], hin[3], attn_mask_offset(&op->inputs[3], crd));
+                        s_ += (double)t_host_get(op->inputs[3].dtype, hin[3], attn_mask_offset(&op->inputs[3], crd));
                     }
                     sc[j] = s_;
                     if (s_ > mx)
@@ -367,7 +309,7 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                                                      : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
                             const double e = exp(sc[j] - mx);
                             l += e;
-                            acc += e * (double)host_value(v, hin[2], vrow + (size_t)c);
+                            acc += e * (double)t_host_get(v->dtype, hin[2], vrow + (size_t)c);
                         }
                     double o = seen > 0 ? acc / l : 0.0;
                     for (int s_ = 0; s_ < op->epilogue.n; s_++) {
@@ -375,7 +317,8 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                         if (stp->kind == TUNER_EW_SCALE)
                             o *= stp->scalar;
                         else /* an add of an output-shaped operand */
-                            o += (double)host_value(&op->inputs[stp->operand], hin[stp->operand], qrow + (size_t)c);
+                            o += (double)t_host_get(op->inputs[stp->operand].dtype, hin[stp->operand],
+                                                    qrow + (size_t)c);
                     }
                     host[qrow + (size_t)c] = o;
                 }
@@ -479,7 +422,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                 /* gather's ids: uniform over [-N, N) (negative ones count from the end), every 7th
                  * negative for sure and every 7th past one end or the other (the kernels give 0
                  * there); a cast's input: small integers. */
-                long long v = rnd_int(-2, 2);
+                long long v = t_rnd_int(-2, 2);
                 if (op->kind == TUNER_OP_GATHER && i == 1) {
                     const long long N = op->inputs[0].shape[op->attrs.gather.axis];
                     if (k % 7 == 3)
@@ -487,7 +430,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                     else if (k % 7 == 1)
                         v = -1 - (long long)(k % (size_t)N); /* in [-N, -1] */
                     else
-                        v = rnd_int(-(int)N, (int)N - 1);
+                        v = t_rnd_int(-(int)N, (int)N - 1);
                 }
                 if (x->dtype == TUNER_I64) {
                     const int64_t w = v;
@@ -497,16 +440,16 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                     memcpy((char *)h + k * 4, &w, 4);
                 }
             } else if (x->dtype == TUNER_F16) {
-                uint16_t v = f32_to_f16_exact((float)rnd_int(-1024, 1024) / 1024.0f);
+                uint16_t v = t_f32_to_f16((float)t_rnd_int(-1024, 1024) / 1024.0f);
                 memcpy((char *)h + k * 2, &v, 2);
             } else if (x->dtype == TUNER_BF16) {
-                float f = (float)rnd_int(-128, 128) / 128.0f;
+                float f = (float)t_rnd_int(-128, 128) / 128.0f;
                 uint32_t b;
                 memcpy(&b, &f, 4);
                 uint16_t v = (uint16_t)(b >> 16);
                 memcpy((char *)h + k * 2, &v, 2);
             } else {
-                float f = (float)rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
+                float f = (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
                 memcpy((char *)h + k * 4, &f, 4);
             }
         }
@@ -573,7 +516,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             else {
                 uint16_t h;
                 memcpy(&h, outh + k * 2, 2);
-                v = op->output.dtype == TUNER_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+                v = op->output.dtype == TUNER_F16 ? t_f16_to_f32(h) : t_bf16_to_f32(h);
             }
             double d = fabs((double)v - refh[k]);
             /* f16 subnormals (below 6.1e-5) are spaced 2^-24 apart: allow one spacing. */
@@ -618,7 +561,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             else {
                 uint16_t h;
                 memcpy(&h, outh + first_bad * 2, 2);
-                v0 = op->output.dtype == TUNER_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+                v0 = op->output.dtype == TUNER_F16 ? t_f16_to_f32(h) : t_bf16_to_f32(h);
             }
             printf("  WRONG %s: %zu/%zu bad, first at %zu: %g vs ref %g\n", sj ? sj : "?", bad, nout, first_bad,
                    (double)v0, (double)refh[first_bad]);
@@ -690,7 +633,7 @@ int main(void)
         t.sm = 90; /* run sm_90 code on newer parts */
     int threads = 16;
     printf("device sm_%d\n", t.sm);
-    rng_state = 12345;
+    t_rng_state = 12345;
 
     static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
     const char *only = getenv("HIDET_VERIFY_ONLY");

@@ -25,92 +25,22 @@
 #include <string.h>
 
 #include "tuner/attn/attn.h"
+#include "tuner/attn/tests/attn_host.h"
 #include "tuner/attn/tests/ops.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
 
-/* ---- host values: every one exact in its dtype, kept as doubles for the reference ---- */
-
-static uint16_t f32_to_f16_exact(float f)
-{
-    /* Values are k/1024 with |k| <= 4096, or +-inf: normal, zero or inf in f16, exact. */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    if ((b & 0x7fffffff) == 0x7f800000)
-        return (uint16_t)(sign | 0x7c00);
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    uint16_t m = (uint16_t)((b >> 13) & 0x3ff);
-    return (uint16_t)(sign | (uint16_t)(e << 10) | m);
-}
-
-static double f16_to_double(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v;
-    if (e == 0)
-        v = ldexp((double)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexp((double)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static double bf16_to_double(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint64_t rng_state;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
+/* ---- host values: every one exact in its dtype (host_values.h) ---- */
 
 /* A value exact in dt: k/128 (bf16 keeps 8 significant bits) or k/1024 (f16, f32), |k| <= lim. */
 static float rnd_value(tuner_dtype dt, int lim)
 {
-    return dt == TUNER_BF16 ? (float)rnd_int(-lim / 8, lim / 8) / 128.0f : (float)rnd_int(-lim, lim) / 1024.0f;
+    return dt == TUNER_BF16 ? (float)t_rnd_int(-lim / 8, lim / 8) / 128.0f : (float)t_rnd_int(-lim, lim) / 1024.0f;
 }
 
-static void put(void *h, tuner_dtype dt, size_t k, float f)
-{
-    if (dt == TUNER_F32) {
-        memcpy((char *)h + 4 * k, &f, 4);
-        return;
-    }
-    uint16_t v;
-    if (dt == TUNER_F16) {
-        v = f32_to_f16_exact(f);
-    } else {
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        v = (uint16_t)(b >> 16);
-    }
-    memcpy((char *)h + 2 * k, &v, 2);
-}
-
-static double get(const void *h, tuner_dtype dt, size_t k)
-{
-    if (dt == TUNER_F32) {
-        float f;
-        memcpy(&f, (const char *)h + 4 * k, 4);
-        return f;
-    }
-    uint16_t u;
-    memcpy(&u, (const char *)h + 2 * k, 2);
-    return dt == TUNER_F16 ? f16_to_double(u) : bf16_to_double(u);
-}
-
-/* ---- the reference: out[b, h, i, :] in fp64, then the epilogue (scale and cast steps) ---- */
+/* ---- the reference: out[b, h, i, :] in fp64 (attn_host.h), then the epilogue (scale and cast steps) ---- */
 
 static double round_to(double v, tuner_dtype dt)
 {
@@ -138,47 +68,6 @@ typedef struct host_case {
     tuner__attn_problem p;
     void *h[4]; /* q, k, v, mask */
 } host_case;
-
-/* Reference row (b, h, i) into out[0..D); returns false when the row keeps no key (out = 0). */
-static bool ref_row(const host_case *hc, long long b, long long h, long long i, double *out, double *scores)
-{
-    const tuner__attn_problem *p = &hc->p;
-    const tuner_attention_dims *d = &p->d;
-    const long long hk = h / d->group;
-    double mx = -INFINITY;
-    for (long long j = 0; j < d->skv; j++) {
-        double s = -INFINITY;
-        if (!p->causal || j <= i + p->causal_off) {
-            double dot = 0;
-            for (long long c = 0; c < d->d; c++)
-                dot += get(hc->h[0], p->dt, (size_t)(b * p->q_sb + h * p->q_sh + i * p->q_ss + c)) *
-                       get(hc->h[1], p->dt, (size_t)(b * p->kv_sb + hk * p->kv_sh + j * p->kv_ss + c));
-            s = p->scale * dot;
-            if (d->has_mask)
-                s += get(hc->h[3], p->mask_dt,
-                         (size_t)(b * p->m_st[0] + h * p->m_st[1] + i * p->m_st[2] + j * p->m_st[3]));
-        }
-        scores[j] = s;
-        if (s > mx)
-            mx = s;
-    }
-    for (long long c = 0; c < d->d; c++)
-        out[c] = 0;
-    if (mx == -INFINITY)
-        return false;
-    double l = 0;
-    for (long long j = 0; j < d->skv; j++) {
-        if (scores[j] == -INFINITY)
-            continue;
-        const double w = exp(scores[j] - mx);
-        l += w;
-        for (long long c = 0; c < d->d; c++)
-            out[c] += w * get(hc->h[2], p->dt, (size_t)(b * p->kv_sb + hk * p->kv_sh + j * p->kv_ss + c));
-    }
-    for (long long c = 0; c < d->d; c++)
-        out[c] /= l;
-    return true;
-}
 
 static double apply_epilogue(const tuner_op *op, double v)
 {
@@ -297,8 +186,8 @@ static void fill_inputs(host_case *hc)
             else if (i < 3)
                 f = rnd_value(x->dtype, 1024);
             else
-                f = rnd_int(0, 7) == 0 ? -INFINITY : rnd_value(x->dtype, 2048);
-            put(hc->h[i], x->dtype, k, f);
+                f = t_rnd_int(0, 7) == 0 ? -INFINITY : rnd_value(x->dtype, 2048);
+            t_host_put(x->dtype, hc->h[i], k, f);
         }
     }
     if (!hc->p.d.has_mask)
@@ -313,13 +202,13 @@ static void fill_inputs(host_case *hc)
         const float lowest = m->dtype == TUNER_F16 ? -65504.0f : m->dtype == TUNER_BF16 ? -3.38953139e38f : -FLT_MAX;
         for (long long r = 0; r < rows; r++)
             for (long long j = 0; j < skv; j++) {
-                put(hc->h[3], m->dtype, (size_t)((r * s + 3 % s) * skv + j), -INFINITY);
+                t_host_put(m->dtype, hc->h[3], (size_t)((r * s + 3 % s) * skv + j), -INFINITY);
                 if (s > 5)
-                    put(hc->h[3], m->dtype, (size_t)((r * s + 5) * skv + j), lowest);
+                    t_host_put(m->dtype, hc->h[3], (size_t)((r * s + 5) * skv + j), lowest);
             }
     } else if (hc->p.m_st[0] && m->shape[0] > 1) {
         for (long long j = 0; j < skv; j++)
-            put(hc->h[3], m->dtype, (size_t)(1 * (tuner_tensor_numel(m) / m->shape[0]) + j), -INFINITY);
+            t_host_put(m->dtype, hc->h[3], (size_t)(1 * (tuner_tensor_numel(m) / m->shape[0]) + j), -INFINITY);
     }
 }
 
@@ -360,7 +249,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     for (long long b = 0; b < d->b; b++)
         for (long long h = 0; h < d->hq; h++)
             for (long long i = 0; i < d->s; i++) {
-                empty_rows += !ref_row(&hc, b, h, i, row, scores);
+                empty_rows += !ta_reference_row(&hc.p, (const void *const *)hc.h, b, h, i, row, scores);
                 for (long long c = 0; c < d->d; c++)
                     ref[b * hc.p.q_sb + h * hc.p.q_sh + i * hc.p.q_ss + c] = apply_epilogue(op, row[c]);
             }
@@ -398,7 +287,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         double maxerr = 0;
         size_t bad = 0, first = 0;
         for (size_t e = 0; e < nout; e++) {
-            const double v = get(outh, op->output.dtype, e), r = ref[e];
+            const double v = t_host_get(op->output.dtype, outh, e), r = ref[e];
             const double diff = fabs(v - r);
             /* Empty rows: exactly the epilogue of 0. */
             const bool good = r == 0 ? v == 0 : diff <= atol + rtol * fabs(r);
@@ -418,7 +307,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         if (bad) {
             wrong++;
             printf("  WRONG %s: %zu/%zu bad, max err %.3g, first at %zu: %g vs ref %g\n", sj ? sj : "?", bad, nout,
-                   maxerr, first, get(outh, op->output.dtype, first), ref[first]);
+                   maxerr, first, t_host_get(op->output.dtype, outh, first), ref[first]);
         } else {
             ok++;
         }
@@ -488,7 +377,7 @@ static void time_case(const char *name, const tuner_op *op, const tuner_target *
     double *refrows = malloc((size_t)d->hq * 64 * (size_t)d->d * sizeof(double));
     for (long long h = 0; h < d->hq; h++)
         for (int r = 0; r < 64; r++) {
-            ref_row(&hc, 0, h, (long long)r * (d->s - 1) / 63, row, scores);
+            ta_reference_row(&hc.p, (const void *const *)hc.h, 0, h, (long long)r * (d->s - 1) / 63, row, scores);
             memcpy(refrows + (h * 64 + r) * d->d, row, (size_t)d->d * sizeof(double));
         }
     const bool bf = op->output.dtype == TUNER_BF16;
@@ -517,7 +406,7 @@ static void time_case(const char *name, const tuner_op *op, const tuner_target *
                     const long long i = (long long)r * (d->s - 1) / 63;
                     const double *rr = refrows + (h * 64 + r) * d->d;
                     for (long long c = 0; c < d->d; c++) {
-                        const double v = get(outh, op->output.dtype,
+                        const double v = t_host_get(op->output.dtype, outh,
                                              (size_t)(h * hc.p.q_sh + i * hc.p.q_ss + c));
                         const double diff = fabs(v - rr[c]);
                         bad += !(diff <= atol + rtol * fabs(rr[c]));
@@ -576,7 +465,7 @@ int main(void)
         return 77;
     }
     printf("device sm_%d, target sm_%d\n", dsm, t.sm);
-    rng_state = 12345;
+    t_rng_state = 12345;
     const char *only = getenv("HIDET_ATTN_ONLY");
     const int threads = 16;
     char name[128];

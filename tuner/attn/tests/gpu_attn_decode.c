@@ -22,65 +22,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/attn/attn.h"
+#include "tuner/attn/tests/attn_host.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
 
 /* ---- host values -------------------------------------------------------------------------- */
 
-static float f16_to_f32(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static uint16_t f32_to_f16(float f)
-{
-    /* Only for values exact in f16 (normal, zero or infinite: k/1024, |k| <= 1024, or +-inf). */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    if ((b & 0x7fffffff) == 0x7f800000)
-        return (uint16_t)(sign | 0x7c00);
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    return (uint16_t)(sign | (uint16_t)(e << 10) | (uint16_t)((b >> 13) & 0x3ff));
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    /* Only for values exact in bf16. */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return (uint16_t)(b >> 16);
-}
-
-static uint64_t rng_state = 12345;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
-
-/* A host tensor: its values as floats (exact in its dtype) and its bytes. */
+/* A host tensor: its bytes (values exact in its dtype). */
 typedef struct host_t {
-    float *f;
     void *raw;
     size_t n, bytes;
 } host_t;
@@ -90,18 +42,9 @@ static host_t host_fill(const tuner_tensor *t, float (*value)(size_t k, void *ct
     host_t h;
     h.n = (size_t)tuner_tensor_numel(t);
     h.bytes = h.n * (size_t)tuner_dtype_size(t->dtype);
-    h.f = malloc(h.n * sizeof(float));
     h.raw = malloc(h.bytes);
-    for (size_t k = 0; k < h.n; k++) {
-        const float v = value(k, ctx);
-        h.f[k] = v;
-        if (t->dtype == TUNER_F32) {
-            memcpy((char *)h.raw + 4 * k, &v, 4);
-        } else {
-            const uint16_t u = t->dtype == TUNER_F16 ? f32_to_f16(v) : f32_to_bf16(v);
-            memcpy((char *)h.raw + 2 * k, &u, 2);
-        }
-    }
+    for (size_t k = 0; k < h.n; k++)
+        t_host_put(t->dtype, h.raw, k, value(k, ctx));
     return h;
 }
 
@@ -109,7 +52,7 @@ static float rnd_value(size_t k, void *ctx)
 {
     (void)k;
     const tuner_dtype dt = *(const tuner_dtype *)ctx;
-    return dt == TUNER_BF16 ? (float)rnd_int(-128, 128) / 128.0f : (float)rnd_int(-1024, 1024) / 1024.0f;
+    return dt == TUNER_BF16 ? (float)t_rnd_int(-128, 128) / 128.0f : (float)t_rnd_int(-1024, 1024) / 1024.0f;
 }
 
 /* ---- the cases ---------------------------------------------------------------------------- */
@@ -174,64 +117,38 @@ static float mask_value(size_t k, void *vctx)
         return -3.4028234663852886e38f;
     if ((j + row * 3) % 7 == 3)
         return -INFINITY;
-    return (float)rnd_int(-256, 256) / 128.0f;
+    return (float)t_rnd_int(-256, 256) / 128.0f;
 }
 
-/* The reference in fp64: out[b,h,i,:] = softmax_j(scale q.k_j + m_ij) V, causal j <= i + Skv -
- * S, 0 for a row with no key, then the epilogue. `ref` in q's layout. */
+/* The reference in fp64 (attn_host.h: out[b,h,i,:] = softmax_j(scale q.k_j + m_ij) V, causal
+ * j <= i + Skv - S, 0 for a row with no key), then the epilogue. `ref` in q's layout. */
 static void reference(const shape *sh, const tuner_op *op, host_t *in, double *ref)
 {
-    const long long B = sh->b, HQ = sh->hq, HKV = sh->hkv, S = sh->s, SKV = sh->skv, D = sh->d, G = HQ / HKV;
-    const double scale = op->attrs.attention.scale;
-    double *sc = malloc((size_t)SKV * sizeof(double)), *acc = malloc((size_t)D * sizeof(double));
-    for (long long b = 0; b < B; b++)
-        for (long long h = 0; h < HQ; h++)
-            for (long long i = 0; i < S; i++) {
-                const long long hk = h / G;
-                const long long qo = sh->bshd ? ((b * S + i) * HQ + h) * D : ((b * HQ + h) * S + i) * D;
-                double mx = -INFINITY;
-                for (long long j = 0; j < SKV; j++) {
-                    const long long ko = sh->bshd ? ((b * SKV + j) * HKV + hk) * D : ((b * HKV + hk) * SKV + j) * D;
-                    double s = 0;
-                    for (long long c = 0; c < D; c++)
-                        s += (double)in[0].f[qo + c] * (double)in[1].f[ko + c];
-                    s *= scale;
-                    if (sh->mask == MASK_KEYS)
-                        s += in[3].f[j];
-                    else if (sh->mask == MASK_B1SK)
-                        s += in[3].f[(b * S + i) * SKV + j];
-                    if (sh->causal && j > i + SKV - S)
-                        s = -INFINITY;
-                    sc[j] = s;
-                    if (s > mx)
-                        mx = s;
-                }
-                for (long long c = 0; c < D; c++)
-                    acc[c] = 0;
-                double l = 0;
-                if (mx != -INFINITY) {
-                    for (long long j = 0; j < SKV; j++) {
-                        const double p = exp(sc[j] - mx);
-                        if (p == 0)
-                            continue;
-                        l += p;
-                        const long long vo =
-                            sh->bshd ? ((b * SKV + j) * HKV + hk) * D : ((b * HKV + hk) * SKV + j) * D;
-                        for (long long c = 0; c < D; c++)
-                            acc[c] += p * (double)in[2].f[vo + c];
-                    }
-                }
-                for (long long c = 0; c < D; c++) {
-                    double v = l > 0 ? acc[c] / l : 0.0;
+    tuner__attn_problem p;
+    char *err = NULL;
+    if (tuner__attn_problem_init(op, &p, &err) < 0) {
+        fprintf(stderr, "reference: %s\n", err ? err : "?");
+        exit(2);
+    }
+    const void *raw[4] = {in[0].raw, in[1].raw, in[2].raw, sh->mask != MASK_NONE ? in[3].raw : NULL};
+    double *sc = malloc((size_t)sh->skv * sizeof(double)), *row = malloc((size_t)sh->d * sizeof(double));
+    for (long long b = 0; b < sh->b; b++)
+        for (long long h = 0; h < sh->hq; h++)
+            for (long long i = 0; i < sh->s; i++) {
+                ta_reference_row(&p, raw, b, h, i, row, sc);
+                const long long qo = b * p.q_sb + h * p.q_sh + i * p.q_ss;
+                for (long long c = 0; c < sh->d; c++) {
+                    double v = row[c];
                     if (sh->epilogue) {
-                        v += (double)in[op->n_inputs - 1].f[c];
+                        const int bias = op->n_inputs - 1;
+                        v += (double)t_host_get(op->inputs[bias].dtype, in[bias].raw, (size_t)c);
                         v = v / (1.0 + exp(-v));
                     }
                     ref[qo + c] = v;
                 }
             }
     free(sc);
-    free(acc);
+    free(row);
 }
 
 /* ---- compiling and running ---------------------------------------------------------------- */
@@ -312,13 +229,6 @@ static void launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs
     }
 }
 
-static float out_value(tuner_dtype dt, const unsigned char *h, size_t k)
-{
-    uint16_t u;
-    memcpy(&u, h + 2 * k, 2);
-    return dt == TUNER_F16 ? f16_to_f32(u) : bf16_to_f32(u);
-}
-
 static int total_bad;
 
 static void shape_name(const shape *sh, char *buf, size_t n)
@@ -387,7 +297,7 @@ static void verify(const shape *sh, const tuner_target *t)
         double maxerr = 0;
         size_t nbad = 0, first = 0;
         for (size_t k = 0; k < nout; k++) {
-            const double v = out_value(sh->dt, outh, k), d = fabs(v - ref[k]);
+            const double v = t_host_get(sh->dt, outh, k), d = fabs(v - ref[k]);
             if (!(d <= atol + rtol * fabs(ref[k]))) {
                 if (!nbad)
                     first = k;
@@ -398,7 +308,7 @@ static void verify(const shape *sh, const tuner_target *t)
         }
         printf("  %s max err %.3e %s", nbad ? "FAIL" : "ok  ", maxerr, sj ? sj : "?");
         if (nbad)
-            printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first, (double)out_value(sh->dt, outh, first),
+            printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first, (double)t_host_get(sh->dt, outh, first),
                    ref[first]);
         printf("\n");
         nbad ? bad++ : ok++;
@@ -413,7 +323,6 @@ static void verify(const shape *sh, const tuner_target *t)
         if (bufs[i])
             CK(d_cuMemFree(bufs[i]));
     for (int i = 0; i < op.n_inputs; i++) {
-        free(in[i].f);
         free(in[i].raw);
     }
     free(outh);

@@ -18,48 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/attn/attn.h"
+#include "tuner/attn/tests/attn_host.h"
 #include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
-
-static uint16_t to_half_bits(float f, tuner_dtype dt)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    if (dt == TUNER_BF16)
-        return (uint16_t)(b >> 16); /* exact for the inputs used */
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    uint16_t m = (uint16_t)((b >> 13) & 0x3ff);
-    return (uint16_t)(sign | (uint16_t)(e << 10) | m);
-}
-
-static float from_half_bits(uint16_t h, tuner_dtype dt)
-{
-    if (dt == TUNER_BF16) {
-        uint32_t b = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &b, 4);
-        return f;
-    }
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static uint64_t rng_state = 12345;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
 
 typedef struct acase {
     const char *name;
@@ -97,55 +60,21 @@ static tuner_op make_op(const acase *c)
     return op;
 }
 
-/* Element offsets of q/out[b, h, i, c] and k/v[b, h, j, c] in the case's layout. */
-static size_t q_at(const acase *c, long long b, long long h, long long i, long long x)
+/* out = the reference (attn_host.h) of every row, in q's layout; a row without keys is 0. */
+static void reference(const tuner_op *op, const void *const in[4], double *out)
 {
-    return (size_t)(c->bshd ? ((b * c->s + i) * c->hq + h) * c->d + x : ((b * c->hq + h) * c->s + i) * c->d + x);
-}
-static size_t kv_at(const acase *c, long long b, long long h, long long j, long long x)
-{
-    return (size_t)(c->bshd ? ((b * c->skv + j) * c->hkv + h) * c->d + x : ((b * c->hkv + h) * c->skv + j) * c->d + x);
-}
-
-/* out = softmax(scale * q.k^T + mask, causal bottom-right) . v in fp64; a row without keys is 0. */
-static void reference(const acase *c, const float *q, const float *k, const float *v, const float *mask,
-                      double *out)
-{
-    const double scale = 1.0 / sqrt((double)c->d);
-    const long long off = c->skv - c->s, group = c->hq / c->hkv;
-    double *lg = malloc(sizeof(double) * (size_t)c->skv), *acc = malloc(sizeof(double) * (size_t)c->d);
-    for (long long b = 0; b < c->b; b++)
-        for (long long h = 0; h < c->hq; h++)
-            for (long long i = 0; i < c->s; i++) {
-                double mx = -INFINITY;
-                for (long long j = 0; j < c->skv; j++) {
-                    double s = 0;
-                    for (long long x = 0; x < c->d; x++)
-                        s += (double)q[q_at(c, b, h, i, x)] * k[kv_at(c, b, h / group, j, x)];
-                    s *= scale;
-                    if (mask)
-                        s += mask[i * c->skv + j];
-                    if (c->causal && j > i + off)
-                        s = -INFINITY;
-                    lg[j] = s;
-                    if (s > mx)
-                        mx = s;
-                }
-                for (long long x = 0; x < c->d; x++)
-                    acc[x] = 0;
-                double l = 0;
-                if (mx != -INFINITY)
-                    for (long long j = 0; j < c->skv; j++) {
-                        const double p = exp(lg[j] - mx);
-                        l += p;
-                        for (long long x = 0; x < c->d; x++)
-                            acc[x] += p * v[kv_at(c, b, h / group, j, x)];
-                    }
-                for (long long x = 0; x < c->d; x++)
-                    out[q_at(c, b, h, i, x)] = l > 0 ? acc[x] / l : 0.0;
-            }
+    tuner__attn_problem p;
+    char *err = NULL;
+    if (tuner__attn_problem_init(op, &p, &err) < 0) {
+        fprintf(stderr, "reference: %s\n", err ? err : "?");
+        exit(2);
+    }
+    double *lg = malloc(sizeof(double) * (size_t)p.d.skv);
+    for (long long b = 0; b < p.d.b; b++)
+        for (long long h = 0; h < p.d.hq; h++)
+            for (long long i = 0; i < p.d.s; i++)
+                ta_reference_row(&p, in, b, h, i, out + b * p.q_sb + h * p.q_sh + i * p.q_ss, lg);
     free(lg);
-    free(acc);
 }
 
 typedef struct job {
@@ -263,16 +192,12 @@ static void verify_case(const acase *c, CUstream st)
         return;
     }
     const size_t nq = (size_t)(c->b * c->hq * c->s * c->d), nkv = (size_t)(c->b * c->hkv * c->skv * c->d);
-    float *h[3];
     uint16_t *hb[3];
     const size_t ns[3] = {nq, nkv, nkv};
     for (int t = 0; t < 3; t++) {
-        h[t] = malloc(ns[t] * sizeof(float));
         hb[t] = malloc(ns[t] * 2);
-        for (size_t k = 0; k < ns[t]; k++) {
-            h[t][k] = (float)rnd_int(-128, 128) / 128.0f;
-            hb[t][k] = to_half_bits(h[t][k], c->dt);
-        }
+        for (size_t k = 0; k < ns[t]; k++)
+            t_host_put(c->dt, hb[t], k, (float)t_rnd_int(-128, 128) / 128.0f);
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + t], ns[t] * 2));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + t], hb[t], ns[t] * 2));
     }
@@ -286,13 +211,14 @@ static void verify_case(const acase *c, CUstream st)
         for (size_t k = 0; k < nm; k++)
             mask[k] = (k % 7 == 0 || (c->s > 3 && k / (size_t)c->skv == 3)) ? -INFINITY
                       : c->s > 4 && k / (size_t)c->skv == 4 ? -3.4028234663852886e38f
-                                                            : (float)rnd_int(-256, 0) / 128.0f;
+                                                            : (float)t_rnd_int(-256, 0) / 128.0f;
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + 3], nm * sizeof(float)));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + 3], mask, nm * sizeof(float)));
     }
     CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], nq * 2));
     double *ref = malloc(nq * sizeof(double));
-    reference(c, h[0], h[1], h[2], mask, ref);
+    const void *in[4] = {hb[0], hb[1], hb[2], mask};
+    reference(&op, in, ref);
     uint16_t *out = malloc(nq * 2);
     const double tol = c->dt == TUNER_F16 ? 0.01 : 0.03;
     compile_space(&op, sp, false);
@@ -315,7 +241,7 @@ static void verify_case(const acase *c, CUstream st)
         double maxerr = 0;
         size_t at = 0, nans = 0;
         for (size_t k = 0; k < nq; k++) {
-            const float o = from_half_bits(out[k], c->dt);
+            const float o = t_host_get(c->dt, out, k);
             if (o != o) {
                 nans++;
                 at = k;
@@ -331,13 +257,12 @@ static void verify_case(const acase *c, CUstream st)
         const bool bad = !(maxerr <= tol);
         wrong += bad;
         printf("  %-40s %s: max err %.3g (at %zu: %g vs %g)%s%s\n", c->name, sn, maxerr, at,
-               (double)from_half_bits(out[at], c->dt), ref[at], nans ? " NaN" : "", bad ? " - WRONG" : "");
+               (double)t_host_get(c->dt, out, at), ref[at], nans ? " NaN" : "", bad ? " - WRONG" : "");
     }
     printf("%-40s %zu candidates, %d wrong\n", c->name, n_jobs, wrong);
     total_wrong += wrong;
     free_jobs();
     for (int t = 0; t < 3; t++) {
-        free(h[t]);
         free(hb[t]);
         CK(d_cuMemFree(bufs[TUNER_BUF_INPUT0 + t]));
     }
