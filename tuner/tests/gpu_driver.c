@@ -54,3 +54,28 @@ void gpu_driver_use(CUdevice dev)
     CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(d_cuCtxSetCurrent(ctx));
 }
+
+void gpu_launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st)
+{
+    for (int k = 0; k < p->n_kernels; k++) {
+        const tuner_launch *l = &p->kernels[k];
+        CUfunction f;
+        CK(d_cuModuleGetFunction(&f, mod, l->name));
+        if (l->shared_bytes > 48 * 1024)
+            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
+        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
+        CUdeviceptr vals[TUNER_MAX_ARGS];
+        CUtensorMap maps[TUNER_MAX_TMAPS];
+        for (int a = 0; a < l->n_args; a++) {
+            vals[a] = bufs[l->args[a]];
+            args[a] = &vals[a];
+        }
+        for (int m = 0; m < l->n_maps; m++) {
+            const tuner_tmap *t = &l->maps[m];
+            CK((CUresult)tuner_tmap_encode(t, bufs[t->buf], &maps[m], &d_encoders));
+            args[l->n_args + m] = &maps[m];
+        }
+        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
+                            l->shared_bytes, st, args, NULL));
+    }
+}

@@ -1,6 +1,7 @@
 /* tuner/tests/gpu_driver.h - the CUDA driver for the tuner's GPU check programs (tuner_gpu_verify,
  * tuner_gpu_attn_mma, tuner_gpu_attn_decode, tuner_gpu_attn_wgmma): the driver entry points they
- * call, as d_<name> pointers, the CK() check and the start of main (driver, device 0).
+ * call, as d_<name> pointers, the CK() check, the start of main (driver, device 0) and the launch
+ * of a generated program.
  *
  * The driver is opened at run time with dlopen("libcuda.so.1") rather than linked: these programs
  * are built on every machine (with CUDA's headers and NVRTC, without a GPU or driver) and run
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 
 #include "op/tmap.h"
+#include "tuner/tuner.h"
 
 /* X(name, versioned symbol, parameter list): every entry point the programs use. */
 #define GPU_DRIVER_ENTRY_POINTS(X)                                                                 \
@@ -71,6 +73,12 @@ bool gpu_driver_first_device(bool need_tmaps, CUdevice *ret_dev, int *ret_major,
 
 /* Makes dev's primary context current on this thread (exit 2 on a driver error). */
 void gpu_driver_use(CUdevice dev);
+
+/* Launches every kernel of p on st, in order: its arguments are bufs[l->args[a]] (bufs indexed by
+ * TUNER_BUF_*), then its TMA tensor maps encoded for bufs[map.buf] with d_encoders, as the worker
+ * passes them; a kernel with more than 48 KiB of dynamic shared memory is allowed it first. Exits
+ * 2 on a driver error. */
+void gpu_launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st);
 
 /* Checks a driver call: on an error prints file, line, the call and the driver's message to
  * stderr and exits 2 (a failed check is a broken run, not a wrong candidate). */

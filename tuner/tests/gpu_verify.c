@@ -12,7 +12,6 @@
  * candidate's time beside the cost model's prediction.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,67 +19,24 @@
 
 #include "common.h"
 #include "gpu_driver.h"
+#include "gpu_jobs.h"
 #include "host_values.h"
 #include "tuner/tuner.h"
 
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-    double measured_us;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 typedef struct devbuf {
     CUdeviceptr base, ptr; /* ptr = base (+2 bytes for an align=2 input) */
     size_t bytes;
 } devbuf;
 
-static void launch_program(CUmodule mod, const tuner_program *p, devbuf *bufs, CUstream st)
+static void launch_program(CUmodule mod, const tuner_program *p, const devbuf *bufs, CUstream st)
 {
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        CUtensorMap maps[TUNER_MAX_TMAPS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]].ptr;
-            args[a] = &vals[a];
-        }
-        /* The tensor maps after the pointers, encoded for the buffers as the worker does. */
-        for (int m = 0; m < l->n_maps; m++) {
-            const tuner_tmap *t = &l->maps[m];
-            CK((CUresult)tuner_tmap_encode(t, bufs[t->buf].ptr, &maps[m], &d_encoders));
-            args[l->n_args + m] = &maps[m];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                          l->shared_bytes, st, args, NULL));
-    }
+    CUdeviceptr ptrs[TUNER_BUF_WORKSPACE + 1];
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        ptrs[i] = bufs[i].ptr;
+    gpu_launch(mod, p, ptrs, st);
 }
 
 static int total_wrong;
@@ -386,7 +342,6 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     if (env && atoi(env) > 0 && (size_t)atoi(env) < limit)
         limit = (size_t)atoi(env);
     n_jobs = limit;
-    next_job = 0;
     jobs = calloc(n_jobs, sizeof(*jobs));
     for (size_t i = 0; i < n_jobs; i++) {
         size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
@@ -394,11 +349,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         jobs[i].t = t;
         jobs[i].s = &sp->items[idx];
     }
-    pthread_t th[32];
-    for (int i = 0; i < threads; i++)
-        pthread_create(&th[i], NULL, compile_worker, NULL);
-    for (int i = 0; i < threads; i++)
-        pthread_join(th[i], NULL);
+    gpu_jobs_compile(jobs, n_jobs, threads);
 
     tuner_program *ref = NULL;
     tuner_binary *refbin = NULL;
@@ -494,7 +445,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     double worst = 0;
     char worst_s[256] = "";
     for (size_t i = 0; i < n_jobs; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         if (!j->bin) {
             failed++;
             printf("  compile failed: %s\n", j->err ? j->err : "?");
@@ -582,7 +533,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     double cms[4096];
     int ncms = 0;
     for (size_t i = 0; i < n_jobs; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         if (j->bin && ncms < 4096)
             cms[ncms++] = j->bin->compile_ms;
         if (!j->bin || j->measured_us <= 0)
@@ -610,12 +561,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             CK(d_cuMemFree(bufs[i].base));
     free(outh);
     free(refh);
-    for (size_t i = 0; i < n_jobs; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n_jobs);
     tuner_program_free(ref);
     tuner_binary_free(refbin);
     tuner_space_free(sp);

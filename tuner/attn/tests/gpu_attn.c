@@ -18,7 +18,6 @@
  */
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +28,7 @@
 #include "tuner/attn/tests/ops.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/gpu_jobs.h"
 #include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
 
@@ -83,65 +83,8 @@ static double apply_epilogue(const tuner_op *op, double v)
 
 /* ---- candidates ---- */
 
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
-
-static void compile_all(int threads)
-{
-    pthread_t th[32];
-    int started = 0;
-    for (int i = 0; i < threads && i < 32; i++)
-        if (pthread_create(&th[started], NULL, compile_worker, NULL) == 0)
-            started++;
-    if (!started)
-        compile_worker(NULL);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-}
-
-static void launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st)
-{
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]];
-            args[a] = &vals[a];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                            l->shared_bytes, st, args, NULL));
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 static double time_us(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st, int reps)
 {
@@ -149,13 +92,13 @@ static double time_us(CUmodule mod, const tuner_program *p, const CUdeviceptr *b
     CK(d_cuEventCreate(&e0, 0));
     CK(d_cuEventCreate(&e1, 0));
     for (int w = 0; w < 3; w++)
-        launch(mod, p, bufs, st);
+        gpu_launch(mod, p, bufs, st);
     double ts[32];
     if (reps > 32)
         reps = 32;
     for (int r = 0; r < reps; r++) {
         CK(d_cuEventRecord(e0, st));
-        launch(mod, p, bufs, st);
+        gpu_launch(mod, p, bufs, st);
         CK(d_cuEventRecord(e1, st));
         CK(d_cuEventSynchronize(e1));
         float ms = 0;
@@ -231,13 +174,12 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         return;
     }
     n_jobs = n;
-    next_job = 0;
     jobs = calloc(n, sizeof(*jobs));
     for (size_t i = 0; i < n; i++) {
         items[i].template_name = "attention_mma";
-        jobs[i] = (job){.op = op, .t = t, .s = &items[i]};
+        jobs[i] = (gpu_job){.op = op, .t = t, .s = &items[i]};
     }
-    compile_all(threads);
+    gpu_jobs_compile(jobs, n_jobs, threads);
 
     fill_inputs(&hc);
     const tuner_attention_dims *d = &hc.p.d;
@@ -270,7 +212,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     int ok = 0, wrong = 0, failed = 0;
     double worst = 0;
     for (size_t k = 0; k < n; k++) {
-        job *j = &jobs[k];
+        gpu_job *j = &jobs[k];
         char *sj = tuner_schedule_json(j->s);
         if (!j->bin) {
             failed++;
@@ -281,7 +223,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * oes));
-        launch(mod, j->prog, bufs, st);
+        gpu_launch(mod, j->prog, bufs, st);
         CK(d_cuStreamSynchronize(st));
         CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * oes));
         double maxerr = 0;
@@ -328,12 +270,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     free(ref);
     free(row);
     free(scores);
-    for (size_t i = 0; i < n; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n);
     free(items);
 }
 
@@ -396,7 +333,7 @@ static void time_case(const char *name, const tuner_op *op, const tuner_target *
             CUmodule mod;
             CK(d_cuModuleLoadData(&mod, bin->cubin));
             CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * oes));
-            launch(mod, prog, bufs, st);
+            gpu_launch(mod, prog, bufs, st);
             CK(d_cuStreamSynchronize(st));
             CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * oes));
             double maxerr = 0;

@@ -16,7 +16,6 @@
  * V read (2 * B * Hkv * Skv * D * 2 bytes / time). HIDET_DECODE_ONLY=substr runs matching cases.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 #include "tuner/attn/tests/attn_host.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/gpu_jobs.h"
 #include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
 
@@ -153,80 +153,26 @@ static void reference(const shape *sh, const tuner_op *op, host_t *in, double *r
 
 /* ---- compiling and running ---------------------------------------------------------------- */
 
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 /* Generates and compiles every attention_decode candidate of sp (threads); returns how many. */
 static size_t compile_all(const tuner_op *op, const tuner_target *t, const tuner_space *sp)
 {
     n_jobs = 0;
-    next_job = 0;
     jobs = calloc(sp->n ? sp->n : 1, sizeof(*jobs));
     for (size_t i = 0; i < sp->n; i++)
         if (!strcmp(sp->items[i].template_name, "attention_decode"))
-            jobs[n_jobs++] = (job){.op = op, .t = t, .s = &sp->items[i]};
-    pthread_t th[16];
-    for (int i = 0; i < 16; i++)
-        pthread_create(&th[i], NULL, compile_worker, NULL);
-    for (int i = 0; i < 16; i++)
-        pthread_join(th[i], NULL);
+            jobs[n_jobs++] = (gpu_job){.op = op, .t = t, .s = &sp->items[i]};
+    gpu_jobs_compile(jobs, n_jobs, 16);
     return n_jobs;
 }
 
 static void free_jobs(void)
 {
-    for (size_t i = 0; i < n_jobs; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n_jobs);
     jobs = NULL;
     n_jobs = 0;
-}
-
-static void launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st)
-{
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]];
-            args[a] = &vals[a];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                            l->shared_bytes, st, args, NULL));
-    }
 }
 
 static int total_bad;
@@ -279,7 +225,7 @@ static void verify(const shape *sh, const tuner_target *t)
     int ok = 0, bad = 0;
     printf("%s: %zu candidates\n", name, n);
     for (size_t i = 0; i < n; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         char *sj = tuner_schedule_json(j->s);
         if (!j->bin) {
             printf("  FAIL %s: compile: %s\n", sj ? sj : "?", j->err ? j->err : "?");
@@ -291,7 +237,7 @@ static void verify(const shape *sh, const tuner_target *t)
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2));  /* NaN */
         CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0x7f, ws)); /* large garbage */
-        launch(mod, j->prog, bufs, st);
+        gpu_launch(mod, j->prog, bufs, st);
         CK(d_cuStreamSynchronize(st));
         CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * 2));
         double maxerr = 0;
@@ -368,7 +314,7 @@ static void bench(const shape *sh, const tuner_target *t, CUdeviceptr flush, siz
     double def_us = 0, best_us = 1e30, model_us = 0, model_pred = 1e30;
     const tuner_schedule *best = NULL, *model = NULL;
     for (size_t i = 0; i < n; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         if (!j->bin) {
             printf("  compile failed: %s\n", j->err ? j->err : "?");
             total_bad++;
@@ -376,12 +322,12 @@ static void bench(const shape *sh, const tuner_target *t, CUdeviceptr flush, siz
         }
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
-        launch(mod, j->prog, bufs, st);
+        gpu_launch(mod, j->prog, bufs, st);
         double ts[15];
         for (int r = 0; r < 15; r++) {
             CK(d_cuMemsetD8Async(flush, (unsigned char)r, flush_bytes, st));
             CK(d_cuEventRecord(e0, st));
-            launch(mod, j->prog, bufs, st);
+            gpu_launch(mod, j->prog, bufs, st);
             CK(d_cuEventRecord(e1, st));
             CK(d_cuEventSynchronize(e1));
             float ms = 0;

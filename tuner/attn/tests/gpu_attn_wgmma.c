@@ -12,7 +12,6 @@
  * AW_ONLY=<substring> runs only the cases whose name contains it.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include "tuner/attn/attn.h"
 #include "tuner/attn/tests/attn_host.h"
 #include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/gpu_jobs.h"
 #include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
 
@@ -77,59 +77,10 @@ static void reference(const tuner_op *op, const void *const in[4], double *out)
     free(lg);
 }
 
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 static CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1];
-
-static void launch(CUmodule mod, const tuner_program *p, CUstream st)
-{
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        CUtensorMap maps[TUNER_MAX_TMAPS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]];
-            args[a] = &vals[a];
-        }
-        for (int m = 0; m < l->n_maps; m++) {
-            CK((CUresult)tuner_tmap_encode(&l->maps[m], bufs[l->maps[m].buf], &maps[m], &d_encoders));
-            args[l->n_args + m] = &maps[m];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                            l->shared_bytes, st, args, NULL));
-    }
-}
 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
 static int total_wrong;
@@ -139,7 +90,6 @@ static int total_wrong;
 static size_t compile_space(const tuner_op *op, tuner_space *sp, bool only_default)
 {
     n_jobs = 0;
-    next_job = 0;
     jobs = calloc(sp->n, sizeof(*jobs));
     size_t def = tuner_default_index(op, &sm90a, sp);
     /* Where another template's schedule is the space's default: attention_wgmma's own preferred
@@ -155,22 +105,13 @@ static size_t compile_space(const tuner_op *op, tuner_space *sp, bool only_defau
         jobs[n_jobs].s = &sp->items[i];
         n_jobs++;
     }
-    pthread_t th[16];
-    for (int i = 0; i < 16; i++)
-        pthread_create(&th[i], NULL, compile_worker, NULL);
-    for (int i = 0; i < 16; i++)
-        pthread_join(th[i], NULL);
+    gpu_jobs_compile(jobs, n_jobs, 16);
     return n_jobs;
 }
 
 static void free_jobs(void)
 {
-    for (size_t i = 0; i < n_jobs; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n_jobs);
     jobs = NULL;
 }
 
@@ -234,7 +175,7 @@ static void verify_case(const acase *c, CUstream st)
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, jobs[i].bin->cubin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nq * 2));
-        launch(mod, jobs[i].prog, st);
+        gpu_launch(mod, jobs[i].prog, bufs, st);
         CK(d_cuStreamSynchronize(st));
         CK(d_cuMemcpyDtoH(out, bufs[TUNER_BUF_OUTPUT], nq * 2));
         CK(d_cuModuleUnload(mod));
@@ -312,11 +253,11 @@ static void time_case(bool causal, CUstream st)
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, jobs[i].bin->cubin));
         for (int w = 0; w < 3; w++)
-            launch(mod, jobs[i].prog, st);
+            gpu_launch(mod, jobs[i].prog, bufs, st);
         const int iters = 20;
         CK(d_cuEventRecord(e0, st));
         for (int w = 0; w < iters; w++)
-            launch(mod, jobs[i].prog, st);
+            gpu_launch(mod, jobs[i].prog, bufs, st);
         CK(d_cuEventRecord(e1, st));
         CK(d_cuEventSynchronize(e1));
         float ms = 0;
