@@ -21,6 +21,7 @@
 #include "gpu_driver.h"
 #include "gpu_jobs.h"
 #include "host_values.h"
+#include "tuner/attn/tests/ops.h"
 #include "tuner/tuner.h"
 
 static gpu_job *jobs;
@@ -108,31 +109,6 @@ static void host_check_gather(const char *name, const tuner_op *op, void *const 
         printf("    the ids did not include both negative and out-of-range ones\n");
         total_wrong++;
     }
-}
-
-/* An attention op as the validator leaves it (op/op.h's ATTENTION): q [B,Hq,S,D] (bshd:
- * [B,S,Hq,D]), k and v [B,Hkv,Skv,D] ([B,Skv,Hkv,D]) in dt, a mask of rank mr (shape ms, dtype
- * mdt) when mr > 0, scale 1/sqrt(D). */
-static tuner_op attn_op(tuner_dtype dt, bool bshd, bool causal, long long b, long long hq, long long hkv, long long s,
-                        long long skv, long long d, int mr, const long long *ms, tuner_dtype mdt)
-{
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    const long long qs[4] = {b, bshd ? s : hq, bshd ? hq : s, d}, ks[4] = {b, bshd ? skv : hkv, bshd ? hkv : skv, d};
-    op.inputs[0] = t_tensor(dt, 4, qs, 16);
-    op.inputs[1] = t_tensor(dt, 4, ks, 16);
-    op.inputs[2] = t_tensor(dt, 4, ks, 16);
-    op.n_inputs = op.n_anchor_inputs = 3;
-    if (mr > 0) {
-        op.inputs[3] = t_tensor(mdt, mr, ms, 16);
-        op.n_inputs = op.n_anchor_inputs = 4;
-    }
-    op.output = op.inputs[0];
-    op.attrs.attention.causal = causal;
-    op.attrs.attention.bshd = bshd;
-    op.attrs.attention.scale = 1.0 / sqrt((double)d);
-    return op;
 }
 
 /* Element (b, h, i, j) of the attention mask broadcast to [B, Hq, S, Skv]: its offset. */
@@ -744,16 +720,16 @@ int main(void)
         const long long m4[4] = {2, 1, 40, 33}, m2[2] = {17, 50}, m1[4] = {2, 1, 1, 300}, res[4] = {1, 17, 8, 80};
         tuner_op op;
         if (!only || strstr("attention reference bhsd gqa causal", only)) {
-            op = attn_op(TUNER_F16, false, true, 2, 4, 2, 40, 33, 64, 4, m4, TUNER_F32);
+            op = ta_attention_of(TUNER_F16, false, true, 2, 4, 2, 40, 33, 64, 4, m4, TUNER_F32);
             verify_attn_reference("attention reference bhsd gqa causal", &op, &t, true);
         }
         if (!only || strstr("attention reference bshd +res*0.5", only)) {
-            op = attn_op(TUNER_BF16, true, true, 1, 8, 2, 17, 50, 80, 2, m2, TUNER_F16);
+            op = ta_attention_of(TUNER_BF16, true, true, 1, 8, 2, 17, 50, 80, 2, m2, TUNER_F16);
             t_add_epilogue(&op, TUNER_EW_ADD, 4, res, TUNER_EW_SCALE);
             verify_attn_reference("attention reference bshd +res*0.5", &op, &t, true);
         }
         if (!only || strstr("attention reference decode mqa", only)) {
-            op = attn_op(TUNER_F16, false, false, 2, 8, 1, 1, 300, 128, 4, m1, TUNER_BF16);
+            op = ta_attention_of(TUNER_F16, false, false, 2, 8, 1, 1, 300, 128, 4, m1, TUNER_BF16);
             verify_attn_reference("attention reference decode mqa", &op, &t, false);
         }
     }

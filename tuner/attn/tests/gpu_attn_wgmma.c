@@ -19,6 +19,7 @@
 
 #include "tuner/attn/attn.h"
 #include "tuner/attn/tests/attn_host.h"
+#include "tuner/attn/tests/ops.h"
 #include "tuner/tests/gpu_driver.h"
 #include "tuner/tests/gpu_jobs.h"
 #include "tuner/tests/host_values.h"
@@ -33,31 +34,16 @@ typedef struct acase {
 
 static tuner_op make_op(const acase *c)
 {
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    op.n_inputs = op.n_anchor_inputs = c->mask ? 4 : 3;
-    tuner_tensor q = {.dtype = c->dt, .rank = 4, .align = 16}, kv = q;
-    const long long qs[4] = {c->b, c->bshd ? c->s : c->hq, c->bshd ? c->hq : c->s, c->d};
-    const long long ks[4] = {c->b, c->bshd ? c->skv : c->hkv, c->bshd ? c->hkv : c->skv, c->d};
-    for (int i = 0; i < 4; i++) {
-        q.shape[i] = qs[i];
-        kv.shape[i] = ks[i];
-    }
-    op.inputs[0] = q;
-    op.inputs[1] = kv;
-    op.inputs[2] = kv;
-    op.output = q;
+    ta_shape ts = {.dt = c->dt, .b = c->b, .hq = c->hq, .hkv = c->hkv, .s = c->s, .skv = c->skv, .d = c->d,
+                   .bshd = c->bshd, .causal = c->causal};
     if (c->mask) {
-        tuner_tensor m = {.dtype = TUNER_F32, .rank = 2, .align = 4};
-        m.shape[0] = c->s;
-        m.shape[1] = c->skv;
-        op.inputs[3] = m;
+        ts.mask_rank = 2;
+        ts.mask_shape[0] = c->s;
+        ts.mask_shape[1] = c->skv;
+        ts.mask_dt = TUNER_F32;
+        ts.mask_align = 4;
     }
-    op.attrs.attention.causal = c->causal;
-    op.attrs.attention.bshd = c->bshd;
-    op.attrs.attention.scale = 1.0 / sqrt((double)c->d);
-    return op;
+    return ta_attention(&ts);
 }
 
 /* out = the reference (attn_host.h) of every row, in q's layout; a row without keys is 0. */
