@@ -11,202 +11,36 @@
  * HIDET_VERIFY_MAX=N limits candidates per case (default: all); HIDET_VERIFY_TIMES=1 prints every
  * candidate's time beside the cost model's prediction.
  */
-#include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "gpu_driver.h"
+#include "gpu_jobs.h"
+#include "host_values.h"
+#include "tuner/attn/tests/ops.h"
 #include "tuner/tuner.h"
 
-/* The driver is opened at run time so that this program loads (and skips) on machines without
- * libcuda.so.1. Each entry is the versioned symbol cuda.h maps the plain name to. */
-#define DRV(X)                                                                                     \
-    X(cuInit, "cuInit", (unsigned))                                                                \
-    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
-    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
-    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
-    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
-    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
-    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
-    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
-    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
-    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
-    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
-    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
-    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
-    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
-    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
-       void **, void **))                                                                          \
-    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
-    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
-    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
-    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
-    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
-    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
-    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
-
-#define DECL(name, sym, args) static CUresult(*d_##name) args;
-DRV(DECL)
-#undef DECL
-/* The tensor-map encoders, as op/tmap.h calls them (enums as ints). */
-static tuner_tmap_encoders d_encoders;
-
-static bool driver_open(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-#define LOAD(name, sym, args)                                                                      \
-    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
-    if (!d_##name)                                                                                 \
-        return false;
-    DRV(LOAD)
-#undef LOAD
-    *(void **)&d_encoders.tiled = dlsym(h, "cuTensorMapEncodeTiled");
-    *(void **)&d_encoders.im2col = dlsym(h, "cuTensorMapEncodeIm2col");
-    return d_encoders.tiled && d_encoders.im2col;
-}
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult e_ = (x);                                                                         \
-        if (e_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            d_cuGetErrorString(e_, &s_);                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static uint16_t f32_to_f16_exact(float f)
-{
-    /* Inputs are k/1024 with |k| <= 1024: normal or zero in f16, exactly representable. */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    uint16_t m = (uint16_t)((b >> 13) & 0x3ff);
-    return (uint16_t)(sign | (uint16_t)(e << 10) | m);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint64_t rng_state;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
-
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-    double measured_us;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 typedef struct devbuf {
     CUdeviceptr base, ptr; /* ptr = base (+2 bytes for an align=2 input) */
     size_t bytes;
 } devbuf;
 
-static void launch_program(CUmodule mod, const tuner_program *p, devbuf *bufs, CUstream st)
+static void launch_program(CUmodule mod, const tuner_program *p, const devbuf *bufs, CUstream st)
 {
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        CUtensorMap maps[TUNER_MAX_TMAPS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]].ptr;
-            args[a] = &vals[a];
-        }
-        /* The tensor maps after the pointers, encoded for the buffers as the worker does. */
-        for (int m = 0; m < l->n_maps; m++) {
-            const tuner_tmap *t = &l->maps[m];
-            CK((CUresult)tuner_tmap_encode(t, bufs[t->buf].ptr, &maps[m], &d_encoders));
-            args[l->n_args + m] = &maps[m];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                          l->shared_bytes, st, args, NULL));
-    }
+    CUdeviceptr ptrs[TUNER_BUF_WORKSPACE + 1];
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        ptrs[i] = bufs[i].ptr;
+    gpu_launch(mod, p, ptrs, st);
 }
 
 static int total_wrong;
-
-/* Element k of a host input as a float (the values are exact in every dtype). */
-static float host_value(const tuner_tensor *t, const void *h, size_t k)
-{
-    float v;
-    uint16_t u;
-    switch (t->dtype) {
-    case TUNER_F32:
-        memcpy(&v, (const char *)h + 4 * k, 4);
-        return v;
-    case TUNER_F16:
-    case TUNER_BF16:
-        memcpy(&u, (const char *)h + 2 * k, 2);
-        return t->dtype == TUNER_F16 ? f16_to_f32(u) : bf16_to_f32(u);
-    default:
-        return 0.0f;
-    }
-}
 
 static long long host_id(const tuner_tensor *t, const void *h, size_t k)
 {
@@ -249,14 +83,14 @@ static void host_check_gather(const char *name, const tuner_op *op, void *const 
     for (long long k = 0; k < n; k++) {
         const long long i = k % I, m = (k / I) % M, o = k / (I * M);
         const long long r = tuner_gather_row(host_id(ix, hin[1], (size_t)m), N);
-        float v = r < 0 ? 0.0f : host_value(x, hin[0], (size_t)((o * N + r) * I + i));
+        float v = r < 0 ? 0.0f : t_host_get(x->dtype, hin[0], (size_t)((o * N + r) * I + i));
         for (int s = 0; s < op->epilogue.n; s++) {
             const tuner_ew_step *st = &op->epilogue.steps[s];
             if (st->kind == TUNER_EW_SCALE) {
                 v = v * (float)st->scalar;
             } else {
                 const tuner_tensor *b = &op->inputs[st->operand];
-                v = v + host_value(b, hin[st->operand], (size_t)(k % tuner_tensor_numel(b)));
+                v = v + t_host_get(b->dtype, hin[st->operand], (size_t)(k % tuner_tensor_numel(b)));
             }
         }
         if (!(refh[k] == v)) {
@@ -275,31 +109,6 @@ static void host_check_gather(const char *name, const tuner_op *op, void *const 
         printf("    the ids did not include both negative and out-of-range ones\n");
         total_wrong++;
     }
-}
-
-/* An attention op as the validator leaves it (op/op.h's ATTENTION): q [B,Hq,S,D] (bshd:
- * [B,S,Hq,D]), k and v [B,Hkv,Skv,D] ([B,Skv,Hkv,D]) in dt, a mask of rank mr (shape ms, dtype
- * mdt) when mr > 0, scale 1/sqrt(D). */
-static tuner_op attn_op(tuner_dtype dt, bool bshd, bool causal, long long b, long long hq, long long hkv, long long s,
-                        long long skv, long long d, int mr, const long long *ms, tuner_dtype mdt)
-{
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    const long long qs[4] = {b, bshd ? s : hq, bshd ? hq : s, d}, ks[4] = {b, bshd ? skv : hkv, bshd ? hkv : skv, d};
-    op.inputs[0] = t_tensor(dt, 4, qs, 16);
-    op.inputs[1] = t_tensor(dt, 4, ks, 16);
-    op.inputs[2] = t_tensor(dt, 4, ks, 16);
-    op.n_inputs = op.n_anchor_inputs = 3;
-    if (mr > 0) {
-        op.inputs[3] = t_tensor(mdt, mr, ms, 16);
-        op.n_inputs = op.n_anchor_inputs = 4;
-    }
-    op.output = op.inputs[0];
-    op.attrs.attention.causal = causal;
-    op.attrs.attention.bshd = bshd;
-    op.attrs.attention.scale = 1.0 / sqrt((double)d);
-    return op;
 }
 
 /* Element (b, h, i, j) of the attention mask broadcast to [B, Hq, S, Skv]: its offset. */
@@ -352,16 +161,16 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
             const bool ninf = mask && (k % 5 == 2 || (mrow && x->shape[x->rank - 2] > 3 && (k / (size_t)mrow) %
                                                           (size_t)x->shape[x->rank - 2] == 3));
             if (x->dtype == TUNER_F16) {
-                uint16_t v = ninf ? 0xfc00 : f32_to_f16_exact((float)rnd_int(-1024, 1024) / 1024.0f);
+                uint16_t v = ninf ? 0xfc00 : t_f32_to_f16((float)t_rnd_int(-1024, 1024) / 1024.0f);
                 memcpy((char *)h + k * 2, &v, 2);
             } else if (x->dtype == TUNER_BF16) {
-                float f = (float)rnd_int(-128, 128) / 128.0f;
+                float f = (float)t_rnd_int(-128, 128) / 128.0f;
                 uint32_t b;
                 memcpy(&b, &f, 4);
                 uint16_t v = ninf ? 0xff80 : (uint16_t)(b >> 16);
                 memcpy((char *)h + k * 2, &v, 2);
             } else {
-                float f = ninf ? -INFINITY : (float)rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
+                float f = ninf ? -INFINITY : (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
                 memcpy((char *)h + k * 4, &f, 4);
             }
         }
@@ -406,12 +215,12 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                                              : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
                     double dot = 0;
                     for (long long c = 0; c < d.d; c++)
-                        dot += (double)host_value(q, hin[0], qrow + (size_t)c) *
-                               (double)host_value(k, hin[1], krow + (size_t)c);
+                        dot += (double)t_host_get(q->dtype, hin[0], qrow + (size_t)c) *
+                               (double)t_host_get(k->dtype, hin[1], krow + (size_t)c);
                     double s_ = scale * dot;
                     if (d.has_mask) {
                         const long long crd[4] = {b, h, i, j};
-                        s_ += (double)host_value(&op->inputs[3], hin[3], attn_mask_offset(&op->inputs[3], crd));
+                        s_ += (double)t_host_get(op->inputs[3].dtype, hin[3], attn_mask_offset(&op->inputs[3], crd));
                     }
                     sc[j] = s_;
                     if (s_ > mx)
@@ -432,7 +241,7 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                                                      : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
                             const double e = exp(sc[j] - mx);
                             l += e;
-                            acc += e * (double)host_value(v, hin[2], vrow + (size_t)c);
+                            acc += e * (double)t_host_get(v->dtype, hin[2], vrow + (size_t)c);
                         }
                     double o = seen > 0 ? acc / l : 0.0;
                     for (int s_ = 0; s_ < op->epilogue.n; s_++) {
@@ -440,7 +249,8 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                         if (stp->kind == TUNER_EW_SCALE)
                             o *= stp->scalar;
                         else /* an add of an output-shaped operand */
-                            o += (double)host_value(&op->inputs[stp->operand], hin[stp->operand], qrow + (size_t)c);
+                            o += (double)t_host_get(op->inputs[stp->operand].dtype, hin[stp->operand],
+                                                    qrow + (size_t)c);
                     }
                     host[qrow + (size_t)c] = o;
                 }
@@ -508,7 +318,6 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     if (env && atoi(env) > 0 && (size_t)atoi(env) < limit)
         limit = (size_t)atoi(env);
     n_jobs = limit;
-    next_job = 0;
     jobs = calloc(n_jobs, sizeof(*jobs));
     for (size_t i = 0; i < n_jobs; i++) {
         size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
@@ -516,11 +325,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         jobs[i].t = t;
         jobs[i].s = &sp->items[idx];
     }
-    pthread_t th[32];
-    for (int i = 0; i < threads; i++)
-        pthread_create(&th[i], NULL, compile_worker, NULL);
-    for (int i = 0; i < threads; i++)
-        pthread_join(th[i], NULL);
+    gpu_jobs_compile(jobs, n_jobs, threads);
 
     tuner_program *ref = NULL;
     tuner_binary *refbin = NULL;
@@ -544,7 +349,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                 /* gather's ids: uniform over [-N, N) (negative ones count from the end), every 7th
                  * negative for sure and every 7th past one end or the other (the kernels give 0
                  * there); a cast's input: small integers. */
-                long long v = rnd_int(-2, 2);
+                long long v = t_rnd_int(-2, 2);
                 if (op->kind == TUNER_OP_GATHER && i == 1) {
                     const long long N = op->inputs[0].shape[op->attrs.gather.axis];
                     if (k % 7 == 3)
@@ -552,7 +357,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                     else if (k % 7 == 1)
                         v = -1 - (long long)(k % (size_t)N); /* in [-N, -1] */
                     else
-                        v = rnd_int(-(int)N, (int)N - 1);
+                        v = t_rnd_int(-(int)N, (int)N - 1);
                 }
                 if (x->dtype == TUNER_I64) {
                     const int64_t w = v;
@@ -562,16 +367,16 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                     memcpy((char *)h + k * 4, &w, 4);
                 }
             } else if (x->dtype == TUNER_F16) {
-                uint16_t v = f32_to_f16_exact((float)rnd_int(-1024, 1024) / 1024.0f);
+                uint16_t v = t_f32_to_f16((float)t_rnd_int(-1024, 1024) / 1024.0f);
                 memcpy((char *)h + k * 2, &v, 2);
             } else if (x->dtype == TUNER_BF16) {
-                float f = (float)rnd_int(-128, 128) / 128.0f;
+                float f = (float)t_rnd_int(-128, 128) / 128.0f;
                 uint32_t b;
                 memcpy(&b, &f, 4);
                 uint16_t v = (uint16_t)(b >> 16);
                 memcpy((char *)h + k * 2, &v, 2);
             } else {
-                float f = (float)rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
+                float f = (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
                 memcpy((char *)h + k * 4, &f, 4);
             }
         }
@@ -616,7 +421,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     double worst = 0;
     char worst_s[256] = "";
     for (size_t i = 0; i < n_jobs; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         if (!j->bin) {
             failed++;
             printf("  compile failed: %s\n", j->err ? j->err : "?");
@@ -638,7 +443,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             else {
                 uint16_t h;
                 memcpy(&h, outh + k * 2, 2);
-                v = op->output.dtype == TUNER_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+                v = op->output.dtype == TUNER_F16 ? t_f16_to_f32(h) : t_bf16_to_f32(h);
             }
             double d = fabs((double)v - refh[k]);
             /* f16 subnormals (below 6.1e-5) are spaced 2^-24 apart: allow one spacing. */
@@ -683,7 +488,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             else {
                 uint16_t h;
                 memcpy(&h, outh + first_bad * 2, 2);
-                v0 = op->output.dtype == TUNER_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+                v0 = op->output.dtype == TUNER_F16 ? t_f16_to_f32(h) : t_bf16_to_f32(h);
             }
             printf("  WRONG %s: %zu/%zu bad, first at %zu: %g vs ref %g\n", sj ? sj : "?", bad, nout, first_bad,
                    (double)v0, (double)refh[first_bad]);
@@ -704,7 +509,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     double cms[4096];
     int ncms = 0;
     for (size_t i = 0; i < n_jobs; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         if (j->bin && ncms < 4096)
             cms[ncms++] = j->bin->compile_ms;
         if (!j->bin || j->measured_us <= 0)
@@ -732,12 +537,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             CK(d_cuMemFree(bufs[i].base));
     free(outh);
     free(refh);
-    for (size_t i = 0; i < n_jobs; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n_jobs);
     tuner_program_free(ref);
     tuner_binary_free(refbin);
     tuner_space_free(sp);
@@ -745,29 +545,17 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
 
 int main(void)
 {
-    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
-        printf("no CUDA GPU/driver: skipped\n");
-        return 77;
-    }
-    int count = 0;
-    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
-        printf("no CUDA GPU: skipped\n");
-        return 77;
-    }
     CUdevice dev;
-    CUcontext ctx;
-    CK(d_cuDeviceGet(&dev, 0));
-    int major = 0, minor = 0;
-    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(d_cuCtxSetCurrent(ctx));
+    int major, minor;
+    if (!gpu_driver_first_device(true, &dev, &major, &minor))
+        return 77;
+    gpu_driver_use(dev);
     tuner_target t = {major * 10 + minor, false};
     if (t.sm > 90)
         t.sm = 90; /* run sm_90 code on newer parts */
     int threads = 16;
     printf("device sm_%d\n", t.sm);
-    rng_state = 12345;
+    t_rng_state = 12345;
 
     static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
     const char *only = getenv("HIDET_VERIFY_ONLY");
@@ -932,16 +720,16 @@ int main(void)
         const long long m4[4] = {2, 1, 40, 33}, m2[2] = {17, 50}, m1[4] = {2, 1, 1, 300}, res[4] = {1, 17, 8, 80};
         tuner_op op;
         if (!only || strstr("attention reference bhsd gqa causal", only)) {
-            op = attn_op(TUNER_F16, false, true, 2, 4, 2, 40, 33, 64, 4, m4, TUNER_F32);
+            op = ta_attention_of(TUNER_F16, false, true, 2, 4, 2, 40, 33, 64, 4, m4, TUNER_F32);
             verify_attn_reference("attention reference bhsd gqa causal", &op, &t, true);
         }
         if (!only || strstr("attention reference bshd +res*0.5", only)) {
-            op = attn_op(TUNER_BF16, true, true, 1, 8, 2, 17, 50, 80, 2, m2, TUNER_F16);
+            op = ta_attention_of(TUNER_BF16, true, true, 1, 8, 2, 17, 50, 80, 2, m2, TUNER_F16);
             t_add_epilogue(&op, TUNER_EW_ADD, 4, res, TUNER_EW_SCALE);
             verify_attn_reference("attention reference bshd +res*0.5", &op, &t, true);
         }
         if (!only || strstr("attention reference decode mqa", only)) {
-            op = attn_op(TUNER_F16, false, false, 2, 8, 1, 1, 300, 128, 4, m1, TUNER_BF16);
+            op = ta_attention_of(TUNER_F16, false, false, 2, 8, 1, 1, 300, 128, 4, m1, TUNER_BF16);
             verify_attn_reference("attention reference decode mqa", &op, &t, false);
         }
     }

@@ -11,30 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* An attention op as the validator leaves it: q [B,Hq,S,D] (bshd: [B,S,Hq,D]), k and v
- * [B,Hkv,Skv,D] ([B,Skv,Hkv,D]) in dt, an optional mask of rank mr (shape ms) in mdt, scale
- * 1/sqrt(D) as a request without one gets. */
-static tuner_op attn_op(tuner_dtype dt, bool bshd, bool causal, long long b, long long hq, long long hkv, long long s,
-                        long long skv, long long d, int mr, const long long *ms, tuner_dtype mdt)
-{
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    const long long qs[4] = {b, bshd ? s : hq, bshd ? hq : s, d}, ks[4] = {b, bshd ? skv : hkv, bshd ? hkv : skv, d};
-    op.inputs[0] = t_tensor(dt, 4, qs, 16);
-    op.inputs[1] = t_tensor(dt, 4, ks, 16);
-    op.inputs[2] = t_tensor(dt, 4, ks, 16);
-    op.n_inputs = op.n_anchor_inputs = 3;
-    if (mr > 0) {
-        op.inputs[3] = t_tensor(mdt, mr, ms, 16);
-        op.n_inputs = op.n_anchor_inputs = 4;
-    }
-    op.output = op.inputs[0];
-    op.attrs.attention.causal = causal;
-    op.attrs.attention.bshd = bshd;
-    op.attrs.attention.scale = 1.0 / __builtin_sqrt((double)d);
-    return op;
-}
+#include "tuner/attn/tests/ops.h"
 
 static void check_reference(const char *name, const tuner_op *op, const tuner_target *t)
 {
@@ -76,14 +53,14 @@ int main(int argc, char **argv)
 
     /* bhsd f16 D 64, GQA 4/2, causal with Skv > S, an f32 [S,Skv] mask; odd sizes */
     const long long m2[2] = {33, 77};
-    op = attn_op(TUNER_F16, false, true, 2, 4, 2, 33, 77, 64, 2, m2, TUNER_F32);
+    op = ta_attention_of(TUNER_F16, false, true, 2, 4, 2, 33, 77, 64, 2, m2, TUNER_F32);
     check_reference("attention bhsd f16 d64 gqa causal mask[S,Skv]", &op, &sm80);
     check_reference("attention bhsd f16 d64 gqa causal mask[S,Skv]", &op, &sm90a);
 
     /* decode: bshd bf16 D 128, S 1, GQA 32/8, Skv 4096, a [B,1,1,Skv] f16 padding mask, a
      * residual add and a cast in the epilogue */
     const long long m4[4] = {2, 1, 1, 4096}, res[4] = {2, 1, 32, 128};
-    op = attn_op(TUNER_BF16, true, false, 2, 32, 8, 1, 4096, 128, 4, m4, TUNER_F16);
+    op = ta_attention_of(TUNER_BF16, true, false, 2, 32, 8, 1, 4096, 128, 4, m4, TUNER_F16);
     t_add_epilogue(&op, TUNER_EW_ADD, 4, res, TUNER_EW_SCALE);
     check_reference("attention bshd bf16 d128 decode mask+add", &op, &sm90a);
     check_reference("attention bshd bf16 d128 decode mask+add", &op, &sm86);
@@ -91,17 +68,17 @@ int main(int argc, char **argv)
     /* D 80 without a mask, a bias epilogue; D 96 bshd causal with S > Skv (rows with no key);
      * D 256 with a bf16 rank-1 mask; MQA */
     const long long bias[1] = {80};
-    op = attn_op(TUNER_F16, false, false, 1, 8, 8, 100, 100, 80, 0, NULL, TUNER_F32);
+    op = ta_attention_of(TUNER_F16, false, false, 1, 8, 8, 100, 100, 80, 0, NULL, TUNER_F32);
     t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_RELU);
     check_reference("attention bhsd f16 d80 +bias", &op, &sm90);
-    op = attn_op(TUNER_BF16, true, true, 3, 6, 2, 40, 16, 96, 0, NULL, TUNER_F32);
+    op = ta_attention_of(TUNER_BF16, true, true, 3, 6, 2, 40, 16, 96, 0, NULL, TUNER_F32);
     check_reference("attention bshd bf16 d96 causal S>Skv", &op, &sm80);
     const long long m1[1] = {50};
-    op = attn_op(TUNER_F16, false, false, 1, 4, 1, 17, 50, 256, 1, m1, TUNER_BF16);
+    op = ta_attention_of(TUNER_F16, false, false, 1, 4, 1, 17, 50, 256, 1, m1, TUNER_BF16);
     check_reference("attention bhsd f16 d256 mqa mask[Skv]", &op, &sm90a);
 
     /* refusals: a prologue, a head dim the templates are not written for */
-    op = attn_op(TUNER_F16, false, false, 1, 4, 4, 16, 16, 64, 0, NULL, TUNER_F32);
+    op = ta_attention_of(TUNER_F16, false, false, 1, 4, 4, 16, 16, 64, 0, NULL, TUNER_F32);
     op.prologue[0].steps[op.prologue[0].n++] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1};
     tuner_program *p = NULL;
     char *err = NULL;
@@ -109,7 +86,7 @@ int main(int argc, char **argv)
           err ? err : "accepted");
     free(err);
     err = NULL;
-    op = attn_op(TUNER_F16, false, false, 1, 4, 4, 16, 16, 72, 0, NULL, TUNER_F32);
+    op = ta_attention_of(TUNER_F16, false, false, 1, 4, 4, 16, 16, 72, 0, NULL, TUNER_F32);
     CHECK(tuner_reference(&op, &sm90, &p, &err) < 0 && err && strstr(err, "head dim"), "d72: %s",
           err ? err : "accepted");
     free(err);

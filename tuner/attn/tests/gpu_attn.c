@@ -16,162 +16,31 @@
  * HIDET_ATTN_ONLY=substring runs the matching cases only; HIDET_ATTN_TIMES=1 prints every
  * candidate's time.
  */
-#include <cuda.h>
-#include <dlfcn.h>
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tuner/attn/attn.h"
+#include "tuner/attn/tests/attn_host.h"
 #include "tuner/attn/tests/ops.h"
 #include "tuner/tests/common.h"
+#include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/gpu_jobs.h"
+#include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
 
-/* The driver is opened at run time so that this program loads (and skips) on machines without
- * libcuda.so.1. Each entry is the versioned symbol cuda.h maps the plain name to. */
-#define DRV(X)                                                                                     \
-    X(cuInit, "cuInit", (unsigned))                                                                \
-    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
-    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
-    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
-    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
-    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
-    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
-    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
-    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
-    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
-    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
-    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
-    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
-    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
-    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
-       void **, void **))                                                                          \
-    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
-    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
-    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
-    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
-    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
-    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
-    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
-
-#define DECL(name, sym, args) static CUresult(*d_##name) args;
-DRV(DECL)
-#undef DECL
-
-static bool driver_open(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-#define LOAD(name, sym, args)                                                                      \
-    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
-    if (!d_##name)                                                                                 \
-        return false;
-    DRV(LOAD)
-#undef LOAD
-    return true;
-}
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult e_ = (x);                                                                         \
-        if (e_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            d_cuGetErrorString(e_, &s_);                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-/* ---- host values: every one exact in its dtype, kept as doubles for the reference ---- */
-
-static uint16_t f32_to_f16_exact(float f)
-{
-    /* Values are k/1024 with |k| <= 4096, or +-inf: normal, zero or inf in f16, exact. */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    if ((b & 0x7fffffff) == 0x7f800000)
-        return (uint16_t)(sign | 0x7c00);
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    uint16_t m = (uint16_t)((b >> 13) & 0x3ff);
-    return (uint16_t)(sign | (uint16_t)(e << 10) | m);
-}
-
-static double f16_to_double(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v;
-    if (e == 0)
-        v = ldexp((double)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexp((double)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static double bf16_to_double(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint64_t rng_state;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
+/* ---- host values: every one exact in its dtype (host_values.h) ---- */
 
 /* A value exact in dt: k/128 (bf16 keeps 8 significant bits) or k/1024 (f16, f32), |k| <= lim. */
 static float rnd_value(tuner_dtype dt, int lim)
 {
-    return dt == TUNER_BF16 ? (float)rnd_int(-lim / 8, lim / 8) / 128.0f : (float)rnd_int(-lim, lim) / 1024.0f;
+    return dt == TUNER_BF16 ? (float)t_rnd_int(-lim / 8, lim / 8) / 128.0f : (float)t_rnd_int(-lim, lim) / 1024.0f;
 }
 
-static void put(void *h, tuner_dtype dt, size_t k, float f)
-{
-    if (dt == TUNER_F32) {
-        memcpy((char *)h + 4 * k, &f, 4);
-        return;
-    }
-    uint16_t v;
-    if (dt == TUNER_F16) {
-        v = f32_to_f16_exact(f);
-    } else {
-        uint32_t b;
-        memcpy(&b, &f, 4);
-        v = (uint16_t)(b >> 16);
-    }
-    memcpy((char *)h + 2 * k, &v, 2);
-}
-
-static double get(const void *h, tuner_dtype dt, size_t k)
-{
-    if (dt == TUNER_F32) {
-        float f;
-        memcpy(&f, (const char *)h + 4 * k, 4);
-        return f;
-    }
-    uint16_t u;
-    memcpy(&u, (const char *)h + 2 * k, 2);
-    return dt == TUNER_F16 ? f16_to_double(u) : bf16_to_double(u);
-}
-
-/* ---- the reference: out[b, h, i, :] in fp64, then the epilogue (scale and cast steps) ---- */
+/* ---- the reference: out[b, h, i, :] in fp64 (attn_host.h), then the epilogue (scale and cast steps) ---- */
 
 static double round_to(double v, tuner_dtype dt)
 {
@@ -200,47 +69,6 @@ typedef struct host_case {
     void *h[4]; /* q, k, v, mask */
 } host_case;
 
-/* Reference row (b, h, i) into out[0..D); returns false when the row keeps no key (out = 0). */
-static bool ref_row(const host_case *hc, long long b, long long h, long long i, double *out, double *scores)
-{
-    const tuner__attn_problem *p = &hc->p;
-    const tuner_attention_dims *d = &p->d;
-    const long long hk = h / d->group;
-    double mx = -INFINITY;
-    for (long long j = 0; j < d->skv; j++) {
-        double s = -INFINITY;
-        if (!p->causal || j <= i + p->causal_off) {
-            double dot = 0;
-            for (long long c = 0; c < d->d; c++)
-                dot += get(hc->h[0], p->dt, (size_t)(b * p->q_sb + h * p->q_sh + i * p->q_ss + c)) *
-                       get(hc->h[1], p->dt, (size_t)(b * p->kv_sb + hk * p->kv_sh + j * p->kv_ss + c));
-            s = p->scale * dot;
-            if (d->has_mask)
-                s += get(hc->h[3], p->mask_dt,
-                         (size_t)(b * p->m_st[0] + h * p->m_st[1] + i * p->m_st[2] + j * p->m_st[3]));
-        }
-        scores[j] = s;
-        if (s > mx)
-            mx = s;
-    }
-    for (long long c = 0; c < d->d; c++)
-        out[c] = 0;
-    if (mx == -INFINITY)
-        return false;
-    double l = 0;
-    for (long long j = 0; j < d->skv; j++) {
-        if (scores[j] == -INFINITY)
-            continue;
-        const double w = exp(scores[j] - mx);
-        l += w;
-        for (long long c = 0; c < d->d; c++)
-            out[c] += w * get(hc->h[2], p->dt, (size_t)(b * p->kv_sb + hk * p->kv_sh + j * p->kv_ss + c));
-    }
-    for (long long c = 0; c < d->d; c++)
-        out[c] /= l;
-    return true;
-}
-
 static double apply_epilogue(const tuner_op *op, double v)
 {
     for (int s = 0; s < op->epilogue.n; s++) {
@@ -255,65 +83,8 @@ static double apply_epilogue(const tuner_op *op, double v)
 
 /* ---- candidates ---- */
 
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
-
-static void compile_all(int threads)
-{
-    pthread_t th[32];
-    int started = 0;
-    for (int i = 0; i < threads && i < 32; i++)
-        if (pthread_create(&th[started], NULL, compile_worker, NULL) == 0)
-            started++;
-    if (!started)
-        compile_worker(NULL);
-    for (int i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
-}
-
-static void launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st)
-{
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]];
-            args[a] = &vals[a];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                            l->shared_bytes, st, args, NULL));
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 static double time_us(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st, int reps)
 {
@@ -321,13 +92,13 @@ static double time_us(CUmodule mod, const tuner_program *p, const CUdeviceptr *b
     CK(d_cuEventCreate(&e0, 0));
     CK(d_cuEventCreate(&e1, 0));
     for (int w = 0; w < 3; w++)
-        launch(mod, p, bufs, st);
+        gpu_launch(mod, p, bufs, st);
     double ts[32];
     if (reps > 32)
         reps = 32;
     for (int r = 0; r < reps; r++) {
         CK(d_cuEventRecord(e0, st));
-        launch(mod, p, bufs, st);
+        gpu_launch(mod, p, bufs, st);
         CK(d_cuEventRecord(e1, st));
         CK(d_cuEventSynchronize(e1));
         float ms = 0;
@@ -358,8 +129,8 @@ static void fill_inputs(host_case *hc)
             else if (i < 3)
                 f = rnd_value(x->dtype, 1024);
             else
-                f = rnd_int(0, 7) == 0 ? -INFINITY : rnd_value(x->dtype, 2048);
-            put(hc->h[i], x->dtype, k, f);
+                f = t_rnd_int(0, 7) == 0 ? -INFINITY : rnd_value(x->dtype, 2048);
+            t_host_put(x->dtype, hc->h[i], k, f);
         }
     }
     if (!hc->p.d.has_mask)
@@ -374,13 +145,13 @@ static void fill_inputs(host_case *hc)
         const float lowest = m->dtype == TUNER_F16 ? -65504.0f : m->dtype == TUNER_BF16 ? -3.38953139e38f : -FLT_MAX;
         for (long long r = 0; r < rows; r++)
             for (long long j = 0; j < skv; j++) {
-                put(hc->h[3], m->dtype, (size_t)((r * s + 3 % s) * skv + j), -INFINITY);
+                t_host_put(m->dtype, hc->h[3], (size_t)((r * s + 3 % s) * skv + j), -INFINITY);
                 if (s > 5)
-                    put(hc->h[3], m->dtype, (size_t)((r * s + 5) * skv + j), lowest);
+                    t_host_put(m->dtype, hc->h[3], (size_t)((r * s + 5) * skv + j), lowest);
             }
     } else if (hc->p.m_st[0] && m->shape[0] > 1) {
         for (long long j = 0; j < skv; j++)
-            put(hc->h[3], m->dtype, (size_t)(1 * (tuner_tensor_numel(m) / m->shape[0]) + j), -INFINITY);
+            t_host_put(m->dtype, hc->h[3], (size_t)(1 * (tuner_tensor_numel(m) / m->shape[0]) + j), -INFINITY);
     }
 }
 
@@ -403,13 +174,12 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         return;
     }
     n_jobs = n;
-    next_job = 0;
     jobs = calloc(n, sizeof(*jobs));
     for (size_t i = 0; i < n; i++) {
         items[i].template_name = "attention_mma";
-        jobs[i] = (job){.op = op, .t = t, .s = &items[i]};
+        jobs[i] = (gpu_job){.op = op, .t = t, .s = &items[i]};
     }
-    compile_all(threads);
+    gpu_jobs_compile(jobs, n_jobs, threads);
 
     fill_inputs(&hc);
     const tuner_attention_dims *d = &hc.p.d;
@@ -421,7 +191,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     for (long long b = 0; b < d->b; b++)
         for (long long h = 0; h < d->hq; h++)
             for (long long i = 0; i < d->s; i++) {
-                empty_rows += !ref_row(&hc, b, h, i, row, scores);
+                empty_rows += !ta_reference_row(&hc.p, (const void *const *)hc.h, b, h, i, row, scores);
                 for (long long c = 0; c < d->d; c++)
                     ref[b * hc.p.q_sb + h * hc.p.q_sh + i * hc.p.q_ss + c] = apply_epilogue(op, row[c]);
             }
@@ -442,7 +212,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     int ok = 0, wrong = 0, failed = 0;
     double worst = 0;
     for (size_t k = 0; k < n; k++) {
-        job *j = &jobs[k];
+        gpu_job *j = &jobs[k];
         char *sj = tuner_schedule_json(j->s);
         if (!j->bin) {
             failed++;
@@ -453,13 +223,13 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * oes));
-        launch(mod, j->prog, bufs, st);
+        gpu_launch(mod, j->prog, bufs, st);
         CK(d_cuStreamSynchronize(st));
         CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * oes));
         double maxerr = 0;
         size_t bad = 0, first = 0;
         for (size_t e = 0; e < nout; e++) {
-            const double v = get(outh, op->output.dtype, e), r = ref[e];
+            const double v = t_host_get(op->output.dtype, outh, e), r = ref[e];
             const double diff = fabs(v - r);
             /* Empty rows: exactly the epilogue of 0. */
             const bool good = r == 0 ? v == 0 : diff <= atol + rtol * fabs(r);
@@ -479,7 +249,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         if (bad) {
             wrong++;
             printf("  WRONG %s: %zu/%zu bad, max err %.3g, first at %zu: %g vs ref %g\n", sj ? sj : "?", bad, nout,
-                   maxerr, first, get(outh, op->output.dtype, first), ref[first]);
+                   maxerr, first, t_host_get(op->output.dtype, outh, first), ref[first]);
         } else {
             ok++;
         }
@@ -500,12 +270,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     free(ref);
     free(row);
     free(scores);
-    for (size_t i = 0; i < n; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n);
     free(items);
 }
 
@@ -549,7 +314,7 @@ static void time_case(const char *name, const tuner_op *op, const tuner_target *
     double *refrows = malloc((size_t)d->hq * 64 * (size_t)d->d * sizeof(double));
     for (long long h = 0; h < d->hq; h++)
         for (int r = 0; r < 64; r++) {
-            ref_row(&hc, 0, h, (long long)r * (d->s - 1) / 63, row, scores);
+            ta_reference_row(&hc.p, (const void *const *)hc.h, 0, h, (long long)r * (d->s - 1) / 63, row, scores);
             memcpy(refrows + (h * 64 + r) * d->d, row, (size_t)d->d * sizeof(double));
         }
     const bool bf = op->output.dtype == TUNER_BF16;
@@ -568,7 +333,7 @@ static void time_case(const char *name, const tuner_op *op, const tuner_target *
             CUmodule mod;
             CK(d_cuModuleLoadData(&mod, bin->cubin));
             CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * oes));
-            launch(mod, prog, bufs, st);
+            gpu_launch(mod, prog, bufs, st);
             CK(d_cuStreamSynchronize(st));
             CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * oes));
             double maxerr = 0;
@@ -578,7 +343,7 @@ static void time_case(const char *name, const tuner_op *op, const tuner_target *
                     const long long i = (long long)r * (d->s - 1) / 63;
                     const double *rr = refrows + (h * 64 + r) * d->d;
                     for (long long c = 0; c < d->d; c++) {
-                        const double v = get(outh, op->output.dtype,
+                        const double v = t_host_get(op->output.dtype, outh,
                                              (size_t)(h * hc.p.q_sh + i * hc.p.q_ss + c));
                         const double diff = fabs(v - rr[c]);
                         bad += !(diff <= atol + rtol * fabs(rr[c]));
@@ -618,23 +383,11 @@ static ta_shape shp(tuner_dtype dt, long long b, long long hq, long long hkv, lo
 
 int main(void)
 {
-    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
-        printf("no CUDA GPU/driver: skipped\n");
-        return 77;
-    }
-    int count = 0;
-    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
-        printf("no CUDA GPU: skipped\n");
-        return 77;
-    }
     CUdevice dev;
-    CUcontext ctx;
-    CK(d_cuDeviceGet(&dev, 0));
-    int major = 0, minor = 0;
-    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(d_cuCtxSetCurrent(ctx));
+    int major, minor;
+    if (!gpu_driver_first_device(false, &dev, &major, &minor))
+        return 77;
+    gpu_driver_use(dev);
     /* The nearest supported target at or below the device. */
     static const int sms[] = {120, 100, 90, 89, 86, 80};
     const int dsm = major * 10 + minor;
@@ -649,7 +402,7 @@ int main(void)
         return 77;
     }
     printf("device sm_%d, target sm_%d\n", dsm, t.sm);
-    rng_state = 12345;
+    t_rng_state = 12345;
     const char *only = getenv("HIDET_ATTN_ONLY");
     const int threads = 16;
     char name[128];

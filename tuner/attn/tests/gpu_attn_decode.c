@@ -15,133 +15,25 @@
  * the default (tune:"none"), the model's pick and the fastest are reported with the GB/s of K and
  * V read (2 * B * Hkv * Skv * D * 2 bytes / time). HIDET_DECODE_ONLY=substr runs matching cases.
  */
-#include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/attn/attn.h"
+#include "tuner/attn/tests/attn_host.h"
+#include "tuner/attn/tests/ops.h"
 #include "tuner/tests/common.h"
+#include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/gpu_jobs.h"
+#include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
-
-#define DRV(X)                                                                                     \
-    X(cuInit, "cuInit", (unsigned))                                                                \
-    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
-    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
-    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
-    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
-    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
-    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
-    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
-    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
-    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
-    X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr, unsigned char, size_t, CUstream))          \
-    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
-    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
-    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
-    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
-    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
-       void **, void **))                                                                          \
-    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
-    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
-    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
-    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
-    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
-    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
-    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
-
-#define DECL(name, sym, args) static CUresult(*d_##name) args;
-DRV(DECL)
-#undef DECL
-
-/* The driver is opened at run time so that this program loads (and skips) without libcuda. */
-static bool driver_open(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-#define LOAD(name, sym, args)                                                                      \
-    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
-    if (!d_##name)                                                                                 \
-        return false;
-    DRV(LOAD)
-#undef LOAD
-    return true;
-}
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult e_ = (x);                                                                         \
-        if (e_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            d_cuGetErrorString(e_, &s_);                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* ---- host values -------------------------------------------------------------------------- */
 
-static float f16_to_f32(uint16_t h)
-{
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static uint16_t f32_to_f16(float f)
-{
-    /* Only for values exact in f16 (normal, zero or infinite: k/1024, |k| <= 1024, or +-inf). */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    if ((b & 0x7fffffff) == 0x7f800000)
-        return (uint16_t)(sign | 0x7c00);
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    return (uint16_t)(sign | (uint16_t)(e << 10) | (uint16_t)((b >> 13) & 0x3ff));
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    /* Only for values exact in bf16. */
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return (uint16_t)(b >> 16);
-}
-
-static uint64_t rng_state = 12345;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
-
-/* A host tensor: its values as floats (exact in its dtype) and its bytes. */
+/* A host tensor: its bytes (values exact in its dtype). */
 typedef struct host_t {
-    float *f;
     void *raw;
     size_t n, bytes;
 } host_t;
@@ -151,18 +43,9 @@ static host_t host_fill(const tuner_tensor *t, float (*value)(size_t k, void *ct
     host_t h;
     h.n = (size_t)tuner_tensor_numel(t);
     h.bytes = h.n * (size_t)tuner_dtype_size(t->dtype);
-    h.f = malloc(h.n * sizeof(float));
     h.raw = malloc(h.bytes);
-    for (size_t k = 0; k < h.n; k++) {
-        const float v = value(k, ctx);
-        h.f[k] = v;
-        if (t->dtype == TUNER_F32) {
-            memcpy((char *)h.raw + 4 * k, &v, 4);
-        } else {
-            const uint16_t u = t->dtype == TUNER_F16 ? f32_to_f16(v) : f32_to_bf16(v);
-            memcpy((char *)h.raw + 2 * k, &u, 2);
-        }
-    }
+    for (size_t k = 0; k < h.n; k++)
+        t_host_put(t->dtype, h.raw, k, value(k, ctx));
     return h;
 }
 
@@ -170,7 +53,7 @@ static float rnd_value(size_t k, void *ctx)
 {
     (void)k;
     const tuner_dtype dt = *(const tuner_dtype *)ctx;
-    return dt == TUNER_BF16 ? (float)rnd_int(-128, 128) / 128.0f : (float)rnd_int(-1024, 1024) / 1024.0f;
+    return dt == TUNER_BF16 ? (float)t_rnd_int(-128, 128) / 128.0f : (float)t_rnd_int(-1024, 1024) / 1024.0f;
 }
 
 /* ---- the cases ---------------------------------------------------------------------------- */
@@ -187,31 +70,16 @@ typedef struct shape {
 
 static tuner_op attn_op(const shape *sh)
 {
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    long long q[4] = {sh->b, sh->hq, sh->s, sh->d}, kv[4] = {sh->b, sh->hkv, sh->skv, sh->d};
-    if (sh->bshd) {
-        q[1] = sh->s, q[2] = sh->hq;
-        kv[1] = sh->skv, kv[2] = sh->hkv;
-    }
-    op.inputs[0] = t_tensor(sh->dt, 4, q, 16);
-    op.inputs[1] = t_tensor(sh->dt, 4, kv, 16);
-    op.inputs[2] = t_tensor(sh->dt, 4, kv, 16);
-    op.n_inputs = op.n_anchor_inputs = 3;
+    ta_shape ts = {.dt = sh->dt, .b = sh->b, .hq = sh->hq, .hkv = sh->hkv, .s = sh->s, .skv = sh->skv, .d = sh->d,
+                   .bshd = sh->bshd, .causal = sh->causal, .mask_dt = TUNER_F32};
     if (sh->mask == MASK_KEYS) {
-        long long m[1] = {sh->skv};
-        op.inputs[3] = t_tensor(TUNER_F32, 1, m, 16);
-        op.n_inputs = op.n_anchor_inputs = 4;
+        ts.mask_rank = 1;
+        ts.mask_shape[0] = sh->skv;
     } else if (sh->mask == MASK_B1SK) {
-        long long m[4] = {sh->b, 1, sh->s, sh->skv};
-        op.inputs[3] = t_tensor(TUNER_F32, 4, m, 16);
-        op.n_inputs = op.n_anchor_inputs = 4;
+        ts.mask_rank = 4;
+        memcpy(ts.mask_shape, (long long[4]){sh->b, 1, sh->s, sh->skv}, sizeof(ts.mask_shape));
     }
-    op.output = t_tensor(sh->dt, 4, q, 16);
-    op.attrs.attention.bshd = sh->bshd;
-    op.attrs.attention.causal = sh->causal;
-    op.attrs.attention.scale = 1.0 / sqrt((double)sh->d);
+    tuner_op op = ta_attention(&ts);
     if (sh->epilogue) {
         long long bias[1] = {sh->d};
         op.inputs[op.n_inputs] = t_tensor(sh->dt, 1, bias, 16);
@@ -235,149 +103,62 @@ static float mask_value(size_t k, void *vctx)
         return -3.4028234663852886e38f;
     if ((j + row * 3) % 7 == 3)
         return -INFINITY;
-    return (float)rnd_int(-256, 256) / 128.0f;
+    return (float)t_rnd_int(-256, 256) / 128.0f;
 }
 
-/* The reference in fp64: out[b,h,i,:] = softmax_j(scale q.k_j + m_ij) V, causal j <= i + Skv -
- * S, 0 for a row with no key, then the epilogue. `ref` in q's layout. */
+/* The reference in fp64 (attn_host.h: out[b,h,i,:] = softmax_j(scale q.k_j + m_ij) V, causal
+ * j <= i + Skv - S, 0 for a row with no key), then the epilogue. `ref` in q's layout. */
 static void reference(const shape *sh, const tuner_op *op, host_t *in, double *ref)
 {
-    const long long B = sh->b, HQ = sh->hq, HKV = sh->hkv, S = sh->s, SKV = sh->skv, D = sh->d, G = HQ / HKV;
-    const double scale = op->attrs.attention.scale;
-    double *sc = malloc((size_t)SKV * sizeof(double)), *acc = malloc((size_t)D * sizeof(double));
-    for (long long b = 0; b < B; b++)
-        for (long long h = 0; h < HQ; h++)
-            for (long long i = 0; i < S; i++) {
-                const long long hk = h / G;
-                const long long qo = sh->bshd ? ((b * S + i) * HQ + h) * D : ((b * HQ + h) * S + i) * D;
-                double mx = -INFINITY;
-                for (long long j = 0; j < SKV; j++) {
-                    const long long ko = sh->bshd ? ((b * SKV + j) * HKV + hk) * D : ((b * HKV + hk) * SKV + j) * D;
-                    double s = 0;
-                    for (long long c = 0; c < D; c++)
-                        s += (double)in[0].f[qo + c] * (double)in[1].f[ko + c];
-                    s *= scale;
-                    if (sh->mask == MASK_KEYS)
-                        s += in[3].f[j];
-                    else if (sh->mask == MASK_B1SK)
-                        s += in[3].f[(b * S + i) * SKV + j];
-                    if (sh->causal && j > i + SKV - S)
-                        s = -INFINITY;
-                    sc[j] = s;
-                    if (s > mx)
-                        mx = s;
-                }
-                for (long long c = 0; c < D; c++)
-                    acc[c] = 0;
-                double l = 0;
-                if (mx != -INFINITY) {
-                    for (long long j = 0; j < SKV; j++) {
-                        const double p = exp(sc[j] - mx);
-                        if (p == 0)
-                            continue;
-                        l += p;
-                        const long long vo =
-                            sh->bshd ? ((b * SKV + j) * HKV + hk) * D : ((b * HKV + hk) * SKV + j) * D;
-                        for (long long c = 0; c < D; c++)
-                            acc[c] += p * (double)in[2].f[vo + c];
-                    }
-                }
-                for (long long c = 0; c < D; c++) {
-                    double v = l > 0 ? acc[c] / l : 0.0;
+    tuner__attn_problem p;
+    char *err = NULL;
+    if (tuner__attn_problem_init(op, &p, &err) < 0) {
+        fprintf(stderr, "reference: %s\n", err ? err : "?");
+        exit(2);
+    }
+    const void *raw[4] = {in[0].raw, in[1].raw, in[2].raw, sh->mask != MASK_NONE ? in[3].raw : NULL};
+    double *sc = malloc((size_t)sh->skv * sizeof(double)), *row = malloc((size_t)sh->d * sizeof(double));
+    for (long long b = 0; b < sh->b; b++)
+        for (long long h = 0; h < sh->hq; h++)
+            for (long long i = 0; i < sh->s; i++) {
+                ta_reference_row(&p, raw, b, h, i, row, sc);
+                const long long qo = b * p.q_sb + h * p.q_sh + i * p.q_ss;
+                for (long long c = 0; c < sh->d; c++) {
+                    double v = row[c];
                     if (sh->epilogue) {
-                        v += (double)in[op->n_inputs - 1].f[c];
+                        const int bias = op->n_inputs - 1;
+                        v += (double)t_host_get(op->inputs[bias].dtype, in[bias].raw, (size_t)c);
                         v = v / (1.0 + exp(-v));
                     }
                     ref[qo + c] = v;
                 }
             }
     free(sc);
-    free(acc);
+    free(row);
 }
 
 /* ---- compiling and running ---------------------------------------------------------------- */
 
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 /* Generates and compiles every attention_decode candidate of sp (threads); returns how many. */
 static size_t compile_all(const tuner_op *op, const tuner_target *t, const tuner_space *sp)
 {
     n_jobs = 0;
-    next_job = 0;
     jobs = calloc(sp->n ? sp->n : 1, sizeof(*jobs));
     for (size_t i = 0; i < sp->n; i++)
         if (!strcmp(sp->items[i].template_name, "attention_decode"))
-            jobs[n_jobs++] = (job){.op = op, .t = t, .s = &sp->items[i]};
-    pthread_t th[16];
-    for (int i = 0; i < 16; i++)
-        pthread_create(&th[i], NULL, compile_worker, NULL);
-    for (int i = 0; i < 16; i++)
-        pthread_join(th[i], NULL);
+            jobs[n_jobs++] = (gpu_job){.op = op, .t = t, .s = &sp->items[i]};
+    gpu_jobs_compile(jobs, n_jobs, 16);
     return n_jobs;
 }
 
 static void free_jobs(void)
 {
-    for (size_t i = 0; i < n_jobs; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n_jobs);
     jobs = NULL;
     n_jobs = 0;
-}
-
-static void launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st)
-{
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]];
-            args[a] = &vals[a];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                            l->shared_bytes, st, args, NULL));
-    }
-}
-
-static float out_value(tuner_dtype dt, const unsigned char *h, size_t k)
-{
-    uint16_t u;
-    memcpy(&u, h + 2 * k, 2);
-    return dt == TUNER_F16 ? f16_to_f32(u) : bf16_to_f32(u);
 }
 
 static int total_bad;
@@ -430,7 +211,7 @@ static void verify(const shape *sh, const tuner_target *t)
     int ok = 0, bad = 0;
     printf("%s: %zu candidates\n", name, n);
     for (size_t i = 0; i < n; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         char *sj = tuner_schedule_json(j->s);
         if (!j->bin) {
             printf("  FAIL %s: compile: %s\n", sj ? sj : "?", j->err ? j->err : "?");
@@ -442,13 +223,13 @@ static void verify(const shape *sh, const tuner_target *t)
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2));  /* NaN */
         CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0x7f, ws)); /* large garbage */
-        launch(mod, j->prog, bufs, st);
+        gpu_launch(mod, j->prog, bufs, st);
         CK(d_cuStreamSynchronize(st));
         CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * 2));
         double maxerr = 0;
         size_t nbad = 0, first = 0;
         for (size_t k = 0; k < nout; k++) {
-            const double v = out_value(sh->dt, outh, k), d = fabs(v - ref[k]);
+            const double v = t_host_get(sh->dt, outh, k), d = fabs(v - ref[k]);
             if (!(d <= atol + rtol * fabs(ref[k]))) {
                 if (!nbad)
                     first = k;
@@ -459,7 +240,7 @@ static void verify(const shape *sh, const tuner_target *t)
         }
         printf("  %s max err %.3e %s", nbad ? "FAIL" : "ok  ", maxerr, sj ? sj : "?");
         if (nbad)
-            printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first, (double)out_value(sh->dt, outh, first),
+            printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first, (double)t_host_get(sh->dt, outh, first),
                    ref[first]);
         printf("\n");
         nbad ? bad++ : ok++;
@@ -474,7 +255,6 @@ static void verify(const shape *sh, const tuner_target *t)
         if (bufs[i])
             CK(d_cuMemFree(bufs[i]));
     for (int i = 0; i < op.n_inputs; i++) {
-        free(in[i].f);
         free(in[i].raw);
     }
     free(outh);
@@ -520,7 +300,7 @@ static void bench(const shape *sh, const tuner_target *t, CUdeviceptr flush, siz
     double def_us = 0, best_us = 1e30, model_us = 0, model_pred = 1e30;
     const tuner_schedule *best = NULL, *model = NULL;
     for (size_t i = 0; i < n; i++) {
-        job *j = &jobs[i];
+        gpu_job *j = &jobs[i];
         if (!j->bin) {
             printf("  compile failed: %s\n", j->err ? j->err : "?");
             total_bad++;
@@ -528,12 +308,12 @@ static void bench(const shape *sh, const tuner_target *t, CUdeviceptr flush, siz
         }
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
-        launch(mod, j->prog, bufs, st);
+        gpu_launch(mod, j->prog, bufs, st);
         double ts[15];
         for (int r = 0; r < 15; r++) {
             CK(d_cuMemsetD8Async(flush, (unsigned char)r, flush_bytes, st));
             CK(d_cuEventRecord(e0, st));
-            launch(mod, j->prog, bufs, st);
+            gpu_launch(mod, j->prog, bufs, st);
             CK(d_cuEventRecord(e1, st));
             CK(d_cuEventSynchronize(e1));
             float ms = 0;
@@ -577,23 +357,11 @@ static void bench(const shape *sh, const tuner_target *t, CUdeviceptr flush, siz
 
 int main(void)
 {
-    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
-        printf("no CUDA GPU/driver: skipped\n");
-        return 77;
-    }
-    int count = 0;
-    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
-        printf("no CUDA GPU: skipped\n");
-        return 77;
-    }
     CUdevice dev;
-    CUcontext ctx;
-    CK(d_cuDeviceGet(&dev, 0));
-    int major = 0, minor = 0;
-    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(d_cuCtxSetCurrent(ctx));
+    int major, minor;
+    if (!gpu_driver_first_device(false, &dev, &major, &minor))
+        return 77;
+    gpu_driver_use(dev);
     /* sm_90 parts run the sm_90a space (the decode template is the same there); newer parts run
      * sm_90 code. */
     tuner_target t = {major * 10 + minor, false};

@@ -11,120 +11,19 @@
  * and causal: TFLOP/s counts 4 * S * Skv * D per head (half the pairs, about, when causal).
  * AW_ONLY=<substring> runs only the cases whose name contains it.
  */
-#include <cuda.h>
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/attn/attn.h"
+#include "tuner/attn/tests/attn_host.h"
+#include "tuner/attn/tests/ops.h"
+#include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/gpu_jobs.h"
+#include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
-
-/* The driver is opened at run time so that this program loads (and skips) on machines without
- * libcuda.so.1. Each entry is the versioned symbol cuda.h maps the plain name to. */
-#define DRV(X)                                                                                     \
-    X(cuInit, "cuInit", (unsigned))                                                                \
-    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                               \
-    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                               \
-    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))         \
-    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))               \
-    X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext))                                             \
-    X(cuGetErrorString, "cuGetErrorString", (CUresult, const char **))                             \
-    X(cuMemAlloc, "cuMemAlloc_v2", (CUdeviceptr *, size_t))                                        \
-    X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                    \
-    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                        \
-    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", (void *, CUdeviceptr, size_t))                              \
-    X(cuMemsetD8, "cuMemsetD8_v2", (CUdeviceptr, unsigned char, size_t))                           \
-    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                            \
-    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                \
-    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))          \
-    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))           \
-    X(cuLaunchKernel, "cuLaunchKernel",                                                            \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
-       void **, void **))                                                                          \
-    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                    \
-    X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream))                                      \
-    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                           \
-    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                       \
-    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                         \
-    X(cuEventSynchronize, "cuEventSynchronize", (CUevent))                                         \
-    X(cuEventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                    \
-    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))
-
-#define DECL(name, sym, args) static CUresult(*d_##name) args;
-DRV(DECL)
-#undef DECL
-/* The tensor-map encoders, as op/tmap.h calls them (enums as ints). */
-static tuner_tmap_encoders d_encoders;
-
-static bool driver_open(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-#define LOAD(name, sym, args)                                                                      \
-    *(void **)(&d_##name) = dlsym(h, sym);                                                         \
-    if (!d_##name)                                                                                 \
-        return false;
-    DRV(LOAD)
-#undef LOAD
-    *(void **)&d_encoders.tiled = dlsym(h, "cuTensorMapEncodeTiled");
-    *(void **)&d_encoders.im2col = dlsym(h, "cuTensorMapEncodeIm2col");
-    return d_encoders.tiled && d_encoders.im2col;
-}
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        CUresult e_ = (x);                                                                         \
-        if (e_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = NULL;                                                                 \
-            d_cuGetErrorString(e_, &s_);                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, s_ ? s_ : "?");            \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static uint16_t to_half_bits(float f, tuner_dtype dt)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    if (dt == TUNER_BF16)
-        return (uint16_t)(b >> 16); /* exact for the inputs used */
-    uint16_t sign = (uint16_t)((b >> 16) & 0x8000);
-    if ((b & 0x7fffffff) == 0)
-        return sign;
-    int e = (int)((b >> 23) & 0xff) - 127 + 15;
-    uint16_t m = (uint16_t)((b >> 13) & 0x3ff);
-    return (uint16_t)(sign | (uint16_t)(e << 10) | m);
-}
-
-static float from_half_bits(uint16_t h, tuner_dtype dt)
-{
-    if (dt == TUNER_BF16) {
-        uint32_t b = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &b, 4);
-        return f;
-    }
-    int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)m, -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(m | 0x400), e - 25);
-    return s ? -v : v;
-}
-
-static uint64_t rng_state = 12345;
-static int rnd_int(int lo, int hi)
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (int)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
-}
 
 typedef struct acase {
     const char *name;
@@ -135,137 +34,39 @@ typedef struct acase {
 
 static tuner_op make_op(const acase *c)
 {
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    op.n_inputs = op.n_anchor_inputs = c->mask ? 4 : 3;
-    tuner_tensor q = {.dtype = c->dt, .rank = 4, .align = 16}, kv = q;
-    const long long qs[4] = {c->b, c->bshd ? c->s : c->hq, c->bshd ? c->hq : c->s, c->d};
-    const long long ks[4] = {c->b, c->bshd ? c->skv : c->hkv, c->bshd ? c->hkv : c->skv, c->d};
-    for (int i = 0; i < 4; i++) {
-        q.shape[i] = qs[i];
-        kv.shape[i] = ks[i];
-    }
-    op.inputs[0] = q;
-    op.inputs[1] = kv;
-    op.inputs[2] = kv;
-    op.output = q;
+    ta_shape ts = {.dt = c->dt, .b = c->b, .hq = c->hq, .hkv = c->hkv, .s = c->s, .skv = c->skv, .d = c->d,
+                   .bshd = c->bshd, .causal = c->causal};
     if (c->mask) {
-        tuner_tensor m = {.dtype = TUNER_F32, .rank = 2, .align = 4};
-        m.shape[0] = c->s;
-        m.shape[1] = c->skv;
-        op.inputs[3] = m;
+        ts.mask_rank = 2;
+        ts.mask_shape[0] = c->s;
+        ts.mask_shape[1] = c->skv;
+        ts.mask_dt = TUNER_F32;
+        ts.mask_align = 4;
     }
-    op.attrs.attention.causal = c->causal;
-    op.attrs.attention.bshd = c->bshd;
-    op.attrs.attention.scale = 1.0 / sqrt((double)c->d);
-    return op;
+    return ta_attention(&ts);
 }
 
-/* Element offsets of q/out[b, h, i, c] and k/v[b, h, j, c] in the case's layout. */
-static size_t q_at(const acase *c, long long b, long long h, long long i, long long x)
+/* out = the reference (attn_host.h) of every row, in q's layout; a row without keys is 0. */
+static void reference(const tuner_op *op, const void *const in[4], double *out)
 {
-    return (size_t)(c->bshd ? ((b * c->s + i) * c->hq + h) * c->d + x : ((b * c->hq + h) * c->s + i) * c->d + x);
-}
-static size_t kv_at(const acase *c, long long b, long long h, long long j, long long x)
-{
-    return (size_t)(c->bshd ? ((b * c->skv + j) * c->hkv + h) * c->d + x : ((b * c->hkv + h) * c->skv + j) * c->d + x);
-}
-
-/* out = softmax(scale * q.k^T + mask, causal bottom-right) . v in fp64; a row without keys is 0. */
-static void reference(const acase *c, const float *q, const float *k, const float *v, const float *mask,
-                      double *out)
-{
-    const double scale = 1.0 / sqrt((double)c->d);
-    const long long off = c->skv - c->s, group = c->hq / c->hkv;
-    double *lg = malloc(sizeof(double) * (size_t)c->skv), *acc = malloc(sizeof(double) * (size_t)c->d);
-    for (long long b = 0; b < c->b; b++)
-        for (long long h = 0; h < c->hq; h++)
-            for (long long i = 0; i < c->s; i++) {
-                double mx = -INFINITY;
-                for (long long j = 0; j < c->skv; j++) {
-                    double s = 0;
-                    for (long long x = 0; x < c->d; x++)
-                        s += (double)q[q_at(c, b, h, i, x)] * k[kv_at(c, b, h / group, j, x)];
-                    s *= scale;
-                    if (mask)
-                        s += mask[i * c->skv + j];
-                    if (c->causal && j > i + off)
-                        s = -INFINITY;
-                    lg[j] = s;
-                    if (s > mx)
-                        mx = s;
-                }
-                for (long long x = 0; x < c->d; x++)
-                    acc[x] = 0;
-                double l = 0;
-                if (mx != -INFINITY)
-                    for (long long j = 0; j < c->skv; j++) {
-                        const double p = exp(lg[j] - mx);
-                        l += p;
-                        for (long long x = 0; x < c->d; x++)
-                            acc[x] += p * v[kv_at(c, b, h / group, j, x)];
-                    }
-                for (long long x = 0; x < c->d; x++)
-                    out[q_at(c, b, h, i, x)] = l > 0 ? acc[x] / l : 0.0;
-            }
+    tuner__attn_problem p;
+    char *err = NULL;
+    if (tuner__attn_problem_init(op, &p, &err) < 0) {
+        fprintf(stderr, "reference: %s\n", err ? err : "?");
+        exit(2);
+    }
+    double *lg = malloc(sizeof(double) * (size_t)p.d.skv);
+    for (long long b = 0; b < p.d.b; b++)
+        for (long long h = 0; h < p.d.hq; h++)
+            for (long long i = 0; i < p.d.s; i++)
+                ta_reference_row(&p, in, b, h, i, out + b * p.q_sb + h * p.q_sh + i * p.q_ss, lg);
     free(lg);
-    free(acc);
 }
 
-typedef struct job {
-    const tuner_op *op;
-    const tuner_target *t;
-    const tuner_schedule *s;
-    tuner_program *prog;
-    tuner_binary *bin;
-    char *err;
-} job;
-
-static job *jobs;
-static size_t n_jobs, next_job;
-static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void *compile_worker(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&job_mu);
-        size_t i = next_job++;
-        pthread_mutex_unlock(&job_mu);
-        if (i >= n_jobs)
-            return NULL;
-        job *j = &jobs[i];
-        if (tuner_generate(j->op, j->t, j->s, &j->prog, &j->err) == 0)
-            tuner_compile(j->prog->source, j->t, &j->bin, &j->err);
-    }
-}
+static gpu_job *jobs;
+static size_t n_jobs;
 
 static CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1];
-
-static void launch(CUmodule mod, const tuner_program *p, CUstream st)
-{
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        CUtensorMap maps[TUNER_MAX_TMAPS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]];
-            args[a] = &vals[a];
-        }
-        for (int m = 0; m < l->n_maps; m++) {
-            CK((CUresult)tuner_tmap_encode(&l->maps[m], bufs[l->maps[m].buf], &maps[m], &d_encoders));
-            args[l->n_args + m] = &maps[m];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                            l->shared_bytes, st, args, NULL));
-    }
-}
 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
 static int total_wrong;
@@ -275,7 +76,6 @@ static int total_wrong;
 static size_t compile_space(const tuner_op *op, tuner_space *sp, bool only_default)
 {
     n_jobs = 0;
-    next_job = 0;
     jobs = calloc(sp->n, sizeof(*jobs));
     size_t def = tuner_default_index(op, &sm90a, sp);
     /* Where another template's schedule is the space's default: attention_wgmma's own preferred
@@ -291,22 +91,13 @@ static size_t compile_space(const tuner_op *op, tuner_space *sp, bool only_defau
         jobs[n_jobs].s = &sp->items[i];
         n_jobs++;
     }
-    pthread_t th[16];
-    for (int i = 0; i < 16; i++)
-        pthread_create(&th[i], NULL, compile_worker, NULL);
-    for (int i = 0; i < 16; i++)
-        pthread_join(th[i], NULL);
+    gpu_jobs_compile(jobs, n_jobs, 16);
     return n_jobs;
 }
 
 static void free_jobs(void)
 {
-    for (size_t i = 0; i < n_jobs; i++) {
-        tuner_program_free(jobs[i].prog);
-        tuner_binary_free(jobs[i].bin);
-        free(jobs[i].err);
-    }
-    free(jobs);
+    gpu_jobs_free(jobs, n_jobs);
     jobs = NULL;
 }
 
@@ -328,16 +119,12 @@ static void verify_case(const acase *c, CUstream st)
         return;
     }
     const size_t nq = (size_t)(c->b * c->hq * c->s * c->d), nkv = (size_t)(c->b * c->hkv * c->skv * c->d);
-    float *h[3];
     uint16_t *hb[3];
     const size_t ns[3] = {nq, nkv, nkv};
     for (int t = 0; t < 3; t++) {
-        h[t] = malloc(ns[t] * sizeof(float));
         hb[t] = malloc(ns[t] * 2);
-        for (size_t k = 0; k < ns[t]; k++) {
-            h[t][k] = (float)rnd_int(-128, 128) / 128.0f;
-            hb[t][k] = to_half_bits(h[t][k], c->dt);
-        }
+        for (size_t k = 0; k < ns[t]; k++)
+            t_host_put(c->dt, hb[t], k, (float)t_rnd_int(-128, 128) / 128.0f);
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + t], ns[t] * 2));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + t], hb[t], ns[t] * 2));
     }
@@ -351,13 +138,14 @@ static void verify_case(const acase *c, CUstream st)
         for (size_t k = 0; k < nm; k++)
             mask[k] = (k % 7 == 0 || (c->s > 3 && k / (size_t)c->skv == 3)) ? -INFINITY
                       : c->s > 4 && k / (size_t)c->skv == 4 ? -3.4028234663852886e38f
-                                                            : (float)rnd_int(-256, 0) / 128.0f;
+                                                            : (float)t_rnd_int(-256, 0) / 128.0f;
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + 3], nm * sizeof(float)));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + 3], mask, nm * sizeof(float)));
     }
     CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], nq * 2));
     double *ref = malloc(nq * sizeof(double));
-    reference(c, h[0], h[1], h[2], mask, ref);
+    const void *in[4] = {hb[0], hb[1], hb[2], mask};
+    reference(&op, in, ref);
     uint16_t *out = malloc(nq * 2);
     const double tol = c->dt == TUNER_F16 ? 0.01 : 0.03;
     compile_space(&op, sp, false);
@@ -373,14 +161,14 @@ static void verify_case(const acase *c, CUstream st)
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, jobs[i].bin->cubin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nq * 2));
-        launch(mod, jobs[i].prog, st);
+        gpu_launch(mod, jobs[i].prog, bufs, st);
         CK(d_cuStreamSynchronize(st));
         CK(d_cuMemcpyDtoH(out, bufs[TUNER_BUF_OUTPUT], nq * 2));
         CK(d_cuModuleUnload(mod));
         double maxerr = 0;
         size_t at = 0, nans = 0;
         for (size_t k = 0; k < nq; k++) {
-            const float o = from_half_bits(out[k], c->dt);
+            const float o = t_host_get(c->dt, out, k);
             if (o != o) {
                 nans++;
                 at = k;
@@ -396,13 +184,12 @@ static void verify_case(const acase *c, CUstream st)
         const bool bad = !(maxerr <= tol);
         wrong += bad;
         printf("  %-40s %s: max err %.3g (at %zu: %g vs %g)%s%s\n", c->name, sn, maxerr, at,
-               (double)from_half_bits(out[at], c->dt), ref[at], nans ? " NaN" : "", bad ? " - WRONG" : "");
+               (double)t_host_get(c->dt, out, at), ref[at], nans ? " NaN" : "", bad ? " - WRONG" : "");
     }
     printf("%-40s %zu candidates, %d wrong\n", c->name, n_jobs, wrong);
     total_wrong += wrong;
     free_jobs();
     for (int t = 0; t < 3; t++) {
-        free(h[t]);
         free(hb[t]);
         CK(d_cuMemFree(bufs[TUNER_BUF_INPUT0 + t]));
     }
@@ -452,11 +239,11 @@ static void time_case(bool causal, CUstream st)
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, jobs[i].bin->cubin));
         for (int w = 0; w < 3; w++)
-            launch(mod, jobs[i].prog, st);
+            gpu_launch(mod, jobs[i].prog, bufs, st);
         const int iters = 20;
         CK(d_cuEventRecord(e0, st));
         for (int w = 0; w < iters; w++)
-            launch(mod, jobs[i].prog, st);
+            gpu_launch(mod, jobs[i].prog, bufs, st);
         CK(d_cuEventRecord(e1, st));
         CK(d_cuEventSynchronize(e1));
         float ms = 0;
@@ -489,27 +276,15 @@ static const acase cases[] = {
 
 int main(void)
 {
-    if (!driver_open() || d_cuInit(0) != CUDA_SUCCESS) {
-        printf("no CUDA GPU/driver: skipped\n");
-        return 77;
-    }
-    int count = 0;
-    if (d_cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) {
-        printf("no CUDA GPU: skipped\n");
-        return 77;
-    }
     CUdevice dev;
-    CUcontext ctx;
-    CK(d_cuDeviceGet(&dev, 0));
-    int major = 0, minor = 0;
-    CK(d_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    CK(d_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+    int major, minor;
+    if (!gpu_driver_first_device(true, &dev, &major, &minor))
+        return 77;
     if (major != 9 || minor != 0) {
         printf("sm_%d%d: attention_wgmma needs sm_90a: skipped\n", major, minor);
         return 77;
     }
-    CK(d_cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(d_cuCtxSetCurrent(ctx));
+    gpu_driver_use(dev);
     CUstream st;
     CK(d_cuStreamCreate(&st, 0));
     const char *only = getenv("AW_ONLY");

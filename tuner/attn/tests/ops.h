@@ -1,5 +1,6 @@
-/* tuner/attn/tests/ops.h - attention ops built by hand for the attention templates' tests, as
- * validation would leave them (output q's shape and dtype, scale 1/sqrt(D) unless given). */
+/* tuner/attn/tests/ops.h - attention ops built by hand for the attention templates' tests and
+ * GPU checks, and for tuner/tests' checks of the attention reference, as validation would leave
+ * them (output q's shape and dtype, scale 1/sqrt(D) unless given). */
 #ifndef HIDET_TUNER_ATTN_TESTS_OPS_H
 #define HIDET_TUNER_ATTN_TESTS_OPS_H
 
@@ -16,7 +17,8 @@ typedef struct ta_shape {
     int mask_rank;
     long long mask_shape[4];
     tuner_dtype mask_dt;
-    double scale; /* 0: 1/sqrt(D) */
+    int mask_align; /* 0: 16 */
+    double scale;   /* 0: 1/sqrt(D) */
 } ta_shape;
 
 static inline tuner_tensor ta_tensor(tuner_dtype dt, int rank, const long long *shape)
@@ -49,6 +51,8 @@ static inline tuner_op ta_attention(const ta_shape *sh)
     op.n_inputs = op.n_anchor_inputs = 3;
     if (sh->mask_rank > 0) {
         op.inputs[3] = ta_tensor(sh->mask_dt, sh->mask_rank, sh->mask_shape);
+        if (sh->mask_align)
+            op.inputs[3].align = sh->mask_align;
         op.n_inputs = op.n_anchor_inputs = 4;
     }
     op.output = ta_tensor(sh->dt, 4, q);
@@ -56,6 +60,22 @@ static inline tuner_op ta_attention(const ta_shape *sh)
     op.attrs.attention.bshd = sh->bshd;
     op.attrs.attention.scale = sh->scale > 0 ? sh->scale : 1.0 / sqrt((double)sh->d);
     return op;
+}
+
+/* ta_attention with the shape given in place: q [B,Hq,S,D] (bshd: [B,S,Hq,D]), k and v
+ * [B,Hkv,Skv,D] ([B,Skv,Hkv,D]) in dt, a mask of rank mr (shape ms, dtype mdt) when mr > 0. */
+static inline tuner_op ta_attention_of(tuner_dtype dt, bool bshd, bool causal, long long b, long long hq, long long hkv,
+                                       long long s, long long skv, long long d, int mr, const long long *ms,
+                                       tuner_dtype mdt)
+{
+    ta_shape sh = {.dt = dt, .b = b, .hq = hq, .hkv = hkv, .s = s, .skv = skv, .d = d, .bshd = bshd, .causal = causal};
+    if (mr > 0) {
+        sh.mask_rank = mr;
+        for (int i = 0; i < mr; i++)
+            sh.mask_shape[i] = ms[i];
+        sh.mask_dt = mdt;
+    }
+    return ta_attention(&sh);
 }
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tuner/attn/attn.h"
+#include "tuner/attn/tests/ops.h"
 #include "tuner/template.h"
 
 enum { MASK_NONE, MASK_KEYS_F32, MASK_B1SK_F16 };
@@ -28,31 +29,18 @@ typedef struct shape {
 
 static tuner_op attn_op(const shape *sh)
 {
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    long long q[4] = {sh->b, sh->hq, sh->s, sh->d}, kv[4] = {sh->b, sh->hkv, sh->skv, sh->d};
-    if (sh->bshd) {
-        q[1] = sh->s, q[2] = sh->hq;
-        kv[1] = sh->skv, kv[2] = sh->hkv;
-    }
-    op.inputs[0] = t_tensor(sh->dt, 4, q, 16);
-    op.inputs[1] = t_tensor(sh->dt, 4, kv, 16);
-    op.inputs[2] = t_tensor(sh->dt, 4, kv, 16);
-    op.n_inputs = op.n_anchor_inputs = 3;
+    ta_shape ts = {.dt = sh->dt, .b = sh->b, .hq = sh->hq, .hkv = sh->hkv, .s = sh->s, .skv = sh->skv, .d = sh->d,
+                   .bshd = sh->bshd, .causal = sh->causal};
     if (sh->mask == MASK_KEYS_F32) {
-        long long m[1] = {sh->skv};
-        op.inputs[3] = t_tensor(TUNER_F32, 1, m, 16);
-        op.n_inputs = op.n_anchor_inputs = 4;
+        ts.mask_rank = 1;
+        ts.mask_shape[0] = sh->skv;
+        ts.mask_dt = TUNER_F32;
     } else if (sh->mask == MASK_B1SK_F16) {
-        long long m[4] = {sh->b, 1, sh->s, sh->skv};
-        op.inputs[3] = t_tensor(TUNER_F16, 4, m, 16);
-        op.n_inputs = op.n_anchor_inputs = 4;
+        ts.mask_rank = 4;
+        memcpy(ts.mask_shape, (long long[4]){sh->b, 1, sh->s, sh->skv}, sizeof(ts.mask_shape));
+        ts.mask_dt = TUNER_F16;
     }
-    op.output = t_tensor(sh->dt, 4, q, 16);
-    op.attrs.attention.bshd = sh->bshd;
-    op.attrs.attention.causal = sh->causal;
-    op.attrs.attention.scale = 1.0 / sqrt((double)sh->d);
+    tuner_op op = ta_attention(&ts);
     if (sh->epilogue) {
         /* + a bias over the head dim, then silu. */
         long long bias[1] = {sh->d};

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tuner/attn/tests/ops.h"
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
 
@@ -34,30 +35,17 @@ typedef struct attn_case {
 
 static tuner_op attn_op(const attn_case *c)
 {
-    tuner_op op;
-    memset(&op, 0, sizeof(op));
-    op.kind = TUNER_OP_ATTENTION;
-    op.n_inputs = op.n_anchor_inputs = 3;
-    long long q[4] = {c->b, c->hq, c->s, c->d}, kv[4] = {c->b, c->hkv, c->skv, c->d};
-    if (c->bshd) {
-        q[1] = c->s;
-        q[2] = c->hq;
-        kv[1] = c->skv;
-        kv[2] = c->hkv;
-    }
-    op.inputs[0] = t_tensor(c->dt, 4, q, 16);
-    op.inputs[1] = t_tensor(c->dt, 4, kv, 16);
-    op.inputs[2] = t_tensor(c->dt, 4, kv, 16);
-    op.output = t_tensor(c->dt, 4, q, 16);
-    op.attrs.attention.causal = c->causal;
-    op.attrs.attention.bshd = c->bshd;
-    op.attrs.attention.scale = 1.0 / sqrt((double)c->d);
+    ta_shape ts = {.dt = c->dt, .b = c->b, .hq = c->hq, .hkv = c->hkv, .s = c->s, .skv = c->skv, .d = c->d,
+                   .bshd = c->bshd, .causal = c->causal};
     if (c->mask_rank) {
         long long m1[1] = {c->skv}, m2[2] = {c->s, c->skv}, m4[4] = {c->b, 1, 1, c->skv};
         const long long *ms = c->mask_rank == 1 ? m1 : c->mask_rank == 2 ? m2 : m4;
-        op.inputs[3] = t_tensor(c->mask_dt, c->mask_rank, ms, 4);
-        op.n_inputs = op.n_anchor_inputs = 4;
+        ts.mask_rank = c->mask_rank;
+        memcpy(ts.mask_shape, ms, (size_t)c->mask_rank * sizeof(long long));
+        ts.mask_dt = c->mask_dt;
+        ts.mask_align = 4;
     }
+    tuner_op op = ta_attention(&ts);
     if (c->epilogue) {
         long long bs[1] = {c->d};
         t_add_epilogue(&op, TUNER_EW_ADD, 1, bs, TUNER_EW_RELU);
