@@ -22,6 +22,7 @@
 #include "graph/graph_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ typedef struct prim {
     int kernel;          /* -1 until a kernel computes it */
     bool live;
     int perm[TUNER_MAX_RANK]; /* TRANSPOSE: output axis k reads input axis perm[k] */
-    /* ANCHOR: further graph nodes it computes (an attention rewritten from its parts) */
+    /* further graph nodes it computes (an attention or a GELU rewritten from its parts) */
     int n_also;
     int also[16];
 } prim;
@@ -904,6 +905,160 @@ static int fold_attention_layout(part *c)
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
+/* ---- GELU spelled out -------------------------------------------------------------------------- */
+
+/* The step prim producing t when it is of kind `kind` with n_in inputs and t is read only once
+ * (and is no graph output); else NULL. */
+static const prim *single_use_step(const part *c, int t, tuner_ew_kind kind, int n_in)
+{
+    const int pk = c->producer[t];
+    if (pk < 0 || !owned(c, t, 1))
+        return NULL;
+    const prim *pr = &c->prims[pk];
+    return pr->kind == PRIM_STEP && pr->step.kind == kind && pr->n_in == n_in ? pr : NULL;
+}
+
+/* A scalar step's constant as the model wrote it: equal to want up to float rounding. */
+static bool near(double v, double want)
+{
+    return fabs(v - want) <= 1e-6 * fabs(want);
+}
+
+/* The x of half = x * 0.5, or -1. */
+static int half_of(const part *c, int half)
+{
+    const prim *pr = single_use_step(c, half, TUNER_EW_SCALE, 1);
+    return pr && near(pr->step.scalar, 0.5) ? pr->in[0] : -1;
+}
+
+/* Whether inner is sqrt(2/pi) * (x + 0.044715 * x^3), the argument of GELU's tanh form. */
+static bool is_tanh_argument(const part *c, int inner, int x)
+{
+    const prim *sc = single_use_step(c, inner, TUNER_EW_SCALE, 1);
+    if (!sc || !near(sc->step.scalar, 0.7978845608028654))
+        return false;
+    const prim *add = single_use_step(c, sc->in[0], TUNER_EW_ADD, 2);
+    if (!add)
+        return false;
+    for (int j = 0; j < 2; j++) {
+        const prim *cube_scaled = add->in[j] == x ? single_use_step(c, add->in[1 - j], TUNER_EW_SCALE, 1) : NULL;
+        if (!cube_scaled || !near(cube_scaled->step.scalar, 0.044715))
+            continue;
+        const prim *cube = single_use_step(c, cube_scaled->in[0], TUNER_EW_POW, 1);
+        if (cube && cube->step.scalar == 3.0 && cube->in[0] == x)
+            return true;
+    }
+    return false;
+}
+
+/* The GELU step whose spelled-out form is one = 1 + tanh(...) or 1 + erf(...) of x, or -1. */
+static int gelu_kind_of(const part *c, int one, int x)
+{
+    const prim *shift = single_use_step(c, one, TUNER_EW_SHIFT, 1);
+    if (!shift || !near(shift->step.scalar, 1.0))
+        return -1;
+    const prim *f = single_use_step(c, shift->in[0], TUNER_EW_TANH, 1);
+    if (f)
+        return is_tanh_argument(c, f->in[0], x) ? TUNER_EW_GELU_TANH : -1;
+    f = single_use_step(c, shift->in[0], TUNER_EW_ERF, 1);
+    if (!f)
+        return -1;
+    const prim *sc = single_use_step(c, f->in[0], TUNER_EW_SCALE, 1);
+    return sc && sc->in[0] == x && near(sc->step.scalar, 0.7071067811865476) ? TUNER_EW_GELU_ERF : -1;
+}
+
+/* Rewrites GELU spelled out in elementwise steps - (x * 0.5) * (1 + tanh(sqrt(2/pi) * (x + 0.044715
+ * * x^3))), GPT-2's gelu_new as PyTorch records it, or (x * 0.5) * (1 + erf(x * 1/sqrt(2))) - into
+ * the one GELU step: x is read three times there, so no epilogue could take the steps and each
+ * was a kernel of its own (eight passes over GPT-2's widest activation). Every intermediate must
+ * be read only there. The final multiply becomes the GELU step; analyse() then finds the others
+ * dead. Returns how many it rewrote. */
+static int fold_gelu(part *c)
+{
+    int n = 0;
+    for (int k = 0; k < c->n_prims; k++) {
+        prim *mul = &c->prims[k];
+        if (!mul->live || mul->kind != PRIM_STEP || mul->step.kind != TUNER_EW_MUL || mul->n_in != 2)
+            continue;
+        for (int j = 0; j < 2; j++) {
+            const int x = half_of(c, mul->in[j]);
+            const int kind = x >= 0 ? gelu_kind_of(c, mul->in[1 - j], x) : -1;
+            if (kind < 0 || !same_shape(&c->p->tensors[x].t, &c->p->tensors[mul->out].t) ||
+                c->p->tensors[x].t.dtype != c->p->tensors[mul->out].t.dtype)
+                continue;
+            /* The matched prims are everything between mul and x: the GELU computes their nodes. */
+            int stack[16], n_stack = 0;
+            stack[n_stack++] = mul->in[0];
+            stack[n_stack++] = mul->in[1];
+            mul->n_also = 0;
+            while (n_stack > 0) {
+                const int t = stack[--n_stack];
+                if (t == x)
+                    continue;
+                const prim *pr = &c->prims[c->producer[t]];
+                if (mul->n_also < 16)
+                    mul->also[mul->n_also++] = pr->node;
+                for (int i = 0; i < pr->n_in && n_stack < 16; i++)
+                    stack[n_stack++] = pr->in[i];
+            }
+            mul->step = (tuner_ew_step){.kind = (tuner_ew_kind)kind, .operand = -1, .dtype = mul->step.dtype};
+            mul->in[0] = x;
+            mul->n_in = 1;
+            n++;
+            break;
+        }
+    }
+    return n;
+}
+
+/* ---- views below unary steps ------------------------------------------------------------------- */
+
+/* Moves a view below the unary step that alone reads it: view(a) -> step -> y becomes step(a) -> y0
+ * -> view -> y (y0 new, a's shape, the step's dtype; y a view of it). A step computes each element
+ * by itself, so it commutes with any reshape - and so the step can join the epilogue of a's
+ * producer, which reads a and not the view: PyTorch records a linear layer as addmm on 2-D rows
+ * viewed back to [B, S, N], so a GELU after it (BERT, GPT-2) was a kernel of its own, a pass over
+ * the MLP's widest activation. One swap per view and pass (the uses and producers are analyse()'s,
+ * of the tensors the pass started with); graph_partition repeats the pass while it moves one.
+ * Returns how many it moved. */
+static int sink_views(part *c)
+{
+    const int n_tensors = c->p->n_tensors;
+    int n = 0;
+    for (int k = 0; k < c->n_prims; k++) {
+        const prim *v = &c->prims[k];
+        if (!v->live || v->kind != PRIM_VIEW || v->out >= n_tensors || !owned(c, v->out, 1))
+            continue;
+        int sk = -1;
+        for (int j = k + 1; j < c->n_prims && sk < 0; j++)
+            if (c->prims[j].live && c->prims[j].n_in >= 1 && c->prims[j].in[0] == v->out)
+                sk = j;
+        if (sk < 0)
+            continue;
+        const prim *st = &c->prims[sk];
+        const int y = st->out;
+        if (st->kind != PRIM_STEP || st->n_in != 1 || y >= n_tensors || c->p->tensors[y].is_output ||
+            c->p->tensors[y].view_of >= 0)
+            continue;
+        tuner_tensor t0 = c->p->tensors[v->in[0]].t;
+        t0.dtype = c->p->tensors[y].t.dtype;
+        const int y0 = made_tensor(c, st->node, "unviewed", &t0);
+        if (y0 < 0)
+            return y0;
+        prim step = c->prims[sk], view = c->prims[k];
+        step.in[0] = view.in[0];
+        step.out = y0;
+        view.in[0] = y0;
+        view.out = y;
+        c->p->tensors[y].view_of = y0;
+        /* The step takes the view's place in the dataflow order, the view the step's. */
+        c->prims[k] = step;
+        c->prims[sk] = view;
+        n++;
+    }
+    return n;
+}
+
 /* Whether t depends on weights only. Before kernels exist, a value is constant when everything
  * its prim reads is; the answer is kept per tensor (the dataflow no longer changes once
  * analyse() has run), so shared values are not walked again: without it a chain of diamonds
@@ -1505,9 +1660,13 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
         fold_expands(&c);
         r = analyse(&c);
     }
+    if (r == 0 && (r = fold_gelu(&c)) > 0)
+        r = analyse(&c);
     if (r == 0 && (r = fold_attention(&c)) > 0)
         r = analyse(&c);
     if (r == 0 && (r = fold_attention_layout(&c)) > 0)
+        r = analyse(&c);
+    while (r == 0 && (r = sink_views(&c)) > 0)
         r = analyse(&c);
     for (int k = 0; r == 0 && k < c.n_prims; k++) {
         const prim *pr = &c.prims[k];

@@ -1277,6 +1277,101 @@ static void test_embeddings(void)
 #undef EMB_G
 }
 
+/* GELU spelled out, as PyTorch records GPT-2's gelu_new ((x * 0.5) * (1 + tanh(sqrt(2/pi) * (x +
+ * 0.044715 * x^3)))) and the erf form ((x * 0.5) * (1 + erf(x * 0.7071...))): rewritten into the
+ * one GELU step, which then fuses into the matmul's epilogue - one kernel computing all nine (or
+ * six) nodes. Not rewritten (and still a correct plan of several kernels): another constant, an
+ * intermediate that is also an output, x*x*x for the cube. */
+static char *gelu_graph(const char *form, double c3, bool tanh_out)
+{
+    char *b = NULL;
+    const char *head =
+        "{\"graph\":{\"inputs\":[{\"name\":\"a\",\"shape\":[64,128],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[128,256],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"x\"]},"
+        "{\"name\":\"half\",\"op\":\"scale\",\"inputs\":[\"x\"],\"outputs\":[\"h\"],\"attrs\":{\"value\":0.5}},";
+    int n;
+    if (strcmp(form, "tanh") == 0)
+        n = asprintf(&b,
+                     "%s{\"name\":\"cube\",\"op\":\"pow\",\"inputs\":[\"x\"],\"outputs\":[\"x3\"],\"attrs\":{\"exponent\":3}},"
+                     "{\"name\":\"c3\",\"op\":\"scale\",\"inputs\":[\"x3\"],\"outputs\":[\"t3\"],\"attrs\":{\"value\":%.17g}},"
+                     "{\"name\":\"inner\",\"op\":\"add\",\"inputs\":[\"t3\",\"x\"],\"outputs\":[\"t4\"]},"
+                     "{\"name\":\"c1\",\"op\":\"scale\",\"inputs\":[\"t4\"],\"outputs\":[\"t5\"],"
+                     "\"attrs\":{\"value\":0.7978845608028654}},"
+                     "{\"name\":\"th\",\"op\":\"tanh\",\"inputs\":[\"t5\"],\"outputs\":[\"t6\"]},"
+                     "{\"name\":\"one\",\"op\":\"shift\",\"inputs\":[\"t6\"],\"outputs\":[\"t7\"],\"attrs\":{\"value\":1}},"
+                     "{\"name\":\"gelu\",\"op\":\"mul\",\"inputs\":[\"h\",\"t7\"],\"outputs\":[\"y\"]}],"
+                     "\"outputs\":[\"y\"%s]}}",
+                     head, c3, tanh_out ? ",\"t6\"" : "");
+    else if (strcmp(form, "erf") == 0)
+        n = asprintf(&b,
+                     "%s{\"name\":\"rs2\",\"op\":\"scale\",\"inputs\":[\"x\"],\"outputs\":[\"s\"],"
+                     "\"attrs\":{\"value\":0.70710678118654752}},"
+                     "{\"name\":\"erf\",\"op\":\"erf\",\"inputs\":[\"s\"],\"outputs\":[\"e\"]},"
+                     "{\"name\":\"one\",\"op\":\"shift\",\"inputs\":[\"e\"],\"outputs\":[\"o\"],\"attrs\":{\"value\":1}},"
+                     "{\"name\":\"gelu\",\"op\":\"mul\",\"inputs\":[\"o\",\"h\"],\"outputs\":[\"y\"]}],"
+                     "\"outputs\":[\"y\"]}}",
+                     head);
+    else /* the cube as x * x * x */
+        n = asprintf(&b,
+                     "%s{\"name\":\"sq\",\"op\":\"mul\",\"inputs\":[\"x\",\"x\"],\"outputs\":[\"x2\"]},"
+                     "{\"name\":\"cube\",\"op\":\"mul\",\"inputs\":[\"x2\",\"x\"],\"outputs\":[\"x3\"]},"
+                     "{\"name\":\"c3\",\"op\":\"scale\",\"inputs\":[\"x3\"],\"outputs\":[\"t3\"],\"attrs\":{\"value\":0.044715}},"
+                     "{\"name\":\"inner\",\"op\":\"add\",\"inputs\":[\"x\",\"t3\"],\"outputs\":[\"t4\"]},"
+                     "{\"name\":\"c1\",\"op\":\"scale\",\"inputs\":[\"t4\"],\"outputs\":[\"t5\"],"
+                     "\"attrs\":{\"value\":0.7978845608028654}},"
+                     "{\"name\":\"th\",\"op\":\"tanh\",\"inputs\":[\"t5\"],\"outputs\":[\"t6\"]},"
+                     "{\"name\":\"one\",\"op\":\"shift\",\"inputs\":[\"t6\"],\"outputs\":[\"t7\"],\"attrs\":{\"value\":1}},"
+                     "{\"name\":\"gelu\",\"op\":\"mul\",\"inputs\":[\"h\",\"t7\"],\"outputs\":[\"y\"]}],"
+                     "\"outputs\":[\"y\"]}}",
+                     head);
+    return n < 0 ? NULL : b;
+}
+
+static void test_gelu(void)
+{
+    static const struct {
+        const char *form;
+        double c3;
+        bool tanh_out;
+        tuner_ew_kind want; /* TUNER_EW_COUNT: not rewritten */
+        int nodes;
+    } cases[] = {
+        {"tanh", 0.044715, false, TUNER_EW_GELU_TANH, 9},
+        {"erf", 0, false, TUNER_EW_GELU_ERF, 6},
+        {"tanh", 0.044, false, TUNER_EW_COUNT, 0},
+        {"tanh", 0.044715, true, TUNER_EW_COUNT, 0},
+        {"cubed", 0, false, TUNER_EW_COUNT, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *body = gelu_graph(cases[i].form, cases[i].c3, cases[i].tanh_out);
+        graph_request rq;
+        graph_plan p;
+        proto_error e;
+        CHECK(body && plan_of(body, &rq, &p, &e) == 0, "case %zu: %s %s", i, e.field, e.message);
+        free(body);
+        if (failures)
+            return;
+        const graph_kernel *mm = kernel_of(&p, "mm");
+        if (cases[i].want != TUNER_EW_COUNT) {
+            CHECK(p.n_kernels == 1 && mm && mm->op->epilogue.n == 1 && mm->op->epilogue.steps[0].kind == cases[i].want &&
+                      mm->n_nodes == cases[i].nodes && kernel_of(&p, "half") == mm && kernel_of(&p, "one") == mm &&
+                      kernel_of(&p, "gelu") == mm,
+                  "case %zu (%s): %d kernels, %d nodes in the matmul's: %s", i, cases[i].form, p.n_kernels,
+                  mm ? mm->n_nodes : 0, mm ? mm->request : "");
+        } else {
+            bool any = false;
+            for (int k = 0; k < p.n_kernels; k++)
+                for (int j = 0; j < p.kernels[k].op->epilogue.n; j++)
+                    any = any || p.kernels[k].op->epilogue.steps[j].kind == TUNER_EW_GELU_TANH;
+            CHECK(p.n_kernels > 1 && !any, "case %zu (%s, c3 %g, tanh out %d): not rewritten, %d kernels", i,
+                  cases[i].form, cases[i].c3, cases[i].tanh_out, p.n_kernels);
+        }
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+}
+
 /* Attention: a node of its own (bshd, GQA, causal), and attention spelled out - matmul with k
  * transposed, scale, an additive mask, softmax, matmul - rewritten into one attention kernel,
  * through 3-D matmuls and 4-D views of the scores as PyTorch's decompositions make them; a head
@@ -1523,6 +1618,7 @@ int main(void)
     test_shape_nodes();
     test_embeddings();
     test_attention();
+    test_gelu();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
