@@ -69,16 +69,21 @@ fetch_tool nvdisasm "the SASS checks"
 # the setup.
 torch_venv=${HIDETD_TORCH_VENV:-$PWD/.deps/torch-venv}
 torch_pkgs=(torch torchvision transformers setuptools wheel)
+torch_pid=""
 if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && [ -z "${HIDETD_SETUP_NO_TORCH:-}" ] \
         && ! "$torch_venv/bin/python" -c 'import torch, torchvision, transformers' 2>/dev/null; then
-    echo "setup: installing PyTorch, torchvision and transformers into $torch_venv (once)"
+    # In the background, beside the build below (mostly unpacking, where the build is compiling);
+    # waited for, and its failure reported, before this script ends.
+    echo "setup: installing PyTorch, torchvision and transformers into $torch_venv (once; beside the build)"
     wheels=${XDG_CACHE_HOME:-$HOME/.cache}/hidetd/wheels
-    mkdir -p "$wheels"
-    python3 -m venv "$torch_venv" \
+    mkdir -p "$wheels" .deps
+    torch_log=$PWD/.deps/torch-venv-install.log
+    { python3 -m venv "$torch_venv" \
         && "$torch_venv/bin/pip" download -q --disable-pip-version-check -d "$wheels" "${torch_pkgs[@]}" \
         && "$torch_venv/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$wheels" \
-               "${torch_pkgs[@]}" \
-        || { echo "setup: could not install PyTorch into $torch_venv (HIDETD_SETUP_NO_TORCH=1 goes on without it; the backend's tests then skip)" >&2; exit 1; }
+               "${torch_pkgs[@]}"; } > "$torch_log" 2>&1 &
+    torch_pid=$!
+    trap '[ -z "$torch_pid" ] || kill "$torch_pid" 2>/dev/null' EXIT
 fi
 
 if [ ! -f "$build_dir/build.ninja" ]; then
@@ -90,3 +95,14 @@ fi
 echo "setup: building in $build_dir"
 ninja -C "$build_dir" | { grep -v '^ninja: Entering directory' || true; }
 echo "setup: built in $build_dir"
+if [ -n "$torch_pid" ]; then
+    echo "setup: waiting for the PyTorch install"
+    if ! wait "$torch_pid"; then
+        torch_pid=""
+        tail -n 20 "$torch_log" >&2
+        echo "setup: could not install PyTorch into $torch_venv (log: $torch_log; HIDETD_SETUP_NO_TORCH=1 goes on without it; the backend's tests then skip)" >&2
+        exit 1
+    fi
+    torch_pid=""
+    echo "setup: PyTorch installed in $torch_venv"
+fi
