@@ -851,10 +851,28 @@ static bool swaps_heads(const part *c, int pk)
     return perm[0] == 0 && perm[1] == 2 && perm[2] == 1 && perm[3] == 3;
 }
 
+/* The prim of the head swap behind t - through views read only there, ending at a transpose whose
+ * result has t's shape, so that the views amount to none (the attention rewrite reads 4-D views
+ * of 3-D views of q, k and v) - or -1. */
+static int head_swap_behind(const part *c, int t)
+{
+    const tuner_tensor *want = &c->p->tensors[t].t;
+    for (int depth = 0; depth < ATTN_MAX_CHAIN; depth++) {
+        const int pk = c->producer[t];
+        if (pk < 0 || !owned(c, t, 1))
+            return -1;
+        if (c->prims[pk].kind != PRIM_VIEW)
+            return swaps_heads(c, pk) && same_shape(&c->p->tensors[t].t, want) ? pk : -1;
+        t = c->prims[pk].in[0];
+    }
+    return -1;
+}
+
 /* Attention between the permutes of a QKV projection - q, k and v each [B,S,H,D] transposed to
- * [B,H,S,D], the result transposed back to [B,S,H,D] - reads and writes the [B,S,H,D] tensors
- * themselves in the bshd layout: four copy kernels per attention fewer. Only when every one of
- * the four transposes is read by the attention alone (and the result is no graph output). */
+ * [B,H,S,D] (views of the same shape between allowed), the result transposed back to [B,S,H,D] -
+ * reads and writes the [B,S,H,D] tensors themselves in the bshd layout: four copy kernels per
+ * attention fewer. Only when every one of the four transposes is read by the attention alone
+ * (and the result is no graph output). */
 static int fold_attention_layout(part *c)
 {
     int n = 0;
@@ -864,10 +882,8 @@ static int fold_attention_layout(part *c)
             continue;
         bool ok = !c->p->tensors[a->out].is_output && c->uses[a->out] == 1;
         int tq[3];
-        for (int i = 0; i < 3 && ok; i++) {
-            tq[i] = c->producer[a->in[i]];
-            ok = swaps_heads(c, tq[i]) && c->uses[a->in[i]] == 1 && !c->p->tensors[a->in[i]].is_output;
-        }
+        for (int i = 0; i < 3 && ok; i++)
+            ok = (tq[i] = head_swap_behind(c, a->in[i])) >= 0;
         /* The one reader of the result (through views of its shape): a transpose back. */
         int to = -1, res = a->out;
         for (int j = k + 1; j < c->n_prims && ok && to < 0; j++) {
@@ -902,8 +918,6 @@ static int fold_attention_layout(part *c)
     }
     return n;
 }
-
-/* ---- kernels ------------------------------------------------------------------------------------ */
 
 /* ---- GELU spelled out -------------------------------------------------------------------------- */
 
@@ -1011,34 +1025,40 @@ static int fold_gelu(part *c)
     return n;
 }
 
-/* ---- views below unary steps ------------------------------------------------------------------- */
+/* ---- views below elementwise steps -------------------------------------------------------------- */
 
-/* Moves a view below the unary step that alone reads it: view(a) -> step -> y becomes step(a) -> y0
- * -> view -> y (y0 new, a's shape, the step's dtype; y a view of it). A step computes each element
- * by itself, so it commutes with any reshape - and so the step can join the epilogue of a's
- * producer, which reads a and not the view: PyTorch records a linear layer as addmm on 2-D rows
- * viewed back to [B, S, N], so a GELU after it (BERT, GPT-2) was a kernel of its own, a pass over
- * the MLP's widest activation. One swap per view and pass (the uses and producers are analyse()'s,
- * of the tensors the pass started with); graph_partition repeats the pass while it moves one.
- * Returns how many it moved. */
+/* Moves a view below the step that alone reads it: view(a) -> step -> y becomes step(a) -> y0 ->
+ * view -> y (y0 new, a's shape, the step's dtype; y a view of it). A step computes each element by
+ * itself, so it commutes with any reshape - for a binary step when its other operand has the
+ * view's shape (no broadcasting), read through a view of a's shape made here. So the step can
+ * join the epilogue of a's producer, which reads a and not the view: PyTorch records a linear
+ * layer as addmm on 2-D rows viewed back to [B, S, N], so a GELU or a residual add after it
+ * (BERT, GPT-2) was a kernel of its own, a pass over the activation. One swap per view and pass
+ * (the uses and producers are analyse()'s, of the tensors the pass started with); graph_partition
+ * repeats the pass while it moves one. Returns how many it moved. */
 static int sink_views(part *c)
 {
-    const int n_tensors = c->p->n_tensors;
+    const int n_tensors = c->p->n_tensors, n_prims = c->n_prims;
     int n = 0;
-    for (int k = 0; k < c->n_prims; k++) {
+    for (int k = 0; k < n_prims; k++) {
         const prim *v = &c->prims[k];
         if (!v->live || v->kind != PRIM_VIEW || v->out >= n_tensors || !owned(c, v->out, 1))
             continue;
-        int sk = -1;
-        for (int j = k + 1; j < c->n_prims && sk < 0; j++)
-            if (c->prims[j].live && c->prims[j].n_in >= 1 && c->prims[j].in[0] == v->out)
-                sk = j;
+        int sk = -1, slot = -1;
+        for (int j = k + 1; j < n_prims && sk < 0; j++)
+            for (int i = 0; i < c->prims[j].n_in && sk < 0; i++)
+                if (c->prims[j].live && c->prims[j].in[i] == v->out)
+                    sk = j, slot = i;
         if (sk < 0)
             continue;
         const prim *st = &c->prims[sk];
         const int y = st->out;
-        if (st->kind != PRIM_STEP || st->n_in != 1 || y >= n_tensors || c->p->tensors[y].is_output ||
-            c->p->tensors[y].view_of >= 0)
+        /* (y may be an output: home_outputs gives a view output the memory it views.) */
+        if (st->kind != PRIM_STEP || y >= n_tensors || c->p->tensors[y].view_of >= 0)
+            continue;
+        const bool binary = st->n_in == 2 && TUNER_EW_IS_BINARY(st->step.kind);
+        if (st->n_in != 1 && !(binary && st->in[1 - slot] < n_tensors &&
+                               same_shape(&c->p->tensors[st->in[1 - slot]].t, &c->p->tensors[v->out].t)))
             continue;
         tuner_tensor t0 = c->p->tensors[v->in[0]].t;
         t0.dtype = c->p->tensors[y].t.dtype;
@@ -1046,7 +1066,23 @@ static int sink_views(part *c)
         if (y0 < 0)
             return y0;
         prim step = c->prims[sk], view = c->prims[k];
-        step.in[0] = view.in[0];
+        if (binary) {
+            /* The other operand, viewed as a. */
+            const int other = step.in[1 - slot];
+            tuner_tensor tr = c->p->tensors[view.in[0]].t;
+            tr.dtype = c->p->tensors[other].t.dtype;
+            const int r0 = made_tensor(c, st->node, "reshaped", &tr);
+            if (r0 < 0)
+                return r0;
+            prim *rv = new_prim(c, PRIM_VIEW, step.node, r0);
+            if (!rv)
+                return -ENOMEM;
+            rv->in[0] = other;
+            rv->n_in = 1;
+            c->p->tensors[r0].view_of = other;
+            step.in[1 - slot] = r0;
+        }
+        step.in[slot] = view.in[0];
         step.out = y0;
         view.in[0] = y0;
         view.out = y;
@@ -1058,6 +1094,8 @@ static int sink_views(part *c)
     }
     return n;
 }
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
 
 /* Whether t depends on weights only. Before kernels exist, a value is constant when everything
  * its prim reads is; the answer is kept per tensor (the dataflow no longer changes once

@@ -1372,6 +1372,53 @@ static void test_gelu(void)
     }
 }
 
+/* A linear layer as PyTorch records it - rows through a matmul, viewed back to [B, S, N] - then a
+ * GELU and a residual add of a [B, S, N] tensor: the views move below the steps, which join the
+ * matmul's epilogue (the residual read through a view of the rows' shape). One kernel; the result
+ * a view of its output. A residual that broadcasts ([N]) stays where it is, as does a view whose
+ * result is also an output. */
+static void test_views_below_steps(void)
+{
+    static const struct {
+        const char *residual_shape, *outputs;
+        int kernels, steps;
+    } cases[] = {
+        {"[2,32,256]", "[\"y\"]", 1, 2},
+        {"[256]", "[\"y\"]", 2, 1},
+        {"[2,32,256]", "[\"y\",\"m3\"]", 2, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *body = NULL;
+        CHECK(asprintf(&body,
+                       "{\"graph\":{\"inputs\":[{\"name\":\"a\",\"shape\":[64,128],\"dtype\":\"f16\"},"
+                       "{\"name\":\"r\",\"shape\":%s,\"dtype\":\"f16\"}],"
+                       "\"weights\":[{\"name\":\"w\",\"shape\":[128,256],\"dtype\":\"f16\"}],\"nodes\":["
+                       "{\"name\":\"mm\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w\"],\"outputs\":[\"m\"]},"
+                       "{\"name\":\"view\",\"op\":\"reshape\",\"inputs\":[\"m\"],\"outputs\":[\"m3\"],"
+                       "\"attrs\":{\"shape\":[2,32,256]}},"
+                       "{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"m3\"],\"outputs\":[\"g\"]},"
+                       "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"r\",\"g\"],\"outputs\":[\"y\"]}],"
+                       "\"outputs\":%s}}",
+                       cases[i].residual_shape, cases[i].outputs) > 0);
+        graph_request rq;
+        graph_plan p;
+        proto_error e;
+        CHECK(body && plan_of(body, &rq, &p, &e) == 0, "case %zu: %s %s", i, e.field, e.message);
+        free(body);
+        if (failures)
+            return;
+        const graph_kernel *mm = kernel_of(&p, "mm");
+        CHECK(p.n_kernels == cases[i].kernels && mm && mm->op->epilogue.n == cases[i].steps,
+              "case %zu: %d kernels, the matmul's epilogue %d steps: %s", i, p.n_kernels, mm ? mm->op->epilogue.n : -1,
+              mm ? mm->request : "");
+        if (cases[i].kernels == 1)
+            CHECK(kernel_of(&p, "act") == mm && kernel_of(&p, "res") == mm && mm->op->inputs[mm->op->n_inputs - 1].rank == 2,
+                  "the GELU and the residual (read as [64,256]) in the matmul's kernel: %s", mm->request);
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+}
+
 /* Attention: a node of its own (bshd, GQA, causal), and attention spelled out - matmul with k
  * transposed, scale, an additive mask, softmax, matmul - rewritten into one attention kernel,
  * through 3-D matmuls and 4-D views of the scores as PyTorch's decompositions make them; a head
@@ -1563,6 +1610,28 @@ static void test_attention(void)
     CHECK(strcmp(p.tensors[p.kernels[0].in[0]].name, "q4") == 0, "q read from %s", p.tensors[p.kernels[0].in[0]].name);
     graph_plan_free(&p);
     graph_request_free(&rq);
+    /* q reaches the attention through a 3-D view and back (as the attention rewrite of BERT's
+     * math-backend form leaves it): the same. */
+    {
+        char *viewed = NULL;
+        const char *at = strstr(perm, "{\"name\":\"att\"");
+        CHECK(at && asprintf(&viewed, "%.*s%s%s", (int)(at - perm), perm,
+                             "{\"name\":\"q3\",\"op\":\"reshape\",\"inputs\":[\"qt\"],\"outputs\":[\"q3\"],"
+                             "\"attrs\":{\"shape\":[24,77,64]}},"
+                             "{\"name\":\"q4b\",\"op\":\"reshape\",\"inputs\":[\"q3\"],\"outputs\":[\"q4b\"],"
+                             "\"attrs\":{\"shape\":[2,12,77,64]}},"
+                             "{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"q4b\",",
+                             at + strlen("{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"qt\",")) > 0);
+        CHECK(viewed && plan_of(viewed, &rq, &p, &e) == 0, "%s %s", e.field, e.message);
+        free(viewed);
+        if (failures)
+            return;
+        CHECK(p.n_kernels == 1 && p.kernels[0].op->kind == TUNER_OP_ATTENTION && p.kernels[0].op->attrs.attention.bshd &&
+                  strcmp(p.tensors[p.kernels[0].in[0]].name, "q4") == 0,
+              "through views: %d kernels: %s", p.n_kernels, p.n_kernels ? p.kernels[0].request : "");
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
     char *twice2 = malloc(strlen(perm) + 16);
     if (twice2) {
         strcpy(twice2, perm);
@@ -1619,6 +1688,7 @@ int main(void)
     test_embeddings();
     test_attention();
     test_gelu();
+    test_views_below_steps();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
