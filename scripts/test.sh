@@ -18,8 +18,8 @@ usage: scripts/test.sh [--quick | --help]
             deterministic sample (tuner/tests/common.h): 1 in 4 candidates in the normal
             build, 1 in 16 in the sanitizer build. The run's identical compiles share one
             cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h).
-            About 13 minutes on a 2-core machine once both builds are made (README.md,
-            "Tests"; a first build adds its own time).
+            About 10 minutes on a 2-core machine once both builds are made, 14.5 from
+            a new clone (README.md, "Tests").
   --quick   the normal build only: suites unit and integration, with the tuner's compile checks
             sampled as in the sanitizer build. About 2.5 minutes.
   --help    this text; runs nothing.
