@@ -1033,9 +1033,10 @@ static int fold_gelu(part *c)
  * view's shape (no broadcasting), read through a view of a's shape made here. So the step can
  * join the epilogue of a's producer, which reads a and not the view: PyTorch records a linear
  * layer as addmm on 2-D rows viewed back to [B, S, N], so a GELU or a residual add after it
- * (BERT, GPT-2) was a kernel of its own, a pass over the activation. One swap per view and pass
- * (the uses and producers are analyse()'s, of the tensors the pass started with); graph_partition
- * repeats the pass while it moves one. Returns how many it moved. */
+ * (BERT, GPT-2) was a kernel of its own, a pass over the activation. The uses it reads are
+ * analyse()'s, of the tensors the pass started with (a moved view may move again in the same
+ * pass: the readers of its result did not change); graph_partition repeats the pass while it
+ * moves one. Returns how many it moved. */
 static int sink_views(part *c)
 {
     const int n_tensors = c->p->n_tensors, n_prims = c->n_prims;
