@@ -898,6 +898,122 @@ def _pool_emit(L, node, v, attrs):
 ATTENTION_HEAD_DIMS = (64, 80, 96, 128, 256)
 
 
+# The arguments after q, k, v of each form of attention, by position.
+SDPA_ARGS = {
+    "scaled_dot_product_attention": ["attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"],
+    "_scaled_dot_product_attention_math": ["attn_mask", "dropout_p", "is_causal", "dropout_mask", "scale",
+                                           "enable_gqa"],
+    "_scaled_dot_product_flash_attention_for_cpu": ["dropout_p", "is_causal"],
+    "_scaled_dot_product_flash_attention": ["dropout_p", "is_causal", "return_debug_mask"],
+    "_scaled_dot_product_efficient_attention": ["attn_bias", "compute_log_sumexp", "dropout_p", "is_causal"],
+    "_scaled_dot_product_cudnn_attention": ["attn_bias", "compute_log_sumexp", "dropout_p", "is_causal",
+                                            "return_debug_mask"],
+}
+
+
+def _sdpa_form(node):
+    """The SDPA_ARGS key of an attention node, or None."""
+    name = target_name(node.target).split(".")
+    return name[-2] if len(name) >= 2 and name[-2] in SDPA_ARGS else None
+
+
+def causal_masks(gm):
+    """Attention whose mask is causal in fact, rewritten to say so: a mask that reads no input of
+    the graph (built from aranges, ones and comparisons, as transformers builds GPT-2's) is
+    computed here, and when what it lets through is exactly PyTorch's is_causal (tril of [S, Sk],
+    in every batch and head) or everything, the node loses the mask and gets is_causal. The op
+    then skips the masked half instead of reading a [B, 1, S, Sk] mask for every score. Returns
+    how many nodes it rewrote; the mask's computation goes with dead-code elimination."""
+    import torch
+    import torch.fx
+    n_rewritten = 0
+    for node in list(gm.graph.nodes):
+        form = _sdpa_form(node) if node.op == "call_function" else None
+        if form is None:
+            continue
+        names = SDPA_ARGS[form]
+        n_pos = len(node.args) - 3
+        opts = dict(zip(names, node.args[3:]))
+        opts.update(node.kwargs)
+        key = "attn_bias" if "attn_bias" in names else "attn_mask"
+        mask = opts.get(key)
+        if not isinstance(mask, torch.fx.Node) or opts.get("is_causal") or opts.get("dropout_p", 0.0):
+            continue
+        with _real_tensors():
+            causal = _causal_or_none(_constant_value(gm, mask))
+        if causal is None:
+            continue
+        opts[key] = None
+        opts["is_causal"] = causal
+        positional = names[:n_pos]
+        node.args = tuple(node.args[:3]) + tuple(opts[k] for k in positional)
+        node.kwargs = {k: v for k, v in opts.items() if k not in positional and (v is not None or k in node.kwargs)}
+        n_rewritten += 1
+    if n_rewritten:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return n_rewritten
+
+
+def _causal_or_none(value):
+    """For a mask's value (bool: True lets a score through; or additive: 0 lets it through, -inf
+    or the dtype's lowest - transformers' masks - keeps it out): True when it is exactly
+    PyTorch's is_causal (tril of [S, Sk]) in every batch and head, False when it lets everything
+    through, None otherwise (another pattern, or an additive bias with other values). Call with
+    real tensors."""
+    import torch
+    if value is None or value.dim() < 2:
+        return None
+    if value.dtype == torch.bool:
+        allowed = value
+    elif value.is_floating_point():
+        allowed = value == 0
+        if not bool((allowed | (value <= torch.finfo(value.dtype).min / 2)).all()):
+            return None
+    else:
+        return None
+    s, sk = value.shape[-2], value.shape[-1]
+    if bool((allowed == torch.ones(s, sk, dtype=torch.bool).tril()).all()):
+        return True
+    return False if bool(allowed.all()) else None
+
+
+def _constant_value(gm, node, limit=256):
+    """node's value computed with real tensors on the CPU when it depends on no placeholder (only
+    on get_attr constants and literal arguments, through at most `limit` nodes); else None."""
+    import torch
+    import torch.fx
+    order, seen, stack = [], set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        if n.op == "placeholder" or len(seen) >= limit or n.op not in ("call_function", "get_attr"):
+            return None
+        seen.add(n)
+        order.append(n)
+        stack.extend(n.all_input_nodes)
+    order.sort(key=lambda n: list(gm.graph.nodes).index(n))
+    env = {}
+    try:
+        with _real_tensors():
+            for n in order:
+                if n.op == "get_attr":
+                    v = gm
+                    for part in n.target.split("."):
+                        v = getattr(v, part)
+                    env[n] = v.detach().cpu() if isinstance(v, torch.Tensor) else v
+                    continue
+                args = torch.fx.node.map_arg(n.args, lambda a: env[a])
+                kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
+                kwargs = {k: (torch.device("cpu") if k == "device" else v) for k, v in kwargs.items()}
+                env[n] = n.target(*args, **kwargs)
+            v = env[node]
+            return v.detach() if isinstance(v, torch.Tensor) else None
+    except Exception:
+        return None
+
+
 def _sdpa_converter(which):
     """Scaled dot-product attention, each of PyTorch's device variants: q [B,H,S,D], k and v
     [B,Hkv,Sk,D]. One attention node (hidetd's fused op) where it can take the case: f16/bf16,
@@ -905,18 +1021,7 @@ def _sdpa_converter(which):
     matmul, scale, mask, softmax, matmul, the batch and head axes merged into the matmuls'
     batch (views, no copies)."""
     def f(L, node, q, k, v, *args, **kw):
-        names = {
-            "scaled_dot_product_attention": ["attn_mask", "dropout_p", "is_causal", "scale",
-                                             "enable_gqa"],
-            "_scaled_dot_product_attention_math": ["attn_mask", "dropout_p", "is_causal",
-                                                   "dropout_mask", "scale", "enable_gqa"],
-            "_scaled_dot_product_flash_attention_for_cpu": ["dropout_p", "is_causal"],
-            "_scaled_dot_product_flash_attention": ["dropout_p", "is_causal", "return_debug_mask"],
-            "_scaled_dot_product_efficient_attention": ["attn_bias", "compute_log_sumexp",
-                                                        "dropout_p", "is_causal"],
-            "_scaled_dot_product_cudnn_attention": ["attn_bias", "compute_log_sumexp",
-                                                    "dropout_p", "is_causal", "return_debug_mask"],
-        }[which]
+        names = SDPA_ARGS[which]
         opts = dict(zip(names, args))
         opts.update(kw)
         if opts.get("dropout_p", 0.0) or opts.get("dropout_mask") is not None:

@@ -264,6 +264,7 @@ def _op_name(node):
 
 def _compile_aten(gm, example_inputs, opts, report):
     aten.build_tables()
+    aten.causal_masks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = _static_indices(len(placeholders))
     kind = {}          # node -> "weight" | "input" | "const" | "fold" | "torch" | "hidetd"

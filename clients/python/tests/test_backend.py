@@ -105,6 +105,33 @@ if torch is not None:
                                                enable_gqa=self.gqa)
             return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
 
+    class MaskedAttention(nn.Module):
+        """SDPA with a mask built in the forward from aranges, as transformers builds GPT-2's:
+        causal as a boolean mask, causal as an additive one (the dtype's lowest, not -inf), or a
+        sliding window (not causal)."""
+
+        def __init__(self, kind):
+            super().__init__()
+            self.kind = kind
+            self.q = nn.Linear(64, 4 * 64)
+            self.kv = nn.Linear(64, 2 * 4 * 64)
+            self.o = nn.Linear(4 * 64, 64)
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q = self.q(x).view(b, s, 4, 64).transpose(1, 2)
+            k, v = self.kv(x).view(b, s, 2, 4, 64).permute(2, 0, 3, 1, 4)
+            i = torch.arange(s, device=x.device)
+            keep = i[None, :] <= i[:, None]
+            if self.kind == "bool":
+                mask = keep[None, None].expand(b, 1, s, s)
+            elif self.kind == "additive":
+                mask = torch.zeros(s, s, dtype=x.dtype).masked_fill(~keep, torch.finfo(x.dtype).min)[None, None]
+            else:
+                mask = (keep & (i[None, :] > i[:, None] - 8))[None, None]
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
+
     class SafeSoftmax(nn.Module):
         """Masked attention's softmax: a row that is all -inf gives zeros, not NaN."""
 
@@ -261,6 +288,25 @@ class BackendTest(unittest.TestCase):
         ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
         self.assertNotIn("attention", ops)
         self.assertIn("softmax", ops)
+
+    def test_causal_mask_becomes_the_flag(self):
+        # A mask that reads no input and lets exactly tril(S, Sk) through is the op's causal flag:
+        # no mask input, no mask computation left; a sliding window stays a mask.
+        x = torch.randn(2, 40, 64)
+        for kind, causal in (("bool", True), ("additive", True), ("window", False)):
+            m = MaskedAttention(kind).eval()
+            e, _ = self.explain(m, x, dtype="f16", reference=True, arch="sm_90a")
+            self.assertEqual(e.torch, 0, str(e))
+            att = [n for r in e.graphs[0].requests for n in r["graph"]["nodes"] if n["op"] == "attention"]
+            self.assertEqual(len(att), 1, str(e))
+            self.assertEqual(att[0].get("attrs", {}).get("causal", False), causal, kind)
+            self.assertEqual(len(att[0]["inputs"]), 3 if causal else 4, kind)
+            if causal:
+                self.assertEqual(e.folded, 0, "%s: the mask's computation is gone" % kind)
+            with torch.no_grad():
+                want = m(x)
+            err = float((e.output - want).abs().max() / want.abs().max())
+            self.assertLess(err, 2e-2, "%s: the graphs' answer differs from eager's" % kind)
 
     def test_daemon_down_warns_and_runs_eager(self):
         m = Block().eval()
