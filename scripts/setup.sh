@@ -73,17 +73,25 @@ torch_pid=""
 if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && [ -z "${HIDETD_SETUP_NO_TORCH:-}" ] \
         && ! "$torch_venv/bin/python" -c 'import torch, torchvision, transformers' 2>/dev/null; then
     # In the background, beside the build below (mostly unpacking, where the build is compiling);
-    # waited for, and its failure reported, before this script ends.
+    # waited for, and its failure reported, before this script ends - or, with
+    # HIDETD_SETUP_TORCH_NOWAIT=1 (scripts/test.sh, which builds a second tree meanwhile), by the
+    # caller: the install writes its exit status to $torch_log.status when it ends.
     echo "setup: installing PyTorch, torchvision and transformers into $torch_venv (once; beside the build)"
     wheels=${XDG_CACHE_HOME:-$HOME/.cache}/hidetd/wheels
     mkdir -p "$wheels" .deps
     torch_log=$PWD/.deps/torch-venv-install.log
+    rm -f "$torch_log.status" "$torch_log.pid"
     { python3 -m venv "$torch_venv" \
         && "$torch_venv/bin/pip" download -q --disable-pip-version-check -d "$wheels" "${torch_pkgs[@]}" \
         && "$torch_venv/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$wheels" \
-               "${torch_pkgs[@]}"; } > "$torch_log" 2>&1 &
+               "${torch_pkgs[@]}"; echo $? > "$torch_log.status"; } > "$torch_log" 2>&1 &
     torch_pid=$!
-    trap '[ -z "$torch_pid" ] || kill "$torch_pid" 2>/dev/null' EXIT
+    if [ -n "${HIDETD_SETUP_TORCH_NOWAIT:-}" ]; then
+        echo "$torch_pid" > "$torch_log.pid"
+        torch_pid=""
+    else
+        trap '[ -z "$torch_pid" ] || kill "$torch_pid" 2>/dev/null' EXIT
+    fi
 fi
 
 if [ ! -f "$build_dir/build.ninja" ]; then
