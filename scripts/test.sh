@@ -15,8 +15,8 @@ usage: scripts/test.sh [--quick | --help]
   (none)    builds build/ and build-asan/ (-Db_sanitize=address,undefined) and runs the whole
             suite in both, the two builds' tests at the same time (each line of their output
             starts with [build] or [build-asan]). The tuner's compile checks compile a
-            deterministic sample (tuner/tests/common.h): 1 in 4 candidates in the normal
-            build, 1 in 16 in the sanitizer build. The run's identical compiles share one
+            deterministic sample (tuner/tests/common.h): 1 in 8 candidates in the normal
+            build (1 in 16 for matmul_wgmma), 1 in 16 in the sanitizer build. The run's identical compiles share one
             cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h).
             About 10 minutes on a 2-core machine once both builds are made, 14.5 from
             a new clone (README.md, "Tests").
