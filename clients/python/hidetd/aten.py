@@ -983,7 +983,7 @@ def _constant_value(gm, node, limit=256):
     on get_attr constants and literal arguments, through at most `limit` nodes); else None."""
     import torch
     import torch.fx
-    order, seen, stack = [], set(), [node]
+    seen, stack = set(), [node]
     while stack:
         n = stack.pop()
         if n in seen:
@@ -991,9 +991,8 @@ def _constant_value(gm, node, limit=256):
         if n.op == "placeholder" or len(seen) >= limit or n.op not in ("call_function", "get_attr"):
             return None
         seen.add(n)
-        order.append(n)
         stack.extend(n.all_input_nodes)
-    order.sort(key=lambda n: list(gm.graph.nodes).index(n))
+    order = [n for n in gm.graph.nodes if n in seen]  # the graph's order is a dataflow order
     env = {}
     try:
         with _real_tensors():
