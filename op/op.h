@@ -76,6 +76,9 @@
 #define TUNER_MAX_RANK 6
 #define TUNER_MAX_INPUTS 8
 #define TUNER_MAX_STEPS 16
+/* Named (symbolic) dimensions of one op, and the bytes of a name with its NUL. */
+#define TUNER_MAX_DIMS 4
+#define TUNER_DIM_NAME_LEN 16
 
 typedef enum {
     TUNER_F16 = 0,
@@ -107,7 +110,13 @@ typedef enum {
 
 typedef struct tuner_tensor {
     int rank;
+    /* Each axis's size. A named axis (sym[d] != 0) holds the size the op is generated and tuned
+     * for: the product of its dims' `max` (see tuner_dim), so every module that reads shapes
+     * sees a valid op at its largest size. */
     int64_t shape[TUNER_MAX_RANK];
+    /* 0: axis d has the fixed size shape[d]. Else a bit set over tuner_op.dims (bit k: dims[k]):
+     * at launch axis d is the product of those dims' sizes ("n", or "b*s" after a reshape). */
+    uint8_t sym[TUNER_MAX_RANK];
     tuner_dtype dtype;
     /* Guaranteed byte alignment of the base pointer (16, 8, 4 or 2; default 16 since device
      * allocations are 256-byte aligned). Templates that use 16-byte vector access check this
@@ -196,6 +205,15 @@ typedef enum {
     TUNER_POOL_COUNT
 } tuner_pool_kind;
 
+/* A named dimension: a size known only at launch, within [min, max] and a multiple of
+ * multiple_of (1: any). Kernels of an op with dims take each size as a `long long` parameter
+ * (TUNER_ARG_DIM0 in tuner/tuner.h) and are valid for every size in the range. */
+typedef struct tuner_dim {
+    char name[TUNER_DIM_NAME_LEN]; /* [a-z_][a-z0-9_]*, unique in the op */
+    int64_t min, max;              /* 1 <= min <= max; both multiples of multiple_of */
+    int64_t multiple_of;           /* >= 1 */
+} tuner_dim;
+
 typedef struct tuner_op {
     tuner_op_kind kind;
     int n_inputs;
@@ -263,6 +281,11 @@ typedef struct tuner_op {
     tuner_ew_chain prologue[TUNER_MAX_INPUTS];
     /* Bijective steps applied to the anchor's result as it is stored (for ELEMENTWISE, the op). */
     tuner_ew_chain epilogue;
+
+    /* The named dimensions its tensors' sym bits refer to, in the order their kernel parameters
+     * take (names sorted: the canonical order). 0: a static op. */
+    int n_dims;
+    tuner_dim dims[TUNER_MAX_DIMS];
 } tuner_op;
 
 /* The exact compilation target. sm_90a differs from sm_90 (arch-specific instructions). */
@@ -379,6 +402,29 @@ static inline tuner_ew_kind tuner_ew_compare_swapped(tuner_ew_kind k)
     default:
         return k; /* eq, ne: symmetric */
     }
+}
+
+/* true when op has named dimensions (its kernels take sizes at launch). */
+static inline bool tuner_op_is_dynamic(const tuner_op *op) { return op->n_dims > 0; }
+
+/* The product of the sizes of the dims in bit set `mask` (1 for an empty set). */
+static inline int64_t tuner_dims_product(const int64_t *sizes, unsigned mask)
+{
+    int64_t n = 1;
+    for (int k = 0; k < TUNER_MAX_DIMS; k++)
+        if (mask & (1u << k))
+            n *= sizes[k];
+    return n;
+}
+
+/* A tensor's numel that does not depend on its named axes: the product of its fixed axes. */
+static inline int64_t tuner_tensor_fixed_numel(const tuner_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        if (!t->sym[i])
+            n *= t->shape[i];
+    return n;
 }
 
 /* Number of elements in a tensor. */
@@ -508,5 +554,24 @@ char *tuner_op_canonical_json(const tuner_op *op);
  * the op, the output becomes inputs[0]'s shape and dtype). out may equal in. Slots past n_inputs
  * are zeroed so stripped ops compare equal byte for byte. */
 void tuner_op_strip_fusion(const tuner_op *in, tuner_op *out);
+
+/* Dynamic ops (op/op_dims.c). */
+
+/* Index of the dim named `name` in op->dims, or -1. */
+int tuner_op_dim_index(const tuner_op *op, const char *name);
+
+/* 0 when sizes[0..op->n_dims) is a launch op's kernels accept (each in [min, max] and a
+ * multiple of multiple_of); else -ERANGE with "n is 9000; its range is 1..8192" (or "... a
+ * multiple of 8") in why (may be NULL) and the dim's index in *ret_dim (may be NULL). */
+int tuner_op_sizes_check(const tuner_op *op, const int64_t *sizes, char *why, size_t why_len, int *ret_dim);
+
+/* The static op that `op` is at sizes (checked by tuner_op_sizes_check first: -ERANGE): every
+ * named axis gets its product of sizes, and out has no dims. out may not alias op. What a GPU
+ * worker verifies a dynamic candidate against, and what a reference is generated for. */
+int tuner_op_bind(const tuner_op *op, const int64_t *sizes, tuner_op *out);
+
+/* A named axis as text, for messages and the canonical JSON: "n", "b*s" (names in dims order),
+ * into buf (cut to len); returns buf. */
+char *tuner_sym_text(const tuner_op *op, unsigned mask, char *buf, size_t len);
 
 #endif

@@ -18,10 +18,28 @@ static void sb_shape(tuner_sb *b, const int64_t *shape, int rank)
     tuner_sb_printf(b, "]");
 }
 
-static void sb_tensor(tuner_sb *b, const tuner_tensor *t)
+/* A shape whose named axes are written by name ("n", "b*s"), as a request gives them. */
+static void sb_tensor(tuner_sb *b, const tuner_op *op, const tuner_tensor *t)
 {
-    tuner_sb_printf(b, "{\"align\":%d,\"dtype\":\"%s\",\"shape\":", t->align, tuner_dtype_name(t->dtype));
-    sb_shape(b, t->shape, t->rank);
+    tuner_sb_printf(b, "{\"align\":%d,\"dtype\":\"%s\",\"shape\":[", t->align, tuner_dtype_name(t->dtype));
+    for (int i = 0; i < t->rank && i < TUNER_MAX_RANK; i++) {
+        char name[TUNER_MAX_DIMS * TUNER_DIM_NAME_LEN];
+        if (t->sym[i])
+            tuner_sb_printf(b, "%s\"%s\"", i ? "," : "", tuner_sym_text(op, t->sym[i], name, sizeof(name)));
+        else
+            tuner_sb_printf(b, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+    }
+    tuner_sb_printf(b, "]}");
+}
+
+/* "dims":{"n":{"max":..,"min":..,"multiple_of":..},...}, names in dims order (sorted). */
+static void sb_dims(tuner_sb *b, const tuner_op *op)
+{
+    tuner_sb_printf(b, ",\"dims\":{");
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+        tuner_sb_printf(b, "%s\"%s\":{\"max\":%lld,\"min\":%lld,\"multiple_of\":%lld}", k ? "," : "",
+                        op->dims[k].name, (long long)op->dims[k].max, (long long)op->dims[k].min,
+                        (long long)op->dims[k].multiple_of);
     tuner_sb_printf(b, "}");
 }
 
@@ -96,8 +114,8 @@ char *tuner_op_canonical_json(const tuner_op *op)
         return NULL;
     tuner_sb b;
     tuner_sb_init(&b);
-    /* Top-level keys in sorted order: attrs, epilogue, inputs, n_anchor_inputs, op, output,
-     * prologue. */
+    /* Top-level keys in sorted order: attrs, dims (a dynamic op only: a static op keeps its
+     * key), epilogue, inputs, n_anchor_inputs, op, output, prologue. */
     tuner_sb_printf(&b, "{\"attrs\":{");
     switch (op->kind) {
     case TUNER_OP_MATMUL:
@@ -180,17 +198,20 @@ char *tuner_op_canonical_json(const tuner_op *op)
     default:
         break;
     }
-    tuner_sb_printf(&b, "},\"epilogue\":");
+    tuner_sb_printf(&b, "}");
+    if (op->n_dims > 0)
+        sb_dims(&b, op);
+    tuner_sb_printf(&b, ",\"epilogue\":");
     sb_chain(&b, &op->epilogue);
     tuner_sb_printf(&b, ",\"inputs\":[");
     for (int i = 0; i < op->n_inputs && i < TUNER_MAX_INPUTS; i++) {
         if (i)
             tuner_sb_printf(&b, ",");
-        sb_tensor(&b, &op->inputs[i]);
+        sb_tensor(&b, op, &op->inputs[i]);
     }
     tuner_sb_printf(&b, "],\"n_anchor_inputs\":%d,\"op\":\"%s\",\"output\":", op->n_anchor_inputs,
               tuner_op_name(op->kind));
-    sb_tensor(&b, &op->output);
+    sb_tensor(&b, op, &op->output);
     tuner_sb_printf(&b, ",\"prologue\":[");
     for (int i = 0; i < op->n_anchor_inputs && i < TUNER_MAX_INPUTS; i++) {
         if (i)

@@ -125,7 +125,7 @@ int tuner_space_build(const tuner_op *op, const tuner_target *t, tuner_space **r
     for (int reg = 0; tuner__registries[reg]; reg++) {
         for (int i = 0; tuner__registries[reg][i]; i++) {
             const tuner_template *tp = tuner__registries[reg][i];
-            if (!tp->applies || !tp->applies(op, t))
+            if (!tp->applies || !tp->applies(op, t) || (tuner_op_is_dynamic(op) && !tp->dynamic_dims))
                 continue;
             h = fnv_str(h, tp->name);
             h = fnv_str(h, tp->space_signature ? tp->space_signature : "");
@@ -147,7 +147,10 @@ int tuner_space_build(const tuner_op *op, const tuner_target *t, tuner_space **r
     if (sp->n == 0) {
         r = -EINVAL;
         if (ret_err)
-            *ret_err = msg(tuner_op_name(op->kind), ": no schedule template supports it on ", tname);
+            *ret_err = msg(tuner_op_name(op->kind),
+                           tuner_op_is_dynamic(op) ? " with named dimensions: no schedule template supports it on "
+                                                   : ": no schedule template supports it on ",
+                           tname);
         goto fail;
     }
     snprintf(sp->hash, sizeof(sp->hash), "%016llx", (unsigned long long)h);
@@ -178,7 +181,7 @@ int tuner_generate(const tuner_op *op, const tuner_target *t, const tuner_schedu
             *ret_err = msg("unknown template ", s->template_name ? s->template_name : "(null)", " or unsupported target");
         return -EINVAL;
     }
-    if (!tp->applies(op, t)) {
+    if (!tp->applies(op, t) || (tuner_op_is_dynamic(op) && !tp->dynamic_dims)) {
         if (ret_err)
             *ret_err = msg(tp->name, " does not apply to this ", tuner_op_name(op->kind));
         return -EINVAL;
@@ -212,6 +215,20 @@ int tuner_reference(const tuner_op *op, const tuner_target *t, tuner_program **r
         if (ret_err)
             *ret_err = msg("unsupported target", "", "");
         return -EINVAL;
+    }
+    /* A dynamic op is verified at its tuning sizes (the dims' max, the sizes its shapes hold):
+     * its reference is the static op it is there. */
+    tuner_op bound;
+    if (tuner_op_is_dynamic(op)) {
+        int64_t sizes[TUNER_MAX_DIMS];
+        for (int k = 0; k < op->n_dims; k++)
+            sizes[k] = op->dims[k].max;
+        if (tuner_op_bind(op, sizes, &bound) < 0) {
+            if (ret_err)
+                *ret_err = msg("the op's named dimensions are out of range", "", "");
+            return -EINVAL;
+        }
+        op = &bound;
     }
     tuner_program *p = calloc(1, sizeof(*p));
     if (!p)

@@ -46,6 +46,12 @@ typedef struct tuner_template {
     /* TUNER_RANK_*: which template's default wins when several fill one space. Every template
      * states one (tuner/tests/test_template.c checks). */
     int default_rank;
+    /* true when generate() handles a dynamic op (tuner_op.n_dims > 0): sym axes read from the
+     * TUNER_ARG_DIM0 parameters, grid_rule set on every launch whose grid depends on them, and
+     * enumerate() offers only schedules valid for every size in the dims' ranges (no path that
+     * assumes a named axis divides a tile unless multiple_of guarantees it). The space of a
+     * dynamic op holds only these templates' schedules. */
+    bool dynamic_dims;
 } tuner_template;
 
 /* NULL-terminated lists, one per file that owns templates (see registry.c). */

@@ -50,23 +50,47 @@ typedef struct tuner_space {
 int tuner_space_build(const tuner_op *op, const tuner_target *t, tuner_space **ret, char **ret_err);
 void tuner_space_free(tuner_space *s);
 
-/* Buffers that kernel arguments refer to. */
+/* What kernel arguments refer to: buffers, and the sizes of a dynamic op's named dims. */
 enum {
     TUNER_BUF_INPUT0 = 0, /* TUNER_BUF_INPUT0 + i is op.inputs[i] */
     TUNER_BUF_OUTPUT = TUNER_MAX_INPUTS,
     TUNER_BUF_WORKSPACE,
+    /* TUNER_ARG_DIM0 + k: a `long long` parameter, passed by value, holding the size of
+     * op.dims[k] at this launch (on the wire: {"type": "int", "dim": name}). */
+    TUNER_ARG_DIM0 = 16,
 };
 
-/* One kernel launch. Its parameters are n_args device pointers to the buffers above, then n_maps
- * TMA tensor maps (op/tmap.h; maps[i].buf is a TUNER_BUF_*), each passed by value; sizes and
- * strides are baked into the code (they are part of the cache key). Launches run in order on one
- * stream. */
+/* How a dynamic op's launch sizes one grid dimension from the sizes of its named dims:
+ *     grid = min(cap, mul * ceil(coef * product(sizes of the dims in `dims`) / div))
+ * (cap 0: no cap). dims 0: the dimension is the fixed tuner_launch.grid value. A rule's value
+ * at the op's tuning sizes (the dims' max) is what tuner_launch.grid holds, and it grows with the
+ * sizes, so a launch that fits CUDA's limits at max fits them at every size. */
+typedef struct tuner_grid_rule {
+    uint8_t dims; /* bit set over op.dims */
+    int64_t coef, div, mul, cap;
+} tuner_grid_rule;
+
+/* grid for the sizes sizes[0..n_dims) under rule r (r->dims != 0). */
+static inline int64_t tuner_grid_rule_eval(const tuner_grid_rule *r, const int64_t *sizes)
+{
+    int64_t n = r->coef * tuner_dims_product(sizes, r->dims);
+    int64_t g = r->mul * ((n + r->div - 1) / r->div);
+    return r->cap > 0 && g > r->cap ? r->cap : g;
+}
+
+/* One kernel launch. Its parameters are the n_args arguments above in order (device pointers to
+ * buffers, and dims' sizes), then n_maps TMA tensor maps (op/tmap.h; maps[i].buf is a
+ * TUNER_BUF_*), each passed by value; fixed sizes and strides are baked into the code (they are
+ * part of the cache key). Launches run in order on one stream. */
 typedef struct tuner_launch {
     char name[64]; /* extern "C" __global__ entry point */
     unsigned grid[3], block[3];
+    /* A dynamic op's grid: grid_rule[d].dims != 0 where dimension d depends on the sizes;
+     * grid[d] is then its value at the op's tuning sizes. All zero for a static op. */
+    tuner_grid_rule grid_rule[3];
     unsigned shared_bytes; /* dynamic shared memory; > 48 KiB needs the attribute set at load */
     int n_args;
-    int args[TUNER_MAX_ARGS]; /* TUNER_BUF_* */
+    int args[TUNER_MAX_ARGS]; /* TUNER_BUF_*, TUNER_ARG_DIM0 + k */
     int n_maps;
     tuner_tmap maps[TUNER_MAX_TMAPS];
 } tuner_launch;
@@ -75,7 +99,8 @@ typedef struct tuner_program {
     char *source; /* CUDA C, one translation unit for every launch; no #include of heavy headers */
     int n_kernels;
     tuner_launch kernels[TUNER_MAX_KERNELS];
-    size_t workspace_bytes; /* 0 when no launch uses TUNER_BUF_WORKSPACE */
+    size_t workspace_bytes; /* 0 when no launch uses TUNER_BUF_WORKSPACE; a dynamic op's is sized
+                             * for its tuning sizes (the largest), so it serves every size */
     /* The output buffer's dtype. Equals op.output.dtype for candidates; F32 for references. */
     tuner_dtype output_dtype;
 } tuner_program;
