@@ -8,7 +8,9 @@
 #include "tuner/codegen.h"
 #include "tuner/tuner.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -484,4 +486,91 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
             break;
         }
     }
+}
+
+/* ---- dynamic ops ---- */
+
+void tuner__emit_dim_params(tuner_sb *sb, const tuner_op *op)
+{
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+        tuner_sb_printf(sb, ", long long hd_dim%d", k);
+}
+
+int tuner__launch_dim_args(tuner_launch *l, const tuner_op *op)
+{
+    if (l->n_args + op->n_dims > TUNER_MAX_ARGS)
+        return -E2BIG;
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+        l->args[l->n_args++] = TUNER_ARG_DIM0 + k;
+    return 0;
+}
+
+/* "(hd_dim0 * hd_dim1)" for the dims in mask, appended at buf + *at. */
+static void sym_product(unsigned mask, char *buf, size_t len, size_t *at)
+{
+    bool first = true;
+    for (int k = 0; k < TUNER_MAX_DIMS; k++) {
+        if (!(mask & (1u << k)))
+            continue;
+        int w = snprintf(buf + *at, len - *at, "%shd_dim%d", first ? "(" : " * ", k);
+        if (w < 0 || (size_t)w >= len - *at)
+            return;
+        *at += (size_t)w;
+        first = false;
+    }
+    int w = snprintf(buf + *at, len - *at, ")");
+    if (w > 0 && (size_t)w < len - *at)
+        *at += (size_t)w;
+}
+
+char *tuner__axis_expr(const tuner_tensor *t, int axis, char *buf, size_t len)
+{
+    size_t at = 0;
+    if (!len)
+        return buf;
+    buf[0] = '\0';
+    if (t->sym[axis])
+        sym_product(t->sym[axis], buf, len, &at);
+    else
+        snprintf(buf, len, "%lldLL", (long long)t->shape[axis]);
+    return buf;
+}
+
+char *tuner__numel_expr(const tuner_tensor *t, char *buf, size_t len)
+{
+    unsigned mask = 0;
+    for (int i = 0; i < t->rank; i++)
+        mask |= t->sym[i];
+    size_t at = 0;
+    if (!len)
+        return buf;
+    int w = snprintf(buf, len, "%lldLL", (long long)tuner_tensor_fixed_numel(t));
+    if (w < 0 || (size_t)w >= len)
+        return buf;
+    at = (size_t)w;
+    if (mask) {
+        w = snprintf(buf + at, len - at, " * ");
+        if (w > 0 && (size_t)w < len - at) {
+            at += (size_t)w;
+            sym_product(mask, buf, len, &at);
+        }
+    }
+    return buf;
+}
+
+int tuner__grid_rule(tuner_launch *l, int d, const tuner_op *op, unsigned mask, long long coef, long long div,
+                     long long mul, long long cap)
+{
+    int64_t max_sizes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+        max_sizes[k] = op->dims[k].max;
+    tuner_grid_rule r = {.dims = (uint8_t)mask, .coef = coef, .div = div, .mul = mul, .cap = cap};
+    if (coef < 1 || div < 1 || mul < 1 || cap < 0)
+        return -EINVAL;
+    int64_t g = tuner_grid_rule_eval(&r, max_sizes);
+    if (g < 1 || g > 2147483647LL || (d > 0 && g > 65535))
+        return -ERANGE;
+    l->grid[d] = (unsigned)g;
+    l->grid_rule[d] = mask ? r : (tuner_grid_rule){0};
+    return 0;
 }

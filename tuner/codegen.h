@@ -9,6 +9,7 @@
 #ifndef HIDET_TUNER_CODEGEN_H
 #define HIDET_TUNER_CODEGEN_H
 
+#include "tuner/tuner.h"
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -55,6 +56,31 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
 
 /* Appends a float literal for v (rounded to float) as its exact bits: __uint_as_float(0x...u). */
 void tuner__emit_float(tuner_sb *sb, double v);
+
+/* ---- dynamic ops (named dims) ----
+ * A named axis reaches generated code as the product of `long long` kernel parameters hd_dim0,
+ * hd_dim1, ... (one per op.dims entry, in that order, after the buffer pointers). This version
+ * names only axis 0 of a tensor (proto enforces it), so every stride stays a constant and a
+ * template changes only its bounds (rows, elements, M tiles) and its grid. Constants derived
+ * from a named axis elsewhere in the code (a `% size` of the leading coordinate) may keep its
+ * tuning size, max: a coordinate below the launch's size is below max too. */
+
+/* Appends ", long long hd_dim0, ..." for every dim of op (nothing for a static op). */
+void tuner__emit_dim_params(tuner_sb *sb, const tuner_op *op);
+/* Appends the matching TUNER_ARG_DIM0 + k arguments to l. -E2BIG when they do not fit. */
+int tuner__launch_dim_args(tuner_launch *l, const tuner_op *op);
+/* A C expression of type long long for axis `axis` of t: its size as a literal ("4096LL"), or
+ * for a named axis the product of its dims ("(hd_dim0)", "(hd_dim0 * hd_dim1)"), into buf. */
+char *tuner__axis_expr(const tuner_tensor *t, int axis, char *buf, size_t len);
+/* A C expression for coef * (the product of t's named axes) * (its fixed axes): t's element
+ * count at launch ("1048576LL" for a static tensor). */
+char *tuner__numel_expr(const tuner_tensor *t, char *buf, size_t len);
+/* Sets l's grid dimension d to the rule mul * ceil(coef * product(dims in `mask`) / div) capped
+ * at cap (0: none), and l->grid[d] to its value at op's tuning sizes (the dims' max). -ERANGE
+ * when that value is not within 1 .. 2^31-1. mask 0 sets the fixed grid value
+ * min(cap, mul * ceil(coef / div)) and no rule. */
+int tuner__grid_rule(tuner_launch *l, int d, const tuner_op *op, unsigned mask, long long coef, long long div,
+                     long long mul, long long cap);
 
 /* tuner_numerics_flags() (the NVRTC numerics options) is declared in tuner/tuner.h. */
 
