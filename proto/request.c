@@ -1,5 +1,6 @@
 /* proto/request.c - kernel request JSON -> validated tuner_op; canonical op JSON. */
 #include "proto/request.h"
+#include "proto/dims.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -286,7 +287,8 @@ static bool broadcast_merge(int64_t *out, int *rout, const int64_t *b, int rb)
     return true;
 }
 
-static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, proto_error *e)
+/* op: the request's dims, which a shape entry may name (proto/dims.h). */
+static int parse_tensor(const cJSON *t, const char *path, const tuner_op *op, tuner_tensor *ret, proto_error *e)
 {
     static const char *const keys[] = {"shape", "dtype", "align", NULL};
     char field[96];
@@ -314,12 +316,18 @@ static int parse_tensor(const cJSON *t, const char *path, tuner_tensor *ret, pro
     for (const cJSON *d = shape->child; d; d = d->next, i++) {
         int64_t v;
         snprintf(field, sizeof(field), "%.40s.shape[%d]", path, i);
+        if (cJSON_IsString(d)) {
+            if ((r = proto__parse_named_axis(d, field, op, i, &out.sym[i], &out.shape[i], e)) < 0)
+                return r;
+            continue;
+        }
         if ((r = json_int(d, field, &v, e)) < 0)
             return r;
         if (v < 0)
             return proto_fail(e, 422, "invalid_field", field,
-                        "%s is %lld: dynamic dimensions are not supported; a kernel is tuned for "
-                        "one shape, so give each dimension's size", field, (long long)v);
+                        "%s is %lld: a size known only at launch is named, not -1: write \"n\" there "
+                        "and give its range at the top level, \"dims\": {\"n\": {\"min\": 1, "
+                        "\"max\": 8192}} (docs/api.md, named dimensions)", field, (long long)v);
         if (v < 1)
             return proto_fail(e, 422, "invalid_field", field, "%s must be at least 1", field);
         if (v > PROTO_MAX_DIM)
@@ -1471,7 +1479,7 @@ static int validate_inputs(const cJSON *root, tuner_op *op, proto_error *e)
     int i = 0;
     for (const cJSON *t = v->child; t; t = t->next, i++) {
         snprintf(field, sizeof(field), "inputs[%d]", i);
-        if ((r = parse_tensor(t, field, &op->inputs[i], e)) < 0)
+        if ((r = parse_tensor(t, field, op, &op->inputs[i], e)) < 0)
             return r;
     }
     op->n_inputs = n_inputs;
@@ -1808,7 +1816,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
 {
     static const char *const top_keys[] = {"op", "inputs", "attrs", "prologue", "epilogue",
                                            "arch", "tune", "wait", "priority", "budget", "retune",
-                                           NULL};
+                                           "dims", "sizes", NULL};
     tuner_op *op = &req->op;
     const cJSON *v;
     int r, softmax_axis = -1;
@@ -1817,6 +1825,8 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if (!cJSON_IsObject(root))
         return type_error(e, "", "a JSON object");
     if ((r = proto_check_keys(root, top_keys, "", e)) < 0)
+        return r;
+    if ((r = proto__parse_dims(root, op, &req->dyn, e)) < 0)
         return r;
     if ((r = validate_inputs(root, op, e)) < 0)
         return r;
@@ -1841,6 +1851,8 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         return r;
     if ((r = check_int_inputs(op, &ew, &epi, e)) < 0)
         return r;
+    if ((r = proto__check_named_inputs(op, e)) < 0)
+        return r;
     if ((r = infer_output(op, softmax_axis, e)) < 0)
         return r;
     if ((r = bind_prologue(op, &pro, e)) < 0)
@@ -1855,6 +1867,11 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
                           e)) < 0)
         return r;
     op->output.dtype = dt;
+    /* The shapes were inferred at the names' max; now the names themselves. */
+    if ((r = proto__check_named(op, e)) < 0)
+        return r;
+    if ((r = proto__parse_sizes(root, op, &req->dyn, e)) < 0)
+        return r;
 
     return proto_parse_job_options(root, &req->opt, e);
 }

@@ -46,10 +46,22 @@ typedef struct proto_job_options {
                            * kernel requests only */
 } proto_job_options;
 
+/* What a request with named dimensions says beyond its op (docs/api.md, "Named dimensions"):
+ * the sizes worth tuning first, and the sizes the client is about to launch with. Neither is part
+ * of the op's key. Indices are op.dims's. */
+#define PROTO_MAX_HINTS 16
+typedef struct proto_dynamic {
+    int n_hints[TUNER_MAX_DIMS];
+    int64_t hints[TUNER_MAX_DIMS][PROTO_MAX_HINTS];
+    bool has_sizes;                /* "sizes" was given: a size for every dim */
+    int64_t sizes[TUNER_MAX_DIMS];
+} proto_dynamic;
+
 /* A validated kernel request. */
 typedef struct proto_kernel_request {
     tuner_op op;
     proto_job_options opt;
+    proto_dynamic dyn; /* all zero unless op.n_dims > 0 */
 } proto_kernel_request;
 
 /* Why a request was refused: everything the error answer needs. */

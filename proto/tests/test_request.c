@@ -325,7 +325,7 @@ static void test_errors(void)
         /* A dynamic dimension is refused as such, not as a size below one. */
         const char dyn[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,-1],\"dtype\":\"f16\"}]}";
         CHECK(parse(dyn, &req, &err) == -EINVAL && strcmp(err.field, "inputs[0].shape[1]") == 0);
-        CHECK(strstr(err.message, "dynamic dimensions are not supported") != NULL);
+        CHECK(strstr(err.message, "is named, not -1") != NULL && strstr(err.message, "\"dims\"") != NULL);
     }
     BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"relu\"},{\"op\":\"relu\"},"
         "{\"op\":\"swish\"}]}", 422, "unknown_op", "epilogue[2].op");
@@ -1380,6 +1380,144 @@ static void test_suggestions(void)
             "\"x\":1}", "x", NULL);
 }
 
+/* Named dimensions (docs/api.md): parsing, the names on inferred shapes, where a name may not
+ * stand, sizes and hints, and the canonical form. */
+#define DIMS_N "\"dims\":{\"n\":{\"min\":1,\"max\":8192}}"
+static void test_named_dims(void)
+{
+    /* matmul [n, 4096] x [4096, 1024] with a bias and a residual [n, 1024] */
+    proto_kernel_request r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",4096],\"dtype\":\"f16\"},"
+                                "{\"shape\":[4096,1024],\"dtype\":\"f16\"},{\"shape\":[1024],\"dtype\":\"f16\"},"
+                                "{\"shape\":[\"n\",1024],\"dtype\":\"f16\"}],"
+                                "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"add\",\"input\":3}]," DIMS_N "}");
+    CHECK(r.op.n_dims == 1 && strcmp(r.op.dims[0].name, "n") == 0);
+    CHECK(r.op.dims[0].min == 1 && r.op.dims[0].max == 8192 && r.op.dims[0].multiple_of == 1);
+    CHECK(r.op.inputs[0].sym[0] == 1 && r.op.inputs[0].shape[0] == 8192 && r.op.inputs[0].sym[1] == 0);
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.shape[0] == 8192 && r.op.output.shape[1] == 1024);
+    CHECK(r.op.inputs[3].sym[0] == 1 && !r.dyn.has_sizes);
+    char *c = tuner_op_canonical_json(&r.op);
+    CHECK(c && strstr(c, "\"dims\":{\"n\":{\"max\":8192,\"min\":1,\"multiple_of\":1}}") != NULL);
+    CHECK(c && strstr(c, "\"shape\":[\"n\",4096]") != NULL && strstr(c, "\"shape\":[\"n\",1024]") != NULL);
+    /* Another range is another op; the same request spelled otherwise is the same op. */
+    proto_kernel_request r2 = OK("{\"dims\":{\"n\":{\"max\":8192,\"min\":1,\"multiple_of\":1,\"hints\":[7]}},"
+                                 "\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",4096],\"dtype\":\"float16\"},"
+                                 "{\"shape\":[4096,1024],\"dtype\":\"f16\"},{\"shape\":[1024],\"dtype\":\"f16\"},"
+                                 "{\"shape\":[\"n\",1024],\"dtype\":\"f16\"}],\"sizes\":{\"n\":300},"
+                                 "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"add\",\"input\":3}]}");
+    char *c2 = tuner_op_canonical_json(&r2.op);
+    CHECK(c && c2 && strcmp(c, c2) == 0);
+    CHECK(r2.dyn.has_sizes && r2.dyn.sizes[0] == 300 && r2.dyn.n_hints[0] == 1 && r2.dyn.hints[0][0] == 7);
+    free(c2);
+    r2 = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",4096],\"dtype\":\"f16\"},"
+            "{\"shape\":[4096,1024],\"dtype\":\"f16\"},{\"shape\":[1024],\"dtype\":\"f16\"},"
+            "{\"shape\":[\"n\",1024],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":1,\"max\":4096}},"
+            "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"add\",\"input\":3}]}");
+    c2 = tuner_op_canonical_json(&r2.op);
+    CHECK(c && c2 && strcmp(c, c2) != 0);
+    free(c);
+    free(c2);
+
+    /* Names are sorted (the kernels' parameter order); a product on axis 0; the binding. */
+    r = OK("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[\"s*b\",768],\"dtype\":\"bf16\"},"
+           "{\"shape\":[768],\"dtype\":\"bf16\"},{\"shape\":[768],\"dtype\":\"bf16\"}],"
+           "\"dims\":{\"s\":{\"min\":16,\"max\":512,\"multiple_of\":16},\"b\":{\"min\":1,\"max\":32}}}");
+    CHECK(r.op.n_dims == 2 && strcmp(r.op.dims[0].name, "b") == 0 && strcmp(r.op.dims[1].name, "s") == 0);
+    CHECK(r.op.inputs[0].sym[0] == 3 && r.op.inputs[0].shape[0] == 32 * 512 && r.op.output.sym[0] == 3);
+    {
+        char name[64];
+        CHECK_STR(tuner_sym_text(&r.op, 3, name, sizeof(name)), "b*s");
+        int64_t sizes[TUNER_MAX_DIMS] = {3, 48};
+        tuner_op bound;
+        CHECK(tuner_op_bind(&r.op, sizes, &bound) == 0 && bound.n_dims == 0);
+        CHECK(bound.inputs[0].shape[0] == 144 && bound.inputs[0].sym[0] == 0 && bound.output.shape[0] == 144);
+        sizes[1] = 40; /* not a multiple of 16 */
+        char why[128];
+        int at = -1;
+        CHECK(tuner_op_sizes_check(&r.op, sizes, why, sizeof(why), &at) == -ERANGE && at == 1);
+        CHECK_STR(why, "s is 40; its range is 16..512, a multiple of 16");
+        CHECK(tuner_op_bind(&r.op, sizes, &bound) == -ERANGE);
+    }
+    /* elementwise: a name meets the same name or 1 */
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f32\"},"
+           "{\"shape\":[1,64],\"dtype\":\"f32\"},{\"shape\":[64],\"dtype\":\"f32\"},{\"shape\":[\"n\",1],\"dtype\":\"f32\"}],"
+           "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1},{\"op\":\"mul\",\"input\":2},{\"op\":\"sub\",\"input\":3}]}," DIMS_N "}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.shape[0] == 8192);
+    r = OK("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[\"n\",12,64],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"kind\":\"sum\",\"axis\":-1}," DIMS_N "}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.rank == 2);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",128,64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"n\",64,32],\"dtype\":\"f16\"}]," DIMS_N "}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.shape[0] == 8192 && r.op.output.shape[1] == 128);
+
+    /* Refusals, each at its field. */
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}]}", 422, "invalid_field",
+        "inputs[0].shape[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"m\",64],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "inputs[0].shape[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "inputs[0].shape[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n*n\",64],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "inputs[0].shape[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n*\",64],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "inputs[0].shape[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,64],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "dims.n");
+    BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"kind\":\"sum\",\"axis\":0}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[0]");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[\"n\",8,8,16],\"dtype\":\"f16\"},"
+        "{\"shape\":[16,3,3,16],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"n\",32],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[1].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,32],\"dtype\":\"f16\"}],\"attrs\":{\"trans_a\":true}," DIMS_N "}", 422, "invalid_field",
+        "inputs[0].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[4,64,32],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[0]");
+    /* a residual of a fixed 8192 rows against the named output, and a name against a fixed size */
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},{\"shape\":[64,32],\"dtype\":\"f16\"},"
+        "{\"shape\":[8192,32],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}]," DIMS_N "}", 422,
+        "shape_mismatch", "inputs[2].shape[0]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f32\"},{\"shape\":[\"m\",64],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]},"
+        "\"dims\":{\"n\":{\"min\":1,\"max\":64},\"m\":{\"min\":1,\"max\":64}}}", 422, "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,\"n\",64],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"fn\":\"relu\"}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[1]");
+    /* the dims object itself */
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":0,\"max\":8}}}",
+        422, "invalid_field", "dims.n.min");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":9,\"max\":8}}}",
+        422, "invalid_field", "dims.n.max");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"max\":8}}}", 400,
+        "invalid_field", "dims.n");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"n\":{\"min\":8,\"max\":64,\"multiple_of\":16}}}", 422, "invalid_field", "dims.n.multiple_of");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"N\",64],\"dtype\":\"f16\"}],\"dims\":{\"N\":{\"min\":1,\"max\":8}}}",
+        422, "invalid_field", "dims.N");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":1,\"max\":8,"
+        "\"step\":2}}}", 400, "invalid_field", "dims.n.step");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":1,\"max\":8,"
+        "\"hints\":[9]}}}", 422, "invalid_field", "dims.n.hints[0]");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":1,"
+        "\"max\":2147483647}}}", 422, "limit_exceeded", "inputs[0].shape");
+    /* sizes */
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}]," DIMS_N ",\"sizes\":{\"n\":9000}}",
+        422, "out_of_range", "sizes.n");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}]," DIMS_N ",\"sizes\":{\"m\":9}}",
+        422, "invalid_field", "sizes.m");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,64],\"dtype\":\"f16\"}],\"sizes\":{\"n\":9}}", 422,
+        "invalid_field", "sizes");
+    {
+        proto_kernel_request req;
+        proto_error err;
+        const char body[] = "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}]," DIMS_N
+                            ",\"sizes\":{\"n\":9000}}";
+        CHECK(parse(body, &req, &err) == -EINVAL);
+        CHECK_STR(err.message, "n is 9000; its range is 1..8192");
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_ops();
@@ -1395,6 +1533,7 @@ int main(int argc, char **argv)
     test_strip();
     test_error_json();
     test_suggestions();
+    test_named_dims();
     if (argc > 1)
         test_examples(argv[1]);
     else {

@@ -1,0 +1,409 @@
+/* proto/dims.c - named dimensions in kernel requests (see proto/dims.h). */
+#include "proto/dims.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+/* Where a name may stand, for every refusal's message. */
+#define WHERE_NAMES                                                                                   \
+    "names stand on axis 0 only, in elementwise, softmax, layernorm, rmsnorm and reduce (not on a "    \
+    "reduced axis) and matmul ([M, K] a with M named, or [batch, M, K] with batch named)"
+
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= TUNER_DIM_NAME_LEN || !((s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+            return false;
+    return true;
+}
+
+/* An integer in [lo, hi] (JSON 64 or 64.0). */
+static int int_in(const cJSON *v, const char *field, int64_t lo, int64_t hi, int64_t *ret, proto_error *e)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return proto_fail(e, 400, "invalid_field", field, "%s must be an integer", field);
+    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
+        return proto_fail(e, 422, "invalid_field", field, "%s must be between %lld and %lld", field, (long long)lo,
+                          (long long)hi);
+    *ret = (int64_t)v->valuedouble;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const tuner_dim *)a)->name, ((const tuner_dim *)b)->name);
+}
+
+int proto__parse_dims(const cJSON *root, tuner_op *op, proto_dynamic *dyn, proto_error *e)
+{
+    static const char *const keys[] = {"min", "max", "multiple_of", "hints", NULL};
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
+    char field[96];
+    int r;
+
+    op->n_dims = 0;
+    memset(dyn, 0, sizeof(*dyn));
+    if (!dims)
+        return 0;
+    if (!cJSON_IsObject(dims))
+        return proto_fail(e, 400, "invalid_field", "dims",
+                          "dims must be an object {\"n\": {\"min\": 1, \"max\": 8192}, ...}");
+    const int n = cJSON_GetArraySize(dims);
+    if (n == 0)
+        return proto_fail(e, 422, "invalid_field", "dims", "dims is empty: leave it out for fixed shapes");
+    if (n > TUNER_MAX_DIMS)
+        return proto_fail(e, 422, "limit_exceeded", "dims", "at most %d named dimensions are supported",
+                          TUNER_MAX_DIMS);
+
+    /* The hints stay beside their dim while the dims are sorted by name. */
+    struct {
+        tuner_dim d;
+        int n_hints;
+        int64_t hints[PROTO_MAX_HINTS];
+    } parsed[TUNER_MAX_DIMS];
+    memset(parsed, 0, sizeof(parsed));
+    int i = 0;
+    for (const cJSON *d = dims->child; d; d = d->next, i++) {
+        const char *name = d->string ? d->string : "";
+        snprintf(field, sizeof(field), "dims.%.40s", name);
+        if (!name_ok(name))
+            return proto_fail(e, 422, "invalid_field", field,
+                              "\"%.40s\" is not a dimension name: a lowercase letter or _, then letters, digits "
+                              "or _, at most %d characters",
+                              name, TUNER_DIM_NAME_LEN - 1);
+        for (int j = 0; j < i; j++)
+            if (strcmp(parsed[j].d.name, name) == 0)
+                return proto_fail(e, 400, "invalid_field", field, "%s is given twice", field);
+        if (!cJSON_IsObject(d))
+            return proto_fail(e, 400, "invalid_field", field, "%s must be an object {\"min\": .., \"max\": ..}",
+                              field);
+        if ((r = proto_check_keys(d, keys, field, e)) < 0)
+            return r;
+        tuner_dim *td = &parsed[i].d;
+        snprintf(td->name, sizeof(td->name), "%s", name);
+        td->multiple_of = 1;
+        const cJSON *v;
+        char sub[128];
+        if (!(v = cJSON_GetObjectItemCaseSensitive(d, "min")) || !cJSON_GetObjectItemCaseSensitive(d, "max"))
+            return proto_fail(e, 400, "invalid_field", field, "%s needs \"min\" and \"max\"", field);
+        snprintf(sub, sizeof(sub), "%s.min", field);
+        if ((r = int_in(v, sub, 1, PROTO_MAX_DIM, &td->min, e)) < 0)
+            return r;
+        snprintf(sub, sizeof(sub), "%s.max", field);
+        if ((r = int_in(cJSON_GetObjectItemCaseSensitive(d, "max"), sub, 1, PROTO_MAX_DIM, &td->max, e)) < 0)
+            return r;
+        if (td->max < td->min)
+            return proto_fail(e, 422, "invalid_field", sub, "%s (%lld) is below min (%lld)", sub,
+                              (long long)td->max, (long long)td->min);
+        if ((v = cJSON_GetObjectItemCaseSensitive(d, "multiple_of"))) {
+            snprintf(sub, sizeof(sub), "%s.multiple_of", field);
+            if ((r = int_in(v, sub, 1, 1 << 20, &td->multiple_of, e)) < 0)
+                return r;
+            if (td->min % td->multiple_of || td->max % td->multiple_of)
+                return proto_fail(e, 422, "invalid_field", sub, "min (%lld) and max (%lld) must be multiples of %lld",
+                                  (long long)td->min, (long long)td->max, (long long)td->multiple_of);
+        }
+        if ((v = cJSON_GetObjectItemCaseSensitive(d, "hints"))) {
+            snprintf(sub, sizeof(sub), "%s.hints", field);
+            if (!cJSON_IsArray(v))
+                return proto_fail(e, 400, "invalid_field", sub, "%s must be an array of sizes", sub);
+            if (cJSON_GetArraySize(v) > PROTO_MAX_HINTS)
+                return proto_fail(e, 422, "limit_exceeded", sub, "at most %d hints per name", PROTO_MAX_HINTS);
+            int h = 0;
+            for (const cJSON *x = v->child; x; x = x->next, h++) {
+                char hf[160];
+                snprintf(hf, sizeof(hf), "%s[%d]", sub, h);
+                if ((r = int_in(x, hf, td->min, td->max, &parsed[i].hints[h], e)) < 0)
+                    return r;
+                if (parsed[i].hints[h] % td->multiple_of)
+                    return proto_fail(e, 422, "invalid_field", hf, "%s must be a multiple of %lld", hf,
+                                      (long long)td->multiple_of);
+            }
+            parsed[i].n_hints = h;
+        }
+    }
+    /* Sorted by name: the canonical order (equal requests key alike) and the kernels' order. */
+    int order[TUNER_MAX_DIMS];
+    for (int k = 0; k < n; k++)
+        order[k] = k;
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && by_name(&parsed[order[b - 1]].d, &parsed[order[b]].d) > 0; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    for (int k = 0; k < n; k++) {
+        op->dims[k] = parsed[order[k]].d;
+        dyn->n_hints[k] = parsed[order[k]].n_hints;
+        memcpy(dyn->hints[k], parsed[order[k]].hints, sizeof(dyn->hints[k]));
+    }
+    op->n_dims = n;
+    return 0;
+}
+
+int proto__parse_named_axis(const cJSON *d, const char *field, const tuner_op *op, int axis, uint8_t *mask,
+                            int64_t *size, proto_error *e)
+{
+    const char *s = d->valuestring ? d->valuestring : "";
+    if (op->n_dims == 0 && !name_ok(s))
+        return proto_fail(e, 400, "invalid_field", field, "%s must be an integer (or a name declared in \"dims\")",
+                          field);
+    if (op->n_dims == 0)
+        return proto_fail(e, 422, "invalid_field", field,
+                          "%s is the name \"%.40s\", but the request has no \"dims\": declare it, e.g. \"dims\": "
+                          "{\"%.40s\": {\"min\": 1, \"max\": 8192}}",
+                          field, s, s);
+    char buf[TUNER_MAX_DIMS * TUNER_DIM_NAME_LEN + 8];
+    if (strlen(s) >= sizeof(buf))
+        return proto_fail(e, 422, "invalid_field", field, "%s is not a declared name or product of names", field);
+    snprintf(buf, sizeof(buf), "%s", s);
+    unsigned m = 0;
+    int64_t v = 1;
+    char *save = NULL;
+    for (char *part = strtok_r(buf, "*", &save); part; part = strtok_r(NULL, "*", &save)) {
+        int k = tuner_op_dim_index(op, part);
+        if (k < 0)
+            return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\", which \"dims\" does not declare",
+                              field, part);
+        if (m & (1u << k))
+            return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\" twice", field, part);
+        m |= 1u << k;
+        v *= op->dims[k].max;
+        if (v > PROTO_MAX_DIM)
+            return proto_fail(e, 422, "limit_exceeded", field, "%s exceeds 2^31-1 at the names' max", field);
+    }
+    if (!m || s[0] == '*' || s[strlen(s) - 1] == '*' || strstr(s, "**"))
+        return proto_fail(e, 422, "invalid_field", field, "%s is not a declared name or product of names (\"n\", "
+                          "\"b*s\")", field);
+    if (axis != 0)
+        return proto_fail(e, 422, "invalid_field", field, "%s: a name may not stand here; %s", field, WHERE_NAMES);
+    *mask = (uint8_t)m;
+    *size = v;
+    return 0;
+}
+
+static unsigned named_axes(const tuner_tensor *t)
+{
+    unsigned m = 0;
+    for (int d = 0; d < t->rank; d++)
+        m |= t->sym[d];
+    return m;
+}
+
+static int refuse_input(const tuner_op *op, int i, proto_error *e)
+{
+    char field[64];
+    (void)op;
+    snprintf(field, sizeof(field), "inputs[%d].shape[0]", i);
+    return proto_fail(e, 422, "invalid_field", field, "%s: a name may not stand here for %s; %s", field,
+                      tuner_op_name(op->kind), WHERE_NAMES);
+}
+
+/* t (an operand read by a fused step, or an elementwise input) right-aligned against `to`: a
+ * named axis must meet the same names; a name in `to` meets the same names or a fixed 1. */
+static int check_broadcast(const tuner_op *op, int i, const tuner_tensor *t, const tuner_tensor *to,
+                           const char *what, proto_error *e)
+{
+    char field[64], a[80], b[80];
+    for (int d = 0; d < t->rank; d++) {
+        const int od = to->rank - t->rank + d;
+        if (od < 0)
+            continue;
+        const unsigned ts = t->sym[d], os = to->sym[od];
+        if (ts == os)
+            continue;
+        if (!ts && t->shape[d] == 1)
+            continue;
+        snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+        if (ts)
+            tuner_sym_text(op, ts, a, sizeof(a));
+        else
+            snprintf(a, sizeof(a), "%lld", (long long)t->shape[d]);
+        if (os)
+            tuner_sym_text(op, os, b, sizeof(b));
+        else
+            snprintf(b, sizeof(b), "%lld", (long long)to->shape[od]);
+        return proto_fail(e, 422, "shape_mismatch", field,
+                          "%s is %s where %s has %s: a name broadcasts only against the same name or 1", field, a,
+                          what, b);
+    }
+    return 0;
+}
+
+/* The operands of the fused chains against what they apply to. */
+static int check_operands(const tuner_op *op, proto_error *e)
+{
+    int ops[2], r;
+    for (int t = 0; t < op->n_anchor_inputs; t++)
+        for (int s = 0; s < op->prologue[t].n; s++) {
+            int n = tuner_ew_operands(&op->prologue[t].steps[s], ops);
+            for (int j = 0; j < n; j++)
+                if ((r = check_broadcast(op, ops[j], &op->inputs[ops[j]], &op->inputs[t], "the input it applies to",
+                                         e)) < 0)
+                    return r;
+        }
+    for (int s = 0; s < op->epilogue.n; s++) {
+        int n = tuner_ew_operands(&op->epilogue.steps[s], ops);
+        for (int j = 0; j < n; j++)
+            if ((r = check_broadcast(op, ops[j], &op->inputs[ops[j]], &op->output, "the output", e)) < 0)
+                return r;
+    }
+    return 0;
+}
+
+int proto__check_named_inputs(const tuner_op *op, proto_error *e)
+{
+    if (op->n_dims == 0)
+        return 0;
+    const tuner_tensor *x = &op->inputs[0];
+    switch (op->kind) {
+    case TUNER_OP_ELEMENTWISE:
+        break;
+    case TUNER_OP_SOFTMAX:
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        for (int i = 1; i < op->n_anchor_inputs; i++)
+            if (named_axes(&op->inputs[i]))
+                return refuse_input(op, i, e);
+        if (x->sym[0] && x->rank < 2)
+            return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
+                              "inputs[0].shape[0] is the axis %s works along: it may not be named; %s",
+                              tuner_op_name(op->kind), WHERE_NAMES);
+        break;
+    case TUNER_OP_REDUCE: {
+        /* axis is normalised by inference, which runs after this */
+        const int axis = op->attrs.reduce.axis < 0 ? op->attrs.reduce.axis + x->rank : op->attrs.reduce.axis;
+        if (x->sym[0] && axis == 0)
+            return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
+                              "inputs[0].shape[0] is reduced: a reduced axis may not be named; %s", WHERE_NAMES);
+        break;
+    }
+    case TUNER_OP_MATMUL: {
+        const tuner_tensor *b = &op->inputs[1];
+        if (x->sym[0] && x->rank == 2 && op->attrs.matmul.trans_a)
+            return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
+                              "inputs[0].shape[0] is K of a transposed a: it may not be named; %s", WHERE_NAMES);
+        if (x->sym[0] && x->rank == 2 && b->rank == 3)
+            return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
+                              "inputs[0].shape[0] is M of a matmul with a batched b: the output's M is not its axis "
+                              "0; %s",
+                              WHERE_NAMES);
+        if (b->sym[0] && !(b->rank == 3 && x->rank == 3 && b->sym[0] == x->sym[0]))
+            return proto_fail(e, 422, "invalid_field", "inputs[1].shape[0]",
+                              "inputs[1].shape[0] may be named only as the batch of a batched b whose a has the same "
+                              "name; %s",
+                              WHERE_NAMES);
+        if (x->rank == 3 && b->rank == 3 && x->sym[0] != b->sym[0])
+            return proto_fail(e, 422, "shape_mismatch", "inputs[1].shape[0]",
+                              "matmul batch mismatch: a's and b's batch must have the same name or size");
+        break;
+    }
+    default:
+        for (int i = 0; i < op->n_inputs; i++)
+            if (named_axes(&op->inputs[i]))
+                return refuse_input(op, i, e);
+        break;
+    }
+    return 0;
+}
+
+int proto__check_named(tuner_op *op, proto_error *e)
+{
+    int r;
+    unsigned used = 0;
+    for (int i = 0; i < op->n_inputs; i++)
+        used |= named_axes(&op->inputs[i]);
+    if (op->n_dims == 0)
+        return 0;
+    memset(op->output.sym, 0, sizeof(op->output.sym));
+
+    const tuner_tensor *x = &op->inputs[0];
+    switch (op->kind) {
+    case TUNER_OP_ELEMENTWISE: {
+        /* The output's axis 0 carries the name of the first input whose axis 0 lines up with
+         * it; every input is then checked against the output, as a fused operand is. */
+        tuner_tensor *o = &op->output;
+        for (int i = 0; i < op->n_inputs; i++) {
+            const tuner_tensor *t = &op->inputs[i];
+            if (t->sym[0] && t->rank != o->rank) {
+                char field[64];
+                snprintf(field, sizeof(field), "inputs[%d].shape[0]", i);
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s is named but lines up with axis %d of the output; %s", field, o->rank - t->rank,
+                                  WHERE_NAMES);
+            }
+            if (t->sym[0] && !o->sym[0])
+                o->sym[0] = t->sym[0];
+        }
+        for (int i = 0; i < op->n_inputs; i++)
+            if ((r = check_broadcast(op, i, &op->inputs[i], o, "the output", e)) < 0)
+                return r;
+        break;
+    }
+    case TUNER_OP_MATMUL: {
+        const tuner_tensor *b = &op->inputs[1];
+        op->output.sym[0] = x->rank == 3 || b->rank == 2 ? x->sym[0] : b->sym[0];
+        break;
+    }
+    default: /* the row ops and reduce keep axis 0 (proto__check_named_inputs) */
+        op->output.sym[0] = x->sym[0];
+        break;
+    }
+    if ((r = check_operands(op, e)) < 0)
+        return r;
+
+    for (int k = 0; k < op->n_dims; k++)
+        if (!(used & (1u << k))) {
+            char field[64];
+            snprintf(field, sizeof(field), "dims.%s", op->dims[k].name);
+            return proto_fail(e, 422, "invalid_field", field, "%s is declared but no input's shape names it", field);
+        }
+    return 0;
+}
+
+int proto__parse_sizes(const cJSON *root, const tuner_op *op, proto_dynamic *dyn, proto_error *e)
+{
+    const cJSON *sizes = cJSON_GetObjectItemCaseSensitive(root, "sizes");
+    char field[96];
+    int r;
+    if (!sizes)
+        return 0;
+    if (op->n_dims == 0)
+        return proto_fail(e, 422, "invalid_field", "sizes", "sizes is given, but the request names no dimension");
+    if (!cJSON_IsObject(sizes))
+        return proto_fail(e, 400, "invalid_field", "sizes", "sizes must be an object {\"n\": 300, ...}");
+    bool seen[TUNER_MAX_DIMS] = {false};
+    for (const cJSON *v = sizes->child; v; v = v->next) {
+        const char *name = v->string ? v->string : "";
+        snprintf(field, sizeof(field), "sizes.%.40s", name);
+        int k = tuner_op_dim_index(op, name);
+        if (k < 0)
+            return proto_fail(e, 422, "invalid_field", field, "%s: \"dims\" declares no such name", field);
+        if (seen[k])
+            return proto_fail(e, 400, "invalid_field", field, "%s is given twice", field);
+        seen[k] = true;
+        if ((r = int_in(v, field, 1, PROTO_MAX_DIM, &dyn->sizes[k], e)) < 0)
+            return r;
+    }
+    for (int k = 0; k < op->n_dims; k++)
+        if (!seen[k]) {
+            snprintf(field, sizeof(field), "sizes.%s", op->dims[k].name);
+            return proto_fail(e, 422, "invalid_field", field, "sizes must give every name: %s is missing", field);
+        }
+    char why[160];
+    int bad = 0;
+    if (tuner_op_sizes_check(op, dyn->sizes, why, sizeof(why), &bad) < 0) {
+        snprintf(field, sizeof(field), "sizes.%s", op->dims[bad].name);
+        return proto_fail(e, 422, "out_of_range", field, "%s", why);
+    }
+    dyn->has_sizes = true;
+    return 0;
+}
