@@ -570,6 +570,12 @@ int tuner_op_sizes_check(const tuner_op *op, const int64_t *sizes, char *why, si
  * worker verifies a dynamic candidate against, and what a reference is generated for. */
 int tuner_op_bind(const tuner_op *op, const int64_t *sizes, tuner_op *out);
 
+/* The same op over narrower ranges: dims[k] becomes [min[k], max[k]] (within the op's range,
+ * multiples of its multiple_of: -ERANGE otherwise), and every named axis the product of the
+ * new max, so the result is tuned at the largest sizes of its own range. out may alias op. What
+ * a dispatch table's entry is (its op key carries its range). */
+int tuner_op_restrict(const tuner_op *op, const int64_t *min, const int64_t *max, tuner_op *out);
+
 /* A named axis as text, for messages and the canonical JSON: "n", "b*s" (names in dims order),
  * into buf (cut to len); returns buf. */
 char *tuner_sym_text(const tuner_op *op, unsigned mask, char *buf, size_t len);

@@ -65,6 +65,35 @@ int tuner_op_bind(const tuner_op *op, const int64_t *sizes, tuner_op *out)
     return 0;
 }
 
+static void reshape_named(tuner_tensor *t, const int64_t *max)
+{
+    for (int i = 0; i < t->rank && i < TUNER_MAX_RANK; i++)
+        if (t->sym[i])
+            t->shape[i] = tuner_dims_product(max, t->sym[i]);
+}
+
+int tuner_op_restrict(const tuner_op *op, const int64_t *min, const int64_t *max, tuner_op *out)
+{
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++) {
+        const tuner_dim *d = &op->dims[k];
+        if (min[k] < d->min || max[k] > d->max || min[k] > max[k] || min[k] % d->multiple_of ||
+            max[k] % d->multiple_of)
+            return -ERANGE;
+    }
+    if (out != op)
+        *out = *op;
+    int64_t maxes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    for (int k = 0; k < out->n_dims && k < TUNER_MAX_DIMS; k++) {
+        out->dims[k].min = min[k];
+        out->dims[k].max = max[k];
+        maxes[k] = max[k];
+    }
+    for (int i = 0; i < out->n_inputs && i < TUNER_MAX_INPUTS; i++)
+        reshape_named(&out->inputs[i], maxes);
+    reshape_named(&out->output, maxes);
+    return 0;
+}
+
 char *tuner_sym_text(const tuner_op *op, unsigned mask, char *buf, size_t len)
 {
     size_t at = 0;

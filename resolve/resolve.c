@@ -1,6 +1,7 @@
 /* resolve/resolve.c - see resolve.h. The tiers in the order a request meets them: the request
  * memo and the memory tier, the local cache, the remote tier's slot, a tuning job. */
 #include "resolve/resolve.h"
+#include "resolve/resolve_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ struct resolve_wait {
     bool remote_pending; /* a remote lookup (or claim) will call back */
     bool claimed;        /* the remote tier's claim was asked already */
     sched_waiter *job;   /* waiting on a tuning job */
+    void (*udata_free)(void *udata); /* resolve__wait_set_cleanup */
 };
 
 struct resolver {
@@ -155,6 +157,22 @@ static void answer_owned(resolver *r, resolve_result *res, char *json, resolve_o
     res->origin = origin;
     res->body = json;
     res->len = strlen(json);
+}
+
+void resolve__answer_owned(resolver *r, resolve_result *res, char *json, resolve_origin origin)
+{
+    answer_owned(r, res, json, origin);
+}
+
+sched *resolve__sched(resolver *r)
+{
+    return r->sched;
+}
+
+void resolve__wait_set_cleanup(resolve_wait *w, void (*udata_free)(void *udata))
+{
+    if (w)
+        w->udata_free = udata_free;
 }
 
 /* ---- the memory tier ----------------------------------------------------------------------- */
@@ -298,6 +316,11 @@ static bool answer_from_local(resolver *r, const resolve_request *rq, const char
         kc_mem_put(r->answers, op_key, json, strlen(json), rank, akey);
     answer_owned(r, res, json, RESOLVE_ORIGIN_LOCAL);
     return true;
+}
+
+bool resolve__lookup(resolver *r, const resolve_request *rq, const char *op_key, resolve_result *res)
+{
+    return answer_from_memory(r, op_key, (int)rq->mode, res) || answer_from_local(r, rq, op_key, res);
 }
 
 /* ---- waits --------------------------------------------------------------------------------- */
@@ -635,6 +658,11 @@ void resolve_kernel_body(resolver *r, const char *peer, const char *body, size_t
         return;
     }
     resolve_request rq = resolve_request_of(&kr.op, &kr.opt, peer);
+    if (tuner_op_is_dynamic(&kr.op)) {
+        /* A table's entries change as their jobs end: never memoised, always composed. */
+        resolve__dispatch(r, &kr, &rq, cb, udata, ret, ret_wait);
+        return;
+    }
     char *op_json = tuner_op_canonical_json(&kr.op);
     if (!op_json) {
         fail(ret, 500, "internal", "out of memory", NULL);
@@ -656,6 +684,10 @@ void resolve_wait_cancel(resolver *r, resolve_wait *w)
     if (!r || !w)
         return;
     w->cb = NULL;
+    if (w->udata_free) {
+        w->udata_free(w->udata);
+        w->udata_free = NULL;
+    }
     if (w->remote_pending)
         return; /* freed when the lookup calls back: its result is still stored locally */
     if (w->job)
@@ -757,6 +789,8 @@ void resolve_free(resolver *r)
         sched_set_job_end_hook(r->sched, NULL, NULL);
     while (r->waits) {
         r->waits->cb = NULL;
+        if (r->waits->udata_free)
+            r->waits->udata_free(r->waits->udata);
         if (r->waits->job)
             sched_waiter_detach(r->sched, r->waits->job);
         wait_free(r->waits);

@@ -325,6 +325,12 @@ static sched_job *find_active_key(sched *s, const char *op_key)
     return NULL;
 }
 
+uint64_t sched_job_active(sched *s, const char *op_key)
+{
+    const sched_job *j = s && op_key ? find_active_key(s, op_key) : NULL;
+    return j ? j->info.id : 0;
+}
+
 int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *udata,
                  uint64_t *ret_job_id, sched_waiter **ret_waiter)
 {

@@ -149,6 +149,9 @@ void sched_waiter_detach(sched *s, sched_waiter *w);
 void sched_set_job_end_hook(sched *s, sched_done_cb hook, void *udata);
 
 int sched_job_get(sched *s, uint64_t id, sched_job_info *ret);
+/* The id of the queued or running job for op_key, or 0 when there is none (the dispatch table
+ * lists such a range as "tuning"). */
+uint64_t sched_job_active(sched *s, const char *op_key);
 /* Cancels a job: its waiters get SCHED_CANCELLED (error_code "cancelled"), before this returns.
  * -ENOENT if unknown or already ended. */
 int sched_job_cancel(sched *s, uint64_t id);
