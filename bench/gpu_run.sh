@@ -8,6 +8,7 @@
 #   bench/gpu_run.sh attn [bench.py args...]   (attention checks; ATTN_BENCH=1: its bench rows)
 #   bench/gpu_run.sh models [tests/gpu/models.py args...]   (real models through torch.compile)
 #   bench/gpu_run.sh modelbench [bench/models.py args...]  (their latency against Inductor)
+#   bench/gpu_run.sh dynamic [bench/dynamic.py args...]  (named dimensions: range kernels against exact ones)
 # Logs and results go to $OUT (at most 8 files come back).
 set -u
 cd "$(dirname "$0")/.."
@@ -147,6 +148,16 @@ if [ "$what" = models ] || [ "$what" = modelbench ]; then
         echo "modelbench exit=$?"
         tail -n 40 "$OUT/modelbench.log"
     fi
+    kill -TERM $pid
+    wait $pid
+fi
+
+if [ "$what" = dynamic ]; then
+    start_daemon dynamic
+    PYTHONUNBUFFERED=1 timeout "${DYNAMIC_TIMEOUT:-540}" python3 bench/dynamic.py \
+        --socket "$d/hidetd.sock" --out "$OUT" "$@" > "$OUT/dynamic.log" 2>&1
+    echo "dynamic exit=$?"
+    tail -n 60 "$OUT/dynamic.log"
     kill -TERM $pid
     wait $pid
 fi
