@@ -334,7 +334,7 @@ int kc_launch_json(const kc_launch *l, char **ret)
         if (!args)
             goto out;
         for (int a = 0; a < k->n_args; a++) {
-            cJSON *s = cJSON_CreateString(kc_buf_name(k->args[a]));
+            cJSON *s = cJSON_CreateString(kc_arg_name(k->args[a]));
             if (!s || !cJSON_AddItemToArray(args, s)) {
                 cJSON_Delete(s);
                 goto out;
