@@ -9,6 +9,7 @@
  *  - trials: tuning key -> one row per candidate measured (time, error or failure reason), so a
  *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning;
  *  - the quarantine (schema 3): artifact keys the daemon took out of service, with the reason.
+ * A dynamic op's launch (schema 5) also holds its named dims, size arguments and grid rules.
  *
  * Keys are lowercase hex SHA-256 of length-prefixed parts (kc_key()), so no two different part
  * lists collide by concatenation. The store survives kill -9 at any moment (WAL, one transaction
