@@ -113,14 +113,22 @@ typedef struct gw_buffer {
     uint64_t elems;
 } gw_buffer;
 
-/* One launch: n_args pointers, then n_maps tensor maps passed by value (op/tmap.h), each
- * encoded by the worker for its buffer's address. */
+/* gw_launch.args[a] of a scalar argument: values[a] passed by value as a `long long` (a dynamic
+ * op's dim size). */
+#define GW_ARG_I64 (-1)
+/* A scalar's bound: JSON numbers carry integers exactly up to 2^53. */
+#define GW_ARG_I64_MAX 9007199254740992LL
+
+/* One launch: n_args arguments (buffer pointers and scalars), then n_maps tensor maps passed by
+ * value (op/tmap.h), each encoded by the worker for its buffer's address. */
 typedef struct gw_launch {
     char name[64];
     uint32_t grid[3], block[3];
     uint32_t shared_bytes;
     int n_args;
-    int args[GW_MAX_ARGS]; /* indices into gw_measure_req.buffers */
+    int args[GW_MAX_ARGS]; /* indices into gw_measure_req.buffers, or GW_ARG_I64 */
+    /* The value of each GW_ARG_I64 argument (|v| <= GW_ARG_I64_MAX); 0 for a buffer's. */
+    int64_t values[GW_MAX_ARGS];
     int n_maps;
     tuner_tmap maps[GW_MAX_MAPS]; /* maps[i].buf: an index into gw_measure_req.buffers */
 } gw_launch;

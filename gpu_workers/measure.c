@@ -480,6 +480,7 @@ static uint64_t module_key(uint64_t h, const gw_module *mod)
         h = fnv(h, l->block, sizeof(l->block));
         h = fnv(h, &l->shared_bytes, sizeof(l->shared_bytes));
         h = fnv(h, l->args, sizeof(int) * (size_t)l->n_args);
+        h = fnv(h, l->values, sizeof(l->values[0]) * (size_t)l->n_args);
         for (int k = 0; k < l->n_maps; k++) {
             uint8_t rec[TUNER_TMAP_PACKED];
             tuner_tmap_pack(&l->maps[k], rec);
@@ -802,8 +803,15 @@ static CUresult launch_module(gw_measurer *m, const gw_module *mod, const loaded
     for (int i = 0; i < mod->n_launches; i++) {
         const gw_launch *l = &mod->launches[i];
         CUdeviceptr vals[GW_MAX_ARGS];
+        long long scalars[GW_MAX_ARGS];
         void *params[GW_MAX_ARGS + GW_MAX_MAPS];
         for (int a = 0; a < l->n_args; a++) {
+            /* A scalar (a dim's size) is a long long by value, as the kernel declares it. */
+            if (l->args[a] == GW_ARG_I64) {
+                scalars[a] = (long long)l->values[a];
+                params[a] = &scalars[a];
+                continue;
+            }
             vals[a] = m->ptr[l->args[a]];
             params[a] = &vals[a];
         }

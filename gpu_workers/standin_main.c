@@ -98,6 +98,12 @@ static uint64_t hash_module(uint64_t h, const gw_module *m)
             h = (h ^ p[k]) * 0x100000001b3ULL;
         for (const char *c = l->name; *c; c++)
             h = (h ^ (uint8_t)*c) * 0x100000001b3ULL;
+        /* Scalars (a dynamic op's sizes): another size is another run. Buffers' places hold 0,
+         * so a request without scalars hashes as before. */
+        for (int a = 0; a < l->n_args; a++)
+            if (l->args[a] == GW_ARG_I64)
+                for (int b = 0; b < 8; b++)
+                    h = (h ^ (uint8_t)((uint64_t)l->values[a] >> (8 * b))) * 0x100000001b3ULL;
     }
     return h;
 }

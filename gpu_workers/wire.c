@@ -432,9 +432,14 @@ static int check_module(const gw_module *m, int n_buffers, bool required)
             return -EINVAL;
         if (l->n_args < 0 || l->n_args > GW_MAX_ARGS)
             return -EINVAL;
-        for (int a = 0; a < l->n_args; a++)
-            if (l->args[a] < 0 || l->args[a] >= n_buffers)
+        for (int a = 0; a < l->n_args; a++) {
+            if (l->args[a] == GW_ARG_I64) {
+                if (l->values[a] < -GW_ARG_I64_MAX || l->values[a] > GW_ARG_I64_MAX)
+                    return -EINVAL;
+            } else if (l->args[a] < 0 || l->args[a] >= n_buffers || l->values[a] != 0) {
                 return -EINVAL;
+            }
+        }
         if (l->n_maps < 0 || l->n_maps > GW_MAX_MAPS || l->n_args + l->n_maps > GW_MAX_ARGS)
             return -EINVAL;
         for (int k = 0; k < l->n_maps; k++)
@@ -511,6 +516,17 @@ static cJSON *module_json(const gw_module *m)
             goto fail;
         if (!tuner_tmaps_add_json(lj, l->maps, l->n_maps, "buf", buf_number))
             goto fail;
+        /* "values" only where a scalar is passed, so a request without reads as before. */
+        bool scalars = false;
+        for (int a = 0; a < l->n_args; a++)
+            scalars = scalars || l->args[a] == GW_ARG_I64;
+        if (scalars) {
+            double v[GW_MAX_ARGS];
+            for (int a = 0; a < l->n_args; a++)
+                v[a] = (double)l->values[a];
+            if (!cJSON_AddItemToObject(lj, "values", cJSON_CreateDoubleArray(v, l->n_args)))
+                goto fail;
+        }
         continue;
     fail_item:
         cJSON_Delete(lj);
@@ -568,6 +584,31 @@ static int decode_maps(const cJSON *arr, gw_launch *l)
     return 0;
 }
 
+/* A launch's "values" (its args already read): present exactly when an argument is a scalar,
+ * one integer per argument, 0 at a buffer's place (check_module bounds the scalars). */
+static int decode_values(const cJSON *arr, gw_launch *l)
+{
+    bool scalars = false;
+    memset(l->values, 0, sizeof(l->values));
+    for (int a = 0; a < l->n_args; a++)
+        scalars = scalars || l->args[a] == GW_ARG_I64;
+    if (!arr)
+        return scalars ? -EBADMSG : 0;
+    if (!scalars || !cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != l->n_args)
+        return -EBADMSG;
+    int a = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, arr)
+    {
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble) ||
+            fabs(v->valuedouble) > (double)GW_ARG_I64_MAX ||
+            (l->args[a] != GW_ARG_I64 && v->valuedouble != 0))
+            return -EBADMSG;
+        l->values[a++] = (int64_t)v->valuedouble;
+    }
+    return 0;
+}
+
 static int module_from_json(const cJSON *o, gw_module *m)
 {
     const cJSON *arr = field(o, "launches");
@@ -588,7 +629,9 @@ static int module_from_json(const cJSON *o, gw_module *m)
             int_array(lj, "grid", 1, 0x7fffffff, 3, g, NULL, 3) < 0 ||
             int_array(lj, "block", 1, 1024, 3, b, NULL, 3) < 0 ||
             get_int(lj, "shared", 0, 1 << 20, &sh) < 0 ||
-            int_array(lj, "args", 0, GW_MAX_BUFFERS - 1, GW_MAX_ARGS, l->args, &l->n_args, -1) < 0)
+            int_array(lj, "args", GW_ARG_I64, GW_MAX_BUFFERS - 1, GW_MAX_ARGS, l->args, &l->n_args,
+                      -1) < 0 ||
+            decode_values(field(lj, "values"), l) < 0)
             return -EBADMSG;
         for (int k = 0; k < 3; k++) {
             l->grid[k] = (uint32_t)g[k];

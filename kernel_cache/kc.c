@@ -57,16 +57,22 @@ static const char *const kc__sql[S__COUNT] = {
                   " updated_at = excluded.updated_at",
     [S_KERNELS_DEL] = "DELETE FROM launch_kernels WHERE artifact_key = ?1",
     [S_KERNEL_PUT] = "INSERT INTO launch_kernels (artifact_key, position, name, grid_x, grid_y,"
-                     " grid_z, block_x, block_y, block_z, shared_bytes, args, maps)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-    /* A kernel without tensor maps leaves the column at its default: so the schema-1 conversion,
-     * which runs before schema 4 added the column, writes its rows with the same code. */
+                     " grid_z, block_x, block_y, block_z, shared_bytes, args, maps, grid_rules)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    /* A kernel without tensor maps and grid rules leaves those columns at their defaults: so
+     * the schema-1 conversion, which runs before schemas 4 and 5 added them, writes its rows
+     * with the same code. */
     [S_KERNEL_PUT_NO_MAPS] = "INSERT INTO launch_kernels (artifact_key, position, name, grid_x,"
                              " grid_y, grid_z, block_x, block_y, block_z, shared_bytes, args)"
                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [S_KERNELS_GET] = "SELECT position, name, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
-                      " shared_bytes, args, maps FROM launch_kernels WHERE artifact_key = ?1"
-                      " ORDER BY position",
+                      " shared_bytes, args, maps, grid_rules FROM launch_kernels"
+                      " WHERE artifact_key = ?1 ORDER BY position",
+    [S_DIMS_DEL] = "DELETE FROM launch_dims WHERE artifact_key = ?1",
+    [S_DIM_PUT] = "INSERT INTO launch_dims (artifact_key, position, name, min, max, multiple_of,"
+                  " output_axes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [S_DIMS_GET] = "SELECT position, name, min, max, multiple_of, output_axes FROM launch_dims"
+                   " WHERE artifact_key = ?1 ORDER BY position",
     [S_ART_META] = "SELECT " KC__META_COLS " FROM artifacts WHERE key = ?1",
     [S_ART_FULL] = "SELECT " KC__META_COLS ", ptx_sha256, cubin_sha256, ptx, cubin"
                    " FROM artifacts WHERE key = ?1",

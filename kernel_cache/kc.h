@@ -9,6 +9,7 @@
  *  - trials: tuning key -> one row per candidate measured (time, error or failure reason), so a
  *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning;
  *  - the quarantine (schema 3): artifact keys the daemon took out of service, with the reason.
+ * A dynamic op's launch (schema 5) also holds its named dims, size arguments and grid rules.
  *
  * Keys are lowercase hex SHA-256 of length-prefixed parts (kc_key()), so no two different part
  * lists collide by concatenation. The store survives kill -9 at any moment (WAL, one transaction
@@ -31,18 +32,20 @@
 #include "op/tmap.h"
 
 #define KC_KEY_LEN 64 /* hex chars; buffers are KC_KEY_LEN + 1 */
-#define KC_SCHEMA_VERSION 4
+#define KC_SCHEMA_VERSION 5
 /* The version hashed into op and tuning keys (scheduler/keys.c). It changes only when a stored
  * record would mean something else (schema 2's typed launches), not when a table is added beside
- * the records (schema 3's quarantine) or a column that older records leave empty (schema 4's
- * tensor maps): that must not make every op tune again. */
+ * the records (schema 3's quarantine, schema 5's named dims) or a column that older records leave
+ * empty (schema 4's tensor maps, schema 5's grid rules): that must not make every op tune again. */
 #define KC_KEY_SCHEMA 2
 
 #define KC_MAX_KERNELS 4 /* launches in one kernel set */
-#define KC_MAX_ARGS 12   /* pointer arguments of one launch */
+#define KC_MAX_ARGS 12   /* pointer and size arguments of one launch */
 #define KC_MAX_MAPS TUNER_MAX_TMAPS /* tensor-map arguments of one launch, after the pointers */
 #define KC_MAX_INPUTS 8  /* op inputs a launch argument can name */
 #define KC_MAX_RANK 6    /* dimensions of the output */
+#define KC_MAX_DIMS 4    /* named dimensions of a dynamic op (TUNER_MAX_DIMS) */
+#define KC_DIM_NAME_LEN 16 /* a dim's name with its NUL (TUNER_DIM_NAME_LEN) */
 /* Bounds on what one record may hold (kc_artifact_put and import refuse more): generous for any
  * kernel set the tuner writes, small enough that a hostile file cannot make a reader allocate
  * without limit. */
@@ -105,25 +108,59 @@ typedef enum kc_choice {
 /* "default", "model", "measured"; "unknown" outside the enum. */
 const char *kc_choice_name(kc_choice c);
 
-/* The buffer a kernel argument points at: op input i (KC_BUF_INPUT0 + i), the output, or the
- * scratch workspace. */
+/* What a kernel argument is: a pointer to a buffer - op input i (KC_BUF_INPUT0 + i), the
+ * output, or the scratch workspace - or, for a dynamic op, the size of its named dim k
+ * (KC_ARG_DIM0 + k), a `long long` passed by value. Same values as the tuner's TUNER_BUF_* and
+ * TUNER_ARG_DIM0; stored as one byte per argument. */
 typedef enum kc_buf {
     KC_BUF_INPUT0 = 0,
     KC_BUF_OUTPUT = KC_BUF_INPUT0 + KC_MAX_INPUTS,
     KC_BUF_WORKSPACE,
+    KC_ARG_DIM0 = 16,
 } kc_buf;
 
 /* The buffer's name on the wire: "input0".."input7", "output", "workspace"; NULL outside the
- * enum. Static strings. */
+ * buffers (a dim argument included). Static strings. */
 const char *kc_buf_name(kc_buf b);
 /* Parses a name kc_buf_name() writes. Returns 0, or -EINVAL (*ret untouched). */
 int kc_buf_parse(const char *name, kc_buf *ret);
+/* An argument's name in launch descriptions: a buffer's name, or "dim0".."dim3" for
+ * KC_ARG_DIM0 + k; NULL for anything else. Static strings. */
+const char *kc_arg_name(kc_buf a);
+/* Parses a name kc_arg_name() writes. Returns 0, or -EINVAL (*ret untouched). */
+int kc_arg_parse(const char *name, kc_buf *ret);
+/* True for KC_ARG_DIM0 .. KC_ARG_DIM0 + KC_MAX_DIMS - 1. */
+static inline bool kc_arg_is_dim(kc_buf a)
+{
+    return (int)a >= KC_ARG_DIM0 && (int)a < KC_ARG_DIM0 + KC_MAX_DIMS;
+}
+
+/* A named dimension of a dynamic op, as its kernel set answers it (op/op.h tuner_dim): the
+ * sizes a launch may pass are min..max, multiples of multiple_of. */
+typedef struct kc_dim {
+    char name[KC_DIM_NAME_LEN]; /* [a-z_][a-z0-9_]*, unique in the launch */
+    int64_t min, max, multiple_of;
+} kc_dim;
+
+/* How a dynamic op's launch sizes one grid dimension from its dims' sizes (tuner/tuner.h
+ * tuner_grid_rule): grid = min(cap, mul * ceil(coef * product(sizes of the dims in `dims`) /
+ * div)), cap 0: none. dims == 0 (and every other field 0): the grid dimension is fixed. */
+typedef struct kc_grid_rule {
+    uint8_t dims; /* bit set over kc_launch.dims */
+    int64_t coef, div, mul, cap;
+} kc_grid_rule;
+
+/* The value of rule r at sizes[0..KC_MAX_DIMS) (bits outside r->dims ignored), saturating at
+ * INT64_MAX instead of overflowing (callers compare it with CUDA's limits). */
+int64_t kc_grid_rule_eval(const kc_grid_rule *r, const int64_t *sizes);
 
 /* One kernel launch of a kernel set; launches run in order on one stream. Its parameters are
- * the n_args pointers, then the n_maps tensor maps (op/tmap.h; each map's buf is a kc_buf). */
+ * the n_args arguments (pointers and sizes), then the n_maps tensor maps (op/tmap.h; each map's
+ * buf is a kc_buf naming a buffer). */
 typedef struct kc_kernel {
     char name[64];          /* extern "C" entry point */
-    uint32_t grid[3];       /* each >= 1 */
+    uint32_t grid[3];       /* each >= 1; where grid_rule[d].dims != 0, its value at the dims' max */
+    kc_grid_rule grid_rule[3]; /* all zero for a static op */
     uint32_t block[3];      /* each >= 1 */
     uint32_t shared_bytes;  /* dynamic shared memory */
     int n_args;             /* 0..KC_MAX_ARGS */
@@ -139,21 +176,34 @@ typedef struct kc_launch {
     uint64_t workspace_bytes;
     bool has_output;        /* false only for a record that never said (answers "output": null) */
     int output_rank;        /* 0..KC_MAX_RANK */
-    int64_t output_shape[KC_MAX_RANK];
+    int64_t output_shape[KC_MAX_RANK]; /* a named axis: the product of its dims' max */
+    uint8_t output_sym[KC_MAX_RANK];   /* 0: a fixed axis; else the bit set over dims it names */
     char output_dtype[8];   /* as on the wire: "f16", "bf16", "f32" */
+    /* A dynamic op's named dimensions, in the order of its kernels' size arguments (the op's
+     * tuner_op.dims); 0 for a static op. */
+    int n_dims;             /* 0..KC_MAX_DIMS */
+    kc_dim dims[KC_MAX_DIMS];
 } kc_launch;
 
 /* 0 when every field of l is in range (names C identifiers, grid and block within CUDA's limits
  * and >= 1, shared memory and workspace within KC_MAX_*, arguments inside the kc_buf enum, the
  * output's dtype a known one and its shape within the request language's limits, ...), else
- * -EINVAL. kc_artifact_put and import refuse, and every read reports as -EBADMSG, what this
+ * -EINVAL. A dynamic launch's parts too: dims named as the request language names them, unique,
+ * with 1 <= min <= max <= KC_MAX_DIM both multiples of multiple_of; dim arguments, grid rules
+ * and named output axes only over existing dims; a rule with coef, div, mul >= 1, cap within
+ * the grid's limit, whose value at the dims' max is grid[d]; a named axis's shape the product of
+ * its dims' max. A static launch has none of them (all zero). kc_artifact_put and import refuse, and every read reports as -EBADMSG, what this
  * refuses. */
 int kc_launch_check(const kc_launch *l);
 /* The launch description as JSON text, as the export file carries it:
- * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...],
- *              "maps":[{"buffer":"input0", ...tuner_tmap_to_json's members}]}],
- *  "workspace_bytes":N, "output":{"shape":[...],"dtype":"f16"}} ("maps" left out when a kernel
- *  has none, as files written before them have none; "output" left out when !has_output).
+ * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...,"dim0"],
+ *              "maps":[{"buffer":"input0", ...tuner_tmap_to_json's members}],
+ *              "grid_rules":[null or {"dims":MASK,"coef","div","mul","cap"}, x3]}],
+ *  "workspace_bytes":N, "output":{"shape":[...],"dtype":"f16","sym":[MASK,...]},
+ *  "dims":[{"name","min","max","multiple_of"}]} ("maps" left out when a kernel has none, as
+ *  files written before them have none; "grid_rules", "sym" and "dims" left out for a static
+ *  launch, so a static launch reads as it did before schema 5; "output" left out when
+ *  !has_output).
  * *ret is malloc'd. Returns 0, -EINVAL (kc_launch_check fails) or -ENOMEM. */
 int kc_launch_json(const kc_launch *l, char **ret);
 

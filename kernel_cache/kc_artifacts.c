@@ -67,20 +67,65 @@ int kc__shape_decode(const void *blob, size_t len, kc_launch *l)
     return 0;
 }
 
-/* Replaces the kernel rows of one artifact; the caller holds the lock and the transaction. */
-int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l)
+static void kc__put_le64(uint8_t *p, int64_t v)
 {
-    sqlite3_stmt *s = kc__stmt(db, S_KERNELS_DEL);
-    int rc;
+    for (int b = 0; b < 8; b++)
+        p[b] = (uint8_t)((uint64_t)v >> (8 * b));
+}
 
+static int64_t kc__get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int b = 0; b < 8; b++)
+        v |= (uint64_t)p[b] << (8 * b);
+    return (int64_t)v;
+}
+
+static void kc__rules_pack(const kc_grid_rule r[3], uint8_t out[KC_GRID_RULES_PACKED])
+{
+    for (int d = 0; d < 3; d++) {
+        uint8_t *p = out + d * KC_GRID_RULE_PACKED;
+        p[0] = r[d].dims;
+        kc__put_le64(p + 1, r[d].coef);
+        kc__put_le64(p + 9, r[d].div);
+        kc__put_le64(p + 17, r[d].mul);
+        kc__put_le64(p + 25, r[d].cap);
+    }
+}
+
+static void kc__rules_unpack(const uint8_t in[KC_GRID_RULES_PACKED], kc_grid_rule r[3])
+{
+    for (int d = 0; d < 3; d++) {
+        const uint8_t *p = in + d * KC_GRID_RULE_PACKED;
+        r[d] = (kc_grid_rule){p[0], kc__get_le64(p + 1), kc__get_le64(p + 9),
+                              kc__get_le64(p + 17), kc__get_le64(p + 25)};
+    }
+}
+
+/* Runs a cached statement that takes the artifact key as ?1 and returns no rows. */
+static int kc__exec_with_key(kc_db *db, int which, const char *key, const char *what)
+{
+    sqlite3_stmt *s = kc__stmt(db, which);
     if (!s)
         return -EIO;
     kc__bind_text(s, 1, key);
-    rc = sqlite3_step(s);
+    int rc = sqlite3_step(s);
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
-    if (rc != SQLITE_DONE)
-        return kc__sqlerr(db, rc, "store launch");
+    return rc == SQLITE_DONE ? 0 : kc__sqlerr(db, rc, what);
+}
+
+/* The kernel rows (and, with_dims, the dim rows) of one artifact; see kc__launch_put_locked. */
+static int kc__launch_rows_put(kc_db *db, const char *key, const kc_launch *l, bool with_dims)
+{
+    sqlite3_stmt *s;
+    int rc, r;
+
+    r = kc__exec_with_key(db, S_KERNELS_DEL, key, "store launch");
+    if (r == 0 && with_dims)
+        r = kc__exec_with_key(db, S_DIMS_DEL, key, "store launch dims");
+    if (r < 0)
+        return r;
     for (int i = 0; i < l->n_kernels; i++) {
         const kc_kernel *k = &l->kernels[i];
         /* One byte per argument, its kc_buf value: the enum has fewer than 256 members. */
@@ -90,7 +135,13 @@ int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l)
         uint8_t maps[KC_MAX_MAPS * TUNER_TMAP_PACKED];
         for (int m = 0; m < k->n_maps; m++)
             tuner_tmap_pack(&k->maps[m], maps + m * TUNER_TMAP_PACKED);
-        s = kc__stmt(db, k->n_maps ? S_KERNEL_PUT : S_KERNEL_PUT_NO_MAPS);
+        const bool dynamic = kc__kernel_is_dynamic(k);
+        uint8_t rules[KC_GRID_RULES_PACKED];
+        if (dynamic)
+            kc__rules_pack(k->grid_rule, rules);
+        if ((k->n_maps || dynamic) && !with_dims)
+            return -EINVAL; /* the conversion's callers only hand static, map-less launches */
+        s = kc__stmt(db, k->n_maps || dynamic ? S_KERNEL_PUT : S_KERNEL_PUT_NO_MAPS);
         if (!s)
             return -EIO;
         kc__bind_text(s, 1, key);
@@ -102,15 +153,52 @@ int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l)
         }
         sqlite3_bind_int64(s, 10, k->shared_bytes);
         kc__bind_blob(s, 11, args, (size_t)k->n_args);
-        if (k->n_maps)
+        if (k->n_maps || dynamic) {
             kc__bind_blob(s, 12, maps, (size_t)k->n_maps * TUNER_TMAP_PACKED);
+            kc__bind_blob(s, 13, rules, dynamic ? sizeof(rules) : 0);
+        }
         rc = sqlite3_step(s);
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
         if (rc != SQLITE_DONE)
             return kc__sqlerr(db, rc, "store launch");
     }
+    for (int k = 0; with_dims && k < l->n_dims; k++) {
+        const kc_dim *d = &l->dims[k];
+        int64_t axes = 0;
+        for (int a = 0; l->has_output && a < l->output_rank; a++)
+            if (l->output_sym[a] & (1u << k))
+                axes |= INT64_C(1) << a;
+        s = kc__stmt(db, S_DIM_PUT);
+        if (!s)
+            return -EIO;
+        kc__bind_text(s, 1, key);
+        sqlite3_bind_int(s, 2, k);
+        kc__bind_text(s, 3, d->name);
+        sqlite3_bind_int64(s, 4, d->min);
+        sqlite3_bind_int64(s, 5, d->max);
+        sqlite3_bind_int64(s, 6, d->multiple_of);
+        sqlite3_bind_int64(s, 7, axes);
+        rc = sqlite3_step(s);
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        if (rc != SQLITE_DONE)
+            return kc__sqlerr(db, rc, "store launch dims");
+    }
     return 0;
+}
+
+/* Replaces the launch rows of one artifact; the caller holds the lock and the transaction. */
+int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l)
+{
+    return kc__launch_rows_put(db, key, l, true);
+}
+
+int kc__launch_put_static_locked(kc_db *db, const char *key, const kc_launch *l)
+{
+    if (l->n_dims)
+        return -EINVAL;
+    return kc__launch_rows_put(db, key, l, false);
 }
 
 /* An INTEGER column that must hold a value in [lo, hi]. */
@@ -123,6 +211,47 @@ static bool kc__int_col(sqlite3_stmt *s, int i, int64_t lo, int64_t hi, int64_t 
         return false;
     *ret = v;
     return true;
+}
+
+/* Reads the dim rows of one artifact into l (its output already read): -EBADMSG when they are
+ * not numbered 0, 1, ... or name an output axis the output does not have. */
+static int kc__dims_get_locked(kc_db *db, const char *key, kc_launch *l)
+{
+    sqlite3_stmt *s = kc__stmt(db, S_DIMS_GET);
+    int r = 0, rc;
+
+    if (!s)
+        return -EIO;
+    kc__bind_text(s, 1, key);
+    l->n_dims = 0;
+    memset(l->dims, 0, sizeof(l->dims));
+    memset(l->output_sym, 0, sizeof(l->output_sym));
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t pos, v[3], axes;
+        const unsigned char *name = sqlite3_column_text(s, 1);
+        kc_dim *d = &l->dims[l->n_dims];
+        const int rank = l->has_output ? l->output_rank : 0;
+        if (l->n_dims >= KC_MAX_DIMS || !kc__int_col(s, 0, l->n_dims, l->n_dims, &pos) ||
+            !kc__int_col(s, 2, 1, KC_MAX_DIM, &v[0]) || !kc__int_col(s, 3, 1, KC_MAX_DIM, &v[1]) ||
+            !kc__int_col(s, 4, 1, KC_MAX_DIM, &v[2]) ||
+            !kc__int_col(s, 5, 0, (INT64_C(1) << rank) - 1, &axes) || !name ||
+            strlen((const char *)name) >= sizeof(d->name)) {
+            r = -EBADMSG;
+            break;
+        }
+        strcpy(d->name, (const char *)name);
+        d->min = v[0];
+        d->max = v[1];
+        d->multiple_of = v[2];
+        for (int a = 0; a < rank; a++)
+            if (axes & (INT64_C(1) << a))
+                l->output_sym[a] |= (uint8_t)(1u << l->n_dims);
+        l->n_dims++;
+    }
+    if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        r = kc__sqlerr(db, rc, "read launch dims");
+    sqlite3_reset(s);
+    return r;
 }
 
 /* Reads the kernel rows of one artifact into l (its other fields already read). */
@@ -146,9 +275,12 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
         size_t n_args = (size_t)sqlite3_column_bytes(s, 9);
         const uint8_t *maps = sqlite3_column_blob(s, 10);
         size_t maps_len = (size_t)sqlite3_column_bytes(s, 10);
+        const uint8_t *rules = sqlite3_column_blob(s, 11);
+        size_t rules_len = (size_t)sqlite3_column_bytes(s, 11);
         kc_kernel *k = &l->kernels[l->n_kernels];
         if (!ok || !name || strlen((const char *)name) >= sizeof(k->name) || n_args > KC_MAX_ARGS ||
-            maps_len % TUNER_TMAP_PACKED || maps_len / TUNER_TMAP_PACKED > KC_MAX_MAPS) {
+            maps_len % TUNER_TMAP_PACKED || maps_len / TUNER_TMAP_PACKED > KC_MAX_MAPS ||
+            (rules_len != 0 && rules_len != KC_GRID_RULES_PACKED)) {
             r = -EBADMSG;
             break;
         }
@@ -162,6 +294,8 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
         k->n_args = (int)n_args;
         for (size_t a = 0; a < n_args; a++)
             k->args[a] = (kc_buf)args[a];
+        if (rules_len)
+            kc__rules_unpack(rules, k->grid_rule);
         for (size_t m = 0; m < maps_len / TUNER_TMAP_PACKED; m++)
             if (tuner_tmap_unpack(maps + m * TUNER_TMAP_PACKED, KC_BUF_WORKSPACE, &k->maps[k->n_maps++]) < 0)
                 r = -EBADMSG;
@@ -171,6 +305,9 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
     }
     if (r == 0 && rc != SQLITE_ROW && rc != SQLITE_DONE)
         r = kc__sqlerr(db, rc, "read launch");
+    sqlite3_reset(s);
+    if (r == 0)
+        r = kc__dims_get_locked(db, key, l);
     const char *why = NULL;
     if (r == 0 && (why = kc__launch_problem(l)) != NULL)
         r = -EBADMSG;

@@ -30,6 +30,9 @@ enum {
     S_KERNEL_PUT,
     S_KERNEL_PUT_NO_MAPS,
     S_KERNELS_GET,
+    S_DIMS_DEL,
+    S_DIM_PUT,
+    S_DIMS_GET,
     S_ART_META,
     S_ART_FULL,
     S_TOUCH,
@@ -89,12 +92,26 @@ int kc__import_buffer(kc_db *db, const char *path, const char *buf, size_t len,
                       const kc_import_opts *o, kc_import_info *ret_info, char **ret_err);
 
 /* The launch rows of one artifact (kc_artifacts.c): replaced, or read and checked (-EBADMSG when
- * the stored rows do not make a valid kc_launch). The caller holds the lock. */
+ * the stored rows do not make a valid kc_launch). The caller holds the lock.
+ * kc__launch_put_static_locked writes a launch without dims and grid rules without touching what
+ * schema 5 added: the schema-1 conversion runs before those tables and columns exist. */
 int kc__launch_put_locked(kc_db *db, const char *key, const kc_launch *l);
+int kc__launch_put_static_locked(kc_db *db, const char *key, const kc_launch *l);
 int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *ret);
 /* output_shape column: KC_MAX_RANK or fewer little-endian int64, one per dimension. */
 void kc__shape_encode(const kc_launch *l, unsigned char out[8 * KC_MAX_RANK], size_t *ret_len);
 int kc__shape_decode(const void *blob, size_t len, kc_launch *l);
+
+/* launch_kernels.grid_rules of a kernel with a rule: per grid dimension the dims byte, then
+ * coef, div, mul and cap as little-endian int64 (empty for a static kernel). */
+#define KC_GRID_RULE_PACKED (1 + 4 * 8)
+#define KC_GRID_RULES_PACKED (3 * KC_GRID_RULE_PACKED)
+
+/* True when a kernel sizes a grid dimension from the dims (a dynamic op's kernel). */
+static inline bool kc__kernel_is_dynamic(const kc_kernel *k)
+{
+    return k->grid_rule[0].dims || k->grid_rule[1].dims || k->grid_rule[2].dims;
+}
 
 /* kc_launch.c */
 int kc__choice_parse(const char *name, kc_choice *ret);

@@ -63,6 +63,46 @@ int kc_buf_parse(const char *name, kc_buf *ret)
     return -EINVAL;
 }
 
+static const char *const kc__dim_arg_names[KC_MAX_DIMS] = {"dim0", "dim1", "dim2", "dim3"};
+_Static_assert(KC_MAX_DIMS == 4, "one name per dim in kc__dim_arg_names");
+
+const char *kc_arg_name(kc_buf a)
+{
+    if (kc_arg_is_dim(a))
+        return kc__dim_arg_names[(int)a - KC_ARG_DIM0];
+    return kc_buf_name(a);
+}
+
+int kc_arg_parse(const char *name, kc_buf *ret)
+{
+    for (int k = 0; name && k < KC_MAX_DIMS; k++) {
+        if (strcmp(name, kc__dim_arg_names[k]) == 0) {
+            *ret = (kc_buf)(KC_ARG_DIM0 + k);
+            return 0;
+        }
+    }
+    return kc_buf_parse(name, ret);
+}
+
+/* a * b for non-negative a, b, saturating at INT64_MAX. */
+static int64_t kc__sat_mul(int64_t a, int64_t b)
+{
+    if (a != 0 && b > INT64_MAX / a)
+        return INT64_MAX;
+    return a * b;
+}
+
+int64_t kc_grid_rule_eval(const kc_grid_rule *r, const int64_t *sizes)
+{
+    int64_t n = r->coef < 0 ? 0 : r->coef;
+    for (int k = 0; k < KC_MAX_DIMS; k++)
+        if (r->dims & (1u << k))
+            n = kc__sat_mul(n, sizes[k] < 0 ? 0 : sizes[k]);
+    int64_t div = r->div < 1 ? 1 : r->div;
+    int64_t g = kc__sat_mul(r->mul < 0 ? 0 : r->mul, n / div + (n % div != 0));
+    return r->cap > 0 && g > r->cap ? r->cap : g;
+}
+
 static bool kc__cstr_ok(const char *s, size_t cap)
 {
     return memchr(s, '\0', cap) != NULL && s[0] != '\0';
@@ -80,10 +120,72 @@ static bool kc__ident_ok(const char *s, size_t cap)
     return true;
 }
 
+/* A dim's name as the request language writes it: [a-z_][a-z0-9_]*, shorter than its field. */
+static bool kc__dim_name_ok(const char *s, size_t cap)
+{
+    if (!kc__cstr_ok(s, cap) || (s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+            return false;
+    return true;
+}
+
+/* The dims table of a dynamic launch; NULL when it holds (also for none). */
+static const char *kc__dims_problem(const kc_launch *l)
+{
+    if (l->n_dims < 0 || l->n_dims > KC_MAX_DIMS)
+        return "the number of named dims is out of range";
+    for (int k = 0; k < l->n_dims; k++) {
+        const kc_dim *d = &l->dims[k];
+        if (!kc__dim_name_ok(d->name, sizeof(d->name)))
+            return "a dim's name is not one a request can give ([a-z_][a-z0-9_]*, at most 15)";
+        for (int j = 0; j < k; j++)
+            if (strcmp(l->dims[j].name, d->name) == 0)
+                return "two dims have the same name";
+        if (d->multiple_of < 1 || d->multiple_of > KC_MAX_DIM || d->min < 1 || d->min > d->max ||
+            d->max > KC_MAX_DIM || d->min % d->multiple_of || d->max % d->multiple_of)
+            return "a dim's range is not 1 <= min <= max <= 2^31-1, multiples of multiple_of";
+    }
+    for (int k = l->n_dims; k < KC_MAX_DIMS; k++) {
+        static const kc_dim none;
+        if (memcmp(&l->dims[k], &none, sizeof(none)) != 0)
+            return "a dim beyond n_dims is set";
+    }
+    return NULL;
+}
+
+/* One grid dimension's rule against the launch's dims; grid: its value at the dims' max. */
+static const char *kc__rule_problem(const kc_launch *l, const kc_grid_rule *r, uint32_t grid,
+                                    uint32_t limit)
+{
+    if (r->dims == 0) {
+        if (r->coef || r->div || r->mul || r->cap)
+            return "a fixed grid dimension carries a rule's numbers";
+        return NULL;
+    }
+    if (r->dims >> l->n_dims)
+        return "a grid rule names a dim the launch does not have";
+    if (r->coef < 1 || r->div < 1 || r->mul < 1 || r->coef > KC_MAX_DIM || r->div > KC_MAX_DIM ||
+        r->mul > KC_MAX_DIM)
+        return "a grid rule's coef, div or mul is not in 1..2^31-1";
+    if (r->cap < 0 || r->cap > (int64_t)limit)
+        return "a grid rule's cap is negative or beyond CUDA's grid limit";
+    int64_t at_max[KC_MAX_DIMS] = {0};
+    for (int k = 0; k < l->n_dims; k++)
+        at_max[k] = l->dims[k].max;
+    if (kc_grid_rule_eval(r, at_max) != (int64_t)grid)
+        return "a grid rule's value at the dims' max is not the grid";
+    return NULL;
+}
+
 const char *kc__launch_problem(const kc_launch *l)
 {
     if (!l || l->n_kernels < 0 || l->n_kernels > KC_MAX_KERNELS)
         return "the number of kernels is out of range";
+    const char *dims_why = kc__dims_problem(l);
+    if (dims_why)
+        return dims_why;
     for (int i = 0; i < l->n_kernels; i++) {
         const kc_kernel *k = &l->kernels[i];
         if (!kc__ident_ok(k->name, sizeof(k->name)))
@@ -102,9 +204,18 @@ const char *kc__launch_problem(const kc_launch *l)
             return "a block is larger than CUDA allows (1024 threads; z at most 64)";
         if (k->shared_bytes > KC_MAX_SHARED_BYTES)
             return "a kernel's shared memory is larger than any target gives a block";
-        for (int a = 0; a < k->n_args; a++)
-            if (!kc_buf_name(k->args[a]))
-                return "an argument names no buffer";
+        for (int a = 0; a < k->n_args; a++) {
+            if (kc_arg_is_dim(k->args[a]) && (int)k->args[a] - KC_ARG_DIM0 >= l->n_dims)
+                return "a size argument names a dim the launch does not have";
+            if (!kc_arg_name(k->args[a]))
+                return "an argument names no buffer and no dim";
+        }
+        const uint32_t limits[3] = {KC_MAX_GRID_X, KC_MAX_GRID_YZ, KC_MAX_GRID_YZ};
+        for (int d = 0; d < 3; d++) {
+            const char *why = kc__rule_problem(l, &k->grid_rule[d], k->grid[d], limits[d]);
+            if (why)
+                return why;
+        }
         if (k->n_maps < 0 || k->n_maps > KC_MAX_MAPS)
             return "a kernel's number of tensor maps is out of range";
         for (int m = 0; m < k->n_maps; m++)
@@ -128,11 +239,24 @@ const char *kc__launch_problem(const kc_launch *l)
         for (int d = 0; d < l->output_rank; d++) {
             if (l->output_shape[d] < 1 || l->output_shape[d] > KC_MAX_DIM)
                 return "an output dimension is out of range (1 to 2^31-1)";
+            if (l->output_sym[d]) {
+                if (l->output_sym[d] >> l->n_dims)
+                    return "an output axis names a dim the launch does not have";
+                int64_t at_max = 1;
+                for (int k = 0; k < l->n_dims; k++)
+                    if (l->output_sym[d] & (1u << k))
+                        at_max = kc__sat_mul(at_max, l->dims[k].max);
+                if (at_max != l->output_shape[d])
+                    return "a named output axis is not the product of its dims' max";
+            }
             numel *= (uint64_t)l->output_shape[d];
             if (numel > KC_MAX_NUMEL)
                 return "the output has more than 2^31 elements";
         }
     }
+    for (int d = l->has_output ? l->output_rank : 0; d < KC_MAX_RANK; d++)
+        if (l->output_sym[d])
+            return "an output axis that is not there is named";
     return NULL;
 }
 
@@ -150,7 +274,11 @@ uint64_t kc__launch_bytes(const kc_launch *l)
     for (int i = 0; i < l->n_kernels && i < KC_MAX_KERNELS; i++)
         n += strnlen(l->kernels[i].name, sizeof(l->kernels[i].name)) + 9 * 8 +
              (uint64_t)(l->kernels[i].n_args > 0 ? l->kernels[i].n_args : 0) +
-             (uint64_t)(l->kernels[i].n_maps > 0 ? l->kernels[i].n_maps : 0) * TUNER_TMAP_PACKED;
+             (uint64_t)(l->kernels[i].n_maps > 0 ? l->kernels[i].n_maps : 0) * TUNER_TMAP_PACKED +
+             (kc__kernel_is_dynamic(&l->kernels[i]) ? KC_GRID_RULES_PACKED : 0);
+    /* A dim's row: its name and four integers. */
+    for (int k = 0; k < l->n_dims && k < KC_MAX_DIMS; k++)
+        n += strnlen(l->dims[k].name, sizeof(l->dims[k].name)) + 4 * 8;
     return n;
 }
 
@@ -206,7 +334,7 @@ int kc_launch_json(const kc_launch *l, char **ret)
         if (!args)
             goto out;
         for (int a = 0; a < k->n_args; a++) {
-            cJSON *s = cJSON_CreateString(kc_buf_name(k->args[a]));
+            cJSON *s = cJSON_CreateString(kc_arg_name(k->args[a]));
             if (!s || !cJSON_AddItemToArray(args, s)) {
                 cJSON_Delete(s);
                 goto out;
@@ -214,6 +342,25 @@ int kc_launch_json(const kc_launch *l, char **ret)
         }
         if (!tuner_tmaps_add_json(o, k->maps, k->n_maps, "buffer", buf_name_json))
             goto out;
+        if (kc__kernel_is_dynamic(k)) {
+            cJSON *rules = cJSON_AddArrayToObject(o, "grid_rules");
+            if (!rules)
+                goto out;
+            for (int d = 0; d < 3; d++) {
+                const kc_grid_rule *g = &k->grid_rule[d];
+                cJSON *rj = g->dims ? cJSON_CreateObject() : cJSON_CreateNull();
+                if (!rj || !cJSON_AddItemToArray(rules, rj)) {
+                    cJSON_Delete(rj);
+                    goto out;
+                }
+                if (g->dims && (!cJSON_AddNumberToObject(rj, "dims", g->dims) ||
+                                !cJSON_AddNumberToObject(rj, "coef", (double)g->coef) ||
+                                !cJSON_AddNumberToObject(rj, "div", (double)g->div) ||
+                                !cJSON_AddNumberToObject(rj, "mul", (double)g->mul) ||
+                                !cJSON_AddNumberToObject(rj, "cap", (double)g->cap)))
+                    goto out;
+            }
+        }
     }
     if (!cJSON_AddNumberToObject(root, "workspace_bytes", (double)l->workspace_bytes))
         goto out;
@@ -231,6 +378,35 @@ int kc_launch_json(const kc_launch *l, char **ret)
         }
         if (!cJSON_AddStringToObject(o, "dtype", l->output_dtype))
             goto out;
+        if (l->n_dims) {
+            cJSON *sym = cJSON_AddArrayToObject(o, "sym");
+            for (int d = 0; sym && d < l->output_rank; d++) {
+                cJSON *n = cJSON_CreateNumber(l->output_sym[d]);
+                if (!n || !cJSON_AddItemToArray(sym, n)) {
+                    cJSON_Delete(n);
+                    sym = NULL;
+                }
+            }
+            if (!sym)
+                goto out;
+        }
+    }
+    if (l->n_dims) {
+        cJSON *dims = cJSON_AddArrayToObject(root, "dims");
+        if (!dims)
+            goto out;
+        for (int k = 0; k < l->n_dims; k++) {
+            cJSON *dj = cJSON_CreateObject();
+            if (!dj || !cJSON_AddItemToArray(dims, dj)) {
+                cJSON_Delete(dj);
+                goto out;
+            }
+            if (!cJSON_AddStringToObject(dj, "name", l->dims[k].name) ||
+                !cJSON_AddNumberToObject(dj, "min", (double)l->dims[k].min) ||
+                !cJSON_AddNumberToObject(dj, "max", (double)l->dims[k].max) ||
+                !cJSON_AddNumberToObject(dj, "multiple_of", (double)l->dims[k].multiple_of))
+                goto out;
+        }
     }
     char *text = cJSON_PrintUnformatted(root);
     if (!text)
@@ -268,13 +444,14 @@ static bool kc__dim3(const cJSON *src, uint32_t out[3])
     return true;
 }
 
-/* An argument: a buffer name, or (as some schema-1 rows wrote it) the buffer's number, which has
- * the same value in kc_buf as the tuner's TUNER_BUF_* had. */
+/* An argument: a buffer's or a dim's name (kc_arg_name), or (as some schema-1 rows wrote it) the
+ * buffer's number, which has the same value in kc_buf as the tuner's TUNER_BUF_* had (schema 1
+ * knew no dims, so a number is never one). */
 static bool kc__arg(const cJSON *v, kc_buf *ret)
 {
     double d;
     if (cJSON_IsString(v))
-        return kc_buf_parse(v->valuestring, ret) == 0;
+        return kc_arg_parse(v->valuestring, ret) == 0;
     if (!kc__jnum(v, 0, KC__N_BUFS - 1, &d))
         return false;
     *ret = (kc_buf)(int)d;
@@ -291,6 +468,58 @@ static bool kc__map(const cJSON *v, tuner_tmap *ret)
         return false;
     ret->buf = (int)b;
     return tuner_tmap_from_json(v, "buffer", ret, NULL, 0, NULL, 0) == 0;
+}
+
+/* A kernel's "grid_rules": three entries, each null (a fixed dimension) or
+ * {"dims":MASK,"coef","div","mul","cap"} with nothing else; false when it is not that. The values
+ * themselves are checked against the dims by kc_launch_check. */
+static bool kc__grid_rules(const cJSON *v, kc_grid_rule out[3])
+{
+    static const char *const members[] = {"dims", "coef", "div", "mul", "cap"};
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
+        return false;
+    for (int d = 0; d < 3; d++) {
+        const cJSON *r = cJSON_GetArrayItem(v, d);
+        double x[5];
+        memset(&out[d], 0, sizeof(out[d]));
+        if (cJSON_IsNull(r))
+            continue;
+        if (!cJSON_IsObject(r) || cJSON_GetArraySize(r) != 5)
+            return false;
+        for (int m = 0; m < 5; m++)
+            if (!kc__jnum(cJSON_GetObjectItemCaseSensitive(r, members[m]), m == 0 ? 1 : 0,
+                          m == 0 ? (1 << KC_MAX_DIMS) - 1 : KC_MAX_DIM, &x[m]))
+                return false;
+        out[d] = (kc_grid_rule){(uint8_t)x[0], (int64_t)x[1], (int64_t)x[2], (int64_t)x[3],
+                                (int64_t)x[4]};
+    }
+    return true;
+}
+
+/* The top-level "dims": [{"name","min","max","multiple_of"}] (nothing else in an entry) into l;
+ * false when it is not that. */
+static bool kc__dims(const cJSON *v, kc_launch *l)
+{
+    const cJSON *dj;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 || cJSON_GetArraySize(v) > KC_MAX_DIMS)
+        return false;
+    cJSON_ArrayForEach(dj, v)
+    {
+        kc_dim *d = &l->dims[l->n_dims++];
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(dj, "name");
+        double lo, hi, mo;
+        if (!cJSON_IsObject(dj) || cJSON_GetArraySize(dj) != 4 || !cJSON_IsString(name) ||
+            strlen(name->valuestring) >= sizeof(d->name) ||
+            !kc__jnum(cJSON_GetObjectItemCaseSensitive(dj, "min"), 0, KC_MAX_DIM, &lo) ||
+            !kc__jnum(cJSON_GetObjectItemCaseSensitive(dj, "max"), 0, KC_MAX_DIM, &hi) ||
+            !kc__jnum(cJSON_GetObjectItemCaseSensitive(dj, "multiple_of"), 0, KC_MAX_DIM, &mo))
+            return false;
+        strcpy(d->name, name->valuestring);
+        d->min = (int64_t)lo;
+        d->max = (int64_t)hi;
+        d->multiple_of = (int64_t)mo;
+    }
+    return true;
 }
 
 /* {"shape":[...],"dtype":"..."} into l's output; false when it is not one. */
@@ -312,6 +541,17 @@ static bool kc__output(const cJSON *o, kc_launch *l)
     l->output_rank = n;
     strcpy(l->output_dtype, dtype->valuestring);
     l->has_output = true;
+    /* "sym": one bit set per axis (a dynamic launch's; checked against its dims later). */
+    const cJSON *sym = cJSON_GetObjectItemCaseSensitive(o, "sym");
+    if (sym) {
+        if (!cJSON_IsArray(sym) || cJSON_GetArraySize(sym) != n)
+            return false;
+        for (int i = 0; i < n; i++) {
+            if (!kc__jnum(cJSON_GetArrayItem(sym, i), 0, (1 << KC_MAX_DIMS) - 1, &d))
+                return false;
+            l->output_sym[i] = (uint8_t)d;
+        }
+    }
     return true;
 }
 
@@ -368,7 +608,7 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
         cJSON_ArrayForEach(a, args)
         {
             if (!kc__arg(a, &kk->args[kk->n_args++])) {
-                why = "an argument that names no buffer";
+                why = "an argument that names no buffer and no dim";
                 goto out;
             }
         }
@@ -384,6 +624,16 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
                 goto out;
             }
         }
+        const cJSON *rules = cJSON_GetObjectItemCaseSensitive(k, "grid_rules");
+        if (rules && !kc__grid_rules(rules, kk->grid_rule)) {
+            why = "grid_rules that are not three rules or nulls";
+            goto out;
+        }
+    }
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
+    if (dims && !kc__dims(dims, &l)) {
+        why = "a malformed dims list";
+        goto out;
     }
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(root, "workspace_bytes");
     if (ws) {
@@ -407,10 +657,8 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
         if (kc__output(cJSON_GetObjectItemCaseSensitive(op, "output"), &tmp))
             l = tmp;
     }
-    if (kc_launch_check(&l) < 0) {
-        why = "a field out of range";
+    if ((why = kc__launch_problem(&l)) != NULL)
         goto out;
-    }
     *ret = l;
 out:
     cJSON_Delete(root);

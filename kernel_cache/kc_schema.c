@@ -107,7 +107,8 @@ static int kc__convert_v2(kc_db *db)
         size_t shape_len = 0;
         if (!key)
             continue;
-        if (kc__launch_from_json(launch_json, op_json, &l, NULL) < 0) {
+        /* Schema 1 knew no named dims: a row that claims some was not written by hidetd. */
+        if (kc__launch_from_json(launch_json, op_json, &l, NULL) < 0 || l.n_dims > 0) {
             sqlite3_bind_text(d, 1, key, -1, SQLITE_TRANSIENT);
             rc = sqlite3_step(d);
             sqlite3_reset(d);
@@ -138,7 +139,7 @@ static int kc__convert_v2(kc_db *db)
             r = kc__sqlerr(db, rc, "convert artifact");
             goto out;
         }
-        r = kc__launch_put_locked(db, key, &l);
+        r = kc__launch_put_static_locked(db, key, &l);
         if (r < 0)
             goto out;
     }
@@ -169,6 +170,22 @@ static const char kc__v3[] =
 /* Schema 3 -> 4: a launch's tensor-map parameters (op/tmap.h), tuner_tmap_pack records one after
  * the other; kernels stored before take none. */
 static const char kc__v4[] = "ALTER TABLE launch_kernels ADD COLUMN maps BLOB NOT NULL DEFAULT x'';";
+
+/* Schema 4 -> 5: dynamic ops (named dims, issue 39). A kernel's grid rules (KC_GRID_RULES_PACKED
+ * bytes, empty for a static kernel) and a table of the launch's dims beside the artifacts (so the
+ * `artifacts` rows, read on every hit, keep their column order): one row per dim in the order of
+ * the kernels' size arguments, with the bit set of the output axes it names (the transpose of
+ * kc_launch.output_sym). Records stored before have neither and read as static launches. */
+static const char kc__v5[] =
+    "ALTER TABLE launch_kernels ADD COLUMN grid_rules BLOB NOT NULL DEFAULT x'';"
+    "CREATE TABLE launch_dims ("
+    "  artifact_key TEXT NOT NULL REFERENCES artifacts(key) ON DELETE CASCADE,"
+    "  position INTEGER NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  min INTEGER NOT NULL, max INTEGER NOT NULL, multiple_of INTEGER NOT NULL,"
+    "  output_axes INTEGER NOT NULL,"
+    "  PRIMARY KEY (artifact_key, position)"
+    ") WITHOUT ROWID;";
 
 /* Ordered migrations: entry i brings the schema from version i to i + 1: `sql`, then `convert`
  * (when there is one), then `sql_after`. Each runs in one transaction together with the bump of
@@ -230,6 +247,8 @@ static const struct {
     {kc__v3, NULL, NULL},
     /* 3 -> 4 */
     {kc__v4, NULL, NULL},
+    /* 4 -> 5 */
+    {kc__v5, NULL, NULL},
 };
 #define KC__N_MIGRATIONS (sizeof(kc__migrations) / sizeof(kc__migrations[0]))
 _Static_assert(KC__N_MIGRATIONS == KC_SCHEMA_VERSION, "one migration per schema version");

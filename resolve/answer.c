@@ -44,6 +44,55 @@ static cJSON *dim3(const uint32_t v[3])
     return out;
 }
 
+/* The names of the dims in bit set `mask` joined by "*" ("n", "b*s"): how a named axis reads in
+ * a request and in the answer's output shape. */
+static void sym_text(const kc_launch *l, unsigned mask, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < l->n_dims; k++) {
+        if (!(mask & (1u << k)))
+            continue;
+        int w = snprintf(buf + at, len - at, "%s%s", at ? "*" : "", l->dims[k].name);
+        if (w < 0 || (size_t)w >= len - at)
+            break;
+        at += (size_t)w;
+    }
+}
+
+/* A kernel's grid: [x,y,z] of numbers, where a dimension with a rule is the rule
+ * {"dims": [names], "coef", "div", "mul", "cap"} (docs/api.md, "Named dimensions"). */
+static cJSON *grid_json(const kc_launch *l, const kc_kernel *k)
+{
+    cJSON *out = cJSON_CreateArray();
+    for (int d = 0; out && d < 3; d++) {
+        const kc_grid_rule *r = &k->grid_rule[d];
+        cJSON *g;
+        if (!r->dims) {
+            g = cJSON_CreateNumber((double)k->grid[d]);
+        } else {
+            g = cJSON_CreateObject();
+            cJSON *names = g ? cJSON_AddArrayToObject(g, "dims") : NULL;
+            for (int i = 0; names && i < l->n_dims; i++)
+                if (r->dims & (1u << i))
+                    cJSON_AddItemToArray(names, cJSON_CreateString(l->dims[i].name));
+            if (!names || !cJSON_AddNumberToObject(g, "coef", (double)r->coef) ||
+                !cJSON_AddNumberToObject(g, "div", (double)r->div) ||
+                !cJSON_AddNumberToObject(g, "mul", (double)r->mul) ||
+                !cJSON_AddNumberToObject(g, "cap", (double)r->cap)) {
+                cJSON_Delete(g);
+                g = NULL;
+            }
+        }
+        if (!g || !cJSON_AddItemToArray(out, g)) {
+            cJSON_Delete(g);
+            cJSON_Delete(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 const char *resolve_origin_name(resolve_origin o)
 {
     switch (o) {
@@ -86,13 +135,34 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin or
         cJSON_AddStringToObject(root, "warning", warning);
     cJSON_AddStringToObject(root, "op", a->op);
     cJSON_AddStringToObject(root, "arch", a->target);
+    /* A dynamic op's set: the ranges its sizes may take (clients check a launch's sizes). */
+    if (l->n_dims) {
+        cJSON *dims = cJSON_AddObjectToObject(root, "dims");
+        if (!dims)
+            goto out;
+        for (int k = 0; k < l->n_dims; k++) {
+            cJSON *d = cJSON_AddObjectToObject(dims, l->dims[k].name);
+            if (!d)
+                goto out;
+            cJSON_AddNumberToObject(d, "min", (double)l->dims[k].min);
+            cJSON_AddNumberToObject(d, "max", (double)l->dims[k].max);
+            cJSON_AddNumberToObject(d, "multiple_of", (double)l->dims[k].multiple_of);
+        }
+    }
     if (l->has_output) {
         cJSON *o = cJSON_AddObjectToObject(root, "output");
         cJSON *shape = o ? cJSON_AddArrayToObject(o, "shape") : NULL;
         if (!shape)
             goto out;
-        for (int i = 0; i < l->output_rank; i++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)l->output_shape[i]));
+        for (int i = 0; i < l->output_rank; i++) {
+            if (l->output_sym[i]) {
+                char name[KC_MAX_DIMS * KC_DIM_NAME_LEN];
+                sym_text(l, l->output_sym[i], name, sizeof(name));
+                cJSON_AddItemToArray(shape, cJSON_CreateString(name));
+            } else {
+                cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)l->output_shape[i]));
+            }
+        }
         cJSON_AddStringToObject(o, "dtype", l->output_dtype);
     } else {
         cJSON_AddNullToObject(root, "output");
@@ -104,7 +174,7 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin or
         goto out;
     for (int i = 0; i < l->n_kernels; i++) {
         const kc_kernel *k = &l->kernels[i];
-        cJSON *grid = dim3(k->grid);
+        cJSON *grid = grid_json(l, k);
         cJSON *block = dim3(k->block);
         cJSON *kj = cJSON_CreateObject();
         if (!kj || !grid || !block) {
@@ -126,6 +196,12 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin or
                 goto out;
             cJSON_AddItemToArray(params, p);
             cJSON_AddNumberToObject(p, "index", index);
+            if (kc_arg_is_dim(k->args[index])) {
+                /* A size, a long long by value (kc_launch_check: the dim exists). */
+                cJSON_AddStringToObject(p, "type", "int");
+                cJSON_AddStringToObject(p, "dim", l->dims[k->args[index] - KC_ARG_DIM0].name);
+                continue;
+            }
             cJSON_AddStringToObject(p, "buffer", kc_buf_name(k->args[index]));
             cJSON_AddStringToObject(p, "type", "pointer");
         }

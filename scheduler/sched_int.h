@@ -170,5 +170,13 @@ void sched__job_drop_binaries(sched_job *j);
 void sched__job_free_run(sched_job *j);
 /* Cancels the job's outstanding measurements (their callbacks discard the results). */
 void sched__job_cancel_measurements(sched_job *j);
+/* The launch description stored with a program's artifact: its launches (size arguments and
+ * grid rules of a dynamic op included), workspace, output (named axes) and the op's dims. */
+void sched__fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l);
+/* A program's launches as the worker runs them: buffer arguments through bufmap (TUNER_BUF_* ->
+ * request buffer index, -1: none), a dynamic op's sizes as GW_ARG_I64 scalars at each dim's
+ * max (the tuning sizes the request's buffers are allocated for). */
+void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *m,
+                         const int *bufmap);
 
 #endif

@@ -319,10 +319,13 @@ _Static_assert(KC_MAX_KERNELS >= TUNER_MAX_KERNELS && KC_MAX_ARGS >= TUNER_MAX_A
                KC_MAX_RANK >= TUNER_MAX_RANK, "a program's launches fit a kc_launch");
 _Static_assert(sizeof(((kc_kernel *)0)->name) >= sizeof(((tuner_launch *)0)->name),
                "kernel names fit");
+_Static_assert((int)KC_ARG_DIM0 == (int)TUNER_ARG_DIM0 && KC_MAX_DIMS == TUNER_MAX_DIMS,
+               "a size argument maps by value");
+_Static_assert(sizeof(((kc_dim *)0)->name) == sizeof(((tuner_dim *)0)->name), "dim names fit");
 
 /* The launch description stored with the artifact: the program's launches, its workspace, and
  * the output buffer's shape and dtype (what the kernel set answers). */
-static void fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l)
+void sched__fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l)
 {
     memset(l, 0, sizeof(*l));
     for (int i = 0; i < p->n_kernels && i < TUNER_MAX_KERNELS; i++) {
@@ -334,6 +337,13 @@ static void fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l
             k->block[d] = t->block[d];
         }
         k->shared_bytes = t->shared_bytes;
+        /* A dynamic op's rules; grid[] already holds their values at the dims' max. */
+        for (int d = 0; d < 3; d++)
+            if (t->grid_rule[d].dims)
+                k->grid_rule[d] = (kc_grid_rule){t->grid_rule[d].dims, t->grid_rule[d].coef,
+                                                 t->grid_rule[d].div, t->grid_rule[d].mul,
+                                                 t->grid_rule[d].cap};
+        /* Buffers and sizes: kc_buf numbers them as TUNER_BUF_* and TUNER_ARG_DIM0 do. */
         for (int a = 0; a < t->n_args && a < TUNER_MAX_ARGS; a++)
             k->args[k->n_args++] = (kc_buf)t->args[a];
         /* TUNER_BUF_* and kc_buf number the buffers alike. */
@@ -342,9 +352,19 @@ static void fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l
     }
     l->workspace_bytes = p->workspace_bytes;
     l->has_output = true;
-    for (int i = 0; i < op->output.rank && i < TUNER_MAX_RANK; i++)
+    for (int i = 0; i < op->output.rank && i < TUNER_MAX_RANK; i++) {
+        l->output_sym[l->output_rank] = op->output.sym[i];
         l->output_shape[l->output_rank++] = op->output.shape[i];
+    }
     snprintf(l->output_dtype, sizeof(l->output_dtype), "%s", tuner_dtype_name(p->output_dtype));
+    /* A dynamic op's dims, in the order of its size arguments; the answer names them. */
+    for (int k = 0; k < op->n_dims && k < KC_MAX_DIMS; k++) {
+        kc_dim *d = &l->dims[l->n_dims++];
+        memcpy(d->name, op->dims[k].name, sizeof(d->name));
+        d->min = op->dims[k].min;
+        d->max = op->dims[k].max;
+        d->multiple_of = op->dims[k].multiple_of;
+    }
 }
 
 /* Who built the artifact, for people reading the cache (hidetctl cache show); how it was chosen
@@ -435,7 +455,7 @@ static void store_and_finish(sched_job *j, size_t item, const char *schedule_jso
     snprintf(a->target, sizeof(a->target), "%s", j->info.target);
     a->op_json = strdup(j->op_json);
     a->schedule_json = strdup(schedule_json);
-    fill_launch(&j->op, prog, &a->launch);
+    sched__fill_launch(&j->op, prog, &a->launch);
     a->ptx = dup_bytes(bin->ptx, bin->ptx_len);
     a->ptx_len = bin->ptx_len;
     a->cubin = (uint8_t *)dup_bytes(bin->cubin, bin->cubin_len);
@@ -713,7 +733,11 @@ static void rewrite_trial(sched_job *j, sched_cand *c, const gw_measure_result *
     (void)kc_trial_put(j->s->db, j->tuning_key, j->space->hash, &t);
 }
 
-static void map_launches(const tuner_program *p, gw_module *m, const int *bufmap)
+/* The worker's launches of a program: buffers by their index in the request, and a dynamic op's
+ * sizes as scalars holding each dim's max - the sizes the op's shapes (and so the request's
+ * buffers) and the launches' grid[] hold, what a candidate is measured at. */
+void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *m,
+                         const int *bufmap)
 {
     m->n_launches = p->n_kernels < GW_MAX_LAUNCHES ? p->n_kernels : GW_MAX_LAUNCHES;
     for (int i = 0; i < m->n_launches; i++) {
@@ -728,7 +752,17 @@ static void map_launches(const tuner_program *p, gw_module *m, const int *bufmap
         g->n_args = l->n_args < GW_MAX_ARGS ? l->n_args : GW_MAX_ARGS;
         for (int a = 0; a < g->n_args; a++) {
             int b = l->args[a];
-            g->args[a] = (b >= 0 && b <= TUNER_BUF_WORKSPACE) ? bufmap[b] : -1;
+            const int dim = b - TUNER_ARG_DIM0;
+            g->values[a] = 0;
+            if (dim >= 0 && dim < op->n_dims && dim < TUNER_MAX_DIMS) {
+                g->args[a] = GW_ARG_I64;
+                g->values[a] = op->dims[dim].max;
+                continue;
+            }
+            /* An argument that names no buffer of the request stays out of range, so the request
+             * is refused (-1 would read as GW_ARG_I64). */
+            const int idx = (b >= 0 && b <= TUNER_BUF_WORKSPACE) ? bufmap[b] : -1;
+            g->args[a] = idx >= 0 ? idx : GW_MAX_BUFFERS;
         }
         g->n_maps = l->n_maps < GW_MAX_MAPS ? l->n_maps : GW_MAX_MAPS;
         for (int k = 0; k < g->n_maps; k++) {
@@ -788,9 +822,9 @@ static void build_request(sched_job *j, sched_cand *c, gw_measure_req *r)
     }
     r->n_buffers = n;
     set_image(&r->candidate, c->bin);
-    map_launches(c->prog, &r->candidate, cand_map);
+    sched__map_launches(op, c->prog, &r->candidate, cand_map);
     set_image(&r->reference, j->ref_bin);
-    map_launches(j->ref_prog, &r->reference, ref_map);
+    sched__map_launches(op, j->ref_prog, &r->reference, ref_map);
     r->check = true;
     tolerances(op, &r->rtol, &r->atol);
     r->warmup = 3;

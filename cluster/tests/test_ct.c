@@ -177,6 +177,54 @@ static void test_entry(void)
     CHECK(system(cmd) == 0);
 }
 
+/* A dynamic op's entry (issue 39): its dims, size argument, grid rule and named output axis
+ * travel in the signed record and come back as they were; the signature covers them. */
+static void test_entry_dynamic(void)
+{
+    char dir[] = "/tmp/test_ct.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    kc_sign_secret s1;
+    kc_sign_public p1;
+    keys(dir, "one", &s1, &p1);
+    kc_artifact a;
+    make(&a, "dyn");
+    kc_launch *l = &a.launch;
+    l->n_dims = 1;
+    l->dims[0] = (kc_dim){.name = "n", .min = 1, .max = 64, .multiple_of = 1};
+    l->output_sym[0] = 1;
+    kc_kernel *k = &l->kernels[0];
+    k->args[k->n_args++] = KC_ARG_DIM0;
+    k->grid_rule[0] = (kc_grid_rule){.dims = 1, .coef = 1, .div = 32, .mul = 1, .cap = 0};
+    k->grid[0] = 2;
+    char *v = NULL;
+    size_t n = 0;
+    ct_reject why = CT_REJECT_N;
+    CHECK(ct_entry_encode(&a, &s1, &v, &n) == 0 && v);
+    kc_artifact *got = NULL;
+    CHECK(v && ct_entry_verify(v, n, a.op_key, &p1, 1, &got, NULL, &why) == 0 && got);
+    if (got) {
+        const kc_launch *g = &got->launch;
+        CHECK(g->n_dims == 1 && strcmp(g->dims[0].name, "n") == 0 && g->dims[0].max == 64 &&
+              g->output_sym[0] == 1 && g->kernels[0].n_args == 3 && g->kernels[0].args[2] == KC_ARG_DIM0 &&
+              memcmp(&g->kernels[0].grid_rule[0], &k->grid_rule[0], sizeof(kc_grid_rule)) == 0);
+    }
+    kc_artifact_free(got);
+    /* The dim's range changed in the record (its max 64 -> 96: sizes the kernel was never
+     * built for) is refused by the signature, which covers the launch text. */
+    char *at = v ? strstr(v, "\\\"max\\\":64") : NULL;
+    CHECK(at != NULL, "the record carries the dim's max as escaped JSON text");
+    if (at) {
+        at[8] = '9'; /* \"max\":64 -> \"max\":96 */
+        at[9] = '6';
+        CHECK(verify(v, n, a.op_key, &p1, 1, &why) == -EBADMSG && why == CT_REJECT_SIGNATURE);
+    }
+    free(v);
+    kc_sign_secret_wipe(&s1);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 /* The completion channel's names: the pattern matches every op's channel of one prefix only,
  * with glob characters of the prefix escaped; a channel gives back its op key, and anything else
  * (another prefix, a short or upper-case key, a lease key, trailing bytes) is refused. */
@@ -218,6 +266,7 @@ int main(void)
 {
     test_url();
     test_entry();
+    test_entry_dynamic();
     test_channel();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

@@ -249,6 +249,22 @@ static void test_discovery_and_measure(void)
     run_until(&s.done, "early stop");
     CHECK(s.res.status == GW_OK && s.res.early_stopped && s.res.device == 1);
 
+    /* A dynamic op's launch passes a size as a long long (GW_ARG_I64): the stand-in takes it
+     * through the same decoding as the worker, and another size is another run. */
+    gw_measure_result sized[2];
+    for (int i = 0; i < 2; i++) {
+        slot z = {0};
+        make_req(&q, 5 + (uint64_t)i, ptx_a);
+        gw_launch *l = &q.candidate.launches[0];
+        l->args[l->n_args] = GW_ARG_I64;
+        l->values[l->n_args++] = i ? 4096 : 8192;
+        CHECK(gw_measure(e.pool, -1, 0, &q, on_result, &z, NULL) == 0);
+        run_until(&z.done, "a sized launch");
+        sized[i] = z.res;
+    }
+    CHECK(sized[0].status == GW_OK && sized[1].status == GW_OK && sized[0].median_us != a1.median_us &&
+          sized[0].median_us != sized[1].median_us);
+
     /* Dispatch by sm: nothing runs sm_80 here; device 7 does not exist; bad requests refused. */
     CHECK(gw_measure(e.pool, -1, 80, &q, on_result, &s, NULL) == -ENODEV);
     CHECK(gw_measure(e.pool, 7, 0, &q, on_result, &s, NULL) == -ENODEV);
@@ -272,7 +288,7 @@ static void test_discovery_and_measure(void)
     }
     CHECK(used[0] > 0 && used[1] > 0);
     gw_pool_devices(e.pool, &d);
-    CHECK(d[0].measured + d[1].measured == N + 4);
+    CHECK(d[0].measured + d[1].measured == N + 6); /* and the four above, and the two sized */
     /* Each device has its own worker process, and both spent time on requests. */
     CHECK(d[0].pid > 0 && d[1].pid > 0 && d[0].pid != d[1].pid);
     CHECK(d[0].busy_s > 0 && d[1].busy_s > 0);

@@ -39,7 +39,9 @@ static void make_req(gw_measure_req *q)
                                                     .element_strides = {1, 2, 1}, .lower_corner = {-300},
                                                     .upper_corner = {-2}, .channels_per_pixel = 64,
                                                     .pixels_per_column = 100, .swizzle = 128};
-    q->candidate.launches[1] = (gw_launch){.name = "mm_reduce", .grid = {100, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0, .n_args = 1, .args = {2}};
+    /* The second launch also takes a scalar after its pointer: a dynamic op's size (a long long). */
+    q->candidate.launches[1] = (gw_launch){.name = "mm_reduce", .grid = {100, 1, 1}, .block = {256, 1, 1}, .shared_bytes = 0,
+                                           .n_args = 2, .args = {2, GW_ARG_I64}, .values = {0, 8192}};
     q->reference.image = (const uint8_t *)ref_img;
     q->reference.image_len = sizeof(ref_img); /* PTX with its NUL */
     q->reference.n_launches = 1;
@@ -66,6 +68,7 @@ static bool same_module(const gw_module *a, const gw_module *b)
         if (strcmp(x->name, y->name) || memcmp(x->grid, y->grid, sizeof(x->grid)) ||
             memcmp(x->block, y->block, sizeof(x->block)) || x->shared_bytes != y->shared_bytes ||
             x->n_args != y->n_args || memcmp(x->args, y->args, sizeof(int) * (size_t)x->n_args) ||
+            memcmp(x->values, y->values, sizeof(x->values[0]) * (size_t)x->n_args) ||
             x->n_maps != y->n_maps)
             return false;
         for (int k = 0; k < x->n_maps; k++)
@@ -232,6 +235,46 @@ static void mut_map_member(cJSON *j)
 {
     cJSON_AddNumberToObject(first_map(j), "address", 4096);
 }
+static cJSON *second_launch(cJSON *j)
+{
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "candidate"), "launches"), 1);
+}
+static void mut_values_missing(cJSON *j)
+{
+    cJSON_DeleteItemFromObject(second_launch(j), "values");
+}
+static void mut_values_on_buffer(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(second_launch(j), "values", cJSON_CreateIntArray((int[]){5, 8192}, 2));
+}
+static void mut_values_short(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(second_launch(j), "values", cJSON_CreateIntArray((int[]){8192}, 1));
+}
+static void mut_values_fraction(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(second_launch(j), "values", cJSON_CreateDoubleArray((double[]){0, 1.5}, 2));
+}
+static void mut_values_huge(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(second_launch(j), "values", cJSON_CreateDoubleArray((double[]){0, 1e17}, 2));
+}
+static void mut_values_string(cJSON *j)
+{
+    cJSON *v = cJSON_CreateArray();
+    cJSON_AddItemToArray(v, cJSON_CreateNumber(0));
+    cJSON_AddItemToArray(v, cJSON_CreateString("8192"));
+    cJSON_ReplaceItemInObject(second_launch(j), "values", v);
+}
+static void mut_values_without_scalar(cJSON *j)
+{
+    cJSON *l = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "candidate"), "launches"), 0);
+    cJSON_AddItemToObject(l, "values", cJSON_CreateIntArray((int[]){0, 0, 0}, 3));
+}
+static void mut_arg_negative(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(second_launch(j), "args", cJSON_CreateIntArray((int[]){2, -2}, 2));
+}
 static void mut_nothing(cJSON *j)
 {
     (void)j;
@@ -251,6 +294,16 @@ static void test_measure_strict(void)
     CHECK(decode_mutated(mut_map_buf_oob) == -EBADMSG);
     CHECK(decode_mutated(mut_map_box) == -EBADMSG);
     CHECK(decode_mutated(mut_map_member) == -EBADMSG);
+    /* Scalar arguments: "values" exactly when one is passed, an integer per argument, 0 at a
+     * buffer's place, within 2^53. */
+    CHECK(decode_mutated(mut_values_missing) == -EBADMSG);
+    CHECK(decode_mutated(mut_values_on_buffer) == -EBADMSG);
+    CHECK(decode_mutated(mut_values_short) == -EBADMSG);
+    CHECK(decode_mutated(mut_values_fraction) == -EBADMSG);
+    CHECK(decode_mutated(mut_values_huge) == -EBADMSG);
+    CHECK(decode_mutated(mut_values_string) == -EBADMSG);
+    CHECK(decode_mutated(mut_values_without_scalar) == -EBADMSG);
+    CHECK(decode_mutated(mut_arg_negative) == -EBADMSG);
 
     gw_measure_req q;
     uint8_t *buf = NULL;
@@ -260,6 +313,16 @@ static void test_measure_strict(void)
     CHECK(gw_wire_encode_measure(&q, &buf, &len) == -EINVAL);
     make_req(&q);
     q.buffers[3].dtype = GW_F16; /* the reference output is always F32 */
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
+    make_req(&q);
+    q.candidate.launches[1].values[1] = GW_ARG_I64_MAX + 1;
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
+    q.candidate.launches[1].values[1] = -GW_ARG_I64_MAX; /* any long long the wire carries */
+    CHECK(gw_wire_check_req(&q) == 0);
+    q.candidate.launches[1].values[0] = 1; /* a value beside a buffer */
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
+    make_req(&q);
+    q.candidate.launches[1].args[1] = -2;
     CHECK(gw_wire_check_req(&q) == -EINVAL);
     /* Integer inputs (gather's ids) travel and come back; a dtype past i64 is refused. */
     make_req(&q);

@@ -172,6 +172,15 @@ static bool launch_eq(const kc_launch *a, const kc_launch *b)
                           memcmp(a->output_shape, b->output_shape,
                                  sizeof(a->output_shape[0]) * (size_t)a->output_rank) != 0))
         return false;
+    /* A dynamic launch's parts (zero in a static one). */
+    if (a->n_dims != b->n_dims || memcmp(a->dims, b->dims, sizeof(a->dims)) != 0 ||
+        memcmp(a->output_sym, b->output_sym, sizeof(a->output_sym)) != 0)
+        return false;
+    for (int k = 0; k < a->n_kernels; k++)
+        for (int d = 0; d < 3; d++)
+            if (memcmp(&a->kernels[k].grid_rule[d], &b->kernels[k].grid_rule[d],
+                       sizeof(kc_grid_rule)) != 0)
+                return false;
     for (int k = 0; k < a->n_kernels; k++) {
         const kc_kernel *x = &a->kernels[k], *y = &b->kernels[k];
         if (strcmp(x->name, y->name) != 0 || memcmp(x->grid, y->grid, sizeof(x->grid)) != 0 ||
@@ -181,6 +190,29 @@ static bool launch_eq(const kc_launch *a, const kc_launch *b)
             return false;
     }
     return true;
+}
+
+/* A dynamic op's artifact (issue 39): make_artifact's, with two named dims n (1..8192) and s
+ * (16..4096, multiples of 16), an output [n, 4096] and a first kernel that takes both sizes and
+ * sizes its grid from them: x = 2 * ceil(n / 128) (128 at max), y = min(1000, ceil(n * s /
+ * 65536)) (512 at max). */
+static void make_dynamic(fixture *f, int i, const char *op, const char *target)
+{
+    make_artifact(f, i, op, target);
+    kc_launch *l = &f->a.launch;
+    l->n_dims = 2;
+    l->dims[0] = (kc_dim){.name = "n", .min = 1, .max = 8192, .multiple_of = 1};
+    l->dims[1] = (kc_dim){.name = "s", .min = 16, .max = 4096, .multiple_of = 16};
+    l->output_shape[0] = 8192;
+    l->output_shape[1] = 4096;
+    l->output_sym[0] = 1;
+    kc_kernel *k = &l->kernels[0];
+    k->args[k->n_args++] = KC_ARG_DIM0;
+    k->args[k->n_args++] = KC_ARG_DIM0 + 1;
+    k->grid_rule[0] = (kc_grid_rule){.dims = 1, .coef = 1, .div = 128, .mul = 2, .cap = 0};
+    k->grid[0] = 128;
+    k->grid_rule[1] = (kc_grid_rule){.dims = 3, .coef = 1, .div = 65536, .mul = 1, .cap = 1000};
+    k->grid[1] = 512;
 }
 
 static void put_n(kc_db *db, int from, int to, const char *op, const char *target)
@@ -1751,6 +1783,242 @@ static void test_impossible_values(void)
     kc_close(db);
 }
 
+/* Dynamic launches (issue 39): the checks, the JSON text both ways, the rows, export and
+ * import, the record the cluster tier signs, and a file of schema 4 migrated. */
+static void test_dynamic_launch(void)
+{
+    fixture f;
+    char *text = NULL;
+    const char *why = NULL;
+    kc_launch back;
+    kc_buf b;
+
+    CHECK(strcmp(kc_arg_name(KC_ARG_DIM0 + 3), "dim3") == 0 && kc_arg_name(KC_ARG_DIM0 + 4) == NULL &&
+          kc_arg_name((kc_buf)(KC_BUF_WORKSPACE + 1)) == NULL && strcmp(kc_arg_name(KC_BUF_OUTPUT), "output") == 0);
+    CHECK(kc_buf_name(KC_ARG_DIM0) == NULL && kc_buf_parse("dim0", &b) == -EINVAL);
+    CHECK(kc_arg_parse("dim2", &b) == 0 && b == KC_ARG_DIM0 + 2);
+    CHECK(kc_arg_parse("input3", &b) == 0 && b == KC_BUF_INPUT0 + 3);
+    CHECK(kc_arg_parse("dim4", &b) == -EINVAL && kc_arg_parse(NULL, &b) == -EINVAL);
+
+    /* The rule as docs/api.md states it, and saturation instead of overflow. */
+    kc_grid_rule r = {.dims = 5, .coef = 3, .div = 7, .mul = 4, .cap = 0};
+    int64_t sizes[KC_MAX_DIMS] = {10, 999, 2, 999};
+    CHECK(kc_grid_rule_eval(&r, sizes) == 4 * ((3 * 20 + 6) / 7));
+    r.cap = 30;
+    CHECK(kc_grid_rule_eval(&r, sizes) == 30);
+    r = (kc_grid_rule){.dims = 15, .coef = KC_MAX_DIM, .div = 1, .mul = KC_MAX_DIM, .cap = 0};
+    int64_t big[KC_MAX_DIMS] = {KC_MAX_DIM, KC_MAX_DIM, KC_MAX_DIM, KC_MAX_DIM};
+    CHECK(kc_grid_rule_eval(&r, big) == INT64_MAX);
+    r.cap = 65535;
+    CHECK(kc_grid_rule_eval(&r, big) == 65535);
+
+    make_dynamic(&f, 5, "matmul", "sm_90");
+    CHECK_OK(kc_launch_check(&f.a.launch));
+    CHECK_OK(kc_launch_json(&f.a.launch, &text));
+    CHECK(text && strcmp(text, "{\"kernels\":[{\"name\":\"hd_kernel_5_0\",\"grid\":[128,512,1],"
+                                "\"block\":[128,1,1],\"shared_bytes\":0,\"args\":[\"input0\",\"output\","
+                                "\"workspace\",\"dim0\",\"dim1\"],\"grid_rules\":[{\"dims\":1,\"coef\":1,"
+                                "\"div\":128,\"mul\":2,\"cap\":0},{\"dims\":3,\"coef\":1,\"div\":65536,"
+                                "\"mul\":1,\"cap\":1000},null]},{\"name\":\"hd_kernel_5_1\",\"grid\":[6,2,1],"
+                                "\"block\":[128,1,1],\"shared_bytes\":1024,\"args\":[\"input1\","
+                                "\"output\",\"workspace\"]}],\"workspace_bytes\":4101,\"output\":{"
+                                "\"shape\":[8192,4096],\"dtype\":\"bf16\",\"sym\":[1,0]},\"dims\":[{"
+                                "\"name\":\"n\",\"min\":1,\"max\":8192,\"multiple_of\":1},{\"name\":"
+                                "\"s\",\"min\":16,\"max\":4096,\"multiple_of\":16}]}") == 0,
+          "%s", text);
+    memset(&back, 0, sizeof(back));
+    CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
+    CHECK(launch_eq(&back, &f.a.launch));
+
+    /* Each of these breaks one rule of kc_launch_check. */
+    for (int m = 0; m < 24; m++) {
+        fixture g;
+        make_dynamic(&g, 5, "matmul", "sm_90");
+        kc_launch *l = &g.a.launch;
+        kc_kernel *k = &l->kernels[0];
+        switch (m) {
+        case 0: k->grid_rule[0].coef = 0; break;
+        case 1: k->grid_rule[0].div = 0; break;
+        case 2: k->grid_rule[0].mul = 0; break;
+        case 3: k->grid_rule[1].cap = -1; break;
+        case 4: k->grid_rule[1].cap = 70000; break; /* beyond grid y's 65535 */
+        case 5: k->grid_rule[0].dims = 4; break;    /* dim 2: the launch has two */
+        case 6: k->grid[0] = 127; break;            /* not the rule's value at max */
+        case 7: k->grid_rule[2].coef = 1; break;    /* a fixed dimension with a rule's number */
+        case 8: k->args[4] = KC_ARG_DIM0 + 2; break;
+        case 9: strcpy(l->dims[1].name, "N"); break;
+        case 10: strcpy(l->dims[1].name, "1s"); break;
+        case 11: strcpy(l->dims[1].name, "n"); break; /* twice */
+        case 12: l->dims[1].name[0] = '\0'; break;
+        case 13: l->dims[0].min = 9000; break;
+        case 14: l->dims[0].min = 0; break;
+        case 15: l->dims[1].min = 17; break;          /* not a multiple of 16 */
+        case 16: l->dims[1].multiple_of = 0; break;
+        case 17: l->dims[0].max = KC_MAX_DIM + 1; break;
+        case 18: l->output_sym[1] = 4; break;         /* dim 2 */
+        case 19: l->output_sym[1] = 2; break;         /* s's max is 4096 = shape[1]: fine... */
+        case 20: l->output_sym[0] = 3; break;         /* n*s at max is not 8192 */
+        case 21: l->output_sym[2] = 1; break;         /* an axis beyond the rank */
+        case 22: l->dims[2].max = 5; break;           /* a dim beyond n_dims */
+        case 23: l->n_dims = 5; break;
+        }
+        if (m == 19) {
+            CHECK_OK(kc_launch_check(l)); /* ...since a named axis's shape is the dims' max */
+            continue;
+        }
+        CHECK(kc_launch_check(l) == -EINVAL, "mutation %d", m);
+        CHECK(kc_launch_json(l, &text) == -EINVAL || (free(text), 0), "mutation %d", m);
+    }
+    /* A static launch passes with every new field zero; a size argument needs a dim. */
+    make_artifact(&f, 5, "matmul", "sm_90");
+    f.a.launch.kernels[0].args[2] = KC_ARG_DIM0;
+    CHECK(kc_launch_check(&f.a.launch) == -EINVAL);
+
+    /* Malformed text of the new members. */
+    static const char *const bad[] = {
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[\"dim0\"]}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[1,1,1],\"block\":[1,1,1],\"args\":[16]}],"
+        "\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[],\"dims\":[]}",
+        "{\"kernels\":[],\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8}]}",
+        "{\"kernels\":[],\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1,\"x\":1}]}",
+        "{\"kernels\":[],\"dims\":[{\"name\":\"n\",\"min\":1.5,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[],\"dims\":{\"n\":{\"min\":1,\"max\":8,\"multiple_of\":1}}}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[8,1,1],\"block\":[1,1,1],\"args\":[\"dim0\"],"
+        "\"grid_rules\":[{\"dims\":1,\"coef\":1,\"div\":1,\"mul\":1,\"cap\":0},null]}],"
+        "\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[8,1,1],\"block\":[1,1,1],\"args\":[\"dim0\"],"
+        "\"grid_rules\":[{\"dims\":1,\"coef\":1,\"div\":1,\"mul\":1},null,null]}],"
+        "\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[8,1,1],\"block\":[1,1,1],\"args\":[\"dim0\"],"
+        "\"grid_rules\":[{\"dims\":1,\"coef\":0,\"div\":1,\"mul\":1,\"cap\":0},null,null]}],"
+        "\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[8,1,1],\"block\":[1,1,1],\"args\":[\"dim0\"],"
+        "\"grid_rules\":[{\"dims\":0,\"coef\":1,\"div\":1,\"mul\":1,\"cap\":0},null,null]}],"
+        "\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[{\"name\":\"k\",\"grid\":[7,1,1],\"block\":[1,1,1],\"args\":[\"dim0\"],"
+        "\"grid_rules\":[{\"dims\":1,\"coef\":1,\"div\":1,\"mul\":1,\"cap\":0},null,null]}],"
+        "\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[],\"output\":{\"shape\":[8],\"dtype\":\"f16\",\"sym\":[1,0]},"
+        "\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}]}",
+        "{\"kernels\":[],\"output\":{\"shape\":[8],\"dtype\":\"f16\",\"sym\":[1]}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why = NULL;
+        back.n_kernels = 99;
+        CHECK(kc__launch_from_json(bad[i], NULL, &back, &why) == -EBADMSG && why &&
+              back.n_kernels == 99, "bad[%zu]", i);
+    }
+    /* The smallest well-formed one of those. */
+    CHECK_OK(kc__launch_from_json("{\"kernels\":[{\"name\":\"k\",\"grid\":[8,1,1],\"block\":[1,1,1],"
+                                  "\"args\":[\"dim0\"],\"grid_rules\":[{\"dims\":1,\"coef\":1,\"div\":1,"
+                                  "\"mul\":1,\"cap\":0},null,null]}],\"output\":{\"shape\":[8],"
+                                  "\"dtype\":\"f16\",\"sym\":[1]},\"dims\":[{\"name\":\"n\",\"min\":1,"
+                                  "\"max\":8,\"multiple_of\":1}]}", NULL, &back, &why));
+    CHECK(back.n_dims == 1 && back.output_sym[0] == 1 && back.kernels[0].args[0] == KC_ARG_DIM0 &&
+          back.kernels[0].grid_rule[0].dims == 1 && back.kernels[0].grid_rule[1].dims == 0);
+    free(text);
+    text = NULL;
+
+    /* Rows: stored and read back; a static artifact beside it reads static. */
+    kc_db *db = open_db("dyn.db");
+    fixture st;
+    make_dynamic(&f, 5, "matmul", "sm_90");
+    make_artifact(&st, 6, "matmul", "sm_90");
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    CHECK_OK(kc_artifact_put(db, &st.a));
+    kc_artifact *g = NULL;
+    CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &f.a.launch));
+    kc_artifact_free(g);
+    g = NULL;
+    CHECK_OK(kc_artifact_get(db, st.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &st.a.launch) && g->launch.n_dims == 0);
+    kc_artifact_free(g);
+    g = NULL;
+    /* Stored again: the rows are replaced, not added to. */
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    CHECK(raw_int("dyn.db", "SELECT count(*) FROM launch_dims") == 2);
+    CHECK(raw_int("dyn.db", "SELECT output_axes FROM launch_dims WHERE name = 'n'") == 1);
+    CHECK(raw_int("dyn.db", "SELECT length(grid_rules) FROM launch_kernels WHERE position = 0"
+                            " ORDER BY length(grid_rules) DESC") == 3 * 33);
+    size_t removed = 0;
+    CHECK_OK(kc_verify(db, &removed, NULL, NULL));
+    CHECK(removed == 2);
+
+    /* The record the export file and the cluster tier carry. */
+    char *rec = NULL, *err = NULL;
+    kc_artifact *dec = NULL;
+    CHECK_OK(kc_record_encode(&f.a, &rec));
+    CHECK_OK(kc_record_decode(rec, rec ? strlen(rec) : 0, &dec, &err));
+    CHECK(dec && launch_eq(&dec->launch, &f.a.launch));
+    kc_artifact_free(dec);
+    free(rec);
+    free(err);
+    err = NULL;
+
+    /* Export and import. */
+    char path[512];
+    size_t n = 0;
+    mkpath(path, sizeof(path), "dyn.export");
+    CHECK_OK(kc_export(db, NULL, path, NULL, &n, &err));
+    CHECK(n == 2);
+    free(err);
+    err = NULL;
+    kc_db *dst = open_db("dyn-dst.db");
+    CHECK_OK(import_file(dst, path, &local_restore, &n, &err));
+    free(err);
+    err = NULL;
+    CHECK_OK(kc_artifact_get(dst, f.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &f.a.launch));
+    kc_artifact_free(g);
+    g = NULL;
+    kc_close(dst);
+
+    /* Damaged rows read as a malformed launch, never as another launch. */
+    raw_sqlf("dyn.db", "UPDATE launch_kernels SET grid_rules = x'01' WHERE artifact_key = '%s'", f.a.key);
+    CHECK(kc_artifact_get(db, f.a.key, &g) == -EBADMSG);
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    raw_sqlf("dyn.db", "UPDATE launch_dims SET output_axes = 4 WHERE artifact_key = '%s'", f.a.key);
+    CHECK(kc_artifact_get(db, f.a.key, &g) == -EBADMSG);
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    raw_sqlf("dyn.db", "DELETE FROM launch_dims WHERE artifact_key = '%s' AND position = 1", f.a.key);
+    CHECK(kc_artifact_get(db, f.a.key, &g) == -EBADMSG); /* dim1 argument without its dim */
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    raw_sqlf("dyn.db", "UPDATE launch_dims SET max = 4096 WHERE artifact_key = '%s' AND position = 0", f.a.key);
+    CHECK(kc_artifact_get(db, f.a.key, &g) == -EBADMSG); /* the grid and the output no longer agree */
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    /* Removing the artifact removes its dims (ON DELETE CASCADE). */
+    CHECK_OK(kc_remove_key(db, f.a.key, &removed));
+    CHECK(raw_int("dyn.db", "SELECT count(*) FROM launch_dims") == 0);
+    kc_close(db);
+
+    /* A file of schema 4 (no grid_rules column, no launch_dims) opens and migrates; its static
+     * records read as before and dynamic ones can be stored after. */
+    db = open_db("v4.db");
+    put_n(db, 0, 5, "matmul", "sm_90");
+    kc_close(db);
+    raw_sql("v4.db", "DROP TABLE launch_dims; ALTER TABLE launch_kernels DROP COLUMN grid_rules;"
+                     " UPDATE schema_version SET version = 4;");
+    CHECK(raw_int("v4.db", "SELECT count(*) FROM pragma_table_info('launch_kernels')"
+                           " WHERE name = 'grid_rules'") == 0);
+    db = open_db("v4.db");
+    CHECK(raw_int("v4.db", "SELECT max(version) FROM schema_version") == KC_SCHEMA_VERSION);
+    for (int i = 0; i < 5; i++) {
+        fixture h;
+        make_artifact(&h, i, "matmul", "sm_90");
+        CHECK_OK(kc_artifact_get(db, h.a.key, &g));
+        CHECK(g && launch_eq(&g->launch, &h.a.launch), "artifact %d", i);
+        kc_artifact_free(g);
+        g = NULL;
+    }
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    CHECK_OK(kc_artifact_get(db, f.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &f.a.launch));
+    kc_artifact_free(g);
+    kc_close(db);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof(tmpdir), "%s/test_kc.XXXXXX",
@@ -1778,6 +2046,7 @@ int main(void)
     test_quarantine();
     test_verify_deep();
     test_impossible_values();
+    test_dynamic_launch();
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);

@@ -96,6 +96,55 @@ static void kernel_set_exact(void)
     free(json);
 }
 
+/* A dynamic op's set (issue 39): its dims, the output's named axes, sizes as "int" parameters
+ * and grid rules, exactly as docs/api.md ("Named dimensions") writes them. */
+static void kernel_set_dynamic(void)
+{
+    kc_artifact a;
+    fill(&a, (const int[]){KC_BUF_INPUT0, KC_ARG_DIM0 + 1, KC_BUF_OUTPUT, KC_ARG_DIM0, -1});
+    kc_launch *l = &a.launch;
+    l->n_dims = 2;
+    l->dims[0] = (kc_dim){.name = "b", .min = 1, .max = 8, .multiple_of = 1};
+    l->dims[1] = (kc_dim){.name = "s", .min = 16, .max = 16, .multiple_of = 16};
+    l->output_sym[0] = 3; /* "b*s" rows: 8 * 16 = 128 at max */
+    kc_kernel *k = &l->kernels[0];
+    k->grid_rule[0] = (kc_grid_rule){.dims = 1, .coef = 1, .div = 4, .mul = 1, .cap = 0};
+    k->grid_rule[1] = (kc_grid_rule){.dims = 3, .coef = 3, .div = 128, .mul = 2, .cap = 4};
+    k->grid[0] = 2;
+    k->grid[1] = 4; /* 2 * ceil(3 * 128 / 128) = 6, capped at 4 */
+    CHECK(kc_launch_check(l) == 0, "a valid dynamic launch");
+    char *json = NULL;
+    CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) == 0 && json, "build");
+    char want[2048];
+    snprintf(want, sizeof(want),
+             "{\"key\":\"%s\",\"op_key\":\"%s\",\"cached\":true,\"origin\":\"local\","
+             "\"measured\":true,\"op\":\"matmul\",\"arch\":\"sm_90\","
+             "\"dims\":{\"b\":{\"min\":1,\"max\":8,\"multiple_of\":1},"
+             "\"s\":{\"min\":16,\"max\":16,\"multiple_of\":16}},"
+             "\"output\":{\"shape\":[\"b*s\",256],\"dtype\":\"f16\"},"
+             "\"workspace_bytes\":0,\"kernels\":[{\"name\":\"hidet_matmul_x\",\"arch\":\"sm_90\","
+             "\"grid\":[{\"dims\":[\"b\"],\"coef\":1,\"div\":4,\"mul\":1,\"cap\":0},"
+             "{\"dims\":[\"b\",\"s\"],\"coef\":3,\"div\":128,\"mul\":2,\"cap\":4},1],"
+             "\"block\":[128,1,1],\"shared_bytes\":32768,\"params\":["
+             "{\"index\":0,\"buffer\":\"input0\",\"type\":\"pointer\"},"
+             "{\"index\":1,\"type\":\"int\",\"dim\":\"s\"},"
+             "{\"index\":2,\"buffer\":\"output\",\"type\":\"pointer\"},"
+             "{\"index\":3,\"type\":\"int\",\"dim\":\"b\"}],"
+             "\"ptx_url\":\"/v1/kernels/%s/ptx\",\"cubin_url\":\"/v1/kernels/%s/cubin\","
+             "\"latency_us\":12.5}],\"latency_us\":12.5,\"predicted_us\":10.25,"
+             "\"schedule\":{\"template\":\"matmul_mma\",\"params\":{\"block_m\":128}}}",
+             key, opkey, key, key);
+    CHECK_STR(json, want);
+    free(json);
+    json = NULL;
+    /* A launch the cache would refuse is not answered: a rule whose value at max is not the grid. */
+    k->grid[1] = 6;
+    CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) < 0 && !json, "bad rule");
+    k->grid[1] = 4;
+    k->args[1] = KC_ARG_DIM0 + 2; /* a size of a dim the set does not have */
+    CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) < 0 && !json, "bad dim arg");
+}
+
 static void kernel_set_variants(void)
 {
     kc_artifact a;
@@ -299,6 +348,7 @@ int main(void)
 {
     ranks();
     kernel_set_exact();
+    kernel_set_dynamic();
     kernel_set_variants();
     kernel_set_after_migration();
     error_statuses();

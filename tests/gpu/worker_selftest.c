@@ -3,7 +3,8 @@
  * Hand-written PTX kernels over 4096 floats: a correct candidate (out = 2x), a wrong one
  * (2x + 1), one that writes far out of bounds (-> GW_FAULT, worker restarted), one that spins
  * forever (-> GW_TIMEOUT, worker restarted), and after each failure the correct one again, which
- * must still verify and time. Also checks the >48 KiB dynamic shared memory path and early stop.
+ * must still verify and time. Also checks the >48 KiB dynamic shared memory path, early stop, and
+ * a size passed by value (a long long scalar argument, as a dynamic op's launches take).
  * Without a GPU and driver it exits 77 ("skipped") with the reason.
  */
 #include <stdio.h>
@@ -89,6 +90,35 @@ static const char ptx[] =
     "  add.s64 %rd7, %rd4, %rd5;\n"
     "  st.global.f32 [%rd7], %f2;\n"
     "DONE2:\n"
+    "  ret;\n"
+    "}\n\n"
+    /* good_double over the first p_n elements only: p_n is a long long passed by value (a
+     * dynamic op's size, GW_ARG_I64), so the result verifies only when the worker passes it. */
+    ".visible .entry sized_double(.param .u64 p_in, .param .u64 p_out, .param .u64 p_n)\n"
+    "{\n"
+    "  .reg .pred %p;\n"
+    "  .reg .b32 %r<5>;\n"
+    "  .reg .f32 %f<4>;\n"
+    "  .reg .b64 %rd<10>;\n"
+    "  ld.param.u64 %rd1, [p_in];\n"
+    "  ld.param.u64 %rd2, [p_out];\n"
+    "  ld.param.u64 %rd8, [p_n];\n"
+    "  cvta.to.global.u64 %rd3, %rd1;\n"
+    "  cvta.to.global.u64 %rd4, %rd2;\n"
+    "  mov.u32 %r1, %ctaid.x;\n"
+    "  mov.u32 %r2, %ntid.x;\n"
+    "  mov.u32 %r3, %tid.x;\n"
+    "  mad.lo.s32 %r4, %r1, %r2, %r3;\n"
+    "  cvt.u64.u32 %rd9, %r4;\n"
+    "  setp.ge.s64 %p, %rd9, %rd8;\n"
+    "  @%p bra DONE3;\n"
+    "  mul.wide.u32 %rd5, %r4, 4;\n"
+    "  add.s64 %rd6, %rd3, %rd5;\n"
+    "  ld.global.f32 %f1, [%rd6];\n"
+    "  add.f32 %f2, %f1, %f1;\n"
+    "  add.s64 %rd7, %rd4, %rd5;\n"
+    "  st.global.f32 [%rd7], %f2;\n"
+    "DONE3:\n"
     "  ret;\n"
     "}\n\n"
     /* Spins until in[0] == 5.0, which never happens (inputs are in [-1, 1]). */
@@ -252,6 +282,17 @@ int main(void)
     make_req(&q, 3, "big_smem", 64 * 1024);
     r = run(pool, &q);
     CHECK(r.status == GW_OK && r.max_rel_err == 0);
+
+    /* A size passed by value: all N elements verify; half of them leave the rest of the
+     * (poisoned) output unwritten, which must be found wrong. */
+    for (int half = 0; half < 2; half++) {
+        make_req(&q, 30 + (uint64_t)half, "sized_double", 0);
+        gw_launch *l = &q.candidate.launches[0];
+        l->args[l->n_args] = GW_ARG_I64;
+        l->values[l->n_args++] = half ? N / 2 : N;
+        r = run(pool, &q);
+        CHECK(half ? r.status == GW_WRONG : r.status == GW_OK && r.max_rel_err == 0, "half %d", half);
+    }
 
     make_req(&q, 4, "no_such_kernel", 0);
     r = run(pool, &q);
