@@ -174,13 +174,11 @@ static void combine(char *dst, size_t n, bool rmax, const char *x, const char *y
 static void emit_finish(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const char *ol_expr)
 {
     const tuner_tensor *out = &op->output;
-    char last[96] = "1LL"; /* a literal, or a rank-1 output's named length */
-    if (out->rank >= 1)
-        tuner__axis_expr(out, out->rank - 1, last, sizeof(last));
+    const long long last = out->rank >= 1 ? out->shape[out->rank - 1] : 1; /* fixed: I > 1 follows a name */
     if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
         tuner_sb_printf(sb, "v = v / %lld.0f;\n", g->A);
     tuner_sb_printf(sb, "const long long ol = %s;\n", ol_expr);
-    tuner_sb_printf(sb, "const long long orow = ol / %s, ocol = ol %% %s;\n", last, last);
+    tuner_sb_printf(sb, "const long long orow = ol / %lldLL, ocol = ol %% %lldLL;\n", last, last);
     tuner__bcast_ctx ec = {op, "orow", "ocol"};
     tuner__emit_chain(sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
     tuner_sb_printf(sb, "out[ol] = hd_from_f32<%s>(v);\n", tuner__ctype(out->dtype));

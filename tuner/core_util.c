@@ -157,12 +157,10 @@ void tuner__emit_input0_prologue(tuner_sb *sb, const tuner_op *op)
     if (op->prologue[0].n == 0)
         return;
     const tuner_tensor *x = &op->inputs[0];
-    /* The last axis as a literal, or (a dynamic op's rank-1 x) its dims' product. */
-    char last[96] = "1LL";
-    if (x->rank >= 1)
-        tuner__axis_expr(x, x->rank - 1, last, sizeof(last));
+    /* x's last axis is fixed in every template that fuses a prologue (a named x has rank >= 2). */
+    const long long last = x->rank >= 1 ? x->shape[x->rank - 1] : 1;
     tuner_sb_printf(sb, "auto hd_pro0 = [&](float v, long long idx) -> float {\n"
-                        "const long long hd_prow = idx / %s, hd_pcol = idx %% %s;\n"
+                        "const long long hd_prow = idx / %lldLL, hd_pcol = idx %% %lldLL;\n"
                         "(void)hd_prow;\n(void)hd_pcol;\n",
                     last, last);
     tuner__emit_chain(sb, op, &op->prologue[0], "v", input0_operand_load, (void *)op);

@@ -191,15 +191,11 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     const char *OT = tuner__ctype(out->dtype);
     if (c.vec > 1) {
         /* All elements of the vector share the row (vec divides the last dim). */
-        char lv[128];
-        if (out->rank >= 1 && out->sym[out->rank - 1]) { /* rank 1, named: the vectors of the launch's length */
-            char ax[96];
-            snprintf(lv, sizeof(lv), "(%s / %d)", tuner__axis_expr(out, out->rank - 1, ax, sizeof(ax)), c.vec);
-        } else {
-            snprintf(lv, sizeof(lv), "%lldLL", g.L / c.vec);
-        }
-        tuner_sb_printf(&sb, "const long long row = vi / %s;\nconst long long col0 = (vi %% %s) * %d;\n", lv, lv,
-                        c.vec);
+        if (out->rank == 1 && out->sym[0]) /* one named row: vi is below its vectors */
+            tuner_sb_printf(&sb, "const long long row = 0;\nconst long long col0 = vi * %d;\n", c.vec);
+        else
+            tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col0 = (vi %% %lldLL) * %d;\n",
+                            g.L / c.vec, g.L / c.vec, c.vec);
         for (int i = 0; i < op->n_inputs; i++) {
             if (!g.used[i])
                 continue;
@@ -222,10 +218,10 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         tuner_sb_puts(&sb, "ov[e] = v;\n}\n");
         tuner_sb_printf(&sb, "hd_stn_f32<%s, %d>(out + vi * %d, ov);\n", OT, c.vec, c.vec);
     } else {
-        char L[96] = "1LL";
-        if (out->rank >= 1)
-            tuner__axis_expr(out, out->rank - 1, L, sizeof(L));
-        tuner_sb_printf(&sb, "const long long row = vi / %s;\nconst long long col = vi %% %s;\n", L, L);
+        if (out->rank == 1 && out->sym[0]) /* one named row: vi is below its length */
+            tuner_sb_puts(&sb, "const long long row = 0;\nconst long long col = vi;\n");
+        else
+            tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col = vi %% %lldLL;\n", g.L, g.L);
         char *off = tuner__bcast_offset(&op->inputs[0], out, "row", "col");
         if (!off) {
             tuner_sb_free(&sb);

@@ -443,13 +443,14 @@ static void emit_rstd_from_var(tuner_sb *sb, const tuner_op *op, const char *var
 static void emit_reduce_store(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const char *acc, const char *cond)
 {
     const tuner_tensor *out = &op->output;
-    char last[96] = "1LL"; /* a literal, or a rank-1 output's named length */
-    if (out->rank >= 1)
-        tuner__axis_expr(out, out->rank - 1, last, sizeof(last));
+    long long last = out->rank >= 1 ? out->shape[out->rank - 1] : 1;
     tuner_sb_printf(sb, "if (%s) {\nfloat o = %s;\n", cond, acc);
     if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
         tuner_sb_printf(sb, "o = o / %lld.0f;\n", g->D);
-    tuner_sb_printf(sb, "const long long orow = row / %s, ocol = row %% %s;\n", last, last);
+    if (out->rank == 1 && out->sym[0]) /* one named output row: row is below its length */
+        tuner_sb_puts(sb, "const long long orow = 0, ocol = row;\n");
+    else
+        tuner_sb_printf(sb, "const long long orow = row / %lldLL, ocol = row %% %lldLL;\n", last, last);
     tuner__bcast_ctx ec = {op, "orow", "ocol"};
     tuner__emit_chain(sb, op, &op->epilogue, "o", tuner__bcast_load, &ec);
     tuner_sb_printf(sb, "out[row] = hd_from_f32<%s>(o);\n}\n", tuner__ctype(out->dtype));
