@@ -284,8 +284,11 @@ void t_dyn_sizes(const tuner_op *op, int which, int64_t *sizes)
         const tuner_dim *d = &op->dims[k];
         int64_t v = which == 0 ? d->min : which == 2 ? d->max : (d->min + d->max) / 2;
         if (which == 1) {
-            if (d->multiple_of > 1)
+            if (d->multiple_of > 1) { /* an odd multiple where there is one */
                 v = v / d->multiple_of * d->multiple_of;
+                if ((v / d->multiple_of) % 2 == 0 && v + d->multiple_of <= d->max)
+                    v += d->multiple_of;
+            }
             else if (v % 2 == 0 && v + 1 <= d->max)
                 v++;
             else if (v % 2 == 0 && v - 1 >= d->min)

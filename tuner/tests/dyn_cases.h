@@ -28,8 +28,8 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out);
  * on an inner axis): into out; returns how many. */
 int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out);
 
-/* Sizes of op's dims to launch at: which 0 = every dim at min, 1 = an odd size in the middle
- * (a multiple of multiple_of), 2 = max. */
+/* Sizes of op's dims to launch at: which 0 = every dim at min, 1 = an odd size (or an odd
+ * multiple of multiple_of) near the middle of the range, 2 = max. */
 void t_dyn_sizes(const tuner_op *op, int which, int64_t *sizes);
 
 #endif
