@@ -80,7 +80,8 @@ unsigned tuner__sym_mask(const tuner_tensor *t);
 /* Whether a core template can take dynamic op: true for a static op; else every named axis is
  * axis 0 of its tensor, and an input with one lines up with axis 0 of the output or of input 0
  * (same rank, same names), so that broadcast index math (tuner__bcast_offset) never needs a
- * named size. The templates add their own conditions (a fixed row length, ...). */
+ * named size; and the buffers, a workspace and the dims fit TUNER_MAX_ARGS arguments. The
+ * templates add their own conditions (a fixed row length, ...). */
 bool tuner__dyn_supported(const tuner_op *op);
 /* "coef * (hd_dim0 * ...)" for the dims in mask: a long long C expression, into buf; the
  * literal "coefLL" for mask 0 (the form static code prints its constants in). */

@@ -73,6 +73,9 @@ bool tuner__dyn_supported(const tuner_op *op)
 {
     if (!tuner_op_is_dynamic(op))
         return true;
+    /* The buffers, a workspace and the dims' sizes must fit a launch's arguments. */
+    if (op->n_inputs + 2 + op->n_dims > TUNER_MAX_ARGS)
+        return false;
     const tuner_tensor *out = &op->output, *x = &op->inputs[0];
     for (int i = -1; i < op->n_inputs; i++) {
         const tuner_tensor *t = i < 0 ? out : &op->inputs[i];

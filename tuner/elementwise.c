@@ -246,7 +246,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
             r = -EINVAL;
         if (r < 0) {
             tuner_sb_free(&sb);
-            *err = strdup("elementwise: the launch's grid rule does not fit the op's sizes");
+            *err = strdup("elementwise: the launch's dims arguments or grid rule do not fit the op's sizes");
             return r;
         }
     }

@@ -802,7 +802,7 @@ static int generate_rows(const tuner_op *op, const tuner_target *t, const tuner_
     }
     if (r < 0) {
         tuner_sb_free(&sb);
-        *err = strdup("the launch's grid rule does not fit the op's sizes");
+        *err = strdup("the launch's dims arguments or grid rule do not fit the op's sizes");
         return r;
     }
     p->source = tuner_sb_take(&sb);

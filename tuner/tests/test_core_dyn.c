@@ -185,7 +185,8 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
         for (int k = 0; k < ref->n_kernels; k++)
             for (int a = 0; a < ref->kernels[k].n_args; a++)
                 CHECK(ref->kernels[k].args[a] < TUNER_ARG_DIM0, "%s: a dim argument in the static reference", what);
-        if (t_in_sample(0))
+        static size_t n_refs; /* references are the static ops' (tuner_core_* compile those): sampled */
+        if (t_in_sample(n_refs++))
             CHECK(t_compile_check(what, ref->source, t, ref, NULL), "%s: compile", what);
         tuner_program_free(ref);
     }
