@@ -18,7 +18,7 @@ static void set_dims(tuner_op *op, int n, const dim_spec *d, bool bump)
     for (int k = 0; k < n; k++) {
         snprintf(op->dims[k].name, sizeof(op->dims[k].name), "%s", d[k].name);
         op->dims[k].min = d[k].min;
-        op->dims[k].max = d[k].max + (bump ? d[k].multiple_of : 0);
+        op->dims[k].max = d[k].max + (bump ? 7 * d[k].multiple_of : 0);
         op->dims[k].multiple_of = d[k].multiple_of;
     }
 }

@@ -20,7 +20,7 @@ typedef struct t_dyn_case {
 
 /* The cases for dtype dt into out[0..T_DYN_MAX_CASES); returns how many. Every case names axis
  * 0 of its tensors only (the rule of this version), with dims such as n in 1..4096 and a product
- * b*s. With bump, each dim's max is raised by its multiple_of (the same schedules stay valid):
+ * b*s. With bump, each dim's max is raised by 7 x its multiple_of (the same schedules stay valid):
  * a program that does not bake a named size in is the same text for both. */
 int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out);
 

@@ -191,9 +191,8 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
         tuner_program_free(ref);
     }
     char *dj = tuner_schedule_json(&sp->items[def]);
-    printf("%-62s %-6s space %4zu (split %3zu, vec %3zu) same text at max+%lld %zu/%zu, compiled %zu; default %s\n",
-           c->name, tn, sp->n, splits, vecs, (long long)op->dims[0].multiple_of, identical, sp->n, compiled,
-           dj ? dj : "?");
+    printf("%-62s %-6s space %4zu (split %3zu, vec %3zu) same text at a larger max %zu/%zu, compiled %zu; default %s\n",
+           c->name, tn, sp->n, splits, vecs, identical, sp->n, compiled, dj ? dj : "?");
     free(dj);
     tuner_space_free(sp);
 }
