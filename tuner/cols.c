@@ -78,8 +78,8 @@ static bool cols_applies(const tuner_op *op, const tuner_target *t)
     const tuner_tensor *x = &op->inputs[0];
     if (x->rank < 1 || op->attrs.reduce.axis < 0 || op->attrs.reduce.axis >= x->rank)
         return false;
-    /* Dynamic: only the outer extent may be named (axis 0, not reduced). */
-    if (tuner_op_is_dynamic(op) && (!tuner__dyn_supported(op) || (x->sym[0] && op->attrs.reduce.axis == 0)))
+    /* Dynamic: the outer extent is named (axis 0, not reduced), nothing else. */
+    if (tuner_op_is_dynamic(op) && (!tuner__dyn_supported(op) || !x->sym[0] || op->attrs.reduce.axis == 0))
         return false;
     return geo_of(op).I > 1;
 }

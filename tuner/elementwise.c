@@ -67,7 +67,7 @@ static ew_geo geo_of(const tuner_op *op)
 static bool ew_applies(const tuner_op *op, const tuner_target *t)
 {
     if (op->kind != TUNER_OP_ELEMENTWISE || !tuner__arch(t) || !tuner__no_prologue(op) || op->n_inputs < 1 ||
-        !tuner__dyn_supported(op))
+        !tuner__dyn_supported(op) || (tuner_op_is_dynamic(op) && !tuner__sym_mask(&op->output)))
         return false;
     for (int i = 0; i < op->epilogue.n; i++) {
         const tuner_ew_step *st = &op->epilogue.steps[i];

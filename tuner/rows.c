@@ -91,8 +91,9 @@ static bool rows_applies_common(const tuner_op *op, const tuner_target *t)
     if (x->rank < 1 || tuner_tensor_numel(x) < 1)
         return false;
     if (tuner_op_is_dynamic(op)) {
-        /* Named rows only: the row length and gamma / beta (indexed by column) stay fixed. */
-        if (!tuner__dyn_supported(op) || x->sym[x->rank - 1])
+        /* Named rows (x's axis 0) only: the row length and gamma / beta (indexed by column) stay
+         * fixed. */
+        if (!tuner__dyn_supported(op) || !x->sym[0] || x->sym[x->rank - 1])
             return false;
         if (op->kind == TUNER_OP_REDUCE && x->sym[0] && op->attrs.reduce.axis == 0)
             return false;

@@ -275,6 +275,9 @@ int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out)
         name0(&c->op, &c->op.output, 1);
         c->op.inputs[1].sym[0] = 1; /* gamma is indexed by column: it cannot be named */
     }
+    c = add(out, &n, "softmax [4,768] (a dim no axis names)", dt, NULL);
+    c->op = t_softmax(dt, 4, 768, 16);
+    set_dims(&c->op, 1, dn, false);
     return n;
 }
 
