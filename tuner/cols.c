@@ -13,6 +13,12 @@
  * ([split][O * I] floats) and a second kernel combines a column's partials in chunk order (the
  * result is the same on every run), then applies mean, the epilogue and the output cast.
  * The innermost-axis case is reduce_rows.
+ *
+ * A dynamic op whose named axis 0 is not reduced takes the outer extent O at launch (A and I
+ * stay fixed): the grid over (o, column block) and the combining kernel's grid follow rules, and
+ * its bound and the partials' layout ([split][O * I] for the launch's O) read O from the hd_dim
+ * parameters; the workspace is sized for the largest O. A reduce over a named axis 0 is left to
+ * the static op.
  */
 #include "tuner/core.h"
 #include "tuner/mapping.h"
@@ -38,6 +44,9 @@ typedef struct cols_geo {
     long long O, A, I;
     int vmax;    /* elements in 16 bytes of the input */
     bool vec_ok; /* rows start 16-byte aligned and hold whole vectors */
+    /* O = ocoef * (product of the dims in omask) at launch; omask 0: O is fixed (static op). */
+    unsigned omask;
+    long long ocoef;
 } cols_geo;
 
 typedef struct cols_cfg {
@@ -48,7 +57,7 @@ typedef struct cols_cfg {
 
 static cols_geo geo_of(const tuner_op *op)
 {
-    cols_geo g = {1, 1, 1, 1, false};
+    cols_geo g = {1, 1, 1, 1, false, 0, 1};
     const tuner_tensor *x = &op->inputs[0];
     int64_t outer, len, inner; /* several consecutive axes are one axis of a reshaped view */
     tuner_reduce_dims(op, &outer, &len, &inner);
@@ -57,6 +66,8 @@ static cols_geo geo_of(const tuner_op *op)
     g.I = inner;
     g.vmax = 16 / tuner_dtype_size(x->dtype);
     g.vec_ok = g.I % g.vmax == 0 && x->align >= 16;
+    g.omask = tuner__sym_mask(x);
+    g.ocoef = g.omask ? tuner_tensor_fixed_numel(x) / (g.A * g.I) : g.O;
     return g;
 }
 
@@ -66,6 +77,9 @@ static bool cols_applies(const tuner_op *op, const tuner_target *t)
         return false;
     const tuner_tensor *x = &op->inputs[0];
     if (x->rank < 1 || op->attrs.reduce.axis < 0 || op->attrs.reduce.axis >= x->rank)
+        return false;
+    /* Dynamic: the outer extent is named (axis 0, not reduced), nothing else. */
+    if (tuner_op_is_dynamic(op) && (!tuner__dyn_supported(op) || !x->sym[0] || op->attrs.reduce.axis == 0))
         return false;
     return geo_of(op).I > 1;
 }
@@ -143,6 +157,12 @@ static int cols_enumerate(const tuner_op *op, const tuner_target *t, tuner_sched
     return 0;
 }
 
+/* The outputs O * I as a C expression: a literal, or a dynamic op's product of launch sizes. */
+static const char *outs_expr(const cols_geo *g, char *buf, size_t n)
+{
+    return tuner__scaled_dims_expr(g->omask ? g->ocoef * g->I : g->O * g->I, g->omask, buf, n);
+}
+
 /* Writes the reduction's combine of expressions x and y (max or sum) into dst. */
 static void combine(char *dst, size_t n, bool rmax, const char *x, const char *y)
 {
@@ -154,7 +174,7 @@ static void combine(char *dst, size_t n, bool rmax, const char *x, const char *y
 static void emit_finish(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const char *ol_expr)
 {
     const tuner_tensor *out = &op->output;
-    const long long last = out->rank >= 1 ? out->shape[out->rank - 1] : 1;
+    const long long last = out->rank >= 1 ? out->shape[out->rank - 1] : 1; /* fixed: I > 1 follows a name */
     if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
         tuner_sb_printf(sb, "v = v / %lld.0f;\n", g->A);
     tuner_sb_printf(sb, "const long long ol = %s;\n", ol_expr);
@@ -171,7 +191,10 @@ static void emit_main(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const
     const int V = c->vec;
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", c->bx * c->by, kname);
     tuner__emit_params(sb, op, op->output.dtype);
-    tuner_sb_puts(sb, c->split > 1 ? ", float *__restrict__ ws)\n{\n" : ")\n{\n");
+    if (c->split > 1)
+        tuner_sb_puts(sb, ", float *__restrict__ ws");
+    tuner__emit_dim_params(sb, op);
+    tuner_sb_puts(sb, ")\n{\n");
     tuner__emit_input0_prologue(sb, op);
     tuner_mapping m = tuner_map_spatial(2, c->by, c->bx, 1);
     const char *names[3] = {"ty", "tx", NULL};
@@ -210,7 +233,9 @@ static void emit_main(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const
     }
     tuner_sb_printf(sb, "if (ty == 0 && ok) {\n#pragma unroll\nfor (int e = 0; e < %d; e++) {\n", V);
     if (c->split > 1) {
-        tuner_sb_printf(sb, "ws[(long long)blockIdx.y * %lldLL + o * %lldLL + i + e] = acc[e];\n", g->O * g->I, g->I);
+        char outs[128];
+        tuner_sb_printf(sb, "ws[(long long)blockIdx.y * %s + o * %lldLL + i + e] = acc[e];\n",
+                        outs_expr(g, outs, sizeof(outs)), g->I);
     } else {
         tuner_sb_puts(sb, "float v = acc[e];\n");
         char ol[64];
@@ -226,14 +251,17 @@ static void emit_main(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const
 static void emit_fin(tuner_sb *sb, const tuner_op *op, const cols_geo *g, const cols_cfg *c, const char *kname)
 {
     const bool rmax = op->attrs.reduce.kind == TUNER_REDUCE_MAX;
-    const long long oi = g->O * g->I;
+    char oi[128];
+    outs_expr(g, oi, sizeof(oi));
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", FIN_THREADS, kname);
     tuner__emit_params(sb, op, op->output.dtype);
-    tuner_sb_puts(sb, ", float *__restrict__ ws)\n{\n");
+    tuner_sb_puts(sb, ", float *__restrict__ ws");
+    tuner__emit_dim_params(sb, op);
+    tuner_sb_puts(sb, ")\n{\n");
     tuner_sb_printf(sb, "const long long gidx = (long long)blockIdx.x * %d + threadIdx.x;\n", FIN_THREADS);
-    tuner_sb_printf(sb, "if (gidx >= %lldLL) return;\n", oi);
-    char part[64], comb[96];
-    snprintf(part, sizeof(part), "ws[k * %lldLL + gidx]", oi);
+    tuner_sb_printf(sb, "if (gidx >= %s) return;\n", oi);
+    char part[192], comb[256];
+    snprintf(part, sizeof(part), "ws[k * %s + gidx]", oi);
     combine(comb, sizeof(comb), rmax, "v", part);
     tuner_sb_printf(sb, "float v = ws[gidx];\nfor (int k = 1; k < %d; k++) v = %s;\n", c->split, comb);
     emit_finish(sb, op, g, "gidx");
@@ -252,9 +280,15 @@ static int cols_generate(const tuner_op *op, const tuner_target *t, const tuner_
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__prelude(&sb, t->sm);
+    int r = 0;
     if (c.split == 1) {
         emit_main(&sb, op, &g, &c, "hd_reduce_cols");
         tuner__one_launch(p, op, "hd_reduce_cols", (unsigned)(g.O * c.nib), (unsigned)(c.bx * c.by));
+        if (g.omask) { /* a block per (o, column block) */
+            r = tuner__launch_dim_args(&p->kernels[0], op);
+            if (r == 0)
+                r = tuner__grid_rule(&p->kernels[0], 0, op, g.omask, g.ocoef * c.nib, 1, 1, 0);
+        }
     } else {
         emit_main(&sb, op, &g, &c, "hd_reduce_cols_part");
         emit_fin(&sb, op, &g, &c, "hd_reduce_cols_fin");
@@ -268,13 +302,26 @@ static int cols_generate(const tuner_op *op, const tuner_target *t, const tuner_
         k1->block[1] = k1->block[2] = 1;
         tuner__launch_args(k1, op);
         k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
+        if (g.omask) {
+            r = tuner__launch_dim_args(k1, op);
+            if (r == 0)
+                r = tuner__grid_rule(k1, 0, op, g.omask, g.ocoef * c.nib, 1, 1, 0);
+        }
         *k2 = *k1;
         snprintf(k2->name, sizeof(k2->name), "hd_reduce_cols_fin");
         k2->grid[0] = (unsigned)((g.O * g.I + FIN_THREADS - 1) / FIN_THREADS);
         k2->grid[1] = 1;
         k2->block[0] = FIN_THREADS;
+        if (g.omask && r == 0) /* a thread per output */
+            r = tuner__grid_rule(k2, 0, op, g.omask, g.ocoef * g.I, FIN_THREADS, 1, 0);
         p->n_kernels = 2;
+        /* Sized for the largest O: the partials of every launch's O fit in it. */
         p->workspace_bytes = (size_t)c.split * (size_t)(g.O * g.I) * sizeof(float);
+    }
+    if (r < 0) {
+        tuner_sb_free(&sb);
+        *err = strdup("reduce_cols: the launch's dims arguments or grid rule do not fit the op's sizes");
+        return r;
     }
     p->source = tuner_sb_take(&sb);
     p->output_dtype = op->output.dtype;
@@ -353,4 +400,5 @@ const tuner_template tuner__reduce_cols = {
     .predict_us = cols_predict,
     .preferred = cols_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };

@@ -66,6 +66,26 @@ void tuner__one_launch(tuner_program *p, const tuner_op *op, const char *name, u
 void tuner__emit_tiles_begin(tuner_sb *sb, const tuner_op *op, int sm, const char *name, int block, int ipt,
                              bool grid_stride, long long tiles, long long n, tuner_mapping *ret_m);
 void tuner__emit_tiles_end(tuner_sb *sb, const tuner_mapping *m);
+/* The same frame for a dynamic op (named dims): the dims' parameters follow op's, and the item
+ * count is the C expression n_expr (a long long of hd_dim0, ..., e.g. "1000LL * (hd_dim0) / 8"),
+ * evaluated once as hd_n; the grid-stride loop's tile count (hd_tiles) follows from it. The
+ * launch's grid is the caller's tuner__grid_rule. */
+void tuner__emit_tiles_begin_dyn(tuner_sb *sb, const tuner_op *op, int sm, const char *name, int block, int ipt,
+                                 bool grid_stride, const char *n_expr, tuner_mapping *ret_m);
+
+/* ---- dynamic ops (named dims; tuner/codegen.h has the rule) ---- */
+
+/* The named axes of t: the union of its sym bit sets (0 for a fixed tensor). */
+unsigned tuner__sym_mask(const tuner_tensor *t);
+/* Whether a core template can take dynamic op: true for a static op; else every named axis is
+ * axis 0 of its tensor, and an input with one lines up with axis 0 of the output or of input 0
+ * (same rank, same names), so that broadcast index math (tuner__bcast_offset) never needs a
+ * named size; and the buffers, a workspace and the dims fit TUNER_MAX_ARGS arguments. The
+ * templates add their own conditions (a fixed row length, ...). */
+bool tuner__dyn_supported(const tuner_op *op);
+/* "coef * (hd_dim0 * ...)" for the dims in mask: a long long C expression, into buf; the
+ * literal "coefLL" for mask 0 (the form static code prints its constants in). */
+char *tuner__scaled_dims_expr(long long coef, unsigned mask, char *buf, size_t len);
 
 /* true when op carries no prologue. */
 bool tuner__no_prologue(const tuner_op *op);

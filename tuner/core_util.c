@@ -32,6 +32,84 @@ void tuner__emit_tiles_begin(tuner_sb *sb, const tuner_op *op, int sm, const cha
     tuner_sb_printf(sb, "if (vi < %lldLL) {\n", n);
 }
 
+void tuner__emit_tiles_begin_dyn(tuner_sb *sb, const tuner_op *op, int sm, const char *name, int block, int ipt,
+                                 bool grid_stride, const char *n_expr, tuner_mapping *ret_m)
+{
+    const long long per = (long long)block * ipt;
+    tuner__prelude(sb, sm);
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", block, name);
+    tuner__emit_params(sb, op, op->output.dtype);
+    tuner__emit_dim_params(sb, op);
+    tuner_sb_puts(sb, ")\n{\n");
+    tuner_sb_printf(sb, "const long long hd_n = %s;\n", n_expr);
+    if (grid_stride)
+        tuner_sb_printf(sb, "const long long hd_tiles = (hd_n + %lldLL) / %lldLL;\n"
+                            "for (long long tile = blockIdx.x; tile < hd_tiles; tile += gridDim.x) {\n",
+                        per - 1, per);
+    else
+        tuner_sb_puts(sb, "{ const long long tile = blockIdx.x;\n");
+    *ret_m = tuner_map_compose(tuner_map_repeat(1, ipt, 1, 1), tuner_map_spatial(1, block, 1, 1));
+    const char *names[3] = {"k", NULL, NULL};
+    tuner_map_emit_begin(sb, ret_m, "threadIdx.x", "tm", names);
+    tuner_sb_printf(sb, "const long long vi = tile * %lldLL + k;\n", per);
+    tuner_sb_puts(sb, "if (vi < hd_n) {\n");
+}
+
+unsigned tuner__sym_mask(const tuner_tensor *t)
+{
+    unsigned m = 0;
+    for (int d = 0; d < t->rank && d < TUNER_MAX_RANK; d++)
+        m |= t->sym[d];
+    return m;
+}
+
+/* Whether in's named axes (if any) are exactly axis 0 of `like` too. */
+static bool lines_up(const tuner_tensor *in, const tuner_tensor *like)
+{
+    return in->rank == like->rank && in->sym[0] == like->sym[0] && like->sym[0] != 0;
+}
+
+bool tuner__dyn_supported(const tuner_op *op)
+{
+    if (!tuner_op_is_dynamic(op))
+        return true;
+    /* The buffers, a workspace and the dims' sizes must fit a launch's arguments. */
+    if (op->n_inputs + 2 + op->n_dims > TUNER_MAX_ARGS)
+        return false;
+    const tuner_tensor *out = &op->output, *x = &op->inputs[0];
+    for (int i = -1; i < op->n_inputs; i++) {
+        const tuner_tensor *t = i < 0 ? out : &op->inputs[i];
+        for (int d = 1; d < t->rank && d < TUNER_MAX_RANK; d++)
+            if (t->sym[d])
+                return false;
+        if (t->rank < 1 || !t->sym[0] || i <= 0)
+            continue;
+        if (!lines_up(t, out) && !lines_up(t, x))
+            return false;
+    }
+    return true;
+}
+
+char *tuner__scaled_dims_expr(long long coef, unsigned mask, char *buf, size_t len)
+{
+    if (!len)
+        return buf;
+    int w = snprintf(buf, len, mask ? "(%lldLL * (" : "%lldLL", coef);
+    if (!mask || w < 0 || (size_t)w >= len)
+        return buf;
+    size_t at = (size_t)w;
+    for (int k = 0; k < TUNER_MAX_DIMS; k++) {
+        if (!(mask & (1u << k)))
+            continue;
+        w = snprintf(buf + at, len - at, "%shd_dim%d", buf[at - 1] == '(' ? "" : " * ", k);
+        if (w < 0 || (size_t)w >= len - at)
+            return buf;
+        at += (size_t)w;
+    }
+    snprintf(buf + at, len - at, "))");
+    return buf;
+}
+
 void tuner__emit_tiles_end(tuner_sb *sb, const tuner_mapping *m)
 {
     tuner_sb_puts(sb, "}\n");
@@ -82,6 +160,7 @@ void tuner__emit_input0_prologue(tuner_sb *sb, const tuner_op *op)
     if (op->prologue[0].n == 0)
         return;
     const tuner_tensor *x = &op->inputs[0];
+    /* x's last axis is fixed in every template that fuses a prologue (a named x has rank >= 2). */
     const long long last = x->rank >= 1 ? x->shape[x->rank - 1] : 1;
     tuner_sb_printf(sb, "auto hd_pro0 = [&](float v, long long idx) -> float {\n"
                         "const long long hd_prow = idx / %lldLL, hd_pcol = idx %% %lldLL;\n"

@@ -6,6 +6,12 @@
  * on every trip (coalesced). With grid_stride=1 a grid of about one wave loops over the tiles;
  * otherwise the grid covers the output exactly. Broadcast index math uses constants baked from
  * the shapes; an operand that is constant along the output's last dim is read once per vector.
+ *
+ * A dynamic op (named dims on axis 0, tuner/codegen.h) takes its element count at launch: the
+ * bound hd_n is computed from the dims' parameters, the exact grid is the rule ceil(n / tile)
+ * and the grid-stride one the same rule capped at a wave. Every other constant (the last dim,
+ * broadcast strides) is fixed. A vector must divide every size: with a named last axis (rank 1)
+ * vectors need the dims' multiple_of to be a multiple of the vector.
  */
 #include "tuner/core.h"
 #include "tuner/space.h"
@@ -45,6 +51,13 @@ static ew_geo geo_of(const tuner_op *op)
                 g.used[ops[j]] = true;
     }
     g.vec_ok = g.L % g.vmax == 0 && (out->align == 0 || out->align >= 16);
+    if (out->rank >= 1 && out->sym[out->rank - 1]) { /* a named last axis: every size must divide */
+        long long step = 1;
+        for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+            if (out->sym[out->rank - 1] & (1u << k))
+                step *= op->dims[k].multiple_of;
+        g.vec_ok = g.vec_ok && step % g.vmax == 0;
+    }
     for (int i = 0; i < op->n_inputs; i++)
         if (g.used[i] && tuner__bcast_last_contiguous(&op->inputs[i], out) && op->inputs[i].align < 16)
             g.vec_ok = false;
@@ -53,7 +66,8 @@ static ew_geo geo_of(const tuner_op *op)
 
 static bool ew_applies(const tuner_op *op, const tuner_target *t)
 {
-    if (op->kind != TUNER_OP_ELEMENTWISE || !tuner__arch(t) || !tuner__no_prologue(op) || op->n_inputs < 1)
+    if (op->kind != TUNER_OP_ELEMENTWISE || !tuner__arch(t) || !tuner__no_prologue(op) || op->n_inputs < 1 ||
+        !tuner__dyn_supported(op) || (tuner_op_is_dynamic(op) && !tuner__sym_mask(&op->output)))
         return false;
     for (int i = 0; i < op->epilogue.n; i++) {
         const tuner_ew_step *st = &op->epilogue.steps[i];
@@ -69,6 +83,7 @@ typedef struct ew_cfg {
     int vec, block, ipt, gs;
     long long nvec, tiles;
     long long grid;
+    long long wave; /* the grid-stride grid's cap: one wave of resident blocks */
 } ew_cfg;
 
 static bool cfg_of(const tuner_op *op, const tuner_arch *a, const ew_geo *g, const tuner_schedule *s, ew_cfg *c)
@@ -86,6 +101,7 @@ static bool cfg_of(const tuner_op *op, const tuner_arch *a, const ew_geo *g, con
     long long per = (long long)c->block * c->ipt;
     c->tiles = (c->nvec + per - 1) / per;
     long long wave = (long long)a->sm_count * (a->max_threads_per_sm / c->block);
+    c->wave = wave;
     c->grid = c->gs ? (c->tiles < wave ? c->tiles : wave) : c->tiles;
     return c->grid >= 1 && c->grid <= 0x7fffffffLL;
 }
@@ -157,13 +173,29 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner_mapping m;
-    tuner__emit_tiles_begin(&sb, op, t->sm, "hd_elementwise", c.block, c.ipt, c.gs, c.tiles, c.nvec, &m);
+    const bool dyn = tuner_op_is_dynamic(op);
+    const unsigned mask = tuner__sym_mask(out);
+    if (dyn) {
+        /* The vectors at launch: the output's elements over vec (vec divides every size). */
+        char numel[96], nv[128];
+        tuner__scaled_dims_expr(tuner_tensor_fixed_numel(out), mask, numel, sizeof(numel));
+        if (c.vec > 1)
+            snprintf(nv, sizeof(nv), "%s / %d", numel, c.vec);
+        else
+            snprintf(nv, sizeof(nv), "%s", numel);
+        tuner__emit_tiles_begin_dyn(&sb, op, t->sm, "hd_elementwise", c.block, c.ipt, c.gs, nv, &m);
+    } else {
+        tuner__emit_tiles_begin(&sb, op, t->sm, "hd_elementwise", c.block, c.ipt, c.gs, c.tiles, c.nvec, &m);
+    }
     epi_ctx ec = {op, c.vec > 1, contiguous};
     const char *OT = tuner__ctype(out->dtype);
     if (c.vec > 1) {
         /* All elements of the vector share the row (vec divides the last dim). */
-        tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col0 = (vi %% %lldLL) * %d;\n",
-                        g.L / c.vec, g.L / c.vec, c.vec);
+        if (out->rank == 1 && out->sym[0]) /* one named row: vi is below its vectors */
+            tuner_sb_printf(&sb, "const long long row = 0;\nconst long long col0 = vi * %d;\n", c.vec);
+        else
+            tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col0 = (vi %% %lldLL) * %d;\n",
+                            g.L / c.vec, g.L / c.vec, c.vec);
         for (int i = 0; i < op->n_inputs; i++) {
             if (!g.used[i])
                 continue;
@@ -186,7 +218,10 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         tuner_sb_puts(&sb, "ov[e] = v;\n}\n");
         tuner_sb_printf(&sb, "hd_stn_f32<%s, %d>(out + vi * %d, ov);\n", OT, c.vec, c.vec);
     } else {
-        tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col = vi %% %lldLL;\n", g.L, g.L);
+        if (out->rank == 1 && out->sym[0]) /* one named row: vi is below its length */
+            tuner_sb_puts(&sb, "const long long row = 0;\nconst long long col = vi;\n");
+        else
+            tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col = vi %% %lldLL;\n", g.L, g.L);
         char *off = tuner__bcast_offset(&op->inputs[0], out, "row", "col");
         if (!off) {
             tuner_sb_free(&sb);
@@ -200,6 +235,21 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner__emit_tiles_end(&sb, &m);
 
     tuner__one_launch(p, op, "hd_elementwise", (unsigned)c.grid, (unsigned)c.block);
+    if (dyn) {
+        /* Tiles of block * ipt vectors over the launch's elements; grid-stride: at most a wave. */
+        tuner_launch *l = &p->kernels[0];
+        int r = tuner__launch_dim_args(l, op);
+        if (r == 0)
+            r = tuner__grid_rule(l, 0, op, mask, tuner_tensor_fixed_numel(out), (long long)c.vec * c.block * c.ipt, 1,
+                                 c.gs ? c.wave : 0);
+        if (r == 0 && (long long)l->grid[0] != c.grid)
+            r = -EINVAL;
+        if (r < 0) {
+            tuner_sb_free(&sb);
+            *err = strdup("elementwise: the launch's dims arguments or grid rule do not fit the op's sizes");
+            return r;
+        }
+    }
     p->source = tuner_sb_take(&sb);
     p->output_dtype = out->dtype;
     return p->source ? 0 : -ENOMEM;
@@ -263,4 +313,5 @@ const tuner_template tuner__elementwise = {
     .predict_us = ew_predict,
     .preferred = ew_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };

@@ -15,6 +15,12 @@
  * Every kernel keeps all threads alive to the end (no early return) so that warp shuffles with a
  * full mask and __syncthreads() are always reached by every thread; out-of-range rows and columns
  * are predicated instead.
+ *
+ * A dynamic op (named dims on axis 0 of x, tuner/codegen.h) keeps the row length D fixed and
+ * takes the row count R = (x's fixed leading axes) x (the dims' sizes) at launch: row bounds read
+ * it from the hd_dim parameters, every grid dimension that counts rows has a rule, and the split
+ * form's workspace is sized for the largest R. A named row length (x of rank 1, or a reduce over
+ * axis 0) is left to the static op.
  */
 #include "tuner/core.h"
 #include "tuner/mapping.h"
@@ -43,6 +49,9 @@ typedef struct rows_geo {
     tuner_dtype in_dt;   /* x */
     int vmax;            /* elements in 16 bytes of x */
     bool vec_ok;         /* 16-byte access allowed */
+    /* R = rcoef * (product of the dims in rmask) at launch; rmask 0: R is fixed (static op). */
+    unsigned rmask;
+    long long rcoef;
 } rows_geo;
 
 typedef struct rows_cfg {
@@ -81,6 +90,17 @@ static bool rows_applies_common(const tuner_op *op, const tuner_target *t)
     const tuner_tensor *x = &op->inputs[0];
     if (x->rank < 1 || tuner_tensor_numel(x) < 1)
         return false;
+    if (tuner_op_is_dynamic(op)) {
+        /* Named rows (x's axis 0) only: the row length and gamma / beta (indexed by column) stay
+         * fixed. */
+        if (!tuner__dyn_supported(op) || !x->sym[0] || x->sym[x->rank - 1])
+            return false;
+        if (op->kind == TUNER_OP_REDUCE && x->sym[0] && op->attrs.reduce.axis == 0)
+            return false;
+        for (int i = 1; i < op->n_anchor_inputs; i++)
+            if (tuner__sym_mask(&op->inputs[i]))
+                return false;
+    }
     return true;
 }
 
@@ -120,6 +140,8 @@ static rows_geo geo_of(const tuner_op *op)
         g.D = len;
     }
     g.R = tuner_tensor_numel(x) / (g.D > 0 ? g.D : 1);
+    g.rmask = tuner__sym_mask(x);
+    g.rcoef = tuner_tensor_fixed_numel(x) / (g.D > 0 ? g.D : 1);
     g.in_dt = x->dtype;
     g.vmax = 16 / tuner_dtype_size(x->dtype);
     /* Vector access needs the row length to be a multiple of the vector and every pointer that is
@@ -156,6 +178,16 @@ static bool cfg_of(const rows_geo *g, const tuner_schedule *s, rows_cfg *c)
             return false;
     }
     return true;
+}
+
+/* The row count as a C expression: a literal, or for a dynamic op the product of the launch's
+ * sizes (into buf). */
+static const char *rows_expr(const rows_geo *g, char *buf, size_t n)
+{
+    if (g->rmask)
+        return tuner__scaled_dims_expr(g->rcoef, g->rmask, buf, n);
+    snprintf(buf, n, "%lldLL", g->R);
+    return buf;
 }
 
 /* ---- enumeration ---------------------------------------------------------------------------- */
@@ -416,7 +448,10 @@ static void emit_reduce_store(tuner_sb *sb, const tuner_op *op, const rows_geo *
     tuner_sb_printf(sb, "if (%s) {\nfloat o = %s;\n", cond, acc);
     if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
         tuner_sb_printf(sb, "o = o / %lld.0f;\n", g->D);
-    tuner_sb_printf(sb, "const long long orow = row / %lldLL, ocol = row %% %lldLL;\n", last, last);
+    if (out->rank == 1 && out->sym[0]) /* one named output row: row is below its length */
+        tuner_sb_puts(sb, "const long long orow = 0, ocol = row;\n");
+    else
+        tuner_sb_printf(sb, "const long long orow = row / %lldLL, ocol = row %% %lldLL;\n", last, last);
     tuner__bcast_ctx ec = {op, "orow", "ocol"};
     tuner__emit_chain(sb, op, &op->epilogue, "o", tuner__bcast_load, &ec);
     tuner_sb_printf(sb, "out[row] = hd_from_f32<%s>(o);\n}\n", tuner__ctype(out->dtype));
@@ -428,6 +463,7 @@ static void emit_kernel_head(tuner_sb *sb, const tuner_op *op, const rows_cfg *c
     tuner__emit_params(sb, op, op->output.dtype);
     if (ws)
         tuner_sb_puts(sb, ", float *__restrict__ ws");
+    tuner__emit_dim_params(sb, op);
     tuner_sb_puts(sb, ")\n{\n");
     tuner__emit_input0_prologue(sb, op);
 }
@@ -461,7 +497,7 @@ static void emit_accumulate(tuner_sb *sb, const rows_geo *g, bool rmax, const ch
 
 static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *kname)
 {
-    char shift[96];
+    char shift[96], rows[128];
     const char *T = tuner__ctype(g->in_dt);
     const bool is_reduce = g->kind == K_REDUCE;
     const bool rmax = is_reduce && op->attrs.reduce.kind == TUNER_REDUCE_MAX;
@@ -469,7 +505,7 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     tuner_sb_printf(sb, "const int tid = threadIdx.x;\nconst int lane = tid %% %d;\nconst int lrow = tid / %d;\n", c->tpr,
                     c->tpr);
     tuner_sb_printf(sb, "const long long row = (long long)blockIdx.x * %d + lrow;\n", c->rpb);
-    tuner_sb_printf(sb, "const bool row_ok = row < %lldLL;\n", g->R);
+    tuner_sb_printf(sb, "const bool row_ok = row < %s;\n", rows_expr(g, rows, sizeof(rows)));
     tuner_sb_printf(sb, "const %s *xr = in0 + (row_ok ? row : 0LL) * %lldLL;\n", T, g->D);
     if (!is_reduce)
         tuner_sb_printf(sb, "%s *yr = out + (row_ok ? row : 0LL) * %lldLL;\n", tuner__ctype(op->output.dtype), g->D);
@@ -596,11 +632,12 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     tuner_sb_puts(sb, "}\n}\n");
 }
 
-/* Split form: grid (split, R); block (chunk, row). Partials: 2 floats per (row, chunk). */
-static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *base,
-                      tuner_program *p)
+/* Split form: grid (split, R); block (chunk, row). Partials: 2 floats per (row, chunk). Returns 0,
+ * or a dynamic op's grid rule error. */
+static int gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const rows_cfg *c, const char *base,
+                     tuner_program *p)
 {
-    char shift[96];
+    char shift[96], rows[128];
     const char *T = tuner__ctype(g->in_dt);
     const bool rmax = g->kind == K_REDUCE && op->attrs.reduce.kind == TUNER_REDUCE_MAX;
     const long long ch = (c->nvt + c->split - 1) / c->split; /* vectors per chunk */
@@ -658,9 +695,11 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
         snprintf(kname, sizeof(kname), "%.48s_apply", base);
         tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(256) %s(", kname);
         tuner__emit_params(sb, op, op->output.dtype);
-        tuner_sb_puts(sb, ", float *__restrict__ ws)\n{\n");
+        tuner_sb_puts(sb, ", float *__restrict__ ws");
+        tuner__emit_dim_params(sb, op);
+        tuner_sb_puts(sb, ")\n{\n");
         tuner_sb_puts(sb, "const long long row = (long long)blockIdx.x * 256 + threadIdx.x;\n");
-        tuner_sb_printf(sb, "if (row >= %lldLL) return;\n", g->R); /* no barriers in this kernel */
+        tuner_sb_printf(sb, "if (row >= %s) return;\n", rows_expr(g, rows, sizeof(rows))); /* no barriers here */
         tuner_sb_printf(sb, "float total = ws[row * SPLIT * 2];\nfor (int k = 1; k < SPLIT; k++) total = %s;\n",
                         rmax ? "fmaxf(total, ws[(row * SPLIT + k) * 2])" : "total + ws[(row * SPLIT + k) * 2]");
         emit_reduce_store(sb, op, g, "total", "true");
@@ -710,15 +749,27 @@ static void gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const
     k1->block[1] = k1->block[2] = 1;
     tuner__launch_args(k1, op);
     k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
+    int r = 0;
+    if (g->rmask) { /* a block per (chunk, row): the rows at launch */
+        r = tuner__launch_dim_args(k1, op);
+        if (r == 0)
+            r = tuner__grid_rule(k1, 1, op, g->rmask, g->rcoef, 1, 1, 0);
+    }
     *k2 = *k1;
     snprintf(k2->name, sizeof(k2->name), "%.48s_apply", base);
     if (g->kind == K_REDUCE) {
         k2->grid[0] = (unsigned)((g->R + 255) / 256);
         k2->grid[1] = 1;
         k2->block[0] = 256;
+        if (g->rmask && r == 0) { /* a thread per row */
+            k2->grid_rule[1] = (tuner_grid_rule){0};
+            r = tuner__grid_rule(k2, 0, op, g->rmask, g->rcoef, 256, 1, 0);
+        }
     }
     p->n_kernels = 2;
+    /* Sized for the largest R: a dynamic op's launches at every size fit in it. */
     p->workspace_bytes = (size_t)g->R * (size_t)c->split * 2 * sizeof(float);
+    return r;
 }
 
 static int generate_rows(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *p,
@@ -736,13 +787,24 @@ static int generate_rows(const tuner_op *op, const tuner_target *t, const tuner_
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__prelude(&sb, t->sm);
+    int r = 0;
     if (c.split > 1) {
         tuner_sb_printf(&sb, "#define SPLIT %d\n", c.split);
-        gen_split(&sb, op, &g, &c, kname, p);
+        r = gen_split(&sb, op, &g, &c, kname, p);
     } else {
         gen_single(&sb, op, &g, &c, kname);
         /* Static shared memory only. */
         tuner__one_launch(p, op, kname, (unsigned)((g.R + c.rpb - 1) / c.rpb), (unsigned)c.block);
+        if (g.rmask) { /* rows_per_block rows a block: ceil(R / rpb) */
+            r = tuner__launch_dim_args(&p->kernels[0], op);
+            if (r == 0)
+                r = tuner__grid_rule(&p->kernels[0], 0, op, g.rmask, g.rcoef, c.rpb, 1, 0);
+        }
+    }
+    if (r < 0) {
+        tuner_sb_free(&sb);
+        *err = strdup("the launch's dims arguments or grid rule do not fit the op's sizes");
+        return r;
     }
     p->source = tuner_sb_take(&sb);
     p->output_dtype = op->output.dtype;
@@ -857,6 +919,7 @@ const tuner_template tuner__softmax_rows = {
     .predict_us = predict_rows,
     .preferred = rows_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };
 
 const tuner_template tuner__layernorm_rows = {
@@ -868,6 +931,7 @@ const tuner_template tuner__layernorm_rows = {
     .predict_us = predict_rows,
     .preferred = rows_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };
 
 const tuner_template tuner__rmsnorm_rows = {
@@ -879,6 +943,7 @@ const tuner_template tuner__rmsnorm_rows = {
     .predict_us = predict_rows,
     .preferred = rows_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };
 
 const tuner_template tuner__reduce_rows = {
@@ -890,4 +955,5 @@ const tuner_template tuner__reduce_rows = {
     .predict_us = predict_rows,
     .preferred = rows_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };

@@ -80,6 +80,12 @@ void gpu_driver_use(CUdevice dev);
  * 2 on a driver error. */
 void gpu_launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st);
 
+/* The same for a dynamic op's program at sizes[0..n_dims) of its named dims: a TUNER_ARG_DIM0 + k
+ * argument passes sizes[k] (a long long by value) and each grid dimension with a rule
+ * (tuner_launch.grid_rule) is the rule's value at sizes, as the worker launches it. */
+void gpu_launch_sizes(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, const int64_t *sizes,
+                      CUstream st);
+
 /* Checks a driver call: on an error prints file, line, the call and the driver's message to
  * stderr and exits 2 (a failed check is a broken run, not a wrong candidate). */
 #define CK(x)                                                                                      \

@@ -1,0 +1,304 @@
+/* tuner/tests/dyn_cases.c - dynamic ops for the core templates' checks (dyn_cases.h). */
+#include "dyn_cases.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+typedef struct dim_spec {
+    const char *name; /* dims sorted by name: the canonical order */
+    long long min, max, multiple_of;
+} dim_spec;
+
+static void set_dims(tuner_op *op, int n, const dim_spec *d, bool bump)
+{
+    op->n_dims = n;
+    memset(op->dims, 0, sizeof(op->dims));
+    for (int k = 0; k < n; k++) {
+        snprintf(op->dims[k].name, sizeof(op->dims[k].name), "%s", d[k].name);
+        op->dims[k].min = d[k].min;
+        op->dims[k].max = d[k].max + (bump ? 7 * d[k].multiple_of : 0);
+        op->dims[k].multiple_of = d[k].multiple_of;
+    }
+}
+
+/* Names axis 0 of t by the dims in mask: its size becomes their max's product. */
+static void name0(const tuner_op *op, tuner_tensor *t, unsigned mask)
+{
+    long long p = 1;
+    for (int k = 0; k < op->n_dims; k++)
+        if (mask & (1u << k))
+            p *= op->dims[k].max;
+    t->sym[0] = (uint8_t)mask;
+    t->shape[0] = p;
+}
+
+static tuner_op ew_op(tuner_dtype dt, int rank, const long long *shape)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_ELEMENTWISE;
+    op.inputs[0] = t_tensor(dt, rank, shape, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, rank, shape, 16);
+    return op;
+}
+
+static t_dyn_case *add(t_dyn_case *out, int *n, const char *name, tuner_dtype dt, const char *tmpl)
+{
+    t_dyn_case *c = &out[(*n)++];
+    memset(c, 0, sizeof(*c));
+    snprintf(c->name, sizeof(c->name), "%s %s", name, tuner_dtype_name(dt));
+    c->template_name = tmpl;
+    return c;
+}
+
+int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
+{
+    int n = 0;
+    t_dyn_case *c;
+    const dim_spec dn[1] = {{"n", 1, 4096, 1}};
+    const dim_spec dbs[2] = {{"b", 1, 8, 1}, {"s", 1, 300, 1}};
+
+    /* elementwise [n,768]: + bias [768], gelu, * scale [1,768], + residual [n,768], tanh. */
+    c = add(out, &n, "elementwise [n,768] +b gelu *s[1,768] +res[n,768]", dt, "elementwise");
+    {
+        const long long x[2] = {1, 768}, b[1] = {768}, s[2] = {1, 768};
+        c->op = ew_op(dt, 2, x);
+        set_dims(&c->op, 1, dn, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 1, b, TUNER_EW_GELU_ERF);
+        t_add_epilogue(&c->op, TUNER_EW_MUL, 2, s, TUNER_EW_RELU);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, x, TUNER_EW_TANH);
+        name0(&c->op, &c->op.inputs[3], 1);
+    }
+    /* [b*s,77] (odd rows: scalar candidates only) + residual [b*s,77], silu, * [77]. */
+    c = add(out, &n, "elementwise [b*s,77] +res[b*s,77] silu *w[77]", dt, "elementwise");
+    {
+        const long long x[2] = {1, 77}, w[1] = {77};
+        c->op = ew_op(dt, 2, x);
+        set_dims(&c->op, 2, dbs, bump);
+        name0(&c->op, &c->op.inputs[0], 3);
+        name0(&c->op, &c->op.output, 3);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, x, TUNER_EW_SILU);
+        name0(&c->op, &c->op.inputs[1], 3);
+        t_add_epilogue(&c->op, TUNER_EW_MUL, 1, w, TUNER_EW_SIGMOID);
+        c->expect_scalar_only = true;
+    }
+    /* Rank 1: n a multiple of 8 allows 16-byte vectors; any n does not. */
+    c = add(out, &n, "elementwise [n%8] *[1] relu", dt, "elementwise");
+    {
+        const dim_spec d8[1] = {{"n", 8, 65536, 8}};
+        const long long x[1] = {1};
+        c->op = ew_op(dt, 1, x);
+        set_dims(&c->op, 1, d8, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_epilogue(&c->op, TUNER_EW_MUL, 1, x, TUNER_EW_RELU);
+    }
+    c = add(out, &n, "elementwise [n] +[n] abs", dt, "elementwise");
+    {
+        const dim_spec d1[1] = {{"n", 1, 65536, 1}};
+        const long long x[1] = {1};
+        c->op = ew_op(dt, 1, x);
+        set_dims(&c->op, 1, d1, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 1, x, TUNER_EW_ABS);
+        name0(&c->op, &c->op.inputs[1], 1);
+        c->expect_scalar_only = true;
+    }
+
+    /* softmax rows: [n,1000]; [b*s,12,128] with a prologue mask [b*s,1,128]; log_softmax of
+     * few long rows (split). */
+    c = add(out, &n, "softmax [n,1000]", dt, "softmax_rows");
+    c->op = t_softmax(dt, 1, 1000, 16);
+    set_dims(&c->op, 1, dn, bump);
+    name0(&c->op, &c->op.inputs[0], 1);
+    name0(&c->op, &c->op.output, 1);
+    c = add(out, &n, "softmax [b*s,12,128] prologue +mask[b*s,1,128]", dt, "softmax_rows");
+    {
+        const long long x[3] = {1, 12, 128}, m[3] = {1, 1, 128};
+        c->op = t_softmax(dt, 1, 128, 16);
+        c->op.inputs[0] = t_tensor(dt, 3, x, 16);
+        c->op.output = t_tensor(dt, 3, x, 16);
+        set_dims(&c->op, 2, dbs, bump);
+        name0(&c->op, &c->op.inputs[0], 3);
+        name0(&c->op, &c->op.output, 3);
+        t_add_prologue(&c->op, TUNER_EW_ADD, 3, m, TUNER_EW_RELU);
+        name0(&c->op, &c->op.inputs[1], 3);
+    }
+    c = add(out, &n, "log_softmax [n<=4,131072] (split)", dt, "softmax_rows");
+    {
+        const dim_spec d4[1] = {{"n", 1, 4, 1}};
+        c->op = t_softmax(dt, 1, 131072, 16);
+        c->op.attrs.softmax.log = true;
+        set_dims(&c->op, 1, d4, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        c->expect_split = true;
+    }
+
+    /* layernorm: affine with a residual epilogue; long rows (split) with a prologue [n,1]. */
+    c = add(out, &n, "layernorm [n,768] +res[n,768] gelu", dt, "layernorm_rows");
+    {
+        const long long r[2] = {1, 768};
+        c->op = t_layernorm(dt, 1, 768, 16, true);
+        set_dims(&c->op, 1, dn, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, r, TUNER_EW_GELU_ERF);
+        name0(&c->op, &c->op.inputs[3], 1);
+    }
+    c = add(out, &n, "layernorm [n<=8,65536] prologue *[n,1] silu (split)", dt, "layernorm_rows");
+    {
+        const dim_spec d8[1] = {{"n", 1, 8, 1}};
+        const long long r[2] = {1, 1};
+        c->op = t_layernorm(dt, 1, 65536, 16, true);
+        set_dims(&c->op, 1, d8, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_prologue(&c->op, TUNER_EW_MUL, 2, r, TUNER_EW_SILU);
+        name0(&c->op, &c->op.inputs[3], 1);
+        c->expect_split = true;
+    }
+
+    /* rmsnorm: [n,4096] with gamma; [n<=4,100000] (split). */
+    c = add(out, &n, "rmsnorm [n,4096] *g", dt, "rmsnorm_rows");
+    c->op = t_rmsnorm(dt, 1, 4096, 16, true);
+    set_dims(&c->op, 1, dn, bump);
+    name0(&c->op, &c->op.inputs[0], 1);
+    name0(&c->op, &c->op.output, 1);
+    c = add(out, &n, "rmsnorm [n<=4,100000] (split)", dt, "rmsnorm_rows");
+    {
+        const dim_spec d4[1] = {{"n", 1, 4, 1}};
+        c->op = t_rmsnorm(dt, 1, 100000, 16, true);
+        set_dims(&c->op, 1, d4, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        c->expect_split = true;
+    }
+
+    /* reduce over the last axis: to a named rank-1 output; keepdim with a [n,12,1] bias; few
+     * long rows (split). */
+    c = add(out, &n, "reduce sum [n,1000] ax1 -> [n]", dt, "reduce_rows");
+    {
+        const long long x[2] = {1, 1000};
+        c->op = t_reduce(dt, 2, x, 1, TUNER_REDUCE_SUM, false, 16);
+        set_dims(&c->op, 1, dn, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+    }
+    c = add(out, &n, "reduce mean [n,12,1000] ax2 keep +b[n,12,1] relu", dt, "reduce_rows");
+    {
+        const long long x[3] = {1, 12, 1000}, b[3] = {1, 12, 1};
+        c->op = t_reduce(dt, 3, x, 2, TUNER_REDUCE_MEAN, true, 16);
+        set_dims(&c->op, 1, dn, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 3, b, TUNER_EW_RELU);
+        name0(&c->op, &c->op.inputs[1], 1);
+    }
+    c = add(out, &n, "reduce max [n<=5,300001] ax1 (split)", dt, "reduce_rows");
+    {
+        const dim_spec d5[1] = {{"n", 1, 5, 1}};
+        const long long x[2] = {1, 300001};
+        c->op = t_reduce(dt, 2, x, 1, TUNER_REDUCE_MAX, false, 16);
+        set_dims(&c->op, 1, d5, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        c->expect_split = true;
+    }
+
+    /* reduce over a middle axis (columns): the outer extent is named. */
+    c = add(out, &n, "reduce sum [n,333,64] ax1 prologue *[333,1] sigmoid", dt, "reduce_cols");
+    {
+        const dim_spec d64[1] = {{"n", 1, 64, 1}};
+        const long long x[3] = {1, 333, 64}, m[2] = {333, 1};
+        c->op = t_reduce(dt, 3, x, 1, TUNER_REDUCE_SUM, false, 16);
+        set_dims(&c->op, 1, d64, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_prologue(&c->op, TUNER_EW_MUL, 2, m, TUNER_EW_SIGMOID);
+    }
+    c = add(out, &n, "reduce max [n<=2,100000,64] ax1 keep +b[1,1,64] relu (split)", dt, "reduce_cols");
+    {
+        const dim_spec d2[1] = {{"n", 1, 2, 1}};
+        const long long x[3] = {1, 100000, 64}, b[3] = {1, 1, 64};
+        c->op = t_reduce(dt, 3, x, 1, TUNER_REDUCE_MAX, true, 16);
+        set_dims(&c->op, 1, d2, bump);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 3, b, TUNER_EW_RELU);
+        c->expect_split = true;
+    }
+    return n;
+}
+
+int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out)
+{
+    int n = 0;
+    t_dyn_case *c;
+    const dim_spec dn[1] = {{"n", 1, 4096, 1}};
+    c = add(out, &n, "softmax [n] (a named row)", dt, NULL);
+    {
+        const long long x[1] = {1};
+        c->op = t_softmax(dt, 1, 1, 16);
+        c->op.inputs[0] = t_tensor(dt, 1, x, 16);
+        c->op.output = t_tensor(dt, 1, x, 16);
+        set_dims(&c->op, 1, dn, false);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+    }
+    c = add(out, &n, "reduce sum [n,64] ax0 (over the name)", dt, NULL);
+    {
+        const long long x[2] = {1, 64};
+        c->op = t_reduce(dt, 2, x, 0, TUNER_REDUCE_SUM, false, 16);
+        set_dims(&c->op, 1, dn, false);
+        name0(&c->op, &c->op.inputs[0], 1);
+    }
+    c = add(out, &n, "elementwise [4,n] (a name on axis 1)", dt, NULL);
+    {
+        const long long x[2] = {4, 1};
+        c->op = ew_op(dt, 2, x);
+        set_dims(&c->op, 1, dn, false);
+        c->op.inputs[0].sym[1] = c->op.output.sym[1] = 1;
+        c->op.inputs[0].shape[1] = c->op.output.shape[1] = 4096;
+    }
+    c = add(out, &n, "layernorm [n,768] gamma[n] (a named parameter)", dt, NULL);
+    {
+        c->op = t_layernorm(dt, 1, 768, 16, true);
+        set_dims(&c->op, 1, dn, false);
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        c->op.inputs[1].sym[0] = 1; /* gamma is indexed by column: it cannot be named */
+    }
+    c = add(out, &n, "softmax [4,768] (a dim no axis names)", dt, NULL);
+    c->op = t_softmax(dt, 4, 768, 16);
+    set_dims(&c->op, 1, dn, false);
+    return n;
+}
+
+void t_dyn_sizes(const tuner_op *op, int which, int64_t *sizes)
+{
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++) {
+        const tuner_dim *d = &op->dims[k];
+        int64_t v = which == 0 ? d->min : which == 2 ? d->max : (d->min + d->max) / 2;
+        if (which == 1) {
+            if (d->multiple_of > 1) { /* an odd multiple where there is one */
+                v = v / d->multiple_of * d->multiple_of;
+                if ((v / d->multiple_of) % 2 == 0 && v + d->multiple_of <= d->max)
+                    v += d->multiple_of;
+            }
+            else if (v % 2 == 0 && v + 1 <= d->max)
+                v++;
+            else if (v % 2 == 0 && v - 1 >= d->min)
+                v--;
+            if (v < d->min)
+                v = d->min;
+        }
+        sizes[k] = v;
+    }
+}

@@ -1,0 +1,35 @@
+/* tuner/tests/dyn_cases.h - the dynamic ops (named dims, issue 39) the core templates' checks
+ * share: test_core_dyn (spaces, launches, NVRTC + ptxas) and tuner_gpu_verify_dyn (each
+ * candidate at several sizes against the static reference). Part of tuner_test_common. */
+#ifndef HIDET_TUNER_TESTS_DYN_CASES_H
+#define HIDET_TUNER_TESTS_DYN_CASES_H
+
+#include <stdbool.h>
+
+#include "tuner/tuner.h"
+
+typedef struct t_dyn_case {
+    char name[112];
+    tuner_op op;
+    const char *template_name; /* the template that must fill (part of) its space */
+    bool expect_split;         /* the space offers split (two-kernel) candidates */
+    bool expect_scalar_only;   /* no vector candidates: a named size need not divide a vector */
+} t_dyn_case;
+
+#define T_DYN_MAX_CASES 24
+
+/* The cases for dtype dt into out[0..T_DYN_MAX_CASES); returns how many. Every case names axis
+ * 0 of its tensors only (the rule of this version), with dims such as n in 1..4096 and a product
+ * b*s. With bump, each dim's max is raised by 7 x its multiple_of (the same schedules stay valid):
+ * a program that does not bake a named size in is the same text for both. */
+int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out);
+
+/* Ops the core templates must refuse (a named row length, a reduce over a named axis, a name
+ * on an inner axis): into out; returns how many. */
+int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out);
+
+/* Sizes of op's dims to launch at: which 0 = every dim at min, 1 = an odd size (or an odd
+ * multiple of multiple_of) near the middle of the range, 2 = max. */
+void t_dyn_sizes(const tuner_op *op, int which, int64_t *sizes);
+
+#endif

@@ -1,0 +1,237 @@
+/* tuner/tests/test_core_dyn.c - dynamic ops (named dims, issue 39) in the core templates:
+ * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols.
+ *
+ * For every case of tuner/tests/dyn_cases.c x dtype x {sm_80, sm_90a}: the space is built (only
+ * dynamic templates, the expected one among them, split and vector candidates as the case says)
+ * and every candidate generated and checked:
+ *  - every kernel declares the dims' parameters once and its launch passes TUNER_ARG_DIM0 + k
+ *    after the buffers, in order;
+ *  - at the sizes min, an odd one and max, each grid dimension (its rule, or the fixed value)
+ *    equals the grid of the same schedule generated for the static op at those sizes
+ *    (tuner_op_bind), kernel names and blocks agree, and the workspace at max holds the bound
+ *    op's;
+ *  - the same schedule generated for the op with every dim's max raised is the same text: no
+ *    named size is baked into the code (a literal row count or element bound would differ).
+ * A sample of each case's candidates (the default always, HIDET_TEST_SAMPLE, common.h) is
+ * compiled with NVRTC and ptxas, and the static reference at max is generated and compiled. Ops
+ * the templates must refuse (a named row length, a reduce over a name, a name on an inner axis)
+ * get no space.
+ */
+#include "common.h"
+#include "dyn_cases.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/space.h"
+#include "tuner/template.h"
+
+static int n_compiled;
+static size_t n_picks; /* picks so far, over every case: what the sample (common.h) numbers */
+
+static int count_str(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+        n++;
+    return n;
+}
+
+/* The dims' parameters and launch arguments of a dynamic program. */
+static void check_dim_args(const char *what, const tuner_op *op, const tuner_program *p)
+{
+    char decl[48];
+    for (int k = 0; k < op->n_dims; k++) {
+        snprintf(decl, sizeof(decl), ", long long hd_dim%d", k);
+        CHECK(count_str(p->source, decl) == p->n_kernels, "%s: %d declarations of hd_dim%d for %d kernels", what,
+              count_str(p->source, decl), k, p->n_kernels);
+    }
+    snprintf(decl, sizeof(decl), ", long long hd_dim%d", op->n_dims);
+    CHECK(!strstr(p->source, decl), "%s: a parameter for a dim the op does not have", what);
+    for (int i = 0; i < p->n_kernels; i++) {
+        const tuner_launch *l = &p->kernels[i];
+        bool ok = l->n_args >= op->n_dims + 1;
+        for (int k = 0; ok && k < op->n_dims; k++)
+            ok = l->args[l->n_args - op->n_dims + k] == TUNER_ARG_DIM0 + k;
+        for (int a = 0; ok && a < l->n_args - op->n_dims; a++)
+            ok = l->args[a] < TUNER_ARG_DIM0;
+        CHECK(ok, "%s: kernel %s does not end its arguments with the %d dims", what, l->name, op->n_dims);
+        unsigned all = (1u << op->n_dims) - 1;
+        int64_t max[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+        t_dyn_sizes(op, 2, max);
+        for (int d = 0; d < 3; d++) {
+            const tuner_grid_rule *r = &l->grid_rule[d];
+            if (!r->dims)
+                continue;
+            CHECK((r->dims & ~all) == 0 && r->coef >= 1 && r->div >= 1 && r->mul >= 1 && r->cap >= 0,
+                  "%s: kernel %s grid %d: a malformed rule", what, l->name, d);
+            CHECK(tuner_grid_rule_eval(r, max) == (int64_t)l->grid[d], "%s: kernel %s grid %d: rule at max %lld, grid %u",
+                  what, l->name, d, (long long)tuner_grid_rule_eval(r, max), l->grid[d]);
+        }
+    }
+}
+
+/* The program at sizes (which: min, odd, max) against the same schedule for the static op. */
+static void check_against_bound(const char *what, const tuner_op *op, const tuner_target *t, const tuner_schedule *s,
+                                const tuner_program *p, int which)
+{
+    int64_t sizes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    t_dyn_sizes(op, which, sizes);
+    tuner_op bound;
+    CHECK(tuner_op_bind(op, sizes, &bound) == 0, "%s: bind", what);
+    tuner_program *q = NULL;
+    char *err = NULL;
+    const int r = tuner_generate(&bound, t, s, &q, &err);
+    CHECK(r == 0, "%s: the schedule does not generate for the op at sizes %lld: %s", what, (long long)sizes[0],
+          err ? err : "?");
+    free(err);
+    if (r < 0)
+        return;
+    CHECK(q->n_kernels == p->n_kernels, "%s: %d kernels, static %d", what, p->n_kernels, q->n_kernels);
+    for (int i = 0; i < p->n_kernels && i < q->n_kernels; i++) {
+        const tuner_launch *l = &p->kernels[i], *m = &q->kernels[i];
+        CHECK(!strcmp(l->name, m->name) && !memcmp(l->block, m->block, sizeof(l->block)) &&
+                  l->shared_bytes == m->shared_bytes,
+              "%s: kernel %d differs from the static op's", what, i);
+        for (int d = 0; d < 3; d++) {
+            const int64_t g = l->grid_rule[d].dims ? tuner_grid_rule_eval(&l->grid_rule[d], sizes) : l->grid[d];
+            CHECK(g == (int64_t)m->grid[d], "%s: kernel %s grid %d at sizes (%lld, %lld): %lld, static %u", what,
+                  l->name, d, (long long)sizes[0], (long long)sizes[1], (long long)g, m->grid[d]);
+        }
+    }
+    CHECK(q->workspace_bytes <= p->workspace_bytes, "%s: workspace %zu under the static op's %zu", what,
+          p->workspace_bytes, q->workspace_bytes);
+    tuner_program_free(q);
+}
+
+static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_target *t)
+{
+    char tn[16], what[320];
+    tuner_target_name(t, tn, sizeof(tn));
+    const tuner_op *op = &c->op;
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    int r = tuner_space_build(op, t, &sp, &err);
+    CHECK(r == 0, "%s %s: space: %s", c->name, tn, err ? err : "?");
+    free(err);
+    if (r < 0)
+        return;
+    CHECK(sp->n > 0, "%s %s: empty space", c->name, tn);
+    size_t mine = 0, splits = 0, vecs = 0;
+    for (size_t i = 0; i < sp->n; i++) {
+        const tuner_template *tp = NULL;
+        for (int reg = 0; tuner__registries[reg] && !tp; reg++)
+            for (int k = 0; tuner__registries[reg][k]; k++)
+                if (!strcmp(tuner__registries[reg][k]->name, sp->items[i].template_name))
+                    tp = tuner__registries[reg][k];
+        CHECK(tp && tp->dynamic_dims, "%s %s: %s is not a dynamic template", c->name, tn, sp->items[i].template_name);
+        mine += !strcmp(sp->items[i].template_name, c->template_name);
+        splits += tuner_schedule_param(&sp->items[i], "split", 1) > 1;
+        vecs += tuner_schedule_param(&sp->items[i], "vec", 1) > 1;
+    }
+    CHECK(mine > 0, "%s %s: no %s candidates", c->name, tn, c->template_name);
+    CHECK(!c->expect_split || splits > 0, "%s %s: no split candidates", c->name, tn);
+    CHECK(!c->expect_scalar_only || vecs == 0, "%s %s: %zu vector candidates", c->name, tn, vecs);
+    const size_t def = tuner_default_index(op, t, sp);
+    CHECK(def < sp->n, "%s %s: default", c->name, tn);
+
+    /* Every candidate: launches, grids at three sizes, the same text at a larger max. */
+    size_t identical = 0, compiled = 0;
+    for (size_t i = 0; i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        char *sj = tuner_schedule_json(s);
+        snprintf(what, sizeof(what), "%s %s %s", c->name, tn, sj ? sj : "?");
+        free(sj);
+        tuner_program *p = NULL;
+        err = NULL;
+        r = tuner_generate(op, t, s, &p, &err);
+        CHECK(r == 0, "%s: generate: %s", what, err ? err : "?");
+        free(err);
+        if (r < 0)
+            continue;
+        CHECK(p->output_dtype == op->output.dtype, "%s: output dtype", what);
+        check_dim_args(what, op, p);
+        for (int which = 0; which < 3; which++)
+            check_against_bound(what, op, t, s, p, which);
+        tuner_program *b = NULL;
+        err = NULL;
+        r = tuner_generate(&bumped->op, t, s, &b, &err);
+        CHECK(r == 0, "%s: generate at a larger max: %s", what, err ? err : "?");
+        free(err);
+        if (r == 0) {
+            const bool same = !strcmp(p->source, b->source);
+            CHECK(same, "%s: the source changes with the dims' max (a named size is baked in)", what);
+            identical += same;
+            tuner_program_free(b);
+        }
+        /* The default, and of 8 evenly spaced others those the sample takes (numbered over the
+         * whole run, so that a sampled run still compiles some of every case's). */
+        const size_t step = sp->n > 8 ? sp->n / 8 : 1;
+        if (i == def || (i % step == 0 && t_in_sample(++n_picks))) {
+            CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
+            compiled++;
+            n_compiled++;
+        }
+        tuner_program_free(p);
+    }
+    tuner_program *ref = NULL;
+    err = NULL;
+    r = tuner_reference(op, t, &ref, &err);
+    CHECK(r == 0, "%s %s: reference: %s", c->name, tn, err ? err : "?");
+    free(err);
+    if (r == 0) {
+        snprintf(what, sizeof(what), "%s %s reference", c->name, tn);
+        CHECK(ref->output_dtype == TUNER_F32, "%s: dtype", what);
+        for (int k = 0; k < ref->n_kernels; k++)
+            for (int a = 0; a < ref->kernels[k].n_args; a++)
+                CHECK(ref->kernels[k].args[a] < TUNER_ARG_DIM0, "%s: a dim argument in the static reference", what);
+        static size_t n_refs; /* references are the static ops' (tuner_core_* compile those): sampled */
+        if (t_in_sample(n_refs++))
+            CHECK(t_compile_check(what, ref->source, t, ref, NULL), "%s: compile", what);
+        tuner_program_free(ref);
+    }
+    char *dj = tuner_schedule_json(&sp->items[def]);
+    printf("%-62s %-6s space %4zu (split %3zu, vec %3zu) same text at a larger max %zu/%zu, compiled %zu; default %s\n",
+           c->name, tn, sp->n, splits, vecs, identical, sp->n, compiled, dj ? dj : "?");
+    free(dj);
+    tuner_space_free(sp);
+}
+
+static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
+
+int main(int argc, char **argv)
+{
+    if (t_subset_init(&argc, argv) < 0)
+        return 2;
+    const char *only = argc > 1 ? argv[1] : NULL; /* a substring of the case names */
+    const tuner_target targets[2] = {{80, false}, {90, true}};
+    static t_dyn_case cases[T_DYN_MAX_CASES], bumped[T_DYN_MAX_CASES], bad[T_DYN_MAX_CASES];
+    size_t job = 0;
+    for (int di = 0; di < 3; di++) {
+        const int n = t_dyn_cases(dts[di], false, cases);
+        const int nb = t_dyn_cases(dts[di], true, bumped);
+        CHECK(n == nb && n <= T_DYN_MAX_CASES, "case lists");
+        for (int ti = 0; ti < 2; ti++)
+            for (int i = 0; i < n; i++) {
+                if (only && !strstr(cases[i].name, only))
+                    continue;
+                if (t_in_shard(job++))
+                    run_case(&cases[i], &bumped[i], &targets[ti]);
+            }
+        const int nbad = t_dyn_unsupported(dts[di], bad);
+        for (int ti = 0; ti < 2; ti++)
+            for (int i = 0; i < nbad; i++) {
+                tuner_space *sp = NULL;
+                char *err = NULL;
+                const int r = tuner_space_build(&bad[i].op, &targets[ti], &sp, &err);
+                CHECK(r < 0 && err && strstr(err, "named dimensions"), "%s: a space (%zu candidates) or another error: %s",
+                      bad[i].name, sp ? sp->n : 0, err ? err : "none");
+                if (ti == 0 && r < 0)
+                    printf("%-62s refused: %s\n", bad[i].name, err ? err : "?");
+                free(err);
+                tuner_space_free(sp);
+            }
+    }
+    printf("core dynamic: %d candidates compiled, %d failures\n", n_compiled, t_failures);
+    return t_failures ? 1 : 0;
+}
