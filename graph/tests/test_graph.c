@@ -1758,6 +1758,23 @@ static void test_attention_packed(void)
         graph_plan_free(&p);
         graph_request_free(&rq);
     }
+    /* The layout as a node's attribute: one qkv input, kv_heads, the mask second; the node's
+     * fields are the request's (kv_heads that leave no query head refused at the node). */
+#define PACKED_NODE(kvh)                                                                                   \
+        "{\"graph\":{\"inputs\":[{\"name\":\"qkv\",\"shape\":[2,77,36,64],\"dtype\":\"f16\"},"                                   \
+        "{\"name\":\"am\",\"shape\":[2,1,1,77],\"dtype\":\"f16\"}],\"nodes\":["                                  \
+        "{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"qkv\",\"am\"],\"outputs\":[\"o\"],"                   \
+        "\"attrs\":{\"layout\":\"bshd_packed\",\"kv_heads\":" #kvh "}},"                                               \
+        "{\"name\":\"act\",\"op\":\"relu\",\"inputs\":[\"o\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}"
+    CHECK(plan_of(PACKED_NODE(4), &rq, &p, &e) == 0, "node: %s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1 && p.kernels[0].op->attrs.attention.packed && p.kernels[0].op->attrs.attention.kv_heads == 4 &&
+              p.kernels[0].op->output.shape[2] == 28 && p.kernels[0].op->epilogue.n == 1,
+          "node: %d kernels: %s", p.n_kernels, p.n_kernels ? p.kernels[0].request : "");
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+    CHECK(plan_of(PACKED_NODE(18), &rq, &p, &e) < 0 && strstr(e.field, "nodes[0].attrs.kv_heads"), "node kv_heads 18: %s", e.field);
 }
 
 int main(void)

@@ -1369,7 +1369,7 @@ static void test_examples(const char *dir)
     static const char *const names[] = {
         "matmul.json", "matmul_bias_gelu.json", "batched_matmul.json", "conv2d.json",
         "softmax.json", "layernorm.json", "rmsnorm.json", "reduce_sum.json", "elementwise.json",
-        "attention.json", "attention_decode.json",
+        "attention.json", "attention_decode.json", "attention_packed.json",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[1024];
