@@ -1752,6 +1752,25 @@ static void test_attention_packed(void)
             while (t >= 0 && p.tensors[t].view_of >= 0)
                 t = p.tensors[t].view_of;
             CHECK(mm && t == mm->out, "%s: qkv is %s", cases[i].what, t >= 0 ? p.tensors[t].name : "?");
+            /* the projection's result lives until the attention has read it */
+            uint64_t no_ws[8] = {0};
+            CHECK(graph_plan_place(&p, no_ws) == 0, "%s: place", cases[i].what);
+            int o = att->out;
+            while (o >= 0 && p.tensors[o].view_of >= 0)
+                o = p.tensors[o].view_of;
+            int att_step = -1;
+            for (int st = 0; st < p.n_kernels; st++)
+                if (p.order[st] == (int)(att - p.kernels))
+                    att_step = st;
+            if (t >= 0 && o >= 0) {
+                const graph_plan_tensor *xt = &p.tensors[t], *ot = &p.tensors[o];
+                CHECK(xt->region == GRAPH_REGION_ARENA && att_step >= 0 && xt->last == att_step &&
+                          (ot->region != GRAPH_REGION_ARENA || xt->offset + xt->bytes <= ot->offset ||
+                           ot->offset + ot->bytes <= xt->offset),
+                      "%s: qkv [%d, %d] at %llu, the attention's result [%d, %d] at %llu (region %d)", cases[i].what,
+                      xt->first, xt->last, (unsigned long long)xt->offset, ot->first, ot->last,
+                      (unsigned long long)ot->offset, ot->region);
+            }
         } else {
             CHECK(count_kind(&p, TUNER_OP_COPY) == 3, "%s: %d copies", cases[i].what, count_kind(&p, TUNER_OP_COPY));
         }
