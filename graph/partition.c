@@ -884,18 +884,24 @@ static int fold_attention_layout(part *c)
         int tq[3];
         for (int i = 0; i < 3 && ok; i++)
             ok = (tq[i] = head_swap_behind(c, a->in[i])) >= 0;
-        /* The one reader of the result (through views of its shape): a transpose back. */
+        /* The one reader of the result (through views read only there, which amount to none when
+         * the transpose reads the result's shape: the spelled-out rewrite leaves the [B*H, S, D]
+         * matmul's result a view of it, viewed back as [B, H, S, D]): a transpose back. */
         int to = -1, res = a->out;
-        for (int j = k + 1; j < c->n_prims && ok && to < 0; j++) {
-            if (!c->prims[j].live || c->prims[j].n_in != 1 || c->prims[j].in[0] != res)
-                continue;
-            if (c->prims[j].kind == PRIM_VIEW && owned(c, c->prims[j].out, 1) &&
-                same_shape(&c->p->tensors[c->prims[j].out].t, &c->p->tensors[res].t))
-                res = c->prims[j].out;
+        for (int depth = 0; depth < ATTN_MAX_CHAIN && ok && to < 0; depth++) {
+            /* (a rewrite appends the views it makes: a reader may come before its input) */
+            int rd = -1;
+            for (int j = 0; j < c->n_prims && rd < 0; j++)
+                if (j != k && c->prims[j].live && c->prims[j].n_in == 1 && c->prims[j].in[0] == res)
+                    rd = j;
+            if (rd < 0)
+                break;
+            if (c->prims[rd].kind == PRIM_VIEW && owned(c, c->prims[rd].out, 1))
+                res = c->prims[rd].out;
             else
-                to = j;
+                to = rd;
         }
-        if (!ok || !swaps_heads(c, to))
+        if (!ok || !swaps_heads(c, to) || !same_shape(&c->p->tensors[res].t, &c->p->tensors[a->out].t))
             continue;
         tuner_op op = a->op;
         op.attrs.attention.bshd = true;

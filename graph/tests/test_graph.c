@@ -1777,6 +1777,55 @@ static void test_attention_packed(void)
         graph_plan_free(&p);
         graph_request_free(&rq);
     }
+    /* GPT-2's eager attention, spelled out over [B*H, S, D] views (as PyTorch decomposes it):
+     * the attention rewrite, the bshd fold and this one compose - c_attn and one attention. */
+    const char *eager =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,77,768],\"dtype\":\"f16\"},"
+        "{\"name\":\"am\",\"shape\":[2,1,1,77],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[768,2304],\"dtype\":\"f16\"},"
+        "{\"name\":\"b\",\"shape\":[2304],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"x2\",\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"x2\"],\"attrs\":{\"shape\":[154,768]}},"
+        "{\"name\":\"c_attn\",\"op\":\"matmul\",\"inputs\":[\"x2\",\"w\"],\"outputs\":[\"m\"]},"
+        "{\"name\":\"bias\",\"op\":\"add\",\"inputs\":[\"m\",\"b\"],\"outputs\":[\"m2\"]},"
+        "{\"name\":\"m3\",\"op\":\"reshape\",\"inputs\":[\"m2\"],\"outputs\":[\"qkv\"],\"attrs\":{\"shape\":[2,77,2304]}},"
+        "{\"name\":\"sq\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"q\"],\"attrs\":{\"starts\":[0],\"ends\":[768],\"axes\":[2],\"steps\":[1]}},"
+        "{\"name\":\"sk\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"k\"],\"attrs\":{\"starts\":[768],\"ends\":[1536],\"axes\":[2],\"steps\":[1]}},"
+        "{\"name\":\"sv\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"v\"],\"attrs\":{\"starts\":[1536],\"ends\":[2304],\"axes\":[2],\"steps\":[1]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"q\"],\"outputs\":[\"q4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"k\"],\"outputs\":[\"k4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"v\"],\"outputs\":[\"v4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"q4\"],\"outputs\":[\"qh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"k4\"],\"outputs\":[\"kh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"v4\"],\"outputs\":[\"vh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"qh\"],\"outputs\":[\"q3\"],\"attrs\":{\"shape\":[24,77,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"kh\"],\"outputs\":[\"k3\"],\"attrs\":{\"shape\":[24,77,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"vh\"],\"outputs\":[\"v3\"],\"attrs\":{\"shape\":[24,77,64]}},"
+        "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k3\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1]}},"
+        "{\"name\":\"qk\",\"op\":\"matmul\",\"inputs\":[\"q3\",\"kt\"],\"outputs\":[\"s\"]},"
+        "{\"name\":\"sc\",\"op\":\"scale\",\"inputs\":[\"s\"],\"outputs\":[\"s1\"],\"attrs\":{\"value\":0.125}},"
+        "{\"name\":\"s4\",\"op\":\"reshape\",\"inputs\":[\"s1\"],\"outputs\":[\"s4\"],\"attrs\":{\"shape\":[2,12,77,77]}},"
+        "{\"name\":\"mask\",\"op\":\"add\",\"inputs\":[\"s4\",\"am\"],\"outputs\":[\"s5\"]},"
+        "{\"name\":\"softmax\",\"op\":\"softmax\",\"inputs\":[\"s5\"],\"outputs\":[\"pr\"]},"
+        "{\"name\":\"p3\",\"op\":\"reshape\",\"inputs\":[\"pr\"],\"outputs\":[\"p3\"],\"attrs\":{\"shape\":[24,77,77]}},"
+        "{\"name\":\"pv\",\"op\":\"matmul\",\"inputs\":[\"p3\",\"v3\"],\"outputs\":[\"o3\"]},"
+        "{\"op\":\"reshape\",\"inputs\":[\"o3\"],\"outputs\":[\"o4\"],\"attrs\":{\"shape\":[2,12,77,64]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"o4\"],\"outputs\":[\"ot\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"ot\"],\"outputs\":[\"out\"],\"attrs\":{\"shape\":[2,77,768]}}],"
+        "\"outputs\":[\"out\"]}}";
+    CHECK(plan_of(eager, &rq, &p, &e) == 0, "eager: %s %s", e.field, e.message);
+    if (failures)
+        return;
+    {
+        const graph_kernel *att = kernel_of(&p, "softmax");
+        CHECK(p.n_kernels == 2 && count_kind(&p, TUNER_OP_COPY) == 0 && att && att->op->kind == TUNER_OP_ATTENTION &&
+                  att->op->attrs.attention.packed && att->op->attrs.attention.kv_heads == 12 &&
+                  att->op->attrs.attention.scale == 0.125 && att->op->n_inputs == 2 &&
+                  att->op->inputs[0].shape[2] == 36 && kernel_of(&p, "sv") == att,
+              "eager: %d kernels: %s", p.n_kernels, att ? att->request : "none");
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
     /* The layout as a node's attribute: one qkv input, kv_heads, the mask second; the node's
      * fields are the request's (kv_heads that leave no query head refused at the node). */
 #define PACKED_NODE(kvh)                                                                                   \
