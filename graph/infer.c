@@ -172,7 +172,10 @@ static cJSON *attrs_json(const tuner_op *op)
         /* the scale as validation resolved it: written always, so the request keys the same */
         cJSON_AddBoolToObject(a, "causal", op->attrs.attention.causal);
         cJSON_AddNumberToObject(a, "scale", op->attrs.attention.scale);
-        cJSON_AddStringToObject(a, "layout", op->attrs.attention.bshd ? "bshd" : "bhsd");
+        cJSON_AddStringToObject(a, "layout",
+                                op->attrs.attention.packed ? "bshd_packed" : op->attrs.attention.bshd ? "bshd" : "bhsd");
+        if (op->attrs.attention.packed)
+            cJSON_AddNumberToObject(a, "kv_heads", op->attrs.attention.kv_heads);
         break;
     case TUNER_OP_POOL2D: {
         /* Only the kind's own attributes: the validator refuses the others by name. */

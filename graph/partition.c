@@ -884,18 +884,24 @@ static int fold_attention_layout(part *c)
         int tq[3];
         for (int i = 0; i < 3 && ok; i++)
             ok = (tq[i] = head_swap_behind(c, a->in[i])) >= 0;
-        /* The one reader of the result (through views of its shape): a transpose back. */
+        /* The one reader of the result (through views read only there, which amount to none when
+         * the transpose reads the result's shape: the spelled-out rewrite leaves the [B*H, S, D]
+         * matmul's result a view of it, viewed back as [B, H, S, D]): a transpose back. */
         int to = -1, res = a->out;
-        for (int j = k + 1; j < c->n_prims && ok && to < 0; j++) {
-            if (!c->prims[j].live || c->prims[j].n_in != 1 || c->prims[j].in[0] != res)
-                continue;
-            if (c->prims[j].kind == PRIM_VIEW && owned(c, c->prims[j].out, 1) &&
-                same_shape(&c->p->tensors[c->prims[j].out].t, &c->p->tensors[res].t))
-                res = c->prims[j].out;
+        for (int depth = 0; depth < ATTN_MAX_CHAIN && ok && to < 0; depth++) {
+            /* (a rewrite appends the views it makes: a reader may come before its input) */
+            int rd = -1;
+            for (int j = 0; j < c->n_prims && rd < 0; j++)
+                if (j != k && c->prims[j].live && c->prims[j].n_in == 1 && c->prims[j].in[0] == res)
+                    rd = j;
+            if (rd < 0)
+                break;
+            if (c->prims[rd].kind == PRIM_VIEW && owned(c, c->prims[rd].out, 1))
+                res = c->prims[rd].out;
             else
-                to = j;
+                to = rd;
         }
-        if (!ok || !swaps_heads(c, to))
+        if (!ok || !swaps_heads(c, to) || !same_shape(&c->p->tensors[res].t, &c->p->tensors[a->out].t))
             continue;
         tuner_op op = a->op;
         op.attrs.attention.bshd = true;
@@ -914,6 +920,113 @@ static int fold_attention_layout(part *c)
         /* The transpose back computes nothing now: it makes the old result, which nothing reads. */
         c->prims[to].out = old_out;
         c->prims[to].n_in = 0;
+        n++;
+    }
+    return n;
+}
+
+/* The slice of the last axis behind t - through views read only there - that is read only there:
+ * its prim, with the slice's input in *x and its columns [*start, *stop) of x's last axis (step
+ * 1, every other axis whole); or -1. The views amount to a reshape of the slice's rows and
+ * columns: their last shape splits the columns into heads of D only where the attention's input
+ * has the slice's rows times [H, D], which op_valid's shapes ensure. */
+static int last_axis_slice_behind(const part *c, int t, int *x, int64_t *start, int64_t *stop)
+{
+    for (int depth = 0; depth < ATTN_MAX_CHAIN; depth++) {
+        const int pk = c->producer[t];
+        if (pk < 0 || !owned(c, t, 1))
+            return -1;
+        const prim *pr = &c->prims[pk];
+        if (pr->kind == PRIM_VIEW) {
+            t = pr->in[0];
+            continue;
+        }
+        if (pr->kind != PRIM_SLICE || pr->n_in != 1 || c->g->nodes[pr->node].cls != GRAPH_NODE_SLICE)
+            return -1;
+        const graph_node *n = &c->g->nodes[pr->node];
+        const tuner_tensor *xt = &c->p->tensors[pr->in[0]].t, *st = &c->p->tensors[pr->out].t;
+        const int r = xt->rank;
+        if (r < 2 || st->rank != r)
+            return -1;
+        for (int d = 0; d < r - 1; d++)
+            if (n->start[d] != 0 || n->stride[d] != 1 || st->shape[d] != xt->shape[d])
+                return -1;
+        if (n->stride[r - 1] != 1 || n->start[r - 1] < 0 || n->start[r - 1] + st->shape[r - 1] > xt->shape[r - 1])
+            return -1;
+        *x = pr->in[0];
+        *start = n->start[r - 1];
+        *stop = n->start[r - 1] + st->shape[r - 1];
+        return pk;
+    }
+    return -1;
+}
+
+/* Self-attention straight out of a QKV projection: a bshd attention whose q, k and v are (views
+ * of) three slices of one tensor X's last axis - columns [0, Hq D), [Hq D, (Hq + Hkv) D) and
+ * [(Hq + Hkv) D, (Hq + 2 Hkv) D), the whole axis, as GPT-2's split of c_attn's output or a GQA
+ * model's split_with_sizes give - reads X itself, viewed as [B, S, Hq + 2 Hkv, D], in the
+ * bshd_packed layout: three copy kernels per attention fewer. Only when each slice (and each view
+ * after it) is read by the attention alone and is no graph output. */
+static int fold_attention_packed(part *c)
+{
+    int n = 0;
+    const int n_prims = c->n_prims; /* the rewrite appends a view: not an attention */
+    for (int k = 0; k < n_prims; k++) {
+        prim *a = &c->prims[k];
+        if (!a->live || a->kind != PRIM_ANCHOR || a->op.kind != TUNER_OP_ATTENTION || !a->op.attrs.attention.bshd ||
+            a->op.attrs.attention.packed)
+            continue;
+        const tuner_op *op0 = &a->op;
+        const int64_t b = op0->inputs[0].shape[0], s = op0->inputs[0].shape[1], hq = op0->inputs[0].shape[2];
+        const int64_t skv = op0->inputs[1].shape[1], hkv = op0->inputs[1].shape[2], d = op0->inputs[0].shape[3];
+        if (s != skv)
+            continue;
+        int x[3], sl[3];
+        int64_t start[3], stop[3];
+        bool ok = true;
+        for (int i = 0; i < 3 && ok; i++)
+            ok = (sl[i] = last_axis_slice_behind(c, a->in[i], &x[i], &start[i], &stop[i])) >= 0;
+        if (!ok || x[1] != x[0] || x[2] != x[0])
+            continue;
+        const tuner_tensor *xt = &c->p->tensors[x[0]].t;
+        const int64_t h3 = hq + 2 * hkv;
+        if (start[0] != 0 || stop[0] != hq * d || start[1] != hq * d || stop[1] != (hq + hkv) * d ||
+            start[2] != (hq + hkv) * d || stop[2] != h3 * d || xt->shape[xt->rank - 1] != h3 * d ||
+            tuner_tensor_numel(xt) != b * s * h3 * d)
+            continue;
+        const int64_t shape[4] = {b, s, h3, d};
+        const bool has_mask = op0->n_anchor_inputs == 4;
+        tuner_op op;
+        memset(&op, 0, sizeof(op));
+        op.kind = TUNER_OP_ATTENTION;
+        op.attrs.attention = op0->attrs.attention;
+        op.attrs.attention.packed = true;
+        op.attrs.attention.kv_heads = (int)hkv;
+        op.n_inputs = op.n_anchor_inputs = has_mask ? 2 : 1;
+        op.inputs[0] = *xt;
+        op.inputs[0].rank = 4;
+        memcpy(op.inputs[0].shape, shape, sizeof(shape));
+        if (has_mask)
+            op.inputs[1] = op0->inputs[3];
+        char *request = NULL;
+        tuner_op valid;
+        if (!op_valid(c, &op, &c->p->tensors[a->out].t, &request, &valid))
+            continue;
+        free(request);
+        const int mask = has_mask ? a->in[3] : -1;
+        const int vx = view4(c, a->node, "qkv", x[0], shape);
+        if (vx < 0)
+            return -ENOMEM;
+        a = &c->prims[k]; /* view4 may move c->prims */
+        a->op = valid;
+        a->n_in = has_mask ? 2 : 1;
+        a->in[0] = vx;
+        if (has_mask)
+            a->in[1] = mask;
+        /* The slices and their views are read by nothing now (analyse() finds them dead); the
+         * slices' nodes are the attention kernel's. */
+        for (int i = 0; i < 3 && a->n_also < (int)(sizeof(a->also) / sizeof(a->also[0])); i++)
+            a->also[a->n_also++] = c->prims[sl[i]].node;
         n++;
     }
     return n;
@@ -1704,6 +1817,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     if (r == 0 && (r = fold_attention(&c)) > 0)
         r = analyse(&c);
     if (r == 0 && (r = fold_attention_layout(&c)) > 0)
+        r = analyse(&c);
+    if (r == 0 && (r = fold_attention_packed(&c)) > 0)
         r = analyse(&c);
     while (r == 0 && (r = sink_views(&c)) > 0)
         r = analyse(&c);

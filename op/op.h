@@ -65,6 +65,12 @@
  *                FlashAttention do). A row with no key left (all -inf: fully masked, or causal
  *                with S > Skv) gives 0, as PyTorch's SDPA does. Epilogue steps apply to the
  *                output as elementwise's; no prologue.
+ *                Layout bshd_packed (self-attention read straight out of a QKV projection,
+ *                attrs.attention.packed, which sets bshd too): one input qkv [B,S,Hq+2*Hkv,D] -
+ *                q heads first, then k's, then v's: GPT-2's [B,S,3*H*D] viewed as [B,S,3H,D] -
+ *                then optionally the mask (n_anchor_inputs 1 or 2); Hkv is attrs.kv_heads
+ *                (given, or a third of the heads), S = Skv, output [B,S,Hq,D] (bshd's). The
+ *                same function as bshd with q, k and v the three head ranges of qkv.
  */
 #ifndef HIDET_OP_OP_H
 #define HIDET_OP_OP_H
@@ -274,6 +280,8 @@ typedef struct tuner_op {
             bool causal; /* bottom-right aligned (see ATTENTION above) */
             double scale; /* of q . k; validation sets 1/sqrt(D) when a request gives none */
             bool bshd;    /* layout "bshd" ([B,S,H,D]); false: "bhsd" ([B,H,S,D]) */
+            bool packed;  /* layout "bshd_packed" (bshd set too): inputs[0] is qkv */
+            int kv_heads; /* packed: Hkv, resolved by validation; 0 otherwise */
         } attention;
     } attrs;
 
@@ -440,7 +448,7 @@ static inline int64_t tuner_tensor_numel(const tuner_tensor *t)
 typedef struct tuner_attention_dims {
     int64_t b, hq, hkv, s, skv, d;
     int64_t group;  /* hq / hkv: query heads per kv head */
-    bool has_mask;  /* inputs[3] is the additive mask */
+    bool has_mask;  /* the additive mask: inputs[3] (inputs[1] when packed) */
 } tuner_attention_dims;
 
 static inline tuner_attention_dims tuner_attention_dims_of(const tuner_op *op)
@@ -448,6 +456,17 @@ static inline tuner_attention_dims tuner_attention_dims_of(const tuner_op *op)
     const tuner_tensor *q = &op->inputs[0], *k = &op->inputs[1];
     const bool bshd = op->attrs.attention.bshd;
     tuner_attention_dims r;
+    if (op->attrs.attention.packed) {
+        /* qkv [B, S, Hq + 2 Hkv, D]: self-attention, the mask (if any) inputs[1] */
+        r.b = q->shape[0];
+        r.s = r.skv = q->shape[1];
+        r.hkv = op->attrs.attention.kv_heads;
+        r.hq = q->shape[2] - 2 * r.hkv;
+        r.d = q->shape[3];
+        r.group = r.hkv > 0 ? r.hq / r.hkv : 0;
+        r.has_mask = op->n_anchor_inputs == 2;
+        return r;
+    }
     r.b = q->shape[0];
     r.hq = bshd ? q->shape[2] : q->shape[1];
     r.s = bshd ? q->shape[1] : q->shape[2];
@@ -457,6 +476,12 @@ static inline tuner_attention_dims tuner_attention_dims_of(const tuner_op *op)
     r.group = r.hkv > 0 ? r.hq / r.hkv : 0;
     r.has_mask = op->n_anchor_inputs == 4;
     return r;
+}
+
+/* Which input is an attention op's mask (when it has one): after q, k and v, or after qkv. */
+static inline int tuner_attention_mask_input(const tuner_op *op)
+{
+    return op->attrs.attention.packed ? 1 : 3;
 }
 
 /* The head dimensions the attention templates are written for. */

@@ -192,8 +192,13 @@ char *tuner_op_canonical_json(const tuner_op *op)
         /* Every attribute, defaults included (the scale as validation resolved it): a request
          * that spells out 1/sqrt(D) keys as one that leaves it out. */
         sb_bool(&b, "causal", op->attrs.attention.causal, false);
-        tuner_sb_printf(&b, ",\"layout\":\"%s\",\"scale\":%.17g", op->attrs.attention.bshd ? "bshd" : "bhsd",
-                        op->attrs.attention.scale);
+        /* kv_heads only in the packed layout, so that the other layouts keep their keys. */
+        if (op->attrs.attention.packed)
+            tuner_sb_printf(&b, ",\"kv_heads\":%d,\"layout\":\"bshd_packed\",\"scale\":%.17g",
+                            op->attrs.attention.kv_heads, op->attrs.attention.scale);
+        else
+            tuner_sb_printf(&b, ",\"layout\":\"%s\",\"scale\":%.17g", op->attrs.attention.bshd ? "bshd" : "bhsd",
+                            op->attrs.attention.scale);
         break;
     default:
         break;

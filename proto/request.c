@@ -890,7 +890,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
                                             "ceil_mode", "count_include_pad", "output_size",
                                             "layout", NULL};
     static const char *const gather_keys[] = {"axis", NULL};
-    static const char *const attention_keys[] = {"causal", "scale", "layout", NULL};
+    static const char *const attention_keys[] = {"causal", "scale", "layout", "kv_heads", NULL};
     static const char *const *const keys[TUNER_OP_COUNT] = {
         matmul_keys, conv_keys, softmax_keys, norm_keys, norm_keys, reduce_keys, ew_keys,
         copy_keys, concat_keys, pool_keys,
@@ -1005,6 +1005,8 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
         op->attrs.attention.causal = false;
         op->attrs.attention.scale = 0;
         op->attrs.attention.bshd = false;
+        op->attrs.attention.packed = false;
+        op->attrs.attention.kv_heads = 0;
         if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "causal")) &&
             (r = json_bool(v, "attrs.causal", &op->attrs.attention.causal, e)) < 0)
             return r;
@@ -1020,9 +1022,21 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
                 return r;
             if (strcmp(s, "bshd") == 0)
                 op->attrs.attention.bshd = true;
+            else if (strcmp(s, "bshd_packed") == 0)
+                op->attrs.attention.bshd = op->attrs.attention.packed = true;
             else if (strcmp(s, "bhsd") != 0)
                 return proto_fail(e, 422, "invalid_field", "attrs.layout",
-                            "layout must be \"bhsd\" ([B,H,S,D], the default) or \"bshd\" ([B,S,H,D])");
+                            "layout must be \"bhsd\" ([B,H,S,D], the default), \"bshd\" ([B,S,H,D]) or "
+                            "\"bshd_packed\" (one qkv input [B,S,Hq+2*Hkv,D])");
+        }
+        /* kv_heads 0 stands for "not given" until infer_attention knows qkv's heads. */
+        if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "kv_heads"))) {
+            if (!op->attrs.attention.packed)
+                return proto_fail(e, 422, "invalid_field", "attrs.kv_heads",
+                            "kv_heads belongs to layout \"bshd_packed\" only (the other layouts read Hkv from "
+                            "k's shape)");
+            if ((r = json_int_range(v, "attrs.kv_heads", 1, INT32_MAX, &op->attrs.attention.kv_heads, e)) < 0)
+                return r;
         }
         break;
     case TUNER_OP_CONCAT:
@@ -1284,6 +1298,69 @@ static int infer_gather(tuner_op *op, proto_error *e)
     return 0;
 }
 
+/* The mask of attention (inputs[mi]): a float dtype, broadcasting to [B,Hq,S,Skv]. */
+static int check_attention_mask(const tuner_op *op, int mi, proto_error *e)
+{
+    const tuner_tensor *m = &op->inputs[mi];
+    char field[64];
+    snprintf(field, sizeof(field), "inputs[%d].dtype", mi);
+    if (m->dtype != TUNER_F16 && m->dtype != TUNER_BF16 && m->dtype != TUNER_F32)
+        return proto_fail(e, 422, "invalid_field", field,
+                    "the mask (inputs[%d]) is added to the scores: it must be f16, bf16 or f32, not %s", mi,
+                    tuner_dtype_name(m->dtype));
+    const tuner_attention_dims dm = tuner_attention_dims_of(op);
+    const int64_t full[4] = {dm.b, dm.hq, dm.s, dm.skv};
+    snprintf(field, sizeof(field), "inputs[%d].shape", mi);
+    if (m->rank > 4 || !broadcasts_to(m->shape, m->rank, full, 4))
+        return proto_fail(e, 422, "shape_mismatch", field,
+                    "the mask (rank %d) must broadcast to [B,Hq,S,Skv] = [%lld,%lld,%lld,%lld]", m->rank,
+                    (long long)full[0], (long long)full[1], (long long)full[2], (long long)full[3]);
+    return 0;
+}
+
+/* attention's output in layout bshd_packed: qkv [B,S,Hq+2*Hkv,D] (f16/bf16, a supported head
+ * dim), Hkv attrs.kv_heads (a third of the heads when not given) with Hq a positive multiple of
+ * it, and the mask as in the other layouts; the output [B,S,Hq,D]. */
+static int infer_attention_packed(tuner_op *op, proto_error *e)
+{
+    const tuner_tensor *qkv = &op->inputs[0];
+    if (qkv->rank != 4)
+        return proto_fail(e, 422, "invalid_field", "inputs[0].shape",
+                    "qkv (inputs[0]) has rank %d; attention's qkv in layout bshd_packed is [B,S,Hq+2*Hkv,D]",
+                    qkv->rank);
+    if (qkv->dtype != TUNER_F16 && qkv->dtype != TUNER_BF16)
+        return proto_fail(e, 422, "invalid_field", "inputs[0].dtype",
+                    "attention's qkv must be f16 or bf16, not %s", tuner_dtype_name(qkv->dtype));
+    const int64_t d = qkv->shape[3], heads = qkv->shape[2];
+    if (!tuner_attention_head_dim_ok(d))
+        return proto_fail(e, 422, "invalid_field", "inputs[0].shape",
+                    "head dim %lld (qkv's last dimension) is not supported: it must be 64, 80, 96, 128 or 256",
+                    (long long)d);
+    if (op->attrs.attention.kv_heads == 0) {
+        if (heads % 3 != 0)
+            return proto_fail(e, 422, "shape_mismatch", "inputs[0].shape",
+                        "qkv's %lld heads are not 3 equal parts q, k, v: give attrs.kv_heads (Hkv, of "
+                        "Hq + 2*Hkv heads)", (long long)heads);
+        op->attrs.attention.kv_heads = (int)(heads / 3);
+    }
+    const int64_t hkv = op->attrs.attention.kv_heads, hq = heads - 2 * hkv;
+    if (hq <= 0 || hq % hkv != 0)
+        return proto_fail(e, 422, "shape_mismatch", "attrs.kv_heads",
+                    "qkv's %lld heads less 2 * kv_heads (%lld) leave %lld query heads, which must be a positive "
+                    "multiple of kv_heads (each kv head serves Hq / Hkv query heads)", (long long)heads,
+                    (long long)hkv, (long long)hq);
+    if (op->n_anchor_inputs == 2) {
+        int r = check_attention_mask(op, 1, e);
+        if (r < 0)
+            return r;
+    }
+    if (op->attrs.attention.scale == 0)
+        op->attrs.attention.scale = 1.0 / sqrt((double)d);
+    op->output = *qkv;
+    op->output.shape[2] = hq;
+    return 0;
+}
+
 /* attention's output: q's shape and dtype, once q, k, v (and the mask) agree (op/op.h's ATTENTION):
  * rank 4 each, one f16/bf16 dtype, one supported head dim, k and v alike, one batch, Hq a multiple
  * of Hkv, and a float mask that broadcasts to [B,Hq,S,Skv]. A scale not given becomes 1/sqrt(D). */
@@ -1337,17 +1414,9 @@ static int infer_attention(tuner_op *op, proto_error *e)
                     "q's %lld heads are not a multiple of k's and v's %lld (each kv head serves Hq / Hkv query "
                     "heads)", (long long)q->shape[hd], (long long)k->shape[hd]);
     if (op->n_anchor_inputs == 4) {
-        const tuner_tensor *m = &op->inputs[3];
-        if (m->dtype != TUNER_F16 && m->dtype != TUNER_BF16 && m->dtype != TUNER_F32)
-            return proto_fail(e, 422, "invalid_field", "inputs[3].dtype",
-                        "the mask (inputs[3]) is added to the scores: it must be f16, bf16 or f32, not %s",
-                        tuner_dtype_name(m->dtype));
-        const tuner_attention_dims dm = tuner_attention_dims_of(op);
-        const int64_t full[4] = {dm.b, dm.hq, dm.s, dm.skv};
-        if (m->rank > 4 || !broadcasts_to(m->shape, m->rank, full, 4))
-            return proto_fail(e, 422, "shape_mismatch", "inputs[3].shape",
-                        "the mask (rank %d) must broadcast to [B,Hq,S,Skv] = [%lld,%lld,%lld,%lld]", m->rank,
-                        (long long)full[0], (long long)full[1], (long long)full[2], (long long)full[3]);
+        int r = check_attention_mask(op, 3, e);
+        if (r < 0)
+            return r;
     }
     if (op->attrs.attention.scale == 0)
         op->attrs.attention.scale = 1.0 / sqrt((double)d);
@@ -1385,10 +1454,11 @@ static int check_int_inputs(const tuner_op *op, const pchain *ew, const pchain *
         if (op->kind == TUNER_OP_GATHER && i == 0)
             return proto_fail(e, 422, "invalid_field", field, "gather's x (inputs[0]) must be f16, bf16 or f32, not %s",
                         tuner_dtype_name(dt));
-        if (op->kind == TUNER_OP_ATTENTION && i == 3 && op->n_anchor_inputs == 4)
+        if (op->kind == TUNER_OP_ATTENTION && i == tuner_attention_mask_input(op) &&
+            op->n_anchor_inputs == i + 1)
             return proto_fail(e, 422, "invalid_field", field,
-                        "the mask (inputs[3]) is added to the scores: it must be f16, bf16 or f32, not %s "
-                        "(turn a boolean or integer mask into 0 / -inf first)", tuner_dtype_name(dt));
+                        "the mask (inputs[%d]) is added to the scores: it must be f16, bf16 or f32, not %s "
+                        "(turn a boolean or integer mask into 0 / -inf first)", i, tuner_dtype_name(dt));
         return proto_fail(e, 422, "invalid_field", field,
                     "%s is an integer dtype, which only gather's index and an elementwise cast's input may be (%s "
                     "computes in floats)", tuner_dtype_name(dt), tuner_op_name(op->kind));
@@ -1521,10 +1591,18 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
     if (n_anchor == 0 && op->kind == TUNER_OP_ATTENTION) {
         /* q, k, v and an optional mask: the mask is inputs[3] unless a fused step reads it (a step
          * reading q, k or v is refused by its field below). */
-        if (n_inputs < 3)
-            return proto_fail(e, 422, "invalid_field", "inputs",
-                        "attention needs 3 inputs: q, k, v (then an optional mask)");
-        n_anchor = min_operand < 3 ? 3 : min_operand < 4 ? min_operand : 4;
+        if (op->attrs.attention.packed) {
+            /* qkv and an optional mask, the same way */
+            if (n_inputs < 1)
+                return proto_fail(e, 422, "invalid_field", "inputs",
+                            "attention (layout bshd_packed) needs 1 input: qkv (then an optional mask)");
+            n_anchor = min_operand < 2 ? 1 : 2;
+        } else {
+            if (n_inputs < 3)
+                return proto_fail(e, 422, "invalid_field", "inputs",
+                            "attention needs 3 inputs: q, k, v (then an optional mask)");
+            n_anchor = min_operand < 3 ? 3 : min_operand < 4 ? min_operand : 4;
+        }
     } else if (n_anchor == 0) {
         int hi = op->kind == TUNER_OP_LAYERNORM ? 3 : 2;
         n_anchor = min_operand;
@@ -1702,7 +1780,7 @@ static int infer_output(tuner_op *op, int softmax_axis, proto_error *e)
             return r;
         break;
     case TUNER_OP_ATTENTION:
-        if ((r = infer_attention(op, e)) < 0)
+        if ((r = (op->attrs.attention.packed ? infer_attention_packed : infer_attention)(op, e)) < 0)
             return r;
         break;
     default:

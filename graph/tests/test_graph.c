@@ -1670,6 +1670,181 @@ static void test_attention(void)
     graph_request_free(&rq);
 }
 
+/* A GPT-2 block's attention: c_attn (matmul + bias) [B,S,3*H*D], split into three slices of the
+ * last axis, each viewed as [B,S,H,D] and permuted, attention with a causal and a padding mask,
+ * permuted back: the attention reads c_attn's output itself in the bshd_packed layout - two
+ * kernels, no copy. GQA's split_with_sizes the same (kv_heads 2). A slice also read elsewhere,
+ * slices out of order, or a gap in the columns keep the copies. */
+#define GPT2_ATTN(hq, hkv, width, q0, q1, k0, k1, v0, v1, ow, outputs)                                                     \
+    "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,77,768],\"dtype\":\"f16\"},"                                 \
+    "{\"name\":\"am\",\"shape\":[2,1,1,77],\"dtype\":\"f16\"}],"                                                       \
+    "\"weights\":[{\"name\":\"w\",\"shape\":[768," #width "],\"dtype\":\"f16\"},"                                     \
+    "{\"name\":\"b\",\"shape\":[" #width "],\"dtype\":\"f16\"}],\"nodes\":["                                           \
+    "{\"name\":\"c_attn\",\"op\":\"matmul\",\"inputs\":[\"x\",\"w\"],\"outputs\":[\"m\"]},"                         \
+    "{\"name\":\"bias\",\"op\":\"add\",\"inputs\":[\"m\",\"b\"],\"outputs\":[\"qkv\"]},"                            \
+    "{\"name\":\"sq\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"q\"],\"attrs\":{\"starts\":[" #q0        \
+    "],\"ends\":[" #q1 "],\"axes\":[2]}},"                                                                             \
+    "{\"name\":\"sk\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"k\"],\"attrs\":{\"starts\":[" #k0        \
+    "],\"ends\":[" #k1 "],\"axes\":[2]}},"                                                                             \
+    "{\"name\":\"sv\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"v\"],\"attrs\":{\"starts\":[" #v0        \
+    "],\"ends\":[" #v1 "],\"axes\":[-1]}},"                                                                            \
+    "{\"op\":\"reshape\",\"inputs\":[\"q\"],\"outputs\":[\"q4\"],\"attrs\":{\"shape\":[2,77," #hq ",64]}},"          \
+    "{\"op\":\"reshape\",\"inputs\":[\"k\"],\"outputs\":[\"k4\"],\"attrs\":{\"shape\":[2,77," #hkv ",64]}},"         \
+    "{\"op\":\"reshape\",\"inputs\":[\"v\"],\"outputs\":[\"v4\"],\"attrs\":{\"shape\":[2,77," #hkv ",64]}},"         \
+    "{\"op\":\"transpose\",\"inputs\":[\"q4\"],\"outputs\":[\"qh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"                 \
+    "{\"op\":\"transpose\",\"inputs\":[\"k4\"],\"outputs\":[\"kh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"                 \
+    "{\"op\":\"transpose\",\"inputs\":[\"v4\"],\"outputs\":[\"vh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"                 \
+    "{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"qh\",\"kh\",\"vh\",\"am\"],\"outputs\":[\"o\"],"         \
+    "\"attrs\":{\"causal\":true}},"                                                                                  \
+    "{\"op\":\"transpose\",\"inputs\":[\"o\"],\"outputs\":[\"ot\"],\"attrs\":{\"perm\":[0,2,1,3]}},"                   \
+    "{\"op\":\"reshape\",\"inputs\":[\"ot\"],\"outputs\":[\"out\"],\"attrs\":{\"shape\":[2,77," #ow "]}}],"         \
+    "\"outputs\":" outputs "}}"
+
+static int count_kind(const graph_plan *p, tuner_op_kind kind)
+{
+    int n = 0;
+    for (int k = 0; k < p->n_kernels; k++)
+        n += p->kernels[k].op->kind == kind;
+    return n;
+}
+
+static void test_attention_packed(void)
+{
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    static const struct {
+        const char *what, *body;
+        bool packed;
+        int kv_heads, kernels;
+    } cases[] = {
+        {"gpt2", GPT2_ATTN(12, 12, 2304, 0, 768, 768, 1536, 1536, 2304, 768, "[\"out\"]"), true, 12, 2},
+        {"gqa 8/2", GPT2_ATTN(8, 2, 768, 0, 512, 512, 640, 640, 768, 512, "[\"out\"]"), true, 2, 2},
+        /* k's slice is also an output: three slices stay (the bshd layout still applies) */
+        {"k also an output", GPT2_ATTN(12, 12, 2304, 0, 768, 768, 1536, 1536, 2304, 768, "[\"out\",\"k\"]"), false, 0, 5},
+        /* k and v swapped in the columns: not q, k, v in order */
+        {"k after v", GPT2_ATTN(12, 12, 2304, 0, 768, 1536, 2304, 768, 1536, 768, "[\"out\"]"), false, 0, 5},
+        /* columns 2304..2367 read by none: not the whole axis */
+        {"a gap", GPT2_ATTN(12, 12, 2368, 0, 768, 768, 1536, 1536, 2304, 768, "[\"out\"]"), false, 0, 5},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK(plan_of(cases[i].body, &rq, &p, &e) == 0, "%s: %s %s", cases[i].what, e.field, e.message);
+        if (failures)
+            return;
+        const graph_kernel *att = kernel_of(&p, "att");
+        CHECK(att && att->op->kind == TUNER_OP_ATTENTION && att->op->attrs.attention.bshd &&
+                  att->op->attrs.attention.packed == cases[i].packed && p.n_kernels == cases[i].kernels,
+              "%s: %d kernels, attention %s", cases[i].what, p.n_kernels, att ? att->request : "none");
+        if (att && cases[i].packed) {
+            const tuner_op *op = att->op;
+            const int64_t h3 = op->inputs[0].shape[2];
+            CHECK(op->attrs.attention.kv_heads == cases[i].kv_heads && op->n_inputs == 2 && op->n_anchor_inputs == 2 &&
+                      op->inputs[0].rank == 4 && op->inputs[0].shape[0] == 2 && op->inputs[0].shape[1] == 77 &&
+                      h3 == 12 * (cases[i].kv_heads == 2 ? 1 : 3) && op->inputs[1].shape[3] == 77 &&
+                      op->attrs.attention.causal && strstr(att->request, "\"layout\":\"bshd_packed\""),
+                  "%s: %s", cases[i].what, att->request);
+            /* no copy kernel: the matmul (with its bias) and the attention, which reads the
+             * matmul's result (a view of it) */
+            const graph_kernel *mm = kernel_of(&p, "c_attn");
+            CHECK(count_kind(&p, TUNER_OP_COPY) == 0 && mm && kernel_of(&p, "bias") == mm && kernel_of(&p, "sk") == att,
+                  "%s: copies", cases[i].what);
+            int t = att->in[0];
+            while (t >= 0 && p.tensors[t].view_of >= 0)
+                t = p.tensors[t].view_of;
+            CHECK(mm && t == mm->out, "%s: qkv is %s", cases[i].what, t >= 0 ? p.tensors[t].name : "?");
+            /* the projection's result lives until the attention has read it */
+            uint64_t no_ws[8] = {0};
+            CHECK(graph_plan_place(&p, no_ws) == 0, "%s: place", cases[i].what);
+            int o = att->out;
+            while (o >= 0 && p.tensors[o].view_of >= 0)
+                o = p.tensors[o].view_of;
+            int att_step = -1;
+            for (int st = 0; st < p.n_kernels; st++)
+                if (p.order[st] == (int)(att - p.kernels))
+                    att_step = st;
+            if (t >= 0 && o >= 0) {
+                const graph_plan_tensor *xt = &p.tensors[t], *ot = &p.tensors[o];
+                CHECK(xt->region == GRAPH_REGION_ARENA && att_step >= 0 && xt->last == att_step &&
+                          (ot->region != GRAPH_REGION_ARENA || xt->offset + xt->bytes <= ot->offset ||
+                           ot->offset + ot->bytes <= xt->offset),
+                      "%s: qkv [%d, %d] at %llu, the attention's result [%d, %d] at %llu (region %d)", cases[i].what,
+                      xt->first, xt->last, (unsigned long long)xt->offset, ot->first, ot->last,
+                      (unsigned long long)ot->offset, ot->region);
+            }
+        } else {
+            CHECK(count_kind(&p, TUNER_OP_COPY) == 3, "%s: %d copies", cases[i].what, count_kind(&p, TUNER_OP_COPY));
+        }
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+    /* GPT-2's eager attention, spelled out over [B*H, S, D] views (as PyTorch decomposes it):
+     * the attention rewrite, the bshd fold and this one compose - c_attn and one attention. */
+    const char *eager =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[2,77,768],\"dtype\":\"f16\"},"
+        "{\"name\":\"am\",\"shape\":[2,1,1,77],\"dtype\":\"f16\"}],"
+        "\"weights\":[{\"name\":\"w\",\"shape\":[768,2304],\"dtype\":\"f16\"},"
+        "{\"name\":\"b\",\"shape\":[2304],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"x2\",\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"x2\"],\"attrs\":{\"shape\":[154,768]}},"
+        "{\"name\":\"c_attn\",\"op\":\"matmul\",\"inputs\":[\"x2\",\"w\"],\"outputs\":[\"m\"]},"
+        "{\"name\":\"bias\",\"op\":\"add\",\"inputs\":[\"m\",\"b\"],\"outputs\":[\"m2\"]},"
+        "{\"name\":\"m3\",\"op\":\"reshape\",\"inputs\":[\"m2\"],\"outputs\":[\"qkv\"],\"attrs\":{\"shape\":[2,77,2304]}},"
+        "{\"name\":\"sq\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"q\"],\"attrs\":{\"starts\":[0],\"ends\":[768],\"axes\":[2],\"steps\":[1]}},"
+        "{\"name\":\"sk\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"k\"],\"attrs\":{\"starts\":[768],\"ends\":[1536],\"axes\":[2],\"steps\":[1]}},"
+        "{\"name\":\"sv\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"v\"],\"attrs\":{\"starts\":[1536],\"ends\":[2304],\"axes\":[2],\"steps\":[1]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"q\"],\"outputs\":[\"q4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"k\"],\"outputs\":[\"k4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"v\"],\"outputs\":[\"v4\"],\"attrs\":{\"shape\":[2,77,12,64]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"q4\"],\"outputs\":[\"qh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"k4\"],\"outputs\":[\"kh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"v4\"],\"outputs\":[\"vh\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"qh\"],\"outputs\":[\"q3\"],\"attrs\":{\"shape\":[24,77,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"kh\"],\"outputs\":[\"k3\"],\"attrs\":{\"shape\":[24,77,64]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"vh\"],\"outputs\":[\"v3\"],\"attrs\":{\"shape\":[24,77,64]}},"
+        "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k3\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1]}},"
+        "{\"name\":\"qk\",\"op\":\"matmul\",\"inputs\":[\"q3\",\"kt\"],\"outputs\":[\"s\"]},"
+        "{\"name\":\"sc\",\"op\":\"scale\",\"inputs\":[\"s\"],\"outputs\":[\"s1\"],\"attrs\":{\"value\":0.125}},"
+        "{\"name\":\"s4\",\"op\":\"reshape\",\"inputs\":[\"s1\"],\"outputs\":[\"s4\"],\"attrs\":{\"shape\":[2,12,77,77]}},"
+        "{\"name\":\"mask\",\"op\":\"add\",\"inputs\":[\"s4\",\"am\"],\"outputs\":[\"s5\"]},"
+        "{\"name\":\"softmax\",\"op\":\"softmax\",\"inputs\":[\"s5\"],\"outputs\":[\"pr\"]},"
+        "{\"name\":\"p3\",\"op\":\"reshape\",\"inputs\":[\"pr\"],\"outputs\":[\"p3\"],\"attrs\":{\"shape\":[24,77,77]}},"
+        "{\"name\":\"pv\",\"op\":\"matmul\",\"inputs\":[\"p3\",\"v3\"],\"outputs\":[\"o3\"]},"
+        "{\"op\":\"reshape\",\"inputs\":[\"o3\"],\"outputs\":[\"o4\"],\"attrs\":{\"shape\":[2,12,77,64]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"o4\"],\"outputs\":[\"ot\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"ot\"],\"outputs\":[\"out\"],\"attrs\":{\"shape\":[2,77,768]}}],"
+        "\"outputs\":[\"out\"]}}";
+    CHECK(plan_of(eager, &rq, &p, &e) == 0, "eager: %s %s", e.field, e.message);
+    if (failures)
+        return;
+    {
+        const graph_kernel *att = kernel_of(&p, "softmax");
+        CHECK(p.n_kernels == 2 && count_kind(&p, TUNER_OP_COPY) == 0 && att && att->op->kind == TUNER_OP_ATTENTION &&
+                  att->op->attrs.attention.packed && att->op->attrs.attention.kv_heads == 12 &&
+                  att->op->attrs.attention.scale == 0.125 && att->op->n_inputs == 2 &&
+                  att->op->inputs[0].shape[2] == 36 && kernel_of(&p, "sv") == att,
+              "eager: %d kernels: %s", p.n_kernels, att ? att->request : "none");
+    }
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* The layout as a node's attribute: one qkv input, kv_heads, the mask second; the node's
+     * fields are the request's (kv_heads that leave no query head refused at the node). */
+#define PACKED_NODE(kvh)                                                                                   \
+        "{\"graph\":{\"inputs\":[{\"name\":\"qkv\",\"shape\":[2,77,36,64],\"dtype\":\"f16\"},"                                   \
+        "{\"name\":\"am\",\"shape\":[2,1,1,77],\"dtype\":\"f16\"}],\"nodes\":["                                  \
+        "{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"qkv\",\"am\"],\"outputs\":[\"o\"],"                   \
+        "\"attrs\":{\"layout\":\"bshd_packed\",\"kv_heads\":" #kvh "}},"                                               \
+        "{\"name\":\"act\",\"op\":\"relu\",\"inputs\":[\"o\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}"
+    CHECK(plan_of(PACKED_NODE(4), &rq, &p, &e) == 0, "node: %s %s", e.field, e.message);
+    if (failures)
+        return;
+    CHECK(p.n_kernels == 1 && p.kernels[0].op->attrs.attention.packed && p.kernels[0].op->attrs.attention.kv_heads == 4 &&
+              p.kernels[0].op->output.shape[2] == 28 && p.kernels[0].op->epilogue.n == 1,
+          "node: %d kernels: %s", p.n_kernels, p.n_kernels ? p.kernels[0].request : "");
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+    CHECK(plan_of(PACKED_NODE(18), &rq, &p, &e) < 0 && strstr(e.field, "nodes[0].attrs.kv_heads"), "node kv_heads 18: %s", e.field);
+}
+
 int main(void)
 {
     test_mlp();
@@ -1687,6 +1862,7 @@ int main(void)
     test_shape_nodes();
     test_embeddings();
     test_attention();
+    test_attention_packed();
     test_gelu();
     test_views_below_steps();
     if (failures) {

@@ -1213,6 +1213,89 @@ static void test_attention(void)
         422, "invalid_field", "prologue");
 }
 
+/* attention in layout bshd_packed: one qkv input [B,S,Hq+2*Hkv,D], kv_heads given or a third of
+ * the heads, the mask as inputs[1], the output [B,S,Hq,D], canonical JSON, every refusal. */
+#define ATP(qkv, dt) "{\"op\":\"attention\",\"inputs\":[" AT_T(qkv, dt)
+#define ATP_ATTRS "\"attrs\":{\"layout\":\"bshd_packed\""
+static void test_attention_packed(void)
+{
+    /* GPT-2: [8,512,3*12*64] viewed as [8,512,36,64], causal */
+    proto_kernel_request r = OK(ATP("[8,512,36,64]", "f16") "]," ATP_ATTRS ",\"causal\":true}}");
+    const int64_t o1[4] = {8, 512, 12, 64};
+    CHECK(r.op.kind == TUNER_OP_ATTENTION && r.op.attrs.attention.packed && r.op.attrs.attention.bshd &&
+              r.op.attrs.attention.causal && r.op.attrs.attention.kv_heads == 12 && r.op.n_anchor_inputs == 1 &&
+              r.op.n_inputs == 1 && r.op.output.rank == 4 && memcmp(r.op.output.shape, o1, sizeof(o1)) == 0 &&
+              r.op.output.dtype == TUNER_F16 && fabs(r.op.attrs.attention.scale - 0.125) < 1e-15,
+          "packed gpt2: kv_heads %d anchor %d", r.op.attrs.attention.kv_heads, r.op.n_anchor_inputs);
+    tuner_attention_dims d = tuner_attention_dims_of(&r.op);
+    CHECK(d.b == 8 && d.s == 512 && d.skv == 512 && d.hq == 12 && d.hkv == 12 && d.group == 1 && d.d == 64 &&
+              !d.has_mask, "packed dims");
+    /* GQA: 32 query heads, 8 kv heads, a [B,1,1,S] mask (inputs[1]), an epilogue operand after it */
+    r = OK(ATP("[2,100,48,128]", "bf16") "," AT_T("[2,1,1,100]", "f32") "," AT_T("[128]", "bf16") "]," ATP_ATTRS
+           ",\"kv_heads\":8,\"scale\":0.1},\"epilogue\":[{\"op\":\"bias\",\"input\":2}]}");
+    const int64_t o2[4] = {2, 100, 32, 128};
+    CHECK(r.op.attrs.attention.kv_heads == 8 && r.op.n_anchor_inputs == 2 && r.op.n_inputs == 3 &&
+              memcmp(r.op.output.shape, o2, sizeof(o2)) == 0 && r.op.attrs.attention.scale == 0.1 &&
+              tuner_attention_mask_input(&r.op) == 1 && tuner_attention_dims_of(&r.op).has_mask &&
+              tuner_attention_dims_of(&r.op).group == 4, "packed gqa");
+    /* a step reading inputs[1] makes it an operand, not the mask */
+    r = OK(ATP("[1,16,12,64]", "f16") "," AT_T("[64]", "f16") "]," ATP_ATTRS "},\"epilogue\":[{\"op\":\"add\",\"input\":1}]}");
+    CHECK(r.op.n_anchor_inputs == 1 && r.op.n_inputs == 2 && !tuner_attention_dims_of(&r.op).has_mask, "packed operand");
+    /* MQA: kv_heads 1 of 10 heads (8 query heads) */
+    r = OK(ATP("[1,16,10,80]", "f16") "]," ATP_ATTRS ",\"kv_heads\":1}}");
+    CHECK(r.op.output.shape[2] == 8 && tuner_attention_dims_of(&r.op).group == 8, "packed mqa");
+
+    /* Canonical JSON: kv_heads and the layout written out (a given default keys as absent), the
+     * other layouts without kv_heads. */
+    char *a = canon(ATP("[1,64,24,128]", "f16") "]," ATP_ATTRS "}}");
+    char *b = canon(ATP("[1,64,24,128]", "f16") "]," ATP_ATTRS ",\"kv_heads\":8}}");
+    char *c = canon(ATP("[1,64,24,128]", "f16") "]," ATP_ATTRS ",\"kv_heads\":4}}");
+    char *e = canon(AT3("[1,64,8,128]", "[1,64,8,128]", "f16") "],\"attrs\":{\"layout\":\"bshd\"}}");
+    CHECK(strcmp(a, b) == 0, "%s / %s", a, b);
+    CHECK(strstr(a, "{\"attrs\":{\"causal\":false,\"kv_heads\":8,\"layout\":\"bshd_packed\",\"scale\":0.088388347648318") == a,
+          "%s", a);
+    CHECK(strcmp(a, c) != 0 && strstr(c, "\"kv_heads\":4,"), "%s", c);
+    CHECK(!strstr(e, "kv_heads") && strstr(e, "\"layout\":\"bshd\""), "%s", e);
+    free(a);
+    free(b);
+    free(c);
+    free(e);
+
+    /* qkv: rank 4, f16/bf16, a supported head dim */
+    BAD(ATP("[8,512,2304]", "f16") "]," ATP_ATTRS "}}", 422, "invalid_field", "inputs[0].shape");
+    BAD(ATP("[8,512,36,64]", "f32") "]," ATP_ATTRS "}}", 422, "invalid_field", "inputs[0].dtype");
+    BAD(ATP("[8,512,36,32]", "f16") "]," ATP_ATTRS "}}", 422, "invalid_field", "inputs[0].shape");
+    /* heads: three equal parts when kv_heads is not given; Hq = heads - 2 Hkv a positive multiple */
+    BAD(ATP("[8,512,35,64]", "f16") "]," ATP_ATTRS "}}", 422, "shape_mismatch", "inputs[0].shape");
+    BAD(ATP("[8,512,36,64]", "f16") "]," ATP_ATTRS ",\"kv_heads\":18}}", 422, "shape_mismatch", "attrs.kv_heads");
+    BAD(ATP("[8,512,36,64]", "f16") "]," ATP_ATTRS ",\"kv_heads\":20}}", 422, "shape_mismatch", "attrs.kv_heads");
+    BAD(ATP("[8,512,36,64]", "f16") "]," ATP_ATTRS ",\"kv_heads\":5}}", 422, "shape_mismatch", "attrs.kv_heads");
+    BAD(ATP("[8,512,36,64]", "f16") "]," ATP_ATTRS ",\"kv_heads\":0}}", 422, "invalid_field", "attrs.kv_heads");
+    BAD(ATP("[8,512,36,64]", "f16") "]," ATP_ATTRS ",\"kv_heads\":1.5}}", 400, "invalid_field", "attrs.kv_heads");
+    /* kv_heads belongs to the packed layout only */
+    BAD(AT3("[2,8,128,64]", "[2,8,128,64]", "f16") "],\"attrs\":{\"kv_heads\":8}}", 422, "invalid_field",
+        "attrs.kv_heads");
+    BAD(AT3("[2,128,8,64]", "[2,128,8,64]", "f16") "],\"attrs\":{\"layout\":\"bshd\",\"kv_heads\":8}}", 422,
+        "invalid_field", "attrs.kv_heads");
+    /* the mask: a float dtype broadcasting to [B,Hq,S,S] = [2,12,64,64] */
+    BAD(ATP("[2,64,36,64]", "f16") "," AT_T("[2,1,1,128]", "f32") "]," ATP_ATTRS "}}", 422, "shape_mismatch",
+        "inputs[1].shape");
+    BAD(ATP("[2,64,36,64]", "f16") "," AT_T("[2,36,64,64]", "f32") "]," ATP_ATTRS "}}", 422, "shape_mismatch",
+        "inputs[1].shape");
+    BAD(ATP("[2,64,36,64]", "f16") "," AT_T("[64,64]", "i32") "]," ATP_ATTRS "}}", 422, "invalid_field",
+        "inputs[1].dtype");
+    OK(ATP("[2,64,36,64]", "f16") "," AT_T("[2,12,64,64]", "bf16") "]," ATP_ATTRS "}}");
+    /* q, k, v given separately in the packed layout: the second input is taken as the mask */
+    BAD(ATP("[2,64,36,64]", "f16") "," AT_T("[2,64,12,64]", "f16") "," AT_T("[2,64,12,64]", "f16") "]," ATP_ATTRS "}}",
+        422, "invalid_field", "inputs[2]");
+    /* no inputs; a step reading qkv; no prologue */
+    BAD("{\"op\":\"attention\",\"inputs\":[]," ATP_ATTRS "}}", 422, "invalid_field", "inputs");
+    BAD(ATP("[1,16,12,64]", "f16") "]," ATP_ATTRS "},\"epilogue\":[{\"op\":\"add\",\"input\":0}]}", 422,
+        "invalid_field", "epilogue[0].input");
+    BAD(ATP("[1,16,12,64]", "f16") "]," ATP_ATTRS "},\"prologue\":[{\"op\":\"neg\",\"input\":0}]}", 422,
+        "invalid_field", "prologue");
+}
+
 static void test_strip(void)
 {
     proto_kernel_request r = OK(
@@ -1286,7 +1369,7 @@ static void test_examples(const char *dir)
     static const char *const names[] = {
         "matmul.json", "matmul_bias_gelu.json", "batched_matmul.json", "conv2d.json",
         "softmax.json", "layernorm.json", "rmsnorm.json", "reduce_sum.json", "elementwise.json",
-        "attention.json", "attention_decode.json",
+        "attention.json", "attention_decode.json", "attention_packed.json",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[1024];
@@ -1530,6 +1613,7 @@ int main(int argc, char **argv)
     test_shape_ops();
     test_gather();
     test_attention();
+    test_attention_packed();
     test_strip();
     test_error_json();
     test_suggestions();

@@ -288,6 +288,27 @@ static tuner_op attention(int64_t b, int64_t hq, int64_t hkv, int64_t s, int64_t
     return op;
 }
 
+/* attention in the bshd_packed layout: one qkv [b,s,hq+2*hkv,d] (self-attention), the mask
+ * ([b,1,1,s] for mask_rank 4) inputs[1]. */
+static tuner_op attention_packed(int64_t b, int64_t hq, int64_t hkv, int64_t s, int64_t d, bool causal, int mask_rank)
+{
+    tuner_op op = blank(TUNER_OP_ATTENTION);
+    const int64_t qkv[4] = {b, s, hq + 2 * hkv, d}, o[4] = {b, s, hq, d};
+    op.inputs[0] = tensor(4, qkv, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    if (mask_rank == 4) {
+        const int64_t m[4] = {b, 1, 1, s};
+        op.inputs[1] = tensor(4, m, 16);
+        op.n_inputs = op.n_anchor_inputs = 2;
+    }
+    op.attrs.attention.causal = causal;
+    op.attrs.attention.bshd = op.attrs.attention.packed = true;
+    op.attrs.attention.kv_heads = (int)hkv;
+    op.attrs.attention.scale = 1.0 / sqrt((double)d);
+    op.output = tensor(4, o, 16);
+    return op;
+}
+
 static int build_cases(scase *c)
 {
     int n = 0;
@@ -733,6 +754,11 @@ static int build_cases(scase *c)
         ADD("attn decode s1 kv4097 gqa32/8 d128", attention(2, 32, 8, 1, 4097, 128, false, false, 0), false);
         ADD("attn decode causal s5 kv1000 d64", attention(3, 8, 2, 5, 1000, 64, true, true, 0), false);
         ADD("attn s4096 d128 causal", attention(1, 4, 4, 4096, 4096, 128, true, false, 0), false);
+        /* bshd_packed: q, k, v read out of one QKV projection (GPT-2's block; GQA with a mask;
+         * a short sequence, which attention_decode takes too) */
+        ADD("attn packed gpt2 s512 d64 causal", attention_packed(2, 12, 12, 512, 64, true, 0), false);
+        ADD("attn packed gqa8/2 s300 d128 mask[b,1,1,s]", attention_packed(2, 8, 2, 300, 128, false, 4), false);
+        ADD("attn packed s7 d80 causal", attention_packed(3, 4, 4, 7, 80, true, 0), false);
     }
 #undef ADD
     return n;

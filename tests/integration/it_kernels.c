@@ -89,7 +89,7 @@ static void check_code(const ht_daemon *d, const char *key, const char *arch, in
 /* attention through the real daemon. Refusals, each with its status (422: the request language
  * accepts the JSON, the shapes do not fit) and field, after which the daemon still serves: a head
  * dim of k other than q's, Hq not a multiple of Hkv, a mask that does not broadcast to
- * [B,Hq,S,Skv], a prologue, scale 0, an integer mask. */
+ * [B,Hq,S,Skv], a prologue, scale 0, an integer mask, and the packed layout's kv_heads. */
 #define ATT_QKV(q, kv)                                                                             \
     "{\"op\":\"attention\",\"inputs\":[{\"shape\":" q ",\"dtype\":\"f16\"},{\"shape\":" kv               \
     ",\"dtype\":\"f16\"},{\"shape\":" kv ",\"dtype\":\"f16\"}"
@@ -112,6 +112,14 @@ static void check_attention_refusals(const ht_daemon *d)
         {ATT_QKV("[1,8,128,64]", "[1,8,128,64]") ",{\"shape\":[1,1,1,128],\"dtype\":\"i64\"}]}", "invalid_field",
          "inputs[3].dtype"},
         {ATT_QKV("[1,8,128,100]", "[1,8,128,100]") "]}", "invalid_field", "inputs[0].shape"},
+        /* bshd_packed: kv_heads leaving no query head; kv_heads in another layout; qkv's heads
+         * not three equal parts without kv_heads */
+        {"{\"op\":\"attention\",\"inputs\":[{\"shape\":[1,128,36,64],\"dtype\":\"f16\"}],"
+         "\"attrs\":{\"layout\":\"bshd_packed\",\"kv_heads\":18}}", "shape_mismatch", "attrs.kv_heads"},
+        {ATT_QKV("[1,128,8,64]", "[1,128,8,64]") "],\"attrs\":{\"layout\":\"bshd\",\"kv_heads\":8}}", "invalid_field",
+         "attrs.kv_heads"},
+        {"{\"op\":\"attention\",\"inputs\":[{\"shape\":[1,128,35,64],\"dtype\":\"f16\"}],"
+         "\"attrs\":{\"layout\":\"bshd_packed\"}}", "shape_mismatch", "inputs[0].shape"},
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         ht_resp bad = ht_post(d, "/v1/kernels", refused[i].body);
@@ -150,6 +158,14 @@ static void check_attention_kernels(const ht_daemon *d)
         {ATT_QKV("[2,8,333,64]", "[2,8,333,64]") ",{\"shape\":[2,8,333,64],\"dtype\":\"f16\"}],"
          "\"attrs\":{\"causal\":true},\"epilogue\":[{\"op\":\"add\",\"input\":3},{\"op\":\"cast\",\"dtype\":\"f32\"}],"
          "\"arch\":\"sm_80\",\"tune\":\"none\"}", "sm_80", 80, "[2,8,333,64]", "f32", "attention_mma", 20},
+        /* bshd_packed: GPT-2's c_attn output [8,512,3*12*64] as [8,512,36,64], causal, on sm_90a
+         * (one TMA map over qkv); GQA 8/2 with a padding mask (inputs[1]) on sm_80 */
+        {"{\"op\":\"attention\",\"inputs\":[{\"shape\":[8,512,36,64],\"dtype\":\"f16\"}],"
+         "\"attrs\":{\"layout\":\"bshd_packed\",\"causal\":true},\"arch\":\"sm_90a\",\"tune\":\"none\"}", "sm_90a",
+         90, "[8,512,12,64]", "f16", "attention_wgmma", 40},
+        {"{\"op\":\"attention\",\"inputs\":[{\"shape\":[2,300,12,128],\"dtype\":\"bf16\"},"
+         "{\"shape\":[2,1,1,300],\"dtype\":\"f32\"}],\"attrs\":{\"layout\":\"bshd_packed\",\"kv_heads\":2},"
+         "\"arch\":\"sm_80\",\"tune\":\"none\"}", "sm_80", 80, "[2,300,8,128]", "bf16", "attention_mma", 10},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ht_resp sp = ht_post(d, "/v1/spaces", cases[i].body);

@@ -31,6 +31,16 @@ typedef struct tuner__attn_problem {
      * entry, head and row; the head dimension is contiguous. */
     long long q_sb, q_sh, q_ss;
     long long kv_sb, kv_sh, kv_ss;
+    /* ... and of the output, [B,Hq,S,D] or [B,S,Hq,D]: q's, except in the packed layout. */
+    long long o_sb, o_sh, o_ss;
+    /* The layout bshd_packed (bshd set too): q, k and v are head ranges of one input, qkv
+     * [B,S,Hq+2Hkv,D], whose element offsets k_head0 * D and v_head0 * D start k and v. */
+    bool packed;
+    long long k_head0, v_head0;
+    /* C expressions of the kernel's pointers to q, k and v element 0: in0, in1, in2, or in0 and
+     * in0 plus k's or v's first head. */
+    char q_ptr[48], k_ptr[48], v_ptr[48];
+    int mask_in; /* the mask's input index: 3, or 1 when packed */
     /* The mask (d.has_mask): its dtype and element strides along (b, h, i, j) of its view
      * broadcast to [B, Hq, S, Skv]; 0 along a broadcast dimension. */
     tuner_dtype mask_dt;
@@ -57,15 +67,19 @@ double tuner__attn_flops(const tuner__attn_problem *p);
 /* Bytes the op must move at least: q, k, v, the mask and the output once. */
 double tuner__attn_min_bytes(const tuner__attn_problem *p);
 
-/* C expressions (malloc'd; NULL on OOM) for the element offsets of q[b, h, i, c] (and of the
- * output, same shape) and of k/v[b, hk, j, c]; b, h, hk, i, j, c are C expressions. */
+/* C expressions (malloc'd; NULL on OOM) for the element offsets of q[b, h, i, c] from p->q_ptr
+ * and of k/v[b, hk, j, c] from p->k_ptr / p->v_ptr; b, h, hk, i, j, c are C expressions. */
 char *tuner__attn_q_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i,
                            const char *c);
 char *tuner__attn_kv_offset(const tuner__attn_problem *p, const char *b, const char *hk, const char *j,
                             const char *c);
 
+/* ... and of the output element [b, h, i, c]. */
+char *tuner__attn_out_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i,
+                             const char *c);
+
 /* A C expression (malloc'd) for the mask's value, as a float, at (b, h, i, j) of the broadcast
- * view: hd_f32(in3[...]). Only when p->d.has_mask. */
+ * view: hd_f32(in3[...]) (in1 when packed). Only when p->d.has_mask. */
 char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const char *h, const char *i,
                              const char *j);
 

@@ -12,7 +12,7 @@
 
 bool tuner__attn_supported(const tuner_op *op)
 {
-    if (op->kind != TUNER_OP_ATTENTION || op->n_anchor_inputs < 3)
+    if (op->kind != TUNER_OP_ATTENTION || op->n_anchor_inputs < (op->attrs.attention.packed ? 1 : 3))
         return false;
     const tuner_dtype dt = op->inputs[0].dtype;
     if (dt != TUNER_F16 && dt != TUNER_BF16)
@@ -39,7 +39,26 @@ int tuner__attn_problem_init(const tuner_op *op, tuner__attn_problem *p, char **
     p->causal = op->attrs.attention.causal;
     p->scale = op->attrs.attention.scale;
     const tuner_attention_dims *d = &p->d;
-    if (p->bshd) {
+    p->packed = op->attrs.attention.packed;
+    p->mask_in = tuner_attention_mask_input(op);
+    snprintf(p->q_ptr, sizeof(p->q_ptr), "in0");
+    snprintf(p->k_ptr, sizeof(p->k_ptr), "in1");
+    snprintf(p->v_ptr, sizeof(p->v_ptr), "in2");
+    if (p->packed) {
+        /* qkv [B, S, Hq + 2 Hkv, D]: q, k and v share its strides, k and v start at heads Hq and
+         * Hq + Hkv; the output is a plain [B, S, Hq, D]. */
+        const long long h3 = d->hq + 2 * d->hkv;
+        p->q_ss = p->kv_ss = h3 * d->d;
+        p->q_sh = p->kv_sh = d->d;
+        p->q_sb = p->kv_sb = d->s * h3 * d->d;
+        p->k_head0 = d->hq;
+        p->v_head0 = d->hq + d->hkv;
+        snprintf(p->k_ptr, sizeof(p->k_ptr), "(in0 + %lldLL)", p->k_head0 * d->d);
+        snprintf(p->v_ptr, sizeof(p->v_ptr), "(in0 + %lldLL)", p->v_head0 * d->d);
+        p->o_ss = d->hq * d->d;
+        p->o_sh = d->d;
+        p->o_sb = d->s * p->o_ss;
+    } else if (p->bshd) {
         /* [B, S, H, D] */
         p->q_ss = d->hq * d->d;
         p->q_sh = d->d;
@@ -56,9 +75,14 @@ int tuner__attn_problem_init(const tuner_op *op, tuner__attn_problem *p, char **
         p->kv_sh = d->skv * d->d;
         p->kv_sb = d->hkv * p->kv_sh;
     }
+    if (!p->packed) {
+        p->o_sb = p->q_sb;
+        p->o_sh = p->q_sh;
+        p->o_ss = p->q_ss;
+    }
     if (d->has_mask) {
         /* Right-aligned against [B, Hq, S, Skv]; a size-1 (or missing) dimension is broadcast. */
-        const tuner_tensor *m = &op->inputs[3];
+        const tuner_tensor *m = &op->inputs[p->mask_in];
         p->mask_dt = m->dtype;
         long long stride = 1;
         for (int k = 3; k >= 0; k--) {
@@ -137,11 +161,16 @@ char *tuner__attn_kv_offset(const tuner__attn_problem *p, const char *b, const c
     return offset_expr(b, p->kv_sb, hk, p->kv_sh, j, p->kv_ss, c);
 }
 
+char *tuner__attn_out_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *c)
+{
+    return offset_expr(b, p->o_sb, h, p->o_sh, i, p->o_ss, c);
+}
+
 char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *j)
 {
     tuner_sb sb;
     tuner_sb_init(&sb);
-    tuner_sb_puts(&sb, "hd_f32(in3[0LL");
+    tuner_sb_printf(&sb, "hd_f32(in%d[0LL", p->mask_in);
     const char *coord[4] = {b, h, i, j};
     for (int k = 0; k < 4; k++)
         if (p->m_st[k])
@@ -173,7 +202,7 @@ void tuner__attn_emit_store(tuner_sb *sb, const tuner__attn_problem *p, const ch
                             const char *c, const char *const *vars, int nv)
 {
     const tuner_op *op = p->op;
-    char *off = tuner__attn_q_offset(p, b, h, i, c);
+    char *off = tuner__attn_out_offset(p, b, h, i, c);
     tuner_sb_printf(sb, "{\nfloat hd_sv[%d] = {", nv);
     for (int k = 0; k < nv; k++)
         tuner_sb_printf(sb, "%s%s", k ? ", " : "", vars[k]);

@@ -82,7 +82,8 @@ static bool decode_applies(const tuner_op *op, const tuner_target *t)
         return false;
     if (d.b > 65535 || d.hkv > 65535)
         return false;
-    for (int i = 0; i < 3; i++)
+    /* q, k and v (packed: qkv, which holds all three) */
+    for (int i = 0; i < (op->attrs.attention.packed ? 1 : 3); i++)
         if (!aligned16(&op->inputs[i]))
             return false;
     return true;
@@ -204,15 +205,15 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
                     c->ch, (long long)d->skv);
     tuner_sb_printf(sb, "const int ntiles = k1 > k0 ? (int)((k1 - k0 + %d) / %d) : 0;\n", TILE - 1, TILE);
     tuner_sb_printf(sb, "const long long kvb = b * %lldLL + (long long)hk * %lldLL;\n", p->kv_sb, p->kv_sh);
-    tuner_sb_printf(sb, "const %s *kb = in1 + kvb;\nconst %s *vb = in2 + kvb;\n", T, T);
+    tuner_sb_printf(sb, "const %s *kb = %s + kvb;\nconst %s *vb = %s + kvb;\n", T, p->k_ptr, T, p->v_ptr);
 
     /* The block's query rows (unscaled: the scale is applied to the fp32 scores), rows past R
      * zero; r = (query head within the group) * S + row. */
     char *qoff = tuner__attn_q_offset(p, "b", "hq", "qi", "cc");
     tuner_sb_printf(sb, "for (int idx = tid; idx < %d; idx += %d) {\n", 16 * c->mt * (D / 8), NT);
     tuner_sb_printf(sb, "const int r = idx / %d, cc = (idx %% %d) * 8;\nhd_v4 v = {0u, 0u, 0u, 0u};\n", D / 8, D / 8);
-    tuner_sb_printf(sb, "if (r < %lld) {\nconst int hq = hk * %lld + r / %lld, qi = r %% %lld;\nv = hd_ld16(in0 + %s);\n}\n",
-                    c->rows, (long long)d->group, (long long)d->s, (long long)d->s, qoff);
+    tuner_sb_printf(sb, "if (r < %lld) {\nconst int hq = hk * %lld + r / %lld, qi = r %% %lld;\nv = hd_ld16(%s + %s);\n}\n",
+                    c->rows, (long long)d->group, (long long)d->s, (long long)d->s, p->q_ptr, qoff);
     tuner_sb_printf(sb, "*reinterpret_cast<hd_v4 *>(sq + r * %d + cc) = v;\n}\n", DP);
     free(qoff);
 

@@ -250,12 +250,12 @@ static int emit_loaders(tuner_sb *sb, const tuner__attn_problem *p, const attn_c
         return -ENOMEM;
     }
     tuner_sb_puts(sb, "auto at_load_q = [&]() {\n");
-    emit_tile_copy(sb, c, c->bm, dc, qa, "at_sq", "at_m0 + at_r < AT_S", "in0", qoff, p->q_ss);
+    emit_tile_copy(sb, c, c->bm, dc, qa, "at_sq", "at_m0 + at_r < AT_S", p->q_ptr, qoff, p->q_ss);
     tuner_sb_puts(sb, "};\n");
     for (int w = 1; w <= 2; w++) {
         tuner_sb_printf(sb, "auto at_load_%c = [&](int at_t, hd_u32 at_dst) {\nconst int at_j0 = at_t * AT_BN;\n",
                         w == 1 ? 'k' : 'v');
-        emit_tile_copy(sb, c, c->bn, dc, kva, "at_dst", "at_j0 + at_r < at_nend", w == 1 ? "in1" : "in2", kvoff,
+        emit_tile_copy(sb, c, c->bn, dc, kva, "at_dst", "at_j0 + at_r < at_nend", w == 1 ? p->k_ptr : p->v_ptr, kvoff,
                        p->kv_ss);
         tuner_sb_puts(sb, "};\n");
     }
@@ -283,7 +283,9 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
     const char *T = tuner__ctype(p.dt);
     const char *mma = p.dt == TUNER_F16 ? "hd_mma_f16_16816" : "hd_mma_bf16_16816";
     const int qa = align_of(&op->inputs[0]) < 16 ? align_of(&op->inputs[0]) : 16;
-    int kva = align_of(&op->inputs[1]) < align_of(&op->inputs[2]) ? align_of(&op->inputs[1]) : align_of(&op->inputs[2]);
+    /* Packed, k and v start whole heads (D * 2 bytes, a multiple of 16) into qkv: its alignment. */
+    const tuner_tensor *kin = p.packed ? &op->inputs[0] : &op->inputs[1], *vin = p.packed ? &op->inputs[0] : &op->inputs[2];
+    int kva = align_of(kin) < align_of(vin) ? align_of(kin) : align_of(vin);
     if (kva > 16)
         kva = 16;
     /* Pairs of output elements go out as one 4-byte store where the output allows it. */

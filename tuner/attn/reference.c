@@ -36,9 +36,11 @@ int tuner__attn_reference(const tuner_op *op, const tuner_target *t, tuner_progr
     char *q_off = tuner__attn_q_offset(&p, "b", "h", "i", "c");
     char *k_off = tuner__attn_kv_offset(&p, "b", "hk", "j", "c");
     char *v_off = tuner__attn_kv_offset(&p, "b", "hk", "j", "c");
+    char *o_off = tuner__attn_out_offset(&p, "b", "h", "i", "c");
     char *m_val = d->has_mask ? tuner__attn_mask_value(&p, "b", "h", "i", "j") : NULL;
-    if (!q_off || !k_off || !v_off || (d->has_mask && !m_val)) {
+    if (!q_off || !k_off || !v_off || !o_off || (d->has_mask && !m_val)) {
         free(q_off);
+        free(o_off);
         free(k_off);
         free(v_off);
         free(m_val);
@@ -60,13 +62,13 @@ int tuner__attn_reference(const tuner_op *op, const tuner_target *t, tuner_progr
     tuner_sb_printf(&sb, "const long long hk = h / %lldLL;\n", (long long)d->group);
     tuner_sb_printf(&sb, "float qv[%d];\n", nt);
     tuner_sb_printf(&sb, "for (int t = 0; t < %d; t++) {\nconst long long c = lane + 32 * t;\n"
-                         "qv[t] = c < %lldLL ? hd_f32(in0[%s]) : 0.0f;\n}\n",
-                    nt, (long long)d->d, q_off);
+                         "qv[t] = c < %lldLL ? hd_f32(%s[%s]) : 0.0f;\n}\n",
+                    nt, (long long)d->d, p.q_ptr, q_off);
     /* The score of key j: scale * (q_i . k_j) + mask, the same value on every lane. */
     tuner_sb_puts(&sb, "auto score = [&](long long j) -> float {\nfloat part = 0.0f;\n");
     tuner_sb_printf(&sb, "for (int t = 0; t < %d; t++) {\nconst long long c = lane + 32 * t;\n"
-                         "if (c < %lldLL) part += qv[t] * hd_f32(in1[%s]);\n}\n",
-                    nt, (long long)d->d, k_off);
+                         "if (c < %lldLL) part += qv[t] * hd_f32(%s[%s]);\n}\n",
+                    nt, (long long)d->d, p.k_ptr, k_off);
     tuner_sb_puts(&sb, "for (int m = 16; m > 0; m >>= 1) part += __shfl_xor_sync(0xffffffffu, part, m);\n"
                        "float s = __shfl_sync(0xffffffffu, part, 0) * ");
     tuner__emit_float(&sb, p.scale);
@@ -88,8 +90,8 @@ int tuner__attn_reference(const tuner_op *op, const tuner_target *t, tuner_progr
                        "const float s = score(j);\nif (s == -HD_INF) continue;\nconst float e = expf(s - mx);\n"
                        "l += e;\n");
     tuner_sb_printf(&sb, "for (int t = 0; t < %d; t++) {\nconst long long c = lane + 32 * t;\n"
-                         "if (c < %lldLL) acc[t] += e * hd_f32(in2[%s]);\n}\n}\n}\n",
-                    nt, (long long)d->d, v_off);
+                         "if (c < %lldLL) acc[t] += e * hd_f32(%s[%s]);\n}\n}\n}\n",
+                    nt, (long long)d->d, p.v_ptr, v_off);
     /* The store: out[b, h, i, c] through the epilogue, whose operands are named by the output's
      * flattened leading index (b, h, i) in bhsd, (b, i, h) in bshd, and the column c. */
     if (p.bshd)
@@ -104,8 +106,9 @@ int tuner__attn_reference(const tuner_op *op, const tuner_target *t, tuner_progr
                     nt, (long long)d->d);
     tuner__bcast_ctx ec = {op, "orow", "c"};
     tuner__emit_chain(&sb, op, &op->epilogue, "o", tuner__bcast_load, &ec);
-    tuner_sb_printf(&sb, "out[%s] = o;\n}\n}\n", q_off);
+    tuner_sb_printf(&sb, "out[%s] = o;\n}\n}\n", o_off);
     free(q_off);
+    free(o_off);
     free(k_off);
     free(v_off);
     free(m_val);

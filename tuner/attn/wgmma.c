@@ -55,7 +55,10 @@
  *
  * TMA maps (kernel parameters by value, encoded by the launcher from tuner_launch.maps): bhsd q
  * (D, S, Hq, B), k and v (D, Skv, Hkv, B), boxes (64, rows, 1, 1); bshd q (D, Hq, S, B), k and v
- * (D, Hkv, Skv, B), boxes (64, 1, rows, 1): either way a box lands as rows x 128 bytes.
+ * (D, Hkv, Skv, B), boxes (64, 1, rows, 1): either way a box lands as rows x 128 bytes. Layout
+ * bshd_packed: all three map the whole qkv (D, Hq + 2 Hkv, S, B), boxes (64, 1, rows, 1), so a
+ * box never reaches past the tensor (columns past D are zero-filled, not the next head's), and k
+ * and v are loaded at heads Hq + hk and Hq + Hkv + hk.
  *
  * Applies on sm_90a to what tuner__attn_supported accepts with 16-byte aligned q, k, v (TMA).
  */
@@ -148,7 +151,8 @@ static bool aw_problem(const tuner_op *op, const tuner_target *t, tuner__attn_pr
     const tuner_arch *a = tuner__arch(t);
     if (!op || !a || !a->has_wgmma || t->sm != 90 || !t->arch_specific || !tuner__attn_supported(op))
         return false;
-    for (int i = 0; i < 3; i++)
+    /* q, k and v (packed: qkv, whose k and v heads start D * 2 bytes apart, a multiple of 16) */
+    for (int i = 0; i < (op->attrs.attention.packed ? 1 : 3); i++)
         if (op->inputs[i].align < 16)
             return false;
     return tuner__attn_problem_init(op, p, NULL) == 0;
@@ -311,7 +315,9 @@ static tuner_tmap aw_tmap_of(const tuner__attn_problem *p, const aw_cfg *c, int 
 {
     const tuner_attention_dims *d = &p->d;
     const uint64_t esz = 2, rows = which == 0 ? (uint64_t)d->s : (uint64_t)d->skv;
-    const uint64_t heads = which == 0 ? (uint64_t)d->hq : (uint64_t)d->hkv;
+    /* Packed: the three maps are one map of the whole qkv (its real strides, its own extent),
+     * the loads of k and v offset by their first head (emit_tile_load's callers). */
+    const uint64_t heads = p->packed ? (uint64_t)(d->hq + 2 * d->hkv) : which == 0 ? (uint64_t)d->hq : (uint64_t)d->hkv;
     const uint32_t box_rows = (uint32_t)(which == 0 ? c->bm : c->bn);
     uint64_t dims[4], strides[3];
     uint32_t box[4];
@@ -336,7 +342,7 @@ static tuner_tmap aw_tmap_of(const tuner__attn_problem *p, const aw_cfg *c, int 
         box[2] = 1;
     }
     strides[2] = row * rows * heads;
-    return tuner__hopper_tmap_tiled(TUNER_BUF_INPUT0 + which, p->dt, 4, dims, strides, box);
+    return tuner__hopper_tmap_tiled(TUNER_BUF_INPUT0 + (p->packed ? 0 : which), p->dt, 4, dims, strides, box);
 }
 
 /* Emits the TMA loads of a tile of `rows` rows from map `map` at row `r0` of head `h`, batch
@@ -514,10 +520,16 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner_sb_puts(&sb, "for (int n = 0; n < aw_nt; n++) {\n");
     tuner__hopper_emit_stage_acquire(&sb, S, c.stage_bytes, "wg_bar0", "aw_ring");
     tuner_sb_printf(&sb, "wg_expect(wg_full, %d);\nconst int aw_kv0 = n * %d;\n", c.stage_bytes, c.bn);
-    emit_tile_load(&sb, &p, &c, "wg_st", "aw_map_k", "aw_kv0", "aw_hk", c.bn, "wg_full");
+    /* k's and v's heads: aw_hk, or packed in qkv's head dimension after q's (and k's) heads */
+    char khead[48] = "aw_hk", vhead[48] = "aw_hk";
+    if (p.packed) {
+        snprintf(khead, sizeof(khead), "(aw_hk + %lld)", p.k_head0);
+        snprintf(vhead, sizeof(vhead), "(aw_hk + %lld)", p.v_head0);
+    }
+    emit_tile_load(&sb, &p, &c, "wg_st", "aw_map_k", "aw_kv0", khead, c.bn, "wg_full");
     char vdst[48];
     snprintf(vdst, sizeof(vdst), "(wg_st + %d)", c.kv_bytes);
-    emit_tile_load(&sb, &p, &c, vdst, "aw_map_v", "aw_kv0", "aw_hk", c.bn, "wg_full");
+    emit_tile_load(&sb, &p, &c, vdst, "aw_map_v", "aw_kv0", vhead, c.bn, "wg_full");
     tuner__hopper_emit_stage_advance(&sb, S);
     tuner_sb_puts(&sb, "}\n}\n}\n");
 

@@ -154,7 +154,7 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
     for (int i = 0; i < op->n_inputs; i++) {
         const tuner_tensor *x = &op->inputs[i];
         const size_t n = (size_t)tuner_tensor_numel(x), es = (size_t)tuner_dtype_size(x->dtype);
-        const bool mask = d.has_mask && i == 3;
+        const bool mask = d.has_mask && i == tuner_attention_mask_input(op);
         const long long mrow = x->rank >= 2 ? x->shape[x->rank - 1] : 0; /* a mask row's length */
         void *h = malloc(n * es);
         for (size_t k = 0; k < n; k++) {
@@ -197,30 +197,38 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
     double *host = calloc(nout, sizeof(double));
     double *sc = malloc((size_t)d.skv * sizeof(double));
     const double scale = (double)(float)op->attrs.attention.scale;
-    const tuner_tensor *q = &op->inputs[0], *k = &op->inputs[1], *v = &op->inputs[2];
+    /* packed: q, k and v are head ranges of qkv (inputs[0], [B,S,Hq+2Hkv,D]), the mask inputs[1] */
+    const bool packed = op->attrs.attention.packed;
+    const int mi = tuner_attention_mask_input(op);
+    const long long h3 = d.hq + 2 * d.hkv;
+    const tuner_tensor *q = &op->inputs[0], *k = &op->inputs[packed ? 0 : 1], *v = &op->inputs[packed ? 0 : 2];
+    const void *hk_in = hin[packed ? 0 : 1], *hv_in = hin[packed ? 0 : 2];
     long long empty = 0, partial = 0;
     for (long long b = 0; b < d.b; b++)
         for (long long h = 0; h < d.hq; h++)
             for (long long i = 0; i < d.s; i++) {
                 const long long hk = h / d.group;
-                const size_t qrow = bshd ? (size_t)(((b * d.s + i) * d.hq + h) * d.d)
+                /* orow: the output's row (q's, except in the packed layout) */
+                const size_t orow = bshd ? (size_t)(((b * d.s + i) * d.hq + h) * d.d)
                                          : (size_t)(((b * d.hq + h) * d.s + i) * d.d);
+                const size_t qrow = packed ? (size_t)(((b * d.s + i) * h3 + h) * d.d) : orow;
                 double mx = -INFINITY;
                 long long seen = 0;
                 for (long long j = 0; j < d.skv; j++) {
                     sc[j] = -INFINITY;
                     if (causal && j > i + d.skv - d.s)
                         continue;
-                    const size_t krow = bshd ? (size_t)(((b * d.skv + j) * d.hkv + hk) * d.d)
-                                             : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
+                    const size_t krow = packed ? (size_t)(((b * d.skv + j) * h3 + d.hq + hk) * d.d)
+                                        : bshd ? (size_t)(((b * d.skv + j) * d.hkv + hk) * d.d)
+                                               : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
                     double dot = 0;
                     for (long long c = 0; c < d.d; c++)
                         dot += (double)t_host_get(q->dtype, hin[0], qrow + (size_t)c) *
-                               (double)t_host_get(k->dtype, hin[1], krow + (size_t)c);
+                               (double)t_host_get(k->dtype, hk_in, krow + (size_t)c);
                     double s_ = scale * dot;
                     if (d.has_mask) {
                         const long long crd[4] = {b, h, i, j};
-                        s_ += (double)t_host_get(op->inputs[3].dtype, hin[3], attn_mask_offset(&op->inputs[3], crd));
+                        s_ += (double)t_host_get(op->inputs[mi].dtype, hin[mi], attn_mask_offset(&op->inputs[mi], crd));
                     }
                     sc[j] = s_;
                     if (s_ > mx)
@@ -237,11 +245,12 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                         for (long long j = 0; j < d.skv; j++) {
                             if (sc[j] == -INFINITY)
                                 continue;
-                            const size_t vrow = bshd ? (size_t)(((b * d.skv + j) * d.hkv + hk) * d.d)
-                                                     : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
+                            const size_t vrow = packed ? (size_t)(((b * d.skv + j) * h3 + d.hq + d.hkv + hk) * d.d)
+                                                : bshd ? (size_t)(((b * d.skv + j) * d.hkv + hk) * d.d)
+                                                       : (size_t)(((b * d.hkv + hk) * d.skv + j) * d.d);
                             const double e = exp(sc[j] - mx);
                             l += e;
-                            acc += e * (double)t_host_get(v->dtype, hin[2], vrow + (size_t)c);
+                            acc += e * (double)t_host_get(v->dtype, hv_in, vrow + (size_t)c);
                         }
                     double o = seen > 0 ? acc / l : 0.0;
                     for (int s_ = 0; s_ < op->epilogue.n; s_++) {
@@ -250,9 +259,9 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
                             o *= stp->scalar;
                         else /* an add of an output-shaped operand */
                             o += (double)t_host_get(op->inputs[stp->operand].dtype, hin[stp->operand],
-                                                    qrow + (size_t)c);
+                                                    orow + (size_t)c);
                     }
-                    host[qrow + (size_t)c] = o;
+                    host[orow + (size_t)c] = o;
                 }
             }
     double rms = 0;
@@ -733,6 +742,17 @@ int main(void)
         if (!only || strstr("attention reference decode mqa", only)) {
             op = ta_attention_of(TUNER_F16, false, false, 2, 8, 1, 1, 300, 128, 4, m1, TUNER_BF16);
             verify_attn_reference("attention reference decode mqa", &op, &t, false);
+        }
+        if (!only || strstr("attention reference packed gqa +res*0.5", only)) {
+            /* bshd_packed: qkv [1,40,12,80] (8 query heads, 2 kv heads), causal, a [B,1,S,S]
+             * mask (inputs[1]) with fully -inf rows, a residual on the [1,40,8,80] output */
+            const long long pm[4] = {1, 1, 40, 40}, pres[4] = {1, 40, 8, 80};
+            ta_shape ps = {.dt = TUNER_BF16, .b = 1, .hq = 8, .hkv = 2, .s = 40, .skv = 40, .d = 80, .packed = true,
+                           .causal = true, .mask_rank = 4, .mask_dt = TUNER_F32};
+            memcpy(ps.mask_shape, pm, sizeof(pm));
+            op = ta_attention(&ps);
+            t_add_epilogue(&op, TUNER_EW_ADD, 4, pres, TUNER_EW_SCALE);
+            verify_attn_reference("attention reference packed gqa +res*0.5", &op, &t, true);
         }
     }
     printf("gpu_verify: %d wrong or failed candidates\n", total_wrong);

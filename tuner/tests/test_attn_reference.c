@@ -39,7 +39,17 @@ static void check_reference(const char *name, const tuner_op *op, const tuner_ta
               strstr(p->source, "__shfl_sync") && strstr(p->source, "float *__restrict__ out"),
           "%s: source", what);
     CHECK(!strstr(p->source, "jend = i +") == !op->attrs.attention.causal, "%s: causal bound", what);
-    CHECK(!strstr(p->source, "s += hd_f32(in3[") == !d.has_mask, "%s: mask", what);
+    char mask_read[32];
+    snprintf(mask_read, sizeof(mask_read), "s += hd_f32(in%d[", tuner_attention_mask_input(op));
+    CHECK(!strstr(p->source, mask_read) == !d.has_mask, "%s: mask", what);
+    /* packed: q, k and v read from qkv (in0) at their first heads, nothing from in2 */
+    if (op->attrs.attention.packed) {
+        char kp[64], vp[64];
+        snprintf(kp, sizeof(kp), "hd_f32((in0 + %lldLL)[", (long long)(d.hq * d.d));
+        snprintf(vp, sizeof(vp), "hd_f32((in0 + %lldLL)[", (long long)((d.hq + d.hkv) * d.d));
+        CHECK(strstr(p->source, "hd_f32(in0[") && strstr(p->source, kp) && strstr(p->source, vp) &&
+                  (op->n_inputs > 2 || !strstr(p->source, "in2")), "%s: packed addressing", what);
+    }
     CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
     tuner_program_free(p);
 }
@@ -76,6 +86,20 @@ int main(int argc, char **argv)
     const long long m1[1] = {50};
     op = ta_attention_of(TUNER_F16, false, false, 1, 4, 1, 17, 50, 256, 1, m1, TUNER_BF16);
     check_reference("attention bhsd f16 d256 mqa mask[Skv]", &op, &sm90a);
+
+    /* bshd_packed: GPT-2's qkv [B,S,3H,D] causal; GQA 8/2 with a [B,1,1,S] mask (inputs[1]) and
+     * a bias epilogue (inputs[2]) */
+    ta_shape ps = {.dt = TUNER_F16, .b = 2, .hq = 12, .hkv = 12, .s = 77, .skv = 77, .d = 64, .packed = true,
+                   .causal = true};
+    op = ta_attention(&ps);
+    check_reference("attention packed f16 d64 gpt2 causal", &op, &sm80);
+    check_reference("attention packed f16 d64 gpt2 causal", &op, &sm90a);
+    ps = (ta_shape){.dt = TUNER_BF16, .b = 2, .hq = 8, .hkv = 2, .s = 40, .skv = 40, .d = 128, .packed = true,
+                    .mask_rank = 4, .mask_shape = {2, 1, 1, 40}, .mask_dt = TUNER_F32};
+    op = ta_attention(&ps);
+    const long long pbias[1] = {128};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, pbias, TUNER_EW_RELU);
+    check_reference("attention packed bf16 d128 gqa mask +bias", &op, &sm86);
 
     /* refusals: a prologue, a head dim the templates are not written for */
     op = ta_attention_of(TUNER_F16, false, false, 1, 4, 4, 16, 16, 64, 0, NULL, TUNER_F32);

@@ -205,8 +205,18 @@ def _node(n, ins, torch, F, dt):
 def _attention(ins, a, torch):
     """The attention op in f32 (docs/api.md): GQA by repeating k/v heads, causal aligned to the
     bottom right, and a row with no key left giving 0, as PyTorch's SDPA does."""
-    q, k, v = (t.float() for t in ins[:3])
-    bshd = a.get("layout", "bhsd") == "bshd"
+    layout = a.get("layout", "bhsd")
+    mask = ins[3] if len(ins) > 3 else None
+    if layout == "bshd_packed":
+        # one qkv [B,S,Hq+2*Hkv,D]: q's heads, then k's, then v's; the mask after it
+        qkv = ins[0].float()
+        hkv = a.get("kv_heads", qkv.shape[2] // 3)
+        hq = qkv.shape[2] - 2 * hkv
+        q, k, v = qkv[:, :, :hq], qkv[:, :, hq:hq + hkv], qkv[:, :, hq + hkv:]
+        mask = ins[1] if len(ins) > 1 else None
+    else:
+        q, k, v = (t.float() for t in ins[:3])
+    bshd = layout in ("bshd", "bshd_packed")
     if bshd:
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     s, skv, d = q.shape[2], k.shape[2], q.shape[3]
@@ -215,8 +225,8 @@ def _attention(ins, a, torch):
     v = v.repeat_interleave(group, dim=1)
     scale = a.get("scale", 1.0 / d ** 0.5)
     sc = torch.matmul(q, k.transpose(-1, -2)) * scale
-    if len(ins) > 3:
-        sc = sc + ins[3].float()
+    if mask is not None:
+        sc = sc + mask.float()
     if a.get("causal"):
         keep = torch.ones(s, skv, dtype=torch.bool).tril(diagonal=skv - s)
         sc = sc.masked_fill(~keep, float("-inf"))

@@ -124,18 +124,20 @@ static void fill_inputs(host_case *hc)
         hc->h[i] = malloc(n * (size_t)tuner_dtype_size(x->dtype));
         for (size_t k = 0; k < n; k++) {
             float f;
-            if (i == 0)
-                f = rnd_value(x->dtype, 4096);
-            else if (i < 3)
-                f = rnd_value(x->dtype, 1024);
-            else
+            /* (packed: qkv is inputs[0], the mask inputs[1]) */
+            if (i >= hc->p.mask_in)
                 f = t_rnd_int(0, 7) == 0 ? -INFINITY : rnd_value(x->dtype, 2048);
+            else if (i == 0)
+                f = rnd_value(x->dtype, 4096);
+            else
+                f = rnd_value(x->dtype, 1024);
             t_host_put(x->dtype, hc->h[i], k, f);
         }
     }
     if (!hc->p.d.has_mask)
         return;
-    const tuner_tensor *m = &op->inputs[3];
+    const int mi = hc->p.mask_in;
+    const tuner_tensor *m = &op->inputs[mi];
     const long long skv = m->shape[m->rank - 1];
     if (hc->p.m_st[2]) {
         /* Row 3 of every (b, h) entry the mask has (row index 3 % S). */
@@ -145,13 +147,13 @@ static void fill_inputs(host_case *hc)
         const float lowest = m->dtype == TUNER_F16 ? -65504.0f : m->dtype == TUNER_BF16 ? -3.38953139e38f : -FLT_MAX;
         for (long long r = 0; r < rows; r++)
             for (long long j = 0; j < skv; j++) {
-                t_host_put(m->dtype, hc->h[3], (size_t)((r * s + 3 % s) * skv + j), -INFINITY);
+                t_host_put(m->dtype, hc->h[mi], (size_t)((r * s + 3 % s) * skv + j), -INFINITY);
                 if (s > 5)
-                    t_host_put(m->dtype, hc->h[3], (size_t)((r * s + 5) * skv + j), lowest);
+                    t_host_put(m->dtype, hc->h[mi], (size_t)((r * s + 5) * skv + j), lowest);
             }
     } else if (hc->p.m_st[0] && m->shape[0] > 1) {
         for (long long j = 0; j < skv; j++)
-            t_host_put(m->dtype, hc->h[3], (size_t)(1 * (tuner_tensor_numel(m) / m->shape[0]) + j), -INFINITY);
+            t_host_put(m->dtype, hc->h[mi], (size_t)(1 * (tuner_tensor_numel(m) / m->shape[0]) + j), -INFINITY);
     }
 }
 
@@ -193,7 +195,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             for (long long i = 0; i < d->s; i++) {
                 empty_rows += !ta_reference_row(&hc.p, (const void *const *)hc.h, b, h, i, row, scores);
                 for (long long c = 0; c < d->d; c++)
-                    ref[b * hc.p.q_sb + h * hc.p.q_sh + i * hc.p.q_ss + c] = apply_epilogue(op, row[c]);
+                    ref[b * hc.p.o_sb + h * hc.p.o_sh + i * hc.p.o_ss + c] = apply_epilogue(op, row[c]);
             }
 
     CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1] = {0};
@@ -453,6 +455,15 @@ int main(void)
               sh_.mask_shape[3] = 100, sh_.mask_dt = TUNER_F32, sh_.causal = true, sh_.bshd = true));
         CASE("D128 epi scale", shp(dt, 1, 4, 4, 100, 100, 128), (void)0);
         CASE("D64 epi cast scale bshd", shp(dt, 1, 4, 4, 100, 100, 64), sh_.bshd = true);
+        /* bshd_packed: q, k, v read out of one qkv [B,S,Hq+2Hkv,D] (GPT-2's c_attn output) */
+        CASE("D64 packed 12/12 causal S129", shp(dt, 2, 12, 12, 129, 129, 64), (sh_.packed = true, sh_.causal = true));
+        CASE("D80 packed 4/4 S100", shp(dt, 1, 4, 4, 100, 100, 80), sh_.packed = true);
+        CASE("D128 packed GQA 8/2 causal S200", shp(dt, 2, 8, 2, 200, 200, 128), (sh_.packed = true, sh_.causal = true));
+        CASE("D256 packed MQA 4/1 S70", shp(dt, 1, 4, 1, 70, 70, 256), sh_.packed = true);
+        CASE("D64 packed mask [B,1,1,S] f32", shp(dt, 2, 4, 4, 77, 77, 64),
+             (sh_.packed = true, sh_.mask_rank = 4, sh_.mask_shape[0] = 2, sh_.mask_shape[1] = 1, sh_.mask_shape[2] = 1,
+              sh_.mask_shape[3] = 77, sh_.mask_dt = TUNER_F32));
+        CASE("D128 packed epi scale causal S1", shp(dt, 3, 4, 4, 1, 1, 128), (sh_.packed = true, sh_.causal = true));
     }
 #undef CASE
     /* Timing: B 1 x 16 heads x 4096 x 4096 x 128, f16 (and bf16, and causal). */

@@ -66,12 +66,13 @@ typedef struct shape {
     bool bshd, causal;
     int mask;       /* MASK_KEYS: [Skv] f32; MASK_B1SK: [B,1,S,Skv] f32 with a fully -inf row */
     bool epilogue;  /* + bias[D] (dtype), then silu */
+    bool packed;    /* layout bshd_packed: one qkv [B,S,Hq+2Hkv,D], Skv = S, the mask inputs[1] */
 } shape;
 
 static tuner_op attn_op(const shape *sh)
 {
     ta_shape ts = {.dt = sh->dt, .b = sh->b, .hq = sh->hq, .hkv = sh->hkv, .s = sh->s, .skv = sh->skv, .d = sh->d,
-                   .bshd = sh->bshd, .causal = sh->causal, .mask_dt = TUNER_F32};
+                   .bshd = sh->bshd, .causal = sh->causal, .mask_dt = TUNER_F32, .packed = sh->packed};
     if (sh->mask == MASK_KEYS) {
         ts.mask_rank = 1;
         ts.mask_shape[0] = sh->skv;
@@ -116,13 +117,16 @@ static void reference(const shape *sh, const tuner_op *op, host_t *in, double *r
         fprintf(stderr, "reference: %s\n", err ? err : "?");
         exit(2);
     }
-    const void *raw[4] = {in[0].raw, in[1].raw, in[2].raw, sh->mask != MASK_NONE ? in[3].raw : NULL};
+    const int mi = tuner_attention_mask_input(op);
+    const void *raw[4] = {in[0].raw, sh->packed ? NULL : in[1].raw, sh->packed ? NULL : in[2].raw, NULL};
+    if (sh->mask != MASK_NONE)
+        raw[mi] = in[mi].raw;
     double *sc = malloc((size_t)sh->skv * sizeof(double)), *row = malloc((size_t)sh->d * sizeof(double));
     for (long long b = 0; b < sh->b; b++)
         for (long long h = 0; h < sh->hq; h++)
             for (long long i = 0; i < sh->s; i++) {
                 ta_reference_row(&p, raw, b, h, i, row, sc);
-                const long long qo = b * p.q_sb + h * p.q_sh + i * p.q_ss;
+                const long long qo = b * p.o_sb + h * p.o_sh + i * p.o_ss;
                 for (long long c = 0; c < sh->d; c++) {
                     double v = row[c];
                     if (sh->epilogue) {
@@ -165,10 +169,10 @@ static int total_bad;
 
 static void shape_name(const shape *sh, char *buf, size_t n)
 {
-    snprintf(buf, n, "B%lld %lld/%lld S%lld Skv%lld D%lld %s%s%s%s%s", sh->b, sh->hq, sh->hkv, sh->s, sh->skv, sh->d,
+    snprintf(buf, n, "B%lld %lld/%lld S%lld Skv%lld D%lld %s%s%s%s%s%s", sh->b, sh->hq, sh->hkv, sh->s, sh->skv, sh->d,
              tuner_dtype_name(sh->dt), sh->bshd ? " bshd" : "", sh->causal ? " causal" : "",
              sh->mask == MASK_KEYS ? " mask[Skv]" : sh->mask == MASK_B1SK ? " mask[B1SSkv]+row-inf" : "",
-             sh->epilogue ? " +b silu" : "");
+             sh->epilogue ? " +b silu" : "", sh->packed ? " packed" : "");
 }
 
 static void verify(const shape *sh, const tuner_target *t)
@@ -190,7 +194,7 @@ static void verify(const shape *sh, const tuner_target *t)
     for (int i = 0; i < op.n_inputs; i++) {
         tuner_dtype dt = op.inputs[i].dtype;
         mask_ctx mc = {sh};
-        in[i] = i == 3 && sh->mask != MASK_NONE ? host_fill(&op.inputs[i], mask_value, &mc)
+        in[i] = i == tuner_attention_mask_input(&op) && sh->mask != MASK_NONE ? host_fill(&op.inputs[i], mask_value, &mc)
                                                 : host_fill(&op.inputs[i], rnd_value, &dt);
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + i], in[i].bytes));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + i], in[i].raw, in[i].bytes));
@@ -375,14 +379,18 @@ int main(void)
 
     static const shape checks[] = {
         /* b, hq, hkv, s, skv, d, dt, bshd, causal, mask, epilogue */
-        {1, 32, 8, 1, 1000, 128, TUNER_F16, false, false, MASK_NONE, false},
-        {2, 32, 8, 1, 4096, 128, TUNER_BF16, true, false, MASK_KEYS, false},
-        {2, 32, 8, 4, 1000, 128, TUNER_F16, false, true, MASK_B1SK, false},
-        {1, 32, 8, 4, 4096, 256, TUNER_BF16, true, true, MASK_NONE, false},
-        {2, 32, 8, 4, 1000, 256, TUNER_F16, true, false, MASK_B1SK, true},
-        {1, 32, 8, 4, 2, 128, TUNER_F16, false, true, MASK_NONE, false}, /* S > Skv: rows 0, 1 have no key */
-        {1, 8, 1, 8, 1000, 64, TUNER_BF16, false, true, MASK_KEYS, false}, /* MQA, 64 rows: 4 m tiles */
-        {2, 16, 16, 1, 4096, 80, TUNER_F16, true, false, MASK_NONE, true},  /* MHA, hd 80 */
+        {1, 32, 8, 1, 1000, 128, TUNER_F16, false, false, MASK_NONE, false, false},
+        {2, 32, 8, 1, 4096, 128, TUNER_BF16, true, false, MASK_KEYS, false, false},
+        {2, 32, 8, 4, 1000, 128, TUNER_F16, false, true, MASK_B1SK, false, false},
+        {1, 32, 8, 4, 4096, 256, TUNER_BF16, true, true, MASK_NONE, false, false},
+        {2, 32, 8, 4, 1000, 256, TUNER_F16, true, false, MASK_B1SK, true, false},
+        {1, 32, 8, 4, 2, 128, TUNER_F16, false, true, MASK_NONE, false, false}, /* S > Skv: rows 0, 1 have no key */
+        {1, 8, 1, 8, 1000, 64, TUNER_BF16, false, true, MASK_KEYS, false, false}, /* MQA, 64 rows: 4 m tiles */
+        {2, 16, 16, 1, 4096, 80, TUNER_F16, true, false, MASK_NONE, true, false},  /* MHA, hd 80 */
+        /* bshd_packed (S = Skv, so only short sequences reach this template) */
+        {2, 12, 12, 1, 1, 64, TUNER_F16, true, true, MASK_NONE, false, true},
+        {2, 32, 8, 8, 8, 128, TUNER_BF16, true, true, MASK_B1SK, false, true},
+        {1, 8, 2, 16, 16, 256, TUNER_F16, true, false, MASK_KEYS, true, true},
     };
     for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
         shape_name(&checks[i], name, sizeof(name));
@@ -396,7 +404,7 @@ int main(void)
     static const long long bs[3] = {1, 16, 64}, skvs[2] = {4096, 32768};
     for (int bi = 0; bi < 3; bi++)
         for (int si = 0; si < 2; si++) {
-            shape sh = {bs[bi], 32, 8, 1, skvs[si], 128, TUNER_F16, false, false, MASK_NONE, false};
+            shape sh = {bs[bi], 32, 8, 1, skvs[si], 128, TUNER_F16, false, false, MASK_NONE, false, false};
             shape_name(&sh, name, sizeof(name));
             if (!only || strstr(name, only))
                 bench(&sh, &t, flush, flush_bytes);

@@ -30,12 +30,13 @@ typedef struct acase {
     tuner_dtype dt;
     long long b, hq, hkv, s, skv, d;
     bool bshd, causal, mask;
+    bool packed; /* layout bshd_packed: one qkv [B,S,Hq+2Hkv,D] (S = Skv), the mask inputs[1] */
 } acase;
 
 static tuner_op make_op(const acase *c)
 {
     ta_shape ts = {.dt = c->dt, .b = c->b, .hq = c->hq, .hkv = c->hkv, .s = c->s, .skv = c->skv, .d = c->d,
-                   .bshd = c->bshd, .causal = c->causal};
+                   .bshd = c->bshd, .causal = c->causal, .packed = c->packed};
     if (c->mask) {
         ts.mask_rank = 2;
         ts.mask_shape[0] = c->s;
@@ -46,7 +47,7 @@ static tuner_op make_op(const acase *c)
     return ta_attention(&ts);
 }
 
-/* out = the reference (attn_host.h) of every row, in q's layout; a row without keys is 0. */
+/* out = the reference (attn_host.h) of every row, in the output's layout; a row without keys is 0. */
 static void reference(const tuner_op *op, const void *const in[4], double *out)
 {
     tuner__attn_problem p;
@@ -59,7 +60,7 @@ static void reference(const tuner_op *op, const void *const in[4], double *out)
     for (long long b = 0; b < p.d.b; b++)
         for (long long h = 0; h < p.d.hq; h++)
             for (long long i = 0; i < p.d.s; i++)
-                ta_reference_row(&p, in, b, h, i, out + b * p.q_sb + h * p.q_sh + i * p.q_ss, lg);
+                ta_reference_row(&p, in, b, h, i, out + b * p.o_sb + h * p.o_sh + i * p.o_ss, lg);
     free(lg);
 }
 
@@ -119,9 +120,11 @@ static void verify_case(const acase *c, CUstream st)
         return;
     }
     const size_t nq = (size_t)(c->b * c->hq * c->s * c->d), nkv = (size_t)(c->b * c->hkv * c->skv * c->d);
-    uint16_t *hb[3];
-    const size_t ns[3] = {nq, nkv, nkv};
-    for (int t = 0; t < 3; t++) {
+    uint16_t *hb[3] = {NULL, NULL, NULL};
+    /* packed: qkv alone, q's, k's and v's heads in turn */
+    const size_t ns[3] = {c->packed ? nq + 2 * nkv : nq, nkv, nkv};
+    const int nbuf = c->packed ? 1 : 3, mbuf = c->packed ? 1 : 3;
+    for (int t = 0; t < nbuf; t++) {
         hb[t] = malloc(ns[t] * 2);
         for (size_t k = 0; k < ns[t]; k++)
             t_host_put(c->dt, hb[t], k, (float)t_rnd_int(-128, 128) / 128.0f);
@@ -139,12 +142,14 @@ static void verify_case(const acase *c, CUstream st)
             mask[k] = (k % 7 == 0 || (c->s > 3 && k / (size_t)c->skv == 3)) ? -INFINITY
                       : c->s > 4 && k / (size_t)c->skv == 4 ? -3.4028234663852886e38f
                                                             : (float)t_rnd_int(-256, 0) / 128.0f;
-        CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + 3], nm * sizeof(float)));
-        CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + 3], mask, nm * sizeof(float)));
+        CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + mbuf], nm * sizeof(float)));
+        CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + mbuf], mask, nm * sizeof(float)));
     }
     CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], nq * 2));
     double *ref = malloc(nq * sizeof(double));
     const void *in[4] = {hb[0], hb[1], hb[2], mask};
+    if (c->packed)
+        in[1] = mask;
     reference(&op, in, ref);
     uint16_t *out = malloc(nq * 2);
     const double tol = c->dt == TUNER_F16 ? 0.01 : 0.03;
@@ -189,12 +194,12 @@ static void verify_case(const acase *c, CUstream st)
     printf("%-40s %zu candidates, %d wrong\n", c->name, n_jobs, wrong);
     total_wrong += wrong;
     free_jobs();
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < nbuf; t++) {
         free(hb[t]);
         CK(d_cuMemFree(bufs[TUNER_BUF_INPUT0 + t]));
     }
     if (mask) {
-        CK(d_cuMemFree(bufs[TUNER_BUF_INPUT0 + 3]));
+        CK(d_cuMemFree(bufs[TUNER_BUF_INPUT0 + mbuf]));
         free(mask);
     }
     CK(d_cuMemFree(bufs[TUNER_BUF_OUTPUT]));
@@ -206,7 +211,7 @@ static void verify_case(const acase *c, CUstream st)
 static void time_case(bool causal, CUstream st)
 {
     const acase c = {causal ? "time 4096x4096 hd128 causal" : "time 4096x4096 hd128", TUNER_F16, 1, 16, 16, 4096,
-                     4096, 128, false, causal, false};
+                     4096, 128, false, causal, false, false};
     tuner_op op = make_op(&c);
     tuner_space *sp = NULL;
     char *err = NULL;
@@ -263,15 +268,20 @@ static void time_case(bool causal, CUstream st)
 }
 
 static const acase cases[] = {
-    {"hd128 f16 bhsd 256x256", TUNER_F16, 2, 4, 4, 256, 256, 128, false, false, false},
-    {"hd128 bf16 bhsd odd 77x333", TUNER_BF16, 2, 3, 3, 77, 333, 128, false, false, false},
-    {"hd64 f16 causal S<Skv 200x1000", TUNER_F16, 1, 4, 4, 200, 1000, 64, false, true, false},
-    {"hd128 bf16 causal S>Skv 500x130", TUNER_BF16, 1, 2, 2, 500, 130, 128, false, true, false},
-    {"hd128 f16 gqa 8/2 bshd causal 300x300", TUNER_F16, 1, 8, 2, 300, 300, 128, true, true, false},
-    {"hd80 f16 bshd 129x257", TUNER_F16, 2, 2, 2, 129, 257, 80, true, false, false},
-    {"hd256 bf16 bhsd causal 256x384", TUNER_BF16, 1, 2, 2, 256, 384, 256, false, true, false},
-    {"hd128 f16 mask [S,Skv] -inf row 100x200", TUNER_F16, 2, 2, 2, 100, 200, 128, false, false, true},
-    {"hd64 bf16 S=1 x 1000", TUNER_BF16, 2, 4, 4, 1, 1000, 64, false, false, false},
+    {"hd128 f16 bhsd 256x256", TUNER_F16, 2, 4, 4, 256, 256, 128, false, false, false, false},
+    {"hd128 bf16 bhsd odd 77x333", TUNER_BF16, 2, 3, 3, 77, 333, 128, false, false, false, false},
+    {"hd64 f16 causal S<Skv 200x1000", TUNER_F16, 1, 4, 4, 200, 1000, 64, false, true, false, false},
+    {"hd128 bf16 causal S>Skv 500x130", TUNER_BF16, 1, 2, 2, 500, 130, 128, false, true, false, false},
+    {"hd128 f16 gqa 8/2 bshd causal 300x300", TUNER_F16, 1, 8, 2, 300, 300, 128, true, true, false, false},
+    {"hd80 f16 bshd 129x257", TUNER_F16, 2, 2, 2, 129, 257, 80, true, false, false, false},
+    {"hd256 bf16 bhsd causal 256x384", TUNER_BF16, 1, 2, 2, 256, 384, 256, false, true, false, false},
+    {"hd128 f16 mask [S,Skv] -inf row 100x200", TUNER_F16, 2, 2, 2, 100, 200, 128, false, false, true, false},
+    {"hd64 bf16 S=1 x 1000", TUNER_BF16, 2, 4, 4, 1, 1000, 64, false, false, false, false},
+    /* bshd_packed: k and v at heads Hq and Hq + Hkv of one map over qkv */
+    {"hd64 f16 packed gpt2 12/12 causal 300", TUNER_F16, 2, 12, 12, 300, 300, 64, true, true, false, true},
+    {"hd128 bf16 packed gqa 8/2 257", TUNER_BF16, 1, 8, 2, 257, 257, 128, true, false, false, true},
+    {"hd80 f16 packed mask 4/4 100", TUNER_F16, 2, 4, 4, 100, 100, 80, true, false, true, true},
+    {"hd256 f16 packed mqa 4/1 causal 130", TUNER_F16, 1, 4, 1, 130, 130, 256, true, true, false, true},
 };
 
 int main(void)

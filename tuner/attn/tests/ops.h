@@ -13,6 +13,9 @@ typedef struct ta_shape {
     tuner_dtype dt;
     long long b, hq, hkv, s, skv, d;
     bool bshd, causal;
+    /* Layout bshd_packed (bshd implied): one qkv input [B,S,Hq+2*Hkv,D], Skv = S (skv unread),
+     * the mask inputs[1]. */
+    bool packed;
     /* The mask: rank 0 for none, else its shape (right-aligned against [B, Hq, S, Skv]). */
     int mask_rank;
     long long mask_shape[4];
@@ -44,6 +47,23 @@ static inline tuner_op ta_attention(const ta_shape *sh)
         q[2] = sh->hq;
         kv[1] = sh->skv;
         kv[2] = sh->hkv;
+    }
+    if (sh->packed) {
+        const long long qkv[4] = {sh->b, sh->s, sh->hq + 2 * sh->hkv, sh->d}, o[4] = {sh->b, sh->s, sh->hq, sh->d};
+        op.inputs[0] = ta_tensor(sh->dt, 4, qkv);
+        op.n_inputs = op.n_anchor_inputs = 1;
+        if (sh->mask_rank > 0) {
+            op.inputs[1] = ta_tensor(sh->mask_dt, sh->mask_rank, sh->mask_shape);
+            if (sh->mask_align)
+                op.inputs[1].align = sh->mask_align;
+            op.n_inputs = op.n_anchor_inputs = 2;
+        }
+        op.output = ta_tensor(sh->dt, 4, o);
+        op.attrs.attention.causal = sh->causal;
+        op.attrs.attention.bshd = op.attrs.attention.packed = true;
+        op.attrs.attention.kv_heads = (int)sh->hkv;
+        op.attrs.attention.scale = sh->scale > 0 ? sh->scale : 1.0 / sqrt((double)sh->d);
+        return op;
     }
     op.inputs[0] = ta_tensor(sh->dt, 4, q);
     op.inputs[1] = ta_tensor(sh->dt, 4, kv);

@@ -25,12 +25,13 @@ typedef struct shape {
     bool bshd, causal;
     int mask;
     bool epilogue;
+    bool packed; /* layout bshd_packed: one qkv [B,S,Hq+2Hkv,D] (Skv = S), the mask inputs[1] */
 } shape;
 
 static tuner_op attn_op(const shape *sh)
 {
     ta_shape ts = {.dt = sh->dt, .b = sh->b, .hq = sh->hq, .hkv = sh->hkv, .s = sh->s, .skv = sh->skv, .d = sh->d,
-                   .bshd = sh->bshd, .causal = sh->causal};
+                   .bshd = sh->bshd, .causal = sh->causal, .packed = sh->packed};
     if (sh->mask == MASK_KEYS_F32) {
         ts.mask_rank = 1;
         ts.mask_shape[0] = sh->skv;
@@ -162,7 +163,7 @@ int main(int argc, char **argv)
      * the keys so that B * Hkv * split fills the GPU in one wave of resident blocks, and it
      * applies ahead of everything else. */
     {
-        shape sh = {1, 32, 8, 1, 32768, 128, TUNER_F16, false, false, MASK_NONE, false};
+        shape sh = {1, 32, 8, 1, 32768, 128, TUNER_F16, false, false, MASK_NONE, false, false};
         tuner_op op = attn_op(&sh);
         const tuner_target t = targets[1];
         tuner_space *sp = NULL;
@@ -207,14 +208,14 @@ int main(int argc, char **argv)
 
     /* Where it does not apply: long query blocks, too many rows per kv head, f32, misaligned. */
     for (int ti = 0; ti < 2; ti++) {
-        shape sh = {1, 32, 8, 128, 4096, 128, TUNER_F16, false, false, MASK_NONE, false};
+        shape sh = {1, 32, 8, 128, 4096, 128, TUNER_F16, false, false, MASK_NONE, false, false};
         check_not_applies("S=128", &sh, &targets[ti]);
         sh.s = 17;
         check_not_applies("S=17", &sh, &targets[ti]);
         sh.s = 16;
         sh.hq = 64; /* group 8 x 16 rows = 128 */
         check_not_applies("group 8 x S 16", &sh, &targets[ti]);
-        sh = (shape){1, 32, 8, 1, 4096, 128, TUNER_F32, false, false, MASK_NONE, false};
+        sh = (shape){1, 32, 8, 1, 4096, 128, TUNER_F32, false, false, MASK_NONE, false, false};
         check_not_applies("f32", &sh, &targets[ti]);
         sh.dt = TUNER_F16;
         tuner_op op = attn_op(&sh);
@@ -224,16 +225,20 @@ int main(int argc, char **argv)
 
     static const shape cases[] = {
         /* b, hq, hkv, s, skv, d, dt, bshd, causal, mask, epilogue */
-        {1, 32, 8, 1, 32768, 128, TUNER_F16, false, false, MASK_NONE, false},
-        {4, 32, 8, 1, 4096, 128, TUNER_F16, true, false, MASK_NONE, false},
-        {2, 32, 8, 1, 1000, 128, TUNER_F16, false, false, MASK_KEYS_F32, false},
-        {1, 32, 8, 16, 4096, 128, TUNER_F16, true, true, MASK_NONE, false},
-        {2, 16, 16, 5, 1000, 64, TUNER_F16, false, true, MASK_B1SK_F16, false},
-        {1, 8, 1, 1, 4096, 80, TUNER_F16, true, false, MASK_NONE, true},
-        {1, 8, 1, 5, 1000, 96, TUNER_F16, false, true, MASK_KEYS_F32, false},
-        {2, 32, 8, 1, 1, 256, TUNER_F16, false, false, MASK_NONE, false},
-        {1, 32, 8, 4, 4096, 256, TUNER_F16, true, false, MASK_B1SK_F16, true},
-        {3, 16, 16, 1, 32768, 64, TUNER_F16, true, false, MASK_NONE, false},
+        {1, 32, 8, 1, 32768, 128, TUNER_F16, false, false, MASK_NONE, false, false},
+        {4, 32, 8, 1, 4096, 128, TUNER_F16, true, false, MASK_NONE, false, false},
+        {2, 32, 8, 1, 1000, 128, TUNER_F16, false, false, MASK_KEYS_F32, false, false},
+        {1, 32, 8, 16, 4096, 128, TUNER_F16, true, true, MASK_NONE, false, false},
+        {2, 16, 16, 5, 1000, 64, TUNER_F16, false, true, MASK_B1SK_F16, false, false},
+        {1, 8, 1, 1, 4096, 80, TUNER_F16, true, false, MASK_NONE, true, false},
+        {1, 8, 1, 5, 1000, 96, TUNER_F16, false, true, MASK_KEYS_F32, false, false},
+        {2, 32, 8, 1, 1, 256, TUNER_F16, false, false, MASK_NONE, false, false},
+        {1, 32, 8, 4, 4096, 256, TUNER_F16, true, false, MASK_B1SK_F16, true, false},
+        {3, 16, 16, 1, 32768, 64, TUNER_F16, true, false, MASK_NONE, false, false},
+        /* bshd_packed: self-attention over a few tokens (S = Skv <= 16) */
+        {2, 12, 12, 1, 1, 64, TUNER_F16, true, true, MASK_NONE, false, true},
+        {2, 32, 8, 8, 8, 128, TUNER_F16, true, true, MASK_B1SK_F16, false, true},
+        {1, 8, 2, 16, 16, 256, TUNER_F16, true, false, MASK_KEYS_F32, true, true},
     };
     char name[160];
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
@@ -242,11 +247,11 @@ int main(int argc, char **argv)
                 shape sh = cases[ci];
                 sh.dt = dts[di];
                 tuner_op op = attn_op(&sh);
-                snprintf(name, sizeof(name), "B%lld %lld/%lld S%lld Skv%lld D%lld %s%s%s%s%s", sh.b, sh.hq, sh.hkv,
+                snprintf(name, sizeof(name), "B%lld %lld/%lld S%lld Skv%lld D%lld %s%s%s%s%s%s", sh.b, sh.hq, sh.hkv,
                          sh.s, sh.skv, sh.d, tuner_dtype_name(sh.dt), sh.bshd ? " bshd" : "",
                          sh.causal ? " causal" : "",
                          sh.mask == MASK_KEYS_F32 ? " mask[Skv]f32" : sh.mask == MASK_B1SK_F16 ? " mask[B1SSkv]f16" : "",
-                         sh.epilogue ? " +b silu" : "");
+                         sh.epilogue ? " +b silu" : "", sh.packed ? " packed" : "");
                 run_case(name, &op, &targets[ti]);
             }
     printf("attention_decode: %zu cases, %d failures\n", n_cases, (int)t_failures);

@@ -490,6 +490,47 @@ static void add_epilogue(tuner_op *op, bool cast)
     op->epilogue.steps[op->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_SCALE, .operand = -1, .scalar = 0.5};
 }
 
+/* The packed layout's addressing: q at in0, k and v at in0 plus Hq and Hq + Hkv heads, all with
+ * qkv's row stride (Hq + 2 Hkv) * D; the mask in1; the output [B,S,Hq,D]. */
+static void test_packed_source(void)
+{
+    ta_shape sh = shape_of(TUNER_F16, 2, 8, 2, 100, 100, 64);
+    sh.packed = true;
+    sh.mask_rank = 2;
+    sh.mask_dt = TUNER_F32;
+    sh.mask_shape[0] = 100;
+    sh.mask_shape[1] = 100;
+    tuner_op op = ta_attention(&sh);
+    tuner__attn_problem p;
+    CHECK(tuner__attn_problem_init(&op, &p, NULL) == 0, "packed problem");
+    CHECK(p.packed && p.d.hq == 8 && p.d.hkv == 2 && p.d.s == 100 && p.d.skv == 100 && p.d.has_mask && p.mask_in == 1,
+          "packed dims");
+    CHECK(p.q_ss == 12 * 64 && p.kv_ss == 12 * 64 && p.q_sh == 64 && p.q_sb == 100 * 12 * 64 && p.kv_sb == p.q_sb &&
+              p.o_ss == 8 * 64 && p.o_sb == 100 * 8 * 64 && p.k_head0 == 8 && p.v_head0 == 10,
+          "packed strides");
+    CHECK(!strcmp(p.q_ptr, "in0") && !strcmp(p.k_ptr, "(in0 + 512LL)") && !strcmp(p.v_ptr, "(in0 + 640LL)"),
+          "packed pointers %s %s %s", p.q_ptr, p.k_ptr, p.v_ptr);
+    tuner_schedule s = {0};
+    CHECK(tuner__attn_mma.preferred(&op, &sm80, &s) == 0, "packed preferred");
+    tuner_program pr;
+    memset(&pr, 0, sizeof(pr));
+    CHECK(tuner__attn_mma.generate(&op, &sm80, &s, &pr, NULL) == 0, "packed generate");
+    if (pr.source) {
+        CHECK(strstr(pr.source, "(in0 + 512LL)") && strstr(pr.source, "(in0 + 640LL)") && strstr(pr.source, "hd_f32(in1[") &&
+                  !strstr(pr.source, "in2") && !strstr(pr.source, "in3"),
+              "packed source addressing");
+        CHECK(pr.kernels[0].n_args == 3 && pr.kernels[0].args[0] == TUNER_BUF_INPUT0 &&
+                  pr.kernels[0].args[1] == TUNER_BUF_INPUT0 + 1, "packed args");
+    }
+    free(pr.source);
+    /* The unpacked layouts keep in1 / in2 / in3. */
+    sh.packed = false;
+    sh.bshd = true;
+    op = ta_attention(&sh);
+    CHECK(tuner__attn_problem_init(&op, &p, NULL) == 0 && !strcmp(p.k_ptr, "in1") && !strcmp(p.v_ptr, "in2") &&
+              p.mask_in == 3 && p.o_ss == p.q_ss && p.o_sb == p.q_sb, "bshd pointers");
+}
+
 static void test_compile(void)
 {
     const tuner_target *targets[2] = {&sm80, &sm90a};
@@ -570,6 +611,29 @@ static void test_compile(void)
             add_case(tag, &op, t, 0, false);
         }
     }
+    /* bshd_packed: q, k, v out of one qkv [B,S,Hq+2Hkv,D]: GPT-2's block (the default must not
+     * spill), GQA with a [B,1,1,S] mask (inputs[1]), D 80 and an 8-byte aligned qkv, on both
+     * targets. */
+    for (int ti = 0; ti < 2; ti++) {
+        const tuner_target *t = targets[ti];
+        ta_shape sh = shape_of(TUNER_F16, 8, 12, 12, 512, 512, 64);
+        sh.packed = sh.causal = true;
+        tuner_op op = ta_attention(&sh);
+        add_case("packed_gpt2_causal", &op, t, 1, true);
+        sh = shape_of(TUNER_BF16, 2, 8, 2, 257, 257, 128);
+        sh.packed = true;
+        sh.mask_rank = 4;
+        sh.mask_dt = TUNER_F32;
+        memcpy(sh.mask_shape, (long long[4]){2, 1, 1, 257}, sizeof(sh.mask_shape));
+        op = ta_attention(&sh);
+        add_case("packed_gqa8x2_mask", &op, t, 1, false);
+        sh = shape_of(TUNER_F16, 1, 4, 4, 100, 100, 80);
+        sh.packed = true;
+        op = ta_attention(&sh);
+        op.inputs[0].align = 8;
+        add_epilogue(&op, false);
+        add_case("packed_d80_align8_epi", &op, t, 0, false);
+    }
     /* The other targets run the same mma.sync code: their defaults (D 128 and D 256, whose
      * 100 KiB parts take 32-key tiles) compile without spills too. */
     const tuner_target *others[] = {&sm86, &sm89, &sm90, &sm100, &sm120};
@@ -593,6 +657,7 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     test_spaces();
     test_space_build();
+    test_packed_source();
     test_compile();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("compiled %d programs in %.1f s\n", (int)compiled,

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "op/tmap.h"
+#include "tuner/attn/attn.h"
 #include "tuner/attn/tests/ops.h"
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
@@ -31,12 +33,13 @@ typedef struct attn_case {
     int mask_rank;         /* 0: none; 1: [Skv]; 2: [S, Skv]; 4: [B, 1, 1, Skv] */
     tuner_dtype mask_dt;
     bool epilogue;         /* + bias [D], then relu */
+    bool packed;           /* layout bshd_packed: one qkv [B,S,Hq+2Hkv,D] (S = Skv) */
 } attn_case;
 
 static tuner_op attn_op(const attn_case *c)
 {
     ta_shape ts = {.dt = c->dt, .b = c->b, .hq = c->hq, .hkv = c->hkv, .s = c->s, .skv = c->skv, .d = c->d,
-                   .bshd = c->bshd, .causal = c->causal};
+                   .bshd = c->bshd, .causal = c->causal, .packed = c->packed};
     if (c->mask_rank) {
         long long m1[1] = {c->skv}, m2[2] = {c->s, c->skv}, m4[4] = {c->b, 1, 1, c->skv};
         const long long *ms = c->mask_rank == 1 ? m1 : c->mask_rank == 2 ? m2 : m4;
@@ -67,7 +70,7 @@ static size_t count(const tuner_op *op, const tuner_target *t)
 
 static void test_space(void)
 {
-    attn_case c = {"4096 hd128", TUNER_F16, 1, 16, 16, 4096, 4096, 128, false, false, 0, 0, false};
+    attn_case c = {"4096 hd128", TUNER_F16, 1, 16, 16, 4096, 4096, 128, false, false, 0, 0, false, false};
     tuner_op op = attn_op(&c);
     const size_t n = count(&op, &sm90a);
     printf("space sm_90a f16 4096x4096 hd128: attention_wgmma %zu\n", n);
@@ -103,7 +106,7 @@ static void test_space(void)
  * space's candidates with finite positive times. */
 static void test_default(void)
 {
-    attn_case c = {"4096 hd128", TUNER_BF16, 2, 16, 16, 4096, 4096, 128, false, true, 0, 0, false};
+    attn_case c = {"4096 hd128", TUNER_BF16, 2, 16, 16, 4096, 4096, 128, false, true, 0, 0, false, false};
     tuner_op op = attn_op(&c);
     tuner_space *sp = NULL;
     char *err = NULL;
@@ -141,19 +144,62 @@ static void test_default(void)
 }
 
 static const attn_case cases[] = {
-    {"hd128 f16 bhsd", TUNER_F16, 2, 8, 8, 1024, 1024, 128, false, false, 0, 0, false},
-    {"hd64 bf16 bhsd causal S<Skv", TUNER_BF16, 1, 4, 4, 200, 1000, 64, false, true, 0, 0, false},
-    {"hd80 f16 bshd", TUNER_F16, 2, 4, 4, 300, 300, 80, true, false, 0, 0, false},
-    {"hd96 bf16 bshd causal S>Skv", TUNER_BF16, 1, 4, 4, 500, 130, 96, true, true, 0, 0, false},
-    {"hd256 f16 bhsd causal", TUNER_F16, 1, 2, 2, 1024, 1024, 256, false, true, 0, 0, false},
-    {"hd128 S=1", TUNER_F16, 4, 8, 8, 1, 4096, 128, false, false, 0, 0, false},
-    {"hd128 odd 77x333", TUNER_BF16, 3, 5, 5, 77, 333, 128, false, false, 0, 0, false},
-    {"hd128 gqa 8/2 bshd", TUNER_F16, 2, 8, 2, 512, 512, 128, true, true, 0, 0, false},
-    {"hd64 mask [Skv] f32", TUNER_F16, 2, 4, 4, 256, 300, 64, false, false, 1, TUNER_F32, false},
-    {"hd128 mask [S,Skv] f16", TUNER_F16, 1, 4, 4, 129, 257, 128, false, true, 2, TUNER_F16, false},
-    {"hd128 mask [B,1,1,Skv] bf16 bshd", TUNER_BF16, 2, 4, 2, 100, 200, 128, true, false, 4, TUNER_BF16, false},
-    {"hd128 epilogue", TUNER_F16, 1, 4, 4, 256, 256, 128, false, false, 0, 0, true},
+    {"hd128 f16 bhsd", TUNER_F16, 2, 8, 8, 1024, 1024, 128, false, false, 0, 0, false, false},
+    {"hd64 bf16 bhsd causal S<Skv", TUNER_BF16, 1, 4, 4, 200, 1000, 64, false, true, 0, 0, false, false},
+    {"hd80 f16 bshd", TUNER_F16, 2, 4, 4, 300, 300, 80, true, false, 0, 0, false, false},
+    {"hd96 bf16 bshd causal S>Skv", TUNER_BF16, 1, 4, 4, 500, 130, 96, true, true, 0, 0, false, false},
+    {"hd256 f16 bhsd causal", TUNER_F16, 1, 2, 2, 1024, 1024, 256, false, true, 0, 0, false, false},
+    {"hd128 S=1", TUNER_F16, 4, 8, 8, 1, 4096, 128, false, false, 0, 0, false, false},
+    {"hd128 odd 77x333", TUNER_BF16, 3, 5, 5, 77, 333, 128, false, false, 0, 0, false, false},
+    {"hd128 gqa 8/2 bshd", TUNER_F16, 2, 8, 2, 512, 512, 128, true, true, 0, 0, false, false},
+    {"hd64 mask [Skv] f32", TUNER_F16, 2, 4, 4, 256, 300, 64, false, false, 1, TUNER_F32, false, false},
+    {"hd128 mask [S,Skv] f16", TUNER_F16, 1, 4, 4, 129, 257, 128, false, true, 2, TUNER_F16, false, false},
+    {"hd128 mask [B,1,1,Skv] bf16 bshd", TUNER_BF16, 2, 4, 2, 100, 200, 128, true, false, 4, TUNER_BF16, false, false},
+    {"hd128 epilogue", TUNER_F16, 1, 4, 4, 256, 256, 128, false, false, 0, 0, true, false},
+    {"hd64 f16 packed gpt2 causal", TUNER_F16, 8, 12, 12, 512, 512, 64, true, true, 0, 0, false, true},
+    {"hd128 bf16 packed gqa 8/2 mask [B,1,1,S]", TUNER_BF16, 2, 8, 2, 300, 300, 128, true, false, 4, TUNER_F32, false,
+     true},
+    {"hd128 f16 packed", TUNER_F16, 2, 16, 16, 1024, 1024, 128, true, true, 0, 0, false, true},
 };
+
+/* The packed layout's maps: q's, k's and v's are one map of the whole qkv (buffer 0, dims
+ * (D, Hq + 2 Hkv, S, B), its real strides, boxes of one head), whose extent is exactly qkv's
+ * bytes; the producer loads k at head Hq + hk and v at Hq + Hkv + hk. */
+static void test_packed_maps(void)
+{
+    const attn_case c = {"packed maps", TUNER_F16, 3, 8, 2, 200, 200, 80, true, true, 0, 0, false, true};
+    tuner_op op = attn_op(&c);
+    CHECK(tuner__attn_wgmma.applies(&op, &sm90a), "packed: attention_wgmma applies");
+    tuner_schedule s = {0};
+    CHECK(tuner__attn_wgmma.preferred(&op, &sm90a, &s) == 0, "packed: preferred");
+    tuner_program prog, *p = &prog;
+    memset(&prog, 0, sizeof(prog));
+    char *err = NULL;
+    CHECK(tuner__attn_wgmma.generate(&op, &sm90a, &s, p, &err) == 0, "packed: generate: %s", err ? err : "");
+    free(err);
+    if (!p->source)
+        return;
+    const tuner_launch *l = &p->kernels[0];
+    const uint64_t row = 80 * 2, bytes = 3ull * 200 * 12 * 80 * 2;
+    CHECK(l->n_maps == 3 && l->n_args == 2, "packed: %d maps, %d args", l->n_maps, l->n_args);
+    for (int m = 0; m < l->n_maps; m++) {
+        const tuner_tmap *t = &l->maps[m];
+        CHECK(t->buf == TUNER_BUF_INPUT0 && t->rank == 4 && t->dims[0] == 80 && t->dims[1] == 12 && t->dims[2] == 200 &&
+                  t->dims[3] == 3 && t->strides[0] == row && t->strides[1] == row * 12 &&
+                  t->strides[2] == row * 12 * 200 && t->box[0] == 64 && t->box[1] == 1 && t->box[3] == 1,
+              "packed: map %d", m);
+        CHECK(tuner_tmap_extent(t) == bytes, "packed: map %d extent %llu of %llu", m,
+              (unsigned long long)tuner_tmap_extent(t), (unsigned long long)bytes);
+        CHECK(tuner_tmap_check(t, NULL, 0, NULL, 0) == 0, "packed: map %d check", m);
+    }
+    CHECK(strstr(p->source, "aw_map_k, 0, (aw_hk + 8), aw_kv0") && strstr(p->source, "aw_map_v, 0, (aw_hk + 10), aw_kv0") &&
+              strstr(p->source, "aw_map_q, 0, aw_h, aw_m0"),
+          "packed: k and v loaded at their heads");
+    free(p->source);
+    /* An unaligned qkv cannot be a TMA map's base. */
+    op.inputs[0].align = 8;
+    CHECK(!tuner__attn_wgmma.applies(&op, &sm90a), "packed: 8-byte aligned qkv refused");
+}
 
 /* Runs ptxas -v on ptx; returns true when it accepts, with the spill bytes it reports. */
 static bool ptxas_v(const char *what, const char *ptx, size_t len, int *ret_spills, bool *ret_serialized)
@@ -296,6 +342,7 @@ int main(int argc, char **argv)
         return 2;
     test_space();
     test_default();
+    test_packed_maps();
     if (!checks_only)
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
             if (t_in_shard(i))
