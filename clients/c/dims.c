@@ -301,7 +301,7 @@ int hidet_kernel_set_output_dim(const hidet_kernel_set *s, int axis, const char 
         return r;
     int64_t v = s->output_shape[axis];
     if (s->output_dims[axis]) {
-        v = 1;
+        v = 1; /* at most the product at max, which parsing checked fits */
         for (int k = 0; k < s->n_dims; k++)
             if (s->output_dims[axis] & (1u << k))
                 v *= at[k];

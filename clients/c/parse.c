@@ -362,8 +362,9 @@ int hidet__output_parse(const cJSON *o, const hidet_dim *dims, int n_dims, int *
                 return hidet__fail(err, -EPROTO, 0, "output.shape[%d]: %s", i, why);
             shape[i] = 1;
             for (int k = 0; k < n_dims; k++)
-                if (sym[i] & (1u << k))
-                    shape[i] *= dims[k].max;
+                if ((sym[i] & (1u << k)) && __builtin_mul_overflow(shape[i], dims[k].max, &shape[i]))
+                    return hidet__fail(err, -EPROTO, 0, "output.shape[%d]: %s is too large at its "
+                                       "dims' max", i, d->valuestring);
         } else if (cJSON_IsNumber(d)) {
             shape[i] = (int64_t)d->valuedouble;
         } else {
