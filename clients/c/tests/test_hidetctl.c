@@ -315,6 +315,35 @@ static int token_sent(const char *env, const char *opt, const char *val, char *a
     return rc;
 }
 
+/* hidetctl CMD FILE against a fake daemon answering body once; the request it got into head.
+ * Returns hidetctl's exit status. */
+static int serve_once(const char *body, const char *cmd, const char *file, char *head, size_t cap)
+{
+    fake f = {.body = body};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    char url[64];
+    pthread_t th;
+
+    f.fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (bind(f.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(f.fd, 1) < 0 ||
+        getsockname(f.fd, (struct sockaddr *)&sa, &sl) < 0) {
+        perror("fake server");
+        exit(1);
+    }
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    pthread_create(&th, NULL, fake_main, &f);
+    int rc = run("--url", url, cmd, file, (const char *)NULL);
+    int k = socket(AF_INET, SOCK_STREAM, 0); /* unblocks the accept if hidetctl never came */
+    if (connect(k, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        perror("connect");
+    close(k);
+    pthread_join(th, NULL);
+    close(f.fd);
+    snprintf(head, cap, "%s", f.head);
+    return rc;
+}
+
 /* 'kernel' for a request with named dims: the dispatch table printed, rules as formulas and
  * size parameters by their dim. */
 static void test_kernel_dispatch(void)
@@ -330,38 +359,24 @@ static void test_kernel_dispatch(void)
         "\"type\":\"pointer\"},{\"index\":2,\"type\":\"int\",\"dim\":\"n\"}]}]},"
         "\"entries\":[{\"ranges\":{\"n\":[1,16]},\"state\":\"tuning\",\"job\":\"/v1/jobs/12\"},"
         "{\"ranges\":{\"n\":[17,32]},\"state\":\"untuned\"}]}}";
-    char req[300], url[64];
-    fake f = {.body = table};
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    pthread_t th;
+    char req[300], head[4096];
 
     snprintf(req, sizeof(req), "%s/dyn.json", tmpdir);
     FILE *rf = fopen(req, "w");
     fputs("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",128],\"dtype\":\"f16\"}],"
           "\"dims\":{\"n\":{\"min\":1,\"max\":64}}}", rf);
     fclose(rf);
-    f.fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (bind(f.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(f.fd, 1) < 0 ||
-        getsockname(f.fd, (struct sockaddr *)&sa, &sl) < 0) {
-        perror("fake server");
-        exit(1);
-    }
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sa.sin_port));
-    pthread_create(&th, NULL, fake_main, &f);
-    int rc = run("--url", url, "kernel", req, (const char *)NULL);
-    int k = socket(AF_INET, SOCK_STREAM, 0); /* unblocks the accept if hidetctl never came */
-    if (connect(k, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-        perror("connect");
-    close(k);
-    pthread_join(th, NULL);
-    close(f.fd);
+    int rc = serve_once(table, "kernel", req, head, sizeof(head));
     CHECK(rc == 0, "%s", errout);
-    CHECK(strstr(f.head, "POST /v1/kernels ") != NULL);
+    CHECK(strstr(head, "POST /v1/kernels ") != NULL);
     CHECK(strstr(out, "a dispatch table of 2 entries") != NULL, "%s", out);
     CHECK(strstr(out, "dims       n 1..64") && strstr(out, "output     [n,128] f16"), "%s", out);
     CHECK(strstr(out, "/v1/jobs/12") && strstr(out, "untuned"), "%s", out);
     CHECK(strstr(out, "min(10,2*ceil(n/4)),1,1") && strstr(out, "input0 output n:int"), "%s", out);
+    /* warm sends it too, and counts its generic set. */
+    rc = serve_once(table, "warm", req, head, sizeof(head));
+    CHECK(rc == 0 && strstr(head, "\"dims\""), "%s", errout);
+    CHECK(strstr(out, "1 tuned, 0 failed") || strstr(errout, "1 tuned, 0 failed"), "%s%s", out, errout);
 }
 
 /* The token rule shared by every client: --token-file, --token, $HIDETD_TOKEN_FILE (its first
