@@ -304,10 +304,11 @@ HIDET_EXPORT int hidet_dispatch_parse(const char *json, size_t len, hidet_dispat
                                       hidet_error *err);
 HIDET_EXPORT hidet_dispatch *hidet_dispatch_free(hidet_dispatch *d);
 HIDET_EXPORT bool hidet_is_dispatch(const char *json, size_t len);
-/* The kernel set to launch at the sizes: the first READY entry whose ranges hold every size,
- * else the generic set; *ret_entry (may be NULL) the index of the entry holding the sizes
- * whatever its state (so a caller can ask for an untuned range to be tuned), or -1. The set
- * belongs to d. Sizes outside the table's dims: -ERANGE as above. */
+/* The kernel set to launch at the sizes: that of the entry whose ranges hold every size (the
+ * first; entries do not overlap) when it is READY, else the generic set; *ret_entry (may be
+ * NULL) the index of that entry whatever its state (so a caller can ask for a range that is not
+ * ready to be tuned), or -1 when none holds them. The set belongs to d. Sizes outside the
+ * table's dims: -ERANGE as above. */
 HIDET_EXPORT int hidet_dispatch_select(const hidet_dispatch *d, const char *const *names,
                                        const int64_t *sizes, size_t n,
                                        const hidet_kernel_set **ret, long *ret_entry,
