@@ -546,9 +546,37 @@ int hidet_request_kernels(hidet_client *c, const char *request_json, hidet_kerne
                             "\"wait\":false) and no job pointer was given");
         else
             r = hidet_job_parse(b.data, b.len, ret_job, err);
+    } else if (hidet_is_dispatch(b.data, b.len)) {
+        r = hidet__fail(err, -EPROTO, status, "the answer is a dispatch table (the request names "
+                        "dims): ask with hidet_request_dispatch()");
     } else {
         r = hidet_kernel_set_parse(b.data, b.len, ret_set, err);
     }
+    if (r < 0 && err)
+        err->http_status = status;
+    free(b.data);
+    return r;
+}
+
+int hidet_request_dispatch(hidet_client *c, const char *request_json, hidet_dispatch **ret,
+                           hidet_error *err)
+{
+    hidet__buf b = {0};
+    int status = 0, r;
+
+    if (!request_json || !ret)
+        return hidet__fail(err, -EINVAL, 0, "no request or no result pointer");
+    r = hidet__request(c, "POST", "/v1/kernels", request_json, &status, &b, err);
+    if (r < 0)
+        return r;
+    if (status == 202)
+        r = hidet__fail(err, -EPROTO, status, "the daemon queued a job: a request for a dispatch "
+                        "table waits only for its generic set, so leave \"wait\" out");
+    else if (!hidet_is_dispatch(b.data, b.len))
+        r = hidet__fail(err, -EPROTO, status, "the answer is a kernel set, not a dispatch table "
+                        "(the request names no dims): ask with hidet_request_kernels()");
+    else
+        r = hidet_dispatch_parse(b.data, b.len, ret, err);
     if (r < 0 && err)
         err->http_status = status;
     free(b.data);

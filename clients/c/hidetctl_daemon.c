@@ -271,6 +271,187 @@ static int follow_job(hidet_client *c, const hidet_job *first, hidet_kernel_set 
     return rc;
 }
 
+/* A grid dimension: its number, or its rule as a formula ("112*ceil(n/128)", "min(40,
+ * ceil(3*b*s/64))"). */
+static void fmt_grid_dim(const hidet_kernel_set *set, size_t k, int d, char *buf, size_t len)
+{
+    const hidet_grid_rule *r = set->kernel_dims ? &set->kernel_dims[k].grid[d] : NULL;
+    char names[HIDET_MAX_DIMS * HIDET_DIM_NAME_LEN] = "", coef[32] = "", mul[32] = "", f[160];
+    if (!r || !r->dims) {
+        snprintf(buf, len, "%u", set->kernels[k].grid[d]);
+        return;
+    }
+    for (int j = 0; j < set->n_dims; j++)
+        if (r->dims & (1u << j))
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                     names[0] ? "*" : "", set->dims[j].name);
+    if (r->coef != 1)
+        snprintf(coef, sizeof(coef), "%lld*", (long long)r->coef);
+    if (r->mul != 1)
+        snprintf(mul, sizeof(mul), "%lld*", (long long)r->mul);
+    if (r->div != 1)
+        snprintf(f, sizeof(f), "%sceil(%s%s/%lld)", mul, coef, names, (long long)r->div);
+    else
+        snprintf(f, sizeof(f), "%s%s%s", mul, coef, names);
+    if (r->cap > 0)
+        snprintf(buf, len, "min(%lld,%s)", (long long)r->cap, f);
+    else
+        snprintf(buf, len, "%s", f);
+}
+
+/* "n 1..8192, b 1..8 (multiple of 8)" */
+static void print_dims(const hidet_dim *dims, int n)
+{
+    printf("dims       ");
+    for (int k = 0; k < n; k++) {
+        printf("%s%s %lld..%lld", k ? ", " : "", dims[k].name, (long long)dims[k].min,
+               (long long)dims[k].max);
+        if (dims[k].multiple_of > 1)
+            printf(" (multiple of %lld)", (long long)dims[k].multiple_of);
+    }
+    printf("\n");
+}
+
+/* "[n,14336] f16", a named axis by its name(s). */
+static void print_shape(const char *label, const hidet_dim *dims, int n_dims, int rank,
+                        const int64_t *shape, const unsigned *sym, const char *dtype)
+{
+    printf("%s[", label);
+    for (int i = 0; i < rank; i++) {
+        printf("%s", i ? "," : "");
+        if (!sym[i]) {
+            printf("%lld", (long long)shape[i]);
+            continue;
+        }
+        bool first = true;
+        for (int k = 0; k < n_dims; k++)
+            if (sym[i] & (1u << k)) {
+                printf("%s%s", first ? "" : "*", dims[k].name);
+                first = false;
+            }
+    }
+    printf("] %s\n", dtype);
+}
+
+static void print_kernel_set(const hidet_kernel_set *set)
+{
+    char lat[32], pred[32];
+    fmt_us(set->latency_us, lat, sizeof(lat));
+    fmt_us(set->predicted_us, pred, sizeof(pred));
+    printf("key        %s\n", set->key);
+    printf("op         %s on %s, %s%s\n", set->op, set->arch,
+           !strcmp(set->origin, "remote") ? "from the cluster tier"
+           : set->cached                  ? "from the cache"
+                                          : "newly built",
+           set->measured ? ", measured" : ", ranked by the cost model");
+    printf("latency    %s (predicted %s)\n", lat, pred);
+    if (set->n_dims > 0)
+        print_dims(set->dims, set->n_dims);
+    if (set->output_rank > 0)
+        print_shape("output     ", set->dims, set->n_dims, set->output_rank, set->output_shape,
+                    set->output_dims, set->output_dtype);
+    printf("workspace  %llu bytes\n", (unsigned long long)set->workspace_bytes);
+    if (set->warning)
+        printf("warning    %s\n", set->warning);
+    table t = {.ncols = 6, .align = "lrrrrl"};
+    table_row(&t, "KERNEL", "GRID", "BLOCK", "SHARED", "LATENCY", "PARAMS");
+    for (size_t i = 0; i < set->n_kernels; i++) {
+        const hidet_kernel *k = &set->kernels[i];
+        char g[620], b[64], sh[32], kl[32], params[512] = "";
+        char gd[3][200];
+        for (int d = 0; d < 3; d++)
+            fmt_grid_dim(set, i, d, gd[d], sizeof(gd[d]));
+        snprintf(g, sizeof(g), "%s,%s,%s", gd[0], gd[1], gd[2]);
+        snprintf(b, sizeof(b), "%u,%u,%u", k->block[0], k->block[1], k->block[2]);
+        fmt_size(k->shared_bytes, sh, sizeof(sh));
+        fmt_us(k->latency_us, kl, sizeof(kl));
+        for (size_t p = 0; p < k->n_params; p++) {
+            size_t used = strlen(params);
+            /* A size parameter by its dim: "n:int". */
+            const int dim = set->kernel_dims && set->kernel_dims[i].param_dim
+                                ? set->kernel_dims[i].param_dim[p] : -1;
+            snprintf(params + used, sizeof(params) - used, "%s%s%s", p ? " " : "",
+                     dim >= 0 ? set->dims[dim].name : k->params[p].buffer, dim >= 0 ? ":int" : "");
+        }
+        table_row(&t, k->name, g, b, sh, kl, params);
+    }
+    printf("\n");
+    table_print(&t, stdout);
+    table_free(&t);
+}
+
+/* A dispatch table: the table's dims and output, each entry's range and state, and the generic
+ * set that serves every size whose entry is not ready. */
+static void print_dispatch(const hidet_dispatch *d)
+{
+    printf("op         %s on %s, a dispatch table of %zu entries\n", d->op, d->arch, d->n_entries);
+    print_dims(d->dims, d->n_dims);
+    if (d->output_rank > 0)
+        print_shape("output     ", d->dims, d->n_dims, d->output_rank, d->output_shape,
+                    d->output_dims, d->output_dtype);
+    table t = {.ncols = 3, .align = "lll"};
+    table_row(&t, "RANGES", "STATE", "KERNEL SET / JOB");
+    for (size_t i = 0; i < d->n_entries; i++) {
+        const hidet_dispatch_entry *e = &d->entries[i];
+        char ranges[160] = "";
+        for (int k = 0; k < d->n_dims; k++)
+            snprintf(ranges + strlen(ranges), sizeof(ranges) - strlen(ranges), "%s%s %lld..%lld",
+                     k ? ", " : "", d->dims[k].name, (long long)e->lo[k], (long long)e->hi[k]);
+        table_row(&t, ranges, e->state_name,
+                  e->kernel_set ? e->kernel_set->key : e->job ? e->job : "-");
+    }
+    printf("\n");
+    table_print(&t, stdout);
+    table_free(&t);
+    printf("\ngeneric (every size whose entry is not ready):\n");
+    print_kernel_set(d->generic);
+}
+
+static bool request_names_dims(const char *req)
+{
+    cJSON *j = cJSON_Parse(req);
+    bool dims = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "dims"));
+    cJSON_Delete(j);
+    return dims;
+}
+
+/* 'kernel' for a request that names dims: the dispatch table printed (the generic set's PTX and
+ * cubin written where asked). The answer waits only for the generic set, so nothing is followed. */
+static int kernel_dispatch(const opts *o, hidet_client *c, const char *req)
+{
+    hidet_dispatch *d = NULL;
+    hidet_error e;
+    int r = hidet_request_dispatch(c, req, &d, &e);
+    if (r < 0)
+        return report(r, &e, o);
+    const char *what[2] = {o->ptx, o->cubin};
+    for (int i = 0; i < 2; i++) {
+        void *data = NULL;
+        size_t len = 0;
+        if (!what[i])
+            continue;
+        r = i == 0 ? hidet_fetch_ptx(c, d->generic->key, (char **)&data, &len, &e)
+                   : hidet_fetch_cubin(c, d->generic->key, &data, &len, &e);
+        if (r < 0) {
+            hidet_dispatch_free(d);
+            return report(r, &e, o);
+        }
+        r = write_file(what[i], data, len);
+        free(data);
+        if (r < 0) {
+            fail(EXIT_DAEMON, "cannot write %s: %s", what[i], strerror(-r));
+            hidet_dispatch_free(d);
+            return EXIT_DAEMON;
+        }
+    }
+    if (o->json)
+        puts(d->json);
+    else
+        print_dispatch(d);
+    hidet_dispatch_free(d);
+    return EXIT_OK;
+}
+
 int cmd_kernel(const opts *o, int argc, char **argv)
 {
     hidet_client *c = NULL;
@@ -290,6 +471,12 @@ int cmd_kernel(const opts *o, int argc, char **argv)
         return rc;
     if ((rc = open_client(o, &c))) {
         free(req);
+        return rc;
+    }
+    if (request_names_dims(req)) {
+        rc = kernel_dispatch(o, c, req);
+        free(req);
+        hidet_client_free(c);
         return rc;
     }
     /* On a terminal a blocking request is sent as a job and followed, so that a tuning run of
@@ -355,44 +542,7 @@ int cmd_kernel(const opts *o, int argc, char **argv)
     if (o->json) {
         puts(set->json);
     } else {
-        char lat[32], pred[32];
-        fmt_us(set->latency_us, lat, sizeof(lat));
-        fmt_us(set->predicted_us, pred, sizeof(pred));
-        printf("key        %s\n", set->key);
-        printf("op         %s on %s, %s%s\n", set->op, set->arch,
-               !strcmp(set->origin, "remote") ? "from the cluster tier"
-               : set->cached                  ? "from the cache"
-                                              : "newly built",
-               set->measured ? ", measured" : ", ranked by the cost model");
-        printf("latency    %s (predicted %s)\n", lat, pred);
-        if (set->output_rank > 0) {
-            printf("output     [");
-            for (int i = 0; i < set->output_rank; i++)
-                printf("%s%lld", i ? "," : "", (long long)set->output_shape[i]);
-            printf("] %s\n", set->output_dtype);
-        }
-        printf("workspace  %llu bytes\n", (unsigned long long)set->workspace_bytes);
-        if (set->warning)
-            printf("warning    %s\n", set->warning);
-        table t = {.ncols = 6, .align = "lrrrrl"};
-        table_row(&t, "KERNEL", "GRID", "BLOCK", "SHARED", "LATENCY", "PARAMS");
-        for (size_t i = 0; i < set->n_kernels; i++) {
-            const hidet_kernel *k = &set->kernels[i];
-            char g[64], b[64], sh[32], kl[32], params[512] = "";
-            snprintf(g, sizeof(g), "%u,%u,%u", k->grid[0], k->grid[1], k->grid[2]);
-            snprintf(b, sizeof(b), "%u,%u,%u", k->block[0], k->block[1], k->block[2]);
-            fmt_size(k->shared_bytes, sh, sizeof(sh));
-            fmt_us(k->latency_us, kl, sizeof(kl));
-            for (size_t p = 0; p < k->n_params; p++) {
-                size_t used = strlen(params);
-                snprintf(params + used, sizeof(params) - used, "%s%s", p ? " " : "",
-                         k->params[p].buffer);
-            }
-            table_row(&t, k->name, g, b, sh, kl, params);
-        }
-        printf("\n");
-        table_print(&t, stdout);
-        table_free(&t);
+        print_kernel_set(set);
         if (o->ptx)
             printf("\nPTX written to %s\n", o->ptx);
         if (o->cubin)

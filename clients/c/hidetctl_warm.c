@@ -245,7 +245,20 @@ static void *worker(void *arg)
 
         hidet_kernel_set *set = NULL;
         hidet_job *job = NULL;
-        int r = hidet_request_kernels(c, it->json, &set, &job, &e);
+        hidet_dispatch *table = NULL;
+        int r;
+        /* A request with named dims is answered with a dispatch table: warming it compiles its
+         * generic set (and has the daemon tune its hints' ranges, as jobs). */
+        cJSON *req = cJSON_Parse(it->json);
+        const bool dynamic = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(req, "dims"));
+        cJSON_Delete(req);
+        if (dynamic) {
+            r = hidet_request_dispatch(c, it->json, &table, &e);
+            if (r == 0)
+                set = table->generic;
+        } else {
+            r = hidet_request_kernels(c, it->json, &set, &job, &e);
+        }
         char msg[1024];
         int outcome = W_FAILED;
         if (r == 0 && set && set->warning) {
@@ -264,7 +277,10 @@ static void *worker(void *arg)
                      job ? job->id : "?");
         else
             describe_error(&e, msg, sizeof(msg));
-        hidet_kernel_set_free(set);
+        if (table)
+            hidet_dispatch_free(table); /* its generic set with it */
+        else
+            hidet_kernel_set_free(set);
         hidet_job_free(job);
 
         pthread_mutex_lock(&w->lock);

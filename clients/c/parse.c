@@ -135,8 +135,12 @@ hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s)
 {
     if (!s)
         return NULL;
-    for (size_t i = 0; i < s->n_kernels; i++)
+    for (size_t i = 0; i < s->n_kernels; i++) {
         free_kernel(&s->kernels[i]);
+        if (s->kernel_dims)
+            free(s->kernel_dims[i].param_dim);
+    }
+    free(s->kernel_dims);
     free(s->kernels);
     free(s->warning);
     free(s->json);
@@ -196,17 +200,44 @@ void hidet__tmap_of(const hidet_tensor_map *in, tuner_tmap *out)
     out->pixels_per_column = in->im2col ? in->pixels_per_column : 0;
 }
 
-static int parse_param(const cJSON *p, size_t pos, hidet_param *out, char *why, size_t why_len)
+/* An "int" parameter: {"index": i, "type": "int", "dim": name}, name one of the set's dims;
+ * *ret_dim its index there. */
+static int parse_int_param(const cJSON *p, const hidet_dim *dims, int n_dims, hidet_param *out,
+                           int *ret_dim, char *why, size_t why_len)
+{
+    const char *dim = jstr(p, "dim");
+    if (!dim) {
+        snprintf(why, why_len, "dim: an \"int\" parameter names the dim whose size it takes");
+        return -EPROTO;
+    }
+    int k = hidet__dim_index(dims, n_dims, dim);
+    if (k < 0) {
+        snprintf(why, why_len, "dim: '%.32s' is not a dim of the kernel set (%s)", dim,
+                 n_dims ? "see its \"dims\"" : "it declares no \"dims\"");
+        return -EPROTO;
+    }
+    out->kind = HIDET_BUFFER_SIZE;
+    out->input = -1;
+    out->buffer[0] = '\0';
+    *ret_dim = k;
+    return 0;
+}
+
+static int parse_param(const cJSON *p, size_t pos, const hidet_dim *dims, int n_dims,
+                       hidet_param *out, int *ret_dim, char *why, size_t why_len)
 {
     const char *buf = jstr(p, "buffer");
     const cJSON *idx = cJSON_GetObjectItemCaseSensitive(p, "index");
 
+    *ret_dim = -1;
+    out->index = cJSON_IsNumber(idx) ? (int)idx->valuedouble : (int)pos;
+    jcopy(p, "type", out->type, sizeof(out->type));
+    if (strcmp(out->type, "int") == 0)
+        return parse_int_param(p, dims, n_dims, out, ret_dim, why, why_len);
     snprintf(why, why_len, "bad buffer");
     if (!buf)
         return -EPROTO;
-    out->index = cJSON_IsNumber(idx) ? (int)idx->valuedouble : (int)pos;
     snprintf(out->buffer, sizeof(out->buffer), "%s", buf);
-    jcopy(p, "type", out->type, sizeof(out->type));
     if (strcmp(out->type, "tensor_map") == 0) {
         if (parse_tensor_map(cJSON_GetObjectItemCaseSensitive(p, "tensor_map"), &out->tensor_map, why, why_len) < 0)
             return -EPROTO;
@@ -230,15 +261,53 @@ static int parse_param(const cJSON *p, size_t pos, hidet_param *out, char *why, 
     return 0;
 }
 
-static int parse_kernel(const cJSON *k, hidet_kernel *out, hidet_error *err, size_t i)
+/* "grid": three entries, each a number or a rule object (docs/api.md); rules into kd (names
+ * resolved against dims), and grid[d] the rule's value at the dims' max. */
+static int parse_grid(const cJSON *k, const hidet_dim *dims, int n_dims, uint32_t grid[3],
+                      hidet_kernel_dims *kd, bool *ret_dynamic, hidet_error *err, size_t i)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(k, "grid");
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 3)
+        return hidet__fail(err, -EPROTO, 0, "kernels[%zu]: grid/block are not [x,y,z]", i);
+    for (int d = 0; d < 3; d++) {
+        const cJSON *v = cJSON_GetArrayItem(a, d);
+        char why[160];
+        if (cJSON_IsObject(v)) {
+            int64_t at_max[HIDET_MAX_DIMS], g;
+            if (hidet__grid_rule_parse(v, dims, n_dims, &kd->grid[d], why, sizeof(why)) < 0)
+                return hidet__fail(err, -EPROTO, 0, "kernels[%zu].grid[%d]%s", i, d, why);
+            for (int j = 0; j < n_dims; j++)
+                at_max[j] = dims[j].max;
+            if (hidet__grid_rule_eval(&kd->grid[d], at_max, d, &g) < 0)
+                return hidet__fail(err, -EPROTO, 0, "kernels[%zu].grid[%d]: the rule gives %lld "
+                                   "blocks at the dims' max, beyond CUDA's limit", i, d,
+                                   (long long)g);
+            grid[d] = (uint32_t)g;
+            *ret_dynamic = true;
+        } else if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 4294967296.0 &&
+                   v->valuedouble == floor(v->valuedouble)) {
+            grid[d] = (uint32_t)v->valuedouble;
+        } else {
+            return hidet__fail(err, -EPROTO, 0, "kernels[%zu].grid[%d]: expected a number or a "
+                               "rule {\"dims\", \"coef\", \"div\", \"mul\", \"cap\"}", i, d);
+        }
+    }
+    return 0;
+}
+
+static int parse_kernel(const cJSON *k, const hidet_dim *dims, int n_dims, hidet_kernel *out,
+                        hidet_kernel_dims *kd, bool *ret_dynamic, hidet_error *err, size_t i)
 {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(k, "params");
     const char *name = jstr(k, "name");
     bool oom = false;
+    int r;
 
     if (!cJSON_IsObject(k) || !name || !*name)
         return hidet__fail(err, -EPROTO, 0, "kernels[%zu]: no name", i);
-    if (!jdim3(k, "grid", out->grid) || !jdim3(k, "block", out->block))
+    if ((r = parse_grid(k, dims, n_dims, out->grid, kd, ret_dynamic, err, i)) < 0)
+        return r;
+    if (!jdim3(k, "block", out->block))
         return hidet__fail(err, -EPROTO, 0, "kernels[%zu]: grid/block are not [x,y,z]", i);
     double sh = jnum(k, "shared_bytes", 0);
     if (sh < 0 || sh >= 4294967296.0)
@@ -256,28 +325,77 @@ static int parse_kernel(const cJSON *k, hidet_kernel *out, hidet_error *err, siz
     size_t n = params ? (size_t)cJSON_GetArraySize(params) : 0;
     if (n) {
         out->params = calloc(n, sizeof(*out->params));
-        if (!out->params)
+        kd->param_dim = malloc(n * sizeof(*kd->param_dim));
+        if (!out->params || !kd->param_dim)
             return hidet__fail(err, -ENOMEM, 0, "out of memory");
         for (size_t j = 0; j < n; j++) {
             char why[192];
-            if (parse_param(cJSON_GetArrayItem(params, (int)j), j, &out->params[j], why, sizeof(why)) < 0)
+            if (parse_param(cJSON_GetArrayItem(params, (int)j), j, dims, n_dims, &out->params[j],
+                            &kd->param_dim[j], why, sizeof(why)) < 0)
                 return hidet__fail(err, -EPROTO, 0, "kernels[%zu].params[%zu]: %s", i, j, why);
+            if (kd->param_dim[j] >= 0)
+                *ret_dynamic = true;
             out->n_params = j + 1;
         }
     }
     return 0;
 }
 
+/* "output": {"shape", "dtype"}; a shape entry is a size or a name (product) of dims. */
+int hidet__output_parse(const cJSON *o, const hidet_dim *dims, int n_dims, int *ret_rank,
+                        int64_t *shape, unsigned *sym, char *dtype, size_t dtype_len,
+                        hidet_error *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "shape");
+    snprintf(dtype, dtype_len, "%s", jstr(o, "dtype") ? jstr(o, "dtype") : "");
+    if (!cJSON_IsArray(a))
+        return 0;
+    int n = cJSON_GetArraySize(a);
+    if (n > HIDET_MAX_RANK)
+        return hidet__fail(err, -EPROTO, 0, "output rank %d is too large", n);
+    for (int i = 0; i < n; i++) {
+        const cJSON *d = cJSON_GetArrayItem(a, i);
+        char why[160];
+        sym[i] = 0;
+        if (cJSON_IsString(d)) {
+            if (hidet__dims_mask(dims, n_dims, d->valuestring, &sym[i], why, sizeof(why)) < 0)
+                return hidet__fail(err, -EPROTO, 0, "output.shape[%d]: %s", i, why);
+            shape[i] = 1;
+            for (int k = 0; k < n_dims; k++)
+                if ((sym[i] & (1u << k)) && __builtin_mul_overflow(shape[i], dims[k].max, &shape[i]))
+                    return hidet__fail(err, -EPROTO, 0, "output.shape[%d]: %s is too large at its "
+                                       "dims' max", i, d->valuestring);
+        } else if (cJSON_IsNumber(d)) {
+            shape[i] = (int64_t)d->valuedouble;
+        } else {
+            return hidet__fail(err, -EPROTO, 0, "output.shape[%d] is not a number or a name", i);
+        }
+    }
+    *ret_rank = n;
+    return 0;
+}
+
 int hidet_kernel_set_parse(const char *json, size_t len, hidet_kernel_set **ret, hidet_error *err)
 {
-    hidet_kernel_set *s = NULL;
-    cJSON *root = NULL;
-    bool oom = false;
+    cJSON *root;
     int r;
 
     if (!json || !ret)
         return hidet__fail(err, -EINVAL, 0, "no JSON or no result pointer");
     root = cJSON_ParseWithLength(json, len);
+    r = hidet__kernel_set_from_json(root, json, len, NULL, 0, ret, err);
+    cJSON_Delete(root);
+    return r;
+}
+
+int hidet__kernel_set_from_json(const cJSON *root, const char *json, size_t len,
+                                const hidet_dim *inherit, int n_inherit, hidet_kernel_set **ret,
+                                hidet_error *err)
+{
+    hidet_kernel_set *s = NULL;
+    bool oom = false, dynamic = false;
+    int r;
+
     if (!cJSON_IsObject(root)) {
         r = hidet__fail(err, -EPROTO, 0, "the kernel set is not a JSON object");
         goto out;
@@ -310,27 +428,24 @@ int hidet_kernel_set_parse(const char *json, size_t len, hidet_kernel_set **ret,
     s->latency_us = jnum(root, "latency_us", -1.0);
     s->predicted_us = jnum(root, "predicted_us", -1.0);
 
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "output");
-    if (cJSON_IsObject(o)) {
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
-        jcopy(o, "dtype", s->output_dtype, sizeof(s->output_dtype));
-        if (cJSON_IsArray(shape)) {
-            int n = cJSON_GetArraySize(shape);
-            if (n > HIDET_MAX_RANK) {
-                r = hidet__fail(err, -EPROTO, 0, "output rank %d is too large", n);
-                goto out;
-            }
-            for (int i = 0; i < n; i++) {
-                const cJSON *d = cJSON_GetArrayItem(shape, i);
-                if (!cJSON_IsNumber(d)) {
-                    r = hidet__fail(err, -EPROTO, 0, "output.shape[%d] is not a number", i);
-                    goto out;
-                }
-                s->output_shape[i] = (int64_t)d->valuedouble;
-            }
-            s->output_rank = n;
+    /* The dims first: parameters, grid rules and the output's shape name them. */
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
+    if (dims) {
+        char why[192];
+        if (hidet__dims_parse(dims, s->dims, &s->n_dims, why, sizeof(why)) < 0) {
+            r = hidet__fail(err, -EPROTO, 0, "dims%s", why);
+            goto out;
         }
+    } else if (n_inherit > 0) {
+        memcpy(s->dims, inherit, (size_t)n_inherit * sizeof(*inherit));
+        s->n_dims = n_inherit;
     }
+
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "output");
+    if (cJSON_IsObject(o) &&
+        (r = hidet__output_parse(o, s->dims, s->n_dims, &s->output_rank, s->output_shape,
+                                 s->output_dims, s->output_dtype, sizeof(s->output_dtype), err)) < 0)
+        goto out;
 
     const cJSON *ks = cJSON_GetObjectItemCaseSensitive(root, "kernels");
     if (!cJSON_IsArray(ks) || cJSON_GetArraySize(ks) < 1) {
@@ -339,29 +454,45 @@ int hidet_kernel_set_parse(const char *json, size_t len, hidet_kernel_set **ret,
     }
     size_t n = (size_t)cJSON_GetArraySize(ks);
     s->kernels = calloc(n, sizeof(*s->kernels));
-    if (!s->kernels) {
+    s->kernel_dims = calloc(n, sizeof(*s->kernel_dims));
+    if (!s->kernels || !s->kernel_dims) {
         r = hidet__fail(err, -ENOMEM, 0, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         s->n_kernels = i + 1; /* so free() sees what was partly filled */
-        r = parse_kernel(cJSON_GetArrayItem(ks, (int)i), &s->kernels[i], err, i);
+        r = parse_kernel(cJSON_GetArrayItem(ks, (int)i), s->dims, s->n_dims, &s->kernels[i],
+                         &s->kernel_dims[i], &dynamic, err, i);
         if (r < 0)
             goto out;
     }
-    s->json = malloc(len + 1);
+    for (int d = 0; d < s->output_rank; d++)
+        dynamic |= s->output_dims[d] != 0;
+    if (!dynamic && !s->n_dims) {
+        /* A static set: kernel_dims NULL, as before dims existed. */
+        for (size_t i = 0; i < n; i++)
+            free(s->kernel_dims[i].param_dim);
+        free(s->kernel_dims);
+        s->kernel_dims = NULL;
+    }
+    if (json) {
+        s->json = malloc(len + 1);
+        if (s->json) {
+            memcpy(s->json, json, len);
+            s->json[len] = '\0';
+        }
+    } else {
+        s->json = cJSON_PrintUnformatted(root);
+    }
     if (!s->json || oom) {
         r = hidet__fail(err, -ENOMEM, 0, "out of memory");
         goto out;
     }
-    memcpy(s->json, json, len);
-    s->json[len] = '\0';
     hidet__ok(err);
     *ret = s;
     s = NULL;
     r = 0;
 out:
-    cJSON_Delete(root);
     hidet_kernel_set_free(s);
     return r;
 }

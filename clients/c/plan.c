@@ -396,6 +396,13 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
                                 "%d is out of range", where, k, j, hp->index);
                 goto out;
             }
+            if (hp->kind == HIDET_BUFFER_SIZE) {
+                /* A plan's shapes are fixed (docs/graphs.md): its steps' sets take no sizes. */
+                r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].type: an "
+                                "\"int\" parameter (a dynamic op's size) in a plan, whose shapes "
+                                "are fixed", where, k, j);
+                goto out;
+            }
             if (strcmp(hp->type, "pointer") != 0 && !hp->is_tensor_map) {
                 r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].type: "
                                 "'%s' is not a parameter kind this client can pass (pointer, "

@@ -16,6 +16,8 @@
 struct hidet_request {
     cJSON *root;
     cJSON *inputs;   /* created with root, so inputs come right after op */
+    cJSON *dims;     /* created on first use */
+    cJSON *sizes;    /* created on first use */
     cJSON *attrs;    /* created on first use */
     cJSON *prologue; /* created on first use */
     cJSON *epilogue; /* created on first use */
@@ -51,17 +53,26 @@ hidet_request *hidet_request_free(hidet_request *r)
 
 int hidet_request_add_input(hidet_request *r, const int64_t *shape, int rank, const char *dtype)
 {
+    return hidet_request_add_input_named(r, NULL, shape, rank, dtype);
+}
+
+int hidet_request_add_input_named(hidet_request *r, const char *const *dims, const int64_t *shape,
+                                  int rank, const char *dtype)
+{
     cJSON *t, *s;
 
-    if (!r || rank < 0 || rank > HIDET_MAX_RANK || (rank > 0 && !shape) || !dtype || !*dtype)
+    if (!r || rank < 0 || rank > HIDET_MAX_RANK || !dtype || !*dtype)
         return -EINVAL;
+    for (int i = 0; i < rank; i++)
+        if ((!dims || !dims[i]) && !shape)
+            return -EINVAL;
     t = cJSON_CreateObject();
     if (!t)
         return -ENOMEM;
     if (!(s = cJSON_AddArrayToObject(t, "shape")))
         goto oom;
     for (int i = 0; i < rank; i++) {
-        cJSON *d = cJSON_CreateNumber((double)shape[i]);
+        cJSON *d = dims && dims[i] ? cJSON_CreateString(dims[i]) : cJSON_CreateNumber((double)shape[i]);
         if (!d || !cJSON_AddItemToArray(s, d)) {
             cJSON_Delete(d);
             goto oom;
@@ -92,6 +103,62 @@ static int hidet__set(cJSON *obj, const char *name, cJSON *item)
         return -ENOMEM;
     }
     return 0;
+}
+
+/* r->*member, the top-level object name, created on first use. */
+static cJSON *hidet__object(hidet_request *r, cJSON **member, const char *name)
+{
+    if (!*member)
+        *member = cJSON_AddObjectToObject(r->root, name);
+    return *member;
+}
+
+int hidet_request_dim(hidet_request *r, const char *name, int64_t min, int64_t max,
+                      int64_t multiple_of)
+{
+    cJSON *dims, *d;
+
+    if (!r || !name || !*name)
+        return -EINVAL;
+    if (!(dims = hidet__object(r, &r->dims, "dims")) || !(d = cJSON_CreateObject()))
+        return -ENOMEM;
+    if (!cJSON_AddNumberToObject(d, "min", (double)min) ||
+        !cJSON_AddNumberToObject(d, "max", (double)max) ||
+        (multiple_of > 1 && !cJSON_AddNumberToObject(d, "multiple_of", (double)multiple_of))) {
+        cJSON_Delete(d);
+        return -ENOMEM;
+    }
+    return hidet__set(dims, name, d);
+}
+
+int hidet_request_dim_hint(hidet_request *r, const char *name, int64_t v)
+{
+    cJSON *d, *hints, *h;
+
+    if (!r || !name || !*name)
+        return -EINVAL;
+    d = r->dims ? cJSON_GetObjectItemCaseSensitive(r->dims, name) : NULL;
+    if (!d)
+        return -ENOENT;
+    hints = cJSON_GetObjectItemCaseSensitive(d, "hints");
+    if (!hints && !(hints = cJSON_AddArrayToObject(d, "hints")))
+        return -ENOMEM;
+    if (!(h = cJSON_CreateNumber((double)v)) || !cJSON_AddItemToArray(hints, h)) {
+        cJSON_Delete(h);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int hidet_request_size(hidet_request *r, const char *name, int64_t v)
+{
+    cJSON *sizes;
+
+    if (!r || !name || !*name)
+        return -EINVAL;
+    if (!(sizes = hidet__object(r, &r->sizes, "sizes")))
+        return -ENOMEM;
+    return hidet__set(sizes, name, cJSON_CreateNumber((double)v));
 }
 
 static cJSON *hidet__attrs(hidet_request *r)

@@ -403,6 +403,19 @@ static void test_transport(void)
     static const char nf_body[] =
         "{\"error\":{\"code\":\"not_found\",\"message\":\"no such job\",\"field\":\"\"}}";
     char job_answer[512], list_answer[512], notfound[512];
+    /* A dispatch table (docs/api.md, "Named dimensions"): one generic set over n, one entry. */
+    static const char table_body[] =
+        "{\"op\":\"softmax\",\"dims\":{\"n\":{\"min\":1,\"max\":64}},"
+        "\"output\":{\"shape\":[\"n\",128],\"dtype\":\"f16\"},\"dispatch\":{\"generic\":"
+        "{\"key\":\"" KEY "\",\"output\":{\"shape\":[\"n\",128],\"dtype\":\"f16\"},"
+        "\"kernels\":[{\"name\":\"sm\",\"grid\":[{\"dims\":[\"n\"],\"coef\":1,\"div\":4,"
+        "\"mul\":1,\"cap\":0},1,1],\"block\":[128,1,1],\"params\":[{\"index\":0,"
+        "\"buffer\":\"input0\",\"type\":\"pointer\"},{\"index\":1,\"buffer\":\"output\","
+        "\"type\":\"pointer\"},{\"index\":2,\"type\":\"int\",\"dim\":\"n\"}]}]},"
+        "\"entries\":[{\"ranges\":{\"n\":[1,16]},\"state\":\"untuned\"}]}}";
+    char table_answer[2048];
+    snprintf(table_answer, sizeof(table_answer),
+             "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", strlen(table_body), table_body);
 
     snprintf(err_answer, sizeof(err_answer),
              "HTTP/1.1 422 Unprocessable Entity\r\nContent-Type: application/json\r\n"
@@ -416,9 +429,11 @@ static void test_transport(void)
     snprintf(set_answer, sizeof(set_answer),
              "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
              strlen(canned_set), canned_set);
-    const char *answers[] = {set_answer, err_answer, ptx_answer, job_answer, list_answer, notfound};
+    const char *answers[] = {set_answer, err_answer, ptx_answer, job_answer, list_answer, notfound,
+                             table_answer, table_answer};
     const size_t lens[] = {strlen(set_answer), strlen(err_answer), sizeof(ptx_answer) - 1,
-                           strlen(job_answer), strlen(list_answer), strlen(notfound)};
+                           strlen(job_answer), strlen(list_answer), strlen(notfound),
+                           strlen(table_answer), strlen(table_answer)};
 
     CHECK(mkdtemp(dir) != NULL);
     snprintf(path, sizeof(path), "%s/hidetd.sock", dir);
@@ -433,7 +448,7 @@ static void test_transport(void)
     int r = hidet_request_kernels(c, "{\"op\":\"matmul\"}", &set, &job, &e);
     CHECK(r == -ECONNREFUSED && e.http_status == 0 && e.message[0]);
 
-    server s = {.answers = answers, .lens = lens, .n_answers = 6};
+    server s = {.answers = answers, .lens = lens, .n_answers = 8};
     s.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
     CHECK(bind(s.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
@@ -481,8 +496,19 @@ static void test_transport(void)
     CHECK(strcmp(e.code, "not_found") == 0);
     CHECK(strncmp(s.requests[5], "DELETE /v1/jobs/99 HTTP/1.1\r\n", 29) == 0);
 
+    /* A dispatch table: refused as a kernel set (saying what to call), parsed as a table. */
+    r = hidet_request_kernels(c, "{\"op\":\"softmax\"}", &set, &job, &e);
+    CHECK(r == -EPROTO && !set && !job && strstr(e.message, "hidet_request_dispatch()") &&
+          e.http_status == 200, "%s", e.message);
+    hidet_dispatch *d = NULL;
+    r = hidet_request_dispatch(c, "{\"op\":\"softmax\"}", &d, &e);
+    CHECK(r == 0 && d && d->n_entries == 1 && d->entries[0].state == HIDET_ENTRY_UNTUNED,
+          "%s", e.message);
+    CHECK(strncmp(s.requests[7], "POST /v1/kernels HTTP/1.1\r\n", 27) == 0);
+    hidet_dispatch_free(d);
+
     pthread_join(th, NULL);
-    /* Six requests, one connection: the handle kept it alive. */
+    /* Eight requests, one connection: the handle kept it alive. */
     CHECK(s.connections == 1);
     close(s.listen_fd);
     hidet_client_free(c);

@@ -236,22 +236,35 @@ static void test_usage(void)
     RUN_EXPECT(3, "--url", "http://127.0.0.1:1", "status");
 }
 
-/* A one-request HTTP server on loopback TCP: records the request's head, answers a status. */
+/* A one-request HTTP server on loopback TCP: records the request (head and body), answers a
+ * status, or `body` when set. */
 typedef struct fake {
     int fd;
     char head[4096];
+    const char *body;
 } fake;
 
 static void *fake_main(void *arg)
 {
     fake *f = arg;
-    static const char body[] = "{\"version\":\"fake\",\"uptime_s\":1,\"gpu_available\":false}";
-    char ans[256];
+    static const char status[] = "{\"version\":\"fake\",\"uptime_s\":1,\"gpu_available\":false}";
+    const char *body = f->body ? f->body : status;
+    char ans[4096];
     size_t len = 0;
     int c = accept(f->fd, NULL, NULL);
     if (c < 0)
         return NULL;
-    while (len < sizeof(f->head) - 1 && !strstr(f->head, "\r\n\r\n")) {
+    for (;;) {
+        /* The head, then Content-Length bytes of body: all read before the answer. */
+        const char *end = strstr(f->head, "\r\n\r\n");
+        if (end) {
+            const char *cl = strcasestr(f->head, "\r\nContent-Length:");
+            size_t want = (size_t)(end + 4 - f->head) + (cl ? strtoul(cl + 17, NULL, 10) : 0);
+            if (len >= want)
+                break;
+        }
+        if (len >= sizeof(f->head) - 1)
+            break;
         ssize_t n = read(c, f->head + len, sizeof(f->head) - 1 - len);
         if (n <= 0)
             break;
@@ -300,6 +313,70 @@ static int token_sent(const char *env, const char *opt, const char *val, char *a
     size_t n = a ? strcspn(a + 17, "\r") : 0;
     snprintf(auth, cap, "%.*s", (int)n, a ? a + 17 : "");
     return rc;
+}
+
+/* hidetctl CMD FILE against a fake daemon answering body once; the request it got into head.
+ * Returns hidetctl's exit status. */
+static int serve_once(const char *body, const char *cmd, const char *file, char *head, size_t cap)
+{
+    fake f = {.body = body};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    char url[64];
+    pthread_t th;
+
+    f.fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (bind(f.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(f.fd, 1) < 0 ||
+        getsockname(f.fd, (struct sockaddr *)&sa, &sl) < 0) {
+        perror("fake server");
+        exit(1);
+    }
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    pthread_create(&th, NULL, fake_main, &f);
+    int rc = run("--url", url, cmd, file, (const char *)NULL);
+    int k = socket(AF_INET, SOCK_STREAM, 0); /* unblocks the accept if hidetctl never came */
+    if (connect(k, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        perror("connect");
+    close(k);
+    pthread_join(th, NULL);
+    close(f.fd);
+    snprintf(head, cap, "%s", f.head);
+    return rc;
+}
+
+/* 'kernel' for a request with named dims: the dispatch table printed, rules as formulas and
+ * size parameters by their dim. */
+static void test_kernel_dispatch(void)
+{
+    static const char table[] =
+        "{\"op\":\"softmax\",\"arch\":\"sm_90\",\"dims\":{\"n\":{\"min\":1,\"max\":64}},"
+        "\"output\":{\"shape\":[\"n\",128],\"dtype\":\"f16\"},\"dispatch\":{\"generic\":"
+        "{\"key\":\"1111111111111111111111111111111111111111111111111111111111111111\","
+        "\"op\":\"softmax\",\"arch\":\"sm_90\",\"output\":{\"shape\":[\"n\",128],\"dtype\":"
+        "\"f16\"},\"kernels\":[{\"name\":\"sm\",\"grid\":[{\"dims\":[\"n\"],\"coef\":1,"
+        "\"div\":4,\"mul\":2,\"cap\":10},1,1],\"block\":[128,1,1],\"params\":[{\"index\":0,"
+        "\"buffer\":\"input0\",\"type\":\"pointer\"},{\"index\":1,\"buffer\":\"output\","
+        "\"type\":\"pointer\"},{\"index\":2,\"type\":\"int\",\"dim\":\"n\"}]}]},"
+        "\"entries\":[{\"ranges\":{\"n\":[1,16]},\"state\":\"tuning\",\"job\":\"/v1/jobs/12\"},"
+        "{\"ranges\":{\"n\":[17,32]},\"state\":\"untuned\"}]}}";
+    char req[300], head[4096];
+
+    snprintf(req, sizeof(req), "%s/dyn.json", tmpdir);
+    FILE *rf = fopen(req, "w");
+    fputs("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",128],\"dtype\":\"f16\"}],"
+          "\"dims\":{\"n\":{\"min\":1,\"max\":64}}}", rf);
+    fclose(rf);
+    int rc = serve_once(table, "kernel", req, head, sizeof(head));
+    CHECK(rc == 0, "%s", errout);
+    CHECK(strstr(head, "POST /v1/kernels ") != NULL);
+    CHECK(strstr(out, "a dispatch table of 2 entries") != NULL, "%s", out);
+    CHECK(strstr(out, "dims       n 1..64") && strstr(out, "output     [n,128] f16"), "%s", out);
+    CHECK(strstr(out, "/v1/jobs/12") && strstr(out, "untuned"), "%s", out);
+    CHECK(strstr(out, "min(10,2*ceil(n/4)),1,1") && strstr(out, "input0 output n:int"), "%s", out);
+    /* warm sends it too, and counts its generic set. */
+    rc = serve_once(table, "warm", req, head, sizeof(head));
+    CHECK(rc == 0 && strstr(head, "\"dims\""), "%s", errout);
+    CHECK(strstr(out, "1 tuned, 0 failed") || strstr(errout, "1 tuned, 0 failed"), "%s%s", out, errout);
 }
 
 /* The token rule shared by every client: --token-file, --token, $HIDETD_TOKEN_FILE (its first
@@ -516,6 +593,7 @@ int main(int argc, char **argv)
     }
     test_usage();
     test_token();
+    test_kernel_dispatch();
     test_cache();
     if (failures) {
         fprintf(stderr, "%d check(s) failed; files left in %s\n", failures, tmpdir);

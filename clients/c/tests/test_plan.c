@@ -259,6 +259,15 @@ static void d_param_type(cJSON *p)
     cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(k, "params"), 2), "type",
                               cJSON_CreateString("texture"));
 }
+/* A dynamic op's set in a plan: its size parameter has nothing to take it from. */
+static void d_size_param(cJSON *p)
+{
+    cJSON *ks = cJSON_GetObjectItem(step(p, "steps", 0), "kernel_set");
+    cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(ks, "kernels"), 0);
+    cJSON_AddItemToObject(ks, "dims", cJSON_Parse("{\"n\":{\"min\":1,\"max\":8}}"));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(k, "params"),
+                         cJSON_Parse("{\"index\":5,\"type\":\"int\",\"dim\":\"n\"}"));
+}
 static void d_dtype(cJSON *p)
 {
     cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(p, "outputs"), 0), "dtype",
@@ -286,6 +295,8 @@ static void test_damaged(void)
          "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},
         {d_param_type, "steps[0].kernel_set.kernels[0].params[2].type: 'texture' is not a parameter kind"},
         {d_no_steps, "steps: expected a non-empty list"},
+        {d_size_param, "steps[0].kernel_set.kernels[0].params[5].type: an \"int\" parameter (a "
+                       "dynamic op's size) in a plan, whose shapes are fixed"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cJSON *p = plan_json();

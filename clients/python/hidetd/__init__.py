@@ -5,6 +5,9 @@ the CUDA driver.
     client = hidetd.Client()                  # default address: see default_address()
     k = client.kernel({"op": "matmul", "inputs": [...]})
     c = k(a, b)
+    d = client.kernel({"op": "matmul", "inputs": [{"shape": ["n", 4096], ...}, ...],
+                       "dims": {"n": {"min": 1, "max": 8192}}})   # a DynamicKernel
+    y = d(x, w)                               # n read from x
     plan = client.graph(graph)                # docs/graphs.md
     plan.load_weights(weights)
     y = plan(x=x)["y"]
@@ -19,11 +22,12 @@ import warnings
 from . import _cuda
 from ._cuda import CudaError
 from ._http import HidetdError, Transport, default_address, parse_address
+from .dispatch import DynamicKernel
 from .kernel import Kernel, PlanError
 from .plan import Plan
 
-__all__ = ["Client", "Kernel", "Plan", "HidetdError", "HidetdWarning", "PlanError", "CudaError",
-           "default_address", "export_fx", "compile", "explain"]
+__all__ = ["Client", "Kernel", "DynamicKernel", "Plan", "HidetdError", "HidetdWarning",
+           "PlanError", "CudaError", "default_address", "export_fx", "compile", "explain"]
 __version__ = "0.1.0"
 
 _POLL_S = 0.2
@@ -103,7 +107,8 @@ class Client:
                                   "kernel job %s ended %s: %s" % (job["id"], job["state"],
                                                                    err.get("message", "")))
             ans = self.get(job["result"])
-        _warn([ans])
+        # A dispatch table's warnings are its generic set's (the one answered now).
+        _warn([ans.get("dispatch", {}).get("generic") if "dispatch" in ans else ans])
         return ans
 
     def plan_json(self, graph, **options):
@@ -127,9 +132,20 @@ class Client:
 
     # ---- the runtime -------------------------------------------------------------------------
 
-    def kernel(self, request):
-        """A launchable Kernel for an operator request (docs/api.md)."""
-        return Kernel(self, self.kernel_set(request), request)
+    def kernel(self, request, retune=True):
+        """A launchable Kernel for an operator request (docs/api.md); for a request whose shapes
+        name dims ("dims"), a DynamicKernel over the dispatch table answered (retune: ask again,
+        in the background, for ranges a launch finds untuned; see hidetd.dispatch)."""
+        ans = self.kernel_set(request)
+        if isinstance(ans, dict) and "dispatch" in ans:
+            return DynamicKernel(self, ans, request, retune=retune)
+        return Kernel(self, ans, request)
+
+    def _clone(self):
+        """A new client to the same daemon (same token, timeout): a background thread's own
+        connection."""
+        t = self._t
+        return Client(t.address, t.token, t.timeout)
 
     def graph(self, graph, **options):
         """A runnable Plan for a graph (docs/graphs.md); see plan_json() for the arguments."""

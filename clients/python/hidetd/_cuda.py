@@ -1,6 +1,7 @@
 """hidetd._cuda - the few CUDA driver calls the runtime makes, through ctypes on libcuda.so.1:
 the primary context of a device, modules from cubin or PTX, TMA tensor maps (tiled and im2col),
-kernel launches, and device memory for callers without PyTorch.
+kernel launches (pointers, tensor maps and a dynamic op's `long long` sizes as parameters, its
+grid set per launch), and device memory for callers without PyTorch.
 
 The driver is loaded at first use, never at import, so the package imports (and its CPU tests
 run) on machines without a GPU. $HIDETD_LIBCUDA names another library (tests use it to check
@@ -258,8 +259,15 @@ class Launch:
             self.argv[index] = tm.address
             self.maps.append((index, tmap, tm))
 
-    def __setitem__(self, index, ptr):
-        self.values[index] = ptr
+    def __setitem__(self, index, value):
+        """A parameter's 8 bytes: a device pointer, or a dynamic op's size (an "int" parameter,
+        a `long long` passed by value; sizes are positive, so the unsigned slot holds its bits)."""
+        self.values[index] = value
+
+    def set_grid(self, grid):
+        """The grid of the next launches (a dynamic op's, from its rules at the launch's sizes)."""
+        self.grid = tuple(int(g) for g in grid)
+        self.dims = self.grid + self.block + (self.shared,)
 
     def __call__(self, stream):
         for index, tmap, tm in self.maps:

@@ -1,6 +1,7 @@
 """Launches on a real GPU: a kernel and a small graph's plan through the CUDA driver on PyTorch
 tensors (and CuPy arrays, through __cuda_array_interface__, when CuPy is installed), compared
-with PyTorch; a CPU tensor is refused. Needs a CUDA GPU, PyTorch and $HIDETD_BIN (skipped with a
+with PyTorch; a CPU tensor is refused; dynamic ops (named dims) at sizes across their ranges,
+through their dispatch tables. Needs a CUDA GPU, PyTorch and $HIDETD_BIN (skipped with a
 message otherwise); the examples' full-size runs are tests/gpu/graph_examples.py."""
 import os
 import unittest
@@ -91,6 +92,46 @@ class Launch(unittest.TestCase):
         y2 = p.run({"x": cupy.asarray(x)})["y"]
         torch.cuda.synchronize()
         torch.testing.assert_close(torch.as_tensor(y2, device="cuda"), y)
+
+    def dynamic(self, request):
+        """client.kernel() of a request with named dims: a DynamicKernel, or a skip when this
+        daemon does not take names yet (the answer refuses the named axis)."""
+        try:
+            k = self.c.kernel(request)
+        except hidetd.HidetdError as e:
+            if e.status in (400, 422) and (e.field.startswith("dims") or "shape" in e.field):
+                self.skipTest("this hidetd does not take named dims: %s" % e)
+            raise
+        self.assertIsInstance(k, hidetd.DynamicKernel)
+        return k
+
+    def test_dynamic_softmax(self):
+        # One answer for every n in 1..4096: the sizes at the edges and between ranges.
+        k = self.dynamic({"op": "softmax", "arch": arch(), "tune": "model",
+                          "inputs": [{"shape": ["n", 1000], "dtype": "f16"}],
+                          "dims": {"n": {"min": 1, "max": 4096}}})
+        for n in (1, 16, 17, 300, 4096):
+            x = torch.randn(n, 1000, device="cuda", dtype=torch.half)
+            y = k(x)
+            self.assertEqual(tuple(y.shape), (n, 1000))
+            torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), atol=2e-3, rtol=2e-2)
+        with self.assertRaisesRegex(ValueError, r"^n is 4097; its range is 1\.\.4096$"):
+            k(torch.randn(4097, 1000, device="cuda", dtype=torch.half))
+        k.wait(30)
+
+    def test_dynamic_matmul_rows(self):
+        k = self.dynamic({"op": "matmul", "arch": arch(), "tune": "model",
+                          "inputs": [{"shape": ["m", 256], "dtype": "f16"},
+                                     {"shape": [256, 512], "dtype": "f16"}],
+                          "dims": {"m": {"min": 1, "max": 2048}}})
+        b = torch.randn(256, 512, device="cuda", dtype=torch.half)
+        for m in (1, 7, 128, 129, 2048):
+            a = torch.randn(m, 256, device="cuda", dtype=torch.half)
+            torch.testing.assert_close(k(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=2e-2)
+        # The ranges asked for in the background become ready; their sets give the same results.
+        k.wait(60)
+        a = torch.randn(100, 256, device="cuda", dtype=torch.half)
+        torch.testing.assert_close(k(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=2e-2)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,7 @@ typedef enum {
     HIDET_BUFFER_OUTPUT,
     HIDET_BUFFER_WORKSPACE,
     HIDET_BUFFER_OTHER, /* a name this client version does not know; see buffer */
+    HIDET_BUFFER_SIZE,  /* no buffer: an "int" parameter, the size of a named dim (below) */
 } hidet_buffer_kind;
 
 /* A "tensor_map" parameter (docs/api.md): a TMA descriptor of the buffer, which the launcher
@@ -156,8 +157,9 @@ typedef struct hidet_param {
     hidet_buffer_kind kind;
     int input;              /* HIDET_BUFFER_INPUT: which input; else -1 */
     char buffer[32];        /* as sent: "input0", "output", "workspace" */
-    char type[16];          /* "pointer" or "tensor_map" (or a newer kind this client refuses
-                             * to launch) */
+    char type[16];          /* "pointer", "tensor_map" or "int" (a `long long` size, passed by
+                             * value; kind HIDET_BUFFER_SIZE, buffer ""); or a newer kind this
+                             * client refuses to launch */
     bool is_tensor_map;     /* type "tensor_map": tensor_map holds the description */
     hidet_tensor_map tensor_map;
 } hidet_param;
@@ -172,6 +174,35 @@ typedef struct hidet_kernel {
     double latency_us;      /* < 0 when not measured */
     char *ptx_url, *cubin_url; /* may be NULL */
 } hidet_kernel;
+
+/* Named dimensions (docs/api.md, "Named dimensions"): what a kernel set of a dynamic op adds. */
+#define HIDET_MAX_DIMS 4
+#define HIDET_DIM_NAME_LEN 16 /* a name is [a-z_][a-z0-9_]*, at most 15 characters */
+
+/* A dimension whose size is known only at launch: every size is in [min, max] and a multiple of
+ * multiple_of. */
+typedef struct hidet_dim {
+    char name[HIDET_DIM_NAME_LEN];
+    int64_t min, max;    /* 1 <= min <= max <= 2^31-1, both multiples of multiple_of */
+    int64_t multiple_of; /* >= 1 */
+} hidet_dim;
+
+/* A grid dimension that depends on the sizes: mul * ceil(coef * P / div), capped at cap when
+ * cap > 0, where P is the product of the sizes of the dims in `dims` (bit k: the kernel set's
+ * dims[k]). dims 0: the dimension is the kernel's fixed grid value. */
+typedef struct hidet_grid_rule {
+    unsigned dims;
+    int64_t coef, div, mul, cap;
+} hidet_grid_rule;
+
+/* What a kernel of a dynamic set adds to its hidet_kernel (kept beside it, so hidet_kernel keeps
+ * its size): its grid rules, and the dim each "int" parameter takes. A rule's dimension of
+ * hidet_kernel.grid holds the rule's value at the dims' max. */
+typedef struct hidet_kernel_dims {
+    hidet_grid_rule grid[3];
+    int *param_dim; /* n_params entries, by position in params: the index in the set's dims of
+                     * an "int" parameter, -1 for the others */
+} hidet_kernel_dims;
 
 typedef struct hidet_kernel_set {
     char key[HIDET_KEY_LEN + 1];    /* artifact key: fetch PTX/cubin with it */
@@ -192,14 +223,96 @@ typedef struct hidet_kernel_set {
     char *json;                     /* the answer as received */
     /* Where the daemon found it: "local" (its own cache), "remote" (a verified entry of the
      * cluster tier) or "tuned" (tuned or generated for this request); "" from a daemon that does
-     * not say. Last, so the struct only grew at its end. */
+     * not say. This and what follows were added at the end: the struct only grows there. */
     char origin[16];
+    /* A dynamic op's set (docs/api.md, "Named dimensions"); n_dims 0 and kernel_dims NULL for a
+     * static one. Its kernels take the sizes at launch: hidet_kernel_set_bind() checks them and
+     * gives each kernel's grid and "int" parameters. */
+    int n_dims;
+    hidet_dim dims[HIDET_MAX_DIMS];   /* sorted by name */
+    /* Per output axis: 0, a fixed size; else a bit set over dims, the axis being the product of
+     * their sizes ("n", "b*s"), and output_shape holding that product at the dims' max. */
+    unsigned output_dims[HIDET_MAX_RANK];
+    hidet_kernel_dims *kernel_dims;   /* n_kernels entries, or NULL */
 } hidet_kernel_set;
 
-/* Parses a kernel-set answer (len bytes of json). -EPROTO (with err) when it does not match. */
+/* Parses a kernel-set answer (len bytes of json). -EPROTO (with err) when it does not match. A
+ * set of a dynamic op must declare every name it uses (int parameters, grid rules, output axes)
+ * in its "dims"; one inside a dispatch table may leave "dims" out (hidet_dispatch_parse). */
 HIDET_EXPORT int hidet_kernel_set_parse(const char *json, size_t len, hidet_kernel_set **ret,
                                         hidet_error *err);
 HIDET_EXPORT hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s);
+
+/* Sizes are given by name: names[i] has size sizes[i], i < n, every dim of the set (or table)
+ * exactly once. A size outside its dim's range is -ERANGE with the message "n is 9000; its range
+ * is 1..8192" (", a multiple of 8" when multiple_of > 1) and err->field "sizes.n"; a missing,
+ * unknown or repeated name is -EINVAL. */
+
+/* Kernel `kernel` of s launched at the sizes: *ret_grid (3 entries) its grid, grid rules
+ * evaluated (-ERANGE when one exceeds CUDA's limits), and ret_ints[index] (by parameter index, so
+ * an array of the kernel's n_params entries; others are left alone) the value of each "int"
+ * parameter, which the kernel takes by value as a `long long`. A static set takes n = 0 and
+ * gives its fixed grid. Refuses (-EPROTO) a kernel with a parameter type it does not know. */
+HIDET_EXPORT int hidet_kernel_set_bind(const hidet_kernel_set *s, size_t kernel,
+                                       const char *const *names, const int64_t *sizes, size_t n,
+                                       uint32_t ret_grid[3], long long *ret_ints, hidet_error *err);
+/* The size of output axis `axis` at the sizes (a fixed axis: its size); -ERANGE/-EINVAL as
+ * above. */
+HIDET_EXPORT int hidet_kernel_set_output_dim(const hidet_kernel_set *s, int axis,
+                                             const char *const *names, const int64_t *sizes,
+                                             size_t n, int64_t *ret, hidet_error *err);
+
+/* ---- dispatch tables ---------------------------------------------------------------------- */
+
+typedef enum {
+    HIDET_ENTRY_READY = 0, /* its kernel_set was tuned for its ranges */
+    HIDET_ENTRY_TUNING,    /* its job runs (job is its URL) */
+    HIDET_ENTRY_UNTUNED,   /* nothing yet: request again with "sizes" to have it tuned */
+    HIDET_ENTRY_UNKNOWN,   /* a state this client version does not know: never launched */
+} hidet_entry_state;
+
+typedef struct hidet_dispatch_entry {
+    /* The sizes the entry covers, per dim of the table (same order): lo[k] .. hi[k]. */
+    int64_t lo[HIDET_MAX_DIMS], hi[HIDET_MAX_DIMS];
+    hidet_entry_state state;
+    char state_name[16];          /* as sent */
+    hidet_kernel_set *kernel_set; /* READY: its set, whose dims are the entry's ranges when the
+                                   * answer leaves them out; else NULL */
+    char *job;                    /* TUNING: the job's URL ("/v1/jobs/12"); else NULL */
+} hidet_dispatch_entry;
+
+/* The answer to a request whose shapes name dims: one generic kernel set valid for every size,
+ * and entries tuned for ranges of the sizes. */
+typedef struct hidet_dispatch {
+    char op[32], arch[16];
+    char op_key[HIDET_KEY_LEN + 1];
+    int n_dims;
+    hidet_dim dims[HIDET_MAX_DIMS]; /* sorted by name */
+    int output_rank;
+    int64_t output_shape[HIDET_MAX_RANK]; /* at the dims' max on named axes */
+    unsigned output_dims[HIDET_MAX_RANK]; /* as in hidet_kernel_set */
+    char output_dtype[8];
+    hidet_kernel_set *generic;
+    hidet_dispatch_entry *entries;
+    size_t n_entries;
+    char *json;                     /* the answer as received */
+} hidet_dispatch;
+
+/* Parses a dispatch-table answer; -EPROTO naming the field when it does not match docs/api.md.
+ * hidet_is_dispatch() tells the two answers of POST /v1/kernels apart (it has "dispatch"). */
+HIDET_EXPORT int hidet_dispatch_parse(const char *json, size_t len, hidet_dispatch **ret,
+                                      hidet_error *err);
+HIDET_EXPORT hidet_dispatch *hidet_dispatch_free(hidet_dispatch *d);
+HIDET_EXPORT bool hidet_is_dispatch(const char *json, size_t len);
+/* The kernel set to launch at the sizes: that of the entry whose ranges hold every size (the
+ * first; entries do not overlap) when it is READY, else the generic set; *ret_entry (may be
+ * NULL) the index of that entry whatever its state (so a caller can ask for a range that is not
+ * ready to be tuned), or -1 when none holds them. The set belongs to d. Sizes outside the
+ * table's dims: -ERANGE as above. */
+HIDET_EXPORT int hidet_dispatch_select(const hidet_dispatch *d, const char *const *names,
+                                       const int64_t *sizes, size_t n,
+                                       const hidet_kernel_set **ret, long *ret_entry,
+                                       hidet_error *err);
 
 /* ---- jobs --------------------------------------------------------------------------------- */
 
@@ -243,6 +356,10 @@ HIDET_EXPORT const char *hidet_job_state_name(hidet_job_state s);
 HIDET_EXPORT int hidet_request_kernels(hidet_client *c, const char *request_json,
                                        hidet_kernel_set **ret_set, hidet_job **ret_job,
                                        hidet_error *err);
+/* POST /v1/kernels with a request that names dims: the dispatch table. A request with "sizes"
+ * (hidet_request_size()) has the ranges holding them tuned, as jobs, without waiting for them. */
+HIDET_EXPORT int hidet_request_dispatch(hidet_client *c, const char *request_json,
+                                        hidet_dispatch **ret, hidet_error *err);
 /* GET /v1/kernels/KEY. */
 HIDET_EXPORT int hidet_kernel_set_get(hidet_client *c, const char *key, hidet_kernel_set **ret,
                                       hidet_error *err);
@@ -273,6 +390,19 @@ HIDET_EXPORT hidet_request *hidet_request_free(hidet_request *r);
  * where the op reads integers: gather's index, an elementwise cast's input). */
 HIDET_EXPORT int hidet_request_add_input(hidet_request *r, const int64_t *shape, int rank,
                                          const char *dtype);
+/* Appends an input whose axes may be names: dims[d] non-NULL makes axis d the named dim (or
+ * product, "b*s") dims[d], declared with hidet_request_dim(); shape[d] is read where dims[d] is
+ * NULL. dims NULL: as hidet_request_add_input(). */
+HIDET_EXPORT int hidet_request_add_input_named(hidet_request *r, const char *const *dims,
+                                               const int64_t *shape, int rank, const char *dtype);
+/* Declares dims.name: its range min..max, every size a multiple of multiple_of (<= 1: left out,
+ * the daemon's default 1); again for one name replaces it. */
+HIDET_EXPORT int hidet_request_dim(hidet_request *r, const char *name, int64_t min, int64_t max,
+                                   int64_t multiple_of);
+/* Appends v to dims.name.hints (declare the dim first: -ENOENT otherwise). */
+HIDET_EXPORT int hidet_request_dim_hint(hidet_request *r, const char *name, int64_t v);
+/* Sets sizes.name: a size the caller is about to launch with (its range is tuned). */
+HIDET_EXPORT int hidet_request_size(hidet_request *r, const char *name, int64_t v);
 /* Sets attrs.name (replacing an earlier value). */
 HIDET_EXPORT int hidet_request_attr_int(hidet_request *r, const char *name, int64_t v);
 HIDET_EXPORT int hidet_request_attr_bool(hidet_request *r, const char *name, bool v);
