@@ -3,8 +3,9 @@
  *
  * CPU only. Dynamic ops are built directly (n_dims, dims[], sym[0] on the tensors, shape[0] =
  * max): a 2-D `a` [n, K] with M named (f16, bf16, f32; a bias [N] and a residual [n, N] named
- * too; multiple_of 1 and 64), and rank-3 ones with the batch named (b batched or broadcast). For
- * every candidate of each space:
+ * too; multiple_of 1 and 64; M the product "b*s" of two dims), and rank-3 ones with the batch
+ * named (b batched or broadcast). Every template but those three stays out of these spaces (and
+ * names elsewhere than axis 0 of a are refused). For every candidate of each space:
  *  - the program takes the dims after the pointers in every launch, and its grids at max are
  *    those of the static program at max (tuner_op_bind) with the same schedule: kernels, names,
  *    blocks, shared memory and workspace too;
@@ -84,16 +85,36 @@ static tuner_op dyn_batch(tuner_dtype dt, long long min, long long max, long lon
     return op;
 }
 
-/* The same op with the dim's max (and every named axis's tuning size) set to max. */
-static tuner_op with_max(const tuner_op *op, long long max)
+/* The same op with dims[k].max set to max, and every named axis's tuning size (the product of
+ * its dims' max) updated. */
+static tuner_op with_max(const tuner_op *op, int k, long long max)
 {
     tuner_op o = *op;
-    o.dims[0].max = max;
+    o.dims[k].max = max;
+    int64_t maxs[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    for (int d = 0; d < o.n_dims; d++)
+        maxs[d] = o.dims[d].max;
     for (int i = 0; i < o.n_inputs; i++)
         if (o.inputs[i].sym[0])
-            o.inputs[i].shape[0] = max;
-    o.output.shape[0] = max;
+            o.inputs[i].shape[0] = tuner_dims_product(maxs, o.inputs[i].sym[0]);
+    o.output.shape[0] = tuner_dims_product(maxs, o.output.sym[0]);
     return o;
+}
+
+/* A 2-D named M that is the product of two dims, "b*s" (a reshape of [b, s, K] to rows). */
+static tuner_op dyn_rows2(tuner_dtype dt, long long bmax, long long smax, long long N, long long K)
+{
+    tuner_op op = dyn_rows(dt, 1, bmax * smax, 1, N, K, true, false);
+    op.n_dims = 2;
+    snprintf(op.dims[0].name, sizeof(op.dims[0].name), "%s", "b");
+    op.dims[0].max = bmax;
+    memset(&op.dims[1], 0, sizeof(op.dims[1]));
+    snprintf(op.dims[1].name, sizeof(op.dims[1].name), "%s", "s");
+    op.dims[1].min = 1;
+    op.dims[1].max = smax;
+    op.dims[1].multiple_of = 1;
+    op.inputs[0].sym[0] = op.inputs[3].sym[0] = op.output.sym[0] = 3;
+    return op;
 }
 
 static tuner_program *gen(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, const char *what)
@@ -138,7 +159,9 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
     }
 
     /* At max: the static program's launches. */
-    int64_t maxs[TUNER_MAX_DIMS] = {op->dims[0].max}, sizes[3];
+    int64_t maxs[TUNER_MAX_DIMS] = {1, 1, 1, 1}, sizes[3][TUNER_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        maxs[d] = op->dims[d].max;
     tuner_op bound;
     CHECK(tuner_op_bind(op, maxs, &bound) == 0, "%s: bind at max", what);
     tuner_program *sp = gen(&bound, t, s, what);
@@ -166,34 +189,40 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
         tuner_program_free(sp);
     }
 
-    /* At min, an odd size (a multiple of multiple_of: odd where that is 1) and max: each rule
-     * gives the static program's grid there, each other dimension is the static one. */
-    const tuner_dim *dm = &op->dims[0];
-    sizes[0] = dm->min;
-    sizes[1] = ((dm->min + dm->max) / 2 / dm->multiple_of) * dm->multiple_of;
-    if (dm->multiple_of == 1 && sizes[1] % 2 == 0)
-        sizes[1] = sizes[1] + 1 <= dm->max ? sizes[1] + 1 : sizes[1] - 1;
-    if (sizes[1] < dm->min)
-        sizes[1] = dm->min;
-    sizes[2] = dm->max;
+    /* At min, an odd size (a multiple of multiple_of: odd where that is 1) and max of every dim:
+     * each rule gives the static program's grid there, each other dimension is the static one. */
+    for (int d = 0; d < nd; d++) {
+        const tuner_dim *dm = &op->dims[d];
+        long long mid = ((dm->min + dm->max) / 2 / dm->multiple_of) * dm->multiple_of;
+        if (dm->multiple_of == 1 && mid % 2 == 0)
+            mid = mid + 1 <= dm->max ? mid + 1 : mid - 1;
+        if (mid < dm->min)
+            mid = dm->min;
+        sizes[0][d] = dm->min;
+        sizes[1][d] = mid;
+        sizes[2][d] = dm->max;
+    }
     for (int z = 0; z < 3; z++) {
-        int64_t sz[TUNER_MAX_DIMS] = {sizes[z]};
+        int64_t *sz = sizes[z];
+        char at[96] = "";
+        for (int d = 0, o = 0; d < nd && o < (int)sizeof(at); d++)
+            o += snprintf(at + o, sizeof(at) - (size_t)o, "%s%s=%lld", d ? "," : "", op->dims[d].name, (long long)sz[d]);
         if (tuner_op_bind(op, sz, &bound) != 0) {
-            CHECK(false, "%s: bind at %lld", what, (long long)sizes[z]);
+            CHECK(false, "%s: bind at %s", what, at);
             continue;
         }
         tuner_program *bp = gen(&bound, t, s, what);
         if (!bp)
             continue;
         CHECK(bp->n_kernels == p->n_kernels && bp->workspace_bytes <= p->workspace_bytes,
-              "%s: at %lld the static program has %d kernels, %zu workspace bytes (dynamic %d, %zu)", what,
-              (long long)sizes[z], bp->n_kernels, bp->workspace_bytes, p->n_kernels, p->workspace_bytes);
+              "%s: at %s the static program has %d kernels, %zu workspace bytes (dynamic %d, %zu)", what, at,
+              bp->n_kernels, bp->workspace_bytes, p->n_kernels, p->workspace_bytes);
         for (int k = 0; k < p->n_kernels && k < bp->n_kernels; k++)
             for (int d = 0; d < 3; d++) {
                 const tuner_grid_rule *r = &p->kernels[k].grid_rule[d];
                 const long long g = r->dims ? (long long)tuner_grid_rule_eval(r, sz) : (long long)p->kernels[k].grid[d];
-                CHECK(g == (long long)bp->kernels[k].grid[d], "%s: at %s = %lld launch %d grid[%d] is %lld, static %u",
-                      what, dm->name, (long long)sizes[z], k, d, g, bp->kernels[k].grid[d]);
+                CHECK(g == (long long)bp->kernels[k].grid[d], "%s: at %s launch %d grid[%d] is %lld, static %u", what,
+                      at, k, d, g, bp->kernels[k].grid[d]);
             }
         tuner_program_free(bp);
     }
@@ -202,8 +231,8 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
     tuner_program *ap = gen(alt, t, s, what);
     if (ap) {
         const bool same = strcmp(ap->source, p->source) == 0;
-        CHECK(same, "%s: the source depends on the dims' max (%lld vs %lld)", what, (long long)op->dims[0].max,
-              (long long)alt->dims[0].max);
+        CHECK(same, "%s: the source depends on the dims' max (%s: %lld vs %lld)", what, op->dims[0].name,
+              (long long)op->dims[0].max, (long long)alt->dims[0].max);
         if (!same && getenv("HIDET_TEST_DUMP")) {
             FILE *f = fopen("/tmp/dyn_a.cu", "w"), *g = fopen("/tmp/dyn_b.cu", "w");
             if (f && g) {
@@ -233,10 +262,13 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
         const tuner_tensor *o = &op->output;
         const long long N = o->shape[o->rank - 1], M = o->shape[o->rank - 2];
         /* A named M (2-D) divides into whole tiles by its multiple_of, a fixed one by itself. */
-        const bool whole = (o->rank == 2 ? dm->multiple_of : M) % bm == 0 && N % bn == 0;
+        long long mult = 1;
+        for (int d = 0; d < nd; d++)
+            mult *= op->dims[d].multiple_of;
+        const bool whole = (o->rank == 2 ? mult : M) % bm == 0 && N % bn == 0;
         const bool checks = strstr(p->source, " <= gm_M && gm_n0 + ") != NULL;
-        CHECK(checks == !whole, "%s: multiple_of %lld, tiles %dx%d: %s the whole-tile check", what,
-              (long long)dm->multiple_of, bm, bn, checks ? "has" : "lacks");
+        CHECK(checks == !whole, "%s: multiple_of %lld, tiles %dx%d: %s the whole-tile check", what, mult, bm, bn,
+              checks ? "has" : "lacks");
     }
 
     if (t_in_sample(j)) {
@@ -364,37 +396,41 @@ int main(int argc, char **argv)
         const char *name;
         tuner_op op, alt;
         int sm;
-    } cases[8];
+    } cases[10];
     int nc = 0;
     /* Named M: odd N and K keep the edge paths (register-staged loads, partial N tiles) in. */
     cases[nc].name = "f16 [n<=4096,512]x[512,776] +bias+res";
     cases[nc].op = dyn_rows(TUNER_F16, 1, 4096, 1, 776, 512, true, false);
-    cases[nc].alt = with_max(&cases[nc].op, 3001);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 3001);
     cases[nc++].sm = 80;
     cases[nc].name = "bf16 [n<=2048/64,320]x[320,1024] +bias+res";
     cases[nc].op = dyn_rows(TUNER_BF16, 64, 2048, 64, 1024, 320, true, false);
-    cases[nc].alt = with_max(&cases[nc].op, 1280);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 1280);
     cases[nc++].sm = 90;
     cases[nc].name = "f16 [n<=64,4096]x[4096,4096] (decode)";
     cases[nc].op = dyn_rows(TUNER_F16, 1, 64, 1, 4096, 4096, false, false);
-    cases[nc].alt = with_max(&cases[nc].op, 40);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 40);
     cases[nc++].sm = 90;
     cases[nc].name = "f32 [n<=1000,96]x[96,200] +bias+res tf32";
     cases[nc].op = dyn_rows(TUNER_F32, 1, 1000, 1, 200, 96, true, true);
-    cases[nc].alt = with_max(&cases[nc].op, 777);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 777);
+    cases[nc++].sm = 80;
+    cases[nc].name = "bf16 [b*s<=8*512,256]x[256,384] +bias+res";
+    cases[nc].op = dyn_rows2(TUNER_BF16, 8, 512, 384, 256);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 6);
     cases[nc++].sm = 80;
     /* Named batch. */
     cases[nc].name = "f16 [b<=16,100,64]x[b,64,72] +res+bias";
     cases[nc].op = dyn_batch(TUNER_F16, 1, 16, 100, 72, 64, true, true);
-    cases[nc].alt = with_max(&cases[nc].op, 11);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 11);
     cases[nc++].sm = 80;
     cases[nc].name = "bf16 [b<=8,128,256]x[256,128]";
     cases[nc].op = dyn_batch(TUNER_BF16, 2, 8, 128, 128, 256, false, false);
-    cases[nc].alt = with_max(&cases[nc].op, 5);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 5);
     cases[nc++].sm = 90;
     cases[nc].name = "f32 [b<=12,33,40]x[b,40,24]";
     cases[nc].op = dyn_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false);
-    cases[nc].alt = with_max(&cases[nc].op, 7);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 7);
     cases[nc++].sm = 80;
     for (int c = 0; c < nc; c++)
         run_case(cases[c].name, &cases[c].op, &cases[c].alt, cases[c].sm);
