@@ -262,6 +262,18 @@ static tuner_op dyn_rows(tuner_dtype dt, long long min, long long max, long long
     return op;
 }
 
+/* a [n, K] (2-byte aligned, so loads go through registers) with a prologue relu(0.5 * a * v[K])
+ * x b [K, N]. */
+static tuner_op dyn_prologue(tuner_dtype dt, long long max, long long N, long long K)
+{
+    tuner_op op = dyn_rows(dt, 1, max, 1, N, K, false);
+    op.inputs[0].align = 2;
+    op.inputs[1].align = 2;
+    long long v[1] = {K};
+    t_add_prologue(&op, TUNER_EW_MUL, 1, v, TUNER_EW_RELU);
+    return op;
+}
+
 /* a [b, M, K] x b [b, K, N] (or [K, N]); with epi + residual [b, M, N] + bias [1, N]. */
 static tuner_op dyn_batch(tuner_dtype dt, long long min, long long max, long long M, long long N, long long K,
                           bool b_batched, bool epi)
@@ -307,6 +319,7 @@ int main(void)
          {64, 448, 1024}},
         {"f16 [n<=64,4096]x[4096,4096] (decode)", dyn_rows(TUNER_F16, 1, 64, 1, 4096, 4096, false), {1, 17, 64}},
         {"f32 [n<=300,96]x[96,200] +bias+res (tf32)", dyn_rows(TUNER_F32, 1, 300, 1, 200, 96, true), {1, 151, 300}},
+        {"f16 align2 relu(0.5a*[K]) [n<=1000,200]x[200,136]", dyn_prologue(TUNER_F16, 1000, 136, 200), {1, 501, 1000}},
         {"f16 [b<=16,100,64]x[b,64,72] +res+bias", dyn_batch(TUNER_F16, 1, 16, 100, 72, 64, true, true), {1, 7, 16}},
         {"bf16 [b<=8,128,256]x[256,128]", dyn_batch(TUNER_BF16, 2, 8, 128, 128, 256, false, false), {2, 5, 8}},
         {"f32 [b<=12,33,40]x[b,40,24]", dyn_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false), {1, 5, 12}},

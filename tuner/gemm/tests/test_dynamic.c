@@ -62,6 +62,18 @@ static tuner_op dyn_rows(tuner_dtype dt, long long min, long long max, long long
     return op;
 }
 
+/* a [n, K] (2-byte aligned, so loads go through registers) with a prologue relu(0.5 * a * v[K])
+ * x b [K, N]. */
+static tuner_op dyn_prologue(tuner_dtype dt, long long max, long long N, long long K)
+{
+    tuner_op op = dyn_rows(dt, 1, max, 1, N, K, false, false);
+    op.inputs[0].align = 2;
+    op.inputs[1].align = 2;
+    long long v[1] = {K};
+    t_add_prologue(&op, TUNER_EW_MUL, 1, v, TUNER_EW_RELU);
+    return op;
+}
+
 /* a [b, M, K] x b [b, K, N] (or [K, N] with !b_batched), b in [min, max]; with epi, + a residual
  * [b, M, N] (named) + a bias [1, N]. */
 static tuner_op dyn_batch(tuner_dtype dt, long long min, long long max, long long M, long long N, long long K,
@@ -396,7 +408,7 @@ int main(int argc, char **argv)
         const char *name;
         tuner_op op, alt;
         int sm;
-    } cases[10];
+    } cases[12];
     int nc = 0;
     /* Named M: odd N and K keep the edge paths (register-staged loads, partial N tiles) in. */
     cases[nc].name = "f16 [n<=4096,512]x[512,776] +bias+res";
@@ -418,6 +430,10 @@ int main(int argc, char **argv)
     cases[nc].name = "bf16 [b*s<=8*512,256]x[256,384] +bias+res";
     cases[nc].op = dyn_rows2(TUNER_BF16, 8, 512, 384, 256);
     cases[nc].alt = with_max(&cases[nc].op, 0, 6);
+    cases[nc++].sm = 80;
+    cases[nc].name = "f16 align2 relu(0.5a*[K]) [n<=1000,200]x[200,136]";
+    cases[nc].op = dyn_prologue(TUNER_F16, 1000, 136, 200);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 700);
     cases[nc++].sm = 80;
     /* Named batch. */
     cases[nc].name = "f16 [b<=16,100,64]x[b,64,72] +res+bias";
