@@ -505,8 +505,8 @@ void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, co
                     "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
                     "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\ngm_v0 += gm_t.x;\ngm_v1 += gm_t.y;\n}\n"
                     "const int em = %s + gm_r, en = %s + gm_c;\n",
-                    s->block_m, tuner__gemm_M_ll(p).s, s->m0, half, s->split - 1, s->split, s->tid, s->threads, half, half, s->base,
-                    s->row_bytes, s->split, s->m0, s->n0);
+                    s->block_m, tuner__gemm_M_ll(p).s, s->m0, half, s->split - 1, s->split, s->tid, s->threads, half,
+                    half, s->base, s->row_bytes, s->split, s->m0, s->n0);
     tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1", false);
     tuner_sb_puts(sb, "}\n}\n");
 }
