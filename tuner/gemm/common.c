@@ -41,6 +41,8 @@ static int vec_for(long long len, int align, int esz)
 
 #define DIM_LIMIT (1LL << 30)
 
+static int dynamic_init(const tuner_op *op, tuner__gemm_problem *p, char **err);
+
 int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
 {
     if (!op || !p)
@@ -161,7 +163,101 @@ int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **
         return fail(err, "GEMM dimension too large for 32-bit tile indexing");
     p->prologue[0] = op->prologue[0].n > 0;
     p->prologue[1] = op->prologue[1].n > 0;
+    if (tuner_op_is_dynamic(op))
+        return dynamic_init(op, p, err);
     return 0;
+}
+
+/* Whether tensor t names no axis but (possibly) axis 0. */
+static bool names_only_axis0(const tuner_tensor *t)
+{
+    for (int d = 1; d < t->rank && d < TUNER_MAX_RANK; d++)
+        if (t->sym[d])
+            return false;
+    return true;
+}
+
+/* The named extents of a dynamic matmul, under this version's rule (a name stands on axis 0
+ * only, docs/api.md "Named dimensions"): a 2-D `a` [M, K] names M, a rank-3 `a` [batch, M, K]
+ * names the batch (a rank-3 `b` then names it too, a 2-D `b` nothing); the output names what
+ * `a` names on its axis 0, and every other operand names at most its axis 0, the output's name,
+ * when it has the output's rank (so that axis lines up with the output's axis 0). Anything else
+ * is refused here, which keeps these templates out of the op's space. */
+static int dynamic_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
+{
+    const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
+    if (p->conv)
+        return fail(err, "conv2d with named dimensions is not supported");
+    if (op->n_dims > TUNER_MAX_DIMS)
+        return fail(err, "too many named dimensions");
+    const unsigned name = x->sym[0];
+    if (!name || !names_only_axis0(x) || !names_only_axis0(w) || !names_only_axis0(o) || o->sym[0] != name)
+        return fail(err, "matmul names only axis 0 of a (and the output's axis 0 with it)");
+    /* Pointers (inputs, output, workspace), then one size per dim. */
+    if (op->n_inputs + 2 + op->n_dims > TUNER_MAX_ARGS)
+        return fail(err, "too many kernel arguments with named dimensions");
+    if (name >> op->n_dims)
+        return fail(err, "a named axis refers to an undeclared dimension");
+    if (x->rank == 2) {
+        if (p->trans_a || w->rank != 2 || w->sym[0])
+            return fail(err, "a named M needs a [M, K] (not transposed) and a 2-D b");
+        p->m_sym = name;
+    } else {
+        if (w->rank == 3 ? w->sym[0] != name : w->sym[0] != 0)
+            return fail(err, "a rank-3 b must name its batch as a does");
+        p->batch_sym = name;
+    }
+    for (int i = 2; i < op->n_inputs; i++) {
+        const tuner_tensor *t = &op->inputs[i];
+        if (!names_only_axis0(t) || (t->sym[0] && (t->sym[0] != name || t->rank != o->rank)))
+            return fail(err, "a fused operand may name only its axis 0, as the output's");
+    }
+    p->dynamic = true;
+    p->m_multiple = p->M;
+    if (p->m_sym) {
+        p->m_multiple = 1;
+        for (int k = 0; k < op->n_dims; k++)
+            if (p->m_sym & (1u << k))
+                p->m_multiple *= op->dims[k].multiple_of > 0 ? op->dims[k].multiple_of : 1;
+    }
+    return 0;
+}
+
+static tuner__gemm_x gemm_x(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static tuner__gemm_x gemm_x(const char *fmt, ...)
+{
+    tuner__gemm_x x;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x.s, sizeof(x.s), fmt, ap);
+    va_end(ap);
+    return x;
+}
+
+tuner__gemm_x tuner__gemm_M(const tuner__gemm_problem *p, long long add)
+{
+    if (!p->dynamic)
+        return gemm_x("%lld", p->M + add);
+    if (add == 0)
+        return gemm_x("gm_M");
+    return gemm_x("(gm_M %c %lld)", add < 0 ? '-' : '+', add < 0 ? -add : add);
+}
+
+tuner__gemm_x tuner__gemm_M_ll(const tuner__gemm_problem *p)
+{
+    return p->dynamic ? gemm_x("(long long)gm_M") : gemm_x("%lldLL", p->M);
+}
+
+tuner__gemm_x tuner__gemm_B(const tuner__gemm_problem *p)
+{
+    return p->dynamic ? gemm_x("gm_B") : gemm_x("%lld", p->batch);
+}
+
+bool tuner__gemm_m_divides(const tuner__gemm_problem *p, int block_m)
+{
+    if (p->m_sym)
+        return p->m_multiple % block_m == 0;
+    return p->M % block_m == 0;
 }
 
 static const char gm_helpers[] =
@@ -220,8 +316,23 @@ void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, cons
     tuner_sb_printf(sb, "%s(", name);
     for (int i = 0; i < op->n_inputs; i++)
         tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
-    tuner_sb_printf(sb, "%s *__restrict__ out%s)\n{\n", tuner__ctype(p->out_dt),
-                    ws ? ", float *__restrict__ ws" : "");
+    tuner_sb_printf(sb, "%s *__restrict__ out%s", tuner__ctype(p->out_dt), ws ? ", float *__restrict__ ws" : "");
+    tuner__emit_dim_params(sb, op);
+    tuner_sb_puts(sb, ")\n{\n");
+    if (p->dynamic) {
+        /* Sizes below 2^30 (tuner__gemm_problem_init checks their max): ints, as tile
+         * coordinates are. */
+        char m[96], b[96];
+        if (p->m_sym)
+            tuner__axis_expr(&op->inputs[0], 0, m, sizeof(m));
+        else
+            snprintf(m, sizeof(m), "%lld", p->M);
+        if (p->batch_sym)
+            tuner__axis_expr(&op->inputs[0], 0, b, sizeof(b));
+        else
+            snprintf(b, sizeof(b), "%lld", p->batch);
+        tuner_sb_printf(sb, "const int gm_M = (int)%s, gm_B = (int)%s;\n", m, b);
+    }
 }
 
 void tuner__gemm_emit_operand(tuner_sb *sb, const tuner__gemm_problem *p, int which, const char *pfx,
@@ -234,13 +345,13 @@ void tuner__gemm_emit_operand(tuner_sb *sb, const tuner__gemm_problem *p, int wh
         const bool trans = which == 0 ? p->trans_a : p->trans_b;
         /* A is [M,K] (trans: [K,M]); B is [K,N] (trans: [N,K]). */
         const bool mn_is_row = which == 0 ? !trans : trans;
-        const long long lim = which == 0 ? p->M : p->N;
+        const tuner__gemm_x lim = which == 0 ? tuner__gemm_M(p, 0) : gemm_x("%lld", p->N);
         int d = 0;
         if (batched)
             tuner_sb_printf(sb, "const long long %s_t%d = (%s);\n", pfx, d++, b);
         tuner_sb_printf(sb, "const long long %s_t%d = %s_%s;\n", pfx, d++, pfx, mn_is_row ? "mn" : "k");
         tuner_sb_printf(sb, "const long long %s_t%d = %s_%s;\n", pfx, d++, pfx, mn_is_row ? "k" : "mn");
-        tuner_sb_printf(sb, "const bool %s_ok = %s_mn < %lld && %s_k < (%s);\n", pfx, pfx, lim, pfx, kend);
+        tuner_sb_printf(sb, "const bool %s_ok = %s_mn < %s && %s_k < (%s);\n", pfx, pfx, lim.s, pfx, kend);
         long long rows = t->shape[t->rank - 2], cols = t->shape[t->rank - 1];
         if (batched)
             tuner_sb_printf(sb, "const long long %s_off = (%s_t0 * %lldLL + %s_t1) * %lldLL + %s_t2;\n", pfx, pfx,
@@ -384,7 +495,7 @@ void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, co
     const int half = s->block_n / 2;
     tuner_sb_printf(sb,
                     "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
-                    "const int gm_pairs = min(%d, (int)(%lldLL - (%s))) * %d;\n"
+                    "const int gm_pairs = min(%d, (int)(%s - (%s))) * %d;\n"
                     "const int gm_per = (gm_pairs + %d) / %d;\n"
                     "const int gm_q1 = min(gm_pairs, (int)(gm_rank + 1) * gm_per);\n"
                     "for (int gm_q = (int)gm_rank * gm_per + (%s); gm_q < gm_q1; gm_q += %d) {\n"
@@ -394,8 +505,8 @@ void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, co
                     "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
                     "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\ngm_v0 += gm_t.x;\ngm_v1 += gm_t.y;\n}\n"
                     "const int em = %s + gm_r, en = %s + gm_c;\n",
-                    s->block_m, p->M, s->m0, half, s->split - 1, s->split, s->tid, s->threads, half, half, s->base,
-                    s->row_bytes, s->split, s->m0, s->n0);
+                    s->block_m, tuner__gemm_M_ll(p).s, s->m0, half, s->split - 1, s->split, s->tid, s->threads, half,
+                    half, s->base, s->row_bytes, s->split, s->m0, s->n0);
     tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1", false);
     tuner_sb_puts(sb, "}\n}\n");
 }
@@ -411,12 +522,12 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
                             int mode)
 {
     if (mode == OUT_CLAMPED)
-        tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = min((%s), %lld), o_n = min((%s), %lld);\n{\n", b, m,
-                        p->M - 1, n, p->N - 2);
+        tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = min((%s), %s), o_n = min((%s), %lld);\n{\n", b, m,
+                        tuner__gemm_M(p, -1).s, n, p->N - 2);
     else
         tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
     if (mode == OUT_CHECKED)
-        tuner_sb_printf(sb, "if (o_m < %lld && o_n < %lld) {\n", p->M, p->N);
+        tuner_sb_printf(sb, "if (o_m < %s && o_n < %lld) {\n", tuner__gemm_M(p, 0).s, p->N);
     else if (mode == OUT_IN_RANGE)
         tuner_sb_puts(sb, "{\n");
     const tuner_tensor *o = &p->op->output;
@@ -425,7 +536,8 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
         if (o->rank == 3)
             tuner_sb_printf(sb, "const long long o_t%d = o_b;\n", d++);
         tuner_sb_printf(sb, "const long long o_t%d = o_m;\nconst long long o_t%d = o_n;\n", d, d + 1);
-        tuner_sb_printf(sb, "const long long o_off = ((long long)o_b * %lld + o_m) * %lldLL + o_n;\n", p->M, p->N);
+        tuner_sb_printf(sb, "const long long o_off = ((long long)o_b * %s + o_m) * %lldLL + o_n;\n",
+                        tuner__gemm_M(p, 0).s, p->N);
     } else {
         tuner_sb_printf(sb, "const int o_nb = o_m / %lld, o_p = (o_m / %lld) %% %lld, o_q = o_m %% %lld;\n",
                         p->cp * p->cq, p->cq, p->cp, p->cq);
@@ -529,38 +641,55 @@ void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, 
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)
 {
     tuner__gemm_emit_signature(sb, p, name, 256, true, 1);
-    const long long plane = p->batch * p->M * p->N;
+    /* A plane is one slice's partial output; a dynamic op's planes are as large as the launch's
+     * output (the main kernel writes them with the same runtime M and batch). */
+    char plane[96], mn[96];
+    if (p->dynamic) {
+        tuner_sb_printf(sb, "const long long gm_plane = (long long)gm_B * gm_M * %lldLL;\n", p->N);
+        snprintf(plane, sizeof(plane), "gm_plane");
+        snprintf(mn, sizeof(mn), "((long long)gm_M * %lldLL)", p->N);
+    } else {
+        snprintf(plane, sizeof(plane), "%lldLL", p->batch * p->M * p->N);
+        snprintf(mn, sizeof(mn), "%lldLL", p->M * p->N);
+    }
     tuner_sb_printf(sb, "const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;\n"
-                        "if (idx >= %lldLL) return;\n",
+                        "if (idx >= %s) return;\n",
                     plane);
-    tuner_sb_printf(sb, "const int b = (int)(idx / %lldLL); const int m = (int)((idx / %lld) %% %lld); "
+    tuner_sb_printf(sb, "const int b = (int)(idx / %s); const int m = (int)((idx / %lld) %% %s); "
                         "const int n = (int)(idx %% %lld);\n",
-                    p->M * p->N, p->N, p->M, p->N);
+                    mn, p->N, tuner__gemm_M(p, 0).s, p->N);
     /* Slices are summed in a fixed order: the result does not depend on scheduling. */
     tuner_sb_puts(sb, "float acc = 0.0f;\n");
-    tuner_sb_printf(sb, "#pragma unroll\nfor (int s = 0; s < %d; s++) acc += ws[s * %lldLL + idx];\n", split, plane);
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int s = 0; s < %d; s++) acc += ws[s * %s + idx];\n", split, plane);
     const char *v[1] = {"acc"};
     tuner__gemm_emit_store(sb, p, "b", "m", "n", v, 1);
     tuner_sb_puts(sb, "}\n");
 }
 
-void tuner__gemm_emit_raster(tuner_sb *sb, long long tiles_m, long long tiles_n, int group)
+void tuner__gemm_emit_raster(tuner_sb *sb, const tuner__gemm_problem *p, long long tiles_m, long long tiles_n,
+                             int block_m, int group)
 {
+    /* One tile row at the largest M is one at every M: row-major order is the grouped one. */
     if (group <= 1 || tiles_m <= 1) {
         tuner_sb_printf(sb, "const int gm_tm = (int)(blockIdx.x / %lldu), gm_tn = (int)(blockIdx.x %% %lldu);\n",
                         tiles_n, tiles_n);
         return;
     }
+    char tm[64];
+    if (p->m_sym)
+        snprintf(tm, sizeof(tm), "((gm_M + %d) / %d)", block_m - 1, block_m);
+    else
+        snprintf(tm, sizeof(tm), "%lld", tiles_m);
     /* Blocks launched close together share A rows (a group of tile rows) and sweep B columns,
      * so their operands stay in L2. */
     tuner_sb_printf(sb,
                     "const int gm_pid = (int)blockIdx.x;\n"
                     "const int gm_width = %d * %lld;\n"
                     "const int gm_first = (gm_pid / gm_width) * %d;\n"
-                    "const int gm_gsz = min(%lld - gm_first, %d);\n"
+                    "const int gm_gsz = min(%s - gm_first, %d);\n"
                     "const int gm_tm = gm_first + (gm_pid %% gm_width) %% gm_gsz;\n"
                     "const int gm_tn = (gm_pid %% gm_width) / gm_gsz;\n",
-                    group, tiles_n, group, tiles_m, group);
+                    group, tiles_n, group, tm, group);
 }
 
 long long tuner__gemm_k_per_split(long long K, int split, int block_k)
@@ -590,10 +719,13 @@ void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const
     if (ws)
         l->args[n++] = TUNER_BUF_WORKSPACE;
     l->n_args = n;
+    /* A dynamic op's sizes follow the pointers (tuner__gemm_emit_signature); nothing for a
+     * static one. They fit: tuner__gemm_problem_init refuses an op whose would not. */
+    (void)tuner__launch_dim_args(l, p->op);
 }
 
 int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
-                       const char *name, const char *rname, long long tiles, int split,
+                       const char *name, const char *rname, int block_m, long long tiles_n, int split,
                        bool split_in_cluster, unsigned threads, unsigned smem)
 {
     const bool ws = split > 1 && !split_in_cluster;
@@ -604,17 +736,30 @@ int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program
         return -ENOMEM;
     prog->source = src;
     prog->output_dtype = p->out_dt;
+    const long long tiles = tuner__gemm_cdiv(p->M, block_m) * tiles_n;
     tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)tiles, 1,
                            (unsigned)(p->batch * split), threads, smem, ws);
     prog->n_kernels = 1;
+    const tuner_op *op = p->op;
+    int rc = 0;
+    /* A dynamic op's grids follow M (x: ceil(M / block_m) tile rows of tiles_n tiles) or the
+     * batch (z: batch entries of `split` slices); their values at max are the ones above. */
+    if (p->m_sym && rc == 0)
+        rc = tuner__grid_rule(&prog->kernels[0], 0, op, p->m_sym, 1, block_m, tiles_n, 0);
+    if (p->batch_sym && rc == 0)
+        rc = tuner__grid_rule(&prog->kernels[0], 2, op, p->batch_sym, 1, 1, split, 0);
     if (ws) {
         long long total = p->batch * p->M * p->N;
         tuner__gemm_set_launch(&prog->kernels[1], p, rname, (unsigned)((total + 255) / 256), 1, 1,
                                256, 0, true);
         prog->n_kernels = 2;
         prog->workspace_bytes = (size_t)split * (size_t)total * sizeof(float);
+        /* One thread per output element: ceil(batch * M * N / 256), the fixed extents in coef. */
+        if (p->dynamic && rc == 0)
+            rc = tuner__grid_rule(&prog->kernels[1], 0, op, p->m_sym | p->batch_sym,
+                                  (p->m_sym ? 1 : p->M) * (p->batch_sym ? 1 : p->batch) * p->N, 256, 1, 0);
     }
-    return 0;
+    return rc;
 }
 
 void tuner__gemm_param(tuner_schedule *s, const char *name, int value)

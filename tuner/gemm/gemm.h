@@ -43,7 +43,34 @@ typedef struct tuner__gemm_problem {
      * row length and group offset multiples of it, base 16-byte aligned), else 0: what a tile
      * staged through shared memory is written out with. */
     int out_chunk;
+    /* A dynamic matmul (op->n_dims > 0): the named dims (bit sets over op->dims) that M and the
+     * batch stand for at launch, 0 where that extent is fixed. Names stand only on axis 0 (docs/
+     * api.md), so at most one of them is set and no stride depends on a size: M is named for
+     * a 2-D `a` [M, K] (not transposed), the batch for a rank-3 `a` [batch, M, K]. M and batch
+     * above hold the sizes at the dims' max (what spaces and the cost model see); m_multiple is
+     * a number every launch's M is a multiple of (the product of its dims' multiple_of; M itself
+     * when fixed). conv2d is static only. */
+    bool dynamic;
+    unsigned m_sym, batch_sym;
+    long long m_multiple;
 } tuner__gemm_problem;
+
+/* How generated code spells M and the batch count: for a static op the literals the emitters
+ * always printed ("1000", "1000LL"), for a dynamic one the ints gm_M and gm_B that every kernel
+ * of it declares at its top from its hd_dim parameters (tuner__gemm_emit_signature), the literal
+ * value where that extent is fixed. Written into a small by-value buffer. */
+typedef struct tuner__gemm_x {
+    char s[48];
+} tuner__gemm_x;
+/* M + add ("999" / "(gm_M - 1)"). */
+tuner__gemm_x tuner__gemm_M(const tuner__gemm_problem *p, long long add);
+/* M as a long long ("1000LL" / "(long long)gm_M"). */
+tuner__gemm_x tuner__gemm_M_ll(const tuner__gemm_problem *p);
+/* The batch count (matmul batch or conv groups: "4" / "gm_B"). */
+tuner__gemm_x tuner__gemm_B(const tuner__gemm_problem *p);
+/* Whether every launch's M is a multiple of block_m (so no tile row is partial): M % block_m
+ * for a fixed M, the dims' multiple_of for a named one. */
+bool tuner__gemm_m_divides(const tuner__gemm_problem *p, int block_m);
 
 /* ceil(a / b) for b > 0: tiles, k tiles, waves. */
 static inline long long tuner__gemm_cdiv(long long a, long long b)
@@ -61,7 +88,9 @@ void tuner__gemm_emit_head(tuner_sb *sb, const tuner_target *t);
 
 /* Emits `extern "C" __global__ void __launch_bounds__(threads) name(in0.., out[, ws]) {` with
  * typed pointers in0..in{n-1}, out and, when ws, the fp32 workspace; cluster_z > 1 adds
- * `__cluster_dims__(1, 1, cluster_z)` (sm_90+: consecutive blockIdx.z form one cluster). */
+ * `__cluster_dims__(1, 1, cluster_z)` (sm_90+: consecutive blockIdx.z form one cluster). A
+ * dynamic op's kernels also take `long long hd_dim0, ...` after the pointers and declare
+ * `const int gm_M, gm_B` from them first thing (tuner__gemm_M). */
 void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,
                                 int threads, bool ws, int cluster_z);
 
@@ -169,24 +198,29 @@ void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, 
                                     int split);
 
 /* Emits `const int gm_tm, gm_tn` from blockIdx.x with grouped (L2-friendly) tile order: `group`
- * consecutive tile rows are walked column by column. group <= 1 is plain row-major order. */
-void tuner__gemm_emit_raster(tuner_sb *sb, long long tiles_m, long long tiles_n, int group);
+ * consecutive tile rows are walked column by column. group <= 1 is plain row-major order.
+ * tiles_m is the count at p's sizes (a dynamic op's max); a dynamic op's code computes it from
+ * gm_M. */
+void tuner__gemm_emit_raster(tuner_sb *sb, const tuner__gemm_problem *p, long long tiles_m, long long tiles_n,
+                             int block_m, int group);
 
 /* K elements per split-K slice: a multiple of block_k covering K in `split` slices. */
 long long tuner__gemm_k_per_split(long long K, int split, int block_k);
 
 /* Finishes a program whose main kernel `name` is in sb: appends the split-K reduction kernel
  * `rname` when split > 1, hands the source over to prog and describes the launches (the main
- * kernel over tiles x (batch * split) blocks, then the reduction over every output element) and
- * the fp32 workspace of the partial sums. With split_in_cluster the main kernel sums the slices
- * itself (one cluster per tile): one launch over the same grid, no workspace. Returns 0 or
- * -ENOMEM (sb is consumed either way). */
+ * kernel over ceil(M / block_m) * tiles_n x 1 x (batch * split) blocks, then the reduction over
+ * every output element) and the fp32 workspace of the partial sums. With split_in_cluster the
+ * main kernel sums the slices itself (one cluster per tile): one launch over the same grid, no
+ * workspace. A dynamic op's launches get the dims arguments and grid rules for every grid
+ * dimension that depends on M or the batch (the workspace is sized at max). Returns 0, -ENOMEM
+ * or -ERANGE (a grid out of CUDA's limits; sb is consumed either way). */
 int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
-                       const char *name, const char *rname, long long tiles, int split,
+                       const char *name, const char *rname, int block_m, long long tiles_n, int split,
                        bool split_in_cluster, unsigned threads, unsigned smem);
 
-/* Fills the launch arguments (inputs, output and, when ws, the workspace; the order of
- * tuner__gemm_emit_signature()) and the kernel name of one launch. */
+/* Fills the launch arguments (inputs, output and, when ws, the workspace, then a dynamic op's
+ * dims; the order of tuner__gemm_emit_signature()) and the kernel name of one launch. */
 void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const char *name,
                             unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned smem,
                             bool ws);

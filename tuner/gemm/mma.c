@@ -406,7 +406,9 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
     const int iters = (rows + rpp - 1) / rpp;
     const char *X = which == 0 ? "a" : "b";
     const bool km = p->kmajor[which];
-    const long long lim = which == 0 ? p->M : p->N;
+    tuner__gemm_x lim = tuner__gemm_M(p, 0);
+    if (which != 0)
+        snprintf(lim.s, sizeof(lim.s), "%lld", p->N);
     long long mn_stride, k_stride, bstride;
     affine_strides(p, which, &mn_stride, &k_stride, &bstride);
     const int tile_off = which == 0 ? 0 : c->bm * c->bk * 2;
@@ -428,9 +430,9 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
                         tuner__ctype(p->dt), X, which, bstride, X, mn_stride, X, k_stride);
         /* kmajor: unit it is in range while it * rpp < mnrem; else the column is all in or out. */
         if (km)
-            tuner_sb_printf(sb, "const int %s_mnrem = %lld - %s_mn;\n", X, lim, X);
+            tuner_sb_printf(sb, "const int %s_mnrem = %s - %s_mn;\n", X, lim.s, X);
         else
-            tuner_sb_printf(sb, "const bool %s_mnok = %s_mn < %lld;\n", X, X, lim);
+            tuner_sb_printf(sb, "const bool %s_mnok = %s_mn < %s;\n", X, X, lim.s);
         tuner_sb_printf(sb, "const hd_u32 %s_s0 = %d + %s_r0 * %d + ((((%s_u * %d) >> 3) ^ ((%s_r0 >> %d) & %d)) << 4) + "
                             "((%s_u * %d) & 7) * 2;\n",
                         X, tile_off, X, rowb, X, v, X, sh, mask, X, v);
@@ -625,10 +627,11 @@ static void emit_epilogue_nest(tuner_sb *sb, const mma_cfg *c)
                     c->wm / 16, c->wn / 8);
 }
 
-/* Whether every tile lies wholly inside the output (then no store needs a bounds check). */
+/* Whether every tile lies wholly inside the output (then no store needs a bounds check): for a
+ * named M, only where its multiple_of guarantees it at every size. */
 static bool tiles_divide_output(const tuner__gemm_problem *p, const mma_cfg *c)
 {
-    return p->M % c->bm == 0 && p->N % c->bn == 0;
+    return tuner__gemm_m_divides(p, c->bm) && p->N % c->bn == 0;
 }
 
 /* Row-major outputs, matmul [batch][M][N] and NHWC convolution [pixels][K] (group g at column
@@ -637,12 +640,15 @@ static void affine_out_strides(const tuner__gemm_problem *p, long long *ld, long
 {
     *ld = p->conv ? p->ck : p->N;
     *zstride = p->conv ? p->cgk : p->M * p->N;
+    /* A named M has no batch (entry 0 only): no stride of a size in the code. */
+    if (p->m_sym)
+        *zstride = 0;
 }
 
 /* Opens `if (this block's tile lies inside the output) {` for edge-tile problems. */
 static void emit_if_tile_inside(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
-    tuner_sb_printf(sb, "if (gm_m0 + %d <= %lld && gm_n0 + %d <= %lld) {\n", c->bm, p->M, c->bn, p->N);
+    tuner_sb_printf(sb, "if (gm_m0 + %d <= %s && gm_n0 + %d <= %lld) {\n", c->bm, tuner__gemm_M(p, 0).s, c->bn, p->N);
 }
 
 /* stage_out: every warp applies the epilogue to all its fragments, then writes the converted
@@ -690,7 +696,8 @@ static void emit_staged_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, con
         tuner_sb_printf(sb, "if (gm_c >= %d) break;\n", total);
     tuner_sb_printf(sb, "const int gm_r = gm_c / %d, gm_q = gm_c %% %d;\n", cpr, cpr);
     if (!all_full)
-        tuner_sb_printf(sb, "if (gm_m0 + gm_r < %lld && gm_n0 + gm_q * %d < %lld)\n", p->M, p->out_chunk, p->N);
+        tuner_sb_printf(sb, "if (gm_m0 + gm_r < %s && gm_n0 + gm_q * %d < %lld)\n", tuner__gemm_M(p, 0).s,
+                        p->out_chunk, p->N);
     tuner_sb_printf(sb,
                     "hd_st16(out + (long long)gm_zb * %lldLL + (long long)(gm_m0 + gm_r) * %lldLL + gm_n0 + gm_q * %d, "
                     "gm_lds128(gm_sbase + gm_r * %d + gm_q * 16));\n}\n",
@@ -735,8 +742,8 @@ static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_
     if (c->split > 1) {
         emit_epilogue_nest(sb, c);
         tuner_sb_puts(sb, "const int em = gm_er + i * 16 + h * 8, en = gm_ec + j * 8;\n");
-        tuner_sb_printf(sb, "if (em < %lld) {\nfloat *wp = ws + (((long long)gm_zs * %lld + gm_zb) * %lld + em) * %lldLL;\n",
-                        p->M, p->batch, p->M, p->N);
+        tuner_sb_printf(sb, "if (em < %s) {\nfloat *wp = ws + (((long long)gm_zs * %s + gm_zb) * %s + em) * %lldLL;\n",
+                        tuner__gemm_M(p, 0).s, tuner__gemm_B(p).s, tuner__gemm_M(p, 0).s, p->N);
         if (p->N % 2 == 0)
             tuner_sb_printf(sb, "if (en < %lld) { hd_v2 pk; pk.x = __float_as_uint(acc[i][j][2 * h]); "
                                 "pk.y = __float_as_uint(acc[i][j][2 * h + 1]); hd_st8(wp + en, pk); }\n",
@@ -813,7 +820,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     tuner_mapping wmap = tuner_map_spatial(2, c.warps_m, c.warps_n, 1);
     const char *wnames[TUNER_MAP_MAX_RANK] = {"gm_wm", "gm_wn", NULL};
     tuner_map_emit_begin(&sb, &wmap, "threadIdx.x >> 5", "gw", wnames);
-    tuner__gemm_emit_raster(&sb, tiles_m, tiles_n, c.group);
+    tuner__gemm_emit_raster(&sb, p, tiles_m, tiles_n, c.bm, c.group);
     tuner_sb_printf(&sb,
                     "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
                     "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
@@ -897,7 +904,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     emit_epilogue(&sb, p, &c);
     tuner_map_emit_end(&sb, &wmap);
     tuner_sb_puts(&sb, "}\n");
-    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split, in_cluster,
+    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, tiles_n, c.split, in_cluster,
                               (unsigned)c.threads, (unsigned)c.smem);
 }
 
@@ -1125,8 +1132,14 @@ const tuner_template tuner__gemm_matmul_mma = {
     .predict_us = mma_predict,
     .preferred = NULL, /* enumerates its preferred schedule first */
     .default_rank = TUNER_RANK_TENSOR_CORE,
+    /* A named M or batch is read from the hd_dim parameters in every bound (tuner__gemm_M), the
+     * tile count of the grouped raster, the workspace planes and the grids (rules); the
+     * unchecked-store fast path only where multiple_of makes every tile whole. */
+    .dynamic_dims = true,
 };
 
+/* Static only: the im2col addressing decodes pixels with the image sizes, which a named batch
+ * would not change, but nothing asks for it yet (docs/api.md: names stand on matmul's a). */
 const tuner_template tuner__gemm_conv2d_mma = {
     .name = "conv2d_mma",
     .space_signature = MMA_SPACE_SIG " implicit-gemm nhwc(rsc)/nchw(crs)",

@@ -131,9 +131,9 @@ static void f_store_acc(tuner_sb *sb, const tuner__gemm_problem *p, const f_cfg 
 {
     if (c->split > 1) {
         tuner_sb_printf(sb,
-                        "{ const int wm_ = %s, wn_ = %s; if (wm_ < %lld && wn_ < %lld) "
-                        "ws[(((long long)gm_zs * %lld + gm_zb) * %lld + wm_) * %lldLL + wn_] = %s; }\n",
-                        m, n, p->M, p->N, p->batch, p->M, p->N, v);
+                        "{ const int wm_ = %s, wn_ = %s; if (wm_ < %s && wn_ < %lld) "
+                        "ws[(((long long)gm_zs * %s + gm_zb) * %s + wm_) * %lldLL + wn_] = %s; }\n",
+                        m, n, tuner__gemm_M(p, 0).s, p->N, tuner__gemm_B(p).s, tuner__gemm_M(p, 0).s, p->N, v);
         return;
     }
     const char *vv[1] = {v};
@@ -164,7 +164,7 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1, 1);
     tuner_sb_puts(&sb, "extern __shared__ __attribute__((aligned(16))) float gm_fsmem[];\n"
                        "const int lane = threadIdx.x & 31;\n");
-    tuner__gemm_emit_raster(&sb, tiles_m, tiles_n, c.group);
+    tuner__gemm_emit_raster(&sb, p, tiles_m, tiles_n, c.bm, c.group);
     tuner_sb_printf(&sb,
                     "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
                     "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
@@ -261,7 +261,7 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     }
     tuner_map_emit_end(&sb, &tmap);
     tuner_sb_puts(&sb, "}\n");
-    return tuner__gemm_finish(&sb, p, prog, name, rname, tiles_m * tiles_n, c.split, false,
+    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, tiles_n, c.split, false,
                               (unsigned)c.threads, (unsigned)c.smem);
 }
 
@@ -440,8 +440,12 @@ const tuner_template tuner__gemm_matmul_simt = {
     .predict_us = simt_predict,
     .preferred = NULL, /* enumerates its preferred schedule first */
     .default_rank = TUNER_RANK_CUDA_CORE,
+    /* Named M or batch: bounds, raster and workspace planes from the hd_dim parameters, grids
+     * by rules (tuner__gemm_finish); every schedule is valid at every size (element loads). */
+    .dynamic_dims = true,
 };
 
+/* Static only (docs/api.md: no names on conv2d). */
 const tuner_template tuner__gemm_conv2d_simt = {
     .name = "conv2d_simt",
     .space_signature = SIMT_SIG " implicit-gemm nhwc(rsc)/nchw(crs)",
@@ -462,4 +466,5 @@ const tuner_template tuner__gemm_matmul_tf32 = {
     .predict_us = tf32_predict,
     .preferred = NULL, /* enumerates its preferred schedule first */
     .default_rank = TUNER_RANK_TF32,
+    .dynamic_dims = true, /* f_emit, as matmul_simt */
 };

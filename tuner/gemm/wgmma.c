@@ -1454,8 +1454,13 @@ const tuner_template tuner__gemm_matmul_wgmma = {
     .predict_us = wg_predict,
     .preferred = wg_preferred,
     .default_rank = TUNER_RANK_TENSOR_CORE,
+    /* Static only: the TMA tensor maps hold M (the launcher encodes them from the op's shapes),
+     * and the persistent grid and stream-K partition are sized from the tile count. A dynamic
+     * matmul's space is matmul_mma's (tuner/gemm/README.md). */
+    .dynamic_dims = false,
 };
 
+/* Static only, as matmul_wgmma (and docs/api.md names no conv2d axis). */
 const tuner_template tuner__gemm_conv2d_wgmma = {
     .name = "conv2d_wgmma",
     .space_signature = WG_SPACE_SIG "; conv2d: nhwc implicit gemm; A by TMA im2col maps where channels per group "

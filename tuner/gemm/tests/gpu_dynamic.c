@@ -1,0 +1,337 @@
+/* tuner/gemm/tests/gpu_dynamic.c - runs the candidates of dynamic matmuls (named M or batch,
+ * issue 39) on a real GPU at several sizes against the static reference at each size (needs a
+ * CUDA GPU; exits 77 = skipped without one).
+ *
+ * For each case: builds the dynamic op's space for the device's target (matmul_mma, matmul_simt,
+ * matmul_tf32: the templates with dynamic_dims), generates and compiles every candidate once (in
+ * parallel threads), fills the inputs at the dims' max with values exact in their dtype, and for
+ * each size (min, an odd one, max): binds the static op there (tuner_op_bind; a named axis 0 is the
+ * outermost, so the bound tensors are prefixes of the max-size buffers), runs its reference
+ * (tuner_reference), poisons the whole max-size output with 0xff bytes (NaN in every dtype), then
+ * launches each candidate as a client would: grids from the launch's grid rules at these sizes,
+ * the sizes as `long long` arguments where the launch names TUNER_ARG_DIM0 + k. Every element of
+ * the bound output must match the reference (|out - ref| <= tol * (rms(ref) + |ref|), no NaN; tol
+ * as tests/gpu/template_sweep.c has it for GEMMs) and every byte past it must still be poison: a kernel that bounds M by max, or not at all,
+ * writes there. Prints one line per case and size; exits 1 if any candidate is wrong.
+ * HIDET_VERIFY_MAX=N limits candidates per case (evenly spread; default all), HIDET_VERIFY_ONLY=s
+ * runs the cases whose name contains s.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/gemm/gemm.h"
+#include "tuner/tests/common.h"
+#include "tuner/tests/gpu_driver.h"
+#include "tuner/tests/gpu_jobs.h"
+#include "tuner/tests/host_values.h"
+#include "tuner/tuner.h"
+
+static int total_wrong;
+
+/* Launches every kernel of p on st: pointer arguments from bufs (indexed by TUNER_BUF_*), each
+ * TUNER_ARG_DIM0 + k the size sizes[k] as a long long, and each grid dimension with a rule
+ * evaluated at sizes (the fixed value otherwise). */
+static void launch_sized(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, const int64_t *sizes,
+                         CUstream st)
+{
+    for (int k = 0; k < p->n_kernels; k++) {
+        const tuner_launch *l = &p->kernels[k];
+        CUfunction f;
+        CK(d_cuModuleGetFunction(&f, mod, l->name));
+        if (l->shared_bytes > 48 * 1024)
+            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
+        void *args[TUNER_MAX_ARGS];
+        CUdeviceptr ptrs[TUNER_MAX_ARGS];
+        long long dims[TUNER_MAX_ARGS];
+        for (int a = 0; a < l->n_args; a++) {
+            if (l->args[a] >= TUNER_ARG_DIM0) {
+                dims[a] = (long long)sizes[l->args[a] - TUNER_ARG_DIM0];
+                args[a] = &dims[a];
+            } else {
+                ptrs[a] = bufs[l->args[a]];
+                args[a] = &ptrs[a];
+            }
+        }
+        unsigned grid[3];
+        for (int d = 0; d < 3; d++)
+            grid[d] = l->grid_rule[d].dims ? (unsigned)tuner_grid_rule_eval(&l->grid_rule[d], sizes) : l->grid[d];
+        CK(d_cuLaunchKernel(f, grid[0], grid[1], grid[2], l->block[0], l->block[1], l->block[2], l->shared_bytes, st,
+                            args, NULL));
+    }
+}
+
+static float out_value(tuner_dtype dt, const unsigned char *h, size_t k)
+{
+    float v;
+    if (dt == TUNER_F32) {
+        memcpy(&v, h + k * 4, 4);
+        return v;
+    }
+    uint16_t b;
+    memcpy(&b, h + k * 2, 2);
+    return dt == TUNER_F16 ? t_f16_to_f32(b) : t_bf16_to_f32(b);
+}
+
+static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, const int64_t *sizes,
+                        int n_sizes, int threads)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(op, t, &sp, &err) < 0) {
+        printf("%-44s space error: %s\n", name, err ? err : "?");
+        free(err);
+        total_wrong++;
+        return;
+    }
+    size_t limit = sp->n;
+    const char *env = getenv("HIDET_VERIFY_MAX");
+    if (env && atoi(env) > 0 && (size_t)atoi(env) < limit)
+        limit = (size_t)atoi(env);
+    gpu_job *jobs = calloc(limit, sizeof(*jobs));
+    for (size_t i = 0; i < limit; i++) {
+        size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
+        jobs[i].op = op;
+        jobs[i].t = t;
+        jobs[i].s = &sp->items[idx];
+    }
+    gpu_jobs_compile(jobs, limit, threads);
+
+    /* Inputs at max, values exact in their dtype; the output (candidates) and the reference's
+     * F32 output at max too; the largest workspace. */
+    CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1] = {0}, refbufs[TUNER_BUF_WORKSPACE + 1] = {0};
+    for (int i = 0; i < op->n_inputs; i++) {
+        const tuner_tensor *x = &op->inputs[i];
+        const size_t n = (size_t)tuner_tensor_numel(x), es = (size_t)tuner_dtype_size(x->dtype);
+        void *h = malloc(n * es);
+        for (size_t k = 0; k < n; k++) {
+            float f = x->dtype == TUNER_F16    ? (float)t_rnd_int(-1024, 1024) / 1024.0f
+                      : x->dtype == TUNER_BF16 ? (float)t_rnd_int(-128, 128) / 128.0f
+                                               : (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
+            t_host_put(x->dtype, h, k, f);
+        }
+        CK(d_cuMemAlloc(&bufs[i], n * es));
+        CK(d_cuMemcpyHtoD(bufs[i], h, n * es));
+        refbufs[i] = bufs[i];
+        free(h);
+    }
+    const tuner_dtype odt = op->output.dtype;
+    const size_t nout_max = (size_t)tuner_tensor_numel(&op->output), oes = (size_t)tuner_dtype_size(odt);
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], nout_max * oes));
+    CK(d_cuMemAlloc(&refbufs[TUNER_BUF_OUTPUT], nout_max * 4));
+    size_t ws_max = 16;
+    for (size_t i = 0; i < limit; i++)
+        if (jobs[i].prog && jobs[i].prog->workspace_bytes > ws_max)
+            ws_max = jobs[i].prog->workspace_bytes;
+    CK(d_cuMemAlloc(&bufs[TUNER_BUF_WORKSPACE], ws_max));
+    refbufs[TUNER_BUF_WORKSPACE] = bufs[TUNER_BUF_WORKSPACE];
+
+    CUstream st;
+    CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CUmodule *mods = calloc(limit, sizeof(*mods));
+    int failed = 0;
+    for (size_t i = 0; i < limit; i++) {
+        if (jobs[i].bin)
+            CK(d_cuModuleLoadData(&mods[i], jobs[i].bin->cubin));
+        else {
+            failed++;
+            printf("  compile failed: %s\n", jobs[i].err ? jobs[i].err : "?");
+        }
+    }
+    total_wrong += failed;
+    float *refh = malloc(nout_max * 4);
+    unsigned char *outh = malloc(nout_max * oes);
+
+    for (int z = 0; z < n_sizes; z++) {
+        const int64_t *sz = sizes + (size_t)z * TUNER_MAX_DIMS;
+        tuner_op bound;
+        char why[128] = "";
+        if (tuner_op_sizes_check(op, sz, why, sizeof(why), NULL) < 0 || tuner_op_bind(op, sz, &bound) < 0) {
+            printf("%-44s bad sizes: %s\n", name, why);
+            total_wrong++;
+            continue;
+        }
+        tuner_program *ref = NULL;
+        tuner_binary *refbin = NULL;
+        if (tuner_reference(&bound, t, &ref, &err) < 0 || tuner_compile(ref->source, t, &refbin, &err) < 0) {
+            printf("%-44s reference error: %s\n", name, err ? err : "?");
+            exit(2);
+        }
+        CUmodule rmod;
+        CK(d_cuModuleLoadData(&rmod, refbin->cubin));
+        gpu_launch(rmod, ref, refbufs, st);
+        CK(d_cuStreamSynchronize(st));
+        const size_t nout = (size_t)tuner_tensor_numel(&bound.output);
+        CK(d_cuMemcpyDtoH(refh, refbufs[TUNER_BUF_OUTPUT], nout * 4));
+        double rms = 0;
+        for (size_t k = 0; k < nout; k++)
+            rms += (double)refh[k] * refh[k];
+        rms = sqrt(rms / (double)(nout ? nout : 1));
+
+        int ok = 0, wrong = 0;
+        for (size_t i = 0; i < limit; i++) {
+            const gpu_job *j = &jobs[i];
+            if (!j->bin)
+                continue;
+            CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout_max * oes));
+            CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0, ws_max));
+            launch_sized(mods[i], j->prog, bufs, sz, st);
+            CK(d_cuStreamSynchronize(st));
+            CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout_max * oes));
+            /* tests/gpu/template_sweep.c's GEMM tolerances; fp32 on CUDA cores much tighter. */
+            const double tol = odt == TUNER_BF16 ? 4e-2
+                               : odt == TUNER_F16 || strcmp(j->s->template_name, "matmul_tf32") == 0 ? 1e-2
+                                                                                                   : 1e-4;
+            size_t bad = 0, first_bad = 0, spilled = 0;
+            for (size_t k = 0; k < nout; k++) {
+                const float v = out_value(odt, outh, k);
+                const double d = (double)v == refh[k] ? 0.0 : fabs((double)v - refh[k]);
+                const double floor_ = odt == TUNER_F16 ? 5.97e-8 : 0.0;
+                if (!(d <= tol * rms + tol * fabs(refh[k]) + floor_) && !bad++)
+                    first_bad = k;
+            }
+            for (size_t b = nout * oes; b < nout_max * oes; b++)
+                spilled += outh[b] != 0xff;
+            if (bad || spilled) {
+                wrong++;
+                char *sj = tuner_schedule_json(j->s);
+                printf("  WRONG at %s=%lld %s: %zu/%zu bad (first at %zu: %g vs ref %g), %zu bytes written past the "
+                       "output\n",
+                       op->dims[0].name, (long long)sz[0], sj ? sj : "?", bad, nout, first_bad,
+                       bad ? (double)out_value(odt, outh, first_bad) : 0.0, bad ? (double)refh[first_bad] : 0.0,
+                       spilled);
+                free(sj);
+            } else {
+                ok++;
+            }
+        }
+        printf("%-44s %s=%-6lld %3zu cand: ok %3d wrong %2d failed %2d\n", name, op->dims[0].name, (long long)sz[0],
+               limit, ok, wrong, failed);
+        fflush(stdout);
+        total_wrong += wrong;
+        CK(d_cuModuleUnload(rmod));
+        tuner_program_free(ref);
+        tuner_binary_free(refbin);
+    }
+    for (size_t i = 0; i < limit; i++)
+        if (mods[i])
+            CK(d_cuModuleUnload(mods[i]));
+    free(mods);
+    CK(d_cuStreamDestroy(st));
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        if (bufs[i])
+            CK(d_cuMemFree(bufs[i]));
+    CK(d_cuMemFree(refbufs[TUNER_BUF_OUTPUT]));
+    free(outh);
+    free(refh);
+    gpu_jobs_free(jobs, limit);
+    tuner_space_free(sp);
+}
+
+static void set_dim(tuner_op *op, long long min, long long max, long long mult)
+{
+    op->n_dims = 1;
+    memset(&op->dims[0], 0, sizeof(op->dims[0]));
+    snprintf(op->dims[0].name, sizeof(op->dims[0].name), "%s", "n");
+    op->dims[0].min = min;
+    op->dims[0].max = max;
+    op->dims[0].multiple_of = mult;
+}
+
+/* a [n, K] x b [K, N]; with epi + bias [N] + residual [n, N], GELU (tanh). */
+static tuner_op dyn_rows(tuner_dtype dt, long long min, long long max, long long mult, long long N, long long K,
+                         bool epi)
+{
+    tuner_op op = t_matmul(dt, 0, 0, max, N, K, false, false, 16);
+    op.attrs.matmul.allow_tf32 = true;
+    set_dim(&op, min, max, mult);
+    op.inputs[0].sym[0] = 1;
+    op.output.sym[0] = 1;
+    if (epi) {
+        long long bias[1] = {N}, res[2] = {max, N};
+        op.inputs[2] = t_tensor(dt, 1, bias, 16);
+        op.inputs[3] = t_tensor(dt, 2, res, 16);
+        op.inputs[3].sym[0] = 1;
+        op.n_inputs = 4;
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 3};
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_GELU_TANH, .operand = -1};
+    }
+    return op;
+}
+
+/* a [n, K] (2-byte aligned, so loads go through registers) with a prologue relu(0.5 * a * v[K])
+ * x b [K, N]. */
+static tuner_op dyn_prologue(tuner_dtype dt, long long max, long long N, long long K)
+{
+    tuner_op op = dyn_rows(dt, 1, max, 1, N, K, false);
+    op.inputs[0].align = 2;
+    op.inputs[1].align = 2;
+    long long v[1] = {K};
+    t_add_prologue(&op, TUNER_EW_MUL, 1, v, TUNER_EW_RELU);
+    return op;
+}
+
+/* a [b, M, K] x b [b, K, N] (or [K, N]); with epi + residual [b, M, N] + bias [1, N]. */
+static tuner_op dyn_batch(tuner_dtype dt, long long min, long long max, long long M, long long N, long long K,
+                          bool b_batched, bool epi)
+{
+    tuner_op op = t_matmul(dt, max, b_batched ? max : 0, M, N, K, false, false, 16);
+    set_dim(&op, min, max, 1);
+    op.inputs[0].sym[0] = 1;
+    if (b_batched)
+        op.inputs[1].sym[0] = 1;
+    op.output.sym[0] = 1;
+    if (epi) {
+        long long res[3] = {max, M, N}, bias[2] = {1, N};
+        op.inputs[2] = t_tensor(dt, 3, res, 16);
+        op.inputs[2].sym[0] = 1;
+        op.inputs[3] = t_tensor(dt, 2, bias, 16);
+        op.n_inputs = 4;
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 3};
+    }
+    return op;
+}
+
+int main(void)
+{
+    CUdevice dev;
+    int major, minor;
+    if (!gpu_driver_first_device(false, &dev, &major, &minor))
+        return 77;
+    gpu_driver_use(dev);
+    tuner_target t = {major * 10 + minor, false};
+    if (t.sm > 90)
+        t.sm = 90; /* run sm_90 code on newer parts */
+    printf("device sm_%d\n", t.sm);
+    t_rng_state = 12345;
+    const char *only = getenv("HIDET_VERIFY_ONLY");
+    struct {
+        const char *name;
+        tuner_op op;
+        int64_t sizes[3];
+    } cases[] = {
+        {"f16 [n<=1000,512]x[512,776] +bias+res gelu", dyn_rows(TUNER_F16, 1, 1000, 1, 776, 512, true), {1, 333, 1000}},
+        {"bf16 [n<=1024/64,320]x[320,1024] +bias+res", dyn_rows(TUNER_BF16, 64, 1024, 64, 1024, 320, true),
+         {64, 448, 1024}},
+        {"f16 [n<=64,4096]x[4096,4096] (decode)", dyn_rows(TUNER_F16, 1, 64, 1, 4096, 4096, false), {1, 17, 64}},
+        {"f32 [n<=300,96]x[96,200] +bias+res (tf32)", dyn_rows(TUNER_F32, 1, 300, 1, 200, 96, true), {1, 151, 300}},
+        {"f16 align2 relu(0.5a*[K]) [n<=1000,200]x[200,136]", dyn_prologue(TUNER_F16, 1000, 136, 200), {1, 501, 1000}},
+        {"f16 [b<=16,100,64]x[b,64,72] +res+bias", dyn_batch(TUNER_F16, 1, 16, 100, 72, 64, true, true), {1, 7, 16}},
+        {"bf16 [b<=8,128,256]x[256,128]", dyn_batch(TUNER_BF16, 2, 8, 128, 128, 256, false, false), {2, 5, 8}},
+        {"f32 [b<=12,33,40]x[b,40,24]", dyn_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false), {1, 5, 12}},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        if (only && !strstr(cases[c].name, only))
+            continue;
+        int64_t sizes[3 * TUNER_MAX_DIMS] = {0};
+        for (int z = 0; z < 3; z++)
+            sizes[z * TUNER_MAX_DIMS] = cases[c].sizes[z];
+        verify_case(cases[c].name, &cases[c].op, &t, sizes, 3, 16);
+    }
+    printf("%s\n", total_wrong ? "FAILED" : "ok");
+    return total_wrong ? 1 : 0;
+}

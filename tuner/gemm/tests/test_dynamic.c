@@ -1,0 +1,462 @@
+/* tuner/gemm/tests/test_dynamic.c - matmul with named dimensions (dynamic ops, issue 39) in the
+ * matmul_mma / matmul_simt / matmul_tf32 templates (suite tuner_gemm).
+ *
+ * CPU only. Dynamic ops are built directly (n_dims, dims[], sym[0] on the tensors, shape[0] =
+ * max): a 2-D `a` [n, K] with M named (f16, bf16, f32; a bias [N] and a residual [n, N] named
+ * too; multiple_of 1 and 64; M the product "b*s" of two dims), and rank-3 ones with the batch
+ * named (b batched or broadcast). Every template but those three stays out of these spaces (and
+ * names elsewhere than axis 0 of a are refused). For every candidate of each space:
+ *  - the program takes the dims after the pointers in every launch, and its grids at max are
+ *    those of the static program at max (tuner_op_bind) with the same schedule: kernels, names,
+ *    blocks, shared memory and workspace too;
+ *  - every grid rule gives, at min, an odd size and max, the grid of the static program at that
+ *    size, and the dimensions without a rule are the static ones there;
+ *  - the same op with another max (same min and multiple_of) gives the same source byte for
+ *    byte: a size baked into the code (a bound, a tile count, a plane) would differ;
+ *  - matmul_mma without split-K checks whole tiles against gm_M unless multiple_of makes every
+ *    tile whole;
+ * and a sample of the candidates (the first of each case, its preferred one, always) goes
+ * through NVRTC and ptxas for the real target (HIDET_TEST_SAMPLE, tuner/tests/common.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tuner/gemm/gemm.h"
+#include "tuner/tests/common.h"
+
+static int compiled;
+
+static void set_dim(tuner_op *op, long long min, long long max, long long mult)
+{
+    op->n_dims = 1;
+    memset(&op->dims[0], 0, sizeof(op->dims[0]));
+    snprintf(op->dims[0].name, sizeof(op->dims[0].name), "%s", "n");
+    op->dims[0].min = min;
+    op->dims[0].max = max;
+    op->dims[0].multiple_of = mult;
+}
+
+/* a [n, K] x b [K, N], n in [min, max] a multiple of mult; with epi, + bias [N] + residual [n, N],
+ * then GELU (tanh). */
+static tuner_op dyn_rows(tuner_dtype dt, long long min, long long max, long long mult, long long N, long long K,
+                         bool epi, bool tf32)
+{
+    tuner_op op = t_matmul(dt, 0, 0, max, N, K, false, false, 16);
+    op.attrs.matmul.allow_tf32 = tf32;
+    set_dim(&op, min, max, mult);
+    op.inputs[0].sym[0] = 1;
+    op.output.sym[0] = 1;
+    if (epi) {
+        long long bias[1] = {N}, res[2] = {max, N};
+        op.inputs[2] = t_tensor(dt, 1, bias, 16);
+        op.inputs[3] = t_tensor(dt, 2, res, 16);
+        op.inputs[3].sym[0] = 1;
+        op.n_inputs = 4;
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 3};
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_GELU_TANH, .operand = -1};
+    }
+    return op;
+}
+
+/* a [n, K] (2-byte aligned, so loads go through registers) with a prologue relu(0.5 * a * v[K])
+ * x b [K, N]. */
+static tuner_op dyn_prologue(tuner_dtype dt, long long max, long long N, long long K)
+{
+    tuner_op op = dyn_rows(dt, 1, max, 1, N, K, false, false);
+    op.inputs[0].align = 2;
+    op.inputs[1].align = 2;
+    long long v[1] = {K};
+    t_add_prologue(&op, TUNER_EW_MUL, 1, v, TUNER_EW_RELU);
+    return op;
+}
+
+/* a [b, M, K] x b [b, K, N] (or [K, N] with !b_batched), b in [min, max]; with epi, + a residual
+ * [b, M, N] (named) + a bias [1, N]. */
+static tuner_op dyn_batch(tuner_dtype dt, long long min, long long max, long long M, long long N, long long K,
+                          bool b_batched, bool epi)
+{
+    tuner_op op = t_matmul(dt, max, b_batched ? max : 0, M, N, K, false, false, 16);
+    set_dim(&op, min, max, 1);
+    op.inputs[0].sym[0] = 1;
+    if (b_batched)
+        op.inputs[1].sym[0] = 1;
+    op.output.sym[0] = 1;
+    if (epi) {
+        long long res[3] = {max, M, N}, bias[2] = {1, N};
+        op.inputs[2] = t_tensor(dt, 3, res, 16);
+        op.inputs[2].sym[0] = 1;
+        op.inputs[3] = t_tensor(dt, 2, bias, 16);
+        op.n_inputs = 4;
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
+        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 3};
+    }
+    return op;
+}
+
+/* The same op with dims[k].max set to max, and every named axis's tuning size (the product of
+ * its dims' max) updated. */
+static tuner_op with_max(const tuner_op *op, int k, long long max)
+{
+    tuner_op o = *op;
+    o.dims[k].max = max;
+    int64_t maxs[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    for (int d = 0; d < o.n_dims; d++)
+        maxs[d] = o.dims[d].max;
+    for (int i = 0; i < o.n_inputs; i++)
+        if (o.inputs[i].sym[0])
+            o.inputs[i].shape[0] = tuner_dims_product(maxs, o.inputs[i].sym[0]);
+    o.output.shape[0] = tuner_dims_product(maxs, o.output.sym[0]);
+    return o;
+}
+
+/* A 2-D named M that is the product of two dims, "b*s" (a reshape of [b, s, K] to rows). */
+static tuner_op dyn_rows2(tuner_dtype dt, long long bmax, long long smax, long long N, long long K)
+{
+    tuner_op op = dyn_rows(dt, 1, bmax * smax, 1, N, K, true, false);
+    op.n_dims = 2;
+    snprintf(op.dims[0].name, sizeof(op.dims[0].name), "%s", "b");
+    op.dims[0].max = bmax;
+    memset(&op.dims[1], 0, sizeof(op.dims[1]));
+    snprintf(op.dims[1].name, sizeof(op.dims[1].name), "%s", "s");
+    op.dims[1].min = 1;
+    op.dims[1].max = smax;
+    op.dims[1].multiple_of = 1;
+    op.inputs[0].sym[0] = op.inputs[3].sym[0] = op.output.sym[0] = 3;
+    return op;
+}
+
+static tuner_program *gen(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, const char *what)
+{
+    tuner_program *p = NULL;
+    char *err = NULL;
+    int rc = tuner_generate(op, t, s, &p, &err);
+    CHECK(rc == 0 && p, "%s: generate failed (%d): %s", what, rc, err ? err : "");
+    free(err);
+    return rc == 0 ? p : NULL;
+}
+
+static bool rules_equal(const tuner_grid_rule *a, const tuner_grid_rule *b)
+{
+    return a->dims == b->dims && a->coef == b->coef && a->div == b->div && a->mul == b->mul && a->cap == b->cap;
+}
+
+/* Checks one candidate of case `name` (its dynamic op `op`, `alt` the same with another max). */
+static void check_candidate(const char *name, const tuner_op *op, const tuner_op *alt, const tuner_target *t,
+                            const tuner_schedule *s, size_t j, int *n_rules)
+{
+    char what[512];
+    char *sj = tuner_schedule_json(s);
+    snprintf(what, sizeof(what), "%s #%zu %s", name, j, sj ? sj : "?");
+    free(sj);
+    tuner_program *p = gen(op, t, s, what);
+    if (!p)
+        return;
+    const int nd = op->n_dims;
+
+    /* The dims: a parameter of every kernel and the last arguments of every launch. */
+    int params = 0;
+    for (const char *q = p->source; (q = strstr(q, "long long hd_dim0")); q++)
+        params++;
+    CHECK(params == p->n_kernels, "%s: %d kernels take hd_dim0, want %d", what, params, p->n_kernels);
+    for (int k = 0; k < p->n_kernels; k++) {
+        const tuner_launch *l = &p->kernels[k];
+        bool ok = l->n_args > nd;
+        for (int d = 0; ok && d < nd; d++)
+            ok = l->args[l->n_args - nd + d] == TUNER_ARG_DIM0 + d;
+        CHECK(ok, "%s: launch %d does not end with the dims' arguments", what, k);
+    }
+
+    /* At max: the static program's launches. */
+    int64_t maxs[TUNER_MAX_DIMS] = {1, 1, 1, 1}, sizes[3][TUNER_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        maxs[d] = op->dims[d].max;
+    tuner_op bound;
+    CHECK(tuner_op_bind(op, maxs, &bound) == 0, "%s: bind at max", what);
+    tuner_program *sp = gen(&bound, t, s, what);
+    if (sp) {
+        CHECK(sp->n_kernels == p->n_kernels && sp->workspace_bytes == p->workspace_bytes,
+              "%s: %d kernels / %zu workspace bytes, static at max %d / %zu", what, p->n_kernels,
+              p->workspace_bytes, sp->n_kernels, sp->workspace_bytes);
+        for (int k = 0; k < p->n_kernels && k < sp->n_kernels; k++) {
+            const tuner_launch *l = &p->kernels[k], *sl = &sp->kernels[k];
+            CHECK(strcmp(l->name, sl->name) == 0 && l->block[0] == sl->block[0] && l->shared_bytes == sl->shared_bytes &&
+                      l->n_args == sl->n_args + nd && memcmp(l->args, sl->args, sizeof(int) * (size_t)sl->n_args) == 0,
+                  "%s: launch %d differs from the static one at max beyond the dims", what, k);
+            for (int d = 0; d < 3; d++) {
+                CHECK(l->grid[d] == sl->grid[d], "%s: launch %d grid[%d] %u at max, static %u", what, k, d, l->grid[d],
+                      sl->grid[d]);
+                CHECK(sl->grid_rule[d].dims == 0, "%s: a static program has a grid rule", what);
+                if (l->grid_rule[d].dims) {
+                    (*n_rules)++;
+                    CHECK(tuner_grid_rule_eval(&l->grid_rule[d], maxs) == (int64_t)l->grid[d],
+                          "%s: launch %d rule %d gives %lld at max, grid %u", what, k, d,
+                          (long long)tuner_grid_rule_eval(&l->grid_rule[d], maxs), l->grid[d]);
+                }
+            }
+        }
+        tuner_program_free(sp);
+    }
+
+    /* At min, an odd size (a multiple of multiple_of: odd where that is 1) and max of every dim:
+     * each rule gives the static program's grid there, each other dimension is the static one. */
+    for (int d = 0; d < nd; d++) {
+        const tuner_dim *dm = &op->dims[d];
+        long long mid = ((dm->min + dm->max) / 2 / dm->multiple_of) * dm->multiple_of;
+        if (dm->multiple_of == 1 && mid % 2 == 0)
+            mid = mid + 1 <= dm->max ? mid + 1 : mid - 1;
+        if (mid < dm->min)
+            mid = dm->min;
+        sizes[0][d] = dm->min;
+        sizes[1][d] = mid;
+        sizes[2][d] = dm->max;
+    }
+    for (int z = 0; z < 3; z++) {
+        int64_t *sz = sizes[z];
+        char at[96] = "";
+        for (int d = 0, o = 0; d < nd && o < (int)sizeof(at); d++)
+            o += snprintf(at + o, sizeof(at) - (size_t)o, "%s%s=%lld", d ? "," : "", op->dims[d].name, (long long)sz[d]);
+        if (tuner_op_bind(op, sz, &bound) != 0) {
+            CHECK(false, "%s: bind at %s", what, at);
+            continue;
+        }
+        tuner_program *bp = gen(&bound, t, s, what);
+        if (!bp)
+            continue;
+        CHECK(bp->n_kernels == p->n_kernels && bp->workspace_bytes <= p->workspace_bytes,
+              "%s: at %s the static program has %d kernels, %zu workspace bytes (dynamic %d, %zu)", what, at,
+              bp->n_kernels, bp->workspace_bytes, p->n_kernels, p->workspace_bytes);
+        for (int k = 0; k < p->n_kernels && k < bp->n_kernels; k++)
+            for (int d = 0; d < 3; d++) {
+                const tuner_grid_rule *r = &p->kernels[k].grid_rule[d];
+                const long long g = r->dims ? (long long)tuner_grid_rule_eval(r, sz) : (long long)p->kernels[k].grid[d];
+                CHECK(g == (long long)bp->kernels[k].grid[d], "%s: at %s launch %d grid[%d] is %lld, static %u", what,
+                      at, k, d, g, bp->kernels[k].grid[d]);
+            }
+        tuner_program_free(bp);
+    }
+
+    /* Another max: the same code and launches (rules and all), only the grids at max differ. */
+    tuner_program *ap = gen(alt, t, s, what);
+    if (ap) {
+        const bool same = strcmp(ap->source, p->source) == 0;
+        CHECK(same, "%s: the source depends on the dims' max (%s: %lld vs %lld)", what, op->dims[0].name,
+              (long long)op->dims[0].max, (long long)alt->dims[0].max);
+        if (!same && getenv("HIDET_TEST_DUMP")) {
+            FILE *f = fopen("/tmp/dyn_a.cu", "w"), *g = fopen("/tmp/dyn_b.cu", "w");
+            if (f && g) {
+                fputs(p->source, f);
+                fputs(ap->source, g);
+            }
+            if (f)
+                fclose(f);
+            if (g)
+                fclose(g);
+        }
+        CHECK(ap->n_kernels == p->n_kernels, "%s: kernels depend on max", what);
+        for (int k = 0; k < p->n_kernels && k < ap->n_kernels; k++) {
+            CHECK(ap->kernels[k].n_args == p->kernels[k].n_args &&
+                      memcmp(ap->kernels[k].args, p->kernels[k].args, sizeof(int) * (size_t)p->kernels[k].n_args) == 0,
+                  "%s: launch %d's arguments depend on max", what, k);
+            for (int d = 0; d < 3; d++)
+                CHECK(rules_equal(&ap->kernels[k].grid_rule[d], &p->kernels[k].grid_rule[d]),
+                      "%s: launch %d's grid rule %d depends on max", what, k, d);
+        }
+        tuner_program_free(ap);
+    }
+
+    /* matmul_mma's whole-tile fast path: taken only where every size makes every tile whole. */
+    if (strcmp(s->template_name, "matmul_mma") == 0 && tuner_schedule_param(s, "split_k", 1) == 1) {
+        const int bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
+        const tuner_tensor *o = &op->output;
+        const long long N = o->shape[o->rank - 1], M = o->shape[o->rank - 2];
+        /* A named M (2-D) divides into whole tiles by its multiple_of, a fixed one by itself. */
+        long long mult = 1;
+        for (int d = 0; d < nd; d++)
+            mult *= op->dims[d].multiple_of;
+        const bool whole = (o->rank == 2 ? mult : M) % bm == 0 && N % bn == 0;
+        const bool checks = strstr(p->source, " <= gm_M && gm_n0 + ") != NULL;
+        CHECK(checks == !whole, "%s: multiple_of %lld, tiles %dx%d: %s the whole-tile check", what, mult, bm, bn,
+              checks ? "has" : "lacks");
+    }
+
+    if (t_in_sample(j)) {
+        if (t_compile_check(what, p->source, t, p, NULL))
+            compiled++;
+        else
+            CHECK(false, "%s: compile", what);
+    }
+    tuner_program_free(p);
+}
+
+static const char *const dynamic_templates[] = {"matmul_mma", "matmul_simt", "matmul_tf32", NULL};
+
+static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, int sm)
+{
+    tuner_target t = {.sm = sm, .arch_specific = sm == 90};
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    char label[160];
+    snprintf(label, sizeof(label), "%s sm_%d%s", name, sm, sm == 90 ? "a" : "");
+    if (tuner_space_build(op, &t, &sp, &err) < 0) {
+        CHECK(false, "%s: no space: %s", label, err ? err : "");
+        free(err);
+        return;
+    }
+    CHECK(sp->n > 0, "%s: empty space", label);
+    int per_tmpl[3] = {0, 0, 0}, n_rules = 0;
+    for (size_t j = 0; j < sp->n; j++) {
+        const tuner_schedule *s = &sp->items[j];
+        int ti = -1;
+        for (int k = 0; dynamic_templates[k]; k++)
+            if (strcmp(s->template_name, dynamic_templates[k]) == 0)
+                ti = k;
+        CHECK(ti >= 0, "%s: %s in a dynamic op's space", label, s->template_name);
+        if (ti < 0)
+            continue;
+        per_tmpl[ti]++;
+        const double us = tuner_predict_us(op, &t, s);
+        CHECK(isfinite(us) && us > 0 && us < 1e11, "%s #%zu: prediction %g", label, j, us);
+        check_candidate(label, op, alt, &t, s, j, &n_rules);
+    }
+    CHECK(n_rules > 0, "%s: no launch has a grid rule", label);
+    /* tune:"none" picks an item of the space, and with a tensor-core template there, one of it. */
+    const size_t def = tuner_default_index(op, &t, sp);
+    CHECK(def < sp->n, "%s: default %zu of %zu", label, def, sp->n);
+    if (def < sp->n && per_tmpl[0])
+        CHECK(strcmp(sp->items[def].template_name, "matmul_mma") == 0, "%s: default is %s", label,
+              sp->items[def].template_name);
+    printf("%-44s %4zu candidates (mma %d simt %d tf32 %d), %d grid rules, default %s\n", label, sp->n, per_tmpl[0],
+           per_tmpl[1], per_tmpl[2], n_rules, def < sp->n ? sp->items[def].template_name : "?");
+    fflush(stdout);
+    tuner_space_free(sp);
+}
+
+/* The static templates (wgmma, conv2d) stay out of a dynamic op's space, and ops that break the
+ * axis-0 rule are refused by the templates (no space at all). */
+static void test_refusals(void)
+{
+    tuner_target t = {.sm = 90, .arch_specific = true};
+    tuner_op op = dyn_rows(TUNER_F16, 1, 4096, 1, 4096, 4096, false, false);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(&op, &t, &sp, &err) == 0, "dynamic 4096^3 on sm_90a: %s", err ? err : "");
+    for (size_t j = 0; sp && j < sp->n; j++)
+        CHECK(strcmp(sp->items[j].template_name, "matmul_wgmma") != 0, "matmul_wgmma in a dynamic space");
+    tuner_space_free(sp);
+    sp = NULL;
+    /* The static op at the same shape has wgmma candidates: the exclusion above is the flag's. */
+    tuner_op st = t_matmul(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false, 16);
+    size_t wg = 0;
+    if (tuner_space_build(&st, &t, &sp, &err) == 0)
+        for (size_t j = 0; j < sp->n; j++)
+            wg += strcmp(sp->items[j].template_name, "matmul_wgmma") == 0;
+    CHECK(wg > 0, "the static op has no matmul_wgmma candidate");
+    tuner_space_free(sp);
+    sp = NULL;
+    free(err);
+    err = NULL;
+
+    /* Names elsewhere than axis 0 of a: M of a transposed a, a named N, a named K. */
+    tuner_op bad[3];
+    bad[0] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, true, false, 16);
+    set_dim(&bad[0], 1, 512, 1);
+    bad[0].inputs[0].sym[1] = 1;
+    bad[0].output.sym[0] = 1;
+    bad[1] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, false, false, 16);
+    set_dim(&bad[1], 1, 256, 1);
+    bad[1].inputs[1].sym[1] = 1;
+    bad[1].output.sym[1] = 1;
+    bad[2] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, false, false, 16);
+    set_dim(&bad[2], 1, 128, 1);
+    bad[2].inputs[0].sym[1] = 1;
+    bad[2].inputs[1].sym[0] = 1;
+    for (int i = 0; i < 3; i++) {
+        tuner__gemm_problem p;
+        char *e = NULL;
+        CHECK(tuner__gemm_problem_init(&bad[i], &p, &e) < 0 && e, "misplaced name %d accepted", i);
+        free(e);
+        CHECK(tuner_space_build(&bad[i], &t, &sp, &err) < 0, "misplaced name %d has a space", i);
+        tuner_space_free(sp);
+        sp = NULL;
+        free(err);
+        err = NULL;
+    }
+    /* The problem view of a good one. */
+    tuner__gemm_problem p;
+    tuner_op good = dyn_rows(TUNER_F16, 64, 4096, 64, 768, 512, true, false);
+    CHECK(tuner__gemm_problem_init(&good, &p, NULL) == 0 && p.dynamic && p.m_sym == 1 && !p.batch_sym &&
+              p.M == 4096 && p.m_multiple == 64,
+          "dynamic problem view");
+    good = dyn_batch(TUNER_BF16, 1, 16, 100, 72, 64, true, false);
+    CHECK(tuner__gemm_problem_init(&good, &p, NULL) == 0 && p.dynamic && !p.m_sym && p.batch_sym == 1 &&
+              p.batch == 16 && p.M == 100,
+          "dynamic batch problem view");
+}
+
+int main(int argc, char **argv)
+{
+    if (t_subset_init(&argc, argv) < 0)
+        return 2;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    test_refusals();
+    struct {
+        const char *name;
+        tuner_op op, alt;
+        int sm;
+    } cases[12];
+    int nc = 0;
+    /* Named M: odd N and K keep the edge paths (register-staged loads, partial N tiles) in. */
+    cases[nc].name = "f16 [n<=4096,512]x[512,776] +bias+res";
+    cases[nc].op = dyn_rows(TUNER_F16, 1, 4096, 1, 776, 512, true, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 3001);
+    cases[nc++].sm = 80;
+    cases[nc].name = "bf16 [n<=2048/64,320]x[320,1024] +bias+res";
+    cases[nc].op = dyn_rows(TUNER_BF16, 64, 2048, 64, 1024, 320, true, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 1280);
+    cases[nc++].sm = 90;
+    cases[nc].name = "f16 [n<=64,4096]x[4096,4096] (decode)";
+    cases[nc].op = dyn_rows(TUNER_F16, 1, 64, 1, 4096, 4096, false, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 40);
+    cases[nc++].sm = 90;
+    cases[nc].name = "f32 [n<=1000,96]x[96,200] +bias+res tf32";
+    cases[nc].op = dyn_rows(TUNER_F32, 1, 1000, 1, 200, 96, true, true);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 777);
+    cases[nc++].sm = 80;
+    cases[nc].name = "bf16 [b*s<=8*512,256]x[256,384] +bias+res";
+    cases[nc].op = dyn_rows2(TUNER_BF16, 8, 512, 384, 256);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 6);
+    cases[nc++].sm = 80;
+    cases[nc].name = "f16 align2 relu(0.5a*[K]) [n<=1000,200]x[200,136]";
+    cases[nc].op = dyn_prologue(TUNER_F16, 1000, 136, 200);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 700);
+    cases[nc++].sm = 80;
+    /* Named batch. */
+    cases[nc].name = "f16 [b<=16,100,64]x[b,64,72] +res+bias";
+    cases[nc].op = dyn_batch(TUNER_F16, 1, 16, 100, 72, 64, true, true);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 11);
+    cases[nc++].sm = 80;
+    cases[nc].name = "bf16 [b<=8,128,256]x[256,128]";
+    cases[nc].op = dyn_batch(TUNER_BF16, 2, 8, 128, 128, 256, false, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 5);
+    cases[nc++].sm = 90;
+    cases[nc].name = "f32 [b<=12,33,40]x[b,40,24]";
+    cases[nc].op = dyn_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 7);
+    cases[nc++].sm = 80;
+    for (int c = 0; c < nc; c++)
+        run_case(cases[c].name, &cases[c].op, &cases[c].alt, cases[c].sm);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("compiled %d programs in %.1f s\n", compiled,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    if (t_failures) {
+        fprintf(stderr, "%d failure(s)\n", (int)t_failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
