@@ -1,0 +1,181 @@
+/* tests/integration/it_dynamic.c - named dimensions through the real daemon (docs/api.md,
+ * "Named dimensions"): a matmul over n in 1..8192 and a layernorm over b*s answer dispatch
+ * tables whose generic set and entries pass ptxas, whose kernels take the sizes as int
+ * parameters and size their grids by rules; the entry holding the request's "sizes" (and a
+ * hint's) is tuned as a job and listed ready on a later request, while the others stay untuned;
+ * sizes out of range, -1 and names where an op takes none are refused with their fields; the
+ * daemon keeps serving static requests throughout. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MATMUL_DYN(extra)                                                                                \
+    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",4096],\"dtype\":\"f16\"},"                       \
+    "{\"shape\":[4096,1024],\"dtype\":\"f16\"},{\"shape\":[1024],\"dtype\":\"f16\"}],"                  \
+    "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"gelu\",\"approximate\":\"tanh\"}],"           \
+    "\"dims\":{\"n\":{\"min\":1,\"max\":8192,\"hints\":[8]}},\"arch\":\"sm_80\",\"tune\":\"model\"" extra "}"
+
+static const char *json_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+
+/* A kernel set of a dynamic op: every kernel takes the size of each name as an int parameter,
+ * some grid dimension is a rule over the names, and the code passes ptxas. */
+static void check_dynamic_set(const ht_daemon *d, const cJSON *set, const char *arch, const char *names)
+{
+    CHECK(cJSON_IsObject(set), "no kernel set");
+    if (!cJSON_IsObject(set))
+        return;
+    const char *key = json_str(set, "key");
+    CHECK(strlen(key) == 64, "key '%s'", key);
+    const cJSON *k;
+    int rules = 0;
+    cJSON_ArrayForEach(k, get(set, "kernels")) {
+        int ints = 0;
+        const cJSON *p;
+        cJSON_ArrayForEach(p, get(k, "params")) {
+            if (!strcmp(json_str(p, "type"), "int")) {
+                ints++;
+                CHECK(strstr(names, json_str(p, "dim")) != NULL, "int param of dim '%s'", json_str(p, "dim"));
+            }
+        }
+        CHECK(ints >= 1, "a kernel of a dynamic set takes no size: %.300s", cJSON_PrintUnformatted(k));
+        const cJSON *g;
+        cJSON_ArrayForEach(g, get(k, "grid")) {
+            if (cJSON_IsObject(g)) {
+                rules++;
+                CHECK(cJSON_IsArray(get(g, "dims")) && cJSON_IsNumber(get(g, "div")) && cJSON_IsNumber(get(g, "mul")),
+                      "grid rule %.200s", cJSON_PrintUnformatted(g));
+            }
+        }
+    }
+    CHECK(rules >= 1, "no grid rule in a dynamic set");
+    char path[160];
+    snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key);
+    ht_resp ptx = ht_get(d, path);
+    CHECK(ptx.status == 200 && ht_ptxas(ptx.body, ptx.len, arch) == 0, "ptxas -arch=%s rejects the PTX (%ld)", arch,
+          ptx.status);
+    ht_resp_free(&ptx);
+}
+
+/* The entry whose range holds v (one name). */
+static const cJSON *entry_at(const cJSON *table, const char *name, long long v)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, get(get(table, "dispatch"), "entries")) {
+        const cJSON *r = get(get(e, "ranges"), name);
+        if (cJSON_GetArraySize(r) == 2 && v >= cJSON_GetArrayItem(r, 0)->valuedouble &&
+            v <= cJSON_GetArrayItem(r, 1)->valuedouble)
+            return e;
+    }
+    return NULL;
+}
+
+static void check_refused(const ht_daemon *d, const char *body, const char *code, const char *field)
+{
+    ht_resp bad = ht_post(d, "/v1/kernels", body);
+    const cJSON *err = get(bad.json, "error");
+    CHECK(bad.status == 422 && err && !strcmp(json_str(err, "code"), code) && !strcmp(json_str(err, "field"), field),
+          "want 422 %s at %s, got %ld %.300s", code, field, bad.status, bad.body);
+    ht_resp_free(&bad);
+}
+
+int main(void)
+{
+    ht_daemon d;
+    ht_init(&d);
+    ht_arg(&d, "--workers");
+    ht_arg(&d, "none");
+    if (ht_start(&d) != 0)
+        return 1;
+
+    /* The first request: the generic set is compiled (the one thing waited for), the entry that
+     * holds n = 300 and the hint's (n = 8) get jobs, the others none. */
+    ht_resp r = ht_post(&d, "/v1/kernels", MATMUL_DYN(",\"sizes\":{\"n\":300}"));
+    CHECK(r.status == 200, "status %ld %.500s", r.status, r.body);
+    const cJSON *dims = get(get(r.json, "dims"), "n");
+    CHECK(dims && get(dims, "min")->valueint == 1 && get(dims, "max")->valueint == 8192, "dims %.300s", r.body);
+    char *shape = cJSON_PrintUnformatted(get(get(r.json, "output"), "shape"));
+    CHECK(shape && !strcmp(shape, "[\"n\",1024]"), "output shape %s", shape ? shape : "?");
+    free(shape);
+    check_dynamic_set(&d, get(get(r.json, "dispatch"), "generic"), "sm_80", "n");
+    const cJSON *entries = get(get(r.json, "dispatch"), "entries");
+    CHECK(cJSON_GetArraySize(entries) == 10, "%d entries; want [1,16], [17,32] ... [4097,8192]",
+          cJSON_GetArraySize(entries));
+    const cJSON *e300 = entry_at(r.json, "n", 300), *e8 = entry_at(r.json, "n", 8), *e5000 = entry_at(r.json, "n", 5000);
+    CHECK(e300 && e8 && e5000, "entries for 300, 8 and 5000");
+    if (e300 && e8 && e5000) {
+        CHECK(cJSON_GetArrayItem(get(get(e300, "ranges"), "n"), 0)->valueint == 257, "300's range starts at 257");
+        CHECK(strcmp(json_str(e300, "state"), "untuned") && strcmp(json_str(e8, "state"), "untuned"),
+              "the sizes' and the hint's entries were not tuned: %s, %s", json_str(e300, "state"), json_str(e8, "state"));
+        CHECK(!strcmp(json_str(e5000, "state"), "untuned"), "an entry nobody asked for is %s", json_str(e5000, "state"));
+    }
+    ht_resp_free(&r);
+
+    /* Later requests (without sizes) list the tuned entry ready, with a kernel set of its own. */
+    bool ready = false;
+    for (int i = 0; i < 600 && !ready; i++) {
+        r = ht_post(&d, "/v1/kernels", MATMUL_DYN(""));
+        CHECK(r.status == 200, "status %ld", r.status);
+        const cJSON *e = entry_at(r.json, "n", 300);
+        if (e && !strcmp(json_str(e, "state"), "ready")) {
+            ready = true;
+            const cJSON *set = get(e, "kernel_set");
+            check_dynamic_set(&d, set, "sm_80", "n");
+            CHECK(strcmp(json_str(set, "op_key"), json_str(r.json, "op_key")), "the entry has the generic op key");
+        }
+        ht_resp_free(&r);
+        if (!ready)
+            usleep(100 * 1000);
+    }
+    CHECK(ready, "the entry of n = 300 never became ready");
+
+    /* A product of names on axis 0: layernorm over [b*s, 768]. */
+    r = ht_post(&d, "/v1/kernels",
+                "{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[\"b*s\",768],\"dtype\":\"bf16\"},"
+                "{\"shape\":[768],\"dtype\":\"bf16\"},{\"shape\":[768],\"dtype\":\"bf16\"}],"
+                "\"dims\":{\"b\":{\"min\":1,\"max\":32},\"s\":{\"min\":16,\"max\":512,\"multiple_of\":16}},"
+                "\"arch\":\"sm_90a\",\"tune\":\"none\"}");
+    CHECK(r.status == 200, "layernorm status %ld %.500s", r.status, r.body);
+    check_dynamic_set(&d, get(get(r.json, "dispatch"), "generic"), "sm_90a", "b s");
+    /* b: [1,16] [17,32]; s: [16,16] [32,32] [48,64] ... [272,512] */
+    CHECK(cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")) == 2 * 6, "%d entries",
+          cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")));
+    ht_resp_free(&r);
+
+    /* Refusals with their fields, through the daemon. */
+    check_refused(&d, MATMUL_DYN(",\"sizes\":{\"n\":9000}"), "out_of_range", "sizes.n");
+    check_refused(&d,
+                  "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[-1,64],\"dtype\":\"f16\"}]}", "invalid_field",
+                  "inputs[0].shape[0]");
+    check_refused(&d,
+                  "{\"op\":\"pool2d\",\"inputs\":[{\"shape\":[\"n\",8,8,4],\"dtype\":\"f16\"}],"
+                  "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2},\"dims\":{\"n\":{\"min\":1,\"max\":64}}}",
+                  "invalid_field", "inputs[0].shape[0]");
+    check_refused(&d,
+                  "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,\"k\"],\"dtype\":\"f16\"},"
+                  "{\"shape\":[64,64],\"dtype\":\"f16\"}],\"dims\":{\"k\":{\"min\":1,\"max\":64}}}",
+                  "invalid_field", "inputs[0].shape[1]");
+
+    /* ... and static requests are served as before. */
+    r = ht_post(&d, "/v1/kernels",
+                "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,64],\"dtype\":\"f16\"},"
+                "{\"shape\":[64,256],\"dtype\":\"f16\"}],\"arch\":\"sm_80\",\"tune\":\"none\"}");
+    CHECK(r.status == 200 && strlen(json_str(r.json, "key")) == 64, "static matmul %ld", r.status);
+    ht_resp_free(&r);
+
+    CHECK(ht_stop(&d, SIGTERM) == 0, "SIGTERM exit status");
+    ht_cleanup(&d);
+    return ht_finish("it_dynamic");
+}
