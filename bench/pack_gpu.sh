@@ -9,9 +9,10 @@ rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib .gpu/tests
 cp build-gpu/daemon/hidetd build-gpu/gpu_workers/hidetd-worker build-gpu/clients/c/hidetctl \
    build-gpu/bench/hitbench .gpu/bin/
 cp -P build-gpu/clients/c/lib/libhidet-client.so* .gpu/lib/ 2>/dev/null || true
-# The tuner's own GPU checks (every candidate against a reference): tuner_gpu_verify and the
-# attention templates' tuner_gpu_attn_*.
+# The tuner's own GPU checks (every candidate against a reference): tuner_gpu_verify, the
+# attention templates' tuner_gpu_attn_*, and the dynamic ops' checks at several sizes.
 for t in build-gpu/tests/gpu/* build-gpu/scheduler/gpu_sched build-gpu/tuner/tests/tuner_gpu_verify \
+         build-gpu/tuner/tests/tuner_gpu_verify_dyn build-gpu/tuner/gemm/tests/tuner_gpu_gemm_dynamic \
          build-gpu/tuner/attn/tests/tuner_gpu_attn_*; do
     case "$t" in *seccomp_exec) continue ;; esac
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" .gpu/tests/

@@ -62,6 +62,13 @@ typedef struct tuner_tmap {
     int32_t upper_corner[TUNER_TMAP_MAX_RANK - 2];
     uint32_t channels_per_pixel; /* 1..256, a whole number of 16-byte units */
     uint32_t pixels_per_column;  /* 1..1024 */
+    /* A dynamic op's map (tiled only): sym[i] != 0 marks dimension i as following the op's named
+     * dims (a bit set over tuner_op.dims, as tuner_tensor.sym): at launch it is sym_coef[i] times
+     * the product of their sizes, and dims[i] holds that value at the dims' max. Strides never
+     * depend on a size (names stand on a tensor's axis 0 only). All zero in a static map; not
+     * part of tuner_tmap_pack's record (the cache keeps them beside the launch). */
+    uint8_t sym[TUNER_TMAP_MAX_RANK];
+    uint64_t sym_coef[TUNER_TMAP_MAX_RANK];
     int swizzle;                /* shared-memory swizzle span in bytes: 0 (none), 32, 64, 128 */
     int l2_promotion;           /* bytes: 0 (none), 64, 128, 256 */
     tuner_tmap_oob oob_fill;    /* what out-of-bounds box elements read as */
