@@ -69,6 +69,16 @@ bool t_sampling(void)
     return t_sub.every > 1;
 }
 
+bool t_in_check_sample(size_t i)
+{
+    static long every = -1;
+    if (every < 0) {
+        const char *e = getenv("HIDET_TEST_CHECK_EVERY");
+        every = e && atol(e) > 1 ? atol(e) : 1;
+    }
+    return i % (size_t)every == 0;
+}
+
 tuner_tensor t_tensor(tuner_dtype dt, int rank, const long long *shape, int align)
 {
     tuner_tensor t;

@@ -97,4 +97,10 @@ bool t_in_sample(size_t j);
 /* True when the run compiles only a sample (HIDET_TEST_SAMPLE above 1). */
 bool t_sampling(void);
 
+/* Whether candidate i of a case gets a test's costly per-candidate checks (programs generated
+ * again at other sizes, say) beside the cheap ones: every candidate, unless
+ * HIDET_TEST_CHECK_EVERY=N is set (the sanitizer build's registrations set it, where generating a
+ * program costs several times as much): then i % N == 0. A test also checks its default. */
+bool t_in_check_sample(size_t i);
+
 #endif

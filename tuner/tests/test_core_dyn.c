@@ -136,7 +136,7 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
     CHECK(def < sp->n, "%s %s: default", c->name, tn);
 
     /* Every candidate: launches, grids at three sizes, the same text at a larger max. */
-    size_t identical = 0, compiled = 0;
+    size_t identical = 0, compiled = 0, checked = 0;
     for (size_t i = 0; i < sp->n; i++) {
         const tuner_schedule *s = &sp->items[i];
         char *sj = tuner_schedule_json(s);
@@ -151,6 +151,19 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
             continue;
         CHECK(p->output_dtype == op->output.dtype, "%s: output dtype", what);
         check_dim_args(what, op, p);
+        /* The default, and of 8 evenly spaced others those the sample takes (numbered over the
+         * whole run, so that a sampled run still compiles some of every case's). */
+        const size_t step = sp->n > 8 ? sp->n / 8 : 1;
+        if (i == def || (i % step == 0 && t_in_sample(++n_picks))) {
+            CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
+            compiled++;
+            n_compiled++;
+        }
+        if (i != def && !t_in_check_sample(i)) {
+            tuner_program_free(p);
+            continue;
+        }
+        checked++;
         for (int which = 0; which < 3; which++)
             check_against_bound(what, op, t, s, p, which);
         tuner_program *b = NULL;
@@ -163,14 +176,6 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
             CHECK(same, "%s: the source changes with the dims' max (a named size is baked in)", what);
             identical += same;
             tuner_program_free(b);
-        }
-        /* The default, and of 8 evenly spaced others those the sample takes (numbered over the
-         * whole run, so that a sampled run still compiles some of every case's). */
-        const size_t step = sp->n > 8 ? sp->n / 8 : 1;
-        if (i == def || (i % step == 0 && t_in_sample(++n_picks))) {
-            CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
-            compiled++;
-            n_compiled++;
         }
         tuner_program_free(p);
     }
@@ -191,8 +196,9 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
         tuner_program_free(ref);
     }
     char *dj = tuner_schedule_json(&sp->items[def]);
-    printf("%-62s %-6s space %4zu (split %3zu, vec %3zu) same text at a larger max %zu/%zu, compiled %zu; default %s\n",
-           c->name, tn, sp->n, splits, vecs, identical, sp->n, compiled, dj ? dj : "?");
+    printf("%-62s %-6s space %4zu (split %3zu, vec %3zu) same text at a larger max %zu/%zu checked, compiled %zu; "
+           "default %s\n",
+           c->name, tn, sp->n, splits, vecs, identical, checked, compiled, dj ? dj : "?");
     free(dj);
     tuner_space_free(sp);
 }
