@@ -154,6 +154,32 @@ int main(void)
           cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")));
     ht_resp_free(&r);
 
+    /* Three names of 7 ranges each would be 343 entries: the widest name's neighbouring ranges
+     * merge until the table holds at most 256 (4 x 7 x 7 = 196), and the entries still cover
+     * every size exactly once. */
+    r = ht_post(&d, "/v1/kernels",
+                "{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"a*b*c\"],\"dtype\":\"f32\"}],"
+                "\"attrs\":{\"fn\":\"relu\"},\"dims\":{\"a\":{\"min\":1,\"max\":1024},"
+                "\"b\":{\"min\":1,\"max\":1024},\"c\":{\"min\":1,\"max\":1024}},\"arch\":\"sm_80\",\"tune\":\"none\"}");
+    CHECK(r.status == 200, "elementwise status %ld %.300s", r.status, r.body);
+    const cJSON *all = get(get(r.json, "dispatch"), "entries");
+    CHECK(cJSON_GetArraySize(all) == 196, "%d entries for three names", cJSON_GetArraySize(all));
+    static const char *const abc[] = {"a", "b", "c"};
+    for (int k = 0; k < 3; k++) {
+        /* every size of the name in exactly 196 / (its ranges) entries: count the entries holding 1, 17, 700, 1024 */
+        static const long long probe[] = {1, 17, 700, 1024};
+        for (int p = 0; p < 4; p++) {
+            int holding = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, all) {
+                const cJSON *rg = get(get(e, "ranges"), abc[k]);
+                holding += probe[p] >= cJSON_GetArrayItem(rg, 0)->valuedouble && probe[p] <= cJSON_GetArrayItem(rg, 1)->valuedouble;
+            }
+            CHECK(holding == 49 || holding == 28, "%s = %lld is held by %d entries", abc[k], probe[p], holding);
+        }
+    }
+    ht_resp_free(&r);
+
     /* Refusals with their fields, through the daemon. */
     check_refused(&d, MATMUL_DYN(",\"sizes\":{\"n\":9000}"), "out_of_range", "sizes.n");
     check_refused(&d,
