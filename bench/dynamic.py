@@ -45,9 +45,24 @@ def grid_of(g, sizes):
     return min(v, g["cap"]) if g.get("cap", 0) > 0 else v
 
 
+def map_at(tmap, sizes):
+    """A "tensor_map" description at sizes: each dims entry that follows named dims
+    ({"dims": ["n"], "coef": 1}, docs/api.md "Named dimensions") evaluated, as the encoder
+    takes it."""
+    dims = []
+    for d in tmap["dims"]:
+        if isinstance(d, dict):
+            v = d["coef"]
+            for name in d["dims"]:
+                v *= sizes[name]
+            d = v
+        dims.append(d)
+    return dict(tmap, dims=dims)
+
+
 class SizedKernel:
     """A kernel set of a dynamic op, launched at given sizes (grid rules evaluated, int params
-    passed as 64-bit integers)."""
+    passed as 64-bit integers, tensor maps encoded at the sizes)."""
 
     def __init__(self, daemon, kset, workdir):
         self.kset = kset
@@ -82,7 +97,8 @@ class SizedKernel:
                 if kind == "int":
                     args.append(cupy.int64(sizes[p["dim"]]))
                 elif kind == "tensor_map":
-                    args.append(tensor_map_arg(p["tensor_map"], table[p["buffer"]].data_ptr()))
+                    tmap = map_at(p["tensor_map"], sizes)
+                    args.append(tensor_map_arg(tmap, table[p["buffer"]].data_ptr()))
                 else:
                     args.append(cupy.uint64(table[p["buffer"]].data_ptr()))
             calls.append((fn, tuple(grid_of(g, sizes) for g in grid), block, smem, tuple(args)))

@@ -514,7 +514,15 @@ static cJSON *module_json(const gw_module *m)
             !cJSON_AddNumberToObject(lj, "shared", l->shared_bytes) ||
             !cJSON_AddItemToObject(lj, "args", cJSON_CreateIntArray(l->args, l->n_args)))
             goto fail;
-        if (!tuner_tmaps_add_json(lj, l->maps, l->n_maps, "buf", buf_number))
+        /* A dynamic op's map is measured where its dims are at their max, the values dims[]
+         * already hold: the worker gets it as the static map it is there. */
+        tuner_tmap maps[GW_MAX_MAPS];
+        for (int k = 0; k < l->n_maps && k < GW_MAX_MAPS; k++) {
+            maps[k] = l->maps[k];
+            memset(maps[k].sym, 0, sizeof(maps[k].sym));
+            memset(maps[k].sym_coef, 0, sizeof(maps[k].sym_coef));
+        }
+        if (!tuner_tmaps_add_json(lj, maps, l->n_maps, "buf", buf_number))
             goto fail;
         /* "values" only where a scalar is passed, so a request without reads as before. */
         bool scalars = false;

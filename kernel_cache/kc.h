@@ -156,7 +156,7 @@ int64_t kc_grid_rule_eval(const kc_grid_rule *r, const int64_t *sizes);
 
 /* One kernel launch of a kernel set; launches run in order on one stream. Its parameters are
  * the n_args arguments (pointers and sizes), then the n_maps tensor maps (op/tmap.h; each map's
- * buf is a kc_buf naming a buffer). */
+ * buf is a kc_buf naming a buffer; a dynamic op's map may have dimensions that follow dims). */
 typedef struct kc_kernel {
     char name[64];          /* extern "C" entry point */
     uint32_t grid[3];       /* each >= 1; where grid_rule[d].dims != 0, its value at the dims' max */
@@ -192,12 +192,14 @@ typedef struct kc_launch {
  * with 1 <= min <= max <= KC_MAX_DIM both multiples of multiple_of; dim arguments, grid rules
  * and named output axes only over existing dims; a rule with coef, div, mul >= 1, cap within
  * the grid's limit, whose value at the dims' max is grid[d]; a named axis's shape the product of
- * its dims' max. A static launch has none of them (all zero). kc_artifact_put and import refuse, and every read reports as -EBADMSG, what this
+ * its dims' max; a tensor map's symbolic dimension (tuner_tmap.sym) over existing dims, its
+ * sym_coef times their max being its dims[i]. A static launch has none of them (all zero). kc_artifact_put and import refuse, and every read reports as -EBADMSG, what this
  * refuses. */
 int kc_launch_check(const kc_launch *l);
 /* The launch description as JSON text, as the export file carries it:
  * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...,"dim0"],
- *              "maps":[{"buffer":"input0", ...tuner_tmap_to_json's members}],
+ *              "maps":[{"buffer":"input0", ...tuner_tmap_to_json's members}] (a symbolic map
+ *                      dimension {"dims":[dim indices],"coef":N} in "dims"),
  *              "grid_rules":[null or {"dims":MASK,"coef","div","mul","cap"}, x3]}],
  *  "workspace_bytes":N, "output":{"shape":[...],"dtype":"f16","sym":[MASK,...]},
  *  "dims":[{"name","min","max","multiple_of"}]} ("maps" left out when a kernel has none, as

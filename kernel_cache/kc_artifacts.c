@@ -81,8 +81,18 @@ static int64_t kc__get_le64(const uint8_t *p)
     return (int64_t)v;
 }
 
-static void kc__rules_pack(const kc_grid_rule r[3], uint8_t out[KC_GRID_RULES_PACKED])
+/* A dynamic kernel's grid_rules blob (kc__rules_blob_len bytes; KC_GRID_RULE_PACKED). */
+static void kc__rules_pack(const kc_kernel *k, uint8_t *out)
 {
+    const kc_grid_rule *r = k->grid_rule;
+    if (kc__kernel_has_sym_map(k))
+        for (int m = 0; m < k->n_maps; m++) {
+            uint8_t *p = out + KC_GRID_RULES_PACKED + m * KC_MAP_SYM_PACKED;
+            for (int d = 0; d < TUNER_TMAP_MAX_RANK; d++, p += 9) {
+                p[0] = k->maps[m].sym[d];
+                kc__put_le64(p + 1, (int64_t)k->maps[m].sym_coef[d]);
+            }
+        }
     for (int d = 0; d < 3; d++) {
         uint8_t *p = out + d * KC_GRID_RULE_PACKED;
         p[0] = r[d].dims;
@@ -90,6 +100,18 @@ static void kc__rules_pack(const kc_grid_rule r[3], uint8_t out[KC_GRID_RULES_PA
         kc__put_le64(p + 9, r[d].div);
         kc__put_le64(p + 17, r[d].mul);
         kc__put_le64(p + 25, r[d].cap);
+    }
+}
+
+/* The maps' symbolic dimensions from the records after the rules (the maps already read). */
+static void kc__map_sym_unpack(const uint8_t *in, kc_kernel *k)
+{
+    for (int m = 0; m < k->n_maps; m++) {
+        const uint8_t *p = in + m * KC_MAP_SYM_PACKED;
+        for (int d = 0; d < TUNER_TMAP_MAX_RANK; d++, p += 9) {
+            k->maps[m].sym[d] = p[0];
+            k->maps[m].sym_coef[d] = (uint64_t)kc__get_le64(p + 1);
+        }
     }
 }
 
@@ -136,9 +158,9 @@ static int kc__launch_rows_put(kc_db *db, const char *key, const kc_launch *l, b
         for (int m = 0; m < k->n_maps; m++)
             tuner_tmap_pack(&k->maps[m], maps + m * TUNER_TMAP_PACKED);
         const bool dynamic = kc__kernel_is_dynamic(k);
-        uint8_t rules[KC_GRID_RULES_PACKED];
+        uint8_t rules[KC_GRID_RULES_PACKED + KC_MAX_MAPS * KC_MAP_SYM_PACKED];
         if (dynamic)
-            kc__rules_pack(k->grid_rule, rules);
+            kc__rules_pack(k, rules);
         if ((k->n_maps || dynamic) && !with_dims)
             return -EINVAL; /* the conversion's callers only hand static, map-less launches */
         s = kc__stmt(db, k->n_maps || dynamic ? S_KERNEL_PUT : S_KERNEL_PUT_NO_MAPS);
@@ -155,7 +177,7 @@ static int kc__launch_rows_put(kc_db *db, const char *key, const kc_launch *l, b
         kc__bind_blob(s, 11, args, (size_t)k->n_args);
         if (k->n_maps || dynamic) {
             kc__bind_blob(s, 12, maps, (size_t)k->n_maps * TUNER_TMAP_PACKED);
-            kc__bind_blob(s, 13, rules, dynamic ? sizeof(rules) : 0);
+            kc__bind_blob(s, 13, rules, dynamic ? kc__rules_blob_len(k) : 0);
         }
         rc = sqlite3_step(s);
         sqlite3_reset(s);
@@ -280,7 +302,9 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
         kc_kernel *k = &l->kernels[l->n_kernels];
         if (!ok || !name || strlen((const char *)name) >= sizeof(k->name) || n_args > KC_MAX_ARGS ||
             maps_len % TUNER_TMAP_PACKED || maps_len / TUNER_TMAP_PACKED > KC_MAX_MAPS ||
-            (rules_len != 0 && rules_len != KC_GRID_RULES_PACKED)) {
+            (rules_len != 0 && rules_len != KC_GRID_RULES_PACKED &&
+             rules_len != KC_GRID_RULES_PACKED + maps_len / TUNER_TMAP_PACKED * KC_MAP_SYM_PACKED) ||
+            (rules_len > KC_GRID_RULES_PACKED && maps_len == 0)) {
             r = -EBADMSG;
             break;
         }
@@ -299,6 +323,15 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *l)
         for (size_t m = 0; m < maps_len / TUNER_TMAP_PACKED; m++)
             if (tuner_tmap_unpack(maps + m * TUNER_TMAP_PACKED, KC_BUF_WORKSPACE, &k->maps[k->n_maps++]) < 0)
                 r = -EBADMSG;
+        if (r == 0 && rules_len > KC_GRID_RULES_PACKED) {
+            kc__map_sym_unpack(rules + KC_GRID_RULES_PACKED, k);
+            /* Records of nothing symbolic would have been left out: reading them is damage. */
+            if (!kc__kernel_has_sym_map(k))
+                r = -EBADMSG;
+            for (int m = 0; m < k->n_maps; m++)
+                if (tuner_tmap_check(&k->maps[m], NULL, 0, NULL, 0) < 0)
+                    r = -EBADMSG;
+        }
         if (r < 0)
             break;
         l->n_kernels++;

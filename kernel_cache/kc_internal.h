@@ -102,15 +102,36 @@ int kc__launch_get_locked(kc_db *db, const char *key, kc_launch *ret);
 void kc__shape_encode(const kc_launch *l, unsigned char out[8 * KC_MAX_RANK], size_t *ret_len);
 int kc__shape_decode(const void *blob, size_t len, kc_launch *l);
 
-/* launch_kernels.grid_rules of a kernel with a rule: per grid dimension the dims byte, then
- * coef, div, mul and cap as little-endian int64 (empty for a static kernel). */
+/* launch_kernels.grid_rules of a dynamic kernel: per grid dimension the dims byte, then
+ * coef, div, mul and cap as little-endian int64 (empty for a static kernel). When a tensor map
+ * of the kernel has a symbolic dimension, the blob goes on with one KC_MAP_SYM_PACKED record per
+ * map (in the order of the maps column): per map dimension its sym byte, then its sym_coef as
+ * little-endian int64 (tuner_tmap_pack's record has no room for them; schema 5 was not released
+ * when they came, so the blob grew instead of the schema: a blob of exactly
+ * KC_GRID_RULES_PACKED bytes is a kernel whose maps are static, as every one stored before). */
 #define KC_GRID_RULE_PACKED (1 + 4 * 8)
 #define KC_GRID_RULES_PACKED (3 * KC_GRID_RULE_PACKED)
+#define KC_MAP_SYM_PACKED (TUNER_TMAP_MAX_RANK * (1 + 8))
 
-/* True when a kernel sizes a grid dimension from the dims (a dynamic op's kernel). */
+static inline bool kc__kernel_has_sym_map(const kc_kernel *k)
+{
+    for (int m = 0; m < k->n_maps && m < KC_MAX_MAPS; m++)
+        if (tuner_tmap_is_symbolic(&k->maps[m]))
+            return true;
+    return false;
+}
+
+/* True when a kernel sizes a grid dimension or a tensor map from the dims (a dynamic op's
+ * kernel). */
 static inline bool kc__kernel_is_dynamic(const kc_kernel *k)
 {
-    return k->grid_rule[0].dims || k->grid_rule[1].dims || k->grid_rule[2].dims;
+    return k->grid_rule[0].dims || k->grid_rule[1].dims || k->grid_rule[2].dims || kc__kernel_has_sym_map(k);
+}
+
+/* The bytes of a dynamic kernel's grid_rules blob. */
+static inline size_t kc__rules_blob_len(const kc_kernel *k)
+{
+    return KC_GRID_RULES_PACKED + (kc__kernel_has_sym_map(k) ? (size_t)k->n_maps * KC_MAP_SYM_PACKED : 0);
 }
 
 /* kc_launch.c */

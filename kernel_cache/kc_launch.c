@@ -218,10 +218,23 @@ const char *kc__launch_problem(const kc_launch *l)
         }
         if (k->n_maps < 0 || k->n_maps > KC_MAX_MAPS)
             return "a kernel's number of tensor maps is out of range";
-        for (int m = 0; m < k->n_maps; m++)
-            if (!kc_buf_name((kc_buf)k->maps[m].buf) ||
-                tuner_tmap_check(&k->maps[m], NULL, 0, NULL, 0) < 0)
+        for (int m = 0; m < k->n_maps; m++) {
+            const tuner_tmap *t = &k->maps[m];
+            if (!kc_buf_name((kc_buf)t->buf) || tuner_tmap_check(t, NULL, 0, NULL, 0) < 0)
                 return "a tensor map is not one the driver would encode";
+            for (int d = 0; d < t->rank; d++) {
+                if (!t->sym[d])
+                    continue;
+                if (t->sym[d] >> l->n_dims)
+                    return "a tensor map's dimension names a dim the launch does not have";
+                int64_t at_max = (int64_t)t->sym_coef[d];
+                for (int q = 0; q < l->n_dims; q++)
+                    if (t->sym[d] & (1u << q))
+                        at_max = kc__sat_mul(at_max, l->dims[q].max);
+                if ((uint64_t)at_max != t->dims[d])
+                    return "a tensor map's named dimension is not its coef times its dims' max";
+            }
+        }
     }
     if (l->workspace_bytes > KC_MAX_WORKSPACE_BYTES)
         return "workspace_bytes is larger than any request's kernels need";
@@ -275,7 +288,7 @@ uint64_t kc__launch_bytes(const kc_launch *l)
         n += strnlen(l->kernels[i].name, sizeof(l->kernels[i].name)) + 9 * 8 +
              (uint64_t)(l->kernels[i].n_args > 0 ? l->kernels[i].n_args : 0) +
              (uint64_t)(l->kernels[i].n_maps > 0 ? l->kernels[i].n_maps : 0) * TUNER_TMAP_PACKED +
-             (kc__kernel_is_dynamic(&l->kernels[i]) ? KC_GRID_RULES_PACKED : 0);
+             (kc__kernel_is_dynamic(&l->kernels[i]) ? kc__rules_blob_len(&l->kernels[i]) : 0);
     /* A dim's row: its name and four integers. */
     for (int k = 0; k < l->n_dims && k < KC_MAX_DIMS; k++)
         n += strnlen(l->dims[k].name, sizeof(l->dims[k].name)) + 4 * 8;
@@ -459,15 +472,20 @@ static bool kc__arg(const cJSON *v, kc_buf *ret)
 }
 
 /* A tensor map: its buffer's name beside tuner_tmap_to_json's members, as kc_launch_json writes
- * it; false when it is not one. */
-static bool kc__map(const cJSON *v, tuner_tmap *ret)
+ * it (a symbolic dimension over l's dims, already read); false when it is not one. */
+static bool kc__map(const cJSON *v, const kc_launch *l, tuner_tmap *ret)
 {
     kc_buf b;
     if (!cJSON_IsObject(v) ||
         kc_buf_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "buffer")), &b) < 0)
         return false;
     ret->buf = (int)b;
-    return tuner_tmap_from_json(v, "buffer", ret, NULL, 0, NULL, 0) == 0;
+    /* A symbolic dimension names the launch's dims by index (tuner_tmap_to_json). */
+    int64_t max[KC_MAX_DIMS] = {0};
+    for (int k = 0; k < l->n_dims; k++)
+        max[k] = l->dims[k].max;
+    const tuner_tmap_dims dims = {l->n_dims, max, NULL, NULL};
+    return tuner_tmap_from_json_dims(v, "buffer", &dims, ret, NULL, 0, NULL, 0) == 0;
 }
 
 /* A kernel's "grid_rules": three entries, each null (a fixed dimension) or
@@ -574,6 +592,12 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
         why = "too many kernels";
         goto out;
     }
+    /* The dims first: a tensor map's symbolic dimension is read against them. */
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
+    if (dims && !kc__dims(dims, &l)) {
+        why = "a malformed dims list";
+        goto out;
+    }
     const cJSON *k;
     cJSON_ArrayForEach(k, ks)
     {
@@ -619,7 +643,7 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
         }
         cJSON_ArrayForEach(a, maps)
         {
-            if (!kc__map(a, &kk->maps[kk->n_maps++])) {
+            if (!kc__map(a, &l, &kk->maps[kk->n_maps++])) {
                 why = "a malformed tensor map";
                 goto out;
             }
@@ -629,11 +653,6 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
             why = "grid_rules that are not three rules or nulls";
             goto out;
         }
-    }
-    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
-    if (dims && !kc__dims(dims, &l)) {
-        why = "a malformed dims list";
-        goto out;
     }
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(root, "workspace_bytes");
     if (ws) {

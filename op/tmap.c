@@ -93,6 +93,23 @@ int tuner_tmap_check(const tuner_tmap *m, char *why, size_t why_len, char *field
             return FAIL(name, "an element stride must be 1..8");
         }
     }
+    for (int d = 0; d < TUNER_TMAP_MAX_RANK; d++) {
+        snprintf(name, sizeof(name), "dims[%d]", d);
+        if (!m->sym[d]) {
+            if (m->sym_coef[d])
+                return FAIL(name, "a fixed dimension has no coefficient");
+            continue;
+        }
+        if (d >= m->rank)
+            return FAIL(name, "a dimension past the map's rank follows named dims");
+        if (im2col)
+            return FAIL(name, "only a tiled map's dimensions may follow named dims");
+        if (m->sym[d] >> TUNER_MAX_DIMS)
+            return FAIL(name, "a dimension follows a named dim beyond the op's %d", TUNER_MAX_DIMS);
+        if (m->sym_coef[d] < 1 || m->dims[d] % m->sym_coef[d])
+            return FAIL(name, "a dimension that follows named dims has a coefficient >= 1 that divides its "
+                              "value at the dims' max");
+    }
     for (int d = 0; d + 1 < m->rank; d++)
         if (m->strides[d] == 0 || m->strides[d] % 16 || m->strides[d] >= (1ull << 40)) {
             snprintf(name, sizeof(name), "strides[%d]", d);
@@ -147,7 +164,43 @@ static double estride_at(const tuner_tmap *m, int i) { return m->element_strides
 static double lower_at(const tuner_tmap *m, int i) { return m->lower_corner[i]; }
 static double upper_at(const tuner_tmap *m, int i) { return m->upper_corner[i]; }
 
+/* The "dims" member: numbers, a symbolic dimension as {"dims":[names or indices],"coef":N}. */
+static bool add_dims(cJSON *j, const tuner_tmap *m, const tuner_tmap_dims *names)
+{
+    if (!tuner_tmap_is_symbolic(m))
+        return add_numbers(j, "dims", m->rank, dim_at, m);
+    cJSON *a = cJSON_AddArrayToObject(j, "dims");
+    for (int i = 0; a && i < m->rank; i++) {
+        cJSON *v = m->sym[i] ? cJSON_CreateObject() : cJSON_CreateNumber((double)m->dims[i]);
+        if (!v || !cJSON_AddItemToArray(a, v)) {
+            cJSON_Delete(v);
+            return false;
+        }
+        if (!m->sym[i])
+            continue;
+        cJSON *which = cJSON_AddArrayToObject(v, "dims");
+        for (int k = 0; which && k < TUNER_MAX_DIMS; k++) {
+            if (!(m->sym[i] & (1u << k)))
+                continue;
+            cJSON *e = names && names->name ? cJSON_CreateString(names->name(names->ctx, k))
+                                            : cJSON_CreateNumber(k);
+            if (!e || !cJSON_AddItemToArray(which, e)) {
+                cJSON_Delete(e);
+                return false;
+            }
+        }
+        if (!which || !cJSON_AddNumberToObject(v, "coef", (double)m->sym_coef[i]))
+            return false;
+    }
+    return a != NULL;
+}
+
 cJSON *tuner_tmap_to_json(const tuner_tmap *m)
+{
+    return tuner_tmap_to_json_dims(m, NULL);
+}
+
+cJSON *tuner_tmap_to_json_dims(const tuner_tmap *m, const tuner_tmap_dims *names)
 {
     cJSON *j = cJSON_CreateObject();
     if (!j)
@@ -155,7 +208,7 @@ cJSON *tuner_tmap_to_json(const tuner_tmap *m)
     const bool im2col = m->mode == TUNER_TMAP_IM2COL;
     bool ok = !im2col || cJSON_AddStringToObject(j, "mode", "im2col");
     ok = ok && cJSON_AddStringToObject(j, "dtype", tuner_dtype_name(m->dtype)) &&
-         add_numbers(j, "dims", m->rank, dim_at, m) && add_numbers(j, "strides", m->rank - 1, stride_at, m) &&
+         add_dims(j, m, names) && add_numbers(j, "strides", m->rank - 1, stride_at, m) &&
          (im2col || add_numbers(j, "box", m->rank, box_at, m)) &&
          add_numbers(j, "element_strides", m->rank, estride_at, m);
     if (ok && im2col)
@@ -232,8 +285,88 @@ static bool one_of(const char *member, const char *const *names, size_t n)
     return false;
 }
 
+/* One symbolic dimension {"dims":[names or indices],"coef":N} of "dims" (entry d) into m. */
+static int parse_sym_dim(const cJSON *v, int d, const tuner_tmap_dims *names, tuner_tmap *m, char *why,
+                         size_t why_len, char *field, size_t field_len)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "dims[%d]", d);
+    if (!names)
+        return FAIL(name, "a tensor map's dimension follows named dims its format does not carry");
+    if (m->mode != TUNER_TMAP_TILED)
+        return FAIL(name, "only a tiled map's dimensions may follow named dims");
+    const cJSON *which = cJSON_GetObjectItemCaseSensitive(v, "dims");
+    int64_t coef;
+    if (cJSON_GetArraySize(v) != 2 || !cJSON_IsArray(which) || cJSON_GetArraySize(which) < 1 ||
+        !whole_in(cJSON_GetObjectItemCaseSensitive(v, "coef"), 1, 4294967296.0, &coef))
+        return FAIL(name, "a dimension that follows named dims is {\"dims\": [%s...], \"coef\": N >= 1}",
+                    names->name ? "names" : "indices");
+    unsigned set = 0;
+    uint64_t at_max = (uint64_t)coef;
+    for (const cJSON *e = which->child; e; e = e->next) {
+        int k = -1;
+        if (names->name) {
+            for (int i = 0; cJSON_IsString(e) && i < names->n && k < 0; i++)
+                if (strcmp(e->valuestring, names->name(names->ctx, i)) == 0)
+                    k = i;
+        } else {
+            int64_t x;
+            if (whole_in(e, 0, names->n - 1, &x))
+                k = (int)x;
+        }
+        if (k < 0)
+            return FAIL(name, "a dimension follows %s that is not one of the op's %d named dims",
+                        names->name ? "a name" : "an index", names->n);
+        if (set & (1u << k))
+            return FAIL(name, "a dimension names a dim twice");
+        set |= 1u << k;
+        if (!names->max || names->max[k] < 1 || __builtin_mul_overflow(at_max, (uint64_t)names->max[k], &at_max))
+            at_max = UINT64_MAX;
+    }
+    if (at_max > (1ull << 32))
+        return FAIL(name, "a dimension that follows named dims is beyond 2^32 elements at their max");
+    m->sym[d] = (uint8_t)set;
+    m->sym_coef[d] = (uint64_t)coef;
+    m->dims[d] = at_max;
+    return 0;
+}
+
+/* "dims" as parse_list reads it, where an entry may also be a symbolic dimension. */
+static int parse_dims(const cJSON *j, int lo_n, const tuner_tmap_dims *names, tuner_tmap *m, int *n, char *why,
+                      size_t why_len, char *field, size_t field_len)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "dims");
+    if (!cJSON_IsArray(a))
+        return FAIL("dims", "dims must be an array");
+    const int len = cJSON_GetArraySize(a);
+    if (len < lo_n || len > TUNER_TMAP_MAX_RANK)
+        return FAIL("dims", "dims must have %d..%d entries", lo_n, TUNER_TMAP_MAX_RANK);
+    int i = 0, r;
+    for (const cJSON *v = a->child; v; v = v->next, i++) {
+        int64_t x;
+        if (cJSON_IsObject(v)) {
+            if ((r = parse_sym_dim(v, i, names, m, why, why_len, field, field_len)) < 0)
+                return r;
+        } else if (whole_in(v, 1, 4294967296.0, &x)) {
+            m->dims[i] = (uint64_t)x;
+        } else {
+            char name[32];
+            snprintf(name, sizeof(name), "dims[%d]", i);
+            return FAIL(name, "dims entries must be whole numbers in 1..4294967296");
+        }
+    }
+    *n = len;
+    return 0;
+}
+
 int tuner_tmap_from_json(const cJSON *j, const char *own_member, tuner_tmap *ret, char *why, size_t why_len,
                          char *field, size_t field_len)
+{
+    return tuner_tmap_from_json_dims(j, own_member, NULL, ret, why, why_len, field, field_len);
+}
+
+int tuner_tmap_from_json_dims(const cJSON *j, const char *own_member, const tuner_tmap_dims *names, tuner_tmap *ret,
+                              char *why, size_t why_len, char *field, size_t field_len)
 {
     static const char *const common[] = {"mode", "dtype", "dims", "strides", "element_strides",
                                          "swizzle", "l2_promotion", "oob_fill"};
@@ -260,14 +393,10 @@ int tuner_tmap_from_json(const cJSON *j, const char *own_member, tuner_tmap *ret
     if (tuner_dtype_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "dtype")), &m.dtype) < 0)
         return FAIL("dtype", "dtype must be \"f16\", \"bf16\" or \"f32\"");
     int64_t v[TUNER_TMAP_MAX_RANK];
-    int n_dims, n;
-    int r = parse_list(j, "dims", is_im2col ? 3 : 1, TUNER_TMAP_MAX_RANK, 1, 4294967296.0, v, &n_dims, why, why_len,
-                       field, field_len);
-    if (r < 0)
+    int n_dims, n, r;
+    if ((r = parse_dims(j, is_im2col ? 3 : 1, names, &m, &n_dims, why, why_len, field, field_len)) < 0)
         return r;
     m.rank = n_dims;
-    for (int d = 0; d < n_dims; d++)
-        m.dims[d] = (uint64_t)v[d];
     if ((r = parse_list(j, "strides", n_dims - 1, n_dims - 1, 16, 1099511627775.0, v, &n, why, why_len, field,
                         field_len)) < 0)
         return r;
@@ -415,7 +544,39 @@ bool tuner_tmap_equal(const tuner_tmap *a, const tuner_tmap *b)
     uint8_t pa[TUNER_TMAP_PACKED], pb[TUNER_TMAP_PACKED];
     tuner_tmap_pack(a, pa);
     tuner_tmap_pack(b, pb);
-    return memcmp(pa, pb, sizeof(pa)) == 0;
+    return memcmp(pa, pb, sizeof(pa)) == 0 && memcmp(a->sym, b->sym, sizeof(a->sym)) == 0 &&
+           memcmp(a->sym_coef, b->sym_coef, sizeof(a->sym_coef)) == 0;
+}
+
+bool tuner_tmap_is_symbolic(const tuner_tmap *m)
+{
+    for (int d = 0; d < TUNER_TMAP_MAX_RANK; d++)
+        if (m->sym[d])
+            return true;
+    return false;
+}
+
+int tuner_tmap_bind(const tuner_tmap *m, const int64_t *sizes, tuner_tmap *out)
+{
+    tuner_tmap b = *m;
+    for (int d = 0; d < TUNER_TMAP_MAX_RANK; d++) {
+        if (!m->sym[d])
+            continue;
+        uint64_t v = m->sym_coef[d];
+        for (int k = 0; k < TUNER_MAX_DIMS; k++) {
+            if (!(m->sym[d] & (1u << k)))
+                continue;
+            if (sizes[k] < 1 || __builtin_mul_overflow(v, (uint64_t)sizes[k], &v))
+                return -EINVAL;
+        }
+        b.dims[d] = v;
+        b.sym[d] = 0;
+        b.sym_coef[d] = 0;
+    }
+    if (tuner_tmap_check(&b, NULL, 0, NULL, 0) < 0)
+        return -EINVAL;
+    *out = b;
+    return 0;
 }
 
 uint64_t tuner_tmap_extent(const tuner_tmap *m)

@@ -87,6 +87,23 @@ int tuner_tmap_check(const tuner_tmap *m, char *why, size_t why_len, char *field
  * "lower_corner", "upper_corner" (one entry per spatial dimension), "channels_per_pixel",
  * "pixels_per_column" after "element_strides". NULL when out of memory. */
 cJSON *tuner_tmap_to_json(const tuner_tmap *m);
+
+/* The named dims a symbolic map dimension is written with: by name (an answer to clients, which
+ * know the kernel set's dims by name) or by index into tuner_op.dims (the cache's export format:
+ * it keeps the dims beside the maps, in that order). */
+typedef struct tuner_tmap_dims {
+    int n;                 /* the op's named dims: a symbolic dimension references 0..n-1 */
+    const int64_t *max;    /* n entries, each dim's max: from_json makes dims[i] (the value at
+                            * the dims' max) from them; unused by to_json */
+    const char *(*name)(const void *ctx, int k); /* dim k's name; NULL: indices */
+    const void *ctx;
+} tuner_tmap_dims;
+
+/* tuner_tmap_to_json, a symbolic dimension i (sym[i] != 0) written in "dims" as an object
+ * {"dims":[sym[i]'s dims, lowest bit first],"coef":sym_coef[i]}: names when dims and dims->name
+ * are given, else indices. tuner_tmap_to_json(m) is this with dims NULL; a static map's JSON is
+ * the same either way. */
+cJSON *tuner_tmap_to_json_dims(const tuner_tmap *m, const tuner_tmap_dims *dims);
 /* Adds to obj a "maps" array of the n maps' JSON (tuner_tmap_to_json), each with its buffer as
  * member buf_member, whose value buf_item makes from tuner_tmap.buf in the caller's vocabulary
  * (a number, a name); nothing when n is 0. False when out of memory (obj holds what was added). */
@@ -100,6 +117,22 @@ bool tuner_tmaps_add_json(cJSON *obj, const tuner_tmap *maps, int n, const char 
  * as it was. */
 int tuner_tmap_from_json(const cJSON *j, const char *own_member, tuner_tmap *ret, char *why, size_t why_len,
                          char *field, size_t field_len);
+/* tuner_tmap_from_json that also reads symbolic dimensions as tuner_tmap_to_json_dims writes
+ * them (tiled maps only): entries are names among dims' n (with dims->name) or indices below
+ * dims->n (without), each once, coef a whole number >= 1; dims[i] becomes coef times the product
+ * of their max. tuner_tmap_from_json is this with dims NULL, which refuses a symbolic dimension
+ * ("a tensor map's dimension follows named dims its format does not carry"). */
+int tuner_tmap_from_json_dims(const cJSON *j, const char *own_member, const tuner_tmap_dims *dims, tuner_tmap *ret,
+                              char *why, size_t why_len, char *field, size_t field_len);
+
+/* Whether m has a symbolic dimension (a dynamic op's map). */
+bool tuner_tmap_is_symbolic(const tuner_tmap *m);
+/* The static map m stands for at the named dims' sizes (sizes[k]: dim k's, TUNER_MAX_DIMS or
+ * more entries; entries m does not reference are not read): each symbolic dimension becomes
+ * sym_coef * the product of its dims' sizes, sym and sym_coef cleared, and the result checked
+ * (tuner_tmap_check). 0, or -EINVAL when a size is below 1 or a dimension leaves 1..2^32; *out
+ * untouched then. A static map binds to itself. */
+int tuner_tmap_bind(const tuner_tmap *m, const int64_t *sizes, tuner_tmap *out);
 
 /* Fixed little-endian record of TUNER_TMAP_PACKED bytes (the cache stores a launch's maps as
  * their concatenation); buf is written as one byte. An im2col map keeps its own fields where a
@@ -109,6 +142,7 @@ void tuner_tmap_pack(const tuner_tmap *m, uint8_t out[TUNER_TMAP_PACKED]);
  * 0..max_buf. */
 int tuner_tmap_unpack(const uint8_t in[TUNER_TMAP_PACKED], int max_buf, tuner_tmap *ret);
 
+/* Same record (tuner_tmap_pack) and the same symbolic dimensions. */
 bool tuner_tmap_equal(const tuner_tmap *a, const tuner_tmap *b);
 
 /* Bytes from the buffer's start to the end of the last element the map can address: a launcher

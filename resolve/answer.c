@@ -13,6 +13,12 @@
 
 #include "tuner/tuner.h"
 
+/* Dim k's name, for tuner_tmap_to_json_dims (ctx: the kc_launch). */
+static const char *kc_launch_dim_name(const void *ctx, int k)
+{
+    return ((const kc_launch *)ctx)->dims[k].name;
+}
+
 /* Adds a number, or null when the value is "unknown" (negative or not finite). */
 static cJSON *add_us(cJSON *obj, const char *name, double us)
 {
@@ -209,7 +215,10 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin or
          * (cuTensorMapEncodeTiled with these fields) and passes the 128 bytes by value. */
         for (int m = 0; m < k->n_maps; m++) {
             cJSON *p = cJSON_CreateObject();
-            cJSON *tm = tuner_tmap_to_json(&k->maps[m]);
+            /* A dynamic set's map dimension that follows named dims is written with their
+             * names: {"dims": ["n"], "coef": 1} (docs/api.md, "Named dimensions"). */
+            const tuner_tmap_dims names = {l->n_dims, NULL, kc_launch_dim_name, l};
+            cJSON *tm = tuner_tmap_to_json_dims(&k->maps[m], &names);
             if (!p || !tm) {
                 cJSON_Delete(p);
                 cJSON_Delete(tm);

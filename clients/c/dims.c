@@ -288,6 +288,43 @@ int hidet_kernel_set_bind(const hidet_kernel_set *s, size_t kernel, const char *
     return 0;
 }
 
+int hidet_kernel_set_bind_map(const hidet_kernel_set *s, size_t kernel, size_t param,
+                              const char *const *names, const int64_t *sizes, size_t n,
+                              hidet_tensor_map *ret, hidet_error *err)
+{
+    int64_t at[HIDET_MAX_DIMS] = {0};
+    int r;
+
+    if (!s || kernel >= s->n_kernels || param >= s->kernels[kernel].n_params || !ret)
+        return hidet__fail(err, -EINVAL, 0, "no kernel set, no result pointer, or no kernel %zu "
+                           "parameter %zu", kernel, param);
+    const hidet_param *p = &s->kernels[kernel].params[param];
+    if (!p->is_tensor_map)
+        return hidet__fail(err, -EINVAL, 0, "kernels[%zu].params[%zu] is not a tensor map", kernel,
+                           param);
+    if ((r = hidet__sizes_resolve(s->dims, s->n_dims, names, sizes, n, at, err)) < 0)
+        return r;
+    const hidet_map_dims *md = s->kernel_dims && s->kernel_dims[kernel].map_dims
+                                   ? &s->kernel_dims[kernel].map_dims[param] : NULL;
+    hidet_tensor_map m = p->tensor_map;
+    for (int d = 0; md && d < m.rank && d < 5; d++) {
+        if (!md->dims[d])
+            continue;
+        uint64_t v = md->coef[d];
+        for (int k = 0; k < HIDET_MAX_DIMS; k++)
+            if ((md->dims[d] & (1u << k)) && __builtin_mul_overflow(v, (uint64_t)at[k], &v))
+                v = UINT64_MAX;
+        if (v < 1 || v > (UINT64_C(1) << 32))
+            return hidet__fail(err, -ERANGE, 0, "kernels[%zu].params[%zu]: the tensor map's "
+                               "dimension %d is %llu elements at these sizes, beyond 2^32", kernel,
+                               param, d, (unsigned long long)v);
+        m.dims[d] = v;
+    }
+    *ret = m;
+    hidet__ok(err);
+    return 0;
+}
+
 int hidet_kernel_set_output_dim(const hidet_kernel_set *s, int axis, const char *const *names,
                                 const int64_t *sizes, size_t n, int64_t *ret, hidet_error *err)
 {

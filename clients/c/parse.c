@@ -137,8 +137,10 @@ hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s)
         return NULL;
     for (size_t i = 0; i < s->n_kernels; i++) {
         free_kernel(&s->kernels[i]);
-        if (s->kernel_dims)
+        if (s->kernel_dims) {
             free(s->kernel_dims[i].param_dim);
+            free(s->kernel_dims[i].map_dims);
+        }
     }
     free(s->kernel_dims);
     free(s->kernels);
@@ -148,16 +150,30 @@ hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s)
     return NULL;
 }
 
+static const char *dim_name_of(const void *ctx, int k)
+{
+    return ((const hidet_dim *)ctx)[k].name;
+}
+
 /* A "tensor_map" parameter's description, checked as strictly as the daemon checked it (op/tmap.c),
- * into the public struct. */
-static int parse_tensor_map(const cJSON *j, hidet_tensor_map *out, char *why, size_t why_len)
+ * into the public struct; a dimension that follows the set's dims by name into *sym. */
+static int parse_tensor_map(const cJSON *j, const hidet_dim *dims, int n_dims, hidet_tensor_map *out,
+                            hidet_map_dims *sym, char *why, size_t why_len)
 {
     tuner_tmap m = {0};
-    char field[32] = "", reason[128] = "";
-    if (tuner_tmap_from_json(j, NULL, &m, reason, sizeof(reason), field, sizeof(field)) < 0) {
+    char field[32] = "", reason[160] = "";
+    int64_t max[HIDET_MAX_DIMS] = {0};
+    for (int k = 0; k < n_dims && k < HIDET_MAX_DIMS; k++)
+        max[k] = dims[k].max;
+    const tuner_tmap_dims names = {n_dims, max, dim_name_of, dims};
+    if (tuner_tmap_from_json_dims(j, NULL, n_dims ? &names : NULL, &m, reason, sizeof(reason), field,
+                                  sizeof(field)) < 0) {
         snprintf(why, why_len, "tensor_map.%s: %s", field, reason);
         return -EPROTO;
     }
+    memset(sym, 0, sizeof(*sym));
+    for (int d = 0; d < m.rank; d++)
+        sym->dims[d] = m.sym[d], sym->coef[d] = m.sym_coef[d];
     snprintf(out->dtype, sizeof(out->dtype), "%s", tuner_dtype_name(m.dtype));
     out->rank = m.rank;
     for (int d = 0; d < m.rank; d++) {
@@ -224,7 +240,7 @@ static int parse_int_param(const cJSON *p, const hidet_dim *dims, int n_dims, hi
 }
 
 static int parse_param(const cJSON *p, size_t pos, const hidet_dim *dims, int n_dims,
-                       hidet_param *out, int *ret_dim, char *why, size_t why_len)
+                       hidet_param *out, int *ret_dim, hidet_map_dims *sym, char *why, size_t why_len)
 {
     const char *buf = jstr(p, "buffer");
     const cJSON *idx = cJSON_GetObjectItemCaseSensitive(p, "index");
@@ -239,7 +255,8 @@ static int parse_param(const cJSON *p, size_t pos, const hidet_dim *dims, int n_
         return -EPROTO;
     snprintf(out->buffer, sizeof(out->buffer), "%s", buf);
     if (strcmp(out->type, "tensor_map") == 0) {
-        if (parse_tensor_map(cJSON_GetObjectItemCaseSensitive(p, "tensor_map"), &out->tensor_map, why, why_len) < 0)
+        if (parse_tensor_map(cJSON_GetObjectItemCaseSensitive(p, "tensor_map"), dims, n_dims, &out->tensor_map,
+                             sym, why, why_len) < 0)
             return -EPROTO;
         out->is_tensor_map = true;
     }
@@ -326,16 +343,26 @@ static int parse_kernel(const cJSON *k, const hidet_dim *dims, int n_dims, hidet
     if (n) {
         out->params = calloc(n, sizeof(*out->params));
         kd->param_dim = malloc(n * sizeof(*kd->param_dim));
-        if (!out->params || !kd->param_dim)
+        kd->map_dims = calloc(n, sizeof(*kd->map_dims));
+        if (!out->params || !kd->param_dim || !kd->map_dims)
             return hidet__fail(err, -ENOMEM, 0, "out of memory");
+        bool sym_map = false;
         for (size_t j = 0; j < n; j++) {
             char why[192];
             if (parse_param(cJSON_GetArrayItem(params, (int)j), j, dims, n_dims, &out->params[j],
-                            &kd->param_dim[j], why, sizeof(why)) < 0)
+                            &kd->param_dim[j], &kd->map_dims[j], why, sizeof(why)) < 0)
                 return hidet__fail(err, -EPROTO, 0, "kernels[%zu].params[%zu]: %s", i, j, why);
+            for (int d = 0; d < 5; d++)
+                sym_map |= kd->map_dims[j].dims[d] != 0;
             if (kd->param_dim[j] >= 0)
                 *ret_dynamic = true;
             out->n_params = j + 1;
+        }
+        if (sym_map) {
+            *ret_dynamic = true;
+        } else {
+            free(kd->map_dims); /* NULL: no map follows dims */
+            kd->map_dims = NULL;
         }
     }
     return 0;
@@ -470,8 +497,10 @@ int hidet__kernel_set_from_json(const cJSON *root, const char *json, size_t len,
         dynamic |= s->output_dims[d] != 0;
     if (!dynamic && !s->n_dims) {
         /* A static set: kernel_dims NULL, as before dims existed. */
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
             free(s->kernel_dims[i].param_dim);
+            free(s->kernel_dims[i].map_dims);
+        }
         free(s->kernel_dims);
         s->kernel_dims = NULL;
     }

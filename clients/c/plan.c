@@ -466,6 +466,16 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
                 goto out;
             }
             src->map = -1;
+            const hidet_map_dims *md = set->kernel_dims && set->kernel_dims[k].map_dims
+                                           ? &set->kernel_dims[k].map_dims[j] : NULL;
+            for (int d = 0; md && d < 5; d++)
+                if (md->dims[d]) {
+                    /* As an "int" parameter: a plan's shapes are fixed (docs/graphs.md). */
+                    r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu]."
+                                    "tensor_map.dims[%d]: a dimension that follows a dynamic op's "
+                                    "sizes in a plan, whose shapes are fixed", where, k, j, d);
+                    goto out;
+                }
             if (hp->is_tensor_map) {
                 /* The copy engine must not reach past the bound buffer either. */
                 src->map = next_map++;

@@ -156,6 +156,30 @@ static void test_measure_roundtrip(void)
     free(buf);
 }
 
+/* A dynamic op's tensor map (rows following a named dim, here at its max 333) travels as the
+ * static map it is at the dims' max: the worker measures there and encodes dims[] as they are. */
+static void test_symbolic_map(void)
+{
+    gw_measure_req q, d;
+    uint8_t *buf = NULL;
+    size_t len = 0, used = 0;
+    gw_wire_msg m = {0};
+
+    make_req(&q);
+    tuner_tmap *t = &q.candidate.launches[0].maps[0];
+    t->sym[1] = 1, t->sym_coef[1] = 1;
+    CHECK(gw_wire_check_req(&q) == 0);
+    CHECK(gw_wire_encode_measure(&q, &buf, &len) == 0);
+    CHECK(gw_wire_parse(buf, len, &m, &used) == 0 && gw_wire_decode_measure(&m, &d) == 0);
+    const tuner_tmap *b = &d.candidate.launches[0].maps[0];
+    CHECK(!tuner_tmap_is_symbolic(b) && b->dims[1] == 333 && b->buf == 1);
+    tuner_tmap plain = *t;
+    plain.sym[1] = 0, plain.sym_coef[1] = 0;
+    CHECK(tuner_tmap_equal(b, &plain) && !tuner_tmap_equal(b, t));
+    gw_wire_msg_clear(&m);
+    free(buf);
+}
+
 /* Re-encodes a request after `mutate` changed its JSON header; returns decode's verdict. */
 static int decode_mutated(void (*mutate)(cJSON *j))
 {
@@ -594,6 +618,7 @@ static void test_fd_helpers(void)
 int main(void)
 {
     test_measure_roundtrip();
+    test_symbolic_map();
     test_measure_strict();
     test_result_and_small();
     test_garbage();

@@ -1785,6 +1785,103 @@ static void test_impossible_values(void)
 
 /* Dynamic launches (issue 39): the checks, the JSON text both ways, the rows, export and
  * import, the record the cluster tier signs, and a file of schema 4 migrated. */
+/* make_dynamic's artifact whose first kernel reads input0, [n][4096] f16, through a tensor map
+ * whose rows follow n (8192 at max). */
+static void make_sym_map(fixture *f)
+{
+    make_dynamic(f, 5, "matmul", "sm_90a"); /* two kernels */
+    kc_kernel *k = &f->a.launch.kernels[0];
+    k->maps[0] = (tuner_tmap){.buf = KC_BUF_INPUT0, .dtype = TUNER_F16, .rank = 2, .dims = {4096, 8192},
+                              .strides = {8192}, .box = {64, 128}, .element_strides = {1, 1}, .swizzle = 128,
+                              .sym = {0, 1}, .sym_coef = {0, 1}};
+    k->maps[1] = (tuner_tmap){.buf = KC_BUF_OUTPUT, .dtype = TUNER_F16, .rank = 2, .dims = {64, 64},
+                              .strides = {128}, .box = {64, 8}, .element_strides = {1, 1}, .swizzle = 128};
+    k->n_maps = 2;
+}
+
+/* Tensor maps whose dimensions follow named dims (issue 39): checked against the launch's dims,
+ * kept in the grid_rules blob beside the packed records, in the JSON of export files and of the
+ * cluster's signed records (by index), and damage refused. */
+static void test_symbolic_maps(void)
+{
+    fixture f;
+    char *text = NULL;
+    const char *why = NULL;
+    kc_launch back;
+
+    make_sym_map(&f);
+    CHECK_OK(kc_launch_check(&f.a.launch));
+    CHECK_OK(kc_launch_json(&f.a.launch, &text));
+    CHECK(text && strstr(text, "\"maps\":[{\"dtype\":\"f16\",\"dims\":[4096,{\"dims\":[0],\"coef\":1}],"
+                               "\"strides\":[8192],"),
+          "%s", text ? text : "");
+    memset(&back, 0, sizeof(back));
+    CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
+    CHECK(launch_eq(&back, &f.a.launch) && back.kernels[0].maps[0].sym[1] == 1 &&
+          back.kernels[0].maps[0].dims[1] == 8192);
+    /* By index only, over the launch's dims: 5 is not one of its two. */
+    char *bad = text ? strdup(text) : NULL;
+    char *at = bad ? strstr(bad, "{\"dims\":[0]") : NULL;
+    if (at)
+        at[10] = '5';
+    CHECK(at && kc__launch_from_json(bad, NULL, &back, &why) == -EBADMSG);
+    free(bad);
+    free(text);
+    text = NULL;
+
+    /* kc_launch_check: the dims exist and the value at their max is dims[i]. */
+    for (int m = 0; m < 4; m++) {
+        fixture g;
+        make_sym_map(&g);
+        tuner_tmap *t = &g.a.launch.kernels[0].maps[0];
+        switch (m) {
+        case 0: t->sym[1] = 4; break;                 /* dim 2: the launch has two */
+        case 1: t->sym_coef[1] = 2; break;            /* 2 * 8192 is not dims[1] */
+        case 2: t->sym[1] = 3; break;                 /* n * s at max is not 8192 */
+        case 3: t->sym_coef[0] = 1; break;            /* a coefficient on a fixed dimension */
+        }
+        CHECK(kc_launch_check(&g.a.launch) == -EINVAL, "mutation %d", m);
+    }
+
+    /* Rows: the blob holds the rules and one record per map; read back whole. */
+    kc_db *db = open_db("symmap.db");
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    kc_artifact *g = NULL;
+    CHECK_OK(kc_artifact_get(db, f.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &f.a.launch));
+    kc_artifact_free(g);
+    g = NULL;
+    CHECK(raw_int("symmap.db", "SELECT length(grid_rules) FROM launch_kernels WHERE position = 0") ==
+          3 * 33 + 2 * 45);
+    CHECK(raw_int("symmap.db", "SELECT length(grid_rules) FROM launch_kernels WHERE position = 1") == 0);
+
+    /* The record the export file and the cluster tier carry (and sign) holds them. */
+    char *rec = NULL, *err = NULL;
+    kc_artifact *dec = NULL;
+    CHECK_OK(kc_record_encode(&f.a, &rec));
+    CHECK(rec && strstr(rec, "{\\\"dims\\\":[0],\\\"coef\\\":1}")); /* in the launch's text */
+    CHECK_OK(kc_record_decode(rec, rec ? strlen(rec) : 0, &dec, &err));
+    CHECK(dec && launch_eq(&dec->launch, &f.a.launch));
+    kc_artifact_free(dec);
+    free(rec);
+    free(err);
+
+    /* Damage: a cut record, records that name nothing, a coefficient that breaks the map. */
+    static const char *const damage[] = {
+        "UPDATE launch_kernels SET grid_rules = substr(grid_rules, 1, 150) WHERE position = 0",
+        "UPDATE launch_kernels SET grid_rules = substr(grid_rules, 1, 99) || zeroblob(90) WHERE position = 0",
+        /* map 0, dimension 1's sym byte (offset 99 + 9): n * s */
+        "UPDATE launch_kernels SET grid_rules = substr(grid_rules, 1, 108) || x'03' || "
+        "substr(grid_rules, 110) WHERE position = 0",
+    };
+    for (size_t i = 0; i < sizeof(damage) / sizeof(damage[0]); i++) {
+        CHECK_OK(kc_artifact_put(db, &f.a));
+        raw_sql("symmap.db", damage[i]);
+        CHECK(kc_artifact_get(db, f.a.key, &g) == -EBADMSG && g == NULL, "damage %zu", i);
+    }
+    kc_close(db);
+}
+
 static void test_dynamic_launch(void)
 {
     fixture f;
@@ -2047,6 +2144,7 @@ int main(void)
     test_verify_deep();
     test_impossible_values();
     test_dynamic_launch();
+    test_symbolic_maps();
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);

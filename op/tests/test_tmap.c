@@ -395,8 +395,113 @@ static void test_extent_and_enums(void)
     CHECK(tuner_tmap_cu_oob_fill(&m) == 0);
 }
 
+/* The batched operand of a dynamic matmul: its rows follow dim 0 ("m", max 768) and its batch
+ * twice dim 1 ("b", max 4): the values at max are in dims. */
+static tuner_tmap sample_sym(void)
+{
+    tuner_tmap m = sample();
+    m.dims[1] = 768, m.sym[1] = 1, m.sym_coef[1] = 1;
+    m.dims[2] = 8, m.sym[2] = 2, m.sym_coef[2] = 2;
+    m.strides[1] = 2016ull * 768;
+    return m;
+}
+
+static const char *const sym_names[] = {"m", "b"};
+static const int64_t sym_max[] = {768, 4};
+static const char *sym_name(const void *ctx, int k)
+{
+    (void)ctx;
+    return sym_names[k];
+}
+
+static void test_symbolic(void)
+{
+    char why[160] = "", field[32] = "";
+    tuner_tmap m = sample_sym(), s = sample(), back;
+    CHECK(tuner_tmap_check(&m, why, sizeof(why), field, sizeof(field)) == 0, "%s", why);
+    CHECK(tuner_tmap_is_symbolic(&m) && !tuner_tmap_is_symbolic(&s));
+    tuner_tmap t = m;
+    t.sym_coef[2] = 3, refused(&t, "dims[2]"); /* does not divide 8 */
+    t = m, t.sym_coef[1] = 0, refused(&t, "dims[1]");
+    t = m, t.sym[1] = 1u << TUNER_MAX_DIMS, refused(&t, "dims[1]");
+    t = s, t.sym_coef[0] = 1, refused(&t, "dims[0]"); /* a coefficient without dims */
+    t = s, t.sym[3] = 1, t.sym_coef[3] = 1, refused(&t, "dims[3]"); /* past the rank */
+    t = sample_im2col(), t.sym[3] = 1, t.sym_coef[3] = 1, refused(&t, "dims[3]");
+    /* Symbolic dims differ: not equal, though the packed records are. */
+    t = m, t.sym_coef[2] = 1, t.sym[2] = 3;
+    CHECK(!tuner_tmap_equal(&t, &m) && tuner_tmap_equal(&m, &m));
+    t = m, memset(t.sym, 0, sizeof(t.sym)), memset(t.sym_coef, 0, sizeof(t.sym_coef));
+    CHECK(!tuner_tmap_equal(&t, &m));
+
+    /* JSON by name and by index; a static map's JSON does not change with dims given. */
+    const tuner_tmap_dims named = {2, sym_max, sym_name, NULL}, indexed = {2, sym_max, NULL, NULL};
+    cJSON *j = tuner_tmap_to_json_dims(&m, &named);
+    char *txt = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "dims"));
+    CHECK_STR(txt, "[1000,{\"dims\":[\"m\"],\"coef\":1},{\"dims\":[\"b\"],\"coef\":2}]");
+    free(txt);
+    back = sample_im2col(), back.buf = m.buf; /* from_json keeps the buffer */
+    CHECK(tuner_tmap_from_json_dims(j, NULL, &named, &back, why, sizeof(why), NULL, 0) == 0, "%s", why);
+    CHECK(tuner_tmap_equal(&back, &m));
+    back.buf = 7;
+    CHECK(tuner_tmap_from_json(j, NULL, &back, why, sizeof(why), field, sizeof(field)) == -EINVAL &&
+          back.buf == 7);
+    CHECK_STR(field, "dims[1]");
+    CHECK(tuner_tmap_from_json_dims(j, NULL, &indexed, &back, NULL, 0, field, sizeof(field)) == -EINVAL);
+    cJSON_Delete(j);
+    j = tuner_tmap_to_json_dims(&m, &indexed);
+    txt = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "dims"));
+    CHECK_STR(txt, "[1000,{\"dims\":[0],\"coef\":1},{\"dims\":[1],\"coef\":2}]");
+    free(txt);
+    back.buf = m.buf;
+    CHECK(tuner_tmap_from_json_dims(j, NULL, &indexed, &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &m));
+    cJSON_Delete(j);
+    char *a = cJSON_PrintUnformatted(j = tuner_tmap_to_json(&s));
+    cJSON_Delete(j);
+    char *b = cJSON_PrintUnformatted(j = tuner_tmap_to_json_dims(&s, &named));
+    cJSON_Delete(j);
+    CHECK_STR(a, b);
+    free(a), free(b);
+
+    /* Refusals, each naming the dimension. */
+    static const char *const bad[] = {
+        "{\"dims\":[\"n\"],\"coef\":1}",        /* unknown name */
+        "{\"dims\":[\"m\",\"m\"],\"coef\":1}", /* twice */
+        "{\"dims\":[],\"coef\":1}",
+        "{\"dims\":[\"m\"],\"coef\":0}",
+        "{\"dims\":[\"m\"]}",
+        "{\"dims\":[\"m\"],\"coef\":1,\"x\":1}",
+        "{\"dims\":[\"m\",\"b\"],\"coef\":2000000}", /* beyond 2^32 at max */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[400];
+        snprintf(text, sizeof(text),
+                 "{\"dtype\":\"bf16\",\"dims\":[1000,%s,3],\"strides\":[2016,1548288],\"box\":[64,128,1],"
+                 "\"element_strides\":[1,1,1],\"swizzle\":128,\"l2_promotion\":256,\"oob_fill\":\"zero\"}",
+                 bad[i]);
+        j = cJSON_Parse(text);
+        field[0] = 0;
+        CHECK(j && tuner_tmap_from_json_dims(j, NULL, &named, &back, why, sizeof(why), field, sizeof(field)) ==
+                       -EINVAL,
+              "accepted %s", bad[i]);
+        CHECK_STR(field, "dims[1]");
+        cJSON_Delete(j);
+    }
+
+    /* Bound at sizes: m = 100, b = 3. */
+    const int64_t sizes[TUNER_MAX_DIMS] = {100, 3, 0, 0};
+    CHECK(tuner_tmap_bind(&m, sizes, &back) == 0 && back.dims[0] == 1000 && back.dims[1] == 100 &&
+          back.dims[2] == 6 && !tuner_tmap_is_symbolic(&back) && back.sym_coef[1] == 0 &&
+          back.strides[1] == m.strides[1] && back.box[1] == 128);
+    CHECK(tuner_tmap_bind(&s, sizes, &back) == 0 && tuner_tmap_equal(&back, &s));
+    const int64_t zero[TUNER_MAX_DIMS] = {0, 3, 0, 0}, huge[TUNER_MAX_DIMS] = {INT64_C(1) << 40, 1, 0, 0};
+    back = s;
+    CHECK(tuner_tmap_bind(&m, zero, &back) == -EINVAL && tuner_tmap_bind(&m, huge, &back) == -EINVAL &&
+          tuner_tmap_equal(&back, &s));
+}
+
 int main(void)
 {
+    test_symbolic();
     test_check();
     test_check_im2col();
     test_json();

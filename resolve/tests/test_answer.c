@@ -141,6 +141,22 @@ static void kernel_set_dynamic(void)
     k->grid[1] = 6;
     CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) < 0 && !json, "bad rule");
     k->grid[1] = 4;
+    /* A tensor map of the input, [b*s rows][64 cols] of f16: its rows follow both dims, written
+     * by name. */
+    k->maps[0] = (tuner_tmap){.buf = KC_BUF_INPUT0, .dtype = TUNER_F16, .rank = 2, .dims = {64, 128},
+                              .strides = {128}, .box = {64, 16}, .element_strides = {1, 1}, .swizzle = 128,
+                              .sym = {0, 3}, .sym_coef = {0, 1}};
+    k->n_maps = 1;
+    CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) == 0 && json, "build with a map");
+    CHECK(json && strstr(json, "{\"index\":4,\"buffer\":\"input0\",\"type\":\"tensor_map\",\"tensor_map\":"
+                               "{\"dtype\":\"f16\",\"dims\":[64,{\"dims\":[\"b\",\"s\"],\"coef\":1}],"
+                               "\"strides\":[128],\"box\":[64,16],"),
+          "a symbolic map dim by name: %s", json ? json : "");
+    free(json);
+    json = NULL;
+    k->maps[0].sym_coef[1] = 2; /* 2 * 8 * 16 is not the 128 rows at max */
+    CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) < 0 && !json, "bad map coef");
+    k->n_maps = 0;
     k->args[1] = KC_ARG_DIM0 + 2; /* a size of a dim the set does not have */
     CHECK(resolve_kernel_set_json(&a, true, RESOLVE_ORIGIN_LOCAL, NULL, &json) < 0 && !json, "bad dim arg");
 }

@@ -66,6 +66,63 @@ static void refused_set(const char *set, const char *from, const char *to, const
     free(bad);
 }
 
+/* SET_BODY with a fifth parameter: input0, [n][4096] f16, read through a tensor map whose rows
+ * follow n. */
+#define MAP_PARAM                                                                                  \
+    "{\"index\":3,\"type\":\"int\",\"dim\":\"n\"},{\"index\":4,\"buffer\":\"input0\","          \
+    "\"type\":\"tensor_map\",\"tensor_map\":{\"dtype\":\"f16\",\"dims\":[4096,{\"dims\":[\"n\"],"   \
+    "\"coef\":1}],\"strides\":[8192],\"box\":[64,128],\"element_strides\":[1,1],"              \
+    "\"swizzle\":128,\"l2_promotion\":256,\"oob_fill\":\"zero\"}}"
+
+/* A tensor map whose dims follow n (docs/api.md, "Named dimensions"): parsed by name, its value
+ * at max in tensor_map.dims, bound at sizes, and refused where the names are wrong. */
+static void test_set_map(void)
+{
+    char *json = replace(SET_BODY(KEY1, DIMS_N), "{\"index\":3,\"type\":\"int\",\"dim\":\"n\"}", MAP_PARAM);
+    hidet_kernel_set *s = NULL;
+    hidet_error e;
+    hidet_tensor_map m;
+
+    CHECK(json && hidet_kernel_set_parse(json, strlen(json), &s, &e) == 0, "%s", e.message);
+    if (!s) {
+        free(json);
+        return;
+    }
+    const hidet_param *p = &s->kernels[0].params[4];
+    const hidet_kernel_dims *kd = s->kernel_dims ? &s->kernel_dims[0] : NULL;
+    CHECK(p->is_tensor_map && p->tensor_map.rank == 2 && p->tensor_map.dims[0] == 4096 &&
+          p->tensor_map.dims[1] == 8192);
+    CHECK(kd && kd->map_dims && kd->map_dims[4].dims[1] == 1 && kd->map_dims[4].coef[1] == 1 &&
+          kd->map_dims[4].dims[0] == 0 && kd->map_dims[0].dims[1] == 0);
+    const int64_t at300[] = {300}, at9000[] = {9000};
+    CHECK(hidet_kernel_set_bind_map(s, 0, 4, N, at300, 1, &m, &e) == 0, "%s", e.message);
+    CHECK(m.dims[0] == 4096 && m.dims[1] == 300 && m.strides[0] == 8192 && m.box[1] == 128);
+    CHECK(hidet_kernel_set_bind_map(s, 0, 4, N, at9000, 1, &m, &e) == -ERANGE &&
+          strcmp(e.field, "sizes.n") == 0);
+    CHECK(hidet_kernel_set_bind_map(s, 0, 0, N, at300, 1, &m, &e) == -EINVAL); /* a pointer */
+    CHECK(hidet_kernel_set_bind_map(s, 0, 5, N, at300, 1, &m, &e) == -EINVAL);
+    hidet_kernel_set_free(s);
+    s = NULL;
+
+    /* A static map binds to itself; a static set keeps kernel_dims NULL. */
+    char *st = replace(json, "{\"dims\":[\"n\"],\"coef\":1}", "8192");
+    CHECK(st && hidet_kernel_set_parse(st, strlen(st), &s, &e) == 0, "%s", e.message);
+    CHECK(s && s->kernel_dims && !s->kernel_dims[0].map_dims); /* dynamic by its int and rules */
+    CHECK(s && hidet_kernel_set_bind_map(s, 0, 4, N, at300, 1, &m, &e) == 0 && m.dims[1] == 8192);
+    hidet_kernel_set_free(s);
+    free(st);
+
+    refused_set(json, "[4096,{\"dims\":[\"n\"],\"coef\":1}]", "[4096,{\"dims\":[\"m\"],\"coef\":1}]",
+                "tensor_map.dims[1]");
+    refused_set(json, "[4096,{\"dims\":[\"n\"],\"coef\":1}]", "[4096,{\"dims\":[\"n\"],\"coef\":0}]",
+                "tensor_map.dims[1]");
+    refused_set(json, "[4096,{\"dims\":[\"n\"],\"coef\":1}]", "[4096,{\"dims\":[\"n\"],\"coef\":1,\"div\":2}]",
+                "tensor_map.dims[1]");
+    refused_set(json, "[4096,{\"dims\":[\"n\"],\"coef\":1}]", "[4096,{\"dims\":[\"n\"],\"coef\":1048576}]",
+                "beyond 2^32"); /* 2^20 * 8192 */
+    free(json);
+}
+
 static void test_set(void)
 {
     const char *json = SET_BODY(KEY1, DIMS_N);
@@ -365,6 +422,7 @@ static void test_builder(void)
 
 int main(void)
 {
+    test_set_map();
     test_set();
     test_dispatch();
     test_builder();

@@ -252,6 +252,15 @@ static void im2col_param(cJSON *p, int images)
     set_map_param(p, tm);
 }
 static void d_im2col_reach(cJSON *p) { im2col_param(p, 2); }
+/* ... a map whose rows follow a dynamic op's size: nothing in a plan gives it. */
+static void d_sym_map(cJSON *p)
+{
+    set_map_param(p, "{\"dtype\":\"f16\",\"dims\":[16,{\"dims\":[\"n\"],\"coef\":1}],\"strides\":[32],"
+                     "\"box\":[16,8],\"element_strides\":[1,1],\"swizzle\":32,\"l2_promotion\":0,"
+                     "\"oob_fill\":\"zero\"}");
+    cJSON_AddItemToObject(cJSON_GetObjectItem(step(p, "steps", 0), "kernel_set"), "dims",
+                          cJSON_Parse("{\"n\":{\"min\":1,\"max\":16}}"));
+}
 static void d_param_type(cJSON *p)
 {
     cJSON *k = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(step(p, "steps", 0),
@@ -297,6 +306,8 @@ static void test_damaged(void)
         {d_no_steps, "steps: expected a non-empty list"},
         {d_size_param, "steps[0].kernel_set.kernels[0].params[5].type: an \"int\" parameter (a "
                        "dynamic op's size) in a plan, whose shapes are fixed"},
+        {d_sym_map, ".tensor_map.dims[1]: a dimension that follows a dynamic op's sizes in a plan, "
+                    "whose shapes are fixed"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cJSON *p = plan_json();

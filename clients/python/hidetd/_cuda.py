@@ -234,6 +234,36 @@ class TensorMap:
         return ctypes.string_at(self.address, TENSOR_MAP_BYTES)
 
 
+def tensor_map_at(tmap, sizes):
+    """A tensor map's description at a dynamic op's sizes ({name: int}): each dimension that
+    follows named dims (its "sym" entry (names, coef), docs/api.md "Named dimensions") becomes
+    coef times the product of their sizes, "sym" left out; a map without "sym" as it is.
+    ValueError when a dimension leaves 1..2^32."""
+    sym = tmap.get("sym")
+    if not sym:
+        return tmap
+    out = {m: v for m, v in tmap.items() if m != "sym"}
+    dims = list(tmap["dims"])
+    for d, follows in enumerate(sym):
+        if follows is None:
+            continue
+        names, coef = follows
+        v = coef
+        for n in names:
+            v *= sizes[n]
+        if not 1 <= v <= 1 << 32:
+            raise ValueError("a tensor map's dimension %d is %d elements at %s, outside 1..2^32" %
+                             (d, v, ", ".join("%s = %d" % (n, sizes[n]) for n in names)))
+        dims[d] = v
+    out["dims"] = dims
+    return out
+
+
+# Encodings a Launch keeps per symbolic map (one per buffer address and sizes) before it starts
+# over: a serving loop sees few of each.
+TENSOR_MAP_CACHE = 64
+
+
 class Launch:
     """One kernel of a kernel set, ready to launch: its function, grid, block, shared memory
     and a parameter block whose pointer slots are filled per run. A tensor-map parameter's slot
@@ -253,8 +283,13 @@ class Launch:
         base = ctypes.addressof(self.values)
         self.argv = (ctypes.c_void_p * max(n_params, 1))(*[base + 8 * i for i in range(max(n_params, 1))])
         self.maps = []  # (parameter index, description, TensorMap)
+        self.sym_maps = []  # (parameter index, description following the sizes, {key: TensorMap})
+        self.sizes = {}  # the sizes the symbolic maps are encoded at (set_sizes)
         drv.require_tensor_maps("kernel " + name, [tmap for _, tmap in maps])
         for index, tmap in maps:
+            if tmap.get("sym"):
+                self.sym_maps.append((index, tmap, {}))
+                continue
             tm = TensorMap()
             self.argv[index] = tm.address
             self.maps.append((index, tmap, tm))
@@ -269,10 +304,25 @@ class Launch:
         self.grid = tuple(int(g) for g in grid)
         self.dims = self.grid + self.block + (self.shared,)
 
+    def set_sizes(self, sizes):
+        """The sizes of the next launches: the maps that follow them are encoded at them."""
+        self.sizes = dict(sizes)
+
     def __call__(self, stream):
         for index, tmap, tm in self.maps:
             if tm.encoded_for != self.values[index]:
                 self.drv.encode_tensor_map(tmap, self.values[index], tm)
+        # A map that follows the sizes: one encoding per (address, sizes), kept for the next
+        # launch at them (kernelParams then points at that one's 128 bytes).
+        for index, tmap, encoded in self.sym_maps:
+            address = self.values[index]
+            key = (address, tuple(sorted(self.sizes.items())))
+            tm = encoded.get(key)
+            if tm is None:
+                if len(encoded) >= TENSOR_MAP_CACHE:
+                    encoded.clear()
+                tm = encoded[key] = self.drv.encode_tensor_map(tensor_map_at(tmap, self.sizes), address)
+            self.argv[index] = tm.address
         r = self._launch(self.func, *self.dims, stream, self.argv, None)
         if r != CUDA_SUCCESS:
             raise CudaError("cuLaunchKernel(%s, grid %s, block %s, %d bytes shared) failed: %s" %

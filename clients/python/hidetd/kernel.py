@@ -246,14 +246,58 @@ def _whole_list(t, member, n_lo, n_hi, lo, hi, where):
     return [whole_number(x) for x in v]
 
 
-def parse_tensor_map(t, where):
+def _symbolic_map_dims(t, where, dims):
+    """A tiled map's "dims" whose entries may follow named dims ({"dims": [names], "coef": N},
+    docs/api.md "Named dimensions"): (the entries with each such one at the dims' max, [None or
+    (names, coef)] per entry, or None when none follows); PlanError naming the entry otherwise."""
+    v = t.get("dims")
+    if not isinstance(v, list) or not any(isinstance(x, dict) for x in v):
+        return v, None
+    plain, sym = [], []
+    for d, x in enumerate(v):
+        if not isinstance(x, dict):
+            plain.append(x)
+            sym.append(None)
+            continue
+        w = "%s.dims[%d]" % (where, d)
+        if dims is None:
+            raise PlanError("%s: a dimension that follows named dims, but the kernel set has no "
+                            "\"dims\"" % w)
+        if t.get("mode", "tiled") != "tiled":
+            raise PlanError("%s: only a tiled map's dimensions may follow named dims" % w)
+        names, coef = x.get("dims"), x.get("coef")
+        if set(x) != {"dims", "coef"} or not isinstance(names, list) or not names or \
+                not _whole(coef, 1, 1 << 32):
+            raise PlanError('%s: a dimension that follows named dims is {"dims": [names], '
+                            '"coef": N >= 1}, got %r' % (w, x))
+        for n in names:
+            if not isinstance(n, str) or n not in dims or names.count(n) > 1:
+                raise PlanError("%s: %r is not a dim of the kernel set (%s), or is named twice" %
+                                (w, n, ", ".join(dims)))
+        coef = whole_number(coef)
+        at_max = coef
+        for n in names:
+            at_max *= dims[n].max
+        if at_max > 1 << 32:
+            raise PlanError("%s: %d elements at the dims' max, beyond 2^32" % (w, at_max))
+        plain.append(at_max)
+        sym.append((tuple(names), coef))
+    return plain, sym
+
+
+def parse_tensor_map(t, where, dims=None):
     """A "tensor_map" parameter's description, checked as strictly as the daemon checks it
     (op/tmap.c: no unknown member, every member of its mode present, only what its encoder,
     cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col, accepts for a 16-byte aligned address),
     as a new dict in the form the daemon writes ("mode" only in an im2col map); PlanError
-    naming the member otherwise."""
+    naming the member otherwise. With dims ({name: Dim}, a dynamic op's), a dimension may follow
+    them: "dims" then holds its value at the dims' max and "sym" (names, coef) per dimension,
+    None where fixed (tensor_map_at gives the map at sizes)."""
     if not isinstance(t, dict):
         raise PlanError("%s: a tensor map must be an object, got %r" % (where, t))
+    plain, sym = _symbolic_map_dims(t, where, dims)
+    if sym is not None:
+        t = dict(t, dims=plain)
     # The mode first: it decides which members the map may have.
     mode = t.get("mode", "tiled")
     if not isinstance(mode, str) or mode not in _TENSOR_MAP_MODE_MEMBERS:
@@ -330,6 +374,10 @@ def parse_tensor_map(t, where):
     if l2 not in _cuda.TENSOR_MAP_L2_PROMOTIONS:
         raise PlanError("%s.l2_promotion: l2_promotion must be 0, 64, 128 or 256 bytes, got %r" %
                         (where, l2))
+    if sym is not None:
+        return {"dtype": dtype, "dims": dims, "strides": strides, "box": box,
+                "element_strides": element_strides, "swizzle": swizzle, "l2_promotion": l2,
+                "oob_fill": oob, "sym": sym}
     if im2col:
         return {"mode": mode, "dtype": dtype, "dims": dims, "strides": strides,
                 "element_strides": element_strides, "lower_corner": lower, "upper_corner": upper,
@@ -350,15 +398,19 @@ def tensor_map_extent(tmap):
                                                     for d in range(1, len(dims)))
 
 
-def tensor_map_reach(kernels):
+def tensor_map_reach(kernels, static_only=False):
     """{buffer name: the largest tensor_map_extent of its maps} over parse_kernel_set's
-    kernels."""
+    kernels (a map that follows named dims: at their max); with static_only, over the maps that
+    follow none."""
     reach = {}
     for _, _, _, _, params in kernels:
         for _, buf, tmap in params:
-            if tmap is not None:
+            if tmap is not None and not (static_only and tmap.get("sym")):
                 reach[buf] = max(reach.get(buf, 0), tensor_map_extent(tmap))
     return reach
+
+
+tensor_map_at = _cuda.tensor_map_at
 
 
 def parse_kernel_set(ks, n_inputs, where, dims=None):
@@ -436,7 +488,7 @@ def parse_kernel_set(ks, n_inputs, where, dims=None):
                 raise PlanError("%s.buffer: expected input<i>, output or workspace, got %r" % (pw, buf))
             if buf == "workspace" and ws == 0:
                 raise PlanError("%s.buffer: a workspace parameter, but workspace_bytes is 0" % pw)
-            tmap = (parse_tensor_map(p.get("tensor_map"), pw + ".tensor_map")
+            tmap = (parse_tensor_map(p.get("tensor_map"), pw + ".tensor_map", dims)
                     if ptype == "tensor_map" else None)
             ps.append((idx, buf, tmap))
         out.append((k["name"], dim3["grid"], dim3["block"], shared, ps))
@@ -474,6 +526,8 @@ class LoadedSet:
         grids of rules."""
         for name, v in sizes.items():
             self.bind(_DIM_SLOT + name, v)
+        for ln in self.launches:
+            ln.set_sizes(sizes)
         for ln, grid in self.rules:
             ln.set_grid(launch_grid(grid, sizes))
 
@@ -560,16 +614,22 @@ class Kernel:
         self._named = [i for i, (shape, _) in enumerate(self.inputs)
                        if any(isinstance(x, tuple) for x in shape)]
         # The tensors bound are exactly the request's (launch() checks their shapes), so a map
-        # reaching past one is the kernel set's fault. A map's dims are fixed: one of a buffer
-        # whose shape follows the sizes would reach past it below max.
+        # reaching past one is the kernel set's fault. A map that follows the sizes is checked
+        # at the dims' max, where its buffer is largest too; a fixed map of a buffer whose shape
+        # follows the sizes would reach past it below max.
         sizes = {"input%d" % i: spec for i, spec in enumerate(self.inputs)}
         sizes.update(output=self.output)
+        at_max = {n: d.max for n, d in self.dims.items()}
+        fixed = tensor_map_reach(self._kernels, static_only=True)
         for buf, reach in sorted(tensor_map_reach(self._kernels).items()):
             if buf == "workspace":
                 have = self.workspace_bytes
             elif any(isinstance(x, tuple) for x in sizes[buf][0]):
-                raise PlanError("kernel_set: a tensor map of %s, whose shape %s follows the sizes; "
-                                "this client does not launch that" % (buf, fmt_named(sizes[buf][0])))
+                if buf in fixed:
+                    raise PlanError("kernel_set: a tensor map of %s, whose shape %s follows the "
+                                    "sizes, has fixed dims; this client does not launch that" %
+                                    (buf, fmt_named(sizes[buf][0])))
+                have = nbytes(bind_shape(sizes[buf][0], at_max), sizes[buf][1])
             else:
                 have = nbytes(*sizes[buf])
             if reach > have:

@@ -69,6 +69,43 @@ class RecordingLib:
         return 0
 
 
+class EncodingLib(RecordingLib):
+    """RecordingLib with cuTensorMapEncodeTiled: records what each encoding was for and writes
+    it into the map's first bytes (the address, then rows), so a launch shows which one it
+    carries."""
+
+    def __init__(self):
+        super().__init__()
+        self.encodes = []
+
+    def cuTensorMapEncodeTiled(self, out, dtype, rank, address, dims, strides, box, es, interleave,
+                               swizzle, l2, oob):
+        self.encodes.append((address, [dims[i] for i in range(rank)]))
+        ctypes.c_uint64.from_address(out).value = address
+        ctypes.c_uint64.from_address(out + 8).value = dims[rank - 1]
+        return 0
+
+    def cuLaunchKernel(self, func, gx, gy, gz, bx, by, bz, shared, stream, argv, extra):
+        self.launches.append((func, (gx, gy, gz),
+                              [ctypes.c_longlong.from_address(argv[i]).value for i in range(4)] +
+                              [(ctypes.c_uint64.from_address(argv[4]).value,
+                                ctypes.c_uint64.from_address(argv[4] + 8).value)]))
+        return 0
+
+
+# input0, [n][4096] f16, read through a tensor map whose rows follow n (docs/api.md).
+SYM_MAP = {"index": 4, "buffer": "input0", "type": "tensor_map",
+           "tensor_map": {"dtype": "f16", "dims": [4096, {"dims": ["n"], "coef": 1}], "strides": [8192],
+                          "box": [64, 128], "element_strides": [1, 1], "swizzle": 128,
+                          "l2_promotion": 256, "oob_fill": "zero"}}
+
+
+def kset_map(**kw):
+    ks = kset(**kw)
+    ks["kernels"][0]["params"].append(copy.deepcopy(SYM_MAP))
+    return ks
+
+
 class FakeClient:
     """Modules by key; _clone() gives the poster a background re-ask uses."""
 
@@ -160,6 +197,38 @@ class Parse(unittest.TestCase):
                             "element_strides": [1, 1], "swizzle": 128, "l2_promotion": 0,
                             "oob_fill": "zero"}})
         self.refused(ks, r"a tensor map of input0, whose shape \[n, 4096\] follows the sizes")
+
+    def test_tensor_map_that_follows_the_sizes(self):
+        k = hidetd.Kernel(None, kset_map(), REQUEST)
+        tmap = k._kernels[0][4][4][2]
+        self.assertEqual(tmap["dims"], [4096, 8192])
+        self.assertEqual(tmap["sym"], [None, (("n",), 1)])
+        self.assertEqual(hidetd.kernel.tensor_map_at(tmap, {"n": 300})["dims"], [4096, 300])
+        self.assertNotIn("sym", hidetd.kernel.tensor_map_at(tmap, {"n": 300}))
+
+        def bad(entry):
+            ks = kset_map()
+            ks["kernels"][0]["params"][4]["tensor_map"]["dims"][1] = entry
+            return ks
+        W = r"kernel_set\.kernels\[0\]\.params\[4\]\.tensor_map\.dims\[1\]: "
+        self.refused(bad({"dims": ["m"], "coef": 1}), W + r"'m' is not a dim of the kernel set \(n\)")
+        self.refused(bad({"dims": ["n", "n"], "coef": 1}), W + r"'n' .*named twice")
+        self.refused(bad({"dims": ["n"], "coef": 0}), W + r"a dimension that follows named dims is")
+        self.refused(bad({"dims": ["n"]}), W + r"a dimension that follows named dims is")
+        self.refused(bad({"dims": ["n"], "coef": 1, "div": 2}), W + r"a dimension that follows")
+        self.refused(bad({"dims": ["n"], "coef": 1 << 20}),
+                     W + r"8589934592 elements at the dims. max, beyond 2\^32")
+        # Twice the rows of input0 at max: past the buffer.
+        self.refused(bad({"dims": ["n"], "coef": 2}), r"input0 has 67108864 bytes, too few for the "
+                                                       r"tensor map of input0 \(134217728 bytes\)")
+        # Plans (no dims) refuse it.
+        ks = kset_map()
+        ks["kernels"][0]["grid"] = [1, 1, 1]
+        del ks["kernels"][0]["params"][3]
+        ks["kernels"][0]["params"][3]["index"] = 3
+        with self.assertRaisesRegex(hidetd.PlanError, r"tensor_map\.dims\[1\]: a dimension that "
+                                                      r"follows named dims, but the kernel set has no"):
+            parse_kernel_set(ks, 2, "kernel_set")
 
     def test_plans_refuse_sizes(self):
         # Without dims (a plan's steps) an int parameter or a grid rule is refused as before.
@@ -271,6 +340,25 @@ class Launches(unittest.TestCase):
                                                 r"\[301, 14336\] f16"):
             k(fake([300, 4096], 0x10000), w, output=fake([301, 14336], 0x50000))
         self.assertEqual(len(self.lib.launches), 3)
+
+    def test_tensor_map_at_the_launch_sizes(self):
+        lib = EncodingLib()
+        _cuda._driver = FakeDriver(lib)
+        k = hidetd.Kernel(FakeClient(), kset_map(), REQUEST)
+        w = fake([4096, 14336], 0x20000)
+        for n, ptr in ((300, 0x10000), (300, 0x10000), (64, 0x10000), (300, 0x30000), (64, 0x10000)):
+            k(fake([n, 4096], ptr), w, output=fake([n, 14336], 0x50000))
+            self.assertEqual(lib.launches[-1][2], [ptr, 0x20000, 0x50000, n, (ptr, n)])
+        # One encoding per (address, sizes), kept for the next launch at them.
+        self.assertEqual(lib.encodes, [(0x10000, [4096, 300]), (0x10000, [4096, 64]),
+                                       (0x30000, [4096, 300])])
+        # A dispatch table's entry inherits its ranges' dims: its map is bound the same way.
+        tbl = table(("ready", "untuned", "untuned"))
+        tbl["dispatch"]["entries"][0]["kernel_set"]["kernels"][0]["params"].append(copy.deepcopy(SYM_MAP))
+        d = DynamicKernel(FakeClient(), tbl, REQUEST, retune=False)
+        d(fake([16, 4096], 0x70000), w, output=fake([16, 14336], 0x50000))
+        self.assertEqual(lib.launches[-1][0], "hd_mm_16")
+        self.assertEqual(lib.encodes[-1], (0x70000, [4096, 16]))
 
     def test_dispatch_selects_and_retunes(self):
         client = FakeClient([table(("ready", "tuning", "ready"))])

@@ -195,13 +195,25 @@ typedef struct hidet_grid_rule {
     int64_t coef, div, mul, cap;
 } hidet_grid_rule;
 
+/* The dimensions of a "tensor_map" parameter that follow the sizes (docs/api.md: a map dims
+ * entry {"dims": ["n"], "coef": 1}): per map dimension i, dims[i] 0 (fixed) or the bit set over
+ * the set's dims, the dimension then being coef[i] times the product of their sizes; the
+ * parameter's tensor_map.dims[i] holds that value at the dims' max. */
+typedef struct hidet_map_dims {
+    unsigned dims[5];
+    uint64_t coef[5];
+} hidet_map_dims;
+
 /* What a kernel of a dynamic set adds to its hidet_kernel (kept beside it, so hidet_kernel keeps
- * its size): its grid rules, and the dim each "int" parameter takes. A rule's dimension of
- * hidet_kernel.grid holds the rule's value at the dims' max. */
+ * its size): its grid rules, the dim each "int" parameter takes and the dims its tensor maps
+ * follow. A rule's dimension of hidet_kernel.grid holds the rule's value at the dims' max. */
 typedef struct hidet_kernel_dims {
     hidet_grid_rule grid[3];
     int *param_dim; /* n_params entries, by position in params: the index in the set's dims of
                      * an "int" parameter, -1 for the others */
+    hidet_map_dims *map_dims; /* n_params entries, by position in params (all zero but for a
+                               * "tensor_map" parameter that follows dims); NULL when no map of
+                               * the kernel does */
 } hidet_kernel_dims;
 
 typedef struct hidet_kernel_set {
@@ -256,6 +268,15 @@ HIDET_EXPORT hidet_kernel_set *hidet_kernel_set_free(hidet_kernel_set *s);
 HIDET_EXPORT int hidet_kernel_set_bind(const hidet_kernel_set *s, size_t kernel,
                                        const char *const *names, const int64_t *sizes, size_t n,
                                        uint32_t ret_grid[3], long long *ret_ints, hidet_error *err);
+/* The tensor map of parameter params[param] of kernel `kernel` at the sizes (names, sizes, n as
+ * above): the description to encode for this launch (cuTensorMapEncodeTiled), each dimension
+ * that follows dims evaluated; a map that follows none is returned as it is. -EINVAL when the
+ * parameter is not a "tensor_map"; -ERANGE when a dimension leaves 1..2^32 at these sizes. A
+ * launcher encodes the map per buffer address and sizes (hidet_plan_* passes fixed shapes only,
+ * and refuses a set whose maps follow dims). */
+HIDET_EXPORT int hidet_kernel_set_bind_map(const hidet_kernel_set *s, size_t kernel, size_t param,
+                                           const char *const *names, const int64_t *sizes,
+                                           size_t n, hidet_tensor_map *ret, hidet_error *err);
 /* The size of output axis `axis` at the sizes (a fixed axis: its size); -ERANGE/-EINVAL as
  * above. */
 HIDET_EXPORT int hidet_kernel_set_output_dim(const hidet_kernel_set *s, int axis,
