@@ -53,6 +53,13 @@
  * tnsp bit; fp16/bf16 allow it). The descriptors' start address moves by 32 bytes (K-major) or
  * 2 KiB (MN-major) per k16 step.
  *
+ * A dynamic matmul (a named M or batch, tuner/gemm/README.md) takes the sizes after its pointers
+ * and counts its tiles from them (gm_M, gm_B): the persistent loops, the raster and the grid
+ * (wg_grid_rule) follow the launch's sizes, and the tensor maps' M and batch dimensions are
+ * marked (tuner_tmap.sym) so that the launcher encodes them at those sizes: the copy engine then
+ * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
+ * tile count's).
+ *
  * TMA needs 16-byte aligned rows: the template applies when both operands' contiguous
  * dimensions allow 16-byte vectors (tuner__gemm_problem.vec == 8) and neither has a prologue
  * (the copy engine cannot transform elements); matmul_mma covers the rest.

@@ -425,6 +425,32 @@ static void test_refusals(void)
     free(err);
     err = NULL;
 
+    /* Pingpong 64x192 tiles over a named M with 75 N tiles: the rule counts 38 units per tile
+     * row where two rows hold 75 (n = 97: 76 blocks, the static grid 75), and the blocks without
+     * a tile skip the closing hand-over. */
+    {
+        tuner_op pp = dyn_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
+        tuner_schedule s = {.template_name = "matmul_wgmma"};
+        static const char *const names[] = {"block_m", "block_n", "stages",   "consumers", "swizzle",  "pingpong",
+                                            "stage_out", "cluster", "split_k", "stream_k",  "cluster_n"};
+        static const int values[] = {64, 192, 4, 2, 8, 1, 1, 1, 1, 0, 1};
+        for (int i = 0; i < 11; i++)
+            tuner__gemm_param(&s, names[i], values[i]);
+        tuner_program *dp = gen(&pp, &t, &s, "pingpong 64x192"), *bp = NULL;
+        int64_t n97[TUNER_MAX_DIMS] = {97, 1, 1, 1};
+        tuner_op bound;
+        if (dp && tuner_op_bind(&pp, n97, &bound) == 0)
+            bp = gen(&bound, &t, &s, "pingpong 64x192 at 97");
+        if (dp && bp) {
+            const long long g = tuner_grid_rule_eval(&dp->kernels[0].grid_rule[0], n97);
+            CHECK(g == 76 && bp->kernels[0].grid[0] == 75 && grid_ok(&s, (unsigned)g, bp->kernels[0].grid[0]),
+                  "pingpong 64x192 at n=97: rule %lld blocks, static %u", g, bp->kernels[0].grid[0]);
+            CHECK(strstr(dp->source, "if (wg_n0 > 0 && ") != NULL, "pingpong: no guard for blocks without a tile");
+        }
+        tuner_program_free(dp);
+        tuner_program_free(bp);
+    }
+
     /* Names elsewhere than axis 0 of a: M of a transposed a, a named N, a named K. */
     tuner_op bad[3];
     bad[0] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, true, false, 16);
