@@ -489,10 +489,10 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
                     group, tiles_n, group, tiles_m_x ? tiles_m_x : lit, group, tm, tn);
 }
 
-/* The number of tiles (or, with `per_pair`, of cluster pairs' units) a launch walks, as a C
- * expression of type long long: the literal count for a static op (tiles = batch * tiles_m *
- * tiles_n, the `LL` form the loops print), for a dynamic one gm_B * (M blocks of `m_rows` rows at
- * launch) * `n_units` (M blocks: tiles_m's or a pair's two tile rows). */
+/* The number of units a launch's loops walk (tiles, or a cluster's pairs of tiles), as a C
+ * expression of type long long: `count` as a literal for a static op, for a dynamic one gm_B *
+ * (blocks of `m_rows` rows of M at launch: tile rows, or pairs of them) * n_units (per block of
+ * rows). */
 static const char *wg_count_expr(const tuner__gemm_problem *p, long long count, int m_rows, long long n_units,
                                  char *buf, size_t len)
 {
@@ -521,12 +521,8 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
         wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
         /* Pairs along M: ceil(tiles_m / 2) = ceil(M / (2 block_m)) pair rows. */
         const int pair_rows = c->pair_n ? c->bm : 2 * c->bm;
-        if (p->dynamic)
-            tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %s; t += (long long)(gridDim.x >> 1)) {\n",
-                            wg_count_expr(p, 0, pair_rows, pn, cnt, sizeof(cnt)));
-        else
-            tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
-                            p->batch * pm * pn);
+        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %s; t += (long long)(gridDim.x >> 1)) {\n",
+                        wg_count_expr(p, p->batch * pm * pn, pair_rows, pn, cnt, sizeof(cnt)));
         emit_tile_coords(sb, pm, pn, c->group, c->pair_n ? "gm_tm" : "gm_tp", c->pair_n ? "gm_tp" : "gm_tn",
                          p->dynamic ? wg_m_blocks(pair_rows, tmx, sizeof(tmx)) : NULL);
         tuner_sb_printf(sb, "const int %s = 2 * gm_tp + (int)wg_rank;\n", c->pair_n ? "gm_tn" : "gm_tm");
