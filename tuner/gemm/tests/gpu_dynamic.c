@@ -3,8 +3,8 @@
  * CUDA GPU; exits 77 = skipped without one).
  *
  * For each case: builds the dynamic op's space for the device's target (matmul_mma, matmul_simt,
- * matmul_tf32 and, on sm_90a, matmul_wgmma: the templates with dynamic_dims), generates and compiles every candidate once (in
- * parallel threads), fills the inputs at the dims' max with values exact in their dtype, and for
+ * matmul_tf32 and, on sm_90a, matmul_wgmma: the templates with dynamic_dims), generates and
+ * compiles every candidate once (in parallel threads), fills the inputs at the dims' max with values exact in their dtype, and for
  * each size (min, an odd one, max): binds the static op there (tuner_op_bind; a named axis 0 is the
  * outermost, so the bound tensors are prefixes of the max-size buffers), runs its reference
  * (tuner_reference), poisons the whole max-size output with 0xff bytes (NaN in every dtype), then
