@@ -319,6 +319,12 @@ void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, cons
     tuner_sb_printf(sb, "%s *__restrict__ out%s", tuner__ctype(p->out_dt), ws ? ", float *__restrict__ ws" : "");
     tuner__emit_dim_params(sb, op);
     tuner_sb_puts(sb, ")\n{\n");
+    tuner__gemm_emit_dims_decl(sb, p);
+}
+
+void tuner__gemm_emit_dims_decl(tuner_sb *sb, const tuner__gemm_problem *p)
+{
+    const tuner_op *op = p->op;
     if (p->dynamic) {
         /* Sizes below 2^30 (tuner__gemm_problem_init checks their max): ints, as tile
          * coordinates are. */

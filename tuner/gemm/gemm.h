@@ -93,6 +93,10 @@ void tuner__gemm_emit_head(tuner_sb *sb, const tuner_target *t);
  * `const int gm_M, gm_B` from them first thing (tuner__gemm_M). */
 void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,
                                 int threads, bool ws, int cluster_z);
+/* The declarations of gm_M and gm_B from the hd_dim parameters that a dynamic op's kernel opens
+ * with (tuner__gemm_emit_signature's; for a template that writes its own signature); nothing
+ * for a static op. */
+void tuner__gemm_emit_dims_decl(tuner_sb *sb, const tuner__gemm_problem *p);
 
 /* Emits declarations, in the current scope, for the element (b, mn, k) of operand `which`
  * (0 = A with mn = m, 1 = B with mn = n): `bool <pfx>_ok` (inside the tensor and k < kend; for

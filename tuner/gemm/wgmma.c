@@ -53,6 +53,13 @@
  * tnsp bit; fp16/bf16 allow it). The descriptors' start address moves by 32 bytes (K-major) or
  * 2 KiB (MN-major) per k16 step.
  *
+ * A dynamic matmul (a named M or batch, tuner/gemm/README.md) takes the sizes after its pointers
+ * and counts its tiles from them (gm_M, gm_B): the persistent loops, the raster and the grid
+ * (wg_grid_rule) follow the launch's sizes, and the tensor maps' M and batch dimensions are
+ * marked (tuner_tmap.sym) so that the launcher encodes them at those sizes: the copy engine then
+ * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
+ * tile count's).
+ *
  * TMA needs 16-byte aligned rows: the template applies when both operands' contiguous
  * dimensions allow 16-byte vectors (tuner__gemm_problem.vec == 8) and neither has a prologue
  * (the copy engine cannot transform elements); matmul_mma covers the rest.
@@ -310,8 +317,10 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         if (tiles > tuner__arch_cluster_fit(a, c->split) || kper < 2 || (c->split - 1) * kper >= ktiles)
             return false;
     }
+    /* Stream-K's partition (wg_sk_plan) is cut from the tile count: a dynamic op's changes with
+     * its sizes at launch, so it has none. */
     wg_sk_plan k;
-    if (c->stream_k && !wg_sk_plan_of(p, a, c, &k))
+    if (c->stream_k && (p->dynamic || !wg_sk_plan_of(p, a, c, &k)))
         return false;
     return tiles <= 0x7fffffffLL;
 }
@@ -393,6 +402,17 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
         m.box[2] = (uint32_t)c->bm;
         m.strides[1] = (uint64_t)(p->ck * esz);
     }
+    /* A dynamic matmul's M (A's rows: a named M is never transposed; the output's) and batch
+     * dimensions are the launch's: the launcher encodes them from the sizes (op/tmap.h), and
+     * the copy engine zero-fills rows past M and drops the stores there. */
+    if (p->m_sym && which != 1) {
+        m.sym[1] = (uint8_t)p->m_sym;
+        m.sym_coef[1] = 1;
+    }
+    if (p->batch_sym && batched) {
+        m.sym[2] = (uint8_t)p->batch_sym;
+        m.sym_coef[2] = 1;
+    }
     *ret = m;
 }
 
@@ -412,6 +432,8 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     tuner_sb_printf(sb, "%s *__restrict__ out", tuner__ctype(p->out_dt));
     if (c->stream_k)
         tuner_sb_puts(sb, ", float *__restrict__ ws");
+    /* A dynamic op's sizes (tuner__gemm_set_launch puts them after the pointers). */
+    tuner__emit_dim_params(sb, op);
     static const char *const map_names[] = {"wg_tm_a", "wg_tm_b", "wg_tm_c"};
     static const char *const map_addrs[] = {"wg_map_a", "wg_map_b", "wg_map_c"};
     for (int i = 0; i < 3; i++)
@@ -422,6 +444,7 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, c, i))
             tuner__hopper_emit_map_addr(sb, map_names[i], map_addrs[i]);
+    tuner__gemm_emit_dims_decl(sb, p);
 }
 
 /* A cluster pair's units: pm x pn pairs of tiles per batch entry, neighbours along M (along N
@@ -432,22 +455,54 @@ static void wg_pair_grid(const wg_cfg *c, long long tiles_m, long long tiles_n, 
     *pn = c->pair_n ? tuner__gemm_cdiv(tiles_n, 2) : tiles_n;
 }
 
+/* A dynamic op's count at launch of `rows`-row blocks of M, ceil(gm_M / rows) (a literal M's
+ * folds), as an int expression in buf. */
+static const char *wg_m_blocks(int rows, char *buf, size_t len)
+{
+    snprintf(buf, len, "((gm_M + %d) / %d)", rows - 1, rows);
+    return buf;
+}
+
 /* Emits `gm_b` and the tile's coordinates, named tm and tn, for tile index `t`: batch-major,
- * then grouped raster order over the batch entry's tiles. */
+ * then grouped raster order over the batch entry's tiles. tiles_m_x: NULL, or for a dynamic op
+ * the expression of tiles_m at launch (tiles_m is then its value at max: one tile row there is
+ * one at every size). */
 static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group, const char *tm,
-                             const char *tn)
+                             const char *tn, const char *tiles_m_x)
 {
     const long long per = tiles_m * tiles_n;
-    tuner_sb_printf(sb, "const int gm_b = (int)(t / %lld), gm_r = (int)(t %% %lld);\n", per, per);
+    if (tiles_m_x)
+        tuner_sb_printf(sb, "const int gm_per = %s * %lld;\nconst int gm_b = (int)(t / gm_per), gm_r = (int)(t %% gm_per);\n",
+                        tiles_m_x, tiles_n);
+    else
+        tuner_sb_printf(sb, "const int gm_b = (int)(t / %lld), gm_r = (int)(t %% %lld);\n", per, per);
     if (group <= 1 || tiles_m <= 1) {
         tuner_sb_printf(sb, "const int %s = gm_r / %lld, %s = gm_r %% %lld;\n", tm, tiles_n, tn, tiles_n);
         return;
     }
+    char lit[32];
+    snprintf(lit, sizeof(lit), "%lld", tiles_m);
     tuner_sb_printf(sb,
                     "const int gm_width = %d * %lld, gm_first = (gm_r / gm_width) * %d;\n"
-                    "const int gm_gsz = min(%lld - gm_first, %d);\n"
+                    "const int gm_gsz = min(%s - gm_first, %d);\n"
                     "const int %s = gm_first + (gm_r %% gm_width) %% gm_gsz, %s = (gm_r %% gm_width) / gm_gsz;\n",
-                    group, tiles_n, group, tiles_m, group, tm, tn);
+                    group, tiles_n, group, tiles_m_x ? tiles_m_x : lit, group, tm, tn);
+}
+
+/* The number of units a launch's loops walk (tiles, or a cluster's pairs of tiles), as a C
+ * expression of type long long: `count` as a literal for a static op, for a dynamic one gm_B *
+ * (blocks of `m_rows` rows of M at launch: tile rows, or pairs of them) * n_units (per block of
+ * rows). */
+static const char *wg_count_expr(const tuner__gemm_problem *p, long long count, int m_rows, long long n_units,
+                                 char *buf, size_t len)
+{
+    if (!p->dynamic) {
+        snprintf(buf, len, "%lldLL", count);
+        return buf;
+    }
+    char mb[48];
+    snprintf(buf, len, "((long long)gm_B * %s * %lldLL)", wg_m_blocks(m_rows, mb, sizeof(mb)), n_units);
+    return buf;
 }
 
 /* Opens the loop over a producer's or consumer's tiles and declares the tile's gm_b, gm_tm,
@@ -460,16 +515,22 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
 static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                            long long tiles_n, bool consumer)
 {
+    char cnt[96], tmx[48];
     if (c->cluster == 2) {
         long long pm, pn;
         wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
-        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %lldLL; t += (long long)(gridDim.x >> 1)) {\n",
-                        p->batch * pm * pn);
-        emit_tile_coords(sb, pm, pn, c->group, c->pair_n ? "gm_tm" : "gm_tp", c->pair_n ? "gm_tp" : "gm_tn");
+        /* Pairs along M: ceil(tiles_m / 2) = ceil(M / (2 block_m)) pair rows. */
+        const int pair_rows = c->pair_n ? c->bm : 2 * c->bm;
+        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %s; t += (long long)(gridDim.x >> 1)) {\n",
+                        wg_count_expr(p, p->batch * pm * pn, pair_rows, pn, cnt, sizeof(cnt)));
+        emit_tile_coords(sb, pm, pn, c->group, c->pair_n ? "gm_tm" : "gm_tp", c->pair_n ? "gm_tp" : "gm_tn",
+                         p->dynamic ? wg_m_blocks(pair_rows, tmx, sizeof(tmx)) : NULL);
         tuner_sb_printf(sb, "const int %s = 2 * gm_tp + (int)wg_rank;\n", c->pair_n ? "gm_tn" : "gm_tm");
         return;
     }
     const long long tiles = p->batch * tiles_m * tiles_n;
+    /* The loops' bound: the literal tile count, or a dynamic op's at launch. */
+    const char *tiles_x = wg_count_expr(p, tiles, c->bm, tiles_n, cnt, sizeof(cnt));
     if (c->stream_k) {
         /* Whole tiles first (k tiles [0, ktiles)); then the block's range of the shared k
          * tiles from its end backwards, one segment per tile it touches: the first segment a
@@ -493,18 +554,19 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
                         k->iters, k->grid, k->iters, k->grid, k->ktiles, k->dp_tiles / k->grid, k->grid,
                         k->ktiles, k->ktiles, k->dp_tiles, k->ktiles, k->ktiles);
     } else if (c->split > 1) /* the CTAs of a cluster, K slices of one tile */
-        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x / %d); t < %lldLL; t += (long long)(gridDim.x / %d)) {\n",
-                        c->split, tiles, c->split);
+        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x / %d); t < %s; t += (long long)(gridDim.x / %d)) {\n",
+                        c->split, tiles_x, c->split);
     else if (c->pingpong && consumer)
-        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2 + wg_c; t < %lldLL; t += (long long)gridDim.x * 2) {\n",
-                        tiles);
+        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2 + wg_c; t < %s; t += (long long)gridDim.x * 2) {\n",
+                        tiles_x);
     else if (c->pingpong) /* 2b, 2b + 1, 2b + 2G, 2b + 2G + 1, ... */
-        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2; t < %lldLL; "
+        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2; t < %s; "
                             "t += (t & 1) ? (long long)gridDim.x * 2 - 1 : 1) {\n",
-                        tiles);
+                        tiles_x);
     else
-        tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n", tiles);
-    emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm", "gm_tn");
+        tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n", tiles_x);
+    emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm", "gm_tn",
+                     p->dynamic ? wg_m_blocks(c->bm, tmx, sizeof(tmx)) : NULL);
 }
 
 static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
@@ -852,6 +914,51 @@ static int wg_producer_regs(const tuner__gemm_problem *p)
     return wg_gathers_a(p) ? 72 : 40;
 }
 
+/* A dynamic op's grid as a rule over its named M or batch (tuner_grid_rule: min(cap, mul *
+ * ceil(coef * sizes / div))), its value at max the static grid wg_emit computes there:
+ *  - persistent tiles: min(SMs, batch * ceil(M / block_m) * tiles_n);
+ *  - cluster pairs: 2 * min(SMs / 2, pairs), ceil(tiles_m / 2) = ceil(M / (2 block_m)) pair rows;
+ *  - split-K: split CTAs per tile, not capped (cfg_valid: at max they all fit, so at every size);
+ *  - pingpong: units of two tiles, min(SMs, ceil(tiles / 2)); a named batch or an even tiles_n
+ *    makes that a rule, an odd tiles_n with a named M does not (ceil of a ceil): the rule then
+ *    counts (tiles_n + 1) / 2 units per tile row, up to ceil(tiles_m / 2) more than there are,
+ *    and those blocks find no tile (emit_unit_loop; the hand-over at the end skips them).
+ * Stream-K has no dynamic candidates (cfg_valid). */
+static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c, long long tiles_m,
+                        long long tiles_n, tuner_launch *l)
+{
+    const tuner_op *op = p->op;
+    const unsigned mask = p->m_sym | p->batch_sym;
+    /* Per named size: units = ceil(coef * size / div) * mul. */
+    long long coef = 1, div = 1, mul = 1, cap = a->sm_count;
+    if (c->cluster == 2) {
+        long long pm, pn;
+        wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
+        if (p->m_sym)
+            div = c->pair_n ? c->bm : 2 * c->bm, mul = 2 * pn * p->batch;
+        else
+            coef = pm * pn, mul = 2;
+        cap = 2 * (a->sm_count / 2);
+    } else if (c->split > 1) {
+        if (p->m_sym)
+            div = c->bm, mul = tiles_n * p->batch * c->split;
+        else
+            coef = tiles_m * tiles_n, mul = c->split;
+        cap = 0;
+    } else if (c->pingpong) {
+        if (p->m_sym)
+            div = c->bm, mul = (tiles_n * p->batch + 1) / 2;
+        else
+            coef = tiles_m * tiles_n, div = 2;
+    } else {
+        if (p->m_sym)
+            div = c->bm, mul = tiles_n * p->batch;
+        else
+            coef = tiles_m * tiles_n;
+    }
+    return tuner__grid_rule(l, 0, op, mask, coef, div, mul, cap);
+}
+
 static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
                    char **err)
 {
@@ -1035,13 +1142,27 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         /* Consumer 0 takes n0 tiles, consumer 1 n1 = n0 or n0 - 1. Each turn barrier ends with
          * one hand-over nobody waited for (consumer 1's last, or consumer 0's last when it had
          * the extra tile): its owner completes it, leaving no barrier half-arrived at exit. */
-        tuner_sb_printf(&sb,
-                        "{\nconst long long wg_t0 = 2LL * blockIdx.x, wg_g2 = 2LL * gridDim.x;\n"
-                        "const long long wg_n0 = (%lldLL - 1 - wg_t0) / wg_g2 + 1;\n"
-                        "const long long wg_n1 = wg_t0 + 1 < %lldLL ? (%lldLL - 2 - wg_t0) / wg_g2 + 1 : 0;\n"
-                        "if (wg_c == 0 ? wg_n0 == wg_n1 : wg_n0 > wg_n1) "
-                        "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
-                        tiles, tiles, tiles);
+        if (p->dynamic) {
+            /* A dynamic op's grid may hold blocks past the last unit (wg_grid_rule): with no
+             * tile they hand nothing over. */
+            char cnt[96];
+            const char *tx = wg_count_expr(p, tiles, c.bm, tiles_n, cnt, sizeof(cnt));
+            tuner_sb_printf(&sb,
+                            "{\nconst long long wg_t0 = 2LL * blockIdx.x, wg_g2 = 2LL * gridDim.x, wg_nt = %s;\n"
+                            "const long long wg_n0 = wg_t0 < wg_nt ? (wg_nt - 1 - wg_t0) / wg_g2 + 1 : 0;\n"
+                            "const long long wg_n1 = wg_t0 + 1 < wg_nt ? (wg_nt - 2 - wg_t0) / wg_g2 + 1 : 0;\n"
+                            "if (wg_n0 > 0 && (wg_c == 0 ? wg_n0 == wg_n1 : wg_n0 > wg_n1)) "
+                            "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
+                            tx);
+        } else {
+            tuner_sb_printf(&sb,
+                            "{\nconst long long wg_t0 = 2LL * blockIdx.x, wg_g2 = 2LL * gridDim.x;\n"
+                            "const long long wg_n0 = (%lldLL - 1 - wg_t0) / wg_g2 + 1;\n"
+                            "const long long wg_n1 = wg_t0 + 1 < %lldLL ? (%lldLL - 2 - wg_t0) / wg_g2 + 1 : 0;\n"
+                            "if (wg_c == 0 ? wg_n0 == wg_n1 : wg_n0 > wg_n1) "
+                            "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
+                            tiles, tiles, tiles);
+        }
     }
     /* Stores still in flight complete before the block exits. */
     if (c.stage_out)
@@ -1080,6 +1201,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, &c, i))
             wg_tmap_of(p, &c, i, &main_launch->maps[main_launch->n_maps++]);
+    if (p->dynamic)
+        return wg_grid_rule(p, a, &c, tiles_m, tiles_n, main_launch);
     return 0;
 }
 
@@ -1454,10 +1577,10 @@ const tuner_template tuner__gemm_matmul_wgmma = {
     .predict_us = wg_predict,
     .preferred = wg_preferred,
     .default_rank = TUNER_RANK_TENSOR_CORE,
-    /* Static only: the TMA tensor maps hold M (the launcher encodes them from the op's shapes),
-     * and the persistent grid and stream-K partition are sized from the tile count. A dynamic
-     * matmul's space is matmul_mma's (tuner/gemm/README.md). */
-    .dynamic_dims = false,
+    /* A named M or batch (tuner/gemm/README.md): the kernel counts its tiles from the hd_dim
+     * parameters, the grid follows a rule (wg_grid_rule), the tensor maps' M and batch
+     * dimensions are encoded at launch (tuner_tmap.sym); no stream-K. */
+    .dynamic_dims = true,
 };
 
 /* Static only, as matmul_wgmma (and docs/api.md names no conv2d axis). */

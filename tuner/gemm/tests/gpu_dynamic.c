@@ -3,13 +3,16 @@
  * CUDA GPU; exits 77 = skipped without one).
  *
  * For each case: builds the dynamic op's space for the device's target (matmul_mma, matmul_simt,
- * matmul_tf32: the templates with dynamic_dims), generates and compiles every candidate once (in
- * parallel threads), fills the inputs at the dims' max with values exact in their dtype, and for
+ * matmul_tf32 and, on sm_90a, matmul_wgmma: the templates with dynamic_dims), generates and
+ * compiles every candidate once (in parallel threads), fills the inputs at the dims' max with values exact in their dtype, and for
  * each size (min, an odd one, max): binds the static op there (tuner_op_bind; a named axis 0 is the
  * outermost, so the bound tensors are prefixes of the max-size buffers), runs its reference
  * (tuner_reference), poisons the whole max-size output with 0xff bytes (NaN in every dtype), then
  * launches each candidate as a client would: grids from the launch's grid rules at these sizes,
- * the sizes as `long long` arguments where the launch names TUNER_ARG_DIM0 + k. Every element of
+ * the sizes as `long long` arguments where the launch names TUNER_ARG_DIM0 + k, tensor maps
+ * encoded with each dimension that follows the dims (tuner_tmap.sym) at sym_coef times the sizes'
+ * product (so a tail tile's rows past M are zero-filled and its stores dropped by the copy
+ * engine, not by a bound in the code). Every element of
  * the bound output must match the reference (|out - ref| <= tol * (rms(ref) + |ref|), no NaN; tol
  * as tests/gpu/template_sweep.c has it for GEMMs) and every byte past it must still be poison: a kernel that bounds M by max, or not at all,
  * writes there. Prints one line per case and size; exits 1 if any candidate is wrong.
@@ -32,8 +35,10 @@
 static int total_wrong;
 
 /* Launches every kernel of p on st: pointer arguments from bufs (indexed by TUNER_BUF_*), each
- * TUNER_ARG_DIM0 + k the size sizes[k] as a long long, and each grid dimension with a rule
- * evaluated at sizes (the fixed value otherwise). */
+ * TUNER_ARG_DIM0 + k the size sizes[k] as a long long, then the tensor maps, encoded for
+ * bufs[map.buf] with every dimension that has sym bits bound to sym_coef * product(sizes) (written
+ * here rather than taken from a tmap helper, so that the check does not share a launcher's bug),
+ * and each grid dimension with a rule evaluated at sizes (the fixed value otherwise). */
 static void launch_sized(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, const int64_t *sizes,
                          CUstream st)
 {
@@ -43,9 +48,10 @@ static void launch_sized(CUmodule mod, const tuner_program *p, const CUdeviceptr
         CK(d_cuModuleGetFunction(&f, mod, l->name));
         if (l->shared_bytes > 48 * 1024)
             CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS];
+        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
         CUdeviceptr ptrs[TUNER_MAX_ARGS];
         long long dims[TUNER_MAX_ARGS];
+        CUtensorMap maps[TUNER_MAX_TMAPS];
         for (int a = 0; a < l->n_args; a++) {
             if (l->args[a] >= TUNER_ARG_DIM0) {
                 dims[a] = (long long)sizes[l->args[a] - TUNER_ARG_DIM0];
@@ -54,6 +60,14 @@ static void launch_sized(CUmodule mod, const tuner_program *p, const CUdeviceptr
                 ptrs[a] = bufs[l->args[a]];
                 args[a] = &ptrs[a];
             }
+        }
+        for (int m = 0; m < l->n_maps; m++) {
+            tuner_tmap b = l->maps[m];
+            for (int i = 0; i < b.rank; i++)
+                if (b.sym[i])
+                    b.dims[i] = b.sym_coef[i] * (uint64_t)tuner_dims_product(sizes, b.sym[i]);
+            CK((CUresult)tuner_tmap_encode(&b, bufs[b.buf], &maps[m], &d_encoders));
+            args[l->n_args + m] = &maps[m];
         }
         unsigned grid[3];
         for (int d = 0; d < 3; d++)
@@ -274,6 +288,17 @@ static tuner_op dyn_prologue(tuner_dtype dt, long long max, long long N, long lo
     return op;
 }
 
+/* a [n, K] x b [K, N] + bias [N], n in [1, max]. */
+static tuner_op dyn_rows_bias(tuner_dtype dt, long long max, long long N, long long K)
+{
+    tuner_op op = dyn_rows(dt, 1, max, 1, N, K, false);
+    long long bias[1] = {N};
+    op.inputs[2] = t_tensor(dt, 1, bias, 16);
+    op.n_inputs = 3;
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
+    return op;
+}
+
 /* a [b, M, K] x b [b, K, N] (or [K, N]); with epi + residual [b, M, N] + bias [1, N]. */
 static tuner_op dyn_batch(tuner_dtype dt, long long min, long long max, long long M, long long N, long long K,
                           bool b_batched, bool epi)
@@ -303,7 +328,8 @@ int main(void)
     if (!gpu_driver_first_device(false, &dev, &major, &minor))
         return 77;
     gpu_driver_use(dev);
-    tuner_target t = {major * 10 + minor, false};
+    /* sm_90a on a Hopper part (matmul_wgmma's target) where the driver encodes tensor maps. */
+    tuner_target t = {major * 10 + minor, major == 9 && d_encoders.tiled != NULL};
     if (t.sm > 90)
         t.sm = 90; /* run sm_90 code on newer parts */
     printf("device sm_%d\n", t.sm);
@@ -323,6 +349,14 @@ int main(void)
         {"f16 [b<=16,100,64]x[b,64,72] +res+bias", dyn_batch(TUNER_F16, 1, 16, 100, 72, 64, true, true), {1, 7, 16}},
         {"bf16 [b<=8,128,256]x[256,128]", dyn_batch(TUNER_BF16, 2, 8, 128, 128, 256, false, false), {2, 5, 8}},
         {"f32 [b<=12,33,40]x[b,40,24]", dyn_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false), {1, 5, 12}},
+        /* matmul_wgmma's (sm_90a; the cases above hold its candidates too where they apply): the
+         * issue's shape with a bias, odd sizes under 1000 against 14336 columns (75 N tiles of a
+         * 192-wide pingpong tile: at n = 97 its grid has one block more than units, which must
+         * find no tile), a named batch with b batched (3-D maps). */
+        {"f16 [n<=8192,4096]x[4096,4096] +bias", dyn_rows_bias(TUNER_F16, 8192, 4096, 4096), {1, 4097, 8192}},
+        {"bf16 [n<=1000,4096]x[4096,14336]", dyn_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false), {1, 97, 999}},
+        {"f16 [b<=16,200,128]x[b,128,192] +res+bias", dyn_batch(TUNER_F16, 1, 16, 200, 192, 128, true, true),
+         {1, 7, 16}},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         if (only && !strstr(cases[c].name, only))

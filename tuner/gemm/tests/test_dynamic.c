@@ -1,16 +1,21 @@
 /* tuner/gemm/tests/test_dynamic.c - matmul with named dimensions (dynamic ops, issue 39) in the
- * matmul_mma / matmul_simt / matmul_tf32 templates (suite tuner_gemm).
+ * matmul_mma / matmul_simt / matmul_tf32 / matmul_wgmma templates (suite tuner_gemm).
  *
  * CPU only. Dynamic ops are built directly (n_dims, dims[], sym[0] on the tensors, shape[0] =
  * max): a 2-D `a` [n, K] with M named (f16, bf16, f32; a bias [N] and a residual [n, N] named
  * too; multiple_of 1 and 64; M the product "b*s" of two dims), and rank-3 ones with the batch
- * named (b batched or broadcast). Every template but those three stays out of these spaces (and
- * names elsewhere than axis 0 of a are refused). For every candidate of each space:
+ * named (b batched or broadcast). Every template but those four stays out of these spaces (and
+ * names elsewhere than axis 0 of a are refused); sm_90a spaces hold matmul_wgmma, without
+ * stream-K. For every candidate of each space:
  *  - the program takes the dims after the pointers in every launch, and its grids at max are
  *    those of the static program at max (tuner_op_bind) with the same schedule: kernels, names,
  *    blocks, shared memory and workspace too;
  *  - every grid rule gives, at min, an odd size and max, the grid of the static program at that
- *    size, and the dimensions without a rule are the static ones there;
+ *    size, and the dimensions without a rule are the static ones there (a matmul_wgmma pingpong
+ *    grid over a named M with an odd count of N tiles may hold more blocks than units, never
+ *    fewer, and the static count where that is the SMs');
+ *  - its tensor maps, bound at each of those sizes (dims[i] = sym_coef[i] * the sizes of sym[i]),
+ *    are the static program's there, and at max dims[] holds that value already;
  *  - the same op with another max (same min and multiple_of) gives the same source byte for
  *    byte: a size baked into the code (a bound, a tile count, a plane) would differ;
  *  - matmul_mma without split-K checks whole tiles against gm_M unless multiple_of makes every
@@ -144,6 +149,50 @@ static bool rules_equal(const tuner_grid_rule *a, const tuner_grid_rule *b)
     return a->dims == b->dims && a->coef == b->coef && a->div == b->div && a->mul == b->mul && a->cap == b->cap;
 }
 
+/* Whether a dynamic launch's grid dimension g is right where the static program's is sg: equal,
+ * but for matmul_wgmma's pingpong schedules, whose rule over a named M with an odd count of N
+ * tiles counts whole pairs of tiles per tile row (wgmma.c wg_grid_rule): more blocks than units
+ * (the rest find no tile), never fewer, and the same where the static grid is the SM count
+ * (every block busy). */
+static bool grid_ok(const tuner_schedule *s, unsigned g, unsigned sg)
+{
+    if (g == sg)
+        return true;
+    const bool pingpong = strcmp(s->template_name, "matmul_wgmma") == 0 && tuner_schedule_param(s, "pingpong", 0);
+    const tuner_arch *a = tuner__arch(&(tuner_target){.sm = 90, .arch_specific = true});
+    return pingpong && g > sg && a && sg < (unsigned)a->sm_count;
+}
+
+/* The tensor maps of dynamic launch l bound at sizes sz (each dimension i with sym[i] set is
+ * sym_coef[i] times the product of the sizes of its dims, as a launcher encodes it) against
+ * those of the static program at sz (sl): equal (tuner_tmap_equal); and dims[] of l holds the
+ * value at the dims' max. Maps of a static op carry no sym. */
+static void check_maps(const char *what, const tuner_launch *l, const tuner_launch *sl, const tuner_op *op,
+                       const int64_t *sz, const char *at)
+{
+    CHECK(l->n_maps == sl->n_maps, "%s: at %s %d maps, static %d", what, at, l->n_maps, sl->n_maps);
+    int64_t maxs[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    for (int d = 0; d < op->n_dims; d++)
+        maxs[d] = op->dims[d].max;
+    for (int m = 0; m < l->n_maps && m < sl->n_maps; m++) {
+        tuner_tmap b = l->maps[m];
+        for (int i = 0; i < TUNER_TMAP_MAX_RANK; i++) {
+            CHECK(sl->maps[m].sym[i] == 0 && sl->maps[m].sym_coef[i] == 0, "%s: a static map has sym", what);
+            if (!b.sym[i]) {
+                CHECK(b.sym_coef[i] == 0, "%s: map %d dim %d has a coefficient but no dims", what, m, i);
+                continue;
+            }
+            CHECK(i < b.rank && b.sym_coef[i] > 0 && (b.sym[i] >> op->n_dims) == 0,
+                  "%s: map %d dim %d: sym %u coef %llu", what, m, i, b.sym[i], (unsigned long long)b.sym_coef[i]);
+            CHECK(b.dims[i] == b.sym_coef[i] * (uint64_t)tuner_dims_product(maxs, b.sym[i]),
+                  "%s: map %d dims[%d] %llu is not its value at max", what, m, i, (unsigned long long)b.dims[i]);
+            b.dims[i] = b.sym_coef[i] * (uint64_t)tuner_dims_product(sz, b.sym[i]);
+        }
+        CHECK(tuner_tmap_equal(&b, &sl->maps[m]) && b.buf == sl->maps[m].buf,
+              "%s: map %d bound at %s differs from the static program's", what, m, at);
+    }
+}
+
 /* Checks one candidate of case `name` (its dynamic op `op`, `alt` the same with another max). */
 static void check_candidate(const char *name, const tuner_op *op, const tuner_op *alt, const tuner_target *t,
                             const tuner_schedule *s, size_t j, int *n_rules)
@@ -183,12 +232,13 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
               p->workspace_bytes, sp->n_kernels, sp->workspace_bytes);
         for (int k = 0; k < p->n_kernels && k < sp->n_kernels; k++) {
             const tuner_launch *l = &p->kernels[k], *sl = &sp->kernels[k];
+            check_maps(what, l, sl, op, maxs, "max");
             CHECK(strcmp(l->name, sl->name) == 0 && l->block[0] == sl->block[0] && l->shared_bytes == sl->shared_bytes &&
                       l->n_args == sl->n_args + nd && memcmp(l->args, sl->args, sizeof(int) * (size_t)sl->n_args) == 0,
                   "%s: launch %d differs from the static one at max beyond the dims", what, k);
             for (int d = 0; d < 3; d++) {
-                CHECK(l->grid[d] == sl->grid[d], "%s: launch %d grid[%d] %u at max, static %u", what, k, d, l->grid[d],
-                      sl->grid[d]);
+                CHECK(grid_ok(s, l->grid[d], sl->grid[d]), "%s: launch %d grid[%d] %u at max, static %u", what, k, d,
+                      l->grid[d], sl->grid[d]);
                 CHECK(sl->grid_rule[d].dims == 0, "%s: a static program has a grid rule", what);
                 if (l->grid_rule[d].dims) {
                     (*n_rules)++;
@@ -229,13 +279,15 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
         CHECK(bp->n_kernels == p->n_kernels && bp->workspace_bytes <= p->workspace_bytes,
               "%s: at %s the static program has %d kernels, %zu workspace bytes (dynamic %d, %zu)", what, at,
               bp->n_kernels, bp->workspace_bytes, p->n_kernels, p->workspace_bytes);
-        for (int k = 0; k < p->n_kernels && k < bp->n_kernels; k++)
+        for (int k = 0; k < p->n_kernels && k < bp->n_kernels; k++) {
+            check_maps(what, &p->kernels[k], &bp->kernels[k], op, sz, at);
             for (int d = 0; d < 3; d++) {
                 const tuner_grid_rule *r = &p->kernels[k].grid_rule[d];
                 const long long g = r->dims ? (long long)tuner_grid_rule_eval(r, sz) : (long long)p->kernels[k].grid[d];
-                CHECK(g == (long long)bp->kernels[k].grid[d], "%s: at %s launch %d grid[%d] is %lld, static %u", what,
-                      at, k, d, g, bp->kernels[k].grid[d]);
+                CHECK(grid_ok(s, (unsigned)g, bp->kernels[k].grid[d]), "%s: at %s launch %d grid[%d] is %lld, static %u",
+                      what, at, k, d, g, bp->kernels[k].grid[d]);
             }
+        }
         tuner_program_free(bp);
     }
 
@@ -292,7 +344,7 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
     tuner_program_free(p);
 }
 
-static const char *const dynamic_templates[] = {"matmul_mma", "matmul_simt", "matmul_tf32", NULL};
+static const char *const dynamic_templates[] = {"matmul_mma", "matmul_simt", "matmul_tf32", "matmul_wgmma", NULL};
 
 static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, int sm)
 {
@@ -307,7 +359,7 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
         return;
     }
     CHECK(sp->n > 0, "%s: empty space", label);
-    int per_tmpl[3] = {0, 0, 0}, n_rules = 0;
+    int per_tmpl[4] = {0, 0, 0, 0}, n_rules = 0;
     for (size_t j = 0; j < sp->n; j++) {
         const tuner_schedule *s = &sp->items[j];
         int ti = -1;
@@ -318,6 +370,7 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
         if (ti < 0)
             continue;
         per_tmpl[ti]++;
+        CHECK(tuner_schedule_param(s, "stream_k", 0) == 0, "%s #%zu: a stream-K candidate in a dynamic space", label, j);
         const double us = tuner_predict_us(op, &t, s);
         CHECK(isfinite(us) && us > 0 && us < 1e11, "%s #%zu: prediction %g", label, j, us);
         check_candidate(label, op, alt, &t, s, j, &n_rules);
@@ -326,39 +379,77 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
     /* tune:"none" picks an item of the space, and with a tensor-core template there, one of it. */
     const size_t def = tuner_default_index(op, &t, sp);
     CHECK(def < sp->n, "%s: default %zu of %zu", label, def, sp->n);
-    if (def < sp->n && per_tmpl[0])
-        CHECK(strcmp(sp->items[def].template_name, "matmul_mma") == 0, "%s: default is %s", label,
-              sp->items[def].template_name);
-    printf("%-44s %4zu candidates (mma %d simt %d tf32 %d), %d grid rules, default %s\n", label, sp->n, per_tmpl[0],
-           per_tmpl[1], per_tmpl[2], n_rules, def < sp->n ? sp->items[def].template_name : "?");
+    if (def < sp->n && (per_tmpl[0] || per_tmpl[3]))
+        CHECK(strcmp(sp->items[def].template_name, "matmul_mma") == 0 ||
+                  strcmp(sp->items[def].template_name, "matmul_wgmma") == 0,
+              "%s: default is %s", label, sp->items[def].template_name);
+    /* On sm_90a a matmul the copy engine can load (16-byte rows, no prologue) has wgmma
+     * candidates. */
+    if (sm == 90 && op->inputs[0].dtype != TUNER_F32 && op->prologue[0].n == 0 && op->inputs[0].align != 2)
+        CHECK(per_tmpl[3] > 0, "%s: no matmul_wgmma candidate", label);
+    printf("%-44s %4zu candidates (mma %d simt %d tf32 %d wgmma %d), %d grid rules, default %s\n", label, sp->n,
+           per_tmpl[0], per_tmpl[1], per_tmpl[2], per_tmpl[3], n_rules, def < sp->n ? sp->items[def].template_name : "?");
     fflush(stdout);
     tuner_space_free(sp);
 }
 
-/* The static templates (wgmma, conv2d) stay out of a dynamic op's space, and ops that break the
- * axis-0 rule are refused by the templates (no space at all). */
+/* matmul_wgmma is in a dynamic op's space on sm_90a, without its stream-K candidates (the
+ * partition follows the tile count), which the static op at max has; ops that break the axis-0
+ * rule are refused by the templates (no space at all). */
 static void test_refusals(void)
 {
     tuner_target t = {.sm = 90, .arch_specific = true};
-    tuner_op op = dyn_rows(TUNER_F16, 1, 4096, 1, 4096, 4096, false, false);
+    tuner_op op = dyn_rows(TUNER_F16, 1, 8192, 1, 14336, 4096, false, false);
     tuner_space *sp = NULL;
     char *err = NULL;
-    CHECK(tuner_space_build(&op, &t, &sp, &err) == 0, "dynamic 4096^3 on sm_90a: %s", err ? err : "");
-    for (size_t j = 0; sp && j < sp->n; j++)
-        CHECK(strcmp(sp->items[j].template_name, "matmul_wgmma") != 0, "matmul_wgmma in a dynamic space");
+    size_t wg = 0, sk = 0;
+    CHECK(tuner_space_build(&op, &t, &sp, &err) == 0, "dynamic 8192x14336x4096 on sm_90a: %s", err ? err : "");
+    for (size_t j = 0; sp && j < sp->n; j++) {
+        wg += strcmp(sp->items[j].template_name, "matmul_wgmma") == 0;
+        sk += tuner_schedule_param(&sp->items[j], "stream_k", 0) != 0;
+    }
+    CHECK(wg > 0 && sk == 0, "dynamic space: %zu matmul_wgmma candidates, %zu stream-K", wg, sk);
     tuner_space_free(sp);
     sp = NULL;
-    /* The static op at the same shape has wgmma candidates: the exclusion above is the flag's. */
-    tuner_op st = t_matmul(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false, 16);
-    size_t wg = 0;
+    /* The static op at max has stream-K candidates: the exclusion above is the dynamic op's. */
+    tuner_op st = t_matmul(TUNER_F16, 0, 0, 8192, 14336, 4096, false, false, 16);
+    wg = sk = 0;
     if (tuner_space_build(&st, &t, &sp, &err) == 0)
-        for (size_t j = 0; j < sp->n; j++)
+        for (size_t j = 0; j < sp->n; j++) {
             wg += strcmp(sp->items[j].template_name, "matmul_wgmma") == 0;
-    CHECK(wg > 0, "the static op has no matmul_wgmma candidate");
+            sk += tuner_schedule_param(&sp->items[j], "stream_k", 0) != 0;
+        }
+    CHECK(wg > 0 && sk > 0, "the static op: %zu matmul_wgmma candidates, %zu stream-K", wg, sk);
     tuner_space_free(sp);
     sp = NULL;
     free(err);
     err = NULL;
+
+    /* Pingpong 64x192 tiles over a named M with 75 N tiles: the rule counts 38 units per tile
+     * row where two rows hold 75 (n = 97: 76 blocks, the static grid 75), and the blocks without
+     * a tile skip the closing hand-over. */
+    {
+        tuner_op pp = dyn_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
+        tuner_schedule s = {.template_name = "matmul_wgmma"};
+        static const char *const names[] = {"block_m", "block_n", "stages",   "consumers", "swizzle",  "pingpong",
+                                            "stage_out", "cluster", "split_k", "stream_k",  "cluster_n"};
+        static const int values[] = {64, 192, 4, 2, 8, 1, 1, 1, 1, 0, 1};
+        for (int i = 0; i < 11; i++)
+            tuner__gemm_param(&s, names[i], values[i]);
+        tuner_program *dp = gen(&pp, &t, &s, "pingpong 64x192"), *bp = NULL;
+        int64_t n97[TUNER_MAX_DIMS] = {97, 1, 1, 1};
+        tuner_op bound;
+        if (dp && tuner_op_bind(&pp, n97, &bound) == 0)
+            bp = gen(&bound, &t, &s, "pingpong 64x192 at 97");
+        if (dp && bp) {
+            const long long g = tuner_grid_rule_eval(&dp->kernels[0].grid_rule[0], n97);
+            CHECK(g == 76 && bp->kernels[0].grid[0] == 75 && grid_ok(&s, (unsigned)g, bp->kernels[0].grid[0]),
+                  "pingpong 64x192 at n=97: rule %lld blocks, static %u", g, bp->kernels[0].grid[0]);
+            CHECK(strstr(dp->source, "if (wg_n0 > 0 && ") != NULL, "pingpong: no guard for blocks without a tile");
+        }
+        tuner_program_free(dp);
+        tuner_program_free(bp);
+    }
 
     /* Names elsewhere than axis 0 of a: M of a transposed a, a named N, a named K. */
     tuner_op bad[3];
@@ -408,7 +499,7 @@ int main(int argc, char **argv)
         const char *name;
         tuner_op op, alt;
         int sm;
-    } cases[12];
+    } cases[16];
     int nc = 0;
     /* Named M: odd N and K keep the edge paths (register-staged loads, partial N tiles) in. */
     cases[nc].name = "f16 [n<=4096,512]x[512,776] +bias+res";
@@ -448,6 +539,26 @@ int main(int argc, char **argv)
     cases[nc].op = dyn_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 7);
     cases[nc++].sm = 80;
+    /* matmul_wgmma (sm_90a): the issue's shapes (N 4096 and 14336: odd N-tile counts of 192-wide
+     * pingpong tiles, 75), a named batch with b batched (3-D maps of A, B and the output). */
+    cases[nc].name = "f16 [n<=8192,4096]x[4096,4096] +bias";
+    cases[nc].op = dyn_rows(TUNER_F16, 1, 8192, 1, 4096, 4096, false, false);
+    {
+        long long bias[1] = {4096};
+        tuner_op *o = &cases[nc].op;
+        o->inputs[o->n_inputs] = t_tensor(TUNER_F16, 1, bias, 16);
+        o->epilogue.steps[o->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = o->n_inputs++};
+    }
+    cases[nc].alt = with_max(&cases[nc].op, 0, 5000);
+    cases[nc++].sm = 90;
+    cases[nc].name = "bf16 [n<=1000,4096]x[4096,14336]";
+    cases[nc].op = dyn_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 999);
+    cases[nc++].sm = 90;
+    cases[nc].name = "f16 [b<=16,200,128]x[b,128,192] +res+bias";
+    cases[nc].op = dyn_batch(TUNER_F16, 1, 16, 200, 192, 128, true, true);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 9);
+    cases[nc++].sm = 90;
     for (int c = 0; c < nc; c++)
         run_case(cases[c].name, &cases[c].op, &cases[c].alt, cases[c].sm);
     clock_gettime(CLOCK_MONOTONIC, &t1);
