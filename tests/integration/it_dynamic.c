@@ -111,7 +111,7 @@ int main(void)
     free(shape);
     check_dynamic_set(&d, get(get(r.json, "dispatch"), "generic"), "sm_80", "n");
     const cJSON *entries = get(get(r.json, "dispatch"), "entries");
-    CHECK(cJSON_GetArraySize(entries) == 10, "%d entries; want [1,16], [17,32] ... [4097,8192]",
+    CHECK(cJSON_GetArraySize(entries) == 37, "%d entries; want [1,16], [17,20], [21,24] ... [7169,8192]",
           cJSON_GetArraySize(entries));
     const cJSON *e300 = entry_at(r.json, "n", 300), *e8 = entry_at(r.json, "n", 8), *e5000 = entry_at(r.json, "n", 5000);
     CHECK(e300 && e8 && e5000, "entries for 300, 8 and 5000");
@@ -149,14 +149,15 @@ int main(void)
                 "\"arch\":\"sm_90a\",\"tune\":\"none\"}");
     CHECK(r.status == 200, "layernorm status %ld %.500s", r.status, r.body);
     check_dynamic_set(&d, get(get(r.json, "dispatch"), "generic"), "sm_90a", "b s");
-    /* b: [1,16] [17,32]; s: [16,16] [32,32] [48,64] ... [272,512] */
-    CHECK(cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")) == 2 * 6, "%d entries",
+    /* b: [1,16] [17,20] ... [29,32]; s (multiples of 16): [16,16] [32,32] [48,48] ... [128,128]
+     * [144,160] ... [464,512] */
+    CHECK(cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")) == 5 * 16, "%d entries",
           cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")));
     ht_resp_free(&r);
 
-    /* Three names of 7 ranges each would be 343 entries: the widest name's neighbouring ranges
-     * merge until the table holds at most 256 (4 x 7 x 7 = 196), and the entries still cover
-     * every size exactly once. */
+    /* Three names of 25 ranges each would be 15625 entries: the widest name's neighbouring
+     * ranges merge until the table holds at most 256 (4 x 7 x 7 = 196), and the entries still
+     * cover every size exactly once. */
     r = ht_post(&d, "/v1/kernels",
                 "{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"a*b*c\"],\"dtype\":\"f32\"}],"
                 "\"attrs\":{\"fn\":\"relu\"},\"dims\":{\"a\":{\"min\":1,\"max\":1024},"
