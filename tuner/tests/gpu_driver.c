@@ -57,27 +57,7 @@ void gpu_driver_use(CUdevice dev)
 
 void gpu_launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st)
 {
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
-        CUtensorMap maps[TUNER_MAX_TMAPS];
-        for (int a = 0; a < l->n_args; a++) {
-            vals[a] = bufs[l->args[a]];
-            args[a] = &vals[a];
-        }
-        for (int m = 0; m < l->n_maps; m++) {
-            const tuner_tmap *t = &l->maps[m];
-            CK((CUresult)tuner_tmap_encode(t, bufs[t->buf], &maps[m], &d_encoders));
-            args[l->n_args + m] = &maps[m];
-        }
-        CK(d_cuLaunchKernel(f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                            l->shared_bytes, st, args, NULL));
-    }
+    gpu_launch_sizes(mod, p, bufs, NULL, st);
 }
 
 void gpu_launch_sizes(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, const int64_t *sizes,
@@ -90,26 +70,32 @@ void gpu_launch_sizes(CUmodule mod, const tuner_program *p, const CUdeviceptr *b
         if (l->shared_bytes > 48 * 1024)
             CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
         void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
-        CUdeviceptr vals[TUNER_MAX_ARGS];
+        CUdeviceptr ptrs[TUNER_MAX_ARGS];
         long long dims[TUNER_MAX_ARGS];
         CUtensorMap maps[TUNER_MAX_TMAPS];
         for (int a = 0; a < l->n_args; a++) {
             if (l->args[a] >= TUNER_ARG_DIM0) {
-                dims[a] = (long long)sizes[l->args[a] - TUNER_ARG_DIM0];
+                dims[a] = sizes ? (long long)sizes[l->args[a] - TUNER_ARG_DIM0] : 0;
                 args[a] = &dims[a];
             } else {
-                vals[a] = bufs[l->args[a]];
-                args[a] = &vals[a];
+                ptrs[a] = bufs[l->args[a]];
+                args[a] = &ptrs[a];
             }
         }
         for (int m = 0; m < l->n_maps; m++) {
-            const tuner_tmap *t = &l->maps[m];
-            CK((CUresult)tuner_tmap_encode(t, bufs[t->buf], &maps[m], &d_encoders));
+            /* a map whose dimensions follow the sizes is encoded for these sizes */
+            tuner_tmap t = l->maps[m];
+            if (sizes && tuner_tmap_bind(&l->maps[m], sizes, &t) != 0) {
+                fprintf(stderr, "%s: map %d does not bind at these sizes\n", l->name, m);
+                exit(2);
+            }
+            CK((CUresult)tuner_tmap_encode(&t, bufs[t.buf], &maps[m], &d_encoders));
             args[l->n_args + m] = &maps[m];
         }
         unsigned grid[3];
         for (int d = 0; d < 3; d++)
-            grid[d] = l->grid_rule[d].dims ? (unsigned)tuner_grid_rule_eval(&l->grid_rule[d], sizes) : l->grid[d];
+            grid[d] = sizes && l->grid_rule[d].dims ? (unsigned)tuner_grid_rule_eval(&l->grid_rule[d], sizes)
+                                                    : l->grid[d];
         CK(d_cuLaunchKernel(f, grid[0], grid[1], grid[2], l->block[0], l->block[1], l->block[2], l->shared_bytes, st,
                             args, NULL));
     }

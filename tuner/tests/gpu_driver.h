@@ -81,8 +81,9 @@ void gpu_driver_use(CUdevice dev);
 void gpu_launch(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, CUstream st);
 
 /* The same for a dynamic op's program at sizes[0..n_dims) of its named dims: a TUNER_ARG_DIM0 + k
- * argument passes sizes[k] (a long long by value) and each grid dimension with a rule
- * (tuner_launch.grid_rule) is the rule's value at sizes, as the worker launches it. */
+ * argument passes sizes[k] (a long long by value), each grid dimension with a rule
+ * (tuner_launch.grid_rule) is the rule's value at sizes, and a tensor map whose dimensions follow
+ * the sizes is encoded for them (tuner_tmap_bind), as a client launches it. */
 void gpu_launch_sizes(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, const int64_t *sizes,
                       CUstream st);
 

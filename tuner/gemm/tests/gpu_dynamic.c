@@ -34,49 +34,6 @@
 
 static int total_wrong;
 
-/* Launches every kernel of p on st: pointer arguments from bufs (indexed by TUNER_BUF_*), each
- * TUNER_ARG_DIM0 + k the size sizes[k] as a long long, then the tensor maps, encoded for
- * bufs[map.buf] with every dimension that has sym bits bound to sym_coef * product(sizes) (written
- * here rather than taken from a tmap helper, so that the check does not share a launcher's bug),
- * and each grid dimension with a rule evaluated at sizes (the fixed value otherwise). */
-static void launch_sized(CUmodule mod, const tuner_program *p, const CUdeviceptr *bufs, const int64_t *sizes,
-                         CUstream st)
-{
-    for (int k = 0; k < p->n_kernels; k++) {
-        const tuner_launch *l = &p->kernels[k];
-        CUfunction f;
-        CK(d_cuModuleGetFunction(&f, mod, l->name));
-        if (l->shared_bytes > 48 * 1024)
-            CK(d_cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)l->shared_bytes));
-        void *args[TUNER_MAX_ARGS + TUNER_MAX_TMAPS];
-        CUdeviceptr ptrs[TUNER_MAX_ARGS];
-        long long dims[TUNER_MAX_ARGS];
-        CUtensorMap maps[TUNER_MAX_TMAPS];
-        for (int a = 0; a < l->n_args; a++) {
-            if (l->args[a] >= TUNER_ARG_DIM0) {
-                dims[a] = (long long)sizes[l->args[a] - TUNER_ARG_DIM0];
-                args[a] = &dims[a];
-            } else {
-                ptrs[a] = bufs[l->args[a]];
-                args[a] = &ptrs[a];
-            }
-        }
-        for (int m = 0; m < l->n_maps; m++) {
-            tuner_tmap b = l->maps[m];
-            for (int i = 0; i < b.rank; i++)
-                if (b.sym[i])
-                    b.dims[i] = b.sym_coef[i] * (uint64_t)tuner_dims_product(sizes, b.sym[i]);
-            CK((CUresult)tuner_tmap_encode(&b, bufs[b.buf], &maps[m], &d_encoders));
-            args[l->n_args + m] = &maps[m];
-        }
-        unsigned grid[3];
-        for (int d = 0; d < 3; d++)
-            grid[d] = l->grid_rule[d].dims ? (unsigned)tuner_grid_rule_eval(&l->grid_rule[d], sizes) : l->grid[d];
-        CK(d_cuLaunchKernel(f, grid[0], grid[1], grid[2], l->block[0], l->block[1], l->block[2], l->shared_bytes, st,
-                            args, NULL));
-    }
-}
-
 static float out_value(tuner_dtype dt, const unsigned char *h, size_t k)
 {
     float v;
@@ -191,7 +148,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                 continue;
             CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout_max * oes));
             CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0, ws_max));
-            launch_sized(mods[i], j->prog, bufs, sz, st);
+            gpu_launch_sizes(mods[i], j->prog, bufs, sz, st);
             CK(d_cuStreamSynchronize(st));
             CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout_max * oes));
             /* tests/gpu/template_sweep.c's GEMM tolerances; fp32 on CUDA cores much tighter. */
