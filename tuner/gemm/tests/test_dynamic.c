@@ -30,77 +30,10 @@
 #include <time.h>
 
 #include "tuner/gemm/gemm.h"
+#include "tuner/gemm/tests/dyn_matmul.h"
 #include "tuner/tests/common.h"
 
 static int compiled;
-
-static void set_dim(tuner_op *op, long long min, long long max, long long mult)
-{
-    op->n_dims = 1;
-    memset(&op->dims[0], 0, sizeof(op->dims[0]));
-    snprintf(op->dims[0].name, sizeof(op->dims[0].name), "%s", "n");
-    op->dims[0].min = min;
-    op->dims[0].max = max;
-    op->dims[0].multiple_of = mult;
-}
-
-/* a [n, K] x b [K, N], n in [min, max] a multiple of mult; with epi, + bias [N] + residual [n, N],
- * then GELU (tanh). */
-static tuner_op dyn_rows(tuner_dtype dt, long long min, long long max, long long mult, long long N, long long K,
-                         bool epi, bool tf32)
-{
-    tuner_op op = t_matmul(dt, 0, 0, max, N, K, false, false, 16);
-    op.attrs.matmul.allow_tf32 = tf32;
-    set_dim(&op, min, max, mult);
-    op.inputs[0].sym[0] = 1;
-    op.output.sym[0] = 1;
-    if (epi) {
-        long long bias[1] = {N}, res[2] = {max, N};
-        op.inputs[2] = t_tensor(dt, 1, bias, 16);
-        op.inputs[3] = t_tensor(dt, 2, res, 16);
-        op.inputs[3].sym[0] = 1;
-        op.n_inputs = 4;
-        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
-        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 3};
-        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_GELU_TANH, .operand = -1};
-    }
-    return op;
-}
-
-/* a [n, K] (2-byte aligned, so loads go through registers) with a prologue relu(0.5 * a * v[K])
- * x b [K, N]. */
-static tuner_op dyn_prologue(tuner_dtype dt, long long max, long long N, long long K)
-{
-    tuner_op op = dyn_rows(dt, 1, max, 1, N, K, false, false);
-    op.inputs[0].align = 2;
-    op.inputs[1].align = 2;
-    long long v[1] = {K};
-    t_add_prologue(&op, TUNER_EW_MUL, 1, v, TUNER_EW_RELU);
-    return op;
-}
-
-/* a [b, M, K] x b [b, K, N] (or [K, N] with !b_batched), b in [min, max]; with epi, + a residual
- * [b, M, N] (named) + a bias [1, N]. */
-static tuner_op dyn_batch(tuner_dtype dt, long long min, long long max, long long M, long long N, long long K,
-                          bool b_batched, bool epi)
-{
-    tuner_op op = t_matmul(dt, max, b_batched ? max : 0, M, N, K, false, false, 16);
-    set_dim(&op, min, max, 1);
-    op.inputs[0].sym[0] = 1;
-    if (b_batched)
-        op.inputs[1].sym[0] = 1;
-    op.output.sym[0] = 1;
-    if (epi) {
-        long long res[3] = {max, M, N}, bias[2] = {1, N};
-        op.inputs[2] = t_tensor(dt, 3, res, 16);
-        op.inputs[2].sym[0] = 1;
-        op.inputs[3] = t_tensor(dt, 2, bias, 16);
-        op.n_inputs = 4;
-        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2};
-        op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 3};
-    }
-    return op;
-}
 
 /* The same op with dims[k].max set to max, and every named axis's tuning size (the product of
  * its dims' max) updated. */
@@ -121,7 +54,7 @@ static tuner_op with_max(const tuner_op *op, int k, long long max)
 /* A 2-D named M that is the product of two dims, "b*s" (a reshape of [b, s, K] to rows). */
 static tuner_op dyn_rows2(tuner_dtype dt, long long bmax, long long smax, long long N, long long K)
 {
-    tuner_op op = dyn_rows(dt, 1, bmax * smax, 1, N, K, true, false);
+    tuner_op op = dyn_matmul_rows(dt, 1, bmax * smax, 1, N, K, true, false);
     op.n_dims = 2;
     snprintf(op.dims[0].name, sizeof(op.dims[0].name), "%s", "b");
     op.dims[0].max = bmax;
@@ -407,7 +340,7 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
 static void test_refusals(void)
 {
     tuner_target t = {.sm = 90, .arch_specific = true};
-    tuner_op op = dyn_rows(TUNER_F16, 1, 8192, 1, 14336, 4096, false, false);
+    tuner_op op = dyn_matmul_rows(TUNER_F16, 1, 8192, 1, 14336, 4096, false, false);
     tuner_space *sp = NULL;
     char *err = NULL;
     size_t wg = 0, sk = 0;
@@ -437,7 +370,7 @@ static void test_refusals(void)
      * row where two rows hold 75 (n = 97: 76 blocks, the static grid 75), and the blocks without
      * a tile skip the closing hand-over. */
     {
-        tuner_op pp = dyn_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
+        tuner_op pp = dyn_matmul_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
         tuner_schedule s = {.template_name = "matmul_wgmma"};
         static const char *const names[] = {"block_m", "block_n", "stages",   "consumers", "swizzle",  "pingpong",
                                             "stage_out", "cluster", "split_k", "stream_k",  "cluster_n"};
@@ -462,15 +395,15 @@ static void test_refusals(void)
     /* Names elsewhere than axis 0 of a: M of a transposed a, a named N, a named K. */
     tuner_op bad[3];
     bad[0] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, true, false, 16);
-    set_dim(&bad[0], 1, 512, 1);
+    dyn_matmul_set_dim(&bad[0], 1, 512, 1);
     bad[0].inputs[0].sym[1] = 1;
     bad[0].output.sym[0] = 1;
     bad[1] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, false, false, 16);
-    set_dim(&bad[1], 1, 256, 1);
+    dyn_matmul_set_dim(&bad[1], 1, 256, 1);
     bad[1].inputs[1].sym[1] = 1;
     bad[1].output.sym[1] = 1;
     bad[2] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, false, false, 16);
-    set_dim(&bad[2], 1, 128, 1);
+    dyn_matmul_set_dim(&bad[2], 1, 128, 1);
     bad[2].inputs[0].sym[1] = 1;
     bad[2].inputs[1].sym[0] = 1;
     for (int i = 0; i < 3; i++) {
@@ -486,11 +419,11 @@ static void test_refusals(void)
     }
     /* The problem view of a good one. */
     tuner__gemm_problem p;
-    tuner_op good = dyn_rows(TUNER_F16, 64, 4096, 64, 768, 512, true, false);
+    tuner_op good = dyn_matmul_rows(TUNER_F16, 64, 4096, 64, 768, 512, true, false);
     CHECK(tuner__gemm_problem_init(&good, &p, NULL) == 0 && p.dynamic && p.m_sym == 1 && !p.batch_sym &&
               p.M == 4096 && p.m_multiple == 64,
           "dynamic problem view");
-    good = dyn_batch(TUNER_BF16, 1, 16, 100, 72, 64, true, false);
+    good = dyn_matmul_batch(TUNER_BF16, 1, 16, 100, 72, 64, true, false);
     CHECK(tuner__gemm_problem_init(&good, &p, NULL) == 0 && p.dynamic && !p.m_sym && p.batch_sym == 1 &&
               p.batch == 16 && p.M == 100,
           "dynamic batch problem view");
@@ -511,19 +444,19 @@ int main(int argc, char **argv)
     int nc = 0;
     /* Named M: odd N and K keep the edge paths (register-staged loads, partial N tiles) in. */
     cases[nc].name = "f16 [n<=4096,512]x[512,776] +bias+res";
-    cases[nc].op = dyn_rows(TUNER_F16, 1, 4096, 1, 776, 512, true, false);
+    cases[nc].op = dyn_matmul_rows(TUNER_F16, 1, 4096, 1, 776, 512, true, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 3001);
     cases[nc++].sm = 80;
     cases[nc].name = "bf16 [n<=2048/64,320]x[320,1024] +bias+res";
-    cases[nc].op = dyn_rows(TUNER_BF16, 64, 2048, 64, 1024, 320, true, false);
+    cases[nc].op = dyn_matmul_rows(TUNER_BF16, 64, 2048, 64, 1024, 320, true, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 1280);
     cases[nc++].sm = 90;
     cases[nc].name = "f16 [n<=64,4096]x[4096,4096] (decode)";
-    cases[nc].op = dyn_rows(TUNER_F16, 1, 64, 1, 4096, 4096, false, false);
+    cases[nc].op = dyn_matmul_rows(TUNER_F16, 1, 64, 1, 4096, 4096, false, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 40);
     cases[nc++].sm = 90;
     cases[nc].name = "f32 [n<=1000,96]x[96,200] +bias+res tf32";
-    cases[nc].op = dyn_rows(TUNER_F32, 1, 1000, 1, 200, 96, true, true);
+    cases[nc].op = dyn_matmul_rows(TUNER_F32, 1, 1000, 1, 200, 96, true, true);
     cases[nc].alt = with_max(&cases[nc].op, 0, 777);
     cases[nc++].sm = 80;
     cases[nc].name = "bf16 [b*s<=8*512,256]x[256,384] +bias+res";
@@ -531,26 +464,26 @@ int main(int argc, char **argv)
     cases[nc].alt = with_max(&cases[nc].op, 0, 6);
     cases[nc++].sm = 80;
     cases[nc].name = "f16 align2 relu(0.5a*[K]) [n<=1000,200]x[200,136]";
-    cases[nc].op = dyn_prologue(TUNER_F16, 1000, 136, 200);
+    cases[nc].op = dyn_matmul_prologue(TUNER_F16, 1000, 136, 200, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 700);
     cases[nc++].sm = 80;
     /* Named batch. */
     cases[nc].name = "f16 [b<=16,100,64]x[b,64,72] +res+bias";
-    cases[nc].op = dyn_batch(TUNER_F16, 1, 16, 100, 72, 64, true, true);
+    cases[nc].op = dyn_matmul_batch(TUNER_F16, 1, 16, 100, 72, 64, true, true);
     cases[nc].alt = with_max(&cases[nc].op, 0, 11);
     cases[nc++].sm = 80;
     cases[nc].name = "bf16 [b<=8,128,256]x[256,128]";
-    cases[nc].op = dyn_batch(TUNER_BF16, 2, 8, 128, 128, 256, false, false);
+    cases[nc].op = dyn_matmul_batch(TUNER_BF16, 2, 8, 128, 128, 256, false, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 5);
     cases[nc++].sm = 90;
     cases[nc].name = "f32 [b<=12,33,40]x[b,40,24]";
-    cases[nc].op = dyn_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false);
+    cases[nc].op = dyn_matmul_batch(TUNER_F32, 1, 12, 33, 24, 40, true, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 7);
     cases[nc++].sm = 80;
     /* matmul_wgmma (sm_90a): the issue's shapes (N 4096 and 14336: odd N-tile counts of 192-wide
      * pingpong tiles, 75), a named batch with b batched (3-D maps of A, B and the output). */
     cases[nc].name = "f16 [n<=8192,4096]x[4096,4096] +bias";
-    cases[nc].op = dyn_rows(TUNER_F16, 1, 8192, 1, 4096, 4096, false, false);
+    cases[nc].op = dyn_matmul_rows(TUNER_F16, 1, 8192, 1, 4096, 4096, false, false);
     {
         long long bias[1] = {4096};
         tuner_op *o = &cases[nc].op;
@@ -560,11 +493,11 @@ int main(int argc, char **argv)
     cases[nc].alt = with_max(&cases[nc].op, 0, 5000);
     cases[nc++].sm = 90;
     cases[nc].name = "bf16 [n<=1000,4096]x[4096,14336]";
-    cases[nc].op = dyn_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
+    cases[nc].op = dyn_matmul_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 999);
     cases[nc++].sm = 90;
     cases[nc].name = "f16 [b<=16,200,128]x[b,128,192] +res+bias";
-    cases[nc].op = dyn_batch(TUNER_F16, 1, 16, 200, 192, 128, true, true);
+    cases[nc].op = dyn_matmul_batch(TUNER_F16, 1, 16, 200, 192, 128, true, true);
     cases[nc].alt = with_max(&cases[nc].op, 0, 9);
     cases[nc++].sm = 90;
     for (int c = 0; c < nc; c++)
