@@ -41,6 +41,33 @@ void gpu_jobs_compile(gpu_job *jobs, size_t n, int threads)
     pthread_mutex_destroy(&q.mu);
 }
 
+gpu_job *gpu_jobs_pick(const tuner_op *op, const tuner_target *t, const tuner_space *sp, size_t dflt_max,
+                       bool default_first, size_t *ret_n)
+{
+    size_t limit = dflt_max ? dflt_max : sp->n;
+    const char *env = getenv("HIDET_VERIFY_MAX");
+    if (env && atoi(env) > 0)
+        limit = (size_t)atoi(env);
+    if (limit > sp->n)
+        limit = sp->n;
+    const size_t def = default_first ? tuner_default_index(op, t, sp) : sp->n;
+    size_t n = 0;
+    gpu_job *jobs = calloc(limit + 1, sizeof(*jobs));
+    if (!jobs) {
+        *ret_n = 0;
+        return NULL;
+    }
+    if (default_first)
+        jobs[n++] = (gpu_job){.op = op, .t = t, .s = &sp->items[def]};
+    for (size_t i = 0; i < limit; i++) {
+        const size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
+        if (idx != def)
+            jobs[n++] = (gpu_job){.op = op, .t = t, .s = &sp->items[idx]};
+    }
+    *ret_n = n;
+    return jobs;
+}
+
 void gpu_jobs_free(gpu_job *jobs, size_t n)
 {
     for (size_t i = 0; jobs && i < n; i++) {

@@ -5,6 +5,7 @@
 #ifndef HIDET_TUNER_TESTS_GPU_JOBS_H
 #define HIDET_TUNER_TESTS_GPU_JOBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "tuner/tuner.h"
@@ -18,6 +19,13 @@ typedef struct gpu_job {
     char *err;           /* malloc'd */
     double measured_us;  /* the caller's: a time it measured */
 } gpu_job;
+
+/* The candidates of space sp (built for op on t) that a check runs: at most HIDET_VERIFY_MAX
+ * of them (from the environment; else dflt_max, 0 meaning all), evenly spread over the space;
+ * with default_first, the space's default (tuner_default_index) first and not again among them.
+ * A calloc'd array of *ret_n jobs (op, t and s set) for gpu_jobs_compile. */
+gpu_job *gpu_jobs_pick(const tuner_op *op, const tuner_target *t, const tuner_space *sp, size_t dflt_max,
+                       bool default_first, size_t *ret_n);
 
 /* Generates and compiles jobs[0..n) (op, t and s set; prog, bin and err NULL) on up to `threads`
  * threads, on this one where none can be started; returns when all are done. */

@@ -322,18 +322,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         total_wrong++;
         return;
     }
-    size_t limit = sp->n;
-    const char *env = getenv("HIDET_VERIFY_MAX");
-    if (env && atoi(env) > 0 && (size_t)atoi(env) < limit)
-        limit = (size_t)atoi(env);
-    n_jobs = limit;
-    jobs = calloc(n_jobs, sizeof(*jobs));
-    for (size_t i = 0; i < n_jobs; i++) {
-        size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
-        jobs[i].op = op;
-        jobs[i].t = t;
-        jobs[i].s = &sp->items[idx];
-    }
+    jobs = gpu_jobs_pick(op, t, sp, 0, false, &n_jobs);
     gpu_jobs_compile(jobs, n_jobs, threads);
 
     tuner_program *ref = NULL;

@@ -57,22 +57,9 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
         total_wrong++;
         return;
     }
-    size_t limit = 12;
-    const char *env = getenv("HIDET_VERIFY_MAX");
-    if (env && atoi(env) > 0)
-        limit = (size_t)atoi(env);
-    if (limit > sp->n)
-        limit = sp->n;
-    const size_t def = tuner_default_index(op, t, sp);
     /* The default first, then evenly spaced others. */
     size_t n_jobs = 0;
-    gpu_job *jobs = calloc(limit + 1, sizeof(*jobs));
-    jobs[n_jobs++] = (gpu_job){.op = op, .t = t, .s = &sp->items[def]};
-    for (size_t i = 0; i < limit; i++) {
-        const size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
-        if (idx != def)
-            jobs[n_jobs++] = (gpu_job){.op = op, .t = t, .s = &sp->items[idx]};
-    }
+    gpu_job *jobs = gpu_jobs_pick(op, t, sp, 12, true, &n_jobs);
     gpu_jobs_compile(jobs, n_jobs, threads);
 
     /* References at the three sizes. */

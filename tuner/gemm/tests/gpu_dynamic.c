@@ -58,17 +58,8 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         total_wrong++;
         return;
     }
-    size_t limit = sp->n;
-    const char *env = getenv("HIDET_VERIFY_MAX");
-    if (env && atoi(env) > 0 && (size_t)atoi(env) < limit)
-        limit = (size_t)atoi(env);
-    gpu_job *jobs = calloc(limit, sizeof(*jobs));
-    for (size_t i = 0; i < limit; i++) {
-        size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
-        jobs[i].op = op;
-        jobs[i].t = t;
-        jobs[i].s = &sp->items[idx];
-    }
+    size_t limit = 0;
+    gpu_job *jobs = gpu_jobs_pick(op, t, sp, 0, false, &limit);
     gpu_jobs_compile(jobs, limit, threads);
 
     /* Inputs at max, values exact in their dtype; the output (candidates) and the reference's
