@@ -61,8 +61,37 @@ def rand(shape, dt):
     return (torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1).to(TORCH_DT[dt])
 
 
+def grid_of(g, sizes):
+    """A grid entry of a kernel set: a number, or a rule over named sizes (docs/api.md, "Named
+    dimensions": mul * ceil(coef * product / div), capped at cap when cap > 0)."""
+    if isinstance(g, int):
+        return g
+    prod = 1
+    for name in g["dims"]:
+        prod *= sizes[name]
+    v = g["mul"] * -(-(g["coef"] * prod) // g["div"])
+    return min(v, g["cap"]) if g.get("cap", 0) > 0 else v
+
+
+def map_at(tmap, sizes):
+    """A "tensor_map" description at sizes: each dims entry that follows named dims
+    ({"dims": ["n"], "coef": 1}, docs/api.md "Named dimensions") evaluated, as the encoder
+    takes it."""
+    dims = []
+    for d in tmap["dims"]:
+        if isinstance(d, dict):
+            v = d["coef"]
+            for name in d["dims"]:
+                v *= sizes[name]
+            d = v
+        dims.append(d)
+    return dict(tmap, dims=dims)
+
+
 class Kernel:
-    """A kernel set from hidetd, launchable on torch tensors."""
+    """A kernel set from hidetd, launchable on torch tensors; a dynamic op's set (named dims) at
+    the sizes bind() is given: grid rules evaluated, int parameters passed as 64-bit integers,
+    tensor maps encoded at the sizes."""
 
     def __init__(self, daemon, kset, workdir):
         self.kset = kset
@@ -77,25 +106,33 @@ class Kernel:
             fn = self.module.get_function(k["name"])
             if k["shared_bytes"] > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = k["shared_bytes"]
-            params = []  # (buffer, tensor map description or None for a pointer) by index
-            for p in sorted(k["params"], key=lambda p: p["index"]):
+            params = sorted(k["params"], key=lambda p: p["index"])
+            for p in params:
                 kind = p.get("type", "pointer")
-                if kind not in ("pointer", "tensor_map"):
+                if kind not in ("pointer", "tensor_map", "int"):
                     raise ValueError(f"{k['name']}: parameter {p['index']} is of type {kind!r}, "
-                                     "which bench.py cannot pass (pointer, tensor_map)")
-                params.append((p["buffer"], p["tensor_map"] if kind == "tensor_map" else None))
-            self.launches.append((fn, tuple(k["grid"]), tuple(k["block"]), k["shared_bytes"], params))
+                                     "which bench.py cannot pass (pointer, tensor_map, int)")
+            self.launches.append((fn, k["grid"], tuple(k["block"]), k["shared_bytes"], params))
         self.workspace_bytes = kset.get("workspace_bytes", 0)
 
-    def bind(self, inputs, output):
+    def bind(self, inputs, output, sizes=None):
         ws = torch.empty(max(self.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
         table = {f"input{i}": t for i, t in enumerate(inputs)}
         table["output"] = output
         table["workspace"] = ws
-        calls = [(fn, grid, block, smem,
-                  tuple(cupy.uint64(table[b].data_ptr()) if tmap is None
-                        else tensor_map_arg(tmap, table[b].data_ptr()) for b, tmap in params))
-                 for fn, grid, block, smem, params in self.launches]
+        calls = []
+        for fn, grid, block, smem, params in self.launches:
+            args = []
+            for p in params:
+                kind = p.get("type", "pointer")
+                if kind == "int":
+                    args.append(cupy.int64(sizes[p["dim"]]))
+                elif kind == "tensor_map":
+                    tmap = map_at(p["tensor_map"], sizes) if sizes else p["tensor_map"]
+                    args.append(tensor_map_arg(tmap, table[p["buffer"]].data_ptr()))
+                else:
+                    args.append(cupy.uint64(table[p["buffer"]].data_ptr()))
+            calls.append((fn, tuple(grid_of(g, sizes) for g in grid), block, smem, tuple(args)))
         return launcher(calls, keep=(ws, inputs, output))
 
 

@@ -23,86 +23,14 @@ import os
 import sys
 import time
 
-import cupy
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import (TORCH_DT, Daemon, launcher, rand, rel_err, sets_for, tensor_map_arg,  # noqa: E402
-                   time_us)
+from bench import TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_us  # noqa: E402
 
 GEMM_SIZES = [3, 7, 24, 57, 100, 200, 300, 480, 700, 1000, 1500, 2100, 3000, 4500, 6000, 8000]
 ROW_SIZES = [5, 60, 250, 700, 1500, 3100, 5000, 7900]
-
-
-def grid_of(g, sizes):
-    if isinstance(g, int):
-        return g
-    prod = 1
-    for name in g["dims"]:
-        prod *= sizes[name]
-    v = g["mul"] * -(-(g["coef"] * prod) // g["div"])
-    return min(v, g["cap"]) if g.get("cap", 0) > 0 else v
-
-
-def map_at(tmap, sizes):
-    """A "tensor_map" description at sizes: each dims entry that follows named dims
-    ({"dims": ["n"], "coef": 1}, docs/api.md "Named dimensions") evaluated, as the encoder
-    takes it."""
-    dims = []
-    for d in tmap["dims"]:
-        if isinstance(d, dict):
-            v = d["coef"]
-            for name in d["dims"]:
-                v *= sizes[name]
-            d = v
-        dims.append(d)
-    return dict(tmap, dims=dims)
-
-
-class SizedKernel:
-    """A kernel set of a dynamic op, launched at given sizes (grid rules evaluated, int params
-    passed as 64-bit integers, tensor maps encoded at the sizes)."""
-
-    def __init__(self, daemon, kset, workdir):
-        self.kset = kset
-        status, cubin = daemon.call("GET", kset["kernels"][0]["cubin_url"])
-        assert status == 200, f"cubin: {status}"
-        path = os.path.join(workdir, kset["key"] + ".cubin")
-        with open(path, "wb") as f:
-            f.write(cubin)
-        module = cupy.RawModule(path=path)
-        self.launches = []
-        for k in kset["kernels"]:
-            fn = module.get_function(k["name"])
-            if k["shared_bytes"] > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = k["shared_bytes"]
-            params = sorted(k["params"], key=lambda p: p["index"])
-            for p in params:
-                if p.get("type", "pointer") not in ("pointer", "tensor_map", "int"):
-                    raise ValueError(f"{k['name']}: parameter type {p.get('type')!r}")
-            self.launches.append((fn, k["grid"], tuple(k["block"]), k["shared_bytes"], params))
-        self.workspace_bytes = kset.get("workspace_bytes", 0)
-
-    def bind(self, inputs, output, sizes):
-        ws = torch.empty(max(self.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-        table = {f"input{i}": t for i, t in enumerate(inputs)}
-        table["output"] = output
-        table["workspace"] = ws
-        calls = []
-        for fn, grid, block, smem, params in self.launches:
-            args = []
-            for p in params:
-                kind = p.get("type", "pointer")
-                if kind == "int":
-                    args.append(cupy.int64(sizes[p["dim"]]))
-                elif kind == "tensor_map":
-                    tmap = map_at(p["tensor_map"], sizes)
-                    args.append(tensor_map_arg(tmap, table[p["buffer"]].data_ptr()))
-                else:
-                    args.append(cupy.uint64(table[p["buffer"]].data_ptr()))
-            calls.append((fn, tuple(grid_of(g, sizes) for g in grid), block, smem, tuple(args)))
-        return launcher(calls, keep=(ws, inputs, output))
 
 
 def gemm_case(k, n_out, dt="f16"):
@@ -181,7 +109,7 @@ def run(daemon, case, args, out_rows):
     t0 = time.time()
     daemon.call("POST", "/v1/kernels", dict(dynamic_request(case, args.tune, args.arch), sizes={"n": 8191}))
     untuned_ms = (time.time() - t0) * 1000
-    generic = SizedKernel(daemon, table["dispatch"]["generic"], args.workdir)
+    generic = Kernel(daemon, table["dispatch"]["generic"], args.workdir)
     tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-2}[case["dt"]]
     for n in case["sizes"]:
         row = dict(case=case["name"], n=n, first_request_s=round(first_s, 2), untuned_request_ms=round(untuned_ms, 2))
@@ -191,14 +119,14 @@ def run(daemon, case, args, out_rows):
             out_rows.append(row)
             continue
         row["range"] = e["ranges"]["n"]
-        entry = SizedKernel(daemon, e["kernel_set"], args.workdir)
+        entry = Kernel(daemon, e["kernel_set"], args.workdir)
         sreq = dict(case["req"](n), tune=args.tune, arch=args.arch, wait=True)
         st, sset = daemon.call("POST", "/v1/kernels", sreq)
         if st != 200:
             row["error"] = f"static HTTP {st}"
             out_rows.append(row)
             continue
-        static = SizedKernel(daemon, sset, args.workdir)
+        static = Kernel(daemon, sset, args.workdir)
         out_dt = TORCH_DT[e["kernel_set"]["output"]["dtype"]]
         xs = case["make"](n)
         ref = case["ref"](xs)
