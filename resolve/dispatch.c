@@ -287,10 +287,7 @@ static void finish(resolver *r, const proto_kernel_request *kr, const resolve_re
     /* The generic answer lives in the resolver's scratch, which the entries' lookups replace. */
     char *generic = malloc(res->len + 1);
     if (!generic) {
-        res->state = RESOLVE_FAILED;
-        res->error.status = 500;
-        snprintf(res->error.code, sizeof(res->error.code), "internal");
-        snprintf(res->error.message, sizeof(res->error.message), "out of memory");
+        resolve__fail(res, 500, "internal", "out of memory", NULL);
         return;
     }
     memcpy(generic, res->body, res->len);
@@ -302,10 +299,7 @@ static void finish(resolver *r, const proto_kernel_request *kr, const resolve_re
     char *table = compose(r, kr, rq, generic, glen, key);
     free(generic);
     if (!table) {
-        res->state = RESOLVE_FAILED;
-        res->error.status = 500;
-        snprintf(res->error.code, sizeof(res->error.code), "internal");
-        snprintf(res->error.message, sizeof(res->error.message), "out of memory");
+        resolve__fail(res, 500, "internal", "out of memory", NULL);
         return;
     }
     resolve__answer_owned(r, res, table, origin);
@@ -333,10 +327,7 @@ void resolve__dispatch(resolver *r, const proto_kernel_request *kr, const resolv
         dw = calloc(1, sizeof(*dw));
         if (!dw) {
             memset(ret, 0, sizeof(*ret));
-            ret->state = RESOLVE_FAILED;
-            ret->error.status = 500;
-            snprintf(ret->error.code, sizeof(ret->error.code), "internal");
-            snprintf(ret->error.message, sizeof(ret->error.message), "out of memory");
+            resolve__fail(ret, 500, "internal", "out of memory", NULL);
             return;
         }
         dw->r = r;

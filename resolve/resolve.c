@@ -159,6 +159,11 @@ static void answer_owned(resolver *r, resolve_result *res, char *json, resolve_o
     res->len = strlen(json);
 }
 
+void resolve__fail(resolve_result *res, int status, const char *code, const char *message, const char *field)
+{
+    fail(res, status, code, message, field);
+}
+
 void resolve__answer_owned(resolver *r, resolve_result *res, char *json, resolve_origin origin)
 {
     answer_owned(r, res, json, origin);

@@ -5,6 +5,9 @@
 
 #include "resolve/resolve.h"
 
+/* Sets res FAILED with the API's status, code, message and field (NULL: ""). */
+void resolve__fail(resolve_result *res, int status, const char *code, const char *message, const char *field);
+
 /* Makes json (malloc'd, handed over) the answer in res: the resolver owns it until its next
  * call. */
 void resolve__answer_owned(resolver *r, resolve_result *res, char *json, resolve_origin origin);
