@@ -536,28 +536,6 @@ char *tuner__axis_expr(const tuner_tensor *t, int axis, char *buf, size_t len)
     return buf;
 }
 
-char *tuner__numel_expr(const tuner_tensor *t, char *buf, size_t len)
-{
-    unsigned mask = 0;
-    for (int i = 0; i < t->rank; i++)
-        mask |= t->sym[i];
-    size_t at = 0;
-    if (!len)
-        return buf;
-    int w = snprintf(buf, len, "%lldLL", (long long)tuner_tensor_fixed_numel(t));
-    if (w < 0 || (size_t)w >= len)
-        return buf;
-    at = (size_t)w;
-    if (mask) {
-        w = snprintf(buf + at, len - at, " * ");
-        if (w > 0 && (size_t)w < len - at) {
-            at += (size_t)w;
-            sym_product(mask, buf, len, &at);
-        }
-    }
-    return buf;
-}
-
 int tuner__grid_rule(tuner_launch *l, int d, const tuner_op *op, unsigned mask, long long coef, long long div,
                      long long mul, long long cap)
 {

@@ -72,9 +72,6 @@ int tuner__launch_dim_args(tuner_launch *l, const tuner_op *op);
 /* A C expression of type long long for axis `axis` of t: its size as a literal ("4096LL"), or
  * for a named axis the product of its dims ("(hd_dim0)", "(hd_dim0 * hd_dim1)"), into buf. */
 char *tuner__axis_expr(const tuner_tensor *t, int axis, char *buf, size_t len);
-/* A C expression for coef * (the product of t's named axes) * (its fixed axes): t's element
- * count at launch ("1048576LL" for a static tensor). */
-char *tuner__numel_expr(const tuner_tensor *t, char *buf, size_t len);
 /* Sets l's grid dimension d to the rule mul * ceil(coef * product(dims in `mask`) / div) capped
  * at cap (0: none), and l->grid[d] to its value at op's tuning sizes (the dims' max). -ERANGE
  * when that value is not within 1 .. 2^31-1. mask 0 sets the fixed grid value
