@@ -112,6 +112,39 @@ def main():
     cases = [model_zoo.parse_case(c) for c in args.cases.split(",") if c] or model_zoo.REQUIRED
     rows = []
     startup = {}
+
+    def write_results():
+        def gmean(xs):
+            xs = [x for x in xs if x]
+            return float(statistics.geometric_mean(xs)) if xs else None
+        summary = {"gmean_vs_inductor": gmean(r.get("vs_inductor") for r in rows),
+                   "gmean_vs_eager": gmean(r.get("vs_eager") for r in rows),
+                   "inductor_mode": args.inductor_mode, "tune": args.tune,
+                   "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
+        with open(os.path.join(args.out, "models.json"), "w") as f:
+            json.dump({"rows": rows, "summary": summary, "startup": startup}, f, indent=1)
+        lines = ["| model | eager ms | Inductor ms | hidetd ms | vs Inductor | vs eager | kernels | ops left |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if "error" in r:
+                lines.append("| %s | error: %s |||||||" % (r["case"], r["error"]))
+                continue
+            lines.append("| %s | %.3f | %s | %.3f | %s | %.2fx | %d | %d |" % (
+                r["case"], r["eager_ms"], "%.3f" % r["inductor_ms"] if "inductor_ms" in r else "-",
+                r["hidetd_ms"], "%.2fx" % r["vs_inductor"] if "vs_inductor" in r else "-",
+                r["vs_eager"], r["kernels"], r["torch_ops"]))
+        lines.append("")
+        lines.append("geometric mean: %s vs Inductor (%s), %s vs eager; tune %s; %s, torch %s" % (
+            "%.2fx" % summary["gmean_vs_inductor"] if summary["gmean_vs_inductor"] else "-",
+            args.inductor_mode, "%.2fx" % summary["gmean_vs_eager"] if summary["gmean_vs_eager"] else "-",
+            args.tune, summary["gpu"], summary["torch"]))
+        for case, s in startup.items():
+            lines.append("startup %s: hidetd cold %.1f s, warm %.1f s; Inductor default cold %.1f s, warm %.1f s" % (
+                case, s["hidetd_cold"], s["hidetd_warm"], s["inductor_cold"], s["inductor_warm"]))
+        with open(os.path.join(args.out, "models.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return lines
+
     if args.startup:
         for case in ("resnet50-b1", "bert-b1-s128"):
             cache = tempfile.mkdtemp(prefix="inductor-")
@@ -159,39 +192,12 @@ def main():
             row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
         rows.append(row)
         print(json.dumps(row), flush=True)
+        write_results()  # a stream cut short by its time limit keeps the rows it has
         del m
         torch._dynamo.reset()
         torch.cuda.empty_cache()
 
-    def gmean(xs):
-        xs = [x for x in xs if x]
-        return float(statistics.geometric_mean(xs)) if xs else None
-    summary = {"gmean_vs_inductor": gmean(r.get("vs_inductor") for r in rows),
-               "gmean_vs_eager": gmean(r.get("vs_eager") for r in rows),
-               "inductor_mode": args.inductor_mode, "tune": args.tune,
-               "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
-    with open(os.path.join(args.out, "models.json"), "w") as f:
-        json.dump({"rows": rows, "summary": summary, "startup": startup}, f, indent=1)
-    lines = ["| model | eager ms | Inductor ms | hidetd ms | vs Inductor | vs eager | kernels | ops left |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if "error" in r:
-            lines.append("| %s | error: %s |||||||" % (r["case"], r["error"]))
-            continue
-        lines.append("| %s | %.3f | %s | %.3f | %s | %.2fx | %d | %d |" % (
-            r["case"], r["eager_ms"], "%.3f" % r["inductor_ms"] if "inductor_ms" in r else "-",
-            r["hidetd_ms"], "%.2fx" % r["vs_inductor"] if "vs_inductor" in r else "-",
-            r["vs_eager"], r["kernels"], r["torch_ops"]))
-    lines.append("")
-    lines.append("geometric mean: %s vs Inductor (%s), %s vs eager; tune %s; %s, torch %s" % (
-        "%.2fx" % summary["gmean_vs_inductor"] if summary["gmean_vs_inductor"] else "-",
-        args.inductor_mode, "%.2fx" % summary["gmean_vs_eager"] if summary["gmean_vs_eager"] else "-",
-        args.tune, summary["gpu"], summary["torch"]))
-    for case, s in startup.items():
-        lines.append("startup %s: hidetd cold %.1f s, warm %.1f s; Inductor default cold %.1f s, warm %.1f s" % (
-            case, s["hidetd_cold"], s["hidetd_warm"], s["inductor_cold"], s["inductor_warm"]))
-    with open(os.path.join(args.out, "models.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    lines = write_results()
     print("\n".join(lines))
     return 0
 
