@@ -133,9 +133,8 @@ static int parse_decl(const cJSON *o, const char *path, const tuner_op *dims, gr
         snprintf(field, sizeof(field), "%.80s.shape[%d]", path, i);
         if (cJSON_IsNumber(d) && d->valuedouble < 0)
             return proto_fail(e, 422, "invalid_field", field,
-                               "%s is negative: a size known only at run time is named (\"n\", or "
-                               "\"b*s\") and its range given in the top-level \"dims\" (docs/graphs.md, "
-                               "named dimensions)", field);
+                               "%s is negative: a dynamic size is named (\"n\", or \"b*s\") and its range "
+                               "given in the top-level \"dims\" (docs/graphs.md, named dimensions)", field);
         if (cJSON_IsString(d) && ret->kind == GRAPH_T_WEIGHT)
             return proto_fail(e, 422, "invalid_field", field,
                                "%s is the name \"%.40s\": a weight's shape is fixed (names stand on the "
