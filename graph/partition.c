@@ -1784,11 +1784,15 @@ static int copy_kernel(part *c, int src, int dst)
     k->bound[0] = src;
     k->out = dst;
     int r = 0;
-    if (!op_valid(c, &k->op, &c->p->tensors[dst].t, &k->request, &k->op))
+    if (op_valid(c, &k->op, &c->p->tensors[dst].t, &k->request, &k->op))
+        r = add_kernel(c, k);
+    else if (c->g->n_dims > 0) /* names where no elementwise kernel takes them ([768, "b*s"]) */
+        r = proto_fail(c->e, 422, "unsupported", "graph.outputs",
+                       "output \"%.64s\" must be copied out of \"%.64s\", and no kernel can copy it with its names "
+                       "where they stand: %.300s", c->p->tensors[dst].name, c->p->tensors[src].name, c->why.message);
+    else
         r = proto_fail(c->e, 500, "internal", "", "a copy of \"%s\" is not a valid kernel",
                         c->p->tensors[src].name);
-    else
-        r = add_kernel(c, k);
     free(k->request);
     free(k);
     return r;

@@ -2093,6 +2093,22 @@ static void test_dims_errors(void)
                    "{\"name\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"}",
                    "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"perm\":[1,0,2]}}", "\"y\""),
                  422, "nodes[0]", "strides depend on the names");
+    /* an output viewing an input is copied; [768, n] is no elementwise kernel's */
+    expect_error(G(DN, XN, "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[768,-1]}}",
+                   "\"y\""),
+                 422, "graph.outputs", "no kernel can copy it");
+    /* ... while [n*1, 768] (a reshape keeping axis 0) is */
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    const char *ok = G(DN, XN, "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[\"n\",24,32]}}",
+                       "\"y\"");
+    int r = plan_of(ok, &rq, &p, &e);
+    CHECK(r == 0 && p.n_kernels == 1 && strstr(p.kernels[0].request, "[\"n\",24,32]"), "%s", r ? e.message : "");
+    if (r == 0) {
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
 #undef G
 #undef XN
 #undef DN
