@@ -1458,6 +1458,8 @@ static int names_kernel(graph *g, int i, proto_error *e)
         break;
     }
     case TUNER_OP_ATTENTION: {
+        if (n->n_in < 3 || op->attrs.attention.packed || out->rank != x->rank)
+            return input_error(g, i, 0, e, "names are not supported in this layout of attention");
         const tuner_tensor *v = &g->tensors[n->in[2]].t;
         if (out->rank != x->rank)
             return input_error(g, i, 0, e, "names are not supported in this layout of attention");
