@@ -110,6 +110,13 @@ typedef struct graph {
     int *node_index; /* nodes[i] was the client's "nodes"[node_index[i]] */
     int n_inputs, n_weights, n_outputs;
     int *outputs; /* tensor indices, in the client's order */
+    /* Named dimensions (docs/graphs.md, "Named dimensions"): the body's "dims", sorted by name
+     * as proto sorts a kernel's, and their hints. Every tensor's sym bits are over these dims; a
+     * named axis's shape holds the product of its dims' max, so every size computed here (the
+     * arena, the buffers) is the largest the plan serves. n_dims 0: a static graph. */
+    int n_dims;
+    tuner_dim dims[TUNER_MAX_DIMS];
+    proto_dynamic dyn; /* hints only (the sizes are the request's, not the graph's) */
 } graph;
 
 /* What a request asked for beyond the graph. */
@@ -117,6 +124,8 @@ typedef struct graph_request {
     graph g;
     proto_job_options opt; /* as a kernel request's (the budget applies per kernel); retune is
                             * always false: a graph body cannot ask for it */
+    bool has_sizes;        /* "sizes": the size of every name, about to be run (range jobs) */
+    int64_t sizes[TUNER_MAX_DIMS];
 } graph_request;
 
 /* Parses and validates a POST /v1/graphs body of len bytes. Returns 0 and fills *ret (free it
@@ -138,6 +147,10 @@ typedef struct graph_kernel {
     int in[TUNER_MAX_INPUTS]; /* plan tensor bound to inputs<i> */
     int out;                  /* plan tensor bound to output */
     bool prepare;             /* reads only weights and prepared values: run once */
+    /* A kernel with named dimensions: its op (above) is the request's as proto parses it (its own
+     * dims, a subset of the graph's, leading named axes merged), and this its hints (malloc'd,
+     * owned by the plan); NULL for a static kernel. */
+    proto_dynamic *dyn;
     int n_nodes;
     int *nodes;               /* the client's node indices it computes (for names) */
 } graph_kernel;
@@ -223,5 +236,8 @@ uint64_t graph_tensor_bytes(const tuner_tensor *t);
  * the client's node order), hashed to key the plan cache: two bodies that mean the same graph
  * give the same text. malloc'd, NULL when out of memory. */
 char *graph_canonical(const graph *g);
+
+/* The text of a sym bit set over g's dims: "n", "b*s" (into buf, returned). */
+char *graph_sym_text(const graph *g, unsigned mask, char *buf, size_t len);
 
 #endif

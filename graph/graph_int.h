@@ -28,4 +28,11 @@ bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor
  * as proto_kernel_request_parse reads it back to the same op. malloc'd, NULL when out of memory. */
 char *graph__op_request(const tuner_op *op);
 
+/* The request of an op over g's tensors (sym bits over g's dims): names where its axes are
+ * named, a "dims" object of the names it uses (g's ranges and hints), and its leading named
+ * axes merged into one where the kernel allows ([b, s, 768] -> ["b*s", 768]: the kernels take
+ * names on axis 0). *ret_flat (may be NULL) gets the op as presented. A static g: exactly
+ * graph__op_request. malloc'd, NULL when out of memory. */
+char *graph__op_request_in(const tuner_op *op, const graph *g, tuner_op *ret_flat);
+
 #endif

@@ -6,6 +6,7 @@
  * are re-addressed to the node ("inputs[1].shape" -> "nodes[4].inputs[1]"). Steps follow numpy
  * broadcasting; layout ops and batchnorm have their own rules here. */
 #include "graph/graph_int.h"
+#include "proto/dims.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,36 +25,77 @@ bool graph__broadcast(const tuner_tensor *a, const tuner_tensor *b, tuner_tensor
     for (int i = 1; i <= r; i++) {
         int64_t x = i <= a->rank ? a->shape[a->rank - i] : 1;
         int64_t y = i <= b->rank ? b->shape[b->rank - i] : 1;
+        const unsigned xs = i <= a->rank ? a->sym[a->rank - i] : 0;
+        const unsigned ys = i <= b->rank ? b->sym[b->rank - i] : 0;
+        /* A name meets the same name or a fixed 1 (the kernel level's rule): never a number
+         * that happens to equal its max, nor another name. */
+        if ((xs || ys) && xs != ys && (xs && ys ? true : xs ? y != 1 : x != 1))
+            return false;
         if (x != y && x != 1 && y != 1)
             return false;
-        o.shape[r - i] = x == 1 ? y : x;
+        o.shape[r - i] = xs ? x : ys ? y : x == 1 ? y : x;
+        o.sym[r - i] = (uint8_t)(xs ? xs : ys);
     }
     o.rank = r;
     *out = o;
     return true;
 }
 
-static void shape_text(const tuner_tensor *t, char *buf, size_t len)
+char *graph_sym_text(const graph *g, unsigned mask, char *buf, size_t len)
+{
+    size_t at = 0;
+    if (!len)
+        return buf;
+    buf[0] = '\0';
+    for (int k = 0; k < g->n_dims && k < TUNER_MAX_DIMS; k++) {
+        if (!(mask & (1u << k)))
+            continue;
+        int w = snprintf(buf + at, len - at, "%s%s", at ? "*" : "", g->dims[k].name);
+        if (w < 0 || (size_t)w >= len - at)
+            break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+/* "[b, s, 768]": names where the axes are named (g may be NULL: numbers only). */
+static void shape_text(const graph *g, const tuner_tensor *t, char *buf, size_t len)
 {
     size_t n = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < t->rank && n < len; i++)
-        n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    for (int i = 0; i < t->rank && n < len; i++) {
+        char name[80];
+        if (g && t->sym[i])
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "", graph_sym_text(g, t->sym[i], name, sizeof(name)));
+        else
+            n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    }
     if (n < len)
         snprintf(buf + n, len - n, "]");
 }
 
 /* ---- kernel requests -------------------------------------------------------------------------- */
 
-static cJSON *tensor_json(const tuner_tensor *t)
+/* A tensor in the request language; g (may be NULL) names its named axes ("n", "b*s"). */
+static cJSON *tensor_json_in(const tuner_tensor *t, const graph *g)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-    for (int i = 0; i < t->rank; i++)
-        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[i]));
+    for (int i = 0; i < t->rank; i++) {
+        char name[80];
+        if (g && t->sym[i])
+            cJSON_AddItemToArray(shape, cJSON_CreateString(graph_sym_text(g, t->sym[i], name, sizeof(name))));
+        else
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[i]));
+    }
     cJSON_AddStringToObject(o, "dtype", tuner_dtype_name(t->dtype));
     if (t->align && t->align < 16)
         cJSON_AddNumberToObject(o, "align", t->align);
     return o;
+}
+
+static cJSON *tensor_json(const tuner_tensor *t)
+{
+    return tensor_json_in(t, NULL);
 }
 
 /* A mask step's fields in the request language (proto's parse_mask_step): its first operand as
@@ -204,7 +246,9 @@ static cJSON *attrs_json(const tuner_op *op)
     return a;
 }
 
-char *graph__op_request(const tuner_op *op)
+/* The request body of op; with g, its named axes as names and a "dims" object of the names it
+ * uses (their ranges and hints). */
+static char *op_request(const tuner_op *op, const graph *g)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -212,7 +256,7 @@ char *graph__op_request(const tuner_op *op)
     cJSON_AddStringToObject(o, "op", tuner_op_name(op->kind));
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     for (int i = 0; i < op->n_inputs; i++)
-        cJSON_AddItemToArray(ins, tensor_json(&op->inputs[i]));
+        cJSON_AddItemToArray(ins, tensor_json_in(&op->inputs[i], g));
     cJSON_AddItemToObject(o, "attrs", attrs_json(op));
     cJSON *pro = cJSON_AddArrayToObject(o, "prologue");
     for (int i = 0; i < op->n_anchor_inputs; i++)
@@ -221,8 +265,215 @@ char *graph__op_request(const tuner_op *op)
     cJSON *epi = cJSON_AddArrayToObject(o, "epilogue");
     for (int k = 0; k < op->epilogue.n; k++)
         cJSON_AddItemToArray(epi, step_json(&op->epilogue.steps[k], -1));
+    unsigned used = 0;
+    for (int i = 0; g && i < op->n_inputs; i++)
+        for (int d = 0; d < op->inputs[i].rank; d++)
+            used |= op->inputs[i].sym[d];
+    if (used) {
+        cJSON *dims = cJSON_AddObjectToObject(o, "dims");
+        for (int k = 0; k < g->n_dims; k++) {
+            if (!(used & (1u << k)))
+                continue;
+            cJSON *d = cJSON_AddObjectToObject(dims, g->dims[k].name);
+            cJSON_AddNumberToObject(d, "min", (double)g->dims[k].min);
+            cJSON_AddNumberToObject(d, "max", (double)g->dims[k].max);
+            if (g->dims[k].multiple_of > 1)
+                cJSON_AddNumberToObject(d, "multiple_of", (double)g->dims[k].multiple_of);
+            if (g->dyn.n_hints[k] > 0) {
+                cJSON *h = cJSON_AddArrayToObject(d, "hints");
+                for (int j = 0; j < g->dyn.n_hints[k]; j++)
+                    cJSON_AddItemToArray(h, cJSON_CreateNumber((double)g->dyn.hints[k][j]));
+            }
+        }
+    }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
+    return s;
+}
+
+char *graph__op_request(const tuner_op *op)
+{
+    return op_request(op, NULL);
+}
+
+/* ---- leading named axes merged ------------------------------------------------------------------ */
+
+static unsigned named_axes(const tuner_tensor *t)
+{
+    unsigned m = 0;
+    for (int d = 0; d < t->rank; d++)
+        m |= t->sym[d];
+    return m;
+}
+
+/* Whether tensor t, right-aligned against the merged axes [0, L) of a tensor of rank ref_rank
+ * whose named axes there are ref_sym, can be merged alike: its axes over [0, L) carry the same
+ * names (merged into their product) or are all 1 (merged into 1); axes it does not reach are
+ * broadcast. *keep: t does not reach [0, L) at all. */
+static bool mergeable(const tuner_tensor *t, int ref_rank, const uint8_t *ref_sym, int L, bool *keep)
+{
+    const int off = ref_rank - t->rank;
+    *keep = off >= L;
+    if (*keep)
+        return true;
+    bool ones = true, same = off == 0;
+    for (int j = 0; j < L - off && j < t->rank; j++) {
+        ones = ones && !t->sym[j] && t->shape[j] == 1;
+        same = same && t->sym[j] && t->sym[j] == ref_sym[off + j];
+    }
+    return ones || same;
+}
+
+/* t's axes [0, n) as one (n >= 1): their names' product, or 1. */
+static void merge_axes(tuner_tensor *t, int n)
+{
+    if (n <= 1)
+        return;
+    int64_t size = 1;
+    unsigned sym = 0;
+    for (int j = 0; j < n; j++) {
+        size *= t->shape[j];
+        sym |= t->sym[j];
+    }
+    t->shape[0] = size;
+    t->sym[0] = (uint8_t)sym;
+    for (int j = n; j < t->rank; j++) {
+        t->shape[j - n + 1] = t->shape[j];
+        t->sym[j - n + 1] = t->sym[j];
+    }
+    for (int j = t->rank - n + 1; j < t->rank; j++) {
+        t->shape[j] = 0;
+        t->sym[j] = 0;
+    }
+    t->rank -= n - 1;
+}
+
+/* How many leading axes of op's output are merged into one: the named axes it leads with, where
+ * the kernel's tensors are contiguous and its rows (the normalised or reduced axes, matmul's K
+ * and N) come after them, and every operand lines up with them; 0 for none. The kernels take
+ * a name on axis 0 (proto/dims.h), so [b, s, 768] is presented as [b*s, 768]. */
+static int merge_count(const tuner_op *op)
+{
+    const tuner_tensor *o = &op->output;
+    int L = 0;
+    while (L < o->rank && o->sym[L])
+        L++;
+    switch (op->kind) {
+    case TUNER_OP_ELEMENTWISE:
+        break;
+    case TUNER_OP_SOFTMAX:
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        if (op->inputs[0].rank != o->rank)
+            return 0;
+        L = L < o->rank - 1 ? L : o->rank - 1;
+        break;
+    case TUNER_OP_REDUCE:
+        L = L < op->attrs.reduce.axis ? L : op->attrs.reduce.axis;
+        break;
+    case TUNER_OP_MATMUL:
+        if (op->inputs[1].rank != 2 || op->inputs[0].rank != o->rank || op->attrs.matmul.trans_a ||
+            named_axes(&op->inputs[1]))
+            return 0;
+        L = L < o->rank - 1 ? L : o->rank - 1;
+        break;
+    default:
+        return 0;
+    }
+    if (L < 2)
+        return 0;
+    bool keep;
+    /* The anchor inputs (matmul's b stays as it is: it has no leading axes), then the operands
+     * against what their steps apply to. */
+    const int anchors = op->kind == TUNER_OP_ELEMENTWISE ? op->n_inputs : op->n_anchor_inputs;
+    for (int i = 0; i < anchors; i++) {
+        if (op->kind == TUNER_OP_MATMUL && i == 1)
+            continue;
+        const tuner_tensor *t = &op->inputs[i];
+        if (op->kind == TUNER_OP_REDUCE && i == 0) {
+            for (int j = 0; j < L; j++)
+                if (t->sym[j] != o->sym[j])
+                    return 0;
+            continue;
+        }
+        if (!mergeable(t, o->rank, o->sym, L, &keep))
+            return 0;
+    }
+    for (int s = 0; s < op->epilogue.n; s++) {
+        int ops[2];
+        const int n = tuner_ew_operands(&op->epilogue.steps[s], ops);
+        for (int j = 0; j < n; j++)
+            if (ops[j] >= 0 && ops[j] < op->n_inputs && !mergeable(&op->inputs[ops[j]], o->rank, o->sym, L, &keep))
+                return 0;
+    }
+    for (int t = 0; t < op->n_anchor_inputs; t++)
+        for (int s = 0; s < op->prologue[t].n; s++) {
+            int ops[2];
+            const int n = tuner_ew_operands(&op->prologue[t].steps[s], ops);
+            for (int j = 0; j < n; j++) {
+                if (ops[j] < 0 || ops[j] >= op->n_inputs)
+                    continue;
+                const tuner_tensor *x = &op->inputs[ops[j]];
+                if (op->kind == TUNER_OP_MATMUL && t == 1) {
+                    if (named_axes(x))
+                        return 0;
+                    continue;
+                }
+                if (!mergeable(x, op->inputs[t].rank, op->inputs[t].sym, L, &keep))
+                    return 0;
+            }
+        }
+    return L;
+}
+
+/* op with its leading named axes merged (merge_count): every tensor that reaches them, right-
+ * aligned against what it applies to (an operand: the output, or the anchor input its prologue
+ * reads; matmul's b and its operands have no leading axes and stay). */
+static void merge_op(const tuner_op *op, int L, tuner_op *ret)
+{
+    *ret = *op;
+    if (L < 2)
+        return;
+    int ref_rank[TUNER_MAX_INPUTS];
+    for (int i = 0; i < op->n_inputs; i++)
+        ref_rank[i] = op->output.rank;
+    if (op->kind == TUNER_OP_REDUCE)
+        ref_rank[0] = op->inputs[0].rank;
+    if (op->kind == TUNER_OP_MATMUL)
+        ref_rank[1] = -1;
+    for (int t = 0; t < op->n_anchor_inputs; t++)
+        for (int s = 0; s < op->prologue[t].n; s++) {
+            int ops[2];
+            const int n = tuner_ew_operands(&op->prologue[t].steps[s], ops);
+            for (int j = 0; j < n; j++)
+                if (ops[j] >= 0 && ops[j] < op->n_inputs)
+                    ref_rank[ops[j]] = op->kind == TUNER_OP_MATMUL && t == 1 ? -1 : op->inputs[t].rank;
+        }
+    for (int i = 0; i < op->n_inputs; i++) {
+        const int off = ref_rank[i] - op->inputs[i].rank;
+        if (ref_rank[i] >= 0 && off < L)
+            merge_axes(&ret->inputs[i], L - off);
+    }
+    merge_axes(&ret->output, L);
+    if (op->kind == TUNER_OP_REDUCE)
+        ret->attrs.reduce.axis -= L - 1;
+}
+
+char *graph__op_request_in(const tuner_op *op, const graph *g, tuner_op *ret_flat)
+{
+    if (!g || g->n_dims == 0) {
+        if (ret_flat)
+            *ret_flat = *op;
+        return op_request(op, NULL);
+    }
+    tuner_op *flat = malloc(sizeof(*flat));
+    if (!flat)
+        return NULL;
+    merge_op(op, merge_count(op), flat);
+    char *s = op_request(flat, g);
+    if (ret_flat)
+        *ret_flat = *flat;
+    free(flat);
     return s;
 }
 
@@ -487,8 +738,8 @@ static int broadcast_input(graph *g, int i, int k, int dt, tuner_tensor *out, pr
                  tuner_dtype_name((tuner_dtype)dt));
         return input_error(g, i, k, e, msg);
     }
-    shape_text(out, sa, sizeof(sa));
-    shape_text(b, sb, sizeof(sb));
+    shape_text(g, out, sa, sizeof(sa));
+    shape_text(g, b, sb, sizeof(sb));
     const tuner_dtype keep = out->dtype;
     if (!graph__broadcast(out, b, out)) {
         snprintf(msg, sizeof(msg), "shapes %s and %s do not broadcast", sa, sb);
@@ -623,8 +874,8 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
                      "node)", tuner_dtype_name(b->dtype), tuner_dtype_name(out.dtype));
             return input_error(g, i, 1, e, msg);
         }
-        shape_text(&out, sa, sizeof(sa));
-        shape_text(b, sb, sizeof(sb));
+        shape_text(g, &out, sa, sizeof(sa));
+        shape_text(g, b, sb, sizeof(sb));
         if (!graph__broadcast(&g->tensors[n->in[0]].t, b, &out)) {
             snprintf(msg, sizeof(msg), "shapes %s and %s do not broadcast", sa, sb);
             return input_error(g, i, 1, e, msg);
@@ -669,7 +920,7 @@ static int infer_reshape(graph *g, int i, const cJSON *attrs, proto_error *e)
     memcpy(out.shape, dims, sizeof(int64_t) * (size_t)nd);
     if (tuner_tensor_numel(&out) != numel || (infer >= 0 && known > numel)) {
         char sa[96];
-        shape_text(x, sa, sizeof(sa));
+        shape_text(g, x, sa, sizeof(sa));
         return proto_fail(e, 422, "invalid_field", field,
                            "node \"%s\": %s holds %lld elements, which the shape %s cannot",
                            n->name, "the input", (long long)numel, sa);
@@ -801,7 +1052,7 @@ static int infer_batchnorm(graph *g, int i, const cJSON *attrs, proto_error *e)
         const tuner_tensor *t = &g->tensors[n->in[k]].t;
         if (t->rank != 1 || t->shape[0] != x->shape[a]) {
             char sa[96], msg[256];
-            shape_text(t, sa, sizeof(sa));
+            shape_text(g, t, sa, sizeof(sa));
             snprintf(msg, sizeof(msg), "%s has shape %s; channel axis %d needs [%lld]", what[k],
                      sa, a, (long long)x->shape[a]);
             return input_error(g, i, k, e, msg);
@@ -1016,7 +1267,313 @@ static int infer_pad(graph *g, int i, const cJSON *attrs, proto_error *e)
     return 0;
 }
 
+/* ---- named dimensions ---------------------------------------------------------------------------- */
+
+/* reshape in a graph with names: every entry of "shape" is a size, -1 (one, inferred) or a
+ * name or product of names ("b*s"). The result must hold the input's elements at every size:
+ * the same names (each once) and the same product of the fixed sizes. A -1 becomes what is
+ * left: a number, or a product of names, never both (no kernel takes "3*n"). */
+static int infer_reshape_named(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    static const char *const keys[] = {"shape", NULL};
+    graph_node *n = &g->nodes[i];
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    char field[96], sub[112], sa[160], msg[512];
+    int r;
+    if ((r = need_inputs(g, i, 1, 1, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0)
+        return r;
+    attr_field(g, i, "shape", field, sizeof(field));
+    const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "shape") : NULL;
+    const int nd = v && cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (nd < 1 || nd > TUNER_MAX_RANK)
+        return proto_fail(e, 400, "invalid_field", field,
+                          "node \"%s\" needs %s (1 to %d sizes, -1 or names)", n->name, field, TUNER_MAX_RANK);
+    shape_text(g, x, sa, sizeof(sa));
+    /* The input: its names (each once) and the product of its fixed sizes. */
+    unsigned in_names = 0;
+    int64_t in_fixed = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (x->sym[d] & in_names)
+            return input_error(g, i, 0, e, "the input names a dimension on two axes: no reshape of it can be named");
+        in_names |= x->sym[d];
+        if (!x->sym[d])
+            in_fixed *= x->shape[d];
+    }
+    tuner_op *dimop = calloc(1, sizeof(*dimop));
+    if (!dimop)
+        return -ENOMEM;
+    dimop->n_dims = g->n_dims;
+    memcpy(dimop->dims, g->dims, sizeof(g->dims));
+    tuner_tensor out = {.rank = nd, .dtype = x->dtype, .align = 16};
+    unsigned out_names = 0;
+    int64_t out_fixed = 1;
+    int infer = -1, k = 0;
+    r = 0;
+    for (const cJSON *d = v->child; d && r == 0; d = d->next, k++) {
+        snprintf(sub, sizeof(sub), "%s[%d]", field, k);
+        if (cJSON_IsString(d)) {
+            r = proto__parse_named_axis(d, sub, dimop, 0, &out.sym[k], &out.shape[k], e);
+            if (r == 0 && (out.sym[k] & out_names))
+                r = proto_fail(e, 422, "invalid_field", sub, "node \"%s\": %s names a dimension given before", n->name,
+                               sub);
+            if (r == 0 && (out.sym[k] & ~in_names)) {
+                char nm[80];
+                r = proto_fail(e, 422, "invalid_field", sub,
+                               "node \"%s\": %s names %s, which the input %s does not have", n->name, sub,
+                               graph_sym_text(g, out.sym[k] & ~in_names, nm, sizeof(nm)), sa);
+            }
+            out_names |= out.sym[k];
+        } else if (cJSON_IsNumber(d) && d->valuedouble == -1 && infer < 0) {
+            infer = k;
+        } else if (!cJSON_IsNumber(d) || d->valuedouble != floor(d->valuedouble) || d->valuedouble < 1 ||
+                   d->valuedouble > (double)PROTO_MAX_DIM) {
+            r = proto_fail(e, 422, "invalid_field", sub,
+                           "%.100s: sizes are at least 1, names or products of names, with at most one -1 (inferred)", sub);
+        } else {
+            out.shape[k] = (int64_t)d->valuedouble;
+            out_fixed *= out.shape[k];
+            if (out_fixed > PROTO_MAX_NUMEL)
+                r = proto_fail(e, 422, "invalid_field", field, "node \"%s\": %s has more elements than the input %s",
+                               n->name, field, sa);
+        }
+    }
+    free(dimop);
+    if (r < 0)
+        return r;
+    if (infer >= 0) {
+        const unsigned left = in_names & ~out_names;
+        if (in_fixed % out_fixed != 0 || (left && in_fixed / out_fixed != 1)) {
+            snprintf(msg, sizeof(msg),
+                     "node \"%.64s\": the -1 of %s would be what is left of the input %s, which is not a size nor a "
+                     "product of names (write its axes with names)", n->name, field, sa);
+            return proto_fail(e, 422, "invalid_field", field, "%s", msg);
+        }
+        out.sym[infer] = (uint8_t)left;
+        out.shape[infer] = in_fixed / out_fixed;
+        for (int j = 0; j < g->n_dims; j++)
+            if (left & (1u << j))
+                out.shape[infer] *= g->dims[j].max;
+        out_names |= left;
+        out_fixed = in_fixed;
+    }
+    if (out_names != in_names || out_fixed != in_fixed) {
+        char sb[160];
+        shape_text(g, &out, sb, sizeof(sb));
+        return proto_fail(e, 422, "invalid_field", field,
+                          "node \"%s\": the input %s cannot be reshaped to %s: they hold the same elements only "
+                          "when they have the same names and the same product of fixed sizes", n->name, sa, sb);
+    }
+    g->tensors[n->out].t = out;
+    return 0;
+}
+
+/* Input k of node i refused: "<what> <axis> ... (<names>): <rule>". */
+static int named_error(const graph *g, int i, int k, proto_error *e, const char *what, int axis, unsigned sym,
+                       const char *rule)
+{
+    char nm[80], msg[300];
+    snprintf(msg, sizeof(msg), "%s %d is named %s: %s", what, axis, sym ? graph_sym_text(g, sym, nm, sizeof(nm)) : "by no name",
+             rule);
+    return input_error(g, i, k, e, msg);
+}
+
+/* A kernel node's result's names, from its inputs' (the op's own shape rules, on names): a
+ * name stands where the kernel's result has the axis it comes from. */
+static int names_kernel(graph *g, int i, proto_error *e)
+{
+    graph_node *n = &g->nodes[i];
+    const tuner_op *op = &n->op;
+    tuner_tensor *out = &g->tensors[n->out].t;
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    unsigned any = 0;
+    for (int k = 0; k < n->n_in; k++)
+        any |= named_axes(&g->tensors[n->in[k]].t);
+    memset(out->sym, 0, sizeof(out->sym));
+    if (!any)
+        return 0;
+    switch (op->kind) {
+    case TUNER_OP_MATMUL: {
+        const tuner_tensor *b = &g->tensors[n->in[1]].t;
+        const int ra = x->rank, rb = b->rank;
+        const bool ta = op->attrs.matmul.trans_a, tb = op->attrs.matmul.trans_b;
+        const int ka = ta ? ra - 2 : ra - 1, ma = ta ? ra - 1 : ra - 2;
+        const int kb = tb ? rb - 1 : rb - 2, nb = tb ? rb - 2 : rb - 1;
+        if (x->sym[ka] != b->sym[kb])
+            return named_error(g, i, 1, e, "matmul's K, b's axis", kb, b->sym[kb], "it must be named as a's K");
+        if (ra == 3 && rb == 3 && x->sym[0] != b->sym[0])
+            return named_error(g, i, 1, e, "the batch, b's axis", 0, b->sym[0], "it must be named as a's batch");
+        int o = 0;
+        if (ra == 3 || rb == 3)
+            out->sym[o++] = ra == 3 ? x->sym[0] : b->sym[0];
+        out->sym[o++] = x->sym[ma];
+        out->sym[o++] = b->sym[nb];
+        break;
+    }
+    case TUNER_OP_SOFTMAX:
+    case TUNER_OP_LAYERNORM:
+    case TUNER_OP_RMSNORM:
+        memcpy(out->sym, x->sym, sizeof(out->sym));
+        break;
+    case TUNER_OP_REDUCE: {
+        const int a = op->attrs.reduce.axis, na = op->attrs.reduce.naxes > 0 ? op->attrs.reduce.naxes : 1;
+        int o = 0;
+        for (int d = 0; d < x->rank; d++) {
+            if (d >= a && d < a + na) {
+                if (x->sym[d])
+                    return named_error(g, i, 0, e, "axis", d, x->sym[d], "it is reduced: a reduced axis may not be named");
+                if (op->attrs.reduce.keepdim)
+                    out->sym[o++] = 0;
+            } else {
+                out->sym[o++] = x->sym[d];
+            }
+        }
+        break;
+    }
+    case TUNER_OP_GATHER: {
+        const tuner_tensor *idx = &g->tensors[n->in[1]].t;
+        const int a = op->attrs.gather.axis;
+        if (x->sym[a])
+            return named_error(g, i, 0, e, "axis", a, x->sym[a], "gathered from: it may not be named");
+        int o = 0;
+        for (int d = 0; d < a; d++)
+            out->sym[o++] = x->sym[d];
+        for (int d = 0; d < idx->rank; d++)
+            out->sym[o++] = idx->sym[d];
+        for (int d = a + 1; d < x->rank; d++)
+            out->sym[o++] = x->sym[d];
+        break;
+    }
+    case TUNER_OP_CONCAT: {
+        const int a = op->attrs.concat.axis;
+        for (int k = 0; k < n->n_in; k++) {
+            const tuner_tensor *t = &g->tensors[n->in[k]].t;
+            for (int d = 0; d < t->rank; d++) {
+                if (d == a && t->sym[d])
+                    return named_error(g, i, k, e, "axis", d, t->sym[d], "joined along: it may not be named");
+                if (t->sym[d] != x->sym[d])
+                    return named_error(g, i, k, e, "axis", d, t->sym[d], "it must be named as the first input's");
+            }
+        }
+        memcpy(out->sym, x->sym, sizeof(out->sym));
+        break;
+    }
+    case TUNER_OP_ATTENTION: {
+        if (n->n_in < 3 || op->attrs.attention.packed || out->rank != x->rank)
+            return input_error(g, i, 0, e, "names are not supported in this layout of attention");
+        const tuner_tensor *v = &g->tensors[n->in[2]].t;
+        if (out->rank != x->rank)
+            return input_error(g, i, 0, e, "names are not supported in this layout of attention");
+        memcpy(out->sym, x->sym, sizeof(out->sym));
+        out->sym[out->rank - 1] = v->sym[v->rank - 1];
+        break;
+    }
+    default: {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "%s's inputs may not be named (a named dimension stands in elementwise, softmax, "
+                 "layernorm, rmsnorm, reduce, matmul, gather, concat and attention nodes)", tuner_op_name(op->kind));
+        for (int k = 0; k < n->n_in; k++)
+            if (named_axes(&g->tensors[n->in[k]].t))
+                return input_error(g, i, k, e, msg);
+        break;
+    }
+    }
+    return 0;
+}
+
+/* The names of node i's result once its shape is inferred (at the names' max), and the
+ * refusals of what names cannot say: a sliced, padded, reduced or normalised named axis, an
+ * expand of one to a number. Steps carry names through graph__broadcast, reshapes through
+ * infer_reshape_named. */
+static int names_node(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    graph_node *n = &g->nodes[i];
+    tuner_tensor *out = &g->tensors[n->out].t;
+    const tuner_tensor *x = &g->tensors[n->in[0]].t;
+    char field[96];
+    switch (n->cls) {
+    case GRAPH_NODE_KERNEL:
+        return names_kernel(g, i, e);
+    case GRAPH_NODE_STEP:
+    case GRAPH_NODE_RESHAPE:
+        return 0;
+    case GRAPH_NODE_TRANSPOSE:
+        for (int k = 0; k < x->rank; k++)
+            out->sym[k] = x->sym[n->perm[k]];
+        return 0;
+    case GRAPH_NODE_SLICE:
+        for (int d = 0; d < x->rank; d++)
+            if (x->sym[d] && (n->start[d] != 0 || n->stop[d] != x->shape[d] || n->stride[d] != 1)) {
+                char nm[80];
+                attr_field(g, i, "starts", field, sizeof(field));
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "node \"%s\": axis %d is named (%s): a slice of a named axis cannot be named", n->name,
+                                  d, graph_sym_text(g, x->sym[d], nm, sizeof(nm)));
+            }
+        return 0;
+    case GRAPH_NODE_BATCHNORM:
+        if (x->sym[n->axis])
+            return named_error(g, i, 0, e, "the channel axis", n->axis, x->sym[n->axis], "the channel axis may not be named");
+        for (int k = 1; k < n->n_in; k++)
+            if (named_axes(&g->tensors[n->in[k]].t))
+                return input_error(g, i, k, e, "batchnorm's statistics may not be named");
+        return 0;
+    case GRAPH_NODE_EXPAND: {
+        int64_t dims[TUNER_MAX_RANK];
+        int nd, r;
+        if ((r = attr_list(g, i, attrs, "shape", TUNER_MAX_RANK, dims, &nd, e)) < 0)
+            return r;
+        const int lead = nd - x->rank;
+        memset(out->sym, 0, sizeof(out->sym));
+        for (int d = lead; d < nd; d++) {
+            if (x->sym[d - lead] && dims[d] != -1) {
+                attr_field(g, i, "shape", field, sizeof(field));
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "node \"%s\": axis %d of the input is named: expand keeps it with -1", n->name,
+                                  d - lead);
+            }
+            out->sym[d] = x->sym[d - lead];
+        }
+        return 0;
+    }
+    case GRAPH_NODE_PAD:
+        for (int d = 0; d < x->rank; d++)
+            if (x->sym[d] && (n->pad_before[d] || n->pad_after[d]))
+                return named_error(g, i, 0, e, "axis", d, x->sym[d], "it is padded: a padded axis may not be named");
+        return 0;
+    case GRAPH_NODE_REDUCE_AXES: {
+        int o = 0;
+        for (int d = 0; d < x->rank; d++) {
+            if (n->reduce_axes & (1u << d)) {
+                if (x->sym[d])
+                    return named_error(g, i, 0, e, "axis", d, x->sym[d], "it is reduced: a reduced axis may not be named");
+                if (n->keepdim)
+                    out->sym[o++] = 0;
+            } else {
+                out->sym[o++] = x->sym[d];
+            }
+        }
+        return 0;
+    }
+    case GRAPH_NODE_SOFTMAX_AXIS:
+        if (x->sym[n->axis])
+            return named_error(g, i, 0, e, "axis", n->axis, x->sym[n->axis], "softmax runs along it: it may not be named");
+        memcpy(out->sym, x->sym, sizeof(out->sym));
+        return 0;
+    }
+    return 0;
+}
+
+static int infer_node(graph *g, int i, const cJSON *attrs, proto_error *e);
+
 int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
+{
+    int r = infer_node(g, i, attrs, e);
+    if (r == 0 && g->n_dims > 0)
+        r = names_node(g, i, attrs, e);
+    return r;
+}
+
+static int infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
     /* Layout copies and batchnorm compute in floats; an integer tensor may only be reshaped (a
      * view) before a gather or a cast reads it. */
@@ -1033,7 +1590,7 @@ int graph__infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
     case GRAPH_NODE_STEP:
         return infer_step(g, i, attrs, e);
     case GRAPH_NODE_RESHAPE:
-        return infer_reshape(g, i, attrs, e);
+        return g->n_dims > 0 ? infer_reshape_named(g, i, attrs, e) : infer_reshape(g, i, attrs, e);
     case GRAPH_NODE_TRANSPOSE:
         return infer_transpose(g, i, attrs, e);
     case GRAPH_NODE_SLICE:

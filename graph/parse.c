@@ -6,6 +6,7 @@
  * on it. A kernel op's node is validated by proto_kernel_request_parse on a request built from the
  * node, so its attributes, shape rules and inferred output are exactly /v1/kernels'. */
 #include "graph/graph_int.h"
+#include "proto/dims.h"
 
 #include <errno.h>
 #include <math.h>
@@ -98,7 +99,8 @@ static void map_put(name_map *m, const graph *g, int idx)
 
 /* ---- tensors ---------------------------------------------------------------------------------- */
 
-static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto_error *e)
+/* dims: the graph's named dimensions as an op's (proto/dims.c parses names against it). */
+static int parse_decl(const cJSON *o, const char *path, const tuner_op *dims, graph_tensor *ret, proto_error *e)
 {
     static const char *const keys[] = {"name", "shape", "dtype", NULL};
     char field[128];
@@ -131,8 +133,19 @@ static int parse_decl(const cJSON *o, const char *path, graph_tensor *ret, proto
         snprintf(field, sizeof(field), "%.80s.shape[%d]", path, i);
         if (cJSON_IsNumber(d) && d->valuedouble < 0)
             return proto_fail(e, 422, "invalid_field", field,
-                               "%s is negative: dynamic dimensions are not supported; a plan is "
-                               "made for one shape, so give each dimension's size", field);
+                               "%s is negative: a dynamic size is named (\"n\", or \"b*s\") and its range "
+                               "given in the top-level \"dims\" (docs/graphs.md, named dimensions)", field);
+        if (cJSON_IsString(d) && ret->kind == GRAPH_T_WEIGHT)
+            return proto_fail(e, 422, "invalid_field", field,
+                               "%s is the name \"%.40s\": a weight's shape is fixed (names stand on the "
+                               "graph's inputs)", field, d->valuestring);
+        if (cJSON_IsString(d)) {
+            /* Any axis of an input: whether a kernel takes the name there is its request's
+             * question (graph/partition.c), asked of proto like every kernel's. */
+            if ((r = proto__parse_named_axis(d, field, dims, 0, &ret->t.sym[i], &ret->t.shape[i], e)) < 0)
+                return r;
+            continue;
+        }
         if ((r = json_int(d, field, 1, PROTO_MAX_DIM, &ret->t.shape[i], e)) < 0)
             return r;
     }
@@ -241,6 +254,7 @@ typedef struct parse_ctx {
     graph *g;
     name_map map;
     const cJSON **attrs;  /* per client node */
+    tuner_op *dims;       /* the graph's "dims" as proto/dims.c reads them (n_dims, dims) */
     proto_error *e;
 } parse_ctx;
 
@@ -278,7 +292,7 @@ static int parse_decls(parse_ctx *c, const cJSON *arr, const char *key, graph_te
     for (const cJSON *o = arr->child; o; o = o->next, i++) {
         snprintf(path, sizeof(path), "graph.%s[%d]", key, i);
         graph_tensor t = {.kind = kind, .producer = -1};
-        int r = parse_decl(o, path, &t, c->e);
+        int r = parse_decl(o, path, c->dims, &t, c->e);
         if (r < 0)
             return r;
         if ((r = add_tensor(c, &t, path)) < 0)
@@ -509,10 +523,47 @@ out:
 
 static int parse_outputs(parse_ctx *c, const cJSON *outs);
 
+/* The top-level "dims" and "sizes", by the parser of /v1/kernels (proto/dims.c): the same
+ * grammar, the same errors. */
+static int parse_dims(const cJSON *root, parse_ctx *c, graph_request *rq)
+{
+    graph *g = c->g;
+    int r;
+    if ((r = proto__parse_dims(root, c->dims, &g->dyn, c->e)) < 0)
+        return r;
+    g->n_dims = c->dims->n_dims;
+    memcpy(g->dims, c->dims->dims, sizeof(g->dims));
+    proto_dynamic sz;
+    memset(&sz, 0, sizeof(sz));
+    if ((r = proto__parse_sizes(root, c->dims, &sz, c->e)) < 0)
+        return r;
+    rq->has_sizes = sz.has_sizes;
+    memcpy(rq->sizes, sz.sizes, sizeof(rq->sizes));
+    return 0;
+}
+
+/* Every declared name stands on some input's axis (values only carry the inputs' names). */
+static int check_dims_used(parse_ctx *c)
+{
+    const graph *g = c->g;
+    unsigned used = 0;
+    for (int t = 0; t < g->n_inputs; t++)
+        for (int d = 0; d < g->tensors[t].t.rank; d++)
+            used |= g->tensors[t].t.sym[d];
+    for (int k = 0; k < g->n_dims; k++)
+        if (!(used & (1u << k))) {
+            char field[64];
+            snprintf(field, sizeof(field), "dims.%s", g->dims[k].name);
+            return proto_fail(c->e, 422, "invalid_field", field,
+                              "%s is declared but no graph input's shape names it", field);
+        }
+    return 0;
+}
+
 static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
 {
     static const char *const top_keys[] = {"graph", "arch", "tune", "wait", "priority", "budget",
-                                           NULL};
+                                           "dims", "sizes", NULL};
     static const char *const graph_keys[] = {"inputs", "weights", "nodes", "outputs", NULL};
     graph *g = &rq->g;
     int r;
@@ -545,16 +596,21 @@ static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
     parse_ctx c = {.g = g, .e = e, .map = {.cap = 2 * GRAPH_MAX_TENSORS}};
     c.map.slot = calloc(c.map.cap, sizeof(int));
     c.attrs = calloc((size_t)n_nodes, sizeof(*c.attrs));
+    c.dims = calloc(1, sizeof(*c.dims));
     const cJSON **node_json = calloc((size_t)n_nodes, sizeof(*node_json));
-    if (!g->tensors || !g->nodes || !g->node_index || !c.map.slot || !c.attrs || !node_json) {
+    if (!g->tensors || !g->nodes || !g->node_index || !c.map.slot || !c.attrs || !c.dims || !node_json) {
         r = -ENOMEM;
         goto out;
     }
     g->n_nodes = n_nodes;
+    if ((r = parse_dims(root, &c, rq)) < 0)
+        goto out;
     if ((r = parse_decls(&c, cJSON_GetObjectItemCaseSensitive(gj, "inputs"), "inputs",
                          GRAPH_T_INPUT)) < 0)
         goto out;
     g->n_inputs = g->n_tensors;
+    if ((r = check_dims_used(&c)) < 0)
+        goto out;
     if ((r = parse_decls(&c, cJSON_GetObjectItemCaseSensitive(gj, "weights"), "weights",
                          GRAPH_T_WEIGHT)) < 0)
         goto out;
@@ -597,6 +653,7 @@ static int parse_graph(const cJSON *root, graph_request *rq, proto_error *e)
 out:
     free(c.map.slot);
     free(c.attrs);
+    free(c.dims);
     free(node_json);
     return r;
 }

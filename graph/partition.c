@@ -64,6 +64,8 @@ typedef struct part {
     signed char *is_const; /* plan tensor -> constant()'s answer: 1, 0, or -1 not yet known */
     proto_error *e;
     proto_kernel_request *scratch;
+    tuner_op *flat;  /* a graph with names: a kernel's op as its request presents it */
+    proto_error why; /* a graph with names: why proto refused the last request (for the node's error) */
 } part;
 
 uint64_t graph_tensor_bytes(const tuner_tensor *t)
@@ -254,10 +256,12 @@ static int lower_reduce_axes(part *c, int i)
         op.attrs.reduce.keepdim = n->keepdim;
         tuner_tensor o = {.rank = 0, .dtype = t.dtype, .align = 16};
         for (int d = 0; d < t.rank; d++)
-            if (d < starts[k] || d >= starts[k] + lens[k])
+            if (d < starts[k] || d >= starts[k] + lens[k]) {
+                o.sym[o.rank] = t.sym[d];
                 o.shape[o.rank++] = t.shape[d];
-            else if (n->keepdim)
+            } else if (n->keepdim) {
                 o.shape[o.rank++] = 1;
+            }
         if (o.rank == 0)
             o.shape[o.rank++] = 1;
         op.output = o;
@@ -338,6 +342,7 @@ static int lower_softmax_axis(part *c, int i)
     for (int d = 0; d < x.rank; d++) {
         inv[perm[d]] = d;
         tt.shape[d] = x.shape[perm[d]];
+        tt.sym[d] = x.sym[perm[d]];
     }
     int t1 = made_tensor(c, i, "moved", &tt), t2 = made_tensor(c, i, "softmax", &tt);
     if (t1 < 0 || t2 < 0)
@@ -379,8 +384,14 @@ static int lower(part *c)
         }
         case GRAPH_NODE_KERNEL:
             pr = new_prim(c, PRIM_ANCHOR, i, n->out);
-            if (pr)
+            if (pr) {
+                /* The node's op was validated at the names' max; its tensors take the graph's
+                 * names (its inputs are the node's, in order). */
                 pr->op = n->op;
+                for (int k = 0; k < n->n_in && k < pr->op.n_inputs; k++)
+                    memcpy(pr->op.inputs[k].sym, g->tensors[n->in[k]].t.sym, sizeof(pr->op.inputs[k].sym));
+                memcpy(pr->op.output.sym, g->tensors[n->out].t.sym, sizeof(pr->op.output.sym));
+            }
             break;
         case GRAPH_NODE_STEP:
             pr = new_prim(c, PRIM_STEP, i, n->out);
@@ -1233,9 +1244,11 @@ static bool constant(const part *c, int t)
     return v;
 }
 
+/* The same shape at every size: the same sizes and the same names (a static graph has none). */
 static bool same_shape(const tuner_tensor *a, const tuner_tensor *b)
 {
-    return a->rank == b->rank && memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank) == 0;
+    return a->rank == b->rank && memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank) == 0 &&
+           memcmp(a->sym, b->sym, (size_t)a->rank) == 0;
 }
 
 static bool commutes(tuner_ew_kind k)
@@ -1245,9 +1258,65 @@ static bool commutes(tuner_ew_kind k)
 
 /* Validates a candidate op through the request language; true when proto accepts its request and
  * infers `want` (shape and dtype) as its output. */
+static bool any_named(const tuner_op *op, const tuner_tensor *want)
+{
+    unsigned m = 0;
+    for (int d = 0; d < want->rank; d++)
+        m |= want->sym[d];
+    for (int i = 0; i < op->n_inputs; i++)
+        for (int d = 0; d < op->inputs[i].rank; d++)
+            m |= op->inputs[i].sym[d];
+    return m != 0;
+}
+
+/* op_valid of an op with names (over the graph's dims): its request names them (leading named
+ * axes merged, graph__op_request_in), proto validates it as any kernel request, and its output
+ * must be `want` as presented, names included. *ret_op stays over the graph's tensors (the
+ * growth goes on from it); the kernel's own op is the request's (add_kernel). */
+static bool op_valid_named(part *c, const tuner_op *op, const tuner_tensor *want, char **ret_request,
+                           tuner_op *ret_op)
+{
+    tuner_op *probe = c->flat;
+    *probe = *op;
+    probe->output = *want;
+    char *body = graph__op_request_in(probe, c->g, c->flat);
+    if (!body)
+        return false;
+    const tuner_tensor *fw = &c->flat->output; /* want, merged alike */
+    bool ok = proto_kernel_request_parse(body, strlen(body), c->scratch, &c->why) == 0;
+    const tuner_op *got = &c->scratch->op;
+    if (ok) {
+        ok = got->output.rank == fw->rank && got->output.dtype == fw->dtype &&
+             memcmp(got->output.shape, fw->shape, sizeof(int64_t) * (size_t)fw->rank) == 0;
+        for (int d = 0; ok && d < fw->rank; d++) {
+            unsigned m = 0; /* the kernel's dims are the graph's that it uses, by name */
+            for (int k = 0; k < got->n_dims; k++)
+                if (got->output.sym[d] & (1u << k))
+                    for (int j = 0; j < c->g->n_dims; j++)
+                        if (strcmp(c->g->dims[j].name, got->dims[k].name) == 0)
+                            m |= 1u << j;
+            ok = m == fw->sym[d];
+        }
+        if (!ok)
+            proto_fail(&c->why, 422, "unsupported", "", "the kernel's result is not the node's with its names");
+    }
+    if (ok) {
+        *ret_op = *op;
+        ret_op->output = *want;
+        free(*ret_request);
+        *ret_request = body;
+    } else {
+        free(body);
+    }
+    return ok;
+}
+
 static bool op_valid(part *c, const tuner_op *op, const tuner_tensor *want, char **ret_request,
                      tuner_op *ret_op)
 {
+    c->why.message[0] = '\0';
+    if (c->g->n_dims > 0 && any_named(op, want))
+        return op_valid_named(c, op, want, ret_request, ret_op);
     char *body = graph__op_request(op);
     if (!body)
         return false;
@@ -1494,6 +1563,19 @@ static int add_kernel(part *c, growing *k)
     if (!gk->op || !gk->nodes)
         return -ENOMEM;
     *gk->op = k->op;
+    if (c->g->n_dims > 0) {
+        /* The kernel resolved is its request's: its own dims, its axes as presented. */
+        proto_error pe;
+        if (proto_kernel_request_parse(gk->request, strlen(gk->request), c->scratch, &pe) < 0)
+            return proto_fail(c->e, 500, "internal", "", "a kernel request of the plan does not parse: %.300s",
+                              pe.message);
+        *gk->op = c->scratch->op;
+        if (gk->op->n_dims > 0) {
+            if (!(gk->dyn = malloc(sizeof(*gk->dyn))))
+                return -ENOMEM;
+            *gk->dyn = c->scratch->dyn;
+        }
+    }
     gk->n_in = k->op.n_inputs;
     memcpy(gk->in, k->bound, sizeof(int) * (size_t)gk->n_in);
     gk->out = k->out;
@@ -1519,6 +1601,11 @@ static int unsupported(part *c, const prim *pr, const char *why)
     char field[48];
     int ci = c->g->node_index[pr->node];
     snprintf(field, sizeof(field), "nodes[%d]", ci);
+    if (c->g->n_dims > 0 && c->why.message[0])
+        /* A graph with names: the kernel level's reason (which axis, which op), as /v1/kernels
+         * gives it for the kernel's request. */
+        return proto_fail(c->e, 422, "unsupported", field, "node \"%.64s\": its kernel cannot take the names "
+                          "where they stand: %.380s", c->g->nodes[pr->node].name, c->why.message);
     return proto_fail(c->e, 422, "unsupported", field, "node \"%s\": %s", c->g->nodes[pr->node].name,
                        why);
 }
@@ -1585,6 +1672,22 @@ static void dense_strides(const tuner_tensor *t, int64_t *ret)
     }
 }
 
+/* A layout op whose copy would need strides that depend on a named size. */
+static int unsupported_named_copy(part *c, const prim *pr, int axis)
+{
+    char field[48], nm[80];
+    const tuner_tensor *x = &c->p->tensors[pr->in[0]].t;
+    const tuner_tensor *o = &c->p->tensors[pr->out].t;
+    const unsigned sym = axis < x->rank && x->sym[axis] ? x->sym[axis] : axis < o->rank ? o->sym[axis] : 0;
+    snprintf(field, sizeof(field), "nodes[%d]", c->g->node_index[pr->node]);
+    return proto_fail(c->e, 422, "unsupported", field,
+                      "node \"%.64s\": a %s of a tensor named on axis %d (%s) is a copy whose strides depend on the "
+                      "names' sizes; only a copy that keeps a named axis 0 in place can be made (reshape instead, "
+                      "or name only the leading axis)", c->g->nodes[pr->node].name,
+                      pr->kind == PRIM_TRANSPOSE ? "transpose" : pr->kind == PRIM_SLICE ? "slice"
+                      : pr->kind == PRIM_EXPAND ? "expand" : "pad", axis, graph_sym_text(c->g, sym, nm, sizeof(nm)));
+}
+
 /* A transpose or a slice as a copy kernel (a strided read of x); it grows an epilogue like an
  * anchor. (A concat is a kernel op of its own, and an anchor.) */
 static int layout_kernel(part *c, int pk)
@@ -1601,6 +1704,16 @@ static int layout_kernel(part *c, int pk)
     op->inputs[0] = *x;
     op->output = c->p->tensors[pr->out].t;
     k->bound[0] = pr->in[0];
+    /* A copy's strides and offset are numbers: only the leading axis may be named, the same on
+     * both sides (the strides do not depend on its size). */
+    for (int d = 0; d < x->rank || d < op->output.rank; d++) {
+        const unsigned xs = d < x->rank ? x->sym[d] : 0, os = d < op->output.rank ? op->output.sym[d] : 0;
+        if ((xs || os) && (d > 0 || xs != os || (pr->kind == PRIM_TRANSPOSE && pr->perm[0] != 0) ||
+                           op->output.rank != x->rank)) {
+            free(k);
+            return unsupported_named_copy(c, pr, d);
+        }
+    }
     int64_t xs[TUNER_MAX_RANK];
     dense_strides(x, xs);
     if (pr->kind == PRIM_EXPAND) {
@@ -1671,11 +1784,15 @@ static int copy_kernel(part *c, int src, int dst)
     k->bound[0] = src;
     k->out = dst;
     int r = 0;
-    if (!op_valid(c, &k->op, &c->p->tensors[dst].t, &k->request, &k->op))
+    if (op_valid(c, &k->op, &c->p->tensors[dst].t, &k->request, &k->op))
+        r = add_kernel(c, k);
+    else if (c->g->n_dims > 0) /* names where no elementwise kernel takes them ([768, "b*s"]) */
+        r = proto_fail(c->e, 422, "unsupported", "graph.outputs",
+                       "output \"%.64s\" must be copied out of \"%.64s\", and no kernel can copy it with its names "
+                       "where they stand: %.300s", c->p->tensors[dst].name, c->p->tensors[src].name, c->why.message);
+    else
         r = proto_fail(c->e, 500, "internal", "", "a copy of \"%s\" is not a valid kernel",
                         c->p->tensors[src].name);
-    else
-        r = add_kernel(c, k);
     free(k->request);
     free(k);
     return r;
@@ -1804,7 +1921,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     memset(ret, 0, sizeof(*ret));
     part c = {.g = g, .target = t, .p = ret, .e = ret_err};
     c.scratch = malloc(sizeof(*c.scratch));
-    int r = c.scratch ? lower(&c) : -ENOMEM;
+    c.flat = malloc(sizeof(*c.flat));
+    int r = c.scratch && c.flat ? lower(&c) : -ENOMEM;
     if (r == 0)
         r = analyse(&c);
     if (r == 0) {
@@ -1814,11 +1932,13 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     }
     if (r == 0 && (r = fold_gelu(&c)) > 0)
         r = analyse(&c);
-    if (r == 0 && (r = fold_attention(&c)) > 0)
+    /* The attention rewrites view tensors under shapes of their own (rank 4, heads split): not
+     * with names, which those views would lose. */
+    if (r == 0 && g->n_dims == 0 && (r = fold_attention(&c)) > 0)
         r = analyse(&c);
-    if (r == 0 && (r = fold_attention_layout(&c)) > 0)
+    if (r == 0 && g->n_dims == 0 && (r = fold_attention_layout(&c)) > 0)
         r = analyse(&c);
-    if (r == 0 && (r = fold_attention_packed(&c)) > 0)
+    if (r == 0 && g->n_dims == 0 && (r = fold_attention_packed(&c)) > 0)
         r = analyse(&c);
     while (r == 0 && (r = sink_views(&c)) > 0)
         r = analyse(&c);
@@ -1848,6 +1968,7 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     free(c.uses);
     free(c.is_const);
     free(c.scratch);
+    free(c.flat);
     if (r < 0)
         graph_plan_free(ret);
     return r;
@@ -1859,6 +1980,7 @@ void graph_plan_free(graph_plan *p)
         return;
     for (int k = 0; k < p->n_kernels; k++) {
         free(p->kernels[k].op);
+        free(p->kernels[k].dyn);
         free(p->kernels[k].request);
         free(p->kernels[k].nodes);
     }
@@ -1883,6 +2005,7 @@ size_t graph_plan_bytes(const graph_plan *p)
     for (int k = 0; k < p->n_kernels; k++) {
         const graph_kernel *gk = &p->kernels[k];
         b += gk->op ? graph__chunk(sizeof(*gk->op)) : 0;
+        b += gk->dyn ? graph__chunk(sizeof(*gk->dyn)) : 0;
         b += gk->request ? graph__chunk(strlen(gk->request) + 1) : 0;
         b += graph__chunk(sizeof(int) * (size_t)(gk->n_nodes ? gk->n_nodes : 1));
     }

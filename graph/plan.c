@@ -165,18 +165,43 @@ int graph_plan_place(graph_plan *p, const uint64_t *workspace)
 
 /* ---- canonical text ----------------------------------------------------------------------------- */
 
-static void shape_json(cJSON *o, const char *key, const tuner_tensor *t)
+/* A shape: numbers, and on a named axis its names ("n", "b*s", g's dims). */
+static void shape_json(const graph *g, cJSON *o, const char *key, const tuner_tensor *t)
 {
     cJSON *a = cJSON_AddArrayToObject(o, key);
-    for (int i = 0; i < t->rank; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)t->shape[i]));
+    for (int i = 0; i < t->rank; i++) {
+        char name[80];
+        if (t->sym[i])
+            cJSON_AddItemToArray(a, cJSON_CreateString(graph_sym_text(g, t->sym[i], name, sizeof(name))));
+        else
+            cJSON_AddItemToArray(a, cJSON_CreateNumber((double)t->shape[i]));
+    }
 }
 
-static cJSON *tensor_decl(const char *name, const tuner_tensor *t)
+/* The graph's "dims": each name's range (with its hints when `hints`), in the dims' order. */
+static void dims_json(const graph *g, cJSON *o, bool hints)
+{
+    if (g->n_dims == 0)
+        return;
+    cJSON *dims = cJSON_AddObjectToObject(o, "dims");
+    for (int k = 0; k < g->n_dims; k++) {
+        cJSON *d = cJSON_AddObjectToObject(dims, g->dims[k].name);
+        cJSON_AddNumberToObject(d, "min", (double)g->dims[k].min);
+        cJSON_AddNumberToObject(d, "max", (double)g->dims[k].max);
+        cJSON_AddNumberToObject(d, "multiple_of", (double)g->dims[k].multiple_of);
+        if (hints && g->dyn.n_hints[k] > 0) {
+            cJSON *h = cJSON_AddArrayToObject(d, "hints");
+            for (int j = 0; j < g->dyn.n_hints[k]; j++)
+                cJSON_AddItemToArray(h, cJSON_CreateNumber((double)g->dyn.hints[k][j]));
+        }
+    }
+}
+
+static cJSON *tensor_decl(const graph *g, const char *name, const tuner_tensor *t)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", name);
-    shape_json(o, "shape", t);
+    shape_json(g, o, "shape", t);
     cJSON_AddStringToObject(o, "dtype", tuner_dtype_name(t->dtype));
     return o;
 }
@@ -186,10 +211,13 @@ char *graph_canonical(const graph *g)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
+    /* The names and their ranges key the plan (one arena at max, tables over the ranges); the
+     * hints too, as the kernels' requests carry them. */
+    dims_json(g, o, true);
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     cJSON *ws = cJSON_AddArrayToObject(o, "weights");
     for (int t = 0; t < g->n_inputs + g->n_weights; t++)
-        cJSON_AddItemToArray(t < g->n_inputs ? ins : ws, tensor_decl(g->tensors[t].name, &g->tensors[t].t));
+        cJSON_AddItemToArray(t < g->n_inputs ? ins : ws, tensor_decl(g, g->tensors[t].name, &g->tensors[t].t));
     cJSON *nodes = cJSON_AddArrayToObject(o, "nodes");
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
@@ -219,7 +247,7 @@ char *graph_canonical(const graph *g)
             break;
         default:
             /* Every attribute of a layout node is in its result's shape but these. */
-            shape_json(no, "shape", &g->tensors[n->out].t);
+            shape_json(g, no, "shape", &g->tensors[n->out].t);
             cJSON *a = cJSON_AddArrayToObject(no, "attrs");
             for (int d = 0; d < TUNER_MAX_RANK; d++) {
                 cJSON_AddItemToArray(a, cJSON_CreateNumber(n->perm[d]));
@@ -312,14 +340,15 @@ int graph_plan_render(const graph_request *rq, const graph_plan *p, const cJSON 
     cJSON_AddStringToObject(o, "graph_key", graph_key);
     cJSON_AddStringToObject(o, "arch", tuner_target_name(&rq->opt.target, arch, sizeof(arch)));
     cJSON_AddStringToObject(o, "tune", tuner_tune_name(rq->opt.tune));
+    dims_json(g, o, false);
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     cJSON *ws = cJSON_AddArrayToObject(o, "weights");
     for (int t = 0; t < g->n_inputs + g->n_weights; t++)
-        cJSON_AddItemToArray(t < g->n_inputs ? ins : ws, tensor_decl(g->tensors[t].name, &g->tensors[t].t));
+        cJSON_AddItemToArray(t < g->n_inputs ? ins : ws, tensor_decl(g, g->tensors[t].name, &g->tensors[t].t));
     cJSON *outs = cJSON_AddArrayToObject(o, "outputs");
     for (int k = 0; k < g->n_outputs; k++) {
         const graph_tensor *t = &g->tensors[g->outputs[k]];
-        cJSON_AddItemToArray(outs, tensor_decl(t->name, &t->t));
+        cJSON_AddItemToArray(outs, tensor_decl(g, t->name, &t->t));
     }
     cJSON_AddNumberToObject(o, "arena_bytes", (double)p->arena_bytes);
     cJSON_AddNumberToObject(o, "constants_bytes", (double)p->constants_bytes);
@@ -335,7 +364,7 @@ int graph_plan_render(const graph_request *rq, const graph_plan *p, const cJSON 
         cJSON_AddNumberToObject(b, "offset", (double)pt->offset);
         cJSON_AddNumberToObject(b, "bytes", (double)pt->bytes);
         if (pt->region != GRAPH_REGION_WORKSPACE) {
-            shape_json(b, "shape", &pt->t);
+            shape_json(g, b, "shape", &pt->t);
             cJSON_AddStringToObject(b, "dtype", tuner_dtype_name(pt->t.dtype));
         }
     }

@@ -50,6 +50,8 @@ typedef struct plan_entry {
     bool has_body;
     unsigned char body_digest[32];
     proto_job_options body_opts;
+    bool body_has_sizes; /* and its "sizes" (a graph with names) */
+    int64_t body_sizes[TUNER_MAX_DIMS];
 } plan_entry;
 
 typedef struct graph_job {
@@ -131,6 +133,8 @@ struct graph_wait {
     /* Resolving. */
     plan_entry *pe;
     proto_job_options opts; /* target, tune, wait, priority, budget (the graph is pe's) */
+    bool has_sizes;         /* the body's "sizes" (over the graph's dims): range jobs for them */
+    int64_t sizes[TUNER_MAX_DIMS];
     char peer[64];
     unique_state *u;
     int next_ask;           /* distinct kernels asked of the resolver so far */
@@ -452,10 +456,28 @@ static void fail_from_proto(graph_result *res, const proto_error *e)
     snprintf(res->error.field, sizeof(res->error.field), "%s", e->field);
 }
 
-static uint64_t workspace_of(const cJSON *set)
+static uint64_t set_workspace(const cJSON *set)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(set, "workspace_bytes");
     return cJSON_IsNumber(v) && v->valuedouble > 0 ? (uint64_t)v->valuedouble : 0;
+}
+
+/* A kernel set's workspace; a dispatch table's (a kernel with names) is the largest of its
+ * generic set's and its ready entries' sets: the arena serves whichever a run picks. */
+static uint64_t workspace_of(const cJSON *set)
+{
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(set, "dispatch");
+    if (!cJSON_IsObject(d))
+        return set_workspace(set);
+    uint64_t w = set_workspace(cJSON_GetObjectItemCaseSensitive(d, "generic"));
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(d, "entries");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries)
+    {
+        const uint64_t x = set_workspace(cJSON_GetObjectItemCaseSensitive(e, "kernel_set"));
+        w = x > w ? x : w;
+    }
+    return w;
 }
 
 /* The first node of kernel k, as the client numbered it, for an error's field. */
@@ -664,6 +686,36 @@ static void kernel_done(void *udata, const resolve_result *res)
         complete(w);
 }
 
+/* A kernel with names: its dispatch table, as /v1/kernels answers its request (the graph's
+ * "sizes", by name, start the range jobs that hold them, beside the hints). */
+static void resolve_named(graph_wait *w, const graph_kernel *gk, const resolve_request *rq, unique_state *u,
+                          resolve_result *res)
+{
+    proto_kernel_request *kr = malloc(sizeof(*kr));
+    if (!kr) {
+        memset(res, 0, sizeof(*res));
+        res->state = RESOLVE_FAILED;
+        resolve_error_from_errno(&res->error, -ENOMEM, "resolving a kernel");
+        return;
+    }
+    kr->op = *gk->op;
+    kr->opt = w->opts;
+    kr->dyn = *gk->dyn;
+    kr->dyn.has_sizes = false;
+    if (w->has_sizes) {
+        const graph *g = &w->pe->graph.g;
+        kr->dyn.has_sizes = true;
+        for (int k = 0; k < kr->op.n_dims; k++)
+            for (int j = 0; j < g->n_dims; j++)
+                if (strcmp(kr->op.dims[k].name, g->dims[j].name) == 0)
+                    kr->dyn.sizes[k] = w->sizes[j];
+    }
+    resolve_request r = *rq;
+    r.op = &kr->op;
+    resolve_kernel_request(w->gs->r, kr, &r, kernel_done, u, res, &u->rw);
+    free(kr); /* a waiting table keeps its own copy (resolve/dispatch.c) */
+}
+
 /* Asks the resolver for up to n more of w's kernels. Returns how many it asked. */
 static int ask_some(graph_wait *w, int n)
 {
@@ -674,10 +726,14 @@ static int ask_some(graph_wait *w, int n)
         unique_state *u = &w->u[w->next_ask];
         u->w = w;
         u->index = w->next_ask++;
-        resolve_request kr = resolve_request_of(pe->plan.kernels[pe->first_kernel[u->index]].op, &w->opts, w->peer);
+        const graph_kernel *gk = &pe->plan.kernels[pe->first_kernel[u->index]];
+        resolve_request kr = resolve_request_of(gk->op, &w->opts, w->peer);
         resolve_result res;
         w->pending++;
-        resolve_kernel(gs->r, &kr, kernel_done, u, &res, &u->rw);
+        if (gk->dyn)
+            resolve_named(w, gk, &kr, u, &res);
+        else
+            resolve_kernel(gs->r, &kr, kernel_done, u, &res, &u->rw);
         if (res.state != RESOLVE_WAITING) {
             w->pending--;
             take(u, &res);
@@ -777,6 +833,8 @@ static int find_unique(plan_entry *pe)
         if (pe->first_kernel[pe->unique_of[k]] != k) {
             free(pe->plan.kernels[k].op);
             pe->plan.kernels[k].op = NULL;
+            free(pe->plan.kernels[k].dyn);
+            pe->plan.kernels[k].dyn = NULL;
         }
     return 0;
 }
@@ -954,10 +1012,14 @@ static void plan_done(graph_service *gs, graph_wait *w)
         w->fresh = NULL;
         cache_insert(gs, pe);
     }
+    w->has_sizes = w->rq.has_sizes;
+    memcpy(w->sizes, w->rq.sizes, sizeof(w->sizes));
     if (pe->in_cache) { /* the last body that led here */
         pe->has_body = true;
         memcpy(pe->body_digest, w->digest, sizeof(w->digest));
         pe->body_opts = parsed;
+        pe->body_has_sizes = w->has_sizes;
+        memcpy(pe->body_sizes, w->sizes, sizeof(pe->body_sizes));
     }
     w->pe = pe;
     entry_unref(gs, w->fresh); /* partitioned for nothing: another request cached the key first */
@@ -1097,6 +1159,8 @@ void graph_resolve_body(graph_service *gs, const char *peer, const char *body, s
         return;
     }
     w->opts = known->body_opts;
+    w->has_sizes = known->body_has_sizes;
+    memcpy(w->sizes, known->body_sizes, sizeof(w->sizes));
     if (resolve_apply_defaults(gs->r, &w->opts, &ret->error) < 0) {
         ret->state = RESOLVE_FAILED;
         wait_free(w);

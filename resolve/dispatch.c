@@ -348,3 +348,13 @@ void resolve__dispatch(resolver *r, const proto_kernel_request *kr, const resolv
     free(dw);
     finish(r, kr, rq, ret); /* ACCEPTED and FAILED pass through */
 }
+
+void resolve_kernel_request(resolver *r, const proto_kernel_request *kr, const resolve_request *rq, resolve_cb cb,
+                            void *udata, resolve_result *ret, resolve_wait **ret_wait)
+{
+    if (tuner_op_is_dynamic(&kr->op)) {
+        resolve__dispatch(r, kr, rq, cb, udata, ret, ret_wait);
+        return;
+    }
+    resolve_kernel(r, rq, cb, udata, ret, ret_wait);
+}

@@ -199,6 +199,13 @@ void resolve_invalidate(resolver *r);
 void resolve_kernel(resolver *r, const resolve_request *rq, resolve_cb cb, void *udata,
                     resolve_result *ret, resolve_wait **ret_wait);
 
+/* A validated request (kr; rq made from it by resolve_request_of, after resolve_apply_defaults):
+ * with named dimensions its dispatch table (docs/api.md, "Named dimensions": only the generic set
+ * is waited for; kr->dyn's hints and sizes start range jobs), else as resolve_kernel. For
+ * callers that hold parsed requests (graph/service.c, a graph's kernels). */
+void resolve_kernel_request(resolver *r, const proto_kernel_request *kr, const resolve_request *rq, resolve_cb cb,
+                            void *udata, resolve_result *ret, resolve_wait **ret_wait);
+
 /* Resolves a POST /v1/kernels body: a body seen before goes straight to the memory tier by its
  * digest; otherwise it is parsed and validated (proto/request.h; errors come back as
  * RESOLVE_FAILED with the parser's status, code, message and field), the default mode applies

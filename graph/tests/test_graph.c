@@ -1845,6 +1845,276 @@ static void test_attention_packed(void)
     CHECK(plan_of(PACKED_NODE(18), &rq, &p, &e) < 0 && strstr(e.field, "nodes[0].attrs.kv_heads"), "node kv_heads 18: %s", e.field);
 }
 
+
+/* ---- named dimensions -------------------------------------------------------------------------- */
+
+/* A transformer MLP block with layernorm over x [XSHAPE], dims DIMS (a printf format: %s, %s). */
+static const char *const MLP_NAMED =
+    "{%s\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":%s,\"dtype\":\"f16\"}],"
+    "\"weights\":[{\"name\":\"g\",\"shape\":[768],\"dtype\":\"f16\"},{\"name\":\"be\",\"shape\":[768],\"dtype\":\"f16\"},"
+    "{\"name\":\"w1\",\"shape\":[768,3072],\"dtype\":\"f16\"},{\"name\":\"b1\",\"shape\":[3072],\"dtype\":\"f16\"},"
+    "{\"name\":\"w2\",\"shape\":[3072,768],\"dtype\":\"f16\"},{\"name\":\"b2\",\"shape\":[768],\"dtype\":\"f16\"}],"
+    "\"nodes\":["
+    "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"be\"],\"outputs\":[\"h\"]},"
+    "{\"name\":\"fc1\",\"op\":\"matmul\",\"inputs\":[\"h\",\"w1\"],\"outputs\":[\"u\"]},"
+    "{\"name\":\"bias1\",\"op\":\"add\",\"inputs\":[\"u\",\"b1\"],\"outputs\":[\"u1\"]},"
+    "{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"u1\"],\"outputs\":[\"a\"]},"
+    "{\"name\":\"fc2\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w2\"],\"outputs\":[\"v\"]},"
+    "{\"name\":\"bias2\",\"op\":\"add\",\"inputs\":[\"v\",\"b2\"],\"outputs\":[\"v1\"]},"
+    "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"v1\",\"x\"],\"outputs\":[\"y\"]},"
+    "{\"name\":\"flat\",\"op\":\"reshape\",\"inputs\":[\"y\"],\"outputs\":[\"yf\"],\"attrs\":{\"shape\":[-1,768]}},"
+    "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"yf\"],\"outputs\":[\"p\"]}],"
+    "\"outputs\":[\"p\",\"y\"]}}";
+
+#define DIMS_BS "\"dims\":{\"s\":{\"min\":1,\"max\":512,\"hints\":[128]},\"b\":{\"min\":1,\"max\":8}},"
+
+static char *mlp_named(const char *dims, const char *xshape)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof(buf), MLP_NAMED, dims, xshape);
+    return buf;
+}
+
+/* The plan's JSON with no kernel sets (workspaces 0). */
+static char *render_plain(graph_request *rq, graph_plan *p)
+{
+    uint64_t *ws = calloc((size_t)p->n_kernels + 1, sizeof(uint64_t));
+    const cJSON **sets = calloc((size_t)p->n_kernels + 1, sizeof(*sets));
+    char *out = NULL;
+    if (ws && sets && graph_plan_place(p, ws) == 0)
+        graph_plan_render(rq, p, (const cJSON *const *)sets, "k", &out);
+    free(ws);
+    free(sets);
+    return out;
+}
+
+static void test_dims_plan(void)
+{
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    int r = plan_of(mlp_named(DIMS_BS, "[\"b\",\"s\",768]"), &rq, &p, &e);
+    CHECK(r == 0, "named MLP refused: %s %s", e.field, e.message);
+    if (r)
+        return;
+    /* The dims sorted by name, the input's axes named, the values carrying the names. */
+    CHECK(rq.g.n_dims == 2 && strcmp(rq.g.dims[0].name, "b") == 0 && strcmp(rq.g.dims[1].name, "s") == 0,
+          "dims not sorted");
+    CHECK(rq.g.dyn.n_hints[1] == 1 && rq.g.dyn.hints[1][0] == 128, "hints lost");
+    const graph_tensor *x = &rq.g.tensors[0];
+    CHECK(x->t.sym[0] == 1 && x->t.sym[1] == 2 && x->t.sym[2] == 0 && x->t.shape[0] == 8 && x->t.shape[1] == 512,
+          "x's names or max sizes wrong");
+    /* ln; fc1+bias+gelu; fc2+bias+residual; softmax over the reshaped [b*s, 768] */
+    CHECK(forward_steps(&p) == 4, "%d steps, want 4", forward_steps(&p));
+    for (int s = 0; s < forward_steps(&p); s++) {
+        const graph_kernel *k = step(&p, s);
+        CHECK(strstr(k->request, "\"b*s\"") && strstr(k->request, "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":"
+                                                                  "{\"min\":1,\"max\":512,\"hints\":[128]}}"),
+              "step %d's request: %s", s, k->request);
+        /* The kernel's op is its request's: its own dims, axis 0 named b*s (both bits). */
+        CHECK(k->op->n_dims == 2 && k->op->inputs[0].sym[0] == 3 && k->op->inputs[0].rank == 2 && k->dyn &&
+                  k->dyn->n_hints[1] == 1,
+              "step %d's op is not the merged named one", s);
+    }
+    CHECK(step(&p, 1)->op->kind == TUNER_OP_MATMUL && step(&p, 1)->op->epilogue.n == 2, "fc1 fused with bias+gelu");
+    CHECK(step(&p, 2)->op->epilogue.n == 2, "fc2 fused with bias+residual");
+    /* Outputs: y keeps [b, s, 768], the reshape's -1 became b*s. */
+    for (int o = 0; o < rq.g.n_outputs; o++) {
+        const graph_tensor *t = &rq.g.tensors[rq.g.outputs[o]];
+        if (strcmp(t->name, "p") == 0)
+            CHECK(t->t.rank == 2 && t->t.sym[0] == 3 && t->t.shape[0] == 4096, "p is not [b*s, 768]");
+        else
+            CHECK(t->t.rank == 3 && t->t.sym[0] == 1 && t->t.sym[1] == 2, "y is not [b, s, 768]");
+    }
+    char *json = render_plain(&rq, &p);
+    CHECK(json && strstr(json, "\"tune\":\"model\",\"dims\":{\"b\":{\"min\":1,\"max\":8,\"multiple_of\":1},\"s\":"
+                                "{\"min\":1,\"max\":512,\"multiple_of\":1}},\"inputs\":[{\"name\":\"x\",\"shape\":"
+                                "[\"b\",\"s\",768]"),
+          "plan's dims or named input: %.400s", json ? json : "(null)");
+    CHECK(json && strstr(json, "{\"name\":\"a\",\"region\":\"arena\"") && strstr(json, "\"shape\":[\"b\",\"s\",3072]"),
+          "buffer a not named");
+    /* One arena at max: the same as the static graph at b=8, s=512. */
+    graph_request rs;
+    graph_plan ps;
+    r = plan_of(mlp_named("", "[8,512,768]"), &rs, &ps, &e);
+    CHECK(r == 0, "static MLP refused: %s", e.message);
+    if (r == 0) {
+        char *sj = render_plain(&rs, &ps);
+        CHECK(ps.arena_bytes == p.arena_bytes && p.arena_bytes >= 8ull * 512 * 3072 * 2,
+              "arena %llu, static at max %llu", (unsigned long long)p.arena_bytes, (unsigned long long)ps.arena_bytes);
+        CHECK(sj && !strstr(sj, "\"dims\"") && !strstr(sj, "b*s"), "a static plan names something");
+        free(sj);
+        graph_plan_free(&ps);
+        graph_request_free(&rs);
+    }
+    free(json);
+    graph_plan_free(&p);
+    graph_request_free(&rq);
+
+    /* Names on every axis of an input; a product on the input itself. */
+    r = plan_of(mlp_named("\"dims\":{\"t\":{\"min\":1,\"max\":4096}},", "[\"t\",768]"), &rq, &p, &e);
+    CHECK(r == 0, "[t, 768] refused: %s", e.message);
+    if (r == 0) {
+        CHECK(strstr(step(&p, 1)->request, "[\"t\",768]") != NULL, "no merge needed: %s", step(&p, 1)->request);
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+    r = plan_of(mlp_named(DIMS_BS, "[\"b*s\",768]"), &rq, &p, &e);
+    CHECK(r == 0, "[b*s, 768] refused: %s", e.message);
+    if (r == 0) {
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+}
+
+/* Shape inference on names, node by node (reshape, transpose, broadcasting). */
+static void test_dims_inference(void)
+{
+    graph_request rq;
+    proto_error e;
+    const char *body =
+        "{\"dims\":{\"b\":{\"min\":1,\"max\":4},\"s\":{\"min\":2,\"max\":64,\"multiple_of\":2}},\"graph\":{"
+        "\"inputs\":[{\"name\":\"x\",\"shape\":[\"b\",\"s\",12,64],\"dtype\":\"f32\"},"
+        "{\"name\":\"m\",\"shape\":[\"b\",1,1,64],\"dtype\":\"f32\"}],\"nodes\":["
+        "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"r1\"],\"attrs\":{\"shape\":[-1,768]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"r1\"],\"outputs\":[\"r2\"],\"attrs\":{\"shape\":[\"b\",\"s\",-1]}},"
+        "{\"op\":\"reshape\",\"inputs\":[\"r2\"],\"outputs\":[\"r3\"],\"attrs\":{\"shape\":[\"s\",\"b\",768]}},"
+        "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"t1\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"op\":\"mul\",\"inputs\":[\"x\",\"m\"],\"outputs\":[\"y\"]},"
+        "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"red\"],\"attrs\":{\"kind\":\"sum\",\"axis\":-1}}],"
+        "\"outputs\":[\"r3\",\"t1\",\"y\",\"red\"]}}";
+    int r = graph_request_parse(body, strlen(body), &rq, &e);
+    CHECK(r == 0, "refused: %s %s", e.field, e.message);
+    if (r)
+        return;
+    const graph *g = &rq.g;
+    char buf[64];
+    for (int t = 0; t < g->n_tensors; t++) {
+        const tuner_tensor *tt = &g->tensors[t].t;
+        const char *n = g->tensors[t].name;
+        if (strcmp(n, "r1") == 0)
+            CHECK(tt->rank == 2 && tt->sym[0] == 3 && tt->shape[0] == 256 && tt->shape[1] == 768,
+                  "r1 is not [b*s, 768]");
+        if (strcmp(n, "r2") == 0)
+            CHECK(tt->rank == 3 && tt->sym[0] == 1 && tt->sym[1] == 2 && tt->sym[2] == 0 && tt->shape[2] == 768,
+                  "r2 is not [b, s, 768]");
+        if (strcmp(n, "r3") == 0)
+            CHECK(tt->sym[0] == 2 && tt->sym[1] == 1, "r3 is not [s, b, 768]");
+        if (strcmp(n, "t1") == 0)
+            CHECK(tt->sym[0] == 1 && tt->sym[1] == 0 && tt->sym[2] == 2 && tt->shape[1] == 12, "t1 is not [b, 12, s, 64]");
+        if (strcmp(n, "y") == 0)
+            CHECK(tt->sym[0] == 1 && tt->sym[1] == 2 && tt->shape[1] == 64, "y is not [b, s, 12, 64]");
+        if (strcmp(n, "red") == 0)
+            CHECK(tt->rank == 3 && tt->sym[0] == 1 && tt->sym[1] == 2, "red is not [b, s, 12]");
+    }
+    CHECK(strcmp(graph_sym_text(g, 3, buf, sizeof(buf)), "b*s") == 0, "sym text %s", buf);
+    /* The canonical text keys the ranges: another max, another multiple_of, other hints differ. */
+    char *c1 = graph_canonical(g);
+    graph_request_free(&rq);
+    static const char *const others[] = {"\"max\":64,\"multiple_of\":2}", "\"max\":128,\"multiple_of\":2}",
+                                         "\"max\":64,\"multiple_of\":1}", "\"max\":64,\"multiple_of\":2,\"hints\":[8]}"};
+    for (int k = 0; k < 4; k++) {
+        char other[4096];
+        const char *at = strstr(body, others[0]);
+        snprintf(other, sizeof(other), "%.*s%s%s", (int)(at - body), body, others[k], at + strlen(others[0]));
+        r = graph_request_parse(other, strlen(other), &rq, &e);
+        CHECK(r == 0, "variant %d refused: %s", k, e.message);
+        if (r)
+            continue;
+        char *c2 = graph_canonical(&rq.g);
+        CHECK(c1 && c2 && (strcmp(c1, c2) == 0) == (k == 0), "variant %d: canonical texts %s", k,
+              k ? "equal" : "differ");
+        free(c2);
+        graph_request_free(&rq);
+    }
+    free(c1);
+}
+
+static void test_dims_errors(void)
+{
+#define G(DIMS, INPUTS, NODES, OUTS)                                                                              \
+    "{" DIMS "\"graph\":{\"inputs\":[" INPUTS "],\"nodes\":[" NODES "],\"outputs\":[" OUTS "]}}"
+#define XN "{\"name\":\"x\",\"shape\":[\"n\",768],\"dtype\":\"f16\"}"
+#define DN "\"dims\":{\"n\":{\"min\":1,\"max\":64}},"
+#define RELU "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"y\"]}"
+    /* the declarations */
+    expect_error(G("", XN, RELU, "\"y\""), 422, "graph.inputs[0].shape[0]", "has no \"dims\"");
+    expect_error(G("\"dims\":{\"m\":{\"min\":1,\"max\":64}},", XN, RELU, "\"y\""), 422, "graph.inputs[0].shape[0]",
+                 "does not declare");
+    expect_error(G("\"dims\":{\"n\":{\"min\":1,\"max\":64},\"t\":{\"min\":1,\"max\":8}},", XN, RELU, "\"y\""), 422,
+                 "dims.t", "no graph input");
+    expect_error(G("\"dims\":{\"n\":{\"min\":8,\"max\":4}},", XN, RELU, "\"y\""), 422, "dims.n.max", "below min");
+    expect_error(G(DN "\"sizes\":{\"n\":100},", XN, RELU, "\"y\""), 422, "sizes.n", "n is 100; its range is 1..64");
+    expect_error(G(DN, XN "],\"weights\":[{\"name\":\"w\",\"shape\":[\"n\",4],\"dtype\":\"f16\"}", RELU, "\"y\""),
+                 422, "graph.weights[0].shape[0]", "weight");
+    /* broadcasting: a name meets the same name or 1 */
+    expect_error(G("\"dims\":{\"n\":{\"min\":1,\"max\":64},\"m\":{\"min\":1,\"max\":64}},",
+                   XN ",{\"name\":\"z\",\"shape\":[\"m\",768],\"dtype\":\"f16\"}",
+                   "{\"op\":\"add\",\"inputs\":[\"x\",\"z\"],\"outputs\":[\"y\"]}", "\"y\""),
+                 422, "nodes[0].inputs[1]", "[n, 768] and [m, 768] do not broadcast");
+    expect_error(G(DN, XN ",{\"name\":\"z\",\"shape\":[64,768],\"dtype\":\"f16\"}",
+                   "{\"op\":\"add\",\"inputs\":[\"x\",\"z\"],\"outputs\":[\"y\"]}", "\"y\""),
+                 422, "nodes[0].inputs[1]", "do not broadcast");
+    /* reshapes the names cannot say */
+    expect_error(G(DN, XN, "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[-1]}}",
+                   "\"y\""),
+                 422, "nodes[0].attrs.shape", "not a size nor a product of names");
+    expect_error(G(DN, XN,
+                   "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[\"n\",24,24]}}",
+                   "\"y\""),
+                 422, "nodes[0].attrs.shape", "cannot be reshaped");
+    expect_error(G(DN, XN,
+                   "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[64,768]}}",
+                   "\"y\""),
+                 422, "nodes[0].attrs.shape", "cannot be reshaped");
+    expect_error(G(DN, XN,
+                   "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[\"q\",768]}}",
+                   "\"y\""),
+                 422, "nodes[0].attrs.shape[0]", "does not declare");
+    /* what the kernels cannot take where the names stand */
+    expect_error(G(DN, XN, "{\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[1],"
+                           "\"ends\":[9]}}",
+                   "\"y\""),
+                 422, "nodes[0].attrs.starts", "slice of a named axis");
+    expect_error(G(DN, XN,
+                   "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"kind\":\"sum\",\"axis\":0}}",
+                   "\"y\""),
+                 422, "nodes[0].inputs[0]", "reduced axis may not be named");
+    expect_error(G(DN, XN ",{\"name\":\"w\",\"shape\":[768,\"n\"],\"dtype\":\"f16\"}",
+                   "{\"op\":\"matmul\",\"inputs\":[\"w\",\"x\"],\"outputs\":[\"y\"]}", "\"y\""),
+                 422, "nodes[0]", "name may not stand here");
+    /* a position embedding [s, 768] against [b, s, 768]: no merged kernel, s is not on axis 0 */
+    expect_error(G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},",
+                   "{\"name\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
+                   "{\"name\":\"pe\",\"shape\":[\"s\",768],\"dtype\":\"f16\"}",
+                   "{\"name\":\"pos\",\"op\":\"add\",\"inputs\":[\"x\",\"pe\"],\"outputs\":[\"y\"]}", "\"y\""),
+                 422, "nodes[0]", "its kernel cannot take the names");
+    expect_error(G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},",
+                   "{\"name\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"}",
+                   "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"perm\":[1,0,2]}}", "\"y\""),
+                 422, "nodes[0]", "strides depend on the names");
+    /* an output viewing an input is copied; [768, n] is no elementwise kernel's */
+    expect_error(G(DN, XN, "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[768,-1]}}",
+                   "\"y\""),
+                 422, "graph.outputs", "no kernel can copy it");
+    /* ... while [n*1, 768] (a reshape keeping axis 0) is */
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    const char *ok = G(DN, XN, "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[\"n\",24,32]}}",
+                       "\"y\"");
+    int r = plan_of(ok, &rq, &p, &e);
+    CHECK(r == 0 && p.n_kernels == 1 && strstr(p.kernels[0].request, "[\"n\",24,32]"), "%s", r ? e.message : "");
+    if (r == 0) {
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+#undef G
+#undef XN
+#undef DN
+#undef RELU
+}
+
 int main(void)
 {
     test_mlp();
@@ -1865,6 +2135,9 @@ int main(void)
     test_attention_packed();
     test_gelu();
     test_views_below_steps();
+    test_dims_plan();
+    test_dims_inference();
+    test_dims_errors();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
