@@ -131,6 +131,12 @@ def _shape(t):
     return [sym_int(d) for d in t.shape]
 
 
+def is_empty(t):
+    """Whether a (fake) tensor has no elements, without a guard: a dynamic size is never 0
+    (PyTorch specializes 0 and 1)."""
+    return any(not is_symbolic(d) and sym_int(d) == 0 for d in t.shape)
+
+
 def is_channels_last(t):
     import torch
     return (t.dim() == 4 and not t.is_contiguous()
@@ -704,7 +710,7 @@ def _shape_table():
 
     def cat(L, node, tensors, dim=0):
         metas = [meta_of(t) for t in tensors]
-        keep = [t for t, m in zip(tensors, metas) if m is None or m.numel() > 0]
+        keep = [t for t, m in zip(tensors, metas) if m is None or not is_empty(m)]
         vs = [L.val(t) for t in keep]
         if not vs:
             raise Unsupported("cat of empty tensors only")

@@ -461,7 +461,7 @@ def _fake_value(L, n):
 
 def _empty(n):
     m = meta_of(n)
-    return hasattr(m, "numel") and m.numel() == 0
+    return hasattr(m, "numel") and aten.is_empty(m)
 
 
 def _check_support(calls, reasons, opts, symbols):
