@@ -515,7 +515,8 @@ HIDET_EXPORT int hidet_plan_buffer(const hidet_plan *p, const char *name, bool *
 
 /* Binds device memory of `bytes` bytes to the input, weight or output `name`; -ENOENT names
  * the plan's tensors, -EINVAL when bytes is less than the tensor's size or ptr is 0 or not
- * 16-byte aligned. Rebinding is allowed (a new input each pass). */
+ * 16-byte aligned (a tensor with named axes: its size at the sizes, checked at the launch).
+ * Rebinding is allowed (a new input each pass). */
 HIDET_EXPORT int hidet_plan_bind(hidet_plan *p, const char *name, uint64_t ptr, uint64_t bytes,
                                  hidet_error *err);
 /* Optional, before hidet_plan_load(): the caller's own arena and constants memory (at least
