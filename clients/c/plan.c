@@ -6,6 +6,15 @@
  * at the first launch and again only when that address changes. The CUDA driver is opened with
  * dlopen at the first hidet_plan_load(): the library has no link dependency on libcuda, so
  * CPU-only users and CI can link and parse without it.
+ *
+ * A plan with named dims (docs/graphs.md, "Named dimensions") runs at sizes: they come from the
+ * inputs' shapes (hidet_plan_set_shape) or are given (hidet_plan_set_sizes), are checked for
+ * consistency and against the ranges (the daemon's wording), and when they change every step
+ * chooses its kernel set (the ready entry of its dispatch table holding them, else the generic
+ * set) and binds it: grids from their rules, "int" parameters, tensor maps at the sizes (their
+ * encodings kept per address and sizes). The arena is laid out at every name's max, so it is
+ * allocated once. The C client does not ask the daemon again for ranges that are not tuned
+ * yet (the Python runtime does): the generic set serves them.
  */
 #include "clients/c/client_internal.h"
 
@@ -122,31 +131,56 @@ static int cu_fail(hidet_error *err, int r, const char *what)
 
 /* ---- the plan ---------------------------------------------------------------------------- */
 
-typedef enum { SRC_TENSOR = 0, SRC_ARENA, SRC_CONSTANTS } src_kind;
+/* SRC_SIZE: an "int" parameter, the size of a named dim (from hidet_kernel_set_bind). */
+typedef enum { SRC_TENSOR = 0, SRC_ARENA, SRC_CONSTANTS, SRC_SIZE } src_kind;
+
+/* Encodings of a tensor map that follows the sizes, one per (address, sizes) met lately. */
+#define PLAN_MAP_CACHE 8
+typedef struct {
+    unsigned char bytes[TUNER_TMAP_BYTES] __attribute__((aligned(64)));
+    uint64_t addr; /* 0: unused */
+    int64_t sizes[HIDET_MAX_DIMS];
+} plan_map_slot;
 
 typedef struct {
     src_kind kind;
     size_t tensor; /* SRC_TENSOR: index into p->tensors */
     uint64_t offset;
     int map;             /* -1: a pointer; else the tensor map's slot in the kernel's maps */
-    tuner_tmap tmap;     /* ... its description */
+    tuner_tmap tmap;     /* ... its description (at the current sizes for a `sym` map) */
     uint64_t encoded_for; /* ... the address its slot was encoded for (0: not yet) */
+    bool sym;             /* ... its dims follow the sizes: encoded into `slots` */
+    plan_map_slot *slots; /* PLAN_MAP_CACHE of them */
+    size_t next_slot;     /* the one replaced next */
 } plan_src;
 
 typedef struct {
     char *name;
-    uint32_t grid[3], block[3], shared;
+    uint32_t grid[3], block[3], shared; /* grid: at the current sizes for a dynamic set */
     size_t n_params;
     plan_src *params; /* by parameter index */
+    long long *ints;  /* by parameter index: the "int" parameters at the current sizes */
     unsigned char *maps; /* TUNER_TMAP_BYTES per tensor-map parameter, 64-byte aligned */
     void *func;
 } plan_kernel;
 
+/* One kernel set a step may launch (its only one, or one of its dispatch table's). */
 typedef struct {
     char key[HIDET_KEY_LEN + 1];
     plan_kernel *kernels;
     size_t n_kernels;
     void *module;
+    hidet_kernel_set *set; /* kept for binding at sizes; NULL for a static set */
+    bool owned;            /* set is freed with the step (else it belongs to the table) */
+} plan_set;
+
+typedef struct {
+    plan_set *sets; /* [0]: the only set, or the table's generic one; then the ready entries' */
+    size_t n_sets;
+    hidet_dispatch *table; /* a step whose kernel takes names: its dispatch table, else NULL */
+    long *entry_set;       /* per table entry: its index in sets, or -1 (not ready) */
+    plan_set *cur;         /* what a launch runs (chosen at the current sizes) */
+    long cur_entry;        /* the table entry holding the current sizes, or -1 */
 } plan_step;
 
 typedef struct {
@@ -156,9 +190,16 @@ typedef struct {
 } plan_buffer;
 
 typedef struct {
-    hidet_plan_tensor t;
+    hidet_plan_tensor t;       /* shape and bytes at every name's max */
     hidet_plan_role role;
-    uint64_t ptr; /* 0 until bound */
+    uint64_t ptr;              /* 0 until bound */
+    uint64_t bound_bytes;      /* what hidet_plan_bind() was given */
+    unsigned sym[HIDET_MAX_RANK]; /* per axis: 0, or the bit set of the plan's dims it is */
+    bool named;                /* some axis is a name */
+    int given_rank;            /* an input's shape from hidet_plan_set_shape(); 0: none */
+    int64_t given[HIDET_MAX_RANK];
+    int64_t shape_now[HIDET_MAX_RANK]; /* at the current sizes */
+    uint64_t bytes_now;
 } plan_tensor;
 
 struct hidet_plan {
@@ -173,6 +214,13 @@ struct hidet_plan {
     void **modules;             /* each kernel set's module, loaded once */
     size_t n_modules;
     bool own_arena, own_constants, loaded, prepared;
+    /* Named dims (none for a static plan). */
+    int n_dims;
+    hidet_dim dims[HIDET_MAX_DIMS];     /* sorted by name */
+    int64_t explicit_sizes[HIDET_MAX_DIMS];
+    bool explicit_given[HIDET_MAX_DIMS];
+    int64_t sizes[HIDET_MAX_DIMS];      /* the sizes the steps are bound at */
+    bool sized;                         /* ... valid */
 };
 
 static size_t dtype_size(const char *d)
@@ -186,8 +234,11 @@ static size_t dtype_size(const char *d)
     return 0;
 }
 
-/* {"shape": [...], "dtype": "..."} into t (name left alone); -EPROTO naming `where`. */
-static int parse_spec(const cJSON *o, hidet_plan_tensor *t, const char *where, hidet_error *err)
+/* {"shape": [...], "dtype": "..."} into t (name left alone); -EPROTO naming `where`. An axis may
+ * be a name of the plan's dims or a product of them ("b*s"): sym[axis] (when sym is not NULL)
+ * gets its bit set, t->shape and t->bytes its size at the names' max. */
+static int parse_spec(const hidet_plan *p, const cJSON *o, hidet_plan_tensor *t, unsigned *sym,
+                      const char *where, hidet_error *err)
 {
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(o, "shape");
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(o, "dtype");
@@ -202,10 +253,32 @@ static int parse_spec(const cJSON *o, hidet_plan_tensor *t, const char *where, h
         return hidet__fail(err, -EPROTO, 0, "%s.dtype: expected f16, bf16, f32, i32 or i64", where);
     t->bytes = dtype_size(dtype->valuestring);
     cJSON_ArrayForEach(d, shape) {
+        if (sym)
+            sym[n] = 0;
+        if (cJSON_IsString(d)) {
+            unsigned mask = 0;
+            char why[160];
+            if (!p || p->n_dims == 0)
+                return hidet__fail(err, -EPROTO, 0, "%s.shape[%d]: '%.40s' is a name, but the plan "
+                                   "declares no \"dims\"", where, n, d->valuestring);
+            if (hidet__dims_mask(p->dims, p->n_dims, d->valuestring, &mask, why, sizeof(why)) < 0)
+                return hidet__fail(err, -EPROTO, 0, "%s.shape[%d]: %s", where, n, why);
+            if (!sym)
+                return hidet__fail(err, -EPROTO, 0, "%s.shape[%d]: a name where sizes are fixed",
+                                   where, n);
+            int64_t v = 1;
+            for (int k = 0; k < p->n_dims; k++)
+                if (mask & (1u << k))
+                    v *= p->dims[k].max;
+            sym[n] = mask;
+            t->shape[n++] = v;
+            t->bytes *= (uint64_t)v;
+            continue;
+        }
         if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > 2147483647.0 ||
             d->valuedouble != (double)(int64_t)d->valuedouble)
-            return hidet__fail(err, -EPROTO, 0, "%s.shape[%d]: expected a positive integer",
-                               where, n);
+            return hidet__fail(err, -EPROTO, 0, "%s.shape[%d]: expected a positive integer%s",
+                               where, n, p && p->n_dims ? " or a name of the plan's dims" : "");
         t->shape[n++] = (int64_t)d->valuedouble;
         t->bytes *= (uint64_t)d->valuedouble;
     }
@@ -270,10 +343,22 @@ static int parse_tensors(hidet_plan *p, const cJSON *root, const char *field, hi
         memset(t, 0, sizeof(*t));
         snprintf(t->t.name, sizeof(t->t.name), "%s", name->valuestring);
         t->role = role;
-        if ((r = parse_spec(o, &t->t, where, err)) < 0)
+        if ((r = parse_spec(p, o, &t->t, t->sym, where, err)) < 0)
             return r;
+        for (int d = 0; d < t->t.rank; d++)
+            t->named |= t->sym[d] != 0;
         p->n_tensors++;
     }
+    return 0;
+}
+
+/* Weights are given once, before the prepare steps: their shapes name no dims. */
+static int check_weights_static(const hidet_plan *p, hidet_error *err)
+{
+    for (size_t i = 0; i < p->n_tensors; i++)
+        if (p->tensors[i].role == HIDET_PLAN_WEIGHT && p->tensors[i].named)
+            return hidet__fail(err, -EPROTO, 0, "weights: '%s' has a named axis; weights are "
+                               "static", p->tensors[i].t.name);
     return 0;
 }
 
@@ -326,64 +411,38 @@ static int parse_buffers(hidet_plan *p, const cJSON *root, hidet_error *err)
     return 0;
 }
 
-/* One step: its kernel set parsed by hidet_kernel_set_parse(), each parameter resolved. */
-static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare,
-                      const char *where, hidet_error *err)
+/* One kernel set of a step made a plan_set: each parameter resolved to where its pointer comes
+ * from, and checked against what it binds (sizes at the names' max: the plan's layout). `at`
+ * names the set in messages ("steps[2].kernel_set" or "...dispatch.entries[1].kernel_set"). */
+static int resolve_set(hidet_plan *p, plan_set *ps, const hidet_kernel_set *set,
+                       const cJSON *bindings, const hidet_plan_tensor *in_specs, int n_in,
+                       bool prepare, bool dynamic, const char *where, const char *at,
+                       hidet_error *err)
 {
-    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "request");
-    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(req, "inputs");
-    const cJSON *bindings = cJSON_GetObjectItemCaseSensitive(s, "bindings");
-    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(s, "kernel_set"), *o;
-    hidet_plan_tensor in_specs[8];
-    hidet_kernel_set *set = NULL;
-    char w[160], *text = NULL;
-    int n_in = 0, r = 0;
+    char w[200];
 
-    if (!cJSON_IsArray(ins) || cJSON_GetArraySize(ins) < 1 || cJSON_GetArraySize(ins) > 8)
-        return hidet__fail(err, -EPROTO, 0, "%s.request.inputs: expected 1 to 8 inputs", where);
-    cJSON_ArrayForEach(o, ins) {
-        snprintf(w, sizeof(w), "%s.request.inputs[%d]", where, n_in);
-        if ((r = parse_spec(o, &in_specs[n_in++], w, err)) < 0)
-            return r;
-    }
-    if (!cJSON_IsObject(bindings))
-        return hidet__fail(err, -EPROTO, 0, "%s.bindings: expected an object", where);
-    if (!cJSON_IsObject(ks) || !(text = cJSON_PrintUnformatted(ks)))
-        return hidet__fail(err, -EPROTO, 0, "%s.kernel_set: expected an object", where);
-    r = hidet_kernel_set_parse(text, strlen(text), &set, err);
-    free(text);
-    if (r < 0) {
-        char m[sizeof(err->message)];
-        if (err) {
-            snprintf(m, sizeof(m), "%s", err->message);
-            hidet__fail(err, r, 0, "%s.kernel_set: %s", where, m);
-        }
-        return r;
-    }
-    memcpy(st->key, set->key, sizeof(st->key));
-    st->kernels = calloc(set->n_kernels, sizeof(*st->kernels));
-    if (!st->kernels) {
-        r = hidet__fail(err, -ENOMEM, 0, "out of memory");
-        goto out;
-    }
+    memcpy(ps->key, set->key, sizeof(ps->key));
+    ps->kernels = calloc(set->n_kernels, sizeof(*ps->kernels));
+    if (!ps->kernels)
+        return hidet__fail(err, -ENOMEM, 0, "out of memory");
     for (size_t k = 0; k < set->n_kernels; k++) {
         const hidet_kernel *hk = &set->kernels[k];
-        plan_kernel *pk = &st->kernels[st->n_kernels++];
+        plan_kernel *pk = &ps->kernels[ps->n_kernels++];
         memcpy(pk->grid, hk->grid, sizeof(pk->grid));
         memcpy(pk->block, hk->block, sizeof(pk->block));
         pk->shared = hk->shared_bytes;
         pk->n_params = hk->n_params;
         pk->name = strdup(hk->name);
         pk->params = calloc(hk->n_params + 1, sizeof(*pk->params));
+        if (dynamic)
+            pk->ints = calloc(hk->n_params + 1, sizeof(*pk->ints));
         size_t n_maps = 0;
         for (size_t j = 0; j < hk->n_params; j++)
             n_maps += hk->params[j].is_tensor_map;
         if (n_maps)
             pk->maps = aligned_alloc(64, n_maps * TUNER_TMAP_BYTES);
-        if (!pk->name || !pk->params || (n_maps && !pk->maps)) {
-            r = hidet__fail(err, -ENOMEM, 0, "out of memory");
-            goto out;
-        }
+        if (!pk->name || !pk->params || (dynamic && !pk->ints) || (n_maps && !pk->maps))
+            return hidet__fail(err, -ENOMEM, 0, "out of memory");
         int next_map = 0;
         for (size_t j = 0; j < hk->n_params; j++) {
             const hidet_param *hp = &hk->params[j];
@@ -391,24 +450,24 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
             uint64_t need;
             char what[96];
             snprintf(w, sizeof(w), "%s.bindings.%s", where, buf);
-            if (hp->index < 0 || (size_t)hp->index >= hk->n_params) {
-                r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].index: "
-                                "%d is out of range", where, k, j, hp->index);
-                goto out;
-            }
+            if (hp->index < 0 || (size_t)hp->index >= hk->n_params)
+                return hidet__fail(err, -EPROTO, 0, "%s.kernels[%zu].params[%zu].index: %d is out "
+                                   "of range", at, k, j, hp->index);
+            plan_src *src = &pk->params[hp->index];
             if (hp->kind == HIDET_BUFFER_SIZE) {
-                /* A plan's shapes are fixed (docs/graphs.md): its steps' sets take no sizes. */
-                r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].type: an "
-                                "\"int\" parameter (a dynamic op's size) in a plan, whose shapes "
-                                "are fixed", where, k, j);
-                goto out;
+                /* A static plan's shapes are fixed (docs/graphs.md): its sets take no sizes. */
+                if (!dynamic)
+                    return hidet__fail(err, -EPROTO, 0, "%s.kernels[%zu].params[%zu].type: an "
+                                       "\"int\" parameter (a dynamic op's size) in a plan, whose "
+                                       "shapes are fixed", at, k, j);
+                src->kind = SRC_SIZE;
+                src->map = -1;
+                continue;
             }
-            if (strcmp(hp->type, "pointer") != 0 && !hp->is_tensor_map) {
-                r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].type: "
-                                "'%s' is not a parameter kind this client can pass (pointer, "
-                                "tensor_map)", where, k, j, hp->type);
-                goto out;
-            }
+            if (strcmp(hp->type, "pointer") != 0 && !hp->is_tensor_map)
+                return hidet__fail(err, -EPROTO, 0, "%s.kernels[%zu].params[%zu].type: '%s' is "
+                                   "not a parameter kind this client can pass (pointer, "
+                                   "tensor_map%s)", at, k, j, hp->type, dynamic ? ", int" : "");
             if (hp->kind == HIDET_BUFFER_INPUT && hp->input >= 0 && hp->input < n_in) {
                 need = in_specs[hp->input].bytes;
                 snprintf(what, sizeof(what), "%s (%llu bytes)", buf, (unsigned long long)need);
@@ -421,65 +480,63 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
                 need = set->workspace_bytes;
                 snprintf(what, sizeof(what), "a workspace of %llu bytes", (unsigned long long)need);
             } else {
-                r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu].buffer: "
-                                "'%s' is not input<i> (i below %d), output or workspace", where,
-                                k, j, buf, n_in);
-                goto out;
+                return hidet__fail(err, -EPROTO, 0, "%s.kernels[%zu].params[%zu].buffer: '%s' is "
+                                   "not input<i> (i below %d), output or workspace", at, k, j,
+                                   buf, n_in);
             }
             const cJSON *bn = cJSON_GetObjectItemCaseSensitive(bindings, buf);
-            if (!cJSON_IsString(bn)) {
-                r = hidet__fail(err, -EPROTO, 0, "%s: the kernel reads %s, but the step binds "
-                                "nothing to it", w, buf);
-                goto out;
-            }
-            plan_src *src = &pk->params[hp->index];
+            if (!cJSON_IsString(bn))
+                return hidet__fail(err, -EPROTO, 0, "%s: the kernel reads %s, but the step binds "
+                                   "nothing to it", w, buf);
             ssize_t ti = find_tensor(p, bn->valuestring), bi = find_buffer(p, bn->valuestring);
             uint64_t have;
             if (ti >= 0) {
                 plan_tensor *t = &p->tensors[ti];
-                if (prepare && t->role != HIDET_PLAN_WEIGHT) {
-                    r = hidet__fail(err, -EPROTO, 0, "%s: a prepare step may read weights and "
-                                    "write constants only, but it binds '%s'", w, t->t.name);
-                    goto out;
-                }
-                if (hp->kind == HIDET_BUFFER_OUTPUT && t->role != HIDET_PLAN_OUTPUT) {
-                    r = hidet__fail(err, -EPROTO, 0, "%s: the step writes '%s', a caller's %s",
-                                    w, t->t.name, t->role == HIDET_PLAN_INPUT ? "input" : "weight");
-                    goto out;
-                }
+                if (prepare && t->role != HIDET_PLAN_WEIGHT)
+                    return hidet__fail(err, -EPROTO, 0, "%s: a prepare step may read weights and "
+                                       "write constants only, but it binds '%s'", w, t->t.name);
+                if (hp->kind == HIDET_BUFFER_OUTPUT && t->role != HIDET_PLAN_OUTPUT)
+                    return hidet__fail(err, -EPROTO, 0, "%s: the step writes '%s', a caller's %s",
+                                       w, t->t.name,
+                                       t->role == HIDET_PLAN_INPUT ? "input" : "weight");
                 src->kind = SRC_TENSOR;
                 src->tensor = (size_t)ti;
                 have = t->t.bytes;
             } else if (bi >= 0) {
                 plan_buffer *b = &p->buffers[bi];
-                if (prepare && !b->constants) {
-                    r = hidet__fail(err, -EPROTO, 0, "%s: a prepare step binds the arena buffer "
-                                    "'%s'", w, b->name);
-                    goto out;
-                }
+                if (prepare && !b->constants)
+                    return hidet__fail(err, -EPROTO, 0, "%s: a prepare step binds the arena "
+                                       "buffer '%s'", w, b->name);
                 src->kind = b->constants ? SRC_CONSTANTS : SRC_ARENA;
                 src->offset = b->offset;
                 have = b->bytes;
             } else {
-                r = hidet__fail(err, -EPROTO, 0, "%s: '%s' names no input, weight, output or "
-                                "buffer of the plan", w, bn->valuestring);
-                goto out;
+                return hidet__fail(err, -EPROTO, 0, "%s: '%s' names no input, weight, output or "
+                                   "buffer of the plan", w, bn->valuestring);
             }
             src->map = -1;
             const hidet_map_dims *md = set->kernel_dims && set->kernel_dims[k].map_dims
                                            ? &set->kernel_dims[k].map_dims[j] : NULL;
             for (int d = 0; md && d < 5; d++)
                 if (md->dims[d]) {
-                    /* As an "int" parameter: a plan's shapes are fixed (docs/graphs.md). */
-                    r = hidet__fail(err, -EPROTO, 0, "%s.kernel_set.kernels[%zu].params[%zu]."
-                                    "tensor_map.dims[%d]: a dimension that follows a dynamic op's "
-                                    "sizes in a plan, whose shapes are fixed", where, k, j, d);
-                    goto out;
+                    /* As an "int" parameter: a static plan's shapes are fixed. */
+                    if (!dynamic)
+                        return hidet__fail(err, -EPROTO, 0, "%s.kernels[%zu].params[%zu]."
+                                           "tensor_map.dims[%d]: a dimension that follows a "
+                                           "dynamic op's sizes in a plan, whose shapes are fixed",
+                                           at, k, j, d);
+                    src->sym = true;
                 }
             if (hp->is_tensor_map) {
-                /* The copy engine must not reach past the bound buffer either. */
+                /* The copy engine must not reach past the bound buffer either (a map that
+                 * follows the sizes: at their max, where the buffer is largest too). */
                 src->map = next_map++;
                 hidet__tmap_of(&hp->tensor_map, &src->tmap);
+                if (src->sym && !(src->slots = aligned_alloc(64, PLAN_MAP_CACHE *
+                                                                     sizeof(*src->slots))))
+                    return hidet__fail(err, -ENOMEM, 0, "out of memory");
+                if (src->slots)
+                    memset(src->slots, 0, PLAN_MAP_CACHE * sizeof(*src->slots));
                 const uint64_t reach = tuner_tmap_extent(&src->tmap);
                 if (reach > need) {
                     need = reach;
@@ -487,16 +544,139 @@ static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare
                              (unsigned long long)reach);
                 }
             }
-            if (have < need) {
-                r = hidet__fail(err, -EPROTO, 0, "%s: '%s' has %llu bytes, too few for %s", w,
-                                bn->valuestring, (unsigned long long)have, what);
-                goto out;
-            }
+            if (have < need)
+                return hidet__fail(err, -EPROTO, 0, "%s: '%s' has %llu bytes, too few for %s", w,
+                                   bn->valuestring, (unsigned long long)have, what);
         }
     }
-out:
-    hidet_kernel_set_free(set);
+    return 0;
+}
+
+/* A kernel set's "kernel_set" parse error, prefixed with where it is. */
+static int set_fail(hidet_error *err, int r, const char *at)
+{
+    if (err) {
+        char m[sizeof(err->message)];
+        snprintf(m, sizeof(m), "%s", err->message);
+        hidet__fail(err, r, 0, "%s: %s", at, m);
+    }
     return r;
+}
+
+/* Every dim a dynamic set or table declares must be the plan's, with the plan's range (entries
+ * are cut to their ranges: only the names are checked there). */
+static int check_set_dims(const hidet_plan *p, const hidet_dim *dims, int n_dims, bool exact,
+                          const char *at, hidet_error *err)
+{
+    for (int k = 0; k < n_dims; k++) {
+        int i = hidet__dim_index(p->dims, p->n_dims, dims[k].name);
+        if (i < 0)
+            return hidet__fail(err, -EPROTO, 0, "%s.dims.%s: not a dim of the plan (%s)", at,
+                               dims[k].name, p->n_dims ? "see its \"dims\"" : "it has none");
+        const hidet_dim *d = &p->dims[i];
+        if (exact && (d->min != dims[k].min || d->max != dims[k].max ||
+                      d->multiple_of != dims[k].multiple_of))
+            return hidet__fail(err, -EPROTO, 0, "%s.dims.%s: %lld..%lld (multiple of %lld), but "
+                               "the plan's is %lld..%lld (multiple of %lld)", at, dims[k].name,
+                               (long long)dims[k].min, (long long)dims[k].max,
+                               (long long)dims[k].multiple_of, (long long)d->min,
+                               (long long)d->max, (long long)d->multiple_of);
+    }
+    return 0;
+}
+
+/* One step: its kernel set (hidet_kernel_set_parse) or, for a kernel that takes names, its
+ * dispatch table (hidet_dispatch_parse), each set's parameters resolved. */
+static int parse_step(hidet_plan *p, const cJSON *s, plan_step *st, bool prepare,
+                      const char *where, hidet_error *err)
+{
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "request");
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(req, "inputs");
+    const cJSON *bindings = cJSON_GetObjectItemCaseSensitive(s, "bindings");
+    const cJSON *ks = cJSON_GetObjectItemCaseSensitive(s, "kernel_set"), *o;
+    hidet_plan_tensor in_specs[8];
+    unsigned in_sym[HIDET_MAX_RANK];
+    char w[200], at[96], *text = NULL;
+    int n_in = 0, r = 0;
+
+    st->cur_entry = -1;
+    if (!cJSON_IsArray(ins) || cJSON_GetArraySize(ins) < 1 || cJSON_GetArraySize(ins) > 8)
+        return hidet__fail(err, -EPROTO, 0, "%s.request.inputs: expected 1 to 8 inputs", where);
+    cJSON_ArrayForEach(o, ins) {
+        snprintf(w, sizeof(w), "%s.request.inputs[%d]", where, n_in);
+        if ((r = parse_spec(p, o, &in_specs[n_in++], prepare ? NULL : in_sym, w, err)) < 0)
+            return r;
+    }
+    if (!cJSON_IsObject(bindings))
+        return hidet__fail(err, -EPROTO, 0, "%s.bindings: expected an object", where);
+    if (!cJSON_IsObject(ks) || !(text = cJSON_PrintUnformatted(ks)))
+        return hidet__fail(err, -EPROTO, 0, "%s.kernel_set: expected an object", where);
+    snprintf(at, sizeof(at), "%s.kernel_set", where);
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ks, "dispatch"))) {
+        if (prepare || p->n_dims == 0) {
+            free(text);
+            return hidet__fail(err, -EPROTO, 0, "%s: a dispatch table (a kernel that takes "
+                               "names) in a %s", at, prepare ? "prepare step" : "plan without "
+                               "\"dims\"");
+        }
+        r = hidet_dispatch_parse(text, strlen(text), &st->table, err);
+        free(text);
+        if (r < 0)
+            return set_fail(err, r, at);
+        const hidet_dispatch *d = st->table;
+        if ((r = check_set_dims(p, d->dims, d->n_dims, true, at, err)) < 0)
+            return r;
+        st->sets = calloc(d->n_entries + 1, sizeof(*st->sets));
+        st->entry_set = calloc(d->n_entries + 1, sizeof(*st->entry_set));
+        if (!st->sets || !st->entry_set)
+            return hidet__fail(err, -ENOMEM, 0, "out of memory");
+        st->sets[0].set = d->generic;
+        snprintf(w, sizeof(w), "%s.dispatch.generic", at);
+        if ((r = resolve_set(p, &st->sets[st->n_sets++], d->generic, bindings, in_specs, n_in,
+                             false, true, where, w, err)) < 0)
+            return r;
+        for (size_t i = 0; i < d->n_entries; i++) {
+            st->entry_set[i] = -1;
+            if (d->entries[i].state != HIDET_ENTRY_READY || !d->entries[i].kernel_set)
+                continue;
+            snprintf(w, sizeof(w), "%s.dispatch.entries[%zu].kernel_set", at, i);
+            if ((r = check_set_dims(p, d->entries[i].kernel_set->dims,
+                                    d->entries[i].kernel_set->n_dims, false, w, err)) < 0)
+                return r;
+            st->entry_set[i] = (long)st->n_sets;
+            st->sets[st->n_sets].set = d->entries[i].kernel_set;
+            if ((r = resolve_set(p, &st->sets[st->n_sets++], d->entries[i].kernel_set, bindings,
+                                 in_specs, n_in, false, true, where, w, err)) < 0)
+                return r;
+        }
+    } else {
+        hidet_kernel_set *set = NULL;
+        r = hidet_kernel_set_parse(text, strlen(text), &set, err);
+        free(text);
+        if (r < 0)
+            return set_fail(err, r, at);
+        if (!(st->sets = calloc(1, sizeof(*st->sets)))) {
+            hidet_kernel_set_free(set);
+            return hidet__fail(err, -ENOMEM, 0, "out of memory");
+        }
+        st->n_sets = 1;
+        /* A set that takes sizes is kept for binding them; a static one is not needed after. */
+        st->sets[0].set = set;
+        st->sets[0].owned = true;
+        const bool dynamic = set->n_dims && p->n_dims && !prepare;
+        if (dynamic && (r = check_set_dims(p, set->dims, set->n_dims, true, at, err)) < 0)
+            return r;
+        r = resolve_set(p, &st->sets[0], set, bindings, in_specs, n_in, prepare, dynamic, where,
+                        at, err);
+        if (r < 0)
+            return r;
+        if (!dynamic) {
+            hidet_kernel_set_free(set);
+            st->sets[0].set = NULL;
+        }
+    }
+    st->cur = &st->sets[0];
+    return 0;
 }
 
 static int parse_steps(hidet_plan *p, const cJSON *root, const char *field, bool prepare,
@@ -546,9 +726,18 @@ int hidet_plan_parse(const char *json, size_t len, hidet_plan **ret, hidet_error
         r = hidet__fail(err, -ENOMEM, 0, "out of memory");
         goto out;
     }
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
+    if (dims) {
+        char why[192];
+        if ((r = hidet__dims_parse(dims, p->dims, &p->n_dims, why, sizeof(why))) < 0) {
+            r = hidet__fail(err, -EPROTO, 0, "dims%s", why);
+            goto out;
+        }
+    }
     if ((r = parse_tensors(p, root, "inputs", HIDET_PLAN_INPUT, true, err)) < 0 ||
         (r = parse_tensors(p, root, "weights", HIDET_PLAN_WEIGHT, false, err)) < 0 ||
         (r = parse_tensors(p, root, "outputs", HIDET_PLAN_OUTPUT, true, err)) < 0 ||
+        (r = check_weights_static(p, err)) < 0 ||
         (r = parse_u64(root, "arena_bytes", &p->arena_bytes, "", err)) < 0 ||
         (r = parse_u64(root, "constants_bytes", &p->constants_bytes, "", err)) < 0 ||
         (r = parse_buffers(p, root, err)) < 0 ||
@@ -586,15 +775,30 @@ int hidet_plan_request(hidet_client *c, const char *graph_request_json, hidet_pl
     return r;
 }
 
+static void free_set(plan_set *ps)
+{
+    for (size_t k = 0; k < ps->n_kernels; k++) {
+        plan_kernel *pk = &ps->kernels[k];
+        for (size_t j = 0; pk->params && j < pk->n_params; j++)
+            free(pk->params[j].slots);
+        free(pk->name);
+        free(pk->params);
+        free(pk->ints);
+        free(pk->maps);
+    }
+    free(ps->kernels);
+    if (ps->owned)
+        hidet_kernel_set_free(ps->set);
+}
+
 static void free_steps(plan_step *s, size_t n)
 {
     for (size_t i = 0; s && i < n; i++) {
-        for (size_t k = 0; k < s[i].n_kernels; k++) {
-            free(s[i].kernels[k].name);
-            free(s[i].kernels[k].params);
-            free(s[i].kernels[k].maps);
-        }
-        free(s[i].kernels);
+        for (size_t j = 0; j < s[i].n_sets; j++)
+            free_set(&s[i].sets[j]);
+        free(s[i].sets);
+        free(s[i].entry_set);
+        hidet_dispatch_free(s[i].table);
     }
     free(s);
 }
@@ -677,11 +881,13 @@ int hidet_plan_bind(hidet_plan *p, const char *name, uint64_t ptr, uint64_t byte
     if (!ptr || ptr % 16)
         return hidet__fail(err, -EINVAL, 0, "'%s': the pointer 0x%llx is %s", name,
                            (unsigned long long)ptr, ptr ? "not 16-byte aligned" : "NULL");
-    if (bytes < t->t.bytes)
+    /* A tensor with named axes is checked at the launch, against its size at the sizes. */
+    if (!t->named && bytes < t->t.bytes)
         return hidet__fail(err, -EINVAL, 0, "'%s': %llu bytes given, the tensor (%s, rank %d) "
                            "needs %llu", name, (unsigned long long)bytes, t->t.dtype, t->t.rank,
                            (unsigned long long)t->t.bytes);
     t->ptr = ptr;
+    t->bound_bytes = bytes;
     if (t->role == HIDET_PLAN_WEIGHT)
         p->prepared = false;
     hidet__ok(err);
@@ -706,11 +912,21 @@ int hidet_plan_set_memory(hidet_plan *p, uint64_t arena, uint64_t constants, hid
     return 0;
 }
 
-/* The module of a step (one per kernel set, shared by steps with the same key). */
-static int load_step(hidet_plan *p, hidet_client *c, plan_step *st, hidet_error *err)
+/* The module of a kernel set (one per key, shared by the sets of every step with that key). */
+static plan_set *set_with_module(hidet_plan *p, const char *key)
 {
     plan_step *all[2] = {p->prepare, p->steps};
     size_t ns[2] = {p->n_prepare, p->n_steps};
+    for (int a = 0; a < 2; a++)
+        for (size_t i = 0; i < ns[a]; i++)
+            for (size_t j = 0; j < all[a][i].n_sets; j++)
+                if (all[a][i].sets[j].module && strcmp(all[a][i].sets[j].key, key) == 0)
+                    return &all[a][i].sets[j];
+    return NULL;
+}
+
+static int load_set(hidet_plan *p, hidet_client *c, plan_set *st, hidet_error *err)
+{
     int r;
 
     for (size_t k = 0; k < st->n_kernels; k++)
@@ -721,10 +937,9 @@ static int load_step(hidet_plan *p, hidet_client *c, plan_step *st, hidet_error 
                                    "lacks %s (it needs a CUDA 12 driver or newer)", st->kernels[k].name,
                                    tuner_tmap_encoder_name(&s->tmap));
         }
-    for (int a = 0; a < 2 && !st->module; a++)
-        for (size_t i = 0; i < ns[a]; i++)
-            if (&all[a][i] != st && all[a][i].module && strcmp(all[a][i].key, st->key) == 0)
-                st->module = all[a][i].module;
+    const plan_set *shared = set_with_module(p, st->key);
+    if (shared)
+        st->module = shared->module;
     if (!st->module) {
         void *img = NULL;
         size_t len = 0;
@@ -760,6 +975,15 @@ static int load_step(hidet_plan *p, hidet_client *c, plan_step *st, hidet_error 
                                (int)pk->shared)) != 0)
             return cu_fail(err, cr, "cuFuncSetAttribute (dynamic shared memory)");
     }
+    return 0;
+}
+
+static int load_step(hidet_plan *p, hidet_client *c, plan_step *st, hidet_error *err)
+{
+    int r;
+    for (size_t j = 0; j < st->n_sets; j++)
+        if ((r = load_set(p, c, &st->sets[j], err)) < 0)
+            return r;
     return 0;
 }
 
@@ -804,23 +1028,343 @@ int hidet_plan_load(hidet_plan *p, hidet_client *c, hidet_error *err)
     return 0;
 }
 
+/* ---- named dims: the sizes of a pass -------------------------------------------------------- */
+
+int hidet_plan_n_dims(const hidet_plan *p) { return p ? p->n_dims : 0; }
+
+const hidet_dim *hidet_plan_dim_at(const hidet_plan *p, int i)
+{
+    return p && i >= 0 && i < p->n_dims ? &p->dims[i] : NULL;
+}
+
+int hidet_plan_set_shape(hidet_plan *p, const char *name, const int64_t *shape, int rank,
+                         hidet_error *err)
+{
+    if (!p || !name || (rank && !shape))
+        return hidet__fail(err, -EINVAL, 0, "no plan, name or shape");
+    ssize_t i = find_tensor(p, name);
+    if (i < 0 || p->tensors[i].role != HIDET_PLAN_INPUT)
+        return hidet__fail(err, -ENOENT, 0, "the plan has no input '%s'", name);
+    plan_tensor *t = &p->tensors[i];
+    if (rank != 0 && rank != t->t.rank)
+        return hidet__fail(err, -EINVAL, 0, "input '%s': a shape of rank %d, the plan's has "
+                           "rank %d", name, rank, t->t.rank);
+    for (int d = 0; d < rank; d++)
+        if (shape[d] < 1)
+            return hidet__fail(err, -EINVAL, 0, "input '%s': shape[%d] is %lld", name, d,
+                               (long long)shape[d]);
+    memcpy(t->given, shape, (size_t)rank * sizeof(*shape));
+    t->given_rank = rank;
+    hidet__ok(err);
+    return 0;
+}
+
+int hidet_plan_set_sizes(hidet_plan *p, const char *const *names, const int64_t *sizes, size_t n,
+                         hidet_error *err)
+{
+    if (!p || (n && (!names || !sizes)))
+        return hidet__fail(err, -EINVAL, 0, "no plan, or sizes without names");
+    for (size_t i = 0; i < n; i++)
+        if (hidet__dim_index(p->dims, p->n_dims, names[i]) < 0)
+            return hidet__fail(err, -EINVAL, 0, "'%.40s' is not a dim of the plan (%s)",
+                               names[i] ? names[i] : "(null)",
+                               p->n_dims ? "see hidet_plan_dim_at()" : "it has none");
+    memset(p->explicit_given, 0, sizeof(p->explicit_given));
+    for (size_t i = 0; i < n; i++) {
+        int k = hidet__dim_index(p->dims, p->n_dims, names[i]);
+        p->explicit_given[k] = true;
+        p->explicit_sizes[k] = sizes[i];
+    }
+    hidet__ok(err);
+    return 0;
+}
+
+/* The product of the sizes of the dims in mask. */
+static int64_t sym_size(const int64_t *sizes, unsigned mask)
+{
+    int64_t v = 1;
+    for (int k = 0; k < HIDET_MAX_DIMS; k++)
+        if (mask & (1u << k))
+            v *= sizes[k];
+    return v;
+}
+
+/* The sizes of the next pass (by index of p->dims): the explicit ones, then each input's plain
+ * named axes; every fixed and product axis of a given shape checked against them; each size
+ * checked against its range (hidet__sizes_resolve: the daemon's wording). */
+static int resolve_sizes(const hidet_plan *p, int64_t *out, hidet_error *err)
+{
+    int64_t known[HIDET_MAX_DIMS] = {0};
+    char from[HIDET_MAX_DIMS][160];
+    const char *names[HIDET_MAX_DIMS];
+
+    for (int k = 0; k < p->n_dims; k++) {
+        names[k] = p->dims[k].name;
+        if (p->explicit_given[k]) {
+            known[k] = p->explicit_sizes[k];
+            snprintf(from[k], sizeof(from[k]), "hidet_plan_set_sizes()");
+        }
+    }
+    for (size_t i = 0; i < p->n_tensors; i++) {
+        const plan_tensor *t = &p->tensors[i];
+        if (t->role != HIDET_PLAN_INPUT || !t->given_rank)
+            continue;
+        for (int d = 0; d < t->t.rank; d++) {
+            const unsigned m = t->sym[d];
+            if (!m || (m & (m - 1)))
+                continue;
+            const int k = __builtin_ctz(m);
+            if (!known[k]) {
+                known[k] = t->given[d];
+                snprintf(from[k], sizeof(from[k]), "input '%.100s' shape[%d]", t->t.name, d);
+            } else if (known[k] != t->given[d]) {
+                int r = hidet__fail(err, -EINVAL, 0, "input '%s' shape[%d]: %s is %lld here, but "
+                                    "%lld from %s", t->t.name, d, names[k],
+                                    (long long)t->given[d], (long long)known[k], from[k]);
+                if (err)
+                    snprintf(err->field, sizeof(err->field), "%.100s.shape[%d]", t->t.name, d);
+                return r;
+            }
+        }
+    }
+    for (int k = 0; k < p->n_dims; k++)
+        if (!known[k])
+            return hidet__fail(err, -EINVAL, 0, "the size of %s is not known: no input shape "
+                               "given (hidet_plan_set_shape()) has an axis that is %s alone; give "
+                               "it with hidet_plan_set_sizes()", names[k], names[k]);
+    int r = hidet__sizes_resolve(p->dims, p->n_dims, names, known, (size_t)p->n_dims, out, err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < p->n_tensors; i++) {
+        const plan_tensor *t = &p->tensors[i];
+        if (t->role != HIDET_PLAN_INPUT || !t->given_rank)
+            continue;
+        for (int d = 0; d < t->t.rank; d++) {
+            const int64_t want = t->sym[d] ? sym_size(out, t->sym[d]) : t->t.shape[d];
+            if (t->given[d] == want)
+                continue;
+            char expr[HIDET_MAX_DIMS * HIDET_DIM_NAME_LEN] = "";
+            for (int k = 0; k < p->n_dims; k++)
+                if (t->sym[d] & (1u << k))
+                    snprintf(expr + strlen(expr), sizeof(expr) - strlen(expr), "%s%s",
+                             expr[0] ? "*" : "", names[k]);
+            if (t->sym[d])
+                r = hidet__fail(err, -EINVAL, 0, "input '%s' shape[%d] is %lld, but %s is %lld at "
+                                "these sizes", t->t.name, d, (long long)t->given[d], expr,
+                                (long long)want);
+            else
+                r = hidet__fail(err, -EINVAL, 0, "input '%s' shape[%d] is %lld, the plan's is "
+                                "%lld", t->t.name, d, (long long)t->given[d], (long long)want);
+            if (err)
+                snprintf(err->field, sizeof(err->field), "%.100s.shape[%d]", t->t.name, d);
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* A set's dims' names and their sizes (the set's dims are the plan's, checked at parsing). */
+static size_t set_sizes_of(const hidet_plan *p, const hidet_dim *dims, int n_dims,
+                           const int64_t *at, const char **names, int64_t *vals)
+{
+    for (int k = 0; k < n_dims; k++) {
+        names[k] = dims[k].name;
+        vals[k] = at[hidet__dim_index(p->dims, p->n_dims, dims[k].name)];
+    }
+    return (size_t)n_dims;
+}
+
+/* A step at the sizes: its kernel set chosen, then bound (grids, "int" parameters, the tensor
+ * maps that follow the sizes described at them; encoded at the launch). */
+static int bind_step(hidet_plan *p, plan_step *st, const int64_t *at, size_t index,
+                     hidet_error *err)
+{
+    const char *names[HIDET_MAX_DIMS];
+    int64_t vals[HIDET_MAX_DIMS];
+    size_t n;
+    int r;
+
+    if (st->table) {
+        const hidet_kernel_set *chosen = NULL;
+        long entry = -1;
+        n = set_sizes_of(p, st->table->dims, st->table->n_dims, at, names, vals);
+        if ((r = hidet_dispatch_select(st->table, names, vals, n, &chosen, &entry, err)) < 0)
+            goto fail;
+        st->cur_entry = entry;
+        st->cur = chosen != st->table->generic && entry >= 0 && st->entry_set[entry] >= 0
+                      ? &st->sets[st->entry_set[entry]] : &st->sets[0];
+    }
+    plan_set *ps = st->cur;
+    const hidet_kernel_set *set = ps->set;
+    if (!set)
+        return 0; /* a static set */
+    n = set_sizes_of(p, set->dims, set->n_dims, at, names, vals);
+    for (size_t k = 0; k < ps->n_kernels; k++) {
+        plan_kernel *pk = &ps->kernels[k];
+        if ((r = hidet_kernel_set_bind(set, k, names, vals, n, pk->grid, pk->ints, err)) < 0)
+            goto fail;
+        for (size_t j = 0; j < set->kernels[k].n_params; j++) {
+            plan_src *src = &pk->params[set->kernels[k].params[j].index];
+            hidet_tensor_map m;
+            if (!src->sym)
+                continue;
+            if ((r = hidet_kernel_set_bind_map(set, k, j, names, vals, n, &m, err)) < 0)
+                goto fail;
+            hidet__tmap_of(&m, &src->tmap);
+        }
+    }
+    return 0;
+fail:
+    if (err) {
+        char m[sizeof(err->message)];
+        snprintf(m, sizeof(m), "%s", err->message);
+        hidet__fail(err, r, 0, "steps[%zu]: %s", index, m);
+    }
+    return r;
+}
+
+int hidet_plan_apply_sizes(hidet_plan *p, hidet_error *err)
+{
+    int64_t at[HIDET_MAX_DIMS] = {0};
+    int r;
+
+    if (!p)
+        return hidet__fail(err, -EINVAL, 0, "no plan");
+    if (p->n_dims == 0) {
+        hidet__ok(err);
+        return 0;
+    }
+    if ((r = resolve_sizes(p, at, err)) < 0)
+        return r;
+    if (!p->sized || memcmp(at, p->sizes, sizeof(at)) != 0) {
+        p->sized = false;
+        for (size_t i = 0; i < p->n_steps; i++)
+            if ((r = bind_step(p, &p->steps[i], at, i, err)) < 0)
+                return r;
+        memcpy(p->sizes, at, sizeof(at));
+        for (size_t i = 0; i < p->n_tensors; i++) {
+            plan_tensor *t = &p->tensors[i];
+            t->bytes_now = dtype_size(t->t.dtype);
+            for (int d = 0; d < t->t.rank; d++) {
+                t->shape_now[d] = t->sym[d] ? sym_size(at, t->sym[d]) : t->t.shape[d];
+                t->bytes_now *= (uint64_t)t->shape_now[d];
+            }
+        }
+        p->sized = true;
+    }
+    hidet__ok(err);
+    return 0;
+}
+
+int hidet_plan_shape(const hidet_plan *p, const char *name, int64_t shape[HIDET_MAX_RANK],
+                     int *ret_rank, uint64_t *ret_bytes, hidet_error *err)
+{
+    ssize_t i = p && name ? find_tensor(p, name) : -1;
+    if (i < 0)
+        return hidet__fail(err, -ENOENT, 0, "the plan has no input, weight or output '%s'",
+                           name ? name : "(null)");
+    const plan_tensor *t = &p->tensors[i];
+    if (t->named && !p->sized)
+        return hidet__fail(err, -EALREADY, 0, "'%s' has named axes: hidet_plan_apply_sizes() "
+                           "first", name);
+    for (int d = 0; shape && d < t->t.rank; d++)
+        shape[d] = t->named ? t->shape_now[d] : t->t.shape[d];
+    if (ret_rank)
+        *ret_rank = t->t.rank;
+    if (ret_bytes)
+        *ret_bytes = t->named ? t->bytes_now : t->t.bytes;
+    hidet__ok(err);
+    return 0;
+}
+
+int hidet_plan_size(const hidet_plan *p, const char *name, int64_t *ret)
+{
+    int k = p ? hidet__dim_index(p->dims, p->n_dims, name) : -1;
+    if (k < 0)
+        return -ENOENT;
+    if (!p->sized)
+        return -EALREADY;
+    if (ret)
+        *ret = p->sizes[k];
+    return 0;
+}
+
+/* The 8 bytes a launch passes for a parameter (a tensor map's: its buffer's address). */
+static uint64_t param_value(const hidet_plan *p, const plan_kernel *pk, size_t j)
+{
+    const plan_src *s = &pk->params[j];
+    return s->kind == SRC_TENSOR ? p->tensors[s->tensor].ptr
+         : s->kind == SRC_ARENA  ? p->arena + s->offset
+         : s->kind == SRC_SIZE   ? (uint64_t)pk->ints[j]
+                                 : p->constants + s->offset;
+}
+
+int hidet_plan_step_kernel(const hidet_plan *p, size_t step, size_t kernel, long *ret_entry,
+                           char ret_key[HIDET_KEY_LEN + 1], uint32_t ret_grid[3],
+                           uint64_t *ret_args, size_t n_args, size_t *ret_n_params,
+                           hidet_error *err)
+{
+    if (!p || step >= p->n_steps || kernel >= p->steps[step].cur->n_kernels)
+        return hidet__fail(err, -EINVAL, 0, "no plan, or no step %zu kernel %zu", step, kernel);
+    const plan_step *st = &p->steps[step];
+    const plan_kernel *pk = &st->cur->kernels[kernel];
+    if (ret_entry)
+        *ret_entry = st->table ? st->cur_entry : -1;
+    if (ret_key)
+        memcpy(ret_key, st->cur->key, HIDET_KEY_LEN + 1);
+    if (ret_grid)
+        memcpy(ret_grid, pk->grid, sizeof(pk->grid));
+    for (size_t j = 0; ret_args && j < n_args && j < pk->n_params; j++)
+        ret_args[j] = param_value(p, pk, j);
+    if (ret_n_params)
+        *ret_n_params = pk->n_params;
+    hidet__ok(err);
+    return 0;
+}
+
+/* The encoding of a map that follows the sizes, for addr at the current sizes: kept ones are
+ * reused (a pass at sizes met lately encodes nothing). */
+static int sym_map(hidet_plan *p, plan_src *s, uint64_t addr, unsigned char **ret, hidet_error *err)
+{
+    for (size_t i = 0; i < PLAN_MAP_CACHE; i++)
+        if (s->slots[i].addr == addr && memcmp(s->slots[i].sizes, p->sizes, sizeof(p->sizes)) == 0) {
+            *ret = s->slots[i].bytes;
+            return 0;
+        }
+    plan_map_slot *slot = &s->slots[s->next_slot];
+    s->next_slot = (s->next_slot + 1) % PLAN_MAP_CACHE;
+    slot->addr = 0;
+    int cr = tuner_tmap_encode(&s->tmap, addr, slot->bytes, &cu.tmap);
+    if (cr != 0)
+        return cu_fail(err, cr, tuner_tmap_encoder_name(&s->tmap));
+    slot->addr = addr;
+    memcpy(slot->sizes, p->sizes, sizeof(p->sizes));
+    *ret = slot->bytes;
+    return 0;
+}
+
 static int launch_steps(hidet_plan *p, plan_step *steps, size_t n, void *stream, hidet_error *err)
 {
     for (size_t i = 0; i < n; i++) {
-        for (size_t k = 0; k < steps[i].n_kernels; k++) {
-            plan_kernel *pk = &steps[i].kernels[k];
+        plan_set *ps = steps[i].cur;
+        for (size_t k = 0; k < ps->n_kernels; k++) {
+            plan_kernel *pk = &ps->kernels[k];
             uint64_t vals[64];
             void *args[64];
+            int r;
             if (pk->n_params > 64)
                 return hidet__fail(err, -E2BIG, 0, "kernel %s has %zu parameters", pk->name,
                                    pk->n_params);
             for (size_t j = 0; j < pk->n_params; j++) {
                 plan_src *s = &pk->params[j];
-                vals[j] = s->kind == SRC_TENSOR ? p->tensors[s->tensor].ptr
-                        : s->kind == SRC_ARENA  ? p->arena + s->offset
-                                                : p->constants + s->offset;
+                vals[j] = param_value(p, pk, j);
                 args[j] = &vals[j];
-                if (s->map >= 0) {
+                if (s->map >= 0 && s->sym) {
+                    unsigned char *enc = NULL;
+                    if ((r = sym_map(p, s, vals[j], &enc, err)) < 0)
+                        return r;
+                    args[j] = enc;
+                } else if (s->map >= 0) {
                     unsigned char *slot = pk->maps + (size_t)s->map * TUNER_TMAP_BYTES;
                     if (s->encoded_for != vals[j]) {
                         int cr = tuner_tmap_encode(&s->tmap, vals[j], slot, &cu.tmap);
@@ -851,6 +1395,11 @@ static int check_bound(const hidet_plan *p, bool weights_only, hidet_error *err)
                                : t->role == HIDET_PLAN_WEIGHT ? "weight"
                                                               : "output",
                                t->t.name);
+        if (!weights_only && t->named && t->bound_bytes < t->bytes_now)
+            return hidet__fail(err, -EINVAL, 0, "%s '%s': %llu bytes bound, at these sizes it "
+                               "needs %llu", t->role == HIDET_PLAN_INPUT ? "input" : "output",
+                               t->t.name, (unsigned long long)t->bound_bytes,
+                               (unsigned long long)t->bytes_now);
     }
     return 0;
 }
@@ -878,7 +1427,7 @@ int hidet_plan_launch(hidet_plan *p, void *stream, hidet_error *err)
     if (!p->loaded || (!p->prepared && p->n_prepare))
         return hidet__fail(err, -EALREADY, 0, "%s first",
                            !p->loaded ? "hidet_plan_load()" : "hidet_plan_prepare()");
-    if ((r = check_bound(p, false, err)) < 0)
+    if ((r = hidet_plan_apply_sizes(p, err)) < 0 || (r = check_bound(p, false, err)) < 0)
         return r;
     return launch_steps(p, p->steps, p->n_steps, stream, err);
 }

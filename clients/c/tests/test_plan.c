@@ -3,7 +3,9 @@
  * steps writing constants, steps reading them, arena buffers, a workspace) parsed, its tensors
  * and arena layout read back, bindings checked; damaged plans refused naming the field; calls
  * out of order refused; and hidet_plan_load() on a machine without the CUDA driver (forced with
- * $HIDETD_LIBCUDA) failing with -ELIBACC and dlopen's reason.
+ * $HIDETD_LIBCUDA) failing with -ELIBACC and dlopen's reason. A plan with named dims (a dispatch
+ * table step, a set whose tensor map follows b*s) at several sizes: the kernel set each step
+ * chooses, its grid and parameters, output shapes, and sizes refused in the daemon's words.
  */
 #include "hidet/client.h"
 
@@ -334,11 +336,182 @@ static void test_damaged(void)
     CHECK(hidet_plan_free(NULL) == NULL);
 }
 
+/* ---- plans with named dims ---------------------------------------------------------------- */
+
+#define K4 "4444444444444444444444444444444444444444444444444444444444444444"
+#define DIMS_BS "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":4}}"
+/* A set over b and s: grid x ceil(b*s / 2), the sizes of b and s as "int" parameters. */
+#define BS_SET(key)                                                                                \
+    "{\"key\":\"" key "\",\"op\":\"x\",\"arch\":\"sm_90\",\"output\":{\"shape\":[\"b*s\",16],"     \
+    "\"dtype\":\"f16\"},\"workspace_bytes\":0,\"kernels\":[{\"name\":\"k_" key "\",\"grid\":["     \
+    "{\"dims\":[\"b\",\"s\"],\"coef\":1,\"div\":2,\"mul\":1,\"cap\":0},1,1],\"block\":[128,1,1],"  \
+    "\"shared_bytes\":0,\"params\":[{\"index\":0,\"buffer\":\"input0\",\"type\":\"pointer\"},"     \
+    "{\"index\":1,\"buffer\":\"output\",\"type\":\"pointer\"},"                                     \
+    "{\"index\":2,\"type\":\"int\",\"dim\":\"b\"},{\"index\":3,\"type\":\"int\",\"dim\":\"s\"}]}]}"
+
+/* The plan of a graph over x [b, s, 16] and ids [b]: step 0 a dispatch table (b 1..4 ready,
+ * 5..8 tuning), step 1 a set whose input map follows b*s, reading ids, writing y [b*s, 16]. The
+ * arena holds h [b*s, 16] f16 at the max (1024 bytes). */
+static const char *dyn_plan =
+    "{\"graph_key\":\"" K1 "\",\"arch\":\"sm_90\",\"tune\":\"model\"," DIMS_BS ","
+    "\"inputs\":[{\"name\":\"x\",\"shape\":[\"b\",\"s\",16],\"dtype\":\"f16\"},"
+    "{\"name\":\"ids\",\"shape\":[\"b\"],\"dtype\":\"i32\"}],"
+    "\"outputs\":[{\"name\":\"y\",\"shape\":[\"b*s\",16],\"dtype\":\"f16\"}],"
+    "\"arena_bytes\":1024,\"constants_bytes\":0,"
+    "\"buffers\":[{\"name\":\"h\",\"region\":\"arena\",\"offset\":0,\"bytes\":1024,"
+    "\"shape\":[\"b*s\",16],\"dtype\":\"f16\"}],\"prepare\":[],\"steps\":["
+    "{\"nodes\":[\"mm\"],\"bindings\":{\"input0\":\"x\",\"output\":\"h\"},"
+    "\"request\":{\"op\":\"x\"," DIMS_BS ",\"inputs\":[{\"shape\":[\"b\",\"s\",16],\"dtype\":\"f16\"}]},"
+    "\"kernel_set\":{\"op\":\"x\",\"arch\":\"sm_90\",\"op_key\":\"" K3 "\"," DIMS_BS ","
+    "\"output\":{\"shape\":[\"b*s\",16],\"dtype\":\"f16\"},\"dispatch\":{\"generic\":" BS_SET(K1) ","
+    "\"entries\":[{\"ranges\":{\"b\":[1,4],\"s\":[1,4]},\"state\":\"ready\",\"kernel_set\":"
+    BS_SET(K2) "},{\"ranges\":{\"b\":[5,8],\"s\":[1,4]},\"state\":\"tuning\","
+    "\"job\":\"/v1/jobs/3\"}]}}},"
+    "{\"nodes\":[\"ln\"],\"bindings\":{\"input0\":\"h\",\"input1\":\"ids\",\"output\":\"y\"},"
+    "\"request\":{\"op\":\"x\"," DIMS_BS ",\"inputs\":[{\"shape\":[\"b*s\",16],\"dtype\":\"f16\"},"
+    "{\"shape\":[\"b\"],\"dtype\":\"i32\"}]},"
+    "\"kernel_set\":{\"key\":\"" K4 "\",\"op\":\"x\",\"arch\":\"sm_90\"," DIMS_BS ","
+    "\"output\":{\"shape\":[\"b*s\",16],\"dtype\":\"f16\"},\"workspace_bytes\":0,"
+    "\"kernels\":[{\"name\":\"k_ln\",\"grid\":[4,1,1],\"block\":[128,1,1],\"shared_bytes\":0,"
+    "\"params\":[{\"index\":0,\"buffer\":\"input0\",\"type\":\"tensor_map\",\"tensor_map\":"
+    "{\"dtype\":\"f16\",\"dims\":[16,{\"dims\":[\"b\",\"s\"],\"coef\":1}],\"strides\":[32],"
+    "\"box\":[16,8],\"element_strides\":[1,1],\"swizzle\":32,\"l2_promotion\":0,"
+    "\"oob_fill\":\"zero\"}},{\"index\":1,\"buffer\":\"input1\",\"type\":\"pointer\"},"
+    "{\"index\":2,\"buffer\":\"output\",\"type\":\"pointer\"},"
+    "{\"index\":3,\"type\":\"int\",\"dim\":\"s\"}]}]}}]}";
+
+static int shapes(hidet_plan *p, int64_t b, int64_t s, int64_t inner, int64_t ids,
+                  hidet_error *err)
+{
+    const int64_t x[] = {b, s, inner}, i[] = {ids};
+    int r = hidet_plan_set_shape(p, "x", x, 3, err);
+    return r < 0 ? r : hidet_plan_set_shape(p, "ids", i, 1, err);
+}
+
+static void test_dims(void)
+{
+    hidet_plan *p = NULL;
+    hidet_error err;
+    char key[HIDET_KEY_LEN + 1];
+    uint32_t grid[3];
+    uint64_t args[8];
+    int64_t shape[HIDET_MAX_RANK], v;
+    size_t n_params;
+    long entry;
+    int rank;
+    uint64_t bytes;
+
+    CHECK(hidet_plan_parse(dyn_plan, strlen(dyn_plan), &p, &err) == 0, "%s", err.message);
+    if (!p)
+        return;
+    CHECK(hidet_plan_n_dims(p) == 2 && strcmp(hidet_plan_dim_at(p, 0)->name, "b") == 0 &&
+          hidet_plan_dim_at(p, 0)->max == 8 && strcmp(hidet_plan_dim_at(p, 1)->name, "s") == 0 &&
+          hidet_plan_dim_at(p, 2) == NULL);
+    const hidet_plan_tensor *x = hidet_plan_tensor_at(p, HIDET_PLAN_INPUT, 0);
+    CHECK(x && x->shape[0] == 8 && x->shape[1] == 4 && x->bytes == 1024, "at the max");
+    CHECK(hidet_plan_arena_bytes(p) == 1024);
+    CHECK(hidet_plan_shape(p, "y", shape, &rank, &bytes, &err) == -EALREADY);
+    CHECK(hidet_plan_size(p, "b", &v) == -EALREADY && hidet_plan_size(p, "q", &v) == -ENOENT);
+    /* Nothing says b yet. */
+    CHECK(hidet_plan_apply_sizes(p, &err) == -EINVAL &&
+          strstr(err.message, "the size of b is not known") != NULL, "%s", err.message);
+    CHECK(hidet_plan_bind(p, "x", 0x10000, 96, &err) == 0, "%s", err.message); /* 3*2*16 f16 */
+
+    /* b = 3, s = 2: step 0 runs its ready entry, step 1 its only set. */
+    CHECK(shapes(p, 3, 2, 16, 3, &err) == 0 && hidet_plan_apply_sizes(p, &err) == 0, "%s",
+          err.message);
+    CHECK(hidet_plan_size(p, "b", &v) == 0 && v == 3);
+    CHECK(hidet_plan_step_kernel(p, 0, 0, &entry, key, grid, args, 8, &n_params, &err) == 0,
+          "%s", err.message);
+    CHECK(entry == 0 && strcmp(key, K2) == 0 && grid[0] == 3 && n_params == 4, "entry %ld grid %u",
+          entry, grid[0]);
+    CHECK(args[0] == 0x10000 && args[1] == 0 && args[2] == 3 && args[3] == 2,
+          "args %llx %llx %llu %llu", (unsigned long long)args[0], (unsigned long long)args[1],
+          (unsigned long long)args[2], (unsigned long long)args[3]);
+    CHECK(hidet_plan_step_kernel(p, 1, 0, &entry, key, grid, args, 8, NULL, &err) == 0);
+    CHECK(entry == -1 && strcmp(key, K4) == 0 && grid[0] == 4 && args[3] == 2);
+    CHECK(hidet_plan_shape(p, "y", shape, &rank, &bytes, &err) == 0 && rank == 2 &&
+          shape[0] == 6 && shape[1] == 16 && bytes == 192, "%s", err.message);
+
+    /* b = 6, s = 4: the entry holding them is tuning: the generic set, grid ceil(24 / 2). */
+    CHECK(shapes(p, 6, 4, 16, 6, &err) == 0 && hidet_plan_apply_sizes(p, &err) == 0, "%s",
+          err.message);
+    CHECK(hidet_plan_step_kernel(p, 0, 0, &entry, key, grid, args, 8, NULL, &err) == 0);
+    CHECK(entry == 1 && strcmp(key, K1) == 0 && grid[0] == 12 && args[2] == 6 && args[3] == 4,
+          "entry %ld key %.4s grid %u", entry, key, grid[0]);
+    /* And back: the ready entry again. */
+    CHECK(shapes(p, 2, 1, 16, 2, &err) == 0 && hidet_plan_apply_sizes(p, &err) == 0);
+    CHECK(hidet_plan_step_kernel(p, 0, 0, &entry, key, grid, NULL, 0, NULL, &err) == 0 &&
+          entry == 0 && strcmp(key, K2) == 0 && grid[0] == 1);
+
+    /* Refusals, in the daemon's words where it has them. */
+    CHECK(shapes(p, 9, 2, 16, 9, &err) == 0 && hidet_plan_apply_sizes(p, &err) == -ERANGE &&
+          strcmp(err.message, "b is 9; its range is 1..8") == 0 &&
+          strcmp(err.field, "sizes.b") == 0, "%s (%s)", err.message, err.field);
+    CHECK(shapes(p, 3, 2, 16, 5, &err) == 0 && hidet_plan_apply_sizes(p, &err) == -EINVAL &&
+          strstr(err.message, "input 'ids' shape[0]: b is 5 here, but 3 from input 'x' "
+                              "shape[0]") != NULL && strcmp(err.field, "ids.shape[0]") == 0,
+          "%s", err.message);
+    CHECK(shapes(p, 3, 2, 15, 3, &err) == 0 && hidet_plan_apply_sizes(p, &err) == -EINVAL &&
+          strstr(err.message, "input 'x' shape[2] is 15, the plan's is 16") != NULL, "%s",
+          err.message);
+    const int64_t bad_rank[] = {3, 2};
+    CHECK(hidet_plan_set_shape(p, "x", bad_rank, 2, &err) == -EINVAL &&
+          strstr(err.message, "rank 2, the plan's has rank 3") != NULL);
+    CHECK(hidet_plan_set_shape(p, "y", bad_rank, 2, &err) == -ENOENT);
+    /* An explicit size wins, and the shapes must agree with it. */
+    const char *s_name[] = {"s"}, *q_name[] = {"q"};
+    const int64_t s3[] = {3};
+    CHECK(hidet_plan_set_sizes(p, q_name, s3, 1, &err) == -EINVAL);
+    CHECK(hidet_plan_set_sizes(p, s_name, s3, 1, &err) == 0);
+    CHECK(shapes(p, 3, 2, 16, 3, &err) == 0 && hidet_plan_apply_sizes(p, &err) == -EINVAL &&
+          strstr(err.message, "input 'x' shape[1]: s is 2 here, but 3 from "
+                              "hidet_plan_set_sizes()") != NULL, "%s", err.message);
+    CHECK(shapes(p, 3, 3, 16, 3, &err) == 0 && hidet_plan_apply_sizes(p, &err) == 0 &&
+          hidet_plan_size(p, "s", &v) == 0 && v == 3, "%s", err.message);
+    CHECK(hidet_plan_set_sizes(p, NULL, NULL, 0, &err) == 0);
+    /* Bound bytes of a named tensor are checked at the launch, at the sizes. */
+    CHECK(hidet_plan_bind(p, "x", 0x10000, 8, &err) == 0);
+    hidet_plan_free(p);
+
+    /* Damaged plans. */
+    static const struct {
+        const char *from, *to, *msg;
+    } cases[] = {
+        {"{\"name\":\"x\",\"shape\":[\"b\"", "{\"name\":\"x\",\"shape\":[\"q\"",
+         "inputs[0].shape[0]: 'q' is not a dim"},
+        {"\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":4}},\"inputs\"",
+         "\"inputs\"", "inputs[0].shape[0]: 'b' is a name, but the plan declares no \"dims\""},
+        {"\"op_key\":\"" K3 "\",\"dims\":{\"b\":{\"min\":1,\"max\":8}",
+         "\"op_key\":\"" K3 "\",\"dims\":{\"b\":{\"min\":1,\"max\":16}",
+         "steps[0].kernel_set.dims.b: 1..16 (multiple of 1), but the plan's is 1..8"},
+        {"\"buffers\":[{\"name\":\"h\",\"region\":\"arena\",\"offset\":0,\"bytes\":1024",
+         "\"buffers\":[{\"name\":\"h\",\"region\":\"arena\",\"offset\":0,\"bytes\":512",
+         "steps[0].bindings.output: 'h' has 512 bytes, too few for its output (1024 bytes)"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *at = strstr(dyn_plan, cases[i].from);
+        CHECK(at != NULL, "case %zu: not in the plan", i);
+        if (!at)
+            continue;
+        size_t n = strlen(dyn_plan) - strlen(cases[i].from) + strlen(cases[i].to) + 1;
+        char *bad = malloc(n);
+        snprintf(bad, n, "%.*s%s%s", (int)(at - dyn_plan), dyn_plan, cases[i].to,
+                 at + strlen(cases[i].from));
+        p = NULL;
+        CHECK(hidet_plan_parse(bad, strlen(bad), &p, &err) == -EPROTO && !p, "case %zu", i);
+        CHECK(strstr(err.message, cases[i].msg) != NULL, "case %zu: %s", i, err.message);
+        free(bad);
+        hidet_plan_free(p);
+    }
+}
+
 int main(void)
 {
     /* Before any plan call: the driver is opened once, at the first hidet_plan_load(). */
     setenv("HIDETD_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
     test_parse();
     test_damaged();
+    test_dims();
     return check_finish("test_plan");
 }

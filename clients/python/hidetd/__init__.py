@@ -147,9 +147,13 @@ class Client:
         t = self._t
         return Client(t.address, t.token, t.timeout)
 
-    def graph(self, graph, **options):
-        """A runnable Plan for a graph (docs/graphs.md); see plan_json() for the arguments."""
-        return Plan(self, self.plan_json(graph, **options))
+    def graph(self, graph, retune=True, **options):
+        """A runnable Plan for a graph (docs/graphs.md); see plan_json() for the arguments. A
+        graph with named dims: retune asks again, in the background, for the ranges a run finds
+        not tuned yet (hidetd.plan)."""
+        req = dict(graph) if "graph" in graph else {"graph": graph}
+        req.update(options)
+        return Plan(self, self.plan_json(req), request=req, retune=retune)
 
     def plan(self, plan_json):
         """A runnable Plan from a plan the daemon answered earlier (e.g. saved to a file); its

@@ -18,9 +18,17 @@ dtype policy: `compute` (None, "f16" or "bf16") is the dtype floating-point work
 None every value keeps its PyTorch dtype; otherwise f32 inputs and weights are cast on entry
 (a cast node, fused into the first kernel that reads them) and outputs cast back to their
 PyTorch dtype. Boolean values (masks) are 0/1 in the dtype of the work around them.
+
+Dynamic shapes: a graph compiled with dynamic=True (or mark_dynamic) has SymInt sizes, sympy
+expressions over the free symbols of PyTorch's ShapeEnv. The lowering reads every size with
+sym_int(), which evaluates it at probe values of the symbols (set_probe(); the backend lowers a
+piece at two sets of probes and names the sizes that differ, see hidetd.backend) - never with
+int(), which would add a guard and make Dynamo recompile for the next size. sym_axis() says
+whether a size is one a graph can hold: a number, a name or a product of names.
 """
 import math
 import operator
+import re
 
 NHWC = (0, 2, 3, 1)          # physical axis j of an NHWC value holds logical axis NHWC[j]
 NHWC_INV = (0, 3, 1, 2)      # logical axis i lives in physical axis NHWC_INV[i]
@@ -62,8 +70,71 @@ def meta_of(node):
     return node.meta.get("val") if hasattr(node, "meta") else None
 
 
+# The probe value of each free symbol while a piece is lowered ({sympy Symbol: int}), or None.
+_PROBE = None
+_NAME_RE = re.compile(r"[a-z_][a-z0-9_]{0,14}\Z")
+
+
+def set_probe(subst):
+    """Sets the probe values sym_int() evaluates sizes at; returns the previous ones."""
+    global _PROBE
+    old, _PROBE = _PROBE, subst
+    return old
+
+
+def is_symbolic(d):
+    import torch
+    return isinstance(d, torch.SymInt) and bool(d.node.expr.free_symbols)
+
+
+def sym_int(d):
+    """A size as an int: a SymInt evaluated at the probe values (no guard is added)."""
+    import torch
+    if isinstance(d, torch.SymInt):
+        expr = d.node.expr
+        if not expr.free_symbols:
+            return int(expr)
+        if _PROBE is None:
+            raise Unsupported("the dynamic size %s" % expr)
+        v = expr.xreplace(_PROBE)
+        if isinstance(v, int):
+            return v
+        if not v.is_Integer:
+            raise Unsupported("the dynamic size %s" % expr)
+        return int(v)
+    return int(d)
+
+
+def sym_name(sym):
+    """The graph name of a free symbol (s0, s77): its own name, which the wire's grammar takes."""
+    name = str(sym)
+    if not _NAME_RE.match(name):
+        raise Unsupported("the dynamic size %s has no name a graph can hold" % name)
+    return name
+
+
+def sym_axis(d):
+    """None for a fixed size; for a dynamic one the tuple of names of the product it is (a
+    name, "b*s"). Unsupported for anything else (s0 + 1, s0 // 2, 2 * s0): the wire's shapes are
+    names and products of distinct names."""
+    if not is_symbolic(d):
+        return None
+    e = d.node.expr
+    factors = e.args if e.is_Mul else (e,)
+    if all(f.is_Symbol for f in factors) and len(set(factors)) == len(factors):
+        return tuple(sorted(sym_name(f) for f in factors))
+    raise Unsupported("a size of %s: a graph's sizes are numbers, names or products of names "
+                      "(s0*s1)" % e)
+
+
 def _shape(t):
-    return [int(d) for d in t.shape]
+    return [sym_int(d) for d in t.shape]
+
+
+def is_empty(t):
+    """Whether a (fake) tensor has no elements, without a guard: a dynamic size is never 0
+    (PyTorch specializes 0 and 1)."""
+    return any(not is_symbolic(d) and sym_int(d) == 0 for d in t.shape)
 
 
 def is_channels_last(t):
@@ -567,6 +638,9 @@ def _scalar_tensor(x, like):
 
 def _shape_table():
     def view(L, node, x, shape, *a):
+        # A dynamic size arrives as an fx node (s0, s0 * s1): the result's metadata has it.
+        if not all(isinstance(d, int) for d in shape):
+            shape = _shape(meta_of(node))
         return L.reshape(x, shape)
     _register(["view.default", "_unsafe_view.default", "reshape.default"], view)
 
@@ -636,7 +710,7 @@ def _shape_table():
 
     def cat(L, node, tensors, dim=0):
         metas = [meta_of(t) for t in tensors]
-        keep = [t for t, m in zip(tensors, metas) if m is None or m.numel() > 0]
+        keep = [t for t, m in zip(tensors, metas) if m is None or not is_empty(m)]
         vs = [L.val(t) for t in keep]
         if not vs:
             raise Unsupported("cat of empty tensors only")
@@ -661,7 +735,7 @@ def _shape_table():
         # (its physical order must be the one the metadata's strides describe).
         v = L.val(x)
         order = list(NHWC) if v.nhwc else list(range(len(v.shape)))
-        size, stride = [int(d) for d in size], [int(d) for d in stride]
+        size, stride = [sym_int(d) for d in size], [sym_int(d) for d in stride]
         if offset or _numel(size) != _numel(v.shape) or not _dense_in(meta_of(node.args[0]), order):
             raise Unsupported("as_strided other than a dense view of its input")
         if _dense(size, stride, list(range(len(size)))):
@@ -692,7 +766,7 @@ def _dense(size, stride, order):
 
 
 def _dense_in(meta, order):
-    return meta is not None and _dense([int(d) for d in meta.shape], list(meta.stride()), order)
+    return meta is not None and _dense(_shape(meta), [sym_int(d) for d in meta.stride()], order)
 
 
 def _reshape_value(L, v, shape):

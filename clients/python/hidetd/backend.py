@@ -21,6 +21,17 @@ Then, for inference:
 
 hidetd.explain() reports where every op ran and why; the same report is logged at INFO on the
 "hidetd" logger when a graph is compiled. docs/python.md is the guide.
+
+Dynamic shapes (dynamic=True, torch._dynamo.mark_dynamic): the graph's sizes are expressions
+over free symbols. Each symbol becomes a named dim of the graph requests (its name, s0 or
+s77; its range the ShapeEnv's, an unbounded max given by the "dynamic_max" option). A piece is
+lowered twice, at two sets of probe values of the symbols (distinct primes), and the sizes that
+differ between the two requests are named: a size that is the product of the probes of some
+symbols becomes "s0*s1"; any other difference (s0 + 1, 2 * s0, an attribute that follows a
+size) leaves its node to PyTorch with the reason. Each call reads the sizes from the SymInt
+arguments and the tensors' shapes and hands them to the plans, so a new size in range is
+neither a Dynamo recompilation nor a new request on the hot path (hidetd.plan asks in the
+background for ranges not tuned yet). Folded values never have a dynamic size.
 """
 import logging
 import operator
@@ -44,7 +55,15 @@ OPTIONS = {
     "cuda_graphs": ("HIDETD_CUDA_GRAPHS", lambda s: s.lower() in ("1", "true", "yes", "on"), False),
     "timeout": ("HIDETD_TIMEOUT", float, None),
     "reference": ("HIDETD_REFERENCE", lambda s: s.lower() in ("1", "true", "yes", "on"), False),
+    # The max of a dynamic size whose range PyTorch leaves unbounded (mark_dynamic without max=,
+    # dynamic=True): the plans' arenas are laid out at it.
+    "dynamic_max": ("HIDETD_DYNAMIC_MAX", int, 8192),
 }
+# Probe values of the free symbols (at most 4 per graph, the wire's limit): distinct primes, so
+# that a product of probes names its symbols; two sets, so that a fixed size equal to a probe is
+# told apart.
+_PROBES = ((1009, 1013, 1019, 1021), (1031, 1033, 1039, 1049))
+_MAX_DIMS = 4
 _DTYPE_ALIASES = {None: None, "": None, "f32": None, "float32": None, "keep": None,
                   "f16": "f16", "float16": "f16", "half": "f16", "fp16": "f16",
                   "bf16": "bf16", "bfloat16": "bf16"}
@@ -91,6 +110,10 @@ class Options:
         self.compute = _DTYPE_ALIASES[key]
         if self.tune not in ("none", "model", "measure"):
             raise ValueError("hidetd backend: tune %r: expected none, model or measure" % (self.tune,))
+        if isinstance(self.dynamic_max, bool) or not isinstance(self.dynamic_max, int) or \
+                not 1 <= self.dynamic_max <= (1 << 31) - 1:
+            raise ValueError("hidetd backend: dynamic_max %r: expected a whole number in "
+                             "1..2^31-1" % (self.dynamic_max,))
 
     def request_options(self):
         out = {"tune": self.tune}
@@ -117,6 +140,7 @@ class GraphReport:
         self.refused = []
         self.requests = []   # the /v1/graphs request of each piece
         self.compiled = None  # the CompiledGraph, when one was made
+        self.dims = {}        # dynamic sizes: name -> (min, max)
 
     @property
     def ran_plans(self):
@@ -197,8 +221,11 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
             _warn_once("hidetd: %s; running the model in PyTorch" % e)
             compiled = agm
         log.info("hidetd: %s", report)
-        if opts.cuda_graphs and compiled is not agm:
+        if opts.cuda_graphs and compiled is not agm and not compiled.symbols:
             compiled = CudaGraphed(compiled, _static_indices(len(inputs)))
+        elif opts.cuda_graphs and compiled is not agm:
+            _warn_once("hidetd: a graph with dynamic sizes is not replayed from a CUDA graph "
+                       "(its sizes change between calls)")
         return _boxed(compiled)
 
     return aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
@@ -262,11 +289,105 @@ def _op_name(node):
     return str(t) if hasattr(t, "_schema") else getattr(t, "__name__", str(t))
 
 
+def _bound(x, default):
+    """A ShapeEnv range bound as an int, or default where it is infinite."""
+    try:
+        return int(x)
+    except Exception:  # int_oo, sympy's oo
+        return default
+
+
+def _probes(n):
+    """Two sets of n distinct primes, the first >= 1009 (see _PROBES)."""
+    if n <= len(_PROBES[0]):
+        return [list(_PROBES[0][:n]), list(_PROBES[1][:n])]
+    primes, k = [], 1009
+    while len(primes) < 2 * n:
+        if all(k % d for d in range(2, int(k ** 0.5) + 1)):
+            primes.append(k)
+        k += 1
+    return [primes[0::2], primes[1::2]]
+
+
+class Symbols:
+    """The free symbols of a graph's sizes: per symbol its graph name, range and where a call
+    reads its size (a SymInt argument, or an axis of a tensor argument), and the probe values
+    the lowering evaluates sizes at (aten.set_probe)."""
+
+    def __init__(self, placeholders, opts):
+        import torch
+        self.syms, self.name, self.range, self.source = [], {}, {}, {}
+        for i, n in enumerate(placeholders):
+            m = meta_of(n)
+            if isinstance(m, torch.SymInt):
+                cands = [(m, None)]
+            elif hasattr(m, "shape"):
+                cands = [(d, axis) for axis, d in enumerate(m.shape)]
+            else:
+                continue
+            for d, axis in cands:
+                if not aten.is_symbolic(d) or not d.node.expr.is_Symbol:
+                    continue
+                e = d.node.expr
+                try:
+                    name = aten.sym_name(e)
+                except Unsupported:
+                    continue
+                if name in self.source:
+                    continue
+                vr = d.node.shape_env.var_to_range.get(e)
+                lo = max(1, _bound(vr.lower, 1)) if vr is not None else 1
+                hi = _bound(vr.upper, opts.dynamic_max) if vr is not None else opts.dynamic_max
+                self.syms.append(e)
+                self.name[e] = name
+                self.range[name] = (lo, max(lo, hi))
+                self.source[name] = (i, axis)
+        self.probe = [dict(zip(self.syms, p)) for p in _probes(len(self.syms))]
+        # name -> (probe of set 0, probe of set 1)
+        self.values = {self.name[e]: (self.probe[0][e], self.probe[1][e]) for e in self.syms}
+
+    def __bool__(self):
+        return bool(self.syms)
+
+    def sizes(self, args):
+        """{name: size} of a call."""
+        out = {}
+        for name, (i, axis) in self.source.items():
+            a = args[i]
+            out[name] = int(a) if axis is None else int(a.shape[axis])
+        return out
+
+    def product(self, v0, v1):
+        """The names whose probes multiply to v0 (set 0) and v1 (set 1), or None."""
+        if v0 == v1 or not isinstance(v0, int) or not isinstance(v1, int):
+            return None
+        names, r0, r1 = [], v0, v1
+        for name, (p0, p1) in sorted(self.values.items()):
+            if r0 % p0 == 0:
+                r0 //= p0
+                r1 = r1 // p1 if r1 % p1 == 0 else -1
+                names.append(name)
+        return tuple(names) if names and r0 == 1 and r1 == 1 else None
+
+
+def _is_scalar(n):
+    """A node whose value is a number (a SymInt size, s0 * s1), not a tensor."""
+    import torch
+    m = meta_of(n)
+    return isinstance(m, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
+
+
+def _symbolic_shape(n):
+    m = meta_of(n)
+    return hasattr(m, "shape") and any(aten.is_symbolic(d) for d in m.shape)
+
+
 def _compile_aten(gm, example_inputs, opts, report):
     aten.build_tables()
     aten.causal_masks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = _static_indices(len(placeholders))
+    symbols = Symbols(placeholders, opts)
     kind = {}          # node -> "weight" | "input" | "const" | "fold" | "torch" | "hidetd"
     reasons = {}       # node -> why PyTorch runs it
     for i, n in enumerate(placeholders):
@@ -278,8 +399,12 @@ def _compile_aten(gm, example_inputs, opts, report):
             kind[n] = "const"
         elif n.op == "call_function" and any(a in dynamic for a in n.all_input_nodes):
             dynamic.add(n)
+    # The sizes' arithmetic (s0 * s1) runs in PyTorch; a value of a dynamic size is never
+    # folded (made once, it would keep the first call's size).
+    scalars = {n for n in calls if _is_scalar(n)}
+    dynamic.update(n for n in calls if _symbolic_shape(n))
 
-    supported = _check_support(calls, reasons, opts)
+    supported = _check_support([n for n in calls if n not in scalars], reasons, opts, symbols)
     for n in calls:
         if n in supported:
             kind[n] = "hidetd"
@@ -292,7 +417,7 @@ def _compile_aten(gm, example_inputs, opts, report):
     for attempt in range(64):
         hidetd_nodes = {n for n in calls if kind[n] == "hidetd"}
         try:
-            pieces = _split_and_plan(gm, hidetd_nodes, kind, opts, client, report)
+            pieces = _split_and_plan(gm, hidetd_nodes, kind, opts, client, report, symbols)
             break
         except _Refused as e:
             report.refused.append("%s: %s" % (", ".join(n.name for n in e.nodes[:4]) +
@@ -304,7 +429,7 @@ def _compile_aten(gm, example_inputs, opts, report):
     if pieces is None:
         raise _DaemonUnavailable("the daemon refused too many nodes")
 
-    counted = [n for n in calls if n.target is not operator.getitem]
+    counted = [n for n in calls if n.target is not operator.getitem and n not in scalars]
     report.ops = len(counted)
     report.hidetd = sum(1 for n in counted if kind[n] == "hidetd")
     report.folded = sum(1 for n in counted if kind[n] == "fold")
@@ -312,7 +437,8 @@ def _compile_aten(gm, example_inputs, opts, report):
     for n in counted:
         if kind[n] == "torch":
             report.left.setdefault(_op_name(n), []).append(reasons.get(n, "not supported"))
-    return CompiledGraph(gm, placeholders, folded, pieces, opts)
+    report.dims = {name: symbols.range[name] for name in symbols.range}
+    return CompiledGraph(gm, placeholders, folded, pieces, opts, symbols)
 
 
 def _fake_value(L, n):
@@ -325,7 +451,7 @@ def _fake_value(L, n):
     nhwc = is_channels_last(m)
     # A 0-d tensor (a scalar PyTorch lifted into a constant) is declared [1]: it broadcasts
     # alike, and _as_declared binds it so.
-    shape = [int(d) for d in m.shape] or [1]
+    shape = aten._shape(m) or [1]
     if nhwc:
         shape = [shape[i] for i in aten.NHWC]
     if dt == "bool":
@@ -335,31 +461,50 @@ def _fake_value(L, n):
 
 def _empty(n):
     m = meta_of(n)
-    return hasattr(m, "numel") and m.numel() == 0
+    return hasattr(m, "numel") and aten.is_empty(m)
 
 
-def _check_support(calls, reasons, opts):
+def _check_support(calls, reasons, opts, symbols):
     """The nodes the lowering accepts, each tried alone on its inputs' metadata (and on what
-    the lowering made of supported producers, so layouts and tuples carry over)."""
+    the lowering made of supported producers, so layouts and tuples carry over), sizes at the
+    first probe values. A node whose result has a size the wire cannot express (s0 + 1) is not
+    accepted."""
     supported, made = set(), {}
-    for n in calls:
-        L = aten.Lowering(opts.compute)
-        try:
-            for a in n.all_input_nodes:
-                if _empty(a):
-                    continue  # cat leaves empty tensors out; anything else cannot read one
-                L.vals[a] = made[a] if a in made else _fake_value(L, a)
-            out = L.lower(n)
-            m = meta_of(n)
-            if isinstance(out, aten.Value) and m is not None and hasattr(m, "shape") and m.dim() == 0:
-                raise Unsupported("a 0-dimensional result")
-            made[n] = out
-            supported.add(n)
-        except Unsupported as e:
-            reasons[n] = str(e)
-        except (TypeError, ValueError, KeyError, IndexError) as e:
-            reasons[n] = "the lowering cannot read its arguments (%s: %s)" % (type(e).__name__, e)
+    old = aten.set_probe(symbols.probe[0])
+    try:
+        for n in calls:
+            L = aten.Lowering(opts.compute)
+            try:
+                _check_sizes(n, symbols)
+                for a in n.all_input_nodes:
+                    if _empty(a) or _is_scalar(a):
+                        continue  # cat leaves empty tensors out; sizes come from the metadata
+                    L.vals[a] = made[a] if a in made else _fake_value(L, a)
+                out = L.lower(n)
+                m = meta_of(n)
+                if isinstance(out, aten.Value) and m is not None and hasattr(m, "shape") and m.dim() == 0:
+                    raise Unsupported("a 0-dimensional result")
+                made[n] = out
+                supported.add(n)
+            except Unsupported as e:
+                reasons[n] = str(e)
+            except (TypeError, ValueError, KeyError, IndexError) as e:
+                reasons[n] = "the lowering cannot read its arguments (%s: %s)" % (type(e).__name__, e)
+    finally:
+        aten.set_probe(old)
     return supported
+
+
+def _check_sizes(n, symbols):
+    """Unsupported when a result of n has a dynamic size a graph cannot hold, or one of a
+    symbol no argument gives."""
+    m = meta_of(n)
+    for t in (m if isinstance(m, (list, tuple)) else [m]):
+        for d in getattr(t, "shape", ()):
+            names = aten.sym_axis(d)
+            for name in names or ():
+                if name not in symbols.source:
+                    raise Unsupported("the dynamic size %s is no argument's size" % name)
 
 
 class _Refused(Exception):
@@ -376,7 +521,7 @@ def _client(opts):
     return Client(opts.address, token=opts.token, timeout=opts.timeout)
 
 
-def _split_and_plan(gm, hidetd_nodes, kind, opts, client, report):
+def _split_and_plan(gm, hidetd_nodes, kind, opts, client, report, symbols):
     """Proposes the pieces and asks the daemon for each one's plan; returns [Piece]. Raises
     _Refused naming the node a refused graph points at."""
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -395,7 +540,7 @@ def _split_and_plan(gm, hidetd_nodes, kind, opts, client, report):
     for p in proposals:
         nodes = [n for n in gm.graph.nodes if n in p.nodes]
         in_piece.update(nodes)
-        piece = _plan_piece(nodes, kind, opts, client)
+        piece = _plan_piece(nodes, kind, opts, client, symbols)
         pieces.append(piece)
         report.pieces.append({"nodes": len(nodes), "kernels": piece.kernels})
     report.requests = [p.request for p in pieces]
@@ -405,16 +550,16 @@ def _split_and_plan(gm, hidetd_nodes, kind, opts, client, report):
     return pieces
 
 
-def _plan_piece(nodes, kind, opts, client):
-    """Lowers one piece and asks for its plan."""
-    from . import HidetdError
+def _lower_piece(nodes, kind, opts):
+    """One lowering of a piece at the current probe values: (Lowering, runtime inputs, weights,
+    outputs [(node, graph name, layout, torch dtype)])."""
     node_set = set(nodes)
     L = aten.Lowering(opts.compute)
     args_in, args_w = [], []   # fx nodes read from outside: runtime inputs, weights
     for n in nodes:
         for a in n.all_input_nodes:
-            if a in node_set or a in L.vals or _empty(a):
-                continue
+            if a in node_set or a in L.vals or _empty(a) or _is_scalar(a):
+                continue  # a size (s0 * s1) reaches the graph through the shapes
             name = "a%d" % (len(args_in) + len(args_w))
             try:
                 if kind.get(a) in ("weight", "const", "fold"):
@@ -442,8 +587,104 @@ def _plan_piece(nodes, kind, opts, client):
                 name, layout = L.output(out, is_channels_last(m), m.dtype)
             except Unsupported as e:
                 raise _Refused(n, str(e))
-            outs.append((n, name, layout, [int(d) for d in m.shape], m.dtype))
-    request = L.request()
+            outs.append((n, name, layout, m.dtype))
+    return L, args_in, args_w, outs
+
+
+def _by_origin(L, nodes, i):
+    """The fx node graph node i of a lowering came from (else every node of the piece)."""
+    name = L.origin[i] if i < len(L.origin) else None
+    hit = [n for n in nodes if n.name == name]
+    return hit or list(nodes)
+
+
+def _name_sizes(req0, req1, L, nodes, symbols):
+    """The graph request at probe set 0 with its dynamic sizes named: a size that differs
+    between the two lowerings and is a product of probes becomes "s0" / "s0*s1" (in inputs'
+    shapes and reshape's "shape"); any other difference is refused at its node. Returns the
+    request and the names it uses."""
+    g0, g1 = req0["graph"], req1["graph"]
+    used = set()
+
+    def named(v0, v1):
+        if v0 == v1:
+            return v0
+        names = symbols.product(v0, v1)
+        if names is None:
+            return None
+        used.update(names)
+        return "*".join(names)
+
+    for field in ("inputs", "weights"):
+        if len(g0[field]) != len(g1[field]):
+            raise _Refused(list(nodes), "the lowering differs between sizes")
+        for t0, t1 in zip(g0[field], g1[field]):
+            shape = [named(a, b) for a, b in zip(t0["shape"], t1["shape"])]
+            if field == "inputs" and None not in shape:
+                t0["shape"] = shape
+                continue
+            if shape == t0["shape"]:
+                continue
+            # A weight (a constant the lowering made) of a dynamic size, or an input's size that
+            # is no product of names: refused at the first node reading it.
+            readers = [i for i, nd in enumerate(g0["nodes"]) if t0["name"] in nd["inputs"]]
+            culprits = _by_origin(L, nodes, readers[0]) if readers else list(nodes)
+            raise _Refused(culprits, "%s %s has a dynamic shape a graph cannot hold" % (
+                "a constant" if field == "weights" else "the input", t0["name"]))
+    if len(g0["nodes"]) != len(g1["nodes"]):
+        raise _Refused(list(nodes), "the lowering differs between sizes")
+    for i, (n0, n1) in enumerate(zip(g0["nodes"], g1["nodes"])):
+        if n0.get("op") != n1.get("op"):
+            raise _Refused(_by_origin(L, nodes, i), "the lowering differs between sizes")
+        a0, a1 = n0.get("attrs") or {}, n1.get("attrs") or {}
+        for key in a0:
+            if a0[key] == a1.get(key):
+                continue
+            if n0["op"] == "reshape" and key == "shape" and len(a0[key]) == len(a1[key]):
+                shape = [named(a, b) for a, b in zip(a0[key], a1[key])]
+                if None not in shape:
+                    a0[key] = shape
+                    continue
+            raise _Refused(_by_origin(L, nodes, i), "its %s attribute %s follows a dynamic size "
+                           "(%r at one size, %r at another), which a graph cannot express" % (
+                               n0["op"], key, a0[key], a1.get(key)))
+    if len(used) > _MAX_DIMS:
+        raise _Refused(list(nodes), "a piece of more than %d dynamic sizes (%s)" % (
+            _MAX_DIMS, ", ".join(sorted(used))))
+    return req0, sorted(used)
+
+
+def _plan_piece(nodes, kind, opts, client, symbols):
+    """Lowers one piece and asks for its plan (a graph with dynamic sizes: lowered at both sets
+    of probes, its sizes named, "dims" declared)."""
+    from . import HidetdError
+    if symbols:
+        runs = []
+        for probe in symbols.probe:
+            old = aten.set_probe(probe)
+            try:
+                runs.append(_lower_piece(nodes, kind, opts))
+            finally:
+                aten.set_probe(old)
+        L, args_in, args_w, outs = runs[0]
+        request, used = _name_sizes(L.request(), runs[1][0].request(), L, nodes, symbols)
+        if used:
+            request["dims"] = {n: {"min": symbols.range[n][0], "max": symbols.range[n][1]}
+                               for n in used}
+    else:
+        L, args_in, args_w, outs = _lower_piece(nodes, kind, opts)
+        request, used = L.request(), []
+    # Each output's shape: per axis a size, or the names whose sizes it is the product of.
+    shaped = []
+    for n, name, layout, dtype in outs:
+        shape = []
+        for d in meta_of(n).shape:
+            try:
+                names = aten.sym_axis(d)
+            except Unsupported as e:
+                raise _Refused(n, str(e))
+            shape.append(names if names else aten.sym_int(d))
+        shaped.append((n, name, layout, shape, dtype))
     request.update(opts.request_options())
     for attempt in range(_BUSY_TRIES):
         try:
@@ -456,7 +697,9 @@ def _plan_piece(nodes, kind, opts, client):
             if e.status == 0 or e.status >= 500 or e.status == 429:
                 raise _DaemonUnavailable("cannot get a plan from hidetd at %s: %s" % (client.address, e))
             raise _Refused(_culprits(L, e, nodes, args_in + args_w), "refused by the daemon: %s" % e)
-    return Piece(nodes, args_in, args_w, L, outs, request, plan_json, client)
+    piece = Piece(nodes, args_in, args_w, L, shaped, request, plan_json, client)
+    piece.dims = used
+    return piece
 
 
 def _culprits(L, err, nodes, args):
@@ -504,6 +747,7 @@ class Piece:
         self.plan_json = plan_json
         self.kernels = len(plan_json.get("steps", [])) + len(plan_json.get("prepare", []))
         self.client = client
+        self.dims = []  # the dynamic sizes its graph names
         self.plan = None
         self._run = None
         self._bound = None
@@ -531,8 +775,9 @@ class CompiledGraph:
     """The compiled forward: folded constants computed at the first call, the pieces run as
     plans, everything else as the ATen graph says, in its order."""
 
-    def __init__(self, gm, placeholders, folded, pieces, opts):
+    def __init__(self, gm, placeholders, folded, pieces, opts, symbols=None):
         self.gm = gm
+        self.symbols = symbols if symbols else None
         self.placeholders = placeholders
         self.folded = folded
         self.pieces = pieces
@@ -589,24 +834,36 @@ class CompiledGraph:
         env = dict(self.env_consts)
         for n, a in zip(self.placeholders, args):
             env[n] = a
+        sizes = self.symbols.sizes(args) if self.symbols else None
         for (what, x), drop in zip(self.order, self.drop):
             if what == "node":
                 a = torch.fx.node.map_arg(x.args, lambda y: env[y])
                 k = torch.fx.node.map_arg(x.kwargs, lambda y: env[y])
                 env[x] = x.target(*a, **k)
             else:
-                self._run_piece(x, env)
+                self._run_piece(x, env, sizes)
             for y in drop:
                 env.pop(y, None)
         out = torch.fx.node.map_arg(self.output.args[0], lambda y: env[y])
         return out
 
-    def _run_piece(self, p, env):
+    def _run_piece(self, p, env, sizes=None):
         import torch
         ins = [env[a] for a in p.args_in]
         ws = [env[a] for a in p.args_w]
         dev = next((t.device for t in ins + ws if isinstance(t, torch.Tensor)), None)
-        if (dev is None or dev.type != "cuda") and self.opts.reference:
+        if p.dims:
+            at = {n: sizes[n] for n in p.dims}
+            out_of_range = [n for n in p.dims if not self.symbols.range[n][0] <= at[n] <= self.symbols.range[n][1]]
+            if out_of_range:
+                n = out_of_range[0]
+                lo, hi = self.symbols.range[n]
+                _warn_once("hidetd: %s is %d; its range is %d..%d (options={\"dynamic_max\": ...} "
+                           "or mark_dynamic(max=) widens it): PyTorch runs the pieces at that size" %
+                           (n, at[n], lo, hi))
+                self._eager_piece(p, env)
+                return
+        if (dev is None or dev.type != "cuda") and self.opts.reference and not p.dims:
             self._reference_piece(p, env, ins, ws)
             return
         if dev is None or dev.type != "cuda":
@@ -621,6 +878,8 @@ class CompiledGraph:
         outs = []
         ptrs = []
         for (n, name, layout, shape, dtype) in p.outs:
+            if p.dims:
+                shape = [d if isinstance(d, int) else _product(at, d) for d in shape]
             if layout == "nhwc":
                 t = torch.empty((shape[0], shape[2], shape[3], shape[1]), dtype=dtype, device=dev)
                 ptrs.append(t.data_ptr())
@@ -629,8 +888,13 @@ class CompiledGraph:
                 t = torch.empty(shape, dtype=dtype, device=dev)
                 ptrs.append(t.data_ptr())
             outs.append((n, t))
-        p._run([_phys(_as_declared(t, c), nhwc).data_ptr()
-                for t, nhwc, c in zip(ins, p.in_layout, p.in_cast)], ptrs, torch.cuda.current_stream(dev).cuda_stream)
+        in_ptrs = [_phys(_as_declared(t, c), nhwc).data_ptr()
+                   for t, nhwc, c in zip(ins, p.in_layout, p.in_cast)]
+        stream = torch.cuda.current_stream(dev).cuda_stream
+        if p.dims:
+            p._run(in_ptrs, ptrs, stream, at)
+        else:
+            p._run(in_ptrs, ptrs, stream)
         for n, t in outs:
             env[n] = t
 
@@ -656,6 +920,13 @@ class CompiledGraph:
             env[n] = n.target(*a, **k)
 
 
+def _product(sizes, names):
+    v = 1
+    for n in names:
+        v *= sizes[n]
+    return v
+
+
 def _same_weights(p, ws):
     b = p._bound
     for t, (ref, version) in zip(ws, b):
@@ -669,7 +940,7 @@ def _bind(p, ws, dev):
     import torch
     from .plan import Plan
     if p.plan is None:
-        p.plan = Plan(p.client, p.plan_json)
+        p.plan = Plan(p.client, p.plan_json, request=p.request)
     weights = {}
     for name, t, nhwc, cast in zip(p.w_names, ws, p.w_layout, p.w_cast):
         weights[name] = _phys(_as_declared(t.to(dev), cast), nhwc)

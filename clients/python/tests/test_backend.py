@@ -2,7 +2,11 @@
 ($HIDETD_BIN, no GPU workers, tune "none"): what is lowered and split, what is folded, how a
 refused node and a daemon that is down are handled, the options, and the entry point. On a
 machine without a GPU the plans are made and checked by the daemon but PyTorch runs the model
-(the tensors are on the CPU), so every answer is compared with eager PyTorch."""
+(the tensors are on the CPU), so every answer is compared with eager PyTorch. Dynamic shapes
+(dynamic=True, mark_dynamic): the graph request names the sizes and declares their dims, new
+sizes neither recompile nor send requests, and sizes a graph cannot express are explained."""
+import copy
+import functools
 import os
 import subprocess
 import sys
@@ -138,6 +142,30 @@ if torch is not None:
         def forward(self, x, bias):
             return torch.ops.aten._safe_softmax(x + bias, -1) * 2.0
 
+    class MlpLn(nn.Module):
+        """Linear, layer norm, ReLU, linear over [batch, seq, 32]: dynamic in batch and seq."""
+
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(32, 64)
+            self.ln = nn.LayerNorm(64)
+            self.b = nn.Linear(64, 32)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.ln(self.a(x))))
+
+    class DropsFirst(nn.Module):
+        """A linear, then its rows but the first (seq - 1 of them) and the rows twice (2 * seq):
+        sizes a graph cannot name."""
+
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(16, 16)
+
+        def forward(self, x):
+            y = torch.tanh(self.a(x))
+            return torch.sigmoid(y[:, 1:]), torch.cat([y, y], 1).relu()
+
 
 @needs_torch
 class BackendTest(unittest.TestCase):
@@ -161,6 +189,97 @@ class BackendTest(unittest.TestCase):
             warnings.simplefilter("always")
             e = hidetd.explain(model.eval(), *inputs, **opts)
         return e, [str(w.message) for w in caught]
+
+    def recording(self):
+        """The graph requests the backend sends from now on (backend._client wrapped)."""
+        from hidetd import backend
+        sent, real = [], backend._client
+
+        def client(opts):
+            c = real(opts)
+            plan_json = c.plan_json
+
+            def record(req, **kw):
+                sent.append(copy.deepcopy(req))
+                return plan_json(req, **kw)
+            c.plan_json = record
+            return c
+        backend._client = client
+        self.addCleanup(setattr, backend, "_client", real)
+        return sent
+
+    def compile_dynamic(self, m, **extra):
+        reports = []
+        be = functools.partial(hidetd.backend.hidetd_backend, options=dict(self.opts, **extra),
+                               _reports=reports)
+        return torch.compile(m, backend=be, dynamic=True), reports
+
+    def test_dynamic_request_names_the_sizes(self):
+        # Checked at the request level: the daemon may refuse names (then PyTorch runs it).
+        sent = self.recording()
+        m = MlpLn().eval()
+        c, reports = self.compile_dynamic(m, dynamic_max=4096)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.no_grad():
+                for b, s in ((4, 7), (3, 9), (5, 5)):
+                    x = torch.randn(b, s, 32)
+                    torch.testing.assert_close(c(x), m(x))
+                    if b == 4:
+                        asked = len(sent)
+        self.assertEqual(len(reports), 1, "a new size recompiled")
+        self.assertEqual(len(sent), asked, "a new size sent a graph request")
+        req = sent[0]
+        dims = req["dims"]
+        self.assertEqual(len(dims), 2, req)
+        for d in dims.values():
+            self.assertEqual(d, {"min": 2, "max": 4096})
+        batch, seq = req["graph"]["inputs"][0]["shape"][:2]
+        self.assertEqual(req["graph"]["inputs"][0]["shape"], [batch, seq, 32])
+        self.assertEqual({batch, seq}, set(dims))
+        rows = "*".join(sorted((batch, seq)))
+        shapes = [n["attrs"]["shape"] for n in req["graph"]["nodes"] if n["op"] == "reshape"]
+        self.assertIn([rows, 32], shapes)
+        self.assertIn([rows, 64], shapes)
+        self.assertIn([batch, seq, 32], shapes)
+        # Weights stay static; the report lists the ranges.
+        self.assertTrue(all(isinstance(d, int) for w in req["graph"]["weights"] for d in w["shape"]))
+        self.assertEqual(reports[0].dims, {batch: (2, 4096), seq: (2, 4096)})
+
+    def test_dynamic_end_to_end(self):
+        # On a GPU the plans run (at each size, from one compilation); on the CPU PyTorch does.
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+        m = MlpLn().eval().to(dev)
+        c, reports = self.compile_dynamic(m)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.no_grad():
+                for b, s in ((4, 7), (2, 3), (6, 100)):
+                    x = torch.randn(b, s, 32, device=dev)
+                    torch.testing.assert_close(c(x), m(x), atol=2e-3, rtol=2e-3)
+        r = reports[0]
+        if r.hidetd == 0 and any("dims" in x or "name" in x or "shape" in x for x in r.refused):
+            # Re-enabled by the lead once graph/* takes names (issue 39 item 4, daemon side).
+            self.skipTest("the daemon refuses graphs with named dims: %s" % r.refused[0])
+        self.assertEqual(r.torch, 0, str(r))
+        self.assertEqual(len(reports), 1)
+        plan = r.compiled.pieces[0].plan_json
+        self.assertEqual(sorted(plan["dims"]), sorted(r.dims))
+        if dev == "cuda":
+            self.assertTrue(r.ran_plans)
+            self.assertEqual(len(r.compiled.pieces[0].plan._memo), 3)
+
+    def test_sizes_a_graph_cannot_name_are_explained(self):
+        x = torch.randn(2, 6, 16)
+        torch._dynamo.mark_dynamic(x, 1, min=3, max=64)  # s - 1 >= 2: no size-1 guard
+        e, _ = self.explain(DropsFirst(), x)
+        left = e.left
+        self.assertIn("aten.slice.Tensor", left, str(e))
+        self.assertRegex(left["aten.slice.Tensor"][0], r"a size of s\d+ - 1: a graph's sizes are "
+                                                       r"numbers, names or products of names")
+        self.assertRegex(left["aten.cat.default"][0], r"a size of 2\*s\d+")
+        # The linear and tanh before them are hidetd's (or refused by a daemon without names).
+        self.assertEqual(list(e.graphs[0].dims.values()), [(3, 64)])
 
     def test_conv_block_is_one_piece(self):
         m = Block().eval()

@@ -515,7 +515,8 @@ HIDET_EXPORT int hidet_plan_buffer(const hidet_plan *p, const char *name, bool *
 
 /* Binds device memory of `bytes` bytes to the input, weight or output `name`; -ENOENT names
  * the plan's tensors, -EINVAL when bytes is less than the tensor's size or ptr is 0 or not
- * 16-byte aligned. Rebinding is allowed (a new input each pass). */
+ * 16-byte aligned (a tensor with named axes: its size at the sizes, checked at the launch).
+ * Rebinding is allowed (a new input each pass). */
 HIDET_EXPORT int hidet_plan_bind(hidet_plan *p, const char *name, uint64_t ptr, uint64_t bytes,
                                  hidet_error *err);
 /* Optional, before hidet_plan_load(): the caller's own arena and constants memory (at least
@@ -529,8 +530,71 @@ HIDET_EXPORT int hidet_plan_set_memory(hidet_plan *p, uint64_t arena, uint64_t c
 HIDET_EXPORT int hidet_plan_load(hidet_plan *p, hidet_client *c, hidet_error *err);
 /* Runs the prepare steps on stream (every weight bound); again after weights change. */
 HIDET_EXPORT int hidet_plan_prepare(hidet_plan *p, void *stream, hidet_error *err);
-/* Launches the steps on stream (every input, weight and output bound; prepare run). */
+/* Launches the steps on stream (every input, weight and output bound; prepare run). A plan
+ * with named dims first applies the sizes (hidet_plan_apply_sizes() below). */
 HIDET_EXPORT int hidet_plan_launch(hidet_plan *p, void *stream, hidet_error *err);
+
+/* ---- plans with named dims (docs/graphs.md, "Named dimensions"; since 2.2) ---------------- *
+ *
+ * A plan answered for a graph whose inputs name dims ("b", "s") declares them (1 to
+ * HIDET_MAX_DIMS, each with its range) and runs at any sizes in range. Its arena, buffers and
+ * constants are laid out at every name's max: hidet_plan_arena_bytes() is allocated once.
+ * hidet_plan_tensor_at() gives each tensor's shape and bytes at the names' max.
+ *
+ * Per pass: hidet_plan_set_shape() each input whose shape changed (the sizes come from the
+ * inputs' axes that are one name; an axis that is a product "b*s" and the fixed axes are checked
+ * against them), or hidet_plan_set_sizes() for a name no input axis gives alone; bind the inputs
+ * and outputs (their bytes are checked at the launch against their size at the sizes; read an
+ * output's shape with hidet_plan_shape()), then hidet_plan_launch(). When the sizes change, each
+ * step chooses its kernel set - the ready entry of its dispatch table whose ranges hold them,
+ * else the table's generic set - and binds it: grid rules evaluated, "int" parameters set,
+ * tensor maps described at the sizes (their encodings are kept per address and sizes, so
+ * returning to sizes met lately encodes nothing). Same sizes as the last pass: nothing is
+ * redone. Refusals: -EINVAL for sizes that disagree ("input 'x' shape[0]: b is 6 here, but 4
+ * from input 'm' shape[0]", err->field "x.shape[0]") or that no input gives; -ERANGE for a size
+ * outside its range, worded as the daemon words it ("b is 9000; its range is 1..8192", ", a
+ * multiple of 8" where multiple_of > 1; err->field "sizes.b").
+ *
+ * This client does not ask the daemon to tune a range that is not ready yet: the generic set
+ * serves it until a plan answered later (hidet_plan_request() with "sizes" in the graph
+ * request) lists it ready. The Python runtime re-asks in the background. */
+
+/* The plan's named dims, sorted by name (0 and NULL for a static plan). */
+HIDET_EXPORT int hidet_plan_n_dims(const hidet_plan *p);
+HIDET_EXPORT const hidet_dim *hidet_plan_dim_at(const hidet_plan *p, int i);
+/* The shape of input `name` for the next passes (rank its rank; rank 0 forgets it). -ENOENT for
+ * no such input, -EINVAL for a different rank or a size below 1; the sizes are checked when
+ * applied. */
+HIDET_EXPORT int hidet_plan_set_shape(hidet_plan *p, const char *name, const int64_t *shape,
+                                      int rank, hidet_error *err);
+/* Sizes by name (names[i]: sizes[i], i < n), replacing those given before (n = 0: none); they
+ * take precedence over the inputs' shapes, which must agree with them. -EINVAL for a name the
+ * plan does not declare. */
+HIDET_EXPORT int hidet_plan_set_sizes(hidet_plan *p, const char *const *names,
+                                      const int64_t *sizes, size_t n, hidet_error *err);
+/* Resolves the sizes (explicit, then from the input shapes), checks them (see above) and binds
+ * every step at them; hidet_plan_launch() does it, call it to check sizes or read shapes before.
+ * A static plan: nothing to do, 0. */
+HIDET_EXPORT int hidet_plan_apply_sizes(hidet_plan *p, hidet_error *err);
+/* The size of dim `name` applied last: 0, -ENOENT (no such dim), -EALREADY (none applied). */
+HIDET_EXPORT int hidet_plan_size(const hidet_plan *p, const char *name, int64_t *ret);
+/* The shape (up to HIDET_MAX_RANK entries; may be NULL), rank and bytes of an input, weight or
+ * output at the sizes applied last (a tensor without names: its fixed shape). -EALREADY for a
+ * tensor with named axes before any sizes were applied. */
+HIDET_EXPORT int hidet_plan_shape(const hidet_plan *p, const char *name,
+                                  int64_t shape[HIDET_MAX_RANK], int *ret_rank,
+                                  uint64_t *ret_bytes, hidet_error *err);
+/* What a launch runs for kernel `kernel` of step `step` at the sizes applied last (for checks
+ * and tools; needs no GPU): *ret_entry the dispatch-table entry holding the sizes (-1: none, or
+ * a step without a table), ret_key the key of the chosen kernel set, ret_grid its grid,
+ * ret_args[j] (j < n_args) the 8 bytes passed as parameter j (a pointer: base address plus
+ * offset, the arena's and constants' bases 0 before hidet_plan_load(); an "int" parameter: the
+ * size; a tensor map: its buffer's address), *ret_n_params the kernel's parameter count. Any
+ * ret_* may be NULL. */
+HIDET_EXPORT int hidet_plan_step_kernel(const hidet_plan *p, size_t step, size_t kernel,
+                                        long *ret_entry, char ret_key[HIDET_KEY_LEN + 1],
+                                        uint32_t ret_grid[3], uint64_t *ret_args, size_t n_args,
+                                        size_t *ret_n_params, hidet_error *err);
 
 #ifdef __cplusplus
 }
