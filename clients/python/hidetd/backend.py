@@ -289,6 +289,10 @@ def _op_name(node):
     return str(t) if hasattr(t, "_schema") else getattr(t, "__name__", str(t))
 
 
+# The most elements a tensor of a request may hold (the daemon refuses more: limit_exceeded).
+_MAX_ELEMENTS = 1 << 31
+
+
 def _bound(x, default):
     """A ShapeEnv range bound as an int, or default where it is infinite."""
     try:
@@ -317,6 +321,7 @@ class Symbols:
     def __init__(self, placeholders, opts):
         import torch
         self.syms, self.name, self.range, self.source = [], {}, {}, {}
+        self.defaulted = set()  # names whose max PyTorch left unbounded (dynamic_max applies)
         for i, n in enumerate(placeholders):
             m = meta_of(n)
             if isinstance(m, torch.SymInt):
@@ -337,7 +342,10 @@ class Symbols:
                     continue
                 vr = d.node.shape_env.var_to_range.get(e)
                 lo = max(1, _bound(vr.lower, 1)) if vr is not None else 1
-                hi = _bound(vr.upper, opts.dynamic_max) if vr is not None else opts.dynamic_max
+                hi = _bound(vr.upper, None) if vr is not None else None
+                if hi is None:
+                    self.defaulted.add(name)
+                    hi = opts.dynamic_max
                 self.syms.append(e)
                 self.name[e] = name
                 self.range[name] = (lo, max(lo, hi))
@@ -348,6 +356,33 @@ class Symbols:
 
     def __bool__(self):
         return bool(self.syms)
+
+    def fit(self, nodes):
+        """Lowers the defaulted maxima until every tensor of the graph, at the maxima, holds at
+        most _MAX_ELEMENTS elements (the daemon's limit per tensor): two sizes left unbounded
+        at dynamic_max each would otherwise make [s0, s1, 768] a tensor no request may hold,
+        and the whole graph would run in PyTorch. The maximum halved is the largest defaulted
+        one; ranges PyTorch bounds (mark_dynamic's max) are kept as given."""
+        import sympy
+        shapes = []
+        for n in nodes:
+            m = meta_of(n)
+            if hasattr(m, "shape") and any(aten.is_symbolic(d) for d in m.shape):
+                shapes.append([d.node.expr if aten.is_symbolic(d) else int(d) for d in m.shape])
+        if not shapes or not self.defaulted:
+            return
+        by_name = {self.name[e]: e for e in self.syms}
+
+        def largest():
+            at = {by_name[k]: v[1] for k, v in self.range.items()}
+            return max(int(sympy.prod([sympy.sympify(d).subs(at) for d in sh])) for sh in shapes)
+        while largest() > _MAX_ELEMENTS:
+            name = max((k for k in self.defaulted if self.range[k][1] > self.range[k][0]),
+                       key=lambda k: self.range[k][1], default=None)
+            if name is None:
+                return  # nothing left to lower: the daemon says which tensor is too large
+            lo, hi = self.range[name]
+            self.range[name] = (lo, max(lo, hi // 2))
 
     def sizes(self, args):
         """{name: size} of a call."""
@@ -388,6 +423,7 @@ def _compile_aten(gm, example_inputs, opts, report):
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = _static_indices(len(placeholders))
     symbols = Symbols(placeholders, opts)
+    symbols.fit(gm.graph.nodes)
     kind = {}          # node -> "weight" | "input" | "const" | "fold" | "torch" | "hidetd"
     reasons = {}       # node -> why PyTorch runs it
     for i, n in enumerate(placeholders):
