@@ -1565,8 +1565,60 @@ static void test_named_dims(void)
     BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f32\"},{\"shape\":[\"m\",64],\"dtype\":\"f32\"}],"
         "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]},"
         "\"dims\":{\"n\":{\"min\":1,\"max\":64},\"m\":{\"min\":1,\"max\":64}}}", 422, "shape_mismatch", "inputs[1].shape[0]");
-    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,\"n\",64],\"dtype\":\"f32\"}],"
+    /* names on inner axes: elementwise anywhere, the row ops off the last axis, reduce before
+     * the reduced axes; a name stands on one axis of a tensor */
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",\"n\"],\"dtype\":\"f32\"}],"
         "\"attrs\":{\"fn\":\"relu\"}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"b*s\",\"s\"],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"fn\":\"relu\"},\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":8}}}", 422,
+        "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",1],\"dtype\":\"f32\"},{\"shape\":[1,\"n\"],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]}," DIMS_N "}", 422, "invalid_field", "inputs[1].shape[1]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,\"n\",64],\"dtype\":\"f32\"},{\"shape\":[4,64],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]},\"dims\":{\"n\":{\"min\":1,\"max\":4}}}", 422,
+        "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[8,\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[\"b\",\"n\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"kind\":\"sum\",\"axis\":1},\"dims\":{\"b\":{\"min\":1,\"max\":8},\"n\":{\"min\":1,\"max\":8}}}",
+        422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[8,64,\"n\"],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"kind\":\"sum\",\"axis\":1}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[2]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,\"n\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,32],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[1000,64],\"dtype\":\"f16\"},{\"shape\":[8,\"n\"],\"dtype\":\"i32\"}]," DIMS_N "}",
+        422, "invalid_field", "inputs[1].shape[1]");
+    {
+        proto_kernel_request req;
+        proto_error err;
+        CHECK(parse("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", &req, &err) ==
+              -EINVAL);
+        CHECK(strstr(err.message, "works along") && strstr(err.message, "names stand on any axis in elementwise"));
+    }
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"s\",768],\"dtype\":\"f16\"},{\"shape\":[\"b\",1,1],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1},{\"op\":\"mul\",\"input\":2}]},"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.rank == 3 && r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    CHECK(r.op.output.shape[0] == 8 && r.op.output.shape[1] == 512 && r.op.inputs[1].sym[0] == 2);
+    /* [b, 1, 1, k] against [b, 12, q, k]: the output's axes take the names of whichever input
+     * names them */
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"b\",1,1,\"k\"],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",12,\"q\",\"k\"],\"dtype\":\"f16\"}],\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]},"
+           "\"dims\":{\"b\":{\"min\":1,\"max\":4},\"k\":{\"min\":1,\"max\":64},\"q\":{\"min\":1,\"max\":64}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[1] == 0 && r.op.output.sym[2] == 4 && r.op.output.sym[3] == 2);
+    r = OK("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
+           "{\"shape\":[768],\"dtype\":\"f16\"},{\"shape\":[768],\"dtype\":\"f16\"},{\"shape\":[\"s\",768],\"dtype\":\"f16\"}],"
+           "\"epilogue\":[{\"op\":\"add\",\"input\":3}],"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    r = OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b\",12,\"s\",64],\"dtype\":\"f16\"}],"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[2] == 2 && r.op.output.sym[3] == 0);
+    r = OK("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[\"b\",\"s\",33,64],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"kind\":\"sum\",\"axis\":2,\"keepdim\":true},"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.rank == 4 && r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
     /* the dims object itself */
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":0,\"max\":8}}}",
         422, "invalid_field", "dims.n.min");

@@ -16,16 +16,16 @@ typedef struct t_dyn_case {
     bool expect_scalar_only;   /* no vector candidates: a named size need not divide a vector */
 } t_dyn_case;
 
-#define T_DYN_MAX_CASES 24
+#define T_DYN_MAX_CASES 32
 
-/* The cases for dtype dt into out[0..T_DYN_MAX_CASES); returns how many. Every case names axis
- * 0 of its tensors only (the rule of this version), with dims such as n in 1..4096 and a product
- * b*s. With bump, each dim's max is raised by 7 x its multiple_of (the same schedules stay valid):
+/* The cases for dtype dt into out[0..T_DYN_MAX_CASES); returns how many: names on axis 0 (dims
+ * such as n in 1..4096 and a product b*s), then names on inner axes ([b, s, 768] + [s, 768],
+ * [b, 12, q, k] + a mask [b, 1, 1, k], rows of [b, 12, s, 64], reduces to [b, s]). With bump, each dim's max is raised by 7 x its multiple_of (the same schedules stay valid):
  * a program that does not bake a named size in is the same text for both. */
 int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out);
 
-/* Ops the core templates must refuse (a named row length, a reduce over a named axis, a name
- * on an inner axis): into out; returns how many. */
+/* Ops the core templates must refuse (a named row length, a reduce over a named axis or with a
+ * name after it, a name on two axes, a fixed size against a name): into out; returns how many. */
 int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out);
 
 /* Sizes of op's dims to launch at: which 0 = every dim at min, 1 = an odd size (or an odd

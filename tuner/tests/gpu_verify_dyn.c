@@ -5,8 +5,9 @@
  * For every case of tuner/tests/dyn_cases.c x dtype: builds the dynamic op's space for the
  * device's target and compiles its default and up to HIDET_VERIFY_MAX (default 12) evenly spaced
  * other candidates once. Buffers are allocated for the dims' max and filled with values exact in
- * their dtype; a named axis is axis 0, so the tensors of the op at smaller sizes are prefixes of
- * them. At the sizes min, an odd one in the middle and max (t_dyn_sizes): the static op there
+ * their dtype; the op at smaller sizes reads the first elements of each buffer as its dense
+ * tensors (with names on inner axes these are not the max tensors' prefixes, and need not be:
+ * the reference reads the same elements). At the sizes min, an odd one in the middle and max (t_dyn_sizes): the static op there
  * (tuner_op_bind) gets its reference (tuner_reference, F32 output), and every candidate is
  * launched with the sizes as its dims' arguments and each grid from its rule (gpu_launch_sizes),
  * its output poisoned with NaN bytes first: the elements of the bound op must match the
