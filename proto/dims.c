@@ -13,8 +13,9 @@
 #define WHERE_NAMES                                                                                   \
     "names stand on any axis in elementwise (a name broadcasts against the same name or 1), on x's "   \
     "axes before the last in softmax, layernorm and rmsnorm, before the reduced axes in reduce, and "  \
-    "on axis 0 of matmul's a ([M, K] with M named, or [batch, M, K] with batch named); a name stands " \
-    "on one axis of a tensor"
+    "on axis 0 of matmul's a ([M, K] with M named, or [batch, M, K] with batch named), on B, S and " \
+    "Skv of attention's q, k, v (and the mask's axes that follow them); a name stands on one axis of " \
+    "a tensor"
 
 static bool name_ok(const char *s)
 {
@@ -306,6 +307,59 @@ static int check_operands(const tuner_op *op, proto_error *e)
     return 0;
 }
 
+/* attention: names on B (axis 0 of q, k, v alike), S (q's sequence axis) and Skv (k's and v's,
+ * alike; it may be S's name); the heads and the head dim stay fixed. The mask's axes follow the
+ * names of [B, Hq, S, Skv] (the same name, or 1). Ranks other than 4 are inference's to refuse. */
+static int check_attention(const tuner_op *op, proto_error *e)
+{
+    const bool packed = op->attrs.attention.packed, bshd = op->attrs.attention.bshd || packed;
+    const int n_qkv = packed ? 1 : 3, seq = bshd ? 1 : 2;
+    const tuner_tensor *q = &op->inputs[0];
+    char field[64], a[80], b[80];
+    int r;
+    for (int i = 0; i < n_qkv && i < op->n_inputs; i++) {
+        const tuner_tensor *t = &op->inputs[i];
+        if (t->rank != 4)
+            return 0;
+        for (int d = 0; d < 4; d++)
+            if (t->sym[d] && d != 0 && d != seq) {
+                snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s is a head count or the head dim of attention's %s: it may not be named (names "
+                                  "stand on B, S and Skv); %s",
+                                  field, i == 0 ? (packed ? "qkv" : "q") : i == 1 ? "k" : "v", WHERE_NAMES);
+            }
+        if (i > 0 && t->sym[0] != q->sym[0]) {
+            snprintf(field, sizeof(field), "inputs[%d].shape[0]", i);
+            return proto_fail(e, 422, "shape_mismatch", field, "%s is %s where q's batch is %s: q, k and v share B",
+                              field, t->sym[0] ? tuner_sym_text(op, t->sym[0], a, sizeof(a)) : "fixed",
+                              q->sym[0] ? tuner_sym_text(op, q->sym[0], b, sizeof(b)) : "fixed");
+        }
+        if (i == 2 && t->sym[seq] != op->inputs[1].sym[seq]) {
+            snprintf(field, sizeof(field), "inputs[2].shape[%d]", seq);
+            return proto_fail(e, 422, "shape_mismatch", field, "%s must be named as k's Skv (inputs[1].shape[%d])",
+                              field, seq);
+        }
+    }
+    const int mi = tuner_attention_mask_input(op);
+    if (op->n_anchor_inputs > mi && mi < op->n_inputs) {
+        /* [B, Hq, S, Skv] with its names, right-aligned against the mask */
+        tuner_tensor full = {.rank = 4};
+        full.sym[0] = q->sym[0];
+        full.sym[2] = q->sym[seq];
+        full.sym[3] = packed ? q->sym[1] : op->inputs[1].rank == 4 ? op->inputs[1].sym[seq] : 0;
+        /* the sizes, for the messages: q's (qkv's heads less k's and v's when packed) */
+        const int kvh = op->attrs.attention.kv_heads;
+        full.shape[0] = q->shape[0];
+        full.shape[1] = packed ? (kvh ? q->shape[2] - 2 * kvh : q->shape[2] / 3) : q->shape[bshd ? 2 : 1];
+        full.shape[2] = q->shape[seq];
+        full.shape[3] = packed ? q->shape[1] : op->inputs[1].shape[seq];
+        if ((r = check_broadcast(op, mi, &op->inputs[mi], &full, "attention's [B, Hq, S, Skv]", e)) < 0)
+            return r;
+    }
+    return 0;
+}
+
 int proto__check_named_inputs(const tuner_op *op, proto_error *e)
 {
     if (op->n_dims == 0)
@@ -367,6 +421,10 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
                               "matmul batch mismatch: a's and b's batch must have the same name or size");
         break;
     }
+    case TUNER_OP_ATTENTION:
+        if ((r = check_attention(op, e)) < 0)
+            return r;
+        break;
     default:
         for (int i = 0; i < op->n_inputs; i++)
             if (named_axes(&op->inputs[i]))

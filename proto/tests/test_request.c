@@ -1619,6 +1619,34 @@ static void test_named_dims(void)
            "\"attrs\":{\"kind\":\"sum\",\"axis\":2,\"keepdim\":true},"
            "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
     CHECK(r.op.output.rank == 4 && r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    /* attention: B, S and Skv named (S and Skv may share a name), the mask following them */
+#define ATT_DIMS "\"dims\":{\"b\":{\"min\":1,\"max\":4},\"s\":{\"min\":1,\"max\":512},\"k\":{\"min\":1,\"max\":512}}"
+    r = OK("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",1,1,\"k\"],\"dtype\":\"f16\"}]," ATT_DIMS "}");
+    CHECK(r.op.n_dims == 3 && r.op.output.sym[0] == 1 && r.op.output.sym[2] == 4 && r.op.output.sym[1] == 0);
+    r = OK("{\"op\":\"attention\",\"inputs\":[{\"shape\":[2,\"s\",8,64],\"dtype\":\"f16\"},"
+           "{\"shape\":[2,\"s\",8,64],\"dtype\":\"f16\"},{\"shape\":[2,\"s\",8,64],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"layout\":\"bshd\",\"causal\":true},\"dims\":{\"s\":{\"min\":1,\"max\":4096}}}");
+    CHECK(r.op.output.sym[1] == 1 && r.op.output.shape[1] == 4096);
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",\"s\",8,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[4,8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[4,8,\"k\",64],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[2].shape[2]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",1,\"k\",\"s\"],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[3].shape[2]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",1,512,\"k\"],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[3].shape[2]");
+#undef ATT_DIMS
     /* the dims object itself */
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":0,\"max\":8}}}",
         422, "invalid_field", "dims.n.min");

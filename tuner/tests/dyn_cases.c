@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "tuner/attn/tests/ops.h"
 
 typedef struct dim_spec {
     const char *name; /* dims sorted by name: the canonical order */
@@ -254,6 +255,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
      * runtime sizes, the strides of fixed inner axes stay constants, a broadcast operand's
      * strides and row products are read from the sizes). b in 1..8 and s in 1..300. */
     c = add(out, &n, "elementwise [b,s,768] +pos[s,768] gelu *g[b,1,768] tanh", dt, "elementwise");
+    c->cpu_skips_bf16 = true;
     {
         const long long x[3] = {1, 1, 768}, pe[2] = {1, 768}, g[3] = {1, 1, 768};
         const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0}, bn[3] = {1, 0, 0};
@@ -269,6 +271,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     /* attention scores [b,12,q,k] + a key mask [b,1,1,k]: a named last axis (k a multiple of 8:
      * vectors too) and a named row axis q. */
     c = add(out, &n, "elementwise [b,12,q,k%8] +mask[b,1,1,k] relu *[q,1] abs", dt, "elementwise");
+    c->cpu_skips_bf16 = true;
     {
         const dim_spec dbkq[3] = {{"b", 1, 4, 1}, {"k", 8, 264, 8}, {"q", 1, 77, 1}};
         const long long x[4] = {1, 12, 1, 1}, m[4] = {1, 1, 1, 1}, r[2] = {1, 1};
@@ -284,6 +287,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* softmax over a fixed last axis of [b,12,s,64], a prologue mask [b,1,s,64]. */
     c = add(out, &n, "softmax [b,12,s,64] prologue +mask[b,1,s,64] tanh", dt, "softmax_rows");
+    c->cpu_skips_bf16 = true;
     {
         const long long x[4] = {1, 12, 1, 64}, m[4] = {1, 1, 1, 64};
         const unsigned xs[4] = {1, 0, 2, 0}, ms[4] = {1, 0, 2, 0};
@@ -298,6 +302,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* layernorm [b,s,768] with gamma, beta, a residual [b,s,768] and a position term [s,768]. */
     c = add(out, &n, "layernorm [b,s,768] +res[b,s,768] relu +pos[s,768] sigmoid", dt, "layernorm_rows");
+    c->cpu_skips_bf16 = true;
     {
         const long long x[3] = {1, 1, 768}, pe[2] = {1, 768};
         const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0};
@@ -314,6 +319,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* rmsnorm of few long rows [b<=2,s<=3,100000] (split): the workspace at b * s's max. */
     c = add(out, &n, "rmsnorm [b<=2,s<=3,100000] (split)", dt, "rmsnorm_rows");
+    c->cpu_skips_bf16 = true;
     {
         const dim_spec d23[2] = {{"b", 1, 2, 1}, {"s", 1, 3, 1}};
         const long long x[3] = {1, 1, 100000};
@@ -328,6 +334,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* reduce over the last axis to [b,s] (a named last output axis) + [s]. */
     c = add(out, &n, "reduce mean [b,s,1000] ax2 -> [b,s] +[s] relu", dt, "reduce_rows");
+    c->cpu_skips_bf16 = true;
     {
         const long long x[3] = {1, 1, 1000}, o[2] = {1, 1};
         const unsigned bs[3] = {1, 2, 0}, sn[1] = {2};
@@ -340,6 +347,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* reduce over a middle axis with names on both outer axes: O = b * s. */
     c = add(out, &n, "reduce sum [b,s,33,64] ax2 keep +[s,1,64] abs", dt, "reduce_cols");
+    c->cpu_skips_bf16 = true;
     {
         const dim_spec d[2] = {{"b", 1, 4, 1}, {"s", 1, 40, 1}};
         const long long x[4] = {1, 1, 33, 64}, e[3] = {1, 1, 64};
@@ -350,6 +358,65 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         name_axes(&c->op, &c->op.output, bs);
         t_add_epilogue(&c->op, TUNER_EW_ADD, 3, e, TUNER_EW_ABS);
         name_axes(&c->op, &c->op.inputs[1], sn);
+    }
+
+    /* attention (attention_mma; f16 and bf16): names on B, S and Skv, strides and the causal
+     * offset at launch. */
+    if (dt != TUNER_F32) {
+        /* bhsd, GQA 4/2, S and Skv named apart, a key-padding mask [b,1,1,k]. */
+        c = add(out, &n, "attention bhsd [b,4,s,64] kv [b,2,k,64] mask[b,1,1,k]", dt, "attention_mma");
+        c->cpu_skips_bf16 = true;
+        {
+            const dim_spec d3[3] = {{"b", 1, 3, 1}, {"k", 1, 300, 1}, {"s", 1, 200, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 4, 0}, ks[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 0, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 4, 2, 1, 1, 64, 4, ms, dt);
+            set_dims(&c->op, 3, d3, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bshd self-attention, causal: one name s on S and Skv, B fixed. */
+        c = add(out, &n, "attention bshd causal [2,s,4,64] kv [2,s,4,64]", dt, "attention_mma");
+        c->cpu_skips_bf16 = true;
+        {
+            const dim_spec d1[1] = {{"s", 1, 333, 1}};
+            const unsigned qs[4] = {0, 1, 0, 0};
+            c->op = ta_attention_of(dt, true, true, 2, 4, 4, 1, 1, 64, 0, NULL, dt);
+            set_dims(&c->op, 1, d1, bump);
+            for (int i = 0; i < 3; i++)
+                name_axes(&c->op, &c->op.inputs[i], qs);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bhsd causal with S < Skv apart (decoding a chunk against a cache): the causal offset
+         * Skv - S at launch; k a multiple of 64, so block_n 32 and 64 skip the key bound test. */
+        c = add(out, &n, "attention bhsd causal [b,4,q,64] kv [b,4,k%64,64]", dt, "attention_mma");
+        c->cpu_skips_bf16 = true;
+        {
+            const dim_spec d3[3] = {{"b", 1, 2, 1}, {"k", 64, 512, 64}, {"q", 1, 64, 1}};
+            const unsigned qs[4] = {1, 0, 4, 0}, ks[4] = {1, 0, 2, 0};
+            c->op = ta_attention_of(dt, false, true, 1, 4, 4, 1, 1, 64, 0, NULL, dt);
+            set_dims(&c->op, 3, d3, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bshd_packed qkv [b,s,4+2*2,128], causal. */
+        c = add(out, &n, "attention bshd_packed causal qkv [b,s,8,128]", dt, "attention_mma");
+        c->cpu_skips_bf16 = true;
+        {
+            const dim_spec d2[2] = {{"b", 1, 3, 1}, {"s", 1, 260, 1}};
+            const unsigned qs[4] = {1, 2, 0, 0};
+            ta_shape sh = {.dt = dt, .b = 1, .hq = 4, .hkv = 2, .s = 1, .skv = 1, .d = 128, .bshd = true,
+                           .causal = true, .packed = true};
+            c->op = ta_attention(&sh);
+            set_dims(&c->op, 2, d2, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.output, qs);
+        }
     }
     return n;
 }

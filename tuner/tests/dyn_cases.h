@@ -14,6 +14,10 @@ typedef struct t_dyn_case {
     const char *template_name; /* the template that must fill (part of) its space */
     bool expect_split;         /* the space offers split (two-kernel) candidates */
     bool expect_scalar_only;   /* no vector candidates: a named size need not divide a vector */
+    /* tuner_core_dynamic skips its bf16 form: the code differs from f16's in type names only (an
+     * mma's name for attention), so the CPU check's time goes to other cases; the GPU check runs
+     * it. */
+    bool cpu_skips_bf16;
 } t_dyn_case;
 
 #define T_DYN_MAX_CASES 32

@@ -1,5 +1,6 @@
 /* tuner/tests/test_core_dyn.c - dynamic ops (named dims, issue 39) in the core templates:
- * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols.
+ * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols, and attention_mma
+ * (names on B, S and Skv). Cases marked cpu_skips_bf16 run as f16 and f32 only here.
  *
  * For every case of tuner/tests/dyn_cases.c x dtype x {sm_80, sm_90a}: the space is built (only
  * dynamic templates, the expected one among them, split and vector candidates as the case says)
@@ -13,7 +14,8 @@
  *  - the same schedule generated for the op with every dim's max raised is the same text: no
  *    named size is baked into the code (a literal row count or element bound would differ).
  * Every input's broadcast offset (tuner__bcast_offset) against the output and x, evaluated at the
- * three sizes with the dims' parameters bound, equals the static op's at sampled elements.
+ * three sizes with the dims' parameters bound, equals the static op's at sampled elements; for
+ * attention, q's, k's, the output's and the mask's offsets likewise.
  * A sample of each case's candidates (the default always, HIDET_TEST_SAMPLE, common.h) is
  * compiled with NVRTC and ptxas, and the static reference at max is generated and compiled. Ops
  * the templates must refuse (a named row length, a reduce over a name, a name on an inner axis)
@@ -26,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/attn/attn.h"
 #include "tuner/core.h"
 #include "tuner/space.h"
 #include "tuner/template.h"
@@ -359,6 +362,72 @@ static void check_offsets(const t_dyn_case *c)
     n_offsets += checked;
 }
 
+/* attention: q's, k's / v's, the output's and the mask's element offsets (tuner/attn/attn.h) of
+ * the dynamic op at the three sizes against the bound op's, at sampled coordinates. */
+static void check_attn_offsets(const t_dyn_case *c)
+{
+    const tuner_op *op = &c->op;
+    int checked = 0;
+    for (int which = 0; which < 3; which++) {
+        int64_t sizes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+        t_dyn_sizes(op, which, sizes);
+        tuner_op b;
+        tuner__attn_problem pd, pb;
+        char *err = NULL;
+        if (tuner_op_bind(op, sizes, &b) < 0 || tuner__attn_problem_init(op, &pd, &err) < 0 ||
+            tuner__attn_problem_init(&b, &pb, &err) < 0) {
+            CHECK(false, "%s: attention problem: %s", c->name, err ? err : "bind");
+            free(err);
+            return;
+        }
+        for (int k = 0; k < 48; k++) {
+            char cb[24], ch[24], ci[24], cj[24], cc[24];
+            snprintf(cb, sizeof(cb), "%d", t_rnd_int(0, (int)pb.d.b - 1));
+            snprintf(ch, sizeof(ch), "%d", t_rnd_int(0, (int)pb.d.hq - 1));
+            snprintf(ci, sizeof(ci), "%d", t_rnd_int(0, (int)pb.d.s - 1));
+            snprintf(cj, sizeof(cj), "%d", t_rnd_int(0, (int)pb.d.skv - 1));
+            snprintf(cc, sizeof(cc), "%d", t_rnd_int(0, (int)pb.d.d - 1));
+            for (int w = 0; w < 4; w++) {
+                char *x = NULL, *y = NULL;
+                if (w == 0) {
+                    x = tuner__attn_q_offset(&pd, cb, ch, ci, cc);
+                    y = tuner__attn_q_offset(&pb, cb, ch, ci, cc);
+                } else if (w == 1) {
+                    x = tuner__attn_kv_offset(&pd, cb, "0", cj, cc);
+                    y = tuner__attn_kv_offset(&pb, cb, "0", cj, cc);
+                } else if (w == 2) {
+                    x = tuner__attn_out_offset(&pd, cb, ch, ci, cc);
+                    y = tuner__attn_out_offset(&pb, cb, ch, ci, cc);
+                } else if (pd.d.has_mask) {
+                    /* hd_f32(inM[offset]): the offset alone */
+                    char *mx = tuner__attn_mask_value(&pd, cb, ch, ci, cj), *my = tuner__attn_mask_value(&pb, cb, ch, ci, cj);
+                    if (mx && my && strlen(mx) > 12 && strlen(my) > 12) {
+                        x = strdup(mx + 11);
+                        y = strdup(my + 11);
+                        x[strlen(x) - 2] = y[strlen(y) - 2] = '\0';
+                    }
+                    free(mx);
+                    free(my);
+                }
+                if (!x || !y) {
+                    free(x);
+                    free(y);
+                    continue;
+                }
+                bool bad1 = false, bad2 = false;
+                const long long vx = ev_eval(x, 0, 0, sizes, &bad1), vy = ev_eval(y, 0, 0, sizes, &bad2);
+                CHECK(!bad1 && !bad2 && vx == vy, "%s: attention offset %d at (%s, %s, %s, %s, %s): %lld, static %lld (%s | %s)",
+                      c->name, w, cb, ch, ci, cj, cc, vx, vy, x, y);
+                checked += !bad1 && !bad2 && vx == vy;
+                free(x);
+                free(y);
+            }
+        }
+    }
+    CHECK(checked > 0, "%s: no attention offsets checked", c->name);
+    n_offsets += checked;
+}
+
 static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 
 int main(int argc, char **argv)
@@ -374,11 +443,16 @@ int main(int argc, char **argv)
         const int nb = t_dyn_cases(dts[di], true, bumped);
         CHECK(n == nb && n <= T_DYN_MAX_CASES, "case lists");
         for (int i = 0; di == 0 && i < n; i++) /* the index math does not depend on the dtype */
-            if (!only || strstr(cases[i].name, only))
+            if (!only || strstr(cases[i].name, only)) {
                 check_offsets(&cases[i]);
+                if (cases[i].op.kind == TUNER_OP_ATTENTION)
+                    check_attn_offsets(&cases[i]);
+            }
         for (int ti = 0; ti < 2; ti++)
             for (int i = 0; i < n; i++) {
                 if (only && !strstr(cases[i].name, only))
+                    continue;
+                if (cases[i].cpu_skips_bf16 && dts[di] == TUNER_BF16)
                     continue;
                 if (t_in_shard(job++))
                     run_case(&cases[i], &bumped[i], &targets[ti]);
