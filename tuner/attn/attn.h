@@ -62,6 +62,10 @@ typedef struct tuner__attn_problem {
  * the dims fit a launch's arguments. */
 bool tuner__attn_dyn_ok(const tuner_op *op);
 
+/* The C expression of a stride of p whose value at the dims' max is v and whose named part is
+ * the dims in m (the q_sb_m, ... fields): "vLL" when m is 0, else "(fixedLL * (hd_dim1))". */
+const char *tuner__attn_stride_expr(const tuner__attn_problem *p, long long v, unsigned m, char *buf, size_t len);
+
 /* A long long C expression for S, Skv or B of p: the literal ("128LL") of a fixed one, else the
  * product of its dims' parameters ("(hd_dim1)"), into buf. */
 char *tuner__attn_size_expr(const tuner__attn_problem *p, char which, char *buf, size_t len);

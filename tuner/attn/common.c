@@ -232,9 +232,7 @@ double tuner__attn_min_bytes(const tuner__attn_problem *p)
     return bytes + (double)tuner_tensor_numel(&op->output) * tuner_dtype_size(p->out_dt);
 }
 
-/* A stride at the dims' max `v` whose named part is `m`: "vLL" when m is 0, else the fixed part
- * times the named sizes at launch. */
-static const char *stride_expr(long long v, unsigned m, const tuner__attn_problem *p, char *buf, size_t len)
+const char *tuner__attn_stride_expr(const tuner__attn_problem *p, long long v, unsigned m, char *buf, size_t len)
 {
     if (!m) {
         snprintf(buf, len, "%lldLL", v);
@@ -255,7 +253,7 @@ static char *offset_expr(const tuner__attn_problem *p, const char *b, long long 
     tuner_sb e;
     tuner_sb_init(&e);
     tuner_sb_printf(&e, "((long long)(%s) * %s + (long long)(%s) * %s + (long long)(%s) * %lldLL + (%s))", b,
-                    stride_expr(sb, sbm, p, eb, sizeof(eb)), h, stride_expr(sh, shm, p, eh, sizeof(eh)), i, ss, c);
+                    tuner__attn_stride_expr(p, sb, sbm, eb, sizeof(eb)), h, tuner__attn_stride_expr(p, sh, shm, eh, sizeof(eh)), i, ss, c);
     return tuner_sb_take(&e);
 }
 
@@ -284,7 +282,7 @@ char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const 
     char st[96];
     for (int k = 0; k < 4; k++)
         if (p->m_st[k])
-            tuner_sb_printf(&sb, " + (long long)(%s) * %s", coord[k], stride_expr(p->m_st[k], p->m_st_m[k], p, st, sizeof(st)));
+            tuner_sb_printf(&sb, " + (long long)(%s) * %s", coord[k], tuner__attn_stride_expr(p, p->m_st[k], p->m_st_m[k], st, sizeof(st)));
     tuner_sb_puts(&sb, "])");
     return tuner_sb_take(&sb);
 }

@@ -404,6 +404,31 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
             name_axes(&c->op, &c->op.inputs[2], ks);
             name_axes(&c->op, &c->op.output, qs);
         }
+        /* decoding: a few query rows against a named Skv (attention_decode, and mma). */
+        c = add(out, &n, "attention decode bhsd [b,8,1,128] kv [b,2,k,128] mask[b,1,1,k]", dt, "attention_decode");
+        c->cpu_skips_bf16 = true;
+        {
+            const dim_spec d2[2] = {{"b", 1, 4, 1}, {"k", 1, 3000, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 0, 0}, ks[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 0, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 8, 2, 1, 1, 128, 4, ms, dt);
+            set_dims(&c->op, 2, d2, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        c = add(out, &n, "attention decode bshd causal [2,4,8,64] kv [2,k,8,64]", dt, "attention_decode");
+        c->cpu_skips_bf16 = true;
+        {
+            const dim_spec d1[1] = {{"k", 4, 2000, 1}};
+            const unsigned ks[4] = {0, 1, 0, 0};
+            c->op = ta_attention_of(dt, true, true, 2, 8, 8, 4, 1, 64, 0, NULL, dt);
+            set_dims(&c->op, 1, d1, bump);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+        }
         /* bshd_packed qkv [b,s,4+2*2,128], causal. */
         c = add(out, &n, "attention bshd_packed causal qkv [b,s,8,128]", dt, "attention_mma");
         c->cpu_skips_bf16 = true;
