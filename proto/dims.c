@@ -14,8 +14,8 @@
     "names stand on any axis in elementwise (a name broadcasts against the same name or 1), on x's "   \
     "axes before the last in softmax, layernorm and rmsnorm, before the reduced axes in reduce, and "  \
     "on axis 0 of matmul's a ([M, K] with M named, or [batch, M, K] with batch named), on B, S and " \
-    "Skv of attention's q, k, v (and the mask's axes that follow them); a name stands on one axis of " \
-    "a tensor"
+    "Skv of attention's q, k, v (and the mask's axes that follow them), on any axis of gather's index " \
+    "(the table stays fixed); a name stands on one axis of a tensor"
 
 static bool name_ok(const char *s)
 {
@@ -425,6 +425,13 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
         if ((r = check_attention(op, e)) < 0)
             return r;
         break;
+    case TUNER_OP_GATHER: /* the index's axes (the rows looked up); the table stays fixed */
+        if (named_axes(x))
+            return refuse_input(op, 0, e);
+        for (int i = 2; i < op->n_anchor_inputs; i++)
+            if (named_axes(&op->inputs[i]))
+                return refuse_input(op, i, e);
+        break;
     default:
         for (int i = 0; i < op->n_inputs; i++)
             if (named_axes(&op->inputs[i]))
@@ -480,6 +487,10 @@ int proto__check_named(tuner_op *op, proto_error *e)
         op->output.sym[0] = x->rank == 3 || b->rank == 2 ? x->sym[0] : b->sym[0];
         break;
     }
+    case TUNER_OP_GATHER: /* x's axes before the axis, the index's, x's after it */
+        for (int d = 0; d < op->inputs[1].rank && op->attrs.gather.axis + d < op->output.rank; d++)
+            op->output.sym[op->attrs.gather.axis + d] = op->inputs[1].sym[d];
+        break;
     case TUNER_OP_REDUCE: /* names stand before the reduced axes only: the output keeps them */
         for (int d = 0; d < op->attrs.reduce.axis && d < op->output.rank; d++)
             op->output.sym[d] = x->sym[d];

@@ -1586,8 +1586,19 @@ static void test_named_dims(void)
         "\"attrs\":{\"kind\":\"sum\",\"axis\":1}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[2]");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,\"n\",64],\"dtype\":\"f16\"},"
         "{\"shape\":[64,32],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[1]");
-    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[1000,64],\"dtype\":\"f16\"},{\"shape\":[8,\"n\"],\"dtype\":\"i32\"}]," DIMS_N "}",
-        422, "invalid_field", "inputs[1].shape[1]");
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},{\"shape\":[8,16],\"dtype\":\"i32\"}]," DIMS_N "}",
+        422, "invalid_field", "inputs[0].shape[0]");
+    r = OK("{\"op\":\"gather\",\"inputs\":[{\"shape\":[4,1000,3],\"dtype\":\"f16\"},{\"shape\":[8,\"n\"],\"dtype\":\"i32\"}],"
+           "\"attrs\":{\"axis\":1}," DIMS_N "}");
+    CHECK(r.op.output.rank == 4 && r.op.output.sym[0] == 0 && r.op.output.sym[1] == 0 && r.op.output.sym[2] == 1 &&
+          r.op.output.sym[3] == 0);
+    r = OK("{\"op\":\"gather\",\"inputs\":[{\"shape\":[30522,768],\"dtype\":\"f16\"},{\"shape\":[\"b\",\"s\"],\"dtype\":\"i64\"},"
+           "{\"shape\":[\"s\",768],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}],"
+           "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}}}");
+    CHECK(r.op.output.rank == 3 && r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[30522,768],\"dtype\":\"f16\"},{\"shape\":[\"b\",\"s\"],\"dtype\":\"i64\"},"
+        "{\"shape\":[512,768],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}],"
+        "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}}}", 422, "shape_mismatch", "inputs[2].shape[0]");
     {
         proto_kernel_request req;
         proto_error err;

@@ -360,6 +360,43 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         name_axes(&c->op, &c->op.inputs[1], sn);
     }
 
+    /* gather: the index's axes named (token ids of a batch of sequences). */
+    c = add(out, &n, "gather embedding [1000,768][ids b,s] +pos[s,768] relu", dt, "gather");
+    c->cpu_skips_bf16 = true;
+    {
+        const long long x[2] = {1000, 768}, ids[2] = {1, 1}, pe[2] = {1, 768};
+        const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0};
+        c->op = t_gather(dt, 2, x, 0, TUNER_I64, 2, ids);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[1], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, pe, TUNER_EW_RELU);
+        name_axes(&c->op, &c->op.inputs[2], sn);
+    }
+    c = add(out, &n, "gather index_select [4,500,3] ax1 [ids n] -> [4,n,3]", dt, "gather");
+    c->cpu_skips_bf16 = true;
+    {
+        const dim_spec d1[1] = {{"n", 1, 1000, 1}};
+        const long long x[3] = {4, 500, 3}, ids[1] = {1};
+        const unsigned ns[1] = {1}, os[3] = {0, 1, 0};
+        c->op = t_gather(dt, 3, x, 1, TUNER_I32, 1, ids);
+        set_dims(&c->op, 1, d1, bump);
+        name_axes(&c->op, &c->op.inputs[1], ns);
+        name_axes(&c->op, &c->op.output, os);
+    }
+    c = add(out, &n, "gather [1000][ids b,s] -> [b,s] *[s] tanh", dt, "gather");
+    c->cpu_skips_bf16 = true;
+    {
+        const long long x[1] = {1000}, ids[2] = {1, 1}, w[1] = {1};
+        const unsigned bs[2] = {1, 2}, sn[1] = {2};
+        c->op = t_gather(dt, 1, x, 0, TUNER_I32, 2, ids);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[1], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_MUL, 1, w, TUNER_EW_TANH);
+        name_axes(&c->op, &c->op.inputs[2], sn);
+    }
+
     /* attention (attention_mma; f16 and bf16): names on B, S and Skv, strides and the causal
      * offset at launch. */
     if (dt != TUNER_F32) {

@@ -20,7 +20,7 @@ typedef struct t_dyn_case {
     bool cpu_skips_bf16;
 } t_dyn_case;
 
-#define T_DYN_MAX_CASES 32
+#define T_DYN_MAX_CASES 40
 
 /* The cases for dtype dt into out[0..T_DYN_MAX_CASES); returns how many: names on axis 0 (dims
  * such as n in 1..4096 and a product b*s), then names on inner axes ([b, s, 768] + [s, 768],

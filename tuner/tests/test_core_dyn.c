@@ -1,6 +1,7 @@
 /* tuner/tests/test_core_dyn.c - dynamic ops (named dims, issue 39) in the core templates:
- * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols, and attention_mma
- * (names on B, S and Skv). Cases marked cpu_skips_bf16 run as f16 and f32 only here.
+ * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols, gather (named ids),
+ * attention_mma (names on B, S and Skv) and attention_decode (B and Skv). Cases marked
+ * cpu_skips_bf16 run as f16 and f32 only here.
  *
  * For every case of tuner/tests/dyn_cases.c x dtype x {sm_80, sm_90a}: the space is built (only
  * dynamic templates, the expected one among them, split and vector candidates as the case says)
