@@ -255,7 +255,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
      * runtime sizes, the strides of fixed inner axes stay constants, a broadcast operand's
      * strides and row products are read from the sizes). b in 1..8 and s in 1..300. */
     c = add(out, &n, "elementwise [b,s,768] +pos[s,768] gelu *g[b,1,768] tanh", dt, "elementwise");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const long long x[3] = {1, 1, 768}, pe[2] = {1, 768}, g[3] = {1, 1, 768};
         const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0}, bn[3] = {1, 0, 0};
@@ -271,7 +271,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     /* attention scores [b,12,q,k] + a key mask [b,1,1,k]: a named last axis (k a multiple of 8:
      * vectors too) and a named row axis q. */
     c = add(out, &n, "elementwise [b,12,q,k%8] +mask[b,1,1,k] relu *[q,1] abs", dt, "elementwise");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const dim_spec dbkq[3] = {{"b", 1, 4, 1}, {"k", 8, 264, 8}, {"q", 1, 77, 1}};
         const long long x[4] = {1, 12, 1, 1}, m[4] = {1, 1, 1, 1}, r[2] = {1, 1};
@@ -287,7 +287,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* softmax over a fixed last axis of [b,12,s,64], a prologue mask [b,1,s,64]. */
     c = add(out, &n, "softmax [b,12,s,64] prologue +mask[b,1,s,64] tanh", dt, "softmax_rows");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const long long x[4] = {1, 12, 1, 64}, m[4] = {1, 1, 1, 64};
         const unsigned xs[4] = {1, 0, 2, 0}, ms[4] = {1, 0, 2, 0};
@@ -302,7 +302,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* layernorm [b,s,768] with gamma, beta, a residual [b,s,768] and a position term [s,768]. */
     c = add(out, &n, "layernorm [b,s,768] +res[b,s,768] relu +pos[s,768] sigmoid", dt, "layernorm_rows");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const long long x[3] = {1, 1, 768}, pe[2] = {1, 768};
         const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0};
@@ -319,7 +319,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* rmsnorm of few long rows [b<=2,s<=3,100000] (split): the workspace at b * s's max. */
     c = add(out, &n, "rmsnorm [b<=2,s<=3,100000] (split)", dt, "rmsnorm_rows");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const dim_spec d23[2] = {{"b", 1, 2, 1}, {"s", 1, 3, 1}};
         const long long x[3] = {1, 1, 100000};
@@ -334,7 +334,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* reduce over the last axis to [b,s] (a named last output axis) + [s]. */
     c = add(out, &n, "reduce mean [b,s,1000] ax2 -> [b,s] +[s] relu", dt, "reduce_rows");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const long long x[3] = {1, 1, 1000}, o[2] = {1, 1};
         const unsigned bs[3] = {1, 2, 0}, sn[1] = {2};
@@ -347,7 +347,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     }
     /* reduce over a middle axis with names on both outer axes: O = b * s. */
     c = add(out, &n, "reduce sum [b,s,33,64] ax2 keep +[s,1,64] abs", dt, "reduce_cols");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const dim_spec d[2] = {{"b", 1, 4, 1}, {"s", 1, 40, 1}};
         const long long x[4] = {1, 1, 33, 64}, e[3] = {1, 1, 64};
@@ -362,7 +362,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
 
     /* gather: the index's axes named (token ids of a batch of sequences). */
     c = add(out, &n, "gather embedding [1000,768][ids b,s] +pos[s,768] relu", dt, "gather");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const long long x[2] = {1000, 768}, ids[2] = {1, 1}, pe[2] = {1, 768};
         const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0};
@@ -374,7 +374,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         name_axes(&c->op, &c->op.inputs[2], sn);
     }
     c = add(out, &n, "gather index_select [4,500,3] ax1 [ids n] -> [4,n,3]", dt, "gather");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const dim_spec d1[1] = {{"n", 1, 1000, 1}};
         const long long x[3] = {4, 500, 3}, ids[1] = {1};
@@ -385,7 +385,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         name_axes(&c->op, &c->op.output, os);
     }
     c = add(out, &n, "gather [1000][ids b,s] -> [b,s] *[s] tanh", dt, "gather");
-    c->cpu_skips_bf16 = true;
+    c->cpu_two_runs = true;
     {
         const long long x[1] = {1000}, ids[2] = {1, 1}, w[1] = {1};
         const unsigned bs[2] = {1, 2}, sn[1] = {2};
@@ -402,7 +402,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
     if (dt != TUNER_F32) {
         /* bhsd, GQA 4/2, S and Skv named apart, a key-padding mask [b,1,1,k]. */
         c = add(out, &n, "attention bhsd [b,4,s,64] kv [b,2,k,64] mask[b,1,1,k]", dt, "attention_mma");
-        c->cpu_skips_bf16 = true;
+        c->cpu_two_runs = true;
         {
             const dim_spec d3[3] = {{"b", 1, 3, 1}, {"k", 1, 300, 1}, {"s", 1, 200, 1}};
             const long long ms[4] = {1, 1, 1, 1};
@@ -417,7 +417,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         }
         /* bshd self-attention, causal: one name s on S and Skv, B fixed. */
         c = add(out, &n, "attention bshd causal [2,s,4,64] kv [2,s,4,64]", dt, "attention_mma");
-        c->cpu_skips_bf16 = true;
+        c->cpu_two_runs = true;
         {
             const dim_spec d1[1] = {{"s", 1, 333, 1}};
             const unsigned qs[4] = {0, 1, 0, 0};
@@ -430,7 +430,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         /* bhsd causal with S < Skv apart (decoding a chunk against a cache): the causal offset
          * Skv - S at launch; k a multiple of 64, so block_n 32 and 64 skip the key bound test. */
         c = add(out, &n, "attention bhsd causal [b,4,q,64] kv [b,4,k%64,64]", dt, "attention_mma");
-        c->cpu_skips_bf16 = true;
+        c->cpu_two_runs = true;
         {
             const dim_spec d3[3] = {{"b", 1, 2, 1}, {"k", 64, 512, 64}, {"q", 1, 64, 1}};
             const unsigned qs[4] = {1, 0, 4, 0}, ks[4] = {1, 0, 2, 0};
@@ -443,7 +443,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         }
         /* decoding: a few query rows against a named Skv (attention_decode, and mma). */
         c = add(out, &n, "attention decode bhsd [b,8,1,128] kv [b,2,k,128] mask[b,1,1,k]", dt, "attention_decode");
-        c->cpu_skips_bf16 = true;
+        c->cpu_two_runs = true;
         {
             const dim_spec d2[2] = {{"b", 1, 4, 1}, {"k", 1, 3000, 1}};
             const long long ms[4] = {1, 1, 1, 1};
@@ -457,7 +457,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
             name_axes(&c->op, &c->op.output, qs);
         }
         c = add(out, &n, "attention decode bshd causal [2,4,8,64] kv [2,k,8,64]", dt, "attention_decode");
-        c->cpu_skips_bf16 = true;
+        c->cpu_two_runs = true;
         {
             const dim_spec d1[1] = {{"k", 4, 2000, 1}};
             const unsigned ks[4] = {0, 1, 0, 0};
@@ -468,7 +468,7 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         }
         /* bshd_packed qkv [b,s,4+2*2,128], causal. */
         c = add(out, &n, "attention bshd_packed causal qkv [b,s,8,128]", dt, "attention_mma");
-        c->cpu_skips_bf16 = true;
+        c->cpu_two_runs = true;
         {
             const dim_spec d2[2] = {{"b", 1, 3, 1}, {"s", 1, 260, 1}};
             const unsigned qs[4] = {1, 2, 0, 0};

@@ -14,10 +14,11 @@ typedef struct t_dyn_case {
     const char *template_name; /* the template that must fill (part of) its space */
     bool expect_split;         /* the space offers split (two-kernel) candidates */
     bool expect_scalar_only;   /* no vector candidates: a named size need not divide a vector */
-    /* tuner_core_dynamic skips its bf16 form: the code differs from f16's in type names only (an
-     * mma's name for attention), so the CPU check's time goes to other cases; the GPU check runs
-     * it. */
-    bool cpu_skips_bf16;
+    /* tuner_core_dynamic runs it twice, not once per dtype and target: f16 on sm_80 and f32 on
+     * sm_90a (attention, slowest to compile: once, f16 on sm_80 or bf16 on sm_90a by turns) - the
+     * dtypes' and targets' code differ in type names and prelude only, and the test has a time
+     * budget; the GPU check runs every dtype. */
+    bool cpu_two_runs;
 } t_dyn_case;
 
 #define T_DYN_MAX_CASES 40
