@@ -234,13 +234,17 @@ static int refuse_from(const tuner_op *op, int i, int from, const char *why, pro
 }
 
 /* A dim named on two axes of one tensor (an axis's product and another axis, too): the kernels
- * size a tensor by the set of its names, so each stands once. */
+ * size a tensor by the set of its names, so each stands once - but in attention's mask. */
 static int check_names_once(const tuner_op *op, proto_error *e)
 {
     char field[64], name[80];
     for (int i = 0; i < op->n_inputs; i++) {
         const tuner_tensor *t = &op->inputs[i];
         unsigned seen = 0;
+        /* attention's mask follows [B, Hq, S, Skv] (check_attention), whose S and Skv may share a
+         * name: [b, 1, s, s] */
+        if (op->kind == TUNER_OP_ATTENTION && i == tuner_attention_mask_input(op) && i < op->n_anchor_inputs)
+            continue;
         for (int d = 0; d < t->rank; d++) {
             if (seen & t->sym[d]) {
                 snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);

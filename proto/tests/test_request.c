@@ -1657,6 +1657,15 @@ static void test_named_dims(void)
         "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},"
         "{\"shape\":[\"b\",1,512,\"k\"],\"dtype\":\"f16\"}]," ATT_DIMS "}",
         422, "shape_mismatch", "inputs[3].shape[2]");
+    /* self-attention's mask may name S and Skv's one name twice; q may not */
+    r = OK("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",1,\"s\",\"s\"],\"dtype\":\"f16\"}],"
+           "\"dims\":{\"b\":{\"min\":1,\"max\":4},\"s\":{\"min\":1,\"max\":512}}}");
+    CHECK(r.op.inputs[3].sym[2] == 2 && r.op.inputs[3].sym[3] == 2);
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"s\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"s\",8,\"s\",64],\"dtype\":\"f16\"},{\"shape\":[\"s\",8,\"s\",64],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"s\":{\"min\":1,\"max\":512}}}", 422, "invalid_field", "inputs[0].shape[2]");
 #undef ATT_DIMS
     /* the dims object itself */
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":0,\"max\":8}}}",

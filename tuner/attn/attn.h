@@ -50,16 +50,19 @@ typedef struct tuner__attn_problem {
     /* A dynamic op (named dims, tuner/codegen.h): the dims named on B, S and Skv (0: fixed), and
      * for each stride above the dims whose sizes multiply it at launch (its value there is at
      * the dims' max). A stride between rows (q_ss, kv_ss, o_ss) never has one: names stand on B,
-     * S and Skv only (tuner__attn_dyn_ok). All 0 for a static op. */
+     * S and Skv only (tuner__attn_dyn_ok). All 0 for a static op. The mask's strides may hold a
+     * dim twice (a [b, 1, s, s] mask of self-attention, S and Skv both s): m_st_sq, a subset of
+     * m_st_m, has the dims whose sizes enter squared. */
     unsigned b_sym, s_sym, skv_sym;
     unsigned q_sb_m, q_sh_m, kv_sb_m, kv_sh_m, o_sb_m, o_sh_m;
-    unsigned m_st_m[4];
+    unsigned m_st_m[4], m_st_sq[4];
 } tuner__attn_problem;
 
 /* Whether a template with dynamic_dims can take op: true for a static op; else names stand only
- * on B (q's, k's and v's alike), S and Skv, each tensor names a dim on one axis at most, the
- * mask's and the epilogue operands' names line up with what they apply to, and the buffers and
- * the dims fit a launch's arguments. */
+ * on B (q's, k's and v's alike), S and Skv, each tensor but the mask names a dim on one axis at
+ * most (the mask's S and Skv axes may share S's and Skv's one name), the mask's and the epilogue
+ * operands' names line up with what they apply to, and the buffers and the dims fit a launch's
+ * arguments. */
 bool tuner__attn_dyn_ok(const tuner_op *op);
 
 /* The C expression of a stride of p whose value at the dims' max is v and whose named part is

@@ -112,12 +112,14 @@ int tuner__attn_problem_init(const tuner_op *op, tuner__attn_problem *p, char **
         }
         if (d->has_mask) {
             const tuner_tensor *m = &op->inputs[p->mask_in];
-            unsigned run = 0;
+            unsigned run = 0, sq = 0;
             for (int ax = 3; ax >= 0; ax--) {
                 const int dm = m->rank - (4 - ax);
                 if (dm < 0)
                     continue;
                 p->m_st_m[ax] = p->m_st[ax] ? run : 0;
+                p->m_st_sq[ax] = p->m_st[ax] ? sq : 0;
+                sq |= run & m->sym[dm];
                 run |= m->sym[dm];
             }
         }
@@ -148,9 +150,12 @@ bool tuner__attn_dyn_ok(const tuner_op *op)
     const bool packed = op->attrs.attention.packed, bshd = op->attrs.attention.bshd || packed;
     const int seq = bshd ? 1 : 2, n_qkv = packed ? 1 : 3;
     const tuner_tensor *q = &op->inputs[0];
+    const int mi = tuner_attention_mask_input(op);
     for (int i = -1; i < op->n_inputs; i++) {
         const tuner_tensor *t = i < 0 ? &op->output : &op->inputs[i];
         unsigned seen = 0;
+        if (i == mi && op->n_anchor_inputs > mi)
+            continue; /* names_line_up below: its names are [B, Hq, S, Skv]'s */
         for (int d = 0; d < t->rank; d++) {
             if (seen & t->sym[d])
                 return false;
@@ -167,7 +172,6 @@ bool tuner__attn_dyn_ok(const tuner_op *op)
     for (int d = 0; d < 4; d++)
         if (op->output.sym[d] != q->sym[d])
             return false;
-    const int mi = tuner_attention_mask_input(op);
     if (op->n_anchor_inputs > mi) {
         tuner_tensor full = {.rank = 4};
         full.sym[0] = q->sym[0];
@@ -232,6 +236,28 @@ double tuner__attn_min_bytes(const tuner__attn_problem *p)
     return bytes + (double)tuner_tensor_numel(&op->output) * tuner_dtype_size(p->out_dt);
 }
 
+/* The mask's stride along axis k (b, h, i, j): like tuner__attn_stride_expr, with the dims in
+ * m_st_sq[k] entering squared. */
+static const char *mask_stride_expr(const tuner__attn_problem *p, int k, char *buf, size_t len)
+{
+    const unsigned m = p->m_st_m[k], sq = p->m_st_sq[k];
+    if (!sq)
+        return tuner__attn_stride_expr(p, p->m_st[k], m, buf, len);
+    long long named = 1;
+    for (int d = 0; d < p->op->n_dims && d < TUNER_MAX_DIMS; d++)
+        named *= (m & (1u << d) ? p->op->dims[d].max : 1) * (sq & (1u << d) ? p->op->dims[d].max : 1);
+    size_t at = (size_t)snprintf(buf, len, "(%lldLL * (", p->m_st[k] / named);
+    bool first = true;
+    for (int d = 0; d < TUNER_MAX_DIMS && at < len; d++)
+        for (int rep = 0; rep < ((m & (1u << d)) ? 1 : 0) + ((sq & (1u << d)) ? 1 : 0) && at < len; rep++) {
+            at += (size_t)snprintf(buf + at, len - at, "%shd_dim%d", first ? "" : " * ", d);
+            first = false;
+        }
+    if (at < len)
+        snprintf(buf + at, len - at, "))");
+    return buf;
+}
+
 const char *tuner__attn_stride_expr(const tuner__attn_problem *p, long long v, unsigned m, char *buf, size_t len)
 {
     if (!m) {
@@ -282,7 +308,7 @@ char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const 
     char st[96];
     for (int k = 0; k < 4; k++)
         if (p->m_st[k])
-            tuner_sb_printf(&sb, " + (long long)(%s) * %s", coord[k], tuner__attn_stride_expr(p, p->m_st[k], p->m_st_m[k], st, sizeof(st)));
+            tuner_sb_printf(&sb, " + (long long)(%s) * %s", coord[k], mask_stride_expr(p, k, st, sizeof(st)));
     tuner_sb_puts(&sb, "])");
     return tuner_sb_take(&sb);
 }

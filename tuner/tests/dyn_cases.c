@@ -427,6 +427,21 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
                 name_axes(&c->op, &c->op.inputs[i], qs);
             name_axes(&c->op, &c->op.output, qs);
         }
+        /* bhsd self-attention with a padding mask [b,1,s,s]: S and Skv one name, the mask's
+         * batch stride s * s at launch. */
+        c = add(out, &n, "attention bhsd [b,4,s,64] self mask[b,1,s,s]", dt, "attention_mma");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d2[2] = {{"b", 1, 3, 1}, {"s", 1, 150, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 2, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 4, 4, 1, 1, 64, 4, ms, dt);
+            set_dims(&c->op, 2, d2, bump);
+            for (int i = 0; i < 3; i++)
+                name_axes(&c->op, &c->op.inputs[i], qs);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
         /* bhsd causal with S < Skv apart (decoding a chunk against a cache): the causal offset
          * Skv - S at launch; k a multiple of 64, so block_n 32 and 64 skip the key bound test. */
         c = add(out, &n, "attention bhsd causal [b,4,q,64] kv [b,4,k%64,64]", dt, "attention_mma");
