@@ -14,8 +14,12 @@ ways, each checked against an fp32 PyTorch reference and timed as bench.py times
 
 Ratios: static / entry (target >= 1/1.10), peer / entry (GEMM target >= 0.95).
 
-    dynamic.py --socket S [--tune measure|model] [--cases gemm4096,gemm14336,layernorm,rmsnorm]
-               [--out DIR]
+    dynamic.py --socket S [--tune measure|model] [--out DIR]
+               [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention]
+
+attention: causal self-attention [4, n, 16, 128] (bshd), S = Skv = n at 8 sampled lengths; the
+entry is attention_mma's (the one dynamic attention template), the static kernel any template's
+(attention_wgmma on sm_90a), the peer PyTorch's scaled_dot_product_attention.
 """
 import argparse
 import json
@@ -71,8 +75,34 @@ def row_case(op, cols, dt="f16"):
                 out=lambda m: [m, cols], ref=ref, peer=peer, nbytes=lambda m: 4 * m * cols, target_peer=None)
 
 
+ATTN_SIZES = [77, 200, 333, 513, 1000, 1500, 2047, 3001]
+
+
+def attention_case(b=4, h=16, d=128, causal=True, dt="f16"):
+    """Self-attention with a dynamic sequence length: q, k, v [b, n, h, d] (layout bshd), S and
+    Skv both "n"; the dims' max is dynamic_request's 8192."""
+    def req(m):
+        t = {"shape": [b, m, h, d], "dtype": dt}
+        return {"op": "attention", "inputs": [dict(t), dict(t), dict(t)],
+                "attrs": {"layout": "bshd", "causal": causal}}
+
+    def ref(xs):
+        q, k, v = (x.float().transpose(1, 2) for x in xs)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2)
+
+    def peer(xs):
+        q, k, v = (x.transpose(1, 2) for x in xs)
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return dict(name=f"attention{' causal' if causal else ''} [{b},n,{h},{d}]", dt=dt, sizes=ATTN_SIZES, req=req,
+                make=lambda m: [rand([b, m, h, d], dt) for _ in range(3)],
+                out=lambda m: [b, m, h, d], ref=ref, peer=peer, nbytes=lambda m: 2 * 4 * b * m * h * d,
+                target_peer=None)
+
+
 CASES = {"gemm4096": lambda: gemm_case(4096, 4096), "gemm14336": lambda: gemm_case(4096, 14336),
-         "layernorm": lambda: row_case("layernorm", 4096), "rmsnorm": lambda: row_case("rmsnorm", 4096)}
+         "layernorm": lambda: row_case("layernorm", 4096), "rmsnorm": lambda: row_case("rmsnorm", 4096),
+         "attention": lambda: attention_case()}
 
 
 def dynamic_request(case, tune, arch):
@@ -155,7 +185,7 @@ def main():
     ap.add_argument("--socket", required=True)
     ap.add_argument("--tune", default="measure")
     ap.add_argument("--arch", default="native")
-    ap.add_argument("--cases", default="gemm4096,gemm14336,layernorm,rmsnorm")
+    ap.add_argument("--cases", default="gemm4096,gemm14336,layernorm,rmsnorm,attention")
     ap.add_argument("--wait-s", type=float, default=300)
     ap.add_argument("--out", default="/tmp/hidetd-dynamic")
     ap.add_argument("--workdir", default="/tmp/hidetd-dynamic-cubins")

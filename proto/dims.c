@@ -11,8 +11,11 @@
 
 /* Where a name may stand, for every refusal's message. */
 #define WHERE_NAMES                                                                                   \
-    "names stand on axis 0 only, in elementwise, softmax, layernorm, rmsnorm and reduce (not on a "    \
-    "reduced axis) and matmul ([M, K] a with M named, or [batch, M, K] with batch named)"
+    "names stand on any axis in elementwise (a name broadcasts against the same name or 1), on x's "   \
+    "axes before the last in softmax, layernorm and rmsnorm, before the reduced axes in reduce, and "  \
+    "on axis 0 of matmul's a ([M, K] with M named, or [batch, M, K] with batch named), on B, S and " \
+    "Skv of attention's q, k, v (and the mask's axes that follow them), on any axis of gather's index " \
+    "(the table stays fixed); a name stands on one axis of a tensor"
 
 static bool name_ok(const char *s)
 {
@@ -183,8 +186,7 @@ int proto__parse_named_axis(const cJSON *d, const char *field, const tuner_op *o
     if (!m || s[0] == '*' || s[strlen(s) - 1] == '*' || strstr(s, "**"))
         return proto_fail(e, 422, "invalid_field", field, "%s is not a declared name or product of names (\"n\", "
                           "\"b*s\")", field);
-    if (axis != 0)
-        return proto_fail(e, 422, "invalid_field", field, "%s: a name may not stand here; %s", field, WHERE_NAMES);
+    (void)axis; /* where a name may stand depends on the op: proto__check_named_inputs */
     *mask = (uint8_t)m;
     *size = v;
     return 0;
@@ -198,13 +200,63 @@ static unsigned named_axes(const tuner_tensor *t)
     return m;
 }
 
-static int refuse_input(const tuner_op *op, int i, proto_error *e)
+/* Refuses input i's axis d: the op does not take a name there. */
+static int refuse_axis(const tuner_op *op, int i, int d, proto_error *e)
 {
     char field[64];
-    (void)op;
-    snprintf(field, sizeof(field), "inputs[%d].shape[0]", i);
+    snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
     return proto_fail(e, 422, "invalid_field", field, "%s: a name may not stand here for %s; %s", field,
                       tuner_op_name(op->kind), WHERE_NAMES);
+}
+
+/* Refuses input i's first named axis. */
+static int refuse_input(const tuner_op *op, int i, proto_error *e)
+{
+    const tuner_tensor *t = &op->inputs[i];
+    int d = 0;
+    while (d < t->rank - 1 && !t->sym[d])
+        d++;
+    return refuse_axis(op, i, d, e);
+}
+
+/* Input i's named axes from `from` on (none may be named there), or 0. */
+static int refuse_from(const tuner_op *op, int i, int from, const char *why, proto_error *e)
+{
+    const tuner_tensor *t = &op->inputs[i];
+    for (int d = from < 0 ? 0 : from; d < t->rank; d++)
+        if (t->sym[d]) {
+            char field[64];
+            snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+            return proto_fail(e, 422, "invalid_field", field, "%s %s: it may not be named; %s", field, why,
+                              WHERE_NAMES);
+        }
+    return 0;
+}
+
+/* A dim named on two axes of one tensor (an axis's product and another axis, too): the kernels
+ * size a tensor by the set of its names, so each stands once - but in attention's mask. */
+static int check_names_once(const tuner_op *op, proto_error *e)
+{
+    char field[64], name[80];
+    for (int i = 0; i < op->n_inputs; i++) {
+        const tuner_tensor *t = &op->inputs[i];
+        unsigned seen = 0;
+        /* attention's mask follows [B, Hq, S, Skv] (check_attention), whose S and Skv may share a
+         * name: [b, 1, s, s] */
+        if (op->kind == TUNER_OP_ATTENTION && i == tuner_attention_mask_input(op) && i < op->n_anchor_inputs)
+            continue;
+        for (int d = 0; d < t->rank; d++) {
+            if (seen & t->sym[d]) {
+                snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s names %s, which another axis of inputs[%d] names too: a name stands on one "
+                                  "axis of a tensor",
+                                  field, tuner_sym_text(op, seen & t->sym[d], name, sizeof(name)), i);
+            }
+            seen |= t->sym[d];
+        }
+    }
+    return 0;
 }
 
 /* t (an operand read by a fused step, or an elementwise input) right-aligned against `to`: a
@@ -259,10 +311,66 @@ static int check_operands(const tuner_op *op, proto_error *e)
     return 0;
 }
 
+/* attention: names on B (axis 0 of q, k, v alike), S (q's sequence axis) and Skv (k's and v's,
+ * alike; it may be S's name); the heads and the head dim stay fixed. The mask's axes follow the
+ * names of [B, Hq, S, Skv] (the same name, or 1). Ranks other than 4 are inference's to refuse. */
+static int check_attention(const tuner_op *op, proto_error *e)
+{
+    const bool packed = op->attrs.attention.packed, bshd = op->attrs.attention.bshd || packed;
+    const int n_qkv = packed ? 1 : 3, seq = bshd ? 1 : 2;
+    const tuner_tensor *q = &op->inputs[0];
+    char field[64], a[80], b[80];
+    int r;
+    for (int i = 0; i < n_qkv && i < op->n_inputs; i++) {
+        const tuner_tensor *t = &op->inputs[i];
+        if (t->rank != 4)
+            return 0;
+        for (int d = 0; d < 4; d++)
+            if (t->sym[d] && d != 0 && d != seq) {
+                snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s is a head count or the head dim of attention's %s: it may not be named (names "
+                                  "stand on B, S and Skv); %s",
+                                  field, i == 0 ? (packed ? "qkv" : "q") : i == 1 ? "k" : "v", WHERE_NAMES);
+            }
+        if (i > 0 && t->sym[0] != q->sym[0]) {
+            snprintf(field, sizeof(field), "inputs[%d].shape[0]", i);
+            return proto_fail(e, 422, "shape_mismatch", field, "%s is %s where q's batch is %s: q, k and v share B",
+                              field, t->sym[0] ? tuner_sym_text(op, t->sym[0], a, sizeof(a)) : "fixed",
+                              q->sym[0] ? tuner_sym_text(op, q->sym[0], b, sizeof(b)) : "fixed");
+        }
+        if (i == 2 && t->sym[seq] != op->inputs[1].sym[seq]) {
+            snprintf(field, sizeof(field), "inputs[2].shape[%d]", seq);
+            return proto_fail(e, 422, "shape_mismatch", field, "%s must be named as k's Skv (inputs[1].shape[%d])",
+                              field, seq);
+        }
+    }
+    const int mi = tuner_attention_mask_input(op);
+    if (op->n_anchor_inputs > mi && mi < op->n_inputs) {
+        /* [B, Hq, S, Skv] with its names, right-aligned against the mask */
+        tuner_tensor full = {.rank = 4};
+        full.sym[0] = q->sym[0];
+        full.sym[2] = q->sym[seq];
+        full.sym[3] = packed ? q->sym[1] : op->inputs[1].rank == 4 ? op->inputs[1].sym[seq] : 0;
+        /* the sizes, for the messages: q's (qkv's heads less k's and v's when packed) */
+        const int kvh = op->attrs.attention.kv_heads;
+        full.shape[0] = q->shape[0];
+        full.shape[1] = packed ? (kvh ? q->shape[2] - 2 * kvh : q->shape[2] / 3) : q->shape[bshd ? 2 : 1];
+        full.shape[2] = q->shape[seq];
+        full.shape[3] = packed ? q->shape[1] : op->inputs[1].shape[seq];
+        if ((r = check_broadcast(op, mi, &op->inputs[mi], &full, "attention's [B, Hq, S, Skv]", e)) < 0)
+            return r;
+    }
+    return 0;
+}
+
 int proto__check_named_inputs(const tuner_op *op, proto_error *e)
 {
     if (op->n_dims == 0)
         return 0;
+    int r;
+    if ((r = check_names_once(op, e)) < 0)
+        return r;
     const tuner_tensor *x = &op->inputs[0];
     switch (op->kind) {
     case TUNER_OP_ELEMENTWISE:
@@ -273,21 +381,32 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
         for (int i = 1; i < op->n_anchor_inputs; i++)
             if (named_axes(&op->inputs[i]))
                 return refuse_input(op, i, e);
-        if (x->sym[0] && x->rank < 2)
-            return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
-                              "inputs[0].shape[0] is the axis %s works along: it may not be named; %s",
+        if (x->sym[x->rank - 1]) {
+            char field[64];
+            snprintf(field, sizeof(field), "inputs[0].shape[%d]", x->rank - 1);
+            return proto_fail(e, 422, "invalid_field", field,
+                              "%s is the axis %s works along: it may not be named; %s", field,
                               tuner_op_name(op->kind), WHERE_NAMES);
+        }
         break;
     case TUNER_OP_REDUCE: {
         /* axis is normalised by inference, which runs after this */
         const int axis = op->attrs.reduce.axis < 0 ? op->attrs.reduce.axis + x->rank : op->attrs.reduce.axis;
-        if (x->sym[0] && axis == 0)
-            return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
-                              "inputs[0].shape[0] is reduced: a reduced axis may not be named; %s", WHERE_NAMES);
+        const int naxes = op->attrs.reduce.naxes > 1 ? op->attrs.reduce.naxes : 1;
+        if (axis >= 0 && axis < x->rank) {
+            for (int d = axis; d < axis + naxes && d < x->rank; d++)
+                if (x->sym[d])
+                    return refuse_from(op, 0, d, "is reduced", e);
+            if ((r = refuse_from(op, 0, axis + naxes, "follows the reduced axes", e)) < 0)
+                return r;
+        }
         break;
     }
     case TUNER_OP_MATMUL: {
         const tuner_tensor *b = &op->inputs[1];
+        for (int i = 0; i < op->n_inputs; i++)
+            if ((r = refuse_from(op, i, 1, "is not the matmul's M or batch axis", e)) < 0)
+                return r;
         if (x->sym[0] && x->rank == 2 && op->attrs.matmul.trans_a)
             return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
                               "inputs[0].shape[0] is K of a transposed a: it may not be named; %s", WHERE_NAMES);
@@ -306,6 +425,17 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
                               "matmul batch mismatch: a's and b's batch must have the same name or size");
         break;
     }
+    case TUNER_OP_ATTENTION:
+        if ((r = check_attention(op, e)) < 0)
+            return r;
+        break;
+    case TUNER_OP_GATHER: /* the index's axes (the rows looked up); the table stays fixed */
+        if (named_axes(x))
+            return refuse_input(op, 0, e);
+        for (int i = 2; i < op->n_anchor_inputs; i++)
+            if (named_axes(&op->inputs[i]))
+                return refuse_input(op, i, e);
+        break;
     default:
         for (int i = 0; i < op->n_inputs; i++)
             if (named_axes(&op->inputs[i]))
@@ -328,20 +458,28 @@ int proto__check_named(tuner_op *op, proto_error *e)
     const tuner_tensor *x = &op->inputs[0];
     switch (op->kind) {
     case TUNER_OP_ELEMENTWISE: {
-        /* The output's axis 0 carries the name of the first input whose axis 0 lines up with
-         * it; every input is then checked against the output, as a fused operand is. */
+        /* Each axis of the output carries the names of the first input whose axis (right-
+         * aligned) is named there; every input is then checked against the output, as a fused
+         * operand is. */
         tuner_tensor *o = &op->output;
         for (int i = 0; i < op->n_inputs; i++) {
             const tuner_tensor *t = &op->inputs[i];
-            if (t->sym[0] && t->rank != o->rank) {
-                char field[64];
-                snprintf(field, sizeof(field), "inputs[%d].shape[0]", i);
-                return proto_fail(e, 422, "invalid_field", field,
-                                  "%s is named but lines up with axis %d of the output; %s", field, o->rank - t->rank,
-                                  WHERE_NAMES);
+            for (int d = 0; d < t->rank; d++) {
+                const int od = o->rank - t->rank + d;
+                if (od < 0 || !t->sym[d] || o->sym[od])
+                    continue;
+                for (int q = 0; q < o->rank; q++)
+                    if (o->sym[q] & t->sym[d]) { /* ["n", 1] + [1, "n"]: n on two axes of the output */
+                        char field[64], name[80];
+                        snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+                        return proto_fail(e, 422, "invalid_field", field,
+                                          "%s names %s on axis %d of the output, which another input names on axis "
+                                          "%d: a name stands on one axis of a tensor",
+                                          field, tuner_sym_text(op, o->sym[q] & t->sym[d], name, sizeof(name)), od,
+                                          q);
+                    }
+                o->sym[od] = t->sym[d];
             }
-            if (t->sym[0] && !o->sym[0])
-                o->sym[0] = t->sym[0];
         }
         for (int i = 0; i < op->n_inputs; i++)
             if ((r = check_broadcast(op, i, &op->inputs[i], o, "the output", e)) < 0)
@@ -353,8 +491,17 @@ int proto__check_named(tuner_op *op, proto_error *e)
         op->output.sym[0] = x->rank == 3 || b->rank == 2 ? x->sym[0] : b->sym[0];
         break;
     }
-    default: /* the row ops and reduce keep axis 0 (proto__check_named_inputs) */
-        op->output.sym[0] = x->sym[0];
+    case TUNER_OP_GATHER: /* x's axes before the axis, the index's, x's after it */
+        for (int d = 0; d < op->inputs[1].rank && op->attrs.gather.axis + d < op->output.rank; d++)
+            op->output.sym[op->attrs.gather.axis + d] = op->inputs[1].sym[d];
+        break;
+    case TUNER_OP_REDUCE: /* names stand before the reduced axes only: the output keeps them */
+        for (int d = 0; d < op->attrs.reduce.axis && d < op->output.rank; d++)
+            op->output.sym[d] = x->sym[d];
+        break;
+    default: /* the row ops: the output is x's shape */
+        for (int d = 0; d < x->rank && d < op->output.rank; d++)
+            op->output.sym[d] = x->sym[d];
         break;
     }
     if ((r = check_operands(op, e)) < 0)

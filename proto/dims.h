@@ -8,9 +8,11 @@
  * ("hints") and the size about to be launched ("sizes") - says how to fill the dispatch table,
  * not which kernel, so it stays out of the op and its key: proto_dynamic.
  *
- * The rules of this version: a name stands on axis 0 of a tensor only, and only where the op's
- * kernels take a size at launch (elementwise; softmax, layernorm, rmsnorm and reduce off the
- * reduced axes; matmul's M of an untransposed [M, K] a, or the batch of a [batch, M, K] a).
+ * The rules of this version: a name stands only where the op's kernels take a size at launch -
+ * any axis of elementwise (broadcasting against the same name or 1), x's axes before the last in
+ * softmax, layernorm and rmsnorm, the axes before the reduced ones in reduce, and axis 0 of
+ * matmul's a (M of an untransposed [M, K] a, or the batch of a [batch, M, K] a) - and on one axis
+ * of a tensor at most (the kernels size a tensor by the set of its names).
  */
 #ifndef HIDET_PROTO_DIMS_H
 #define HIDET_PROTO_DIMS_H
@@ -23,14 +25,16 @@ typedef struct cJSON cJSON;
  * request (n_dims 0). 0, or -EINVAL with *e filled. */
 int proto__parse_dims(const cJSON *root, tuner_op *op, proto_dynamic *dyn, proto_error *e);
 
-/* One shape entry that is a string: a declared name or a product of names ("b*s") on axis 0.
- * Sets *mask and *size (the product of the dims' max). field is the entry's path. */
+/* One shape entry that is a string: a declared name or a product of names ("b*s"). Sets *mask
+ * and *size (the product of the dims' max). field is the entry's path; whether the op takes a
+ * name on that axis is proto__check_named_inputs's. */
 int proto__parse_named_axis(const cJSON *d, const char *field, const tuner_op *op, int axis, uint8_t *mask,
                             int64_t *size, proto_error *e);
 
 /* Before the op's shapes are inferred (at the names' max): where the op does not take a name
- * at all, or takes it on another axis than the one named (a reduced axis, matmul's K), refused
- * with the axis as field, so that inference never reports a size the client did not write. */
+ * at all, or not on the axis named (a reduced axis, a row length, matmul's K), or a tensor names
+ * a dim on two axes, refused with the axis as field, so that inference never reports a size the
+ * client did not write. */
 int proto__check_named_inputs(const tuner_op *op, proto_error *e);
 
 /* After the op's shapes are inferred at the dims' max: the named axes of the output, and the

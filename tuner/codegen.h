@@ -59,11 +59,12 @@ void tuner__emit_float(tuner_sb *sb, double v);
 
 /* ---- dynamic ops (named dims) ----
  * A named axis reaches generated code as the product of `long long` kernel parameters hd_dim0,
- * hd_dim1, ... (one per op.dims entry, in that order, after the buffer pointers). This version
- * names only axis 0 of a tensor (proto enforces it), so every stride stays a constant and a
- * template changes only its bounds (rows, elements, M tiles) and its grid. Constants derived
- * from a named axis elsewhere in the code (a `% size` of the leading coordinate) may keep its
- * tuning size, max: a coordinate below the launch's size is below max too. */
+ * hd_dim1, ... (one per op.dims entry, in that order, after the buffer pointers). A name on axis
+ * 0 changes only a template's bounds (rows, elements, M tiles) and its grid: every stride stays
+ * a constant, and constants derived from the named axis elsewhere (a `% size` of the leading
+ * coordinate) may keep its tuning size, max. The core templates also take names on inner axes
+ * (proto/dims.c says where): the strides and row products a named size enters are then read from
+ * the parameters (tuner__bcast_offset), each dim named on one axis of a tensor at most. */
 
 /* Appends ", long long hd_dim0, ..." for every dim of op (nothing for a static op). */
 void tuner__emit_dim_params(tuner_sb *sb, const tuner_op *op);

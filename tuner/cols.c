@@ -14,11 +14,11 @@
  * result is the same on every run), then applies mean, the epilogue and the output cast.
  * The innermost-axis case is reduce_rows.
  *
- * A dynamic op whose named axis 0 is not reduced takes the outer extent O at launch (A and I
- * stay fixed): the grid over (o, column block) and the combining kernel's grid follow rules, and
+ * A dynamic op whose names stand on the outer axes (before the reduced ones) takes the outer
+ * extent O at launch (A and I stay fixed): the grid over (o, column block) and the combining kernel's grid follow rules, and
  * its bound and the partials' layout ([split][O * I] for the launch's O) read O from the hd_dim
- * parameters; the workspace is sized for the largest O. A reduce over a named axis 0 is left to
- * the static op.
+ * parameters; the workspace is sized for the largest O. A reduce over a named axis, or one with
+ * a name after the reduced axes, is left to the static op.
  */
 #include "tuner/core.h"
 #include "tuner/mapping.h"
@@ -78,9 +78,14 @@ static bool cols_applies(const tuner_op *op, const tuner_target *t)
     const tuner_tensor *x = &op->inputs[0];
     if (x->rank < 1 || op->attrs.reduce.axis < 0 || op->attrs.reduce.axis >= x->rank)
         return false;
-    /* Dynamic: the outer extent is named (axis 0, not reduced), nothing else. */
-    if (tuner_op_is_dynamic(op) && (!tuner__dyn_supported(op) || !x->sym[0] || op->attrs.reduce.axis == 0))
-        return false;
+    /* Dynamic: names on the outer axes (before the reduced ones) only, so O alone varies. */
+    if (tuner_op_is_dynamic(op)) {
+        if (!tuner__dyn_supported(op) || !tuner__sym_mask(x))
+            return false;
+        for (int d = op->attrs.reduce.axis; d < x->rank; d++)
+            if (x->sym[d])
+                return false;
+    }
     return geo_of(op).I > 1;
 }
 

@@ -22,7 +22,9 @@ extern const tuner_template tuner__gather;
 /* A C expression (malloc'd; NULL on OOM) for the element offset in `in` of the output element
  * whose flattened leading index (all dims of `out` but the last) is `row` and whose last-dim
  * index is `col`, following numpy broadcasting (`in` right-aligned against `out`; dims of size 1
- * contribute nothing). Sizes are baked in as constants; the result is a long long. */
+ * contribute nothing). Fixed sizes are baked in as constants; a named axis of a dynamic op (its
+ * tensors name a dim on one axis at most) reads its size from the hd_dim parameters, so a static
+ * op's offsets, and those of names on axis 0 only, print as before. The result is a long long. */
 char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const char *row, const char *col);
 
 /* Operand loads of a fused chain (a tuner_operand_load_fn for tuner__emit_chain) in a kernel that
@@ -77,11 +79,12 @@ void tuner__emit_tiles_begin_dyn(tuner_sb *sb, const tuner_op *op, int sm, const
 
 /* The named axes of t: the union of its sym bit sets (0 for a fixed tensor). */
 unsigned tuner__sym_mask(const tuner_tensor *t);
-/* Whether a core template can take dynamic op: true for a static op; else every named axis is
- * axis 0 of its tensor, and an input with one lines up with axis 0 of the output or of input 0
- * (same rank, same names), so that broadcast index math (tuner__bcast_offset) never needs a
- * named size; and the buffers, a workspace and the dims fit TUNER_MAX_ARGS arguments. The
- * templates add their own conditions (a fixed row length, ...). */
+/* Whether a core template can take dynamic op: true for a static op; else no tensor names a dim
+ * on two axes, every input with names lines up with the output or with input 0 (right-aligned, a
+ * named axis against the same names, any other axis facing a name a fixed 1), so that
+ * tuner__bcast_offset can index it from the launch's sizes; and the buffers, a workspace and the
+ * dims fit TUNER_MAX_ARGS arguments. The templates add their own conditions (a fixed row length,
+ * no name on a reduced axis, ...). */
 bool tuner__dyn_supported(const tuner_op *op);
 /* "coef * (hd_dim0 * ...)" for the dims in mask: a long long C expression, into buf; the
  * literal "coefLL" for mask 0 (the form static code prints its constants in). */

@@ -63,10 +63,31 @@ unsigned tuner__sym_mask(const tuner_tensor *t)
     return m;
 }
 
-/* Whether in's named axes (if any) are exactly axis 0 of `like` too. */
+/* Whether `in`, right-aligned against `like`, names exactly the axes `like` names there, each
+ * with the same names, and every other axis of `in` facing a named axis is a fixed 1 (numpy
+ * broadcasting where a name meets only itself or 1: what proto/dims.c lets through). */
 static bool lines_up(const tuner_tensor *in, const tuner_tensor *like)
 {
-    return in->rank == like->rank && in->sym[0] == like->sym[0] && like->sym[0] != 0;
+    if (in->rank > like->rank)
+        return false;
+    for (int d = 0; d < in->rank; d++) {
+        const int ld = like->rank - in->rank + d;
+        if (in->sym[d] != like->sym[ld] && (in->sym[d] || in->shape[d] != 1))
+            return false;
+    }
+    return true;
+}
+
+/* Whether no dim is named on two axes of t (its axes' products are then sets of dims). */
+static bool names_once(const tuner_tensor *t)
+{
+    unsigned seen = 0;
+    for (int d = 0; d < t->rank && d < TUNER_MAX_RANK; d++) {
+        if (seen & t->sym[d])
+            return false;
+        seen |= t->sym[d];
+    }
+    return true;
 }
 
 bool tuner__dyn_supported(const tuner_op *op)
@@ -79,10 +100,9 @@ bool tuner__dyn_supported(const tuner_op *op)
     const tuner_tensor *out = &op->output, *x = &op->inputs[0];
     for (int i = -1; i < op->n_inputs; i++) {
         const tuner_tensor *t = i < 0 ? out : &op->inputs[i];
-        for (int d = 1; d < t->rank && d < TUNER_MAX_RANK; d++)
-            if (t->sym[d])
-                return false;
-        if (t->rank < 1 || !t->sym[0] || i <= 0)
+        if (t->rank < 1 || !names_once(t))
+            return false;
+        if (i <= 0)
             continue;
         if (!lines_up(t, out) && !lines_up(t, x))
             return false;
@@ -183,26 +203,41 @@ char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const
     tuner_sb_init(&sb);
     tuner_sb_puts(&sb, "(0LL");
     const int ro = out->rank, ri = in->rank;
-    /* Strides of `in` (dense row-major). */
+    /* Strides of `in` (dense row-major): istride[d] * (the sizes of the dims in imask[d]). A
+     * tensor names a dim on one axis at most (tuner__dyn_supported), so a product of its axes is
+     * a set of dims. A static tensor's masks are 0: its strides print as the constants they are. */
     long long istride[TUNER_MAX_RANK];
+    unsigned imask[TUNER_MAX_RANK];
     long long s = 1;
+    unsigned sm = 0;
     for (int d = ri - 1; d >= 0; d--) {
         istride[d] = s;
-        s *= in->shape[d];
+        imask[d] = sm;
+        if (in->sym[d])
+            sm |= in->sym[d];
+        else
+            s *= in->shape[d];
     }
     /* Leading dims of out: coordinate d of out = (row / P_d) % S_d, P_d = product of out's dims
-     * between d and the last (exclusive). */
+     * between d and the last (exclusive); a named size is read from its hd_dim parameters. */
     long long p = 1;
+    unsigned pm = 0;
+    char pe[96], se[96], te[96];
     for (int d = ro - 2; d >= 0; d--) {
         int di = d - (ro - ri); /* matching dim of in, right-aligned */
         if (di >= 0 && in->shape[di] != 1) {
+            tuner__scaled_dims_expr(p, pm, pe, sizeof(pe));
+            tuner__scaled_dims_expr(istride[di], imask[di], te, sizeof(te));
             if (d == 0)
-                tuner_sb_printf(&sb, " + (long long)((%s) / %lldLL) * %lldLL", row, p, istride[di]);
+                tuner_sb_printf(&sb, " + (long long)((%s) / %s) * %s", row, pe, te);
             else
-                tuner_sb_printf(&sb, " + (long long)(((%s) / %lldLL) %% %lldLL) * %lldLL", row, p,
-                                (long long)out->shape[d], istride[di]);
+                tuner_sb_printf(&sb, " + (long long)(((%s) / %s) %% %s) * %s", row, pe,
+                                tuner__axis_expr(out, d, se, sizeof(se)), te);
         }
-        p *= out->shape[d];
+        if (out->sym[d])
+            pm |= out->sym[d];
+        else
+            p *= out->shape[d];
     }
     if (ro >= 1 && ri >= 1 && in->shape[ri - 1] != 1)
         tuner_sb_printf(&sb, " + (long long)(%s)", col);

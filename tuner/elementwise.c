@@ -7,11 +7,13 @@
  * otherwise the grid covers the output exactly. Broadcast index math uses constants baked from
  * the shapes; an operand that is constant along the output's last dim is read once per vector.
  *
- * A dynamic op (named dims on axis 0, tuner/codegen.h) takes its element count at launch: the
- * bound hd_n is computed from the dims' parameters, the exact grid is the rule ceil(n / tile)
- * and the grid-stride one the same rule capped at a wave. Every other constant (the last dim,
- * broadcast strides) is fixed. A vector must divide every size: with a named last axis (rank 1)
- * vectors need the dims' multiple_of to be a multiple of the vector.
+ * A dynamic op (named dims, tuner/codegen.h) takes its element count at launch: the bound hd_n
+ * is computed from the dims' parameters, the exact grid is the rule ceil(n / tile) and the
+ * grid-stride one the same rule capped at a wave. Names may stand on any axis (no name on two
+ * axes of a tensor): the fixed sizes and strides stay constants, a named axis's size and the
+ * strides and row products it enters are read from the parameters (tuner__bcast_offset), so
+ * ["b", "s", 768] + ["s", 768] indexes its operand by s at launch. A vector must divide every
+ * size: with a named last axis vectors need the dims' multiple_of to be a multiple of the vector.
  */
 #include "tuner/core.h"
 #include "tuner/space.h"
@@ -191,11 +193,18 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     const char *OT = tuner__ctype(out->dtype);
     if (c.vec > 1) {
         /* All elements of the vector share the row (vec divides the last dim). */
-        if (out->rank == 1 && out->sym[0]) /* one named row: vi is below its vectors */
+        if (out->rank == 1 && out->sym[0]) { /* one named row: vi is below its vectors */
             tuner_sb_printf(&sb, "const long long row = 0;\nconst long long col0 = vi * %d;\n", c.vec);
-        else
+        } else if (out->sym[out->rank - 1]) { /* a named last axis: its vectors at launch */
+            char le[96];
+            tuner__axis_expr(out, out->rank - 1, le, sizeof(le));
+            tuner_sb_printf(&sb, "const long long hd_lv = %s / %d;\n", le, c.vec);
+            tuner_sb_printf(&sb, "const long long row = vi / hd_lv;\nconst long long col0 = (vi %% hd_lv) * %d;\n",
+                            c.vec);
+        } else {
             tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col0 = (vi %% %lldLL) * %d;\n",
                             g.L / c.vec, g.L / c.vec, c.vec);
+        }
         for (int i = 0; i < op->n_inputs; i++) {
             if (!g.used[i])
                 continue;
@@ -218,8 +227,13 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         tuner_sb_puts(&sb, "ov[e] = v;\n}\n");
         tuner_sb_printf(&sb, "hd_stn_f32<%s, %d>(out + vi * %d, ov);\n", OT, c.vec, c.vec);
     } else {
+        char le[96];
         if (out->rank == 1 && out->sym[0]) /* one named row: vi is below its length */
             tuner_sb_puts(&sb, "const long long row = 0;\nconst long long col = vi;\n");
+        else if (out->sym[out->rank - 1]) /* a named last axis: its length at launch */
+            tuner_sb_printf(&sb, "const long long hd_l = %s;\nconst long long row = vi / hd_l;\n"
+                                 "const long long col = vi %% hd_l;\n",
+                            tuner__axis_expr(out, out->rank - 1, le, sizeof(le)));
         else
             tuner_sb_printf(&sb, "const long long row = vi / %lldLL;\nconst long long col = vi %% %lldLL;\n", g.L, g.L);
         char *off = tuner__bcast_offset(&op->inputs[0], out, "row", "col");

@@ -22,6 +22,12 @@
  *
  * Parameters: `tpr` {0, 8, 32, 128}, `vec` {1, 16 bytes}, `block` {128, 256} (rows) or
  * {128, 256, 512} (elements), `ipt` {1, 2, 4} (elements only; 1 on the rows path).
+ *
+ * A dynamic op names the index's axes (the ids of a batch of sequences, ["b", "s"]; the table
+ * stays fixed): M = (the index's fixed size) x (the sizes) at launch bounds the rows and items,
+ * the grid is the rule ceil(rows / rows_per_block) or ceil(items / tile), and the epilogue's
+ * operands read the named sizes they need (tuner__bcast_offset). The space is the one at the
+ * dims' max; nothing depends on M dividing anything.
  */
 #include "tuner/core.h"
 #include "tuner/space.h"
@@ -39,6 +45,10 @@ static const char *const P_IPT = "ipt";
 
 typedef struct gather_geo {
     long long O, N, I, M; /* x as [O, N, I]; M index elements */
+    /* A dynamic op: M = mcoef * (the sizes of the dims in mmask) at launch (the index's names);
+     * mmask 0: M is fixed. */
+    unsigned mmask;
+    long long mcoef;
     long long rows;       /* gathered rows: O * M */
     long long L;          /* the output's last dim (epilogue operands' broadcast) */
     int vmax;             /* widest vector: 16 bytes of x and of the output, dividing I; else 1 */
@@ -55,6 +65,8 @@ static gather_geo geo_of(const tuner_op *op)
     for (int d = axis + 1; d < x->rank; d++)
         g.I *= x->shape[d];
     g.rows = g.O * g.M;
+    g.mmask = tuner__sym_mask(ix);
+    g.mcoef = tuner_tensor_fixed_numel(ix);
     g.L = o->rank >= 1 ? o->shape[o->rank - 1] : 1;
     int v = 16 / tuner_dtype_size(x->dtype), vo = 16 / tuner_dtype_size(o->dtype);
     if (vo < v)
@@ -64,6 +76,37 @@ static gather_geo geo_of(const tuner_op *op)
         g.vmax = v;
     g.raw = op->epilogue.n == 0 && x->dtype == o->dtype;
     return g;
+}
+
+/* Dynamic: names on the index only (each once), the output's axes named as the index's they
+ * come from, the epilogue's operands lined up with the output (a name against itself or 1), and
+ * the buffers and dims within a launch's arguments. */
+static bool dyn_ok(const tuner_op *op)
+{
+    const tuner_tensor *x = &op->inputs[0], *ix = &op->inputs[1], *o = &op->output;
+    const int axis = op->attrs.gather.axis;
+    if (op->n_inputs + 2 + op->n_dims > TUNER_MAX_ARGS || tuner__sym_mask(x) || !tuner__sym_mask(ix))
+        return false;
+    unsigned seen = 0;
+    for (int d = 0; d < ix->rank; d++) {
+        if (seen & ix->sym[d])
+            return false;
+        seen |= ix->sym[d];
+    }
+    for (int d = 0; d < o->rank; d++)
+        if (o->sym[d] != (d >= axis && d < axis + ix->rank ? ix->sym[d - axis] : 0))
+            return false;
+    for (int i = 2; i < op->n_inputs; i++) {
+        const tuner_tensor *t = &op->inputs[i];
+        if (t->rank > o->rank)
+            return false;
+        for (int d = 0; d < t->rank; d++) {
+            const int od = o->rank - t->rank + d;
+            if (t->sym[d] != o->sym[od] && (t->sym[d] || t->shape[d] != 1))
+                return false;
+        }
+    }
+    return true;
 }
 
 static bool gather_applies(const tuner_op *op, const tuner_target *t)
@@ -81,6 +124,8 @@ static bool gather_applies(const tuner_op *op, const tuner_target *t)
         if (TUNER_EW_IS_BINARY(st->kind) && (st->operand < 2 || st->operand >= op->n_inputs))
             return false;
     }
+    if (tuner_op_is_dynamic(op) && !dyn_ok(op))
+        return false;
     return tuner_tensor_numel(&op->output) >= 1;
 }
 
@@ -108,9 +153,6 @@ static bool cfg_of(const gather_geo *g, const tuner_schedule *s, gather_cfg *c)
         c->items = g->rows * c->nvr;
         const long long per = (long long)c->block * c->ipt;
         c->grid = (c->items + per - 1) / per;
-        /* Several items per thread only where a wave's worth of blocks remains. */
-        if (c->ipt > 1 && c->grid < 64)
-            return false;
     } else {
         if (c->tpr != 8 && c->tpr != 32 && c->tpr != 128)
             return false;
@@ -134,6 +176,10 @@ static int push_valid(const gather_geo *g, const int values[4], tuner_schedule *
     tuner__schedule_params(&s, 4, names, values);
     gather_cfg c;
     if (!cfg_of(g, &s, &c))
+        return 0;
+    /* Several items per thread only where a wave's worth of blocks remains (a usefulness rule of
+     * the space: the code is right either way, and a dynamic op's smaller sizes make fewer). */
+    if (c.tpr == 0 && c.ipt > 1 && c.grid < 64)
         return 0;
     return tuner__space_push(items, n, "gather", 4, names, values);
 }
@@ -191,10 +237,19 @@ static void emit_vector(tuner_sb *sb, const tuner_op *op, const gather_geo *g, c
                     XT, c->vec, c->vec);
     if (op->epilogue.n) {
         tuner_sb_printf(sb, "#pragma unroll\nfor (int e = 0; e < %d; e++) {\nfloat v = xv[e];\n", c->vec);
-        tuner_sb_printf(sb, "const long long hd_oi = dst + e;\n"
-                            "const long long hd_row = hd_oi / %lldLL, hd_col = hd_oi %% %lldLL;\n"
-                            "(void)hd_row;\n(void)hd_col;\n",
-                        g->L, g->L);
+        const tuner_tensor *o = &op->output;
+        if (o->rank >= 1 && o->sym[o->rank - 1]) { /* a named last axis (x of rank 1): its length at launch */
+            char le[96];
+            tuner_sb_printf(sb, "const long long hd_oi = dst + e, hd_l = %s;\n"
+                                "const long long hd_row = hd_oi / hd_l, hd_col = hd_oi %% hd_l;\n"
+                                "(void)hd_row;\n(void)hd_col;\n",
+                            tuner__axis_expr(o, o->rank - 1, le, sizeof(le)));
+        } else {
+            tuner_sb_printf(sb, "const long long hd_oi = dst + e;\n"
+                                "const long long hd_row = hd_oi / %lldLL, hd_col = hd_oi %% %lldLL;\n"
+                                "(void)hd_row;\n(void)hd_col;\n",
+                            g->L, g->L);
+        }
         tuner__emit_chain(sb, op, &op->epilogue, "v", epi_load, (void *)op);
         tuner_sb_puts(sb, "xv[e] = v;\n}\n");
     }
@@ -221,12 +276,28 @@ static int gather_generate(const tuner_op *op, const tuner_target *t, const tune
     const char *OT = tuner__ctype(op->output.dtype);
     tuner_sb sb;
     tuner_sb_init(&sb);
+    /* A dynamic op's index count M at launch, and the gathered rows O * M. */
+    char mexpr[96], rows_expr[128];
+    if (g.mmask) {
+        tuner__scaled_dims_expr(g.mcoef, g.mmask, mexpr, sizeof(mexpr));
+        snprintf(rows_expr, sizeof(rows_expr), "%lldLL * %s", g.O, mexpr);
+    }
     if (c.tpr == 0) {
         tuner_mapping m;
-        tuner__emit_tiles_begin(&sb, op, t->sm, "hd_gather", c.block, c.ipt, false, c.grid, c.items, &m);
+        if (g.mmask) {
+            char n_expr[160];
+            snprintf(n_expr, sizeof(n_expr), "%s * %lldLL", rows_expr, c.nvr);
+            tuner__emit_tiles_begin_dyn(&sb, op, t->sm, "hd_gather", c.block, c.ipt, false, n_expr, &m);
+            tuner_sb_printf(&sb, "const long long hd_m = %s;\n", mexpr);
+        } else {
+            tuner__emit_tiles_begin(&sb, op, t->sm, "hd_gather", c.block, c.ipt, false, c.grid, c.items, &m);
+        }
         /* The item's gathered row gr = o * M + m and its first element i0 in the row. */
         tuner_sb_printf(&sb, "const long long gr = vi / %lldLL, i0 = (vi %% %lldLL) * %d;\n", c.nvr, c.nvr, c.vec);
-        tuner_sb_printf(&sb, "const long long o = gr / %lldLL, m = gr %% %lldLL;\n", g.M, g.M);
+        if (g.mmask)
+            tuner_sb_puts(&sb, "const long long o = gr / hd_m, m = gr % hd_m;\n");
+        else
+            tuner_sb_printf(&sb, "const long long o = gr / %lldLL, m = gr %% %lldLL;\n", g.M, g.M);
         emit_row(&sb, &g);
         tuner_sb_printf(&sb, "const long long src = (o * %lldLL + r) * %lldLL + i0, dst = vi * %d;\n(void)src;\n", g.N,
                         g.I, c.vec);
@@ -237,12 +308,20 @@ static int gather_generate(const tuner_op *op, const tuner_target *t, const tune
         tuner__prelude(&sb, t->sm);
         tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d) hd_gather(", c.block);
         tuner__emit_params(&sb, op, op->output.dtype);
+        tuner__emit_dim_params(&sb, op);
         tuner_sb_puts(&sb, ")\n{\n");
         /* Thread (lane t of row slot q): consecutive threads take consecutive vectors of a row. */
         tuner_sb_printf(&sb, "const int t = threadIdx.x %% %d, q = threadIdx.x / %d;\n", c.tpr, c.tpr);
-        tuner_sb_printf(&sb, "const long long gr = (long long)blockIdx.x * %d + q;\nif (gr >= %lldLL) return;\n", rpb,
-                        g.rows);
-        tuner_sb_printf(&sb, "const long long o = gr / %lldLL, m = gr %% %lldLL;\n", g.M, g.M);
+        if (g.mmask) {
+            tuner_sb_printf(&sb, "const long long hd_m = %s;\n", mexpr);
+            tuner_sb_printf(&sb, "const long long gr = (long long)blockIdx.x * %d + q;\nif (gr >= %s) return;\n", rpb,
+                            rows_expr);
+            tuner_sb_puts(&sb, "const long long o = gr / hd_m, m = gr % hd_m;\n");
+        } else {
+            tuner_sb_printf(&sb, "const long long gr = (long long)blockIdx.x * %d + q;\nif (gr >= %lldLL) return;\n",
+                            rpb, g.rows);
+            tuner_sb_printf(&sb, "const long long o = gr / %lldLL, m = gr %% %lldLL;\n", g.M, g.M);
+        }
         emit_row(&sb, &g);
         tuner_sb_printf(&sb, "const long long sbase = (o * %lldLL + (ok ? r : 0)) * %lldLL, dbase = gr * %lldLL;\n",
                         g.N, g.I, g.I);
@@ -252,6 +331,22 @@ static int gather_generate(const tuner_op *op, const tuner_target *t, const tune
         tuner_sb_puts(&sb, "}\n}\n");
     }
     tuner__one_launch(p, op, "hd_gather", (unsigned)c.grid, (unsigned)c.block);
+    if (g.mmask) {
+        /* Items of block * ipt vectors, or rows_per_block rows, over the launch's rows. */
+        tuner_launch *l = &p->kernels[0];
+        int r = tuner__launch_dim_args(l, op);
+        if (r == 0 && c.tpr == 0)
+            r = tuner__grid_rule(l, 0, op, g.mmask, g.O * g.mcoef * c.nvr, (long long)c.block * c.ipt, 1, 0);
+        else if (r == 0)
+            r = tuner__grid_rule(l, 0, op, g.mmask, g.O * g.mcoef, c.block / c.tpr, 1, 0);
+        if (r == 0 && (long long)l->grid[0] != c.grid)
+            r = -EINVAL;
+        if (r < 0) {
+            tuner_sb_free(&sb);
+            *err = strdup("gather: the launch's dims arguments or grid rule do not fit the op's sizes");
+            return r;
+        }
+    }
     p->source = tuner_sb_take(&sb);
     p->output_dtype = op->output.dtype;
     return p->source ? 0 : -ENOMEM;
@@ -325,4 +420,5 @@ const tuner_template tuner__gather = {
     .predict_us = gather_predict,
     .preferred = gather_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };

@@ -16,11 +16,13 @@
  * full mask and __syncthreads() are always reached by every thread; out-of-range rows and columns
  * are predicated instead.
  *
- * A dynamic op (named dims on axis 0 of x, tuner/codegen.h) keeps the row length D fixed and
- * takes the row count R = (x's fixed leading axes) x (the dims' sizes) at launch: row bounds read
- * it from the hd_dim parameters, every grid dimension that counts rows has a rule, and the split
- * form's workspace is sized for the largest R. A named row length (x of rank 1, or a reduce over
- * axis 0) is left to the static op.
+ * A dynamic op (named dims on any of x's axes before the row, tuner/codegen.h) keeps the row
+ * length D fixed and takes the row count R = (x's fixed leading axes) x (the dims' sizes) at
+ * launch: the leading axes are contiguous, so ["b", 12, "s", 64] is 12 * b * s rows of 64. Row
+ * bounds read R from the hd_dim parameters, every grid dimension that counts rows has a rule, the
+ * split form's workspace is sized for the largest R, and a fused operand's offset reads the named
+ * sizes it needs (tuner__bcast_offset). A named row length (a named last axis, or a reduce over a
+ * named axis) is left to the static op.
  */
 #include "tuner/core.h"
 #include "tuner/mapping.h"
@@ -91,12 +93,14 @@ static bool rows_applies_common(const tuner_op *op, const tuner_target *t)
     if (x->rank < 1 || tuner_tensor_numel(x) < 1)
         return false;
     if (tuner_op_is_dynamic(op)) {
-        /* Named rows (x's axis 0) only: the row length and gamma / beta (indexed by column) stay
-         * fixed. */
-        if (!tuner__dyn_supported(op) || !x->sym[0] || x->sym[x->rank - 1])
+        /* Named rows only (x's axes before the row): the row length and gamma / beta (indexed
+         * by column) stay fixed; a reduce's reduced axes are the row. */
+        if (!tuner__dyn_supported(op) || !tuner__sym_mask(x) || x->sym[x->rank - 1])
             return false;
-        if (op->kind == TUNER_OP_REDUCE && x->sym[0] && op->attrs.reduce.axis == 0)
-            return false;
+        if (op->kind == TUNER_OP_REDUCE)
+            for (int d = op->attrs.reduce.axis; d >= 0 && d < x->rank; d++)
+                if (x->sym[d])
+                    return false;
         for (int i = 1; i < op->n_anchor_inputs; i++)
             if (tuner__sym_mask(&op->inputs[i]))
                 return false;
@@ -448,8 +452,12 @@ static void emit_reduce_store(tuner_sb *sb, const tuner_op *op, const rows_geo *
     tuner_sb_printf(sb, "if (%s) {\nfloat o = %s;\n", cond, acc);
     if (op->attrs.reduce.kind == TUNER_REDUCE_MEAN)
         tuner_sb_printf(sb, "o = o / %lld.0f;\n", g->D);
+    char le[96];
     if (out->rank == 1 && out->sym[0]) /* one named output row: row is below its length */
         tuner_sb_puts(sb, "const long long orow = 0, ocol = row;\n");
+    else if (out->sym[out->rank - 1]) /* a named last output axis: its length at launch */
+        tuner_sb_printf(sb, "const long long orow = row / %s, ocol = row %% %s;\n",
+                        tuner__axis_expr(out, out->rank - 1, le, sizeof(le)), le);
     else
         tuner_sb_printf(sb, "const long long orow = row / %lldLL, ocol = row %% %lldLL;\n", last, last);
     tuner__bcast_ctx ec = {op, "orow", "ocol"};

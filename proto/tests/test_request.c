@@ -1565,8 +1565,108 @@ static void test_named_dims(void)
     BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f32\"},{\"shape\":[\"m\",64],\"dtype\":\"f32\"}],"
         "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]},"
         "\"dims\":{\"n\":{\"min\":1,\"max\":64},\"m\":{\"min\":1,\"max\":64}}}", 422, "shape_mismatch", "inputs[1].shape[0]");
-    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,\"n\",64],\"dtype\":\"f32\"}],"
+    /* names on inner axes: elementwise anywhere, the row ops off the last axis, reduce before
+     * the reduced axes; a name stands on one axis of a tensor */
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",\"n\"],\"dtype\":\"f32\"}],"
         "\"attrs\":{\"fn\":\"relu\"}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"b*s\",\"s\"],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"fn\":\"relu\"},\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":8}}}", 422,
+        "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"n\",1],\"dtype\":\"f32\"},{\"shape\":[1,\"n\"],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]}," DIMS_N "}", 422, "invalid_field", "inputs[1].shape[1]");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,\"n\",64],\"dtype\":\"f32\"},{\"shape\":[4,64],\"dtype\":\"f32\"}],"
+        "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]},\"dims\":{\"n\":{\"min\":1,\"max\":4}}}", 422,
+        "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[8,\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", 422,
+        "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[\"b\",\"n\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"kind\":\"sum\",\"axis\":1},\"dims\":{\"b\":{\"min\":1,\"max\":8},\"n\":{\"min\":1,\"max\":8}}}",
+        422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[8,64,\"n\"],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"kind\":\"sum\",\"axis\":1}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[2]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,\"n\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,32],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},{\"shape\":[8,16],\"dtype\":\"i32\"}]," DIMS_N "}",
+        422, "invalid_field", "inputs[0].shape[0]");
+    r = OK("{\"op\":\"gather\",\"inputs\":[{\"shape\":[4,1000,3],\"dtype\":\"f16\"},{\"shape\":[8,\"n\"],\"dtype\":\"i32\"}],"
+           "\"attrs\":{\"axis\":1}," DIMS_N "}");
+    CHECK(r.op.output.rank == 4 && r.op.output.sym[0] == 0 && r.op.output.sym[1] == 0 && r.op.output.sym[2] == 1 &&
+          r.op.output.sym[3] == 0);
+    r = OK("{\"op\":\"gather\",\"inputs\":[{\"shape\":[30522,768],\"dtype\":\"f16\"},{\"shape\":[\"b\",\"s\"],\"dtype\":\"i64\"},"
+           "{\"shape\":[\"s\",768],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}],"
+           "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}}}");
+    CHECK(r.op.output.rank == 3 && r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    BAD("{\"op\":\"gather\",\"inputs\":[{\"shape\":[30522,768],\"dtype\":\"f16\"},{\"shape\":[\"b\",\"s\"],\"dtype\":\"i64\"},"
+        "{\"shape\":[512,768],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}],"
+        "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}}}", 422, "shape_mismatch", "inputs[2].shape[0]");
+    {
+        proto_kernel_request req;
+        proto_error err;
+        CHECK(parse("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[8,\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", &req, &err) ==
+              -EINVAL);
+        CHECK(strstr(err.message, "works along") && strstr(err.message, "names stand on any axis in elementwise"));
+    }
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"s\",768],\"dtype\":\"f16\"},{\"shape\":[\"b\",1,1],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1},{\"op\":\"mul\",\"input\":2}]},"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.rank == 3 && r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    CHECK(r.op.output.shape[0] == 8 && r.op.output.shape[1] == 512 && r.op.inputs[1].sym[0] == 2);
+    /* [b, 1, 1, k] against [b, 12, q, k]: the output's axes take the names of whichever input
+     * names them */
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[\"b\",1,1,\"k\"],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",12,\"q\",\"k\"],\"dtype\":\"f16\"}],\"attrs\":{\"ops\":[{\"op\":\"add\",\"input\":1}]},"
+           "\"dims\":{\"b\":{\"min\":1,\"max\":4},\"k\":{\"min\":1,\"max\":64},\"q\":{\"min\":1,\"max\":64}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[1] == 0 && r.op.output.sym[2] == 4 && r.op.output.sym[3] == 2);
+    r = OK("{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
+           "{\"shape\":[768],\"dtype\":\"f16\"},{\"shape\":[768],\"dtype\":\"f16\"},{\"shape\":[\"s\",768],\"dtype\":\"f16\"}],"
+           "\"epilogue\":[{\"op\":\"add\",\"input\":3}],"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    r = OK("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b\",12,\"s\",64],\"dtype\":\"f16\"}],"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[2] == 2 && r.op.output.sym[3] == 0);
+    r = OK("{\"op\":\"reduce\",\"inputs\":[{\"shape\":[\"b\",\"s\",33,64],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"kind\":\"sum\",\"axis\":2,\"keepdim\":true},"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":512},\"b\":{\"min\":1,\"max\":8}}}");
+    CHECK(r.op.output.rank == 4 && r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.output.sym[2] == 0);
+    /* attention: B, S and Skv named (S and Skv may share a name), the mask following them */
+#define ATT_DIMS "\"dims\":{\"b\":{\"min\":1,\"max\":4},\"s\":{\"min\":1,\"max\":512},\"k\":{\"min\":1,\"max\":512}}"
+    r = OK("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",1,1,\"k\"],\"dtype\":\"f16\"}]," ATT_DIMS "}");
+    CHECK(r.op.n_dims == 3 && r.op.output.sym[0] == 1 && r.op.output.sym[2] == 4 && r.op.output.sym[1] == 0);
+    r = OK("{\"op\":\"attention\",\"inputs\":[{\"shape\":[2,\"s\",8,64],\"dtype\":\"f16\"},"
+           "{\"shape\":[2,\"s\",8,64],\"dtype\":\"f16\"},{\"shape\":[2,\"s\",8,64],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"layout\":\"bshd\",\"causal\":true},\"dims\":{\"s\":{\"min\":1,\"max\":4096}}}");
+    CHECK(r.op.output.sym[1] == 1 && r.op.output.shape[1] == 4096);
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",\"s\",8,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "invalid_field", "inputs[0].shape[1]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[4,8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[4,8,\"k\",64],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[2].shape[2]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",1,\"k\",\"s\"],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[3].shape[2]");
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"k\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"b\",1,512,\"k\"],\"dtype\":\"f16\"}]," ATT_DIMS "}",
+        422, "shape_mismatch", "inputs[3].shape[2]");
+    /* self-attention's mask may name S and Skv's one name twice; q may not */
+    r = OK("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",8,\"s\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"b\",1,\"s\",\"s\"],\"dtype\":\"f16\"}],"
+           "\"dims\":{\"b\":{\"min\":1,\"max\":4},\"s\":{\"min\":1,\"max\":512}}}");
+    CHECK(r.op.inputs[3].sym[2] == 2 && r.op.inputs[3].sym[3] == 2);
+    BAD("{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"s\",8,\"s\",64],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"s\",8,\"s\",64],\"dtype\":\"f16\"},{\"shape\":[\"s\",8,\"s\",64],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"s\":{\"min\":1,\"max\":512}}}", 422, "invalid_field", "inputs[0].shape[2]");
+#undef ATT_DIMS
     /* the dims object itself */
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":0,\"max\":8}}}",
         422, "invalid_field", "dims.n.min");

@@ -3,6 +3,7 @@
  * tables whose generic set and entries pass ptxas, whose kernels take the sizes as int
  * parameters and size their grids by rules; the entry holding the request's "sizes" (and a
  * hint's) is tuned as a job and listed ready on a later request, while the others stay untuned;
+ * names on inner axes (layernorm [b, s, 768], causal attention [b, s, 8, 64]) answer tables too;
  * sizes out of range, -1 and names where an op takes none are refused with their fields; the
  * daemon keeps serving static requests throughout. */
 #include <signal.h>
@@ -155,6 +156,33 @@ int main(void)
           cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")));
     ht_resp_free(&r);
 
+    /* Names on inner axes: layernorm over [b, s, 768] with a position term [s, 768], and causal
+     * self-attention [b, s, 8, 64] (layout bshd, S and Skv both s: attention_mma's). */
+    r = ht_post(&d, "/v1/kernels",
+                "{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
+                "{\"shape\":[768],\"dtype\":\"f16\"},{\"shape\":[768],\"dtype\":\"f16\"},"
+                "{\"shape\":[\"s\",768],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":3}],"
+                "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},"
+                "\"arch\":\"sm_80\",\"tune\":\"none\"}");
+    CHECK(r.status == 200, "layernorm [b,s,768] status %ld %.500s", r.status, r.body);
+    shape = cJSON_PrintUnformatted(get(get(r.json, "output"), "shape"));
+    CHECK(shape && !strcmp(shape, "[\"b\",\"s\",768]"), "output shape %s", shape ? shape : "?");
+    free(shape);
+    check_dynamic_set(&d, get(get(r.json, "dispatch"), "generic"), "sm_80", "b s");
+    ht_resp_free(&r);
+    r = ht_post(&d, "/v1/kernels",
+                "{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",\"s\",8,64],\"dtype\":\"f16\"},"
+                "{\"shape\":[\"b\",\"s\",8,64],\"dtype\":\"f16\"},{\"shape\":[\"b\",\"s\",8,64],\"dtype\":\"f16\"}],"
+                "\"attrs\":{\"layout\":\"bshd\",\"causal\":true},"
+                "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":2048}},"
+                "\"arch\":\"sm_90a\",\"tune\":\"none\"}");
+    CHECK(r.status == 200, "attention [b,s,8,64] status %ld %.500s", r.status, r.body);
+    shape = cJSON_PrintUnformatted(get(get(r.json, "output"), "shape"));
+    CHECK(shape && !strcmp(shape, "[\"b\",\"s\",8,64]"), "output shape %s", shape ? shape : "?");
+    free(shape);
+    check_dynamic_set(&d, get(get(r.json, "dispatch"), "generic"), "sm_90a", "b s");
+    ht_resp_free(&r);
+
     /* Three names of 25 ranges each would be 15625 entries: the widest name's neighbouring
      * ranges merge until the table holds at most 256 (4 x 7 x 7 = 196), and the entries still
      * cover every size exactly once. */
@@ -190,6 +218,11 @@ int main(void)
                   "{\"op\":\"pool2d\",\"inputs\":[{\"shape\":[\"n\",8,8,4],\"dtype\":\"f16\"}],"
                   "\"attrs\":{\"kind\":\"max\",\"kernel_size\":2},\"dims\":{\"n\":{\"min\":1,\"max\":64}}}",
                   "invalid_field", "inputs[0].shape[0]");
+    check_refused(&d,
+                  "{\"op\":\"attention\",\"inputs\":[{\"shape\":[2,\"s\",\"h\",64],\"dtype\":\"f16\"},"
+                  "{\"shape\":[2,\"s\",\"h\",64],\"dtype\":\"f16\"},{\"shape\":[2,\"s\",\"h\",64],\"dtype\":\"f16\"}],"
+                  "\"attrs\":{\"layout\":\"bshd\"},\"dims\":{\"s\":{\"min\":1,\"max\":64},\"h\":{\"min\":1,\"max\":8}}}",
+                  "invalid_field", "inputs[0].shape[2]");
     check_refused(&d,
                   "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,\"k\"],\"dtype\":\"f16\"},"
                   "{\"shape\":[64,64],\"dtype\":\"f16\"}],\"dims\":{\"k\":{\"min\":1,\"max\":64}}}",

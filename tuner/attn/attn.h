@@ -47,7 +47,31 @@ typedef struct tuner__attn_problem {
     long long m_st[4];
     /* Causal: query i keeps key j while j <= i + causal_off (Skv - S). */
     long long causal_off;
+    /* A dynamic op (named dims, tuner/codegen.h): the dims named on B, S and Skv (0: fixed), and
+     * for each stride above the dims whose sizes multiply it at launch (its value there is at
+     * the dims' max). A stride between rows (q_ss, kv_ss, o_ss) never has one: names stand on B,
+     * S and Skv only (tuner__attn_dyn_ok). All 0 for a static op. The mask's strides may hold a
+     * dim twice (a [b, 1, s, s] mask of self-attention, S and Skv both s): m_st_sq, a subset of
+     * m_st_m, has the dims whose sizes enter squared. */
+    unsigned b_sym, s_sym, skv_sym;
+    unsigned q_sb_m, q_sh_m, kv_sb_m, kv_sh_m, o_sb_m, o_sh_m;
+    unsigned m_st_m[4], m_st_sq[4];
 } tuner__attn_problem;
+
+/* Whether a template with dynamic_dims can take op: true for a static op; else names stand only
+ * on B (q's, k's and v's alike), S and Skv, each tensor but the mask names a dim on one axis at
+ * most (the mask's S and Skv axes may share S's and Skv's one name), the mask's and the epilogue
+ * operands' names line up with what they apply to, and the buffers and the dims fit a launch's
+ * arguments. */
+bool tuner__attn_dyn_ok(const tuner_op *op);
+
+/* The C expression of a stride of p whose value at the dims' max is v and whose named part is
+ * the dims in m (the q_sb_m, ... fields): "vLL" when m is 0, else "(fixedLL * (hd_dim1))". */
+const char *tuner__attn_stride_expr(const tuner__attn_problem *p, long long v, unsigned m, char *buf, size_t len);
+
+/* A long long C expression for S, Skv or B of p: the literal ("128LL") of a fixed one, else the
+ * product of its dims' parameters ("(hd_dim1)"), into buf. */
+char *tuner__attn_size_expr(const tuner__attn_problem *p, char which, char *buf, size_t len);
 
 /* ceil(a / b) for b > 0. */
 static inline long long tuner__attn_cdiv(long long a, long long b) { return (a + b - 1) / b; }

@@ -96,7 +96,104 @@ int tuner__attn_problem_init(const tuner_op *op, tuner__attn_problem *p, char **
         }
     }
     p->causal_off = d->skv - d->s;
+    if (tuner_op_is_dynamic(op)) {
+        const tuner_tensor *q = &op->inputs[0], *k = &op->inputs[p->packed ? 0 : 1];
+        const int seq = p->bshd ? 1 : 2;
+        p->b_sym = q->sym[0];
+        p->s_sym = q->sym[seq];
+        p->skv_sym = k->sym[seq];
+        /* bhsd: a batch entry holds H heads of S rows, a head S rows; bshd: a batch entry holds S
+         * rows of H heads */
+        p->q_sb_m = p->o_sb_m = p->s_sym;
+        p->kv_sb_m = p->skv_sym;
+        if (!p->bshd) {
+            p->q_sh_m = p->o_sh_m = p->s_sym;
+            p->kv_sh_m = p->skv_sym;
+        }
+        if (d->has_mask) {
+            const tuner_tensor *m = &op->inputs[p->mask_in];
+            unsigned run = 0, sq = 0;
+            for (int ax = 3; ax >= 0; ax--) {
+                const int dm = m->rank - (4 - ax);
+                if (dm < 0)
+                    continue;
+                p->m_st_m[ax] = p->m_st[ax] ? run : 0;
+                p->m_st_sq[ax] = p->m_st[ax] ? sq : 0;
+                sq |= run & m->sym[dm];
+                run |= m->sym[dm];
+            }
+        }
+    }
     return 0;
+}
+
+/* Whether `in`, right-aligned against `like`, names exactly what `like` names there, and faces a
+ * name elsewhere only with a fixed 1. */
+static bool names_line_up(const tuner_tensor *in, const tuner_tensor *like)
+{
+    if (in->rank > like->rank)
+        return false;
+    for (int d = 0; d < in->rank; d++) {
+        const int ld = like->rank - in->rank + d;
+        if (in->sym[d] != like->sym[ld] && (in->sym[d] || in->shape[d] != 1))
+            return false;
+    }
+    return true;
+}
+
+bool tuner__attn_dyn_ok(const tuner_op *op)
+{
+    if (!tuner_op_is_dynamic(op))
+        return true;
+    if (op->n_inputs + 2 + op->n_dims > TUNER_MAX_ARGS || op->inputs[0].rank != 4)
+        return false;
+    const bool packed = op->attrs.attention.packed, bshd = op->attrs.attention.bshd || packed;
+    const int seq = bshd ? 1 : 2, n_qkv = packed ? 1 : 3;
+    const tuner_tensor *q = &op->inputs[0];
+    const int mi = tuner_attention_mask_input(op);
+    for (int i = -1; i < op->n_inputs; i++) {
+        const tuner_tensor *t = i < 0 ? &op->output : &op->inputs[i];
+        unsigned seen = 0;
+        if (i == mi && op->n_anchor_inputs > mi)
+            continue; /* names_line_up below: its names are [B, Hq, S, Skv]'s */
+        for (int d = 0; d < t->rank; d++) {
+            if (seen & t->sym[d])
+                return false;
+            seen |= t->sym[d];
+        }
+    }
+    for (int i = 0; i < n_qkv; i++) {
+        const tuner_tensor *t = &op->inputs[i];
+        if (t->rank != 4 || t->sym[0] != q->sym[0] || t->sym[1 + (seq == 1)] || t->sym[3])
+            return false;
+        if (i == 2 && t->sym[seq] != op->inputs[1].sym[seq])
+            return false;
+    }
+    for (int d = 0; d < 4; d++)
+        if (op->output.sym[d] != q->sym[d])
+            return false;
+    if (op->n_anchor_inputs > mi) {
+        tuner_tensor full = {.rank = 4};
+        full.sym[0] = q->sym[0];
+        full.sym[2] = q->sym[seq];
+        full.sym[3] = op->inputs[packed ? 0 : 1].sym[seq];
+        if (!names_line_up(&op->inputs[mi], &full))
+            return false;
+    }
+    for (int i = op->n_anchor_inputs; i < op->n_inputs; i++)
+        if (!names_line_up(&op->inputs[i], &op->output))
+            return false;
+    return true;
+}
+
+char *tuner__attn_size_expr(const tuner__attn_problem *p, char which, char *buf, size_t len)
+{
+    const unsigned m = which == 'b' ? p->b_sym : which == 's' ? p->s_sym : p->skv_sym;
+    const long long v = which == 'b' ? p->d.b : which == 's' ? p->d.s : p->d.skv;
+    if (m)
+        return tuner__scaled_dims_expr(1, m, buf, len);
+    snprintf(buf, len, "%lldLL", v);
+    return buf;
 }
 
 double tuner__attn_pairs(const tuner__attn_problem *p)
@@ -139,31 +236,67 @@ double tuner__attn_min_bytes(const tuner__attn_problem *p)
     return bytes + (double)tuner_tensor_numel(&op->output) * tuner_dtype_size(p->out_dt);
 }
 
-/* "((b) * sb + (h) * sh + (i) * ss + (c))" as a long long expression (malloc'd; NULL on OOM). */
-static char *offset_expr(const char *b, long long sb, const char *h, long long sh, const char *i, long long ss,
-                         const char *c)
+/* The mask's stride along axis k (b, h, i, j): like tuner__attn_stride_expr, with the dims in
+ * m_st_sq[k] entering squared. */
+static const char *mask_stride_expr(const tuner__attn_problem *p, int k, char *buf, size_t len)
 {
+    const unsigned m = p->m_st_m[k], sq = p->m_st_sq[k];
+    if (!sq)
+        return tuner__attn_stride_expr(p, p->m_st[k], m, buf, len);
+    long long named = 1;
+    for (int d = 0; d < p->op->n_dims && d < TUNER_MAX_DIMS; d++)
+        named *= (m & (1u << d) ? p->op->dims[d].max : 1) * (sq & (1u << d) ? p->op->dims[d].max : 1);
+    size_t at = (size_t)snprintf(buf, len, "(%lldLL * (", p->m_st[k] / named);
+    bool first = true;
+    for (int d = 0; d < TUNER_MAX_DIMS && at < len; d++)
+        for (int rep = 0; rep < ((m & (1u << d)) ? 1 : 0) + ((sq & (1u << d)) ? 1 : 0) && at < len; rep++) {
+            at += (size_t)snprintf(buf + at, len - at, "%shd_dim%d", first ? "" : " * ", d);
+            first = false;
+        }
+    if (at < len)
+        snprintf(buf + at, len - at, "))");
+    return buf;
+}
+
+const char *tuner__attn_stride_expr(const tuner__attn_problem *p, long long v, unsigned m, char *buf, size_t len)
+{
+    if (!m) {
+        snprintf(buf, len, "%lldLL", v);
+        return buf;
+    }
+    long long named = 1;
+    for (int k = 0; k < p->op->n_dims && k < TUNER_MAX_DIMS; k++)
+        if (m & (1u << k))
+            named *= p->op->dims[k].max;
+    return tuner__scaled_dims_expr(v / named, m, buf, len);
+}
+
+/* "((b) * sb + (h) * sh + (i) * ss + (c))" as a long long expression (malloc'd; NULL on OOM). */
+static char *offset_expr(const tuner__attn_problem *p, const char *b, long long sb, unsigned sbm, const char *h,
+                         long long sh, unsigned shm, const char *i, long long ss, const char *c)
+{
+    char eb[96], eh[96];
     tuner_sb e;
     tuner_sb_init(&e);
-    tuner_sb_printf(&e, "((long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (long long)(%s) * %lldLL + (%s))", b,
-                    sb, h, sh, i, ss, c);
+    tuner_sb_printf(&e, "((long long)(%s) * %s + (long long)(%s) * %s + (long long)(%s) * %lldLL + (%s))", b,
+                    tuner__attn_stride_expr(p, sb, sbm, eb, sizeof(eb)), h, tuner__attn_stride_expr(p, sh, shm, eh, sizeof(eh)), i, ss, c);
     return tuner_sb_take(&e);
 }
 
 char *tuner__attn_q_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *c)
 {
-    return offset_expr(b, p->q_sb, h, p->q_sh, i, p->q_ss, c);
+    return offset_expr(p, b, p->q_sb, p->q_sb_m, h, p->q_sh, p->q_sh_m, i, p->q_ss, c);
 }
 
 char *tuner__attn_kv_offset(const tuner__attn_problem *p, const char *b, const char *hk, const char *j,
                             const char *c)
 {
-    return offset_expr(b, p->kv_sb, hk, p->kv_sh, j, p->kv_ss, c);
+    return offset_expr(p, b, p->kv_sb, p->kv_sb_m, hk, p->kv_sh, p->kv_sh_m, j, p->kv_ss, c);
 }
 
 char *tuner__attn_out_offset(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *c)
 {
-    return offset_expr(b, p->o_sb, h, p->o_sh, i, p->o_ss, c);
+    return offset_expr(p, b, p->o_sb, p->o_sb_m, h, p->o_sh, p->o_sh_m, i, p->o_ss, c);
 }
 
 char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const char *h, const char *i, const char *j)
@@ -172,9 +305,10 @@ char *tuner__attn_mask_value(const tuner__attn_problem *p, const char *b, const 
     tuner_sb_init(&sb);
     tuner_sb_printf(&sb, "hd_f32(in%d[0LL", p->mask_in);
     const char *coord[4] = {b, h, i, j};
+    char st[96];
     for (int k = 0; k < 4; k++)
         if (p->m_st[k])
-            tuner_sb_printf(&sb, " + (long long)(%s) * %lldLL", coord[k], p->m_st[k]);
+            tuner_sb_printf(&sb, " + (long long)(%s) * %s", coord[k], mask_stride_expr(p, k, st, sizeof(st)));
     tuner_sb_puts(&sb, "])");
     return tuner_sb_take(&sb);
 }
@@ -210,12 +344,14 @@ void tuner__attn_emit_store(tuner_sb *sb, const tuner__attn_problem *p, const ch
     if (op->epilogue.n > 0) {
         /* The output's leading index, as tuner__bcast_offset names an element: (b, h, i) in the
          * bhsd order, (b, i, h) in the bshd one. */
+        char se[96];
+        tuner__attn_size_expr(p, 's', se, sizeof(se));
         if (p->bshd)
-            tuner_sb_printf(sb, "const long long hd_sr = ((long long)(%s) * %lldLL + (%s)) * %lldLL + (%s);\n", b,
-                            (long long)p->d.s, i, (long long)p->d.hq, h);
+            tuner_sb_printf(sb, "const long long hd_sr = ((long long)(%s) * %s + (%s)) * %lldLL + (%s);\n", b, se, i,
+                            (long long)p->d.hq, h);
         else
-            tuner_sb_printf(sb, "const long long hd_sr = ((long long)(%s) * %lldLL + (%s)) * %lldLL + (%s);\n", b,
-                            (long long)p->d.hq, h, (long long)p->d.s, i);
+            tuner_sb_printf(sb, "const long long hd_sr = ((long long)(%s) * %lldLL + (%s)) * %s + (%s);\n", b,
+                            (long long)p->d.hq, h, se, i);
         for (int k = 0; k < nv; k++) {
             char col[160], var[32];
             snprintf(col, sizeof(col), "(%s) + %d", c, k);

@@ -33,6 +33,12 @@
  * bandwidth bound.
  * Requirements (applies): f16/bf16, D in 64..256 of attn.h, no prologue, S <= 16, group * S <=
  * 64, q, k, v 16-byte aligned (cp.async and 16-byte q loads), B and Hkv within a grid dimension.
+ *
+ * A dynamic op may name B and Skv (not S: the block's rows are fixed; tuner__attn_dyn_ok): the
+ * chunk length is cdiv(cdiv(Skv, split), kv_tile) tiles at launch (the last chunks may be empty
+ * at a small Skv: their partials keep no key), the causal offset Skv - S and the batch and head
+ * strides are read from the sizes, the partials' grid.z and the combine's rows follow B by rules,
+ * and the workspace keeps the largest B's layout. split is chosen at the dims' max.
  */
 #include "tuner/attn/attn.h"
 
@@ -82,6 +88,12 @@ static bool decode_applies(const tuner_op *op, const tuner_target *t)
         return false;
     if (d.b > 65535 || d.hkv > 65535)
         return false;
+    /* Dynamic: B and Skv may be named, not S (the block's query rows, group * S, are fixed). */
+    if (tuner_op_is_dynamic(op)) {
+        const tuner_tensor *q = &op->inputs[0];
+        if (!tuner__attn_dyn_ok(op) || q->sym[op->attrs.attention.bshd || op->attrs.attention.packed ? 1 : 2])
+            return false;
+    }
     /* q, k and v (packed: qkv, which holds all three) */
     for (int i = 0; i < (op->attrs.attention.packed ? 1 : 3); i++)
         if (!aligned16(&op->inputs[i]))
@@ -89,7 +101,10 @@ static bool decode_applies(const tuner_op *op, const tuner_target *t)
     return true;
 }
 
-static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tuner_schedule *s, dec_cfg *c)
+/* The schedule's configuration. With `useful`, the space's rules on top (a chunk keeps >= 64
+ * keys, the last is not empty); without (generate), what the code needs: it is right for any
+ * chunk, empty ones too, which a dynamic op's smaller Skv makes of a split chosen at its max. */
+static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tuner_schedule *s, dec_cfg *c, bool useful)
 {
     memset(c, 0, sizeof(*c));
     c->split = tuner_schedule_param(s, P_SPLIT, 1);
@@ -120,10 +135,10 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
     if (p->d.d > 128 && c->kpw != 16)
         return false;
     /* Every chunk keeps DEC_MIN_CHUNK keys, and the last one is not empty. */
-    if (c->split > 1 && d->skv / c->split < DEC_MIN_CHUNK)
+    if (useful && c->split > 1 && d->skv / c->split < DEC_MIN_CHUNK)
         return false;
     c->ch = tuner__attn_cdiv(tuner__attn_cdiv(d->skv, c->split), c->tile) * c->tile;
-    if ((long long)(c->split - 1) * c->ch >= d->skv)
+    if (useful && (long long)(c->split - 1) * c->ch >= d->skv)
         return false;
     c->dp = (int)d->d + 8;
     const int es = tuner_dtype_size(p->dt);
@@ -171,7 +186,7 @@ static int decode_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
                     tuner_schedule s = {0};
                     tuner__schedule_params(&s, 4, names, values);
                     dec_cfg c;
-                    if (!cfg_of(&p, a, &s, &c))
+                    if (!cfg_of(&p, a, &s, &c, true))
                         continue;
                     int r = tuner__space_push(items, n, "attention_decode", 4, names, values);
                     if (r < 0)
@@ -183,16 +198,33 @@ static int decode_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
 
 /* ---- code generation ------------------------------------------------------------------------ */
 
+/* The float offset of the O partials in the workspace: c->o_base, or with a named B the same
+ * formula at the launch's B (both kernels compute it alike; the workspace is sized at max). */
+static const char *o_base_expr(const tuner__attn_problem *p, const dec_cfg *c, char *buf, size_t len)
+{
+    char be[96];
+    if (!p->b_sym)
+        snprintf(buf, len, "%lldLL", c->o_base);
+    else
+        snprintf(buf, len, "((%lldLL * %s + 3LL) / 4LL * 4LL)", p->d.hq * p->d.s * c->np * 2,
+                 tuner__attn_size_expr(p, 'b', be, sizeof(be)));
+    return buf;
+}
+
 /* Kernel 1: the partials of one (chunk, kv head, batch entry). */
 static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
 {
+    char o_base[160];
+    o_base_expr(p, c, o_base, sizeof(o_base));
     const tuner_attention_dims *d = &p->d;
     const char *T = tuner__ctype(p->dt);
     const int D = (int)d->d, DP = c->dp, TILE = c->tile, NT = c->block;
     const char *mma = p->dt == TUNER_BF16 ? "hd_mma_bf16_16816" : "hd_mma_f16_16816";
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) hd_attn_decode_part(", NT);
     tuner__attn_emit_params(sb, p);
-    tuner_sb_puts(sb, ", float *__restrict__ ws)\n{\n");
+    tuner_sb_puts(sb, ", float *__restrict__ ws");
+    tuner__emit_dim_params(sb, p->op);
+    tuner_sb_puts(sb, ")\n{\n");
     tuner_sb_puts(sb, "extern __shared__ __align__(16) unsigned char hd_smem[];\n");
     tuner_sb_printf(sb, "%s *sq = reinterpret_cast<%s *>(hd_smem);\n", T, T);
     tuner_sb_printf(sb, "%s *skv = sq + %d;\n", T, 16 * c->mt * DP);
@@ -200,11 +232,27 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
                         "const int mt = warp / %d, kw = warp %% %d;\n",
                     c->kw, c->kw);
     tuner_sb_puts(sb, "const int chunk = blockIdx.x, hk = blockIdx.y;\nconst long long b = blockIdx.z;\n");
-    tuner_sb_printf(sb, "const long long k0 = (long long)chunk * %lldLL;\n", c->ch);
-    tuner_sb_printf(sb, "const long long k1 = k0 + %lldLL < %lldLL ? k0 + %lldLL : %lldLL;\n", c->ch, (long long)d->skv,
-                    c->ch, (long long)d->skv);
+    if (p->skv_sym) {
+        /* Skv at launch: chunks of cdiv(cdiv(Skv, split), tile) tiles' keys; the last ones may be
+         * empty (their partials keep no key and weigh 0 in the combine). */
+        char ke[96];
+        tuner_sb_printf(sb, "const long long hd_skv = %s;\n", tuner__attn_size_expr(p, 'k', ke, sizeof(ke)));
+        tuner_sb_printf(sb, "const long long hd_ch = ((hd_skv + %dLL) / %dLL + %dLL) / %dLL * %dLL;\n", c->split - 1,
+                        c->split, TILE - 1, TILE, TILE);
+        tuner_sb_puts(sb, "const long long k0 = (long long)chunk * hd_ch;\n"
+                          "const long long k1 = k0 + hd_ch < hd_skv ? k0 + hd_ch : hd_skv;\n");
+    } else {
+        tuner_sb_printf(sb, "const long long k0 = (long long)chunk * %lldLL;\n", c->ch);
+        tuner_sb_printf(sb, "const long long k1 = k0 + %lldLL < %lldLL ? k0 + %lldLL : %lldLL;\n", c->ch,
+                        (long long)d->skv, c->ch, (long long)d->skv);
+    }
     tuner_sb_printf(sb, "const int ntiles = k1 > k0 ? (int)((k1 - k0 + %d) / %d) : 0;\n", TILE - 1, TILE);
-    tuner_sb_printf(sb, "const long long kvb = b * %lldLL + (long long)hk * %lldLL;\n", p->kv_sb, p->kv_sh);
+    {
+        char sbe[96], she[96];
+        tuner_sb_printf(sb, "const long long kvb = b * %s + (long long)hk * %s;\n",
+                        tuner__attn_stride_expr(p, p->kv_sb, p->kv_sb_m, sbe, sizeof(sbe)),
+                        tuner__attn_stride_expr(p, p->kv_sh, p->kv_sh_m, she, sizeof(she)));
+    }
     tuner_sb_printf(sb, "const %s *kb = %s + kvb;\nconst %s *vb = %s + kvb;\n", T, p->k_ptr, T, p->v_ptr);
 
     /* The block's query rows (unscaled: the scale is applied to the fp32 scores), rows past R
@@ -277,7 +325,9 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     if (d->has_mask || p->causal)
         tuner_sb_printf(sb, "const int hq = hk * %lld + rr / %lld, qi = rr %% %lld;\n(void)hq;\n(void)qi;\n",
                         (long long)d->group, (long long)d->s, (long long)d->s);
-    if (p->causal)
+    if (p->causal && p->skv_sym) /* Skv - S at launch */
+        tuner_sb_printf(sb, "keep = keep && jj <= (long long)qi + (hd_skv - %lldLL);\n", (long long)d->s);
+    else if (p->causal)
         tuner_sb_printf(sb, "keep = keep && jj <= (long long)qi + %lldLL;\n", p->causal_off);
     if (d->has_mask) {
         char *mv = tuner__attn_mask_log2(p, "b", "hq", "qi", "jj");
@@ -355,7 +405,7 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     tuner_sb_printf(sb, "const long long gr = (b * %lld + hk) * %lld + rr;\n", (long long)d->hkv, c->rows);
     tuner_sb_printf(sb, "const long long pr = gr * %dLL + chunk;\n", c->split);
     tuner_sb_puts(sb, "if ((lane & 3) == 0) { ws[pr * 2] = m_r[h]; ws[pr * 2 + 1] = l_r[h]; }\n");
-    tuner_sb_printf(sb, "float *po = ws + %lldLL + pr * %d + (lane & 3) * 2;\n", c->o_base, D);
+    tuner_sb_printf(sb, "float *po = ws + %s + pr * %d + (lane & 3) * 2;\n", o_base, D);
     tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { po[x * 8] = o[x][2 * h]; po[x * 8 + 1] = "
                         "o[x][2 * h + 1]; }\n",
                     D / 8);
@@ -368,16 +418,20 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
  * loads in flight), and the groups' sums meet in shared memory. */
 static void emit_combine(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
 {
+    char o_base[160];
+    o_base_expr(p, c, o_base, sizeof(o_base));
     const tuner_attention_dims *d = &p->d;
     const int D = (int)d->d, C4 = D / 4, QG = 128 / C4;
     tuner_sb_puts(sb, "extern \"C\" __global__ void __launch_bounds__(128) hd_attn_decode_combine(");
     tuner__attn_emit_params(sb, p);
-    tuner_sb_puts(sb, ", float *__restrict__ ws)\n{\n");
+    tuner_sb_puts(sb, ", float *__restrict__ ws");
+    tuner__emit_dim_params(sb, p->op);
+    tuner_sb_puts(sb, ")\n{\n");
     tuner_sb_printf(sb, "__shared__ float wsh[%lld];\n__shared__ float red[%d][%d][4];\n__shared__ float lsh;\n", c->np,
                     QG, C4);
     tuner_sb_puts(sb, "const int tid = threadIdx.x;\nconst long long gr = blockIdx.x;\n");
     tuner_sb_printf(sb, "const float *pm = ws + gr * %lldLL;\n", 2 * c->np);
-    tuner_sb_printf(sb, "const float *po = ws + %lldLL + gr * %lldLL;\n", c->o_base, c->np * D);
+    tuner_sb_printf(sb, "const float *po = ws + %s + gr * %lldLL;\n", o_base, c->np * D);
     /* The weights 2^(m_q - M) by the first warp; a partial that kept no key (m = -inf) weighs 0,
      * and so does every one of a row that has no key at all (L = 0: the output is 0). */
     tuner_sb_printf(sb, "if (tid < 32) {\nfloat M = -HD_INF;\nfor (int q = tid; q < %lld; q += 32) M = fmaxf(M, pm[2 * q]);\n"
@@ -425,7 +479,7 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
         return -EINVAL;
     const tuner_arch *a = tuner__arch(t);
     dec_cfg c;
-    if (!a || !decode_applies(op, t) || !cfg_of(&p, a, s, &c)) {
+    if (!a || !decode_applies(op, t) || !cfg_of(&p, a, s, &c, false)) {
         *err = strdup("attention_decode: invalid parameters for this op");
         return -EINVAL;
     }
@@ -458,6 +512,21 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
     prog->workspace_bytes = c.ws_bytes;
     prog->source = tuner_sb_take(&sb);
     prog->output_dtype = op->output.dtype;
+    if (prog->source && tuner_op_is_dynamic(op)) {
+        /* The partials' grid.z and the combine's rows follow B; the workspace's layout (O after
+         * B * Hq * S * split pairs) is the largest B's, which both kernels share. */
+        int r = tuner__launch_dim_args(k1, op);
+        if (r == 0)
+            r = tuner__launch_dim_args(k2, op);
+        if (r == 0 && p.b_sym)
+            r = tuner__grid_rule(k1, 2, op, p.b_sym, 1, 1, 1, 0);
+        if (r == 0 && p.b_sym)
+            r = tuner__grid_rule(k2, 0, op, p.b_sym, p.d.hq * p.d.s, 1, 1, 0);
+        if (r < 0) {
+            *err = strdup("attention_decode: the launch's dims arguments or grid rules do not fit the op's sizes");
+            return r;
+        }
+    }
     return prog->source ? 0 : -ENOMEM;
 }
 
@@ -468,7 +537,7 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
     const tuner_arch *a = tuner__arch(t);
     tuner__attn_problem p;
     dec_cfg c;
-    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0 || !cfg_of(&p, a, s, &c))
+    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0 || !cfg_of(&p, a, s, &c, true))
         return 1e12;
     const tuner_attention_dims *d = &p.d;
     const int es = tuner_dtype_size(p.dt);
@@ -534,7 +603,7 @@ static int decode_preferred(const tuner_op *op, const tuner_target *t, tuner_sch
     tuner__schedule_params(&s, 4, names, values);
     dec_cfg c;
     long long slots = 2LL * a->sm_count;
-    if (cfg_of(&p, a, &s, &c))
+    if (cfg_of(&p, a, &s, &c, true))
         slots = resident_blocks(a, &p, &c);
     const long long heads = p.d.b * p.d.hkv;
     while (values[0] < 64 && heads * values[0] * 2 <= slots && p.d.skv / (values[0] * 2) >= DEC_MIN_CHUNK)
@@ -556,4 +625,5 @@ const tuner_template tuner__attn_decode = {
     .predict_us = decode_predict,
     .preferred = decode_preferred,
     .default_rank = TUNER_RANK_SPECIALISED,
+    .dynamic_dims = true,
 };

@@ -36,6 +36,13 @@
  * the cp.async chunk writes and the ldmatrix row reads conflict-free. Operands aligned below 16
  * bytes are copied with 8- or 4-byte cp.async, or (2-byte aligned) by plain loads and stores.
  *
+ * A dynamic op (named dims on B, S and Skv; tuner__attn_dyn_ok) reads S and Skv at launch
+ * (AT_S, AT_SKV; the causal offset Skv - S from them), its batch and head strides and the mask's
+ * strides from the sizes (tuner__attn_q_offset and friends), and sizes grid.x = cdiv(S, block_m)
+ * and grid.z = B by rules; keys past Skv are tested on every last tile unless Skv's multiple_of
+ * is a multiple of block_n. Row strides never depend on a size. The schedule space is the one
+ * at the dims' max: every row and key bound is checked at launch anyway.
+ *
  * Parameters: block_m {64, 128}, block_n {32, 64, 128}, warps {4, 8} (at least 16 rows each),
  * stages {2, 3}, q_regs {0, 1}; valid when the tiles fit shared memory and the register estimate
  * fits (regs_estimate; ptxas -v shows no spills for the valid schedules, tuner/attn/tests).
@@ -139,7 +146,8 @@ static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const a
 
 static bool attn_mma_applies(const tuner_op *op, const tuner_target *t)
 {
-    return op && op->kind == TUNER_OP_ATTENTION && tuner__arch(t) && tuner__attn_supported(op);
+    return op && op->kind == TUNER_OP_ATTENTION && tuner__arch(t) && tuner__attn_supported(op) &&
+           tuner__attn_dyn_ok(op);
 }
 
 /* The key tiles query block qb visits: causal blocks stop at their last row's diagonal. */
@@ -293,6 +301,20 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
     const long long nqb = tuner__attn_cdiv(d->s, c.bm);
     char name[64];
     kernel_name(name, sizeof(name), &c);
+    /* Causal: key j <= i + (Skv - S), a constant, or at launch from the sizes. */
+    char coff[64];
+    if (p.s_sym || p.skv_sym)
+        snprintf(coff, sizeof(coff), "AT_SKV - AT_S");
+    else
+        snprintf(coff, sizeof(coff), "%lld", p.causal_off);
+    /* Keys past Skv need the per-element test unless every Skv is a multiple of block_n. */
+    long long skv_step = d->skv;
+    if (p.skv_sym) {
+        skv_step = 1;
+        for (int k = 0; k < op->n_dims; k++)
+            if (p.skv_sym & (1u << k))
+                skv_step *= op->dims[k].multiple_of;
+    }
 
     tuner_sb sb;
     tuner_sb_init(&sb);
@@ -305,12 +327,19 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
      * occupancy and spills (D 64, 64 x 32 tiles: 96 registers and a spill, against 124 and none). */
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(", c.threads, name);
     tuner__attn_emit_params(&sb, &p);
+    tuner__emit_dim_params(&sb, op);
     tuner_sb_puts(&sb, ")\n{\n");
     tuner_sb_printf(&sb,
                     "constexpr int AT_BM = %d, AT_BN = %d, AT_D = %d, AT_MI = %d, AT_ST = %d;\n"
-                    "constexpr int AT_DC = AT_D / 8, AT_DK = AT_D / 16, AT_RB = %d, AT_SWZ = %d;\n"
-                    "constexpr int AT_S = %lld, AT_SKV = %lld;\n",
-                    c.bm, c.bn, D, c.mi, c.stages, c.row_bytes, c.swizzle ? 1 : 0, (long long)d->s, (long long)d->skv);
+                    "constexpr int AT_DC = AT_D / 8, AT_DK = AT_D / 16, AT_RB = %d, AT_SWZ = %d;\n",
+                    c.bm, c.bn, D, c.mi, c.stages, c.row_bytes, c.swizzle ? 1 : 0);
+    if (p.s_sym || p.skv_sym) { /* the sequence lengths at launch (below 2^30: cfg_valid at max) */
+        char se[96], ke[96];
+        tuner_sb_printf(&sb, "const int AT_S = (int)%s, AT_SKV = (int)%s;\n", tuner__attn_size_expr(&p, 's', se, sizeof(se)),
+                        tuner__attn_size_expr(&p, 'k', ke, sizeof(ke)));
+    } else {
+        tuner_sb_printf(&sb, "constexpr int AT_S = %lld, AT_SKV = %lld;\n", (long long)d->s, (long long)d->skv);
+    }
     tuner_sb_puts(&sb, "extern __shared__ __attribute__((aligned(128))) unsigned char at_smem[];\n"
                        "const hd_u32 at_sq = hd_smem_addr(at_smem);\n"
                        "const int at_tid = threadIdx.x, at_lane = at_tid & 31, at_warp = at_tid >> 5;\n"
@@ -323,8 +352,8 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                     p.causal ? "(int)(gridDim.x - 1 - blockIdx.x)" : "(int)blockIdx.x", (long long)d->group);
     if (p.causal)
         tuner_sb_printf(&sb,
-                        "const int at_nend = max(0, min(AT_SKV, min(at_m0 + AT_BM, AT_S) - 1 + (%lld) + 1));\n",
-                        p.causal_off);
+                        "const int at_nend = max(0, min(AT_SKV, min(at_m0 + AT_BM, AT_S) - 1 + (%s) + 1));\n",
+                        coff);
     else
         tuner_sb_puts(&sb, "const int at_nend = AT_SKV;\n");
     tuner_sb_puts(&sb, "const int at_nt = (at_nend + AT_BN - 1) / AT_BN;\n");
@@ -429,11 +458,11 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
     tuner_sb_puts(&sb, "at_s[mt][nb][e] = at_x;\n}\n");
     /* Only tiles past Skv or across the diagonal need the per-element test. */
     char cond[256] = "";
-    if (d->skv % c.bn)
+    if (skv_step % c.bn)
         snprintf(cond, sizeof(cond), "at_n0 + AT_BN > AT_SKV");
     if (p.causal) {
         size_t l = strlen(cond);
-        snprintf(cond + l, sizeof(cond) - l, "%sat_n0 + AT_BN - 1 > at_m0 + (%lld)", l ? " || " : "", p.causal_off);
+        snprintf(cond + l, sizeof(cond) - l, "%sat_n0 + AT_BN - 1 > at_m0 + (%s)", l ? " || " : "", coff);
     }
     if (cond[0]) {
         tuner_sb_printf(&sb, "if (%s) {\n", cond);
@@ -445,7 +474,7 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                            "(void)at_i;\n");
         tuner_sb_puts(&sb, "if (at_j >= AT_SKV");
         if (p.causal)
-            tuner_sb_printf(&sb, " || at_j > at_i + (%lld)", p.causal_off);
+            tuner_sb_printf(&sb, " || at_j > at_i + (%s)", coff);
         tuner_sb_puts(&sb, ") at_s[mt][nb][e] = -HD_INF;\n}\n}\n");
     }
 
@@ -530,6 +559,19 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
     l->shared_bytes = (unsigned)c.smem;
     tuner__launch_args(l, op);
     prog->n_kernels = 1;
+    if (tuner_op_is_dynamic(op)) {
+        /* Query blocks over the launch's S, and its batch; the dims after the buffers. */
+        int r = tuner__launch_dim_args(l, op);
+        if (r == 0 && p.s_sym)
+            r = tuner__grid_rule(l, 0, op, p.s_sym, 1, c.bm, 1, 0);
+        if (r == 0 && p.b_sym)
+            r = tuner__grid_rule(l, 2, op, p.b_sym, 1, 1, 1, 0);
+        if (r < 0) {
+            if (err)
+                *err = strdup("attention_mma: the launch's dims arguments or grid rules do not fit the op's sizes");
+            return r;
+        }
+    }
     return 0;
 }
 
@@ -685,4 +727,5 @@ const tuner_template tuner__attn_mma = {
     .predict_us = attn_mma_predict,
     .preferred = attn_mma_preferred,
     .default_rank = TUNER_RANK_TENSOR_CORE,
+    .dynamic_dims = true,
 };

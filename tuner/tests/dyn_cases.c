@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "tuner/attn/tests/ops.h"
 
 typedef struct dim_spec {
     const char *name; /* dims sorted by name: the canonical order */
@@ -32,6 +33,21 @@ static void name0(const tuner_op *op, tuner_tensor *t, unsigned mask)
             p *= op->dims[k].max;
     t->sym[0] = (uint8_t)mask;
     t->shape[0] = p;
+}
+
+/* Names the axes of t by masks[d] (0: the axis stays fixed): each named size becomes the
+ * product of its dims' max. */
+static void name_axes(const tuner_op *op, tuner_tensor *t, const unsigned *masks)
+{
+    for (int d = 0; d < t->rank; d++)
+        if (masks[d]) {
+            long long p = 1;
+            for (int k = 0; k < op->n_dims; k++)
+                if (masks[d] & (1u << k))
+                    p *= op->dims[k].max;
+            t->sym[d] = (uint8_t)masks[d];
+            t->shape[d] = p;
+        }
 }
 
 static tuner_op ew_op(tuner_dtype dt, int rank, const long long *shape)
@@ -234,6 +250,251 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         t_add_epilogue(&c->op, TUNER_EW_ADD, 3, b, TUNER_EW_RELU);
         c->expect_split = true;
     }
+
+    /* Names on inner axes (contiguous leading axes flatten: rows or elements are products of
+     * runtime sizes, the strides of fixed inner axes stay constants, a broadcast operand's
+     * strides and row products are read from the sizes). b in 1..8 and s in 1..300. */
+    c = add(out, &n, "elementwise [b,s,768] +pos[s,768] gelu *g[b,1,768] tanh", dt, "elementwise");
+    c->cpu_two_runs = true;
+    {
+        const long long x[3] = {1, 1, 768}, pe[2] = {1, 768}, g[3] = {1, 1, 768};
+        const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0}, bn[3] = {1, 0, 0};
+        c->op = ew_op(dt, 3, x);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[0], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, pe, TUNER_EW_GELU_ERF);
+        name_axes(&c->op, &c->op.inputs[1], sn);
+        t_add_epilogue(&c->op, TUNER_EW_MUL, 3, g, TUNER_EW_TANH);
+        name_axes(&c->op, &c->op.inputs[2], bn);
+    }
+    /* attention scores [b,12,q,k] + a key mask [b,1,1,k]: a named last axis (k a multiple of 8:
+     * vectors too) and a named row axis q. */
+    c = add(out, &n, "elementwise [b,12,q,k%8] +mask[b,1,1,k] relu *[q,1] abs", dt, "elementwise");
+    c->cpu_two_runs = true;
+    {
+        const dim_spec dbkq[3] = {{"b", 1, 4, 1}, {"k", 8, 264, 8}, {"q", 1, 77, 1}};
+        const long long x[4] = {1, 12, 1, 1}, m[4] = {1, 1, 1, 1}, r[2] = {1, 1};
+        const unsigned xs[4] = {1, 0, 4, 2}, ms[4] = {1, 0, 0, 2}, rs[2] = {4, 0};
+        c->op = ew_op(dt, 4, x);
+        set_dims(&c->op, 3, dbkq, bump);
+        name_axes(&c->op, &c->op.inputs[0], xs);
+        name_axes(&c->op, &c->op.output, xs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 4, m, TUNER_EW_RELU);
+        name_axes(&c->op, &c->op.inputs[1], ms);
+        t_add_epilogue(&c->op, TUNER_EW_MUL, 2, r, TUNER_EW_ABS);
+        name_axes(&c->op, &c->op.inputs[2], rs);
+    }
+    /* softmax over a fixed last axis of [b,12,s,64], a prologue mask [b,1,s,64]. */
+    c = add(out, &n, "softmax [b,12,s,64] prologue +mask[b,1,s,64] tanh", dt, "softmax_rows");
+    c->cpu_two_runs = true;
+    {
+        const long long x[4] = {1, 12, 1, 64}, m[4] = {1, 1, 1, 64};
+        const unsigned xs[4] = {1, 0, 2, 0}, ms[4] = {1, 0, 2, 0};
+        c->op = t_softmax(dt, 1, 64, 16);
+        c->op.inputs[0] = t_tensor(dt, 4, x, 16);
+        c->op.output = t_tensor(dt, 4, x, 16);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[0], xs);
+        name_axes(&c->op, &c->op.output, xs);
+        t_add_prologue(&c->op, TUNER_EW_ADD, 4, m, TUNER_EW_TANH);
+        name_axes(&c->op, &c->op.inputs[1], ms);
+    }
+    /* layernorm [b,s,768] with gamma, beta, a residual [b,s,768] and a position term [s,768]. */
+    c = add(out, &n, "layernorm [b,s,768] +res[b,s,768] relu +pos[s,768] sigmoid", dt, "layernorm_rows");
+    c->cpu_two_runs = true;
+    {
+        const long long x[3] = {1, 1, 768}, pe[2] = {1, 768};
+        const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0};
+        c->op = t_layernorm(dt, 1, 768, 16, true);
+        c->op.inputs[0] = t_tensor(dt, 3, x, 16);
+        c->op.output = t_tensor(dt, 3, x, 16);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[0], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 3, x, TUNER_EW_RELU);
+        name_axes(&c->op, &c->op.inputs[3], bs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, pe, TUNER_EW_SIGMOID);
+        name_axes(&c->op, &c->op.inputs[4], sn);
+    }
+    /* rmsnorm of few long rows [b<=2,s<=3,100000] (split): the workspace at b * s's max. */
+    c = add(out, &n, "rmsnorm [b<=2,s<=3,100000] (split)", dt, "rmsnorm_rows");
+    c->cpu_two_runs = true;
+    {
+        const dim_spec d23[2] = {{"b", 1, 2, 1}, {"s", 1, 3, 1}};
+        const long long x[3] = {1, 1, 100000};
+        const unsigned bs[3] = {1, 2, 0};
+        c->op = t_rmsnorm(dt, 1, 100000, 16, true);
+        c->op.inputs[0] = t_tensor(dt, 3, x, 16);
+        c->op.output = t_tensor(dt, 3, x, 16);
+        set_dims(&c->op, 2, d23, bump);
+        name_axes(&c->op, &c->op.inputs[0], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        c->expect_split = true;
+    }
+    /* reduce over the last axis to [b,s] (a named last output axis) + [s]. */
+    c = add(out, &n, "reduce mean [b,s,1000] ax2 -> [b,s] +[s] relu", dt, "reduce_rows");
+    c->cpu_two_runs = true;
+    {
+        const long long x[3] = {1, 1, 1000}, o[2] = {1, 1};
+        const unsigned bs[3] = {1, 2, 0}, sn[1] = {2};
+        c->op = t_reduce(dt, 3, x, 2, TUNER_REDUCE_MEAN, false, 16);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[0], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 1, o, TUNER_EW_RELU);
+        name_axes(&c->op, &c->op.inputs[1], sn);
+    }
+    /* reduce over a middle axis with names on both outer axes: O = b * s. */
+    c = add(out, &n, "reduce sum [b,s,33,64] ax2 keep +[s,1,64] abs", dt, "reduce_cols");
+    c->cpu_two_runs = true;
+    {
+        const dim_spec d[2] = {{"b", 1, 4, 1}, {"s", 1, 40, 1}};
+        const long long x[4] = {1, 1, 33, 64}, e[3] = {1, 1, 64};
+        const unsigned bs[4] = {1, 2, 0, 0}, sn[3] = {2, 0, 0};
+        c->op = t_reduce(dt, 4, x, 2, TUNER_REDUCE_SUM, true, 16);
+        set_dims(&c->op, 2, d, bump);
+        name_axes(&c->op, &c->op.inputs[0], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 3, e, TUNER_EW_ABS);
+        name_axes(&c->op, &c->op.inputs[1], sn);
+    }
+
+    /* gather: the index's axes named (token ids of a batch of sequences). */
+    c = add(out, &n, "gather embedding [1000,768][ids b,s] +pos[s,768] relu", dt, "gather");
+    c->cpu_two_runs = true;
+    {
+        const long long x[2] = {1000, 768}, ids[2] = {1, 1}, pe[2] = {1, 768};
+        const unsigned bs[3] = {1, 2, 0}, sn[2] = {2, 0};
+        c->op = t_gather(dt, 2, x, 0, TUNER_I64, 2, ids);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[1], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, pe, TUNER_EW_RELU);
+        name_axes(&c->op, &c->op.inputs[2], sn);
+    }
+    c = add(out, &n, "gather index_select [4,500,3] ax1 [ids n] -> [4,n,3]", dt, "gather");
+    c->cpu_two_runs = true;
+    {
+        const dim_spec d1[1] = {{"n", 1, 1000, 1}};
+        const long long x[3] = {4, 500, 3}, ids[1] = {1};
+        const unsigned ns[1] = {1}, os[3] = {0, 1, 0};
+        c->op = t_gather(dt, 3, x, 1, TUNER_I32, 1, ids);
+        set_dims(&c->op, 1, d1, bump);
+        name_axes(&c->op, &c->op.inputs[1], ns);
+        name_axes(&c->op, &c->op.output, os);
+    }
+    c = add(out, &n, "gather [1000][ids b,s] -> [b,s] *[s] tanh", dt, "gather");
+    c->cpu_two_runs = true;
+    {
+        const long long x[1] = {1000}, ids[2] = {1, 1}, w[1] = {1};
+        const unsigned bs[2] = {1, 2}, sn[1] = {2};
+        c->op = t_gather(dt, 1, x, 0, TUNER_I32, 2, ids);
+        set_dims(&c->op, 2, dbs, bump);
+        name_axes(&c->op, &c->op.inputs[1], bs);
+        name_axes(&c->op, &c->op.output, bs);
+        t_add_epilogue(&c->op, TUNER_EW_MUL, 1, w, TUNER_EW_TANH);
+        name_axes(&c->op, &c->op.inputs[2], sn);
+    }
+
+    /* attention (attention_mma; f16 and bf16): names on B, S and Skv, strides and the causal
+     * offset at launch. */
+    if (dt != TUNER_F32) {
+        /* bhsd, GQA 4/2, S and Skv named apart, a key-padding mask [b,1,1,k]. */
+        c = add(out, &n, "attention bhsd [b,4,s,64] kv [b,2,k,64] mask[b,1,1,k]", dt, "attention_mma");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d3[3] = {{"b", 1, 3, 1}, {"k", 1, 300, 1}, {"s", 1, 200, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 4, 0}, ks[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 0, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 4, 2, 1, 1, 64, 4, ms, dt);
+            set_dims(&c->op, 3, d3, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bshd self-attention, causal: one name s on S and Skv, B fixed. */
+        c = add(out, &n, "attention bshd causal [2,s,4,64] kv [2,s,4,64]", dt, "attention_mma");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d1[1] = {{"s", 1, 333, 1}};
+            const unsigned qs[4] = {0, 1, 0, 0};
+            c->op = ta_attention_of(dt, true, true, 2, 4, 4, 1, 1, 64, 0, NULL, dt);
+            set_dims(&c->op, 1, d1, bump);
+            for (int i = 0; i < 3; i++)
+                name_axes(&c->op, &c->op.inputs[i], qs);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bhsd self-attention with a padding mask [b,1,s,s]: S and Skv one name, the mask's
+         * batch stride s * s at launch. */
+        c = add(out, &n, "attention bhsd [b,4,s,64] self mask[b,1,s,s]", dt, "attention_mma");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d2[2] = {{"b", 1, 3, 1}, {"s", 1, 150, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 2, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 4, 4, 1, 1, 64, 4, ms, dt);
+            set_dims(&c->op, 2, d2, bump);
+            for (int i = 0; i < 3; i++)
+                name_axes(&c->op, &c->op.inputs[i], qs);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bhsd causal with S < Skv apart (decoding a chunk against a cache): the causal offset
+         * Skv - S at launch; k a multiple of 64, so block_n 32 and 64 skip the key bound test. */
+        c = add(out, &n, "attention bhsd causal [b,4,q,64] kv [b,4,k%64,64]", dt, "attention_mma");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d3[3] = {{"b", 1, 2, 1}, {"k", 64, 512, 64}, {"q", 1, 64, 1}};
+            const unsigned qs[4] = {1, 0, 4, 0}, ks[4] = {1, 0, 2, 0};
+            c->op = ta_attention_of(dt, false, true, 1, 4, 4, 1, 1, 64, 0, NULL, dt);
+            set_dims(&c->op, 3, d3, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* decoding: a few query rows against a named Skv (attention_decode, and mma). */
+        c = add(out, &n, "attention decode bhsd [b,8,1,128] kv [b,2,k,128] mask[b,1,1,k]", dt, "attention_decode");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d2[2] = {{"b", 1, 4, 1}, {"k", 1, 3000, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 0, 0}, ks[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 0, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 8, 2, 1, 1, 128, 4, ms, dt);
+            set_dims(&c->op, 2, d2, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        c = add(out, &n, "attention decode bshd causal [2,4,8,64] kv [2,k,8,64]", dt, "attention_decode");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d1[1] = {{"k", 4, 2000, 1}};
+            const unsigned ks[4] = {0, 1, 0, 0};
+            c->op = ta_attention_of(dt, true, true, 2, 8, 8, 4, 1, 64, 0, NULL, dt);
+            set_dims(&c->op, 1, d1, bump);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+        }
+        /* bshd_packed qkv [b,s,4+2*2,128], causal. */
+        c = add(out, &n, "attention bshd_packed causal qkv [b,s,8,128]", dt, "attention_mma");
+        c->cpu_two_runs = true;
+        {
+            const dim_spec d2[2] = {{"b", 1, 3, 1}, {"s", 1, 260, 1}};
+            const unsigned qs[4] = {1, 2, 0, 0};
+            ta_shape sh = {.dt = dt, .b = 1, .hq = 4, .hkv = 2, .s = 1, .skv = 1, .d = 128, .bshd = true,
+                           .causal = true, .packed = true};
+            c->op = ta_attention(&sh);
+            set_dims(&c->op, 2, d2, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+    }
     return n;
 }
 
@@ -259,13 +520,45 @@ int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out)
         set_dims(&c->op, 1, dn, false);
         name0(&c->op, &c->op.inputs[0], 1);
     }
-    c = add(out, &n, "elementwise [4,n] (a name on axis 1)", dt, NULL);
+    c = add(out, &n, "elementwise [n,n] (a name on two axes)", dt, NULL);
     {
-        const long long x[2] = {4, 1};
+        const dim_spec d64[1] = {{"n", 1, 64, 1}};
+        const long long x[2] = {1, 1};
+        const unsigned nn[2] = {1, 1};
+        c->op = ew_op(dt, 2, x);
+        set_dims(&c->op, 1, d64, false);
+        name_axes(&c->op, &c->op.inputs[0], nn);
+        name_axes(&c->op, &c->op.output, nn);
+    }
+    c = add(out, &n, "elementwise [n,64] +[4,64] (a fixed size against a name)", dt, NULL);
+    {
+        const long long x[2] = {1, 64}, y[2] = {4, 64};
         c->op = ew_op(dt, 2, x);
         set_dims(&c->op, 1, dn, false);
-        c->op.inputs[0].sym[1] = c->op.output.sym[1] = 1;
-        c->op.inputs[0].shape[1] = c->op.output.shape[1] = 4096;
+        name0(&c->op, &c->op.inputs[0], 1);
+        name0(&c->op, &c->op.output, 1);
+        t_add_epilogue(&c->op, TUNER_EW_ADD, 2, y, TUNER_EW_ABS);
+    }
+    c = add(out, &n, "softmax [4,n,64] over a named axis 1 is fine; [4,64,n] is not", dt, NULL);
+    {
+        const long long x[3] = {4, 64, 1};
+        const unsigned xs[3] = {0, 0, 1};
+        c->op = t_softmax(dt, 1, 1, 16);
+        c->op.inputs[0] = t_tensor(dt, 3, x, 16);
+        c->op.output = t_tensor(dt, 3, x, 16);
+        set_dims(&c->op, 1, dn, false);
+        name_axes(&c->op, &c->op.inputs[0], xs);
+        name_axes(&c->op, &c->op.output, xs);
+    }
+    c = add(out, &n, "reduce sum [4,64,n] ax1 (a name after the reduced axis)", dt, NULL);
+    {
+        const long long x[3] = {4, 64, 1};
+        const unsigned xs[3] = {0, 0, 1};
+        c->op = t_reduce(dt, 3, x, 1, TUNER_REDUCE_SUM, false, 16);
+        set_dims(&c->op, 1, dn, false);
+        name_axes(&c->op, &c->op.inputs[0], xs);
+        const unsigned os[2] = {0, 1};
+        name_axes(&c->op, &c->op.output, os);
     }
     c = add(out, &n, "layernorm [n,768] gamma[n] (a named parameter)", dt, NULL);
     {

@@ -2,11 +2,14 @@
  * real GPU: each candidate launched at several sizes against the static reference at that size
  * (needs a CUDA GPU; exits 77 = skipped without one).
  *
- * For every case of tuner/tests/dyn_cases.c x dtype: builds the dynamic op's space for the
+ * For every case of tuner/tests/dyn_cases.c x dtype (the core templates, gather with named ids -
+ * uniform over [-N, N) and some out of range - and attention_mma / attention_decode with names on
+ * B, S and Skv): builds the dynamic op's space for the
  * device's target and compiles its default and up to HIDET_VERIFY_MAX (default 12) evenly spaced
  * other candidates once. Buffers are allocated for the dims' max and filled with values exact in
- * their dtype; a named axis is axis 0, so the tensors of the op at smaller sizes are prefixes of
- * them. At the sizes min, an odd one in the middle and max (t_dyn_sizes): the static op there
+ * their dtype; the op at smaller sizes reads the first elements of each buffer as its dense
+ * tensors (with names on inner axes these are not the max tensors' prefixes, and need not be:
+ * the reference reads the same elements). At the sizes min, an odd one in the middle and max (t_dyn_sizes): the static op there
  * (tuner_op_bind) gets its reference (tuner_reference, F32 output), and every candidate is
  * launched with the sizes as its dims' arguments and each grid from its rule (gpu_launch_sizes),
  * its output poisoned with NaN bytes first: the elements of the bound op must match the
@@ -29,11 +32,29 @@
 
 static int total_wrong;
 
-/* Fills n elements of dtype dt with values exact in it. */
-static void *host_fill(tuner_dtype dt, size_t n)
+/* Fills n elements of input i of op with values exact in its dtype; gather's ids uniform over
+ * [-N, N), every 7th past one end or the other (the kernels give 0 there). */
+static void *host_fill(const tuner_op *op, int i, size_t n)
 {
+    const tuner_dtype dt = op->inputs[i].dtype;
     void *h = malloc(n * (size_t)tuner_dtype_size(dt) + 1);
     for (size_t k = 0; k < n; k++) {
+        if (tuner_dtype_is_int(dt)) {
+            long long v = t_rnd_int(-2, 2);
+            if (op->kind == TUNER_OP_GATHER && i == 1) {
+                const long long N = op->inputs[0].shape[op->attrs.gather.axis];
+                v = k % 7 == 3 ? (k % 2 ? N + (long long)(k % 5) : -N - 1 - (long long)(k % 5))
+                               : t_rnd_int(-(int)N, (int)N - 1);
+            }
+            if (dt == TUNER_I64) {
+                const int64_t w = v;
+                memcpy((char *)h + k * 8, &w, 8);
+            } else {
+                const int32_t w = (int32_t)v;
+                memcpy((char *)h + k * 4, &w, 4);
+            }
+            continue;
+        }
         float f;
         if (dt == TUNER_F16)
             f = (float)t_rnd_int(-1024, 1024) / 1024.0f;
@@ -90,7 +111,7 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
     for (int i = 0; i < op->n_inputs; i++) {
         const tuner_tensor *x = &op->inputs[i];
         const size_t n = (size_t)tuner_tensor_numel(x), bytes = n * (size_t)tuner_dtype_size(x->dtype);
-        void *h = host_fill(x->dtype, n);
+        void *h = host_fill(op, i, n);
         CK(d_cuMemAlloc(&bufs[i], bytes + 16));
         CK(d_cuMemcpyHtoD(bufs[i], h, bytes));
         free(h);

@@ -1,5 +1,8 @@
 /* tuner/tests/test_core_dyn.c - dynamic ops (named dims, issue 39) in the core templates:
- * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols.
+ * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols, gather (named ids),
+ * attention_mma (names on B, S and Skv) and attention_decode (B and Skv). Cases marked
+ * cpu_two_runs run twice here (f16 on sm_80, f32 on sm_90a; attention's once, f16 on sm_80 or
+ * bf16 on sm_90a by turns).
  *
  * For every case of tuner/tests/dyn_cases.c x dtype x {sm_80, sm_90a}: the space is built (only
  * dynamic templates, the expected one among them, split and vector candidates as the case says)
@@ -12,6 +15,9 @@
  *    op's;
  *  - the same schedule generated for the op with every dim's max raised is the same text: no
  *    named size is baked into the code (a literal row count or element bound would differ).
+ * Every input's broadcast offset (tuner__bcast_offset) against the output and x, evaluated at the
+ * three sizes with the dims' parameters bound, equals the static op's at sampled elements; for
+ * attention, q's, k's, the output's and the mask's offsets likewise.
  * A sample of each case's candidates (the default always, HIDET_TEST_SAMPLE, common.h) is
  * compiled with NVRTC and ptxas, and the static reference at max is generated and compiled. Ops
  * the templates must refuse (a named row length, a reduce over a name, a name on an inner axis)
@@ -19,14 +25,18 @@
  */
 #include "common.h"
 #include "dyn_cases.h"
+#include "host_values.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/attn/attn.h"
+#include "tuner/core.h"
 #include "tuner/space.h"
 #include "tuner/template.h"
 
 static int n_compiled;
+static long n_offsets;  /* broadcast offsets compared with the static op's */
 static size_t n_picks; /* picks so far, over every case: what the sample (common.h) numbers */
 
 static int count_str(const char *s, const char *what)
@@ -203,6 +213,223 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
     tuner_space_free(sp);
 }
 
+/* ---- broadcast offsets at launch sizes ----
+ * tuner__bcast_offset's expression for a dynamic op, evaluated with hd_dim<k> = the sizes, must
+ * equal the static op's (tuner_op_bind) at the same (row, col): the runtime strides and row
+ * products of names on inner axes. A small evaluator of the expressions' C subset: long long
+ * literals, row / col / hd_dim<k>, (long long) casts, + * / % and parentheses. */
+typedef struct ev {
+    const char *p;
+    long long row, col;
+    const int64_t *sizes;
+    bool bad;
+} ev;
+
+static long long ev_sum(ev *e);
+
+static void ev_space(ev *e)
+{
+    while (*e->p == ' ')
+        e->p++;
+}
+
+static long long ev_atom(ev *e)
+{
+    ev_space(e);
+    if (!strncmp(e->p, "(long long)", 11)) {
+        e->p += 11;
+        return ev_atom(e);
+    }
+    if (*e->p == '(') {
+        e->p++;
+        long long v = ev_sum(e);
+        ev_space(e);
+        if (*e->p++ != ')')
+            e->bad = true;
+        return v;
+    }
+    if (*e->p >= '0' && *e->p <= '9') {
+        char *end;
+        long long v = strtoll(e->p, &end, 10);
+        e->p = end;
+        if (!strncmp(e->p, "LL", 2))
+            e->p += 2;
+        return v;
+    }
+    if (!strncmp(e->p, "hd_dim", 6)) {
+        const int k = e->p[6] - '0';
+        e->p += 7;
+        return k >= 0 && k < TUNER_MAX_DIMS ? e->sizes[k] : (e->bad = true, 0);
+    }
+    if (!strncmp(e->p, "row", 3)) {
+        e->p += 3;
+        return e->row;
+    }
+    if (!strncmp(e->p, "col", 3)) {
+        e->p += 3;
+        return e->col;
+    }
+    e->bad = true;
+    return 0;
+}
+
+static long long ev_product(ev *e)
+{
+    long long v = ev_atom(e);
+    for (;;) {
+        ev_space(e);
+        const char o = *e->p;
+        if (o != '*' && o != '/' && o != '%')
+            return v;
+        e->p++;
+        const long long r = ev_atom(e);
+        if (o != '*' && r == 0) {
+            e->bad = true;
+            return 0;
+        }
+        v = o == '*' ? v * r : o == '/' ? v / r : v % r;
+    }
+}
+
+static long long ev_sum(ev *e)
+{
+    long long v = ev_product(e);
+    for (;;) {
+        ev_space(e);
+        if (*e->p != '+' && *e->p != '-')
+            return v;
+        const char o = *e->p++;
+        const long long r = ev_product(e);
+        v = o == '+' ? v + r : v - r;
+    }
+}
+
+static long long ev_eval(const char *expr, long long row, long long col, const int64_t *sizes, bool *bad)
+{
+    ev e = {expr, row, col, sizes, false};
+    const long long v = ev_sum(&e);
+    ev_space(&e);
+    *bad = e.bad || *e.p;
+    return v;
+}
+
+/* Every input of c against the output and against x, at min, odd and max, at sampled elements. */
+static void check_offsets(const t_dyn_case *c)
+{
+    const tuner_op *op = &c->op;
+    int checked = 0;
+    for (int which = 0; which < 3; which++) {
+        int64_t sizes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+        t_dyn_sizes(op, which, sizes);
+        tuner_op b;
+        if (tuner_op_bind(op, sizes, &b) < 0)
+            continue;
+        for (int i = 0; i < op->n_inputs; i++)
+            for (int against = 0; against < 2; against++) {
+                const tuner_tensor *to = against ? &op->inputs[0] : &op->output;
+                const tuner_tensor *bto = against ? &b.inputs[0] : &b.output;
+                const tuner_tensor *in = &op->inputs[i];
+                if (in->rank > to->rank)
+                    continue;
+                bool fits = true; /* only inputs that broadcast to `to` (the template's pairs) */
+                for (int d = 0; d < in->rank; d++) {
+                    const int td = to->rank - in->rank + d;
+                    fits = fits && (in->sym[d] == to->sym[td] || (!in->sym[d] && in->shape[d] == 1)) &&
+                           (in->sym[d] || in->shape[d] == 1 || in->shape[d] == to->shape[td]);
+                }
+                if (!fits)
+                    continue;
+                char *dyn = tuner__bcast_offset(in, to, "row", "col");
+                char *fix = tuner__bcast_offset(&b.inputs[i], bto, "row", "col");
+                const long long last = bto->shape[bto->rank - 1], rows = tuner_tensor_numel(bto) / last;
+                for (int k = 0; k < 64 && dyn && fix; k++) {
+                    const long long row = k < 2 ? (k ? rows - 1 : 0) : (long long)t_rnd_int(0, (int)(rows - 1));
+                    const long long col = k < 2 ? (k ? last - 1 : 0) : (long long)t_rnd_int(0, (int)(last - 1));
+                    bool bad1 = false, bad2 = false;
+                    const long long a = ev_eval(dyn, row, col, sizes, &bad1);
+                    const long long e = ev_eval(fix, row, col, sizes, &bad2);
+                    CHECK(!bad1 && !bad2 && a == e, "%s: input %d against %s at (%lld, %lld), sizes (%lld, %lld, %lld): "
+                          "%lld, static %lld (%s | %s)",
+                          c->name, i, against ? "x" : "the output", row, col, (long long)sizes[0], (long long)sizes[1],
+                          (long long)sizes[2], a, e, dyn, fix);
+                    if (bad1 || bad2 || a != e)
+                        break;
+                    checked++;
+                }
+                free(dyn);
+                free(fix);
+            }
+    }
+    CHECK(checked > 0, "%s: no offsets checked", c->name);
+    n_offsets += checked;
+}
+
+/* attention: q's, k's / v's, the output's and the mask's element offsets (tuner/attn/attn.h) of
+ * the dynamic op at the three sizes against the bound op's, at sampled coordinates. */
+static void check_attn_offsets(const t_dyn_case *c)
+{
+    const tuner_op *op = &c->op;
+    int checked = 0;
+    for (int which = 0; which < 3; which++) {
+        int64_t sizes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+        t_dyn_sizes(op, which, sizes);
+        tuner_op b;
+        tuner__attn_problem pd, pb;
+        char *err = NULL;
+        if (tuner_op_bind(op, sizes, &b) < 0 || tuner__attn_problem_init(op, &pd, &err) < 0 ||
+            tuner__attn_problem_init(&b, &pb, &err) < 0) {
+            CHECK(false, "%s: attention problem: %s", c->name, err ? err : "bind");
+            free(err);
+            return;
+        }
+        for (int k = 0; k < 48; k++) {
+            char cb[24], ch[24], ci[24], cj[24], cc[24];
+            snprintf(cb, sizeof(cb), "%d", t_rnd_int(0, (int)pb.d.b - 1));
+            snprintf(ch, sizeof(ch), "%d", t_rnd_int(0, (int)pb.d.hq - 1));
+            snprintf(ci, sizeof(ci), "%d", t_rnd_int(0, (int)pb.d.s - 1));
+            snprintf(cj, sizeof(cj), "%d", t_rnd_int(0, (int)pb.d.skv - 1));
+            snprintf(cc, sizeof(cc), "%d", t_rnd_int(0, (int)pb.d.d - 1));
+            for (int w = 0; w < 4; w++) {
+                char *x = NULL, *y = NULL;
+                if (w == 0) {
+                    x = tuner__attn_q_offset(&pd, cb, ch, ci, cc);
+                    y = tuner__attn_q_offset(&pb, cb, ch, ci, cc);
+                } else if (w == 1) {
+                    x = tuner__attn_kv_offset(&pd, cb, "0", cj, cc);
+                    y = tuner__attn_kv_offset(&pb, cb, "0", cj, cc);
+                } else if (w == 2) {
+                    x = tuner__attn_out_offset(&pd, cb, ch, ci, cc);
+                    y = tuner__attn_out_offset(&pb, cb, ch, ci, cc);
+                } else if (pd.d.has_mask) {
+                    /* hd_f32(inM[offset]): the offset alone */
+                    char *mx = tuner__attn_mask_value(&pd, cb, ch, ci, cj), *my = tuner__attn_mask_value(&pb, cb, ch, ci, cj);
+                    if (mx && my && strlen(mx) > 12 && strlen(my) > 12) {
+                        x = strdup(mx + 11);
+                        y = strdup(my + 11);
+                        x[strlen(x) - 2] = y[strlen(y) - 2] = '\0';
+                    }
+                    free(mx);
+                    free(my);
+                }
+                if (!x || !y) {
+                    free(x);
+                    free(y);
+                    continue;
+                }
+                bool bad1 = false, bad2 = false;
+                const long long vx = ev_eval(x, 0, 0, sizes, &bad1), vy = ev_eval(y, 0, 0, sizes, &bad2);
+                CHECK(!bad1 && !bad2 && vx == vy, "%s: attention offset %d at (%s, %s, %s, %s, %s): %lld, static %lld (%s | %s)",
+                      c->name, w, cb, ch, ci, cj, cc, vx, vy, x, y);
+                checked += !bad1 && !bad2 && vx == vy;
+                free(x);
+                free(y);
+            }
+        }
+    }
+    CHECK(checked > 0, "%s: no attention offsets checked", c->name);
+    n_offsets += checked;
+}
+
 static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 
 int main(int argc, char **argv)
@@ -217,10 +444,25 @@ int main(int argc, char **argv)
         const int n = t_dyn_cases(dts[di], false, cases);
         const int nb = t_dyn_cases(dts[di], true, bumped);
         CHECK(n == nb && n <= T_DYN_MAX_CASES, "case lists");
+        for (int i = 0; di == 0 && i < n; i++) /* the index math does not depend on the dtype */
+            if (!only || strstr(cases[i].name, only)) {
+                check_offsets(&cases[i]);
+                if (cases[i].op.kind == TUNER_OP_ATTENTION)
+                    check_attn_offsets(&cases[i]);
+            }
         for (int ti = 0; ti < 2; ti++)
             for (int i = 0; i < n; i++) {
                 if (only && !strstr(cases[i].name, only))
                     continue;
+                if (cases[i].cpu_two_runs) {
+                    /* attention's candidates compile slowest: one run of each case, alternating
+                     * f16 on sm_80 and bf16 on sm_90a over the cases */
+                    const bool attn = cases[i].op.kind == TUNER_OP_ATTENTION;
+                    const bool first = dts[di] == TUNER_F16 && ti == 0;
+                    const bool second = dts[di] == (attn ? TUNER_BF16 : TUNER_F32) && ti == 1;
+                    if (attn ? !(i % 2 ? second : first) : !(first || second))
+                        continue;
+                }
                 if (t_in_shard(job++))
                     run_case(&cases[i], &bumped[i], &targets[ti]);
             }
@@ -238,6 +480,7 @@ int main(int argc, char **argv)
                 tuner_space_free(sp);
             }
     }
-    printf("core dynamic: %d candidates compiled, %d failures\n", n_compiled, t_failures);
+    printf("core dynamic: %d candidates compiled, %ld broadcast offsets compared, %d failures\n", n_compiled, n_offsets,
+           t_failures);
     return t_failures ? 1 : 0;
 }
