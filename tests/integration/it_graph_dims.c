@@ -131,14 +131,33 @@ static void bad_graphs(const ht_daemon *d)
     refused(d, mlp("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512},\"t\":{\"min\":1,\"max\":4}},",
                    "[\"b\",\"s\",768]"),
             "dims.t", "no graph input");
-    /* A position embedding [s, 768] added to [b, s, 768]: no kernel takes s there. */
+    /* A transpose that moves a named axis: its copy's strides would depend on the sizes. */
     refused(d,
             "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},\"graph\":{\"inputs\":["
-            "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"},"
-            "{\"name\":\"pe\",\"shape\":[\"s\",64],\"dtype\":\"f16\"}],\"nodes\":["
-            "{\"name\":\"pos\",\"op\":\"add\",\"inputs\":[\"x\",\"pe\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]},"
-            "\"arch\":\"sm_90\",\"tune\":\"none\"}",
-            "nodes[0]", "cannot take the names");
+            "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],\"nodes\":["
+            "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"perm\":[1,0,2]}}],"
+            "\"outputs\":[\"y\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}",
+            "nodes[0]", "strides depend on the names");
+}
+
+/* A position embedding [s, 64] added to [b, s, 64]: one elementwise kernel over both names (an
+ * inner named axis, its broadcast offset read from the sizes), whose generic set passes ptxas. */
+static void position_embedding(const ht_daemon *d)
+{
+    ht_resp r = ht_post(d, "/v1/graphs",
+                        "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},\"graph\":{\"inputs\":["
+                        "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"},"
+                        "{\"name\":\"pe\",\"shape\":[\"s\",64],\"dtype\":\"f16\"}],\"nodes\":["
+                        "{\"name\":\"pos\",\"op\":\"add\",\"inputs\":[\"x\",\"pe\"],\"outputs\":[\"y\"]}],"
+                        "\"outputs\":[\"y\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}");
+    CHECK(r.status == 200, "%ld %.300s", r.status, r.body);
+    const cJSON *steps = get(r.json, "steps");
+    CHECK(cJSON_GetArraySize(steps) == 1, "%d steps", cJSON_GetArraySize(steps));
+    const cJSON *st = cJSON_GetArrayItem(steps, 0);
+    const cJSON *dims = get(get(st, "request"), "dims");
+    CHECK(get(dims, "b") && get(dims, "s"), "the add's request does not take both names");
+    check_generic(d, get(get(get(st, "kernel_set"), "dispatch"), "generic"));
+    ht_resp_free(&r);
 }
 
 /* A graph job with names: 202, the job ends, the plan is answered with its table. */
@@ -227,6 +246,7 @@ int main(void)
     static_graph(&d);
     named_mlp(&d);
     bad_graphs(&d);
+    position_embedding(&d);
     named_job(&d);
     static_graph(&d);
     CHECK(ht_stop(&d, SIGTERM) == 0, "clean exit");
