@@ -539,12 +539,16 @@ static bool op_valid(part *c, const tuner_op *op, const tuner_tensor *want, char
 
 /* ---- attention spelled out ---------------------------------------------------------------------- */
 
-/* A plan tensor that is a view of x under shape `shape` (rank 4), named after node i. */
-static int view4(part *c, int node, const char *what, int x, const int64_t shape[4])
+/* A plan tensor that is a view of x under shape `shape` (rank 4) with names `sym` (all 0 in a
+ * static graph), named after node i. The caller makes sure that x holds the same elements at
+ * every size (same_elements). */
+static int view4(part *c, int node, const char *what, int x, const int64_t shape[4], const uint8_t sym[4])
 {
     tuner_tensor v = c->p->tensors[x].t;
     v.rank = 4;
     memcpy(v.shape, shape, sizeof(int64_t) * 4);
+    memset(v.sym, 0, sizeof(v.sym));
+    memcpy(v.sym, sym, 4);
     const int t = made_tensor(c, node, what, &v);
     if (t < 0)
         return t;
@@ -555,6 +559,19 @@ static int view4(part *c, int node, const char *what, int x, const int64_t shape
     pv->in[0] = x;
     pv->n_in = 1;
     return t;
+}
+
+/* Whether t holds names `names` and no name twice: with its element count checked by the
+ * caller, a view of it under axes naming `names` holds the same elements at every size. */
+static bool names_are(const tuner_tensor *t, unsigned names)
+{
+    unsigned m = 0;
+    for (int d = 0; d < t->rank; d++) {
+        if (m & t->sym[d])
+            return false;
+        m |= t->sym[d];
+    }
+    return m == names;
 }
 
 /* Prims an attention rewrite may take beside the two matmuls and the softmax. */
@@ -743,23 +760,56 @@ static int fold_attention_at(part *c, int k2)
         tuner_tensor_numel(&c->p->tensors[q].t) != bt * s * d || tuner_tensor_numel(&c->p->tensors[kk].t) != bt * skv * d ||
         tuner_tensor_numel(&c->p->tensors[v].t) != bt * skv * d || tuner_tensor_numel(b2) != bt * skv * d)
         return 0;
-    /* [B, H] from a 4-D view of the scores where the mask is added, else [bt, 1]. */
+    /* With names (a static graph has none: every sym below is 0): the batch axes' names `lead`
+     * and fixed product; q, k, v and the views must hold the same names, so that the 4-D views
+     * hold their elements at every size (the counts above are the max's). */
+    const uint8_t s_sym = sc->sym[r - 2], skv_sym = sc->sym[r - 1];
+    int64_t lead_fixed = 1;
+    unsigned lead = 0;
+    for (int j = 0; j < r - 2; j++) {
+        if (lead & sc->sym[j])
+            return 0;
+        lead |= sc->sym[j];
+        if (!sc->sym[j])
+            lead_fixed *= sc->shape[j];
+    }
+    if (c->g->n_dims > 0 &&
+        (a1->sym[a1->rank - 1] || b2->sym[b2->rank - 1] || b2->sym[b2->rank - 2] != skv_sym ||
+         (lead & (s_sym | skv_sym)) || !names_are(&c->p->tensors[q].t, lead | s_sym) ||
+         !names_are(&c->p->tensors[kk].t, lead | skv_sym) || !names_are(&c->p->tensors[v].t, lead | skv_sym)))
+        return 0;
+    /* [B, H] from a 4-D view of the scores where the mask is added, else [bt, 1] (with names:
+     * [B, H] of 4-D scores, or a batch axis that is a product of names alone or fixed). */
     int64_t nb = bt, nh = 1;
+    uint8_t nb_sym = (uint8_t)lead, nh_sym = 0;
     int64_t mshape[4] = {1, 1, 1, 1};
+    uint8_t msym[4] = {0, 0, 0, 0};
+    if (lead && lead_fixed != 1) {
+        if (r != 4)
+            return 0;
+        nb = sc->shape[0], nb_sym = sc->sym[0];
+        nh = sc->shape[1], nh_sym = sc->sym[1];
+    }
     if (mask >= 0) {
         const tuner_tensor *st = &c->p->tensors[at_mask].t, *mt = &c->p->tensors[mask].t;
-        if (st->rank == 4 && st->shape[0] * st->shape[1] == bt && st->shape[2] == s && st->shape[3] == skv) {
-            nb = st->shape[0];
-            nh = st->shape[1];
-            for (int j = 0; j < mt->rank; j++)
+        if (st->rank == 4 && st->shape[0] * st->shape[1] == bt && st->shape[2] == s && st->shape[3] == skv &&
+            (st->sym[0] | st->sym[1]) == lead && !(st->sym[0] & st->sym[1]) && st->sym[2] == s_sym &&
+            st->sym[3] == skv_sym) {
+            nb = st->shape[0], nb_sym = st->sym[0];
+            nh = st->shape[1], nh_sym = st->sym[1];
+            for (int j = 0; j < mt->rank; j++) {
                 mshape[4 - mt->rank + j] = mt->shape[j];
-        } else if (st->rank == r && r <= 3 && mt->rank <= 3) {
+                msym[4 - mt->rank + j] = mt->sym[j];
+            }
+        } else if (st->rank == r && r <= 3 && mt->rank <= 3 && nh == 1) {
             /* [bt, S, Skv] scores: the mask's batch axis (if any) moves before the head axis. */
-            for (int j = 0; j < mt->rank; j++)
+            for (int j = 0; j < mt->rank; j++) {
                 mshape[4 - mt->rank + j] = mt->shape[j];
+                msym[4 - mt->rank + j] = mt->sym[j];
+            }
             if (mt->rank == 3) {
-                mshape[0] = mt->shape[0];
-                mshape[1] = 1;
+                mshape[0] = mt->shape[0], msym[0] = mt->sym[0];
+                mshape[1] = 1, msym[1] = 0;
             }
         } else {
             return 0;
@@ -772,6 +822,7 @@ static int fold_attention_at(part *c, int k2)
     op.n_inputs = op.n_anchor_inputs = mask >= 0 ? 4 : 3;
     op.attrs.attention.scale = scale;
     const int64_t q4[4] = {nb, nh, s, d}, kv4[4] = {nb, nh, skv, d};
+    const uint8_t q4_sym[4] = {nb_sym, nh_sym, s_sym, 0}, kv4_sym[4] = {nb_sym, nh_sym, skv_sym, 0};
     op.inputs[0] = *qt;
     op.inputs[1] = *kt;
     op.inputs[2] = *vt;
@@ -779,10 +830,17 @@ static int fold_attention_at(part *c, int k2)
     memcpy(op.inputs[0].shape, q4, sizeof(q4));
     memcpy(op.inputs[1].shape, kv4, sizeof(kv4));
     memcpy(op.inputs[2].shape, kv4, sizeof(kv4));
+    for (int i = 0; i < 3; i++)
+        memset(op.inputs[i].sym, 0, sizeof(op.inputs[i].sym));
+    memcpy(op.inputs[0].sym, q4_sym, 4);
+    memcpy(op.inputs[1].sym, kv4_sym, 4);
+    memcpy(op.inputs[2].sym, kv4_sym, 4);
     if (mask >= 0) {
         op.inputs[3] = c->p->tensors[mask].t;
         op.inputs[3].rank = 4;
         memcpy(op.inputs[3].shape, mshape, sizeof(mshape));
+        memset(op.inputs[3].sym, 0, sizeof(op.inputs[3].sym));
+        memcpy(op.inputs[3].sym, msym, 4);
     }
     tuner_tensor want = op.inputs[0];
     want.dtype = cast_back >= 0 ? c->p->tensors[q].t.dtype : c->p->tensors[m2->out].t.dtype;
@@ -795,8 +853,9 @@ static int fold_attention_at(part *c, int k2)
      * (new_prim may move c->prims: indices only from here.) */
     const int node = m2->node, out = m2->out;
     int vq, vk, vv, vm = -1, att;
-    if ((vq = view4(c, node, "q", q, q4)) < 0 || (vk = view4(c, node, "k", kk, kv4)) < 0 ||
-        (vv = view4(c, node, "v", v, kv4)) < 0 || (mask >= 0 && (vm = view4(c, node, "mask", mask, mshape)) < 0))
+    if ((vq = view4(c, node, "q", q, q4, q4_sym)) < 0 || (vk = view4(c, node, "k", kk, kv4, kv4_sym)) < 0 ||
+        (vv = view4(c, node, "v", v, kv4, kv4_sym)) < 0 ||
+        (mask >= 0 && (vm = view4(c, node, "mask", mask, mshape, msym)) < 0))
         return -ENOMEM;
     if ((att = made_tensor(c, node, "attention", &valid.output)) < 0)
         return -ENOMEM;
@@ -990,7 +1049,7 @@ static int fold_attention_packed(part *c)
         const tuner_op *op0 = &a->op;
         const int64_t b = op0->inputs[0].shape[0], s = op0->inputs[0].shape[1], hq = op0->inputs[0].shape[2];
         const int64_t skv = op0->inputs[1].shape[1], hkv = op0->inputs[1].shape[2], d = op0->inputs[0].shape[3];
-        if (s != skv)
+        if (s != skv || op0->inputs[0].sym[1] != op0->inputs[1].sym[1])
             continue;
         int x[3], sl[3];
         int64_t start[3], stop[3];
@@ -1003,9 +1062,11 @@ static int fold_attention_packed(part *c)
         const int64_t h3 = hq + 2 * hkv;
         if (start[0] != 0 || stop[0] != hq * d || start[1] != hq * d || stop[1] != (hq + hkv) * d ||
             start[2] != (hq + hkv) * d || stop[2] != h3 * d || xt->shape[xt->rank - 1] != h3 * d ||
-            tuner_tensor_numel(xt) != b * s * h3 * d)
+            tuner_tensor_numel(xt) != b * s * h3 * d || xt->sym[xt->rank - 1] ||
+            !names_are(xt, (unsigned)(op0->inputs[0].sym[0] | op0->inputs[0].sym[1])))
             continue;
         const int64_t shape[4] = {b, s, h3, d};
+        const uint8_t sym[4] = {op0->inputs[0].sym[0], op0->inputs[0].sym[1], 0, 0};
         const bool has_mask = op0->n_anchor_inputs == 4;
         tuner_op op;
         memset(&op, 0, sizeof(op));
@@ -1017,6 +1078,8 @@ static int fold_attention_packed(part *c)
         op.inputs[0] = *xt;
         op.inputs[0].rank = 4;
         memcpy(op.inputs[0].shape, shape, sizeof(shape));
+        memset(op.inputs[0].sym, 0, sizeof(op.inputs[0].sym));
+        memcpy(op.inputs[0].sym, sym, 4);
         if (has_mask)
             op.inputs[1] = op0->inputs[3];
         char *request = NULL;
@@ -1025,7 +1088,7 @@ static int fold_attention_packed(part *c)
             continue;
         free(request);
         const int mask = has_mask ? a->in[3] : -1;
-        const int vx = view4(c, a->node, "qkv", x[0], shape);
+        const int vx = view4(c, a->node, "qkv", x[0], shape, sym);
         if (vx < 0)
             return -ENOMEM;
         a = &c->prims[k]; /* view4 may move c->prims */
@@ -1932,13 +1995,13 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     }
     if (r == 0 && (r = fold_gelu(&c)) > 0)
         r = analyse(&c);
-    /* The attention rewrites view tensors under shapes of their own (rank 4, heads split): not
-     * with names, which those views would lose. */
-    if (r == 0 && g->n_dims == 0 && (r = fold_attention(&c)) > 0)
+    /* The attention rewrites view tensors under shapes of their own (rank 4, heads split); with
+     * names, the views carry them (a rewrite whose views could not is not made). */
+    if (r == 0 && (r = fold_attention(&c)) > 0)
         r = analyse(&c);
-    if (r == 0 && g->n_dims == 0 && (r = fold_attention_layout(&c)) > 0)
+    if (r == 0 && (r = fold_attention_layout(&c)) > 0)
         r = analyse(&c);
-    if (r == 0 && g->n_dims == 0 && (r = fold_attention_packed(&c)) > 0)
+    if (r == 0 && (r = fold_attention_packed(&c)) > 0)
         r = analyse(&c);
     while (r == 0 && (r = sink_views(&c)) > 0)
         r = analyse(&c);

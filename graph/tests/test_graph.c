@@ -25,15 +25,31 @@ static char *example(const char *name)
     return s;
 }
 
-/* Parses and partitions body; 0 or the error. */
+static char *render_plain(graph_request *rq, graph_plan *p);
+
+/* Parses and partitions body; 0 or the error. With HIDETD_PLAN_DUMP set, every plan made (its
+ * rendering, kernel requests included) is appended to that file: a partitioner change that
+ * must leave plans as they were is checked by comparing the files before and after. */
 static int plan_of(const char *body, graph_request *rq, graph_plan *p, proto_error *e)
 {
     int r = graph_request_parse(body, strlen(body), rq, e);
     if (r < 0)
         return r;
     r = graph_partition(&rq->g, &rq->opt.target, p, e);
-    if (r < 0)
+    if (r < 0) {
         graph_request_free(rq);
+        return r;
+    }
+    const char *dump = getenv("HIDETD_PLAN_DUMP");
+    FILE *f = dump ? fopen(dump, "a") : NULL;
+    if (f) {
+        char *json = render_plain(rq, p);
+        fprintf(f, "%s\n", json ? json : "(no rendering)");
+        for (int k = 0; k < p->n_kernels; k++)
+            fprintf(f, "  %s\n", p->kernels[k].request);
+        free(json);
+        fclose(f);
+    }
     return r;
 }
 
@@ -2120,6 +2136,126 @@ static void test_dims_errors(void)
 #undef RELU
 }
 
+/* A BERT-like attention over [b, s, 768] with names: the q/k/v permutes [b,s,h,d] -> [b,h,s,d]
+ * around the attention node and the permute back fold into the bshd layout as in a static graph
+ * (no copy kernel), the kernel request naming B and S; a QKV projection sliced three ways folds
+ * into bshd_packed; a single-head attention spelled out over [b, s, 64] becomes the attention op
+ * over 4-D views that carry the names. */
+static void test_dims_attention(void)
+{
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    static const char *const node =
+        "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":[{\"name"
+        "\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},{\"name\":\"m\",\"shape\":[\"b\",1,1,\"s\"],"
+        "\"dtype\":\"f16\"}],\"weights\":[{\"name\":\"wq\",\"shape\":[768,768],\"dtype\":\"f16\"},{\"name\":"
+        "\"wk\",\"shape\":[768,768],\"dtype\":\"f16\"},{\"name\":\"wv\",\"shape\":[768,768],\"dtype\":\"f16\""
+        "},{\"name\":\"wo\",\"shape\":[768,768],\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"proj_q\",\"op\":\""
+        "matmul\",\"inputs\":[\"x\",\"wq\"],\"outputs\":[\"q0\"]},{\"name\":\"proj_k\",\"op\":\"matmul\",\"in"
+        "puts\":[\"x\",\"wk\"],\"outputs\":[\"k0\"]},{\"name\":\"proj_v\",\"op\":\"matmul\",\"inputs\":[\"x\""
+        ",\"wv\"],\"outputs\":[\"v0\"]},{\"name\":\"view_q\",\"op\":\"reshape\",\"inputs\":[\"q0\"],\"outputs"
+        "\":[\"q1\"],\"attrs\":{\"shape\":[\"b\",\"s\",12,64]}},{\"name\":\"perm_q\",\"op\":\"transpose\",\"i"
+        "nputs\":[\"q1\"],\"outputs\":[\"q2\"],\"attrs\":{\"perm\":[0,2,1,3]}},{\"name\":\"view_k\",\"op\":\""
+        "reshape\",\"inputs\":[\"k0\"],\"outputs\":[\"k1\"],\"attrs\":{\"shape\":[\"b\",\"s\",12,64]}},{\"nam"
+        "e\":\"perm_k\",\"op\":\"transpose\",\"inputs\":[\"k1\"],\"outputs\":[\"k2\"],\"attrs\":{\"perm\":[0,"
+        "2,1,3]}},{\"name\":\"view_v\",\"op\":\"reshape\",\"inputs\":[\"v0\"],\"outputs\":[\"v1\"],\"attrs\":"
+        "{\"shape\":[\"b\",\"s\",12,64]}},{\"name\":\"perm_v\",\"op\":\"transpose\",\"inputs\":[\"v1\"],\"out"
+        "puts\":[\"v2\"],\"attrs\":{\"perm\":[0,2,1,3]}},{\"name\":\"att\",\"op\":\"attention\",\"inputs\":["
+        "\"q2\",\"k2\",\"v2\",\"m\"],\"outputs\":[\"o\"]},{\"name\":\"perm_o\",\"op\":\"transpose\",\"inputs"
+        "\":[\"o\"],\"outputs\":[\"o1\"],\"attrs\":{\"perm\":[0,2,1,3]}},{\"name\":\"view_o\",\"op\":\"reshap"
+        "e\",\"inputs\":[\"o1\"],\"outputs\":[\"o2\"],\"attrs\":{\"shape\":[\"b\",\"s\",768]}},{\"name\":\"pr"
+        "oj_o\",\"op\":\"matmul\",\"inputs\":[\"o2\",\"wo\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+    static const char *const packed =
+        "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":[{\"name"
+        "\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},{\"name\":\"m\",\"shape\":[\"b\",1,1,\"s\"],"
+        "\"dtype\":\"f16\"}],\"weights\":[{\"name\":\"wqkv\",\"shape\":[768,2304],\"dtype\":\"f16\"},{\"name"
+        "\":\"wo\",\"shape\":[768,768],\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"qkv\",\"op\":\"matmul\",\"i"
+        "nputs\":[\"x\",\"wqkv\"],\"outputs\":[\"qkv\"]},{\"name\":\"sl_q\",\"op\":\"slice\",\"inputs\":[\"qk"
+        "v\"],\"outputs\":[\"q0\"],\"attrs\":{\"starts\":[0],\"ends\":[768],\"axes\":[2]}},{\"name\":\"sl_k\""
+        ",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"k0\"],\"attrs\":{\"starts\":[768],\"ends\":[15"
+        "36],\"axes\":[2]}},{\"name\":\"sl_v\",\"op\":\"slice\",\"inputs\":[\"qkv\"],\"outputs\":[\"v0\"],\"a"
+        "ttrs\":{\"starts\":[1536],\"ends\":[2304],\"axes\":[2]}},{\"name\":\"view_q\",\"op\":\"reshape\",\"i"
+        "nputs\":[\"q0\"],\"outputs\":[\"q1\"],\"attrs\":{\"shape\":[\"b\",\"s\",12,64]}},{\"name\":\"perm_q"
+        "\",\"op\":\"transpose\",\"inputs\":[\"q1\"],\"outputs\":[\"q2\"],\"attrs\":{\"perm\":[0,2,1,3]}},{\""
+        "name\":\"view_k\",\"op\":\"reshape\",\"inputs\":[\"k0\"],\"outputs\":[\"k1\"],\"attrs\":{\"shape\":["
+        "\"b\",\"s\",12,64]}},{\"name\":\"perm_k\",\"op\":\"transpose\",\"inputs\":[\"k1\"],\"outputs\":[\"k2"
+        "\"],\"attrs\":{\"perm\":[0,2,1,3]}},{\"name\":\"view_v\",\"op\":\"reshape\",\"inputs\":[\"v0\"],\"ou"
+        "tputs\":[\"v1\"],\"attrs\":{\"shape\":[\"b\",\"s\",12,64]}},{\"name\":\"perm_v\",\"op\":\"transpose"
+        "\",\"inputs\":[\"v1\"],\"outputs\":[\"v2\"],\"attrs\":{\"perm\":[0,2,1,3]}},{\"name\":\"att\",\"op\""
+        ":\"attention\",\"inputs\":[\"q2\",\"k2\",\"v2\",\"m\"],\"outputs\":[\"o\"]},{\"name\":\"perm_o\",\"o"
+        "p\":\"transpose\",\"inputs\":[\"o\"],\"outputs\":[\"o1\"],\"attrs\":{\"perm\":[0,2,1,3]}},{\"name\":"
+        "\"view_o\",\"op\":\"reshape\",\"inputs\":[\"o1\"],\"outputs\":[\"o2\"],\"attrs\":{\"shape\":[\"b\","
+        "\"s\",768]}},{\"name\":\"proj_o\",\"op\":\"matmul\",\"inputs\":[\"o2\",\"wo\"],\"outputs\":[\"y\"]}]"
+        ",\"outputs\":[\"y\"]}}";
+    static const char *const spelled =
+        "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":[{\"name"
+        "\":\"q\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"},{\"name\":\"k\",\"shape\":[\"b\",\"s\",64],\""
+        "dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"},{\"name\":\"m\",\"sha"
+        "pe\":[\"b\",1,\"s\"],\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\""
+        ":[\"k\"],\"outputs\":[\"kt\"],\"attrs\":{\"perm\":[0,2,1]}},{\"name\":\"qk\",\"op\":\"matmul\",\"inp"
+        "uts\":[\"q\",\"kt\"],\"outputs\":[\"sc\"]},{\"name\":\"scale\",\"op\":\"scale\",\"inputs\":[\"sc\"],"
+        "\"outputs\":[\"sc1\"],\"attrs\":{\"value\":0.125}},{\"name\":\"madd\",\"op\":\"add\",\"inputs\":[\"s"
+        "c1\",\"m\"],\"outputs\":[\"sc2\"]},{\"name\":\"softmax\",\"op\":\"softmax\",\"inputs\":[\"sc2\"],\"o"
+        "utputs\":[\"pr\"]},{\"name\":\"pv\",\"op\":\"matmul\",\"inputs\":[\"pr\",\"v\"],\"outputs\":[\"o\"]}"
+        ",{\"name\":\"act\",\"op\":\"relu\",\"inputs\":[\"o\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+    const char *const bodies[] = {node, packed, spelled};
+    const char *const want[] = {
+        "{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",\"s\",12,64],\"dtype\":\"f16\"},{\"shape\":[\"b\",\"s\",12,64]",
+        "{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",\"s\",36,64],\"dtype\":\"f16\"},{\"shape\":[\"b\",1,1,\"s\"]",
+        "{\"op\":\"attention\",\"inputs\":[{\"shape\":[\"b\",1,\"s\",64],\"dtype\":\"f16\"},{\"shape\":[\"b\",1,\"s\",64]"};
+    const char *const layout[] = {"\"layout\":\"bshd\"", "\"layout\":\"bshd_packed\"", "\"layout\":\"bhsd\""};
+    const int kernels[] = {5, 3, 2};
+    for (int i = 0; i < 3; i++) {
+        int r = plan_of(bodies[i], &rq, &p, &e);
+        CHECK(r == 0, "case %d refused: %s %s", i, e.field, e.message);
+        if (r)
+            continue;
+        int att = -1, copies = 0;
+        for (int k = 0; k < p.n_kernels; k++) {
+            if (p.kernels[k].op->kind == TUNER_OP_ATTENTION)
+                att = k;
+            copies += p.kernels[k].op->kind == TUNER_OP_COPY;
+        }
+        CHECK(p.n_kernels == kernels[i] && copies == 0 && att >= 0, "case %d: %d kernels, %d copies", i, p.n_kernels,
+              copies);
+        if (att >= 0) {
+            const graph_kernel *k = &p.kernels[att];
+            CHECK(strncmp(k->request, want[i], strlen(want[i])) == 0 && strstr(k->request, layout[i]) &&
+                      strstr(k->request, "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}}"),
+                  "case %d: %s", i, k->request);
+            /* The kernel's op is its request's: B and S named by the kernel's own dims. */
+            CHECK(k->op->n_dims == 2 && k->op->inputs[0].sym[0] == 1 && k->op->output.sym[0] == 1 &&
+                      (i == 2 ? k->op->inputs[0].sym[2] : k->op->inputs[0].sym[1]) == 2,
+                  "case %d: the attention op's names", i);
+            CHECK(i == 2 || kernel_of(&p, "att") == k, "case %d: the attention node's kernel", i);
+        }
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+    /* The heads' permute also an output: the bshd fold is not made (its transposes stay). */
+    char *twice = malloc(strlen(node) + 16);
+    if (twice) {
+        strcpy(twice, node);
+        char *o = strstr(twice, "\"outputs\":[\"y\"]}}");
+        CHECK(o != NULL);
+        if (o)
+            strcpy(o, "\"outputs\":[\"y\",\"q2\"]}}");
+        int r = plan_of(twice, &rq, &p, &e);
+        if (r == 0) {
+            bool bshd = false;
+            for (int k = 0; k < p.n_kernels; k++)
+                bshd = bshd || (p.kernels[k].op->kind == TUNER_OP_ATTENTION && p.kernels[k].op->attrs.attention.bshd);
+            CHECK(!bshd, "a permute shown as an output was folded away");
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        } else {
+            CHECK(strstr(e.message, "strides depend"), "q2 shown: %s", e.message);
+        }
+        free(twice);
+    }
+}
+
 int main(void)
 {
     test_mlp();
@@ -2143,6 +2279,7 @@ int main(void)
     test_dims_plan();
     test_dims_inference();
     test_dims_errors();
+    test_dims_attention();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
