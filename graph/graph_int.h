@@ -35,4 +35,9 @@ char *graph__op_request(const tuner_op *op);
  * graph__op_request. malloc'd, NULL when out of memory. */
 char *graph__op_request_in(const tuner_op *op, const graph *g, tuner_op *ret_flat);
 
+/* Whether slice node i (inferred) is a slice to a name whose result is the first elements of its
+ * input's memory: one fixed axis cut to [0, name), every axis before it of size 1, every other
+ * axis whole. Such a slice is a view where its input's memory is the caller's whole (partition). */
+bool graph__named_prefix_slice(const graph *g, int i);
+
 #endif

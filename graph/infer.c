@@ -965,16 +965,51 @@ static int infer_transpose(graph *g, int i, const cJSON *attrs, proto_error *e)
     return 0;
 }
 
+/* A slice's "starts" or "ends": attr_list's integers, or in a graph with names also names and
+ * products of names ("s", "b*s"), their bits in syms[k] and their max in ret[k] (0 elsewhere). */
+static int slice_bounds(const graph *g, int i, const cJSON *attrs, const char *key, int64_t *ret, uint8_t *syms,
+                        int *ret_n, proto_error *e)
+{
+    memset(syms, 0, TUNER_MAX_RANK);
+    const cJSON *v = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, key) : NULL;
+    bool named = false;
+    for (const cJSON *c = v && cJSON_IsArray(v) ? v->child : NULL; c; c = c->next)
+        named = named || cJSON_IsString(c);
+    if (!named || g->n_dims == 0 || cJSON_GetArraySize(v) > TUNER_MAX_RANK)
+        return attr_list(g, i, attrs, key, TUNER_MAX_RANK, ret, ret_n, e);
+    tuner_op *dimop = calloc(1, sizeof(*dimop));
+    if (!dimop)
+        return -ENOMEM;
+    dimop->n_dims = g->n_dims;
+    memcpy(dimop->dims, g->dims, sizeof(g->dims));
+    char field[96], sub[112];
+    attr_field(g, i, key, field, sizeof(field));
+    int n = 0, r = 0;
+    for (const cJSON *c = v->child; c && r == 0; c = c->next, n++) {
+        snprintf(sub, sizeof(sub), "%s[%d]", field, n);
+        if (cJSON_IsString(c))
+            r = proto__parse_named_axis(c, sub, dimop, 0, &syms[n], &ret[n], e);
+        else if (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) || fabs(c->valuedouble) > 4e18)
+            r = proto_fail(e, 400, "invalid_field", sub, "%s must be an integer, a name or a product of names", sub);
+        else
+            ret[n] = (int64_t)c->valuedouble;
+    }
+    free(dimop);
+    *ret_n = n;
+    return r;
+}
+
 static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
 {
     static const char *const keys[] = {"starts", "ends", "axes", "steps", NULL};
     graph_node *n = &g->nodes[i];
     const tuner_tensor *x = &g->tensors[n->in[0]].t;
     int64_t starts[TUNER_MAX_RANK], ends[TUNER_MAX_RANK], axes[TUNER_MAX_RANK], steps[TUNER_MAX_RANK];
+    uint8_t start_sym[TUNER_MAX_RANK], end_sym[TUNER_MAX_RANK];
     int ns, ne, na, nst, r;
     if ((r = need_inputs(g, i, 1, 1, e)) < 0 || (r = check_attr_keys(g, i, attrs, keys, e)) < 0 ||
-        (r = attr_list(g, i, attrs, "starts", TUNER_MAX_RANK, starts, &ns, e)) < 0 ||
-        (r = attr_list(g, i, attrs, "ends", TUNER_MAX_RANK, ends, &ne, e)) < 0 ||
+        (r = slice_bounds(g, i, attrs, "starts", starts, start_sym, &ns, e)) < 0 ||
+        (r = slice_bounds(g, i, attrs, "ends", ends, end_sym, &ne, e)) < 0 ||
         (r = attr_list(g, i, attrs, "axes", TUNER_MAX_RANK, axes, &na, e)) < 0 ||
         (r = attr_list(g, i, attrs, "steps", TUNER_MAX_RANK, steps, &nst, e)) < 0)
         return r;
@@ -1005,6 +1040,30 @@ static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
                                "node \"%s\": steps must be at least 1", n->name);
         }
         int64_t dim = x->shape[a], s = starts[k], t = ends[k];
+        if (start_sym[k] || end_sym[k]) {
+            /* A named end: the first `name` items of a fixed axis, [0, name) - the axis becomes
+             * the name (position ids [1, 512] sliced to [1, "s"]). */
+            char nm[80], sub[112];
+            snprintf(sub, sizeof(sub), "nodes[%d].attrs.%s[%d]", g->node_index[i], start_sym[k] ? "starts" : "ends", k);
+            if (start_sym[k] || s != 0 || step != 1)
+                return proto_fail(e, 422, "invalid_field", sub,
+                                  "node \"%s\": a slice bounded by a name is [0, name) with step 1 (its length is "
+                                  "then the name): a named start, or a start or step besides, is not", n->name);
+            if (x->sym[a])
+                return proto_fail(e, 422, "invalid_field", sub,
+                                  "node \"%s\": axis %d is named (%s): only a fixed axis can be sliced to a name",
+                                  n->name, a, graph_sym_text(g, x->sym[a], nm, sizeof(nm)));
+            if (t > dim)
+                return proto_fail(e, 422, "invalid_field", sub,
+                                  "node \"%s\": %s's max is %lld, past axis %d's %lld items", n->name,
+                                  graph_sym_text(g, end_sym[k], nm, sizeof(nm)), (long long)t, a, (long long)dim);
+            n->start[a] = 0;
+            n->stop[a] = t;
+            n->stride[a] = 1;
+            out.shape[a] = t;
+            out.sym[a] = end_sym[k];
+            continue;
+        }
         /* numpy's clamping: negative indices count from the end, then into [0, dim]. */
         s = s < 0 ? s + dim : s;
         t = t < 0 ? t + dim : t;
@@ -1022,6 +1081,26 @@ static int infer_slice(graph *g, int i, const cJSON *attrs, proto_error *e)
     }
     g->tensors[n->out].t = out;
     return 0;
+}
+
+bool graph__named_prefix_slice(const graph *g, int i)
+{
+    const graph_node *n = &g->nodes[i];
+    if (g->n_dims == 0 || n->cls != GRAPH_NODE_SLICE)
+        return false;
+    const tuner_tensor *x = &g->tensors[n->in[0]].t, *o = &g->tensors[n->out].t;
+    int cut = -1;
+    for (int d = 0; d < x->rank; d++) {
+        if (o->sym[d] == x->sym[d] && o->shape[d] == x->shape[d])
+            continue;
+        if (cut >= 0 || x->sym[d] || !o->sym[d] || n->start[d] != 0 || n->stride[d] != 1)
+            return false;
+        cut = d;
+    }
+    for (int d = 0; d < cut; d++)
+        if (x->shape[d] != 1)
+            return false;
+    return cut >= 0;
 }
 
 static int infer_batchnorm(graph *g, int i, const cJSON *attrs, proto_error *e)
@@ -1580,10 +1659,17 @@ static int infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
     const graph_node_class cls = g->nodes[i].cls;
     if (cls == GRAPH_NODE_TRANSPOSE || cls == GRAPH_NODE_SLICE || cls == GRAPH_NODE_BATCHNORM)
         for (int k = 0; k < g->nodes[i].n_in; k++)
-            if (tuner_dtype_is_int(g->tensors[g->nodes[i].in[k]].t.dtype))
+            if (tuner_dtype_is_int(g->tensors[g->nodes[i].in[k]].t.dtype)) {
+                /* (a prefix sliced to a name, as position ids are, is a view: checked once inferred) */
+                int r = cls == GRAPH_NODE_SLICE && g->n_dims > 0 ? infer_slice(g, i, attrs, e) : -1;
+                if (r == 0 && graph__named_prefix_slice(g, i))
+                    return 0;
+                if (r < -1)
+                    return r;
                 return input_error(g, i, k, e,
                                    "an integer tensor (i32, i64) is read only by gather, embedding, index_select and "
-                                   "cast nodes, or reshaped");
+                                   "cast nodes, or reshaped (or sliced to a name: [0, name) of its memory's start)");
+            }
     switch (g->nodes[i].cls) {
     case GRAPH_NODE_KERNEL:
         return infer_kernel(g, i, attrs, e);

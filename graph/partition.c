@@ -47,6 +47,9 @@ typedef struct prim {
     int out;
     int kernel;          /* -1 until a kernel computes it */
     bool live;
+    /* VIEW: of the first elements only (a slice to a name, named_prefix_slice), not a reshape:
+     * the rewrites that see through views stop at it */
+    bool prefix;
     int perm[TUNER_MAX_RANK]; /* TRANSPOSE: output axis k reads input axis perm[k] */
     /* further graph nodes it computes (an attention or a GELU rewritten from its parts) */
     int n_also;
@@ -363,6 +366,18 @@ static int lower_softmax_axis(part *c, int i)
     return 0;
 }
 
+/* Whether node i is a slice to a name (infer_slice: [0, name) of a fixed axis) whose result is
+ * the first elements of its input's memory - every axis before the sliced one of size 1, every
+ * other axis whole - and whose input is (a view of) a graph input or weight: memory the caller
+ * holds whole, which the view reads a prefix of. (A value's producer writes the memory it is
+ * given: a view of fewer elements could not be its home, home_outputs would make it one.) */
+static bool named_prefix_slice(const part *c, int i)
+{
+    const graph_node *n = &c->g->nodes[i];
+    return n->cls == GRAPH_NODE_SLICE && !c->g->tensors[n->out].is_output && graph__named_prefix_slice(c->g, i) &&
+           c->p->tensors[root_of(c->p, n->in[0])].kind != GRAPH_T_VALUE;
+}
+
 static int lower(part *c)
 {
     const graph *g = c->g;
@@ -426,7 +441,16 @@ static int lower(part *c)
             break;
         }
         default:
-            pr = new_prim(c, PRIM_SLICE, i, n->out);
+            /* A slice to a name that keeps a prefix of an input's or a weight's memory (position
+             * ids [1, 512] to [1, s]) reads that memory as is: a view of fewer elements. */
+            if (named_prefix_slice(c, i)) {
+                pr = new_prim(c, PRIM_VIEW, i, n->out);
+                c->p->tensors[n->out].view_of = n->in[0];
+                if (pr)
+                    pr->prefix = true;
+            } else {
+                pr = new_prim(c, PRIM_SLICE, i, n->out);
+            }
             break;
         }
         if (!pr)
@@ -594,7 +618,7 @@ static int strip(const part *c, int t, int uses, bool scales, double *scale, int
         if (pk < 0 || c->uses[t] != uses || c->p->tensors[t].is_output)
             return t;
         const prim *pr = &c->prims[pk];
-        if (pr->kind == PRIM_VIEW) {
+        if (pr->kind == PRIM_VIEW && !pr->prefix) {
             t = pr->in[0];
         } else if (scales && pr->kind == PRIM_STEP && pr->step.kind == TUNER_EW_SCALE && pr->n_in == 1 &&
                    *n_chain < ATTN_MAX_CHAIN) {
@@ -736,7 +760,7 @@ static int fold_attention_at(part *c, int k2)
                     rd = j;
             if (rd < 0)
                 return 0;
-            if (c->prims[rd].kind == PRIM_VIEW)
+            if (c->prims[rd].kind == PRIM_VIEW && !c->prims[rd].prefix)
                 t = c->prims[rd].out;
             else if (c->prims[rd].kind == PRIM_STEP && c->prims[rd].step.kind == TUNER_EW_CAST &&
                      c->prims[rd].n_in == 1 && c->prims[rd].step.dtype == c->p->tensors[q].t.dtype)
@@ -931,7 +955,7 @@ static int head_swap_behind(const part *c, int t)
         const int pk = c->producer[t];
         if (pk < 0 || !owned(c, t, 1))
             return -1;
-        if (c->prims[pk].kind != PRIM_VIEW)
+        if (c->prims[pk].kind != PRIM_VIEW || c->prims[pk].prefix)
             return swaps_heads(c, pk) && same_shape(&c->p->tensors[t].t, want) ? pk : -1;
         t = c->prims[pk].in[0];
     }
@@ -966,7 +990,7 @@ static int fold_attention_layout(part *c)
                     rd = j;
             if (rd < 0)
                 break;
-            if (c->prims[rd].kind == PRIM_VIEW && owned(c, c->prims[rd].out, 1))
+            if (c->prims[rd].kind == PRIM_VIEW && !c->prims[rd].prefix && owned(c, c->prims[rd].out, 1))
                 res = c->prims[rd].out;
             else
                 to = rd;
@@ -1007,7 +1031,7 @@ static int last_axis_slice_behind(const part *c, int t, int *x, int64_t *start, 
         if (pk < 0 || !owned(c, t, 1))
             return -1;
         const prim *pr = &c->prims[pk];
-        if (pr->kind == PRIM_VIEW) {
+        if (pr->kind == PRIM_VIEW && !pr->prefix) {
             t = pr->in[0];
             continue;
         }
@@ -1230,7 +1254,7 @@ static int sink_views(part *c)
     int n = 0;
     for (int k = 0; k < n_prims; k++) {
         const prim *v = &c->prims[k];
-        if (!v->live || v->kind != PRIM_VIEW || v->out >= n_tensors || !owned(c, v->out, 1))
+        if (!v->live || v->kind != PRIM_VIEW || v->prefix || v->out >= n_tensors || !owned(c, v->out, 1))
             continue;
         int sk = -1, slot = -1;
         for (int j = k + 1; j < n_prims && sk < 0; j++)
@@ -1297,7 +1321,11 @@ static bool constant(const part *c, int t)
     const graph_plan_tensor *pt = &c->p->tensors[t];
     bool v = pt->kind == GRAPH_T_WEIGHT;
     const int pk = c->producer[t];
-    if (!v && pt->kind != GRAPH_T_INPUT && pk >= 0) {
+    /* A value with names has the run's sizes: it is computed in every run, not once. */
+    bool named = false;
+    for (int d = 0; d < pt->t.rank; d++)
+        named = named || pt->t.sym[d];
+    if (!v && pt->kind != GRAPH_T_INPUT && pk >= 0 && !named) {
         const prim *pr = &c->prims[pk];
         v = true;
         for (int j = 0; j < pr->n_in && v; j++)
@@ -1685,6 +1713,8 @@ static growing *kernel_begin(part *c, int pk)
     k->prims[k->n_prims++] = pk;
     pr->kernel = -2;
     k->is_constant = true;
+    for (int d = 0; d < c->p->tensors[pr->out].t.rank; d++) /* a result with names: a run's sizes */
+        k->is_constant = k->is_constant && !c->p->tensors[pr->out].t.sym[d];
     for (int j = 0; j < pr->n_in; j++)
         k->is_constant = k->is_constant && constant(c, pr->in[j]);
     return k;

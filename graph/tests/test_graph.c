@@ -2256,6 +2256,74 @@ static void test_dims_attention(void)
     }
 }
 
+/* Slices to a name: position ids [1, 512] (a weight) sliced to [1, s] are a view of the weight's
+ * first s ids, gathered per run (a value with names is never a constant of the prepare phase);
+ * the refusals (a name past the axis, an undeclared name, a named start, a named axis). */
+static void test_dims_slice_names(void)
+{
+#define SG(WSHAPE, SLICE, REST, OUTS)                                                                            \
+    "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":[{\"name\":\"x\","  \
+    "\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"}],\"weights\":[{\"name\":\"pos\",\"shape\":" WSHAPE               \
+    ",\"dtype\":\"i64\"},{\"name\":\"table\",\"shape\":[512,768],\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"ids\","   \
+    "\"op\":\"slice\",\"inputs\":[\"pos\"],\"outputs\":[\"ids\"],\"attrs\":" SLICE "}" REST "],\"outputs\":[" OUTS "]}}"
+#define EMB ",{\"name\":\"emb\",\"op\":\"embedding\",\"inputs\":[\"table\",\"ids\"],\"outputs\":[\"pe\"]}," \
+            "{\"name\":\"add\",\"op\":\"add\",\"inputs\":[\"x\",\"pe\"],\"outputs\":[\"y\"]}"
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    int r = plan_of(SG("[1,512]", "{\"starts\":[0],\"ends\":[\"s\"],\"axes\":[1]}", EMB, "\"y\""), &rq, &p, &e);
+    CHECK(r == 0, "position ids refused: %s %s", e.field, e.message);
+    if (r == 0) {
+        const graph_kernel *g = kernel_of(&p, "emb");
+        CHECK(p.n_kernels == 2 && p.n_prepare == 0 && g && g->op->kind == TUNER_OP_GATHER &&
+                  strstr(g->request, "{\"shape\":[1,\"s\"],\"dtype\":\"i64\"}") && kernel_of(&p, "ids") == NULL,
+              "%d kernels (%d prepared): %s", p.n_kernels, p.n_prepare, g ? g->request : "no gather");
+        for (int t = 0; t < p.n_tensors; t++)
+            if (strcmp(p.tensors[t].name, "ids") == 0)
+                CHECK(p.tensors[t].view_of >= 0 && strcmp(p.tensors[p.tensors[t].view_of].name, "pos") == 0 &&
+                          p.tensors[t].t.sym[1] == 2 && p.tensors[t].t.shape[1] == 512,
+                      "ids is not a view of pos named [1, s]");
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+    /* The same with a product and the slice written without axes: [0, s) of axis 0 of [512, 768]. */
+    const char *rows =
+        "{\"dims\":{\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[\"s\",768],"
+        "\"dtype\":\"f16\"}],\"weights\":[{\"name\":\"pe\",\"shape\":[512,768],\"dtype\":\"f16\"}],\"nodes\":["
+        "{\"name\":\"cut\",\"op\":\"slice\",\"inputs\":[\"pe\"],\"outputs\":[\"p\"],\"attrs\":{\"starts\":[0],"
+        "\"ends\":[\"s\"]}},{\"name\":\"add\",\"op\":\"add\",\"inputs\":[\"x\",\"p\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]}}";
+    r = plan_of(rows, &rq, &p, &e);
+    CHECK(r == 0 && p.n_kernels == 1 && p.n_prepare == 0 && strstr(p.kernels[0].request, "[\"s\",768]"),
+          "rows of pe: %s", r ? e.message : p.kernels[0].request);
+    if (r == 0) {
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+    expect_error(SG("[1,256]", "{\"starts\":[0],\"ends\":[\"s\"],\"axes\":[1]}", EMB, "\"y\""), 422,
+                 "nodes[0].attrs.ends[0]", "s's max is 512, past axis 1's 256 items");
+    expect_error(SG("[1,512]", "{\"starts\":[0],\"ends\":[\"t\"],\"axes\":[1]}", EMB, "\"y\""), 422,
+                 "nodes[0].attrs.ends[0]", "does not declare");
+    expect_error(SG("[1,512]", "{\"starts\":[\"s\"],\"ends\":[512],\"axes\":[1]}", EMB, "\"y\""), 422,
+                 "nodes[0].attrs.starts[0]", "a named start");
+    expect_error(SG("[1,512]", "{\"starts\":[1],\"ends\":[\"s\"],\"axes\":[1]}", EMB, "\"y\""), 422,
+                 "nodes[0].attrs.ends[0]", "[0, name) with step 1");
+    expect_error("{\"dims\":{\"s\":{\"min\":1,\"max\":64}},\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[\"s\",768],"
+                 "\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"cut\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                 "\"attrs\":{\"starts\":[0],\"ends\":[\"s\"]}}],\"outputs\":[\"y\"]}}",
+                 422, "nodes[0].attrs.ends[0]", "only a fixed axis can be sliced to a name");
+    /* Integer ids that are not a prefix of their memory ([2, 512] cut along axis 1) stay refused. */
+    expect_error(SG("[2,512]", "{\"starts\":[0],\"ends\":[\"s\"],\"axes\":[1]}", EMB, "\"y\""), 422,
+                 "nodes[0].inputs[0]", "an integer tensor");
+    /* A static graph: names in a slice are not sizes. */
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,768],\"dtype\":\"f16\"}],\"nodes\":[{\"name\":"
+                 "\"cut\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[0],\"ends\":[\"s\"]}}],"
+                 "\"outputs\":[\"y\"]}}",
+                 400, "nodes[0].attrs.ends", "must hold integers");
+#undef SG
+#undef EMB
+}
+
 int main(void)
 {
     test_mlp();
@@ -2280,6 +2348,7 @@ int main(void)
     test_dims_inference();
     test_dims_errors();
     test_dims_attention();
+    test_dims_slice_names();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
