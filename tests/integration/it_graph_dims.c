@@ -160,6 +160,57 @@ static void position_embedding(const ht_daemon *d)
     ht_resp_free(&r);
 }
 
+/* BERT's attention with names: q/k/v [b, s, 2, 64] permuted to [b, 2, s, 64] around the attention
+ * node and back: one attention kernel in the bshd layout over b and s (the permutes folded, no
+ * copy), its generic set passing ptxas; position ids [1, 64] sliced to [1, s] are a view of the
+ * weight that the gather reads (no copy kernel, nothing in the prepare phase). */
+static void named_attention(const ht_daemon *d)
+{
+#define PERM(T)                                                                                                   \
+    "{\"name\":\"perm_" T "\",\"op\":\"transpose\",\"inputs\":[\"" T "\"],\"outputs\":[\"" T "2\"],"                \
+    "\"attrs\":{\"perm\":[0,2,1,3]}},"
+    ht_resp r = ht_post(
+        d, "/v1/graphs",
+        "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},\"graph\":{\"inputs\":["
+        "{\"name\":\"q\",\"shape\":[\"b\",\"s\",2,64],\"dtype\":\"f16\"},{\"name\":\"k\",\"shape\":[\"b\",\"s\",2,64],"
+        "\"dtype\":\"f16\"},{\"name\":\"v\",\"shape\":[\"b\",\"s\",2,64],\"dtype\":\"f16\"}],\"weights\":["
+        "{\"name\":\"pos\",\"shape\":[1,64],\"dtype\":\"i64\"},{\"name\":\"table\",\"shape\":[64,128],\"dtype\":\"f16\"}],"
+        "\"nodes\":[" PERM("q") PERM("k") PERM("v")
+        "{\"name\":\"att\",\"op\":\"attention\",\"inputs\":[\"q2\",\"k2\",\"v2\"],\"outputs\":[\"o\"]},"
+        "{\"name\":\"back\",\"op\":\"transpose\",\"inputs\":[\"o\"],\"outputs\":[\"o1\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+        "{\"name\":\"flat\",\"op\":\"reshape\",\"inputs\":[\"o1\"],\"outputs\":[\"o2\"],\"attrs\":{\"shape\":[\"b\",\"s\",128]}},"
+        "{\"name\":\"ids\",\"op\":\"slice\",\"inputs\":[\"pos\"],\"outputs\":[\"ids\"],\"attrs\":{\"starts\":[0],"
+        "\"ends\":[\"s\"],\"axes\":[1]}},"
+        "{\"name\":\"emb\",\"op\":\"embedding\",\"inputs\":[\"table\",\"ids\"],\"outputs\":[\"pe\"]},"
+        "{\"name\":\"add\",\"op\":\"add\",\"inputs\":[\"o2\",\"pe\"],\"outputs\":[\"y\"]}],"
+        "\"outputs\":[\"y\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}");
+#undef PERM
+    CHECK(r.status == 200, "%ld %.400s", r.status, r.body);
+    if (r.status != 200) {
+        ht_resp_free(&r);
+        return;
+    }
+    const cJSON *steps = get(r.json, "steps"), *st;
+    CHECK(cJSON_GetArraySize(get(r.json, "prepare")) == 0, "a named value in the prepare phase");
+    int att = 0, copies = 0;
+    cJSON_ArrayForEach(st, steps) {
+        const cJSON *rq = get(st, "request");
+        const char *op = json_str(rq, "op");
+        copies += strcmp(op, "copy") == 0;
+        if (strcmp(op, "attention") != 0)
+            continue;
+        att++;
+        const cJSON *q = get(cJSON_GetArrayItem(get(rq, "inputs"), 0), "shape");
+        CHECK(!strcmp(json_str(get(rq, "attrs"), "layout"), "bshd") && cJSON_IsString(cJSON_GetArrayItem(q, 0)) &&
+                  !strcmp(cJSON_GetArrayItem(q, 1)->valuestring ? cJSON_GetArrayItem(q, 1)->valuestring : "", "s"),
+              "attention's request: %.300s", cJSON_PrintUnformatted(rq));
+        check_generic(d, get(get(get(st, "kernel_set"), "dispatch"), "generic"));
+    }
+    CHECK(att == 1 && copies == 0, "%d attention kernels, %d copies in %d steps", att, copies,
+          cJSON_GetArraySize(steps));
+    ht_resp_free(&r);
+}
+
 /* A graph job with names: 202, the job ends, the plan is answered with its table. */
 static void named_job(const ht_daemon *d)
 {
@@ -247,6 +298,7 @@ int main(void)
     named_mlp(&d);
     bad_graphs(&d);
     position_embedding(&d);
+    named_attention(&d);
     named_job(&d);
     static_graph(&d);
     CHECK(ht_stop(&d, SIGTERM) == 0, "clean exit");
