@@ -150,7 +150,25 @@ static void add_pair(cJSON *o, const char *key, const int v[2])
     cJSON_AddItemToArray(a, cJSON_CreateNumber(v[1]));
 }
 
-static cJSON *attrs_json(const tuner_op *op)
+/* A copy's stride or offset over g's dims: the number, or "768*s" when it scales with names. */
+static cJSON *scaled_json(const graph *g, int64_t value_at_max, unsigned sym)
+{
+    if (!g || !sym)
+        return cJSON_CreateNumber((double)value_at_max);
+    int64_t per = 1;
+    for (int k = 0; k < g->n_dims; k++)
+        if (sym & (1u << k))
+            per *= g->dims[k].max;
+    char names[80], text[112];
+    graph_sym_text(g, sym, names, sizeof(names));
+    if (value_at_max == per)
+        snprintf(text, sizeof(text), "%s", names);
+    else
+        snprintf(text, sizeof(text), "%lld*%s", (long long)(value_at_max / per), names);
+    return cJSON_CreateString(text);
+}
+
+static cJSON *attrs_json(const tuner_op *op, const graph *g)
 {
     cJSON *a = cJSON_CreateObject();
     switch (op->kind) {
@@ -189,10 +207,14 @@ static cJSON *attrs_json(const tuner_op *op)
         cJSON *shape = cJSON_AddArrayToObject(a, "shape");
         cJSON *strides = cJSON_AddArrayToObject(a, "strides");
         for (int d = 0; d < op->output.rank; d++) {
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)op->output.shape[d]));
-            cJSON_AddItemToArray(strides, cJSON_CreateNumber((double)op->attrs.copy.strides[d]));
+            char name[80];
+            if (g && op->output.sym[d])
+                cJSON_AddItemToArray(shape, cJSON_CreateString(graph_sym_text(g, op->output.sym[d], name, sizeof(name))));
+            else
+                cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)op->output.shape[d]));
+            cJSON_AddItemToArray(strides, scaled_json(g, op->attrs.copy.strides[d], op->attrs.copy.stride_sym[d]));
         }
-        cJSON_AddNumberToObject(a, "offset", (double)op->attrs.copy.offset);
+        cJSON_AddItemToObject(a, "offset", scaled_json(g, op->attrs.copy.offset, op->attrs.copy.offset_sym));
         if (op->attrs.copy.padded) {
             cJSON *lo = cJSON_AddArrayToObject(a, "pad_lower");
             cJSON *hi = cJSON_AddArrayToObject(a, "pad_upper");
@@ -257,7 +279,7 @@ static char *op_request(const tuner_op *op, const graph *g)
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     for (int i = 0; i < op->n_inputs; i++)
         cJSON_AddItemToArray(ins, tensor_json_in(&op->inputs[i], g));
-    cJSON_AddItemToObject(o, "attrs", attrs_json(op));
+    cJSON_AddItemToObject(o, "attrs", attrs_json(op, g));
     cJSON *pro = cJSON_AddArrayToObject(o, "prologue");
     for (int i = 0; i < op->n_anchor_inputs; i++)
         for (int k = 0; k < op->prologue[i].n; k++)
@@ -1580,14 +1602,26 @@ static int names_node(graph *g, int i, const cJSON *attrs, proto_error *e)
             out->sym[k] = x->sym[n->perm[k]];
         return 0;
     case GRAPH_NODE_SLICE:
-        for (int d = 0; d < x->rank; d++)
-            if (x->sym[d] && (n->start[d] != 0 || n->stop[d] != x->shape[d] || n->stride[d] != 1)) {
+        /* A named axis is kept whole, or sliced within its smallest size: [b, s, 768][:, 0] is
+         * [b, 1, 768] at every size, the slice's axis fixed (the copy's strides scale with s). */
+        for (int d = 0; d < x->rank; d++) {
+            if (!x->sym[d] || (n->start[d] == 0 && n->stop[d] == x->shape[d] && n->stride[d] == 1))
+                continue;
+            int64_t least = 1;
+            for (int k = 0; k < g->n_dims; k++)
+                if (x->sym[d] & (1u << k))
+                    least *= g->dims[k].min;
+            if (n->stop[d] > least) {
                 char nm[80];
-                attr_field(g, i, "starts", field, sizeof(field));
+                attr_field(g, i, "ends", field, sizeof(field));
                 return proto_fail(e, 422, "invalid_field", field,
-                                  "node \"%s\": axis %d is named (%s): a slice of a named axis cannot be named", n->name,
-                                  d, graph_sym_text(g, x->sym[d], nm, sizeof(nm)));
+                                  "node \"%s\": axis %d is named (%s): a slice of a named axis ends within the "
+                                  "name's smallest size (%lld here: end %lld is past it; a slice to the end of a "
+                                  "named axis cannot be named)", n->name, d, graph_sym_text(g, x->sym[d], nm, sizeof(nm)),
+                                  (long long)least, (long long)n->stop[d]);
             }
+            out->sym[d] = 0;
+        }
         return 0;
     case GRAPH_NODE_BATCHNORM:
         if (x->sym[n->axis])

@@ -1765,7 +1765,9 @@ static void dense_strides(const tuner_tensor *t, int64_t *ret)
     }
 }
 
-/* A layout op whose copy would need strides that depend on a named size. */
+/* A layout op whose copy the kernels cannot take with names: a pad of a named tensor (its
+ * padding is at fixed coordinates) or a slice whose offset sums starts over axes whose strides
+ * scale with different names. */
 static int unsupported_named_copy(part *c, const prim *pr, int axis)
 {
     char field[48], nm[80];
@@ -1775,10 +1777,11 @@ static int unsupported_named_copy(part *c, const prim *pr, int axis)
     snprintf(field, sizeof(field), "nodes[%d]", c->g->node_index[pr->node]);
     return proto_fail(c->e, 422, "unsupported", field,
                       "node \"%.64s\": a %s of a tensor named on axis %d (%s) is a copy whose strides depend on the "
-                      "names' sizes; only a copy that keeps a named axis 0 in place can be made (reshape instead, "
-                      "or name only the leading axis)", c->g->nodes[pr->node].name,
+                      "names' sizes in a way the copy kernel cannot take (a padded copy; an offset summing starts "
+                      "along axes whose strides scale with different names)", c->g->nodes[pr->node].name,
                       pr->kind == PRIM_TRANSPOSE ? "transpose" : pr->kind == PRIM_SLICE ? "slice"
-                      : pr->kind == PRIM_EXPAND ? "expand" : "pad", axis, graph_sym_text(c->g, sym, nm, sizeof(nm)));
+                      : pr->kind == PRIM_EXPAND ? "expand" : "pad", axis,
+                      sym ? graph_sym_text(c->g, sym, nm, sizeof(nm)) : "no name");
 }
 
 /* A transpose or a slice as a copy kernel (a strided read of x); it grows an epilogue like an
@@ -1797,28 +1800,41 @@ static int layout_kernel(part *c, int pk)
     op->inputs[0] = *x;
     op->output = c->p->tensors[pr->out].t;
     k->bound[0] = pr->in[0];
-    /* A copy's strides and offset are numbers: only the leading axis may be named, the same on
-     * both sides (the strides do not depend on its size). */
-    for (int d = 0; d < x->rank || d < op->output.rank; d++) {
-        const unsigned xs = d < x->rank ? x->sym[d] : 0, os = d < op->output.rank ? op->output.sym[d] : 0;
-        if ((xs || os) && (d > 0 || xs != os || (pr->kind == PRIM_TRANSPOSE && pr->perm[0] != 0) ||
-                           op->output.rank != x->rank)) {
-            free(k);
-            return unsupported_named_copy(c, pr, d);
-        }
+    /* With names, a stride is a coefficient times the sizes of the names after its axis in x
+     * (dense_sym), which the copy kernel reads at launch (attrs.copy.stride_sym, offset_sym); a
+     * padded copy and an offset summing two different products of names are refused. */
+    uint8_t xsym[TUNER_MAX_RANK] = {0};
+    bool named = false;
+    for (int d = 0; d < x->rank; d++)
+        named = named || x->sym[d];
+    for (int d = 0; d < op->output.rank; d++)
+        named = named || op->output.sym[d];
+    if (named && pr->kind == PRIM_PAD) {
+        int d = 0;
+        while (d < x->rank - 1 && !x->sym[d])
+            d++;
+        free(k);
+        return unsupported_named_copy(c, pr, d);
     }
+    for (int d = x->rank - 2; d >= 0 && named; d--)
+        xsym[d] = (uint8_t)(xsym[d + 1] | x->sym[d + 1]);
     int64_t xs[TUNER_MAX_RANK];
     dense_strides(x, xs);
+    memcpy(op->attrs.copy.shape_sym, op->output.sym, sizeof(op->attrs.copy.shape_sym));
     if (pr->kind == PRIM_EXPAND) {
         /* Output axis d is x's axis d - lead; new axes and size-1 axes read with stride 0. */
         const int lead = op->output.rank - x->rank;
-        for (int d = 0; d < op->output.rank; d++)
-            op->attrs.copy.strides[d] = d < lead || x->shape[d - lead] == 1 ? 0 : xs[d - lead];
+        for (int d = 0; d < op->output.rank; d++) {
+            const bool zero = d < lead || (x->shape[d - lead] == 1 && !x->sym[d - lead]);
+            op->attrs.copy.strides[d] = zero ? 0 : xs[d - lead];
+            op->attrs.copy.stride_sym[d] = zero ? 0 : xsym[d - lead];
+        }
         return kernel_finish(c, k, 0, "this expand is not a valid copy kernel");
     }
     for (int d = 0; d < x->rank; d++) {
         if (pr->kind == PRIM_TRANSPOSE) {
             op->attrs.copy.strides[d] = xs[pr->perm[d]];
+            op->attrs.copy.stride_sym[d] = xsym[pr->perm[d]];
         } else if (pr->kind == PRIM_PAD) {
             /* A negative pad crops (an offset into x); a positive one pads the copy. */
             const int64_t b = n->pad_before[d], a = n->pad_after[d];
@@ -1828,8 +1844,15 @@ static int layout_kernel(part *c, int pk)
             op->attrs.copy.pad_upper[d] = a > 0 ? a : 0;
             op->attrs.copy.padded = op->attrs.copy.padded || b > 0 || a > 0;
         } else {
+            if (n->start[d] && op->attrs.copy.offset && xsym[d] != op->attrs.copy.offset_sym) {
+                free(k);
+                return unsupported_named_copy(c, pr, d);
+            }
+            if (n->start[d])
+                op->attrs.copy.offset_sym = xsym[d];
             op->attrs.copy.offset += n->start[d] * xs[d];
             op->attrs.copy.strides[d] = n->stride[d] * xs[d];
+            op->attrs.copy.stride_sym[d] = xsym[d];
         }
     }
     if (op->attrs.copy.padded)

@@ -260,6 +260,12 @@ typedef struct tuner_op {
             bool padded;
             int64_t pad_lower[TUNER_MAX_RANK], pad_upper[TUNER_MAX_RANK];
             double pad_value;
+            /* A dynamic copy (names, not padded): the dims whose sizes multiply each stride and
+             * the offset (all 0 in a static op). strides[d] and offset hold their values at the
+             * dims' max (a coefficient times the max of the dims in the set); at launch the
+             * coefficient times the sizes ("768*s" in the request). shape_sym: the names of
+             * attrs.shape as parsed (proto__check_named gives them to the output). */
+            uint8_t stride_sym[TUNER_MAX_RANK], offset_sym, shape_sym[TUNER_MAX_RANK];
         } copy;
         struct {
             int axis; /* normalised to 0..rank-1 */
@@ -604,5 +610,10 @@ int tuner_op_restrict(const tuner_op *op, const int64_t *min, const int64_t *max
 /* A named axis as text, for messages and the canonical JSON: "n", "b*s" (names in dims order),
  * into buf (cut to len); returns buf. */
 char *tuner_sym_text(const tuner_op *op, unsigned mask, char *buf, size_t len);
+
+/* A value that is a coefficient times the sizes of the dims in `mask` (a dynamic copy's stride
+ * or offset), held at the dims' max: "768*s", "b*s" (coefficient 1), or the number itself when
+ * mask is 0. Into buf, returned. */
+char *tuner_scaled_text(const tuner_op *op, int64_t value_at_max, unsigned mask, char *buf, size_t len);
 
 #endif

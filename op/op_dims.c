@@ -52,6 +52,26 @@ static void bind_tensor(tuner_tensor *t, const int64_t *sizes)
     }
 }
 
+/* A dynamic copy's strides and offset at `sizes`, from op's at `max` (its dims' max). */
+static void rescale_copy(const tuner_op *op, const int64_t *max, const int64_t *sizes, tuner_op *out)
+{
+    for (int d = 0; d < TUNER_MAX_RANK; d++) {
+        const unsigned m = op->attrs.copy.stride_sym[d];
+        if (m)
+            out->attrs.copy.strides[d] = op->attrs.copy.strides[d] / tuner_dims_product(max, m) *
+                                         tuner_dims_product(sizes, m);
+    }
+    const unsigned m = op->attrs.copy.offset_sym;
+    if (m)
+        out->attrs.copy.offset = op->attrs.copy.offset / tuner_dims_product(max, m) * tuner_dims_product(sizes, m);
+}
+
+static void dims_max(const tuner_op *op, int64_t *max)
+{
+    for (int k = 0; k < TUNER_MAX_DIMS; k++)
+        max[k] = k < op->n_dims ? op->dims[k].max : 1;
+}
+
 int tuner_op_bind(const tuner_op *op, const int64_t *sizes, tuner_op *out)
 {
     if (tuner_op_sizes_check(op, sizes, NULL, 0, NULL) < 0)
@@ -60,6 +80,14 @@ int tuner_op_bind(const tuner_op *op, const int64_t *sizes, tuner_op *out)
     for (int i = 0; i < out->n_inputs && i < TUNER_MAX_INPUTS; i++)
         bind_tensor(&out->inputs[i], sizes);
     bind_tensor(&out->output, sizes);
+    if (out->kind == TUNER_OP_COPY) {
+        int64_t max[TUNER_MAX_DIMS];
+        dims_max(op, max);
+        rescale_copy(op, max, sizes, out);
+        memset(out->attrs.copy.stride_sym, 0, sizeof(out->attrs.copy.stride_sym));
+        memset(out->attrs.copy.shape_sym, 0, sizeof(out->attrs.copy.shape_sym));
+        out->attrs.copy.offset_sym = 0;
+    }
     out->n_dims = 0;
     memset(out->dims, 0, sizeof(out->dims));
     return 0;
@@ -80,6 +108,8 @@ int tuner_op_restrict(const tuner_op *op, const int64_t *min, const int64_t *max
             max[k] % d->multiple_of)
             return -ERANGE;
     }
+    int64_t old_max[TUNER_MAX_DIMS];
+    dims_max(op, old_max);
     if (out != op)
         *out = *op;
     int64_t maxes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
@@ -91,6 +121,8 @@ int tuner_op_restrict(const tuner_op *op, const int64_t *min, const int64_t *max
     for (int i = 0; i < out->n_inputs && i < TUNER_MAX_INPUTS; i++)
         reshape_named(&out->inputs[i], maxes);
     reshape_named(&out->output, maxes);
+    if (out->kind == TUNER_OP_COPY)
+        rescale_copy(out, old_max, maxes, out); /* (out's strides are still op's) */
     return 0;
 }
 
@@ -108,5 +140,23 @@ char *tuner_sym_text(const tuner_op *op, unsigned mask, char *buf, size_t len)
             break;
         at += (size_t)w;
     }
+    return buf;
+}
+
+char *tuner_scaled_text(const tuner_op *op, int64_t value_at_max, unsigned mask, char *buf, size_t len)
+{
+    if (!len)
+        return buf;
+    int64_t max[TUNER_MAX_DIMS];
+    dims_max(op, max);
+    const int64_t per = tuner_dims_product(max, mask);
+    const int64_t coef = per > 0 ? value_at_max / per : value_at_max;
+    char names[TUNER_MAX_DIMS * TUNER_DIM_NAME_LEN + 8];
+    if (!mask)
+        snprintf(buf, len, "%lld", (long long)value_at_max);
+    else if (coef == 1)
+        snprintf(buf, len, "%s", tuner_sym_text(op, mask, names, sizeof(names)));
+    else
+        snprintf(buf, len, "%lld*%s", (long long)coef, tuner_sym_text(op, mask, names, sizeof(names)));
     return buf;
 }

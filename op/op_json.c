@@ -155,7 +155,13 @@ char *tuner_op_canonical_json(const tuner_op *op)
         tuner_sb_printf(&b, ",\"kind\":\"%s\"", tuner_reduce_name(op->attrs.reduce.kind));
         break;
     case TUNER_OP_COPY:
-        tuner_sb_printf(&b, "\"offset\":%lld", (long long)op->attrs.copy.offset);
+        if (op->attrs.copy.offset_sym) { /* a dynamic copy's: "64*s" (a static op's print as before) */
+            char t[96];
+            tuner_sb_printf(&b, "\"offset\":\"%s\"",
+                            tuner_scaled_text(op, op->attrs.copy.offset, op->attrs.copy.offset_sym, t, sizeof(t)));
+        } else {
+            tuner_sb_printf(&b, "\"offset\":%lld", (long long)op->attrs.copy.offset);
+        }
         if (op->attrs.copy.padded) { /* absent when not padded: a plain copy keeps its key */
             const int64_t *pl = op->attrs.copy.pad_lower, *pu = op->attrs.copy.pad_upper;
             tuner_sb_printf(&b, ",\"pad_lower\":");
@@ -165,8 +171,15 @@ char *tuner_op_canonical_json(const tuner_op *op)
             tuner_sb_printf(&b, ",\"pad_value\":%.17g", op->attrs.copy.pad_value);
         }
         tuner_sb_printf(&b, ",\"strides\":[");
-        for (int d = 0; d < op->output.rank && d < TUNER_MAX_RANK; d++)
-            tuner_sb_printf(&b, "%s%lld", d ? "," : "", (long long)op->attrs.copy.strides[d]);
+        for (int d = 0; d < op->output.rank && d < TUNER_MAX_RANK; d++) {
+            char t[96];
+            if (op->attrs.copy.stride_sym[d])
+                tuner_sb_printf(&b, "%s\"%s\"", d ? "," : "",
+                                tuner_scaled_text(op, op->attrs.copy.strides[d], op->attrs.copy.stride_sym[d], t,
+                                                  sizeof(t)));
+            else
+                tuner_sb_printf(&b, "%s%lld", d ? "," : "", (long long)op->attrs.copy.strides[d]);
+        }
         tuner_sb_printf(&b, "]");
         break;
     case TUNER_OP_CONCAT:

@@ -429,6 +429,12 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
         if ((r = check_attention(op, e)) < 0)
             return r;
         break;
+    case TUNER_OP_COPY: /* any axis (strides and offset scale with the names: check_copy) */
+        if (op->attrs.copy.padded && named_axes(x))
+            return proto_fail(e, 422, "invalid_field", "attrs.pad_lower",
+                              "a padded copy may not have names (its padding is at fixed coordinates); %s",
+                              WHERE_NAMES);
+        break;
     case TUNER_OP_GATHER: /* the index's axes (the rows looked up); the table stays fixed */
         if (named_axes(x))
             return refuse_input(op, 0, e);
@@ -441,6 +447,81 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
             if (named_axes(&op->inputs[i]))
                 return refuse_input(op, i, e);
         break;
+    }
+    return 0;
+}
+
+/* The last element a copy reads at `sizes` is inside x: infer_output checked it at the max;
+ * here at every corner of the ranges (each dim at its min or max) and along each dim's range
+ * with the others at a corner, so that strides growing with a name (a transpose of a named
+ * axis) are checked where they are smallest against x. */
+static bool copy_inside(const tuner_op *op, const int64_t *sizes)
+{
+    tuner_op b;
+    if (tuner_op_bind(op, sizes, &b) < 0)
+        return true; /* not a size the op takes (multiple_of) */
+    int64_t last = b.attrs.copy.offset;
+    for (int d = 0; d < b.output.rank; d++)
+        last += (b.output.shape[d] - 1) * b.attrs.copy.strides[d];
+    return last < tuner_tensor_numel(&b.inputs[0]);
+}
+
+/* A copy with names: the output takes attrs.shape's names; they, the strides' and the offset's
+ * are x's (a copy reads x at sizes of x's names), and every element read lies in x at every
+ * size (copy_inside). */
+static int check_copy(tuner_op *op, proto_error *e)
+{
+    const unsigned xn = named_axes(&op->inputs[0]);
+    char field[64], name[80];
+    unsigned seen = 0;
+    for (int d = 0; d < op->output.rank; d++) {
+        const unsigned m = op->attrs.copy.shape_sym[d];
+        snprintf(field, sizeof(field), "attrs.shape[%d]", d);
+        if ((m & ~xn) || (m & seen))
+            return proto_fail(e, 422, "invalid_field", field,
+                              "%s names %s, which inputs[0] does not name (or another axis of the output does): a "
+                              "copy's names are its input's, each on one axis",
+                              field, tuner_sym_text(op, m, name, sizeof(name)));
+        seen |= m;
+        op->output.sym[d] = (uint8_t)m;
+    }
+    for (int d = 0; d < op->output.rank; d++) {
+        snprintf(field, sizeof(field), "attrs.strides[%d]", d);
+        if (op->attrs.copy.stride_sym[d] & ~xn)
+            return proto_fail(e, 422, "invalid_field", field, "%s scales with %s, which inputs[0] does not name", field,
+                              tuner_sym_text(op, op->attrs.copy.stride_sym[d] & ~xn, name, sizeof(name)));
+    }
+    if (op->attrs.copy.offset_sym & ~xn)
+        return proto_fail(e, 422, "invalid_field", "attrs.offset", "attrs.offset scales with %s, which inputs[0] does "
+                          "not name", tuner_sym_text(op, op->attrs.copy.offset_sym & ~xn, name, sizeof(name)));
+    const int n = op->n_dims < TUNER_MAX_DIMS ? op->n_dims : TUNER_MAX_DIMS;
+    for (int corner = 0; corner < (1 << n); corner++) {
+        int64_t sizes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+        for (int k = 0; k < n; k++)
+            sizes[k] = corner & (1 << k) ? op->dims[k].max : op->dims[k].min;
+        for (int k = -1; k < n; k++) {
+            const int64_t at = sizes[k < 0 ? 0 : k];
+            const int64_t step = k < 0 ? 1 : op->dims[k].multiple_of,
+                          lo = k < 0 ? at : op->dims[k].min, hi = k < 0 ? at : op->dims[k].max;
+            /* along dim k (at most 4096 sizes of it: a coarser walk past that) */
+            const int64_t stride = (hi - lo) / step > 4096 ? ((hi - lo) / 4096 + step - 1) / step * step : step;
+            for (int64_t v = lo; v <= hi; v += stride) {
+                if (k >= 0)
+                    sizes[k] = v;
+                if (!copy_inside(op, sizes)) {
+                    char at_text[160];
+                    int w = 0;
+                    for (int j = 0; j < n; j++)
+                        w += snprintf(at_text + w, sizeof(at_text) - (size_t)w, "%s%s=%lld", j ? ", " : "",
+                                      op->dims[j].name, (long long)sizes[j]);
+                    return proto_fail(e, 422, "invalid_field", "attrs",
+                                      "the copy reads past the end of inputs[0] at %s (its strides and offset "
+                                      "against its names)", at_text);
+                }
+            }
+            if (k >= 0)
+                sizes[k] = at;
+        }
     }
     return 0;
 }
@@ -494,6 +575,10 @@ int proto__check_named(tuner_op *op, proto_error *e)
     case TUNER_OP_GATHER: /* x's axes before the axis, the index's, x's after it */
         for (int d = 0; d < op->inputs[1].rank && op->attrs.gather.axis + d < op->output.rank; d++)
             op->output.sym[op->attrs.gather.axis + d] = op->inputs[1].sym[d];
+        break;
+    case TUNER_OP_COPY:
+        if ((r = check_copy(op, e)) < 0)
+            return r;
         break;
     case TUNER_OP_REDUCE: /* names stand before the reduced axes only: the output keeps them */
         for (int d = 0; d < op->attrs.reduce.axis && d < op->output.rank; d++)

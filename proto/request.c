@@ -668,37 +668,133 @@ static int json_dims(const cJSON *v, const char *field, int64_t lo, int64_t hi, 
     return 0;
 }
 
+/* A dynamic copy's stride or offset: an integer, or (with "dims") a product of an optional
+ * coefficient and names, "768*s" - its value at the names' max in *ret, the names in *sym. */
+static int json_scaled(const cJSON *v, const char *field, const tuner_op *op, int64_t *ret, uint8_t *sym,
+                       proto_error *e)
+{
+    *sym = 0;
+    if (!cJSON_IsString(v) || op->n_dims == 0)
+        return json_int(v, field, ret, e);
+    const char *s = v->valuestring;
+    int64_t coef = 1, val = 1;
+    unsigned m = 0;
+    bool any_number = false;
+    const char *p = s;
+    while (*p) {
+        const char *q = strchr(p, '*');
+        const size_t n = q ? (size_t)(q - p) : strlen(p);
+        char part[TUNER_DIM_NAME_LEN + 24];
+        if (n == 0 || n >= sizeof(part))
+            return proto_fail(e, 422, "invalid_field", field,
+                              "%s is not an integer nor a coefficient times names (\"768*s\")", field);
+        memcpy(part, p, n);
+        part[n] = '\0';
+        if (isdigit((unsigned char)part[0])) {
+            char *end = NULL;
+            const long long c = strtoll(part, &end, 10);
+            if (*end || any_number || c < 1 || c > PROTO_MAX_NUMEL)
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s: one coefficient, 1 to 2^31-1, then names (\"768*s\")", field);
+            coef = c;
+            any_number = true;
+        } else {
+            const int k = tuner_op_dim_index(op, part);
+            if (k < 0)
+                return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\", which \"dims\" does not declare",
+                                  field, part);
+            if (m & (1u << k))
+                return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\" twice", field, part);
+            m |= 1u << k;
+            val *= op->dims[k].max;
+        }
+        if (coef * val > PROTO_MAX_NUMEL)
+            return proto_fail(e, 422, "invalid_field", field, "%s exceeds 2^31-1 at the names' max", field);
+        p = q ? q + 1 : p + n;
+        if (q && !*p)
+            return proto_fail(e, 422, "invalid_field", field, "%s ends with '*'", field);
+    }
+    if (!m)
+        return proto_fail(e, 422, "invalid_field", field, "%s names no dim: write a number", field);
+    *ret = coef * val;
+    *sym = (uint8_t)m;
+    return 0;
+}
+
 /* copy: the output's shape (default x's), element strides into x (default: dense row-major
  * strides of the output's shape) and an element offset (default 0). The output's shape is set
- * here; infer_output checks that every element read lies inside x. */
+ * here; infer_output checks that every element read lies inside x. With "dims", the shape may
+ * hold names and the strides and offset coefficients times names (json_scaled). */
 static int parse_copy_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
 {
     const cJSON *v;
     int r, rank = op->inputs[0].rank, ns = 0;
     int64_t shape[TUNER_MAX_RANK], strides[TUNER_MAX_RANK];
+    uint8_t shape_sym[TUNER_MAX_RANK] = {0}, stride_sym[TUNER_MAX_RANK] = {0}, offset_sym = 0;
     memcpy(shape, op->inputs[0].shape, sizeof(shape));
+    memcpy(shape_sym, op->inputs[0].sym, sizeof(shape_sym));
     if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "shape"))) {
-        if ((r = json_dims(v, "attrs.shape", 1, PROTO_MAX_DIM, shape, &rank, e)) < 0)
-            return r;
+        bool named = false;
+        for (const cJSON *c = cJSON_IsArray(v) ? v->child : NULL; c; c = c->next)
+            named = named || cJSON_IsString(c);
+        memset(shape_sym, 0, sizeof(shape_sym));
+        if (!named || op->n_dims == 0) {
+            if ((r = json_dims(v, "attrs.shape", 1, PROTO_MAX_DIM, shape, &rank, e)) < 0)
+                return r;
+        } else {
+            rank = cJSON_GetArraySize(v);
+            if (rank < 1 || rank > TUNER_MAX_RANK)
+                return proto_fail(e, 422, "invalid_field", "attrs.shape", "attrs.shape must have 1 to %d entries",
+                                  TUNER_MAX_RANK);
+            int i = 0;
+            for (const cJSON *c = v->child; c; c = c->next, i++) {
+                char f[48];
+                snprintf(f, sizeof(f), "attrs.shape[%d]", i);
+                if (cJSON_IsString(c))
+                    r = proto__parse_named_axis(c, f, op, i, &shape_sym[i], &shape[i], e);
+                else if ((r = json_int(c, f, &shape[i], e)) == 0 && (shape[i] < 1 || shape[i] > PROTO_MAX_DIM))
+                    r = proto_fail(e, 422, "invalid_field", f, "%s must be between 1 and %lld", f,
+                                   (long long)PROTO_MAX_DIM);
+                if (r < 0)
+                    return r;
+            }
+        }
     }
     int64_t dense = 1;
+    unsigned dense_sym = 0;
     for (int d = rank - 1; d >= 0; d--) {
         strides[d] = dense;
+        stride_sym[d] = (uint8_t)dense_sym;
         dense *= shape[d];
+        dense_sym |= shape_sym[d];
         if (dense > PROTO_MAX_NUMEL)
             return proto_fail(e, 422, "limit_exceeded", "attrs.shape",
                         "attrs.shape has more than 2^31 elements");
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "strides"))) {
-        if ((r = json_dims(v, "attrs.strides", 0, PROTO_MAX_NUMEL, strides, &ns, e)) < 0)
-            return r;
+        if (!cJSON_IsArray(v))
+            return type_error(e, "attrs.strides", "an array of integers");
+        ns = cJSON_GetArraySize(v);
+        if (ns < 1 || ns > TUNER_MAX_RANK)
+            return proto_fail(e, 422, "invalid_field", "attrs.strides", "attrs.strides must have 1 to %d entries",
+                              TUNER_MAX_RANK);
         if (ns != rank)
             return proto_fail(e, 422, "invalid_field", "attrs.strides",
                         "attrs.strides needs one stride per output dimension (%d)", rank);
+        int i = 0;
+        for (const cJSON *c = v->child; c; c = c->next, i++) {
+            char f[48];
+            snprintf(f, sizeof(f), "attrs.strides[%d]", i);
+            if ((r = json_scaled(c, f, op, &strides[i], &stride_sym[i], e)) < 0)
+                return r;
+            if (strides[i] < 0 || strides[i] > PROTO_MAX_NUMEL)
+                return proto_fail(e, 422, "invalid_field", f, "%s must be between 0 and %lld", f,
+                                  (long long)PROTO_MAX_NUMEL);
+        }
     }
     int64_t offset = 0;
     if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "offset"))) {
-        if ((r = json_int(v, "attrs.offset", &offset, e)) < 0)
+        if ((r = json_scaled(v, "attrs.offset", op, &offset, &offset_sym, e)) < 0)
             return r;
         if (offset < 0 || offset >= PROTO_MAX_NUMEL)
             return proto_fail(e, 422, "invalid_field", "attrs.offset",
@@ -745,6 +841,14 @@ static int parse_copy_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
     op->attrs.copy.offset = offset;
     memset(op->attrs.copy.strides, 0, sizeof(op->attrs.copy.strides));
     memcpy(op->attrs.copy.strides, strides, sizeof(int64_t) * (size_t)rank);
+    /* (proto__check_named refuses names on a padded copy) */
+    memset(op->attrs.copy.stride_sym, 0, sizeof(op->attrs.copy.stride_sym));
+    memset(op->attrs.copy.shape_sym, 0, sizeof(op->attrs.copy.shape_sym));
+    if (op->n_dims > 0) {
+        memcpy(op->attrs.copy.stride_sym, stride_sym, (size_t)rank);
+        memcpy(op->attrs.copy.shape_sym, shape_sym, (size_t)rank);
+        op->attrs.copy.offset_sym = offset_sym;
+    }
     return 0;
 }
 

@@ -27,6 +27,11 @@ extern const tuner_template tuner__gather;
  * op's offsets, and those of names on axis 0 only, print as before. The result is a long long. */
 char *tuner__bcast_offset(const tuner_tensor *in, const tuner_tensor *out, const char *row, const char *col);
 
+/* A copy's element offset in x of the output coordinate (o0, o1, ...): a long long C expression
+ * (malloc'd; NULL on OOM), its strides and offset read from the hd_dim parameters where they
+ * scale with names (tuner/layout.c). */
+char *tuner__copy_offset(const tuner_op *op);
+
 /* Operand loads of a fused chain (a tuner_operand_load_fn for tuner__emit_chain) in a kernel that
  * names the output element by (row, col) as above: input i is read as in<i>[offset]. */
 typedef struct tuner__bcast_ctx {

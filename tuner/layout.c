@@ -7,6 +7,11 @@
  * wastes). A block owns block * ipt consecutive elements, assigned repeat(ipt) * spatial(block)
  * over threadIdx.x so that consecutive threads touch consecutive elements on every trip; with
  * grid_stride a grid of about one wave loops over the tiles.
+ *
+ * A dynamic copy (names on any axis, tuner_op.attrs.copy's stride_sym/offset_sym) takes its
+ * element count, its output's named sizes and its scaled strides and offset from the hd_dim
+ * parameters; the grid is the rule ceil(n / tile) (capped at a wave with grid_stride). A static
+ * copy's source is what it was.
  */
 #include "tuner/core.h"
 #include "tuner/space.h"
@@ -44,7 +49,8 @@ static bool cfg_of(const tuner_op *op, const tuner_arch *a, const tuner_schedule
 static bool copy_applies(const tuner_op *op, const tuner_target *t)
 {
     return op->kind == TUNER_OP_COPY && tuner__arch(t) && tuner__no_prologue(op) && op->n_inputs >= 1 &&
-           tuner_tensor_numel(&op->output) >= 1;
+           tuner_tensor_numel(&op->output) >= 1 &&
+           (!tuner_op_is_dynamic(op) || (!op->attrs.copy.padded && tuner__dyn_supported(op)));
 }
 
 static bool concat_applies(const tuner_op *op, const tuner_target *t)
@@ -91,17 +97,33 @@ static int concat_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
     return enumerate(op, t, "concat", items, n);
 }
 
-/* Declares o0..o{rank-1}, the output coordinate of element vi (row-major). */
+/* Declares o0..o{rank-1}, the output coordinate of element vi (row-major); a named axis's size
+ * is read from the dims (tuner__axis_expr). */
 static void emit_coords(tuner_sb *sb, const tuner_tensor *out)
 {
     tuner_sb_puts(sb, "long long hd_rem = vi;\n");
     for (int d = out->rank - 1; d >= 0; d--) {
-        if (d > 0)
+        if (d > 0 && out->sym[d]) {
+            char le[96];
+            tuner__axis_expr(out, d, le, sizeof(le));
+            tuner_sb_printf(sb, "const long long o%d = hd_rem %% %s;\nhd_rem /= %s;\n", d, le, le);
+        } else if (d > 0) {
             tuner_sb_printf(sb, "const long long o%d = hd_rem %% %lldLL;\nhd_rem /= %lldLL;\n", d,
                             (long long)out->shape[d], (long long)out->shape[d]);
-        else
+        } else {
             tuner_sb_puts(sb, "const long long o0 = hd_rem;\n");
+        }
     }
+}
+
+/* A dynamic copy's stride or offset as a C expression: its coefficient (value at the dims' max
+ * over their max) times the launch's sizes of the dims in mask (tuner__scaled_dims_expr). */
+static char *scaled_expr(const tuner_op *op, int64_t value_at_max, unsigned mask, char *buf, size_t len)
+{
+    int64_t max[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+        max[k] = op->dims[k].max;
+    return tuner__scaled_dims_expr((long long)(value_at_max / tuner_dims_product(max, mask)), mask, buf, len);
 }
 
 /* The dense row-major offset in t of coordinate (o0, ..., with o<axis> replaced by `axis_expr`). */
@@ -117,6 +139,21 @@ static void emit_dense_offset(tuner_sb *sb, const tuner_tensor *t, int axis, con
         stride *= t->shape[d];
     }
     tuner_sb_puts(sb, ")");
+}
+
+char *tuner__copy_offset(const tuner_op *op)
+{
+    /* Strides and offset at the launch's sizes (a static op's as numbers); an axis of size 1
+     * (never named: a name's max of 1 is a size of 1) adds nothing. */
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    char e[128];
+    tuner_sb_puts(&sb, scaled_expr(op, op->attrs.copy.offset, op->attrs.copy.offset_sym, e, sizeof(e)));
+    for (int d = 0; d < op->output.rank; d++)
+        if (op->attrs.copy.strides[d] && op->output.shape[d] > 1)
+            tuner_sb_printf(&sb, " + o%d * %s", d,
+                            scaled_expr(op, op->attrs.copy.strides[d], op->attrs.copy.stride_sym[d], e, sizeof(e)));
+    return tuner_sb_take(&sb);
 }
 
 static void emit_value(tuner_sb *sb, const tuner_op *op)
@@ -140,6 +177,12 @@ static void emit_value(tuner_sb *sb, const tuner_op *op)
                 tuner_sb_printf(sb, " + (o%d - %lldLL) * %lldLL", d, (long long)lo[d],
                                 (long long)op->attrs.copy.strides[d]);
         tuner_sb_puts(sb, "]);\n");
+        return;
+    }
+    if (op->kind == TUNER_OP_COPY && tuner_op_is_dynamic(op)) {
+        char *off = tuner__copy_offset(op);
+        tuner_sb_printf(sb, "float v = hd_f32(in0[%s]);\n", off ? off : "0LL");
+        free(off);
         return;
     }
     if (op->kind == TUNER_OP_COPY) {
@@ -183,10 +226,24 @@ static int lay_generate(const tuner_op *op, const tuner_target *t, const tuner_s
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner_mapping m;
-    tuner__emit_tiles_begin(&sb, op, t->sm, kname, c.block, c.ipt, c.gs, c.tiles, c.n, &m);
+    const bool dyn = tuner_op_is_dynamic(op);
+    const unsigned mask = tuner__sym_mask(out);
+    if (dyn) {
+        char numel[96];
+        tuner__scaled_dims_expr(tuner_tensor_fixed_numel(out), mask, numel, sizeof(numel));
+        tuner__emit_tiles_begin_dyn(&sb, op, t->sm, kname, c.block, c.ipt, c.gs, numel, &m);
+    } else {
+        tuner__emit_tiles_begin(&sb, op, t->sm, kname, c.block, c.ipt, c.gs, c.tiles, c.n, &m);
+    }
     emit_coords(&sb, out);
     emit_value(&sb, op);
-    if (op->epilogue.n) {
+    if (op->epilogue.n && out->sym[out->rank - 1]) {
+        char le[96];
+        tuner__axis_expr(out, out->rank - 1, le, sizeof(le));
+        tuner_sb_printf(&sb, "const long long row = vi / %s, col = vi %% %s;\n", le, le);
+        tuner__bcast_ctx ec = {op, "row", "col"};
+        tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
+    } else if (op->epilogue.n) {
         tuner_sb_printf(&sb, "const long long row = vi / %lldLL, col = vi %% %lldLL;\n", L, L);
         tuner__bcast_ctx ec = {op, "row", "col"};
         tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
@@ -194,6 +251,22 @@ static int lay_generate(const tuner_op *op, const tuner_target *t, const tuner_s
     tuner_sb_printf(&sb, "out[vi] = hd_from_f32<%s>(v);\n", tuner__ctype(out->dtype));
     tuner__emit_tiles_end(&sb, &m);
     tuner__one_launch(p, op, kname, (unsigned)c.grid, (unsigned)c.block);
+    if (dyn) {
+        /* Tiles of block * ipt elements over the launch's elements; grid-stride: at most a wave. */
+        tuner_launch *l = &p->kernels[0];
+        const long long wave = (long long)a->sm_count * (a->max_threads_per_sm / c.block);
+        int r = tuner__launch_dim_args(l, op);
+        if (r == 0)
+            r = tuner__grid_rule(l, 0, op, mask, tuner_tensor_fixed_numel(out), (long long)c.block * c.ipt, 1,
+                                 c.gs ? wave : 0);
+        if (r == 0 && (long long)l->grid[0] != c.grid)
+            r = -EINVAL;
+        if (r < 0) {
+            tuner_sb_free(&sb);
+            *err = strdup("copy: the launch's dims arguments or grid rule do not fit the op's sizes");
+            return r;
+        }
+    }
     p->source = tuner_sb_take(&sb);
     p->output_dtype = out->dtype;
     return p->source ? 0 : -ENOMEM;
@@ -251,6 +324,7 @@ const tuner_template tuner__copy = {
     .predict_us = lay_predict,
     .preferred = lay_preferred,
     .default_rank = TUNER_RANK_CUDA_CORE,
+    .dynamic_dims = true,
 };
 
 const tuner_template tuner__concat = {

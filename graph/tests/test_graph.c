@@ -2091,7 +2091,7 @@ static void test_dims_errors(void)
     expect_error(G(DN, XN, "{\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[1],"
                            "\"ends\":[9]}}",
                    "\"y\""),
-                 422, "nodes[0].attrs.starts", "slice of a named axis");
+                 422, "nodes[0].attrs.ends", "ends within the name's smallest size");
     expect_error(G(DN, XN,
                    "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"kind\":\"sum\",\"axis\":0}}",
                    "\"y\""),
@@ -2099,10 +2099,12 @@ static void test_dims_errors(void)
     expect_error(G(DN, XN ",{\"name\":\"w\",\"shape\":[768,\"n\"],\"dtype\":\"f16\"}",
                    "{\"op\":\"matmul\",\"inputs\":[\"w\",\"x\"],\"outputs\":[\"y\"]}", "\"y\""),
                  422, "nodes[0]", "it may not be named");
-    expect_error(G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},",
-                   "{\"name\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"}",
-                   "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"perm\":[1,0,2]}}", "\"y\""),
-                 422, "nodes[0]", "strides depend on the names");
+    /* a slice whose offset sums starts along axes scaling with different names (s*64 and 64) */
+    expect_error(G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":4,\"max\":64}},",
+                   "{\"name\":\"x\",\"shape\":[\"b\",3,\"s\",64],\"dtype\":\"f16\"}",
+                   "{\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[1,1],"
+                   "\"ends\":[2,3],\"axes\":[1,2]}}", "\"y\""),
+                 422, "nodes[0]", "an offset summing starts");
     /* What the kernels take: an output viewing an input is copied, by one kernel, whether the
      * view keeps the name on axis 0 ([n, 24, 32]) or moves it last ([768, n]: an elementwise
      * copy splitting its named last axis at launch); a position embedding [s, 768] added to
@@ -2116,8 +2118,28 @@ static void test_dims_errors(void)
           "{\"name\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
           "{\"name\":\"pe\",\"shape\":[\"s\",768],\"dtype\":\"f16\"}",
           "{\"name\":\"pos\",\"op\":\"add\",\"inputs\":[\"x\",\"pe\"],\"outputs\":[\"y\"]}", "\"y\""),
+        /* copies with names (strides that scale with the sizes): a transpose moving a name, BERT's
+         * pooler [b, s, 768][:, 0] squeezed to [b, 768] (its tanh fused), a slice of a fixed axis
+         * of a named tensor (a QKV projection's k) */
+        G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},",
+          "{\"name\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"}",
+          "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"perm\":[1,0,2]}}", "\"y\""),
+        G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},",
+          "{\"name\":\"x\",\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"}",
+          "{\"name\":\"sel\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"x0\"],\"attrs\":{\"starts\":[0],"
+          "\"ends\":[1],\"axes\":[1]}},{\"name\":\"sq\",\"op\":\"reshape\",\"inputs\":[\"x0\"],\"outputs\":[\"x1\"],"
+          "\"attrs\":{\"shape\":[\"b\",768]}},{\"name\":\"act\",\"op\":\"tanh\",\"inputs\":[\"x1\"],\"outputs\":[\"y\"]}",
+          "\"y\""),
+        G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},",
+          "{\"name\":\"x\",\"shape\":[\"b\",\"s\",2304],\"dtype\":\"f16\"}",
+          "{\"name\":\"sl\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[768],"
+          "\"ends\":[1536],\"axes\":[2]}}", "\"y\""),
     };
-    const char *want[] = {"[\"n\",24,32]", "[768,\"n\"]", "[\"s\",768]"};
+    const char *want[] = {"[\"n\",24,32]", "[768,\"n\"]", "[\"s\",768]",
+                          "\"attrs\":{\"shape\":[\"s\",\"b\",768],\"strides\":[768,\"768*s\",1],\"offset\":0}",
+                          "\"attrs\":{\"shape\":[\"b\",1,768],\"strides\":[\"768*s\",768,1],\"offset\":0},\"prologue\":[],"
+                          "\"epilogue\":[{\"op\":\"tanh\"}]",
+                          "\"attrs\":{\"shape\":[\"b\",\"s\",768],\"strides\":[\"2304*s\",2304,1],\"offset\":768}"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         graph_request rq;
         graph_plan p;

@@ -1701,6 +1701,57 @@ static void test_named_dims(void)
     }
 }
 
+/* copy with names: strides and an offset that are a coefficient times names ("768*s"), the
+ * output's shape named; refusals at the field (an undeclared name, a name the input lacks, a
+ * read past x at some size, names on a padded copy). */
+static void test_named_copy(void)
+{
+#define DBS "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}}"
+    /* BERT's pooler: [b, s, 768][:, 0] */
+    proto_kernel_request r = OK("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"}],"
+                                "\"attrs\":{\"shape\":[\"b\",768],\"strides\":[\"768*s\",1]}}");
+    CHECK(r.op.output.rank == 2 && r.op.output.sym[0] == 1 && r.op.output.shape[0] == 8 && r.op.output.sym[1] == 0);
+    CHECK(r.op.attrs.copy.strides[0] == 768 * 512 && r.op.attrs.copy.stride_sym[0] == 2 && r.op.attrs.copy.strides[1] == 1 &&
+          r.op.attrs.copy.stride_sym[1] == 0 && r.op.attrs.copy.offset == 0 && r.op.attrs.copy.offset_sym == 0);
+    char *c = tuner_op_canonical_json(&r.op);
+    CHECK(c && strstr(c, "\"strides\":[\"768*s\",1]") && strstr(c, "\"shape\":[\"b\",768]"));
+    free(c);
+    /* bound at b=3, s=5: the strides at the sizes */
+    tuner_op b;
+    const int64_t sizes[TUNER_MAX_DIMS] = {3, 5, 1, 1};
+    CHECK(tuner_op_bind(&r.op, sizes, &b) == 0 && b.attrs.copy.strides[0] == 768 * 5 && b.output.shape[0] == 3 &&
+          b.attrs.copy.stride_sym[0] == 0);
+    /* a head permute with a named offset: [b, 2, s, 64][:, 1] */
+    r = OK("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",2,\"s\",64],\"dtype\":\"f16\"}],"
+           "\"attrs\":{\"shape\":[\"b\",\"s\",64],\"strides\":[\"128*s\",64,1],\"offset\":\"64*s\"}}");
+    CHECK(r.op.attrs.copy.offset == 64 * 512 && r.op.attrs.copy.offset_sym == 2 && r.op.output.sym[1] == 2);
+    c = tuner_op_canonical_json(&r.op);
+    CHECK(c && strstr(c, "\"offset\":\"64*s\""));
+    free(c);
+    /* the default shape and strides: x's, dense (a product of names) */
+    r = OK("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}]}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[1] == 2 && r.op.attrs.copy.stride_sym[0] == 2 &&
+          r.op.attrs.copy.strides[0] == 64 * 512);
+    BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"strides\":[\"64*t\",64,1]}}", 422, "invalid_field", "attrs.strides[0]");
+    BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"strides\":[\"64*s*s\",64,1]}}", 422, "invalid_field", "attrs.strides[0]");
+    BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"strides\":[\"64*\",64,1]}}", 422, "invalid_field", "attrs.strides[0]");
+    BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"shape\":[\"b\",\"b\",64]}}", 422, "invalid_field", "attrs.shape[1]");
+    BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",512,64],\"dtype\":\"f16\"},{\"shape\":[64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"shape\":[\"b\",\"s\",64]},\"epilogue\":[{\"op\":\"add\",\"input\":1}]}", 422, "invalid_field",
+        "attrs.shape[1]");
+    /* a stride fixed at the max: at b=2, s=1 it reads past x */
+    BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"strides\":[32768,64,1]}}", 422, "invalid_field", "attrs");
+    BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],"
+        "\"attrs\":{\"shape\":[\"b\",\"s\",66],\"pad_lower\":[0,0,1],\"pad_upper\":[0,0,1]}}", 422, "invalid_field",
+        "attrs.pad_lower");
+#undef DBS
+}
+
 int main(int argc, char **argv)
 {
     test_ops();
@@ -1718,6 +1769,7 @@ int main(int argc, char **argv)
     test_error_json();
     test_suggestions();
     test_named_dims();
+    test_named_copy();
     if (argc > 1)
         test_examples(argv[1]);
     else {

@@ -131,13 +131,51 @@ static void bad_graphs(const ht_daemon *d)
     refused(d, mlp("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512},\"t\":{\"min\":1,\"max\":4}},",
                    "[\"b\",\"s\",768]"),
             "dims.t", "no graph input");
-    /* A transpose that moves a named axis: its copy's strides would depend on the sizes. */
+    /* A slice of a named axis past the name's smallest size. */
     refused(d,
             "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},\"graph\":{\"inputs\":["
             "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],\"nodes\":["
-            "{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"perm\":[1,0,2]}}],"
-            "\"outputs\":[\"y\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}",
-            "nodes[0]", "strides depend on the names");
+            "{\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[0],\"ends\":[2],"
+            "\"axes\":[1]}}],\"outputs\":[\"y\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}",
+            "nodes[0].attrs.ends", "smallest size");
+}
+
+/* Copies with names: a transpose moving a named axis and BERT's pooler [b, s, 64][:, 0] (then
+ * tanh), each one copy kernel whose strides scale with s at launch; their generic sets pass
+ * ptxas. */
+static void named_copies(const ht_daemon *d)
+{
+    ht_resp r = ht_post(d, "/v1/graphs",
+                        "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},\"graph\":{\"inputs\":["
+                        "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],\"nodes\":["
+                        "{\"name\":\"t\",\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],"
+                        "\"attrs\":{\"perm\":[1,0,2]}},"
+                        "{\"name\":\"sel\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"x0\"],"
+                        "\"attrs\":{\"starts\":[0],\"ends\":[1],\"axes\":[1]}},"
+                        "{\"name\":\"sq\",\"op\":\"reshape\",\"inputs\":[\"x0\"],\"outputs\":[\"x1\"],"
+                        "\"attrs\":{\"shape\":[\"b\",64]}},"
+                        "{\"name\":\"act\",\"op\":\"tanh\",\"inputs\":[\"x1\"],\"outputs\":[\"p\"]}],"
+                        "\"outputs\":[\"y\",\"p\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}");
+    CHECK(r.status == 200, "%ld %.400s", r.status, r.body);
+    if (r.status != 200) {
+        ht_resp_free(&r);
+        return;
+    }
+    const cJSON *steps = get(r.json, "steps"), *st;
+    int copies = 0;
+    cJSON_ArrayForEach(st, steps) {
+        const cJSON *rq = get(st, "request");
+        CHECK(!strcmp(json_str(rq, "op"), "copy"), "a step is a %s", json_str(rq, "op"));
+        const cJSON *s0 = cJSON_GetArrayItem(get(get(rq, "attrs"), "strides"), 0),
+                    *s1 = cJSON_GetArrayItem(get(get(rq, "attrs"), "strides"), 1);
+        CHECK((cJSON_IsString(s0) && !strcmp(s0->valuestring, "64*s")) ||
+                  (cJSON_IsString(s1) && !strcmp(s1->valuestring, "64*s")),
+              "no stride scales with s: %.300s", cJSON_PrintUnformatted(rq));
+        check_generic(d, get(get(get(st, "kernel_set"), "dispatch"), "generic"));
+        copies++;
+    }
+    CHECK(copies == 2, "%d copy steps", copies);
+    ht_resp_free(&r);
 }
 
 /* A position embedding [s, 64] added to [b, s, 64]: one elementwise kernel over both names (an
@@ -299,6 +337,7 @@ int main(void)
     bad_graphs(&d);
     position_embedding(&d);
     named_attention(&d);
+    named_copies(&d);
     named_job(&d);
     static_graph(&d);
     CHECK(ht_stop(&d, SIGTERM) == 0, "clean exit");

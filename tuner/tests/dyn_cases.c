@@ -70,6 +70,35 @@ static t_dyn_case *add(t_dyn_case *out, int *n, const char *name, tuner_dtype dt
     return c;
 }
 
+/* A copy of x (shape xs, names xm per axis) to out (shape os, names om) reading x at
+ * offset + sum(o[d] * strides[d]): each stride and the offset a coefficient times the max of
+ * the dims in its mask (what the launch scales with the sizes). */
+static tuner_op copy_op(tuner_dtype dt, int n_dims, const dim_spec *dims, bool bump, int xr, const long long *xs,
+                        const unsigned *xm, int orank, const long long *os, const unsigned *om,
+                        const long long *coef, const unsigned *smask, long long off_coef, unsigned off_mask)
+{
+    tuner_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = TUNER_OP_COPY;
+    op.inputs[0] = t_tensor(dt, xr, xs, 16);
+    op.n_inputs = op.n_anchor_inputs = 1;
+    op.output = t_tensor(dt, orank, os, 16);
+    set_dims(&op, n_dims, dims, bump);
+    name_axes(&op, &op.inputs[0], xm);
+    name_axes(&op, &op.output, om);
+    int64_t max[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+    for (int k = 0; k < op.n_dims; k++)
+        max[k] = op.dims[k].max;
+    for (int d = 0; d < orank; d++) {
+        op.attrs.copy.strides[d] = coef[d] * tuner_dims_product(max, smask[d]);
+        op.attrs.copy.stride_sym[d] = (uint8_t)smask[d];
+        op.attrs.copy.shape_sym[d] = (uint8_t)om[d];
+    }
+    op.attrs.copy.offset = off_coef * tuner_dims_product(max, off_mask);
+    op.attrs.copy.offset_sym = (uint8_t)off_mask;
+    return op;
+}
+
 int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
 {
     int n = 0;
@@ -493,6 +522,50 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
             set_dims(&c->op, 2, d2, bump);
             name_axes(&c->op, &c->op.inputs[0], qs);
             name_axes(&c->op, &c->op.output, qs);
+        }
+    }
+
+    /* copy with names (a transpose moving one, BERT's head permute, a select along one, a slice
+     * of a fixed axis of a named tensor): strides and offsets scale with the sizes at launch. */
+    {
+        const dim_spec d2[2] = {{"b", 1, 4, 1}, {"s", 1, 77, 1}};
+        c = add(out, &n, "copy transpose [b,s,64] -> [s,b,64]", dt, "copy");
+        c->cpu_two_runs = true;
+        {
+            const long long x[3] = {1, 1, 64}, o[3] = {1, 1, 64}, co[3] = {64, 64, 1};
+            const unsigned xm[3] = {1, 2, 0}, om[3] = {2, 1, 0}, sm[3] = {0, 2, 0};
+            c->op = copy_op(dt, 2, d2, bump, 3, x, xm, 3, o, om, co, sm, 0, 0);
+        }
+        c = add(out, &n, "copy heads [b,s,12,64] -> [b,12,s,64] relu", dt, "copy");
+        c->cpu_two_runs = true;
+        {
+            const long long x[4] = {1, 1, 12, 64}, o[4] = {1, 12, 1, 64}, co[4] = {768, 64, 768, 1};
+            const unsigned xm[4] = {1, 2, 0, 0}, om[4] = {1, 0, 2, 0}, sm[4] = {2, 0, 0, 0};
+            c->op = copy_op(dt, 2, d2, bump, 4, x, xm, 4, o, om, co, sm, 0, 0);
+            c->op.epilogue.steps[c->op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1};
+        }
+        c = add(out, &n, "copy select [b,s,96][:,0] -> [b,96]", dt, "copy");
+        c->cpu_two_runs = true;
+        {
+            const long long x[3] = {1, 1, 96}, o[2] = {1, 96}, co[2] = {96, 1};
+            const unsigned xm[3] = {1, 2, 0}, om[2] = {1, 0}, sm[2] = {2, 0};
+            c->op = copy_op(dt, 2, d2, bump, 3, x, xm, 2, o, om, co, sm, 0, 0);
+        }
+        c = add(out, &n, "copy select [b,2,s,64][:,1] -> [b,s,64] (offset 64*s)", dt, "copy");
+        c->cpu_two_runs = true;
+        {
+            const long long x[4] = {1, 2, 1, 64}, o[3] = {1, 1, 64}, co[3] = {128, 64, 1};
+            const unsigned xm[4] = {1, 0, 2, 0}, om[3] = {1, 2, 0}, sm[3] = {2, 0, 0};
+            c->op = copy_op(dt, 2, d2, bump, 4, x, xm, 3, o, om, co, sm, 64, 2);
+        }
+        c = add(out, &n, "copy slice [b,s,288][:,:,96:192] -> [b,s,96] +[s,96]", dt, "copy");
+        c->cpu_two_runs = true;
+        {
+            const long long x[3] = {1, 1, 288}, o[3] = {1, 1, 96}, co[3] = {288, 288, 1}, pe[2] = {1, 96};
+            const unsigned xm[3] = {1, 2, 0}, om[3] = {1, 2, 0}, sm[3] = {2, 0, 0}, pm[2] = {2, 0};
+            c->op = copy_op(dt, 2, d2, bump, 3, x, xm, 3, o, om, co, sm, 96, 0);
+            t_add_epilogue(&c->op, TUNER_EW_ADD, 2, pe, TUNER_EW_ABS);
+            name_axes(&c->op, &c->op.inputs[1], pm);
         }
     }
     return n;

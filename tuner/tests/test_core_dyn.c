@@ -223,6 +223,7 @@ typedef struct ev {
     long long row, col;
     const int64_t *sizes;
     bool bad;
+    const long long *o; /* a copy's output coordinate o0, o1, ... (tuner__copy_offset) */
 } ev;
 
 static long long ev_sum(ev *e);
@@ -260,6 +261,11 @@ static long long ev_atom(ev *e)
         const int k = e->p[6] - '0';
         e->p += 7;
         return k >= 0 && k < TUNER_MAX_DIMS ? e->sizes[k] : (e->bad = true, 0);
+    }
+    if (e->o && e->p[0] == 'o' && e->p[1] >= '0' && e->p[1] < '0' + TUNER_MAX_RANK) {
+        const int d = e->p[1] - '0';
+        e->p += 2;
+        return e->o[d];
     }
     if (!strncmp(e->p, "row", 3)) {
         e->p += 3;
@@ -306,11 +312,47 @@ static long long ev_sum(ev *e)
 
 static long long ev_eval(const char *expr, long long row, long long col, const int64_t *sizes, bool *bad)
 {
-    ev e = {expr, row, col, sizes, false};
+    ev e = {expr, row, col, sizes, false, NULL};
     const long long v = ev_sum(&e);
     ev_space(&e);
     *bad = e.bad || *e.p;
     return v;
+}
+
+/* A copy's source offset (tuner__copy_offset) at min, odd and max sizes, at sampled output
+ * coordinates (every corner and a stride through the interior), against the bound op's. */
+static void check_copy_offsets(const t_dyn_case *c)
+{
+    const tuner_op *op = &c->op;
+    char *dyn = tuner__copy_offset(op);
+    int checked = 0;
+    for (int which = 0; which < 3 && dyn; which++) {
+        int64_t sizes[TUNER_MAX_DIMS] = {1, 1, 1, 1};
+        t_dyn_sizes(op, which, sizes);
+        tuner_op b;
+        if (tuner_op_bind(op, sizes, &b) < 0)
+            continue;
+        char *fix = tuner__copy_offset(&b);
+        const long long numel = tuner_tensor_numel(&b.output);
+        for (long long vi = 0; fix && vi < numel; vi += vi < 64 ? 1 : 97) {
+            long long o[TUNER_MAX_RANK] = {0}, rem = vi;
+            for (int d = b.output.rank - 1; d >= 0; d--) {
+                o[d] = rem % b.output.shape[d];
+                rem /= b.output.shape[d];
+            }
+            ev e1 = {dyn, 0, 0, sizes, false, o}, e2 = {fix, 0, 0, sizes, false, o};
+            const long long x = ev_sum(&e1), y = ev_sum(&e2);
+            CHECK(!e1.bad && !e2.bad && x == y && y < tuner_tensor_numel(&b.inputs[0]),
+                  "%s: copy offset of element %lld at sizes (%lld, %lld): %lld, static %lld of %lld (%s | %s)", c->name,
+                  vi, (long long)sizes[0], (long long)sizes[1], x, y, (long long)tuner_tensor_numel(&b.inputs[0]), dyn,
+                  fix);
+            checked++;
+        }
+        free(fix);
+    }
+    free(dyn);
+    CHECK(checked > 0, "%s: no copy offsets checked", c->name);
+    n_offsets += checked;
 }
 
 /* Every input of c against the output and against x, at min, odd and max, at sampled elements. */
@@ -449,6 +491,8 @@ int main(int argc, char **argv)
                 check_offsets(&cases[i]);
                 if (cases[i].op.kind == TUNER_OP_ATTENTION)
                     check_attn_offsets(&cases[i]);
+                if (cases[i].op.kind == TUNER_OP_COPY)
+                    check_copy_offsets(&cases[i]);
             }
         for (int ti = 0; ti < 2; ti++)
             for (int i = 0; i < n; i++) {
