@@ -298,9 +298,9 @@ def _to_cache(cache_dir, key, agm, compiled, report, static, n_inputs):
                  "report": {"ops": report.ops, "hidetd": report.hidetd, "folded": report.folded,
                             "torch": report.torch, "left": report.left,
                             "refused": report.refused}}
-    except compile_cache.NotCacheable as e:
+    except Exception as e:  # NotCacheable, or anything else: the compiled graph stands
         compile_cache.stats["uncacheable"] += 1
-        log.debug("hidetd: compile cache: not cached: %s", e)
+        log.debug("hidetd: compile cache: not cached: %s: %s", type(e).__name__, e)
         return
     compile_cache.store(cache_dir, key, entry)
 
@@ -339,8 +339,18 @@ def _from_cache(entry, opts, _reports):
     if opts.cuda_graphs:
         run = CudaGraphed(compiled, set(entry["static"]))
 
+    import torch
+    # As AOTAutograd's inference wrapper does: gradients off during the call, and autocast,
+    # applied when the graph was traced (the key holds its state), not applied again.
+    disable_amp = torch._C._is_any_autocast_enabled()
+
     def forward(*args):
-        out = run(*args)
+        with torch.no_grad():
+            if disable_amp:
+                with torch._C._DisableAutocast():
+                    out = run(*args)
+            else:
+                out = run(*args)
         return list(out) if isinstance(out, (list, tuple)) else out
     return forward
 
