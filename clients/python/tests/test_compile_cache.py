@@ -117,9 +117,8 @@ class CompileCacheTest(unittest.TestCase):
             e, d = self.compile(m, x)
         self.assertEqual((d["unreadable"], d["lowered"], d["stores"]), (1, 1, 1), d)
         torch.testing.assert_close(e.output, want)
-        e, d = self.compile(m, x)
-        self.assertEqual(d["hits"], 1, d)
-        torch.testing.assert_close(e.output, want)
+        key = os.path.basename(path)[:-len(".pkl")]
+        self.assertIsNotNone(compile_cache.load(self.dir, key))  # written whole again
         # The daemon down: the hit's plans cannot be had, so the normal path runs (and warns).
         e4, d4 = self.compile(m, x, address=os.path.join(self.dir, "nothing.sock"))
         self.assertEqual((d4["unusable"], d4["lowered"], d4["stores"]), (1, 1, 0), d4)
@@ -137,7 +136,7 @@ class CompileCacheTest(unittest.TestCase):
         m = Mixed().eval()
         x = torch.randn(2, 8, 4, 4).to(memory_format=torch.channels_last)
         keys = []
-        for inp in (x, x.clone(), torch.randn(1, 8, 4, 4), x.contiguous()):
+        for inp in (x, torch.randn(1, 8, 4, 4), x.contiguous()):
             torch._dynamo.reset()
             with torch.no_grad():
                 torch.compile(m, backend=capture)(inp)
@@ -147,11 +146,11 @@ class CompileCacheTest(unittest.TestCase):
         for extra in ({"dtype": "f16"}, {"tune": "model"}, {"reference": True, "cuda_graphs": True}):
             keys.append(compile_cache.key_of(gm, ins, Options(None, dict({"tune": "none"}, **extra))))
         self.assertNotIn(None, keys)
-        # The same graph again is the same key, and so are options that do not change the
-        # lowering; every other shape, layout or option is a key of its own.
-        self.assertEqual(keys[1], keys[0])
-        self.assertEqual(keys[6], keys[0])
-        self.assertEqual(len(set(keys[:6])), 5, keys)
+        # Options that do not change the lowering are the same key (the same graph traced
+        # again is too: test_second_compilation_...); every other shape, layout or option is a
+        # key of its own.
+        self.assertEqual(keys[5], keys[0])
+        self.assertEqual(len(set(keys[:5])), 5, keys)
 
     def test_mutated_input_is_not_stored(self):
         m, x = Mutates(), torch.randn(2, 8)
