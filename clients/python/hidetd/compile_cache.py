@@ -150,6 +150,10 @@ def _key(gm, example_inputs, opts):
             placeholders.append(n)
         elif n.op == "call_module":
             raise NotCacheable("a call_module node (%s)" % n.target)
+        elif n.op == "call_function":
+            # The code names a function; the key must say it is the one that name imports (not a
+            # closure or a local function, whose behaviour the code does not show).
+            _put(h, _function_name(n.target))
         elif n.op == "get_attr":
             v = _attr(gm, n.target)
             if not isinstance(v, torch.Tensor):
@@ -176,6 +180,24 @@ def _key(gm, example_inputs, opts):
         _put(h, n.name, tuple(x.shape), tuple(x.stride()), x.storage_offset(), str(x.dtype),
              str(x.device), x.requires_grad, isinstance(x, torch.nn.Parameter), str(static), same)
     return h.hexdigest()
+
+
+def _function_name(f):
+    """module:name of a function a graph calls, checked to import as this very object; an
+    operator's own name. NotCacheable for anything else."""
+    import torch
+    if isinstance(f, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return "op:" + str(f)
+    mod = getattr(f, "__module__", None)
+    for attr in (getattr(f, "__qualname__", None), getattr(f, "__name__", None)):
+        if not mod or not attr or "<" in attr:
+            continue
+        try:
+            if _resolve(("py", mod, attr)) is f:
+                return "%s:%s" % (mod, attr)
+        except Exception:
+            pass
+    raise NotCacheable("a call of %r, which no name imports" % (f,))
 
 
 # ---- the ATen graph as plain data --------------------------------------------------------
