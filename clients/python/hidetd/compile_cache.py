@@ -5,7 +5,8 @@ Dynamo traces the model in every process (its guards need it); what the backend 
 Dynamo's graph afterwards - AOTAutograd's functionalisation and decompositions, the lowering,
 the split - depends only on that graph, so it is stored under a key of the graph:
 
-  key: sha256 of Dynamo's graph code, each placeholder's shape, strides, dtype, device,
+  key: sha256 of Dynamo's graph code and the functions it calls (each checked to be the one
+       its name imports), each placeholder's shape, strides, dtype, device,
        requires_grad, whether it is a parameter or a static input, which placeholders are the
        same tensor, the values of the graph's tensor constants, the options that change the
        lowering (dtype, tune, arch, budget, dynamic_max), grad and autocast modes, the default
@@ -22,9 +23,9 @@ normal path would: folded values are computed from the weights at the first call
 
 What is stored: only graphs AOTAutograd hands over as they are - no input mutation, no output
 aliasing an input or an intermediate, no effect tokens, one ATen placeholder per Dynamo
-placeholder, no dynamic sizes, ops that are OpOverloads or named Python functions - and whose
-whole graph was compiled (a daemon that was down is not a result to keep). Anything else is
-compiled as before, every time.
+placeholder, no dynamic sizes, no submodules or higher-order ops, ops that are OpOverloads or
+named Python functions - and whose whole graph was compiled (a daemon that was down is not a
+result to keep). Anything else is compiled as before, every time.
 
 Entries are pickles (as Inductor's caches are): the directory must be the user's own. Any entry
 that cannot be read, is of another format or key, or whose plans the daemon refuses means the
