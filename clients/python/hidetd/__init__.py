@@ -181,7 +181,7 @@ class Client:
 
 def __getattr__(name):
     # hidetd.fx imports nothing at import time either, but is loaded only when asked for.
-    if name in ("fx", "aten", "backend"):
+    if name in ("fx", "aten", "backend", "compile_cache"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'hidetd' has no attribute %r" % name)

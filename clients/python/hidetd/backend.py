@@ -58,6 +58,9 @@ OPTIONS = {
     # The max of a dynamic size whose range PyTorch leaves unbounded (mark_dynamic without max=,
     # dynamic=True): the plans' arenas are laid out at it.
     "dynamic_max": ("HIDETD_DYNAMIC_MAX", int, 8192),
+    # The compile cache's directory (hidetd.compile_cache); "off" disables it. Default:
+    # $XDG_CACHE_HOME/hidetd/backend or ~/.cache/hidetd/backend.
+    "cache_dir": ("HIDETD_BACKEND_CACHE", str, None),
 }
 # Probe values of the free symbols (at most 4 per graph, the wire's limit): distinct primes, so
 # that a product of probes names its symbols; two sets, so that a fixed size equal to a probe is
@@ -141,6 +144,7 @@ class GraphReport:
         self.requests = []   # the /v1/graphs request of each piece
         self.compiled = None  # the CompiledGraph, when one was made
         self.dims = {}        # dynamic sizes: name -> (min, max)
+        self.cached = False   # whether it came from the compile cache (no AOTAutograd, no lowering)
 
     @property
     def ran_plans(self):
@@ -201,7 +205,7 @@ class Explanation:
 def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
     """The torch.compile backend (entry point `hidetd` of the group torch_dynamo_backends)."""
     import torch
-    from torch._dynamo.backends.common import aot_autograd
+    from . import compile_cache
 
     opts = Options(mode, options)
     if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in example_inputs):
@@ -209,7 +213,19 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
                    "(wrap the call in torch.no_grad() or torch.inference_mode())")
         return gm.forward
 
+    cache_dir = compile_cache.directory(opts.cache_dir)
+    key = compile_cache.key_of(gm, example_inputs, opts) if cache_dir else None
+    if key is not None:
+        entry = compile_cache.load(cache_dir, key)
+        if entry is not None:
+            hit = _from_cache(entry, opts, _reports)
+            if hit is not None:
+                return hit
+
+    from torch._dynamo.backends.common import aot_autograd
+
     def fw_compiler(agm, inputs):
+        compile_cache.stats["lowered"] += 1
         report = GraphReport()
         if _reports is not None:
             _reports.append(report)
@@ -221,8 +237,11 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
             _warn_once("hidetd: %s; running the model in PyTorch" % e)
             compiled = agm
         log.info("hidetd: %s", report)
+        static = _static_indices(len(inputs))
+        if key is not None and compiled is not agm and not compiled.symbols:
+            _to_cache(cache_dir, key, agm, compiled, report, static, len(example_inputs))
         if opts.cuda_graphs and compiled is not agm and not compiled.symbols:
-            compiled = CudaGraphed(compiled, _static_indices(len(inputs)))
+            compiled = CudaGraphed(compiled, static)
         elif opts.cuda_graphs and compiled is not agm:
             _warn_once("hidetd: a graph with dynamic sizes is not replayed from a CUDA graph "
                        "(its sizes change between calls)")
@@ -230,6 +249,110 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
 
     return aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
                         keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+# ---- the compile cache (hidetd.compile_cache) ---------------------------------------------
+
+def _aot_passes_through(n_inputs, n_placeholders, n_outputs):
+    """Whether AOTAutograd calls the ATen graph with Dynamo's arguments as they are and returns
+    its outputs as they are (what a cache hit, which skips AOTAutograd, does): no input
+    mutated, no output aliasing an input or an intermediate, no effect tokens."""
+    try:
+        from torch._guards import TracingContext
+        from torch._functorch._aot_autograd.schemas import OutputType
+        tc = TracingContext.try_get()
+        md = tc.fw_metadata if tc is not None else None
+        if md is None or n_placeholders != n_inputs or len(md.input_info) != n_inputs:
+            return False
+        if md.num_intermediate_bases or md.tokens or len(md.output_info) != n_outputs:
+            return False
+        if any(i.mutates_data or i.mutates_metadata or i.mutates_storage_metadata
+               for i in md.input_info):
+            return False
+        return all(o.output_type == OutputType.non_alias for o in md.output_info)
+    except Exception:  # another PyTorch: no caching
+        return False
+
+
+def _to_cache(cache_dir, key, agm, compiled, report, static, n_inputs):
+    """Stores what a hit needs to run the compiled graph without AOTAutograd or the lowering."""
+    from . import compile_cache
+    out = compiled.output.args[0]
+    n_out = len(out) if isinstance(out, (list, tuple)) else -1
+    if not _aot_passes_through(n_inputs, len(compiled.placeholders), n_out):
+        compile_cache.stats["uncacheable"] += 1
+        log.debug("hidetd: compile cache: AOTAutograd wraps this graph; not cached")
+        return
+    try:
+        nodes, consts, index = compile_cache.encode_graph(agm)
+        pieces = [{
+            "nodes": [index[n] for n in p.nodes], "args_in": [index[n] for n in p.args_in],
+            "args_w": [index[n] for n in p.args_w], "constants": p.constants,
+            "in_layout": p.in_layout, "w_layout": p.w_layout, "in_names": p.in_names,
+            "w_names": p.w_names, "in_cast": p.in_cast, "w_cast": p.w_cast,
+            "outs": [(index[n], name, layout, shape, dtype)
+                     for n, name, layout, shape, dtype in p.outs],
+            "request": p.request} for p in compiled.pieces]
+        entry = {"graph": nodes, "consts": consts, "folded": [index[n] for n in compiled.folded],
+                 "pieces": pieces, "static": sorted(static),
+                 "report": {"ops": report.ops, "hidetd": report.hidetd, "folded": report.folded,
+                            "torch": report.torch, "left": report.left,
+                            "refused": report.refused}}
+    except Exception as e:  # NotCacheable, or anything else: the compiled graph stands
+        compile_cache.stats["uncacheable"] += 1
+        log.debug("hidetd: compile cache: not cached: %s: %s", type(e).__name__, e)
+        return
+    compile_cache.store(cache_dir, key, entry)
+
+
+def _from_cache(entry, opts, _reports):
+    """The compiled forward rebuilt from a cache entry (each piece's plan asked of the daemon
+    with its stored request), or None when that fails: then the normal path compiles it."""
+    from . import compile_cache
+    try:
+        holder, nodes = compile_cache.decode_graph(entry["graph"], entry["consts"])
+        client = _client(opts)
+        pieces = []
+        for e in entry["pieces"]:
+            plan_json = _plan_json(client, e["request"])
+            pieces.append(Piece.restored(e, nodes, plan_json, client))
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        compiled = CompiledGraph(holder, placeholders, [nodes[i] for i in entry["folded"]],
+                                 pieces, opts)
+    except Exception as e:  # a daemon down, a plan refused, an entry that does not fit
+        compile_cache.stats["unusable"] += 1
+        log.info("hidetd: compile cache: the stored graph cannot be used (%s: %s); compiling "
+                 "afresh", type(e).__name__, e)
+        return None
+    compile_cache.stats["hits"] += 1
+    report = GraphReport()
+    for field, value in entry["report"].items():
+        setattr(report, field, value)
+    report.pieces = [{"nodes": len(p.nodes), "kernels": p.kernels} for p in pieces]
+    report.requests = [p.request for p in pieces]
+    report.compiled = compiled
+    report.cached = True
+    if _reports is not None:
+        _reports.append(report)
+    log.info("hidetd: %s (from the compile cache)", report)
+    run = compiled
+    if opts.cuda_graphs:
+        run = CudaGraphed(compiled, set(entry["static"]))
+
+    import torch
+    # As AOTAutograd's inference wrapper does: gradients off during the call, and autocast,
+    # applied when the graph was traced (the key holds its state), not applied again.
+    disable_amp = torch._C._is_any_autocast_enabled()
+
+    def forward(*args):
+        with torch.no_grad():
+            if disable_amp:
+                with torch._C._DisableAutocast():
+                    out = run(*args)
+            else:
+                out = run(*args)
+        return list(out) if isinstance(out, (list, tuple)) else out
+    return forward
 
 
 def _boxed(fn):
@@ -722,20 +845,29 @@ def _plan_piece(nodes, kind, opts, client, symbols):
             shape.append(names if names else aten.sym_int(d))
         shaped.append((n, name, layout, shape, dtype))
     request.update(opts.request_options())
+    try:
+        plan_json = _plan_json(client, request)
+    except HidetdError as e:
+        raise _Refused(_culprits(L, e, nodes, args_in + args_w), "refused by the daemon: %s" % e)
+    piece = Piece(nodes, args_in, args_w, L, shaped, request, plan_json, client)
+    piece.dims = used
+    return piece
+
+
+def _plan_json(client, request):
+    """The daemon's plan for a request: a full graph queue (429) is asked again a few times;
+    a daemon that cannot answer raises _DaemonUnavailable, a refusal HidetdError."""
+    from . import HidetdError
     for attempt in range(_BUSY_TRIES):
         try:
-            plan_json = client.plan_json(request)
-            break
+            return client.plan_json(request)
         except HidetdError as e:
             if e.status == 429 and attempt + 1 < _BUSY_TRIES:
                 time.sleep(_BUSY_WAIT_S * (attempt + 1))  # the graph queue is full: a turn later
                 continue
             if e.status == 0 or e.status >= 500 or e.status == 429:
                 raise _DaemonUnavailable("cannot get a plan from hidetd at %s: %s" % (client.address, e))
-            raise _Refused(_culprits(L, e, nodes, args_in + args_w), "refused by the daemon: %s" % e)
-    piece = Piece(nodes, args_in, args_w, L, shaped, request, plan_json, client)
-    piece.dims = used
-    return piece
+            raise
 
 
 def _culprits(L, err, nodes, args):
@@ -787,6 +919,28 @@ class Piece:
         self.plan = None
         self._run = None
         self._bound = None
+
+    @classmethod
+    def restored(cls, e, nodes, plan_json, client):
+        """A piece from a compile cache entry (see _to_cache): nodes by index, no lowering."""
+        p = cls.__new__(cls)
+        p.nodes = [nodes[i] for i in e["nodes"]]
+        p.request = e["request"]
+        p.args_in = [nodes[i] for i in e["args_in"]]
+        p.args_w = [nodes[i] for i in e["args_w"]]
+        p.constants = e["constants"]
+        for f in ("in_layout", "w_layout", "in_names", "w_names", "in_cast", "w_cast"):
+            setattr(p, f, e[f])
+        p.outs = [(nodes[i], name, layout, shape, dtype)
+                  for i, name, layout, shape, dtype in e["outs"]]
+        p.plan_json = plan_json
+        p.kernels = len(plan_json.get("steps", [])) + len(plan_json.get("prepare", []))
+        p.client = client
+        p.dims = []
+        p.plan = None
+        p._run = None
+        p._bound = None
+        return p
 
 
 def _as_declared(t, cast):

@@ -1,0 +1,168 @@
+"""The torch.compile backend's compile cache (hidetd.compile_cache), against the real hidetd
+($HIDETD_BIN, tune "none") on the CPU: a graph compiled before is rebuilt from its entry with
+neither AOTAutograd nor the lowering, sends the same /v1/graphs requests and gives eager
+PyTorch's answer; a corrupt entry is compiled afresh and written again; other shapes, options
+or graphs are other entries; graphs AOTAutograd must wrap (an input mutated) are not stored.
+torch._dynamo.reset() between compilations stands for a fresh process: the backend keeps no
+compile state in memory, only on disk."""
+import glob
+import os
+import shutil
+import tempfile
+import unittest
+import warnings
+
+from support import Daemon, hidetd
+
+try:
+    import torch
+    from hidetd import compile_cache
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # the runtime's own tests run without PyTorch; these need it
+    torch = None
+
+
+if torch is not None:
+    class Mixed(nn.Module):
+        """A channels-last input (bound NHWC), position ids folded into a constant, and cumsum,
+        which PyTorch runs between two pieces."""
+
+        def __init__(self):
+            super().__init__()
+            self.pos = nn.Embedding(16, 8)
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, x):
+            y = F.relu(x * 2.0).mean((2, 3)) + self.pos(torch.arange(4)).sum(0)
+            return self.fc(torch.cumsum(y, 1))
+
+    class Mutates(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8)
+
+        def forward(self, x):
+            x.mul_(2)
+            return self.a(x)
+
+
+@unittest.skipUnless(torch is not None, "PyTorch is not installed for this Python "
+                     "(clients/python/tests/torch_tests.sh runs these with it)")
+class CompileCacheTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.stop()
+
+    def setUp(self):
+        torch.manual_seed(0)
+        self.dir = tempfile.mkdtemp(prefix="hidetd-cc-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.stats = compile_cache.stats
+
+    def compile(self, model, x, **extra):
+        """One compilation as a fresh process would do it: (explanation, stats delta)."""
+        before = dict(self.stats)
+        opts = dict(address=self.daemon.sock, tune="none", cache_dir=self.dir)
+        opts.update(extra)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            e = hidetd.explain(model.eval(), x, **opts)
+        return e, {k: self.stats[k] - before[k] for k in before}
+
+    def entries(self):
+        return glob.glob(os.path.join(self.dir, "*", "*.pkl"))
+
+    def test_second_compilation_is_a_hit_and_a_torn_entry_a_miss(self):
+        m, x = Mixed(), torch.randn(2, 8, 4, 4).to(memory_format=torch.channels_last)
+        with torch.no_grad():
+            want = m.eval()(x)
+        e1, d1 = self.compile(m, x)
+        self.assertEqual((d1["lowered"], d1["stores"], d1["hits"]), (1, 1, 0), d1)
+        self.assertEqual(len(self.entries()), 1)
+        # The plans' graphs run as docs/graphs.md defines them (hidetd.reference), which reads
+        # how each piece binds its inputs and weights: from the entry here.
+        e2, d2 = self.compile(m, x, reference=True)
+        # AOTAutograd's compiler (and with it the lowering) did not run.
+        self.assertEqual((d2["lowered"], d2["hits"], d2["stores"]), (0, 1, 0), d2)
+        g1, g2 = e1.graphs[0], e2.graphs[0]
+        self.assertFalse(g1.cached)
+        self.assertTrue(g2.cached)
+        self.assertEqual(g2.requests, g1.requests)
+        self.assertEqual(len(g2.requests), 2)  # cumsum splits the graph
+        self.assertEqual((g2.ops, g2.hidetd, g2.folded, g2.torch, g2.left),
+                         (g1.ops, g1.hidetd, g1.folded, g1.torch, g1.left))
+        self.assertEqual(g2.folded, 1)
+        torch.testing.assert_close(e1.output, want)
+        torch.testing.assert_close(e2.output, want, rtol=1e-4, atol=1e-4)
+        # New weights (the same graph) are bound at the call, and the folded value follows.
+        with torch.no_grad():
+            m.pos.weight.mul_(3)
+            m.fc.weight.mul_(-1)
+            want = m(x)
+        e3, d3 = self.compile(m, x, reference=True)
+        self.assertEqual(d3["hits"], 1)
+        torch.testing.assert_close(e3.output, want, rtol=1e-4, atol=1e-4)
+        # A torn entry is compiled afresh (with a warning) and written again.
+        (path,) = self.entries()
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(path, "wb") as f:
+            f.write(data[:len(data) // 2])
+        with self.assertLogs("hidetd", "WARNING"):
+            e, d = self.compile(m, x)
+        self.assertEqual((d["unreadable"], d["lowered"], d["stores"]), (1, 1, 1), d)
+        torch.testing.assert_close(e.output, want)
+        key = os.path.basename(path)[:-len(".pkl")]
+        self.assertIsNotNone(compile_cache.load(self.dir, key))  # written whole again
+        # The daemon down: the hit's plans cannot be had, so the normal path runs (and warns).
+        e4, d4 = self.compile(m, x, address=os.path.join(self.dir, "nothing.sock"))
+        self.assertEqual((d4["unusable"], d4["lowered"], d4["stores"]), (1, 1, 0), d4)
+        self.assertTrue(e4.graphs[0].fallback)
+        torch.testing.assert_close(e4.output, want)
+
+    def test_other_shapes_and_options_are_other_keys(self):
+        from hidetd.backend import Options
+        graphs = []
+
+        def capture(gm, example_inputs):
+            graphs.append((gm, list(example_inputs)))
+            return gm.forward
+
+        m = Mixed().eval()
+        x = torch.randn(2, 8, 4, 4).to(memory_format=torch.channels_last)
+        keys = []
+        for inp in (x, torch.randn(1, 8, 4, 4), x.contiguous()):
+            torch._dynamo.reset()
+            with torch.no_grad():
+                torch.compile(m, backend=capture)(inp)
+            gm, ins = graphs[-1]
+            keys.append(compile_cache.key_of(gm, ins, Options(None, {"tune": "none"})))
+        gm, ins = graphs[0]
+        for extra in ({"dtype": "f16"}, {"tune": "model"}, {"reference": True, "cuda_graphs": True}):
+            keys.append(compile_cache.key_of(gm, ins, Options(None, dict({"tune": "none"}, **extra))))
+        self.assertNotIn(None, keys)
+        # Options that do not change the lowering are the same key (the same graph traced
+        # again is too: test_second_compilation_...); every other shape, layout or option is a
+        # key of its own.
+        self.assertEqual(keys[5], keys[0])
+        self.assertEqual(len(set(keys[:5])), 5, keys)
+
+    def test_mutated_input_is_not_stored(self):
+        m, x = Mutates(), torch.randn(2, 8)
+        with torch.no_grad():
+            want = m.eval()(x.clone())
+        e, d = self.compile(m, x.clone())
+        self.assertEqual((d["hits"], d["stores"], d["lowered"], d["uncacheable"]), (0, 0, 1, 1), d)
+        torch.testing.assert_close(e.output, want)
+        self.assertEqual(self.entries(), [])
+        self.assertIsNone(compile_cache.directory("off"))
+        self.assertTrue(compile_cache.directory(None).endswith(os.path.join("hidetd", "backend")))
+
+
+if __name__ == "__main__":
+    unittest.main()
