@@ -328,11 +328,30 @@ def _path(d, key):
     return os.path.join(d, key[:2], key + ".pkl")
 
 
+def _unsafe(d, path):
+    """Why path (and the folders above it, up to d) may not be unpickled, or None: an entry is
+    code to Python's unpickler, so it is read only from files and folders that this user owns
+    and that nobody else may write."""
+    uid = os.getuid()
+    for p in (path, os.path.dirname(path), d):
+        st = os.stat(p)
+        if st.st_uid != uid:
+            return "%s belongs to uid %d, not this user" % (p, st.st_uid)
+        if st.st_mode & 0o022:
+            return "%s is writable by others (mode %o)" % (p, st.st_mode & 0o777)
+    return None
+
+
 def load(d, key):
-    """The entry stored under key, or None (absent, unreadable, another format or key)."""
+    """The entry stored under key, or None (absent, unreadable, unsafe, another format or key)."""
     path = _path(d, key)
     try:
         with open(path, "rb") as f:
+            why = _unsafe(d, path)
+            if why:
+                stats["unreadable"] += 1
+                log.warning("hidetd: compile cache: %s is not read: %s; compiling afresh", path, why)
+                return None
             entry = pickle.load(f)
     except FileNotFoundError:
         stats["misses"] += 1
@@ -357,7 +376,7 @@ def store(d, key, entry):
     tmp = None
     try:
         data = pickle.dumps(entry, protocol=4)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".pkl")
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -163,6 +163,22 @@ class CompileCacheTest(unittest.TestCase):
         self.assertIsNone(compile_cache.directory("off"))
         self.assertTrue(compile_cache.directory(None).endswith(os.path.join("hidetd", "backend")))
 
+    def test_an_entry_others_may_write_is_not_unpickled(self):
+        # An entry is code to the unpickler: one that another user could have written is skipped.
+        d = tempfile.mkdtemp(prefix="hidetd-cc-")
+        self.addCleanup(shutil.rmtree, d, True)
+        key = "ab" + "0" * 62
+        self.assertTrue(compile_cache.store(d, key, {"payload": 1}))
+        self.assertEqual(os.stat(os.path.join(d, "ab")).st_mode & 0o777, 0o700)
+        self.assertEqual(compile_cache.load(d, key)["payload"], 1)
+        before = compile_cache.stats["unreadable"]
+        for path, mode in ((os.path.join(d, "ab", key + ".pkl"), 0o666), (os.path.join(d, "ab"), 0o777)):
+            os.chmod(path, mode)
+            self.assertIsNone(compile_cache.load(d, key), path)
+            os.chmod(path, 0o600 if path.endswith(".pkl") else 0o700)
+        self.assertEqual(compile_cache.stats["unreadable"], before + 2)
+        self.assertEqual(compile_cache.load(d, key)["payload"], 1)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -14,4 +14,9 @@ fi
 cd "$src/tests" || exit 1
 # One thread each: the suite's other tests run beside these on a 2-core machine.
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TORCHINDUCTOR_COMPILE_THREADS=1
-exec "$venv/bin/python" -m unittest -v "$@"
+# The backend's compile cache starts empty on every run (the tests exercise the lowering; a cache
+# left by the last run would answer it), and nothing is written to the user's ~/.cache.
+cache=$(mktemp -d "${TMPDIR:-/tmp}/hidetd-backend-cache.XXXXXX") || exit 1
+trap 'rm -rf "$cache"' EXIT
+export HIDETD_BACKEND_CACHE=$cache
+"$venv/bin/python" -m unittest -v "$@"
