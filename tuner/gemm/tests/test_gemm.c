@@ -1,7 +1,8 @@
 /* tuner/gemm/tests/test_gemm.c - unit tests of the matmul/conv2d templates (suite tuner_gemm).
  *
  * CPU only: spaces are counted, candidates of every template are generated for a deterministic
- * sample of schedules and shapes, compiled to PTX with NVRTC and assembled by ptxas for the real
+ * sample of schedules and shapes, compiled by the daemon's own NVRTC compile (tuner_compile, through
+ * the test command's compile cache) and their PTX assembled by ptxas -v for the real
  * target; the PTX must contain the instructions the template is built on and the default
  * candidates must not spill. With TGEMM_DUMP=<dir>, every compiled program is also written there
  * (source, PTX and a launch description) for running on a GPU elsewhere. With HIDET_TEST_SAMPLE=S
@@ -9,7 +10,6 @@
  * compiled and the rest generated and checked without compiling.
  */
 #include <errno.h>
-#include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <math.h>
@@ -140,33 +140,6 @@ static size_t space_size(const char *tmpl, const tuner_op *op, int sm)
 
 /* ---- compilation ---- */
 
-static char *nvrtc_ptx(const char *src, int sm, char **log)
-{
-    nvrtcProgram prog;
-    *log = NULL;
-    if (nvrtcCreateProgram(&prog, src, "candidate.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
-        return NULL;
-    char arch[48];
-    snprintf(arch, sizeof(arch), "--gpu-architecture=compute_%d", sm);
-    const char *opts[] = {arch, "-std=c++17", "-default-device", "--fmad=true"};
-    nvrtcResult rc = nvrtcCompileProgram(prog, 4, opts);
-    size_t ln = 0;
-    nvrtcGetProgramLogSize(prog, &ln);
-    *log = calloc(1, ln + 1);
-    if (*log && ln)
-        nvrtcGetProgramLog(prog, *log);
-    char *ptx = NULL;
-    if (rc == NVRTC_SUCCESS) {
-        size_t pn = 0;
-        nvrtcGetPTXSize(prog, &pn);
-        ptx = calloc(1, pn + 1);
-        if (ptx)
-            nvrtcGetPTX(prog, ptx);
-    }
-    nvrtcDestroyProgram(&prog);
-    return ptx;
-}
-
 static int write_file(const char *path, const char *data)
 {
     FILE *f = fopen(path, "w");
@@ -264,8 +237,12 @@ static void check_program(const char *tag, const tuner_op *op, int sm, const tun
         free(pr.source);
         return;
     }
+    /* The daemon's own compile (its options; through HIDETD_COMPILE_CACHE where the test command
+     * sets one, so the second build of the suite finds every program compiled by the first). */
+    tuner_binary *bin = NULL;
     char *log = NULL;
-    char *ptx = nvrtc_ptx(pr.source, sm, &log);
+    int crc = tuner_compile(pr.source, &t, &bin, &log);
+    char *ptx = crc == 0 ? bin->ptx : NULL;
     CHECK(ptx != NULL, "%s: NVRTC failed:\n%s", tag, log ? log : "");
     if (!ptx && getenv("TGEMM_VERBOSE"))
         fprintf(stderr, "%s\n", pr.source);
@@ -298,8 +275,8 @@ static void check_program(const char *tag, const tuner_op *op, int sm, const tun
             unlink(path);
         }
         dump_program(tag, &pr, ptx, sm, op);
-        free(ptx);
     }
+    tuner_binary_free(bin);
     free(pr.source);
 }
 
