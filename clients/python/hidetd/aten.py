@@ -339,6 +339,10 @@ class Lowering:
                 a, b = b, a
                 op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[op]
         x = self.val(a)
+        if not _is_tensor(b) and x.dtype in INT and _num(b) == (1.0 if op in ("mul", "div") else 0.0) \
+                and op in ("add", "sub", "mul", "div") and node is not None and \
+                any(is_symbolic(d) for d in getattr(meta_of(node), "shape", ())):
+            return x  # arange(s) + 0 (GPT-2's position ids): integer ids pass as they are
         if not _is_tensor(b):
             b = _num(b)
             if op == "add":
@@ -1064,6 +1068,11 @@ def causal_masks(gm):
             continue
         with _real_tensors():
             causal = _causal_or_none(_constant_value(gm, mask))
+            if causal is None and _size_placeholders(gm):
+                # Built from the sizes alone (GPT-2's mask from aranges of s): the same pattern
+                # at two sets of sizes is taken as the pattern of every size.
+                seen = {_causal_or_none(_constant_value(gm, mask, sizes=v)) for v in (3, 5)}
+                causal = seen.pop() if len(seen) == 1 else None
         if causal is None:
             continue
         opts[key] = None
@@ -1078,7 +1087,7 @@ def causal_masks(gm):
     return n_rewritten
 
 
-def dynamic_rewrites(gm):
+def dynamic_rewrites(gm, maxima=None):
     """Rewrites of a graph with dynamic sizes that keep its named sizes expressible (a static
     graph is left as it is: its requests do not change). BERT's embeddings read buffers cut to
     the sequence (position_ids[:, :s]) through integer ops hidetd cannot run (a gather of the
@@ -1089,7 +1098,9 @@ def dynamic_rewrites(gm):
         of the output);
       embedding(w, ids.expand(shape)) -> embedding(w, ids).expand(shape + [D]);
       a + y.expand(shape), where a already has the result's shape -> a + y (the binary op
-        broadcasts; the graph's expand takes no names).
+        broadcasts; the graph's expand takes no names);
+      arange(0, s) (GPT-2's position ids) -> arange(0, max)[:s], with max the range's maximum of
+        the symbol s (maxima: {sympy symbol: int}): a constant, folded, cut to the name.
     Returns how many nodes it rewrote."""
     import torch
     aten = torch.ops.aten
@@ -1122,6 +1133,29 @@ def dynamic_rewrites(gm):
         new.meta["val"] = fake(target, args) if target is not aten.slice.Tensor else meta_of(old)
         return new
 
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in (aten.arange.start_step, aten.arange.default):
+            continue
+        args = list(n.args)
+        start, end = (args[0], args[1]) if n.target is aten.arange.start_step and len(args) >= 2 else (0, args[0])
+        step = args[2] if n.target is aten.arange.start_step and len(args) > 2 else 1
+        try:
+            e = _size_arg(end)
+        except Unsupported:
+            continue
+        if start != 0 or step != 1 or not is_symbolic(e) or not e.node.expr.is_Symbol or \
+                maxima is None or e.node.expr not in maxima:
+            continue
+        kw = {k: v for k, v in n.kwargs.items() if k in ("dtype", "device", "layout", "pin_memory")}
+        with gm.graph.inserting_before(n):
+            whole = gm.graph.call_function(aten.arange.start_step, (0, maxima[e.node.expr], 1), kw)
+            cut = gm.graph.call_function(aten.slice.Tensor, (whole, 0, 0, end))
+        m = meta_of(n)
+        with m.fake_mode:
+            whole.meta["val"] = torch.ops.aten.arange.start_step(0, maxima[e.node.expr], 1, **kw)
+        cut.meta["val"] = m
+        n.replace_all_uses_with(cut)
+        n_rewritten += 1
     for n in list(gm.graph.nodes):
         if n.op != "call_function":
             continue
@@ -1199,15 +1233,27 @@ def _causal_or_none(value):
     return False if bool(allowed.all()) else None
 
 
-def _constant_value(gm, node, limit=256):
+def _size_placeholders(gm):
+    """The placeholders of gm whose value is a size (a SymInt), not a tensor."""
+    import torch
+    return [n for n in gm.graph.nodes if n.op == "placeholder" and isinstance(meta_of(n), torch.SymInt)]
+
+
+def _constant_value(gm, node, limit=256, sizes=None):
     """node's value computed with real tensors on the CPU when it depends on no placeholder (only
-    on get_attr constants and literal arguments, through at most `limit` nodes); else None."""
+    on get_attr constants and literal arguments, through at most `limit` nodes); else None.
+    With sizes (an int), the placeholders that are sizes (s0, s1) are given that value, and
+    sizes computed from them (s0 * s1) follow."""
     import torch
     import torch.fx
+    size_args = set(_size_placeholders(gm)) if sizes is not None else set()
     seen, stack = set(), [node]
     while stack:
         n = stack.pop()
         if n in seen:
+            continue
+        if sizes is not None and n.op == "placeholder" and n in size_args:
+            seen.add(n)
             continue
         if n.op == "placeholder" or len(seen) >= limit or n.op not in ("call_function", "get_attr"):
             return None
@@ -1218,6 +1264,9 @@ def _constant_value(gm, node, limit=256):
     try:
         with _real_tensors():
             for n in order:
+                if n.op == "placeholder":
+                    env[n] = sizes
+                    continue
                 if n.op == "get_attr":
                     v = gm
                     for part in n.target.split("."):
@@ -1257,9 +1306,30 @@ def _sdpa_converter(which):
         scale = 1.0 / math.sqrt(qv.shape[3]) if scale is None else _num(scale)
         o = _attention_node(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale)
         if o is None:
+            _spelled_out_expressible(node, q, qv)
             o = _attention_spelled_out(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale)
         return o if which == "scaled_dot_product_attention" else (o,) + (None,) * 8
     return f
+
+
+def _spelled_out_expressible(node, q, qv):
+    """Unsupported when attention spelled out would merge a dynamic batch with the heads: its
+    matmuls run on [B*H, S, D] views, and H*b (a number times a name) is no size a graph can
+    hold. The attention node itself (f16/bf16) takes [b, H, s, D] as it is."""
+    m = meta_of(q)
+    if m is None or not hasattr(m, "shape") or len(m.shape) != 4:
+        return
+    b, h = m.shape[0], m.shape[1]
+    if is_symbolic(b) and (is_symbolic(h) or sym_int(h) != 1):
+        why = ("q is %s: options={\"dtype\": \"f16\"} or \"bf16\" runs it in the op" % qv.dtype
+               if qv.dtype not in ("f16", "bf16") else
+               "its head dim is %d (the op has %s)" % (qv.shape[3], ", ".join(map(str, ATTENTION_HEAD_DIMS)))
+               if qv.shape[3] not in ATTENTION_HEAD_DIMS else "its k/v or mask shapes")
+        raise Unsupported("attention with a dynamic batch: hidetd's attention op (f16/bf16, head "
+                          "dims %s) cannot take it (%s), and spelled out its matmuls would merge "
+                          "the batch with the %s heads (%s*%s rows), which a graph's sizes cannot "
+                          "name" % ("/".join(map(str, ATTENTION_HEAD_DIMS)), why,
+                                    "", h, h, b.node.expr))
 
 
 def _attention_node(L, qv, kv, vv, mask, causal, scale):

@@ -424,7 +424,7 @@ def _compile_aten(gm, example_inputs, opts, report):
     static = _static_indices(len(placeholders))
     symbols = Symbols(placeholders, opts)
     if symbols:
-        aten.dynamic_rewrites(gm)
+        aten.dynamic_rewrites(gm, {e: symbols.range[symbols.name[e]][1] for e in symbols.syms})
     symbols.fit(gm.graph.nodes)
     kind = {}          # node -> "weight" | "input" | "const" | "fold" | "torch" | "hidetd"
     reasons = {}       # node -> why PyTorch runs it
@@ -484,6 +484,11 @@ def _fake_value(L, n):
     if m is None or not hasattr(m, "shape"):
         raise Unsupported("%s has no tensor metadata" % n.name)
     dt = aten.torch_dtype_name(m.dtype)
+    if dt is None and m.dim() == 0 and str(m.dtype) == "torch.float64":
+        # Under dynamic=True Dynamo passes a Python float of the model (GPT-2's gelu constant)
+        # as a 0-d float64 tensor: PyTorch computes with it, the piece reads the f32 result.
+        raise Unsupported("a float64 scalar (a Python float Dynamo passes as a tensor): PyTorch "
+                          "computes it, the piece reads the result")
     if dt is None:
         raise Unsupported("dtype %s" % m.dtype)
     nhwc = is_channels_last(m)
