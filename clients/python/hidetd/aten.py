@@ -440,7 +440,8 @@ class Lowering:
         names = sym_axis(end)  # Unsupported for s + 1, 2 * s
         if (start or 0) != 0 or step != 1:
             raise Unsupported("a slice from %s to the dynamic size %s: only a prefix "
-                              "[:%s] is a size a graph can name" % (start, "*".join(names), "*".join(names)))
+                              "[:%s] is a size a graph can name" % (start, "*".join(names),
+                                                                    "*".join(names)))
         n = sym_int(meta.shape[axis])
         if n != sym_int(end):
             # The axis is shorter than the end: PyTorch clamps, and the result's size is the
@@ -1137,7 +1138,10 @@ def dynamic_rewrites(gm, maxima=None):
         if n.op != "call_function" or n.target not in (aten.arange.start_step, aten.arange.default):
             continue
         args = list(n.args)
-        start, end = (args[0], args[1]) if n.target is aten.arange.start_step and len(args) >= 2 else (0, args[0])
+        if n.target is aten.arange.start_step and len(args) >= 2:
+            start, end = args[0], args[1]
+        else:
+            start, end = 0, args[0]
         step = args[2] if n.target is aten.arange.start_step and len(args) > 2 else 1
         try:
             e = _size_arg(end)
@@ -1166,6 +1170,9 @@ def dynamic_rewrites(gm, maxima=None):
             if cut is None or len(n.args) > 3 or n.kwargs:
                 continue
             x_full, axis, end = cut
+            axis %= len(meta_of(idx).shape)  # an axis of the index; the output's the same
+            if n.target is aten.gather.default and axis != n.args[1] % len(meta_of(idx).shape):
+                continue  # the whole index may be longer than x on another axis
             args = list(n.args)
             args[idx_pos] = x_full
             whole = replace(n, n.target, args, n)
@@ -1183,7 +1190,8 @@ def dynamic_rewrites(gm, maxima=None):
             emb = replace(n, aten.embedding.default, [n.args[0], ids.args[0]], n)
             out_shape = list(meta_of(n).shape)
             with gm.graph.inserting_after(emb):
-                exp = gm.graph.call_function(aten.expand.default, (emb, list(ids.args[1]) + [out_shape[-1]]))
+                exp = gm.graph.call_function(aten.expand.default,
+                                             (emb, list(ids.args[1]) + [out_shape[-1]]))
             exp.meta["val"] = meta_of(n)
             n.replace_all_uses_with(exp)
             n_rewritten += 1
@@ -1323,13 +1331,13 @@ def _spelled_out_expressible(node, q, qv):
     if is_symbolic(b) and (is_symbolic(h) or sym_int(h) != 1):
         why = ("q is %s: options={\"dtype\": \"f16\"} or \"bf16\" runs it in the op" % qv.dtype
                if qv.dtype not in ("f16", "bf16") else
-               "its head dim is %d (the op has %s)" % (qv.shape[3], ", ".join(map(str, ATTENTION_HEAD_DIMS)))
-               if qv.shape[3] not in ATTENTION_HEAD_DIMS else "its k/v or mask shapes")
+               "its head dim is %d" % qv.shape[3] if qv.shape[3] not in ATTENTION_HEAD_DIMS else
+               "its k/v or mask shapes")
         raise Unsupported("attention with a dynamic batch: hidetd's attention op (f16/bf16, head "
                           "dims %s) cannot take it (%s), and spelled out its matmuls would merge "
                           "the batch with the %s heads (%s*%s rows), which a graph's sizes cannot "
                           "name" % ("/".join(map(str, ATTENTION_HEAD_DIMS)), why,
-                                    "", h, h, b.node.expr))
+                                    h, h, b.node.expr))
 
 
 def _attention_node(L, qv, kv, vv, mask, causal, scale):

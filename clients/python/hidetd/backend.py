@@ -644,8 +644,8 @@ def _by_origin(L, nodes, i):
 def _name_sizes(req0, req1, L, nodes, symbols):
     """The graph request at probe set 0 with its dynamic sizes named: a size that differs
     between the two lowerings and is a product of probes becomes "s0" / "s0*s1" (in inputs'
-    shapes, reshape's "shape" and slice's "ends"); any other difference is refused at its node. Returns the
-    request and the names it uses."""
+    shapes, reshape's "shape" and slice's "ends"); any other difference is refused at its node.
+    Returns the request and the names it uses."""
     g0, g1 = req0["graph"], req1["graph"]
     used = set()
 
