@@ -220,8 +220,9 @@ class Lowering:
         want = self._float_dtype(dt) if dt in FLOAT else dt
         return self.emit("cast", [v], {"dtype": want}, v.shape, want) if want != dt else v
 
-    def emit(self, op, ins, attrs, shape, dtype, nhwc=False, is_bool=False):
-        if op not in INT_READERS and any(v.dtype in INT for v in ins):
+    def emit(self, op, ins, attrs, shape, dtype, nhwc=False, is_bool=False, view=False):
+        # view: a node that is a view of its input (a prefix slice), which may read integers.
+        if op not in INT_READERS and not view and any(v.dtype in INT for v in ins):
             # The graph language's rule (docs/graphs.md): no kernel computes on integers.
             raise Unsupported("%s of an integer tensor" % op)
         out = self.fresh(self._cur)
@@ -338,6 +339,10 @@ class Lowering:
                 a, b = b, a
                 op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[op]
         x = self.val(a)
+        if not _is_tensor(b) and x.dtype in INT and _num(b) == (1.0 if op in ("mul", "div") else 0.0) \
+                and op in ("add", "sub", "mul", "div") and node is not None and \
+                any(is_symbolic(d) for d in getattr(meta_of(node), "shape", ())):
+            return x  # arange(s) + 0 (GPT-2's position ids): integer ids pass as they are
         if not _is_tensor(b):
             b = _num(b)
             if op == "add":
@@ -421,6 +426,50 @@ class Lowering:
         shape[pa] = n
         return self.emit("slice", [v], {"starts": [start], "ends": [end], "axes": [pa],
                                         "steps": [step]}, shape, v.dtype, v.nhwc, v.is_bool)
+
+
+    def prefix_slice(self, v, axis, start, end, step, meta):
+        """x[..., :end] along axis with end a dynamic size (position ids [1, 512] cut to the
+        sequence, [:, :s]): a slice whose end is a name or a product of names (the backend names
+        the probe value it is lowered with). Any other slice by a dynamic size is Unsupported:
+        its length would be no name (s - 1)."""
+        rank = len(v.logical_shape)
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            raise Unsupported("slice axis %d out of range for rank %d" % (axis, rank))
+        names = sym_axis(end)  # Unsupported for s + 1, 2 * s
+        if (start or 0) != 0 or step != 1:
+            raise Unsupported("a slice from %s to the dynamic size %s: only a prefix "
+                              "[:%s] is a size a graph can name" % (start, "*".join(names),
+                                                                    "*".join(names)))
+        n = sym_int(meta.shape[axis])
+        if n != sym_int(end):
+            # The axis is shorter than the end: PyTorch clamps, and the result's size is the
+            # axis's own (not the name).
+            return v if n == v.logical_shape[axis] else _unsupported(
+                "a slice to the dynamic size %s of a shorter axis" % "*".join(names))
+        if n == v.logical_shape[axis]:
+            return v
+        pa = self.phys_axis(v, axis)
+        shape = list(v.shape)
+        shape[pa] = n
+        # A prefix is a view of its input (docs/graphs.md): integer ids (a position-ids
+        # buffer) may be cut so, for the gather that reads them.
+        return self.emit("slice", [v], {"starts": [0], "ends": [n], "axes": [pa], "steps": [1]},
+                         shape, v.dtype, v.nhwc, v.is_bool, view=True)
+
+
+def _size_arg(a):
+    """An argument that may be a size computed in the graph (an fx node whose value is a
+    SymInt, s0 or s0 + 1): its SymInt; anything else as it is."""
+    import torch.fx
+    if isinstance(a, torch.fx.Node):
+        m = meta_of(a)
+        import torch
+        if isinstance(m, torch.SymInt):
+            return m
+        raise Unsupported("a size argument %s that is not an integer" % a.name)
+    return a
 
 
 # ---- ATen op table ----------------------------------------------------------------------
@@ -682,6 +731,11 @@ def _shape_table():
 
     def slice_(L, node, x, dim=0, start=None, end=None, step=1):
         v = L.val(x)
+        start, end, step = (_size_arg(a) for a in (start, end, step))
+        if is_symbolic(end) and not is_symbolic(start) and not is_symbolic(step):
+            return L.prefix_slice(v, dim, start, end, step, meta_of(node))
+        if any(is_symbolic(a) for a in (start, end, step)):
+            raise Unsupported("a slice whose start or step is a dynamic size")
         return L.slice(v, dim, start, end, step)
     _register(["slice.Tensor"], slice_)
 
@@ -1015,6 +1069,11 @@ def causal_masks(gm):
             continue
         with _real_tensors():
             causal = _causal_or_none(_constant_value(gm, mask))
+            if causal is None and _size_placeholders(gm):
+                # Built from the sizes alone (GPT-2's mask from aranges of s): the same pattern
+                # at two sets of sizes is taken as the pattern of every size.
+                seen = {_causal_or_none(_constant_value(gm, mask, sizes=v)) for v in (3, 5)}
+                causal = seen.pop() if len(seen) == 1 else None
         if causal is None:
             continue
         opts[key] = None
@@ -1023,6 +1082,136 @@ def causal_masks(gm):
         node.args = tuple(node.args[:3]) + tuple(opts[k] for k in positional)
         node.kwargs = {k: v for k, v in opts.items() if k not in positional and (v is not None or k in node.kwargs)}
         n_rewritten += 1
+    if n_rewritten:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return n_rewritten
+
+
+def dynamic_rewrites(gm, maxima=None):
+    """Rewrites of a graph with dynamic sizes that keep its named sizes expressible (a static
+    graph is left as it is: its requests do not change). BERT's embeddings read buffers cut to
+    the sequence (position_ids[:, :s]) through integer ops hidetd cannot run (a gather of the
+    token-type buffer, an expand of the ids to [b, s]); moved, the cut comes last and what it
+    cuts reads only weights:
+      gather(x, d, idx[.., :e]) and embedding(w, idx[.., :e]) -> the same of idx, cut after
+        (each output element reads its own index element: a prefix of the index is a prefix
+        of the output);
+      embedding(w, ids.expand(shape)) -> embedding(w, ids).expand(shape + [D]);
+      a + y.expand(shape), where a already has the result's shape -> a + y (the binary op
+        broadcasts; the graph's expand takes no names);
+      arange(0, s) (GPT-2's position ids) -> arange(0, max)[:s], with max the range's maximum of
+        the symbol s (maxima: {sympy symbol: int}): a constant, folded, cut to the name.
+    Returns how many nodes it rewrote."""
+    import torch
+    aten = torch.ops.aten
+    n_rewritten = 0
+
+    def fake(target, args):
+        metas = [meta_of(a) if hasattr(a, "op") else a for a in args]
+        mode = next(m.fake_mode for m in metas if hasattr(m, "fake_mode"))
+        with mode:
+            return target(*metas)
+
+    def prefix_slice(n):
+        """(input, axis, end) of a slice node x[.., :end] with end a dynamic size, else None."""
+        if getattr(n, "target", None) is not aten.slice.Tensor:
+            return None
+        args = list(n.args) + [None] * (5 - len(n.args))
+        x, dim, start, end, step = args[:5]
+        dim = 0 if dim is None else dim
+        try:
+            end = _size_arg(end)
+        except Unsupported:
+            return None
+        if (start or 0) != 0 or (step or 1) != 1 or not is_symbolic(end):
+            return None
+        return x, dim, n.args[3]
+
+    def replace(old, target, args, insert_before):
+        with gm.graph.inserting_before(insert_before):
+            new = gm.graph.call_function(target, tuple(args))
+        new.meta["val"] = fake(target, args) if target is not aten.slice.Tensor else meta_of(old)
+        return new
+
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in (aten.arange.start_step, aten.arange.default):
+            continue
+        args = list(n.args)
+        if n.target is aten.arange.start_step and len(args) >= 2:
+            start, end = args[0], args[1]
+        else:
+            start, end = 0, args[0]
+        step = args[2] if n.target is aten.arange.start_step and len(args) > 2 else 1
+        try:
+            e = _size_arg(end)
+        except Unsupported:
+            continue
+        if start != 0 or step != 1 or not is_symbolic(e) or not e.node.expr.is_Symbol or \
+                maxima is None or e.node.expr not in maxima:
+            continue
+        kw = {k: v for k, v in n.kwargs.items() if k in ("dtype", "device", "layout", "pin_memory")}
+        with gm.graph.inserting_before(n):
+            whole = gm.graph.call_function(aten.arange.start_step, (0, maxima[e.node.expr], 1), kw)
+            cut = gm.graph.call_function(aten.slice.Tensor, (whole, 0, 0, end))
+        m = meta_of(n)
+        with m.fake_mode:
+            whole.meta["val"] = torch.ops.aten.arange.start_step(0, maxima[e.node.expr], 1, **kw)
+        cut.meta["val"] = m
+        n.replace_all_uses_with(cut)
+        n_rewritten += 1
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function":
+            continue
+        if n.target in (aten.gather.default, aten.embedding.default):
+            idx_pos = 2 if n.target is aten.gather.default else 1
+            idx = n.args[idx_pos]
+            cut = prefix_slice(idx) if hasattr(idx, "op") else None
+            if cut is None or len(n.args) > 3 or n.kwargs:
+                continue
+            x_full, axis, end = cut
+            axis %= len(meta_of(idx).shape)  # an axis of the index; the output's the same
+            if n.target is aten.gather.default and axis != n.args[1] % len(meta_of(idx).shape):
+                continue  # the whole index may be longer than x on another axis
+            args = list(n.args)
+            args[idx_pos] = x_full
+            whole = replace(n, n.target, args, n)
+            whole.meta["val"] = fake(n.target, args)
+            with gm.graph.inserting_after(whole):
+                cut_node = gm.graph.call_function(aten.slice.Tensor, (whole, axis, 0, end))
+            cut_node.meta["val"] = meta_of(n)
+            n.replace_all_uses_with(cut_node)
+            n_rewritten += 1
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is aten.embedding.default and len(n.args) == 2:
+            ids = n.args[1]
+            if getattr(ids, "target", None) is not aten.expand.default or len(ids.args) != 2:
+                continue
+            emb = replace(n, aten.embedding.default, [n.args[0], ids.args[0]], n)
+            out_shape = list(meta_of(n).shape)
+            with gm.graph.inserting_after(emb):
+                exp = gm.graph.call_function(aten.expand.default,
+                                             (emb, list(ids.args[1]) + [out_shape[-1]]))
+            exp.meta["val"] = meta_of(n)
+            n.replace_all_uses_with(exp)
+            n_rewritten += 1
+    binary = (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor)
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in binary or n.kwargs or len(n.args) != 2:
+            continue
+        for i in (0, 1):
+            e, other = n.args[i], n.args[1 - i]
+            if getattr(e, "target", None) is not aten.expand.default or not hasattr(other, "op"):
+                continue
+            mo, mn = meta_of(other), meta_of(n)
+            if mo is None or mn is None or list(mo.shape) != list(mn.shape) or \
+                    mo.dtype != mn.dtype:
+                continue
+            args = list(n.args)
+            args[i] = e.args[0]
+            n.args = tuple(args)
+            n_rewritten += 1
+            break
     if n_rewritten:
         gm.graph.eliminate_dead_code()
         gm.recompile()
@@ -1052,15 +1241,27 @@ def _causal_or_none(value):
     return False if bool(allowed.all()) else None
 
 
-def _constant_value(gm, node, limit=256):
+def _size_placeholders(gm):
+    """The placeholders of gm whose value is a size (a SymInt), not a tensor."""
+    import torch
+    return [n for n in gm.graph.nodes if n.op == "placeholder" and isinstance(meta_of(n), torch.SymInt)]
+
+
+def _constant_value(gm, node, limit=256, sizes=None):
     """node's value computed with real tensors on the CPU when it depends on no placeholder (only
-    on get_attr constants and literal arguments, through at most `limit` nodes); else None."""
+    on get_attr constants and literal arguments, through at most `limit` nodes); else None.
+    With sizes (an int), the placeholders that are sizes (s0, s1) are given that value, and
+    sizes computed from them (s0 * s1) follow."""
     import torch
     import torch.fx
+    size_args = set(_size_placeholders(gm)) if sizes is not None else set()
     seen, stack = set(), [node]
     while stack:
         n = stack.pop()
         if n in seen:
+            continue
+        if sizes is not None and n.op == "placeholder" and n in size_args:
+            seen.add(n)
             continue
         if n.op == "placeholder" or len(seen) >= limit or n.op not in ("call_function", "get_attr"):
             return None
@@ -1071,6 +1272,9 @@ def _constant_value(gm, node, limit=256):
     try:
         with _real_tensors():
             for n in order:
+                if n.op == "placeholder":
+                    env[n] = sizes
+                    continue
                 if n.op == "get_attr":
                     v = gm
                     for part in n.target.split("."):
@@ -1110,9 +1314,30 @@ def _sdpa_converter(which):
         scale = 1.0 / math.sqrt(qv.shape[3]) if scale is None else _num(scale)
         o = _attention_node(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale)
         if o is None:
+            _spelled_out_expressible(node, q, qv)
             o = _attention_spelled_out(L, qv, kv, vv, mask, bool(opts.get("is_causal")), scale)
         return o if which == "scaled_dot_product_attention" else (o,) + (None,) * 8
     return f
+
+
+def _spelled_out_expressible(node, q, qv):
+    """Unsupported when attention spelled out would merge a dynamic batch with the heads: its
+    matmuls run on [B*H, S, D] views, and H*b (a number times a name) is no size a graph can
+    hold. The attention node itself (f16/bf16) takes [b, H, s, D] as it is."""
+    m = meta_of(q)
+    if m is None or not hasattr(m, "shape") or len(m.shape) != 4:
+        return
+    b, h = m.shape[0], m.shape[1]
+    if is_symbolic(b) and (is_symbolic(h) or sym_int(h) != 1):
+        why = ("q is %s: options={\"dtype\": \"f16\"} or \"bf16\" runs it in the op" % qv.dtype
+               if qv.dtype not in ("f16", "bf16") else
+               "its head dim is %d" % qv.shape[3] if qv.shape[3] not in ATTENTION_HEAD_DIMS else
+               "its k/v or mask shapes")
+        raise Unsupported("attention with a dynamic batch: hidetd's attention op (f16/bf16, head "
+                          "dims %s) cannot take it (%s), and spelled out its matmuls would merge "
+                          "the batch with the %s heads (%s*%s rows), which a graph's sizes cannot "
+                          "name" % ("/".join(map(str, ATTENTION_HEAD_DIMS)), why,
+                                    h, h, b.node.expr))
 
 
 def _attention_node(L, qv, kv, vv, mask, causal, scale):

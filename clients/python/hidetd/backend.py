@@ -546,6 +546,8 @@ def _compile_aten(gm, example_inputs, opts, report):
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = _static_indices(len(placeholders))
     symbols = Symbols(placeholders, opts)
+    if symbols:
+        aten.dynamic_rewrites(gm, {e: symbols.range[symbols.name[e]][1] for e in symbols.syms})
     symbols.fit(gm.graph.nodes)
     kind = {}          # node -> "weight" | "input" | "const" | "fold" | "torch" | "hidetd"
     reasons = {}       # node -> why PyTorch runs it
@@ -605,6 +607,11 @@ def _fake_value(L, n):
     if m is None or not hasattr(m, "shape"):
         raise Unsupported("%s has no tensor metadata" % n.name)
     dt = aten.torch_dtype_name(m.dtype)
+    if dt is None and m.dim() == 0 and str(m.dtype) == "torch.float64":
+        # Under dynamic=True Dynamo passes a Python float of the model (GPT-2's gelu constant)
+        # as a 0-d float64 tensor: PyTorch computes with it, the piece reads the f32 result.
+        raise Unsupported("a float64 scalar (a Python float Dynamo passes as a tensor): PyTorch "
+                          "computes it, the piece reads the result")
     if dt is None:
         raise Unsupported("dtype %s" % m.dtype)
     nhwc = is_channels_last(m)
@@ -760,8 +767,8 @@ def _by_origin(L, nodes, i):
 def _name_sizes(req0, req1, L, nodes, symbols):
     """The graph request at probe set 0 with its dynamic sizes named: a size that differs
     between the two lowerings and is a product of probes becomes "s0" / "s0*s1" (in inputs'
-    shapes and reshape's "shape"); any other difference is refused at its node. Returns the
-    request and the names it uses."""
+    shapes, reshape's "shape" and slice's "ends"); any other difference is refused at its node.
+    Returns the request and the names it uses."""
     g0, g1 = req0["graph"], req1["graph"]
     used = set()
 
@@ -799,7 +806,8 @@ def _name_sizes(req0, req1, L, nodes, symbols):
         for key in a0:
             if a0[key] == a1.get(key):
                 continue
-            if n0["op"] == "reshape" and key == "shape" and len(a0[key]) == len(a1[key]):
+            if ((n0["op"] == "reshape" and key == "shape") or (n0["op"] == "slice" and key == "ends")) \
+                    and len(a0[key]) == len(a1[key]):
                 shape = [named(a, b) for a, b in zip(a0[key], a1[key])]
                 if None not in shape:
                     a0[key] = shape
@@ -976,7 +984,7 @@ class CompiledGraph:
         # Values are dropped after their last reader, as the ATen graph would free them.
         last_use = {}
         for i, (what, x) in enumerate(self.order):
-            for a in (x.all_input_nodes if what == "node" else _piece_inputs(x)):
+            for a in (x.all_input_nodes if what == "node" else _piece_reads(x)):
                 last_use[a] = i
         self.output = next(n for n in gm.graph.nodes if n.op == "output")
         self.drop = [[] for _ in self.order]
@@ -1150,6 +1158,17 @@ def _piece_inputs(p):
     return p.args_in + p.args_w
 
 
+def _piece_reads(p):
+    """Every fx node a piece's nodes read from outside it: its inputs and weights, and the sizes
+    (s0 * s1, computed by PyTorch) that its graph does not need but PyTorch does when it runs
+    the piece instead of the plan (_eager_piece)."""
+    inside = set(p.nodes)
+    out = dict.fromkeys(_piece_inputs(p))
+    for n in p.nodes:
+        out.update(dict.fromkeys(a for a in n.all_input_nodes if a not in inside))
+    return list(out)
+
+
 def _schedule(gm, pieces, folded):
     """The order to run things in: PyTorch's nodes and whole pieces, each after everything it
     reads (Kahn's algorithm, ties broken by the ATen graph's order)."""
@@ -1168,7 +1187,7 @@ def _schedule(gm, pieces, folded):
             key[it] = min(key[it], index[n])
 
     def deps(it):
-        ins = _piece_inputs(it) if isinstance(it, Piece) else it.all_input_nodes
+        ins = _piece_reads(it) if isinstance(it, Piece) else it.all_input_nodes
         out = set()
         for a in ins:
             d = piece_of.get(a, a)

@@ -246,6 +246,156 @@ class BackendTest(unittest.TestCase):
         self.assertTrue(all(isinstance(d, int) for w in req["graph"]["weights"] for d in w["shape"]))
         self.assertEqual(reports[0].dims, {batch: (2, 4096), seq: (2, 4096)})
 
+    def requests_only(self):
+        """The graph requests the backend makes from now on, answered by an empty plan instead of
+        the daemon: what the backend asks, whatever a daemon would answer (PyTorch runs the
+        pieces on the CPU)."""
+        from hidetd import backend
+        sent, real = [], backend._client
+
+        class Fake:
+            address = "recording"
+
+            def plan_json(self, req, **kw):
+                sent.append(copy.deepcopy(req))
+                return {"steps": [], "prepare": []}
+        backend._client = lambda opts: Fake()
+        self.addCleanup(setattr, backend, "_client", real)
+        return sent
+
+    def dynamic_requests(self, m, *inputs, **extra):
+        """(reports, requests) of m compiled with dynamic=True, answered by empty plans."""
+        sent = self.requests_only()
+        c, reports = self.compile_dynamic(m.eval(), **extra)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.no_grad():
+                torch.testing.assert_close(c(*inputs), m(*inputs))
+        return reports, sent
+
+    def assert_named_only(self, req):
+        """Every size of the request that follows the dynamic sizes is a name or a product of
+        names: no reshape or slice attribute holds a number times a name (which the naming
+        would have refused, leaving its node to PyTorch)."""
+        names = set(req["dims"])
+        for n in req["graph"]["nodes"]:
+            for key in ("shape", "ends"):
+                for d in (n.get("attrs") or {}).get(key, []):
+                    if isinstance(d, str):
+                        self.assertTrue(set(d.split("*")) <= names, (n, names))
+
+    def test_dynamic_attention_is_one_node_over_names(self):
+        # [b, 4, s, 64] q/k/v: one 4-D attention node with b and s named, no [4*b, s, 64] view.
+        m = MaskedAttention("bool")
+        reports, sent = self.dynamic_requests(m, torch.randn(2, 9, 64), dtype="f16")
+        r = reports[0]
+        self.assertEqual(r.torch, 0, str(r))
+        self.assertEqual(len(sent), 1)
+        req = sent[0]
+        self.assert_named_only(req)
+        ops = [n["op"] for n in req["graph"]["nodes"]]
+        self.assertEqual(ops.count("attention"), 1, ops)
+        self.assertNotIn("softmax", ops)
+        att = next(n for n in req["graph"]["nodes"] if n["op"] == "attention")
+        # The mask built from aranges of s is causal at every size: the flag, no mask input.
+        self.assertEqual(len(att["inputs"]), 3, att)
+        self.assertTrue(att["attrs"].get("causal"), att)
+        b, s, d = req["graph"]["inputs"][0]["shape"]
+        self.assertEqual((sorted((b, s)), d), (sorted(req["dims"]), 64))
+
+    def test_dynamic_f32_attention_says_why(self):
+        # The op takes f16/bf16; spelled out, f32 attention would view [b, 4, s, 64] as 4*b rows.
+        m = MaskedAttention("bool")
+        reports, sent = self.dynamic_requests(m, torch.randn(2, 9, 64))
+        left = reports[0].left
+        self.assertEqual(len(left), 1, left)
+        op, reasons = next(iter(left.items()))
+        self.assertIn("attention", op)
+        reason = reasons[0]
+        self.assertRegex(reason, r"attention with a dynamic batch: .*q is f32: options=.*"
+                                 r"merge the batch with the 4 heads \(4\*s\d+ rows\)")
+        for req in sent:
+            self.assert_named_only(req)
+
+    def test_dynamic_slice_of_a_buffer_is_a_named_end(self):
+        class Positions(nn.Module):
+            """x + pos(position_ids[:, :s]), position_ids a [1, 64] buffer, as BERT's."""
+
+            def __init__(self):
+                super().__init__()
+                self.pos = nn.Embedding(64, 32)
+                self.register_buffer("position_ids", torch.arange(64).expand(1, -1), persistent=False)
+
+            def forward(self, x):
+                return torch.tanh(x + self.pos(self.position_ids[:, :x.shape[1]]))
+        reports, sent = self.dynamic_requests(Positions(), torch.randn(3, 9, 32))
+        r = reports[0]
+        self.assertEqual(r.torch, 0, str(r))
+        req = sent[0]
+        seq = req["graph"]["inputs"][0]["shape"][1]
+        self.assertIsInstance(seq, str)
+        cuts = [n for n in req["graph"]["nodes"] if n["op"] == "slice"]
+        self.assertEqual(len(cuts), 1, req)
+        self.assertEqual(cuts[0]["attrs"]["ends"], [seq])
+        self.assertEqual(cuts[0]["attrs"]["starts"], [0])
+        # The embedding of the whole buffer reads only weights (the daemon's prepare phase);
+        # the cut is its [1, s, 32] prefix.
+        emb = next(n for n in req["graph"]["nodes"] if n["op"] == "embedding")
+        self.assertEqual(cuts[0]["inputs"], emb["outputs"])
+        weights = {w["name"] for w in req["graph"]["weights"]}
+        self.assertTrue(set(emb["inputs"]) <= weights, (emb, weights))
+
+    def test_static_attention_request_unchanged(self):
+        # Without dynamic sizes f32 attention is spelled out as before: [B*H, S, D] matmuls.
+        sent = self.requests_only()
+        e, _ = self.explain(MaskedAttention("bool"), torch.randn(2, 9, 64))
+        self.assertEqual(e.torch, 0, str(e))
+        nodes = sent[0]["graph"]["nodes"]
+        shapes = [n["attrs"]["shape"] for n in nodes if n["op"] == "reshape"]
+        self.assertIn([8, 9, 64], shapes)
+        self.assertEqual([n["op"] for n in nodes].count("matmul"), 5)  # q, kv, o, two in attention
+        self.assertNotIn("attention", [n["op"] for n in nodes])
+
+    def test_dynamic_tiny_transformers_are_named_whole(self):
+        # BERT and GPT-2 (2 layers, hidden 128, head dim 64) with dynamic=True in f16: the
+        # whole model is one request over names; only GPT-2's gelu constant, a Python float
+        # Dynamo passes as a float64 tensor, stays in PyTorch.
+        try:
+            import transformers
+        except ImportError:
+            self.skipTest("transformers is not installed")
+        bert = transformers.BertModel(transformers.BertConfig(
+            hidden_size=128, num_attention_heads=2, num_hidden_layers=2, intermediate_size=256,
+            vocab_size=500, max_position_embeddings=128))
+        gpt2 = transformers.GPT2Model(transformers.GPT2Config(
+            n_embd=128, n_head=2, n_layer=2, vocab_size=500, n_positions=128, use_cache=False,
+            bos_token_id=0, eos_token_id=0))
+        for name, m in (("bert", bert), ("gpt2", gpt2)):
+            with self.subTest(name):
+                torch._dynamo.reset()
+                ids = torch.randint(0, 500, (2, 9))
+                sent = self.requests_only()
+                c, reports = self.compile_dynamic(m.eval(), dtype="f16")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with torch.no_grad():
+                        c(ids)
+                r = reports[0]
+                left = {op for op, why in r.left.items() if "float64 scalar" not in why[0]}
+                self.assertEqual(left, set(), str(r))
+                self.assertEqual(len(r.pieces), 1, str(r))
+                req = sent[-1]
+                self.assert_named_only(req)
+                ops = [n["op"] for n in req["graph"]["nodes"]]
+                self.assertEqual(ops.count("attention"), 2, ops)
+                ids_shape = req["graph"]["inputs"][0]["shape"]
+                self.assertEqual(sorted(ids_shape), sorted(req["dims"]))  # [b, s], both named
+                if name == "bert":
+                    # position ids, token types: cut to s
+                    seq = req["graph"]["inputs"][0]["shape"][1]
+                    self.assertTrue(any(n["op"] == "slice" and n["attrs"]["ends"] == [seq]
+                                        for n in req["graph"]["nodes"]), ops)
+
     def test_dynamic_end_to_end(self):
         # On a GPU the plans run (at each size, from one compilation); on the CPU PyTorch does.
         dev = "cuda" if torch.cuda.is_available() else "cpu"
