@@ -291,6 +291,9 @@ static char *op_request(const tuner_op *op, const graph *g)
     for (int i = 0; g && i < op->n_inputs; i++)
         for (int d = 0; d < op->inputs[i].rank; d++)
             used |= op->inputs[i].sym[d];
+    /* A copy's output may name what its input does not (a prefix of a fixed axis cut to "s"). */
+    for (int d = 0; g && op->kind == TUNER_OP_COPY && d < op->output.rank; d++)
+        used |= op->output.sym[d];
     if (used) {
         cJSON *dims = cJSON_AddObjectToObject(o, "dims");
         for (int k = 0; k < g->n_dims; k++) {

@@ -466,9 +466,10 @@ static bool copy_inside(const tuner_op *op, const int64_t *sizes)
     return last < tuner_tensor_numel(&b.inputs[0]);
 }
 
-/* A copy with names: the output takes attrs.shape's names; they, the strides' and the offset's
- * are x's (a copy reads x at sizes of x's names), and every element read lies in x at every
- * size (copy_inside). */
+/* A copy with names: the output takes attrs.shape's names, each on one axis; the strides' and
+ * the offset's names are x's (a copy reads x at sizes of x's names). An output axis may name
+ * what x does not - a prefix [0, s) of a fixed axis of x, as position embeddings are cut to the
+ * sequence - since every element read lies in x at every size (copy_inside). */
 static int check_copy(tuner_op *op, proto_error *e)
 {
     const unsigned xn = named_axes(&op->inputs[0]);
@@ -477,10 +478,10 @@ static int check_copy(tuner_op *op, proto_error *e)
     for (int d = 0; d < op->output.rank; d++) {
         const unsigned m = op->attrs.copy.shape_sym[d];
         snprintf(field, sizeof(field), "attrs.shape[%d]", d);
-        if ((m & ~xn) || (m & seen))
+        if (m & seen)
             return proto_fail(e, 422, "invalid_field", field,
-                              "%s names %s, which inputs[0] does not name (or another axis of the output does): a "
-                              "copy's names are its input's, each on one axis",
+                              "%s names %s, which another axis of the output names too: a copy's output names "
+                              "each dim on one axis",
                               field, tuner_sym_text(op, m, name, sizeof(name)));
         seen |= m;
         op->output.sym[d] = (uint8_t)m;
@@ -592,11 +593,15 @@ int proto__check_named(tuner_op *op, proto_error *e)
     if ((r = check_operands(op, e)) < 0)
         return r;
 
+    if (op->kind == TUNER_OP_COPY) /* a copy's output may name what x does not (check_copy) */
+        for (int d = 0; d < op->output.rank; d++)
+            used |= op->output.sym[d];
     for (int k = 0; k < op->n_dims; k++)
         if (!(used & (1u << k))) {
             char field[64];
             snprintf(field, sizeof(field), "dims.%s", op->dims[k].name);
-            return proto_fail(e, 422, "invalid_field", field, "%s is declared but no input's shape names it", field);
+            return proto_fail(e, 422, "invalid_field", field, "%s is declared but no input's shape names it%s", field,
+                              op->kind == TUNER_OP_COPY ? " (nor attrs.shape)" : "");
         }
     return 0;
 }

@@ -2308,6 +2308,27 @@ static void test_dims_slice_names(void)
         graph_plan_free(&p);
         graph_request_free(&rq);
     }
+    /* A prepared table (a value: the embedding of every position, run once) cut to [1, s, 64]:
+     * not caller memory, so a copy whose output names s, which its input does not. */
+    {
+        const char *prep =
+            "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":2,\"max\":512}},\"graph\":{\"inputs\":["
+            "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],\"weights\":[{\"name\":\"w\","
+            "\"shape\":[1,512,64],\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"r\",\"op\":\"relu\",\"inputs\":[\"w\"],"
+            "\"outputs\":[\"rw\"]},{\"name\":\"cut\",\"op\":\"slice\",\"inputs\":[\"rw\"],\"outputs\":[\"pe\"],"
+            "\"attrs\":{\"starts\":[0],\"ends\":[\"s\"],\"axes\":[1]}},{\"name\":\"add\",\"op\":\"add\","
+            "\"inputs\":[\"x\",\"pe\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+        r = plan_of(prep, &rq, &p, &e);
+        CHECK(r == 0, "a prepared table cut to s refused: %s %s", e.field, e.message);
+        if (r == 0) {
+            const graph_kernel *cut = kernel_of(&p, "cut");
+            CHECK(p.n_prepare == 1 && cut && cut->op->kind == TUNER_OP_COPY && cut->op->output.sym[1] &&
+                      !cut->op->inputs[0].sym[1] && strstr(cut->request, "\"dims\":{\"s\""),
+                  "%d kernels (%d prepared): %s", p.n_kernels, p.n_prepare, cut ? cut->request : "no copy");
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        }
+    }
     /* The same with a product and the slice written without axes: [0, s) of axis 0 of [512, 768]. */
     const char *rows =
         "{\"dims\":{\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[\"s\",768],"

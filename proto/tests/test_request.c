@@ -1721,6 +1721,15 @@ static void test_named_copy(void)
     const int64_t sizes[TUNER_MAX_DIMS] = {3, 5, 1, 1};
     CHECK(tuner_op_bind(&r.op, sizes, &b) == 0 && b.attrs.copy.strides[0] == 768 * 5 && b.output.shape[0] == 3 &&
           b.attrs.copy.stride_sym[0] == 0);
+    /* a prefix of a fixed axis cut to a name (a prepared position table [1, 512, 64] cut to
+     * [1, s, 64]): the output names s, which x does not; x's strides; in x at every s <= 512 */
+    r = OK("{\"op\":\"copy\",\"dims\":{\"s\":{\"min\":1,\"max\":512}},\"inputs\":[{\"shape\":[1,512,64],"
+           "\"dtype\":\"f16\"}],\"attrs\":{\"shape\":[1,\"s\",64],\"strides\":[32768,64,1]}}");
+    CHECK(r.op.output.sym[1] == 1 && r.op.output.shape[1] == 512 && r.op.attrs.copy.stride_sym[1] == 0);
+    /* ... and refused where s could pass x's end */
+    BAD("{\"op\":\"copy\",\"dims\":{\"s\":{\"min\":1,\"max\":600}},\"inputs\":[{\"shape\":[1,512,64],"
+        "\"dtype\":\"f16\"}],\"attrs\":{\"shape\":[1,\"s\",64],\"strides\":[32768,64,1]}}", 422, "invalid_field",
+        "attrs");
     /* a head permute with a named offset: [b, 2, s, 64][:, 1] */
     r = OK("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",2,\"s\",64],\"dtype\":\"f16\"}],"
            "\"attrs\":{\"shape\":[\"b\",\"s\",64],\"strides\":[\"128*s\",64,1],\"offset\":\"64*s\"}}");
@@ -1742,7 +1751,7 @@ static void test_named_copy(void)
         "\"attrs\":{\"shape\":[\"b\",\"b\",64]}}", 422, "invalid_field", "attrs.shape[1]");
     BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",512,64],\"dtype\":\"f16\"},{\"shape\":[64],\"dtype\":\"f16\"}],"
         "\"attrs\":{\"shape\":[\"b\",\"s\",64]},\"epilogue\":[{\"op\":\"add\",\"input\":1}]}", 422, "invalid_field",
-        "attrs.shape[1]");
+        "attrs.strides[0]"); /* the default strides follow the output's s, which x does not name */
     /* a stride fixed at the max: at b=2, s=1 it reads past x */
     BAD("{\"op\":\"copy\"," DBS ",\"inputs\":[{\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],"
         "\"attrs\":{\"strides\":[32768,64,1]}}", 422, "invalid_field", "attrs");

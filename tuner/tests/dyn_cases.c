@@ -567,6 +567,16 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
             t_add_epilogue(&c->op, TUNER_EW_ADD, 2, pe, TUNER_EW_ABS);
             name_axes(&c->op, &c->op.inputs[1], pm);
         }
+        /* a prefix of a fixed axis cut to a name (BERT's prepared position table [1, 512, 768]
+         * cut to [1, s, 768]): the output names what x does not, the strides are x's own */
+        const dim_spec d1[1] = {{"s", 1, 77, 1}};
+        c = add(out, &n, "copy prefix [1,128,64][:, :s] -> [1,s,64]", dt, "copy");
+        c->cpu_two_runs = true;
+        {
+            const long long x[3] = {1, 128, 64}, o[3] = {1, 1, 64}, co[3] = {8192, 64, 1};
+            const unsigned xm[3] = {0, 0, 0}, om[3] = {0, 1, 0}, sm[3] = {0, 0, 0};
+            c->op = copy_op(dt, 1, d1, bump, 3, x, xm, 3, o, om, co, sm, 0, 0);
+        }
     }
     return n;
 }

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""bench/models_dynamic.py - issue 39's model row: BERT-base through the torch.compile backend
+with dynamic batch and sequence length, against the same model compiled for each exact size.
+
+    models_dynamic.py --socket SOCK --out DIR [--model bert] [--sizes 20] [--seed 0]
+                      [--batch 1,32] [--seq 16,512] [--tune model] [--iters 30]
+
+One compilation with dynamic=True (the batch and sequence axes of the inputs marked dynamic
+with their ranges), then SIZES random (batch, seq) pairs in range: each is called once (the
+plans ask the daemon, in the background, to tune the ranges holding it), the tables are given
+--settle-s to become ready, and then every size is timed from a CUDA graph (as bench/models.py
+does) and checked against eager fp16. The peer of each row is the same model compiled by the
+backend for exactly that size (dynamic=False, a fresh Dynamo cache). Reported: recompilations
+after the first (target 0), dynamic / static latency per size (target <= 1.15), the error.
+Writes DIR/models_dynamic.json and DIR/models_dynamic.md.
+"""
+import argparse
+import functools
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+sys.path.insert(0, os.path.join(REPO, "tests", "gpu"))
+sys.path.insert(0, HERE)
+import model_zoo  # noqa: E402
+from models import graphed_time  # noqa: E402
+
+
+def rel_err(a, b):
+    a, b = a.float(), b.float()
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-6))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--model", default="bert")
+    ap.add_argument("--sizes", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch", default="1,32")
+    ap.add_argument("--seq", default="16,512")
+    ap.add_argument("--tune", default="model")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--settle-s", type=float, default=30.0)
+    ap.add_argument("--no-static", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+    import hidetd
+    b_lo, b_hi = (int(x) for x in args.batch.split(","))
+    s_lo, s_hi = (int(x) for x in args.seq.split(","))
+    rng = random.Random(args.seed)
+    sizes = []
+    while len(sizes) < args.sizes:
+        bs = (rng.randint(b_lo, b_hi), rng.randint(s_lo, s_hi))
+        if bs not in sizes:
+            sizes.append(bs)
+    torch.manual_seed(0)
+    m, _ = model_zoo.build((args.model, b_hi, s_hi), torch.float16)
+
+    def inputs_at(b, s):
+        # model_zoo's transformer inputs: token ids [b, s].
+        return (torch.randint(0, m.config.vocab_size, (b, s), device="cuda"),)
+
+    opts = {"address": args.socket, "tune": args.tune, "dynamic_max": max(b_hi, s_hi)}
+    reports = []
+    be = functools.partial(hidetd.backend.hidetd_backend, options=opts, _reports=reports)
+    warnings.simplefilter("ignore")
+    torch._dynamo.reset()
+    first = inputs_at(max(2, min(8, b_hi)), max(2, min(128, s_hi)))  # the compilation's example
+    # PyTorch specializes sizes 0 and 1 (docs/python.md): a range marked from 1 starts at 2, and
+    # a batch of 1 is a compilation of its own, counted below like any other.
+    for x in first:
+        torch._dynamo.mark_dynamic(x, 0, min=max(2, b_lo), max=b_hi)
+        torch._dynamo.mark_dynamic(x, 1, min=max(2, s_lo), max=s_hi)
+    t0 = time.time()
+    c = torch.compile(m, backend=be)
+    with torch.no_grad():
+        c(*first)
+    compile_s = time.time() - t0
+    with torch.no_grad():
+        for b, s in sizes:
+            c(*inputs_at(b, s))  # each size once: the ranges holding them are asked for
+    time.sleep(args.settle_s)
+    explanation = hidetd.backend.Explanation(reports)
+    rows = []
+    for b, s in sizes:
+        xs = inputs_at(b, s)
+        row = {"batch": b, "seq": s}
+        try:
+            with torch.no_grad():
+                want = m(*xs)
+                got = c(*xs)
+            want = want[0] if isinstance(want, (tuple, list)) else getattr(want, "last_hidden_state", want)
+            got = got[0] if isinstance(got, (tuple, list)) else getattr(got, "last_hidden_state", got)
+            row["err"] = rel_err(got, want)
+            row["dynamic_ms"] = graphed_time(c, xs, args.iters)
+            if not args.no_static:
+                torch._dynamo.reset()
+                cs = torch.compile(m, backend=functools.partial(hidetd.backend.hidetd_backend, options={
+                    "address": args.socket, "tune": args.tune}), dynamic=False)
+                with torch.no_grad():
+                    cs(*xs)
+                row["static_ms"] = graphed_time(cs, xs, args.iters)
+                row["ratio"] = row["dynamic_ms"] / row["static_ms"]
+        except Exception as e:  # a row that fails stays in the table with the reason
+            row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    summary = {"model": args.model, "compile_s": compile_s,
+               "compilations": len(reports), "recompilations": max(0, len(reports) - 1),
+               "torch_ops": explanation.torch, "hidetd_ops": explanation.hidetd,
+               "left": sorted(explanation.left),
+               "max_ratio": max((r["ratio"] for r in rows if "ratio" in r), default=None),
+               "gmean_ratio": statistics.geometric_mean([r["ratio"] for r in rows if "ratio" in r])
+               if any("ratio" in r for r in rows) else None,
+               "tune": args.tune, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "models_dynamic.json"), "w") as f:
+        json.dump({"rows": rows, "summary": summary}, f, indent=1)
+    lines = ["| batch | seq | dynamic ms | static ms | dynamic / static | error |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append("| %d | %d | error: %s |||" % (r["batch"], r["seq"], r["error"]))
+            continue
+        lines.append("| %d | %d | %.3f | %s | %s | %.1e |" % (
+            r["batch"], r["seq"], r["dynamic_ms"], "%.3f" % r["static_ms"] if "static_ms" in r else "-",
+            "%.3f" % r["ratio"] if "ratio" in r else "-", r["err"]))
+    lines.append("")
+    lines.append("%s: %d compilation(s) (%d after the first), %d ops in hidetd, %d in PyTorch %s; "
+                 "compile %.1f s; worst dynamic/static %s, geometric mean %s; tune %s; %s" % (
+                     args.model, summary["compilations"], summary["recompilations"], summary["hidetd_ops"],
+                     summary["torch_ops"], summary["left"], compile_s,
+                     "%.3f" % summary["max_ratio"] if summary["max_ratio"] else "-",
+                     "%.3f" % summary["gmean_ratio"] if summary["gmean_ratio"] else "-", args.tune, summary["gpu"]))
+    with open(os.path.join(args.out, "models_dynamic.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
