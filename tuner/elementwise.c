@@ -195,7 +195,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         /* All elements of the vector share the row (vec divides the last dim). */
         if (out->rank == 1 && out->sym[0]) { /* one named row: vi is below its vectors */
             tuner_sb_printf(&sb, "const long long row = 0;\nconst long long col0 = vi * %d;\n", c.vec);
-        } else if (out->sym[out->rank - 1]) { /* a named last axis: its vectors at launch */
+        } else if (out->rank >= 1 && out->sym[out->rank - 1]) { /* a named last axis: its vectors at launch */
             char le[96];
             tuner__axis_expr(out, out->rank - 1, le, sizeof(le));
             tuner_sb_printf(&sb, "const long long hd_lv = %s / %d;\n", le, c.vec);
@@ -230,7 +230,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         char le[96];
         if (out->rank == 1 && out->sym[0]) /* one named row: vi is below its length */
             tuner_sb_puts(&sb, "const long long row = 0;\nconst long long col = vi;\n");
-        else if (out->sym[out->rank - 1]) /* a named last axis: its length at launch */
+        else if (out->rank >= 1 && out->sym[out->rank - 1]) /* a named last axis: its length at launch */
             tuner_sb_printf(&sb, "const long long hd_l = %s;\nconst long long row = vi / hd_l;\n"
                                  "const long long col = vi %% hd_l;\n",
                             tuner__axis_expr(out, out->rank - 1, le, sizeof(le)));

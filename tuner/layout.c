@@ -237,7 +237,7 @@ static int lay_generate(const tuner_op *op, const tuner_target *t, const tuner_s
     }
     emit_coords(&sb, out);
     emit_value(&sb, op);
-    if (op->epilogue.n && out->sym[out->rank - 1]) {
+    if (op->epilogue.n && out->rank >= 1 && out->sym[out->rank - 1]) {
         char le[96];
         tuner__axis_expr(out, out->rank - 1, le, sizeof(le));
         tuner_sb_printf(&sb, "const long long row = vi / %s, col = vi %% %s;\n", le, le);

@@ -455,7 +455,8 @@ static void emit_reduce_store(tuner_sb *sb, const tuner_op *op, const rows_geo *
     char le[96];
     if (out->rank == 1 && out->sym[0]) /* one named output row: row is below its length */
         tuner_sb_puts(sb, "const long long orow = 0, ocol = row;\n");
-    else if (out->sym[out->rank - 1]) /* a named last output axis: its length at launch */
+    else if (out->rank >= 1 && out->sym[out->rank - 1]) /* a named last output axis: its length at launch
+                                                         * (a full reduction has rank 0) */
         tuner_sb_printf(sb, "const long long orow = row / %s, ocol = row %% %s;\n",
                         tuner__axis_expr(out, out->rank - 1, le, sizeof(le)), le);
     else

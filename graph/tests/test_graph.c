@@ -1865,22 +1865,22 @@ static void test_attention_packed(void)
 /* ---- named dimensions -------------------------------------------------------------------------- */
 
 /* A transformer MLP block with layernorm over x [XSHAPE], dims DIMS (a printf format: %s, %s). */
-static const char *const MLP_NAMED =
-    "{%s\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":%s,\"dtype\":\"f16\"}],"
-    "\"weights\":[{\"name\":\"g\",\"shape\":[768],\"dtype\":\"f16\"},{\"name\":\"be\",\"shape\":[768],\"dtype\":\"f16\"},"
-    "{\"name\":\"w1\",\"shape\":[768,3072],\"dtype\":\"f16\"},{\"name\":\"b1\",\"shape\":[3072],\"dtype\":\"f16\"},"
-    "{\"name\":\"w2\",\"shape\":[3072,768],\"dtype\":\"f16\"},{\"name\":\"b2\",\"shape\":[768],\"dtype\":\"f16\"}],"
-    "\"nodes\":["
-    "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"be\"],\"outputs\":[\"h\"]},"
-    "{\"name\":\"fc1\",\"op\":\"matmul\",\"inputs\":[\"h\",\"w1\"],\"outputs\":[\"u\"]},"
-    "{\"name\":\"bias1\",\"op\":\"add\",\"inputs\":[\"u\",\"b1\"],\"outputs\":[\"u1\"]},"
-    "{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"u1\"],\"outputs\":[\"a\"]},"
-    "{\"name\":\"fc2\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w2\"],\"outputs\":[\"v\"]},"
-    "{\"name\":\"bias2\",\"op\":\"add\",\"inputs\":[\"v\",\"b2\"],\"outputs\":[\"v1\"]},"
-    "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"v1\",\"x\"],\"outputs\":[\"y\"]},"
-    "{\"name\":\"flat\",\"op\":\"reshape\",\"inputs\":[\"y\"],\"outputs\":[\"yf\"],\"attrs\":{\"shape\":[-1,768]}},"
-    "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"yf\"],\"outputs\":[\"p\"]}],"
-    "\"outputs\":[\"p\",\"y\"]}}";
+#define MLP_NAMED \
+    "{%s\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":%s,\"dtype\":\"f16\"}],"                                          \
+    "\"weights\":[{\"name\":\"g\",\"shape\":[768],\"dtype\":\"f16\"},{\"name\":\"be\",\"shape\":[768],\"dtype\":\"f16\"}," \
+    "{\"name\":\"w1\",\"shape\":[768,3072],\"dtype\":\"f16\"},{\"name\":\"b1\",\"shape\":[3072],\"dtype\":\"f16\"},"       \
+    "{\"name\":\"w2\",\"shape\":[3072,768],\"dtype\":\"f16\"},{\"name\":\"b2\",\"shape\":[768],\"dtype\":\"f16\"}],"       \
+    "\"nodes\":["                                                                                                          \
+    "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"be\"],\"outputs\":[\"h\"]},"                          \
+    "{\"name\":\"fc1\",\"op\":\"matmul\",\"inputs\":[\"h\",\"w1\"],\"outputs\":[\"u\"]},"                                  \
+    "{\"name\":\"bias1\",\"op\":\"add\",\"inputs\":[\"u\",\"b1\"],\"outputs\":[\"u1\"]},"                                  \
+    "{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"u1\"],\"outputs\":[\"a\"]},"                                          \
+    "{\"name\":\"fc2\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w2\"],\"outputs\":[\"v\"]},"                                  \
+    "{\"name\":\"bias2\",\"op\":\"add\",\"inputs\":[\"v\",\"b2\"],\"outputs\":[\"v1\"]},"                                  \
+    "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"v1\",\"x\"],\"outputs\":[\"y\"]},"                                     \
+    "{\"name\":\"flat\",\"op\":\"reshape\",\"inputs\":[\"y\"],\"outputs\":[\"yf\"],\"attrs\":{\"shape\":[-1,768]}},"       \
+    "{\"name\":\"sm\",\"op\":\"softmax\",\"inputs\":[\"yf\"],\"outputs\":[\"p\"]}],"                                       \
+    "\"outputs\":[\"p\",\"y\"]}}"
 
 #define DIMS_BS "\"dims\":{\"s\":{\"min\":1,\"max\":512,\"hints\":[128]},\"b\":{\"min\":1,\"max\":8}},"
 

@@ -27,20 +27,20 @@ static const char *json_str(const cJSON *o, const char *k)
 }
 
 /* The MLP block: %s the top-level extras (dims, sizes), %s x's shape. */
-static const char *const MLP =
-    "{%s\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":%s,\"dtype\":\"f16\"}],"
-    "\"weights\":[{\"name\":\"g\",\"shape\":[768],\"dtype\":\"f16\"},{\"name\":\"be\",\"shape\":[768],\"dtype\":\"f16\"},"
-    "{\"name\":\"w1\",\"shape\":[768,3072],\"dtype\":\"f16\"},{\"name\":\"b1\",\"shape\":[3072],\"dtype\":\"f16\"},"
-    "{\"name\":\"w2\",\"shape\":[3072,768],\"dtype\":\"f16\"},{\"name\":\"b2\",\"shape\":[768],\"dtype\":\"f16\"}],"
-    "\"nodes\":["
-    "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"be\"],\"outputs\":[\"h\"]},"
-    "{\"name\":\"fc1\",\"op\":\"matmul\",\"inputs\":[\"h\",\"w1\"],\"outputs\":[\"u\"]},"
-    "{\"name\":\"bias1\",\"op\":\"add\",\"inputs\":[\"u\",\"b1\"],\"outputs\":[\"u1\"]},"
-    "{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"u1\"],\"outputs\":[\"a\"],\"attrs\":{\"approximate\":\"tanh\"}},"
-    "{\"name\":\"fc2\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w2\"],\"outputs\":[\"v\"]},"
-    "{\"name\":\"bias2\",\"op\":\"add\",\"inputs\":[\"v\",\"b2\"],\"outputs\":[\"v1\"]},"
-    "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"v1\",\"x\"],\"outputs\":[\"y\"]}],"
-    "\"outputs\":[\"y\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}";
+#define MLP \
+    "{%s\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":%s,\"dtype\":\"f16\"}],"                                          \
+    "\"weights\":[{\"name\":\"g\",\"shape\":[768],\"dtype\":\"f16\"},{\"name\":\"be\",\"shape\":[768],\"dtype\":\"f16\"}," \
+    "{\"name\":\"w1\",\"shape\":[768,3072],\"dtype\":\"f16\"},{\"name\":\"b1\",\"shape\":[3072],\"dtype\":\"f16\"},"       \
+    "{\"name\":\"w2\",\"shape\":[3072,768],\"dtype\":\"f16\"},{\"name\":\"b2\",\"shape\":[768],\"dtype\":\"f16\"}],"       \
+    "\"nodes\":["                                                                                                          \
+    "{\"name\":\"ln\",\"op\":\"layernorm\",\"inputs\":[\"x\",\"g\",\"be\"],\"outputs\":[\"h\"]},"                          \
+    "{\"name\":\"fc1\",\"op\":\"matmul\",\"inputs\":[\"h\",\"w1\"],\"outputs\":[\"u\"]},"                                  \
+    "{\"name\":\"bias1\",\"op\":\"add\",\"inputs\":[\"u\",\"b1\"],\"outputs\":[\"u1\"]},"                                  \
+    "{\"name\":\"act\",\"op\":\"gelu\",\"inputs\":[\"u1\"],\"outputs\":[\"a\"],\"attrs\":{\"approximate\":\"tanh\"}},"     \
+    "{\"name\":\"fc2\",\"op\":\"matmul\",\"inputs\":[\"a\",\"w2\"],\"outputs\":[\"v\"]},"                                  \
+    "{\"name\":\"bias2\",\"op\":\"add\",\"inputs\":[\"v\",\"b2\"],\"outputs\":[\"v1\"]},"                                  \
+    "{\"name\":\"res\",\"op\":\"add\",\"inputs\":[\"v1\",\"x\"],\"outputs\":[\"y\"]}],"                                    \
+    "\"outputs\":[\"y\"]},\"arch\":\"sm_90\",\"tune\":\"none\"}"
 
 #define DIMS "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},"
 
