@@ -87,6 +87,28 @@ def parse_table(answer):
     return dims, output, generic, out
 
 
+def start_reask(owner, key, sizes, thread_name):
+    """The background re-ask of a DynamicKernel or a Plan (see the module's comment): unless
+    owner.retune is off, the range set `key` was asked for less than owner.refresh_s ago, or an
+    ask is under way, owner._reask(request with "sizes") runs on a daemon thread. owner holds
+    retune, refresh_s, request, _lock, _asked (key -> time.monotonic() of its last ask) and
+    _thread."""
+    if not owner.retune:
+        return
+    now = time.monotonic()
+    with owner._lock:
+        last = owner._asked.get(key)
+        if last is not None and now - last < owner.refresh_s:
+            return
+        if owner._thread is not None and owner._thread.is_alive():
+            return
+        owner._asked[key] = now
+        req = {k: v for k, v in owner.request.items() if k != "wait"}
+        req["sizes"] = dict(sizes)
+        owner._thread = threading.Thread(target=owner._reask, args=(req,), name=thread_name, daemon=True)
+        owner._thread.start()
+
+
 class DynamicKernel:
     """A launchable dispatch table: kernel(*inputs, sizes=None) or kernel.launch(inputs,
     output=None, stream=None, sizes=None) returns the output, like Kernel's, launched with the
@@ -165,22 +187,7 @@ class DynamicKernel:
 
     def _ask(self, entry, sizes):
         """Starts the background re-ask for entry's range (see the module's comment)."""
-        if not self.retune:
-            return
-        key = tuple(sorted(entry.ranges.items()))
-        now = time.monotonic()
-        with self._lock:
-            last = self._asked.get(key)
-            if last is not None and now - last < self.refresh_s:
-                return
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._asked[key] = now
-            req = {k: v for k, v in self.request.items() if k != "wait"}
-            req["sizes"] = dict(sizes)
-            self._thread = threading.Thread(target=self._reask, args=(req,),
-                                            name="hidetd-retune", daemon=True)
-            self._thread.start()
+        start_reask(self, tuple(sorted(entry.ranges.items())), sizes, "hidetd-retune")
 
     def _reask(self, req):
         try:

@@ -17,11 +17,10 @@ tables answered are swapped in at the next run.
 """
 import sys
 import threading
-import time
 
 from . import _cuda
 from ._tensor import check, describe, fmt_shape, nbytes
-from .dispatch import REFRESH_S, parse_table
+from .dispatch import REFRESH_S, parse_table, start_reask
 from .kernel import (LoadedSet, PlanError, _alloc_bytes, _ptr, bind_shape, check_sizes,
                      fmt_named, named_spec, new_tensor, parse_dims, parse_kernel_set, same_device,
                      tensor_map_reach, tensor_spec, whole_number)
@@ -398,22 +397,8 @@ class Plan:
     def _ask(self, entries, sizes):
         """Asks for the graph again with "sizes" on a background thread (see the module's
         comment), at most once every refresh_s per set of ranges, one ask at a time."""
-        if not self.retune:
-            return
         key = tuple(tuple(sorted(e.ranges.items())) for e in entries)
-        now = time.monotonic()
-        with self._lock:
-            last = self._asked.get(key)
-            if last is not None and now - last < self.refresh_s:
-                return
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._asked[key] = now
-            req = {k: v for k, v in self.request.items() if k != "wait"}
-            req["sizes"] = dict(sizes)
-            self._thread = threading.Thread(target=self._reask, args=(req,),
-                                            name="hidetd-plan-retune", daemon=True)
-            self._thread.start()
+        start_reask(self, key, sizes, "hidetd-plan-retune")
 
     def _reask(self, req):
         try:
