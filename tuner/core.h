@@ -84,6 +84,10 @@ void tuner__emit_tiles_begin_dyn(tuner_sb *sb, const tuner_op *op, int sm, const
 
 /* The named axes of t: the union of its sym bit sets (0 for a fixed tensor). */
 unsigned tuner__sym_mask(const tuner_tensor *t);
+/* Whether `in`, right-aligned against `like`, names exactly the axes `like` names there, each
+ * with the same names, and every other axis of `in` facing a named axis is a fixed 1 (numpy
+ * broadcasting where a name meets only itself or 1: what proto/dims.c lets through). */
+bool tuner__names_line_up(const tuner_tensor *in, const tuner_tensor *like);
 /* Whether a core template can take dynamic op: true for a static op; else no tensor names a dim
  * on two axes, every input with names lines up with the output or with input 0 (right-aligned, a
  * named axis against the same names, any other axis facing a name a fixed 1), so that

@@ -63,10 +63,7 @@ unsigned tuner__sym_mask(const tuner_tensor *t)
     return m;
 }
 
-/* Whether `in`, right-aligned against `like`, names exactly the axes `like` names there, each
- * with the same names, and every other axis of `in` facing a named axis is a fixed 1 (numpy
- * broadcasting where a name meets only itself or 1: what proto/dims.c lets through). */
-static bool lines_up(const tuner_tensor *in, const tuner_tensor *like)
+bool tuner__names_line_up(const tuner_tensor *in, const tuner_tensor *like)
 {
     if (in->rank > like->rank)
         return false;
@@ -104,7 +101,7 @@ bool tuner__dyn_supported(const tuner_op *op)
             return false;
         if (i <= 0)
             continue;
-        if (!lines_up(t, out) && !lines_up(t, x))
+        if (!tuner__names_line_up(t, out) && !tuner__names_line_up(t, x))
             return false;
     }
     return true;

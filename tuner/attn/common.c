@@ -127,20 +127,6 @@ int tuner__attn_problem_init(const tuner_op *op, tuner__attn_problem *p, char **
     return 0;
 }
 
-/* Whether `in`, right-aligned against `like`, names exactly what `like` names there, and faces a
- * name elsewhere only with a fixed 1. */
-static bool names_line_up(const tuner_tensor *in, const tuner_tensor *like)
-{
-    if (in->rank > like->rank)
-        return false;
-    for (int d = 0; d < in->rank; d++) {
-        const int ld = like->rank - in->rank + d;
-        if (in->sym[d] != like->sym[ld] && (in->sym[d] || in->shape[d] != 1))
-            return false;
-    }
-    return true;
-}
-
 bool tuner__attn_dyn_ok(const tuner_op *op)
 {
     if (!tuner_op_is_dynamic(op))
@@ -155,7 +141,7 @@ bool tuner__attn_dyn_ok(const tuner_op *op)
         const tuner_tensor *t = i < 0 ? &op->output : &op->inputs[i];
         unsigned seen = 0;
         if (i == mi && op->n_anchor_inputs > mi)
-            continue; /* names_line_up below: its names are [B, Hq, S, Skv]'s */
+            continue; /* tuner__names_line_up below: its names are [B, Hq, S, Skv]'s */
         for (int d = 0; d < t->rank; d++) {
             if (seen & t->sym[d])
                 return false;
@@ -177,11 +163,11 @@ bool tuner__attn_dyn_ok(const tuner_op *op)
         full.sym[0] = q->sym[0];
         full.sym[2] = q->sym[seq];
         full.sym[3] = op->inputs[packed ? 0 : 1].sym[seq];
-        if (!names_line_up(&op->inputs[mi], &full))
+        if (!tuner__names_line_up(&op->inputs[mi], &full))
             return false;
     }
     for (int i = op->n_anchor_inputs; i < op->n_inputs; i++)
-        if (!names_line_up(&op->inputs[i], &op->output))
+        if (!tuner__names_line_up(&op->inputs[i], &op->output))
             return false;
     return true;
 }
