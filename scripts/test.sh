@@ -17,7 +17,8 @@ usage: scripts/test.sh [--quick | --help]
             starts with [build] or [build-asan]). The tuner's compile checks compile a
             deterministic sample (tuner/tests/common.h): 1 in 8 candidates in the normal
             build (1 in 16 for matmul_wgmma), 1 in 16 in the sanitizer build. The run's identical compiles share one
-            cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h).
+            cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h). Suite one-build (the .debs,
+            the backend's small modules) runs in the sanitizer build only.
             About 10 minutes on a 2-core machine once both builds are made, 14.5 from
             a new clone (README.md, "Tests").
   --quick   the normal build only: suites unit and integration, with the tuner's compile checks
@@ -105,9 +106,13 @@ else
     echo "== [3/3] meson test in build and build-asan, side by side"
     # Each build's lines carry its name; sed -u passes them on as they come.
     pids=()
+    # Suite one-build (meson.build) runs once, in the sanitizer build: .debs from source and the
+    # backend's small modules, which even out the two builds' CPU work.
     for b in "${builds[@]}"; do
         rm -f "$b/meson-logs/test-status"
-        { run_tests "$b" 2>&1; echo "$?" > "$b/meson-logs/test-status"; } | sed -u "s/^/[$b] /" &
+        once=()
+        [ "$b" = build ] && once=(--no-suite one-build)
+        { run_tests "$b" "${once[@]}" 2>&1; echo "$?" > "$b/meson-logs/test-status"; } | sed -u "s/^/[$b] /" &
         pids+=($!)
     done
     wait "${pids[@]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/ops/deb_test.sh - builds the .debs from debian/ and checks them installed in a scratch root.
 #
-#   deb_test.sh SRC_ROOT CUDA_HOME SANITIZE [WORK_DIR]   (SANITIZE: the build's b_sanitize option)
+#   deb_test.sh SRC_ROOT CUDA_HOME [WORK_DIR]
 #
 # The package is built in WORK_DIR/deb-test (meson passes the build tree; default: a scratch
 # folder), a path that stays the same from run to run: dpkg-buildflags write the source path into
@@ -28,17 +28,14 @@
 # Not covered, and why: dpkg itself does not install into the scratch root (`dpkg --root` runs the
 # maintainer scripts, whose deb-systemd-helper and systemctl calls would act on this host), and
 # the units are not started by a systemd running as PID 1. Exit 77 (skip, with the reason) when
-# dpkg-buildpackage or debhelper is missing, and in a sanitizer build (the packages are built
-# from source with Debian's flags; once per test run is enough).
+# dpkg-buildpackage or debhelper is missing. The packages are built from source with Debian's
+# flags whatever the build this test is registered in (scripts/test.sh runs it once, in the
+# sanitizer build: tests/ops/meson.build).
 set -euo pipefail
-[ $# -eq 3 ] || [ $# -eq 4 ] || { echo "usage: $0 SRC_ROOT CUDA_HOME SANITIZE [WORK_DIR]" >&2; exit 2; }
-src=$(cd "$1" && pwd) cuda=$2 sanitize=$3 work=${4:-}
+[ $# -eq 2 ] || [ $# -eq 3 ] || { echo "usage: $0 SRC_ROOT CUDA_HOME [WORK_DIR]" >&2; exit 2; }
+src=$(cd "$1" && pwd) cuda=$2 work=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 
-if [ "$sanitize" != none ]; then
-    echo "SKIP: packaging is tested in the normal build only (this one has b_sanitize=$sanitize)"
-    exit 77
-fi
 for t in dpkg-buildpackage dpkg-deb dh dh_installsysusers; do
     command -v "$t" >/dev/null || { echo "SKIP: $t is not installed (apt-get install dpkg-dev debhelper; scripts/setup.sh does)"; exit 77; }
 done
