@@ -7,6 +7,23 @@ src=$1
 shift
 [ $# -gt 0 ] || { echo "usage: $0 SRC_DIR MODULE..." >&2; exit 2; }
 venv=${HIDETD_TORCH_VENV:-$src/../../.deps/torch-venv}
+# On a new clone scripts/test.sh starts the tests while setup.sh's PyTorch install still runs
+# beside them (HIDETD_TORCH_INSTALL: its log; setup.sh writes LOG.pid at the start and LOG.status,
+# the exit status, at the end): these tests wait for it, the others do not.
+install=${HIDETD_TORCH_INSTALL:-}
+if [ -n "$install" ] && [ -e "$install.pid" ]; then
+    if [ ! -e "$install.status" ]; then
+        echo "waiting for the PyTorch install (log: $install)"
+        while [ ! -e "$install.status" ] && kill -0 "$(cat "$install.pid")" 2>/dev/null; do
+            sleep 1
+        done
+    fi
+    if [ "$(cat "$install.status" 2>/dev/null)" != 0 ]; then
+        tail -n 20 "$install"
+        echo "FAIL: the PyTorch install failed (log: $install; HIDETD_SETUP_NO_TORCH=1 goes on without it, and these tests skip)"
+        exit 1
+    fi
+fi
 skip="SKIP: no PyTorch environment at $venv (scripts/setup.sh makes it; HIDETD_SETUP_NO_TORCH=1 left it out)"
 if [ ! -x "$venv/bin/python" ]; then
     echo "$skip"
