@@ -60,6 +60,21 @@
  * box never reaches past the tensor (columns past D are zero-filled, not the next head's), and k
  * and v are loaded at heads Hq + hk and Hq + Hkv + hk.
  *
+ * A dynamic op (named dims on B, S and Skv; tuner__attn_dyn_ok: never on the heads or D) reads
+ * S, Skv and B from the dims' parameters (aw_S, aw_Skv, aw_B after the buffers), and with them the
+ * work items, each item's key tiles, the causal offset Skv - S and the row and key bounds; the
+ * output's, the mask's and the epilogue's strides follow the sizes (tuner/attn/common.c). The
+ * launcher encodes the tensor maps at the sizes (tuner_tmap.sym), which may only change a map's
+ * dimensions, never its strides: a map whose rows are named is flattened - bshd (D, heads, B *
+ * rows), bhsd (D, B * heads * rows) - its row coordinate aw_b's (and head's) first row plus the
+ * tile's; a named B alone is the 4-d map's outermost dimension. A flattened tile past S or Skv
+ * then reads the next head's or batch entry's rows, not zeros (only past the tensor's end
+ * zeros): q rows past S are computed and not stored, and keys past Skv are -inf before the
+ * softmax (P = 0 there), so that only a non-finite v element of a neighbouring head could reach
+ * the output (0 * inf). The grid min(items, SMs) is a rule: exact where B or S is fixed (Hq * B *
+ * ceil(S / block_m) or Hq * query blocks * B), else min(Hq * B * S, SMs), never fewer blocks than
+ * items up to the SMs (a block that finds no item returns). The space is the one at the dims' max.
+ *
  * Applies on sm_90a to what tuner__attn_supported accepts with 16-byte aligned q, k, v (TMA).
  */
 #include <errno.h>
@@ -202,12 +217,14 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
  * 64 KiB a stage, and 2 leave the consumers waiting for loads: ncu showed 0.39 eligible warps per
  * scheduler; causal 478 against 385; bench/results/2026-11-29-h200-attention), D = 64 192 keys,
  * D = 256 64 keys (O alone is 128 registers) and 2 stages (a stage is 64 KiB there too, and 3
- * would not fit beside the Q tile); one consumer where S fits one 64-row block. */
+ * would not fit beside the Q tile); one consumer where S fits one 64-row block. A dynamic op's
+ * D = 64 with a mask takes 128 keys: its mask's addressing from the dims' parameters spilled
+ * 56 bytes at 192 (ptxas -v, BERT's [b,12,s,64] with a [b,1,1,s] mask), none at 128. */
 static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages)
 {
     const long long d = p->d.d;
     *consumers = p->d.s <= 64 ? 1 : 2;
-    *bn = d == 64 ? 192 : d == 256 ? 64 : 128;
+    *bn = d == 64 ? (p->d.has_mask && tuner_op_is_dynamic(p->op) ? 128 : 192) : d == 256 ? 64 : 128;
     *stages = d == 256 ? 2 : 3;
 }
 

@@ -713,6 +713,18 @@ int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out)
         name0(&c->op, &c->op.output, 1);
         c->op.inputs[1].sym[0] = 1; /* gamma is indexed by column: it cannot be named */
     }
+    if (dt != TUNER_F32) {
+        /* attention's heads and head dim stay fixed: no template (attention_wgmma on sm_90a
+         * included) takes a named head count (proto/dims.c refuses it in a request first). */
+        c = add(out, &n, "attention bhsd [2,h,s,64] (a named head count)", dt, NULL);
+        const dim_spec d2[2] = {{"h", 1, 8, 1}, {"s", 1, 128, 1}};
+        const unsigned qs[4] = {0, 1, 2, 0};
+        c->op = ta_attention_of(dt, false, false, 2, 1, 1, 1, 1, 64, 0, NULL, dt);
+        set_dims(&c->op, 2, d2, false);
+        for (int i = 0; i < 3; i++)
+            name_axes(&c->op, &c->op.inputs[i], qs);
+        name_axes(&c->op, &c->op.output, qs);
+    }
     c = add(out, &n, "softmax [4,768] (a dim no axis names)", dt, NULL);
     c->op = t_softmax(dt, 4, 768, 16);
     set_dims(&c->op, 1, dn, false);
