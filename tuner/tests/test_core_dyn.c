@@ -1,8 +1,9 @@
 /* tuner/tests/test_core_dyn.c - dynamic ops (named dims, issue 39) in the core templates:
  * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols, gather (named ids),
- * attention_mma (names on B, S and Skv) and attention_decode (B and Skv). Cases marked
- * cpu_two_runs run twice here (f16 on sm_80, f32 on sm_90a; attention's once, f16 on sm_80 or
- * bf16 on sm_90a by turns).
+ * attention_mma and attention_wgmma (names on B, S and Skv) and attention_decode (B and Skv).
+ * Cases marked cpu_two_runs run twice here (f16 on sm_80, f32 on sm_90a; attention's once, f16
+ * on sm_80 or bf16 on sm_90a by turns; attention_wgmma's, sm90a_only, once on sm_90a, f16 or bf16
+ * by turns, default_only / no_compile limiting what they compile).
  *
  * For every case of tuner/tests/dyn_cases.c x dtype x {sm_80, sm_90a}: the space is built (only
  * dynamic templates, the expected one among them, split and vector candidates as the case says)
@@ -11,8 +12,9 @@
  *    after the buffers, in order;
  *  - at the sizes min, an odd one and max, each grid dimension (its rule, or the fixed value)
  *    equals the grid of the same schedule generated for the static op at those sizes
- *    (tuner_op_bind), kernel names and blocks agree, and the workspace at max holds the bound
- *    op's;
+ *    (tuner_op_bind) - a persistent attention_wgmma grid no smaller and at most its cap -,
+ *    kernel names and blocks agree, each tensor map bound at the sizes is the static op's or a
+ *    flattening of it over the same bytes, and the workspace at max holds the bound op's;
  *  - the same schedule generated for the op with every dim's max raised is the same text: no
  *    named size is baked into the code (a literal row count or element bound would differ).
  * Every input's broadcast offset (tuner__bcast_offset) against the output and x, evaluated at the
