@@ -157,7 +157,8 @@ int main(void)
     ht_resp_free(&r);
 
     /* Names on inner axes: layernorm over [b, s, 768] with a position term [s, 768], and causal
-     * self-attention [b, s, 8, 64] (layout bshd, S and Skv both s: attention_mma's). */
+     * self-attention [b, s, 8, 64] (layout bshd, S and Skv both s: on sm_90a attention_wgmma's,
+     * its tensor maps' named dimensions written with the names). */
     r = ht_post(&d, "/v1/kernels",
                 "{\"op\":\"layernorm\",\"inputs\":[{\"shape\":[\"b\",\"s\",768],\"dtype\":\"f16\"},"
                 "{\"shape\":[768],\"dtype\":\"f16\"},{\"shape\":[768],\"dtype\":\"f16\"},"
@@ -181,6 +182,15 @@ int main(void)
     CHECK(shape && !strcmp(shape, "[\"b\",\"s\",8,64]"), "output shape %s", shape ? shape : "?");
     free(shape);
     check_dynamic_set(&d, get(get(r.json, "dispatch"), "generic"), "sm_90a", "b s");
+    {
+        const cJSON *k0 = cJSON_GetArrayItem(get(get(get(r.json, "dispatch"), "generic"), "kernels"), 0);
+        char *maps = cJSON_PrintUnformatted(get(k0, "params")); /* the tensor_map params among them */
+        CHECK(!strncmp(json_str(k0, "name"), "hd_attention_wgmma_", 19), "attention [b,s,8,64] on sm_90a runs %s",
+              json_str(k0, "name"));
+        CHECK(maps && strstr(maps, "{\"dims\":[\"b\",\"s\"],\"coef\":1}"), "attention's maps over b * s rows: %s",
+              maps ? maps : "none");
+        free(maps);
+    }
     ht_resp_free(&r);
 
     /* Three names of 25 ranges each would be 15625 entries: the widest name's neighbouring

@@ -60,6 +60,21 @@
  * box never reaches past the tensor (columns past D are zero-filled, not the next head's), and k
  * and v are loaded at heads Hq + hk and Hq + Hkv + hk.
  *
+ * A dynamic op (named dims on B, S and Skv; tuner__attn_dyn_ok: never on the heads or D) reads
+ * S, Skv and B from the dims' parameters (aw_S, aw_Skv, aw_B after the buffers), and with them the
+ * work items, each item's key tiles, the causal offset Skv - S and the row and key bounds; the
+ * output's, the mask's and the epilogue's strides follow the sizes (tuner/attn/common.c). The
+ * launcher encodes the tensor maps at the sizes (tuner_tmap.sym), which may only change a map's
+ * dimensions, never its strides: a map whose rows are named is flattened - bshd (D, heads, B *
+ * rows), bhsd (D, B * heads * rows) - its row coordinate aw_b's (and head's) first row plus the
+ * tile's; a named B alone is the 4-d map's outermost dimension. A flattened tile past S or Skv
+ * then reads the next head's or batch entry's rows, not zeros (only past the tensor's end
+ * zeros): q rows past S are computed and not stored, and keys past Skv are -inf before the
+ * softmax (P = 0 there), so that only a non-finite v element of a neighbouring head could reach
+ * the output (0 * inf). The grid min(items, SMs) is a rule: exact where B or S is fixed (Hq * B *
+ * ceil(S / block_m) or Hq * query blocks * B), else min(Hq * B * S, SMs), never fewer blocks than
+ * items up to the SMs (a block that finds no item returns). The space is the one at the dims' max.
+ *
  * Applies on sm_90a to what tuner__attn_supported accepts with 16-byte aligned q, k, v (TMA).
  */
 #include <errno.h>
@@ -149,13 +164,26 @@ static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const a
 static bool aw_problem(const tuner_op *op, const tuner_target *t, tuner__attn_problem *p)
 {
     const tuner_arch *a = tuner__arch(t);
-    if (!op || !a || !a->has_wgmma || t->sm != 90 || !t->arch_specific || !tuner__attn_supported(op))
+    if (!op || !a || !a->has_wgmma || t->sm != 90 || !t->arch_specific || !tuner__attn_supported(op) ||
+        !tuner__attn_dyn_ok(op))
         return false;
     /* q, k and v (packed: qkv, whose k and v heads start D * 2 bytes apart, a multiple of 16) */
     for (int i = 0; i < (op->attrs.attention.packed ? 1 : 3); i++)
         if (op->inputs[i].align < 16)
             return false;
-    return tuner__attn_problem_init(op, p, NULL) == 0;
+    if (tuner__attn_problem_init(op, p, NULL) < 0)
+        return false;
+    if (tuner_op_is_dynamic(op)) {
+        /* At the dims' max: sequence lengths ints with room for a block past them, and a
+         * flattened map's row coordinate (aw_tmap_of) an int32 of the copy instruction. */
+        const tuner_attention_dims *d = &p->d;
+        if (d->s > (1LL << 30) || d->skv > (1LL << 30))
+            return false;
+        const long long hq = p->bshd ? 1 : d->hq, hkv = p->bshd ? 1 : d->hkv;
+        if (d->b * hq * d->s >= (1LL << 31) || d->b * hkv * d->skv >= (1LL << 31))
+            return false;
+    }
+    return true;
 }
 
 static bool aw_applies(const tuner_op *op, const tuner_target *t)
@@ -189,12 +217,14 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
  * 64 KiB a stage, and 2 leave the consumers waiting for loads: ncu showed 0.39 eligible warps per
  * scheduler; causal 478 against 385; bench/results/2026-11-29-h200-attention), D = 64 192 keys,
  * D = 256 64 keys (O alone is 128 registers) and 2 stages (a stage is 64 KiB there too, and 3
- * would not fit beside the Q tile); one consumer where S fits one 64-row block. */
+ * would not fit beside the Q tile); one consumer where S fits one 64-row block. A dynamic op's
+ * D = 64 with a mask takes 128 keys: its mask's addressing from the dims' parameters spilled
+ * 56 bytes at 192 (ptxas -v, BERT's [b,12,s,64] with a [b,1,1,s] mask), none at 128. */
 static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages)
 {
     const long long d = p->d.d;
     *consumers = p->d.s <= 64 ? 1 : 2;
-    *bn = d == 64 ? 192 : d == 256 ? 64 : 128;
+    *bn = d == 64 ? (p->d.has_mask && tuner_op_is_dynamic(p->op) ? 128 : 192) : d == 256 ? 64 : 128;
     *stages = d == 256 ? 2 : 3;
 }
 
@@ -310,6 +340,19 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
 
 /* ---- code generation ---- */
 
+/* The named dims map `which`'s rows follow (q: S's, k and v: Skv's; 0 for fixed rows). */
+static unsigned aw_rows_sym(const tuner__attn_problem *p, int which)
+{
+    return which == 0 ? p->s_sym : p->skv_sym;
+}
+
+/* Whether map `which` is flattened (a dynamic op whose rows are named; see the header): its
+ * rows and the dimensions above them one map dimension, so that no stride depends on a size. */
+static bool aw_map_flat(const tuner__attn_problem *p, int which)
+{
+    return aw_rows_sym(p, which) != 0;
+}
+
 /* The tensor map of q (which 0), k (1) or v (2): boxes of 64 columns x rows (see the header). */
 static tuner_tmap aw_tmap_of(const tuner__attn_problem *p, const aw_cfg *c, int which)
 {
@@ -342,16 +385,51 @@ static tuner_tmap aw_tmap_of(const tuner__attn_problem *p, const aw_cfg *c, int 
         box[2] = 1;
     }
     strides[2] = row * rows * heads;
-    return tuner__hopper_tmap_tiled(TUNER_BUF_INPUT0 + (p->packed ? 0 : which), p->dt, 4, dims, strides, box);
+    const int buf = TUNER_BUF_INPUT0 + (p->packed ? 0 : which);
+    if (!aw_map_flat(p, which)) {
+        tuner_tmap m = tuner__hopper_tmap_tiled(buf, p->dt, 4, dims, strides, box);
+        if (p->b_sym) { /* a named batch alone: the outermost dimension, at the launch's B */
+            m.sym[3] = (uint8_t)p->b_sym;
+            m.sym_coef[3] = 1;
+        }
+        return m;
+    }
+    /* Named rows: bshd's (D, heads, B * rows), bhsd's (D, B * heads * rows), encoded at the
+     * launch's B and rows times the fixed factors (B's, when it has no name). */
+    const unsigned sym = p->b_sym | aw_rows_sym(p, which);
+    const uint64_t fixed_b = p->b_sym ? 1 : (uint64_t)d->b;
+    tuner_tmap m;
+    if (p->bshd) {
+        dims[2] = rows * (uint64_t)d->b;
+        m = tuner__hopper_tmap_tiled(buf, p->dt, 3, dims, strides, box);
+        m.sym[2] = (uint8_t)sym;
+        m.sym_coef[2] = fixed_b;
+    } else {
+        dims[1] = rows * heads * (uint64_t)d->b;
+        m = tuner__hopper_tmap_tiled(buf, p->dt, 2, dims, strides, box);
+        m.sym[1] = (uint8_t)sym;
+        m.sym_coef[1] = heads * fixed_b;
+    }
+    return m;
 }
 
-/* Emits the TMA loads of a tile of `rows` rows from map `map` at row `r0` of head `h`, batch
- * entry aw_b, into the boxes at `dst` (box x at dst + x * rows * 128), completing on `bar`. */
-static void emit_tile_load(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *dst,
+/* Emits the TMA loads of a tile of `rows` rows from map `map` (q's, which 0, k's 1, v's 2) at row
+ * `r0` of head `h`, batch entry aw_b, into the boxes at `dst` (box x at dst + x * rows * 128),
+ * completing on `bar`. A flattened map (aw_map_flat) takes the row as aw_b's rows at the
+ * launch's sequence length (aw_S, aw_Skv) and, bhsd, the heads before it. */
+static void emit_tile_load(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, int which, const char *dst,
                            const char *map, const char *r0, const char *h, int rows, const char *bar)
 {
+    const char *seq = which == 0 ? "aw_S" : "aw_Skv";
+    const long long heads = which == 0 ? p->d.hq : p->d.hkv;
     for (int x = 0; x < c->boxes; x++) {
-        if (p->bshd)
+        if (aw_map_flat(p, which) && p->bshd)
+            tuner_sb_printf(sb, "wg_tma3(%s + %d, %s, %d, %s, aw_b * %s + %s, %s);\n", dst, x * rows * 128, map, 64 * x, h,
+                            seq, r0, bar);
+        else if (aw_map_flat(p, which))
+            tuner_sb_printf(sb, "wg_tma2(%s + %d, %s, %d, (aw_b * %lld + %s) * %s + %s, %s);\n", dst, x * rows * 128, map,
+                            64 * x, heads, h, seq, r0, bar);
+        else if (p->bshd)
             tuner_sb_printf(sb, "wg_tma4(%s + %d, %s, %d, %s, %s, aw_b, %s);\n", dst, x * rows * 128, map, 64 * x, h,
                             r0, bar);
         else
@@ -360,26 +438,71 @@ static void emit_tile_load(tuner_sb *sb, const tuner__attn_problem *p, const aw_
     }
 }
 
-/* Declares the work item t's coordinates: aw_b, aw_h (query head), aw_hk (kv head), aw_m0 (first
- * query row) and aw_nt (key tiles). */
-static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c)
+/* The sizes as the generated code reads them: a static op's literals (printed as they always
+ * were, so that its programs stay the same text), a dynamic op's variables (emit_dyn_sizes). */
+typedef struct aw_sizes {
+    char s[32], skv[32];     /* S, Skv: int */
+    char off[32];            /* the causal offset Skv - S: long long */
+    char nmb[32], nmb_ll[32]; /* query blocks per (batch, head): int, and as a long long */
+    char bh_ll[32];          /* B * Hq: long long */
+    char items_ll[32];       /* work items: long long */
+    char nt[32], nt_ll[32];  /* key tiles of a whole row: int, long long */
+} aw_sizes;
+
+static void aw_sizes_of(const tuner__attn_problem *p, const aw_cfg *c, aw_sizes *z)
 {
+    if (tuner_op_is_dynamic(p->op)) {
+        *z = (aw_sizes){.s = "aw_S", .skv = "aw_Skv", .off = "aw_off", .nmb = "aw_nmb", .nmb_ll = "aw_nmb",
+                        .bh_ll = "aw_bhn", .items_ll = "aw_items", .nt = "aw_ntk", .nt_ll = "(long long)aw_ntk"};
+        return;
+    }
     const long long nmb = tuner__attn_cdiv(p->d.s, c->bm), bh = p->d.b * p->d.hq;
     const long long nt = tuner__attn_cdiv(p->d.skv, c->bn);
+    snprintf(z->s, sizeof(z->s), "%lld", (long long)p->d.s);
+    snprintf(z->skv, sizeof(z->skv), "%lld", (long long)p->d.skv);
+    snprintf(z->off, sizeof(z->off), "%lldLL", p->causal_off);
+    snprintf(z->nmb, sizeof(z->nmb), "%lld", nmb);
+    snprintf(z->nmb_ll, sizeof(z->nmb_ll), "%lldLL", nmb);
+    snprintf(z->bh_ll, sizeof(z->bh_ll), "%lldLL", bh);
+    snprintf(z->items_ll, sizeof(z->items_ll), "%lldLL", nmb * bh);
+    snprintf(z->nt, sizeof(z->nt), "%lld", nt);
+    snprintf(z->nt_ll, sizeof(z->nt_ll), "%lldLL", nt);
+}
+
+/* A dynamic op's sizes at launch, from the dims' parameters (S and Skv below 2^30 at the max:
+ * aw_problem), and what the work items and tiles follow from them (aw_sizes). */
+static void emit_dyn_sizes(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c)
+{
+    char se[96], ke[96], be[96];
+    tuner_sb_printf(sb,
+                    "const int aw_S = (int)%s, aw_Skv = (int)%s, aw_B = (int)%s;\n"
+                    "const long long aw_off = (long long)aw_Skv - aw_S;\n"
+                    "const int aw_nmb = (aw_S + %d) / %d, aw_ntk = (aw_Skv + %d) / %d;\n"
+                    "const long long aw_bhn = (long long)aw_B * %lldLL, aw_items = aw_bhn * aw_nmb;\n",
+                    tuner__attn_size_expr(p, 's', se, sizeof(se)), tuner__attn_size_expr(p, 'k', ke, sizeof(ke)),
+                    tuner__attn_size_expr(p, 'b', be, sizeof(be)), c->bm - 1, c->bm, c->bn - 1, c->bn,
+                    (long long)p->d.hq);
+}
+
+/* Declares the work item t's coordinates: aw_b, aw_h (query head), aw_hk (kv head), aw_m0 (first
+ * query row) and aw_nt (key tiles). */
+static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const aw_sizes *z)
+{
     if (p->causal)
-        tuner_sb_printf(sb, "const int aw_mb = %lld - 1 - (int)(t / %lldLL), aw_bh = (int)(t %% %lldLL);\n", nmb, bh, bh);
+        tuner_sb_printf(sb, "const int aw_mb = %s - 1 - (int)(t / %s), aw_bh = (int)(t %% %s);\n", z->nmb, z->bh_ll,
+                        z->bh_ll);
     else
-        tuner_sb_printf(sb, "const int aw_mb = (int)(t %% %lldLL), aw_bh = (int)(t / %lldLL);\n", nmb, nmb);
+        tuner_sb_printf(sb, "const int aw_mb = (int)(t %% %s), aw_bh = (int)(t / %s);\n", z->nmb_ll, z->nmb_ll);
     tuner_sb_printf(sb,
                     "const int aw_b = aw_bh / %lld, aw_h = aw_bh %% %lld, aw_hk = aw_h / %lld, aw_m0 = aw_mb * %d;\n",
                     (long long)p->d.hq, (long long)p->d.hq, (long long)p->d.group, c->bm);
     if (p->causal)
         tuner_sb_printf(sb,
-                        "const long long aw_lim = (long long)min(aw_m0 + %d, %lld) - 1 + %lldLL;\n"
-                        "const int aw_nt = aw_lim < 0 ? 0 : (int)min(aw_lim / %d + 1, %lldLL);\n",
-                        c->bm, (long long)p->d.s, p->causal_off, c->bn, nt);
+                        "const long long aw_lim = (long long)min(aw_m0 + %d, %s) - 1 + %s;\n"
+                        "const int aw_nt = aw_lim < 0 ? 0 : (int)min(aw_lim / %d + 1, %s);\n",
+                        c->bm, z->s, z->off, c->bn, z->nt_ll);
     else
-        tuner_sb_printf(sb, "const int aw_nt = %lld;\n", nt);
+        tuner_sb_printf(sb, "const int aw_nt = %s;\n", z->nt);
 }
 
 /* Emits a consumer's softmax of the tile at key aw_kv0 (in aw_sc): logits into the log2
@@ -387,9 +510,9 @@ static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *
  * keys past Skv (zero-filled by the copy engine) and causally hidden ones -inf on the tiles that
  * have any, then per row the max over the quad, exp2 against it (0 while it is -inf) in place,
  * l rescaled (a per-thread partial sum until the epilogue) and O's factor left in aw_al. */
-static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *mask_value)
+static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *mask_value,
+                         const aw_sizes *z)
 {
-    const tuner_attention_dims *d = &p->d;
     const double sl2 = p->scale * 1.4426950408889634;
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
@@ -399,21 +522,21 @@ static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cf
     if (mask_value)
         tuner_sb_printf(sb,
                         "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
-                        "if (aw_i < %lld && aw_j < %lld) x += %s;\n",
-                        (long long)d->s, (long long)d->skv, mask_value);
+                        "if (aw_i < %s && aw_j < %s) x += %s;\n",
+                        z->s, z->skv, mask_value);
     tuner_sb_puts(sb, "}\n");
-    tuner_sb_printf(sb, "if (aw_kv0 + %d > %lld", c->bn, (long long)d->skv);
+    tuner_sb_printf(sb, "if (aw_kv0 + %d > %s", c->bn, z->skv);
     if (p->causal)
-        tuner_sb_printf(sb, " || (long long)aw_kv0 + %d > (long long)aw_m0 + %lldLL", c->bn - 1, p->causal_off);
+        tuner_sb_printf(sb, " || (long long)aw_kv0 + %d > (long long)aw_m0 + %s", c->bn - 1, z->off);
     tuner_sb_printf(sb,
                     ") {\n"
                     "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
                     "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
                     "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
-                    "if (aw_j >= %lld",
-                    c->bn / 8, (long long)d->skv);
+                    "if (aw_j >= %s",
+                    c->bn / 8, z->skv);
     if (p->causal)
-        tuner_sb_printf(sb, " || (long long)aw_j > (long long)aw_i + %lldLL", p->causal_off);
+        tuner_sb_printf(sb, " || (long long)aw_j > (long long)aw_i + %s", z->off);
     tuner_sb_puts(sb, ") aw_sc[4 * j + 2 * h + e] = -HD_INF;\n}\n}\n");
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
@@ -452,6 +575,9 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         return -EINVAL;
     }
     const int grid = (int)(items < a->sm_count ? items : a->sm_count);
+    const bool dyn = tuner_op_is_dynamic(op);
+    aw_sizes z;
+    aw_sizes_of(&p, &c, &z);
     /* The mask's value at (aw_b, aw_h, aw_i, aw_j), as the softmax reads it. */
     char *mv = d->has_mask ? tuner__attn_mask_log2(&p, "aw_b", "aw_h", "aw_i", "aw_j") : NULL;
     if (d->has_mask && !mv)
@@ -483,6 +609,8 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
 
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(", c.threads, name);
     tuner__attn_emit_params(&sb, &p);
+    if (dyn) /* the sizes after the buffers, before the maps (as the launch passes them) */
+        tuner__emit_dim_params(&sb, op);
     tuner__hopper_emit_map_param(&sb, "aw_tm_q");
     tuner__hopper_emit_map_param(&sb, "aw_tm_k");
     tuner__hopper_emit_map_param(&sb, "aw_tm_v");
@@ -490,6 +618,8 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner__hopper_emit_map_addr(&sb, "aw_tm_q", "aw_map_q");
     tuner__hopper_emit_map_addr(&sb, "aw_tm_k", "aw_map_k");
     tuner__hopper_emit_map_addr(&sb, "aw_tm_v", "aw_map_v");
+    if (dyn)
+        emit_dyn_sizes(&sb, &p, &c);
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char aw_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 aw_bars[%d];\n"
@@ -512,11 +642,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner_sb_printf(&sb,
                     "if (threadIdx.x == 0) {\n"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n"
-                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
-                    items);
-    emit_item(&sb, &p, &c);
+                    "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n",
+                    z.items_ll);
+    emit_item(&sb, &p, &c, &z);
     tuner_sb_printf(&sb, "wg_wait(aw_qempty, aw_qph ^ 1);\naw_qph ^= 1;\nwg_expect(aw_qfull, %d);\n", c.q_bytes);
-    emit_tile_load(&sb, &p, &c, "aw_q", "aw_map_q", "aw_m0", "aw_h", c.bm, "aw_qfull");
+    emit_tile_load(&sb, &p, &c, 0, "aw_q", "aw_map_q", "aw_m0", "aw_h", c.bm, "aw_qfull");
     tuner_sb_puts(&sb, "for (int n = 0; n < aw_nt; n++) {\n");
     tuner__hopper_emit_stage_acquire(&sb, S, c.stage_bytes, "wg_bar0", "aw_ring");
     tuner_sb_printf(&sb, "wg_expect(wg_full, %d);\nconst int aw_kv0 = n * %d;\n", c.stage_bytes, c.bn);
@@ -526,10 +656,10 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         snprintf(khead, sizeof(khead), "(aw_hk + %lld)", p.k_head0);
         snprintf(vhead, sizeof(vhead), "(aw_hk + %lld)", p.v_head0);
     }
-    emit_tile_load(&sb, &p, &c, "wg_st", "aw_map_k", "aw_kv0", khead, c.bn, "wg_full");
+    emit_tile_load(&sb, &p, &c, 1, "wg_st", "aw_map_k", "aw_kv0", khead, c.bn, "wg_full");
     char vdst[48];
     snprintf(vdst, sizeof(vdst), "(wg_st + %d)", c.kv_bytes);
-    emit_tile_load(&sb, &p, &c, vdst, "aw_map_v", "aw_kv0", vhead, c.bn, "wg_full");
+    emit_tile_load(&sb, &p, &c, 2, vdst, "aw_map_v", "aw_kv0", vhead, c.bn, "wg_full");
     tuner__hopper_emit_stage_advance(&sb, S);
     tuner_sb_puts(&sb, "}\n}\n}\n");
 
@@ -549,11 +679,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
                     "float aw_o[%d], aw_sc[%d];\nhd_u32 aw_pa[%d][4];\n"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n%s"
-                    "for (long long t = blockIdx.x; t < %lldLL; t += gridDim.x) {\n",
+                    "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n",
                     c.kv_bytes, c.bn * 128, no, ns, c.bn / 16,
                     /* Consumer 0 takes the first turn. */
-                    c.pingpong ? "if (aw_c == 1) asm volatile(\"bar.arrive 1, 256;\" ::: \"memory\");\n" : "", items);
-    emit_item(&sb, &p, &c);
+                    c.pingpong ? "if (aw_c == 1) asm volatile(\"bar.arrive 1, 256;\" ::: \"memory\");\n" : "", z.items_ll);
+    emit_item(&sb, &p, &c, &z);
     /* Register pins (aw_pin) around every wgmma fence and wait: S's accumulators, O's, P's. */
     char pin_s[48], pin_all[160];
     snprintf(pin_s, sizeof(pin_s), "aw_pin<%d>(aw_sc);\n", ns);
@@ -603,7 +733,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                         /* This warp is done with Q once its last Q.K^T completed. */
                         "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
                         c.bn, tw, pin_all, qk, tp, pin_all);
-        emit_softmax(&sb, &p, &c, mv);
+        emit_softmax(&sb, &p, &c, mv, &z);
         tuner_sb_printf(&sb, "%s%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s%s}\n", rescale, tw, pin_all, pv, tp,
                         pin_all, release, advance);
     } else {
@@ -617,13 +747,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                         "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s"
                         "if (aw_nt == 1 && wg_l == 0) wg_arrive(aw_qempty);\n",
                         tw, pin_all, qk, tp, pin_all);
-        emit_softmax(&sb, &p, &c, mv);
+        emit_softmax(&sb, &p, &c, mv, &z);
         tuner_sb_printf(&sb, "%s%s}\n"
                              "for (int n = 1; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
                              "%s%swg_fence();\n%s%s%swg_wait_group<1>();\n%s"
                              "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
                         rescale, advance, c.bn, tw, pin_all, qk, pv, tp, pin_s);
-        emit_softmax(&sb, &p, &c, mv);
+        emit_softmax(&sb, &p, &c, mv, &z);
         tuner_sb_printf(&sb, "wg_wait_group<0>();\n%s%s%s%s}\n"
                              "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s}\n",
                         pin_all, release, rescale, advance, tw, pin_all, pv, tp, pin_all, release);
@@ -637,10 +767,10 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "aw_l += __shfl_xor_sync(0xffffffffu, aw_l, 2);\n"
                     "const float aw_inv = aw_l > 0.0f ? 1.0f / aw_l : 0.0f;\n"
                     "const int aw_i = aw_m0 + aw_r + 8 * h;\n"
-                    "if (aw_i < %lld) {\n"
+                    "if (aw_i < %s) {\n"
                     "#pragma unroll\nfor (int j = 0; j < %lld; j++) {\n"
                     "const float aw_v0 = aw_o[4 * j + 2 * h] * aw_inv, aw_v1 = aw_o[4 * j + 2 * h + 1] * aw_inv;\n",
-                    (long long)d->s, (long long)d->d / 8);
+                    z.s, (long long)d->d / 8);
     static const char *const vars[2] = {"aw_v0", "aw_v1"};
     tuner__attn_emit_store(&sb, &p, "aw_b", "aw_h", "aw_i", "8 * j + aw_q2", vars, 2);
     tuner_sb_puts(&sb, "}\n}\n}\n}\n");
@@ -668,6 +798,27 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner__launch_args(l, op);
     for (int i = 0; i < 3; i++)
         l->maps[l->n_maps++] = aw_tmap_of(&p, &c, i);
+    if (dyn) {
+        /* The dims after the buffers; the grid min(work items, SMs) at the launch's sizes:
+         * exactly where B or S is fixed (Hq * B * ceil(S / block_m), or Hq * query blocks * B),
+         * else min(Hq * B * S, SMs), no fewer blocks than items up to the SMs (the extra ones
+         * find no item and return). */
+        int r = tuner__launch_dim_args(l, op);
+        const long long hq = d->hq, nb = d->b;
+        if (r == 0 && p.s_sym && !p.b_sym)
+            r = tuner__grid_rule(l, 0, op, p.s_sym, 1, c.bm, hq * nb, a->sm_count);
+        else if (r == 0 && p.s_sym)
+            r = tuner__grid_rule(l, 0, op, p.s_sym | p.b_sym, hq, 1, 1, a->sm_count);
+        else if (r == 0 && p.b_sym)
+            r = tuner__grid_rule(l, 0, op, p.b_sym, hq * nmb, 1, 1, a->sm_count);
+        if (r < 0) {
+            free(prog->source);
+            prog->source = NULL;
+            if (err)
+                *err = strdup("attention_wgmma: the launch's dims arguments or grid rules do not fit the op's sizes");
+            return r;
+        }
+    }
     return 0;
 }
 
@@ -684,4 +835,7 @@ const tuner_template tuner__attn_wgmma = {
     .predict_us = aw_predict,
     .preferred = aw_preferred,
     .default_rank = TUNER_RANK_TENSOR_CORE,
+    /* Names on B, S and Skv (tuner__attn_dyn_ok): sizes from the dims' parameters, the grid by a
+     * rule, the maps' named dimensions encoded at launch (the header's "A dynamic op"). */
+    .dynamic_dims = true,
 };

@@ -525,6 +525,68 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
         }
     }
 
+    /* attention_wgmma (sm_90a only; f16 and bf16): its flattened tensor maps (named rows), the
+     * batch dimension of a 4-d map (a named B alone), the grid's rules (exact with B or S fixed,
+     * a bound with both named) and the sizes read at launch. */
+    if (dt != TUNER_F32) {
+        /* bhsd, GQA 4/2, B, S and Skv named apart, a mask [b,1,s,k]: every map flattened. */
+        c = add(out, &n, "attention_wgmma bhsd [b,4,s,128] kv [b,2,k,128] mask[b,1,s,k]", dt, "attention_wgmma");
+        c->cpu_two_runs = c->sm90a_only = c->default_only = true;
+        {
+            const dim_spec d3[3] = {{"b", 1, 3, 1}, {"k", 1, 300, 1}, {"s", 1, 200, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 4, 0}, ks[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 4, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 4, 2, 1, 1, 128, 4, ms, dt);
+            set_dims(&c->op, 3, d3, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], ks);
+            name_axes(&c->op, &c->op.inputs[2], ks);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bshd self-attention, causal, B and S named: the grid bounded by Hq * B * S. */
+        c = add(out, &n, "attention_wgmma bshd causal [b,s,4,64] self", dt, "attention_wgmma");
+        c->cpu_two_runs = c->sm90a_only = c->no_compile = true;
+        {
+            const dim_spec d2[2] = {{"b", 1, 2, 1}, {"s", 1, 333, 1}};
+            const unsigned qs[4] = {1, 2, 0, 0};
+            c->op = ta_attention_of(dt, true, true, 1, 4, 4, 1, 1, 64, 0, NULL, dt);
+            set_dims(&c->op, 2, d2, bump);
+            for (int i = 0; i < 3; i++)
+                name_axes(&c->op, &c->op.inputs[i], qs);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bshd_packed qkv [2,s,4+2*2,128], causal, a key mask [s]: B fixed, the grid exact. */
+        c = add(out, &n, "attention_wgmma bshd_packed causal qkv [2,s,8,128] mask[s]", dt, "attention_wgmma");
+        c->cpu_two_runs = c->sm90a_only = c->default_only = true;
+        {
+            const dim_spec d1[1] = {{"s", 1, 260, 1}};
+            const unsigned qs[4] = {0, 1, 0, 0}, mm[1] = {1};
+            ta_shape sh = {.dt = dt, .b = 2, .hq = 4, .hkv = 2, .s = 1, .skv = 1, .d = 128, .bshd = true,
+                           .causal = true, .packed = true, .mask_rank = 1, .mask_shape = {1}, .mask_dt = dt};
+            c->op = ta_attention(&sh);
+            set_dims(&c->op, 1, d1, bump);
+            name_axes(&c->op, &c->op.inputs[0], qs);
+            name_axes(&c->op, &c->op.inputs[1], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+        /* bhsd causal S < Skv fixed (200 against 300), a mask [200,300], B alone named: 4-d
+         * maps whose batch dimension is the launch's. */
+        c = add(out, &n, "attention_wgmma bhsd causal [b,4,200,64] kv [b,4,300,64] mask[200,300]", dt,
+                "attention_wgmma");
+        c->cpu_two_runs = c->sm90a_only = c->no_compile = true;
+        {
+            const dim_spec d1[1] = {{"b", 1, 5, 1}};
+            const long long ms[2] = {200, 300};
+            const unsigned qs[4] = {1, 0, 0, 0};
+            c->op = ta_attention_of(dt, false, true, 1, 4, 4, 200, 300, 64, 2, ms, dt);
+            set_dims(&c->op, 1, d1, bump);
+            for (int i = 0; i < 3; i++)
+                name_axes(&c->op, &c->op.inputs[i], qs);
+            name_axes(&c->op, &c->op.output, qs);
+        }
+    }
+
     /* copy with names (a transpose moving one, BERT's head permute, a select along one, a slice
      * of a fixed axis of a named tensor): strides and offsets scale with the sizes at launch. */
     {
@@ -650,6 +712,18 @@ int t_dyn_unsupported(tuner_dtype dt, t_dyn_case *out)
         name0(&c->op, &c->op.inputs[0], 1);
         name0(&c->op, &c->op.output, 1);
         c->op.inputs[1].sym[0] = 1; /* gamma is indexed by column: it cannot be named */
+    }
+    if (dt != TUNER_F32) {
+        /* attention's heads and head dim stay fixed: no template (attention_wgmma on sm_90a
+         * included) takes a named head count (proto/dims.c refuses it in a request first). */
+        c = add(out, &n, "attention bhsd [2,h,s,64] (a named head count)", dt, NULL);
+        const dim_spec d2[2] = {{"h", 1, 8, 1}, {"s", 1, 128, 1}};
+        const unsigned qs[4] = {0, 1, 2, 0};
+        c->op = ta_attention_of(dt, false, false, 2, 1, 1, 1, 1, 64, 0, NULL, dt);
+        set_dims(&c->op, 2, d2, false);
+        for (int i = 0; i < 3; i++)
+            name_axes(&c->op, &c->op.inputs[i], qs);
+        name_axes(&c->op, &c->op.output, qs);
     }
     c = add(out, &n, "softmax [4,768] (a dim no axis names)", dt, NULL);
     c->op = t_softmax(dt, 4, 768, 16);

@@ -19,9 +19,13 @@ typedef struct t_dyn_case {
      * dtypes' and targets' code differ in type names and prelude only, and the test has a time
      * budget; the GPU check runs every dtype. */
     bool cpu_two_runs;
+    bool sm90a_only; /* its template applies on sm_90a only (attention_wgmma) */
+    /* test_core_dyn compiles its default only (with no_compile none): another case compiles
+     * the same code paths, and the test has a time budget (the GPU check runs them all). */
+    bool default_only, no_compile;
 } t_dyn_case;
 
-#define T_DYN_MAX_CASES 40
+#define T_DYN_MAX_CASES 48
 
 /* The cases for dtype dt into out[0..T_DYN_MAX_CASES); returns how many: names on axis 0 (dims
  * such as n in 1..4096 and a product b*s), then names on inner axes ([b, s, 768] + [s, 768],

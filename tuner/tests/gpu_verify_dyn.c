@@ -3,8 +3,8 @@
  * (needs a CUDA GPU; exits 77 = skipped without one).
  *
  * For every case of tuner/tests/dyn_cases.c x dtype (the core templates, gather with named ids -
- * uniform over [-N, N) and some out of range - and attention_mma / attention_decode with names on
- * B, S and Skv): builds the dynamic op's space for the
+ * uniform over [-N, N) and some out of range - and attention_mma / attention_decode, and on sm_90a
+ * attention_wgmma, with names on B, S and Skv): builds the dynamic op's space for the
  * device's target and compiles its default and up to HIDET_VERIFY_MAX (default 12) evenly spaced
  * other candidates once. Buffers are allocated for the dims' max and filled with values exact in
  * their dtype; the op at smaller sizes reads the first elements of each buffer as its dense
@@ -82,6 +82,11 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
     size_t n_jobs = 0;
     gpu_job *jobs = gpu_jobs_pick(op, t, sp, 12, true, &n_jobs);
     gpu_jobs_compile(jobs, n_jobs, threads);
+    /* How many of them are the case's template's (attention_wgmma's cases, on sm_90a: its
+     * schedules share the space with attention_mma's). */
+    size_t mine = 0;
+    for (size_t i = 0; i < n_jobs; i++)
+        mine += c->template_name && !strcmp(jobs[i].s->template_name, c->template_name);
 
     /* References at the three sizes. */
     int64_t sizes[3][TUNER_MAX_DIMS];
@@ -183,8 +188,10 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
             }
             free(sj);
         }
-        printf("%-62s sizes (%lld, %lld) %2zu cand: ok %2d wrong %2d failed %2d\n", c->name, (long long)sizes[w][0],
-               op->n_dims > 1 ? (long long)sizes[w][1] : 0LL, n_jobs, ok, wrong, failed);
+        printf("%-62s sizes (%lld, %lld, %lld) %2zu cand (%zu %s): ok %2d wrong %2d failed %2d\n", c->name,
+               (long long)sizes[w][0], op->n_dims > 1 ? (long long)sizes[w][1] : 0LL,
+               op->n_dims > 2 ? (long long)sizes[w][2] : 0LL, n_jobs, mine, c->template_name ? c->template_name : "-",
+               ok, wrong, failed);
         fflush(stdout);
         total_wrong += wrong + failed;
     }

@@ -1,8 +1,9 @@
 /* tuner/tests/test_core_dyn.c - dynamic ops (named dims, issue 39) in the core templates:
  * elementwise, softmax / layernorm / rmsnorm / reduce rows and reduce_cols, gather (named ids),
- * attention_mma (names on B, S and Skv) and attention_decode (B and Skv). Cases marked
- * cpu_two_runs run twice here (f16 on sm_80, f32 on sm_90a; attention's once, f16 on sm_80 or
- * bf16 on sm_90a by turns).
+ * attention_mma and attention_wgmma (names on B, S and Skv) and attention_decode (B and Skv).
+ * Cases marked cpu_two_runs run twice here (f16 on sm_80, f32 on sm_90a; attention's once, f16
+ * on sm_80 or bf16 on sm_90a by turns; attention_wgmma's, sm90a_only, once on sm_90a, f16 or bf16
+ * by turns, default_only / no_compile limiting what they compile).
  *
  * For every case of tuner/tests/dyn_cases.c x dtype x {sm_80, sm_90a}: the space is built (only
  * dynamic templates, the expected one among them, split and vector candidates as the case says)
@@ -11,8 +12,9 @@
  *    after the buffers, in order;
  *  - at the sizes min, an odd one and max, each grid dimension (its rule, or the fixed value)
  *    equals the grid of the same schedule generated for the static op at those sizes
- *    (tuner_op_bind), kernel names and blocks agree, and the workspace at max holds the bound
- *    op's;
+ *    (tuner_op_bind) - a persistent attention_wgmma grid no smaller and at most its cap -,
+ *    kernel names and blocks agree, each tensor map bound at the sizes is the static op's or a
+ *    flattening of it over the same bytes, and the workspace at max holds the bound op's;
  *  - the same schedule generated for the op with every dim's max raised is the same text: no
  *    named size is baked into the code (a literal row count or element bound would differ).
  * Every input's broadcast offset (tuner__bcast_offset) against the output and x, evaluated at the
@@ -105,8 +107,43 @@ static void check_against_bound(const char *what, const tuner_op *op, const tune
               "%s: kernel %d differs from the static op's", what, i);
         for (int d = 0; d < 3; d++) {
             const int64_t g = l->grid_rule[d].dims ? tuner_grid_rule_eval(&l->grid_rule[d], sizes) : l->grid[d];
-            CHECK(g == (int64_t)m->grid[d], "%s: kernel %s grid %d at sizes (%lld, %lld): %lld, static %u", what,
-                  l->name, d, (long long)sizes[0], (long long)sizes[1], (long long)g, m->grid[d]);
+            /* A persistent kernel (attention_wgmma: min(work items, SMs) blocks walk the items)
+             * may get more blocks than items where its rule can only bound them (names on B and
+             * S: Hq * B * S), never fewer, nor more than its cap. */
+            const int64_t cap = l->grid_rule[d].cap;
+            const bool persistent = !strcmp(s->template_name, "attention_wgmma") && d == 0 && l->grid_rule[d].dims;
+            CHECK(persistent ? g >= (int64_t)m->grid[d] && g <= (cap > (int64_t)m->grid[d] ? cap : (int64_t)m->grid[d])
+                             : g == (int64_t)m->grid[d],
+                  "%s: kernel %s grid %d at sizes (%lld, %lld): %lld, static %u", what, l->name, d, (long long)sizes[0],
+                  (long long)sizes[1], (long long)g, m->grid[d]);
+        }
+        /* Tensor maps: bound at the sizes, each is the static op's or (named rows: flattened, so
+         * that no stride depends on a size) one over the same bytes: the same row, elements,
+         * extent and box, fewer dimensions. */
+        CHECK(l->n_maps == m->n_maps, "%s: kernel %s: %d maps, static %d", what, l->name, l->n_maps, m->n_maps);
+        for (int k = 0; k < l->n_maps && k < m->n_maps; k++) {
+            tuner_tmap bm;
+            const tuner_tmap *sm = &m->maps[k];
+            if (tuner_tmap_bind(&l->maps[k], sizes, &bm) < 0) {
+                CHECK(false, "%s: kernel %s map %d does not bind at sizes (%lld, %lld)", what, l->name, k,
+                      (long long)sizes[0], (long long)sizes[1]);
+                continue;
+            }
+            uint64_t n1 = 1, n2 = 1, b1 = 1, b2 = 1;
+            for (int d = 0; d < bm.rank; d++)
+                n1 *= bm.dims[d], b1 *= bm.box[d];
+            for (int d = 0; d < sm->rank; d++)
+                n2 *= sm->dims[d], b2 *= sm->box[d];
+            const bool same = bm.rank == sm->rank && !memcmp(bm.dims, sm->dims, sizeof(bm.dims)) &&
+                              !memcmp(bm.strides, sm->strides, sizeof(bm.strides)) && !memcmp(bm.box, sm->box, sizeof(bm.box));
+            const bool flat = bm.rank < sm->rank && bm.dims[0] == sm->dims[0] && bm.strides[0] == sm->strides[0] &&
+                              bm.box[0] == sm->box[0] && n1 == n2 && b1 == b2 &&
+                              tuner_tmap_extent(&bm) == tuner_tmap_extent(sm);
+            CHECK(bm.buf == sm->buf && bm.dtype == sm->dtype && bm.swizzle == sm->swizzle && (same || flat) &&
+                      tuner_tmap_check(&bm, NULL, 0, NULL, 0) == 0,
+                  "%s: kernel %s map %d at sizes (%lld, %lld): rank %d dims[1] %llu, static rank %d dims[1] %llu", what,
+                  l->name, k, (long long)sizes[0], (long long)sizes[1], bm.rank, (unsigned long long)bm.dims[1],
+                  sm->rank, (unsigned long long)sm->dims[1]);
         }
     }
     CHECK(q->workspace_bytes <= p->workspace_bytes, "%s: workspace %zu under the static op's %zu", what,
@@ -164,7 +201,7 @@ static void run_case(const t_dyn_case *c, const t_dyn_case *bumped, const tuner_
         /* The default, and of 8 evenly spaced others those the sample takes (numbered over the
          * whole run, so that a sampled run still compiles some of every case's). */
         const size_t step = sp->n > 8 ? sp->n / 8 : 1;
-        if (i == def || (i % step == 0 && t_in_sample(++n_picks))) {
+        if (!c->no_compile && (i == def || (!c->default_only && i % step == 0 && t_in_sample(++n_picks)))) {
             CHECK(t_compile_check(what, p->source, t, p, NULL), "%s: compile", what);
             compiled++;
             n_compiled++;
@@ -498,7 +535,11 @@ int main(int argc, char **argv)
             for (int i = 0; i < n; i++) {
                 if (only && !strstr(cases[i].name, only))
                     continue;
-                if (cases[i].cpu_two_runs) {
+                if (cases[i].sm90a_only) {
+                    /* once, on sm_90a: f16 and bf16 by turns over the cases */
+                    if (ti != 1 || dts[di] != (i % 2 ? TUNER_BF16 : TUNER_F16))
+                        continue;
+                } else if (cases[i].cpu_two_runs) {
                     /* attention's candidates compile slowest: one run of each case, alternating
                      * f16 on sm_80 and bf16 on sm_90a over the cases */
                     const bool attn = cases[i].op.kind == TUNER_OP_ATTENTION;
