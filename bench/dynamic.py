@@ -18,8 +18,9 @@ Ratios: static / entry (target >= 1/1.10), peer / entry (GEMM target >= 0.95).
                [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention]
 
 attention: causal self-attention [4, n, 16, 128] (bshd), S = Skv = n at 8 sampled lengths; the
-entry is attention_mma's (the one dynamic attention template), the static kernel any template's
-(attention_wgmma on sm_90a), the peer PyTorch's scaled_dot_product_attention.
+entry is whichever dynamic attention template the tuner picks (attention_wgmma or attention_mma
+on sm_90a, attention_mma elsewhere), the static kernel any template's, the peer PyTorch's
+scaled_dot_product_attention.
 """
 import argparse
 import json
