@@ -1009,6 +1009,23 @@ static void graph_steps(table *t, const cJSON *steps, const char *phase, int *nu
             free(name);
         }
         const cJSON *ks = cJSON_GetObjectItemCaseSensitive(s, "kernel_set");
+        /* A step over names holds its kernel's dispatch table: its generic set is what runs at
+         * a size whose range is not tuned yet, so that set is shown, with the table's count. */
+        const cJSON *table_of = cJSON_GetObjectItemCaseSensitive(ks, "dispatch");
+        char origin[96];
+        if (cJSON_IsObject(table_of)) {
+            const cJSON *e;
+            int entries = 0, ready = 0;
+            cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(table_of, "entries")) {
+                entries++;
+                ready += strcmp(jstr_or(e, "state", ""), "ready") == 0;
+            }
+            ks = cJSON_GetObjectItemCaseSensitive(table_of, "generic");
+            snprintf(origin, sizeof(origin), "table: generic %s, %d of %d ranges ready",
+                     jstr_or(ks, "origin", "-"), ready, entries);
+        } else {
+            snprintf(origin, sizeof(origin), "%s", jstr_or(ks, "origin", "-"));
+        }
         const cJSON *sched = cJSON_GetObjectItemCaseSensitive(ks, "schedule");
         const cJSON *k;
         n = 0;
@@ -1019,8 +1036,7 @@ static void graph_steps(table *t, const cJSON *steps, const char *phase, int *nu
         }
         bindings_text(cJSON_GetObjectItemCaseSensitive(s, "bindings"), binds, sizeof(binds));
         snprintf(idx, sizeof(idx), "%s%d", phase, ++*number);
-        table_row(t, idx, nodes, jstr_or(sched, "template", "?"), kernels,
-                  jstr_or(ks, "origin", "-"), binds);
+        table_row(t, idx, nodes, jstr_or(sched, "template", "?"), kernels, origin, binds);
     }
 }
 
@@ -1065,6 +1081,20 @@ int cmd_graph(const opts *o, int argc, char **argv)
     printf("graph %.12s on %s (tune %s): %d steps, %d prepare steps; arena %s, constants %s\n\n",
            jstr_or(j, "graph_key", "?"), jstr_or(j, "arch", "?"), jstr_or(j, "tune", "?"),
            cJSON_GetArraySize(steps), cJSON_GetArraySize(prep), arena, consts);
+    /* A plan over names: their ranges first; the arena above is laid out at every max. */
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "dims"), *dm;
+    if (cJSON_IsObject(dims)) {
+        printf("dims:");
+        cJSON_ArrayForEach(dm, dims) {
+            char *name = safe_text(dm->string);
+            printf("%s %s %.0f..%.0f", dm == dims->child ? "" : ",", name ? name : "?", jnum_or(dm, "min", 0),
+                   jnum_or(dm, "max", 0));
+            if (jnum_or(dm, "multiple_of", 1) > 1)
+                printf(" (multiple of %.0f)", jnum_or(dm, "multiple_of", 1));
+            free(name);
+        }
+        printf("\n\n");
+    }
     table t = {.ncols = 6, .align = "llllll"};
     table_row(&t, "STEP", "NODES", "TEMPLATE", "KERNELS", "ORIGIN", "BINDINGS");
     int number = 0;

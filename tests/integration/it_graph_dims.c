@@ -111,6 +111,18 @@ static void named_mlp(const ht_daemon *d)
     CHECK(r2.status == 200 && !strcmp(json_str(r2.json, "graph_key"), json_str(r.json, "graph_key")),
           "the second request is another plan");
     ht_resp_free(&r2);
+    /* hidetctl graph shows the names' ranges and, for each step, its table's generic set. */
+    const char *ctl = getenv("HIDETCTL_BIN");
+    CHECK(ctl != NULL, "HIDETCTL_BIN");
+    if (ctl) {
+        char *txt = NULL;
+        int st = ht_sh(&txt, "echo '%s' | '%s' --socket '%s' graph - 2>&1", mlp(DIMS, "[\"b\",\"s\",768]"), ctl,
+                       d->socket);
+        CHECK(st == 0 && txt && strstr(txt, "dims: b 1..8, s 1..512") && strstr(txt, "table: generic ") &&
+                  strstr(txt, "ranges ready") && !strstr(txt, " ? "),
+              "status %d:\n%s", st, txt ? txt : "");
+        free(txt);
+    }
     ht_resp_free(&r);
 }
 
