@@ -33,6 +33,7 @@ arguments and the tensors' shapes and hands them to the plans, so a new size in 
 neither a Dynamo recompilation nor a new request on the hot path (hidetd.plan asks in the
 background for ranges not tuned yet). Folded values never have a dynamic size.
 """
+import collections
 import logging
 import operator
 import os
@@ -240,11 +241,9 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
         static = _static_indices(len(inputs))
         if key is not None and compiled is not agm and not compiled.symbols:
             _to_cache(cache_dir, key, agm, compiled, report, static, len(example_inputs))
-        if opts.cuda_graphs and compiled is not agm and not compiled.symbols:
-            compiled = CudaGraphed(compiled, static)
-        elif opts.cuda_graphs and compiled is not agm:
-            _warn_once("hidetd: a graph with dynamic sizes is not replayed from a CUDA graph "
-                       "(its sizes change between calls)")
+        if opts.cuda_graphs and compiled is not agm:
+            compiled = CudaGraphed(compiled, static,
+                                   compiled.tables_version if compiled.symbols else None)
         return _boxed(compiled)
 
     return aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
@@ -1001,6 +1000,11 @@ class CompiledGraph:
         self.env_consts = None
         self._warned_cpu = False
 
+    def tables_version(self):
+        """The pieces' plans' tables_version together: changes when a dispatch table of any
+        of them does (a graph over names; see Plan.tables_version)."""
+        return sum(p.plan.tables_version for p in self.pieces if p.plan is not None)
+
     def _fold_inputs_same(self, args):
         for i, ref, version in self.fold_bound:
             if args[i] is not ref or args[i]._version != version:
@@ -1217,51 +1221,72 @@ def _schedule(gm, pieces, folded):
 
 
 class CudaGraphed:
-    """The compiled forward replayed from a CUDA graph (mode="reduce-overhead"): the first call
-    runs it plainly (binding weights, running prepare steps, warming PyTorch's kernels), the
-    second captures it with the inputs copied into buffers of its own, and every later call
-    copies the inputs in and replays. Outputs are copied out, so a result stays valid after the
-    next call. Weights are read where they are; a weight replaced or changed in place, or
-    inputs that are not CUDA tensors, make it run plainly and capture again."""
+    """The compiled forward replayed from a CUDA graph (mode="reduce-overhead"): at each input
+    shape the first call runs it plainly (binding weights, running prepare steps, warming
+    PyTorch's kernels), the second captures it with the inputs copied into buffers of its own,
+    and every later call at that shape copies the inputs in and replays. Outputs are copied out,
+    so a result stays valid after the next call. Weights are read where they are; a weight
+    replaced or changed in place, or inputs that are not CUDA tensors, make it run plainly and
+    capture again.
 
-    def __init__(self, fn, static):
+    A graph over names (dynamic sizes) keeps one capture per input shape, the MAX_GRAPHS most
+    recently used (a shape dropped and met again is captured at once); a shape's capture is made again when the plans' dispatch tables changed
+    since (tables_version: a background re-ask brought kernels tuned for its ranges), since a
+    CUDA graph keeps the kernels chosen when it was captured."""
+
+    MAX_GRAPHS = 8
+
+    def __init__(self, fn, static, tables_version=None):
         self.fn = fn
         self.static = static
-        self.graph = None
-        self.calls = 0
+        self.tables_version = tables_version
+        self.captures = collections.OrderedDict()  # input shapes -> _Capture
+        self.calls = {}                            # input shapes -> plain calls since a capture
 
     def __call__(self, *args):
         import torch
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if not tensors or any(t.device.type != "cuda" for t in tensors):
+        if not tensors or not self._on_cuda(tensors):
             return self.fn(*args)
-        if self.graph is not None and not self._same_static(args):
-            self.graph = None
-            self.calls = 0
-        if self.graph is None:
-            self.calls += 1
-            if self.calls < 2:
+        shapes = tuple((tuple(a.shape), a.stride(), a.dtype) for i, a in enumerate(args)
+                       if i not in self.static and isinstance(a, torch.Tensor))
+        version = self.tables_version() if self.tables_version else 0
+        cap = self.captures.get(shapes)
+        if cap is not None and (cap.version != version or not cap.same_static(args)):
+            del self.captures[shapes]
+            self.calls[shapes] = 0
+            cap = None
+        if cap is None:
+            calls = self.calls.get(shapes, 0) + 1
+            if len(self.calls) >= 64 * self.MAX_GRAPHS:
+                self.calls.clear()
+            self.calls[shapes] = calls
+            if calls < 2:
                 return self.fn(*args)
-            self._capture(args)
-        for i, buf in self.inputs:
-            buf.copy_(args[i])
-        self.graph.replay()
-        return _clone_outputs(self.outputs)
+            cap = _Capture(self.fn, self.static, args)
+            cap.version = self.tables_version() if self.tables_version else 0
+            self.captures[shapes] = cap
+            if len(self.captures) > self.MAX_GRAPHS:
+                self.captures.popitem(last=False)
+        else:
+            self.captures.move_to_end(shapes)
+        return cap.replay(args)
 
-    def _same_static(self, args):
-        for i, (ref, version) in self.bound:
-            if args[i] is not ref or args[i]._version != version:
-                return False
-        return True
+    @staticmethod
+    def _on_cuda(tensors):
+        return all(t.device.type == "cuda" for t in tensors)
 
-    def _capture(self, args):
+
+class _Capture:
+    """One CUDA graph of the compiled forward at one input shape: its input buffers, its
+    outputs, and the static arguments (weights) it read, by identity and version."""
+
+    def __init__(self, fn, static, args):
         import torch
         dev = next(a.device for a in args if isinstance(a, torch.Tensor))
-        self.bound = [(i, (args[i], args[i]._version)) for i in self.static
-                      if isinstance(args[i], torch.Tensor)]
         self.inputs = [(i, torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=dev))
                        for i, a in enumerate(args)
-                       if i not in self.static and isinstance(a, torch.Tensor)]
+                       if i not in static and isinstance(a, torch.Tensor)]
         static_args = list(args)
         for i, buf in self.inputs:
             buf.copy_(args[i])
@@ -1269,13 +1294,26 @@ class CudaGraphed:
         stream = torch.cuda.Stream(dev)
         stream.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(stream):
-            self.fn(*static_args)      # warm-up on the capture stream
+            fn(*static_args)      # warm-up on the capture stream
         torch.cuda.current_stream(dev).wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, stream=stream):
-            self.outputs = self.fn(*static_args)
-        self.bound = [(i, (args[i], args[i]._version)) for i in self.static
+            self.outputs = fn(*static_args)
+        self.bound = [(i, (args[i], args[i]._version)) for i in static
                       if isinstance(args[i], torch.Tensor)]
+        self.version = 0
+
+    def same_static(self, args):
+        for i, (ref, version) in self.bound:
+            if args[i] is not ref or args[i]._version != version:
+                return False
+        return True
+
+    def replay(self, args):
+        for i, buf in self.inputs:
+            buf.copy_(args[i])
+        self.graph.replay()
+        return _clone_outputs(self.outputs)
 
 
 def _clone_outputs(out):

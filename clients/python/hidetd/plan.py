@@ -97,6 +97,7 @@ class Plan:
         self._thread = None
         self._asked = {}       # the ranges asked for -> time.monotonic() of the ask
         self._pending = None   # steps of a plan answered by a re-ask, swapped in at the next run
+        self._swaps = 0        # tables swapped in so far (tables_version)
 
     # ---- parsing -------------------------------------------------------------------------
 
@@ -418,11 +419,20 @@ class Plan:
         except Exception as e:  # the sets of the plan keep serving; the next ask may succeed
             self.last_error = e
 
+    @property
+    def tables_version(self):
+        """Changes whenever the steps' dispatch tables do, including when a re-ask has brought
+        tables the next run installs: what replays a run captured earlier (a CUDA graph holds
+        the kernels chosen then) compare to know they are stale."""
+        with self._lock:
+            return self._swaps + (self._pending is not None)
+
     def _swap(self):
         """Installs the tables a re-ask brought (at a run, on its thread): each step's sets and
         entries; the LoadedSets of sets kept are reused."""
         with self._lock:
             steps, self._pending = self._pending, None
+            self._swaps += 1
         for st, new in zip(self.steps, steps):
             if new.dims and new.sources == st.sources:
                 st.sets, st.entries = new.sets, new.entries

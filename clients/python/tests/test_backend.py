@@ -408,9 +408,6 @@ class BackendTest(unittest.TestCase):
                     x = torch.randn(b, s, 32, device=dev)
                     torch.testing.assert_close(c(x), m(x), atol=2e-3, rtol=2e-3)
         r = reports[0]
-        if r.hidetd == 0 and any("dims" in x or "name" in x or "shape" in x for x in r.refused):
-            # Re-enabled by the lead once graph/* takes names (issue 39 item 4, daemon side).
-            self.skipTest("the daemon refuses graphs with named dims: %s" % r.refused[0])
         self.assertEqual(r.torch, 0, str(r))
         self.assertEqual(len(reports), 1)
         plan = r.compiled.pieces[0].plan_json
@@ -418,6 +415,17 @@ class BackendTest(unittest.TestCase):
         if dev == "cuda":
             self.assertTrue(r.ran_plans)
             self.assertEqual(len(r.compiled.pieces[0].plan._memo), 3)
+            # Replayed from CUDA graphs, one per shape: each call's fresh input gives eager's
+            # answer (plain, captured, replayed; back to an earlier shape's graph).
+            torch._dynamo.reset()
+            c, reports = self.compile_dynamic(m, cuda_graphs=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with torch.no_grad():
+                    for b, s in ((4, 7),) * 3 + ((6, 100),) * 3 + ((4, 7),) * 2:
+                        x = torch.randn(b, s, 32, device=dev)
+                        torch.testing.assert_close(c(x), m(x), atol=2e-3, rtol=2e-3)
+            self.assertEqual(reports[0].torch, 0, str(reports[0]))
 
     def test_sizes_a_graph_cannot_name_are_explained(self):
         x = torch.randn(2, 6, 16)
@@ -619,6 +627,58 @@ class BackendTest(unittest.TestCase):
         self.assertTrue(Options("reduce-overhead", {}).cuda_graphs)
         self.assertEqual(Options(None, {"dtype": "half"}).compute, "f16")
         self.assertEqual(Options(None, {"budget": 5}).request_options()["budget"], {"seconds": 5.0})
+
+    def test_cuda_graphs_one_capture_per_shape(self):
+        # CudaGraphed's bookkeeping, with the capture itself recorded (no GPU here): a shape is
+        # captured at its second call and replayed after; each dynamic shape has its own graph,
+        # the least recently used dropped past MAX_GRAPHS; a change of the plans' tables or of a
+        # weight makes the shape run plainly once and be captured again.
+        from hidetd import backend
+        calls, captured = [], []
+
+        class FakeCapture:
+            def __init__(self, fn, static, args):
+                captured.append(tuple(args[0].shape))
+                self.version, self.weight, self.wv = 0, args[1], args[1]._version
+
+            def same_static(self, args):
+                return args[1] is self.weight and args[1]._version == self.wv
+
+            def replay(self, args):
+                return ("replay", tuple(args[0].shape))
+
+        version = [0]
+        g = backend.CudaGraphed(lambda x, w: calls.append(tuple(x.shape)) or ("plain", tuple(x.shape)),
+                                static=[1], tables_version=lambda: version[0])
+        g._on_cuda = lambda tensors: True
+        real = backend._Capture
+        backend._Capture = FakeCapture
+        try:
+            w = torch.zeros(3)
+            x = lambda n: torch.zeros(n)
+            self.assertEqual(g(x(2), w), ("plain", (2,)))
+            self.assertEqual(g(x(2), w), ("replay", (2,)))
+            self.assertEqual(g(x(2), w), ("replay", (2,)))
+            self.assertEqual(g(x(5), w), ("plain", (5,)))
+            self.assertEqual(g(x(5), w), ("replay", (5,)))
+            self.assertEqual(g(x(2), w), ("replay", (2,)))  # the first shape's graph is kept
+            self.assertEqual(captured, [(2,), (5,)])
+            version[0] = 1  # a re-ask brought tuned tables: plain once, then captured again
+            self.assertEqual(g(x(2), w), ("plain", (2,)))
+            self.assertEqual(g(x(2), w), ("replay", (2,)))
+            w.add_(1)       # a weight changed in place: the same
+            self.assertEqual(g(x(2), w), ("plain", (2,)))
+            self.assertEqual(g(x(2), w), ("replay", (2,)))
+            for n in range(10, 10 + backend.CudaGraphed.MAX_GRAPHS):
+                g(x(n), w)
+                g(x(n), w)
+            self.assertEqual(len(g.captures), backend.CudaGraphed.MAX_GRAPHS)
+            self.assertNotIn((((2,), (1,), torch.float32),), list(g.captures))
+            n = len(captured)  # dropped, and seen before: captured again at once
+            self.assertEqual(g(x(2), w), ("replay", (2,)))
+            self.assertEqual(len(captured), n + 1)
+        finally:
+            backend._Capture = real
 
     def test_entry_point_names_the_backend(self):
         # Installed, the package registers backend="hidetd" with Dynamo: no import needed.
