@@ -1914,6 +1914,78 @@ static int copy_kernel(part *c, int src, int dst)
     return r;
 }
 
+/* ---- prefixes of prepared values ---------------------------------------------------------------- */
+
+/* A static graph computes a value cut from weights in the prepare phase (BERT's position and
+ * token-type embeddings at [1, 128, 768]); with names the cut has the run's sizes, so it was a
+ * step of every run: a copy of the prepared table's first s rows, or a gather of s token-type
+ * ids. Both become prepare work and a view, as the static plan has them:
+ *  - a slice to a name whose result is a prefix of a constant value's memory (graph__named_
+ *    prefix_slice; the value is prepared into its own buffer, whole, and never re-homed into an
+ *    output: home_outputs leaves prepared values where they are) is a prefix view of it;
+ *  - a gather along axis 0 of a constant table by a prefix view of constant ids - every axis of
+ *    the index before its cut of size 1, so the gather's result is a prefix of the result over
+ *    the whole index - gathers the whole index (prepared) and views the prefix of that.
+ * The view reads the first elements of memory computed in full once. Runs after the first
+ * analyse(); returns how many it rewrote (analyse() must run again then). */
+static int view_prepared_prefixes(part *c)
+{
+    int n = 0;
+    const int n_prims = c->n_prims;
+    for (int k = 0; k < n_prims; k++) {
+        prim *pr = &c->prims[k];
+        if (!pr->live || pr->kind != PRIM_SLICE || c->p->tensors[pr->out].is_output ||
+            !graph__named_prefix_slice(c->g, pr->node) || c->p->tensors[root_of(c->p, pr->in[0])].kind != GRAPH_T_VALUE ||
+            !constant(c, pr->in[0]))
+            continue;
+        pr->kind = PRIM_VIEW;
+        pr->prefix = true;
+        c->p->tensors[pr->out].view_of = pr->in[0];
+        n++;
+    }
+    for (int k = 0; k < n_prims; k++) {
+        const prim *pr = &c->prims[k];
+        if (!pr->live || pr->kind != PRIM_ANCHOR || pr->op.kind != TUNER_OP_GATHER || pr->op.attrs.gather.axis != 0 ||
+            pr->n_in != 2 || c->p->tensors[pr->out].is_output || !constant(c, pr->in[0]))
+            continue;
+        const int ik = c->producer[pr->in[1]];
+        if (ik < 0 || c->prims[ik].kind != PRIM_VIEW || !c->prims[ik].prefix || !constant(c, c->prims[ik].in[0]))
+            continue;
+        const int whole_ids = c->prims[ik].in[0];
+        const tuner_tensor *wi = &c->p->tensors[whole_ids].t, *table = &pr->op.inputs[0];
+        bool named = false;
+        for (int d = 0; d < wi->rank; d++)
+            named = named || wi->sym[d];
+        if (named || wi->rank + table->rank - 1 > TUNER_MAX_RANK)
+            continue;
+        /* The result over the whole index: its shape, then the table's row. */
+        tuner_tensor w = pr->op.output;
+        w.rank = wi->rank + table->rank - 1;
+        memset(w.shape, 0, sizeof(w.shape));
+        memset(w.sym, 0, sizeof(w.sym));
+        memcpy(w.shape, wi->shape, sizeof(int64_t) * (size_t)wi->rank);
+        memcpy(w.shape + wi->rank, table->shape + 1, sizeof(int64_t) * (size_t)(table->rank - 1));
+        const int wt = made_tensor(c, pr->node, "whole", &w);
+        if (wt < 0)
+            return wt;
+        const int out = pr->out;
+        prim *v = new_prim(c, PRIM_VIEW, c->prims[k].node, out);
+        if (!v)
+            return -ENOMEM;
+        v->in[0] = wt;
+        v->n_in = 1;
+        v->prefix = true;
+        prim *g = &c->prims[k]; /* new_prim may have moved the prims */
+        g->in[1] = whole_ids;
+        g->op.inputs[1] = *wi;
+        g->op.output = w;
+        g->out = wt;
+        c->p->tensors[out].view_of = wt;
+        n++;
+    }
+    return n;
+}
+
 /* ---- outputs own their memory ------------------------------------------------------------------- */
 
 /* An output that is a view (a reshape) of a value only it shows takes that value's memory: the
@@ -2040,6 +2112,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     c.flat = malloc(sizeof(*c.flat));
     int r = c.scratch && c.flat ? lower(&c) : -ENOMEM;
     if (r == 0)
+        r = analyse(&c);
+    if (r == 0 && c.g->n_dims > 0 && (r = view_prepared_prefixes(&c)) > 0)
         r = analyse(&c);
     if (r == 0) {
         fold_transposes(&c);
