@@ -2340,6 +2340,24 @@ static void test_dims_slice_names(void)
             graph_plan_free(&p);
             graph_request_free(&rq);
         }
+        /* The same table computed in every run (w an input): its producer writes a value of the
+         * run, which the cut stays a copy of. */
+        const char *run =
+            "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":2,\"max\":512}},\"graph\":{\"inputs\":["
+            "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"},{\"name\":\"w\",\"shape\":[1,512,64],"
+            "\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"r\",\"op\":\"relu\",\"inputs\":[\"w\"],\"outputs\":[\"rw\"]},"
+            "{\"name\":\"cut\",\"op\":\"slice\",\"inputs\":[\"rw\"],\"outputs\":[\"pe\"],\"attrs\":{\"starts\":[0],"
+            "\"ends\":[\"s\"],\"axes\":[1]}},{\"name\":\"add\",\"op\":\"add\",\"inputs\":[\"x\",\"pe\"],"
+            "\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+        r = plan_of(run, &rq, &p, &e);
+        CHECK(r == 0, "a run's table cut to s refused: %s %s", e.field, e.message);
+        if (r == 0) {
+            const graph_kernel *cut = kernel_of(&p, "cut");
+            CHECK(p.n_prepare == 0 && cut && cut->op->kind == TUNER_OP_COPY, "%d kernels (%d prepared)", p.n_kernels,
+                  p.n_prepare);
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        }
     }
     /* The same with a product and the slice written without axes: [0, s) of axis 0 of [512, 768]. */
     const char *rows =
