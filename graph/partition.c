@@ -1921,8 +1921,8 @@ static int copy_kernel(part *c, int src, int dst)
  * step of every run: a copy of the prepared table's first s rows, or a gather of s token-type
  * ids. Both become prepare work and a view, as the static plan has them:
  *  - a slice to a name whose result is a prefix of a constant value's memory (graph__named_
- *    prefix_slice; the value is prepared into its own buffer, whole, and never re-homed into an
- *    output: home_outputs leaves prepared values where they are) is a prefix view of it;
+ *    prefix_slice; the value is prepared into its own buffer, whole - not an output's - and never
+ *    re-homed into one: home_outputs leaves prepared values where they are) is a prefix view of it;
  *  - a gather along axis 0 of a constant table by a prefix view of constant ids - every axis of
  *    the index before its cut of size 1, so the gather's result is a prefix of the result over
  *    the whole index - gathers the whole index (prepared) and views the prefix of that.
@@ -1935,8 +1935,10 @@ static int view_prepared_prefixes(part *c)
     for (int k = 0; k < n_prims; k++) {
         prim *pr = &c->prims[k];
         if (!pr->live || pr->kind != PRIM_SLICE || c->p->tensors[pr->out].is_output ||
-            !graph__named_prefix_slice(c->g, pr->node) || c->p->tensors[root_of(c->p, pr->in[0])].kind != GRAPH_T_VALUE ||
-            !constant(c, pr->in[0]))
+            !graph__named_prefix_slice(c->g, pr->node))
+            continue;
+        const graph_plan_tensor *root = &c->p->tensors[root_of(c->p, pr->in[0])];
+        if (root->kind != GRAPH_T_VALUE || root->is_output || !constant(c, pr->in[0]))
             continue;
         pr->kind = PRIM_VIEW;
         pr->prefix = true;
