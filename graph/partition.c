@@ -1923,9 +1923,10 @@ static int copy_kernel(part *c, int src, int dst)
  *  - a slice to a name whose result is a prefix of a constant value's memory (graph__named_
  *    prefix_slice; the value is prepared into its own buffer, whole - not an output's - and never
  *    re-homed into one: home_outputs leaves prepared values where they are) is a prefix view of it;
- *  - a gather along axis 0 of a constant table by a prefix view of constant ids - every axis of
- *    the index before its cut of size 1, so the gather's result is a prefix of the result over
- *    the whole index - gathers the whole index (prepared) and views the prefix of that.
+ *  - a gather along axis 0 of a constant table by ids that are the first elements of constant
+ *    ids (a prefix view, every axis before its cut of size 1, possibly reshaped: GPT-2's
+ *    arange(0, 1024)[:s] viewed as [1, s]) gathers all the ids (prepared) and views the first
+ *    rows of that: each index element selects its own row, in the index's order.
  * The view reads the first elements of memory computed in full once. Runs after the first
  * analyse(); returns how many it rewrote (analyse() must run again then). */
 static int view_prepared_prefixes(part *c)
@@ -1950,10 +1951,16 @@ static int view_prepared_prefixes(part *c)
         if (!pr->live || pr->kind != PRIM_ANCHOR || pr->op.kind != TUNER_OP_GATHER || pr->op.attrs.gather.axis != 0 ||
             pr->n_in != 2 || c->p->tensors[pr->out].is_output || !constant(c, pr->in[0]))
             continue;
-        const int ik = c->producer[pr->in[1]];
-        if (ik < 0 || c->prims[ik].kind != PRIM_VIEW || !c->prims[ik].prefix || !constant(c, c->prims[ik].in[0]))
+        /* Back from the index over views - reshapes (the same memory) and prefixes (its first
+         * elements): the index is the first elements of whole_ids, cut where a prefix is met. */
+        int whole_ids = pr->in[1], ik;
+        bool cut = false;
+        while ((ik = c->producer[whole_ids]) >= 0 && c->prims[ik].kind == PRIM_VIEW) {
+            cut = cut || c->prims[ik].prefix;
+            whole_ids = c->prims[ik].in[0];
+        }
+        if (!cut || !constant(c, whole_ids))
             continue;
-        const int whole_ids = c->prims[ik].in[0];
         const tuner_tensor *wi = &c->p->tensors[whole_ids].t, *table = &pr->op.inputs[0];
         bool named = false;
         for (int d = 0; d < wi->rank; d++)

@@ -2359,6 +2359,29 @@ static void test_dims_slice_names(void)
             graph_request_free(&rq);
         }
     }
+    /* GPT-2's position ids: arange(0, 512) cut to [s] and viewed as [1, s] - the first s ids
+     * still, so their gather is the prepared gather of all 512, viewed as [1, s, 64]. */
+    {
+        const char *gpt2 =
+            "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":["
+            "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],\"weights\":[{\"name\":\"pos\","
+            "\"shape\":[512],\"dtype\":\"i64\"},{\"name\":\"wpe\",\"shape\":[1024,64],\"dtype\":\"f16\"}],"
+            "\"nodes\":[{\"name\":\"ids\",\"op\":\"slice\",\"inputs\":[\"pos\"],\"outputs\":[\"ids\"],\"attrs\":"
+            "{\"starts\":[0],\"ends\":[\"s\"]}},{\"name\":\"row\",\"op\":\"reshape\",\"inputs\":[\"ids\"],"
+            "\"outputs\":[\"ids1\"],\"attrs\":{\"shape\":[1,\"s\"]}},{\"name\":\"emb\",\"op\":\"embedding\","
+            "\"inputs\":[\"wpe\",\"ids1\"],\"outputs\":[\"pe\"]},{\"name\":\"add\",\"op\":\"add\",\"inputs\":"
+            "[\"x\",\"pe\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+        r = plan_of(gpt2, &rq, &p, &e);
+        CHECK(r == 0, "GPT-2's position ids refused: %s %s", e.field, e.message);
+        if (r == 0) {
+            const graph_kernel *g = kernel_of(&p, "emb");
+            CHECK(p.n_kernels == 2 && p.n_prepare == 1 && g && g->prepare &&
+                      strstr(g->request, "{\"shape\":[512],\"dtype\":\"i64\"}"),
+                  "%d kernels (%d prepared): %s", p.n_kernels, p.n_prepare, g ? g->request : "no gather");
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        }
+    }
     /* The same with a product and the slice written without axes: [0, s) of axis 0 of [512, 768]. */
     const char *rows =
         "{\"dims\":{\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[\"s\",768],"
