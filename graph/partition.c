@@ -1961,12 +1961,18 @@ static int view_prepared_prefixes(part *c)
         }
         if (!cut || !constant(c, whole_ids))
             continue;
+        /* The whole index as the gather reads it (copied: made_tensor may move the tensors). */
         const tuner_tensor *wi = &c->p->tensors[whole_ids].t, *table = &pr->op.inputs[0];
         bool named = false;
         for (int d = 0; d < wi->rank; d++)
             named = named || wi->sym[d];
         if (named || wi->rank + table->rank - 1 > TUNER_MAX_RANK)
             continue;
+        tuner_tensor ids = pr->op.inputs[1];
+        ids.rank = wi->rank;
+        memset(ids.shape, 0, sizeof(ids.shape));
+        memset(ids.sym, 0, sizeof(ids.sym));
+        memcpy(ids.shape, wi->shape, sizeof(int64_t) * (size_t)wi->rank);
         /* The result over the whole index: its shape, then the table's row. */
         tuner_tensor w = pr->op.output;
         w.rank = wi->rank + table->rank - 1;
@@ -1986,7 +1992,7 @@ static int view_prepared_prefixes(part *c)
         v->prefix = true;
         prim *g = &c->prims[k]; /* new_prim may have moved the prims */
         g->in[1] = whole_ids;
-        g->op.inputs[1] = *wi;
+        g->op.inputs[1] = ids;
         g->op.output = w;
         g->out = wt;
         c->p->tensors[out].view_of = wt;
