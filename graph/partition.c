@@ -1914,6 +1914,93 @@ static int copy_kernel(part *c, int src, int dst)
     return r;
 }
 
+/* ---- prefixes of prepared values ---------------------------------------------------------------- */
+
+/* A static graph computes a value cut from weights in the prepare phase (BERT's position and
+ * token-type embeddings at [1, 128, 768]); with names the cut has the run's sizes, so it was a
+ * step of every run: a copy of the prepared table's first s rows, or a gather of s token-type
+ * ids. Both become prepare work and a view, as the static plan has them:
+ *  - a slice to a name whose result is a prefix of a constant value's memory (graph__named_
+ *    prefix_slice; the value is prepared into its own buffer, whole - not an output's - and never
+ *    re-homed into one: home_outputs leaves prepared values where they are) is a prefix view of it;
+ *  - a gather along axis 0 of a constant table by ids that are the first elements of constant
+ *    ids (a prefix view, every axis before its cut of size 1, possibly reshaped: GPT-2's
+ *    arange(0, 1024)[:s] viewed as [1, s]) gathers all the ids (prepared) and views the first
+ *    rows of that: each index element selects its own row, in the index's order.
+ * The view reads the first elements of memory computed in full once. Runs after the first
+ * analyse(); returns how many it rewrote (analyse() must run again then). */
+static int view_prepared_prefixes(part *c)
+{
+    int n = 0;
+    const int n_prims = c->n_prims;
+    for (int k = 0; k < n_prims; k++) {
+        prim *pr = &c->prims[k];
+        if (!pr->live || pr->kind != PRIM_SLICE || c->p->tensors[pr->out].is_output ||
+            !graph__named_prefix_slice(c->g, pr->node))
+            continue;
+        const graph_plan_tensor *root = &c->p->tensors[root_of(c->p, pr->in[0])];
+        if (root->kind != GRAPH_T_VALUE || root->is_output || !constant(c, pr->in[0]))
+            continue;
+        pr->kind = PRIM_VIEW;
+        pr->prefix = true;
+        c->p->tensors[pr->out].view_of = pr->in[0];
+        n++;
+    }
+    for (int k = 0; k < n_prims; k++) {
+        const prim *pr = &c->prims[k];
+        if (!pr->live || pr->kind != PRIM_ANCHOR || pr->op.kind != TUNER_OP_GATHER || pr->op.attrs.gather.axis != 0 ||
+            pr->n_in != 2 || c->p->tensors[pr->out].is_output || !constant(c, pr->in[0]))
+            continue;
+        /* Back from the index over views - reshapes (the same memory) and prefixes (its first
+         * elements): the index is the first elements of whole_ids, cut where a prefix is met. */
+        int whole_ids = pr->in[1], ik;
+        bool cut = false;
+        while ((ik = c->producer[whole_ids]) >= 0 && c->prims[ik].kind == PRIM_VIEW) {
+            cut = cut || c->prims[ik].prefix;
+            whole_ids = c->prims[ik].in[0];
+        }
+        if (!cut || !constant(c, whole_ids))
+            continue;
+        /* The whole index as the gather reads it (copied: made_tensor may move the tensors). */
+        const tuner_tensor *wi = &c->p->tensors[whole_ids].t, *table = &pr->op.inputs[0];
+        bool named = false;
+        for (int d = 0; d < wi->rank; d++)
+            named = named || wi->sym[d];
+        if (named || wi->rank + table->rank - 1 > TUNER_MAX_RANK)
+            continue;
+        tuner_tensor ids = pr->op.inputs[1];
+        ids.rank = wi->rank;
+        memset(ids.shape, 0, sizeof(ids.shape));
+        memset(ids.sym, 0, sizeof(ids.sym));
+        memcpy(ids.shape, wi->shape, sizeof(int64_t) * (size_t)wi->rank);
+        /* The result over the whole index: its shape, then the table's row. */
+        tuner_tensor w = pr->op.output;
+        w.rank = wi->rank + table->rank - 1;
+        memset(w.shape, 0, sizeof(w.shape));
+        memset(w.sym, 0, sizeof(w.sym));
+        memcpy(w.shape, wi->shape, sizeof(int64_t) * (size_t)wi->rank);
+        memcpy(w.shape + wi->rank, table->shape + 1, sizeof(int64_t) * (size_t)(table->rank - 1));
+        const int wt = made_tensor(c, pr->node, "whole", &w);
+        if (wt < 0)
+            return wt;
+        const int out = pr->out;
+        prim *v = new_prim(c, PRIM_VIEW, c->prims[k].node, out);
+        if (!v)
+            return -ENOMEM;
+        v->in[0] = wt;
+        v->n_in = 1;
+        v->prefix = true;
+        prim *g = &c->prims[k]; /* new_prim may have moved the prims */
+        g->in[1] = whole_ids;
+        g->op.inputs[1] = ids;
+        g->op.output = w;
+        g->out = wt;
+        c->p->tensors[out].view_of = wt;
+        n++;
+    }
+    return n;
+}
+
 /* ---- outputs own their memory ------------------------------------------------------------------- */
 
 /* An output that is a view (a reshape) of a value only it shows takes that value's memory: the
@@ -2040,6 +2127,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     c.flat = malloc(sizeof(*c.flat));
     int r = c.scratch && c.flat ? lower(&c) : -ENOMEM;
     if (r == 0)
+        r = analyse(&c);
+    if (r == 0 && c.g->n_dims > 0 && (r = view_prepared_prefixes(&c)) > 0)
         r = analyse(&c);
     if (r == 0) {
         fold_transposes(&c);

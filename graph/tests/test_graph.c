@@ -2279,7 +2279,8 @@ static void test_dims_attention(void)
 }
 
 /* Slices to a name: position ids [1, 512] (a weight) sliced to [1, s] are a view of the weight's
- * first s ids, gathered per run (a value with names is never a constant of the prepare phase);
+ * first s ids; their gather is the prepared gather of all the ids, viewed (a value with names is
+ * never a constant of the prepare phase, the whole one is);
  * the refusals (a name past the axis, an undeclared name, a named start, a named axis). */
 static void test_dims_slice_names(void)
 {
@@ -2296,20 +2297,27 @@ static void test_dims_slice_names(void)
     int r = plan_of(SG("[1,512]", "{\"starts\":[0],\"ends\":[\"s\"],\"axes\":[1]}", EMB, "\"y\""), &rq, &p, &e);
     CHECK(r == 0, "position ids refused: %s %s", e.field, e.message);
     if (r == 0) {
+        /* The gather of the cut ids is the prepared gather of all 512 and a view of its first s
+         * rows (view_prepared_prefixes); the add reads the view. */
         const graph_kernel *g = kernel_of(&p, "emb");
-        CHECK(p.n_kernels == 2 && p.n_prepare == 0 && g && g->op->kind == TUNER_OP_GATHER &&
-                  strstr(g->request, "{\"shape\":[1,\"s\"],\"dtype\":\"i64\"}") && kernel_of(&p, "ids") == NULL,
+        CHECK(p.n_kernels == 2 && p.n_prepare == 1 && g && g->prepare && g->op->kind == TUNER_OP_GATHER &&
+                  strstr(g->request, "{\"shape\":[1,512],\"dtype\":\"i64\"}") && kernel_of(&p, "ids") == NULL,
               "%d kernels (%d prepared): %s", p.n_kernels, p.n_prepare, g ? g->request : "no gather");
-        for (int t = 0; t < p.n_tensors; t++)
+        for (int t = 0; t < p.n_tensors; t++) {
             if (strcmp(p.tensors[t].name, "ids") == 0)
                 CHECK(p.tensors[t].view_of >= 0 && strcmp(p.tensors[p.tensors[t].view_of].name, "pos") == 0 &&
                           p.tensors[t].t.sym[1] == 2 && p.tensors[t].t.shape[1] == 512,
                       "ids is not a view of pos named [1, s]");
+            if (strcmp(p.tensors[t].name, "pe") == 0)
+                CHECK(p.tensors[t].view_of >= 0 && strcmp(p.tensors[p.tensors[t].view_of].name, "emb#whole") == 0 &&
+                          p.tensors[t].t.sym[1] == 2,
+                      "pe is not a view of the whole gather");
+        }
         graph_plan_free(&p);
         graph_request_free(&rq);
     }
-    /* A prepared table (a value: the embedding of every position, run once) cut to [1, s, 64]:
-     * not caller memory, so a copy whose output names s, which its input does not. */
+    /* A prepared table (a value: the relu of every position, run once) cut to [1, s, 64]: its
+     * first elements, a view of the prepared value read by the add (view_prepared_prefixes). */
     {
         const char *prep =
             "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":2,\"max\":512}},\"graph\":{\"inputs\":["
@@ -2321,10 +2329,55 @@ static void test_dims_slice_names(void)
         r = plan_of(prep, &rq, &p, &e);
         CHECK(r == 0, "a prepared table cut to s refused: %s %s", e.field, e.message);
         if (r == 0) {
+            const graph_kernel *add = kernel_of(&p, "add");
+            CHECK(p.n_kernels == 2 && p.n_prepare == 1 && kernel_of(&p, "cut") == NULL && add &&
+                      strstr(add->request, "{\"shape\":[1,\"s\",64],\"dtype\":\"f16\"}"),
+                  "%d kernels (%d prepared): %s", p.n_kernels, p.n_prepare, add ? add->request : "no add");
+            for (int t = 0; t < p.n_tensors; t++)
+                if (strcmp(p.tensors[t].name, "pe") == 0)
+                    CHECK(p.tensors[t].view_of >= 0 && strcmp(p.tensors[p.tensors[t].view_of].name, "rw") == 0,
+                          "pe is not a view of the prepared rw");
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        }
+        /* The same table computed in every run (w an input): its producer writes a value of the
+         * run, which the cut stays a copy of. */
+        const char *run =
+            "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":2,\"max\":512}},\"graph\":{\"inputs\":["
+            "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"},{\"name\":\"w\",\"shape\":[1,512,64],"
+            "\"dtype\":\"f16\"}],\"nodes\":[{\"name\":\"r\",\"op\":\"relu\",\"inputs\":[\"w\"],\"outputs\":[\"rw\"]},"
+            "{\"name\":\"cut\",\"op\":\"slice\",\"inputs\":[\"rw\"],\"outputs\":[\"pe\"],\"attrs\":{\"starts\":[0],"
+            "\"ends\":[\"s\"],\"axes\":[1]}},{\"name\":\"add\",\"op\":\"add\",\"inputs\":[\"x\",\"pe\"],"
+            "\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+        r = plan_of(run, &rq, &p, &e);
+        CHECK(r == 0, "a run's table cut to s refused: %s %s", e.field, e.message);
+        if (r == 0) {
             const graph_kernel *cut = kernel_of(&p, "cut");
-            CHECK(p.n_prepare == 1 && cut && cut->op->kind == TUNER_OP_COPY && cut->op->output.sym[1] &&
-                      !cut->op->inputs[0].sym[1] && strstr(cut->request, "\"dims\":{\"s\""),
-                  "%d kernels (%d prepared): %s", p.n_kernels, p.n_prepare, cut ? cut->request : "no copy");
+            CHECK(p.n_prepare == 0 && cut && cut->op->kind == TUNER_OP_COPY, "%d kernels (%d prepared)", p.n_kernels,
+                  p.n_prepare);
+            graph_plan_free(&p);
+            graph_request_free(&rq);
+        }
+    }
+    /* GPT-2's position ids: arange(0, 512) cut to [s] and viewed as [1, s] - the first s ids
+     * still, so their gather is the prepared gather of all 512, viewed as [1, s, 64]. */
+    {
+        const char *gpt2 =
+            "{\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}},\"graph\":{\"inputs\":["
+            "{\"name\":\"x\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"}],\"weights\":[{\"name\":\"pos\","
+            "\"shape\":[512],\"dtype\":\"i64\"},{\"name\":\"wpe\",\"shape\":[1024,64],\"dtype\":\"f16\"}],"
+            "\"nodes\":[{\"name\":\"ids\",\"op\":\"slice\",\"inputs\":[\"pos\"],\"outputs\":[\"ids\"],\"attrs\":"
+            "{\"starts\":[0],\"ends\":[\"s\"]}},{\"name\":\"row\",\"op\":\"reshape\",\"inputs\":[\"ids\"],"
+            "\"outputs\":[\"ids1\"],\"attrs\":{\"shape\":[1,\"s\"]}},{\"name\":\"emb\",\"op\":\"embedding\","
+            "\"inputs\":[\"wpe\",\"ids1\"],\"outputs\":[\"pe\"]},{\"name\":\"add\",\"op\":\"add\",\"inputs\":"
+            "[\"x\",\"pe\"],\"outputs\":[\"y\"]}],\"outputs\":[\"y\"]}}";
+        r = plan_of(gpt2, &rq, &p, &e);
+        CHECK(r == 0, "GPT-2's position ids refused: %s %s", e.field, e.message);
+        if (r == 0) {
+            const graph_kernel *g = kernel_of(&p, "emb");
+            CHECK(p.n_kernels == 2 && p.n_prepare == 1 && g && g->prepare &&
+                      strstr(g->request, "{\"shape\":[512],\"dtype\":\"i64\"}"),
+                  "%d kernels (%d prepared): %s", p.n_kernels, p.n_prepare, g ? g->request : "no gather");
             graph_plan_free(&p);
             graph_request_free(&rq);
         }
@@ -2367,6 +2420,84 @@ static void test_dims_slice_names(void)
 #undef EMB
 }
 
+/* A BERT layer with its embeddings - token, position and token-type embeddings read through
+ * ids cut to the sequence, layernorms, q/k/v projections with biases viewed into heads around
+ * an attention node, the output projection with its residual, the GELU MLP - in a graph whose
+ * batch and sequence are names, and the same graph at one size: the same steps. The cut
+ * position table and the token-type embedding of the cut ids are prepared whole and viewed
+ * (view_prepared_prefixes), as the static graph prepares them at its size. */
+static char *bert_layer(bool named)
+{
+    static char buf[8192];
+    const char *dims = named ? "\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":512}}," : "";
+    const char *b = named ? "\"b\"" : "2", *s = named ? "\"s\"" : "64";
+    /* The ids buffers: [1, 512] cut to s, or (as PyTorch traces them at one size) [1, 64] as they are. */
+    const char *cut = named ? "{\"starts\":[0],\"ends\":[\"s\"],\"axes\":[1]}" : "{\"shape\":[1,64]}";
+#define BL_W(N, SHAPE) "{\"name\":\"" N "\",\"shape\":" SHAPE ",\"dtype\":\"f16\"},"
+#define BL_N(N, OP, IN, OUT) "{\"name\":\"" N "\",\"op\":\"" OP "\",\"inputs\":[" IN "],\"outputs\":[\"" OUT "\"]},"
+#define BL_PROJ(X, W, BIAS)                                                                                      \
+    BL_N(X, "matmul", "\"h\",\"" W "\"", X "0") BL_N(X "b", "add", "\"" X "0\",\"" BIAS "\"", X "1")              \
+    "{\"name\":\"" X "r\",\"op\":\"reshape\",\"inputs\":[\"" X "1\"],\"outputs\":[\"" X "2\"],\"attrs\":{\"shape\":[%2$s,%3$s,2,64]}}," \
+    "{\"name\":\"" X "t\",\"op\":\"transpose\",\"inputs\":[\"" X "2\"],\"outputs\":[\"" X "3\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+    snprintf(buf, sizeof(buf),
+             "{%1$s\"graph\":{\"inputs\":[{\"name\":\"ids\",\"shape\":[%2$s,%3$s],\"dtype\":\"i64\"}],\"weights\":["
+             "{\"name\":\"pos\",\"shape\":[1,%4$s],\"dtype\":\"i64\"},{\"name\":\"tt\",\"shape\":[1,%4$s],\"dtype\":\"i64\"},"
+             BL_W("wemb", "[1000,128]") BL_W("pemb", "[512,128]") BL_W("temb", "[2,128]") BL_W("g0", "[128]")
+             BL_W("c0", "[128]") BL_W("wq", "[128,128]") BL_W("wk", "[128,128]") BL_W("wv", "[128,128]")
+             BL_W("wo", "[128,128]") BL_W("bq", "[128]") BL_W("bk", "[128]") BL_W("bv", "[128]") BL_W("bo", "[128]")
+             BL_W("g1", "[128]") BL_W("c1", "[128]") BL_W("w1", "[128,512]") BL_W("d1", "[512]")
+             BL_W("w2", "[512,128]") BL_W("d2", "[128]") BL_W("g2", "[128]")
+             "{\"name\":\"c2\",\"shape\":[128],\"dtype\":\"f16\"}],\"nodes\":["
+             "{\"name\":\"posc\",\"op\":%5$s,\"inputs\":[\"pos\"],\"outputs\":[\"posc\"],\"attrs\":%6$s},"
+             "{\"name\":\"ttc\",\"op\":%5$s,\"inputs\":[\"tt\"],\"outputs\":[\"ttc\"],\"attrs\":%6$s},"
+             BL_N("we", "embedding", "\"wemb\",\"ids\"", "e0") BL_N("pe", "embedding", "\"pemb\",\"posc\"", "e1")
+             BL_N("te", "embedding", "\"temb\",\"ttc\"", "e2") BL_N("a0", "add", "\"e0\",\"e2\"", "e3")
+             BL_N("a1", "add", "\"e3\",\"e1\"", "e4") BL_N("ln0", "layernorm", "\"e4\",\"g0\",\"c0\"", "h")
+             BL_PROJ("q", "wq", "bq") BL_PROJ("k", "wk", "bk") BL_PROJ("v", "wv", "bv")
+             BL_N("att", "attention", "\"q3\",\"k3\",\"v3\"", "o")
+             "{\"name\":\"to\",\"op\":\"transpose\",\"inputs\":[\"o\"],\"outputs\":[\"o1\"],\"attrs\":{\"perm\":[0,2,1,3]}},"
+             "{\"name\":\"ro\",\"op\":\"reshape\",\"inputs\":[\"o1\"],\"outputs\":[\"o2\"],\"attrs\":{\"shape\":[%2$s,%3$s,128]}},"
+             BL_N("proj", "matmul", "\"o2\",\"wo\"", "p0") BL_N("pb", "add", "\"p0\",\"bo\"", "p1")
+             BL_N("res1", "add", "\"p1\",\"h\"", "r1") BL_N("ln1", "layernorm", "\"r1\",\"g1\",\"c1\"", "h1")
+             BL_N("fc1", "matmul", "\"h1\",\"w1\"", "f0") BL_N("fb1", "add", "\"f0\",\"d1\"", "f1")
+             BL_N("act", "gelu", "\"f1\"", "f2") BL_N("fc2", "matmul", "\"f2\",\"w2\"", "f3")
+             BL_N("fb2", "add", "\"f3\",\"d2\"", "f4") BL_N("res2", "add", "\"f4\",\"h1\"", "r2")
+             "{\"name\":\"ln2\",\"op\":\"layernorm\",\"inputs\":[\"r2\",\"g2\",\"c2\"],\"outputs\":[\"y\"]}],"
+             "\"outputs\":[\"y\"]}}",
+             dims, b, s, named ? "512" : "64", named ? "\"slice\"" : "\"reshape\"", cut);
+#undef BL_W
+#undef BL_N
+#undef BL_PROJ
+    return buf;
+}
+
+static void test_dims_bert_layer(void)
+{
+    graph_request rq;
+    graph_plan p;
+    proto_error e;
+    int steps[2] = {-1, -1}, prepared[2] = {-1, -1};
+    for (int named = 0; named < 2; named++) {
+        int r = plan_of(bert_layer(named), &rq, &p, &e);
+        CHECK(r == 0, "the %s BERT layer refused: %s %s", named ? "named" : "fixed", e.field, e.message);
+        if (r)
+            continue;
+        steps[named] = forward_steps(&p);
+        prepared[named] = p.n_prepare;
+        int copies = 0;
+        for (int k = 0; k < p.n_kernels; k++)
+            copies += p.kernels[k].op->kind == TUNER_OP_COPY;
+        /* gather + adds, 3 layernorms, q, k, v, attention, the projection with its residual, fc1
+         * with GELU, fc2 with its residual; the position and token-type gathers prepared. */
+        CHECK(steps[named] == 11 && prepared[named] == 2 && copies == 0 && count_kind(&p, TUNER_OP_ATTENTION) == 1,
+              "%s: %d steps, %d prepared, %d copies", named ? "named" : "fixed", steps[named], prepared[named], copies);
+        graph_plan_free(&p);
+        graph_request_free(&rq);
+    }
+    CHECK(steps[0] == steps[1] && prepared[0] == prepared[1], "fixed %d+%d kernels, named %d+%d", steps[0],
+          prepared[0], steps[1], prepared[1]);
+}
+
 int main(void)
 {
     test_mlp();
@@ -2392,6 +2523,7 @@ int main(void)
     test_dims_errors();
     test_dims_attention();
     test_dims_slice_names();
+    test_dims_bert_layer();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

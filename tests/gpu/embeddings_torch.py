@@ -12,7 +12,9 @@ assert) -, token-type embeddings, position embeddings by constant i64 position i
 of weights: the prepare phase), the adds and a layernorm; and the mask (i64) as (1 - m) * -10000
 in f32 (a cast node). PyTorch computes the same from x[ids] with the out-of-range rows zeroed. The
 plan must have one prepare step and a gather with both adds in its epilogue; y within 2e-2 of
-PyTorch's fp32 layernorm (f16 weights), the mask exactly equal. Exits 77 without a GPU or PyTorch.
+PyTorch's fp32 layernorm (f16 weights), the mask exactly equal. The same embeddings with the batch
+and sequence named (token-type and position ids [1, 512] buffers cut to s: prepared whole and
+viewed) run at several sizes. Exits 77 without a GPU or PyTorch.
 """
 import argparse
 import os
@@ -51,6 +53,62 @@ def graph(tune):
             {"op": "shift", "inputs": ["m2"], "outputs": ["m3"], "attrs": {"value": 1}},
             {"op": "scale", "inputs": ["m3"], "outputs": ["ext"], "attrs": {"value": -10000}}],
         "outputs": ["y", "ext"]}, "tune": tune, "arch": "native"}
+
+
+def graph_named(tune):
+    """BERT's embeddings with the batch and sequence named: the token-type and position ids are
+    [1, P] buffers cut to s, as the torch.compile backend sends them with dynamic sizes. The
+    daemon gathers all P of each in the prepare phase and views the first s rows (graph/
+    partition.c, view_prepared_prefixes)."""
+    return {"dims": {"b": {"min": 1, "max": 8}, "s": {"min": 1, "max": P}}, "graph": {
+        "inputs": [{"name": "ids", "shape": ["b", "s"], "dtype": "i64"}],
+        "weights": [{"name": "wemb", "shape": [V, D], "dtype": "f16"},
+                    {"name": "temb", "shape": [2, D], "dtype": "f16"},
+                    {"name": "pemb", "shape": [P, D], "dtype": "f16"},
+                    {"name": "types", "shape": [1, P], "dtype": "i64"},
+                    {"name": "pos", "shape": [1, P], "dtype": "i64"},
+                    {"name": "g", "shape": [D], "dtype": "f16"}, {"name": "b", "shape": [D], "dtype": "f16"}],
+        "nodes": [
+            {"op": "slice", "inputs": ["types"], "outputs": ["tc"], "attrs": {"starts": [0], "ends": ["s"], "axes": [1]}},
+            {"op": "slice", "inputs": ["pos"], "outputs": ["pc"], "attrs": {"starts": [0], "ends": ["s"], "axes": [1]}},
+            {"op": "embedding", "inputs": ["wemb", "ids"], "outputs": ["e1"]},
+            {"op": "embedding", "inputs": ["temb", "tc"], "outputs": ["e2"]},
+            {"op": "add", "inputs": ["e1", "e2"], "outputs": ["e3"]},
+            {"op": "embedding", "inputs": ["pemb", "pc"], "outputs": ["e4"]},
+            {"op": "add", "inputs": ["e3", "e4"], "outputs": ["e5"]},
+            {"op": "layernorm", "inputs": ["e5", "g", "b"], "outputs": ["y"], "attrs": {"eps": 1e-12}}],
+        "outputs": ["y"]}, "tune": tune, "arch": "native"}
+
+
+def check_named(client, tune):
+    """Plans the named graph (two prepared gathers, the word gather with both adds, a layernorm,
+    no copy) and runs it at several sizes against PyTorch; returns the number of failures."""
+    import torch
+    plan = client.graph(graph_named(tune))
+    failures = 0
+    ops = [s["request"]["op"] for s in plan.json["steps"]]
+    if len(plan.json["prepare"]) != 2 or ops != ["gather", "layernorm"] or len(plan.json["steps"][0]["nodes"]) != 3:
+        print("FAIL (named): expected 2 prepared gathers, then the gather with both adds and the layernorm; "
+              "got %d prepared, %s" % (len(plan.json["prepare"]), ops))
+        failures += 1
+    torch.manual_seed(1)
+    dt, dev = torch.float16, "cuda"
+    w = {"wemb": torch.randn(V, D, dtype=dt, device=dev), "temb": torch.randn(2, D, dtype=dt, device=dev),
+         "pemb": torch.randn(P, D, dtype=dt, device=dev), "types": torch.randint(0, 2, (1, P), device=dev),
+         "pos": torch.arange(P, device=dev).flip(0)[None], "g": torch.rand(D, dtype=dt, device=dev) + 0.5,
+         "b": torch.randn(D, dtype=dt, device=dev)}
+    plan.load_weights(w)
+    for b, s in ((3, 77), (8, P), (1, 1), (2, 200)):
+        ids = torch.randint(0, V, (b, s), device=dev)
+        out = plan(ids=ids)
+        torch.cuda.synchronize()
+        e5 = (w["wemb"][ids].float() + w["temb"][w["types"][:, :s]].float() +
+              w["pemb"][w["pos"][:, :s]].float())
+        ref = torch.nn.functional.layer_norm(e5, (D,), w["g"].float(), w["b"].float(), eps=1e-12)
+        err = (out["y"].float() - ref).abs().max().item()
+        print("tune %-7s named b=%d s=%d: y %s, max abs err vs PyTorch %.3g" % (tune, b, s, tuple(out["y"].shape), err))
+        failures += int(not (err < 2e-2 and tuple(out["y"].shape) == (b, s, D)))
+    return failures
 
 
 def start_daemon(hidetd_bin, worker, lib):
@@ -137,6 +195,7 @@ def main():
         client = hidetd.Client(sock)
         for tune in a.tune or ["none", "model"]:
             failures += check(client, tune)
+            failures += check_named(client, tune)
     finally:
         if proc:
             proc.terminate()

@@ -213,7 +213,8 @@ static void position_embedding(const ht_daemon *d)
 /* BERT's attention with names: q/k/v [b, s, 2, 64] permuted to [b, 2, s, 64] around the attention
  * node and back: one attention kernel in the bshd layout over b and s (the permutes folded, no
  * copy), its generic set passing ptxas; position ids [1, 64] sliced to [1, s] are a view of the
- * weight that the gather reads (no copy kernel, nothing in the prepare phase). */
+ * weight, and their gather is made of all 64 ids in the prepare phase and viewed (no copy kernel,
+ * the only prepared step, a static request). */
 static void named_attention(const ht_daemon *d)
 {
 #define PERM(T)                                                                                                   \
@@ -241,7 +242,12 @@ static void named_attention(const ht_daemon *d)
         return;
     }
     const cJSON *steps = get(r.json, "steps"), *st;
-    CHECK(cJSON_GetArraySize(get(r.json, "prepare")) == 0, "a named value in the prepare phase");
+    const cJSON *prep = get(r.json, "prepare");
+    const cJSON *pg = get(cJSON_GetArrayItem(prep, 0), "request");
+    CHECK(cJSON_GetArraySize(prep) == 1 && pg && !strcmp(json_str(pg, "op"), "gather") && !get(pg, "dims") &&
+              cJSON_GetArrayItem(get(cJSON_GetArrayItem(get(pg, "inputs"), 1), "shape"), 1) &&
+              cJSON_GetArrayItem(get(cJSON_GetArrayItem(get(pg, "inputs"), 1), "shape"), 1)->valueint == 64,
+          "the prepare phase is not the gather of all 64 position ids");
     int att = 0, copies = 0;
     cJSON_ArrayForEach(st, steps) {
         const cJSON *rq = get(st, "request");
