@@ -19,7 +19,7 @@ usage: scripts/test.sh [--quick | --help]
             build (1 in 16 for matmul_wgmma), 1 in 16 in the sanitizer build. The run's identical compiles share one
             cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h). Suite one-build (the .debs,
             the backend's small modules) runs in the sanitizer build only.
-            About 10 minutes on a 2-core machine once both builds are made, 14.5 from
+            About 11.5 minutes on a 2-core machine once both builds are made, 14 from
             a new clone (README.md, "Tests").
   --quick   the normal build only: suites unit and integration, with the tuner's compile checks
             sampled as in the sanitizer build. About 2.5 minutes.
