@@ -7,7 +7,11 @@ closes or opens a fusion gap shows here). On a machine with CUDA the model is tr
 fp16 (PyTorch picks its CUDA attention op); otherwise on the CPU (fp16 weights, traced only).
 
     .deps/torch-venv/bin/python graph/tests/bert_plans.py [--layers 12] [--batch 8] [--seq 128]
-        [--daemon build/daemon/hidetd] [--list]
+        [--daemon build/daemon/hidetd] [--list] [--sdpa-math]
+
+--sdpa-math traces with PyTorch's math attention (torch.nn.attention.sdpa_kernel(MATH)): on the
+CPU that is the graph a CUDA trace of BERT gets (its masked SDPA call takes the math backend
+there), which the CPU's own attention op hides.
 
 Starts its own daemon (`--workers none`, `tune: none`: plans only, nothing runs on the GPU).
 """
@@ -34,7 +38,16 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--daemon", default=os.path.join(REPO, "build", "daemon", "hidetd"))
     ap.add_argument("--list", action="store_true", help="print every step of both plans")
+    ap.add_argument("--sdpa-math", action="store_true", help="trace with PyTorch's math attention")
     args = ap.parse_args()
+    if args.sdpa_math:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.MATH):
+            return run(args)
+    return run(args)
+
+
+def run(args):
 
     import torch
     import transformers
