@@ -152,6 +152,20 @@ int proto__parse_dims(const cJSON *root, tuner_op *op, proto_dynamic *dyn, proto
     return 0;
 }
 
+int proto__add_name(const tuner_op *op, const char *name, const char *field, unsigned *mask, int64_t *max_product,
+                    proto_error *e)
+{
+    const int k = tuner_op_dim_index(op, name);
+    if (k < 0)
+        return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\", which \"dims\" does not declare", field,
+                          name);
+    if (*mask & (1u << k))
+        return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\" twice", field, name);
+    *mask |= 1u << k;
+    *max_product *= op->dims[k].max;
+    return 0;
+}
+
 int proto__parse_named_axis(const cJSON *d, const char *field, const tuner_op *op, int axis, uint8_t *mask,
                             int64_t *size, proto_error *e)
 {
@@ -172,14 +186,8 @@ int proto__parse_named_axis(const cJSON *d, const char *field, const tuner_op *o
     int64_t v = 1;
     char *save = NULL;
     for (char *part = strtok_r(buf, "*", &save); part; part = strtok_r(NULL, "*", &save)) {
-        int k = tuner_op_dim_index(op, part);
-        if (k < 0)
-            return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\", which \"dims\" does not declare",
-                              field, part);
-        if (m & (1u << k))
-            return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\" twice", field, part);
-        m |= 1u << k;
-        v *= op->dims[k].max;
+        if (proto__add_name(op, part, field, &m, &v, e) < 0)
+            return -EINVAL;
         if (v > PROTO_MAX_DIM)
             return proto_fail(e, 422, "limit_exceeded", field, "%s exceeds 2^31-1 at the names' max", field);
     }

@@ -25,6 +25,12 @@ typedef struct cJSON cJSON;
  * request (n_dims 0). 0, or -EINVAL with *e filled. */
 int proto__parse_dims(const cJSON *root, tuner_op *op, proto_dynamic *dyn, proto_error *e);
 
+/* One name of a product ("b" of "b*s", of a shape entry or a copy's stride): it must be declared in
+ * "dims" and not already in *mask; its bit is added to *mask and its max multiplies *max_product.
+ * 0, or -EINVAL with *e filled (field is the entry's path). */
+int proto__add_name(const tuner_op *op, const char *name, const char *field, unsigned *mask, int64_t *max_product,
+                    proto_error *e);
+
 /* One shape entry that is a string: a declared name or a product of names ("b*s"). Sets *mask
  * and *size (the product of the dims' max). field is the entry's path; whether the op takes a
  * name on that axis is proto__check_named_inputs's. */

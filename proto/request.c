@@ -698,15 +698,8 @@ static int json_scaled(const cJSON *v, const char *field, const tuner_op *op, in
                                   "%s: one coefficient, 1 to 2^31-1, then names (\"768*s\")", field);
             coef = c;
             any_number = true;
-        } else {
-            const int k = tuner_op_dim_index(op, part);
-            if (k < 0)
-                return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\", which \"dims\" does not declare",
-                                  field, part);
-            if (m & (1u << k))
-                return proto_fail(e, 422, "invalid_field", field, "%s names \"%.40s\" twice", field, part);
-            m |= 1u << k;
-            val *= op->dims[k].max;
+        } else if (proto__add_name(op, part, field, &m, &val, e) < 0) {
+            return -EINVAL;
         }
         if (coef * val > PROTO_MAX_NUMEL)
             return proto_fail(e, 422, "invalid_field", field, "%s exceeds 2^31-1 at the names' max", field);
