@@ -96,16 +96,9 @@ static bool dyn_ok(const tuner_op *op)
     for (int d = 0; d < o->rank; d++)
         if (o->sym[d] != (d >= axis && d < axis + ix->rank ? ix->sym[d - axis] : 0))
             return false;
-    for (int i = 2; i < op->n_inputs; i++) {
-        const tuner_tensor *t = &op->inputs[i];
-        if (t->rank > o->rank)
+    for (int i = 2; i < op->n_inputs; i++)
+        if (!tuner__names_line_up(&op->inputs[i], o))
             return false;
-        for (int d = 0; d < t->rank; d++) {
-            const int od = o->rank - t->rank + d;
-            if (t->sym[d] != o->sym[od] && (t->sym[d] || t->shape[d] != 1))
-                return false;
-        }
-    }
     return true;
 }
 
