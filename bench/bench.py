@@ -225,35 +225,59 @@ def rel_err(out, ref):
 # Cases. Each gives the request, how to make inputs, the fp32 reference and the peer.
 
 
-def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9):
-    inputs = [{"shape": [m, k], "dtype": dt}, {"shape": [k, n], "dtype": dt}]
+def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9, trans_a=False, trans_b=False, swiglu=False):
+    """A matmul row. fused: + bias + GELU (peer: eager PyTorch after cuBLAS). swiglu: silu of the
+    product times a full-size operand [m, n] (an LLM MLP's gate; peer: cuBLAS, then PyTorch's
+    silu and mul). trans_a / trans_b: A stored [k, m] / B stored [n, k] (cuBLAS takes both
+    layouts natively: the peer multiplies the transposed views)."""
+    a_shape = [k, m] if trans_a else [m, k]
+    b_shape = [n, k] if trans_b else [k, n]
+    inputs = [{"shape": a_shape, "dtype": dt}, {"shape": b_shape, "dtype": dt}]
     req = {"op": "matmul", "inputs": inputs}
+    if trans_a or trans_b:
+        req["attrs"] = {"trans_a": trans_a, "trans_b": trans_b}
     if fused:
         inputs.append({"shape": [n], "dtype": dt})
         req["epilogue"] = [{"op": "bias", "input": 2}, {"op": "gelu"}]
+    if swiglu:
+        inputs.append({"shape": [m, n], "dtype": dt})
+        req["epilogue"] = [{"op": "silu"}, {"op": "mul", "input": 2}]
 
     def make_inputs():
-        xs = [rand([m, k], dt), rand([k, n], dt)]
+        xs = [rand(a_shape, dt), rand(b_shape, dt)]
         if fused:
             xs.append(rand([n], dt))
+        if swiglu:
+            xs.append(rand([m, n], dt))
         return xs
 
+    def operands(xs):
+        return (xs[0].t() if trans_a else xs[0]), (xs[1].t() if trans_b else xs[1])
+
     def reference(xs):
-        y = xs[0].float() @ xs[1].float()
+        a, b = operands(xs)
+        y = a.float() @ b.float()
         if fused:
             y = F.gelu(y + xs[2].float())
+        if swiglu:
+            y = F.silu(y) * xs[2].float()
         return y
 
     def peer(xs):
+        a, b = operands(xs)
         if fused:
-            return lambda: F.gelu(xs[0] @ xs[1] + xs[2])
-        return lambda: torch.matmul(xs[0], xs[1])
+            return lambda: F.gelu(a @ b + xs[2])
+        if swiglu:
+            return lambda: F.silu(a @ b) * xs[2]
+        return lambda: torch.matmul(a, b)
 
     flops = 2.0 * m * n * k
+    bits = torch.finfo(TORCH_DT[dt]).bits
+    extra = m * n if swiglu else 0
     return dict(name=name, shape=f"{m}x{n}x{k}", dtype=dt, req=req, make_inputs=make_inputs,
                 out_shape=[m, n], reference=reference, peer=peer, flops=flops, target=target,
-                weight_bytes=k * n * torch.finfo(TORCH_DT[dt]).bits // 8,
-                nbytes=(m * k + k * n + m * n) * torch.finfo(TORCH_DT[dt]).bits // 8)
+                weight_bytes=k * n * bits // 8,
+                nbytes=(m * k + k * n + m * n + extra) * bits // 8)
 
 
 def conv_case(name, n, c, h, w, kout, r, stride=1, pad=None, dt="f16", target=0.8):
@@ -469,6 +493,18 @@ def suite(which):
                   gemm_case("gemm_odd", 4000, 4000, 4000, target=0.9),
                   gemm_case("gemm_bias_gelu", 4096, 3072, 768, fused=True, target=2.0),
                   gemm_case("gemm_bias_gelu", 2048, 14336, 4096, fused=True, target=1.5)]
+    if which in ("all", "gemm", "gaps"):
+        # Issue 40's classes on shapes of their own (not the issue's): the SwiGLU gate (silu of
+        # x.W_gate times the up projection, a full-size epilogue operand) at LLM MLP sizes, and
+        # the transposed layouts at LLM sizes (trans_b is every nn.Linear's weight).
+        mlp = ((4096, 11008, 4096), (2048, 14336, 4096), (1024, 13824, 5120))
+        cases += [gemm_case("gemm_swiglu", m, n, k, swiglu=True, target=1.3) for m, n, k in mlp]
+        # The same GEMMs bare: what the fused operand read costs over them.
+        cases += [gemm_case("gemm_mlp", m, n, k, target=0.95) for m, n, k in mlp]
+        cases += [gemm_case("gemm_trans_a", 2048, 4096, 11008, trans_a=True, target=1.0),
+                  gemm_case("gemm_trans_b", 4096, 14336, 4096, trans_b=True, target=1.0),
+                  gemm_case("gemm_trans_b", 2048, 4096, 4096, dt="bf16", trans_b=True, target=1.0),
+                  gemm_case("gemm_trans_ab", 4096, 4096, 11008, trans_a=True, trans_b=True, target=1.0)]
     if which in ("all", "conv"):
         cases += [conv_case("conv2d", 32, 64, 56, 56, 64, 3),
                   conv_case("conv2d", 32, 128, 28, 28, 128, 3),
