@@ -1088,6 +1088,173 @@ def causal_masks(gm):
     return n_rewritten
 
 
+def math_attention(gm):
+    """Attention that PyTorch spelled out before the backend saw it, put back as one
+    scaled_dot_product_attention call. A masked SDPA call on a GPU can take PyTorch's math
+    backend, whose trace is the decomposition
+        q' = [f32 cast] q * c1;  k' = transpose([f32 cast] k, -2, -1) * c2  (either order)
+        scores = view(bmm(view(expand(q')), view(expand(k'))), [B, H, S, Sk]) [+ mask]
+        p = _safe_softmax(scores, -1)
+        out = view(bmm(view(expand(p)), view(expand([f32 cast] v))), [B, H, S, Dv]) [cast back]
+    with clones between the expands and the views. With dynamic sizes none of it can be a graph:
+    its bmm runs over [H*b, S, S] (a number times a name) and the expands copy named tensors. As
+    one SDPA call (scale c1*c2, the mask as it was, the upcast dropped: the attention op computes
+    in fp32 from f16/bf16 operands) it lowers to the attention node, and the causal-mask check
+    that follows sees it. _safe_softmax gives 0 for a row with nothing left, as the op does;
+    softmax is taken only unmasked, where no row can be empty. Returns how many it rewrote."""
+    import torch
+    aten = torch.ops.aten
+    views = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+    n_rewritten = 0
+
+    def dims(n):
+        m = meta_of(n)
+        return [str(d) for d in m.shape] if m is not None and hasattr(m, "shape") else None
+
+    def single_use(n):
+        return len(n.users) == 1
+
+    def through_batch_views(n, shape4):
+        """n = view(clone?(expand(x, shape4))) of a [B*H, ...] operand: x (4-D, shape4 as it
+        is - the expand adds nothing), else None."""
+        if getattr(n, "target", None) not in views or not single_use(n):
+            return None
+        x = n.args[0]
+        if getattr(x, "target", None) is aten.clone.default and single_use(x):
+            x = x.args[0]
+        if getattr(x, "target", None) is aten.expand.default and single_use(x):
+            x = x.args[0]
+        return x if dims(x) == shape4 else None
+
+    def scaled(n):
+        """(x, c) for n = x * c with a number c (mul.Scalar or mul.Tensor by a literal), else (n, 1)."""
+        if getattr(n, "target", None) in (aten.mul.Scalar, aten.mul.Tensor) and single_use(n) and \
+                isinstance(n.args[1], (int, float)) and hasattr(n.args[0], "op"):
+            return n.args[0], float(n.args[1])
+        return n, 1.0
+
+    def upcast(n):
+        """(x, True) for n = x cast to f32 from f16/bf16, else (n, False)."""
+        if getattr(n, "target", None) in (aten._to_copy.default, aten.to.dtype) and single_use(n):
+            x = n.args[0]
+            mo, mx = meta_of(n), meta_of(x)
+            extra = {k: v for k, v in n.kwargs.items() if k not in ("dtype", "layout", "device")}
+            if not extra and mo is not None and mx is not None and mo.dtype == torch.float32 and \
+                    mx.dtype in (torch.float16, torch.bfloat16):
+                return x, True
+        return n, False
+
+    def is_last_pair_transpose(n, rank=4):
+        if getattr(n, "target", None) is not aten.transpose.int or not single_use(n):
+            return False
+        a, b = (d % rank for d in n.args[1:3])
+        return {a, b} == {rank - 2, rank - 1}
+
+    for sm in list(gm.graph.nodes):
+        if sm.op != "call_function" or sm.target not in (aten._safe_softmax.default, aten._softmax.default):
+            continue
+        safe = sm.target is aten._safe_softmax.default
+        if len(sm.args) < 2 or sm.args[1] not in (-1, 3) or (not safe and sm.args[2]) or \
+                (safe and (len(sm.args) > 2 or sm.kwargs)) or not single_use(sm):
+            continue
+        shape4 = dims(sm)
+        if shape4 is None or len(shape4) != 4:
+            continue
+        # The scores: view(bmm(q3, kt3)) [+ mask]
+        x, mask = sm.args[0], None
+        if getattr(x, "target", None) is aten.add.Tensor and single_use(x) and len(x.args) == 2:
+            a, b = x.args
+            if hasattr(a, "op") and dims(a) == shape4 and hasattr(b, "op") and \
+                    getattr(a, "target", None) in views:
+                x, mask = a, b
+            elif hasattr(b, "op") and dims(b) == shape4 and hasattr(a, "op") and \
+                    getattr(b, "target", None) in views:
+                x, mask = b, a
+            else:
+                continue
+        if not safe and mask is not None:
+            continue
+        if getattr(x, "target", None) not in views or not single_use(x):
+            continue
+        bmm1 = x.args[0]
+        if getattr(bmm1, "target", None) is not aten.bmm.default or not single_use(bmm1):
+            continue
+        bsz, heads, s, sk = shape4
+        q4, k4t = bmm1.args
+        # q side: [B, H, S, D] before the batch views
+        qd = dims(q4)
+        if qd is None or len(qd) != 3:
+            continue
+        d = qd[2]
+        q4 = through_batch_views(q4, [bsz, heads, s, d])
+        k4t = through_batch_views(k4t, [bsz, heads, d, sk])
+        if q4 is None or k4t is None:
+            continue
+        q4, cq = scaled(q4)
+        q, up_q = upcast(q4)
+        k4t, ck = scaled(k4t)
+        if not is_last_pair_transpose(k4t):
+            continue
+        k4, ck2 = scaled(k4t.args[0])
+        k, up_k = upcast(k4)
+        # The output: view(bmm(view(expand(p)), v3), [B, H, S, Dv]) [cast back]
+        pv = next(iter(sm.users))
+        p3 = pv
+        if getattr(pv, "target", None) is aten.expand.default and single_use(pv):
+            p3 = next(iter(pv.users))
+        if getattr(p3, "target", None) not in views or not single_use(p3):
+            continue
+        bmm2 = next(iter(p3.users))
+        if getattr(bmm2, "target", None) is not aten.bmm.default or bmm2.args[0] is not p3 or \
+                not single_use(bmm2):
+            continue
+        v3 = bmm2.args[1]
+        vd = dims(v3)
+        if vd is None or len(vd) != 3:
+            continue
+        dv = vd[2]
+        v4 = through_batch_views(v3, [bsz, heads, sk, dv])
+        if v4 is None:
+            continue
+        v, up_v = upcast(v4)
+        out = next(iter(bmm2.users))
+        if getattr(out, "target", None) not in views or dims(out) != [bsz, heads, s, dv]:
+            continue
+        if not (up_q == up_k == up_v):
+            continue
+        dt = meta_of(q).dtype
+        if meta_of(k).dtype != dt or meta_of(v).dtype != dt:
+            continue
+        # A mask expanded to [b, 1, s, s] (transformers' padding masks) is taken as it was
+        # before: the op broadcasts it, and an expand would copy a named tensor.
+        while getattr(mask, "target", None) is aten.expand.default and hasattr(mask.args[0], "op"):
+            mask = mask.args[0]
+        if mask is not None and (dims(mask) is None or len(dims(mask)) > 4):
+            continue
+        scale = cq * ck * ck2
+        kw = {"scale": scale}
+        if mask is not None:
+            kw["attn_mask"] = mask
+        with gm.graph.inserting_before(out):
+            sdpa = gm.graph.call_function(aten.scaled_dot_product_attention.default, (q, k, v), kw)
+        mq = meta_of(q)
+        with mq.fake_mode:
+            sdpa.meta["val"] = aten.scaled_dot_product_attention.default(
+                mq, meta_of(k), meta_of(v), attn_mask=meta_of(mask) if mask is not None else None,
+                scale=scale)
+        result = sdpa
+        if up_q:
+            with gm.graph.inserting_after(sdpa):
+                result = gm.graph.call_function(aten._to_copy.default, (sdpa,), {"dtype": torch.float32})
+            result.meta["val"] = meta_of(out)
+        out.replace_all_uses_with(result)
+        n_rewritten += 1
+    if n_rewritten:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return n_rewritten
+
+
 def dynamic_rewrites(gm, maxima=None):
     """Rewrites of a graph with dynamic sizes that keep its named sizes expressible (a static
     graph is left as it is: its requests do not change). BERT's embeddings read buffers cut to

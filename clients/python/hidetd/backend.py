@@ -541,10 +541,13 @@ def _symbolic_shape(n):
 
 def _compile_aten(gm, example_inputs, opts, report):
     aten.build_tables()
-    aten.causal_masks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = _static_indices(len(placeholders))
     symbols = Symbols(placeholders, opts)
+    if symbols:
+        # Before causal_masks, which then sees the SDPA calls put back.
+        aten.math_attention(gm)
+    aten.causal_masks(gm)
     if symbols:
         aten.dynamic_rewrites(gm, {e: symbols.range[symbols.name[e]][1] for e in symbols.syms})
     symbols.fit(gm.graph.nodes)

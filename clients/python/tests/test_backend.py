@@ -142,6 +142,24 @@ if torch is not None:
         def forward(self, x, bias):
             return torch.ops.aten._safe_softmax(x + bias, -1) * 2.0
 
+    class PaddedAttention(nn.Module):
+        """BERT's self-attention: an additive padding mask from an input [b, s] (1 keeps a key),
+        expanded to [b, 1, s, s], through SDPA - which on a GPU (or under sdpa_kernel(MATH)) PyTorch traces
+        as its math decomposition (bmm over [4*b, s, s], _safe_softmax)."""
+
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(64, 3 * 4 * 64)
+            self.o = nn.Linear(4 * 64, 64)
+
+        def forward(self, x, keep):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, 4, 64).permute(2, 0, 3, 1, 4)
+            bias = (1.0 - keep[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+            bias = bias.expand(b, 1, s, s)  # as transformers' _prepare_4d_attention_mask does
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
+            return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
+
     class MlpLn(nn.Module):
         """Linear, layer norm, ReLU, linear over [batch, seq, 32]: dynamic in batch and seq."""
 
@@ -316,6 +334,41 @@ class BackendTest(unittest.TestCase):
                                  r"merge the batch with the 4 heads \(4\*s\d+ rows\)")
         for req in sent:
             self.assert_named_only(req)
+
+    def test_dynamic_math_attention_is_put_back(self):
+        # PyTorch's math form of a masked SDPA call (what a GPU trace of BERT holds) cannot be a
+        # graph with dynamic sizes; the backend puts the SDPA call back: one attention node with
+        # the padding mask and the call's scale, no bmm or softmax left to PyTorch. Run by
+        # PyTorch here (empty plans), the rewritten graph gives the model's result. In f16 the
+        # math form upcasts q, k, v to f32; the upcasts go with it.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        for dt in (torch.float32, torch.float16):
+            with self.subTest(str(dt)):
+                torch._dynamo.reset()
+                torch.manual_seed(0)
+                m = PaddedAttention().to(dt)
+                x = torch.randn(3, 9, 64, dtype=dt)
+                keep = torch.ones(3, 9, dtype=torch.int64)
+                keep[1, 6:] = 0
+                keep[2, 2:] = 0
+                sent = self.requests_only()
+                c, reports = self.compile_dynamic(m.eval(), dtype="f16")
+                with warnings.catch_warnings(), sdpa_kernel(SDPBackend.MATH), torch.no_grad():
+                    warnings.simplefilter("ignore")
+                    got, want = c(x, keep), m(x, keep)
+                tol = 1e-5 if dt == torch.float32 else 2e-3
+                torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+                r = reports[0]
+                self.assertEqual(r.torch, 0, str(r))
+                req = sent[-1]
+                self.assert_named_only(req)
+                ops = [n["op"] for n in req["graph"]["nodes"]]
+                self.assertEqual(ops.count("attention"), 1, ops)
+                self.assertNotIn("softmax", ops)
+                self.assertEqual(ops.count("matmul"), 2, ops)  # qkv and o only
+                att = next(n for n in req["graph"]["nodes"] if n["op"] == "attention")
+                self.assertEqual(len(att["inputs"]), 4, att)  # q, k, v and the mask
+                self.assertAlmostEqual(att["attrs"]["scale"], 0.2, places=6)
 
     def test_dynamic_slice_of_a_buffer_is_a_named_end(self):
         class Positions(nn.Module):
