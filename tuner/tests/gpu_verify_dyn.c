@@ -14,8 +14,12 @@
  * launched with the sizes as its dims' arguments and each grid from its rule (gpu_launch_sizes),
  * its output poisoned with NaN bytes first: the elements of the bound op must match the
  * reference (|out - ref| <= atol * rms(ref) + rtol * |ref|) and every element past them must
- * still be the poison (no write beyond the launch's size). One line per case and size; exits 1
- * if any candidate is wrong. HIDET_VERIFY_ONLY=substring limits the cases.
+ * still be the poison (no write beyond the launch's size). Attention cases run each size twice:
+ * the second time with v (packed: the whole qkv) +inf in every odd batch entry, where the
+ * reference is not finite and is not compared; every finite reference element must still match,
+ * so that a tile of one sequence reading past its end into the next (a flattened tensor map:
+ * tuner/attn/wgmma.c) may not carry the other's values into it. One line per case and size;
+ * exits 1 if any candidate is wrong. HIDET_VERIFY_ONLY=substring limits the cases.
  */
 #include <math.h>
 #include <stdint.h>
@@ -113,13 +117,23 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
     /* Buffers for the largest sizes (the dynamic op's shapes). */
     CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1];
     memset(bufs, 0, sizeof(bufs));
+    /* Attention's v (packed: qkv), kept on the host for the poisoned pass. */
+    const bool is_attn = op->kind == TUNER_OP_ATTENTION;
+    const int vi = is_attn && op->attrs.attention.packed ? 0 : 2;
+    void *v_host = NULL;
+    size_t v_bytes = 0;
     for (int i = 0; i < op->n_inputs; i++) {
         const tuner_tensor *x = &op->inputs[i];
         const size_t n = (size_t)tuner_tensor_numel(x), bytes = n * (size_t)tuner_dtype_size(x->dtype);
         void *h = host_fill(op, i, n);
         CK(d_cuMemAlloc(&bufs[i], bytes + 16));
         CK(d_cuMemcpyHtoD(bufs[i], h, bytes));
-        free(h);
+        if (is_attn && i == vi) {
+            v_host = h;
+            v_bytes = bytes;
+        } else {
+            free(h);
+        }
     }
     const size_t nmax = (size_t)tuner_tensor_numel(&op->output), oes = (size_t)tuner_dtype_size(op->output.dtype);
     CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], nmax * 4 + 16));
@@ -134,7 +148,22 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
         if (jobs[i].bin)
             CK(d_cuModuleLoadData(&mods[i], jobs[i].bin->cubin));
 
-    for (int w = 0; w < 3; w++) {
+    for (int pass = 0; pass < (is_attn ? 6 : 3); pass++) {
+        const int w = pass % 3;
+        const bool poisoned = pass >= 3;
+        if (poisoned) {
+            /* v of the bound op (dense in the buffer's first elements, batch outermost in every
+             * layout): odd batch entries +inf. */
+            const tuner_tensor *bv = &bound[w].inputs[vi];
+            const size_t per_b = (size_t)tuner_tensor_numel(bv) / (size_t)bv->shape[0];
+            unsigned char *hp = malloc(v_bytes);
+            memcpy(hp, v_host, v_bytes);
+            for (long long b = 1; b < bv->shape[0]; b += 2)
+                for (size_t k = 0; k < per_b; k++)
+                    t_host_put(bv->dtype, hp, (size_t)b * per_b + k, INFINITY);
+            CK(d_cuMemcpyHtoD(bufs[vi], hp, v_bytes));
+            free(hp);
+        }
         const size_t n = (size_t)tuner_tensor_numel(&bound[w].output);
         CUmodule rmod;
         CK(d_cuModuleLoadData(&rmod, refbin[w]->cubin));
@@ -144,9 +173,13 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
         CK(d_cuMemcpyDtoH(refh, bufs[TUNER_BUF_OUTPUT], n * 4));
         CK(d_cuModuleUnload(rmod));
         double rms = 0;
+        size_t n_finite = 0;
         for (size_t k = 0; k < n; k++)
-            rms += (double)refh[k] * refh[k];
-        rms = sqrt(rms / (double)(n ? n : 1));
+            if (isfinite(refh[k])) {
+                rms += (double)refh[k] * refh[k];
+                n_finite++;
+            }
+        rms = sqrt(rms / (double)(n_finite ? n_finite : 1));
         int ok = 0, wrong = 0, failed = 0;
         for (size_t i = 0; i < n_jobs; i++) {
             gpu_job *j = &jobs[i];
@@ -165,6 +198,8 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
             CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nmax * oes));
             size_t bad = 0, first = 0, beyond = 0;
             for (size_t k = 0; k < n; k++) {
+                if (poisoned && !isfinite(refh[k]))
+                    continue; /* a poisoned sequence's own output */
                 const float v = t_host_get(op->output.dtype, outh, k);
                 const double d = (double)v == refh[k] ? 0.0 : fabs((double)v - refh[k]);
                 const double floor_ = op->output.dtype == TUNER_F16 ? 5.97e-8 : 0.0;
@@ -188,9 +223,9 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
             }
             free(sj);
         }
-        printf("%-62s sizes (%lld, %lld, %lld) %2zu cand (%zu %s): ok %2d wrong %2d failed %2d\n", c->name,
+        printf("%-62s sizes (%lld, %lld, %lld)%s %2zu cand (%zu %s): ok %2d wrong %2d failed %2d\n", c->name,
                (long long)sizes[w][0], op->n_dims > 1 ? (long long)sizes[w][1] : 0LL,
-               op->n_dims > 2 ? (long long)sizes[w][2] : 0LL, n_jobs, mine, c->template_name ? c->template_name : "-",
+               op->n_dims > 2 ? (long long)sizes[w][2] : 0LL, poisoned ? " v+inf in odd b" : "", n_jobs, mine, c->template_name ? c->template_name : "-",
                ok, wrong, failed);
         fflush(stdout);
         total_wrong += wrong + failed;
@@ -199,6 +234,7 @@ static void verify_case(const t_dyn_case *c, const tuner_target *t, int threads)
         if (mods[i])
             CK(d_cuModuleUnload(mods[i]));
     free(mods);
+    free(v_host);
     free(refh);
     free(outh);
     CK(d_cuStreamDestroy(st));
