@@ -689,14 +689,30 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     snprintf(pin_s, sizeof(pin_s), "aw_pin<%d>(aw_sc);\n", ns);
     snprintf(pin_all, sizeof(pin_all), "aw_pin<%d>(aw_sc);\naw_pin<%d>(aw_o);\naw_pin_u<%d>(aw_pa);\n", ns, no, c.bn / 16);
     /* Q.K^T of stage wg_s into aw_sc (one group), and P.V of stage aw_ps (one group). */
-    char qk[400], pv[320];
+    /* A flattened v map's tile past Skv holds the next head's or batch entry's rows (see the
+     * header). P is 0 there, but 0 * (an inf or NaN of theirs) is NaN in this head's output -
+     * one sequence of a batch poisoning another - so those rows are zeroed in the stage before
+     * P.V reads it: by every warp of each consumer for itself (the same zeros, no barrier
+     * between warps), then a proxy fence so that the copy engine's next fill and wgmma's read
+     * see them in order. Static maps are zero-filled by the copy engine: nothing emitted. */
+    char vzero[640] = "";
+    if (aw_map_flat(&p, 2))
+        snprintf(vzero, sizeof(vzero),
+                 "if (aw_kv0 + %d > %s) {\n"
+                 "const hd_u32 aw_vz = aw_ring + (hd_u32)wg_s * %du + %du;\n"
+                 "#pragma unroll 1\nfor (int bx = 0; bx < %d; bx++)\n"
+                 "for (int i = (%s - aw_kv0) * 8 + wg_l; i < %d; i += 32)\n"
+                 "asm volatile(\"st.shared.v4.u32 [%%0], {%%1,%%1,%%1,%%1};\" :: \"r\"(aw_vz + (hd_u32)(bx * %d + i * 16)), \"r\"(0u) : \"memory\");\n"
+                 "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n}\n",
+                 c.bn, z.skv, c.stage_bytes, c.kv_bytes, c.dp / 64, z.skv, c.bn * 8, c.bn * 128);
+    char qk[1200], pv[320];
     snprintf(qk, sizeof(qk),
-             "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+             "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
              "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n"
              "aw_mma_s(aw_sc, wg_desc(aw_dq + (kk >> 2) * %d + (kk & 3) * 2), "
              "wg_desc(aw_dk + (hd_u32)wg_s * %du + (kk >> 2) * %d + (kk & 3) * 2), kk > 0);\n"
              "wg_commit();\n",
-             c.ksteps, c.bm * 128 / 16, c.stage_bytes / 16, c.bn * 128 / 16);
+             vzero, c.ksteps, c.bm * 128 / 16, c.stage_bytes / 16, c.bn * 128 / 16);
     snprintf(pv, sizeof(pv),
              "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) aw_mma_o(aw_o, aw_pa[kk], wg_desc(aw_dv + (hd_u32)aw_ps * %du + kk * 128));\n"
              "wg_commit();\n",
