@@ -7,7 +7,7 @@ closes or opens a fusion gap shows here). On a machine with CUDA the model is tr
 fp16 (PyTorch picks its CUDA attention op); otherwise on the CPU (fp16 weights, traced only).
 
     .deps/torch-venv/bin/python graph/tests/bert_plans.py [--layers 12] [--batch 8] [--seq 128]
-        [--daemon build/daemon/hidetd] [--list] [--sdpa-math]
+        [--daemon build/daemon/hidetd] [--list] [--sdpa-math] [--arena]
 
 --sdpa-math traces with PyTorch's math attention (torch.nn.attention.sdpa_kernel(MATH)): on the
 CPU that is the graph a CUDA trace of BERT gets (its masked SDPA call takes the math backend
@@ -39,6 +39,9 @@ def main():
     ap.add_argument("--daemon", default=os.path.join(REPO, "build", "daemon", "hidetd"))
     ap.add_argument("--list", action="store_true", help="print every step of both plans")
     ap.add_argument("--sdpa-math", action="store_true", help="trace with PyTorch's math attention")
+    ap.add_argument("--arena", action="store_true",
+                    help="issue 39's arena row: the static compile at the ranges' largest sizes (32 x 512), "
+                    "its plans' arena against the dynamic plans' (laid out at those sizes)")
     args = ap.parse_args()
     if args.sdpa_math:
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -72,7 +75,8 @@ def run(args):
         plans = {}
         for dyn in (False, True):
             torch._dynamo.reset()
-            ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), device=dev)
+            shape = (32, 512) if args.arena and not dyn else (args.batch, args.seq)
+            ids = torch.randint(0, cfg.vocab_size, shape, device=dev)
             opts = {"address": sock, "tune": "none"}
             if dyn:
                 opts["dynamic_max"] = 512
@@ -90,6 +94,13 @@ def run(args):
                 for req in r.requests:
                     _, plan = t.json("POST", "/v1/graphs", dict(req, tune="none"))
                     plans[kind].append((req, plan))
+        arena = {kind: sum(plan["arena_bytes"] for _, plan in pl) for kind, pl in plans.items()}
+        const = {kind: sum(plan["constants_bytes"] for _, plan in pl) for kind, pl in plans.items()}
+        for kind in plans:
+            print("== %s: arena %.1f MiB, constants %.1f MiB" % (kind, arena[kind] / 2**20, const[kind] / 2**20))
+        if args.arena and arena["static"]:
+            print("== arena dynamic (at its max) / static at 32 x 512: %.3f (target <= 1.1)"
+                  % (arena["dynamic"] / arena["static"]))
         for kind, pl in plans.items():
             counts = collections.Counter()
             n_steps = n_prep = 0
