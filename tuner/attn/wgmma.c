@@ -315,9 +315,17 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * subtract, sum, rescale share, pack) on the 128 FMA lanes. */
     const double t_exp = (double)c.bm * c.bn / exp_rate + (double)c.bm * c.bn * 6.0 / (128.0 * 1.7e3);
     /* Overlap, or a second consumer, hides the softmax behind GEMMs. */
-    const double t_tile = c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
-                                                              (c.pingpong ? 0.97 : 1.0)
-                                                        : t_tc + t_exp;
+    /* Every key tile also pays a fixed cost whatever its width: the full-barrier wait, the
+     * wgmma fence, commit and wait round trips, the row max/sum shuffles and the stage release.
+     * Fitted on the H200 at hd64 (b8 s2048, where the softmax bounds both widths): 0.81 us per
+     * 64-key tile, 1.35 per 128-key tile a SM - 0.27 us plus 0.0084 per key
+     * (bench/results/2026-11-29-h200-attention, run3). Without it the model saw 64- and 128-key
+     * tiles as equal there and picked 64 (0.76x of the peer; 192 keys ran at 0.95x). */
+    const double t_fixed = 0.27;
+    const double t_tile = (c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
+                                                               (c.pingpong ? 0.97 : 1.0)
+                                                         : t_tc + t_exp) +
+                          t_fixed;
     /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. */
     const double fill = 0.8;
     const long long nmb = tuner__attn_cdiv(p.d.s, c.bm), bh = p.d.b * p.d.hq, items = nmb * bh;

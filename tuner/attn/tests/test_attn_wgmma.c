@@ -143,6 +143,34 @@ static void test_default(void)
     tuner_space_free(sp);
 }
 
+/* At hd64 the softmax bounds a tile of any width, so what separates widths is each tile's fixed
+ * cost: the model must rank wide key tiles first (measured on the H200 at b8 s2048: 64 keys ran
+ * at 0.76x of the peer, 192 at 0.95x). */
+static void test_model_hd64_wide_tiles(void)
+{
+    attn_case c = {"2048 hd64", TUNER_F16, 8, 16, 16, 2048, 2048, 64, false, false, 0, 0, false, false};
+    tuner_op op = attn_op(&c);
+    tuner_space *sp = NULL;
+    if (tuner_space_build(&op, &sm90a, &sp, NULL) < 0) {
+        CHECK(false, "hd64 space");
+        return;
+    }
+    size_t best = 0;
+    double best_us = 1e300;
+    for (size_t i = 0; i < sp->n; i++) {
+        const double us = tuner_predict_us(&op, &sm90a, &sp->items[i]);
+        if (us < best_us) {
+            best_us = us;
+            best = i;
+        }
+    }
+    const int bn = tuner_schedule_param(&sp->items[best], "block_n", 0);
+    printf("model's pick hd64 b8 s2048: %s block_n %d (%.1f us)\n", sp->items[best].template_name, bn, best_us);
+    CHECK(strcmp(sp->items[best].template_name, "attention_wgmma") == 0 && bn >= 128,
+          "hd64 model pick %s block_n %d", sp->items[best].template_name, bn);
+    tuner_space_free(sp);
+}
+
 static const attn_case cases[] = {
     {"hd128 f16 bhsd", TUNER_F16, 2, 8, 8, 1024, 1024, 128, false, false, 0, 0, false, false},
     {"hd64 bf16 bhsd causal S<Skv", TUNER_BF16, 1, 4, 4, 200, 1000, 64, false, true, 0, 0, false, false},
@@ -342,6 +370,7 @@ int main(int argc, char **argv)
         return 2;
     test_space();
     test_default();
+    test_model_hd64_wide_tiles();
     test_packed_maps();
     if (!checks_only)
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
