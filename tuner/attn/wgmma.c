@@ -320,12 +320,18 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * Fitted on the H200 at hd64 (b8 s2048, where the softmax bounds both widths): 0.81 us per
      * 64-key tile, 1.35 per 128-key tile a SM - 0.27 us plus 0.0084 per key
      * (bench/results/2026-11-29-h200-attention, run3). Without it the model saw 64- and 128-key
-     * tiles as equal there and picked 64 (0.76x of the peer; 192 keys ran at 0.95x). */
-    const double t_fixed = 0.27;
-    const double t_tile = (c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
-                                                               (c.pingpong ? 0.97 : 1.0)
-                                                         : t_tc + t_exp) +
-                          t_fixed;
+     * tiles as equal there and picked 64 (0.76x of the peer; 192 keys ran at 0.96x, session 8).
+     * Not at hd256, whose tiles the GEMMs bound: there the term moved the pick from 64 keys with
+     * one consumer (0.82x) to 80 keys with two (0.71x), measured. A mask with more than 128 keys
+     * a tile measured 2.6x slower than 128 (BERT's [8,12,512,64] with a padding mask: 81 us at
+     * 176 keys, 30 at 128; no spill in ptxas -v, cause not profiled): ranked accordingly. */
+    const double t_fixed = p.d.d <= 128 ? 0.27 : 0.0;
+    const double masked_wide = p.d.has_mask && c.bn > 128 ? 2.6 : 1.0;
+    const double t_tile = ((c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
+                                                                (c.pingpong ? 0.97 : 1.0)
+                                                          : t_tc + t_exp) +
+                           t_fixed) *
+                          masked_wide;
     /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. */
     const double fill = 0.8;
     const long long nmb = tuner__attn_cdiv(p.d.s, c.bm), bh = p.d.b * p.d.hq, items = nmb * bh;
