@@ -1244,9 +1244,18 @@ def math_attention(gm):
                 scale=scale)
         result = sdpa
         if up_q:
-            with gm.graph.inserting_after(sdpa):
-                result = gm.graph.call_function(aten._to_copy.default, (sdpa,), {"dtype": torch.float32})
-            result.meta["val"] = meta_of(out)
+            back = next(iter(out.users)) if len(out.users) == 1 else None
+            m_back = meta_of(back) if back is not None else None
+            if getattr(back, "target", None) is aten._to_copy.default and m_back is not None and \
+                    m_back.dtype == dt and set(back.kwargs) <= {"dtype"}:
+                # The f32 result cast straight back: the attention's result is that cast's, and
+                # the views after it (the heads transposed back) reach the attention itself,
+                # which the daemon's layout rewrite needs to read and write [B, S, H, D].
+                out = back
+            else:
+                with gm.graph.inserting_after(sdpa):
+                    result = gm.graph.call_function(aten._to_copy.default, (sdpa,), {"dtype": torch.float32})
+                result.meta["val"] = meta_of(out)
         out.replace_all_uses_with(result)
         n_rewritten += 1
     if n_rewritten:
