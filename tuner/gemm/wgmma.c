@@ -130,14 +130,28 @@ typedef struct wg_cfg {
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
-/* Both operands 16-byte vectors along their contiguous dimension (TMA rows; for a convolution's
- * A, whole 16-byte channel chunks of one pixel), no prologue; convolutions NHWC only. */
+/* Whether a matmul's operand `which` (0 = A, 1 = B) is gathered by the producer warpgroup
+ * (emit_gather_producer) rather than loaded by TMA: its rows (or its base) are not 16-byte
+ * aligned, which the copy engine's global strides need. */
+static bool wg_gathered(const tuner__gemm_problem *p, int which)
+{
+    return !p->conv && p->vec[which] != 8;
+}
+
+static bool wg_any_gathered(const tuner__gemm_problem *p)
+{
+    return wg_gathered(p, 0) || wg_gathered(p, 1);
+}
+
+/* 16-bit operands, no prologue (neither TMA nor the gather transforms elements). A matmul's
+ * operands may have any row length and base alignment (an unaligned one is gathered:
+ * wg_gathered); a convolution's must allow 16-byte vectors (TMA rows; for its A, whole 16-byte
+ * channel chunks of one pixel), NHWC only. */
 static bool wg_supported(const tuner__gemm_problem *p)
 {
     /* The gather indexes input pixels with 32-bit integers. */
-    const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31));
-    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && p->vec[0] == 8 && p->vec[1] == 8 && !p->prologue[0] &&
-           !p->prologue[1] && conv_ok;
+    const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31) && p->vec[0] == 8 && p->vec[1] == 8);
+    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && !p->prologue[0] && !p->prologue[1] && conv_ok;
 }
 
 /* Whether a convolution's A is the input itself: an ungrouped 1x1 convolution with stride 1 and
@@ -295,6 +309,10 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* A convolution's gathering producer warpgroup fills one ring. */
     if (wg_gathers_a(p) && c->pingpong)
         return false;
+    /* A matmul's gathering producer (unaligned operands) likewise, without multicast; beside it
+     * two consumers have 176 registers each (wg_producer_regs): at most 96 accumulators. */
+    if (wg_any_gathered(p) && (c->pingpong || c->cluster == 2 || (c->consumers == 2 && c->mi * c->bn / 2 > 96)))
+        return false;
     /* The gather keeps a pixel index and a window mask per row in registers: at most 8 rows
      * per producer thread (block_m 128), at most 32 window positions. */
     if (wg_gathers_a(p) && (c->bm > 128 || p->cr * p->cs > 32))
@@ -341,7 +359,7 @@ static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
  * gathered A has none, the output one only when the epilogue stores it with TMA. */
 static bool wg_has_map(const tuner__gemm_problem *p, const wg_cfg *c, int which)
 {
-    return which == 0 ? !wg_gathers_a(p) : which == 1 ? true : c->stage_out;
+    return which == 0 ? !wg_gathers_a(p) && !wg_gathered(p, 0) : which == 1 ? !wg_gathered(p, 1) : c->stage_out;
 }
 
 /* The tensor map of operand `which` (0 = A, 1 = B) or, with which 2, of the output written by
@@ -717,6 +735,162 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     p->cgc, nr, p->cc, S);
 }
 
+/* Device helpers of the unaligned-operand gather (emit_gather_operand), for the 16-byte chunk of 8
+ * 16-bit elements at element e of an operand whose bytes are [lo, hi):
+ *  - wg_gld issues the chunk's loads: the 16-byte aligned vector holding its first byte
+ *    (ld.global.nc: the operands are read-only, and the next lane's vector is this one's second
+ *    half, in L1) and, in the last lane of an 8-lane row, the vector after it, which the other
+ *    lanes take from their neighbour; predicated, so that a batch's loads are all issued
+ *    before any is used (no branch between them for ptxas to stop at);
+ *  - wg_gfin funnels the pair into place (whole words by selects, the odd half word by shf); a
+ *    chunk off the fast path (its row past the operand, its columns past the row's end, or a
+ *    covering vector reaching outside [lo, hi)) is read element by element, zeros past the
+ *    row: no byte outside the operand is read. Every lane of the warp calls it (shuffles). */
+static const char wg_gather_helpers[] =
+    "HD_INLINE hd_v4 wg_ldg16p(hd_u64 a, bool p) { hd_v4 v; asm(\"{\\n.reg .pred q;\\nsetp.ne.b32 q, %5, 0;\\n"
+    "mov.b32 %0, 0;\\nmov.b32 %1, 0;\\nmov.b32 %2, 0;\\nmov.b32 %3, 0;\\n"
+    "@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\\n}\" : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w) : \"l\"(a), "
+    "\"r\"((int)p)); return v; }\n"
+    "HD_INLINE void wg_sts16(hd_u32 a, hd_v4 v) { asm volatile(\"st.shared.v4.u32 [%0], {%1, %2, %3, %4};\" :: "
+    "\"r\"(a), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
+    "HD_INLINE bool wg_gld(hd_u64 lo, hd_u64 hi, long long e, bool row_ok, int col, int col_end, int j, hd_v4 &v, "
+    "hd_v4 &h)\n{\n"
+    "const hd_u64 a = lo + (hd_u64)e * 2ull, al = a & ~15ull;\n"
+    "const bool mis = (a & 15ull) != 0ull;\n"
+    "const bool fast = row_ok && col + 8 <= col_end && al >= lo && al + (mis ? 32ull : 16ull) <= hi;\n"
+    "v = wg_ldg16p(al, row_ok && al >= lo && al + 16ull <= hi);\n"
+    "h = wg_ldg16p(al + 16ull, j == 7 && fast && mis);\n"
+    "return fast;\n}\n"
+    "HD_INLINE hd_v4 wg_gfin(const unsigned short *g, long long e, bool row_ok, int col, int col_end, int j, bool fast, "
+    "hd_v4 v0, hd_v4 h)\n{\n"
+    "hd_v4 v1;\n"
+    "v1.x = __shfl_down_sync(0xffffffffu, v0.x, 1);\nv1.y = __shfl_down_sync(0xffffffffu, v0.y, 1);\n"
+    "v1.z = __shfl_down_sync(0xffffffffu, v0.z, 1);\nv1.w = __shfl_down_sync(0xffffffffu, v0.w, 1);\n"
+    "if (j == 7) v1 = h;\n"
+    "hd_v4 r;\n"
+    "if (fast) {\n"
+    "const hd_u32 o = (hd_u32)(((hd_u64)g + (hd_u64)e * 2ull) & 15ull);\n"
+    "const bool s8 = (o & 8u) != 0u, s4 = (o & 4u) != 0u;\n"
+    "const hd_u32 u0 = s8 ? v0.z : v0.x, u1 = s8 ? v0.w : v0.y, u2 = s8 ? v1.x : v0.z, u3 = s8 ? v1.y : v0.w, "
+    "u4 = s8 ? v1.z : v1.x, u5 = s8 ? v1.w : v1.y;\n"
+    "const hd_u32 t0 = s4 ? u1 : u0, t1 = s4 ? u2 : u1, t2 = s4 ? u3 : u2, t3 = s4 ? u4 : u3, t4 = s4 ? u5 : u4;\n"
+    "const hd_u32 sh = (o & 2u) * 8u;\n"
+    "r.x = __funnelshift_r(t0, t1, sh);\nr.y = __funnelshift_r(t1, t2, sh);\n"
+    "r.z = __funnelshift_r(t2, t3, sh);\nr.w = __funnelshift_r(t3, t4, sh);\n"
+    "} else {\n"
+    "hd_u32 w[4];\n"
+    "#pragma unroll\nfor (int q = 0; q < 4; q++) {\n"
+    "const hd_u32 x0 = row_ok && col + 2 * q < col_end ? (hd_u32)g[e + 2 * q] : 0u;\n"
+    "const hd_u32 x1 = row_ok && col + 2 * q + 1 < col_end ? (hd_u32)g[e + 2 * q + 1] : 0u;\n"
+    "w[q] = x0 | (x1 << 16);\n}\n"
+    "r.x = w[0]; r.y = w[1]; r.z = w[2]; r.w = w[3];\n"
+    "}\nreturn r;\n}\n";
+
+/* Arrivals that complete a stage's `full` barrier: thread 0's expect_tx alone where TMA loads
+ * everything; with a convolution's gathered A also the 128 producer threads' cp.async arrivals;
+ * with a matmul's gathered operands the 128 threads' plain arrivals, plus thread 0's expect_tx
+ * where the other operand comes by TMA. */
+static int wg_full_count(const tuner__gemm_problem *p)
+{
+    if (wg_gathers_a(p))
+        return 1 + 128;
+    if (wg_any_gathered(p))
+        return 128 + (wg_gathered(p, 0) && wg_gathered(p, 1) ? 0 : 1);
+    return 1;
+}
+
+/* One stage's tile of operand `which` gathered by the 128 producer threads (emit_gather_producer)
+ * into the layout the copy engine's 128-byte swizzle gives it: 128-byte lines of 64 elements
+ * along the contiguous dimension, a K-major tile one line per row (rows x 64 k), an MN-major one
+ * one line per k of each 64-column box (boxes 8 KiB apart). Line L's 16-byte chunk j lies at
+ * L * 128 + ((j ^ L % 8) << 4); thread t takes chunk t % 8 of lines t / 8 + 16 i, so its
+ * swizzled column is fixed (wg_jx) and 8 lanes read one line's 128 contiguous bytes. */
+static void emit_gather_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
+{
+    const bool km = p->kmajor[which], batched = wg_map_batched(p, which);
+    const int rows = which == 0 ? c->bm : c->bn, lines = rows / 16;
+    /* Chunks per thread whose loads are in flight together: all of a tile up to 128 rows, else
+     * halves (16 registers each with the neighbour's vector; wg_producer_regs). */
+    const int batch = lines <= 8 ? lines : lines / 2;
+    char mn[48], mn0[32];
+    /* A named M is only ever a K-major A's (gemm.h). */
+    if (which == 0)
+        snprintf(mn, sizeof(mn), "%s", tuner__gemm_M_ll(p).s);
+    else
+        snprintf(mn, sizeof(mn), "%lldLL", p->N);
+    snprintf(mn0, sizeof(mn0), "%s * %d", which == 0 ? "gm_tm" : "gm_tn", rows);
+    tuner_sb_printf(sb,
+                    "{\nconst unsigned short *const wg_gp = reinterpret_cast<const unsigned short *>(in%d);\n"
+                    "const long long wg_slab = %s * %lldLL;\n"
+                    "const hd_u64 wg_lo = (hd_u64)wg_gp, wg_hi = wg_lo + (hd_u64)(%s%s * wg_slab) * 2ull;\n"
+                    "const long long wg_bo = %s;\n"
+                    "#pragma unroll\nfor (int wg_i0 = 0; wg_i0 < %d; wg_i0 += %d) {\n"
+                    "hd_v4 wg_v[%d], wg_h[%d];\nlong long wg_e[%d];\nint wg_cl[%d];\nbool wg_rk[%d], wg_fa[%d];\n"
+                    "#pragma unroll\nfor (int q = 0; q < %d; q++) {\n"
+                    "const int wg_L = wg_r0 + 16 * (wg_i0 + q);\n",
+                    which, mn, p->K, batched ? "(long long)" : "", batched ? tuner__gemm_B(p).s : "1LL",
+                    batched ? "(long long)gm_b * wg_slab" : "0LL", lines, batch, batch, batch, batch, batch, batch,
+                    batch, batch);
+    if (km)
+        tuner_sb_printf(sb,
+                        "const long long wg_row = (long long)(%s) + wg_L;\n"
+                        "wg_cl[q] = kt * %d + wg_j * 8;\n"
+                        "wg_rk[q] = wg_row < %s;\n"
+                        "wg_e[q] = wg_bo + wg_row * %lldLL + wg_cl[q];\n",
+                        mn0, WG_BK, mn, p->K);
+    else
+        tuner_sb_printf(sb,
+                        "const long long wg_row = (long long)kt * %d + (wg_L & 63);\n"
+                        "wg_cl[q] = %s + (wg_L >> 6) * 64 + wg_j * 8;\n"
+                        "wg_rk[q] = wg_row < %lldLL;\n"
+                        "wg_e[q] = wg_bo + wg_row * %s + wg_cl[q];\n",
+                        WG_BK, mn0, p->K, mn);
+    const char *col_end = km ? NULL : mn;
+    char ce[48];
+    if (km)
+        snprintf(ce, sizeof(ce), "%lld", p->K), col_end = ce;
+    tuner_sb_printf(sb,
+                    "wg_fa[q] = wg_gld(wg_lo, wg_hi, wg_e[q], wg_rk[q], wg_cl[q], %s, wg_j, wg_v[q], wg_h[q]);\n"
+                    "}\n"
+                    "#pragma unroll\nfor (int q = 0; q < %d; q++)\n"
+                    "wg_sts16(wg_st + %d + wg_jx + (wg_i0 + q) * 2048, "
+                    "wg_gfin(wg_gp, wg_e[q], wg_rk[q], wg_cl[q], %s, wg_j, wg_fa[q], wg_v[q], wg_h[q]));\n"
+                    "}\n}\n",
+                    col_end, batch, which == 0 ? 0 : c->a_bytes, col_end);
+}
+
+/* The producer of a matmul with an operand TMA cannot address (rows or base not 16-byte
+ * aligned: an odd K or N in f16, wg_gathered): per stage thread 0 arms the `full` barrier with
+ * the bytes of the operand that still comes by TMA and issues its copies, while all 128 threads
+ * gather the unaligned operand(s) (emit_gather_operand) with aligned 16-byte loads shifted into
+ * place, store them with st.shared, make the stores visible to the async proxy (wgmma's) and
+ * arrive on the barrier. The loads go to registers, so the ring, not the loads, runs ahead:
+ * each thread's chunks of a stage are independent and ptxas keeps them in flight together. */
+static void emit_gather_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
+                                 long long tiles_n)
+{
+    const int tma_bytes = (wg_gathered(p, 0) ? 0 : c->a_bytes) + (wg_gathered(p, 1) ? 0 : c->b_bytes);
+    tuner_sb_puts(sb, "const int wg_pt = threadIdx.x, wg_j = wg_pt & 7, wg_r0 = wg_pt >> 3;\n"
+                      "const hd_u32 wg_jx = (hd_u32)((wg_j ^ (wg_r0 & 7)) << 4) + (hd_u32)wg_r0 * 128u;\n"
+                      "int wg_s = 0, wg_ph = 0;\n");
+    emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
+    emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
+    if (tma_bytes) {
+        tuner_sb_printf(sb, "if (wg_pt == 0) {\nwg_expect(wg_full, %d);\n", tma_bytes);
+        for (int w = 0; w < 2; w++)
+            if (!wg_gathered(p, w))
+                emit_tma_operand(sb, p, c, w);
+        tuner_sb_puts(sb, "}\n");
+    }
+    for (int w = 0; w < 2; w++)
+        if (wg_gathered(p, w))
+            emit_gather_operand(sb, p, c, w);
+    tuner_sb_puts(sb, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                      "wg_arrive(wg_full);\n");
+    tuner__hopper_emit_stage_advance(sb, c->stages);
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
 /* Opens loops over a consumer's accumulator fragments of 8-column groups j0 <= j < j1 and a
  * block: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
  * 8j + 2*(lane%4) + e of the consumer's slice. */
@@ -908,10 +1082,12 @@ static void emit_sk_flags_kernel(tuner_sb *sb, const wg_cfg *c, const char *name
 
 /* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
  * the rest of the 64K): a TMA producer needs few; a gathering one keeps 16 row values and
- * spills below 72 (ptxas -v, 3x3 convolutions with every block_n). */
+ * spills below 72 (ptxas -v, 3x3 convolutions with every block_n); an unaligned matmul
+ * operand's gather holds its loads in registers (8 per 16-byte chunk, a dozen chunks in
+ * flight per thread to cover a round trip to L2 or DRAM). */
 static int wg_producer_regs(const tuner__gemm_problem *p)
 {
-    return wg_gathers_a(p) ? 72 : 40;
+    return wg_any_gathered(p) ? 152 : wg_gathers_a(p) ? 72 : 40;
 }
 
 /* A dynamic op's grid as a rule over its named M or batch (tuner_grid_rule: min(cap, mul *
@@ -998,6 +1174,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
     tuner_sb_puts(&sb, tuner__hopper_helpers);
+    if (wg_any_gathered(p))
+        tuner_sb_puts(&sb, wg_gather_helpers);
     if (c.split > 1)
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     emit_mma_fn(&sb, p, c.bn);
@@ -1020,7 +1198,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n%s",
-                    2 * S, S * c.stage_bytes, S, wg_gathers_a(p) ? 1 + 128 : 1, S,
+                    2 * S, S * c.stage_bytes, S, wg_full_count(p), S,
                     (c.pingpong ? 4 : 4 * c.consumers) * c.cluster,
                     /* A pair's barriers are initialised before either CTA multicasts into the
                      * other or arrives on its barriers. */
@@ -1044,6 +1222,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner__hopper_emit_setmaxnreg(&sb, false, wg_producer_regs(p));
     if (wg_gathers_a(p))
         emit_conv_producer(&sb, p, &c, tiles_m, tiles_n);
+    else if (wg_any_gathered(p))
+        emit_gather_producer(&sb, p, &c, tiles_m, tiles_n);
     else
         emit_tma_producer(&sb, p, &c, tiles_m, tiles_n);
     /* A split-K cluster's producers meet its consumers' two barriers (emit_split_epilogue). */
@@ -1100,9 +1280,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
                     c.mi, nacc,
-                    /* A gathered by cp.async was written through the generic proxy; wgmma reads
-                     * through the async one. */
-                    wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
+                    /* A gathered by cp.async (or an unaligned operand stored by the producer's
+                     * threads) was written through the generic proxy; wgmma reads through the
+                     * async one. */
+                    wg_gathers_a(p) || wg_any_gathered(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
                     c.stage_bytes / 16, WG_BK / 16, b_k16 / 16, c.mi);
     /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
      * multicasts its half of the shared tile into this CTA's stage too. */
@@ -1223,13 +1404,16 @@ static const int wg_tiles[][4] = {
     "wgmma v1: tma sw128 bk64, tmaps as kernel parameters; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6,8,12 (where they fit)} swz{1,8}; persistent "  \
-    "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
+    "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both (conv2d), no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
     "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; cluster_n{1,2 (swz 8, where tiles along M <= 2 and " \
     "tiles along N >= 2x those; A multicast, halves of K-major rows or 64-column boxes (block_m 128+); no pingpong; dense A only)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
     "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}; " \
     "stream_k{0,1 (swz 8, unpaired, no pingpong/split; grid = SMs; whole waves, then the rest (+ a wave when under half " \
     "of one) cut into equal k ranges run backwards; >= 4 k tiles per block; fp32 partials and flags in the workspace, " \
-    "a flag-clearing launch first)}"
+    "a flag-clearing launch first)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
+    "by the producer warpgroup (aligned ld.global.nc.v4 + shfl + funnel shift into sw128, st.shared, " \
+    "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, two consumers only with acc <= 96, " \
+    "producer 152 regs"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
