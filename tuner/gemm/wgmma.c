@@ -285,6 +285,8 @@ static long long wg_sk_parts_at(const wg_sk_plan *k)
     return (k->grid * 4 + 127) / 128 * 128;
 }
 
+static int wg_gather_chunks(const tuner__gemm_problem *p, const wg_cfg *c);
+
 static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
 {
     /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
@@ -309,9 +311,13 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* A convolution's gathering producer warpgroup fills one ring. */
     if (wg_gathers_a(p) && c->pingpong)
         return false;
-    /* A matmul's gathering producer (unaligned operands) likewise, without multicast; beside it
-     * two consumers have 176 registers each (wg_producer_regs): at most 96 accumulators. */
-    if (wg_any_gathered(p) && (c->pingpong || c->cluster == 2 || (c->consumers == 2 && c->mi * c->bn / 2 > 96)))
+    /* A matmul's gathering producer (unaligned operands) likewise, without multicast. Its
+     * threads hold two k tiles' chunks, 8 registers each (emit_gather_producer): at most 8
+     * chunks beside two consumers, which then have 168 registers each (wg_producer_regs: at
+     * most 96 accumulators), 12 beside one (255 registers per thread). */
+    if (wg_any_gathered(p) &&
+        (c->pingpong || c->cluster == 2 || (c->consumers == 2 && c->mi * c->bn / 2 > 96) ||
+         wg_gather_chunks(p, c) > (c->consumers == 2 ? 8 : 12)))
         return false;
     /* The gather keeps a pixel index and a window mask per row in registers: at most 8 rows
      * per producer thread (block_m 128), at most 32 window positions. */
@@ -749,7 +755,7 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
 static const char wg_gather_helpers[] =
     "HD_INLINE hd_v4 wg_ldg16p(hd_u64 a, bool p) { hd_v4 v; asm(\"{\\n.reg .pred q;\\nsetp.ne.b32 q, %5, 0;\\n"
     "mov.b32 %0, 0;\\nmov.b32 %1, 0;\\nmov.b32 %2, 0;\\nmov.b32 %3, 0;\\n"
-    "@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\\n}\" : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w) : \"l\"(a), "
+    "@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\\n}\" : \"=&r\"(v.x), \"=&r\"(v.y), \"=&r\"(v.z), \"=&r\"(v.w) : \"l\"(a), "
     "\"r\"((int)p)); return v; }\n"
     "HD_INLINE void wg_sts16(hd_u32 a, hd_v4 v) { asm volatile(\"st.shared.v4.u32 [%0], {%1, %2, %3, %4};\" :: "
     "\"r\"(a), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
@@ -799,81 +805,132 @@ static int wg_full_count(const tuner__gemm_problem *p)
     return 1;
 }
 
-/* One stage's tile of operand `which` gathered by the 128 producer threads (emit_gather_producer)
- * into the layout the copy engine's 128-byte swizzle gives it: 128-byte lines of 64 elements
- * along the contiguous dimension, a K-major tile one line per row (rows x 64 k), an MN-major one
- * one line per k of each 64-column box (boxes 8 KiB apart). Line L's 16-byte chunk j lies at
- * L * 128 + ((j ^ L % 8) << 4); thread t takes chunk t % 8 of lines t / 8 + 16 i, so its
- * swizzled column is fixed (wg_jx) and 8 lanes read one line's 128 contiguous bytes. */
-static void emit_gather_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
+/* Chunks (16-byte loads in flight) per producer thread and stage of a matmul's gathered
+ * operands: a 16-row slice of a tile per chunk (emit_gather_coords). */
+static int wg_gather_chunks(const tuner__gemm_problem *p, const wg_cfg *c)
 {
-    const bool km = p->kmajor[which], batched = wg_map_batched(p, which);
-    const int rows = which == 0 ? c->bm : c->bn, lines = rows / 16;
-    /* Chunks per thread whose loads are in flight together: all of a tile up to 128 rows, else
-     * halves (16 registers each with the neighbour's vector; wg_producer_regs). */
-    const int batch = lines <= 8 ? lines : lines / 2;
-    char mn[48], mn0[32];
+    return (wg_gathered(p, 0) ? c->bm / 16 : 0) + (wg_gathered(p, 1) ? c->bn / 16 : 0);
+}
+
+/* At a new tile, the constants of gathered operand w's loads: its elements as 16-bit words
+ * (wg_gp<w>), its bytes [wg_lo<w>, wg_hi<w>) (every batch entry's, so that a covering vector
+ * never leaves the tensor) and the tile's batch entry's first element (wg_bo<w>). */
+static void emit_gather_setup(tuner_sb *sb, const tuner__gemm_problem *p, int w)
+{
+    const bool batched = wg_map_batched(p, w);
     /* A named M is only ever a K-major A's (gemm.h). */
-    if (which == 0)
+    char mn[48];
+    if (w == 0)
         snprintf(mn, sizeof(mn), "%s", tuner__gemm_M_ll(p).s);
     else
         snprintf(mn, sizeof(mn), "%lldLL", p->N);
-    snprintf(mn0, sizeof(mn0), "%s * %d", which == 0 ? "gm_tm" : "gm_tn", rows);
+    char bo[48];
+    snprintf(bo, sizeof(bo), batched ? "(long long)gm_b * wg_slab%d" : "0LL", w);
     tuner_sb_printf(sb,
-                    "{\nconst unsigned short *const wg_gp = reinterpret_cast<const unsigned short *>(in%d);\n"
-                    "const long long wg_slab = %s * %lldLL;\n"
-                    "const hd_u64 wg_lo = (hd_u64)wg_gp, wg_hi = wg_lo + (hd_u64)(%s%s * wg_slab) * 2ull;\n"
-                    "const long long wg_bo = %s;\n"
-                    "#pragma unroll\nfor (int wg_i0 = 0; wg_i0 < %d; wg_i0 += %d) {\n"
-                    "hd_v4 wg_v[%d], wg_h[%d];\nlong long wg_e[%d];\nint wg_cl[%d];\nbool wg_rk[%d], wg_fa[%d];\n"
-                    "#pragma unroll\nfor (int q = 0; q < %d; q++) {\n"
-                    "const int wg_L = wg_r0 + 16 * (wg_i0 + q);\n",
-                    which, mn, p->K, batched ? "(long long)" : "", batched ? tuner__gemm_B(p).s : "1LL",
-                    batched ? "(long long)gm_b * wg_slab" : "0LL", lines, batch, batch, batch, batch, batch, batch,
-                    batch, batch);
-    if (km)
+                    "const unsigned short *const wg_gp%d = reinterpret_cast<const unsigned short *>(in%d);\n"
+                    "const long long wg_slab%d = %s * %lldLL;\n"
+                    "const hd_u64 wg_lo%d = (hd_u64)wg_gp%d, wg_hi%d = wg_lo%d + (hd_u64)(%s%s * wg_slab%d) * 2ull;\n"
+                    "const long long wg_bo%d = %s;\n",
+                    w, w, w, mn, p->K, w, w, w, w, batched ? "(long long)" : "", batched ? tuner__gemm_B(p).s : "1LL",
+                    w, w, bo);
+}
+
+/* Inside a loop over i, the coordinates of gathered operand w's chunk in line wg_r0 + 16 i of
+ * k tile `kt`'s stage: 128-byte lines of 64 elements along the contiguous dimension, a K-major
+ * tile one line per row (rows x 64 k), an MN-major one one line per k of each 64-column box
+ * (boxes 8 KiB apart): wg_rk (the line's row lies in the operand), wg_cl (the chunk's first
+ * column along the contiguous dimension), wg_e (its element), and wg_ce (the row's length). */
+static void emit_gather_coords(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int w, const char *kt)
+{
+    const int rows = w == 0 ? c->bm : c->bn;
+    char mn[48];
+    if (w == 0)
+        snprintf(mn, sizeof(mn), "%s", tuner__gemm_M_ll(p).s);
+    else
+        snprintf(mn, sizeof(mn), "%lldLL", p->N);
+    const char *t0 = w == 0 ? "gm_tm" : "gm_tn";
+    tuner_sb_puts(sb, "const int wg_L = wg_r0 + 16 * i;\n");
+    if (p->kmajor[w])
         tuner_sb_printf(sb,
-                        "const long long wg_row = (long long)(%s) + wg_L;\n"
-                        "wg_cl[q] = kt * %d + wg_j * 8;\n"
-                        "wg_rk[q] = wg_row < %s;\n"
-                        "wg_e[q] = wg_bo + wg_row * %lldLL + wg_cl[q];\n",
-                        mn0, WG_BK, mn, p->K);
+                        "const long long wg_rw = (long long)%s * %d + wg_L;\n"
+                        "const int wg_cl = (%s) * %d + wg_j * 8, wg_ce = %lld;\n"
+                        "const bool wg_rk = wg_rw < %s;\n"
+                        "const long long wg_e = wg_bo%d + wg_rw * %lldLL + wg_cl;\n",
+                        t0, rows, kt, WG_BK, p->K, mn, w, p->K);
     else
         tuner_sb_printf(sb,
-                        "const long long wg_row = (long long)kt * %d + (wg_L & 63);\n"
-                        "wg_cl[q] = %s + (wg_L >> 6) * 64 + wg_j * 8;\n"
-                        "wg_rk[q] = wg_row < %lldLL;\n"
-                        "wg_e[q] = wg_bo + wg_row * %s + wg_cl[q];\n",
-                        WG_BK, mn0, p->K, mn);
-    const char *col_end = km ? NULL : mn;
-    char ce[48];
-    if (km)
-        snprintf(ce, sizeof(ce), "%lld", p->K), col_end = ce;
-    tuner_sb_printf(sb,
-                    "wg_fa[q] = wg_gld(wg_lo, wg_hi, wg_e[q], wg_rk[q], wg_cl[q], %s, wg_j, wg_v[q], wg_h[q]);\n"
-                    "}\n"
-                    "#pragma unroll\nfor (int q = 0; q < %d; q++)\n"
-                    "wg_sts16(wg_st + %d + wg_jx + (wg_i0 + q) * 2048, "
-                    "wg_gfin(wg_gp, wg_e[q], wg_rk[q], wg_cl[q], %s, wg_j, wg_fa[q], wg_v[q], wg_h[q]));\n"
-                    "}\n}\n",
-                    col_end, batch, which == 0 ? 0 : c->a_bytes, col_end);
+                        "const long long wg_rw = (long long)(%s) * %d + (wg_L & 63);\n"
+                        "const int wg_cl = %s * %d + (wg_L >> 6) * 64 + wg_j * 8, wg_ce = (int)%s;\n"
+                        "const bool wg_rk = wg_rw < %lldLL;\n"
+                        "const long long wg_e = wg_bo%d + wg_rw * %s + wg_cl;\n",
+                        kt, WG_BK, t0, rows, mn, p->K, w, mn);
+}
+
+/* The loads of k tile `kt`'s gathered chunks into wg_v, wg_h, wg_fa (wg_gld), all issued before
+ * any is used. */
+static void emit_gather_loads(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *kt)
+{
+    int at = 0;
+    for (int w = 0; w < 2; w++) {
+        if (!wg_gathered(p, w))
+            continue;
+        const int lines = (w == 0 ? c->bm : c->bn) / 16;
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n", lines);
+        emit_gather_coords(sb, p, c, w, kt);
+        tuner_sb_printf(sb, "wg_fa[%d + i] = wg_gld(wg_lo%d, wg_hi%d, wg_e, wg_rk, wg_cl, wg_ce, wg_j, wg_v[%d + i], wg_h[%d + i]);\n}\n",
+                        at, w, w, at, at);
+        at += lines;
+    }
+}
+
+/* k tile kt's gathered chunks (loaded into wg_cv, wg_ch, wg_cf) funnelled into place and stored
+ * in stage wg_st in the layout the copy engine's 128-byte swizzle gives a tile: line L's chunk j
+ * at L * 128 + ((j ^ L % 8) << 4). Thread t takes chunk t % 8 of lines t / 8 + 16 i, so its
+ * swizzled column is fixed (wg_jx) and 8 lanes read one line's 128 contiguous bytes. */
+static void emit_gather_stores(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    int at = 0;
+    for (int w = 0; w < 2; w++) {
+        if (!wg_gathered(p, w))
+            continue;
+        const int lines = (w == 0 ? c->bm : c->bn) / 16;
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n", lines);
+        emit_gather_coords(sb, p, c, w, "kt");
+        tuner_sb_printf(sb,
+                        "wg_sts16(wg_st + %d + wg_jx + i * 2048, wg_gfin(wg_gp%d, wg_e, wg_rk, wg_cl, wg_ce, wg_j, "
+                        "wg_cf[%d + i], wg_cv[%d + i], wg_ch[%d + i]));\n}\n",
+                        w == 0 ? 0 : c->a_bytes, w, at, at, at);
+        at += lines;
+    }
 }
 
 /* The producer of a matmul with an operand TMA cannot address (rows or base not 16-byte
- * aligned: an odd K or N in f16, wg_gathered): per stage thread 0 arms the `full` barrier with
+ * aligned: an odd K or N in f16, wg_gathered). Per stage thread 0 arms the `full` barrier with
  * the bytes of the operand that still comes by TMA and issues its copies, while all 128 threads
- * gather the unaligned operand(s) (emit_gather_operand) with aligned 16-byte loads shifted into
- * place, store them with st.shared, make the stores visible to the async proxy (wgmma's) and
- * arrive on the barrier. The loads go to registers, so the ring, not the loads, runs ahead:
- * each thread's chunks of a stage are independent and ptxas keeps them in flight together. */
+ * gather the unaligned operand(s) with aligned 16-byte loads shifted into place (wg_gld,
+ * wg_gfin), store them with st.shared, make the stores visible to the async proxy (wgmma's)
+ * and arrive on the barrier. The loads go to registers, one k tile ahead: a stage's chunks
+ * are stored while the next k tile's loads are in flight, so that a stage costs the producer
+ * the longer of a load's round trip and its own instructions, not their sum (cfg_valid bounds
+ * the chunks per thread: two sets of 8 registers each fit wg_producer_regs). */
 static void emit_gather_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
                                  long long tiles_n)
 {
     const int tma_bytes = (wg_gathered(p, 0) ? 0 : c->a_bytes) + (wg_gathered(p, 1) ? 0 : c->b_bytes);
-    tuner_sb_puts(sb, "const int wg_pt = threadIdx.x, wg_j = wg_pt & 7, wg_r0 = wg_pt >> 3;\n"
-                      "const hd_u32 wg_jx = (hd_u32)((wg_j ^ (wg_r0 & 7)) << 4) + (hd_u32)wg_r0 * 128u;\n"
-                      "int wg_s = 0, wg_ph = 0;\n");
+    const int nc = wg_gather_chunks(p, c);
+    tuner_sb_printf(sb,
+                    "const int wg_pt = threadIdx.x, wg_j = wg_pt & 7, wg_r0 = wg_pt >> 3;\n"
+                    "const hd_u32 wg_jx = (hd_u32)((wg_j ^ (wg_r0 & 7)) << 4) + (hd_u32)wg_r0 * 128u;\n"
+                    "hd_v4 wg_v[%d], wg_h[%d];\nbool wg_fa[%d];\n"
+                    "int wg_s = 0, wg_ph = 0;\n",
+                    nc, nc, nc);
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
+    for (int w = 0; w < 2; w++)
+        if (wg_gathered(p, w))
+            emit_gather_setup(sb, p, w);
+    tuner_sb_puts(sb, "if (wg_k0 < wg_k1) {\n");
+    emit_gather_loads(sb, p, c, "wg_k0");
+    tuner_sb_puts(sb, "}\n");
     emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
     if (tma_bytes) {
         tuner_sb_printf(sb, "if (wg_pt == 0) {\nwg_expect(wg_full, %d);\n", tma_bytes);
@@ -882,9 +939,15 @@ static void emit_gather_producer(tuner_sb *sb, const tuner__gemm_problem *p, con
                 emit_tma_operand(sb, p, c, w);
         tuner_sb_puts(sb, "}\n");
     }
-    for (int w = 0; w < 2; w++)
-        if (wg_gathered(p, w))
-            emit_gather_operand(sb, p, c, w);
+    /* This k tile's loads move aside; the next one's are issued before they are used. */
+    tuner_sb_printf(sb,
+                    "hd_v4 wg_cv[%d], wg_ch[%d];\nbool wg_cf[%d];\n"
+                    "#pragma unroll\nfor (int q = 0; q < %d; q++) { wg_cv[q] = wg_v[q]; wg_ch[q] = wg_h[q]; wg_cf[q] = wg_fa[q]; }\n"
+                    "if (kt + 1 < wg_k1) {\n",
+                    nc, nc, nc, nc);
+    emit_gather_loads(sb, p, c, "kt + 1");
+    tuner_sb_puts(sb, "}\n");
+    emit_gather_stores(sb, p, c);
     tuner_sb_puts(sb, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
                       "wg_arrive(wg_full);\n");
     tuner__hopper_emit_stage_advance(sb, c->stages);
@@ -1083,11 +1146,11 @@ static void emit_sk_flags_kernel(tuner_sb *sb, const wg_cfg *c, const char *name
 /* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
  * the rest of the 64K): a TMA producer needs few; a gathering one keeps 16 row values and
  * spills below 72 (ptxas -v, 3x3 convolutions with every block_n); an unaligned matmul
- * operand's gather holds its loads in registers (8 per 16-byte chunk, a dozen chunks in
- * flight per thread to cover a round trip to L2 or DRAM). */
+ * operand's gather holds two k tiles' loads in registers (8 per 16-byte chunk, up to 8 chunks
+ * per k tile: cfg_valid). */
 static int wg_producer_regs(const tuner__gemm_problem *p)
 {
-    return wg_any_gathered(p) ? 152 : wg_gathers_a(p) ? 72 : 40;
+    return wg_any_gathered(p) ? 168 : wg_gathers_a(p) ? 72 : 40;
 }
 
 /* A dynamic op's grid as a rule over its named M or batch (tuner_grid_rule: min(cap, mul *
@@ -1413,7 +1476,7 @@ static const int wg_tiles[][4] = {
     "a flag-clearing launch first)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
     "by the producer warpgroup (aligned ld.global.nc.v4 + shfl + funnel shift into sw128, st.shared, " \
     "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, two consumers only with acc <= 96, " \
-    "producer 152 regs"
+    "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -1534,6 +1597,7 @@ static double wave_fill(long long tiles, int sms)
 }
 
 static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s);
+static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, bool gather);
 
 /* tune:"none", by shape, with the output tile staged and TMA-stored where rows allow it
  * (measured on an H100, bench/results/2026-11-24-h100-wgmma): cooperative 128x256 tiles where
@@ -1544,11 +1608,16 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
  * a 3-deep one; 128x128 (or 128x192, below) with a 4-deep ring where
  * 128x128 tiles fill it (4096x3072x768 34.8 against 39.5 us for 128x256); else 64x128 tiles of
  * one consumer (1000^3 12.5 against 14.8 us for 128x128). */
+static int wg_preferred_gathered(const tuner_op *op, const tuner_target *t, const tuner__gemm_problem *p,
+                                 tuner_schedule *ret);
+
 static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     tuner__gemm_problem p;
     if (!op || !wg_problem(op, t, op->kind, &p))
         return -ENOENT;
+    if (wg_any_gathered(&p))
+        return wg_preferred_gathered(op, t, &p, ret);
     const tuner_arch *a = tuner__arch(t);
     const bool staged = p.out_chunk != 0;
     if (p.conv && !wg_dense_a(&p)) {
@@ -1612,6 +1681,59 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     return 0;
 }
 
+/* tune:"none" where an operand is gathered (wg_gathered): the tile the cost model predicts
+ * fastest among those the gather's registers allow (two consumers with up to 8 chunks per
+ * producer thread, or one with up to 12), with a 4- to 8-deep ring, the output staged where
+ * its rows allow. No preference (so matmul_mma's first schedule) where the gather shows: the
+ * producer's 60-odd instructions per 16-byte chunk (tuner__gemm_gather_us) are hidden behind
+ * large tiles' wgmma with one gathered operand, not with both; where the pick is predicted
+ * more than 5% slower than the same schedule with TMA loads, mma.sync (measured at 0.95 of
+ * cuBLAS on 2999x4001x1537, issue 40) is taken to be as fast. (matmul_mma's own model charges
+ * its unaligned loads far more than that measurement: it is also asked, and wins where it
+ * predicts itself faster.) */
+static int wg_preferred_gathered(const tuner_op *op, const tuner_target *t, const tuner__gemm_problem *p,
+                                 tuner_schedule *ret)
+{
+    static const int tiles[][3] = {{128, 128, 2}, {128, 192, 2}, {128, 64, 2}, {256, 64, 2},
+                                   {64, 256, 1},  {64, 192, 1},  {64, 128, 1}, {128, 128, 1}};
+    static const int depths[] = {4, 5, 6, 8};
+    const tuner_arch *a = tuner__arch(t);
+    double best = 1e12;
+    for (size_t i = 0; i < sizeof(tiles) / sizeof(tiles[0]); i++)
+        for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
+            tuner_schedule s = {.template_name = "matmul_wgmma"};
+            tuner__gemm_param(&s, "block_m", tiles[i][0]);
+            tuner__gemm_param(&s, "block_n", tiles[i][1]);
+            tuner__gemm_param(&s, "stages", depths[d]);
+            tuner__gemm_param(&s, "consumers", tiles[i][2]);
+            tuner__gemm_param(&s, "swizzle", 8);
+            tuner__gemm_param(&s, "pingpong", 0);
+            tuner__gemm_param(&s, "stage_out", p->out_chunk != 0);
+            tuner__gemm_param(&s, "cluster", 1);
+            tuner__gemm_param(&s, "split_k", 1);
+            tuner__gemm_param(&s, "stream_k", 0);
+            tuner__gemm_param(&s, "cluster_n", 1);
+            wg_cfg c;
+            if (cfg_from(p, &s, &c) < 0 || !cfg_valid(p, a, &c))
+                continue;
+            const double us = wg_predict(op, t, &s);
+            if (us < best) {
+                best = us;
+                *ret = s;
+            }
+        }
+    if (best >= 1e12)
+        return -ENOENT;
+    /* matmul_mma's preferred schedule is its first. */
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    const tuner_template *mma = &tuner__gemm_matmul_mma;
+    const bool mma_wins = mma->applies(op, t) && mma->enumerate(op, t, &items, &n) == 0 && n > 0 &&
+                          mma->predict_us(op, t, &items[0]) < best;
+    free(items);
+    return mma_wins || best > 1.05 * wg_predict_ex(op, t, ret, false) ? -ENOENT : 0;
+}
+
 static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
                        char **err)
 {
@@ -1628,7 +1750,16 @@ static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
  * and epilogue; a deeper ring hides TMA latency), bounded below by L2 panel and DRAM traffic,
  * plus the launch and the blocks' tensor-map setup (H100: a separate map launch cost 0.6-1.8 us
  * more, bench/results/2026-11-24-h100-epilogue). */
+static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, bool gather);
+
 static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    return wg_predict_ex(op, t, s, true);
+}
+
+/* wg_predict, with `gather` false as if the gathered operands came by TMA (what the gather
+ * costs: wg_preferred_gathered). */
+static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, bool gather)
 {
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
@@ -1734,6 +1865,8 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
         .l2_penalty = c.group > 1 ? 0.9 : 1.0,
         .sms = ctas < a->sm_count ? (double)ctas : (double)a->sm_count,
         .extra_latency_us = oob_rows * WG_OOB_ROW_US + (p.conv ? WG_CONV_LOAD_US : 0.0),
+        /* Operands TMA cannot address: the producer's threads gather them, a stage at a time. */
+        .producer_us = gather ? tuner__gemm_gather_us(wg_gather_chunks(&p, &c), panel > uniq ? uniq / panel : 1.0) : 0.0,
     };
     /* A pair advances at the pace of its slower CTA (each stage waits for both consumers):
      * measured on an H100 at 0.92-1.01 of the same tile unpaired, so it pays only where

@@ -124,7 +124,7 @@ static void test_space(void)
 
 /* Operands whose rows (or base) are not 16-byte aligned are gathered by the producer warpgroup:
  * offered in every layout, without CTA pairs or pingpong, two consumers only with at most 96
- * accumulators per thread (the producer keeps 152 registers); not for a convolution. */
+ * accumulators per thread (the producer keeps 168 registers) and at most 8 gathered chunks per producer thread (12 beside one consumer); not for a convolution. */
 static void test_unaligned_space(void)
 {
     static const struct {
@@ -231,6 +231,50 @@ static const char *model_best(const tuner_op *op, double *us)
     free(pred);
     tuner_space_free(sp);
     return best;
+}
+
+/* Large f16 GEMMs with an odd K or N (issue 40's class, none of its shapes): the model's
+ * choices and tune:"none" for each, printed against matmul_mma's best. With one operand
+ * gathered (odd K, B [K, N] aligned) the gather hides behind large tiles' wgmma: the default and
+ * the model's best are matmul_wgmma, the default within 10% of the best, and so with an odd N
+ * (B [K, N] gathered, the output stored from registers); with both gathered the gather shows
+ * and tune:"none" keeps matmul_mma (wg_preferred_gathered). */
+static void test_unaligned_default(void)
+{
+    static const struct {
+        long long M, N, K;
+        bool ta, tb, wgmma;
+    } shapes[] = {{4096, 4096, 4095, false, false, true}, {3001, 4096, 2047, false, false, true},
+                  {4096, 4095, 4096, false, false, true}, {2999, 4001, 1537, false, false, false},
+                  {4095, 2048, 3071, true, true, false}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        tuner_op op = t_matmul(TUNER_F16, 0, 0, shapes[k].M, shapes[k].N, shapes[k].K, shapes[k].ta, shapes[k].tb, 16);
+        double us = 0;
+        const char *best = model_best(&op, &us);
+        tuner_schedule d = default_schedule(&op, true);
+        double dus = tuner_predict_us(&op, &sm90a, &d), mma_us = 1e12;
+        tuner_space *sp = NULL;
+        if (tuner_space_build(&op, &sm90a, &sp, NULL) == 0) {
+            for (size_t i = 0; i < sp->n; i++)
+                if (!strcmp(sp->items[i].template_name, "matmul_mma")) {
+                    const double m = tuner_predict_us(&op, &sm90a, &sp->items[i]);
+                    mma_us = m < mma_us ? m : mma_us;
+                }
+            tuner_space_free(sp);
+        }
+        printf("unaligned %lldx%lldx%lld%s%s: model best %s %.1f us (matmul_mma %.1f), default %s %dx%d c%d %d stages "
+               "%.1f us\n",
+               shapes[k].M, shapes[k].N, shapes[k].K, shapes[k].ta ? " ta" : "", shapes[k].tb ? " tb" : "", best, us, mma_us,
+               d.template_name ? d.template_name : "-", tuner_schedule_param(&d, "block_m", 0),
+               tuner_schedule_param(&d, "block_n", 0), tuner_schedule_param(&d, "consumers", 0),
+               tuner_schedule_param(&d, "stages", 0), dus);
+        CHECK(d.template_name && !strcmp(d.template_name, shapes[k].wgmma ? "matmul_wgmma" : "matmul_mma"),
+              "unaligned %lldx%lldx%lld: default %s", shapes[k].M, shapes[k].N, shapes[k].K,
+              d.template_name ? d.template_name : "-");
+        if (shapes[k].wgmma)
+            CHECK(!strcmp(best, "matmul_wgmma") && dus <= 1.1 * us, "unaligned %lldx%lldx%lld: default %.1f us, model best %s %.1f",
+                  shapes[k].M, shapes[k].N, shapes[k].K, dus, best, us);
+    }
 }
 
 /* A convolution's default on sm_90a is conv2d_wgmma (conv2d_mma on sm_90), with block_n no
@@ -1000,6 +1044,7 @@ int main(int argc, char **argv)
     if (t_sub.n_shards == 1) {
         test_space();
         test_unaligned_space();
+        test_unaligned_default();
         test_conv_space();
         test_conv_default();
         test_default();
