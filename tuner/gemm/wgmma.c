@@ -60,9 +60,13 @@
  * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
  * tile count's).
  *
- * TMA needs 16-byte aligned rows: the template applies when both operands' contiguous
- * dimensions allow 16-byte vectors (tuner__gemm_problem.vec == 8) and neither has a prologue
- * (the copy engine cannot transform elements); matmul_mma covers the rest.
+ * TMA needs 16-byte aligned rows and bases. A matmul operand without them (an odd K or N in
+ * f16, an `align` under 16: tuner__gemm_problem.vec < 8) is gathered by the whole producer
+ * warpgroup (emit_gather_producer): 16-byte aligned vector loads of each chunk's covering span,
+ * the neighbour lane's vector by a shuffle, a funnel shift into place, st.shared into the same
+ * 128-byte-swizzled stage TMA would have written, fence.proxy.async and an mbarrier arrive per
+ * thread; the other operand keeps TMA. Neither operand may have a prologue (neither path
+ * transforms elements); a convolution's must allow 16-byte chunks.
  *
  * conv2d_wgmma is the same kernel on the convolution's GEMM view (tuner/gemm/gemm.h): B is the
  * weight tensor, [groups][K/g][R*S*C/g] with k contiguous, loaded by TMA like a transposed
