@@ -1040,7 +1040,24 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
         tuner_sb_puts(sb, "}\n");
     } else {
         emit_frag_nest(sb, c, 0, c->bn / 8);
-        tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+        const int oalign = p->op->output.align > 0 ? p->op->output.align : 16;
+        if (!p->conv && p->N % 2 && p->N >= 3 && oalign >= 2 * tuner_dtype_size(p->out_dt)) {
+            /* An odd N leaves every other output row's pairs at odd element offsets: a pair
+             * at an even offset (and not the row's last element) is one store of both, the
+             * others two. */
+            tuner__gemm_problem q = *p;
+            q.out_vec = 2;
+            tuner_sb_printf(sb,
+                            "if (((((long long)gm_b * %s + (gm_er + i * 64 + h * 8)) * %lldLL + (gm_ec + j * 8)) & 1LL) == 0 "
+                            "&& gm_ec + j * 8 + 1 < %lld) {\n",
+                            tuner__gemm_M_ll(p).s, p->N, p->N);
+            tuner__gemm_emit_store_pair(sb, &q, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+            tuner_sb_puts(sb, "} else {\n");
+            tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+            tuner_sb_puts(sb, "}\n");
+        } else {
+            tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+        }
     }
     if (!c->stage_out)
         tuner_sb_puts(sb, "}\n}\n");
