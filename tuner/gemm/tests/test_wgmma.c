@@ -15,7 +15,8 @@
  * HIDET_TEST_SAMPLE=S compiles one candidate of S per case and only generates and checks the
  * source of the others (the sanitizer build's registration): tuner/tests/common.h.
  *
- * With TWG_DUMP=<dir> nothing is checked: the programs of a few cases (TWG_CASES, a
+ * TWG_CASES=<names> (comma-separated) compiles only those cases' candidates. With TWG_DUMP=<dir>
+ * nothing is checked: the programs of a few cases (TWG_CASES, a
  * comma-separated list of case names; default all) are written there as <tag>.cubin and
  * <tag>.launch for running on a GPU elsewhere (bench/wgmma_probe.py).
  */
@@ -764,7 +765,8 @@ static void check_one(const job *j)
      * partial tile each. */
     const bool sk = tuner_schedule_param(&j->s, "stream_k", 0) == 1;
     const tuner_launch *gemm = &pr->kernels[pr->n_kernels - 1];
-    const int n_ptrs = wc->op.n_inputs + 1;
+    /* A dynamic op's launch takes its sizes after the pointers. */
+    const int n_ptrs = wc->op.n_inputs + 1, n_dims = wc->op.n_dims;
     if (sk) {
         const size_t bm = (size_t)tuner_schedule_param(&j->s, "block_m", 0), bn = (size_t)tuner_schedule_param(&j->s, "block_n", 0);
         const size_t flags = (132 * 4 + 127) / 128 * 128;
@@ -774,7 +776,7 @@ static void check_one(const job *j)
                   gemm->args[n_ptrs] == TUNER_BUF_WORKSPACE && pr->workspace_bytes == flags + 132 * bm * bn * 4,
               "%s: stream-K launches (%d kernels, %zu workspace bytes)", tag, pr->n_kernels, pr->workspace_bytes);
     } else {
-        CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 0 && gemm->n_args == n_ptrs, "%s: launches", tag);
+        CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 0 && gemm->n_args == n_ptrs + n_dims, "%s: launches", tag);
     }
     check_maps(tag, wc, &j->s, gemm);
     /* What the source alone shows. Split-K: the slices of a tile are one cluster of split CTAs
@@ -824,10 +826,10 @@ static void check_one(const job *j)
         static const char *const want[] = {"wgmma.mma_async.sync.aligned.m64n", "wgmma.fence", "wgmma.commit_group",
                                            "wgmma.wait_group", "mbarrier.try_wait.parity", "cp.async.bulk.tensor",
                                            "mbarrier.arrive.expect_tx"};
-        /* With both operands gathered and the output stored from registers nothing is a TMA
-         * copy. */
+        /* With both operands gathered nothing arms a barrier with bytes to expect, and with the
+         * output stored from registers nothing is a TMA copy. */
         const bool g0 = gathered(&wc->op, 0), g1 = gathered(&wc->op, 1);
-        const size_t n_want = g0 && g1 && !tuner_schedule_param(&j->s, "stage_out", 0) ? 5 : 7;
+        const size_t n_want = !(g0 && g1) ? 7 : tuner_schedule_param(&j->s, "stage_out", 0) ? 6 : 5;
         for (size_t w = 0; w < n_want; w++)
             CHECK(strstr(b->ptx, want[w]) != NULL, "%s: PTX lacks %s", tag, want[w]);
         /* An unaligned operand: aligned 16-byte loads shifted into place by the producer's
@@ -847,7 +849,7 @@ static void check_one(const job *j)
         char map_param[128];
         snprintf(map_param, sizeof(map_param), ".param .align 64 .b8 %s_param_%d[128]", gemm->name,
                  gemm->n_args + gemm->n_maps - 1);
-        CHECK(strstr(b->ptx, map_param) != NULL && !strstr(b->ptx, "tensormap.replace"),
+        CHECK((gemm->n_maps == 0 || strstr(b->ptx, map_param) != NULL) && !strstr(b->ptx, "tensormap.replace"),
               "%s: PTX lacks %s (or still builds maps)", tag, map_param);
         if (tuner_schedule_param(&j->s, "consumers", 0) == 2)
             CHECK(strstr(b->ptx, "setmaxnreg.inc") && strstr(b->ptx, "setmaxnreg.dec"), "%s: no setmaxnreg", tag);
@@ -919,6 +921,10 @@ static void *worker(void *arg)
  * that name is not `off`: split_k 1 or stream_k 0). */
 static void queue_space(int c, int stride, const char *only, int off)
 {
+    /* TWG_CASES (a comma-separated list of case names) compiles those cases' candidates only. */
+    const char *cases_only = getenv("TWG_CASES");
+    if (cases_only && !strstr(cases_only, cases[c].name))
+        return;
     tuner_space *sp = NULL;
     char *err = NULL;
     CHECK(tuner_space_build(&cases[c].op, &sm90a, &sp, &err) == 0, "%s: %s", cases[c].name, err ? err : "");
