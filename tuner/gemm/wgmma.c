@@ -1497,7 +1497,7 @@ static const int wg_tiles[][4] = {
     "a flag-clearing launch first)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
     "by the producer warpgroup (aligned ld.global.nc.v4 + shfl + funnel shift into sw128, st.shared, " \
     "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, two consumers only with acc <= 96, " \
-    "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs"
+    "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads)"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
