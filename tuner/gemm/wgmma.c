@@ -317,11 +317,11 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         return false;
     /* A matmul's gathering producer (unaligned operands) likewise, without multicast. Its
      * threads hold two k tiles' chunks, 8 registers each (emit_gather_producer): at most 8
-     * chunks beside two consumers, which then have 168 registers each (wg_producer_regs: at
-     * most 96 accumulators), 12 beside one (255 registers per thread). */
+     * chunks beside two consumers (168 registers for every warpgroup, wg_producer_regs; ptxas
+     * -v: a 128x256 tile's consumers fit without spilling), 12 beside one (255 registers per
+     * thread). */
     if (wg_any_gathered(p) &&
-        (c->pingpong || c->cluster == 2 || (c->consumers == 2 && c->mi * c->bn / 2 > 96) ||
-         wg_gather_chunks(p, c) > (c->consumers == 2 ? 8 : 12)))
+        (c->pingpong || c->cluster == 2 || wg_gather_chunks(p, c) > (c->consumers == 2 ? 8 : 12)))
         return false;
     /* The gather keeps a pixel index and a window mask per row in registers: at most 8 rows
      * per producer thread (block_m 128), at most 32 window positions. */
@@ -1496,7 +1496,7 @@ static const int wg_tiles[][4] = {
     "of one) cut into equal k ranges run backwards; >= 4 k tiles per block; fp32 partials and flags in the workspace, " \
     "a flag-clearing launch first)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
     "by the producer warpgroup (aligned ld.global.nc.v4 + shfl + funnel shift into sw128, st.shared, " \
-    "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, two consumers only with acc <= 96, " \
+    "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, " \
     "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads)"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
@@ -1704,8 +1704,8 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
 
 /* tune:"none" where an operand is gathered (wg_gathered): the tile the cost model predicts
  * fastest among those the gather's registers allow (two consumers with up to 8 chunks per
- * producer thread, or one with up to 12), with a 4- to 8-deep ring, the output staged where
- * its rows allow. No preference (so matmul_mma's first schedule) where the gather shows: the
+ * producer thread, or one with up to 12), with a 3- to 8-deep ring, the output staged (whole
+ * or in halves) where its rows allow. No preference (so matmul_mma's first schedule) where the gather shows: the
  * producer's 60-odd instructions per 16-byte chunk (tuner__gemm_gather_us) are hidden behind
  * large tiles' wgmma with one gathered operand, not with both; where the pick is predicted
  * more than 5% slower than the same schedule with TMA loads, mma.sync (measured at 0.95 of
@@ -1715,13 +1715,14 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
 static int wg_preferred_gathered(const tuner_op *op, const tuner_target *t, const tuner__gemm_problem *p,
                                  tuner_schedule *ret)
 {
-    static const int tiles[][3] = {{128, 128, 2}, {128, 192, 2}, {128, 64, 2}, {256, 64, 2},
-                                   {64, 256, 1},  {64, 192, 1},  {64, 128, 1}, {128, 128, 1}};
-    static const int depths[] = {4, 5, 6, 8};
+    static const int tiles[][3] = {{128, 256, 2}, {128, 192, 2}, {128, 128, 2}, {128, 64, 2}, {256, 64, 2},
+                                   {64, 256, 1},  {64, 192, 1},  {64, 128, 1},  {128, 128, 1}};
+    static const int depths[] = {3, 4, 5, 6, 8};
     const tuner_arch *a = tuner__arch(t);
     double best = 1e12;
     for (size_t i = 0; i < sizeof(tiles) / sizeof(tiles[0]); i++)
-        for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++) {
+        for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++)
+            for (int so = 0; so <= (p->out_chunk ? 2 : 0); so++) {
             tuner_schedule s = {.template_name = "matmul_wgmma"};
             tuner__gemm_param(&s, "block_m", tiles[i][0]);
             tuner__gemm_param(&s, "block_n", tiles[i][1]);
@@ -1729,7 +1730,7 @@ static int wg_preferred_gathered(const tuner_op *op, const tuner_target *t, cons
             tuner__gemm_param(&s, "consumers", tiles[i][2]);
             tuner__gemm_param(&s, "swizzle", 8);
             tuner__gemm_param(&s, "pingpong", 0);
-            tuner__gemm_param(&s, "stage_out", p->out_chunk != 0);
+            tuner__gemm_param(&s, "stage_out", so);
             tuner__gemm_param(&s, "cluster", 1);
             tuner__gemm_param(&s, "split_k", 1);
             tuner__gemm_param(&s, "stream_k", 0);
