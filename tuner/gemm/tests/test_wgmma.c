@@ -615,6 +615,10 @@ static void make_cases(void)
     add_case("bf16_nn_b2_odd_both_a2_333x517x201_biasgelu", op);
     add_case("f16_tt_b3_odd_201x136x333", t_matmul(TUNER_F16, 3, 3, 201, 136, 333, true, true, 16));
     add_case("f16_nn_named_m_oddk_1000x256x1001", named_m(t_matmul(TUNER_F16, 0, 0, 1000, 256, 1001, false, false, 16)));
+    /* The gather under split-K clusters (a skinny GEMM with both operands gathered, [N, K]
+     * weights) and stream-K (an odd K whose last wave is mostly empty). */
+    add_case("f16_nt_odd_64x4000x2047", t_matmul(TUNER_F16, 0, 0, 64, 4000, 2047, false, true, 16));
+    add_case("f16_nn_oddk_4096x2048x4095", t_matmul(TUNER_F16, 0, 0, 4096, 2048, 4095, false, false, 16));
 }
 
 /* The cases of unaligned operands, compiled every UNALIGNED_STRIDE-th candidate. */
@@ -634,16 +638,18 @@ static bool gathered(const tuner_op *op, int which)
     return t->shape[t->rank - 1] % 8 != 0 || align < 16;
 }
 
-/* The cases compiled for their split-K candidates only, and which of those: every fourth. */
+/* The cases compiled for their split-K candidates only, and which of those: every fourth (the
+ * last: both operands gathered). */
 static const char *const split_cases[] = {"f16_nt_decode_1x4000x4096_biasgelu", "bf16_tn_b2_72x1000x1024",
-                                          "f16_conv_512_7", "f16_conv_gather_8x7x7x520"};
+                                          "f16_conv_512_7", "f16_conv_gather_8x7x7x520", "f16_nt_odd_64x4000x2047"};
 #define SPLIT_STRIDE 4
 
 /* The cases compiled for their stream-K candidates only (every eighth): a square GEMM whose
  * tiles are fewer than the SMs (all shared out), the decode GEMM (bias + GELU after the
- * fixup), a batched transposed one and both 7x7 convolutions (im2col maps, gathered A). */
+ * fixup), a batched transposed one, both 7x7 convolutions (im2col maps, gathered A) and an odd
+ * K (A gathered by the producer's threads). */
 static const char *const sk_cases[] = {"f16_nn_1000", "f16_nt_decode_1x4000x4096_biasgelu", "bf16_tt_b2_304x1000x1024",
-                                       "f16_conv_512_7", "f16_conv_gather_8x7x7x520"};
+                                       "f16_conv_512_7", "f16_conv_gather_8x7x7x520", "f16_nn_oddk_4096x2048x4095"};
 #define SK_STRIDE 8
 
 /* Candidates compiled by the test: every one for the fused case (all staged variants) and the
