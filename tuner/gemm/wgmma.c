@@ -745,12 +745,12 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     p->cgc, nr, p->cc, S);
 }
 
-/* Device helpers of the unaligned-operand gather (emit_gather_operand), for the 16-byte chunk of 8
- * 16-bit elements at element e of an operand whose bytes are [lo, hi):
+/* Device helpers of the unaligned-operand gather (emit_gather_loads, emit_gather_stores), for the
+ * 16-byte chunk of 8 16-bit elements at element e of an operand whose bytes are [lo, hi):
  *  - wg_gld issues the chunk's loads: the 16-byte aligned vector holding its first byte
  *    (ld.global.nc: the operands are read-only, and the next lane's vector is this one's second
  *    half, in L1) and, in the last lane of an 8-lane row, the vector after it, which the other
- *    lanes take from their neighbour; predicated, so that a batch's loads are all issued
+ *    lanes take from their neighbour; predicated, so that a k tile's loads are all issued
  *    before any is used (no branch between them for ptxas to stop at);
  *  - wg_gfin funnels the pair into place (whole words by selects, the odd half word by shf); a
  *    chunk off the fast path (its row past the operand, its columns past the row's end, or a
