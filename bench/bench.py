@@ -493,6 +493,13 @@ def suite(which):
                   gemm_case("gemm_odd", 4000, 4000, 4000, target=0.9),
                   gemm_case("gemm_bias_gelu", 4096, 3072, 768, fused=True, target=2.0),
                   gemm_case("gemm_bias_gelu", 2048, 14336, 4096, fused=True, target=1.5)]
+        # Rows that are not 16-byte multiples (issue 40's class: an odd K makes A's, an odd N
+        # B's and the output's; matmul_wgmma gathers such an operand): odd K, odd K and M, odd
+        # N, and both odd.
+        cases += [gemm_case("gemm_unaligned", 4096, 4096, 4095, target=1.0),
+                  gemm_case("gemm_unaligned", 3001, 4096, 2047, target=1.0),
+                  gemm_case("gemm_unaligned", 4096, 4095, 4096, target=1.0),
+                  gemm_case("gemm_unaligned", 2047, 5003, 3001, target=1.0)]
     if which in ("all", "gemm", "gaps"):
         # Issue 40's classes on shapes of their own (not the issue's): the SwiGLU gate (silu of
         # x.W_gate times the up projection, a full-size epilogue operand) at LLM MLP sizes, and

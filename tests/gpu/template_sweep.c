@@ -329,6 +329,19 @@ static int build_cases(scase *c)
     ADD("mm 333x517x200 tb", matmul(1, 333, 517, 200, false, true, 16), true);
     ADD("mm b2 200x136x264 ta tb", matmul(2, 200, 136, 264, true, true, 16), true);
     ADD("mm 8x4096x4096 skinny", matmul(1, 8, 4096, 4096, false, false, 16), true);
+    /* Operands TMA cannot address, gathered by matmul_wgmma's producer (aligned 16-byte loads
+     * shifted into place, issue 40): an odd K (A gathered, B by TMA, the output staged), an odd
+     * N (B gathered N-major, the output stored from registers), both odd with 2-byte aligned
+     * bases, batched, + bias, and both transposed with odd strides. */
+    ADD("mm unal 1000x1000x1001 oddk", matmul(1, 1000, 1000, 1001, false, false, 16), true);
+    ADD("mm unal 999x1001x1024 oddn", matmul(1, 999, 1001, 1024, false, false, 16), true);
+    {
+        tuner_op op = matmul(2, 333, 517, 201, false, false, 2);
+        int64_t bias[1] = {517};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        ADD("mm unal b2 333x517x201 both a2 +bias", op, true);
+    }
+    ADD("mm unal b3 201x136x333 ta tb", matmul(3, 201, 136, 333, true, true, 16), true);
     /* Stream-K (matmul_wgmma): a batch whose tiles are fewer than the SMs, edges in M, N and K,
      * M-major A, the residual and row operands of the fused chain after the fixup. */
     {

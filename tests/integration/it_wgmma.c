@@ -5,7 +5,9 @@
  * ResNet-style 3x3
  * NHWC convolution with a fused bias and relu comes back for sm_90a as conv2d_wgmma, whose PTX
  * gathers A with cp.async completing on mbarriers beside the weights' bulk tensor copies, and
- * ptxas accepts it; sm_90 keeps conv2d_mma. */
+ * ptxas accepts it; sm_90 keeps conv2d_mma. A matmul with an odd K (A's rows 4094 bytes) comes back
+ * for sm_90a with tune:"none" as matmul_wgmma whose producer gathers A (aligned 16-byte loads
+ * shifted into place) beside B's one tensor map, and ptxas accepts it. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,10 @@
 #define REQ                                                                                        \
     "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4096,4096],\"dtype\":\"f16\"},"                   \
     "{\"shape\":[4096,4096],\"dtype\":\"f16\"}],\"arch\":\"%s\",\"tune\":\"%s\"}"
+
+#define ODD_K_REQ                                                                                  \
+    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[3001,2047],\"dtype\":\"f16\"},"                   \
+    "{\"shape\":[2047,4096],\"dtype\":\"f16\"}],\"arch\":\"sm_90a\",\"tune\":\"none\"}"
 
 #define CONV_REQ                                                                                   \
     "{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[32,28,28,128],\"dtype\":\"f16\"},"                 \
@@ -107,6 +113,42 @@ int main(void)
             CHECK(strstr(ptx.body, ".param .align 64 .b8") != NULL && !strstr(ptx.body, "tensormap.replace"),
                   "PTX without tensor-map parameters");
             CHECK(ht_ptxas(ptx.body, ptx.len, "sm_90a") == 0, "ptxas -arch=sm_90a rejects the PTX");
+        }
+        ht_resp_free(&ptx);
+    }
+    ht_resp_free(&r);
+
+    /* An odd K: A gathered by the producer's threads, B by TMA (its one map after the pointers). */
+    r = ht_post(&d, "/v1/kernels", ODD_K_REQ);
+    CHECK(r.status == 200, "odd K kernels: %ld %.500s", r.status, r.body);
+    sched = cJSON_GetObjectItemCaseSensitive(r.json, "schedule");
+    tmpl = cJSON_GetObjectItemCaseSensitive(sched, "template");
+    CHECK(cJSON_IsString(tmpl) && !strcmp(tmpl->valuestring, "matmul_wgmma"), "odd K: tune none picked %s",
+          cJSON_IsString(tmpl) ? tmpl->valuestring : "?");
+    ks = cJSON_GetObjectItemCaseSensitive(r.json, "kernels");
+    params = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ks, 0), "params");
+    int n_maps = 0;
+    const cJSON *pp;
+    cJSON_ArrayForEach(pp, params) {
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pp, "type"));
+        const char *buf = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pp, "buffer"));
+        if (type && !strcmp(type, "tensor_map")) {
+            n_maps++;
+            CHECK(buf && strcmp(buf, "input0") != 0, "odd K: a tensor map of A: %.300s", r.body);
+        }
+    }
+    CHECK(n_maps >= 1, "odd K: no tensor map of B: %.500s", r.body);
+    key = cJSON_GetObjectItemCaseSensitive(r.json, "key");
+    if (cJSON_IsString(key)) {
+        char path[160];
+        snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key->valuestring);
+        ht_resp ptx = ht_get(&d, path);
+        CHECK(ptx.status == 200 && ptx.body, "odd K ptx: %ld", ptx.status);
+        if (ptx.body) {
+            CHECK(strstr(ptx.body, "wgmma.mma_async") && strstr(ptx.body, "ld.global.nc.v4.u32") &&
+                      strstr(ptx.body, "shfl.sync.down") && strstr(ptx.body, "fence.proxy.async.shared::cta"),
+                  "odd K: PTX without the gather");
+            CHECK(ht_ptxas(ptx.body, ptx.len, "sm_90a") == 0, "odd K: ptxas -arch=sm_90a rejects the PTX");
         }
         ht_resp_free(&ptx);
     }

@@ -50,6 +50,9 @@ double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r)
         busiest = demand[k] > busiest ? demand[k] : busiest;
         round_trip += demand[k];
     }
+    /* A producer of its own (a gathering warpgroup) sets a pace of its own, not a latency the
+     * ring's depth hides: it fills one stage at a time. */
+    busiest = r->producer_us > busiest ? r->producer_us : busiest;
     /* A k tile per `busiest` at best; with `slots` of them circulating, one per round trip /
      * slots at best (Little's law): a shallow ring is latency-bound, a deep one runs at the
      * pace of its bottleneck. */
@@ -88,6 +91,27 @@ double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r)
  * share of the tile from all `split` partials: two barriers and a few remote reads per output
  * pair. An estimate; the one pair measured on an H100 (matmul_mma, 1x4096x4096, 16x128 tiles in
  * 4 slices) ran 14.37 us against 14.48 with the workspace. */
+/* The gather of unaligned operands (tuner/gemm/wgmma.c): per 16-byte chunk a producer thread
+ * issues about 60 instructions (coordinates and bounds, two predicated 16-byte loads, four
+ * shuffles, the funnel shift, a shared store), and a warp's 4 lanes per 128-byte line issue
+ * them on one scheduler: chunks x 60 cycles per k tile, at 1.75 GHz. Its loads go to registers
+ * one k tile ahead, so a k tile also takes at least one load's round trip: 0.3 us from L2,
+ * 0.6 from DRAM (an ld.global's under load, less than a TMA box's: DRAM_LATENCY_US). A
+ * first estimate, not fitted on a GPU: the two bounds, smoothly the larger. */
+#define GATHER_CYCLES_PER_CHUNK 60.0
+#define GATHER_CLOCK_MHZ 1750.0
+#define GATHER_L2_RT_US 0.3
+#define GATHER_DRAM_RT_US 0.6
+
+double tuner__gemm_gather_us(double chunks, double dram_frac)
+{
+    if (chunks <= 0)
+        return 0.0;
+    const double issue = chunks * GATHER_CYCLES_PER_CHUNK / GATHER_CLOCK_MHZ;
+    const double rt = dram_frac * GATHER_DRAM_RT_US + (1.0 - dram_frac) * GATHER_L2_RT_US;
+    return pow(pow(issue, RING_SMOOTHING) + pow(rt, RING_SMOOTHING), 1.0 / RING_SMOOTHING);
+}
+
 double tuner__gemm_cluster_sum_us(int split)
 {
     return 0.6 + 0.1 * split;

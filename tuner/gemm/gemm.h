@@ -268,8 +268,15 @@ typedef struct tuner__gemm_ring {
     double tile_ktiles; /* k tiles per tile of a non-persistent kernel (0: persistent, its
                          * producer runs ahead into the next tile) */
     int blocks;         /* resident blocks per SM sharing the slots (non-persistent) */
+    double producer_us; /* one k tile's time on a producer of its own that is neither the copy
+                         * engine nor free (0: none; tuner__gemm_gather_us), another bound */
 } tuner__gemm_ring;
 double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r);
+
+/* Microseconds per k tile of matmul_wgmma's producer warpgroup gathering operands TMA cannot
+ * address (tuner/gemm/wgmma.c, emit_gather_producer): `chunks` 16-byte chunks per producer
+ * thread, loaded one k tile ahead, a `dram_frac` share of them from DRAM. */
+double tuner__gemm_gather_us(double chunks, double dram_frac);
 
 /* Microseconds a cluster split-K tile spends summing its `split` partials
  * (tuner__gemm_emit_cluster_sum and the barriers around it). */

@@ -60,9 +60,13 @@
  * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
  * tile count's).
  *
- * TMA needs 16-byte aligned rows: the template applies when both operands' contiguous
- * dimensions allow 16-byte vectors (tuner__gemm_problem.vec == 8) and neither has a prologue
- * (the copy engine cannot transform elements); matmul_mma covers the rest.
+ * TMA needs 16-byte aligned rows and bases. A matmul operand without them (an odd K or N in
+ * f16, an `align` under 16: tuner__gemm_problem.vec < 8) is gathered by the whole producer
+ * warpgroup (emit_gather_producer): 16-byte aligned vector loads of each chunk's covering span,
+ * the neighbour lane's vector by a shuffle, a funnel shift into place, st.shared into the same
+ * 128-byte-swizzled stage TMA would have written, fence.proxy.async and an mbarrier arrive per
+ * thread; the other operand keeps TMA. Neither operand may have a prologue (neither path
+ * transforms elements); a convolution's must allow 16-byte chunks.
  *
  * conv2d_wgmma is the same kernel on the convolution's GEMM view (tuner/gemm/gemm.h): B is the
  * weight tensor, [groups][K/g][R*S*C/g] with k contiguous, loaded by TMA like a transposed
@@ -130,14 +134,28 @@ typedef struct wg_cfg {
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
-/* Both operands 16-byte vectors along their contiguous dimension (TMA rows; for a convolution's
- * A, whole 16-byte channel chunks of one pixel), no prologue; convolutions NHWC only. */
+/* Whether a matmul's operand `which` (0 = A, 1 = B) is gathered by the producer warpgroup
+ * (emit_gather_producer) rather than loaded by TMA: its rows (or its base) are not 16-byte
+ * aligned, which the copy engine's global strides need. */
+static bool wg_gathered(const tuner__gemm_problem *p, int which)
+{
+    return !p->conv && p->vec[which] != 8;
+}
+
+static bool wg_any_gathered(const tuner__gemm_problem *p)
+{
+    return wg_gathered(p, 0) || wg_gathered(p, 1);
+}
+
+/* 16-bit operands, no prologue (neither TMA nor the gather transforms elements). A matmul's
+ * operands may have any row length and base alignment (an unaligned one is gathered:
+ * wg_gathered); a convolution's must allow 16-byte vectors (TMA rows; for its A, whole 16-byte
+ * channel chunks of one pixel), NHWC only. */
 static bool wg_supported(const tuner__gemm_problem *p)
 {
     /* The gather indexes input pixels with 32-bit integers. */
-    const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31));
-    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && p->vec[0] == 8 && p->vec[1] == 8 && !p->prologue[0] &&
-           !p->prologue[1] && conv_ok;
+    const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31) && p->vec[0] == 8 && p->vec[1] == 8);
+    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && !p->prologue[0] && !p->prologue[1] && conv_ok;
 }
 
 /* Whether a convolution's A is the input itself: an ungrouped 1x1 convolution with stride 1 and
@@ -271,6 +289,8 @@ static long long wg_sk_parts_at(const wg_sk_plan *k)
     return (k->grid * 4 + 127) / 128 * 128;
 }
 
+static int wg_gather_chunks(const tuner__gemm_problem *p, const wg_cfg *c);
+
 static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
 {
     /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
@@ -294,6 +314,14 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         return false;
     /* A convolution's gathering producer warpgroup fills one ring. */
     if (wg_gathers_a(p) && c->pingpong)
+        return false;
+    /* A matmul's gathering producer (unaligned operands) likewise, without multicast. Its
+     * threads hold two k tiles' chunks, 8 registers each (emit_gather_producer): at most 8
+     * chunks beside two consumers (168 registers for every warpgroup, wg_producer_regs; ptxas
+     * -v: a 128x256 tile's consumers fit without spilling), 12 beside one (255 registers per
+     * thread). */
+    if (wg_any_gathered(p) &&
+        (c->pingpong || c->cluster == 2 || wg_gather_chunks(p, c) > (c->consumers == 2 ? 8 : 12)))
         return false;
     /* The gather keeps a pixel index and a window mask per row in registers: at most 8 rows
      * per producer thread (block_m 128), at most 32 window positions. */
@@ -341,7 +369,7 @@ static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
  * gathered A has none, the output one only when the epilogue stores it with TMA. */
 static bool wg_has_map(const tuner__gemm_problem *p, const wg_cfg *c, int which)
 {
-    return which == 0 ? !wg_gathers_a(p) : which == 1 ? true : c->stage_out;
+    return which == 0 ? !wg_gathers_a(p) && !wg_gathered(p, 0) : which == 1 ? !wg_gathered(p, 1) : c->stage_out;
 }
 
 /* The tensor map of operand `which` (0 = A, 1 = B) or, with which 2, of the output written by
@@ -717,6 +745,219 @@ static void emit_conv_producer(tuner_sb *sb, const tuner__gemm_problem *p, const
                     p->cgc, nr, p->cc, S);
 }
 
+/* Device helpers of the unaligned-operand gather (emit_gather_loads, emit_gather_stores), for the
+ * 16-byte chunk of 8 16-bit elements at element e of an operand whose bytes are [lo, hi):
+ *  - wg_gld issues the chunk's loads: the 16-byte aligned vector holding its first byte
+ *    (ld.global.nc: the operands are read-only, and the next lane's vector is this one's second
+ *    half, in L1) and, in the last lane of an 8-lane row, the vector after it, which the other
+ *    lanes take from their neighbour; predicated, so that a k tile's loads are all issued
+ *    before any is used (no branch between them for ptxas to stop at);
+ *  - wg_gfin funnels the pair into place (whole words by selects, the odd half word by shf); a
+ *    chunk off the fast path (its row past the operand, its columns past the row's end, or a
+ *    covering vector reaching outside [lo, hi)) is read element by element, zeros past the
+ *    row: no byte outside the operand is read. Every lane of the warp calls it (shuffles). */
+static const char wg_gather_helpers[] =
+    "HD_INLINE hd_v4 wg_ldg16p(hd_u64 a, bool p) { hd_v4 v; asm(\"{\\n.reg .pred q;\\nsetp.ne.b32 q, %5, 0;\\n"
+    "mov.b32 %0, 0;\\nmov.b32 %1, 0;\\nmov.b32 %2, 0;\\nmov.b32 %3, 0;\\n"
+    "@q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\\n}\" : \"=&r\"(v.x), \"=&r\"(v.y), \"=&r\"(v.z), \"=&r\"(v.w) : \"l\"(a), "
+    "\"r\"((int)p)); return v; }\n"
+    "HD_INLINE void wg_sts16(hd_u32 a, hd_v4 v) { asm volatile(\"st.shared.v4.u32 [%0], {%1, %2, %3, %4};\" :: "
+    "\"r\"(a), \"r\"(v.x), \"r\"(v.y), \"r\"(v.z), \"r\"(v.w) : \"memory\"); }\n"
+    "HD_INLINE bool wg_gld(hd_u64 lo, hd_u64 hi, long long e, bool row_ok, int col, int col_end, int j, hd_v4 &v, "
+    "hd_v4 &h)\n{\n"
+    "const hd_u64 a = lo + (hd_u64)e * 2ull, al = a & ~15ull;\n"
+    "const bool mis = (a & 15ull) != 0ull;\n"
+    "const bool fast = row_ok && col + 8 <= col_end && al >= lo && al + (mis ? 32ull : 16ull) <= hi;\n"
+    "v = wg_ldg16p(al, row_ok && al >= lo && al + 16ull <= hi);\n"
+    "h = wg_ldg16p(al + 16ull, j == 7 && fast && mis);\n"
+    "return fast;\n}\n"
+    "HD_INLINE hd_v4 wg_gfin(const unsigned short *g, long long e, bool row_ok, int col, int col_end, int j, bool fast, "
+    "hd_v4 v0, hd_v4 h)\n{\n"
+    "hd_v4 v1;\n"
+    "v1.x = __shfl_down_sync(0xffffffffu, v0.x, 1);\nv1.y = __shfl_down_sync(0xffffffffu, v0.y, 1);\n"
+    "v1.z = __shfl_down_sync(0xffffffffu, v0.z, 1);\nv1.w = __shfl_down_sync(0xffffffffu, v0.w, 1);\n"
+    "if (j == 7) v1 = h;\n"
+    "hd_v4 r;\n"
+    "if (fast) {\n"
+    "const hd_u32 o = (hd_u32)(((hd_u64)g + (hd_u64)e * 2ull) & 15ull);\n"
+    "const bool s8 = (o & 8u) != 0u, s4 = (o & 4u) != 0u;\n"
+    "const hd_u32 u0 = s8 ? v0.z : v0.x, u1 = s8 ? v0.w : v0.y, u2 = s8 ? v1.x : v0.z, u3 = s8 ? v1.y : v0.w, "
+    "u4 = s8 ? v1.z : v1.x, u5 = s8 ? v1.w : v1.y;\n"
+    "const hd_u32 t0 = s4 ? u1 : u0, t1 = s4 ? u2 : u1, t2 = s4 ? u3 : u2, t3 = s4 ? u4 : u3, t4 = s4 ? u5 : u4;\n"
+    "const hd_u32 sh = (o & 2u) * 8u;\n"
+    "r.x = __funnelshift_r(t0, t1, sh);\nr.y = __funnelshift_r(t1, t2, sh);\n"
+    "r.z = __funnelshift_r(t2, t3, sh);\nr.w = __funnelshift_r(t3, t4, sh);\n"
+    "} else {\n"
+    "hd_u32 w[4];\n"
+    "#pragma unroll\nfor (int q = 0; q < 4; q++) {\n"
+    "const hd_u32 x0 = row_ok && col + 2 * q < col_end ? (hd_u32)g[e + 2 * q] : 0u;\n"
+    "const hd_u32 x1 = row_ok && col + 2 * q + 1 < col_end ? (hd_u32)g[e + 2 * q + 1] : 0u;\n"
+    "w[q] = x0 | (x1 << 16);\n}\n"
+    "r.x = w[0]; r.y = w[1]; r.z = w[2]; r.w = w[3];\n"
+    "}\nreturn r;\n}\n";
+
+/* Arrivals that complete a stage's `full` barrier: thread 0's expect_tx alone where TMA loads
+ * everything; with a convolution's gathered A also the 128 producer threads' cp.async arrivals;
+ * with a matmul's gathered operands the 128 threads' plain arrivals, plus thread 0's expect_tx
+ * where the other operand comes by TMA. */
+static int wg_full_count(const tuner__gemm_problem *p)
+{
+    if (wg_gathers_a(p))
+        return 1 + 128;
+    if (wg_any_gathered(p))
+        return 128 + (wg_gathered(p, 0) && wg_gathered(p, 1) ? 0 : 1);
+    return 1;
+}
+
+/* Chunks (16-byte loads in flight) per producer thread and stage of a matmul's gathered
+ * operands: a 16-row slice of a tile per chunk (emit_gather_coords). */
+static int wg_gather_chunks(const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    return (wg_gathered(p, 0) ? c->bm / 16 : 0) + (wg_gathered(p, 1) ? c->bn / 16 : 0);
+}
+
+/* At a new tile, the constants of gathered operand w's loads: its elements as 16-bit words
+ * (wg_gp<w>), its bytes [wg_lo<w>, wg_hi<w>) (every batch entry's, so that a covering vector
+ * never leaves the tensor) and the tile's batch entry's first element (wg_bo<w>). */
+static void emit_gather_setup(tuner_sb *sb, const tuner__gemm_problem *p, int w)
+{
+    const bool batched = wg_map_batched(p, w);
+    /* A named M is only ever a K-major A's (gemm.h). */
+    char mn[48];
+    if (w == 0)
+        snprintf(mn, sizeof(mn), "%s", tuner__gemm_M_ll(p).s);
+    else
+        snprintf(mn, sizeof(mn), "%lldLL", p->N);
+    char bo[48];
+    snprintf(bo, sizeof(bo), batched ? "(long long)gm_b * wg_slab%d" : "0LL", w);
+    tuner_sb_printf(sb,
+                    "const unsigned short *const wg_gp%d = reinterpret_cast<const unsigned short *>(in%d);\n"
+                    "const long long wg_slab%d = %s * %lldLL;\n"
+                    "const hd_u64 wg_lo%d = (hd_u64)wg_gp%d, wg_hi%d = wg_lo%d + (hd_u64)(%s%s * wg_slab%d) * 2ull;\n"
+                    "const long long wg_bo%d = %s;\n",
+                    w, w, w, mn, p->K, w, w, w, w, batched ? "(long long)" : "", batched ? tuner__gemm_B(p).s : "1LL",
+                    w, w, bo);
+}
+
+/* Inside a loop over i, the coordinates of gathered operand w's chunk in line wg_r0 + 16 i of
+ * k tile `kt`'s stage: 128-byte lines of 64 elements along the contiguous dimension, a K-major
+ * tile one line per row (rows x 64 k), an MN-major one one line per k of each 64-column box
+ * (boxes 8 KiB apart): wg_rk (the line's row lies in the operand), wg_cl (the chunk's first
+ * column along the contiguous dimension), wg_e (its element), and wg_ce (the row's length). */
+static void emit_gather_coords(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int w, const char *kt)
+{
+    const int rows = w == 0 ? c->bm : c->bn;
+    char mn[48];
+    if (w == 0)
+        snprintf(mn, sizeof(mn), "%s", tuner__gemm_M_ll(p).s);
+    else
+        snprintf(mn, sizeof(mn), "%lldLL", p->N);
+    const char *t0 = w == 0 ? "gm_tm" : "gm_tn";
+    tuner_sb_puts(sb, "const int wg_L = wg_r0 + 16 * i;\n");
+    if (p->kmajor[w])
+        tuner_sb_printf(sb,
+                        "const long long wg_rw = (long long)%s * %d + wg_L;\n"
+                        "const int wg_cl = (%s) * %d + wg_j * 8, wg_ce = %lld;\n"
+                        "const bool wg_rk = wg_rw < %s;\n"
+                        "const long long wg_e = wg_bo%d + wg_rw * %lldLL + wg_cl;\n",
+                        t0, rows, kt, WG_BK, p->K, mn, w, p->K);
+    else
+        tuner_sb_printf(sb,
+                        "const long long wg_rw = (long long)(%s) * %d + (wg_L & 63);\n"
+                        "const int wg_cl = %s * %d + (wg_L >> 6) * 64 + wg_j * 8, wg_ce = (int)%s;\n"
+                        "const bool wg_rk = wg_rw < %lldLL;\n"
+                        "const long long wg_e = wg_bo%d + wg_rw * %s + wg_cl;\n",
+                        kt, WG_BK, t0, rows, mn, p->K, w, mn);
+}
+
+/* The loads of k tile `kt`'s gathered chunks into wg_v, wg_h, wg_fa (wg_gld), all issued before
+ * any is used. */
+static void emit_gather_loads(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *kt)
+{
+    int at = 0;
+    for (int w = 0; w < 2; w++) {
+        if (!wg_gathered(p, w))
+            continue;
+        const int lines = (w == 0 ? c->bm : c->bn) / 16;
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n", lines);
+        emit_gather_coords(sb, p, c, w, kt);
+        tuner_sb_printf(sb, "wg_fa[%d + i] = wg_gld(wg_lo%d, wg_hi%d, wg_e, wg_rk, wg_cl, wg_ce, wg_j, wg_v[%d + i], wg_h[%d + i]);\n}\n",
+                        at, w, w, at, at);
+        at += lines;
+    }
+}
+
+/* k tile kt's gathered chunks (loaded into wg_cv, wg_ch, wg_cf) funnelled into place and stored
+ * in stage wg_st in the layout the copy engine's 128-byte swizzle gives a tile: line L's chunk j
+ * at L * 128 + ((j ^ L % 8) << 4). Thread t takes chunk t % 8 of lines t / 8 + 16 i, so its
+ * swizzled column is fixed (wg_jx) and 8 lanes read one line's 128 contiguous bytes. */
+static void emit_gather_stores(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    int at = 0;
+    for (int w = 0; w < 2; w++) {
+        if (!wg_gathered(p, w))
+            continue;
+        const int lines = (w == 0 ? c->bm : c->bn) / 16;
+        tuner_sb_printf(sb, "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n", lines);
+        emit_gather_coords(sb, p, c, w, "kt");
+        tuner_sb_printf(sb,
+                        "wg_sts16(wg_st + %d + wg_jx + i * 2048, wg_gfin(wg_gp%d, wg_e, wg_rk, wg_cl, wg_ce, wg_j, "
+                        "wg_cf[%d + i], wg_cv[%d + i], wg_ch[%d + i]));\n}\n",
+                        w == 0 ? 0 : c->a_bytes, w, at, at, at);
+        at += lines;
+    }
+}
+
+/* The producer of a matmul with an operand TMA cannot address (rows or base not 16-byte
+ * aligned: an odd K or N in f16, wg_gathered). Per stage thread 0 arms the `full` barrier with
+ * the bytes of the operand that still comes by TMA and issues its copies, while all 128 threads
+ * gather the unaligned operand(s) with aligned 16-byte loads shifted into place (wg_gld,
+ * wg_gfin), store them with st.shared, make the stores visible to the async proxy (wgmma's)
+ * and arrive on the barrier. The loads go to registers, one k tile ahead: a stage's chunks
+ * are stored while the next k tile's loads are in flight, so that a stage costs the producer
+ * the longer of a load's round trip and its own instructions, not their sum (cfg_valid bounds
+ * the chunks per thread: two sets of 8 registers each fit wg_producer_regs). */
+static void emit_gather_producer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
+                                 long long tiles_n)
+{
+    const int tma_bytes = (wg_gathered(p, 0) ? 0 : c->a_bytes) + (wg_gathered(p, 1) ? 0 : c->b_bytes);
+    const int nc = wg_gather_chunks(p, c);
+    tuner_sb_printf(sb,
+                    "const int wg_pt = threadIdx.x, wg_j = wg_pt & 7, wg_r0 = wg_pt >> 3;\n"
+                    "const hd_u32 wg_jx = (hd_u32)((wg_j ^ (wg_r0 & 7)) << 4) + (hd_u32)wg_r0 * 128u;\n"
+                    "hd_v4 wg_v[%d], wg_h[%d];\nbool wg_fa[%d];\n"
+                    "int wg_s = 0, wg_ph = 0;\n",
+                    nc, nc, nc);
+    emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
+    for (int w = 0; w < 2; w++)
+        if (wg_gathered(p, w))
+            emit_gather_setup(sb, p, w);
+    tuner_sb_puts(sb, "if (wg_k0 < wg_k1) {\n");
+    emit_gather_loads(sb, p, c, "wg_k0");
+    tuner_sb_puts(sb, "}\n");
+    emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
+    if (tma_bytes) {
+        tuner_sb_printf(sb, "if (wg_pt == 0) {\nwg_expect(wg_full, %d);\n", tma_bytes);
+        for (int w = 0; w < 2; w++)
+            if (!wg_gathered(p, w))
+                emit_tma_operand(sb, p, c, w);
+        tuner_sb_puts(sb, "}\n");
+    }
+    /* This k tile's loads move aside; the next one's are issued before they are used. */
+    tuner_sb_printf(sb,
+                    "hd_v4 wg_cv[%d], wg_ch[%d];\nbool wg_cf[%d];\n"
+                    "#pragma unroll\nfor (int q = 0; q < %d; q++) { wg_cv[q] = wg_v[q]; wg_ch[q] = wg_h[q]; wg_cf[q] = wg_fa[q]; }\n"
+                    "if (kt + 1 < wg_k1) {\n",
+                    nc, nc, nc, nc);
+    emit_gather_loads(sb, p, c, "kt + 1");
+    tuner_sb_puts(sb, "}\n");
+    emit_gather_stores(sb, p, c);
+    tuner_sb_puts(sb, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                      "wg_arrive(wg_full);\n");
+    tuner__hopper_emit_stage_advance(sb, c->stages);
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
 /* Opens loops over a consumer's accumulator fragments of 8-column groups j0 <= j < j1 and a
  * block: accumulator (i, 4j + 2h + e) is row i*64 + 16*warp + lane/4 + 8h, column
  * 8j + 2*(lane%4) + e of the consumer's slice. */
@@ -799,7 +1040,24 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
         tuner_sb_puts(sb, "}\n");
     } else {
         emit_frag_nest(sb, c, 0, c->bn / 8);
-        tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+        const int oalign = p->op->output.align > 0 ? p->op->output.align : 16;
+        if (!p->conv && p->N % 2 && p->N >= 3 && oalign >= 2 * tuner_dtype_size(p->out_dt)) {
+            /* An odd N leaves every other output row's pairs at odd element offsets: a pair
+             * at an even offset (and not the row's last element) is one store of both, the
+             * others two. */
+            tuner__gemm_problem q = *p;
+            q.out_vec = 2;
+            tuner_sb_printf(sb,
+                            "if (((((long long)gm_b * %s + (gm_er + i * 64 + h * 8)) * %lldLL + (gm_ec + j * 8)) & 1LL) == 0 "
+                            "&& gm_ec + j * 8 + 1 < %lld) {\n",
+                            tuner__gemm_M_ll(p).s, p->N, p->N);
+            tuner__gemm_emit_store_pair(sb, &q, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+            tuner_sb_puts(sb, "} else {\n");
+            tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+            tuner_sb_puts(sb, "}\n");
+        } else {
+            tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2[0], v2[1], ep_pass);
+        }
     }
     if (!c->stage_out)
         tuner_sb_puts(sb, "}\n}\n");
@@ -908,10 +1166,12 @@ static void emit_sk_flags_kernel(tuner_sb *sb, const wg_cfg *c, const char *name
 
 /* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
  * the rest of the 64K): a TMA producer needs few; a gathering one keeps 16 row values and
- * spills below 72 (ptxas -v, 3x3 convolutions with every block_n). */
+ * spills below 72 (ptxas -v, 3x3 convolutions with every block_n); an unaligned matmul
+ * operand's gather holds two k tiles' loads in registers (8 per 16-byte chunk, up to 8 chunks
+ * per k tile: cfg_valid). */
 static int wg_producer_regs(const tuner__gemm_problem *p)
 {
-    return wg_gathers_a(p) ? 72 : 40;
+    return wg_any_gathered(p) ? 168 : wg_gathers_a(p) ? 72 : 40;
 }
 
 /* A dynamic op's grid as a rule over its named M or batch (tuner_grid_rule: min(cap, mul *
@@ -998,6 +1258,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
     tuner_sb_puts(&sb, tuner__hopper_helpers);
+    if (wg_any_gathered(p))
+        tuner_sb_puts(&sb, wg_gather_helpers);
     if (c.split > 1)
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     emit_mma_fn(&sb, p, c.bn);
@@ -1020,7 +1282,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n%s",
-                    2 * S, S * c.stage_bytes, S, wg_gathers_a(p) ? 1 + 128 : 1, S,
+                    2 * S, S * c.stage_bytes, S, wg_full_count(p), S,
                     (c.pingpong ? 4 : 4 * c.consumers) * c.cluster,
                     /* A pair's barriers are initialised before either CTA multicasts into the
                      * other or arrives on its barriers. */
@@ -1044,6 +1306,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner__hopper_emit_setmaxnreg(&sb, false, wg_producer_regs(p));
     if (wg_gathers_a(p))
         emit_conv_producer(&sb, p, &c, tiles_m, tiles_n);
+    else if (wg_any_gathered(p))
+        emit_gather_producer(&sb, p, &c, tiles_m, tiles_n);
     else
         emit_tma_producer(&sb, p, &c, tiles_m, tiles_n);
     /* A split-K cluster's producers meet its consumers' two barriers (emit_split_epilogue). */
@@ -1100,9 +1364,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
                     c.mi, nacc,
-                    /* A gathered by cp.async was written through the generic proxy; wgmma reads
-                     * through the async one. */
-                    wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
+                    /* A gathered by cp.async (or an unaligned operand stored by the producer's
+                     * threads) was written through the generic proxy; wgmma reads through the
+                     * async one. */
+                    wg_gathers_a(p) || wg_any_gathered(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
                     c.stage_bytes / 16, WG_BK / 16, b_k16 / 16, c.mi);
     /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
      * multicasts its half of the shared tile into this CTA's stage too. */
@@ -1223,13 +1488,16 @@ static const int wg_tiles[][4] = {
     "wgmma v1: tma sw128 bk64, tmaps as kernel parameters; tiles{128x256c2,128x192c2," \
     "128x128c2,128x64c2,256x128c2,256x64c2,64x256c1,64x192c1,64x128c1,64x64c1,128x128c1,128x64c1; pingpong " \
     "(one ring, consumers take turns) 128x128,64x256,64x192,64x128,128x64} stages{3..6,8,12 (where they fit)} swz{1,8}; persistent "  \
-    "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both, no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
+    "grid min(units,SMs); acc<=128 regs, smem<=max; vec 8 both (conv2d), no prologue; stage_out{0,1,2 (swz 8; 2: halves where the whole tile leaves no room)}; "          \
     "cluster{1,2 (swz 8, block_n 128/256, B multicast)}; cluster_n{1,2 (swz 8, where tiles along M <= 2 and " \
     "tiles along N >= 2x those; A multicast, halves of K-major rows or 64-column boxes (block_m 128+); no pingpong; dense A only)}; split_k{1,2,3,4,6,8 (swz 8, no pair/pingpong/staging, " \
     "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}; " \
     "stream_k{0,1 (swz 8, unpaired, no pingpong/split; grid = SMs; whole waves, then the rest (+ a wave when under half " \
     "of one) cut into equal k ranges run backwards; >= 4 k tiles per block; fp32 partials and flags in the workspace, " \
-    "a flag-clearing launch first)}"
+    "a flag-clearing launch first)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
+    "by the producer warpgroup (aligned ld.global.nc.v4 + shfl + funnel shift into sw128, st.shared, " \
+    "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, " \
+    "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads)"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -1350,6 +1618,7 @@ static double wave_fill(long long tiles, int sms)
 }
 
 static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s);
+static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, bool gather);
 
 /* tune:"none", by shape, with the output tile staged and TMA-stored where rows allow it
  * (measured on an H100, bench/results/2026-11-24-h100-wgmma): cooperative 128x256 tiles where
@@ -1360,11 +1629,16 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
  * a 3-deep one; 128x128 (or 128x192, below) with a 4-deep ring where
  * 128x128 tiles fill it (4096x3072x768 34.8 against 39.5 us for 128x256); else 64x128 tiles of
  * one consumer (1000^3 12.5 against 14.8 us for 128x128). */
+static int wg_preferred_gathered(const tuner_op *op, const tuner_target *t, const tuner__gemm_problem *p,
+                                 tuner_schedule *ret);
+
 static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
     tuner__gemm_problem p;
     if (!op || !wg_problem(op, t, op->kind, &p))
         return -ENOENT;
+    if (wg_any_gathered(&p))
+        return wg_preferred_gathered(op, t, &p, ret);
     const tuner_arch *a = tuner__arch(t);
     const bool staged = p.out_chunk != 0;
     if (p.conv && !wg_dense_a(&p)) {
@@ -1428,6 +1702,60 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     return 0;
 }
 
+/* tune:"none" where an operand is gathered (wg_gathered): the tile the cost model predicts
+ * fastest among those the gather's registers allow (two consumers with up to 8 chunks per
+ * producer thread, or one with up to 12), with a 3- to 8-deep ring, the output staged (whole
+ * or in halves) where its rows allow. No preference (so matmul_mma's first schedule) where the gather shows: the
+ * producer's 60-odd instructions per 16-byte chunk (tuner__gemm_gather_us) are hidden behind
+ * large tiles' wgmma with one gathered operand, not with both; where the pick is predicted
+ * more than 5% slower than the same schedule with TMA loads, mma.sync (measured at 0.95 of
+ * cuBLAS on 2999x4001x1537, issue 40) is taken to be as fast. (matmul_mma's own model charges
+ * its unaligned loads far more than that measurement: it is also asked, and wins where it
+ * predicts itself faster.) */
+static int wg_preferred_gathered(const tuner_op *op, const tuner_target *t, const tuner__gemm_problem *p,
+                                 tuner_schedule *ret)
+{
+    static const int tiles[][3] = {{128, 256, 2}, {128, 192, 2}, {128, 128, 2}, {128, 64, 2}, {256, 64, 2},
+                                   {64, 256, 1},  {64, 192, 1},  {64, 128, 1},  {128, 128, 1}};
+    static const int depths[] = {3, 4, 5, 6, 8};
+    const tuner_arch *a = tuner__arch(t);
+    double best = 1e12;
+    for (size_t i = 0; i < sizeof(tiles) / sizeof(tiles[0]); i++)
+        for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); d++)
+            for (int so = 0; so <= (p->out_chunk ? 2 : 0); so++) {
+            tuner_schedule s = {.template_name = "matmul_wgmma"};
+            tuner__gemm_param(&s, "block_m", tiles[i][0]);
+            tuner__gemm_param(&s, "block_n", tiles[i][1]);
+            tuner__gemm_param(&s, "stages", depths[d]);
+            tuner__gemm_param(&s, "consumers", tiles[i][2]);
+            tuner__gemm_param(&s, "swizzle", 8);
+            tuner__gemm_param(&s, "pingpong", 0);
+            tuner__gemm_param(&s, "stage_out", so);
+            tuner__gemm_param(&s, "cluster", 1);
+            tuner__gemm_param(&s, "split_k", 1);
+            tuner__gemm_param(&s, "stream_k", 0);
+            tuner__gemm_param(&s, "cluster_n", 1);
+            wg_cfg c;
+            if (cfg_from(p, &s, &c) < 0 || !cfg_valid(p, a, &c))
+                continue;
+            const double us = wg_predict(op, t, &s);
+            if (us < best) {
+                best = us;
+                *ret = s;
+            }
+        }
+    if (best >= 1e12)
+        return -ENOENT;
+    /* matmul_mma's preferred schedule is its first. */
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    const tuner_template *mma = &tuner__gemm_matmul_mma;
+    const bool mma_wins = mma->applies(op, t) && mma->enumerate(op, t, &items, &n) == 0 && n > 0 &&
+                          mma->predict_us(op, t, &items[0]) < best;
+    free(items);
+    return mma_wins || best > 1.05 * wg_predict_ex(op, t, ret, false) ? -ENOENT : 0;
+}
+
 static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
                        char **err)
 {
@@ -1444,7 +1772,16 @@ static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
  * and epilogue; a deeper ring hides TMA latency), bounded below by L2 panel and DRAM traffic,
  * plus the launch and the blocks' tensor-map setup (H100: a separate map launch cost 0.6-1.8 us
  * more, bench/results/2026-11-24-h100-epilogue). */
+static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, bool gather);
+
 static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    return wg_predict_ex(op, t, s, true);
+}
+
+/* wg_predict, with `gather` false as if the gathered operands came by TMA (what the gather
+ * costs: wg_preferred_gathered). */
+static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, bool gather)
 {
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
@@ -1550,6 +1887,8 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
         .l2_penalty = c.group > 1 ? 0.9 : 1.0,
         .sms = ctas < a->sm_count ? (double)ctas : (double)a->sm_count,
         .extra_latency_us = oob_rows * WG_OOB_ROW_US + (p.conv ? WG_CONV_LOAD_US : 0.0),
+        /* Operands TMA cannot address: the producer's threads gather them, a stage at a time. */
+        .producer_us = gather ? tuner__gemm_gather_us(wg_gather_chunks(&p, &c), panel > uniq ? uniq / panel : 1.0) : 0.0,
     };
     /* A pair advances at the pace of its slower CTA (each stage waits for both consumers):
      * measured on an H100 at 0.92-1.01 of the same tile unpaired, so it pays only where

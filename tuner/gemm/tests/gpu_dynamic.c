@@ -240,6 +240,9 @@ int main(void)
         {"bf16 [n<=1000,4096]x[4096,14336]", dyn_matmul_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, true), {1, 97, 999}},
         {"f16 [b<=16,200,128]x[b,128,192] +res+bias", dyn_matmul_batch(TUNER_F16, 1, 16, 200, 192, 128, true, true),
          {1, 7, 16}},
+        /* An odd K: a's rows are not 16-byte aligned, matmul_wgmma's producer gathers them. */
+        {"f16 [n<=1000,1001]x[1001,776] +bias+res (odd K, gathered)", dyn_matmul_rows(TUNER_F16, 1, 1000, 1, 776, 1001, true, true),
+         {1, 333, 1000}},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         if (only && !strstr(cases[c].name, only))

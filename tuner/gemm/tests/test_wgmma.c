@@ -15,7 +15,8 @@
  * HIDET_TEST_SAMPLE=S compiles one candidate of S per case and only generates and checks the
  * source of the others (the sanitizer build's registration): tuner/tests/common.h.
  *
- * With TWG_DUMP=<dir> nothing is checked: the programs of a few cases (TWG_CASES, a
+ * TWG_CASES=<names> (comma-separated) compiles only those cases' candidates. With TWG_DUMP=<dir>
+ * nothing is checked: the programs of a few cases (TWG_CASES, a
  * comma-separated list of case names; default all) are written there as <tag>.cubin and
  * <tag>.launch for running on a GPU elsewhere (bench/wgmma_probe.py).
  */
@@ -101,11 +102,7 @@ static void test_space(void)
         op = mm(TUNER_F16, 0, 0, 4096, 4096, 4096, false, false);
         CHECK(count(&op, &t, "matmul_wgmma") == 0, "matmul_wgmma offered on sm_%d", sm);
     }
-    /* Rows TMA cannot address (not 16-byte multiples), fp32, a prologue: none. */
-    op = mm(TUNER_F16, 0, 0, 64, 64, 100, false, false);
-    CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "K = 100 (200-byte rows) offered");
-    op = mm(TUNER_F16, 0, 0, 64, 100, 64, false, false);
-    CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "N = 100 with B [K,N] offered");
+    /* fp32, a prologue: none (rows TMA cannot address: test_unaligned_space). */
     /* Odd M and N with K-major operands: offered, but output rows of 99 elements are no TMA
      * rows, so nothing is staged. */
     size_t staged = 0, n_odd;
@@ -124,6 +121,53 @@ static void test_space(void)
     long long ks[1] = {256};
     t_add_prologue(&op, TUNER_EW_MUL, 1, ks, TUNER_EW_RELU);
     CHECK(count(&op, &sm90a, "matmul_wgmma") == 0, "prologue offered");
+}
+
+/* Operands whose rows (or base) are not 16-byte aligned are gathered by the producer warpgroup:
+ * offered in every layout, without CTA pairs or pingpong, with at most 8 gathered chunks per
+ * producer thread beside two consumers (12 beside one); not for a convolution. */
+static void test_unaligned_space(void)
+{
+    static const struct {
+        long long M, N, K;
+        bool ta, tb;
+        int align;
+    } shapes[] = {{64, 64, 100, false, false, 16},    {64, 100, 64, false, false, 16},  {2999, 4001, 1537, false, false, 16},
+                  {4095, 4096, 4095, true, true, 16}, {1024, 1024, 1024, false, false, 2}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        tuner_op op = t_matmul(TUNER_F16, 0, 0, shapes[k].M, shapes[k].N, shapes[k].K, shapes[k].ta, shapes[k].tb,
+                               shapes[k].align);
+        tuner_space *sp = NULL;
+        CHECK(tuner_space_build(&op, &sm90a, &sp, NULL) == 0, "unaligned %lldx%lldx%lld: no space", shapes[k].M,
+              shapes[k].N, shapes[k].K);
+        size_t n = 0;
+        for (size_t i = 0; sp && i < sp->n; i++) {
+            const tuner_schedule *s = &sp->items[i];
+            if (strcmp(s->template_name, "matmul_wgmma"))
+                continue;
+            n++;
+            const int bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
+            const int cons = tuner_schedule_param(s, "consumers", 0);
+            /* Chunks per producer thread: 16-row slices of each gathered operand's tile. */
+            const bool ga = shapes[k].ta ? shapes[k].M % 8 : shapes[k].K % 8 || shapes[k].align < 16;
+            const bool gb = shapes[k].tb ? shapes[k].K % 8 : shapes[k].N % 8 || shapes[k].align < 16;
+            const int chunks = (ga ? bm / 16 : 0) + (gb ? bn / 16 : 0);
+            CHECK(!tuner_schedule_param(s, "pingpong", 0) && tuner_schedule_param(s, "cluster", 1) == 1 &&
+                      tuner_schedule_param(s, "cluster_n", 1) == 1 && chunks <= (cons == 2 ? 8 : 12),
+                  "unaligned %lldx%lldx%lld: %dx%d c%d (%d chunks) pingpong/pair offered", shapes[k].M, shapes[k].N,
+                  shapes[k].K, bm, bn, cons, chunks);
+            /* An odd N leaves no 16-byte output rows to stage. */
+            if (shapes[k].N % 8)
+                CHECK(!tuner_schedule_param(s, "stage_out", 0), "odd N staged");
+        }
+        printf("unaligned %lldx%lldx%lld%s%s align %d: matmul_wgmma %zu\n", shapes[k].M, shapes[k].N, shapes[k].K,
+               shapes[k].ta ? " ta" : "", shapes[k].tb ? " tb" : "", shapes[k].align, n);
+        CHECK(n >= 20, "unaligned %lldx%lldx%lld: %zu matmul_wgmma candidates", shapes[k].M, shapes[k].N, shapes[k].K, n);
+        tuner_space_free(sp);
+    }
+    /* A convolution's channels must still allow 16-byte chunks. */
+    tuner_op conv = t_conv_nhwc(TUNER_F16, 2, 9, 9, 36, 64, 3, 1, 1, 1);
+    CHECK(count(&conv, &sm90a, "conv2d_wgmma") == 0, "conv2d with 36 channels offered");
 }
 
 /* conv2d_wgmma: offered on sm_90a for NHWC convolutions with 8-channel groups, nowhere else. */
@@ -192,6 +236,50 @@ static const char *model_best(const tuner_op *op, double *us)
     free(pred);
     tuner_space_free(sp);
     return best;
+}
+
+/* Large f16 GEMMs with an odd K or N (issue 40's class, none of its shapes): the model's
+ * choices and tune:"none" for each, printed against matmul_mma's best. With one operand
+ * gathered (odd K, B [K, N] aligned) the gather hides behind large tiles' wgmma: the default and
+ * the model's best are matmul_wgmma, the default within 10% of the best, and so with an odd N
+ * (B [K, N] gathered, the output stored from registers); with both gathered the gather shows
+ * and tune:"none" keeps matmul_mma (wg_preferred_gathered). */
+static void test_unaligned_default(void)
+{
+    static const struct {
+        long long M, N, K;
+        bool ta, tb, wgmma;
+    } shapes[] = {{4096, 4096, 4095, false, false, true}, {3001, 4096, 2047, false, false, true},
+                  {4096, 4095, 4096, false, false, true}, {2999, 4001, 1537, false, false, false},
+                  {4095, 2048, 3071, true, true, false}};
+    for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+        tuner_op op = t_matmul(TUNER_F16, 0, 0, shapes[k].M, shapes[k].N, shapes[k].K, shapes[k].ta, shapes[k].tb, 16);
+        double us = 0;
+        const char *best = model_best(&op, &us);
+        tuner_schedule d = default_schedule(&op, true);
+        double dus = tuner_predict_us(&op, &sm90a, &d), mma_us = 1e12;
+        tuner_space *sp = NULL;
+        if (tuner_space_build(&op, &sm90a, &sp, NULL) == 0) {
+            for (size_t i = 0; i < sp->n; i++)
+                if (!strcmp(sp->items[i].template_name, "matmul_mma")) {
+                    const double m = tuner_predict_us(&op, &sm90a, &sp->items[i]);
+                    mma_us = m < mma_us ? m : mma_us;
+                }
+            tuner_space_free(sp);
+        }
+        printf("unaligned %lldx%lldx%lld%s%s: model best %s %.1f us (matmul_mma %.1f), default %s %dx%d c%d %d stages "
+               "%.1f us\n",
+               shapes[k].M, shapes[k].N, shapes[k].K, shapes[k].ta ? " ta" : "", shapes[k].tb ? " tb" : "", best, us, mma_us,
+               d.template_name ? d.template_name : "-", tuner_schedule_param(&d, "block_m", 0),
+               tuner_schedule_param(&d, "block_n", 0), tuner_schedule_param(&d, "consumers", 0),
+               tuner_schedule_param(&d, "stages", 0), dus);
+        CHECK(d.template_name && !strcmp(d.template_name, shapes[k].wgmma ? "matmul_wgmma" : "matmul_mma"),
+              "unaligned %lldx%lldx%lld: default %s", shapes[k].M, shapes[k].N, shapes[k].K,
+              d.template_name ? d.template_name : "-");
+        if (shapes[k].wgmma)
+            CHECK(!strcmp(best, "matmul_wgmma") && dus <= 1.1 * us, "unaligned %lldx%lldx%lld: default %.1f us, model best %s %.1f",
+                  shapes[k].M, shapes[k].N, shapes[k].K, dus, best, us);
+    }
 }
 
 /* A convolution's default on sm_90a is conv2d_wgmma (conv2d_mma on sm_90), with block_n no
@@ -427,7 +515,7 @@ typedef struct wcase {
     tuner_op op;
 } wcase;
 
-static wcase cases[24];
+static wcase cases[32];
 static int n_cases;
 
 static void add_case(const char *name, tuner_op op)
@@ -435,6 +523,20 @@ static void add_case(const char *name, tuner_op op)
     cases[n_cases].name = name;
     cases[n_cases].op = op;
     n_cases++;
+}
+
+/* op with its M named: dim "n" in [1, M], axis 0 of A and of the output. */
+static tuner_op named_m(tuner_op op)
+{
+    op.n_dims = 1;
+    memset(&op.dims[0], 0, sizeof(op.dims[0]));
+    snprintf(op.dims[0].name, sizeof(op.dims[0].name), "%s", "n");
+    op.dims[0].min = 1;
+    op.dims[0].max = op.inputs[0].shape[0];
+    op.dims[0].multiple_of = 1;
+    op.inputs[0].sym[0] = 1;
+    op.output.sym[0] = 1;
+    return op;
 }
 
 /* A grouped convolution read by im2col maps whose geometry differs across H and W (so that a
@@ -500,18 +602,54 @@ static void make_cases(void)
     /* Stream-K (with the decode GEMM, 1000^3 and the 7x7 layers, see sk_cases): both operands
      * batched and transposed, edges in M and N. */
     add_case("bf16_tt_b2_304x1000x1024", mm(TUNER_BF16, 2, 2, 304, 1000, 1024, true, true));
+    /* Operands TMA cannot address, gathered by the producer warpgroup (see unaligned_cases): an
+     * odd K (A gathered, B by TMA, the output staged); an odd N (B gathered MN-major, the
+     * output stored from registers); both odd, batched, bases only 2-byte aligned, with bias +
+     * GELU; both transposed with odd strides (A gathered MN-major, B K-major); a named M with
+     * an odd K. */
+    add_case("f16_nn_oddk_200x136x333", t_matmul(TUNER_F16, 0, 0, 200, 136, 333, false, false, 16));
+    add_case("f16_nn_oddn_200x517x264", t_matmul(TUNER_F16, 0, 0, 200, 517, 264, false, false, 16));
+    op = t_matmul(TUNER_BF16, 2, 2, 333, 517, 201, false, false, 2);
+    long long obias[1] = {517};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, obias, TUNER_EW_GELU_TANH);
+    add_case("bf16_nn_b2_odd_both_a2_333x517x201_biasgelu", op);
+    add_case("f16_tt_b3_odd_201x136x333", t_matmul(TUNER_F16, 3, 3, 201, 136, 333, true, true, 16));
+    add_case("f16_nn_named_m_oddk_1000x256x1001", named_m(t_matmul(TUNER_F16, 0, 0, 1000, 256, 1001, false, false, 16)));
+    /* The gather under split-K clusters (a skinny GEMM with both operands gathered, [N, K]
+     * weights) and stream-K (an odd K whose last wave is mostly empty). */
+    add_case("f16_nt_odd_64x4000x2047", t_matmul(TUNER_F16, 0, 0, 64, 4000, 2047, false, true, 16));
+    add_case("f16_nn_oddk_4096x2048x4095", t_matmul(TUNER_F16, 0, 0, 4096, 2048, 4095, false, false, 16));
 }
 
-/* The cases compiled for their split-K candidates only, and which of those: every fourth. */
+/* The cases of unaligned operands, compiled every UNALIGNED_STRIDE-th candidate. */
+static const char *const unaligned_cases[] = {"f16_nn_oddk_200x136x333", "f16_nn_oddn_200x517x264",
+                                              "bf16_nn_b2_odd_both_a2_333x517x201_biasgelu",
+                                              "f16_tt_b3_odd_201x136x333", "f16_nn_named_m_oddk_1000x256x1001"};
+#define UNALIGNED_STRIDE 6
+
+/* Whether operand `which` of a matmul has rows (or a base) TMA cannot address: the producer
+ * gathers it (no tensor map). */
+static bool gathered(const tuner_op *op, int which)
+{
+    if (op->kind != TUNER_OP_MATMUL)
+        return false;
+    const tuner_tensor *t = &op->inputs[which];
+    const int align = t->align > 0 ? t->align : 16;
+    return t->shape[t->rank - 1] % 8 != 0 || align < 16;
+}
+
+/* The cases compiled for their split-K candidates only, and which of those: every fourth (the
+ * last: both operands gathered). */
 static const char *const split_cases[] = {"f16_nt_decode_1x4000x4096_biasgelu", "bf16_tn_b2_72x1000x1024",
-                                          "f16_conv_512_7", "f16_conv_gather_8x7x7x520"};
+                                          "f16_conv_512_7", "f16_conv_gather_8x7x7x520", "f16_nt_odd_64x4000x2047"};
 #define SPLIT_STRIDE 4
 
 /* The cases compiled for their stream-K candidates only (every eighth): a square GEMM whose
  * tiles are fewer than the SMs (all shared out), the decode GEMM (bias + GELU after the
- * fixup), a batched transposed one and both 7x7 convolutions (im2col maps, gathered A). */
+ * fixup), a batched transposed one, both 7x7 convolutions (im2col maps, gathered A) and an odd
+ * K (A gathered by the producer's threads). */
 static const char *const sk_cases[] = {"f16_nn_1000", "f16_nt_decode_1x4000x4096_biasgelu", "bf16_tt_b2_304x1000x1024",
-                                       "f16_conv_512_7", "f16_conv_gather_8x7x7x520"};
+                                       "f16_conv_512_7", "f16_conv_gather_8x7x7x520", "f16_nn_oddk_4096x2048x4095"};
 #define SK_STRIDE 8
 
 /* Candidates compiled by the test: every one for the fused case (all staged variants) and the
@@ -576,8 +714,8 @@ static void check_maps(const char *tag, const wcase *wc, const tuner_schedule *s
 {
     const tuner_op *op = &wc->op;
     const bool conv = op->kind == TUNER_OP_CONV2D, staged = tuner_schedule_param(s, "stage_out", 0) > 0;
-    const bool a_map = !conv || im2col_conv(op);
-    const int want = (a_map ? 2 : 1) + (staged ? 1 : 0);
+    const bool a_map = (!conv || im2col_conv(op)) && !gathered(op, 0), b_map = !gathered(op, 1);
+    const int want = (a_map ? 1 : 0) + (b_map ? 1 : 0) + (staged ? 1 : 0);
     CHECK(l->n_maps == want, "%s: %d tensor maps, want %d", tag, l->n_maps, want);
     for (int i = 0; i < l->n_maps && i < want; i++) {
         const tuner_tmap *m = &l->maps[i];
@@ -586,7 +724,7 @@ static void check_maps(const char *tag, const wcase *wc, const tuner_schedule *s
               why);
         const uint32_t copy_row = m->mode == TUNER_TMAP_IM2COL ? m->channels_per_pixel : m->box[0];
         CHECK(m->swizzle == 128 && copy_row * (unsigned)tuner_dtype_size(m->dtype) == 128, "%s: map %d swizzle", tag, i);
-        const int which = a_map ? i : i + 1; /* 0 A, 1 B, 2 the output */
+        const int which = i + (a_map ? 0 : 1) + (i >= (a_map ? 1 : 0) && !b_map ? 1 : 0); /* 0 A, 1 B, 2 the output */
         if (which == 0 && conv) {
             check_im2col_map(tag, op, tuner_schedule_param(s, "block_m", 0), m);
             continue;
@@ -637,7 +775,8 @@ static void check_one(const job *j)
      * partial tile each. */
     const bool sk = tuner_schedule_param(&j->s, "stream_k", 0) == 1;
     const tuner_launch *gemm = &pr->kernels[pr->n_kernels - 1];
-    const int n_ptrs = wc->op.n_inputs + 1;
+    /* A dynamic op's launch takes its sizes after the pointers. */
+    const int n_ptrs = wc->op.n_inputs + 1, n_dims = wc->op.n_dims;
     if (sk) {
         const size_t bm = (size_t)tuner_schedule_param(&j->s, "block_m", 0), bn = (size_t)tuner_schedule_param(&j->s, "block_n", 0);
         const size_t flags = (132 * 4 + 127) / 128 * 128;
@@ -647,7 +786,7 @@ static void check_one(const job *j)
                   gemm->args[n_ptrs] == TUNER_BUF_WORKSPACE && pr->workspace_bytes == flags + 132 * bm * bn * 4,
               "%s: stream-K launches (%d kernels, %zu workspace bytes)", tag, pr->n_kernels, pr->workspace_bytes);
     } else {
-        CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 0 && gemm->n_args == n_ptrs, "%s: launches", tag);
+        CHECK(pr->n_kernels == 1 && pr->workspace_bytes == 0 && gemm->n_args == n_ptrs + n_dims, "%s: launches", tag);
     }
     check_maps(tag, wc, &j->s, gemm);
     /* What the source alone shows. Split-K: the slices of a tile are one cluster of split CTAs
@@ -695,16 +834,32 @@ static void check_one(const job *j)
                       strstr(b->ptx, "fence.proxy.async.shared::cta"),
                   "%s: PTX lacks the im2col gather", tag);
         static const char *const want[] = {"wgmma.mma_async.sync.aligned.m64n", "wgmma.fence", "wgmma.commit_group",
-                                           "wgmma.wait_group", "cp.async.bulk.tensor", "mbarrier.try_wait.parity",
+                                           "wgmma.wait_group", "mbarrier.try_wait.parity", "cp.async.bulk.tensor",
                                            "mbarrier.arrive.expect_tx"};
-        for (size_t w = 0; w < sizeof(want) / sizeof(want[0]); w++)
+        /* With both operands gathered nothing arms a barrier with bytes to expect, and with the
+         * output stored from registers nothing is a TMA copy. */
+        const bool g0 = gathered(&wc->op, 0), g1 = gathered(&wc->op, 1);
+        const size_t n_want = !(g0 && g1) ? 7 : tuner_schedule_param(&j->s, "stage_out", 0) ? 6 : 5;
+        for (size_t w = 0; w < n_want; w++)
             CHECK(strstr(b->ptx, want[w]) != NULL, "%s: PTX lacks %s", tag, want[w]);
+        /* An unaligned operand: aligned 16-byte loads shifted into place by the producer's
+         * threads, stored to the swizzled stage, made visible to wgmma (the async proxy), and
+         * the threads' arrivals on the stage barrier. */
+        if (g0 || g1)
+            CHECK(strstr(b->ptx, "ld.global.nc.v4.u32") && strstr(b->ptx, "shfl.sync.down") &&
+                      strstr(b->ptx, "shf.r.") && strstr(b->ptx, "st.shared.v4.u32") &&
+                      strstr(b->ptx, "fence.proxy.async.shared::cta") && strstr(b->ptx, "mbarrier.arrive.shared::cta.b64"),
+                  "%s: PTX lacks the unaligned gather", tag);
+        if (g0 && g1)
+            CHECK(!strstr(b->ptx, "cp.async.bulk.tensor.2d.shared::cluster.global") &&
+                      !strstr(b->ptx, "cp.async.bulk.tensor.3d.shared::cluster.global"),
+                  "%s: a gathered operand still loaded by TMA", tag);
         /* The maps are 128-byte parameters after the pointers, 64-byte aligned, as the
          * launchers pass them (the last map's parameter number is the launch's last). */
         char map_param[128];
         snprintf(map_param, sizeof(map_param), ".param .align 64 .b8 %s_param_%d[128]", gemm->name,
                  gemm->n_args + gemm->n_maps - 1);
-        CHECK(strstr(b->ptx, map_param) != NULL && !strstr(b->ptx, "tensormap.replace"),
+        CHECK((gemm->n_maps == 0 || strstr(b->ptx, map_param) != NULL) && !strstr(b->ptx, "tensormap.replace"),
               "%s: PTX lacks %s (or still builds maps)", tag, map_param);
         if (tuner_schedule_param(&j->s, "consumers", 0) == 2)
             CHECK(strstr(b->ptx, "setmaxnreg.inc") && strstr(b->ptx, "setmaxnreg.dec"), "%s: no setmaxnreg", tag);
@@ -776,6 +931,10 @@ static void *worker(void *arg)
  * that name is not `off`: split_k 1 or stream_k 0). */
 static void queue_space(int c, int stride, const char *only, int off)
 {
+    /* TWG_CASES (a comma-separated list of case names) compiles those cases' candidates only. */
+    const char *cases_only = getenv("TWG_CASES");
+    if (cases_only && !strstr(cases_only, cases[c].name))
+        return;
     tuner_space *sp = NULL;
     char *err = NULL;
     CHECK(tuner_space_build(&cases[c].op, &sm90a, &sp, &err) == 0, "%s: %s", cases[c].name, err ? err : "");
@@ -900,6 +1059,8 @@ int main(int argc, char **argv)
         return dump(dir);
     if (t_sub.n_shards == 1) {
         test_space();
+        test_unaligned_space();
+        test_unaligned_default();
         test_conv_space();
         test_conv_default();
         test_default();
@@ -919,6 +1080,10 @@ int main(int argc, char **argv)
         for (int c = 0; c < n_cases; c++)
             if (!strcmp(cases[c].name, split_cases[k]))
                 queue_space(c, SPLIT_STRIDE, "split_k", 1);
+    for (size_t k = 0; k < sizeof(unaligned_cases) / sizeof(unaligned_cases[0]); k++)
+        for (int c = 0; c < n_cases; c++)
+            if (!strcmp(cases[c].name, unaligned_cases[k]))
+                queue_space(c, UNALIGNED_STRIDE, NULL, 0);
     for (size_t k = 0; k < sizeof(sk_cases) / sizeof(sk_cases[0]); k++)
         for (int c = 0; c < n_cases; c++)
             if (!strcmp(cases[c].name, sk_cases[k]))
