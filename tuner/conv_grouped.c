@@ -194,7 +194,7 @@ static int grouped_enumerate(const tuner_op *op, const tuner_target *t, tuner_sc
     static const int gts[] = {1, 2, 4, 8, 16, 32};
     static const int wms[] = {1, 2, 4, 8};
     static const int wgs[] = {1, 2, 4};
-    static const int tiless[] = {1, 2, 4};
+    static const int tiless[] = {1, 2, 4, 8};
     const char *names[N_PARAMS] = {P_TP, P_TQ, P_GT, P_WM, P_WG, P_TILES};
     for (size_t a = 0; a < n_tp; a++)
         for (size_t b = 0; b < n_tq; b++) {
@@ -219,7 +219,8 @@ static int grouped_enumerate(const tuner_op *op, const tuner_target *t, tuner_sc
                              * when the block is small: at least 4 warps or 2 m tiles a warp. */
                             if (cfg.mt * cfg.wm - cfg.mtt >= cfg.mt)
                                 continue;
-                            if (cfg.tiles > 1 && cfg.ntiles < 2LL * cfg.tiles * arch->sm_count)
+                            /* Several tiles a block only while every SM still gets a block. */
+                            if (cfg.tiles > 1 && cfg.grid_x * cfg.grid_y < arch->sm_count)
                                 continue;
                             int r = tuner__space_push(items, n, "conv2d_grouped", N_PARAMS, names, values);
                             if (r < 0)
@@ -467,8 +468,21 @@ static double grouped_predict(const tuner_op *op, const tuner_target *t, const t
     const double other = fmax(fmax(l2_us, smem_us), tc_us);
     const double launch = 3.0;
     const double body = us - launch;
-    us = launch + fmax(body, other) + 0.2 * fmin(body, other);
-    /* Single-tile blocks copy, then compute: with few blocks per SM that is not hidden. */
+    /* A block copies its tile in, then computes it: the copy of one overlaps the computing of
+     * others on its SM, so the shorter phase hides behind the longer one except at the start
+     * and end of each SM's run - over the number of tiles an SM walks (its resident blocks'
+     * waves times their tiles; double-buffered blocks overlap their own). With one wave of
+     * single-tile blocks the two phases add up. */
+    int bps = a->max_threads_per_sm / c.threads;
+    const int by_regs = a->regs_per_sm / (c.threads * regs_of(&g, &c));
+    if (by_regs < bps)
+        bps = by_regs;
+    if (a->max_smem_per_sm / c.smem < bps)
+        bps = a->max_smem_per_sm / c.smem;
+    if (bps < 1)
+        bps = 1;
+    const double walked = fmax(1.0, blocks * c.tiles / ((double)bps * a->sm_count));
+    us = launch + fmax(body, other) + fmin(body, other) / walked;
     return us;
 }
 
@@ -502,8 +516,8 @@ static int grouped_preferred(const tuner_op *op, const tuner_target *t, tuner_sc
 
 const tuner_template tuner__conv2d_grouped = {
     .name = "conv2d_grouped",
-    .space_signature = "conv2d_grouped v1: tp{1,2,4,8,P<=16} tq{8,16,32,Q<=32} (32..256 px, >= 1/2 used) "
-                       "gt{1..32: 32..256 ch} wm{1..8} wg{1,2,4} tiles{1,2,4 (>= 2 waves)}; mt*nt*4 <= 64 acc, "
+    .space_signature = "conv2d_grouped v2: tp{1,2,4,8,P<=16} tq{8,16,32,Q<=32} (32..256 px, >= 1/2 used) "
+                       "gt{1..32: 32..256 ch} wm{1..8} wg{1,2,4} tiles{1,2,4,8 (>= 1 block per SM)}; mt*nt*4 <= 64 acc, "
                        "64..512 threads, smem <= 96K; NHWC f16/bf16, groups > 1, cpg even 4..32, kpg even <= 64, "
                        "mma.sync m16n8k16 per group, input tile + weights in shared memory",
     .applies = grouped_applies,

@@ -540,17 +540,17 @@ int main(int argc, char **argv)
                 const bool main_dt = dt == TUNER_F16;
                 tuner_op op = t_conv_nhwc(dt, 32, 28, 28, 256, 256, 3, 1, 1, 32);
                 snprintf(name, sizeof(name), "gconv %s [32,28,28,256] g32 (8/g)", dn);
-                check_grouped(name, &op, t, true, main_dt ? 6 : 2);
+                check_grouped(name, &op, t, true, main_dt ? 4 : 1);
                 if (!main_dt)
                     continue;
                 op = t_conv_nhwc(dt, 32, 56, 56, 128, 128, 3, 1, 1, 32);
-                check_grouped("gconv f16 [32,56,56,128] g32 (4/g)", &op, t, true, 2);
+                check_grouped("gconv f16 [32,56,56,128] g32 (4/g)", &op, t, true, 1);
                 op = t_conv_nhwc(dt, 32, 56, 56, 256, 256, 3, 2, 1, 32);
-                check_grouped("gconv f16 [32,56,56,256] g32 s2 (8/g)", &op, t, true, 2);
+                check_grouped("gconv f16 [32,56,56,256] g32 s2 (8/g)", &op, t, true, 1);
                 op = t_conv_nhwc(dt, 32, 14, 14, 512, 512, 3, 1, 1, 32);
-                check_grouped("gconv f16 [32,14,14,512] g32 (16/g)", &op, t, true, 2);
+                check_grouped("gconv f16 [32,14,14,512] g32 (16/g)", &op, t, true, 1);
                 op = t_conv_nhwc(dt, 32, 7, 7, 1024, 1024, 3, 1, 1, 32);
-                check_grouped("gconv f16 [32,7,7,1024] g32 (32/g)", &op, t, true, 2);
+                check_grouped("gconv f16 [32,7,7,1024] g32 (32/g)", &op, t, true, 1);
                 op = t_conv_nhwc(dt, 32, 28, 28, 448, 448, 3, 1, 1, 28);
                 check_grouped("gconv f16 [32,28,28,448] g28 (16/g)", &op, t, true, 1);
                 op = t_conv_nhwc(dt, 3, 13, 11, 48, 48, 3, 1, 2, 4);
