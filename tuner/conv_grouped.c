@@ -31,7 +31,11 @@
  *    its offset is a constant; otherwise each lane's offsets are computed once per block. An A
  *    fragment serves all kpg/8 n tiles, a B fragment all mt m tiles.
  *  - Epilogue: accumulators -> fused epilogue chain -> channel pairs stored as one 32-bit store
- *    (a group's kpg channels of a pixel are contiguous in NHWC).
+ *    (a group's kpg channels of a pixel are contiguous in NHWC), or (`so` 1) written to an output
+ *    tile in shared memory (pixel stride an odd number of 16-byte units) that then leaves in
+ *    16-byte chunks along each pixel's gt * kpg channels: whole sectors instead of a warp store's
+ *    8 pixels x 16 bytes (conv2d_mma's stage_out measured 63 -> 48 us on an H100 for a short-K
+ *    GEMM, whose pair stores are exposed the same way).
  *
  * Applies to NHWC f16/bf16 convolutions with groups > 1, an even 4 <= cpg <= 32, an even
  * kpg <= 64, C a multiple of 8 (16-byte channel chunks) and no prologue. Its default outranks the
@@ -53,7 +57,8 @@ static const char *const P_GT = "gt";
 static const char *const P_WM = "wm";
 static const char *const P_WG = "wg";
 static const char *const P_TILES = "tiles";
-#define N_PARAMS 6
+static const char *const P_SO = "so";
+#define N_PARAMS 7
 
 /* Dynamic shared memory per block: at most this, so that two blocks share an SM's 228 KiB on
  * Hopper (164 KiB on the A100); above 48 KiB the launch sets the attribute. */
@@ -63,6 +68,7 @@ typedef struct gconv_geo {
     long long N, H, W, C, K, R, S, P, Q;
     int G, cpg, kpg;
     int sh, sw, ph, pw, dh, dw;
+    int osz, oalign; /* output element bytes, output alignment */
 } gconv_geo;
 
 static gconv_geo geo_of(const tuner_op *op)
@@ -79,6 +85,8 @@ static gconv_geo geo_of(const tuner_op *op)
     g.G = op->attrs.conv2d.groups > 0 ? op->attrs.conv2d.groups : 1;
     g.cpg = (int)(g.C / g.G);
     g.kpg = (int)(g.K / g.G);
+    g.osz = tuner_dtype_size(o->dtype);
+    g.oalign = o->align;
     return g;
 }
 
@@ -104,6 +112,9 @@ static bool grouped_applies(const tuner_op *op, const tuner_target *t)
 
 typedef struct gconv_cfg {
     int tp, tq, gt, wm, wg, tiles;
+    bool so;           /* output tile staged in shared memory, written in 16-byte chunks */
+    int os;            /* its pixel stride (elements) */
+    int os_bytes;
     int mtt;           /* m16 tiles of a pixel tile (the last part dummies) */
     int mt;            /* m16 tiles per warp */
     int nt;            /* n8 tiles of a group */
@@ -126,6 +137,10 @@ static bool cfg_of(const gconv_geo *g, const tuner_schedule *s, gconv_cfg *c)
     c->wm = tuner_schedule_param(s, P_WM, 0);
     c->wg = tuner_schedule_param(s, P_WG, 0);
     c->tiles = tuner_schedule_param(s, P_TILES, 1);
+    const int so = tuner_schedule_param(s, P_SO, 0);
+    if (so != 0 && so != 1)
+        return false;
+    c->so = so == 1;
     if (c->tp < 1 || c->tp > 16 || c->tq < 1 || c->tq > 64 || c->gt < 1 || c->wm < 1 || c->wg < 1 || c->tiles < 1 ||
         c->tiles > 8)
         return false;
@@ -156,6 +171,16 @@ static bool cfg_of(const gconv_geo *g, const tuner_schedule *s, gconv_cfg *c)
     c->xs_bytes = c->rows_in * c->colslots * c->ps * 2;
     c->ws_bytes = c->gt * c->nt * 8 * c->rw * 4;
     c->smem = c->nbuf * c->xs_bytes + c->ws_bytes;
+    if (c->so) {
+        /* Whole 16-byte chunks of a tile's output channels, every tile's first chunk aligned. */
+        const int row_bytes = c->gt * g->kpg * g->osz;
+        if (row_bytes % 16 || (g->K * g->osz) % 16 || g->oalign < 16)
+            return false;
+        const int unit = 16 / g->osz;
+        c->os = c->gt * g->kpg + ((row_bytes / 16) % 2 ? 0 : unit);
+        c->os_bytes = c->tp * c->tq * c->os * g->osz;
+        c->smem += c->os_bytes;
+    }
     if (c->smem > SMEM_CAP)
         return false;
     c->ptiles = (g->P + c->tp - 1) / c->tp;
@@ -195,7 +220,7 @@ static int grouped_enumerate(const tuner_op *op, const tuner_target *t, tuner_sc
     static const int wms[] = {1, 2, 4, 8};
     static const int wgs[] = {1, 2, 4};
     static const int tiless[] = {1, 2, 4, 8};
-    const char *names[N_PARAMS] = {P_TP, P_TQ, P_GT, P_WM, P_WG, P_TILES};
+    const char *names[N_PARAMS] = {P_TP, P_TQ, P_GT, P_WM, P_WG, P_TILES, P_SO};
     for (size_t a = 0; a < n_tp; a++)
         for (size_t b = 0; b < n_tq; b++) {
             if (!tile_sensible(&g, tps[a], tqs[b]))
@@ -208,8 +233,9 @@ static int grouped_enumerate(const tuner_op *op, const tuner_target *t, tuner_sc
                         continue;
                 for (size_t d = 0; d < sizeof(wms) / sizeof(wms[0]); d++)
                     for (size_t e = 0; e < sizeof(wgs) / sizeof(wgs[0]); e++)
-                        for (size_t f = 0; f < sizeof(tiless) / sizeof(tiless[0]); f++) {
-                            int values[N_PARAMS] = {tps[a], tqs[b], gts[c], wms[d], wgs[e], tiless[f]};
+                        for (size_t f = 0; f < sizeof(tiless) / sizeof(tiless[0]); f++)
+                          for (int so = 0; so < 2; so++) {
+                            int values[N_PARAMS] = {tps[a], tqs[b], gts[c], wms[d], wgs[e], tiless[f], so};
                             tuner_schedule s = {0};
                             tuner__schedule_params(&s, N_PARAMS, names, values);
                             gconv_cfg cfg;
@@ -262,6 +288,9 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
     tuner_sb_puts(&sb, "extern __shared__ __align__(16) unsigned char hd_smem[];\n");
     tuner_sb_printf(&sb, "%s *const xs = reinterpret_cast<%s *>(hd_smem);\n", XT, XT);
     tuner_sb_printf(&sb, "hd_u32 *const ws = reinterpret_cast<hd_u32 *>(hd_smem + %d);\n", c.nbuf * c.xs_bytes);
+    if (c.so)
+        tuner_sb_printf(&sb, "%s *const ot = reinterpret_cast<%s *>(hd_smem + %d);\n", OT, OT,
+                        c.nbuf * c.xs_bytes + c.ws_bytes);
     tuner_sb_printf(&sb, "const int g0 = blockIdx.y * %d;\n", c.gt);
     tuner_sb_printf(&sb, "const long long tile0 = (long long)blockIdx.x * %d;\n", c.tiles);
     /* The input tile's copy: 16-byte chunks, consecutive threads along a pixel's channels. */
@@ -397,7 +426,14 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
         tuner__emit_chain(&sb, op, &op->epilogue, "v", tuner__bcast_load, &ec);
         tuner_sb_printf(&sb, "            o[%d] = v;\n          }\n", e);
     }
-    if (pair_store)
+    if (c.so && g.osz == 2)
+        tuner_sb_printf(&sb, "          *reinterpret_cast<hd_u32 *>(ot + i * %d + gl * %d + cl) = hd_pack2<%s>(o[0], o[1]);\n",
+                        c.os, g.kpg, OT);
+    else if (c.so)
+        tuner_sb_printf(&sb, "          ot[i * %d + gl * %d + cl] = hd_from_f32<%s>(o[0]);\n"
+                             "          ot[i * %d + gl * %d + cl + 1] = hd_from_f32<%s>(o[1]);\n",
+                        c.os, g.kpg, OT, c.os, g.kpg, OT);
+    else if (pair_store)
         tuner_sb_printf(&sb, "          *reinterpret_cast<hd_u32 *>(out + row * %lldLL + ch) = hd_pack2<%s>(o[0], o[1]);\n",
                         g.K, OT);
     else
@@ -405,7 +441,22 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
                              "          out[row * %lldLL + ch + 1] = hd_from_f32<%s>(o[1]);\n",
                         g.K, OT, g.K, OT);
     tuner_sb_puts(&sb, "        }\n      }\n  }\n");
-    /* The buffer just read is the next tile's next copy target. */
+    if (c.so) {
+        /* The staged output tile leaves in 16-byte chunks, consecutive threads along a pixel's
+         * channels (the chunks past the output's edge or past K stay behind). */
+        const int unit = 16 / g.osz, cc = c.gt * g.kpg / unit;
+        tuner_sb_puts(&sb, "  __syncthreads();\n");
+        tuner_sb_printf(&sb, "  for (int i = threadIdx.x; i < %d; i += %d) {\n", c.tp * c.tq * cc, c.threads);
+        tuner_sb_printf(&sb, "    const int pix = i / %d, cu = i %% %d;\n", cc, cc);
+        tuner_sb_printf(&sb, "    const long long p = p0 + pix / %d, q = q0 + pix %% %d, ch = (long long)g0 * %d + cu * %d;\n",
+                        c.tq, c.tq, g.kpg, unit);
+        tuner_sb_printf(&sb, "    if (p >= %lldLL || q >= %lldLL || ch >= %lldLL) continue;\n", g.P, g.Q, g.K);
+        tuner_sb_printf(&sb, "    hd_st16(out + ((n * %lldLL + p) * %lldLL + q) * %lldLL + ch, hd_ld16(ot + pix * %d + cu * %d));\n",
+                        g.P, g.Q, g.K, c.os, unit);
+        tuner_sb_puts(&sb, "  }\n");
+    }
+    /* The buffer just read is the next tile's next copy target (and, staged, the output tile
+     * the next tile's fragments are written to). */
     if (c.tiles > 1)
         tuner_sb_puts(&sb, "  __syncthreads();\n");
     tuner_sb_puts(&sb, "}\n}\n");
@@ -447,12 +498,16 @@ static double grouped_predict(const tuner_op *op, const tuner_target *t, const t
     const double tiles_run = (double)c.ntiles * (double)c.grid_y;
     /* L2 -> SM: every tile's staged input (halo and the channel padding past C included) and every
      * block's weights; L2 serves about 2.5x DRAM's rate. */
-    const double l2 = tiles_run * (double)c.rows_in * c.cols_in * c.ct * esz + blocks * (double)c.ws_bytes + outs * 2.0;
+    /* Direct pair stores write 4 bytes a lane, a pixel's 16 or 32 bytes per warp store: sectors
+     * written in parts, at about twice the L2 traffic of the staged tile's whole chunks. */
+    const double out_bytes = outs * g.osz;
+    const double l2 = tiles_run * (double)c.rows_in * c.cols_in * c.ct * esz + blocks * (double)c.ws_bytes +
+                      out_bytes * (c.so ? 1.0 : 2.0);
     const double l2_us = l2 / (a->dram_gbps * 1e3 * 2.5);
     /* Shared memory wavefronts per SM (128 bytes a clock at ~1.7 GHz): per warp, group and k
      * step, mt A fragments (4 loads) and nt B fragments (2 loads); and the copies in. */
     const double warp_steps = tiles_run * c.gt * c.wm * (double)c.nks;
-    const double waves_lds = warp_steps * (c.mt * 4.0 + c.nt * 2.0) + l2 / 128.0;
+    const double waves_lds = warp_steps * (c.mt * 4.0 + c.nt * 2.0) + l2 / 128.0 + (c.so ? 2.0 * out_bytes / 128.0 : 0.0);
     const double smem_us = waves_lds / (a->sm_count * 1.7e3);
     /* Tensor cores: every m16n8k16 issued, dummy rows and padded k included. */
     const double mmas = warp_steps * c.mt * c.nt;
@@ -505,7 +560,7 @@ static int grouped_preferred(const tuner_op *op, const tuner_target *t, tuner_sc
             best = i;
         }
     }
-    const char *names[N_PARAMS] = {P_TP, P_TQ, P_GT, P_WM, P_WG, P_TILES};
+    const char *names[N_PARAMS] = {P_TP, P_TQ, P_GT, P_WM, P_WG, P_TILES, P_SO};
     int values[N_PARAMS];
     for (int k = 0; k < N_PARAMS; k++)
         values[k] = tuner_schedule_param(&items[best], names[k], 0);
@@ -516,8 +571,8 @@ static int grouped_preferred(const tuner_op *op, const tuner_target *t, tuner_sc
 
 const tuner_template tuner__conv2d_grouped = {
     .name = "conv2d_grouped",
-    .space_signature = "conv2d_grouped v2: tp{1,2,4,8,P<=16} tq{8,16,32,Q<=32} (32..256 px, >= 1/2 used) "
-                       "gt{1..32: 32..256 ch} wm{1..8} wg{1,2,4} tiles{1,2,4,8 (>= 1 block per SM)}; mt*nt*4 <= 64 acc, "
+    .space_signature = "conv2d_grouped v3: tp{1,2,4,8,P<=16} tq{8,16,32,Q<=32} (32..256 px, >= 1/2 used) "
+                       "gt{1..32: 32..256 ch} wm{1..8} wg{1,2,4} tiles{1,2,4,8 (>= 1 block per SM)} so{0,1 (16-byte output chunks)}; mt*nt*4 <= 64 acc, "
                        "64..512 threads, smem <= 96K; NHWC f16/bf16, groups > 1, cpg even 4..32, kpg even <= 64, "
                        "mma.sync m16n8k16 per group, input tile + weights in shared memory",
     .applies = grouped_applies,
