@@ -191,6 +191,21 @@ static bool cfg_of(const gconv_geo *g, const tuner_schedule *s, gconv_cfg *c)
     return c->grid_x <= 0x7fffffffLL && c->grid_y <= 65535;
 }
 
+/* Registers a thread may take (__launch_bounds__): 128, or 168 for warps holding 32
+ * accumulators or more (a 32-per-group warp's 4 x 4 m16/n8 tiles spilled 416 bytes under 128, its
+ * 2 x 4 tiles 16-32). */
+static int reg_cap_of(const gconv_cfg *c)
+{
+    return c->mt * c->nt * 4 >= 32 ? 168 : 128;
+}
+
+/* __launch_bounds__'s blocks per SM: those that leave each thread its cap. */
+static int min_blocks_of(const gconv_cfg *c)
+{
+    const int b = 65536 / (c->threads * reg_cap_of(c));
+    return b < 1 ? 1 : b;
+}
+
 /* Pixel tiles worth offering: most of a tile inside the output (>= 1/2 of its rows and columns
  * used), 32 to 256 pixels. */
 static bool tile_sensible(const gconv_geo *g, int tp, int tq)
@@ -282,7 +297,10 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__prelude(&sb, t->sm);
-    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d) hd_conv2d_grouped(", c.threads);
+    /* At most reg_cap_of registers a thread (the blocks per SM that leave each thread that many):
+     * unbounded, ptxas hoists the B fragments of every k step and a 32-per-group warp took 232. */
+    tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, %d) hd_conv2d_grouped(", c.threads,
+                    min_blocks_of(&c));
     tuner__emit_params(&sb, op, op->output.dtype);
     tuner_sb_puts(&sb, ")\n{\n");
     tuner_sb_puts(&sb, "extern __shared__ __align__(16) unsigned char hd_smem[];\n");
@@ -366,7 +384,8 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
                     c.ptiles * c.qtiles);
     tuner_sb_printf(&sb, "  const long long p0 = (pq / %lldLL) * %d, q0 = (pq %% %lldLL) * %d;\n", c.qtiles, c.tp,
                     c.qtiles, c.tq);
-    tuner_sb_printf(&sb, "  for (int gj = 0; gj < %d; gj++) {\n", c.gt / c.wg);
+    /* One group at a time (not unrolled): its accumulators and fragments are all a warp holds. */
+    tuner_sb_printf(&sb, "#pragma unroll 1\n  for (int gj = 0; gj < %d; gj++) {\n", c.gt / c.wg);
     tuner_sb_printf(&sb, "    const int gl = wgi + gj * %d, g = g0 + gl;\n", c.wg);
     tuner_sb_printf(&sb, "    if (g >= %d) break;\n", g.G);
     tuner_sb_printf(&sb, "    const %s *const xg = xb + gl * %d;\n", XT, g.cpg);
@@ -476,7 +495,7 @@ static int regs_of(const gconv_geo *g, const gconv_cfg *c)
     int r = 40 + c->mt * c->nt * 4 + 4 + 2 * c->nt + 2 * c->mt;
     if (g->cpg % 8)
         r += 2 * c->nks;
-    return r > 255 ? 255 : r;
+    return r > reg_cap_of(c) ? reg_cap_of(c) : r;
 }
 
 static double grouped_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
