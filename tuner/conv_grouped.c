@@ -207,11 +207,11 @@ static int min_blocks_of(const gconv_cfg *c)
 }
 
 /* Pixel tiles worth offering: most of a tile inside the output (>= 1/2 of its rows and columns
- * used), 32 to 256 pixels. */
+ * used), 32 to 256 pixels, or a whole image of 16 or more (5x5, 4x4: one or two m16 tiles). */
 static bool tile_sensible(const gconv_geo *g, int tp, int tq)
 {
     const int pix = tp * tq;
-    if (pix < 32 || pix > 256)
+    if ((pix < 32 && !(tp == g->P && tq == g->Q && pix >= 16)) || pix > 256)
         return false;
     const double used_p = (double)g->P / (double)(((g->P + tp - 1) / tp) * tp);
     const double used_q = (double)g->Q / (double)(((g->Q + tq - 1) / tq) * tq);
@@ -590,7 +590,7 @@ static int grouped_preferred(const tuner_op *op, const tuner_target *t, tuner_sc
 
 const tuner_template tuner__conv2d_grouped = {
     .name = "conv2d_grouped",
-    .space_signature = "conv2d_grouped v3: tp{1,2,4,8,P<=16} tq{8,16,32,Q<=32} (32..256 px, >= 1/2 used) "
+    .space_signature = "conv2d_grouped v3: tp{1,2,4,8,P<=16} tq{8,16,32,Q<=32} (32..256 px or a whole image of 16+, >= 1/2 used) "
                        "gt{1..32: 32..256 ch} wm{1..8} wg{1,2,4} tiles{1,2,4,8 (>= 1 block per SM)} so{0,1 (16-byte output chunks)}; mt*nt*4 <= 64 acc, "
                        "64..512 threads, smem <= 96K; NHWC f16/bf16, groups > 1, cpg even 4..32, kpg even <= 64, "
                        "mma.sync m16n8k16 per group, input tile + weights in shared memory",

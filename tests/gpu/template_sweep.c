@@ -435,8 +435,11 @@ static int build_cases(scase *c)
         ADD("gconv 3x13x11x48 g4 (12/g) d2 +b,relu", op, false);
     }
     ADD("gconv 2x9x7x64 k96 g16 5x5 s2p2 (4/g kpg6)", gconv(2, 9, 7, 64, 96, 5, 2, 2, 16), false);
-    ADD("gconv 2x17x19x64 g4 3x5 s2,1 p1,2 d1,2", geometry(gconv(2, 17, 19, 64, 64, 3, 1, 1, 4), 2, 1, 1, 2, 1, 2),
+    ADD("gconv 2x17x19x64 g4 3x3 s2,1 p1,2 d1,2", geometry(gconv(2, 17, 19, 64, 64, 3, 1, 1, 4), 2, 1, 1, 2, 1, 2),
         false);
+    /* Images of 25 and 16 pixels: one tile of the whole image. */
+    ADD("gconv 3x5x5x64 g8 3x3 (whole-image tile)", gconv(3, 5, 5, 64, 64, 3, 1, 1, 8), false);
+    ADD("gconv 2x4x4x128 g8 3x3 (16/g, 16 px)", gconv(2, 4, 4, 128, 128, 3, 1, 1, 8), false);
     {
         /* rsqrt(x + 0.25) * g: NaN wherever the random x is below -0.25, in the reference and
          * in every candidate alike (a batchnorm's prepared scale has this shape). */
