@@ -37,6 +37,15 @@
  *    8 pixels x 16 bytes (conv2d_mma's stage_out measured 63 -> 48 us on an H100 for a short-K
  *    GEMM, whose pair stores are exposed the same way).
  *
+ * On paper, ResNeXt-50's 8-per-group layer at N = 32 on an H200: DRAM 26 MB, 5.4 us; MMAs
+ * (K 72 padded to 80) 1.6 us; shared memory: every input byte is read once per tap by the A
+ * fragments (9x the input, 4 wavefronts per m16 x k16 fragment, the same as ldmatrix.x4) plus
+ * the copies in, ~4 us at 128 bytes a clock per SM. The kernel is DRAM-bound only where its
+ * copies overlap its MMAs: across the blocks of an SM, and inside a block walking several tiles.
+ * The cost model (grouped_predict) takes the largest of DRAM, L2, shared-memory and tensor time
+ * and adds the shorter phase where one wave of single-tile blocks cannot hide it; tune:"none"
+ * takes the model's best schedule of this template.
+ *
  * Applies to NHWC f16/bf16 convolutions with groups > 1, an even 4 <= cpg <= 32, an even
  * kpg <= 64, C a multiple of 8 (16-byte channel chunks) and no prologue. Its default outranks the
  * GEMM templates' (TUNER_RANK_SPECIALISED) and, listed before conv2d_direct, takes 4 and 6
