@@ -545,6 +545,13 @@ int main(int argc, char **argv)
                 check_grouped(name, &op, t, true, main_dt ? 6 : 2);
                 if (!main_dt)
                     continue;
+                /* Every other target the template claims (sm_80 and up): its default compiles. */
+                if (ti == 1) {
+                    static const tuner_target others[] = {{86, false}, {89, false}, {90, false}, {100, false},
+                                                          {120, false}};
+                    for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++)
+                        check_grouped(name, &op, &others[k], true, 0);
+                }
                 op = t_conv_nhwc(dt, 32, 56, 56, 128, 128, 3, 1, 1, 32);
                 check_grouped("gconv f16 [32,56,56,128] g32 (4/g)", &op, t, true, 1);
                 op = t_conv_nhwc(dt, 32, 56, 56, 256, 256, 3, 2, 1, 32);
