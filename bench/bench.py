@@ -345,6 +345,41 @@ def dwconv_case(n, c, h, stride, dt="f16", target=0.9):
                 nbytes=(n * h * h * c + n * p * p * c) * 2)
 
 
+def gconv_case(n, c, h, groups, stride=1, dt="f16", target=1.0, name="gconv"):
+    """A grouped 3x3 conv (C in = C out, C/groups channels per group) as in ResNeXt and RegNet,
+    NHWC against cuDNN on channels_last (torch conv2d with groups)."""
+    r, pad = 3, 1
+    p = (h + 2 * pad - r) // stride + 1
+    cpg = c // groups
+    req = {"op": "conv2d", "inputs": [{"shape": [n, h, h, c], "dtype": dt},
+                                       {"shape": [c, r, r, cpg], "dtype": dt}],
+           "attrs": {"stride": [stride, stride], "padding": [pad, pad], "groups": groups,
+                     "layout": "nhwc"}}
+
+    def make_inputs():
+        return [rand([n, h, h, c], dt), rand([c, r, r, cpg], dt)]
+
+    def as_nchw_cl(x):
+        return x.permute(0, 3, 1, 2)
+
+    def reference(xs):
+        y = F.conv2d(as_nchw_cl(xs[0]).float(), as_nchw_cl(xs[1]).float(), stride=stride,
+                     padding=pad, groups=groups)
+        return y.permute(0, 2, 3, 1)
+
+    def peer(xs):
+        xa, wa = as_nchw_cl(xs[0]), as_nchw_cl(xs[1])
+        return lambda: F.conv2d(xa, wa, stride=stride, padding=pad, groups=groups)
+
+    def peer_as_ref(y):
+        return y.permute(0, 2, 3, 1)
+
+    return dict(name=name, shape=f"N{n} 3x3 {c} g{groups} ({cpg}/g) @{h} s{stride}", dtype=dt,
+                req=req, make_inputs=make_inputs, out_shape=[n, p, p, c], reference=reference,
+                peer=peer, peer_as_ref=peer_as_ref, flops=2.0 * n * p * p * c * 9 * cpg,
+                target=target, nbytes=(n * h * h * c + n * p * p * c) * 2)
+
+
 def row_case(op, rows, cols, dt="f16", target=1.1):
     req = {"op": op, "inputs": [{"shape": [rows, cols], "dtype": dt}]}
     if op == "layernorm":
@@ -518,6 +553,15 @@ def suite(which):
                   conv_case("conv2d", 32, 256, 14, 14, 256, 3),
                   conv_case("conv2d", 32, 512, 7, 7, 512, 3),
                   conv_case("conv2d", 32, 256, 56, 56, 64, 1)]
+    if which in ("all", "conv", "gconv"):
+        # ResNeXt-50 32x4d's grouped 3x3 layers at N=32 (4, 8, 16, 32 channels per group; the
+        # stride-2 first block of stage 2), and RegNetX-800MF-style 16-per-group layers (18 and
+        # 42 groups: group tiles that do not divide them).
+        cases += [gconv_case(32, 128, 56, 32, target=0.9), gconv_case(32, 256, 28, 32),
+                  gconv_case(32, 256, 56, 32, stride=2), gconv_case(32, 512, 14, 32),
+                  gconv_case(32, 1024, 7, 32, target=0.9),
+                  gconv_case(32, 288, 14, 18, name="gconv_regnet"),
+                  gconv_case(32, 672, 7, 42, name="gconv_regnet")]
     if which in ("all", "conv", "dwconv"):
         # MobileNetV2's depthwise layers at N=32 (224x224 input): stride 1 and 2.
         cases += [dwconv_case(32, 32, 112, 1), dwconv_case(32, 96, 112, 2),

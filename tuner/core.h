@@ -16,6 +16,7 @@ extern const tuner_template tuner__elementwise;
 extern const tuner_template tuner__copy;
 extern const tuner_template tuner__concat;
 extern const tuner_template tuner__conv2d_direct;
+extern const tuner_template tuner__conv2d_grouped;
 extern const tuner_template tuner__pool2d;
 extern const tuner_template tuner__gather;
 

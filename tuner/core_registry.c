@@ -10,6 +10,7 @@ const tuner_template *const tuner__core_templates[] = {
     &tuner__elementwise,
     &tuner__copy,
     &tuner__concat,
+    &tuner__conv2d_grouped,
     &tuner__conv2d_direct,
     &tuner__pool2d,
     &tuner__gather,

@@ -429,6 +429,30 @@ static int build_cases(scase *c)
      * row block, with every other input row unused by a single output row. */
     ADD("dwconv 1x15x13x32 3x3 d2p2", dilated(gconv(1, 15, 13, 32, 32, 3, 1, 2, 32), 2), true);
     ADD("gconv 1x15x15x32 k64 g8 3x3", gconv(1, 15, 15, 32, 64, 3, 1, 1, 8), true);
+    /* conv2d_grouped (4-32 channels per group on tensor cores): ResNeXt-50's layers at a small
+     * batch (8, 4, 16, 32 per group; the stride-2 block), a RegNet-style 16-per-group layer with
+     * 28 groups (a partial group tile), 12 per group (per-lane tap offsets) dilated with a bias
+     * and relu, kpg 6 (a partial n8 tile) under a 5x5 stride-2 window, and 16 per group
+     * with stride, padding and dilation different across H and W. */
+    ADD("gconv 2x28x28x256 g32 3x3 (8/g)", gconv(2, 28, 28, 256, 256, 3, 1, 1, 32), false);
+    ADD("gconv 2x56x56x128 g32 3x3 (4/g)", gconv(2, 56, 56, 128, 128, 3, 1, 1, 32), false);
+    ADD("gconv 2x56x56x256 g32 3x3 s2 (8/g)", gconv(2, 56, 56, 256, 256, 3, 2, 1, 32), false);
+    ADD("gconv 3x14x14x512 g32 3x3 (16/g)", gconv(3, 14, 14, 512, 512, 3, 1, 1, 32), false);
+    ADD("gconv 3x7x7x1024 g32 3x3 (32/g)", gconv(3, 7, 7, 1024, 1024, 3, 1, 1, 32), false);
+    ADD("gconv 2x28x28x448 g28 3x3 (16/g)", gconv(2, 28, 28, 448, 448, 3, 1, 1, 28), false);
+    {
+        tuner_op op = dilated(gconv(3, 13, 11, 48, 48, 3, 1, 2, 4), 2);
+        int64_t bias[1] = {48};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        ADD("gconv 3x13x11x48 g4 (12/g) d2 +b,relu", op, false);
+    }
+    ADD("gconv 2x9x7x64 k96 g16 5x5 s2p2 (4/g kpg6)", gconv(2, 9, 7, 64, 96, 5, 2, 2, 16), false);
+    ADD("gconv 2x17x19x64 g4 3x3 s2,1 p1,2 d1,2", geometry(gconv(2, 17, 19, 64, 64, 3, 1, 1, 4), 2, 1, 1, 2, 1, 2),
+        false);
+    /* Images of 25 and 16 pixels: one tile of the whole image. */
+    ADD("gconv 3x5x5x64 g8 3x3 (whole-image tile)", gconv(3, 5, 5, 64, 64, 3, 1, 1, 8), false);
+    ADD("gconv 2x4x4x128 g8 3x3 (16/g, 16 px)", gconv(2, 4, 4, 128, 128, 3, 1, 1, 8), false);
     {
         /* rsqrt(x + 0.25) * g: NaN wherever the random x is below -0.25, in the reference and
          * in every candidate alike (a batchnorm's prepared scale has this shape). */

@@ -7,7 +7,8 @@
  * gathers A with cp.async completing on mbarriers beside the weights' bulk tensor copies, and
  * ptxas accepts it; sm_90 keeps conv2d_mma. A matmul with an odd K (A's rows 4094 bytes) comes back
  * for sm_90a with tune:"none" as matmul_wgmma whose producer gathers A (aligned 16-byte loads
- * shifted into place) beside B's one tensor map, and ptxas accepts it. */
+ * shifted into place) beside B's one tensor map, and ptxas accepts it. A ResNeXt-style grouped
+ * convolution (8 channels per group) comes back as conv2d_grouped on sm_90a and sm_80. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +203,42 @@ int main(void)
             ht_resp_free(&ptx);
         }
         ht_resp_free(&k);
+    }
+
+    /* A ResNeXt-style grouped convolution (32 groups of 8 channels) with a bias and relu comes
+     * back as conv2d_grouped (tune "none" and "model") on sm_90a and sm_80: mma.sync on an input
+     * tile copied with cp.async, PTX that ptxas accepts. */
+    for (int a = 0; a < 3; a += 2) {
+        for (int m = 0; m < 2; m++) {
+            snprintf(body, sizeof(body),
+                     "{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[32,28,28,256],\"dtype\":\"f16\"},"
+                     "{\"shape\":[256,3,3,8],\"dtype\":\"f16\"},{\"shape\":[256],\"dtype\":\"f16\"}],"
+                     "\"attrs\":{\"stride\":1,\"padding\":1,\"groups\":32,\"layout\":\"nhwc\"},"
+                     "\"epilogue\":[{\"op\":\"bias\",\"input\":2},{\"op\":\"relu\"}],\"arch\":\"%s\","
+                     "\"tune\":\"%s\"}",
+                     archs[a], m ? "model" : "none");
+            ht_resp k = ht_post(&d, "/v1/kernels", body);
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k.json, "schedule"),
+                                                              "template");
+            CHECK(k.status == 200 && cJSON_IsString(t) && !strcmp(t->valuestring, "conv2d_grouped"),
+                  "grouped conv %s tune %s picked %s (%ld %.300s)", archs[a], m ? "model" : "none",
+                  cJSON_IsString(t) ? t->valuestring : "?", k.status, k.body);
+            const cJSON *ck = cJSON_GetObjectItemCaseSensitive(k.json, "key");
+            if (m == 1 && cJSON_IsString(ck)) {
+                char path[160];
+                snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", ck->valuestring);
+                ht_resp ptx = ht_get(&d, path);
+                CHECK(ptx.status == 200 && ptx.body, "grouped conv ptx: %ld", ptx.status);
+                if (ptx.body) {
+                    CHECK(strstr(ptx.body, "mma.sync.aligned.m16n8k16") && strstr(ptx.body, "cp.async.cg.shared.global"),
+                          "grouped conv PTX without mma.sync or cp.async");
+                    CHECK(ht_ptxas(ptx.body, ptx.len, archs[a]) == 0, "ptxas -arch=%s rejects the grouped conv PTX",
+                          archs[a]);
+                }
+                ht_resp_free(&ptx);
+            }
+            ht_resp_free(&k);
+        }
     }
 
     /* sm_90 (no arch-specific instructions) keeps mma.sync. */

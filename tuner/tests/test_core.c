@@ -1,6 +1,7 @@
 /* tuner/tests/test_core.c - spaces and generated code of the core templates.
  *
- * Usage: test_core GROUP (softmax, layernorm, rmsnorm, reduce, elementwise, layout, conv_direct). For every case of
+ * Usage: test_core GROUP (softmax, layernorm, rmsnorm, reduce, elementwise, layout, conv_direct,
+ * conv_grouped, pool, gather). For every case of
  * the group x dtype x {sm_80, sm_90}: the space is built (its size printed), ranked, its default
  * chosen, and a deterministic sample of candidates (10 evenly spaced for a group's main case, 4
  * for its variants, plus the default and the model's best) and the reference are generated, compiled with NVRTC and the
@@ -263,6 +264,80 @@ static void check_direct_rows(const char *name, const tuner_op *op, const tuner_
     tuner_space_free(sp);
 }
 
+/* conv2d_grouped (few channels per group on tensor cores): the template fills part of the space,
+ * its schedule is the default (tune:"none") and it holds the model's best among its own, and
+ * the default, `n_pick` of its candidates evenly spaced and its model-best (these two by the
+ * sample, HIDET_TEST_SAMPLE) compile through NVRTC and ptxas. With `expect` false it must not apply (f32, unaligned, odd cpg). */
+static void check_grouped(const char *name, const tuner_op *op, const tuner_target *t, bool expect, int n_pick)
+{
+    char tn[16], what[256];
+    tuner_target_name(t, tn, sizeof(tn));
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    int r = tuner_space_build(op, t, &sp, &err);
+    CHECK(r == 0, "%s %s: space: %s", name, tn, err ? err : "?");
+    free(err);
+    if (r < 0)
+        return;
+    size_t *mine = malloc(sp->n * sizeof(*mine)), n_mine = 0;
+    for (size_t i = 0; i < sp->n; i++)
+        if (!strcmp(sp->items[i].template_name, "conv2d_grouped"))
+            mine[n_mine++] = i;
+    const size_t def = tuner_default_index(op, t, sp);
+    if (!expect) {
+        CHECK(n_mine == 0, "%s %s: conv2d_grouped offers %zu candidates where it must not apply", name, tn, n_mine);
+        printf("%-44s %-6s conv2d_grouped: none (as expected), default %s\n", name, tn,
+               def < sp->n ? sp->items[def].template_name : "?");
+        free(mine);
+        tuner_space_free(sp);
+        return;
+    }
+    CHECK(n_mine > 0, "%s %s: no conv2d_grouped candidates", name, tn);
+    CHECK(def < sp->n && !strcmp(sp->items[def].template_name, "conv2d_grouped"), "%s %s: default is %s", name, tn,
+          def < sp->n ? sp->items[def].template_name : "?");
+    size_t best = n_mine ? mine[0] : 0;
+    double best_us = 1e30;
+    for (size_t i = 0; i < n_mine; i++) {
+        const double us = tuner_predict_us(op, t, &sp->items[mine[i]]);
+        CHECK(us > 0 && us < 1e11, "%s %s: prediction %g", name, tn, us);
+        if (us < best_us) {
+            best_us = us;
+            best = mine[i];
+        }
+    }
+    CHECK(n_mine == 0 || tuner_predict_us(op, t, &sp->items[def]) <= best_us * 1.0001,
+          "%s %s: the default is not the model's best of conv2d_grouped", name, tn);
+    char *dj = def < sp->n ? tuner_schedule_json(&sp->items[def]) : NULL;
+    printf("%-44s %-6s conv2d_grouped %4zu of %4zu  default %s %.1fus\n", name, tn, n_mine, sp->n, dj ? dj : "?",
+           best_us);
+    free(dj);
+    size_t pick[16];
+    int np = 0;
+    for (int i = 0; i < n_pick && n_mine > 0; i++)
+        pick[np++] = mine[n_pick > 1 ? (size_t)i * (n_mine - 1) / (size_t)(n_pick - 1) : 0];
+    pick[np++] = def;
+    pick[np++] = best;
+    for (int i = 0; i < np && n_mine > 0; i++) {
+        bool dup = false;
+        for (int j = 0; j < i; j++)
+            dup = dup || pick[j] == pick[i];
+        /* The default always; the others by the sample (common.h: every 8th in the suite). */
+        static size_t grouped_others;
+        if (dup || (pick[i] != def && !t_in_sample(++grouped_others)))
+            continue;
+        char *sj = tuner_schedule_json(&sp->items[pick[i]]);
+        snprintf(what, sizeof(what), "%s %s %s", name, tn, sj ? sj : "?");
+        free(sj);
+        double ms = 0;
+        tuner_program *p = generate_checked(what, op, t, &sp->items[pick[i]], &ms);
+        if (n_times < MAX_TIMES)
+            times[n_times++] = ms;
+        tuner_program_free(p);
+    }
+    free(mine);
+    tuner_space_free(sp);
+}
+
 static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 
 int main(int argc, char **argv)
@@ -271,7 +346,7 @@ int main(int argc, char **argv)
         return 2;
     const char *group = argc > 1 ? argv[1] : "softmax";
     /* pool2d, the newest template, is compiled for sm_90a (the arch-specific target). */
-    const tuner_target targets[2] = {{80, false}, {90, strcmp(group, "pool") == 0 || strcmp(group, "gather") == 0}};
+    const tuner_target targets[2] = {{80, false}, {90, strcmp(group, "pool") == 0 || strcmp(group, "gather") == 0 || strcmp(group, "conv_grouped") == 0}};
     char name[128];
     for (int ti = 0; ti < 2; ti++) {
         const tuner_target *t = &targets[ti];
@@ -454,6 +529,51 @@ int main(int argc, char **argv)
                 op = t_conv_nhwc(dt, 1, 15, 15, 32, 64, 3, 1, 1, 8);
                 snprintf(name, sizeof(name), "gconv %s [1,15,15,32] g8 3x3", dn);
                 run_case(name, &op, t, true);
+            } else if (!strcmp(group, "conv_grouped")) {
+                /* ResNeXt-50 32x4d's grouped 3x3 layers at N = 32 (4, 8, 16, 32 channels per
+                 * group; the stride-2 first block of stage 2), a RegNet-style 16-per-group layer,
+                 * and edge cases: 12 per group (offsets per lane), kpg 6 (a part n8 tile),
+                 * dilation, 5x5 stride 2, odd sizes, a bias + relu epilogue, f32 output. */
+                if (dt == TUNER_F32) {
+                    tuner_op op = t_conv_nhwc(dt, 2, 28, 28, 256, 256, 3, 1, 1, 32);
+                    check_grouped("gconv f32 (not applicable)", &op, t, false, 0);
+                    continue;
+                }
+                const bool main_dt = dt == TUNER_F16;
+                tuner_op op = t_conv_nhwc(dt, 32, 28, 28, 256, 256, 3, 1, 1, 32);
+                snprintf(name, sizeof(name), "gconv %s [32,28,28,256] g32 (8/g)", dn);
+                check_grouped(name, &op, t, true, main_dt ? 6 : 2);
+                if (!main_dt)
+                    continue;
+                /* Every other target the template claims (sm_80 and up): its default compiles. */
+                if (ti == 1) {
+                    static const tuner_target others[] = {{86, false}, {89, false}, {90, false}, {100, false},
+                                                          {120, false}};
+                    for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++)
+                        check_grouped(name, &op, &others[k], true, 0);
+                }
+                op = t_conv_nhwc(dt, 32, 56, 56, 128, 128, 3, 1, 1, 32);
+                check_grouped("gconv f16 [32,56,56,128] g32 (4/g)", &op, t, true, 1);
+                op = t_conv_nhwc(dt, 32, 56, 56, 256, 256, 3, 2, 1, 32);
+                check_grouped("gconv f16 [32,56,56,256] g32 s2 (8/g)", &op, t, true, 1);
+                op = t_conv_nhwc(dt, 32, 14, 14, 512, 512, 3, 1, 1, 32);
+                check_grouped("gconv f16 [32,14,14,512] g32 (16/g)", &op, t, true, 1);
+                op = t_conv_nhwc(dt, 32, 7, 7, 1024, 1024, 3, 1, 1, 32);
+                check_grouped("gconv f16 [32,7,7,1024] g32 (32/g)", &op, t, true, 1);
+                op = t_conv_nhwc(dt, 32, 28, 28, 448, 448, 3, 1, 1, 28);
+                check_grouped("gconv f16 [32,28,28,448] g28 (16/g)", &op, t, true, 1);
+                op = t_conv_nhwc(dt, 3, 13, 11, 48, 48, 3, 1, 2, 4);
+                op.attrs.conv2d.dilation[0] = op.attrs.conv2d.dilation[1] = 2;
+                long long kb[1] = {48};
+                t_add_epilogue(&op, TUNER_EW_ADD, 1, kb, TUNER_EW_RELU);
+                check_grouped("gconv f16 [3,13,11,48] g4 (12/g) d2 +b relu", &op, t, true, 2);
+                op = t_conv_nhwc(dt, 2, 9, 7, 64, 96, 5, 2, 2, 16);
+                check_grouped("gconv f16 [2,9,7,64] k96 g16 (4/g, kpg 6) 5x5 s2", &op, t, true, 2);
+                op = t_conv_nhwc(dt, 1, 15, 15, 64, 64, 3, 1, 1, 8);
+                op.output.dtype = TUNER_F32;
+                check_grouped("gconv f16->f32 [1,15,15,64] g8", &op, t, true, 1);
+                op = t_conv_nhwc(dt, 1, 15, 15, 60, 60, 3, 1, 1, 4);
+                check_grouped("gconv f16 [1,15,15,60] g4 (15/g: odd)", &op, t, false, 0);
             } else if (!strcmp(group, "layout")) {
                 tuner_op op = t_transpose3(dt, 33, 65, 129);
                 snprintf(name, sizeof(name), "copy %s transpose [33,65,129] +b relu", dn);
