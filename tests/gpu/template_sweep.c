@@ -366,6 +366,32 @@ static int build_cases(scase *c)
         add_unary_step(&op.epilogue, TUNER_EW_GELU_ERF, 0);
         ADD("mm 333x520x200 +b,+res,*row,gelu", op, true);
     }
+    /* Full-size epilogue operands that matmul_wgmma loads by TMA into shared memory tiles (where
+     * they fit beside the ring; the rest of its candidates read them from global memory): the
+     * SwiGLU gate silu(x.W) * up with edge tiles in M and N and a short K; a batch with bias,
+     * relu and a residual per batch entry; a batch sharing one [M, N] operand. */
+    {
+        tuner_op op = matmul(1, 333, 200, 136, false, false, 16);
+        int64_t up[2] = {333, 200};
+        add_unary_step(&op.epilogue, TUNER_EW_SILU, 0);
+        add_operand_step(&op, TUNER_EW_MUL, 2, up);
+        ADD("mm 333x200x136 silu,*up", op, false);
+    }
+    {
+        tuner_op op = matmul(2, 200, 264, 768, false, false, 16);
+        int64_t bias[1] = {264}, res[3] = {2, 200, 264};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        add_operand_step(&op, TUNER_EW_ADD, 3, res);
+        ADD("mm b2 200x264x768 +b,relu,+res", op, false);
+    }
+    {
+        tuner_op op = matmul(3, 136, 128, 64, false, false, 16);
+        int64_t up[2] = {136, 128};
+        add_unary_step(&op.epilogue, TUNER_EW_SILU, 0);
+        add_operand_step(&op, TUNER_EW_MUL, 2, up);
+        ADD("mm b3 136x128x64 silu,*up[M,N]", op, false);
+    }
     {
         tuner_op op = matmul(1, 128, 128, 256, false, false, 16);
         add_unary_step(&op.prologue[0], TUNER_EW_SCALE, 0.5);

@@ -1594,6 +1594,15 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 192), a->sm_count) >
             wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 128), a->sm_count) + 0.05)
         bn = 192;
+    /* A full-size epilogue operand's tile (wg_plan_x) fits beside a 4-deep ring of 128x128 (or
+     * 64x128) tiles and their staged output, not beside 128x256's or 128x192's: without it the
+     * operand's per-fragment reads cost the SwiGLU gate at 4096x11008x4096 +21% (H200,
+     * bench/results/2026-11-29-h200-kernel-gaps). */
+    bool full_operand = false;
+    for (int i = 0; i < op->n_inputs; i++)
+        full_operand = full_operand || tuner__gemm_tile_operand(&p, i, NULL);
+    if (full_operand && bn > 128)
+        bn = 128;
     /* Half of a 16-bit 128x256 tile leaves room for a 4th stage; an fp32 one's does not. */
     const bool halves = bn == 256 && staged && tuner_dtype_size(p.out_dt) == 2;
     tuner__gemm_param(ret, "block_m", wide || square ? 128 : 64);

@@ -9,8 +9,8 @@
  * take one. Operands that are not [M, N] tiles of the output's dtype with 16-byte rows (a bias
  * row, an f32 operand beside an f16 output, 200-byte rows) take none. A few candidates of each
  * kind (cooperative and pingpong; stage_out 0, 1 and 2; a cluster pair; stream-K) go through
- * NVRTC for sm_90a and ptxas. The cost model ranks the operand-tile schedules of the SwiGLU gate
- * at an LLM size first.
+ * NVRTC for sm_90a and ptxas. At an LLM size, the cost model's pick and tune:"none"'s default for
+ * the SwiGLU gate load the operand tile.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +199,17 @@ static void test_rank(void)
         printf("swiglu 4096x11008x4096: the pick %s (%.1f us predicted), %d maps\n", l->name, pred[0], l->n_maps);
         CHECK(!strcmp(best->template_name, "matmul_wgmma") && l->n_maps == maps_without_x(best) + 1,
               "the pick %s does not load the operand tile", l->name);
+        tuner_program_free(pr);
+    }
+    /* So does tune:"none"'s default. */
+    const tuner_schedule *def = &sp->items[tuner_default_index(&op, &sm90a, sp)];
+    pr = NULL;
+    CHECK(tuner_generate(&op, &sm90a, def, &pr, NULL) == 0, "generate the default");
+    if (pr) {
+        const tuner_launch *l = &pr->kernels[pr->n_kernels - 1];
+        printf("swiglu 4096x11008x4096: the default %s, %d maps\n", l->name, l->n_maps);
+        CHECK(!strcmp(def->template_name, "matmul_wgmma") && l->n_maps == maps_without_x(def) + 1,
+              "the default %s does not load the operand tile", l->name);
         tuner_program_free(pr);
     }
     free(order);
