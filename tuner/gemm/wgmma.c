@@ -135,6 +135,8 @@ typedef struct wg_cfg {
     int x_in[2];
     bool x_batched[2];
     int x_bytes, x_at;
+    bool x_in_out;   /* ... the one operand tile is loaded into the staged output tile instead,
+                      * computed in place and stored from there (wg_plan_x) */
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
@@ -260,10 +262,17 @@ static int out_box_cols(const tuner__gemm_problem *p)
  * The producer issues the tile's copy once the tile's first k stages are under way, so it
  * arrives during the main loop. Only where the tiles fit beside the ring and the staged output
  * (else the operand keeps the global path), at most one tensor map per launch past A, B and the
- * output's (TUNER_MAX_TMAPS), never in a split-K cluster (its epilogue is the cluster sum's). */
+ * output's (TUNER_MAX_TMAPS), never in a split-K cluster (its epilogue is the cluster sum's).
+ * Where no tile of its own fits (128x256 and 128x192 tiles with their ring and a whole staged
+ * output: the schedules of the bare GEMMs at LLM sizes, bench/results/2026-11-29-h200-kernel-gaps)
+ * the operand is loaded into the staged output tile itself (x_in_out): each thread reads its pair
+ * and writes the result in its place, the TMA store reads the tile from there, and the slot is
+ * free for the next tile's copy once that store has read it (the storer waits for it and
+ * arrives on the slot's `empty` barrier). */
 static void wg_plan_x(const tuner__gemm_problem *p, const tuner_arch *a, wg_cfg *c)
 {
     c->n_x = 0;
+    c->x_in_out = false;
     if (c->split > 1)
         return;
     const int maps = (wg_gathers_a(p) ? 0 : 1) + 1 + (c->stage_out ? 1 : 0);
@@ -285,6 +294,22 @@ static void wg_plan_x(const tuner__gemm_problem *p, const tuner_arch *a, wg_cfg 
         c->x_bytes = tile;
         c->x_at = c->smem - 1024; /* the ring (or split partial) region and the staged output */
         c->smem += c->n_x * c->unit_tiles * tile;
+        return;
+    }
+    /* In the staged output tile: a whole one (stage_out 1), of the operand's element size. */
+    if (!c->stage_out || c->out_halves || c->smem + 16 * (c->stages + c->unit_tiles) > a->max_smem_per_block)
+        return;
+    for (int i = 0; i < p->op->n_inputs; i++) {
+        bool batched = false;
+        if (!tuner__gemm_tile_operand(p, i, &batched))
+            continue;
+        c->n_x = 1;
+        c->x_in[0] = i;
+        c->x_batched[0] = batched;
+        c->x_bytes = tile;
+        c->x_at = c->smem - 1024 - c->out_bytes;
+        c->x_in_out = true;
+        return;
     }
 }
 
@@ -907,9 +932,15 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
                  "const unsigned char *const wg_xa = wg_xp + ((j * 8 / %d) * %d + (i * 64 + h * 8) * 128) + "
                  "(((j * 8 %% %d) * %d) ^ wg_xx);\n",
                  out_box_cols(p), c->bm * 128, out_box_cols(p), tuner_dtype_size(p->out_dt));
-    /* The slot is free once every warp of its consumers has read its pairs. */
-    char x_free[96] = "";
-    if (c->n_x)
+    /* The slot is free once every warp of its consumers has read its pairs; in the staged output
+     * tile, once the TMA store has read the results there. */
+    char x_free[160] = "";
+    if (c->x_in_out)
+        snprintf(x_free, sizeof(x_free),
+                 "if (wg_storer) {\nasm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n"
+                 "wg_arrive(wg_bar0 + 8 * (%d + wg_o));\n}\n",
+                 wg_x_empty(c));
+    else if (c->n_x)
         snprintf(x_free, sizeof(x_free), "__syncwarp();\nif (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_o));\n",
                  wg_x_empty(c));
     /* Register stores apply the fused epilogue in a pass over every fragment before any store
@@ -1183,13 +1214,14 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     emit_signature(&sb, p, &c, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
     const int S = c.stages;
     /* The operand tile slots' barriers (wg_x_full, wg_x_empty): the producer's expect_tx; an
-     * arrive per warp of the consumers that read the slot (this CTA's only, also in a pair). */
+     * arrive per warp of the consumers that read the slot (this CTA's only, also in a pair), or
+     * in the staged output tile the storer's, once its store has read the tile. */
     char x_init[160] = "";
     if (c.n_x)
         snprintf(x_init, sizeof(x_init),
                  "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * (%d + s), 1); "
                  "wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n",
-                 c.unit_tiles, wg_x_full(&c), wg_x_empty(&c), c.pingpong ? 4 : 4 * c.consumers);
+                 c.unit_tiles, wg_x_full(&c), wg_x_empty(&c), c.x_in_out ? 1 : c.pingpong ? 4 : 4 * c.consumers);
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 wg_bars[%d];\n"
@@ -1724,9 +1756,12 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * 0.9-1.2 us per 128x128 tile over the same schedule bare, cooperative (128x192, 128x128)
      * and pingpong (128x128) alike: 3/4 of tuner__gemm_epilogue_us
      * (bench/results/2026-11-25-h100-epilogue-inline). */
+    /* An operand loaded into a cooperative tile's staged output holds its storer until the TMA
+     * store has read the tile (wg_plan_x; an estimate: 32-64 KiB read by the copy engine). */
     const double t_chain = 0.75 * tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split) +
                            tuner__gemm_operand_us(&p, a, (double)c.bm * c.bn / c.split,
-                                                  blocks < a->sm_count ? (double)blocks : (double)a->sm_count, c.n_x);
+                                                  blocks < a->sm_count ? (double)blocks : (double)a->sm_count, c.n_x) +
+                           (c.x_in_out && !c.pingpong ? 0.15 : 0.0);
     /* A pair reads each B tile once for two M tiles. An N pair reads each A tile once for two N
      * tiles, but is not credited with it: on an H100 its decode GEMMs ran 2-3% slower than the
      * same tiles unpaired (64x14336x4096 44.0 against 43.0 us, 128x14336x4096 45.3 against 44.3;
