@@ -36,10 +36,10 @@ static tuner_op swiglu(tuner_dtype dt, long long bt, long long M, long long N, l
     return op;
 }
 
-/* + bias [N], relu, + residual [bt, M, N] (or [M, N] with bt 0). */
-static tuner_op bias_relu_residual(tuner_dtype dt, long long bt, long long M, long long N, long long K)
+/* + bias [N], relu, + residual [bt, M, N] (or [M, N] with bt 0); A stored [K, M] with ta. */
+static tuner_op bias_relu_residual(tuner_dtype dt, long long bt, long long M, long long N, long long K, bool ta)
 {
-    tuner_op op = t_matmul(dt, bt, 0, M, N, K, false, false, 16);
+    tuner_op op = t_matmul(dt, bt, 0, M, N, K, ta, false, 16);
     long long bias[1] = {N};
     t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_RELU);
     const int idx = op.n_inputs++;
@@ -249,7 +249,7 @@ int main(void)
         /* Edge tiles in M and N (333 x 200), a short K. */
         {"f16_swiglu_333x200x136", swiglu(TUNER_F16, 0, 333, 200, 136, TUNER_F16), 2, false, 4, 0},
         /* A batched output and residual, after a bias row and relu. */
-        {"bf16_b2_bias_relu_residual_200x264x768", bias_relu_residual(TUNER_BF16, 2, 200, 264, 768), 3, true, 3, 4},
+        {"bf16_b2_bias_relu_residual_200x264x768", bias_relu_residual(TUNER_BF16, 2, 200, 264, 768, false), 3, true, 3, 4},
         /* One operand for every batch entry: a 2-D map. */
         {"f16_b3_swiglu_shared_up_136x128x64", swiglu(TUNER_F16, 3, 136, 128, 64, TUNER_F16), 2, false, 2, 7},
         /* A named M. */
@@ -259,6 +259,8 @@ int main(void)
         {"f16_nt_swiglu_n100", swiglu(TUNER_F16, 0, 256, 100, 128, TUNER_F16), -1, false, 0, 0},
         /* An fp32 output read with an fp32 [M, N] operand. */
         {"f16_f32out_swiglu_f32_up", swiglu(TUNER_F16, 0, 200, 96, 128, TUNER_F32), 2, false, 1, 0},
+        /* Stream-K (its tiles fewer than the SMs): M-major A, a batch, edges in M and N. */
+        {"f16_ta_b2_residual_304x1000x1024", bias_relu_residual(TUNER_F16, 2, 304, 1000, 1024, true), 3, true, 1, 5},
         /* The SwiGLU gate, then + a residual: two operand tiles. */
         {"bf16_swiglu_res_256x192x128", swiglu(TUNER_BF16, 0, 256, 192, 128, TUNER_BF16), 2, false, 1, 1},
     };
@@ -267,9 +269,9 @@ int main(void)
     /* Two full-size operands: both in shared memory where no output map takes the fourth
      * tensor-map slot (stage_out 0). */
     {
-        const int idx = cases[7].op.n_inputs++;
-        cases[7].op.inputs[idx] = t_tensor(TUNER_BF16, 2, (long long[]){256, 192}, 16);
-        cases[7].op.epilogue.steps[cases[7].op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = idx};
+        const int idx = cases[8].op.n_inputs++;
+        cases[8].op.inputs[idx] = t_tensor(TUNER_BF16, 2, (long long[]){256, 192}, 16);
+        cases[8].op.epilogue.steps[cases[8].op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = idx};
     }
     /* The shared operand: [M, N] beside a [3, M, N] output. */
     cases[2].op.inputs[2] = t_tensor(TUNER_F16, 2, (long long[]){136, 128}, 16);
