@@ -768,6 +768,19 @@ static int wg_x_empty(const wg_cfg *c)
  * the copies of the tile's operand tiles into its slot (pingpong: the consumer's, the tile's
  * parity; else the one slot), once the consumers have read the slot's previous tile. A
  * stream-K segment that ends inside its tile has no epilogue: it loads none. */
+/* The operand tiles' copies (emit_x_load): bulk tensor copies with an L2 evict-first policy, as
+ * each operand element is read once while the A and B panels are read again by other tiles. */
+static const char wg_x_helpers[] =
+    "HD_INLINE hd_u64 wg_evict_first() { hd_u64 p; asm volatile(\"createpolicy.fractional.L2::evict_first.b64 %0, "
+    "1.0;\" : \"=l\"(p)); return p; }\n"
+    "HD_INLINE void wg_tma2_ef(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar, hd_u64 pol) { asm volatile("
+    "\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+    "%3}], [%4], %5;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(bar), \"l\"(pol) : \"memory\"); }\n"
+    "HD_INLINE void wg_tma3_ef(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar, hd_u64 pol) { asm "
+    "volatile(\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+    "[%1, {%2, %3, %4}], [%5], %6;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(bar), "
+    "\"l\"(pol) : \"memory\"); }\n";
+
 static void emit_x_load(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
     if (!c->n_x)
@@ -782,18 +795,19 @@ static void emit_x_load(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg
                     "const hd_u32 wg_xf = wg_bar0 + 8 * (%d + wg_xo);\n"
                     "wg_wait(wg_bar0 + 8 * (%d + wg_xo), (int)(((wg_xph >> wg_xo) & 1u) ^ 1u));\n"
                     "wg_expect(wg_xf, %d);\n"
-                    "const hd_u32 wg_xd = wg_ring + %d + (hd_u32)wg_xo * %du;\n",
+                    "const hd_u32 wg_xd = wg_ring + %d + (hd_u32)wg_xo * %du;\n"
+                    "const hd_u64 wg_xpol = wg_evict_first();\n",
                     c->stages - 1, last, c->pingpong ? "(int)(t & 1)" : "0", wg_x_full(c), wg_x_empty(c),
                     c->n_x * c->x_bytes, c->x_at, c->n_x * c->x_bytes);
     for (int k = 0; k < c->n_x; k++)
         for (int b = 0; b < boxes; b++) {
             const int at = k * c->x_bytes + b * c->bm * 128;
             if (c->x_batched[k])
-                tuner_sb_printf(sb, "wg_tma3(wg_xd + %d, wg_map_x%d, gm_tn * %d + %d, gm_tm * %d, gm_b, wg_xf);\n", at, k,
-                                c->bn, b * bc, c->bm);
+                tuner_sb_printf(sb, "wg_tma3_ef(wg_xd + %d, wg_map_x%d, gm_tn * %d + %d, gm_tm * %d, gm_b, wg_xf, wg_xpol);\n",
+                                at, k, c->bn, b * bc, c->bm);
             else
-                tuner_sb_printf(sb, "wg_tma2(wg_xd + %d, wg_map_x%d, gm_tn * %d + %d, gm_tm * %d, wg_xf);\n", at, k,
-                                c->bn, b * bc, c->bm);
+                tuner_sb_printf(sb, "wg_tma2_ef(wg_xd + %d, wg_map_x%d, gm_tn * %d + %d, gm_tm * %d, wg_xf, wg_xpol);\n",
+                                at, k, c->bn, b * bc, c->bm);
         }
     tuner_sb_puts(sb, "wg_xph ^= 1u << wg_xo;\n}\n");
 }
@@ -1209,6 +1223,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb_puts(&sb, tuner__hopper_helpers);
     if (c.split > 1)
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
+    if (c.n_x)
+        tuner_sb_puts(&sb, wg_x_helpers);
     emit_mma_fn(&sb, p, c.bn);
 
     emit_signature(&sb, p, &c, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
