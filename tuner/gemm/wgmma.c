@@ -751,7 +751,7 @@ static void emit_im2col_base(tuner_sb *sb, const tuner__gemm_problem *p, const w
 
 /* The operand tiles' barriers (wg_plan_x), after the ring's 2 * stages: `full` of slot o at
  * 2 * stages + o (the producer's expect_tx), `empty` at 2 * stages + unit_tiles + o (an arrive
- * per consumer warp that reads the slot). */
+ * per consumer warp that reads the slot, or in the staged output the storer's). */
 static int wg_x_full(const wg_cfg *c)
 {
     return 2 * c->stages;
@@ -762,12 +762,6 @@ static int wg_x_empty(const wg_cfg *c)
     return 2 * c->stages + c->unit_tiles;
 }
 
-/* In the producer's k loop: at the tile's min(stages, its k tiles)-th k tile (the ring is then
- * full: its next stage frees only once the consumers have finished the previous tile's epilogue
- * and begun this one's main loop, so waiting for the operand slot here costs the ring nothing),
- * the copies of the tile's operand tiles into its slot (pingpong: the consumer's, the tile's
- * parity; else the one slot), once the consumers have read the slot's previous tile. A
- * stream-K segment that ends inside its tile has no epilogue: it loads none. */
 /* The operand tiles' copies (emit_x_load): bulk tensor copies with an L2 evict-first policy, as
  * each operand element is read once while the A and B panels are read again by other tiles. */
 static const char wg_x_helpers[] =
@@ -781,6 +775,13 @@ static const char wg_x_helpers[] =
     "[%1, {%2, %3, %4}], [%5], %6;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(bar), "
     "\"l\"(pol) : \"memory\"); }\n";
 
+/* In the producer's k loop: at the tile's min(stages, its k tiles)-th k tile (the ring is then
+ * full: its next stage frees only once the consumers that take this tile have finished their
+ * previous tile's epilogue and begun this one's main loop, so waiting for the operand slot here
+ * costs the ring nothing),
+ * the copies of the tile's operand tiles into its slot (pingpong: the consumer's, the tile's
+ * parity; else the one slot), once the consumers have read the slot's previous tile. A
+ * stream-K segment that ends inside its tile has no epilogue: it loads none. */
 static void emit_x_load(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
     if (!c->n_x)
