@@ -412,6 +412,24 @@ static int build_cases(scase *c)
         ADD("gconv 3x13x11x32 k48 g2 3x3 s2 +b,relu", op, true);
     }
     ADD("conv 2x9x7x72 k40 3x3 s1p1", conv(2, 9, 7, 72, 40, 3, 3, 1, 1), true);
+    /* A ResNet block's residual after bias and relu (conv2d_wgmma loads it by TMA into shared
+     * memory: A by im2col maps, 64 channels; a dense 1x1 with M off the tiles). */
+    {
+        tuner_op op = conv(2, 14, 14, 64, 64, 3, 3, 1, 1);
+        int64_t bias[1] = {64}, res[4] = {2, 14, 14, 64};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        add_operand_step(&op, TUNER_EW_ADD, 4, res);
+        ADD("conv 2x14x14x64 k64 3x3 +b,relu,+res", op, false);
+    }
+    {
+        tuner_op op = conv(2, 7, 7, 128, 256, 1, 1, 1, 0);
+        int64_t bias[1] = {256}, res[4] = {2, 7, 7, 256};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        add_operand_step(&op, TUNER_EW_ADD, 4, res);
+        ADD("conv 2x7x7x128 k256 1x1 +b,relu,+res", op, false);
+    }
     /* Few tiles, a long K: split-K clusters of the gathering conv2d_wgmma (and conv2d_mma). */
     ADD("conv 2x7x7x512 k512 3x3 s1p1", conv(2, 7, 7, 512, 512, 3, 3, 1, 1), true);
     ADD("conv 1x19x17x64 k64 3x3 d2p2", dilated(conv(1, 19, 17, 64, 64, 3, 3, 1, 2), 2), true);

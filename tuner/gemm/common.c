@@ -705,10 +705,23 @@ static bool epilogue_only_operand(const tuner_op *op, int i)
 bool tuner__gemm_tile_operand(const tuner__gemm_problem *p, int i, bool *batched)
 {
     const tuner_op *op = p->op;
-    if (p->conv || i < op->n_anchor_inputs || i >= op->n_inputs || !epilogue_only_operand(op, i))
+    if (i < op->n_anchor_inputs || i >= op->n_inputs || !epilogue_only_operand(op, i))
         return false;
     const tuner_tensor *t = &op->inputs[i], *o = &op->output;
     const int esz = tuner_dtype_size(t->dtype);
+    if (p->conv) {
+        /* An ungrouped NHWC convolution's output is an [N*P*Q, K] matrix; so is an operand of its
+         * shape (a residual). */
+        if (p->nchw || p->batch != 1 || t->dtype != p->out_dt || t->rank != 4 || (p->N * esz) % 16 != 0 ||
+            align_of(t) < 16)
+            return false;
+        for (int d = 0; d < 4; d++)
+            if (t->shape[d] != o->shape[d])
+                return false;
+        if (batched)
+            *batched = false;
+        return true;
+    }
     if (t->dtype != p->out_dt || t->rank < 2 || t->rank > o->rank || t->shape[t->rank - 1] != p->N ||
         t->shape[t->rank - 2] != p->M || (p->N * esz) % 16 != 0 || align_of(t) < 16)
         return false;

@@ -129,8 +129,15 @@ double tuner__gemm_operand_us(const tuner__gemm_problem *p, const tuner_arch *a,
             for (int k = 0; k < n; k++)
                 read = read || ops[k] == i;
         }
-        if (read && !p->conv && t->rank >= 2 && t->shape[t->rank - 1] == p->N && t->shape[t->rank - 2] == p->M)
-            full++;
+        bool same = false;
+        if (p->conv) { /* the output's shape: its [N*P*Q, K] matrix */
+            same = t->rank == op->output.rank;
+            for (int d = 0; same && d < t->rank; d++)
+                same = t->shape[d] == op->output.shape[d];
+        } else {
+            same = t->rank >= 2 && t->shape[t->rank - 1] == p->N && t->shape[t->rank - 2] == p->M;
+        }
+        full += read && same;
     }
     const int frag = full > in_smem ? full - in_smem : 0;
     const double per_sm_bw = a->dram_gbps * 1e3 / (sms < 1 ? 1 : sms); /* bytes per us */

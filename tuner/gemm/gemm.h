@@ -187,8 +187,9 @@ void tuner__gemm_emit_epilogue_pair_x(tuner_sb *sb, const tuner__gemm_problem *p
 /* Whether input i is a full-size epilogue operand that the copy engine can load as a tile of
  * the output's shape: read by the epilogue only, of the output's dtype, [M, N] (or [batch, M, N],
  * or [1, M, N]) as the output's rows and columns with nothing broadcast along them, 16-byte
- * rows and alignment; a matmul's (a convolution's output rows are pixels). *batched (may be
- * NULL) tells whether it has a batch dimension of its own. */
+ * rows and alignment; for an ungrouped NHWC convolution, an operand of the output's shape (its
+ * [N*P*Q, K] matrix: a residual). *batched (may be NULL) tells whether it has a batch dimension
+ * of its own. */
 bool tuner__gemm_tile_operand(const tuner__gemm_problem *p, int i, bool *batched);
 
 /* tuner__gemm_emit_store for values the epilogue was already applied to. */

@@ -22,6 +22,9 @@
  *        tile in shared memory that one thread writes out with bulk tensor stores (clipped at
  *        the tensor's edges; with stage_out 2 half of the tile's columns at a time, so that a
  *        128x256 tile's ring can be 4 deep), else straight from registers with bounds checks.
+ *    A full-size epilogue operand (an [M, N] residual or SwiGLU's up projection) is loaded by
+ *    the producer too, a tile per consumer's tile into shared memory of its own or into the
+ *    staged output tile, during the main loop, and read in the fragment layout (wg_plan_x).
  *    Cooperative schedules split each tile's rows between the consumers; pingpong ones give
  *    each consumer whole tiles of its own (and its own staged tile): the producer fills the
  *    ring tile after tile, and the consumers take turns at the tensor cores (named barriers),
@@ -273,7 +276,8 @@ static void wg_plan_x(const tuner__gemm_problem *p, const tuner_arch *a, wg_cfg 
 {
     c->n_x = 0;
     c->x_in_out = false;
-    if (c->split > 1)
+    /* (A convolution's gathering producer warpgroup issues no copies of its own tiles.) */
+    if (c->split > 1 || wg_gathers_a(p))
         return;
     const int maps = (wg_gathers_a(p) ? 0 : 1) + 1 + (c->stage_out ? 1 : 0);
     const int tile = c->bm * c->bn * tuner_dtype_size(p->out_dt);

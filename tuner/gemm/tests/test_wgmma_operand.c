@@ -1,13 +1,15 @@
-/* tuner/gemm/tests/test_wgmma_operand.c - matmul_wgmma's full-size epilogue operands loaded by
- * TMA into shared memory (wg_plan_x in tuner/gemm/wgmma.c), on the CPU (suite tuner_gemm).
+/* tuner/gemm/tests/test_wgmma_operand.c - the wgmma templates' full-size epilogue operands loaded
+ * by TMA into shared memory (wg_plan_x in tuner/gemm/wgmma.c), on the CPU (suite tuner_gemm).
  *
  * For ops whose epilogue reads an [M, N] operand (the SwiGLU gate silu(x.W) * up with edge tiles
- * in M and N; a batched bias + relu + residual add; a named M), every candidate of the space is
+ * in M and N; a batched bias + relu + residual add; a named M; stream-K; two operands; a
+ * convolution's residual), every candidate of the space is
  * generated and its launch checked: each candidate whose operand tiles fit beside its ring and
  * staged output takes one more tensor map (the operand's, with the output's box and swizzle, a
  * named M marked as the output's), the rest keep today's global reads; split-K clusters never
  * take one. Operands that are not [M, N] tiles of the output's dtype with 16-byte rows (a bias
- * row, an f32 operand beside an f16 output, 200-byte rows) take none. A few candidates of each
+ * row, an f32 operand beside an f16 output, 200-byte rows, a gathered or grouped convolution's)
+ * take none. A few candidates of each
  * kind (cooperative and pingpong; stage_out 0, 1 and 2; a cluster pair; stream-K) go through
  * NVRTC for sm_90a and ptxas. At an LLM size, the cost model's pick and tune:"none"'s default for
  * the SwiGLU gate load the operand tile.
@@ -49,6 +51,20 @@ static tuner_op bias_relu_residual(tuner_dtype dt, long long bt, long long M, lo
     return op;
 }
 
+/* An NHWC convolution x [n, h, w, c] * w [k, r, r, c / groups] (stride 1, padding r / 2), then +
+ * bias [k], relu, + a residual of the output's shape. */
+static tuner_op conv_residual(tuner_dtype dt, long long n, long long hw, long long c, long long k, int r, int groups)
+{
+    tuner_op op = t_conv_nhwc(dt, n, hw, hw, c, k, r, 1, r / 2, groups);
+    long long bias[1] = {k};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_RELU);
+    const int idx = op.n_inputs++;
+    op.inputs[idx] = op.output;
+    op.inputs[idx].align = 16;
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = idx};
+    return op;
+}
+
 /* The SwiGLU gate with a named M: a [n, K], up and the output [n, N], n in [1, max]. */
 static tuner_op swiglu_named(long long max, long long N, long long K)
 {
@@ -74,9 +90,10 @@ typedef struct ocase {
     int first_kind;  /* ... from this one */
 } ocase;
 
-static int maps_without_x(const tuner_schedule *s)
+/* A's (unless a convolution gathers it), B's and, staged, the output's. */
+static int maps_without_x(const tuner_schedule *s, const tuner_program *pr)
 {
-    return 2 + (tuner_schedule_param(s, "stage_out", 0) > 0);
+    return 1 + (strstr(pr->source, "wg_map_a") != NULL) + (tuner_schedule_param(s, "stage_out", 0) > 0);
 }
 
 /* The kinds of candidate compiled, in turn from a case's first_kind: pingpong with staged
@@ -109,7 +126,7 @@ static void run_case(const ocase *oc)
     bool done[N_KINDS] = {false};
     for (size_t i = 0; i < sp->n; i++) {
         const tuner_schedule *s = &sp->items[i];
-        if (strcmp(s->template_name, "matmul_wgmma"))
+        if (!strstr(s->template_name, "_wgmma"))
             continue;
         n++;
         tuner_program *pr = NULL;
@@ -120,7 +137,7 @@ static void run_case(const ocase *oc)
         if (rc < 0)
             continue;
         const tuner_launch *l = &pr->kernels[pr->n_kernels - 1];
-        const int base = maps_without_x(s);
+        const int base = maps_without_x(s, pr);
         const bool x = l->n_maps > base;
         CHECK(l->n_maps == base || l->n_maps == base + 1 || (l->n_maps == base + 2 && base == 2), "%s: %d maps for %d",
               oc->name, l->n_maps, base);
@@ -143,9 +160,11 @@ static void run_case(const ocase *oc)
             CHECK(tuner_tmap_check(m, why, sizeof(why), field, sizeof(field)) == 0, "%s: operand map: %s: %s",
                   oc->name, field, why);
             const int bm = tuner_schedule_param(s, "block_m", 0);
+            const bool conv = oc->op.kind == TUNER_OP_CONV2D;
             CHECK(m->buf == TUNER_BUF_INPUT0 + oc->input && m->dtype == t->dtype && m->swizzle == 128 &&
                       m->mode == TUNER_TMAP_TILED && m->rank == (oc->batched ? 3 : 2) &&
-                      m->dims[0] == (uint64_t)o->shape[o->rank - 1] && m->dims[1] == (uint64_t)o->shape[o->rank - 2] &&
+                      m->dims[0] == (uint64_t)o->shape[o->rank - 1] &&
+                      m->dims[1] == (uint64_t)(conv ? o->shape[0] * o->shape[1] * o->shape[2] : o->shape[o->rank - 2]) &&
                       m->box[0] * (uint32_t)tuner_dtype_size(t->dtype) == 128 && m->box[1] == (uint32_t)bm,
                   "%s: operand map (rank %d, dims %llu x %llu, box %u x %u)", oc->name, m->rank,
                   (unsigned long long)m->dims[0], (unsigned long long)m->dims[1], m->box[0], m->box[1]);
@@ -183,7 +202,7 @@ static void run_case(const ocase *oc)
         }
         tuner_program_free(pr);
     }
-    printf("%s: %d matmul_wgmma candidates, %d with the operand tile, %d split-K, %d compiled\n", oc->name, n,
+    printf("%s: %d wgmma candidates, %d with the operand tile, %d split-K, %d compiled\n", oc->name, n,
            with_x, split, compiled);
     CHECK(n >= 20, "%s: %d candidates", oc->name, n);
     if (oc->input >= 0)
@@ -223,7 +242,7 @@ static void test_rank(void)
     if (pr) {
         const tuner_launch *l = &pr->kernels[pr->n_kernels - 1];
         printf("swiglu 4096x11008x4096: the pick %s (%.1f us predicted), %d maps\n", l->name, pred[order[0]], l->n_maps);
-        CHECK(!strcmp(best->template_name, "matmul_wgmma") && l->n_maps == maps_without_x(best) + 1,
+        CHECK(!strcmp(best->template_name, "matmul_wgmma") && l->n_maps == maps_without_x(best, pr) + 1,
               "the pick %s does not load the operand tile", l->name);
         tuner_program_free(pr);
     }
@@ -234,7 +253,7 @@ static void test_rank(void)
     if (pr) {
         const tuner_launch *l = &pr->kernels[pr->n_kernels - 1];
         printf("swiglu 4096x11008x4096: the default %s, %d maps\n", l->name, l->n_maps);
-        CHECK(!strcmp(def->template_name, "matmul_wgmma") && l->n_maps == maps_without_x(def) + 1,
+        CHECK(!strcmp(def->template_name, "matmul_wgmma") && l->n_maps == maps_without_x(def, pr) + 1,
               "the default %s does not load the operand tile", l->name);
         tuner_program_free(pr);
     }
@@ -261,6 +280,12 @@ int main(void)
         {"f16_f32out_swiglu_f32_up", swiglu(TUNER_F16, 0, 200, 96, 128, TUNER_F32), 2, false, 1, 0},
         /* Stream-K (its tiles fewer than the SMs): M-major A, a batch, edges in M and N. */
         {"f16_ta_b2_residual_304x1000x1024", bias_relu_residual(TUNER_F16, 2, 304, 1000, 1024, true), 3, true, 1, 5},
+        /* A ResNet block's 3x3 convolution with its residual (A by im2col maps), a 1x1 one (A
+         * dense); none where the producer warpgroup gathers A (32 channels) or with groups. */
+        {"f16_conv3x3_residual_2x14x14x64", conv_residual(TUNER_F16, 2, 14, 64, 64, 3, 1), 3, false, 2, 0},
+        {"bf16_conv1x1_residual_2x7x7x128_k256", conv_residual(TUNER_BF16, 2, 7, 128, 256, 1, 1), 3, false, 1, 7},
+        {"f16_conv3x3_gather_residual_c32", conv_residual(TUNER_F16, 2, 14, 32, 64, 3, 1), -1, false, 0, 0},
+        {"f16_gconv3x3_residual_g2", conv_residual(TUNER_F16, 2, 14, 128, 128, 3, 2), -1, false, 0, 0},
         /* The SwiGLU gate, then + a residual: two operand tiles. */
         {"bf16_swiglu_res_256x192x128", swiglu(TUNER_BF16, 0, 256, 192, 128, TUNER_BF16), 2, false, 1, 1},
     };
@@ -269,9 +294,10 @@ int main(void)
     /* Two full-size operands: both in shared memory where no output map takes the fourth
      * tensor-map slot (stage_out 0). */
     {
-        const int idx = cases[8].op.n_inputs++;
-        cases[8].op.inputs[idx] = t_tensor(TUNER_BF16, 2, (long long[]){256, 192}, 16);
-        cases[8].op.epilogue.steps[cases[8].op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = idx};
+        tuner_op *two = &cases[sizeof(cases) / sizeof(cases[0]) - 1].op; /* the last case */
+        const int idx = two->n_inputs++;
+        two->inputs[idx] = t_tensor(TUNER_BF16, 2, (long long[]){256, 192}, 16);
+        two->epilogue.steps[two->epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = idx};
     }
     /* The shared operand: [M, N] beside a [3, M, N] output. */
     cases[2].op.inputs[2] = t_tensor(TUNER_F16, 2, (long long[]){136, 128}, 16);
