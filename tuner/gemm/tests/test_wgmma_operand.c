@@ -268,11 +268,11 @@ int main(void)
         /* Edge tiles in M and N (333 x 200), a short K. */
         {"f16_swiglu_333x200x136", swiglu(TUNER_F16, 0, 333, 200, 136, TUNER_F16), 2, false, 4, 0},
         /* A batched output and residual, after a bias row and relu. */
-        {"bf16_b2_bias_relu_residual_200x264x768", bias_relu_residual(TUNER_BF16, 2, 200, 264, 768, false), 3, true, 3, 4},
+        {"bf16_b2_bias_relu_residual_200x264x768", bias_relu_residual(TUNER_BF16, 2, 200, 264, 768, false), 3, true, 1, 4},
         /* One operand for every batch entry: a 2-D map. */
-        {"f16_b3_swiglu_shared_up_136x128x64", swiglu(TUNER_F16, 3, 136, 128, 64, TUNER_F16), 2, false, 2, 7},
+        {"f16_b3_swiglu_shared_up_136x128x64", swiglu(TUNER_F16, 3, 136, 128, 64, TUNER_F16), 2, false, 1, 8},
         /* A named M. */
-        {"f16_named_swiglu_n300x256x128", swiglu_named(300, 256, 128), 2, false, 2, 8},
+        {"f16_named_swiglu_n300x256x128", swiglu_named(300, 256, 128), 2, false, 1, 6},
         /* Keep the global path: an f32 operand beside an f16 output; 200-byte rows. */
         {"f16_swiglu_f32_up", swiglu(TUNER_F16, 0, 256, 256, 128, TUNER_F32), -1, false, 0, 0},
         {"f16_nt_swiglu_n100", swiglu(TUNER_F16, 0, 256, 100, 128, TUNER_F16), -1, false, 0, 0},
@@ -282,7 +282,7 @@ int main(void)
         {"f16_ta_b2_residual_304x1000x1024", bias_relu_residual(TUNER_F16, 2, 304, 1000, 1024, true), 3, true, 1, 5},
         /* A ResNet block's 3x3 convolution with its residual (A by im2col maps), a 1x1 one (A
          * dense); none where the producer warpgroup gathers A (32 channels) or with groups. */
-        {"f16_conv3x3_residual_2x14x14x64", conv_residual(TUNER_F16, 2, 14, 64, 64, 3, 1), 3, false, 2, 0},
+        {"f16_conv3x3_residual_2x14x14x64", conv_residual(TUNER_F16, 2, 14, 64, 64, 3, 1), 3, false, 1, 0},
         {"bf16_conv1x1_residual_2x7x7x128_k256", conv_residual(TUNER_BF16, 2, 7, 128, 256, 1, 1), 3, false, 1, 7},
         {"f16_conv3x3_gather_residual_c32", conv_residual(TUNER_F16, 2, 14, 32, 64, 3, 1), -1, false, 0, 0},
         {"f16_gconv3x3_residual_g2", conv_residual(TUNER_F16, 2, 14, 128, 128, 3, 2), -1, false, 0, 0},
