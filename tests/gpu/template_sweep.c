@@ -1158,7 +1158,8 @@ int main(int argc, char **argv)
 
     static scase cases[128];
     int nc = build_cases(cases);
-    static run runs[64 * 3];
+    /* One run per case and dtype: as many as the cases array holds, times three. */
+    static run runs[128 * 3];
     int nr = 0;
     const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
     for (int i = 0; i < nc; i++) {
