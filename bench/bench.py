@@ -225,11 +225,14 @@ def rel_err(out, ref):
 # Cases. Each gives the request, how to make inputs, the fp32 reference and the peer.
 
 
-def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9, trans_a=False, trans_b=False, swiglu=False):
+def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9, trans_a=False, trans_b=False, swiglu=False,
+              residual=False):
     """A matmul row. fused: + bias + GELU (peer: eager PyTorch after cuBLAS). swiglu: silu of the
     product times a full-size operand [m, n] (an LLM MLP's gate; peer: cuBLAS, then PyTorch's
-    silu and mul). trans_a / trans_b: A stored [k, m] / B stored [n, k] (cuBLAS takes both
-    layouts natively: the peer multiplies the transposed views)."""
+    silu and mul). residual: + bias, relu, + a full-size residual [m, n] (peer: cuBLASLt's
+    fused bias + relu epilogue, torch.addmm + relu_, then PyTorch's add). trans_a / trans_b:
+    A stored [k, m] / B stored [n, k] (cuBLAS takes both layouts natively: the peer multiplies
+    the transposed views)."""
     a_shape = [k, m] if trans_a else [m, k]
     b_shape = [n, k] if trans_b else [k, n]
     inputs = [{"shape": a_shape, "dtype": dt}, {"shape": b_shape, "dtype": dt}]
@@ -242,6 +245,9 @@ def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9, trans_a=False, t
     if swiglu:
         inputs.append({"shape": [m, n], "dtype": dt})
         req["epilogue"] = [{"op": "silu"}, {"op": "mul", "input": 2}]
+    if residual:
+        inputs += [{"shape": [n], "dtype": dt}, {"shape": [m, n], "dtype": dt}]
+        req["epilogue"] = [{"op": "bias", "input": 2}, {"op": "relu"}, {"op": "add", "input": 3}]
 
     def make_inputs():
         xs = [rand(a_shape, dt), rand(b_shape, dt)]
@@ -249,6 +255,8 @@ def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9, trans_a=False, t
             xs.append(rand([n], dt))
         if swiglu:
             xs.append(rand([m, n], dt))
+        if residual:
+            xs += [rand([n], dt), rand([m, n], dt)]
         return xs
 
     def operands(xs):
@@ -261,6 +269,8 @@ def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9, trans_a=False, t
             y = F.gelu(y + xs[2].float())
         if swiglu:
             y = F.silu(y) * xs[2].float()
+        if residual:
+            y = F.relu(y + xs[2].float()) + xs[3].float()
         return y
 
     def peer(xs):
@@ -269,11 +279,13 @@ def gemm_case(name, m, n, k, dt="f16", fused=False, target=0.9, trans_a=False, t
             return lambda: F.gelu(a @ b + xs[2])
         if swiglu:
             return lambda: F.silu(a @ b) * xs[2]
+        if residual:  # addmm + relu is cuBLASLt's RELU_BIAS epilogue where PyTorch fuses it
+            return lambda: torch.addmm(xs[2], a, b).relu_() + xs[3]
         return lambda: torch.matmul(a, b)
 
     flops = 2.0 * m * n * k
     bits = torch.finfo(TORCH_DT[dt]).bits
-    extra = m * n if swiglu else 0
+    extra = m * n if swiglu or residual else 0
     return dict(name=name, shape=f"{m}x{n}x{k}", dtype=dt, req=req, make_inputs=make_inputs,
                 out_shape=[m, n], reference=reference, peer=peer, flops=flops, target=target,
                 weight_bytes=k * n * bits // 8,
@@ -543,6 +555,12 @@ def suite(which):
         cases += [gemm_case("gemm_swiglu", m, n, k, swiglu=True, target=1.3) for m, n, k in mlp]
         # The same GEMMs bare: what the fused operand read costs over them.
         cases += [gemm_case("gemm_mlp", m, n, k, target=0.95) for m, n, k in mlp]
+        # A full-size residual after bias + relu at short K, where the operand's read is the
+        # largest share of the epilogue's cost (issue 40: "every fused epilogue step, short K"),
+        # and the bare GEMMs beside them.
+        short = ((4096, 3072, 768), (8192, 1024, 1024))
+        cases += [gemm_case("gemm_bias_relu_res", m, n, k, residual=True, target=1.3) for m, n, k in short]
+        cases += [gemm_case("gemm_short_k", m, n, k, target=0.95) for m, n, k in short]
         cases += [gemm_case("gemm_trans_a", 2048, 4096, 11008, trans_a=True, target=1.0),
                   gemm_case("gemm_trans_b", 4096, 14336, 4096, trans_b=True, target=1.0),
                   gemm_case("gemm_trans_b", 2048, 4096, 4096, dt="bf16", trans_b=True, target=1.0),

@@ -336,10 +336,16 @@ static int build_cases(scase *c)
     ADD("mm unal 1000x1000x1001 oddk", matmul(1, 1000, 1000, 1001, false, false, 16), true);
     ADD("mm unal 999x1001x1024 oddn", matmul(1, 999, 1001, 1024, false, false, 16), true);
     {
+        /* 517 columns with a bias: matmul_wgmma does not gather it (wg_supported: its last
+         * column came out wrong on the H200); 518: both operands gathered from 2-byte bases. */
         tuner_op op = matmul(2, 333, 517, 201, false, false, 2);
         int64_t bias[1] = {517};
         add_operand_step(&op, TUNER_EW_ADD, 1, bias);
         ADD("mm unal b2 333x517x201 both a2 +bias", op, true);
+        tuner_op op2 = matmul(2, 333, 518, 201, false, false, 2);
+        int64_t bias2[1] = {518};
+        add_operand_step(&op2, TUNER_EW_ADD, 1, bias2);
+        ADD("mm unal b2 333x518x201 both a2 +bias", op2, true);
     }
     ADD("mm unal b3 201x136x333 ta tb", matmul(3, 201, 136, 333, true, true, 16), true);
     /* Stream-K (matmul_wgmma): a batch whose tiles are fewer than the SMs, edges in M, N and K,
@@ -379,6 +385,32 @@ static int build_cases(scase *c)
         add_unary_step(&op.epilogue, TUNER_EW_GELU_ERF, 0);
         ADD("mm 333x520x200 +b,+res,*row,gelu", op, true);
     }
+    /* Full-size epilogue operands that matmul_wgmma loads by TMA into shared memory tiles (where
+     * they fit beside the ring; the rest of its candidates read them from global memory): the
+     * SwiGLU gate silu(x.W) * up with edge tiles in M and N and a short K; a batch with bias,
+     * relu and a residual per batch entry; a batch sharing one [M, N] operand. */
+    {
+        tuner_op op = matmul(1, 333, 200, 136, false, false, 16);
+        int64_t up[2] = {333, 200};
+        add_unary_step(&op.epilogue, TUNER_EW_SILU, 0);
+        add_operand_step(&op, TUNER_EW_MUL, 2, up);
+        ADD("mm 333x200x136 silu,*up", op, false);
+    }
+    {
+        tuner_op op = matmul(2, 200, 264, 768, false, false, 16);
+        int64_t bias[1] = {264}, res[3] = {2, 200, 264};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        add_operand_step(&op, TUNER_EW_ADD, 3, res);
+        ADD("mm b2 200x264x768 +b,relu,+res", op, false);
+    }
+    {
+        tuner_op op = matmul(3, 136, 128, 64, false, false, 16);
+        int64_t up[2] = {136, 128};
+        add_unary_step(&op.epilogue, TUNER_EW_SILU, 0);
+        add_operand_step(&op, TUNER_EW_MUL, 2, up);
+        ADD("mm b3 136x128x64 silu,*up[M,N]", op, false);
+    }
     {
         tuner_op op = matmul(1, 128, 128, 256, false, false, 16);
         add_unary_step(&op.prologue[0], TUNER_EW_SCALE, 0.5);
@@ -399,6 +431,24 @@ static int build_cases(scase *c)
         ADD("gconv 3x13x11x32 k48 g2 3x3 s2 +b,relu", op, true);
     }
     ADD("conv 2x9x7x72 k40 3x3 s1p1", conv(2, 9, 7, 72, 40, 3, 3, 1, 1), true);
+    /* A ResNet block's residual after bias and relu (conv2d_wgmma loads it by TMA into shared
+     * memory: A by im2col maps, 64 channels; a dense 1x1 with M off the tiles). */
+    {
+        tuner_op op = conv(2, 14, 14, 64, 64, 3, 3, 1, 1);
+        int64_t bias[1] = {64}, res[4] = {2, 14, 14, 64};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        add_operand_step(&op, TUNER_EW_ADD, 4, res);
+        ADD("conv 2x14x14x64 k64 3x3 +b,relu,+res", op, false);
+    }
+    {
+        tuner_op op = conv(2, 7, 7, 128, 256, 1, 1, 1, 0);
+        int64_t bias[1] = {256}, res[4] = {2, 7, 7, 256};
+        add_operand_step(&op, TUNER_EW_ADD, 1, bias);
+        add_unary_step(&op.epilogue, TUNER_EW_RELU, 0);
+        add_operand_step(&op, TUNER_EW_ADD, 4, res);
+        ADD("conv 2x7x7x128 k256 1x1 +b,relu,+res", op, false);
+    }
     /* Few tiles, a long K: split-K clusters of the gathering conv2d_wgmma (and conv2d_mma). */
     ADD("conv 2x7x7x512 k512 3x3 s1p1", conv(2, 7, 7, 512, 512, 3, 3, 1, 1), true);
     ADD("conv 1x19x17x64 k64 3x3 d2p2", dilated(conv(1, 19, 17, 64, 64, 3, 3, 1, 2), 2), true);
@@ -1151,7 +1201,8 @@ int main(int argc, char **argv)
 
     static scase cases[128];
     int nc = build_cases(cases);
-    static run runs[64 * 3];
+    /* One run per case and dtype: as many as the cases array holds, times three. */
+    static run runs[128 * 3];
     int nr = 0;
     const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
     for (int i = 0; i < nc; i++) {

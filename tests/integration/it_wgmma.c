@@ -8,7 +8,9 @@
  * ptxas accepts it; sm_90 keeps conv2d_mma. A matmul with an odd K (A's rows 4094 bytes) comes back
  * for sm_90a with tune:"none" as matmul_wgmma whose producer gathers A (aligned 16-byte loads
  * shifted into place) beside B's one tensor map, and ptxas accepts it. A ResNeXt-style grouped
- * convolution (8 channels per group) comes back as conv2d_grouped on sm_90a and sm_80. */
+ * convolution (8 channels per group) comes back as conv2d_grouped on sm_90a and sm_80. The SwiGLU
+ * gate's full-size epilogue operand comes with a tensor map of its own (loaded into shared memory
+ * by the copy engine). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +242,42 @@ int main(void)
             ht_resp_free(&k);
         }
     }
+    /* The SwiGLU gate, silu(x.W) * up with up [M, N] like the output: the copy engine loads up's
+     * tile into shared memory beside the main loop, through one more map (the launch's last
+     * parameter: up's [N, M] as it lies, boxes of 64 columns x block_m rows, 128-byte swizzle),
+     * instead of per-fragment global reads in the epilogue. */
+    snprintf(body, sizeof(body),
+             "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[512,256],\"dtype\":\"f16\"},"
+             "{\"shape\":[256,384],\"dtype\":\"f16\"},{\"shape\":[512,384],\"dtype\":\"f16\"}],"
+             "\"epilogue\":[{\"op\":\"silu\"},{\"op\":\"mul\",\"input\":2}],\"arch\":\"sm_90a\",\"tune\":\"none\"}");
+    r = ht_post(&d, "/v1/kernels", body);
+    tmpl = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r.json, "schedule"), "template");
+    CHECK(r.status == 200 && cJSON_IsString(tmpl) && !strcmp(tmpl->valuestring, "matmul_wgmma"), "swiglu: %ld %.300s",
+          r.status, r.body);
+    {
+        const cJSON *kp = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r.json, "kernels"), 0), "params");
+        const cJSON *last = cJSON_GetArrayItem(kp, cJSON_GetArraySize(kp) - 1);
+        const cJSON *tm = cJSON_GetObjectItemCaseSensitive(last, "tensor_map");
+        const cJSON *dims = cJSON_GetObjectItemCaseSensitive(tm, "dims"), *box = cJSON_GetObjectItemCaseSensitive(tm, "box");
+        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(tm, "swizzle");
+        CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(last, "type")) ?: "", "tensor_map") &&
+                  !strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(last, "buffer")) ?: "", "input2") &&
+                  cJSON_GetArraySize(dims) == 2 && cJSON_GetArrayItem(dims, 0)->valuedouble == 384 &&
+                  cJSON_GetArrayItem(dims, 1)->valuedouble == 512 && cJSON_GetArrayItem(box, 0)->valuedouble == 64 &&
+                  cJSON_IsNumber(sw) && sw->valuedouble == 128,
+              "swiglu: the operand's map: %.800s", r.body);
+        const cJSON *skey = cJSON_GetObjectItemCaseSensitive(r.json, "key");
+        if (cJSON_IsString(skey)) {
+            char path[160];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", skey->valuestring);
+            ht_resp ptx = ht_get(&d, path);
+            CHECK(ptx.status == 200 && ptx.body && ht_ptxas(ptx.body, ptx.len, "sm_90a") == 0,
+                  "swiglu: ptx %ld, or ptxas -arch=sm_90a rejects it", ptx.status);
+            ht_resp_free(&ptx);
+        }
+    }
+    ht_resp_free(&r);
 
     /* sm_90 (no arch-specific instructions) keeps mma.sync. */
     snprintf(body, sizeof(body), REQ, "sm_90", "model");

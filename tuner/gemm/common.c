@@ -421,6 +421,10 @@ typedef struct chain_ctx {
     const tuner_tensor *value;
     const char *pfx; /* coordinates are <pfx>_t<d> */
     int extra_last;  /* added to the last coordinate (second element of a pair) */
+    /* NULL, or per input: non-NULL where the pair's two elements were read from a shared-memory
+     * tile into the register o_x<input> (emit_out_values): a 16-bit pair in one 32-bit word, an
+     * fp32 pair in an hd_v2. */
+    const char *const *smem_at;
 } chain_ctx;
 
 static char *chain_load(void *vctx, int input)
@@ -429,6 +433,14 @@ static char *chain_load(void *vctx, int input)
     const tuner_tensor *o = &c->op->inputs[input];
     tuner_sb sb;
     tuner_sb_init(&sb);
+    if (c->smem_at && c->smem_at[input]) {
+        if (o->dtype == TUNER_F32)
+            tuner_sb_printf(&sb, "__uint_as_float(o_x%d.%c)", input, c->extra_last ? 'y' : 'x');
+        else
+            tuner_sb_printf(&sb, "hd_unpack_%s(o_x%d, %s())", c->extra_last ? "hi" : "lo", input,
+                            tuner__ctype(o->dtype));
+        return tuner_sb_take(&sb);
+    }
     tuner_sb_printf(&sb, "in%d[0", input);
     long long stride = 1;
     for (int d = o->rank - 1; d >= 0; d--) {
@@ -559,16 +571,24 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     }
 }
 
-/* Declares float o_v<j> = vars[j] and, with `chain`, applies the epilogue to each. */
-static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const char *const *vars, int nv, bool chain)
+/* Declares float o_v<j> = vars[j] and, with `chain`, applies the epilogue to each. smem_at (NULL,
+ * or per input) names the pair's place in a shared-memory tile of the operands read from there
+ * (a pair: nv is 2): both elements are loaded at once into o_x<input> first. */
+static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const char *const *vars, int nv, bool chain,
+                            const char *const *smem_at)
 {
+    for (int i = 0; chain && smem_at && i < p->op->n_inputs; i++)
+        if (smem_at[i])
+            tuner_sb_printf(sb, "const %s o_x%d = *reinterpret_cast<const %s *>(%s);\n",
+                            p->op->inputs[i].dtype == TUNER_F32 ? "hd_v2" : "hd_u32", i,
+                            p->op->inputs[i].dtype == TUNER_F32 ? "hd_v2" : "hd_u32", smem_at[i]);
     for (int j = 0; j < nv; j++) {
         tuner_sb_printf(sb, "float o_v%d = %s;\n", j, vars[j]);
         if (!chain)
             continue;
         char var[16];
         snprintf(var, sizeof(var), "o_v%d", j);
-        chain_ctx c = {.op = p->op, .value = &p->op->output, .pfx = "o", .extra_last = j};
+        chain_ctx c = {.op = p->op, .value = &p->op->output, .pfx = "o", .extra_last = j, .smem_at = smem_at};
         tuner__emit_chain(sb, p->op, &p->op->epilogue, var, chain_load, &c);
     }
 }
@@ -582,10 +602,11 @@ typedef enum { STORE_GLOBAL, STORE_SHARED_ADDR, STORE_SHARED_PTR } store_to;
  * the epilogue applied on the way with `chain`, then the store at `at`. Shared memory holds
  * whole pairs (a 16-byte output chunk implies paired stores). */
 static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m, const char *n,
-                            const char *const *vars, int nv, const char *at, store_to to, int mode, bool chain)
+                            const char *const *vars, int nv, const char *at, store_to to, int mode, bool chain,
+                            const char *const *smem_at)
 {
     emit_out_coords(sb, p, b, m, n, mode);
-    emit_out_values(sb, p, vars, nv, chain);
+    emit_out_values(sb, p, vars, nv, chain, smem_at);
     if (!at)
         at = "out + o_off";
     if (to != STORE_GLOBAL || nv == 2) {
@@ -609,7 +630,7 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
 void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                const char *n, const char *const *vars, int nv, const char *dst)
 {
-    emit_store_impl(sb, p, b, m, n, vars, nv, dst, STORE_GLOBAL, dst ? OUT_IN_RANGE : OUT_CHECKED, true);
+    emit_store_impl(sb, p, b, m, n, vars, nv, dst, STORE_GLOBAL, dst ? OUT_IN_RANGE : OUT_CHECKED, true, NULL);
 }
 
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p)
@@ -617,31 +638,104 @@ bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p)
     return p->op->epilogue.n > 0;
 }
 
+void tuner__gemm_emit_epilogue_pair_x(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                      const char *n, const char *const *pair, bool clamped,
+                                      const char *const *smem_at)
+{
+    emit_out_coords(sb, p, b, m, n, clamped ? OUT_CLAMPED : OUT_IN_RANGE);
+    emit_out_values(sb, p, pair, 2, true, smem_at);
+    tuner_sb_printf(sb, "%s = o_v0;\n%s = o_v1;\n}\n}\n", pair[0], pair[1]);
+}
+
 void tuner__gemm_emit_epilogue_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                     const char *n, const char *const *pair, bool clamped)
 {
-    emit_out_coords(sb, p, b, m, n, clamped ? OUT_CLAMPED : OUT_IN_RANGE);
-    emit_out_values(sb, p, pair, 2, true);
-    tuner_sb_printf(sb, "%s = o_v0;\n%s = o_v1;\n}\n}\n", pair[0], pair[1]);
+    tuner__gemm_emit_epilogue_pair_x(sb, p, b, m, n, pair, clamped, NULL);
 }
 
 void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                  const char *n, const char *const *pair, const char *saddr, bool checked)
 {
-    emit_store_impl(sb, p, b, m, n, pair, 2, saddr, STORE_SHARED_ADDR, checked ? OUT_CHECKED : OUT_IN_RANGE, false);
+    emit_store_impl(sb, p, b, m, n, pair, 2, saddr, STORE_SHARED_ADDR, checked ? OUT_CHECKED : OUT_IN_RANGE, false,
+                    NULL);
+}
+
+void tuner__gemm_emit_staged_pair_x(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                    const char *n, const char *const *pair, const char *sptr,
+                                    const char *const *smem_at)
+{
+    const bool chain = tuner__gemm_has_epilogue(p);
+    emit_store_impl(sb, p, b, m, n, pair, 2, sptr, STORE_SHARED_PTR, chain ? OUT_CLAMPED : OUT_IN_RANGE, chain,
+                    smem_at);
 }
 
 void tuner__gemm_emit_staged_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                   const char *n, const char *const *pair, const char *sptr)
 {
-    const bool chain = tuner__gemm_has_epilogue(p);
-    emit_store_impl(sb, p, b, m, n, pair, 2, sptr, STORE_SHARED_PTR, chain ? OUT_CLAMPED : OUT_IN_RANGE, chain);
+    tuner__gemm_emit_staged_pair_x(sb, p, b, m, n, pair, sptr, NULL);
 }
 
 void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                     const char *n, const char *const *vars, int nv)
 {
-    emit_store_impl(sb, p, b, m, n, vars, nv, NULL, STORE_GLOBAL, OUT_CHECKED, false);
+    emit_store_impl(sb, p, b, m, n, vars, nv, NULL, STORE_GLOBAL, OUT_CHECKED, false, NULL);
+}
+
+/* Whether input i is read by a step of the epilogue (and by no prologue). */
+static bool epilogue_only_operand(const tuner_op *op, int i)
+{
+    bool used = false;
+    for (int s = 0; s < op->epilogue.n && s < TUNER_MAX_STEPS; s++) {
+        int ops[2];
+        const int n = tuner_ew_operands(&op->epilogue.steps[s], ops);
+        for (int k = 0; k < n; k++)
+            used = used || ops[k] == i;
+    }
+    for (int w = 0; w < 2; w++)
+        for (int s = 0; s < op->prologue[w].n && s < TUNER_MAX_STEPS; s++) {
+            int ops[2];
+            const int n = tuner_ew_operands(&op->prologue[w].steps[s], ops);
+            for (int k = 0; k < n; k++)
+                if (ops[k] == i)
+                    return false;
+        }
+    return used;
+}
+
+bool tuner__gemm_tile_operand(const tuner__gemm_problem *p, int i, bool *batched)
+{
+    const tuner_op *op = p->op;
+    if (i < op->n_anchor_inputs || i >= op->n_inputs || !epilogue_only_operand(op, i))
+        return false;
+    const tuner_tensor *t = &op->inputs[i], *o = &op->output;
+    const int esz = tuner_dtype_size(t->dtype);
+    if (p->conv) {
+        /* An ungrouped NHWC convolution's output is an [N*P*Q, K] matrix; so is an operand of its
+         * shape (a residual). */
+        if (p->nchw || p->batch != 1 || t->dtype != p->out_dt || t->rank != 4 || (p->N * esz) % 16 != 0 ||
+            align_of(t) < 16)
+            return false;
+        for (int d = 0; d < 4; d++)
+            if (t->shape[d] != o->shape[d])
+                return false;
+        if (batched)
+            *batched = false;
+        return true;
+    }
+    if (t->dtype != p->out_dt || t->rank < 2 || t->rank > o->rank || t->shape[t->rank - 1] != p->N ||
+        t->shape[t->rank - 2] != p->M || (p->N * esz) % 16 != 0 || align_of(t) < 16)
+        return false;
+    /* A named M stands on a rank-2 operand's axis 0 as on the output's; a rank-3 operand is one
+     * [M, N] matrix per batch entry (named as the output's batch, or its full count) or one for
+     * all of them (a leading 1). */
+    const bool per_batch = t->rank == 3 && !(t->shape[0] == 1 && p->batch > 1 && !t->sym[0]);
+    if (t->rank == 3 && per_batch && (t->shape[0] != p->batch || (t->sym[0] && t->sym[0] != p->batch_sym)))
+        return false;
+    if (t->rank == 2 && t->sym[0] && t->sym[0] != p->m_sym)
+        return false;
+    if (batched)
+        *batched = per_batch;
+    return true;
 }
 
 void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, const char *name, int split)

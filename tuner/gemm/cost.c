@@ -129,6 +129,46 @@ double tuner__gemm_epilogue_us(const tuner__gemm_problem *p, double elements)
     return elements * tuner__chain_instr(&p->op->epilogue) / 4.3e5;
 }
 
+/* A full-size epilogue operand read per fragment from global memory: each thread's pairs
+ * after the main loop, 16 bytes per row per quad, stalled on L1TEX while the tensor cores idle.
+ * Measured on an H200: the SwiGLU gate 4096x11008x4096 (silu, then mul by an [M, N] f16
+ * operand), pingpong 128x128 tiles, cost 119 us over the bare GEMM's 556, ~21 tiles per SM: 5.7
+ * us per 16384-element tile (bench/results/2026-11-29-h200-kernel-gaps). */
+#define OPERAND_FRAG_US_PER_ELEMENT 3.5e-4
+/* The share of a TMA-loaded operand tile's DRAM time that is not hidden behind the main loop
+ * (it competes with the operands' own loads). An estimate. */
+#define OPERAND_TMA_EXPOSED 0.25
+
+double tuner__gemm_operand_us(const tuner__gemm_problem *p, const tuner_arch *a, double elements, double sms,
+                              int in_smem)
+{
+    const tuner_op *op = p->op;
+    int full = 0;
+    for (int i = op->n_anchor_inputs; i < op->n_inputs; i++) {
+        const tuner_tensor *t = &op->inputs[i];
+        bool read = false;
+        for (int s = 0; s < op->epilogue.n && s < TUNER_MAX_STEPS; s++) {
+            int ops[2];
+            const int n = tuner_ew_operands(&op->epilogue.steps[s], ops);
+            for (int k = 0; k < n; k++)
+                read = read || ops[k] == i;
+        }
+        bool same = false;
+        if (p->conv) { /* the output's shape: its [N*P*Q, K] matrix */
+            same = t->rank == op->output.rank;
+            for (int d = 0; same && d < t->rank; d++)
+                same = t->shape[d] == op->output.shape[d];
+        } else {
+            same = t->rank >= 2 && t->shape[t->rank - 1] == p->N && t->shape[t->rank - 2] == p->M;
+        }
+        full += read && same;
+    }
+    const int frag = full > in_smem ? full - in_smem : 0;
+    const double per_sm_bw = a->dram_gbps * 1e3 / (sms < 1 ? 1 : sms); /* bytes per us */
+    return frag * elements * OPERAND_FRAG_US_PER_ELEMENT +
+           in_smem * OPERAND_TMA_EXPOSED * elements * tuner_dtype_size(p->out_dt) / per_sm_bw;
+}
+
 double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c)
 {
     if (!p || !a || !c || c->block_m < 1 || c->block_n < 1 || c->block_k < 1 || c->threads < 32)

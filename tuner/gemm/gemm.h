@@ -176,6 +176,22 @@ bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p);
 void tuner__gemm_emit_epilogue_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                     const char *n, const char *const *pair, bool clamped);
 
+/* tuner__gemm_emit_epilogue_pair where some operands were loaded into a shared-memory tile:
+ * smem_at[i] (NULL, or one entry per input: NULL for an operand read from global memory) is an
+ * expression of the address (a pointer) of the pair's two elements of input i there, which are
+ * read with one load before the chain (tuner__gemm_tile_operand says which inputs may be). */
+void tuner__gemm_emit_epilogue_pair_x(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                      const char *n, const char *const *pair, bool clamped,
+                                      const char *const *smem_at);
+
+/* Whether input i is a full-size epilogue operand that the copy engine can load as a tile of
+ * the output's shape: read by the epilogue only, of the output's dtype, [M, N] (or [batch, M, N],
+ * or [1, M, N]) as the output's rows and columns with nothing broadcast along them, 16-byte
+ * rows and alignment; for an ungrouped NHWC convolution, an operand of the output's shape (its
+ * [N*P*Q, K] matrix: a residual). *batched (may be NULL) tells whether it has a batch dimension
+ * of its own. */
+bool tuner__gemm_tile_operand(const tuner__gemm_problem *p, int i, bool *batched);
+
 /* tuner__gemm_emit_store for values the epilogue was already applied to. */
 void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                     const char *n, const char *const *vars, int nv);
@@ -195,6 +211,11 @@ void tuner__gemm_emit_store_smem(tuner_sb *sb, const tuner__gemm_problem *p, con
  * loads may be scheduled ahead of earlier pairs' stores. */
 void tuner__gemm_emit_staged_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
                                   const char *n, const char *const *pair, const char *sptr);
+/* tuner__gemm_emit_staged_pair with operands read from shared memory, as
+ * tuner__gemm_emit_epilogue_pair_x. */
+void tuner__gemm_emit_staged_pair_x(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,
+                                    const char *n, const char *const *pair, const char *sptr,
+                                    const char *const *smem_at);
 
 /* Emits `<name>`: the split-K reduction kernel (256 threads, one output element each) that sums
  * `split` fp32 partial planes of the workspace and applies the epilogue. */
@@ -285,6 +306,12 @@ double tuner__gemm_cluster_sum_us(int split);
 /* Microseconds one SM spends on the fused epilogue's arithmetic for `elements` output elements
  * (0 without an epilogue); the templates' cost models charge it per tile. */
 double tuner__gemm_epilogue_us(const tuner__gemm_problem *p, double elements);
+/* Time per tile of `elements` output elements that its full-size epilogue operands ([M, N] like
+ * the output) add: those read per fragment from global memory (all but `in_smem`) stall the
+ * epilogue; the `in_smem` ones a template loads by TMA into shared memory during the main loop
+ * cost part of their DRAM time at an SM's share (`sms` SMs at work) of the bandwidth. */
+double tuner__gemm_operand_us(const tuner__gemm_problem *p, const tuner_arch *a, double elements, double sms,
+                              int in_smem);
 
 /* Templates (tuner/gemm/wgmma.c, mma.c, simt.c). */
 extern const tuner_template tuner__gemm_matmul_wgmma;

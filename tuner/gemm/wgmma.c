@@ -22,6 +22,9 @@
  *        tile in shared memory that one thread writes out with bulk tensor stores (clipped at
  *        the tensor's edges; with stage_out 2 half of the tile's columns at a time, so that a
  *        128x256 tile's ring can be 4 deep), else straight from registers with bounds checks.
+ *    A full-size epilogue operand (an [M, N] residual or SwiGLU's up projection) is loaded by
+ *    the producer too, a tile per consumer's tile into shared memory of its own or into the
+ *    staged output tile, during the main loop, and read in the fragment layout (wg_plan_x).
  *    Cooperative schedules split each tile's rows between the consumers; pingpong ones give
  *    each consumer whole tiles of its own (and its own staged tile): the producer fills the
  *    ring tile after tile, and the consumers take turns at the tensor cores (named barriers),
@@ -131,6 +134,16 @@ typedef struct wg_cfg {
     bool stream_k;   /* the tiles past the last full wave are shared out by k tiles (wg_sk_plan) */
     wg_sk_plan sk;   /* ... how (filled by wg_emit) */
     int out_bytes;   /* the staged output tiles, one per consumer's tile of a unit */
+    /* Full-size epilogue operands loaded by TMA into shared memory (wg_plan_x): how many, which
+     * inputs, whether each has a batch dimension; one operand tile's bytes (block_m x block_n,
+     * boxes of 128-byte swizzled rows like the staged output's) and where the tiles start, from
+     * the ring's start: n_x per consumer's tile of a unit, after the staged output. */
+    int n_x;
+    int x_in[2];
+    bool x_batched[2];
+    int x_bytes, x_at;
+    bool x_in_out;   /* ... the one operand tile is loaded into the staged output tile instead,
+                      * computed in place and stored from there (wg_plan_x) */
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
@@ -155,7 +168,13 @@ static bool wg_supported(const tuner__gemm_problem *p)
 {
     /* The gather indexes input pixels with 32-bit integers. */
     const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31) && p->vec[0] == 8 && p->vec[1] == 8);
-    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && !p->prologue[0] && !p->prologue[1] && conv_ok;
+    /* Not where an odd N (unaligned output rows) meets an epilogue operand: the H200 sweep found
+     * the last column wrong there (b2 333x517x201, 2-byte bases, + bias, f16: every row's column
+     * 516; bf16 right; bench/results/2026-11-29-h200-kernel-gaps run3), cause not found yet -
+     * such ops keep matmul_mma until it is. Odd N alone, odd K with a bias and residual, and both
+     * operands transposed with odd strides were right. */
+    const bool gather_ok = p->conv || !wg_any_gathered(p) || p->N % 2 == 0 || p->op->n_inputs <= 2;
+    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && !p->prologue[0] && !p->prologue[1] && conv_ok && gather_ok;
 }
 
 /* Whether a convolution's A is the input itself: an ungrouped 1x1 convolution with stride 1 and
@@ -260,6 +279,78 @@ static int out_box_cols(const tuner__gemm_problem *p)
     return 128 / tuner_dtype_size(p->out_dt);
 }
 
+/* Which full-size epilogue operands (tuner__gemm_tile_operand: [M, N] like the output, its
+ * dtype, 16-byte rows) c's kernel loads by TMA into shared memory tiles of their own, one per
+ * consumer's tile of a unit, instead of reading them per fragment from global memory in the
+ * epilogue. Measured on an H200, those reads cost the SwiGLU gate 4096x11008x4096 (silu, then mul
+ * by an [M, N] operand) +21% over the bare GEMM's 556 us, where the operand's DRAM time is ~19
+ * us: each thread's 4-byte reads (16 bytes per row per quad, half a sector) after the main loop,
+ * stalled on L1TEX with the tensor cores idle (ncu; bench/results/2026-11-29-h200-kernel-gaps).
+ * The producer issues the tile's copy once the tile's first k stages are under way, so it
+ * arrives during the main loop. Only where the tiles fit beside the ring and the staged output
+ * (else the operand keeps the global path), at most one tensor map per launch past A, B and the
+ * output's (TUNER_MAX_TMAPS), never in a split-K cluster (its epilogue is the cluster sum's).
+ * Where no tile of its own fits (128x256 and 128x192 tiles with their ring and a whole staged
+ * output: the schedules of the bare GEMMs at LLM sizes, bench/results/2026-11-29-h200-kernel-gaps)
+ * the operand is loaded into the staged output tile itself (x_in_out): each thread reads its pair
+ * and writes the result in its place, the TMA store reads the tile from there, and the slot is
+ * free for the next tile's copy once that store has read it (the storer waits for it and
+ * arrives on the slot's `empty` barrier). */
+static void wg_plan_x(const tuner__gemm_problem *p, const tuner_arch *a, wg_cfg *c)
+{
+    c->n_x = 0;
+    c->x_in_out = false;
+    /* (A gathering producer warpgroup - a convolution's A, or a matmul's unaligned operand -
+     * issues no copies of the operand tiles: emit_x_load is the TMA producer's.) */
+    if (c->split > 1 || wg_gathers_a(p) || wg_any_gathered(p))
+        return;
+    const int maps = (wg_gathers_a(p) ? 0 : 1) + 1 + (c->stage_out ? 1 : 0);
+    const int tile = c->bm * c->bn * tuner_dtype_size(p->out_dt);
+    for (int i = 0; i < p->op->n_inputs && c->n_x < 2 && maps + c->n_x < TUNER_MAX_TMAPS; i++) {
+        bool batched = false;
+        if (!tuner__gemm_tile_operand(p, i, &batched))
+            continue;
+        /* The ring, the staged output and the operand tiles, then the static barriers: the
+         * ring's and a full/empty pair per operand tile slot. */
+        const int need = c->smem + (c->n_x + 1) * c->unit_tiles * tile + 16 * (c->stages + c->unit_tiles);
+        if (need > a->max_smem_per_block)
+            break;
+        c->x_in[c->n_x] = i;
+        c->x_batched[c->n_x] = batched;
+        c->n_x++;
+    }
+    if (c->n_x) {
+        c->x_bytes = tile;
+        c->x_at = c->smem - 1024; /* the ring (or split partial) region and the staged output */
+        c->smem += c->n_x * c->unit_tiles * tile;
+        return;
+    }
+    /* In the staged output tile: a whole one (stage_out 1), of the operand's element size. */
+    if (!c->stage_out || c->out_halves || c->smem + 16 * (c->stages + c->unit_tiles) > a->max_smem_per_block)
+        return;
+    for (int i = 0; i < p->op->n_inputs; i++) {
+        bool batched = false;
+        if (!tuner__gemm_tile_operand(p, i, &batched))
+            continue;
+        c->n_x = 1;
+        c->x_in[0] = i;
+        c->x_batched[0] = batched;
+        c->x_bytes = tile;
+        c->x_at = c->smem - 1024 - c->out_bytes;
+        c->x_in_out = true;
+        return;
+    }
+}
+
+/* cfg_from, then the operand tiles for a (wg_plan_x). */
+static int cfg_of(const tuner__gemm_problem *p, const tuner_arch *a, const tuner_schedule *s, wg_cfg *c)
+{
+    const int rc = cfg_from(p, s, c);
+    if (rc == 0)
+        wg_plan_x(p, a, c);
+    return rc;
+}
+
 /* Fills k for c's tiles on a; false where stream-K has nothing to share out (the tiles fill
  * whole waves) or too little (fewer than 4 k tiles per CTA). A remainder of less than half a
  * wave is shared out together with the wave before it: the same work per CTA, but each tile
@@ -327,8 +418,8 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
      * per producer thread (block_m 128), at most 32 window positions. */
     if (wg_gathers_a(p) && (c->bm > 128 || p->cr * p->cs > 32))
         return false;
-    /* Dynamic ring (+ staged tile) + the static barriers. */
-    if (c->smem + 16 * c->stages > a->max_smem_per_block)
+    /* Dynamic ring (+ staged tile, + operand tiles) + the static barriers. */
+    if (c->smem + 16 * c->stages + (c->n_x ? 16 * c->unit_tiles : 0) > a->max_smem_per_block)
         return false;
     if (c->threads > a->max_threads_per_block)
         return false;
@@ -444,6 +535,35 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
     *ret = m;
 }
 
+/* The tensor map of operand tile k (wg_plan_x): input x_in[k] as (N, M[, batch]), boxes of the
+ * staged output's (128-byte rows x block_m rows, 128-byte swizzle), a named M or batch marked as
+ * in the output's map; rows past M and columns past N read zeros. */
+static void wg_tmap_x(const tuner__gemm_problem *p, const wg_cfg *c, int k, tuner_tmap *ret)
+{
+    const tuner_tensor *t = &p->op->inputs[c->x_in[k]];
+    const int esz = tuner_dtype_size(t->dtype);
+    const bool batched = c->x_batched[k];
+    tuner_tmap m = {
+        .buf = TUNER_BUF_INPUT0 + c->x_in[k],
+        .dtype = t->dtype,
+        .rank = batched ? 3 : 2,
+        .dims = {(uint64_t)p->N, (uint64_t)p->M, (uint64_t)p->batch},
+        .strides = {(uint64_t)(p->N * esz), (uint64_t)(p->N * p->M * esz)},
+        .box = {(uint32_t)(128 / esz), (uint32_t)c->bm, 1},
+        .element_strides = {1, 1, 1},
+        .swizzle = 128,
+    };
+    if (t->rank == 2 && t->sym[0]) {
+        m.sym[1] = (uint8_t)t->sym[0];
+        m.sym_coef[1] = 1;
+    }
+    if (batched && t->sym[0]) {
+        m.sym[2] = (uint8_t)t->sym[0];
+        m.sym_coef[2] = 1;
+    }
+    *ret = m;
+}
+
 /* The kernel's parameters: the inputs' and the output's pointers, the workspace's when stream-K
  * uses one, then the tensor maps (wg_has_map: A unless gathered, B, the output with stage_out),
  * passed by value so that the copy engine reads them from the parameter bank. */
@@ -464,14 +584,19 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     tuner__emit_dim_params(sb, op);
     static const char *const map_names[] = {"wg_tm_a", "wg_tm_b", "wg_tm_c"};
     static const char *const map_addrs[] = {"wg_map_a", "wg_map_b", "wg_map_c"};
+    static const char *const x_names[] = {"wg_tm_x0", "wg_tm_x1"}, *const x_addrs[] = {"wg_map_x0", "wg_map_x1"};
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, c, i))
             tuner__hopper_emit_map_param(sb, map_names[i]);
+    for (int k = 0; k < c->n_x; k++) /* the operand tiles' maps (wg_tmap_x) */
+        tuner__hopper_emit_map_param(sb, x_names[k]);
     tuner_sb_puts(sb, ")\n{\n");
     /* Generic addresses of the parameters, as the bulk tensor copies take them. */
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, c, i))
             tuner__hopper_emit_map_addr(sb, map_names[i], map_addrs[i]);
+    for (int k = 0; k < c->n_x; k++)
+        tuner__hopper_emit_map_addr(sb, x_names[k], x_addrs[k]);
     tuner__gemm_emit_dims_decl(sb, p);
 }
 
@@ -663,6 +788,70 @@ static void emit_im2col_base(tuner_sb *sb, const tuner__gemm_problem *p, const w
                     c->bm, p->cp * p->cq, p->cp * p->cq, p->cgc, p->cq, p->sh, p->ph, p->cq, p->sw, p->pw);
 }
 
+/* The operand tiles' barriers (wg_plan_x), after the ring's 2 * stages: `full` of slot o at
+ * 2 * stages + o (the producer's expect_tx), `empty` at 2 * stages + unit_tiles + o (an arrive
+ * per consumer warp that reads the slot, or in the staged output the storer's). */
+static int wg_x_full(const wg_cfg *c)
+{
+    return 2 * c->stages;
+}
+
+static int wg_x_empty(const wg_cfg *c)
+{
+    return 2 * c->stages + c->unit_tiles;
+}
+
+/* The operand tiles' copies (emit_x_load): bulk tensor copies with an L2 evict-first policy, as
+ * each operand element is read once while the A and B panels are read again by other tiles. */
+static const char wg_x_helpers[] =
+    "HD_INLINE hd_u64 wg_evict_first() { hd_u64 p; asm volatile(\"createpolicy.fractional.L2::evict_first.b64 %0, "
+    "1.0;\" : \"=l\"(p)); return p; }\n"
+    "HD_INLINE void wg_tma2_ef(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar, hd_u64 pol) { asm volatile("
+    "\"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, "
+    "%3}], [%4], %5;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(bar), \"l\"(pol) : \"memory\"); }\n"
+    "HD_INLINE void wg_tma3_ef(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar, hd_u64 pol) { asm "
+    "volatile(\"cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+    "[%1, {%2, %3, %4}], [%5], %6;\" :: \"r\"(dst), \"l\"(map), \"r\"(c0), \"r\"(c1), \"r\"(c2), \"r\"(bar), "
+    "\"l\"(pol) : \"memory\"); }\n";
+
+/* In the producer's k loop: at the tile's min(stages, its k tiles)-th k tile (the ring is then
+ * full: its next stage frees only once the consumers that take this tile have finished their
+ * previous tile's epilogue and begun this one's main loop, so waiting for the operand slot here
+ * costs the ring nothing),
+ * the copies of the tile's operand tiles into its slot (pingpong: the consumer's, the tile's
+ * parity; else the one slot), once the consumers have read the slot's previous tile. A
+ * stream-K segment that ends inside its tile has no epilogue: it loads none. */
+static void emit_x_load(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    if (!c->n_x)
+        return;
+    const int bc = 128 / tuner_dtype_size(p->out_dt), boxes = c->bn / bc;
+    char last[48] = "";
+    if (c->stream_k)
+        snprintf(last, sizeof(last), " && wg_k1 == %lld", c->sk.ktiles);
+    tuner_sb_printf(sb,
+                    "if (kt == min(wg_k0 + %d, wg_k1 - 1)%s) {\n"
+                    "const int wg_xo = %s;\n"
+                    "const hd_u32 wg_xf = wg_bar0 + 8 * (%d + wg_xo);\n"
+                    "wg_wait(wg_bar0 + 8 * (%d + wg_xo), (int)(((wg_xph >> wg_xo) & 1u) ^ 1u));\n"
+                    "wg_expect(wg_xf, %d);\n"
+                    "const hd_u32 wg_xd = wg_ring + %d + (hd_u32)wg_xo * %du;\n"
+                    "const hd_u64 wg_xpol = wg_evict_first();\n",
+                    c->stages - 1, last, c->pingpong ? "(int)(t & 1)" : "0", wg_x_full(c), wg_x_empty(c),
+                    c->n_x * c->x_bytes, c->x_at, c->n_x * c->x_bytes);
+    for (int k = 0; k < c->n_x; k++)
+        for (int b = 0; b < boxes; b++) {
+            const int at = k * c->x_bytes + b * c->bm * 128;
+            if (c->x_batched[k])
+                tuner_sb_printf(sb, "wg_tma3_ef(wg_xd + %d, wg_map_x%d, gm_tn * %d + %d, gm_tm * %d, gm_b, wg_xf, wg_xpol);\n",
+                                at, k, c->bn, b * bc, c->bm);
+            else
+                tuner_sb_printf(sb, "wg_tma2_ef(wg_xd + %d, wg_map_x%d, gm_tn * %d + %d, gm_tm * %d, wg_xf, wg_xpol);\n",
+                                at, k, c->bn, b * bc, c->bm);
+        }
+    tuner_sb_puts(sb, "wg_xph ^= 1u << wg_xo;\n}\n");
+}
+
 /* The producer of a matmul, or of a convolution whose A the copy engine gathers (im2col maps)
  * or reads whole (dense 1x1): one thread loads both operands with bulk tensor copies, tile after
  * tile of its block's units, into one ring. */
@@ -671,6 +860,8 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
 {
     tuner_sb_puts(sb, "if (threadIdx.x == 0) {\n"
                       "int wg_s = 0, wg_ph = 0;\n");
+    if (c->n_x) /* the phase of each operand tile slot's barriers, a bit per slot */
+        tuner_sb_puts(sb, "unsigned wg_xph = 0u;\n");
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
     if (wg_im2col_a(p))
         emit_im2col_base(sb, p, c);
@@ -678,6 +869,7 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
     tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->stage_bytes);
     emit_tma_operand(sb, p, c, 0);
     emit_tma_operand(sb, p, c, 1);
+    emit_x_load(sb, p, c);
     tuner__hopper_emit_stage_advance(sb, c->stages);
     tuner_sb_puts(sb, "}\n}\n}\n");
 }
@@ -982,14 +1174,53 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n",
                     c->bm, c->bn);
     const char *v2[2] = {"acc[i][4 * j + 2 * h]", "acc[i][4 * j + 2 * h + 1]"};
+    /* Operand tiles in shared memory (wg_plan_x): once the slot's copy has landed, a thread's
+     * pair of fragment (i, j, h) sits where the staged output's would (same boxes, same
+     * 128-byte swizzle, same element size: below), so a warp's 4-byte reads of 8 rows x 4
+     * lanes fall in 32 distinct banks. x_at[input] names the pair's address per input. */
+    const char *x_at[TUNER_MAX_INPUTS] = {0};
+    char x_buf[2][48];
+    if (c->n_x) {
+        const int osz = tuner_dtype_size(p->out_dt);
+        tuner_sb_printf(sb,
+                        "wg_wait(wg_bar0 + 8 * (%d + wg_o), wg_xph);\nwg_xph ^= 1;\n"
+                        "const int wg_xlb = 2 * (wg_l & 3) * %d, wg_xx = ((wg_xlb >> 4) ^ (wg_l >> 2)) << 4;\n"
+                        "const unsigned char *const wg_xp = wg_dyn + (wg_ring + %du + (hd_u32)wg_o * %du - "
+                        "hd_smem_addr(wg_dyn)) + (wg_row0 + wg_w * 16 + (wg_l >> 2)) * 128 + (wg_xlb & 15);\n",
+                        wg_x_full(c), osz, c->x_at, c->n_x * c->x_bytes);
+        for (int k = 0; k < c->n_x; k++) {
+            snprintf(x_buf[k], sizeof(x_buf[k]), "wg_xa + %d", k * c->x_bytes);
+            x_at[c->x_in[k]] = x_buf[k];
+        }
+    }
+    char x_pair[192] = "";
+    if (c->n_x)
+        snprintf(x_pair, sizeof(x_pair),
+                 "const unsigned char *const wg_xa = wg_xp + ((j * 8 / %d) * %d + (i * 64 + h * 8) * 128) + "
+                 "(((j * 8 %% %d) * %d) ^ wg_xx);\n",
+                 out_box_cols(p), c->bm * 128, out_box_cols(p), tuner_dtype_size(p->out_dt));
+    /* The slot is free once every warp of its consumers has read its pairs; in the staged output
+     * tile, once the TMA store has read the results there. */
+    char x_free[160] = "";
+    if (c->x_in_out)
+        snprintf(x_free, sizeof(x_free),
+                 "if (wg_storer) {\nasm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n"
+                 "wg_arrive(wg_bar0 + 8 * (%d + wg_o));\n}\n",
+                 wg_x_empty(c));
+    else if (c->n_x)
+        snprintf(x_free, sizeof(x_free), "__syncwarp();\nif (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_o));\n",
+                 wg_x_empty(c));
     /* Register stores apply the fused epilogue in a pass over every fragment before any store
      * (see tuner__gemm_emit_epilogue_pair); a staged tile applies it pair by pair on the way to
      * shared memory (tuner__gemm_emit_staged_pair), with neither branches nor asm in between. */
     const bool ep_pass = tuner__gemm_has_epilogue(p) && p->N >= 2 && !c->stage_out;
     if (ep_pass) {
         emit_frag_nest(sb, c, 0, c->bn / 8);
-        tuner__gemm_emit_epilogue_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, true);
+        tuner_sb_puts(sb, x_pair);
+        tuner__gemm_emit_epilogue_pair_x(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, true,
+                                         c->n_x ? x_at : NULL);
         tuner_sb_puts(sb, "}\n");
+        tuner_sb_puts(sb, x_free);
     }
     if (c->stage_out) {
         /* The staged tile: boxes of 128-byte rows (out_box_cols columns) x block_m rows, 16-byte
@@ -1019,7 +1250,9 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
                             "unsigned char *const wg_oa = wg_op + ((j * 8 / %d - %d) * %d + (i * 64 + h * 8) * 128) + "
                             "(((j * 8 %% %d) * %d) ^ wg_ox);\n",
                             bc, part * part_boxes, c->bm * 128, bc, osz);
-            tuner__gemm_emit_staged_pair(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa");
+            tuner_sb_puts(sb, x_pair);
+            tuner__gemm_emit_staged_pair_x(sb, p, "gm_b", "gm_er + i * 64 + h * 8", "gm_ec + j * 8", v2, "wg_oa",
+                                           c->n_x ? x_at : NULL);
             tuner_sb_printf(sb, "}\n"
                                 /* Generic-proxy writes, then the copy engine reads them. */
                                 "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
@@ -1037,6 +1270,8 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
             }
             tuner_sb_puts(sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n");
         }
+        /* (Every consumer thread is past the staged tile's barrier: its reads are done.) */
+        tuner_sb_puts(sb, x_free);
         tuner_sb_puts(sb, "}\n");
     } else {
         emit_frag_nest(sb, c, 0, c->bn / 8);
@@ -1225,7 +1460,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const tuner_arch *a = tuner__arch(t);
     wg_cfg c;
     const char *tmpl = p->conv ? "conv2d_wgmma" : "matmul_wgmma";
-    if (!a || !a->has_wgmma || !wg_supported(p) || cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c)) {
+    if (!a || !a->has_wgmma || !wg_supported(p) || cfg_of(p, a, s, &c) < 0 || !cfg_valid(p, a, &c)) {
         if (err) {
             char msg[80];
             snprintf(msg, sizeof(msg), "%s: invalid schedule for this op/target", tmpl);
@@ -1262,10 +1497,21 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, wg_gather_helpers);
     if (c.split > 1)
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
+    if (c.n_x)
+        tuner_sb_puts(&sb, wg_x_helpers);
     emit_mma_fn(&sb, p, c.bn);
 
     emit_signature(&sb, p, &c, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
     const int S = c.stages;
+    /* The operand tile slots' barriers (wg_x_full, wg_x_empty): the producer's expect_tx; an
+     * arrive per warp of the consumers that read the slot (this CTA's only, also in a pair), or
+     * in the staged output tile the storer's, once its store has read the tile. */
+    char x_init[160] = "";
+    if (c.n_x)
+        snprintf(x_init, sizeof(x_init),
+                 "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * (%d + s), 1); "
+                 "wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n",
+                 c.unit_tiles, wg_x_full(&c), wg_x_empty(&c), c.x_in_out ? 1 : c.pingpong ? 4 : 4 * c.consumers);
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 wg_bars[%d];\n"
@@ -1280,10 +1526,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "if (threadIdx.x == 0) {\n"
                     /* Stage s: `full` barrier s, `empty` barrier S + s. */
                     "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
+                    "%s"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n%s",
-                    2 * S, S * c.stage_bytes, S, wg_full_count(p), S,
-                    (c.pingpong ? 4 : 4 * c.consumers) * c.cluster,
+                    2 * S + (c.n_x ? 2 * c.unit_tiles : 0), S * c.stage_bytes, S, wg_full_count(p), S,
+                    (c.pingpong ? 4 : 4 * c.consumers) * c.cluster, x_init,
                     /* A pair's barriers are initialised before either CTA multicasts into the
                      * other or arrives on its barriers. */
                     c.cluster == 2 ? "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
@@ -1340,6 +1587,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     c.out_bytes / c.unit_tiles, c.mi, nacc, a_lbo, c.a_bytes, b_lbo);
     if (c.pingpong)
         tuner_sb_puts(&sb, "long long wg_i = 0;\n");
+    if (c.n_x) /* the phase of this consumer's operand tile slot */
+        tuner_sb_puts(&sb, "int wg_xph = 0;\n");
     emit_unit_loop(&sb, p, &c, tiles_m, tiles_n, true);
     if (c.pingpong) {
         /* The producer fills the ring tile after tile of the block's units: this consumer's
@@ -1466,6 +1715,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, &c, i))
             wg_tmap_of(p, &c, i, &main_launch->maps[main_launch->n_maps++]);
+    for (int k = 0; k < c.n_x; k++)
+        wg_tmap_x(p, &c, k, &main_launch->maps[main_launch->n_maps++]);
     if (p->dynamic)
         return wg_grid_rule(p, a, &c, tiles_m, tiles_n, main_launch);
     return 0;
@@ -1525,7 +1776,7 @@ static int push_valid(const tuner__gemm_problem *p, const tuner_arch *a, const t
                       tuner_schedule **items, size_t *n)
 {
     wg_cfg c;
-    if (cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c))
+    if (cfg_of(p, a, s, &c) < 0 || !cfg_valid(p, a, &c))
         return 0;
     return tuner__gemm_push(items, n, s);
 }
@@ -1677,6 +1928,15 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 192), a->sm_count) >
             wave_fill(tiles_m * tuner__gemm_cdiv(p.N, 128), a->sm_count) + 0.05)
         bn = 192;
+    /* A full-size epilogue operand's tile (wg_plan_x) fits beside a 4-deep ring of 128x128 (or
+     * 64x128) tiles and their staged output, not beside 128x256's or 128x192's: without it the
+     * operand's per-fragment reads cost the SwiGLU gate at 4096x11008x4096 +21% (H200,
+     * bench/results/2026-11-29-h200-kernel-gaps). */
+    bool full_operand = false;
+    for (int i = 0; i < op->n_inputs; i++)
+        full_operand = full_operand || tuner__gemm_tile_operand(&p, i, NULL);
+    if (full_operand && bn > 128)
+        bn = 128;
     /* Half of a 16-bit 128x256 tile leaves room for a 4th stage; an fp32 one's does not. */
     const bool halves = bn == 256 && staged && tuner_dtype_size(p.out_dt) == 2;
     tuner__gemm_param(ret, "block_m", wide || square ? 128 : 64);
@@ -1697,7 +1957,7 @@ static int wg_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
         if (!strcmp(sk.params[i].name, "stream_k"))
             sk.params[i].value = 1;
     wg_cfg c;
-    if (cfg_from(&p, &sk, &c) == 0 && cfg_valid(&p, a, &c) && wg_predict(op, t, &sk) < wg_predict(op, t, ret))
+    if (cfg_of(&p, a, &sk, &c) == 0 && cfg_valid(&p, a, &c) && wg_predict(op, t, &sk) < wg_predict(op, t, ret))
         *ret = sk;
     return 0;
 }
@@ -1786,7 +2046,7 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
     wg_cfg c;
-    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
+    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_of(&p, a, s, &c) < 0)
         return 1e12;
     const int esz = tuner_dtype_size(p.dt);
     const long long tiles = p.batch * tuner__gemm_cdiv(p.M, c.bm) * tuner__gemm_cdiv(p.N, c.bn);
@@ -1861,7 +2121,12 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * 0.9-1.2 us per 128x128 tile over the same schedule bare, cooperative (128x192, 128x128)
      * and pingpong (128x128) alike: 3/4 of tuner__gemm_epilogue_us
      * (bench/results/2026-11-25-h100-epilogue-inline). */
-    const double t_chain = 0.75 * tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split);
+    /* An operand loaded into a cooperative tile's staged output holds its storer until the TMA
+     * store has read the tile (wg_plan_x; an estimate: 32-64 KiB read by the copy engine). */
+    const double t_chain = 0.75 * tuner__gemm_epilogue_us(&p, (double)c.bm * c.bn / c.split) +
+                           tuner__gemm_operand_us(&p, a, (double)c.bm * c.bn / c.split,
+                                                  blocks < a->sm_count ? (double)blocks : (double)a->sm_count, c.n_x) +
+                           (c.x_in_out && !c.pingpong ? 0.15 : 0.0);
     /* A pair reads each B tile once for two M tiles. An N pair reads each A tile once for two N
      * tiles, but is not credited with it: on an H100 its decode GEMMs ran 2-3% slower than the
      * same tiles unpaired (64x14336x4096 44.0 against 43.0 us, 128x14336x4096 45.3 against 44.3;

@@ -88,8 +88,29 @@ static void test_short_k_pick(void)
     tuner_space_free(sp);
 }
 
+/* A full-size epilogue operand read per fragment costs a tile more than one loaded by TMA beside
+ * the main loop; a bias row, or no operand, costs nothing here (tuner__gemm_operand_us). */
+static void test_operand_cost(void)
+{
+    tuner_target t = {.sm = 90, .arch_specific = true};
+    const tuner_arch *a = tuner__arch(&t);
+    tuner_op op = t_matmul(TUNER_F16, 0, 0, 4096, 11008, 4096, false, false, 16);
+    long long bias[1] = {11008}, full[2] = {4096, 11008};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_RELU);
+    tuner__gemm_problem p;
+    CHECK(a && tuner__gemm_problem_init(&op, &p, NULL) == 0);
+    if (!a)
+        return;
+    CHECK(tuner__gemm_operand_us(&p, a, 16384, 132, 0) == 0.0);
+    t_add_epilogue(&op, TUNER_EW_MUL, 2, full, TUNER_EW_RELU);
+    CHECK(tuner__gemm_problem_init(&op, &p, NULL) == 0);
+    const double frag = tuner__gemm_operand_us(&p, a, 16384, 132, 0), tma = tuner__gemm_operand_us(&p, a, 16384, 132, 1);
+    CHECK(frag > 4 * tma && tma > 0.0);
+}
+
 int main(void)
 {
+    test_operand_cost();
     test_ring_depth();
     test_short_k_pick();
     if (t_failures)
