@@ -17,6 +17,10 @@
  *   MATMUL       A [M,K] or [Bt,M,K] ([K,M] / [Bt,K,M] with trans_a), B [K,N] or [Bt,K,N]
  *                ([N,K] / [Bt,N,K] with trans_b). A rank-2 operand is broadcast over the batch.
  *                Output [M,N] or [Bt,M,N]. fp16/bf16 accumulate in fp32; fp32 may use tf32.
+ *                FP8 (f8e4m3/f8e5m2) A and B accumulate in fp32 and give attrs.out_dtype; then
+ *                come the scales as anchor inputs, f32: scale_a's (when attrs.matmul.scale_a is
+ *                not none), then scale_b's (tuner_scale_kind gives their shapes);
+ *                n_anchor_inputs is 2 plus their count.
  *   CONV2D       x, w. NHWC: x [N,H,W,C], w [K,R,S,C/groups]; output [N,P,Q,K].
  *                NCHW: x [N,C,H,W], w [K,C/groups,R,S]; output [N,K,P,Q].
  *   SOFTMAX      x [..., D]: softmax over the last axis; with attrs.softmax.log, log_softmax
@@ -95,8 +99,28 @@ typedef enum {
      * proto refuses them everywhere else. Never an output dtype. */
     TUNER_I32 = 3,
     TUNER_I64 = 4,
+    /* 8-bit floats (OCP FP8; PyTorch's float8_e4m3fn and float8_e5m2), one byte per element:
+     * matmul's A and B only (e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3), fp32 accumulation, output
+     * f16, bf16 or f32 (attrs.out_dtype), scales in attrs.matmul.scale_a/scale_b. e4m3: bias 7,
+     * no infinity, S.1111.111 is NaN, max 448; e5m2: bias 15, IEEE-like inf/NaN, max 57344.
+     * proto refuses them everywhere else. */
+    TUNER_F8E4M3 = 5,
+    TUNER_F8E5M2 = 6,
     TUNER_DTYPE_COUNT
 } tuner_dtype;
+
+/* How a scale multiplies an FP8 matmul's accumulator (attrs.matmul.scale_a / scale_b): out =
+ * (sum_k a[m,k] b[k,n]) * sa * sb, before the epilogue. The scale tensors are f32 anchor inputs
+ * after A and B, scale_a's first (see MATMUL in the header comment). */
+typedef enum {
+    TUNER_SCALE_NONE = 0,
+    TUNER_SCALE_TENSOR, /* one value: shape [] or [1] */
+    TUNER_SCALE_ROW,    /* A only: one per row of the output, [M] (or [M, 1], torch's row-wise) */
+    TUNER_SCALE_COL,    /* B only: one per column of the output, [N] (or [1, N]) */
+    TUNER_SCALE_BLOCK,  /* per 128-k block: A [M, ceil(K/128)] (1x128), B [ceil(N/128),
+                         * ceil(K/128)] (128x128, DeepSeek-V3's), applied in the main loop */
+    TUNER_SCALE_COUNT
+} tuner_scale_kind;
 
 typedef enum {
     TUNER_OP_MATMUL = 0,
@@ -231,6 +255,10 @@ typedef struct tuner_op {
         struct {
             bool trans_a, trans_b;
             bool allow_tf32; /* fp32 only: tensor cores in tf32 are allowed (default true) */
+            /* FP8 inputs only (TUNER_SCALE_NONE otherwise): the scales of A and B and the
+             * anchor's output dtype (f16, bf16 or f32; validation sets it, bf16 by default). */
+            tuner_scale_kind scale_a, scale_b;
+            tuner_dtype out_dtype;
         } matmul;
         struct {
             int stride[2], pad[2], dilation[2]; /* [h, w] */
@@ -333,7 +361,16 @@ typedef enum {
 /* Size in bytes of one element. */
 static inline int tuner_dtype_size(tuner_dtype d)
 {
-    return d == TUNER_I64 ? 8 : d == TUNER_F32 || d == TUNER_I32 ? 4 : 2;
+    return d == TUNER_I64 ? 8 : d == TUNER_F32 || d == TUNER_I32 ? 4 : d == TUNER_F8E4M3 || d == TUNER_F8E5M2 ? 1 : 2;
+}
+
+/* true for the 8-bit float dtypes (f8e4m3, f8e5m2). */
+static inline bool tuner_dtype_is_fp8(tuner_dtype d) { return d == TUNER_F8E4M3 || d == TUNER_F8E5M2; }
+
+/* The number of scale inputs of a matmul (0..2): they follow A and B (op/op.h's MATMUL). */
+static inline int tuner_matmul_n_scales(const tuner_op *op)
+{
+    return (op->attrs.matmul.scale_a != TUNER_SCALE_NONE) + (op->attrs.matmul.scale_b != TUNER_SCALE_NONE);
 }
 
 /* true for the integer dtypes (i32, i64). */
@@ -537,7 +574,8 @@ static inline int64_t tuner_pool_out_size(int64_t in, int kernel, int stride, in
  * "unknown" for a value out of range. *_parse: the value of a canonical name; 0, or -EINVAL when
  * s is NULL or not a name (then *ret is untouched). parse(name(v)) == v for every value.
  * tuner_dtype_parse also takes the other spellings a request may use ("float16", "half",
- * "fp16", "bfloat16", "float32", "fp32", "int32", "int64"). */
+ * "fp16", "bfloat16", "float32", "fp32", "int32", "int64", "float8_e4m3fn", "float8_e5m2",
+ * "e4m3", "e5m2"). */
 const char *tuner_dtype_name(tuner_dtype d);
 int tuner_dtype_parse(const char *s, tuner_dtype *ret);
 const char *tuner_op_name(tuner_op_kind k);
@@ -553,6 +591,9 @@ const char *tuner_reduce_name(tuner_reduce_kind k);
 int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret);
 const char *tuner_pool_name(tuner_pool_kind k);
 int tuner_pool_parse(const char *s, tuner_pool_kind *ret);
+/* "none", "tensor", "row", "col", "block". */
+const char *tuner_scale_name(tuner_scale_kind k);
+int tuner_scale_parse(const char *s, tuner_scale_kind *ret);
 const char *tuner_tune_name(tuner_tune_mode m);
 int tuner_tune_parse(const char *s, tuner_tune_mode *ret);
 
@@ -573,6 +614,14 @@ int tuner_target_parse(const char *s, tuner_target *ret);
 tuner_target tuner_target_of(tuner_target_id id);
 /* The id of a supported target, or -1 when t is NULL or not supported. */
 int tuner_target_id_of(const tuner_target *t);
+
+/* Why no kernel of this build computes FP8 matmul op on target t, as a sentence into buf (cut to
+ * len; returned), or NULL when one does (or op is no FP8 matmul). FP8 needs sm_90a's wgmma (sm_89's
+ * mma.sync FP8 is not implemented), A K-major ([M,K], not trans_a) and B K-major ([N,K],
+ * trans_b: torch._scaled_mm's column-major B), since 8-bit wgmma reads both operands K-major and
+ * no producer transposes them yet, and K a multiple of 16 with 16-byte aligned A and B (the copy
+ * engine's rows). The request parser (a known arch) and the space builder (any) both ask. */
+const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len);
 
 /* Canonical JSON of a validated op: sorted keys, no whitespace, every default explicit, doubles
  * as %.17g, canonical names. Two requests for the same op give the same string, whatever their

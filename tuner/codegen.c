@@ -259,6 +259,9 @@ const char *tuner__ctype(tuner_dtype d)
         return "int";
     case TUNER_I64:
         return "long long";
+    case TUNER_F8E4M3:
+    case TUNER_F8E5M2:
+        return "unsigned char"; /* FP8 operands are bytes that only TMA and wgmma read */
     default:
         return "float";
     }
