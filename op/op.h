@@ -367,6 +367,30 @@ static inline int tuner_dtype_size(tuner_dtype d)
 /* true for the 8-bit float dtypes (f8e4m3, f8e5m2). */
 static inline bool tuner_dtype_is_fp8(tuner_dtype d) { return d == TUNER_F8E4M3 || d == TUNER_F8E5M2; }
 
+/* The value of FP8 byte b of dtype dt (f8e4m3 or f8e5m2), exactly (every FP8 value is a float):
+ * e4m3 (bias 7): S.1111.111 is NaN, no infinity, max 448, subnormals m * 2^-9; e5m2 (bias 15):
+ * exponent 31 is inf (m 0) or NaN, max 57344, subnormals m * 2^-16. The verification reference
+ * decodes the same way on the GPU (tuner/gemm/reference.c). */
+static inline float tuner_fp8_to_f32(tuner_dtype dt, uint8_t b)
+{
+    const bool e4 = dt == TUNER_F8E4M3;
+    const uint32_t s = (uint32_t)(b & 0x80u) << 24, e = e4 ? (b >> 3) & 15u : (b >> 2) & 31u, m = e4 ? b & 7u : b & 3u;
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    if (e4 && e == 15u && m == 7u)
+        v.u = 0x7fc00000u;
+    else if (!e4 && e == 31u)
+        v.u = s | (m ? 0x7fc00000u : 0x7f800000u);
+    else if (e == 0u) {
+        v.f = (float)m * (e4 ? 0.001953125f : 1.52587890625e-05f);
+        v.u |= s;
+    } else
+        v.u = s | (e4 ? ((e + 120u) << 23) | (m << 20) : ((e + 112u) << 23) | (m << 21));
+    return v.f;
+}
+
 /* The number of scale inputs of a matmul (0..2): they follow A and B (op/op.h's MATMUL). */
 static inline int tuner_matmul_n_scales(const tuner_op *op)
 {

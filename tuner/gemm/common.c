@@ -43,19 +43,49 @@ static int vec_for(long long len, int align, int esz)
 
 static int dynamic_init(const tuner_op *op, tuner__gemm_problem *p, char **err);
 
+static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok, char **err);
+
 int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
+{
+    return problem_init(op, p, false, err);
+}
+
+int tuner__gemm_problem_init_fp8(const tuner_op *op, tuner__gemm_problem *p, char **err)
+{
+    return problem_init(op, p, true, err);
+}
+
+static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok, char **err)
 {
     if (!op || !p)
         return -EINVAL;
     memset(p, 0, sizeof(*p));
     p->op = op;
-    if (op->n_anchor_inputs != 2 || op->n_inputs < 2 || op->n_inputs > TUNER_MAX_INPUTS)
-        return fail(err, "%s needs exactly two anchor inputs", tuner_op_name(op->kind));
+    p->scale_a_in = p->scale_b_in = -1;
+    const bool fp8 = op->n_inputs >= 2 && op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype);
+    if (fp8 && !fp8_ok)
+        return fail(err, "FP8 operands are matmul_wgmma's only");
+    const int n_anchor = 2 + (fp8 ? tuner_matmul_n_scales(op) : 0);
+    if (op->n_anchor_inputs != n_anchor || op->n_inputs < n_anchor || op->n_inputs > TUNER_MAX_INPUTS)
+        return fail(err, "%s needs exactly %d anchor inputs", tuner_op_name(op->kind), n_anchor);
     const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1];
-    if (x->dtype != w->dtype)
+    if (x->dtype != w->dtype && !(fp8 && tuner_dtype_is_fp8(w->dtype)))
         return fail(err, "%s inputs must share a dtype", tuner_op_name(op->kind));
     p->dt = x->dtype;
+    p->dt_b = w->dtype;
     p->out_dt = op->output.dtype;
+    if (fp8) {
+        p->fp8 = true;
+        p->scale_a = op->attrs.matmul.scale_a;
+        p->scale_b = op->attrs.matmul.scale_b;
+        int next = 2;
+        if (p->scale_a != TUNER_SCALE_NONE)
+            p->scale_a_in = next++;
+        if (p->scale_b != TUNER_SCALE_NONE)
+            p->scale_b_in = next++;
+        if (p->scale_a == TUNER_SCALE_BLOCK || p->scale_b == TUNER_SCALE_BLOCK)
+            return fail(err, "per-block FP8 scales are not implemented");
+    }
     const int esz = tuner_dtype_size(p->dt);
 
     if (op->kind == TUNER_OP_MATMUL) {
@@ -559,11 +589,26 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     }
 }
 
-/* Declares float o_v<j> = vars[j] and, with `chain`, applies the epilogue to each. */
+/* Declares float o_v<j> = vars[j] and, with `chain`, applies the epilogue to each: first an FP8
+ * matmul's scales (out = acc * sa * sb, one float product per element as torch._scaled_mm's
+ * epilogue computes it: acc * (sa * sb) for two tensor scales), then the steps. */
 static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const char *const *vars, int nv, bool chain)
 {
+    const bool scaled = chain && (p->scale_a_in >= 0 || p->scale_b_in >= 0);
+    /* o_m and o_n are in range here: checked, clamped or known (emit_out_coords). */
+    if (scaled && p->scale_a_in >= 0)
+        tuner_sb_printf(sb, "const float o_sa = __ldg(in%d + %s);\n", p->scale_a_in,
+                        p->scale_a == TUNER_SCALE_ROW ? "o_m" : "0");
     for (int j = 0; j < nv; j++) {
         tuner_sb_printf(sb, "float o_v%d = %s;\n", j, vars[j]);
+        if (scaled) {
+            char sbv[64];
+            if (p->scale_b_in >= 0)
+                snprintf(sbv, sizeof(sbv), "__ldg(in%d + %s)", p->scale_b_in,
+                         p->scale_b == TUNER_SCALE_COL ? (j ? "o_n + 1" : "o_n") : "0");
+            tuner_sb_printf(sb, "o_v%d = o_v%d * (%s * %s);\n", j, j, p->scale_a_in >= 0 ? "o_sa" : "1.0f",
+                            p->scale_b_in >= 0 ? sbv : "1.0f");
+        }
         if (!chain)
             continue;
         char var[16];
@@ -614,7 +659,7 @@ void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const
 
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p)
 {
-    return p->op->epilogue.n > 0;
+    return p->op->epilogue.n > 0 || p->scale_a_in >= 0 || p->scale_b_in >= 0;
 }
 
 void tuner__gemm_emit_epilogue_pair(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,

@@ -88,7 +88,10 @@
 #include "tuner/gemm/gemm.h"
 #include "tuner/hopper.h"
 
-#define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
+#define WG_BK 64        /* k elements per stage of 16-bit operands: one 128-byte swizzle row */
+/* wgmma k steps per stage: a 128-byte row is four k16 steps of 16-bit elements or four k32 steps
+ * of 8-bit ones, 32 bytes each. */
+#define WG_KSTEPS 4
 /* Load latency each TMA box row past M or N adds (the copy engine zero-fills it): fitted to
  * 64x64 tiles with 12 stages on M x 4096 x 4096 (H100: 24.3, 22.1 and 20.2 us at M = 1, 16,
  * 64; bench/results/2026-11-25-h100-model-ring). */
@@ -130,14 +133,24 @@ typedef struct wg_cfg {
     int smem; /* dynamic shared memory, 1 KiB of it for aligning the ring to 1024 bytes */
 } wg_cfg;
 
+/* k elements per stage: one 128-byte swizzle row, 64 of 16-bit operands, 128 of FP8 ones. */
+static int wg_bk(const tuner__gemm_problem *p)
+{
+    return p->fp8 ? 128 : WG_BK;
+}
+
 /* Both operands 16-byte vectors along their contiguous dimension (TMA rows; for a convolution's
- * A, whole 16-byte channel chunks of one pixel), no prologue; convolutions NHWC only. */
+ * A, whole 16-byte channel chunks of one pixel), no prologue; convolutions NHWC only. FP8 (a
+ * matmul's A and B, any mix but e5m2 x e5m2): 8-bit wgmma reads both operands K-major only (no
+ * transpose bit), so A [M,K] and B [N,K] (trans_b; tuner_fp8_unsupported says so for the rest). */
 static bool wg_supported(const tuner__gemm_problem *p)
 {
     /* The gather indexes input pixels with 32-bit integers. */
     const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31));
-    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && p->vec[0] == 8 && p->vec[1] == 8 && !p->prologue[0] &&
-           !p->prologue[1] && conv_ok;
+    const int esz = tuner_dtype_size(p->dt);
+    const bool dt_ok = p->fp8 ? p->kmajor[0] && p->kmajor[1] && !(p->dt == TUNER_F8E5M2 && p->dt_b == TUNER_F8E5M2)
+                              : p->dt == TUNER_F16 || p->dt == TUNER_BF16;
+    return dt_ok && p->vec[0] * esz == 16 && p->vec[1] * esz == 16 && !p->prologue[0] && !p->prologue[1] && conv_ok;
 }
 
 /* Whether a convolution's A is the input itself: an ungrouped 1x1 convolution with stride 1 and
@@ -223,8 +236,8 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     if (c->mi < 1 || c->mi > 2)
         return -EINVAL;
     c->threads = 128 * (1 + c->consumers);
-    c->a_bytes = c->bm * WG_BK * 2;
-    c->b_bytes = c->bn * WG_BK * 2;
+    c->a_bytes = c->bm * 128; /* 128-byte rows: WG_BK 16-bit or 128 8-bit elements */
+    c->b_bytes = c->bn * 128;
     c->stage_bytes = c->a_bytes + c->b_bytes;
     /* A split tile's fp32 partial is parked in the ring once the main loop is done with it. */
     const int ring = c->stages * c->stage_bytes, partial = c->split > 1 ? c->bm * tuner__gemm_partial_row_bytes(c->bn) : 0;
@@ -250,7 +263,7 @@ static bool wg_sk_plan_of(const tuner__gemm_problem *p, const tuner_arch *a, con
 {
     const long long tiles = p->batch * tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
     k->grid = a->sm_count;
-    k->ktiles = tuner__gemm_cdiv(p->K, WG_BK);
+    k->ktiles = tuner__gemm_cdiv(p->K, wg_bk(p));
     const long long rem = tiles % k->grid;
     if (tiles >= k->grid && rem == 0)
         return false;
@@ -313,7 +326,7 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
          * persistent grid): split-K is for problems with too few tiles to fill the SMs. On an
          * H100 32 clusters of 4 exceed the 30 that fit, and ran 1.3x slower than 3 slices
          * (bench/results/2026-11-24-h100-wgmma-split). Every slice gets at least two k tiles. */
-        const long long ktiles = tuner__gemm_cdiv(p->K, WG_BK), kper = tuner__gemm_cdiv(ktiles, c->split);
+        const long long ktiles = tuner__gemm_cdiv(p->K, wg_bk(p)), kper = tuner__gemm_cdiv(ktiles, c->split);
         if (tiles > tuner__arch_cluster_fit(a, c->split) || kper < 2 || (c->split - 1) * kper >= ktiles)
             return false;
     }
@@ -332,6 +345,23 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
 /* The wgmma wrapper for one instruction shape: d (n/2 floats per thread) += A(desc) * B(desc). */
 static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
 {
+    if (p->fp8) {
+        /* m64nNk32 with e4m3/e5m2 operands (each its own type), both K-major: the FP8 form has
+         * no transpose bits. d += A*B always (scale-d 1), A and B unscaled (imm-scale 1). */
+        const int nacc = n / 2;
+        const char *ta = p->dt == TUNER_F8E4M3 ? "e4m3" : "e5m2", *tb = p->dt_b == TUNER_F8E4M3 ? "e4m3" : "e5m2";
+        tuner_sb_printf(sb, "HD_INLINE void wg_mma(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
+                            ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
+                            "wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {",
+                        nacc + 2, n, ta, tb);
+        for (int i = 0; i < nacc; i++)
+            tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
+        tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n: ", nacc, nacc + 1);
+        for (int i = 0; i < nacc; i++)
+            tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+        tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
+        return;
+    }
     /* tnsp bits: 1 reads the operand MN-major (transposed); A is K-major unless trans_a, B is
      * K-major only with trans_b. Always accumulate (the accumulators are zeroed per tile). */
     tuner__hopper_emit_mma_fn(sb, "wg_mma", p->dt, n, false, p->kmajor[0] ? 0 : 1, p->kmajor[1] ? 0 : 1, false);
@@ -382,7 +412,7 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
      * N pair). */
     const bool halved = kmaj && c->cluster == 2 && (which == 0) == c->pair_n;
     const int rows = (which == 0 ? c->bm : c->bn) / (halved ? 2 : 1);
-    const tuner_dtype dt = out ? p->out_dt : p->dt;
+    const tuner_dtype dt = out ? p->out_dt : which == 1 ? p->dt_b : p->dt;
     const int esz = tuner_dtype_size(dt);
     const long long d0 = out ? p->N : kmaj ? p->K : mn, d1 = out ? p->M : kmaj ? mn : p->K;
     tuner_tmap m = {
@@ -391,7 +421,7 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
         .rank = batched ? 3 : 2,
         .dims = {(uint64_t)d0, (uint64_t)d1, (uint64_t)p->batch},
         .strides = {(uint64_t)(d0 * esz), (uint64_t)(d0 * d1 * esz)},
-        .box = {(uint32_t)(out ? out_box_cols(p) : 64), (uint32_t)(out ? c->bm : kmaj ? rows : 64), 1},
+        .box = {(uint32_t)(out ? out_box_cols(p) : kmaj ? wg_bk(p) : 64), (uint32_t)(out ? c->bm : kmaj ? rows : 64), 1},
         .element_strides = {1, 1, 1},
         .swizzle = 128,
     };
@@ -594,7 +624,7 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
         if (p->kmajor[which]) {
             tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, %s%d + (int)wg_rank * %d%s, "
                                 "wg_full, (unsigned short)3);\n",
-                            batched ? 3 : 2, off, rows / 2 * 128, map, WG_BK, mn0, rows, rows / 2, bc);
+                            batched ? 3 : 2, off, rows / 2 * 128, map, wg_bk(p), mn0, rows, rows / 2, bc);
         } else {
             const int hb = rows / 128; /* 64-column boxes per CTA */
             for (int j = 0; j < hb; j++)
@@ -605,8 +635,8 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
         return;
     }
     if (p->kmajor[which]) {
-        tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map, WG_BK,
-                        mn0, rows, bc);
+        tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map,
+                        wg_bk(p), mn0, rows, bc);
     } else {
         for (int j = 0; j < rows / 64; j++)
             tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
@@ -975,7 +1005,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     }
     const long long tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
     const long long tiles = p->batch * tiles_m * tiles_n;
-    const long long ktiles = tuner__gemm_cdiv(p->K, WG_BK);
+    const long long ktiles = tuner__gemm_cdiv(p->K, wg_bk(p));
     /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
     const long long units = tuner__gemm_cdiv(tiles, c.unit_tiles);
     int grid = (int)(units < a->sm_count ? units : a->sm_count);
@@ -1056,7 +1086,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const int nacc = c.bn / 2;
     /* Descriptor strides: K-major rows are 128 bytes (SBO 1 KiB per 8 rows; LBO unused with the
      * 128-byte swizzle); MN-major boxes are 64 columns, 8 KiB apart (LBO), 8-row k groups 1 KiB
-     * apart (SBO). Per k16 step the start moves 32 bytes (K-major) or 16 rows = 2 KiB. */
+     * apart (SBO). Per k16 step (k32 of FP8) the start moves 32 bytes (K-major) or 16 rows = 2 KiB. */
     const int a_k16 = p->kmajor[0] ? 32 : 2048, b_k16 = p->kmajor[1] ? 32 : 2048;
     const int a_lbo = p->kmajor[0] ? 16 : 8192, b_lbo = p->kmajor[1] ? 16 : 8192;
     /* Byte offset of consumer c's m64 slice i inside the A tile. */
@@ -1103,7 +1133,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     /* A gathered by cp.async was written through the generic proxy; wgmma reads
                      * through the async one. */
                     wg_gathers_a(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
-                    c.stage_bytes / 16, WG_BK / 16, b_k16 / 16, c.mi);
+                    c.stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c.mi);
     /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
      * multicasts its half of the shared tile into this CTA's stage too. */
     const char *peer_release = "";
@@ -1236,7 +1266,7 @@ static const int wg_tiles[][4] = {
 static bool wg_problem(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner__gemm_problem *p)
 {
     const tuner_arch *a = tuner__arch(t);
-    return op && op->kind == kind && a && a->has_wgmma && tuner__gemm_problem_init(op, p, NULL) == 0 &&
+    return op && op->kind == kind && a && a->has_wgmma && tuner__gemm_problem_init_fp8(op, p, NULL) == 0 &&
            wg_supported(p);
 }
 
@@ -1432,7 +1462,7 @@ static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                        char **err)
 {
     tuner__gemm_problem p;
-    int rc = tuner__gemm_problem_init(op, &p, err);
+    int rc = tuner__gemm_problem_init_fp8(op, &p, err);
     if (rc < 0)
         return rc;
     return wg_emit(&p, t, s, prog, err);
@@ -1449,16 +1479,16 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
     wg_cfg c;
-    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
+    if (!a || tuner__gemm_problem_init_fp8(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
         return 1e12;
-    const int esz = tuner_dtype_size(p.dt);
+    const int esz = tuner_dtype_size(p.dt), bk = wg_bk(&p);
     const long long tiles = p.batch * tuner__gemm_cdiv(p.M, c.bm) * tuner__gemm_cdiv(p.N, c.bn);
-    const long long kp = tuner__gemm_cdiv(p.K, WG_BK) * WG_BK;
+    const long long kp = tuner__gemm_cdiv(p.K, bk) * bk;
     /* A split-K cluster's CTAs each run one slice of a tile's k tiles. */
-    const long long kslice = tuner__gemm_cdiv(tuner__gemm_cdiv(p.K, WG_BK), c.split) * WG_BK;
+    const long long kslice = tuner__gemm_cdiv(tuner__gemm_cdiv(p.K, bk), c.split) * bk;
     const long long blocks = tiles * c.split;
     /* wgmma peak: mma.sync reaches about two thirds of it on Hopper (tuner/arch.c). */
-    const double rate_sm = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count;
+    const double rate_sm = a->tc_f16_tflops * 1.5 * tuner__gemm_tc_rate_factor(&p) * 1e6 / a->sm_count;
     double eff = 0.82;
     eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : 0.80;
     /* (A gathering convolution's single consumer is fed no worse: the gather, not the issue
@@ -1478,7 +1508,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * with bias + GELU, pingpong 64x256 tiles 50-53 against 42-46 us,
      * bench/results/2026-11-25-h100-epilogue-inline); a staged tile leaves by TMA stores. */
     const double ep =
-        1.0 + (!c.stage_out ? 4.0 : c.pingpong ? 0.3 : c.out_halves ? 0.7 : 0.5) / (double)(kslice / WG_BK);
+        1.0 + (!c.stage_out ? 4.0 : c.pingpong ? 0.3 : c.out_halves ? 0.7 : 0.5) / (double)(kslice / bk);
     /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
      * other. */
     double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
@@ -1541,10 +1571,10 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     /* The ring: stages - 1 k tiles loading per persistent block (a pair's CTAs each fetch half
      * of the shared operand). */
     const tuner__gemm_ring ring = {
-        .ktiles = per_sm * (double)(kslice / WG_BK),
+        .ktiles = per_sm * (double)(kslice / bk),
         .slots = c.stages - 1,
-        .compute_us = 2.0 * c.bm * c.bn * (double)WG_BK / (rate_sm * eff),
-        .stage_bytes = (c.bm + (double)c.bn / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * WG_BK * esz,
+        .compute_us = 2.0 * c.bm * c.bn * (double)bk / (rate_sm * eff),
+        .stage_bytes = (c.bm + (double)c.bn / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * bk * esz,
         .dram_frac = panel > uniq ? uniq / panel : 1.0,
         /* Rasterised tiles share operands in L2 more often. */
         .l2_penalty = c.group > 1 ? 0.9 : 1.0,
