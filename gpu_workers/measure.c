@@ -257,7 +257,7 @@ static float bf16_to_f32(uint16_t h)
 
 static size_t dsize(gw_dtype d)
 {
-    return d == GW_I64 ? 8 : d == GW_F32 || d == GW_I32 ? 4 : 2;
+    return d == GW_I64 ? 8 : d == GW_F32 || d == GW_I32 ? 4 : d == GW_F8E4M3 || d == GW_F8E5M2 ? 1 : 2;
 }
 
 int gw_probe_devices(gw_device_info *devs, int max, int *ret_n, char *err, size_t errlen)
@@ -513,6 +513,15 @@ static void fill_part(void *arg, int part, size_t begin, size_t end)
                 const int32_t i32 = (int32_t)iv;
                 memcpy(f->host + 4 * k, &i32, 4);
             }
+            continue;
+        }
+        if (f->b->dtype == GW_F8E4M3 || f->b->dtype == GW_F8E5M2) {
+            /* A random byte whose exponent's top bit is cleared: every sign, mantissa and
+             * subnormal, magnitudes below 2, never NaN or inf (e4m3's S.1111.111, e5m2's
+             * exponent 31). */
+            const unsigned e = f->b->dtype == GW_F8E4M3 ? (bits >> 3) & 15u : (bits >> 2) & 31u;
+            const unsigned top = f->b->dtype == GW_F8E4M3 ? 8u : 16u;
+            f->host[k] = (uint8_t)((bits & 0xffu) ^ (e >= top ? 0x40u : 0u));
             continue;
         }
         float v = (float)((double)(bits >> 11) * (2.0 / 9007199254740992.0) - 1.0);

@@ -183,6 +183,13 @@ static void tolerances(const tuner_op *op, double *rtol, double *atol)
         t = 1e-2; /* tf32 tensor cores; conv2d has no flag and its fp32 templates may use them */
     else
         t = 1e-4;
+    if (op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype)) {
+        /* FP8 wgmma keeps about 14 bits of each partial sum, rounding once per k32 step
+         * (docs/api.md, "FP8 matmul"): up to ceil(K / 32) * 2^-14 of the sums' scale, twice. */
+        const tuner_tensor *a = &op->inputs[0];
+        const int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+        t += 2.0 * (double)((k + 31) / 32) / 16384.0;
+    }
     *rtol = t;
     *atol = t;
 }
