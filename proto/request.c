@@ -1009,12 +1009,12 @@ static int parse_fp8_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
                                              k != TUNER_SCALE_BLOCK))
             return proto_fail(e, 422, "invalid_field", field, "%s must be \"none\", \"tensor\", \"%s\" or \"block\", not \"%.32s\"",
                               field, tuner_scale_name(vec), s);
-        if (k == TUNER_SCALE_BLOCK)
-            return proto_fail(e, 422, "unsupported", field,
-                              "per-block scales (1x128 on A, 128x128 on B) are not implemented yet; use \"tensor\" or "
-                              "\"%s\"", tuner_scale_name(vec));
         *(i == 1 ? &op->attrs.matmul.scale_a : &op->attrs.matmul.scale_b) = k;
     }
+    if ((op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK) != (op->attrs.matmul.scale_b == TUNER_SCALE_BLOCK))
+        return proto_fail(e, 422, "invalid_field",
+                          op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK ? "attrs.scale_b" : "attrs.scale_a",
+                          "per-block scales go together: scale_a \"block\" (1x128) with scale_b \"block\" (128x128)");
     return 0;
 }
 
@@ -1251,7 +1251,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
 
 /* An FP8 matmul's scale inputs (after A and B, scale_a's first): f32, of the shapes their modes
  * give (op/op.h's tuner_scale_kind), fixed sizes. */
-static int check_fp8_scales(const tuner_op *op, int64_t m, int64_t n, proto_error *e)
+static int check_fp8_scales(const tuner_op *op, int64_t m, int64_t n, int64_t kdim, proto_error *e)
 {
     char field[64];
     int idx = 2;
@@ -1269,11 +1269,27 @@ static int check_fp8_scales(const tuner_op *op, int64_t m, int64_t n, proto_erro
         for (int d = 0; d < t->rank; d++)
             if (t->sym[d])
                 return proto_fail(e, 422, "invalid_field", field, "%s (inputs[%d]) has fixed sizes", who, idx);
-        if (k == TUNER_SCALE_ROW && tuner_op_is_dynamic(op))
-            return proto_fail(e, 422, "unsupported", "attrs.scale_a",
-                              "row scales of a matmul with named dims are not supported yet (use \"tensor\")");
+        if ((k == TUNER_SCALE_ROW || k == TUNER_SCALE_BLOCK) && tuner_op_is_dynamic(op))
+            return proto_fail(e, 422, "unsupported", w ? "attrs.scale_b" : "attrs.scale_a",
+                              "%s scales of a matmul with named dims are not supported yet (use \"tensor\")",
+                              tuner_scale_name(k));
         bool ok;
         const int64_t len = k == TUNER_SCALE_ROW ? m : n;
+        const int64_t kb = (kdim + 127) / 128;
+        if (k == TUNER_SCALE_BLOCK) {
+            if (op->inputs[0].rank != 2 || op->inputs[1].rank != 2)
+                return proto_fail(e, 422, "unsupported", "attrs.scale_a",
+                                  "per-block scales take rank-2 A and B (no batch)");
+            const int64_t rows = w ? (n + 127) / 128 : m;
+            if (t->rank != 2 || t->shape[0] != rows || t->shape[1] != kb)
+                return proto_fail(e, 422, "shape_mismatch", field,
+                                  "%s \"block\" (inputs[%d]) is %s: shape [%lld, %lld]", who, idx,
+                                  w ? "one per 128x128 block of B, [ceil(N/128), ceil(K/128)]"
+                                    : "one per row of A and 128 k, [M, ceil(K/128)]",
+                                  (long long)rows, (long long)kb);
+            idx++;
+            continue;
+        }
         if (k == TUNER_SCALE_TENSOR)
             ok = t->rank == 1 && t->shape[0] == 1;
         else if (k == TUNER_SCALE_ROW)
@@ -1338,7 +1354,7 @@ static int infer_matmul(tuner_op *op, proto_error *e)
     o->shape[o->rank++] = m;
     o->shape[o->rank++] = n;
     o->dtype = fp8 ? op->attrs.matmul.out_dtype : a->dtype;
-    if (fp8 && (r = check_fp8_scales(op, m, n, e)) < 0)
+    if (fp8 && (r = check_fp8_scales(op, m, n, k, e)) < 0)
         return r;
     /* tf32 only exists for fp32 inputs; normalising keeps equal requests on one cache key. */
     if (a->dtype != TUNER_F32)

@@ -1817,8 +1817,24 @@ static void test_fp8(void)
         ",\"scale_b\":\"col\"}" F8_ARCH, 422, "shape_mismatch", "inputs[2].shape");
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
         ",\"scale_b\":\"row\"}" F8_ARCH, 422, "invalid_field", "attrs.scale_b");
+    /* per-block: A's [M, ceil(K/128)] and B's [ceil(N/128), ceil(K/128)], together, unbatched */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],\"dtype\":\"f32\"},"
+           "{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}" F8_ARCH);
+    CHECK(r.op.n_anchor_inputs == 4 && r.op.attrs.matmul.scale_a == TUNER_SCALE_BLOCK);
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
-        ",\"scale_a\":\"block\"}" F8_ARCH, 422, "unsupported", "attrs.scale_a");
+        ",\"scale_a\":\"block\"}" F8_ARCH, 422, "invalid_field", "attrs.scale_b");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"},{\"shape\":[1,2],"
+        "\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"tensor\",\"scale_b\":\"block\"}" F8_ARCH, 422, "invalid_field",
+        "attrs.scale_a");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,1],\"dtype\":\"f32\"},"
+        "{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}" F8_ARCH, 422,
+        "shape_mismatch", "inputs[2].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],\"dtype\":\"f32\"},"
+        "{\"shape\":[2,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}" F8_ARCH, 422,
+        "shape_mismatch", "inputs[3].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[2,128,256],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") ",{\"shape\":[128,2],"
+        "\"dtype\":\"f32\"},{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}"
+        F8_ARCH, 422, "unsupported", "attrs.scale_a");
     /* a fused step may not read a scale; FP8 nowhere else */
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
         ",\"scale_a\":\"tensor\"},\"epilogue\":[{\"op\":\"mul\",\"input\":2}]" F8_ARCH, 422, "invalid_field", "epilogue[0].input");

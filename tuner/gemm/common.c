@@ -78,13 +78,19 @@ static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok,
         p->fp8 = true;
         p->scale_a = op->attrs.matmul.scale_a;
         p->scale_b = op->attrs.matmul.scale_b;
-        int next = 2;
-        if (p->scale_a != TUNER_SCALE_NONE)
-            p->scale_a_in = next++;
-        if (p->scale_b != TUNER_SCALE_NONE)
-            p->scale_b_in = next++;
-        if (p->scale_a == TUNER_SCALE_BLOCK || p->scale_b == TUNER_SCALE_BLOCK)
-            return fail(err, "per-block FP8 scales are not implemented");
+        p->block_scales = p->scale_a == TUNER_SCALE_BLOCK;
+        if (p->block_scales != (p->scale_b == TUNER_SCALE_BLOCK))
+            return fail(err, "per-block FP8 scales are given for both operands or neither");
+        if (p->block_scales) {
+            p->bsa_in = 2;
+            p->bsb_in = 3;
+        } else {
+            int next = 2;
+            if (p->scale_a != TUNER_SCALE_NONE)
+                p->scale_a_in = next++;
+            if (p->scale_b != TUNER_SCALE_NONE)
+                p->scale_b_in = next++;
+        }
     }
     const int esz = tuner_dtype_size(p->dt);
 

@@ -26,7 +26,12 @@ typedef struct tuner__gemm_problem {
      * epilogue (tuner_scale_kind; the scale tensors are inputs 2 and, after scale_a's, 3). */
     bool fp8;
     tuner_scale_kind scale_a, scale_b;
-    int scale_a_in, scale_b_in; /* their input indices (-1: none) */
+    int scale_a_in, scale_b_in; /* their input indices (-1: none, or per-block scales) */
+    /* Per-block scales (TUNER_SCALE_BLOCK, both operands): applied in the main loop per 128-k
+     * block, not in the epilogue; A's [M, ceil(K/128)] is input bsa_in, B's [ceil(N/128),
+     * ceil(K/128)] bsb_in. */
+    bool block_scales;
+    int bsa_in, bsb_in;
     long long batch;    /* matmul batch (1 when unbatched) or conv groups */
     long long M, N, K;  /* per batch entry / per group */
     /* matmul */

@@ -66,7 +66,12 @@ static void emit_matmul(tuner_sb *sb, const tuner__gemm_problem *p)
         tuner_sb_puts(sb, "const long long o_t0 = bt, o_t1 = m, o_t2 = n;\n");
     else
         tuner_sb_puts(sb, "const long long o_t0 = m, o_t1 = n;\n");
-    tuner_sb_printf(sb, "float acc = 0.0f;\nfor (long long k = 0; k < %lld; k++) {\n", p->K);
+    /* Per-block scales: each 128-k block's sum, scaled by its A row's and B n block's scales,
+     * is added to acc in block order (the kernels' promotion). */
+    if (p->block_scales)
+        tuner_sb_printf(sb, "float acc = 0.0f, blk = 0.0f;\nfor (long long k = 0; k < %lld; k++) {\n", p->K);
+    else
+        tuner_sb_printf(sb, "float acc = 0.0f;\nfor (long long k = 0; k < %lld; k++) {\n", p->K);
     /* A: [bt?][M][K] or transposed [bt?][K][M]. */
     const char *ar = p->trans_a ? "k" : "m", *ac = p->trans_a ? "m" : "k";
     if (p->a_batched)
@@ -86,6 +91,16 @@ static void emit_matmul(tuner_sb *sb, const tuner__gemm_problem *p)
         tuner_sb_printf(sb, "const long long b_t0 = %s, b_t1 = %s;\nconst long long b_off = b_t0 * %lld + b_t1;\n", br,
                         bc, (long long)b->shape[1]);
     emit_load(sb, p, 1, "b", "b_off", "bv");
+    if (p->block_scales) {
+        const long long kb = tuner__gemm_cdiv(p->K, 128);
+        tuner_sb_printf(sb,
+                        "blk = fmaf(av, bv, blk);\n"
+                        "if ((k & 127) == 127 || k == %lld) {\n"
+                        "acc = fmaf(blk, in%d[m * %lldLL + (k >> 7)] * in%d[(n >> 7) * %lldLL + (k >> 7)], acc);\n"
+                        "blk = 0.0f;\n}\n}\n",
+                        p->K - 1, p->bsa_in, kb, p->bsb_in, kb);
+        return;
+    }
     tuner_sb_puts(sb, "acc = fmaf(av, bv, acc);\n}\n");
 }
 

@@ -292,6 +292,10 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* Staging needs 16-byte output rows (TMA strides). */
     if (c->stage_out && !p->out_chunk)
         return false;
+    /* Per-block FP8 scales (emit_block_scaled_loop): a tile within one 128-column n block, and a
+     * k tile's own accumulators beside the tile's (at most 64 + 64 registers). */
+    if (p->block_scales && ((c->bn != 64 && c->bn != 128) || c->mi * c->bn / 2 > 64))
+        return false;
     /* Halves are whole output boxes, and only where the whole staged tile leaves no room for
      * this ring (else stage_out 1 is the same schedule with fewer barriers). */
     if (c->out_halves && ((c->bn / out_box_cols(p)) % 2 ||
@@ -360,6 +364,19 @@ static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
         for (int i = 0; i < nacc; i++)
             tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
         tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
+        if (p->block_scales) {
+            /* wg_mma_z: the same with scale-d 0, d = A*B (a k block's first step). */
+            tuner_sb_printf(sb, "HD_INLINE void wg_mma_z(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
+                                ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
+                                "wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {",
+                            nacc + 2, n, ta, tb);
+            for (int i = 0; i < nacc; i++)
+                tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
+            tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n: ", nacc, nacc + 1);
+            for (int i = 0; i < nacc; i++)
+                tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+            tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(0) : \"memory\");\n}\n");
+        }
         return;
     }
     /* tnsp bits: 1 reads the operand MN-major (transposed); A is K-major unless trans_a, B is
@@ -989,6 +1006,57 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     return tuner__grid_rule(l, 0, op, mask, coef, div, mul, cap);
 }
 
+/* The consumers' main loop of an FP8 matmul with per-block scales (DeepSeek-V3's: A's 1x128, one
+ * per row and 128-k block, [M, KB]; B's 128x128, [ceil(N/128), KB], KB = ceil(K/128)): a k tile
+ * is exactly one k block (128 FP8 elements), so its wgmma accumulate into a tile of their own
+ * (wg_t; the first k step overwrites it, scale-d 0), which is promoted into the fp32
+ * accumulators scaled: acc += wg_t * sa[row][kt] * sb[n block][kt]. The promotion reads the
+ * tile, so each k tile's wgmma are waited for (the stage goes back at once); the scales are
+ * loaded before the stage is waited for, so their latency hides behind it. A tile lies in one
+ * n block (block_n 64 or 128, cfg_valid): one B scale per k tile. Also the fast accumulation's
+ * precision fix: no partial sum spans more than one k tile in the tensor cores. */
+static void emit_block_scaled_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int S, int a_k16,
+                                   int b_k16)
+{
+    const int nacc = c->bn / 2;
+    const long long kb = tuner__gemm_cdiv(p->K, 128);
+    char peer[96] = "";
+    if (c->cluster == 2)
+        snprintf(peer, sizeof(peer), " wg_arrive_peer(wg_bar0 + 8 * (%d + wg_s), wg_rank ^ 1u);", S);
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
+                    "int wg_prev = -1;\n"
+                    "float wg_t[%d][%d];\n"
+                    "const float *const wg_sbp = in%d + (long long)(gm_tn * %d / 128) * %lldLL;\n"
+                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
+                    "float wg_bs[%d][2];\n{\nconst float wg_sbv = __ldg(wg_sbp + kt);\n"
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                    "const int wg_r = min(gm_tm * %d + wg_row0 + i * 64 + wg_w * 16 + (wg_l >> 2) + h * 8, %s);\n"
+                    "wg_bs[i][h] = __ldg(in%d + (long long)wg_r * %lldLL + kt) * wg_sbv;\n}\n}\n"
+                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+                    "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
+                    "wg_fence();\n"
+                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
+                    "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n"
+                    "const hd_u64 wg_da = wg_desc(wg_dla + wg_so + (hd_u32)(wg_row0 + i * 64) * 8u + kk * %d);\n"
+                    "if (kk == 0) wg_mma_z(wg_t[i], wg_da, wg_db); else wg_mma(wg_t[i], wg_da, wg_db);\n"
+                    "}\n}\n"
+                    "wg_commit();\n"
+                    "wg_wait_group<0>();\n"
+                    "if (wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_s));%s }\n"
+                    /* Fragment (i, 4 j + 2 h + e) is row i * 64 + h * 8 of the thread's rows. */
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                    "acc[i][j] = fmaf(wg_t[i][j], wg_bs[i][(j >> 1) & 1], acc[i][j]);\n"
+                    "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
+                    "}\n"
+                    "%s",
+                    c->mi, nacc, c->mi, nacc, p->bsb_in, c->bn, kb, c->mi, c->mi, c->bm, tuner__gemm_M(p, -1).s,
+                    p->bsa_in, kb, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16, S, peer, c->mi,
+                    nacc, S,
+                    c->pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "");
+}
+
 static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
                    char **err)
 {
@@ -1119,6 +1187,9 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                         "wg_i++;\n",
                         ktiles, S, S);
     }
+    if (p->block_scales) {
+        emit_block_scaled_loop(&sb, p, &c, S, a_k16, b_k16);
+    } else {
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
@@ -1162,6 +1233,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     a_k16 / 16, S, peer_release, S,
                     c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
                     peer_release);
+    }
     if (c.stream_k)
         emit_sk_fixup(&sb, &c);
     if (c.split > 1)
@@ -1498,6 +1570,10 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * cooperative tile (4096^3 243 against 222 us, 2048x14336x4096 391 against 373; more
      * operand bytes per FLOP, a barrier per turn; bench/results/2026-11-24-h100-epilogue). */
     eff *= c.pingpong ? 0.94 : 1.0;
+    /* Per-block FP8 scales wait for each k tile's wgmma before promoting them (no k tile in
+     * flight across the promotion): not measured yet; DeepGEMM's same scheme runs at about 0.8 of
+     * the FP8 peak where plain FP8 GEMMs reach 0.75-0.9 of it. */
+    eff *= p.block_scales ? 0.85 : 1.0;
     /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
      * per thread and stage where TMA needs one instruction. */
     eff *= wg_gathers_a(&p) ? 0.92 : 1.0;

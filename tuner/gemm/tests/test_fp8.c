@@ -6,7 +6,8 @@
  * epilogues, batches, edge tiles, decode shapes; a default, the model's best and the first of
  * each schedule feature) plus the reference, generated and compiled by NVRTC for sm_90a (ptxas
  * in-process, the toolkit's ptxas again for the first), the PTX holding the FP8 wgmma. Few
- * compiles on purpose: the suite's budget is nearly spent.
+ * compiles on purpose: the suite's budget is nearly spent. TFP8_DUMP=<case name> prints the sources
+ * of that case's candidates.
  */
 #include <math.h>
 #include <stdio.h>
@@ -72,11 +73,16 @@ static tuner_op fp8_mm(tuner_dtype da, tuner_dtype db, tuner_dtype out, long lon
     op.attrs.matmul.scale_a = sa;
     op.attrs.matmul.scale_b = sb;
     int n = 2;
-    if (sa != TUNER_SCALE_NONE) {
+    if (sa == TUNER_SCALE_BLOCK) { /* A [M, KB], B [ceil(N/128), KB] */
+        const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, as, 16);
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, bs, 16);
+    }
+    if (sa != TUNER_SCALE_NONE && sa != TUNER_SCALE_BLOCK) {
         const long long len = sa == TUNER_SCALE_ROW ? M : 1;
         op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
     }
-    if (sb != TUNER_SCALE_NONE) {
+    if (sb != TUNER_SCALE_NONE && sb != TUNER_SCALE_BLOCK) {
         const long long len = sb == TUNER_SCALE_COL ? N : 1;
         op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
     }
@@ -208,6 +214,8 @@ static void test_compile(void)
                                                      TUNER_SCALE_ROW, TUNER_SCALE_COL, true), "e4m3", "e5m2"},
         {"e5m2_e4m3_b2_edges_f32", fp8_mm(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_F32, 2, 200, 328, 1040, TUNER_SCALE_NONE,
                                           TUNER_SCALE_COL, false), "e5m2", "e4m3"},
+        {"e4m3_block_scales_edges", fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
+                                           TUNER_SCALE_BLOCK, true), "e4m3", "e4m3"},
     };
     /* Per case: the model's best, then the first schedule with each feature not compiled yet. */
     static const char *const features[] = {"pingpong", "stage_out", "cluster", "cluster_n", "split_k", "stream_k"};
@@ -259,6 +267,12 @@ static void test_compile(void)
                           tm->swizzle == 128 && tuner_tmap_cu_dtype(tm) == 0);
                 }
             CHECK(fp8_maps >= 2);
+            /* Per-block scales: each k tile's own accumulators, promoted; tiles within a 128-wide n block. */
+            if (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK)
+                CHECK(strstr(pr->source, "wg_mma_z(wg_t[i]") && strstr(pr->source, "wg_bs[i][h] = ") &&
+                      128 % tuner_schedule_param(&sp->items[pick[k]], "block_n", 0) == 0);
+            if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP"))) /* TFP8_DUMP=<case name>: its sources */
+                fprintf(stderr, "==== %s\n%s\n", what, pr->source);
             compile_fp8(what, pr, cases[c].ta, cases[c].tb);
             tuner_program_free(pr);
         }
