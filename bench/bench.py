@@ -514,6 +514,64 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, target=1.0):
                 tol=5e-2)
 
 
+def fp8_block_case(m, n, k, target=1.1):
+    """Issue 41's per-block row: A [M,K] e4m3 with 1x128 scales [M, K/128], B [N,K] e4m3 with
+    128x128 scales [N/128, K/128] (DeepSeek-V3's), bf16 out. Peers, the fastest that takes the
+    case: DeepGEMM where installed, torch._scaled_mm's blockwise mode where this PyTorch and
+    cuBLASLt have it, else dequantising in PyTorch then a bf16 matmul (labelled: a weak peer)."""
+    kb, nb = -(-k // 128), -(-n // 128)
+    inputs = [{"shape": [m, k], "dtype": "f8e4m3"}, {"shape": [n, k], "dtype": "f8e4m3"},
+              {"shape": [m, kb], "dtype": "f32"}, {"shape": [nb, kb], "dtype": "f32"}]
+    req = {"op": "matmul", "inputs": inputs,
+           "attrs": {"trans_b": True, "out_dtype": "bf16", "scale_a": "block", "scale_b": "block"}}
+
+    def make_inputs():
+        a = (torch.rand(m, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        b = (torch.rand(n, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        return [a, b, torch.rand(m, kb, device="cuda") * 0.5 + 0.75, torch.rand(nb, kb, device="cuda") * 0.5 + 0.75]
+
+    def dequant(xs):
+        sa = xs[2].repeat_interleave(128, 1)[:, :k]
+        sb = xs[3].repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+        return xs[0].float() * sa, xs[1].float() * sb
+
+    def reference(xs):
+        a, b = dequant(xs)
+        return a @ b.t()
+
+    def peer_options(xs):
+        out = []
+        try:
+            import deep_gemm  # noqa: F401
+            o = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            sa_t = xs[2].t().contiguous().t()  # DeepGEMM's A scales are column-major
+            fn = lambda: deep_gemm.gemm_fp8_fp8_bf16_nt((xs[0], sa_t), (xs[1], xs[3]), o)
+            fn()
+            torch.cuda.synchronize()
+            out.append(("deep_gemm", fn))
+        except Exception:
+            pass
+        try:
+            fn = lambda: torch._scaled_mm(xs[0], xs[1].t(), scale_a=xs[2], scale_b=xs[3].t(),
+                                          out_dtype=torch.bfloat16)
+            fn()
+            torch.cuda.synchronize()
+            out.append(("scaled_mm blockwise", fn))
+        except Exception:
+            pass
+        if not out:
+            def deq_mm():
+                a, b = dequant(xs)
+                return a.to(torch.bfloat16) @ b.to(torch.bfloat16).t()
+            out.append(("dequant+bf16 mm (weak peer)", deq_mm))
+        return out
+
+    return dict(name="fp8_block", shape=f"{m}x{n}x{k} 1x128/128x128", dtype="f8e4m3", req=req,
+                make_inputs=make_inputs, out_shape=[m, n], reference=reference, peer_options=peer_options,
+                peer=lambda xs: peer_options(xs)[0][1], flops=2.0 * m * n * k, target=target,
+                nbytes=m * k + k * n + m * n * 2, tol=5e-2)
+
+
 def suite(which):
     cases = []
     if which in ("all", "gemm"):
@@ -579,6 +637,7 @@ def suite(which):
         cases += [fp8_gemm_case("fp8_decode", m, 8192, 8192, target=1.1) for m in (1, 16, 64)]
         cases += [fp8_gemm_case("fp8_bias_gelu", 4096, 14336, 4096, epilogue=True, target=1.5),
                   fp8_gemm_case("fp8_bias_gelu", 8192, 4096, 4096, epilogue=True, target=1.5)]
+        cases += [fp8_block_case(4096, 7168, 7168)]
     return cases
 
 

@@ -336,11 +336,16 @@ static tuner_op fp8_matmul(tuner_dtype da, tuner_dtype db, tuner_dtype out, long
     op.attrs.matmul.scale_a = sa;
     op.attrs.matmul.scale_b = sb;
     int n = 2;
-    if (sa != TUNER_SCALE_NONE) {
+    if (sa == TUNER_SCALE_BLOCK) { /* A's [M, KB] and B's [ceil(N/128), KB] */
+        const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, as, 16);
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, bs, 16);
+    }
+    if (sa != TUNER_SCALE_NONE && sa != TUNER_SCALE_BLOCK) {
         const long long len = sa == TUNER_SCALE_ROW ? M : 1;
         op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
     }
-    if (sb != TUNER_SCALE_NONE) {
+    if (sb != TUNER_SCALE_NONE && sb != TUNER_SCALE_BLOCK) {
         const long long len = sb == TUNER_SCALE_COL ? N : 1;
         op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
     }
@@ -792,6 +797,10 @@ int main(void)
              fp8_matmul(E4, E4, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
             {"fp8 e4m3 4096x4096x4096 row/col bf16",
              fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_ROW, TUNER_SCALE_COL, false)},
+            {"fp8 e4m3 block 1000x704x1040 bf16 +bias gelu",
+             fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, true)},
+            {"fp8 e4m3 block 4096x7168x7168 bf16",
+             fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 7168, 7168, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false)},
         };
         for (size_t i = 0; i < sizeof(f8) / sizeof(f8[0]); i++)
             if (!only || strstr(f8[i].label, only))
