@@ -235,7 +235,7 @@ static void test_compile(void)
         size_t pick[8];
         int np = 0;
         pick[np++] = order[0];
-        for (size_t j = 0; j < sp->n && np < 4; j++)
+        for (size_t j = 0; j < sp->n && np < 3; j++)
             for (int f = 0; f < 6; f++) {
                 const int v = tuner_schedule_param(&sp->items[j], features[f], f == 2 || f == 3 || f == 4 ? 1 : 0);
                 if (!seen[f] && v != (f == 2 || f == 3 || f == 4 ? 1 : 0)) {
@@ -295,12 +295,50 @@ static void test_compile(void)
             fprintf(stderr, "note: no FP8 schedule with %s was compiled\n", features[f]);
 }
 
+/* A named M (decode batches of any size up to the max) with per-tensor scales: the dynamic
+ * kernels take FP8 operands too; one candidate compiled, its A map's M marked for the launch. */
+static void test_dynamic(void)
+{
+    tuner_op op = fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 4096, 4096, TUNER_SCALE_TENSOR,
+                         TUNER_SCALE_TENSOR, false);
+    op.n_dims = 1;
+    snprintf(op.dims[0].name, sizeof(op.dims[0].name), "m");
+    op.dims[0].min = 1;
+    op.dims[0].max = 256;
+    op.dims[0].multiple_of = 1;
+    op.inputs[0].sym[0] = 1;
+    op.output.sym[0] = 1;
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&op, &sm90a, &sp, &err) < 0 || !sp || sp->n == 0) {
+        fprintf(stderr, "fp8 dynamic: no space: %s\n", err ? err : "?");
+        t_failures++;
+    } else {
+        tuner_program *pr = NULL;
+        const size_t d = tuner_default_index(&op, &sm90a, sp);
+        if (tuner_generate(&op, &sm90a, &sp->items[d], &pr, &err) == 0) {
+            bool marked = false;
+            for (int m = 0; m < pr->kernels[0].n_maps; m++)
+                marked |= pr->kernels[0].maps[m].buf == TUNER_BUF_INPUT0 && pr->kernels[0].maps[m].sym[1] == 1;
+            CHECK(marked);
+            compile_fp8("e4m3 dynamic m", pr, "e4m3", "e4m3");
+        } else {
+            fprintf(stderr, "fp8 dynamic: generate failed: %s\n", err ? err : "?");
+            t_failures++;
+        }
+        tuner_program_free(pr);
+    }
+    tuner_space_free(sp);
+    free(err);
+}
+
 int main(void)
 {
     test_decode();
     test_spaces();
     test_cost();
     test_compile();
+    test_dynamic();
     if (t_failures) {
         fprintf(stderr, "test_fp8: %d failure(s)\n", (int)t_failures);
         return 1;
