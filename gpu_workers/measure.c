@@ -13,6 +13,7 @@
  */
 #include "gpu_workers/measure.h"
 #include "gpu_workers/l2_flush.h"
+#include "op/op.h" /* tuner_fp8_to_f32: an FP8 output's values */
 
 #include <errno.h>
 #include <math.h>
@@ -902,6 +903,18 @@ static CUresult download_f32(gw_measurer *m, int idx, float *out)
     size_t n = (size_t)m->bufs[idx].elems;
     if (m->bufs[idx].dtype == GW_F32)
         return cuMemcpyDtoH(out, m->ptr[idx], n * 4);
+    if (m->bufs[idx].dtype == GW_F8E4M3 || m->bufs[idx].dtype == GW_F8E5M2) {
+        /* An FP8 output (a quantizing epilogue): one byte each, decoded exactly. */
+        uint8_t *b = malloc(n ? n : 1);
+        if (!b)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = cuMemcpyDtoH(b, m->ptr[idx], n);
+        const tuner_dtype dt = m->bufs[idx].dtype == GW_F8E4M3 ? TUNER_F8E4M3 : TUNER_F8E5M2;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+            out[i] = tuner_fp8_to_f32(dt, b[i]);
+        free(b);
+        return r;
+    }
     uint16_t *tmp = malloc(n * 2);
     if (!tmp)
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -391,6 +391,44 @@ static inline float tuner_fp8_to_f32(tuner_dtype dt, uint8_t b)
     return v.f;
 }
 
+/* The FP8 byte of dtype dt nearest to f (ties to even), saturating: a finite f beyond the
+ * largest magnitude (448, 57344) and an infinity give the largest finite value of f's sign, NaN
+ * gives NaN - PTX's cvt.rn.satfinite, which the kernels use; the verification reference encodes
+ * the same way in software (tuner/gemm/reference.c). */
+static inline uint8_t tuner_f32_to_fp8(tuner_dtype dt, float f)
+{
+    const bool e4 = dt == TUNER_F8E4M3;
+    const int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    const uint8_t top = e4 ? 0x7eu : 0x7bu; /* the largest finite magnitude's code */
+    union {
+        float f;
+        uint32_t u;
+    } in = {f}, scale;
+    const uint8_t sign = (uint8_t)((in.u >> 31) << 7);
+    in.u &= 0x7fffffffu;
+    if (in.u > 0x7f800000u)
+        return (uint8_t)(sign | 0x7fu); /* NaN */
+    if (in.f >= (e4 ? 448.0f : 57344.0f))
+        return (uint8_t)(sign | top);
+    /* The value's binade 2^e (subnormals share the smallest normal's, 1 - bias), where the
+     * step is 2^(e - mb): q = |f| / step, exact, below 2^(mb + 1); rounded to r, ties to even. */
+    const int fe = (int)(in.u >> 23) - 127, e = fe < 1 - bias ? 1 - bias : fe;
+    scale.u = (uint32_t)(127 + mb - e) << 23;
+    const float q = in.f * scale.f;
+    uint32_t r = (uint32_t)q;
+    const float frac = q - (float)r;
+    if (frac > 0.5f || (frac == 0.5f && (r & 1u)))
+        r++;
+    uint32_t code;
+    if (e == 1 - bias && r < (1u << mb))
+        code = r; /* a subnormal (or zero) */
+    else if (r == (1u << (mb + 1)))
+        code = (uint32_t)(e + bias + 1) << mb; /* rounded up into the next binade */
+    else
+        code = ((uint32_t)(e + bias) << mb) | (r - (1u << mb));
+    return (uint8_t)(sign | (code > top ? top : code));
+}
+
 /* The number of scale inputs of a matmul (0..2): they follow A and B (op/op.h's MATMUL). */
 static inline int tuner_matmul_n_scales(const tuner_op *op)
 {

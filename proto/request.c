@@ -589,9 +589,10 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
             return proto_fail(e, 422, "invalid_field", field,
                         "cast is not allowed in a prologue (the anchor's input dtype is given by "
                         "inputs)");
-        if (tuner_dtype_is_int(st.s.dtype) || tuner_dtype_is_fp8(st.s.dtype))
+        if (tuner_dtype_is_int(st.s.dtype))
             return proto_fail(e, 422, "invalid_field", field,
                         "a cast converts to f16, bf16 or f32; no kernel writes %s", tuner_dtype_name(st.s.dtype));
+        /* FP8: only as an FP8 matmul's last epilogue step (check_fp8_casts). */
     }
     *ret = st;
     return 0;
@@ -1712,6 +1713,32 @@ static int check_fp8_inputs(const tuner_op *op, const pchain *pro, proto_error *
     return 0;
 }
 
+/* A cast to FP8 quantizes the output: it ends an FP8 matmul's epilogue (the only kernels that
+ * write FP8, matmul_wgmma's) and nothing else has one. */
+static int check_fp8_casts(const tuner_op *op, const pchain *ew, const pchain *epi, proto_error *e)
+{
+    char field[96];
+    const bool fp8_mm = op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype);
+    for (int c = 0; c < 2; c++) {
+        const pchain *ch = c ? epi : ew;
+        for (int j = 0; j < ch->n; j++) {
+            const pstep *st = &ch->steps[j];
+            if (st->s.kind != TUNER_EW_CAST || !tuner_dtype_is_fp8(st->s.dtype))
+                continue;
+            snprintf(field, sizeof(field), "%.40s.dtype", st->path);
+            if (!fp8_mm || !c)
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "a cast to %s (quantizing the output) ends an FP8 matmul's epilogue only; other "
+                                  "kernels write f16, bf16 or f32", tuner_dtype_name(st->s.dtype));
+            if (j != ch->n - 1)
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "a cast to %s quantizes the output: it is the epilogue's last step",
+                                  tuner_dtype_name(st->s.dtype));
+        }
+    }
+    return 0;
+}
+
 /* Fixed number of anchor inputs, or 0 when it depends on the inputs (norms). */
 static int fixed_anchor_inputs(tuner_op_kind k)
 {
@@ -2178,6 +2205,8 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if ((r = check_int_inputs(op, &ew, &epi, e)) < 0)
         return r;
     if ((r = check_fp8_inputs(op, &pro, e)) < 0)
+        return r;
+    if ((r = check_fp8_casts(op, &ew, &epi, e)) < 0)
         return r;
     if ((r = proto__check_named_inputs(op, e)) < 0)
         return r;

@@ -1849,6 +1849,17 @@ static void test_fp8(void)
         "\"f8e4m3\"}]}", 422, "invalid_field", "inputs[0].dtype");
     BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"f8e4m3\"}]}", 422, "invalid_field",
         "epilogue[0].dtype");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"e5m2\"}]}",
+        422, "invalid_field", "epilogue[0].dtype");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],\"attrs\":{\"ops\":[{\"op\":\"cast\","
+        "\"dtype\":\"f8e4m3\"}]}}", 422, "invalid_field", "attrs.ops[0].dtype");
+    /* quantizing an FP8 matmul's output: divide by the next layer's scale, cast to FP8, last */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[64],\"dtype\":\"bf16\"},"
+           "{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB "},\"epilogue\":[{\"op\":\"bias\",\"input\":2},"
+           "{\"op\":\"gelu\"},{\"op\":\"div\",\"input\":3},{\"op\":\"cast\",\"dtype\":\"f8e4m3\"}]" F8_ARCH);
+    CHECK(r.op.output.dtype == TUNER_F8E4M3 && r.op.attrs.matmul.out_dtype == TUNER_BF16 && r.op.epilogue.n == 4);
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"epilogue\":[{\"op\":"
+        "\"cast\",\"dtype\":\"f8e4m3\"},{\"op\":\"relu\"}]" F8_ARCH, 422, "invalid_field", "epilogue[0].dtype");
     /* targets and layouts the kernels serve */
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_80\"}", 422,
         "unsupported", "arch");

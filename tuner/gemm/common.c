@@ -639,6 +639,19 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     emit_out_values(sb, p, vars, nv, chain);
     if (!at)
         at = "out + o_off";
+    if (tuner_dtype_is_fp8(p->out_dt)) {
+        /* FP8 (a quantizing epilogue's cast, already rounded): a pair is 2 bytes, n in the low. */
+        const char *cvt = p->out_dt == TUNER_F8E4M3 ? "gm_cvt_f8e4m3x2" : "gm_cvt_f8e5m2x2";
+        if (to == STORE_SHARED_ADDR)
+            tuner_sb_printf(sb, "asm volatile(\"st.shared.u16 [%%0], %%1;\" :: \"r\"(%s), \"h\"(%s(o_v0, o_v1)) : \"memory\");\n",
+                            at, cvt);
+        else if (to != STORE_GLOBAL || nv == 2)
+            tuner_sb_printf(sb, "*reinterpret_cast<unsigned short *>(%s) = %s(o_v0, o_v1);\n", at, cvt);
+        else
+            tuner_sb_printf(sb, "*(%s) = (unsigned char)(%s(o_v0, 0.0f) & 0xffu);\n", at, cvt);
+        tuner_sb_puts(sb, "}\n}\n");
+        return;
+    }
     if (to != STORE_GLOBAL || nv == 2) {
         if (p->out_dt == TUNER_F32) {
             tuner_sb_puts(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); ");
@@ -662,6 +675,20 @@ void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const
 {
     emit_store_impl(sb, p, b, m, n, vars, nv, dst, STORE_GLOBAL, dst ? OUT_IN_RANGE : OUT_CHECKED, true);
 }
+
+const char tuner__gemm_fp8_out_helpers[] =
+    /* cvt.rn.satfinite (sm_89+): two floats to two FP8 bytes, lo in the low byte; and a float
+     * rounded through FP8 (what a cast step to it computes) by the same conversion and back. */
+    "__device__ __forceinline__ unsigned short gm_cvt_f8e4m3x2(float lo, float hi) { unsigned short r; "
+    "asm(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n"
+    "__device__ __forceinline__ unsigned short gm_cvt_f8e5m2x2(float lo, float hi) { unsigned short r; "
+    "asm(\"cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\" : \"=h\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n"
+    "__device__ __forceinline__ float gm_f8x2_lo(unsigned short q, int e4) { unsigned int h; "
+    "if (e4) asm(\"cvt.rn.f16x2.e4m3x2 %0, %1;\" : \"=r\"(h) : \"h\"(q)); "
+    "else asm(\"cvt.rn.f16x2.e5m2x2 %0, %1;\" : \"=r\"(h) : \"h\"(q)); "
+    "float r; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(r) : \"h\"((unsigned short)(h & 0xffffu))); return r; }\n"
+    "__device__ __forceinline__ float hd_round_f8e4m3(float v) { return gm_f8x2_lo(gm_cvt_f8e4m3x2(v, 0.0f), 1); }\n"
+    "__device__ __forceinline__ float hd_round_f8e5m2(float v) { return gm_f8x2_lo(gm_cvt_f8e5m2x2(v, 0.0f), 0); }\n";
 
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p)
 {

@@ -175,6 +175,11 @@ typedef struct tuner__gemm_cluster_sum {
  * (after every partial is written; before any CTA's shared memory may go away or be reused). */
 void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, const tuner__gemm_cluster_sum *s);
 
+/* Device helpers of an FP8 output (a quantizing epilogue: the chain's last step a cast to FP8):
+ * gm_cvt_f8e4m3x2 / gm_cvt_f8e5m2x2 (two floats to two bytes, saturating, nearest) that the store
+ * emitters use, and hd_round_f8e4m3 / hd_round_f8e5m2, the cast step's rounding. sm_89+. */
+extern const char tuner__gemm_fp8_out_helpers[];
+
 /* Whether the op has a fused epilogue (tuner__gemm_emit_epilogue_pair has work to do): steps, or
  * an FP8 matmul's scales (applied first, as part of it). */
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p);

@@ -42,6 +42,32 @@ static const char fp8_decoders[] =
     "const float v = e ? __uint_as_float(((e + 112u) << 23) | (m << 21)) : (float)m * 1.52587890625e-05f;\n"
     "return __uint_as_float(__float_as_uint(v) | s);\n}\n";
 
+/* A float rounded through FP8 (a quantizing cast step), in software: op/op.h's tuner_f32_to_fp8
+ * (nearest, ties to even, saturating; the CPU tests check it against every code) then the
+ * decoder above, not the kernels' cvt.rn.satfinite, so a wrong conversion cannot hide in both. */
+static const char fp8_encoders[] =
+    "__device__ __forceinline__ unsigned gm_enc_f8(float f, int e4) {\n"
+    "const int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;\n"
+    "const unsigned top = e4 ? 0x7eu : 0x7bu;\n"
+    "unsigned u = __float_as_uint(f);\n"
+    "const unsigned sign = (u >> 31) << 7;\n"
+    "u &= 0x7fffffffu;\n"
+    "if (u > 0x7f800000u) return sign | 0x7fu;\n"
+    "const float a = __uint_as_float(u);\n"
+    "if (a >= (e4 ? 448.0f : 57344.0f)) return sign | top;\n"
+    "const int fe = (int)(u >> 23) - 127, e = fe < 1 - bias ? 1 - bias : fe;\n"
+    "const float q = a * __uint_as_float((unsigned)(127 + mb - e) << 23);\n"
+    "unsigned r = (unsigned)q;\n"
+    "const float frac = q - (float)r;\n"
+    "if (frac > 0.5f || (frac == 0.5f && (r & 1u))) r++;\n"
+    "unsigned code;\n"
+    "if (e == 1 - bias && r < (1u << mb)) code = r;\n"
+    "else if (r == (1u << (mb + 1))) code = (unsigned)(e + bias + 1) << mb;\n"
+    "else code = ((unsigned)(e + bias) << mb) | (r - (1u << mb));\n"
+    "return sign | (code > top ? top : code);\n}\n"
+    "__device__ __forceinline__ float hd_round_f8e4m3(float v) { return gm_f8e4m3((unsigned char)gm_enc_f8(v, 1)); }\n"
+    "__device__ __forceinline__ float hd_round_f8e5m2(float v) { return gm_f8e5m2((unsigned char)gm_enc_f8(v, 0)); }\n";
+
 static void emit_load(tuner_sb *sb, const tuner__gemm_problem *p, int which, const char *pfx, const char *off,
                       const char *var)
 {
@@ -159,8 +185,10 @@ int tuner__gemm_reference(const tuner_op *op, const tuner_target *t, tuner_progr
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__prelude_reference(&sb, t->sm);
-    if (p.fp8)
+    if (p.fp8) {
         tuner_sb_puts(&sb, fp8_decoders);
+        tuner_sb_puts(&sb, fp8_encoders);
+    }
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(256) %s(", name);
     for (int i = 0; i < op->n_inputs; i++)
         tuner_sb_printf(&sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);

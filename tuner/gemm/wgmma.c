@@ -289,8 +289,9 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
     if (c->mi * c->bn / 2 > 128)
         return false;
-    /* Staging needs 16-byte output rows (TMA strides). */
-    if (c->stage_out && !p->out_chunk)
+    /* Staging needs 16-byte output rows (TMA strides), and whole 128-byte boxes of the tile's
+     * columns (64 of 16-bit outputs; 128 of FP8 ones: block_n 128 or more). */
+    if (c->stage_out && (!p->out_chunk || c->bn % out_box_cols(p)))
         return false;
     /* Per-block FP8 scales (emit_block_scaled_loop): a tile within one 128-column n block, and a
      * k tile's own accumulators beside the tile's (at most 64 + 64 registers). */
@@ -1095,6 +1096,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
+    if (tuner_dtype_is_fp8(p->out_dt))
+        tuner_sb_puts(&sb, tuner__gemm_fp8_out_helpers);
     tuner_sb_puts(&sb, tuner__hopper_helpers);
     if (c.split > 1)
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);

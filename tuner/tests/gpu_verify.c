@@ -360,6 +360,18 @@ static tuner_op fp8_matmul(tuner_dtype da, tuner_dtype db, tuner_dtype out, long
     return op;
 }
 
+/* op's output quantized to e4m3 as a serving framework's next layer wants it: divided by an f32
+ * [1] scale (a new input), then cast (saturating), the epilogue's last step. */
+static tuner_op fp8_quantized(tuner_op op)
+{
+    const long long one = 1;
+    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
+    op.output.dtype = TUNER_F8E4M3;
+    return op;
+}
+
 static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
 {
     tuner_space *sp = NULL;
@@ -475,6 +487,12 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         rtol += acc;
         atol += acc;
     }
+    if (tuner_dtype_is_fp8(op->output.dtype)) {
+        /* A quantized output may round to the reference code's neighbour: a step is at most 1/8
+         * of the value (e4m3), 1/4 (e5m2); near zero, the subnormals' step of rms's scale. */
+        rtol += op->output.dtype == TUNER_F8E4M3 ? 0.13 : 0.26;
+        atol += 0.02;
+    }
 
     unsigned char *outh = malloc(nout * oes);
     int ok = 0, wrong = 0, failed = 0;
@@ -500,6 +518,8 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             float v;
             if (op->output.dtype == TUNER_F32)
                 memcpy(&v, outh + k * 4, 4);
+            else if (tuner_dtype_is_fp8(op->output.dtype))
+                v = tuner_fp8_to_f32(op->output.dtype, outh[k]);
             else {
                 uint16_t h;
                 memcpy(&h, outh + k * 2, 2);
@@ -546,6 +566,8 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             float v0;
             if (op->output.dtype == TUNER_F32)
                 memcpy(&v0, outh + first_bad * 4, 4);
+            else if (tuner_dtype_is_fp8(op->output.dtype))
+                v0 = tuner_fp8_to_f32(op->output.dtype, outh[first_bad]);
             else {
                 uint16_t h;
                 memcpy(&h, outh + first_bad * 2, 2);
@@ -797,6 +819,8 @@ int main(void)
              fp8_matmul(E4, E4, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
             {"fp8 e4m3 4096x4096x4096 row/col bf16",
              fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_ROW, TUNER_SCALE_COL, false)},
+            {"fp8 e4m3 4096x3072x4096 +bias gelu /s quantize e4m3", fp8_quantized(fp8_matmul(
+                 E4, E4, TUNER_BF16, 0, 4096, 3072, 4096, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true))},
             {"fp8 e4m3 block 1000x704x1040 bf16 +bias gelu",
              fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, true)},
             {"fp8 e4m3 block 4096x7168x7168 bf16",

@@ -16,6 +16,7 @@
 
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
+#include "tuner/tests/host_values.h"
 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
 
@@ -60,6 +61,69 @@ static void test_decode(void)
     CHECK(isinf(tuner_fp8_to_f32(TUNER_F8E5M2, 0xfc)) && tuner_fp8_to_f32(TUNER_F8E5M2, 0x3c) == 1.0f);
 }
 
+/* The encoder (nearest, ties to even, saturating) against a search over every code: each code's
+ * value, the midpoints between neighbours (ties: the even code), just off them, random floats
+ * over every binade, beyond the largest value, zeros, infinities and NaN. */
+static uint8_t encode_slow(tuner_dtype dt, float f)
+{
+    if (f != f)
+        return 0x7f;
+    const double max = dt == TUNER_F8E4M3 ? 448.0 : 57344.0;
+    const double a = fabs((double)f);
+    const uint8_t sign = signbit(f) ? 0x80 : 0;
+    if (a >= max)
+        return sign | (dt == TUNER_F8E4M3 ? 0x7e : 0x7b);
+    int best = 0;
+    double bd = INFINITY;
+    for (int c = 0; c < 0x80; c++) {
+        const double v = decode_slow(dt, (unsigned)c);
+        if (isnan(v) || isinf(v))
+            continue;
+        const double d = fabs(v - a);
+        if (d < bd || (d == bd && !(c & 1))) {
+            bd = d;
+            best = c;
+        }
+    }
+    return (uint8_t)(sign | best);
+}
+
+static void test_encode(void)
+{
+    for (int d = 0; d < 2; d++) {
+        const tuner_dtype dt = d ? TUNER_F8E5M2 : TUNER_F8E4M3;
+        float probes[4096];
+        int n = 0;
+        for (unsigned c = 0; c < 0x7f && n < 4000; c++) {
+            const double v = decode_slow(dt, c), w = decode_slow(dt, c + 1);
+            if (isnan(v) || isinf(v))
+                continue;
+            probes[n++] = (float)v;
+            if (!isnan(w) && !isinf(w)) {
+                const float mid = (float)((v + w) / 2);
+                probes[n++] = mid;
+                probes[n++] = nextafterf(mid, 0.0f);
+                probes[n++] = nextafterf(mid, INFINITY);
+            }
+        }
+        for (int i = 0; i < 3000 && n < 4090; i++)
+            probes[n++] = ldexpf((float)(t_rnd_int(0, 1 << 20)) / (float)(1 << 20), t_rnd_int(-20, 17));
+        probes[n++] = 1e30f;
+        probes[n++] = INFINITY;
+        probes[n++] = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < n; i++)
+            for (int sg = 0; sg < 2; sg++) {
+                const float f = sg ? -probes[i] : probes[i];
+                const uint8_t got = tuner_f32_to_fp8(dt, f), want = encode_slow(dt, f);
+                if (got != want && bad++ < 5)
+                    fprintf(stderr, "%s encode %.9g: 0x%02x, want 0x%02x\n", tuner_dtype_name(dt), (double)f, got, want);
+            }
+        CHECK(bad == 0);
+        CHECK((tuner_f32_to_fp8(dt, NAN) & 0x7f) == 0x7f && isnan(tuner_fp8_to_f32(dt, tuner_f32_to_fp8(dt, NAN))));
+    }
+}
+
 /* A [M,K] x B [N,K] (trans_b) FP8 matmul, out_dtype out, optional batch; scales sa / sb as
  * tuner_scale_kind; bias: a [N] f16 bias then GELU in the epilogue. */
 static tuner_op fp8_mm(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long bt, long long M, long long N,
@@ -94,6 +158,18 @@ static tuner_op fp8_mm(tuner_dtype da, tuner_dtype db, tuner_dtype out, long lon
         op.epilogue.n = 2;
         op.n_inputs = n + 1;
     }
+    return op;
+}
+
+/* The op's output quantized: divided by a new f32 [1] input (the next layer's scale), cast to
+ * e4m3 as the epilogue's last step. */
+static tuner_op fp8_quant(tuner_op op)
+{
+    const long long one = 1;
+    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
+    op.output.dtype = TUNER_F8E4M3;
     return op;
 }
 
@@ -214,6 +290,8 @@ static void test_compile(void)
                                                      TUNER_SCALE_ROW, TUNER_SCALE_COL, true), "e4m3", "e5m2"},
         {"e5m2_e4m3_b2_edges_f32", fp8_mm(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_F32, 2, 200, 328, 1040, TUNER_SCALE_NONE,
                                           TUNER_SCALE_COL, false), "e5m2", "e4m3"},
+        {"e4m3_quantize_e4m3", fp8_quant(fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 512, 1024, 2048,
+                                                TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true)), "e4m3", "e4m3"},
         {"e4m3_block_scales_edges", fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
                                            TUNER_SCALE_BLOCK, true), "e4m3", "e4m3"},
     };
@@ -244,6 +322,17 @@ static void test_compile(void)
                     break;
                 }
             }
+        /* A quantizing epilogue: one staged and one register-stored candidate for sure. */
+        for (int so = 0; so < 2 && tuner_dtype_is_fp8(op->output.dtype); so++) {
+            bool have = false;
+            for (int k = 0; k < np; k++)
+                have |= (tuner_schedule_param(&sp->items[pick[k]], "stage_out", 0) != 0) == (so == 1);
+            for (size_t j = 0; j < sp->n && !have; j++)
+                if ((tuner_schedule_param(&sp->items[j], "stage_out", 0) != 0) == (so == 1)) {
+                    pick[np++] = j;
+                    have = true;
+                }
+        }
         for (int k = 0; k < np; k++) {
             tuner_program *pr = NULL;
             char what[160];
@@ -271,6 +360,20 @@ static void test_compile(void)
             if (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK)
                 CHECK(strstr(pr->source, "wg_mma_z(wg_t[i]") && strstr(pr->source, "wg_bs[i][h] = ") &&
                       128 % tuner_schedule_param(&sp->items[pick[k]], "block_n", 0) == 0);
+            /* A quantizing epilogue stores FP8 through the saturating conversion, staged (a
+             * 1-byte output map) or straight from registers. */
+            if (tuner_dtype_is_fp8(op->output.dtype)) {
+                CHECK(strstr(pr->source, "gm_cvt_f8e4m3x2(o_v0, o_v1)") && strstr(pr->source, "hd_round_f8e4m3("));
+                if (tuner_schedule_param(&sp->items[pick[k]], "stage_out", 0)) {
+                    /* whole 128-byte boxes: every column of the tile goes out */
+                    CHECK(tuner_schedule_param(&sp->items[pick[k]], "block_n", 0) % 128 == 0 &&
+                          strstr(pr->source, "wg_tma_st2(wg_map_c"));
+                }
+                if (tuner_schedule_param(&sp->items[pick[k]], "stage_out", 0))
+                    for (int m = 0; m < pr->kernels[0].n_maps; m++)
+                        if (pr->kernels[0].maps[m].buf == TUNER_BUF_OUTPUT)
+                            CHECK(pr->kernels[0].maps[m].dtype == TUNER_F8E4M3 && pr->kernels[0].maps[m].box[0] == 128);
+            }
             if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP"))) /* TFP8_DUMP=<case name>: its sources */
                 fprintf(stderr, "==== %s\n%s\n", what, pr->source);
             compile_fp8(what, pr, cases[c].ta, cases[c].tb);
@@ -335,6 +438,7 @@ static void test_dynamic(void)
 int main(void)
 {
     test_decode();
+    test_encode();
     test_spaces();
     test_cost();
     test_compile();
