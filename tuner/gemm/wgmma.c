@@ -60,6 +60,17 @@
  * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
  * tile count's).
  *
+ * FP8 matmuls (issue 41; op/op.h's MATMUL): A and B f8e4m3/f8e5m2 (any mix but e5m2 x e5m2),
+ * both K-major since 8-bit wgmma has no transpose bit (A [M,K], B [N,K] with trans_b; other layouts
+ * are refused by tuner_fp8_unsupported before a space is built). A stage row is still 128 bytes,
+ * now 128 k elements (wg_bk): the same boxes (UINT8 tensor maps), the same descriptors moving 32
+ * bytes per step, four wgmma m64nNk32 .e4m3/.e5m2 per k tile instead of four k16 ones. Per-tensor,
+ * per-row and per-column scales multiply the fp32 result before the epilogue's steps
+ * (tuner/gemm/common.c, every store path); per-block scales (1x128, 128x128) are applied per k tile
+ * in the main loop (emit_block_scaled_loop). An epilogue ending with a cast to FP8 stores bytes
+ * (cvt.rn.satfinite), staged in boxes of 128 columns. The whole schedule space applies, the cost
+ * model running the tensor cores at twice the fp16 rate on half the operand bytes.
+ *
  * TMA needs 16-byte aligned rows: the template applies when both operands' contiguous
  * dimensions allow 16-byte vectors (tuner__gemm_problem.vec == 8) and neither has a prologue
  * (the copy engine cannot transform elements); matmul_mma covers the rest.
