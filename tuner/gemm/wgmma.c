@@ -358,37 +358,32 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
 
 /* The device helpers (mbarriers, TMA, wgmma, descriptors) are tuner/hopper.h's. */
 
+/* An FP8 wgmma wrapper `fname`: m64nNk32 with e4m3/e5m2 operands (each its own type), both K-major
+ * (the FP8 form has no transpose bits), A and B unscaled (imm-scale 1); scale_d 1: d += A*B, 0:
+ * d = A*B. */
+static void emit_fp8_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, const char *fname, int n, int scale_d)
+{
+    const int nacc = n / 2;
+    const char *ta = p->dt == TUNER_F8E4M3 ? "e4m3" : "e5m2", *tb = p->dt_b == TUNER_F8E4M3 ? "e4m3" : "e5m2";
+    tuner_sb_printf(sb, "HD_INLINE void %s(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
+                        ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
+                        "wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {",
+                    fname, nacc + 2, n, ta, tb);
+    for (int i = 0; i < nacc; i++)
+        tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
+    tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n: ", nacc, nacc + 1);
+    for (int i = 0; i < nacc; i++)
+        tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+    tuner_sb_printf(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(%d) : \"memory\");\n}\n", scale_d);
+}
+
 /* The wgmma wrapper for one instruction shape: d (n/2 floats per thread) += A(desc) * B(desc). */
 static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
 {
     if (p->fp8) {
-        /* m64nNk32 with e4m3/e5m2 operands (each its own type), both K-major: the FP8 form has
-         * no transpose bits. d += A*B always (scale-d 1), A and B unscaled (imm-scale 1). */
-        const int nacc = n / 2;
-        const char *ta = p->dt == TUNER_F8E4M3 ? "e4m3" : "e5m2", *tb = p->dt_b == TUNER_F8E4M3 ? "e4m3" : "e5m2";
-        tuner_sb_printf(sb, "HD_INLINE void wg_mma(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
-                            ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
-                            "wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {",
-                        nacc + 2, n, ta, tb);
-        for (int i = 0; i < nacc; i++)
-            tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
-        tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n: ", nacc, nacc + 1);
-        for (int i = 0; i < nacc; i++)
-            tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
-        tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}\n");
-        if (p->block_scales) {
-            /* wg_mma_z: the same with scale-d 0, d = A*B (a k block's first step). */
-            tuner_sb_printf(sb, "HD_INLINE void wg_mma_z(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
-                                ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
-                                "wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {",
-                            nacc + 2, n, ta, tb);
-            for (int i = 0; i < nacc; i++)
-                tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
-            tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n: ", nacc, nacc + 1);
-            for (int i = 0; i < nacc; i++)
-                tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
-            tuner_sb_puts(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(0) : \"memory\");\n}\n");
-        }
+        emit_fp8_mma_fn(sb, p, "wg_mma", n, 1);
+        if (p->block_scales)
+            emit_fp8_mma_fn(sb, p, "wg_mma_z", n, 0); /* a k block's first step: d = A*B */
         return;
     }
     /* tnsp bits: 1 reads the operand MN-major (transposed); A is K-major unless trans_a, B is
