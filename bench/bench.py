@@ -453,12 +453,13 @@ FP8_DT = {"f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2} if hasattr
 TORCH_DT.update(FP8_DT)  # an FP8 answer's output (a quantizing epilogue)
 
 
-def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False, target=1.0):
+def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False, fast_accum=True, target=1.0):
     """Issue 41's FP8 rows: A [M,K] e4m3 times B [N,K] e4m3 (trans_b: torch._scaled_mm's
     column-major B, B.t()), bf16 out, fp32 accumulation; scales "tensor" (one f32 each) or
     "rowcol" (A's per row [M,1], B's per column [1,N]); with epilogue a bf16 bias and GELU after
     the scales; with quantize, the result divided by one more f32 scale and cast to e4m3 (the next
-    layer's input). Inputs uniform in [-1, 1] rounded to e4m3, scales in [0.75, 1.25]. The peer is the
+    layer's input); fast_accum False: promoted every 128 k, against use_fast_accum=False only.
+    Inputs uniform in [-1, 1] rounded to e4m3, scales in [0.75, 1.25]. The peer is the
     faster of torch._scaled_mm with and without use_fast_accum (our kernels accumulate in the
     wgmma accumulators throughout: fast accumulation, docs/api.md), then PyTorch's bias + GELU."""
     rowcol = scales == "rowcol"
@@ -466,7 +467,7 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
               {"shape": [m, 1] if rowcol else [1], "dtype": "f32"}, {"shape": [1, n] if rowcol else [1], "dtype": "f32"}]
     req = {"op": "matmul", "inputs": inputs,
            "attrs": {"trans_b": True, "out_dtype": "bf16", "scale_a": "row" if rowcol else "tensor",
-                     "scale_b": "col" if rowcol else "tensor"}}
+                     "scale_b": "col" if rowcol else "tensor", "fast_accum": fast_accum}}
     if epilogue:
         inputs.append({"shape": [n], "dtype": "bf16"})
         req["epilogue"] = [{"op": "bias", "input": 4}, {"op": "gelu"}]
@@ -510,7 +511,7 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
 
     def peer_options(xs):
         out = []
-        for fast in (False, True):
+        for fast in ((False, True) if fast_accum else (False,)):
             fn = scaled_mm(xs, fast)
             try:
                 fn()
@@ -520,7 +521,8 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
             out.append(("scaled_mm" + (" fast_accum" if fast else ""), fn))
         return out
 
-    return dict(name=name, shape=f"{m}x{n}x{k}" + (" rowcol" if rowcol else ""), dtype="f8e4m3", req=req,
+    return dict(name=name, shape=f"{m}x{n}x{k}" + (" rowcol" if rowcol else "") + ("" if fast_accum else " promoted"),
+                dtype="f8e4m3", req=req,
                 make_inputs=make_inputs, out_shape=[m, n], reference=reference, peer_options=peer_options,
                 peer=lambda xs: peer_options(xs)[0][1], flops=2.0 * m * n * k, target=target,
                 weight_bytes=k * n, nbytes=m * k + k * n + m * n * 2,
@@ -650,6 +652,7 @@ def suite(which):
         for sc in ("tensor", "rowcol"):
             cases += [fp8_gemm_case("fp8_gemm", m, n, k, scales=sc, target=1.0) for m, n, k in shapes]
         cases += [fp8_gemm_case("fp8_decode", m, 8192, 8192, target=1.1) for m in (1, 16, 64)]
+        cases += [fp8_gemm_case("fp8_gemm", 8192, 8192, 8192, fast_accum=False, target=1.0)]
         cases += [fp8_gemm_case("fp8_bias_gelu", 4096, 14336, 4096, epilogue=True, target=1.5),
                   fp8_gemm_case("fp8_bias_gelu", 8192, 4096, 4096, epilogue=True, target=1.5)]
         cases += [fp8_gemm_case("fp8_bias_gelu_q", 4096, 14336, 4096, epilogue=True, quantize=True, target=1.5),

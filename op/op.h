@@ -259,6 +259,11 @@ typedef struct tuner_op {
              * anchor's output dtype (f16, bf16 or f32; validation sets it, bf16 by default). */
             tuner_scale_kind scale_a, scale_b;
             tuner_dtype out_dtype;
+            /* FP8 only: false promotes each 128-k tile's tensor-core sum into fp32 registers
+             * (cuBLASLt's default), true keeps the sums in the tensor cores for all of K (its
+             * "fast accumulation"; default true, validation sets it). Per-block scales always
+             * promote. */
+            bool fast_accum;
         } matmul;
         struct {
             int stride[2], pad[2], dilation[2]; /* [h, w] */

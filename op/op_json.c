@@ -123,9 +123,9 @@ char *tuner_op_canonical_json(const tuner_op *op)
         /* FP8 keys only for FP8 inputs, so every other matmul keeps its key. out_dtype is the
          * anchor's (an epilogue cast may change the output's after it). */
         if (tuner_dtype_is_fp8(op->inputs[0].dtype))
-            tuner_sb_printf(&b, ",\"out_dtype\":\"%s\",\"scale_a\":\"%s\",\"scale_b\":\"%s\"",
-                            tuner_dtype_name(op->attrs.matmul.out_dtype), tuner_scale_name(op->attrs.matmul.scale_a),
-                            tuner_scale_name(op->attrs.matmul.scale_b));
+            tuner_sb_printf(&b, ",\"fast_accum\":%s,\"out_dtype\":\"%s\",\"scale_a\":\"%s\",\"scale_b\":\"%s\"",
+                            op->attrs.matmul.fast_accum ? "true" : "false", tuner_dtype_name(op->attrs.matmul.out_dtype),
+                            tuner_scale_name(op->attrs.matmul.scale_a), tuner_scale_name(op->attrs.matmul.scale_b));
         sb_bool(&b, "trans_a", op->attrs.matmul.trans_a, true);
         sb_bool(&b, "trans_b", op->attrs.matmul.trans_b, true);
         break;

@@ -984,6 +984,15 @@ static int parse_fp8_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
     int r;
     op->attrs.matmul.out_dtype = fp8 ? TUNER_BF16 : op->inputs[0].dtype;
     op->attrs.matmul.scale_a = op->attrs.matmul.scale_b = TUNER_SCALE_NONE;
+    op->attrs.matmul.fast_accum = fp8;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "fast_accum"))) {
+        if (!fp8)
+            return proto_fail(e, 422, "invalid_field", "attrs.fast_accum",
+                              "attrs.fast_accum applies to FP8 (f8e4m3, f8e5m2) inputs only; these are %s",
+                              tuner_dtype_name(op->inputs[0].dtype));
+        if ((r = json_bool(v, "attrs.fast_accum", &op->attrs.matmul.fast_accum, e)) < 0)
+            return r;
+    }
     static const char *const keys[] = {"out_dtype", "scale_a", "scale_b"};
     for (int i = 0; i < 3; i++) {
         char field[32];
@@ -1016,6 +1025,9 @@ static int parse_fp8_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
         return proto_fail(e, 422, "invalid_field",
                           op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK ? "attrs.scale_b" : "attrs.scale_a",
                           "per-block scales go together: scale_a \"block\" (1x128) with scale_b \"block\" (128x128)");
+    /* Per-block scales promote every k block: one spelling, one cache key. */
+    if (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK)
+        op->attrs.matmul.fast_accum = false;
     return 0;
 }
 
@@ -1023,7 +1035,7 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
                        proto_error *e)
 {
     static const char *const matmul_keys[] = {"trans_a", "trans_b", "allow_tf32", "out_dtype", "scale_a", "scale_b",
-                                              NULL};
+                                              "fast_accum", NULL};
     static const char *const conv_keys[] = {"stride", "padding", "dilation", "groups", "layout",
                                             NULL};
     static const char *const softmax_keys[] = {"axis", "log", NULL};

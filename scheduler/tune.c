@@ -187,7 +187,9 @@ static void tolerances(const tuner_op *op, double *rtol, double *atol)
         /* FP8 wgmma keeps about 14 bits of each partial sum, rounding once per k32 step
          * (docs/api.md, "FP8 matmul"): up to ceil(K / 32) * 2^-14 of the sums' scale, twice. */
         const tuner_tensor *a = &op->inputs[0];
-        const int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+        int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+        if (!op->attrs.matmul.fast_accum && k > 128)
+            k = 128; /* each 128-k tile's sum is promoted into fp32 */
         t += 2.0 * (double)((k + 31) / 32) / 16384.0;
     }
     /* An FP8 output (a quantizing epilogue) may round to the neighbour of the reference's code:

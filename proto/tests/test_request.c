@@ -1906,7 +1906,22 @@ static void test_fp8(void)
                 failures++;
             }
     CHECK(strstr(keys[4], "\"out_dtype\":\"bf16\",\"scale_a\":\"tensor\",\"scale_b\":\"none\"") != NULL);
-    CHECK(strstr(keys[7], "scale_a") == NULL && strstr(keys[7], "out_dtype") == NULL);
+    CHECK(strstr(keys[7], "scale_a") == NULL && strstr(keys[7], "out_dtype") == NULL &&
+          strstr(keys[7], "fast_accum") == NULL);
+    /* fast accumulation: FP8 only, on by default, in the key; per-block scales always promote */
+    {
+        char *slow = canon("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+                           ",\"fast_accum\":false}" F8_ARCH);
+        CHECK(strstr(keys[0], "\"fast_accum\":true") && strstr(slow, "\"fast_accum\":false"));
+        free(slow);
+        BAD("{\"op\":\"matmul\"," MM_IN ",\"attrs\":{\"fast_accum\":false}}", 422, "invalid_field", "attrs.fast_accum");
+        BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB ",\"fast_accum\":1}"
+            F8_ARCH, 400, "invalid_field", "attrs.fast_accum");
+        proto_kernel_request q = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],"
+                                    "\"dtype\":\"f32\"},{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+                                    ",\"scale_a\":\"block\",\"scale_b\":\"block\",\"fast_accum\":true}" F8_ARCH);
+        CHECK(!q.op.attrs.matmul.fast_accum);
+    }
     char *same = canon("{\"op\":\"matmul\",\"inputs\":[" F8_A("float8_e4m3fn") "," F8_B("e4m3") "],\"attrs\":{" F8_TB
                        ",\"out_dtype\":\"bfloat16\",\"scale_a\":\"none\"}" F8_ARCH);
     CHECK(strcmp(same, keys[0]) == 0);

@@ -79,6 +79,7 @@ static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok,
         p->scale_a = op->attrs.matmul.scale_a;
         p->scale_b = op->attrs.matmul.scale_b;
         p->block_scales = p->scale_a == TUNER_SCALE_BLOCK;
+        p->promote = p->block_scales || !op->attrs.matmul.fast_accum;
         if (p->block_scales != (p->scale_b == TUNER_SCALE_BLOCK))
             return fail(err, "per-block FP8 scales are given for both operands or neither");
         if (p->block_scales) {

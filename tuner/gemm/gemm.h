@@ -32,6 +32,9 @@ typedef struct tuner__gemm_problem {
      * ceil(K/128)] bsb_in. */
     bool block_scales;
     int bsa_in, bsb_in;
+    /* Each 128-k tile's sum promoted into the fp32 accumulators (per-block scales, or an FP8
+     * matmul without fast accumulation: attrs.matmul.fast_accum false). */
+    bool promote;
     long long batch;    /* matmul batch (1 when unbatched) or conv groups */
     long long M, N, K;  /* per batch entry / per group */
     /* matmul */

@@ -67,7 +67,7 @@
  * bytes per step, four wgmma m64nNk32 .e4m3/.e5m2 per k tile instead of four k16 ones. Per-tensor,
  * per-row and per-column scales multiply the fp32 result before the epilogue's steps
  * (tuner/gemm/common.c, every store path); per-block scales (1x128, 128x128) are applied per k tile
- * in the main loop (emit_block_scaled_loop). An epilogue ending with a cast to FP8 stores bytes
+ * in the main loop (emit_promoting_loop). An epilogue ending with a cast to FP8 stores bytes
  * (cvt.rn.satfinite), staged in boxes of 128 columns. The whole schedule space applies, the cost
  * model running the tensor cores at twice the fp16 rate on half the operand bytes.
  *
@@ -304,9 +304,9 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
      * columns (64 of 16-bit outputs; 128 of FP8 ones: block_n 128 or more). */
     if (c->stage_out && (!p->out_chunk || c->bn % out_box_cols(p)))
         return false;
-    /* Per-block FP8 scales (emit_block_scaled_loop): a tile within one 128-column n block, and a
-     * k tile's own accumulators beside the tile's (at most 64 + 64 registers). */
-    if (p->block_scales && ((c->bn != 64 && c->bn != 128) || c->mi * c->bn / 2 > 64))
+    /* Promoted FP8 k tiles (emit_promoting_loop): a k tile's own accumulators beside the
+     * tile's (at most 64 + 64 registers); per-block scales: a tile within one 128-column n block. */
+    if (p->promote && (c->mi * c->bn / 2 > 64 || (p->block_scales && c->bn != 64 && c->bn != 128)))
         return false;
     /* Halves are whole output boxes, and only where the whole staged tile leaves no room for
      * this ring (else stage_out 1 is the same schedule with fewer barriers). */
@@ -382,7 +382,7 @@ static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
 {
     if (p->fp8) {
         emit_fp8_mma_fn(sb, p, "wg_mma", n, 1);
-        if (p->block_scales)
+        if (p->promote)
             emit_fp8_mma_fn(sb, p, "wg_mma_z", n, 0); /* a k block's first step: d = A*B */
         return;
     }
@@ -1013,33 +1013,41 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     return tuner__grid_rule(l, 0, op, mask, coef, div, mul, cap);
 }
 
-/* The consumers' main loop of an FP8 matmul with per-block scales (DeepSeek-V3's: A's 1x128, one
- * per row and 128-k block, [M, KB]; B's 128x128, [ceil(N/128), KB], KB = ceil(K/128)): a k tile
- * is exactly one k block (128 FP8 elements), so its wgmma accumulate into a tile of their own
- * (wg_t; the first k step overwrites it, scale-d 0), which is promoted into the fp32
- * accumulators scaled: acc += wg_t * sa[row][kt] * sb[n block][kt]. The promotion reads the
- * tile, so each k tile's wgmma are waited for (the stage goes back at once); the scales are
- * loaded before the stage is waited for, so their latency hides behind it. A tile lies in one
- * n block (block_n 64 or 128, cfg_valid): one B scale per k tile. Also the fast accumulation's
- * precision fix: no partial sum spans more than one k tile in the tensor cores. */
-static void emit_block_scaled_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int S, int a_k16,
-                                   int b_k16)
+/* The consumers' main loop of an FP8 matmul that promotes each k tile (a k tile is 128 FP8
+ * k elements): its wgmma accumulate into a tile of their own (wg_t; the first k step overwrites
+ * it, scale-d 0), which is then added to the fp32 accumulators. Without fast accumulation
+ * (attrs.matmul.fast_accum false) that is all: no sum spans more than 128 k in the tensor cores,
+ * whose FP8 partial sums keep only about 14 bits. With per-block scales (DeepSeek-V3's: A's
+ * 1x128, [M, KB]; B's 128x128, [ceil(N/128), KB]; KB = ceil(K/128)) a k tile is one k block and
+ * the addition is scaled: acc += wg_t * sa[row][kt] * sb[n block][kt], the scales loaded before
+ * the stage is waited for, so that their latency hides behind it; a tile lies in one n block
+ * (block_n 64 or 128, cfg_valid): one B scale per k tile. The addition reads the tile, so each k
+ * tile's wgmma are waited for (and the stage goes back at once). */
+static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int S, int a_k16,
+                                int b_k16)
 {
     const int nacc = c->bn / 2;
     const long long kb = tuner__gemm_cdiv(p->K, 128);
-    char peer[96] = "";
+    char peer[96] = "", loads[640] = "", sbp[128] = "";
     if (c->cluster == 2)
         snprintf(peer, sizeof(peer), " wg_arrive_peer(wg_bar0 + 8 * (%d + wg_s), wg_rank ^ 1u);", S);
+    if (p->block_scales) {
+        snprintf(sbp, sizeof(sbp), "const float *const wg_sbp = in%d + (long long)(gm_tn * %d / 128) * %lldLL;\n",
+                 p->bsb_in, c->bn, kb);
+        snprintf(loads, sizeof(loads),
+                 "float wg_bs[%d][2];\n{\nconst float wg_sbv = __ldg(wg_sbp + kt);\n"
+                 "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                 "const int wg_r = min(gm_tm * %d + wg_row0 + i * 64 + wg_w * 16 + (wg_l >> 2) + h * 8, %s);\n"
+                 "wg_bs[i][h] = __ldg(in%d + (long long)wg_r * %lldLL + kt) * wg_sbv;\n}\n}\n",
+                 c->mi, c->mi, c->bm, tuner__gemm_M(p, -1).s, p->bsa_in, kb);
+    }
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
                     "float wg_t[%d][%d];\n"
-                    "const float *const wg_sbp = in%d + (long long)(gm_tn * %d / 128) * %lldLL;\n"
+                    "%s"
                     "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
-                    "float wg_bs[%d][2];\n{\nconst float wg_sbv = __ldg(wg_sbp + kt);\n"
-                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
-                    "const int wg_r = min(gm_tm * %d + wg_row0 + i * 64 + wg_w * 16 + (wg_l >> 2) + h * 8, %s);\n"
-                    "wg_bs[i][h] = __ldg(in%d + (long long)wg_r * %lldLL + kt) * wg_sbv;\n}\n}\n"
+                    "%s"
                     "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
                     "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
                     "wg_fence();\n"
@@ -1054,14 +1062,15 @@ static void emit_block_scaled_loop(tuner_sb *sb, const tuner__gemm_problem *p, c
                     "if (wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_s));%s }\n"
                     /* Fragment (i, 4 j + 2 h + e) is row i * 64 + h * 8 of the thread's rows. */
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
-                    "acc[i][j] = fmaf(wg_t[i][j], wg_bs[i][(j >> 1) & 1], acc[i][j]);\n"
+                    "%s"
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
                     "}\n"
                     "%s",
-                    c->mi, nacc, c->mi, nacc, p->bsb_in, c->bn, kb, c->mi, c->mi, c->bm, tuner__gemm_M(p, -1).s,
-                    p->bsa_in, kb, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16, S, peer, c->mi,
-                    nacc, S,
-                    c->pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "");
+                    c->mi, nacc, c->mi, nacc, sbp, loads, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16,
+                    S, peer, c->mi, nacc,
+                    p->block_scales ? "acc[i][j] = fmaf(wg_t[i][j], wg_bs[i][(j >> 1) & 1], acc[i][j]);\n"
+                                    : "acc[i][j] += wg_t[i][j];\n",
+                    S, c->pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "");
 }
 
 static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
@@ -1196,8 +1205,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                         "wg_i++;\n",
                         ktiles, S, S);
     }
-    if (p->block_scales) {
-        emit_block_scaled_loop(&sb, p, &c, S, a_k16, b_k16);
+    if (p->promote) {
+        emit_promoting_loop(&sb, p, &c, S, a_k16, b_k16);
     } else {
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
@@ -1582,7 +1591,7 @@ static double wg_predict(const tuner_op *op, const tuner_target *t, const tuner_
     /* Per-block FP8 scales wait for each k tile's wgmma before promoting them (no k tile in
      * flight across the promotion): not measured yet; DeepGEMM's same scheme runs at about 0.8 of
      * the FP8 peak where plain FP8 GEMMs reach 0.75-0.9 of it. */
-    eff *= p.block_scales ? 0.85 : 1.0;
+    eff *= p.promote ? 0.85 : 1.0;
     /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
      * per thread and stage where TMA needs one instruction. */
     eff *= wg_gathers_a(&p) ? 0.92 : 1.0;

@@ -136,6 +136,7 @@ static tuner_op fp8_mm(tuner_dtype da, tuner_dtype db, tuner_dtype out, long lon
     op.attrs.matmul.out_dtype = out;
     op.attrs.matmul.scale_a = sa;
     op.attrs.matmul.scale_b = sb;
+    op.attrs.matmul.fast_accum = sa != TUNER_SCALE_BLOCK; /* the request's default */
     int n = 2;
     if (sa == TUNER_SCALE_BLOCK) { /* A [M, KB], B [ceil(N/128), KB] */
         const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
@@ -170,6 +171,13 @@ static tuner_op fp8_quant(tuner_op op)
     op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
     op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
     op.output.dtype = TUNER_F8E4M3;
+    return op;
+}
+
+/* op without fast accumulation (attrs.fast_accum false). */
+static tuner_op fp8_promoted(tuner_op op)
+{
+    op.attrs.matmul.fast_accum = false;
     return op;
 }
 
@@ -292,6 +300,8 @@ static void test_compile(void)
                                           TUNER_SCALE_COL, false), "e5m2", "e4m3"},
         {"e4m3_quantize_e4m3", fp8_quant(fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 512, 1024, 2048,
                                                 TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true)), "e4m3", "e4m3"},
+        {"e4m3_promoted_f32", fp8_promoted(fp8_mm(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F32, 0, 300, 520, 8192,
+                                                  TUNER_SCALE_TENSOR, TUNER_SCALE_NONE, false)), "e4m3", "e5m2"},
         {"e4m3_block_scales_edges", fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
                                            TUNER_SCALE_BLOCK, true), "e4m3", "e4m3"},
     };
@@ -356,7 +366,11 @@ static void test_compile(void)
                           tm->swizzle == 128 && tuner_tmap_cu_dtype(tm) == 0);
                 }
             CHECK(fp8_maps >= 2);
-            /* Per-block scales: each k tile's own accumulators, promoted; tiles within a 128-wide n block. */
+            /* Without fast accumulation: each k tile's own accumulators, added to the tile's. */
+            if (!op->attrs.matmul.fast_accum)
+                CHECK(strstr(pr->source, "wg_mma_z(wg_t[i]") != NULL &&
+                      (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK || strstr(pr->source, "acc[i][j] += wg_t[i][j];")));
+            /* Per-block scales: promoted scaled; tiles within a 128-wide n block. */
             if (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK)
                 CHECK(strstr(pr->source, "wg_mma_z(wg_t[i]") && strstr(pr->source, "wg_bs[i][h] = ") &&
                       128 % tuner_schedule_param(&sp->items[pick[k]], "block_n", 0) == 0);
