@@ -329,6 +329,26 @@ int main(void)
         }
         free(key);
         ht_resp_free(&fr);
+        /* Quantized for the next layer: divided by its scale, cast to e4m3 (an FP8 answer). */
+        ht_resp qr = ht_post(&d, "/v1/kernels",
+                             "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,512],\"dtype\":\"f8e4m3\"},{\"shape\":[384,512],"
+                             "\"dtype\":\"f8e4m3\"},{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{\"trans_b\":true,"
+                             "\"fast_accum\":false},\"epilogue\":[{\"op\":\"gelu\"},{\"op\":\"div\",\"input\":2},{\"op\":\"cast\","
+                             "\"dtype\":\"f8e4m3\"}],\"arch\":\"sm_90a\",\"tune\":\"none\"}");
+        char *qkey = check_kernel_set(&qr, "sm_90a", false);
+        const cJSON *qout = qr.json ? cJSON_GetObjectItemCaseSensitive(qr.json, "output") : NULL;
+        CHECK(qout && !strcmp(json_str(qout, "dtype"), "f8e4m3"), "quantized output %.300s", qr.body);
+        if (qkey) {
+            check_code(&d, qkey, "sm_90a", 90);
+            char path[160];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", qkey);
+            ht_resp ptx = ht_get(&d, path);
+            CHECK(ptx.status == 200 && ptx.body && strstr(ptx.body, "cvt.rn.satfinite.e4m3x2.f32"),
+                  "no FP8 conversion in the PTX");
+            ht_resp_free(&ptx);
+        }
+        free(qkey);
+        ht_resp_free(&qr);
         ht_resp bad = ht_post(&d, "/v1/kernels", FP8_REQ("sm_80"));
         const cJSON *err = bad.json ? cJSON_GetObjectItemCaseSensitive(bad.json, "error") : NULL;
         CHECK(bad.status == 422 && err && !strcmp(json_str(err, "code"), "unsupported") &&
