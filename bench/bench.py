@@ -520,6 +520,146 @@ def attn_three_kernel_case(b, h, s, d, dt="f16", target=4.0):
     return case
 
 
+FP8_DT = {"f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2} if hasattr(torch, "float8_e4m3fn") else {}
+TORCH_DT.update(FP8_DT)  # an FP8 answer's output (a quantizing epilogue)
+
+
+def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False, fast_accum=True, target=1.0):
+    """Issue 41's FP8 rows: A [M,K] e4m3 times B [N,K] e4m3 (trans_b: torch._scaled_mm's
+    column-major B, B.t()), bf16 out, fp32 accumulation; scales "tensor" (one f32 each) or
+    "rowcol" (A's per row [M,1], B's per column [1,N]); with epilogue a bf16 bias and GELU after
+    the scales; with quantize, the result divided by one more f32 scale and cast to e4m3 (the next
+    layer's input); fast_accum False: promoted every 128 k, against use_fast_accum=False only.
+    Inputs uniform in [-1, 1] rounded to e4m3, scales in [0.75, 1.25]. The peer is the
+    faster of torch._scaled_mm with and without use_fast_accum (our kernels accumulate in the
+    wgmma accumulators throughout: fast accumulation, docs/api.md), then PyTorch's bias + GELU."""
+    rowcol = scales == "rowcol"
+    inputs = [{"shape": [m, k], "dtype": "f8e4m3"}, {"shape": [n, k], "dtype": "f8e4m3"},
+              {"shape": [m, 1] if rowcol else [1], "dtype": "f32"}, {"shape": [1, n] if rowcol else [1], "dtype": "f32"}]
+    req = {"op": "matmul", "inputs": inputs,
+           "attrs": {"trans_b": True, "out_dtype": "bf16", "scale_a": "row" if rowcol else "tensor",
+                     "scale_b": "col" if rowcol else "tensor", "fast_accum": fast_accum}}
+    if epilogue:
+        inputs.append({"shape": [n], "dtype": "bf16"})
+        req["epilogue"] = [{"op": "bias", "input": 4}, {"op": "gelu"}]
+    if quantize:
+        inputs.append({"shape": [1], "dtype": "f32"})
+        req["epilogue"] += [{"op": "div", "input": 5}, {"op": "cast", "dtype": "f8e4m3"}]
+
+    def make_inputs():
+        a = (torch.rand(m, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        b = (torch.rand(n, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        sa = torch.rand(m, 1, device="cuda") * 0.5 + 0.75 if rowcol else torch.rand(1, device="cuda") * 0.5 + 0.75
+        sb = torch.rand(1, n, device="cuda") * 0.5 + 0.75 if rowcol else torch.rand(1, device="cuda") * 0.5 + 0.75
+        xs = [a, b, sa.contiguous(), sb.contiguous()]
+        if epilogue:
+            xs.append(rand([n], "bf16"))
+        if quantize:
+            xs.append(torch.rand(1, device="cuda") * 0.5 + 0.25)
+        return xs
+
+    def quant(y, s):  # saturating, as the kernel's cvt.rn.satfinite
+        return (y / s).clamp(-448, 448).to(FP8_DT["f8e4m3"])
+
+    def reference(xs):
+        y = (xs[0].float() @ xs[1].float().t()) * xs[2].reshape(-1, 1) * xs[3].reshape(1, -1)
+        if epilogue:
+            y = F.gelu(y + xs[4].float())
+        if quantize:
+            y = quant(y, xs[5]).float()
+        return y
+
+    def scaled_mm(xs, fast):
+        sa = xs[2] if rowcol else xs[2].reshape(())
+        sb = xs[3] if rowcol else xs[3].reshape(())
+        mm = lambda: torch._scaled_mm(xs[0], xs[1].t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                      use_fast_accum=fast)
+        if quantize:
+            return lambda: quant(F.gelu(mm() + xs[4]), xs[5])
+        if epilogue:
+            return lambda: F.gelu(mm() + xs[4])
+        return mm
+
+    def peer_options(xs):
+        out = []
+        for fast in ((False, True) if fast_accum else (False,)):
+            fn = scaled_mm(xs, fast)
+            try:
+                fn()
+                torch.cuda.synchronize()
+            except Exception:
+                continue
+            out.append(("scaled_mm" + (" fast_accum" if fast else ""), fn))
+        return out
+
+    return dict(name=name, shape=f"{m}x{n}x{k}" + (" rowcol" if rowcol else "") + ("" if fast_accum else " promoted"),
+                dtype="f8e4m3", req=req,
+                make_inputs=make_inputs, out_shape=[m, n], reference=reference, peer_options=peer_options,
+                peer=lambda xs: peer_options(xs)[0][1], flops=2.0 * m * n * k, target=target,
+                weight_bytes=k * n, nbytes=m * k + k * n + m * n * 2,
+                # FP8 inputs' products are exact; the sum keeps ~14 bits per k32 step (fast accumulation);
+                # a quantized output may round to the neighbouring e4m3 code (1/8 of the value)
+                tol=0.13 if quantize else 5e-2)
+
+
+def fp8_block_case(m, n, k, target=1.1):
+    """Issue 41's per-block row: A [M,K] e4m3 with 1x128 scales [M, K/128], B [N,K] e4m3 with
+    128x128 scales [N/128, K/128] (DeepSeek-V3's), bf16 out. Peers, the fastest that takes the
+    case: DeepGEMM where installed, torch._scaled_mm's blockwise mode where this PyTorch and
+    cuBLASLt have it, else dequantising in PyTorch then a bf16 matmul (labelled: a weak peer)."""
+    kb, nb = -(-k // 128), -(-n // 128)
+    inputs = [{"shape": [m, k], "dtype": "f8e4m3"}, {"shape": [n, k], "dtype": "f8e4m3"},
+              {"shape": [m, kb], "dtype": "f32"}, {"shape": [nb, kb], "dtype": "f32"}]
+    req = {"op": "matmul", "inputs": inputs,
+           "attrs": {"trans_b": True, "out_dtype": "bf16", "scale_a": "block", "scale_b": "block"}}
+
+    def make_inputs():
+        a = (torch.rand(m, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        b = (torch.rand(n, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        return [a, b, torch.rand(m, kb, device="cuda") * 0.5 + 0.75, torch.rand(nb, kb, device="cuda") * 0.5 + 0.75]
+
+    def dequant(xs):
+        sa = xs[2].repeat_interleave(128, 1)[:, :k]
+        sb = xs[3].repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)[:, :k]
+        return xs[0].float() * sa, xs[1].float() * sb
+
+    def reference(xs):
+        a, b = dequant(xs)
+        return a @ b.t()
+
+    def peer_options(xs):
+        out = []
+        try:
+            import deep_gemm  # noqa: F401
+            o = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            sa_t = xs[2].t().contiguous().t()  # DeepGEMM's A scales are column-major
+            fn = lambda: deep_gemm.gemm_fp8_fp8_bf16_nt((xs[0], sa_t), (xs[1], xs[3]), o)
+            fn()
+            torch.cuda.synchronize()
+            out.append(("deep_gemm", fn))
+        except Exception:
+            pass
+        try:
+            fn = lambda: torch._scaled_mm(xs[0], xs[1].t(), scale_a=xs[2], scale_b=xs[3].t(),
+                                          out_dtype=torch.bfloat16)
+            fn()
+            torch.cuda.synchronize()
+            out.append(("scaled_mm blockwise", fn))
+        except Exception:
+            pass
+        if not out:
+            def deq_mm():
+                a, b = dequant(xs)
+                return a.to(torch.bfloat16) @ b.to(torch.bfloat16).t()
+            out.append(("dequant+bf16 mm (weak peer)", deq_mm))
+        return out
+
+    return dict(name="fp8_block", shape=f"{m}x{n}x{k} 1x128/128x128", dtype="f8e4m3", req=req,
+                make_inputs=make_inputs, out_shape=[m, n], reference=reference, peer_options=peer_options,
+                peer=lambda xs: peer_options(xs)[0][1], flops=2.0 * m * n * k, target=target,
+                nbytes=m * k + k * n + m * n * 2, tol=5e-2)
+
+
 def suite(which):
     cases = []
     if which in ("all", "gemm"):
@@ -608,6 +748,21 @@ def suite(which):
                 cases.append(attn_case("attn_decode", bsz, 32, 8, 1, skv, 128, peers=(None,) + SDPA_BACKENDS,
                                        target=1.2))
         cases.append(attn_three_kernel_case(4, 16, 4096, 128))
+    if which == "fp8" and FP8_DT:
+        # Issue 41's table (H200, against torch._scaled_mm / cuBLASLt): per-tensor and per-row/column
+        # scales at the four square and LLM shapes, decode M in {1, 16, 64} with N = K = 8192 (weights
+        # streamed: also their fraction of the copy bandwidth), and GEMM + bias + GELU. Not in "all":
+        # it needs PyTorch with float8 and an sm_90a daemon (--arch sm_90a).
+        shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 14336, 4096), (4096, 4096, 14336)]
+        for sc in ("tensor", "rowcol"):
+            cases += [fp8_gemm_case("fp8_gemm", m, n, k, scales=sc, target=1.0) for m, n, k in shapes]
+        cases += [fp8_gemm_case("fp8_decode", m, 8192, 8192, target=1.1) for m in (1, 16, 64)]
+        cases += [fp8_gemm_case("fp8_gemm", 8192, 8192, 8192, fast_accum=False, target=1.0)]
+        cases += [fp8_gemm_case("fp8_bias_gelu", 4096, 14336, 4096, epilogue=True, target=1.5),
+                  fp8_gemm_case("fp8_bias_gelu", 8192, 4096, 4096, epilogue=True, target=1.5)]
+        cases += [fp8_gemm_case("fp8_bias_gelu_q", 4096, 14336, 4096, epilogue=True, quantize=True, target=1.5),
+                  fp8_gemm_case("fp8_bias_gelu_q", 8192, 4096, 4096, epilogue=True, quantize=True, target=1.5)]
+        cases += [fp8_block_case(4096, 7168, 7168)]
     return cases
 
 
@@ -629,7 +784,7 @@ def run_case(daemon, case, args):
 
     # Correctness on fresh random inputs: poisoned output, full comparison with the fp32 reference.
     xs = case["make_inputs"]()
-    out = torch.full(case["out_shape"], float("nan"), dtype=out_dt, device="cuda")
+    out = torch.full(case["out_shape"], float("nan"), device="cuda").to(out_dt)  # (fill_ has no FP8 kernel)
     kern.bind(xs, out)()
     torch.cuda.synchronize()
     ref = case["reference"](xs)
@@ -639,7 +794,7 @@ def run_case(daemon, case, args):
     else:
         peer_out = case.get("peer_as_ref", lambda y: y)(case["peer"](xs)())
         peer_err = rel_err(peer_out, ref)
-    tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-2}[case["dtype"]]
+    tol = case.get("tol") or {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-2}[case["dtype"]]
     row.update(max_err=err, peer_err=peer_err, correct=bool(err <= max(tol, 2 * peer_err)))
 
     n_sets = sets_for(case["nbytes"])
@@ -679,7 +834,7 @@ def run_case(daemon, case, args):
         # Issue 38: K and V read at >= 80% of the copy bandwidth (read + write).
         row["kv_tbps"] = round(case["kv_bytes"] / ours / 1e6, 3)
         row["copy_frac"] = round(row["kv_tbps"] / args.copy_tbps, 3)
-    if case["name"] == "gemm_skinny" and args.copy_tbps:
+    if case["name"] in ("gemm_skinny", "fp8_decode") and args.copy_tbps:
         # BENCH.md: the weight read streams at >= 85% of the copy bandwidth (read + write).
         row["weight_tbps"] = round(case["weight_bytes"] / ours / 1e6, 3)
         row["copy_frac"] = round(row["weight_tbps"] / args.copy_tbps, 3)
@@ -757,7 +912,7 @@ def main():
     if match:
         cases = [c for c in cases if any(m in "%s %s %s" % (c["name"], c["shape"], c["dtype"]) for m in match)]
     args.copy_tbps = None
-    if any(c["name"] in ("gemm_skinny", "attn_decode") for c in cases):
+    if any(c["name"] in ("gemm_skinny", "attn_decode", "fp8_decode") for c in cases):
         args.copy_tbps = facts["copy_tbps"] = round(copy_tbps(), 3)
     for case in cases:
         try:

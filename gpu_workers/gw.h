@@ -103,8 +103,10 @@ typedef enum {
 } gw_buf_role;
 
 /* Same values as tuner_dtype. The integer ones are inputs only (gather's index, a cast's input),
- * filled uniformly from the range their buffer names (tuner_int_fill_range). */
-typedef enum { GW_F16 = 0, GW_BF16 = 1, GW_F32 = 2, GW_I32 = 3, GW_I64 = 4 } gw_dtype;
+ * filled uniformly from the range their buffer names (tuner_int_fill_range); the FP8 ones (an FP8
+ * matmul's operands, one byte each) are inputs only too, filled with finite values below 2 in
+ * magnitude. */
+typedef enum { GW_F16 = 0, GW_BF16 = 1, GW_F32 = 2, GW_I32 = 3, GW_I64 = 4, GW_F8E4M3 = 5, GW_F8E5M2 = 6 } gw_dtype;
 #define GW_INT_RANGE_MAX 2147483648LL /* |int_lo|, |int_hi| at most 2^31: i32 holds them */
 
 typedef struct gw_buffer {

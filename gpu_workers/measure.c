@@ -13,6 +13,7 @@
  */
 #include "gpu_workers/measure.h"
 #include "gpu_workers/l2_flush.h"
+#include "op/op.h" /* tuner_fp8_to_f32: an FP8 output's values */
 
 #include <errno.h>
 #include <math.h>
@@ -257,7 +258,7 @@ static float bf16_to_f32(uint16_t h)
 
 static size_t dsize(gw_dtype d)
 {
-    return d == GW_I64 ? 8 : d == GW_F32 || d == GW_I32 ? 4 : 2;
+    return d == GW_I64 ? 8 : d == GW_F32 || d == GW_I32 ? 4 : d == GW_F8E4M3 || d == GW_F8E5M2 ? 1 : 2;
 }
 
 int gw_probe_devices(gw_device_info *devs, int max, int *ret_n, char *err, size_t errlen)
@@ -513,6 +514,15 @@ static void fill_part(void *arg, int part, size_t begin, size_t end)
                 const int32_t i32 = (int32_t)iv;
                 memcpy(f->host + 4 * k, &i32, 4);
             }
+            continue;
+        }
+        if (f->b->dtype == GW_F8E4M3 || f->b->dtype == GW_F8E5M2) {
+            /* A random byte whose exponent's top bit is cleared: every sign, mantissa and
+             * subnormal, magnitudes below 2, never NaN or inf (e4m3's S.1111.111, e5m2's
+             * exponent 31). */
+            const unsigned e = f->b->dtype == GW_F8E4M3 ? (bits >> 3) & 15u : (bits >> 2) & 31u;
+            const unsigned top = f->b->dtype == GW_F8E4M3 ? 8u : 16u;
+            f->host[k] = (uint8_t)((bits & 0xffu) ^ (e >= top ? 0x40u : 0u));
             continue;
         }
         float v = (float)((double)(bits >> 11) * (2.0 / 9007199254740992.0) - 1.0);
@@ -893,6 +903,18 @@ static CUresult download_f32(gw_measurer *m, int idx, float *out)
     size_t n = (size_t)m->bufs[idx].elems;
     if (m->bufs[idx].dtype == GW_F32)
         return cuMemcpyDtoH(out, m->ptr[idx], n * 4);
+    if (m->bufs[idx].dtype == GW_F8E4M3 || m->bufs[idx].dtype == GW_F8E5M2) {
+        /* An FP8 output (a quantizing epilogue): one byte each, decoded exactly. */
+        uint8_t *b = malloc(n ? n : 1);
+        if (!b)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = cuMemcpyDtoH(b, m->ptr[idx], n);
+        const tuner_dtype dt = m->bufs[idx].dtype == GW_F8E4M3 ? TUNER_F8E4M3 : TUNER_F8E5M2;
+        for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++)
+            out[i] = tuner_fp8_to_f32(dt, b[i]);
+        free(b);
+        return r;
+    }
     uint16_t *tmp = malloc(n * 2);
     if (!tmp)
         return CUDA_ERROR_OUT_OF_MEMORY;

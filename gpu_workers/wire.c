@@ -456,7 +456,7 @@ int gw_wire_check_req(const gw_measure_req *req)
         return -EINVAL;
     for (int i = 0; i < req->n_buffers; i++) {
         const gw_buffer *b = &req->buffers[i];
-        if ((unsigned)b->role > GW_BUF_SCRATCH || (unsigned)b->dtype > GW_I64 || b->elems < 1 ||
+        if ((unsigned)b->role > GW_BUF_SCRATCH || (unsigned)b->dtype > GW_F8E5M2 || b->elems < 1 ||
             b->elems > GW_WIRE_MAX_ELEMS)
             return -EINVAL;
         /* Integers are inputs with a fill range; nothing else carries one. */
@@ -733,7 +733,7 @@ int gw_wire_decode_measure(const gw_wire_msg *m, gw_measure_req *ret)
                 return -EBADMSG;
             t[k++] = x->valuedouble;
         }
-        if (t[0] > GW_BUF_SCRATCH || t[1] > GW_I64 || t[2] < 1 || t[2] > (double)GW_WIRE_MAX_ELEMS ||
+        if (t[0] > GW_BUF_SCRATCH || t[1] > GW_F8E5M2 || t[2] < 1 || t[2] > (double)GW_WIRE_MAX_ELEMS ||
             (size == 5) != (t[1] == GW_I32 || t[1] == GW_I64))
             return -EBADMSG;
         q.buffers[i].role = (gw_buf_role)t[0];

@@ -178,7 +178,7 @@ typedef struct kc_launch {
     int output_rank;        /* 0..KC_MAX_RANK */
     int64_t output_shape[KC_MAX_RANK]; /* a named axis: the product of its dims' max */
     uint8_t output_sym[KC_MAX_RANK];   /* 0: a fixed axis; else the bit set over dims it names */
-    char output_dtype[8];   /* as on the wire: "f16", "bf16", "f32" */
+    char output_dtype[8];   /* as on the wire: "f16", "bf16", "f32"; "f8e4m3", "f8e5m2" (a quantizing epilogue) */
     /* A dynamic op's named dimensions, in the order of its kernels' size arguments (the op's
      * tuner_op.dims); 0 for a static op. */
     int n_dims;             /* 0..KC_MAX_DIMS */

@@ -16,6 +16,8 @@ static const char *const dtype_names[TUNER_DTYPE_COUNT] = {
     [TUNER_F32] = "f32",
     [TUNER_I32] = "i32",
     [TUNER_I64] = "i64",
+    [TUNER_F8E4M3] = "f8e4m3",
+    [TUNER_F8E5M2] = "f8e5m2",
 };
 
 static const char *const op_names[TUNER_OP_COUNT] = {
@@ -68,6 +70,14 @@ static const char *const pool_names[TUNER_POOL_COUNT] = {
     [TUNER_POOL_ADAPTIVE_AVG] = "adaptive_avg",
 };
 
+static const char *const scale_names[TUNER_SCALE_COUNT] = {
+    [TUNER_SCALE_NONE] = "none",
+    [TUNER_SCALE_TENSOR] = "tensor",
+    [TUNER_SCALE_ROW] = "row",
+    [TUNER_SCALE_COL] = "col",
+    [TUNER_SCALE_BLOCK] = "block",
+};
+
 static const char *const tune_names[TUNER_TUNE_COUNT] = {
     [TUNER_TUNE_NONE] = "none",
     [TUNER_TUNE_MODEL] = "model",
@@ -118,6 +128,9 @@ int tuner_dtype_parse(const char *s, tuner_dtype *ret)
         {"float16", TUNER_F16}, {"half", TUNER_F16}, {"fp16", TUNER_F16},
         {"bfloat16", TUNER_BF16}, {"float32", TUNER_F32}, {"fp32", TUNER_F32},
         {"int32", TUNER_I32}, {"int64", TUNER_I64},
+        /* PyTorch's names (the "fn": finite, no infinity) and the short ones */
+        {"float8_e4m3fn", TUNER_F8E4M3}, {"e4m3", TUNER_F8E4M3},
+        {"float8_e5m2", TUNER_F8E5M2}, {"e5m2", TUNER_F8E5M2},
     };
     int k = lookup(s, dtype_names, TUNER_DTYPE_COUNT);
     for (size_t i = 0; k < 0 && s && i < sizeof(aliases) / sizeof(aliases[0]); i++)
@@ -228,6 +241,20 @@ int tuner_pool_parse(const char *s, tuner_pool_kind *ret)
     return 0;
 }
 
+const char *tuner_scale_name(tuner_scale_kind k)
+{
+    return name(scale_names, TUNER_SCALE_COUNT, (int)k);
+}
+
+int tuner_scale_parse(const char *s, tuner_scale_kind *ret)
+{
+    int k = lookup(s, scale_names, TUNER_SCALE_COUNT);
+    if (k < 0 || !ret)
+        return -EINVAL;
+    *ret = (tuner_scale_kind)k;
+    return 0;
+}
+
 const char *tuner_tune_name(tuner_tune_mode m)
 {
     return name(tune_names, TUNER_TUNE_COUNT, (int)m);
@@ -327,4 +354,33 @@ int tuner_target_id_of(const tuner_target *t)
         if (targets[i].target.sm == t->sm && targets[i].target.arch_specific == t->arch_specific)
             return i;
     return -1;
+}
+
+const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len)
+{
+    if (!op || op->kind != TUNER_OP_MATMUL || !tuner_dtype_is_fp8(op->inputs[0].dtype))
+        return NULL;
+    char tn[16];
+    const tuner_tensor *a = &op->inputs[0], *b = &op->inputs[1];
+    const int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+    if (!t || t->sm != 90 || !t->arch_specific)
+        snprintf(buf, len,
+                 "fp8 needs sm_89 mma.sync or sm_90a wgmma, and this build has only the second: arch %s cannot run an "
+                 "FP8 matmul%s",
+                 t ? tuner_target_name(t, tn, sizeof(tn)) : "(none)",
+                 t && t->sm == 89 ? " (sm_89's mma.sync FP8 is not implemented yet)"
+                 : t && t->sm == 90 ? " (sm_90 without the \"a\" has no wgmma: ask for sm_90a)"
+                                    : "");
+    else if (op->attrs.matmul.trans_a)
+        snprintf(buf, len, "an FP8 matmul needs A as [M,K] (trans_a false): 8-bit wgmma reads A K-major only, and "
+                           "transposing it in the kernel is not implemented yet");
+    else if (!op->attrs.matmul.trans_b)
+        snprintf(buf, len, "an FP8 matmul needs B as [N,K] with trans_b true (torch._scaled_mm's column-major B): 8-bit "
+                           "wgmma reads B K-major only, and transposing a [K,N] B in the kernel is not implemented yet");
+    else if (k % 16 || a->align < 16 || b->align < 16)
+        snprintf(buf, len, "an FP8 matmul needs K a multiple of 16 and A and B 16-byte aligned (the copy engine moves "
+                           "16-byte rows); K is %lld", (long long)k);
+    else
+        return NULL;
+    return buf;
 }

@@ -17,6 +17,10 @@
  *   MATMUL       A [M,K] or [Bt,M,K] ([K,M] / [Bt,K,M] with trans_a), B [K,N] or [Bt,K,N]
  *                ([N,K] / [Bt,N,K] with trans_b). A rank-2 operand is broadcast over the batch.
  *                Output [M,N] or [Bt,M,N]. fp16/bf16 accumulate in fp32; fp32 may use tf32.
+ *                FP8 (f8e4m3/f8e5m2) A and B accumulate in fp32 and give attrs.out_dtype; then
+ *                come the scales as anchor inputs, f32: scale_a's (when attrs.matmul.scale_a is
+ *                not none), then scale_b's (tuner_scale_kind gives their shapes);
+ *                n_anchor_inputs is 2 plus their count.
  *   CONV2D       x, w. NHWC: x [N,H,W,C], w [K,R,S,C/groups]; output [N,P,Q,K].
  *                NCHW: x [N,C,H,W], w [K,C/groups,R,S]; output [N,K,P,Q].
  *   SOFTMAX      x [..., D]: softmax over the last axis; with attrs.softmax.log, log_softmax
@@ -95,8 +99,28 @@ typedef enum {
      * proto refuses them everywhere else. Never an output dtype. */
     TUNER_I32 = 3,
     TUNER_I64 = 4,
+    /* 8-bit floats (OCP FP8; PyTorch's float8_e4m3fn and float8_e5m2), one byte per element:
+     * matmul's A and B only (e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3), fp32 accumulation, output
+     * f16, bf16 or f32 (attrs.out_dtype), scales in attrs.matmul.scale_a/scale_b. e4m3: bias 7,
+     * no infinity, S.1111.111 is NaN, max 448; e5m2: bias 15, IEEE-like inf/NaN, max 57344.
+     * proto refuses them everywhere else. */
+    TUNER_F8E4M3 = 5,
+    TUNER_F8E5M2 = 6,
     TUNER_DTYPE_COUNT
 } tuner_dtype;
+
+/* How a scale multiplies an FP8 matmul's accumulator (attrs.matmul.scale_a / scale_b): out =
+ * (sum_k a[m,k] b[k,n]) * sa * sb, before the epilogue. The scale tensors are f32 anchor inputs
+ * after A and B, scale_a's first (see MATMUL in the header comment). */
+typedef enum {
+    TUNER_SCALE_NONE = 0,
+    TUNER_SCALE_TENSOR, /* one value: shape [] or [1] */
+    TUNER_SCALE_ROW,    /* A only: one per row of the output, [M] (or [M, 1], torch's row-wise) */
+    TUNER_SCALE_COL,    /* B only: one per column of the output, [N] (or [1, N]) */
+    TUNER_SCALE_BLOCK,  /* per 128-k block: A [M, ceil(K/128)] (1x128), B [ceil(N/128),
+                         * ceil(K/128)] (128x128, DeepSeek-V3's), applied in the main loop */
+    TUNER_SCALE_COUNT
+} tuner_scale_kind;
 
 typedef enum {
     TUNER_OP_MATMUL = 0,
@@ -231,6 +255,15 @@ typedef struct tuner_op {
         struct {
             bool trans_a, trans_b;
             bool allow_tf32; /* fp32 only: tensor cores in tf32 are allowed (default true) */
+            /* FP8 inputs only (TUNER_SCALE_NONE otherwise): the scales of A and B and the
+             * anchor's output dtype (f16, bf16 or f32; validation sets it, bf16 by default). */
+            tuner_scale_kind scale_a, scale_b;
+            tuner_dtype out_dtype;
+            /* FP8 only: false promotes each 128-k tile's tensor-core sum into fp32 registers
+             * (cuBLASLt's default), true keeps the sums in the tensor cores for all of K (its
+             * "fast accumulation"; default true, validation sets it). Per-block scales always
+             * promote. */
+            bool fast_accum;
         } matmul;
         struct {
             int stride[2], pad[2], dilation[2]; /* [h, w] */
@@ -333,7 +366,78 @@ typedef enum {
 /* Size in bytes of one element. */
 static inline int tuner_dtype_size(tuner_dtype d)
 {
-    return d == TUNER_I64 ? 8 : d == TUNER_F32 || d == TUNER_I32 ? 4 : 2;
+    return d == TUNER_I64 ? 8 : d == TUNER_F32 || d == TUNER_I32 ? 4 : d == TUNER_F8E4M3 || d == TUNER_F8E5M2 ? 1 : 2;
+}
+
+/* true for the 8-bit float dtypes (f8e4m3, f8e5m2). */
+static inline bool tuner_dtype_is_fp8(tuner_dtype d) { return d == TUNER_F8E4M3 || d == TUNER_F8E5M2; }
+
+/* The value of FP8 byte b of dtype dt (f8e4m3 or f8e5m2), exactly (every FP8 value is a float):
+ * e4m3 (bias 7): S.1111.111 is NaN, no infinity, max 448, subnormals m * 2^-9; e5m2 (bias 15):
+ * exponent 31 is inf (m 0) or NaN, max 57344, subnormals m * 2^-16. The verification reference
+ * decodes the same way on the GPU (tuner/gemm/reference.c). */
+static inline float tuner_fp8_to_f32(tuner_dtype dt, uint8_t b)
+{
+    const bool e4 = dt == TUNER_F8E4M3;
+    const uint32_t s = (uint32_t)(b & 0x80u) << 24, e = e4 ? (b >> 3) & 15u : (b >> 2) & 31u, m = e4 ? b & 7u : b & 3u;
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    if (e4 && e == 15u && m == 7u)
+        v.u = 0x7fc00000u;
+    else if (!e4 && e == 31u)
+        v.u = s | (m ? 0x7fc00000u : 0x7f800000u);
+    else if (e == 0u) {
+        v.f = (float)m * (e4 ? 0.001953125f : 1.52587890625e-05f);
+        v.u |= s;
+    } else
+        v.u = s | (e4 ? ((e + 120u) << 23) | (m << 20) : ((e + 112u) << 23) | (m << 21));
+    return v.f;
+}
+
+/* The FP8 byte of dtype dt nearest to f (ties to even), saturating: a finite f beyond the
+ * largest magnitude (448, 57344) and an infinity give the largest finite value of f's sign, NaN
+ * gives NaN - PTX's cvt.rn.satfinite, which the kernels use; the verification reference encodes
+ * the same way in software (tuner/gemm/reference.c). */
+static inline uint8_t tuner_f32_to_fp8(tuner_dtype dt, float f)
+{
+    const bool e4 = dt == TUNER_F8E4M3;
+    const int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    const uint8_t top = e4 ? 0x7eu : 0x7bu; /* the largest finite magnitude's code */
+    union {
+        float f;
+        uint32_t u;
+    } in = {f}, scale;
+    const uint8_t sign = (uint8_t)((in.u >> 31) << 7);
+    in.u &= 0x7fffffffu;
+    if (in.u > 0x7f800000u)
+        return (uint8_t)(sign | 0x7fu); /* NaN */
+    if (in.f >= (e4 ? 448.0f : 57344.0f))
+        return (uint8_t)(sign | top);
+    /* The value's binade 2^e (subnormals share the smallest normal's, 1 - bias), where the
+     * step is 2^(e - mb): q = |f| / step, exact, below 2^(mb + 1); rounded to r, ties to even. */
+    const int fe = (int)(in.u >> 23) - 127, e = fe < 1 - bias ? 1 - bias : fe;
+    scale.u = (uint32_t)(127 + mb - e) << 23;
+    const float q = in.f * scale.f;
+    uint32_t r = (uint32_t)q;
+    const float frac = q - (float)r;
+    if (frac > 0.5f || (frac == 0.5f && (r & 1u)))
+        r++;
+    uint32_t code;
+    if (e == 1 - bias && r < (1u << mb))
+        code = r; /* a subnormal (or zero) */
+    else if (r == (1u << (mb + 1)))
+        code = (uint32_t)(e + bias + 1) << mb; /* rounded up into the next binade */
+    else
+        code = ((uint32_t)(e + bias) << mb) | (r - (1u << mb));
+    return (uint8_t)(sign | (code > top ? top : code));
+}
+
+/* The number of scale inputs of a matmul (0..2): they follow A and B (op/op.h's MATMUL). */
+static inline int tuner_matmul_n_scales(const tuner_op *op)
+{
+    return (op->attrs.matmul.scale_a != TUNER_SCALE_NONE) + (op->attrs.matmul.scale_b != TUNER_SCALE_NONE);
 }
 
 /* true for the integer dtypes (i32, i64). */
@@ -537,7 +641,8 @@ static inline int64_t tuner_pool_out_size(int64_t in, int kernel, int stride, in
  * "unknown" for a value out of range. *_parse: the value of a canonical name; 0, or -EINVAL when
  * s is NULL or not a name (then *ret is untouched). parse(name(v)) == v for every value.
  * tuner_dtype_parse also takes the other spellings a request may use ("float16", "half",
- * "fp16", "bfloat16", "float32", "fp32", "int32", "int64"). */
+ * "fp16", "bfloat16", "float32", "fp32", "int32", "int64", "float8_e4m3fn", "float8_e5m2",
+ * "e4m3", "e5m2"). */
 const char *tuner_dtype_name(tuner_dtype d);
 int tuner_dtype_parse(const char *s, tuner_dtype *ret);
 const char *tuner_op_name(tuner_op_kind k);
@@ -553,6 +658,9 @@ const char *tuner_reduce_name(tuner_reduce_kind k);
 int tuner_reduce_parse(const char *s, tuner_reduce_kind *ret);
 const char *tuner_pool_name(tuner_pool_kind k);
 int tuner_pool_parse(const char *s, tuner_pool_kind *ret);
+/* "none", "tensor", "row", "col", "block". */
+const char *tuner_scale_name(tuner_scale_kind k);
+int tuner_scale_parse(const char *s, tuner_scale_kind *ret);
 const char *tuner_tune_name(tuner_tune_mode m);
 int tuner_tune_parse(const char *s, tuner_tune_mode *ret);
 
@@ -573,6 +681,14 @@ int tuner_target_parse(const char *s, tuner_target *ret);
 tuner_target tuner_target_of(tuner_target_id id);
 /* The id of a supported target, or -1 when t is NULL or not supported. */
 int tuner_target_id_of(const tuner_target *t);
+
+/* Why no kernel of this build computes FP8 matmul op on target t, as a sentence into buf (cut to
+ * len; returned), or NULL when one does (or op is no FP8 matmul). FP8 needs sm_90a's wgmma (sm_89's
+ * mma.sync FP8 is not implemented), A K-major ([M,K], not trans_a) and B K-major ([N,K],
+ * trans_b: torch._scaled_mm's column-major B), since 8-bit wgmma reads both operands K-major and
+ * no producer transposes them yet, and K a multiple of 16 with 16-byte aligned A and B (the copy
+ * engine's rows). The request parser (a known arch) and the space builder (any) both ask. */
+const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len);
 
 /* Canonical JSON of a validated op: sorted keys, no whitespace, every default explicit, doubles
  * as %.17g, canonical names. Two requests for the same op give the same string, whatever their

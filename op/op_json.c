@@ -120,6 +120,12 @@ char *tuner_op_canonical_json(const tuner_op *op)
     switch (op->kind) {
     case TUNER_OP_MATMUL:
         sb_bool(&b, "allow_tf32", op->attrs.matmul.allow_tf32, false);
+        /* FP8 keys only for FP8 inputs, so every other matmul keeps its key. out_dtype is the
+         * anchor's (an epilogue cast may change the output's after it). */
+        if (tuner_dtype_is_fp8(op->inputs[0].dtype))
+            tuner_sb_printf(&b, ",\"fast_accum\":%s,\"out_dtype\":\"%s\",\"scale_a\":\"%s\",\"scale_b\":\"%s\"",
+                            op->attrs.matmul.fast_accum ? "true" : "false", tuner_dtype_name(op->attrs.matmul.out_dtype),
+                            tuner_scale_name(op->attrs.matmul.scale_a), tuner_scale_name(op->attrs.matmul.scale_b));
         sb_bool(&b, "trans_a", op->attrs.matmul.trans_a, true);
         sb_bool(&b, "trans_b", op->attrs.matmul.trans_b, true);
         break;
@@ -250,7 +256,10 @@ void tuner_op_strip_fusion(const tuner_op *in, tuner_op *out)
         out->prologue[i].n = 0;
     out->epilogue.n = 0;
     out->n_inputs = out->n_anchor_inputs;
-    out->output.dtype = out->inputs[0].dtype;
+    /* An FP8 matmul's anchor writes attrs.out_dtype (its inputs' dtype is no output dtype). */
+    out->output.dtype = out->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(out->inputs[0].dtype)
+                            ? out->attrs.matmul.out_dtype
+                            : out->inputs[0].dtype;
     if (out->kind == TUNER_OP_ELEMENTWISE) {
         out->output.rank = out->inputs[0].rank;
         memcpy(out->output.shape, out->inputs[0].shape, sizeof(out->output.shape));

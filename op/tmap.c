@@ -74,8 +74,8 @@ int tuner_tmap_check(const tuner_tmap *m, char *why, size_t why_len, char *field
     if (m->mode != TUNER_TMAP_TILED && m->mode != TUNER_TMAP_IM2COL)
         return FAIL("mode", "mode must be \"tiled\" or \"im2col\"");
     const bool im2col = m->mode == TUNER_TMAP_IM2COL;
-    if (m->dtype != TUNER_F16 && m->dtype != TUNER_BF16 && m->dtype != TUNER_F32)
-        return FAIL("dtype", "element type must be f16, bf16 or f32");
+    if (m->dtype != TUNER_F16 && m->dtype != TUNER_BF16 && m->dtype != TUNER_F32 && !tuner_dtype_is_fp8(m->dtype))
+        return FAIL("dtype", "element type must be f16, bf16, f32, f8e4m3 or f8e5m2");
     if (m->rank < 1 || m->rank > TUNER_TMAP_MAX_RANK)
         return FAIL("dims", "rank must be 1..%d", TUNER_TMAP_MAX_RANK);
     const int esz = tuner_dtype_size(m->dtype);
@@ -391,7 +391,7 @@ int tuner_tmap_from_json_dims(const cJSON *j, const char *own_member, const tune
                         is_im2col ? "an im2col" : "a tiled");
     }
     if (tuner_dtype_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "dtype")), &m.dtype) < 0)
-        return FAIL("dtype", "dtype must be \"f16\", \"bf16\" or \"f32\"");
+        return FAIL("dtype", "dtype must be \"f16\", \"bf16\", \"f32\", \"f8e4m3\" or \"f8e5m2\"");
     int64_t v[TUNER_TMAP_MAX_RANK];
     int n_dims, n, r;
     if ((r = parse_dims(j, is_im2col ? 3 : 1, names, &m, &n_dims, why, why_len, field, field_len)) < 0)
@@ -593,8 +593,9 @@ uint64_t tuner_tmap_extent(const tuner_tmap *m)
 
 int tuner_tmap_cu_dtype(const tuner_tmap *m)
 {
-    /* CU_TENSOR_MAP_DATA_TYPE_FLOAT16 6, _FLOAT32 7, _BFLOAT16 9 */
-    return m->dtype == TUNER_F16 ? 6 : m->dtype == TUNER_BF16 ? 9 : 7;
+    /* CU_TENSOR_MAP_DATA_TYPE_UINT8 0, _FLOAT16 6, _FLOAT32 7, _BFLOAT16 9; the copy engine only
+     * moves bytes, so FP8 travels as UINT8 (CUDA 12's maps have no FP8 type). */
+    return tuner_dtype_is_fp8(m->dtype) ? 0 : m->dtype == TUNER_F16 ? 6 : m->dtype == TUNER_BF16 ? 9 : 7;
 }
 
 int tuner_tmap_cu_swizzle(const tuner_tmap *m)

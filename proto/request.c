@@ -348,8 +348,9 @@ static int parse_tensor(const cJSON *t, const char *path, const tuner_op *op, tu
         return r;
     if (tuner_dtype_parse(s, &out.dtype) < 0)
         return proto_fail(e, 422, "unknown_dtype", field,
-                          "unknown dtype \"%.32s\" (f16, bf16, f32, i32, i64; also float16, half, "
-                          "fp16, bfloat16, float32, fp32, int32, int64)", s);
+                          "unknown dtype \"%.32s\" (f16, bf16, f32, i32, i64, f8e4m3, f8e5m2; also "
+                          "float16, half, fp16, bfloat16, float32, fp32, int32, int64, float8_e4m3fn, "
+                          "float8_e5m2)", s);
 
     const cJSON *al = cJSON_GetObjectItemCaseSensitive(t, "align");
     if (al) {
@@ -591,6 +592,7 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         if (tuner_dtype_is_int(st.s.dtype))
             return proto_fail(e, 422, "invalid_field", field,
                         "a cast converts to f16, bf16 or f32; no kernel writes %s", tuner_dtype_name(st.s.dtype));
+        /* FP8: only as an FP8 matmul's last epilogue step (check_fp8_casts). */
     }
     *ret = st;
     return 0;
@@ -970,10 +972,70 @@ static int parse_reduce_axes(const cJSON *attrs, const cJSON *v, tuner_op *op, p
     return 0;
 }
 
+/* An FP8 matmul's attrs (op/op.h's MATMUL): out_dtype (f16, bf16 or f32; bf16 when absent, as
+ * serving frameworks run their FP8 linear layers), scale_a ("none", "tensor", "row", "block") and
+ * scale_b ("none", "tensor", "col", "block"), both "none" when absent. Whether the inputs are FP8
+ * at all is infer_matmul's check (inputs are parsed first, but the keys are read here). */
+static int parse_fp8_attrs(const cJSON *attrs, tuner_op *op, proto_error *e)
+{
+    const bool fp8 = tuner_dtype_is_fp8(op->inputs[0].dtype);
+    const cJSON *v;
+    const char *s = NULL;
+    int r;
+    op->attrs.matmul.out_dtype = fp8 ? TUNER_BF16 : op->inputs[0].dtype;
+    op->attrs.matmul.scale_a = op->attrs.matmul.scale_b = TUNER_SCALE_NONE;
+    op->attrs.matmul.fast_accum = fp8;
+    if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "fast_accum"))) {
+        if (!fp8)
+            return proto_fail(e, 422, "invalid_field", "attrs.fast_accum",
+                              "attrs.fast_accum applies to FP8 (f8e4m3, f8e5m2) inputs only; these are %s",
+                              tuner_dtype_name(op->inputs[0].dtype));
+        if ((r = json_bool(v, "attrs.fast_accum", &op->attrs.matmul.fast_accum, e)) < 0)
+            return r;
+    }
+    static const char *const keys[] = {"out_dtype", "scale_a", "scale_b"};
+    for (int i = 0; i < 3; i++) {
+        char field[32];
+        snprintf(field, sizeof(field), "attrs.%s", keys[i]);
+        if (!(v = cJSON_GetObjectItemCaseSensitive(attrs, keys[i])))
+            continue;
+        if (!fp8)
+            return proto_fail(e, 422, "invalid_field", field,
+                              "%s applies to FP8 (f8e4m3, f8e5m2) inputs only; these are %s", field,
+                              tuner_dtype_name(op->inputs[0].dtype));
+        if ((r = json_string(v, field, &s, e)) < 0)
+            return r;
+        if (i == 0) {
+            tuner_dtype dt;
+            if (tuner_dtype_parse(s, &dt) < 0 || (dt != TUNER_F16 && dt != TUNER_BF16 && dt != TUNER_F32))
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "an FP8 matmul writes f16, bf16 or f32 (fp32 accumulation), not \"%.32s\"", s);
+            op->attrs.matmul.out_dtype = dt;
+            continue;
+        }
+        tuner_scale_kind k;
+        const tuner_scale_kind vec = i == 1 ? TUNER_SCALE_ROW : TUNER_SCALE_COL;
+        if (tuner_scale_parse(s, &k) < 0 || (k != TUNER_SCALE_NONE && k != TUNER_SCALE_TENSOR && k != vec &&
+                                             k != TUNER_SCALE_BLOCK))
+            return proto_fail(e, 422, "invalid_field", field, "%s must be \"none\", \"tensor\", \"%s\" or \"block\", not \"%.32s\"",
+                              field, tuner_scale_name(vec), s);
+        *(i == 1 ? &op->attrs.matmul.scale_a : &op->attrs.matmul.scale_b) = k;
+    }
+    if ((op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK) != (op->attrs.matmul.scale_b == TUNER_SCALE_BLOCK))
+        return proto_fail(e, 422, "invalid_field",
+                          op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK ? "attrs.scale_b" : "attrs.scale_a",
+                          "per-block scales go together: scale_a \"block\" (1x128) with scale_b \"block\" (128x128)");
+    /* Per-block scales promote every k block: one spelling, one cache key. */
+    if (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK)
+        op->attrs.matmul.fast_accum = false;
+    return 0;
+}
+
 static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pchain *ew,
                        proto_error *e)
 {
-    static const char *const matmul_keys[] = {"trans_a", "trans_b", "allow_tf32", NULL};
+    static const char *const matmul_keys[] = {"trans_a", "trans_b", "allow_tf32", "out_dtype", "scale_a", "scale_b",
+                                              "fast_accum", NULL};
     static const char *const conv_keys[] = {"stride", "padding", "dilation", "groups", "layout",
                                             NULL};
     static const char *const softmax_keys[] = {"axis", "log", NULL};
@@ -1017,6 +1079,8 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
             return r;
         if ((v = cJSON_GetObjectItemCaseSensitive(attrs, "allow_tf32")) &&
             (r = json_bool(v, "attrs.allow_tf32", &op->attrs.matmul.allow_tf32, e)) < 0)
+            return r;
+        if ((r = parse_fp8_attrs(attrs, op, e)) < 0)
             return r;
         break;
     case TUNER_OP_CONV2D:
@@ -1198,19 +1262,88 @@ static int parse_attrs(const cJSON *attrs, tuner_op *op, int *softmax_axis, pcha
     return 0;
 }
 
+/* An FP8 matmul's scale inputs (after A and B, scale_a's first): f32, of the shapes their modes
+ * give (op/op.h's tuner_scale_kind), fixed sizes. */
+static int check_fp8_scales(const tuner_op *op, int64_t m, int64_t n, int64_t kdim, proto_error *e)
+{
+    char field[64];
+    int idx = 2;
+    for (int w = 0; w < 2; w++) {
+        const tuner_scale_kind k = w ? op->attrs.matmul.scale_b : op->attrs.matmul.scale_a;
+        if (k == TUNER_SCALE_NONE)
+            continue;
+        const tuner_tensor *t = &op->inputs[idx];
+        const char *who = w ? "scale_b" : "scale_a";
+        snprintf(field, sizeof(field), "inputs[%d].dtype", idx);
+        if (t->dtype != TUNER_F32)
+            return proto_fail(e, 422, "invalid_field", field, "%s (inputs[%d]) must be f32, not %s", who, idx,
+                              tuner_dtype_name(t->dtype));
+        snprintf(field, sizeof(field), "inputs[%d].shape", idx);
+        for (int d = 0; d < t->rank; d++)
+            if (t->sym[d])
+                return proto_fail(e, 422, "invalid_field", field, "%s (inputs[%d]) has fixed sizes", who, idx);
+        if ((k == TUNER_SCALE_ROW || k == TUNER_SCALE_BLOCK) && tuner_op_is_dynamic(op))
+            return proto_fail(e, 422, "unsupported", w ? "attrs.scale_b" : "attrs.scale_a",
+                              "%s scales of a matmul with named dims are not supported yet (use \"tensor\")",
+                              tuner_scale_name(k));
+        bool ok;
+        const int64_t len = k == TUNER_SCALE_ROW ? m : n;
+        const int64_t kb = (kdim + 127) / 128;
+        if (k == TUNER_SCALE_BLOCK) {
+            if (op->inputs[0].rank != 2 || op->inputs[1].rank != 2)
+                return proto_fail(e, 422, "unsupported", "attrs.scale_a",
+                                  "per-block scales take rank-2 A and B (no batch)");
+            const int64_t rows = w ? (n + 127) / 128 : m;
+            if (t->rank != 2 || t->shape[0] != rows || t->shape[1] != kb)
+                return proto_fail(e, 422, "shape_mismatch", field,
+                                  "%s \"block\" (inputs[%d]) is %s: shape [%lld, %lld]", who, idx,
+                                  w ? "one per 128x128 block of B, [ceil(N/128), ceil(K/128)]"
+                                    : "one per row of A and 128 k, [M, ceil(K/128)]",
+                                  (long long)rows, (long long)kb);
+            idx++;
+            continue;
+        }
+        if (k == TUNER_SCALE_TENSOR)
+            ok = t->rank == 1 && t->shape[0] == 1;
+        else if (k == TUNER_SCALE_ROW)
+            ok = (t->rank == 1 && t->shape[0] == m) || (t->rank == 2 && t->shape[0] == m && t->shape[1] == 1);
+        else
+            ok = (t->rank == 1 && t->shape[0] == n) || (t->rank == 2 && t->shape[0] == 1 && t->shape[1] == n);
+        if (!ok)
+            return k == TUNER_SCALE_TENSOR
+                       ? proto_fail(e, 422, "shape_mismatch", field, "%s \"tensor\" (inputs[%d]) is one value: shape [1]",
+                                    who, idx)
+                       : proto_fail(e, 422, "shape_mismatch", field,
+                                    "%s \"%s\" (inputs[%d]) has one value per %s: shape [%lld] (or %s)", who,
+                                    tuner_scale_name(k), idx, k == TUNER_SCALE_ROW ? "row of A" : "column of B",
+                                    (long long)len, k == TUNER_SCALE_ROW ? "[M, 1]" : "[1, N]");
+        idx++;
+    }
+    return 0;
+}
+
 static int infer_matmul(tuner_op *op, proto_error *e)
 {
     const tuner_tensor *a = &op->inputs[0], *b = &op->inputs[1];
     char field[64];
+    int r;
     if (a->rank < 2 || a->rank > 3)
         return proto_fail(e, 422, "invalid_field", "inputs[0].shape",
                     "matmul operands have rank 2 ([M,K]) or 3 ([batch,M,K])");
     if (b->rank < 2 || b->rank > 3)
         return proto_fail(e, 422, "invalid_field", "inputs[1].shape",
                     "matmul operands have rank 2 ([K,N]) or 3 ([batch,K,N])");
-    if (a->dtype != b->dtype)
+    const bool fp8 = tuner_dtype_is_fp8(a->dtype);
+    if (fp8 != tuner_dtype_is_fp8(b->dtype) || (!fp8 && a->dtype != b->dtype))
         return proto_fail(e, 422, "invalid_field", "inputs[1].dtype",
-                    "matmul operands must have the same dtype");
+                    "matmul operands must have the same dtype (or both be FP8: f8e4m3 or f8e5m2), not %s and %s",
+                    tuner_dtype_name(a->dtype), tuner_dtype_name(b->dtype));
+    /* wgmma and mma.sync take e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3 and e5m2 x e5m2; the last has
+     * too little precision on both sides for a GEMM anyone asks for (issue 41 lists three). */
+    if (a->dtype == TUNER_F8E5M2 && b->dtype == TUNER_F8E5M2)
+        return proto_fail(e, 422, "invalid_field", "inputs[1].dtype",
+                    "f8e5m2 x f8e5m2 is not supported: use f8e4m3 for one of the operands (e4m3 x e4m3, "
+                    "e4m3 x e5m2, e5m2 x e4m3)");
     int ra = a->rank, rb = b->rank;
     bool ta = op->attrs.matmul.trans_a, tb = op->attrs.matmul.trans_b;
     int64_t m = ta ? a->shape[ra - 1] : a->shape[ra - 2];
@@ -1233,7 +1366,9 @@ static int infer_matmul(tuner_op *op, proto_error *e)
         o->shape[o->rank++] = ra == 3 ? a->shape[0] : b->shape[0];
     o->shape[o->rank++] = m;
     o->shape[o->rank++] = n;
-    o->dtype = a->dtype;
+    o->dtype = fp8 ? op->attrs.matmul.out_dtype : a->dtype;
+    if (fp8 && (r = check_fp8_scales(op, m, n, k, e)) < 0)
+        return r;
     /* tf32 only exists for fp32 inputs; normalising keeps equal requests on one cache key. */
     if (a->dtype != TUNER_F32)
         op->attrs.matmul.allow_tf32 = false;
@@ -1563,6 +1698,59 @@ static int check_int_inputs(const tuner_op *op, const pchain *ew, const pchain *
     return 0;
 }
 
+/* FP8 tensors only as a matmul's A and B (op/op.h's tuner_dtype), which take no prologue (the copy
+ * engine brings them into shared memory as they are). */
+static int check_fp8_inputs(const tuner_op *op, const pchain *pro, proto_error *e)
+{
+    char field[96];
+    for (int i = 0; i < op->n_inputs; i++) {
+        const tuner_dtype dt = op->inputs[i].dtype;
+        if (!tuner_dtype_is_fp8(dt))
+            continue;
+        snprintf(field, sizeof(field), "inputs[%d].dtype", i);
+        if (op->kind != TUNER_OP_MATMUL)
+            return proto_fail(e, 422, "invalid_field", field,
+                              "%s is an FP8 dtype, which only matmul's A and B may be (%s computes in f16, bf16 or f32)",
+                              tuner_dtype_name(dt), tuner_op_name(op->kind));
+        if (i >= 2)
+            return proto_fail(e, 422, "invalid_field", field,
+                              "%s is an FP8 dtype, which only matmul's A and B (inputs[0] and inputs[1]) may be; "
+                              "inputs[%d] is %s", tuner_dtype_name(dt), i,
+                              i < op->n_anchor_inputs ? "a scale (f32)" : "a fused step's operand");
+    }
+    if (op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype) && pro->n > 0)
+        return proto_fail(e, 422, "invalid_field", "prologue",
+                          "an FP8 matmul takes no prologue (its operands go to the tensor cores as they are); "
+                          "scale them with attrs.scale_a and attrs.scale_b");
+    return 0;
+}
+
+/* A cast to FP8 quantizes the output: it ends an FP8 matmul's epilogue (the only kernels that
+ * write FP8, matmul_wgmma's) and nothing else has one. */
+static int check_fp8_casts(const tuner_op *op, const pchain *ew, const pchain *epi, proto_error *e)
+{
+    char field[96];
+    const bool fp8_mm = op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype);
+    for (int c = 0; c < 2; c++) {
+        const pchain *ch = c ? epi : ew;
+        for (int j = 0; j < ch->n; j++) {
+            const pstep *st = &ch->steps[j];
+            if (st->s.kind != TUNER_EW_CAST || !tuner_dtype_is_fp8(st->s.dtype))
+                continue;
+            snprintf(field, sizeof(field), "%.40s.dtype", st->path);
+            if (!fp8_mm || !c)
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "a cast to %s (quantizing the output) ends an FP8 matmul's epilogue only; other "
+                                  "kernels write f16, bf16 or f32", tuner_dtype_name(st->s.dtype));
+            if (j != ch->n - 1)
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "a cast to %s quantizes the output: it is the epilogue's last step",
+                                  tuner_dtype_name(st->s.dtype));
+        }
+    }
+    return 0;
+}
+
 /* Fixed number of anchor inputs, or 0 when it depends on the inputs (norms). */
 static int fixed_anchor_inputs(tuner_op_kind k)
 {
@@ -1685,6 +1873,8 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
     }
     /* Every input of a concat is joined: it has no operands for binary steps. */
     int n_anchor = op->kind == TUNER_OP_CONCAT ? n_inputs : fixed_anchor_inputs(op->kind);
+    if (op->kind == TUNER_OP_MATMUL)
+        n_anchor += tuner_matmul_n_scales(op); /* an FP8 matmul's scales follow A and B */
     if (n_anchor == 0 && op->kind == TUNER_OP_ATTENTION) {
         /* q, k, v and an optional mask: the mask is inputs[3] unless a fused step reads it (a step
          * reading q, k or v is refused by its field below). */
@@ -2026,6 +2216,10 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
         return r;
     if ((r = check_int_inputs(op, &ew, &epi, e)) < 0)
         return r;
+    if ((r = check_fp8_inputs(op, &pro, e)) < 0)
+        return r;
+    if ((r = check_fp8_casts(op, &ew, &epi, e)) < 0)
+        return r;
     if ((r = proto__check_named_inputs(op, e)) < 0)
         return r;
     if ((r = infer_output(op, softmax_axis, e)) < 0)
@@ -2048,7 +2242,20 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if ((r = proto__parse_sizes(root, op, &req->dyn, e)) < 0)
         return r;
 
-    return proto_parse_job_options(root, &req->opt, e);
+    if ((r = proto_parse_job_options(root, &req->opt, e)) < 0)
+        return r;
+    /* A native arch is known once the daemon resolves it; the space builder says the same then. */
+    char why[320];
+    if (!req->opt.arch_native && tuner_fp8_unsupported(op, &req->opt.target, why, sizeof(why)))
+    {
+        const tuner_target *t = &req->opt.target;
+        const char *field = t->sm != 90 || !t->arch_specific ? "arch"
+                            : op->attrs.matmul.trans_a       ? "attrs.trans_a"
+                            : !op->attrs.matmul.trans_b      ? "attrs.trans_b"
+                                                             : "inputs[0].shape";
+        return proto_fail(e, 422, "unsupported", field, "%s", why);
+    }
+    return 0;
 }
 
 int proto_parse_json_body(const char *body, size_t len, cJSON **root, proto_error *e)

@@ -183,6 +183,19 @@ static void tolerances(const tuner_op *op, double *rtol, double *atol)
         t = 1e-2; /* tf32 tensor cores; conv2d has no flag and its fp32 templates may use them */
     else
         t = 1e-4;
+    if (op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype)) {
+        /* FP8 wgmma keeps about 14 bits of each partial sum, rounding once per k32 step
+         * (docs/api.md, "FP8 matmul"): up to ceil(K / 32) * 2^-14 of the sums' scale, twice. */
+        const tuner_tensor *a = &op->inputs[0];
+        int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+        if (!op->attrs.matmul.fast_accum && k > 128)
+            k = 128; /* each 128-k tile's sum is promoted into fp32 */
+        t += 2.0 * (double)((k + 31) / 32) / 16384.0;
+    }
+    /* An FP8 output (a quantizing epilogue) may round to the neighbour of the reference's code:
+     * one step is at most 1/8 of the value (e4m3's 3 mantissa bits), 1/4 (e5m2's 2). */
+    if (tuner_dtype_is_fp8(op->output.dtype))
+        t += op->output.dtype == TUNER_F8E4M3 ? 0.13 : 0.26;
     *rtol = t;
     *atol = t;
 }

@@ -259,6 +259,9 @@ const char *tuner__ctype(tuner_dtype d)
         return "int";
     case TUNER_I64:
         return "long long";
+    case TUNER_F8E4M3:
+    case TUNER_F8E5M2:
+        return "unsigned char"; /* FP8 operands are bytes that only TMA and wgmma read */
     default:
         return "float";
     }
@@ -479,6 +482,8 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
                 tuner_sb_printf(sb, "%s = hd_round_f16(%s);\n", var, var);
             else if (st->dtype == TUNER_BF16)
                 tuner_sb_printf(sb, "%s = hd_round_bf16(%s);\n", var, var);
+            else if (tuner_dtype_is_fp8(st->dtype)) /* a quantizing FP8 matmul's: its template defines it */
+                tuner_sb_printf(sb, "%s = hd_round_%s(%s);\n", var, tuner_dtype_name(st->dtype), var);
             /* a cast to f32 leaves a float unchanged */
             break;
         default:

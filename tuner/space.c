@@ -104,6 +104,13 @@ int tuner_space_build(const tuner_op *op, const tuner_target *t, tuner_space **r
         return -EINVAL;
     }
 
+    char fp8_why[320];
+    if (tuner_fp8_unsupported(op, t, fp8_why, sizeof(fp8_why))) {
+        if (ret_err)
+            *ret_err = msg(fp8_why, "", "");
+        return -EINVAL;
+    }
+
     int r = -ENOMEM;
     tuner_space *sp = calloc(1, sizeof(*sp));
     if (!sp)

@@ -231,6 +231,8 @@ static size_t dtype_size(const char *d)
         return 4;
     if (strcmp(d, "i64") == 0) /* i32 and i64: integer inputs (token ids, masks) */
         return 8;
+    if (strcmp(d, "f8e4m3") == 0 || strcmp(d, "f8e5m2") == 0) /* FP8 matmul operands */
+        return 1;
     return 0;
 }
 
@@ -250,7 +252,7 @@ static int parse_spec(const hidet_plan *p, const cJSON *o, hidet_plan_tensor *t,
         return hidet__fail(err, -EPROTO, 0, "%s.shape: expected 1 to %d sizes", where,
                            HIDET_MAX_RANK);
     if (!cJSON_IsString(dtype) || !dtype_size(dtype->valuestring))
-        return hidet__fail(err, -EPROTO, 0, "%s.dtype: expected f16, bf16, f32, i32 or i64", where);
+        return hidet__fail(err, -EPROTO, 0, "%s.dtype: expected f16, bf16, f32, i32, i64, f8e4m3 or f8e5m2", where);
     t->bytes = dtype_size(dtype->valuestring);
     cJSON_ArrayForEach(d, shape) {
         if (sym)

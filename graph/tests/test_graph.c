@@ -201,6 +201,9 @@ static void test_errors(void)
     expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
                  "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"zz\"]}}",
                  422, "graph.outputs[0]", "zz");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
+                 "\"nodes\":[{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 422, "graph.inputs[0].dtype", "FP8 tensors are not supported in graphs");
     expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
                  "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"shape\":[7,-1]}}],"
                  "\"outputs\":[\"a\"]}}",

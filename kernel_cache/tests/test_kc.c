@@ -1799,6 +1799,35 @@ static void make_sym_map(fixture *f)
     k->n_maps = 2;
 }
 
+/* FP8 (issue 41) in the launch contract: an FP8 matmul's operand maps (one-byte elements, 128 per
+ * box row) and an FP8 output (a quantizing epilogue) pass the check and survive the JSON form;
+ * an integer output is still refused. */
+static void test_fp8_launch(void)
+{
+    fixture f;
+    char *text = NULL;
+    const char *why = NULL;
+    kc_launch back;
+    make_artifact(&f, 6, "matmul", "sm_90a");
+    kc_kernel *k = &f.a.launch.kernels[0];
+    k->maps[0] = (tuner_tmap){.buf = KC_BUF_INPUT0, .dtype = TUNER_F8E4M3, .rank = 2, .dims = {4096, 4096},
+                              .strides = {4096}, .box = {128, 128}, .element_strides = {1, 1}, .swizzle = 128};
+    k->maps[1] = (tuner_tmap){.buf = KC_BUF_INPUT0 + 1, .dtype = TUNER_F8E5M2, .rank = 2, .dims = {4096, 14336},
+                              .strides = {4096}, .box = {128, 256}, .element_strides = {1, 1}, .swizzle = 128};
+    k->n_maps = 2;
+    strcpy(f.a.launch.output_dtype, "f8e4m3");
+    CHECK_OK(kc_launch_check(&f.a.launch));
+    CHECK_OK(kc_launch_json(&f.a.launch, &text));
+    CHECK(text && strstr(text, "\"dtype\":\"f8e4m3\"") && strstr(text, "\"dtype\":\"f8e5m2\""), "%s", text ? text : "");
+    memset(&back, 0, sizeof(back));
+    CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
+    CHECK(launch_eq(&back, &f.a.launch) && strcmp(back.output_dtype, "f8e4m3") == 0 &&
+          back.kernels[0].maps[1].dtype == TUNER_F8E5M2);
+    free(text);
+    strcpy(f.a.launch.output_dtype, "i32");
+    CHECK(kc_launch_check(&f.a.launch) == -EINVAL);
+}
+
 /* Tensor maps whose dimensions follow named dims (issue 39): checked against the launch's dims,
  * kept in the grid_rules blob beside the packed records, in the JSON of export files and of the
  * cluster's signed records (by index), and damage refused. */
@@ -2145,6 +2174,7 @@ int main(void)
     test_impossible_values();
     test_dynamic_launch();
     test_symbolic_maps();
+    test_fp8_launch();
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);

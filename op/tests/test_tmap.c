@@ -499,8 +499,31 @@ static void test_symbolic(void)
           tuner_tmap_equal(&back, &s));
 }
 
+/* FP8 operands (matmul_wgmma's): 128 one-byte k elements per 128-byte swizzled box row, UINT8
+ * for the driver (its maps have no FP8 type), the JSON and packed forms round trip, and a box
+ * row past 128 bytes is refused as for every type. */
+static void test_fp8(void)
+{
+    for (int d = 0; d < 2; d++) {
+        tuner_tmap m = {.buf = 0, .dtype = d ? TUNER_F8E5M2 : TUNER_F8E4M3, .rank = 2, .dims = {4096, 8192},
+                        .strides = {4096}, .box = {128, 128}, .element_strides = {1, 1}, .swizzle = 128};
+        CHECK(tuner_tmap_check(&m, NULL, 0, NULL, 0) == 0);
+        CHECK(tuner_tmap_cu_dtype(&m) == 0);
+        cJSON *j = tuner_tmap_to_json(&m);
+        tuner_tmap back = {.buf = 0}; /* from_json keeps the caller's buffer */
+        CHECK(j && tuner_tmap_from_json(j, NULL, &back, NULL, 0, NULL, 0) == 0 && tuner_tmap_equal(&back, &m));
+        cJSON_Delete(j);
+        uint8_t packed[TUNER_TMAP_PACKED];
+        tuner_tmap_pack(&m, packed);
+        CHECK(tuner_tmap_unpack(packed, 8, &back) == 0 && tuner_tmap_equal(&back, &m));
+        m.box[0] = 144;
+        refused(&m, "box[0]");
+    }
+}
+
 int main(void)
 {
+    test_fp8();
     test_symbolic();
     test_check();
     test_check_im2col();

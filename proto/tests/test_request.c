@@ -1761,8 +1761,186 @@ static void test_named_copy(void)
 #undef DBS
 }
 
+
+/* FP8 (issue 41): f8e4m3/f8e5m2 as matmul's A and B only, out_dtype, scales as anchor inputs after
+ * A and B, targets and layouts the kernels serve, the cache key by dtype, scale mode and out_dtype. */
+#define F8_A(dt) "{\"shape\":[128,256],\"dtype\":\"" dt "\"}"
+#define F8_B(dt) "{\"shape\":[64,256],\"dtype\":\"" dt "\"}"
+#define F8_TB "\"trans_b\":true"
+#define F8_ARCH ",\"arch\":\"sm_90a\"}"
+static void test_fp8(void)
+{
+    /* the pairs, every spelling, the default output dtype */
+    proto_kernel_request r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "}" F8_ARCH);
+    CHECK(r.op.inputs[0].dtype == TUNER_F8E4M3 && r.op.output.dtype == TUNER_BF16 && r.op.n_anchor_inputs == 2);
+    CHECK(r.op.output.shape[0] == 128 && r.op.output.shape[1] == 64 && tuner_dtype_size(TUNER_F8E4M3) == 1);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("float8_e4m3fn") "," F8_B("float8_e5m2") "],\"attrs\":{" F8_TB
+           ",\"out_dtype\":\"f16\"}" F8_ARCH);
+    CHECK(r.op.inputs[1].dtype == TUNER_F8E5M2 && r.op.output.dtype == TUNER_F16);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("e5m2") "," F8_B("e4m3") "],\"attrs\":{" F8_TB ",\"out_dtype\":\"f32\"}" F8_ARCH);
+    CHECK(r.op.inputs[0].dtype == TUNER_F8E5M2 && r.op.output.dtype == TUNER_F32);
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e5m2") "," F8_B("f8e5m2") "],\"attrs\":{" F8_TB "}" F8_ARCH, 422,
+        "invalid_field", "inputs[1].dtype");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f16") "],\"attrs\":{" F8_TB "}" F8_ARCH, 422, "invalid_field",
+        "inputs[1].dtype");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m2") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "}" F8_ARCH, 422, "unknown_dtype",
+        "inputs[0].dtype");
+    /* out_dtype: FP8 only, a float the kernels write */
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB ",\"out_dtype\":\"f8e4m3\"}" F8_ARCH,
+        422, "invalid_field", "attrs.out_dtype");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB ",\"out_dtype\":\"i32\"}" F8_ARCH,
+        422, "invalid_field", "attrs.out_dtype");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"attrs\":{\"out_dtype\":\"f32\"}}", 422, "invalid_field", "attrs.out_dtype");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"attrs\":{\"scale_a\":\"tensor\"}}", 422, "invalid_field", "attrs.scale_a");
+    /* scales: tensor, row of A, column of B, as f32 anchor inputs after A and B */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"},"
+           "{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"tensor\",\"scale_b\":\"tensor\"}" F8_ARCH);
+    CHECK(r.op.n_anchor_inputs == 4 && r.op.attrs.matmul.scale_a == TUNER_SCALE_TENSOR &&
+          r.op.attrs.matmul.scale_b == TUNER_SCALE_TENSOR);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,1],\"dtype\":\"f32\"},"
+           "{\"shape\":[64],\"dtype\":\"f32\"},{\"shape\":[64],\"dtype\":\"f16\"}],\"attrs\":{" F8_TB
+           ",\"scale_a\":\"row\",\"scale_b\":\"col\"},\"epilogue\":[{\"op\":\"bias\",\"input\":4},{\"op\":\"gelu\"}]" F8_ARCH);
+    CHECK(r.op.n_anchor_inputs == 4 && r.op.n_inputs == 5 && r.op.attrs.matmul.scale_a == TUNER_SCALE_ROW &&
+          r.op.epilogue.n == 2);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1,64],\"dtype\":\"f32\"}],"
+           "\"attrs\":{" F8_TB ",\"scale_b\":\"col\"}" F8_ARCH);
+    CHECK(r.op.n_anchor_inputs == 3 && r.op.attrs.matmul.scale_a == TUNER_SCALE_NONE);
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB ",\"scale_a\":\"tensor\"}" F8_ARCH,
+        422, "invalid_field", "inputs");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f16\"}],\"attrs\":{" F8_TB
+        ",\"scale_a\":\"tensor\"}" F8_ARCH, 422, "invalid_field", "inputs[2].dtype");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_a\":\"tensor\"}" F8_ARCH, 422, "shape_mismatch", "inputs[2].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[64],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_a\":\"row\"}" F8_ARCH, 422, "shape_mismatch", "inputs[2].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[64,1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_b\":\"col\"}" F8_ARCH, 422, "shape_mismatch", "inputs[2].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_b\":\"row\"}" F8_ARCH, 422, "invalid_field", "attrs.scale_b");
+    /* per-block: A's [M, ceil(K/128)] and B's [ceil(N/128), ceil(K/128)], together, unbatched */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],\"dtype\":\"f32\"},"
+           "{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}" F8_ARCH);
+    CHECK(r.op.n_anchor_inputs == 4 && r.op.attrs.matmul.scale_a == TUNER_SCALE_BLOCK);
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_a\":\"block\"}" F8_ARCH, 422, "invalid_field", "attrs.scale_b");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"},{\"shape\":[1,2],"
+        "\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"tensor\",\"scale_b\":\"block\"}" F8_ARCH, 422, "invalid_field",
+        "attrs.scale_a");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,1],\"dtype\":\"f32\"},"
+        "{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}" F8_ARCH, 422,
+        "shape_mismatch", "inputs[2].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],\"dtype\":\"f32\"},"
+        "{\"shape\":[2,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}" F8_ARCH, 422,
+        "shape_mismatch", "inputs[3].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[2,128,256],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") ",{\"shape\":[128,2],"
+        "\"dtype\":\"f32\"},{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"block\",\"scale_b\":\"block\"}"
+        F8_ARCH, 422, "unsupported", "attrs.scale_a");
+    /* a fused step may not read a scale; FP8 nowhere else */
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_a\":\"tensor\"},\"epilogue\":[{\"op\":\"mul\",\"input\":2}]" F8_ARCH, 422, "invalid_field", "epilogue[0].input");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[64],\"dtype\":\"f8e4m3\"}],\"attrs\":{" F8_TB
+        "},\"epilogue\":[{\"op\":\"bias\",\"input\":2}]" F8_ARCH, 422, "invalid_field", "inputs[2].dtype");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+        "},\"prologue\":[{\"op\":\"relu\",\"input\":0}]" F8_ARCH, 422, "invalid_field", "prologue");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f8e4m3\"}]}", 422, "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f8e5m2\"}],\"attrs\":{\"fn\":\"relu\"}}", 422,
+        "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,8,8,16],\"dtype\":\"f8e4m3\"},{\"shape\":[16,3,3,16],\"dtype\":"
+        "\"f8e4m3\"}]}", 422, "invalid_field", "inputs[0].dtype");
+    BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"f8e4m3\"}]}", 422, "invalid_field",
+        "epilogue[0].dtype");
+    BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"e5m2\"}]}",
+        422, "invalid_field", "epilogue[0].dtype");
+    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],\"attrs\":{\"ops\":[{\"op\":\"cast\","
+        "\"dtype\":\"f8e4m3\"}]}}", 422, "invalid_field", "attrs.ops[0].dtype");
+    /* quantizing an FP8 matmul's output: divide by the next layer's scale, cast to FP8, last */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[64],\"dtype\":\"bf16\"},"
+           "{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB "},\"epilogue\":[{\"op\":\"bias\",\"input\":2},"
+           "{\"op\":\"gelu\"},{\"op\":\"div\",\"input\":3},{\"op\":\"cast\",\"dtype\":\"f8e4m3\"}]" F8_ARCH);
+    CHECK(r.op.output.dtype == TUNER_F8E4M3 && r.op.attrs.matmul.out_dtype == TUNER_BF16 && r.op.epilogue.n == 4);
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"epilogue\":[{\"op\":"
+        "\"cast\",\"dtype\":\"f8e4m3\"},{\"op\":\"relu\"}]" F8_ARCH, 422, "invalid_field", "epilogue[0].dtype");
+    /* targets and layouts the kernels serve */
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_80\"}", 422,
+        "unsupported", "arch");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_90\"}", 422,
+        "unsupported", "arch");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_89\"}", 422,
+        "unsupported", "arch");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}]" F8_ARCH, 422,
+        "unsupported", "attrs.trans_b");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,128],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+        ",\"trans_a\":true}" F8_ARCH, 422, "unsupported", "attrs.trans_a");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,40],\"dtype\":\"f8e4m3\"},{\"shape\":[64,40],\"dtype\":\"f8e4m3\"}],"
+        "\"attrs\":{" F8_TB "}" F8_ARCH, 422, "unsupported", "inputs[0].shape");
+    {
+        proto_kernel_request q;
+        proto_error e;
+        CHECK(parse("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_80\"}",
+                    &q, &e) == -EINVAL);
+        CHECK(strstr(e.message, "fp8 needs sm_89 mma.sync or sm_90a wgmma") != NULL);
+    }
+    /* the cache key differs by dtype, scale mode and out_dtype, and equal spellings share one */
+    const char *bodies[] = {
+        "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "}" F8_ARCH,
+        "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e5m2") "],\"attrs\":{" F8_TB "}" F8_ARCH,
+        "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e5m2") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "}" F8_ARCH,
+        "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB ",\"out_dtype\":\"f16\"}" F8_ARCH,
+        "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_a\":\"tensor\"}" F8_ARCH,
+        "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_b\":\"tensor\"}" F8_ARCH,
+        "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        ",\"scale_a\":\"row\"}" F8_ARCH,
+        "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,256],\"dtype\":\"f16\"},{\"shape\":[64,256],\"dtype\":\"f16\"}],"
+        "\"attrs\":{" F8_TB "}" F8_ARCH,
+    };
+    enum { NB = sizeof(bodies) / sizeof(bodies[0]) };
+    char *keys[NB];
+    for (int i = 0; i < NB; i++)
+        keys[i] = canon(bodies[i]);
+    for (int i = 0; i < NB; i++)
+        for (int j = i + 1; j < NB; j++)
+            if (strcmp(keys[i], keys[j]) == 0) {
+                fprintf(stderr, "fp8: bodies %d and %d share the key %s\n", i, j, keys[i]);
+                failures++;
+            }
+    CHECK(strstr(keys[4], "\"out_dtype\":\"bf16\",\"scale_a\":\"tensor\",\"scale_b\":\"none\"") != NULL);
+    CHECK(strstr(keys[7], "scale_a") == NULL && strstr(keys[7], "out_dtype") == NULL &&
+          strstr(keys[7], "fast_accum") == NULL);
+    /* fast accumulation: FP8 only, on by default, in the key; per-block scales always promote */
+    {
+        char *slow = canon("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+                           ",\"fast_accum\":false}" F8_ARCH);
+        CHECK(strstr(keys[0], "\"fast_accum\":true") && strstr(slow, "\"fast_accum\":false"));
+        free(slow);
+        BAD("{\"op\":\"matmul\"," MM_IN ",\"attrs\":{\"fast_accum\":false}}", 422, "invalid_field", "attrs.fast_accum");
+        BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB ",\"fast_accum\":1}"
+            F8_ARCH, 400, "invalid_field", "attrs.fast_accum");
+        proto_kernel_request q = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[128,2],"
+                                    "\"dtype\":\"f32\"},{\"shape\":[1,2],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+                                    ",\"scale_a\":\"block\",\"scale_b\":\"block\",\"fast_accum\":true}" F8_ARCH);
+        CHECK(!q.op.attrs.matmul.fast_accum);
+    }
+    char *same = canon("{\"op\":\"matmul\",\"inputs\":[" F8_A("float8_e4m3fn") "," F8_B("e4m3") "],\"attrs\":{" F8_TB
+                       ",\"out_dtype\":\"bfloat16\",\"scale_a\":\"none\"}" F8_ARCH);
+    CHECK(strcmp(same, keys[0]) == 0);
+    free(same);
+    for (int i = 0; i < NB; i++)
+        free(keys[i]);
+    /* stripping the fusion keeps the scales and the anchor's output dtype */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"},"
+           "{\"shape\":[64],\"dtype\":\"f16\"}],\"attrs\":{" F8_TB ",\"scale_a\":\"tensor\",\"out_dtype\":\"f16\"},"
+           "\"epilogue\":[{\"op\":\"bias\",\"input\":3},{\"op\":\"cast\",\"dtype\":\"f32\"}]" F8_ARCH);
+    CHECK(r.op.output.dtype == TUNER_F32);
+    tuner_op st;
+    tuner_op_strip_fusion(&r.op, &st);
+    CHECK(st.n_inputs == 3 && st.output.dtype == TUNER_F16 && st.epilogue.n == 0);
+}
+
 int main(int argc, char **argv)
 {
+    test_fp8();
     test_ops();
     test_layout();
     test_errors();

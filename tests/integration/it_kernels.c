@@ -306,6 +306,59 @@ int main(void)
         ht_resp_free(&bad);
     }
 
+    /* FP8 (issue 41) end to end (tune "none"): an e4m3 x e5m2 matmul with row and column scales,
+     * bias and GELU for sm_90a answers a bf16 kernel whose PTX holds the FP8 wgmma and passes
+     * ptxas; the same request for sm_80 is refused with its field, and the daemon still serves. */
+    {
+#define FP8_REQ(arch)                                                                                           \
+    "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,512],\"dtype\":\"f8e4m3\"},{\"shape\":[384,512],"          \
+    "\"dtype\":\"float8_e5m2\"},{\"shape\":[256,1],\"dtype\":\"f32\"},{\"shape\":[1,384],\"dtype\":\"f32\"},"     \
+    "{\"shape\":[384],\"dtype\":\"bf16\"}],\"attrs\":{\"trans_b\":true,\"scale_a\":\"row\",\"scale_b\":\"col\"},"    \
+    "\"epilogue\":[{\"op\":\"bias\",\"input\":4},{\"op\":\"gelu\"}],\"arch\":\"" arch "\",\"tune\":\"none\"}"
+        ht_resp fr = ht_post(&d, "/v1/kernels", FP8_REQ("sm_90a"));
+        char *key = check_kernel_set(&fr, "sm_90a", false);
+        const cJSON *out = fr.json ? cJSON_GetObjectItemCaseSensitive(fr.json, "output") : NULL;
+        CHECK(out && !strcmp(json_str(out, "dtype"), "bf16"), "fp8 output %.300s", fr.body);
+        if (key) {
+            check_code(&d, key, "sm_90a", 90);
+            char path[160];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", key);
+            ht_resp ptx = ht_get(&d, path);
+            CHECK(ptx.status == 200 && ptx.body && strstr(ptx.body, "k32.f32.e4m3.e5m2"), "no FP8 wgmma in the PTX");
+            ht_resp_free(&ptx);
+        }
+        free(key);
+        ht_resp_free(&fr);
+        /* Quantized for the next layer: divided by its scale, cast to e4m3 (an FP8 answer). */
+        ht_resp qr = ht_post(&d, "/v1/kernels",
+                             "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,512],\"dtype\":\"f8e4m3\"},{\"shape\":[384,512],"
+                             "\"dtype\":\"f8e4m3\"},{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{\"trans_b\":true,"
+                             "\"fast_accum\":false},\"epilogue\":[{\"op\":\"gelu\"},{\"op\":\"div\",\"input\":2},{\"op\":\"cast\","
+                             "\"dtype\":\"f8e4m3\"}],\"arch\":\"sm_90a\",\"tune\":\"none\"}");
+        char *qkey = check_kernel_set(&qr, "sm_90a", false);
+        const cJSON *qout = qr.json ? cJSON_GetObjectItemCaseSensitive(qr.json, "output") : NULL;
+        CHECK(qout && !strcmp(json_str(qout, "dtype"), "f8e4m3"), "quantized output %.300s", qr.body);
+        if (qkey) {
+            check_code(&d, qkey, "sm_90a", 90);
+            char path[160];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", qkey);
+            ht_resp ptx = ht_get(&d, path);
+            CHECK(ptx.status == 200 && ptx.body && strstr(ptx.body, "cvt.rn.satfinite.e4m3x2.f32"),
+                  "no FP8 conversion in the PTX");
+            ht_resp_free(&ptx);
+        }
+        free(qkey);
+        ht_resp_free(&qr);
+        ht_resp bad = ht_post(&d, "/v1/kernels", FP8_REQ("sm_80"));
+        const cJSON *err = bad.json ? cJSON_GetObjectItemCaseSensitive(bad.json, "error") : NULL;
+        CHECK(bad.status == 422 && err && !strcmp(json_str(err, "code"), "unsupported") &&
+                  !strcmp(json_str(err, "field"), "arch") &&
+                  strstr(json_str(err, "message"), "fp8 needs sm_89 mma.sync or sm_90a wgmma"),
+              "status %ld %.300s", bad.status, bad.body);
+        ht_resp_free(&bad);
+#undef FP8_REQ
+    }
+
     /* gather end to end (tune "none"): BERT's word embeddings with i64 ids plus the position
      * embeddings for sm_90a, an index_select along the last axis with i32 ids for sm_80, and an
      * i64 mask converted to f32 by an elementwise cast (plus a bias); each compiles, ptxas accepts it and

@@ -43,19 +43,56 @@ static int vec_for(long long len, int align, int esz)
 
 static int dynamic_init(const tuner_op *op, tuner__gemm_problem *p, char **err);
 
+static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok, char **err);
+
 int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
+{
+    return problem_init(op, p, false, err);
+}
+
+int tuner__gemm_problem_init_fp8(const tuner_op *op, tuner__gemm_problem *p, char **err)
+{
+    return problem_init(op, p, true, err);
+}
+
+static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok, char **err)
 {
     if (!op || !p)
         return -EINVAL;
     memset(p, 0, sizeof(*p));
     p->op = op;
-    if (op->n_anchor_inputs != 2 || op->n_inputs < 2 || op->n_inputs > TUNER_MAX_INPUTS)
-        return fail(err, "%s needs exactly two anchor inputs", tuner_op_name(op->kind));
+    p->scale_a_in = p->scale_b_in = -1;
+    const bool fp8 = op->n_inputs >= 2 && op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype);
+    if (fp8 && !fp8_ok)
+        return fail(err, "FP8 operands are matmul_wgmma's only");
+    const int n_anchor = 2 + (fp8 ? tuner_matmul_n_scales(op) : 0);
+    if (op->n_anchor_inputs != n_anchor || op->n_inputs < n_anchor || op->n_inputs > TUNER_MAX_INPUTS)
+        return fail(err, "%s needs exactly %d anchor inputs", tuner_op_name(op->kind), n_anchor);
     const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1];
-    if (x->dtype != w->dtype)
+    if (x->dtype != w->dtype && !(fp8 && tuner_dtype_is_fp8(w->dtype)))
         return fail(err, "%s inputs must share a dtype", tuner_op_name(op->kind));
     p->dt = x->dtype;
+    p->dt_b = w->dtype;
     p->out_dt = op->output.dtype;
+    if (fp8) {
+        p->fp8 = true;
+        p->scale_a = op->attrs.matmul.scale_a;
+        p->scale_b = op->attrs.matmul.scale_b;
+        p->block_scales = p->scale_a == TUNER_SCALE_BLOCK;
+        p->promote = p->block_scales || !op->attrs.matmul.fast_accum;
+        if (p->block_scales != (p->scale_b == TUNER_SCALE_BLOCK))
+            return fail(err, "per-block FP8 scales are given for both operands or neither");
+        if (p->block_scales) {
+            p->bsa_in = 2;
+            p->bsb_in = 3;
+        } else {
+            int next = 2;
+            if (p->scale_a != TUNER_SCALE_NONE)
+                p->scale_a_in = next++;
+            if (p->scale_b != TUNER_SCALE_NONE)
+                p->scale_b_in = next++;
+        }
+    }
     const int esz = tuner_dtype_size(p->dt);
 
     if (op->kind == TUNER_OP_MATMUL) {
@@ -571,7 +608,9 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     }
 }
 
-/* Declares float o_v<j> = vars[j] and, with `chain`, applies the epilogue to each. smem_at (NULL,
+/* Declares float o_v<j> = vars[j] and, with `chain`, applies the epilogue to each: first an FP8
+ * matmul's scales (out = acc * sa * sb, one float product per element as torch._scaled_mm's
+ * epilogue computes it: acc * (sa * sb) for two tensor scales), then the steps. smem_at (NULL,
  * or per input) names the pair's place in a shared-memory tile of the operands read from there
  * (a pair: nv is 2): both elements are loaded at once into o_x<input> first. */
 static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const char *const *vars, int nv, bool chain,
@@ -582,8 +621,21 @@ static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const ch
             tuner_sb_printf(sb, "const %s o_x%d = *reinterpret_cast<const %s *>(%s);\n",
                             p->op->inputs[i].dtype == TUNER_F32 ? "hd_v2" : "hd_u32", i,
                             p->op->inputs[i].dtype == TUNER_F32 ? "hd_v2" : "hd_u32", smem_at[i]);
+    const bool scaled = chain && (p->scale_a_in >= 0 || p->scale_b_in >= 0);
+    /* o_m and o_n are in range here: checked, clamped or known (emit_out_coords). */
+    if (scaled && p->scale_a_in >= 0)
+        tuner_sb_printf(sb, "const float o_sa = __ldg(in%d + %s);\n", p->scale_a_in,
+                        p->scale_a == TUNER_SCALE_ROW ? "o_m" : "0");
     for (int j = 0; j < nv; j++) {
         tuner_sb_printf(sb, "float o_v%d = %s;\n", j, vars[j]);
+        if (scaled) {
+            char sbv[64];
+            if (p->scale_b_in >= 0)
+                snprintf(sbv, sizeof(sbv), "__ldg(in%d + %s)", p->scale_b_in,
+                         p->scale_b == TUNER_SCALE_COL ? (j ? "o_n + 1" : "o_n") : "0");
+            tuner_sb_printf(sb, "o_v%d = o_v%d * (%s * %s);\n", j, j, p->scale_a_in >= 0 ? "o_sa" : "1.0f",
+                            p->scale_b_in >= 0 ? sbv : "1.0f");
+        }
         if (!chain)
             continue;
         char var[16];
@@ -609,6 +661,19 @@ static void emit_store_impl(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     emit_out_values(sb, p, vars, nv, chain, smem_at);
     if (!at)
         at = "out + o_off";
+    if (tuner_dtype_is_fp8(p->out_dt)) {
+        /* FP8 (a quantizing epilogue's cast, already rounded): a pair is 2 bytes, n in the low. */
+        const char *cvt = p->out_dt == TUNER_F8E4M3 ? "gm_cvt_f8e4m3x2" : "gm_cvt_f8e5m2x2";
+        if (to == STORE_SHARED_ADDR)
+            tuner_sb_printf(sb, "asm volatile(\"st.shared.u16 [%%0], %%1;\" :: \"r\"(%s), \"h\"(%s(o_v0, o_v1)) : \"memory\");\n",
+                            at, cvt);
+        else if (to != STORE_GLOBAL || nv == 2)
+            tuner_sb_printf(sb, "*reinterpret_cast<unsigned short *>(%s) = %s(o_v0, o_v1);\n", at, cvt);
+        else
+            tuner_sb_printf(sb, "*(%s) = (unsigned char)(%s(o_v0, 0.0f) & 0xffu);\n", at, cvt);
+        tuner_sb_puts(sb, "}\n}\n");
+        return;
+    }
     if (to != STORE_GLOBAL || nv == 2) {
         if (p->out_dt == TUNER_F32) {
             tuner_sb_puts(sb, "{ hd_v2 o_pk; o_pk.x = __float_as_uint(o_v0); o_pk.y = __float_as_uint(o_v1); ");
@@ -633,9 +698,23 @@ void tuner__gemm_emit_store_at(tuner_sb *sb, const tuner__gemm_problem *p, const
     emit_store_impl(sb, p, b, m, n, vars, nv, dst, STORE_GLOBAL, dst ? OUT_IN_RANGE : OUT_CHECKED, true, NULL);
 }
 
+const char tuner__gemm_fp8_out_helpers[] =
+    /* cvt.rn.satfinite (sm_89+): two floats to two FP8 bytes, lo in the low byte; and a float
+     * rounded through FP8 (what a cast step to it computes) by the same conversion and back. */
+    "__device__ __forceinline__ unsigned short gm_cvt_f8e4m3x2(float lo, float hi) { unsigned short r; "
+    "asm(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n"
+    "__device__ __forceinline__ unsigned short gm_cvt_f8e5m2x2(float lo, float hi) { unsigned short r; "
+    "asm(\"cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\" : \"=h\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n"
+    "__device__ __forceinline__ float gm_f8x2_lo(unsigned short q, int e4) { unsigned int h; "
+    "if (e4) asm(\"cvt.rn.f16x2.e4m3x2 %0, %1;\" : \"=r\"(h) : \"h\"(q)); "
+    "else asm(\"cvt.rn.f16x2.e5m2x2 %0, %1;\" : \"=r\"(h) : \"h\"(q)); "
+    "float r; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(r) : \"h\"((unsigned short)(h & 0xffffu))); return r; }\n"
+    "__device__ __forceinline__ float hd_round_f8e4m3(float v) { return gm_f8x2_lo(gm_cvt_f8e4m3x2(v, 0.0f), 1); }\n"
+    "__device__ __forceinline__ float hd_round_f8e5m2(float v) { return gm_f8x2_lo(gm_cvt_f8e5m2x2(v, 0.0f), 0); }\n";
+
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p)
 {
-    return p->op->epilogue.n > 0;
+    return p->op->epilogue.n > 0 || p->scale_a_in >= 0 || p->scale_b_in >= 0;
 }
 
 void tuner__gemm_emit_epilogue_pair_x(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m,

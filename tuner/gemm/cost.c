@@ -287,3 +287,8 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
     }
     return t;
 }
+
+double tuner__gemm_tc_rate_factor(const tuner__gemm_problem *p)
+{
+    return p->fp8 ? 2.0 : 1.0;
+}

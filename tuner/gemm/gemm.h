@@ -19,8 +19,22 @@
 typedef struct tuner__gemm_problem {
     const tuner_op *op;
     bool conv;
-    tuner_dtype dt;     /* dtype of both anchor inputs */
+    tuner_dtype dt;     /* dtype of both anchor inputs (A's for FP8, whose B may differ) */
+    tuner_dtype dt_b;   /* B's dtype: dt, or the other FP8 dtype (e4m3 x e5m2) */
     tuner_dtype out_dt; /* op->output.dtype */
+    /* An FP8 matmul (tuner__gemm_problem_init_fp8): scales multiply the fp32 result before the
+     * epilogue (tuner_scale_kind; the scale tensors are inputs 2 and, after scale_a's, 3). */
+    bool fp8;
+    tuner_scale_kind scale_a, scale_b;
+    int scale_a_in, scale_b_in; /* their input indices (-1: none, or per-block scales) */
+    /* Per-block scales (TUNER_SCALE_BLOCK, both operands): applied in the main loop per 128-k
+     * block, not in the epilogue; A's [M, ceil(K/128)] is input bsa_in, B's [ceil(N/128),
+     * ceil(K/128)] bsb_in. */
+    bool block_scales;
+    int bsa_in, bsb_in;
+    /* Each 128-k tile's sum promoted into the fp32 accumulators (per-block scales, or an FP8
+     * matmul without fast accumulation: attrs.matmul.fast_accum false). */
+    bool promote;
     long long batch;    /* matmul batch (1 when unbatched) or conv groups */
     long long M, N, K;  /* per batch entry / per group */
     /* matmul */
@@ -79,8 +93,11 @@ static inline long long tuner__gemm_cdiv(long long a, long long b)
 }
 
 /* Fills p from a validated matmul or conv2d op. Returns 0, or -EINVAL with a message in *err
- * (malloc'd) when the op is not something these templates handle. */
+ * (malloc'd) when the op is not something these templates handle: an FP8 matmul among them
+ * (templates that read FP8 operands ask tuner__gemm_problem_init_fp8). */
 int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err);
+/* The same for templates that also take FP8 matmuls (matmul_wgmma, the reference). */
+int tuner__gemm_problem_init_fp8(const tuner_op *op, tuner__gemm_problem *p, char **err);
 
 /* Emits the prelude plus the gm_ helpers the templates use (shared-address based ldmatrix and
  * cp.async, bit conversions). */
@@ -161,7 +178,13 @@ typedef struct tuner__gemm_cluster_sum {
  * (after every partial is written; before any CTA's shared memory may go away or be reused). */
 void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, const tuner__gemm_cluster_sum *s);
 
-/* Whether the op has a fused epilogue (tuner__gemm_emit_epilogue_pair has work to do). */
+/* Device helpers of an FP8 output (a quantizing epilogue: the chain's last step a cast to FP8):
+ * gm_cvt_f8e4m3x2 / gm_cvt_f8e5m2x2 (two floats to two bytes, saturating, nearest) that the store
+ * emitters use, and hd_round_f8e4m3 / hd_round_f8e5m2, the cast step's rounding. sm_89+. */
+extern const char tuner__gemm_fp8_out_helpers[];
+
+/* Whether the op has a fused epilogue (tuner__gemm_emit_epilogue_pair has work to do): steps, or
+ * an FP8 matmul's scales (applied first, as part of it). */
 bool tuner__gemm_has_epilogue(const tuner__gemm_problem *p);
 
 /* Emits a block that applies the epilogue, in place, to the float lvalues pair[0..1] (elements n
@@ -271,6 +294,10 @@ typedef struct tuner__gemm_cost_in {
     double compute_scale; /* the template's own factor on the compute time per k tile (0: 1) */
 } tuner__gemm_cost_in;
 double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const tuner__gemm_cost_in *c);
+/* The tensor cores' rate on p's operands relative to tuner_arch.tc_f16_tflops (fp16/bf16): 2 for
+ * FP8 (Hopper's dense e4m3/e5m2 wgmma peak is twice its fp16 one, 1979 against 989 TFLOP/s on an
+ * H100 SXM), else 1. */
+double tuner__gemm_tc_rate_factor(const tuner__gemm_problem *p);
 
 /* The main loop of the blocks on one SM as a ring of k tiles: each is loaded (a latency, longer
  * for the part from DRAM than for L2 hits, then its share of L2 and DRAM bandwidth) and then

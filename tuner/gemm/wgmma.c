@@ -63,6 +63,17 @@
  * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
  * tile count's).
  *
+ * FP8 matmuls (issue 41; op/op.h's MATMUL): A and B f8e4m3/f8e5m2 (any mix but e5m2 x e5m2),
+ * both K-major since 8-bit wgmma has no transpose bit (A [M,K], B [N,K] with trans_b; other layouts
+ * are refused by tuner_fp8_unsupported before a space is built). A stage row is still 128 bytes,
+ * now 128 k elements (wg_bk): the same boxes (UINT8 tensor maps), the same descriptors moving 32
+ * bytes per step, four wgmma m64nNk32 .e4m3/.e5m2 per k tile instead of four k16 ones. Per-tensor,
+ * per-row and per-column scales multiply the fp32 result before the epilogue's steps
+ * (tuner/gemm/common.c, every store path); per-block scales (1x128, 128x128) are applied per k tile
+ * in the main loop (emit_promoting_loop). An epilogue ending with a cast to FP8 stores bytes
+ * (cvt.rn.satfinite), staged in boxes of 128 columns. The whole schedule space applies, the cost
+ * model running the tensor cores at twice the fp16 rate on half the operand bytes.
+ *
  * TMA needs 16-byte aligned rows and bases. A matmul operand without them (an odd K or N in
  * f16, an `align` under 16: tuner__gemm_problem.vec < 8) is gathered by the whole producer
  * warpgroup (emit_gather_producer): 16-byte aligned vector loads of each chunk's covering span,
@@ -95,7 +106,10 @@
 #include "tuner/gemm/gemm.h"
 #include "tuner/hopper.h"
 
-#define WG_BK 64        /* k elements per stage: one 128-byte swizzle row of 16-bit elements */
+#define WG_BK 64        /* k elements per stage of 16-bit operands: one 128-byte swizzle row */
+/* wgmma k steps per stage: a 128-byte row is four k16 steps of 16-bit elements or four k32 steps
+ * of 8-bit ones, 32 bytes each. */
+#define WG_KSTEPS 4
 /* Load latency each TMA box row past M or N adds (the copy engine zero-fills it): fitted to
  * 64x64 tiles with 12 stages on M x 4096 x 4096 (H100: 24.3, 22.1 and 20.2 us at M = 1, 16,
  * 64; bench/results/2026-11-25-h100-model-ring). */
@@ -149,10 +163,10 @@ typedef struct wg_cfg {
 
 /* Whether a matmul's operand `which` (0 = A, 1 = B) is gathered by the producer warpgroup
  * (emit_gather_producer) rather than loaded by TMA: its rows (or its base) are not 16-byte
- * aligned, which the copy engine's global strides need. */
+ * aligned, which the copy engine's global strides need. (FP8 operands never are: wg_supported.) */
 static bool wg_gathered(const tuner__gemm_problem *p, int which)
 {
-    return !p->conv && p->vec[which] != 8;
+    return !p->conv && p->vec[which] * tuner_dtype_size(p->dt) != 16;
 }
 
 static bool wg_any_gathered(const tuner__gemm_problem *p)
@@ -160,12 +174,25 @@ static bool wg_any_gathered(const tuner__gemm_problem *p)
     return wg_gathered(p, 0) || wg_gathered(p, 1);
 }
 
-/* 16-bit operands, no prologue (neither TMA nor the gather transforms elements). A matmul's
- * operands may have any row length and base alignment (an unaligned one is gathered:
- * wg_gathered); a convolution's must allow 16-byte vectors (TMA rows; for its A, whole 16-byte
- * channel chunks of one pixel), NHWC only. */
+/* k elements per stage: one 128-byte swizzle row, 64 of 16-bit operands, 128 of FP8 ones. */
+static int wg_bk(const tuner__gemm_problem *p)
+{
+    return p->fp8 ? 128 : WG_BK;
+}
+
+/* No prologue (neither TMA nor the gather transforms elements). 16-bit: a matmul's operands may
+ * have any row length and base alignment (an unaligned one is gathered: wg_gathered); a
+ * convolution's must allow 16-byte vectors (TMA rows; for its A, whole 16-byte channel chunks of
+ * one pixel), NHWC only. FP8 (a matmul's A and B, any mix but e5m2 x e5m2): 16-byte rows (no
+ * gather), and 8-bit wgmma reads both operands K-major only (no transpose bit), so A [M,K] and
+ * B [N,K] (trans_b; tuner_fp8_unsupported says so for the rest). */
 static bool wg_supported(const tuner__gemm_problem *p)
 {
+    if (p->prologue[0] || p->prologue[1])
+        return false;
+    if (p->fp8)
+        return !p->conv && p->kmajor[0] && p->kmajor[1] && !(p->dt == TUNER_F8E5M2 && p->dt_b == TUNER_F8E5M2) &&
+               p->vec[0] == 16 && p->vec[1] == 16;
     /* The gather indexes input pixels with 32-bit integers. */
     const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31) && p->vec[0] == 8 && p->vec[1] == 8);
     /* Not where an odd N (unaligned output rows) meets an epilogue operand: the H200 sweep found
@@ -174,7 +201,7 @@ static bool wg_supported(const tuner__gemm_problem *p)
      * such ops keep matmul_mma until it is. Odd N alone, odd K with a bias and residual, and both
      * operands transposed with odd strides were right. */
     const bool gather_ok = p->conv || !wg_any_gathered(p) || p->N % 2 == 0 || p->op->n_inputs <= 2;
-    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && !p->prologue[0] && !p->prologue[1] && conv_ok && gather_ok;
+    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && conv_ok && gather_ok;
 }
 
 /* Whether a convolution's A is the input itself: an ungrouped 1x1 convolution with stride 1 and
@@ -260,8 +287,8 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     if (c->mi < 1 || c->mi > 2)
         return -EINVAL;
     c->threads = 128 * (1 + c->consumers);
-    c->a_bytes = c->bm * WG_BK * 2;
-    c->b_bytes = c->bn * WG_BK * 2;
+    c->a_bytes = c->bm * 128; /* 128-byte rows: WG_BK 16-bit or 128 8-bit elements */
+    c->b_bytes = c->bn * 128;
     c->stage_bytes = c->a_bytes + c->b_bytes;
     /* A split tile's fp32 partial is parked in the ring once the main loop is done with it. */
     const int ring = c->stages * c->stage_bytes, partial = c->split > 1 ? c->bm * tuner__gemm_partial_row_bytes(c->bn) : 0;
@@ -302,7 +329,7 @@ static void wg_plan_x(const tuner__gemm_problem *p, const tuner_arch *a, wg_cfg 
     c->x_in_out = false;
     /* (A gathering producer warpgroup - a convolution's A, or a matmul's unaligned operand -
      * issues no copies of the operand tiles: emit_x_load is the TMA producer's.) */
-    if (c->split > 1 || wg_gathers_a(p) || wg_any_gathered(p))
+    if (c->split > 1 || wg_gathers_a(p) || wg_any_gathered(p) || p->fp8)
         return;
     const int maps = (wg_gathers_a(p) ? 0 : 1) + 1 + (c->stage_out ? 1 : 0);
     const int tile = c->bm * c->bn * tuner_dtype_size(p->out_dt);
@@ -359,7 +386,7 @@ static bool wg_sk_plan_of(const tuner__gemm_problem *p, const tuner_arch *a, con
 {
     const long long tiles = p->batch * tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
     k->grid = a->sm_count;
-    k->ktiles = tuner__gemm_cdiv(p->K, WG_BK);
+    k->ktiles = tuner__gemm_cdiv(p->K, wg_bk(p));
     const long long rem = tiles % k->grid;
     if (tiles >= k->grid && rem == 0)
         return false;
@@ -387,8 +414,13 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
     if (c->mi * c->bn / 2 > 128)
         return false;
-    /* Staging needs 16-byte output rows (TMA strides). */
-    if (c->stage_out && !p->out_chunk)
+    /* Staging needs 16-byte output rows (TMA strides), and whole 128-byte boxes of the tile's
+     * columns (64 of 16-bit outputs; 128 of FP8 ones: block_n 128 or more). */
+    if (c->stage_out && (!p->out_chunk || c->bn % out_box_cols(p)))
+        return false;
+    /* Promoted FP8 k tiles (emit_promoting_loop): a k tile's own accumulators beside the
+     * tile's (at most 64 + 64 registers); per-block scales: a tile within one 128-column n block. */
+    if (p->promote && (c->mi * c->bn / 2 > 64 || (p->block_scales && c->bn != 64 && c->bn != 128)))
         return false;
     /* Halves are whole output boxes, and only where the whole staged tile leaves no room for
      * this ring (else stage_out 1 is the same schedule with fewer barriers). */
@@ -432,7 +464,7 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
          * persistent grid): split-K is for problems with too few tiles to fill the SMs. On an
          * H100 32 clusters of 4 exceed the 30 that fit, and ran 1.3x slower than 3 slices
          * (bench/results/2026-11-24-h100-wgmma-split). Every slice gets at least two k tiles. */
-        const long long ktiles = tuner__gemm_cdiv(p->K, WG_BK), kper = tuner__gemm_cdiv(ktiles, c->split);
+        const long long ktiles = tuner__gemm_cdiv(p->K, wg_bk(p)), kper = tuner__gemm_cdiv(ktiles, c->split);
         if (tiles > tuner__arch_cluster_fit(a, c->split) || kper < 2 || (c->split - 1) * kper >= ktiles)
             return false;
     }
@@ -448,9 +480,34 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
 
 /* The device helpers (mbarriers, TMA, wgmma, descriptors) are tuner/hopper.h's. */
 
+/* An FP8 wgmma wrapper `fname`: m64nNk32 with e4m3/e5m2 operands (each its own type), both K-major
+ * (the FP8 form has no transpose bits), A and B unscaled (imm-scale 1); scale_d 1: d += A*B, 0:
+ * d = A*B. */
+static void emit_fp8_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, const char *fname, int n, int scale_d)
+{
+    const int nacc = n / 2;
+    const char *ta = p->dt == TUNER_F8E4M3 ? "e4m3" : "e5m2", *tb = p->dt_b == TUNER_F8E4M3 ? "e4m3" : "e5m2";
+    tuner_sb_printf(sb, "HD_INLINE void %s(float *d, hd_u64 da, hd_u64 db) {\nasm volatile(\"{\\n"
+                        ".reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"
+                        "wgmma.mma_async.sync.aligned.m64n%dk32.f32.%s.%s {",
+                    fname, nacc + 2, n, ta, tb);
+    for (int i = 0; i < nacc; i++)
+        tuner_sb_printf(sb, "%s%%%d", i ? ", " : "", i);
+    tuner_sb_printf(sb, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n: ", nacc, nacc + 1);
+    for (int i = 0; i < nacc; i++)
+        tuner_sb_printf(sb, "%s\"+f\"(d[%d])", i ? ", " : "", i);
+    tuner_sb_printf(sb, "\n: \"l\"(da), \"l\"(db), \"r\"(%d) : \"memory\");\n}\n", scale_d);
+}
+
 /* The wgmma wrapper for one instruction shape: d (n/2 floats per thread) += A(desc) * B(desc). */
 static void emit_mma_fn(tuner_sb *sb, const tuner__gemm_problem *p, int n)
 {
+    if (p->fp8) {
+        emit_fp8_mma_fn(sb, p, "wg_mma", n, 1);
+        if (p->promote)
+            emit_fp8_mma_fn(sb, p, "wg_mma_z", n, 0); /* a k block's first step: d = A*B */
+        return;
+    }
     /* tnsp bits: 1 reads the operand MN-major (transposed); A is K-major unless trans_a, B is
      * K-major only with trans_b. Always accumulate (the accumulators are zeroed per tile). */
     tuner__hopper_emit_mma_fn(sb, "wg_mma", p->dt, n, false, p->kmajor[0] ? 0 : 1, p->kmajor[1] ? 0 : 1, false);
@@ -501,7 +558,7 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
      * N pair). */
     const bool halved = kmaj && c->cluster == 2 && (which == 0) == c->pair_n;
     const int rows = (which == 0 ? c->bm : c->bn) / (halved ? 2 : 1);
-    const tuner_dtype dt = out ? p->out_dt : p->dt;
+    const tuner_dtype dt = out ? p->out_dt : which == 1 ? p->dt_b : p->dt;
     const int esz = tuner_dtype_size(dt);
     const long long d0 = out ? p->N : kmaj ? p->K : mn, d1 = out ? p->M : kmaj ? mn : p->K;
     tuner_tmap m = {
@@ -510,7 +567,7 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
         .rank = batched ? 3 : 2,
         .dims = {(uint64_t)d0, (uint64_t)d1, (uint64_t)p->batch},
         .strides = {(uint64_t)(d0 * esz), (uint64_t)(d0 * d1 * esz)},
-        .box = {(uint32_t)(out ? out_box_cols(p) : 64), (uint32_t)(out ? c->bm : kmaj ? rows : 64), 1},
+        .box = {(uint32_t)(out ? out_box_cols(p) : kmaj ? wg_bk(p) : 64), (uint32_t)(out ? c->bm : kmaj ? rows : 64), 1},
         .element_strides = {1, 1, 1},
         .swizzle = 128,
     };
@@ -747,7 +804,7 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
         if (p->kmajor[which]) {
             tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, %s%d + (int)wg_rank * %d%s, "
                                 "wg_full, (unsigned short)3);\n",
-                            batched ? 3 : 2, off, rows / 2 * 128, map, WG_BK, mn0, rows, rows / 2, bc);
+                            batched ? 3 : 2, off, rows / 2 * 128, map, wg_bk(p), mn0, rows, rows / 2, bc);
         } else {
             const int hb = rows / 128; /* 64-column boxes per CTA */
             for (int j = 0; j < hb; j++)
@@ -758,8 +815,8 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
         return;
     }
     if (p->kmajor[which]) {
-        tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map, WG_BK,
-                        mn0, rows, bc);
+        tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map,
+                        wg_bk(p), mn0, rows, bc);
     } else {
         for (int j = 0; j < rows / 64; j++)
             tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
@@ -1454,6 +1511,66 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     return tuner__grid_rule(l, 0, op, mask, coef, div, mul, cap);
 }
 
+/* The consumers' main loop of an FP8 matmul that promotes each k tile (a k tile is 128 FP8
+ * k elements): its wgmma accumulate into a tile of their own (wg_t; the first k step overwrites
+ * it, scale-d 0), which is then added to the fp32 accumulators. Without fast accumulation
+ * (attrs.matmul.fast_accum false) that is all: no sum spans more than 128 k in the tensor cores,
+ * whose FP8 partial sums keep only about 14 bits. With per-block scales (DeepSeek-V3's: A's
+ * 1x128, [M, KB]; B's 128x128, [ceil(N/128), KB]; KB = ceil(K/128)) a k tile is one k block and
+ * the addition is scaled: acc += wg_t * sa[row][kt] * sb[n block][kt], the scales loaded before
+ * the stage is waited for, so that their latency hides behind it; a tile lies in one n block
+ * (block_n 64 or 128, cfg_valid): one B scale per k tile. The addition reads the tile, so each k
+ * tile's wgmma are waited for (and the stage goes back at once). */
+static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int S, int a_k16,
+                                int b_k16)
+{
+    const int nacc = c->bn / 2;
+    const long long kb = tuner__gemm_cdiv(p->K, 128);
+    char peer[96] = "", loads[640] = "", sbp[128] = "";
+    if (c->cluster == 2)
+        snprintf(peer, sizeof(peer), " wg_arrive_peer(wg_bar0 + 8 * (%d + wg_s), wg_rank ^ 1u);", S);
+    if (p->block_scales) {
+        snprintf(sbp, sizeof(sbp), "const float *const wg_sbp = in%d + (long long)(gm_tn * %d / 128) * %lldLL;\n",
+                 p->bsb_in, c->bn, kb);
+        snprintf(loads, sizeof(loads),
+                 "float wg_bs[%d][2];\n{\nconst float wg_sbv = __ldg(wg_sbp + kt);\n"
+                 "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                 "const int wg_r = min(gm_tm * %d + wg_row0 + i * 64 + wg_w * 16 + (wg_l >> 2) + h * 8, %s);\n"
+                 "wg_bs[i][h] = __ldg(in%d + (long long)wg_r * %lldLL + kt) * wg_sbv;\n}\n}\n",
+                 c->mi, c->mi, c->bm, tuner__gemm_M(p, -1).s, p->bsa_in, kb);
+    }
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
+                    "int wg_prev = -1;\n"
+                    "float wg_t[%d][%d];\n"
+                    "%s"
+                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
+                    "%s"
+                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+                    "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
+                    "wg_fence();\n"
+                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
+                    "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n"
+                    "const hd_u64 wg_da = wg_desc(wg_dla + wg_so + (hd_u32)(wg_row0 + i * 64) * 8u + kk * %d);\n"
+                    "if (kk == 0) wg_mma_z(wg_t[i], wg_da, wg_db); else wg_mma(wg_t[i], wg_da, wg_db);\n"
+                    "}\n}\n"
+                    "wg_commit();\n"
+                    "wg_wait_group<0>();\n"
+                    "if (wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_s));%s }\n"
+                    /* Fragment (i, 4 j + 2 h + e) is row i * 64 + h * 8 of the thread's rows. */
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                    "%s"
+                    "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
+                    "}\n"
+                    "%s",
+                    c->mi, nacc, c->mi, nacc, sbp, loads, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16,
+                    S, peer, c->mi, nacc,
+                    p->block_scales ? "acc[i][j] = fmaf(wg_t[i][j], wg_bs[i][(j >> 1) & 1], acc[i][j]);\n"
+                                    : "acc[i][j] += wg_t[i][j];\n",
+                    S, c->pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "");
+}
+
 static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
                    char **err)
 {
@@ -1470,7 +1587,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     }
     const long long tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
     const long long tiles = p->batch * tiles_m * tiles_n;
-    const long long ktiles = tuner__gemm_cdiv(p->K, WG_BK);
+    const long long ktiles = tuner__gemm_cdiv(p->K, wg_bk(p));
     /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
     const long long units = tuner__gemm_cdiv(tiles, c.unit_tiles);
     int grid = (int)(units < a->sm_count ? units : a->sm_count);
@@ -1492,6 +1609,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
+    if (tuner_dtype_is_fp8(p->out_dt))
+        tuner_sb_puts(&sb, tuner__gemm_fp8_out_helpers);
     tuner_sb_puts(&sb, tuner__hopper_helpers);
     if (wg_any_gathered(p))
         tuner_sb_puts(&sb, wg_gather_helpers);
@@ -1567,7 +1686,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     const int nacc = c.bn / 2;
     /* Descriptor strides: K-major rows are 128 bytes (SBO 1 KiB per 8 rows; LBO unused with the
      * 128-byte swizzle); MN-major boxes are 64 columns, 8 KiB apart (LBO), 8-row k groups 1 KiB
-     * apart (SBO). Per k16 step the start moves 32 bytes (K-major) or 16 rows = 2 KiB. */
+     * apart (SBO). Per k16 step (k32 of FP8) the start moves 32 bytes (K-major) or 16 rows = 2 KiB. */
     const int a_k16 = p->kmajor[0] ? 32 : 2048, b_k16 = p->kmajor[1] ? 32 : 2048;
     const int a_lbo = p->kmajor[0] ? 16 : 8192, b_lbo = p->kmajor[1] ? 16 : 8192;
     /* Byte offset of consumer c's m64 slice i inside the A tile. */
@@ -1602,6 +1721,9 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                         "wg_i++;\n",
                         ktiles, S, S);
     }
+    if (p->promote) {
+        emit_promoting_loop(&sb, p, &c, S, a_k16, b_k16);
+    } else {
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
@@ -1617,7 +1739,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                      * threads) was written through the generic proxy; wgmma reads through the
                      * async one. */
                     wg_gathers_a(p) || wg_any_gathered(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
-                    c.stage_bytes / 16, WG_BK / 16, b_k16 / 16, c.mi);
+                    c.stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c.mi);
     /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
      * multicasts its half of the shared tile into this CTA's stage too. */
     const char *peer_release = "";
@@ -1646,6 +1768,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     a_k16 / 16, S, peer_release, S,
                     c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
                     peer_release);
+    }
     if (c.stream_k)
         emit_sk_fixup(&sb, &c);
     if (c.split > 1)
@@ -1755,7 +1878,7 @@ static const int wg_tiles[][4] = {
 static bool wg_problem(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner__gemm_problem *p)
 {
     const tuner_arch *a = tuner__arch(t);
-    return op && op->kind == kind && a && a->has_wgmma && tuner__gemm_problem_init(op, p, NULL) == 0 &&
+    return op && op->kind == kind && a && a->has_wgmma && tuner__gemm_problem_init_fp8(op, p, NULL) == 0 &&
            wg_supported(p);
 }
 
@@ -2020,7 +2143,7 @@ static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                        char **err)
 {
     tuner__gemm_problem p;
-    int rc = tuner__gemm_problem_init(op, &p, err);
+    int rc = tuner__gemm_problem_init_fp8(op, &p, err);
     if (rc < 0)
         return rc;
     return wg_emit(&p, t, s, prog, err);
@@ -2046,16 +2169,16 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
     wg_cfg c;
-    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_of(&p, a, s, &c) < 0)
+    if (!a || tuner__gemm_problem_init_fp8(op, &p, NULL) < 0 || cfg_of(&p, a, s, &c) < 0)
         return 1e12;
-    const int esz = tuner_dtype_size(p.dt);
+    const int esz = tuner_dtype_size(p.dt), bk = wg_bk(&p);
     const long long tiles = p.batch * tuner__gemm_cdiv(p.M, c.bm) * tuner__gemm_cdiv(p.N, c.bn);
-    const long long kp = tuner__gemm_cdiv(p.K, WG_BK) * WG_BK;
+    const long long kp = tuner__gemm_cdiv(p.K, bk) * bk;
     /* A split-K cluster's CTAs each run one slice of a tile's k tiles. */
-    const long long kslice = tuner__gemm_cdiv(tuner__gemm_cdiv(p.K, WG_BK), c.split) * WG_BK;
+    const long long kslice = tuner__gemm_cdiv(tuner__gemm_cdiv(p.K, bk), c.split) * bk;
     const long long blocks = tiles * c.split;
     /* wgmma peak: mma.sync reaches about two thirds of it on Hopper (tuner/arch.c). */
-    const double rate_sm = a->tc_f16_tflops * 1.5 * 1e6 / a->sm_count;
+    const double rate_sm = a->tc_f16_tflops * 1.5 * tuner__gemm_tc_rate_factor(&p) * 1e6 / a->sm_count;
     double eff = 0.82;
     eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : 0.80;
     /* (A gathering convolution's single consumer is fed no worse: the gather, not the issue
@@ -2065,6 +2188,10 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * cooperative tile (4096^3 243 against 222 us, 2048x14336x4096 391 against 373; more
      * operand bytes per FLOP, a barrier per turn; bench/results/2026-11-24-h100-epilogue). */
     eff *= c.pingpong ? 0.94 : 1.0;
+    /* Per-block FP8 scales wait for each k tile's wgmma before promoting them (no k tile in
+     * flight across the promotion): not measured yet; DeepGEMM's same scheme runs at about 0.8 of
+     * the FP8 peak where plain FP8 GEMMs reach 0.75-0.9 of it. */
+    eff *= p.promote ? 0.85 : 1.0;
     /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
      * per thread and stage where TMA needs one instruction. */
     eff *= wg_gathers_a(&p) ? 0.92 : 1.0;
@@ -2075,7 +2202,7 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * with bias + GELU, pingpong 64x256 tiles 50-53 against 42-46 us,
      * bench/results/2026-11-25-h100-epilogue-inline); a staged tile leaves by TMA stores. */
     const double ep =
-        1.0 + (!c.stage_out ? 4.0 : c.pingpong ? 0.3 : c.out_halves ? 0.7 : 0.5) / (double)(kslice / WG_BK);
+        1.0 + (!c.stage_out ? 4.0 : c.pingpong ? 0.3 : c.out_halves ? 0.7 : 0.5) / (double)(kslice / bk);
     /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
      * other. */
     double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
@@ -2143,10 +2270,10 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     /* The ring: stages - 1 k tiles loading per persistent block (a pair's CTAs each fetch half
      * of the shared operand). */
     const tuner__gemm_ring ring = {
-        .ktiles = per_sm * (double)(kslice / WG_BK),
+        .ktiles = per_sm * (double)(kslice / bk),
         .slots = c.stages - 1,
-        .compute_us = 2.0 * c.bm * c.bn * (double)WG_BK / (rate_sm * eff),
-        .stage_bytes = (c.bm + (double)c.bn / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * WG_BK * esz,
+        .compute_us = 2.0 * c.bm * c.bn * (double)bk / (rate_sm * eff),
+        .stage_bytes = (c.bm + (double)c.bn / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * bk * esz,
         .dram_frac = panel > uniq ? uniq / panel : 1.0,
         /* Rasterised tiles share operands in L2 more often. */
         .l2_penalty = c.group > 1 ? 0.9 : 1.0,

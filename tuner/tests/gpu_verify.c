@@ -10,6 +10,15 @@
  * passed at an odd 2-byte offset. Prints one line per case and exits 1 if any candidate is wrong.
  * HIDET_VERIFY_MAX=N limits candidates per case (default: all); HIDET_VERIFY_TIMES=1 prints every
  * candidate's time beside the cost model's prediction.
+ *
+ * On a Hopper GPU the FP8 matmuls (issue 41) follow, for sm_90a: e4m3/e5m2 operands filled with
+ * random finite values of magnitude <= 2 (subnormals included), per-tensor, per-row and
+ * per-column scales, epilogues, batches, edge tiles and a decode shape, against the reference's
+ * bit-exact decoding and fp32 sums (HIDET_VERIFY_ONLY=fp8 runs only them; HIDET_VERIFY_FP8_MAX=N
+ * candidates per case, default 12). Their tolerance adds to the output dtype's what FP8 wgmma's
+ * accumulation may lose: it keeps about 14 bits of each partial sum (DeepSeek-V3's measurement
+ * of Hopper's FP8 tensor cores) and rounds once per k32 step, so up to ceil(K / 32) * 2^-14 of the
+ * sums' scale (twice that as margin).
  */
 #include <math.h>
 #include <stdint.h>
@@ -41,6 +50,8 @@ static void launch_program(CUmodule mod, const tuner_program *p, const devbuf *b
 }
 
 static int total_wrong;
+/* Candidates per case when HIDET_VERIFY_MAX does not say (0: all); the FP8 cases take fewer. */
+static size_t case_max;
 
 static long long host_id(const tuner_tensor *t, const void *h, size_t k)
 {
@@ -312,6 +323,63 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
     tuner_binary_free(refbin);
 }
 
+/* An FP8 matmul as a request gives it: A [bt?, M, K] of da, B [N, K] (trans_b) of db, out_dtype
+ * out, scales sa and sb (tuner_scale_kind) as f32 inputs after A and B; with bias, a [N] f16 bias
+ * and GELU in the epilogue. */
+static tuner_op fp8_matmul(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long bt, long long M, long long N,
+                           long long K, tuner_scale_kind sa, tuner_scale_kind sb, bool bias)
+{
+    tuner_op op = t_matmul(TUNER_F16, bt, 0, M, N, K, false, true, 16);
+    op.inputs[0].dtype = da;
+    op.inputs[1].dtype = db;
+    op.output.dtype = op.attrs.matmul.out_dtype = out;
+    op.attrs.matmul.scale_a = sa;
+    op.attrs.matmul.scale_b = sb;
+    op.attrs.matmul.fast_accum = sa != TUNER_SCALE_BLOCK; /* the request's default */
+    int n = 2;
+    if (sa == TUNER_SCALE_BLOCK) { /* A's [M, KB] and B's [ceil(N/128), KB] */
+        const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, as, 16);
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, bs, 16);
+    }
+    if (sa != TUNER_SCALE_NONE && sa != TUNER_SCALE_BLOCK) {
+        const long long len = sa == TUNER_SCALE_ROW ? M : 1;
+        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
+    }
+    if (sb != TUNER_SCALE_NONE && sb != TUNER_SCALE_BLOCK) {
+        const long long len = sb == TUNER_SCALE_COL ? N : 1;
+        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
+    }
+    op.n_inputs = op.n_anchor_inputs = n;
+    if (bias) {
+        op.inputs[n] = t_tensor(TUNER_F16, 1, &N, 16);
+        op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = n};
+        op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_GELU_ERF, .operand = -1};
+        op.epilogue.n = 2;
+        op.n_inputs = n + 1;
+    }
+    return op;
+}
+
+/* op's output quantized to e4m3 as a serving framework's next layer wants it: divided by an f32
+ * [1] scale (a new input), then cast (saturating), the epilogue's last step. */
+static tuner_op fp8_quantized(tuner_op op)
+{
+    const long long one = 1;
+    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
+    op.output.dtype = TUNER_F8E4M3;
+    return op;
+}
+
+/* op without fast accumulation: each 128-k tile's sum promoted into fp32 registers. */
+static tuner_op fp8_promoted(tuner_op op)
+{
+    op.attrs.matmul.fast_accum = false;
+    return op;
+}
+
 static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
 {
     tuner_space *sp = NULL;
@@ -322,7 +390,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         total_wrong++;
         return;
     }
-    jobs = gpu_jobs_pick(op, t, sp, 0, false, &n_jobs);
+    jobs = gpu_jobs_pick(op, t, sp, case_max, false, &n_jobs);
     gpu_jobs_compile(jobs, n_jobs, threads);
 
     tuner_program *ref = NULL;
@@ -364,6 +432,13 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                     const int32_t w = (int32_t)v;
                     memcpy((char *)h + k * 4, &w, 4);
                 }
+            } else if (tuner_dtype_is_fp8(x->dtype)) {
+                /* Any finite byte of magnitude <= 2: both signs, subnormals, every mantissa. */
+                uint8_t b;
+                do
+                    b = (uint8_t)t_rnd_int(0, 255);
+                while (!(fabsf(tuner_fp8_to_f32(x->dtype, b)) <= 2.0f));
+                ((uint8_t *)h)[k] = b;
             } else if (x->dtype == TUNER_F16) {
                 uint16_t v = t_f32_to_f16((float)t_rnd_int(-1024, 1024) / 1024.0f);
                 memcpy((char *)h + k * 2, &v, 2);
@@ -413,6 +488,21 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         free(hin[i]);
     double rtol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
     double atol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
+    if (op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype)) {
+        /* FP8 wgmma's accumulation (see the header comment). */
+        long long K = op->inputs[0].shape[op->inputs[0].rank - 1];
+        if (!op->attrs.matmul.fast_accum && K > 128)
+            K = 128; /* promoted into fp32 every 128 k */
+        const double acc = 2.0 * (double)((K + 31) / 32) * ldexp(1.0, -14);
+        rtol += acc;
+        atol += acc;
+    }
+    if (tuner_dtype_is_fp8(op->output.dtype)) {
+        /* A quantized output may round to the reference code's neighbour: a step is at most 1/8
+         * of the value (e4m3), 1/4 (e5m2); near zero, the subnormals' step of rms's scale. */
+        rtol += op->output.dtype == TUNER_F8E4M3 ? 0.13 : 0.26;
+        atol += 0.02;
+    }
 
     unsigned char *outh = malloc(nout * oes);
     int ok = 0, wrong = 0, failed = 0;
@@ -438,6 +528,8 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             float v;
             if (op->output.dtype == TUNER_F32)
                 memcpy(&v, outh + k * 4, 4);
+            else if (tuner_dtype_is_fp8(op->output.dtype))
+                v = tuner_fp8_to_f32(op->output.dtype, outh[k]);
             else {
                 uint16_t h;
                 memcpy(&h, outh + k * 2, 2);
@@ -484,6 +576,8 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             float v0;
             if (op->output.dtype == TUNER_F32)
                 memcpy(&v0, outh + first_bad * 4, 4);
+            else if (tuner_dtype_is_fp8(op->output.dtype))
+                v0 = tuner_fp8_to_f32(op->output.dtype, outh[first_bad]);
             else {
                 uint16_t h;
                 memcpy(&h, outh + first_bad * 2, 2);
@@ -712,6 +806,42 @@ int main(void)
                 verify_case(name, &op, &t, threads);
             }
         }
+    }
+    if (major == 9) {
+        /* FP8 matmuls on sm_90a (issue 41): every pair of formats, every scale kind, epilogues,
+         * a batch with edge tiles in M, N and K, a decode shape (split-K / N pairs), and a
+         * large square one (stream-K, pingpong, pairs). */
+        const tuner_target t90a = {90, true};
+        const char *fmax = getenv("HIDET_VERIFY_FP8_MAX");
+        case_max = fmax ? (size_t)atoi(fmax) : 12;
+        const tuner_dtype E4 = TUNER_F8E4M3, E5 = TUNER_F8E5M2;
+        const struct {
+            const char *label;
+            tuner_op op;
+        } f8[] = {
+            {"fp8 e4m3 tensor 512x1024x2048 bf16",
+             fp8_matmul(E4, E4, TUNER_BF16, 0, 512, 1024, 2048, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
+            {"fp8 e4m3xe5m2 row/col 200x328x1040 f16 +bias gelu",
+             fp8_matmul(E4, E5, TUNER_F16, 0, 200, 328, 1040, TUNER_SCALE_ROW, TUNER_SCALE_COL, true)},
+            {"fp8 e5m2xe4m3 b2 130x256x4096 col f32",
+             fp8_matmul(E5, E4, TUNER_F32, 2, 130, 256, 4096, TUNER_SCALE_NONE, TUNER_SCALE_COL, false)},
+            {"fp8 e4m3 decode 16x8192x8192 tensor bf16",
+             fp8_matmul(E4, E4, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
+            {"fp8 e4m3 4096x4096x4096 row/col bf16",
+             fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_ROW, TUNER_SCALE_COL, false)},
+            {"fp8 e4m3 promoted 300x520x8192 tensor f32", fp8_promoted(fp8_matmul(
+                 E4, E4, TUNER_F32, 0, 300, 520, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false))},
+            {"fp8 e4m3 4096x3072x4096 +bias gelu /s quantize e4m3", fp8_quantized(fp8_matmul(
+                 E4, E4, TUNER_BF16, 0, 4096, 3072, 4096, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true))},
+            {"fp8 e4m3 block 1000x704x1040 bf16 +bias gelu",
+             fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, true)},
+            {"fp8 e4m3 block 4096x7168x7168 bf16",
+             fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 7168, 7168, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false)},
+        };
+        for (size_t i = 0; i < sizeof(f8) / sizeof(f8[0]); i++)
+            if (!only || strstr(f8[i].label, only))
+                verify_case(f8[i].label, &f8[i].op, &t90a, threads);
+        case_max = 0;
     }
     {
         /* attention's reference against the host (the templates' candidates are checked by

@@ -300,7 +300,7 @@ static void test_damaged(void)
         {d_writes_input, "steps[1].bindings.output: the step writes 'x', a caller's input"},
         {d_prepare_reads_input, "prepare[0].bindings.input0: a prepare step may read weights"},
         {d_param, "steps[1].kernel_set.kernels[0].params[0].buffer: 'input5' is not input<i>"},
-        {d_dtype, "outputs[0].dtype: expected f16, bf16, f32, i32 or i64"},
+        {d_dtype, "outputs[0].dtype: expected f16, bf16, f32, i32, i64, f8e4m3 or f8e5m2"},
         {d_map_reach, "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},
         {d_im2col_reach,
          "steps[0].bindings.input1: 'w' has 512 bytes, too few for the tensor map of input1 (1024 bytes)"},

@@ -23,7 +23,7 @@ TENSOR_MAP_ALIGN = 64
 # A tensor map's description (docs/api.md) -> the encoders' enum values (CUtensorMapDataType,
 # CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill), the same for
 # cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col.
-TENSOR_MAP_DTYPES = {"f16": 6, "f32": 7, "bf16": 9}
+TENSOR_MAP_DTYPES = {"f16": 6, "f32": 7, "bf16": 9, "f8e4m3": 0, "f8e5m2": 0}  # FP8 moves as UINT8
 TENSOR_MAP_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
 TENSOR_MAP_L2_PROMOTIONS = {0: 0, 64: 1, 128: 2, 256: 3}
 TENSOR_MAP_OOB_FILLS = {"zero": 0, "nan": 1}

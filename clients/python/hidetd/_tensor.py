@@ -9,9 +9,12 @@ import sys
 
 # dtype name of the API -> (element bytes, __cuda_array_interface__ typestr or None). i32 and
 # i64 are inputs only (gather's ids, a mask converted by a cast): token ids as torch.int64.
-DTYPES = {"f16": (2, "<f2"), "bf16": (2, None), "f32": (4, "<f4"), "i32": (4, "<i4"), "i64": (8, "<i8")}
+# f8e4m3 and f8e5m2 (FP8 matmul operands) have no array-interface typestr of their own.
+DTYPES = {"f16": (2, "<f2"), "bf16": (2, None), "f32": (4, "<f4"), "i32": (4, "<i4"), "i64": (8, "<i8"),
+          "f8e4m3": (1, None), "f8e5m2": (1, None)}
 _TORCH_DTYPES = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32",
-                 "torch.int32": "i32", "torch.int64": "i64"}
+                 "torch.int32": "i32", "torch.int64": "i64",
+                 "torch.float8_e4m3fn": "f8e4m3", "torch.float8_e5m2": "f8e5m2"}
 _TYPESTRS = {"<f2": "f16", "<f4": "f32", "|f2": "f16", "|f4": "f32", "<i4": "i32", "<i8": "i64"}
 # ml_dtypes and some frameworks write bfloat16 as a 2-byte void with this descr name.
 _BF16_DESCR = ("bfloat16", "<V2")
@@ -23,7 +26,7 @@ class TensorInfo:
     def __init__(self, ptr, shape, dtype, device, contiguous, obj):
         self.ptr = ptr
         self.shape = shape
-        self.dtype = dtype        # "f16", "bf16", "f32", "i32", "i64" or the foreign name ("torch.uint8", "<u1")
+        self.dtype = dtype        # "f16", "bf16", "f32", "i32", "i64", "f8e4m3", "f8e5m2" or the foreign name ("torch.uint8", "<u1")
         self.device = device      # CUDA ordinal, None when only the driver can tell
         self.contiguous = contiguous
         self.obj = obj

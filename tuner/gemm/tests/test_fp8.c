@@ -1,0 +1,466 @@
+/* tuner/gemm/tests/test_fp8.c - FP8 matmuls (issue 41) on the CPU (suite tuner_gemm, unit).
+ *
+ * The FP8 decoders against every byte of both formats; the spaces: matmul_wgmma alone on sm_90a,
+ * refusals naming the reason on the other targets and layouts; the cost model (FP8 at twice the
+ * fp16 tensor rate); and a few candidates of several FP8 problems (pairs of formats, scales,
+ * epilogues, batches, edge tiles, decode shapes; a default, the model's best and the first of
+ * each schedule feature) plus the reference, generated and compiled by NVRTC for sm_90a (ptxas
+ * in-process, the toolkit's ptxas again for the first), the PTX holding the FP8 wgmma. Few
+ * compiles on purpose: the suite's budget is nearly spent. TFP8_DUMP=<case name> prints the sources
+ * of that case's candidates.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuner/template.h"
+#include "tuner/tests/common.h"
+#include "tuner/tests/host_values.h"
+
+static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
+
+/* An independent decoder: sign, exponent and mantissa by the formats' definitions, in double. */
+static double decode_slow(tuner_dtype dt, unsigned b)
+{
+    const int eb = dt == TUNER_F8E4M3 ? 4 : 5, mb = 7 - eb, bias = dt == TUNER_F8E4M3 ? 7 : 15;
+    const int e = (int)(b >> mb) & ((1 << eb) - 1), m = (int)b & ((1 << mb) - 1);
+    const double sign = b & 0x80 ? -1.0 : 1.0;
+    if (dt == TUNER_F8E4M3 && e == 15 && m == 7)
+        return NAN;
+    if (dt == TUNER_F8E5M2 && e == 31)
+        return m ? NAN : sign * INFINITY;
+    if (e == 0)
+        return sign * ldexp((double)m / (1 << mb), 1 - bias);
+    return sign * ldexp(1.0 + (double)m / (1 << mb), e - bias);
+}
+
+static void test_decode(void)
+{
+    for (int d = 0; d < 2; d++) {
+        const tuner_dtype dt = d ? TUNER_F8E5M2 : TUNER_F8E4M3;
+        int nans = 0;
+        for (unsigned b = 0; b < 256; b++) {
+            const float f = tuner_fp8_to_f32(dt, (uint8_t)b);
+            const double want = decode_slow(dt, b);
+            if (isnan(want)) {
+                nans++;
+                CHECK(isnan(f));
+                continue;
+            }
+            if ((double)f != want || !signbit(f) != !signbit(want)) {
+                fprintf(stderr, "%s byte 0x%02x: %.9g, want %.9g\n", tuner_dtype_name(dt), b, (double)f, want);
+                t_failures++;
+            }
+        }
+        CHECK(nans == (d ? 6 : 2));
+    }
+    CHECK(tuner_fp8_to_f32(TUNER_F8E4M3, 0x7e) == 448.0f && tuner_fp8_to_f32(TUNER_F8E4M3, 0x01) == 0x1p-9f);
+    CHECK(tuner_fp8_to_f32(TUNER_F8E4M3, 0xb8) == -1.0f && tuner_fp8_to_f32(TUNER_F8E4M3, 0x80) == 0.0f);
+    CHECK(tuner_fp8_to_f32(TUNER_F8E5M2, 0x7b) == 57344.0f && tuner_fp8_to_f32(TUNER_F8E5M2, 0x01) == 0x1p-16f);
+    CHECK(isinf(tuner_fp8_to_f32(TUNER_F8E5M2, 0xfc)) && tuner_fp8_to_f32(TUNER_F8E5M2, 0x3c) == 1.0f);
+}
+
+/* The encoder (nearest, ties to even, saturating) against a search over every code: each code's
+ * value, the midpoints between neighbours (ties: the even code), just off them, random floats
+ * over every binade, beyond the largest value, zeros, infinities and NaN. */
+static uint8_t encode_slow(tuner_dtype dt, float f)
+{
+    if (f != f)
+        return 0x7f;
+    const double max = dt == TUNER_F8E4M3 ? 448.0 : 57344.0;
+    const double a = fabs((double)f);
+    const uint8_t sign = signbit(f) ? 0x80 : 0;
+    if (a >= max)
+        return sign | (dt == TUNER_F8E4M3 ? 0x7e : 0x7b);
+    int best = 0;
+    double bd = INFINITY;
+    for (int c = 0; c < 0x80; c++) {
+        const double v = decode_slow(dt, (unsigned)c);
+        if (isnan(v) || isinf(v))
+            continue;
+        const double d = fabs(v - a);
+        if (d < bd || (d == bd && !(c & 1))) {
+            bd = d;
+            best = c;
+        }
+    }
+    return (uint8_t)(sign | best);
+}
+
+static void test_encode(void)
+{
+    for (int d = 0; d < 2; d++) {
+        const tuner_dtype dt = d ? TUNER_F8E5M2 : TUNER_F8E4M3;
+        float probes[4096];
+        int n = 0;
+        for (unsigned c = 0; c < 0x7f && n < 4000; c++) {
+            const double v = decode_slow(dt, c), w = decode_slow(dt, c + 1);
+            if (isnan(v) || isinf(v))
+                continue;
+            probes[n++] = (float)v;
+            if (!isnan(w) && !isinf(w)) {
+                const float mid = (float)((v + w) / 2);
+                probes[n++] = mid;
+                probes[n++] = nextafterf(mid, 0.0f);
+                probes[n++] = nextafterf(mid, INFINITY);
+            }
+        }
+        for (int i = 0; i < 3000 && n < 4090; i++)
+            probes[n++] = ldexpf((float)(t_rnd_int(0, 1 << 20)) / (float)(1 << 20), t_rnd_int(-20, 17));
+        probes[n++] = 1e30f;
+        probes[n++] = INFINITY;
+        probes[n++] = 0.0f;
+        int bad = 0;
+        for (int i = 0; i < n; i++)
+            for (int sg = 0; sg < 2; sg++) {
+                const float f = sg ? -probes[i] : probes[i];
+                const uint8_t got = tuner_f32_to_fp8(dt, f), want = encode_slow(dt, f);
+                if (got != want && bad++ < 5)
+                    fprintf(stderr, "%s encode %.9g: 0x%02x, want 0x%02x\n", tuner_dtype_name(dt), (double)f, got, want);
+            }
+        CHECK(bad == 0);
+        CHECK((tuner_f32_to_fp8(dt, NAN) & 0x7f) == 0x7f && isnan(tuner_fp8_to_f32(dt, tuner_f32_to_fp8(dt, NAN))));
+    }
+}
+
+/* A [M,K] x B [N,K] (trans_b) FP8 matmul, out_dtype out, optional batch; scales sa / sb as
+ * tuner_scale_kind; bias: a [N] f16 bias then GELU in the epilogue. */
+static tuner_op fp8_mm(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long bt, long long M, long long N,
+                       long long K, tuner_scale_kind sa, tuner_scale_kind sb, bool bias)
+{
+    tuner_op op = t_matmul(TUNER_F16, bt, 0, M, N, K, false, true, 16);
+    op.inputs[0].dtype = da;
+    op.inputs[1].dtype = db;
+    op.output.dtype = out;
+    op.attrs.matmul.out_dtype = out;
+    op.attrs.matmul.scale_a = sa;
+    op.attrs.matmul.scale_b = sb;
+    op.attrs.matmul.fast_accum = sa != TUNER_SCALE_BLOCK; /* the request's default */
+    int n = 2;
+    if (sa == TUNER_SCALE_BLOCK) { /* A [M, KB], B [ceil(N/128), KB] */
+        const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, as, 16);
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, bs, 16);
+    }
+    if (sa != TUNER_SCALE_NONE && sa != TUNER_SCALE_BLOCK) {
+        const long long len = sa == TUNER_SCALE_ROW ? M : 1;
+        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
+    }
+    if (sb != TUNER_SCALE_NONE && sb != TUNER_SCALE_BLOCK) {
+        const long long len = sb == TUNER_SCALE_COL ? N : 1;
+        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
+    }
+    op.n_inputs = op.n_anchor_inputs = n;
+    if (bias) {
+        op.inputs[n] = t_tensor(TUNER_F16, 1, &N, 16);
+        op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = n};
+        op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_GELU_ERF, .operand = -1};
+        op.epilogue.n = 2;
+        op.n_inputs = n + 1;
+    }
+    return op;
+}
+
+/* The op's output quantized: divided by a new f32 [1] input (the next layer's scale), cast to
+ * e4m3 as the epilogue's last step. */
+static tuner_op fp8_quant(tuner_op op)
+{
+    const long long one = 1;
+    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
+    op.output.dtype = TUNER_F8E4M3;
+    return op;
+}
+
+/* op without fast accumulation (attrs.fast_accum false). */
+static tuner_op fp8_promoted(tuner_op op)
+{
+    op.attrs.matmul.fast_accum = false;
+    return op;
+}
+
+static void test_spaces(void)
+{
+    tuner_op op = fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
+                         TUNER_SCALE_TENSOR, false);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(&op, &sm90a, &sp, &err) == 0 && sp && sp->n > 20);
+    size_t pingpong = 0, staged = 0, pairs = 0;
+    for (size_t i = 0; sp && i < sp->n; i++) {
+        CHECK(strcmp(sp->items[i].template_name, "matmul_wgmma") == 0);
+        pingpong += tuner_schedule_param(&sp->items[i], "pingpong", 0) == 1;
+        staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) != 0;
+        pairs += tuner_schedule_param(&sp->items[i], "cluster", 1) == 2;
+    }
+    CHECK(pingpong > 0 && staged > 0 && pairs > 0);
+    tuner_space_free(sp);
+    free(err);
+
+    /* Targets without sm_90a's wgmma, and the layouts 8-bit wgmma cannot read, refuse by name. */
+    static const struct {
+        tuner_target t;
+        bool ta, tb;
+        const char *says;
+    } no[] = {
+        {{80, false}, false, true, "fp8 needs sm_89 mma.sync or sm_90a wgmma"},
+        {{89, false}, false, true, "sm_89's mma.sync FP8 is not implemented yet"},
+        {{90, false}, false, true, "ask for sm_90a"},
+        {{90, true}, false, false, "trans_b true"},
+        {{90, true}, true, true, "trans_a false"},
+    };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        tuner_op o = op;
+        o.attrs.matmul.trans_a = no[i].ta;
+        o.attrs.matmul.trans_b = no[i].tb;
+        if (no[i].ta) {
+            o.inputs[0].shape[0] = 4096; /* [K, M] */
+        }
+        sp = NULL;
+        err = NULL;
+        CHECK(tuner_space_build(&o, &no[i].t, &sp, &err) < 0 && err && strstr(err, no[i].says));
+        if (err && !strstr(err, no[i].says))
+            fprintf(stderr, "refusal %zu: %s\n", i, err);
+        tuner_space_free(sp);
+        free(err);
+    }
+    /* The FP16-only templates never take FP8 operands. */
+    const tuner_template *mma = tuner__template_find("matmul_mma"), *simt = tuner__template_find("matmul_simt");
+    CHECK(mma && simt && !mma->applies(&op, &sm90a) && !simt->applies(&op, &sm90a));
+}
+
+/* FP8 at twice fp16's tensor rate, half its operand bytes: a compute-bound GEMM's best predicted
+ * time about halves; a decode GEMM's (weights streamed) too, by the bytes. */
+static void test_cost(void)
+{
+    const struct {
+        long long m, n, k;
+    } shapes[] = {{8192, 8192, 8192}, {16, 8192, 8192}};
+    for (size_t i = 0; i < 2; i++) {
+        tuner_op f8 = fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, shapes[i].m, shapes[i].n, shapes[i].k,
+                             TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false);
+        tuner_op f16 = t_matmul(TUNER_BF16, 0, 0, shapes[i].m, shapes[i].n, shapes[i].k, false, true, 16);
+        double best[2] = {1e30, 1e30};
+        const tuner_op *ops[2] = {&f8, &f16};
+        for (int k = 0; k < 2; k++) {
+            tuner_space *sp = NULL;
+            char *err = NULL;
+            if (tuner_space_build(ops[k], &sm90a, &sp, &err) == 0) {
+                const tuner_template *tp = tuner__template_find("matmul_wgmma");
+                for (size_t j = 0; j < sp->n; j++)
+                    if (strcmp(sp->items[j].template_name, "matmul_wgmma") == 0) {
+                        const double us = tp->predict_us(ops[k], &sm90a, &sp->items[j]);
+                        best[k] = us < best[k] ? us : best[k];
+                    }
+            }
+            tuner_space_free(sp);
+            free(err);
+        }
+        const double r = best[0] / best[1];
+        if (!(r > 0.4 && r < 0.65)) {
+            fprintf(stderr, "cost %lldx%lldx%lld: fp8 %.1f us, bf16 %.1f us (ratio %.2f)\n", shapes[i].m, shapes[i].n,
+                    shapes[i].k, best[0], best[1], r);
+            t_failures++;
+        }
+    }
+}
+
+/* Compiles program pr of case `what` and checks its PTX for the FP8 wgmma of formats ta x tb. */
+static void compile_fp8(const char *what, const tuner_program *pr, const char *ta, const char *tb)
+{
+    char want[64];
+    snprintf(want, sizeof(want), ".f32.%s.%s", ta, tb);
+    tuner_binary *b = NULL;
+    char *err = NULL;
+    CHECK(t_compile_check(what, pr->source, &sm90a, pr, NULL));
+    if (tuner_compile(pr->source, &sm90a, &b, &err) == 0) {
+        const char *w = strstr(b->ptx, "wgmma.mma_async.sync.aligned.m64n");
+        CHECK(w && strstr(w, "k32") && strstr(b->ptx, want));
+        if (!w || !strstr(b->ptx, want))
+            fprintf(stderr, "%s: no FP8 wgmma (%s) in the PTX\n", what, want);
+    }
+    tuner_binary_free(b);
+    free(err);
+}
+
+static void test_compile(void)
+{
+    const struct {
+        const char *name;
+        tuner_op op;
+        const char *ta, *tb;
+    } cases[] = {
+        {"e4m3_tensor_4096", fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
+                                    TUNER_SCALE_TENSOR, false), "e4m3", "e4m3"},
+        {"e4m3_e5m2_rowcol_bias_gelu_decode", fp8_mm(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 16, 8192, 8192,
+                                                     TUNER_SCALE_ROW, TUNER_SCALE_COL, true), "e4m3", "e5m2"},
+        {"e5m2_e4m3_b2_edges_f32", fp8_mm(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_F32, 2, 200, 328, 1040, TUNER_SCALE_NONE,
+                                          TUNER_SCALE_COL, false), "e5m2", "e4m3"},
+        {"e4m3_quantize_e4m3", fp8_quant(fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 512, 1024, 2048,
+                                                TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true)), "e4m3", "e4m3"},
+        {"e4m3_promoted_f32", fp8_promoted(fp8_mm(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F32, 0, 300, 520, 8192,
+                                                  TUNER_SCALE_TENSOR, TUNER_SCALE_NONE, false)), "e4m3", "e5m2"},
+        {"e4m3_block_scales_edges", fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
+                                           TUNER_SCALE_BLOCK, true), "e4m3", "e4m3"},
+    };
+    /* Per case: the model's best, then the first schedule with each feature not compiled yet. */
+    static const char *const features[] = {"pingpong", "stage_out", "cluster", "cluster_n", "split_k", "stream_k"};
+    bool seen[6] = {false};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const tuner_op *op = &cases[c].op;
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        if (tuner_space_build(op, &sm90a, &sp, &err) < 0) {
+            fprintf(stderr, "%s: no space: %s\n", cases[c].name, err ? err : "?");
+            t_failures++;
+            free(err);
+            continue;
+        }
+        size_t *order = calloc(sp->n, sizeof(*order));
+        tuner_rank(op, &sm90a, sp, order, NULL);
+        size_t pick[8];
+        int np = 0;
+        pick[np++] = order[0];
+        for (size_t j = 0; j < sp->n && np < 3; j++)
+            for (int f = 0; f < 6; f++) {
+                const int v = tuner_schedule_param(&sp->items[j], features[f], f == 2 || f == 3 || f == 4 ? 1 : 0);
+                if (!seen[f] && v != (f == 2 || f == 3 || f == 4 ? 1 : 0)) {
+                    seen[f] = true;
+                    pick[np++] = j;
+                    break;
+                }
+            }
+        /* A quantizing epilogue: one staged and one register-stored candidate for sure. */
+        for (int so = 0; so < 2 && tuner_dtype_is_fp8(op->output.dtype); so++) {
+            bool have = false;
+            for (int k = 0; k < np; k++)
+                have |= (tuner_schedule_param(&sp->items[pick[k]], "stage_out", 0) != 0) == (so == 1);
+            for (size_t j = 0; j < sp->n && !have; j++)
+                if ((tuner_schedule_param(&sp->items[j], "stage_out", 0) != 0) == (so == 1)) {
+                    pick[np++] = j;
+                    have = true;
+                }
+        }
+        for (int k = 0; k < np; k++) {
+            tuner_program *pr = NULL;
+            char what[160];
+            snprintf(what, sizeof(what), "%s #%zu", cases[c].name, pick[k]);
+            if (tuner_generate(op, &sm90a, &sp->items[pick[k]], &pr, &err) < 0) {
+                fprintf(stderr, "%s: generate failed: %s\n", what, err ? err : "?");
+                t_failures++;
+                free(err);
+                err = NULL;
+                continue;
+            }
+            /* A and B arrive in boxes of 128 one-byte k elements (one 128-byte swizzle row). */
+            int fp8_maps = 0;
+            for (int l = 0; l < pr->n_kernels; l++)
+                for (int m = 0; m < pr->kernels[l].n_maps; m++) {
+                    const tuner_tmap *tm = &pr->kernels[l].maps[m];
+                    if (tm->buf != TUNER_BUF_INPUT0 && tm->buf != TUNER_BUF_INPUT0 + 1)
+                        continue;
+                    fp8_maps++;
+                    CHECK(tm->dtype == op->inputs[tm->buf - TUNER_BUF_INPUT0].dtype && tm->box[0] == 128 &&
+                          tm->swizzle == 128 && tuner_tmap_cu_dtype(tm) == 0);
+                }
+            CHECK(fp8_maps >= 2);
+            /* Without fast accumulation: each k tile's own accumulators, added to the tile's. */
+            if (!op->attrs.matmul.fast_accum)
+                CHECK(strstr(pr->source, "wg_mma_z(wg_t[i]") != NULL &&
+                      (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK || strstr(pr->source, "acc[i][j] += wg_t[i][j];")));
+            /* Per-block scales: promoted scaled; tiles within a 128-wide n block. */
+            if (op->attrs.matmul.scale_a == TUNER_SCALE_BLOCK)
+                CHECK(strstr(pr->source, "wg_mma_z(wg_t[i]") && strstr(pr->source, "wg_bs[i][h] = ") &&
+                      128 % tuner_schedule_param(&sp->items[pick[k]], "block_n", 0) == 0);
+            /* A quantizing epilogue stores FP8 through the saturating conversion, staged (a
+             * 1-byte output map) or straight from registers. */
+            if (tuner_dtype_is_fp8(op->output.dtype)) {
+                CHECK(strstr(pr->source, "gm_cvt_f8e4m3x2(o_v0, o_v1)") && strstr(pr->source, "hd_round_f8e4m3("));
+                if (tuner_schedule_param(&sp->items[pick[k]], "stage_out", 0)) {
+                    /* whole 128-byte boxes: every column of the tile goes out */
+                    CHECK(tuner_schedule_param(&sp->items[pick[k]], "block_n", 0) % 128 == 0 &&
+                          strstr(pr->source, "wg_tma_st2(wg_map_c"));
+                }
+                if (tuner_schedule_param(&sp->items[pick[k]], "stage_out", 0))
+                    for (int m = 0; m < pr->kernels[0].n_maps; m++)
+                        if (pr->kernels[0].maps[m].buf == TUNER_BUF_OUTPUT)
+                            CHECK(pr->kernels[0].maps[m].dtype == TUNER_F8E4M3 && pr->kernels[0].maps[m].box[0] == 128);
+            }
+            if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP"))) /* TFP8_DUMP=<case name>: its sources */
+                fprintf(stderr, "==== %s\n%s\n", what, pr->source);
+            compile_fp8(what, pr, cases[c].ta, cases[c].tb);
+            tuner_program_free(pr);
+        }
+        /* The verification reference of the case (its FP8 decoders and scales). */
+        tuner_program *ref = NULL;
+        if (tuner_reference(op, &sm90a, &ref, &err) == 0) {
+            CHECK(strstr(ref->source, "gm_f8") != NULL);
+            CHECK(t_compile_check(cases[c].name, ref->source, &sm90a, ref, NULL));
+        } else {
+            fprintf(stderr, "%s: no reference: %s\n", cases[c].name, err ? err : "?");
+            t_failures++;
+        }
+        tuner_program_free(ref);
+        free(order);
+        free(err);
+        tuner_space_free(sp);
+    }
+    for (int f = 0; f < 6; f++)
+        if (!seen[f] && f != 3) /* N pairs need M tiles <= 2 and twice the N tiles: case 2 has them */
+            fprintf(stderr, "note: no FP8 schedule with %s was compiled\n", features[f]);
+}
+
+/* A named M (decode batches of any size up to the max) with per-tensor scales: the dynamic
+ * kernels take FP8 operands too; one candidate compiled, its A map's M marked for the launch. */
+static void test_dynamic(void)
+{
+    tuner_op op = fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 4096, 4096, TUNER_SCALE_TENSOR,
+                         TUNER_SCALE_TENSOR, false);
+    op.n_dims = 1;
+    snprintf(op.dims[0].name, sizeof(op.dims[0].name), "m");
+    op.dims[0].min = 1;
+    op.dims[0].max = 256;
+    op.dims[0].multiple_of = 1;
+    op.inputs[0].sym[0] = 1;
+    op.output.sym[0] = 1;
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&op, &sm90a, &sp, &err) < 0 || !sp || sp->n == 0) {
+        fprintf(stderr, "fp8 dynamic: no space: %s\n", err ? err : "?");
+        t_failures++;
+    } else {
+        tuner_program *pr = NULL;
+        const size_t d = tuner_default_index(&op, &sm90a, sp);
+        if (tuner_generate(&op, &sm90a, &sp->items[d], &pr, &err) == 0) {
+            bool marked = false;
+            for (int m = 0; m < pr->kernels[0].n_maps; m++)
+                marked |= pr->kernels[0].maps[m].buf == TUNER_BUF_INPUT0 && pr->kernels[0].maps[m].sym[1] == 1;
+            CHECK(marked);
+            compile_fp8("e4m3 dynamic m", pr, "e4m3", "e4m3");
+        } else {
+            fprintf(stderr, "fp8 dynamic: generate failed: %s\n", err ? err : "?");
+            t_failures++;
+        }
+        tuner_program_free(pr);
+    }
+    tuner_space_free(sp);
+    free(err);
+}
+
+int main(void)
+{
+    test_decode();
+    test_encode();
+    test_spaces();
+    test_cost();
+    test_compile();
+    test_dynamic();
+    if (t_failures) {
+        fprintf(stderr, "test_fp8: %d failure(s)\n", (int)t_failures);
+        return 1;
+    }
+    printf("test_fp8: all passed\n");
+    return 0;
+}
