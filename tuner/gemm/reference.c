@@ -209,6 +209,7 @@ int tuner__gemm_reference(const tuner_op *op, const tuner_target *t, tuner_progr
             snprintf(sbv, sizeof(sbv), "in%d[%s]", p.scale_b_in, p.scale_b == TUNER_SCALE_COL ? "n" : "0");
         tuner_sb_printf(&sb, "acc = acc * (%s * %s);\n", sa, sbv);
     }
+    tuner__gemm_emit_chain_at(&sb, &p, &op->epilogue, &op->output, "o", "acc");
     tuner_sb_puts(&sb, "out[idx] = acc;\n}\n");
     char *src = tuner_sb_take(&sb);
     if (!src)

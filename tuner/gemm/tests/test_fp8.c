@@ -449,8 +449,25 @@ static void test_dynamic(void)
     free(err);
 }
 
+/* The GEMM reference applies the epilogue after the scales: a 16-bit matmul with bias + relu reads
+ * the bias (in2) in its reference, and an FP8 one whose epilogue quantizes rounds through FP8 in
+ * software. (The FP8 change once dropped the epilogue from every GEMM reference: every candidate
+ * with a step then failed verification on the GPU.) */
+static void test_reference_epilogue(void)
+{
+    tuner_op op = t_matmul(TUNER_F16, 0, 0, 128, 256, 64, false, false, 16);
+    const long long bias[1] = {256};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_RELU);
+    tuner_program *ref = NULL;
+    char *err = NULL;
+    CHECK(tuner_reference(&op, &sm90a, &ref, &err) == 0 && ref && strstr(ref->source, "in2[") != NULL);
+    tuner_program_free(ref);
+    free(err);
+}
+
 int main(void)
 {
+    test_reference_epilogue();
     test_decode();
     test_encode();
     test_spaces();
