@@ -297,6 +297,55 @@ tuner_op t_matmul(tuner_dtype dt, long long bt_a, long long bt_b, long long M, l
     return op;
 }
 
+tuner_op t_fp8_matmul(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long bt, long long M, long long N,
+                      long long K, tuner_scale_kind sa, tuner_scale_kind sb, bool bias)
+{
+    tuner_op op = t_matmul(TUNER_F16, bt, 0, M, N, K, false, true, 16);
+    op.inputs[0].dtype = da;
+    op.inputs[1].dtype = db;
+    op.output.dtype = op.attrs.matmul.out_dtype = out;
+    op.attrs.matmul.scale_a = sa;
+    op.attrs.matmul.scale_b = sb;
+    op.attrs.matmul.fast_accum = sa != TUNER_SCALE_BLOCK;     int n = 2;
+    if (sa == TUNER_SCALE_BLOCK) {         const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, as, 16);
+        op.inputs[n++] = t_tensor(TUNER_F32, 2, bs, 16);
+    }
+    if (sa != TUNER_SCALE_NONE && sa != TUNER_SCALE_BLOCK) {
+        const long long len = sa == TUNER_SCALE_ROW ? M : 1;
+        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
+    }
+    if (sb != TUNER_SCALE_NONE && sb != TUNER_SCALE_BLOCK) {
+        const long long len = sb == TUNER_SCALE_COL ? N : 1;
+        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
+    }
+    op.n_inputs = op.n_anchor_inputs = n;
+    if (bias) {
+        op.inputs[n] = t_tensor(TUNER_F16, 1, &N, 16);
+        op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = n};
+        op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_GELU_ERF, .operand = -1};
+        op.epilogue.n = 2;
+        op.n_inputs = n + 1;
+    }
+    return op;
+}
+
+tuner_op t_fp8_quantized(tuner_op op)
+{
+    const long long one = 1;
+    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
+    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
+    op.output.dtype = TUNER_F8E4M3;
+    return op;
+}
+
+tuner_op t_fp8_promoted(tuner_op op)
+{
+    op.attrs.matmul.fast_accum = false;
+    return op;
+}
+
 tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,
                      int stride, int pad, int groups)
 {

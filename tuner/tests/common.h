@@ -40,6 +40,16 @@ tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long 
  * to `align` bytes; a batch of 0 makes that operand rank 2 (broadcast over the other's batch). */
 tuner_op t_matmul(tuner_dtype dt, long long bt_a, long long bt_b, long long M, long long N, long long K, bool ta,
                   bool tb, int align);
+/* An FP8 matmul as a request gives it: A [bt?, M, K] of da, B [N, K] (trans_b) of db, out_dtype
+ * out, scales sa and sb (tuner_scale_kind) as f32 inputs after A and B (fast accumulation but
+ * with block scales, the request's default); with bias, a [N] f16 bias and GELU in the epilogue. */
+tuner_op t_fp8_matmul(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long bt, long long M, long long N,
+                      long long K, tuner_scale_kind sa, tuner_scale_kind sb, bool bias);
+/* op's output quantized to e4m3 as a serving framework's next layer wants it: divided by an f32
+ * [1] scale (a new input), then cast (saturating), the epilogue's last step. */
+tuner_op t_fp8_quantized(tuner_op op);
+/* op without fast accumulation: each 128-k tile's sum promoted into fp32 registers. */
+tuner_op t_fp8_promoted(tuner_op op);
 /* NHWC conv2d: x [n, h, w, c], w [k, r, r, c / groups], square stride and padding; output
  * inferred. */
 tuner_op t_conv_nhwc(tuner_dtype dt, long long n, long long h, long long w, long long c, long long k, int r,

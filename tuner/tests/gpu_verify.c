@@ -324,63 +324,6 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
     tuner_binary_free(refbin);
 }
 
-/* An FP8 matmul as a request gives it: A [bt?, M, K] of da, B [N, K] (trans_b) of db, out_dtype
- * out, scales sa and sb (tuner_scale_kind) as f32 inputs after A and B; with bias, a [N] f16 bias
- * and GELU in the epilogue. */
-static tuner_op fp8_matmul(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long bt, long long M, long long N,
-                           long long K, tuner_scale_kind sa, tuner_scale_kind sb, bool bias)
-{
-    tuner_op op = t_matmul(TUNER_F16, bt, 0, M, N, K, false, true, 16);
-    op.inputs[0].dtype = da;
-    op.inputs[1].dtype = db;
-    op.output.dtype = op.attrs.matmul.out_dtype = out;
-    op.attrs.matmul.scale_a = sa;
-    op.attrs.matmul.scale_b = sb;
-    op.attrs.matmul.fast_accum = sa != TUNER_SCALE_BLOCK; /* the request's default */
-    int n = 2;
-    if (sa == TUNER_SCALE_BLOCK) { /* A's [M, KB] and B's [ceil(N/128), KB] */
-        const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
-        op.inputs[n++] = t_tensor(TUNER_F32, 2, as, 16);
-        op.inputs[n++] = t_tensor(TUNER_F32, 2, bs, 16);
-    }
-    if (sa != TUNER_SCALE_NONE && sa != TUNER_SCALE_BLOCK) {
-        const long long len = sa == TUNER_SCALE_ROW ? M : 1;
-        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
-    }
-    if (sb != TUNER_SCALE_NONE && sb != TUNER_SCALE_BLOCK) {
-        const long long len = sb == TUNER_SCALE_COL ? N : 1;
-        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
-    }
-    op.n_inputs = op.n_anchor_inputs = n;
-    if (bias) {
-        op.inputs[n] = t_tensor(TUNER_F16, 1, &N, 16);
-        op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = n};
-        op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_GELU_ERF, .operand = -1};
-        op.epilogue.n = 2;
-        op.n_inputs = n + 1;
-    }
-    return op;
-}
-
-/* op's output quantized to e4m3 as a serving framework's next layer wants it: divided by an f32
- * [1] scale (a new input), then cast (saturating), the epilogue's last step. */
-static tuner_op fp8_quantized(tuner_op op)
-{
-    const long long one = 1;
-    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
-    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
-    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
-    op.output.dtype = TUNER_F8E4M3;
-    return op;
-}
-
-/* op without fast accumulation: each 128-k tile's sum promoted into fp32 registers. */
-static tuner_op fp8_promoted(tuner_op op)
-{
-    op.attrs.matmul.fast_accum = false;
-    return op;
-}
-
 static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
 {
     tuner_space *sp = NULL;
@@ -827,23 +770,23 @@ int main(void)
             tuner_op op;
         } f8[] = {
             {"fp8 e4m3 tensor 512x1024x2048 bf16",
-             fp8_matmul(E4, E4, TUNER_BF16, 0, 512, 1024, 2048, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
+             t_fp8_matmul(E4, E4, TUNER_BF16, 0, 512, 1024, 2048, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
             {"fp8 e4m3xe5m2 row/col 200x328x1040 f16 +bias gelu",
-             fp8_matmul(E4, E5, TUNER_F16, 0, 200, 328, 1040, TUNER_SCALE_ROW, TUNER_SCALE_COL, true)},
+             t_fp8_matmul(E4, E5, TUNER_F16, 0, 200, 328, 1040, TUNER_SCALE_ROW, TUNER_SCALE_COL, true)},
             {"fp8 e5m2xe4m3 b2 130x256x4096 col f32",
-             fp8_matmul(E5, E4, TUNER_F32, 2, 130, 256, 4096, TUNER_SCALE_NONE, TUNER_SCALE_COL, false)},
+             t_fp8_matmul(E5, E4, TUNER_F32, 2, 130, 256, 4096, TUNER_SCALE_NONE, TUNER_SCALE_COL, false)},
             {"fp8 e4m3 decode 16x8192x8192 tensor bf16",
-             fp8_matmul(E4, E4, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
+             t_fp8_matmul(E4, E4, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)},
             {"fp8 e4m3 4096x4096x4096 row/col bf16",
-             fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_ROW, TUNER_SCALE_COL, false)},
-            {"fp8 e4m3 promoted 300x520x8192 tensor f32", fp8_promoted(fp8_matmul(
+             t_fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_ROW, TUNER_SCALE_COL, false)},
+            {"fp8 e4m3 promoted 300x520x8192 tensor f32", t_fp8_promoted(t_fp8_matmul(
                  E4, E4, TUNER_F32, 0, 300, 520, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false))},
-            {"fp8 e4m3 4096x3072x4096 +bias gelu /s quantize e4m3", fp8_quantized(fp8_matmul(
+            {"fp8 e4m3 4096x3072x4096 +bias gelu /s quantize e4m3", t_fp8_quantized(t_fp8_matmul(
                  E4, E4, TUNER_BF16, 0, 4096, 3072, 4096, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true))},
             {"fp8 e4m3 block 1000x704x1040 bf16 +bias gelu",
-             fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, true)},
+             t_fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, true)},
             {"fp8 e4m3 block 4096x7168x7168 bf16",
-             fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 7168, 7168, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false)},
+             t_fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 7168, 7168, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false)},
         };
         for (size_t i = 0; i < sizeof(f8) / sizeof(f8[0]); i++)
             if (!only || strstr(f8[i].label, only))

@@ -124,66 +124,9 @@ static void test_encode(void)
     }
 }
 
-/* A [M,K] x B [N,K] (trans_b) FP8 matmul, out_dtype out, optional batch; scales sa / sb as
- * tuner_scale_kind; bias: a [N] f16 bias then GELU in the epilogue. */
-static tuner_op fp8_mm(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long bt, long long M, long long N,
-                       long long K, tuner_scale_kind sa, tuner_scale_kind sb, bool bias)
-{
-    tuner_op op = t_matmul(TUNER_F16, bt, 0, M, N, K, false, true, 16);
-    op.inputs[0].dtype = da;
-    op.inputs[1].dtype = db;
-    op.output.dtype = out;
-    op.attrs.matmul.out_dtype = out;
-    op.attrs.matmul.scale_a = sa;
-    op.attrs.matmul.scale_b = sb;
-    op.attrs.matmul.fast_accum = sa != TUNER_SCALE_BLOCK; /* the request's default */
-    int n = 2;
-    if (sa == TUNER_SCALE_BLOCK) { /* A [M, KB], B [ceil(N/128), KB] */
-        const long long as[2] = {M, (K + 127) / 128}, bs[2] = {(N + 127) / 128, (K + 127) / 128};
-        op.inputs[n++] = t_tensor(TUNER_F32, 2, as, 16);
-        op.inputs[n++] = t_tensor(TUNER_F32, 2, bs, 16);
-    }
-    if (sa != TUNER_SCALE_NONE && sa != TUNER_SCALE_BLOCK) {
-        const long long len = sa == TUNER_SCALE_ROW ? M : 1;
-        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
-    }
-    if (sb != TUNER_SCALE_NONE && sb != TUNER_SCALE_BLOCK) {
-        const long long len = sb == TUNER_SCALE_COL ? N : 1;
-        op.inputs[n++] = t_tensor(TUNER_F32, 1, &len, 16);
-    }
-    op.n_inputs = op.n_anchor_inputs = n;
-    if (bias) {
-        op.inputs[n] = t_tensor(TUNER_F16, 1, &N, 16);
-        op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = n};
-        op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_GELU_ERF, .operand = -1};
-        op.epilogue.n = 2;
-        op.n_inputs = n + 1;
-    }
-    return op;
-}
-
-/* The op's output quantized: divided by a new f32 [1] input (the next layer's scale), cast to
- * e4m3 as the epilogue's last step. */
-static tuner_op fp8_quant(tuner_op op)
-{
-    const long long one = 1;
-    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
-    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_DIV, .operand = op.n_inputs++};
-    op.epilogue.steps[op.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
-    op.output.dtype = TUNER_F8E4M3;
-    return op;
-}
-
-/* op without fast accumulation (attrs.fast_accum false). */
-static tuner_op fp8_promoted(tuner_op op)
-{
-    op.attrs.matmul.fast_accum = false;
-    return op;
-}
-
 static void test_spaces(void)
 {
-    tuner_op op = fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
+    tuner_op op = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
                          TUNER_SCALE_TENSOR, false);
     tuner_space *sp = NULL;
     char *err = NULL;
@@ -239,7 +182,7 @@ static void test_cost(void)
         long long m, n, k;
     } shapes[] = {{8192, 8192, 8192}, {16, 8192, 8192}};
     for (size_t i = 0; i < 2; i++) {
-        tuner_op f8 = fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, shapes[i].m, shapes[i].n, shapes[i].k,
+        tuner_op f8 = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, shapes[i].m, shapes[i].n, shapes[i].k,
                              TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false);
         tuner_op f16 = t_matmul(TUNER_BF16, 0, 0, shapes[i].m, shapes[i].n, shapes[i].k, false, true, 16);
         double best[2] = {1e30, 1e30};
@@ -292,17 +235,17 @@ static void test_compile(void)
         tuner_op op;
         const char *ta, *tb;
     } cases[] = {
-        {"e4m3_tensor_4096", fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
+        {"e4m3_tensor_4096", t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
                                     TUNER_SCALE_TENSOR, false), "e4m3", "e4m3"},
-        {"e4m3_e5m2_rowcol_bias_gelu_decode", fp8_mm(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 16, 8192, 8192,
+        {"e4m3_e5m2_rowcol_bias_gelu_decode", t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 16, 8192, 8192,
                                                      TUNER_SCALE_ROW, TUNER_SCALE_COL, true), "e4m3", "e5m2"},
-        {"e5m2_e4m3_b2_edges_f32", fp8_mm(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_F32, 2, 200, 328, 1040, TUNER_SCALE_NONE,
+        {"e5m2_e4m3_b2_edges_f32", t_fp8_matmul(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_F32, 2, 200, 328, 1040, TUNER_SCALE_NONE,
                                           TUNER_SCALE_COL, false), "e5m2", "e4m3"},
-        {"e4m3_quantize_e4m3", fp8_quant(fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 512, 1024, 2048,
+        {"e4m3_quantize_e4m3", t_fp8_quantized(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 512, 1024, 2048,
                                                 TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true)), "e4m3", "e4m3"},
-        {"e4m3_promoted_f32", fp8_promoted(fp8_mm(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F32, 0, 300, 520, 8192,
+        {"e4m3_promoted_f32", t_fp8_promoted(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F32, 0, 300, 520, 8192,
                                                   TUNER_SCALE_TENSOR, TUNER_SCALE_NONE, false)), "e4m3", "e5m2"},
-        {"e4m3_block_scales_edges", fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
+        {"e4m3_block_scales_edges", t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
                                            TUNER_SCALE_BLOCK, true), "e4m3", "e4m3"},
     };
     /* Per case: the model's best, then the first schedule with each feature not compiled yet. */
@@ -416,7 +359,7 @@ static void test_compile(void)
  * kernels take FP8 operands too; one candidate compiled, its A map's M marked for the launch. */
 static void test_dynamic(void)
 {
-    tuner_op op = fp8_mm(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 4096, 4096, TUNER_SCALE_TENSOR,
+    tuner_op op = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 4096, 4096, TUNER_SCALE_TENSOR,
                          TUNER_SCALE_TENSOR, false);
     op.n_dims = 1;
     snprintf(op.dims[0].name, sizeof(op.dims[0].name), "m");
