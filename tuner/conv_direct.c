@@ -47,35 +47,12 @@ static const char *const P_REGS = "regs";
  * 2026-11-25-h100-calibration-2). */
 #define USED_BW_EXP 0.3
 
-typedef struct conv_geo {
-    long long N, H, W, C, K, R, S, P, Q;
-    int cpg, kpg; /* input and output channels per group */
-    int sh, sw, ph, pw, dh, dw;
-} conv_geo;
-
-static conv_geo geo_of(const tuner_op *op)
-{
-    const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
-    conv_geo g = {
-        .N = x->shape[0], .H = x->shape[1], .W = x->shape[2], .C = x->shape[3],
-        .K = w->shape[0], .R = w->shape[1], .S = w->shape[2],
-        .P = o->shape[1], .Q = o->shape[2],
-        .sh = op->attrs.conv2d.stride[0], .sw = op->attrs.conv2d.stride[1],
-        .ph = op->attrs.conv2d.pad[0], .pw = op->attrs.conv2d.pad[1],
-        .dh = op->attrs.conv2d.dilation[0], .dw = op->attrs.conv2d.dilation[1],
-    };
-    int groups = op->attrs.conv2d.groups > 0 ? op->attrs.conv2d.groups : 1;
-    g.cpg = (int)(g.C / groups);
-    g.kpg = (int)(g.K / groups);
-    return g;
-}
-
 static bool direct_applies(const tuner_op *op, const tuner_target *t)
 {
     if (op->kind != TUNER_OP_CONV2D || !tuner__arch(t) || op->attrs.conv2d.nchw || !tuner__no_prologue(op) ||
         op->n_anchor_inputs != 2 || op->inputs[0].rank != 4 || op->inputs[1].rank != 4)
         return false;
-    conv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     return g.cpg >= 1 && g.cpg < 8 && g.kpg >= 1 && g.P >= 1 && g.Q >= 1;
 }
 
@@ -92,7 +69,7 @@ typedef struct direct_cfg {
 /* The widest vector of channels: 16 bytes of the output when depthwise (one input channel per
  * output channel, so input, weights and output channels line up) with K and both tensors'
  * alignment allowing it. */
-static int vmax_of(const tuner_op *op, const conv_geo *g)
+static int vmax_of(const tuner_op *op, const tuner__conv_geo *g)
 {
     int v = 16 / tuner_dtype_size(op->output.dtype);
     int vi = 16 / tuner_dtype_size(op->inputs[0].dtype);
@@ -103,7 +80,7 @@ static int vmax_of(const tuner_op *op, const conv_geo *g)
     return v;
 }
 
-static bool cfg_of(const tuner_op *op, const tuner_arch *a, const conv_geo *g, const tuner_schedule *s,
+static bool cfg_of(const tuner_op *op, const tuner_arch *a, const tuner__conv_geo *g, const tuner_schedule *s,
                    direct_cfg *c)
 {
     c->vec = tuner_schedule_param(s, P_VEC, 1);
@@ -155,7 +132,7 @@ static bool cfg_of(const tuner_op *op, const tuner_arch *a, const conv_geo *g, c
 static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
     const tuner_arch *arch = tuner__arch(t);
-    conv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     int vmax = vmax_of(op, &g);
     /* Channel tiles: powers of two, and the tiles that split K evenly (K / d for a few d), so
      * that a K such as 144 or 960 leaves no block half idle. */
@@ -194,7 +171,7 @@ static int direct_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
 /* Depthwise: the input row at `xrow` under the thread's TQ pixels, loaded once as a window of
  * `span` channel vectors xw (zeros past the image's columns); each is then used by every tap and
  * pixel it overlaps ((TQ - 1) * stride + (S - 1) * dilation + 1 loads instead of S * TQ). */
-static void emit_row_window(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
+static void emit_row_window(tuner_sb *sb, const tuner__conv_geo *g, const direct_cfg *c, const char *XT)
 {
     tuner_sb_printf(sb, "  float xw[%d][%d];\n", c->span, c->vec);
     tuner_sb_printf(sb, "  const long long w0 = qbase * %d - %d;\n", g->sw, g->pw);
@@ -207,7 +184,7 @@ static void emit_row_window(tuner_sb *sb, const conv_geo *g, const direct_cfg *c
 
 /* Depthwise: the taps of filter row `r` (an expression) applied to the window xw, into output
  * row u's accumulators. */
-static void emit_row_taps(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *r, int u)
+static void emit_row_taps(tuner_sb *sb, const tuner__conv_geo *g, const direct_cfg *c, const char *r, int u)
 {
     tuner_sb_printf(sb, "#pragma unroll\n  for (int s = 0; s < %lld; s++) {\n", g->S);
     tuner_sb_printf(sb, "    const float *wt = ws + (%s * %lld + s) * %d + lane * %d;\n", r, g->S, c->kt, c->vec);
@@ -221,7 +198,7 @@ static void emit_row_taps(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, 
 
 /* The filter row through which input row j (counted from the first output row's top) feeds
  * output row u of a block, j = u * stride + r * dilation; -1 where it feeds none. */
-static int filter_row(const conv_geo *g, int j, int u)
+static int filter_row(const tuner__conv_geo *g, int j, int u)
 {
     const int rd = j - u * g->sh;
     return rd >= 0 && rd % g->dh == 0 && rd / g->dh < g->R ? rd / g->dh : -1;
@@ -229,7 +206,7 @@ static int filter_row(const conv_geo *g, int j, int u)
 
 /* Depthwise, TP output rows: each input row under them is loaded once (rows no output row uses
  * are skipped) and its window feeds every output row it overlaps (filter_row). */
-static void emit_shared_rows(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
+static void emit_shared_rows(tuner_sb *sb, const tuner__conv_geo *g, const direct_cfg *c, const char *XT)
 {
     for (int j = 0; j < c->rows_in; j++) {
         bool used = false;
@@ -255,7 +232,7 @@ static void emit_shared_rows(tuner_sb *sb, const conv_geo *g, const direct_cfg *
 
 /* One output row: a loop over the filter rows, each input row's window (depthwise) or elements
  * (scalar paths) loaded where the row lies inside the image. */
-static void emit_filter_rows(tuner_sb *sb, const conv_geo *g, const direct_cfg *c, const char *XT)
+static void emit_filter_rows(tuner_sb *sb, const tuner__conv_geo *g, const direct_cfg *c, const char *XT)
 {
     tuner_sb_printf(sb, "for (int r = 0; r < %lld; r++) {\n", g->R);
     tuner_sb_printf(sb, "  const long long h = p0 * %d - %d + r * %d;\n", g->sh, g->ph, g->dh);
@@ -281,7 +258,7 @@ static void emit_filter_rows(tuner_sb *sb, const conv_geo *g, const direct_cfg *
 static int direct_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *p,
                            char **err)
 {
-    conv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     direct_cfg c;
     if (!tuner__arch(t) || !cfg_of(op, tuner__arch(t), &g, s, &c)) {
         *err = strdup("invalid parameters for conv2d_direct");
@@ -356,7 +333,7 @@ static int direct_generate(const tuner_op *op, const tuner_target *t, const tune
 static double direct_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
 {
     const tuner_arch *a = tuner__arch(t);
-    conv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     direct_cfg c;
     if (!a || !cfg_of(op, a, &g, s, &c))
         return 1e12;
@@ -406,7 +383,7 @@ static double direct_predict(const tuner_op *op, const tuner_target *t, const tu
 
 static int direct_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
-    conv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     int vmax = vmax_of(op, &g);
     int kt = vmax > 1 ? 64 : 32;
     while (kt > 8 && kt / 2 >= g.K)

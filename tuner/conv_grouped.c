@@ -73,32 +73,6 @@ static const char *const P_SO = "so";
  * Hopper (164 KiB on the A100); above 48 KiB the launch sets the attribute. */
 #define SMEM_CAP (96 * 1024)
 
-typedef struct gconv_geo {
-    long long N, H, W, C, K, R, S, P, Q;
-    int G, cpg, kpg;
-    int sh, sw, ph, pw, dh, dw;
-    int osz, oalign; /* output element bytes, output alignment */
-} gconv_geo;
-
-static gconv_geo geo_of(const tuner_op *op)
-{
-    const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
-    gconv_geo g = {
-        .N = x->shape[0], .H = x->shape[1], .W = x->shape[2], .C = x->shape[3],
-        .K = w->shape[0], .R = w->shape[1], .S = w->shape[2],
-        .P = o->shape[1], .Q = o->shape[2],
-        .sh = op->attrs.conv2d.stride[0], .sw = op->attrs.conv2d.stride[1],
-        .ph = op->attrs.conv2d.pad[0], .pw = op->attrs.conv2d.pad[1],
-        .dh = op->attrs.conv2d.dilation[0], .dw = op->attrs.conv2d.dilation[1],
-    };
-    g.G = op->attrs.conv2d.groups > 0 ? op->attrs.conv2d.groups : 1;
-    g.cpg = (int)(g.C / g.G);
-    g.kpg = (int)(g.K / g.G);
-    g.osz = tuner_dtype_size(o->dtype);
-    g.oalign = o->align;
-    return g;
-}
-
 static bool grouped_applies(const tuner_op *op, const tuner_target *t)
 {
     const tuner_arch *a = tuner__arch(t);
@@ -112,8 +86,8 @@ static bool grouped_applies(const tuner_op *op, const tuner_target *t)
         return false;
     if (op->inputs[0].align < 16 || op->inputs[1].align < 4)
         return false;
-    gconv_geo g = geo_of(op);
-    if (g.G < 2 || g.C != (long long)g.cpg * g.G || g.K != (long long)g.kpg * g.G)
+    tuner__conv_geo g = tuner__conv_geo_of(op);
+    if (g.groups < 2 || g.C != (long long)g.cpg * g.groups || g.K != (long long)g.kpg * g.groups)
         return false;
     return g.cpg >= 4 && g.cpg <= 32 && g.cpg % 2 == 0 && g.kpg >= 2 && g.kpg <= 64 && g.kpg % 2 == 0 &&
            g.C % 8 == 0 && g.P >= 1 && g.Q >= 1 && g.sh >= 1 && g.sw >= 1 && g.dh >= 1 && g.dw >= 1;
@@ -137,7 +111,7 @@ typedef struct gconv_cfg {
     int nbuf;
 } gconv_cfg;
 
-static bool cfg_of(const gconv_geo *g, const tuner_schedule *s, gconv_cfg *c)
+static bool cfg_of(const tuner__conv_geo *g, const tuner_schedule *s, gconv_cfg *c)
 {
     memset(c, 0, sizeof(*c));
     c->tp = tuner_schedule_param(s, P_TP, 0);
@@ -153,7 +127,7 @@ static bool cfg_of(const gconv_geo *g, const tuner_schedule *s, gconv_cfg *c)
     if (c->tp < 1 || c->tp > 16 || c->tq < 1 || c->tq > 64 || c->gt < 1 || c->wm < 1 || c->wg < 1 || c->tiles < 1 ||
         c->tiles > 8)
         return false;
-    if (c->gt % c->wg || (c->gt * g->cpg) % 8 || c->gt * g->cpg > 512 || c->gt > g->G)
+    if (c->gt % c->wg || (c->gt * g->cpg) % 8 || c->gt * g->cpg > 512 || c->gt > g->groups)
         return false;
     c->threads = 32 * c->wm * c->wg;
     if (c->threads < 64 || c->threads > 512)
@@ -196,7 +170,7 @@ static bool cfg_of(const gconv_geo *g, const tuner_schedule *s, gconv_cfg *c)
     c->qtiles = (g->Q + c->tq - 1) / c->tq;
     c->ntiles = g->N * c->ptiles * c->qtiles;
     c->grid_x = (c->ntiles + c->tiles - 1) / c->tiles;
-    c->grid_y = (g->G + c->gt - 1) / c->gt;
+    c->grid_y = (g->groups + c->gt - 1) / c->gt;
     return c->grid_x <= 0x7fffffffLL && c->grid_y <= 65535;
 }
 
@@ -217,7 +191,7 @@ static int min_blocks_of(const gconv_cfg *c)
 
 /* Pixel tiles worth offering: most of a tile inside the output (>= 1/2 of its rows and columns
  * used), 32 to 256 pixels, or a whole image of 16 or more (5x5, 4x4: one or two m16 tiles). */
-static bool tile_sensible(const gconv_geo *g, int tp, int tq)
+static bool tile_sensible(const tuner__conv_geo *g, int tp, int tq)
 {
     const int pix = tp * tq;
     if ((pix < 32 && !(tp == g->P && tq == g->Q && pix >= 16)) || pix > 256)
@@ -232,7 +206,7 @@ static int grouped_enumerate(const tuner_op *op, const tuner_target *t, tuner_sc
     const tuner_arch *arch = tuner__arch(t);
     if (!arch)
         return 0;
-    gconv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     int tps[8] = {1, 2, 4, 8}, tqs[8] = {8, 16, 32};
     size_t n_tp = 4, n_tq = 3;
     /* The whole output height or width when it is short (7x7, 14x14): no idle tile rows. */
@@ -253,7 +227,7 @@ static int grouped_enumerate(const tuner_op *op, const tuner_target *t, tuner_sc
                 /* 64 to 256 channels a tile: 128-byte runs or more per pixel. */
                 const int ct = gts[c] * g.cpg;
                 if (ct < 32 || ct > 256)
-                    if (!(ct < 32 && gts[c] == g.G))
+                    if (!(ct < 32 && gts[c] == g.groups))
                         continue;
                 for (size_t d = 0; d < sizeof(wms) / sizeof(wms[0]); d++)
                     for (size_t e = 0; e < sizeof(wgs) / sizeof(wgs[0]); e++)
@@ -282,7 +256,7 @@ static int grouped_enumerate(const tuner_op *op, const tuner_target *t, tuner_sc
 }
 
 /* The element offset, in a staged input tile, of tap (r, s) relative to an output pixel's slot. */
-static long long tap_offset(const gconv_geo *g, const gconv_cfg *c, int r, int s)
+static long long tap_offset(const tuner__conv_geo *g, const gconv_cfg *c, int r, int s)
 {
     const int cs = s * g->dw;
     return ((long long)r * g->dh * c->colslots + (long long)(cs % g->sw) * c->cpp + cs / g->sw) * c->ps;
@@ -291,7 +265,7 @@ static long long tap_offset(const gconv_geo *g, const gconv_cfg *c, int r, int s
 static int grouped_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *p,
                             char **err)
 {
-    gconv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     gconv_cfg c;
     if (!grouped_applies(op, t) || !cfg_of(&g, s, &c)) {
         *err = strdup("invalid parameters for conv2d_grouped");
@@ -349,7 +323,7 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
     tuner_sb_printf(&sb, "  const int e = i %% %d, row = i / %d, gl = row / %d, nn = row %% %d;\n", c.rw, c.rw, c.nt * 8,
                     c.nt * 8);
     tuner_sb_puts(&sb, "  hd_u32 v = 0u;\n");
-    tuner_sb_printf(&sb, "  if (g0 + gl < %d && nn < %d && e < %d)\n", g.G, g.kpg, c.kk / 2);
+    tuner_sb_printf(&sb, "  if (g0 + gl < %d && nn < %d && e < %d)\n", g.groups, g.kpg, c.kk / 2);
     tuner_sb_printf(&sb, "    v = reinterpret_cast<const hd_u32 *>(in1)[((long long)(g0 + gl) * %d + nn) * %d + e];\n",
                     g.kpg, c.kk / 2);
     tuner_sb_puts(&sb, "  ws[i] = v;\n}\n");
@@ -396,7 +370,7 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
     /* One group at a time (not unrolled): its accumulators and fragments are all a warp holds. */
     tuner_sb_printf(&sb, "#pragma unroll 1\n  for (int gj = 0; gj < %d; gj++) {\n", c.gt / c.wg);
     tuner_sb_printf(&sb, "    const int gl = wgi + gj * %d, g = g0 + gl;\n", c.wg);
-    tuner_sb_printf(&sb, "    if (g >= %d) break;\n", g.G);
+    tuner_sb_printf(&sb, "    if (g >= %d) break;\n", g.groups);
     tuner_sb_printf(&sb, "    const %s *const xg = xb + gl * %d;\n", XT, g.cpg);
     tuner_sb_printf(&sb, "    const hd_u32 *const wgp = ws + gl * %d + gid * %d + tig;\n", c.nt * 8 * c.rw, c.rw);
     tuner_sb_printf(&sb, "    float acc[%d][%d][4];\n", c.mt, c.nt);
@@ -499,7 +473,7 @@ static int grouped_generate(const tuner_op *op, const tuner_target *t, const tun
 
 /* Registers per thread, roughly: accumulators, fragments, the lane's pixel slots and offsets,
  * addresses. */
-static int regs_of(const gconv_geo *g, const gconv_cfg *c)
+static int regs_of(const tuner__conv_geo *g, const gconv_cfg *c)
 {
     int r = 40 + c->mt * c->nt * 4 + 4 + 2 * c->nt + 2 * c->mt;
     if (g->cpg % 8)
@@ -510,7 +484,7 @@ static int regs_of(const gconv_geo *g, const gconv_cfg *c)
 static double grouped_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
 {
     const tuner_arch *a = tuner__arch(t);
-    gconv_geo g = geo_of(op);
+    tuner__conv_geo g = tuner__conv_geo_of(op);
     gconv_cfg c;
     if (!a || !cfg_of(&g, s, &c))
         return 1e12;

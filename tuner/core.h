@@ -103,6 +103,17 @@ char *tuner__scaled_dims_expr(long long coef, unsigned mask, char *buf, size_t l
 /* true when op carries no prologue. */
 bool tuner__no_prologue(const tuner_op *op);
 
+/* An NHWC conv2d's geometry as the direct templates read it (conv_direct.c, conv_grouped.c):
+ * x [N, H, W, C], w [K, R, S, C / groups], the output [N, P, Q, K]; channels per group in (cpg)
+ * and out (kpg); the output's element bytes and alignment. */
+typedef struct tuner__conv_geo {
+    long long N, H, W, C, K, R, S, P, Q;
+    int groups, cpg, kpg;
+    int sh, sw, ph, pw, dh, dw;
+    int osz, oalign;
+} tuner__conv_geo;
+tuner__conv_geo tuner__conv_geo_of(const tuner_op *op);
+
 /* true when no input but input 0 carries a prologue: what the row and column templates fuse
  * (their parameter inputs, gamma and beta, take none). */
 bool tuner__prologue_input0_only(const tuner_op *op);

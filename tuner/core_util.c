@@ -142,6 +142,25 @@ bool tuner__no_prologue(const tuner_op *op)
     return true;
 }
 
+tuner__conv_geo tuner__conv_geo_of(const tuner_op *op)
+{
+    const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
+    tuner__conv_geo g = {
+        .N = x->shape[0], .H = x->shape[1], .W = x->shape[2], .C = x->shape[3],
+        .K = w->shape[0], .R = w->shape[1], .S = w->shape[2],
+        .P = o->shape[1], .Q = o->shape[2],
+        .sh = op->attrs.conv2d.stride[0], .sw = op->attrs.conv2d.stride[1],
+        .ph = op->attrs.conv2d.pad[0], .pw = op->attrs.conv2d.pad[1],
+        .dh = op->attrs.conv2d.dilation[0], .dw = op->attrs.conv2d.dilation[1],
+    };
+    g.groups = op->attrs.conv2d.groups > 0 ? op->attrs.conv2d.groups : 1;
+    g.cpg = (int)(g.C / g.groups);
+    g.kpg = (int)(g.K / g.groups);
+    g.osz = tuner_dtype_size(o->dtype);
+    g.oalign = o->align;
+    return g;
+}
+
 bool tuner__prologue_input0_only(const tuner_op *op)
 {
     for (int i = 1; i < TUNER_MAX_INPUTS; i++)
