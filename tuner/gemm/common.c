@@ -483,7 +483,12 @@ static char *chain_load(void *vctx, int input)
     for (int d = o->rank - 1; d >= 0; d--) {
         int vd = c->value->rank - (o->rank - d);
         if (vd >= 0 && o->shape[d] != 1) {
-            if (vd == c->value->rank - 1 && c->extra_last)
+            if (vd == c->value->rank - 1 && c->extra_last && c->value->shape[vd] % 2)
+                /* An odd last axis: the pair at its last element has no second one; its read
+                 * stays inside the operand (the value is never stored). */
+                tuner_sb_printf(&sb, " + min(%s_t%d + %d, %lldLL) * %lldLL", c->pfx, vd, c->extra_last,
+                                (long long)c->value->shape[vd] - 1, stride);
+            else if (vd == c->value->rank - 1 && c->extra_last)
                 tuner_sb_printf(&sb, " + (%s_t%d + %d) * %lldLL", c->pfx, vd, c->extra_last, stride);
             else
                 tuner_sb_printf(&sb, " + %s_t%d * %lldLL", c->pfx, vd, stride);
@@ -572,13 +577,15 @@ enum { OUT_IN_RANGE, OUT_CHECKED, OUT_CLAMPED };
 /* Opens the block shared by the store and epilogue emitters: `o_b, o_m, o_n` and the output
  * element's tensor coordinates o_t<d> and offset o_off: inside a bounds check (OUT_CHECKED), or
  * with m and n clamped to the last row and the last pair (OUT_CLAMPED: no branch, in-range
- * operand reads), or as given (OUT_IN_RANGE). The caller closes both braces. */
+ * operand reads; an odd N's last pair starts at its last column), or as given (OUT_IN_RANGE). The caller closes both braces. */
 static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const char *b, const char *m, const char *n,
                             int mode)
 {
     if (mode == OUT_CLAMPED)
+        /* The last pair: N - 2 for an even N; an odd N's last element is a pair's first (even
+         * columns), which keeps its own column (chain_load keeps the second's read in range). */
         tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = min((%s), %s), o_n = min((%s), %lld);\n{\n", b, m,
-                        tuner__gemm_M(p, -1).s, n, p->N - 2);
+                        tuner__gemm_M(p, -1).s, n, p->N % 2 ? p->N - 1 : p->N - 2);
     else
         tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
     if (mode == OUT_CHECKED)

@@ -108,8 +108,31 @@ static void test_operand_cost(void)
     CHECK(frag > 4 * tma && tma > 0.0);
 }
 
+/* The branch-free epilogue pass over fragment pairs clamps coordinates into the output: with an
+ * odd N the last pair starts at column N - 1 (its own column: the H200 found it given column
+ * N - 2's bias), and the pair's second element reads its operand at most at N - 1. */
+static void test_odd_n_clamp(void)
+{
+    tuner_op op = t_matmul(TUNER_F16, 0, 0, 333, 517, 201, false, false, 16);
+    const long long bias[1] = {517};
+    t_add_epilogue(&op, TUNER_EW_ADD, 1, bias, TUNER_EW_RELU);
+    tuner__gemm_problem p;
+    if (tuner__gemm_problem_init(&op, &p, NULL) < 0) {
+        CHECK(false);
+        return;
+    }
+    tuner_sb sb;
+    tuner_sb_init(&sb);
+    const char *pair[2] = {"v0", "v1"};
+    tuner__gemm_emit_epilogue_pair(&sb, &p, "0", "m", "n", pair, true);
+    char *src = tuner_sb_take(&sb);
+    CHECK(src && strstr(src, "o_n = min((n), 516)") && strstr(src, "min(o_t1 + 1, 516LL)"));
+    free(src);
+}
+
 int main(void)
 {
+    test_odd_n_clamp();
     test_operand_cost();
     test_ring_depth();
     test_short_k_pick();
