@@ -15,6 +15,11 @@ alternate instead, so that clock and power changes during a case reach both alik
 H100 the GEMM ratios of the two orders differ from run to run by up to about 0.08.
 Inputs are random uniform in [-1, 1]. Clocks are read before and after.
 
+Suites (--suite): all (gemm, conv, dwconv, rows, attention), gemm (with the unaligned rows and
+the gaps), gaps (issue 40: the SwiGLU gate beside its bare GEMM, bias + relu + residual at short
+K, the transposed layouts), conv, gconv (grouped 3x3 convolutions), dwconv, rows, attention, fp8
+(issue 41, against torch._scaled_mm; not in all: it needs --arch sm_90a).
+
 Output: a table on stdout and results.json / results.md in --out.
 """
 import argparse
