@@ -611,7 +611,9 @@ def fp8_block_case(m, n, k, target=1.1):
     """Issue 41's per-block row: A [M,K] e4m3 with 1x128 scales [M, K/128], B [N,K] e4m3 with
     128x128 scales [N/128, K/128] (DeepSeek-V3's), bf16 out. Peers, the fastest that takes the
     case: DeepGEMM where installed, torch._scaled_mm's blockwise mode where this PyTorch and
-    cuBLASLt have it, else dequantising in PyTorch then a bf16 matmul (labelled: a weak peer)."""
+    cuBLASLt have it, and bench/triton_fp8_block.py (a Triton kernel of the public kernels'
+    structure); only when none runs, dequantising in PyTorch then a bf16 matmul (labelled: a
+    weak peer)."""
     kb, nb = -(-k // 128), -(-n // 128)
     inputs = [{"shape": [m, k], "dtype": "f8e4m3"}, {"shape": [n, k], "dtype": "f8e4m3"},
               {"shape": [m, kb], "dtype": "f32"}, {"shape": [nb, kb], "dtype": "f32"}]
@@ -652,6 +654,15 @@ def fp8_block_case(m, n, k, target=1.1):
             out.append(("scaled_mm blockwise", fn))
         except Exception:
             pass
+        try:
+            from triton_fp8_block import blockwise_mm  # this folder's Triton kernel
+            o = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            fn = lambda: blockwise_mm(xs[0], xs[1], xs[2], xs[3], out=o)
+            fn()  # autotunes once per shape
+            torch.cuda.synchronize()
+            out.append(("triton blockwise", fn))
+        except Exception as e:
+            print("fp8_block: the Triton peer failed: %s" % e, file=sys.stderr)
         if not out:
             def deq_mm():
                 a, b = dequant(xs)
