@@ -14,7 +14,7 @@ warm (the daemon's kernel cache and the backend's compile cache both warm: no AO
 lowering), hidetd warm daemon only (the daemon warm, an empty backend compile cache: AOTAutograd
 and the lowering run, the requests are answered from the daemon's cache), Inductor default mode
 cold (an empty cache directory) and warm (the same directory again: its FX-graph and
-AOTAutograd caches warm).
+AOTAutograd caches warm); and hidetd.load of the model hidetd.save wrote (no Dynamo trace).
 Writes DIR/models.json and DIR/models.md.
 """
 import argparse
@@ -76,6 +76,13 @@ def child_compile(case, backend, sock, tune, mode):
         if backend == "hidetd":
             import hidetd
             c = hidetd.compile(m, address=sock, tune=tune)
+        elif backend == "hidetd-save":  # hidetd.save to $HIDETD_SAVED (the compile, then the write)
+            import hidetd
+            hidetd.save(m, inputs, os.environ["HIDETD_SAVED"], address=sock, tune=tune)
+            c = hidetd.load(os.environ["HIDETD_SAVED"], m)
+        elif backend == "hidetd-load":  # what hidetd.save wrote: no Dynamo trace
+            import hidetd
+            c = hidetd.load(os.environ["HIDETD_SAVED"], m)
         else:
             c = torch.compile(m, mode=None if mode == "default" else mode)
         with torch.no_grad():
@@ -148,6 +155,12 @@ def main():
                              case, s["hidetd_cold"], s["hidetd_warm"],
                              s["hidetd_warm"] / s["inductor_warm"], s["hidetd_warm_daemon_only"],
                              s["inductor_cold"], s["inductor_warm"]))
+            if "hidetd_load" in s:
+                lines.append("startup %s: hidetd.load of a saved model %.2f s (%.2fx Inductor warm); "
+                             "hidetd.save %.1f s" % (case, s["hidetd_load"], s["hidetd_load"] / s["inductor_warm"],
+                                                     s["hidetd_save"]))
+            elif "hidetd_load_error" in s:
+                lines.append("startup %s: hidetd.save/load failed: %s" % (case, s["hidetd_load_error"]))
         with open(os.path.join(args.out, "models.md"), "w") as f:
             f.write("\n".join(lines) + "\n")
         return lines
@@ -168,6 +181,15 @@ def main():
                 "inductor_cold": timed_child(case, "inductor", args.socket, args.tune, "default", env),
                 "inductor_warm": timed_child(case, "inductor", args.socket, args.tune, "default", env),
             }
+            # hidetd.save once (the daemon warm), then hidetd.load in a fresh process: no Dynamo.
+            saved = dict(hnone, HIDETD_SAVED=os.path.join(tempfile.mkdtemp(prefix="hidetd-saved-"), "m.hd"))
+            try:
+                startup[case]["hidetd_save"] = timed_child(case, "hidetd-save", args.socket, args.tune,
+                                                           "default", saved)
+                startup[case]["hidetd_load"] = timed_child(case, "hidetd-load", args.socket, args.tune,
+                                                           "default", saved)
+            except RuntimeError as e:  # this PyTorch cannot save, or the model's graph cannot be
+                startup[case]["hidetd_load_error"] = str(e)[-300:]
             print("startup", case, startup[case], flush=True)
     for case in cases:
         name = model_zoo.case_name(case)

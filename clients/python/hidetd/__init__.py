@@ -27,7 +27,7 @@ from .kernel import Kernel, PlanError
 from .plan import Plan
 
 __all__ = ["Client", "Kernel", "DynamicKernel", "Plan", "HidetdError", "HidetdWarning",
-           "PlanError", "CudaError", "default_address", "export_fx", "compile", "explain"]
+           "PlanError", "CudaError", "default_address", "export_fx", "compile", "explain", "save", "load"]
 __version__ = "0.1.0"
 
 _POLL_S = 0.2
@@ -191,6 +191,19 @@ def compile(model, example_inputs=None, mode=None, **options):
     """torch.compile with hidetd's backend (hidetd.backend.compile; docs/python.md)."""
     from .backend import compile as _compile
     return _compile(model, example_inputs, mode=mode, **options)
+
+
+def save(model, example_inputs, path, **options):
+    """Compile model now and write what hidetd.load runs without Dynamo's trace
+    (hidetd.backend.save; docs/python.md)."""
+    from .backend import save as _save
+    return _save(model, example_inputs, path, **options)
+
+
+def load(path, model):
+    """What hidetd.save wrote, bound to model (hidetd.backend.load; docs/python.md)."""
+    from .backend import load as _load
+    return _load(path, model)
 
 
 def explain(model, *inputs, **options):

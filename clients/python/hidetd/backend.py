@@ -203,8 +203,10 @@ class Explanation:
 
 # ---- the backend ----------------------------------------------------------------------------
 
-def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
-    """The torch.compile backend (entry point `hidetd` of the group torch_dynamo_backends)."""
+def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None, _saving=None):
+    """The torch.compile backend (entry point `hidetd` of the group torch_dynamo_backends).
+    _saving (hidetd.save's): the compiled forward is returned as a hidetd.saved.SavedForward,
+    which PyTorch's aot_compile can write to a file."""
     import torch
     from . import compile_cache
 
@@ -221,7 +223,8 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
         if entry is not None:
             hit = _from_cache(entry, opts, _reports)
             if hit is not None:
-                return hit
+                return _saved(hit, entry, options, _saving)
+    made = {}
 
     from torch._dynamo.backends.common import aot_autograd
 
@@ -239,15 +242,37 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None):
             compiled = agm
         log.info("hidetd: %s", report)
         static = _static_indices(len(inputs))
-        if key is not None and compiled is not agm and not compiled.symbols:
-            _to_cache(cache_dir, key, agm, compiled, report, static, len(example_inputs))
+        if (key is not None or _saving is not None) and compiled is not agm and not compiled.symbols:
+            made["entry"] = _to_cache(cache_dir, key, agm, compiled, report, static, len(example_inputs))
         if opts.cuda_graphs and compiled is not agm:
             compiled = CudaGraphed(compiled, static,
                                    compiled.tables_version if compiled.symbols else None)
         return _boxed(compiled)
 
-    return aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
-                        keep_inference_input_mutations=True)(gm, example_inputs)
+    compile_fw = aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
+                              keep_inference_input_mutations=True)
+    if _saving is None:
+        return compile_fw(gm, example_inputs)
+    # PyTorch's ahead-of-time compile has AOTAutograd cache Inductor's output code, which this
+    # backend does not make: what is saved is the compile-cache entry instead (_saved).
+    import torch._functorch.config as functorch_config
+    with functorch_config.patch(bundled_autograd_cache=False, force_autograd_cache=False,
+                                strict_autograd_cache=False, enable_autograd_cache=False):
+        forward = compile_fw(gm, example_inputs)
+    return _saved(forward, made.get("entry"), options, _saving)
+
+
+def _saved(forward, entry, options, saving):
+    """forward as it is, or for hidetd.save a SavedForward of it and the graph's compile-cache
+    entry (which is what the file holds); a graph that has none cannot be saved."""
+    if saving is None:
+        return forward
+    if entry is None:
+        raise RuntimeError("hidetd.save: this graph cannot be saved: hidetd did not compile all of "
+                           "it, or AOTAutograd must wrap it (an input mutated, an output aliasing an "
+                           "input), or its sizes are dynamic - hidetd.compile runs it")
+    from .saved import SavedForward
+    return SavedForward(forward, entry, options)
 
 
 # ---- the compile cache (hidetd.compile_cache) ---------------------------------------------
@@ -274,14 +299,15 @@ def _aot_passes_through(n_inputs, n_placeholders, n_outputs):
 
 
 def _to_cache(cache_dir, key, agm, compiled, report, static, n_inputs):
-    """Stores what a hit needs to run the compiled graph without AOTAutograd or the lowering."""
+    """What a hit needs to run the compiled graph without AOTAutograd or the lowering: stored
+    under key in cache_dir (when there is one) and returned; None when the graph cannot be."""
     from . import compile_cache
     out = compiled.output.args[0]
     n_out = len(out) if isinstance(out, (list, tuple)) else -1
     if not _aot_passes_through(n_inputs, len(compiled.placeholders), n_out):
         compile_cache.stats["uncacheable"] += 1
         log.debug("hidetd: compile cache: AOTAutograd wraps this graph; not cached")
-        return
+        return None
     try:
         nodes, consts, index = compile_cache.encode_graph(agm)
         pieces = [{
@@ -300,8 +326,10 @@ def _to_cache(cache_dir, key, agm, compiled, report, static, n_inputs):
     except Exception as e:  # NotCacheable, or anything else: the compiled graph stands
         compile_cache.stats["uncacheable"] += 1
         log.debug("hidetd: compile cache: not cached: %s: %s", type(e).__name__, e)
-        return
-    compile_cache.store(cache_dir, key, entry)
+        return None
+    if cache_dir is not None and key is not None:
+        compile_cache.store(cache_dir, key, entry)
+    return entry
 
 
 def _from_cache(entry, opts, _reports):
@@ -1341,6 +1369,57 @@ def compile(model, example_inputs=None, mode=None, **options):
         with torch.no_grad():
             compiled(*example_inputs)
     return compiled
+
+
+def _call_model(model, *inputs):
+    """What hidetd.save compiles: the model an argument (not a global), so that the saved
+    function holds no model and its guards check the one it is called with."""
+    return model(*inputs)
+
+
+def save(model, example_inputs, path, **options):
+    """Compiles model for example_inputs (one whole graph: fullgraph) and writes to path what
+    hidetd.load needs to run it in another process without Dynamo's trace: PyTorch's
+    ahead-of-time compile of the call (its guards and bytecode) around the backend's compiled
+    graph, kept as its compile-cache entry (the daemon answers its plans from its kernel cache).
+    Needs a PyTorch with torch.compile(...).aot_compile."""
+    import functools
+    import torch
+    if not isinstance(example_inputs, (list, tuple)):
+        example_inputs = (example_inputs,)
+    backend = functools.partial(hidetd_backend, options=options or None, _saving=True)
+    compiled = torch.compile(_call_model, fullgraph=True, backend=backend)
+    if not hasattr(compiled, "aot_compile") or not hasattr(torch.compiler, "load_compiled_function"):
+        raise RuntimeError("hidetd.save needs PyTorch's ahead-of-time compile "
+                           "(torch.compile(...).aot_compile), which PyTorch %s lacks" % torch.__version__)
+    with torch.no_grad():
+        fn = compiled.aot_compile(((model,) + tuple(example_inputs), {}))
+    fn.save_compiled_function(path)
+    return path
+
+
+def load(path, model):
+    """The function hidetd.save wrote to path, bound to model: call it with the inputs. No
+    Dynamo trace: PyTorch checks the saved guards against model and the inputs at each call
+    (another model's structure or another shape is refused by them); the plans come from the
+    daemon named by the options saved with them."""
+    import torch
+    if not hasattr(torch.compiler, "load_compiled_function"):
+        raise RuntimeError("hidetd.load needs torch.compiler.load_compiled_function, which PyTorch "
+                           "%s lacks" % torch.__version__)
+    with open(path, "rb") as f:
+        fn = torch.compiler.load_compiled_function(f)
+
+    def run(*inputs):
+        with torch.no_grad():
+            try:
+                return fn(model, *inputs)
+            except RuntimeError as e:
+                if "GuardManager check failed" not in str(e):
+                    raise
+                raise RuntimeError("hidetd.load: these inputs (or this model) are not what %s was "
+                                   "saved for - PyTorch's guard: %s" % (path, e)) from None
+    return run
 
 
 def explain(model, *inputs, **options):

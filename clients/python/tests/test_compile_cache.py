@@ -125,6 +125,54 @@ class CompileCacheTest(unittest.TestCase):
         self.assertTrue(e4.graphs[0].fallback)
         torch.testing.assert_close(e4.output, want)
 
+    def test_saved_model_runs_in_a_fresh_process_without_dynamo(self):
+        # hidetd.save writes PyTorch's ahead-of-time compile of the call around the graph's
+        # compile-cache entry; hidetd.load in another process rebuilds it from the entry (a hit:
+        # no AOTAutograd, no lowering) and Dynamo traces nothing; the saved guards refuse
+        # another shape with a clear error.
+        import subprocess
+        import sys
+        import textwrap
+        if not hasattr(torch.compile(lambda x: x), "aot_compile"):
+            self.skipTest("this PyTorch has no ahead-of-time compile")
+        m, x = Mixed(), torch.randn(2, 8, 4, 4)
+        path = os.path.join(self.dir, "mixed.hd")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            hidetd.save(m.eval(), (x,), path, address=self.daemon.sock, tune="none", reference=True,
+                        cache_dir="off")
+        torch.save({"state": m.state_dict(), "x": x}, os.path.join(self.dir, "state.pt"))
+        script = textwrap.dedent("""
+            import sys, warnings, torch
+            sys.path[:0] = [%r, %r]
+            warnings.simplefilter("ignore")
+            import hidetd, torch._dynamo.utils
+            from hidetd import compile_cache
+            from test_compile_cache import Mixed
+            saved = torch.load(%r)
+            m = Mixed().eval()
+            m.load_state_dict(saved["state"])
+            run = hidetd.load(%r, m)
+            got = run(saved["x"])
+            got = got[0] if isinstance(got, (list, tuple)) else got
+            with torch.no_grad():
+                torch.testing.assert_close(got, m(saved["x"]), rtol=1e-4, atol=1e-4)
+            assert compile_cache.stats["hits"] == 1 and compile_cache.stats["lowered"] == 0, compile_cache.stats
+            assert not torch._dynamo.utils.counters["frames"], dict(torch._dynamo.utils.counters)
+            try:
+                run(torch.randn(3, 8, 4, 4))
+                raise SystemExit("another shape ran")
+            except RuntimeError as e:
+                assert "not what" in str(e) and "size mismatch" in str(e), e
+            print("ok")
+        """) % (os.path.dirname(os.path.abspath(__file__)),
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+                , os.path.join(self.dir, "state.pt"), path)
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, HIDETD_BACKEND_CACHE="off"))
+        self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
+        self.assertIn("ok", r.stdout)
+
     def test_other_shapes_and_options_are_other_keys(self):
         from hidetd.backend import Options
         graphs = []
