@@ -356,6 +356,25 @@ int tuner_target_id_of(const tuner_target *t)
     return -1;
 }
 
+double tuner_fp8_accum_loss(const tuner_op *op)
+{
+    if (!op || op->kind != TUNER_OP_MATMUL || !tuner_dtype_is_fp8(op->inputs[0].dtype))
+        return 0.0;
+    const tuner_tensor *a = &op->inputs[0];
+    int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
+    double tiles = 1.0;
+    if (!op->attrs.matmul.fast_accum && k > 128) {
+        tiles = sqrt((double)((k + 127) / 128));
+        k = 128;
+    }
+    return 2.0 * (double)((k + 31) / 32) * ldexp(1.0, -14) * tiles;
+}
+
+double tuner_fp8_step(tuner_dtype dt)
+{
+    return dt == TUNER_F8E4M3 ? 0.13 : dt == TUNER_F8E5M2 ? 0.26 : 0.0;
+}
+
 const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len)
 {
     if (!op || op->kind != TUNER_OP_MATMUL || !tuner_dtype_is_fp8(op->inputs[0].dtype))

@@ -505,6 +505,19 @@ static inline int tuner_ew_operands(const tuner_ew_step *s, int ret[2])
     return n;
 }
 
+/* Whether a step of chain c reads input `input`. */
+static inline bool tuner_ew_chain_reads(const tuner_ew_chain *c, int input)
+{
+    for (int s = 0; s < c->n && s < TUNER_MAX_STEPS; s++) {
+        int ops[2];
+        const int n = tuner_ew_operands(&c->steps[s], ops);
+        for (int k = 0; k < n; k++)
+            if (ops[k] == input)
+                return true;
+    }
+    return false;
+}
+
 /* The comparison that gives the same answer with its sides swapped (x < y is y > x). */
 static inline tuner_ew_kind tuner_ew_compare_swapped(tuner_ew_kind k)
 {
@@ -689,6 +702,19 @@ int tuner_target_id_of(const tuner_target *t);
  * no producer transposes them yet, and K a multiple of 16 with 16-byte aligned A and B (the copy
  * engine's rows). The request parser (a known arch) and the space builder (any) both ask. */
 const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len);
+
+/* What an FP8 matmul's result may lose against fp32 sums of its exact products, as a fraction of
+ * the sums' scale, with a factor 2 of margin (0 for any other op): Hopper's FP8 tensor cores keep
+ * about 14 bits of each partial sum (DeepSeek-V3's measurement) and round once per k32 step, so
+ * up to ceil(K / 32) * 2^-14; without fast accumulation each 128-k tile's sum is promoted into
+ * fp32, and the tiles' independent losses add up as a random walk: one tile's bound times the
+ * square root of the tiles (H200: 1.7e-3 at K = 8192). The verification tolerances add it (the
+ * scheduler's, the GPU checks'). */
+double tuner_fp8_accum_loss(const tuner_op *op);
+/* The largest rounding step of an output of dtype dt relative to its value, with margin, where a
+ * quantizing kernel may round to the reference code's neighbour: 0.13 (e4m3's 3 mantissa bits:
+ * 1/8), 0.26 (e5m2's 2: 1/4); 0 for any other dtype. */
+double tuner_fp8_step(tuner_dtype dt);
 
 /* Canonical JSON of a validated op: sorted keys, no whitespace, every default explicit, doubles
  * as %.17g, canonical names. Two requests for the same op give the same string, whatever their

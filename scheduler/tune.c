@@ -27,7 +27,6 @@
 #include "scheduler/sched_int.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -184,24 +183,9 @@ static void tolerances(const tuner_op *op, double *rtol, double *atol)
         t = 1e-2; /* tf32 tensor cores; conv2d has no flag and its fp32 templates may use them */
     else
         t = 1e-4;
-    if (op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype)) {
-        /* FP8 wgmma keeps about 14 bits of each partial sum, rounding once per k32 step
-         * (docs/api.md, "FP8 matmul"): up to ceil(K / 32) * 2^-14 of the sums' scale, twice. */
-        const tuner_tensor *a = &op->inputs[0];
-        int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
-        double blocks = 1.0;
-        if (!op->attrs.matmul.fast_accum && k > 128) {
-            /* each 128-k tile's sum is promoted into fp32: one tile's loss, times the square root
-             * of the tiles (independent losses add up as a random walk; H200: 1.7e-3 at K 8192) */
-            blocks = sqrt((double)((k + 127) / 128));
-            k = 128;
-        }
-        t += 2.0 * (double)((k + 31) / 32) / 16384.0 * blocks;
-    }
-    /* An FP8 output (a quantizing epilogue) may round to the neighbour of the reference's code:
-     * one step is at most 1/8 of the value (e4m3's 3 mantissa bits), 1/4 (e5m2's 2). */
-    if (tuner_dtype_is_fp8(op->output.dtype))
-        t += op->output.dtype == TUNER_F8E4M3 ? 0.13 : 0.26;
+    /* FP8: what its accumulation may lose, and an FP8 output's rounding to the neighbour of the
+     * reference's code (op/op.h). */
+    t += tuner_fp8_accum_loss(op) + tuner_fp8_step(op->output.dtype);
     *rtol = t;
     *atol = t;
 }

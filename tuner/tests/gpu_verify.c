@@ -432,27 +432,10 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         free(hin[i]);
     double rtol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
     double atol = op->output.dtype == TUNER_F32 ? 2e-5 : op->output.dtype == TUNER_F16 ? 2e-3 : 1.6e-2;
-    if (op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype)) {
-        /* FP8 wgmma's accumulation (see the header comment). */
-        long long K = op->inputs[0].shape[op->inputs[0].rank - 1];
-        double blocks = 1.0;
-        if (!op->attrs.matmul.fast_accum && K > 128) {
-            /* promoted into fp32 every 128 k: each block's sum loses up to its own bound, and
-             * the blocks' independent losses add up as a random walk over the sum's scale
-             * (measured on the H200: 1.7e-3 at K = 8192, 64 blocks) */
-            blocks = sqrt((double)((K + 127) / 128));
-            K = 128;
-        }
-        const double acc = 2.0 * (double)((K + 31) / 32) * ldexp(1.0, -14) * blocks;
-        rtol += acc;
-        atol += acc;
-    }
-    if (tuner_dtype_is_fp8(op->output.dtype)) {
-        /* A quantized output may round to the reference code's neighbour: a step is at most 1/8
-         * of the value (e4m3), 1/4 (e5m2); near zero, the subnormals' step of rms's scale. */
-        rtol += op->output.dtype == TUNER_F8E4M3 ? 0.13 : 0.26;
-        atol += 0.02;
-    }
+    /* FP8: what its accumulation may lose (op/op.h), and a quantized output rounded to the
+     * reference code's neighbour - near zero, the subnormals' step of rms's scale. */
+    rtol += tuner_fp8_accum_loss(op) + tuner_fp8_step(op->output.dtype);
+    atol += tuner_fp8_accum_loss(op) + (tuner_dtype_is_fp8(op->output.dtype) ? 0.02 : 0.0);
 
     unsigned char *outh = malloc(nout * oes);
     int ok = 0, wrong = 0, failed = 0;
