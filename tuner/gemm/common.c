@@ -770,22 +770,8 @@ void tuner__gemm_emit_store_applied(tuner_sb *sb, const tuner__gemm_problem *p, 
 /* Whether input i is read by a step of the epilogue (and by no prologue). */
 static bool epilogue_only_operand(const tuner_op *op, int i)
 {
-    bool used = false;
-    for (int s = 0; s < op->epilogue.n && s < TUNER_MAX_STEPS; s++) {
-        int ops[2];
-        const int n = tuner_ew_operands(&op->epilogue.steps[s], ops);
-        for (int k = 0; k < n; k++)
-            used = used || ops[k] == i;
-    }
-    for (int w = 0; w < 2; w++)
-        for (int s = 0; s < op->prologue[w].n && s < TUNER_MAX_STEPS; s++) {
-            int ops[2];
-            const int n = tuner_ew_operands(&op->prologue[w].steps[s], ops);
-            for (int k = 0; k < n; k++)
-                if (ops[k] == i)
-                    return false;
-        }
-    return used;
+    return tuner_ew_chain_reads(&op->epilogue, i) && !tuner_ew_chain_reads(&op->prologue[0], i) &&
+           !tuner_ew_chain_reads(&op->prologue[1], i);
 }
 
 bool tuner__gemm_tile_operand(const tuner__gemm_problem *p, int i, bool *batched)

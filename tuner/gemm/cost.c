@@ -146,13 +146,7 @@ double tuner__gemm_operand_us(const tuner__gemm_problem *p, const tuner_arch *a,
     int full = 0;
     for (int i = op->n_anchor_inputs; i < op->n_inputs; i++) {
         const tuner_tensor *t = &op->inputs[i];
-        bool read = false;
-        for (int s = 0; s < op->epilogue.n && s < TUNER_MAX_STEPS; s++) {
-            int ops[2];
-            const int n = tuner_ew_operands(&op->epilogue.steps[s], ops);
-            for (int k = 0; k < n; k++)
-                read = read || ops[k] == i;
-        }
+        const bool read = tuner_ew_chain_reads(&op->epilogue, i);
         bool same = false;
         if (p->conv) { /* the output's shape: its [N*P*Q, K] matrix */
             same = t->rank == op->output.rank;
