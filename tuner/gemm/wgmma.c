@@ -333,7 +333,7 @@ static void wg_plan_x(const tuner__gemm_problem *p, const tuner_arch *a, wg_cfg 
      * issues no copies of the operand tiles: emit_x_load is the TMA producer's.) */
     if (c->split > 1 || wg_gathers_a(p) || wg_any_gathered(p) || p->fp8)
         return;
-    const int maps = (wg_gathers_a(p) ? 0 : 1) + 1 + (c->stage_out ? 1 : 0);
+    const int maps = 2 + (c->stage_out ? 1 : 0); /* A's, B's and the staged output's */
     const int tile = c->bm * c->bn * tuner_dtype_size(p->out_dt);
     for (int i = 0; i < p->op->n_inputs && c->n_x < 2 && maps + c->n_x < TUNER_MAX_TMAPS; i++) {
         bool batched = false;
@@ -1067,18 +1067,24 @@ static int wg_gather_chunks(const tuner__gemm_problem *p, const wg_cfg *c)
     return (wg_gathered(p, 0) ? c->bm / 16 : 0) + (wg_gathered(p, 1) ? c->bn / 16 : 0);
 }
 
+/* Gathered operand w's rows (the MN extent of its tile's lines) as a long long C expression:
+ * M (named or not: a named M is only ever a K-major A's, gemm.h) or N. */
+static void gather_mn(const tuner__gemm_problem *p, int w, char *buf, size_t len)
+{
+    if (w == 0)
+        snprintf(buf, len, "%s", tuner__gemm_M_ll(p).s);
+    else
+        snprintf(buf, len, "%lldLL", p->N);
+}
+
 /* At a new tile, the constants of gathered operand w's loads: its elements as 16-bit words
  * (wg_gp<w>), its bytes [wg_lo<w>, wg_hi<w>) (every batch entry's, so that a covering vector
  * never leaves the tensor) and the tile's batch entry's first element (wg_bo<w>). */
 static void emit_gather_setup(tuner_sb *sb, const tuner__gemm_problem *p, int w)
 {
     const bool batched = wg_map_batched(p, w);
-    /* A named M is only ever a K-major A's (gemm.h). */
     char mn[48];
-    if (w == 0)
-        snprintf(mn, sizeof(mn), "%s", tuner__gemm_M_ll(p).s);
-    else
-        snprintf(mn, sizeof(mn), "%lldLL", p->N);
+    gather_mn(p, w, mn, sizeof(mn));
     char bo[48];
     snprintf(bo, sizeof(bo), batched ? "(long long)gm_b * wg_slab%d" : "0LL", w);
     tuner_sb_printf(sb,
@@ -1099,10 +1105,7 @@ static void emit_gather_coords(tuner_sb *sb, const tuner__gemm_problem *p, const
 {
     const int rows = w == 0 ? c->bm : c->bn;
     char mn[48];
-    if (w == 0)
-        snprintf(mn, sizeof(mn), "%s", tuner__gemm_M_ll(p).s);
-    else
-        snprintf(mn, sizeof(mn), "%lldLL", p->N);
+    gather_mn(p, w, mn, sizeof(mn));
     const char *t0 = w == 0 ? "gm_tm" : "gm_tn";
     tuner_sb_puts(sb, "const int wg_L = wg_r0 + 16 * i;\n");
     if (p->kmajor[w])
