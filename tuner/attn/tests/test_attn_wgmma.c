@@ -143,24 +143,23 @@ static void test_default(void)
     tuner_space_free(sp);
 }
 
-/* The cost model's pick (the best predicted schedule of the space) of case c. */
+/* The cost model's pick (the first of tuner_rank's order, what tune:"model" takes) of case c. */
 static const tuner_schedule *model_pick(const attn_case *c, tuner_space **sp)
 {
     tuner_op op = attn_op(c);
     if (tuner_space_build(&op, &sm90a, sp, NULL) < 0 || !(*sp)->n)
         return NULL;
-    size_t best = 0;
-    double best_us = 1e300;
-    for (size_t i = 0; i < (*sp)->n; i++) {
-        const double us = tuner_predict_us(&op, &sm90a, &(*sp)->items[i]);
-        if (us < best_us) {
-            best_us = us;
-            best = i;
-        }
+    size_t *order = calloc((*sp)->n, sizeof(*order));
+    double *pred = calloc((*sp)->n, sizeof(*pred));
+    const tuner_schedule *s = NULL;
+    if (order && pred) {
+        tuner_rank(&op, &sm90a, *sp, order, pred);
+        s = &(*sp)->items[order[0]];
+        printf("model's pick %s: %s block_n %d (%.1f us)\n", c->name, s->template_name,
+               tuner_schedule_param(s, "block_n", 0), pred[order[0]]);
     }
-    const tuner_schedule *s = &(*sp)->items[best];
-    printf("model's pick %s: %s block_n %d (%.1f us)\n", c->name, s->template_name,
-           tuner_schedule_param(s, "block_n", 0), best_us);
+    free(order);
+    free(pred);
     return s;
 }
 
