@@ -331,40 +331,14 @@ def conv_case(name, n, c, h, w, kout, r, stride=1, pad=None, dt="f16", target=0.
 
 def dwconv_case(n, c, h, stride, dt="f16", target=0.9):
     """A depthwise 3x3 conv (groups = C) as in MobileNetV2, NHWC against cuDNN on channels_last."""
-    r, pad = 3, 1
-    p = (h + 2 * pad - r) // stride + 1
-    req = {"op": "conv2d", "inputs": [{"shape": [n, h, h, c], "dtype": dt},
-                                       {"shape": [c, r, r, 1], "dtype": dt}],
-           "attrs": {"stride": [stride, stride], "padding": [pad, pad], "groups": c,
-                     "layout": "nhwc"}}
-
-    def make_inputs():
-        return [rand([n, h, h, c], dt), rand([c, r, r, 1], dt)]
-
-    def as_nchw_cl(x):
-        return x.permute(0, 3, 1, 2)
-
-    def reference(xs):
-        y = F.conv2d(as_nchw_cl(xs[0]).float(), as_nchw_cl(xs[1]).float(), stride=stride,
-                     padding=pad, groups=c)
-        return y.permute(0, 2, 3, 1)
-
-    def peer(xs):
-        xa, wa = as_nchw_cl(xs[0]), as_nchw_cl(xs[1])
-        return lambda: F.conv2d(xa, wa, stride=stride, padding=pad, groups=c)
-
-    def peer_as_ref(y):
-        return y.permute(0, 2, 3, 1)
-
-    return dict(name="dwconv2d", shape=f"N{n} 3x3 dw {c} @{h} s{stride}", dtype=dt, req=req,
-                make_inputs=make_inputs, out_shape=[n, p, p, c], reference=reference, peer=peer,
-                peer_as_ref=peer_as_ref, flops=2.0 * n * p * p * c * 9, target=target,
-                nbytes=(n * h * h * c + n * p * p * c) * 2)
+    return gconv_case(n, c, h, c, stride=stride, dt=dt, target=target, name="dwconv2d",
+                      shape=f"N{n} 3x3 dw {c} @{h} s{stride}")
 
 
-def gconv_case(n, c, h, groups, stride=1, dt="f16", target=1.0, name="gconv"):
-    """A grouped 3x3 conv (C in = C out, C/groups channels per group) as in ResNeXt and RegNet,
-    NHWC against cuDNN on channels_last (torch conv2d with groups)."""
+def gconv_case(n, c, h, groups, stride=1, dt="f16", target=1.0, name="gconv", shape=None):
+    """A grouped 3x3 conv (C in = C out, C/groups channels per group) as in ResNeXt and RegNet
+    (and depthwise, groups = C, dwconv_case), NHWC against cuDNN on channels_last (torch conv2d
+    with groups)."""
     r, pad = 3, 1
     p = (h + 2 * pad - r) // stride + 1
     cpg = c // groups
@@ -391,7 +365,7 @@ def gconv_case(n, c, h, groups, stride=1, dt="f16", target=1.0, name="gconv"):
     def peer_as_ref(y):
         return y.permute(0, 2, 3, 1)
 
-    return dict(name=name, shape=f"N{n} 3x3 {c} g{groups} ({cpg}/g) @{h} s{stride}", dtype=dt,
+    return dict(name=name, shape=shape or f"N{n} 3x3 {c} g{groups} ({cpg}/g) @{h} s{stride}", dtype=dt,
                 req=req, make_inputs=make_inputs, out_shape=[n, p, p, c], reference=reference,
                 peer=peer, peer_as_ref=peer_as_ref, flops=2.0 * n * p * p * c * 9 * cpg,
                 target=target, nbytes=(n * h * h * c + n * p * p * c) * 2)
