@@ -1576,6 +1576,59 @@ static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     S, c->pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "");
 }
 
+/* The consumers' main loop (fast accumulation: the wgmma of every k tile accumulate into the
+ * tile's fp32 accumulators): each k tile's wgmma issued as one group, one group kept in flight,
+ * the stage of the group before it released. */
+static void emit_pipelined_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int S, int a_k16,
+                                int b_k16)
+{
+    const int nacc = c->bn / 2;
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
+                    "int wg_prev = -1;\n"
+                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
+                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
+                    "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
+                    "wg_fence();\n"
+                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
+                    "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
+                    c->mi, nacc,
+                    /* A gathered by cp.async (or an unaligned operand stored by the producer's
+                     * threads) was written through the generic proxy; wgmma reads through the
+                     * async one. */
+                    wg_gathers_a(p) || wg_any_gathered(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
+                    c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi);
+    /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
+     * multicasts its half of the shared tile into this CTA's stage too. */
+    const char *peer_release = "";
+    char peer_buf[96];
+    if (c->cluster == 2) {
+        snprintf(peer_buf, sizeof(peer_buf), " wg_arrive_peer(wg_bar0 + 8 * (%d + wg_prev), wg_rank ^ 1u);", S);
+        peer_release = peer_buf;
+    }
+    /* The m64 slice: rows wg_row0 + i * 64; K-major rows are 128 bytes, MN-major slices are
+     * whole 64-column boxes of 8 KiB (in descriptor units of 16 bytes: 8 per row). */
+    tuner_sb_printf(sb,
+                    "wg_mma(acc[i], wg_desc(wg_dla + wg_so + (hd_u32)(wg_row0 + i * 64) * 8u + kk * %d), wg_db);\n"
+                    "}\n}\n"
+                    "wg_commit();\n"
+                    /* One k-tile of wgmma stays in flight; the one before it is done reading its
+                     * stage, which goes back to the producer (one arrive per consumer warp). */
+                    "wg_wait_group<1>();\n"
+                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_prev));%s }\n"
+                    "wg_prev = wg_s;\n"
+                    "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
+                    "}\n"
+                    /* Every wgmma of the tile is issued: the other consumer's turn. */
+                    "%s"
+                    "wg_wait_group<0>();\n"
+                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_prev));%s }\n",
+                    a_k16 / 16, S, peer_release, S,
+                    c->pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
+                    peer_release);
+}
+
 static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
                    char **err)
 {
@@ -1726,54 +1779,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                         "wg_i++;\n",
                         ktiles, S, S);
     }
-    if (p->promote) {
+    if (p->promote)
         emit_promoting_loop(&sb, p, &c, S, a_k16, b_k16);
-    } else {
-    tuner_sb_printf(&sb,
-                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
-                    "int wg_prev = -1;\n"
-                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
-                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
-                    "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
-                    "wg_fence();\n"
-                    "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
-                    "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
-                    "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
-                    c.mi, nacc,
-                    /* A gathered by cp.async (or an unaligned operand stored by the producer's
-                     * threads) was written through the generic proxy; wgmma reads through the
-                     * async one. */
-                    wg_gathers_a(p) || wg_any_gathered(p) ? "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n" : "",
-                    c.stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c.mi);
-    /* In a pair a stage is free once both CTAs' consumers are done with it: the peer
-     * multicasts its half of the shared tile into this CTA's stage too. */
-    const char *peer_release = "";
-    char peer_buf[96];
-    if (c.cluster == 2) {
-        snprintf(peer_buf, sizeof(peer_buf), " wg_arrive_peer(wg_bar0 + 8 * (%d + wg_prev), wg_rank ^ 1u);", S);
-        peer_release = peer_buf;
-    }
-    /* The m64 slice: rows wg_row0 + i * 64; K-major rows are 128 bytes, MN-major slices are
-     * whole 64-column boxes of 8 KiB (in descriptor units of 16 bytes: 8 per row). */
-    tuner_sb_printf(&sb,
-                    "wg_mma(acc[i], wg_desc(wg_dla + wg_so + (hd_u32)(wg_row0 + i * 64) * 8u + kk * %d), wg_db);\n"
-                    "}\n}\n"
-                    "wg_commit();\n"
-                    /* One k-tile of wgmma stays in flight; the one before it is done reading its
-                     * stage, which goes back to the producer (one arrive per consumer warp). */
-                    "wg_wait_group<1>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_prev));%s }\n"
-                    "wg_prev = wg_s;\n"
-                    "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
-                    "}\n"
-                    /* Every wgmma of the tile is issued: the other consumer's turn. */
-                    "%s"
-                    "wg_wait_group<0>();\n"
-                    "if (wg_prev >= 0 && wg_l == 0) { wg_arrive(wg_bar0 + 8 * (%d + wg_prev));%s }\n",
-                    a_k16 / 16, S, peer_release, S,
-                    c.pingpong ? "asm volatile(\"bar.arrive %0, 256;\" :: \"r\"(4 - wg_c) : \"memory\");\n" : "", S,
-                    peer_release);
-    }
+    else
+        emit_pipelined_loop(&sb, p, &c, S, a_k16, b_k16);
     if (c.stream_k)
         emit_sk_fixup(&sb, &c);
     if (c.split > 1)
