@@ -120,6 +120,7 @@ def main():
 
     import torch
     import hidetd
+    os.makedirs(args.out, exist_ok=True)
     cases = [model_zoo.parse_case(c) for c in args.cases.split(",") if c] or model_zoo.REQUIRED
     rows = []
     startup = {}

@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK_K = 128  # the scales' k block
+SCALE_BLOCK = 128  # the scales' k block
+BLOCK_K = tl.constexpr(SCALE_BLOCK)  # the same, for the kernel (jit code reads only constexpr globals)
 
 
 def _configs():
@@ -71,8 +72,8 @@ def blockwise_mm(a, b, sa, sb, out=None):
     ceil(K/128)] float32 (contiguous). Returns (or fills) a bf16 [M, N]."""
     m, k = a.shape
     n = b.shape[0]
-    kb = triton.cdiv(k, BLOCK_K)
-    if b.shape[1] != k or tuple(sa.shape) != (m, kb) or tuple(sb.shape) != (triton.cdiv(n, BLOCK_K), kb):
+    kb = triton.cdiv(k, SCALE_BLOCK)
+    if b.shape[1] != k or tuple(sa.shape) != (m, kb) or tuple(sb.shape) != (triton.cdiv(n, SCALE_BLOCK), kb):
         raise ValueError("blockwise_mm: shapes a %s b %s sa %s sb %s do not fit" %
                          (tuple(a.shape), tuple(b.shape), tuple(sa.shape), tuple(sb.shape)))
     if out is None:

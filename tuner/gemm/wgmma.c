@@ -195,15 +195,7 @@ static bool wg_supported(const tuner__gemm_problem *p)
                p->vec[0] == 16 && p->vec[1] == 16;
     /* The gather indexes input pixels with 32-bit integers. */
     const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31) && p->vec[0] == 8 && p->vec[1] == 8);
-    /* Not where an odd N (unaligned output rows) meets an epilogue operand: the H200 sweep found
-     * the last column wrong there (b2 333x517x201, 2-byte bases, + bias: every row's column 516;
-     * bench/results/2026-11-29-h200-kernel-gaps run3). The cause: the branch-free epilogue pass
-     * clamped the last pair to N - 2, so column N - 1 took column N - 2's operand (fixed in
-     * emit_out_coords and chain_load); such ops keep matmul_mma until the sweep has run the fix
-     * on a GPU. Odd N alone, odd K with a bias and residual, and both operands transposed with odd
-     * strides were right. */
-    const bool gather_ok = p->conv || !wg_any_gathered(p) || p->N % 2 == 0 || p->op->n_inputs <= 2;
-    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && conv_ok && gather_ok;
+    return (p->dt == TUNER_F16 || p->dt == TUNER_BF16) && conv_ok;
 }
 
 /* Whether a convolution's A is the input itself: an ungrouped 1x1 convolution with stride 1 and
