@@ -205,8 +205,9 @@ class Explanation:
 
 def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None, _saving=None):
     """The torch.compile backend (entry point `hidetd` of the group torch_dynamo_backends).
-    _saving (hidetd.save's): the compiled forward is returned as a hidetd.saved.SavedForward,
-    which PyTorch's aot_compile can write to a file."""
+    _saving (hidetd.save's recorder, a dict): what the saved file needs is put in it - the
+    graph's compile-cache entry, where each graph argument comes from (Dynamo's sources), and
+    the arguments and outputs of the forward's call (hidetd.saved)."""
     import torch
     from . import compile_cache
 
@@ -223,7 +224,7 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None, _
         if entry is not None:
             hit = _from_cache(entry, opts, _reports)
             if hit is not None:
-                return _saved(hit, entry, options, _saving)
+                return _saved(hit, entry, gm, _saving)
     made = {}
 
     from torch._dynamo.backends.common import aot_autograd
@@ -251,28 +252,30 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None, _
 
     compile_fw = aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
                               keep_inference_input_mutations=True)
-    if _saving is None:
-        return compile_fw(gm, example_inputs)
-    # PyTorch's ahead-of-time compile has AOTAutograd cache Inductor's output code, which this
-    # backend does not make: what is saved is the compile-cache entry instead (_saved).
-    import torch._functorch.config as functorch_config
-    with functorch_config.patch(bundled_autograd_cache=False, force_autograd_cache=False,
-                                strict_autograd_cache=False, enable_autograd_cache=False):
-        forward = compile_fw(gm, example_inputs)
-    return _saved(forward, made.get("entry"), options, _saving)
+    forward = compile_fw(gm, example_inputs)
+    return _saved(forward, made.get("entry"), gm, _saving)
 
 
-def _saved(forward, entry, options, saving):
-    """forward as it is, or for hidetd.save a SavedForward of it and the graph's compile-cache
-    entry (which is what the file holds); a graph that has none cannot be saved."""
+def _saved(forward, entry, gm, saving):
+    """forward as it is, or for hidetd.save (saving: its recorder) forward recording its call,
+    with the graph's compile-cache entry and its arguments' sources in saving; a graph the
+    compile cache cannot hold cannot be saved."""
     if saving is None:
         return forward
     if entry is None:
         raise RuntimeError("hidetd.save: this graph cannot be saved: hidetd did not compile all of "
                            "it, or AOTAutograd must wrap it (an input mutated, an output aliasing an "
                            "input), or its sizes are dynamic - hidetd.compile runs it")
-    from .saved import SavedForward
-    return SavedForward(forward, entry, options)
+    from . import saved
+    saving["entry"] = entry
+    saving["sources"] = saved.sources_of(gm)
+
+    def recording(*args):
+        out = forward(*args)
+        saving["args"] = list(args)
+        saving["outs"] = list(out) if isinstance(out, (list, tuple)) else [out]
+        return out
+    return recording
 
 
 # ---- the compile cache (hidetd.compile_cache) ---------------------------------------------
@@ -1371,55 +1374,22 @@ def compile(model, example_inputs=None, mode=None, **options):
     return compiled
 
 
-def _call_model(model, *inputs):
-    """What hidetd.save compiles: the model an argument (not a global), so that the saved
-    function holds no model and its guards check the one it is called with."""
-    return model(*inputs)
-
-
 def save(model, example_inputs, path, **options):
     """Compiles model for example_inputs (one whole graph: fullgraph) and writes to path what
-    hidetd.load needs to run it in another process without Dynamo's trace: PyTorch's
-    ahead-of-time compile of the call (its guards and bytecode) around the backend's compiled
-    graph, kept as its compile-cache entry (the daemon answers its plans from its kernel cache).
-    Needs a PyTorch with torch.compile(...).aot_compile."""
-    import functools
-    import torch
-    if not isinstance(example_inputs, (list, tuple)):
-        example_inputs = (example_inputs,)
-    backend = functools.partial(hidetd_backend, options=options or None, _saving=True)
-    compiled = torch.compile(_call_model, fullgraph=True, backend=backend)
-    if not hasattr(compiled, "aot_compile") or not hasattr(torch.compiler, "load_compiled_function"):
-        raise RuntimeError("hidetd.save needs PyTorch's ahead-of-time compile "
-                           "(torch.compile(...).aot_compile), which PyTorch %s lacks" % torch.__version__)
-    with torch.no_grad():
-        fn = compiled.aot_compile(((model,) + tuple(example_inputs), {}))
-    fn.save_compiled_function(path)
-    return path
+    hidetd.load needs to run it in another process without Dynamo's trace: the graph's
+    compile-cache entry (the daemon answers its plans from its kernel cache), where each graph
+    argument comes from, and the output's structure (hidetd.saved)."""
+    from . import saved
+    return saved.save(model, example_inputs, path, options)
 
 
 def load(path, model):
-    """The function hidetd.save wrote to path, bound to model: call it with the inputs. No
-    Dynamo trace: PyTorch checks the saved guards against model and the inputs at each call
-    (another model's structure or another shape is refused by them); the plans come from the
-    daemon named by the options saved with them."""
-    import torch
-    if not hasattr(torch.compiler, "load_compiled_function"):
-        raise RuntimeError("hidetd.load needs torch.compiler.load_compiled_function, which PyTorch "
-                           "%s lacks" % torch.__version__)
-    with open(path, "rb") as f:
-        fn = torch.compiler.load_compiled_function(f)
-
-    def run(*inputs):
-        with torch.no_grad():
-            try:
-                return fn(model, *inputs)
-            except RuntimeError as e:
-                if "GuardManager check failed" not in str(e):
-                    raise
-                raise RuntimeError("hidetd.load: these inputs (or this model) are not what %s was "
-                                   "saved for - PyTorch's guard: %s" % (path, e)) from None
-    return run
+    """The model hidetd.save wrote to path, bound to model (its parameters and buffers): call
+    the result with the inputs. No Dynamo trace; each call checks the inputs' shapes, strides,
+    dtypes and devices against the saved ones (another shape is refused with both), and runs under
+    torch.no_grad(); the plans come from the daemon named by the options saved with them."""
+    from . import saved
+    return saved.load(path, model)
 
 
 def explain(model, *inputs, **options):

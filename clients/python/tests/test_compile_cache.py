@@ -47,6 +47,13 @@ if torch is not None:
         def forward(self, x):
             return torch.relu(self.fc(x))
 
+    class TinyDict(Tiny):
+        """Tiny's graph, its output in a structure with an input and a constant (what
+        hidetd.load rebuilds around the graph's outputs)."""
+
+        def forward(self, x):
+            return {"y": torch.relu(self.fc(x)), "x": x, "k": 2}
+
     class Mutates(nn.Module):
         def __init__(self):
             super().__init__()
@@ -136,21 +143,21 @@ class CompileCacheTest(unittest.TestCase):
         torch.testing.assert_close(e4.output, want)
 
     def test_saved_model_runs_in_a_fresh_process_without_dynamo(self):
-        # hidetd.save writes PyTorch's ahead-of-time compile of the call around the graph's
-        # compile-cache entry; hidetd.load in another process rebuilds it from the entry (a hit:
-        # no AOTAutograd, no lowering) and Dynamo traces nothing; the saved guards refuse
-        # another shape with a clear error.
+        # hidetd.save writes the graph's compile-cache entry, its arguments' paths and the
+        # output's structure; hidetd.load in another process rebuilds it from the entry (a hit:
+        # no AOTAutograd, no lowering), Dynamo traces nothing, and another shape is refused
+        # with a clear error.
         import subprocess
         import sys
         import textwrap
-        if not hasattr(torch.compile(lambda x: x), "aot_compile"):
-            self.skipTest("this PyTorch has no ahead-of-time compile")
         m, x = Tiny(), torch.randn(2, 8)
         path = os.path.join(self.dir, "tiny.hd")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             hidetd.save(m.eval(), (x,), path, address=self.daemon.sock, tune="none", reference=True,
                         cache_dir="off")
+            hidetd.save(TinyDict().eval(), (x,), path + "d", address=self.daemon.sock, tune="none",
+                        reference=True, cache_dir="off")
         torch.save({"state": m.state_dict(), "x": x}, os.path.join(self.dir, "state.pt"))
         script = textwrap.dedent("""
             import sys, warnings, torch
@@ -158,13 +165,13 @@ class CompileCacheTest(unittest.TestCase):
             warnings.simplefilter("ignore")
             import hidetd, torch._dynamo.utils
             from hidetd import compile_cache
-            from test_compile_cache import Tiny
+            from test_compile_cache import Tiny, TinyDict
             saved = torch.load(%r)
             m = Tiny().eval()
             m.load_state_dict(saved["state"])
             run = hidetd.load(%r, m)
             got = run(saved["x"])
-            got = got[0] if isinstance(got, (list, tuple)) else got
+            assert isinstance(got, torch.Tensor), type(got)  # the model's own output, not a list
             with torch.no_grad():
                 torch.testing.assert_close(got, m(saved["x"]), rtol=1e-4, atol=1e-4)
             assert compile_cache.stats["hits"] == 1 and compile_cache.stats["lowered"] == 0, compile_cache.stats
@@ -173,11 +180,17 @@ class CompileCacheTest(unittest.TestCase):
                 run(torch.randn(3, 8))
                 raise SystemExit("another shape ran")
             except RuntimeError as e:
-                assert "not what" in str(e) and "size mismatch" in str(e), e
+                assert "not what" in str(e) and "inputs[0] has shape [3, 8], saved for [2, 8]" in str(e), e
+            d = TinyDict().eval()
+            d.load_state_dict(saved["state"])
+            got = hidetd.load(%r, d)(saved["x"])
+            assert sorted(got) == ["k", "x", "y"] and got["k"] == 2 and got["x"] is saved["x"], got
+            with torch.no_grad():
+                torch.testing.assert_close(got["y"], d(saved["x"])["y"], rtol=1e-4, atol=1e-4)
             print("ok")
         """) % (os.path.dirname(os.path.abspath(__file__)),
                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-                , os.path.join(self.dir, "state.pt"), path)
+                , os.path.join(self.dir, "state.pt"), path, path + "d")
         r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                            env=dict(os.environ, HIDETD_BACKEND_CACHE="off"))
         self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
