@@ -38,6 +38,30 @@ def rel_err(a, b):
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-6))
 
 
+def kernel_times(fn, inputs, calls=5, top=14):
+    """[(kernel name, launches per call, us per call)] of fn(*inputs), the largest first (the
+    profiler's CUDA kernel events, summed by name)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad():
+        fn(*inputs)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn(*inputs)
+            torch.cuda.synchronize()
+    per = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if us:
+            per[e.key] = (e.count / calls, us / calls)
+    rows = sorted(per.items(), key=lambda kv: -kv[1][1])
+    print("  kernels: %.1f us per call in all" % sum(v[1] for _, v in rows), flush=True)
+    for name, (n, us) in rows[:top]:
+        print("  %8.1f us %5.1fx  %s" % (us, n, name[:110]), flush=True)
+    return [(name, n, us) for name, (n, us) in rows[:top]]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", required=True)
@@ -51,6 +75,9 @@ def main():
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--settle-s", type=float, default=30.0)
     ap.add_argument("--no-static", action="store_true")
+    ap.add_argument("--profile", action="store_true",
+                    help="also print each row's kernels (CUDA time per call, summed by name) for "
+                         "the dynamic and the static compile: where a ratio comes from")
     args = ap.parse_args()
 
     import torch
@@ -106,6 +133,9 @@ def main():
             got = got[0] if isinstance(got, (tuple, list)) else getattr(got, "last_hidden_state", got)
             row["err"] = rel_err(got, want)
             row["dynamic_ms"] = graphed_time(c, xs, args.iters)
+            if args.profile:
+                print("%d x %d, dynamic:" % (b, s), flush=True)
+                row["kernels_dynamic"] = kernel_times(c, xs)
         except Exception as e:  # a row that fails stays in the table with the reason
             row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
         rows.append(row)
@@ -122,6 +152,9 @@ def main():
             with torch.no_grad():
                 cs(*xs)
             row["static_ms"] = graphed_time(cs, xs, args.iters)
+            if args.profile:
+                print("%d x %d, static:" % (row["batch"], row["seq"]), flush=True)
+                row["kernels_static"] = kernel_times(cs, xs)
             row["ratio"] = row["dynamic_ms"] / row["static_ms"]
         except Exception as e:
             row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])

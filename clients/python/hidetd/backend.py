@@ -62,6 +62,9 @@ OPTIONS = {
     # The compile cache's directory (hidetd.compile_cache); "off" disables it. Default:
     # $XDG_CACHE_HOME/hidetd/backend or ~/.cache/hidetd/backend.
     "cache_dir": ("HIDETD_BACKEND_CACHE", str, None),
+    # hidetd.compile's warm start (hidetd.saved.WarmStart): a model compiled before, for inputs
+    # like these, runs from the compile cache's directory without Dynamo's trace.
+    "warm_start": ("HIDETD_WARM_START", lambda s: s.lower() in ("1", "true", "yes", "on"), True),
 }
 # Probe values of the free symbols (at most 4 per graph, the wire's limit): distinct primes, so
 # that a product of probes names its symbols; two sets, so that a fixed size equal to a probe is
@@ -205,9 +208,8 @@ class Explanation:
 
 def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None, _saving=None):
     """The torch.compile backend (entry point `hidetd` of the group torch_dynamo_backends).
-    _saving (hidetd.save's recorder, a dict): what the saved file needs is put in it - the
-    graph's compile-cache entry, where each graph argument comes from (Dynamo's sources), and
-    the arguments and outputs of the forward's call (hidetd.saved)."""
+    _saving (hidetd.saved's recorder, a list): each graph appends what running it without
+    Dynamo needs - its compile-cache entry, the arguments and outputs of the forward's call."""
     import torch
     from . import compile_cache
 
@@ -224,7 +226,7 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None, _
         if entry is not None:
             hit = _from_cache(entry, opts, _reports)
             if hit is not None:
-                return _saved(hit, entry, gm, _saving)
+                return _saved(hit, entry, _saving)
     made = {}
 
     from torch._dynamo.backends.common import aot_autograd
@@ -253,27 +255,26 @@ def hidetd_backend(gm, example_inputs, mode=None, options=None, _reports=None, _
     compile_fw = aot_autograd(fw_compiler=fw_compiler, decompositions=decompositions(),
                               keep_inference_input_mutations=True)
     forward = compile_fw(gm, example_inputs)
-    return _saved(forward, made.get("entry"), gm, _saving)
+    return _saved(forward, made.get("entry"), _saving)
 
 
-def _saved(forward, entry, gm, saving):
-    """forward as it is, or for hidetd.save (saving: its recorder) forward recording its call,
-    with the graph's compile-cache entry and its arguments' sources in saving; a graph the
-    compile cache cannot hold cannot be saved."""
+def _saved(forward, entry, saving):
+    """forward as it is, or for a recorder (saving: hidetd.saved's list of graphs) forward
+    recording its calls' arguments and outputs, in a dict appended to saving with the graph's
+    compile-cache entry (None for a graph the compile cache cannot hold: it cannot be saved)."""
     if saving is None:
         return forward
+    graph = {"entry": entry}
+    saving.append(graph)
     if entry is None:
-        raise RuntimeError("hidetd.save: this graph cannot be saved: hidetd did not compile all of "
-                           "it, or AOTAutograd must wrap it (an input mutated, an output aliasing an "
-                           "input), or its sizes are dynamic - hidetd.compile runs it")
-    from . import saved
-    saving["entry"] = entry
-    saving["sources"] = saved.sources_of(gm)
+        graph["why"] = ("hidetd did not compile all of it, or AOTAutograd must wrap it (an input "
+                        "mutated, an output aliasing an input), or its sizes are dynamic")
+        return forward
 
     def recording(*args):
         out = forward(*args)
-        saving["args"] = list(args)
-        saving["outs"] = list(out) if isinstance(out, (list, tuple)) else [out]
+        graph["args"] = list(args)
+        graph["outs"] = list(out) if isinstance(out, (list, tuple)) else [out]
         return out
     return recording
 
@@ -1363,9 +1364,18 @@ def _clone_outputs(out):
 
 def compile(model, example_inputs=None, mode=None, **options):
     """torch.compile(model, backend="hidetd", options=options); with example_inputs, the
-    model is compiled now (one forward under torch.no_grad()) instead of at its first call."""
+    model is compiled now (one forward under torch.no_grad()) instead of at its first call.
+    With the warm start on (the default, with a compile cache) an nn.Module is wrapped in a
+    hidetd.saved.WarmStart: seen before with inputs like these, it runs without Dynamo."""
     import torch
-    compiled = torch.compile(model, backend=hidetd_backend, mode=mode, options=options or None)
+    from . import compile_cache
+    opts = Options(mode, options)
+    directory = compile_cache.directory(opts.cache_dir)
+    if opts.warm_start and directory and isinstance(model, torch.nn.Module):
+        from .saved import WarmStart
+        compiled = WarmStart(model, mode, options, opts, directory)
+    else:
+        compiled = torch.compile(model, backend=hidetd_backend, mode=mode, options=options or None)
     if example_inputs is not None:
         if not isinstance(example_inputs, (list, tuple)):
             example_inputs = (example_inputs,)

@@ -56,7 +56,7 @@ _MAX_CONST_BYTES = 64 << 20
 # read; unusable: one read but not usable (its plans refused, the daemon down); uncacheable:
 # graphs not stored; lowered: graphs that went through AOTAutograd and the lowering.
 stats = {"hits": 0, "misses": 0, "stores": 0, "unreadable": 0, "unusable": 0,
-         "uncacheable": 0, "lowered": 0}
+         "uncacheable": 0, "lowered": 0, "warm_starts": 0}
 
 
 class NotCacheable(Exception):
@@ -342,8 +342,10 @@ def _unsafe(d, path):
     return None
 
 
-def load(d, key):
-    """The entry stored under key, or None (absent, unreadable, unsafe, another format or key)."""
+def load(d, key, count=True):
+    """The entry stored under key, or None (absent, unreadable, unsafe, another format or key).
+    count: whether a miss counts in stats (the warm start's lookups do not: they are not
+    graphs)."""
     path = _path(d, key)
     try:
         with open(path, "rb") as f:
@@ -354,7 +356,7 @@ def load(d, key):
                 return None
             entry = pickle.load(f)
     except FileNotFoundError:
-        stats["misses"] += 1
+        stats["misses"] += count
         return None
     except Exception as e:
         stats["unreadable"] += 1

@@ -143,10 +143,11 @@ class CompileCacheTest(unittest.TestCase):
         torch.testing.assert_close(e4.output, want)
 
     def test_saved_model_runs_in_a_fresh_process_without_dynamo(self):
-        # hidetd.save writes the graph's compile-cache entry, its arguments' paths and the
-        # output's structure; hidetd.load in another process rebuilds it from the entry (a hit:
-        # no AOTAutograd, no lowering), Dynamo traces nothing, and another shape is refused
-        # with a clear error.
+        # hidetd.save writes the graph's compile-cache entry, where its arguments come from and
+        # the output's structure; hidetd.load in another process rebuilds it from the entry (a
+        # hit: no AOTAutograd, no lowering), Dynamo traces nothing, and another shape is refused
+        # with a clear error. hidetd.compile's warm start does the same from the compile cache's
+        # directory, and sends another shape to Dynamo.
         import subprocess
         import sys
         import textwrap
@@ -158,6 +159,21 @@ class CompileCacheTest(unittest.TestCase):
                         cache_dir="off")
             hidetd.save(TinyDict().eval(), (x,), path + "d", address=self.daemon.sock, tune="none",
                         reference=True, cache_dir="off")
+            w = hidetd.compile(m, address=self.daemon.sock, tune="none", reference=True, cache_dir=self.dir)
+            with torch.no_grad():
+                w(x)
+                w(torch.randn(3, 8))  # Dynamo's path: the kernel of [3, 8] in the daemon's cache
+        self.assertEqual(len(os.listdir(os.path.join(self.dir, "models"))), 1)
+        # The warm start's key: the inputs' dtypes and the model's plain attributes are in it.
+        from hidetd.backend import Options
+        from hidetd.saved import warm_key
+        opts = Options(None, {"address": self.daemon.sock})
+        k = warm_key(m, (x,), {}, opts)
+        self.assertEqual(k, warm_key(m, (x.clone(),), {}, opts))
+        self.assertNotEqual(k, warm_key(m, (x.double(),), {}, opts))
+        m.fc.flag = 1
+        self.assertNotEqual(k, warm_key(m, (x,), {}, opts))
+        del m.fc.flag
         torch.save({"state": m.state_dict(), "x": x}, os.path.join(self.dir, "state.pt"))
         script = textwrap.dedent("""
             import sys, warnings, torch
@@ -180,19 +196,28 @@ class CompileCacheTest(unittest.TestCase):
                 run(torch.randn(3, 8))
                 raise SystemExit("another shape ran")
             except RuntimeError as e:
-                assert "not what" in str(e) and "inputs[0] has shape [3, 8], saved for [2, 8]" in str(e), e
+                assert "not what" in str(e) and "input 0 has shape [3, 8], saved for [2, 8]" in str(e), e
             d = TinyDict().eval()
             d.load_state_dict(saved["state"])
             got = hidetd.load(%r, d)(saved["x"])
             assert sorted(got) == ["k", "x", "y"] and got["k"] == 2 and got["x"] is saved["x"], got
             with torch.no_grad():
                 torch.testing.assert_close(got["y"], d(saved["x"])["y"], rtol=1e-4, atol=1e-4)
+            w = hidetd.compile(m, address=%r, tune="none", reference=True, cache_dir=%r)
+            with torch.no_grad():
+                torch.testing.assert_close(w(saved["x"]), m(saved["x"]), rtol=1e-4, atol=1e-4)
+            assert compile_cache.stats["warm_starts"] == 1 and compile_cache.stats["lowered"] == 0, compile_cache.stats
+            assert not torch._dynamo.utils.counters["frames"], dict(torch._dynamo.utils.counters)
+            y = torch.randn(3, 8)
+            with torch.no_grad():
+                torch.testing.assert_close(w(y), m(y), rtol=1e-4, atol=1e-4)
+            assert torch._dynamo.utils.counters["frames"]["ok"] == 1, dict(torch._dynamo.utils.counters)
             print("ok")
         """) % (os.path.dirname(os.path.abspath(__file__)),
                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-                , os.path.join(self.dir, "state.pt"), path, path + "d")
+                , os.path.join(self.dir, "state.pt"), path, path + "d", self.daemon.sock, self.dir)
         r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, HIDETD_BACKEND_CACHE="off"))
+                           env=dict(os.environ, HIDETD_BACKEND_CACHE="off", HIDETD_WARM_START="1"))
         self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
         self.assertIn("ok", r.stdout)
 
