@@ -9,7 +9,9 @@ One compilation with dynamic=True (the batch and sequence axes of the inputs mar
 with their ranges), then SIZES random (batch, seq) pairs in range: each is called once (the
 plans ask the daemon, in the background, to tune the ranges holding it), the tables are given
 --settle-s to become ready, and then every size is timed from a CUDA graph (as bench/models.py
-does) and checked against eager fp16. The peer of each row is the same model compiled by the
+does) and checked against eager fp16 - after calls at that size until the plans' tables hold
+ready entries for it (settle(): a plan swaps in a re-asked table at its next run, so a CUDA graph
+captured right after the first calls would hold the generic kernels). The peer of each row is the same model compiled by the
 backend for exactly that size (dynamic=False, a fresh Dynamo cache). Reported: recompilations
 after the first (target 0), dynamic / static latency per size (target <= 1.15), the error.
 Writes DIR/models_dynamic.json and DIR/models_dynamic.md.
@@ -36,6 +38,30 @@ from models import graphed_time  # noqa: E402
 def rel_err(a, b):
     a, b = a.float(), b.float()
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-6))
+
+
+def settle(fn, inputs, reports, timeout_s=90.0):
+    """Calls fn(*inputs) until the dynamic compile's plans launch what is tuned for these sizes:
+    a plan asks the daemon again (in the background, at most every REFRESH_S per range) only
+    while an entry it launches is not ready, so when a call made no ask and brought no new table,
+    every entry is ready. Seconds waited, or None at the timeout (the row then measures what the
+    plans had)."""
+    import torch
+    from hidetd.dispatch import REFRESH_S
+    plans = [p.plan for r in reports if getattr(r, "compiled", None) is not None
+             for p in getattr(r.compiled, "pieces", ()) if p.plan is not None]
+    t0, last = time.time(), None
+    while time.time() - t0 < timeout_s:
+        with torch.no_grad():
+            fn(*inputs)
+        torch.cuda.synchronize()
+        time.sleep(REFRESH_S + 0.5)
+        busy = any(pl._thread is not None and pl._thread.is_alive() for pl in plans)
+        version = sum(pl.tables_version for pl in plans)
+        if not busy and version == last:
+            return time.time() - t0
+        last = version
+    return None
 
 
 def kernel_times(fn, inputs, calls=5, top=14):
@@ -132,6 +158,7 @@ def main():
             want = want[0] if isinstance(want, (tuple, list)) else getattr(want, "last_hidden_state", want)
             got = got[0] if isinstance(got, (tuple, list)) else getattr(got, "last_hidden_state", got)
             row["err"] = rel_err(got, want)
+            row["settle_s"] = settle(c, xs, reports)
             row["dynamic_ms"] = graphed_time(c, xs, args.iters)
             if args.profile:
                 print("%d x %d, dynamic:" % (b, s), flush=True)
@@ -170,13 +197,15 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "models_dynamic.json"), "w") as f:
         json.dump({"rows": rows, "summary": summary}, f, indent=1)
-    lines = ["| batch | seq | dynamic ms | static ms | dynamic / static | error |", "|---|---|---|---|---|---|"]
+    lines = ["| batch | seq | tables ready after | dynamic ms | static ms | dynamic / static | error |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append("| %d | %d | error: %s |||" % (r["batch"], r["seq"], r["error"]))
+            lines.append("| %d | %d | error: %s |||||" % (r["batch"], r["seq"], r["error"]))
             continue
-        lines.append("| %d | %d | %.3f | %s | %s | %.1e |" % (
-            r["batch"], r["seq"], r["dynamic_ms"], "%.3f" % r["static_ms"] if "static_ms" in r else "-",
+        lines.append("| %d | %d | %s | %.3f | %s | %s | %.1e |" % (
+            r["batch"], r["seq"], "%.0f s" % r["settle_s"] if r.get("settle_s") is not None else "not ready",
+            r["dynamic_ms"], "%.3f" % r["static_ms"] if "static_ms" in r else "-",
             "%.3f" % r["ratio"] if "ratio" in r else "-", r["err"]))
     lines.append("")
     lines.append("%s: %d compilation(s) (%d after the first), %d ops in hidetd, %d in PyTorch %s; "
