@@ -579,6 +579,7 @@ def _compile_aten(gm, example_inputs, opts, report):
     if symbols:
         # Before causal_masks, which then sees the SDPA calls put back.
         aten.math_attention(gm)
+    aten.padding_masks(gm)
     aten.causal_masks(gm)
     if symbols:
         aten.dynamic_rewrites(gm, {e: symbols.range[symbols.name[e]][1] for e in symbols.syms})

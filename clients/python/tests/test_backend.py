@@ -160,6 +160,20 @@ if torch is not None:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
             return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
 
+    class BuiltMask(PaddedAttention):
+        """The padding mask as transformers' mask builder makes it for a bidirectional model: the
+        [b, 1, 1, s] padding part ANDed with a part that holds everywhere (kv_idx >= 0 over an
+        arange), [b, 1, s, s], turned additive by where."""
+
+        def forward(self, x, keep):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, 4, 64).permute(2, 0, 3, 1, 4)
+            everywhere = torch.arange(s)[None, None, None, :] >= 0
+            allowed = keep[:, None, None, :].bool() & everywhere.transpose(-1, -2)
+            bias = torch.where(allowed, 0.0, float("-inf"))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
+            return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
+
     class MlpLn(nn.Module):
         """Linear, layer norm, ReLU, linear over [batch, seq, 32]: dynamic in batch and seq."""
 
@@ -376,6 +390,38 @@ class BackendTest(unittest.TestCase):
                 # reader is the heads' transpose back, which the daemon folds into a bshd layout.
                 readers = [n["op"] for n in req["graph"]["nodes"] if att["outputs"][0] in n["inputs"]]
                 self.assertEqual(readers, ["transpose"], req["graph"]["nodes"])
+
+    def test_built_padding_mask_reaches_attention_as_b11s(self):
+        # A [b, 1, s, s] mask that is a [b, 1, 1, s] padding mask ANDed with a constant that lets
+        # everything through reaches the attention node as [b, 1, 1, s] (the op would otherwise
+        # read a mask value per score); run by PyTorch (empty plans), the rewritten graph gives
+        # the model's result. (No compile cache: a hit would skip the lowering under test.)
+        torch.manual_seed(0)
+        m = BuiltMask().eval()
+        x = torch.randn(3, 9, 64)
+        keep = torch.ones(3, 9, dtype=torch.int64)
+        keep[1, 6:] = 0
+        keep[2, 2:] = 0
+        sent = self.requests_only()
+        torch._dynamo.reset()
+        # f16 kernels (the attention op's dtypes) for the f32 model.
+        c = torch.compile(m, backend=functools.partial(hidetd.backend.hidetd_backend,
+                                                       options=dict(self.opts, dtype="f16", cache_dir="off")))
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            got, want = c(x, keep), m(x, keep)
+        torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+        nodes = [n for req in sent for n in req["graph"]["nodes"]]
+        att = [n for n in nodes if n["op"] == "attention"]
+        self.assertEqual(len(att), 1, sent)
+        self.assertEqual(len(att[0]["inputs"]), 4, att)
+        # The AND with the constant (a mul of 0/1 masks) and the expands are gone: the mask is
+        # where() of the [b, 1, 1, s] padding part (the op broadcasts it).
+        ops = [n["op"] for n in nodes]
+        self.assertNotIn("mul", ops, nodes)
+        self.assertNotIn("expand", ops, nodes)
+        made = {o: n for n in nodes for o in n["outputs"]}
+        self.assertEqual(made[att[0]["inputs"][3]]["op"], "where", nodes)
 
     def test_dynamic_slice_of_a_buffer_is_a_named_end(self):
         class Positions(nn.Module):
