@@ -39,7 +39,7 @@
  * block_k is 128 (one k tile per 128-k block) and each k tile's mma accumulate into a tile of
  * their own (gm_t, the first step overwriting it) that is then added (per-block: times sa[m][kb] *
  * sb[n / 128][kb], loaded at the tile's start) into the fp32 accumulators: the same sums
- * matmul_wgmma forms (emit_promote), at one FADD or FFMA per accumulator per 128 k. Whether
+ * matmul_wgmma forms (emit_promoting_loop), at one FADD or FFMA per accumulator per 128 k. Whether
  * Ada's mma.sync keeps fewer bits in its fp32 accumulation of FP8 products than a plain fp32 sum
  * (as Hopper's FP8 wgmma does) is not documented; the verification tolerance is the wgmma one
  * (tuner_fp8_accum_loss), which bounds either.
@@ -1124,7 +1124,8 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     const int pref_bk = async ? 128 / esz : (p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "block_k", pref_bk);
     tuner__gemm_param(&pref, "warp_m", async ? 64 : 32);
-    tuner__gemm_param(&pref, "warp_n", async ? (p.conv ? 32 : 64) : p.conv ? 16 : 32);
+    /* (A promoted FP8 k tile's own accumulators leave no registers for 64x64 warp tiles: 64x32.) */
+    tuner__gemm_param(&pref, "warp_n", async ? (p.conv || p.promote ? 32 : 64) : p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
     tuner__gemm_param(&pref, "split_k", 1);
     tuner__gemm_param(&pref, "split_cluster", 0);

@@ -116,6 +116,12 @@ static void test_spaces(void)
             if (k == 1)
                 CHECK((bn % 128 == 0 || 128 % bn == 0) && 128 % wn == 0);
         }
+        /* tune:"none": 128x128 tiles of 64x32 warp tiles (64x64 ones would need 256 registers). */
+        if (sp && sp->n) {
+            const tuner_schedule *d = &sp->items[tuner_default_index(&pro[k], &sm89, sp)];
+            CHECK(tuner_schedule_param(d, "block_m", 0) == 128 && tuner_schedule_param(d, "block_n", 0) == 128 &&
+                  tuner_schedule_param(d, "warp_n", 0) == 32 && tuner_schedule_param(d, "stages", 0) == 3);
+        }
         tuner_space_free(sp);
         free(err);
     }
