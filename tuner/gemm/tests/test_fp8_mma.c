@@ -61,6 +61,15 @@ static void test_spaces(void)
             n_wg += strcmp(sp->items[i].template_name, "matmul_wgmma") == 0;
         }
         CHECK(n_mma > 50 && n_wg > 20);
+        /* At 4096^3 wgmma's peak (1.5x mma.sync's) decides: tune:"none" and the model's best are
+         * matmul_wgmma. */
+        if (sp && sp->n) {
+            size_t *order = calloc(sp->n, sizeof(*order));
+            tuner_rank(&op, &sm90a, sp, order, NULL);
+            CHECK(strcmp(sp->items[order[0]].template_name, "matmul_wgmma") == 0 &&
+                  strcmp(sp->items[tuner_default_index(&op, &sm90a, sp)].template_name, "matmul_wgmma") == 0);
+            free(order);
+        }
         tuner_space_free(sp);
         free(err);
     }
