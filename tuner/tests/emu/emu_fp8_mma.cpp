@@ -43,6 +43,10 @@ static inline hd_u32 __float_as_uint(float f) { hd_u32 u; memcpy(&u, &f, 4); ret
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 static inline unsigned short bf16_bits(float v) { hd_u32 u = __float_as_uint(v); u += 0x7fff + ((u >> 16) & 1); return (unsigned short)(u >> 16); }
 static inline hd_u32 hd_pack_bf16x2(float lo, float hi) { return bf16_bits(lo) | ((hd_u32)bf16_bits(hi) << 16); }
+template <typename T> T hd_from_f32(float v);
+template <> float hd_from_f32<float>(float v) { return v; }
+template <> bf16_t hd_from_f32<bf16_t>(float v) { return bf16_t{bf16_bits(v)}; }
+template <> half_t hd_from_f32<half_t>(float v) { _Float16 f = (_Float16)v; half_t h; memcpy(&h.x, &f, 2); return h; }
 static inline unsigned short gm_cvt_f8e4m3x2(float lo, float hi) { return tuner_f32_to_fp8(TUNER_F8E4M3, lo) | (tuner_f32_to_fp8(TUNER_F8E4M3, hi) << 8); }
 static inline unsigned short gm_cvt_f8e5m2x2(float lo, float hi) { return tuner_f32_to_fp8(TUNER_F8E5M2, lo) | (tuner_f32_to_fp8(TUNER_F8E5M2, hi) << 8); }
 static inline float hd_round_f8e4m3(float v) { return tuner_fp8_to_f32(TUNER_F8E4M3, tuner_f32_to_fp8(TUNER_F8E4M3, v)); }
@@ -56,6 +60,7 @@ static unsigned char *sm(hd_u32 a, int bytes) {
 static void hd_st8(void *p, hd_v2 v) { if ((uintptr_t)p % 8) { fprintf(stderr, "misaligned st8\n"); exit(3); } memcpy(p, &v, 8); }
 static void hd_st16(void *p, hd_v4 v) { if ((uintptr_t)p % 16) { fprintf(stderr, "misaligned st16\n"); exit(3); } memcpy(p, &v, 16); }
 static void gm_sts32(hd_u32 a, hd_u32 v) { memcpy(sm(a, 4), &v, 4); }
+static void gm_sts16_(hd_u32 a, unsigned short v) { memcpy(sm(a, 2), &v, 2); }
 static void gm_sts64(hd_u32 a, hd_v2 v) { memcpy(sm(a, 8), &v, 8); }
 static hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; memcpy(&v, sm(a, 16), 16); return v; }
 struct dim3_ { unsigned x, y, z; };

@@ -155,7 +155,14 @@ int main(int argc, char **argv)
     for (const char *line = k; *line;) {
         const char *nl = strchr(line, '\n');
         const size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
-        if (strncmp(line, "HD_INLINE", 9) && strncmp(line, "__device__ __forceinline__", 26))
+        /* A staged FP8 pair's inline st.shared.u16 becomes a call of the harness's gm_sts16_. */
+        static const char st16[] = "asm volatile(\"st.shared.u16 [%0], %1;\" :: \"r\"(";
+        const char *h = strstr(line, "), \"h\"(");
+        if (!strncmp(line, st16, sizeof(st16) - 1) && h && h < line + len) {
+            const char *end = strstr(h, ") : \"memory\");");
+            fprintf(f, "gm_sts16_(%.*s, %.*s);\n", (int)(h - line - (sizeof(st16) - 1)), line + sizeof(st16) - 1,
+                    (int)(end - h - 7), h + 7);
+        } else if (strncmp(line, "HD_INLINE", 9) && strncmp(line, "__device__ __forceinline__", 26))
             fwrite(line, 1, len, f);
         line += len;
     }
