@@ -2,9 +2,10 @@
 # tuner/tests/emu/emulate_fp8_mma.sh - matmul_mma's FP8 candidates (sm_89) run on the CPU against
 # the op computed in double (no GPU needed; minutes, not part of the suite).
 #   tuner/tests/emu/emulate_fp8_mma.sh BUILD_DIR [EVERY] [WORK_DIR]
-# Every EVERY-th candidate (default 10, from the first: the default schedule) of four cases
+# Every EVERY-th candidate (default 10, from the first: the default schedule) of five cases
 # (gen_fp8_mma.c: e4m3 x e5m2 with row/col scales and f32 out, the same promoted, per-block scales
-# with bf16 out, a quantizing cast to e4m3; edges in M, N and K) is generated, compiled as host
+# with bf16 out, a quantizing cast to e4m3, a decode shape; edges in M, N and K; CASES="0 3" picks
+# some) is generated, compiled as host
 # C++ with emu_fp8_mma.cpp and run; prints one line per candidate, exits 1 when any is wrong.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,9 +19,9 @@ gcc -O1 -I"$root" -I"$B" -o "$work/gen" "$here/gen_fp8_mma.c" -Wl,--start-group 
     "$B/tuner/tests/libtuner_test_common.a" "$B/tuner/libtuner.a" "$B/op/libop.a" -lcjson -lm \
     "$cuda/lib64/libnvrtc.so" -pthread -lsodium -Wl,--end-group -Wl,-rpath,"$cuda/lib64" || exit 2
 # The cases' A and B formats (op/op.h's tuner_dtype: 5 e4m3, 6 e5m2).
-fmt=("5 6" "5 6" "5 5" "5 5")
+fmt=("5 6" "5 6" "5 5" "5 5" "6 5")
 bad=0
-for c in 0 1 2 3; do
+for c in ${CASES:-0 1 2 3 4}; do
     for ((i = 0; ; i += every)); do
         d=$work/c$c-$i
         mkdir -p "$d"

@@ -7,7 +7,8 @@
  *                                 double from the decoded inputs (scales, per-block scales,
  *                                 the div + cast epilogue of a quantizing case)
  * CASE: 0 e4m3 x e5m2, row/col scales, f32 out, 40x72x272; 1 the same, fast_accum false; 2 per-block
- * scales, bf16 out, 150x136x400; 3 tensor scales / s, quantized to e4m3, 64x64x160. */
+ * scales, bf16 out, 150x136x400; 3 tensor scales / s, quantized to e4m3, 64x64x160; 4 a decode shape,
+ * e5m2 x e4m3, tensor and column scales, 9x136x512 (16-row tiles, split-K, deep rings). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@ static tuner_op case_op(int c)
         return t_fp8_promoted(t_fp8_matmul(E4, E5, TUNER_F32, 0, 40, 72, 272, TUNER_SCALE_ROW, TUNER_SCALE_COL, false));
     case 2:
         return t_fp8_matmul(E4, E4, TUNER_BF16, 0, 150, 136, 400, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false);
+    case 4:
+        return t_fp8_matmul(E5, E4, TUNER_BF16, 0, 9, 136, 512, TUNER_SCALE_TENSOR, TUNER_SCALE_COL, false);
     default:
         return t_fp8_quantized(
             t_fp8_matmul(E4, E4, TUNER_BF16, 0, 64, 64, 160, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false));
