@@ -81,7 +81,7 @@ static int check(const char *dir, const tuner_op *op)
     if (!out)
         return 2;
     const long long M = op->output.shape[0], N = op->output.shape[1], K = op->inputs[0].shape[1], KB = (K + 127) / 128;
-    const tuner_scale_kind sa = op->attrs.matmul.scale_a;
+    const tuner_scale_kind sa = op->attrs.matmul.scale_a, sb = op->attrs.matmul.scale_b;
     long bad = 0;
     double maxerr = 0;
     for (long long m = 0; m < M; m++)
@@ -96,10 +96,10 @@ static int check(const char *dir, const tuner_op *op)
                          in_f32(&op->inputs[3], in[3], (n / 128) * KB + kb);
                 acc += s;
             }
-            if (sa == TUNER_SCALE_ROW)
-                acc *= (double)in_f32(&op->inputs[2], in[2], m) * in_f32(&op->inputs[3], in[3], n);
-            if (sa == TUNER_SCALE_TENSOR)
-                acc *= (double)in_f32(&op->inputs[2], in[2], 0) * in_f32(&op->inputs[3], in[3], 0);
+            if (sa == TUNER_SCALE_ROW || sa == TUNER_SCALE_TENSOR)
+                acc *= (double)in_f32(&op->inputs[2], in[2], sa == TUNER_SCALE_ROW ? m : 0);
+            if (sb == TUNER_SCALE_COL || sb == TUNER_SCALE_TENSOR)
+                acc *= (double)in_f32(&op->inputs[3], in[3], sb == TUNER_SCALE_COL ? n : 0);
             double got;
             if (tuner_dtype_is_fp8(op->output.dtype)) {
                 acc /= (double)in_f32(&op->inputs[4], in[4], 0);
