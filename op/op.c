@@ -375,6 +375,12 @@ double tuner_fp8_step(tuner_dtype dt)
     return dt == TUNER_F8E4M3 ? 0.13 : dt == TUNER_F8E5M2 ? 0.26 : 0.0;
 }
 
+bool tuner_fp8_target(const tuner_target *t)
+{
+    /* mma.sync.m16n8k32 with e4m3/e5m2 operands needs sm_89 (PTX ISA 8.4); sm_90a adds wgmma. */
+    return t && t->sm >= 89;
+}
+
 const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len)
 {
     if (!op || op->kind != TUNER_OP_MATMUL || !tuner_dtype_is_fp8(op->inputs[0].dtype))
@@ -382,22 +388,20 @@ const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, cha
     char tn[16];
     const tuner_tensor *a = &op->inputs[0], *b = &op->inputs[1];
     const int64_t k = op->attrs.matmul.trans_a ? a->shape[a->rank - 2] : a->shape[a->rank - 1];
-    if (!t || t->sm != 90 || !t->arch_specific)
+    if (!tuner_fp8_target(t))
         snprintf(buf, len,
-                 "fp8 needs sm_89 mma.sync or sm_90a wgmma, and this build has only the second: arch %s cannot run an "
-                 "FP8 matmul%s",
-                 t ? tuner_target_name(t, tn, sizeof(tn)) : "(none)",
-                 t && t->sm == 89 ? " (sm_89's mma.sync FP8 is not implemented yet)"
-                 : t && t->sm == 90 ? " (sm_90 without the \"a\" has no wgmma: ask for sm_90a)"
-                                    : "");
+                 "fp8 needs sm_89 mma.sync or sm_90a wgmma: arch %s has no FP8 tensor cores (FP8 matmuls run on "
+                 "sm_89, sm_90, sm_90a, sm_100 and sm_120)",
+                 t ? tuner_target_name(t, tn, sizeof(tn)) : "(none)");
     else if (op->attrs.matmul.trans_a)
-        snprintf(buf, len, "an FP8 matmul needs A as [M,K] (trans_a false): 8-bit wgmma reads A K-major only, and "
-                           "transposing it in the kernel is not implemented yet");
+        snprintf(buf, len, "an FP8 matmul needs A as [M,K] (trans_a false): 8-bit mma.sync and wgmma read A K-major "
+                           "only, and transposing it in the kernel is not implemented yet");
     else if (!op->attrs.matmul.trans_b)
         snprintf(buf, len, "an FP8 matmul needs B as [N,K] with trans_b true (torch._scaled_mm's column-major B): 8-bit "
-                           "wgmma reads B K-major only, and transposing a [K,N] B in the kernel is not implemented yet");
+                           "mma.sync and wgmma read B K-major only, and transposing a [K,N] B in the kernel is not "
+                           "implemented yet");
     else if (k % 16 || a->align < 16 || b->align < 16)
-        snprintf(buf, len, "an FP8 matmul needs K a multiple of 16 and A and B 16-byte aligned (the copy engine moves "
+        snprintf(buf, len, "an FP8 matmul needs K a multiple of 16 and A and B 16-byte aligned (its kernels copy "
                            "16-byte rows); K is %lld", (long long)k);
     else
         return NULL;

@@ -695,12 +695,17 @@ tuner_target tuner_target_of(tuner_target_id id);
 /* The id of a supported target, or -1 when t is NULL or not supported. */
 int tuner_target_id_of(const tuner_target *t);
 
+/* Whether target t has FP8 tensor cores (mma.sync m16n8k32 e4m3/e5m2: sm_89 and later; sm_90a
+ * also wgmma). */
+bool tuner_fp8_target(const tuner_target *t);
 /* Why no kernel of this build computes FP8 matmul op on target t, as a sentence into buf (cut to
- * len; returned), or NULL when one does (or op is no FP8 matmul). FP8 needs sm_90a's wgmma (sm_89's
- * mma.sync FP8 is not implemented), A K-major ([M,K], not trans_a) and B K-major ([N,K],
- * trans_b: torch._scaled_mm's column-major B), since 8-bit wgmma reads both operands K-major and
- * no producer transposes them yet, and K a multiple of 16 with 16-byte aligned A and B (the copy
- * engine's rows). The request parser (a known arch) and the space builder (any) both ask. */
+ * len; returned), or NULL when one does (or op is no FP8 matmul). FP8 needs FP8 tensor cores
+ * (tuner_fp8_target: sm_89, sm_90, sm_100 and sm_120 by matmul_mma's mma.sync, sm_90a by
+ * matmul_wgmma's wgmma and matmul_mma's), A K-major ([M,K], not trans_a) and B K-major ([N,K],
+ * trans_b: torch._scaled_mm's column-major B), since both 8-bit instructions read both operands
+ * K-major (ldmatrix transposes 16-bit elements only) and no loader transposes them yet, and K a
+ * multiple of 16 with 16-byte aligned A and B (TMA's and cp.async's 16-byte rows). The request
+ * parser (a known arch) and the space builder (any) both ask. */
 const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len);
 
 /* What an FP8 matmul's result may lose against fp32 sums of its exact products, as a fraction of

@@ -2249,7 +2249,7 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if (!req->opt.arch_native && tuner_fp8_unsupported(op, &req->opt.target, why, sizeof(why)))
     {
         const tuner_target *t = &req->opt.target;
-        const char *field = t->sm != 90 || !t->arch_specific ? "arch"
+        const char *field = !tuner_fp8_target(t)             ? "arch"
                             : op->attrs.matmul.trans_a       ? "attrs.trans_a"
                             : !op->attrs.matmul.trans_b      ? "attrs.trans_b"
                                                              : "inputs[0].shape";

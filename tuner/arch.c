@@ -4,6 +4,13 @@
  * Bandwidths are what a streaming kernel achieves, not the datasheet (A100 80GB ~1.6 TB/s of
  * 2.0, H100 SXM ~3.0 TB/s of 3.35); tensor rates are mma.sync with fp32 accumulation, which on
  * Hopper reaches roughly two thirds of the wgmma peak.
+ *
+ * FP8 (tc_fp8_tflops): mma.sync.m16n8k32 with e4m3/e5m2 operands and fp32 accumulation exists from
+ * sm_89 (PTX ISA 8.4). Ada's datasheets give it twice the fp16-with-fp32-accumulate rate (L40S
+ * 733 against 362 TFLOP/s dense, RTX 4090 330 against 165, L40 362 against 181), and so does
+ * Hopper's wgmma (1979 against 989); the rates below take mma.sync FP8 at twice each part's
+ * fp16 mma.sync rate, which is measured nowhere yet for Hopper and Blackwell (there the FP8
+ * matmul of choice is matmul_wgmma on sm_90a; sm_90, sm_100 and sm_120 get matmul_mma's).
  */
 #include "tuner/template.h"
 
@@ -13,7 +20,8 @@
     .sm = 90, .sm_count = 132, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,        \
     .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,               \
     .max_regs_per_thread = 255, .dram_gbps = 3000.0, .l2_bytes = 50.0 * 1024 * 1024,             \
-    .tc_f16_tflops = 660.0, .fma_f32_tflops = 67.0, .has_cp_async = true, .has_bf16_mma = true,    \
+    .tc_f16_tflops = 660.0, .tc_fp8_tflops = 1320.0, .fma_f32_tflops = 67.0, .has_cp_async = true,  \
+    .has_bf16_mma = true,                                                                        \
     /* cudaOccupancyMaxActiveClusters on an H100 80GB HBM3 (200 KiB of shared memory per block; \
      * bench/results/2026-11-24-h100-wgmma-split/clusters.txt) */                                \
     .cluster_fit = {0, 132, 66, 39, 30, 22, 17, 15, 15}
@@ -43,7 +51,7 @@ static const tuner_arch arch_table[] = {
         .sm = 89, .sm_count = 128, .max_threads_per_block = 1024, .max_threads_per_sm = 1536,
         .max_smem_per_block = 101376, .max_smem_per_sm = 102400, .regs_per_sm = 65536,
         .max_regs_per_thread = 255, .dram_gbps = 900.0, .l2_bytes = 72.0 * 1024 * 1024,
-        .tc_f16_tflops = 165.0, .fma_f32_tflops = 82.6,
+        .tc_f16_tflops = 165.0, .tc_fp8_tflops = 330.0, .fma_f32_tflops = 82.6,
         .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
     },
     [TUNER_TARGET_SM90] = {ARCH_H100_SXM, .has_wgmma = false},
@@ -62,7 +70,7 @@ static const tuner_arch arch_table[] = {
         .sm = 100, .sm_count = 148, .max_threads_per_block = 1024, .max_threads_per_sm = 2048,
         .max_smem_per_block = 232448, .max_smem_per_sm = 233472, .regs_per_sm = 65536,
         .max_regs_per_thread = 255, .dram_gbps = 6500.0, .l2_bytes = 126.0 * 1024 * 1024,
-        .tc_f16_tflops = 660.0, .fma_f32_tflops = 80.0,
+        .tc_f16_tflops = 660.0, .tc_fp8_tflops = 1320.0, .fma_f32_tflops = 80.0,
         .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
     },
     [TUNER_TARGET_SM120] = {
@@ -71,7 +79,7 @@ static const tuner_arch arch_table[] = {
         .sm = 120, .sm_count = 170, .max_threads_per_block = 1024, .max_threads_per_sm = 1536,
         .max_smem_per_block = 101376, .max_smem_per_sm = 102400, .regs_per_sm = 65536,
         .max_regs_per_thread = 255, .dram_gbps = 1500.0, .l2_bytes = 96.0 * 1024 * 1024,
-        .tc_f16_tflops = 209.0, .fma_f32_tflops = 104.8,
+        .tc_f16_tflops = 209.0, .tc_fp8_tflops = 418.0, .fma_f32_tflops = 104.8,
         .has_cp_async = true, .has_bf16_mma = true, .has_wgmma = false,
     },
 };

@@ -80,6 +80,9 @@ typedef struct tuner_arch {
     double dram_gbps;          /* bytes/us = GB/s */
     double l2_bytes;
     double tc_f16_tflops;      /* dense fp16/bf16 mma.sync rate */
+    /* Dense FP8 (e4m3/e5m2) mma.sync m16n8k32 rate with fp32 accumulation; 0 where the target has
+     * no FP8 mma.sync (before sm_89): matmul_mma's FP8 candidates exist only where it is not. */
+    double tc_fp8_tflops;
     double fma_f32_tflops;
     bool has_cp_async, has_bf16_mma, has_wgmma;
     /* Clusters of n = 1..8 blocks, one block per SM, resident at once (a cluster is placed

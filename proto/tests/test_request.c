@@ -1863,10 +1863,16 @@ static void test_fp8(void)
     /* targets and layouts the kernels serve */
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_80\"}", 422,
         "unsupported", "arch");
-    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_90\"}", 422,
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_86\"}", 422,
         "unsupported", "arch");
-    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_89\"}", 422,
-        "unsupported", "arch");
+    /* sm_89 and later have FP8 mma.sync (matmul_mma): sm_89, sm_90 without the "a", sm_120 */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e5m2") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_89\"}");
+    CHECK(r.op.inputs[1].dtype == TUNER_F8E5M2 && r.opt.target.sm == 89);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_90\"}");
+    CHECK(r.opt.target.sm == 90 && !r.opt.target.arch_specific);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_120\"}");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}],\"arch\":\"sm_89\"}", 422,
+        "unsupported", "attrs.trans_b");
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}]" F8_ARCH, 422,
         "unsupported", "attrs.trans_b");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,128],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB

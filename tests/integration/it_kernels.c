@@ -308,7 +308,8 @@ int main(void)
 
     /* FP8 (issue 41) end to end (tune "none"): an e4m3 x e5m2 matmul with row and column scales,
      * bias and GELU for sm_90a answers a bf16 kernel whose PTX holds the FP8 wgmma and passes
-     * ptxas; the same request for sm_80 is refused with its field, and the daemon still serves. */
+     * ptxas; for sm_89 (Ada) one whose PTX holds matmul_mma's FP8 mma.sync m16n8k32; the same
+     * request for sm_80 is refused with its field, and the daemon still serves. */
     {
 #define FP8_REQ(arch)                                                                                           \
     "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,512],\"dtype\":\"f8e4m3\"},{\"shape\":[384,512],"          \
@@ -329,6 +330,19 @@ int main(void)
         }
         free(key);
         ht_resp_free(&fr);
+        ht_resp ar = ht_post(&d, "/v1/kernels", FP8_REQ("sm_89"));
+        char *akey = check_kernel_set(&ar, "sm_89", false);
+        if (akey) {
+            check_code(&d, akey, "sm_89", 89);
+            char path[160];
+            snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", akey);
+            ht_resp ptx = ht_get(&d, path);
+            CHECK(ptx.status == 200 && ptx.body && strstr(ptx.body, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32"),
+                  "no FP8 mma.sync in the sm_89 PTX");
+            ht_resp_free(&ptx);
+        }
+        free(akey);
+        ht_resp_free(&ar);
         /* Quantized for the next layer: divided by its scale, cast to e4m3 (an FP8 answer). */
         ht_resp qr = ht_post(&d, "/v1/kernels",
                              "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,512],\"dtype\":\"f8e4m3\"},{\"shape\":[384,512],"

@@ -64,7 +64,7 @@ static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok,
     p->scale_a_in = p->scale_b_in = -1;
     const bool fp8 = op->n_inputs >= 2 && op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype);
     if (fp8 && !fp8_ok)
-        return fail(err, "FP8 operands are matmul_wgmma's only");
+        return fail(err, "FP8 operands are read only by matmul_wgmma and matmul_mma");
     const int n_anchor = 2 + (fp8 ? tuner_matmul_n_scales(op) : 0);
     if (op->n_anchor_inputs != n_anchor || op->n_inputs < n_anchor || op->n_inputs > TUNER_MAX_INPUTS)
         return fail(err, "%s needs exactly %d anchor inputs", tuner_op_name(op->kind), n_anchor);

@@ -205,7 +205,9 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
     double eff;
     double rate_tflops;
     if (c->tensor_core) {
-        rate_tflops = c->tf32 ? a->tc_f16_tflops * 0.5 : a->tc_f16_tflops;
+        /* FP8 (matmul_mma's m16n8k32): the target's FP8 mma.sync rate, twice fp16's where known
+         * (tuner/arch.c); the operands' bytes (esz 1) halve their load and panel terms below. */
+        rate_tflops = c->tf32 ? a->tc_f16_tflops * 0.5 : p->fp8 ? a->tc_fp8_tflops : a->tc_f16_tflops;
         /* Per k16 step a warp issues MI*NI mma and MI + NI/2 ldmatrix: reuse ~ 2*MI*NI/(2MI+NI). */
         double mi = c->warp_m / 16.0, ni = c->warp_n / 8.0;
         double reuse = (mi * ni) / (mi + ni / 2.0); /* 64x64: 4*8/8 = 4; 32x32: 2*4/4 = 2 */
@@ -224,8 +226,10 @@ double tuner__gemm_cost(const tuner__gemm_problem *p, const tuner_arch *a, const
         eff *= c->stages >= 3 ? 1.0 : 0.6;
     else
         eff *= 0.6; /* register-staged loads: load latency exposed once per tile */
+    /* (An FP8 k tile of block_k holds the mma steps and barriers of a 16-bit one of half that.) */
+    const int bk16 = p->fp8 ? c->block_k / 2 : c->block_k;
     if (c->tensor_core)
-        eff *= c->block_k >= 64 ? 1.0 : c->block_k >= 32 ? 0.93 : 0.8;
+        eff *= bk16 >= 64 ? 1.0 : bk16 >= 32 ? 0.93 : 0.8;
     /* Latency hiding: fewer than 8 resident warps per SM leaves the tensor pipe idle. */
     double warps_sm = (double)blocks_here * c->threads / 32.0;
     eff *= clampd(warps_sm / 8.0, 0.35, 1.0);

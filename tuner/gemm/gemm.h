@@ -96,7 +96,7 @@ static inline long long tuner__gemm_cdiv(long long a, long long b)
  * (malloc'd) when the op is not something these templates handle: an FP8 matmul among them
  * (templates that read FP8 operands ask tuner__gemm_problem_init_fp8). */
 int tuner__gemm_problem_init(const tuner_op *op, tuner__gemm_problem *p, char **err);
-/* The same for templates that also take FP8 matmuls (matmul_wgmma, the reference). */
+/* The same for templates that also take FP8 matmuls (matmul_wgmma, matmul_mma, the reference). */
 int tuner__gemm_problem_init_fp8(const tuner_op *op, tuner__gemm_problem *p, char **err);
 
 /* Emits the prelude plus the gm_ helpers the templates use (shared-address based ldmatrix and

@@ -21,6 +21,28 @@
  *    sums in a fixed order before applying the epilogue; or (split_cluster, sm_90+) the K slices
  *    of a tile form one thread-block cluster and sum their partials through distributed shared
  *    memory, in the same fixed order, inside the one launch (emit_cluster_reduce).
+ *
+ * FP8 matmuls (issue 41; sm_89 and later: tuner_arch.tc_fp8_tflops) run the same kernel on bytes:
+ * A [M,K] and B [N,K] (trans_b), both K-major as 8-bit fragments need (ldmatrix transposes 16-bit
+ * elements only), 16-byte rows. A k tile of block_k FP8 elements is block_k bytes per row, so the
+ * f16 tile of half as many k elements has the same shared layout, swizzle and 16-byte cp.async
+ * chunks; ldmatrix.x4 (non-transposed, b16) of a k32 step yields exactly the m16n8k32 .e4m3/.e5m2
+ * fragments: each 32-bit register is 4 consecutive k of one row, A's a0..a3 = (row g, k 4t..),
+ * (g + 8, k 4t..), (g, k 16 + 4t..), (g + 8, k 16 + 4t..) and B's b0, b1 = (col g, k 4t..),
+ * (col g, k 16 + 4t..) (PTX ISA, "mma.m16n8k32" fragments; g = lane / 4, t = lane % 4), which is
+ * the m16n8k16 f16 layout read in pairs of bytes; the accumulators are laid out as f16's. So per
+ * k32 step the warp issues the ldmatrix of an f16 k16 step and one mma.sync.m16n8k32 per mma tile
+ * (gm_mma_f8), which runs at twice the f16 rate on Ada. Scales (tensor, row, column) and a
+ * quantizing cast are the epilogue's (tuner/gemm/common.c, every store path: direct, staged,
+ * split-K workspace or cluster sums). Fast accumulation (attrs.matmul.fast_accum, the default)
+ * keeps every k32 product in the fp32 accumulators; otherwise, and always with per-block scales,
+ * block_k is 128 (one k tile per 128-k block) and each k tile's mma accumulate into a tile of
+ * their own (gm_t, the first step overwriting it) that is then added (per-block: times sa[m][kb] *
+ * sb[n / 128][kb], loaded at the tile's start) into the fp32 accumulators: the same sums
+ * matmul_wgmma forms (emit_promoting_loop), at one FADD or FFMA per accumulator per 128 k. Whether
+ * Ada's mma.sync keeps fewer bits in its fp32 accumulation of FP8 products than a plain fp32 sum
+ * (as Hopper's FP8 wgmma does) is not documented; the verification tolerance is the wgmma one
+ * (tuner_fp8_accum_loss), which bounds either.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,13 +58,32 @@ typedef struct mma_cfg {
     bool async;
     bool stage_out; /* epilogue through shared memory and 16-byte stores */
     bool split_cluster; /* split-K slices of a tile are one cluster, summed in shared memory */
+    bool promote; /* FP8: each k tile (128 k) summed apart and added to the accumulators */
     int smem;
     int regs; /* estimate per thread */
 } mma_cfg;
 
-static bool mma_supported(const tuner__gemm_problem *p)
+/* fp16/bf16 anywhere; FP8 (any mix but e5m2 x e5m2) where the target has FP8 mma.sync, for a
+ * matmul whose A [M,K] and B [N,K] are K-major with 16-byte rows (tuner_fp8_unsupported refuses
+ * the rest before a space is built). */
+static bool mma_supported(const tuner__gemm_problem *p, const tuner_arch *a)
 {
+    if (p->fp8)
+        return a && a->tc_fp8_tflops > 0 && !p->conv && p->kmajor[0] && p->kmajor[1] && p->vec[0] == 16 &&
+               p->vec[1] == 16 && !(p->dt == TUNER_F8E5M2 && p->dt_b == TUNER_F8E5M2);
     return p->dt == TUNER_F16 || p->dt == TUNER_BF16;
+}
+
+/* Bytes per operand element: 2, or 1 for FP8. */
+static int op_bytes(const tuner__gemm_problem *p)
+{
+    return tuner_dtype_size(p->dt);
+}
+
+/* k elements per mma step: 16 (m16n8k16), 32 for FP8 (m16n8k32); either is 32 bytes of a row. */
+static int mma_k(const tuner__gemm_problem *p)
+{
+    return 32 / op_bytes(p);
 }
 
 /* Path: cp.async (4, 8 or 16 bytes per copy) needs at least 4-byte vectors on both operands and
@@ -114,7 +155,8 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
     c->warps_n = c->bn / c->wn;
     c->threads = 32 * c->warps_m * c->warps_n;
     c->async = mma_async(p);
-    int stage_bytes = (c->bm + c->bn) * c->bk * 2;
+    c->promote = p->promote;
+    int stage_bytes = (c->bm + c->bn) * c->bk * op_bytes(p);
     c->smem = (c->async ? c->stages : 2) * stage_bytes;
     if (c->stage_out && out_stage_bytes(p, c) > c->smem)
         c->smem = out_stage_bytes(p, c);
@@ -123,6 +165,9 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, mma_c
         c->smem = c->bm * tuner__gemm_partial_row_bytes(c->bn);
     int mi = c->wm / 16, ni = c->wn / 8;
     c->regs = mi * ni * 4 + 2 * (mi * 4 + ni * 2) + 40;
+    /* A promoted k tile's own accumulators, and per-block scales' per row pair. */
+    if (c->promote)
+        c->regs += mi * ni * 4 + (p->block_scales ? mi * 2 + 1 : 0);
     /* Register-staged units: one register per 4 bytes (at least one) plus their hoisted
      * addresses; cp.async addresses fit in the base estimate (measured: 245 for 128x256). */
     for (int w = 0; w < 2; w++)
@@ -140,8 +185,14 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const m
         return false;
     if (!c->async && c->stages != 2)
         return false; /* register-staged loads are double-buffered: only stages=2 exists */
-    if (c->async && c->bk % 32)
-        return false; /* the pipelined loop alternates fragment buffers over an even k16 count */
+    if (c->async && (c->bk / mma_k(p)) % 2)
+        return false; /* the pipelined loop alternates fragment buffers over an even step count */
+    /* A promoted k tile is one 128-k block; per-block scales: each warp's columns in one 128-wide
+     * n block (one B scale per warp and k tile). */
+    if (c->promote && (c->bk != 128 || !c->async))
+        return false;
+    if (p->block_scales && ((c->bn % 128 && 128 % c->bn) || 128 % c->wn))
+        return false;
     if (p->batch * c->split > 65535)
         return false;
     /* Staging needs whole 16-byte output chunks per row and a single K slice (split-K partials
@@ -167,11 +218,12 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const m
     return true;
 }
 
-/* Swizzle of a shared tile with `cols` 16-bit elements per row: chunk ^ ((row >> sh) & mask). */
-static void swz_params(int cols, int *rowb, int *sh, int *mask)
+/* Swizzle of a shared tile with `cols` elements of p's operands per row: 16-byte chunk ^ ((row >>
+ * sh) & mask). */
+static void swz_params(const tuner__gemm_problem *p, int cols, int *rowb, int *sh, int *mask)
 {
-    int chunks = cols / 8;
-    *rowb = cols * 2;
+    *rowb = cols * op_bytes(p);
+    int chunks = *rowb / 16;
     if (chunks >= 8) {
         *sh = 0;
         *mask = 7;
@@ -256,7 +308,7 @@ static void emit_loader(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cf
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
-    swz_params(cols, &rowb, &sh, &mask);
+    swz_params(p, cols, &rowb, &sh, &mask);
     const int v = load_vec(p, c, which);
     const int upr = cols / v, total = rows * upr, iters = load_iters(p, c, which);
     const char *X = which == 0 ? "a" : "b";
@@ -345,7 +397,7 @@ static void emit_im2col_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, 0, &rows, &cols);
-    swz_params(cols, &rowb, &sh, &mask);
+    swz_params(p, cols, &rowb, &sh, &mask);
     const int v = load_vec(p, c, 0), upr = cols / v, rpp = c->threads / upr;
     const int iters = (rows + rpp - 1) / rpp;
     const bool same_swz = mask == 0 || rpp % (8 << sh) == 0;
@@ -401,7 +453,7 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
-    swz_params(cols, &rowb, &sh, &mask);
+    swz_params(p, cols, &rowb, &sh, &mask);
     const int v = load_vec(p, c, which), upr = cols / v, rpp = c->threads / upr;
     const int iters = (rows + rpp - 1) / rpp;
     const char *X = which == 0 ? "a" : "b";
@@ -411,8 +463,12 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
         snprintf(lim.s, sizeof(lim.s), "%lld", p->N);
     long long mn_stride, k_stride, bstride;
     affine_strides(p, which, &mn_stride, &k_stride, &bstride);
-    const int tile_off = which == 0 ? 0 : c->bm * c->bk * 2;
+    const int tile_off = which == 0 ? 0 : c->bm * c->bk * op_bytes(p);
     const long long it_delta = (long long)rpp * (km ? mn_stride : k_stride);
+    /* A unit's 16-byte chunk in its row and its first byte in the chunk, from its first
+     * element's index u * v: 8 or 16 elements per chunk. */
+    const int esz = op_bytes(p);
+    const char *chunk_sh = esz == 1 ? "4" : "3", *in_chunk = esz == 1 ? "& 15)" : "& 7) * 2";
     /* Row r0 + it * rpp has the swizzle of r0 when rpp spans whole swizzle periods. */
     const bool same_swz = mask == 0 || rpp % (8 << sh) == 0;
     if (mode == AFF_SETUP) {
@@ -433,9 +489,9 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
             tuner_sb_printf(sb, "const int %s_mnrem = %s - %s_mn;\n", X, lim.s, X);
         else
             tuner_sb_printf(sb, "const bool %s_mnok = %s_mn < %s;\n", X, X, lim.s);
-        tuner_sb_printf(sb, "const hd_u32 %s_s0 = %d + %s_r0 * %d + ((((%s_u * %d) >> 3) ^ ((%s_r0 >> %d) & %d)) << 4) + "
-                            "((%s_u * %d) & 7) * 2;\n",
-                        X, tile_off, X, rowb, X, v, X, sh, mask, X, v);
+        tuner_sb_printf(sb, "const hd_u32 %s_s0 = %d + %s_r0 * %d + ((((%s_u * %d) >> %s) ^ ((%s_r0 >> %d) & %d)) << 4) + "
+                            "((%s_u * %d) %s;\n",
+                        X, tile_off, X, rowb, X, v, chunk_sh, X, sh, mask, X, v, in_chunk);
         return;
     }
     if (mode != AFF_REG_STORE) {
@@ -462,12 +518,12 @@ static void emit_affine_loader(tuner_sb *sb, const tuner__gemm_problem *p, const
             tuner_sb_printf(sb, "const hd_u32 dst = gm_st + %s_s0 + %d;\n", X, r * rowb);
         else
             tuner_sb_printf(sb,
-                            "const int rr = %s_r0 + %d;\nconst hd_u32 dst = gm_st + %d + rr * %d + ((((%s_u * %d) >> 3) ^ "
-                            "((rr >> %d) & %d)) << 4) + ((%s_u * %d) & 7) * 2;\n",
-                            X, r, tile_off, rowb, X, v, sh, mask, X, v);
+                            "const int rr = %s_r0 + %d;\nconst hd_u32 dst = gm_st + %d + rr * %d + ((((%s_u * %d) >> %s) ^ "
+                            "((rr >> %d) & %d)) << 4) + ((%s_u * %d) %s;\n",
+                            X, r, tile_off, rowb, X, v, chunk_sh, sh, mask, X, v, in_chunk);
         if (mode == AFF_CP_ASYNC)
-            tuner_sb_printf(sb, "gm_cp%d(dst, ok ? %s_p0 + (gm_adv + %lldLL) : in%d, ok ? %d : 0);\n", v * 2, X,
-                            it * it_delta, which, v * 2);
+            tuner_sb_printf(sb, "gm_cp%d(dst, ok ? %s_p0 + (gm_adv + %lldLL) : in%d, ok ? %d : 0);\n", v * esz, X,
+                            it * it_delta, which, v * esz);
         else if (mode == AFF_REG_STORE)
             tuner_sb_printf(sb, "%s(dst, gm_r%s[%d]);\n", sts_name(v * 2), X, it);
         if (rows % rpp != 0 && r + rpp > rows)
@@ -481,7 +537,7 @@ static void emit_frag_setup(tuner_sb *sb, const tuner__gemm_problem *p, const mm
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
-    swz_params(cols, &rowb, &sh, &mask);
+    swz_params(p, cols, &rowb, &sh, &mask);
     const char *X = which == 0 ? "a" : "b";
     const char *r_lane, *c_lane;
     if (which == 0) {
@@ -504,8 +560,8 @@ static void emit_frag_load(tuner_sb *sb, const tuner__gemm_problem *p, const mma
 {
     int rows, cols, rowb, sh, mask;
     tile_geom(p, c, which, &rows, &cols);
-    swz_params(cols, &rowb, &sh, &mask);
-    const int tile_off = which == 0 ? 0 : c->bm * c->bk * 2;
+    swz_params(p, cols, &rowb, &sh, &mask);
+    const int tile_off = which == 0 ? 0 : c->bm * c->bk * op_bytes(p);
     const bool km = p->kmajor[which];
     /* A fragments are row-major over (m, k): kmajor storage reads them as stored, M-contiguous
      * storage needs the transpose. B fragments are "column-major" (k pairs per register): the
@@ -533,12 +589,81 @@ static void emit_frag_load(tuner_sb *sb, const tuner__gemm_problem *p, const mma
     }
 }
 
-static void emit_mma_batch(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int buf)
+/* The mma of one k step (kk of the tile) from fragment buffer buf: into the accumulators, or with
+ * promotion into the k tile's own (gm_t), which the tile's first step overwrites. */
+static void emit_mma_batch(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int buf, int kk)
+{
+    if (p->fp8)
+        tuner_sb_printf(sb,
+                        "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                        "gm_mma_f8%s(%s[i][j], fa[%d][i], &fb[%d][j >> 1][(j & 1) * 2]);\n",
+                        c->wm / 16, c->wn / 8, c->promote && kk == 0 ? "_z" : "", c->promote ? "gm_t" : "acc", buf,
+                        buf);
+    else
+        tuner_sb_printf(sb,
+                        "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
+                        "hd_mma_%s_16816(acc[i][j], fa[%d][i], &fb[%d][j >> 1][(j & 1) * 2]);\n",
+                        c->wm / 16, c->wn / 8, p->dt == TUNER_F16 ? "f16" : "bf16", buf, buf);
+}
+
+/* The FP8 mma.sync wrappers: gm_mma_f8 d += A * B, gm_mma_f8_z d = A * B (a zero C), m16n8k32
+ * with A's and B's formats, fp32 accumulation. */
+static void emit_fp8_mma_fns(tuner_sb *sb, const tuner__gemm_problem *p)
+{
+    const char *ta = p->dt == TUNER_F8E4M3 ? "e4m3" : "e5m2", *tb = p->dt_b == TUNER_F8E4M3 ? "e4m3" : "e5m2";
+    tuner_sb_printf(sb,
+                    "HD_INLINE void gm_mma_f8(float *d, const hd_u32 *a, const hd_u32 *b) { "
+                    "asm volatile(\"mma.sync.aligned.m16n8k32.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, "
+                    "{%%8,%%9}, {%%0,%%1,%%2,%%3};\" : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]) : "
+                    "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1])); }\n",
+                    ta, tb);
+    if (p->promote)
+        tuner_sb_printf(sb,
+                        "HD_INLINE void gm_mma_f8_z(float *d, const hd_u32 *a, const hd_u32 *b) { "
+                        "asm volatile(\"mma.sync.aligned.m16n8k32.row.col.f32.%s.%s.f32 {%%0,%%1,%%2,%%3}, "
+                        "{%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%10,%%10,%%10,%%10};\" : \"=f\"(d[0]), \"=f\"(d[1]), "
+                        "\"=f\"(d[2]), \"=f\"(d[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), "
+                        "\"r\"(b[0]), \"r\"(b[1]), \"f\"(0.0f)); }\n",
+                        ta, tb);
+}
+
+/* Promotion of an FP8 k tile (c->promote; one 128-k block, cfg_valid): before the tile's first
+ * step, per-block scales load the tile's sa of each of the thread's rows (clamped into M) times
+ * its warp's sb (gm_bs; their latency hides behind the tile's mma); after its last, gm_t is
+ * added to the accumulators, scaled by them. The k block of tile kt is gm_kbeg / 128 + kt. */
+static void emit_promote_scales(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    if (!p->block_scales)
+        return;
+    const long long kb = tuner__gemm_cdiv(p->K, 128);
+    tuner_sb_printf(sb,
+                    "float gm_bs[%d][2];\n{\nconst int gm_kb = gm_kbeg / 128 + kt;\n"
+                    "const float gm_sbv = __ldg(gm_sbp + gm_kb);\n"
+                    "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
+                    "gm_bs[i][h] = __ldg(in%d + (long long)min(gm_sr + i * 16 + h * 8, %s) * %lldLL + gm_kb) * gm_sbv;\n}\n",
+                    c->wm / 16, c->wm / 16, p->bsa_in, tuner__gemm_M(p, -1).s, kb);
+}
+
+static void emit_promote_add(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++)\n"
-                    "hd_mma_%s_16816(acc[i][j], fa[%d][i], &fb[%d][j >> 1][(j & 1) * 2]);\n",
-                    c->wm / 16, c->wn / 8, p->dt == TUNER_F16 ? "f16" : "bf16", buf, buf);
+                    "#pragma unroll\nfor (int e = 0; e < 4; e++) %s\n",
+                    c->wm / 16, c->wn / 8,
+                    p->block_scales ? "acc[i][j][e] = fmaf(gm_t[i][j][e], gm_bs[i][e >> 1], acc[i][j][e]);"
+                                    : "acc[i][j][e] += gm_t[i][j][e];");
+}
+
+/* Per-thread constants of the promotion: the tile of its own and, for per-block scales, the first
+ * of the thread's rows and its warp's row of B's scales (its n block clamped into the scales). */
+static void emit_promote_setup(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
+{
+    tuner_sb_printf(sb, "float gm_t[%d][%d][4];\n", c->wm / 16, c->wn / 8);
+    if (p->block_scales)
+        tuner_sb_printf(sb,
+                        "const int gm_sr = gm_m0 + gm_wm * %d + (lane >> 2);\n"
+                        "const float *const gm_sbp = in%d + (long long)min((gm_n0 + gm_wn * %d) >> 7, %lld) * %lldLL;\n",
+                        c->wm, p->bsb_in, c->wn, tuner__gemm_cdiv(p->N, 128) - 1, tuner__gemm_cdiv(p->K, 128));
 }
 
 /* The cp.async main loop, software-pipelined across tiles (the CUTLASS multistage scheme):
@@ -555,7 +680,7 @@ static void emit_mma_batch(tuner_sb *sb, const tuner__gemm_problem *p, const mma
  * kt - 1, which every thread has passed. */
 static void emit_async_loop(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c, int stage_bytes)
 {
-    const int kks = c->bk / 16;
+    const int kks = c->bk / mma_k(p);
     const int S = c->stages;
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int s = 0; s < %d; s++) {\n"
@@ -565,11 +690,15 @@ static void emit_async_loop(tuner_sb *sb, const tuner__gemm_problem *p, const mm
                     S - 1, stage_bytes, stage_bytes, S - 2);
     tuner_sb_printf(sb, "int gm_rd = 0, gm_wr = %d;\nhd_u32 gm_cur = gm_sbase;\n", S - 1);
     tuner_sb_printf(sb, "hd_u32 fa[2][%d][4], fb[2][%d][4];\n", c->wm / 16, c->wn / 16);
+    if (c->promote)
+        emit_promote_setup(sb, p, c);
     emit_frag_load(sb, p, c, 0, 0, 0, "gm_cur");
     emit_frag_load(sb, p, c, 1, 0, 0, "gm_cur");
     tuner_sb_puts(sb, "for (int kt = 0; kt < gm_ktiles; kt++) {\n");
     tuner_sb_printf(sb, "const bool gm_more = kt + %d < gm_ktiles;\nconst hd_u32 gm_dst = gm_sbase + gm_wr * %d;\n", S - 1,
                     stage_bytes);
+    if (c->promote)
+        emit_promote_scales(sb, p, c);
     for (int kk = 0; kk < kks; kk++) {
         const int buf = kk & 1;
         if (kk == 0)
@@ -588,8 +717,10 @@ static void emit_async_loop(tuner_sb *sb, const tuner__gemm_problem *p, const mm
             emit_frag_load(sb, p, c, 0, kk + 1, buf ^ 1, "gm_cur");
             emit_frag_load(sb, p, c, 1, kk + 1, buf ^ 1, "gm_cur");
         }
-        emit_mma_batch(sb, p, c, buf);
+        emit_mma_batch(sb, p, c, buf, kk);
     }
+    if (c->promote)
+        emit_promote_add(sb, p, c);
     tuner_sb_puts(sb, "}\nhd_cp_async_wait_all();\n");
 }
 
@@ -791,7 +922,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
 {
     const tuner_arch *a = tuner__arch(t);
     mma_cfg c;
-    if (!a || !mma_supported(p) || cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c)) {
+    if (!a || !mma_supported(p, a) || cfg_from(p, s, &c) < 0 || !cfg_valid(p, a, &c)) {
         if (err)
             *err = strdup("invalid schedule for this op and target");
         return -EINVAL;
@@ -799,7 +930,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     const int tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
     const long long kps = tuner__gemm_k_per_split(p->K, c.split, c.bk);
     const int mi = c.wm / 16, ni = c.wn / 8;
-    const int stage_bytes = (c.bm + c.bn) * c.bk * 2;
+    const int stage_bytes = (c.bm + c.bn) * c.bk * op_bytes(p);
     char name[56], rname[64];
     tuner__gemm_kernel_name(name, sizeof(name), tmpl, s);
     snprintf(rname, sizeof(rname), "%s_red", name);
@@ -808,6 +939,10 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     tuner_sb_init(&sb);
     tuner__gemm_emit_head(&sb, t);
     tuner_sb_puts(&sb, "typedef unsigned short gm_u16;\n");
+    if (p->fp8)
+        emit_fp8_mma_fns(&sb, p);
+    if (tuner_dtype_is_fp8(p->out_dt))
+        tuner_sb_puts(&sb, tuner__gemm_fp8_out_helpers);
     const bool in_cluster = c.split > 1 && c.split_cluster;
     if (in_cluster)
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
@@ -969,9 +1104,12 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
 {
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
-    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || !mma_supported(&p))
+    if (!a || tuner__gemm_problem_init_fp8(op, &p, NULL) < 0 || !mma_supported(&p, a))
         return 0;
     const bool async = mma_async(&p);
+    /* block_k in elements: 32 or 64 of 16-bit operands, 64 or 128 of FP8 ones (the same 64 or 128
+     * bytes per shared row, the same ring sizes). */
+    const int esz = op_bytes(&p);
     const char *tmpl = p.conv ? "conv2d_mma" : "matmul_mma";
     /* The preferred schedule (tune:"none") comes first. Matmul: 128x128x64 tiles of 64x64 warp
      * tiles with a 3-deep cp.async ring (96 KiB: two blocks per SM on sm_80/90, fits sm_86/89;
@@ -983,10 +1121,11 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
     tuner_schedule pref = {.template_name = tmpl};
     tuner__gemm_param(&pref, "block_m", async ? 128 : 64);
     tuner__gemm_param(&pref, "block_n", async ? (p.conv ? 64 : 128) : 64);
-    const int pref_bk = async ? 64 : (p.conv ? 16 : 32);
+    const int pref_bk = async ? 128 / esz : (p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "block_k", pref_bk);
     tuner__gemm_param(&pref, "warp_m", async ? 64 : 32);
-    tuner__gemm_param(&pref, "warp_n", async ? (p.conv ? 32 : 64) : p.conv ? 16 : 32);
+    /* (A promoted FP8 k tile's own accumulators leave no registers for 64x64 warp tiles: 64x32.) */
+    tuner__gemm_param(&pref, "warp_n", async ? (p.conv || p.promote ? 32 : 64) : p.conv ? 16 : 32);
     tuner__gemm_param(&pref, "stages", async ? (p.conv ? 4 : 3) : 2);
     tuner__gemm_param(&pref, "split_k", 1);
     tuner__gemm_param(&pref, "split_cluster", 0);
@@ -1010,8 +1149,9 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
         for (size_t i = 0; i < nts; i++) {
             if (ts[i].bm == DECODE_TILE_M && p.M > DECODE_TILE_M)
                 continue;
-            for (int bk = 32; bk <= 64; bk *= 2)
+            for (int bkb = 64; bkb <= 128; bkb *= 2)
                 for (size_t si = 0; si < sizeof(mma_stage_counts) / sizeof(mma_stage_counts[0]); si++) {
+                    const int bk = bkb / esz;
                     const int st = mma_stage_counts[si];
                     if (!async && st != 2)
                         continue;
@@ -1021,10 +1161,10 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
                         continue;
                     /* A two-stage cp.async ring prefetches one tile ahead: only with block_k 64
                      * (no tuned shape picked a two-stage big tile; the model ranks them low). */
-                    if (async && big && st == 2 && bk != 64)
+                    if (async && big && st == 2 && bkb != 128)
                         continue;
                     /* The deep rings: one K slice, 64-deep k tiles (see SKINNY_DEEP_STAGES). */
-                    if (st > 6 && bk != 64)
+                    if (st > 6 && bkb != 128)
                         continue;
                     for (int sp = 1; sp <= (big || st > 6 ? 1 : 8); sp *= 2)
                         for (int g = 1; g <= (big ? 8 : 1); g += 7) {
@@ -1069,7 +1209,8 @@ static int mma_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedu
 static bool mma_applies_kind(const tuner_op *op, const tuner_target *t, tuner_op_kind k)
 {
     tuner__gemm_problem p;
-    return op && op->kind == k && tuner__arch(t) && tuner__gemm_problem_init(op, &p, NULL) == 0 && mma_supported(&p);
+    const tuner_arch *a = tuner__arch(t);
+    return op && op->kind == k && a && tuner__gemm_problem_init_fp8(op, &p, NULL) == 0 && mma_supported(&p, a);
 }
 
 static bool matmul_applies(const tuner_op *op, const tuner_target *t)
@@ -1086,18 +1227,23 @@ static int mma_generate(const tuner_op *op, const tuner_target *t, const tuner_s
                         char **err)
 {
     tuner__gemm_problem p;
-    int rc = tuner__gemm_problem_init(op, &p, err);
+    int rc = tuner__gemm_problem_init_fp8(op, &p, err);
     if (rc < 0)
         return rc;
     return mma_emit(&p, t, s, p.conv ? "conv2d_mma" : "matmul_mma", prog, err);
 }
+
+/* A promoted FP8 k tile (c->promote) adds one FADD (per-block scales: FFMA and the scale loads)
+ * per accumulator per 128 k, about 1/16 of a 64x64 warp tile's mma issue slots, and each tile's
+ * first mma waits for the previous tile's sum to be read: an estimate, not measured. */
+#define MMA_PROMOTE_SCALE 1.08
 
 static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
 {
     tuner__gemm_problem p;
     const tuner_arch *a = tuner__arch(t);
     mma_cfg c;
-    if (!a || tuner__gemm_problem_init(op, &p, NULL) < 0 || cfg_from(&p, s, &c) < 0)
+    if (!a || tuner__gemm_problem_init_fp8(op, &p, NULL) < 0 || !mma_supported(&p, a) || cfg_from(&p, s, &c) < 0)
         return 1e12;
     /* A staged output tile pays two barriers and a shared-memory round trip, and saves the
      * exposed pair stores at the end of each tile: a gain that shrinks with the K loop's length
@@ -1114,7 +1260,7 @@ static double mma_predict(const tuner_op *op, const tuner_target *t, const tuner
         .block_m = c.bm, .block_n = c.bn, .block_k = c.bk, .threads = c.threads, .warp_m = c.wm, .warp_n = c.wn,
         .split_k = c.split, .stages = c.async ? c.stages : 2, .smem_bytes = c.smem, .regs_per_thread = c.regs,
         .split_in_cluster = c.split_cluster, .tensor_core = true, .tf32 = false, .async_copy = c.async, .vec_a = p.vec[0], .vec_b = p.vec[1],
-        .compute_scale = stage_scale,
+        .compute_scale = stage_scale * (c.promote ? MMA_PROMOTE_SCALE : 1.0),
     };
     double us = tuner__gemm_cost(&p, a, &in);
     /* Rasterisation matters only when the operands overflow L2; a mild preference otherwise. */

@@ -19,7 +19,16 @@
  * accumulation may lose: it keeps about 14 bits of each partial sum (DeepSeek-V3's measurement
  * of Hopper's FP8 tensor cores) and rounds once per k32 step, so up to ceil(K / 32) * 2^-14 of the
  * sums' scale (twice that as margin); without fast accumulation, that of one 128-k block times the
- * square root of the blocks (their losses, independent, add up as a random walk).
+ * square root of the blocks (their losses, independent, add up as a random walk). On sm_90a
+ * the FP8 spaces hold matmul_mma's mma.sync m16n8k32 candidates beside matmul_wgmma's, so the
+ * evenly spread sample runs both.
+ *
+ * HIDET_VERIFY_ARCH=<target> (e.g. sm_89) builds every case's code, the FP8 cases' included, for
+ * that target instead of the device's: where it is not the device's own (compute_89 PTX on a
+ * Hopper part), modules are loaded from the PTX, which the driver JIT-compiles for the device
+ * (PTX is forward-compatible; a cubin is not across major versions). So an H100/H200 runs the
+ * code an Ada GPU would get (matmul_mma's FP8 path for sm_89) through the same checks, the
+ * timings being Hopper's running that code. HIDET_VERIFY_ONLY=fp8 still selects the FP8 cases.
  */
 #include <math.h>
 #include <stdint.h>
@@ -36,6 +45,14 @@
 
 static gpu_job *jobs;
 static size_t n_jobs;
+/* Whether modules are loaded from PTX (a target other than the device's: HIDET_VERIFY_ARCH). */
+static bool load_ptx;
+
+/* Loads a compiled program: its cubin, or its PTX for the driver to JIT (load_ptx). */
+static CUresult load_module(CUmodule *mod, const tuner_binary *b)
+{
+    return d_cuModuleLoadData(mod, load_ptx ? (const void *)b->ptx : (const void *)b->cubin);
+}
 
 typedef struct devbuf {
     CUdeviceptr base, ptr; /* ptr = base (+2 bytes for an align=2 input) */
@@ -199,7 +216,7 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
     CUstream st;
     CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CUmodule rmod;
-    CK(d_cuModuleLoadData(&rmod, refbin->cubin));
+    CK(load_module(&rmod, refbin));
     launch_program(rmod, ref, bufs, st);
     CK(d_cuStreamSynchronize(st));
     float *refh = malloc(nout * 4);
@@ -417,7 +434,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     CUstream st;
     CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CUmodule rmod;
-    CK(d_cuModuleLoadData(&rmod, refbin->cubin));
+    CK(load_module(&rmod, refbin));
     launch_program(rmod, ref, bufs, st);
     CK(d_cuStreamSynchronize(st));
     float *refh = malloc(nout * 4);
@@ -449,7 +466,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             continue;
         }
         CUmodule mod;
-        CK(d_cuModuleLoadData(&mod, j->bin->cubin));
+        CK(load_module(&mod, j->bin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT].ptr, 0xff, nout * oes));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE].ptr, 0, ws_max));
         launch_program(mod, j->prog, bufs, st);
@@ -579,8 +596,25 @@ int main(void)
     tuner_target t = {major * 10 + minor, false};
     if (t.sm > 90)
         t.sm = 90; /* run sm_90 code on newer parts */
+    const int device_sm = major * 10 + minor;
     int threads = 16;
     printf("device sm_%d\n", t.sm);
+    /* FP8 matmuls: sm_90a's templates on a Hopper part, the device's own mma.sync ones on Ada. */
+    tuner_target fp8_t = major == 9 ? (tuner_target){90, true} : t;
+    const char *arch = getenv("HIDET_VERIFY_ARCH");
+    if (arch) {
+        if (tuner_target_parse(arch, &t) < 0) {
+            fprintf(stderr, "HIDET_VERIFY_ARCH=%s: not a target (sm_80 .. sm_120)\n", arch);
+            return 2;
+        }
+        fp8_t = t;
+        load_ptx = t.sm != device_sm;
+        printf("code for %s%s\n", arch, load_ptx ? ", loaded as PTX (the driver compiles it for the device)" : "");
+        if (t.sm > device_sm || (t.arch_specific && t.sm != device_sm)) {
+            fprintf(stderr, "HIDET_VERIFY_ARCH=%s: the device (sm_%d) cannot run that target's code\n", arch, device_sm);
+            return 2;
+        }
+    }
     t_rng_state = 12345;
 
     static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
@@ -740,11 +774,13 @@ int main(void)
             }
         }
     }
-    if (major == 9) {
-        /* FP8 matmuls on sm_90a (issue 41): every pair of formats, every scale kind, epilogues,
-         * a batch with edge tiles in M, N and K, a decode shape (split-K / N pairs), and a
-         * large square one (stream-K, pingpong, pairs). */
-        const tuner_target t90a = {90, true};
+    if (tuner_fp8_target(&fp8_t)) {
+        /* FP8 matmuls (issue 41) on sm_90a (matmul_wgmma and matmul_mma), or on the target that
+         * HIDET_VERIFY_ARCH names or an Ada device has (matmul_mma): every pair of formats, every
+         * scale kind, epilogues, a batch with edge tiles in M, N and K, a decode shape (split-K
+         * in clusters or the workspace, N pairs), and a large square one (stream-K, pingpong,
+         * pairs). */
+        const tuner_target fp8_target = fp8_t;
         const char *fmax = getenv("HIDET_VERIFY_FP8_MAX");
         case_max = fmax ? (size_t)atoi(fmax) : 12;
         const tuner_dtype E4 = TUNER_F8E4M3, E5 = TUNER_F8E5M2;
@@ -773,7 +809,7 @@ int main(void)
         };
         for (size_t i = 0; i < sizeof(f8) / sizeof(f8[0]); i++)
             if (!only || strstr(f8[i].label, only))
-                verify_case(f8[i].label, &f8[i].op, &t90a, threads);
+                verify_case(f8[i].label, &f8[i].op, &fp8_target, threads);
         case_max = 0;
     }
     {

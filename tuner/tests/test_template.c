@@ -22,6 +22,8 @@ static void test_arch_covers_targets(void)
         CHECK(a->has_wgmma == t.arch_specific);
         CHECK(a->sm_count > 0 && a->max_threads_per_block > 0 && a->max_smem_per_block > 0 &&
               a->regs_per_sm > 0 && a->dram_gbps > 0 && a->tc_f16_tflops > 0);
+        /* FP8 mma.sync exactly where op/ accepts FP8 matmuls (the request parser asks it). */
+        CHECK((a->tc_fp8_tflops > 0) == tuner_fp8_target(&t));
     }
     tuner_target old = {.sm = 75};
     CHECK(tuner__arch(&old) == NULL);

@@ -1,7 +1,8 @@
 /* tuner/gemm/tests/test_fp8.c - FP8 matmuls (issue 41) on the CPU (suite tuner_gemm, unit).
  *
- * The FP8 decoders against every byte of both formats; the spaces: matmul_wgmma alone on sm_90a,
- * refusals naming the reason on the other targets and layouts; the cost model (FP8 at twice the
+ * The FP8 decoders against every byte of both formats; the spaces: matmul_wgmma on sm_90a (beside
+ * matmul_mma's mma.sync candidates: test_fp8_mma.c has those), refusals naming the reason on the
+ * targets without FP8 tensor cores and the layouts 8-bit fragments cannot read; the cost model (FP8 at twice the
  * fp16 tensor rate); and a few candidates of several FP8 problems (pairs of formats, scales,
  * epilogues, batches, edge tiles, decode shapes; a default, the model's best and the first of
  * each schedule feature) plus the reference, generated and compiled by NVRTC for sm_90a (ptxas
@@ -133,7 +134,8 @@ static void test_spaces(void)
     CHECK(tuner_space_build(&op, &sm90a, &sp, &err) == 0 && sp && sp->n > 20);
     size_t pingpong = 0, staged = 0, pairs = 0;
     for (size_t i = 0; sp && i < sp->n; i++) {
-        CHECK(strcmp(sp->items[i].template_name, "matmul_wgmma") == 0);
+        CHECK(strcmp(sp->items[i].template_name, "matmul_wgmma") == 0 ||
+              strcmp(sp->items[i].template_name, "matmul_mma") == 0);
         pingpong += tuner_schedule_param(&sp->items[i], "pingpong", 0) == 1;
         staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) != 0;
         pairs += tuner_schedule_param(&sp->items[i], "cluster", 1) == 2;
@@ -142,15 +144,15 @@ static void test_spaces(void)
     tuner_space_free(sp);
     free(err);
 
-    /* Targets without sm_90a's wgmma, and the layouts 8-bit wgmma cannot read, refuse by name. */
+    /* Targets without FP8 tensor cores, and the layouts 8-bit wgmma (and mma.sync) cannot read,
+     * refuse by name; sm_89 and sm_90 take FP8 by matmul_mma (test_fp8_mma.c). */
     static const struct {
         tuner_target t;
         bool ta, tb;
         const char *says;
     } no[] = {
         {{80, false}, false, true, "fp8 needs sm_89 mma.sync or sm_90a wgmma"},
-        {{89, false}, false, true, "sm_89's mma.sync FP8 is not implemented yet"},
-        {{90, false}, false, true, "ask for sm_90a"},
+        {{86, false}, false, true, "arch sm_86 has no FP8 tensor cores"},
         {{90, true}, false, false, "trans_b true"},
         {{90, true}, true, true, "trans_a false"},
     };
@@ -169,9 +171,10 @@ static void test_spaces(void)
         tuner_space_free(sp);
         free(err);
     }
-    /* The FP16-only templates never take FP8 operands. */
+    /* The SIMT template never takes FP8 operands; matmul_mma does on sm_90a too (mma.sync
+     * m16n8k32), ranked with matmul_wgmma's candidates. */
     const tuner_template *mma = tuner__template_find("matmul_mma"), *simt = tuner__template_find("matmul_simt");
-    CHECK(mma && simt && !mma->applies(&op, &sm90a) && !simt->applies(&op, &sm90a));
+    CHECK(mma && simt && mma->applies(&op, &sm90a) && !simt->applies(&op, &sm90a));
 }
 
 /* FP8 at twice fp16's tensor rate, half its operand bytes: a compute-bound GEMM's best predicted
@@ -265,9 +268,12 @@ static void test_compile(void)
         tuner_rank(op, &sm90a, sp, order, NULL);
         size_t pick[8];
         int np = 0;
-        pick[np++] = order[0];
+        /* The model's best matmul_wgmma candidate (matmul_mma's share the space: test_fp8_mma.c). */
+        for (size_t j = 0; j < sp->n && np == 0; j++)
+            if (strcmp(sp->items[order[j]].template_name, "matmul_wgmma") == 0)
+                pick[np++] = order[j];
         for (size_t j = 0; j < sp->n && np < 3; j++)
-            for (int f = 0; f < 6; f++) {
+            for (int f = 0; f < 6 && strcmp(sp->items[j].template_name, "matmul_wgmma") == 0; f++) {
                 const int v = tuner_schedule_param(&sp->items[j], features[f], f == 2 || f == 3 || f == 4 ? 1 : 0);
                 if (!seen[f] && v != (f == 2 || f == 3 || f == 4 ? 1 : 0)) {
                     seen[f] = true;
@@ -281,7 +287,8 @@ static void test_compile(void)
             for (int k = 0; k < np; k++)
                 have |= (tuner_schedule_param(&sp->items[pick[k]], "stage_out", 0) != 0) == (so == 1);
             for (size_t j = 0; j < sp->n && !have; j++)
-                if ((tuner_schedule_param(&sp->items[j], "stage_out", 0) != 0) == (so == 1)) {
+                if (strcmp(sp->items[j].template_name, "matmul_wgmma") == 0 &&
+                    (tuner_schedule_param(&sp->items[j], "stage_out", 0) != 0) == (so == 1)) {
                     pick[np++] = j;
                     have = true;
                 }
