@@ -883,10 +883,11 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
             return proto_fail(e, 400, "invalid_field", field, "node \"%s\" needs %s", n->name,
                                field);
         if (!cJSON_IsString(v) || tuner_dtype_parse(v->valuestring, &n->step.dtype) < 0)
-            return proto_fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16 or f32",
+            return proto_fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16, f32, f8e4m3 or f8e5m2",
                                field);
         if (tuner_dtype_is_int(n->step.dtype))
-            return proto_fail(e, 422, "invalid_field", field, "%s must be f16, bf16 or f32: no kernel writes %s",
+            return proto_fail(e, 422, "invalid_field", field,
+                               "%s must be f16, bf16, f32, f8e4m3 or f8e5m2: no kernel writes %s",
                                field, n->step.dtype == TUNER_I32 ? "i32" : "i64");
         out.dtype = n->step.dtype;
     }
@@ -1707,6 +1708,14 @@ static int infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
                                    "an integer tensor (i32, i64) is read only by gather, embedding, index_select and "
                                    "cast nodes, or reshaped (or sliced to a name: [0, name) of its memory's start)");
             }
+    /* FP8 tensors are decoded to f32 by the elementwise kernels (steps, cast) and may be reshaped
+     * (a view); every other kernel computes from f16, bf16 or f32. */
+    if (cls != GRAPH_NODE_STEP && cls != GRAPH_NODE_RESHAPE)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (tuner_dtype_is_fp8(g->tensors[g->nodes[i].in[k]].t.dtype))
+                return input_error(g, i, k, e,
+                                   "an FP8 tensor (f8e4m3, f8e5m2) is read only by cast and elementwise step nodes "
+                                   "(which decode it to f32) or reshaped; cast it to f16, bf16 or f32 first");
     switch (g->nodes[i].cls) {
     case GRAPH_NODE_KERNEL:
         return infer_kernel(g, i, attrs, e);

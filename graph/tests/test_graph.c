@@ -202,8 +202,15 @@ static void test_errors(void)
                  "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"zz\"]}}",
                  422, "graph.outputs[0]", "zz");
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
-                 "\"nodes\":[{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
-                 422, "graph.inputs[0].dtype", "FP8 tensors are not supported in graphs");
+                 "\"nodes\":[{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].inputs[0]", "FP8 tensor");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
+                 "\"nodes\":[{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].inputs[0]", "FP8 tensor");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
+                 "\"nodes\":[{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"dtype\":\"f4\"}}],"
+                 "\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].attrs.dtype", "f8e4m3");
     expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
                  "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"shape\":[7,-1]}}],"
                  "\"outputs\":[\"a\"]}}",
@@ -1287,7 +1294,7 @@ static void test_embeddings(void)
     expect_error(EMB_G("i64", "{\"op\":\"slice\",\"inputs\":[\"k\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[0],\"ends\":[2]}}",
                         "\"y\""), 422, "nodes[0].inputs[0]", "integer");
     expect_error(EMB_G("i64", "{\"op\":\"cast\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"],\"attrs\":{\"dtype\":\"i32\"}}",
-                        "\"y\""), 422, "nodes[0].attrs.dtype", "f16, bf16 or f32");
+                        "\"y\""), 422, "nodes[0].attrs.dtype", "f16, bf16, f32, f8e4m3 or f8e5m2");
     /* an integer output: nothing writes one */
     expect_error(EMB_G("i64", "{\"op\":\"reshape\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[16]}}",
                         "\"y\""), 422, "graph.outputs[0]", "integer");
@@ -2501,6 +2508,62 @@ static void test_dims_bert_layer(void)
           prepared[0], steps[1], prepared[1]);
 }
 
+/* Dynamic FP8 quantization as torchao's float8 recipes trace it (issue 41): amax = max |x| over
+ * the whole tensor in f32, scale = 448 / amax (clamped away from 0), x * scale clamped to the
+ * format's range and cast to f8e4m3; and the way back, an FP8 input cast to bf16 and scaled.
+ * The plan: x in f32 (read twice, so a kernel of its own), one reduce (abs as its prologue, the
+ * clamp as its epilogue), the scale's tiny kernel and one elementwise kernel that multiplies,
+ * clamps and writes FP8 bytes. */
+static void test_fp8_quantize(void)
+{
+    graph_request rq;
+    graph_plan p;
+    const char *q =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[64,256],\"dtype\":\"bf16\"}],"
+        "\"weights\":[{\"name\":\"fmax\",\"shape\":[1],\"dtype\":\"f32\"}],\"nodes\":["
+        "{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"xf\"],\"attrs\":{\"dtype\":\"f32\"}},"
+        "{\"op\":\"abs\",\"inputs\":[\"xf\"],\"outputs\":[\"a\"]},"
+        "{\"op\":\"reduce\",\"inputs\":[\"a\"],\"outputs\":[\"m\"],\"attrs\":{\"kind\":\"max\",\"axes\":[0,1]}},"
+        "{\"op\":\"clamp\",\"inputs\":[\"m\"],\"outputs\":[\"mc\"],\"attrs\":{\"min\":1e-12}},"
+        "{\"op\":\"div\",\"inputs\":[\"fmax\",\"mc\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"xf\",\"s\"],\"outputs\":[\"y\"]},"
+        "{\"op\":\"clamp\",\"inputs\":[\"y\"],\"outputs\":[\"yc\"],\"attrs\":{\"min\":-448,\"max\":448}},"
+        "{\"op\":\"cast\",\"inputs\":[\"yc\"],\"outputs\":[\"q\"],\"attrs\":{\"dtype\":\"f8e4m3\"}}],"
+        "\"outputs\":[\"q\",\"s\"]}}";
+    if (plan_ok(q, &rq, &p)) {
+        int reduces = 0, quantizers = 0;
+        for (int k = 0; k < p.n_kernels; k++) {
+            const tuner_op *op = p.kernels[k].op;
+            reduces += op->kind == TUNER_OP_REDUCE && op->attrs.reduce.kind == TUNER_REDUCE_MAX;
+            if (op->kind == TUNER_OP_ELEMENTWISE && op->output.dtype == TUNER_F8E4M3) {
+                quantizers++;
+                CHECK(op->inputs[0].dtype == TUNER_F32 && op->epilogue.n == 3 &&
+                          op->epilogue.steps[op->epilogue.n - 1].kind == TUNER_EW_CAST,
+                      "the quantizing kernel: %s", p.kernels[k].request);
+            }
+        }
+        CHECK(reduces == 1 && quantizers == 1 && p.n_kernels == 4, "%d kernels, %d max reductions, %d quantizers",
+              p.n_kernels, reduces, quantizers);
+        plan_done(&rq, &p);
+    }
+    /* Dequantize: an f8e5m2 input and its f32 scale, to bf16; an FP8 tensor may be reshaped. */
+    const char *d =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[64,256],\"dtype\":\"f8e5m2\"},"
+        "{\"name\":\"s\",\"shape\":[64,1],\"dtype\":\"f32\"}],\"nodes\":["
+        "{\"op\":\"reshape\",\"inputs\":[\"q\"],\"outputs\":[\"qr\"],\"attrs\":{\"shape\":[64,256]}},"
+        "{\"op\":\"cast\",\"inputs\":[\"qr\"],\"outputs\":[\"qf\"],\"attrs\":{\"dtype\":\"f32\"}},"
+        "{\"op\":\"div\",\"inputs\":[\"qf\",\"s\"],\"outputs\":[\"xf\"]},"
+        "{\"op\":\"cast\",\"inputs\":[\"xf\"],\"outputs\":[\"x\"],\"attrs\":{\"dtype\":\"bf16\"}}],"
+        "\"outputs\":[\"x\"]}}";
+    if (plan_ok(d, &rq, &p)) {
+        const tuner_op *op = p.kernels[0].op;
+        CHECK(p.n_kernels >= 1 && op->kind == TUNER_OP_ELEMENTWISE && op->inputs[0].dtype == TUNER_F8E5M2 &&
+                  p.kernels[p.n_kernels - 1].op->output.dtype == TUNER_BF16,
+              "%d kernels: %s", p.n_kernels, p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+}
+
 int main(void)
 {
     test_mlp();
@@ -2527,6 +2590,7 @@ int main(void)
     test_dims_attention();
     test_dims_slice_names();
     test_dims_bert_layer();
+    test_fp8_quantize();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
