@@ -62,7 +62,8 @@ class Value:
 def torch_dtype_name(dt):
     import torch
     return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
-            torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}.get(dt)
+            torch.int32: "i32", torch.int64: "i64", torch.bool: "bool",
+            torch.float8_e4m3fn: "f8e4m3", torch.float8_e5m2: "f8e5m2"}.get(dt)
 
 
 def meta_of(node):
