@@ -69,6 +69,7 @@ typedef struct part {
     proto_kernel_request *scratch;
     tuner_op *flat;  /* a graph with names: a kernel's op as its request presents it */
     proto_error why; /* a graph with names: why proto refused the last request (for the node's error) */
+    proto_error fp8_why; /* why proto refused an FP8 matmul's request (arch, layout) */
 } part;
 
 uint64_t graph_tensor_bytes(const tuner_tensor *t)
@@ -1364,13 +1365,34 @@ static bool any_named(const tuner_op *op, const tuner_tensor *want)
  * axes merged, graph__op_request_in), proto validates it as any kernel request, and its output
  * must be `want` as presented, names included. *ret_op stays over the graph's tensors (the
  * growth goes on from it); the kernel's own op is the request's (add_kernel). */
+/* An FP8 matmul's request names the plan's target: whether a kernel of this build computes it
+ * there (docs/api.md: sm_90a, B K-major) is known only with one, and an FP8 matmul the target
+ * cannot run is refused at its node with the reason rather than when its kernel is built. */
+static char *with_target(part *c, const tuner_op *op, char *body)
+{
+    if (!body || op->kind != TUNER_OP_MATMUL || !tuner_dtype_is_fp8(op->inputs[0].dtype))
+        return body;
+    const size_t n = strlen(body);
+    char arch[16];
+    tuner_target_name(c->target, arch, sizeof(arch));
+    char *out = malloc(n + 32);
+    if (!out || n < 2 || body[n - 1] != '}') { /* the request is one JSON object */
+        free(out);
+        free(body);
+        return NULL;
+    }
+    snprintf(out, n + 32, "%.*s,\"arch\":\"%s\"}", (int)(n - 1), body, arch);
+    free(body);
+    return out;
+}
+
 static bool op_valid_named(part *c, const tuner_op *op, const tuner_tensor *want, char **ret_request,
                            tuner_op *ret_op)
 {
     tuner_op *probe = c->flat;
     *probe = *op;
     probe->output = *want;
-    char *body = graph__op_request_in(probe, c->g, c->flat);
+    char *body = with_target(c, probe, graph__op_request_in(probe, c->g, c->flat));
     if (!body)
         return false;
     const tuner_tensor *fw = &c->flat->output; /* want, merged alike */
@@ -1408,12 +1430,14 @@ static bool op_valid(part *c, const tuner_op *op, const tuner_tensor *want, char
     c->why.message[0] = '\0';
     if (c->g->n_dims > 0 && any_named(op, want))
         return op_valid_named(c, op, want, ret_request, ret_op);
-    char *body = graph__op_request(op);
+    char *body = with_target(c, op, graph__op_request(op));
     if (!body)
         return false;
     proto_error pe;
     bool ok = proto_kernel_request_parse(body, strlen(body), c->scratch, &pe) == 0 &&
               same_shape(&c->scratch->op.output, want) && c->scratch->op.output.dtype == want->dtype;
+    if (!ok && op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype) && pe.message[0])
+        c->fp8_why = pe; /* the reason an FP8 matmul cannot be one (unsupported() gives it) */
     if (ok) {
         *ret_op = c->scratch->op;
         free(*ret_request);
@@ -1538,6 +1562,10 @@ static int grow_epilogue(part *c, growing *k)
         int operands[2];
         int n = steps_for(c, q, cur, steps, operands);
         if (n == 0 || k->op.epilogue.n + n > TUNER_MAX_STEPS)
+            return 0;
+        /* An FP8 matmul's quantizing cast saturates (cvt.rn.satfinite, as cuBLASLt); torch's
+         * float8_e5m2 gives inf past 57344's range, which an elementwise kernel's cast does. */
+        if (k->op.kind == TUNER_OP_MATMUL && steps[0].kind == TUNER_EW_CAST && steps[0].dtype == TUNER_F8E5M2)
             return 0;
         for (int j = 0; j < 2; j++)
             if (operands[j] >= 0 && k->is_constant && !constant(c, operands[j]))
@@ -1697,6 +1725,16 @@ static int unsupported(part *c, const prim *pr, const char *why)
          * gives it for the kernel's request. */
         return proto_fail(c->e, 422, "unsupported", field, "node \"%.64s\": its kernel cannot take the names "
                           "where they stand: %.380s", c->g->nodes[pr->node].name, c->why.message);
+    if (pr->kind != PRIM_ANCHOR && pr->kind != PRIM_STEP && pr->n_in > 0 &&
+        tuner_dtype_is_fp8(c->p->tensors[pr->in[0]].t.dtype))
+        return proto_fail(c->e, 422, "unsupported", field,
+                          "node \"%.64s\": an FP8 tensor is not copied (no layout kernel moves FP8); a transpose of "
+                          "its last two axes folds into the matmul that reads it, or cast it first",
+                          c->g->nodes[pr->node].name);
+    if (pr->kind == PRIM_ANCHOR && pr->op.kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(pr->op.inputs[0].dtype) &&
+        c->fp8_why.message[0])
+        return proto_fail(c->e, 422, "unsupported", field, "node \"%.64s\": an FP8 matmul: %.380s (at %.48s)",
+                          c->g->nodes[pr->node].name, c->fp8_why.message, c->fp8_why.field);
     return proto_fail(c->e, 422, "unsupported", field, "node \"%s\": %s", c->g->nodes[pr->node].name,
                        why);
 }

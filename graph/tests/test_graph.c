@@ -206,7 +206,7 @@ static void test_errors(void)
                  422, "nodes[0].inputs[0]", "FP8 tensor");
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
                  "\"nodes\":[{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
-                 422, "nodes[0].inputs[0]", "FP8 tensor");
+                 422, "nodes[0]", "FP8 tensor");
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
                  "\"nodes\":[{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"dtype\":\"f4\"}}],"
                  "\"outputs\":[\"a\"]}}",
@@ -2564,6 +2564,80 @@ static void test_fp8_quantize(void)
     }
 }
 
+/* An FP8 linear layer as torch._scaled_mm runs it (issue 41): x quantized per row (amax over the
+ * row, scale = 448 / amax), a weight [N, K] in f8e4m3 with a tensor scale, transposed (B column-
+ * major, which folds into trans_b), the matmul with row and tensor scales writing bf16, and a bias
+ * that fuses into its epilogue. For sm_90a; other targets are refused at the matmul node with the
+ * reason, and an FP8 matmul node with a non-FP8 operand or a scale the wrong shape at its own. */
+static void test_fp8_linear(void)
+{
+#define FP8_LINEAR(ARCH, WDT, SB)                                                                                       \
+    "{\"arch\":\"" ARCH "\",\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[64,256],\"dtype\":\"bf16\"}],"             \
+    "\"weights\":[{\"name\":\"w\",\"shape\":[128,256],\"dtype\":\"" WDT "\"},"                                       \
+    "{\"name\":\"sw\",\"shape\":" SB ",\"dtype\":\"f32\"},{\"name\":\"fmax\",\"shape\":[1],\"dtype\":\"f32\"},"         \
+    "{\"name\":\"bias\",\"shape\":[128],\"dtype\":\"bf16\"}],\"nodes\":["                                           \
+    "{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"xf\"],\"attrs\":{\"dtype\":\"f32\"}},"                          \
+    "{\"op\":\"abs\",\"inputs\":[\"xf\"],\"outputs\":[\"a\"]},"                                                     \
+    "{\"op\":\"reduce\",\"inputs\":[\"a\"],\"outputs\":[\"m\"],\"attrs\":{\"kind\":\"max\",\"axis\":1,\"keepdim\":true}},"  \
+    "{\"op\":\"clamp\",\"inputs\":[\"m\"],\"outputs\":[\"mc\"],\"attrs\":{\"min\":1e-12}},"                         \
+    "{\"op\":\"div\",\"inputs\":[\"fmax\",\"mc\"],\"outputs\":[\"s\"]},"                                            \
+    "{\"op\":\"div\",\"inputs\":[\"mc\",\"fmax\"],\"outputs\":[\"sinv\"]},"                                         \
+    "{\"op\":\"mul\",\"inputs\":[\"xf\",\"s\"],\"outputs\":[\"y\"]},"                                               \
+    "{\"op\":\"clamp\",\"inputs\":[\"y\"],\"outputs\":[\"yc\"],\"attrs\":{\"min\":-448,\"max\":448}},"              \
+    "{\"op\":\"cast\",\"inputs\":[\"yc\"],\"outputs\":[\"q\"],\"attrs\":{\"dtype\":\"f8e4m3\"}},"                      \
+    "{\"op\":\"transpose\",\"inputs\":[\"w\"],\"outputs\":[\"wt\"],\"attrs\":{\"perm\":[1,0]}},"                      \
+    "{\"op\":\"matmul\",\"inputs\":[\"q\",\"wt\",\"sinv\",\"sw\"],\"outputs\":[\"o\"],"                                \
+    "\"attrs\":{\"scale_a\":\"row\",\"scale_b\":\"tensor\",\"out_dtype\":\"bf16\",\"fast_accum\":false}},"               \
+    "{\"op\":\"add\",\"inputs\":[\"o\",\"bias\"],\"outputs\":[\"out\"]}],\"outputs\":[\"out\"]}}"
+    graph_request rq;
+    graph_plan p;
+    if (plan_ok(FP8_LINEAR("sm_90a", "f8e4m3", "[1]"), &rq, &p)) {
+        const tuner_op *mm = NULL;
+        for (int k = 0; k < p.n_kernels; k++)
+            if (p.kernels[k].op->kind == TUNER_OP_MATMUL)
+                mm = p.kernels[k].op;
+        CHECK(mm && mm->inputs[0].dtype == TUNER_F8E4M3 && mm->inputs[1].dtype == TUNER_F8E4M3 &&
+                  mm->attrs.matmul.trans_b && !mm->attrs.matmul.trans_a && mm->inputs[1].shape[0] == 128 &&
+                  mm->attrs.matmul.scale_a == TUNER_SCALE_ROW && mm->attrs.matmul.scale_b == TUNER_SCALE_TENSOR &&
+                  !mm->attrs.matmul.fast_accum && mm->output.dtype == TUNER_BF16 && mm->epilogue.n == 1 &&
+                  mm->n_inputs == 5,
+              "the FP8 matmul: %s", mm ? "see the plan" : "none");
+        for (int k = 0; mm && k < p.n_kernels; k++)
+            if (p.kernels[k].op->kind == TUNER_OP_MATMUL)
+                CHECK(strstr(p.kernels[k].request, "\"scale_a\":\"row\"") && strstr(p.kernels[k].request, "\"arch\":\"sm_90a\""),
+                      "%s", p.kernels[k].request);
+        plan_done(&rq, &p);
+    }
+    expect_error(FP8_LINEAR("sm_80", "f8e4m3", "[1]"), 422, "nodes[10]", "fp8 needs");
+    expect_error(FP8_LINEAR("sm_90a", "bf16", "[1]"), 422, "nodes[10].inputs[1]", "same dtype");
+    expect_error(FP8_LINEAR("sm_90a", "f8e4m3", "[2]"), 422, "nodes[10].inputs[3]", "one value");
+    /* e4m3 x e5m2 is served. */
+    if (plan_ok(FP8_LINEAR("sm_90a", "f8e5m2", "[1]"), &rq, &p))
+        plan_done(&rq, &p);
+#undef FP8_LINEAR
+    /* Quantizing the matmul's output for the next layer: a cast to e4m3 ends its epilogue (both
+     * saturate), one to e5m2 is an elementwise kernel's (torch's e5m2 gives inf, the epilogue's
+     * cvt.rn.satfinite would not). */
+#define FP8_OUT(DT)                                                                                                    \
+    "{\"arch\":\"sm_90a\",\"graph\":{\"inputs\":[{\"name\":\"a\",\"shape\":[64,256],\"dtype\":\"f8e4m3\"}],"           \
+    "\"weights\":[{\"name\":\"b\",\"shape\":[128,256],\"dtype\":\"f8e4m3\"}],\"nodes\":["                             \
+    "{\"op\":\"transpose\",\"inputs\":[\"b\"],\"outputs\":[\"bt\"]},"                                                \
+    "{\"op\":\"matmul\",\"inputs\":[\"a\",\"bt\"],\"outputs\":[\"o\"],\"attrs\":{\"out_dtype\":\"f16\"}},"              \
+    "{\"op\":\"cast\",\"inputs\":[\"o\"],\"outputs\":[\"q\"],\"attrs\":{\"dtype\":\"" DT "\"}}],\"outputs\":[\"q\"]}}"
+    if (plan_ok(FP8_OUT("f8e4m3"), &rq, &p)) {
+        CHECK(p.n_kernels == 1 && p.kernels[0].op->output.dtype == TUNER_F8E4M3, "%d kernels", p.n_kernels);
+        plan_done(&rq, &p);
+    }
+    if (plan_ok(FP8_OUT("f8e5m2"), &rq, &p)) {
+        CHECK(p.n_kernels == 2 && p.kernels[0].op->kind == TUNER_OP_MATMUL &&
+                  p.kernels[0].op->output.dtype == TUNER_F16 && p.kernels[1].op->kind == TUNER_OP_ELEMENTWISE &&
+                  p.kernels[1].op->output.dtype == TUNER_F8E5M2,
+              "%d kernels", p.n_kernels);
+        plan_done(&rq, &p);
+    }
+#undef FP8_OUT
+}
+
 int main(void)
 {
     test_mlp();
@@ -2591,6 +2665,7 @@ int main(void)
     test_dims_slice_names();
     test_dims_bert_layer();
     test_fp8_quantize();
+    test_fp8_linear();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
