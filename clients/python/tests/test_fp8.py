@@ -32,6 +32,29 @@ if torch is not None:
             q = (xf * scale).clamp(-self.fmax, self.fmax).to(self.fp8)
             return q.to(torch.float32) / scale
 
+    class Fp8Linear(nn.Module):
+        """A linear layer in FP8 as torchao's Float8Linear runs it: the weight quantized once (an
+        e4m3 buffer [N, K] with a tensor or per-column scale), the input quantized dynamically
+        (amax per row, or over the whole tensor with kept axes), torch._scaled_mm on the weight's
+        transpose with the bias, bf16 out."""
+
+        def __init__(self, k, n, rowwise, fast=False):
+            super().__init__()
+            self.rowwise, self.fast = rowwise, fast
+            w = torch.randn(n, k) * 0.1
+            ws = (w.abs().amax(dim=1, keepdim=True) if rowwise else w.abs().amax()) / 448.0
+            self.register_buffer("w8", (w / ws).clamp(-448, 448).to(torch.float8_e4m3fn))
+            self.register_buffer("ws", ws.reshape(1, n) if rowwise else ws.reshape(()))
+            self.bias = nn.Parameter(torch.randn(n).to(torch.bfloat16))
+
+        def forward(self, x):
+            xf = x.float()
+            dims = (1,) if self.rowwise else (0, 1)
+            amax = xf.abs().amax(dim=dims, keepdim=True).clamp(min=1e-12)
+            q = (xf * (448.0 / amax)).clamp(-448, 448).to(torch.float8_e4m3fn)
+            return torch._scaled_mm(q, self.w8.t(), scale_a=amax / 448.0, scale_b=self.ws, bias=self.bias,
+                                    out_dtype=torch.bfloat16, use_fast_accum=self.fast)
+
     class Dequant(nn.Module):
         """An FP8 input with per-row scales, dequantized to bf16."""
 
@@ -54,10 +77,10 @@ class Fp8Test(unittest.TestCase):
         torch.manual_seed(0)
         torch._dynamo.reset()
 
-    def explain(self, model, *inputs):
+    def explain(self, model, *inputs, **extra):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return hidetd.explain(model.eval(), *inputs, **self.opts)
+            return hidetd.explain(model.eval(), *inputs, **dict(self.opts, **extra))
 
     def nodes(self, e):
         return [n for g in e.graphs for r in g.requests for n in r["graph"]["nodes"]]
@@ -74,6 +97,33 @@ class Fp8Test(unittest.TestCase):
             self.assertTrue({"abs", "reduce"} <= ops, ops)
             with torch.no_grad():
                 torch.testing.assert_close(e.output, m(x))
+
+    def test_scaled_mm_is_the_fp8_matmul(self):
+        for rowwise, fast in ((True, False), (False, True)):
+            m = Fp8Linear(64, 32, rowwise, fast)
+            x = torch.randn(16, 64, dtype=torch.bfloat16)
+            e = self.explain(m, x, arch="sm_90a")
+            self.assertEqual(e.torch, 0, str(e))
+            mm = [n for n in self.nodes(e) if n["op"] == "matmul"]
+            self.assertEqual(len(mm), 1, str(e))
+            self.assertEqual(mm[0]["attrs"], {"scale_a": "row" if rowwise else "tensor",
+                                              "scale_b": "col" if rowwise else "tensor",
+                                              "out_dtype": "bf16", "fast_accum": fast})
+            ops = [n["op"] for n in self.nodes(e)]
+            self.assertIn("transpose", ops)  # the weight's .t(): trans_b in the kernel
+            self.assertIn("add", ops)        # the bias: the matmul's epilogue
+            with torch.no_grad():
+                torch.testing.assert_close(e.output, m(x))
+
+    def test_scaled_mm_left_to_pytorch_says_why(self):
+        m = Fp8Linear(64, 32, True)
+        x = torch.randn(16, 64, dtype=torch.bfloat16)
+        e = self.explain(m, x, arch="sm_80")  # no FP8 matmul there: the daemon refuses the node
+        self.assertEqual(e.torch, 1, str(e))
+        why = e.left["aten._scaled_mm.default"][0]
+        self.assertIn("fp8 needs", why)
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x))
 
     def test_fp8_inputs_are_graph_inputs(self):
         q = (torch.randn(16, 32) * 4).to(torch.float8_e5m2)
