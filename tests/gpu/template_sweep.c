@@ -600,19 +600,19 @@ static int build_cases(scase *c)
         e.output.dtype = TUNER_F8E4M3;
         add_unary_step(&e.epilogue, TUNER_EW_SCALE, 600.0);
         e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
-        ADD("ew f32 *600 ->e4m3 (saturates)", e, true);
+        ADD("ew fp8 f32 *600 ->e4m3 (saturates)", e, true);
         e = q;
         e.output.dtype = TUNER_F8E5M2;
         add_unary_step(&e.epilogue, TUNER_EW_SCALE, 70000.0);
         e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E5M2};
-        ADD("ew f32 *70000 ->e5m2 (inf)", e, true);
+        ADD("ew fp8 f32 *70000 ->e5m2 (inf)", e, true);
         e = q;
         e.inputs[0].dtype = TUNER_F8E4M3;
         e.output.dtype = TUNER_BF16;
         e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
         add_unary_step(&e.epilogue, TUNER_EW_SCALE, 0.5);
         e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_BF16};
-        ADD("ew e4m3 ->f32 *.5 ->bf16", e, true);
+        ADD("ew fp8 e4m3 ->f32 *.5 ->bf16", e, true);
         e = blank(TUNER_OP_ELEMENTWISE);
         e.inputs[0] = tensor(2, odd, 1);
         e.inputs[0].dtype = TUNER_F8E5M2;
@@ -626,7 +626,7 @@ static int build_cases(scase *c)
         add_unary_step(&e.epilogue, TUNER_EW_SCALE, 300.0);
         e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
         e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
-        ADD("ew e5m2+e4m3 odd *300 via e4m3", e, true);
+        ADD("ew fp8 e5m2+e4m3 odd *300 via e4m3", e, true);
     }
     ADD("ew 1000x333 +b,gelu,*.5", elementwise(1000, 333, 16), true);
     ADD("ew 7x1001 align2", elementwise(7, 1001, 2), true);
