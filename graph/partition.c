@@ -507,6 +507,90 @@ static int analyse(part *c)
     return 0;
 }
 
+/* Where step q reads tensor t as its value (where's a, every other step's first input) and not
+ * as an operand; a commutative binary step reads it as an operand once its inputs are swapped. */
+static bool reads_as_value(const prim *q, int s)
+{
+    return s == (q->step.kind == TUNER_EW_WHERE ? 1 : 0);
+}
+
+static bool swaps(const prim *q)
+{
+    const tuner_ew_kind k = q->step.kind;
+    return q->n_in == 2 && (k == TUNER_EW_ADD || k == TUNER_EW_MUL || k == TUNER_EW_MAX || k == TUNER_EW_MIN);
+}
+
+/* An exact upcast - a cast to f32 of f16 or bf16 values x that are in memory anyway (a
+ * graph input or weight, an anchor's or a copy's result: not a step's, which would then have to
+ * be written) - read by several prims is not written once as f32 and read back by all: a step
+ * reading it as an operand reads x itself (an elementwise kernel decodes every operand to f32,
+ * exactly; a commutative step's inputs are swapped to make it one), and a step reading it as its
+ * value gets a copy of the cast just before it (kernels are grown in prim order), which its
+ * kernel then takes as its first step. The last value reader keeps the cast itself when no
+ * anchor reads it (it fuses there). A quantization reads x.float() for its amax and its scaled
+ * cast: the second then reads x as bf16, not an f32 copy. (Not for FP8 x: only elementwise
+ * kernels read FP8, and a matmul epilogue's operand is not one.) Returns how many reads changed. */
+static int split_upcasts(part *c)
+{
+    int changed = 0;
+    for (int k = 0; k < c->n_prims; k++) {
+        const prim *u = &c->prims[k];
+        if (!u->live || u->kind != PRIM_STEP || u->step.kind != TUNER_EW_CAST || u->step.dtype != TUNER_F32)
+            continue;
+        const int x = u->in[0], out = u->out, px = c->producer[x];
+        const tuner_dtype from = c->p->tensors[x].t.dtype;
+        if (!(from == TUNER_F16 || from == TUNER_BF16) || c->p->tensors[out].is_output ||
+            c->uses[out] < 2 || (px >= 0 && c->prims[px].kind == PRIM_STEP))
+            continue;
+        int n_values = 0, n_anchors = 0;
+        for (int j = k + 1; j < c->n_prims; j++) {
+            prim *q = &c->prims[j];
+            if (!q->live)
+                continue;
+            if (q->kind == PRIM_STEP && swaps(q) && q->in[0] == out && q->in[1] != out) {
+                q->in[0] = q->in[1];
+                q->in[1] = out;
+            }
+            for (int s = 0; s < q->n_in; s++) {
+                if (q->in[s] != out)
+                    continue;
+                if (q->kind != PRIM_STEP) {
+                    n_anchors++;
+                } else if (!reads_as_value(q, s)) { /* an operand: x itself */
+                    q->in[s] = x;
+                    changed++;
+                } else {
+                    n_values++;
+                }
+            }
+        }
+        /* Backwards, so that a copy inserted before a reader leaves the earlier ones in place. */
+        for (int j = c->n_prims - 1; j > k && n_values > 0; j--) {
+            for (int s = c->prims[j].n_in - 1; s >= 0; s--) {
+                const prim *q = &c->prims[j];
+                if (!q->live || q->kind != PRIM_STEP || q->in[s] != out || !reads_as_value(q, s))
+                    continue;
+                if (n_values-- == 1 && n_anchors == 0)
+                    break; /* the first value reader keeps the cast */
+                char name[GRAPH_NAME_MAX + 32];
+                snprintf(name, sizeof(name), "%.128s#up%d", c->p->tensors[out].name, changed);
+                const tuner_tensor tt = c->p->tensors[out].t;
+                const int t = new_tensor(c->p, name, &tt, GRAPH_T_VALUE);
+                if (t < 0 || graph__reserve((void **)&c->prims, &c->cap_prims, c->n_prims, sizeof(*c->prims)) < 0)
+                    return -ENOMEM;
+                prim copy = c->prims[k];
+                copy.out = t;
+                memmove(&c->prims[j + 1], &c->prims[j], sizeof(prim) * (size_t)(c->n_prims - j));
+                c->prims[j] = copy;
+                c->n_prims++;
+                c->prims[j + 1].in[s] = t;
+                changed++;
+            }
+        }
+    }
+    return changed;
+}
+
 /* matmul(transpose(x, last two axes swapped), ...) reads x with trans_a/trans_b flipped. */
 static void fold_transposes(part *c)
 {
@@ -2184,6 +2268,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     if (r == 0 && (r = fold_attention_packed(&c)) > 0)
         r = analyse(&c);
     while (r == 0 && (r = sink_views(&c)) > 0)
+        r = analyse(&c);
+    if (r == 0 && (r = split_upcasts(&c)) > 0)
         r = analyse(&c);
     for (int k = 0; r == 0 && k < c.n_prims; k++) {
         const prim *pr = &c.prims[k];

@@ -2511,9 +2511,10 @@ static void test_dims_bert_layer(void)
 /* Dynamic FP8 quantization as torchao's float8 recipes trace it (issue 41): amax = max |x| over
  * the whole tensor in f32, scale = 448 / amax (clamped away from 0), x * scale clamped to the
  * format's range and cast to f8e4m3; and the way back, an FP8 input cast to bf16 and scaled.
- * The plan: x in f32 (read twice, so a kernel of its own), one reduce (abs as its prologue, the
- * clamp as its epilogue), the scale's tiny kernel and one elementwise kernel that multiplies,
- * clamps and writes FP8 bytes. */
+ * The plan: x.float() (a cast cannot be an anchor's prologue), one reduce (abs its prologue, the
+ * clamp its epilogue), the scale's tiny kernel and one elementwise kernel that multiplies by the
+ * scale, clamps and writes FP8 bytes, reading x itself as a bf16 operand (split_upcasts), not
+ * the f32 copy. */
 static void test_fp8_quantize(void)
 {
     graph_request rq;
@@ -2537,12 +2538,13 @@ static void test_fp8_quantize(void)
             reduces += op->kind == TUNER_OP_REDUCE && op->attrs.reduce.kind == TUNER_REDUCE_MAX;
             if (op->kind == TUNER_OP_ELEMENTWISE && op->output.dtype == TUNER_F8E4M3) {
                 quantizers++;
-                CHECK(op->inputs[0].dtype == TUNER_F32 && op->epilogue.n == 3 &&
+                CHECK(op->n_inputs == 2 && op->inputs[1].dtype == TUNER_BF16 && op->epilogue.n == 3 &&
                           op->epilogue.steps[op->epilogue.n - 1].kind == TUNER_EW_CAST,
                       "the quantizing kernel: %s", p.kernels[k].request);
             }
         }
-        CHECK(reduces == 1 && quantizers == 1 && p.n_kernels == 4, "%d kernels, %d max reductions, %d quantizers",
+        CHECK(reduces == 1 && quantizers == 1 && p.n_kernels == 4,
+              "%d kernels, %d max reductions, %d quantizers",
               p.n_kernels, reduces, quantizers);
         plan_done(&rq, &p);
     }
