@@ -1682,6 +1682,37 @@ static int grow_epilogue(part *c, growing *k)
     }
 }
 
+/* A reduce of an exact upcast - cast pk, to f32 from f16 or bf16 - reads the 16-bit tensor and
+ * casts its result to f32 instead (a cast is no prologue step): the reduce computes in f32 from
+ * exactly the same values, and its output stays the f32 the graph has. An amax of x.float() then
+ * reads x once as bf16, not an f32 copy written for it. The prologue stops there: x's own
+ * producer rounded it to 16 bits, which a prologue in f32 would not. */
+static int reduce_through_upcast(part *c, growing *k, int slot, int pk)
+{
+    const prim *p = &c->prims[pk];
+    const int x = p->in[0];
+    const tuner_dtype from = c->p->tensors[x].t.dtype;
+    if (k->op.kind != TUNER_OP_REDUCE || slot != 0 || p->step.dtype != TUNER_F32 ||
+        (from != TUNER_F16 && from != TUNER_BF16) || k->op.epilogue.n != 0 ||
+        k->n_prims >= (int)(sizeof(k->prims) / sizeof(int)))
+        return 0;
+    growing next = *k;
+    next.request = NULL;
+    next.op.inputs[slot] = c->p->tensors[x].t;
+    next.bound[slot] = x;
+    next.op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+    next.op.epilogue.n = 1;
+    tuner_op valid;
+    if (!op_valid(c, &next.op, &c->p->tensors[k->out].t, &next.request, &valid))
+        return 0;
+    free(k->request);
+    *k = next;
+    k->op = valid;
+    k->prims[k->n_prims++] = pk;
+    c->prims[pk].kernel = -2;
+    return 0;
+}
+
 /* Grows anchor input `slot`'s prologue with the single-use step producers of what it reads. */
 static int grow_prologue(part *c, growing *k, int slot)
 {
@@ -1694,7 +1725,9 @@ static int grow_prologue(part *c, growing *k, int slot)
             k->n_prims >= (int)(sizeof(k->prims) / sizeof(int)))
             return 0;
         const prim *p = &c->prims[pk];
-        if (p->step.kind == TUNER_EW_CAST || k->op.prologue[slot].n + 1 > TUNER_MAX_STEPS)
+        if (p->step.kind == TUNER_EW_CAST)
+            return reduce_through_upcast(c, k, slot, pk);
+        if (k->op.prologue[slot].n + 1 > TUNER_MAX_STEPS)
             return 0;
         /* The value must have x's shape (a prologue runs per element of the input it loads).
          * where's value is its `a` (mask_step_for); a comparison swaps sides as add does. */
