@@ -176,6 +176,12 @@ static cJSON *attrs_json(const tuner_op *op, const graph *g)
         cJSON_AddBoolToObject(a, "trans_a", op->attrs.matmul.trans_a);
         cJSON_AddBoolToObject(a, "trans_b", op->attrs.matmul.trans_b);
         cJSON_AddBoolToObject(a, "allow_tf32", op->attrs.matmul.allow_tf32);
+        if (tuner_dtype_is_fp8(op->inputs[0].dtype)) { /* an FP8 matmul's own attrs */
+            cJSON_AddStringToObject(a, "out_dtype", tuner_dtype_name(op->attrs.matmul.out_dtype));
+            cJSON_AddStringToObject(a, "scale_a", tuner_scale_name(op->attrs.matmul.scale_a));
+            cJSON_AddStringToObject(a, "scale_b", tuner_scale_name(op->attrs.matmul.scale_b));
+            cJSON_AddBoolToObject(a, "fast_accum", op->attrs.matmul.fast_accum);
+        }
         break;
     case TUNER_OP_CONV2D:
         add_pair(a, "stride", op->attrs.conv2d.stride);
@@ -606,6 +612,13 @@ static int infer_kernel(graph *g, int i, const cJSON *attrs, proto_error *e)
         if (ra)
             cJSON_AddItemToObject(o, "attrs", ra);
     }
+    /* An FP8 matmul's operands may still be transposes that the partitioner folds into trans_b,
+     * and the target is the partitioner's to check (graph__with_arch): here "native" defers both. */
+    for (int k = 0; k < n->n_in && k < 2; k++)
+        if (n->op.kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(g->tensors[n->in[k]].t.dtype)) {
+            cJSON_AddStringToObject(o, "arch", "native");
+            break;
+        }
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!body)
@@ -883,10 +896,11 @@ static int infer_step(graph *g, int i, const cJSON *attrs, proto_error *e)
             return proto_fail(e, 400, "invalid_field", field, "node \"%s\" needs %s", n->name,
                                field);
         if (!cJSON_IsString(v) || tuner_dtype_parse(v->valuestring, &n->step.dtype) < 0)
-            return proto_fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16 or f32",
+            return proto_fail(e, 422, "unknown_dtype", field, "%s must be f16, bf16, f32, f8e4m3 or f8e5m2",
                                field);
         if (tuner_dtype_is_int(n->step.dtype))
-            return proto_fail(e, 422, "invalid_field", field, "%s must be f16, bf16 or f32: no kernel writes %s",
+            return proto_fail(e, 422, "invalid_field", field,
+                               "%s must be f16, bf16, f32, f8e4m3 or f8e5m2: no kernel writes %s",
                                field, n->step.dtype == TUNER_I32 ? "i32" : "i64");
         out.dtype = n->step.dtype;
     }
@@ -1707,6 +1721,18 @@ static int infer_node(graph *g, int i, const cJSON *attrs, proto_error *e)
                                    "an integer tensor (i32, i64) is read only by gather, embedding, index_select and "
                                    "cast nodes, or reshaped (or sliced to a name: [0, name) of its memory's start)");
             }
+    /* FP8 tensors are decoded to f32 by the elementwise kernels (steps, cast), are a matmul's a
+     * and b (scaled: docs/api.md's FP8 matmul), and may be reshaped (a view) or transposed (which
+     * the partitioner folds into the matmul reading it; a copy of FP8 is refused there); every
+     * other kernel computes from f16, bf16 or f32. */
+    if (cls != GRAPH_NODE_STEP && cls != GRAPH_NODE_RESHAPE && cls != GRAPH_NODE_TRANSPOSE)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (tuner_dtype_is_fp8(g->tensors[g->nodes[i].in[k]].t.dtype) &&
+                !(cls == GRAPH_NODE_KERNEL && g->nodes[i].op.kind == TUNER_OP_MATMUL && k < 2))
+                return input_error(g, i, k, e,
+                                   "an FP8 tensor (f8e4m3, f8e5m2) is read only by cast and elementwise step nodes "
+                                   "(which decode it to f32), as a matmul's a and b, or reshaped and transposed; cast "
+                                   "it to f16, bf16 or f32 first");
     switch (g->nodes[i].cls) {
     case GRAPH_NODE_KERNEL:
         return infer_kernel(g, i, attrs, e);

@@ -167,12 +167,8 @@ static int parse_decl(const cJSON *o, const char *path, const tuner_op *dims, gr
         return type_error(e, field, "a string");
     if (tuner_dtype_parse(dt->valuestring, &ret->t.dtype) < 0)
         return proto_fail(e, 422, "unknown_dtype", field,
-                           "unknown dtype \"%.32s\" (f16, bf16, f32, i32, i64)", dt->valuestring);
-    /* FP8 is a kernel request's matmul operand (docs/api.md); no graph node maps onto it yet. */
-    if (tuner_dtype_is_fp8(ret->t.dtype))
-        return proto_fail(e, 422, "unsupported", field,
-                          "%s: FP8 tensors are not supported in graphs yet (an FP8 matmul is a POST /v1/kernels request)",
-                          tuner_dtype_name(ret->t.dtype));
+                           "unknown dtype \"%.32s\" (f16, bf16, f32, i32, i64, f8e4m3, f8e5m2)", dt->valuestring);
+    /* FP8 tensors (f8e4m3, f8e5m2): which nodes read them is infer.c's (infer_node). */
     ret->t.align = 16;
     return 0;
 }

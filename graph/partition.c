@@ -69,6 +69,7 @@ typedef struct part {
     proto_kernel_request *scratch;
     tuner_op *flat;  /* a graph with names: a kernel's op as its request presents it */
     proto_error why; /* a graph with names: why proto refused the last request (for the node's error) */
+    proto_error fp8_why; /* why proto refused an FP8 matmul's request (arch, layout) */
 } part;
 
 uint64_t graph_tensor_bytes(const tuner_tensor *t)
@@ -504,6 +505,90 @@ static int analyse(part *c)
                 c->uses[c->prims[k].in[j]]++;
     free(needed);
     return 0;
+}
+
+/* Where step q reads tensor t as its value (where's a, every other step's first input) and not
+ * as an operand; a commutative binary step reads it as an operand once its inputs are swapped. */
+static bool reads_as_value(const prim *q, int s)
+{
+    return s == (q->step.kind == TUNER_EW_WHERE ? 1 : 0);
+}
+
+static bool swaps(const prim *q)
+{
+    const tuner_ew_kind k = q->step.kind;
+    return q->n_in == 2 && (k == TUNER_EW_ADD || k == TUNER_EW_MUL || k == TUNER_EW_MAX || k == TUNER_EW_MIN);
+}
+
+/* An exact upcast - a cast to f32 of f16 or bf16 values x that are in memory anyway (a
+ * graph input or weight, an anchor's or a copy's result: not a step's, which would then have to
+ * be written) - read by several prims is not written once as f32 and read back by all: a step
+ * reading it as an operand reads x itself (an elementwise kernel decodes every operand to f32,
+ * exactly; a commutative step's inputs are swapped to make it one), and a step reading it as its
+ * value gets a copy of the cast just before it (kernels are grown in prim order), which its
+ * kernel then takes as its first step. The last value reader keeps the cast itself when no
+ * anchor reads it (it fuses there). A quantization reads x.float() for its amax and its scaled
+ * cast: the second then reads x as bf16, not an f32 copy. (Not for FP8 x: only elementwise
+ * kernels read FP8, and a matmul epilogue's operand is not one.) Returns how many reads changed. */
+static int split_upcasts(part *c)
+{
+    int changed = 0;
+    for (int k = 0; k < c->n_prims; k++) {
+        const prim *u = &c->prims[k];
+        if (!u->live || u->kind != PRIM_STEP || u->step.kind != TUNER_EW_CAST || u->step.dtype != TUNER_F32)
+            continue;
+        const int x = u->in[0], out = u->out, px = c->producer[x];
+        const tuner_dtype from = c->p->tensors[x].t.dtype;
+        if (!(from == TUNER_F16 || from == TUNER_BF16) || c->p->tensors[out].is_output ||
+            c->uses[out] < 2 || (px >= 0 && c->prims[px].kind == PRIM_STEP))
+            continue;
+        int n_values = 0, n_anchors = 0;
+        for (int j = k + 1; j < c->n_prims; j++) {
+            prim *q = &c->prims[j];
+            if (!q->live)
+                continue;
+            if (q->kind == PRIM_STEP && swaps(q) && q->in[0] == out && q->in[1] != out) {
+                q->in[0] = q->in[1];
+                q->in[1] = out;
+            }
+            for (int s = 0; s < q->n_in; s++) {
+                if (q->in[s] != out)
+                    continue;
+                if (q->kind != PRIM_STEP) {
+                    n_anchors++;
+                } else if (!reads_as_value(q, s)) { /* an operand: x itself */
+                    q->in[s] = x;
+                    changed++;
+                } else {
+                    n_values++;
+                }
+            }
+        }
+        /* Backwards, so that a copy inserted before a reader leaves the earlier ones in place. */
+        for (int j = c->n_prims - 1; j > k && n_values > 0; j--) {
+            for (int s = c->prims[j].n_in - 1; s >= 0; s--) {
+                const prim *q = &c->prims[j];
+                if (!q->live || q->kind != PRIM_STEP || q->in[s] != out || !reads_as_value(q, s))
+                    continue;
+                if (n_values-- == 1 && n_anchors == 0)
+                    break; /* the first value reader keeps the cast */
+                char name[GRAPH_NAME_MAX + 32];
+                snprintf(name, sizeof(name), "%.128s#up%d", c->p->tensors[out].name, changed);
+                const tuner_tensor tt = c->p->tensors[out].t;
+                const int t = new_tensor(c->p, name, &tt, GRAPH_T_VALUE);
+                if (t < 0 || graph__reserve((void **)&c->prims, &c->cap_prims, c->n_prims, sizeof(*c->prims)) < 0)
+                    return -ENOMEM;
+                prim copy = c->prims[k];
+                copy.out = t;
+                memmove(&c->prims[j + 1], &c->prims[j], sizeof(prim) * (size_t)(c->n_prims - j));
+                c->prims[j] = copy;
+                c->n_prims++;
+                c->prims[j + 1].in[s] = t;
+                changed++;
+            }
+        }
+    }
+    return changed;
 }
 
 /* matmul(transpose(x, last two axes swapped), ...) reads x with trans_a/trans_b flipped. */
@@ -1364,13 +1449,34 @@ static bool any_named(const tuner_op *op, const tuner_tensor *want)
  * axes merged, graph__op_request_in), proto validates it as any kernel request, and its output
  * must be `want` as presented, names included. *ret_op stays over the graph's tensors (the
  * growth goes on from it); the kernel's own op is the request's (add_kernel). */
+/* An FP8 matmul's request names the plan's target: whether a kernel of this build computes it
+ * there (docs/api.md: sm_90a, B K-major) is known only with one, and an FP8 matmul the target
+ * cannot run is refused at its node with the reason rather than when its kernel is built. */
+static char *with_target(part *c, const tuner_op *op, char *body)
+{
+    if (!body || op->kind != TUNER_OP_MATMUL || !tuner_dtype_is_fp8(op->inputs[0].dtype))
+        return body;
+    const size_t n = strlen(body);
+    char arch[16];
+    tuner_target_name(c->target, arch, sizeof(arch));
+    char *out = malloc(n + 32);
+    if (!out || n < 2 || body[n - 1] != '}') { /* the request is one JSON object */
+        free(out);
+        free(body);
+        return NULL;
+    }
+    snprintf(out, n + 32, "%.*s,\"arch\":\"%s\"}", (int)(n - 1), body, arch);
+    free(body);
+    return out;
+}
+
 static bool op_valid_named(part *c, const tuner_op *op, const tuner_tensor *want, char **ret_request,
                            tuner_op *ret_op)
 {
     tuner_op *probe = c->flat;
     *probe = *op;
     probe->output = *want;
-    char *body = graph__op_request_in(probe, c->g, c->flat);
+    char *body = with_target(c, probe, graph__op_request_in(probe, c->g, c->flat));
     if (!body)
         return false;
     const tuner_tensor *fw = &c->flat->output; /* want, merged alike */
@@ -1408,12 +1514,14 @@ static bool op_valid(part *c, const tuner_op *op, const tuner_tensor *want, char
     c->why.message[0] = '\0';
     if (c->g->n_dims > 0 && any_named(op, want))
         return op_valid_named(c, op, want, ret_request, ret_op);
-    char *body = graph__op_request(op);
+    char *body = with_target(c, op, graph__op_request(op));
     if (!body)
         return false;
     proto_error pe;
     bool ok = proto_kernel_request_parse(body, strlen(body), c->scratch, &pe) == 0 &&
               same_shape(&c->scratch->op.output, want) && c->scratch->op.output.dtype == want->dtype;
+    if (!ok && op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype) && pe.message[0])
+        c->fp8_why = pe; /* the reason an FP8 matmul cannot be one (unsupported() gives it) */
     if (ok) {
         *ret_op = c->scratch->op;
         free(*ret_request);
@@ -1539,6 +1647,10 @@ static int grow_epilogue(part *c, growing *k)
         int n = steps_for(c, q, cur, steps, operands);
         if (n == 0 || k->op.epilogue.n + n > TUNER_MAX_STEPS)
             return 0;
+        /* An FP8 matmul's quantizing cast saturates (cvt.rn.satfinite, as cuBLASLt); torch's
+         * float8_e5m2 gives inf past 57344's range, which an elementwise kernel's cast does. */
+        if (k->op.kind == TUNER_OP_MATMUL && steps[0].kind == TUNER_EW_CAST && steps[0].dtype == TUNER_F8E5M2)
+            return 0;
         for (int j = 0; j < 2; j++)
             if (operands[j] >= 0 && k->is_constant && !constant(c, operands[j]))
                 return 0;
@@ -1570,6 +1682,37 @@ static int grow_epilogue(part *c, growing *k)
     }
 }
 
+/* A reduce of an exact upcast - cast pk, to f32 from f16 or bf16 - reads the 16-bit tensor and
+ * casts its result to f32 instead (a cast is no prologue step): the reduce computes in f32 from
+ * exactly the same values, and its output stays the f32 the graph has. An amax of x.float() then
+ * reads x once as bf16, not an f32 copy written for it. The prologue stops there: x's own
+ * producer rounded it to 16 bits, which a prologue in f32 would not. */
+static int reduce_through_upcast(part *c, growing *k, int slot, int pk)
+{
+    const prim *p = &c->prims[pk];
+    const int x = p->in[0];
+    const tuner_dtype from = c->p->tensors[x].t.dtype;
+    if (k->op.kind != TUNER_OP_REDUCE || slot != 0 || p->step.dtype != TUNER_F32 ||
+        (from != TUNER_F16 && from != TUNER_BF16) || k->op.epilogue.n != 0 ||
+        k->n_prims >= (int)(sizeof(k->prims) / sizeof(int)))
+        return 0;
+    growing next = *k;
+    next.request = NULL;
+    next.op.inputs[slot] = c->p->tensors[x].t;
+    next.bound[slot] = x;
+    next.op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+    next.op.epilogue.n = 1;
+    tuner_op valid;
+    if (!op_valid(c, &next.op, &c->p->tensors[k->out].t, &next.request, &valid))
+        return 0;
+    free(k->request);
+    *k = next;
+    k->op = valid;
+    k->prims[k->n_prims++] = pk;
+    c->prims[pk].kernel = -2;
+    return 0;
+}
+
 /* Grows anchor input `slot`'s prologue with the single-use step producers of what it reads. */
 static int grow_prologue(part *c, growing *k, int slot)
 {
@@ -1582,7 +1725,9 @@ static int grow_prologue(part *c, growing *k, int slot)
             k->n_prims >= (int)(sizeof(k->prims) / sizeof(int)))
             return 0;
         const prim *p = &c->prims[pk];
-        if (p->step.kind == TUNER_EW_CAST || k->op.prologue[slot].n + 1 > TUNER_MAX_STEPS)
+        if (p->step.kind == TUNER_EW_CAST)
+            return reduce_through_upcast(c, k, slot, pk);
+        if (k->op.prologue[slot].n + 1 > TUNER_MAX_STEPS)
             return 0;
         /* The value must have x's shape (a prologue runs per element of the input it loads).
          * where's value is its `a` (mask_step_for); a comparison swaps sides as add does. */
@@ -1697,6 +1842,16 @@ static int unsupported(part *c, const prim *pr, const char *why)
          * gives it for the kernel's request. */
         return proto_fail(c->e, 422, "unsupported", field, "node \"%.64s\": its kernel cannot take the names "
                           "where they stand: %.380s", c->g->nodes[pr->node].name, c->why.message);
+    if (pr->kind != PRIM_ANCHOR && pr->kind != PRIM_STEP && pr->n_in > 0 &&
+        tuner_dtype_is_fp8(c->p->tensors[pr->in[0]].t.dtype))
+        return proto_fail(c->e, 422, "unsupported", field,
+                          "node \"%.64s\": an FP8 tensor is not copied (no layout kernel moves FP8); a transpose of "
+                          "its last two axes folds into the matmul that reads it, or cast it first",
+                          c->g->nodes[pr->node].name);
+    if (pr->kind == PRIM_ANCHOR && pr->op.kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(pr->op.inputs[0].dtype) &&
+        c->fp8_why.message[0])
+        return proto_fail(c->e, 422, "unsupported", field, "node \"%.64s\": an FP8 matmul: %.380s (at %.48s)",
+                          c->g->nodes[pr->node].name, c->fp8_why.message, c->fp8_why.field);
     return proto_fail(c->e, 422, "unsupported", field, "node \"%s\": %s", c->g->nodes[pr->node].name,
                        why);
 }
@@ -2146,6 +2301,8 @@ int graph_partition(const graph *g, const tuner_target *t, graph_plan *ret, prot
     if (r == 0 && (r = fold_attention_packed(&c)) > 0)
         r = analyse(&c);
     while (r == 0 && (r = sink_views(&c)) > 0)
+        r = analyse(&c);
+    if (r == 0 && (r = split_upcasts(&c)) > 0)
         r = analyse(&c);
     for (int k = 0; r == 0 && k < c.n_prims; k++) {
         const prim *pr = &c.prims[k];

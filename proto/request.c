@@ -1699,18 +1699,20 @@ static int check_int_inputs(const tuner_op *op, const pchain *ew, const pchain *
 }
 
 /* FP8 tensors only as a matmul's A and B (op/op.h's tuner_dtype), which take no prologue (the copy
- * engine brings them into shared memory as they are). */
+ * engine brings them into shared memory as they are), and as any input of an elementwise kernel,
+ * which decodes them to f32 for its chain (exactly: every FP8 value is a float). */
 static int check_fp8_inputs(const tuner_op *op, const pchain *pro, proto_error *e)
 {
     char field[96];
     for (int i = 0; i < op->n_inputs; i++) {
         const tuner_dtype dt = op->inputs[i].dtype;
-        if (!tuner_dtype_is_fp8(dt))
+        if (!tuner_dtype_is_fp8(dt) || op->kind == TUNER_OP_ELEMENTWISE)
             continue;
         snprintf(field, sizeof(field), "inputs[%d].dtype", i);
         if (op->kind != TUNER_OP_MATMUL)
             return proto_fail(e, 422, "invalid_field", field,
-                              "%s is an FP8 dtype, which only matmul's A and B may be (%s computes in f16, bf16 or f32)",
+                              "%s is an FP8 dtype, which only matmul's A and B and elementwise's inputs may be (%s "
+                              "computes in f16, bf16 or f32)",
                               tuner_dtype_name(dt), tuner_op_name(op->kind));
         if (i >= 2)
             return proto_fail(e, 422, "invalid_field", field,
@@ -1725,12 +1727,15 @@ static int check_fp8_inputs(const tuner_op *op, const pchain *pro, proto_error *
     return 0;
 }
 
-/* A cast to FP8 quantizes the output: it ends an FP8 matmul's epilogue (the only kernels that
- * write FP8, matmul_wgmma's) and nothing else has one. */
+/* A cast to FP8 quantizes the output: it ends an FP8 matmul's epilogue (saturating, as cuBLASLt's
+ * FP8 output) or is anywhere in an elementwise kernel's chain (PyTorch's .to(float8_*): NaN or inf
+ * past the largest value; the last cast gives the output dtype); no other kernel writes FP8. */
 static int check_fp8_casts(const tuner_op *op, const pchain *ew, const pchain *epi, proto_error *e)
 {
     char field[96];
     const bool fp8_mm = op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype);
+    if (op->kind == TUNER_OP_ELEMENTWISE)
+        return 0;
     for (int c = 0; c < 2; c++) {
         const pchain *ch = c ? epi : ew;
         for (int j = 0; j < ch->n; j++) {
@@ -1740,8 +1745,9 @@ static int check_fp8_casts(const tuner_op *op, const pchain *ew, const pchain *e
             snprintf(field, sizeof(field), "%.40s.dtype", st->path);
             if (!fp8_mm || !c)
                 return proto_fail(e, 422, "invalid_field", field,
-                                  "a cast to %s (quantizing the output) ends an FP8 matmul's epilogue only; other "
-                                  "kernels write f16, bf16 or f32", tuner_dtype_name(st->s.dtype));
+                                  "a cast to %s (quantizing the output) ends an FP8 matmul's epilogue or is an "
+                                  "elementwise kernel's step; other kernels write f16, bf16 or f32",
+                                  tuner_dtype_name(st->s.dtype));
             if (j != ch->n - 1)
                 return proto_fail(e, 422, "invalid_field", field,
                                   "a cast to %s quantizes the output: it is the epilogue's last step",

@@ -67,6 +67,80 @@ static const char prelude_types[] =
     "HD_INLINE hd_u32 hd_to_tf32(float v) { hd_u32 r; asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : "
     "\"f\"(v)); return r; }\n";
 
+/* FP8 elements of the core kernels (elementwise: tuner__value_ctype), one byte each, converted
+ * as PyTorch's .to(torch.float8_e4m3fn / float8_e5m2) does (measured on torch 2.15, CPU): nearest,
+ * ties to even; float8_e4m3fn saturates (past 448 and +-inf give +-448, as cvt.rn.satfinite) and
+ * keeps NaN (S.1111.111, the input's sign); float8_e5m2 does not saturate (from 61440, what
+ * rounds past 57344, and at +-inf it gives +-inf; NaN S.11111.11). sm_89+ candidates convert with
+ * cvt.rn.satfinite and put back what it changes (NaN's sign; e5m2's infinities); references
+ * (HD_EXACT_MATH) and older targets use c10's integer algorithm (c10/util/Float8_e4m3fn.h with
+ * the saturation; Float8_e5m2.h as is), so a wrong fix-up cannot hide in both. From FP8 is exact. */
+static const char prelude_fp8[] =
+    "struct alignas(1) hd_f8e4m3_t { unsigned char x; };\n"
+    "struct alignas(1) hd_f8e5m2_t { unsigned char x; };\n"
+    "HD_INLINE hd_u32 hd_e4m3_from_f32_sw(float f) { hd_u32 u = __float_as_uint(f); const hd_u32 s = u & 0x80000000u; "
+    "u ^= s; hd_u32 r;\n"
+    "  if (u > 0x7f800000u) r = 0x7fu;\n"
+    "  else if (u > 0x43e80000u) r = 0x7eu; /* past 464, all that rounds to 448 */\n"
+    "  else if (u < (121u << 23)) r = __float_as_uint(__uint_as_float(u) + __uint_as_float(141u << 23)) - (141u << 23);\n"
+    "  else { u += 0xc4000000u + 0x7ffffu + ((u >> 20) & 1u); r = u >> 20; }\n"
+    "  return (r & 0xffu) | (s >> 24); }\n"
+    "HD_INLINE hd_u32 hd_e5m2_from_f32_sw(float f) { hd_u32 u = __float_as_uint(f); const hd_u32 s = u & 0x80000000u; "
+    "u ^= s; hd_u32 r;\n"
+    "  if (u >= (143u << 23)) r = u > 0x7f800000u ? 0x7fu : 0x7cu;\n"
+    "  else if (u < (113u << 23)) r = __float_as_uint(__uint_as_float(u) + __uint_as_float(134u << 23)) - (134u << 23);\n"
+    "  else { u += 0xc8000000u + 0xfffffu + ((u >> 21) & 1u); r = u >> 21; }\n"
+    "  return (r & 0xffu) | (s >> 24); }\n"
+    "HD_INLINE float hd_e4m3_to_f32_sw(hd_u32 b) { const hd_u32 s = (b & 0x80u) << 24, em = b & 0x7fu;\n"
+    "  if (em == 0x7fu) return __uint_as_float(s | 0x7fc00000u);\n"
+    "  if (em < 8u) return __uint_as_float(s | __float_as_uint((float)em * 0.001953125f));\n"
+    "  return __uint_as_float(s | ((em + (120u << 3)) << 20)); }\n"
+    "HD_INLINE float hd_e5m2_to_f32_sw(hd_u32 b) { half_t h; h.x = (unsigned short)(b << 8); return hd_f32(h); }\n"
+    /* Two floats to two bytes (lo in the low byte), two bytes to two floats. */
+    "#if HD_SM >= 89 && !defined(HD_EXACT_MATH)\n"
+    "HD_INLINE hd_u32 hd_f8x2_from_f32(float lo, float hi, hd_f8e4m3_t) { unsigned short q; "
+    "asm(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\" : \"=h\"(q) : \"f\"(hi), \"f\"(lo)); hd_u32 r = q;\n"
+    "  if (lo != lo) r = (r & 0xff00u) | 0x7fu | ((__float_as_uint(lo) >> 24) & 0x80u);\n"
+    "  if (hi != hi) r = (r & 0x00ffu) | 0x7f00u | ((__float_as_uint(hi) >> 16) & 0x8000u);\n"
+    "  return r; }\n"
+    "HD_INLINE hd_u32 hd_f8x2_from_f32(float lo, float hi, hd_f8e5m2_t) { unsigned short q; "
+    "asm(\"cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\" : \"=h\"(q) : \"f\"(hi), \"f\"(lo)); hd_u32 r = q;\n"
+    "  if (!(fabsf(lo) < 61440.0f)) r = (r & 0xff00u) | (lo != lo ? 0x7fu : 0x7cu) | ((__float_as_uint(lo) >> 24) & 0x80u);\n"
+    "  if (!(fabsf(hi) < 61440.0f)) r = (r & 0x00ffu) | (hi != hi ? 0x7f00u : 0x7c00u) | "
+    "((__float_as_uint(hi) >> 16) & 0x8000u);\n"
+    "  return r; }\n"
+    "HD_INLINE void hd_f8x2_to_f32(hd_u32 q, hd_f8e4m3_t, float *o) { hd_u32 h; "
+    "asm(\"cvt.rn.f16x2.e4m3x2 %0, %1;\" : \"=r\"(h) : \"h\"((unsigned short)q)); o[0] = hd_unpack_lo(h, half_t()); "
+    "o[1] = hd_unpack_hi(h, half_t()); }\n"
+    "HD_INLINE void hd_f8x2_to_f32(hd_u32 q, hd_f8e5m2_t, float *o) { hd_u32 h; "
+    "asm(\"cvt.rn.f16x2.e5m2x2 %0, %1;\" : \"=r\"(h) : \"h\"((unsigned short)q)); o[0] = hd_unpack_lo(h, half_t()); "
+    "o[1] = hd_unpack_hi(h, half_t()); }\n"
+    "#else\n"
+    "HD_INLINE hd_u32 hd_f8x2_from_f32(float lo, float hi, hd_f8e4m3_t) { "
+    "return hd_e4m3_from_f32_sw(lo) | (hd_e4m3_from_f32_sw(hi) << 8); }\n"
+    "HD_INLINE hd_u32 hd_f8x2_from_f32(float lo, float hi, hd_f8e5m2_t) { "
+    "return hd_e5m2_from_f32_sw(lo) | (hd_e5m2_from_f32_sw(hi) << 8); }\n"
+    "HD_INLINE void hd_f8x2_to_f32(hd_u32 q, hd_f8e4m3_t, float *o) { o[0] = hd_e4m3_to_f32_sw(q & 0xffu); "
+    "o[1] = hd_e4m3_to_f32_sw((q >> 8) & 0xffu); }\n"
+    "HD_INLINE void hd_f8x2_to_f32(hd_u32 q, hd_f8e5m2_t, float *o) { o[0] = hd_e5m2_to_f32_sw(q & 0xffu); "
+    "o[1] = hd_e5m2_to_f32_sw((q >> 8) & 0xffu); }\n"
+    "#endif\n"
+    "HD_INLINE float hd_f32(hd_f8e4m3_t v) { float o[2]; hd_f8x2_to_f32(v.x, v, o); return o[0]; }\n"
+    "HD_INLINE float hd_f32(hd_f8e5m2_t v) { float o[2]; hd_f8x2_to_f32(v.x, v, o); return o[0]; }\n"
+    "template <> HD_INLINE hd_f8e4m3_t hd_from_f32<hd_f8e4m3_t>(float v) { hd_f8e4m3_t b; "
+    "b.x = (unsigned char)hd_f8x2_from_f32(v, 0.0f, b); return b; }\n"
+    "template <> HD_INLINE hd_f8e5m2_t hd_from_f32<hd_f8e5m2_t>(float v) { hd_f8e5m2_t b; "
+    "b.x = (unsigned char)hd_f8x2_from_f32(v, 0.0f, b); return b; }\n"
+    /* Value rounded through FP8 (an elementwise chain's TUNER_EW_CAST; an FP8 matmul's epilogue
+     * has its own, saturating hd_round_f8*). */
+    "HD_INLINE float hd_cast_f8e4m3(float v) { return hd_f32(hd_from_f32<hd_f8e4m3_t>(v)); }\n"
+    "HD_INLINE float hd_cast_f8e5m2(float v) { return hd_f32(hd_from_f32<hd_f8e5m2_t>(v)); }\n"
+    /* Four bytes of one 32-bit word <-> four floats (byte 0 first). */
+    "template <typename T> HD_INLINE void hd_f8x4_to_f32(hd_u32 w, float *o) { "
+    "hd_f8x2_to_f32(w & 0xffffu, T(), o); hd_f8x2_to_f32(w >> 16, T(), o + 2); }\n"
+    "template <typename T> HD_INLINE hd_u32 hd_f8x4_from_f32(const float *v) { "
+    "return hd_f8x2_from_f32(v[0], v[1], T()) | (hd_f8x2_from_f32(v[2], v[3], T()) << 16); }\n";
+
 static const char prelude_math[] =
     /* exp via ex2.approx (2 ulp); used where the result feeds a normalisation (softmax). */
     "HD_INLINE float hd_fast_exp(float x) { float y; "
@@ -169,6 +243,14 @@ static const char prelude_memory[] =
     "#pragma unroll\n"
     "      for (int k = 0; k < 4; k++) { o[8 * i + 2 * k] = hd_unpack_lo(w[k], T()); "
     "o[8 * i + 2 * k + 1] = hd_unpack_hi(w[k], T()); } }\n"
+    "  } else if constexpr (sizeof(T) == 1 && N % 16 == 0) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < N / 16; i++) { hd_v4 r = hd_ld16(p + 16 * i); hd_f8x4_to_f32<T>(r.x, o + 16 * i); "
+    "hd_f8x4_to_f32<T>(r.y, o + 16 * i + 4); hd_f8x4_to_f32<T>(r.z, o + 16 * i + 8); "
+    "hd_f8x4_to_f32<T>(r.w, o + 16 * i + 12); }\n"
+    "  } else if constexpr (sizeof(T) == 1 && N % 4 == 0) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < N / 4; i++) hd_f8x4_to_f32<T>(*reinterpret_cast<const hd_u32 *>(p + 4 * i), o + 4 * i);\n"
     "  } else if constexpr (sizeof(T) == 2 && N == 4) {\n"
     "    hd_v2 r = hd_ld8(p); o[0] = hd_unpack_lo(r.x, T()); o[1] = hd_unpack_hi(r.x, T()); "
     "o[2] = hd_unpack_lo(r.y, T()); o[3] = hd_unpack_hi(r.y, T());\n"
@@ -189,6 +271,15 @@ static const char prelude_memory[] =
     "    for (int i = 0; i < N / 8; i++) { hd_v4 r; r.x = hd_pack2<T>(v[8 * i], v[8 * i + 1]); "
     "r.y = hd_pack2<T>(v[8 * i + 2], v[8 * i + 3]); r.z = hd_pack2<T>(v[8 * i + 4], v[8 * i + 5]); "
     "r.w = hd_pack2<T>(v[8 * i + 6], v[8 * i + 7]); hd_st16(p + 8 * i, r); }\n"
+    "  } else if constexpr (sizeof(T) == 1 && N % 16 == 0) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < N / 16; i++) { hd_v4 r; r.x = hd_f8x4_from_f32<T>(v + 16 * i); "
+    "r.y = hd_f8x4_from_f32<T>(v + 16 * i + 4); r.z = hd_f8x4_from_f32<T>(v + 16 * i + 8); "
+    "r.w = hd_f8x4_from_f32<T>(v + 16 * i + 12); hd_st16(p + 16 * i, r); }\n"
+    "  } else if constexpr (sizeof(T) == 1 && N % 4 == 0) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < N / 4; i++) asm volatile(\"st.global.u32 [%0], %1;\" :: \"l\"(p + 4 * i), "
+    "\"r\"(hd_f8x4_from_f32<T>(v + 4 * i)) : \"memory\");\n"
     "  } else if constexpr (sizeof(T) == 2 && N == 4) {\n"
     "    hd_v2 r; r.x = hd_pack2<T>(v[0], v[1]); r.y = hd_pack2<T>(v[2], v[3]); hd_st8(p, r);\n"
     "  } else {\n"
@@ -243,6 +334,7 @@ void tuner__prelude(tuner_sb *sb, int sm)
      * prelude is the same text for all of them; the macro lets templates test the arch. */
     tuner_sb_printf(sb, "#define HD_SM %d\n", sm);
     tuner_sb_puts(sb, prelude_types);
+    tuner_sb_puts(sb, prelude_fp8);
     tuner_sb_puts(sb, prelude_math);
     tuner_sb_puts(sb, prelude_memory);
     tuner_sb_puts(sb, prelude_mma);
@@ -265,6 +357,15 @@ const char *tuner__ctype(tuner_dtype d)
     default:
         return "float";
     }
+}
+
+const char *tuner__value_ctype(tuner_dtype d)
+{
+    if (d == TUNER_F8E4M3)
+        return "hd_f8e4m3_t";
+    if (d == TUNER_F8E5M2)
+        return "hd_f8e5m2_t";
+    return tuner__ctype(d);
 }
 
 const char *tuner_numerics_flags(void)
@@ -482,8 +583,11 @@ void tuner__emit_chain(tuner_sb *sb, const tuner_op *op, const tuner_ew_chain *c
                 tuner_sb_printf(sb, "%s = hd_round_f16(%s);\n", var, var);
             else if (st->dtype == TUNER_BF16)
                 tuner_sb_printf(sb, "%s = hd_round_bf16(%s);\n", var, var);
-            else if (tuner_dtype_is_fp8(st->dtype)) /* a quantizing FP8 matmul's: its template defines it */
+            else if (tuner_dtype_is_fp8(st->dtype) && op && op->kind == TUNER_OP_MATMUL)
+                /* a quantizing FP8 matmul's (saturating): its template defines it */
                 tuner_sb_printf(sb, "%s = hd_round_%s(%s);\n", var, tuner_dtype_name(st->dtype), var);
+            else if (tuner_dtype_is_fp8(st->dtype)) /* PyTorch's .to(float8_*): the prelude's */
+                tuner_sb_printf(sb, "%s = hd_cast_%s(%s);\n", var, tuner_dtype_name(st->dtype), var);
             /* a cast to f32 leaves a float unchanged */
             break;
         default:

@@ -42,6 +42,10 @@ void tuner__prelude_reference(tuner_sb *sb, int sm);
 
 /* C type name of a dtype in generated code ("half_t", "bf16_t", "float"). */
 const char *tuner__ctype(tuner_dtype d);
+/* The same, but FP8 as the prelude's element types hd_f8e4m3_t / hd_f8e5m2_t (hd_f32,
+ * hd_from_f32, hd_ldn_f32 and hd_stn_f32 convert them as PyTorch does) where tuner__ctype has raw
+ * bytes (unsigned char, what TMA and the tensor cores read): the core kernels' parameters. */
+const char *tuner__value_ctype(tuner_dtype d);
 
 /* Emits statements that apply `chain` to the float variable named `var` (updated in place).
  * Operands of binary steps are read as `operand_expr(i)`: the caller supplies, through `load`,

@@ -348,8 +348,8 @@ double tuner__chain_instr(const tuner_ew_chain *chain)
 void tuner__emit_params(tuner_sb *sb, const tuner_op *op, tuner_dtype out_dtype)
 {
     for (int i = 0; i < op->n_inputs; i++)
-        tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__ctype(op->inputs[i].dtype), i);
-    tuner_sb_printf(sb, "%s *__restrict__ out", tuner__ctype(out_dtype));
+        tuner_sb_printf(sb, "const %s *__restrict__ in%d, ", tuner__value_ctype(op->inputs[i].dtype), i);
+    tuner_sb_printf(sb, "%s *__restrict__ out", tuner__value_ctype(out_dtype));
 }
 
 void tuner__launch_args(tuner_launch *l, const tuner_op *op)

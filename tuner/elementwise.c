@@ -36,6 +36,25 @@ typedef struct ew_geo {
     bool used[TUNER_MAX_INPUTS];
 } ew_geo;
 
+/* Whether vectors of vmax elements fit: they divide the last dim (and a named last axis's
+ * multiple) and every operand read along the rows is 16-byte aligned, as is the output. */
+static bool vec_fits(const tuner_op *op, const ew_geo *g, int vmax)
+{
+    const tuner_tensor *out = &op->output;
+    bool ok = g->L % vmax == 0 && (out->align == 0 || out->align >= 16);
+    if (out->rank >= 1 && out->sym[out->rank - 1]) { /* a named last axis: every size must divide */
+        long long step = 1;
+        for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+            if (out->sym[out->rank - 1] & (1u << k))
+                step *= op->dims[k].multiple_of;
+        ok = ok && step % vmax == 0;
+    }
+    for (int i = 0; i < op->n_inputs; i++)
+        if (g->used[i] && tuner__bcast_last_contiguous(&op->inputs[i], out) && op->inputs[i].align < 16)
+            ok = false;
+    return ok;
+}
+
 static ew_geo geo_of(const tuner_op *op)
 {
     ew_geo g;
@@ -43,7 +62,6 @@ static ew_geo geo_of(const tuner_op *op)
     const tuner_tensor *out = &op->output;
     g.n = tuner_tensor_numel(out);
     g.L = out->rank >= 1 ? out->shape[out->rank - 1] : 1;
-    g.vmax = 16 / tuner_dtype_size(out->dtype);
     g.used[0] = true;
     for (int i = 0; i < op->epilogue.n && i < TUNER_MAX_STEPS; i++) {
         const tuner_ew_step *st = &op->epilogue.steps[i];
@@ -52,17 +70,16 @@ static ew_geo geo_of(const tuner_op *op)
             if (ops[j] >= 0 && ops[j] < op->n_inputs)
                 g.used[ops[j]] = true;
     }
-    g.vec_ok = g.L % g.vmax == 0 && (out->align == 0 || out->align >= 16);
-    if (out->rank >= 1 && out->sym[out->rank - 1]) { /* a named last axis: every size must divide */
-        long long step = 1;
-        for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
-            if (out->sym[out->rank - 1] & (1u << k))
-                step *= op->dims[k].multiple_of;
-        g.vec_ok = g.vec_ok && step % g.vmax == 0;
-    }
-    for (int i = 0; i < op->n_inputs; i++)
-        if (g.used[i] && tuner__bcast_last_contiguous(&op->inputs[i], out) && op->inputs[i].align < 16)
-            g.vec_ok = false;
+    /* An FP8 input read along the output's rows widens the vector to 16 of its bytes (a 16-byte
+     * load) when the sizes allow, else 16 bytes of output as for every other op. */
+    g.vmax = 16 / tuner_dtype_size(out->dtype);
+    g.vec_ok = vec_fits(op, &g, g.vmax);
+    for (int i = 0; i < op->n_inputs && g.vmax < 16; i++)
+        if (g.used[i] && tuner_dtype_is_fp8(op->inputs[i].dtype) &&
+            tuner__bcast_last_contiguous(&op->inputs[i], out) && vec_fits(op, &g, 16)) {
+            g.vmax = 16;
+            g.vec_ok = true;
+        }
     return g;
 }
 
@@ -190,7 +207,13 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         tuner__emit_tiles_begin(&sb, op, t->sm, "hd_elementwise", c.block, c.ipt, c.gs, c.tiles, c.nvec, &m);
     }
     epi_ctx ec = {op, c.vec > 1, contiguous};
-    const char *OT = tuner__ctype(out->dtype);
+    const char *OT = tuner__value_ctype(out->dtype);
+    /* A chain that ends in a cast to the FP8 output leaves the rounding to the store, which
+     * converts the same way (one conversion per element instead of three). */
+    tuner_ew_chain chain = op->epilogue;
+    if (tuner_dtype_is_fp8(out->dtype) && chain.n > 0 && chain.steps[chain.n - 1].kind == TUNER_EW_CAST &&
+        chain.steps[chain.n - 1].dtype == out->dtype)
+        chain.n--;
     if (c.vec > 1) {
         /* All elements of the vector share the row (vec divides the last dim). */
         if (out->rank == 1 && out->sym[0]) { /* one named row: vi is below its vectors */
@@ -213,7 +236,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                 tuner_sb_free(&sb);
                 return -ENOMEM;
             }
-            const char *Ti = tuner__ctype(op->inputs[i].dtype);
+            const char *Ti = tuner__value_ctype(op->inputs[i].dtype);
             if (contiguous[i])
                 tuner_sb_printf(&sb, "float a%d[%d];\nhd_ldn_f32<%s, %d>(in%d + %s, a%d);\n", i, c.vec, Ti, c.vec, i,
                                 off, i);
@@ -223,7 +246,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         }
         tuner_sb_printf(&sb, "float ov[%d];\n#pragma unroll\nfor (int e = 0; e < %d; e++) {\n", c.vec, c.vec);
         tuner_sb_printf(&sb, "float v = %s;\n", contiguous[0] ? "a0[e]" : "b0");
-        tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
+        tuner__emit_chain(&sb, op, &chain, "v", epi_load, &ec);
         tuner_sb_puts(&sb, "ov[e] = v;\n}\n");
         tuner_sb_printf(&sb, "hd_stn_f32<%s, %d>(out + vi * %d, ov);\n", OT, c.vec, c.vec);
     } else {
@@ -243,7 +266,7 @@ static int ew_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         }
         tuner_sb_printf(&sb, "float v = hd_f32(in0[%s]);\n", off);
         free(off);
-        tuner__emit_chain(&sb, op, &op->epilogue, "v", epi_load, &ec);
+        tuner__emit_chain(&sb, op, &chain, "v", epi_load, &ec);
         tuner_sb_printf(&sb, "out[vi] = hd_from_f32<%s>(v);\n", OT);
     }
     tuner__emit_tiles_end(&sb, &m);
@@ -319,7 +342,8 @@ static int ew_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
 
 const tuner_template tuner__elementwise = {
     .name = "elementwise",
-    .space_signature = "elementwise v1: vec{1,16B of output} block{128,256,512} ipt{1,2,4} grid_stride{0,1}; "
+    .space_signature = "elementwise v1: vec{1,16B of output (16 elements with an FP8 input read along rows)} block{128,256,512} "
+                       "ipt{1,2,4} grid_stride{0,1}; "
                        "vec when last dim % vec == 0 and contiguous operands 16B-aligned",
     .applies = ew_applies,
     .enumerate = ew_enumerate,

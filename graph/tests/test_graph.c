@@ -202,8 +202,15 @@ static void test_errors(void)
                  "{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"zz\"]}}",
                  422, "graph.outputs[0]", "zz");
     expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
-                 "\"nodes\":[{\"op\":\"relu\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
-                 422, "graph.inputs[0].dtype", "FP8 tensors are not supported in graphs");
+                 "\"nodes\":[{\"op\":\"softmax\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].inputs[0]", "FP8 tensor");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
+                 "\"nodes\":[{\"op\":\"transpose\",\"inputs\":[\"x\"],\"outputs\":[\"a\"]}],\"outputs\":[\"a\"]}}",
+                 422, "nodes[0]", "FP8 tensor");
+    expect_error("{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[4,8],\"dtype\":\"f8e4m3\"}],"
+                 "\"nodes\":[{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"dtype\":\"f4\"}}],"
+                 "\"outputs\":[\"a\"]}}",
+                 422, "nodes[0].attrs.dtype", "f8e4m3");
     expect_error("{\"graph\":{\"inputs\":[" X_768 "],\"nodes\":["
                  "{\"op\":\"reshape\",\"inputs\":[\"x\"],\"outputs\":[\"a\"],\"attrs\":{\"shape\":[7,-1]}}],"
                  "\"outputs\":[\"a\"]}}",
@@ -1287,7 +1294,7 @@ static void test_embeddings(void)
     expect_error(EMB_G("i64", "{\"op\":\"slice\",\"inputs\":[\"k\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[0],\"ends\":[2]}}",
                         "\"y\""), 422, "nodes[0].inputs[0]", "integer");
     expect_error(EMB_G("i64", "{\"op\":\"cast\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"],\"attrs\":{\"dtype\":\"i32\"}}",
-                        "\"y\""), 422, "nodes[0].attrs.dtype", "f16, bf16 or f32");
+                        "\"y\""), 422, "nodes[0].attrs.dtype", "f16, bf16, f32, f8e4m3 or f8e5m2");
     /* an integer output: nothing writes one */
     expect_error(EMB_G("i64", "{\"op\":\"reshape\",\"inputs\":[\"ids\"],\"outputs\":[\"y\"],\"attrs\":{\"shape\":[16]}}",
                         "\"y\""), 422, "graph.outputs[0]", "integer");
@@ -2501,6 +2508,139 @@ static void test_dims_bert_layer(void)
           prepared[0], steps[1], prepared[1]);
 }
 
+/* Dynamic FP8 quantization as torchao's float8 recipes trace it (issue 41): amax = max |x| over
+ * the whole tensor in f32, scale = 448 / amax (clamped away from 0), x * scale clamped to the
+ * format's range and cast to f8e4m3; and the way back, an FP8 input cast to bf16 and scaled.
+ * The plan reads x twice as bf16 and writes FP8 bytes, nothing else of its size: one reduce of x
+ * (abs its prologue; the cast to f32 and the clamp its epilogue: reduce_through_upcast), the
+ * scale's tiny kernel and one elementwise kernel that multiplies by the scale, clamps and casts,
+ * reading x itself as a bf16 operand (split_upcasts), not an f32 copy. */
+static void test_fp8_quantize(void)
+{
+    graph_request rq;
+    graph_plan p;
+    const char *q =
+        "{\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[64,256],\"dtype\":\"bf16\"}],"
+        "\"weights\":[{\"name\":\"fmax\",\"shape\":[1],\"dtype\":\"f32\"}],\"nodes\":["
+        "{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"xf\"],\"attrs\":{\"dtype\":\"f32\"}},"
+        "{\"op\":\"abs\",\"inputs\":[\"xf\"],\"outputs\":[\"a\"]},"
+        "{\"op\":\"reduce\",\"inputs\":[\"a\"],\"outputs\":[\"m\"],\"attrs\":{\"kind\":\"max\",\"axes\":[0,1]}},"
+        "{\"op\":\"clamp\",\"inputs\":[\"m\"],\"outputs\":[\"mc\"],\"attrs\":{\"min\":1e-12}},"
+        "{\"op\":\"div\",\"inputs\":[\"fmax\",\"mc\"],\"outputs\":[\"s\"]},"
+        "{\"op\":\"mul\",\"inputs\":[\"xf\",\"s\"],\"outputs\":[\"y\"]},"
+        "{\"op\":\"clamp\",\"inputs\":[\"y\"],\"outputs\":[\"yc\"],\"attrs\":{\"min\":-448,\"max\":448}},"
+        "{\"op\":\"cast\",\"inputs\":[\"yc\"],\"outputs\":[\"q\"],\"attrs\":{\"dtype\":\"f8e4m3\"}}],"
+        "\"outputs\":[\"q\",\"s\"]}}";
+    if (plan_ok(q, &rq, &p)) {
+        int reduces = 0, quantizers = 0;
+        for (int k = 0; k < p.n_kernels; k++) {
+            const tuner_op *op = p.kernels[k].op;
+            reduces += op->kind == TUNER_OP_REDUCE && op->attrs.reduce.kind == TUNER_REDUCE_MAX &&
+                       op->inputs[0].dtype == TUNER_BF16 && op->output.dtype == TUNER_F32;
+            if (op->kind == TUNER_OP_ELEMENTWISE && op->output.dtype == TUNER_F8E4M3) {
+                quantizers++;
+                CHECK(op->n_inputs == 2 && op->inputs[1].dtype == TUNER_BF16 && op->epilogue.n == 3 &&
+                          op->epilogue.steps[op->epilogue.n - 1].kind == TUNER_EW_CAST,
+                      "the quantizing kernel: %s", p.kernels[k].request);
+            }
+        }
+        CHECK(reduces == 1 && quantizers == 1 && p.n_kernels == 3,
+              "%d kernels, %d max reductions, %d quantizers",
+              p.n_kernels, reduces, quantizers);
+        plan_done(&rq, &p);
+    }
+    /* Dequantize: an f8e5m2 input and its f32 scale, to bf16; an FP8 tensor may be reshaped. */
+    const char *d =
+        "{\"graph\":{\"inputs\":[{\"name\":\"q\",\"shape\":[64,256],\"dtype\":\"f8e5m2\"},"
+        "{\"name\":\"s\",\"shape\":[64,1],\"dtype\":\"f32\"}],\"nodes\":["
+        "{\"op\":\"reshape\",\"inputs\":[\"q\"],\"outputs\":[\"qr\"],\"attrs\":{\"shape\":[64,256]}},"
+        "{\"op\":\"cast\",\"inputs\":[\"qr\"],\"outputs\":[\"qf\"],\"attrs\":{\"dtype\":\"f32\"}},"
+        "{\"op\":\"div\",\"inputs\":[\"qf\",\"s\"],\"outputs\":[\"xf\"]},"
+        "{\"op\":\"cast\",\"inputs\":[\"xf\"],\"outputs\":[\"x\"],\"attrs\":{\"dtype\":\"bf16\"}}],"
+        "\"outputs\":[\"x\"]}}";
+    if (plan_ok(d, &rq, &p)) {
+        const tuner_op *op = p.kernels[0].op;
+        CHECK(p.n_kernels >= 1 && op->kind == TUNER_OP_ELEMENTWISE && op->inputs[0].dtype == TUNER_F8E5M2 &&
+                  p.kernels[p.n_kernels - 1].op->output.dtype == TUNER_BF16,
+              "%d kernels: %s", p.n_kernels, p.kernels[0].request);
+        plan_done(&rq, &p);
+    }
+}
+
+/* An FP8 linear layer as torch._scaled_mm runs it (issue 41): x quantized per row (amax over the
+ * row, scale = 448 / amax), a weight [N, K] in f8e4m3 with a tensor scale, transposed (B column-
+ * major, which folds into trans_b), the matmul with row and tensor scales writing bf16, and a bias
+ * that fuses into its epilogue. For sm_90a; other targets are refused at the matmul node with the
+ * reason, and an FP8 matmul node with a non-FP8 operand or a scale the wrong shape at its own. */
+static void test_fp8_linear(void)
+{
+#define FP8_LINEAR(ARCH, WDT, SB)                                                                                       \
+    "{\"arch\":\"" ARCH "\",\"graph\":{\"inputs\":[{\"name\":\"x\",\"shape\":[64,256],\"dtype\":\"bf16\"}],"             \
+    "\"weights\":[{\"name\":\"w\",\"shape\":[128,256],\"dtype\":\"" WDT "\"},"                                       \
+    "{\"name\":\"sw\",\"shape\":" SB ",\"dtype\":\"f32\"},{\"name\":\"fmax\",\"shape\":[1],\"dtype\":\"f32\"},"         \
+    "{\"name\":\"bias\",\"shape\":[128],\"dtype\":\"bf16\"}],\"nodes\":["                                           \
+    "{\"op\":\"cast\",\"inputs\":[\"x\"],\"outputs\":[\"xf\"],\"attrs\":{\"dtype\":\"f32\"}},"                          \
+    "{\"op\":\"abs\",\"inputs\":[\"xf\"],\"outputs\":[\"a\"]},"                                                     \
+    "{\"op\":\"reduce\",\"inputs\":[\"a\"],\"outputs\":[\"m\"],\"attrs\":{\"kind\":\"max\",\"axis\":1,\"keepdim\":true}},"  \
+    "{\"op\":\"clamp\",\"inputs\":[\"m\"],\"outputs\":[\"mc\"],\"attrs\":{\"min\":1e-12}},"                         \
+    "{\"op\":\"div\",\"inputs\":[\"fmax\",\"mc\"],\"outputs\":[\"s\"]},"                                            \
+    "{\"op\":\"div\",\"inputs\":[\"mc\",\"fmax\"],\"outputs\":[\"sinv\"]},"                                         \
+    "{\"op\":\"mul\",\"inputs\":[\"xf\",\"s\"],\"outputs\":[\"y\"]},"                                               \
+    "{\"op\":\"clamp\",\"inputs\":[\"y\"],\"outputs\":[\"yc\"],\"attrs\":{\"min\":-448,\"max\":448}},"              \
+    "{\"op\":\"cast\",\"inputs\":[\"yc\"],\"outputs\":[\"q\"],\"attrs\":{\"dtype\":\"f8e4m3\"}},"                      \
+    "{\"op\":\"transpose\",\"inputs\":[\"w\"],\"outputs\":[\"wt\"],\"attrs\":{\"perm\":[1,0]}},"                      \
+    "{\"op\":\"matmul\",\"inputs\":[\"q\",\"wt\",\"sinv\",\"sw\"],\"outputs\":[\"o\"],"                                \
+    "\"attrs\":{\"scale_a\":\"row\",\"scale_b\":\"tensor\",\"out_dtype\":\"bf16\",\"fast_accum\":false}},"               \
+    "{\"op\":\"add\",\"inputs\":[\"o\",\"bias\"],\"outputs\":[\"out\"]}],\"outputs\":[\"out\"]}}"
+    graph_request rq;
+    graph_plan p;
+    if (plan_ok(FP8_LINEAR("sm_90a", "f8e4m3", "[1]"), &rq, &p)) {
+        const tuner_op *mm = NULL;
+        for (int k = 0; k < p.n_kernels; k++)
+            if (p.kernels[k].op->kind == TUNER_OP_MATMUL)
+                mm = p.kernels[k].op;
+        CHECK(mm && mm->inputs[0].dtype == TUNER_F8E4M3 && mm->inputs[1].dtype == TUNER_F8E4M3 &&
+                  mm->attrs.matmul.trans_b && !mm->attrs.matmul.trans_a && mm->inputs[1].shape[0] == 128 &&
+                  mm->attrs.matmul.scale_a == TUNER_SCALE_ROW && mm->attrs.matmul.scale_b == TUNER_SCALE_TENSOR &&
+                  !mm->attrs.matmul.fast_accum && mm->output.dtype == TUNER_BF16 && mm->epilogue.n == 1 &&
+                  mm->n_inputs == 5,
+              "the FP8 matmul: %s", mm ? "see the plan" : "none");
+        for (int k = 0; mm && k < p.n_kernels; k++)
+            if (p.kernels[k].op->kind == TUNER_OP_MATMUL)
+                CHECK(strstr(p.kernels[k].request, "\"scale_a\":\"row\"") && strstr(p.kernels[k].request, "\"arch\":\"sm_90a\""),
+                      "%s", p.kernels[k].request);
+        plan_done(&rq, &p);
+    }
+    expect_error(FP8_LINEAR("sm_80", "f8e4m3", "[1]"), 422, "nodes[10]", "fp8 needs");
+    expect_error(FP8_LINEAR("sm_90a", "bf16", "[1]"), 422, "nodes[10].inputs[1]", "same dtype");
+    expect_error(FP8_LINEAR("sm_90a", "f8e4m3", "[2]"), 422, "nodes[10].inputs[3]", "one value");
+    /* e4m3 x e5m2 is served. */
+    if (plan_ok(FP8_LINEAR("sm_90a", "f8e5m2", "[1]"), &rq, &p))
+        plan_done(&rq, &p);
+#undef FP8_LINEAR
+    /* Quantizing the matmul's output for the next layer: a cast to e4m3 ends its epilogue (both
+     * saturate), one to e5m2 is an elementwise kernel's (torch's e5m2 gives inf, the epilogue's
+     * cvt.rn.satfinite would not). */
+#define FP8_OUT(DT)                                                                                                    \
+    "{\"arch\":\"sm_90a\",\"graph\":{\"inputs\":[{\"name\":\"a\",\"shape\":[64,256],\"dtype\":\"f8e4m3\"}],"           \
+    "\"weights\":[{\"name\":\"b\",\"shape\":[128,256],\"dtype\":\"f8e4m3\"}],\"nodes\":["                             \
+    "{\"op\":\"transpose\",\"inputs\":[\"b\"],\"outputs\":[\"bt\"]},"                                                \
+    "{\"op\":\"matmul\",\"inputs\":[\"a\",\"bt\"],\"outputs\":[\"o\"],\"attrs\":{\"out_dtype\":\"f16\"}},"              \
+    "{\"op\":\"cast\",\"inputs\":[\"o\"],\"outputs\":[\"q\"],\"attrs\":{\"dtype\":\"" DT "\"}}],\"outputs\":[\"q\"]}}"
+    if (plan_ok(FP8_OUT("f8e4m3"), &rq, &p)) {
+        CHECK(p.n_kernels == 1 && p.kernels[0].op->output.dtype == TUNER_F8E4M3, "%d kernels", p.n_kernels);
+        plan_done(&rq, &p);
+    }
+    if (plan_ok(FP8_OUT("f8e5m2"), &rq, &p)) {
+        CHECK(p.n_kernels == 2 && p.kernels[0].op->kind == TUNER_OP_MATMUL &&
+                  p.kernels[0].op->output.dtype == TUNER_F16 && p.kernels[1].op->kind == TUNER_OP_ELEMENTWISE &&
+                  p.kernels[1].op->output.dtype == TUNER_F8E5M2,
+              "%d kernels", p.n_kernels);
+        plan_done(&rq, &p);
+    }
+#undef FP8_OUT
+}
+
 int main(void)
 {
     test_mlp();
@@ -2527,6 +2667,8 @@ int main(void)
     test_dims_attention();
     test_dims_slice_names();
     test_dims_bert_layer();
+    test_fp8_quantize();
+    test_fp8_linear();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -1843,16 +1843,21 @@ static void test_fp8(void)
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
         "},\"prologue\":[{\"op\":\"relu\",\"input\":0}]" F8_ARCH, 422, "invalid_field", "prologue");
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f8e4m3\"}]}", 422, "invalid_field", "inputs[0].dtype");
-    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f8e5m2\"}],\"attrs\":{\"fn\":\"relu\"}}", 422,
-        "invalid_field", "inputs[0].dtype");
     BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[1,8,8,16],\"dtype\":\"f8e4m3\"},{\"shape\":[16,3,3,16],\"dtype\":"
         "\"f8e4m3\"}]}", 422, "invalid_field", "inputs[0].dtype");
     BAD("{\"op\":\"matmul\"," MM_IN ",\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"f8e4m3\"}]}", 422, "invalid_field",
         "epilogue[0].dtype");
     BAD("{\"op\":\"softmax\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"e5m2\"}]}",
         422, "invalid_field", "epilogue[0].dtype");
-    BAD("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"}],\"attrs\":{\"ops\":[{\"op\":\"cast\","
-        "\"dtype\":\"f8e4m3\"}]}}", 422, "invalid_field", "attrs.ops[0].dtype");
+    /* elementwise: FP8 inputs decoded for the chain, casts to FP8 anywhere, the last one the output's */
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f8e5m2\"}],\"attrs\":{\"fn\":\"relu\"}}");
+    CHECK(r.op.output.dtype == TUNER_F8E5M2);
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f16\"},{\"shape\":[1],\"dtype\":\"f32\"}],"
+           "\"attrs\":{\"ops\":[{\"op\":\"mul\",\"input\":1},{\"op\":\"cast\",\"dtype\":\"f8e4m3\"}]}}");
+    CHECK(r.op.output.dtype == TUNER_F8E4M3 && r.op.epilogue.n == 2);
+    r = OK("{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[4,8],\"dtype\":\"f8e4m3\"},{\"shape\":[8],\"dtype\":\"f8e5m2\"}],"
+           "\"attrs\":{\"ops\":[{\"op\":\"cast\",\"dtype\":\"f8e5m2\"},{\"op\":\"add\",\"input\":1},{\"op\":\"cast\",\"dtype\":\"bf16\"}]}}");
+    CHECK(r.op.output.dtype == TUNER_BF16 && r.op.epilogue.n == 3);
     /* quantizing an FP8 matmul's output: divide by the next layer's scale, cast to FP8, last */
     r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[64],\"dtype\":\"bf16\"},"
            "{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB "},\"epilogue\":[{\"op\":\"bias\",\"input\":2},"

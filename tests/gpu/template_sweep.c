@@ -584,6 +584,50 @@ static int build_cases(scase *c)
         add_x_prologue(&op, 3.0, TUNER_EW_ADD, 2, mid);
         ADD("reduce mean [7,333,1000] ax2 +w", op, true);
     }
+    {
+        /* FP8 in elementwise kernels (issue 41), against the reference's c10 conversion (the
+         * candidates' cvt.rn.satfinite and its fix-ups on sm_89+): a quantize whose scale takes
+         * |x| past 448 (e4m3 saturates, as torch's float8_e4m3fn) and past 61440 (e5m2 gives inf,
+         * as torch's float8_e5m2), a dequantize of random FP8 bytes (16-byte loads), and odd
+         * sizes with an FP8 operand and a cast through FP8 (scalar path). */
+        int64_t s[2] = {77, 1024}, odd[2] = {7, 1001}, v[1] = {1001};
+        tuner_op q = blank(TUNER_OP_ELEMENTWISE);
+        q.inputs[0] = tensor(2, s, 16);
+        q.inputs[0].dtype = TUNER_F32;
+        q.output = tensor(2, s, 16);
+        q.n_inputs = q.n_anchor_inputs = 1;
+        tuner_op e = q;
+        e.output.dtype = TUNER_F8E4M3;
+        add_unary_step(&e.epilogue, TUNER_EW_SCALE, 600.0);
+        e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
+        ADD("ew fp8 f32 *600 ->e4m3 (saturates)", e, true);
+        e = q;
+        e.output.dtype = TUNER_F8E5M2;
+        add_unary_step(&e.epilogue, TUNER_EW_SCALE, 70000.0);
+        e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E5M2};
+        ADD("ew fp8 f32 *70000 ->e5m2 (inf)", e, true);
+        e = q;
+        e.inputs[0].dtype = TUNER_F8E4M3;
+        e.output.dtype = TUNER_BF16;
+        e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+        add_unary_step(&e.epilogue, TUNER_EW_SCALE, 0.5);
+        e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_BF16};
+        ADD("ew fp8 e4m3 ->f32 *.5 ->bf16", e, true);
+        e = blank(TUNER_OP_ELEMENTWISE);
+        e.inputs[0] = tensor(2, odd, 1);
+        e.inputs[0].dtype = TUNER_F8E5M2;
+        e.inputs[1] = tensor(1, v, 1);
+        e.inputs[1].dtype = TUNER_F8E4M3;
+        e.n_inputs = 2;
+        e.n_anchor_inputs = 1;
+        e.output = tensor(2, odd, 4);
+        e.output.dtype = TUNER_F32;
+        e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 1};
+        add_unary_step(&e.epilogue, TUNER_EW_SCALE, 300.0);
+        e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F8E4M3};
+        e.epilogue.steps[e.epilogue.n++] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
+        ADD("ew fp8 e5m2+e4m3 odd *300 via e4m3", e, true);
+    }
     ADD("ew 1000x333 +b,gelu,*.5", elementwise(1000, 333, 16), true);
     ADD("ew 7x1001 align2", elementwise(7, 1001, 2), true);
     {
@@ -853,15 +897,18 @@ static int build_cases(scase *c)
 
 /* Integer inputs (gather's ids, a cast's input) keep their dtype; the float ones, casts and the
  * output take the run's. */
+/* The sweep's dtype for every float tensor and cast of the case, but its FP8 ones (an FP8 case
+ * runs with f16, bf16 and f32 on its other side). */
 static void set_dtype(tuner_op *op, tuner_dtype dt)
 {
     for (int i = 0; i < op->n_inputs; i++)
-        if (!tuner_dtype_is_int(op->inputs[i].dtype))
+        if (!tuner_dtype_is_int(op->inputs[i].dtype) && !tuner_dtype_is_fp8(op->inputs[i].dtype))
             op->inputs[i].dtype = dt;
     for (int k = 0; k < op->epilogue.n; k++)
-        if (op->epilogue.steps[k].kind == TUNER_EW_CAST)
+        if (op->epilogue.steps[k].kind == TUNER_EW_CAST && !tuner_dtype_is_fp8(op->epilogue.steps[k].dtype))
             op->epilogue.steps[k].dtype = dt;
-    op->output.dtype = dt;
+    if (!tuner_dtype_is_fp8(op->output.dtype))
+        op->output.dtype = dt;
 }
 
 static void tolerances(const tuner_op *op, tuner_dtype dt, double *rtol, double *atol)
@@ -1199,10 +1246,10 @@ int main(int argc, char **argv)
     printf("template sweep on %s (%s), up to %d candidates per case, %d jobs\n", dev.name,
            tuner_target_name(&tgt, tname, sizeof(tname)), max_per_case, jobs);
 
-    static scase cases[128];
+    static scase cases[160];
     int nc = build_cases(cases);
     /* One run per case and dtype: as many as the cases array holds, times three. */
-    static run runs[128 * 3];
+    static run runs[160 * 3];
     int nr = 0;
     const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
     for (int i = 0; i < nc; i++) {

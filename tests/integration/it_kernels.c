@@ -371,6 +371,42 @@ int main(void)
               "status %ld %.300s", bad.status, bad.body);
         ht_resp_free(&bad);
 #undef FP8_REQ
+        /* FP8 in elementwise kernels: a quantize (x * scale, cast to e4m3) for sm_90 converts
+         * with cvt.rn.satfinite; a dequantize (e5m2 -> f32, * scale, -> bf16) for sm_80, which has
+         * no FP8 conversion, with c10's integer algorithm. Each compiles, ptxas accepts it and
+         * cuobjdump reads it; the answers' outputs are e4m3 and bf16. */
+        static const struct {
+            const char *body, *arch, *out_dtype, *in_ptx;
+            int sm;
+        } ews[] = {
+            {"{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[64,1024],\"dtype\":\"bf16\"},{\"shape\":[64,1],"
+             "\"dtype\":\"f32\"}],\"attrs\":{\"ops\":[{\"op\":\"mul\",\"input\":1},{\"op\":\"clamp\",\"min\":-448,"
+             "\"max\":448},{\"op\":\"cast\",\"dtype\":\"f8e4m3\"}]},\"arch\":\"sm_90\",\"tune\":\"none\"}",
+             "sm_90", "f8e4m3", "cvt.rn.satfinite.e4m3x2.f32", 90},
+            {"{\"op\":\"elementwise\",\"inputs\":[{\"shape\":[64,1024],\"dtype\":\"float8_e5m2\"},{\"shape\":[1],"
+             "\"dtype\":\"f32\"}],\"attrs\":{\"ops\":[{\"op\":\"cast\",\"dtype\":\"f32\"},{\"op\":\"mul\",\"input\":1},"
+             "{\"op\":\"cast\",\"dtype\":\"bf16\"}]},\"arch\":\"sm_80\",\"tune\":\"none\"}",
+             "sm_80", "bf16", NULL, 80},
+        };
+        for (size_t i = 0; i < sizeof(ews) / sizeof(ews[0]); i++) {
+            ht_resp er = ht_post(&d, "/v1/kernels", ews[i].body);
+            char *ekey = check_kernel_set(&er, ews[i].arch, false);
+            const cJSON *eout = er.json ? cJSON_GetObjectItemCaseSensitive(er.json, "output") : NULL;
+            CHECK(eout && !strcmp(json_str(eout, "dtype"), ews[i].out_dtype), "fp8 elementwise output %.300s", er.body);
+            if (ekey) {
+                check_code(&d, ekey, ews[i].arch, ews[i].sm);
+                if (ews[i].in_ptx) {
+                    char path[160];
+                    snprintf(path, sizeof(path), "/v1/kernels/%s/ptx", ekey);
+                    ht_resp ptx = ht_get(&d, path);
+                    CHECK(ptx.status == 200 && ptx.body && strstr(ptx.body, ews[i].in_ptx), "no %s in the PTX",
+                          ews[i].in_ptx);
+                    ht_resp_free(&ptx);
+                }
+            }
+            free(ekey);
+            ht_resp_free(&er);
+        }
     }
 
     /* gather end to end (tune "none"): BERT's word embeddings with i64 ids plus the position

@@ -340,6 +340,80 @@ static void check_grouped(const char *name, const tuner_op *op, const tuner_targ
 
 static const tuner_dtype dts[3] = {TUNER_F16, TUNER_BF16, TUNER_F32};
 
+/* FP8 in elementwise kernels (issue 41): a quantize (x * scale, cast to FP8), a dequantize (FP8
+ * cast to dt, * scale) and FP8 operands of odd sizes; the default's source converts with the
+ * hardware cvt on sm_89+ (c10's algorithm below it), reads and writes FP8 16 bytes at a time
+ * where the sizes allow, and drops the last cast that the store does itself. */
+static void check_fp8_elementwise(const tuner_target *t, tuner_dtype dt, tuner_dtype f8)
+{
+    char name[128], tn[16];
+    tuner_target_name(t, tn, sizeof(tn));
+    const char *dn = tuner_dtype_name(dt), *fn = tuner_dtype_name(f8);
+    const bool hw = t->sm >= 89;
+    const long long x[2] = {64, 1024}, one[1] = {1}, odd[2] = {7, 33}, v[1] = {33};
+    for (int c = 0; c < 3; c++) {
+        tuner_op op;
+        memset(&op, 0, sizeof(op));
+        op.kind = TUNER_OP_ELEMENTWISE;
+        op.n_inputs = 2;
+        op.n_anchor_inputs = 1;
+        if (c == 0) { /* quantize: x * scale, cast to FP8 */
+            op.inputs[0] = t_tensor(dt, 2, x, 16);
+            op.inputs[1] = t_tensor(TUNER_F32, 1, one, 16);
+            op.output = t_tensor(f8, 2, x, 16);
+            op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_MUL, .operand = 1};
+            op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = f8};
+            op.epilogue.n = 2;
+            snprintf(name, sizeof(name), "elementwise %s*s->%s", dn, fn);
+        } else if (c == 1) { /* dequantize: FP8 to dt, * scale */
+            op.inputs[0] = t_tensor(f8, 2, x, 16);
+            op.inputs[1] = t_tensor(TUNER_F32, 1, one, 16);
+            op.output = t_tensor(dt, 2, x, 16);
+            op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = dt};
+            op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_MUL, .operand = 1};
+            op.epilogue.n = 2;
+            snprintf(name, sizeof(name), "elementwise %s->%s*s", fn, dn);
+        } else { /* odd sizes, an FP8 operand, a cast through FP8 in the middle */
+            op.inputs[0] = t_tensor(f8, 2, odd, 1);
+            op.inputs[1] = t_tensor(f8 == TUNER_F8E4M3 ? TUNER_F8E5M2 : TUNER_F8E4M3, 1, v, 1);
+            op.output = t_tensor(dt, 2, odd, 2);
+            op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 1};
+            op.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = f8};
+            op.epilogue.steps[2] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = dt};
+            op.epilogue.n = 3;
+            snprintf(name, sizeof(name), "elementwise %s+f8->%s odd", fn, dn);
+        }
+        sample_size = 3;
+        run_case(name, &op, t, c == 2);
+        /* The default's source: vectors of 16 FP8 bytes, the conversion the target has. */
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        if (tuner_space_build(&op, t, &sp, &err) != 0) {
+            free(err);
+            continue;
+        }
+        const tuner_schedule *def = &sp->items[tuner_default_index(&op, t, sp)];
+        tuner_program *p = NULL;
+        CHECK(tuner_generate(&op, t, def, &p, &err) == 0, "%s %s: generate: %s", name, tn, err ? err : "?");
+        free(err);
+        if (p) {
+            const char *src = p->source;
+            CHECK(strstr(src, hw ? "cvt.rn.satfinite.e4m3x2.f32" : "hd_e4m3_from_f32_sw") != NULL, "%s %s: conversion",
+                  name, tn);
+            if (c < 2)
+                CHECK(tuner_schedule_param(def, "vec", 1) == 16, "%s %s: default vec %d, not 16 FP8 bytes", name, tn,
+                      tuner_schedule_param(def, "vec", 1));
+            if (c == 0)
+                CHECK(strstr(src, "= hd_cast_f8") == NULL && strstr(src, "hd_stn_f32<hd_f8") != NULL,
+                      "%s %s: the last cast is the store's", name, tn);
+            if (c == 2)
+                CHECK(strstr(src, "= hd_cast_f8") != NULL, "%s %s: the cast through FP8", name, tn);
+            tuner_program_free(p);
+        }
+        tuner_space_free(sp);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (t_subset_init(&argc, argv) < 0)
@@ -667,6 +741,7 @@ int main(int argc, char **argv)
                 snprintf(name, sizeof(name), "elementwise %s mask from int", dn);
                 run_case(name, &op, t, false);
             } else if (!strcmp(group, "elementwise")) {
+                check_fp8_elementwise(t, dt, dt == TUNER_BF16 ? TUNER_F8E5M2 : TUNER_F8E4M3);
                 tuner_op op = t_elementwise(dt, 77, 1000, 16);
                 snprintf(name, sizeof(name), "elementwise %s 77x1000 +b gelu", dn);
                 run_case(name, &op, t, false);

@@ -34,6 +34,7 @@ NHWC = (0, 2, 3, 1)          # physical axis j of an NHWC value holds logical ax
 NHWC_INV = (0, 3, 1, 2)      # logical axis i lives in physical axis NHWC_INV[i]
 FLOAT = ("f16", "bf16", "f32")
 INT = ("i32", "i64")
+FP8 = ("f8e4m3", "f8e5m2")  # torch.float8_e4m3fn, float8_e5m2: cast nodes and FP8 matmuls read them
 # The only nodes that may read an integer tensor: as gather's index, a cast's input, or a view.
 INT_READERS = ("reshape", "embedding", "index_select", "gather", "cast")
 
@@ -62,7 +63,8 @@ class Value:
 def torch_dtype_name(dt):
     import torch
     return {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32",
-            torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}.get(dt)
+            torch.int32: "i32", torch.int64: "i64", torch.bool: "bool",
+            torch.float8_e4m3fn: "f8e4m3", torch.float8_e5m2: "f8e5m2"}.get(dt)
 
 
 def meta_of(node):
@@ -837,6 +839,54 @@ def _nn_table():
         shape = _shape(meta_of(node))
         return L.emit("matmul", [x, y], None, shape, x.dtype)
     _register(["mm.default", "bmm.default"], mm)
+
+    def scaled_mm(L, node, a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+                  use_fast_accum=False):
+        """torch._scaled_mm: the graph's FP8 matmul (docs/api.md). out = (a @ b) * scale_a * scale_b
+        (+ bias), fp32 accumulation. Scales per tensor (one f32 value) or row-wise (scale_a [M, 1],
+        scale_b [1, N]); b is column-major ([K, N] with strides (1, K)), in a graph the transpose of
+        a row-major [N, K], which the daemon folds into trans_b."""
+        if scale_result is not None:
+            raise Unsupported("_scaled_mm with scale_result (an FP8 result)")
+        x, w = L.val(a), L.val(b)
+        if x.dtype not in FP8 or w.dtype not in FP8 or len(x.shape) != 2 or len(w.shape) != 2:
+            raise Unsupported("_scaled_mm of %s x %s operands (2-D FP8 ones are lowered)" % (x.dtype, w.dtype))
+        if x.dtype == w.dtype == "f8e5m2":
+            raise Unsupported("_scaled_mm of e5m2 x e5m2 (hidetd serves e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3)")
+        if w.name in L.declared.values():
+            # A graph input or weight is bound row-major: the column-major B _scaled_mm reads would
+            # be an [K, N] row-major copy, which 8-bit wgmma cannot read (it needs B K-major).
+            raise Unsupported("_scaled_mm's B is a graph input or weight itself (bound row-major); "
+                              "B as the transpose of a row-major [N, K] tensor is lowered")
+        out = torch_dtype_name(out_dtype) if out_dtype is not None else x.dtype
+        if out not in FLOAT:
+            raise Unsupported("_scaled_mm to %s (hidetd's FP8 matmul writes f16, bf16 or f32)" % out)
+        m, n = x.shape[0], w.shape[1]
+
+        def mode(sv, which):
+            v = L.val(sv)
+            if v.dtype != "f32":
+                raise Unsupported("_scaled_mm's %s is %s (f32 scales are lowered)" % (which, v.dtype))
+            shape = _shape(meta_of(sv)) if meta_of(sv) is not None else v.shape
+            if _numel(shape) == 1:
+                return (v if v.shape in ([], [1]) else L.reshape(v, [1])), "tensor"
+            if which == "scale_a" and list(shape) == [m, 1]:
+                return v, "row"
+            if which == "scale_b" and list(shape) == [1, n]:
+                return v, "col"
+            raise Unsupported("_scaled_mm's %s of shape %s (per tensor, [M, 1] and [1, N] are lowered)"
+                              % (which, list(shape)))
+        sa, ma = mode(scale_a, "scale_a")
+        sb, mb = mode(scale_b, "scale_b")
+        attrs = {"scale_a": ma, "scale_b": mb, "out_dtype": out, "fast_accum": bool(use_fast_accum)}
+        y = L.emit("matmul", [x, w, sa, sb], attrs, [m, n], out)
+        if bias is not None:
+            bv = L.val(bias)
+            if bv.dtype != out:
+                bv = L.emit("cast", [bv], {"dtype": out}, bv.shape, out)
+            y = L.emit("add", [y, bv], None, y.shape, out)
+        return y
+    _register(["_scaled_mm.default"], scaled_mm)
 
     def addmm(L, node, bias, a, b, beta=1, alpha=1):
         if beta != 1 or alpha != 1:

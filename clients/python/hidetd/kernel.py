@@ -546,11 +546,12 @@ def new_tensor(shape, dtype, device, like_torch):
     torch = sys.modules.get("torch")
     if like_torch and torch is not None:
         td = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
-              "i32": torch.int32, "i64": torch.int64}[dtype]
+              "i32": torch.int32, "i64": torch.int64,
+              "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}[dtype]
         return torch.empty(shape, dtype=td, device="cuda:%d" % device)
     if DTYPES[dtype][1] is None:
         raise TypeError("cannot allocate a %s output without PyTorch (__cuda_array_interface__ "
-                        "has no bfloat16); pass output=" % dtype)
+                        "has no type for it); pass output=" % dtype)
     return _cuda.DeviceBuffer(nbytes(shape, dtype), device, shape, DTYPES[dtype][1])
 
 
