@@ -651,6 +651,11 @@ def _elementwise_table():
                 return v
             raise Unsupported("a cast to %s" % want)
         want = L._float_dtype(want)
+        if want == "f8e4m3" and not _clamped_within(x, 448.0) and not _e4m3_saturates(meta_of(node)):
+            raise Unsupported("a cast to float8_e4m3fn: this PyTorch gives NaN for values from 464 "
+                              "up where hidetd's cast saturates to 448 (as PyTorch's CPU conversion "
+                              "does); clamped to [-448, 448] first, as quantization recipes do, the "
+                              "cast is lowered")
         if v.is_bool:
             out = v if v.dtype == want else L.emit("cast", [v], {"dtype": want}, v.shape, want, v.nhwc)
             out.is_bool = False
@@ -660,6 +665,38 @@ def _elementwise_table():
         return L.emit("cast", [v], {"dtype": want}, v.shape, want, v.nhwc)
     _register(["_to_copy.default"], cast)
     _register(["convert_element_type.default"], lambda L, node, x, dtype: cast(L, node, x, dtype))
+
+
+_E4M3_SATURATES = {}
+
+
+def _e4m3_saturates(meta):
+    """Whether PyTorch's conversion to float8_e4m3fn on meta's device saturates (448) rather than
+    giving NaN beyond the format's range: it differs between PyTorch builds and devices (CUDA's,
+    c10's scalar conversion, gives NaN from 464 up). Asked once per device type, with a real
+    tensor."""
+    import torch
+    dev = getattr(meta, "device", None)
+    key = dev.type if dev is not None else "cpu"
+    if key not in _E4M3_SATURATES:
+        try:
+            with _real_tensors():
+                y = torch.tensor([1000.0, -1000.0], device=key).to(torch.float8_e4m3fn).float().cpu()
+            _E4M3_SATURATES[key] = bool((y.abs() == 448).all())
+        except Exception:  # no such device here: assume the unsafe answer
+            _E4M3_SATURATES[key] = False
+    return _E4M3_SATURATES[key]
+
+
+def _clamped_within(x, bound):
+    """Whether fx node x is a clamp (or hardtanh) into [-bound, bound] or narrower."""
+    import torch
+    aten = torch.ops.aten
+    t = getattr(x, "target", None)
+    if t not in (aten.clamp.default, aten.hardtanh.default) or len(x.args) < 3:
+        return False
+    lo, hi = x.args[1], x.args[2]
+    return isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and -bound <= lo and hi <= bound
 
 
 def _real_tensors():

@@ -32,6 +32,14 @@ if torch is not None:
             q = (xf * scale).clamp(-self.fmax, self.fmax).to(self.fp8)
             return q.to(torch.float32) / scale
 
+    class Fn(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.f = f
+
+        def forward(self, x):
+            return self.f(x)
+
     class Fp8Linear(nn.Module):
         """A linear layer in FP8 as torchao's Float8Linear runs it: the weight quantized once (an
         e4m3 buffer [N, K] with a tensor or per-column scale), the input quantized dynamically
@@ -97,6 +105,31 @@ class Fp8Test(unittest.TestCase):
             self.assertTrue({"abs", "reduce"} <= ops, ops)
             with torch.no_grad():
                 torch.testing.assert_close(e.output, m(x))
+
+    def test_e4m3_cast_follows_this_pytorchs_conversion(self):
+        # PyTorch's conversion to float8_e4m3fn saturates on some builds and devices and gives
+        # NaN beyond the range on others (CUDA's); hidetd's cast saturates. Where PyTorch does
+        # not, an unclamped cast is left to PyTorch with the reason, a clamped one is lowered.
+        from hidetd import aten
+
+        def cast(x):
+            return x.to(torch.float8_e4m3fn).to(torch.float32)
+
+        def clamped(x):
+            return x.clamp(-448.0, 448.0).to(torch.float8_e4m3fn).to(torch.float32)
+        x = torch.randn(32, 64) * 300
+        saved = dict(aten._E4M3_SATURATES)
+        self.addCleanup(lambda: (aten._E4M3_SATURATES.clear(), aten._E4M3_SATURATES.update(saved)))
+        for saturates in (False, True):
+            aten._E4M3_SATURATES["cpu"] = saturates
+            e = self.explain(Fn(cast), x, cache_dir="off")  # the probe is not in the key
+            self.assertEqual(e.torch, 0 if saturates else 1, str(e))
+            if not saturates:
+                self.assertIn("gives NaN", e.left["aten._to_copy.default"][0])
+            torch._dynamo.reset()
+            e = self.explain(Fn(clamped), x, cache_dir="off")
+            self.assertEqual(e.torch, 0, str(e))
+            torch._dynamo.reset()
 
     def test_scaled_mm_is_the_fp8_matmul(self):
         for rowwise, fast in ((True, False), (False, True)):
