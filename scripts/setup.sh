@@ -88,7 +88,7 @@ if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && [ -z "${HIDETD_SETUP_NO_TORCH:-}"
     # pip byte-compiles every module it installs (10,635 files, about 63 CPU-seconds, half the
     # install's CPU time), the tests import 3,222 of them (about 26 CPU-seconds to compile here;
     # Python compiles any other on first use). Measured in bench/results/2026-11-29-test-time/
-    # eighth-session.md.
+    # ninth-session.md.
     { python3 -m venv "$torch_venv" \
         && "$torch_venv/bin/pip" download -q --disable-pip-version-check -d "$wheels" "${torch_pkgs[@]}" \
         && "$torch_venv/bin/pip" install -q --disable-pip-version-check --no-compile --no-index \
