@@ -69,6 +69,9 @@ fetch_tool nvdisasm "the SASS checks"
 # the setup.
 torch_venv=${HIDETD_TORCH_VENV:-$PWD/.deps/torch-venv}
 torch_pkgs=(torch torchvision transformers setuptools wheel)
+# The modules the backend's tests import (torch.compile's tracer and AOTAutograd, the models'
+# libraries), imported once after the install to write their bytecode.
+torch_imports='import torch, torchvision, torchvision.models, transformers, torch._dynamo, torch._functorch.aot_autograd, torch._dynamo.backends.common, transformers.models.bert.modeling_bert, transformers.models.gpt2.modeling_gpt2'
 torch_pid=""
 if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && [ -z "${HIDETD_SETUP_NO_TORCH:-}" ] \
         && ! "$torch_venv/bin/python" -c 'import torch, torchvision, transformers' 2>/dev/null; then
@@ -81,10 +84,17 @@ if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ] && [ -z "${HIDETD_SETUP_NO_TORCH:-}"
     mkdir -p "$wheels" .deps
     torch_log=$PWD/.deps/torch-venv-install.log
     rm -f "$torch_log.status" "$torch_log.pid"
+    # --no-compile, then one import of what the backend's tests use, allowed to write bytecode:
+    # pip byte-compiles every module it installs (10,635 files, about 63 CPU-seconds, half the
+    # install's CPU time), the tests import 3,222 of them (about 26 CPU-seconds to compile here;
+    # Python compiles any other on first use). Measured in bench/results/2026-11-29-test-time/
+    # ninth-session.md.
     { python3 -m venv "$torch_venv" \
         && "$torch_venv/bin/pip" download -q --disable-pip-version-check -d "$wheels" "${torch_pkgs[@]}" \
-        && "$torch_venv/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$wheels" \
-               "${torch_pkgs[@]}"; echo $? > "$torch_log.status"; } > "$torch_log" 2>&1 &
+        && "$torch_venv/bin/pip" install -q --disable-pip-version-check --no-compile --no-index \
+               --find-links "$wheels" "${torch_pkgs[@]}" \
+        && env -u PYTHONDONTWRITEBYTECODE "$torch_venv/bin/python" -c "$torch_imports"
+      echo $? > "$torch_log.status"; } > "$torch_log" 2>&1 &
     torch_pid=$!
     if [ -n "${HIDETD_SETUP_TORCH_NOWAIT:-}" ]; then
         echo "$torch_pid" > "$torch_log.pid"
