@@ -20,9 +20,9 @@ flag, the structure of the inputs and every argument's shape, strides, dtype and
 
 hidetd.save writes that to a file the user names and hidetd.load reads it. hidetd.compile's warm
 start keeps it in the compile cache's directory under a key of everything the trace could depend
-on (warm_key): the versions, the source files of the model's classes, its non-tensor attributes
-(configs included), its parameters' and the inputs' shapes, dtypes, strides and devices, the
-options, grad and autocast modes. A process that finds its key skips Dynamo; one that does not
+on (warm_key): the versions (hidetd, PyTorch, the packages of the model's classes), the source
+files of the model's classes, its non-tensor attributes (configs included), its parameters' and
+the inputs' shapes, dtypes, strides and devices, the options, grad and autocast modes. A process that finds its key skips Dynamo; one that does not
 compiles and writes it. Files are pickles (as the compile cache's entries are): the user's own.
 """
 import hashlib
@@ -30,6 +30,7 @@ import inspect
 import logging
 import os
 import pickle
+import sys
 
 log = logging.getLogger("hidetd")
 
@@ -305,8 +306,10 @@ def warm_key(model, args, kwargs, opts):
         torch.is_grad_enabled(), torch._C._is_any_autocast_enabled(), str(torch.get_default_dtype()))
     put(sorted((k, str(getattr(opts, k))) for k in ("address", "arch", "tune", "budget", "dtype",
                                                    "cuda_graphs", "reference", "dynamic_max")))
+    packages = set()
     for name, mod in model.named_modules(remove_duplicate=False):
         cls = type(mod)
+        packages.add(cls.__module__.split(".")[0])
         try:
             src = inspect.getsourcefile(cls)
         except TypeError:
@@ -319,6 +322,9 @@ def warm_key(model, args, kwargs, opts):
             p = _plain(v)
             if p is not None:
                 put(k, p)
+    # The versions of the packages the classes come from (transformers, torchvision, ...): their
+    # forwards call code in other files of them.
+    put(sorted((p, str(getattr(sys.modules.get(p), "__version__", None))) for p in packages))
     for name, t in list(model.named_parameters(remove_duplicate=False)) + \
             list(model.named_buffers(remove_duplicate=False)):
         put(name, _meta(t), t.requires_grad)
