@@ -18,15 +18,12 @@ viewed) run at several sizes. Exits 77 without a GPU or PyTorch.
 """
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, HERE)
-from gpu_env import env_with_lib  # noqa: E402
+from gpu_env import start_daemon  # noqa: E402
 
 B, S, V, D, P = 4, 128, 30522, 768, 512
 
@@ -111,25 +108,6 @@ def check_named(client, tune):
     return failures
 
 
-def start_daemon(hidetd_bin, worker, lib):
-    import hidetd
-    d = tempfile.mkdtemp(prefix="hidetd-emb-")
-    sock = os.path.join(d, "hidetd.sock")
-    log = open(os.path.join(d, "hidetd.log"), "w")
-    p = subprocess.Popen([hidetd_bin, "--socket", sock, "--cache", os.path.join(d, "k.db"),
-                          "--workers", worker or "none"], env=env_with_lib(lib), stdout=log, stderr=log)
-    for _ in range(200):
-        if os.path.exists(sock):
-            try:
-                hidetd.Client(sock).get("/healthz")
-                return p, sock
-            except hidetd.HidetdError:
-                pass
-        time.sleep(0.05)
-    p.kill()
-    raise SystemExit("hidetd did not start: see " + log.name)
-
-
 def check(client, tune):
     """Plans and runs the graph, compares with PyTorch; returns the number of failures."""
     import torch
@@ -187,7 +165,7 @@ def main():
     if a.socket:
         sock = a.socket
     elif a.hidetd:
-        proc, sock = start_daemon(a.hidetd, a.worker, a.lib)
+        proc, sock = start_daemon(a.hidetd, a.worker, a.lib, "hidetd-emb-")
     else:
         ap.error("give --socket or the hidetd binary")
     failures = 0

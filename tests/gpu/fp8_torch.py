@@ -24,35 +24,13 @@ import argparse
 import functools
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, HERE)
-from gpu_env import env_with_lib  # noqa: E402
-
-
-def start_daemon(hidetd_bin, worker, lib):
-    import hidetd
-    d = tempfile.mkdtemp(prefix="hidetd-fp8-")
-    sock = os.path.join(d, "hidetd.sock")
-    log = open(os.path.join(d, "hidetd.log"), "w")
-    p = subprocess.Popen([hidetd_bin, "--socket", sock, "--cache", os.path.join(d, "k.db"),
-                          "--workers", worker or "none"], env=env_with_lib(lib), stdout=log, stderr=log)
-    for _ in range(200):
-        if os.path.exists(sock):
-            try:
-                hidetd.Client(sock).get("/healthz")
-                return p, sock
-            except hidetd.HidetdError:
-                pass
-        time.sleep(0.05)
-    p.kill()
-    raise SystemExit("hidetd did not start: see " + log.name)
+from gpu_env import start_daemon  # noqa: E402
 
 
 class Runner:
@@ -287,7 +265,7 @@ def main():
     if a.socket:
         sock = a.socket
     elif a.hidetd:
-        proc, sock = start_daemon(a.hidetd, a.worker, a.lib)
+        proc, sock = start_daemon(a.hidetd, a.worker, a.lib, "hidetd-fp8-")
     else:
         ap.error("give --socket or the hidetd binary")
     cap = torch.cuda.get_device_capability()

@@ -1,10 +1,13 @@
 """tests/gpu/gpu_env.py - what the GPU test scripts share about the machine they run on: the
 environment for processes that load the project's shared libraries from a folder (--lib, as
-bench/gpu_run.sh carries them to the GPU machine), and the devices hidetd-worker --probe lists.
+bench/gpu_run.sh carries them to the GPU machine), the devices hidetd-worker --probe lists, and a
+daemon started for a test.
 """
 import json
 import os
 import subprocess
+import tempfile
+import time
 
 
 def env_with_lib(lib):
@@ -23,3 +26,24 @@ def probe_devices(worker, env):
     except ValueError:
         devices = []
     return devices, probe.stdout.strip()
+
+
+def start_daemon(hidetd_bin, worker, lib, prefix="hidetd-gpu-"):
+    """hidetd on a socket in a new temporary folder (its log beside it), with the worker (or
+    none), once it answers /healthz: (the process, the socket's path)."""
+    import hidetd
+    d = tempfile.mkdtemp(prefix=prefix)
+    sock = os.path.join(d, "hidetd.sock")
+    log = open(os.path.join(d, "hidetd.log"), "w")
+    p = subprocess.Popen([hidetd_bin, "--socket", sock, "--cache", os.path.join(d, "k.db"),
+                          "--workers", worker or "none"], env=env_with_lib(lib), stdout=log, stderr=log)
+    for _ in range(200):
+        if os.path.exists(sock):
+            try:
+                hidetd.Client(sock).get("/healthz")
+                return p, sock
+            except hidetd.HidetdError:
+                pass
+        time.sleep(0.05)
+    p.kill()
+    raise SystemExit("hidetd did not start: see " + log.name)
