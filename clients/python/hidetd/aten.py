@@ -1351,6 +1351,14 @@ def math_attention(gm):
     return n_rewritten
 
 
+def _fake_call(target, args):
+    """target's result on the fake values of args (fx nodes) and literals: a new node's meta."""
+    metas = [meta_of(a) if hasattr(a, "op") else a for a in args]
+    mode = next(m.fake_mode for m in metas if hasattr(m, "fake_mode"))
+    with mode:
+        return target(*metas)
+
+
 def dynamic_rewrites(gm, maxima=None):
     """Rewrites of a graph with dynamic sizes that keep its named sizes expressible (a static
     graph is left as it is: its requests do not change). BERT's embeddings read buffers cut to
@@ -1370,12 +1378,6 @@ def dynamic_rewrites(gm, maxima=None):
     aten = torch.ops.aten
     n_rewritten = 0
 
-    def fake(target, args):
-        metas = [meta_of(a) if hasattr(a, "op") else a for a in args]
-        mode = next(m.fake_mode for m in metas if hasattr(m, "fake_mode"))
-        with mode:
-            return target(*metas)
-
     def prefix_slice(n):
         """(input, axis, end) of a slice node x[.., :end] with end a dynamic size, else None."""
         if getattr(n, "target", None) is not aten.slice.Tensor:
@@ -1394,7 +1396,7 @@ def dynamic_rewrites(gm, maxima=None):
     def replace(old, target, args, insert_before):
         with gm.graph.inserting_before(insert_before):
             new = gm.graph.call_function(target, tuple(args))
-        new.meta["val"] = fake(target, args) if target is not aten.slice.Tensor else meta_of(old)
+        new.meta["val"] = _fake_call(target, args) if target is not aten.slice.Tensor else meta_of(old)
         return new
 
     for n in list(gm.graph.nodes):
@@ -1439,7 +1441,7 @@ def dynamic_rewrites(gm, maxima=None):
             args = list(n.args)
             args[idx_pos] = x_full
             whole = replace(n, n.target, args, n)
-            whole.meta["val"] = fake(n.target, args)
+            whole.meta["val"] = _fake_call(n.target, args)
             with gm.graph.inserting_after(whole):
                 cut_node = gm.graph.call_function(aten.slice.Tensor, (whole, axis, 0, end))
             cut_node.meta["val"] = meta_of(n)
@@ -1498,12 +1500,6 @@ def padding_masks(gm):
     ands = (aten.bitwise_and.Tensor, aten.logical_and.default)
     n_rewritten = 0
 
-    def fake(target, args):
-        metas = [meta_of(a) if hasattr(a, "op") else a for a in args]
-        mode = next(m.fake_mode for m in metas if hasattr(m, "fake_mode"))
-        with mode:
-            return target(*metas)
-
     def expanded(x, like):
         """expand(x) to like's shape, inserted before like; None for a shape of dynamic sizes
         (the graph would need their nodes: left as it is)."""
@@ -1561,7 +1557,7 @@ def padding_masks(gm):
                 continue
             with gm.graph.inserting_before(n):
                 small = gm.graph.call_function(aten.where.self, (cond.args[0], a, b))
-            small.meta["val"] = fake(aten.where.self, (cond.args[0], a, b))
+            small.meta["val"] = _fake_call(aten.where.self, (cond.args[0], a, b))
             n.replace_all_uses_with(expanded(small, n))
             n_rewritten += 1
         mask = node.args[pos] if len(node.args) > pos else node.kwargs.get(key)  # as rewritten
