@@ -1483,6 +1483,30 @@ def dynamic_rewrites(gm, maxima=None):
     return n_rewritten
 
 
+def _pad_sliced_back(n):
+    """x when fx node n is slice(constant_pad_nd(x, [0, p]), -1, 0, S) with S x's last size -
+    PyTorch's CUDA SDPA pads a mask whose rows are not 16-byte aligned and slices it back for its
+    memory-efficient kernel, an identity on the values - else None."""
+    import torch
+    aten = torch.ops.aten
+    if getattr(n, "target", None) is not aten.slice.Tensor:
+        return None
+    args = list(n.args) + [None] * (5 - len(n.args))
+    padded, dim, start, end, step = args[:5]
+    if getattr(padded, "target", None) is not aten.constant_pad_nd.default:
+        return None
+    x, pad = padded.args[0], list(padded.args[1])
+    mx = meta_of(x)
+    if mx is None or not hasattr(mx, "shape") or len(pad) != 2 or pad[0] != 0 or pad[1] < 0:
+        return None
+    last = mx.dim() - 1
+    if (dim if dim is not None else 0) % mx.dim() != last or (start or 0) != 0 or (step or 1) != 1:
+        return None
+    if not isinstance(end, int) or type(mx.shape[last]) is not int or end != mx.shape[last]:
+        return None
+    return x
+
+
 def padding_masks(gm):
     """Attention masks made no larger than they are. transformers builds a bidirectional model's
     mask as a [B, 1, 1, Sk] padding mask ANDed with factors that let everything through (the
@@ -1492,8 +1516,10 @@ def padding_masks(gm):
     Rewritten, in the cone of an attention node's mask:
       and(x, c) with c a constant that is all true (bitwise_and, logical_and) -> expand(x);
       where(expand(x), a, b) with 0-d a and b -> expand(where(x, a, b));
-    and the attention's mask loses its expands (the op broadcasts a mask). Returns how many
-    rewrites."""
+    and the attention's mask loses its expands (the op broadcasts a mask) and the pad that PyTorch's
+    CUDA SDPA puts around a mask whose rows are not 16-byte aligned, sliced back (likely why the
+    H200 still showed the full mask at S = 404 and 510 but not at 512; not yet run on a GPU).
+    Returns how many rewrites."""
     import torch
     import torch.fx
     aten = torch.ops.aten
@@ -1562,9 +1588,15 @@ def padding_masks(gm):
             n_rewritten += 1
         mask = node.args[pos] if len(node.args) > pos else node.kwargs.get(key)  # as rewritten
         stripped = mask
-        while getattr(stripped, "target", None) is aten.expand.default and \
-                meta_of(stripped.args[0]) is not None and meta_of(stripped.args[0]).dim() == 4:
-            stripped = stripped.args[0]
+        while True:
+            if getattr(stripped, "target", None) is aten.expand.default and \
+                    meta_of(stripped.args[0]) is not None and meta_of(stripped.args[0]).dim() == 4:
+                stripped = stripped.args[0]
+                continue
+            unpadded = _pad_sliced_back(stripped)
+            if unpadded is None:
+                break
+            stripped = unpadded
         if stripped is not mask:
             if len(node.args) > pos:
                 node.args = node.args[:pos] + (stripped,) + node.args[pos + 1:]

@@ -163,7 +163,12 @@ if torch is not None:
     class BuiltMask(PaddedAttention):
         """The padding mask as transformers' mask builder makes it for a bidirectional model: the
         [b, 1, 1, s] padding part ANDed with a part that holds everywhere (kv_idx >= 0 over an
-        arange), [b, 1, s, s], turned additive by where."""
+        arange), [b, 1, s, s], turned additive by where. pad: then expanded over the heads,
+        padded and sliced back, as PyTorch's CUDA SDPA does to a mask of unaligned rows."""
+
+        def __init__(self, pad=False):
+            super().__init__()
+            self.pad = pad
 
         def forward(self, x, keep):
             b, s, _ = x.shape
@@ -171,6 +176,8 @@ if torch is not None:
             everywhere = torch.arange(s)[None, None, None, :] >= 0
             allowed = keep[:, None, None, :].bool() & everywhere.transpose(-1, -2)
             bias = torch.where(allowed, 0.0, float("-inf"))
+            if self.pad:
+                bias = F.pad(bias.expand(b, 4, s, s), (0, 7))[..., :s]
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
             return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
 
@@ -395,33 +402,36 @@ class BackendTest(unittest.TestCase):
         # A [b, 1, s, s] mask that is a [b, 1, 1, s] padding mask ANDed with a constant that lets
         # everything through reaches the attention node as [b, 1, 1, s] (the op would otherwise
         # read a mask value per score); run by PyTorch (empty plans), the rewritten graph gives
-        # the model's result. (No compile cache: a hit would skip the lowering under test.)
-        torch.manual_seed(0)
-        m = BuiltMask().eval()
-        x = torch.randn(3, 9, 64)
-        keep = torch.ones(3, 9, dtype=torch.int64)
-        keep[1, 6:] = 0
-        keep[2, 2:] = 0
-        sent = self.requests_only()
-        torch._dynamo.reset()
-        # f16 kernels (the attention op's dtypes) for the f32 model.
-        c = torch.compile(m, backend=functools.partial(hidetd.backend.hidetd_backend,
-                                                       options=dict(self.opts, dtype="f16", cache_dir="off")))
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            got, want = c(x, keep), m(x, keep)
-        torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
-        nodes = [n for req in sent for n in req["graph"]["nodes"]]
-        att = [n for n in nodes if n["op"] == "attention"]
-        self.assertEqual(len(att), 1, sent)
-        self.assertEqual(len(att[0]["inputs"]), 4, att)
-        # The AND with the constant (a mul of 0/1 masks) and the expands are gone: the mask is
-        # where() of the [b, 1, 1, s] padding part (the op broadcasts it).
-        ops = [n["op"] for n in nodes]
-        self.assertNotIn("mul", ops, nodes)
-        self.assertNotIn("expand", ops, nodes)
-        made = {o: n for n in nodes for o in n["outputs"]}
-        self.assertEqual(made[att[0]["inputs"][3]]["op"], "where", nodes)
+        # the model's result. The same after the pad and slice back that PyTorch's CUDA SDPA puts
+        # around a mask of unaligned rows. (No compile cache: a hit would skip the lowering.)
+        for pad in (False, True):
+            with self.subTest(pad=pad):
+                torch.manual_seed(0)
+                m = BuiltMask(pad).eval()
+                x = torch.randn(3, 9, 64)
+                keep = torch.ones(3, 9, dtype=torch.int64)
+                keep[1, 6:] = 0
+                keep[2, 2:] = 0
+                sent = self.requests_only()
+                torch._dynamo.reset()
+                # f16 kernels (the attention op's dtypes) for the f32 model.
+                opts = dict(self.opts, dtype="f16", cache_dir="off")
+                c = torch.compile(m, backend=functools.partial(hidetd.backend.hidetd_backend, options=opts))
+                with warnings.catch_warnings(), torch.no_grad():
+                    warnings.simplefilter("ignore")
+                    got, want = c(x, keep), m(x, keep)
+                torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+                nodes = [n for req in sent for n in req["graph"]["nodes"]]
+                att = [n for n in nodes if n["op"] == "attention"]
+                self.assertEqual(len(att), 1, sent)
+                self.assertEqual(len(att[0]["inputs"]), 4, att)
+                # The AND with the constant (a mul of 0/1 masks) and the expands are gone: the mask is
+                # where() of the [b, 1, 1, s] padding part (the op broadcasts it).
+                ops = [n["op"] for n in nodes]
+                self.assertNotIn("mul", ops, nodes)
+                self.assertNotIn("expand", ops, nodes)
+                made = {o: n for n in nodes for o in n["outputs"]}
+                self.assertEqual(made[att[0]["inputs"][3]]["op"], "where", nodes)
 
     def test_dynamic_slice_of_a_buffer_is_a_named_end(self):
         class Positions(nn.Module):
