@@ -23,7 +23,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, HERE)
-from gpu_env import start_daemon  # noqa: E402
+from gpu_env import daemon_from_args  # noqa: E402
 
 B, S, V, D, P = 4, 128, 30522, 768, 512
 
@@ -161,13 +161,7 @@ def main():
         print("no CUDA GPU visible to PyTorch: skipped")
         return 77
     import hidetd
-    proc = None
-    if a.socket:
-        sock = a.socket
-    elif a.hidetd:
-        proc, sock = start_daemon(a.hidetd, a.worker, a.lib, "hidetd-emb-")
-    else:
-        ap.error("give --socket or the hidetd binary")
+    proc, sock = daemon_from_args(ap, a, "hidetd-emb-")
     failures = 0
     try:
         client = hidetd.Client(sock)

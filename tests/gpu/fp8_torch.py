@@ -30,7 +30,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, HERE)
-from gpu_env import start_daemon  # noqa: E402
+from gpu_env import daemon_from_args  # noqa: E402
 
 
 class Runner:
@@ -261,15 +261,10 @@ def main():
     if not torch.cuda.is_available():
         print("no CUDA GPU visible to PyTorch: skipped")
         return 77
-    proc = None
-    if a.socket:
-        sock = a.socket
-    elif a.hidetd:
-        proc, sock = start_daemon(a.hidetd, a.worker, a.lib, "hidetd-fp8-")
-    else:
-        ap.error("give --socket or the hidetd binary")
+    proc, sock = daemon_from_args(ap, a, "hidetd-fp8-")
     cap = torch.cuda.get_device_capability()
-    fp8_mm = cap == (9, 0)  # hidetd's FP8 matmul: sm_90a
+    # The FP8 matmul parts on Hopper only (sm_89's matmul_mma FP8 is checked by tuner_gpu_verify).
+    fp8_mm = cap == (9, 0)
     # The GPU's own target (sm_90a on Hopper: the FP8 matmul needs the arch-specific one).
     arch = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a"}.get(cap, "native")
     failures = 0

@@ -47,3 +47,13 @@ def start_daemon(hidetd_bin, worker, lib, prefix="hidetd-gpu-"):
         time.sleep(0.05)
     p.kill()
     raise SystemExit("hidetd did not start: see " + log.name)
+
+
+def daemon_from_args(ap, a, prefix):
+    """The daemon a GPU script's arguments name: --socket (a running one, proc None), else the
+    hidetd binary (and worker) started by start_daemon; (proc, socket path)."""
+    if a.socket:
+        return None, a.socket
+    if a.hidetd:
+        return start_daemon(a.hidetd, a.worker, a.lib, prefix)
+    ap.error("give --socket or the hidetd binary")

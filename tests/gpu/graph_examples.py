@@ -16,17 +16,14 @@ import argparse
 import copy
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 sys.path.insert(0, os.path.join(REPO, "examples", "graphs"))
 sys.path.insert(0, HERE)  # gpu_env, also when bench/graphs.py imports this file
-from gpu_env import env_with_lib  # noqa: E402
+from gpu_env import daemon_from_args  # noqa: E402
 
 # max|got - want| / max|want| allowed per dtype: fp16 keeps 11 bits, bf16 8; fused chains round
 # once where eager rounds every intermediate, so the two differ by a few units in the last place
@@ -126,26 +123,6 @@ def run_case(client, case, tune, arch, budget=None):
         ref = case.to_plan_output(case.fp32())
     torch.cuda.synchronize()
     return plan, y, rel_err(y, want), rel_err(want, ref), rel_err(y, ref)
-
-
-def start_daemon(hidetd_bin, worker, lib):
-    d = tempfile.mkdtemp(prefix="hidetd-graphs-")
-    env = env_with_lib(lib)
-    sock = os.path.join(d, "hidetd.sock")
-    log = open(os.path.join(d, "hidetd.log"), "w")
-    p = subprocess.Popen([hidetd_bin, "--socket", sock, "--cache", os.path.join(d, "k.db"),
-                          "--workers", worker or "none"], env=env, stdout=log, stderr=log)
-    import hidetd
-    for _ in range(200):
-        if os.path.exists(sock):
-            try:
-                hidetd.Client(sock).get("/healthz")
-                return p, sock
-            except hidetd.HidetdError:
-                pass
-        time.sleep(0.05)
-    p.kill()
-    raise SystemExit("hidetd did not start: see " + log.name)
 
 
 def export_check(client, name, dtype, arch):
@@ -259,13 +236,7 @@ def main():
         print("no CUDA GPU visible to PyTorch: skipped")
         return 77
     import hidetd
-    proc = None
-    if a.socket:
-        sock = a.socket
-    elif a.hidetd:
-        proc, sock = start_daemon(a.hidetd, a.worker, a.lib)
-    else:
-        ap.error("give --socket or the hidetd binary")
+    proc, sock = daemon_from_args(ap, a, "hidetd-graphs-")
     # The daemon resolves "native" to the GPU's exact target (sm_90a on an H100: the wgmma
     # templates); the plan's "arch" says which it chose.
     arch = "native"
