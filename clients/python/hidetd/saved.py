@@ -121,13 +121,12 @@ def capture(model, args, kwargs, out, graphs, options, mode=None):
         else:
             raise NotSaveable("an output of the model is a %s (tensors, numbers and strings are "
                               "saved)" % type(leaf).__name__)
-    n_inputs = len(leaves)
     input_meta = [_meta(t) if isinstance(t, torch.Tensor) else ("value", t) for t in leaves]
     if any(m[0] == "value" and not (m[1] is None or isinstance(m[1], (bool, int, float, str)))
            for m in input_meta):
         raise NotSaveable("an input is neither a tensor nor a number or string")
     return {"saved_format": FORMAT, "entry": g["entry"], "options": dict(options or {}), "mode": mode,
-            "sources": sources, "in_spec": in_spec, "n_inputs": n_inputs, "input_meta": input_meta,
+            "sources": sources, "in_spec": in_spec, "input_meta": input_meta,
             "out_spec": out_spec, "outs": outs, "model": _class_name(model),
             "training": bool(getattr(model, "training", False)), "torch": torch.__version__}
 
@@ -146,7 +145,7 @@ class Saved:
                            "hidetd" % (where, state.get("saved_format") if isinstance(state, dict) else None))
         if _class_name(model) != state["model"]:
             raise Mismatch("%s was saved for a %s, not a %s" % (where, state["model"], _class_name(model)))
-        self.model, self.state, self.where = model, state, where
+        self.model, self.state = model, state
         self.training = state["training"]
         self.bound = []
         for kind, x, meta in state["sources"]:
