@@ -1622,6 +1622,23 @@ static int steps_for(const part *c, const prim *q, int cur, tuner_ew_step *ret, 
     return 0;
 }
 
+/* Takes next - k grown by primitive pk, its output tensor `out` - in k's place when the validator
+ * accepts it: k's request freed, the validated op kept, pk marked taken (its kernel's index is set
+ * when the kernel is added). False, k as it was, when it does not. */
+static bool take_grown(part *c, growing *k, growing *next, int out, int pk)
+{
+    tuner_op valid;
+    if (!op_valid(c, &next->op, &c->p->tensors[out].t, &next->request, &valid))
+        return false;
+    free(k->request);
+    *k = *next;
+    k->op = valid;
+    k->out = out;
+    k->prims[k->n_prims++] = pk;
+    c->prims[pk].kernel = -2;
+    return true;
+}
+
 /* Grows k's epilogue (for an elementwise kernel: its chain) with single-use step consumers. */
 static int grow_epilogue(part *c, growing *k)
 {
@@ -1670,15 +1687,8 @@ static int grow_epilogue(part *c, growing *k)
         }
         for (int s = 0; s < n; s++)
             next.op.epilogue.steps[next.op.epilogue.n++] = steps[s];
-        tuner_op valid;
-        if (!op_valid(c, &next.op, &c->p->tensors[q->out].t, &next.request, &valid))
+        if (!take_grown(c, k, &next, q->out, qk))
             return 0;
-        free(k->request);
-        *k = next;
-        k->op = valid;
-        k->out = q->out;
-        k->prims[k->n_prims++] = qk;
-        q->kernel = -2; /* taken; the kernel's index is set when it is added */
     }
 }
 
@@ -1702,14 +1712,7 @@ static int reduce_through_upcast(part *c, growing *k, int slot, int pk)
     next.bound[slot] = x;
     next.op.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_CAST, .operand = -1, .dtype = TUNER_F32};
     next.op.epilogue.n = 1;
-    tuner_op valid;
-    if (!op_valid(c, &next.op, &c->p->tensors[k->out].t, &next.request, &valid))
-        return 0;
-    free(k->request);
-    *k = next;
-    k->op = valid;
-    k->prims[k->n_prims++] = pk;
-    c->prims[pk].kernel = -2;
+    take_grown(c, k, &next, k->out, pk);
     return 0;
 }
 
@@ -1769,14 +1772,8 @@ static int grow_prologue(part *c, growing *k, int slot)
         ch->n++;
         next.op.inputs[slot] = c->p->tensors[value].t;
         next.bound[slot] = value;
-        tuner_op valid;
-        if (!op_valid(c, &next.op, &c->p->tensors[k->out].t, &next.request, &valid))
+        if (!take_grown(c, k, &next, k->out, pk))
             return 0;
-        free(k->request);
-        *k = next;
-        k->op = valid;
-        k->prims[k->n_prims++] = pk;
-        c->prims[pk].kernel = -2;
     }
 }
 
