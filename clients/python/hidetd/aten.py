@@ -1515,10 +1515,11 @@ def padding_masks(gm):
     H200, BERT at 17 x 510: 4.9 ms of attention against 0.6 ms with the [B, 1, 1, Sk] mask).
     Rewritten, in the cone of an attention node's mask:
       and(x, c) with c a constant that is all true (bitwise_and, logical_and) -> expand(x);
-      where(expand(x), a, b) with 0-d a and b -> expand(where(x, a, b));
+      where(expand(...expand(x)), a, b) with 0-d a and b -> expand(where(x, a, b));
     and the attention's mask loses its expands (the op broadcasts a mask) and the pad that PyTorch's
-    CUDA SDPA puts around a mask whose rows are not 16-byte aligned, sliced back (likely why the
-    H200 still showed the full mask at S = 404 and 510 but not at 512; not yet run on a GPU).
+    CUDA SDPA puts around a mask whose rows are not 16-byte aligned, sliced back. On CUDA
+    (PyTorch 2.11, transformers 5.17) the all-true factor is itself and(full(True), kv_idx >= 0) and
+    the builder expands the AND before its where, so the where sees expand(expand(padding part)).
     Returns how many rewrites."""
     import torch
     import torch.fx
@@ -1577,13 +1578,16 @@ def padding_masks(gm):
             cond, a, b = n.args
             if getattr(cond, "target", None) is not aten.expand.default:
                 continue
+            inner = cond.args[0]  # under every expand: the and-rule's expand may sit under the model's
+            while getattr(inner, "target", None) is aten.expand.default:
+                inner = inner.args[0]
             if not all(isinstance(v, torch.fx.Node) and meta_of(v) is not None and meta_of(v).dim() == 0 for v in (a, b)):
                 continue
             if not all(type(d) is int for d in meta_of(n).shape):
                 continue
             with gm.graph.inserting_before(n):
-                small = gm.graph.call_function(aten.where.self, (cond.args[0], a, b))
-            small.meta["val"] = _fake_call(aten.where.self, (cond.args[0], a, b))
+                small = gm.graph.call_function(aten.where.self, (inner, a, b))
+            small.meta["val"] = _fake_call(aten.where.self, (inner, a, b))
             n.replace_all_uses_with(expanded(small, n))
             n_rewritten += 1
         mask = node.args[pos] if len(node.args) > pos else node.kwargs.get(key)  # as rewritten

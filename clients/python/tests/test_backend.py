@@ -164,17 +164,24 @@ if torch is not None:
         """The padding mask as transformers' mask builder makes it for a bidirectional model: the
         [b, 1, 1, s] padding part ANDed with a part that holds everywhere (kv_idx >= 0 over an
         arange), [b, 1, s, s], turned additive by where. pad: then expanded over the heads,
-        padded and sliced back, as PyTorch's CUDA SDPA does to a mask of unaligned rows."""
+        padded and sliced back, as PyTorch's CUDA SDPA does to a mask of unaligned rows. cuda: the
+        form the H200 showed (PyTorch 2.11, transformers 5.17): the all-true part is itself an AND
+        of a 0-d True with the arange test, and the AND is expanded before the where."""
 
-        def __init__(self, pad=False):
+        def __init__(self, pad=False, cuda=False):
             super().__init__()
             self.pad = pad
+            self.cuda_form = cuda
 
         def forward(self, x, keep):
             b, s, _ = x.shape
             q, k, v = self.qkv(x).view(b, s, 3, 4, 64).permute(2, 0, 3, 1, 4)
             everywhere = torch.arange(s)[None, None, None, :] >= 0
+            if self.cuda_form:
+                everywhere = torch.full((), True) & everywhere
             allowed = keep[:, None, None, :].bool() & everywhere.transpose(-1, -2)
+            if self.cuda_form:
+                allowed = allowed.expand(b, -1, s, s)
             bias = torch.where(allowed, 0.0, float("-inf"))
             if self.pad:
                 bias = F.pad(bias.expand(b, 4, s, s), (0, 7))[..., :s]
@@ -403,11 +410,12 @@ class BackendTest(unittest.TestCase):
         # everything through reaches the attention node as [b, 1, 1, s] (the op would otherwise
         # read a mask value per score); run by PyTorch (empty plans), the rewritten graph gives
         # the model's result. The same after the pad and slice back that PyTorch's CUDA SDPA puts
-        # around a mask of unaligned rows. (No compile cache: a hit would skip the lowering.)
-        for pad in (False, True):
-            with self.subTest(pad=pad):
+        # around a mask of unaligned rows, and in the nested form the H200's trace had. (No compile
+        # cache: a hit would skip the lowering.)
+        for pad, cuda in ((False, False), (True, False), (False, True)):
+            with self.subTest(pad=pad, cuda=cuda):
                 torch.manual_seed(0)
-                m = BuiltMask(pad).eval()
+                m = BuiltMask(pad, cuda).eval()
                 x = torch.randn(3, 9, 64)
                 keep = torch.ones(3, 9, dtype=torch.int64)
                 keep[1, 6:] = 0
