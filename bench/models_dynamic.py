@@ -166,7 +166,11 @@ def main():
         except Exception as e:  # a row that fails stays in the table with the reason
             row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
         rows.append(row)
+        print("dynamic %s" % json.dumps({k: v for k, v in row.items() if k != "kernels_dynamic"}), flush=True)
     compilations = len(reports)
+    # Said now as well as in the summary: a run cut short in the static compiles below keeps it.
+    print("dynamic rows done: %d compilation(s), %d after the first" % (compilations, max(0, compilations - 1)),
+          flush=True)
     for row in rows:
         if args.no_static or "error" in row:
             print(json.dumps(row), flush=True)
