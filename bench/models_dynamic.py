@@ -100,6 +100,9 @@ def main():
     ap.add_argument("--tune", default="model")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--settle-s", type=float, default=30.0)
+    ap.add_argument("--at", default="",
+                    help="the sizes to run, BxS,BxS,... (e.g. a row of an earlier run, with --profile), "
+                         "instead of --sizes random ones")
     ap.add_argument("--no-static", action="store_true")
     ap.add_argument("--profile", action="store_true",
                     help="also print each row's kernels (CUDA time per call, summed by name) for "
@@ -111,8 +114,8 @@ def main():
     b_lo, b_hi = (int(x) for x in args.batch.split(","))
     s_lo, s_hi = (int(x) for x in args.seq.split(","))
     rng = random.Random(args.seed)
-    sizes = []
-    while len(sizes) < args.sizes:
+    sizes = [tuple(int(v) for v in bs.split("x")) for bs in args.at.split(",") if bs]
+    while not args.at and len(sizes) < args.sizes:
         bs = (rng.randint(b_lo, b_hi), rng.randint(s_lo, s_hi))
         if bs not in sizes:
             sizes.append(bs)
