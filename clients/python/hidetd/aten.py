@@ -1154,8 +1154,12 @@ def causal_masks(gm):
         mask = opts.get(key)
         if not isinstance(mask, torch.fx.Node) or opts.get("is_causal") or opts.get("dropout_p", 0.0):
             continue
+        qm, km = meta_of(node.args[0]), meta_of(node.args[1])
+        scores = (qm.shape[-2], km.shape[-2]) if qm is not None and km is not None else None
+        if scores is not None and not all(type(d) is int for d in scores):
+            scores = None  # named sizes: the values below are computed at sizes of their own
         with _real_tensors():
-            causal = _causal_or_none(_constant_value(gm, mask))
+            causal = _causal_or_none(_constant_value(gm, mask), scores)
             if causal is None and _size_placeholders(gm):
                 # Built from the sizes alone (GPT-2's mask from aranges of s): the same pattern
                 # at two sets of sizes is taken as the pattern of every size.
@@ -1613,15 +1617,26 @@ def padding_masks(gm):
     return n_rewritten
 
 
-def _causal_or_none(value):
+def _causal_or_none(value, scores=None):
     """For a mask's value (bool: True lets a score through; or additive: 0 lets it through, -inf
     or the dtype's lowest - transformers' masks - keeps it out): True when it is exactly
     PyTorch's is_causal (tril of [S, Sk]) in every batch and head, False when it lets everything
-    through, None otherwise (another pattern, or an additive bias with other values). Call with
-    real tensors."""
+    through, None otherwise (another pattern, or an additive bias with other values). scores:
+    (S, Sk) when known, the shape the mask broadcasts to; a mask that broadcasts along S or Sk
+    ([.., S, 1] after padding_masks took its expand) is never taken for tril without them. Call
+    with real tensors."""
     import torch
     if value is None or value.dim() < 2:
         return None
+    if scores is not None:
+        try:
+            value = torch.broadcast_to(value, tuple(value.shape[:-2]) + tuple(scores))
+        except RuntimeError:
+            return None
+    elif 1 in tuple(value.shape[-2:]):
+        # Broadcast along S or Sk: only "everything" can be told without the scores' shape.
+        allowed = value if value.dtype == torch.bool else (value == 0) if value.is_floating_point() else None
+        return False if allowed is not None and bool(allowed.all()) else None
     if value.dtype == torch.bool:
         allowed = value
     elif value.is_floating_point():

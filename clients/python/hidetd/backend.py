@@ -576,9 +576,10 @@ def _compile_aten(gm, example_inputs, opts, report):
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     static = _static_indices(len(placeholders))
     symbols = Symbols(placeholders, opts)
-    if symbols:
-        # Before causal_masks, which then sees the SDPA calls put back.
-        aten.math_attention(gm)
+    # Before padding_masks and causal_masks, which then see the SDPA calls put back: static graphs
+    # too, where the daemon's rewrite of the math form would keep a constant all-through mask
+    # (BERT called with token ids alone on CUDA: [b,1,s,s] read per score, 6x slower attention).
+    aten.math_attention(gm)
     aten.padding_masks(gm)
     aten.causal_masks(gm)
     if symbols:

@@ -188,6 +188,18 @@ if torch is not None:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
             return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
 
+    class AllThrough(PaddedAttention):
+        """The mask transformers builds on CUDA for token ids without an attention_mask: kv_idx >= 0
+        over an arange (true everywhere), expanded to [b, 1, s, s], made additive by where."""
+
+        def forward(self, x):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, 4, 64).permute(2, 0, 3, 1, 4)
+            allowed = (torch.arange(s)[None, None, :, None] >= 0).expand(b, -1, s, s)
+            bias = torch.where(allowed, 0.0, float("-inf"))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
+            return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
+
     class MlpLn(nn.Module):
         """Linear, layer norm, ReLU, linear over [batch, seq, 32]: dynamic in batch and seq."""
 
@@ -440,6 +452,32 @@ class BackendTest(unittest.TestCase):
                 self.assertNotIn("expand", ops, nodes)
                 made = {o: n for n in nodes for o in n["outputs"]}
                 self.assertEqual(made[att[0]["inputs"][3]]["op"], "where", nodes)
+
+    def test_static_math_attention_drops_an_all_through_mask(self):
+        # PyTorch's math form of SDPA (how a CUDA trace holds a masked call) in a static graph, its
+        # mask constant and true everywhere: put back as the SDPA call, the mask is dropped, so
+        # the attention node has no mask input (the daemon's own fold of the math form kept it,
+        # [b, 1, s, s] read per score). Run by PyTorch (empty plans): the model's result.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        torch.manual_seed(0)
+        m = AllThrough().eval()
+        x = torch.randn(3, 9, 64)
+        sent = self.requests_only()
+        torch._dynamo.reset()
+        opts = dict(self.opts, dtype="f16", cache_dir="off")
+        c = torch.compile(m, backend=functools.partial(hidetd.backend.hidetd_backend, options=opts))
+        with warnings.catch_warnings(), sdpa_kernel(SDPBackend.MATH), torch.no_grad():
+            warnings.simplefilter("ignore")
+            got, want = c(x), m(x)
+        torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+        nodes = [n for req in sent for n in req["graph"]["nodes"]]
+        att = [n for n in nodes if n["op"] == "attention"]
+        self.assertEqual(len(att), 1, nodes)
+        self.assertEqual(len(att[0]["inputs"]), 3, att)
+        self.assertFalse(att[0]["attrs"].get("causal"), att)
+        ops = [n["op"] for n in nodes]
+        for gone in ("where", "softmax", "matmul_batched"):
+            self.assertNotIn(gone, ops, nodes)
 
     def test_dynamic_slice_of_a_buffer_is_a_named_end(self):
         class Positions(nn.Module):
