@@ -196,7 +196,8 @@ def run(daemon, case, args, out_rows):
         status, table = daemon.call("POST", "/v1/kernels", body)
     # The first size of an untuned range, from a warm generic set: the request's own latency.
     t0 = time.time()
-    daemon.call("POST", "/v1/kernels", dict(dynamic_request(case, args.tune, args.arch), sizes={"n": case.get("hi", 8192) - 1}))
+    daemon.call("POST", "/v1/kernels",
+                dict(dynamic_request(case, args.tune, args.arch), sizes={"n": case.get("hi", 8192) - 1}))
     untuned_ms = (time.time() - t0) * 1000
     generic = Kernel(daemon, table["dispatch"]["generic"], args.workdir)
     tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-2}[case["dt"]]
@@ -268,8 +269,11 @@ def dry_run(args):
         st, table = conn(check)
         missing = [n for n in case["sizes"] if st == 200 and not entry_for(table, n)]
         ok = st == 200 and "dispatch" in table and not missing
-        print("  table: HTTP %d%s" % (st, " ok, %d entries" % len(table["dispatch"]["entries"]) if ok else
-                                      " %s" % json.dumps(table)[:300] + (" (no entry for %s)" % missing if missing else "")))
+        if ok:
+            print("  table: HTTP %d ok, %d entries" % (st, len(table["dispatch"]["entries"])))
+        else:
+            print("  table: HTTP %d %s%s" % (st, json.dumps(table)[:300],
+                                             " (no entry for %s)" % missing if missing else ""))
         bad += not ok
         refused = 0
         for n, sreq in zip(case["sizes"], statics):

@@ -230,7 +230,8 @@ static char *code_signature(resolver *r, const char *json, size_t len, double *w
         const cJSON *key = cJSON_GetObjectItemCaseSensitive(root, "key");
         char ptx[KC_KEY_LEN + 1], cubin[KC_KEY_LEN + 1];
         if (!cJSON_IsString(key) || kc_artifact_digests(resolve__db(r), key->valuestring, ptx, cubin) < 0 ||
-            !cJSON_AddStringToObject(root, "ptx_sha256", ptx) || !cJSON_AddStringToObject(root, "cubin_sha256", cubin)) {
+            !cJSON_AddStringToObject(root, "ptx_sha256", ptx) ||
+            !cJSON_AddStringToObject(root, "cubin_sha256", cubin)) {
             cJSON_Delete(root);
             return NULL;
         }
@@ -309,7 +310,8 @@ static char *widened_set(const box *x, const tuner_op *op, const dim_ranges *dr)
         goto done;
     for (int k = 0; k < op->n_dims; k++) {
         cJSON *d = cJSON_GetObjectItemCaseSensitive(dims, op->dims[k].name);
-        if (!cJSON_IsObject(d) || !cJSON_ReplaceItemInObjectCaseSensitive(d, "min", cJSON_CreateNumber((double)dr[k].lo[x->lo[k]])) ||
+        if (!cJSON_IsObject(d) ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(d, "min", cJSON_CreateNumber((double)dr[k].lo[x->lo[k]])) ||
             !cJSON_ReplaceItemInObjectCaseSensitive(d, "max", cJSON_CreateNumber((double)dr[k].hi[x->hi[k]])))
             goto done;
     }

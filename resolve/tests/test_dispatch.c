@@ -208,7 +208,8 @@ static void one_name(uv_loop_t *loop, kc_db *db, resolver *r)
               get(dn, "multiple_of")->valueint == 1,
           "the merged set's dims are the union's");
     CHECK(cJSON_IsNumber(get(set, "workspace_bytes")) && get(set, "workspace_bytes")->valueint == 4096,
-          "workspace %d, want the largest (4096)", get(set, "workspace_bytes") ? get(set, "workspace_bytes")->valueint : -1);
+          "workspace %d, want the largest (4096)",
+          get(set, "workspace_bytes") ? get(set, "workspace_bytes")->valueint : -1);
     CHECK(cJSON_IsTrue(get(set, "measured")), "the merged set is measured");
     /* an entry that stands alone keeps its own set, its dims its own range */
     const cJSON *b = get(cJSON_GetArrayItem(entries, 1), "kernel_set");
@@ -284,7 +285,8 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
             CHECK(holding == 1, "b %d s %d lies in %d entries", b, s, holding);
         }
     const cJSON *set = get(cJSON_GetArrayItem(entries, 0), "kernel_set");
-    CHECK(get(get(get(set, "dims"), "s"), "max")->valueint == 24 && get(get(get(set, "dims"), "b"), "max")->valueint == 16,
+    CHECK(get(get(get(set, "dims"), "s"), "max")->valueint == 24 &&
+              get(get(get(set, "dims"), "b"), "max")->valueint == 16,
           "the first merged set's dims are b 1..16, s 1..24");
     cJSON_Delete(t);
 }
