@@ -7,20 +7,33 @@ are tuned; once those entries are ready, each sampled size (none a power of two)
 ways, each checked against an fp32 PyTorch reference and timed as bench.py times everything
 (CUDA graphs over rotating input sets):
 
-  entry    the ready entry holding n, launched with n bound (int parameters, grid rules)
+  entry    the ready entry holding n (a merged one where measured neighbours ran the same code),
+           launched with n bound (int parameters, grid rules)
   generic  the table's generic set at n
   static   the kernel of a static request for exactly n, same tune mode
-  peer     PyTorch (cuBLAS, F.layer_norm, ...)
+  peer     PyTorch (cuBLAS, F.layer_norm, scaled_dot_product_attention, ...)
 
 Ratios: static / entry (target >= 1/1.10), peer / entry (GEMM target >= 0.95).
 
-    dynamic.py --socket S [--tune measure|model] [--out DIR]
+    dynamic.py --socket S [--tune measure|model] [--arch native|sm_90a] [--out DIR]
                [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention]
+    dynamic.py --dry-run [--socket S] [--arch sm_90a] [--cases ...]
 
-attention: causal self-attention [4, n, 16, 128] (bshd), S = Skv = n at 8 sampled lengths; the
-entry is whichever dynamic attention template the tuner picks (attention_wgmma or attention_mma
-on sm_90a, attention_mma elsewhere), the static kernel any template's, the peer PyTorch's
-scaled_dot_product_attention.
+attention (issue 39's row: within 1.10x of the static kernel at each of 8 sampled lengths) is
+three cases, S = Skv = n in 16..4096 at 17, 77, 200, 333, 513, 1000, 2047, 3001, f16:
+  attn128  causal self-attention [8, n, 16, 128] (bshd)
+  attn64   causal self-attention [8, n, 16, 64] (bshd)
+  bert     BERT's [8, 12, n, 64] (bhsd) with an additive padding mask [8, 1, 1, n] (0 or -inf,
+           each sequence's keys past a random length masked)
+the entry is whichever dynamic attention template the tuner picks (attention_wgmma or
+attention_mma on sm_90a, attention_mma elsewhere), the static kernel any template's, the peer
+PyTorch's scaled_dot_product_attention with the same mask.
+
+--dry-run builds every request without a GPU (no torch.cuda, no cupy) and prints them; with
+--socket it also sends them to that daemon (a CPU one will do): each table request without its
+hints and with "tune": "none" (the generic set is compiled, no range is tuned) must answer a table
+whose entries hold every sampled size, and each static request with "wait": false must be
+accepted (202) or answered (200). Exit status 1 when one is refused.
 """
 import argparse
 import json
@@ -31,8 +44,16 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_us  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
+
+
+def gpu_imports():
+    """bench.py's GPU side (cupy, CUDA graphs): imported only for a run on a GPU, so --dry-run
+    works on a machine without one."""
+    global TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_us
+    from bench import TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_us  # noqa: F401
 
 GEMM_SIZES = [3, 7, 24, 57, 100, 200, 300, 480, 700, 1000, 1500, 2100, 3000, 4500, 6000, 8000]
 ROW_SIZES = [5, 60, 250, 700, 1500, 3100, 5000, 7900]
@@ -76,39 +97,76 @@ def row_case(op, cols, dt="f16"):
                 out=lambda m: [m, cols], ref=ref, peer=peer, nbytes=lambda m: 4 * m * cols, target_peer=None)
 
 
-ATTN_SIZES = [77, 200, 333, 513, 1000, 1500, 2047, 3001]
+ATTN_SIZES = [17, 77, 200, 333, 513, 1000, 2047, 3001]
 
 
-def attention_case(b=4, h=16, d=128, causal=True, dt="f16"):
-    """Self-attention with a dynamic sequence length: q, k, v [b, n, h, d] (layout bshd), S and
-    Skv both "n"; the dims' max is dynamic_request's 8192."""
+def attention_case(b, h, d, causal, layout="bshd", mask=False, dt="f16"):
+    """Attention with a dynamic sequence length S = Skv = "n" in 16..4096: q, k, v [b, n, h, d]
+    (bshd) or [b, h, n, d] (bhsd); with mask, an additive padding mask [b, 1, 1, n]."""
+    def qshape(m):
+        return [b, m, h, d] if layout == "bshd" else [b, h, m, d]
+
     def req(m):
-        t = {"shape": [b, m, h, d], "dtype": dt}
-        return {"op": "attention", "inputs": [dict(t), dict(t), dict(t)],
-                "attrs": {"layout": "bshd", "causal": causal}}
+        t = {"shape": qshape(m), "dtype": dt}
+        r = {"op": "attention", "inputs": [dict(t), dict(t), dict(t)],
+             "attrs": {"layout": layout, "causal": causal}}
+        if mask:
+            r["inputs"].append({"shape": [b, 1, 1, m], "dtype": dt})
+        return r
+
+    def bhsd(x):
+        return x.transpose(1, 2) if layout == "bshd" else x
+
+    def make(m):
+        xs = [rand(qshape(m), dt) for _ in range(3)]
+        if mask:
+            # each sequence keeps its first L keys (L in 1..m), the padding after them masked
+            keep = torch.randint(1, m + 1, (b,), device="cuda")
+            pos = torch.arange(m, device="cuda")
+            mk = torch.zeros([b, 1, 1, m], dtype=TORCH_DT[dt], device="cuda")
+            mk.masked_fill_((pos[None, :] >= keep[:, None])[:, None, None, :], float("-inf"))
+            xs.append(mk)
+        return xs
 
     def ref(xs):
-        q, k, v = (x.float().transpose(1, 2) for x in xs)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2)
+        q, k, v = (bhsd(x).float() for x in xs[:3])
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=xs[3].float() if mask else None, is_causal=causal)
+        return bhsd(o)
 
     def peer(xs):
-        q, k, v = (x.transpose(1, 2) for x in xs)
-        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        q, k, v = (bhsd(x) for x in xs[:3])
+        return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=xs[3] if mask else None, is_causal=causal)
 
-    return dict(name=f"attention{' causal' if causal else ''} [{b},n,{h},{d}]", dt=dt, sizes=ATTN_SIZES, req=req,
-                make=lambda m: [rand([b, m, h, d], dt) for _ in range(3)],
-                out=lambda m: [b, m, h, d], ref=ref, peer=peer, nbytes=lambda m: 2 * 4 * b * m * h * d,
-                target_peer=None)
+    name = "attention%s%s [%s] hd%d" % (" causal" if causal else "", " mask" if mask else "",
+                                         ",".join(map(str, qshape("n"))), d)
+    return dict(name=name, dt=dt, sizes=ATTN_SIZES, lo=16, hi=4096, req=req, make=make,
+                out=lambda m: qshape(m), ref=ref, peer=peer,
+                nbytes=lambda m: 2 * 4 * b * m * h * d + (2 * b * m if mask else 0), target_peer=None)
 
 
 CASES = {"gemm4096": lambda: gemm_case(4096, 4096), "gemm14336": lambda: gemm_case(4096, 14336),
          "layernorm": lambda: row_case("layernorm", 4096), "rmsnorm": lambda: row_case("rmsnorm", 4096),
-         "attention": lambda: attention_case()}
+         "attn128": lambda: attention_case(8, 16, 128, causal=True),
+         "attn64": lambda: attention_case(8, 16, 64, causal=True),
+         "bert": lambda: attention_case(8, 12, 64, causal=False, layout="bhsd", mask=True)}
+# Names that stand for several cases.
+GROUPS = {"attention": ["attn128", "attn64", "bert"]}
+
+
+def case_names(spec):
+    out = []
+    for name in spec.split(","):
+        for n in GROUPS.get(name, [name]):
+            if n not in CASES:
+                raise SystemExit("dynamic.py: unknown case %r (cases: %s)" % (n, ", ".join(list(CASES) + list(GROUPS))))
+            out.append(n)
+    return out
 
 
 def dynamic_request(case, tune, arch):
     r = case["req"]("n")
-    r.update(dims={"n": {"min": 1, "max": 8192, "hints": case["sizes"]}}, tune=tune, arch=arch, wait=True)
+    r.update(dims={"n": {"min": case.get("lo", 1), "max": case.get("hi", 8192), "hints": case["sizes"]}},
+             tune=tune, arch=arch, wait=True)
     return r
 
 
@@ -138,7 +196,8 @@ def run(daemon, case, args, out_rows):
         status, table = daemon.call("POST", "/v1/kernels", body)
     # The first size of an untuned range, from a warm generic set: the request's own latency.
     t0 = time.time()
-    daemon.call("POST", "/v1/kernels", dict(dynamic_request(case, args.tune, args.arch), sizes={"n": 8191}))
+    daemon.call("POST", "/v1/kernels",
+                dict(dynamic_request(case, args.tune, args.arch), sizes={"n": case.get("hi", 8192) - 1}))
     untuned_ms = (time.time() - t0) * 1000
     generic = Kernel(daemon, table["dispatch"]["generic"], args.workdir)
     tol = {"f16": 2e-2, "bf16": 5e-2, "f32": 1e-2}[case["dt"]]
@@ -150,6 +209,7 @@ def run(daemon, case, args, out_rows):
             out_rows.append(row)
             continue
         row["range"] = e["ranges"]["n"]
+        row["merged"] = len(e.get("merged", [])) or None
         entry = Kernel(daemon, e["kernel_set"], args.workdir)
         sreq = dict(case["req"](n), tune=args.tune, arch=args.arch, wait=True)
         st, sset = daemon.call("POST", "/v1/kernels", sreq)
@@ -181,21 +241,73 @@ def run(daemon, case, args, out_rows):
         print(json.dumps(row), flush=True)
 
 
+def dry_run(args):
+    """Builds every request; with --socket, sends them as the module's comment says."""
+    conn = None
+    if args.socket:
+        from hidetd_unix import UnixHTTPConnection
+
+        def conn(body):
+            c = UnixHTTPConnection(args.socket, 600)
+            c.request("POST", "/v1/kernels", body=json.dumps(body).encode(),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            payload = r.read()
+            c.close()
+            return r.status, json.loads(payload)
+    bad = 0
+    for name in case_names(args.cases):
+        case = CASES[name]()
+        body = dynamic_request(case, args.tune, args.arch)
+        statics = [dict(case["req"](n), tune=args.tune, arch=args.arch, wait=True) for n in case["sizes"]]
+        print("%-44s table %s; %d static requests, n = %s" % (case["name"], json.dumps(body), len(statics),
+                                                              case["sizes"]))
+        if not conn:
+            continue
+        check = dict(body, tune="none")
+        check["dims"] = {"n": {k: v for k, v in body["dims"]["n"].items() if k != "hints"}}
+        st, table = conn(check)
+        missing = [n for n in case["sizes"] if st == 200 and not entry_for(table, n)]
+        ok = st == 200 and "dispatch" in table and not missing
+        if ok:
+            print("  table: HTTP %d ok, %d entries" % (st, len(table["dispatch"]["entries"])))
+        else:
+            print("  table: HTTP %d %s%s" % (st, json.dumps(table)[:300],
+                                             " (no entry for %s)" % missing if missing else ""))
+        bad += not ok
+        refused = 0
+        for n, sreq in zip(case["sizes"], statics):
+            st, ans = conn(dict(sreq, tune="none", wait=False))
+            if st not in (200, 202):
+                print("  static n = %d: HTTP %d %s" % (n, st, json.dumps(ans)[:300]))
+                refused += 1
+        print("  static: %s" % ("all accepted" if not refused else "%d refused" % refused))
+        bad += refused
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--socket", required=True)
+    ap.add_argument("--socket")
     ap.add_argument("--tune", default="measure")
     ap.add_argument("--arch", default="native")
     ap.add_argument("--cases", default="gemm4096,gemm14336,layernorm,rmsnorm,attention")
     ap.add_argument("--wait-s", type=float, default=300)
     ap.add_argument("--out", default="/tmp/hidetd-dynamic")
     ap.add_argument("--workdir", default="/tmp/hidetd-dynamic-cubins")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="build the requests without a GPU; with --socket, check them against that daemon")
     args = ap.parse_args()
+    if args.dry_run:
+        sys.exit(dry_run(args))
+    if not args.socket:
+        ap.error("--socket is required (but with --dry-run)")
+    gpu_imports()
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.workdir, exist_ok=True)
     daemon = Daemon(args.socket)
     rows = []
-    for name in args.cases.split(","):
+    for name in case_names(args.cases):
         run(daemon, CASES[name](), args, rows)
     with open(os.path.join(args.out, "dynamic.json"), "w") as f:
         json.dump(rows, f, indent=1)

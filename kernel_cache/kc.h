@@ -244,6 +244,10 @@ int kc_artifact_get_meta(kc_db *db, const char *key, kc_artifact **ret);
  * inspecting an artifact (hidetctl cache show) does not protect it from LRU pruning. */
 int kc_artifact_peek(kc_db *db, const char *key, kc_artifact **ret);
 void kc_artifact_free(kc_artifact *a);
+/* The stored SHA-256 (hex) of an artifact's PTX and cubin, without reading either (nor checking
+ * them): whether two artifacts are the same code (a dispatch table's entries). -ENOENT when no
+ * artifact has the key. */
+int kc_artifact_digests(kc_db *db, const char *key, char ret_ptx[KC_KEY_LEN + 1], char ret_cubin[KC_KEY_LEN + 1]);
 
 /* Looks up the artifact chosen for an op key and how it was chosen (ret_choice may be NULL). */
 int kc_selection_get(kc_db *db, const char *op_key, char ret_artifact_key[KC_KEY_LEN + 1],

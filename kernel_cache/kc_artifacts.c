@@ -670,3 +670,34 @@ out:
     kc__unlock(db);
     return r;
 }
+
+int kc_artifact_digests(kc_db *db, const char *key, char ret_ptx[KC_KEY_LEN + 1], char ret_cubin[KC_KEY_LEN + 1])
+{
+    int r = 0, rc;
+
+    if (!db || !key || !ret_ptx || !ret_cubin)
+        return -EINVAL;
+    kc__lock(db);
+    sqlite3_stmt *s = kc__stmt(db, S_ART_DIGESTS);
+    if (!s) {
+        r = -EIO;
+        goto out;
+    }
+    kc__bind_text(s, 1, key);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+        r = -ENOENT;
+        goto out;
+    }
+    if (rc != SQLITE_ROW) {
+        r = kc__sqlerr(db, rc, "read artifact digests");
+        goto out;
+    }
+    kc__copy_col(s, 0, ret_ptx, KC_KEY_LEN + 1);
+    kc__copy_col(s, 1, ret_cubin, KC_KEY_LEN + 1);
+out:
+    if (s)
+        sqlite3_reset(s);
+    kc__unlock(db);
+    return r;
+}

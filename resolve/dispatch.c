@@ -12,9 +12,19 @@
  * stored for it, tuning while its job is queued or running, untuned otherwise; the entries that
  * hold the request's "sizes" or a hint get a job (wait:false) when they have neither.
  *
+ * Where the measurement says so the table is coarser: neighbouring entries (along a name, the
+ * same ranges of every other name) that are ready with kernels chosen by measurement and run the
+ * same code - the same PTX and cubin (their stored digests), schedule and launches - are
+ * answered as one entry over the union of their ranges, which
+ * lists the fine ranges it covers ("merged"), so the table's boundaries are where the measured
+ * best kernel changes. Its kernel set is the one tuned at the union's largest sizes, its "dims"
+ * widened to the union; the kernel is the one each fine entry would have run, so no size runs
+ * slower than on the fine grid. Entries still tuning, untuned or ranked by the model stay fine.
+ *
  * The table is composed afresh for every request (its entries change as jobs end), from the
  * memory tier and the local cache: for a table of 37 entries (n in 1..8192) that is 37 key
- * hashes and 37 lookups, never a job or a compile.
+ * hashes and 37 lookups (and, for the merge, a parse of each measured set and a read of its
+ * code's digests), never a job or a compile.
  */
 #include "resolve/resolve_int.h"
 
@@ -22,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "op/sb.h"
 
@@ -171,6 +183,200 @@ static void put_raw(tuner_sb *b, const char *json, size_t len)
     tuner_sb_printf(b, "%.*s", (int)len, json);
 }
 
+/* One entry of the table as composed: a box of the names' ranges (indices into dim_ranges, lo
+ * and hi per name), what follows its "ranges" when it stands alone, and, for a ready entry whose
+ * kernel was chosen by measurement, its kernel set and the signature of its code. */
+typedef struct box {
+    int lo[TUNER_MAX_DIMS], hi[TUNER_MAX_DIMS];
+    char *tail;       /* ",\"state\":...}" of a fine entry */
+    char *set;        /* the ready kernel set's JSON (the box's largest corner's once merged) */
+    size_t set_len;
+    char *sig;        /* NULL: never merged (not ready, or not measured) */
+    uint64_t sig_hash;
+    double workspace; /* the largest workspace_bytes of the sets it covers */
+    bool merged;      /* covers more than one fine entry */
+    bool dead;        /* merged into another box */
+} box;
+
+static void boxes_free(box *bx, long long n)
+{
+    for (long long i = 0; bx && i < n; i++) {
+        free(bx[i].tail);
+        free(bx[i].set);
+        free(bx[i].sig);
+    }
+    free(bx);
+}
+
+/* The signature of a measured kernel set's code: the stored digests of its PTX and cubin, and
+ * everything of the set but what names the entry (key, op key, its range in "dims"), where the
+ * answer came from, and the figures that depend on the range's largest size (workspace,
+ * latencies, prediction). Two entries of one op with the same signature run the same compiled
+ * code with the same schedule and launches, so either kernel is valid on both ranges. The code is
+ * compared, not only the schedule: a schedule's source may depend on the range (matmul_mma orders
+ * its blocks more simply where the range's largest M is one tile). NULL: not measured, not in the
+ * local cache, or not a kernel set this can read (never merged). */
+static char *code_signature(resolver *r, const char *json, size_t len, double *workspace)
+{
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root)
+        return NULL;
+    char *sig = NULL;
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(root, "workspace_bytes");
+    cJSON *kernels = cJSON_GetObjectItemCaseSensitive(root, "kernels");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "measured")) && cJSON_IsNumber(ws) &&
+        cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "dims")) &&
+        cJSON_IsArray(kernels) && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "schedule"))) {
+        const cJSON *key = cJSON_GetObjectItemCaseSensitive(root, "key");
+        char ptx[KC_KEY_LEN + 1], cubin[KC_KEY_LEN + 1];
+        if (!cJSON_IsString(key) || kc_artifact_digests(resolve__db(r), key->valuestring, ptx, cubin) < 0 ||
+            !cJSON_AddStringToObject(root, "ptx_sha256", ptx) ||
+            !cJSON_AddStringToObject(root, "cubin_sha256", cubin)) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+        *workspace = ws->valuedouble;
+        static const char *const drop[] = {"key",       "op_key",         "cached",      "origin",      "warning",
+                                           "dims",      "workspace_bytes", "latency_us", "predicted_us"};
+        for (size_t i = 0; i < sizeof(drop) / sizeof(*drop); i++)
+            cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);
+        cJSON *k;
+        cJSON_ArrayForEach(k, kernels) {
+            cJSON_DeleteItemFromObjectCaseSensitive(k, "ptx_url");
+            cJSON_DeleteItemFromObjectCaseSensitive(k, "cubin_url");
+            cJSON_DeleteItemFromObjectCaseSensitive(k, "latency_us");
+        }
+        sig = cJSON_PrintUnformatted(root);
+    }
+    cJSON_Delete(root);
+    return sig;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Merges, name by name (the last first), each box with its neighbour above along the name when
+ * both run the same measured code and cover the same ranges of every other name. The boxes stay
+ * disjoint, cover what they covered, and stay in the table's order (a box keeps its place and
+ * absorbs the one above it). */
+static void merge_boxes(box *bx, long long n, int n_dims)
+{
+    for (int k = n_dims - 1; k >= 0; k--) {
+        for (long long a = 0; a < n; a++) {
+            if (bx[a].dead || !bx[a].sig)
+                continue;
+            for (bool grew = true; grew;) {
+                grew = false;
+                for (long long b = a + 1; b < n && !grew; b++) {
+                    if (bx[b].dead || !bx[b].sig || bx[b].lo[k] != bx[a].hi[k] + 1 || bx[b].sig_hash != bx[a].sig_hash)
+                        continue;
+                    bool same = true;
+                    for (int j = 0; j < n_dims && same; j++)
+                        same = j == k || (bx[b].lo[j] == bx[a].lo[j] && bx[b].hi[j] == bx[a].hi[j]);
+                    if (!same || strcmp(bx[a].sig, bx[b].sig) != 0)
+                        continue;
+                    /* b lies above a along k: its corner is the union's largest, its set the one
+                     * tuned at the union's largest sizes. */
+                    bx[a].hi[k] = bx[b].hi[k];
+                    free(bx[a].set);
+                    bx[a].set = bx[b].set;
+                    bx[a].set_len = bx[b].set_len;
+                    bx[b].set = NULL;
+                    if (bx[b].workspace > bx[a].workspace)
+                        bx[a].workspace = bx[b].workspace;
+                    bx[a].merged = true;
+                    bx[b].dead = true;
+                    grew = true;
+                }
+            }
+        }
+    }
+}
+
+/* A merged box's kernel set: its largest corner's, with "dims" widened to the box's ranges (the
+ * ranges a client checks a launch's sizes against) and the largest workspace of the sets it
+ * covers. NULL on OOM or a set this cannot read. */
+static char *widened_set(const box *x, const tuner_op *op, const dim_ranges *dr)
+{
+    cJSON *root = cJSON_ParseWithLength(x->set, x->set_len);
+    cJSON *dims = root ? cJSON_GetObjectItemCaseSensitive(root, "dims") : NULL;
+    char *out = NULL;
+    if (!cJSON_IsObject(dims))
+        goto done;
+    for (int k = 0; k < op->n_dims; k++) {
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(dims, op->dims[k].name);
+        if (!cJSON_IsObject(d) ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(d, "min", cJSON_CreateNumber((double)dr[k].lo[x->lo[k]])) ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(d, "max", cJSON_CreateNumber((double)dr[k].hi[x->hi[k]])))
+            goto done;
+    }
+    if (!cJSON_ReplaceItemInObjectCaseSensitive(root, "workspace_bytes", cJSON_CreateNumber(x->workspace)))
+        goto done;
+    out = cJSON_PrintUnformatted(root);
+done:
+    cJSON_Delete(root);
+    return out;
+}
+
+/* "{"n":[lo,hi],...}" of the box spanning range indices lo..hi per name. */
+static void put_ranges(tuner_sb *b, const tuner_op *op, const dim_ranges *dr, const int *lo, const int *hi)
+{
+    tuner_sb_puts(b, "{");
+    for (int k = 0; k < op->n_dims; k++)
+        tuner_sb_printf(b, "%s\"%s\":[%lld,%lld]", k ? "," : "", op->dims[k].name, (long long)dr[k].lo[lo[k]],
+                        (long long)dr[k].hi[hi[k]]);
+    tuner_sb_puts(b, "}");
+}
+
+/* Writes the boxes as the table's "entries": a merged box lists the fine ranges it covers. */
+static bool put_boxes(tuner_sb *b, const tuner_op *op, const dim_ranges *dr, const box *bx, long long n)
+{
+    bool first = true;
+    for (long long i = 0; i < n; i++) {
+        const box *x = &bx[i];
+        if (x->dead)
+            continue;
+        tuner_sb_puts(b, first ? "{\"ranges\":" : ",{\"ranges\":");
+        first = false;
+        put_ranges(b, op, dr, x->lo, x->hi);
+        if (!x->merged) {
+            tuner_sb_puts(b, x->tail);
+            continue;
+        }
+        char *set = widened_set(x, op, dr);
+        if (!set)
+            return false;
+        tuner_sb_puts(b, ",\"state\":\"ready\",\"merged\":[");
+        /* every fine entry of the box, in the table's order (mixed radix, the last name fastest) */
+        int at[TUNER_MAX_DIMS];
+        memcpy(at, x->lo, sizeof(at));
+        for (bool more = true, lead = true; more; lead = false) {
+            if (!lead)
+                tuner_sb_puts(b, ",");
+            put_ranges(b, op, dr, at, at);
+            more = false;
+            for (int k = op->n_dims - 1; k >= 0 && !more; k--) {
+                if (at[k] < x->hi[k]) {
+                    at[k]++;
+                    more = true;
+                } else {
+                    at[k] = x->lo[k];
+                }
+            }
+        }
+        tuner_sb_puts(b, "],\"kernel_set\":");
+        tuner_sb_puts(b, set);
+        tuner_sb_puts(b, "}");
+        free(set);
+    }
+    return true;
+}
+
 /* Composes the table into a string (malloc'd; NULL on OOM) around the generic set's JSON. */
 static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_request *rq, const char *generic,
                      size_t generic_len, const char *generic_key)
@@ -183,6 +389,97 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
     fit_table(dr, op->n_dims);
     for (int k = 0; k < op->n_dims; k++)
         total *= dr[k].n;
+    box *bx = calloc((size_t)total, sizeof(*bx));
+    if (!bx)
+        return NULL;
+
+    for (long long idx = 0; idx < total; idx++) {
+        box *x = &bx[idx];
+        int64_t lo[TUNER_MAX_DIMS], hi[TUNER_MAX_DIMS];
+        long long rest = idx;
+        for (int k = op->n_dims - 1; k >= 0; k--) {
+            const int i = (int)(rest % dr[k].n);
+            rest /= dr[k].n;
+            x->lo[k] = x->hi[k] = i;
+            lo[k] = dr[k].lo[i];
+            hi[k] = dr[k].hi[i];
+        }
+        tuner_op eop;
+        if (tuner_op_restrict(op, lo, hi, &eop) < 0) {
+            /* cannot happen: the ranges are cut from the op's */
+            x->tail = strdup(",\"state\":\"untuned\"}");
+            if (!x->tail)
+                goto oom;
+            continue;
+        }
+        char *ejson = tuner_op_canonical_json(&eop);
+        if (!ejson)
+            goto oom;
+        char ekey[KC_KEY_LEN + 1];
+        sched_op_key(ejson, &rq->target, ekey);
+        free(ejson);
+        resolve_request erq = *rq;
+        erq.op = &eop;
+        erq.wait = false;
+        /* "retune" applies to the entries the request points at (its sizes, its hints) */
+        const bool wanted = entry_wanted(&kr->dyn, dr, op->n_dims, idx);
+        erq.retune = rq->retune && wanted;
+        resolve_result er;
+        memset(&er, 0, sizeof(er));
+        const char *ready = NULL;
+        size_t ready_len = 0;
+        uint64_t job = 0;
+        tuner_sb t;
+        tuner_sb_init(&t);
+        if (!erq.retune && resolve__lookup(r, &erq, ekey, &er) && er.state == RESOLVE_ANSWERED) {
+            ready = er.body;
+            ready_len = er.len;
+        } else {
+            job = sched_job_active(resolve__sched(r), ekey);
+            if ((!job || erq.retune) && wanted) {
+                /* Its first size (or a hint) is here: tune it as an ordinary job, without waiting. */
+                resolve_result jr;
+                resolve_kernel(r, &erq, NULL, NULL, &jr, NULL);
+                if (jr.state == RESOLVE_ACCEPTED) {
+                    job = jr.job.id;
+                } else if (jr.state == RESOLVE_ANSWERED) {
+                    /* the remote tier had it, or it just became a hit */
+                    ready = jr.body;
+                    ready_len = jr.len;
+                } else if (jr.state == RESOLVE_FAILED) {
+                    /* A full queue or a quota: the generic set answers; the next request asks again. */
+                    tuner_sb_printf(&t, ",\"state\":\"untuned\",\"error\":{\"code\":\"%s\"}}", jr.error.code);
+                }
+            }
+        }
+        if (ready) {
+            /* The body lives in the resolver's scratch, which the next lookup replaces. */
+            while (ready_len && (ready[ready_len - 1] == '\n' || ready[ready_len - 1] == ' '))
+                ready_len--;
+            x->set = malloc(ready_len + 1);
+            if (!x->set) {
+                tuner_sb_free(&t);
+                goto oom;
+            }
+            memcpy(x->set, ready, ready_len);
+            x->set[ready_len] = '\0';
+            x->set_len = ready_len;
+            x->sig = code_signature(r, x->set, x->set_len, &x->workspace);
+            x->sig_hash = x->sig ? fnv1a(x->sig) : 0;
+            tuner_sb_puts(&t, ",\"state\":\"ready\",\"kernel_set\":");
+            put_raw(&t, x->set, x->set_len);
+            tuner_sb_puts(&t, "}");
+        } else if (t.len == 0) {
+            if (job)
+                tuner_sb_printf(&t, ",\"state\":\"tuning\",\"job\":\"/v1/jobs/%llu\"}", (unsigned long long)job);
+            else
+                tuner_sb_puts(&t, ",\"state\":\"untuned\"}");
+        }
+        x->tail = tuner_sb_take(&t);
+        if (!x->tail)
+            goto oom;
+    }
+    merge_boxes(bx, total, op->n_dims);
 
     char arch[16];
     tuner_target_name(&rq->target, arch, sizeof(arch));
@@ -199,73 +496,16 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
     tuner_sb_printf(&b, ",\"dtype\":\"%s\"},\"dispatch\":{\"generic\":", tuner_dtype_name(op->output.dtype));
     put_raw(&b, generic, generic_len);
     tuner_sb_puts(&b, ",\"entries\":[");
-
-    for (long long idx = 0; idx < total; idx++) {
-        int64_t lo[TUNER_MAX_DIMS], hi[TUNER_MAX_DIMS];
-        long long rest = idx;
-        for (int k = op->n_dims - 1; k >= 0; k--) {
-            const int i = (int)(rest % dr[k].n);
-            rest /= dr[k].n;
-            lo[k] = dr[k].lo[i];
-            hi[k] = dr[k].hi[i];
-        }
-        tuner_op eop;
-        if (tuner_op_restrict(op, lo, hi, &eop) < 0)
-            continue; /* cannot happen: the ranges are cut from the op's */
-        tuner_sb_printf(&b, "%s{\"ranges\":{", idx ? "," : "");
-        for (int k = 0; k < op->n_dims; k++)
-            tuner_sb_printf(&b, "%s\"%s\":[%lld,%lld]", k ? "," : "", op->dims[k].name, (long long)lo[k],
-                            (long long)hi[k]);
-        tuner_sb_puts(&b, "}");
-
-        char *ejson = tuner_op_canonical_json(&eop);
-        if (!ejson) {
-            tuner_sb_free(&b);
-            return NULL;
-        }
-        char ekey[KC_KEY_LEN + 1];
-        sched_op_key(ejson, &rq->target, ekey);
-        free(ejson);
-        resolve_request erq = *rq;
-        erq.op = &eop;
-        erq.wait = false;
-        /* "retune" applies to the entries the request points at (its sizes, its hints) */
-        const bool wanted = entry_wanted(&kr->dyn, dr, op->n_dims, idx);
-        erq.retune = rq->retune && wanted;
-        resolve_result er;
-        memset(&er, 0, sizeof(er));
-        if (!erq.retune && resolve__lookup(r, &erq, ekey, &er) && er.state == RESOLVE_ANSWERED) {
-            tuner_sb_puts(&b, ",\"state\":\"ready\",\"kernel_set\":");
-            put_raw(&b, er.body, er.len);
-            tuner_sb_puts(&b, "}");
-            continue;
-        }
-        uint64_t job = sched_job_active(resolve__sched(r), ekey);
-        if ((!job || erq.retune) && wanted) {
-            /* Its first size (or a hint) is here: tune it as an ordinary job, without waiting. */
-            resolve_result jr;
-            resolve_kernel(r, &erq, NULL, NULL, &jr, NULL);
-            if (jr.state == RESOLVE_ACCEPTED) {
-                job = jr.job.id;
-            } else if (jr.state == RESOLVE_ANSWERED) {
-                /* the remote tier had it, or it just became a hit */
-                tuner_sb_puts(&b, ",\"state\":\"ready\",\"kernel_set\":");
-                put_raw(&b, jr.body, jr.len);
-                tuner_sb_puts(&b, "}");
-                continue;
-            } else if (jr.state == RESOLVE_FAILED) {
-                /* A full queue or a quota: the generic set answers; the next request asks again. */
-                tuner_sb_printf(&b, ",\"state\":\"untuned\",\"error\":{\"code\":\"%s\"}}", jr.error.code);
-                continue;
-            }
-        }
-        if (job)
-            tuner_sb_printf(&b, ",\"state\":\"tuning\",\"job\":\"/v1/jobs/%llu\"}", (unsigned long long)job);
-        else
-            tuner_sb_puts(&b, ",\"state\":\"untuned\"}");
+    if (!put_boxes(&b, op, dr, bx, total)) {
+        tuner_sb_free(&b);
+        goto oom;
     }
     tuner_sb_puts(&b, "]}}");
+    boxes_free(bx, total);
     return tuner_sb_take(&b);
+oom:
+    boxes_free(bx, total);
+    return NULL;
 }
 
 /* The generic set's request: the whole range, at most model-ranked (never waiting for a GPU).

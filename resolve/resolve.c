@@ -174,6 +174,11 @@ sched *resolve__sched(resolver *r)
     return r->sched;
 }
 
+kc_db *resolve__db(resolver *r)
+{
+    return r->db;
+}
+
 void resolve__wait_set_cleanup(resolve_wait *w, void (*udata_free)(void *udata))
 {
     if (w)

@@ -18,6 +18,7 @@ void resolve__answer_owned(resolver *r, resolve_result *res, char *json, resolve
 bool resolve__lookup(resolver *r, const resolve_request *rq, const char *op_key, resolve_result *res);
 
 sched *resolve__sched(resolver *r);
+kc_db *resolve__db(resolver *r);
 
 /* Called with the wait's udata when the wait ends without its callback (cancelled by the
  * caller, or the resolver freed): the owner of udata frees it there. */

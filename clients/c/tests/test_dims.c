@@ -2,7 +2,8 @@
  * client): kernel sets of dynamic ops ("int" parameters, grid rules, named output axes, "dims")
  * and dispatch tables parsed from hand-written answers that follow docs/api.md "Named
  * dimensions", damaged ones refused naming the field, the choice of the kernel set at the edges
- * of ranges, sizes out of range refused with the daemon's wording, grid rules evaluated, and the
+ * of ranges (a merged entry's - measured neighbours running one kernel - at both of its edges
+ * too), sizes out of range refused with the daemon's wording, grid rules evaluated, and the
  * request builder's dims, sizes and named shapes.
  */
 #include "hidet/client.h"
@@ -19,6 +20,7 @@
 #define KEY1 "1111111111111111111111111111111111111111111111111111111111111111"
 #define KEY2 "2222222222222222222222222222222222222222222222222222222222222222"
 #define KEY3 "3333333333333333333333333333333333333333333333333333333333333333"
+#define KEY4 "4444444444444444444444444444444444444444444444444444444444444444"
 
 /* A rows-over-n kernel set: pointers, then the size of n; grid x = 112 * ceil(n / 128) capped
  * at 0 (none), grid y a rule over n with a cap, z fixed. */
@@ -392,6 +394,51 @@ static void test_dispatch(void)
     refused_table("\"entries\":[", "\"entriez\":[", "dispatch.entries: expected a list");
 }
 
+/* A table whose first entry merges four measured ranges (docs/api.md: "merged" lists them, its
+ * set's dims are the union's) beside a ready entry of its own and an untuned one. */
+static const char *merged_table =
+    "{\"op\":\"matmul\",\"arch\":\"sm_90a\",\"op_key\":\"" KEY3 "\"," DIMS_N
+    "\"output\":{\"shape\":[\"n\",14336],\"dtype\":\"f16\"},"
+    "\"dispatch\":{\"generic\":" SET_BODY(KEY1, "") ","
+    "\"entries\":[{\"ranges\":{\"n\":[1,28]},\"state\":\"ready\",\"merged\":[{\"n\":[1,16]},"
+    "{\"n\":[17,20]},{\"n\":[21,24]},{\"n\":[25,28]}],\"kernel_set\":"
+    SET_BODY(KEY2, "\"measured\":true,\"dims\":{\"n\":{\"min\":1,\"max\":28,\"multiple_of\":1}},") "},"
+    "{\"ranges\":{\"n\":[29,32]},\"state\":\"ready\",\"kernel_set\":"
+    SET_BODY(KEY4, "\"measured\":true,\"dims\":{\"n\":{\"min\":29,\"max\":32,\"multiple_of\":1}},") "},"
+    "{\"ranges\":{\"n\":[33,8192]},\"state\":\"untuned\"}]}}";
+
+static void test_dispatch_merged(void)
+{
+    hidet_dispatch *d = NULL;
+    hidet_error e;
+    CHECK(hidet_dispatch_parse(merged_table, strlen(merged_table), &d, &e) == 0, "%s", e.message);
+    if (!d)
+        return;
+    CHECK(d->n_entries == 3 && d->entries[0].lo[0] == 1 && d->entries[0].hi[0] == 28 &&
+          d->entries[0].kernel_set && d->entries[0].kernel_set->dims[0].max == 28);
+    /* Both edges of the merged range, and the neighbours' edges, choose as the ranges say. */
+    struct { int64_t n; const char *key; long entry; } cases[] = {
+        {1, KEY2, 0}, {17, KEY2, 0}, {28, KEY2, 0}, {29, KEY4, 1}, {32, KEY4, 1}, {33, KEY1, 2}, {8192, KEY1, 2},
+    };
+    uint32_t grid[3];
+    long long ints[4];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        int64_t n = cases[i].n;
+        const hidet_kernel_set *s = NULL;
+        long entry = 99;
+        CHECK(hidet_dispatch_select(d, N, &n, 1, &s, &entry, &e) == 0, "%s", e.message);
+        CHECK(s && strcmp(s->key, cases[i].key) == 0 && entry == cases[i].entry, "n %lld: got %s, entry %ld",
+              (long long)n, s ? s->key : "none", entry);
+        /* what was chosen binds at that size: the merged set at 1 and at 28 alike */
+        CHECK(s && hidet_kernel_set_bind(s, 0, N, &n, 1, grid, ints, &e) == 0 && ints[3] == n, "bind at %lld: %s",
+              (long long)n, e.message);
+    }
+    int64_t n = 29;
+    CHECK(hidet_kernel_set_bind(d->entries[0].kernel_set, 0, N, &n, 1, grid, ints, &e) == -ERANGE &&
+          strcmp(e.message, "n is 29; its range is 1..28") == 0, "%s", e.message);
+    hidet_dispatch_free(d);
+}
+
 static void test_builder(void)
 {
     hidet_request *r = NULL;
@@ -425,6 +472,7 @@ int main(void)
     test_set_map();
     test_set();
     test_dispatch();
+    test_dispatch_merged();
     test_builder();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);

@@ -124,11 +124,16 @@ class DynamicKernel:
         self._lock = threading.Lock()
         self._thread = None
         self._asked = {}    # an entry's ranges -> time.monotonic() of the last ask
-        self._kernels = {}  # kernel set key -> Kernel, kept over new tables (modules stay loaded)
+        self._kernels = {}  # (kernel set key, ranges) -> Kernel, kept over new tables (modules stay loaded)
         self._install(answer)
 
     def _kernel(self, ks, dims, where):
-        key = ks.get("key")
+        # By key and ranges: one kernel set may serve a wider range in a later table (measured
+        # neighbours running the same code are answered as one merged entry, its set's dims the
+        # union's), and a Kernel checks launches against the ranges it was made with.
+        ranges = ks.get("dims") if isinstance(ks.get("dims"), dict) else {
+            n: (d.min, d.max, d.multiple_of) for n, d in dims.items()}
+        key = (ks.get("key"), repr(sorted((n, repr(r)) for n, r in ranges.items())))
         k = self._kernels.get(key)
         if k is None:
             try:

@@ -4,7 +4,7 @@ naming the field; the sizes of a launch read from the tensors' named axes ("n", 
 one of its sizes is known) or given as sizes=, checked against the ranges with the daemon's
 wording; grids from their rules; and what the launcher hands the driver (each kernel's grid and
 its size parameters, 8 bytes by value). Dispatch tables: the entry chosen at the edges of its
-range, the generic set otherwise, and an untuned range asked for again in the background (with
+range (a merged entry's too, its set served a narrower range before), the generic set otherwise, and an untuned range asked for again in the background (with
 "sizes"), the next table installed. Needs no daemon and no GPU: the answers are written here
 after docs/api.md, and a recording stand-in replaces the driver."""
 import copy
@@ -386,6 +386,39 @@ class Launches(unittest.TestCase):
         self.assertEqual(len(client.posts), 1)
         with self.assertRaisesRegex(ValueError, r"^n is 9000; its range is 1\.\.8192$"):
             run(9000)
+
+    def test_merged_entry(self):
+        """A later table answers measured neighbours running one kernel as one entry (docs/api.md:
+        "merged", its set's dims the union's): both edges of it launch that set, though the same
+        set served only the upper range before."""
+        first = table(("ready", "ready", "untuned"))
+        upper = first["dispatch"]["entries"][1]["kernel_set"]
+        upper["dims"] = {"n": {"min": 17, "max": 32, "multiple_of": 1}}
+        merged = table(("ready", "ready", "untuned"))
+        entries = merged["dispatch"]["entries"]
+        ks = copy.deepcopy(upper)
+        ks["dims"] = {"n": {"min": 1, "max": 32, "multiple_of": 1}}
+        entries[:2] = [{"ranges": {"n": [1, 32]}, "state": "ready", "merged": [{"n": [1, 16]}, {"n": [17, 32]}],
+                        "kernel_set": ks}]
+        client = FakeClient([merged])
+        d = DynamicKernel(client, first, REQUEST, refresh_s=3600)
+        w = fake([4096, 14336], 0x20000)
+
+        def run(n):
+            d(fake([n, 4096], 0x10000), w, output=fake([n, 14336], 0x50000))
+            return self.lib.launches[-1]
+
+        self.assertEqual(run(1)[0], "hd_mm_16")
+        self.assertEqual(run(17)[0], "hd_mm_32")
+        run(40)  # untuned: the re-ask installs the merged table
+        self.assertTrue(d.wait(5))
+        self.assertEqual([e.ranges for e in d.entries], [{"n": (1, 32)}, {"n": (33, 64)}])
+        for n in (1, 16, 17, 32):
+            launch = run(n)
+            self.assertEqual((launch[0], launch[2]), ("hd_mm_32", [0x10000, 0x20000, 0x50000, n]))
+        self.assertEqual(run(33)[0], "hd_mm")
+        k, e = d.select({"n": 1})
+        self.assertEqual((k.key, k.dims["n"].min, k.dims["n"].max), (K3, 1, 32))
 
     def test_no_retune(self):
         client = FakeClient()

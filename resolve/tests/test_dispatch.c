@@ -1,0 +1,329 @@
+/* resolve/tests/test_dispatch.c - a dispatch table's boundaries follow the measurements (issue
+ * 39; resolve/dispatch.c): against a real (temporary) cache and scheduler, with the entries'
+ * kernels stored as a tuning job would store them,
+ *  - neighbouring entries whose kernels were chosen by measurement and run the same code are
+ *    answered as one entry over the union of their ranges, which lists the fine ranges it covers,
+ *    carries the kernel set tuned at the union's largest size with its "dims" widened to the
+ *    union and the largest workspace of the sets it covers;
+ *  - a measured neighbour with another schedule, or with the same schedule but other launches,
+ *    stays an entry of its own, as do entries ranked by the model only and entries not ready;
+ *  - a measured neighbour with the same schedule and launches but other code (another PTX: a
+ *    schedule's source may depend on the range) stays apart;
+ *  - with two names, entries merge along each name where the other's ranges are the same, and
+ *    the entries still cover every combination exactly once.
+ * Unit suite: no NVRTC compile, no GPU (every kernel the table needs is stored beforehand). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "proto/request.h"
+#include "resolve/resolve.h"
+#include "tests/check.h"
+
+static const char sched_a[] = "{\"template\":\"softmax_rows\",\"params\":{\"vec\":8}}";
+static const char sched_b[] = "{\"template\":\"softmax_rows\",\"params\":{\"vec\":4}}";
+
+static proto_kernel_request parse(const char *body)
+{
+    proto_kernel_request kr;
+    proto_error err;
+    memset(&kr, 0, sizeof(kr));
+    CHECK(proto_kernel_request_parse(body, strlen(body), &kr, &err) == 0, "parse: %s at %s", err.message, err.field);
+    return kr;
+}
+
+/* Stores, for the op restricted to [lo, hi] per name (NULL: the whole op, the generic set), a
+ * kernel chosen as `choice` with schedule `sched` and PTX `code`: one kernel over input0 and the output taking
+ * every size, its grid x a rule over every name (block `block`), `workspace` bytes. Returns the
+ * artifact key in key. */
+static void store(kc_db *db, const proto_kernel_request *kr, const int64_t *lo, const int64_t *hi, const char *sched,
+                  const char *code, kc_choice choice, unsigned block, uint64_t workspace, char key[KC_KEY_LEN + 1])
+{
+    tuner_op op = kr->op;
+    if (lo)
+        CHECK(tuner_op_restrict(&kr->op, lo, hi, &op) == 0, "restrict");
+    kc_artifact a;
+    memset(&a, 0, sizeof(a));
+    a.op_json = tuner_op_canonical_json(&op);
+    sched_op_key(a.op_json, &kr->opt.target, a.op_key);
+    sched_artifact_key(a.op_key, sched, a.key);
+    snprintf(a.op, sizeof(a.op), "%s", tuner_op_name(op.kind));
+    tuner_target_name(&kr->opt.target, a.target, sizeof(a.target));
+    a.schedule_json = (char *)sched;
+    kc_launch *l = &a.launch;
+    l->n_dims = op.n_dims;
+    int64_t max[KC_MAX_DIMS] = {1, 1, 1, 1};
+    for (int k = 0; k < op.n_dims; k++) {
+        snprintf(l->dims[k].name, sizeof(l->dims[k].name), "%s", op.dims[k].name);
+        l->dims[k].min = op.dims[k].min;
+        l->dims[k].max = op.dims[k].max;
+        l->dims[k].multiple_of = op.dims[k].multiple_of;
+        max[k] = op.dims[k].max;
+    }
+    kc_kernel *k = &l->kernels[l->n_kernels++];
+    snprintf(k->name, sizeof(k->name), "hd_softmax_rows");
+    k->grid_rule[0] = (kc_grid_rule){.dims = (uint8_t)((1u << op.n_dims) - 1), .coef = 1, .div = 1, .mul = 1};
+    k->grid[0] = (uint32_t)kc_grid_rule_eval(&k->grid_rule[0], max);
+    k->grid[1] = k->grid[2] = 1;
+    k->block[0] = block;
+    k->block[1] = k->block[2] = 1;
+    k->args[k->n_args++] = KC_BUF_INPUT0;
+    k->args[k->n_args++] = KC_BUF_OUTPUT;
+    for (int d = 0; d < op.n_dims; d++)
+        k->args[k->n_args++] = (kc_buf)(KC_ARG_DIM0 + d);
+    l->workspace_bytes = workspace;
+    l->has_output = true;
+    l->output_rank = op.output.rank;
+    for (int i = 0; i < op.output.rank; i++) {
+        l->output_shape[i] = op.output.shape[i];
+        l->output_sym[i] = op.output.sym[i];
+    }
+    snprintf(l->output_dtype, sizeof(l->output_dtype), "%s", tuner_dtype_name(op.output.dtype));
+    a.ptx = (char *)code;
+    a.ptx_len = strlen(a.ptx);
+    a.cubin = (uint8_t *)"\177ELFcode";
+    a.cubin_len = 8;
+    a.choice = choice;
+    a.latency_us = choice == KC_CHOSEN_MEASURED ? 5.0 : -1;
+    a.predicted_us = 4.0;
+    a.provenance_json = "{}";
+    CHECK(kc_artifact_put(db, &a) == 0, "store %s", a.op_key);
+    if (key)
+        memcpy(key, a.key, KC_KEY_LEN + 1);
+    free(a.op_json);
+}
+
+typedef struct outcome {
+    int calls;
+    resolve_result res;
+    char *body;
+} outcome;
+
+static void on_result(void *udata, const resolve_result *res)
+{
+    outcome *o = udata;
+    o->calls++;
+    o->res = *res;
+    free(o->body);
+    o->body = res->len ? strndup(res->body, res->len) : NULL;
+}
+
+/* The table answered to body, parsed (the caller frees it). */
+static cJSON *table(uv_loop_t *loop, resolver *r, const char *body)
+{
+    proto_kernel_request kr = parse(body);
+    resolve_request rq = {.op = &kr.op, .target = kr.opt.target, .mode = kr.opt.tune, .wait = true,
+                          .priority = SCHED_PRIO_NORMAL};
+    outcome o = {0};
+    resolve_result res;
+    resolve_wait *w = NULL;
+    resolve_kernel_request(r, &kr, &rq, on_result, &o, &res, &w);
+    for (int i = 0; i < 5000 && res.state == RESOLVE_WAITING && o.calls == 0; i++) {
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    if (res.state != RESOLVE_WAITING)
+        on_result(&o, &res);
+    CHECK(o.calls == 1 && o.res.state == RESOLVE_ANSWERED && o.body, "table: state %d %s", o.res.state,
+          o.res.error.message);
+    cJSON *t = o.body ? cJSON_Parse(o.body) : NULL;
+    free(o.body);
+    return t;
+}
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    return o ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
+}
+
+/* "[lo,hi]" of an entry's name (a static buffer: one at a time). */
+static const char *range_text(const cJSON *e, const char *name)
+{
+    static char buf[64];
+    char *t = cJSON_PrintUnformatted(get(get(e, "ranges"), name));
+    snprintf(buf, sizeof(buf), "%s", t ? t : "?");
+    free(t);
+    return buf;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const cJSON *v = get(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* ---- one name ---------------------------------------------------------------------------------- */
+
+#define SOFTMAX_N                                                                                        \
+    "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",256],\"dtype\":\"f16\"}],"                        \
+    "\"dims\":{\"n\":{\"min\":1,\"max\":64}},\"arch\":\"sm_90\",\"tune\":\"measure\"}"
+
+static void one_name(uv_loop_t *loop, kc_db *db, resolver *r)
+{
+    proto_kernel_request kr = parse(SOFTMAX_N);
+    store(db, &kr, NULL, NULL, sched_a, "// A", KC_CHOSEN_MODEL, 128, 0, NULL); /* the generic set */
+    /* n in 1..64: [1,16] [17,20] [21,24] [25,28] [29,32] [33,40] [41,48] [49,56] [57,64] */
+    static const int64_t lo[] = {1, 17, 21, 25, 29, 33, 41, 49, 57}, hi[] = {16, 20, 24, 28, 32, 40, 48, 56, 64};
+    char keys[9][KC_KEY_LEN + 1];
+    /* [1,28]: one measured schedule (workspaces differ: the merged entry takes the largest);
+     * [29,32]: another; [33,48]: the first schedule, but ranked by the model only; [49,56] and
+     * [57,64] measured again, and [57,64] with another block: the same schedule, other launches. */
+    store(db, &kr, &lo[0], &hi[0], sched_a, "// A", KC_CHOSEN_MEASURED, 128, 1024, keys[0]);
+    store(db, &kr, &lo[1], &hi[1], sched_a, "// A", KC_CHOSEN_MEASURED, 128, 4096, keys[1]);
+    store(db, &kr, &lo[2], &hi[2], sched_a, "// A", KC_CHOSEN_MEASURED, 128, 2048, keys[2]);
+    store(db, &kr, &lo[3], &hi[3], sched_a, "// A", KC_CHOSEN_MEASURED, 128, 2048, keys[3]);
+    store(db, &kr, &lo[4], &hi[4], sched_b, "// B", KC_CHOSEN_MEASURED, 128, 2048, keys[4]);
+    store(db, &kr, &lo[5], &hi[5], sched_a, "// A", KC_CHOSEN_MODEL, 128, 2048, keys[5]);
+    store(db, &kr, &lo[6], &hi[6], sched_a, "// A", KC_CHOSEN_MODEL, 128, 2048, keys[6]);
+    store(db, &kr, &lo[7], &hi[7], sched_a, "// A", KC_CHOSEN_MEASURED, 128, 2048, keys[7]);
+    store(db, &kr, &lo[8], &hi[8], sched_a, "// A", KC_CHOSEN_MEASURED, 256, 2048, keys[8]);
+
+    cJSON *t = table(loop, r, SOFTMAX_N);
+    const cJSON *entries = get(get(t, "dispatch"), "entries");
+    static const char *const want[] = {"[1,28]", "[29,32]", "[33,40]", "[41,48]", "[49,56]", "[57,64]"};
+    CHECK(cJSON_GetArraySize(entries) == 6, "%d entries; want %s %s %s %s %s %s", cJSON_GetArraySize(entries), want[0],
+          want[1], want[2], want[3], want[4], want[5]);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) {
+        if (i < 6)
+            CHECK(!strcmp(range_text(e, "n"), want[i]), "entry %d: %s, want %s", i, range_text(e, "n"), want[i]);
+        CHECK(!strcmp(str(e, "state"), "ready"), "entry %d: %s", i, str(e, "state"));
+        CHECK((get(e, "merged") != NULL) == (i == 0), "entry %d: merged %s", i, get(e, "merged") ? "yes" : "no");
+        i++;
+    }
+    const cJSON *m = cJSON_GetArrayItem(entries, 0), *set = get(m, "kernel_set");
+    /* the fine ranges it covers, in order */
+    char *merged = cJSON_PrintUnformatted(get(m, "merged"));
+    CHECK(merged && !strcmp(merged, "[{\"n\":[1,16]},{\"n\":[17,20]},{\"n\":[21,24]},{\"n\":[25,28]}]"), "merged %s",
+          merged ? merged : "?");
+    free(merged);
+    /* the set tuned at 28 (the union's largest), valid on [1,28], with the largest workspace */
+    CHECK(!strcmp(str(set, "key"), keys[3]), "the merged set is %s, want [25,28]'s %s", str(set, "key"), keys[3]);
+    const cJSON *dn = get(get(set, "dims"), "n");
+    CHECK(dn && get(dn, "min")->valueint == 1 && get(dn, "max")->valueint == 28 &&
+              get(dn, "multiple_of")->valueint == 1,
+          "the merged set's dims are the union's");
+    CHECK(cJSON_IsNumber(get(set, "workspace_bytes")) && get(set, "workspace_bytes")->valueint == 4096,
+          "workspace %d, want the largest (4096)",
+          get(set, "workspace_bytes") ? get(set, "workspace_bytes")->valueint : -1);
+    CHECK(cJSON_IsTrue(get(set, "measured")), "the merged set is measured");
+    /* an entry that stands alone keeps its own set, its dims its own range */
+    const cJSON *b = get(cJSON_GetArrayItem(entries, 1), "kernel_set");
+    CHECK(!strcmp(str(b, "key"), keys[4]) && get(get(get(b, "dims"), "n"), "min")->valueint == 29, "[29,32]'s set");
+    cJSON_Delete(t);
+
+    /* A model-ranked entry between two measured ones of the same schedule keeps them apart, and
+     * one that is not ready (no kernel, no job: untuned) does too: [1,28] loses [17,20]. */
+    char gone[KC_KEY_LEN + 1];
+    memcpy(gone, keys[1], sizeof(gone));
+    size_t removed = 0;
+    CHECK(kc_remove_key(db, gone, &removed) == 0 && removed == 1, "remove [17,20]'s kernel");
+    resolve_invalidate(r);
+    t = table(loop, r, SOFTMAX_N);
+    entries = get(get(t, "dispatch"), "entries");
+    static const char *const want2[] = {"[1,16]", "[17,20]", "[21,28]", "[29,32]"};
+    for (i = 0; i < 4; i++) {
+        e = cJSON_GetArrayItem(entries, i);
+        CHECK(e && !strcmp(range_text(e, "n"), want2[i]), "after the removal, entry %d: %s, want %s", i,
+              e ? range_text(e, "n") : "none", want2[i]);
+    }
+    CHECK(cJSON_GetArraySize(entries) == 8, "%d entries after the removal", cJSON_GetArraySize(entries));
+    CHECK(!strcmp(str(cJSON_GetArrayItem(entries, 1), "state"), "untuned"), "[17,20] untuned");
+    CHECK(!get(cJSON_GetArrayItem(entries, 0), "merged") && get(cJSON_GetArrayItem(entries, 2), "merged"),
+          "[1,16] alone, [21,28] merged");
+    cJSON_Delete(t);
+}
+
+/* ---- two names --------------------------------------------------------------------------------- */
+
+#define SOFTMAX_BS                                                                                       \
+    "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",128],\"dtype\":\"f16\"}],"                      \
+    "\"dims\":{\"b\":{\"min\":1,\"max\":20},\"s\":{\"min\":1,\"max\":24}},\"arch\":\"sm_90\","           \
+    "\"tune\":\"measure\"}"
+
+static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
+{
+    proto_kernel_request kr = parse(SOFTMAX_BS);
+    store(db, &kr, NULL, NULL, sched_a, "// A", KC_CHOSEN_MODEL, 128, 0, NULL);
+    /* b: [1,16] [17,20]; s: [1,16] [17,20] [21,24]. Other code (the same schedule) at (b [17,20],
+     * s [21,24]) only:
+     * along s, b [1,16] merges into one entry [1,24] and b [17,20] into [1,20] and [21,24];
+     * along b nothing more (the s ranges differ). */
+    static const int64_t blo[] = {1, 17}, bhi[] = {16, 20}, slo[] = {1, 17, 21}, shi[] = {16, 20, 24};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) {
+            const int64_t lo[2] = {blo[i], slo[j]}, hi[2] = {bhi[i], shi[j]};
+            store(db, &kr, lo, hi, sched_a, i == 1 && j == 2 ? "// A, as generated for another range" : "// A",
+                  KC_CHOSEN_MEASURED, 128, 0, NULL);
+        }
+    cJSON *t = table(loop, r, SOFTMAX_BS);
+    const cJSON *entries = get(get(t, "dispatch"), "entries");
+    static const char *const want[][2] = {{"[1,16]", "[1,24]"}, {"[17,20]", "[1,20]"}, {"[17,20]", "[21,24]"}};
+    CHECK(cJSON_GetArraySize(entries) == 3, "%d entries for two names, want 3", cJSON_GetArraySize(entries));
+    for (int i = 0; i < 3; i++) {
+        const cJSON *e = cJSON_GetArrayItem(entries, i);
+        char b[64];
+        snprintf(b, sizeof(b), "%s", e ? range_text(e, "b") : "none");
+        CHECK(e && !strcmp(b, want[i][0]) && !strcmp(range_text(e, "s"), want[i][1]), "entry %d: b %s s %s", i, b,
+              e ? range_text(e, "s") : "none");
+        CHECK(e && (get(e, "merged") != NULL) == (i < 2), "entry %d merged", i);
+    }
+    /* Every (b, s) pair lies in exactly one entry. */
+    for (int b = 1; b <= 20; b++)
+        for (int s = 1; s <= 24; s++) {
+            int holding = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, entries) {
+                const cJSON *rb = get(get(e, "ranges"), "b"), *rs = get(get(e, "ranges"), "s");
+                holding += b >= cJSON_GetArrayItem(rb, 0)->valueint && b <= cJSON_GetArrayItem(rb, 1)->valueint &&
+                           s >= cJSON_GetArrayItem(rs, 0)->valueint && s <= cJSON_GetArrayItem(rs, 1)->valueint;
+            }
+            CHECK(holding == 1, "b %d s %d lies in %d entries", b, s, holding);
+        }
+    const cJSON *set = get(cJSON_GetArrayItem(entries, 0), "kernel_set");
+    CHECK(get(get(get(set, "dims"), "s"), "max")->valueint == 24 &&
+              get(get(get(set, "dims"), "b"), "max")->valueint == 16,
+          "the first merged set's dims are b 1..16, s 1..24");
+    cJSON_Delete(t);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/hidetd-dispatch-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    char dbpath[256];
+    snprintf(dbpath, sizeof(dbpath), "%s/kernels.db", dir);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    kc_db *db = NULL;
+    char *err = NULL;
+    CHECK(kc_open(dbpath, &db, &err) == 0, "kc_open: %s", err ? err : "");
+    free(err);
+    sched_config sc;
+    sched_config_defaults(&sc);
+    sched *s = NULL;
+    CHECK(sched_new(&loop, db, NULL, &sc, &s) == 0, "sched");
+    resolve_config rc;
+    resolve_config_defaults(&rc);
+    resolver *r = NULL;
+    CHECK(resolve_new(&loop, db, s, NULL, &rc, &r) == 0, "resolver");
+
+    one_name(&loop, db, r);
+    two_names(&loop, db, r);
+
+    sched_free(s);
+    resolve_free(r);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(uv_loop_close(&loop) == 0, "loop closed");
+    kc_close(db);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return check_finish("resolve_dispatch");
+}
