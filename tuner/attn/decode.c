@@ -328,8 +328,18 @@ static void emit_last_block_combine(tuner_sb *sb, const tuner__attn_problem *p, 
                       "__threadfence();\nunsigned long long gid;\n"
                       "asm volatile(\"mov.u64 %0, %%gridid;\" : \"=l\"(gid));\n"
                       "const unsigned long long tag = gid << 8;\n");
-    tuner_sb_printf(sb, "unsigned long long *ctr = reinterpret_cast<unsigned long long *>(ws + %lldLL) + (b * %lldLL + hk);\n",
-                    c->cnt_off, (long long)d->hkv);
+    char ce[256];
+    if (!p->b_sym) {
+        snprintf(ce, sizeof(ce), "%lldLL", c->cnt_off);
+    } else {
+        /* After the O partials of the launch's B, as o_base_expr places them (sized at max,
+         * the workspace holds this layout for every smaller B). */
+        char be[96];
+        snprintf(ce, sizeof(ce), "(%s + %lldLL * %s)", o_base, (long long)(d->hq * d->s * c->np * d->d),
+                 tuner__attn_size_expr(p, 'b', be, sizeof(be)));
+    }
+    tuner_sb_printf(sb, "unsigned long long *ctr = reinterpret_cast<unsigned long long *>(ws + %s) + (b * %lldLL + hk);\n",
+                    ce, (long long)d->hkv);
     tuner_sb_printf(sb, "unsigned long long old = *reinterpret_cast<volatile unsigned long long *>(ctr), cnt;\n"
                         "for (;;) {\ncnt = ((old & ~0xffULL) == tag ? (old & 0xffULL) : 0ULL) + 1ULL;\n"
                         "const unsigned long long prev = atomicCAS(ctr, old, tag | cnt);\n"
