@@ -3,9 +3,15 @@
  * ptxas compiles of sampled candidates for sm_80 and sm_90a over the shapes of decoding: S = 1,
  * 5 and 16 against Skv 4096, 32768, 1000 (no multiple of a tile) and 1; GQA 32/8, MHA 16/16,
  * MQA 8/1; every head dim; f16 and bf16; both layouts; causal; an [Skv] f32 and a [B,1,S,Skv]
- * f16 mask; an epilogue. Ops are built by hand as the validator would leave them (output: q's
- * shape). Per case and target the default (tune:"none") and, by HIDET_TEST_SAMPLE, two more
- * candidates are compiled; every candidate of every space is generated and its launches checked.
+ * f16 mask; an epilogue; two dynamic ops (B and Skv named, Skv alone). Ops are built by hand as
+ * the validator would leave them (output: q's shape). Per case and target the default
+ * (tune:"none") and, by HIDET_TEST_SAMPLE, two more candidates are compiled; every candidate of
+ * every space is generated and its launches checked (one kernel, or two for `fused` 0; a
+ * workspace except for split 1 in one kernel).
+ * The issue's decode rows (B 1/16/64 x Skv 4K/32K, 32/8 heads, hd 128) print the model's pick and
+ * the next four; their defaults must be the model's first over the whole space, one launch, not
+ * the starved two-slot ring; the combine kernel must rank first only where a group's partials
+ * are large (an MQA step's 64-row groups split 64 ways).
  */
 #include "tuner/tests/common.h"
 
@@ -75,15 +81,46 @@ static bool launch_sane(const tuner_program *p, const tuner_op *op, const tuner_
     const bool ws = !(fused && split == 1);
     for (int k = 0; k < p->n_kernels; k++) {
         const tuner_launch *l = &p->kernels[k];
-        if (l->n_args != op->n_inputs + 1 + ws || l->args[op->n_inputs] != TUNER_BUF_OUTPUT ||
-            (ws && l->args[l->n_args - 1] != TUNER_BUF_WORKSPACE))
+        /* inputs, output, the workspace when there is one, then a dynamic op's sizes */
+        const int nd = op->n_dims;
+        if (l->n_args != op->n_inputs + 1 + ws + nd || l->args[op->n_inputs] != TUNER_BUF_OUTPUT ||
+            (ws && l->args[op->n_inputs + 1] != TUNER_BUF_WORKSPACE))
             return false;
+        for (int x = 0; x < nd; x++)
+            if (l->args[op->n_inputs + 1 + ws + x] != TUNER_ARG_DIM0 + x)
+                return false;
     }
     if (!ws)
         return p->workspace_bytes == 0;
     /* At least (m, l) and O[D] per query row and chunk, and a counter per group when fused. */
     return p->workspace_bytes >=
            (size_t)(d.b * d.hq * d.s * split * (d.d + 2)) * sizeof(float) + (fused ? (size_t)(d.b * d.hkv) * 8 : 0);
+}
+
+/* attn_op of sh as a dynamic op: B named "b" (when nb) and Skv "k" on q, k, v, a [Skv] mask
+ * and the output, sized at the dims' max (gpu_attn_decode runs the same ops). */
+static tuner_op dyn_op(const shape *sh, bool nb)
+{
+    tuner_op op = attn_op(sh);
+    int n = 0;
+    const unsigned bb = nb ? 1u : 0u, kb = nb ? 2u : 1u;
+    if (nb) {
+        snprintf(op.dims[n].name, sizeof(op.dims[n].name), "b");
+        op.dims[n].min = 1, op.dims[n].max = sh->b, op.dims[n].multiple_of = 1;
+        n++;
+    }
+    snprintf(op.dims[n].name, sizeof(op.dims[n].name), "k");
+    op.dims[n].min = 1, op.dims[n].max = sh->skv, op.dims[n].multiple_of = 1;
+    op.n_dims = ++n;
+    const int seq = sh->bshd ? 1 : 2;
+    op.inputs[0].sym[0] = op.output.sym[0] = (uint8_t)bb;
+    for (int i = 1; i <= 2; i++) {
+        op.inputs[i].sym[0] = (uint8_t)bb;
+        op.inputs[i].sym[seq] = (uint8_t)kb;
+    }
+    if (sh->mask == MASK_KEYS_F32)
+        op.inputs[3].sym[0] = (uint8_t)kb;
+    return op;
 }
 
 static size_t n_cases;
@@ -338,6 +375,16 @@ int main(int argc, char **argv)
                          sh.epilogue ? " +b silu" : "", sh.packed ? " packed" : "");
                 run_case(name, &op, &targets[ti]);
             }
+    /* gpu_attn_decode's dynamic ops: B and Skv named, a [Skv] mask; Skv alone, causal bshd. */
+    for (int ti = 0; ti < 2; ti++) {
+        const shape s1 = {4, 32, 8, 1, 4096, 128, TUNER_F16, false, false, MASK_KEYS_F32, false, false};
+        tuner_op op = dyn_op(&s1, true);
+        CHECK(tuner_op_is_dynamic(&op), "dynamic: not dynamic");
+        run_case("dynamic [b,32,1,128] kv [b,8,k,128] mask[k]", &op, &targets[ti]);
+        const shape s2 = {2, 32, 8, 4, 4096, 128, TUNER_BF16, true, true, MASK_NONE, false, false};
+        op = dyn_op(&s2, false);
+        run_case("dynamic bshd causal [2,4,32,128] kv [2,k,8,128]", &op, &targets[ti]);
+    }
     printf("attention_decode: %zu cases, %d failures\n", n_cases, (int)t_failures);
     return t_failures ? 1 : 0;
 }
