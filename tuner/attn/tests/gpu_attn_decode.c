@@ -11,7 +11,8 @@
  * |out - ref| <= atol + rtol * |ref|, no NaN (a row with no key is 0 there, then the epilogue).
  * Each candidate runs twice in a row on one workspace (first filled with garbage: the one-launch
  * combine's counters must neither need a zeroed workspace nor leave one that breaks the next
- * launch). One line per candidate and run: max error, pass/fail.
+ * launch), then twice as a replayed CUDA graph (a replay may reuse a grid id). One line per
+ * candidate and run: max error, pass/fail.
  * Dynamic ops (B and Skv named): every candidate at three sizes, one with every chunk but the
  * first empty, each checked against the static op's reference at those sizes.
  * Timing: B in {1, 16, 64}, S = 1, Skv in {4096, 32768}, 32/8 heads, hd 128, f16: every
@@ -19,6 +20,7 @@
  * the default (tune:"none"), the model's pick and the fastest are reported with the GB/s of K and
  * V read (2 * B * Hkv * Skv * D * 2 bytes / time). HIDET_DECODE_ONLY=substr runs matching cases.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +35,38 @@
 #include "tuner/tests/gpu_jobs.h"
 #include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
+
+/* ---- CUDA graphs ---------------------------------------------------------------------------- */
+
+/* The driver's graph entry points, for verify's replays; looked up here (gpu_driver.h lists what
+ * every GPU program needs, and no other needs these). Without them the replays are skipped with
+ * a line. */
+static struct {
+    bool ok;
+    CUresult (*begin)(CUstream, CUstreamCaptureMode);
+    CUresult (*end)(CUstream, CUgraph *);
+    CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*launch)(CUgraphExec, CUstream);
+    CUresult (*exec_destroy)(CUgraphExec);
+    CUresult (*destroy)(CUgraph);
+} g_graph;
+
+static void graph_open(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return;
+    *(void **)&g_graph.begin = dlsym(h, "cuStreamBeginCapture_v2");
+    *(void **)&g_graph.end = dlsym(h, "cuStreamEndCapture");
+    *(void **)&g_graph.instantiate = dlsym(h, "cuGraphInstantiateWithFlags");
+    *(void **)&g_graph.launch = dlsym(h, "cuGraphLaunch");
+    *(void **)&g_graph.exec_destroy = dlsym(h, "cuGraphExecDestroy");
+    *(void **)&g_graph.destroy = dlsym(h, "cuGraphDestroy");
+    g_graph.ok = g_graph.begin && g_graph.end && g_graph.instantiate && g_graph.launch && g_graph.exec_destroy &&
+                 g_graph.destroy;
+    if (!g_graph.ok)
+        printf("no CUDA graph entry points in the driver: the graph replays are skipped\n");
+}
 
 /* ---- host values -------------------------------------------------------------------------- */
 
@@ -251,25 +285,43 @@ static void verify(const shape *sh, const tuner_target *t)
         }
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
-        /* Run 1 on a workspace of garbage (a client's is not initialised, a graph's lies in
-         * its arena); run 2 right after on the workspace run 1 left, which the one-launch
-         * combine's counters must leave fit for the next launch. */
+        /* Runs 1 and 2: plain launches, the first on a workspace of garbage (a client's is not
+         * initialised, a graph's lies in its arena), the second on what the first left, which
+         * the one-launch combine's counters must leave fit for the next launch. Runs 3 and 4:
+         * one launch captured in a CUDA graph and replayed twice (torch.compile's cudagraphs),
+         * where a replay may see the grid id of the one before: the counters' reset is then
+         * what makes it right. */
         CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0x7f, ws)); /* large garbage */
-        bool failed = false;
-        for (int run = 0; run < 2; run++) {
-            CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2)); /* NaN */
+        CUgraphExec ge = NULL;
+        if (g_graph.ok) {
+            CUgraph g;
+            CK(g_graph.begin(st, CU_STREAM_CAPTURE_MODE_RELAXED));
             gpu_launch(mod, j->prog, bufs, st);
+            CK(g_graph.end(st, &g));
+            CK(g_graph.instantiate(&ge, g, 0));
+            CK(g_graph.destroy(g));
+        }
+        bool failed = false;
+        for (int run = 0; run < (ge ? 4 : 2); run++) {
+            CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2)); /* NaN */
+            if (run < 2)
+                gpu_launch(mod, j->prog, bufs, st);
+            else
+                CK(g_graph.launch(ge, st));
             CK(d_cuStreamSynchronize(st));
             CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * 2));
             size_t nbad = 0, first = 0;
             const double maxerr = compare(sh->dt, outh, ref, nout, atol, rtol, &nbad, &first);
-            printf("  %s max err %.3e run %d %s", nbad ? "FAIL" : "ok  ", maxerr, run + 1, sj ? sj : "?");
+            printf("  %s max err %.3e run %d%s %s", nbad ? "FAIL" : "ok  ", maxerr, run + 1, run < 2 ? "" : " (graph)",
+                   sj ? sj : "?");
             if (nbad)
                 printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first,
                        (double)t_host_get(sh->dt, outh, first), ref[first]);
             printf("\n");
             failed = failed || nbad;
         }
+        if (ge)
+            CK(g_graph.exec_destroy(ge));
         failed ? bad++ : ok++;
         free(sj);
         CK(d_cuModuleUnload(mod));
@@ -518,6 +570,7 @@ int main(void)
         t.arch_specific = true;
     }
     printf("device sm_%d%s\n", t.sm, t.arch_specific ? "a" : "");
+    graph_open();
     const char *only = getenv("HIDET_DECODE_ONLY");
     char name[160];
 
