@@ -24,8 +24,8 @@
  *    counter is tagged with the launch's %gridid, so it needs no zeroed workspace);
  *  - `fused` 0 (hd_attn_decode_part, then hd_attn_decode_combine, a block per (b, query head,
  *    row)): the partials as above, combined by a second kernel spread over the whole GPU. It is
- *    in the space only where a group's partials reach 128 KiB (64-row groups split 8 ways and
- *    more), where one block reading them all would take longer than a second launch.
+ *    in the space only where a group's partials reach 128 KiB (e.g. 64-row groups split 8 ways
+ *    and more), where one block reading them all may take longer than a second launch.
  *  Either combine rescales the partials by 2^(m_p - M), sums, divides by L and stores through
  *  tuner__attn_emit_store (epilogue). A partial whose keys were all masked has m = -inf and
  *  l = 0 and contributes nothing; a row with no key at all (L = 0) gives 0, never NaN.
@@ -50,7 +50,8 @@
  * chunk length is cdiv(cdiv(Skv, split), kv_tile) tiles at launch (the last chunks may be empty
  * at a small Skv: their partials keep no key), the causal offset Skv - S and the batch and head
  * strides are read from the sizes, the blocks' grid.z and the combine kernel's rows follow B by
- * rules, and the workspace keeps the largest B's layout (the counters after it). split is chosen
+ * rules, and the workspace is sized for the largest B's layout (the counters follow the launch's
+ * B's partials; their offset is computed at launch like o_base_expr's). split is chosen
  * at the dims' max; every block of the grid arrives at its counter, empty chunks too.
  */
 #include "tuner/attn/attn.h"
@@ -88,7 +89,7 @@ typedef struct dec_cfg {
     long long np;           /* partials per query row: one per chunk (split) */
     long long nrows;        /* B * Hq * S query rows */
     long long o_base;       /* float offset of the O partials in the workspace (16-byte aligned) */
-    long long groups;       /* B * Hkv (batch entry, kv head) groups: a block's rows */
+    long long groups;       /* B * Hkv (batch entry, kv head) groups, each the rows of split blocks */
     long long cnt_off;      /* fused, split > 1: float offset of the groups' 8-byte arrival counters */
     size_t smem, ws_bytes;
 } dec_cfg;
