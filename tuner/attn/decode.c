@@ -198,7 +198,8 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
         const size_t wsm = (size_t)(c->rows * c->split + c->rows) * sizeof(float);
         if (wsm > c->smem)
             c->smem = wsm;
-        if (a && c->smem > (size_t)a->max_smem_per_block)
+        /* ... plus the 16 bytes of its static flag (hd_last) */
+        if (a && c->smem + 16 > (size_t)a->max_smem_per_block)
             return false;
     }
     return true;
