@@ -9,36 +9,50 @@
  *    all of them; R <= 64 (the bound of applies(): the rows make 1, 2 or 4 m16 tiles);
  *  - the keys are cut into `split` chunks (grid: chunk, kv head, batch), so that B * Hkv * split
  *    blocks fill the GPU even for one sequence;
- *  - kernel 1 (hd_attn_decode_part) streams its chunk in tiles of `kv_tile` keys through a
- *    cp.async ring of `stages` slots in shared memory, computes the scores with mma.sync
- *    m16n8k16 (the R rows padded to 16 per m tile: tensor cores have throughput to spare here,
- *    and the rows are never CUDA-core bound whatever the group), the mask, causality and the
- *    end of the keys, an online softmax in fp32 (base 2), and P V with mma.sync again. The
- *    block's warps are (m tile, key slice) pairs: a warp takes kv_tile / KW keys of every tile
- *    for its 16 rows; after the chunk the KW warps of an m tile merge their softmax states in
- *    shared memory, and the block writes one partial per row and chunk - max m (log2 domain),
- *    sum l and the unnormalised O[D] in fp32 - to the workspace;
- *  - kernel 2 (hd_attn_decode_combine), a block per (b, query head, row), rescales the partials
- *    by 2^(m_p - M), sums, divides by L and stores through tuner__attn_emit_store (epilogue).
- *    A partial whose keys were all masked has m = -inf and l = 0 and contributes nothing; a row
- *    with no key at all (L = 0) gives 0, never NaN.
+ *  - a block streams its chunk in tiles of `kv_tile` keys through a cp.async ring of `stages`
+ *    slots in shared memory, computes the scores with mma.sync m16n8k16 (the R rows padded to
+ *    16 per m tile: tensor cores have throughput to spare here, and the rows are never
+ *    CUDA-core bound whatever the group), the mask, causality and the end of the keys, an online
+ *    softmax in fp32 (base 2), and P V with mma.sync again. The block's warps are (m tile, key
+ *    slice) pairs: a warp takes kv_tile / KW keys of every tile for its 16 rows; after the chunk
+ *    the KW warps of an m tile merge their softmax states in shared memory;
+ *  - `fused` 1 (one launch, hd_attn_decode): with split 1 the block then divides by the sum and
+ *    stores the output from registers (no workspace); with split > 1 it writes one partial per
+ *    row and chunk - max m (log2 domain), sum l and the unnormalised O[D] in fp32 - to the
+ *    workspace and arrives at its (batch, kv head) group's counter there, and the group's last
+ *    block combines the group's partials and stores the output (emit_last_block_combine: the
+ *    counter is tagged with the launch's %gridid, so it needs no zeroed workspace);
+ *  - `fused` 0 (hd_attn_decode_part, then hd_attn_decode_combine, a block per (b, query head,
+ *    row)): the partials as above, combined by a second kernel spread over the whole GPU. It is
+ *    in the space only where a group's partials reach 128 KiB (e.g. 64-row groups split 8 ways
+ *    and more), where one block reading them all may take longer than a second launch.
+ *  Either combine rescales the partials by 2^(m_p - M), sums, divides by L and stores through
+ *  tuner__attn_emit_store (epilogue). A partial whose keys were all masked has m = -inf and
+ *  l = 0 and contributes nothing; a row with no key at all (L = 0) gives 0, never NaN.
  *
  * Parameters: split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split whose half already
- * gives 4 blocks per SM; the default: as many chunks as keep every block resident in one
- * wave), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages {2, 3}; valid when
- * the warps divide into the m tiles and each warp's slice is 16 or 32 keys (16 for D = 256,
- * whose 128 O accumulators per thread leave no room for more scores), and the ring (and the
- * warps' merge after it) fits the target's shared memory. Only the mma.sync path exists (no
- * CUDA-core variant): with R padded to 16 the tensor-core work is still far under the
- * bandwidth bound.
+ * gives 4 blocks per SM), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages
+ * {2, 3, 4, 6} (6 only with tiles of 32 and 64 keys: deep rings of small tiles keep more bytes
+ * in flight per SM than two slots of large ones, and let 2-4 blocks share an SM), fused {1, 0};
+ * valid when the warps divide into the m tiles and each warp's slice is 16 or 32 keys (16 for
+ * D = 256, whose 128 O accumulators per thread leave no room for more scores), and the ring
+ * (and the warps' merge and the last block's weights after it) fits the target's shared
+ * memory. Only the mma.sync path exists (no CUDA-core variant): with R padded to 16 the
+ * tensor-core work is still far under the bandwidth bound.
+ * The cost model (decode_predict) is a stream of K and V at a share of the DRAM bandwidth that
+ * the loads in flight reach (Little's law against what an SM needs, calibrated on the H200),
+ * plus a launch, a round trip per wave of blocks and the combine (dec_combine_us); the default
+ * (tune "none") is the model's first, so "none" and "model" pick alike.
  * Requirements (applies): f16/bf16, D in 64..256 of attn.h, no prologue, S <= 16, group * S <=
  * 64, q, k, v 16-byte aligned (cp.async and 16-byte q loads), B and Hkv within a grid dimension.
  *
  * A dynamic op may name B and Skv (not S: the block's rows are fixed; tuner__attn_dyn_ok): the
  * chunk length is cdiv(cdiv(Skv, split), kv_tile) tiles at launch (the last chunks may be empty
  * at a small Skv: their partials keep no key), the causal offset Skv - S and the batch and head
- * strides are read from the sizes, the partials' grid.z and the combine's rows follow B by rules,
- * and the workspace keeps the largest B's layout. split is chosen at the dims' max.
+ * strides are read from the sizes, the blocks' grid.z and the combine kernel's rows follow B by
+ * rules, and the workspace is sized for the largest B's layout (the counters follow the launch's
+ * B's partials; their offset is computed at launch like o_base_expr's). split is chosen
+ * at the dims' max; every block of the grid arrives at its counter, empty chunks too.
  */
 #include "tuner/attn/attn.h"
 
@@ -55,15 +69,19 @@ static const char *const P_SPLIT = "split";
 static const char *const P_BLOCK = "block";
 static const char *const P_TILE = "kv_tile";
 static const char *const P_STAGES = "stages";
+static const char *const P_FUSED = "fused";
 
 /* The largest R (query rows per kv head) and S the template takes. */
 #define DEC_MAX_ROWS 64
 #define DEC_MAX_S 16
 /* Each chunk of a split keeps at least this many keys. */
 #define DEC_MIN_CHUNK 64
+/* A group's partials from which a combine kernel is in the space (see dec_combine_us). */
+#define DEC_TWO_KERNEL_MIN (128.0 * 1024)
 
 typedef struct dec_cfg {
     int split, block, tile, stages;
+    int fused;              /* 1: one kernel, the last block of a group combines; 0: a combine kernel */
     int warps, mt, kw, kpw; /* warps = mt m tiles x kw key slices; kpw keys per warp per tile */
     int dp;                 /* shared row stride in elements: D + 8 (conflict-free ldmatrix) */
     long long rows;         /* R = group * S */
@@ -71,6 +89,8 @@ typedef struct dec_cfg {
     long long np;           /* partials per query row: one per chunk (split) */
     long long nrows;        /* B * Hq * S query rows */
     long long o_base;       /* float offset of the O partials in the workspace (16-byte aligned) */
+    long long groups;       /* B * Hkv (batch entry, kv head) groups, each the rows of split blocks */
+    long long cnt_off;      /* fused, split > 1: float offset of the groups' 8-byte arrival counters */
     size_t smem, ws_bytes;
 } dec_cfg;
 
@@ -111,13 +131,17 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
     c->block = tuner_schedule_param(s, P_BLOCK, 128);
     c->tile = tuner_schedule_param(s, P_TILE, 64);
     c->stages = tuner_schedule_param(s, P_STAGES, 2);
+    c->fused = tuner_schedule_param(s, P_FUSED, 1);
     if (c->split < 1 || c->split > 64 || (c->split & (c->split - 1)))
         return false;
     if (c->block != 64 && c->block != 128 && c->block != 256)
         return false;
     if (c->tile != 32 && c->tile != 64 && c->tile != 128)
         return false;
-    if (c->stages != 2 && c->stages != 3)
+    if (c->stages != 2 && c->stages != 3 && c->stages != 4 && c->stages != 6)
+        return false;
+    /* A second kernel for one chunk per row would only add the partials' round trip. */
+    if ((c->fused != 0 && c->fused != 1) || (!c->fused && c->split == 1))
         return false;
     const tuner_attention_dims *d = &p->d;
     c->rows = d->group * d->s;
@@ -154,14 +178,43 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
         return false;
     c->np = c->split;
     c->nrows = d->b * d->hq * d->s;
+    c->groups = d->b * d->hkv;
     if (c->nrows > 0x7fffffffLL)
         return false;
+    if (c->fused && c->split == 1) {
+        /* The block holds its rows' whole softmax: it stores the output, no workspace. */
+        c->o_base = c->cnt_off = 0;
+        c->ws_bytes = 0;
+        return true;
+    }
     c->o_base = (c->nrows * c->np * 2 + 3) / 4 * 4;
     c->ws_bytes = (size_t)(c->o_base + c->nrows * c->np * d->d) * sizeof(float);
+    if (c->fused) {
+        /* One 8-byte counter per group after the partials (16-byte aligned: D is a multiple of 16);
+         * the last block's combine keeps a weight per (row, chunk) and the rows' sums in shared
+         * memory, where the ring was. */
+        c->cnt_off = c->o_base + c->nrows * c->np * d->d;
+        c->ws_bytes += (size_t)c->groups * 8;
+        const size_t wsm = (size_t)(c->rows * c->split + c->rows) * sizeof(float);
+        if (wsm > c->smem)
+            c->smem = wsm;
+        /* ... plus the 16 bytes of its static flag (hd_last) */
+        if (a && c->smem + 16 > (size_t)a->max_smem_per_block)
+            return false;
+    }
     return true;
 }
 
 /* ---- enumeration ---------------------------------------------------------------------------- */
+
+static const char *const dec_names[5] = {"split", "block", "kv_tile", "stages", "fused"};
+
+/* Bytes of one group's partials at a split: (m, l) and O[D] in fp32 per row and chunk, what the
+ * combine of the group reads. */
+static double group_partial_bytes(const tuner__attn_problem *p, int split)
+{
+    return (double)(p->d.group * p->d.s) * split * (double)(p->d.d + 2) * sizeof(float);
+}
 
 static int decode_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
@@ -172,26 +225,32 @@ static int decode_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
     static const int splits[] = {1, 2, 4, 8, 16, 32, 64};
     static const int blocks[] = {128, 64, 256};
     static const int tiles[] = {64, 32, 128};
-    static const int stages[] = {2, 3};
-    static const char *const names[4] = {"split", "block", "kv_tile", "stages"};
+    static const int stages[] = {2, 3, 4, 6};
     const long long heads = p.d.b * p.d.hkv;
     for (size_t si = 0; si < sizeof(splits) / sizeof(splits[0]); si++) {
         /* A split whose half already puts 4 blocks on every SM only adds partials. */
         if (splits[si] > 1 && heads * (splits[si] / 2) >= 4LL * a->sm_count)
             continue;
-        for (size_t bi = 0; bi < 3; bi++)
-            for (size_t ti = 0; ti < 3; ti++)
-                for (size_t gi = 0; gi < 2; gi++) {
-                    const int values[4] = {splits[si], blocks[bi], tiles[ti], stages[gi]};
-                    tuner_schedule s = {0};
-                    tuner__schedule_params(&s, 4, names, values);
-                    dec_cfg c;
-                    if (!cfg_of(&p, a, &s, &c, true))
-                        continue;
-                    int r = tuner__space_push(items, n, "attention_decode", 4, names, values);
-                    if (r < 0)
-                        return r;
-                }
+        /* The combine kernel only where the last block's combine would read enough partials
+         * to take longer than a second launch (dec_combine_us). */
+        const bool two = splits[si] > 1 && group_partial_bytes(&p, splits[si]) >= DEC_TWO_KERNEL_MIN;
+        for (int fused = 1; fused >= (two ? 0 : 1); fused--)
+            for (size_t bi = 0; bi < 3; bi++)
+                for (size_t ti = 0; ti < 3; ti++)
+                    for (size_t gi = 0; gi < sizeof(stages) / sizeof(stages[0]); gi++) {
+                        /* Deep rings are of small tiles: 6 slots of 128 keys never fit. */
+                        if (stages[gi] == 6 && tiles[ti] == 128)
+                            continue;
+                        const int values[5] = {splits[si], blocks[bi], tiles[ti], stages[gi], fused};
+                        tuner_schedule s = {0};
+                        tuner__schedule_params(&s, 5, dec_names, values);
+                        dec_cfg c;
+                        if (!cfg_of(&p, a, &s, &c, true))
+                            continue;
+                        int r = tuner__space_push(items, n, "attention_decode", 5, dec_names, values);
+                        if (r < 0)
+                            return r;
+                    }
     }
     return 0;
 }
@@ -211,6 +270,116 @@ static const char *o_base_expr(const tuner__attn_problem *p, const dec_cfg *c, c
     return buf;
 }
 
+/* Stores nv (2 or 4) consecutive output elements of (b, h, i) from column c, the float C
+ * expressions vars: one vector store where the output's alignment allows it, else nv element
+ * stores (an output view aligned below the vector). */
+static void emit_store_n(tuner_sb *sb, const tuner__attn_problem *p, const char *b, const char *h, const char *i,
+                         const char *c, const char *const *vars, int nv)
+{
+    const int osz = tuner_dtype_size(p->out_dt);
+    const int oal = p->op->output.align == 0 ? 16 : p->op->output.align;
+    if (oal >= nv * osz) {
+        tuner__attn_emit_store(sb, p, b, h, i, c, vars, nv);
+        return;
+    }
+    for (int k = 0; k < nv; k++) {
+        char col[64];
+        snprintf(col, sizeof(col), "%s + %d", c, k);
+        tuner__attn_emit_store(sb, p, b, h, i, col, &vars[k], 1);
+    }
+}
+
+/* Split 1, one kernel: the block's warps kw = 0 hold their rows' whole softmax after the merge
+ * (m, l and the unnormalised O of every key), so they divide by l and store the output from the
+ * mma fragments - columns x * 8 + (lane & 3) * 2 and the next - with no workspace. A row with no
+ * key (l = 0) gives 0, as the combine does. */
+static void emit_direct_store(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    const tuner_attention_dims *d = &p->d;
+    tuner_sb_puts(sb, "if (kw == 0) {\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\nconst int rr = r0 + h * 8;\n");
+    tuner_sb_printf(sb, "if (rr < %lld) {\n", c->rows);
+    tuner_sb_printf(sb, "const int hq = hk * %lld + rr / %lld, qi = rr %% %lld;\n", (long long)d->group,
+                    (long long)d->s, (long long)d->s);
+    tuner_sb_puts(sb, "const float inv = l_r[h] > 0.0f ? 1.0f / l_r[h] : 0.0f;\n");
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) {\n", (int)d->d / 8);
+    tuner_sb_puts(sb, "const float v0 = o[x][2 * h] * inv, v1 = o[x][2 * h + 1] * inv;\n");
+    const char *vars[2] = {"v0", "v1"};
+    emit_store_n(sb, p, "b", "hq", "qi", "(x * 8 + (lane & 3) * 2)", vars, 2);
+    tuner_sb_puts(sb, "}\n}\n}\n}\n");
+}
+
+/* Split > 1, one kernel: after writing its partials the block arrives at its group's counter
+ * (thread 0: __threadfence, then a compare-and-swap), and the block that arrives last combines
+ * the group's R rows over every chunk, as the combine kernel does, and stores the output.
+ *
+ * The counter cannot rely on the workspace's contents (docs/api.md: a workspace needs no
+ * initialising; a graph's sits in its arena among other tensors): a counter word holds the
+ * launch's grid id (%gridid, unique per launch in a context) above its low 8 bits and the count
+ * in them, and a word of another launch - or any garbage - counts as 0. The last block also
+ * resets the word to 0, so that a replay that reused a grid id would start from 0 as well.
+ * The partials are read through L2 (ld.global.cg): the other blocks wrote them, and the fences
+ * order those writes before the count that this block saw. */
+static void emit_last_block_combine(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    char o_base[160];
+    o_base_expr(p, c, o_base, sizeof(o_base));
+    const tuner_attention_dims *d = &p->d;
+    const int D = (int)d->d, C4 = D / 4, NT = c->block, W = c->block / 32, SPLIT = c->split;
+    const long long R = c->rows;
+    tuner_sb_puts(sb, "hd_cp_async_wait_all();\n__syncthreads();\n__shared__ int hd_last;\nif (tid == 0) {\n"
+                      "__threadfence();\nunsigned long long gid;\n"
+                      "asm volatile(\"mov.u64 %0, %%gridid;\" : \"=l\"(gid));\n"
+                      "const unsigned long long tag = gid << 8;\n");
+    char ce[256];
+    if (!p->b_sym) {
+        snprintf(ce, sizeof(ce), "%lldLL", c->cnt_off);
+    } else {
+        /* After the O partials of the launch's B, as o_base_expr places them (sized at max,
+         * the workspace holds this layout for every smaller B). */
+        char be[96];
+        snprintf(ce, sizeof(ce), "(%s + %lldLL * %s)", o_base, (long long)(d->hq * d->s * c->np * d->d),
+                 tuner__attn_size_expr(p, 'b', be, sizeof(be)));
+    }
+    tuner_sb_printf(sb, "unsigned long long *ctr = reinterpret_cast<unsigned long long *>(ws + %s) + (b * %lldLL + hk);\n",
+                    ce, (long long)d->hkv);
+    tuner_sb_printf(sb, "unsigned long long old = *reinterpret_cast<volatile unsigned long long *>(ctr), cnt;\n"
+                        "for (;;) {\ncnt = ((old & ~0xffULL) == tag ? (old & 0xffULL) : 0ULL) + 1ULL;\n"
+                        "const unsigned long long prev = atomicCAS(ctr, old, tag | cnt);\n"
+                        "if (prev == old) break;\nold = prev;\n}\n"
+                        "hd_last = cnt == %dULL;\nif (cnt == %dULL) { atomicExch(ctr, 0ULL); __threadfence(); }\n}\n"
+                        "__syncthreads();\nif (!hd_last) return;\n",
+                    SPLIT, SPLIT);
+    /* The weights 2^(m_q - M) of each row's chunks and the row's sum L, a warp per row, in
+     * shared memory (the ring is free); a lane loads its (m, l) pairs (split <= 64: two at most)
+     * at once, one L2 round trip. A chunk that kept no key (m = -inf) weighs 0. */
+    tuner_sb_puts(sb, "float *wsh = reinterpret_cast<float *>(hd_smem);\n");
+    tuner_sb_printf(sb, "const long long g0 = (b * %lldLL + hk) * %lldLL;\n", (long long)d->hkv, R);
+    tuner_sb_printf(sb, "for (int r = warp; r < %lld; r += %d) {\nconst long long pr0 = (g0 + r) * %dLL;\n", R, W, SPLIT);
+    tuner_sb_printf(sb, "float ml[2][2] = {{-HD_INF, 0.0f}, {-HD_INF, 0.0f}};\n"
+                        "#pragma unroll\nfor (int k = 0; k < 2; k++)\nif (lane + 32 * k < %d) hd_dec_ldcg2(ws + (pr0 + lane + 32 * k) * 2, ml[k]);\n"
+                        "const float M = hd_warp_max<32>(fmaxf(ml[0][0], ml[1][0]));\nfloat L = 0.0f;\n"
+                        "#pragma unroll\nfor (int k = 0; k < 2; k++)\nif (lane + 32 * k < %d) {\n"
+                        "const float wq = ml[k][0] == -HD_INF ? 0.0f : exp2f(ml[k][0] - M);\n"
+                        "wsh[r * %d + lane + 32 * k] = wq;\nL += wq * ml[k][1];\n}\n"
+                        "L = hd_warp_sum<32>(L);\nif (lane == 0) wsh[%lld + r] = L;\n}\n__syncthreads();\n",
+                    SPLIT, SPLIT, SPLIT, R * SPLIT);
+    /* Then every (row, 4 columns) of the group: the weighted sum of the chunks' O, over L. */
+    tuner_sb_printf(sb, "for (int it = tid; it < %lld; it += %d) {\nconst int r = it / %d, c4 = it %% %d;\n", R * C4, NT,
+                    C4, C4);
+    tuner_sb_printf(sb, "const float *po = ws + %s + (g0 + r) * %lldLL + c4 * 4;\n", o_base, (long long)SPLIT * D);
+    tuner_sb_printf(sb, "float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;\n#pragma unroll 8\nfor (int q = 0; q < %d; q++) {\n"
+                        "const float wq = wsh[r * %d + q];\nfloat v[4];\nhd_dec_ldcg4(po + (long long)q * %d, v);\n"
+                        "a0 += wq * v[0];\na1 += wq * v[1];\na2 += wq * v[2];\na3 += wq * v[3];\n}\n",
+                    SPLIT, SPLIT, D);
+    tuner_sb_printf(sb, "const float L = wsh[%lld + r];\nconst float inv = L > 0.0f ? 1.0f / L : 0.0f;\n", R * SPLIT);
+    tuner_sb_printf(sb, "const int hq = hk * %lld + r / %lld, qi = r %% %lld;\n", (long long)d->group, (long long)d->s,
+                    (long long)d->s);
+    tuner_sb_puts(sb, "const float o0 = a0 * inv, o1 = a1 * inv, o2 = a2 * inv, o3 = a3 * inv;\n");
+    const char *vars[4] = {"o0", "o1", "o2", "o3"};
+    emit_store_n(sb, p, "b", "hq", "qi", "(c4 * 4)", vars, 4);
+    tuner_sb_puts(sb, "}\n");
+}
+
 /* Kernel 1: the partials of one (chunk, kv head, batch entry). */
 static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
 {
@@ -220,9 +389,11 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     const char *T = tuner__ctype(p->dt);
     const int D = (int)d->d, DP = c->dp, TILE = c->tile, NT = c->block;
     const char *mma = p->dt == TUNER_BF16 ? "hd_mma_bf16_16816" : "hd_mma_f16_16816";
-    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) hd_attn_decode_part(", NT);
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", NT,
+                    c->fused ? "hd_attn_decode" : "hd_attn_decode_part");
     tuner__attn_emit_params(sb, p);
-    tuner_sb_puts(sb, ", float *__restrict__ ws");
+    if (c->ws_bytes)
+        tuner_sb_puts(sb, ", float *__restrict__ ws");
     tuner__emit_dim_params(sb, p->op);
     tuner_sb_puts(sb, ")\n{\n");
     tuner_sb_puts(sb, "extern __shared__ __align__(16) unsigned char hd_smem[];\n");
@@ -400,6 +571,11 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
                         D / 8);
         tuner_sb_puts(sb, "m_r[h] = M;\nl_r[h] = L;\n}\n}\n");
     }
+    if (c->fused && c->split == 1) {
+        emit_direct_store(sb, p, c);
+        tuner_sb_puts(sb, "}\n");
+        return;
+    }
     tuner_sb_puts(sb, "if (kw == 0) {\n#pragma unroll\nfor (int h = 0; h < 2; h++) {\nconst int rr = r0 + h * 8;\n");
     tuner_sb_printf(sb, "if (rr < %lld) {\n", c->rows);
     tuner_sb_printf(sb, "const long long gr = (b * %lld + hk) * %lld + rr;\n", (long long)d->hkv, c->rows);
@@ -409,7 +585,10 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     tuner_sb_printf(sb, "#pragma unroll\nfor (int x = 0; x < %d; x++) { po[x * 8] = o[x][2 * h]; po[x * 8 + 1] = "
                         "o[x][2 * h + 1]; }\n",
                     D / 8);
-    tuner_sb_puts(sb, "}\n}\n}\n}\n");
+    tuner_sb_puts(sb, "}\n}\n}\n");
+    if (c->fused)
+        emit_last_block_combine(sb, p, c);
+    tuner_sb_puts(sb, "}\n");
 }
 
 /* Kernel 2: a block per query row gr = (b * Hq + h) * S + i combines the row's np partials:
@@ -456,18 +635,7 @@ static void emit_combine(tuner_sb *sb, const tuner__attn_problem *p, const dec_c
                     (long long)(d->hq * d->s), (long long)d->s, (long long)d->hq, (long long)d->s);
     tuner_sb_puts(sb, "const float o0 = acc[0] * inv, o1 = acc[1] * inv, o2 = acc[2] * inv, o3 = acc[3] * inv;\n");
     const char *vars[4] = {"o0", "o1", "o2", "o3"};
-    const int osz = tuner_dtype_size(p->out_dt);
-    const int oal = p->op->output.align == 0 ? 16 : p->op->output.align;
-    if (oal >= 4 * osz) {
-        tuner__attn_emit_store(sb, p, "b", "h", "i", "c4 * 4", vars, 4);
-    } else {
-        /* An output view aligned below a vector of 4: element stores. */
-        for (int k = 0; k < 4; k++) {
-            char col[32];
-            snprintf(col, sizeof(col), "c4 * 4 + %d", k);
-            tuner__attn_emit_store(sb, p, "b", "h", "i", col, &vars[k], 1);
-        }
-    }
+    emit_store_n(sb, p, "b", "h", "i", "(c4 * 4)", vars, 4);
     tuner_sb_puts(sb, "}\n}\n");
 }
 
@@ -489,11 +657,19 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
     /* 2^x; ex2.approx gives +0 for -inf, which the masked keys rely on. */
     tuner_sb_puts(&sb, "HD_INLINE float hd_dec_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : "
                        "\"=f\"(y) : \"f\"(x)); return y; }\n");
+    if (c.fused && c.split > 1)
+        /* The last block's reads of the other blocks' partials: L2, never a stale L1 line. */
+        tuner_sb_puts(&sb, "HD_INLINE void hd_dec_ldcg2(const float *p, float *v) { asm volatile(\"ld.global.cg.v2.f32 "
+                           "{%0, %1}, [%2];\" : \"=f\"(v[0]), \"=f\"(v[1]) : \"l\"(p) : \"memory\"); }\n"
+                           "HD_INLINE void hd_dec_ldcg4(const float *p, float *v) { asm volatile(\"ld.global.cg.v4.f32 "
+                           "{%0, %1, %2, %3}, [%4];\" : \"=f\"(v[0]), \"=f\"(v[1]), \"=f\"(v[2]), \"=f\"(v[3]) : "
+                           "\"l\"(p) : \"memory\"); }\n");
     emit_part(&sb, &p, &c);
-    emit_combine(&sb, &p, &c);
+    if (!c.fused)
+        emit_combine(&sb, &p, &c);
 
     tuner_launch *k1 = &prog->kernels[0], *k2 = &prog->kernels[1];
-    snprintf(k1->name, sizeof(k1->name), "hd_attn_decode_part");
+    snprintf(k1->name, sizeof(k1->name), "%s", c.fused ? "hd_attn_decode" : "hd_attn_decode_part");
     k1->grid[0] = (unsigned)c.split;
     k1->grid[1] = (unsigned)p.d.hkv;
     k1->grid[2] = (unsigned)p.d.b;
@@ -501,26 +677,31 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
     k1->block[1] = k1->block[2] = 1;
     k1->shared_bytes = (unsigned)c.smem;
     tuner__launch_args(k1, op);
-    k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
-    *k2 = *k1;
-    snprintf(k2->name, sizeof(k2->name), "hd_attn_decode_combine");
-    k2->grid[0] = (unsigned)c.nrows;
-    k2->grid[1] = k2->grid[2] = 1;
-    k2->block[0] = 128;
-    k2->shared_bytes = 0;
-    prog->n_kernels = 2;
+    if (c.ws_bytes)
+        k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
+    prog->n_kernels = 1;
+    if (!c.fused) {
+        *k2 = *k1;
+        snprintf(k2->name, sizeof(k2->name), "hd_attn_decode_combine");
+        k2->grid[0] = (unsigned)c.nrows;
+        k2->grid[1] = k2->grid[2] = 1;
+        k2->block[0] = 128;
+        k2->shared_bytes = 0;
+        prog->n_kernels = 2;
+    }
     prog->workspace_bytes = c.ws_bytes;
     prog->source = tuner_sb_take(&sb);
     prog->output_dtype = op->output.dtype;
     if (prog->source && tuner_op_is_dynamic(op)) {
-        /* The partials' grid.z and the combine's rows follow B; the workspace's layout (O after
-         * B * Hq * S * split pairs) is the largest B's, which both kernels share. */
+        /* The blocks' grid.z and the combine's rows follow B; the workspace's layout (O after
+         * B * Hq * S * split pairs, the counters after the largest B's O) is the largest B's,
+         * which both kernels share. */
         int r = tuner__launch_dim_args(k1, op);
-        if (r == 0)
+        if (r == 0 && !c.fused)
             r = tuner__launch_dim_args(k2, op);
         if (r == 0 && p.b_sym)
             r = tuner__grid_rule(k1, 2, op, p.b_sym, 1, 1, 1, 0);
-        if (r == 0 && p.b_sym)
+        if (r == 0 && p.b_sym && !c.fused)
             r = tuner__grid_rule(k2, 0, op, p.b_sym, p.d.hq * p.d.s, 1, 1, 0);
         if (r < 0) {
             *err = strdup("attention_decode: the launch's dims arguments or grid rules do not fit the op's sizes");
@@ -532,40 +713,18 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
 
 /* ---- cost model ----------------------------------------------------------------------------- */
 
-static double decode_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
-{
-    const tuner_arch *a = tuner__arch(t);
-    tuner__attn_problem p;
-    dec_cfg c;
-    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0 || !cfg_of(&p, a, s, &c, true))
-        return 1e12;
-    const tuner_attention_dims *d = &p.d;
-    const int es = tuner_dtype_size(p.dt);
-    const double kv = 2.0 * (double)d->b * (double)d->hkv * (double)d->skv * (double)d->d * es;
-    /* q, the mask, epilogue operands and the output: the op's minimum less K and V. */
-    const double rest = tuner__attn_min_bytes(&p) - kv;
-    const double ws = (double)c.ws_bytes;
-    const double blocks = (double)c.split * (double)d->hkv * (double)d->b;
-    /* Loads in flight per thread: the ring's slots ahead of the one computed. */
-    const double inflight = (double)c.tile * (double)d->d * es * 2.0 * (c.stages - 1) / c.block;
-    /* What ptxas allocates (resident_blocks below). */
-    const int regs = d->d > 128 ? 255 : 128;
-    /* Issue: the softmax of every (padded row, key), and the mma and ldmatrix per 16 keys. */
-    const double padded = (double)d->b * (double)d->hkv * 16.0 * c.mt * (double)d->skv;
-    const double instr = padded * (14.0 + (d->has_mask ? 8.0 : 0.0)) + padded / 16.0 * (double)d->d / 2.0;
-    double t1 = tuner__mem_cost_us(a, kv + rest - (double)tuner_tensor_numel(&op->output) * es + ws, blocks,
-                                   c.block, inflight, regs, (int)c.smem, 1.0, instr);
-    /* One SM streams at most about twice its share of the bandwidth: too few blocks leave the
-     * rest idle. */
-    const double used = fmin(blocks, (double)a->sm_count);
-    const double cap = kv / (used * 2.0 * a->dram_gbps * 1e3 / a->sm_count);
-    if (cap + 3.0 > t1)
-        t1 = cap + 3.0;
-    const double t2 = tuner__mem_cost_us(a, ws + (double)tuner_tensor_numel(&op->output) * es,
-                                         (double)c.nrows, 128, 64.0, 40, 0, 1.0,
-                                         (double)c.nrows * (double)c.np * (double)d->d * 2.0);
-    return t1 + t2;
-}
+/* Launching a kernel and ramping its blocks up, us. */
+#define DEC_LAUNCH_US 2.5
+/* A loaded DRAM round trip, us: the first tiles of a block, and the partials a combine reads. */
+#define DEC_LAT_US 1.0
+/* Loads in flight per SM that stream at about 0.84 of the DRAM bandwidth (dec_stream_eff): the
+ * H200's ncu of b16 kv4096 (bench/results/2026-11-29-h200-attention) saw 63.8% of peak from one
+ * block per SM whose 2-slot ring of 128 keys keeps 0.5 x 69.6 KB in flight on average. */
+#define DEC_INFLIGHT_PER_SM (52.0 * 1024)
+/* The last block's combine: the fence and the counter's atomic, us; an L2 round trip, us (the
+ * (m, l) pairs, then each round of the O reads: a thread keeps 8 loads of 16 bytes in flight). */
+#define DEC_ARRIVE_US 0.5
+#define DEC_L2_LAT_US 0.3
 
 /* Blocks of configuration c resident on the whole GPU at once: threads, registers (about 128 a
  * thread, 255 at head dim 256, as ptxas allocates them) and shared memory per SM. */
@@ -581,44 +740,112 @@ static long long resident_blocks(const tuner_arch *a, const tuner__attn_problem 
     return (long long)(bps < 1 ? 1 : bps) * a->sm_count;
 }
 
-/* 4 warps a block (8 when the rows make 4 m tiles), 64-key tiles, 3 stages where they fit in
- * 100 KB; then the largest split whose B * Hkv * split blocks are all resident at once (one wave:
- * a second, partly empty wave costs more than shorter chunks save), from about 2 blocks per SM on
- * for a 32/8-head step at hd 128 (3 blocks fit an SM of an H100/H200: split 32, 256 blocks), and
- * never below 1 chunk of >= 64 keys. */
-static int decode_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+/* The share of the DRAM bandwidth that x = (loads in flight) / (what DEC_INFLIGHT_PER_SM says
+ * the SMs need) reaches: Little's law, rounded off where the queues fill (x / (1 + x^4)^(1/4):
+ * 0.64 at x = 0.67, the measurement above, 0.84 at 1, 0.97 at 2). */
+static double dec_stream_eff(double x)
+{
+    return x / pow(1.0 + x * x * x * x, 0.25);
+}
+
+/* The combine after the blocks' partials, us: none when split 1 stores from registers; the last
+ * block's (the arrival, the (m, l) round trip, then the group's O partials read by that block's
+ * threads, a (row, 4 columns) item each, 8 loads in flight a thread; the groups' last blocks
+ * run on different SMs at once); or a second kernel (a launch, a round trip, the workspace read
+ * across the GPU). The combine kernel wins from about 200-400 KB of partials per group (64-row
+ * groups split 8 ways and more), which is where the space starts offering it. */
+static double dec_combine_us(const tuner_arch *a, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    if (c->fused && c->split == 1)
+        return 0.0;
+    if (c->fused) {
+        const double items = fmin((double)c->block, (double)c->rows * (double)(p->d.d / 4));
+        const double rate = items * 8.0 * 16.0 / DEC_L2_LAT_US; /* bytes per us */
+        return DEC_ARRIVE_US + DEC_L2_LAT_US + group_partial_bytes(p, c->split) / rate;
+    }
+    return DEC_LAUNCH_US + DEC_LAT_US + (double)c->ws_bytes / (a->dram_gbps * 1e3);
+}
+
+static double decode_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
 {
     const tuner_arch *a = tuner__arch(t);
     tuner__attn_problem p;
-    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0)
-        return -ENOENT;
-    const long long rows = p.d.group * p.d.s;
-    const int block = rows > 32 ? 256 : 128;
-    const int tile = 64;
-    const size_t stage = (size_t)2 * tile * (size_t)(p.d.d + 8) * tuner_dtype_size(p.dt);
-    const int stages = 3 * stage <= 100 * 1024 ? 3 : 2;
-    static const char *const names[4] = {"split", "block", "kv_tile", "stages"};
-    int values[4] = {1, block, tile, stages};
-    tuner_schedule s = {0};
-    tuner__schedule_params(&s, 4, names, values);
     dec_cfg c;
-    long long slots = 2LL * a->sm_count;
-    if (cfg_of(&p, a, &s, &c, true))
-        slots = resident_blocks(a, &p, &c);
-    const long long heads = p.d.b * p.d.hkv;
-    while (values[0] < 64 && heads * values[0] * 2 <= slots && p.d.skv / (values[0] * 2) >= DEC_MIN_CHUNK)
-        values[0] *= 2;
-    tuner__schedule_params(ret, 4, names, values);
+    if (!a || tuner__attn_problem_init(op, &p, NULL) < 0 || !cfg_of(&p, a, s, &c, true))
+        return 1e12;
+    const tuner_attention_dims *d = &p.d;
+    const int es = tuner_dtype_size(p.dt);
+    const double bw = a->dram_gbps * 1e3; /* bytes per us */
+    const double kv = 2.0 * (double)d->b * (double)d->hkv * (double)d->skv * (double)d->d * es;
+    /* q, the mask, epilogue operands and the output: the op's minimum less K and V; and the
+     * partials the blocks write (none at split 1 in one kernel). */
+    const double rest = tuner__attn_min_bytes(&p) - kv;
+    const double ws = (double)c.ws_bytes;
+    const double blocks = (double)c.split * (double)d->hkv * (double)d->b;
+    const double slots = (double)resident_blocks(a, &p, &c);
+    const double resident = fmin(blocks, slots), waves = ceil(blocks / slots);
+    /* Loads in flight: a block waits for its oldest tile whole and syncs before it issues the
+     * next, so it keeps between stages - 2 and stages - 1 tiles of K and V in flight - and no
+     * more than its chunk has: a chunk of n tiles is all issued early and drains, about
+     * (n + 1) / 2 on average. */
+    const double tile_bytes = 2.0 * c.tile * (double)d->d * es;
+    const double ntiles = ceil((double)c.ch / c.tile);
+    const double inflight = resident * tile_bytes * fmin(c.stages - 1.5, 0.5 * (ntiles + 1.0));
+    const double used = fmin(resident, (double)a->sm_count);
+    const double eff = dec_stream_eff(inflight / (DEC_INFLIGHT_PER_SM * a->sm_count));
+    double tm = (kv + rest + ws) / (bw * eff);
+    /* One SM streams at most about twice its share of the bandwidth: too few blocks leave the
+     * rest idle. */
+    const double cap = kv / (used * 2.0 * bw / a->sm_count);
+    if (cap > tm)
+        tm = cap;
+    /* Issue: the softmax of every (padded row, key), and the mma and ldmatrix per 16 keys, on
+     * the SMs that have blocks, slower with fewer than 8 warps an SM to hide latencies. */
+    const double padded = (double)d->b * (double)d->hkv * 16.0 * c.mt * (double)d->skv;
+    const double instr = padded * (14.0 + (d->has_mask ? 8.0 : 0.0)) + padded / 16.0 * (double)d->d / 2.0;
+    const double warps_sm = fmin(slots / a->sm_count, ceil(blocks / used)) * c.warps;
+    const double rate = used * 4.0 * 32.0 * 1.7e3 * fmin(1.0, warps_sm / 8.0);
+    if (instr / rate > tm)
+        tm = instr / rate;
+    /* Every wave of blocks waits one round trip for its first tiles; a last wave partly empty
+     * wastes its share. */
+    const double tail = (waves - blocks / slots) * (tm / waves) * 0.5;
+    return DEC_LAUNCH_US + waves * DEC_LAT_US + tm + tail + dec_combine_us(a, &p, &c);
+}
+
+/* The default: the schedule the cost model ranks first (so that tune "none" and "model" agree
+ * on these ops); the space's first when there is none. */
+static int decode_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+{
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    int r = decode_enumerate(op, t, &items, &n);
+    if (r < 0 || n == 0) {
+        free(items);
+        return r < 0 ? r : -ENOENT;
+    }
+    size_t best = 0;
+    double best_us = 1e300;
+    for (size_t i = 0; i < n; i++) {
+        const double us = decode_predict(op, t, &items[i]);
+        if (us < best_us)
+            best_us = us, best = i;
+    }
+    *ret = items[best];
+    free(items);
     return 0;
 }
 
 const tuner_template tuner__attn_decode = {
     .name = "attention_decode",
-    .space_signature = "attention_decode v1: S<=16, group*S<=64, q/k/v 16B-aligned; split{1..64 pow2, chunk>=64 "
+    .space_signature = "attention_decode v2: S<=16, group*S<=64, q/k/v 16B-aligned; split{1..64 pow2, chunk>=64 "
                        "keys, last chunk non-empty, not if split/2 gives >=4 blocks/SM} block{64,128,256} "
-                       "kv_tile{32,64,128} stages{2,3}; warps = m tiles(1,2,4) x key slices of 16 or 32 keys (16 for "
-                       "D 256); ring+q and the warps' merge in smem <= max; mma.sync QK and PV, fp32 partials "
-                       "(m log2, l, O) per row and chunk in the workspace, combine kernel",
+                       "kv_tile{32,64,128} stages{2,3,4,6; 6 not with 128} fused{1; 0 from split 2 where a group's "
+                       "partials reach 128 KiB}; warps = m tiles(1,2,4) x key slices of 16 or 32 keys (16 for "
+                       "D 256); ring+q, the warps' merge and the last block's weights in smem <= max; mma.sync QK "
+                       "and PV; split 1 fused stores from registers; else fp32 partials (m log2, l, O) per row and "
+                       "chunk in the workspace, combined by the group's last block (a gridid-tagged counter) or "
+                       "a combine kernel",
     .applies = decode_applies,
     .enumerate = decode_enumerate,
     .generate = decode_generate,

@@ -9,12 +9,18 @@
  * compiled (threads), run on inputs of values exact in the dtype with the output poisoned with
  * NaN bytes and the workspace with garbage, and compared element by element with the reference:
  * |out - ref| <= atol + rtol * |ref|, no NaN (a row with no key is 0 there, then the epilogue).
- * One line per candidate: max error, pass/fail.
+ * Each candidate runs twice in a row on one workspace (first filled with garbage: the one-launch
+ * combine's counters must neither need a zeroed workspace nor leave one that breaks the next
+ * launch), then twice as a replayed CUDA graph (a replay may reuse a grid id). One line per
+ * candidate and run: max error, pass/fail.
+ * Dynamic ops (B and Skv named): every candidate at three sizes, one with every chunk but the
+ * first empty, each checked against the static op's reference at those sizes.
  * Timing: B in {1, 16, 64}, S = 1, Skv in {4096, 32768}, 32/8 heads, hd 128, f16: every
  * candidate is timed (L2 flushed before each launch: a 256 MiB memset outside the events), and
  * the default (tune:"none"), the model's pick and the fastest are reported with the GB/s of K and
  * V read (2 * B * Hkv * Skv * D * 2 bytes / time). HIDET_DECODE_ONLY=substr runs matching cases.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +35,38 @@
 #include "tuner/tests/gpu_jobs.h"
 #include "tuner/tests/host_values.h"
 #include "tuner/tuner.h"
+
+/* ---- CUDA graphs ---------------------------------------------------------------------------- */
+
+/* The driver's graph entry points, for verify's replays; looked up here (gpu_driver.h lists what
+ * every GPU program needs, and no other needs these). Without them the replays are skipped with
+ * a line. */
+static struct {
+    bool ok;
+    CUresult (*begin)(CUstream, CUstreamCaptureMode);
+    CUresult (*end)(CUstream, CUgraph *);
+    CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*launch)(CUgraphExec, CUstream);
+    CUresult (*exec_destroy)(CUgraphExec);
+    CUresult (*destroy)(CUgraph);
+} g_graph;
+
+static void graph_open(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        return;
+    *(void **)&g_graph.begin = dlsym(h, "cuStreamBeginCapture_v2");
+    *(void **)&g_graph.end = dlsym(h, "cuStreamEndCapture");
+    *(void **)&g_graph.instantiate = dlsym(h, "cuGraphInstantiateWithFlags");
+    *(void **)&g_graph.launch = dlsym(h, "cuGraphLaunch");
+    *(void **)&g_graph.exec_destroy = dlsym(h, "cuGraphExecDestroy");
+    *(void **)&g_graph.destroy = dlsym(h, "cuGraphDestroy");
+    g_graph.ok = g_graph.begin && g_graph.end && g_graph.instantiate && g_graph.launch && g_graph.exec_destroy &&
+                 g_graph.destroy;
+    if (!g_graph.ok)
+        printf("no CUDA graph entry points in the driver: the graph replays are skipped\n");
+}
 
 /* ---- host values -------------------------------------------------------------------------- */
 
@@ -175,6 +213,28 @@ static void shape_name(const shape *sh, char *buf, size_t n)
              sh->epilogue ? " +b silu" : "", sh->packed ? " packed" : "");
 }
 
+/* Compares an output (dtype dt, n elements) with the reference: |out - ref| <= atol + rtol *
+ * |ref|, no NaN. Returns the largest error (inf for a NaN); *nbad and *first count and place
+ * the elements outside. */
+static double compare(tuner_dtype dt, const void *out, const double *ref, size_t n, double atol, double rtol,
+                      size_t *nbad, size_t *first)
+{
+    double maxerr = 0;
+    *nbad = 0;
+    *first = 0;
+    for (size_t k = 0; k < n; k++) {
+        const double v = t_host_get(dt, out, k), d = fabs(v - ref[k]);
+        if (!(d <= atol + rtol * fabs(ref[k]))) {
+            if (!*nbad)
+                *first = k;
+            (*nbad)++;
+        }
+        if (!(d <= maxerr))
+            maxerr = isnan(d) ? INFINITY : d;
+    }
+    return maxerr;
+}
+
 static void verify(const shape *sh, const tuner_target *t)
 {
     char name[160];
@@ -225,29 +285,44 @@ static void verify(const shape *sh, const tuner_target *t)
         }
         CUmodule mod;
         CK(d_cuModuleLoadData(&mod, j->bin->cubin));
-        CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2));  /* NaN */
+        /* Runs 1 and 2: plain launches, the first on a workspace of garbage (a client's is not
+         * initialised, a graph's lies in its arena), the second on what the first left, which
+         * the one-launch combine's counters must leave fit for the next launch. Runs 3 and 4:
+         * one launch captured in a CUDA graph and replayed twice (torch.compile's cudagraphs),
+         * where a replay may see the grid id of the one before: the counters' reset is then
+         * what makes it right. */
         CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0x7f, ws)); /* large garbage */
-        gpu_launch(mod, j->prog, bufs, st);
-        CK(d_cuStreamSynchronize(st));
-        CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * 2));
-        double maxerr = 0;
-        size_t nbad = 0, first = 0;
-        for (size_t k = 0; k < nout; k++) {
-            const double v = t_host_get(sh->dt, outh, k), d = fabs(v - ref[k]);
-            if (!(d <= atol + rtol * fabs(ref[k]))) {
-                if (!nbad)
-                    first = k;
-                nbad++;
-            }
-            if (!(d <= maxerr))
-                maxerr = isnan(d) ? INFINITY : d;
+        CUgraphExec ge = NULL;
+        if (g_graph.ok) {
+            CUgraph g;
+            CK(g_graph.begin(st, CU_STREAM_CAPTURE_MODE_RELAXED));
+            gpu_launch(mod, j->prog, bufs, st);
+            CK(g_graph.end(st, &g));
+            CK(g_graph.instantiate(&ge, g, 0));
+            CK(g_graph.destroy(g));
         }
-        printf("  %s max err %.3e %s", nbad ? "FAIL" : "ok  ", maxerr, sj ? sj : "?");
-        if (nbad)
-            printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first, (double)t_host_get(sh->dt, outh, first),
-                   ref[first]);
-        printf("\n");
-        nbad ? bad++ : ok++;
+        bool failed = false;
+        for (int run = 0; run < (ge ? 4 : 2); run++) {
+            CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2)); /* NaN */
+            if (run < 2)
+                gpu_launch(mod, j->prog, bufs, st);
+            else
+                CK(g_graph.launch(ge, st));
+            CK(d_cuStreamSynchronize(st));
+            CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * 2));
+            size_t nbad = 0, first = 0;
+            const double maxerr = compare(sh->dt, outh, ref, nout, atol, rtol, &nbad, &first);
+            printf("  %s max err %.3e run %d%s %s", nbad ? "FAIL" : "ok  ", maxerr, run + 1, run < 2 ? "" : " (graph)",
+                   sj ? sj : "?");
+            if (nbad)
+                printf(" - %zu/%zu bad, first at %zu: %g vs %g", nbad, nout, first,
+                       (double)t_host_get(sh->dt, outh, first), ref[first]);
+            printf("\n");
+            failed = failed || nbad;
+        }
+        if (ge)
+            CK(g_graph.exec_destroy(ge));
+        failed ? bad++ : ok++;
         free(sj);
         CK(d_cuModuleUnload(mod));
     }
@@ -263,6 +338,127 @@ static void verify(const shape *sh, const tuner_target *t)
     }
     free(outh);
     free(ref);
+    free_jobs();
+    tuner_space_free(sp);
+}
+
+/* A dynamic op of shape sh at its dims' max: B named "b" (when nb) and Skv "k" on q, k, v, the
+ * mask ([Skv]) and the output, as a client's named dims leave them. */
+static tuner_op dyn_op(const shape *sh, bool nb)
+{
+    tuner_op op = attn_op(sh);
+    int n = 0;
+    const unsigned bb = nb ? 1u : 0u, kb = nb ? 2u : 1u;
+    if (nb) {
+        snprintf(op.dims[n].name, sizeof(op.dims[n].name), "b");
+        op.dims[n].min = 1, op.dims[n].max = sh->b, op.dims[n].multiple_of = 1;
+        n++;
+    }
+    snprintf(op.dims[n].name, sizeof(op.dims[n].name), "k");
+    op.dims[n].min = 1, op.dims[n].max = sh->skv, op.dims[n].multiple_of = 1;
+    op.n_dims = ++n;
+    const int seq = sh->bshd ? 1 : 2;
+    op.inputs[0].sym[0] = op.output.sym[0] = (uint8_t)bb;
+    for (int i = 1; i <= 2; i++) {
+        op.inputs[i].sym[0] = (uint8_t)bb;
+        op.inputs[i].sym[seq] = (uint8_t)kb;
+    }
+    if (sh->mask == MASK_KEYS)
+        op.inputs[3].sym[0] = (uint8_t)kb;
+    return op;
+}
+
+/* Every candidate of the dynamic op (dyn_op of sh) at each (B, Skv) of runs: inputs and the
+ * reference of the static op of those sizes, the launch with them (gpu_launch_sizes), twice on
+ * one workspace, the first time filled with garbage. A small Skv leaves the last chunks of a
+ * split chosen at the max empty: their blocks arrive at the counter too, with partials that keep
+ * no key. */
+static void verify_dyn(const shape *sh, bool nb, const long long (*runs)[2], int n_runs, const tuner_target *t)
+{
+    char name[160];
+    shape_name(sh, name, sizeof(name));
+    const tuner_op op = dyn_op(sh, nb);
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    if (tuner_space_build(&op, t, &sp, &err) < 0) {
+        printf("dynamic %s: space error: %s\n", name, err ? err : "?");
+        free(err);
+        total_bad++;
+        return;
+    }
+    const size_t n = compile_all(&op, t, sp);
+    size_t ws = 16;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].prog && jobs[i].prog->workspace_bytes > ws)
+            ws = jobs[i].prog->workspace_bytes;
+    CUstream st;
+    CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    const double atol = sh->dt == TUNER_F16 ? 2e-3 : 1.2e-2, rtol = sh->dt == TUNER_F16 ? 4e-3 : 1.6e-2;
+    int ok = 0, bad = 0;
+    printf("dynamic %s (%s k named): %zu candidates\n", name, nb ? "b and" : "", n);
+    for (int ri = 0; ri < n_runs; ri++) {
+        shape rs = *sh;
+        rs.b = runs[ri][0];
+        rs.skv = runs[ri][1];
+        const tuner_op rop = attn_op(&rs);
+        host_t in[TUNER_MAX_INPUTS];
+        CUdeviceptr bufs[TUNER_BUF_WORKSPACE + 1] = {0};
+        for (int i = 0; i < rop.n_inputs; i++) {
+            tuner_dtype dt = rop.inputs[i].dtype;
+            mask_ctx mc = {&rs};
+            in[i] = i == 3 && rs.mask != MASK_NONE ? host_fill(&rop.inputs[i], mask_value, &mc)
+                                                   : host_fill(&rop.inputs[i], rnd_value, &dt);
+            CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + i], in[i].bytes));
+            CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + i], in[i].raw, in[i].bytes));
+        }
+        const size_t nout = (size_t)tuner_tensor_numel(&rop.output);
+        double *ref = malloc(nout * sizeof(double));
+        reference(&rs, &rop, in, ref);
+        CK(d_cuMemAlloc(&bufs[TUNER_BUF_OUTPUT], nout * 2));
+        CK(d_cuMemAlloc(&bufs[TUNER_BUF_WORKSPACE], ws));
+        unsigned char *outh = malloc(nout * 2);
+        const int64_t sizes[2] = {nb ? rs.b : rs.skv, rs.skv};
+        for (size_t i = 0; i < n; i++) {
+            gpu_job *j = &jobs[i];
+            char *sj = tuner_schedule_json(j->s);
+            if (!j->bin) {
+                printf("  FAIL %s: compile: %s\n", sj ? sj : "?", j->err ? j->err : "?");
+                bad++;
+                free(sj);
+                continue;
+            }
+            CUmodule mod;
+            CK(d_cuModuleLoadData(&mod, j->bin->cubin));
+            CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE], 0x7f, ws));
+            bool failed = false;
+            for (int run = 0; run < 2; run++) {
+                CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT], 0xff, nout * 2));
+                gpu_launch_sizes(mod, j->prog, bufs, sizes, st);
+                CK(d_cuStreamSynchronize(st));
+                CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT], nout * 2));
+                size_t nbad = 0, first = 0;
+                const double maxerr = compare(sh->dt, outh, ref, nout, atol, rtol, &nbad, &first);
+                if (nbad || getenv("HIDET_DECODE_VERBOSE"))
+                    printf("  %s B%lld Skv%lld run %d max err %.3e %s\n", nbad ? "FAIL" : "ok  ", rs.b, rs.skv, run + 1,
+                           maxerr, sj ? sj : "?");
+                failed = failed || nbad;
+            }
+            failed ? bad++ : ok++;
+            free(sj);
+            CK(d_cuModuleUnload(mod));
+        }
+        for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+            if (bufs[i])
+                CK(d_cuMemFree(bufs[i]));
+        for (int i = 0; i < rop.n_inputs; i++)
+            free(in[i].raw);
+        free(outh);
+        free(ref);
+    }
+    printf("dynamic %s: ok %d bad %d (candidate x size)\n", name, ok, bad);
+    fflush(stdout);
+    total_bad += bad + (n == 0);
+    CK(d_cuStreamDestroy(st));
     free_jobs();
     tuner_space_free(sp);
 }
@@ -374,6 +570,7 @@ int main(void)
         t.arch_specific = true;
     }
     printf("device sm_%d%s\n", t.sm, t.arch_specific ? "a" : "");
+    graph_open();
     const char *only = getenv("HIDET_DECODE_ONLY");
     char name[160];
 
@@ -396,6 +593,21 @@ int main(void)
         shape_name(&checks[i], name, sizeof(name));
         if (!only || strstr(name, only))
             verify(&checks[i], &t);
+    }
+
+    /* Dynamic B and Skv: split chosen at Skv 4096 (up to 64 chunks), run at 37 keys (every
+     * chunk but the first empty), 1000 and the max; a causal bshd one with Skv alone named. */
+    {
+        static const long long runs1[3][2] = {{3, 37}, {1, 1000}, {4, 4096}};
+        const shape s1 = {4, 32, 8, 1, 4096, 128, TUNER_F16, false, false, MASK_KEYS, false, false};
+        shape_name(&s1, name, sizeof(name));
+        if (!only || strstr(name, only) || strstr("dynamic", only))
+            verify_dyn(&s1, true, runs1, 3, &t);
+        static const long long runs2[3][2] = {{2, 5}, {2, 700}, {2, 4096}};
+        const shape s2 = {2, 32, 8, 4, 4096, 128, TUNER_BF16, true, true, MASK_NONE, false, false};
+        shape_name(&s2, name, sizeof(name));
+        if (!only || strstr(name, only) || strstr("dynamic", only))
+            verify_dyn(&s2, false, runs2, 3, &t);
     }
 
     const size_t flush_bytes = 256u << 20;
