@@ -2255,10 +2255,17 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if (!req->opt.arch_native && tuner_fp8_unsupported(op, &req->opt.target, why, sizeof(why)))
     {
         const tuner_target *t = &req->opt.target;
-        const char *field = !tuner_fp8_target(t)             ? "arch"
-                            : op->attrs.matmul.trans_a       ? "attrs.trans_a"
-                            : !op->attrs.matmul.trans_b      ? "attrs.trans_b"
-                                                             : "inputs[0].shape";
+        /* sm_90a transposes MN-major FP8 operands in the kernel: there only their row length
+         * (M of a [K,M] A, N of a [K,N] B) can be refused. */
+        const bool wg = t->sm == 90 && t->arch_specific;
+        const tuner_tensor *b = &op->inputs[1];
+        const char *field = !tuner_fp8_target(t)                       ? "arch"
+                            : !wg && op->attrs.matmul.trans_a          ? "attrs.trans_a"
+                            : !wg && !op->attrs.matmul.trans_b         ? "attrs.trans_b"
+                            : !op->attrs.matmul.trans_b && b->shape[b->rank - 1] % 16 &&
+                                      !(op->attrs.matmul.trans_a && op->inputs[0].shape[op->inputs[0].rank - 1] % 16)
+                                ? "inputs[1].shape"
+                                : "inputs[0].shape";
         return proto_fail(e, 422, "unsupported", field, "%s", why);
     }
     return 0;

@@ -1878,10 +1878,19 @@ static void test_fp8(void)
     r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_120\"}");
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}],\"arch\":\"sm_89\"}", 422,
         "unsupported", "attrs.trans_b");
-    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}]" F8_ARCH, 422,
-        "unsupported", "attrs.trans_b");
+    /* sm_90a's matmul_wgmma transposes MN-major FP8 operands in the kernel: B [K,N], A [K,M] are
+     * accepted there, as long as their rows (N, M) are 16 bytes */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}]" F8_ARCH);
+    CHECK(!r.op.attrs.matmul.trans_b && r.op.output.shape[0] == 128 && r.op.output.shape[1] == 64);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,128],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+           ",\"trans_a\":true}" F8_ARCH);
+    CHECK(r.op.attrs.matmul.trans_a && r.op.output.shape[0] == 128 && r.op.output.shape[1] == 64);
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,40],\"dtype\":\"f8e4m3\"}]" F8_ARCH, 422,
+        "unsupported", "inputs[1].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,120],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+        ",\"trans_a\":true}" F8_ARCH, 422, "unsupported", "inputs[0].shape");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,128],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
-        ",\"trans_a\":true}" F8_ARCH, 422, "unsupported", "attrs.trans_a");
+        ",\"trans_a\":true},\"arch\":\"sm_90\"}", 422, "unsupported", "attrs.trans_a");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,40],\"dtype\":\"f8e4m3\"},{\"shape\":[64,40],\"dtype\":\"f8e4m3\"}],"
         "\"attrs\":{" F8_TB "}" F8_ARCH, 422, "unsupported", "inputs[0].shape");
     {

@@ -144,8 +144,10 @@ static void test_spaces(void)
     tuner_space_free(sp);
     free(err);
 
-    /* Targets without FP8 tensor cores, and the layouts 8-bit wgmma (and mma.sync) cannot read,
-     * refuse by name; sm_89 and sm_90 take FP8 by matmul_mma (test_fp8_mma.c). */
+    /* Targets without FP8 tensor cores refuse by name, and so do MN-major operands where only
+     * mma.sync runs (sm_89, sm_90: 8-bit fragments are read K-major); sm_90a's matmul_wgmma
+     * transposes them in the kernel (test_mn_major), so there only a row length that is not
+     * 16 bytes is refused. */
     static const struct {
         tuner_target t;
         bool ta, tb;
@@ -153,8 +155,8 @@ static void test_spaces(void)
     } no[] = {
         {{80, false}, false, true, "fp8 needs sm_89 mma.sync or sm_90a wgmma"},
         {{86, false}, false, true, "arch sm_86 has no FP8 tensor cores"},
-        {{90, true}, false, false, "trans_b true"},
-        {{90, true}, true, true, "trans_a false"},
+        {{89, false}, false, false, "trans_b true"},
+        {{90, false}, true, true, "trans_a false"},
     };
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
         tuner_op o = op;
@@ -400,6 +402,178 @@ static void test_dynamic(void)
     free(err);
 }
 
+/* op with its FP8 operands MN-major as asked: A as [batch?][K, M] (trans_a), B as [batch?][K, N]
+ * (trans_b false). */
+static tuner_op t_fp8_mn(tuner_op op, bool a_mn, bool b_mn)
+{
+    for (int w = 0; w < 2; w++) {
+        tuner_tensor *t = &op.inputs[w];
+        if (!(w ? b_mn : a_mn))
+            continue;
+        const long long r = t->shape[t->rank - 2], c = t->shape[t->rank - 1];
+        t->shape[t->rank - 2] = c;
+        t->shape[t->rank - 1] = r;
+        if (w)
+            op.attrs.matmul.trans_b = false;
+        else
+            op.attrs.matmul.trans_a = true;
+    }
+    return op;
+}
+
+/* MN-major FP8 operands on sm_90a (issue 41): matmul_wgmma takes B as [K, N] and A as [K, M],
+ * its copies landing them in a raw area of each stage in boxes of 128 mn x 128 k and the
+ * producer warpgroup's spare warps transposing them into the K-major tiles wgmma reads, on
+ * `ready` barriers of their own; matmul_mma has no candidate; the space keeps tiles of whole
+ * 128-wide boxes along the transposed operand and no CTA pairs; the cost model charges the
+ * transposition (slower than the same problem K-major, not by more than half); a row length
+ * that is not 16 bytes is refused by name; candidates of four problems (each scale kind, both
+ * operands transposed, a batch, edges, a quantizing epilogue, fast accumulation off, split-K,
+ * stream-K, pingpong) compile through NVRTC and ptxas for sm_90a, and the reference reads the
+ * transposed layouts. */
+static void test_mn_major(void)
+{
+    const struct {
+        const char *name;
+        tuner_op op;
+        const char *ta, *tb;
+    } cases[] = {
+        {"mn_b_kn_tensor_4096", t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096,
+                                                      TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false), false, true),
+         "e4m3", "e4m3"},
+        {"mn_a_km_rowcol_bias_gelu_edges", t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 400, 336, 1040,
+                                                                 TUNER_SCALE_ROW, TUNER_SCALE_COL, true), true, false),
+         "e4m3", "e5m2"},
+        {"mn_both_b2_quantize", t_fp8_mn(t_fp8_quantized(t_fp8_matmul(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_BF16, 2, 512, 1024,
+                                                                      2048, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)),
+                                          true, true),
+         "e5m2", "e4m3"},
+        {"mn_b_block_scales_promoted", t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_F32, 0, 1000, 768, 1040,
+                                                             TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false), false, true),
+         "e4m3", "e4m3"},
+    };
+    static const char *const features[] = {"pingpong", "stage_out", "split_k", "stream_k"};
+    static const int plain[] = {0, 0, 1, 0};
+    bool seen[4] = {false};
+    const tuner_template *wg = tuner__template_find("matmul_wgmma"), *mma = tuner__template_find("matmul_mma");
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const tuner_op *op = &cases[c].op;
+        const bool ta = op->attrs.matmul.trans_a, tb_mn = !op->attrs.matmul.trans_b;
+        CHECK(wg && mma && wg->applies(op, &sm90a) && !mma->applies(op, &sm90a));
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        if (tuner_space_build(op, &sm90a, &sp, &err) < 0 || !sp || sp->n == 0) {
+            fprintf(stderr, "%s: no space: %s\n", cases[c].name, err ? err : "?");
+            t_failures++;
+            free(err);
+            tuner_space_free(sp);
+            continue;
+        }
+        for (size_t j = 0; j < sp->n; j++) {
+            const tuner_schedule *it = &sp->items[j];
+            CHECK(strcmp(it->template_name, "matmul_wgmma") == 0);
+            CHECK(tuner_schedule_param(it, "cluster", 1) == 1 && tuner_schedule_param(it, "cluster_n", 1) == 1);
+            CHECK(!ta || tuner_schedule_param(it, "block_m", 0) % 128 == 0);
+            CHECK(!tb_mn || tuner_schedule_param(it, "block_n", 0) % 128 == 0);
+        }
+        size_t *order = calloc(sp->n, sizeof(*order));
+        tuner_rank(op, &sm90a, sp, order, NULL);
+        size_t pick[6];
+        int np = 0;
+        pick[np++] = order[0];
+        for (size_t j = 0; j < sp->n && np < 3; j++)
+            for (int f = 0; f < 4; f++)
+                if (!seen[f] && tuner_schedule_param(&sp->items[j], features[f], plain[f]) != plain[f]) {
+                    seen[f] = true;
+                    pick[np++] = j;
+                    break;
+                }
+        for (int k = 0; k < np; k++) {
+            tuner_program *pr = NULL;
+            char what[160];
+            snprintf(what, sizeof(what), "%s #%zu", cases[c].name, pick[k]);
+            if (tuner_generate(op, &sm90a, &sp->items[pick[k]], &pr, &err) < 0) {
+                fprintf(stderr, "%s: generate failed: %s\n", what, err ? err : "?");
+                t_failures++;
+                free(err);
+                err = NULL;
+                continue;
+            }
+            /* The transposed operand's boxes: 128 mn x 128 k; the K-major one's 128 k x rows. */
+            const tuner_launch *l = &pr->kernels[pr->n_kernels - 1];
+            int maps = 0;
+            for (int m = 0; m < l->n_maps; m++) {
+                const tuner_tmap *tm = &l->maps[m];
+                if (tm->buf != TUNER_BUF_INPUT0 && tm->buf != TUNER_BUF_INPUT0 + 1)
+                    continue;
+                const bool mn = tm->buf == TUNER_BUF_INPUT0 ? ta : tb_mn;
+                const long long rows = op->inputs[tm->buf - TUNER_BUF_INPUT0].shape[op->inputs[tm->buf - TUNER_BUF_INPUT0].rank - 1];
+                maps++;
+                CHECK(tm->box[0] == 128 && tm->swizzle == 128 && (uint64_t)rows == tm->dims[0]);
+                CHECK(!mn || tm->box[1] == 128);
+            }
+            CHECK(maps == 2);
+            CHECK(strstr(pr->source, "wg_tnsp_block(wg_st + ") && strstr(pr->source, "__byte_perm(") &&
+                  strstr(pr->source, "fence.proxy.async.shared::cta"));
+            if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP")))
+                fprintf(stderr, "==== %s\n%s\n", what, pr->source);
+            if (k % t_sub.every == t_sub.rest)
+                compile_fp8(what, pr, cases[c].ta, cases[c].tb);
+            tuner_program_free(pr);
+        }
+        tuner_program *ref = NULL;
+        if (tuner_reference(op, &sm90a, &ref, &err) == 0)
+            CHECK(t_compile_check(cases[c].name, ref->source, &sm90a, ref, NULL));
+        else {
+            fprintf(stderr, "%s: no reference: %s\n", cases[c].name, err ? err : "?");
+            t_failures++;
+        }
+        tuner_program_free(ref);
+        free(order);
+        free(err);
+        tuner_space_free(sp);
+    }
+    for (int f = 0; f < 4; f++)
+        if (!seen[f])
+            fprintf(stderr, "note: no MN-major FP8 schedule with %s was compiled\n", features[f]);
+
+    /* The cost of the transposition: the best K-major and MN-major predictions at 8192^3. */
+    const tuner_op km = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 8192, 8192, 8192, TUNER_SCALE_TENSOR,
+                                     TUNER_SCALE_TENSOR, false);
+    const tuner_op mn = t_fp8_mn(km, false, true);
+    double best[2] = {1e30, 1e30};
+    const tuner_op *ops[2] = {&km, &mn};
+    for (int k = 0; k < 2; k++) {
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        if (tuner_space_build(ops[k], &sm90a, &sp, &err) == 0)
+            for (size_t j = 0; j < sp->n; j++)
+                if (strcmp(sp->items[j].template_name, "matmul_wgmma") == 0) {
+                    const double us = wg->predict_us(ops[k], &sm90a, &sp->items[j]);
+                    best[k] = us < best[k] ? us : best[k];
+                }
+        tuner_space_free(sp);
+        free(err);
+    }
+    if (!(best[1] > best[0] * 1.01 && best[1] < best[0] * 1.5)) {
+        fprintf(stderr, "mn-major cost 8192^3: k-major %.1f us, mn-major %.1f us\n", best[0], best[1]);
+        t_failures++;
+    }
+
+    /* Row lengths the copy engine cannot take (not 16 bytes) are refused by name. */
+    tuner_op odd = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 1000, 512, TUNER_SCALE_NONE,
+                                         TUNER_SCALE_NONE, false), false, true);
+    odd.inputs[1].shape[1] = 1004;
+    odd.output.shape[1] = 1004;
+    char why[320];
+    CHECK(tuner_fp8_unsupported(&odd, &sm90a, why, sizeof(why)) && strstr(why, "N a multiple of 16"));
+    odd = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 256, 512, TUNER_SCALE_NONE,
+                                TUNER_SCALE_NONE, false), true, false);
+    odd.inputs[0].shape[1] = 1004;
+    odd.output.shape[0] = 1004;
+    CHECK(tuner_fp8_unsupported(&odd, &sm90a, why, sizeof(why)) && strstr(why, "M a multiple of 16"));
+}
+
 /* The GEMM reference applies the epilogue after the scales: a 16-bit matmul with bias + relu reads
  * the bias (in2) in its reference, and an FP8 one whose epilogue quantizes rounds through FP8 in
  * software. (The FP8 change once dropped the epilogue from every GEMM reference: every candidate
@@ -427,6 +601,7 @@ int main(int argc, char **argv)
     test_cost();
     test_compile();
     test_dynamic();
+    test_mn_major();
     if (t_failures) {
         fprintf(stderr, "test_fp8: %d failure(s)\n", (int)t_failures);
         return 1;
