@@ -21,7 +21,8 @@
  * sums' scale (twice that as margin); without fast accumulation, that of one 128-k block times the
  * square root of the blocks (their losses, independent, add up as a random walk). On sm_90a
  * the FP8 spaces hold matmul_mma's mma.sync m16n8k32 candidates beside matmul_wgmma's, so the
- * evenly spread sample runs both.
+ * evenly spread sample runs both; MN-major operands (A [K,M], B [K,N]: matmul_wgmma transposes
+ * them in the kernel) follow on sm_90a, every sampled candidate against the same reference.
  *
  * HIDET_VERIFY_ARCH=<target> (e.g. sm_89) builds every case's code, the FP8 cases' included, for
  * that target instead of the device's: where it is not the device's own (compute_89 PTX on a
@@ -810,6 +811,33 @@ int main(void)
         for (size_t i = 0; i < sizeof(f8) / sizeof(f8[0]); i++)
             if (!only || strstr(f8[i].label, only))
                 verify_case(f8[i].label, &f8[i].op, &fp8_target, threads);
+        /* MN-major operands, transposed in matmul_wgmma's kernel (sm_90a only; mma.sync refuses
+         * them): B [K,N] with row/col scales and edges, A [K,M] with a quantizing epilogue, both
+         * under a batch, and per-block scales with promotion. */
+        const struct {
+            const char *label;
+            tuner_op op;
+        } mn[] = {
+            {"fp8 mn B[K,N] e4m3 row/col 200x384x1040 f16 +bias gelu",
+             t_fp8_mn(t_fp8_matmul(E4, E4, TUNER_F16, 0, 200, 384, 1040, TUNER_SCALE_ROW, TUNER_SCALE_COL, true), false,
+                      true)},
+            {"fp8 mn A[K,M] e4m3xe5m2 4096x3072x4096 /s quantize e4m3",
+             t_fp8_mn(t_fp8_quantized(t_fp8_matmul(E4, E5, TUNER_BF16, 0, 4096, 3072, 4096, TUNER_SCALE_TENSOR,
+                                                   TUNER_SCALE_TENSOR, true)),
+                      true, false)},
+            {"fp8 mn A[K,M] B[K,N] e5m2xe4m3 b2 272x512x2048 f32",
+             t_fp8_mn(t_fp8_matmul(E5, E4, TUNER_F32, 2, 272, 512, 2048, TUNER_SCALE_NONE, TUNER_SCALE_COL, false), true,
+                      true)},
+            {"fp8 mn B[K,N] e4m3 decode 16x8192x8192 tensor bf16",
+             t_fp8_mn(t_fp8_matmul(E4, E4, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false),
+                      false, true)},
+            {"fp8 mn B[K,N] e4m3 block 1000x768x1040 bf16",
+             t_fp8_mn(t_fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 768, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false),
+                      false, true)},
+        };
+        for (size_t i = 0; i < sizeof(mn) / sizeof(mn[0]) && fp8_target.sm == 90 && fp8_target.arch_specific; i++)
+            if (!only || strstr(mn[i].label, only))
+                verify_case(mn[i].label, &mn[i].op, &fp8_target, threads);
         case_max = 0;
     }
     {

@@ -402,25 +402,6 @@ static void test_dynamic(void)
     free(err);
 }
 
-/* op with its FP8 operands MN-major as asked: A as [batch?][K, M] (trans_a), B as [batch?][K, N]
- * (trans_b false). */
-static tuner_op t_fp8_mn(tuner_op op, bool a_mn, bool b_mn)
-{
-    for (int w = 0; w < 2; w++) {
-        tuner_tensor *t = &op.inputs[w];
-        if (!(w ? b_mn : a_mn))
-            continue;
-        const long long r = t->shape[t->rank - 2], c = t->shape[t->rank - 1];
-        t->shape[t->rank - 2] = c;
-        t->shape[t->rank - 1] = r;
-        if (w)
-            op.attrs.matmul.trans_b = false;
-        else
-            op.attrs.matmul.trans_a = true;
-    }
-    return op;
-}
-
 /* MN-major FP8 operands on sm_90a (issue 41): matmul_wgmma takes B as [K, N] and A as [K, M],
  * its copies landing them in a raw area of each stage in boxes of 128 mn x 128 k and the
  * producer warpgroup's spare warps transposing them into the K-major tiles wgmma reads, on
