@@ -412,6 +412,10 @@ const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, cha
     else if (k % 16 || a->align < 16 || b->align < 16)
         snprintf(buf, len, "an FP8 matmul needs K a multiple of 16 and A and B 16-byte aligned (its kernels copy "
                            "16-byte rows); K is %lld", (long long)k);
+    else if (tuner_fp8_amax_input(op) >= 0 && !(t->sm == 90 && t->arch_specific))
+        snprintf(buf, len, "the quantize step's amax is computed by sm_90a's wgmma kernel only; on %s (mma.sync) "
+                           "compute it apart (an elementwise amax of the output)",
+                 tuner_target_name(t, tn, sizeof(tn)));
     else
         return NULL;
     return buf;

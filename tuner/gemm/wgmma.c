@@ -691,6 +691,7 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     for (int k = 0; k < c->n_x; k++)
         tuner__hopper_emit_map_addr(sb, x_names[k], x_addrs[k]);
     tuner__gemm_emit_dims_decl(sb, p);
+    tuner__gemm_emit_amax_decl(sb, p);
 }
 
 /* A cluster pair's units: pm x pn pairs of tiles per batch entry, neighbours along M (along N
@@ -1945,6 +1946,12 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                             "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
                             tiles, tiles, tiles);
         }
+    }
+    /* The quantize step's amax: each consumer warp's largest value over all its block's tiles
+     * (gm_amax_v, kept by the store emitters), one atomic per warp and block at the end. */
+    if (p->amax_in >= 0) {
+        tuner_sb_puts(&sb, "__syncwarp();\n");
+        tuner__gemm_emit_amax_flush(&sb, p);
     }
     /* Stores still in flight complete before the block exits. */
     if (c.stage_out)

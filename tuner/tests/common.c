@@ -357,6 +357,15 @@ tuner_op t_fp8_mn(tuner_op op, bool a_mn, bool b_mn)
     return op;
 }
 
+tuner_op t_fp8_quantized_amax(tuner_op op)
+{
+    op = t_fp8_quantized(op);
+    const long long one = 1;
+    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
+    op.epilogue.steps[op.epilogue.n - 1].amax = ++op.n_inputs;
+    return op;
+}
+
 tuner_op t_fp8_promoted(tuner_op op)
 {
     op.attrs.matmul.fast_accum = false;

@@ -215,6 +215,22 @@ static void test_cost(void)
     }
 }
 
+/* A quantize step with an amax (tuner_ew_step.amax): every store path keeps the largest |value|
+ * the cast receives, in range only, before the cast; the consumers publish it with an atomic
+ * max on its input. Without one, nothing of it. */
+static void check_amax(const tuner_op *op, const char *src)
+{
+    const int in = tuner_fp8_amax_input(op);
+    char want[96];
+    snprintf(want, sizeof(want), "atomicMax(reinterpret_cast<int *>(const_cast<float *>(in%d))", in);
+    if (in < 0) {
+        CHECK(!strstr(src, "gm_amax_v") && !strstr(src, "atomicMax("));
+        return;
+    }
+    const char *upd = strstr(src, "gm_amax_v = fmaxf(gm_amax_v, o_ok0 ? fabsf(o_v0) : 0.0f);");
+    CHECK(upd && strstr(upd, "hd_round_f8e4m3(") && strstr(src, "__reduce_max_sync(") && strstr(src, want));
+}
+
 /* Compiles program pr of case `what` and checks its PTX for the FP8 wgmma of formats ta x tb. */
 static void compile_fp8(const char *what, const tuner_program *pr, const char *ta, const char *tb)
 {
@@ -248,6 +264,9 @@ static void test_compile(void)
                                           TUNER_SCALE_COL, false), "e5m2", "e4m3"},
         {"e4m3_quantize_e4m3", t_fp8_quantized(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 512, 1024, 2048,
                                                 TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true)), "e4m3", "e4m3"},
+        {"e4m3_quantize_amax_edges", t_fp8_quantized_amax(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000,
+                                                                      1000, 2048, TUNER_SCALE_ROW, TUNER_SCALE_COL, true)),
+         "e4m3", "e4m3"},
         {"e4m3_promoted_f32", t_fp8_promoted(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F32, 0, 300, 520, 8192,
                                                   TUNER_SCALE_TENSOR, TUNER_SCALE_NONE, false)), "e4m3", "e5m2"},
         {"e4m3_block_scales_edges", t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
@@ -340,6 +359,7 @@ static void test_compile(void)
                         if (pr->kernels[0].maps[m].buf == TUNER_BUF_OUTPUT)
                             CHECK(pr->kernels[0].maps[m].dtype == TUNER_F8E4M3 && pr->kernels[0].maps[m].box[0] == 128);
             }
+            check_amax(op, pr->source);
             if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP"))) /* TFP8_DUMP=<case name>: its sources */
                 fprintf(stderr, "==== %s\n%s\n", what, pr->source);
             if (k % t_sub.every == t_sub.rest) /* the sanitizer build's sample (t_subset_init) */
@@ -350,6 +370,7 @@ static void test_compile(void)
         tuner_program *ref = NULL;
         if (tuner_reference(op, &sm90a, &ref, &err) == 0) {
             CHECK(strstr(ref->source, "gm_f8") != NULL);
+            CHECK((tuner_fp8_amax_input(op) >= 0) == (strstr(ref->source, "atomicMax(") != NULL));
             CHECK(t_compile_check(cases[c].name, ref->source, &sm90a, ref, NULL));
         } else {
             fprintf(stderr, "%s: no reference: %s\n", cases[c].name, err ? err : "?");
@@ -425,7 +446,7 @@ static void test_mn_major(void)
         {"mn_a_km_rowcol_bias_gelu_edges", t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 400, 336, 1040,
                                                                  TUNER_SCALE_ROW, TUNER_SCALE_COL, true), true, false),
          "e4m3", "e5m2"},
-        {"mn_both_b2_quantize", t_fp8_mn(t_fp8_quantized(t_fp8_matmul(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_BF16, 2, 512, 1024,
+        {"mn_both_b2_quantize_amax", t_fp8_mn(t_fp8_quantized_amax(t_fp8_matmul(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_BF16, 2, 512, 1024,
                                                                       2048, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)),
                                           true, true),
          "e5m2", "e4m3"},
@@ -496,6 +517,7 @@ static void test_mn_major(void)
             CHECK(maps == 2);
             CHECK(strstr(pr->source, "wg_tnsp_block(wg_st + ") && strstr(pr->source, "__byte_perm(") &&
                   strstr(pr->source, "fence.proxy.async.shared::cta"));
+            check_amax(op, pr->source);
             if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP")))
                 fprintf(stderr, "==== %s\n%s\n", what, pr->source);
             if (k % t_sub.every == t_sub.rest)
