@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
@@ -577,6 +579,91 @@ static void test_mn_major(void)
     CHECK(tuner_fp8_unsupported(&odd, &sm90a, why, sizeof(why)) && strstr(why, "M a multiple of 16"));
 }
 
+/* The verification reference on the CPU against a hand-computed case: the reference kernel's code
+ * after the prelude (plain C++ but for CUDA's qualifiers and a few intrinsics, shimmed here with
+ * one thread at a time) compiled by the host's c++ and run over its grid. A [2,16] e4m3 (rows
+ * 1,1,1,1,0.. and 2,2,0..), B given [K,N] = [16,3] e5m2 (MN-major: k rows (1, .5, -1), (2, .5, -1),
+ * then (1, .5, -1) twice, zeros), row scales (1, .5), a tensor scale 2, / 2^-6, quantized to e4m3
+ * with an amax: sums (5, 2, -4; 6, 2, -4), scaled (10, 4, -8; 6, 2, -4), divided (640, 256, -512;
+ * 384, 128, -256), saturated at +-448 by the cast, and the amax 640, what the cast received. Skipped
+ * (with a note) where no host c++ runs. */
+static void test_reference_host(void)
+{
+    tuner_op op = t_fp8_mn(t_fp8_quantized_amax(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_BF16, 0, 2, 3, 16,
+                                                             TUNER_SCALE_ROW, TUNER_SCALE_TENSOR, false)),
+                           false, true);
+    tuner_program *ref = NULL;
+    char *err = NULL;
+    if (tuner_reference(&op, &sm90a, &ref, &err) < 0) {
+        fprintf(stderr, "reference host: %s\n", err ? err : "?");
+        t_failures++;
+        free(err);
+        return;
+    }
+    const char *body = strstr(ref->source, "// ---- end of prelude ----");
+    CHECK(body != NULL && ref->kernels[0].grid[0] == 1 && ref->kernels[0].block[0] == 256);
+    char dir[] = "/tmp/hd-fp8-ref-XXXXXX";
+    if (!body || !mkdtemp(dir)) {
+        tuner_program_free(ref);
+        return;
+    }
+    char src[96], exe[96], cmd[512];
+    snprintf(src, sizeof(src), "%s/ref.cpp", dir);
+    snprintf(exe, sizeof(exe), "%s/ref", dir);
+    FILE *f = fopen(src, "w");
+    if (!f) {
+        tuner_program_free(ref);
+        return;
+    }
+    fputs("#include <cmath>\n#include <cstdio>\n#include <cstring>\n"
+          "#define __device__\n#define __forceinline__ inline\n#define __global__\n#define __launch_bounds__(x)\n"
+          "#define __restrict__\n"
+          "struct hd_idx { unsigned x, y, z; };\nstatic hd_idx blockIdx, threadIdx;\n"
+          "static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+          "static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }\n"
+          "static inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }\n"
+          "static inline float hd_f32(float v) { return v; }\n"
+          /* one thread at a time: a warp of one */
+          "static inline unsigned __activemask() { return 1u << (threadIdx.x & 31); }\n"
+          "static inline int __reduce_max_sync(unsigned, int v) { return v; }\n"
+          "static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }\n"
+          "static inline int atomicMax(int *p, int v) { const int o = *p; if (v > o) *p = v; return o; }\n",
+          f);
+    fputs(body, f);
+    fputs("int main() {\n"
+          "unsigned char a[32] = {0x38, 0x38, 0x38, 0x38, 0,0,0,0,0,0,0,0,0,0,0,0, 0x40, 0x40};\n"
+          "unsigned char b[48] = {0x3c, 0x38, 0xbc, 0x40, 0x38, 0xbc, 0x3c, 0x38, 0xbc, 0x3c, 0x38, 0xbc};\n"
+          "float sa[2] = {1.0f, 0.5f}, sb[1] = {2.0f}, s[1] = {0.015625f}, amax[1] = {0.0f}, out[6];\n"
+          "for (unsigned t = 0; t < 256; t++) { threadIdx.x = t; hd_ref_matmul(a, b, sa, sb, s, amax, out); }\n"
+          "for (int i = 0; i < 6; i++) printf(\"%g \", out[i]);\nprintf(\"%g\\n\", amax[0]);\nreturn 0;\n}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "c++ -std=c++17 -O0 -w -o %s %s 2>&1 && %s", exe, src, exe);
+    FILE *pp = popen(cmd, "r");
+    char line[512] = "";
+    const bool got = pp && fgets(line, sizeof(line), pp);
+    const int rc = pp ? pclose(pp) : -1;
+    double v[7] = {0};
+    if (!got || rc != 0) {
+        /* No host compiler (sh's 127) is no failure of the reference; anything else is. */
+        if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)
+            fprintf(stderr, "note: no host c++: the FP8 reference was not run on the CPU\n");
+        else {
+            fprintf(stderr, "reference host: %s (exit %d)\n", line, rc);
+            t_failures++;
+        }
+    } else if (sscanf(line, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) != 7 ||
+               v[0] != 448 || v[1] != 256 || v[2] != -448 || v[3] != 384 || v[4] != 128 || v[5] != -256 ||
+               v[6] != 640) {
+        fprintf(stderr, "reference host: got %s  want 448 256 -448 384 128 -256 640\n", line);
+        t_failures++;
+    }
+    remove(src);
+    remove(exe);
+    rmdir(dir);
+    tuner_program_free(ref);
+}
+
 /* The GEMM reference applies the epilogue after the scales: a 16-bit matmul with bias + relu reads
  * the bias (in2) in its reference, and an FP8 one whose epilogue quantizes rounds through FP8 in
  * software. (The FP8 change once dropped the epilogue from every GEMM reference: every candidate
@@ -605,6 +692,7 @@ int main(int argc, char **argv)
     test_compile();
     test_dynamic();
     test_mn_major();
+    test_reference_host();
     if (t_failures) {
         fprintf(stderr, "test_fp8: %d failure(s)\n", (int)t_failures);
         return 1;
