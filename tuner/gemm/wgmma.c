@@ -1636,6 +1636,16 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     return tuner__grid_rule(l, 0, op, mask, coef, div, mul, cap);
 }
 
+/* The barrier a consumer waits on for stage wg_s: its `full` one, or where the stage holds a tile
+ * transposed in the kernel (wg_tnsp) its `ready` one (wg_ready). */
+static void wg_stage_ready(const tuner__gemm_problem *p, const wg_cfg *c, char *buf, size_t len)
+{
+    if (wg_any_tnsp(p))
+        snprintf(buf, len, "wg_bar0 + 8 * (%d + wg_s)", wg_ready(c));
+    else
+        snprintf(buf, len, "wg_bar0 + 8 * wg_s");
+}
+
 /* The consumers' main loop of an FP8 matmul that promotes each k tile (a k tile is 128 FP8
  * k elements): its wgmma accumulate into a tile of their own (wg_t; the first k step overwrites
  * it, scale-d 0), which is then added to the fp32 accumulators. Without fast accumulation
@@ -1650,6 +1660,8 @@ static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                                 int b_k16)
 {
     const int nacc = c->bn / 2;
+    char full[48];
+    wg_stage_ready(p, c, full, sizeof(full));
     const long long kb = tuner__gemm_cdiv(p->K, 128);
     char peer[96] = "", loads[640] = "", sbp[128] = "";
     if (c->cluster == 2)
@@ -1671,7 +1683,7 @@ static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     "%s"
                     "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
                     "%s"
-                    "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph);\n"
+                    "wg_wait(%s, wg_ph);\n"
                     "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
@@ -1689,7 +1701,7 @@ static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
                     "}\n"
                     "%s",
-                    c->mi, nacc, c->mi, nacc, sbp, loads, wg_any_tnsp(p) ? wg_ready(c) : 0, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16,
+                    c->mi, nacc, c->mi, nacc, sbp, loads, full, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16,
                     S, peer, c->mi, nacc,
                     p->block_scales ? "acc[i][j] = fmaf(wg_t[i][j], wg_bs[i][(j >> 1) & 1], acc[i][j]);\n"
                                     : "acc[i][j] += wg_t[i][j];\n",
@@ -1703,18 +1715,19 @@ static void emit_pipelined_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                                 int b_k16)
 {
     const int nacc = c->bn / 2;
+    char full[48];
+    wg_stage_ready(p, c, full, sizeof(full));
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
                     "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
-                    /* (`ready` where the stage holds a tile transposed in the kernel) */
-                    "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph);\n%s"
+                    "wg_wait(%s, wg_ph);\n%s"
                     "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
                     "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
-                    c->mi, nacc, wg_any_tnsp(p) ? wg_ready(c) : 0,
+                    c->mi, nacc, full,
                     /* A gathered by cp.async (or an unaligned operand stored by the producer's
                      * threads) was written through the generic proxy; wgmma reads through the
                      * async one. */
