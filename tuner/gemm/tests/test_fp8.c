@@ -565,6 +565,34 @@ static void test_mn_major(void)
         t_failures++;
     }
 
+    /* A named M (decode batches) with B [K,N]: the transposers walk the launch's tiles too. */
+    {
+        tuner_op dyn = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 4096, 4096,
+                                             TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false),
+                                false, true);
+        dyn.n_dims = 1;
+        snprintf(dyn.dims[0].name, sizeof(dyn.dims[0].name), "m");
+        dyn.dims[0].min = 1;
+        dyn.dims[0].max = 256;
+        dyn.dims[0].multiple_of = 1;
+        dyn.inputs[0].sym[0] = 1;
+        dyn.output.sym[0] = 1;
+        tuner_space *sp = NULL;
+        tuner_program *pr = NULL;
+        char *err = NULL;
+        if (tuner_space_build(&dyn, &sm90a, &sp, &err) == 0 && sp->n > 0 &&
+            tuner_generate(&dyn, &sm90a, &sp->items[tuner_default_index(&dyn, &sm90a, sp)], &pr, &err) == 0) {
+            CHECK(strstr(pr->source, "wg_tnsp_block(") && strstr(pr->source, "gm_M"));
+            compile_fp8("e4m3 dynamic m, B [K,N]", pr, "e4m3", "e4m3");
+        } else {
+            fprintf(stderr, "mn-major dynamic: %s\n", err ? err : "no space");
+            t_failures++;
+        }
+        tuner_program_free(pr);
+        tuner_space_free(sp);
+        free(err);
+    }
+
     /* Row lengths the copy engine cannot take (not 16 bytes) are refused by name. */
     tuner_op odd = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 1000, 512, TUNER_SCALE_NONE,
                                          TUNER_SCALE_NONE, false), false, true);
