@@ -965,9 +965,9 @@ static void emit_transposer(tuner_sb *sb, const tuner__gemm_problem *p, const wg
             continue;
         const int squares = (w == 0 ? c->bm : c->bn) / 128, kmaj_at = w == 0 ? 0 : c->a_bytes;
         tuner_sb_printf(sb,
-                        "for (int wg_u = wg_tw; wg_u < %d; wg_u += %d)\n"
-                        "wg_tnsp_block(wg_st + %du + (hd_u32)(wg_u >> 5) * 16384u, wg_st + %du + (hd_u32)(wg_u >> 5) * 16384u, "
-                        "wg_tl, wg_u & 31);\n",
+                        "for (int wg_q = wg_tw; wg_q < %d; wg_q += %d)\n"
+                        "wg_tnsp_block(wg_st + %du + (hd_u32)(wg_q >> 5) * 16384u, wg_st + %du + (hd_u32)(wg_q >> 5) * 16384u, "
+                        "wg_tl, wg_q & 31);\n",
                         squares * 32, WG_TNSP_WARPS, c->raw_at[w], kmaj_at);
     }
     tuner_sb_printf(sb,
