@@ -393,16 +393,29 @@ const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, cha
                  "fp8 needs sm_89 mma.sync or sm_90a wgmma: arch %s has no FP8 tensor cores (FP8 matmuls run on "
                  "sm_89, sm_90, sm_90a, sm_100 and sm_120)",
                  t ? tuner_target_name(t, tn, sizeof(tn)) : "(none)");
-    else if (op->attrs.matmul.trans_a)
-        snprintf(buf, len, "an FP8 matmul needs A as [M,K] (trans_a false): 8-bit mma.sync and wgmma read A K-major "
-                           "only, and transposing it in the kernel is not implemented yet");
-    else if (!op->attrs.matmul.trans_b)
-        snprintf(buf, len, "an FP8 matmul needs B as [N,K] with trans_b true (torch._scaled_mm's column-major B): 8-bit "
-                           "mma.sync and wgmma read B K-major only, and transposing a [K,N] B in the kernel is not "
-                           "implemented yet");
+    /* 8-bit mma.sync and wgmma read both operands K-major only; matmul_wgmma (sm_90a) transposes
+     * an MN-major operand in the kernel, matmul_mma (sm_89 and the rest) does not. */
+    else if (op->attrs.matmul.trans_a && !(t->sm == 90 && t->arch_specific))
+        snprintf(buf, len, "an FP8 matmul on %s needs A as [M,K] (trans_a false): 8-bit mma.sync reads A K-major "
+                           "only (sm_90a's wgmma kernel transposes an MN-major A itself)",
+                 tuner_target_name(t, tn, sizeof(tn)));
+    else if (!op->attrs.matmul.trans_b && !(t->sm == 90 && t->arch_specific))
+        snprintf(buf, len, "an FP8 matmul on %s needs B as [N,K] with trans_b true (torch._scaled_mm's column-major "
+                           "B): 8-bit mma.sync reads B K-major only (sm_90a's wgmma kernel transposes a [K,N] B itself)",
+                 tuner_target_name(t, tn, sizeof(tn)));
+    else if (op->attrs.matmul.trans_a && a->shape[a->rank - 1] % 16)
+        snprintf(buf, len, "an FP8 matmul with trans_a needs M a multiple of 16 (A's [K,M] rows are copied in "
+                           "16-byte rows); M is %lld", (long long)a->shape[a->rank - 1]);
+    else if (!op->attrs.matmul.trans_b && b->shape[b->rank - 1] % 16)
+        snprintf(buf, len, "an FP8 matmul with B as [K,N] needs N a multiple of 16 (B's rows are copied in 16-byte "
+                           "rows); N is %lld", (long long)b->shape[b->rank - 1]);
     else if (k % 16 || a->align < 16 || b->align < 16)
         snprintf(buf, len, "an FP8 matmul needs K a multiple of 16 and A and B 16-byte aligned (its kernels copy "
                            "16-byte rows); K is %lld", (long long)k);
+    else if (tuner_fp8_amax_input(op) >= 0 && !(t->sm == 90 && t->arch_specific))
+        snprintf(buf, len, "the quantize step's amax is computed by sm_90a's wgmma kernel only; on %s (mma.sync) "
+                           "compute it apart (an elementwise amax of the output)",
+                 tuner_target_name(t, tn, sizeof(tn)));
     else
         return NULL;
     return buf;

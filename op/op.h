@@ -214,6 +214,12 @@ typedef struct tuner_ew_step {
     tuner_dtype dtype; /* TUNER_EW_CAST */
     double scalar2;    /* the second: CLAMP's max */
     int operand2;      /* WHERE: the input taken where the condition is 0; unused otherwise */
+    /* A cast to FP8 ending an FP8 matmul's epilogue (the quantize step) may also record the
+     * largest |value| it quantizes (cuBLASLt's amax_d, delayed scaling): 1 + the index of an f32
+     * input of one element that the kernel raises to it (a max over what it holds; the caller
+     * zeroes it), 0 when none. Not an operand: no step reads it (tuner_ew_operands leaves it
+     * out). */
+    int amax;
 } tuner_ew_step;
 
 typedef struct tuner_ew_chain {
@@ -707,6 +713,14 @@ bool tuner_fp8_target(const tuner_target *t);
  * multiple of 16 with 16-byte aligned A and B (TMA's and cp.async's 16-byte rows). The request
  * parser (a known arch) and the space builder (any) both ask. */
 const char *tuner_fp8_unsupported(const tuner_op *op, const tuner_target *t, char *buf, size_t len);
+
+/* The input an FP8 matmul's quantize step raises to the largest |value| it quantizes
+ * (tuner_ew_step.amax: the epilogue's last step), or -1 when it records none. */
+static inline int tuner_fp8_amax_input(const tuner_op *op)
+{
+    const tuner_ew_chain *c = &op->epilogue;
+    return c->n > 0 && c->steps[c->n - 1].kind == TUNER_EW_CAST ? c->steps[c->n - 1].amax - 1 : -1;
+}
 
 /* What an FP8 matmul's result may lose against fp32 sums of its exact products, as a fraction of
  * the sums' scale, with a factor 2 of margin (0 for any other op): Hopper's FP8 tensor cores keep

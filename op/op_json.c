@@ -83,13 +83,15 @@ static void sb_mask_fields(tuner_sb *b, const tuner_ew_step *s)
     }
 }
 
-/* Keys sorted: dtype < exponent < max < min < negative_slope < op < operand < other < value. */
+/* Keys sorted: amax < dtype < exponent < max < min < negative_slope < op < operand < other < value. */
 static void sb_chain(tuner_sb *b, const tuner_ew_chain *c)
 {
     tuner_sb_printf(b, "[");
     for (int i = 0; i < c->n; i++) {
         const tuner_ew_step *s = &c->steps[i];
         tuner_sb_printf(b, "%s{", i ? "," : "");
+        if (s->kind == TUNER_EW_CAST && s->amax) /* only when given, so other casts keep their keys */
+            tuner_sb_printf(b, "\"amax\":%d,", s->amax - 1);
         if (s->kind == TUNER_EW_CAST)
             tuner_sb_printf(b, "\"dtype\":\"%s\",", tuner_dtype_name(s->dtype));
         sb_params(b, s, true);

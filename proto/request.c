@@ -523,8 +523,11 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
         keys[nk++] = operand_key;
     else if (st.s.kind == TUNER_EW_GELU_ERF)
         keys[nk++] = "approximate";
-    else if (st.s.kind == TUNER_EW_CAST)
+    else if (st.s.kind == TUNER_EW_CAST) {
         keys[nk++] = "dtype";
+        if (!prologue)
+            keys[nk++] = "amax";
+    }
     for (int i = 0; i < np; i++)
         keys[nk++] = prm[i].key;
     if ((r = proto_check_keys(o, keys, path, e)) < 0)
@@ -593,6 +596,16 @@ static int parse_step(const cJSON *o, const char *path, bool prologue, pstep *re
             return proto_fail(e, 422, "invalid_field", field,
                         "a cast converts to f16, bf16 or f32; no kernel writes %s", tuner_dtype_name(st.s.dtype));
         /* FP8: only as an FP8 matmul's last epilogue step (check_fp8_casts). */
+        const cJSON *am = cJSON_GetObjectItemCaseSensitive(o, "amax");
+        if (am) {
+            /* The input the quantize step raises to its largest |value| (op/op.h; checked against
+             * the op by check_fp8_casts). */
+            int idx;
+            snprintf(field, sizeof(field), "%.40s.amax", path);
+            if ((r = json_int_range(am, field, 0, TUNER_MAX_INPUTS - 1, &idx, e)) < 0)
+                return r;
+            st.s.amax = idx + 1;
+        }
     }
     *ret = st;
     return 0;
@@ -1754,6 +1767,38 @@ static int check_fp8_casts(const tuner_op *op, const pchain *ew, const pchain *e
                                   tuner_dtype_name(st->s.dtype));
         }
     }
+    /* amax: on the quantize step only (a cast to FP8 ending an FP8 matmul's epilogue, above),
+     * into an f32 input of one element that no step reads (the kernel writes it while it runs). */
+    for (int c = 0; c < 2; c++) {
+        const pchain *ch = c ? epi : ew;
+        for (int j = 0; j < ch->n; j++) {
+            const pstep *st = &ch->steps[j];
+            if (!st->s.amax)
+                continue;
+            snprintf(field, sizeof(field), "%.40s.amax", st->path);
+            const int idx = st->s.amax - 1;
+            const tuner_tensor *t = &op->inputs[idx];
+            if (!c || !fp8_mm || !tuner_dtype_is_fp8(st->s.dtype))
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "amax goes with the quantize step: a cast to f8e4m3 or f8e5m2 ending an FP8 "
+                                  "matmul's epilogue");
+            if (t->dtype != TUNER_F32 || tuner_tensor_numel(t) != 1 || (t->rank > 0 && t->sym[0]))
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "amax names inputs[%d], which must be f32 with one element (shape [1]): the "
+                                  "kernel raises it to the largest |value| it quantizes",
+                                  idx);
+            for (int k = 0; k < ch->n; k++) {
+                int ops[2];
+                const int n_ops = tuner_ew_operands(&ch->steps[k].s, ops);
+                for (int m = 0; m < n_ops; m++)
+                    if (ops[m] == idx)
+                        return proto_fail(e, 422, "invalid_field", field,
+                                          "amax's inputs[%d] is written by the kernel while it runs: no step may "
+                                          "read it (%.40s does)",
+                                          idx, ch->steps[k].path);
+            }
+        }
+    }
     return 0;
 }
 
@@ -1875,6 +1920,13 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
                 if (ops[m] < min_operand)
                     min_operand = ops[m];
             }
+            /* A quantize step's amax output is an input of its own (no step reads it). */
+            if (st->s.amax) {
+                snprintf(field, sizeof(field), "%.40s.amax", st->path);
+                if (st->s.amax - 1 >= n_inputs)
+                    return proto_fail(e, 422, "invalid_field", field, "inputs[%d] does not exist", st->s.amax - 1);
+                used[st->s.amax - 1] = true;
+            }
         }
     }
     /* Every input of a concat is joined: it has no operands for binary steps. */
@@ -1917,6 +1969,12 @@ static int bind_operands(tuner_op *op, const pchain *const chains[3], proto_erro
                 const pstep *st = &chains[c]->steps[j];
                 int ops[2];
                 const int n_ops = tuner_ew_operands(&st->s, ops);
+                if (st->s.amax && st->s.amax - 1 < n_anchor) {
+                    snprintf(field, sizeof(field), "%.40s.amax", st->path);
+                    return proto_fail(e, 422, "invalid_field", field,
+                                      "amax names an extra input (index >= %d) that the kernel writes, not one of the "
+                                      "anchor's", n_anchor);
+                }
                 for (int m = 0; m < n_ops; m++) {
                     if (ops[m] >= n_anchor)
                         continue;
@@ -2255,10 +2313,23 @@ static int validate(const cJSON *root, proto_kernel_request *req, proto_error *e
     if (!req->opt.arch_native && tuner_fp8_unsupported(op, &req->opt.target, why, sizeof(why)))
     {
         const tuner_target *t = &req->opt.target;
-        const char *field = !tuner_fp8_target(t)             ? "arch"
-                            : op->attrs.matmul.trans_a       ? "attrs.trans_a"
-                            : !op->attrs.matmul.trans_b      ? "attrs.trans_b"
-                                                             : "inputs[0].shape";
+        /* sm_90a transposes MN-major FP8 operands in the kernel: there only their row length
+         * (M of a [K,M] A, N of a [K,N] B) can be refused. */
+        const bool wg = t->sm == 90 && t->arch_specific;
+        const tuner_tensor *b = &op->inputs[1];
+        const bool rows_ok = !(op->attrs.matmul.trans_a && op->inputs[0].shape[op->inputs[0].rank - 1] % 16) &&
+                             !(!op->attrs.matmul.trans_b && b->shape[b->rank - 1] % 16);
+        char amax_field[48];
+        snprintf(amax_field, sizeof(amax_field), "epilogue[%d].amax", op->epilogue.n - 1);
+        const char *field = !tuner_fp8_target(t)                       ? "arch"
+                            : !wg && op->attrs.matmul.trans_a          ? "attrs.trans_a"
+                            : !wg && !op->attrs.matmul.trans_b         ? "attrs.trans_b"
+                            : !op->attrs.matmul.trans_b && b->shape[b->rank - 1] % 16 &&
+                                      !(op->attrs.matmul.trans_a && op->inputs[0].shape[op->inputs[0].rank - 1] % 16)
+                                ? "inputs[1].shape"
+                            : !wg && rows_ok && tuner_fp8_amax_input(op) >= 0 && strstr(why, "amax")
+                                ? amax_field
+                                : "inputs[0].shape";
         return proto_fail(e, 422, "unsupported", field, "%s", why);
     }
     return 0;

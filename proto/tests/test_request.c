@@ -1878,10 +1878,19 @@ static void test_fp8(void)
     r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "},\"arch\":\"sm_120\"}");
     BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}],\"arch\":\"sm_89\"}", 422,
         "unsupported", "attrs.trans_b");
-    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}]" F8_ARCH, 422,
-        "unsupported", "attrs.trans_b");
+    /* sm_90a's matmul_wgmma transposes MN-major FP8 operands in the kernel: B [K,N], A [K,M] are
+     * accepted there, as long as their rows (N, M) are 16 bytes */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,64],\"dtype\":\"f8e4m3\"}]" F8_ARCH);
+    CHECK(!r.op.attrs.matmul.trans_b && r.op.output.shape[0] == 128 && r.op.output.shape[1] == 64);
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,128],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+           ",\"trans_a\":true}" F8_ARCH);
+    CHECK(r.op.attrs.matmul.trans_a && r.op.output.shape[0] == 128 && r.op.output.shape[1] == 64);
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") ",{\"shape\":[256,40],\"dtype\":\"f8e4m3\"}]" F8_ARCH, 422,
+        "unsupported", "inputs[1].shape");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,120],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
+        ",\"trans_a\":true}" F8_ARCH, 422, "unsupported", "inputs[0].shape");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[256,128],\"dtype\":\"f8e4m3\"}," F8_B("f8e4m3") "],\"attrs\":{" F8_TB
-        ",\"trans_a\":true}" F8_ARCH, 422, "unsupported", "attrs.trans_a");
+        ",\"trans_a\":true},\"arch\":\"sm_90\"}", 422, "unsupported", "attrs.trans_a");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,40],\"dtype\":\"f8e4m3\"},{\"shape\":[64,40],\"dtype\":\"f8e4m3\"}],"
         "\"attrs\":{" F8_TB "}" F8_ARCH, 422, "unsupported", "inputs[0].shape");
     {
@@ -1891,6 +1900,35 @@ static void test_fp8(void)
                     &q, &e) == -EINVAL);
         CHECK(strstr(e.message, "fp8 needs sm_89 mma.sync or sm_90a wgmma") != NULL);
     }
+    /* The quantize step's amax (delayed scaling): an f32 [1] input that the kernel raises to the
+     * largest |value| the cast receives; keyed; refused by its field where it does not fit. */
+#define F8_Q(extra) "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"}" extra "]," \
+                    "\"attrs\":{" F8_TB "},\"epilogue\":[{\"op\":\"div\",\"input\":2},{\"op\":\"cast\",\"dtype\":\"f8e4m3\""
+    r = OK(F8_Q(",{\"shape\":[1],\"dtype\":\"f32\"}") ",\"amax\":3}]" F8_ARCH);
+    CHECK(r.op.epilogue.n == 2 && r.op.epilogue.steps[1].amax == 4 && tuner_fp8_amax_input(&r.op) == 3 &&
+          r.op.output.dtype == TUNER_F8E4M3 && r.op.n_inputs == 4);
+    {
+        char *k1 = canon(F8_Q(",{\"shape\":[1],\"dtype\":\"f32\"}") ",\"amax\":3}]" F8_ARCH);
+        char *k2 = canon(F8_Q("") "}]" F8_ARCH);
+        CHECK(k1 && k2 && strstr(k1, "{\"amax\":3,\"dtype\":\"f8e4m3\",\"op\":\"cast\"}") && !strstr(k2, "amax"));
+        free(k1);
+        free(k2);
+    }
+    BAD(F8_Q(",{\"shape\":[1],\"dtype\":\"f32\"}") ",\"amax\":7}]" F8_ARCH, 422, "invalid_field", "epilogue[1].amax");
+    BAD(F8_Q(",{\"shape\":[1],\"dtype\":\"f32\"}") ",\"amax\":\"x\"}]" F8_ARCH, 400, "invalid_field", "epilogue[1].amax");
+    BAD(F8_Q(",{\"shape\":[1],\"dtype\":\"f32\"}") ",\"amax\":1}]" F8_ARCH, 422, "invalid_field", "epilogue[1].amax");
+    BAD(F8_Q(",{\"shape\":[1],\"dtype\":\"f16\"}") ",\"amax\":3}]" F8_ARCH, 422, "invalid_field", "epilogue[1].amax");
+    BAD(F8_Q(",{\"shape\":[2],\"dtype\":\"f32\"}") ",\"amax\":3}]" F8_ARCH, 422, "invalid_field", "epilogue[1].amax");
+    BAD(F8_Q("") ",\"amax\":2}]" F8_ARCH, 422, "invalid_field", "epilogue[1].amax"); /* the div reads it */
+    BAD(F8_Q(",{\"shape\":[1],\"dtype\":\"f32\"}") ",\"amax\":3}],\"arch\":\"sm_89\"}", 422, "unsupported",
+        "epilogue[1].amax");
+    BAD("{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") ",{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB
+        "},\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"f16\",\"amax\":2}]" F8_ARCH,
+        422, "invalid_field", "epilogue[0].amax");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[128,256],\"dtype\":\"f16\"},{\"shape\":[64,256],\"dtype\":\"f16\"},"
+        "{\"shape\":[1],\"dtype\":\"f32\"}],\"attrs\":{" F8_TB "},\"epilogue\":[{\"op\":\"cast\",\"dtype\":\"f16\",\"amax\":2}]" F8_ARCH,
+        422, "invalid_field", "epilogue[0].amax");
+#undef F8_Q
     /* the cache key differs by dtype, scale mode and out_dtype, and equal spellings share one */
     const char *bodies[] = {
         "{\"op\":\"matmul\",\"inputs\":[" F8_A("f8e4m3") "," F8_B("f8e4m3") "],\"attrs\":{" F8_TB "}" F8_ARCH,

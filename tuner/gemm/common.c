@@ -62,6 +62,7 @@ static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok,
     memset(p, 0, sizeof(*p));
     p->op = op;
     p->scale_a_in = p->scale_b_in = -1;
+    p->amax_in = -1;
     const bool fp8 = op->n_inputs >= 2 && op->kind == TUNER_OP_MATMUL && tuner_dtype_is_fp8(op->inputs[0].dtype);
     if (fp8 && !fp8_ok)
         return fail(err, "FP8 operands are read only by matmul_wgmma and matmul_mma");
@@ -80,6 +81,7 @@ static int problem_init(const tuner_op *op, tuner__gemm_problem *p, bool fp8_ok,
         p->scale_b = op->attrs.matmul.scale_b;
         p->block_scales = p->scale_a == TUNER_SCALE_BLOCK;
         p->promote = p->block_scales || !op->attrs.matmul.fast_accum;
+        p->amax_in = tuner_fp8_amax_input(op);
         if (p->block_scales != (p->scale_b == TUNER_SCALE_BLOCK))
             return fail(err, "per-block FP8 scales are given for both operands or neither");
         if (p->block_scales) {
@@ -592,6 +594,15 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
         tuner_sb_printf(sb, "if (o_m < %s && o_n < %lld) {\n", tuner__gemm_M(p, 0).s, p->N);
     else if (mode == OUT_IN_RANGE)
         tuner_sb_puts(sb, "{\n");
+    /* The quantize step's amax counts only elements of the output: a clamped pair's are
+     * computed from another element's operands, and a pair's second may lie past N. */
+    if (p->amax_in >= 0) {
+        if (mode == OUT_CLAMPED)
+            tuner_sb_printf(sb, "const bool o_ok0 = (%s) < %s && (%s) < %lld, o_ok1 = (%s) < %s && (%s) + 1 < %lld;\n", m,
+                            tuner__gemm_M(p, 0).s, n, p->N, m, tuner__gemm_M(p, 0).s, n, p->N);
+        else
+            tuner_sb_printf(sb, "const bool o_ok0 = true, o_ok1 = o_n + 1 < %lld;\n", p->N);
+    }
     const tuner_tensor *o = &p->op->output;
     if (!p->conv) {
         int d = 0;
@@ -648,8 +659,35 @@ static void emit_out_values(tuner_sb *sb, const tuner__gemm_problem *p, const ch
         char var[16];
         snprintf(var, sizeof(var), "o_v%d", j);
         chain_ctx c = {.op = p->op, .value = &p->op->output, .pfx = "o", .extra_last = j, .smem_at = smem_at};
-        tuner__emit_chain(sb, p->op, &p->op->epilogue, var, chain_load, &c);
+        if (p->amax_in < 0) {
+            tuner__emit_chain(sb, p->op, &p->op->epilogue, var, chain_load, &c);
+            continue;
+        }
+        /* The steps before the quantize step, the value it receives into the amax, the step. */
+        tuner_ew_chain head = p->op->epilogue, last = {.n = 1};
+        last.steps[0] = head.steps[--head.n];
+        tuner__emit_chain(sb, p->op, &head, var, chain_load, &c);
+        tuner_sb_printf(sb, "gm_amax_v = fmaxf(gm_amax_v, o_ok%d ? fabsf(o_v%d) : 0.0f);\n", j, j);
+        tuner__emit_chain(sb, p->op, &last, var, chain_load, &c);
     }
+}
+
+void tuner__gemm_emit_amax_decl(tuner_sb *sb, const tuner__gemm_problem *p)
+{
+    if (p->amax_in >= 0)
+        tuner_sb_puts(sb, "float gm_amax_v = 0.0f;\n");
+}
+
+void tuner__gemm_emit_amax_flush(tuner_sb *sb, const tuner__gemm_problem *p)
+{
+    if (p->amax_in < 0)
+        return;
+    tuner_sb_printf(sb,
+                    "{\nconst unsigned gm_am_mask = __activemask();\n"
+                    "const int gm_am = __reduce_max_sync(gm_am_mask, __float_as_int(gm_amax_v));\n"
+                    "if ((threadIdx.x & 31) == __ffs(gm_am_mask) - 1 && gm_am > 0) "
+                    "atomicMax(reinterpret_cast<int *>(const_cast<float *>(in%d)), gm_am);\n}\n",
+                    p->amax_in);
 }
 
 /* Where the store emitters put a value: global memory (a pointer expression, by default

@@ -27,6 +27,11 @@ typedef struct tuner__gemm_problem {
     bool fp8;
     tuner_scale_kind scale_a, scale_b;
     int scale_a_in, scale_b_in; /* their input indices (-1: none, or per-block scales) */
+    /* The quantize step's amax output (tuner_fp8_amax_input; -1: none): the store emitters keep
+     * the largest |value| the cast receives, of elements inside the output, in the float
+     * gm_amax_v that a kernel declares (tuner__gemm_emit_amax_decl) and publishes
+     * (tuner__gemm_emit_amax_flush). */
+    int amax_in;
     /* Per-block scales (TUNER_SCALE_BLOCK, both operands): applied in the main loop per 128-k
      * block, not in the epilogue; A's [M, ceil(K/128)] is input bsa_in, B's [ceil(N/128),
      * ceil(K/128)] bsb_in. */
@@ -182,6 +187,15 @@ void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, co
  * gm_cvt_f8e4m3x2 / gm_cvt_f8e5m2x2 (two floats to two bytes, saturating, nearest) that the store
  * emitters use, and hd_round_f8e4m3 / hd_round_f8e5m2, the cast step's rounding. sm_89+. */
 extern const char tuner__gemm_fp8_out_helpers[];
+
+/* The quantize step's amax (tuner__gemm_problem.amax_in): `float gm_amax_v = 0.0f;`, to open a
+ * kernel whose store emitters record it; nothing without one. */
+void tuner__gemm_emit_amax_decl(tuner_sb *sb, const tuner__gemm_problem *p);
+/* ... and its publication, where every thread of each warp arrives once, after its last store:
+ * the warp's largest value (__reduce_max_sync on the bit patterns, whose order is the values'
+ * for non-negative floats) raised into the amax input by one atomicMax of its first active lane
+ * (an int max, so a negative value left in the buffer loses to any |value|). */
+void tuner__gemm_emit_amax_flush(tuner_sb *sb, const tuner__gemm_problem *p);
 
 /* Whether the op has a fused epilogue (tuner__gemm_emit_epilogue_pair has work to do): steps, or
  * an FP8 matmul's scales (applied first, as part of it). */

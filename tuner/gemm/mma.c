@@ -68,8 +68,9 @@ typedef struct mma_cfg {
  * the rest before a space is built). */
 static bool mma_supported(const tuner__gemm_problem *p, const tuner_arch *a)
 {
+    /* (The quantize step's amax is matmul_wgmma's: tuner_fp8_unsupported.) */
     if (p->fp8)
-        return a && a->tc_fp8_tflops > 0 && !p->conv && p->kmajor[0] && p->kmajor[1] && p->vec[0] == 16 &&
+        return a && a->tc_fp8_tflops > 0 && !p->conv && p->amax_in < 0 && p->kmajor[0] && p->kmajor[1] && p->vec[0] == 16 &&
                p->vec[1] == 16 && !(p->dt == TUNER_F8E5M2 && p->dt_b == TUNER_F8E5M2);
     return p->dt == TUNER_F16 || p->dt == TUNER_BF16;
 }

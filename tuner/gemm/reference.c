@@ -209,7 +209,18 @@ int tuner__gemm_reference(const tuner_op *op, const tuner_target *t, tuner_progr
             snprintf(sbv, sizeof(sbv), "in%d[%s]", p.scale_b_in, p.scale_b == TUNER_SCALE_COL ? "n" : "0");
         tuner_sb_printf(&sb, "acc = acc * (%s * %s);\n", sa, sbv);
     }
-    tuner__gemm_emit_chain_at(&sb, &p, &op->epilogue, &op->output, "o", "acc");
+    if (p.amax_in >= 0) {
+        /* The quantize step's amax: of the value the cast receives (the kernels' rule,
+         * tuner/gemm/common.c), this thread's one element. */
+        tuner_ew_chain head = op->epilogue, last = {.n = 1};
+        last.steps[0] = head.steps[--head.n];
+        tuner__gemm_emit_chain_at(&sb, &p, &head, &op->output, "o", "acc");
+        tuner_sb_puts(&sb, "float gm_amax_v = fmaxf(0.0f, fabsf(acc));\n"); /* NaN counts 0, as in the kernels */
+        tuner__gemm_emit_amax_flush(&sb, &p);
+        tuner__gemm_emit_chain_at(&sb, &p, &last, &op->output, "o", "acc");
+    } else {
+        tuner__gemm_emit_chain_at(&sb, &p, &op->epilogue, &op->output, "o", "acc");
+    }
     tuner_sb_puts(&sb, "out[idx] = acc;\n}\n");
     char *src = tuner_sb_take(&sb);
     if (!src)

@@ -63,9 +63,14 @@
  * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
  * tile count's).
  *
- * FP8 matmuls (issue 41; op/op.h's MATMUL): A and B f8e4m3/f8e5m2 (any mix but e5m2 x e5m2),
- * both K-major since 8-bit wgmma has no transpose bit (A [M,K], B [N,K] with trans_b; other layouts
- * are refused by tuner_fp8_unsupported before a space is built). A stage row is still 128 bytes,
+ * FP8 matmuls (issue 41; op/op.h's MATMUL): A and B f8e4m3/f8e5m2 (any mix but e5m2 x e5m2).
+ * 8-bit wgmma has no transpose bit: it reads both operands K-major (A [M,K], B [N,K] with
+ * trans_b). An MN-major one (A [K,M] with trans_a, B [K,N]; wg_tnsp) is copied as it lies, boxes
+ * of 128 mn x 128 k into a raw area after the stage's K-major tiles, and the producer warpgroup's
+ * three spare warps transpose it into the K-major tile (emit_transposer: 4x4 byte blocks, 32-bit
+ * shared loads, byte permutes and stores, conflict-free in both swizzles), then arrive on the
+ * stage's `ready` barrier, which the consumers wait on instead of `full`; tiles of whole boxes
+ * along it, no CTA pairs. A stage row is still 128 bytes,
  * now 128 k elements (wg_bk): the same boxes (UINT8 tensor maps), the same descriptors moving 32
  * bytes per step, four wgmma m64nNk32 .e4m3/.e5m2 per k tile instead of four k16 ones. Per-tensor,
  * per-row and per-column scales multiply the fp32 result before the epilogue's steps
@@ -99,6 +104,7 @@
  * never spans two pixels); depthwise and small-group convolutions are conv2d_direct's.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +143,12 @@ typedef struct wg_cfg {
     int mi;          /* m64 slices per consumer warpgroup */
     int threads;
     int a_bytes, b_bytes, stage_bytes;
+    /* FP8 operands given MN-major (wg_tnsp): the copy engine lands them as they lie in a raw
+     * area of the stage (raw_at[which] from the stage's start, 0: none), the producer warpgroup's
+     * spare warps transpose them into the K-major tile wgmma reads (emit_transposer). tma_bytes:
+     * what the copies of one stage bring (its `full` barrier's expect_tx). */
+    int raw_at[2];
+    int tma_bytes;
     bool stage_out;  /* epilogue through shared memory and TMA stores */
     bool out_halves; /* ... staged half a tile at a time (stage_out 2): a buffer half the size,
                       * for a deeper ring beside it */
@@ -174,6 +186,19 @@ static bool wg_any_gathered(const tuner__gemm_problem *p)
     return wg_gathered(p, 0) || wg_gathered(p, 1);
 }
 
+/* Whether operand `which` (0 = A, 1 = B) of an FP8 matmul is MN-major (A with trans_a, B without
+ * trans_b): 8-bit wgmma has no transpose bit, so the kernel transposes its tiles in shared memory
+ * before the consumers read them (emit_transposer). */
+static bool wg_tnsp(const tuner__gemm_problem *p, int which)
+{
+    return p->fp8 && !p->kmajor[which];
+}
+
+static bool wg_any_tnsp(const tuner__gemm_problem *p)
+{
+    return wg_tnsp(p, 0) || wg_tnsp(p, 1);
+}
+
 /* k elements per stage: one 128-byte swizzle row, 64 of 16-bit operands, 128 of FP8 ones. */
 static int wg_bk(const tuner__gemm_problem *p)
 {
@@ -184,14 +209,14 @@ static int wg_bk(const tuner__gemm_problem *p)
  * have any row length and base alignment (an unaligned one is gathered: wg_gathered); a
  * convolution's must allow 16-byte vectors (TMA rows; for its A, whole 16-byte channel chunks of
  * one pixel), NHWC only. FP8 (a matmul's A and B, any mix but e5m2 x e5m2): 16-byte rows (no
- * gather), and 8-bit wgmma reads both operands K-major only (no transpose bit), so A [M,K] and
- * B [N,K] (trans_b; tuner_fp8_unsupported says so for the rest). */
+ * gather); 8-bit wgmma reads both operands K-major only (no transpose bit), so an MN-major one
+ * (A [K,M] with trans_a, B [K,N] without trans_b) is transposed in the kernel (wg_tnsp). */
 static bool wg_supported(const tuner__gemm_problem *p)
 {
     if (p->prologue[0] || p->prologue[1])
         return false;
     if (p->fp8)
-        return !p->conv && p->kmajor[0] && p->kmajor[1] && !(p->dt == TUNER_F8E5M2 && p->dt_b == TUNER_F8E5M2) &&
+        return !p->conv && !(p->dt == TUNER_F8E5M2 && p->dt_b == TUNER_F8E5M2) &&
                p->vec[0] == 16 && p->vec[1] == 16;
     /* The gather indexes input pixels with 32-bit integers. */
     const bool conv_ok = !p->conv || (!p->nchw && p->cn * p->ch * p->cw < (1LL << 31) && p->vec[0] == 8 && p->vec[1] == 8);
@@ -284,6 +309,14 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->a_bytes = c->bm * 128; /* 128-byte rows: WG_BK 16-bit or 128 8-bit elements */
     c->b_bytes = c->bn * 128;
     c->stage_bytes = c->a_bytes + c->b_bytes;
+    c->tma_bytes = c->stage_bytes;
+    /* A transposed operand's raw tile (the same bytes, MN-major) after the K-major tiles: the
+     * copies land there instead, so the bytes they bring stay the same. */
+    for (int w = 0; w < 2; w++)
+        if (wg_tnsp(p, w)) {
+            c->raw_at[w] = c->stage_bytes;
+            c->stage_bytes += w == 0 ? c->a_bytes : c->b_bytes;
+        }
     /* A split tile's fp32 partial is parked in the ring once the main loop is done with it. */
     const int ring = c->stages * c->stage_bytes, partial = c->split > 1 ? c->bm * tuner__gemm_partial_row_bytes(c->bn) : 0;
     c->smem = (ring > partial ? ring : partial) + 1024;
@@ -444,8 +477,15 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
      * per producer thread (block_m 128), at most 32 window positions. */
     if (wg_gathers_a(p) && (c->bm > 128 || p->cr * p->cs > 32))
         return false;
-    /* Dynamic ring (+ staged tile, + operand tiles) + the static barriers. */
-    if (c->smem + 16 * c->stages + (c->n_x ? 16 * c->unit_tiles : 0) > a->max_smem_per_block)
+    /* A transposed FP8 operand (wg_tnsp) arrives in boxes of 128 mn x 128 k (128-byte rows
+     * along mn, the 128-byte swizzle's), so its tile's mn extent is whole boxes; the transposers
+     * fill their own CTA's tiles only, so no pair shares one by multicast. */
+    if ((wg_tnsp(p, 0) && c->bm % 128) || (wg_tnsp(p, 1) && c->bn % 128) || (wg_any_tnsp(p) && c->cluster == 2))
+        return false;
+    /* Dynamic ring (+ staged tile, + operand tiles) + the static barriers (+ the transposed
+     * stages' `ready` ones). */
+    if (c->smem + 16 * c->stages + (c->n_x ? 16 * c->unit_tiles : 0) + (wg_any_tnsp(p) ? 8 * c->stages : 0) >
+        a->max_smem_per_block)
         return false;
     if (c->threads > a->max_threads_per_block)
         return false;
@@ -561,7 +601,9 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
         .rank = batched ? 3 : 2,
         .dims = {(uint64_t)d0, (uint64_t)d1, (uint64_t)p->batch},
         .strides = {(uint64_t)(d0 * esz), (uint64_t)(d0 * d1 * esz)},
-        .box = {(uint32_t)(out ? out_box_cols(p) : kmaj ? wg_bk(p) : 64), (uint32_t)(out ? c->bm : kmaj ? rows : 64), 1},
+        /* MN-major boxes: 128 bytes of mn (64 16-bit elements; 128 FP8 ones, transposed in the
+         * kernel: wg_tnsp) x the stage's k. */
+        .box = {(uint32_t)(out ? out_box_cols(p) : kmaj ? wg_bk(p) : 128 / esz), (uint32_t)(out ? c->bm : kmaj ? rows : wg_bk(p)), 1},
         .element_strides = {1, 1, 1},
         .swizzle = 128,
     };
@@ -649,6 +691,7 @@ static void emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     for (int k = 0; k < c->n_x; k++)
         tuner__hopper_emit_map_addr(sb, x_names[k], x_addrs[k]);
     tuner__gemm_emit_dims_decl(sb, p);
+    tuner__gemm_emit_amax_decl(sb, p);
 }
 
 /* A cluster pair's units: pm x pn pairs of tiles per batch entry, neighbours along M (along N
@@ -811,6 +854,12 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
     if (p->kmajor[which]) {
         tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map,
                         wg_bk(p), mn0, rows, bc);
+    } else if (wg_tnsp(p, which)) {
+        /* Into the raw area, boxes of 128 mn x 128 k (16 KiB) one after the other
+         * (emit_transposer reads them there). */
+        for (int j = 0; j < rows / 128; j++)
+            tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
+                            c->raw_at[which] + j * 16384, map, mn0, rows, j * 128, wg_bk(p), bc);
     } else {
         for (int j = 0; j < rows / 64; j++)
             tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
@@ -850,6 +899,84 @@ static int wg_x_full(const wg_cfg *c)
 static int wg_x_empty(const wg_cfg *c)
 {
     return 2 * c->stages + c->unit_tiles;
+}
+
+/* The transposed stages' `ready` barriers (wg_tnsp), after the ring's and the operand tiles':
+ * stage s's at wg_ready(c) + s, an arrive per transposing warp once the stage's MN-major tiles
+ * are in their K-major place; the consumers wait on it instead of `full`. */
+static int wg_ready(const wg_cfg *c)
+{
+    return 2 * c->stages + (c->n_x ? 2 * c->unit_tiles : 0);
+}
+
+/* Transposing warps of the producer warpgroup (all but the TMA thread's warp). */
+#define WG_TNSP_WARPS 3
+
+/* The transposition of one 128 x 128 byte square (emit_transposer): `raw`, 128 k rows of 128 mn
+ * bytes as the copy engine's 128-byte swizzle leaves them (16-byte chunk c of row k at chunk
+ * c ^ (k % 8)), into `dst`, 128 mn rows of 128 k bytes in the same swizzle, the K-major layout
+ * wgmma reads. The square is 32 x 32 blocks of 4 x 4 bytes; in step r lane l takes block (k 4l,
+ * mn 4 ((l + r) % 32)): four 32-bit loads (one k row each), eight byte permutes (a 4x4 byte
+ * transpose), four 32-bit stores (one mn row each). Both the loads (banks (mn/16 ^ k%8) * 4 +
+ * mn%16/4: for a fixed l%4 the rows' k%8 is fixed, so the lanes' l/4 give 8 distinct chunks) and
+ * the stores (banks (k/16 ^ mn%8) * 4 + k%16/4, the same argument) hit 32 distinct banks. */
+static const char wg_tnsp_helpers[] =
+    "HD_INLINE hd_u32 wg_lds32(hd_u32 a) { hd_u32 v; asm volatile(\"ld.shared.b32 %0, [%1];\" : \"=r\"(v) : \"r\"(a) : "
+    "\"memory\"); return v; }\n"
+    "HD_INLINE void wg_sts32(hd_u32 a, hd_u32 v) { asm volatile(\"st.shared.b32 [%0], %1;\" :: \"r\"(a), \"r\"(v) : "
+    "\"memory\"); }\n"
+    "HD_INLINE void wg_tnsp_block(hd_u32 raw, hd_u32 dst, int l, int r) {\n"
+    "const int k0 = 4 * l, m0 = 4 * ((l + r) & 31);\n"
+    "hd_u32 w[4];\n"
+    "#pragma unroll\nfor (int i = 0; i < 4; i++)\n"
+    "w[i] = wg_lds32(raw + (hd_u32)((k0 + i) * 128 + ((((m0 >> 4) ^ ((k0 + i) & 7)) << 4) | (m0 & 15))));\n"
+    /* byte j of w[i] is (k0 + i, m0 + j); byte i of o[j] must be it */
+    "const hd_u32 t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);\n"
+    "const hd_u32 t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);\n"
+    "const hd_u32 o[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410), "
+    "__byte_perm(t1, t3, 0x7632)};\n"
+    "#pragma unroll\nfor (int j = 0; j < 4; j++)\n"
+    "wg_sts32(dst + (hd_u32)((m0 + j) * 128 + ((((k0 >> 4) ^ ((m0 + j) & 7)) << 4) | (k0 & 15))), o[j]);\n"
+    "}\n";
+
+/* The transposing warps (warps 1..3 of the producer warpgroup, with a TMA producer; wg_tnsp):
+ * they walk the ring as the producer thread does (the same units and k tiles), wait for each
+ * stage's copies (`full`), transpose its MN-major tiles from the raw area into the K-major tiles
+ * (wg_tnsp_block; the 32 steps of each 128 x 128 square dealt round-robin over the warps), make
+ * those generic-proxy writes visible to wgmma's async proxy and arrive on the stage's `ready`
+ * barrier. The stage goes back to the producer on `empty` as before, once the consumers are done:
+ * by then the transposers are done with the raw area too (the consumers waited for them), and they
+ * write the K-major tiles of a stage's next round only after its next `full`, so the ring stays
+ * pipelined with the transposition one stage behind the copies. */
+static void emit_transposer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
+                            long long tiles_n)
+{
+    tuner_sb_puts(sb, "if (threadIdx.x >= 32) {\n"
+                      "const int wg_tw = (threadIdx.x >> 5) - 1, wg_tl = threadIdx.x & 31;\n"
+                      "int wg_s = 0, wg_ph = 0;\n");
+    emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
+    tuner_sb_printf(sb,
+                    "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
+                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+                    "const hd_u32 wg_st = wg_ring + (hd_u32)wg_s * %du;\n",
+                    c->stage_bytes);
+    for (int w = 0; w < 2; w++) {
+        if (!wg_tnsp(p, w))
+            continue;
+        const int squares = (w == 0 ? c->bm : c->bn) / 128, kmaj_at = w == 0 ? 0 : c->a_bytes;
+        tuner_sb_printf(sb,
+                        "for (int wg_q = wg_tw; wg_q < %d; wg_q += %d)\n"
+                        "wg_tnsp_block(wg_st + %du + (hd_u32)(wg_q >> 5) * 16384u, wg_st + %du + (hd_u32)(wg_q >> 5) * 16384u, "
+                        "wg_tl, wg_q & 31);\n",
+                        squares * 32, WG_TNSP_WARPS, c->raw_at[w], kmaj_at);
+    }
+    tuner_sb_printf(sb,
+                    "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                    "__syncwarp();\n"
+                    "if (wg_tl == 0) wg_arrive(wg_bar0 + 8 * (%d + wg_s));\n",
+                    wg_ready(c));
+    tuner__hopper_emit_stage_advance(sb, c->stages);
+    tuner_sb_puts(sb, "}\n}\n}\n");
 }
 
 /* The operand tiles' copies (emit_x_load): bulk tensor copies with an L2 evict-first policy, as
@@ -917,7 +1044,7 @@ static void emit_tma_producer(tuner_sb *sb, const tuner__gemm_problem *p, const 
     if (wg_im2col_a(p))
         emit_im2col_base(sb, p, c);
     emit_stage_acquire(sb, c, "wg_bar0", "wg_ring");
-    tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->stage_bytes);
+    tuner_sb_printf(sb, "wg_expect(wg_full, %d);\n", c->tma_bytes);
     emit_tma_operand(sb, p, c, 0);
     emit_tma_operand(sb, p, c, 1);
     emit_x_load(sb, p, c);
@@ -1457,10 +1584,11 @@ static void emit_sk_flags_kernel(tuner_sb *sb, const wg_cfg *c, const char *name
  * the rest of the 64K): a TMA producer needs few; a gathering one keeps 16 row values and
  * spills below 72 (ptxas -v, 3x3 convolutions with every block_n); an unaligned matmul
  * operand's gather holds two k tiles' loads in registers (8 per 16-byte chunk, up to 8 chunks
- * per k tile: cfg_valid). */
+ * per k tile: cfg_valid); the FP8 transposers (emit_transposer) hold a 4x4 byte block, its
+ * permutes and the walk of the units beside it. */
 static int wg_producer_regs(const tuner__gemm_problem *p)
 {
-    return wg_any_gathered(p) ? 168 : wg_gathers_a(p) ? 72 : 40;
+    return wg_any_gathered(p) ? 168 : wg_gathers_a(p) ? 72 : wg_any_tnsp(p) ? 56 : 40;
 }
 
 /* A dynamic op's grid as a rule over its named M or batch (tuner_grid_rule: min(cap, mul *
@@ -1508,6 +1636,16 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     return tuner__grid_rule(l, 0, op, mask, coef, div, mul, cap);
 }
 
+/* The barrier a consumer waits on for stage wg_s: its `full` one, or where the stage holds a tile
+ * transposed in the kernel (wg_tnsp) its `ready` one (wg_ready). */
+static void wg_stage_ready(const tuner__gemm_problem *p, const wg_cfg *c, char *buf, size_t len)
+{
+    if (wg_any_tnsp(p))
+        snprintf(buf, len, "wg_bar0 + 8 * (%d + wg_s)", wg_ready(c));
+    else
+        snprintf(buf, len, "wg_bar0 + 8 * wg_s");
+}
+
 /* The consumers' main loop of an FP8 matmul that promotes each k tile (a k tile is 128 FP8
  * k elements): its wgmma accumulate into a tile of their own (wg_t; the first k step overwrites
  * it, scale-d 0), which is then added to the fp32 accumulators. Without fast accumulation
@@ -1522,6 +1660,8 @@ static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                                 int b_k16)
 {
     const int nacc = c->bn / 2;
+    char full[48];
+    wg_stage_ready(p, c, full, sizeof(full));
     const long long kb = tuner__gemm_cdiv(p->K, 128);
     char peer[96] = "", loads[640] = "", sbp[128] = "";
     if (c->cluster == 2)
@@ -1543,7 +1683,7 @@ static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     "%s"
                     "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
                     "%s"
-                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n"
+                    "wg_wait(%s, wg_ph);\n"
                     "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
@@ -1561,7 +1701,7 @@ static void emit_promoting_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n"
                     "}\n"
                     "%s",
-                    c->mi, nacc, c->mi, nacc, sbp, loads, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16,
+                    c->mi, nacc, c->mi, nacc, sbp, loads, full, c->stage_bytes / 16, WG_KSTEPS, b_k16 / 16, c->mi, a_k16 / 16,
                     S, peer, c->mi, nacc,
                     p->block_scales ? "acc[i][j] = fmaf(wg_t[i][j], wg_bs[i][(j >> 1) & 1], acc[i][j]);\n"
                                     : "acc[i][j] += wg_t[i][j];\n",
@@ -1575,17 +1715,19 @@ static void emit_pipelined_loop(tuner_sb *sb, const tuner__gemm_problem *p, cons
                                 int b_k16)
 {
     const int nacc = c->bn / 2;
+    char full[48];
+    wg_stage_ready(p, c, full, sizeof(full));
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\nfor (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n"
                     "int wg_prev = -1;\n"
                     "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
-                    "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
+                    "wg_wait(%s, wg_ph);\n%s"
                     "const hd_u32 wg_so = (hd_u32)wg_s * %du;\n"
                     "wg_fence();\n"
                     "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
                     "const hd_u64 wg_db = wg_desc(wg_dlb + wg_so + kk * %d);\n"
                     "#pragma unroll\nfor (int i = 0; i < %d; i++) {\n",
-                    c->mi, nacc,
+                    c->mi, nacc, full,
                     /* A gathered by cp.async (or an unaligned operand stored by the producer's
                      * threads) was written through the generic proxy; wgmma reads through the
                      * async one. */
@@ -1668,6 +1810,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     if (c.n_x)
         tuner_sb_puts(&sb, wg_x_helpers);
+    if (wg_any_tnsp(p))
+        tuner_sb_puts(&sb, wg_tnsp_helpers);
     emit_mma_fn(&sb, p, c.bn);
 
     emit_signature(&sb, p, &c, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
@@ -1681,6 +1825,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                  "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * (%d + s), 1); "
                  "wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n",
                  c.unit_tiles, wg_x_full(&c), wg_x_empty(&c), c.x_in_out ? 1 : c.pingpong ? 4 : 4 * c.consumers);
+    /* The transposed stages' `ready` barriers (wg_ready): an arrive per transposing warp. */
+    char t_init[128] = "";
+    if (wg_any_tnsp(p))
+        snprintf(t_init, sizeof(t_init), "for (int s = 0; s < %d; s++) wg_bar_init(wg_bar0 + 8 * (%d + s), %d);\n", S,
+                 wg_ready(&c), WG_TNSP_WARPS);
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 wg_bars[%d];\n"
@@ -1695,11 +1844,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "if (threadIdx.x == 0) {\n"
                     /* Stage s: `full` barrier s, `empty` barrier S + s. */
                     "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
-                    "%s"
+                    "%s%s"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n%s",
-                    2 * S + (c.n_x ? 2 * c.unit_tiles : 0), S * c.stage_bytes, S, wg_full_count(p), S,
-                    (c.pingpong ? 4 : 4 * c.consumers) * c.cluster, x_init,
+                    2 * S + (c.n_x ? 2 * c.unit_tiles : 0) + (wg_any_tnsp(p) ? S : 0), S * c.stage_bytes, S,
+                    wg_full_count(p), S, (c.pingpong ? 4 : 4 * c.consumers) * c.cluster, x_init, t_init,
                     /* A pair's barriers are initialised before either CTA multicasts into the
                      * other or arrives on its barriers. */
                     c.cluster == 2 ? "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
@@ -1726,6 +1875,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         emit_gather_producer(&sb, p, &c, tiles_m, tiles_n);
     else
         emit_tma_producer(&sb, p, &c, tiles_m, tiles_n);
+    if (wg_any_tnsp(p))
+        emit_transposer(&sb, p, &c, tiles_m, tiles_n);
     /* A split-K cluster's producers meet its consumers' two barriers (emit_split_epilogue). */
     if (c.split > 1)
         tuner_sb_puts(&sb, "__syncwarp();\ngm_cluster_sync();\ngm_cluster_sync();\n");
@@ -1737,8 +1888,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     /* Descriptor strides: K-major rows are 128 bytes (SBO 1 KiB per 8 rows; LBO unused with the
      * 128-byte swizzle); MN-major boxes are 64 columns, 8 KiB apart (LBO), 8-row k groups 1 KiB
      * apart (SBO). Per k16 step (k32 of FP8) the start moves 32 bytes (K-major) or 16 rows = 2 KiB. */
-    const int a_k16 = p->kmajor[0] ? 32 : 2048, b_k16 = p->kmajor[1] ? 32 : 2048;
-    const int a_lbo = p->kmajor[0] ? 16 : 8192, b_lbo = p->kmajor[1] ? 16 : 8192;
+    /* An FP8 operand transposed in the kernel (wg_tnsp) is K-major by the time wgmma reads it. */
+    const bool ka = p->kmajor[0] || wg_tnsp(p, 0), kb = p->kmajor[1] || wg_tnsp(p, 1);
+    const int a_k16 = ka ? 32 : 2048, b_k16 = kb ? 32 : 2048;
+    const int a_lbo = ka ? 16 : 8192, b_lbo = kb ? 16 : 8192;
     /* Byte offset of consumer c's m64 slice i inside the A tile. */
     tuner_sb_printf(&sb,
                     "const int wg_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
@@ -1806,6 +1959,12 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                             "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
                             tiles, tiles, tiles);
         }
+    }
+    /* The quantize step's amax: each consumer warp's largest value over all its block's tiles
+     * (gm_amax_v, kept by the store emitters), one atomic per warp and block at the end. */
+    if (p->amax_in >= 0) {
+        tuner_sb_puts(&sb, "__syncwarp();\n");
+        tuner__gemm_emit_amax_flush(&sb, p);
     }
     /* Stores still in flight complete before the block exits. */
     if (c.stage_out)
@@ -1877,7 +2036,9 @@ static const int wg_tiles[][4] = {
     "a flag-clearing launch first)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
     "by the producer warpgroup (aligned ld.global.nc.v4 + shfl + funnel shift into sw128, st.shared, " \
     "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, " \
-    "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads)"
+    "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads); " \
+    "fp8 MN-major operands: boxes 128 mn x 128 k into a raw stage area, transposed by the producer's 3 spare warps " \
+    "(4x4 byte blocks, prmt) into the K-major tile, `ready` barriers (3 arrivals), tiles of whole 128 boxes, no pairs, producer 56 regs"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -2275,10 +2436,25 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
                         (double)p.batch * p.M * p.N * tuner_dtype_size(p.out_dt);
     /* The ring: stages - 1 k tiles loading per persistent block (a pair's CTAs each fetch half
      * of the shared operand). */
+    /* FP8 tiles transposed in the kernel (emit_transposer): per k tile 32 steps per 128 x 128
+     * square, dealt over three warps, each step about 24 instructions (4 loads, 8 permutes, 4
+     * stores, addresses) and 8 conflict-free shared-memory wavefronts. Their pace bounds the
+     * ring like a producer's (the issue of three warps, or the wavefronts, at the SM's clock:
+     * its fp32 FMA rate over 128 lanes), and the wavefronts share shared-memory bandwidth with
+     * the wgmma reading their operands: half of them are charged to the tensor cores' time. Not
+     * measured yet (no GPU when this was written): an estimate from the instruction counts. */
+    double tnsp_us = 0.0, tnsp_smem_us = 0.0;
+    if (wg_any_tnsp(&p)) {
+        const double mhz = a->fma_f32_tflops * 1e6 / (a->sm_count * 256.0);
+        const double units = 32.0 * ((wg_tnsp(&p, 0) ? c.bm / 128 : 0) + (wg_tnsp(&p, 1) ? c.bn / 128 : 0));
+        const double issue = ceil(units / WG_TNSP_WARPS) * 24.0, smem = units * 8.0;
+        tnsp_us = (issue > smem ? issue : smem) / mhz;
+        tnsp_smem_us = smem / mhz;
+    }
     const tuner__gemm_ring ring = {
         .ktiles = per_sm * (double)(kslice / bk),
         .slots = c.stages - 1,
-        .compute_us = 2.0 * c.bm * c.bn * (double)bk / (rate_sm * eff),
+        .compute_us = 2.0 * c.bm * c.bn * (double)bk / (rate_sm * eff) + 0.5 * tnsp_smem_us,
         .stage_bytes = (c.bm + (double)c.bn / (c.cluster == 2 && !c.pair_n ? 2 : 1)) * bk * esz,
         .dram_frac = panel > uniq ? uniq / panel : 1.0,
         /* Rasterised tiles share operands in L2 more often. */
@@ -2286,7 +2462,8 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
         .sms = ctas < a->sm_count ? (double)ctas : (double)a->sm_count,
         .extra_latency_us = oob_rows * WG_OOB_ROW_US + (p.conv ? WG_CONV_LOAD_US : 0.0),
         /* Operands TMA cannot address: the producer's threads gather them, a stage at a time. */
-        .producer_us = gather ? tuner__gemm_gather_us(wg_gather_chunks(&p, &c), panel > uniq ? uniq / panel : 1.0) : 0.0,
+        .producer_us = (gather ? tuner__gemm_gather_us(wg_gather_chunks(&p, &c), panel > uniq ? uniq / panel : 1.0) : 0.0) +
+                       tnsp_us,
     };
     /* A pair advances at the pace of its slower CTA (each stage waits for both consumers):
      * measured on an H100 at 0.92-1.01 of the same tile unpaired, so it pays only where

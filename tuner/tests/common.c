@@ -340,6 +340,32 @@ tuner_op t_fp8_quantized(tuner_op op)
     return op;
 }
 
+tuner_op t_fp8_mn(tuner_op op, bool a_mn, bool b_mn)
+{
+    for (int w = 0; w < 2; w++) {
+        tuner_tensor *t = &op.inputs[w];
+        if (!(w ? b_mn : a_mn))
+            continue;
+        const long long r = t->shape[t->rank - 2], c = t->shape[t->rank - 1];
+        t->shape[t->rank - 2] = c;
+        t->shape[t->rank - 1] = r;
+        if (w)
+            op.attrs.matmul.trans_b = false;
+        else
+            op.attrs.matmul.trans_a = true;
+    }
+    return op;
+}
+
+tuner_op t_fp8_quantized_amax(tuner_op op)
+{
+    op = t_fp8_quantized(op);
+    const long long one = 1;
+    op.inputs[op.n_inputs] = t_tensor(TUNER_F32, 1, &one, 16);
+    op.epilogue.steps[op.epilogue.n - 1].amax = ++op.n_inputs;
+    return op;
+}
+
 tuner_op t_fp8_promoted(tuner_op op)
 {
     op.attrs.matmul.fast_accum = false;

@@ -48,6 +48,12 @@ tuner_op t_fp8_matmul(tuner_dtype da, tuner_dtype db, tuner_dtype out, long long
 /* op's output quantized to e4m3 as a serving framework's next layer wants it: divided by an f32
  * [1] scale (a new input), then cast (saturating), the epilogue's last step. */
 tuner_op t_fp8_quantized(tuner_op op);
+/* op with its FP8 operands MN-major as asked: A as [batch?][K, M] (trans_a), B as [batch?][K, N]
+ * (trans_b false); sm_90a's matmul_wgmma transposes them in the kernel. */
+tuner_op t_fp8_mn(tuner_op op, bool a_mn, bool b_mn);
+/* t_fp8_quantized whose quantize step also records the amax (tuner_ew_step.amax) into a new f32
+ * [1] input. */
+tuner_op t_fp8_quantized_amax(tuner_op op);
 /* op without fast accumulation: each 128-k tile's sum promoted into fp32 registers. */
 tuner_op t_fp8_promoted(tuner_op op);
 /* NHWC conv2d: x [n, h, w, c], w [k, r, r, c / groups], square stride and padding; output

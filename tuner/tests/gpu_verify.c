@@ -21,7 +21,8 @@
  * sums' scale (twice that as margin); without fast accumulation, that of one 128-k block times the
  * square root of the blocks (their losses, independent, add up as a random walk). On sm_90a
  * the FP8 spaces hold matmul_mma's mma.sync m16n8k32 candidates beside matmul_wgmma's, so the
- * evenly spread sample runs both.
+ * evenly spread sample runs both; MN-major operands (A [K,M], B [K,N]: matmul_wgmma transposes
+ * them in the kernel) follow on sm_90a, every sampled candidate against the same reference.
  *
  * HIDET_VERIFY_ARCH=<target> (e.g. sm_89) builds every case's code, the FP8 cases' included, for
  * that target instead of the device's: where it is not the device's own (compute_89 PTX on a
@@ -435,8 +436,21 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
     CK(d_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CUmodule rmod;
     CK(load_module(&rmod, refbin));
+    /* The quantize step's amax (an FP8 matmul's, tuner_fp8_amax_input): its f32 buffer zeroed
+     * before each launch, as its callers do, and read back after it. */
+    const int amax_in = op->kind == TUNER_OP_MATMUL ? tuner_fp8_amax_input(op) : -1;
+    float ref_amax = 0.0f;
+    if (amax_in >= 0)
+        CK(d_cuMemsetD8(bufs[amax_in].ptr, 0, 4));
     launch_program(rmod, ref, bufs, st);
     CK(d_cuStreamSynchronize(st));
+    if (amax_in >= 0) {
+        CK(d_cuMemcpyDtoH(&ref_amax, bufs[amax_in].ptr, 4));
+        if (!(ref_amax > 0.0f)) {
+            printf("  WRONG reference amax %g (the output has nonzero values)\n", (double)ref_amax);
+            total_wrong++;
+        }
+    }
     float *refh = malloc(nout * 4);
     CK(d_cuMemcpyDtoH(refh, bufs[TUNER_BUF_OUTPUT].ptr, nout * 4));
     double rms = 0;
@@ -469,11 +483,22 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         CK(load_module(&mod, j->bin));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_OUTPUT].ptr, 0xff, nout * oes));
         CK(d_cuMemsetD8(bufs[TUNER_BUF_WORKSPACE].ptr, 0, ws_max));
+        if (amax_in >= 0)
+            CK(d_cuMemsetD8(bufs[amax_in].ptr, 0, 4));
         launch_program(mod, j->prog, bufs, st);
         CK(d_cuStreamSynchronize(st));
         CK(d_cuMemcpyDtoH(outh, bufs[TUNER_BUF_OUTPUT].ptr, nout * oes));
         double maxerr = 0;
         size_t bad = 0, first_bad = 0;
+        /* The amax: the largest |value| the cast receives, within what the sums may lose (the
+         * accumulation's share of the largest value) and 2% for the rest (the scales' and the
+         * chain's rounding). */
+        float amax = 0.0f;
+        bool amax_bad = false;
+        if (amax_in >= 0) {
+            CK(d_cuMemcpyDtoH(&amax, bufs[amax_in].ptr, 4));
+            amax_bad = !(fabs((double)amax - ref_amax) <= (0.02 + tuner_fp8_accum_loss(op)) * ref_amax);
+        }
         for (size_t k = 0; k < nout; k++) {
             float v;
             if (op->output.dtype == TUNER_F32)
@@ -521,6 +546,11 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
         char *sj = tuner_schedule_json(j->s);
         if (getenv("HIDET_VERIFY_TIMES")) /* every candidate's time beside the model's */
             printf("    %8.2f us (model %8.2f) %s\n", j->measured_us, tuner_predict_us(op, t, j->s), sj ? sj : "?");
+        if (amax_bad) {
+            printf("  WRONG amax %s: %g vs ref %g\n", sj ? sj : "?", (double)amax, (double)ref_amax);
+            if (!bad)
+                wrong++;
+        }
         if (bad) {
             wrong++;
             float v0;
@@ -535,7 +565,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             }
             printf("  WRONG %s: %zu/%zu bad, first at %zu: %g vs ref %g\n", sj ? sj : "?", bad, nout, first_bad,
                    (double)v0, (double)refh[first_bad]);
-        } else {
+        } else if (!amax_bad) {
             ok++;
         }
         double rel = maxerr / (rms > 0 ? rms : 1);
@@ -802,14 +832,50 @@ int main(void)
                  E4, E4, TUNER_F32, 0, 300, 520, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false))},
             {"fp8 e4m3 4096x3072x4096 +bias gelu /s quantize e4m3", t_fp8_quantized(t_fp8_matmul(
                  E4, E4, TUNER_BF16, 0, 4096, 3072, 4096, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true))},
+            {"fp8 e4m3 1000x1000x2048 row/col +bias gelu /s quantize e4m3 amax", t_fp8_quantized_amax(t_fp8_matmul(
+                 E4, E4, TUNER_BF16, 0, 1000, 1000, 2048, TUNER_SCALE_ROW, TUNER_SCALE_COL, true))},
             {"fp8 e4m3 block 1000x704x1040 bf16 +bias gelu",
              t_fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, true)},
             {"fp8 e4m3 block 4096x7168x7168 bf16",
              t_fp8_matmul(E4, E4, TUNER_BF16, 0, 4096, 7168, 7168, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false)},
         };
+        char why[320];
         for (size_t i = 0; i < sizeof(f8) / sizeof(f8[0]); i++)
-            if (!only || strstr(f8[i].label, only))
+            if (!only || strstr(f8[i].label, only)) {
+                /* (the quantize step's amax is sm_90a's: HIDET_VERIFY_ARCH=sm_89 skips it) */
+                if (tuner_fp8_unsupported(&f8[i].op, &fp8_target, why, sizeof(why))) {
+                    printf("%-40s skipped: %s\n", f8[i].label, why);
+                    continue;
+                }
                 verify_case(f8[i].label, &f8[i].op, &fp8_target, threads);
+            }
+        /* MN-major operands, transposed in matmul_wgmma's kernel (sm_90a only; mma.sync refuses
+         * them): B [K,N] with row/col scales and edges, A [K,M] with a quantizing epilogue, both
+         * under a batch, and per-block scales with promotion. */
+        const struct {
+            const char *label;
+            tuner_op op;
+        } mn[] = {
+            {"fp8 mn B[K,N] e4m3 row/col 200x384x1040 f16 +bias gelu",
+             t_fp8_mn(t_fp8_matmul(E4, E4, TUNER_F16, 0, 200, 384, 1040, TUNER_SCALE_ROW, TUNER_SCALE_COL, true), false,
+                      true)},
+            {"fp8 mn A[K,M] e4m3xe5m2 4096x3072x4096 /s quantize e4m3 amax",
+             t_fp8_mn(t_fp8_quantized_amax(t_fp8_matmul(E4, E5, TUNER_BF16, 0, 4096, 3072, 4096, TUNER_SCALE_TENSOR,
+                                                   TUNER_SCALE_TENSOR, true)),
+                      true, false)},
+            {"fp8 mn A[K,M] B[K,N] e5m2xe4m3 b2 272x512x2048 f32",
+             t_fp8_mn(t_fp8_matmul(E5, E4, TUNER_F32, 2, 272, 512, 2048, TUNER_SCALE_NONE, TUNER_SCALE_COL, false), true,
+                      true)},
+            {"fp8 mn B[K,N] e4m3 decode 16x8192x8192 tensor bf16",
+             t_fp8_mn(t_fp8_matmul(E4, E4, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false),
+                      false, true)},
+            {"fp8 mn B[K,N] e4m3 block 1000x768x1040 bf16",
+             t_fp8_mn(t_fp8_matmul(E4, E4, TUNER_BF16, 0, 1000, 768, 1040, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false),
+                      false, true)},
+        };
+        for (size_t i = 0; i < sizeof(mn) / sizeof(mn[0]) && fp8_target.sm == 90 && fp8_target.arch_specific; i++)
+            if (!only || strstr(mn[i].label, only))
+                verify_case(mn[i].label, &mn[i].op, &fp8_target, threads);
         case_max = 0;
     }
     {

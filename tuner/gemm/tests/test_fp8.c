@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
@@ -144,8 +146,10 @@ static void test_spaces(void)
     tuner_space_free(sp);
     free(err);
 
-    /* Targets without FP8 tensor cores, and the layouts 8-bit wgmma (and mma.sync) cannot read,
-     * refuse by name; sm_89 and sm_90 take FP8 by matmul_mma (test_fp8_mma.c). */
+    /* Targets without FP8 tensor cores refuse by name, and so do MN-major operands where only
+     * mma.sync runs (sm_89, sm_90: 8-bit fragments are read K-major); sm_90a's matmul_wgmma
+     * transposes them in the kernel (test_mn_major), so there only a row length that is not
+     * 16 bytes is refused. */
     static const struct {
         tuner_target t;
         bool ta, tb;
@@ -153,8 +157,8 @@ static void test_spaces(void)
     } no[] = {
         {{80, false}, false, true, "fp8 needs sm_89 mma.sync or sm_90a wgmma"},
         {{86, false}, false, true, "arch sm_86 has no FP8 tensor cores"},
-        {{90, true}, false, false, "trans_b true"},
-        {{90, true}, true, true, "trans_a false"},
+        {{89, false}, false, false, "trans_b true"},
+        {{90, false}, true, true, "trans_a false"},
     };
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
         tuner_op o = op;
@@ -213,6 +217,22 @@ static void test_cost(void)
     }
 }
 
+/* A quantize step with an amax (tuner_ew_step.amax): every store path keeps the largest |value|
+ * the cast receives, in range only, before the cast; the consumers publish it with an atomic
+ * max on its input. Without one, nothing of it. */
+static void check_amax(const tuner_op *op, const char *src)
+{
+    const int in = tuner_fp8_amax_input(op);
+    char want[96];
+    snprintf(want, sizeof(want), "atomicMax(reinterpret_cast<int *>(const_cast<float *>(in%d))", in);
+    if (in < 0) {
+        CHECK(!strstr(src, "gm_amax_v") && !strstr(src, "atomicMax("));
+        return;
+    }
+    const char *upd = strstr(src, "gm_amax_v = fmaxf(gm_amax_v, o_ok0 ? fabsf(o_v0) : 0.0f);");
+    CHECK(upd && strstr(upd, "hd_round_f8e4m3(") && strstr(src, "__reduce_max_sync(") && strstr(src, want));
+}
+
 /* Compiles program pr of case `what` and checks its PTX for the FP8 wgmma of formats ta x tb. */
 static void compile_fp8(const char *what, const tuner_program *pr, const char *ta, const char *tb)
 {
@@ -246,6 +266,9 @@ static void test_compile(void)
                                           TUNER_SCALE_COL, false), "e5m2", "e4m3"},
         {"e4m3_quantize_e4m3", t_fp8_quantized(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 512, 1024, 2048,
                                                 TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, true)), "e4m3", "e4m3"},
+        {"e4m3_quantize_amax_edges", t_fp8_quantized_amax(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000,
+                                                                      1000, 2048, TUNER_SCALE_ROW, TUNER_SCALE_COL, true)),
+         "e4m3", "e4m3"},
         {"e4m3_promoted_f32", t_fp8_promoted(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F32, 0, 300, 520, 8192,
                                                   TUNER_SCALE_TENSOR, TUNER_SCALE_NONE, false)), "e4m3", "e5m2"},
         {"e4m3_block_scales_edges", t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 704, 1040, TUNER_SCALE_BLOCK,
@@ -338,6 +361,7 @@ static void test_compile(void)
                         if (pr->kernels[0].maps[m].buf == TUNER_BUF_OUTPUT)
                             CHECK(pr->kernels[0].maps[m].dtype == TUNER_F8E4M3 && pr->kernels[0].maps[m].box[0] == 128);
             }
+            check_amax(op, pr->source);
             if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP"))) /* TFP8_DUMP=<case name>: its sources */
                 fprintf(stderr, "==== %s\n%s\n", what, pr->source);
             if (k % t_sub.every == t_sub.rest) /* the sanitizer build's sample (t_subset_init) */
@@ -348,6 +372,7 @@ static void test_compile(void)
         tuner_program *ref = NULL;
         if (tuner_reference(op, &sm90a, &ref, &err) == 0) {
             CHECK(strstr(ref->source, "gm_f8") != NULL);
+            CHECK((tuner_fp8_amax_input(op) >= 0) == (strstr(ref->source, "atomicMax(") != NULL));
             CHECK(t_compile_check(cases[c].name, ref->source, &sm90a, ref, NULL));
         } else {
             fprintf(stderr, "%s: no reference: %s\n", cases[c].name, err ? err : "?");
@@ -400,6 +425,273 @@ static void test_dynamic(void)
     free(err);
 }
 
+/* MN-major FP8 operands on sm_90a (issue 41): matmul_wgmma takes B as [K, N] and A as [K, M],
+ * its copies landing them in a raw area of each stage in boxes of 128 mn x 128 k and the
+ * producer warpgroup's spare warps transposing them into the K-major tiles wgmma reads, on
+ * `ready` barriers of their own; matmul_mma has no candidate; the space keeps tiles of whole
+ * 128-wide boxes along the transposed operand and no CTA pairs; the cost model charges the
+ * transposition (slower than the same problem K-major, not by more than half); a row length
+ * that is not 16 bytes is refused by name; candidates of four problems (each scale kind, both
+ * operands transposed, a batch, edges, a quantizing epilogue, fast accumulation off, split-K,
+ * stream-K, pingpong) compile through NVRTC and ptxas for sm_90a, and the reference reads the
+ * transposed layouts. */
+static void test_mn_major(void)
+{
+    const struct {
+        const char *name;
+        tuner_op op;
+        const char *ta, *tb;
+    } cases[] = {
+        {"mn_b_kn_tensor_4096", t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096,
+                                                      TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false), false, true),
+         "e4m3", "e4m3"},
+        {"mn_a_km_rowcol_bias_gelu_edges", t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 400, 336, 1040,
+                                                                 TUNER_SCALE_ROW, TUNER_SCALE_COL, true), true, false),
+         "e4m3", "e5m2"},
+        {"mn_both_b2_quantize_amax", t_fp8_mn(t_fp8_quantized_amax(t_fp8_matmul(TUNER_F8E5M2, TUNER_F8E4M3, TUNER_BF16, 2, 512, 1024,
+                                                                      2048, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false)),
+                                          true, true),
+         "e5m2", "e4m3"},
+        {"mn_b_block_scales_promoted", t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_F32, 0, 1000, 768, 1040,
+                                                             TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK, false), false, true),
+         "e4m3", "e4m3"},
+    };
+    static const char *const features[] = {"pingpong", "stage_out", "split_k", "stream_k"};
+    static const int plain[] = {0, 0, 1, 0};
+    bool seen[4] = {false};
+    const tuner_template *wg = tuner__template_find("matmul_wgmma"), *mma = tuner__template_find("matmul_mma");
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const tuner_op *op = &cases[c].op;
+        const bool ta = op->attrs.matmul.trans_a, tb_mn = !op->attrs.matmul.trans_b;
+        CHECK(wg && mma && wg->applies(op, &sm90a) && !mma->applies(op, &sm90a));
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        if (tuner_space_build(op, &sm90a, &sp, &err) < 0 || !sp || sp->n == 0) {
+            fprintf(stderr, "%s: no space: %s\n", cases[c].name, err ? err : "?");
+            t_failures++;
+            free(err);
+            tuner_space_free(sp);
+            continue;
+        }
+        for (size_t j = 0; j < sp->n; j++) {
+            const tuner_schedule *it = &sp->items[j];
+            CHECK(strcmp(it->template_name, "matmul_wgmma") == 0);
+            CHECK(tuner_schedule_param(it, "cluster", 1) == 1 && tuner_schedule_param(it, "cluster_n", 1) == 1);
+            CHECK(!ta || tuner_schedule_param(it, "block_m", 0) % 128 == 0);
+            CHECK(!tb_mn || tuner_schedule_param(it, "block_n", 0) % 128 == 0);
+        }
+        size_t *order = calloc(sp->n, sizeof(*order));
+        tuner_rank(op, &sm90a, sp, order, NULL);
+        size_t pick[6];
+        int np = 0;
+        pick[np++] = order[0];
+        for (size_t j = 0; j < sp->n && np < 3; j++)
+            for (int f = 0; f < 4; f++)
+                if (!seen[f] && tuner_schedule_param(&sp->items[j], features[f], plain[f]) != plain[f]) {
+                    seen[f] = true;
+                    pick[np++] = j;
+                    break;
+                }
+        for (int k = 0; k < np; k++) {
+            tuner_program *pr = NULL;
+            char what[160];
+            snprintf(what, sizeof(what), "%s #%zu", cases[c].name, pick[k]);
+            if (tuner_generate(op, &sm90a, &sp->items[pick[k]], &pr, &err) < 0) {
+                fprintf(stderr, "%s: generate failed: %s\n", what, err ? err : "?");
+                t_failures++;
+                free(err);
+                err = NULL;
+                continue;
+            }
+            /* The transposed operand's boxes: 128 mn x 128 k; the K-major one's 128 k x rows. */
+            const tuner_launch *l = &pr->kernels[pr->n_kernels - 1];
+            int maps = 0;
+            for (int m = 0; m < l->n_maps; m++) {
+                const tuner_tmap *tm = &l->maps[m];
+                if (tm->buf != TUNER_BUF_INPUT0 && tm->buf != TUNER_BUF_INPUT0 + 1)
+                    continue;
+                const bool mn = tm->buf == TUNER_BUF_INPUT0 ? ta : tb_mn;
+                const long long rows = op->inputs[tm->buf - TUNER_BUF_INPUT0].shape[op->inputs[tm->buf - TUNER_BUF_INPUT0].rank - 1];
+                maps++;
+                CHECK(tm->box[0] == 128 && tm->swizzle == 128 && (uint64_t)rows == tm->dims[0]);
+                CHECK(!mn || tm->box[1] == 128);
+            }
+            CHECK(maps == 2);
+            CHECK(strstr(pr->source, "wg_tnsp_block(wg_st + ") && strstr(pr->source, "__byte_perm(") &&
+                  strstr(pr->source, "fence.proxy.async.shared::cta"));
+            check_amax(op, pr->source);
+            if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP")))
+                fprintf(stderr, "==== %s\n%s\n", what, pr->source);
+            if (k % t_sub.every == t_sub.rest)
+                compile_fp8(what, pr, cases[c].ta, cases[c].tb);
+            tuner_program_free(pr);
+        }
+        tuner_program *ref = NULL;
+        if (tuner_reference(op, &sm90a, &ref, &err) == 0)
+            CHECK(t_compile_check(cases[c].name, ref->source, &sm90a, ref, NULL));
+        else {
+            fprintf(stderr, "%s: no reference: %s\n", cases[c].name, err ? err : "?");
+            t_failures++;
+        }
+        tuner_program_free(ref);
+        free(order);
+        free(err);
+        tuner_space_free(sp);
+    }
+    for (int f = 0; f < 4; f++)
+        if (!seen[f])
+            fprintf(stderr, "note: no MN-major FP8 schedule with %s was compiled\n", features[f]);
+
+    /* The cost of the transposition: the best K-major and MN-major predictions at 8192^3. */
+    const tuner_op km = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 8192, 8192, 8192, TUNER_SCALE_TENSOR,
+                                     TUNER_SCALE_TENSOR, false);
+    const tuner_op mn = t_fp8_mn(km, false, true);
+    double best[2] = {1e30, 1e30};
+    const tuner_op *ops[2] = {&km, &mn};
+    for (int k = 0; k < 2; k++) {
+        tuner_space *sp = NULL;
+        char *err = NULL;
+        if (tuner_space_build(ops[k], &sm90a, &sp, &err) == 0)
+            for (size_t j = 0; j < sp->n; j++)
+                if (strcmp(sp->items[j].template_name, "matmul_wgmma") == 0) {
+                    const double us = wg->predict_us(ops[k], &sm90a, &sp->items[j]);
+                    best[k] = us < best[k] ? us : best[k];
+                }
+        tuner_space_free(sp);
+        free(err);
+    }
+    if (!(best[1] > best[0] * 1.01 && best[1] < best[0] * 1.5)) {
+        fprintf(stderr, "mn-major cost 8192^3: k-major %.1f us, mn-major %.1f us\n", best[0], best[1]);
+        t_failures++;
+    }
+
+    /* A named M (decode batches) with B [K,N]: the transposers walk the launch's tiles too. */
+    {
+        tuner_op dyn = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 4096, 4096,
+                                             TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false),
+                                false, true);
+        dyn.n_dims = 1;
+        snprintf(dyn.dims[0].name, sizeof(dyn.dims[0].name), "m");
+        dyn.dims[0].min = 1;
+        dyn.dims[0].max = 256;
+        dyn.dims[0].multiple_of = 1;
+        dyn.inputs[0].sym[0] = 1;
+        dyn.output.sym[0] = 1;
+        tuner_space *sp = NULL;
+        tuner_program *pr = NULL;
+        char *err = NULL;
+        if (tuner_space_build(&dyn, &sm90a, &sp, &err) == 0 && sp->n > 0 &&
+            tuner_generate(&dyn, &sm90a, &sp->items[tuner_default_index(&dyn, &sm90a, sp)], &pr, &err) == 0) {
+            CHECK(strstr(pr->source, "wg_tnsp_block(") && strstr(pr->source, "gm_M"));
+            compile_fp8("e4m3 dynamic m, B [K,N]", pr, "e4m3", "e4m3");
+        } else {
+            fprintf(stderr, "mn-major dynamic: %s\n", err ? err : "no space");
+            t_failures++;
+        }
+        tuner_program_free(pr);
+        tuner_space_free(sp);
+        free(err);
+    }
+
+    /* Row lengths the copy engine cannot take (not 16 bytes) are refused by name. */
+    tuner_op odd = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 256, 1000, 512, TUNER_SCALE_NONE,
+                                         TUNER_SCALE_NONE, false), false, true);
+    odd.inputs[1].shape[1] = 1004;
+    odd.output.shape[1] = 1004;
+    char why[320];
+    CHECK(tuner_fp8_unsupported(&odd, &sm90a, why, sizeof(why)) && strstr(why, "N a multiple of 16"));
+    odd = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 1000, 256, 512, TUNER_SCALE_NONE,
+                                TUNER_SCALE_NONE, false), true, false);
+    odd.inputs[0].shape[1] = 1004;
+    odd.output.shape[0] = 1004;
+    CHECK(tuner_fp8_unsupported(&odd, &sm90a, why, sizeof(why)) && strstr(why, "M a multiple of 16"));
+}
+
+/* The verification reference on the CPU against a hand-computed case: the reference kernel's code
+ * after the prelude (plain C++ but for CUDA's qualifiers and a few intrinsics, shimmed here with
+ * one thread at a time) compiled by the host's c++ and run over its grid. A [2,16] e4m3 (rows
+ * 1,1,1,1,0.. and 2,2,0..), B given [K,N] = [16,3] e5m2 (MN-major: k rows (1, .5, -1), (2, .5, -1),
+ * then (1, .5, -1) twice, zeros), row scales (1, .5), a tensor scale 2, / 2^-6, quantized to e4m3
+ * with an amax: sums (5, 2, -4; 6, 2, -4), scaled (10, 4, -8; 6, 2, -4), divided (640, 256, -512;
+ * 384, 128, -256), saturated at +-448 by the cast, and the amax 640, what the cast received. Skipped
+ * (with a note) where no host c++ runs. */
+static void test_reference_host(void)
+{
+    tuner_op op = t_fp8_mn(t_fp8_quantized_amax(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_BF16, 0, 2, 3, 16,
+                                                             TUNER_SCALE_ROW, TUNER_SCALE_TENSOR, false)),
+                           false, true);
+    tuner_program *ref = NULL;
+    char *err = NULL;
+    if (tuner_reference(&op, &sm90a, &ref, &err) < 0) {
+        fprintf(stderr, "reference host: %s\n", err ? err : "?");
+        t_failures++;
+        free(err);
+        return;
+    }
+    const char *body = strstr(ref->source, "// ---- end of prelude ----");
+    CHECK(body != NULL && ref->kernels[0].grid[0] == 1 && ref->kernels[0].block[0] == 256);
+    char dir[] = "/tmp/hd-fp8-ref-XXXXXX";
+    if (!body || !mkdtemp(dir)) {
+        tuner_program_free(ref);
+        return;
+    }
+    char src[96], exe[96], cmd[512];
+    snprintf(src, sizeof(src), "%s/ref.cpp", dir);
+    snprintf(exe, sizeof(exe), "%s/ref", dir);
+    FILE *f = fopen(src, "w");
+    if (!f) {
+        tuner_program_free(ref);
+        return;
+    }
+    fputs("#include <cmath>\n#include <cstdio>\n#include <cstring>\n"
+          "#define __device__\n#define __forceinline__ inline\n#define __global__\n#define __launch_bounds__(x)\n"
+          "#define __restrict__\n"
+          "struct hd_idx { unsigned x, y, z; };\nstatic hd_idx blockIdx, threadIdx;\n"
+          "static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+          "static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }\n"
+          "static inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }\n"
+          "static inline float hd_f32(float v) { return v; }\n"
+          /* one thread at a time: a warp of one */
+          "static inline unsigned __activemask() { return 1u << (threadIdx.x & 31); }\n"
+          "static inline int __reduce_max_sync(unsigned, int v) { return v; }\n"
+          "static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }\n"
+          "static inline int atomicMax(int *p, int v) { const int o = *p; if (v > o) *p = v; return o; }\n",
+          f);
+    fputs(body, f);
+    fputs("int main() {\n"
+          "unsigned char a[32] = {0x38, 0x38, 0x38, 0x38, 0,0,0,0,0,0,0,0,0,0,0,0, 0x40, 0x40};\n"
+          "unsigned char b[48] = {0x3c, 0x38, 0xbc, 0x40, 0x38, 0xbc, 0x3c, 0x38, 0xbc, 0x3c, 0x38, 0xbc};\n"
+          "float sa[2] = {1.0f, 0.5f}, sb[1] = {2.0f}, s[1] = {0.015625f}, amax[1] = {0.0f}, out[6];\n"
+          "for (unsigned t = 0; t < 256; t++) { threadIdx.x = t; hd_ref_matmul(a, b, sa, sb, s, amax, out); }\n"
+          "for (int i = 0; i < 6; i++) printf(\"%g \", out[i]);\nprintf(\"%g\\n\", amax[0]);\nreturn 0;\n}\n",
+          f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "c++ -std=c++17 -O0 -w -o %s %s 2>&1 && %s", exe, src, exe);
+    FILE *pp = popen(cmd, "r");
+    char line[512] = "";
+    const bool got = pp && fgets(line, sizeof(line), pp);
+    const int rc = pp ? pclose(pp) : -1;
+    double v[7] = {0};
+    if (!got || rc != 0) {
+        /* No host compiler (sh's 127) is no failure of the reference; anything else is. */
+        if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127)
+            fprintf(stderr, "note: no host c++: the FP8 reference was not run on the CPU\n");
+        else {
+            fprintf(stderr, "reference host: %s (exit %d)\n", line, rc);
+            t_failures++;
+        }
+    } else if (sscanf(line, "%lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) != 7 ||
+               v[0] != 448 || v[1] != 256 || v[2] != -448 || v[3] != 384 || v[4] != 128 || v[5] != -256 ||
+               v[6] != 640) {
+        fprintf(stderr, "reference host: got %s  want 448 256 -448 384 128 -256 640\n", line);
+        t_failures++;
+    }
+    remove(src);
+    remove(exe);
+    rmdir(dir);
+    tuner_program_free(ref);
+}
+
 /* The GEMM reference applies the epilogue after the scales: a 16-bit matmul with bias + relu reads
  * the bias (in2) in its reference, and an FP8 one whose epilogue quantizes rounds through FP8 in
  * software. (The FP8 change once dropped the epilogue from every GEMM reference: every candidate
@@ -427,6 +719,8 @@ int main(int argc, char **argv)
     test_cost();
     test_compile();
     test_dynamic();
+    test_mn_major();
+    test_reference_host();
     if (t_failures) {
         fprintf(stderr, "test_fp8: %d failure(s)\n", (int)t_failures);
         return 1;
