@@ -289,18 +289,62 @@ double tuner_predict_us(const tuner_op *op, const tuner_target *t, const tuner_s
 
 typedef struct rank_item {
     size_t index;
-    double us;
+    double score; /* what the rank follows: us, or for a dynamic op the worst ratio to the best */
+    double us;    /* at the op's tuning sizes (the dims' max) */
 } rank_item;
 
 static int rank_cmp(const void *a, const void *b)
 {
     const rank_item *x = a, *y = b;
+    if (x->score < y->score)
+        return -1;
+    if (x->score > y->score)
+        return 1;
     if (x->us < y->us)
         return -1;
     if (x->us > y->us)
         return 1;
     /* equal predictions keep space order: qsort is not stable by itself */
     return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* A dynamic op's candidates serve every size of its range, not only the largest it is tuned at:
+ * each is scored by its worse ratio to the best prediction at either end of the range, so a
+ * schedule that is best at the top but poor at the bottom (a tile count just past a wave there)
+ * loses to one that is good at both. On the H200, BERT's GEMMs at 7 x 197 = 1379 rows ran the
+ * 128x192 tile the model picks for the range's top, 1536, at 1.5x the time of the exact-size
+ * pick (bench/results/2026-11-30-h200-session10/b). Ties and static ops: the prediction at the
+ * tuning sizes. A candidate the model cannot price at the bottom keeps its top ratio alone. */
+static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it)
+{
+    if (!tuner_op_is_dynamic(op))
+        return;
+    int64_t lo[TUNER_MAX_DIMS];
+    bool narrow = true;
+    for (int k = 0; k < op->n_dims; k++) {
+        lo[k] = op->dims[k].min;
+        narrow = narrow && op->dims[k].min == op->dims[k].max;
+    }
+    tuner_op *bottom = malloc(sizeof(*bottom));
+    double *us_lo = malloc(space->n * sizeof(*us_lo));
+    if (narrow || !bottom || !us_lo || tuner_op_bind(op, lo, bottom) < 0) {
+        free(bottom);
+        free(us_lo);
+        return;
+    }
+    double best_hi = 1e12, best_lo = 1e12;
+    for (size_t i = 0; i < space->n; i++) {
+        us_lo[i] = tuner_predict_us(bottom, t, &space->items[i]);
+        best_hi = it[i].us < best_hi ? it[i].us : best_hi;
+        best_lo = us_lo[i] < best_lo ? us_lo[i] : best_lo;
+    }
+    if (best_hi < 1e12 && best_lo < 1e12)
+        for (size_t i = 0; i < space->n; i++) {
+            const double r_hi = it[i].us / best_hi, r_lo = us_lo[i] < 1e12 ? us_lo[i] / best_lo : 1.0;
+            it[i].score = it[i].us < 1e12 ? (r_hi > r_lo ? r_hi : r_lo) : 1e12;
+        }
+    free(bottom);
+    free(us_lo);
 }
 
 void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
@@ -320,10 +364,11 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
     }
     for (size_t i = 0; i < space->n; i++) {
         it[i].index = i;
-        it[i].us = tuner_predict_us(op, t, &space->items[i]);
+        it[i].us = it[i].score = tuner_predict_us(op, t, &space->items[i]);
         if (predicted_us)
             predicted_us[i] = it[i].us;
     }
+    rank_over_range(op, t, space, it);
     qsort(it, space->n, sizeof(*it), rank_cmp);
     for (size_t i = 0; i < space->n; i++)
         order[i] = it[i].index;

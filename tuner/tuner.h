@@ -121,8 +121,10 @@ double tuner_predict_us(const tuner_op *op, const tuner_target *t, const tuner_s
 /* Index into space->items of the fixed good default used by tune:"none". */
 size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tuner_space *space);
 
-/* Fills order[0..space->n) with item indices ranked by the cost model, best first.
- * predicted_us may be NULL; otherwise it receives each item's prediction (by item index). */
+/* Fills order[0..space->n) with item indices ranked by the cost model, best first; a dynamic
+ * op's by the worse of each item's ratios to the best prediction at the top and at the bottom of
+ * its range (tuner/space.c, rank_over_range). predicted_us may be NULL; otherwise it receives
+ * each item's prediction at the tuning sizes (by item index). */
 void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space,
                 size_t *order, double *predicted_us);
 
