@@ -129,6 +129,8 @@ def self_test():
     for its mark, an unplanned one does not, ALL ends every wait, the bound holds, and exit
     statuses pass through."""
     bad = []
+    # Not the CPU log of a test command this self-test runs under.
+    env0 = {k: v for k, v in os.environ.items() if k != "HIDET_TEST_CPU_LOG"}
     here = os.path.dirname(os.path.abspath(__file__))
     wrapper = os.path.join(here, "test_order.sh")
     with tempfile.TemporaryDirectory() as d:
@@ -160,10 +162,11 @@ def self_test():
 
         def run(mode, root, cmd, timeout=20):
             return subprocess.run([wrapper, mode, root, order] + cmd, capture_output=True, text=True,
-                                  timeout=timeout)
+                                  timeout=timeout, env=env0)
 
         # No mark yet: it_a waits; unit_b (not planned to wait) runs at once with its status.
-        p = subprocess.Popen([wrapper, "wait", sroot, order] + sanitized[0]["cmd"], stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([wrapper, "wait", sroot, order] + sanitized[0]["cmd"], stderr=subprocess.PIPE, text=True,
+                             env=env0)
         r = run("wait", sroot, sanitized[1]["cmd"])
         if r.returncode != 1:
             bad.append(f"unit_b: exit {r.returncode}, want 1")
@@ -206,7 +209,7 @@ def self_test():
             bad.append(f"ALL: exit {r.returncode}")
         # The CPU log and its report.
         log = os.path.join(d, "cpu.log")
-        env = dict(os.environ, HIDET_TEST_CPU_LOG=log)
+        env = dict(env0, HIDET_TEST_CPU_LOG=log)
         burn = ["sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"]
         for mode, root in (("mark", nroot), ("wait", sroot)):
             subprocess.run([wrapper, mode, root, order] + burn, env=env, timeout=20)
