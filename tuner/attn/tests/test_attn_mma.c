@@ -27,6 +27,7 @@
 
 #include "tuner/attn/attn.h"
 #include "tuner/attn/tests/ops.h"
+#include "tuner/compile_cache.h"
 #include "tuner/tests/common.h"
 
 static _Atomic int compiled;
@@ -215,11 +216,24 @@ static char *nvrtc_ptx(const char *src, const tuner_target *t, char **log)
 {
     nvrtcProgram prog;
     *log = NULL;
-    if (nvrtcCreateProgram(&prog, src, "candidate.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
-        return NULL;
     char arch[48];
     snprintf(arch, sizeof(arch), "--gpu-architecture=compute_%d%s", t->sm, t->arch_specific ? "a" : "");
     const char *opts[] = {arch, "-std=c++17", "-default-device", "--fmad=true"};
+    /* The PTX of an accepted source is kept in HIDETD_COMPILE_CACHE (a tool's entry, keyed by
+     * NVRTC's version, the options and the source): the test command's second build reads the
+     * first's instead of compiling it again under the sanitizers. A failure is not kept. */
+    char key[65];
+    const char *parts[] = {"nvrtc-ptx", tuner_nvrtc_version(), opts[0], opts[1], opts[2], opts[3], src};
+    if (tuner__compile_cache_dir()) {
+        tuner__compile_cache_tool_key(parts, 7, key);
+        char *ptx = NULL;
+        if (tuner__compile_cache_get_tool(key, &ptx, NULL) == 1) {
+            *log = calloc(1, 1);
+            return ptx;
+        }
+    }
+    if (nvrtcCreateProgram(&prog, src, "candidate.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
+        return NULL;
     nvrtcResult rc = nvrtcCompileProgram(prog, 4, opts);
     size_t ln = 0;
     nvrtcGetProgramLogSize(prog, &ln);
@@ -231,8 +245,8 @@ static char *nvrtc_ptx(const char *src, const tuner_target *t, char **log)
         size_t pn = 0;
         nvrtcGetPTXSize(prog, &pn);
         ptx = calloc(1, pn + 1);
-        if (ptx)
-            nvrtcGetPTX(prog, ptx);
+        if (ptx && nvrtcGetPTX(prog, ptx) == NVRTC_SUCCESS && tuner__compile_cache_dir())
+            tuner__compile_cache_put_tool(key, ptx, strlen(ptx));
     }
     nvrtcDestroyProgram(&prog);
     return ptx;
