@@ -17,8 +17,11 @@ usage: scripts/test.sh [--quick | --help]
             starts with [build] or [build-asan]). The tuner's compile checks compile a
             deterministic sample (tuner/tests/common.h): 1 in 8 candidates in the normal
             build (1 in 16 for matmul_wgmma), 1 in 16 in the sanitizer build. The run's identical compiles share one
-            cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h). Suite one-build (the .debs,
-            the backend's small modules) runs in the sanitizer build only.
+            cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h), and a sanitizer-build test
+            that compiles starts after the normal build's run of it (scripts/test_order.sh;
+            HIDET_TEST_ORDER=off: no waits). Suite one-build (the .debs, the backend's small
+            modules) runs in the sanitizer build only. HIDET_TEST_CPU_LOG=FILE: each test's
+            CPU seconds, listed at the end.
             About 11.5 minutes on a 2-core machine once both builds are made, 14 from
             a new clone (README.md, "Tests").
   --quick   the normal build only: suites unit and integration, with the tuner's compile checks
