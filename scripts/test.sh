@@ -17,8 +17,11 @@ usage: scripts/test.sh [--quick | --help]
             starts with [build] or [build-asan]). The tuner's compile checks compile a
             deterministic sample (tuner/tests/common.h): 1 in 8 candidates in the normal
             build (1 in 16 for matmul_wgmma), 1 in 16 in the sanitizer build. The run's identical compiles share one
-            cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h). Suite one-build (the .debs,
-            the backend's small modules) runs in the sanitizer build only.
+            cache (HIDETD_COMPILE_CACHE, tuner/compile_cache.h), and a sanitizer-build test
+            that compiles starts after the normal build's run of it (scripts/test_order.sh;
+            HIDET_TEST_ORDER=off: no waits). Suite one-build (the .debs, the backend's small
+            modules) runs in the sanitizer build only. HIDET_TEST_CPU_LOG=FILE: each test's
+            CPU seconds, listed at the end.
             About 11.5 minutes on a 2-core machine once both builds are made, 14 from
             a new clone (README.md, "Tests").
   --quick   the normal build only: suites unit and integration, with the tuner's compile checks
@@ -83,13 +86,43 @@ export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
 # meson test in one build dir; --no-rebuild: setup.sh has just built everything (meson would run
-# ninja again). Three tests at a time per build: with both builds that is six processes on two
-# cores. Measured with two: the cores sat idle a third of the time, integration tests waiting on
-# daemons, sockets and timers, and the serial tests (is_parallel: false) alone.
+# ninja again). Three tests at a time per build (TESTS_AT_ONCE), four in the normal build of the
+# whole suite: seven processes on two cores. Measured with two: the cores sat idle a third of the
+# time, integration tests waiting on daemons, sockets and timers, and the serial tests
+# (is_parallel: false) alone. The normal build has the fourth: since the sanitizer build's tests
+# that compile wait for its runs (below), it is the longer of the two, and some 200 s of its tests'
+# wall time is waiting on timers (gw_pool, attack-pool-*, it_cluster, it_native, it_lifecycle).
+TESTS_AT_ONCE=3
 run_tests() {
     local b=$1
     shift
-    meson test -C "$b" --no-rebuild --print-errorlogs --num-processes 3 --timeout-multiplier 3 "$@"
+    meson test -C "$b" --no-rebuild --print-errorlogs --num-processes "$TESTS_AT_ONCE" --timeout-multiplier 3 "$@"
+}
+
+# The whole suite: a sanitizer-build test that the sanitizer build runs late (a negative priority:
+# the daemon-driven tests, the tuner's compile checks, the serial tests) starts after the normal
+# build's run of the same test has ended (scripts/test_order.sh, meson test's --wrapper in both
+# builds; its plan from scripts/test_order.py), so it finds that run's kernels in the compile cache
+# instead of compiling them first at the sanitizers' 1.6x; the normal build runs those tests early
+# (meson.build: daemon_test_priority).
+order=$HIDETD_COMPILE_CACHE/.order
+run_build() { # BUILD mark|wait [MESON-TEST-ARGS...]
+    local b=$1 mode=$2 rc ext
+    shift 2
+    local at_once=3
+    [ "$mode" = mark ] && at_once=4
+    TESTS_AT_ONCE=$at_once run_tests "$b" \
+        --wrapper "$(printf '%q ' "$PWD/scripts/test_order.sh" "$mode" "$(cd "$b" && pwd -P)" "$order")" "$@"
+    rc=$?
+    # meson names the logs of a run with a wrapper after it: the usual names back.
+    for ext in json txt junit.xml; do
+        if [ -e "$b/meson-logs/testlog-test_order.sh.$ext" ]; then
+            mv -f "$b/meson-logs/testlog-test_order.sh.$ext" "$b/meson-logs/testlog.$ext"
+        fi
+    done
+    # The normal build is done: nothing waits for it any more.
+    [ "$mode" = mark ] && touch "$order/ended/ALL"
+    return $rc
 }
 
 status=0
@@ -99,15 +132,29 @@ if ((quick)); then
     HIDET_TEST_SAMPLE=16 run_tests build --suite unit --suite integration || status=1
 else
     echo "== [3/3] meson test in build and build-asan, side by side"
-    # Each build's lines carry its name; sed -u passes them on as they come.
-    pids=()
+    mkdir -p "$order/ended"
+    # HIDET_TEST_CPU_LOG=FILE: this run's CPU seconds per test (test_order.sh); FILE starts empty.
+    if [ -n "${HIDET_TEST_CPU_LOG:-}" ]; then
+        : > "$HIDET_TEST_CPU_LOG" || exit 1
+    fi
     # Suite one-build (meson.build) runs once, in the sanitizer build: .debs from source and the
     # backend's small modules, which even out the two builds' CPU work.
+    # HIDET_TEST_ORDER=off: no test waits (the plan's bounds all 0), to measure what the order
+    # saves.
+    if [ "${HIDET_TEST_ORDER:-}" = off ]; then
+        python3 scripts/test_order.py plan build build-asan --no-suite one-build 2>/dev/null |
+            awk '{ print $1, 0, $3 }' > "$order/plan"
+    elif ! python3 scripts/test_order.py plan build build-asan --no-suite one-build > "$order/plan"; then
+        echo "scripts/test.sh: no test order (scripts/test_order.py plan failed): the builds' tests run as they come" >&2
+        : > "$order/plan"
+    fi
+    # Each build's lines carry its name; sed -u passes them on as they come.
+    pids=()
     for b in "${builds[@]}"; do
-        rm -f "$b/meson-logs/test-status"
-        once=()
-        [ "$b" = build ] && once=(--no-suite one-build)
-        { run_tests "$b" "${once[@]}" 2>&1; echo "$?" > "$b/meson-logs/test-status"; } | sed -u "s/^/[$b] /" &
+        rm -f "$b/meson-logs/test-status" "$b"/meson-logs/testlog-test_order.sh.*
+        args=(wait)
+        [ "$b" = build ] && args=(mark --no-suite one-build)
+        { run_build "$b" "${args[@]}" 2>&1; echo "$?" > "$b/meson-logs/test-status"; } | sed -u "s/^/[$b] /" &
         pids+=($!)
     done
     wait "${pids[@]}"
@@ -136,6 +183,11 @@ done
 # The slowest tests, as meson timed them: where the next minute of the suite's time would come from.
 echo "== slowest tests:"
 python3 scripts/testlog_report.py slowest 8 "${logs[@]}"
+# HIDET_TEST_CPU_LOG=FILE: CPU seconds per test and build.
+if ((!quick)) && [ -n "${HIDET_TEST_CPU_LOG:-}" ] && [ -s "$order/plan" ]; then
+    echo "== CPU seconds per test (user + sys; $HIDET_TEST_CPU_LOG):"
+    python3 scripts/test_order.py cpu "$order/plan" "$HIDET_TEST_CPU_LOG"
+fi
 echo "== ${#builds[@]} build(s):"
 python3 scripts/testlog_report.py summary "${logs[@]}"
 exit $status

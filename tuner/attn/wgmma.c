@@ -78,6 +78,7 @@
  * Applies on sm_90a to what tuner__attn_supported accepts with 16-byte aligned q, k, v (TMA).
  */
 #include <errno.h>
+#include <malloc.h> /* malloc_usable_size */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,11 +253,16 @@ static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
                     aw_cfg c;
                     if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
                         continue;
-                    tuner_schedule *grown = realloc(*items, (*n + 1) * sizeof(**items));
-                    if (!grown)
-                        return -ENOMEM;
+                    /* Grown by half, with the room from malloc_usable_size, as tuner__space_push
+                     * does (tuner/space.c says why). */
+                    tuner_schedule *grown = *items;
+                    if (!grown || malloc_usable_size(grown) < (*n + 1) * sizeof(**items)) {
+                        grown = realloc(*items, (*n + *n / 2 + 16) * sizeof(**items));
+                        if (!grown)
+                            return -ENOMEM;
+                        *items = grown;
+                    }
                     grown[*n] = s;
-                    *items = grown;
                     (*n)++;
                 }
     return 0;

@@ -5,6 +5,7 @@
 #include "tuner/gemm/gemm.h"
 
 #include <errno.h>
+#include <malloc.h> /* malloc_usable_size */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -983,11 +984,17 @@ void tuner__gemm_param(tuner_schedule *s, const char *name, int value)
 
 int tuner__gemm_push(tuner_schedule **items, size_t *n, const tuner_schedule *s)
 {
-    tuner_schedule *p = realloc(*items, (*n + 1) * sizeof(**items));
-    if (!p)
-        return -ENOMEM;
+    /* Grows by half, as tuner__space_push does (tuner/space.c says why: a realloc per push copies
+     * the space every time, and maps a new block each time under AddressSanitizer); the room
+     * left comes from malloc_usable_size, so either may append to an array the other grew. */
+    tuner_schedule *p = *items;
+    if (!p || malloc_usable_size(p) < (*n + 1) * sizeof(**items)) {
+        p = realloc(*items, (*n + *n / 2 + 16) * sizeof(**items));
+        if (!p)
+            return -ENOMEM;
+        *items = p;
+    }
     p[*n] = *s;
-    *items = p;
     (*n)++;
     return 0;
 }

@@ -1,9 +1,13 @@
 /* tuner/tests/common.c - see common.h. */
 #include "common.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "tuner/compile_cache.h"
 
 _Atomic int t_failures;
 
@@ -445,28 +449,132 @@ bool t_compile_check(const char *what, const char *source, const tuner_target *t
         tuner_binary_free(b);
         return ok;
     }
-    char path[] = "/tmp/hidet-ptxXXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        tuner_binary_free(b);
-        return false;
-    }
-    FILE *f = fdopen(fd, "w");
-    fwrite(b->ptx, 1, b->ptx_len, f);
-    fclose(f);
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_%d%s %s -o /dev/null", t->sm,
-             t->arch_specific ? "a" : "", path);
-    int rc = system(cmd);
-    unlink(path);
+    char arch[16], *out = NULL;
+    snprintf(arch, sizeof(arch), "sm_%d%s", t->sm, t->arch_specific ? "a" : "");
+    int rc = t_ptxas(b->ptx, arch, "", &out);
     if (rc != 0) {
-        fprintf(stderr, "%s: ptxas rejected the PTX (rc %d)\n", what, rc);
+        fprintf(stderr, "%s: ptxas -arch=%s rejected the PTX (rc %d):\n%s\n", what, arch, rc, out ? out : "");
         ok = false;
     }
+    free(out);
     if (ret_ms)
         *ret_ms = b->compile_ms;
     tuner_binary_free(b);
     return ok;
+}
+
+/* Runs cmd (through the shell); its exit status (-1 when it could not run or did not exit) and,
+ * if out, what it printed on stdout (malloc'd; NULL when out of memory). */
+static int run_capture(const char *cmd, char **out)
+{
+    if (out)
+        *out = NULL;
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t cap = 4096, len = 0, r;
+    char *buf = malloc(cap);
+    char sink[4096];
+    /* Read to the end even without a buffer: the child must not block on a full pipe. */
+    while ((r = buf ? fread(buf + len, 1, cap - len - 1, p) : fread(sink, 1, sizeof(sink), p)) > 0) {
+        if (!buf)
+            continue;
+        len += r;
+        if (cap - len < 1024) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                continue;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (buf)
+        buf[len] = 0;
+    int st = pclose(p);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#define T_PTXAS "/usr/local/cuda/bin/ptxas"
+
+/* The toolkit's ptxas --version, read once: part of every cache key, so that a result of one
+ * ptxas is never taken for another's. NULL when it cannot be read: then nothing is cached. */
+static pthread_once_t ptxas_once = PTHREAD_ONCE_INIT;
+static char *ptxas_version;
+
+static void ptxas_version_init(void)
+{
+    char *v = NULL;
+    if (run_capture(T_PTXAS " --version 2>&1", &v) == 0 && v && strstr(v, "ptxas"))
+        ptxas_version = v;
+    else
+        free(v);
+}
+
+int t_ptxas(const char *ptx, const char *arch, const char *opts, char **out)
+{
+    if (out)
+        *out = NULL;
+    /* arch and opts go into a shell command: only what ptxas's options are made of. */
+    for (const char *c = arch; *c; c++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789_", *c))
+            return -1;
+    for (const char *c = opts; *c; c++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-=,. ", *c))
+            return -1;
+    char key[65];
+    bool cached = false;
+    if (tuner__compile_cache_dir()) {
+        pthread_once(&ptxas_once, ptxas_version_init);
+        if (ptxas_version) {
+            const char *parts[] = {"ptxas", ptxas_version, arch, opts, ptx};
+            tuner__compile_cache_tool_key(parts, 5, key);
+            cached = true;
+            char *text = NULL;
+            if (tuner__compile_cache_get_tool(key, &text, NULL) == 1) {
+                if (out)
+                    *out = text;
+                else
+                    free(text);
+                return 0;
+            }
+        }
+    }
+    char path[] = "/tmp/hidet-ptxXXXXXX.ptx";
+    int fd = mkstemps(path, 4);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    bool written = fputs(ptx, f) >= 0;
+    if (fclose(f) != 0 || !written) {
+        unlink(path);
+        return -1;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), T_PTXAS " -arch=%s %s -o /dev/null %s 2>&1", arch, opts, path);
+    char *text = NULL;
+    int rc = run_capture(cmd, &text);
+    unlink(path);
+    /* Only an acceptance is kept: a rejection runs ptxas again next time, and prints its
+     * messages from the run that made them. */
+    if (rc == 0 && cached && text)
+        tuner__compile_cache_put_tool(key, text, strlen(text));
+    if (out)
+        *out = text;
+    else
+        free(text);
+    return rc;
 }
 
 static int cmp_double(const void *a, const void *b)

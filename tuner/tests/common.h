@@ -79,10 +79,19 @@ void t_add_prologue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *
 
 /* Compiles source with tuner_compile (NVRTC for the real target: PTX, and a cubin from the ptxas
  * inside NVRTC) and checks that every launch of p (if not NULL) names an .entry of the PTX; the
- * first program of each target is also assembled by /usr/local/cuda/bin/ptxas -arch=sm_XX.
+ * first program of each target is also assembled by the toolkit's ptxas -arch=sm_XX (t_ptxas).
  * Returns true when all accept. On success *ret_ms (if not NULL) is the NVRTC compile time. */
 bool t_compile_check(const char *what, const char *source, const tuner_target *t, const tuner_program *p,
                      double *ret_ms);
+
+/* Runs the toolkit's ptxas on ptx: /usr/local/cuda/bin/ptxas -arch=ARCH OPTS -o /dev/null (opts
+ * "" or "-v", say). Returns its exit status (-1 when it could not be run, or for an arch or opts
+ * with characters no option has) and, if out is not NULL, what it printed, stdout and stderr
+ * (malloc'd; NULL if none could be kept). With HIDETD_COMPILE_CACHE set, an accepted PTX's
+ * output is kept there (tuner/compile_cache.h), keyed by ptxas --version, arch, opts and the PTX,
+ * and read back the next time: the test command's second build checks the same PTX - the spill
+ * reports of ptxas -v included - without assembling it again. A rejection is never kept. */
+int t_ptxas(const char *ptx, const char *arch, const char *opts, char **out);
 
 double t_median(double *v, int n);
 

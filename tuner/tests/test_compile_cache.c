@@ -1,7 +1,9 @@
 /* tuner/tests/test_compile_cache.c - HIDETD_COMPILE_CACHE (tuner/compile_cache.h): a second
  * identical compile is served from the directory with the first one's PTX, cubin and log; another
  * target or source is another entry; a damaged, truncated or foreign entry is a miss and is
- * replaced; a failing compile is not stored; and with the variable unset nothing is written. */
+ * replaced; a failing compile is not stored; and with the variable unset nothing is written.
+ * Tools' results (t_ptxas, ptxas -v in the tests): stored when ptxas accepts, read back instead of
+ * running ptxas again, never mixed with NVRTC's entries, a rejection never stored. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +21,32 @@ static char dir[] = "/tmp/hidetd-compile-cache.XXXXXX";
 static const char *source_a = "extern \"C\" __global__ void k(float *p) { p[threadIdx.x] *= 2.0f; }\n";
 static const char *source_b = "extern \"C\" __global__ void k(float *p) { p[threadIdx.x] += 1.0f; }\n";
 static const char *source_bad = "extern \"C\" __global__ void k(float *p) { p[threadIdx.x] = q; }\n";
+
+/* The entries' names (keys) in the directory, at most max, into names; returns how many. */
+static int list_entries(char names[][65], int max)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.' && strlen(e->d_name) == 64 && n < max)
+            memcpy(names[n++], e->d_name, 65);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The one name in now[] that is not in before[] (there is one when this is called). */
+static const char *new_entry(char before[][65], int nb, char now[][65], int nn)
+{
+    for (int i = 0; i < nn; i++) {
+        bool seen = false;
+        for (int j = 0; j < nb; j++)
+            seen = seen || strcmp(now[i], before[j]) == 0;
+        if (!seen)
+            return now[i];
+    }
+    return NULL;
+}
 
 static int count_entries(void)
 {
@@ -93,6 +121,73 @@ static void foreign(unsigned char *b, size_t *len)
     (void)len;
 }
 
+/* t_ptxas and the tools' entries, with the cache at dir (in the cached child). */
+static void check_tool_entries(const tuner_binary *b)
+{
+    char before[8][65], now[8][65], key[65];
+    int nb = list_entries(before, 8);
+    char *out = NULL;
+    CHECK(t_ptxas(b->ptx, "sm_80", "-v", &out) == 0 && out && strstr(out, "Used "), "ptxas -v accepts: %s",
+          out ? out : "(none)");
+    int nn = list_entries(now, 8);
+    CHECK(nn == nb + 1, "an accepted PTX stores one entry: %d then %d", nb, nn);
+    const char *e = new_entry(before, nb, now, nn);
+    CHECK(e != NULL, "the new entry");
+    if (!e) {
+        free(out);
+        return;
+    }
+    memcpy(key, e, sizeof(key));
+    /* What is stored is ptxas's output, and a second run reads it: the entry replaced by a text
+     * ptxas never printed comes back as it is. */
+    char *got = NULL;
+    size_t len = 0;
+    CHECK(tuner__compile_cache_get_tool(key, &got, &len) == 1 && got && out && strcmp(got, out) == 0 &&
+              len == strlen(out),
+          "the entry holds ptxas's output");
+    free(got);
+    const char *fake = "stored, not run\n";
+    tuner__compile_cache_put_tool(key, fake, strlen(fake));
+    char *again = NULL;
+    CHECK(t_ptxas(b->ptx, "sm_80", "-v", &again) == 0 && again && strcmp(again, fake) == 0,
+          "a second run reads the entry: %s", again ? again : "(none)");
+    free(again);
+    CHECK(list_entries(now, 8) == nn, "a hit stores nothing");
+    /* Another option list or arch is another entry. */
+    CHECK(t_ptxas(b->ptx, "sm_80", "", NULL) == 0, "ptxas without -v accepts");
+    CHECK(t_ptxas(b->ptx, "sm_86", "-v", NULL) == 0, "ptxas for sm_86 accepts");
+    CHECK(list_entries(now, 8) == nn + 2, "options and arch are in the key");
+    /* A tool's entry is not an NVRTC entry, nor the other way round. */
+    tuner_binary *bin = NULL;
+    CHECK(tuner__compile_cache_get(key, &bin) == 0 && bin == NULL, "a tool's entry is no NVRTC entry");
+    CHECK(tuner__compile_cache_get_tool(before[0], &got, NULL) == 0, "an NVRTC entry is no tool's entry");
+    /* A damaged entry is a miss: ptxas runs again and the entry is whole again. */
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, key);
+    rewrite(path, flip_a_byte);
+    CHECK(tuner__compile_cache_get_tool(key, &got, NULL) == 0, "a damaged tool's entry is a miss");
+    again = NULL;
+    CHECK(t_ptxas(b->ptx, "sm_80", "-v", &again) == 0 && again && strstr(again, "Used ") && strcmp(again, fake) != 0,
+          "a damaged entry: ptxas runs again");
+    free(again);
+    CHECK(tuner__compile_cache_get_tool(key, &got, NULL) == 1, "and its entry is whole again");
+    free(got);
+    /* A rejection is not stored, and comes with ptxas's messages each time. */
+    nn = list_entries(now, 8);
+    for (int i = 0; i < 2; i++) {
+        char *bad = NULL;
+        CHECK(t_ptxas(".version 8.0\n.target sm_80\n.address_size 64\nnot ptx;\n", "sm_80", "-v", &bad) != 0 &&
+                  bad && strstr(bad, "error"),
+              "bad PTX is rejected with ptxas's error: %s", bad ? bad : "(none)");
+        free(bad);
+    }
+    CHECK(list_entries(now, 8) == nn, "rejections are not stored");
+    /* Nothing outside ptxas's option alphabet reaches the shell. */
+    CHECK(t_ptxas(b->ptx, "sm_80;true", "", NULL) == -1 && t_ptxas(b->ptx, "sm_80", "-v $(true)", NULL) == -1,
+          "arch and options are checked");
+    free(out);
+}
+
 int main(void)
 {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -162,6 +257,8 @@ int main(void)
             tuner_binary_free(b);
         }
         CHECK(count_entries() == 3, "failures are not stored: %d entries", count_entries());
+        if (first)
+            check_tool_entries(first);
         /* No private files are left behind. */
         DIR *d = opendir(dir);
         int tmp = 0;

@@ -27,6 +27,7 @@
 
 #include "tuner/attn/attn.h"
 #include "tuner/attn/tests/ops.h"
+#include "tuner/compile_cache.h"
 #include "tuner/tests/common.h"
 
 static _Atomic int compiled;
@@ -215,11 +216,24 @@ static char *nvrtc_ptx(const char *src, const tuner_target *t, char **log)
 {
     nvrtcProgram prog;
     *log = NULL;
-    if (nvrtcCreateProgram(&prog, src, "candidate.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
-        return NULL;
     char arch[48];
     snprintf(arch, sizeof(arch), "--gpu-architecture=compute_%d%s", t->sm, t->arch_specific ? "a" : "");
     const char *opts[] = {arch, "-std=c++17", "-default-device", "--fmad=true"};
+    /* The PTX of an accepted source is kept in HIDETD_COMPILE_CACHE (a tool's entry, keyed by
+     * NVRTC's version, the options and the source): the test command's second build reads the
+     * first's instead of compiling it again under the sanitizers. A failure is not kept. */
+    char key[65];
+    const char *parts[] = {"nvrtc-ptx", tuner_nvrtc_version(), opts[0], opts[1], opts[2], opts[3], src};
+    if (tuner__compile_cache_dir()) {
+        tuner__compile_cache_tool_key(parts, 7, key);
+        char *ptx = NULL;
+        if (tuner__compile_cache_get_tool(key, &ptx, NULL) == 1) {
+            *log = calloc(1, 1);
+            return ptx;
+        }
+    }
+    if (nvrtcCreateProgram(&prog, src, "candidate.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
+        return NULL;
     nvrtcResult rc = nvrtcCompileProgram(prog, 4, opts);
     size_t ln = 0;
     nvrtcGetProgramLogSize(prog, &ln);
@@ -231,39 +245,11 @@ static char *nvrtc_ptx(const char *src, const tuner_target *t, char **log)
         size_t pn = 0;
         nvrtcGetPTXSize(prog, &pn);
         ptx = calloc(1, pn + 1);
-        if (ptx)
-            nvrtcGetPTX(prog, ptx);
+        if (ptx && nvrtcGetPTX(prog, ptx) == NVRTC_SUCCESS && tuner__compile_cache_dir())
+            tuner__compile_cache_put_tool(key, ptx, strlen(ptx));
     }
     nvrtcDestroyProgram(&prog);
     return ptx;
-}
-
-/* ptxas -v for the real target; returns its exit status and its output in *out. */
-static int run_ptxas(const char *ptx_path, const tuner_target *t, char **out)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_%d%s -v -o /dev/null %s 2>&1", t->sm,
-             t->arch_specific ? "a" : "", ptx_path);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t cap = 4096, len = 0, r;
-    char *buf = malloc(cap);
-    while (buf && (r = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += r;
-        if (cap - len < 1024) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (buf)
-        buf[len] = 0;
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static const char *const want_ptx[] = {"mma.sync.aligned.m16n8k16", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
@@ -353,36 +339,27 @@ static void check_job(const job *j)
             CHECK(strstr(ptx, want_ptx[i]) != NULL, "%s: PTX lacks %s", j->tag, want_ptx[i]);
         if (j->want_cp_async)
             CHECK(strstr(ptx, "cp.async") != NULL, "%s: PTX lacks cp.async", j->tag);
-        char path[] = "/tmp/tattn_XXXXXX.ptx";
-        int fd = mkstemps(path, 4);
-        CHECK(fd >= 0, "mkstemps");
-        if (fd >= 0) {
-            FILE *f = fdopen(fd, "w");
-            if (f) {
-                fputs(ptx, f);
-                fclose(f);
-            } else {
-                close(fd);
-            }
-            char *out = NULL;
-            int st = run_ptxas(path, &j->t, &out);
-            CHECK(st == 0, "%s: ptxas rejected the PTX:\n%s", j->tag, out ? out : "");
-            if (st == 0 && out) {
-                const char *u = strstr(out, "Used ");
-                int regs = u ? atoi(u + 5) : -1;
-                const char *sp = strstr(out, "bytes spill stores");
-                const char *b = sp;
-                while (b && b > out && b[-1] != '\n' && b[-1] != ',')
-                    b--;
-                const bool spills = b && strncmp(b + strspn(b, " "), "0 bytes spill stores, 0 bytes spill loads", 41);
-                if (getenv("TATTN_VERBOSE") || (spills && !j->no_spill))
-                    printf("ptxas: %s: %d registers%s\n", j->tag, regs, spills ? ", SPILLS" : "");
-                if (j->no_spill)
-                    CHECK(!spills, "%s: spills: %.60s", j->tag, b ? b : "");
-            }
-            free(out);
-            unlink(path);
+        /* ptxas -v for the real target (t_ptxas: the test command's second build reads the
+         * first's report). */
+        char arch[16];
+        snprintf(arch, sizeof(arch), "sm_%d%s", j->t.sm, j->t.arch_specific ? "a" : "");
+        char *out = NULL;
+        int st = t_ptxas(ptx, arch, "-v", &out);
+        CHECK(st == 0, "%s: ptxas rejected the PTX:\n%s", j->tag, out ? out : "");
+        if (st == 0 && out) {
+            const char *u = strstr(out, "Used ");
+            int regs = u ? atoi(u + 5) : -1;
+            const char *sp = strstr(out, "bytes spill stores");
+            const char *b = sp;
+            while (b && b > out && b[-1] != '\n' && b[-1] != ',')
+                b--;
+            const bool spills = b && strncmp(b + strspn(b, " "), "0 bytes spill stores, 0 bytes spill loads", 41);
+            if (getenv("TATTN_VERBOSE") || (spills && !j->no_spill))
+                printf("ptxas: %s: %d registers%s\n", j->tag, regs, spills ? ", SPILLS" : "");
+            if (j->no_spill)
+                CHECK(!spills, "%s: spills: %.60s", j->tag, b ? b : "");
         }
+        free(out);
         free(ptx);
     }
     free(pr.source);

@@ -242,24 +242,19 @@ static void test_packed_maps(void)
     CHECK(!tuner__attn_wgmma.applies(&op, &sm90a), "packed: 8-byte aligned qkv refused");
 }
 
-/* Runs ptxas -v on ptx; returns true when it accepts, with the spill bytes it reports. */
-static bool ptxas_v(const char *what, const char *ptx, size_t len, int *ret_spills, bool *ret_serialized)
+/* Runs ptxas -v on ptx (t_ptxas: the test command's second build reads the first's report);
+ * returns true when it accepts, with the spill bytes it reports. */
+static bool ptxas_v(const char *what, const char *ptx, int *ret_spills, bool *ret_serialized)
 {
-    char path[] = "/tmp/hidet-awXXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0)
-        return false;
-    FILE *f = fdopen(fd, "w");
-    fwrite(ptx, 1, len, f);
-    fclose(f);
-    char cmd[320];
-    snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_90a -v %s -o /dev/null 2>&1", path);
-    FILE *pp = popen(cmd, "r");
-    bool ok = pp != NULL;
+    char *out = NULL;
+    bool ok = t_ptxas(ptx, "sm_90a", "-v", &out) == 0;
     int spills = 0;
     *ret_serialized = false;
-    char line[512];
-    while (pp && fgets(line, sizeof(line), pp)) {
+    for (char *line = out, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        char save = *next;
+        *next = '\0';
         const char *sp = strstr(line, "bytes spill stores");
         if (sp) {
             const char *num = line;
@@ -272,16 +267,24 @@ static bool ptxas_v(const char *what, const char *ptx, size_t len, int *ret_spil
             *ret_serialized = true;
         if (strstr(line, "Used") || strstr(line, "spill") || strstr(line, "error") || strstr(line, "warning") ||
             strstr(line, "serialized"))
-            printf("  %s ptxas: %s", what, line);
+            printf("  %s ptxas: %s%s", what, line, strchr(line, '\n') ? "" : "\n");
         if (strstr(line, "error"))
             ok = false;
+        *next = save;
     }
-    if (pp && pclose(pp) != 0)
-        ok = false;
-    if (getenv("AW_KEEP_PTX"))
-        fprintf(stderr, "  %s: PTX kept in %s\n", what, path);
-    else
-        unlink(path);
+    if (getenv("AW_KEEP_PTX")) {
+        char path[] = "/tmp/hidet-awXXXXXX.ptx";
+        int fd = mkstemps(path, 4);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (f) {
+            fputs(ptx, f);
+            fclose(f);
+            fprintf(stderr, "  %s: PTX kept in %s\n", what, path);
+        } else if (fd >= 0) {
+            close(fd);
+        }
+    }
+    free(out);
     *ret_spills = spills;
     return ok;
 }
@@ -357,7 +360,7 @@ static void compile_case(const attn_case *c, bool whole)
                         fprintf(stderr, "%s\n", p->source);
                     int spills = 0;
                     bool serialized = false;
-                    CHECK(ptxas_v(what, b->ptx, b->ptx_len, &spills, &serialized), "%s: ptxas -arch=sm_90a rejected it",
+                    CHECK(ptxas_v(what, b->ptx, &spills, &serialized), "%s: ptxas -arch=sm_90a rejected it",
                           what);
                     /* The preferred hd128 schedule keeps everything in registers, and its
                      * Q.K^T / P.V overlap survives ptxas. */

@@ -149,34 +149,6 @@ static int write_file(const char *path, const char *data)
     return fclose(f) == 0 ? 0 : -EIO;
 }
 
-/* ptxas for the real target; returns its exit status and its -v output in *out. */
-static int run_ptxas(const char *ptx_path, int sm, char **out)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_%d -v -o /dev/null %s 2>&1", sm, ptx_path);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t r;
-    while (buf && (r = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += r;
-        if (cap - len < 1024) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb)
-                break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (buf)
-        buf[len] = 0;
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void dump_program(const char *tag, const tuner_program *pr, const char *ptx, int sm, const tuner_op *op)
 {
     const char *dir = getenv("TGEMM_DUMP");
@@ -251,14 +223,12 @@ static void check_program(const char *tag, const tuner_op *op, int sm, const tun
         __atomic_fetch_add(&compiled, 1, __ATOMIC_RELAXED);
         for (int i = 0; want && want[i]; i++)
             CHECK(strstr(ptx, want[i]) != NULL, "%s: PTX lacks %s", tag, want[i]);
-        char path[] = "/tmp/tgemm_XXXXXX.ptx";
-        int fd = getenv("TGEMM_NO_PTXAS") ? -2 : mkstemps(path, 4);
-        CHECK(fd >= 0 || fd == -2, "mkstemps");
-        if (fd >= 0) {
-            close(fd);
-            write_file(path, ptx);
+        /* ptxas -v on the PTX (t_ptxas: the test command's second build reads the first's report). */
+        if (!getenv("TGEMM_NO_PTXAS")) {
+            char arch[16];
+            snprintf(arch, sizeof(arch), "sm_%d", sm);
             char *out = NULL;
-            int st = run_ptxas(path, sm, &out);
+            int st = t_ptxas(ptx, arch, "-v", &out);
             CHECK(st == 0, "%s: ptxas sm_%d rejected the PTX:\n%s", tag, sm, out ? out : "");
             if (st == 0 && no_spill && out) {
                 for (char *l = strstr(out, "bytes spill stores"); l; l = strstr(l + 1, "bytes spill stores")) {
@@ -272,7 +242,6 @@ static void check_program(const char *tag, const tuner_op *op, int sm, const tun
             if (getenv("TGEMM_VERBOSE") && out)
                 fprintf(stderr, "%s sm_%d:\n%s", tag, sm, out);
             free(out);
-            unlink(path);
         }
         dump_program(tag, &pr, ptx, sm, op);
     }

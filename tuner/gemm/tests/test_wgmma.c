@@ -889,24 +889,13 @@ static void check_one(const job *j)
         CHECK(!strstr(b->log, "C7508"), "%s: %s", tag, b->log);
         /* The toolkit's ptxas on the same PTX, once per case (its first job): it agrees with
          * NVRTC's (assembling every candidate twice cost a third of the test's CPU time). */
-        char path[] = "/tmp/twgmma-XXXXXX";
-        int fd = j->j == 0 ? mkstemp(path) : -2;
-        CHECK(fd >= 0 || fd == -2, "mkstemp");
-        if (fd >= 0) {
-            FILE *f = fdopen(fd, "w");
-            fwrite(b->ptx, 1, b->ptx_len, f);
-            fclose(f);
-            char cmd[512];
-            snprintf(cmd, sizeof(cmd), "/usr/local/cuda/bin/ptxas -arch=sm_90a -o /dev/null %s 2>&1", path);
-            FILE *pp = popen(cmd, "r");
-            char out[4096] = "";
-            size_t got = pp ? fread(out, 1, sizeof(out) - 1, pp) : 0;
-            out[got] = 0;
-            int st = pp ? pclose(pp) : -1;
-            CHECK(st == 0, "%s: ptxas -arch=sm_90a rejected the PTX:\n%s", tag, out);
+        if (j->j == 0) {
+            char *out = NULL;
+            int st = t_ptxas(b->ptx, "sm_90a", "", &out);
+            CHECK(st == 0, "%s: ptxas -arch=sm_90a rejected the PTX:\n%s", tag, out ? out : "");
             /* setmaxnreg ignored (C7508) would make the two-consumer tiles spill. */
-            CHECK(!strstr(out, "C7508"), "%s: %s", tag, out);
-            unlink(path);
+            CHECK(!out || !strstr(out, "C7508"), "%s: %s", tag, out);
+            free(out);
         }
         tuner_binary_free(b);
     }
