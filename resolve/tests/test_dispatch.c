@@ -242,18 +242,19 @@ static void one_name(uv_loop_t *loop, kc_db *db, resolver *r)
 
 #define SOFTMAX_BS                                                                                       \
     "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",128],\"dtype\":\"f16\"}],"                      \
-    "\"dims\":{\"b\":{\"min\":1,\"max\":20},\"s\":{\"min\":1,\"max\":24}},\"arch\":\"sm_90\","           \
+    "\"dims\":{\"b\":{\"min\":16,\"max\":20},\"s\":{\"min\":16,\"max\":24}},\"arch\":\"sm_90\","           \
     "\"tune\":\"measure\"}"
 
 static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
 {
     proto_kernel_request kr = parse(SOFTMAX_BS);
     store(db, &kr, NULL, NULL, sched_a, "// A", KC_CHOSEN_MODEL, 128, 0, NULL);
-    /* b: [1,16] [17,20]; s: [1,16] [17,20] [21,24]. Other code (the same schedule) at (b [17,20],
-     * s [21,24]) only:
-     * along s, b [1,16] merges into one entry [1,24] and b [17,20] into [1,20] and [21,24];
+    /* b: [16,16] [17,20]; s: [16,16] [17,20] [21,24] (names of a product are cut finely below 16:
+     * the ranges start at 16 to keep the table small). Other code (the same schedule) at (b
+     * [17,20], s [21,24]) only:
+     * along s, b [16,16] merges into one entry [16,24] and b [17,20] into [16,20] and [21,24];
      * along b nothing more (the s ranges differ). */
-    static const int64_t blo[] = {1, 17}, bhi[] = {16, 20}, slo[] = {1, 17, 21}, shi[] = {16, 20, 24};
+    static const int64_t blo[] = {16, 17}, bhi[] = {16, 20}, slo[] = {16, 17, 21}, shi[] = {16, 20, 24};
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++) {
             const int64_t lo[2] = {blo[i], slo[j]}, hi[2] = {bhi[i], shi[j]};
@@ -262,7 +263,7 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
         }
     cJSON *t = table(loop, r, SOFTMAX_BS);
     const cJSON *entries = get(get(t, "dispatch"), "entries");
-    static const char *const want[][2] = {{"[1,16]", "[1,24]"}, {"[17,20]", "[1,20]"}, {"[17,20]", "[21,24]"}};
+    static const char *const want[][2] = {{"[16,16]", "[16,24]"}, {"[17,20]", "[16,20]"}, {"[17,20]", "[21,24]"}};
     CHECK(cJSON_GetArraySize(entries) == 3, "%d entries for two names, want 3", cJSON_GetArraySize(entries));
     for (int i = 0; i < 3; i++) {
         const cJSON *e = cJSON_GetArrayItem(entries, i);
@@ -273,8 +274,8 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
         CHECK(e && (get(e, "merged") != NULL) == (i < 2), "entry %d merged", i);
     }
     /* Every (b, s) pair lies in exactly one entry. */
-    for (int b = 1; b <= 20; b++)
-        for (int s = 1; s <= 24; s++) {
+    for (int b = 16; b <= 20; b++)
+        for (int s = 16; s <= 24; s++) {
             int holding = 0;
             const cJSON *e;
             cJSON_ArrayForEach(e, entries) {
@@ -287,7 +288,21 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
     const cJSON *set = get(cJSON_GetArrayItem(entries, 0), "kernel_set");
     CHECK(get(get(get(set, "dims"), "s"), "max")->valueint == 24 &&
               get(get(get(set, "dims"), "b"), "max")->valueint == 16,
-          "the first merged set's dims are b 1..16, s 1..24");
+          "the first merged set's dims are b 16..16, s 16..24");
+    cJSON_Delete(t);
+
+    /* Below 16 a name of a product is cut at 1, 2, ..., 8, [9,10], [11,12]: b in 2..12 against one
+     * s range is 9 entries (as [2,16] one entry spanned 6x the rows). */
+    t = table(loop, r,
+              "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",128],\"dtype\":\"f16\"}],"
+              "\"dims\":{\"b\":{\"min\":2,\"max\":12},\"s\":{\"min\":16,\"max\":16}},\"arch\":\"sm_90\","
+              "\"tune\":\"measure\"}");
+    entries = get(get(t, "dispatch"), "entries");
+    static const char *const fine[] = {"[2,2]", "[3,3]", "[4,4]", "[5,5]", "[6,6]", "[7,7]", "[8,8]", "[9,10]", "[11,12]"};
+    CHECK(cJSON_GetArraySize(entries) == 9, "%d entries for b in 2..12 of b*s, want 9", cJSON_GetArraySize(entries));
+    for (int i = 0; i < 9 && i < cJSON_GetArraySize(entries); i++)
+        CHECK(!strcmp(range_text(cJSON_GetArrayItem(entries, i), "b"), fine[i]), "entry %d: b %s, want %s", i,
+              range_text(cJSON_GetArrayItem(entries, i), "b"), fine[i]);
     cJSON_Delete(t);
 }
 
