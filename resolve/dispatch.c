@@ -1,8 +1,8 @@
 /* resolve/dispatch.c - the answer to a request with named dimensions: a dispatch table
  * (docs/api.md, "Named dimensions").
  *
- * A dynamic op's range is cut into entries: per name, [min, 16] (for a name that multiplies
- * another in an axis, 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power
+ * A dynamic op's range is cut into entries: per name, [min, 16] (in an op with several names,
+ * 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power
  * of two ([17, 20], [21, 24], ..., [29, 32], [33, 40], ... cut to [min, max] and to multiples of
  * multiple_of), and one entry per combination of the names' ranges. Each entry is an ordinary op - the same op over its own
  * range, tuned at that range's largest sizes - so it has an op key of its own, and the cache,
@@ -79,29 +79,17 @@ static int64_t next_edge(int64_t edge)
     return edge + octave / 4;
 }
 
-/* Below 16 a name that multiplies another one (a "b*s" axis: BERT's batch in its rows) is cut as
- * finely, each range at most 1.25x wide: 1, 2, ..., 8, then 10, 12, 14, 16. As [min, 16] its
- * entry spans up to 16x the rows of the other name's range, tuned at the top: BERT at 9 x 160
- * and 10 x 174 ran 1.24x the exact-size compile on the H200 (session 10 call D). A name alone
- * keeps [min, 16] (16 rows are one tile of every GEMM: finer entries would only add jobs). */
+/* Below 16, a name of an op with several names is cut as finely, each range at most 1.25x wide:
+ * 1, 2, ..., 8, then 10, 12, 14, 16. There the op's work is the product of the names' sizes (a
+ * GEMM over "b*s" rows, attention over b x s query blocks), and as [min, 16] a range of the batch
+ * spans up to 16x the work of the other name's range, tuned at the top: BERT at 9 x 160 and 10 x
+ * 174 ran 1.24x the exact-size compile on the H200 (session 10 call D). An op with one name keeps
+ * [min, 16] (16 rows are one tile of every GEMM: finer entries would only add jobs). */
 static int64_t next_fine_edge(int64_t edge)
 {
     if (edge >= 16)
         return next_edge(edge);
     return edge < 8 ? edge + 1 : edge + 2;
-}
-
-/* Whether dim k shares a named axis with another dim in some tensor of op. */
-static bool multiplies_another(const tuner_op *op, int k)
-{
-    const unsigned bit = 1u << k;
-    for (int i = 0; i <= op->n_inputs && i <= TUNER_MAX_INPUTS; i++) {
-        const tuner_tensor *t = i < op->n_inputs ? &op->inputs[i] : &op->output;
-        for (int d = 0; d < t->rank && d < TUNER_MAX_RANK; d++)
-            if ((t->sym[d] & bit) && (t->sym[d] & ~bit))
-                return true;
-    }
-    return false;
 }
 
 static void ranges_of(const tuner_dim *d, bool fine, dim_ranges *out)
@@ -412,7 +400,7 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
     dim_ranges dr[TUNER_MAX_DIMS];
     long long total = 1;
     for (int k = 0; k < op->n_dims; k++)
-        ranges_of(&op->dims[k], multiplies_another(op, k), &dr[k]);
+        ranges_of(&op->dims[k], op->n_dims > 1, &dr[k]);
     fit_table(dr, op->n_dims);
     for (int k = 0; k < op->n_dims; k++)
         total *= dr[k].n;

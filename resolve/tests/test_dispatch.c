@@ -249,8 +249,8 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
 {
     proto_kernel_request kr = parse(SOFTMAX_BS);
     store(db, &kr, NULL, NULL, sched_a, "// A", KC_CHOSEN_MODEL, 128, 0, NULL);
-    /* b: [16,16] [17,20]; s: [16,16] [17,20] [21,24] (names of a product are cut finely below 16:
-     * the ranges start at 16 to keep the table small). Other code (the same schedule) at (b
+    /* b: [16,16] [17,20]; s: [16,16] [17,20] [21,24] (with several names, names are cut finely
+     * below 16: the ranges start at 16 to keep the table small). Other code (the same schedule) at (b
      * [17,20], s [21,24]) only:
      * along s, b [16,16] merges into one entry [16,24] and b [17,20] into [16,20] and [21,24];
      * along b nothing more (the s ranges differ). */
@@ -291,18 +291,34 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
           "the first merged set's dims are b 16..16, s 16..24");
     cJSON_Delete(t);
 
-    /* Below 16 a name of a product is cut at 1, 2, ..., 8, [9,10], [11,12]: b in 2..12 against one
-     * s range is 9 entries (as [2,16] one entry spanned 6x the rows). */
-    t = table(loop, r,
-              "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",128],\"dtype\":\"f16\"}],"
-              "\"dims\":{\"b\":{\"min\":2,\"max\":12},\"s\":{\"min\":16,\"max\":16}},\"arch\":\"sm_90\","
-              "\"tune\":\"measure\"}");
-    entries = get(get(t, "dispatch"), "entries");
+    /* Below 16 a name of an op with several names is cut at 1, 2, ..., 8, [9,10], [11,12]: b in
+     * 2..12 against one s range is 9 entries (as [2,16] one entry spanned 6x the work), whether
+     * the names multiply in one axis or stand on two; one name alone keeps [min,16]. */
+    static const char *const two[] = {
+        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",128],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"b\":{\"min\":2,\"max\":12},\"s\":{\"min\":16,\"max\":16}},\"arch\":\"sm_90\","
+        "\"tune\":\"measure\"}",
+        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b\",\"s\",128],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"b\":{\"min\":2,\"max\":12},\"s\":{\"min\":16,\"max\":16}},\"arch\":\"sm_90\","
+        "\"tune\":\"measure\"}"};
     static const char *const fine[] = {"[2,2]", "[3,3]", "[4,4]", "[5,5]", "[6,6]", "[7,7]", "[8,8]", "[9,10]", "[11,12]"};
-    CHECK(cJSON_GetArraySize(entries) == 9, "%d entries for b in 2..12 of b*s, want 9", cJSON_GetArraySize(entries));
-    for (int i = 0; i < 9 && i < cJSON_GetArraySize(entries); i++)
-        CHECK(!strcmp(range_text(cJSON_GetArrayItem(entries, i), "b"), fine[i]), "entry %d: b %s, want %s", i,
-              range_text(cJSON_GetArrayItem(entries, i), "b"), fine[i]);
+    for (int k = 0; k < 2; k++) {
+        t = table(loop, r, two[k]);
+        entries = get(get(t, "dispatch"), "entries");
+        CHECK(cJSON_GetArraySize(entries) == 9, "%s: %d entries for b in 2..12, want 9", k ? "[b,s,128]" : "[b*s,128]",
+              cJSON_GetArraySize(entries));
+        for (int i = 0; i < 9 && i < cJSON_GetArraySize(entries); i++)
+            CHECK(!strcmp(range_text(cJSON_GetArrayItem(entries, i), "b"), fine[i]), "entry %d: b %s, want %s", i,
+                  range_text(cJSON_GetArrayItem(entries, i), "b"), fine[i]);
+        cJSON_Delete(t);
+    }
+    t = table(loop, r,
+              "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",128],\"dtype\":\"f16\"}],"
+              "\"dims\":{\"n\":{\"min\":2,\"max\":20}},\"arch\":\"sm_90\",\"tune\":\"measure\"}");
+    entries = get(get(t, "dispatch"), "entries");
+    CHECK(cJSON_GetArraySize(entries) == 2 && !strcmp(range_text(cJSON_GetArrayItem(entries, 0), "n"), "[2,16]"),
+          "one name: %d entries, the first n %s", cJSON_GetArraySize(entries),
+          range_text(cJSON_GetArrayItem(entries, 0), "n"));
     cJSON_Delete(t);
 }
 
