@@ -81,10 +81,13 @@ def main():
     if not rows:
         sys.exit(f"{args.log}: no timed rows (lines '<us> us (model <us>) {{json}}' under a '(K+V .. cand):' header)")
     if args.c_table:
-        for name, cands in rows:
-            print(f"/* {name}: {len(cands)} candidates (split, block, kv_tile, stages, fused, measured us) */")
-            for meas, _, p in cands:
-                print("    {%d, %d, %d, %d, %d, %.2f}," % (tuple(p[k] for k in PARAMS) + (meas,)))
+        # {row, split, block, kv_tile, stages, fused, measured us}, three to a line
+        for ri, (name, cands) in enumerate(rows):
+            print(f"    /* {ri}: {name}, {len(cands)} candidates */")
+            items = ["{%d, %d, %d, %d, %d, %d, %.2f}" % ((ri,) + tuple(p[k] for k in PARAMS) + (meas,))
+                     for meas, _, p in cands]
+            for i in range(0, len(items), 3):
+                print("    " + ", ".join(items[i:i + 3]) + ",")
         return
     print(f"{'row':<34} {'n':>4}  {'model pick':<24} {'pick us':>8} {'best us':>8}  {'best':<24} {'pick/best':>9} {'rho':>6}")
     worst = 0.0
