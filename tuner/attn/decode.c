@@ -24,8 +24,9 @@
  *    counter is tagged with the launch's %gridid, so it needs no zeroed workspace);
  *  - `fused` 0 (hd_attn_decode_part, then hd_attn_decode_combine, a block per (b, query head,
  *    row)): the partials as above, combined by a second kernel spread over the whole GPU. It is
- *    in the space only where a group's partials reach 128 KiB (e.g. 64-row groups split 8 ways
- *    and more), where one block reading them all may take longer than a second launch.
+ *    in the space only where a group's partials reach 128 KiB (64-row groups split 8 ways and
+ *    more, 4-row groups split 64 ways), where one block reading them all may take longer than a
+ *    second launch (it does at B1 kv4K split 64 on the H200: 17.3 us against 38.2).
  *  Either combine rescales the partials by 2^(m_p - M), sums, divides by L and stores through
  *  tuner__attn_emit_store (epilogue). A partial whose keys were all masked has m = -inf and
  *  l = 0 and contributes nothing; a row with no key at all (L = 0) gives 0, never NaN.
@@ -39,10 +40,14 @@
  * (and the warps' merge and the last block's weights after it) fits the target's shared
  * memory. Only the mma.sync path exists (no CUDA-core variant): with R padded to 16 the
  * tensor-core work is still far under the bandwidth bound.
- * The cost model (decode_predict) is a stream of K and V at a share of the DRAM bandwidth that
- * the loads in flight reach (Little's law against what an SM needs, calibrated on the H200),
- * plus a launch, a round trip per wave of blocks and the combine (dec_combine_us); the default
- * (tune "none") is the model's first, so "none" and "model" pick alike.
+ * The cost model (decode_predict), fitted on the H200's timings of every candidate of issue 38's
+ * six decode rows (bench/results/2026-11-30-h200-session10/decode_model.md): a launch, then per
+ * wave of blocks a pipeline over the chunk's tiles, each tile the longest of the warps' compute
+ * chain (keys per warp x a per-key latency, more where warps share a scheduler), its bytes at
+ * the block's share of its SM's stream, and the DRAM round trip the ring's stages - 1 tiles in
+ * flight cover; at least all bytes at the DRAM's rate; then the combine (dec_combine_us: the
+ * last block's costs a round trip per chunk, the combine kernel a launch). The default (tune
+ * "none") is the model's first, so "none" and "model" pick alike.
  * Requirements (applies): f16/bf16, D in 64..256 of attn.h, no prologue, S <= 16, group * S <=
  * 64, q, k, v 16-byte aligned (cp.async and 16-byte q loads), B and Hkv within a grid dimension.
  *
@@ -720,9 +725,9 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
 /* Launching a kernel and ramping its blocks up, us. */
 #define DEC_LAUNCH_US 2.5
 /* A loaded DRAM round trip, us: a block's first tile, and the refill a ring of `stages` slots
- * hides over stages - 1 tiles. 1 us fits the log's rows best (0.75-2 us rank within 0.01 of rho):
- * at B1 kv4k split 1, 2 slots of 64 keys take 78.7 us, 3 slots 67.7 us (one tile per round trip
- * against the compute of one tile). */
+ * hides over stages - 1 tiles (0.75 and 1 us rank the log's rows alike): at B1 kv4K split 1, 2
+ * slots of 64 keys take 78.7 us, 3 slots 67.7 us (one tile per round trip against the compute
+ * of one tile). */
 #define DEC_LAT_US 1.0
 /* The share of the arch's DRAM figure the stream reaches with enough loads in flight. The
  * sm_90 entry's dram_gbps is an H100's 3000 GB/s; the H200 streamed 4.04-4.19 TB/s at B64
@@ -732,26 +737,35 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
 /* What one SM streams at most, bytes per us: B1 kv4K split 1 (8 blocks, 8 SMs) runs 2 slots of
  * 128 keys, which compute does not bound, at 16.8 MB / 57.9 us / 8 = 36 KB/us an SM. */
 #define DEC_SM_STREAM (40.0 * 1024)
-/* One warp's dependent chain per key of its slice at D 128, us: the QK mma, the online softmax
- * (max, exp2, shuffles) and the PV mma of its 16 rows. Split 1 at B1 kv4K (one block per SM,
- * one warp per scheduler) is compute-bound: 4096 keys over 4 slices of 32 keys in 58.0 us
- * (block 128, tile 128), over 2 slices in 118.5 us (block 64, tile 64): 0.057 us a key; the
- * fit over the six rows gives 0.065 (the issue of the cp.async and the syncs on top). Half is
- * the softmax (per key), half the mma and ldmatrix (per key and 16 columns of D); a mask adds
- * about a third to the softmax. */
+/* One warp's dependent chain per tile, us: a fixed step (the ring's wait, __syncthreads, the
+ * next cp.async's issue) and per key of its slice at D 128 (the QK mma, the online softmax's
+ * max, exp2 and shuffles, the PV mma of its 16 rows). Split 1 at B1 kv4K (one block per SM, one
+ * warp per scheduler) is compute-bound: 64 steps of 16 keys a warp take 67.7 us (block 128,
+ * tile 64), 32 steps of 32 keys 58.0 us (tile 128), 64 of 32 keys 118.5 us (block 64, tile
+ * 64): about 0.3 us a step and 0.05-0.06 a key; the fit over the six rows gives 0.3 and 0.065.
+ * Half of the per-key part is the softmax (per key), half the mma and ldmatrix (per key and 16
+ * columns of D); a mask adds about a third to the softmax. */
+#define DEC_STEP_US 0.3
 #define DEC_KEY_US 0.065
 /* Warps per scheduler (4 an SM) whose chains overlap before they share its issue: 1 - at B16
  * kv4K split 8 (4 blocks of 2 warps an SM) blocks of 64 threads take 142 us against 84 us for
  * 128 (DEC_KEY_US's chain at 2 warps a scheduler, not 1). */
 #define DEC_WARPS_PER_SCHED 1.0
+/* What every wave of blocks costs besides its tiles, us: a block's start (q's round trip) and
+ * end (its warps' merge in shared memory), and, where the blocks write partials, their writes'
+ * round trip, the fence and the counter's atomic. B1 kv4K split 32 with tiles of 128 keys (one
+ * tile a chunk) takes 33.2 us in two waves of one block an SM against 25.2 us in one wave with
+ * tiles of 64: a wave costs about 8 us where its tile computes in 2. */
+#define DEC_BLOCK_US 2.0
+#define DEC_PARTIAL_US 4.0
 /* The last block's combine: the fence and the counter's atomic, us; then an L2 round trip for
  * the (m, l) pairs and one per chunk and round of (row, 4 columns) items of a thread: the chunk
  * loop's ld.global.cg are volatile asm, issued in order. At B1 kv4K split 64 the last block's
  * combine costs 18-21 us over the combine kernel (38.2 against 17.3 us at block 64, 39.0
- * against 21.0 at block 128): 64 chunks x 0.25-0.3 us; split 16 against split 8 one launch,
+ * against 21.0 at block 128): 64 chunks x 0.3 us; split 16 against split 8 one launch,
  * 19.7 against 17.3 us. */
 #define DEC_ARRIVE_US 0.5
-#define DEC_L2_LAT_US 0.25
+#define DEC_L2_LAT_US 0.3
 
 /* Blocks of configuration c resident on one SM: threads, registers (about 128 a thread, 255 at
  * head dim 256, as ptxas allocates them) and shared memory per SM. */
@@ -785,11 +799,12 @@ static double dec_combine_us(const tuner_arch *a, const tuner__attn_problem *p, 
 
 /* A launch, then the waves of blocks, each a pipeline over its chunk's tiles, or the stream of
  * all bytes at the DRAM's rate if that is longer; then the combine. A tile of a block takes the
- * longest of: its warps' compute chain (kpw keys each, slower where more warps than
+ * longest of: its warps' compute chain (a step and kpw keys each, slower where more warps than
  * DEC_WARPS_PER_SCHED share a scheduler), its bytes at the block's share of its SM's stream
  * (DEC_SM_STREAM, or the DRAM's rate over the SMs in use, shared by the SM's blocks), and the
  * round trip that the ring's stages - 1 tiles in flight cover. A chunk shorter than the ring is
- * all issued at once: one round trip, then its tiles. */
+ * all issued at once: one round trip, then its tiles. A wave adds its blocks' start and end
+ * (DEC_BLOCK_US, DEC_PARTIAL_US). */
 static double decode_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
 {
     const tuner_arch *a = tuner__arch(t);
@@ -812,7 +827,7 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
     const double nb = fmin((double)bps, ceil(blocks / sms));
     /* The compute chain of a tile: kpw keys of each warp; half of DEC_KEY_US scales with D. */
     const double soft = 0.5 * (d->has_mask ? 1.33 : 1.0), mma = 0.5 * (double)d->d / 128.0;
-    double comp = c.kpw * DEC_KEY_US * (soft + mma);
+    double comp = DEC_STEP_US + c.kpw * DEC_KEY_US * (soft + mma);
     const double per_sched = nb * c.warps / 4.0;
     if (per_sched > DEC_WARPS_PER_SCHED)
         comp *= per_sched / DEC_WARPS_PER_SCHED;
@@ -826,6 +841,7 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
         block_us = DEC_LAT_US + ntiles * fmax(comp, load);
     else
         block_us = DEC_LAT_US + ntiles * fmax(fmax(comp, load), (DEC_LAT_US + load) / (c.stages - 1));
+    block_us += DEC_BLOCK_US + (c.fused && c.split == 1 ? 0.0 : DEC_PARTIAL_US);
     const double tm = fmax(waves * block_us, bytes / bw);
     return DEC_LAUNCH_US + tm + dec_combine_us(a, &p, &c);
 }

@@ -14,7 +14,7 @@
  * MQA step's 64-row groups split 64 ways). The same rows' every candidate, as the H200 timed
  * them (bench/results/2026-11-30-h200-session10/c/decode.log, copied below by
  * `bench/decode_fit.py LOG --c-table`): the model's pick must measure within 5% of the best, and
- * its ranking keep a Spearman rho >= 0.6 against the measurements on every row.
+ * its ranking keep a Spearman rho >= 0.65 against the measurements on every row.
  */
 #include "tuner/tests/common.h"
 
@@ -326,7 +326,7 @@ static double spearman(const double *a, const double *b, size_t n)
 }
 
 /* The model against the H200's timings: per row, the model's first among the timed candidates
- * must measure within 5% of the best, and rank the candidates with rho >= 0.6 (decode.log's
+ * must measure within 5% of the best, and rank the candidates with rho >= 0.65 (decode.log's
  * model had 0.20-0.81 and picks up to 1.165x the best: B1 kv4K's split 16 in one launch). */
 static void check_timed(const tuner_op *op0, const tuner_target *t, int row, const char *name)
 {
@@ -370,7 +370,7 @@ static void check_timed(const tuner_op *op0, const tuner_target *t, int row, con
     CHECK(n >= 20, "%s: %zu timed candidates", name, n);
     CHECK(ratio <= 1.05, "%s: the model's pick measured %.2f us, %.3f x the best %.2f us", name, meas[pick], ratio,
           meas[best]);
-    CHECK(rho >= 0.6, "%s: the model ranks the H200's timings with rho %.3f", name, rho);
+    CHECK(rho >= 0.65, "%s: the model ranks the H200's timings with rho %.3f", name, rho);
     free(meas);
     free(pred);
 }
