@@ -734,8 +734,9 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
  * kv32K (decode.log's best rows, 1.35-1.40x) and 3.2-3.4 TB/s at B16 kv4K; 1.3 x 3000 =
  * 3.9 TB/s ranks both. */
 #define DEC_STREAM_SHARE 1.3
-/* What one SM streams at most, bytes per us: B1 kv4K split 1 (8 blocks, 8 SMs) runs 2 slots of
- * 128 keys, which compute does not bound, at 16.8 MB / 57.9 us / 8 = 36 KB/us an SM. */
+/* What one SM streams at most, bytes per us: at least the 16.8 MB / 57.9 us / 8 = 36 KB/us an
+ * SM of B1 kv4K split 1 (8 blocks on 8 SMs, tiles of 128 keys); 40 KiB/us ranks the six rows
+ * best among 30-50. */
 #define DEC_SM_STREAM (40.0 * 1024)
 /* One warp's dependent chain per tile, us: a fixed step (the ring's wait, __syncthreads, the
  * next cp.async's issue) and per key of its slice at D 128 (the QK mma, the online softmax's
@@ -747,9 +748,9 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
  * columns of D); a mask adds about a third to the softmax. */
 #define DEC_STEP_US 0.3
 #define DEC_KEY_US 0.065
-/* Warps per scheduler (4 an SM) whose chains overlap before they share its issue: 1 - at B16
- * kv4K split 8 (4 blocks of 2 warps an SM) blocks of 64 threads take 142 us against 84 us for
- * 128 (DEC_KEY_US's chain at 2 warps a scheduler, not 1). */
+/* Warps per scheduler (4 an SM) whose chains overlap before they share its issue: where an SM
+ * holds more, the chains' time grows with them. 1 and 1.5 rank the six rows alike (mean rho
+ * within 0.01), 2 and 3 worse; no row isolates it. */
 #define DEC_WARPS_PER_SCHED 1.0
 /* What every wave of blocks costs besides its tiles, us: a block's start (q's round trip) and
  * end (its warps' merge in shared memory), and, where the blocks write partials, their writes'
@@ -784,7 +785,7 @@ static int blocks_per_sm(const tuner_arch *a, const tuner__attn_problem *p, cons
 /* The combine after the blocks' partials, us: none when split 1 stores from registers; the last
  * block's (the arrival, the (m, l) round trip, then a round trip per chunk for each round of
  * the group's (row, 4 columns) items over the block's threads: it grows with split, which is
- * what makes split 16-64 lose to split 8 in one launch at B1 kv4K); or a second kernel (a
+ * what makes split 64 in one launch lose to the combine kernel at B1 kv4K); or a second kernel (a
  * launch, a round trip, the workspace read across the GPU). */
 static double dec_combine_us(const tuner_arch *a, const tuner__attn_problem *p, const dec_cfg *c)
 {

@@ -463,7 +463,8 @@ int main(int argc, char **argv)
 
     /* The issue's decode rows (B 1, 16, 64 x Skv 4K, 32K; 32/8 heads, hd 128, f16) on sm_90a:
      * the space has tens of candidates, and the default (tune "none") is the model's first over
-     * the whole space (tune "model": every template), one launch, all its blocks resident in one
+     * the whole space (tune "model": every template), attention_decode (one launch, or at B1
+     * kv4K split 64 with the combine kernel, the H200's best), all its blocks resident in one
      * wave, and not the ring the H200's ncu found starved (split 1, 2 slots of 128 keys: one
      * block per SM with half a tile in flight on average). Printed as the table of picks. */
     {
