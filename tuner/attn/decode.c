@@ -24,8 +24,9 @@
  *    counter is tagged with the launch's %gridid, so it needs no zeroed workspace);
  *  - `fused` 0 (hd_attn_decode_part, then hd_attn_decode_combine, a block per (b, query head,
  *    row)): the partials as above, combined by a second kernel spread over the whole GPU. It is
- *    in the space only where a group's partials reach 128 KiB (e.g. 64-row groups split 8 ways
- *    and more), where one block reading them all may take longer than a second launch.
+ *    in the space only where a group's partials reach 128 KiB (64-row groups split 8 ways and
+ *    more, 4-row groups split 64 ways), where one block reading them all may take longer than a
+ *    second launch (it does at B1 kv4K split 64 on the H200: 17.3 us against 38.2).
  *  Either combine rescales the partials by 2^(m_p - M), sums, divides by L and stores through
  *  tuner__attn_emit_store (epilogue). A partial whose keys were all masked has m = -inf and
  *  l = 0 and contributes nothing; a row with no key at all (L = 0) gives 0, never NaN.
@@ -39,10 +40,14 @@
  * (and the warps' merge and the last block's weights after it) fits the target's shared
  * memory. Only the mma.sync path exists (no CUDA-core variant): with R padded to 16 the
  * tensor-core work is still far under the bandwidth bound.
- * The cost model (decode_predict) is a stream of K and V at a share of the DRAM bandwidth that
- * the loads in flight reach (Little's law against what an SM needs, calibrated on the H200),
- * plus a launch, a round trip per wave of blocks and the combine (dec_combine_us); the default
- * (tune "none") is the model's first, so "none" and "model" pick alike.
+ * The cost model (decode_predict), fitted on the H200's timings of every candidate of issue 38's
+ * six decode rows (bench/results/2026-11-30-h200-session10/decode_model.md): a launch, then per
+ * wave of blocks a pipeline over the chunk's tiles, each tile the longest of the warps' compute
+ * chain (keys per warp x a per-key latency, more where warps share a scheduler), its bytes at
+ * the block's share of its SM's stream, and the DRAM round trip the ring's stages - 1 tiles in
+ * flight cover; at least all bytes at the DRAM's rate; then the combine (dec_combine_us: the
+ * last block's costs a round trip per chunk, the combine kernel a launch). The default (tune
+ * "none") is the model's first, so "none" and "model" pick alike.
  * Requirements (applies): f16/bf16, D in 64..256 of attn.h, no prologue, S <= 16, group * S <=
  * 64, q, k, v 16-byte aligned (cp.async and 16-byte q loads), B and Hkv within a grid dimension.
  *
@@ -713,22 +718,59 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
 
 /* ---- cost model ----------------------------------------------------------------------------- */
 
+/* The constants below are fitted on the H200's timings of every candidate of issue 38's six rows
+ * (B 1/16/64 x Skv 4K/32K, 32/8 heads, D 128, f16; L2 flushed between timings):
+ * bench/results/2026-11-30-h200-session10/c/decode.log, read by bench/decode_fit.py, before and
+ * after in bench/results/2026-11-30-h200-session10/decode_model.md. */
 /* Launching a kernel and ramping its blocks up, us. */
 #define DEC_LAUNCH_US 2.5
-/* A loaded DRAM round trip, us: the first tiles of a block, and the partials a combine reads. */
+/* A loaded DRAM round trip, us: a block's first tile, and the refill a ring of `stages` slots
+ * hides over stages - 1 tiles (0.75 and 1 us rank the log's rows alike): at B1 kv4K split 1, 2
+ * slots of 64 keys take 78.7 us, 3 slots 67.7 us (one tile per round trip against the compute
+ * of one tile). */
 #define DEC_LAT_US 1.0
-/* Loads in flight per SM that stream at about 0.84 of the DRAM bandwidth (dec_stream_eff): the
- * H200's ncu of b16 kv4096 (bench/results/2026-11-29-h200-attention) saw 63.8% of peak from one
- * block per SM whose 2-slot ring of 128 keys keeps 0.5 x 69.6 KB in flight on average. */
-#define DEC_INFLIGHT_PER_SM (52.0 * 1024)
-/* The last block's combine: the fence and the counter's atomic, us; an L2 round trip, us (the
- * (m, l) pairs, then each round of the O reads: a thread keeps 8 loads of 16 bytes in flight). */
+/* The share of the arch's DRAM figure the stream reaches with enough loads in flight. The
+ * sm_90 entry's dram_gbps is an H100's 3000 GB/s; the H200 streamed 4.04-4.19 TB/s at B64
+ * kv32K (decode.log's best rows, 1.35-1.40x) and 3.2-3.4 TB/s at B16 kv4K; 1.3 x 3000 =
+ * 3.9 TB/s ranks both. */
+#define DEC_STREAM_SHARE 1.3
+/* What one SM streams at most, bytes per us: at least the 16.8 MB / 57.9 us / 8 = 36 KB/us an
+ * SM of B1 kv4K split 1 (8 blocks on 8 SMs, tiles of 128 keys); 40 KiB/us ranks the six rows
+ * best among 30-50. */
+#define DEC_SM_STREAM (40.0 * 1024)
+/* One warp's dependent chain per tile, us: a fixed step (the ring's wait, __syncthreads, the
+ * next cp.async's issue) and per key of its slice at D 128 (the QK mma, the online softmax's
+ * max, exp2 and shuffles, the PV mma of its 16 rows). Split 1 at B1 kv4K (one block per SM, one
+ * warp per scheduler) is compute-bound: 64 steps of 16 keys a warp take 67.7 us (block 128,
+ * tile 64), 32 steps of 32 keys 58.0 us (tile 128), 64 of 32 keys 118.5 us (block 64, tile
+ * 64): about 0.3 us a step and 0.05-0.06 a key; the fit over the six rows gives 0.3 and 0.065.
+ * Half of the per-key part is the softmax (per key), half the mma and ldmatrix (per key and 16
+ * columns of D); a mask adds about a third to the softmax. */
+#define DEC_STEP_US 0.3
+#define DEC_KEY_US 0.065
+/* Warps per scheduler (4 an SM) whose chains overlap before they share its issue: where an SM
+ * holds more, the chains' time grows with them. 1 and 1.5 rank the six rows alike (mean rho
+ * within 0.01), 2 and 3 worse; no row isolates it. */
+#define DEC_WARPS_PER_SCHED 1.0
+/* What every wave of blocks costs besides its tiles, us: a block's start (q's round trip) and
+ * end (its warps' merge in shared memory), and, where the blocks write partials, their writes'
+ * round trip, the fence and the counter's atomic. B1 kv4K split 32 with tiles of 128 keys (one
+ * tile a chunk) takes 33.2 us in two waves of one block an SM against 25.2 us in one wave with
+ * tiles of 64: a wave costs about 8 us where its tile computes in 2. */
+#define DEC_BLOCK_US 2.0
+#define DEC_PARTIAL_US 4.0
+/* The last block's combine: the fence and the counter's atomic, us; then an L2 round trip for
+ * the (m, l) pairs and one per chunk and round of (row, 4 columns) items of a thread: the chunk
+ * loop's ld.global.cg are volatile asm, issued in order. At B1 kv4K split 64 the last block's
+ * combine costs 18-21 us over the combine kernel (38.2 against 17.3 us at block 64, 39.0
+ * against 21.0 at block 128): 64 chunks x 0.3 us; split 16 against split 8 one launch,
+ * 19.7 against 17.3 us. */
 #define DEC_ARRIVE_US 0.5
 #define DEC_L2_LAT_US 0.3
 
-/* Blocks of configuration c resident on the whole GPU at once: threads, registers (about 128 a
- * thread, 255 at head dim 256, as ptxas allocates them) and shared memory per SM. */
-static long long resident_blocks(const tuner_arch *a, const tuner__attn_problem *p, const dec_cfg *c)
+/* Blocks of configuration c resident on one SM: threads, registers (about 128 a thread, 255 at
+ * head dim 256, as ptxas allocates them) and shared memory per SM. */
+static int blocks_per_sm(const tuner_arch *a, const tuner__attn_problem *p, const dec_cfg *c)
 {
     const int regs = p->d.d > 128 ? 255 : 128;
     int bps = a->max_threads_per_sm / c->block;
@@ -737,35 +779,33 @@ static long long resident_blocks(const tuner_arch *a, const tuner__attn_problem 
     /* The driver reserves 1 KiB of shared memory per block. */
     if ((int)(a->max_smem_per_sm / (c->smem + 1024)) < bps)
         bps = (int)(a->max_smem_per_sm / (c->smem + 1024));
-    return (long long)(bps < 1 ? 1 : bps) * a->sm_count;
-}
-
-/* The share of the DRAM bandwidth that x = (loads in flight) / (what DEC_INFLIGHT_PER_SM says
- * the SMs need) reaches: Little's law, rounded off where the queues fill (x / (1 + x^4)^(1/4):
- * 0.64 at x = 0.67, the measurement above, 0.84 at 1, 0.97 at 2). */
-static double dec_stream_eff(double x)
-{
-    return x / pow(1.0 + x * x * x * x, 0.25);
+    return bps < 1 ? 1 : bps;
 }
 
 /* The combine after the blocks' partials, us: none when split 1 stores from registers; the last
- * block's (the arrival, the (m, l) round trip, then the group's O partials read by that block's
- * threads, a (row, 4 columns) item each, 8 loads in flight a thread; the groups' last blocks
- * run on different SMs at once); or a second kernel (a launch, a round trip, the workspace read
- * across the GPU). The combine kernel wins from about 200-400 KB of partials per group (64-row
- * groups split 8 ways and more), which is where the space starts offering it. */
+ * block's (the arrival, the (m, l) round trip, then a round trip per chunk for each round of
+ * the group's (row, 4 columns) items over the block's threads: it grows with split, which is
+ * what makes split 64 in one launch lose to the combine kernel at B1 kv4K); or a second kernel (a
+ * launch, a round trip, the workspace read across the GPU). */
 static double dec_combine_us(const tuner_arch *a, const tuner__attn_problem *p, const dec_cfg *c)
 {
     if (c->fused && c->split == 1)
         return 0.0;
     if (c->fused) {
-        const double items = fmin((double)c->block, (double)c->rows * (double)(p->d.d / 4));
-        const double rate = items * 8.0 * 16.0 / DEC_L2_LAT_US; /* bytes per us */
-        return DEC_ARRIVE_US + DEC_L2_LAT_US + group_partial_bytes(p, c->split) / rate;
+        const double rounds = ceil((double)c->rows * (double)(p->d.d / 4) / (double)c->block);
+        return DEC_ARRIVE_US + DEC_L2_LAT_US * (1.0 + (double)c->split * rounds);
     }
-    return DEC_LAUNCH_US + DEC_LAT_US + (double)c->ws_bytes / (a->dram_gbps * 1e3);
+    return DEC_LAUNCH_US + DEC_LAT_US + (double)c->ws_bytes / (a->dram_gbps * 1e3 * DEC_STREAM_SHARE);
 }
 
+/* A launch, then the waves of blocks, each a pipeline over its chunk's tiles, or the stream of
+ * all bytes at the DRAM's rate if that is longer; then the combine. A tile of a block takes the
+ * longest of: its warps' compute chain (a step and kpw keys each, slower where more warps than
+ * DEC_WARPS_PER_SCHED share a scheduler), its bytes at the block's share of its SM's stream
+ * (DEC_SM_STREAM, or the DRAM's rate over the SMs in use, shared by the SM's blocks), and the
+ * round trip that the ring's stages - 1 tiles in flight cover. A chunk shorter than the ring is
+ * all issued at once: one round trip, then its tiles. A wave adds its blocks' start and end
+ * (DEC_BLOCK_US, DEC_PARTIAL_US). */
 static double decode_predict(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
 {
     const tuner_arch *a = tuner__arch(t);
@@ -775,42 +815,36 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
         return 1e12;
     const tuner_attention_dims *d = &p.d;
     const int es = tuner_dtype_size(p.dt);
-    const double bw = a->dram_gbps * 1e3; /* bytes per us */
-    const double kv = 2.0 * (double)d->b * (double)d->hkv * (double)d->skv * (double)d->d * es;
-    /* q, the mask, epilogue operands and the output: the op's minimum less K and V; and the
-     * partials the blocks write (none at split 1 in one kernel). */
-    const double rest = tuner__attn_min_bytes(&p) - kv;
-    const double ws = (double)c.ws_bytes;
+    const double bw = a->dram_gbps * 1e3 * DEC_STREAM_SHARE; /* bytes per us */
+    const double sms = (double)a->sm_count;
+    /* K, V, q, the mask, epilogue operands and the output (the op's minimum), and the partials
+     * the blocks write (none at split 1 in one kernel). */
+    const double bytes = tuner__attn_min_bytes(&p) + (double)c.ws_bytes;
     const double blocks = (double)c.split * (double)d->hkv * (double)d->b;
-    const double slots = (double)resident_blocks(a, &p, &c);
-    const double resident = fmin(blocks, slots), waves = ceil(blocks / slots);
-    /* Loads in flight: a block waits for its oldest tile whole and syncs before it issues the
-     * next, so it keeps between stages - 2 and stages - 1 tiles of K and V in flight - and no
-     * more than its chunk has: a chunk of n tiles is all issued early and drains, about
-     * (n + 1) / 2 on average. */
+    const int bps = blocks_per_sm(a, &p, &c);
+    const double waves = ceil(blocks / (bps * sms));
+    const double used = fmin(blocks, sms);
+    /* Blocks an SM holds at once in a wave. */
+    const double nb = fmin((double)bps, ceil(blocks / sms));
+    /* The compute chain of a tile: kpw keys of each warp; half of DEC_KEY_US scales with D. */
+    const double soft = 0.5 * (d->has_mask ? 1.33 : 1.0), mma = 0.5 * (double)d->d / 128.0;
+    double comp = DEC_STEP_US + c.kpw * DEC_KEY_US * (soft + mma);
+    const double per_sched = nb * c.warps / 4.0;
+    if (per_sched > DEC_WARPS_PER_SCHED)
+        comp *= per_sched / DEC_WARPS_PER_SCHED;
+    /* The tile's K and V at the block's share of its SM's stream. */
+    const double sm_rate = fmin(DEC_SM_STREAM, bw / used);
     const double tile_bytes = 2.0 * c.tile * (double)d->d * es;
+    const double load = tile_bytes / (sm_rate / nb);
     const double ntiles = ceil((double)c.ch / c.tile);
-    const double inflight = resident * tile_bytes * fmin(c.stages - 1.5, 0.5 * (ntiles + 1.0));
-    const double used = fmin(resident, (double)a->sm_count);
-    const double eff = dec_stream_eff(inflight / (DEC_INFLIGHT_PER_SM * a->sm_count));
-    double tm = (kv + rest + ws) / (bw * eff);
-    /* One SM streams at most about twice its share of the bandwidth: too few blocks leave the
-     * rest idle. */
-    const double cap = kv / (used * 2.0 * bw / a->sm_count);
-    if (cap > tm)
-        tm = cap;
-    /* Issue: the softmax of every (padded row, key), and the mma and ldmatrix per 16 keys, on
-     * the SMs that have blocks, slower with fewer than 8 warps an SM to hide latencies. */
-    const double padded = (double)d->b * (double)d->hkv * 16.0 * c.mt * (double)d->skv;
-    const double instr = padded * (14.0 + (d->has_mask ? 8.0 : 0.0)) + padded / 16.0 * (double)d->d / 2.0;
-    const double warps_sm = fmin(slots / a->sm_count, ceil(blocks / used)) * c.warps;
-    const double rate = used * 4.0 * 32.0 * 1.7e3 * fmin(1.0, warps_sm / 8.0);
-    if (instr / rate > tm)
-        tm = instr / rate;
-    /* Every wave of blocks waits one round trip for its first tiles; a last wave partly empty
-     * wastes its share. */
-    const double tail = (waves - blocks / slots) * (tm / waves) * 0.5;
-    return DEC_LAUNCH_US + waves * DEC_LAT_US + tm + tail + dec_combine_us(a, &p, &c);
+    double block_us;
+    if (ntiles < c.stages)
+        block_us = DEC_LAT_US + ntiles * fmax(comp, load);
+    else
+        block_us = DEC_LAT_US + ntiles * fmax(fmax(comp, load), (DEC_LAT_US + load) / (c.stages - 1));
+    block_us += DEC_BLOCK_US + (c.fused && c.split == 1 ? 0.0 : DEC_PARTIAL_US);
+    const double tm = fmax(waves * block_us, bytes / bw);
+    return DEC_LAUNCH_US + tm + dec_combine_us(a, &p, &c);
 }
 
 /* The default: the schedule the cost model ranks first (so that tune "none" and "model" agree
