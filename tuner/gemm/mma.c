@@ -68,6 +68,10 @@ typedef struct mma_cfg {
  * the rest before a space is built). */
 static bool mma_supported(const tuner__gemm_problem *p, const tuner_arch *a)
 {
+    /* Its cp.async loaders, strides and 16-byte vectors are fixed at generation: a named N or K
+     * is matmul_simt's (and matmul_tf32's) for now. */
+    if (tuner__gemm_names_nk(p))
+        return false;
     /* (The quantize step's amax is matmul_wgmma's: tuner_fp8_unsupported.) */
     if (p->fp8)
         return a && a->tc_fp8_tflops > 0 && !p->conv && p->amax_in < 0 && p->kmajor[0] && p->kmajor[1] && p->vec[0] == 16 &&
@@ -928,7 +932,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
             *err = strdup("invalid schedule for this op and target");
         return -EINVAL;
     }
-    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
+    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm);
     const long long kps = tuner__gemm_k_per_split(p->K, c.split, c.bk);
     const int mi = c.wm / 16, ni = c.wn / 8;
     const int stage_bytes = (c.bm + c.bn) * c.bk * op_bytes(p);
@@ -956,7 +960,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     tuner_mapping wmap = tuner_map_spatial(2, c.warps_m, c.warps_n, 1);
     const char *wnames[TUNER_MAP_MAX_RANK] = {"gm_wm", "gm_wn", NULL};
     tuner_map_emit_begin(&sb, &wmap, "threadIdx.x >> 5", "gw", wnames);
-    tuner__gemm_emit_raster(&sb, p, tiles_m, tiles_n, c.bm, c.group);
+    tuner__gemm_emit_raster(&sb, p, tiles_m, c.bm, c.bn, c.group);
     tuner_sb_printf(&sb,
                     "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
                     "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
@@ -1040,7 +1044,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     emit_epilogue(&sb, p, &c);
     tuner_map_emit_end(&sb, &wmap);
     tuner_sb_puts(&sb, "}\n");
-    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, tiles_n, c.split, in_cluster,
+    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, c.bn, c.split, in_cluster,
                               (unsigned)c.threads, (unsigned)c.smem);
 }
 
