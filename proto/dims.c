@@ -432,6 +432,15 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
                                   "%s is %s of a transposed a: the kernels take no name on a transposed a; %s", field,
                                   d == 0 ? "K" : "M", WHERE_NAMES);
             }
+            /* FP8 matmuls run on matmul_mma and matmul_wgmma, which take a named M only. */
+            if (tuner_dtype_is_fp8(x->dtype) && (x->sym[1] || b->sym[1 - bk])) {
+                const int d = x->sym[1] ? 1 : 1 - bk, i = x->sym[1] ? 0 : 1;
+                snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s is %s of an FP8 matmul: its kernels take a named M only (N and K are named "
+                                  "for f16, bf16 and f32); %s",
+                                  field, i == 0 ? "K" : "N", WHERE_NAMES);
+            }
             if (b->sym[bk] != x->sym[1]) {
                 snprintf(field, sizeof(field), "inputs[1].shape[%d]", bk);
                 return proto_fail(e, 422, "shape_mismatch", field,

@@ -1584,6 +1584,10 @@ static void test_named_dims(void)
         "inputs[0].shape[1]");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,8,64],\"dtype\":\"f16\"},"
         "{\"shape\":[4,64,\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[1].shape[2]");
+    /* an FP8 matmul's N (its kernels take a named M only) */
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,64],\"dtype\":\"f8e4m3\"},"
+        "{\"shape\":[\"n\",64],\"dtype\":\"f8e4m3\"}],\"attrs\":{\"trans_b\":true,\"out_dtype\":\"f16\"}," DIMS_N "}",
+        422, "invalid_field", "inputs[1].shape[0]");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,64],\"dtype\":\"f16\"},{\"shape\":[64,\"n\"],\"dtype\":\"f16\"},"
         "{\"shape\":[8,256],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}],"
         "\"dims\":{\"n\":{\"min\":1,\"max\":256}}}", 422, "shape_mismatch", "inputs[2].shape[1]");
