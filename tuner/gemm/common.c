@@ -217,6 +217,24 @@ static bool names_only_axis0(const tuner_tensor *t)
     return true;
 }
 
+/* The product of the multiple_of of the dims in mask. */
+static long long dims_multiple(const tuner_op *op, unsigned mask)
+{
+    long long m = 1;
+    for (int k = 0; k < op->n_dims; k++)
+        if (mask & (1u << k))
+            m *= op->dims[k].multiple_of > 0 ? op->dims[k].multiple_of : 1;
+    return m;
+}
+
+/* A vector width (a power of two) halved until it divides multiple. */
+static int cut_vec(int vec, long long multiple)
+{
+    while (vec > 1 && multiple % vec)
+        vec /= 2;
+    return vec;
+}
+
 /* Whether the names of fused operand t stand where the value it is read against (right-aligned,
  * numpy broadcast) has the same names: a broadcast axis (extent 1) is never named, and an axis
  * that lines up with a named one carries that name. */
@@ -287,12 +305,19 @@ static int dynamic_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
                              "axes (M, N or K as the output, a or b name them)");
     }
     p->dynamic = true;
-    p->m_multiple = p->M;
-    if (p->m_sym) {
-        p->m_multiple = 1;
-        for (int k = 0; k < op->n_dims; k++)
-            if (p->m_sym & (1u << k))
-                p->m_multiple *= op->dims[k].multiple_of > 0 ? op->dims[k].multiple_of : 1;
+    p->m_multiple = p->m_sym ? dims_multiple(op, p->m_sym) : p->M;
+    p->n_multiple = p->n_sym ? dims_multiple(op, p->n_sym) : p->N;
+    p->k_multiple = p->k_sym ? dims_multiple(op, p->k_sym) : p->K;
+    /* A vector along a named row (a's K, b's K with trans_b, b's N) or a row stride that is one
+     * must fit every size: cut the widths to what the dims' multiple_of guarantees. */
+    if (p->k_sym && p->kmajor[0])
+        p->vec[0] = cut_vec(p->vec[0], p->k_multiple);
+    if (p->kmajor[1] ? p->k_sym : p->n_sym)
+        p->vec[1] = cut_vec(p->vec[1], p->kmajor[1] ? p->k_multiple : p->n_multiple);
+    if (p->n_sym) {
+        p->out_vec = cut_vec(p->out_vec, p->n_multiple);
+        if (p->out_chunk && p->n_multiple % p->out_chunk)
+            p->out_chunk = 0;
     }
     return 0;
 }
@@ -352,6 +377,11 @@ bool tuner__gemm_m_divides(const tuner__gemm_problem *p, int block_m)
     if (p->m_sym)
         return p->m_multiple % block_m == 0;
     return p->M % block_m == 0;
+}
+
+bool tuner__gemm_n_divides(const tuner__gemm_problem *p, int block_n)
+{
+    return (p->n_sym ? p->n_multiple : p->N) % block_n == 0;
 }
 
 static const char gm_helpers[] =
@@ -930,6 +960,9 @@ bool tuner__gemm_tile_operand(const tuner__gemm_problem *p, int i, bool *batched
             *batched = false;
         return true;
     }
+    /* (a named N's row stride is the launch's: such a tile is not staged) */
+    if (p->n_sym)
+        return false;
     if (t->dtype != p->out_dt || t->rank < 2 || t->rank > o->rank || t->shape[t->rank - 1] != p->N ||
         t->shape[t->rank - 2] != p->M || (p->N * esz) % 16 != 0 || align_of(t) < 16)
         return false;

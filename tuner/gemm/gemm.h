@@ -75,9 +75,14 @@ typedef struct tuner__gemm_problem {
     /* Named N and K (2-D a [M, K] and b [K, N] / [N, K] only, issue 39): the dims b's N axis and
      * a's (and b's) K axis stand for, 0 where fixed. With either set the strides of a, b, the
      * output and the fused operands follow the launch's sizes (gm_N, gm_K in generated code).
-     * Only templates that say so take them (tuner__gemm_names_nk; matmul_simt and matmul_tf32
-     * today): the others refuse such an op in their applies. */
+     * Only templates that say so take them (tuner__gemm_names_nk; matmul_simt, matmul_tf32 and
+     * matmul_mma without split-K, cp.async through per-unit coordinates): matmul_wgmma refuses
+     * such an op in its applies. */
     unsigned n_sym, k_sym;
+    /* What every launch's N and K are multiples of (the product of their dims' multiple_of; the
+     * size itself when fixed); the vector widths above (vec, out_vec, out_chunk) are cut to
+     * divide them, so that a vector never straddles a row at any size. */
+    long long n_multiple, k_multiple;
 } tuner__gemm_problem;
 
 /* How generated code spells M and the batch count: for a static op the literals the emitters
@@ -97,6 +102,8 @@ tuner__gemm_x tuner__gemm_B(const tuner__gemm_problem *p);
  * gm_K a dynamic op's kernels declare (tuner__gemm_emit_dims_decl). */
 tuner__gemm_x tuner__gemm_N(const tuner__gemm_problem *p, long long add);
 tuner__gemm_x tuner__gemm_K(const tuner__gemm_problem *p, long long add);
+/* Whether every launch's N is a multiple of block_n (tuner__gemm_m_divides for N). */
+bool tuner__gemm_n_divides(const tuner__gemm_problem *p, int block_n);
 /* Whether N or K is named (a template that does not take them refuses the op). */
 static inline bool tuner__gemm_names_nk(const tuner__gemm_problem *p)
 {

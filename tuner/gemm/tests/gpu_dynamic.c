@@ -16,7 +16,7 @@
  * the bound output must match the reference (|out - ref| <= tol * (rms(ref) + |ref|), no NaN; tol
  * as tests/gpu/template_sweep.c has it for GEMMs) and every byte past it must still be poison: a kernel that bounds M by max, or not at all,
  * writes there. Prints one line per case and size; exits 1 if any candidate is wrong.
- * Named N and K (issue 39) are cases of their own with sizes per dim: the bound tensors are then
+ * Named N and K (issue 39; matmul_mma, matmul_simt, matmul_tf32) are cases of their own with sizes per dim: the bound tensors are then
  * the max-size buffers read densely at the launch's sizes (not prefixes), by the reference and
  * the kernels alike.
  * HIDET_VERIFY_MAX=N limits candidates per case (evenly spread; default all), HIDET_VERIFY_ONLY=s
@@ -257,10 +257,14 @@ int main(void)
             sizes[z * TUNER_MAX_DIMS] = cases[c].sizes[z];
         verify_case(cases[c].name, &cases[c].op, &t, sizes, 3, 16);
     }
-    /* Named N and K (matmul_simt, matmul_tf32): sizes per dim (dims sorted by name), at min, odd
-     * and max. The bound tensors are the max-size buffers' first elements read densely at the
+    /* Named N and K (matmul_mma for 16 bits, matmul_simt and matmul_tf32 for fp32): sizes per
+     * dim (dims sorted by name), at min, odd and max; with multiple_of 8 matmul_mma keeps its
+     * 16-byte cp.async vectors. The bound tensors are the max-size buffers' first elements read densely at the
      * launch's sizes, as the reference reads them. */
     tuner_op tf32_n = dyn_matmul_nk(TUNER_F32, 200, 1000, 96, NULL, "n", NULL, 1, false, true);
+    tuner_op by8 = dyn_matmul_nk(TUNER_BF16, 512, 1024, 512, "m", "n", "k", 8, false, true);
+    for (int k = 0; k < by8.n_dims; k++)
+        by8.dims[k].multiple_of = 8;
     tf32_n.attrs.matmul.allow_tf32 = true;
     struct {
         const char *name;
@@ -276,6 +280,7 @@ int main(void)
         {"bf16 p@v [s,s]x[s,64] (M = K = s)", dyn_matmul_nk(TUNER_BF16, 1024, 64, 1024, "s", NULL, "s", 1, false, false),
          {{1}, {257}, {1024}}},
         {"f32 [200,96]x[96,n] +bias+res (tf32, N named)", tf32_n, {{1}, {501}, {1000}}},
+        {"bf16 [m,k]x[k,n] /8 +bias+res gelu (16-byte vectors)", by8, {{8, 8, 8}, {264, 200, 520}, {512, 512, 1024}}},
         {"f32 [64,k]x[k,48] (K named, split-K at launch)", dyn_matmul_nk(TUNER_F32, 64, 48, 4096, NULL, NULL, "k", 1, false, false),
          {{1}, {1001}, {4096}}},
     };

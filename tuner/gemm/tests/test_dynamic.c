@@ -308,10 +308,15 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
         long long mult = 1;
         for (int d = 0; d < nd; d++)
             mult *= op->dims[d].multiple_of;
-        const bool whole = (o->rank == 2 ? mult : M) % bm == 0 && N % bn == 0;
+        /* (a named N divides by its multiple_of too) */
+        const bool whole = (o->sym[o->rank - 2] ? mult : M) % bm == 0 && (o->sym[o->rank - 1] ? mult : N) % bn == 0;
         const bool checks = strstr(p->source, " <= gm_M && gm_n0 + ") != NULL;
-        CHECK(checks == !whole, "%s: multiple_of %lld, tiles %dx%d: %s the whole-tile check", what, mult, bm, bn,
-              checks ? "has" : "lacks");
+        if (o->sym[o->rank - 1])
+            /* a named N stores through the element-checked emitters, never the tile fast path */
+            CHECK(!checks, "%s: a named N with the whole-tile fast path", what);
+        else
+            CHECK(checks == !whole, "%s: multiple_of %lld, tiles %dx%d: %s the whole-tile check", what, mult, bm, bn,
+                  checks ? "has" : "lacks");
     }
 
     if (t_in_sample(j)) {
@@ -483,12 +488,19 @@ static void test_refusals(void)
     CHECK(tuner__gemm_problem_init(&good, &p, NULL) == 0 && p.dynamic && p.k_sym == 1 && p.m_sym == 2 &&
               p.n_sym == 4 && p.N == 200 && p.K == 100,
           "dynamic M, N, K problem view");
-    /* ... whose space is matmul_simt's alone (matmul_mma and matmul_wgmma refuse named N and K). */
+    /* ... whose sm_90a space is matmul_mma's, without split-K or a staged output (matmul_wgmma
+     * refuses named N and K; matmul_simt stands aside for a 16-bit op matmul_mma takes). */
     if (tuner_space_build(&good, &t, &sp, &err) == 0) {
-        size_t other = 0;
-        for (size_t j = 0; j < sp->n; j++)
-            other += strcmp(sp->items[j].template_name, "matmul_simt") != 0;
-        CHECK(sp->n > 0 && other == 0, "named N and K: %zu candidates, %zu not matmul_simt", sp->n, other);
+        size_t mma = 0, other = 0, split = 0;
+        for (size_t j = 0; j < sp->n; j++) {
+            const bool is_mma = strcmp(sp->items[j].template_name, "matmul_mma") == 0;
+            mma += is_mma;
+            other += !is_mma;
+            split += tuner_schedule_param(&sp->items[j], "split_k", 1) != 1 ||
+                     tuner_schedule_param(&sp->items[j], "stage_out", 0) != 0;
+        }
+        CHECK(mma > 0 && other == 0 && split == 0, "named N and K: %zu matmul_mma candidates, %zu others, %zu split-K or staged",
+              mma, other, split);
     } else {
         CHECK(false, "named N and K: no space: %s", err ? err : "");
     }
@@ -611,7 +623,8 @@ int main(int argc, char **argv)
     cases[nc].op = dyn_matmul_batch(TUNER_F16, 1, 16, 200, 192, 128, true, true);
     cases[nc].alt = with_max(&cases[nc].op, 0, 9);
     cases[nc++].sm = 90;
-    /* Named N and K (matmul_simt, matmul_tf32): every axis named with odd sizes, a
+    /* Named N and K (matmul_mma for 16 bits, matmul_simt and matmul_tf32 for fp32): every axis
+     * named with odd sizes, a
      * self-attention's q @ k^T (M and N both s, b = k transposed) and p @ v (M and K both s), a
      * named N alone with tf32, and a long named K (split-K slices cut at launch). */
     cases[nc].name = "f16 [m,k]x[k,n] <=1000x776x520 +bias+res";
@@ -626,6 +639,12 @@ int main(int argc, char **argv)
     cases[nc].op = dyn_matmul_nk(TUNER_BF16, 1024, 64, 1024, "s", NULL, "s", 1, false, false);
     cases[nc].alt = with_max(&cases[nc].op, 0, 901);
     cases[nc++].sm = 90;
+    cases[nc].name = "bf16 [m,k]x[k,n] /8 <=512x1024x512 +bias+res";
+    cases[nc].op = dyn_matmul_nk(TUNER_BF16, 512, 1024, 512, "m", "n", "k", 8, false, true);
+    for (int k = 0; k < cases[nc].op.n_dims; k++)
+        cases[nc].op.dims[k].multiple_of = 8;
+    cases[nc].alt = with_max(&cases[nc].op, 0, 256);
+    cases[nc++].sm = 80;
     cases[nc].name = "f32 [200,96]x[96,n<=1000] +bias+res tf32";
     cases[nc].op = dyn_matmul_nk(TUNER_F32, 200, 1000, 96, NULL, "n", NULL, 1, false, true);
     cases[nc].op.attrs.matmul.allow_tf32 = true;
