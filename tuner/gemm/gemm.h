@@ -63,10 +63,10 @@ typedef struct tuner__gemm_problem {
      * staged through shared memory is written out with. */
     int out_chunk;
     /* A dynamic matmul (op->n_dims > 0): the named dims (bit sets over op->dims) that M and the
-     * batch stand for at launch, 0 where that extent is fixed. Names stand only on axis 0 (docs/
-     * api.md), so at most one of them is set and no stride depends on a size: M is named for
-     * a 2-D `a` [M, K] (not transposed), the batch for a rank-3 `a` [batch, M, K]. M and batch
-     * above hold the sizes at the dims' max (what spaces and the cost model see); m_multiple is
+     * batch stand for at launch, 0 where that extent is fixed. At most one of them is set, on
+     * axis 0 (docs/api.md), so no stride depends on them: M is named for a 2-D `a` [M, K] (not
+     * transposed), the batch for a rank-3 `a` [batch, M, K]. M, N, K and batch above hold the
+     * sizes at the dims' max (what spaces and the cost model see); m_multiple is
      * a number every launch's M is a multiple of (the product of its dims' multiple_of; M itself
      * when fixed). conv2d is static only. */
     bool dynamic;
