@@ -382,7 +382,8 @@ static void merge_axes(tuner_tensor *t, int n)
 /* How many leading axes of op's output are merged into one: the named axes it leads with, where
  * the kernel's tensors are contiguous and its rows (the normalised or reduced axes, matmul's K
  * and N) come after them, and every operand lines up with them; 0 for none. The kernels take
- * a name on axis 0 (proto/dims.h), so [b, s, 768] is presented as [b*s, 768]. */
+ * a name on axis 0 (proto/dims.h), so [b, s, 768] is presented as [b*s, 768]; a matmul's N and
+ * K may be named too once it is 2-D ([b, s, d] @ k^T with k [s, d]: [b*s, d] @ [s, d]^T). */
 static int merge_count(const tuner_op *op)
 {
     const tuner_tensor *o = &op->output;
@@ -403,10 +404,13 @@ static int merge_count(const tuner_op *op)
         L = L < op->attrs.reduce.axis ? L : op->attrs.reduce.axis;
         break;
     case TUNER_OP_MATMUL:
-        if (op->inputs[1].rank != 2 || op->inputs[0].rank != o->rank || op->attrs.matmul.trans_a ||
-            named_axes(&op->inputs[1]))
+        if (op->inputs[1].rank != 2 || op->inputs[0].rank != o->rank || op->attrs.matmul.trans_a)
             return 0;
         L = L < o->rank - 1 ? L : o->rank - 1;
+        /* b's names (its K and N: q @ k^T with k [s, d], p @ v with v [s, d]) stay on b; the
+         * kernels take them on a 2-D matmul, so every leading axis of a must merge into M. */
+        if (named_axes(&op->inputs[1]) && L != o->rank - 1)
+            return 0;
         break;
     default:
         return 0;

@@ -13,7 +13,8 @@
 #define WHERE_NAMES                                                                                   \
     "names stand on any axis in elementwise (a name broadcasts against the same name or 1), on x's "   \
     "axes before the last in softmax, layernorm and rmsnorm, before the reduced axes in reduce, and "  \
-    "on axis 0 of matmul's a ([M, K] with M named, or [batch, M, K] with batch named), on B, S and " \
+    "on matmul's M, N and K when a and b are 2-D (a [M, K] not transposed, b [K, N] or [N, K] with "  \
+    "trans_b, K named alike on both) or on the batch (axis 0 of a rank-3 a, and of a rank-3 b), on B, S and " \
     "Skv of attention's q, k, v (and the mask's axes that follow them), on any axis of gather's index " \
     "(the table stays fixed); a name stands on one axis of a tensor"
 
@@ -253,6 +254,12 @@ static int check_names_once(const tuner_op *op, proto_error *e)
          * name: [b, 1, s, s] */
         if (op->kind == TUNER_OP_ATTENTION && i == tuner_attention_mask_input(op) && i < op->n_anchor_inputs)
             continue;
+        /* a 2-D matmul addresses every axis by its own size (M, N, K at launch), so a
+         * self-attention's p [s, s] @ v and a [s, s] residual of its scores q @ k^T may share a
+         * name between axes (the templates refuse what would need a square in a grid rule) */
+        if (op->kind == TUNER_OP_MATMUL && op->n_anchor_inputs >= 2 && op->inputs[0].rank == 2 &&
+            op->inputs[1].rank == 2)
+            continue;
         for (int d = 0; d < t->rank; d++) {
             if (seen & t->sym[d]) {
                 snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
@@ -412,8 +419,40 @@ int proto__check_named_inputs(const tuner_op *op, proto_error *e)
     }
     case TUNER_OP_MATMUL: {
         const tuner_tensor *b = &op->inputs[1];
+        if (x->rank == 2 && b->rank == 2) {
+            /* a [M, K] and b [K, N] ([N, K] with trans_b): M, K and N may be named; K alike on
+             * both. The fused operands follow the output [M, N] (check_operands). */
+            const bool tb = op->attrs.matmul.trans_b;
+            const int bk = tb ? 1 : 0;
+            char field[64], an[80], bn[80];
+            if (op->attrs.matmul.trans_a && (x->sym[0] || x->sym[1])) {
+                const int d = x->sym[0] ? 0 : 1;
+                snprintf(field, sizeof(field), "inputs[0].shape[%d]", d);
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s is %s of a transposed a: the kernels take no name on a transposed a; %s", field,
+                                  d == 0 ? "K" : "M", WHERE_NAMES);
+            }
+            /* FP8 matmuls run on matmul_mma and matmul_wgmma, which take a named M only. */
+            if (tuner_dtype_is_fp8(x->dtype) && (x->sym[1] || b->sym[1 - bk])) {
+                const int d = x->sym[1] ? 1 : 1 - bk, i = x->sym[1] ? 0 : 1;
+                snprintf(field, sizeof(field), "inputs[%d].shape[%d]", i, d);
+                return proto_fail(e, 422, "invalid_field", field,
+                                  "%s is %s of an FP8 matmul: its kernels take a named M only (N and K are named "
+                                  "for f16, bf16 and f32); %s",
+                                  field, i == 0 ? "K" : "N", WHERE_NAMES);
+            }
+            if (b->sym[bk] != x->sym[1]) {
+                snprintf(field, sizeof(field), "inputs[1].shape[%d]", bk);
+                return proto_fail(e, 422, "shape_mismatch", field,
+                                  "%s is b's K (%s) where a's K (inputs[0].shape[1]) is %s: a's and b's K must have "
+                                  "the same name or both be fixed",
+                                  field, b->sym[bk] ? tuner_sym_text(op, b->sym[bk], bn, sizeof(bn)) : "fixed",
+                                  x->sym[1] ? tuner_sym_text(op, x->sym[1], an, sizeof(an)) : "fixed");
+            }
+            break;
+        }
         for (int i = 0; i < op->n_inputs; i++)
-            if ((r = refuse_from(op, i, 1, "is not the matmul's M or batch axis", e)) < 0)
+            if ((r = refuse_from(op, i, 1, "is not the batched matmul's batch axis", e)) < 0)
                 return r;
         if (x->sym[0] && x->rank == 2 && op->attrs.matmul.trans_a)
             return proto_fail(e, 422, "invalid_field", "inputs[0].shape[0]",
@@ -579,6 +618,8 @@ int proto__check_named(tuner_op *op, proto_error *e)
     case TUNER_OP_MATMUL: {
         const tuner_tensor *b = &op->inputs[1];
         op->output.sym[0] = x->rank == 3 || b->rank == 2 ? x->sym[0] : b->sym[0];
+        if (x->rank == 2 && b->rank == 2) /* the output's N is b's */
+            op->output.sym[1] = b->sym[op->attrs.matmul.trans_b ? 0 : 1];
         break;
     }
     case TUNER_OP_GATHER: /* x's axes before the axis, the index's, x's after it */

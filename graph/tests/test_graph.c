@@ -2106,7 +2106,8 @@ static void test_dims_errors(void)
                    "{\"op\":\"reduce\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"kind\":\"sum\",\"axis\":0}}",
                    "\"y\""),
                  422, "nodes[0].inputs[0]", "reduced axis may not be named");
-    expect_error(G(DN, XN ",{\"name\":\"w\",\"shape\":[768,\"n\"],\"dtype\":\"f16\"}",
+    /* (a 2-D w [768, n] @ x [n, 768] names K, which the kernels take: a batched one does not) */
+    expect_error(G(DN, XN ",{\"name\":\"w\",\"shape\":[4,768,\"n\"],\"dtype\":\"f16\"}",
                    "{\"op\":\"matmul\",\"inputs\":[\"w\",\"x\"],\"outputs\":[\"y\"]}", "\"y\""),
                  422, "nodes[0]", "it may not be named");
     /* a slice whose offset sums starts along axes scaling with different names (s*64 and 64) */
@@ -2144,12 +2145,20 @@ static void test_dims_errors(void)
           "{\"name\":\"x\",\"shape\":[\"b\",\"s\",2304],\"dtype\":\"f16\"}",
           "{\"name\":\"sl\",\"op\":\"slice\",\"inputs\":[\"x\"],\"outputs\":[\"y\"],\"attrs\":{\"starts\":[768],"
           "\"ends\":[1536],\"axes\":[2]}}", "\"y\""),
+        /* scores of a custom attention, q [b, s, 64] @ k^T with k [s, 64] (issue 39): one matmul
+         * over [b*s, 64] rows whose N is s (k's rows, trans_b) */
+        G("\"dims\":{\"b\":{\"min\":1,\"max\":8},\"s\":{\"min\":1,\"max\":64}},",
+          "{\"name\":\"q\",\"shape\":[\"b\",\"s\",64],\"dtype\":\"f16\"},"
+          "{\"name\":\"k\",\"shape\":[\"s\",64],\"dtype\":\"f16\"}",
+          "{\"name\":\"kt\",\"op\":\"transpose\",\"inputs\":[\"k\"],\"outputs\":[\"k1\"],\"attrs\":{\"perm\":[1,0]}},"
+          "{\"name\":\"qk\",\"op\":\"matmul\",\"inputs\":[\"q\",\"k1\"],\"outputs\":[\"y\"]}", "\"y\""),
     };
     const char *want[] = {"[\"n\",24,32]", "[768,\"n\"]", "[\"s\",768]",
                           "\"attrs\":{\"shape\":[\"s\",\"b\",768],\"strides\":[768,\"768*s\",1],\"offset\":0}",
                           "\"attrs\":{\"shape\":[\"b\",1,768],\"strides\":[\"768*s\",768,1],\"offset\":0},\"prologue\":[],"
                           "\"epilogue\":[{\"op\":\"tanh\"}]",
-                          "\"attrs\":{\"shape\":[\"b\",\"s\",768],\"strides\":[\"2304*s\",2304,1],\"offset\":768}"};
+                          "\"attrs\":{\"shape\":[\"b\",\"s\",768],\"strides\":[\"2304*s\",2304,1],\"offset\":768}",
+                          "[{\"shape\":[\"b*s\",64],\"dtype\":\"f16\"},{\"shape\":[\"s\",64],\"dtype\":\"f16\"}]"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         graph_request rq;
         graph_plan p;

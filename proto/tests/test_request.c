@@ -1551,8 +1551,46 @@ static void test_named_dims(void)
         "\"attrs\":{\"kind\":\"sum\",\"axis\":0}," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[0]");
     BAD("{\"op\":\"conv2d\",\"inputs\":[{\"shape\":[\"n\",8,8,16],\"dtype\":\"f16\"},"
         "{\"shape\":[16,3,3,16],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[0].shape[0]");
+    /* b's K named where a's is fixed (64) */
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},"
-        "{\"shape\":[\"n\",32],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[1].shape[0]");
+        "{\"shape\":[\"n\",32],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "shape_mismatch", "inputs[1].shape[0]");
+    /* named N and K (issue 39): a [m, k] x b [k, n] with bias [n] and residual [m, n]; q @ k^T
+     * with M and N both s (b transposed); p @ v with M and K both s */
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"m\",\"k\"],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"k\",\"n\"],\"dtype\":\"f16\"},{\"shape\":[\"n\"],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"m\",\"n\"],\"dtype\":\"f16\"}],"
+           "\"epilogue\":[{\"op\":\"add\",\"input\":2},{\"op\":\"add\",\"input\":3}],"
+           "\"dims\":{\"m\":{\"min\":1,\"max\":512},\"n\":{\"min\":1,\"max\":256},\"k\":{\"min\":1,\"max\":128}}}");
+    CHECK(r.op.n_dims == 3 && r.op.output.sym[0] == 2 && r.op.output.sym[1] == 4 && r.op.output.shape[0] == 512 &&
+              r.op.output.shape[1] == 256 && r.op.inputs[0].sym[1] == 1 && r.op.inputs[1].sym[0] == 1,
+          "named M, N and K");
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"s\",64],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"s\",64],\"dtype\":\"f16\"}],\"attrs\":{\"trans_b\":true},"
+           "\"dims\":{\"s\":{\"min\":1,\"max\":1024}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[1] == 1 && r.op.output.shape[1] == 1024, "q @ k^T named");
+    r = OK("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"s\",\"s\"],\"dtype\":\"f16\"},"
+           "{\"shape\":[\"s\",64],\"dtype\":\"f16\"}],\"dims\":{\"s\":{\"min\":1,\"max\":1024}}}");
+    CHECK(r.op.output.sym[0] == 1 && r.op.output.sym[1] == 0, "p @ v named");
+    /* a's K named, b's K fixed; K named differently; M of a transposed a; N of a batched b; a
+     * residual whose N is fixed where the output's is named */
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,\"n\"],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,32],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":1,\"max\":64}}}", 422, "shape_mismatch",
+        "inputs[1].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,\"n\"],\"dtype\":\"f16\"},"
+        "{\"shape\":[\"m\",32],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":1,\"max\":64},\"m\":{\"min\":1,\"max\":64}}}",
+        422, "shape_mismatch", "inputs[1].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,\"n\"],\"dtype\":\"f16\"},"
+        "{\"shape\":[64,32],\"dtype\":\"f16\"}],\"attrs\":{\"trans_a\":true}," DIMS_N "}", 422, "invalid_field",
+        "inputs[0].shape[1]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,8,64],\"dtype\":\"f16\"},"
+        "{\"shape\":[4,64,\"n\"],\"dtype\":\"f16\"}]," DIMS_N "}", 422, "invalid_field", "inputs[1].shape[2]");
+    /* an FP8 matmul's N (its kernels take a named M only) */
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,64],\"dtype\":\"f8e4m3\"},"
+        "{\"shape\":[\"n\",64],\"dtype\":\"f8e4m3\"}],\"attrs\":{\"trans_b\":true,\"out_dtype\":\"f16\"}," DIMS_N "}",
+        422, "invalid_field", "inputs[1].shape[0]");
+    BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[8,64],\"dtype\":\"f16\"},{\"shape\":[64,\"n\"],\"dtype\":\"f16\"},"
+        "{\"shape\":[8,256],\"dtype\":\"f16\"}],\"epilogue\":[{\"op\":\"add\",\"input\":2}],"
+        "\"dims\":{\"n\":{\"min\":1,\"max\":256}}}", 422, "shape_mismatch", "inputs[2].shape[1]");
     BAD("{\"op\":\"matmul\",\"inputs\":[{\"shape\":[\"n\",64],\"dtype\":\"f16\"},"
         "{\"shape\":[64,32],\"dtype\":\"f16\"}],\"attrs\":{\"trans_a\":true}," DIMS_N "}", 422, "invalid_field",
         "inputs[0].shape[0]");

@@ -236,7 +236,19 @@ int main(void)
     check_refused(&d,
                   "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[64,\"k\"],\"dtype\":\"f16\"},"
                   "{\"shape\":[64,64],\"dtype\":\"f16\"}],\"dims\":{\"k\":{\"min\":1,\"max\":64}}}",
-                  "invalid_field", "inputs[0].shape[1]");
+                  "shape_mismatch", "inputs[1].shape[0]");
+    /* (K named on a and b alike is taken, and N: issue 39; a batched b's N is not) */
+    check_refused(&d,
+                  "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[4,8,64],\"dtype\":\"f16\"},"
+                  "{\"shape\":[4,64,\"n\"],\"dtype\":\"f16\"}],\"dims\":{\"n\":{\"min\":1,\"max\":64}}}",
+                  "invalid_field", "inputs[1].shape[2]");
+
+    r = ht_post(&d, "/v1/kernels",
+                "{\"op\":\"matmul\",\"inputs\":[{\"shape\":[96,\"k\"],\"dtype\":\"f16\"},"
+                "{\"shape\":[\"k\",\"n\"],\"dtype\":\"f16\"}],\"dims\":{\"k\":{\"min\":1,\"max\":256},"
+                "\"n\":{\"min\":1,\"max\":200}},\"arch\":\"sm_80\",\"tune\":\"none\"}");
+    CHECK(r.status == 200, "named N and K: %ld", r.status);
+    ht_resp_free(&r);
 
     /* ... and static requests are served as before. */
     r = ht_post(&d, "/v1/kernels",

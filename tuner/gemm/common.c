@@ -217,12 +217,45 @@ static bool names_only_axis0(const tuner_tensor *t)
     return true;
 }
 
-/* The named extents of a dynamic matmul, under this version's rule (a name stands on axis 0
- * only, docs/api.md "Named dimensions"): a 2-D `a` [M, K] names M, a rank-3 `a` [batch, M, K]
- * names the batch (a rank-3 `b` then names it too, a 2-D `b` nothing); the output names what
- * `a` names on its axis 0, and every other operand names at most its axis 0, the output's name,
- * when it has the output's rank (so that axis lines up with the output's axis 0). Anything else
- * is refused here, which keeps these templates out of the op's space. */
+/* The product of the multiple_of of the dims in mask. */
+static long long dims_multiple(const tuner_op *op, unsigned mask)
+{
+    long long m = 1;
+    for (int k = 0; k < op->n_dims; k++)
+        if (mask & (1u << k))
+            m *= op->dims[k].multiple_of > 0 ? op->dims[k].multiple_of : 1;
+    return m;
+}
+
+/* A vector width (a power of two) halved until it divides multiple. */
+static int cut_vec(int vec, long long multiple)
+{
+    while (vec > 1 && multiple % vec)
+        vec /= 2;
+    return vec;
+}
+
+/* Whether the names of fused operand t stand where the value it is read against (right-aligned,
+ * numpy broadcast) has the same names: a broadcast axis (extent 1) is never named, and an axis
+ * that lines up with a named one carries that name. */
+static bool names_follow(const tuner_tensor *t, const tuner_tensor *v)
+{
+    for (int d = 0; d < t->rank && d < TUNER_MAX_RANK; d++) {
+        const int vd = v->rank - (t->rank - d);
+        const unsigned vs = vd >= 0 ? v->sym[vd] : 0;
+        if (t->sym[d] ? t->sym[d] != vs : vs != 0 && t->shape[d] != 1)
+            return false;
+    }
+    return true;
+}
+
+/* The named extents of a dynamic matmul (docs/api.md "Named dimensions"): a 2-D `a` [M, K]
+ * (not transposed) with a 2-D `b` may name M (a's axis 0), K (a's axis 1, and b's K axis with
+ * the same name) and N (b's N axis: 1, or 0 with trans_b); the output [M, N] carries M's and
+ * N's names. A rank-3 `a` [batch, M, K] names only the batch (a rank-3 `b` then names it too, a
+ * 2-D `b` nothing). A fused operand names what the value it is read against names at its
+ * aligned axes (names_follow). Anything else is refused here, which keeps these templates out of
+ * the op's space. */
 static int dynamic_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
 {
     const tuner_tensor *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
@@ -230,35 +263,61 @@ static int dynamic_init(const tuner_op *op, tuner__gemm_problem *p, char **err)
         return fail(err, "conv2d with named dimensions is not supported");
     if (op->n_dims > TUNER_MAX_DIMS)
         return fail(err, "too many named dimensions");
-    const unsigned name = x->sym[0];
-    if (!name || !names_only_axis0(x) || !names_only_axis0(w) || !names_only_axis0(o) || o->sym[0] != name)
-        return fail(err, "matmul names only axis 0 of a (and the output's axis 0 with it)");
     /* Pointers (inputs, output, workspace), then one size per dim. */
     if (op->n_inputs + 2 + op->n_dims > TUNER_MAX_ARGS)
         return fail(err, "too many kernel arguments with named dimensions");
-    if (name >> op->n_dims)
-        return fail(err, "a named axis refers to an undeclared dimension");
-    if (x->rank == 2) {
-        if (p->trans_a || w->rank != 2 || w->sym[0])
-            return fail(err, "a named M needs a [M, K] (not transposed) and a 2-D b");
-        p->m_sym = name;
-    } else {
+    for (int i = -1; i < op->n_inputs; i++) {
+        const tuner_tensor *t = i < 0 ? o : &op->inputs[i];
+        for (int d = 0; d < t->rank && d < TUNER_MAX_RANK; d++)
+            if (t->sym[d] >> op->n_dims)
+                return fail(err, "a named axis refers to an undeclared dimension");
+    }
+    if (x->rank == 3) {
+        const unsigned name = x->sym[0];
+        if (!name || !names_only_axis0(x) || !names_only_axis0(w) || !names_only_axis0(o) || o->sym[0] != name)
+            return fail(err, "a batched matmul names only the batch (axis 0 of a, and the output's with it)");
         if (w->rank == 3 ? w->sym[0] != name : w->sym[0] != 0)
             return fail(err, "a rank-3 b must name its batch as a does");
         p->batch_sym = name;
+    } else {
+        if (w->rank != 2 || o->rank != 2)
+            return fail(err, "a 2-D a with a batched b may not be named (the output's axes are not a's)");
+        if (p->trans_a && (x->sym[0] || x->sym[1]))
+            return fail(err, "a transposed a may not be named");
+        const int wk = p->trans_b ? 1 : 0;
+        if (w->sym[wk] != x->sym[1])
+            return fail(err, "b's K axis must be named as a's axis 1 (K), or both fixed");
+        if (o->sym[0] != x->sym[0] || o->sym[1] != w->sym[1 - wk])
+            return fail(err, "the output's axes must carry M's and N's names");
+        p->m_sym = x->sym[0];
+        p->k_sym = x->sym[1];
+        p->n_sym = w->sym[1 - wk];
+        if (!p->m_sym && !p->k_sym && !p->n_sym)
+            return fail(err, "a dynamic matmul must name M, N, K or the batch");
     }
     for (int i = 2; i < op->n_inputs; i++) {
         const tuner_tensor *t = &op->inputs[i];
-        if (!names_only_axis0(t) || (t->sym[0] && (t->sym[0] != name || t->rank != o->rank)))
-            return fail(err, "a fused operand may name only its axis 0, as the output's");
+        const bool epi = tuner_ew_chain_reads(&op->epilogue, i);
+        const bool pro_a = tuner_ew_chain_reads(&op->prologue[0], i), pro_b = tuner_ew_chain_reads(&op->prologue[1], i);
+        if ((epi && !names_follow(t, o)) || (pro_a && !names_follow(t, x)) || (pro_b && !names_follow(t, w)) ||
+            (!epi && !pro_a && !pro_b && !names_only_axis0(t)))
+            return fail(err, "a fused operand's names must be those of the value it is read against, at its aligned "
+                             "axes (M, N or K as the output, a or b name them)");
     }
     p->dynamic = true;
-    p->m_multiple = p->M;
-    if (p->m_sym) {
-        p->m_multiple = 1;
-        for (int k = 0; k < op->n_dims; k++)
-            if (p->m_sym & (1u << k))
-                p->m_multiple *= op->dims[k].multiple_of > 0 ? op->dims[k].multiple_of : 1;
+    p->m_multiple = p->m_sym ? dims_multiple(op, p->m_sym) : p->M;
+    p->n_multiple = p->n_sym ? dims_multiple(op, p->n_sym) : p->N;
+    p->k_multiple = p->k_sym ? dims_multiple(op, p->k_sym) : p->K;
+    /* A vector along a named row (a's K, b's K with trans_b, b's N) or a row stride that is one
+     * must fit every size: cut the widths to what the dims' multiple_of guarantees. */
+    if (p->k_sym && p->kmajor[0])
+        p->vec[0] = cut_vec(p->vec[0], p->k_multiple);
+    if (p->kmajor[1] ? p->k_sym : p->n_sym)
+        p->vec[1] = cut_vec(p->vec[1], p->kmajor[1] ? p->k_multiple : p->n_multiple);
+    if (p->n_sym) {
+        p->out_vec = cut_vec(p->out_vec, p->n_multiple);
+        if (p->out_chunk && p->n_multiple % p->out_chunk)
+            p->out_chunk = 0;
     }
     return 0;
 }
@@ -293,11 +352,36 @@ tuner__gemm_x tuner__gemm_B(const tuner__gemm_problem *p)
     return p->dynamic ? gemm_x("gm_B") : gemm_x("%lld", p->batch);
 }
 
+/* "v + add" for a named extent (the int variable var), the literal value + add for a fixed one. */
+static tuner__gemm_x named_plus(bool named, const char *var, long long value, long long add)
+{
+    if (!named)
+        return gemm_x("%lld", value + add);
+    if (add == 0)
+        return gemm_x("%s", var);
+    return gemm_x("(%s %c %lld)", var, add < 0 ? '-' : '+', add < 0 ? -add : add);
+}
+
+tuner__gemm_x tuner__gemm_N(const tuner__gemm_problem *p, long long add)
+{
+    return named_plus(p->n_sym != 0, "gm_N", p->N, add);
+}
+
+tuner__gemm_x tuner__gemm_K(const tuner__gemm_problem *p, long long add)
+{
+    return named_plus(p->k_sym != 0, "gm_K", p->K, add);
+}
+
 bool tuner__gemm_m_divides(const tuner__gemm_problem *p, int block_m)
 {
     if (p->m_sym)
         return p->m_multiple % block_m == 0;
     return p->M % block_m == 0;
+}
+
+bool tuner__gemm_n_divides(const tuner__gemm_problem *p, int block_n)
+{
+    return (p->n_sym ? p->n_multiple : p->N) % block_n == 0;
 }
 
 static const char gm_helpers[] =
@@ -378,6 +462,14 @@ void tuner__gemm_emit_dims_decl(tuner_sb *sb, const tuner__gemm_problem *p)
         else
             snprintf(b, sizeof(b), "%lld", p->batch);
         tuner_sb_printf(sb, "const int gm_M = (int)%s, gm_B = (int)%s;\n", m, b);
+        if (tuner__gemm_names_nk(p)) {
+            /* Only for ops that name them, so that the kernels of the others keep their text. */
+            char n[96], k[96];
+            const int wk = p->trans_b ? 1 : 0;
+            tuner__axis_expr(&op->inputs[1], 1 - wk, n, sizeof(n));
+            tuner__axis_expr(&op->inputs[0], 1, k, sizeof(k));
+            tuner_sb_printf(sb, "const int gm_N = (int)%s, gm_K = (int)%s;\n", n, k);
+        }
     }
 }
 
@@ -391,19 +483,23 @@ void tuner__gemm_emit_operand(tuner_sb *sb, const tuner__gemm_problem *p, int wh
         const bool trans = which == 0 ? p->trans_a : p->trans_b;
         /* A is [M,K] (trans: [K,M]); B is [K,N] (trans: [N,K]). */
         const bool mn_is_row = which == 0 ? !trans : trans;
-        const tuner__gemm_x lim = which == 0 ? tuner__gemm_M(p, 0) : gemm_x("%lld", p->N);
+        const tuner__gemm_x lim = which == 0 ? tuner__gemm_M(p, 0) : tuner__gemm_N(p, 0);
         int d = 0;
         if (batched)
             tuner_sb_printf(sb, "const long long %s_t%d = (%s);\n", pfx, d++, b);
         tuner_sb_printf(sb, "const long long %s_t%d = %s_%s;\n", pfx, d++, pfx, mn_is_row ? "mn" : "k");
         tuner_sb_printf(sb, "const long long %s_t%d = %s_%s;\n", pfx, d++, pfx, mn_is_row ? "k" : "mn");
         tuner_sb_printf(sb, "const bool %s_ok = %s_mn < %s && %s_k < (%s);\n", pfx, pfx, lim.s, pfx, kend);
-        long long rows = t->shape[t->rank - 2], cols = t->shape[t->rank - 1];
+        long long rows = t->shape[t->rank - 2];
+        /* The row length: K for a [M, K] and b [N, K], N for b [K, N] (named: gm_K, gm_N). */
+        const bool named_k = (which == 0) != trans, named = named_k ? p->k_sym : which == 1 && p->n_sym;
+        const tuner__gemm_x cols = named ? gemm_x("(long long)%s", named_k ? "gm_K" : "gm_N")
+                                         : gemm_x("%lldLL", (long long)t->shape[t->rank - 1]);
         if (batched)
-            tuner_sb_printf(sb, "const long long %s_off = (%s_t0 * %lldLL + %s_t1) * %lldLL + %s_t2;\n", pfx, pfx,
-                            rows, pfx, cols, pfx);
+            tuner_sb_printf(sb, "const long long %s_off = (%s_t0 * %lldLL + %s_t1) * %s + %s_t2;\n", pfx, pfx, rows,
+                            pfx, cols.s, pfx);
         else
-            tuner_sb_printf(sb, "const long long %s_off = %s_t0 * %lldLL + %s_t1;\n", pfx, pfx, cols, pfx);
+            tuner_sb_printf(sb, "const long long %s_off = %s_t0 * %s + %s_t1;\n", pfx, pfx, cols.s, pfx);
         return;
     }
     /* Convolution. k enumerates (r, s, c) with c fastest for NHWC and (c, r, s) with s fastest
@@ -482,21 +578,43 @@ static char *chain_load(void *vctx, int input)
         return tuner_sb_take(&sb);
     }
     tuner_sb_printf(&sb, "in%d[0", input);
+    /* The stride of axis d: the product of the later axes' extents, a literal while they are
+     * fixed; a named axis (named N or K: an operand named as the value, names_follow) multiplies
+     * in its size expression. */
     long long stride = 1;
+    char dyn[256] = "";
     for (int d = o->rank - 1; d >= 0; d--) {
         int vd = c->value->rank - (o->rank - d);
+        char st[300];
+        if (dyn[0])
+            snprintf(st, sizeof(st), "(%s * %lldLL)", dyn, stride);
+        else
+            snprintf(st, sizeof(st), "%lldLL", stride);
         if (vd >= 0 && o->shape[d] != 1) {
-            if (vd == c->value->rank - 1 && c->extra_last && c->value->shape[vd] % 2)
+            if (vd == c->value->rank - 1 && c->extra_last && c->value->sym[vd]) {
+                char last[96];
+                tuner__axis_expr(c->value, vd, last, sizeof(last));
+                /* A named last axis may be odd at launch: keep the pair's second read inside. */
+                tuner_sb_printf(&sb, " + min(%s_t%d + %d, (long long)(%s) - 1) * %s", c->pfx, vd, c->extra_last, last,
+                                st);
+            } else if (vd == c->value->rank - 1 && c->extra_last && c->value->shape[vd] % 2)
                 /* An odd last axis: the pair at its last element has no second one; its read
                  * stays inside the operand (the value is never stored). */
-                tuner_sb_printf(&sb, " + min(%s_t%d + %d, %lldLL) * %lldLL", c->pfx, vd, c->extra_last,
-                                (long long)c->value->shape[vd] - 1, stride);
+                tuner_sb_printf(&sb, " + min(%s_t%d + %d, %lldLL) * %s", c->pfx, vd, c->extra_last,
+                                (long long)c->value->shape[vd] - 1, st);
             else if (vd == c->value->rank - 1 && c->extra_last)
-                tuner_sb_printf(&sb, " + (%s_t%d + %d) * %lldLL", c->pfx, vd, c->extra_last, stride);
+                tuner_sb_printf(&sb, " + (%s_t%d + %d) * %s", c->pfx, vd, c->extra_last, st);
             else
-                tuner_sb_printf(&sb, " + %s_t%d * %lldLL", c->pfx, vd, stride);
+                tuner_sb_printf(&sb, " + %s_t%d * %s", c->pfx, vd, st);
         }
-        stride *= o->shape[d];
+        if (o->sym[d] && d > 0) {
+            char ax[96], nd[256];
+            tuner__axis_expr(o, d, ax, sizeof(ax));
+            snprintf(nd, sizeof(nd), dyn[0] ? "%s * (long long)(%s)" : "%s(long long)(%s)", dyn, ax);
+            snprintf(dyn, sizeof(dyn), "%s", nd);
+        } else {
+            stride *= o->shape[d];
+        }
     }
     tuner_sb_puts(&sb, "]");
     return tuner_sb_take(&sb);
@@ -587,22 +705,31 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
     if (mode == OUT_CLAMPED)
         /* The last pair: N - 2 for an even N; an odd N's last element is a pair's first (even
          * columns), which keeps its own column (chain_load keeps the second's read in range). */
-        tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = min((%s), %s), o_n = min((%s), %lld);\n{\n", b, m,
-                        tuner__gemm_M(p, -1).s, n, p->N % 2 ? p->N - 1 : p->N - 2);
+    {
+        /* (N - 1) & ~1 is N - 1 for an odd N and N - 2 for an even one. */
+        char nl[80];
+        if (p->n_sym)
+            snprintf(nl, sizeof(nl), "((gm_N - 1) & ~1)");
+        else
+            snprintf(nl, sizeof(nl), "%lld", p->N % 2 ? p->N - 1 : p->N - 2);
+        tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = min((%s), %s), o_n = min((%s), %s);\n{\n", b, m,
+                        tuner__gemm_M(p, -1).s, n, nl);
+    }
     else
         tuner_sb_printf(sb, "{\nconst int o_b = (%s), o_m = (%s), o_n = (%s);\n", b, m, n);
+    const tuner__gemm_x N = tuner__gemm_N(p, 0);
     if (mode == OUT_CHECKED)
-        tuner_sb_printf(sb, "if (o_m < %s && o_n < %lld) {\n", tuner__gemm_M(p, 0).s, p->N);
+        tuner_sb_printf(sb, "if (o_m < %s && o_n < %s) {\n", tuner__gemm_M(p, 0).s, N.s);
     else if (mode == OUT_IN_RANGE)
         tuner_sb_puts(sb, "{\n");
     /* The quantize step's amax counts only elements of the output: a clamped pair's are
      * computed from another element's operands, and a pair's second may lie past N. */
     if (p->amax_in >= 0) {
         if (mode == OUT_CLAMPED)
-            tuner_sb_printf(sb, "const bool o_ok0 = (%s) < %s && (%s) < %lld, o_ok1 = (%s) < %s && (%s) + 1 < %lld;\n", m,
-                            tuner__gemm_M(p, 0).s, n, p->N, m, tuner__gemm_M(p, 0).s, n, p->N);
+            tuner_sb_printf(sb, "const bool o_ok0 = (%s) < %s && (%s) < %s, o_ok1 = (%s) < %s && (%s) + 1 < %s;\n", m,
+                            tuner__gemm_M(p, 0).s, n, N.s, m, tuner__gemm_M(p, 0).s, n, N.s);
         else
-            tuner_sb_printf(sb, "const bool o_ok0 = true, o_ok1 = o_n + 1 < %lld;\n", p->N);
+            tuner_sb_printf(sb, "const bool o_ok0 = true, o_ok1 = o_n + 1 < %s;\n", N.s);
     }
     const tuner_tensor *o = &p->op->output;
     if (!p->conv) {
@@ -610,8 +737,8 @@ static void emit_out_coords(tuner_sb *sb, const tuner__gemm_problem *p, const ch
         if (o->rank == 3)
             tuner_sb_printf(sb, "const long long o_t%d = o_b;\n", d++);
         tuner_sb_printf(sb, "const long long o_t%d = o_m;\nconst long long o_t%d = o_n;\n", d, d + 1);
-        tuner_sb_printf(sb, "const long long o_off = ((long long)o_b * %s + o_m) * %lldLL + o_n;\n",
-                        tuner__gemm_M(p, 0).s, p->N);
+        tuner_sb_printf(sb, "const long long o_off = ((long long)o_b * %s + o_m) * %s + o_n;\n",
+                        tuner__gemm_M(p, 0).s, p->n_sym ? "(long long)gm_N" : gemm_x("%lldLL", p->N).s);
     } else {
         tuner_sb_printf(sb, "const int o_nb = o_m / %lld, o_p = (o_m / %lld) %% %lld, o_q = o_m %% %lld;\n",
                         p->cp * p->cq, p->cq, p->cp, p->cq);
@@ -833,6 +960,9 @@ bool tuner__gemm_tile_operand(const tuner__gemm_problem *p, int i, bool *batched
             *batched = false;
         return true;
     }
+    /* (a named N's row stride is the launch's: such a tile is not staged) */
+    if (p->n_sym)
+        return false;
     if (t->dtype != p->out_dt || t->rank < 2 || t->rank > o->rank || t->shape[t->rank - 1] != p->N ||
         t->shape[t->rank - 2] != p->M || (p->N * esz) % 16 != 0 || align_of(t) < 16)
         return false;
@@ -855,10 +985,12 @@ void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, 
     /* A plane is one slice's partial output; a dynamic op's planes are as large as the launch's
      * output (the main kernel writes them with the same runtime M and batch). */
     char plane[96], mn[96];
+    const tuner__gemm_x N = tuner__gemm_N(p, 0);
+    const tuner__gemm_x Nll = p->n_sym ? gemm_x("(long long)gm_N") : gemm_x("%lldLL", p->N);
     if (p->dynamic) {
-        tuner_sb_printf(sb, "const long long gm_plane = (long long)gm_B * gm_M * %lldLL;\n", p->N);
+        tuner_sb_printf(sb, "const long long gm_plane = (long long)gm_B * gm_M * %s;\n", Nll.s);
         snprintf(plane, sizeof(plane), "gm_plane");
-        snprintf(mn, sizeof(mn), "((long long)gm_M * %lldLL)", p->N);
+        snprintf(mn, sizeof(mn), "((long long)gm_M * %s)", Nll.s);
     } else {
         snprintf(plane, sizeof(plane), "%lldLL", p->batch * p->M * p->N);
         snprintf(mn, sizeof(mn), "%lldLL", p->M * p->N);
@@ -866,9 +998,9 @@ void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, 
     tuner_sb_printf(sb, "const long long idx = (long long)blockIdx.x * 256 + threadIdx.x;\n"
                         "if (idx >= %s) return;\n",
                     plane);
-    tuner_sb_printf(sb, "const int b = (int)(idx / %s); const int m = (int)((idx / %lld) %% %s); "
-                        "const int n = (int)(idx %% %lld);\n",
-                    mn, p->N, tuner__gemm_M(p, 0).s, p->N);
+    tuner_sb_printf(sb, "const int b = (int)(idx / %s); const int m = (int)((idx / %s) %% %s); "
+                        "const int n = (int)(idx %% %s);\n",
+                    mn, N.s, tuner__gemm_M(p, 0).s, N.s);
     /* Slices are summed in a fixed order: the result does not depend on scheduling. */
     tuner_sb_puts(sb, "float acc = 0.0f;\n");
     tuner_sb_printf(sb, "#pragma unroll\nfor (int s = 0; s < %d; s++) acc += ws[s * %s + idx];\n", split, plane);
@@ -877,13 +1009,27 @@ void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, 
     tuner_sb_puts(sb, "}\n");
 }
 
-void tuner__gemm_emit_raster(tuner_sb *sb, const tuner__gemm_problem *p, long long tiles_m, long long tiles_n,
-                             int block_m, int group)
+void tuner__gemm_emit_raster(tuner_sb *sb, const tuner__gemm_problem *p, long long tiles_m, int block_m, int block_n,
+                             int group)
 {
+    const long long tiles_n = tuner__gemm_cdiv(p->N, block_n);
+    if (p->n_sym && p->m_sym) {
+        tuner_sb_puts(sb, "const int gm_tm = (int)blockIdx.x, gm_tn = (int)blockIdx.y;\n");
+        return;
+    }
+    /* The count of tile columns: a literal, or from a named N at launch. */
+    char tn[64];
+    if (p->n_sym)
+        snprintf(tn, sizeof(tn), "((gm_N + %d) / %d)", block_n - 1, block_n);
+    else
+        snprintf(tn, sizeof(tn), "%lld", tiles_n);
     /* One tile row at the largest M is one at every M: row-major order is the grouped one. */
     if (group <= 1 || tiles_m <= 1) {
-        tuner_sb_printf(sb, "const int gm_tm = (int)(blockIdx.x / %lldu), gm_tn = (int)(blockIdx.x %% %lldu);\n",
-                        tiles_n, tiles_n);
+        if (p->n_sym)
+            tuner_sb_printf(sb, "const int gm_tm = (int)blockIdx.x / %s, gm_tn = (int)blockIdx.x %% %s;\n", tn, tn);
+        else
+            tuner_sb_printf(sb, "const int gm_tm = (int)(blockIdx.x / %lldu), gm_tn = (int)(blockIdx.x %% %lldu);\n",
+                            tiles_n, tiles_n);
         return;
     }
     char tm[64];
@@ -895,12 +1041,12 @@ void tuner__gemm_emit_raster(tuner_sb *sb, const tuner__gemm_problem *p, long lo
      * so their operands stay in L2. */
     tuner_sb_printf(sb,
                     "const int gm_pid = (int)blockIdx.x;\n"
-                    "const int gm_width = %d * %lld;\n"
+                    "const int gm_width = %d * %s;\n"
                     "const int gm_first = (gm_pid / gm_width) * %d;\n"
                     "const int gm_gsz = min(%s - gm_first, %d);\n"
                     "const int gm_tm = gm_first + (gm_pid %% gm_width) %% gm_gsz;\n"
                     "const int gm_tn = (gm_pid %% gm_width) / gm_gsz;\n",
-                    group, tiles_n, group, tm, group);
+                    group, tn, group, tm, group);
 }
 
 long long tuner__gemm_k_per_split(long long K, int split, int block_k)
@@ -936,9 +1082,10 @@ void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const
 }
 
 int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
-                       const char *name, const char *rname, int block_m, long long tiles_n, int split,
+                       const char *name, const char *rname, int block_m, int block_n, int split,
                        bool split_in_cluster, unsigned threads, unsigned smem)
 {
+    const long long tiles_n = tuner__gemm_cdiv(p->N, block_n);
     const bool ws = split > 1 && !split_in_cluster;
     if (ws)
         tuner__gemm_emit_splitk_reduce(sb, p, rname, split);
@@ -948,15 +1095,25 @@ int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program
     prog->source = src;
     prog->output_dtype = p->out_dt;
     const long long tiles = tuner__gemm_cdiv(p->M, block_m) * tiles_n;
-    tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)tiles, 1,
-                           (unsigned)(p->batch * split), threads, smem, ws);
+    if (p->n_sym && p->m_sym)
+        tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)tuner__gemm_cdiv(p->M, block_m),
+                               (unsigned)tiles_n, (unsigned)(p->batch * split), threads, smem, ws);
+    else
+        tuner__gemm_set_launch(&prog->kernels[0], p, name, (unsigned)tiles, 1,
+                               (unsigned)(p->batch * split), threads, smem, ws);
     prog->n_kernels = 1;
     const tuner_op *op = p->op;
     int rc = 0;
     /* A dynamic op's grids follow M (x: ceil(M / block_m) tile rows of tiles_n tiles) or the
      * batch (z: batch entries of `split` slices); their values at max are the ones above. */
     if (p->m_sym && rc == 0)
-        rc = tuner__grid_rule(&prog->kernels[0], 0, op, p->m_sym, 1, block_m, tiles_n, 0);
+        rc = tuner__grid_rule(&prog->kernels[0], 0, op, p->m_sym, 1, block_m, p->n_sym ? 1 : tiles_n, 0);
+    /* A named N: ceil(N / block_n) tile columns, times the fixed tile rows in x, or in y when M
+     * is named too (a rule holds one ceiling). */
+    if (p->n_sym && rc == 0)
+        rc = p->m_sym ? tuner__grid_rule(&prog->kernels[0], 1, op, p->n_sym, 1, block_n, 1, 0)
+                      : tuner__grid_rule(&prog->kernels[0], 0, op, p->n_sym, 1, block_n,
+                                         tuner__gemm_cdiv(p->M, block_m), 0);
     if (p->batch_sym && rc == 0)
         rc = tuner__grid_rule(&prog->kernels[0], 2, op, p->batch_sym, 1, 1, split, 0);
     if (ws) {
@@ -967,8 +1124,9 @@ int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program
         prog->workspace_bytes = (size_t)split * (size_t)total * sizeof(float);
         /* One thread per output element: ceil(batch * M * N / 256), the fixed extents in coef. */
         if (p->dynamic && rc == 0)
-            rc = tuner__grid_rule(&prog->kernels[1], 0, op, p->m_sym | p->batch_sym,
-                                  (p->m_sym ? 1 : p->M) * (p->batch_sym ? 1 : p->batch) * p->N, 256, 1, 0);
+            rc = tuner__grid_rule(&prog->kernels[1], 0, op, p->m_sym | p->batch_sym | p->n_sym,
+                                  (p->m_sym ? 1 : p->M) * (p->batch_sym ? 1 : p->batch) * (p->n_sym ? 1 : p->N), 256,
+                                  1, 0);
     }
     return rc;
 }

@@ -63,15 +63,26 @@ typedef struct tuner__gemm_problem {
      * staged through shared memory is written out with. */
     int out_chunk;
     /* A dynamic matmul (op->n_dims > 0): the named dims (bit sets over op->dims) that M and the
-     * batch stand for at launch, 0 where that extent is fixed. Names stand only on axis 0 (docs/
-     * api.md), so at most one of them is set and no stride depends on a size: M is named for
-     * a 2-D `a` [M, K] (not transposed), the batch for a rank-3 `a` [batch, M, K]. M and batch
-     * above hold the sizes at the dims' max (what spaces and the cost model see); m_multiple is
+     * batch stand for at launch, 0 where that extent is fixed. At most one of them is set, on
+     * axis 0 (docs/api.md), so no stride depends on them: M is named for a 2-D `a` [M, K] (not
+     * transposed), the batch for a rank-3 `a` [batch, M, K]. M, N, K and batch above hold the
+     * sizes at the dims' max (what spaces and the cost model see); m_multiple is
      * a number every launch's M is a multiple of (the product of its dims' multiple_of; M itself
      * when fixed). conv2d is static only. */
     bool dynamic;
     unsigned m_sym, batch_sym;
     long long m_multiple;
+    /* Named N and K (2-D a [M, K] and b [K, N] / [N, K] only, issue 39): the dims b's N axis and
+     * a's (and b's) K axis stand for, 0 where fixed. With either set the strides of a, b, the
+     * output and the fused operands follow the launch's sizes (gm_N, gm_K in generated code).
+     * Only templates that say so take them (tuner__gemm_names_nk; matmul_simt, matmul_tf32 and
+     * matmul_mma without split-K, cp.async through per-unit coordinates): matmul_wgmma refuses
+     * such an op in its applies. */
+    unsigned n_sym, k_sym;
+    /* What every launch's N and K are multiples of (the product of their dims' multiple_of; the
+     * size itself when fixed); the vector widths above (vec, out_vec, out_chunk) are cut to
+     * divide them, so that a vector never straddles a row at any size. */
+    long long n_multiple, k_multiple;
 } tuner__gemm_problem;
 
 /* How generated code spells M and the batch count: for a static op the literals the emitters
@@ -87,6 +98,17 @@ tuner__gemm_x tuner__gemm_M(const tuner__gemm_problem *p, long long add);
 tuner__gemm_x tuner__gemm_M_ll(const tuner__gemm_problem *p);
 /* The batch count (matmul batch or conv groups: "4" / "gm_B"). */
 tuner__gemm_x tuner__gemm_B(const tuner__gemm_problem *p);
+/* N + add and K + add, as tuner__gemm_M: the literal where fixed, else from the ints gm_N and
+ * gm_K a dynamic op's kernels declare (tuner__gemm_emit_dims_decl). */
+tuner__gemm_x tuner__gemm_N(const tuner__gemm_problem *p, long long add);
+tuner__gemm_x tuner__gemm_K(const tuner__gemm_problem *p, long long add);
+/* Whether every launch's N is a multiple of block_n (tuner__gemm_m_divides for N). */
+bool tuner__gemm_n_divides(const tuner__gemm_problem *p, int block_n);
+/* Whether N or K is named (a template that does not take them refuses the op). */
+static inline bool tuner__gemm_names_nk(const tuner__gemm_problem *p)
+{
+    return p->n_sym || p->k_sym;
+}
 /* Whether every launch's M is a multiple of block_m (so no tile row is partial): M % block_m
  * for a fixed M, the dims' multiple_of for a named one. */
 bool tuner__gemm_m_divides(const tuner__gemm_problem *p, int block_m);
@@ -112,7 +134,7 @@ void tuner__gemm_emit_head(tuner_sb *sb, const tuner_target *t);
  * typed pointers in0..in{n-1}, out and, when ws, the fp32 workspace; cluster_z > 1 adds
  * `__cluster_dims__(1, 1, cluster_z)` (sm_90+: consecutive blockIdx.z form one cluster). A
  * dynamic op's kernels also take `long long hd_dim0, ...` after the pointers and declare
- * `const int gm_M, gm_B` from them first thing (tuner__gemm_M). */
+ * `const int gm_M, gm_B, gm_N, gm_K` from them first thing (tuner__gemm_M, _N, _K). */
 void tuner__gemm_emit_signature(tuner_sb *sb, const tuner__gemm_problem *p, const char *name,
                                 int threads, bool ws, int cluster_z);
 /* The declarations of gm_M and gm_B from the hd_dim parameters that a dynamic op's kernel opens
@@ -262,23 +284,26 @@ void tuner__gemm_emit_splitk_reduce(tuner_sb *sb, const tuner__gemm_problem *p, 
 /* Emits `const int gm_tm, gm_tn` from blockIdx.x with grouped (L2-friendly) tile order: `group`
  * consecutive tile rows are walked column by column. group <= 1 is plain row-major order.
  * tiles_m is the count at p's sizes (a dynamic op's max); a dynamic op's code computes it from
- * gm_M. */
-void tuner__gemm_emit_raster(tuner_sb *sb, const tuner__gemm_problem *p, long long tiles_m, long long tiles_n,
-                             int block_m, int group);
+ * gm_M, and a named N's count of tile columns from gm_N. With both M and N named the tiles are
+ * a 2-D grid instead (gm_tm = blockIdx.x, gm_tn = blockIdx.y: their counts are two rules,
+ * tuner__gemm_finish) and group is not used. */
+void tuner__gemm_emit_raster(tuner_sb *sb, const tuner__gemm_problem *p, long long tiles_m, int block_m, int block_n,
+                             int group);
 
 /* K elements per split-K slice: a multiple of block_k covering K in `split` slices. */
 long long tuner__gemm_k_per_split(long long K, int split, int block_k);
 
 /* Finishes a program whose main kernel `name` is in sb: appends the split-K reduction kernel
  * `rname` when split > 1, hands the source over to prog and describes the launches (the main
- * kernel over ceil(M / block_m) * tiles_n x 1 x (batch * split) blocks, then the reduction over
+ * kernel over ceil(M / block_m) * ceil(N / block_n) x 1 x (batch * split) blocks - with M and N
+ * both named, ceil(M / block_m) x ceil(N / block_n) x (batch * split) -, then the reduction over
  * every output element) and the fp32 workspace of the partial sums. With split_in_cluster the
  * main kernel sums the slices itself (one cluster per tile): one launch over the same grid, no
  * workspace. A dynamic op's launches get the dims arguments and grid rules for every grid
- * dimension that depends on M or the batch (the workspace is sized at max). Returns 0, -ENOMEM
+ * dimension that depends on M, N or the batch (the workspace is sized at max). Returns 0, -ENOMEM
  * or -ERANGE (a grid out of CUDA's limits; sb is consumed either way). */
 int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program *prog,
-                       const char *name, const char *rname, int block_m, long long tiles_n, int split,
+                       const char *name, const char *rname, int block_m, int block_n, int split,
                        bool split_in_cluster, unsigned threads, unsigned smem);
 
 /* Fills the launch arguments (inputs, output and, when ws, the workspace, then a dynamic op's

@@ -68,6 +68,9 @@ typedef struct mma_cfg {
  * the rest before a space is built). */
 static bool mma_supported(const tuner__gemm_problem *p, const tuner_arch *a)
 {
+    /* A named N or K: fp16/bf16 only (FP8 operands are refused with names there, proto). */
+    if (p->fp8 && tuner__gemm_names_nk(p))
+        return false;
     /* (The quantize step's amax is matmul_wgmma's: tuner_fp8_unsupported.) */
     if (p->fp8)
         return a && a->tc_fp8_tflops > 0 && !p->conv && p->amax_in < 0 && p->kmajor[0] && p->kmajor[1] && p->vec[0] == 16 &&
@@ -206,6 +209,13 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const m
         return false;
     long long tiles = (long long)tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn);
     if (tiles > 0x7fffffffLL)
+        return false;
+    /* A named N or K: one K slice (the slices' planes and chunks are fixed at generation), no
+     * staged output tile (its rows are the launch's N); a named N's tile columns fit a grid's y
+     * when M is named too (tuner__gemm_emit_raster). */
+    if (tuner__gemm_names_nk(p) && (c->split != 1 || c->stage_out))
+        return false;
+    if (p->n_sym && p->m_sym && tuner__gemm_cdiv(p->N, c->bn) > 65535)
         return false;
     /* Chunks per shared row must divide the block so every thread keeps one chunk column. */
     for (int w = 0; w < 2; w++) {
@@ -371,7 +381,8 @@ enum { AFF_SETUP, AFF_CP_ASYNC, AFF_REG_LOAD, AFF_REG_STORE };
  * group, k in memory order). */
 static bool affine_operand(const tuner__gemm_problem *p, int which)
 {
-    return !p->conv || which == 1;
+    /* (a named N or K makes a row stride the launch's: per-unit coordinates, emit_loader) */
+    return (!p->conv || which == 1) && !tuner__gemm_names_nk(p);
 }
 
 static void affine_strides(const tuner__gemm_problem *p, int which, long long *mn_stride, long long *k_stride,
@@ -763,7 +774,7 @@ static void emit_epilogue_nest(tuner_sb *sb, const mma_cfg *c)
  * named M, only where its multiple_of guarantees it at every size. */
 static bool tiles_divide_output(const tuner__gemm_problem *p, const mma_cfg *c)
 {
-    return tuner__gemm_m_divides(p, c->bm) && p->N % c->bn == 0;
+    return tuner__gemm_m_divides(p, c->bm) && tuner__gemm_n_divides(p, c->bn);
 }
 
 /* Row-major outputs, matmul [batch][M][N] and NHWC convolution [pixels][K] (group g at column
@@ -780,7 +791,8 @@ static void affine_out_strides(const tuner__gemm_problem *p, long long *ld, long
 /* Opens `if (this block's tile lies inside the output) {` for edge-tile problems. */
 static void emit_if_tile_inside(tuner_sb *sb, const tuner__gemm_problem *p, const mma_cfg *c)
 {
-    tuner_sb_printf(sb, "if (gm_m0 + %d <= %s && gm_n0 + %d <= %lld) {\n", c->bm, tuner__gemm_M(p, 0).s, c->bn, p->N);
+    tuner_sb_printf(sb, "if (gm_m0 + %d <= %s && gm_n0 + %d <= %s) {\n", c->bm, tuner__gemm_M(p, 0).s, c->bn,
+                    tuner__gemm_N(p, 0).s);
 }
 
 /* stage_out: every warp applies the epilogue to all its fragments, then writes the converted
@@ -892,7 +904,8 @@ static void emit_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const mma_
     }
     const char *v2[2] = {"acc[i][j][2 * h]", "acc[i][j][2 * h + 1]"};
     /* Row-major outputs (affine_out_strides) store from one per-thread pointer. */
-    const bool affine = p->out_vec == 2 && (!p->conv || !p->nchw);
+    /* (a named N's row stride is the launch's: stores through the shared emitters) */
+    const bool affine = p->out_vec == 2 && (!p->conv || !p->nchw) && !p->n_sym;
     const bool all_full = tiles_divide_output(p, c);
     if (affine) {
         long long ld, zstride;
@@ -928,7 +941,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
             *err = strdup("invalid schedule for this op and target");
         return -EINVAL;
     }
-    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
+    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm);
     const long long kps = tuner__gemm_k_per_split(p->K, c.split, c.bk);
     const int mi = c.wm / 16, ni = c.wn / 8;
     const int stage_bytes = (c.bm + c.bn) * c.bk * op_bytes(p);
@@ -956,14 +969,24 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     tuner_mapping wmap = tuner_map_spatial(2, c.warps_m, c.warps_n, 1);
     const char *wnames[TUNER_MAP_MAX_RANK] = {"gm_wm", "gm_wn", NULL};
     tuner_map_emit_begin(&sb, &wmap, "threadIdx.x >> 5", "gw", wnames);
-    tuner__gemm_emit_raster(&sb, p, tiles_m, tiles_n, c.bm, c.group);
-    tuner_sb_printf(&sb,
-                    "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
-                    "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
-                    "const int gm_kbeg = gm_zs * %lld;\n"
-                    "const int gm_kend = (int)min(%lldLL, (long long)gm_kbeg + %lldLL);\n"
-                    "const int gm_ktiles = gm_kend > gm_kbeg ? (gm_kend - gm_kbeg + %d) / %d : 0;\n",
-                    c.split, c.split, c.bm, c.bn, kps, p->K, kps, c.bk - 1, c.bk);
+    tuner__gemm_emit_raster(&sb, p, tiles_m, c.bm, c.bn, c.group);
+    if (p->k_sym)
+        /* A named K: one slice (cfg_valid), the whole K of the launch. */
+        tuner_sb_printf(&sb,
+                        "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
+                        "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
+                        "const int gm_kbeg = 0;\n"
+                        "const int gm_kend = gm_K;\n"
+                        "const int gm_ktiles = (gm_kend + %d) / %d;\n",
+                        c.split, c.split, c.bm, c.bn, c.bk - 1, c.bk);
+    else
+        tuner_sb_printf(&sb,
+                        "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
+                        "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
+                        "const int gm_kbeg = gm_zs * %lld;\n"
+                        "const int gm_kend = (int)min(%lldLL, (long long)gm_kbeg + %lldLL);\n"
+                        "const int gm_ktiles = gm_kend > gm_kbeg ? (gm_kend - gm_kbeg + %d) / %d : 0;\n",
+                        c.split, c.split, c.bm, c.bn, kps, p->K, kps, c.bk - 1, c.bk);
     tuner_sb_printf(&sb, "float acc[%d][%d][4];\n#pragma unroll\nfor (int i = 0; i < %d; i++)\n#pragma unroll\n"
                          "for (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;\n",
                     mi, ni, mi, ni);
@@ -1040,7 +1063,7 @@ static int mma_emit(const tuner__gemm_problem *p, const tuner_target *t, const t
     emit_epilogue(&sb, p, &c);
     tuner_map_emit_end(&sb, &wmap);
     tuner_sb_puts(&sb, "}\n");
-    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, tiles_n, c.split, in_cluster,
+    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, c.bn, c.split, in_cluster,
                               (unsigned)c.threads, (unsigned)c.smem);
 }
 

@@ -76,6 +76,13 @@ static bool f_valid(const tuner__gemm_problem *p, const tuner_arch *a, const f_c
         return false;
     if ((long long)tuner__gemm_cdiv(p->M, c->bm) * tuner__gemm_cdiv(p->N, c->bn) > 0x7fffffffLL)
         return false;
+    /* A named N's tile columns are the grid's y (tuner__gemm_emit_raster). */
+    if (p->n_sym && tuner__gemm_cdiv(p->N, c->bn) > 65535)
+        return false;
+    /* M and N named alike (q @ k^T): the split-K reduction's grid would be a square of the
+     * size, which a grid rule does not express. */
+    if (c->split > 1 && (p->m_sym & p->n_sym))
+        return false;
     return true;
 }
 
@@ -131,9 +138,10 @@ static void f_store_acc(tuner_sb *sb, const tuner__gemm_problem *p, const f_cfg 
 {
     if (c->split > 1) {
         tuner_sb_printf(sb,
-                        "{ const int wm_ = %s, wn_ = %s; if (wm_ < %s && wn_ < %lld) "
-                        "ws[(((long long)gm_zs * %s + gm_zb) * %s + wm_) * %lldLL + wn_] = %s; }\n",
-                        m, n, tuner__gemm_M(p, 0).s, p->N, tuner__gemm_B(p).s, tuner__gemm_M(p, 0).s, p->N, v);
+                        "{ const int wm_ = %s, wn_ = %s; if (wm_ < %s && wn_ < %s) "
+                        "ws[(((long long)gm_zs * %s + gm_zb) * %s + wm_) * %s%s%s + wn_] = %s; }\n",
+                        m, n, tuner__gemm_M(p, 0).s, tuner__gemm_N(p, 0).s, tuner__gemm_B(p).s, tuner__gemm_M(p, 0).s,
+                        p->n_sym ? "(long long)" : "", tuner__gemm_N(p, 0).s, p->n_sym ? "" : "LL", v);
         return;
     }
     const char *vv[1] = {v};
@@ -150,7 +158,7 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
             *err = strdup("invalid schedule for this op and target");
         return -EINVAL;
     }
-    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
+    const int tiles_m = tuner__gemm_cdiv(p->M, c.bm);
     const long long kps = tuner__gemm_k_per_split(p->K, c.split, c.bk);
     const int la = c.bm + c.pad, lb = c.bn + c.pad;
     const int stage_floats = c.bk * (la + lb);
@@ -164,14 +172,26 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     tuner__gemm_emit_signature(&sb, p, name, c.threads, c.split > 1, 1);
     tuner_sb_puts(&sb, "extern __shared__ __attribute__((aligned(16))) float gm_fsmem[];\n"
                        "const int lane = threadIdx.x & 31;\n");
-    tuner__gemm_emit_raster(&sb, p, tiles_m, tiles_n, c.bm, c.group);
+    tuner__gemm_emit_raster(&sb, p, tiles_m, c.bm, c.bn, c.group);
     tuner_sb_printf(&sb,
                     "const int gm_zb = blockIdx.z / %d, gm_zs = blockIdx.z %% %d;\n"
-                    "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n"
-                    "const int gm_kbeg = gm_zs * %lld;\n"
-                    "const int gm_kend = (int)min(%lldLL, (long long)gm_kbeg + %lldLL);\n"
-                    "const int gm_ktiles = gm_kend > gm_kbeg ? (gm_kend - gm_kbeg + %d) / %d : 0;\n",
-                    c.split, c.split, c.bm, c.bn, kps, p->K, kps, c.bk - 1, c.bk);
+                    "const int gm_m0 = gm_tm * %d, gm_n0 = gm_tn * %d;\n",
+                    c.split, c.split, c.bm, c.bn);
+    if (p->k_sym)
+        /* A named K: the slices are cut from the launch's K as tuner__gemm_k_per_split cuts a
+         * fixed one (whole block_k tiles; the last slices may be empty). */
+        tuner_sb_printf(&sb,
+                        "const int gm_kps = ((gm_K + %d) / %d + %d) / %d * %d;\n"
+                        "const int gm_kbeg = gm_zs * gm_kps;\n"
+                        "const int gm_kend = min(gm_K, gm_kbeg + gm_kps);\n",
+                        c.split - 1, c.split, c.bk - 1, c.bk, c.bk);
+    else
+        tuner_sb_printf(&sb,
+                        "const int gm_kbeg = gm_zs * %lld;\n"
+                        "const int gm_kend = (int)min(%lldLL, (long long)gm_kbeg + %lldLL);\n",
+                        kps, p->K, kps);
+    tuner_sb_printf(&sb, "const int gm_ktiles = gm_kend > gm_kbeg ? (gm_kend - gm_kbeg + %d) / %d : 0;\n", c.bk - 1,
+                    c.bk);
     tuner_sb_printf(&sb, "%s gm_ra[%d];\n%s gm_rb[%d];\n", tuner__ctype(p->dt), f_iters(&c, 0), tuner__ctype(p->dt),
                     f_iters(&c, 1));
     tuner_sb_printf(&sb, "auto gm_gload = [&](int gm_kt) {\nconst int gm_kb = gm_kbeg + gm_kt * %d;\n", c.bk);
@@ -261,7 +281,7 @@ static int f_emit(const tuner__gemm_problem *p, const tuner_target *t, const tun
     }
     tuner_map_emit_end(&sb, &tmap);
     tuner_sb_puts(&sb, "}\n");
-    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, tiles_n, c.split, false,
+    return tuner__gemm_finish(&sb, p, prog, name, rname, c.bm, c.bn, c.split, false,
                               (unsigned)c.threads, (unsigned)c.smem);
 }
 
@@ -440,8 +460,9 @@ const tuner_template tuner__gemm_matmul_simt = {
     .predict_us = simt_predict,
     .preferred = NULL, /* enumerates its preferred schedule first */
     .default_rank = TUNER_RANK_CUDA_CORE,
-    /* Named M or batch: bounds, raster and workspace planes from the hd_dim parameters, grids
-     * by rules (tuner__gemm_finish); every schedule is valid at every size (element loads). */
+    /* Named M, N, K or batch: bounds, strides, raster, K slices and workspace planes from the
+     * hd_dim parameters, grids by rules (tuner__gemm_finish); every schedule is valid at every
+     * size (element loads). */
     .dynamic_dims = true,
 };
 

@@ -2045,8 +2045,9 @@ static const int wg_tiles[][4] = {
 static bool wg_problem(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner__gemm_problem *p)
 {
     const tuner_arch *a = tuner__arch(t);
+    /* Its tensor maps follow a named M or batch only: a named N or K is refused (matmul_simt's). */
     return op && op->kind == kind && a && a->has_wgmma && tuner__gemm_problem_init_fp8(op, p, NULL) == 0 &&
-           wg_supported(p);
+           !tuner__gemm_names_nk(p) && wg_supported(p);
 }
 
 static bool matmul_applies(const tuner_op *op, const tuner_target *t)
@@ -2313,6 +2314,11 @@ static int wg_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     int rc = tuner__gemm_problem_init_fp8(op, &p, err);
     if (rc < 0)
         return rc;
+    if (tuner__gemm_names_nk(&p)) {
+        if (err)
+            *err = strdup("matmul_wgmma does not take a named N or K");
+        return -EINVAL;
+    }
     return wg_emit(&p, t, s, prog, err);
 }
 

@@ -109,6 +109,21 @@ if torch is not None:
                                                enable_gqa=self.gqa)
             return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
 
+    class CustomAttention(nn.Module):
+        """Attention spelled out over one sequence x [s, 64]: scores = q @ k^T with k [s, 64]
+        (N is s) and p @ v with v [s, 64] (K is s), no SDPA call."""
+
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(64, 64)
+            self.k = nn.Linear(64, 64)
+            self.v = nn.Linear(64, 64)
+
+        def forward(self, x):
+            q, k, v = self.q(x), self.k(x), self.v(x)
+            p = torch.softmax((q @ k.t()) * 0.125, dim=-1)
+            return p @ v
+
     class MaskedAttention(nn.Module):
         """SDPA with a mask built in the forward from aranges, as transformers builds GPT-2's:
         causal as a boolean mask, causal as an additive one (the dtype's lowest, not -inf), or a
@@ -590,6 +605,21 @@ class BackendTest(unittest.TestCase):
                         x = torch.randn(b, s, 32, device=dev)
                         torch.testing.assert_close(c(x), m(x), atol=2e-3, rtol=2e-3)
             self.assertEqual(reports[0].torch, 0, str(reports[0]))
+
+    def test_dynamic_custom_attention_matmuls_are_hidetd(self):
+        # Issue 39: q @ k^T names N (k's rows: s) and p @ v names K (v's rows: s); the daemon
+        # takes both matmuls (before, they were refused and left to PyTorch with the reason).
+        x = torch.randn(9, 64)
+        torch._dynamo.mark_dynamic(x, 0, min=2, max=512)
+        m = CustomAttention().eval()
+        e, _ = self.explain(m, x)
+        mm_left = {op: r for op, r in e.left.items() if "mm" in op or "matmul" in op}
+        self.assertEqual(mm_left, {}, str(e))
+        nodes = [n for g in e.graphs for req in g.requests for n in req["graph"]["nodes"]]
+        mms = [n for n in nodes if n["op"] == "matmul"]
+        self.assertGreaterEqual(len(mms), 5, [n["op"] for n in nodes])  # q, k, v, q @ k^T, p @ v
+        with torch.no_grad():
+            torch.testing.assert_close(e.output, m(x), rtol=1e-4, atol=1e-5)
 
     def test_sizes_a_graph_cannot_name_are_explained(self):
         x = torch.randn(2, 6, 16)

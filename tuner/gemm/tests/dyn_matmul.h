@@ -1,6 +1,7 @@
-/* tuner/gemm/tests/dyn_matmul.h - the dynamic matmuls (a named M or batch, issue 39) that the CPU
- * test (test_dynamic.c) and the GPU check (gpu_dynamic.c) both build: one dim "n", its tensors'
- * axis 0 named (sym bit 0) and holding the dim's max, as proto would parse them. */
+/* tuner/gemm/tests/dyn_matmul.h - the dynamic matmuls (a named M, N, K or batch, issue 39) that
+ * the CPU test (test_dynamic.c) and the GPU check (gpu_dynamic.c) both build, their named axes
+ * holding the dims' max, as proto would parse them: one dim "n" on axis 0 for the named M or
+ * batch, named M, N and K with dims of their own (dyn_matmul_nk). */
 #ifndef HIDET_TUNER_GEMM_TESTS_DYN_MATMUL_H
 #define HIDET_TUNER_GEMM_TESTS_DYN_MATMUL_H
 
@@ -24,5 +25,12 @@ tuner_op dyn_matmul_prologue(tuner_dtype dt, long long max, long long N, long lo
  * [b, M, N] (named) + a bias [1, N]. */
 tuner_op dyn_matmul_batch(tuner_dtype dt, long long min, long long max, long long M, long long N, long long K,
                           bool b_batched, bool epi);
+
+/* a [M, K] x b [K, N] (b [N, K] with trans_b) where M, N and K are named mname, nname and
+ * kname (NULL: fixed; M and N may share a name, as q @ k^T of a self-attention does, then M ==
+ * N), each dim in [min, its size] (sizes are the max) and the dims sorted by name as proto
+ * sorts them; with epi, + bias [N] + residual [M, N] (named as the output), then GELU (tanh). */
+tuner_op dyn_matmul_nk(tuner_dtype dt, long long M, long long N, long long K, const char *mname, const char *nname,
+                       const char *kname, long long min, bool trans_b, bool epi);
 
 #endif

@@ -16,6 +16,9 @@
  * the bound output must match the reference (|out - ref| <= tol * (rms(ref) + |ref|), no NaN; tol
  * as tests/gpu/template_sweep.c has it for GEMMs) and every byte past it must still be poison: a kernel that bounds M by max, or not at all,
  * writes there. Prints one line per case and size; exits 1 if any candidate is wrong.
+ * Named N and K (issue 39; matmul_mma, matmul_simt, matmul_tf32) are cases of their own with sizes per dim: the bound tensors are then
+ * the max-size buffers read densely at the launch's sizes (not prefixes), by the reference and
+ * the kernels alike.
  * HIDET_VERIFY_MAX=N limits candidates per case (evenly spread; default all), HIDET_VERIFY_ONLY=s
  * runs the cases whose name contains s.
  */
@@ -170,8 +173,10 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                 ok++;
             }
         }
-        printf("%-44s %s=%-6lld %3zu cand: ok %3d wrong %2d failed %2d\n", name, op->dims[0].name, (long long)sz[0],
-               limit, ok, wrong, failed);
+        char at[96] = "";
+        for (int d = 0, o = 0; d < op->n_dims && o < (int)sizeof(at); d++)
+            o += snprintf(at + o, sizeof(at) - (size_t)o, "%s%s=%lld", d ? "," : "", op->dims[d].name, (long long)sz[d]);
+        printf("%-44s %-14s %3zu cand: ok %3d wrong %2d failed %2d\n", name, at, limit, ok, wrong, failed);
         fflush(stdout);
         total_wrong += wrong;
         CK(d_cuModuleUnload(rmod));
@@ -251,6 +256,38 @@ int main(void)
         for (int z = 0; z < 3; z++)
             sizes[z * TUNER_MAX_DIMS] = cases[c].sizes[z];
         verify_case(cases[c].name, &cases[c].op, &t, sizes, 3, 16);
+    }
+    /* Named N and K (matmul_mma for 16 bits, matmul_simt and matmul_tf32 for fp32): sizes per
+     * dim (dims sorted by name), at min, odd and max; with multiple_of 8 matmul_mma keeps its
+     * 16-byte cp.async vectors. The bound tensors are the max-size buffers' first elements read densely at the
+     * launch's sizes, as the reference reads them. */
+    tuner_op tf32_n = dyn_matmul_nk(TUNER_F32, 200, 1000, 96, NULL, "n", NULL, 1, false, true);
+    tuner_op by8 = dyn_matmul_nk(TUNER_BF16, 512, 1024, 512, "m", "n", "k", 8, false, true);
+    for (int k = 0; k < by8.n_dims; k++)
+        by8.dims[k].multiple_of = 8;
+    tf32_n.attrs.matmul.allow_tf32 = true;
+    struct {
+        const char *name;
+        tuner_op op;
+        int64_t sizes[3][TUNER_MAX_DIMS];
+    } nk_cases[] = {
+        {"f16 [m,k]x[k,n] +bias+res gelu (M, N, K named)", dyn_matmul_nk(TUNER_F16, 1000, 776, 520, "m", "n", "k", 1, false, true),
+         {{1, 1, 1}, {259, 333, 387}, {520, 1000, 776}}},
+        {"f16 [300,k]x[n,k]^T +bias+res (N, K named)", dyn_matmul_nk(TUNER_F16, 300, 640, 200, NULL, "n", "k", 1, true, true),
+         {{1, 1}, {77, 511}, {200, 640}}},
+        {"f16 q@k^T [s,64]x[s,64]^T (M = N = s)", dyn_matmul_nk(TUNER_F16, 1024, 1024, 64, "s", "s", NULL, 1, true, false),
+         {{1}, {333}, {1024}}},
+        {"bf16 p@v [s,s]x[s,64] (M = K = s)", dyn_matmul_nk(TUNER_BF16, 1024, 64, 1024, "s", NULL, "s", 1, false, false),
+         {{1}, {257}, {1024}}},
+        {"f32 [200,96]x[96,n] +bias+res (tf32, N named)", tf32_n, {{1}, {501}, {1000}}},
+        {"bf16 [m,k]x[k,n] /8 +bias+res gelu (16-byte vectors)", by8, {{8, 8, 8}, {264, 200, 520}, {512, 512, 1024}}},
+        {"f32 [64,k]x[k,48] (K named, split-K at launch)", dyn_matmul_nk(TUNER_F32, 64, 48, 4096, NULL, NULL, "k", 1, false, false),
+         {{1}, {1001}, {4096}}},
+    };
+    for (size_t c = 0; c < sizeof(nk_cases) / sizeof(nk_cases[0]); c++) {
+        if (only && !strstr(nk_cases[c].name, only))
+            continue;
+        verify_case(nk_cases[c].name, &nk_cases[c].op, &t, &nk_cases[c].sizes[0][0], 3, 16);
     }
     printf("%s\n", total_wrong ? "FAILED" : "ok");
     return total_wrong ? 1 : 0;

@@ -44,10 +44,12 @@ static tuner_op with_max(const tuner_op *op, int k, long long max)
     int64_t maxs[TUNER_MAX_DIMS] = {1, 1, 1, 1};
     for (int d = 0; d < o.n_dims; d++)
         maxs[d] = o.dims[d].max;
-    for (int i = 0; i < o.n_inputs; i++)
-        if (o.inputs[i].sym[0])
-            o.inputs[i].shape[0] = tuner_dims_product(maxs, o.inputs[i].sym[0]);
-    o.output.shape[0] = tuner_dims_product(maxs, o.output.sym[0]);
+    for (int i = -1; i < o.n_inputs; i++) {
+        tuner_tensor *x = i < 0 ? &o.output : &o.inputs[i];
+        for (int d = 0; d < x->rank; d++)
+            if (x->sym[d])
+                x->shape[d] = tuner_dims_product(maxs, x->sym[d]);
+    }
     return o;
 }
 
@@ -75,6 +77,26 @@ static tuner_program *gen(const tuner_op *op, const tuner_target *t, const tuner
     CHECK(rc == 0 && p, "%s: generate failed (%d): %s", what, rc, err ? err : "");
     free(err);
     return rc == 0 ? p : NULL;
+}
+
+/* The static op's program with the same schedule: through the template itself where the
+ * template does not apply to the static op (matmul_simt for a 16-bit op that names N or K: at a
+ * fixed size matmul_mma takes it, and matmul_simt stands aside). */
+static tuner_program *gen_static(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, const char *what)
+{
+    const tuner_template *tp = tuner__template_find(s->template_name);
+    if (!tp || tp->applies(op, t))
+        return gen(op, t, s, what);
+    tuner_program *p = calloc(1, sizeof(*p));
+    char *err = NULL;
+    int rc = p ? tp->generate(op, t, s, p, &err) : -1;
+    CHECK(rc == 0 && p && p->source, "%s: generate (static, direct) failed (%d): %s", what, rc, err ? err : "");
+    free(err);
+    if (rc != 0) {
+        tuner_program_free(p);
+        return NULL;
+    }
+    return p;
 }
 
 static bool rules_equal(const tuner_grid_rule *a, const tuner_grid_rule *b)
@@ -144,6 +166,8 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
     if (!p)
         return;
     const int nd = op->n_dims;
+    tuner__gemm_problem gp;
+    const bool mn2d = tuner__gemm_problem_init(op, &gp, NULL) == 0 && gp.m_sym && gp.n_sym;
 
     /* The dims: a parameter of every kernel and the last arguments of every launch. */
     int params = 0;
@@ -164,7 +188,7 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
         maxs[d] = op->dims[d].max;
     tuner_op bound;
     CHECK(tuner_op_bind(op, maxs, &bound) == 0, "%s: bind at max", what);
-    tuner_program *sp = gen(&bound, t, s, what);
+    tuner_program *sp = gen_static(&bound, t, s, what);
     if (sp) {
         CHECK(sp->n_kernels == p->n_kernels && sp->workspace_bytes == p->workspace_bytes,
               "%s: %d kernels / %zu workspace bytes, static at max %d / %zu", what, p->n_kernels,
@@ -176,8 +200,15 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
                       l->n_args == sl->n_args + nd && memcmp(l->args, sl->args, sizeof(int) * (size_t)sl->n_args) == 0,
                   "%s: launch %d differs from the static one at max beyond the dims", what, k);
             for (int d = 0; d < 3; d++) {
-                CHECK(grid_ok(s, l->grid[d], sl->grid[d]), "%s: launch %d grid[%d] %u at max, static %u", what, k, d,
-                      l->grid[d], sl->grid[d]);
+                if (mn2d && k == 0 && d < 2)
+                    /* M and N both named: tile rows in x, columns in y (the static grid's x
+                     * holds them all) */
+                    CHECK(d == 1 || (unsigned long long)l->grid[0] * l->grid[1] == sl->grid[0] * (unsigned long long)sl->grid[1],
+                          "%s: %u x %u blocks at max, static %u x %u", what, l->grid[0], l->grid[1], sl->grid[0],
+                          sl->grid[1]);
+                else
+                    CHECK(grid_ok(s, l->grid[d], sl->grid[d]), "%s: launch %d grid[%d] %u at max, static %u", what, k,
+                          d, l->grid[d], sl->grid[d]);
                 CHECK(sl->grid_rule[d].dims == 0, "%s: a static program has a grid rule", what);
                 if (l->grid_rule[d].dims) {
                     (*n_rules)++;
@@ -212,7 +243,7 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
             CHECK(false, "%s: bind at %s", what, at);
             continue;
         }
-        tuner_program *bp = gen(&bound, t, s, what);
+        tuner_program *bp = gen_static(&bound, t, s, what);
         if (!bp)
             continue;
         CHECK(bp->n_kernels == p->n_kernels && bp->workspace_bytes <= p->workspace_bytes,
@@ -220,11 +251,20 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
               bp->n_kernels, bp->workspace_bytes, p->n_kernels, p->workspace_bytes);
         for (int k = 0; k < p->n_kernels && k < bp->n_kernels; k++) {
             check_maps(what, &p->kernels[k], &bp->kernels[k], op, sz, at);
+            long long g[3];
             for (int d = 0; d < 3; d++) {
                 const tuner_grid_rule *r = &p->kernels[k].grid_rule[d];
-                const long long g = r->dims ? (long long)tuner_grid_rule_eval(r, sz) : (long long)p->kernels[k].grid[d];
-                CHECK(grid_ok(s, (unsigned)g, bp->kernels[k].grid[d]), "%s: at %s launch %d grid[%d] is %lld, static %u",
-                      what, at, k, d, g, bp->kernels[k].grid[d]);
+                g[d] = r->dims ? (long long)tuner_grid_rule_eval(r, sz) : (long long)p->kernels[k].grid[d];
+            }
+            for (int d = 0; d < 3; d++) {
+                if (mn2d && k == 0 && d < 2)
+                    CHECK(d == 1 || g[0] * g[1] == (long long)bp->kernels[k].grid[0] * bp->kernels[k].grid[1],
+                          "%s: at %s %lld x %lld blocks, static %u x %u", what, at, g[0], g[1], bp->kernels[k].grid[0],
+                          bp->kernels[k].grid[1]);
+                else
+                    CHECK(grid_ok(s, (unsigned)g[d], bp->kernels[k].grid[d]),
+                          "%s: at %s launch %d grid[%d] is %lld, static %u", what, at, k, d, g[d],
+                          bp->kernels[k].grid[d]);
             }
         }
         tuner_program_free(bp);
@@ -268,10 +308,15 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
         long long mult = 1;
         for (int d = 0; d < nd; d++)
             mult *= op->dims[d].multiple_of;
-        const bool whole = (o->rank == 2 ? mult : M) % bm == 0 && N % bn == 0;
+        /* (a named N divides by its multiple_of too) */
+        const bool whole = (o->sym[o->rank - 2] ? mult : M) % bm == 0 && (o->sym[o->rank - 1] ? mult : N) % bn == 0;
         const bool checks = strstr(p->source, " <= gm_M && gm_n0 + ") != NULL;
-        CHECK(checks == !whole, "%s: multiple_of %lld, tiles %dx%d: %s the whole-tile check", what, mult, bm, bn,
-              checks ? "has" : "lacks");
+        if (o->sym[o->rank - 1])
+            /* a named N stores through the element-checked emitters, never the tile fast path */
+            CHECK(!checks, "%s: a named N with the whole-tile fast path", what);
+        else
+            CHECK(checks == !whole, "%s: multiple_of %lld, tiles %dx%d: %s the whole-tile check", what, mult, bm, bn,
+                  checks ? "has" : "lacks");
     }
 
     if (t_in_sample(j)) {
@@ -316,7 +361,10 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
         if (t_in_check_sample(j) || t_in_sample(j))
             check_candidate(label, op, alt, &t, s, j, &n_rules);
     }
-    CHECK(n_rules > 0, "%s: no launch has a grid rule", label);
+    /* (a named K alone changes no grid: only the k loop's trip count) */
+    const bool k_only = op->n_dims == 1 && op->inputs[0].rank == 2 && op->inputs[0].sym[1] && !op->inputs[0].sym[0] &&
+                        !op->output.sym[1];
+    CHECK(n_rules > 0 || k_only, "%s: no launch has a grid rule", label);
     /* tune:"none" picks an item of the space, and with a tensor-core template there, one of it. */
     const size_t def = tuner_default_index(op, &t, sp);
     CHECK(def < sp->n, "%s: default %zu of %zu", label, def, sp->n);
@@ -326,7 +374,9 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
               "%s: default is %s", label, sp->items[def].template_name);
     /* On sm_90a a matmul the copy engine can load (16-byte rows, no prologue) has wgmma
      * candidates. */
-    if (sm == 90 && op->inputs[0].dtype != TUNER_F32 && op->prologue[0].n == 0 && op->inputs[0].align != 2)
+    tuner__gemm_problem gp;
+    const bool nk = tuner__gemm_problem_init(op, &gp, NULL) == 0 && tuner__gemm_names_nk(&gp);
+    if (sm == 90 && !nk && op->inputs[0].dtype != TUNER_F32 && op->prologue[0].n == 0 && op->inputs[0].align != 2)
         CHECK(per_tmpl[3] > 0, "%s: no matmul_wgmma candidate", label);
     printf("%-44s %4zu candidates (mma %d simt %d tf32 %d wgmma %d), %d grid rules, default %s\n", label, sp->n,
            per_tmpl[0], per_tmpl[1], per_tmpl[2], per_tmpl[3], n_rules, def < sp->n ? sp->items[def].template_name : "?");
@@ -392,21 +442,27 @@ static void test_refusals(void)
         tuner_program_free(bp);
     }
 
-    /* Names elsewhere than axis 0 of a: M of a transposed a, a named N, a named K. */
-    tuner_op bad[3];
+    /* Names the kernels do not take: M of a transposed a; a named K on a alone (b's K fixed); a
+     * named N of a batched matmul; a residual naming its N axis as M (the output's N is fixed);
+     * an output whose N does not carry b's name. */
+    tuner_op bad[5];
     bad[0] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, true, false, 16);
     dyn_matmul_set_dim(&bad[0], 1, 512, 1);
     bad[0].inputs[0].sym[1] = 1;
     bad[0].output.sym[0] = 1;
     bad[1] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, false, false, 16);
-    dyn_matmul_set_dim(&bad[1], 1, 256, 1);
-    bad[1].inputs[1].sym[1] = 1;
-    bad[1].output.sym[1] = 1;
-    bad[2] = t_matmul(TUNER_F16, 0, 0, 512, 256, 128, false, false, 16);
-    dyn_matmul_set_dim(&bad[2], 1, 128, 1);
-    bad[2].inputs[0].sym[1] = 1;
-    bad[2].inputs[1].sym[0] = 1;
-    for (int i = 0; i < 3; i++) {
+    dyn_matmul_set_dim(&bad[1], 1, 128, 1);
+    bad[1].inputs[0].sym[1] = 1;
+    bad[2] = dyn_matmul_batch(TUNER_F16, 1, 16, 100, 72, 64, true, false);
+    bad[2].inputs[1].shape[2] = 16;
+    bad[2].output.shape[2] = 16;
+    bad[2].inputs[1].sym[2] = 1;
+    bad[2].output.sym[2] = 1;
+    bad[3] = dyn_matmul_nk(TUNER_F16, 512, 512, 128, "m", NULL, NULL, 1, false, true);
+    bad[3].inputs[3].sym[1] = 1;
+    bad[4] = dyn_matmul_nk(TUNER_F16, 512, 256, 128, NULL, "n", NULL, 1, false, false);
+    bad[4].output.sym[1] = 0;
+    for (int i = 0; i < 5; i++) {
         tuner__gemm_problem p;
         char *e = NULL;
         CHECK(tuner__gemm_problem_init(&bad[i], &p, &e) < 0 && e, "misplaced name %d accepted", i);
@@ -427,6 +483,31 @@ static void test_refusals(void)
     CHECK(tuner__gemm_problem_init(&good, &p, NULL) == 0 && p.dynamic && !p.m_sym && p.batch_sym == 1 &&
               p.batch == 16 && p.M == 100,
           "dynamic batch problem view");
+    /* Named N (b [N, K] with trans_b) and K: the dims sort as k, m, n. */
+    good = dyn_matmul_nk(TUNER_F16, 300, 200, 100, "m", "n", "k", 1, true, true);
+    CHECK(tuner__gemm_problem_init(&good, &p, NULL) == 0 && p.dynamic && p.k_sym == 1 && p.m_sym == 2 &&
+              p.n_sym == 4 && p.N == 200 && p.K == 100,
+          "dynamic M, N, K problem view");
+    /* ... whose sm_90a space is matmul_mma's, without split-K or a staged output (matmul_wgmma
+     * refuses named N and K; matmul_simt stands aside for a 16-bit op matmul_mma takes). */
+    if (tuner_space_build(&good, &t, &sp, &err) == 0) {
+        size_t mma = 0, other = 0, split = 0;
+        for (size_t j = 0; j < sp->n; j++) {
+            const bool is_mma = strcmp(sp->items[j].template_name, "matmul_mma") == 0;
+            mma += is_mma;
+            other += !is_mma;
+            split += tuner_schedule_param(&sp->items[j], "split_k", 1) != 1 ||
+                     tuner_schedule_param(&sp->items[j], "stage_out", 0) != 0;
+        }
+        CHECK(mma > 0 && other == 0 && split == 0, "named N and K: %zu matmul_mma candidates, %zu others, %zu split-K or staged",
+              mma, other, split);
+    } else {
+        CHECK(false, "named N and K: no space: %s", err ? err : "");
+    }
+    tuner_space_free(sp);
+    sp = NULL;
+    free(err);
+    err = NULL;
 }
 
 /* A dynamic op is ranked for its whole range (tuner_rank): BERT's [b*s, 768] x [768, 768] with b
@@ -482,7 +563,7 @@ int main(int argc, char **argv)
         const char *name;
         tuner_op op, alt;
         int sm;
-    } cases[16];
+    } cases[24];
     int nc = 0;
     /* Named M: odd N and K keep the edge paths (register-staged loads, partial N tiles) in. */
     cases[nc].name = "f16 [n<=4096,512]x[512,776] +bias+res";
@@ -542,6 +623,37 @@ int main(int argc, char **argv)
     cases[nc].op = dyn_matmul_batch(TUNER_F16, 1, 16, 200, 192, 128, true, true);
     cases[nc].alt = with_max(&cases[nc].op, 0, 9);
     cases[nc++].sm = 90;
+    /* Named N and K (matmul_mma for 16 bits, matmul_simt and matmul_tf32 for fp32): every axis
+     * named with odd sizes, a
+     * self-attention's q @ k^T (M and N both s, b = k transposed) and p @ v (M and K both s), a
+     * named N alone with tf32, and a long named K (split-K slices cut at launch). */
+    cases[nc].name = "f16 [m,k]x[k,n] <=1000x776x520 +bias+res";
+    cases[nc].op = dyn_matmul_nk(TUNER_F16, 1000, 776, 520, "m", "n", "k", 1, false, true);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 333);
+    cases[nc++].sm = 80;
+    cases[nc].name = "f16 q@k^T [s,64]x[s,64]^T s<=1024";
+    cases[nc].op = dyn_matmul_nk(TUNER_F16, 1024, 1024, 64, "s", "s", NULL, 1, true, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 777);
+    cases[nc++].sm = 90;
+    cases[nc].name = "bf16 p@v [s,s]x[s,64] s<=1024";
+    cases[nc].op = dyn_matmul_nk(TUNER_BF16, 1024, 64, 1024, "s", NULL, "s", 1, false, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 901);
+    cases[nc++].sm = 90;
+    cases[nc].name = "bf16 [m,k]x[k,n] /8 <=512x1024x512 +bias+res";
+    cases[nc].op = dyn_matmul_nk(TUNER_BF16, 512, 1024, 512, "m", "n", "k", 8, false, true);
+    for (int k = 0; k < cases[nc].op.n_dims; k++)
+        cases[nc].op.dims[k].multiple_of = 8;
+    cases[nc].alt = with_max(&cases[nc].op, 0, 256);
+    cases[nc++].sm = 80;
+    cases[nc].name = "f32 [200,96]x[96,n<=1000] +bias+res tf32";
+    cases[nc].op = dyn_matmul_nk(TUNER_F32, 200, 1000, 96, NULL, "n", NULL, 1, false, true);
+    cases[nc].op.attrs.matmul.allow_tf32 = true;
+    cases[nc].alt = with_max(&cases[nc].op, 0, 555);
+    cases[nc++].sm = 80;
+    cases[nc].name = "f32 [64,k<=4096]x[k,48]";
+    cases[nc].op = dyn_matmul_nk(TUNER_F32, 64, 48, 4096, NULL, NULL, "k", 1, false, false);
+    cases[nc].alt = with_max(&cases[nc].op, 0, 3001);
+    cases[nc++].sm = 80;
     for (int c = 0; c < nc; c++)
         run_case(cases[c].name, &cases[c].op, &cases[c].alt, cases[c].sm);
     clock_gettime(CLOCK_MONOTONIC, &t1);
