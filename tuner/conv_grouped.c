@@ -546,29 +546,7 @@ static double grouped_predict(const tuner_op *op, const tuner_target *t, const t
 /* tune:"none": the schedule of the space the model ranks first. */
 static int grouped_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
-    tuner_schedule *items = NULL;
-    size_t n = 0;
-    int r = grouped_enumerate(op, t, &items, &n);
-    if (r < 0 || n == 0) {
-        free(items);
-        return r < 0 ? r : -ENOENT;
-    }
-    size_t best = 0;
-    double best_us = 1e30;
-    for (size_t i = 0; i < n; i++) {
-        const double us = grouped_predict(op, t, &items[i]);
-        if (us < best_us) {
-            best_us = us;
-            best = i;
-        }
-    }
-    const char *names[N_PARAMS] = {P_TP, P_TQ, P_GT, P_WM, P_WG, P_TILES, P_SO};
-    int values[N_PARAMS];
-    for (int k = 0; k < N_PARAMS; k++)
-        values[k] = tuner_schedule_param(&items[best], names[k], 0);
-    tuner__schedule_params(ret, N_PARAMS, names, values);
-    free(items);
-    return 0;
+    return tuner__model_first(&tuner__conv2d_grouped, op, t, ret);
 }
 
 const tuner_template tuner__conv2d_grouped = {

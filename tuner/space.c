@@ -375,6 +375,29 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
     free(it);
 }
 
+int tuner__model_first(const tuner_template *tp, const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
+{
+    tuner_schedule *items = NULL;
+    size_t n = 0;
+    int r = tp->enumerate(op, t, &items, &n);
+    if (r < 0 || n == 0) {
+        free(items);
+        return r < 0 ? r : -ENOENT;
+    }
+    size_t best = 0;
+    double best_us = 1e300;
+    for (size_t i = 0; i < n; i++) {
+        const double us = tp->predict_us(op, t, &items[i]);
+        if (us < best_us) {
+            best_us = us;
+            best = i;
+        }
+    }
+    *ret = items[best];
+    free(items);
+    return 0;
+}
+
 static double param_distance(const tuner_schedule *s, const tuner_schedule *pref)
 {
     double d = 0.0;

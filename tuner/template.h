@@ -54,6 +54,11 @@ typedef struct tuner_template {
     bool dynamic_dims;
 } tuner_template;
 
+/* For a template's `preferred`: the schedule of its own space that its cost model ranks first
+ * (ties: the space's order), so that tune "none" and "model" agree on its ops. 0; -ENOENT when
+ * its space for op is empty; -errno from its enumerate. */
+int tuner__model_first(const tuner_template *tp, const tuner_op *op, const tuner_target *t, tuner_schedule *ret);
+
 /* NULL-terminated lists, one per file that owns templates (see registry.c). */
 extern const tuner_template *const tuner__gemm_templates[];   /* tuner/gemm/registry.c */
 extern const tuner_template *const tuner__core_templates[];   /* tuner/core_registry.c */

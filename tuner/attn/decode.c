@@ -848,26 +848,10 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
 }
 
 /* The default: the schedule the cost model ranks first (so that tune "none" and "model" agree
- * on these ops); the space's first when there is none. */
+ * on these ops). */
 static int decode_preferred(const tuner_op *op, const tuner_target *t, tuner_schedule *ret)
 {
-    tuner_schedule *items = NULL;
-    size_t n = 0;
-    int r = decode_enumerate(op, t, &items, &n);
-    if (r < 0 || n == 0) {
-        free(items);
-        return r < 0 ? r : -ENOENT;
-    }
-    size_t best = 0;
-    double best_us = 1e300;
-    for (size_t i = 0; i < n; i++) {
-        const double us = decode_predict(op, t, &items[i]);
-        if (us < best_us)
-            best_us = us, best = i;
-    }
-    *ret = items[best];
-    free(items);
-    return 0;
+    return tuner__model_first(&tuner__attn_decode, op, t, ret);
 }
 
 const tuner_template tuner__attn_decode = {
