@@ -1,0 +1,206 @@
+// tuner/tests/emu/emu_mma.cpp - runs one generated f16/bf16 matmul_mma candidate (m16n8k16) of a
+// dynamic op on the CPU at one size of its dims (a developer check for machines without a GPU;
+// not part of the test suite: emulate_mma_dyn.sh drives it with gen_mma_dyn).
+//
+// The same machine as emu_fp8_mma.cpp: the kernel's source after the gemm helpers is compiled as
+// host C++ against host versions of the helpers it calls; every CUDA thread of a block is a
+// ucontext fiber; __syncthreads, ldmatrix and mma.sync are collective (a warp's op runs when its
+// 32 lanes have arrived). ldmatrix.x4 (b16): lane l gets, of matrix j, the 32-bit word l % 4 of
+// the row whose address lane 8j + l / 4 gave; with .trans, the elements (2 (l % 4), l / 4) and
+// (2 (l % 4) + 1, l / 4) of that matrix (row, column), low half first. mma.sync.m16n8k16 (PTX ISA
+// fragment layout; g = l / 4, t = l % 4; two 16-bit elements per register, the lower column / k
+// in the low half): a0 = A[g][2t..], a1 = A[g + 8][2t..], a2 = A[g][8 + 2t..], a3 = A[g + 8][8 +
+// 2t..]; b0 = B[2t..][g], b1 = B[8 + 2t..][g]; c0, c1 = C[g][2t, 2t + 1], c2, c3 = C[g + 8][...].
+// cp.async of 16, 8 or 4 bytes copies its src-size bytes and zero-fills the rest at the wait that
+// retires it. Shared memory starts as 0xff bytes (NaN in f16 and bf16) so a read of anything
+// never written shows; each input ends at a page followed by an unmapped one (its padding is NaN
+// bytes), so a read past it stops the run; the output is followed by a margin of 0xff bytes
+// that gen_mma_dyn's check requires untouched.
+//   emu_mma SIZEDIR     reads SIZEDIR/sizes.txt and in<i>.bin, writes SIZEDIR/out.bin
+// Build: g++ -std=c++17 -I<repo> -DKERN='"kern.cu"' -DLAUNCH_H='"launch.h"' emu_mma.cpp
+// (emulate_mma_dyn.sh does).
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <vector>
+typedef unsigned int hd_u32;
+struct hd_v2 { hd_u32 x, y; };
+struct hd_v4 { hd_u32 x, y, z, w; };
+struct half_t { unsigned short x; };
+struct bf16_t { unsigned short x; };
+#define HD_INLINE static inline
+#define __global__
+#define __launch_bounds__(...)
+#define __shared__
+#define __restrict__
+#define __attribute__(x)
+using std::min;
+using std::max;
+static inline float f16_val(unsigned short b) { _Float16 f; memcpy(&f, &b, 2); return (float)f; }
+static inline float bf16_val(unsigned short b) { hd_u32 u = (hd_u32)b << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned short f16_bits(float v) { _Float16 f = (_Float16)v; unsigned short b; memcpy(&b, &f, 2); return b; }
+static inline unsigned short bf16_bits(float v) {
+    hd_u32 u; memcpy(&u, &v, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
+    u += 0x7fff + ((u >> 16) & 1); return (unsigned short)(u >> 16); }
+static inline float hd_f32(float v) { return v; }
+static inline float hd_f32(half_t v) { return f16_val(v.x); }
+static inline float hd_f32(bf16_t v) { return bf16_val(v.x); }
+static inline float hd_gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
+static inline hd_u32 hd_pack_f16x2(float lo, float hi) { return f16_bits(lo) | ((hd_u32)f16_bits(hi) << 16); }
+static inline hd_u32 hd_pack_bf16x2(float lo, float hi) { return bf16_bits(lo) | ((hd_u32)bf16_bits(hi) << 16); }
+template <typename T> T hd_from_f32(float v);
+template <> float hd_from_f32<float>(float v) { return v; }
+template <> bf16_t hd_from_f32<bf16_t>(float v) { return bf16_t{bf16_bits(v)}; }
+template <> half_t hd_from_f32<half_t>(float v) { return half_t{f16_bits(v)}; }
+alignas(128) unsigned char gm_smem[256 * 1024];
+static size_t smem_limit;
+static inline hd_u32 hd_smem_addr(const void *p) { return (hd_u32)((const unsigned char *)p - gm_smem); }
+static unsigned char *sm(hd_u32 a, int bytes) {
+    if (a % bytes || a + bytes > smem_limit) { fprintf(stderr, "shared access %u (+%d) out of the %zu bytes or misaligned\n", a, bytes, smem_limit); exit(3); }
+    return gm_smem + a; }
+static void gm_sts16(hd_u32 a, unsigned short v) { memcpy(sm(a, 2), &v, 2); }
+static void gm_sts32(hd_u32 a, hd_u32 v) { memcpy(sm(a, 4), &v, 4); }
+static void gm_sts64(hd_u32 a, hd_v2 v) { memcpy(sm(a, 8), &v, 8); }
+static void gm_sts128(hd_u32 a, hd_v4 v) { memcpy(sm(a, 16), &v, 16); }
+static hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; memcpy(&v, sm(a, 16), 16); return v; }
+struct dim3_ { unsigned x, y, z; };
+enum { RUN, BAR, COLL, DONE };
+enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16 };
+struct Copy { hd_u32 dst; const void *src; int size, bytes; };
+struct Fiber {
+    ucontext_t ctx; dim3_ tid; int state, op; std::vector<char> stack;
+    hd_u32 addr, *r; float *d; hd_u32 a[4], b[2];
+    std::deque<std::vector<Copy>> groups; std::vector<Copy> open;
+};
+static ucontext_t sched_ctx;
+static Fiber *cur;
+static dim3_ blockIdx_;
+#define threadIdx (cur->tid)
+#define blockIdx blockIdx_
+static void yield_(int st) { cur->state = st; swapcontext(&cur->ctx, &sched_ctx); }
+static void __syncthreads() { yield_(BAR); }
+static void cp_async(hd_u32 dst, const void *src, int bytes, int size) {
+    if (dst % size || (bytes && (uintptr_t)src % size) || bytes < 0 || bytes > size) { fprintf(stderr, "misaligned cp.async (%d of %d bytes)\n", bytes, size); exit(3); }
+    sm(dst, size); cur->open.push_back(Copy{dst, src, size, bytes}); }
+static void gm_cp16(hd_u32 dst, const void *src, int bytes) { cp_async(dst, src, bytes, 16); }
+static void gm_cp8(hd_u32 dst, const void *src, int bytes) { cp_async(dst, src, bytes, 8); }
+static void gm_cp4(hd_u32 dst, const void *src, int bytes) { cp_async(dst, src, bytes, 4); }
+static void do_copy(const Copy &c) { memset(gm_smem + c.dst, 0, c.size); if (c.bytes) memcpy(gm_smem + c.dst, c.src, c.bytes); }
+static void hd_cp_async_commit() { cur->groups.push_back(cur->open); cur->open.clear(); }
+template <int N> static void hd_cp_async_wait() { while ((int)cur->groups.size() > N) { for (auto &c : cur->groups.front()) do_copy(c); cur->groups.pop_front(); } }
+static void hd_cp_async_wait_all() { hd_cp_async_wait<0>(); for (auto &c : cur->open) do_copy(c); cur->open.clear(); }
+static void gm_ldsm4(hd_u32 *r, hd_u32 a) { cur->addr = a; cur->r = r; cur->op = OP_LDSM; yield_(COLL); }
+static void gm_ldsm4t(hd_u32 *r, hd_u32 a) { cur->addr = a; cur->r = r; cur->op = OP_LDSMT; yield_(COLL); }
+static void mma_at(float *d, const hd_u32 *a, const hd_u32 *b, int op) {
+    for (int i = 0; i < 4; i++) cur->a[i] = a[i];
+    cur->b[0] = b[0]; cur->b[1] = b[1]; cur->d = d; cur->op = op; yield_(COLL); }
+static void hd_mma_f16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_F16); }
+static void hd_mma_bf16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_BF16); }
+static bool resolve(Fiber *lanes) {
+    const int op = lanes[0].op;
+    for (int l = 1; l < 32; l++) if (lanes[l].op != op) { fprintf(stderr, "diverged collective\n"); exit(3); }
+    if (op == OP_LDSM || op == OP_LDSMT) {
+        hd_u32 out[32][4];
+        for (int l = 0; l < 32; l++) if (lanes[l].addr % 16) { fprintf(stderr, "misaligned ldmatrix row\n"); exit(3); }
+        for (int l = 0; l < 32; l++) for (int j = 0; j < 4; j++) {
+            if (op == OP_LDSM) { memcpy(&out[l][j], sm(lanes[8 * j + l / 4].addr + 4 * (l % 4), 4), 4); continue; }
+            unsigned short lo, hi;
+            memcpy(&lo, sm(lanes[8 * j + 2 * (l % 4)].addr + 2 * (l / 4), 2), 2);
+            memcpy(&hi, sm(lanes[8 * j + 2 * (l % 4) + 1].addr + 2 * (l / 4), 2), 2);
+            out[l][j] = lo | ((hd_u32)hi << 16); }
+        for (int l = 0; l < 32; l++) { memcpy(lanes[l].r, out[l], 16); lanes[l].state = RUN; }
+        return true;
+    }
+    float (*val)(unsigned short) = op == OP_MMA_F16 ? f16_val : bf16_val;
+    auto lo = [&](hd_u32 w) { return val((unsigned short)(w & 0xffff)); };
+    auto hi = [&](hd_u32 w) { return val((unsigned short)(w >> 16)); };
+    float A[16][16], B[16][8], C[16][8];
+    for (int l = 0; l < 32; l++) {
+        const int g = l >> 2, t = l & 3; Fiber &f = lanes[l];
+        A[g][2 * t] = lo(f.a[0]); A[g][2 * t + 1] = hi(f.a[0]); A[g + 8][2 * t] = lo(f.a[1]); A[g + 8][2 * t + 1] = hi(f.a[1]);
+        A[g][8 + 2 * t] = lo(f.a[2]); A[g][9 + 2 * t] = hi(f.a[2]); A[g + 8][8 + 2 * t] = lo(f.a[3]); A[g + 8][9 + 2 * t] = hi(f.a[3]);
+        B[2 * t][g] = lo(f.b[0]); B[2 * t + 1][g] = hi(f.b[0]); B[8 + 2 * t][g] = lo(f.b[1]); B[9 + 2 * t][g] = hi(f.b[1]);
+        C[g][2 * t] = f.d[0]; C[g][2 * t + 1] = f.d[1]; C[g + 8][2 * t] = f.d[2]; C[g + 8][2 * t + 1] = f.d[3];
+    }
+    for (int i = 0; i < 16; i++) for (int j = 0; j < 8; j++) { float s = C[i][j]; for (int k = 0; k < 16; k++) s += A[i][k] * B[k][j]; C[i][j] = s; }
+    for (int l = 0; l < 32; l++) { const int g = l >> 2, t = l & 3; Fiber &f = lanes[l];
+        f.d[0] = C[g][2 * t]; f.d[1] = C[g][2 * t + 1]; f.d[2] = C[g + 8][2 * t]; f.d[3] = C[g + 8][2 * t + 1]; f.state = RUN; }
+    return true;
+}
+struct Launch { void (*call)(); unsigned threads, smem; };
+static void *g_in[16]; static unsigned char *g_out; static float *g_ws; static long long g_dims[4];
+#include KERN
+#include LAUNCH_H
+static const Launch *cur_launch;
+static void entry() { cur_launch->call(); cur->state = DONE; swapcontext(&cur->ctx, &sched_ctx); }
+// n bytes ending 16-aligned right before an unmapped page; the bytes before them in their pages
+// (and the padding up to the 16-byte end) are fill.
+static unsigned char *guarded(size_t n, int fill) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (n + 15) / 16 * 16, len = (body + pg - 1) / pg * pg;
+    unsigned char *p = (unsigned char *)mmap(nullptr, len + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) exit(2);
+    mprotect(p + len, pg, PROT_NONE);
+    memset(p, fill, len);
+    return p + len - body;
+}
+static void on_segv(int) { static const char m[] = "a global access past a buffer\n"; if (write(2, m, sizeof m - 1)) {} _exit(3); }
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *dir = argv[1];
+    char path[512];
+    snprintf(path, sizeof path, "%s/sizes.txt", dir);
+    FILE *sf = fopen(path, "r"); if (!sf) { fprintf(stderr, "cannot read %s\n", path); return 2; }
+    for (int d = 0; d < 4; d++) if (fscanf(sf, "%lld", &g_dims[d]) != 1) return 2;
+    unsigned grid[N_LAUNCHES][3];
+    for (int l = 0; l < N_LAUNCHES; l++) for (int d = 0; d < 3; d++) if (fscanf(sf, "%u", &grid[l][d]) != 1) return 2;
+    long long in_bytes[N_INPUTS], out_bytes, margin; size_t ws_bytes;
+    for (int i = 0; i < N_INPUTS; i++) if (fscanf(sf, "%lld", &in_bytes[i]) != 1) return 2;
+    if (fscanf(sf, "%lld %lld %zu", &out_bytes, &margin, &ws_bytes) != 3) return 2;
+    fclose(sf);
+    for (int i = 0; i < N_INPUTS; i++) {
+        snprintf(path, sizeof path, "%s/in%d.bin", dir, i);
+        FILE *f = fopen(path, "rb"); if (!f) { fprintf(stderr, "cannot read %s\n", path); return 2; }
+        unsigned char *b = guarded((size_t)in_bytes[i], 0xff);
+        if (fread(b, 1, (size_t)in_bytes[i], f) != (size_t)in_bytes[i]) return 2;
+        fclose(f); g_in[i] = b; }
+    g_out = guarded((size_t)(out_bytes + margin), 0xff);
+    g_ws = (float *)guarded(ws_bytes + 16, 0xff);
+    signal(SIGSEGV, on_segv);
+    for (int l = 0; l < N_LAUNCHES; l++) {
+        const Launch &L = launches[l]; cur_launch = &L;
+        smem_limit = L.smem;
+        std::vector<Fiber> fib(L.threads);
+        for (auto &f : fib) f.stack.resize(256 * 1024);
+        for (unsigned bz = 0; bz < grid[l][2]; bz++) for (unsigned by = 0; by < grid[l][1]; by++) for (unsigned bx = 0; bx < grid[l][0]; bx++) {
+            blockIdx_ = {bx, by, bz};
+            memset(gm_smem, 0xff, sizeof gm_smem);
+            for (unsigned i = 0; i < L.threads; i++) { Fiber &f = fib[i]; f.tid = {i, 0, 0}; f.state = RUN; f.groups.clear(); f.open.clear();
+                getcontext(&f.ctx); f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size(); f.ctx.uc_link = nullptr; makecontext(&f.ctx, entry, 0); }
+            for (;;) {
+                bool ran = false;
+                for (unsigned i = 0; i < L.threads; i++) if (fib[i].state == RUN) { cur = &fib[i]; swapcontext(&sched_ctx, &fib[i].ctx); ran = true; }
+                unsigned done = 0, bar = 0;
+                for (auto &f : fib) { done += f.state == DONE; bar += f.state == BAR; }
+                if (done == L.threads) break;
+                bool progressed = false;
+                // Every fiber has yielded: a warp with some lanes at a collective has all of them there.
+                for (unsigned wp = 0; wp < L.threads / 32; wp++) { int c = 0; for (int q = 0; q < 32; q++) c += fib[wp * 32 + q].state == COLL;
+                    if (c == 32) progressed |= resolve(&fib[wp * 32]); else if (c) { fprintf(stderr, "partial warp collective\n"); return 3; } }
+                if (!progressed && bar + done == L.threads && bar) { for (auto &f : fib) if (f.state == BAR) f.state = RUN; progressed = true; }
+                if (!progressed && !ran) { fprintf(stderr, "deadlock\n"); return 3; }
+            }
+        }
+    }
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    FILE *f = fopen(path, "wb"); fwrite(g_out, 1, (size_t)(out_bytes + margin), f); fclose(f);
+    return 0;
+}
