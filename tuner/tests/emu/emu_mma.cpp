@@ -14,7 +14,7 @@
 // cp.async of 16, 8 or 4 bytes copies its src-size bytes and zero-fills the rest at the wait that
 // retires it. Shared memory starts as 0xff bytes (NaN in f16 and bf16) so a read of anything
 // never written shows; each input ends at a page followed by an unmapped one (its padding is NaN
-// bytes), so a read past it stops the run; the output is followed by a margin of 0xff bytes
+// bytes), so a read past it stops the run; the output is followed by a margin of 0xa5 bytes
 // that gen_mma_dyn's check requires untouched.
 //   emu_mma SIZEDIR     reads SIZEDIR/sizes.txt and in<i>.bin, writes SIZEDIR/out.bin
 // Build: g++ -std=c++17 -I<repo> -DKERN='"kern.cu"' -DLAUNCH_H='"launch.h"' emu_mma.cpp
@@ -172,7 +172,10 @@ int main(int argc, char **argv) {
         unsigned char *b = guarded((size_t)in_bytes[i], 0xff);
         if (fread(b, 1, (size_t)in_bytes[i], f) != (size_t)in_bytes[i]) return 2;
         fclose(f); g_in[i] = b; }
-    g_out = guarded((size_t)(out_bytes + margin), 0xff);
+    // The output starts as NaN bytes (an element never written fails the check), its margin as
+    // 0xa5 (not 0xff: a NaN read from an input's padding and stored past the output shows).
+    g_out = guarded((size_t)(out_bytes + margin), 0xa5);
+    memset(g_out, 0xff, (size_t)out_bytes);
     g_ws = (float *)guarded(ws_bytes + 16, 0xff);
     signal(SIGSEGV, on_segv);
     for (int l = 0; l < N_LAUNCHES; l++) {
