@@ -10,7 +10,8 @@
 # generated once, compiled as host C++ with emu_mma.cpp, and run at three size sets (every dim at its min, odd sizes, the max: the dims arguments of the launch, the grid by
 # the launch's grid rules); the check also requires the poisoned margin past the output untouched,
 # and a read past an input stops the run. Prints one line per candidate (its sizes, bad elements,
-# max relative error) and exits 1 when any is wrong.
+# max relative error) and exits 1 when any is wrong. EMU_SM=90 generates for sm_90 (matmul_mma
+# there, not wgmma: named N and K; its deeper rings for M <= 128).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)

@@ -10,7 +10,7 @@
  *   gen_mma_dyn DIR CASE check    compares DIR/s<j>/out.bin, for every j, with the op computed
  *                                 here in double, and that the poisoned margin past the output
  *                                 is untouched
- * CASE (sm_80; the dims' max kept small for the CPU): 0 f16 [m,k]x[k,n] <= 200x136x120, all named,
+ * CASE (sm_80, or $EMU_SM; the dims' max kept small for the CPU): 0 f16 [m,k]x[k,n] <= 200x136x120, all named,
  * + bias[n] + residual[m,n], GELU (tanh); 1 f16 q @ k^T [s,64] x [s,64]^T, s <= 200; 2 bf16 p @ v
  * [s,s] x [s,64], s <= 200; 3 bf16 [m,k]x[k,n] <= 192x200x136, multiples of 8, + bias + residual;
  * 4 f16 [40,k]x[k,24], k <= 2048 (a long named K); 5 f16 [m,k]x[n,k]^T <= 196x132x124, multiples
@@ -61,7 +61,6 @@ static tuner_op case_op(int c)
     }
 }
 
-static const tuner_target sm80 = {.sm = 80};
 
 /* The sizes of set j: the min, an odd size about 3/5 of the way (rounded to multiple_of; a
  * different one per dim), the max. */
@@ -197,9 +196,11 @@ int main(int argc, char **argv)
         printf("\n");
         return rc;
     }
+    /* sm_80 unless EMU_SM says (90: the rings of 8 and 12 stages for M <= 128) */
+    const tuner_target tgt = {.sm = getenv("EMU_SM") ? atoi(getenv("EMU_SM")) : 80};
     tuner_space *sp = NULL;
     char *err = NULL;
-    if (tuner_space_build(&op, &sm80, &sp, &err) < 0) {
+    if (tuner_space_build(&op, &tgt, &sp, &err) < 0) {
         fprintf(stderr, "space: %s\n", err);
         return 2;
     }
@@ -207,7 +208,7 @@ int main(int argc, char **argv)
     if (idx >= sp->n)
         return 3;
     tuner_program *pr = NULL;
-    if (tuner_generate(&op, &sm80, &sp->items[idx], &pr, &err) < 0) {
+    if (tuner_generate(&op, &tgt, &sp->items[idx], &pr, &err) < 0) {
         fprintf(stderr, "generate: %s\n", err);
         return 2;
     }
