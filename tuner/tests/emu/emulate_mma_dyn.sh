@@ -7,9 +7,10 @@
 # (gen_mma_dyn.c: every axis named with odd sizes + bias + residual + GELU; q @ k^T [s,64] x
 # [s,64]^T; p @ v [s,s] x [s,64] in bf16; multiples of 8 in bf16; a long named K; multiples
 # of 4 and of 2, whose loads narrow to 8- and 4-byte cp.async; CASES="1 2" picks some) is
-# generated once, compiled as host C++ with emu_mma.cpp, and run at three size sets (every dim at its min, odd sizes, the max: the dims arguments of the launch, the grid by
-# the launch's grid rules); the check also requires the poisoned margin past the output untouched,
-# and a read past an input stops the run. Prints one line per candidate (its sizes, bad elements,
+# generated once, compiled as host C++ with emu_mma.cpp, and run at four size sets (every dim
+# at its min, odd sizes, the max, one step past a multiple of 64: the dims arguments of the
+# launch, the grid by the launch's grid rules); the check also requires the poisoned margin past
+# the output untouched, and a read past an input stops the run. Prints one line per candidate (its sizes, bad elements,
 # max relative error) and exits 1 when any is wrong. EMU_SM=90 generates for sm_90 (matmul_mma
 # there, not wgmma: named N and K; its deeper rings for M <= 128).
 set -u
@@ -48,5 +49,5 @@ for c in ${CASES:-0 1 2 3 4 5 6}; do
         echo "case $c #$i $sched: $(echo "$res" | tail -1)"
     done
 done
-echo "$n candidates x 3 size sets"
+echo "$n candidates x 4 size sets"
 exit $bad

@@ -16,7 +16,7 @@
  * 4 f16 [40,k]x[k,24], k <= 2048 (a long named K); 5 f16 [m,k]x[n,k]^T <= 196x132x124, multiples
  * of 4 (8-byte cp.async); 6 bf16 [m,k]x[k,n] <= 198x130x122, multiples of 2 (4-byte cp.async), +
  * bias + residual, GELU. Size sets: every dim at its min, odd sizes (odd multiples of multiple_of),
- * every dim at its max. */
+ * every dim at its max, one step past a multiple of 64. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +29,7 @@
 #include "tuner/tests/common.h"
 #include "tuner/tests/host_values.h"
 
-#define N_SETS 3
+#define N_SETS 4
 #define MARGIN 256 /* poisoned bytes past the output */
 
 static tuner_op case_op(int c)
@@ -63,7 +63,8 @@ static tuner_op case_op(int c)
 
 
 /* The sizes of set j: the min, an odd size about 3/5 of the way (rounded to multiple_of; a
- * different one per dim), the max. */
+ * different one per dim), the max, and one multiple_of past the last multiple of 64 below the max
+ * (a last tile of one row, column or K step after whole ones). */
 static void set_sizes(const tuner_op *op, int j, int64_t *sz)
 {
     for (int k = 0; k < TUNER_MAX_DIMS; k++)
@@ -74,7 +75,10 @@ static void set_sizes(const tuner_op *op, int j, int64_t *sz)
             sz[k] = d->min;
         else if (j == 2)
             sz[k] = d->max;
-        else {
+        else if (j == 3) {
+            const long long v = (d->max - 1) / 64 * 64 + d->multiple_of;
+            sz[k] = v < d->min ? d->min : v > d->max ? d->max : v;
+        } else {
             long long v = d->min + (d->max - d->min) * (3 + k) / (5 + 2 * k);
             if (d->multiple_of > 1)
                 v = (v / d->multiple_of | 1) * d->multiple_of;
