@@ -15,7 +15,7 @@ every=${2:-10}
 work=${3:-$(mktemp -d)}
 mkdir -p "$work"
 cuda=${CUDA_HOME:-/usr/local/cuda}
-gcc -O1 -I"$root" -I"$B" -o "$work/gen" "$here/gen_fp8_mma.c" -Wl,--start-group \
+gcc -O1 -I"$root" -I"$B" -o "$work/gen" "$here/gen_fp8_mma.c" "$root/bench/slurp.c" -Wl,--start-group \
     "$B/tuner/tests/libtuner_test_common.a" "$B/tuner/libtuner.a" "$B/op/libop.a" -lcjson -lm \
     "$cuda/lib64/libnvrtc.so" -pthread -lsodium -Wl,--end-group -Wl,-rpath,"$cuda/lib64" || exit 2
 # The cases' A and B formats (op/op.h's tuner_dtype: 5 e4m3, 6 e5m2).

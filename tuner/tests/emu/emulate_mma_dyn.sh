@@ -22,7 +22,7 @@ work=${3:-$(mktemp -d)}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
-gcc -O1 -I"$root" -I"$B" -o "$work/gen" "$here/gen_mma_dyn.c" "$root/tuner/gemm/tests/dyn_matmul.c" -Wl,--start-group \
+gcc -O1 -I"$root" -I"$B" -o "$work/gen" "$here/gen_mma_dyn.c" "$root/bench/slurp.c" "$root/tuner/gemm/tests/dyn_matmul.c" -Wl,--start-group \
     "$B/tuner/tests/libtuner_test_common.a" "$B/tuner/libtuner.a" "$B/op/libop.a" -lcjson -lm \
     "$cuda/lib64/libnvrtc.so" -pthread -lsodium -Wl,--end-group -Wl,-rpath,"$cuda/lib64" || exit 2
 bad=0

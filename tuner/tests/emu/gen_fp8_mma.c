@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tuner/template.h"
+#include "bench/slurp.h"
 #include "tuner/codegen.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/host_values.h"
@@ -39,24 +40,6 @@ static tuner_op case_op(int c)
 
 static const tuner_target sm89 = {.sm = 89};
 
-static void *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *b = malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) {
-        fclose(f);
-        free(b);
-        return NULL;
-    }
-    fclose(f);
-    return b;
-}
-
 static float in_f32(const tuner_tensor *t, const unsigned char *b, long long k)
 {
     if (tuner_dtype_is_fp8(t->dtype))
@@ -73,11 +56,11 @@ static int check(const char *dir, const tuner_op *op)
     for (int i = 0; i < op->n_inputs; i++) {
         size_t n;
         snprintf(path, sizeof(path), "%s/in%d.bin", dir, i);
-        in[i] = slurp(path, &n);
+        in[i] = (unsigned char *)slurp(path, &n);
     }
     size_t on;
     snprintf(path, sizeof(path), "%s/out.bin", dir);
-    unsigned char *out = slurp(path, &on);
+    unsigned char *out = (unsigned char *)slurp(path, &on);
     if (!out)
         return 2;
     const long long M = op->output.shape[0], N = op->output.shape[1], K = op->inputs[0].shape[1], KB = (K + 127) / 128;

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bench/slurp.h"
 #include "tuner/codegen.h"
 #include "tuner/gemm/tests/dyn_matmul.h"
 #include "tuner/template.h"
@@ -105,24 +106,6 @@ static long long numel_at(const tuner_tensor *x, const int64_t *sz)
     return n;
 }
 
-static void *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *b = malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) {
-        fclose(f);
-        free(b);
-        return NULL;
-    }
-    fclose(f);
-    return b;
-}
-
 static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
 {
     char path[600];
@@ -133,7 +116,7 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
         in[i] = slurp(path, &n);
     }
     snprintf(path, sizeof(path), "%s/out.bin", dir);
-    unsigned char *out = slurp(path, &n);
+    unsigned char *out = (unsigned char *)slurp(path, &n);
     long long os[2], as[2];
     shape_at(&op->output, sz, os);
     shape_at(&op->inputs[0], sz, as);
