@@ -347,24 +347,7 @@ static void verify(const shape *sh, const tuner_target *t)
 static tuner_op dyn_op(const shape *sh, bool nb)
 {
     tuner_op op = attn_op(sh);
-    int n = 0;
-    const unsigned bb = nb ? 1u : 0u, kb = nb ? 2u : 1u;
-    if (nb) {
-        snprintf(op.dims[n].name, sizeof(op.dims[n].name), "b");
-        op.dims[n].min = 1, op.dims[n].max = sh->b, op.dims[n].multiple_of = 1;
-        n++;
-    }
-    snprintf(op.dims[n].name, sizeof(op.dims[n].name), "k");
-    op.dims[n].min = 1, op.dims[n].max = sh->skv, op.dims[n].multiple_of = 1;
-    op.n_dims = ++n;
-    const int seq = sh->bshd ? 1 : 2;
-    op.inputs[0].sym[0] = op.output.sym[0] = (uint8_t)bb;
-    for (int i = 1; i <= 2; i++) {
-        op.inputs[i].sym[0] = (uint8_t)bb;
-        op.inputs[i].sym[seq] = (uint8_t)kb;
-    }
-    if (sh->mask == MASK_KEYS)
-        op.inputs[3].sym[0] = (uint8_t)kb;
+    ta_name_b_skv(&op, nb, sh->b, sh->skv, sh->bshd, sh->mask == MASK_KEYS);
     return op;
 }
 

@@ -5,6 +5,7 @@
 #define HIDET_TUNER_ATTN_TESTS_OPS_H
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "op/op.h"
@@ -96,6 +97,32 @@ static inline tuner_op ta_attention_of(tuner_dtype dt, bool bshd, bool causal, l
         sh.mask_dt = mdt;
     }
     return ta_attention(&sh);
+}
+
+/* Names B ("b", when nb) and Skv ("k") of an attention op built at the dims' max, as a client's
+ * named dims leave them: q's, k's, v's and the output's batch axis, k's and v's sequence axis
+ * (axis 1 in bshd, else 2), and a [Skv] mask's one axis (key_mask). The decode tests' dynamic
+ * ops (test_attn_decode on the CPU, gpu_attn_decode on the GPU). */
+static inline void ta_name_b_skv(tuner_op *op, bool nb, long long b_max, long long skv_max, bool bshd, bool key_mask)
+{
+    int n = 0;
+    const unsigned bb = nb ? 1u : 0u, kb = nb ? 2u : 1u;
+    if (nb) {
+        snprintf(op->dims[n].name, sizeof(op->dims[n].name), "b");
+        op->dims[n].min = 1, op->dims[n].max = b_max, op->dims[n].multiple_of = 1;
+        n++;
+    }
+    snprintf(op->dims[n].name, sizeof(op->dims[n].name), "k");
+    op->dims[n].min = 1, op->dims[n].max = skv_max, op->dims[n].multiple_of = 1;
+    op->n_dims = ++n;
+    const int seq = bshd ? 1 : 2;
+    op->inputs[0].sym[0] = op->output.sym[0] = (uint8_t)bb;
+    for (int i = 1; i <= 2; i++) {
+        op->inputs[i].sym[0] = (uint8_t)bb;
+        op->inputs[i].sym[seq] = (uint8_t)kb;
+    }
+    if (key_mask)
+        op->inputs[3].sym[0] = (uint8_t)kb;
 }
 
 #endif
