@@ -16,7 +16,7 @@ ways, each checked against an fp32 PyTorch reference and timed as bench.py times
 Ratios: static / entry (target >= 1/1.10), peer / entry (GEMM target >= 0.95).
 
     dynamic.py --socket S [--tune measure|model] [--arch native|sm_90a] [--out DIR]
-               [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention]
+               [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention] [--sizes 100,700]
     dynamic.py --dry-run [--socket S] [--arch sm_90a] [--cases ...]
 
 attention (issue 39's row: within 1.10x of the static kernel at each of 8 sampled lengths) is
@@ -163,6 +163,31 @@ def case_names(spec):
     return out
 
 
+HEADER = f"{'case':28} {'n':>5} {'entry us':>9} {'static us':>9} {'peer us':>8} {'st/en':>6} {'peer/en':>7} ok"
+
+
+def row_line(r):
+    """One row of the table printed at the end (and as each row is measured)."""
+    if "error" in r:
+        return f"{r['case']:28} {r.get('n', ''):>5} ERROR {r['error']}"
+    return (f"{r['case']:28} {r['n']:>5} {r['entry_us']:>9} {r['static_us']:>9} {r['peer_us']:>8} "
+            f"{r['static_over_entry']:>6} {r['peer_over_entry']:>7} {r['correct']}")
+
+
+def selected_cases(args):
+    """The cases of --cases, each with only the --sizes among its sampled sizes (all without
+    --sizes); a case left with none is dropped."""
+    only = {int(v) for v in args.sizes.split(",") if v}
+    out = []
+    for name in case_names(args.cases):
+        case = CASES[name]()
+        if only:
+            case["sizes"] = [n for n in case["sizes"] if n in only]
+        if case["sizes"]:
+            out.append(case)
+    return out
+
+
 def dynamic_request(case, tune, arch):
     r = case["req"]("n")
     r.update(dims={"n": {"min": case.get("lo", 1), "max": case.get("hi", 8192), "hints": case["sizes"]}},
@@ -178,7 +203,9 @@ def entry_for(table, n):
     return None
 
 
-def run(daemon, case, args, out_rows):
+def run(daemon, case, args, out_rows, save=None):
+    """Runs one case's sizes into out_rows; save() after each row, so a run cut short by a
+    timeout keeps the rows it measured."""
     body = dynamic_request(case, args.tune, args.arch)
     t0 = time.time()
     status, table = daemon.call("POST", "/v1/kernels", body)
@@ -237,8 +264,15 @@ def run(daemon, case, args, out_rows):
         row["peer_over_entry"] = round(row["peer_us"] / row["entry_us"], 3)
         row["entry_template"] = e["kernel_set"].get("schedule", {}).get("template")
         row["static_template"] = sset.get("schedule", {}).get("template")
+        # The schedules themselves: where st/en misses, whether the two run the same schedule
+        # (then the difference is the code for a range) or the range's tuning chose another.
+        row["entry_params"] = e["kernel_set"].get("schedule", {}).get("params")
+        row["static_params"] = sset.get("schedule", {}).get("params")
         out_rows.append(row)
         print(json.dumps(row), flush=True)
+        print(row_line(row), flush=True)
+        if save:
+            save()
 
 
 def dry_run(args):
@@ -256,8 +290,7 @@ def dry_run(args):
             c.close()
             return r.status, json.loads(payload)
     bad = 0
-    for name in case_names(args.cases):
-        case = CASES[name]()
+    for case in selected_cases(args):
         body = dynamic_request(case, args.tune, args.arch)
         statics = [dict(case["req"](n), tune=args.tune, arch=args.arch, wait=True) for n in case["sizes"]]
         print("%-44s table %s; %d static requests, n = %s" % (case["name"], json.dumps(body), len(statics),
@@ -292,6 +325,8 @@ def main():
     ap.add_argument("--tune", default="measure")
     ap.add_argument("--arch", default="native")
     ap.add_argument("--cases", default="gemm4096,gemm14336,layernorm,rmsnorm,attention")
+    ap.add_argument("--sizes", default="",
+                    help="comma-separated sizes: run only these of each case's sampled sizes")
     ap.add_argument("--wait-s", type=float, default=300)
     ap.add_argument("--out", default="/tmp/hidetd-dynamic")
     ap.add_argument("--workdir", default="/tmp/hidetd-dynamic-cubins")
@@ -307,17 +342,17 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     daemon = Daemon(args.socket)
     rows = []
-    for name in case_names(args.cases):
-        run(daemon, CASES[name](), args, rows)
-    with open(os.path.join(args.out, "dynamic.json"), "w") as f:
-        json.dump(rows, f, indent=1)
-    print(f"{'case':28} {'n':>5} {'entry us':>9} {'static us':>9} {'peer us':>8} {'st/en':>6} {'peer/en':>7} ok")
+
+    def save():
+        with open(os.path.join(args.out, "dynamic.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+
+    for case in selected_cases(args):
+        run(daemon, case, args, rows, save)
+    save()
+    print(HEADER)
     for r in rows:
-        if "error" in r:
-            print(f"{r['case']:28} {r.get('n', ''):>5} ERROR {r['error']}")
-            continue
-        print(f"{r['case']:28} {r['n']:>5} {r['entry_us']:>9} {r['static_us']:>9} {r['peer_us']:>8} "
-              f"{r['static_over_entry']:>6} {r['peer_over_entry']:>7} {r['correct']}")
+        print(row_line(r))
 
 
 if __name__ == "__main__":
