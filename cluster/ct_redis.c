@@ -51,6 +51,8 @@ struct ct__claim {
     bool waited;
     bool in_flight; /* a command of the claim waits for its reply (else: its timer runs) */
     bool woken;     /* a completion message came while in flight: look again at once */
+    bool entry_bad; /* the op's entry in Redis was rejected: claim the lease alone, this node
+                       tunes and overwrites it */
 };
 
 /* One connection to Redis. The command connection and the subscriber connect, time out and
@@ -639,9 +641,18 @@ static const char ct__renew_lua[] =
 static const char ct__release_lua[] =
     "if redis.call('get',KEYS[1])==ARGV[1] then redis.call('del',KEYS[1]) "
     "redis.call('publish',ARGV[3],'released') return 1 else return 0 end";
-/* Take the lease if it is free (OK); else the time it has left (PTTL, ms; -1: no expiry): a
- * waiting node looks again when it expires, not only at its next poll. */
+/* The entry if there is one now (a bulk string); else take the lease if it is free (OK); else
+ * the time it has left (PTTL, ms; -1: no expiry): a waiting node looks again when it expires,
+ * not only at its next poll. The entry is read in the same script because a node whose GET
+ * missed just before another node published and released would otherwise take the free lease
+ * and tune the op a second time (a burst of identical requests over two nodes did, under load).
+ * KEYS[1] the lease, KEYS[2] the entry: one hash tag, one slot. */
 static const char ct__claim_lua[] =
+    "local e = redis.call('get',KEYS[2]) if e then return e end "
+    "local r = redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) if r then return r end "
+    "return redis.call('pttl',KEYS[1])";
+/* The same without the entry: for an op whose entry this node rejected. */
+static const char ct__lease_lua[] =
     "local r = redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) if r then return r end "
     "return redis.call('pttl',KEYS[1])";
 
@@ -797,25 +808,38 @@ static void on_claim_reply(redisAsyncContext *ac, void *r, void *priv)
         claim_finish(cl, NULL); /* the tier cannot tell: tune here */
         return;
     }
-    if (was_get) {
-        if (reply->type == REDIS_REPLY_STRING) {
-            kc_artifact *a = NULL;
-            ct_reject why = CT_REJECT_MALFORMED;
-            int rc = ct_entry_verify(reply->str, reply->len, cl->op_key, t->trusted, t->n_trusted,
-                                     &a, NULL, &why);
-            if (rc == -EBADMSG) {
-                t->st.rejected[why]++;
-                tier_event(t, CT_EVENT_REJECTED,
-                           "Redis entry for op %s rejected (%s): tuning it here", cl->op_key,
-                           ct_reject_name(why));
-            }
-            if (a) {
-                t->st.hits++;
+    /* An entry, from the GET or from the claim script (published since the lookup missed). */
+    if (reply->type == REDIS_REPLY_STRING) {
+        kc_artifact *a = NULL;
+        ct_reject why = CT_REJECT_MALFORMED;
+        int rc = ct_entry_verify(reply->str, reply->len, cl->op_key, t->trusted, t->n_trusted,
+                                 &a, NULL, &why);
+        /* A claim's first command follows the lookup that read (and counted) the same entry. */
+        const bool first = !was_get && !cl->waited;
+        if (rc == -EBADMSG && !first) {
+            t->st.rejected[why]++;
+            tier_event(t, CT_EVENT_REJECTED,
+                       "Redis entry for op %s rejected (%s): tuning it here", cl->op_key,
+                       ct_reject_name(why));
+        }
+        if (a) {
+            t->st.hits++;
+            if (cl->waited)
                 t->st.lease_wait_hits++;
-            }
             claim_finish(cl, a);
             return;
         }
+        if (!was_get && !cl->entry_bad) {
+            /* Rejected: claim the lease without it, so the fleet still tunes the op once. */
+            cl->entry_bad = true;
+            if (claim_send(cl, false) < 0)
+                claim_finish(cl, NULL);
+            return;
+        }
+        claim_finish(cl, NULL);
+        return;
+    }
+    if (was_get) {
         /* No entry yet: try the lease (free again when its holder ended or died). */
         if (claim_send(cl, false) < 0)
             claim_finish(cl, NULL);
@@ -877,10 +901,16 @@ static int claim_send(ct__claim *cl, bool get)
         entry_key(t, cl->op_key, key, sizeof(key));
         r = call_send(t, c, on_claim_reply, 2, (const char *[]){"GET", key}, NULL);
     } else {
+        char ekey[sizeof(key)];
         lease_key(t, cl->op_key, key, sizeof(key));
+        entry_key(t, cl->op_key, ekey, sizeof(ekey));
         snprintf(ms, sizeof(ms), "%.0f", t->lease_s * 1000.0);
-        r = call_send(t, c, on_claim_reply, 6,
-                      (const char *[]){"EVAL", ct__claim_lua, "1", key, t->st.node_id, ms}, NULL);
+        if (cl->entry_bad)
+            r = call_send(t, c, on_claim_reply, 6,
+                          (const char *[]){"EVAL", ct__lease_lua, "1", key, t->st.node_id, ms}, NULL);
+        else
+            r = call_send(t, c, on_claim_reply, 7,
+                          (const char *[]){"EVAL", ct__claim_lua, "2", key, ekey, t->st.node_id, ms}, NULL);
     }
     if (r < 0)
         free(c);

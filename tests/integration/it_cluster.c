@@ -4,7 +4,8 @@
  * gets the first's kernel as a verified remote hit without tuning; an entry with a flipped byte,
  * one re-signed by an untrusted key and one without a signature are each rejected (counted in
  * /metrics by reason) and tuned locally; a read-only node publishes nothing; 20 concurrent
- * identical requests spread over both daemons tune once in the fleet (leases); a lease left by a
+ * identical requests spread over both daemons tune once in the fleet (leases), and a claim that
+ * reaches Redis after the op was published answers from its entry; a lease left by a
  * node that died delays the op at most the lease time, then is taken over; Redis full (maxmemory)
  * drops the publish and nothing else; Redis not answering (CLIENT PAUSE) costs a request the
  * 500 ms timeout, not the pause; redis-server killed mid-run leaves both serving their caches and
@@ -430,6 +431,93 @@ static void message_wait(ht_daemon *a, ht_daemon *b, ht_daemon *ro, int n, const
     CHECK(wakeups(b, "message") > msg0, "%s: takeover woken via a message", when);
 }
 
+/* One argument of a MONITOR line: the quoted text at *p (sdscatrepr's escapes undone), *p moved
+ * past it. NULL at the end of the line. */
+static char *monitor_arg(const char **p)
+{
+    const char *q = strchr(*p, '"');
+    if (!q)
+        return NULL;
+    char *out = malloc(strlen(q) + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (q++; *q && *q != '"'; q++) {
+        if (*q != '\\' || !q[1]) {
+            *o++ = *q;
+            continue;
+        }
+        q++;
+        unsigned v = 0;
+        if (*q == 'x' && sscanf(q + 1, "%2x", &v) == 1) {
+            *o++ = (char)v;
+            q += 2;
+        } else {
+            *o++ = *q == 'n' ? '\n' : *q == 'r' ? '\r' : *q == 't' ? '\t' : *q;
+        }
+    }
+    *o = 0;
+    *p = *q ? q + 1 : q;
+    return out;
+}
+
+/* A claim that reaches Redis after another node published the op's entry and released its
+ * lease (its GET missed just before) must answer from that entry, not take the free lease and
+ * tune the op a second time. The race cannot be timed from outside, so its second half is
+ * replayed: MONITOR captures the claim script node A sends for a new op; once A has tuned and
+ * published it, the same EVAL, sent again, must return the entry and leave no lease. */
+static void claim_after_publish(const ht_daemon *a)
+{
+    redisContext *mon = redis_conn();
+    redisReply *r = mon ? redisCommand(mon, "MONITOR") : NULL;
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "monitor");
+    freeReplyObject(r);
+    char op[65], key[65];
+    kernel(a, 1216, op, key);
+    CHECK(strcmp(last_origin, "tuned") == 0, "claim replay: A tuned the op (%s)", last_origin);
+    /* The claim's EVAL names the op's lease key. */
+    char lease[128];
+    snprintf(lease, sizeof(lease), "hidetd:{%s}:lease", op);
+    char *argv[16];
+    size_t lens[16];
+    int argc = 0;
+    for (int i = 0; mon && i < 200 && argc == 0; i++) {
+        void *rep = NULL;
+        if (redisGetReply(mon, &rep) != REDIS_OK || !rep)
+            break;
+        redisReply *m = rep;
+        if (m->type == REDIS_REPLY_STATUS && strstr(m->str, "\"EVAL\"") && strstr(m->str, lease) &&
+            strstr(m->str, "'set'")) {
+            const char *p = strstr(m->str, "\"EVAL\"");
+            char *arg;
+            while (argc < 16 && (arg = monitor_arg(&p)) != NULL) {
+                lens[argc] = strlen(arg);
+                argv[argc++] = arg;
+            }
+        }
+        freeReplyObject(m);
+    }
+    if (mon)
+        redisFree(mon);
+    CHECK(argc >= 5, "claim replay: the claim's EVAL seen (%d arguments)", argc);
+    redisContext *c = redis_conn();
+    bool released = false;
+    for (int i = 0; i < 100 && !released; i++) {
+        released = redis_int("EXISTS %s", lease) == 0;
+        if (!released)
+            usleep(100 * 1000);
+    }
+    CHECK(c && released, "claim replay: A released its lease");
+    r = c && argc >= 5 ? redisCommandArgv(c, argc, (const char **)argv, lens) : NULL;
+    CHECK(r && r->type == REDIS_REPLY_STRING, "claim replay: the claim answered the published entry (reply type %d%s%s)",
+          r ? r->type : -1, r && r->type == REDIS_REPLY_STATUS ? ": " : "", r && r->type == REDIS_REPLY_STATUS ? r->str : "");
+    freeReplyObject(r);
+    CHECK(redis_int("EXISTS %s", lease) == 0, "claim replay: no lease taken for a published op");
+    for (int i = 0; i < argc; i++)
+        free(argv[i]);
+    if (c)
+        redisFree(c);
+}
+
 static void daemon_conf(ht_daemon *d, const char *dir, bool sign)
 {
     char conf[2048];
@@ -631,6 +719,9 @@ int main(void)
 
     /* 4b. The completion channel wakes a waiting node. */
     message_wait(&a, &b, &ro, 1088, "channel");
+
+    /* 4c. A claim after the op was published answers from the entry (the burst's race). */
+    claim_after_publish(&a);
 
     /* 5. A lease left by a node that died: the op waits at most the lease time (1.5 s), then
      * the lease is taken over and the op tuned here. The read-only node gives the op key. */
