@@ -41,7 +41,9 @@
  * strides from the sizes (tuner__attn_q_offset and friends), and sizes grid.x = cdiv(S, block_m)
  * and grid.z = B by rules; keys past Skv are tested on every last tile unless Skv's multiple_of
  * is a multiple of block_n. Row strides never depend on a size. The schedule space is the one
- * at the dims' max: every row and key bound is checked at launch anyway.
+ * at the dims' max: every row and key bound is checked at launch anyway. Where Skv's range
+ * holds a single key-tile count (not causal), the count and Skv's max are compiled in (fixed_nt
+ * below): such a kernel is valid for its range only, which the launcher enforces.
  *
  * Parameters: block_m {64, 128}, block_n {32, 64, 128}, warps {4, 8} (at least 16 rows each),
  * stages {2, 3}, q_regs {0, 1}; valid when the tiles fit shared memory and the register estimate
@@ -199,6 +201,17 @@ static const char at_helpers[] =
     "// ---- end of tuner/attn/mma helpers ----\n";
 
 /* Kernel name from the schedule: attention_mma_bm128_bn64_w8_s2_q1. */
+/* The range of a size that is the product of the named dims in mask (size itself when none). */
+static void sym_range(const tuner_op *op, unsigned mask, long long size, long long *lo, long long *hi)
+{
+    *lo = *hi = mask ? 1 : size;
+    for (int k = 0; k < op->n_dims; k++)
+        if (mask & (1u << k)) {
+            *lo *= op->dims[k].min;
+            *hi *= op->dims[k].max;
+        }
+}
+
 static void kernel_name(char *buf, size_t len, const attn_cfg *c)
 {
     snprintf(buf, len, "attention_mma_bm%d_bn%d_w%d_s%d_q%d", c->bm, c->bn, c->warps, c->stages, c->qregs ? 1 : 0);
@@ -307,6 +320,24 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
         snprintf(coff, sizeof(coff), "AT_SKV - AT_S");
     else
         snprintf(coff, sizeof(coff), "%lld", p.causal_off);
+    /* A dynamic Skv whose range holds one key-tile count (a short range of short sequences:
+     * 17..20 keys in 32-key tiles), not causal: the count is a constant and Skv's max is one too
+     * (skv_hi), also compared with in the key tests. The loop and the prefetches past it then
+     * compile away, and the columns of the last tile past the max are masked at compile time,
+     * their QK^T products gone, as in a static op: 640 SASS instructions for 17..20 keys in
+     * 64x32 tiles against 904 before and the static kernel's 576 at 17. On the H200 the count
+     * read at launch had cost 2.74 against 2.35 us at 17 keys, the same schedule static
+     * (bench/results/2026-11-30-h200-session11/b). Only then: elsewhere nothing compiles away,
+     * and the constants would keep neighbouring ranges' identical kernels from merging. */
+    long long skv_hi = 0, fixed_nt = 0;
+    if (p.skv_sym && !p.causal) {
+        long long lo, hi;
+        sym_range(op, p.skv_sym, d->skv, &lo, &hi);
+        if (tuner__attn_cdiv(lo, c.bn) == tuner__attn_cdiv(hi, c.bn)) {
+            skv_hi = hi;
+            fixed_nt = tuner__attn_cdiv(hi, c.bn);
+        }
+    }
     /* Keys past Skv need the per-element test unless every Skv is a multiple of block_n. */
     long long skv_step = d->skv;
     if (p.skv_sym) {
@@ -337,6 +368,8 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
         char se[96], ke[96];
         tuner_sb_printf(&sb, "const int AT_S = (int)%s, AT_SKV = (int)%s;\n", tuner__attn_size_expr(&p, 's', se, sizeof(se)),
                         tuner__attn_size_expr(&p, 'k', ke, sizeof(ke)));
+        if (fixed_nt) /* checked at launch: a no-op that tells the compiler */
+            tuner_sb_printf(&sb, "constexpr int AT_SKV_HI = %lld;\n__builtin_assume(AT_SKV <= AT_SKV_HI);\n", skv_hi);
     } else {
         tuner_sb_printf(&sb, "constexpr int AT_S = %lld, AT_SKV = %lld;\n", (long long)d->s, (long long)d->skv);
     }
@@ -356,7 +389,10 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                         coff);
     else
         tuner_sb_puts(&sb, "const int at_nend = AT_SKV;\n");
-    tuner_sb_puts(&sb, "const int at_nt = (at_nend + AT_BN - 1) / AT_BN;\n");
+    if (fixed_nt)
+        tuner_sb_printf(&sb, "const int at_nt = %lld;\n", fixed_nt);
+    else
+        tuner_sb_puts(&sb, "const int at_nt = (at_nend + AT_BN - 1) / AT_BN;\n");
     /* Byte offset of chunk c of row r in a shared tile. */
     if (c.swizzle)
         tuner_sb_puts(&sb, "auto at_so = [](int r, int c) -> hd_u32 { return (hd_u32)(r * AT_RB + ((c ^ (r & 7)) << 4)); };\n");
@@ -452,14 +488,14 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
             free(tuner_sb_take(&sb));
             return -ENOMEM;
         }
-        tuner_sb_printf(&sb, "if (at_i < AT_S && at_j < AT_SKV) at_x += %s;\n", mv);
+        tuner_sb_printf(&sb, "if (at_i < AT_S && %sat_j < AT_SKV) at_x += %s;\n", fixed_nt ? "at_j < AT_SKV_HI && " : "", mv);
         free(mv);
     }
     tuner_sb_puts(&sb, "at_s[mt][nb][e] = at_x;\n}\n");
     /* Only tiles past Skv or across the diagonal need the per-element test. */
     char cond[256] = "";
     if (skv_step % c.bn)
-        snprintf(cond, sizeof(cond), "at_n0 + AT_BN > AT_SKV");
+        snprintf(cond, sizeof(cond), "%sat_n0 + AT_BN > AT_SKV", fixed_nt ? "at_n0 + AT_BN > AT_SKV_HI || " : "");
     if (p.causal) {
         size_t l = strlen(cond);
         snprintf(cond + l, sizeof(cond) - l, "%sat_n0 + AT_BN - 1 > at_m0 + (%s)", l ? " || " : "", coff);
@@ -472,7 +508,7 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                            "const int at_i = at_m0 + at_wr + mt * 16 + (e >> 1) * 8 + at_g;\n"
                            "const int at_j = at_n0 + nb * 8 + 2 * at_tq + (e & 1);\n"
                            "(void)at_i;\n");
-        tuner_sb_puts(&sb, "if (at_j >= AT_SKV");
+        tuner_sb_printf(&sb, "if (%sat_j >= AT_SKV", fixed_nt ? "at_j >= AT_SKV_HI || " : "");
         if (p.causal)
             tuner_sb_printf(&sb, " || at_j > at_i + (%s)", coff);
         tuner_sb_puts(&sb, ") at_s[mt][nb][e] = -HD_INF;\n}\n}\n");

@@ -471,6 +471,24 @@ int t_dyn_cases(tuner_dtype dt, bool bump, t_dyn_case *out)
             name_axes(&c->op, &c->op.inputs[3], mm);
             name_axes(&c->op, &c->op.output, qs);
         }
+        /* BERT-like with a short range of short sequences (a fine table entry): 17..20 keys
+         * are one key tile of 32, 64 or 128 whatever the size, so the count and Skv's max are
+         * constants in the kernel (tuner/attn/mma.c fixed_nt) and the key tests compare with
+         * both. */
+        c = add(out, &n, "attention bhsd [b,12,s,64] self mask[b,1,1,s], s 17..20", dt, "attention_mma");
+        c->cpu_two_runs = true;
+        c->range_marker = "const int at_nt = 1;";
+        {
+            const dim_spec d2[2] = {{"b", 1, 2, 1}, {"s", 17, 20, 1}};
+            const long long ms[4] = {1, 1, 1, 1};
+            const unsigned qs[4] = {1, 0, 2, 0}, mm[4] = {1, 0, 0, 2};
+            c->op = ta_attention_of(dt, false, false, 1, 12, 12, 1, 1, 64, 4, ms, dt);
+            set_dims(&c->op, 2, d2, bump);
+            for (int i = 0; i < 3; i++)
+                name_axes(&c->op, &c->op.inputs[i], qs);
+            name_axes(&c->op, &c->op.inputs[3], mm);
+            name_axes(&c->op, &c->op.output, qs);
+        }
         /* bhsd causal with S < Skv apart (decoding a chunk against a cache): the causal offset
          * Skv - S at launch; k a multiple of 64, so block_n 32 and 64 skip the key bound test. */
         c = add(out, &n, "attention bhsd causal [b,4,q,64] kv [b,4,k%64,64]", dt, "attention_mma");

@@ -23,6 +23,10 @@ typedef struct t_dyn_case {
     /* test_core_dyn compiles its default only (with no_compile none): another case compiles
      * the same code paths, and the test has a time budget (the GPU check runs them all). */
     bool default_only, no_compile;
+    /* Text every candidate of template_name holds for this range: a range short enough that the
+     * template specializes on it (attention_mma's constant key-tile count), so those candidates'
+     * source may change with the dims' max. NULL: no candidate's may. */
+    const char *range_marker;
 } t_dyn_case;
 
 #define T_DYN_MAX_CASES 48
