@@ -64,7 +64,7 @@ struct sched_work {
     /* WORK_SPACE: what build_space made (handed to the job when it is still running) */
     tuner_space *space;
     size_t *order;
-    double *pred;
+    double *pred, *factor;
     char msg[512];
     /* WORK_STORE: the artifact (owned: the job may end and free its binaries meanwhile) */
     kc_artifact *art;
@@ -153,8 +153,10 @@ void sched__job_free_run(sched_job *j)
     j->space = NULL;
     free(j->order);
     free(j->pred);
+    free(j->factor);
     j->order = NULL;
     j->pred = NULL;
+    j->factor = NULL;
 }
 
 /* Tolerances of gw.h's check by the op's numerics: the loosest dtype the anchor computes in.
@@ -234,7 +236,7 @@ void sched_thread_background(void)
 }
 
 static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space, size_t **ret_order,
-                       double **ret_pred, char *msg, size_t msg_len);
+                       double **ret_pred, double **ret_factor, char *msg, size_t msg_len);
 
 static void work_run(uv_work_t *req)
 {
@@ -242,7 +244,7 @@ static void work_run(uv_work_t *req)
     sched_work *w = req->data;
     sched_job *j = w->job;
     if (w->kind == WORK_SPACE) {
-        w->rc = build_space(j, &j->op, &w->space, &w->order, &w->pred, w->msg, sizeof(w->msg));
+        w->rc = build_space(j, &j->op, &w->space, &w->order, &w->pred, &w->factor, w->msg, sizeof(w->msg));
         return;
     }
     if (w->kind == WORK_STORE) {
@@ -589,11 +591,19 @@ static int add_cand(sched_job *j, size_t item)
     return 0;
 }
 
+/* What a candidate's time us is compared by: us itself, or for a dynamic op us times the
+ * candidate's range factor (tuner_range_factors: measured at the range's top, it must also be
+ * good lower down; the model prices that part). */
+static double ranged_us(const sched_job *j, const sched_cand *c, double us)
+{
+    return j->factor && c->item < j->space->n ? us * j->factor[c->item] : us;
+}
+
 static void consider_best(sched_job *j, sched_cand *c)
 {
     if (c->status != KC_TRIAL_OK || c->latency_us < 0)
         return;
-    if (j->best && j->best->latency_us <= c->latency_us)
+    if (j->best && ranged_us(j, j->best, j->best->latency_us) <= ranged_us(j, c, c->latency_us))
         return;
     j->best = c; /* the binaries of the others are trimmed by trim_binaries */
     j->info.best_us = c->latency_us;
@@ -661,27 +671,32 @@ static bool timed_here(const sched_cand *c)
     return c->measured_slot >= 0 && c->status == KC_TRIAL_OK && c->latency_us >= 0;
 }
 
-/* How many candidates timed on c's GPU in this job are faster than c (ties by position). */
+/* How many candidates timed on c's GPU in this job are faster than c (ties by position), by
+ * ranged_us. */
 static int rank_on_gpu(const sched_job *j, const sched_cand *c)
 {
     int n = 0;
+    const double cu = ranged_us(j, c, c->latency_us);
     for (size_t i = 0; i < j->n_cands; i++) {
         const sched_cand *o = j->cands[i];
-        if (o != c && timed_here(o) && o->measured_slot == c->measured_slot &&
-            (o->latency_us < c->latency_us || (o->latency_us == c->latency_us && o->item < c->item)))
+        if (o == c || !timed_here(o) || o->measured_slot != c->measured_slot)
+            continue;
+        const double ou = ranged_us(j, o, o->latency_us);
+        if (ou < cu || (ou == cu && o->item < c->item))
             n++;
     }
     return n;
 }
 
-/* The fastest time taken on the job's GPU `slot` in this job; 0 when none. */
+/* The least ranged_us taken on the job's GPU `slot` in this job; 0 when none. */
 static double best_on_gpu(const sched_job *j, int slot)
 {
     double best = 0;
     for (size_t i = 0; i < j->n_cands; i++) {
         const sched_cand *c = j->cands[i];
-        if (timed_here(c) && c->measured_slot == slot && (best == 0 || c->latency_us < best))
-            best = c->latency_us;
+        const double u = timed_here(c) ? ranged_us(j, c, c->latency_us) : 0;
+        if (timed_here(c) && c->measured_slot == slot && (best == 0 || u < best))
+            best = u;
     }
     return best;
 }
@@ -696,7 +711,7 @@ static bool finalist(const sched_job *j, const sched_cand *c)
     if (j->n_devs > 1)
         return rank_on_gpu(j, c) < SCHED__FINAL_PER_GPU;
     return rank_on_gpu(j, c) < SCHED__FINAL_ONE_GPU &&
-           c->latency_us <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
+           ranged_us(j, c, c->latency_us) <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
 }
 
 /* Frees the binaries of measured candidates that can no longer win: all but the best's and the
@@ -710,14 +725,14 @@ static void trim_binaries(sched_job *j)
     }
 }
 
-/* The time a candidate about to run on the job's GPU `slot` must beat, or be stopped early: the
+/* The time candidate c about to run on the job's GPU `slot` must beat, or be stopped early: the
  * job's best on one GPU; with several, the best timed on that same GPU (GPUs of one model still
- * differ by a few percent, see the final round). */
-static double beat_us(const sched_job *j, int slot)
+ * differ by a few percent, see the final round) - as ranged_us, brought back to c's own time. */
+static double beat_us(const sched_job *j, const sched_cand *c, int slot)
 {
-    if (j->n_devs <= 1)
-        return j->best ? j->best->latency_us : 0;
-    return best_on_gpu(j, slot);
+    const double best = j->n_devs <= 1 ? (j->best ? ranged_us(j, j->best, j->best->latency_us) : 0)
+                                       : best_on_gpu(j, slot);
+    return best > 0 ? best / ranged_us(j, c, 1.0) : 0;
 }
 
 /* A trial timed again (or found failing) in the final round replaces the first record. */
@@ -963,7 +978,7 @@ static void start_measurements(sched_job *j)
             return; /* its home GPU times one of its candidates, and no other GPU is idle */
         gw_measure_req req;
         build_request(j, c, &req);
-        req.beat_us = beat_us(j, slot);
+        req.beat_us = beat_us(j, c, slot);
         c->st = SCHED__CAND_MEASURING;
         c->dev_slot = slot;
         j->dev_busy[slot] = true;
@@ -1160,15 +1175,15 @@ static bool start_final_round(sched_job *j)
     return true;
 }
 
-/* The round is over: the fastest candidate of the round wins, unless a result reused from an
- * earlier job is faster still. Without any time from the round (its GPU went away), the first
+/* The round is over: the fastest candidate of the round (by ranged_us) wins, unless a result
+ * reused from an earlier job is faster still. Without any time from the round (its GPU went away), the first
  * round's best stands unless the round found it failing. */
 static void end_final_round(sched_job *j)
 {
     sched_cand *first = j->best, *win = NULL;
     for (size_t i = 0; i < j->n_cands; i++) {
         sched_cand *c = j->cands[i];
-        if (c->final_us >= 0 && (!win || c->final_us < win->final_us))
+        if (c->final_us >= 0 && (!win || ranged_us(j, c, c->final_us) < ranged_us(j, win, win->final_us)))
             win = c;
     }
     if (win || first->status != KC_TRIAL_OK) {
@@ -1367,6 +1382,7 @@ static void work_done(uv_work_t *req, int status)
     tuner_space_free(w->space);
     free(w->order);
     free(w->pred);
+    free(w->factor);
     kc_artifact_free(w->art);
     tuner_program_free(w->prog);
     tuner_binary_free(w->bin);
@@ -1379,7 +1395,7 @@ static void work_done(uv_work_t *req, int status)
 /* ---- starting a job ---- */
 
 static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space, size_t **ret_order,
-                       double **ret_pred, char *msg, size_t msg_len)
+                       double **ret_pred, double **ret_factor, char *msg, size_t msg_len)
 {
     char *err = NULL;
     tuner_space *sp = NULL;
@@ -1393,18 +1409,24 @@ static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space
     free(err);
     size_t *order = calloc(sp->n, sizeof(*order));
     double *pred = ret_pred ? calloc(sp->n, sizeof(*pred)) : NULL;
-    if (!order || (ret_pred && !pred)) {
+    double *factor = ret_factor ? calloc(sp->n, sizeof(*factor)) : NULL;
+    if (!order || (ret_pred && !pred) || (ret_factor && !factor)) {
         free(order);
         free(pred);
+        free(factor);
         tuner_space_free(sp);
         snprintf(msg, msg_len, "out of memory");
         return -ENOMEM;
     }
     tuner_rank(op, &j->target, sp, order, pred);
+    if (factor)
+        tuner_range_factors(op, &j->target, sp, factor);
     *ret_space = sp;
     *ret_order = order;
     if (ret_pred)
         *ret_pred = pred;
+    if (ret_factor)
+        *ret_factor = factor;
     return 0;
 }
 
@@ -1418,7 +1440,7 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
     tuner_space *asp = NULL;
     size_t *aorder = NULL;
     char msg[256];
-    if (build_space(j, &anchor, &asp, &aorder, NULL, msg, sizeof(msg)) < 0)
+    if (build_space(j, &anchor, &asp, &aorder, NULL, NULL, msg, sizeof(msg)) < 0)
         return 0;
     free(aorder);
     char akey[KC_KEY_LEN + 1];
@@ -1561,9 +1583,11 @@ static void space_done(sched_job *j, sched_work *w)
         j->space = w->space;
         j->order = w->order;
         j->pred = w->pred;
+        j->factor = w->factor;
         w->space = NULL;
         w->order = NULL;
         w->pred = NULL;
+        w->factor = NULL;
     }
     start_with_space(j, w->rc, w->msg);
 }
@@ -1575,6 +1599,6 @@ void sched__job_start(sched_job *j)
     if (queue_work(j, WORK_SPACE, NULL, 0) == 0)
         return;
     char msg[512];
-    int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, msg, sizeof(msg));
+    int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, &j->factor, msg, sizeof(msg));
     start_with_space(j, rc, msg);
 }

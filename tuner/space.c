@@ -329,10 +329,16 @@ static int rank_cmp(const void *a, const void *b)
 #define RANGE_UNPICKED 1.20
 #define RANGE_TIE 1.01
 
-static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it)
+/* Below a dynamic op's tuning sizes: each item's worst ratio to the best prediction at the
+ * range's bottom and its geometric middle (each name's size in its range alike), into below[i]
+ * (1 where the model cannot price the item there), and whether it is the model's first choice
+ * (within RANGE_TIE) at either, into picked[i] (may be NULL). -1 for a static op or a range of
+ * one size, or out of memory: nothing written. */
+static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *below,
+                            bool *picked)
 {
     if (!tuner_op_is_dynamic(op))
-        return;
+        return -1;
     int64_t lo[TUNER_MAX_DIMS], mid[TUNER_MAX_DIMS];
     bool narrow = true;
     for (int k = 0; k < op->n_dims; k++) {
@@ -345,38 +351,68 @@ static void rank_over_range(const tuner_op *op, const tuner_target *t, const tun
     }
     tuner_op *at = malloc(2 * sizeof(*at));
     double *us = malloc(2 * space->n * sizeof(*us));
-    bool *picked = calloc(space->n, sizeof(*picked));
-    if (narrow || !at || !us || !picked || tuner_op_bind(op, lo, &at[0]) < 0 || tuner_op_bind(op, mid, &at[1]) < 0) {
+    if (narrow || !at || !us || tuner_op_bind(op, lo, &at[0]) < 0 || tuner_op_bind(op, mid, &at[1]) < 0) {
         free(at);
         free(us);
-        free(picked);
-        return;
+        return -1;
     }
-    /* us[p * n + i]: candidate i at the bottom (p 0) and the middle (p 1); it[i].us at the top. */
-    double best[3] = {1e12, 1e12, 1e12};
-    for (size_t i = 0; i < space->n; i++) {
+    double best[2] = {1e12, 1e12};
+    for (size_t i = 0; i < space->n; i++)
         for (int p = 0; p < 2; p++) {
             us[p * space->n + i] = tuner_predict_us(&at[p], t, &space->items[i]);
             best[p] = us[p * space->n + i] < best[p] ? us[p * space->n + i] : best[p];
         }
-        best[2] = it[i].us < best[2] ? it[i].us : best[2];
-    }
-    if (best[0] < 1e12 && best[1] < 1e12 && best[2] < 1e12) {
-        for (size_t i = 0; i < space->n; i++) {
-            const double at_size[3] = {us[i], us[space->n + i], it[i].us};
-            double worst = 1.0;
-            for (int p = 0; p < 3; p++) {
-                if (at_size[p] >= 1e12)
-                    continue;
-                picked[i] = picked[i] || at_size[p] <= RANGE_TIE * best[p];
-                worst = at_size[p] / best[p] > worst ? at_size[p] / best[p] : worst;
-            }
-            it[i].score = it[i].us >= 1e12 ? 1e12 : picked[i] ? worst : worst * RANGE_UNPICKED;
+    for (size_t i = 0; i < space->n; i++) {
+        below[i] = 1.0;
+        if (picked)
+            picked[i] = false;
+        for (int p = 0; p < 2; p++) {
+            const double u = us[p * space->n + i];
+            if (u >= 1e12 || best[p] >= 1e12)
+                continue;
+            below[i] = u / best[p] > below[i] ? u / best[p] : below[i];
+            if (picked)
+                picked[i] = picked[i] || u <= RANGE_TIE * best[p];
         }
     }
     free(at);
     free(us);
+    return 0;
+}
+
+static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it)
+{
+    double *below = malloc(space->n * sizeof(*below));
+    bool *picked = malloc(space->n * sizeof(*picked));
+    if (!below || !picked || ratios_below_top(op, t, space, below, picked) < 0) {
+        free(below);
+        free(picked);
+        return;
+    }
+    double best_top = 1e12;
+    for (size_t i = 0; i < space->n; i++)
+        best_top = it[i].us < best_top ? it[i].us : best_top;
+    if (best_top < 1e12)
+        for (size_t i = 0; i < space->n; i++) {
+            if (it[i].us >= 1e12) {
+                it[i].score = 1e12;
+                continue;
+            }
+            const double top = it[i].us / best_top;
+            const double worst = top > below[i] ? top : below[i];
+            it[i].score = picked[i] || top <= RANGE_TIE ? worst : worst * RANGE_UNPICKED;
+        }
+    free(below);
     free(picked);
+}
+
+void tuner_range_factors(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *factor)
+{
+    if (!op || !t || !space || !factor)
+        return;
+    if (ratios_below_top(op, t, space, factor, NULL) < 0)
+        for (size_t i = 0; i < space->n; i++)
+            factor[i] = 1.0;
 }
 
 void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,

@@ -122,11 +122,19 @@ double tuner_predict_us(const tuner_op *op, const tuner_target *t, const tuner_s
 size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tuner_space *space);
 
 /* Fills order[0..space->n) with item indices ranked by the cost model, best first; a dynamic
- * op's by the worse of each item's ratios to the best prediction at the top and at the bottom of
- * its range (tuner/space.c, rank_over_range). predicted_us may be NULL; otherwise it receives
+ * op's by the worst of each item's ratios to the best prediction at the top, the middle and the
+ * bottom of its range, 1.2x worse where the model picks it first at none of them (tuner/space.c,
+ * rank_over_range). predicted_us may be NULL; otherwise it receives
  * each item's prediction at the tuning sizes (by item index). */
 void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space,
                 size_t *order, double *predicted_us);
+
+/* What a time measured at a dynamic op's tuning sizes (its dims' max) leaves out: factor[i]
+ * receives item i's worst predicted ratio to the best prediction at the range's bottom and
+ * middle (>= 1; 1 for a static op or where the model cannot price it). A measured job picks the
+ * item with the least time x factor, so that a schedule fast only at the top of the range does
+ * not win it. */
+void tuner_range_factors(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *factor);
 
 /* Serialises a schedule as a JSON object string {"template": ..., "params": {...}} (malloc'd). */
 char *tuner_schedule_json(const tuner_schedule *s);

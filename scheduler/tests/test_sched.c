@@ -198,13 +198,14 @@ static tuner_op softmax_f16(int64_t rows, int64_t d)
 }
 
 static const tuner_target T90 = {90, false};
+static tuner_target g_target = {90, false}; /* of the next request() */
 
 static sched_request request(const tuner_op *op, tuner_tune_mode mode, int prio)
 {
     sched_request r;
     memset(&r, 0, sizeof(r));
     r.op = op;
-    r.target = T90;
+    r.target = g_target;
     r.mode = mode;
     r.priority = prio;
     return r;
@@ -978,6 +979,72 @@ static void test_final_round_one_gpu(void)
     unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
+/* A dynamic op is timed at its range's top (the dims' max) but serves the whole range: the pick
+ * is the measured candidate with the least time x range factor (tuner_range_factors), not the
+ * least time. [n,4096] x [4096,4096] at n 641..768 on sm_90a: the model's first seven hold
+ * 128x192 tiles (factors 1.00-1.07) and, seventh, 64x192 tiles (about 1.18: 640 rows are two
+ * waves of them, one of 128x192). Flat stand-in latencies (within 1% of each other) with the
+ * seventh timing 10% fast ("lucky@7"): no other comes within the final round's margin of it by
+ * time alone, so taking the least time picks it; by time x factor a 128x192 candidate wins. */
+static void test_measured_range(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 7;
+    cfg.compile_ahead = 1; /* compiled, so timed, in the model's order */
+    tuner_op mm = matmul_f16(768, 4096, 4096);
+    mm.n_dims = 1;
+    snprintf(mm.dims[0].name, sizeof(mm.dims[0].name), "n");
+    mm.dims[0].min = 641;
+    mm.dims[0].max = 768;
+    mm.dims[0].multiple_of = 1;
+    mm.inputs[0].sym[0] = mm.output.sym[0] = 1;
+    const tuner_target t90a = {90, true};
+    /* What the job measures (the model's first seven) and their factors. */
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(&mm, &t90a, &sp, &err) == 0 && sp && sp->n > (size_t)cfg.budget_candidates,
+          "measured range: space: %s", err ? err : "?");
+    free(err);
+    size_t *order = sp ? calloc(sp->n, sizeof(*order)) : NULL;
+    double *factor = sp ? calloc(sp->n, sizeof(*factor)) : NULL;
+    CHECK(order && factor, "measured range: memory");
+    if (!sp || sp->n <= (size_t)cfg.budget_candidates || !order || !factor) {
+        free(order);
+        free(factor);
+        tuner_space_free(sp);
+        return;
+    }
+    tuner_rank(&mm, &t90a, sp, order, NULL);
+    tuner_range_factors(&mm, &t90a, sp, factor);
+    const int last = cfg.budget_candidates - 1;
+    double least = 1e9;
+    for (int i = 0; i < last; i++)
+        least = factor[order[i]] < least ? factor[order[i]] : least;
+    /* The premise: the lucky one is priced clearly worse below the top than the best of the
+     * others, by more than its luck. */
+    CHECK(factor[order[last]] * 0.9 > 1.05 * least, "measured range: factors %.3f (lucky) against %.3f",
+          factor[order[last]], least);
+    g_target = t90a;
+    setenv("HIDETD_STANDIN_LATENCY", "10", 1);
+    sched_job_info r = tune_on("1", NULL, "lucky@7:10", &mm, &cfg);
+    unsetenv("HIDETD_STANDIN_LATENCY");
+    g_target = T90;
+    double picked = -1;
+    for (int i = 0; i <= last; i++) {
+        char *sj = tuner_schedule_json(&sp->items[order[i]]);
+        if (sj && strcmp(sj, r.best_schedule) == 0)
+            picked = factor[order[i]];
+        free(sj);
+    }
+    CHECK(picked > 0, "measured range: the pick %s is not among the measured", r.best_schedule);
+    CHECK(picked <= 1.0101 * least, "measured range: picked %s (factor %.3f) where a candidate timed alike has %.3f",
+          r.best_schedule, picked, least);
+    free(order);
+    free(factor);
+    tuner_space_free(sp);
+}
+
 /* The only GPU goes out of service before any candidate passed: the job answers from the cost
  * model with the no-GPU warning instead of failing. */
 static void test_gpu_lost(void)
@@ -1042,6 +1109,7 @@ int main(void)
     test_two_devices();
     test_final_round();
     test_final_round_one_gpu();
+    test_measured_range();
     test_unsupported();
     test_gpu_lost();
     if (failures) {
