@@ -8,20 +8,7 @@
 #    2100 (entry / static / cuBLAS), and x[4096,14336] at four sizes (never measured yet).
 set -u
 cd "$(dirname "$0")/.."   # run from .gpu/ (copied there after bench/pack_gpu.sh)
-G=$PWD/.gpu
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export HIDETD_WORKER=$G/bin/hidetd-worker
-daemon() {  # daemon NAME -> sets sock, dp
-    local d=/tmp/hd-$1; rm -rf "$d"; mkdir -p "$d"
-    LD_LIBRARY_PATH=$G/lib "$G/bin/hidetd" --socket "$d/s" --cache "$d/k.db" \
-        --workers "$G/bin/hidetd-worker" --log-level warn > "$d/hidetd.log" 2>&1 &
-    dp=$!; sock=$d/s
-    for _ in $(seq 1 200); do [ -S "$sock" ] && curl -sf --unix-socket "$sock" http://localhost/healthz >/dev/null && break; sleep 0.1; done
-}
-filt() { grep -v 'Warning\|warn\|return F.scaled\|ExternalStream\|kern.bind\|^{'; }
-t0=$(date +%s)
-el() { echo "($(( $(date +%s) - $1 )) s)"; }
-left() { echo $(( $1 - ($(date +%s) - t0) )); }
+. bench/gpu_call.sh
 {
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 s0=$(date +%s)
