@@ -51,8 +51,8 @@ struct ct__claim {
     bool waited;
     bool in_flight; /* a command of the claim waits for its reply (else: its timer runs) */
     bool woken;     /* a completion message came while in flight: look again at once */
-    bool entry_bad; /* the op's entry in Redis was rejected: claim the lease alone, this node
-                       tunes and overwrites it */
+    bool entry_bad; /* the op's entry in Redis was rejected: claim the lease alone (this node
+                       tunes the op for the fleet; the pinned bad entry stays until a retune) */
 };
 
 /* One connection to Redis. The command connection and the subscriber connect, time out and

@@ -694,8 +694,10 @@ static double best_on_gpu(const sched_job *j, int slot)
     double best = 0;
     for (size_t i = 0; i < j->n_cands; i++) {
         const sched_cand *c = j->cands[i];
-        const double u = timed_here(c) ? ranged_us(j, c, c->latency_us) : 0;
-        if (timed_here(c) && c->measured_slot == slot && (best == 0 || u < best))
+        if (!timed_here(c) || c->measured_slot != slot)
+            continue;
+        const double u = ranged_us(j, c, c->latency_us);
+        if (best == 0 || u < best)
             best = u;
     }
     return best;
@@ -1176,8 +1178,8 @@ static bool start_final_round(sched_job *j)
 }
 
 /* The round is over: the fastest candidate of the round (by ranged_us) wins, unless a result
- * reused from an earlier job is faster still. Without any time from the round (its GPU went away), the first
- * round's best stands unless the round found it failing. */
+ * reused from an earlier job is faster still. Without any time from the round (its GPU went
+ * away), the first round's best stands unless the round found it failing. */
 static void end_final_round(sched_job *j)
 {
     sched_cand *first = j->best, *win = NULL;

@@ -323,9 +323,8 @@ static int rank_cmp(const void *a, const void *b)
  * 13..14, s in 257..320 (predicted 1.06-1.10x the best in the range) where 128x192 and 128x128
  * each win somewhere; on the H200 those 64x128 tiles ran 1.33x the time of the exact-size pick
  * at 14 x 274 (bench/results/2026-11-30-h200-session11/b): the model was 1.2x optimistic about
- * them, hence the factor. Ties and static ops: the prediction at
- * the tuning sizes. A candidate the model cannot price at a size is left out of that size's
- * ratio. */
+ * them, hence the factor. Ties and static ops: the prediction at the tuning sizes. A candidate
+ * the model cannot price at a size is left out of that size's ratio. */
 #define RANGE_UNPICKED 1.20
 #define RANGE_TIE 1.01
 

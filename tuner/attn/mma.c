@@ -200,7 +200,6 @@ static const char at_helpers[] =
     "  } }\n"
     "// ---- end of tuner/attn/mma helpers ----\n";
 
-/* Kernel name from the schedule: attention_mma_bm128_bn64_w8_s2_q1. */
 /* The range of a size that is the product of the named dims in mask (size itself when none). */
 static void sym_range(const tuner_op *op, unsigned mask, long long size, long long *lo, long long *hi)
 {
@@ -212,6 +211,7 @@ static void sym_range(const tuner_op *op, unsigned mask, long long size, long lo
         }
 }
 
+/* Kernel name from the schedule: attention_mma_bm128_bn64_w8_s2_q1. */
 static void kernel_name(char *buf, size_t len, const attn_cfg *c)
 {
     snprintf(buf, len, "attention_mma_bm%d_bn%d_w%d_s%d_q%d", c->bm, c->bn, c->warps, c->stages, c->qregs ? 1 : 0);
