@@ -15,7 +15,8 @@
 // retires it. Shared memory starts as 0xff bytes (NaN in f16 and bf16) so a read of anything
 // never written shows; each input ends at a page followed by an unmapped one (its padding is NaN
 // bytes), so a read past it stops the run; the output is followed by a margin of 0xa5 bytes
-// that gen_mma_dyn's check requires untouched.
+// that gen_mma_dyn's check requires untouched. Full-warp __shfl_xor_sync is a collective too, and
+// EXTRA_HELPERS (a header) may add another template's helpers before the kernel (emu_attn.h).
 //   emu_mma SIZEDIR     reads SIZEDIR/sizes.txt and in<i>.bin, writes SIZEDIR/out.bin
 // Build: g++ -std=c++17 -I<repo> -DKERN='"kern.cu"' -DLAUNCH_H='"launch.h"' emu_mma.cpp
 // (emulate_mma_dyn.sh does).
@@ -74,18 +75,19 @@ static void gm_sts128(hd_u32 a, hd_v4 v) { memcpy(sm(a, 16), &v, 16); }
 static hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; memcpy(&v, sm(a, 16), 16); return v; }
 struct dim3_ { unsigned x, y, z; };
 enum { RUN, BAR, COLL, DONE };
-enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16 };
+enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16, OP_SHFL_XOR };
 struct Copy { hd_u32 dst; const void *src; int size, bytes; };
 struct Fiber {
     ucontext_t ctx; dim3_ tid; int state, op; std::vector<char> stack;
-    hd_u32 addr, *r; float *d; hd_u32 a[4], b[2];
+    hd_u32 addr, *r; float *d; hd_u32 a[4], b[2]; float sv; int slane;
     std::deque<std::vector<Copy>> groups; std::vector<Copy> open;
 };
 static ucontext_t sched_ctx;
 static Fiber *cur;
-static dim3_ blockIdx_;
+static dim3_ blockIdx_, gridDim_;
 #define threadIdx (cur->tid)
 #define blockIdx blockIdx_
+#define gridDim gridDim_
 static void yield_(int st) { cur->state = st; swapcontext(&cur->ctx, &sched_ctx); }
 static void __syncthreads() { yield_(BAR); }
 static void cp_async(hd_u32 dst, const void *src, int bytes, int size) {
@@ -105,9 +107,19 @@ static void mma_at(float *d, const hd_u32 *a, const hd_u32 *b, int op) {
     cur->b[0] = b[0]; cur->b[1] = b[1]; cur->d = d; cur->op = op; yield_(COLL); }
 static void hd_mma_f16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_F16); }
 static void hd_mma_bf16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_BF16); }
+// __shfl_xor_sync over the full warp (the only form the templates use): collective.
+static float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+    if (mask != 0xffffffffu) { fprintf(stderr, "partial-warp shuffle\n"); exit(3); }
+    cur->sv = v; cur->slane = lane_mask; cur->op = OP_SHFL_XOR; yield_(COLL); return cur->sv; }
 static bool resolve(Fiber *lanes) {
     const int op = lanes[0].op;
     for (int l = 1; l < 32; l++) if (lanes[l].op != op) { fprintf(stderr, "diverged collective\n"); exit(3); }
+    if (op == OP_SHFL_XOR) {
+        float in[32];
+        for (int l = 0; l < 32; l++) in[l] = lanes[l].sv;
+        for (int l = 0; l < 32; l++) { lanes[l].sv = in[(l ^ lanes[l].slane) & 31]; lanes[l].state = RUN; }
+        return true;
+    }
     if (op == OP_LDSM || op == OP_LDSMT) {
         hd_u32 out[32][4];
         for (int l = 0; l < 32; l++) if (lanes[l].addr % 16) { fprintf(stderr, "misaligned ldmatrix row\n"); exit(3); }
@@ -138,6 +150,9 @@ static bool resolve(Fiber *lanes) {
 }
 struct Launch { void (*call)(); unsigned threads, smem; };
 static void *g_in[16]; static unsigned char *g_out; static float *g_ws; static long long g_dims[4];
+#ifdef EXTRA_HELPERS
+#include EXTRA_HELPERS
+#endif
 #include KERN
 #include LAUNCH_H
 static const Launch *cur_launch;
@@ -185,6 +200,7 @@ int main(int argc, char **argv) {
         for (auto &f : fib) f.stack.resize(256 * 1024);
         for (unsigned bz = 0; bz < grid[l][2]; bz++) for (unsigned by = 0; by < grid[l][1]; by++) for (unsigned bx = 0; bx < grid[l][0]; bx++) {
             blockIdx_ = {bx, by, bz};
+            gridDim_ = {grid[l][0], grid[l][1], grid[l][2]};
             memset(gm_smem, 0xff, sizeof gm_smem);
             for (unsigned i = 0; i < L.threads; i++) { Fiber &f = fib[i]; f.tid = {i, 0, 0}; f.state = RUN; f.groups.clear(); f.open.clear();
                 getcontext(&f.ctx); f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size(); f.ctx.uc_link = nullptr; makecontext(&f.ctx, entry, 0); }
