@@ -17,8 +17,9 @@ packages=(meson ninja-build pkg-config gcc libuv1-dev libcjson-dev libsqlite3-de
 # debhelper, dpkg-dev, lintian: tests/ops/deb_test.sh builds and checks the .debs (suite
 # 'packaging'). Test tools only; scripts/run.sh does not ask for them.
 # python3-venv: the virtual environment that holds PyTorch for the backend's tests (below).
+# g++: the CPU emulator compiles kernels as host C++ (test tuner_emulated).
 if [ -z "${HIDETD_SETUP_NO_TEST_TOOLS:-}" ]; then
-    packages+=(debhelper dpkg-dev lintian python3-venv)
+    packages+=(debhelper dpkg-dev lintian python3-venv g++)
 fi
 missing=()
 for p in "${packages[@]}"; do
