@@ -503,7 +503,8 @@ FP8_DT = {"f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2} if hasattr
 TORCH_DT.update(FP8_DT)  # an FP8 answer's output (a quantizing epilogue)
 
 
-def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False, fast_accum=True, target=1.0):
+def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False, fast_accum=True, target=1.0,
+                  b_kn=False):
     """Issue 41's FP8 rows: A [M,K] e4m3 times B [N,K] e4m3 (trans_b: torch._scaled_mm's
     column-major B, B.t()), bf16 out, fp32 accumulation; scales "tensor" (one f32 each) or
     "rowcol" (A's per row [M,1], B's per column [1,N]); with epilogue a bf16 bias and GELU after
@@ -511,12 +512,15 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
     layer's input); fast_accum False: promoted every 128 k, against use_fast_accum=False only.
     Inputs uniform in [-1, 1] rounded to e4m3, scales in [0.75, 1.25]. The peer is the
     faster of torch._scaled_mm with and without use_fast_accum (our kernels accumulate in the
-    wgmma accumulators throughout: fast accumulation, docs/api.md), then PyTorch's bias + GELU."""
+    wgmma accumulators throughout: fast accumulation, docs/api.md), then PyTorch's bias + GELU.
+    b_kn: B stored [K,N] row-major (MN-major: weights as a [K,N] linear layer keeps them), which
+    the template transposes in shared memory; the peer is given the column-major copy
+    torch._scaled_mm needs, made once outside the timing (its best case)."""
     rowcol = scales == "rowcol"
-    inputs = [{"shape": [m, k], "dtype": "f8e4m3"}, {"shape": [n, k], "dtype": "f8e4m3"},
+    inputs = [{"shape": [m, k], "dtype": "f8e4m3"}, {"shape": [k, n] if b_kn else [n, k], "dtype": "f8e4m3"},
               {"shape": [m, 1] if rowcol else [1], "dtype": "f32"}, {"shape": [1, n] if rowcol else [1], "dtype": "f32"}]
     req = {"op": "matmul", "inputs": inputs,
-           "attrs": {"trans_b": True, "out_dtype": "bf16", "scale_a": "row" if rowcol else "tensor",
+           "attrs": {"trans_b": not b_kn, "out_dtype": "bf16", "scale_a": "row" if rowcol else "tensor",
                      "scale_b": "col" if rowcol else "tensor", "fast_accum": fast_accum}}
     if epilogue:
         inputs.append({"shape": [n], "dtype": "bf16"})
@@ -527,7 +531,8 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
 
     def make_inputs():
         a = (torch.rand(m, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
-        b = (torch.rand(n, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        b = (torch.rand(k, n, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"]) if b_kn else \
+            (torch.rand(n, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
         sa = torch.rand(m, 1, device="cuda") * 0.5 + 0.75 if rowcol else torch.rand(1, device="cuda") * 0.5 + 0.75
         sb = torch.rand(1, n, device="cuda") * 0.5 + 0.75 if rowcol else torch.rand(1, device="cuda") * 0.5 + 0.75
         xs = [a, b, sa.contiguous(), sb.contiguous()]
@@ -541,7 +546,8 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
         return (y / s).clamp(-448, 448).to(FP8_DT["f8e4m3"])
 
     def reference(xs):
-        y = (xs[0].float() @ xs[1].float().t()) * xs[2].reshape(-1, 1) * xs[3].reshape(1, -1)
+        bt = xs[1].float() if b_kn else xs[1].float().t()
+        y = (xs[0].float() @ bt) * xs[2].reshape(-1, 1) * xs[3].reshape(1, -1)
         if epilogue:
             y = F.gelu(y + xs[4].float())
         if quantize:
@@ -551,7 +557,9 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
     def scaled_mm(xs, fast):
         sa = xs[2] if rowcol else xs[2].reshape(())
         sb = xs[3] if rowcol else xs[3].reshape(())
-        mm = lambda: torch._scaled_mm(xs[0], xs[1].t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+        # torch._scaled_mm takes B column-major: [N,K] row-major's view, or a copy of [K,N]'s.
+        b_col = xs[1].t().contiguous().t() if b_kn else xs[1].t()
+        mm = lambda: torch._scaled_mm(xs[0], b_col, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
                                       use_fast_accum=fast)
         if quantize:
             return lambda: quant(F.gelu(mm() + xs[4]), xs[5])
@@ -571,7 +579,8 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
             out.append(("scaled_mm" + (" fast_accum" if fast else ""), fn))
         return out
 
-    return dict(name=name, shape=f"{m}x{n}x{k}" + (" rowcol" if rowcol else "") + ("" if fast_accum else " promoted"),
+    return dict(name=name, shape=f"{m}x{n}x{k}" + (" rowcol" if rowcol else "") + ("" if fast_accum else " promoted")
+                + (" B[K,N]" if b_kn else ""),
                 dtype="f8e4m3", req=req,
                 make_inputs=make_inputs, out_shape=[m, n], reference=reference, peer_options=peer_options,
                 peer=lambda xs: peer_options(xs)[0][1], flops=2.0 * m * n * k, target=target,
@@ -747,6 +756,9 @@ def suite(which):
         for sc in ("tensor", "rowcol"):
             cases += [fp8_gemm_case("fp8_gemm", m, n, k, scales=sc, target=1.0) for m, n, k in shapes]
         cases += [fp8_gemm_case("fp8_decode", m, 8192, 8192, target=1.1) for m in (1, 16, 64)]
+        # MN-major weights (B [K,N]): transposed in the kernel, against the peer's column-major copy.
+        cases += [fp8_gemm_case("fp8_gemm_kn", 4096, 4096, 4096, target=1.0, b_kn=True),
+                  fp8_gemm_case("fp8_decode_kn", 16, 8192, 8192, target=1.1, b_kn=True)]
         cases += [fp8_gemm_case("fp8_gemm", 8192, 8192, 8192, fast_accum=False, target=1.0)]
         cases += [fp8_gemm_case("fp8_bias_gelu", 4096, 14336, 4096, epilogue=True, target=1.5),
                   fp8_gemm_case("fp8_bias_gelu", 8192, 4096, 4096, epilogue=True, target=1.5)]
