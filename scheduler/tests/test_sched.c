@@ -981,11 +981,12 @@ static void test_final_round_one_gpu(void)
 
 /* A dynamic op is timed at its range's top (the dims' max) but serves the whole range: the pick
  * is the measured candidate with the least time x range factor (tuner_range_factors), not the
- * least time. [n,4096] x [4096,4096] at n 641..768 on sm_90a: the model's first seven hold
- * 128x192 tiles (factors 1.00-1.07) and, seventh, 64x192 tiles (about 1.18: 640 rows are two
- * waves of them, one of 128x192). Flat stand-in latencies (within 1% of each other) with the
- * seventh timing 10% fast ("lucky@7"): no other comes within the final round's margin of it by
- * time alone, so taking the least time picks it; by time x factor a 128x192 candidate wins. */
+ * least time. [n,4096] x [4096,4096] at n 641..768 on sm_90a: the model's first five are
+ * 128x192 tiles (factors 1.00-1.07), the sixth and seventh 64x128 and 64x192 tiles (about 1.17
+ * and 1.18: 641..736 rows are two waves of 64-row tiles, one of 128-row ones). Flat stand-in
+ * latencies (within 1% of each other) with the seventh timing 10% fast ("lucky@7"): no other
+ * comes within the final round's margin of it by time alone, so taking the least time picks it;
+ * by time x factor a 128x192 candidate wins. */
 static void test_measured_range(void)
 {
     sched_config cfg;
