@@ -1,15 +1,15 @@
 #!/bin/bash
 # tuner/tests/emu/emulate_attn_dyn.sh - attention_mma's candidates (sm_80: m16n8k16, ldmatrix,
-# cp.async, quad shuffles) for dynamic BERT-like self-attention with a key mask (issue 39) run on
-# the CPU at four sizes of their dims and compared with attention computed in double (no GPU
-# needed; minutes, not part of the suite).
+# cp.async, quad shuffles) for dynamic BERT-like and causal self-attention (issue 39) run on the
+# CPU at four sizes of their dims and compared with attention computed in double (no GPU needed;
+# a minute or two; the suite's tuner_emulated runs a sample, emulate_sample.sh).
 #   tuner/tests/emu/emulate_attn_dyn.sh BUILD_DIR [EVERY] [WORK_DIR]
-# Every EVERY-th candidate (default 4, from the first: the default schedule) of three cases
-# (gen_attn_dyn.c: s in 17..20 and 65..80, where the key-tile count is compiled in, and 1..150;
-# CASES="0 1" picks some) is generated once, compiled as host C++ with emu_mma.cpp and
-# emu_attn.h, and run at every size set; a read past an input stops the run, and the check also
-# requires the poisoned margin past the output untouched. Prints one line per candidate and exits
-# 1 when any is wrong.
+# Every EVERY-th candidate (default 4, from the first: the default schedule) of four cases
+# (gen_attn_dyn.c: a key mask and s in 17..20 or 65..80, where the key-tile count is compiled in,
+# or in 1..150; causal, s in 1..150; CASES="0 1" picks some) is generated once, compiled as host
+# C++ with emu_mma.cpp and emu_attn.h, and run at every size set; a read past an input stops the
+# run, and the check also requires the poisoned margin past the output untouched. Prints one line
+# per candidate and exits 1 when any is wrong.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -24,7 +24,7 @@ gcc -O1 -I"$root" -I"$B" -o "$work/gen" "$here/gen_attn_dyn.c" "$root/bench/slur
     "$cuda/lib64/libnvrtc.so" -pthread -lsodium -Wl,--end-group -Wl,-rpath,"$cuda/lib64" || exit 2
 bad=0
 n=0
-for c in ${CASES:-0 1 2}; do
+for c in ${CASES:-0 1 2 3}; do
     for ((i = 0; ; i += every)); do
         d=$work/c$c-$i
         mkdir -p "$d"

@@ -2,8 +2,8 @@
 # tuner/tests/emu/emulate_sample.sh - the suite's sample of the CPU emulation (test
 # tuner_emulated): dynamic matmul_mma and attention_mma candidates executed on the CPU at four
 # size sets each against the op in double, so that CI (no GPU) runs the kernels of named
-# dimensions and not only compiles them. Every 7th attention candidate of emulate_attn_dyn.sh's
-# three cases, every 45th matmul candidate of four of emulate_mma_dyn.sh's (all axes named with
+# dimensions and not only compiles them. Every 9th attention candidate of emulate_attn_dyn.sh's
+# four cases, every 45th matmul candidate of four of emulate_mma_dyn.sh's (all axes named with
 # an epilogue, p @ v, 8- and 4-byte cp.async): about 20 candidates, seconds. The full runs are
 # the scripts themselves (minutes).
 #   tuner/tests/emu/emulate_sample.sh BUILD_DIR
@@ -16,6 +16,6 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rc=0
-"$here/emulate_attn_dyn.sh" "$1" 7 "$work/attn" || rc=1
+"$here/emulate_attn_dyn.sh" "$1" 9 "$work/attn" || rc=1
 CASES="0 2 5 6" "$here/emulate_mma_dyn.sh" "$1" 45 "$work/mma" || rc=1
 exit $rc

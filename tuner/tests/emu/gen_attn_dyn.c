@@ -11,8 +11,9 @@
  * CASE (sm_80): BERT-like self-attention bhsd [b,2,s,64] with an additive key mask [b,1,1,s], b in
  * 1..2: 0 f16, s in 17..20 (one key tile whatever block_n: the count and Skv's max compiled in,
  * tuner/attn/mma.c fixed_nt); 1 bf16, s in 65..80 (one 128-key tile, three of 32); 2 f16, s in
- * 1..150 (counts at launch). Size sets: every dim at its min, odd sizes, the max, and b's max with
- * s one past a multiple of 64 (clamped to the range). */
+ * 1..150 (counts at launch); 3 f16 causal self-attention without a mask, s in 1..150 (the key
+ * count per query block at launch). Size sets: every dim at its min, odd sizes, the max, and b's
+ * max with s one past a multiple of 64 (clamped to the range). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +34,11 @@
 
 static tuner_op case_op(int c)
 {
-    static const long long lo[3] = {17, 65, 1}, hi[3] = {20, 80, 150};
+    static const long long lo[4] = {17, 65, 1, 1}, hi[4] = {20, 80, 150, 150};
     const tuner_dtype dt = c == 1 ? TUNER_BF16 : TUNER_F16;
+    const bool causal = c == 3;
     const long long ms[4] = {2, 1, 1, hi[c]};
-    tuner_op op = ta_attention_of(dt, false, false, 2, HEADS, HEADS, hi[c], hi[c], D, 4, ms, dt);
+    tuner_op op = ta_attention_of(dt, false, causal, 2, HEADS, HEADS, hi[c], hi[c], D, causal ? 0 : 4, ms, dt);
     /* dims sorted by name: b (bit 0), s (bit 1) */
     op.n_dims = 2;
     snprintf(op.dims[0].name, sizeof(op.dims[0].name), "b");
@@ -49,8 +51,10 @@ static tuner_op case_op(int c)
     }
     op.output.sym[0] = 1;
     op.output.sym[2] = 2;
-    op.inputs[3].sym[0] = 1;
-    op.inputs[3].sym[3] = 2;
+    if (!causal) {
+        op.inputs[3].sym[0] = 1;
+        op.inputs[3].sym[3] = 2;
+    }
     return op;
 }
 
@@ -79,7 +83,8 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
     char path[600];
     void *in[4] = {NULL};
     size_t n;
-    for (int i = 0; i < 4; i++) {
+    const bool mask = op->n_inputs > 3, causal = op->attrs.attention.causal;
+    for (int i = 0; i < op->n_inputs; i++) {
         snprintf(path, sizeof(path), "%s/in%d.bin", dir, i);
         in[i] = slurp(path, &n);
     }
@@ -88,7 +93,7 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
     const long long B = sz[0], S = sz[1];
     const tuner_dtype dt = op->output.dtype;
     const size_t ob = (size_t)(B * HEADS * S * D * tuner_dtype_size(dt));
-    if (!out || n != ob + MARGIN || !in[0] || !in[1] || !in[2] || !in[3]) {
+    if (!out || n != ob + MARGIN || !in[0] || !in[1] || !in[2] || (mask && !in[3])) {
         printf("WRONG: no output\n");
         return 1;
     }
@@ -104,19 +109,21 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
             for (long long i = 0; i < S; i++) {
                 const size_t qrow = (size_t)(((b * HEADS + h) * S + i) * D);
                 double mx = -INFINITY, sum = 0;
-                for (long long j = 0; j < S; j++) {
+                /* causal, S = Skv: key j <= i */
+                const long long nk = causal ? i + 1 : S;
+                for (long long j = 0; j < nk; j++) {
                     const size_t krow = (size_t)(((b * HEADS + h) * S + j) * D);
                     double dot = 0;
                     for (int e = 0; e < D; e++)
                         dot += (double)t_host_get(dt, in[0], qrow + (size_t)e) * t_host_get(dt, in[1], krow + (size_t)e);
-                    p[j] = dot * scale + t_host_get(dt, in[3], (size_t)(b * S + j));
+                    p[j] = dot * scale + (mask ? t_host_get(dt, in[3], (size_t)(b * S + j)) : 0.0);
                     mx = p[j] > mx ? p[j] : mx;
                 }
-                for (long long j = 0; j < S; j++)
+                for (long long j = 0; j < nk; j++)
                     sum += (p[j] = exp(p[j] - mx));
                 for (int e = 0; e < D; e++) {
                     double acc = 0;
-                    for (long long j = 0; j < S; j++)
+                    for (long long j = 0; j < nk; j++)
                         acc += p[j] / sum * t_host_get(dt, in[2], (size_t)(((b * HEADS + h) * S + j) * D + e));
                     const double got = t_host_get(dt, out, qrow + (size_t)e);
                     const double err = fabs(got - acc) / (1.0 + fabs(acc));
@@ -134,7 +141,7 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
            B * HEADS * S * D, maxerr, margin ? "" : "; ");
     if (margin)
         printf(", %ld bytes written past the output; ", margin);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < op->n_inputs; i++)
         free(in[i]);
     free(out);
     return bad || margin ? 1 : 0;
