@@ -1,0 +1,38 @@
+/* tuner/tests/emu/emu_dyn.h - what the generators of dynamic ops' candidates for the CPU emulator
+ * share (gen_mma_dyn.c, gen_attn_dyn.c; emu_mma.cpp runs what they write): the command line, the
+ * kernel source and launches written for the emulator, the size sets' sizes.txt and inputs, and
+ * the check over the sets. A generator gives its cases, its size sets, its inputs' values and
+ * its check of one set.
+ *   GEN DIR CASE INDEX   writes DIR/kern.cu (the kernel source after the template's helpers,
+ *                        whose device helpers are the emulator's own), DIR/launch.h (the
+ *                        launches, whose dims arguments are the emulator's g_dims) and, per size
+ *                        set j, DIR/s<j>/ with sizes.txt (dims, each launch's grid by
+ *                        tuner_grid_rule_eval, the buffers' bytes) and in<i>.bin; prints the
+ *                        schedule (exit 3: INDEX past the space)
+ *   GEN DIR CASE check   checks DIR/s<j>/out.bin for every j (exit 1 when one is wrong) */
+#ifndef HIDET_TUNER_TESTS_EMU_EMU_DYN_H
+#define HIDET_TUNER_TESTS_EMU_EMU_DYN_H
+
+#include <stdint.h>
+
+#include "tuner/tuner.h"
+
+#define EMU_N_SETS 4
+#define EMU_MARGIN 256 /* poisoned bytes past the output (emu_mma.cpp writes 0xa5 there) */
+
+typedef struct emu_dyn_gen {
+    tuner_op (*case_op)(int c);
+    void (*set_sizes)(const tuner_op *op, int j, int64_t *sz); /* the sizes of set j */
+    int (*check_set)(const char *dir, const tuner_op *op, const int64_t *sz); /* 0: right */
+    float (*input_value)(int input); /* an element of input i (drawn with t_rnd_int) */
+    const char *helpers_end;         /* the line after which the kernel source is written */
+    tuner_target target;
+} emu_dyn_gen;
+
+/* x's shape at sizes sz, and its element count. */
+void emu_shape_at(const tuner_tensor *x, const int64_t *sz, long long *shape);
+long long emu_numel_at(const tuner_tensor *x, const int64_t *sz);
+
+int emu_dyn_main(int argc, char **argv, const emu_dyn_gen *g);
+
+#endif
