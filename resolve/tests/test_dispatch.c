@@ -21,6 +21,7 @@
 
 #include "proto/request.h"
 #include "resolve/resolve.h"
+#include "resolve/tests/fixture.h"
 #include "tests/check.h"
 
 static const char sched_a[] = "{\"template\":\"softmax_rows\",\"params\":{\"vec\":8}}";
@@ -324,37 +325,11 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
 
 int main(void)
 {
-    char dir[] = "/tmp/hidetd-dispatch-XXXXXX";
-    if (!mkdtemp(dir))
+    resolve_fixture fx;
+    if (resolve_fixture_open(&fx, "dispatch") < 0)
         return 1;
-    char dbpath[256];
-    snprintf(dbpath, sizeof(dbpath), "%s/kernels.db", dir);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    kc_db *db = NULL;
-    char *err = NULL;
-    CHECK(kc_open(dbpath, &db, &err) == 0, "kc_open: %s", err ? err : "");
-    free(err);
-    sched_config sc;
-    sched_config_defaults(&sc);
-    sched *s = NULL;
-    CHECK(sched_new(&loop, db, NULL, &sc, &s) == 0, "sched");
-    resolve_config rc;
-    resolve_config_defaults(&rc);
-    resolver *r = NULL;
-    CHECK(resolve_new(&loop, db, s, NULL, &rc, &r) == 0, "resolver");
-
-    one_name(&loop, db, r);
-    two_names(&loop, db, r);
-
-    sched_free(s);
-    resolve_free(r);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK(uv_loop_close(&loop) == 0, "loop closed");
-    kc_close(db);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    one_name(&fx.loop, fx.db, fx.r);
+    two_names(&fx.loop, fx.db, fx.r);
+    resolve_fixture_close(&fx);
     return check_finish("resolve_dispatch");
 }

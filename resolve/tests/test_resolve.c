@@ -13,6 +13,7 @@
 
 #include "proto/request.h"
 #include "resolve/resolve.h"
+#include "resolve/tests/fixture.h"
 #include "tests/check.h"
 #include "tuner/tuner.h"
 
@@ -131,28 +132,16 @@ static kc_artifact *make_artifact(const char *body, int rank, const char *tag)
 
 int main(void)
 {
-    char dir[] = "/tmp/hidetd-resolve-XXXXXX";
-    if (!mkdtemp(dir))
+    resolve_fixture fx;
+    if (resolve_fixture_open(&fx, "resolve") < 0)
         return 1;
-    char dbpath[256];
-    snprintf(dbpath, sizeof(dbpath), "%s/kernels.db", dir);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    kc_db *db = NULL;
-    char *err = NULL;
-    CHECK(kc_open(dbpath, &db, &err) == 0, "kc_open: %s", err ? err : "");
-    free(err);
-    sched_config sc;
-    sched_config_defaults(&sc);
-    sched *s = NULL;
-    CHECK(sched_new(&loop, db, NULL, &sc, &s) == 0, "sched");
-    resolve_config rc;
-    resolve_config_defaults(&rc);
-    resolver *r = NULL;
-    CHECK(resolve_new(&loop, db, s, NULL, &rc, &r) == 0, "resolver");
+    uv_loop_t *loop = &fx.loop;
+    kc_db *db = fx.db;
+    sched *s = fx.s;
+    resolver *r = fx.r;
 
-    fake_remote fr = { .loop = &loop };
-    uv_idle_init(&loop, &fr.idle);
+    fake_remote fr = { .loop = loop };
+    uv_idle_init(loop, &fr.idle);
     fr.idle.data = &fr;
     resolve_remote remote = { .self = &fr, .lookup = remote_lookup, .publish = remote_publish };
     resolve_set_remote(r, &remote);
@@ -178,7 +167,7 @@ int main(void)
     char op_key[KC_KEY_LEN + 1];
     memcpy(op_key, res.op_key, sizeof(op_key));
     CHECK(o.calls == 0, "no callback inside the call");
-    wait_for(&loop, &o);
+    wait_for(loop, &o);
     CHECK(o.calls == 1 && o.res.state == RESOLVE_ANSWERED && o.res.origin == RESOLVE_ORIGIN_REMOTE &&
           strstr(o.body, remote_key) && strstr(o.body, "\"cached\":true,\"origin\":\"remote\""),
           "remote hit: %d %d %s", o.res.state, o.res.origin, o.body);
@@ -236,7 +225,7 @@ int main(void)
     /* A second identical request once the first went on to its job: the remote offers a weaker
      * choice (the template default) than asked, so it joins the same job. */
     for (int i = 0; i < 1000 && fr.done; i++)
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(loop, UV_RUN_NOWAIT);
     CHECK(o.calls == 0, "the first request waits for its job");
     fr.answer = make_artifact(reduce_body, 0, "weak");
     outcome o2 = { 0 };
@@ -244,7 +233,7 @@ int main(void)
     resolve_result res2;
     resolve_kernel(r, &rq, on_result, &o2, &res2, &w2);
     CHECK(res2.state == RESOLVE_WAITING && fr.lookups == 3, "second lookup: %d", res2.state);
-    wait_for(&loop, &o);
+    wait_for(loop, &o);
     {
         /* The reduce's job stored its kernel through the scheduler's own connection, so the
          * loop's data_version moved: the softmax's answer is checked against its selection and
@@ -253,12 +242,12 @@ int main(void)
         resolve_result res3;
         resolve_wait *w3 = NULL;
         usleep(60 * 1000);
-        uv_update_time(&loop); /* past data_version_ms */
+        uv_update_time(loop); /* past data_version_ms */
         resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o3, &res3, &w3);
         CHECK(res3.state == RESOLVE_ANSWERED && res3.origin == RESOLVE_ORIGIN_MEMORY,
               "another op's job end kept the softmax in memory: %d %d", res3.state, res3.origin);
     }
-    wait_for(&loop, &o2);
+    wait_for(loop, &o2);
     CHECK(o.calls == 1 && o.res.state == RESOLVE_ANSWERED && o.res.origin == RESOLVE_ORIGIN_TUNED &&
           strstr(o.body, "\"cached\":false") && !strstr(o.body, "wrong-op"),
           "another op's kernel was served: %d %d %s %s", o.res.state, o.res.origin, o.res.error.message,
@@ -279,7 +268,7 @@ int main(void)
     memset(&o, 0, sizeof(o));
     resolve_kernel_body(r, NULL, batch, strlen(batch), on_result, &o, &res, &w);
     CHECK(res.state == RESOLVE_WAITING, "wait:false looks up remotely first: %d", res.state);
-    wait_for(&loop, &o);
+    wait_for(loop, &o);
     CHECK(o.calls == 1 && o.res.state == RESOLVE_ACCEPTED && o.res.job.id > 0 &&
           o.res.origin == RESOLVE_ORIGIN_TUNED, "accepted: %d %s", o.res.state, o.res.error.message);
     /* Without a remote tier the same is answered at once. */
@@ -300,7 +289,7 @@ int main(void)
     memcpy(op_key, res.op_key, sizeof(op_key));
     resolve_wait_cancel(r, w);
     for (int i = 0; i < 100 && fr.done; i++)
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(loop, UV_RUN_NOWAIT);
     CHECK(o.calls == 0 && !fr.done, "no callback after cancel");
     CHECK(kc_selection_get(db, op_key, stored, &choice) == 0 && choice == KC_CHOSEN_MEASURED,
           "stored after the caller left");
@@ -319,7 +308,7 @@ int main(void)
         kc_db *peer_db = NULL;
         char *oerr = NULL;
         size_t removed = 0;
-        CHECK(kc_open(dbpath, &peer_db, &oerr) == 0, "second connection: %s", oerr ? oerr : "");
+        CHECK(kc_open(fx.dbpath, &peer_db, &oerr) == 0, "second connection: %s", oerr ? oerr : "");
         free(oerr);
         char softmax_art[KC_KEY_LEN + 1] = "";
         CHECK(kc_selection_get(peer_db, softmax_key, softmax_art, NULL) == 0 &&
@@ -327,21 +316,13 @@ int main(void)
               "removed by another connection: %zu", removed);
         kc_close(peer_db);
         usleep(60 * 1000);
-        uv_update_time(&loop);
+        uv_update_time(loop);
         resolve_kernel_body(r, NULL, softmax_body, strlen(softmax_body), on_result, &o, &res, &w);
         CHECK(res.origin != RESOLVE_ORIGIN_MEMORY && res.origin != RESOLVE_ORIGIN_LOCAL,
               "a kernel removed by another process is not served: origin %d", res.origin);
     }
 
-    sched_free(s);
-    resolve_free(r);
     uv_close((uv_handle_t *)&fr.idle, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    CHECK(uv_loop_close(&loop) == 0, "loop closed");
-    kc_close(db);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    resolve_fixture_close(&fx);
     return check_finish("test_resolve");
 }
