@@ -61,6 +61,17 @@ void ht_arg(ht_daemon *d, const char *arg)
         d->extra[d->n_extra++] = arg;
 }
 
+void ht_use_standin(ht_daemon *d)
+{
+    char state_dir[sizeof(d->dir) + 16];
+    snprintf(state_dir, sizeof(state_dir), "%s/standin", d->dir);
+    ht_sh(NULL, "mkdir -p '%s'", state_dir);
+    setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
+    unsetenv("HIDETD_STANDIN_FAULTS");
+    ht_arg(d, "--workers");
+    ht_arg(d, "standin");
+}
+
 void ht_write_config(ht_daemon *d, const char *text)
 {
     snprintf(d->config, sizeof(d->config), "%s/hidetd.conf", d->dir);

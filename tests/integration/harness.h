@@ -47,6 +47,10 @@ typedef struct ht_resp {
 void ht_init(ht_daemon *d);
 /* Adds one command-line argument (static or long-lived string). */
 void ht_arg(ht_daemon *d, const char *arg);
+/* Has the daemon use the stand-in worker (--workers standin) with its request counter in a
+ * fresh folder under the daemon's (HIDETD_STANDIN_STATE_DIR, so that fault plans count from 1)
+ * and no planned faults (HIDETD_STANDIN_FAULTS unset): the environment of this process. */
+void ht_use_standin(ht_daemon *d);
 /* Writes `text` as the daemon's config file and passes --config. */
 void ht_write_config(ht_daemon *d, const char *text);
 /* The bearer token ht_enable_http() gives the daemon (in a token file) and ht_request() sends

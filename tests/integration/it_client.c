@@ -372,11 +372,7 @@ int main(void)
     snprintf(ctl, sizeof(ctl), "%s", getenv("HIDETCTL_BIN") ? getenv("HIDETCTL_BIN") : "hidetctl");
     ht_daemon d;
     ht_init(&d);
-    char state_dir[300];
-    snprintf(state_dir, sizeof(state_dir), "%s/standin", d.dir);
-    ht_sh(NULL, "mkdir -p '%s'", state_dir);
-    setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
-    unsetenv("HIDETD_STANDIN_FAULTS");
+    ht_use_standin(&d);
     /* Both change the environment; the daemons below get explicit paths. */
     char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
     python_agrees();
@@ -384,8 +380,6 @@ int main(void)
     if (home)
         setenv("HOME", home, 1);
     free(home);
-    ht_arg(&d, "--workers");
-    ht_arg(&d, "standin");
     if (ht_start(&d) != 0)
         return 1;
     char key[65] = "";

@@ -86,13 +86,7 @@ int main(void)
 {
     ht_daemon d;
     ht_init(&d);
-    char state_dir[300];
-    snprintf(state_dir, sizeof(state_dir), "%s/standin", d.dir);
-    ht_sh(NULL, "mkdir -p '%s'", state_dir);
-    setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
-    unsetenv("HIDETD_STANDIN_FAULTS");
-    ht_arg(&d, "--workers");
-    ht_arg(&d, "standin");
+    ht_use_standin(&d);
     if (ht_start(&d) != 0)
         return 1;
 

@@ -117,14 +117,9 @@ static void faults(void)
 {
     ht_daemon d;
     ht_init(&d);
-    char state_dir[300];
-    snprintf(state_dir, sizeof(state_dir), "%s/standin", d.dir);
-    ht_sh(NULL, "mkdir -p '%s'", state_dir);
-    setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
+    ht_use_standin(&d);
     setenv("HIDETD_STANDIN_FAULTS", "crash@2,hang@4,wrong@5", 1);
     ht_write_config(&d, "[workers]\nlaunch_timeout = 1s\nheartbeat = 200ms\n");
-    ht_arg(&d, "--workers");
-    ht_arg(&d, "standin");
     if (ht_start(&d) != 0)
         return;
 
@@ -183,13 +178,7 @@ int main(void)
 {
     ht_daemon d;
     ht_init(&d);
-    char state_dir[300];
-    snprintf(state_dir, sizeof(state_dir), "%s/standin", d.dir);
-    ht_sh(NULL, "mkdir -p '%s'", state_dir);
-    setenv("HIDETD_STANDIN_STATE_DIR", state_dir, 1);
-    unsetenv("HIDETD_STANDIN_FAULTS");
-    ht_arg(&d, "--workers");
-    ht_arg(&d, "standin");
+    ht_use_standin(&d);
     if (ht_start(&d) != 0)
         return 1;
     concurrent_identical(&d);
