@@ -88,8 +88,8 @@ struct sched_job {
     tuner_space *space;
     size_t *order;     /* ranked item indices */
     double *pred;      /* predicted_us by item */
-    double *factor;    /* tuner_range_factors by item (1 for a static op): MEASURE compares
-                          candidates by time x factor (ranged_us) */
+    double *factor;    /* range factors by item (tuner_rank_ranged; 1 for a static op): MEASURE
+                          compares candidates by time x factor (ranged_us) */
     size_t attempt;    /* NONE/MODEL: position in order[] (or the default first) being compiled */
     char *first_err;   /* NONE/MODEL: the first compile error, for the failure message */
 

@@ -591,12 +591,17 @@ static int add_cand(sched_job *j, size_t item)
     return 0;
 }
 
-/* What a candidate's time us is compared by: us itself, or for a dynamic op us times the
- * candidate's range factor (tuner_range_factors: measured at the range's top, it must also be
- * good lower down; the model prices that part). */
+/* A candidate's range factor (tuner_rank_ranged; 1 for a static op): timed at the range's top,
+ * it must also be good lower down, and the model prices that part. */
+static double range_factor(const sched_job *j, const sched_cand *c)
+{
+    return j->factor && c->item < j->space->n ? j->factor[c->item] : 1.0;
+}
+
+/* What a candidate's time us is compared by: us times its range factor. */
 static double ranged_us(const sched_job *j, const sched_cand *c, double us)
 {
-    return j->factor && c->item < j->space->n ? us * j->factor[c->item] : us;
+    return us * range_factor(j, c);
 }
 
 static void consider_best(sched_job *j, sched_cand *c)
@@ -734,7 +739,7 @@ static double beat_us(const sched_job *j, const sched_cand *c, int slot)
 {
     const double best = j->n_devs <= 1 ? (j->best ? ranged_us(j, j->best, j->best->latency_us) : 0)
                                        : best_on_gpu(j, slot);
-    return best > 0 ? best / ranged_us(j, c, 1.0) : 0;
+    return best > 0 ? best / range_factor(j, c) : 0;
 }
 
 /* A trial timed again (or found failing) in the final round replaces the first record. */
@@ -1420,9 +1425,7 @@ static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space
         snprintf(msg, msg_len, "out of memory");
         return -ENOMEM;
     }
-    tuner_rank(op, &j->target, sp, order, pred);
-    if (factor)
-        tuner_range_factors(op, &j->target, sp, factor);
+    tuner_rank_ranged(op, &j->target, sp, order, pred, factor);
     *ret_space = sp;
     *ret_order = order;
     if (ret_pred)

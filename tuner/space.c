@@ -379,43 +379,40 @@ static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tun
     return 0;
 }
 
-static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it)
+/* Scores a dynamic op's items for its range (above); factor (may be NULL) receives each item's
+ * worst ratio below the top (1 for a static op). */
+static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it,
+                            double *factor)
 {
-    double *below = malloc(space->n * sizeof(*below));
-    bool *picked = malloc(space->n * sizeof(*picked));
-    if (!below || !picked || ratios_below_top(op, t, space, below, picked) < 0) {
-        free(below);
-        free(picked);
+    if (!tuner_op_is_dynamic(op)) {
+        for (size_t i = 0; factor && i < space->n; i++)
+            factor[i] = 1.0;
         return;
     }
+    double *below = factor ? factor : malloc(space->n * sizeof(*below));
+    bool *picked = malloc(space->n * sizeof(*picked));
+    const bool ranged = below && picked && ratios_below_top(op, t, space, below, picked) == 0;
     double best_top = 1e12;
-    for (size_t i = 0; i < space->n; i++)
+    for (size_t i = 0; ranged && i < space->n; i++)
         best_top = it[i].us < best_top ? it[i].us : best_top;
-    if (best_top < 1e12)
-        for (size_t i = 0; i < space->n; i++) {
-            if (it[i].us >= 1e12) {
-                it[i].score = 1e12;
-                continue;
-            }
-            const double top = it[i].us / best_top;
-            const double worst = top > below[i] ? top : below[i];
-            it[i].score = picked[i] || top <= RANGE_TIE ? worst : worst * RANGE_UNPICKED;
+    for (size_t i = 0; ranged && best_top < 1e12 && i < space->n; i++) {
+        if (it[i].us >= 1e12) {
+            it[i].score = 1e12;
+            continue;
         }
-    free(below);
+        const double top = it[i].us / best_top;
+        const double worst = top > below[i] ? top : below[i];
+        it[i].score = picked[i] || top <= RANGE_TIE ? worst : worst * RANGE_UNPICKED;
+    }
+    for (size_t i = 0; factor && !ranged && i < space->n; i++)
+        factor[i] = 1.0;
+    if (below != factor)
+        free(below);
     free(picked);
 }
 
-void tuner_range_factors(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *factor)
-{
-    if (!op || !t || !space || !factor)
-        return;
-    if (ratios_below_top(op, t, space, factor, NULL) < 0)
-        for (size_t i = 0; i < space->n; i++)
-            factor[i] = 1.0;
-}
-
-void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
-                double *predicted_us)
+void tuner_rank_ranged(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
+                       double *predicted_us, double *factor)
 {
     if (!space || !order || space->n == 0)
         return;
@@ -426,6 +423,8 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
             order[i] = i;
             if (predicted_us)
                 predicted_us[i] = tuner_predict_us(op, t, &space->items[i]);
+            if (factor)
+                factor[i] = 1.0;
         }
         return;
     }
@@ -435,11 +434,17 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
         if (predicted_us)
             predicted_us[i] = it[i].us;
     }
-    rank_over_range(op, t, space, it);
+    rank_over_range(op, t, space, it, factor);
     qsort(it, space->n, sizeof(*it), rank_cmp);
     for (size_t i = 0; i < space->n; i++)
         order[i] = it[i].index;
     free(it);
+}
+
+void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
+                double *predicted_us)
+{
+    tuner_rank_ranged(op, t, space, order, predicted_us, NULL);
 }
 
 int tuner__model_first(const tuner_template *tp, const tuner_op *op, const tuner_target *t, tuner_schedule *ret)

@@ -129,12 +129,13 @@ size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tune
 void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space,
                 size_t *order, double *predicted_us);
 
-/* What a time measured at a dynamic op's tuning sizes (its dims' max) leaves out: factor[i]
- * receives item i's worst predicted ratio to the best prediction at the range's bottom and
- * middle (>= 1; 1 for a static op or where the model cannot price it). A measured job picks the
- * item with the least time x factor, so that a schedule fast only at the top of the range does
- * not win it. */
-void tuner_range_factors(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *factor);
+/* tuner_rank, and what a time measured at a dynamic op's tuning sizes (its dims' max) leaves out:
+ * factor[i] (may be NULL) receives item i's worst predicted ratio to the best prediction at the
+ * range's bottom and middle (>= 1; 1 for a static op or where the model cannot price it). A
+ * measured job picks the item with the least time x factor, so that a schedule fast only at the
+ * top of the range does not win it. */
+void tuner_rank_ranged(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
+                       double *predicted_us, double *factor);
 
 /* Serialises a schedule as a JSON object string {"template": ..., "params": {...}} (malloc'd). */
 char *tuner_schedule_json(const tuner_schedule *s);

@@ -980,7 +980,7 @@ static void test_final_round_one_gpu(void)
 }
 
 /* A dynamic op is timed at its range's top (the dims' max) but serves the whole range: the pick
- * is the measured candidate with the least time x range factor (tuner_range_factors), not the
+ * is the measured candidate with the least time x range factor (tuner_rank_ranged), not the
  * least time. [n,4096] x [4096,4096] at n 641..768 on sm_90a: the model's first five are
  * 128x192 tiles (factors 1.00-1.07), the sixth and seventh 64x128 and 64x192 tiles (about 1.17
  * and 1.18: 641..736 rows are two waves of 64-row tiles, one of 128-row ones). Flat stand-in
@@ -1016,8 +1016,7 @@ static void test_measured_range(void)
         tuner_space_free(sp);
         return;
     }
-    tuner_rank(&mm, &t90a, sp, order, NULL);
-    tuner_range_factors(&mm, &t90a, sp, factor);
+    tuner_rank_ranged(&mm, &t90a, sp, order, NULL, factor);
     const int last = cfg.budget_candidates - 1;
     double least = 1e9;
     for (int i = 0; i < last; i++)
