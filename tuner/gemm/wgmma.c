@@ -158,6 +158,12 @@ typedef struct wg_cfg {
     int split;       /* K slices of a tile: one cluster of `split` CTAs summing their partials
                       * through distributed shared memory (1: none) */
     bool stream_k;   /* the tiles past the last full wave are shared out by k tiles (wg_sk_plan) */
+    /* Operands swapped (schedule swap 1, wg_swap_ok): the kernel computes C^T = B^T A^T, the
+     * matmul's N on the wgmma M side (block_m) and its M on the N side (block_n, any multiple
+     * of 8), so that a small or odd M is cut into tiles of 8-row steps instead of 64. The main
+     * loop is the unswapped kernel's on that view (wg_kview); the epilogue stores transposed
+     * (emit_swapped_store). */
+    bool swap;
     wg_sk_plan sk;   /* ... how (filled by wg_emit) */
     int out_bytes;   /* the staged output tiles, one per consumer's tile of a unit */
     /* Full-size epilogue operands loaded by TMA into shared memory (wg_plan_x): how many, which
@@ -262,6 +268,38 @@ static bool wg_map_batched(const tuner__gemm_problem *p, int which)
     return which == 2 ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
 }
 
+/* Whether a matmul may run with swapped operands (wg_cfg.swap): 16-bit, unbatched 2-D operands
+ * and output, A K-major (it becomes the kernel's B, whose tile rows are then any multiple of 8)
+ * and both loaded by TMA; no quantize step's amax (its flush is the staged store's). */
+static bool wg_swap_ok(const tuner__gemm_problem *p)
+{
+    return !p->conv && !p->fp8 && p->batch == 1 && !p->batch_sym && !p->a_batched && !p->b_batched &&
+           p->op->output.rank == 2 && p->kmajor[0] && !wg_any_gathered(p) && p->amax_in < 0;
+}
+
+/* The problem the kernel's main loop sees: p itself, or with swapped operands its transpose,
+ * C^T[N, M] = B^T A^T: operand 0 is B (K-major where B is [N, K]), operand 1 is A, M and N
+ * exchanged. The matmul's named M (if any) is then the kernel's N; the view keeps it out of
+ * m_sym (what sizes the kernel's M side at launch), and the swapped paths of emit_unit_loop,
+ * wg_grid_rule and wg_kernel_tmap count tiles and encode maps from the matmul's own M. */
+static const tuner__gemm_problem *wg_kview(const tuner__gemm_problem *p, const wg_cfg *c, tuner__gemm_problem *q)
+{
+    if (!c->swap)
+        return p;
+    *q = *p;
+    q->M = p->N;
+    q->N = p->M;
+    q->dt = p->dt_b;
+    q->dt_b = p->dt;
+    q->kmajor[0] = p->kmajor[1];
+    q->kmajor[1] = p->kmajor[0];
+    q->vec[0] = p->vec[1];
+    q->vec[1] = p->vec[0];
+    q->m_sym = 0;
+    q->m_multiple = p->N;
+    return q;
+}
+
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -296,10 +334,17 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     if ((sk != 0 && sk != 1) || (sk && (c->cluster != 1 || c->pingpong || c->split > 1)))
         return -EINVAL;
     c->stream_k = sk == 1;
+    const int sw = tuner_schedule_param(s, "swap", 0);
+    if ((sw != 0 && sw != 1) || (sw && (c->stage_out || c->cluster != 1 || c->split > 1 || c->stream_k)))
+        return -EINVAL;
+    c->swap = sw == 1;
     c->unit_tiles = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 12 || c->group < 1)
         return -EINVAL;
-    if (c->bm % (64 * (c->pingpong ? 1 : c->consumers)) || c->bn % 64 || c->bn < 64 || c->bn > 256)
+    /* block_n is wgmma's N: multiples of 64 (whole 128-byte output boxes, 64-column B boxes),
+     * or with swapped operands (K-major B rows, register stores) any multiple of 8. */
+    if (c->bm % (64 * (c->pingpong ? 1 : c->consumers)) || c->bn % (c->swap ? 8 : 64) || c->bn < (c->swap ? 8 : 64) ||
+        c->bn > 256)
         return -EINVAL;
     c->rows_per_wg = c->pingpong ? c->bm : c->bm / c->consumers;
     c->mi = c->rows_per_wg / 64;
@@ -354,6 +399,10 @@ static void wg_plan_x(const tuner__gemm_problem *p, const tuner_arch *a, wg_cfg 
 {
     c->n_x = 0;
     c->x_in_out = false;
+    /* (A swapped kernel's tiles are the output's transpose: its epilogue reads operands per
+     * element, emit_swapped_store.) */
+    if (c->swap)
+        return;
     /* (A gathering producer warpgroup - a convolution's A, or a matmul's unaligned operand -
      * issues no copies of the operand tiles: emit_x_load is the TMA producer's.) */
     if (c->split > 1 || wg_gathers_a(p) || wg_any_gathered(p) || p->fp8)
@@ -438,6 +487,10 @@ static int wg_gather_chunks(const tuner__gemm_problem *p, const wg_cfg *c);
 
 static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
 {
+    if (c->swap && !wg_swap_ok(p))
+        return false;
+    tuner__gemm_problem kq;
+    p = wg_kview(p, c, &kq);
     /* fp32 accumulators per consumer thread: mi * block_n / 2; past 128 the consumer spills. */
     if (c->mi * c->bn / 2 > 128)
         return false;
@@ -628,6 +681,22 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
     *ret = m;
 }
 
+/* The tensor map of the kernel's operand `which` (or the output, 2): wg_tmap_of on the kernel's
+ * view k of the matmul p (wg_kview). Swapped, operand 0 is the matmul's B (input 1) and operand
+ * 1 its A (input 0), [M, K] K-major (wg_swap_ok), whose rows (dims[1]) a named M sizes. */
+static void wg_kernel_tmap(const tuner__gemm_problem *p, const tuner__gemm_problem *k, const wg_cfg *c, int which,
+                           tuner_tmap *ret)
+{
+    wg_tmap_of(k, c, which, ret);
+    if (!c->swap)
+        return;
+    ret->buf = TUNER_BUF_INPUT0 + (which == 0 ? 1 : 0);
+    if (p->m_sym && which == 1) {
+        ret->sym[1] = (uint8_t)p->m_sym;
+        ret->sym_coef[1] = 1;
+    }
+}
+
 /* The tensor map of operand tile k (wg_plan_x): input x_in[k] as (N, M[, batch]), boxes of the
  * staged output's (128-byte rows x block_m rows, 128-byte swizzle), a named M or batch marked as
  * in the output's map; rows past M and columns past N read zeros. */
@@ -711,29 +780,31 @@ static const char *wg_m_blocks(int rows, char *buf, size_t len)
 }
 
 /* Emits `gm_b` and the tile's coordinates, named tm and tn, for tile index `t`: batch-major,
- * then grouped raster order over the batch entry's tiles. tiles_m_x: NULL, or for a dynamic op
- * the expression of tiles_m at launch (tiles_m is then its value at max: one tile row there is
- * one at every size). */
+ * then grouped raster order over the batch entry's tiles. tiles_m_x, tiles_n_x: NULL, or for a
+ * dynamic op the expression of tiles_m (tiles_n: a swapped kernel's) at launch; tiles_m and
+ * tiles_n are then their values at max (one tile row there is one at every size). */
 static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group, const char *tm,
-                             const char *tn, const char *tiles_m_x)
+                             const char *tn, const char *tiles_m_x, const char *tiles_n_x)
 {
-    const long long per = tiles_m * tiles_n;
-    if (tiles_m_x)
-        tuner_sb_printf(sb, "const int gm_per = %s * %lld;\nconst int gm_b = (int)(t / gm_per), gm_r = (int)(t %% gm_per);\n",
-                        tiles_m_x, tiles_n);
+    char lm[32], ln[32];
+    snprintf(lm, sizeof(lm), "%lld", tiles_m);
+    snprintf(ln, sizeof(ln), "%lld", tiles_n);
+    const char *xm = tiles_m_x ? tiles_m_x : lm, *xn = tiles_n_x ? tiles_n_x : ln;
+    if (tiles_m_x || tiles_n_x)
+        tuner_sb_printf(sb, "const int gm_per = %s * %s;\nconst int gm_b = (int)(t / gm_per), gm_r = (int)(t %% gm_per);\n",
+                        xm, xn);
     else
-        tuner_sb_printf(sb, "const int gm_b = (int)(t / %lld), gm_r = (int)(t %% %lld);\n", per, per);
+        tuner_sb_printf(sb, "const int gm_b = (int)(t / %lld), gm_r = (int)(t %% %lld);\n", tiles_m * tiles_n,
+                        tiles_m * tiles_n);
     if (group <= 1 || tiles_m <= 1) {
-        tuner_sb_printf(sb, "const int %s = gm_r / %lld, %s = gm_r %% %lld;\n", tm, tiles_n, tn, tiles_n);
+        tuner_sb_printf(sb, "const int %s = gm_r / %s, %s = gm_r %% %s;\n", tm, xn, tn, xn);
         return;
     }
-    char lit[32];
-    snprintf(lit, sizeof(lit), "%lld", tiles_m);
     tuner_sb_printf(sb,
-                    "const int gm_width = %d * %lld, gm_first = (gm_r / gm_width) * %d;\n"
+                    "const int gm_width = %d * %s, gm_first = (gm_r / gm_width) * %d;\n"
                     "const int gm_gsz = min(%s - gm_first, %d);\n"
                     "const int %s = gm_first + (gm_r %% gm_width) %% gm_gsz, %s = (gm_r %% gm_width) / gm_gsz;\n",
-                    group, tiles_n, group, tiles_m_x ? tiles_m_x : lit, group, tm, tn);
+                    group, xn, group, xm, group, tm, tn);
 }
 
 /* The number of units a launch's loops walk (tiles, or a cluster's pairs of tiles), as a C
@@ -750,6 +821,19 @@ static const char *wg_count_expr(const tuner__gemm_problem *p, long long count, 
     char mb[48];
     snprintf(buf, len, "((long long)gm_B * %s * %lldLL)", wg_m_blocks(m_rows, mb, sizeof(mb)), n_units);
     return buf;
+}
+
+/* The tile count of an unpaired launch (wg_count_expr's units are tiles); a swapped kernel's
+ * named M (wg_kview) counts its tiles along N: tiles_m * ceil(gm_M / block_n). */
+static const char *wg_tiles_expr(const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m, long long tiles_n,
+                                 char *buf, size_t len)
+{
+    if (p->dynamic && c->swap) {
+        char nb[48];
+        snprintf(buf, len, "(%lldLL * %s)", tiles_m, wg_m_blocks(c->bn, nb, sizeof(nb)));
+        return buf;
+    }
+    return wg_count_expr(p, p->batch * tiles_m * tiles_n, c->bm, tiles_n, buf, len);
 }
 
 /* Opens the loop over a producer's or consumer's tiles and declares the tile's gm_b, gm_tm,
@@ -771,13 +855,12 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %s; t += (long long)(gridDim.x >> 1)) {\n",
                         wg_count_expr(p, p->batch * pm * pn, pair_rows, pn, cnt, sizeof(cnt)));
         emit_tile_coords(sb, pm, pn, c->group, c->pair_n ? "gm_tm" : "gm_tp", c->pair_n ? "gm_tp" : "gm_tn",
-                         p->dynamic ? wg_m_blocks(pair_rows, tmx, sizeof(tmx)) : NULL);
+                         p->dynamic ? wg_m_blocks(pair_rows, tmx, sizeof(tmx)) : NULL, NULL);
         tuner_sb_printf(sb, "const int %s = 2 * gm_tp + (int)wg_rank;\n", c->pair_n ? "gm_tn" : "gm_tm");
         return;
     }
-    const long long tiles = p->batch * tiles_m * tiles_n;
     /* The loops' bound: the literal tile count, or a dynamic op's at launch. */
-    const char *tiles_x = wg_count_expr(p, tiles, c->bm, tiles_n, cnt, sizeof(cnt));
+    const char *tiles_x = wg_tiles_expr(p, c, tiles_m, tiles_n, cnt, sizeof(cnt));
     if (c->stream_k) {
         /* Whole tiles first (k tiles [0, ktiles)); then the block's range of the shared k
          * tiles from its end backwards, one segment per tile it touches: the first segment a
@@ -812,8 +895,9 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
                         tiles_x);
     else
         tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n", tiles_x);
-    emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm", "gm_tn",
-                     p->dynamic ? wg_m_blocks(c->bm, tmx, sizeof(tmx)) : NULL);
+    const bool dyn_m = p->dynamic && !c->swap, dyn_n = p->dynamic && c->swap;
+    emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm", "gm_tn", dyn_m ? wg_m_blocks(c->bm, tmx, sizeof(tmx)) : NULL,
+                     dyn_n ? wg_m_blocks(c->bn, tmx, sizeof(tmx)) : NULL);
 }
 
 static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
@@ -1479,6 +1563,29 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
         tuner_sb_puts(sb, "}\n}\n");
 }
 
+/* The epilogue of a swapped kernel's tile (wg_cfg.swap), closing the tile loop: a fragment's
+ * rows are the matmul's n and its columns m, so a thread's two columns of one row are two output
+ * rows apart. Lanes g and g ^ 1 (lane ^ 4) trade one value each, so that each holds two
+ * neighbouring n of one m - the even lane its column 2t's, the odd one its column 2t + 1's -
+ * stored as one pair where the output's rows allow it (out_vec 2; n is even), else as two
+ * elements; the fused epilogue is applied per element at its coordinates, bounds checked
+ * (tuner__gemm_emit_store_pair). The output of a GEMM worth swapping is small beside its B: these
+ * 4-byte stores cost little. */
+static void emit_swapped_store(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    tuner_sb_printf(sb,
+                    "const int gm_en = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_em = gm_tn * %d + 2 * (wg_l & 3);\n"
+                    "const int wg_odd = (wg_l >> 2) & 1;\n",
+                    c->bm, c->bn);
+    emit_frag_nest(sb, c, 0, c->bn / 8);
+    tuner_sb_puts(sb, "const float wg_v0 = acc[i][4 * j + 2 * h], wg_v1 = acc[i][4 * j + 2 * h + 1];\n"
+                      "const float wg_sx = __shfl_xor_sync(0xffffffffu, wg_odd ? wg_v0 : wg_v1, 4);\n"
+                      "const float wg_p0 = wg_odd ? wg_sx : wg_v0, wg_p1 = wg_odd ? wg_v1 : wg_sx;\n");
+    tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_em + j * 8 + wg_odd", "gm_en + i * 64 + h * 8 - wg_odd", "wg_p0",
+                                "wg_p1", false);
+    tuner_sb_puts(sb, "}\n}\n");
+}
+
 /* Opens a loop over the consumer thread's accumulators in groups of four and declares `v`,
  * where group (i, q) lives in the partial tile at `base`: `acc` in fragment order, one thread's
  * 16-byte groups `threads` groups apart, so that each store or load of a warp is 512
@@ -1599,7 +1706,10 @@ static int wg_producer_regs(const tuner__gemm_problem *p)
  *  - pingpong: units of two tiles, min(SMs, ceil(tiles / 2)); a named batch or an even tiles_n
  *    makes that a rule, an odd tiles_n with a named M does not (ceil of a ceil): the rule then
  *    counts (tiles_n + 1) / 2 units per tile row, up to ceil(tiles_m / 2) more than there are,
- *    and those blocks find no tile (emit_unit_loop; the hand-over at the end skips them).
+ *    and those blocks find no tile (emit_unit_loop; the hand-over at the end skips them);
+ *  - swapped operands (p is the matmul's own view, tiles_m and tiles_n the kernel's): the named
+ *    M counts block_n tiles, ceil(M / block_n) per kernel tile row, the same rules with the two
+ *    sides exchanged.
  * Stream-K has no dynamic candidates (cfg_valid). */
 static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c, long long tiles_m,
                         long long tiles_n, tuner_launch *l)
@@ -1608,7 +1718,12 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     const unsigned mask = p->m_sym | p->batch_sym;
     /* Per named size: units = ceil(coef * size / div) * mul. */
     long long coef = 1, div = 1, mul = 1, cap = a->sm_count;
-    if (c->cluster == 2) {
+    if (c->swap) { /* (unbatched, unpaired, unsplit: wg_swap_ok, cfg_from) */
+        if (!p->m_sym)
+            coef = tiles_m * tiles_n, div = c->pingpong ? 2 : 1;
+        else
+            div = c->bn, mul = c->pingpong ? (tiles_m + 1) / 2 : tiles_m;
+    } else if (c->cluster == 2) {
         long long pm, pn;
         wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
         if (p->m_sym)
@@ -1777,7 +1892,11 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         }
         return -EINVAL;
     }
-    const long long tiles_m = tuner__gemm_cdiv(p->M, c.bm), tiles_n = tuner__gemm_cdiv(p->N, c.bn);
+    /* The main loop's problem kv: p, or swapped its transpose (wg_kview); the signature, the
+     * epilogue, the launch and the grid rule speak of p. */
+    tuner__gemm_problem kq;
+    const tuner__gemm_problem *kv = wg_kview(p, &c, &kq);
+    const long long tiles_m = tuner__gemm_cdiv(kv->M, c.bm), tiles_n = tuner__gemm_cdiv(kv->N, c.bn);
     const long long tiles = p->batch * tiles_m * tiles_n;
     const long long ktiles = tuner__gemm_cdiv(p->K, wg_bk(p));
     /* Work units: tiles (cooperative) or pairs of tiles, one per consumer (pingpong). */
@@ -1812,7 +1931,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, wg_x_helpers);
     if (wg_any_tnsp(p))
         tuner_sb_puts(&sb, wg_tnsp_helpers);
-    emit_mma_fn(&sb, p, c.bn);
+    emit_mma_fn(&sb, kv, c.bn);
 
     emit_signature(&sb, p, &c, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
     const int S = c.stages;
@@ -1874,7 +1993,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     else if (wg_any_gathered(p))
         emit_gather_producer(&sb, p, &c, tiles_m, tiles_n);
     else
-        emit_tma_producer(&sb, p, &c, tiles_m, tiles_n);
+        emit_tma_producer(&sb, kv, &c, tiles_m, tiles_n);
     if (wg_any_tnsp(p))
         emit_transposer(&sb, p, &c, tiles_m, tiles_n);
     /* A split-K cluster's producers meet its consumers' two barriers (emit_split_epilogue). */
@@ -1889,7 +2008,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
      * 128-byte swizzle); MN-major boxes are 64 columns, 8 KiB apart (LBO), 8-row k groups 1 KiB
      * apart (SBO). Per k16 step (k32 of FP8) the start moves 32 bytes (K-major) or 16 rows = 2 KiB. */
     /* An FP8 operand transposed in the kernel (wg_tnsp) is K-major by the time wgmma reads it. */
-    const bool ka = p->kmajor[0] || wg_tnsp(p, 0), kb = p->kmajor[1] || wg_tnsp(p, 1);
+    const bool ka = kv->kmajor[0] || wg_tnsp(kv, 0), kb = kv->kmajor[1] || wg_tnsp(kv, 1);
     const int a_k16 = ka ? 32 : 2048, b_k16 = kb ? 32 : 2048;
     const int a_lbo = ka ? 16 : 8192, b_lbo = kb ? 16 : 8192;
     /* Byte offset of consumer c's m64 slice i inside the A tile. */
@@ -1911,7 +2030,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, "long long wg_i = 0;\n");
     if (c.n_x) /* the phase of this consumer's operand tile slot */
         tuner_sb_puts(&sb, "int wg_xph = 0;\n");
-    emit_unit_loop(&sb, p, &c, tiles_m, tiles_n, true);
+    emit_unit_loop(&sb, kv, &c, tiles_m, tiles_n, true);
     if (c.pingpong) {
         /* The producer fills the ring tile after tile of the block's units: this consumer's
          * i-th tile is the block's (2i + c)-th, its k tiles start there. The consumers take
@@ -1927,11 +2046,13 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     if (p->promote)
         emit_promoting_loop(&sb, p, &c, S, a_k16, b_k16);
     else
-        emit_pipelined_loop(&sb, p, &c, S, a_k16, b_k16);
+        emit_pipelined_loop(&sb, kv, &c, S, a_k16, b_k16);
     if (c.stream_k)
         emit_sk_fixup(&sb, &c);
     if (c.split > 1)
         emit_split_epilogue(&sb, p, &c);
+    else if (c.swap)
+        emit_swapped_store(&sb, p, &c);
     else
         emit_tile_epilogue(&sb, p, &c);
     if (c.pingpong) {
@@ -1942,7 +2063,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
             /* A dynamic op's grid may hold blocks past the last unit (wg_grid_rule): with no
              * tile they hand nothing over. */
             char cnt[96];
-            const char *tx = wg_count_expr(p, tiles, c.bm, tiles_n, cnt, sizeof(cnt));
+            const char *tx = wg_tiles_expr(kv, &c, tiles_m, tiles_n, cnt, sizeof(cnt));
             tuner_sb_printf(&sb,
                             "{\nconst long long wg_t0 = 2LL * blockIdx.x, wg_g2 = 2LL * gridDim.x, wg_nt = %s;\n"
                             "const long long wg_n0 = wg_t0 < wg_nt ? (wg_nt - 1 - wg_t0) / wg_g2 + 1 : 0;\n"
@@ -2002,7 +2123,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                            c.stream_k);
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, &c, i))
-            wg_tmap_of(p, &c, i, &main_launch->maps[main_launch->n_maps++]);
+            wg_kernel_tmap(p, kv, &c, i, &main_launch->maps[main_launch->n_maps++]);
     for (int k = 0; k < c.n_x; k++)
         wg_tmap_x(p, &c, k, &main_launch->maps[main_launch->n_maps++]);
     if (p->dynamic)
@@ -2038,7 +2159,10 @@ static const int wg_tiles[][4] = {
     "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, " \
     "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads); " \
     "fp8 MN-major operands: boxes 128 mn x 128 k into a raw stage area, transposed by the producer's 3 spare warps " \
-    "(4x4 byte blocks, prmt) into the K-major tile, `ready` barriers (3 arrivals), tiles of whole 128 boxes, no pairs, producer 56 regs"
+    "(4x4 byte blocks, prmt) into the K-major tile, `ready` barriers (3 arrivals), tiles of whole 128 boxes, no pairs, producer 56 regs; " \
+    "swap{0,1 (C^T = B^T A^T: 16-bit 2-D matmuls, A K-major, TMA both, M <= 3072; block_n = M's side, the multiple of 8 " \
+    "cutting M (max, and a named M's min) into t tiles for the 8 t from ceil(M/256), >= 16 past the first; block_m 64c1,128c1,128c2,64 pingpong; stages 4,6,8,12; " \
+    "swz 8; register stores, lane pairs traded by shfl; no staging, pairs, split or stream-K)}"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -2080,6 +2204,66 @@ static const int wg_stage_counts[] = {3, 4, 5, 6, 8, 12};
 
 /* K slices of split-K clusters (cfg_valid keeps those whose clusters all fit the GPU at once). */
 static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
+
+/* Swapped tiles (wg_cfg.swap) for a matmul whose M is at most WG_SWAP_MAX_M: block_n (M's side)
+ * the multiple of 8 that cuts M into t tiles with the least padding, for the t from the fewest
+ * tiles of at most 256 rows up (WG_SWAP_BN of them; 16 rows or more, but for an M of 8 or less) - of M at its largest
+ * and, for a named M, at its smallest too (the range's other end: wg_rank prices both) - beside
+ * block_m 64 (one consumer), 128 (one or two) and pingpong 64; rings of 4, 6, 8 or 12 where they
+ * fit, grouped raster. Where M is odd or small, these are the tiles that leave no rows idle:
+ * cuBLAS's kernels for such shapes are the same transposition (its 64x56, 128x176 and 192x176
+ * tiles on [n,4096]x[4096,4096] at n = 100, 700 and 2100, bench/results/2026-11-30-h200-session11). */
+#define WG_SWAP_MAX_M 3072
+#define WG_SWAP_BN 8
+static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *a, tuner_schedule **items, size_t *n)
+{
+    if (!wg_swap_ok(p) || p->M > WG_SWAP_MAX_M)
+        return 0;
+    static const int kinds[][3] = {/* block_m, consumers, pingpong */ {64, 1, 0}, {128, 1, 0}, {128, 2, 0}, {64, 2, 1}};
+    static const int stages[] = {4, 6, 8, 12};
+    long long m_lo = 1;
+    for (int d = 0; d < p->op->n_dims; d++)
+        if (p->m_sym & (1u << d))
+            m_lo *= p->op->dims[d].min;
+    const long long ends[2] = {p->M, p->m_sym && m_lo < p->M ? m_lo : 0};
+    int bns[2 * WG_SWAP_BN], n_bn = 0;
+    for (int e = 0; e < 2 && ends[e] > 0; e++) {
+        const long long t0 = tuner__gemm_cdiv(ends[e], 256);
+        for (long long t = t0; t < t0 + WG_SWAP_BN; t++) {
+            const int bn = (int)(tuner__gemm_cdiv(tuner__gemm_cdiv(ends[e], t), 8) * 8);
+            if (bn < 16 && t > t0)
+                break;
+            bool seen = false;
+            for (int k = 0; k < n_bn; k++)
+                seen = seen || bns[k] == bn;
+            if (!seen)
+                bns[n_bn++] = bn;
+        }
+    }
+    for (int b = 0; b < n_bn; b++) {
+        const int bn = bns[b];
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+            for (size_t si = 0; si < sizeof(stages) / sizeof(stages[0]); si++) {
+                tuner_schedule s = {.template_name = "matmul_wgmma"};
+                tuner__gemm_param(&s, "block_m", kinds[i][0]);
+                tuner__gemm_param(&s, "block_n", bn);
+                tuner__gemm_param(&s, "stages", stages[si]);
+                tuner__gemm_param(&s, "consumers", kinds[i][1]);
+                tuner__gemm_param(&s, "swizzle", 8);
+                tuner__gemm_param(&s, "pingpong", kinds[i][2]);
+                tuner__gemm_param(&s, "stage_out", 0);
+                tuner__gemm_param(&s, "cluster", 1);
+                tuner__gemm_param(&s, "split_k", 1);
+                tuner__gemm_param(&s, "stream_k", 0);
+                tuner__gemm_param(&s, "cluster_n", 1);
+                tuner__gemm_param(&s, "swap", 1);
+                const int rc = push_valid(p, a, &s, items, n);
+                if (rc < 0)
+                    return rc;
+            }
+    }
+    return 0;
+}
 
 /* One enumeration for both templates, named after `kind`; each enumerates ops of its own kind
  * only. Per tile of wg_tiles: every ring depth of wg_stage_counts that fits and both raster
@@ -2140,7 +2324,7 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
                             return rc;
                     }
                 }
-    return 0;
+    return wg_enumerate_swapped(&p, a, items, n);
 }
 
 static int matmul_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
@@ -2344,6 +2528,11 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     wg_cfg c;
     if (!a || tuner__gemm_problem_init_fp8(op, &p, NULL) < 0 || cfg_of(&p, a, s, &c) < 0)
         return 1e12;
+    /* A swapped kernel is priced as the GEMM it runs (wg_kview), its register stores above. */
+    if (c.swap) {
+        tuner__gemm_problem kq;
+        p = *wg_kview(&p, &c, &kq);
+    }
     const int esz = tuner_dtype_size(p.dt), bk = wg_bk(&p);
     const long long tiles = p.batch * tuner__gemm_cdiv(p.M, c.bm) * tuner__gemm_cdiv(p.N, c.bn);
     const long long kp = tuner__gemm_cdiv(p.K, bk) * bk;

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct job_queue {
     gpu_job *jobs;
@@ -57,10 +58,18 @@ gpu_job *gpu_jobs_pick(const tuner_op *op, const tuner_target *t, const tuner_sp
         *ret_n = 0;
         return NULL;
     }
+    /* HIDET_VERIFY_PARAM=name=value: only the candidates with that parameter value (e.g.
+     * swap=1, a new kind of schedule checked apart), the default too. */
+    const char *pe = getenv("HIDET_VERIFY_PARAM"), *eq = pe ? strchr(pe, '=') : NULL;
+    char pname[64] = "";
+    if (eq && (size_t)(eq - pe) < sizeof(pname))
+        memcpy(pname, pe, (size_t)(eq - pe));
     if (default_first)
         jobs[n++] = (gpu_job){.op = op, .t = t, .s = &sp->items[def]};
     for (size_t i = 0; i < limit; i++) {
         const size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
+        if (pname[0] && tuner_schedule_param(&sp->items[idx], pname, -1) != atoi(eq + 1))
+            continue;
         if (idx != def)
             jobs[n++] = (gpu_job){.op = op, .t = t, .s = &sp->items[idx]};
     }

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tuner/gemm/gemm.h"
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
 
@@ -40,8 +41,8 @@ static tuner_op mm(tuner_dtype dt, long long bt_a, long long bt_b, long long M, 
 static const tuner_target sm90a = {.sm = 90, .arch_specific = true};
 
 /* Candidates of template tmpl in op's space (with ret_staged, how many stage their output),
- * stream-K ones and N pairs left out: whether those exist depends on the tile counts
- * (test_stream_k_space, test_pair_n_space). */
+ * stream-K ones, N pairs and swapped operands left out: whether those exist depends on the tile
+ * counts and M (test_stream_k_space, test_pair_n_space, test_swap_space). */
 static size_t count_staged(const tuner_op *op, const tuner_target *t, const char *tmpl, size_t *ret_staged)
 {
     tuner_space *sp = NULL;
@@ -50,7 +51,7 @@ static size_t count_staged(const tuner_op *op, const tuner_target *t, const char
     if (tuner_space_build(op, t, &sp, &err) == 0) {
         for (size_t i = 0; i < sp->n; i++)
             if (strcmp(sp->items[i].template_name, tmpl) == 0 && !tuner_schedule_param(&sp->items[i], "stream_k", 0) &&
-                tuner_schedule_param(&sp->items[i], "cluster_n", 1) == 1) {
+                tuner_schedule_param(&sp->items[i], "cluster_n", 1) == 1 && !tuner_schedule_param(&sp->items[i], "swap", 0)) {
                 n++;
                 staged += tuner_schedule_param(&sp->items[i], "stage_out", 0) != 0;
             }
@@ -470,6 +471,90 @@ static void test_pair_n_space(void)
     tuner_space_free(sp);
 }
 
+static tuner_op named_m(tuner_op op);
+
+/* The swapped candidates (swap 1) of op: how many, the block_n values they use (bits of
+ * block_n / 8), and each one's invariants. */
+static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns)
+{
+    tuner_space *sp = NULL;
+    size_t n = 0;
+    *ret_bns = 0;
+    CHECK(tuner_space_build(op, &sm90a, &sp, NULL) == 0);
+    for (size_t i = 0; sp && i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        if (strcmp(s->template_name, "matmul_wgmma") || tuner_schedule_param(s, "swap", 0) != 1)
+            continue;
+        n++;
+        const int bn = tuner_schedule_param(s, "block_n", 0);
+        CHECK(bn % 8 == 0 && bn >= 8 && bn <= 256 && tuner_schedule_param(s, "stage_out", 1) == 0 &&
+                  tuner_schedule_param(s, "cluster", 0) == 1 && tuner_schedule_param(s, "cluster_n", 0) == 1 &&
+                  tuner_schedule_param(s, "split_k", 0) == 1 && tuner_schedule_param(s, "stream_k", 1) == 0,
+              "a swapped candidate with block_n %d, staged, paired or split", bn);
+        *ret_bns |= 1ull << (bn / 8 - 1 > 63 ? 63 : bn / 8 - 1);
+    }
+    tuner_space_free(sp);
+    return n;
+}
+
+/* Swapped operands: offered for 16-bit 2-D matmuls with a K-major A and M up to 3072, block_n
+ * cutting M (both ends of a named M's range) into tiles without idle rows; the kernel's maps are
+ * B's (block_m boxes) then A's (block_n rows, a named M marked on it), its stores transposed
+ * and bounds-checked; none for a transposed A, a batch, FP8 or a large M. */
+static void test_swap_space(void)
+{
+    unsigned long long bns;
+    tuner_op op = mm(TUNER_F16, 0, 0, 100, 4096, 4096, false, false);
+    size_t n = swap_candidates(&op, &bns);
+    printf("100x4096x4096: %zu swapped candidates\n", n);
+    /* M = 100: 104 (one tile), 56 (two), 40, 32, 24, 24, 16. */
+    CHECK(n >= 40 && (bns & (1ull << 12)) && (bns & (1ull << 6)) && (bns & (1ull << 4)), "100x4096x4096: %zu swapped", n);
+    op = mm(TUNER_BF16, 0, 0, 700, 4096, 4096, false, true);
+    CHECK(swap_candidates(&op, &bns) > 0 && (bns & (1ull << 21)), "700x4096x4096 nt: no 176-row tiles"); /* 4 x 176 */
+    static const struct {
+        long long bt_a, M;
+        bool ta;
+    } none[] = {{0, 100, true}, {2, 100, false}, {0, 4096, false}};
+    for (size_t k = 0; k < sizeof(none) / sizeof(none[0]); k++) {
+        op = mm(TUNER_F16, none[k].bt_a, 0, none[k].M, 4096, 512, none[k].ta, false);
+        CHECK(swap_candidates(&op, &bns) == 0, "swapped candidates for case %zu", k);
+    }
+    /* A named M in [641, 768]: 176 rows (4 tiles at 700) come from the range's bottom. */
+    op = named_m(mm(TUNER_F16, 0, 0, 768, 4096, 4096, false, false));
+    op.dims[0].min = 641;
+    CHECK(swap_candidates(&op, &bns) > 0 && (bns & (1ull << 20)) && (bns & (1ull << 23)),
+          "[641,768]: block_n 168 and 192 missing (%llx)", bns);
+    tuner_schedule s = {.template_name = "matmul_wgmma"};
+    static const char *const names[] = {"block_m", "block_n", "stages", "consumers", "swizzle", "pingpong", "stage_out",
+                                        "cluster", "split_k", "stream_k", "cluster_n", "swap"};
+    static const int values[] = {128, 176, 5, 2, 8, 0, 0, 1, 1, 0, 1, 1};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        tuner__gemm_param(&s, names[i], values[i]);
+    tuner_program *pr = NULL;
+    char *err = NULL;
+    CHECK(tuner_generate(&op, &sm90a, &s, &pr, &err) == 0, "swapped 128x176: %s", err ? err : "");
+    free(err);
+    if (pr) {
+        const tuner_launch *l = &pr->kernels[0];
+        CHECK(l->n_maps == 2 && l->maps[0].buf == TUNER_BUF_INPUT0 + 1 && l->maps[0].box[1] == 64 &&
+                  l->maps[1].buf == TUNER_BUF_INPUT0 && l->maps[1].box[1] == 176 && l->maps[1].sym[1] == 1 &&
+                  l->maps[0].sym[1] == 0,
+              "swapped maps");
+        /* Grid: min(132, 32 N tiles x ceil(M / 176)), a rule over M. */
+        CHECK(l->grid[0] == 132 && l->grid_rule[0].dims == 1 && l->grid_rule[0].div == 176 && l->grid_rule[0].mul == 32,
+              "swapped grid rule");
+        CHECK(strstr(pr->source, "(32LL * ((gm_M + 175) / 176))") && strstr(pr->source, "__shfl_xor_sync(0xffffffffu, wg_odd") &&
+                  strstr(pr->source, "if (o_m < gm_M && o_n < 4096)"),
+              "swapped source: tile count, lane trade, bounds");
+        tuner_binary *b = NULL;
+        const int rc = tuner_compile(pr->source, &sm90a, &b, &err);
+        CHECK(rc == 0 && strstr(b->ptx, "wgmma.mma_async.sync.aligned.m64n176k16"), "swapped compile: %s", err ? err : "");
+        free(err);
+        tuner_binary_free(b);
+        tuner_program_free(pr);
+    }
+}
+
 static void test_stream_k_space(void)
 {
     static const struct {
@@ -739,12 +824,16 @@ static void check_maps(const char *tag, const wcase *wc, const tuner_schedule *s
                   "%s: output map", tag);
             continue;
         }
-        CHECK(m->buf == TUNER_BUF_INPUT0 + which && m->dtype == op->inputs[which].dtype, "%s: map %d buffer", tag, i);
-        const tuner_tensor *t = &op->inputs[which];
+        /* Swapped operands (swap 1): the kernel's operand 0 is B, tiled by block_m, and its
+         * operand 1 is A, by block_n. */
+        const bool swap = tuner_schedule_param(s, "swap", 0) == 1;
+        const int in = swap ? 1 - which : which;
+        CHECK(m->buf == TUNER_BUF_INPUT0 + in && m->dtype == op->inputs[in].dtype, "%s: map %d buffer", tag, i);
+        const tuner_tensor *t = &op->inputs[in];
         /* A K-major operand shared by a pair (B along M, A along N) is loaded in halves of rows. */
         const bool shared = which == 0 ? tuner_schedule_param(s, "cluster_n", 1) == 2
                                        : tuner_schedule_param(s, "cluster", 1) == 2;
-        const bool kmajor = which == 0 ? !wc->op.attrs.matmul.trans_a : wc->op.attrs.matmul.trans_b;
+        const bool kmajor = in == 0 ? !wc->op.attrs.matmul.trans_a : wc->op.attrs.matmul.trans_b;
         const uint32_t rows = (uint32_t)tuner_schedule_param(s, which == 0 ? "block_m" : "block_n", 0);
         if (!conv && kmajor)
             CHECK(m->box[1] == (shared ? rows / 2 : rows), "%s: map %d box of %u rows", tag, i, m->box[1]);
@@ -1058,6 +1147,7 @@ int main(int argc, char **argv)
         test_split_space();
         test_pair_n_space();
         test_stream_k_space();
+        test_swap_space();
     }
     if (checks_only) {
         printf(t_failures ? "%d failure(s)\n" : "ok\n", (int)t_failures);
