@@ -674,6 +674,9 @@ def suite(which):
         # BENCH.md's decode rows (M = 1, 16, 64) and M = 128 (earlier results have it).
         cases += [gemm_case("gemm_skinny", m, n, 4096, target=1.2)
                   for n in (4096, 14336) for m in (1, 16, 64, 128)]
+        # M between decode and square, not a multiple of 64 (issue 39's dynamic rows at their
+        # exact sizes): where swapped operands (M on wgmma's N side) are cuBLAS's choice.
+        cases += [gemm_case("gemm_mid", m, n, 4096, target=0.95) for n in (4096, 14336) for m in (100, 700, 2100)]
         cases += [gemm_case("gemm_odd", 77, 1000, 333, target=0.9),
                   gemm_case("gemm_odd", 1000, 1000, 1000, target=0.9),
                   gemm_case("gemm_odd", 4000, 4000, 4000, target=0.9),

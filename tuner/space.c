@@ -380,7 +380,7 @@ static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tun
 }
 
 /* Scores a dynamic op's items for its range (above); factor (may be NULL) receives each item's
- * worst ratio below the top (1 for a static op). */
+ * worst ratio below the top over its ratio at the top (1 for a static op; tuner_rank_ranged). */
 static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it,
                             double *factor)
 {
@@ -403,6 +403,12 @@ static void rank_over_range(const tuner_op *op, const tuner_target *t, const tun
         const double top = it[i].us / best_top;
         const double worst = top > below[i] ? top : below[i];
         it[i].score = picked[i] || top <= RANGE_TIE ? worst : worst * RANGE_UNPICKED;
+        /* The factor a time measured at the top is scaled by: how much worse than there the
+         * model sees the item lower down, relative to the best there (its ratio below over its
+         * ratio at the top), so that a bias of the model common to all sizes - an item it prices
+         * 1.2x too slow everywhere - cancels against the measurement. */
+        if (factor)
+            factor[i] = below[i] / top > 1.0 ? below[i] / top : 1.0;
     }
     for (size_t i = 0; factor && !ranged && i < space->n; i++)
         factor[i] = 1.0;
