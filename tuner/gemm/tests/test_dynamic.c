@@ -561,6 +561,38 @@ static void rank_over_range_case(int64_t bmin, int64_t bmax, int64_t smin, int64
               "rank over range b %lld..%lld s %lld..%lld: the first pick (%s %d x %d) is the model's first choice nowhere",
               (long long)bmin, (long long)bmax, (long long)smin, (long long)smax, first->template_name,
               tuner_schedule_param(first, "block_m", 0), tuner_schedule_param(first, "block_n", 0));
+        /* The range factors a measured job scales times at the top by: each item's worst ratio
+         * to the best prediction at the bottom and the middle over its ratio at the top, at
+         * least 1 - so an item the model prices alike (relative to the best) at every size
+         * gets 1 however far from the best it is. */
+        double *factor = malloc(sp->n * sizeof(*factor)), *pred[3] = {0}, best[3] = {1e12, 1e12, 1e12};
+        for (int p = 0; p < 3; p++)
+            pred[p] = malloc(sp->n * sizeof(double));
+        CHECK(factor && pred[0] && pred[1] && pred[2], "rank over range: memory");
+        if (factor && pred[0] && pred[1] && pred[2]) {
+            tuner_rank_ranged(&op, &t, sp, order, NULL, factor);
+            for (int p = 0; p < 3; p++)
+                for (size_t i = 0; i < sp->n; i++) {
+                    pred[p][i] = tuner_predict_us(&at[p], &t, &sp->items[i]);
+                    best[p] = pred[p][i] < best[p] ? pred[p][i] : best[p];
+                }
+            size_t n_above = 0;
+            for (size_t i = 0; i < sp->n; i++) {
+                if (pred[0][i] >= 1e12 || pred[1][i] >= 1e12 || pred[2][i] >= 1e12)
+                    continue;
+                double below = 1.0;
+                for (int p = 0; p < 2; p++)
+                    below = pred[p][i] / best[p] > below ? pred[p][i] / best[p] : below;
+                const double rel = below / (pred[2][i] / best[2]), want = rel > 1.0 ? rel : 1.0;
+                n_above += want > 1.0;
+                CHECK(fabs(factor[i] - want) <= 1e-9 * want, "rank over range b %lld..%lld: item %zu factor %.4f, want %.4f",
+                      (long long)bmin, (long long)bmax, i, factor[i], want);
+            }
+            CHECK(n_above > 0, "rank over range b %lld..%lld: every factor is 1", (long long)bmin, (long long)bmax);
+        }
+        free(factor);
+        for (int p = 0; p < 3; p++)
+            free(pred[p]);
     }
     free(order);
     tuner_space_free(sp);
