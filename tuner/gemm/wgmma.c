@@ -297,6 +297,7 @@ static const tuner__gemm_problem *wg_kview(const tuner__gemm_problem *p, const w
     q->vec[1] = p->vec[0];
     q->m_sym = 0;
     q->m_multiple = p->N;
+    q->n_multiple = p->m_multiple;
     return q;
 }
 
@@ -2207,8 +2208,9 @@ static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
 
 /* Swapped tiles (wg_cfg.swap) for a matmul whose M is at most WG_SWAP_MAX_M: block_n (M's side)
  * the multiple of 8 that cuts M into t tiles with the least padding, for the t from the fewest
- * tiles of at most 256 rows up (WG_SWAP_BN of them; 16 rows or more, but for an M of 8 or less) - of M at its largest
- * and, for a named M, at its smallest too (the range's other end: wg_rank prices both) - beside
+ * tiles of at most 256 rows up (WG_SWAP_BN of them; 16 rows or more, but for an M of 8 or
+ * less) - of M at its largest and, for a named M, at its smallest too (the range's other end,
+ * which tuner_rank prices as well) - beside
  * block_m 64 (one consumer), 128 (one or two) and pingpong 64; rings of 4, 6, 8 or 12 where they
  * fit, grouped raster. Where M is odd or small, these are the tiles that leave no rows idle:
  * cuBLAS's kernels for such shapes are the same transposition (its 64x56, 128x176 and 192x176

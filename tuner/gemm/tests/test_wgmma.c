@@ -519,7 +519,7 @@ static void test_swap_space(void)
         op = mm(TUNER_F16, none[k].bt_a, 0, none[k].M, 4096, 512, none[k].ta, false);
         CHECK(swap_candidates(&op, &bns) == 0, "swapped candidates for case %zu", k);
     }
-    /* A named M in [641, 768]: 176 rows (4 tiles at 700) come from the range's bottom. */
+    /* A named M in [641, 768]: 168 rows (641 in 4 tiles) from the range's bottom, 192 (768 in 4) from its top. */
     op = named_m(mm(TUNER_F16, 0, 0, 768, 4096, 4096, false, false));
     op.dims[0].min = 641;
     CHECK(swap_candidates(&op, &bns) > 0 && (bns & (1ull << 20)) && (bns & (1ull << 23)),
