@@ -201,17 +201,22 @@ def time_us(make_fn, n_sets, reps=20, replays=15):
     return statistics.median(times)
 
 
-def time_pair_us(make_a, make_b, n_sets, reps=20, rounds=15):
-    """Median times of two functions whose replays alternate (a, b, a, b, ...), so that a change
-    of clocks or of a neighbour's load during the measurement reaches both alike."""
-    ga = cuda_graph(make_a, n_sets, reps)
-    gb = cuda_graph(make_b, n_sets, reps)
-    ta, tb = [], []
+def time_rounds_us(makers, n_sets, reps=20, rounds=15):
+    """Median times of several functions whose replays take turns (a, b, c, a, b, c, ...), so
+    that a change of clocks or of a neighbour's load during the measurement reaches all alike."""
+    graphs = [cuda_graph(make, n_sets, reps) for make in makers]
+    times = [[] for _ in graphs]
     for _ in range(rounds):
-        ta.append(replay_us(ga, reps))
-        tb.append(replay_us(gb, reps))
-    del ga, gb
-    return statistics.median(ta), statistics.median(tb)
+        for g, t in zip(graphs, times):
+            t.append(replay_us(g, reps))
+    del graphs
+    return [statistics.median(t) for t in times]
+
+
+def time_pair_us(make_a, make_b, n_sets, reps=20, rounds=15):
+    """time_rounds_us of two functions."""
+    ta, tb = time_rounds_us([make_a, make_b], n_sets, reps, rounds)
+    return ta, tb
 
 
 def sets_for(nbytes):

@@ -52,8 +52,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
 def gpu_imports():
     """bench.py's GPU side (cupy, CUDA graphs): imported only for a run on a GPU, so --dry-run
     works on a machine without one."""
-    global TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_us
-    from bench import TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_us  # noqa: F401
+    global TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_rounds_us
+    from bench import TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_rounds_us  # noqa: F401
 
 GEMM_SIZES = [3, 7, 24, 57, 100, 200, 300, 480, 700, 1000, 1500, 2100, 3000, 4500, 6000, 8000]
 ROW_SIZES = [5, 60, 250, 700, 1500, 3100, 5000, 7900]
@@ -257,9 +257,14 @@ def run(daemon, case, args, out_rows, save=None):
         n_sets = sets_for(case["nbytes"](n))
         sets = [case["make"](n) for _ in range(n_sets)]
         outs = [torch.empty(case["out"](n), dtype=out_dt, device="cuda") for _ in range(n_sets)]
-        for label, kern in (("entry", entry), ("generic", generic), ("static", static)):
-            row[f"{label}_us"] = round(time_us(lambda i, k=kern: k.bind(sets[i], outs[i], {"n": n}), n_sets), 2)
-        row["peer_us"] = round(time_us(lambda i: case["peer"](sets[i]), n_sets), 2)
+        # The four take turns (time_rounds_us): the H200's clocks moved one kernel by 14% between
+        # two runs a minute apart (bench/results/2026-11-30-h200-session12/g), which timing them
+        # one after the other would put into their ratios.
+        labels = ("entry", "generic", "static")
+        makers = [lambda i, k=kern: k.bind(sets[i], outs[i], {"n": n}) for kern in (entry, generic, static)]
+        makers.append(lambda i: case["peer"](sets[i]))
+        for label, us in zip(labels + ("peer",), time_rounds_us(makers, n_sets)):
+            row[f"{label}_us"] = round(us, 2)
         row["static_over_entry"] = round(row["static_us"] / row["entry_us"], 3)
         row["peer_over_entry"] = round(row["peer_us"] / row["entry_us"], 3)
         row["entry_template"] = e["kernel_set"].get("schedule", {}).get("template")
