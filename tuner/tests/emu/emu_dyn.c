@@ -26,6 +26,125 @@ long long emu_numel_at(const tuner_tensor *x, const int64_t *sz)
     return n;
 }
 
+/* The text of the statement `asm...(...);` starting at a (the index of its ';' in *end), or
+ * NULL; *tmpl gets its template's first string literal, *arg the first operand's expression
+ * (what a "r"(...) holds), both in buf. */
+static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t tlen, char *arg, size_t alen)
+{
+    const char *p = strchr(a, '(');
+    if (!p)
+        return NULL;
+    int depth = 0;
+    bool str = false;
+    const char *q = p;
+    for (; *q; q++) {
+        if (str) {
+            if (*q == '\\')
+                q++;
+            else if (*q == '"')
+                str = false;
+        } else if (*q == '"') {
+            str = true;
+        } else if (*q == '(') {
+            depth++;
+        } else if (*q == ')' && --depth == 0) {
+            break;
+        }
+    }
+    if (!*q || q[1] != ';')
+        return NULL;
+    *end = q + 1;
+    const char *t0 = strchr(p, '"'), *t1 = t0 ? strchr(t0 + 1, '"') : NULL;
+    snprintf(tmpl, tlen, "%.*s", t0 && t1 ? (int)(t1 - t0 - 1) : 0, t0 ? t0 + 1 : "");
+    const char *r = strstr(p, "\"r\"(");
+    arg[0] = '\0';
+    if (r && r < q) {
+        int d = 0;
+        const char *e = r + 4;
+        for (; e < q; e++) {
+            if (*e == '(')
+                d++;
+            else if (*e == ')' && --d < 0)
+                break;
+        }
+        snprintf(arg, alen, "%.*s", (int)(e - r - 4), r + 4);
+    }
+    return a;
+}
+
+/* A Hopper kernel's source (tuner/hopper.h helpers) for emu_hopper.h: the wgmma wrapper becomes a
+ * call of emu_wgmma with its shape, transposes and dtype; `bar.sync` / `bar.arrive` statements
+ * calls of emu_bar_sync / emu_bar_arrive; fences, register reallocation and bulk async-group
+ * waits nothing (the emulator's copies are done when issued); the shared-memory declarations
+ * places in its shared memory (the barrier array after the dynamic part's 227 KiB). Returns a
+ * malloc'd copy; an asm statement it does not know stays, and the host compile fails on it. */
+static char *rewrite_hopper(const char *src)
+{
+    size_t cap = strlen(src) * 2 + 4096, n = 0;
+    char *out = malloc(cap);
+    const char *mma = strstr(src, "HD_INLINE void wg_mma(float *d, hd_u64 da, hd_u64 db) {");
+    const char *p = src;
+    while (*p) {
+        if (p == mma) {
+            int nn = 0, ta = 0, tb = 0;
+            char ty[8] = "";
+            const char *w = strstr(p, "wgmma.mma_async.sync.aligned.m64n"), *tr = strstr(p, "p, 1, 1, ");
+            const char *fin = strstr(p, "\n}\n");
+            if (w)
+                sscanf(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%7[a-z0-9]", &nn, ty);
+            if (tr)
+                sscanf(tr, "p, 1, 1, %d, %d", &ta, &tb);
+            n += (size_t)snprintf(out + n, cap - n,
+                                  "static void wg_mma(float *d, hd_u64 da, hd_u64 db) { emu_wgmma(d, da, db, %d, %d, %d, %d); }\n",
+                                  nn, ta, tb, strcmp(ty, "bf16") == 0);
+            p = fin ? fin + 3 : p + strlen(p);
+            continue;
+        }
+        if (!strncmp(p, "extern __shared__ __align__(1024) unsigned char wg_dyn[];", 56)) {
+            n += (size_t)snprintf(out + n, cap - n, "unsigned char *const wg_dyn = gm_smem;");
+            p += 56;
+            continue;
+        }
+        int nb = 0, used = 0;
+        if (sscanf(p, "__shared__ alignas(8) hd_u64 wg_bars[%d];%n", &nb, &used) == 1 && used > 0) {
+            n += (size_t)snprintf(out + n, cap - n, "hd_u64 *const wg_bars = (hd_u64 *)(gm_smem + 232448);");
+            p += used;
+            continue;
+        }
+        const char *end = NULL;
+        char tmpl[160], arg[96];
+        if ((!strncmp(p, "asm volatile(", 13) || !strncmp(p, "asm(", 4)) &&
+            asm_stmt(p, &end, tmpl, sizeof(tmpl), arg, sizeof(arg))) {
+            int id = 0, cnt = 0;
+            const bool arrive = !strncmp(tmpl, "bar.arrive", 10);
+            if (!strncmp(tmpl, "setmaxnreg", 10) || !strncmp(tmpl, "fence.", 6) ||
+                !strncmp(tmpl, "cp.async.bulk.commit_group", 26) || !strncmp(tmpl, "cp.async.bulk.wait_group", 24)) {
+                n += (size_t)snprintf(out + n, cap - n, "(void)0;");
+                p = end + 1;
+                continue;
+            }
+            if ((arrive || !strncmp(tmpl, "bar.sync", 8)) && strstr(tmpl, "%0") &&
+                sscanf(strchr(tmpl, ',') + 1, "%d", &cnt) == 1) {
+                n += (size_t)snprintf(out + n, cap - n, "emu_bar_%s(%s, %d);", arrive ? "arrive" : "sync", arg, cnt);
+                p = end + 1;
+                continue;
+            }
+            if ((arrive || !strncmp(tmpl, "bar.sync", 8)) && sscanf(tmpl + (arrive ? 10 : 8), "%d, %d", &id, &cnt) == 2) {
+                n += (size_t)snprintf(out + n, cap - n, "emu_bar_%s(%d, %d);", arrive ? "arrive" : "sync", id, cnt);
+                p = end + 1;
+                continue;
+            }
+        }
+        if (n + 2 >= cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+        }
+        out[n++] = *p++;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 /* DIR/kern.cu: the source after the helpers, without the device helpers (the emulator's own). */
 static void write_kernel(const char *dir, const tuner_program *pr, const char *helpers_end)
 {
@@ -34,6 +153,11 @@ static void write_kernel(const char *dir, const tuner_program *pr, const char *h
     FILE *f = fopen(path, "w");
     const char *k = strstr(pr->source, helpers_end);
     k = k ? strchr(k, '\n') + 1 : pr->source;
+    /* A Hopper kernel: past its helpers too, then rewritten (rewrite_hopper). */
+    const char *hop = strstr(k, "// ---- end of hopper helpers ----");
+    char *rewritten = hop ? rewrite_hopper(strchr(hop, '\n') + 1) : NULL;
+    if (rewritten)
+        k = rewritten;
     for (const char *line = k; *line;) {
         const char *nl = strchr(line, '\n');
         const size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
@@ -41,6 +165,7 @@ static void write_kernel(const char *dir, const tuner_program *pr, const char *h
             fwrite(line, 1, len, f);
         line += len;
     }
+    free(rewritten);
     fclose(f);
 }
 
@@ -52,6 +177,26 @@ static void write_launches(const char *dir, const tuner_op *op, const tuner_prog
     fprintf(f, "#define N_INPUTS %d\n#define N_LAUNCHES %d\n", op->n_inputs, pr->n_kernels);
     for (int l = 0; l < pr->n_kernels; l++) {
         const tuner_launch *L = &pr->kernels[l];
+        /* Tensor maps (after the pointers and dims): emu_hopper.h's emu_tmap of the description. */
+        for (int k = 0; k < L->n_maps; k++) {
+            const tuner_tmap *m = &L->maps[k];
+            fprintf(f, "static const long long m%d_%d_dims[] = {", l, k);
+            for (int d = 0; d < m->rank; d++)
+                fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)m->dims[d]);
+            fprintf(f, "}, m%d_%d_coef[] = {", l, k);
+            for (int d = 0; d < m->rank; d++)
+                fprintf(f, "%s%llu", d ? ", " : "", (unsigned long long)m->sym_coef[d]);
+            fprintf(f, "}, m%d_%d_strides[] = {0", l, k);
+            for (int d = 0; d + 1 < m->rank; d++)
+                fprintf(f, ", %llu", (unsigned long long)m->strides[d]);
+            fprintf(f, "};\nstatic const unsigned m%d_%d_sym[] = {", l, k);
+            for (int d = 0; d < m->rank; d++)
+                fprintf(f, "%s%u", d ? ", " : "", (unsigned)m->sym[d]);
+            fprintf(f, "};\nstatic const int m%d_%d_box[] = {", l, k);
+            for (int d = 0; d < m->rank; d++)
+                fprintf(f, "%s%u", d ? ", " : "", (unsigned)m->box[d]);
+            fprintf(f, "};\n");
+        }
         fprintf(f, "static void call_%d() { %s(", l, L->name);
         for (int a = 0; a < L->n_args; a++) {
             const int b = L->args[a];
@@ -63,6 +208,17 @@ static void write_launches(const char *dir, const tuner_op *op, const tuner_prog
                 fprintf(f, "%s(float *)g_ws", a ? ", " : "");
             else
                 fprintf(f, "%s(const %s *)g_in[%d]", a ? ", " : "", tuner__ctype(op->inputs[b].dtype), b);
+        }
+        for (int k = 0; k < L->n_maps; k++) {
+            const tuner_tmap *m = &L->maps[k];
+            const int b = m->buf;
+            char ptr[32];
+            snprintf(ptr, sizeof(ptr), "%s", b == TUNER_BUF_OUTPUT ? "g_out" : b == TUNER_BUF_WORKSPACE ? "g_ws" : "");
+            if (!ptr[0])
+                snprintf(ptr, sizeof(ptr), "g_in[%d]", b);
+            fprintf(f, "%semu_tmap(%s, %d, %d, m%d_%d_dims, m%d_%d_sym, m%d_%d_coef, m%d_%d_strides + 1, m%d_%d_box, %d)",
+                    L->n_args || k ? ", " : "", ptr, tuner_dtype_size(m->dtype), m->rank, l, k, l, k, l, k, l, k, l, k,
+                    m->swizzle);
         }
         fprintf(f, "); }\n");
         fprintf(f, "static const Launch launch_%d = {call_%d, %u, %u};\n", l, l, L->block[0], L->shared_bytes);
@@ -127,6 +283,19 @@ int emu_dyn_main(int argc, char **argv, const emu_dyn_gen *g)
             return 2;
         }
         idx = (size_t)atoll(argv[3]);
+        if (g->template_name) {
+            /* INDEX counts that template's candidates without clusters (pairs, split-K). */
+            size_t seen = 0, i = 0;
+            for (; i < sp->n; i++) {
+                const tuner_schedule *s = &sp->items[i];
+                if (strcmp(s->template_name, g->template_name) || tuner_schedule_param(s, "cluster", 1) != 1 ||
+                    tuner_schedule_param(s, "cluster_n", 1) != 1 || tuner_schedule_param(s, "split_k", 1) != 1)
+                    continue;
+                if (seen++ == idx)
+                    break;
+            }
+            idx = i;
+        }
         if (idx >= sp->n)
             return 3;
         if (tuner_generate(&op, &g->target, &sp->items[idx], &pr, &err) < 0) {

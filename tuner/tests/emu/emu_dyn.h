@@ -4,8 +4,9 @@
  * the check over the sets. A generator gives its cases, its size sets, its inputs' values and
  * its check of one set.
  *   GEN DIR CASE INDEX   writes DIR/kern.cu (the kernel source after the template's helpers,
- *                        whose device helpers are the emulator's own), DIR/launch.h (the
- *                        launches, whose dims arguments are the emulator's g_dims) and, per size
+ *                        whose device helpers are the emulator's own; a Hopper kernel's
+ *                        rewritten for emu_hopper.h), DIR/launch.h (the launches, whose dims
+ *                        arguments are the emulator's g_dims and tensor maps emu_tmap's) and, per size
  *                        set j, DIR/s<j>/ with sizes.txt (dims, each launch's grid by
  *                        tuner_grid_rule_eval, the buffers' bytes) and in<i>.bin; prints the
  *                        schedule (exit 3: INDEX past the space)
@@ -27,6 +28,9 @@ typedef struct emu_dyn_gen {
     float (*input_value)(int input); /* an element of input i (drawn with t_rnd_int) */
     const char *helpers_end;         /* the line after which the kernel source is written */
     tuner_target target;
+    /* NULL: INDEX numbers every candidate of the space; else only this template's (without CTA
+     * clusters, which the emulator lacks). */
+    const char *template_name;
 } emu_dyn_gen;
 
 /* x's shape at sizes sz, and its element count. */

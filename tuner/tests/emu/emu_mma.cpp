@@ -1,6 +1,7 @@
 // tuner/tests/emu/emu_mma.cpp - runs one generated f16/bf16 matmul_mma candidate (m16n8k16) of a
-// dynamic op on the CPU at one size of its dims (a developer check for machines without a GPU;
-// not part of the test suite: emulate_mma_dyn.sh drives it with gen_mma_dyn).
+// dynamic op on the CPU at one size of its dims, or (with emu_hopper.h) a matmul_wgmma one (a
+// developer check for machines without a GPU; emulate_mma_dyn.sh and emulate_wgmma.sh drive it
+// with gen_mma_dyn, the suite's tuner_emulated a sample: emulate_sample.sh).
 //
 // The same machine as emu_fp8_mma.cpp: the kernel's source after the gemm helpers is compiled as
 // host C++ against host versions of the helpers it calls; every CUDA thread of a block is a
@@ -15,8 +16,12 @@
 // retires it. Shared memory starts as 0xff bytes (NaN in f16 and bf16) so a read of anything
 // never written shows; each input ends at a page followed by an unmapped one (its padding is NaN
 // bytes), so a read past it stops the run; the output is followed by a margin of 0xa5 bytes
-// that gen_mma_dyn's check requires untouched. Full-warp __shfl_xor_sync is a collective too, and
-// EXTRA_HELPERS (a header) may add another template's helpers before the kernel (emu_attn.h).
+// that gen_mma_dyn's check requires untouched. Full-warp __shfl_xor_sync, __shfl_sync (an int
+// from one lane) and __syncwarp are collectives too, and EXTRA_HELPERS (a header) may add another
+// template's helpers before the kernel (emu_attn.h; emu_hopper.h, whose mbarrier and named-barrier
+// waits spin: a SPIN fiber stays runnable, and a block where only spinning fibers run while
+// nothing they wait for changes (emu_events) is a deadlock; EMU_BLOCK_RESET, if it defines it,
+// runs before each block).
 //   emu_mma SIZEDIR     reads SIZEDIR/sizes.txt and in<i>.bin, writes SIZEDIR/out.bin
 // Build: g++ -std=c++17 -I<repo> -DKERN='"kern.cu"' -DLAUNCH_H='"launch.h"' emu_mma.cpp
 // (emulate_mma_dyn.sh does).
@@ -33,6 +38,7 @@
 #include <deque>
 #include <vector>
 typedef unsigned int hd_u32;
+typedef unsigned long long hd_u64;
 struct hd_v2 { hd_u32 x, y; };
 struct hd_v4 { hd_u32 x, y, z, w; };
 struct half_t { unsigned short x; };
@@ -74,15 +80,17 @@ static void gm_sts64(hd_u32 a, hd_v2 v) { memcpy(sm(a, 8), &v, 8); }
 static void gm_sts128(hd_u32 a, hd_v4 v) { memcpy(sm(a, 16), &v, 16); }
 static hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; memcpy(&v, sm(a, 16), 16); return v; }
 struct dim3_ { unsigned x, y, z; };
-enum { RUN, BAR, COLL, DONE };
-enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16, OP_SHFL_XOR };
+// SPIN: yielded inside a wait loop (emu_hopper.h's mbarriers and named barriers), still runnable.
+enum { RUN, BAR, COLL, DONE, SPIN };
+enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16, OP_SHFL_XOR, OP_SHFL_IDX, OP_SYNCWARP };
 struct Copy { hd_u32 dst; const void *src; int size, bytes; };
 struct Fiber {
     ucontext_t ctx; dim3_ tid; int state, op; std::vector<char> stack;
-    hd_u32 addr, *r; float *d; hd_u32 a[4], b[2]; float sv; int slane;
+    hd_u32 addr, *r; float *d; hd_u32 a[4], b[2]; float sv; int iv, slane;
     std::deque<std::vector<Copy>> groups; std::vector<Copy> open;
 };
 static ucontext_t sched_ctx;
+static long long emu_events; // state changes: what tells a spinning block from a deadlocked one
 static Fiber *cur;
 static dim3_ blockIdx_, gridDim_;
 #define threadIdx (cur->tid)
@@ -111,9 +119,27 @@ static void hd_mma_bf16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { mma_
 static float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     if (mask != 0xffffffffu) { fprintf(stderr, "partial-warp shuffle\n"); exit(3); }
     cur->sv = v; cur->slane = lane_mask; cur->op = OP_SHFL_XOR; yield_(COLL); return cur->sv; }
+// __syncwarp: the warp's lanes meet (fibers of one warp drift apart by rounds at the barriers
+// emu_hopper.h spins on), a collective that moves nothing.
+static void __syncwarp() { cur->op = OP_SYNCWARP; yield_(COLL); }
+// __shfl_sync of an int from one lane over the full warp: collective.
+static int __shfl_sync(unsigned mask, int v, int src) {
+    if (mask != 0xffffffffu) { fprintf(stderr, "partial-warp shuffle\n"); exit(3); }
+    cur->iv = v; cur->slane = src; cur->op = OP_SHFL_IDX; yield_(COLL); return cur->iv; }
 static bool resolve(Fiber *lanes) {
     const int op = lanes[0].op;
     for (int l = 1; l < 32; l++) if (lanes[l].op != op) { fprintf(stderr, "diverged collective\n"); exit(3); }
+    emu_events++;
+    if (op == OP_SYNCWARP) {
+        for (int l = 0; l < 32; l++) lanes[l].state = RUN;
+        return true;
+    }
+    if (op == OP_SHFL_IDX) {
+        int in[32];
+        for (int l = 0; l < 32; l++) in[l] = lanes[l].iv;
+        for (int l = 0; l < 32; l++) { lanes[l].iv = in[lanes[l].slane & 31]; lanes[l].state = RUN; }
+        return true;
+    }
     if (op == OP_SHFL_XOR) {
         float in[32];
         for (int l = 0; l < 32; l++) in[l] = lanes[l].sv;
@@ -202,20 +228,31 @@ int main(int argc, char **argv) {
             blockIdx_ = {bx, by, bz};
             gridDim_ = {grid[l][0], grid[l][1], grid[l][2]};
             memset(gm_smem, 0xff, sizeof gm_smem);
+#ifdef EMU_BLOCK_RESET
+            EMU_BLOCK_RESET();
+#endif
             for (unsigned i = 0; i < L.threads; i++) { Fiber &f = fib[i]; f.tid = {i, 0, 0}; f.state = RUN; f.groups.clear(); f.open.clear();
                 getcontext(&f.ctx); f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size(); f.ctx.uc_link = nullptr; makecontext(&f.ctx, entry, 0); }
+            long long idle_rounds = 0;
             for (;;) {
-                bool ran = false;
-                for (unsigned i = 0; i < L.threads; i++) if (fib[i].state == RUN) { cur = &fib[i]; swapcontext(&sched_ctx, &fib[i].ctx); ran = true; }
-                unsigned done = 0, bar = 0;
-                for (auto &f : fib) { done += f.state == DONE; bar += f.state == BAR; }
+                bool ran = false, moved = false;
+                const long long events = emu_events;
+                for (unsigned i = 0; i < L.threads; i++) if (fib[i].state == RUN || fib[i].state == SPIN) {
+                    cur = &fib[i]; swapcontext(&sched_ctx, &fib[i].ctx); ran = true; moved |= fib[i].state != SPIN; }
+                unsigned done = 0, bar = 0, spin = 0;
+                for (auto &f : fib) { done += f.state == DONE; bar += f.state == BAR; spin += f.state == SPIN; }
                 if (done == L.threads) break;
                 bool progressed = false;
-                // Every fiber has yielded: a warp with some lanes at a collective has all of them there.
-                for (unsigned wp = 0; wp < L.threads / 32; wp++) { int c = 0; for (int q = 0; q < 32; q++) c += fib[wp * 32 + q].state == COLL;
-                    if (c == 32) progressed |= resolve(&fib[wp * 32]); else if (c) { fprintf(stderr, "partial warp collective\n"); return 3; } }
+                // Every fiber has yielded: a warp whose lanes are all at a collective runs it (lanes
+                // still spinning arrive at it in a later round: a barrier releases them one round
+                // after the lane that completed it).
+                for (unsigned wp = 0; wp < L.threads / 32; wp++) { int c = 0, s = 0; for (int q = 0; q < 32; q++) { c += fib[wp * 32 + q].state == COLL; s += fib[wp * 32 + q].state == SPIN; }
+                    if (c == 32) progressed |= resolve(&fib[wp * 32]); else if (c && !s) { fprintf(stderr, "partial warp collective\n"); return 3; } }
                 if (!progressed && bar + done == L.threads && bar) { for (auto &f : fib) if (f.state == BAR) f.state = RUN; progressed = true; }
                 if (!progressed && !ran) { fprintf(stderr, "deadlock\n"); return 3; }
+                // Only spinning threads, and nothing they wait for changed: a deadlock too.
+                idle_rounds = progressed || moved || emu_events != events ? 0 : idle_rounds + 1;
+                if (spin && idle_rounds > 1000) { fprintf(stderr, "deadlock (%u threads spinning)\n", spin); return 3; }
             }
         }
     }

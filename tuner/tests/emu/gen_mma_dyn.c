@@ -8,8 +8,11 @@
  * [s,s] x [s,64], s <= 200; 3 bf16 [m,k]x[k,n] <= 192x200x136, multiples of 8, + bias + residual;
  * 4 f16 [40,k]x[k,24], k <= 2048 (a long named K); 5 f16 [m,k]x[n,k]^T <= 196x132x124, multiples
  * of 4 (8-byte cp.async); 6 bf16 [m,k]x[k,n] <= 198x130x122, multiples of 2 (4-byte cp.async), +
- * bias + residual, GELU. Size sets: every dim at its min, odd sizes (odd multiples of multiple_of),
- * every dim at its max, one step past a multiple of 64. */
+ * bias + residual, GELU; for matmul_wgmma (EMU_SM=90a EMU_TEMPLATE=matmul_wgmma, emulate_wgmma.sh):
+ * 7 f16 [m,k]x[k,n] m <= 200 named, N 136, K 120, + bias + residual, GELU; 8 bf16 [m,k]x[n,k]^T,
+ * m <= 196, N 200, K 128; 9 f16 77x72x64 fixed, + bias + residual, GELU. Size sets: every dim at
+ * its min, odd sizes (odd multiples of multiple_of), every dim at its max, one step past a
+ * multiple of 64. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +41,13 @@ static tuner_op case_op(int c)
     }
     case 4:
         return dyn_matmul_nk(TUNER_F16, 40, 24, 2048, NULL, NULL, "k", 1, false, false);
+    /* For matmul_wgmma (EMU_SM=90a EMU_TEMPLATE=matmul_wgmma): M named or fixed, 16-byte rows. */
+    case 7:
+        return dyn_matmul_nk(TUNER_F16, 200, 136, 120, "m", NULL, NULL, 1, false, true);
+    case 8:
+        return dyn_matmul_nk(TUNER_BF16, 196, 200, 128, "m", NULL, NULL, 1, true, false);
+    case 9:
+        return dyn_matmul_nk(TUNER_F16, 77, 72, 64, NULL, NULL, NULL, 1, false, true);
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
@@ -147,7 +157,9 @@ static float input_value(int input)
 int main(int argc, char **argv)
 {
     /* sm_80 unless EMU_SM says (90: the rings of 8 and 12 stages for M <= 128) */
+    const char *sm = getenv("EMU_SM");
     const emu_dyn_gen g = {case_op, set_sizes, check_set, input_value, "// ---- end of tuner/gemm helpers ----",
-                           {.sm = getenv("EMU_SM") ? atoi(getenv("EMU_SM")) : 80}};
+                           {.sm = sm ? atoi(sm) : 80, .arch_specific = sm && strchr(sm, 'a')},
+                           getenv("EMU_TEMPLATE")};
     return emu_dyn_main(argc, argv, &g);
 }
