@@ -336,7 +336,7 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
         return -EINVAL;
     c->stream_k = sk == 1;
     const int sw = tuner_schedule_param(s, "swap", 0);
-    if ((sw != 0 && sw != 1) || (sw && (c->stage_out || c->cluster != 1 || c->split > 1 || c->stream_k)))
+    if ((sw != 0 && sw != 1) || (sw && (c->out_halves || c->cluster != 1 || c->split > 1 || c->stream_k)))
         return -EINVAL;
     c->swap = sw == 1;
     c->unit_tiles = c->pingpong ? 2 : 1;
@@ -496,8 +496,9 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     if (c->mi * c->bn / 2 > 128)
         return false;
     /* Staging needs 16-byte output rows (TMA strides), and whole 128-byte boxes of the tile's
-     * columns (64 of 16-bit outputs; 128 of FP8 ones: block_n 128 or more). */
-    if (c->stage_out && (!p->out_chunk || c->bn % out_box_cols(p)))
+     * columns (64 of 16-bit outputs; 128 of FP8 ones: block_n 128 or more); a swapped tile's
+     * output columns are its rows (block_m). */
+    if (c->stage_out && (!p->out_chunk || (c->swap ? c->bm : c->bn) % out_box_cols(p)))
         return false;
     /* Promoted FP8 k tiles (emit_promoting_loop): a k tile's own accumulators beside the
      * tile's (at most 64 + 64 registers); per-block scales: a tile within one 128-column n block. */
@@ -688,6 +689,12 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
 static void wg_kernel_tmap(const tuner__gemm_problem *p, const tuner__gemm_problem *k, const wg_cfg *c, int which,
                            tuner_tmap *ret)
 {
+    if (c->swap && which == 2) {
+        /* The staged output: the matmul's [M, N] in boxes of 128-byte rows x block_n rows of M. */
+        wg_tmap_of(p, c, 2, ret);
+        ret->box[1] = (uint32_t)c->bn;
+        return;
+    }
     wg_tmap_of(k, c, which, ret);
     if (!c->swap)
         return;
@@ -1568,23 +1575,66 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
  * rows are the matmul's n and its columns m, so a thread's two columns of one row are two output
  * rows apart. Lanes g and g ^ 1 (lane ^ 4) trade one value each, so that each holds two
  * neighbouring n of one m - the even lane its column 2t's, the odd one its column 2t + 1's -
- * stored as one pair where the output's rows allow it (out_vec 2; n is even), else as two
- * elements; the fused epilogue is applied per element at its coordinates, bounds checked
- * (tuner__gemm_emit_store_pair). The output of a GEMM worth swapping is small beside its B: these
- * 4-byte stores cost little. */
+ * a pair along the output's rows, n even. The fused epilogue is applied per element at its
+ * coordinates.
+ *   - From registers: stored as one pair where the output's rows allow it (out_vec 2), else as
+ *     two elements, bounds checked (tuner__gemm_emit_store_pair).
+ *   - Staged (stage_out 1): the tile is the output's [block_n rows of M][block_m of N], in boxes
+ *     of 128-byte rows (out_box_cols of N) x block_n rows, each row's 16-byte chunks XOR-swizzled
+ *     by the row as the TMA store's 128-byte swizzle expects; a thread's pair of fragment (i, j,
+ *     h) lands in row 8 j + 2 t + odd, column (its n - the tile's) of its box. A warp's pair
+ *     writes, 8 rows x one 16-byte chunk each, fall in distinct banks. The chain runs at clamped
+ *     coordinates, and one thread then writes the boxes out with TMA stores (clipped at the
+ *     output's edges), as the unswapped staged epilogue does. */
 static void emit_swapped_store(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
     tuner_sb_printf(sb,
                     "const int gm_en = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_em = gm_tn * %d + 2 * (wg_l & 3);\n"
                     "const int wg_odd = (wg_l >> 2) & 1;\n",
                     c->bm, c->bn);
+    const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt), boxes = c->bm / bc;
+    /* The warpgroups that share a staged tile meet at named barrier 1 + wg_o (pingpong: each
+     * consumer its own tile). */
+    const char *staged_bar = !c->pingpong ? (c->consumers == 2 ? "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n"
+                                                             : "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");\n")
+                                         : "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(1 + wg_o) : \"memory\");\n";
+    if (c->stage_out) {
+        /* The tile's local row (m) of pair (i, j, h) is 8 j + wg_sm, its local column (n) wg_sn
+         * + i * 64 + h * 8; wait until the previous tile's stores have read the buffer. */
+        tuner_sb_printf(sb,
+                        "const int wg_sm = 2 * (wg_l & 3) + wg_odd, wg_sn = wg_row0 + wg_w * 16 + (wg_l >> 2) - wg_odd;\n"
+                        "unsigned char *const wg_sp = wg_dyn + (wg_ostage - hd_smem_addr(wg_dyn)) + wg_sm * 128;\n"
+                        "if (wg_storer) asm volatile(\"cp.async.bulk.wait_group.read 0;\" ::: \"memory\");\n%s",
+                        staged_bar);
+    }
     emit_frag_nest(sb, c, 0, c->bn / 8);
     tuner_sb_puts(sb, "const float wg_v0 = acc[i][4 * j + 2 * h], wg_v1 = acc[i][4 * j + 2 * h + 1];\n"
                       "const float wg_sx = __shfl_xor_sync(0xffffffffu, wg_odd ? wg_v0 : wg_v1, 4);\n"
                       "const float wg_p0 = wg_odd ? wg_sx : wg_v0, wg_p1 = wg_odd ? wg_v1 : wg_sx;\n");
-    tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_em + j * 8 + wg_odd", "gm_en + i * 64 + h * 8 - wg_odd", "wg_p0",
-                                "wg_p1", false);
-    tuner_sb_puts(sb, "}\n}\n");
+    if (!c->stage_out) {
+        tuner__gemm_emit_store_pair(sb, p, "gm_b", "gm_em + j * 8 + wg_odd", "gm_en + i * 64 + h * 8 - wg_odd", "wg_p0",
+                                    "wg_p1", false);
+        tuner_sb_puts(sb, "}\n}\n");
+        return;
+    }
+    tuner_sb_printf(sb,
+                    "const int wg_nl = wg_sn + i * 64 + h * 8, wg_nb = (wg_nl %% %d) * %d;\n"
+                    "unsigned char *const wg_oa = wg_sp + (wg_nl / %d) * %d + j * 1024 + "
+                    "((((wg_nb >> 4) ^ wg_sm) << 4) | (wg_nb & 15));\n",
+                    bc, osz, bc, c->bn * 128);
+    const char *pair[2] = {"wg_p0", "wg_p1"};
+    tuner__gemm_emit_staged_pair_x(sb, p, "gm_b", "gm_em + j * 8 + wg_odd", "gm_en + i * 64 + h * 8 - wg_odd", pair,
+                                   "wg_oa", NULL);
+    tuner_sb_printf(sb, "}\n"
+                        /* Generic-proxy writes, then the copy engine reads them. */
+                        "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                        "%s"
+                        "if (wg_storer) {\n",
+                    staged_bar);
+    for (int b = 0; b < boxes; b++)
+        tuner_sb_printf(sb, "wg_tma_st2(wg_map_c, gm_tm * %d + %d, gm_tn * %d, wg_ostage + %d);\n", c->bm, b * bc, c->bn,
+                        b * c->bn * 128);
+    tuner_sb_puts(sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n");
 }
 
 /* Opens a loop over the consumer thread's accumulators in groups of four and declares `v`,
@@ -2163,7 +2213,8 @@ static const int wg_tiles[][4] = {
     "(4x4 byte blocks, prmt) into the K-major tile, `ready` barriers (3 arrivals), tiles of whole 128 boxes, no pairs, producer 56 regs; " \
     "swap{0,1 (C^T = B^T A^T: 16-bit 2-D matmuls, A K-major, TMA both, M <= 3072; block_n = M's side, the multiple of 8 " \
     "cutting M (max, and a named M's min) into t tiles for the 8 t from ceil(M/256), >= 16 past the first; block_m 64c1,128c1,128c2,64 pingpong; stages 4,6,8,12; " \
-    "swz 8; register stores, lane pairs traded by shfl; no staging, pairs, split or stream-K)}"
+    "swz 8; lane pairs traded by shfl, stored from registers or (stage_out 1) through a staged tile of block_n rows of M " \
+    "in 128-byte swizzled boxes and TMA stores; no halves, pairs, split or stream-K)}"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -2212,7 +2263,7 @@ static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
  * less) - of M at its largest and, for a named M, at its smallest too (the range's other end,
  * which tuner_rank prices as well) - beside
  * block_m 64 (one consumer), 128 (one or two) and pingpong 64; rings of 4, 6, 8 or 12 where they
- * fit, grouped raster. Where M is odd or small, these are the tiles that leave no rows idle:
+ * fit, grouped raster, the output stored from registers or staged (where its rows allow). Where M is odd or small, these are the tiles that leave no rows idle:
  * cuBLAS's kernels for such shapes are the same transposition (its 64x56, 128x176 and 192x176
  * tiles on [n,4096]x[4096,4096] at n = 100, 700 and 2100, bench/results/2026-11-30-h200-session11). */
 #define WG_SWAP_MAX_M 3072
@@ -2245,24 +2296,25 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
     for (int b = 0; b < n_bn; b++) {
         const int bn = bns[b];
         for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-            for (size_t si = 0; si < sizeof(stages) / sizeof(stages[0]); si++) {
-                tuner_schedule s = {.template_name = "matmul_wgmma"};
-                tuner__gemm_param(&s, "block_m", kinds[i][0]);
-                tuner__gemm_param(&s, "block_n", bn);
-                tuner__gemm_param(&s, "stages", stages[si]);
-                tuner__gemm_param(&s, "consumers", kinds[i][1]);
-                tuner__gemm_param(&s, "swizzle", 8);
-                tuner__gemm_param(&s, "pingpong", kinds[i][2]);
-                tuner__gemm_param(&s, "stage_out", 0);
-                tuner__gemm_param(&s, "cluster", 1);
-                tuner__gemm_param(&s, "split_k", 1);
-                tuner__gemm_param(&s, "stream_k", 0);
-                tuner__gemm_param(&s, "cluster_n", 1);
-                tuner__gemm_param(&s, "swap", 1);
-                const int rc = push_valid(p, a, &s, items, n);
-                if (rc < 0)
-                    return rc;
-            }
+            for (size_t si = 0; si < sizeof(stages) / sizeof(stages[0]); si++)
+                for (int so = 0; so < 2; so++) {
+                    tuner_schedule s = {.template_name = "matmul_wgmma"};
+                    tuner__gemm_param(&s, "block_m", kinds[i][0]);
+                    tuner__gemm_param(&s, "block_n", bn);
+                    tuner__gemm_param(&s, "stages", stages[si]);
+                    tuner__gemm_param(&s, "consumers", kinds[i][1]);
+                    tuner__gemm_param(&s, "swizzle", 8);
+                    tuner__gemm_param(&s, "pingpong", kinds[i][2]);
+                    tuner__gemm_param(&s, "stage_out", so);
+                    tuner__gemm_param(&s, "cluster", 1);
+                    tuner__gemm_param(&s, "split_k", 1);
+                    tuner__gemm_param(&s, "stream_k", 0);
+                    tuner__gemm_param(&s, "cluster_n", 1);
+                    tuner__gemm_param(&s, "swap", 1);
+                    const int rc = push_valid(p, a, &s, items, n);
+                    if (rc < 0)
+                        return rc;
+                }
     }
     return 0;
 }

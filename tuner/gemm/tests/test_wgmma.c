@@ -474,11 +474,11 @@ static void test_pair_n_space(void)
 static tuner_op named_m(tuner_op op);
 
 /* The swapped candidates (swap 1) of op: how many, the block_n values they use (bits of
- * block_n / 8), and each one's invariants. */
-static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns)
+ * block_n / 8), how many stage their output, and each one's invariants. */
+static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns, size_t *ret_staged)
 {
     tuner_space *sp = NULL;
-    size_t n = 0;
+    size_t n = 0, staged = 0;
     *ret_bns = 0;
     CHECK(tuner_space_build(op, &sm90a, &sp, NULL) == 0);
     for (size_t i = 0; sp && i < sp->n; i++) {
@@ -487,42 +487,52 @@ static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns)
             continue;
         n++;
         const int bn = tuner_schedule_param(s, "block_n", 0);
-        CHECK(bn % 8 == 0 && bn >= 8 && bn <= 256 && tuner_schedule_param(s, "stage_out", 1) == 0 &&
-                  tuner_schedule_param(s, "cluster", 0) == 1 && tuner_schedule_param(s, "cluster_n", 0) == 1 &&
-                  tuner_schedule_param(s, "split_k", 0) == 1 && tuner_schedule_param(s, "stream_k", 1) == 0,
-              "a swapped candidate with block_n %d, staged, paired or split", bn);
+        const int so = tuner_schedule_param(s, "stage_out", 0);
+        CHECK(bn % 8 == 0 && bn >= 8 && bn <= 256 && so <= 1 && tuner_schedule_param(s, "cluster", 0) == 1 &&
+                  tuner_schedule_param(s, "cluster_n", 0) == 1 && tuner_schedule_param(s, "split_k", 0) == 1 &&
+                  tuner_schedule_param(s, "stream_k", 1) == 0,
+              "a swapped candidate with block_n %d, staged in halves, paired or split", bn);
+        staged += so == 1;
         *ret_bns |= 1ull << (bn / 8 - 1 > 63 ? 63 : bn / 8 - 1);
     }
     tuner_space_free(sp);
+    if (ret_staged)
+        *ret_staged = staged;
     return n;
 }
 
 /* Swapped operands: offered for 16-bit 2-D matmuls with a K-major A and M up to 3072, block_n
  * cutting M (both ends of a named M's range) into tiles without idle rows; the kernel's maps are
- * B's (block_m boxes) then A's (block_n rows, a named M marked on it), its stores transposed
- * and bounds-checked; none for a transposed A, a batch, FP8 or a large M. */
+ * B's (block_m boxes) then A's (block_n rows, a named M marked on it), its stores transposed:
+ * from registers, bounds-checked, or staged in block_n rows of M and written by TMA stores where
+ * the output's rows allow; none for a transposed A, a batch, FP8 or a large M. */
 static void test_swap_space(void)
 {
     unsigned long long bns;
+    size_t staged = 0;
     tuner_op op = mm(TUNER_F16, 0, 0, 100, 4096, 4096, false, false);
-    size_t n = swap_candidates(&op, &bns);
-    printf("100x4096x4096: %zu swapped candidates\n", n);
+    size_t n = swap_candidates(&op, &bns, &staged);
+    printf("100x4096x4096: %zu swapped candidates, %zu staged\n", n, staged);
     /* M = 100: 104 (one tile), 56 (two), 40, 32, 24, 24, 16. */
-    CHECK(n >= 40 && (bns & (1ull << 12)) && (bns & (1ull << 6)) && (bns & (1ull << 4)), "100x4096x4096: %zu swapped", n);
+    CHECK(n >= 40 && staged >= 20 && (bns & (1ull << 12)) && (bns & (1ull << 6)) && (bns & (1ull << 4)),
+          "100x4096x4096: %zu swapped, %zu staged", n, staged);
     op = mm(TUNER_BF16, 0, 0, 700, 4096, 4096, false, true);
-    CHECK(swap_candidates(&op, &bns) > 0 && (bns & (1ull << 21)), "700x4096x4096 nt: no 176-row tiles"); /* 4 x 176 */
+    CHECK(swap_candidates(&op, &bns, NULL) > 0 && (bns & (1ull << 21)), "700x4096x4096 nt: no 176-row tiles"); /* 4 x 176 */
+    /* An odd N: output rows TMA cannot write, nothing staged. */
+    op = mm(TUNER_F16, 0, 0, 100, 4001, 512, false, true);
+    CHECK(swap_candidates(&op, &bns, &staged) > 0 && staged == 0, "100x4001x512: %zu swapped staged", staged);
     static const struct {
         long long bt_a, M;
         bool ta;
     } none[] = {{0, 100, true}, {2, 100, false}, {0, 4096, false}};
     for (size_t k = 0; k < sizeof(none) / sizeof(none[0]); k++) {
         op = mm(TUNER_F16, none[k].bt_a, 0, none[k].M, 4096, 512, none[k].ta, false);
-        CHECK(swap_candidates(&op, &bns) == 0, "swapped candidates for case %zu", k);
+        CHECK(swap_candidates(&op, &bns, NULL) == 0, "swapped candidates for case %zu", k);
     }
     /* A named M in [641, 768]: 168 rows (641 in 4 tiles) from the range's bottom, 192 (768 in 4) from its top. */
     op = named_m(mm(TUNER_F16, 0, 0, 768, 4096, 4096, false, false));
     op.dims[0].min = 641;
-    CHECK(swap_candidates(&op, &bns) > 0 && (bns & (1ull << 20)) && (bns & (1ull << 23)),
+    CHECK(swap_candidates(&op, &bns, NULL) > 0 && (bns & (1ull << 20)) && (bns & (1ull << 23)),
           "[641,768]: block_n 168 and 192 missing (%llx)", bns);
     tuner_schedule s = {.template_name = "matmul_wgmma"};
     static const char *const names[] = {"block_m", "block_n", "stages", "consumers", "swizzle", "pingpong", "stage_out",
@@ -551,6 +561,25 @@ static void test_swap_space(void)
         CHECK(rc == 0 && strstr(b->ptx, "wgmma.mma_async.sync.aligned.m64n176k16"), "swapped compile: %s", err ? err : "");
         free(err);
         tuner_binary_free(b);
+        tuner_program_free(pr);
+    }
+    /* The same tile staged: a third map, the output's, in boxes of 64 columns x 176 rows of M
+     * (a named M marked), two TMA stores per tile. */
+    tuner_schedule staged_s = {.template_name = "matmul_wgmma"};
+    static const int staged_values[] = {128, 176, 4, 2, 8, 0, 1, 1, 1, 0, 1, 1};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        tuner__gemm_param(&staged_s, names[i], staged_values[i]);
+    pr = NULL;
+    CHECK(tuner_generate(&op, &sm90a, &staged_s, &pr, &err) == 0, "swapped 128x176 staged: %s", err ? err : "");
+    free(err);
+    if (pr) {
+        const tuner_launch *l = &pr->kernels[0];
+        CHECK(l->n_maps == 3 && l->maps[2].buf == TUNER_BUF_OUTPUT && l->maps[2].dims[0] == 4096 &&
+                  l->maps[2].box[0] == 64 && l->maps[2].box[1] == 176 && l->maps[2].sym[1] == 1,
+              "swapped staged output map");
+        CHECK(strstr(pr->source, "wg_tma_st2(wg_map_c, gm_tm * 128 + 64, gm_tn * 176, wg_ostage + 22528);") &&
+                  !strstr(pr->source, "if (o_m <"),
+              "swapped staged source: its second box's store, no bounds check");
         tuner_program_free(pr);
     }
 }

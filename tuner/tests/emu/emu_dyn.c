@@ -284,12 +284,25 @@ int emu_dyn_main(int argc, char **argv, const emu_dyn_gen *g)
         }
         idx = (size_t)atoll(argv[3]);
         if (g->template_name) {
-            /* INDEX counts that template's candidates without clusters (pairs, split-K). */
+            /* INDEX counts that template's candidates without clusters (pairs, split-K), and with
+             * EMU_PARAM=name=value[,name=value...] those with these parameter values. */
+            const char *want = getenv("EMU_PARAM");
             size_t seen = 0, i = 0;
             for (; i < sp->n; i++) {
                 const tuner_schedule *s = &sp->items[i];
                 if (strcmp(s->template_name, g->template_name) || tuner_schedule_param(s, "cluster", 1) != 1 ||
                     tuner_schedule_param(s, "cluster_n", 1) != 1 || tuner_schedule_param(s, "split_k", 1) != 1)
+                    continue;
+                bool match = true;
+                for (const char *w = want; match && w && *w;) {
+                    char name[32];
+                    int value = 0, used = 0;
+                    if (sscanf(w, "%31[a-z_]=%d%n", name, &value, &used) != 2)
+                        break;
+                    match = tuner_schedule_param(s, name, -1) == value;
+                    w += used + (w[used] == ',');
+                }
+                if (!match)
                     continue;
                 if (seen++ == idx)
                     break;

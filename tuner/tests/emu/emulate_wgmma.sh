@@ -6,7 +6,8 @@
 # Every EVERY-th matmul_wgmma candidate without CTA clusters (default 25, from the first) of
 # gen_mma_dyn.c's cases 7-9 (CASES picks others): f16 [m,k]x[k,n], m <= 200 named, + bias +
 # residual + GELU; bf16 [m,k]x[n,k]^T, m <= 196 named; f16 77x72x64 fixed, + bias + residual +
-# GELU. The size sets, the check and the driver are emulate_mma_dyn.sh's (emu_dyn.sh).
+# GELU. EMU_PARAM=name=value[,...] keeps the candidates with those parameters (e.g. swap=1). The size
+# sets, the check and the driver are emulate_mma_dyn.sh's (emu_dyn.sh).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
