@@ -1,11 +1,10 @@
 // tuner/tests/emu/emu_attn.h - host versions of attention_mma's helpers (tuner/attn/mma.c
 // at_helpers) and the prelude functions its kernel body calls, for emu_mma.cpp
 // (-DEXTRA_HELPERS='"emu_attn.h"'): ldmatrix and cp.async map to the emulator's collective and
-// copy machinery, ex2.approx to exp2f, the 2-byte-aligned chunk path to plain shared stores.
+// copy machinery, ex2.approx to exp2f, the 2-byte-aligned chunk path to plain shared stores (the
+// prelude's hd_pack2 and HD_INF are emu_mma.cpp's).
 #define at_smem gm_smem
 #define __builtin_assume(x) ((void)0)
-static inline float __uint_as_float(hd_u32 u) { float f; memcpy(&f, &u, 4); return f; }
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline void at_ldsm4(hd_u32 *r, hd_u32 a) { gm_ldsm4(r, a); }
 static inline void at_ldsm4t(hd_u32 *r, hd_u32 a) { gm_ldsm4t(r, a); }
 static inline float at_exp2(float x) { return exp2f(x); }
@@ -24,7 +23,3 @@ template <int A> static inline void at_chunk(hd_u32 dst, const void *src, bool o
         for (int k = 0; k < 4; k++) p[k] = ok ? ((hd_u32)s[2 * k] | ((hd_u32)s[2 * k + 1] << 16)) : 0u;
         gm_sts128(dst, w);
     } }
-template <typename T> static inline hd_u32 hd_pack2(float lo, float hi);
-template <> inline hd_u32 hd_pack2<half_t>(float lo, float hi) { return hd_pack_f16x2(lo, hi); }
-template <> inline hd_u32 hd_pack2<bf16_t>(float lo, float hi) { return hd_pack_bf16x2(lo, hi); }
-#define HD_INF __int_as_float(0x7f800000)

@@ -27,9 +27,9 @@ long long emu_numel_at(const tuner_tensor *x, const int64_t *sz)
 }
 
 /* The text of the statement `asm...(...);` starting at a (the index of its ';' in *end), or
- * NULL; *tmpl gets its template's first string literal, *arg the first operand's expression
- * (what a "r"(...) holds), both in buf. */
-static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t tlen, char *arg, size_t alen)
+ * NULL; *tmpl gets its template's first string literal, arg[0] and arg[1] the first two "r"
+ * operands' expressions (what each "r"(...) holds; empty where there is none). */
+static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t tlen, char (*arg)[96])
 {
     const char *p = strchr(a, '(');
     if (!p)
@@ -56,9 +56,12 @@ static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t 
     *end = q + 1;
     const char *t0 = strchr(p, '"'), *t1 = t0 ? strchr(t0 + 1, '"') : NULL;
     snprintf(tmpl, tlen, "%.*s", t0 && t1 ? (int)(t1 - t0 - 1) : 0, t0 ? t0 + 1 : "");
-    const char *r = strstr(p, "\"r\"(");
-    arg[0] = '\0';
-    if (r && r < q) {
+    const char *r = p;
+    for (int i = 0; i < 2; i++) {
+        arg[i][0] = '\0';
+        r = strstr(r, "\"r\"(");
+        if (!r || r >= q)
+            break;
         int d = 0;
         const char *e = r + 4;
         for (; e < q; e++) {
@@ -67,13 +70,16 @@ static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t 
             else if (*e == ')' && --d < 0)
                 break;
         }
-        snprintf(arg, alen, "%.*s", (int)(e - r - 4), r + 4);
+        snprintf(arg[i], sizeof(arg[i]), "%.*s", (int)(e - r - 4), r + 4);
+        r = e;
     }
     return a;
 }
 
-/* A Hopper kernel's source (tuner/hopper.h helpers) for emu_hopper.h: the wgmma wrapper becomes a
- * call of emu_wgmma with its shape, transposes and dtype; `bar.sync` / `bar.arrive` statements
+/* A Hopper kernel's source (tuner/hopper.h helpers) for emu_hopper.h: each wgmma wrapper becomes a
+ * call of emu_wgmma (A from shared memory) or emu_wgmma_rs (A from registers) with its shape,
+ * transposes, dtype and scale-d; empty asm statements (register pins) nothing; a 16-byte shared
+ * store of one repeated word gm_sts128; `bar.sync` / `bar.arrive` statements
  * calls of emu_bar_sync / emu_bar_arrive; fences, register reallocation and bulk async-group
  * waits nothing (the emulator's copies are done when issued); the shared-memory declarations
  * places in its shared memory (the barrier array after the dynamic part's 227 KiB). Returns a
@@ -82,42 +88,61 @@ static char *rewrite_hopper(const char *src)
 {
     size_t cap = strlen(src) * 2 + 4096, n = 0;
     char *out = malloc(cap);
-    const char *mma = strstr(src, "HD_INLINE void wg_mma(float *d, hd_u64 da, hd_u64 db) {");
     const char *p = src;
     while (*p) {
-        if (p == mma) {
+        /* A wrapper's opening line ends with its brace; its body, the asm, ends at a line "}". */
+        const char *nl = !strncmp(p, "HD_INLINE void ", 15) ? strchr(p, '\n') : NULL;
+        const char *fin = nl && nl[-1] == '{' ? strstr(nl, "\n}\n") : NULL;
+        const char *w = fin ? strstr(nl, "wgmma.mma_async.sync.aligned.m64n") : NULL;
+        if (w && w < fin) {
+            /* HD_INLINE void NAME(SIGNATURE) {\nasm volatile(...wgmma...);\n} */
             int nn = 0, ta = 0, tb = 0;
             char ty[8] = "";
-            const char *w = strstr(p, "wgmma.mma_async.sync.aligned.m64n"), *tr = strstr(p, "p, 1, 1, ");
-            const char *fin = strstr(p, "\n}\n");
-            if (w)
-                sscanf(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%7[a-z0-9]", &nn, ty);
-            if (tr)
+            const char *sig = p + 15, *sig_end = strstr(p, ") {");
+            const bool rs = strstr(p, "const hd_u32 *a") && strstr(p, "const hd_u32 *a") < sig_end;
+            const bool sd = strstr(p, "int sd)") && strstr(p, "int sd)") < sig_end + 1;
+            const char *tr = strstr(w, "p, 1, 1, ");
+            sscanf(w, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%7[a-z0-9]", &nn, ty);
+            if (tr && rs)
+                sscanf(tr, "p, 1, 1, %d", &tb);
+            else if (tr)
                 sscanf(tr, "p, 1, 1, %d, %d", &ta, &tb);
-            n += (size_t)snprintf(out + n, cap - n,
-                                  "static void wg_mma(float *d, hd_u64 da, hd_u64 db) { emu_wgmma(d, da, db, %d, %d, %d, %d); }\n",
-                                  nn, ta, tb, strcmp(ty, "bf16") == 0);
-            p = fin ? fin + 3 : p + strlen(p);
+            n += (size_t)snprintf(out + n, cap - n, "static void %.*s) { ", (int)(sig_end - sig), sig);
+            if (rs)
+                n += (size_t)snprintf(out + n, cap - n, "emu_wgmma_rs(d, a, db, %d, %d, %d, %s); }\n", nn, tb,
+                                      strcmp(ty, "bf16") == 0, sd ? "sd" : "1");
+            else
+                n += (size_t)snprintf(out + n, cap - n, "emu_wgmma(d, da, db, %d, %d, %d, %d, %s); }\n", nn, ta, tb,
+                                      strcmp(ty, "bf16") == 0, sd ? "sd" : "1");
+            p = fin + 3;
             continue;
         }
-        if (!strncmp(p, "extern __shared__ __align__(1024) unsigned char wg_dyn[];", 56)) {
-            n += (size_t)snprintf(out + n, cap - n, "unsigned char *const wg_dyn = gm_smem;");
-            p += 56;
-            continue;
-        }
+        char name[48];
         int nb = 0, used = 0;
-        if (sscanf(p, "__shared__ alignas(8) hd_u64 wg_bars[%d];%n", &nb, &used) == 1 && used > 0) {
-            n += (size_t)snprintf(out + n, cap - n, "hd_u64 *const wg_bars = (hd_u64 *)(gm_smem + 232448);");
+        if (sscanf(p, "extern __shared__ __align__(1024) unsigned char %47[a-z_0-9][];%n", name, &used) == 1 && used > 0) {
+            n += (size_t)snprintf(out + n, cap - n, "unsigned char *const %s = gm_smem;", name);
+            p += used;
+            continue;
+        }
+        if (sscanf(p, "__shared__ alignas(8) hd_u64 %47[a-z_0-9][%d];%n", name, &nb, &used) == 2 && used > 0) {
+            n += (size_t)snprintf(out + n, cap - n, "hd_u64 *const %s = (hd_u64 *)(gm_smem + 232448);", name);
             p += used;
             continue;
         }
         const char *end = NULL;
-        char tmpl[160], arg[96];
+        char tmpl[160], args[2][96];
+        const char *arg = args[0];
         if ((!strncmp(p, "asm volatile(", 13) || !strncmp(p, "asm(", 4)) &&
-            asm_stmt(p, &end, tmpl, sizeof(tmpl), arg, sizeof(arg))) {
+            asm_stmt(p, &end, tmpl, sizeof(tmpl), args)) {
+            if (!strcmp(tmpl, "st.shared.v4.u32 [%0], {%1,%1,%1,%1};")) {
+                n += (size_t)snprintf(out + n, cap - n, "gm_sts128(%s, hd_v4{%s, %s, %s, %s});", args[0], args[1], args[1],
+                                      args[1], args[1]);
+                p = end + 1;
+                continue;
+            }
             int id = 0, cnt = 0;
             const bool arrive = !strncmp(tmpl, "bar.arrive", 10);
-            if (!strncmp(tmpl, "setmaxnreg", 10) || !strncmp(tmpl, "fence.", 6) ||
+            if (!tmpl[0] || !strncmp(tmpl, "setmaxnreg", 10) || !strncmp(tmpl, "fence.", 6) ||
                 !strncmp(tmpl, "cp.async.bulk.commit_group", 26) || !strncmp(tmpl, "cp.async.bulk.wait_group", 24)) {
                 n += (size_t)snprintf(out + n, cap - n, "(void)0;");
                 p = end + 1;

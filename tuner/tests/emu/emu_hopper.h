@@ -103,6 +103,7 @@ static void emu_tma(hd_u32 dst, const void *map, const int *c, hd_u32 bar) {
     emu_copy(true, dst, map, c); emu_complete_tx(bar, emu_box_bytes(map)); }
 static void wg_tma2(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar) { const int c[4] = {c0, c1, 0, 0}; emu_tma(dst, map, c, bar); }
 static void wg_tma3(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar) { const int c[4] = {c0, c1, c2, 0}; emu_tma(dst, map, c, bar); }
+static void wg_tma4(hd_u32 dst, const void *map, int c0, int c1, int c2, int c3, hd_u32 bar) { const int c[4] = {c0, c1, c2, c3}; emu_tma(dst, map, c, bar); }
 // The evict-first forms (operand tiles of the epilogue): the same copies.
 static void wg_tma2_ef(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar, hd_u64) { wg_tma2(dst, map, c0, c1, bar); }
 static void wg_tma3_ef(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar, hd_u64) { wg_tma3(dst, map, c0, c1, c2, bar); }
@@ -125,16 +126,49 @@ static float emu_desc_at(hd_u64 desc, bool mn_major, int row_or_mn, int k, bool 
                               : start + (row_or_mn / 8) * sbo + (row_or_mn % 8) * 128 + 2 * k;
     unsigned short v; memcpy(&v, sm(emu_swz(a), 2), 2);
     return bf16 ? bf16_val(v) : f16_val(v); }
-static void emu_wgmma(float *d, hd_u64 da, hd_u64 db, int n, int ta, int tb, int bf16) {
+// sd 0: D = A x B (the scale-d predicate false), else D += A x B.
+static void emu_wgmma(float *d, hd_u64 da, hd_u64 db, int n, int ta, int tb, int bf16, int sd) {
     const int t = (int)(threadIdx.x % 128), w = t / 32, l = t % 32;
     for (int j = 0; j < n / 8; j++) for (int h = 0; h < 2; h++) for (int e = 0; e < 2; e++) {
         const int r = 16 * w + l / 4 + 8 * h, c = 8 * j + 2 * (l % 4) + e;
         float s = 0;
         for (int k = 0; k < 16; k++)
-            s += emu_desc_at(da, ta, r, k, bf16) * (tb ? emu_desc_at(db, true, c, k, bf16) : emu_desc_at(db, false, c, k, bf16));
-        d[4 * j + 2 * h + e] += s;
+            s += emu_desc_at(da, ta, r, k, bf16) * emu_desc_at(db, tb, c, k, bf16);
+        d[4 * j + 2 * h + e] = (sd ? d[4 * j + 2 * h + e] : 0.0f) + s;
     }
 }
+// A from registers (wgmma's RS form): warp w's lanes hold rows 16 w.. 16 w + 15 of A as mma.sync's
+// A fragment (a0 = A[g][2t..], a1 = A[g + 8][2t..], a2 = A[g][8 + 2t..], a3 = A[g + 8][8 + 2t..]),
+// so a row's 16 k lie in four lanes: a warp collective.
+enum { OP_WGMMA_RS = OP_EXTRA };
+static void emu_wgmma_rs(float *d, const hd_u32 *a, hd_u64 db, int n, int tb, int bf16, int sd) {
+    for (int i = 0; i < 4; i++) cur->a[i] = a[i];
+    cur->d = d; cur->db = db; cur->xarg[0] = n; cur->xarg[1] = tb; cur->xarg[2] = bf16; cur->xarg[3] = sd;
+    cur->op = OP_WGMMA_RS; yield_(COLL); }
+static bool emu_hopper_resolve(Fiber *lanes) {
+    const int n = lanes[0].xarg[0], tb = lanes[0].xarg[1], bf = lanes[0].xarg[2], sd = lanes[0].xarg[3];
+    float (*val)(unsigned short) = bf ? bf16_val : f16_val;
+    float A[16][16];
+    for (int l = 0; l < 32; l++) {
+        const int g = l >> 2, t = l & 3; const Fiber &f = lanes[l];
+        const int rows[4] = {g, g + 8, g, g + 8}, ks[4] = {2 * t, 2 * t, 8 + 2 * t, 8 + 2 * t};
+        for (int q = 0; q < 4; q++) { A[rows[q]][ks[q]] = val((unsigned short)(f.a[q] & 0xffff)); A[rows[q]][ks[q] + 1] = val((unsigned short)(f.a[q] >> 16)); }
+    }
+    for (int l = 0; l < 32; l++) {
+        Fiber &f = lanes[l];
+        for (int j = 0; j < n / 8; j++) for (int h = 0; h < 2; h++) for (int e = 0; e < 2; e++) {
+            const int r = l / 4 + 8 * h, c = 8 * j + 2 * (l % 4) + e;
+            float s = 0;
+            for (int k = 0; k < 16; k++) s += A[r][k] * emu_desc_at(lanes[0].db, tb, c, k, bf);
+            f.d[4 * j + 2 * h + e] = (sd ? f.d[4 * j + 2 * h + e] : 0.0f) + s;
+        }
+        f.state = RUN;
+    }
+    return true;
+}
+static const bool emu_hopper_hooked = (emu_extra_resolve = emu_hopper_resolve, true);
+// attention_wgmma's helpers (tuner/attn/wgmma.c) that are not wgmma: ex2.approx.
+static inline float aw_exp2(float x) { return exp2f(x); }
 
 // Named barriers 0-15: n threads meet; bar.arrive counts without waiting.
 struct EmuNamed { int arrived; long long gen; };

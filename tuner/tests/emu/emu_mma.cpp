@@ -64,6 +64,13 @@ static inline float hd_f32(bf16_t v) { return bf16_val(v.x); }
 static inline float hd_gelu_tanh(float x) { return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))); }
 static inline hd_u32 hd_pack_f16x2(float lo, float hi) { return f16_bits(lo) | ((hd_u32)f16_bits(hi) << 16); }
 static inline hd_u32 hd_pack_bf16x2(float lo, float hi) { return bf16_bits(lo) | ((hd_u32)bf16_bits(hi) << 16); }
+// The prelude's bit casts and pair packing (tuner/codegen.c), which the attention templates use.
+static inline float __uint_as_float(hd_u32 u) { float f; memcpy(&f, &u, 4); return f; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+template <typename T> static inline hd_u32 hd_pack2(float lo, float hi);
+template <> inline hd_u32 hd_pack2<half_t>(float lo, float hi) { return hd_pack_f16x2(lo, hi); }
+template <> inline hd_u32 hd_pack2<bf16_t>(float lo, float hi) { return hd_pack_bf16x2(lo, hi); }
+#define HD_INF __int_as_float(0x7f800000)
 template <typename T> T hd_from_f32(float v);
 template <> float hd_from_f32<float>(float v) { return v; }
 template <> bf16_t hd_from_f32<bf16_t>(float v) { return bf16_t{bf16_bits(v)}; }
@@ -82,11 +89,12 @@ static hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; memcpy(&v, sm(a, 16), 16); return v;
 struct dim3_ { unsigned x, y, z; };
 // SPIN: yielded inside a wait loop (emu_hopper.h's mbarriers and named barriers), still runnable.
 enum { RUN, BAR, COLL, DONE, SPIN };
-enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16, OP_SHFL_XOR, OP_SHFL_IDX, OP_SYNCWARP };
+enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16, OP_SHFL_XOR, OP_SHFL_IDX, OP_SYNCWARP, OP_EXTRA };
 struct Copy { hd_u32 dst; const void *src; int size, bytes; };
 struct Fiber {
     ucontext_t ctx; dim3_ tid; int state, op; std::vector<char> stack;
     hd_u32 addr, *r; float *d; hd_u32 a[4], b[2]; float sv; int iv, slane;
+    hd_u64 db; int xarg[4]; // an EXTRA_HELPERS collective's operands
     std::deque<std::vector<Copy>> groups; std::vector<Copy> open;
 };
 static ucontext_t sched_ctx;
@@ -126,10 +134,16 @@ static void __syncwarp() { cur->op = OP_SYNCWARP; yield_(COLL); }
 static int __shfl_sync(unsigned mask, int v, int src) {
     if (mask != 0xffffffffu) { fprintf(stderr, "partial-warp shuffle\n"); exit(3); }
     cur->iv = v; cur->slane = src; cur->op = OP_SHFL_IDX; yield_(COLL); return cur->iv; }
+// A collective of EXTRA_HELPERS (op OP_EXTRA and up), resolved by its header's function.
+static bool (*emu_extra_resolve)(Fiber *lanes);
 static bool resolve(Fiber *lanes) {
     const int op = lanes[0].op;
     for (int l = 1; l < 32; l++) if (lanes[l].op != op) { fprintf(stderr, "diverged collective\n"); exit(3); }
     emu_events++;
+    if (op >= OP_EXTRA) {
+        if (!emu_extra_resolve) { fprintf(stderr, "unknown collective\n"); exit(3); }
+        return emu_extra_resolve(lanes);
+    }
     if (op == OP_SYNCWARP) {
         for (int l = 0; l < 32; l++) lanes[l].state = RUN;
         return true;

@@ -5,8 +5,10 @@
 # dimensions and not only compiles them. Every 9th attention candidate of emulate_attn_dyn.sh's
 # four cases, every 45th matmul candidate of four of emulate_mma_dyn.sh's (all axes named with
 # an epilogue, p @ v, 8- and 4-byte cp.async), every 60th matmul_wgmma candidate of
-# emulate_wgmma.sh's three (TMA rings, wgmma, staged, pingpong and swapped tiles): about 35
-# candidates, under a minute. The full runs are the scripts themselves (minutes).
+# emulate_wgmma.sh's three (TMA rings, wgmma, staged, pingpong and swapped tiles) and every 40th
+# attention_wgmma candidate of two of emulate_attn_wgmma.sh's (a key mask and causal, lengths at
+# launch; P V with P from registers): about 40 candidates, about a minute. The full runs are the
+# scripts themselves (minutes).
 #   tuner/tests/emu/emulate_sample.sh BUILD_DIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,4 +22,5 @@ rc=0
 "$here/emulate_attn_dyn.sh" "$1" 9 "$work/attn" || rc=1
 CASES="0 2 5 6" "$here/emulate_mma_dyn.sh" "$1" 45 "$work/mma" || rc=1
 "$here/emulate_wgmma.sh" "$1" 60 "$work/wgmma" || rc=1
+CASES="2 3" "$here/emulate_attn_wgmma.sh" "$1" 40 "$work/attn_wgmma" || rc=1
 exit $rc

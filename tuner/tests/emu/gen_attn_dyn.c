@@ -140,7 +140,9 @@ static float input_value(int input)
 
 int main(int argc, char **argv)
 {
+    /* sm_80 unless EMU_SM says (90a with EMU_TEMPLATE=attention_wgmma: emulate_attn_wgmma.sh) */
+    const char *sm = getenv("EMU_SM");
     const emu_dyn_gen g = {case_op, set_sizes, check_set, input_value, "// ---- end of tuner/attn/mma helpers ----",
-                           {.sm = 80}};
+                           {.sm = sm ? atoi(sm) : 80, .arch_specific = sm && strchr(sm, 'a')}, getenv("EMU_TEMPLATE")};
     return emu_dyn_main(argc, argv, &g);
 }
