@@ -122,13 +122,15 @@ static void run_case(const ocase *oc)
     free(err);
     if (!sp)
         return;
-    int n = 0, with_x = 0, split = 0, compiled = 0, two = 0;
+    int n = 0, with_x = 0, split = 0, swapped = 0, compiled = 0, two = 0;
     bool done[N_KINDS] = {false};
     for (size_t i = 0; i < sp->n; i++) {
         const tuner_schedule *s = &sp->items[i];
         if (!strstr(s->template_name, "_wgmma"))
             continue;
         n++;
+        /* Swapped tiles read operands per element (their tile is the output's transpose). */
+        swapped += tuner_schedule_param(s, "swap", 0) == 1;
         tuner_program *pr = NULL;
         err = NULL;
         const int rc = tuner_generate(&oc->op, &sm90a, s, &pr, &err);
@@ -202,11 +204,12 @@ static void run_case(const ocase *oc)
         }
         tuner_program_free(pr);
     }
-    printf("%s: %d wgmma candidates, %d with the operand tile, %d split-K, %d compiled\n", oc->name, n,
-           with_x, split, compiled);
+    printf("%s: %d wgmma candidates, %d with the operand tile, %d split-K, %d swapped, %d compiled\n", oc->name, n,
+           with_x, split, swapped, compiled);
     CHECK(n >= 20, "%s: %d candidates", oc->name, n);
     if (oc->input >= 0)
-        CHECK(with_x * 2 >= n - split, "%s: only %d of %d candidates load the operand tile", oc->name, with_x, n);
+        CHECK(with_x * 2 >= n - split - swapped, "%s: only %d of %d candidates load the operand tile", oc->name, with_x,
+              n - split - swapped);
     /* Two operand tiles where the op has two full-size operands and no output map is staged. */
     const bool two_ops = oc->input >= 0 && oc->input + 1 < oc->op.n_inputs;
     CHECK(two_ops ? two > 0 : two == 0, "%s: %d candidates with two operand tiles", oc->name, two);

@@ -90,6 +90,11 @@ static char *rewrite_hopper(const char *src)
     char *out = malloc(cap);
     const char *p = src;
     while (*p) {
+        /* Room for the longest replacement below (a wrapper's signature and call: under 1 KiB). */
+        if (n + 1024 >= cap) {
+            cap *= 2;
+            out = realloc(out, cap);
+        }
         /* A wrapper's opening line ends with its brace; its body, the asm, ends at a line "}". */
         const char *nl = !strncmp(p, "HD_INLINE void ", 15) ? strchr(p, '\n') : NULL;
         const char *fin = nl && nl[-1] == '{' ? strstr(nl, "\n}\n") : NULL;
@@ -159,10 +164,6 @@ static char *rewrite_hopper(const char *src)
                 p = end + 1;
                 continue;
             }
-        }
-        if (n + 2 >= cap) {
-            cap *= 2;
-            out = realloc(out, cap);
         }
         out[n++] = *p++;
     }

@@ -1,10 +1,11 @@
 // tuner/tests/emu/emu_hopper.h - host versions of tuner/hopper.h's device helpers (mbarriers,
 // bulk tensor copies, wgmma) for emu_mma.cpp (-DEXTRA_HELPERS='"emu_hopper.h"'), so that
-// matmul_wgmma's candidates run on the CPU: emu_dyn.c rewrites a Hopper kernel's source for it
-// (emu_rewrite_hopper: the wgmma wrapper becomes a call of emu_wgmma, named barriers calls of
-// emu_bar_sync / emu_bar_arrive, fences and register reallocation nothing, the static barrier
-// array a place in the emulated shared memory) and its launches pass each tensor map as an
-// EmuMap built from the program's description (emu_tmap) at the launch's sizes.
+// matmul_wgmma's and attention_wgmma's candidates run on the CPU: emu_dyn.c rewrites a Hopper
+// kernel's source for it (rewrite_hopper: each wgmma wrapper becomes a call of emu_wgmma or
+// emu_wgmma_rs, named barriers calls of emu_bar_sync / emu_bar_arrive, fences, register pins and
+// reallocation nothing, the static barrier array a place in the emulated shared memory) and its
+// launches pass each tensor map as an EmuMap built from the program's description (emu_tmap) at
+// the launch's sizes.
 //
 // Semantics, as the PTX ISA gives them, executed at once by the issuing thread:
 //  - mbarrier: a pending arrival count (init), a transaction byte count; arrive (with expect_tx
@@ -23,7 +24,9 @@
 //    K-major, element (row, k) at start + (row / 8) SBO + (row % 8) 128 + 2 k; MN-major (the
 //    tnsp bit), element (k, mn) at start + (mn / 64) LBO + (k / 8) SBO + (k % 8) 128 + 2 (mn %
 //    64); each then swizzled. Running it at issue is what a kernel that waits for its wgmma
-//    before releasing their stages (wait_group) cannot tell from the hardware's.
+//    before releasing their stages (wait_group) cannot tell from the hardware's. scale-d 0
+//    overwrites D. With A from registers (attention's P V) a row's k lie in four lanes of its
+//    warp, so that form is a warp collective (emu_wgmma_rs).
 //  - bar.sync / bar.arrive id, n: n threads meet at barrier id (the arriving ones do not wait).
 // Clusters (pairs, split-K, multicast) are not emulated: such candidates are not generated.
 #include <map>
