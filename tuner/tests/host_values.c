@@ -58,6 +58,9 @@ float t_host_get(tuner_dtype dt, const void *h, size_t k)
     case TUNER_BF16:
         memcpy(&u, (const char *)h + 2 * k, 2);
         return dt == TUNER_F16 ? t_f16_to_f32(u) : t_bf16_to_f32(u);
+    case TUNER_F8E4M3:
+    case TUNER_F8E5M2:
+        return tuner_fp8_to_f32(dt, ((const uint8_t *)h)[k]);
     default:
         return 0.0f;
     }
@@ -67,6 +70,10 @@ void t_host_put(tuner_dtype dt, void *h, size_t k, float f)
 {
     if (dt == TUNER_F32) {
         memcpy((char *)h + 4 * k, &f, 4);
+        return;
+    }
+    if (tuner_dtype_is_fp8(dt)) {
+        ((uint8_t *)h)[k] = tuner_f32_to_fp8(dt, f);
         return;
     }
     const uint16_t v = dt == TUNER_F16 ? t_f32_to_f16(f) : t_f32_to_bf16(f);

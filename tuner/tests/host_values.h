@@ -19,9 +19,11 @@ float t_f16_to_f32(uint16_t h);
 uint16_t t_f32_to_bf16(float f);
 float t_bf16_to_f32(uint16_t h);
 
-/* Element k of a host buffer of dtype dt as a float: F32, F16 and BF16; 0 for any other. */
+/* Element k of a host buffer of dtype dt as a float: F32, F16, BF16 and the FP8 formats; 0 for
+ * any other. */
 float t_host_get(tuner_dtype dt, const void *h, size_t k);
-/* Stores f, which must be exact in dt (F32, F16 or BF16), as element k of a host buffer of dt. */
+/* Stores f, which must be exact in dt (F32, F16, BF16 or an FP8 format, rounded there), as element
+ * k of a host buffer of dt. */
 void t_host_put(tuner_dtype dt, void *h, size_t k, float f);
 
 /* The checks' deterministic generator: a 64-bit LCG whose state starts at 12345 (a program that

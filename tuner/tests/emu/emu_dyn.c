@@ -99,6 +99,26 @@ static char *rewrite_hopper(const char *src)
         const char *nl = !strncmp(p, "HD_INLINE void ", 15) ? strchr(p, '\n') : NULL;
         const char *fin = nl && nl[-1] == '{' ? strstr(nl, "\n}\n") : NULL;
         const char *w = fin ? strstr(nl, "wgmma.mma_async.sync.aligned.m64n") : NULL;
+        if (w && w < fin && strstr(w, "k32.f32.e")) {
+            /* An FP8 wrapper: m64nNk32 with its two types, both K-major, scale-d a constant. */
+            int nn = 0, sd = 1;
+            char ta8[8] = "", tb8[8] = "";
+            sscanf(w, "wgmma.mma_async.sync.aligned.m64n%dk32.f32.%7[a-z0-9].%7[a-z0-9]", &nn, ta8, tb8);
+            const char *r = strstr(w, "\"r\"(");
+            if (r && r < fin)
+                sscanf(r, "\"r\"(%d)", &sd);
+            const char *sig = p + 15, *sig_end = strstr(p, ") {");
+            n += (size_t)snprintf(out + n, cap - n, "static void %.*s) { emu_wgmma8(d, da, db, %d, %d, %d, %d); }\n",
+                                  (int)(sig_end - sig), sig, nn, !strcmp(ta8, "e5m2"), !strcmp(tb8, "e5m2"), sd);
+            p = fin + 3;
+            continue;
+        }
+        if (fin && !(w && w < fin)) {
+            /* Another multi-line helper (the FP8 transposer's block): kept, as a host function. */
+            n += (size_t)snprintf(out + n, cap - n, "static inline ");
+            p += 10; /* past "HD_INLINE " */
+            continue;
+        }
         if (w && w < fin) {
             /* HD_INLINE void NAME(SIGNATURE) {\nasm volatile(...wgmma...);\n} */
             int nn = 0, ta = 0, tb = 0;

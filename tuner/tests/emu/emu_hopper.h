@@ -173,6 +173,39 @@ static const bool emu_hopper_hooked = (emu_extra_resolve = emu_hopper_resolve, t
 // attention_wgmma's helpers (tuner/attn/wgmma.c) that are not wgmma: ex2.approx.
 static inline float aw_exp2(float x) { return exp2f(x); }
 
+// FP8 (OCP e4m3: bias 7, no infinities, S.1111.111 NaN; e5m2: bias 15, IEEE-like) to float.
+static float emu_fp8(unsigned char v, bool e5m2) {
+    const int eb = e5m2 ? 5 : 4, mb = 7 - eb, bias = e5m2 ? 15 : 7;
+    const int sgn = v >> 7, e = (v >> mb) & ((1 << eb) - 1), m = v & ((1 << mb) - 1);
+    float x;
+    if (e == 0) x = ldexpf((float)m, 1 - bias - mb);
+    else if (e5m2 && e == 31) x = m ? NAN : INFINITY;
+    else if (!e5m2 && e == 15 && m == 7) x = NAN;
+    else x = ldexpf((float)(m | (1 << mb)), e - bias - mb);
+    return sgn ? -x : x; }
+// wgmma m64nNk32 with FP8 operands, both K-major: element (row, k) at start + (row / 8) SBO +
+// (row % 8) 128 + k, swizzled; sd 0 overwrites D.
+static void emu_wgmma8(float *d, hd_u64 da, hd_u64 db, int n, int a_e5m2, int b_e5m2, int sd) {
+    const int t = (int)(threadIdx.x % 128), w = t / 32, l = t % 32;
+    auto at = [](hd_u64 desc, int row, int k, bool e5) {
+        const hd_u32 start = (hd_u32)(desc & 0x3fffu) << 4, sbo = (hd_u32)((desc >> 32) & 0x3fffu) << 4;
+        return emu_fp8(*sm(emu_swz(start + (row / 8) * sbo + (row % 8) * 128 + k), 1), e5); };
+    for (int j = 0; j < n / 8; j++) for (int h = 0; h < 2; h++) for (int e = 0; e < 2; e++) {
+        const int r = 16 * w + l / 4 + 8 * h, c = 8 * j + 2 * (l % 4) + e;
+        float s = 0;
+        for (int k = 0; k < 32; k++) s += at(da, r, k, a_e5m2) * at(db, c, k, b_e5m2);
+        d[4 * j + 2 * h + e] = (sd ? d[4 * j + 2 * h + e] : 0.0f) + s;
+    }
+}
+// The FP8 transposer's shared accesses and byte permutes (tuner/gemm/wgmma.c wg_tnsp_helpers).
+static hd_u32 wg_lds32(hd_u32 a) { hd_u32 v; memcpy(&v, sm(a, 4), 4); return v; }
+static void wg_sts32(hd_u32 a, hd_u32 v) { memcpy(sm(a, 4), &v, 4); }
+static hd_u32 __byte_perm(hd_u32 x, hd_u32 y, hd_u32 s) {
+    const unsigned long long v = (unsigned long long)x | ((unsigned long long)y << 32);
+    hd_u32 r = 0;
+    for (int i = 0; i < 4; i++) r |= (hd_u32)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r; }
+
 // Named barriers 0-15: n threads meet; bar.arrive counts without waiting.
 struct EmuNamed { int arrived; long long gen; };
 static EmuNamed emu_named[16];

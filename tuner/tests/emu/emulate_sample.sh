@@ -1,14 +1,14 @@
 #!/bin/bash
 # tuner/tests/emu/emulate_sample.sh - the suite's sample of the CPU emulation (test
-# tuner_emulated): dynamic matmul_mma and attention_mma candidates executed on the CPU at four
-# size sets each against the op in double, so that CI (no GPU) runs the kernels of named
-# dimensions and not only compiles them. Every 9th attention candidate of emulate_attn_dyn.sh's
-# four cases, every 45th matmul candidate of four of emulate_mma_dyn.sh's (all axes named with
-# an epilogue, p @ v, 8- and 4-byte cp.async), every 60th matmul_wgmma candidate of
-# emulate_wgmma.sh's three (TMA rings, wgmma, staged, pingpong and swapped tiles) and every 40th
-# attention_wgmma candidate of two of emulate_attn_wgmma.sh's (a key mask and causal, lengths at
-# launch; P V with P from registers): about 40 candidates, about a minute. The full runs are the
-# scripts themselves (minutes).
+# tuner_emulated): candidates executed on the CPU at four size sets each against the op in
+# double, so that CI (no GPU) runs kernels and not only compiles them. Every 9th attention_mma
+# candidate of emulate_attn_dyn.sh's four cases; every 45th matmul_mma candidate of four of
+# emulate_mma_dyn.sh's (all axes named with an epilogue, p @ v, 8- and 4-byte cp.async); every
+# 60th matmul_wgmma candidate of emulate_wgmma.sh's five (TMA rings, wgmma, staged, pingpong and
+# swapped tiles, FP8 with the in-kernel transposer); every 40th attention_wgmma candidate of two
+# of emulate_attn_wgmma.sh's (a key mask and causal, lengths at launch; P V with P from
+# registers): about 55 candidates, about a minute. The full runs are the scripts themselves
+# (minutes).
 #   tuner/tests/emu/emulate_sample.sh BUILD_DIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

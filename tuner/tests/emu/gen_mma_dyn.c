@@ -10,7 +10,8 @@
  * of 4 (8-byte cp.async); 6 bf16 [m,k]x[k,n] <= 198x130x122, multiples of 2 (4-byte cp.async), +
  * bias + residual, GELU; for matmul_wgmma (EMU_SM=90a EMU_TEMPLATE=matmul_wgmma, emulate_wgmma.sh):
  * 7 f16 [m,k]x[k,n] m <= 200 named, N 136, K 120, + bias + residual, GELU; 8 bf16 [m,k]x[n,k]^T,
- * m <= 196, N 200, K 128; 9 f16 77x72x64 fixed, + bias + residual, GELU. Size sets: every dim at
+ * m <= 196, N 200, K 128; 9 f16 77x72x64 fixed, + bias + residual, GELU; 10 e4m3 x e4m3 -> f16
+ * 96x256x256, B [N,K]; 11 the same with B [K,N] (transposed in the kernel). Size sets: every dim at
  * its min, odd sizes (odd multiples of multiple_of), every dim at its max, one step past a
  * multiple of 64. */
 #include <math.h>
@@ -48,6 +49,14 @@ static tuner_op case_op(int c)
         return dyn_matmul_nk(TUNER_BF16, 196, 200, 128, "m", NULL, NULL, 1, true, false);
     case 9:
         return dyn_matmul_nk(TUNER_F16, 77, 72, 64, NULL, NULL, NULL, 1, false, true);
+    /* FP8 for matmul_wgmma: e4m3 x e4m3 -> f16, 96x256x256, B [N,K]; the same with B [K,N], which
+     * the kernel's spare producer warps transpose. */
+    case 10:
+        return t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_F16, 0, 96, 256, 256, TUNER_SCALE_NONE, TUNER_SCALE_NONE, false);
+    case 11:
+        return t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_F16, 0, 96, 256, 256, TUNER_SCALE_NONE,
+                                     TUNER_SCALE_NONE, false),
+                        false, true);
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
@@ -119,11 +128,11 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
         for (long long c = 0; c < N; c++) {
             double acc = 0;
             for (long long k = 0; k < K; k++)
-                acc += (double)t_host_get(dt, in[0], (size_t)(m * K + k)) *
-                       t_host_get(dt, in[1], (size_t)(tb ? c * K + k : k * N + c));
+                acc += (double)t_host_get(op->inputs[0].dtype, in[0], (size_t)(m * K + k)) *
+                       t_host_get(op->inputs[1].dtype, in[1], (size_t)(tb ? c * K + k : k * N + c));
             if (epi) {
-                acc += t_host_get(dt, in[2], (size_t)c);
-                acc += t_host_get(dt, in[3], (size_t)(m * N + c));
+                acc += t_host_get(op->inputs[2].dtype, in[2], (size_t)c);
+                acc += t_host_get(op->inputs[3].dtype, in[3], (size_t)(m * N + c));
                 acc = 0.5 * acc * (1.0 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
             }
             const double got = t_host_get(dt, out, (size_t)(m * N + c));
