@@ -1434,15 +1434,22 @@ static void emit_frag_nest(tuner_sb *sb, const wg_cfg *c, int j0, int j1)
                     c->mi, j0, j1);
 }
 
+/* The barrier at which the warpgroups that share a staged output tile meet: named barrier 1 + wg_o
+ * (pingpong: each consumer its own tile), a literal where there is one staged tile (a register
+ * operand makes ptxas reserve all 16 barriers). */
+static const char *wg_staged_bar(const wg_cfg *c)
+{
+    if (c->pingpong)
+        return "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(1 + wg_o) : \"memory\");\n";
+    return c->consumers == 2 ? "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n"
+                             : "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");\n";
+}
+
 /* The epilogue of a consumer's tile, closing the tile loop: the fused chain is applied to the
  * accumulators, then the values are stored from registers or through a staged tile. */
 static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
-    /* The warpgroups that share a staged tile meet at named barrier 1 + wg_o (a literal where
-     * there is one staged tile: a register operand makes ptxas reserve all 16 barriers). */
-    const char *staged_bar = !c->pingpong ? (c->consumers == 2 ? "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n"
-                                                             : "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");\n")
-                                         : "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(1 + wg_o) : \"memory\");\n";
+    const char *staged_bar = wg_staged_bar(c);
     tuner_sb_printf(sb,
                     "const int gm_er = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_ec = gm_tn * %d + 2 * (wg_l & 3);\n",
                     c->bm, c->bn);
@@ -1593,11 +1600,7 @@ static void emit_swapped_store(tuner_sb *sb, const tuner__gemm_problem *p, const
                     "const int wg_odd = (wg_l >> 2) & 1;\n",
                     c->bm, c->bn);
     const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt), boxes = c->bm / bc;
-    /* The warpgroups that share a staged tile meet at named barrier 1 + wg_o (pingpong: each
-     * consumer its own tile). */
-    const char *staged_bar = !c->pingpong ? (c->consumers == 2 ? "asm volatile(\"bar.sync 1, 256;\" ::: \"memory\");\n"
-                                                             : "asm volatile(\"bar.sync 1, 128;\" ::: \"memory\");\n")
-                                         : "asm volatile(\"bar.sync %0, 128;\" :: \"r\"(1 + wg_o) : \"memory\");\n";
+    const char *staged_bar = wg_staged_bar(c);
     if (c->stage_out) {
         /* The tile's local row (m) of pair (i, j, h) is 8 j + wg_sm, its local column (n) wg_sn
          * + i * 64 + h * 8; wait until the previous tile's stores have read the buffer. */
