@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bench/slurp.h"
 #include "tuner/codegen.h"
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
@@ -24,6 +25,44 @@ long long emu_numel_at(const tuner_tensor *x, const int64_t *sz)
     for (int d = 0; d < x->rank; d++)
         n *= s[d];
     return n;
+}
+
+bool emu_set_load(const char *dir, const tuner_op *op, size_t out_bytes, emu_set *s)
+{
+    char path[600];
+    size_t n = 0;
+    bool ok = true;
+    memset(s, 0, sizeof(*s));
+    for (int i = 0; i < op->n_inputs; i++) {
+        snprintf(path, sizeof(path), "%s/in%d.bin", dir, i);
+        s->in[i] = slurp(path, &n);
+        ok = ok && s->in[i];
+    }
+    snprintf(path, sizeof(path), "%s/out.bin", dir);
+    s->out = (unsigned char *)slurp(path, &n);
+    if (!ok || !s->out || n != out_bytes + EMU_MARGIN) {
+        printf("WRONG: no output\n");
+        for (int i = 0; i < op->n_inputs; i++)
+            free(s->in[i]);
+        free(s->out);
+        return false;
+    }
+    for (size_t b = out_bytes; b < out_bytes + EMU_MARGIN; b++)
+        s->margin += s->out[b] != 0xa5; /* emu_mma's poison */
+    return true;
+}
+
+int emu_set_verdict(emu_set *s, const tuner_op *op, const char *what, long bad, long long total, double maxerr)
+{
+    const bool wrong = bad || s->margin;
+    printf("%s %s: bad %ld of %lld, max rel err %.2e%s", wrong ? "WRONG" : "ok", what, bad, total, maxerr,
+           s->margin ? "" : "; ");
+    if (s->margin)
+        printf(", %ld bytes written past the output; ", s->margin);
+    for (int i = 0; i < op->n_inputs; i++)
+        free(s->in[i]);
+    free(s->out);
+    return wrong ? 1 : 0;
 }
 
 /* The text of the statement `asm...(...);` starting at a (the index of its ';' in *end), or

@@ -14,6 +14,7 @@
 #ifndef HIDET_TUNER_TESTS_EMU_EMU_DYN_H
 #define HIDET_TUNER_TESTS_EMU_EMU_DYN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tuner/tuner.h"
@@ -32,6 +33,21 @@ typedef struct emu_dyn_gen {
      * clusters, which the emulator lacks). */
     const char *template_name;
 } emu_dyn_gen;
+
+/* One size set's files as a check reads them: DIR/in<i>.bin and DIR/out.bin, and how many bytes
+ * of the poisoned margin past the output the emulation changed. */
+typedef struct emu_set {
+    void *in[TUNER_MAX_INPUTS];
+    unsigned char *out;
+    long margin;
+} emu_set;
+/* Reads set DIR of op, whose output is out_bytes long; false (the verdict "WRONG: no output"
+ * printed, nothing left to free) when an input is missing or the output is not out_bytes plus
+ * the margin. */
+bool emu_set_load(const char *dir, const tuner_op *op, size_t out_bytes, emu_set *s);
+/* Prints the set's verdict - ok or WRONG, `what` (its sizes), bad elements of total, the largest
+ * relative error, the margin bytes written - frees s and returns 0 when right, 1 when not. */
+int emu_set_verdict(emu_set *s, const tuner_op *op, const char *what, long bad, long long total, double maxerr);
 
 /* x's shape at sizes sz, and its element count. */
 void emu_shape_at(const tuner_tensor *x, const int64_t *sz, long long *shape);

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/slurp.h"
 #include "tuner/attn/tests/ops.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/emu/emu_dyn.h"
@@ -63,26 +62,14 @@ static void set_sizes(const tuner_op *op, int j, int64_t *sz)
 
 static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
 {
-    char path[600];
-    void *in[4] = {NULL};
-    size_t n;
     const bool mask = op->n_inputs > 3, causal = op->attrs.attention.causal;
-    for (int i = 0; i < op->n_inputs; i++) {
-        snprintf(path, sizeof(path), "%s/in%d.bin", dir, i);
-        in[i] = slurp(path, &n);
-    }
-    snprintf(path, sizeof(path), "%s/out.bin", dir);
-    unsigned char *out = (unsigned char *)slurp(path, &n);
     const long long B = sz[0], S = sz[1];
     const tuner_dtype dt = op->output.dtype;
-    const size_t ob = (size_t)(B * HEADS * S * D * tuner_dtype_size(dt));
-    if (!out || n != ob + EMU_MARGIN || !in[0] || !in[1] || !in[2] || (mask && !in[3])) {
-        printf("WRONG: no output\n");
+    emu_set set;
+    if (!emu_set_load(dir, op, (size_t)(B * HEADS * S * D * tuner_dtype_size(dt)), &set))
         return 1;
-    }
-    long margin = 0;
-    for (size_t b = ob; b < ob + EMU_MARGIN; b++)
-        margin += out[b] != 0xa5; /* emu_mma's poison */
+    void *const *in = set.in;
+    const unsigned char *out = set.out;
     const double scale = op->attrs.attention.scale;
     long bad = 0;
     double maxerr = 0;
@@ -120,14 +107,9 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
                 }
             }
     free(p);
-    printf("%s [b %lld s %lld]: bad %ld of %lld, max rel err %.2e%s", bad || margin ? "WRONG" : "ok", B, S, bad,
-           B * HEADS * S * D, maxerr, margin ? "" : "; ");
-    if (margin)
-        printf(", %ld bytes written past the output; ", margin);
-    for (int i = 0; i < op->n_inputs; i++)
-        free(in[i]);
-    free(out);
-    return bad || margin ? 1 : 0;
+    char what[64];
+    snprintf(what, sizeof(what), "[b %lld s %lld]", B, S);
+    return emu_set_verdict(&set, op, what, bad, B * HEADS * S * D, maxerr);
 }
 
 /* q, k, v: small integers / 16 (exact in f16 and bf16); the mask (input 3): 0 or -2..-0.5. */

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/slurp.h"
 #include "tuner/gemm/tests/dyn_matmul.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/emu/emu_dyn.h"
@@ -99,28 +98,16 @@ static void set_sizes(const tuner_op *op, int j, int64_t *sz)
 
 static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
 {
-    char path[600];
-    void *in[TUNER_MAX_INPUTS] = {NULL};
-    size_t n;
-    for (int i = 0; i < op->n_inputs; i++) {
-        snprintf(path, sizeof(path), "%s/in%d.bin", dir, i);
-        in[i] = slurp(path, &n);
-    }
-    snprintf(path, sizeof(path), "%s/out.bin", dir);
-    unsigned char *out = (unsigned char *)slurp(path, &n);
     long long os[2], as[2];
     emu_shape_at(&op->output, sz, os);
     emu_shape_at(&op->inputs[0], sz, as);
     const long long M = os[0], N = os[1], K = as[1];
     const tuner_dtype dt = op->output.dtype;
-    const size_t ob = (size_t)(M * N * tuner_dtype_size(dt));
-    if (!out || n != ob + EMU_MARGIN) {
-        printf("WRONG: no output\n");
+    emu_set set;
+    if (!emu_set_load(dir, op, (size_t)(M * N * tuner_dtype_size(dt)), &set))
         return 1;
-    }
-    long margin = 0;
-    for (size_t b = ob; b < ob + EMU_MARGIN; b++)
-        margin += out[b] != 0xa5; /* emu_mma's poison */
+    void *const *in = set.in;
+    const unsigned char *out = set.out;
     const bool tb = op->attrs.matmul.trans_b, epi = op->n_inputs > 2;
     long bad = 0;
     double maxerr = 0;
@@ -145,14 +132,9 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
             if (e > maxerr || e != e)
                 maxerr = e;
         }
-    printf("%s [%lldx%lldx%lld]: bad %ld of %lld, max rel err %.2e%s", bad || margin ? "WRONG" : "ok", M, N, K, bad,
-           M * N, maxerr, margin ? "" : "; ");
-    if (margin)
-        printf(", %ld bytes written past the output; ", margin);
-    for (int i = 0; i < op->n_inputs; i++)
-        free(in[i]);
-    free(out);
-    return bad || margin ? 1 : 0;
+    char what[64];
+    snprintf(what, sizeof(what), "[%lldx%lldx%lld]", M, N, K);
+    return emu_set_verdict(&set, op, what, bad, M * N, maxerr);
 }
 
 /* Small integers / 16, exact in f16 and bf16 (products and sums of a few hundred stay well
