@@ -365,7 +365,7 @@ int emu_dyn_main(int argc, char **argv, const emu_dyn_gen *g)
         char *err = NULL;
         if (tuner_space_build(&op, &g->target, &sp, &err) < 0) {
             fprintf(stderr, "space: %s\n", err);
-            return 2;
+            return 4;
         }
         idx = (size_t)atoll(argv[3]);
         if (g->template_name) {

@@ -9,7 +9,8 @@
  *                        arguments are the emulator's g_dims and tensor maps emu_tmap's) and, per size
  *                        set j, DIR/s<j>/ with sizes.txt (dims, each launch's grid by
  *                        tuner_grid_rule_eval, the buffers' bytes) and in<i>.bin; prints the
- *                        schedule (exit 3: INDEX past the space)
+ *                        schedule (exit 3: INDEX past the space; 4: the case has no space for
+ *                        the target)
  *   GEN DIR CASE check   checks DIR/s<j>/out.bin for every j (exit 1 when one is wrong) */
 #ifndef HIDET_TUNER_TESTS_EMU_EMU_DYN_H
 #define HIDET_TUNER_TESTS_EMU_EMU_DYN_H

@@ -27,6 +27,8 @@ emu_dyn_run() {
             mkdir -p "$d"
             sched=$("$work/gen" "$d" "$c" "$i"); rc=$?
             [ $rc = 3 ] && break
+            # No space for the target (e.g. FP8 on sm_80): every index would fail alike.
+            [ $rc = 4 ] && { echo "case $c: no space for the target"; bad=1; break; }
             n=$((n + 1))
             [ $rc = 0 ] || { echo "case $c #$i: generation failed"; bad=1; continue; }
             g++ -O1 -std=c++17 -w -I"$root" -DKERN="\"$d/kern.cu\"" -DLAUNCH_H="\"$d/launch.h\"" "${emu_flags[@]}" \
