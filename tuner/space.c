@@ -331,7 +331,7 @@ static int rank_cmp(const void *a, const void *b)
 /* Below a dynamic op's tuning sizes: each item's worst ratio to the best prediction at the
  * range's bottom and its geometric middle (each name's size in its range alike), into below[i]
  * (1 where the model cannot price the item there), and whether it is the model's first choice
- * (within RANGE_TIE) at either, into picked[i] (may be NULL). -1 for a static op or a range of
+ * (within RANGE_TIE) at either, into picked[i]. -1 for a static op or a range of
  * one size, or out of memory: nothing written. */
 static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *below,
                             bool *picked)
@@ -363,15 +363,13 @@ static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tun
         }
     for (size_t i = 0; i < space->n; i++) {
         below[i] = 1.0;
-        if (picked)
-            picked[i] = false;
+        picked[i] = false;
         for (int p = 0; p < 2; p++) {
             const double u = us[p * space->n + i];
             if (u >= 1e12 || best[p] >= 1e12)
                 continue;
             below[i] = u / best[p] > below[i] ? u / best[p] : below[i];
-            if (picked)
-                picked[i] = picked[i] || u <= RANGE_TIE * best[p];
+            picked[i] = picked[i] || u <= RANGE_TIE * best[p];
         }
     }
     free(at);
