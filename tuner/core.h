@@ -61,6 +61,14 @@ double tuner__chain_instr(const tuner_ew_chain *chain);
 void tuner__emit_params(tuner_sb *sb, const tuner_op *op, tuner_dtype out_dtype);
 /* Sets the launch arguments to match tuner__emit_params (inputs, then output). */
 void tuner__launch_args(tuner_launch *l, const tuner_op *op);
+/* The dynamic shared memory to ask for, for a kernel that uses `dynamic_bytes` of it beside
+ * `static_bytes` of __shared__ variables. The launch contract (docs/api.md, `shared_bytes`) has
+ * a launcher raise the function's dynamic limit only above 48 KiB; below it the driver allows
+ * 48 KiB less the static bytes, so a kernel whose two together pass 48 KiB fails to launch
+ * ("invalid argument") in a launcher that follows the contract. Such a kernel asks for just over
+ * 48 KiB instead: the launcher then raises the limit, and the few bytes more cost nothing (these
+ * kernels run one block per SM). */
+unsigned tuner__dynamic_shared(unsigned dynamic_bytes, unsigned static_bytes);
 /* Makes kernel `name` p's only launch: a 1-D grid of `blocks` blocks of `threads` threads, no
  * dynamic shared memory, the arguments of tuner__emit_params. */
 void tuner__one_launch(tuner_program *p, const tuner_op *op, const char *name, unsigned blocks,

@@ -360,6 +360,14 @@ void tuner__launch_args(tuner_launch *l, const tuner_op *op)
     l->args[l->n_args++] = TUNER_BUF_OUTPUT;
 }
 
+unsigned tuner__dynamic_shared(unsigned dynamic_bytes, unsigned static_bytes)
+{
+    const unsigned limit = 48 * 1024;
+    if (dynamic_bytes > limit || dynamic_bytes + static_bytes <= limit)
+        return dynamic_bytes;
+    return limit + 16;
+}
+
 void tuner__one_launch(tuner_program *p, const tuner_op *op, const char *name, unsigned blocks,
                        unsigned threads)
 {

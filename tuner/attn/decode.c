@@ -680,7 +680,7 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
     k1->grid[2] = (unsigned)p.d.b;
     k1->block[0] = (unsigned)c.block;
     k1->block[1] = k1->block[2] = 1;
-    k1->shared_bytes = (unsigned)c.smem;
+    k1->shared_bytes = tuner__dynamic_shared((unsigned)c.smem, c.fused ? 16u : 0u); /* hd_last */
     tuner__launch_args(k1, op);
     if (c.ws_bytes)
         k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;

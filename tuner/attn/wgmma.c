@@ -830,7 +830,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     l->grid[1] = l->grid[2] = 1;
     l->block[0] = (unsigned)c.threads;
     l->block[1] = l->block[2] = 1;
-    l->shared_bytes = (unsigned)c.smem;
+    l->shared_bytes = tuner__dynamic_shared((unsigned)c.smem, 8u * (2u * (unsigned)c.stages + 2u)); /* aw_bars */
     tuner__launch_args(l, op);
     for (int i = 0; i < 3; i++)
         l->maps[l->n_maps++] = aw_tmap_of(&p, &c, i);

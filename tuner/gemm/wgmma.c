@@ -109,6 +109,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tuner/core.h"
 #include "tuner/gemm/gemm.h"
 #include "tuner/hopper.h"
 
@@ -1258,6 +1259,13 @@ static const char wg_gather_helpers[] =
     "r.x = w[0]; r.y = w[1]; r.z = w[2]; r.w = w[3];\n"
     "}\nreturn r;\n}\n";
 
+/* The block's mbarriers (the static wg_bars): `full` and `empty` per stage, a pair per operand
+ * tile (with n_x), a `ready` per stage (transposed FP8 stages). */
+static int wg_bar_count(const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    return 2 * c->stages + (c->n_x ? 2 * c->unit_tiles : 0) + (wg_any_tnsp(p) ? c->stages : 0);
+}
+
 /* Arrivals that complete a stage's `full` barrier: thread 0's expect_tx alone where TMA loads
  * everything; with a convolution's gathered A also the 128 producer threads' cp.async arrivals;
  * with a matmul's gathered operands the 128 threads' plain arrivals, plus thread 0's expect_tx
@@ -2020,7 +2028,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
                     "%s%s"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n%s",
-                    2 * S + (c.n_x ? 2 * c.unit_tiles : 0) + (wg_any_tnsp(p) ? S : 0), S * c.stage_bytes, S,
+                    wg_bar_count(p, &c), S * c.stage_bytes, S,
                     wg_full_count(p), S, (c.pingpong ? 4 : 4 * c.consumers) * c.cluster, x_init, t_init,
                     /* A pair's barriers are initialised before either CTA multicasts into the
                      * other or arrives on its barriers. */
@@ -2173,8 +2181,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         prog->n_kernels = 2;
         prog->workspace_bytes = (size_t)(wg_sk_parts_at(&c.sk) + c.sk.grid * (long long)c.bm * c.bn * 4);
     }
-    tuner__gemm_set_launch(main_launch, p, name, (unsigned)grid, 1, 1, (unsigned)c.threads, (unsigned)c.smem,
-                           c.stream_k);
+    tuner__gemm_set_launch(main_launch, p, name, (unsigned)grid, 1, 1, (unsigned)c.threads,
+                           tuner__dynamic_shared((unsigned)c.smem, 8u * (unsigned)wg_bar_count(p, &c)), c.stream_k);
     for (int i = 0; i < 3; i++)
         if (wg_has_map(p, &c, i))
             wg_kernel_tmap(p, kv, &c, i, &main_launch->maps[main_launch->n_maps++]);

@@ -99,6 +99,15 @@ static tuner_program *gen_static(const tuner_op *op, const tuner_target *t, cons
     return p;
 }
 
+/* The bytes of a generated kernel's static mbarrier array (matmul_wgmma's `__shared__ alignas(8)
+ * hd_u64 wg_bars[N]`), 0 where it has none. */
+static unsigned static_barrier_bytes(const char *source)
+{
+    static const char decl[] = "__shared__ alignas(8) hd_u64 wg_bars[";
+    const char *q = strstr(source, decl);
+    return q ? 8u * (unsigned)atoi(q + strlen(decl)) : 0u;
+}
+
 static bool rules_equal(const tuner_grid_rule *a, const tuner_grid_rule *b)
 {
     return a->dims == b->dims && a->coef == b->coef && a->div == b->div && a->mul == b->mul && a->cap == b->cap;
@@ -256,6 +265,20 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
                 const tuner_grid_rule *r = &p->kernels[k].grid_rule[d];
                 g[d] = r->dims ? (long long)tuner_grid_rule_eval(r, sz) : (long long)p->kernels[k].grid[d];
             }
+            /* What a driver refuses with "invalid argument": an empty grid, more shared memory
+             * than a block may opt into, more threads than a block holds, and dynamic shared
+             * memory of 48 KiB or less that the static barriers push past 48 KiB (a launcher
+             * raises the limit only above 48 KiB: tuner__dynamic_shared). */
+            const tuner_arch *ta = tuner__arch(t);
+            const tuner_launch *dl = &p->kernels[k];
+            const unsigned static_bytes = static_barrier_bytes(p->source);
+            CHECK(dl->shared_bytes > 48 * 1024 || dl->shared_bytes + static_bytes <= 48 * 1024,
+                  "%s: %u dynamic and %u static shared bytes, launched without raising the limit", what,
+                  dl->shared_bytes, static_bytes);
+            CHECK(g[0] >= 1 && g[1] >= 1 && g[2] >= 1 && dl->block[0] * dl->block[1] * dl->block[2] <= 1024 &&
+                      (!ta || dl->shared_bytes <= (unsigned)ta->max_smem_per_block),
+                  "%s: at %s launch %d is %lld x %lld x %lld blocks of %u threads, %u shared bytes", what, at, k,
+                  g[0], g[1], g[2], dl->block[0] * dl->block[1] * dl->block[2], dl->shared_bytes);
             for (int d = 0; d < 3; d++) {
                 if (mn2d && k == 0 && d < 2)
                     CHECK(d == 1 || g[0] * g[1] == (long long)bp->kernels[k].grid[0] * bp->kernels[k].grid[1],
