@@ -16,7 +16,10 @@ ways, each checked against an fp32 PyTorch reference and timed as bench.py times
 Ratios: static / entry (target >= 1/1.10), peer / entry (GEMM target >= 0.95).
 
     dynamic.py --socket S [--tune measure|model] [--arch native|sm_90a] [--out DIR]
-               [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention] [--sizes 100,700]
+               [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention] [--sizes 100,700] [--profile]
+
+--profile adds each row's kernels (GPU time per call by name, torch.profiler) for the entry and the
+static set: whether a ratio is the kernels' or what surrounds them in a replay.
     dynamic.py --dry-run [--socket S] [--arch sm_90a] [--cases ...]
 
 attention (issue 39's row: within 1.10x of the static kernel at each of 8 sampled lengths) is
@@ -203,6 +206,24 @@ def entry_for(table, n):
     return None
 
 
+def kernel_times(fn, calls=50):
+    """{kernel name: [launches per call, GPU us per call]} of fn() (the profiler's CUDA kernel
+    events, summed by name)."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    per = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if us:
+            per[e.key[:80]] = [round(e.count / calls, 2), round(us / calls, 3)]
+    return per
+
+
 def run(daemon, case, args, out_rows, save=None):
     """Runs one case's sizes into out_rows; save() after each row, so a run cut short by a
     timeout keeps the rows it measured."""
@@ -265,6 +286,11 @@ def run(daemon, case, args, out_rows, save=None):
         makers.append(lambda i: case["peer"](sets[i]))
         for label, us in zip(labels + ("peer",), time_rounds_us(makers, n_sets)):
             row[f"{label}_us"] = round(us, 2)
+        if args.profile:
+            # The kernels' own GPU time per call (the profiler's), beside the graph replays': where
+            # entry and static differ, whether the kernels differ or what surrounds them.
+            for label, kern in (("entry", entry), ("static", static)):
+                row[f"{label}_kernels"] = kernel_times(kern.bind(sets[0], outs[0], {"n": n}))
         row["static_over_entry"] = round(row["static_us"] / row["entry_us"], 3)
         row["peer_over_entry"] = round(row["peer_us"] / row["entry_us"], 3)
         row["entry_template"] = e["kernel_set"].get("schedule", {}).get("template")
@@ -335,6 +361,9 @@ def main():
     ap.add_argument("--wait-s", type=float, default=300)
     ap.add_argument("--out", default="/tmp/hidetd-dynamic")
     ap.add_argument("--workdir", default="/tmp/hidetd-dynamic-cubins")
+    ap.add_argument("--profile", action="store_true",
+                    help="also record each row's kernels (GPU time per call, by name) for the entry and the "
+                         "static kernel set")
     ap.add_argument("--dry-run", action="store_true",
                     help="build the requests without a GPU; with --socket, check them against that daemon")
     args = ap.parse_args()
