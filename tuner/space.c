@@ -81,6 +81,25 @@ int tuner_schedule_param(const tuner_schedule *s, const char *name, int dflt)
     return dflt;
 }
 
+bool tuner_schedule_matches(const tuner_schedule *s, const char *spec)
+{
+    for (const char *q = spec; q && *q;) {
+        const char *eq = strchr(q, '='), *end = strchr(q, ',');
+        if (!end)
+            end = q + strlen(q);
+        char name[64];
+        if (!eq || eq > end || (size_t)(eq - q) >= sizeof(name))
+            return false;
+        memcpy(name, q, (size_t)(eq - q));
+        name[eq - q] = '\0';
+        const long want = strtol(eq + 1, NULL, 10);
+        if (tuner_schedule_param(s, name, -1) != want)
+            return false;
+        q = *end ? end + 1 : end;
+    }
+    return true;
+}
+
 /* Concatenation of three strings (malloc'd; NULL on OOM): error messages. */
 static char *msg(const char *a, const char *b, const char *c)
 {

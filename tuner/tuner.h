@@ -36,6 +36,9 @@ typedef struct tuner_schedule {
 
 /* Value of a named parameter, or `dflt` when the schedule has none by that name. */
 int tuner_schedule_param(const tuner_schedule *s, const char *name, int dflt);
+/* Whether s has every "name=value" of spec (comma-separated, e.g. "swap=1,split_k=2"); a NULL or
+ * empty spec matches every schedule. The GPU checks pick kinds of schedules with it. */
+bool tuner_schedule_matches(const tuner_schedule *s, const char *spec);
 
 typedef struct tuner_space {
     size_t n;

@@ -1156,8 +1156,7 @@ int main(int argc, char **argv)
 {
     int max_per_case = 24, jobs = 0;
     const char *filter = NULL, *only_tmpl = NULL;
-    char only_param[64] = "";
-    int only_value = 0;
+    const char *only_params = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--max") && i + 1 < argc)
             max_per_case = atoi(argv[++i]);
@@ -1167,15 +1166,12 @@ int main(int argc, char **argv)
             filter = argv[++i];
         else if (!strcmp(argv[i], "--template") && i + 1 < argc)
             only_tmpl = argv[++i];
-        else if (!strcmp(argv[i], "--param") && i + 1 < argc && strchr(argv[i + 1], '=')) {
-            const char *eq = strchr(argv[++i], '=');
-            snprintf(only_param, sizeof(only_param), "%.*s", (int)(eq - argv[i]), argv[i]);
-            only_value = atoi(eq + 1);
-        }
+        else if (!strcmp(argv[i], "--param") && i + 1 < argc && strchr(argv[i + 1], '='))
+            only_params = argv[++i];
         else if (!strcmp(argv[i], "--verbose"))
             verbose = true;
         else {
-            fprintf(stderr, "usage: %s [--max N] [--jobs N] [--filter TEXT] [--template NAME] [--param NAME=VALUE] [--verbose]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--max N] [--jobs N] [--filter TEXT] [--template NAME] [--param NAME=VALUE[,NAME=VALUE...]] [--verbose]\n", argv[0]);
             return 2;
         }
     }
@@ -1278,7 +1274,7 @@ int main(int argc, char **argv)
             size_t *pool = calloc(sp->n ? sp->n : 1, sizeof(size_t)), n_pool = 0;
             for (size_t k = 0; pool && k < sp->n; k++)
                 if ((!only_tmpl || !strcmp(sp->items[k].template_name, only_tmpl)) &&
-                    (!only_param[0] || tuner_schedule_param(&sp->items[k], only_param, -1) == only_value))
+                    tuner_schedule_matches(&sp->items[k], only_params))
                     pool[n_pool++] = k;
             size_t want = n_pool < (size_t)max_per_case ? n_pool : (size_t)max_per_case;
             r->pick = calloc(want ? want : 1, sizeof(size_t));
@@ -1286,7 +1282,7 @@ int main(int argc, char **argv)
             size_t dflt = sp->n ? tuner_default_index(&r->op, &tgt, sp) : 0;
             if (want) {
                 if ((!only_tmpl || !strcmp(sp->items[dflt].template_name, only_tmpl)) &&
-                    (!only_param[0] || tuner_schedule_param(&sp->items[dflt], only_param, -1) == only_value))
+                    tuner_schedule_matches(&sp->items[dflt], only_params))
                     r->pick[r->n_pick++] = dflt;
                 for (size_t k = 0; r->n_pick < want && k < want; k++) {
                     size_t idx = pool[(k * n_pool) / want];

@@ -58,17 +58,14 @@ gpu_job *gpu_jobs_pick(const tuner_op *op, const tuner_target *t, const tuner_sp
         *ret_n = 0;
         return NULL;
     }
-    /* HIDET_VERIFY_PARAM=name=value: only the candidates with that parameter value (e.g.
-     * swap=1, a new kind of schedule checked apart), the default too. */
-    const char *pe = getenv("HIDET_VERIFY_PARAM"), *eq = pe ? strchr(pe, '=') : NULL;
-    char pname[64] = "";
-    if (eq && (size_t)(eq - pe) < sizeof(pname))
-        memcpy(pname, pe, (size_t)(eq - pe));
+    /* HIDET_VERIFY_PARAM=name=value[,name=value...]: only the candidates with those parameter
+     * values (e.g. swap=1,split_k=2, a new kind of schedule checked apart), the default too. */
+    const char *only = getenv("HIDET_VERIFY_PARAM");
     if (default_first)
         jobs[n++] = (gpu_job){.op = op, .t = t, .s = &sp->items[def]};
     for (size_t i = 0; i < limit; i++) {
         const size_t idx = limit == sp->n ? i : i * (sp->n - 1) / (limit > 1 ? limit - 1 : 1);
-        if (pname[0] && tuner_schedule_param(&sp->items[idx], pname, -1) != atoi(eq + 1))
+        if (!tuner_schedule_matches(&sp->items[idx], only))
             continue;
         if (idx != def)
             jobs[n++] = (gpu_job){.op = op, .t = t, .s = &sp->items[idx]};
