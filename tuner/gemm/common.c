@@ -668,11 +668,39 @@ const char tuner__gemm_cluster_helpers[] =
     "HD_INLINE float2 gm_ldc_f2(hd_u32 a, unsigned rank) { float2 v; asm volatile(\"{ .reg .b32 ra; "
     "mapa.shared::cluster.u32 ra, %2, %3; ld.shared::cluster.v2.f32 {%0, %1}, [ra]; }\" "
     ": \"=f\"(v.x), \"=f\"(v.y) : \"r\"(a), \"r\"(rank) : \"memory\"); return v; }\n"
+    "HD_INLINE float gm_ldc_f1(hd_u32 a, unsigned rank) { float v; asm volatile(\"{ .reg .b32 ra; "
+    "mapa.shared::cluster.u32 ra, %1, %2; ld.shared::cluster.f32 %0, [ra]; }\" "
+    ": \"=f\"(v) : \"r\"(a), \"r\"(rank) : \"memory\"); return v; }\n"
     "HD_INLINE void gm_cluster_sync() { asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
     "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); }\n";
 
 void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, const tuner__gemm_cluster_sum *s)
 {
+    if (s->transposed) {
+        /* The partial's rows r are the output's columns n0 + r, its columns c the output's rows
+         * m0 + c. A thread sums rows r and r + 1 (an output pair) at one column; neighbouring
+         * threads take neighbouring columns, so that their 4-byte cluster loads of a partial row
+         * fall in distinct banks. Rows past N are summed too (zeros: the copy engine filled
+         * the operand's rows past N with them) and the paired store leaves them out. */
+        tuner_sb_printf(sb,
+                        "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
+                        "const int gm_rows = min(%d, (int)(%s - (%s)));\n"
+                        "const int gm_pairs = gm_rows * %d;\n"
+                        "const int gm_per = (gm_pairs + %d) / %d;\n"
+                        "const int gm_q1 = min(gm_pairs, (int)(gm_rank + 1) * gm_per);\n"
+                        "for (int gm_q = (int)gm_rank * gm_per + (%s); gm_q < gm_q1; gm_q += %d) {\n"
+                        "const int gm_c = gm_q %% gm_rows, gm_r = (gm_q / gm_rows) * 2;\n"
+                        "const hd_u32 gm_sa = %s + gm_r * %d + gm_c * 4;\n"
+                        "float gm_v0 = 0.0f, gm_v1 = 0.0f;\n"
+                        "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
+                        "gm_v0 += gm_ldc_f1(gm_sa, (unsigned)gm_s);\ngm_v1 += gm_ldc_f1(gm_sa + %d, (unsigned)gm_s);\n}\n"
+                        "const int em = %s + gm_c, en = %s + gm_r;\n",
+                        s->block_n, tuner__gemm_M_ll(p).s, s->m0, s->block_m / 2, s->split - 1, s->split, s->tid,
+                        s->threads, s->base, s->row_bytes, s->split, s->row_bytes, s->m0, s->n0);
+        tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1", false);
+        tuner_sb_puts(sb, "}\n}\n");
+        return;
+    }
     const int half = s->block_n / 2;
     tuner_sb_printf(sb,
                     "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"

@@ -200,6 +200,9 @@ typedef struct tuner__gemm_cluster_sum {
     const char *tid;
     const char *base;     /* shared address of the partial tile (the same in every CTA) */
     const char *b, *m0, *n0; /* the tile's batch entry and origin (C expressions) */
+    /* The partial tile is the output's transpose (matmul_wgmma's swapped operands): block_m
+     * rows of output columns from n0, block_n columns of output rows from m0. */
+    bool transposed;
 } tuner__gemm_cluster_sum;
 /* Emits the sum of CTA %cluster_ctarank's share, between the caller's two cluster barriers
  * (after every partial is written; before any CTA's shared memory may go away or be reused). */

@@ -337,7 +337,7 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
         return -EINVAL;
     c->stream_k = sk == 1;
     const int sw = tuner_schedule_param(s, "swap", 0);
-    if ((sw != 0 && sw != 1) || (sw && (c->out_halves || c->cluster != 1 || c->split > 1 || c->stream_k)))
+    if ((sw != 0 && sw != 1) || (sw && (c->out_halves || c->cluster != 1 || c->stream_k)))
         return -EINVAL;
     c->swap = sw == 1;
     c->unit_tiles = c->pingpong ? 2 : 1;
@@ -1728,11 +1728,12 @@ static void emit_split_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     "}\n}\ngm_cluster_sync();\n",
                     rb);
     char m0[32], n0[32];
-    snprintf(m0, sizeof(m0), "gm_tm * %d", c->bm);
-    snprintf(n0, sizeof(n0), "gm_tn * %d", c->bn);
+    /* The output's origin of the tile: swapped, the kernel's N tile is the output's rows. */
+    snprintf(m0, sizeof(m0), "gm_t%s * %d", c->swap ? "n" : "m", c->swap ? c->bn : c->bm);
+    snprintf(n0, sizeof(n0), "gm_t%s * %d", c->swap ? "m" : "n", c->swap ? c->bm : c->bn);
     const tuner__gemm_cluster_sum sum = {.block_m = c->bm, .block_n = c->bn, .row_bytes = rb, .split = c->split,
                                          .threads = threads, .tid = "((int)threadIdx.x - 128)", .base = "wg_ring",
-                                         .b = "gm_b", .m0 = m0, .n0 = n0};
+                                         .b = "gm_b", .m0 = m0, .n0 = n0, .transposed = c->swap};
     tuner__gemm_emit_cluster_sum(sb, p, &sum);
     tuner_sb_puts(sb, "gm_cluster_sync();\n}\n");
 }
@@ -1780,11 +1781,13 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     const unsigned mask = p->m_sym | p->batch_sym;
     /* Per named size: units = ceil(coef * size / div) * mul. */
     long long coef = 1, div = 1, mul = 1, cap = a->sm_count;
-    if (c->swap) { /* (unbatched, unpaired, unsplit: wg_swap_ok, cfg_from) */
+    if (c->swap) { /* (unbatched, unpaired: wg_swap_ok, cfg_from) */
+        if (c->split > 1) /* a cluster of split CTAs per tile, not capped (as unswapped) */
+            cap = 0, mul = c->split;
         if (!p->m_sym)
             coef = tiles_m * tiles_n, div = c->pingpong ? 2 : 1;
         else
-            div = c->bn, mul = c->pingpong ? (tiles_m + 1) / 2 : tiles_m;
+            div = c->bn, mul *= c->pingpong ? (tiles_m + 1) / 2 : tiles_m;
     } else if (c->cluster == 2) {
         long long pm, pn;
         wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
@@ -2225,7 +2228,8 @@ static const int wg_tiles[][4] = {
     "swap{0,1 (C^T = B^T A^T: 16-bit 2-D matmuls, A K-major, TMA both, M <= 3072; block_n = M's side, the multiple of 8 " \
     "cutting M (max, and a named M's min) into t tiles for the 8 t from ceil(M/256), >= 16 past the first; block_m 64c1,128c1,128c2,64 pingpong; stages 4,6,8,12; " \
     "swz 8; lane pairs traded by shfl, stored from registers or (stage_out 1) through a staged tile of block_n rows of M " \
-    "in 128-byte swizzled boxes and TMA stores; no halves, pairs, split or stream-K)}"
+    "in 128-byte swizzled boxes and TMA stores, or split_k{2,3,4} (not pingpong; partials summed transposed through " \
+    "dsmem, a pair of output columns per thread); no halves, pairs or stream-K)}"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -2274,11 +2278,16 @@ static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
  * less) - of M at its largest and, for a named M, at its smallest too (the range's other end,
  * which tuner_rank prices as well) - beside
  * block_m 64 (one consumer), 128 (one or two) and pingpong 64; rings of 4, 6, 8 or 12 where they
- * fit, grouped raster, the output stored from registers or staged (where its rows allow). Where M is odd or small, these are the tiles that leave no rows idle:
+ * fit, grouped raster, the output stored from registers or staged (where its rows allow), or,
+ * for the non-pingpong tiles, by clusters of 2-4 CTAs splitting K (where they all fit at once:
+ * few tiles). Where M is odd or small, these are the tiles that leave no rows idle:
  * cuBLAS's kernels for such shapes are the same transposition (its 64x56, 128x176 and 192x176
  * tiles on [n,4096]x[4096,4096] at n = 100, 700 and 2100, bench/results/2026-11-30-h200-session11). */
 #define WG_SWAP_MAX_M 3072
 #define WG_SWAP_BN 8
+/* K slices of swapped split-K clusters: where the tiles of a small M fill too few SMs (cuBLAS's
+ * 64x56 tiles at M = 100 pair CTAs too, bench/results/2026-11-30-h200-session11). */
+static const int wg_swap_splits[] = {2, 3, 4};
 static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *a, tuner_schedule **items, size_t *n)
 {
     if (!wg_swap_ok(p) || p->M > WG_SWAP_MAX_M)
@@ -2308,7 +2317,12 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
         const int bn = bns[b];
         for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
             for (size_t si = 0; si < sizeof(stages) / sizeof(stages[0]); si++)
-                for (int so = 0; so < 2; so++) {
+                /* v: stage_out 0 and 1, then split-K clusters of WG_SWAP_SPLITS (registers out,
+                 * no pingpong; cfg_valid keeps those whose clusters all fit at once). */
+                for (int v = 0; v < 2 + (int)(sizeof(wg_swap_splits) / sizeof(wg_swap_splits[0])); v++) {
+                    const int so = v < 2 ? v : 0, sp = v < 2 ? 1 : wg_swap_splits[v - 2];
+                    if (sp > 1 && kinds[i][2])
+                        continue;
                     tuner_schedule s = {.template_name = "matmul_wgmma"};
                     tuner__gemm_param(&s, "block_m", kinds[i][0]);
                     tuner__gemm_param(&s, "block_n", bn);
@@ -2318,7 +2332,7 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
                     tuner__gemm_param(&s, "pingpong", kinds[i][2]);
                     tuner__gemm_param(&s, "stage_out", so);
                     tuner__gemm_param(&s, "cluster", 1);
-                    tuner__gemm_param(&s, "split_k", 1);
+                    tuner__gemm_param(&s, "split_k", sp);
                     tuner__gemm_param(&s, "stream_k", 0);
                     tuner__gemm_param(&s, "cluster_n", 1);
                     tuner__gemm_param(&s, "swap", 1);

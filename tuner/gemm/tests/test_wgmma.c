@@ -398,8 +398,10 @@ static void test_split_space(void)
             n_split++;
             best_rank = r < best_rank ? r : best_rank;
             const long long bm = tuner_schedule_param(s, "block_m", 0), bn = tuner_schedule_param(s, "block_n", 0);
-            const long long tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn), ktiles = (K + 63) / 64;
-            const long long kper = (ktiles + split - 1) / split;
+            /* (swapped: block_m tiles N, block_n tiles M) */
+            const bool swap = tuner_schedule_param(s, "swap", 0) == 1;
+            const long long tiles = ((swap ? N : M) + bm - 1) / bm * (((swap ? M : N) + bn - 1) / bn);
+            const long long ktiles = (K + 63) / 64, kper = (ktiles + split - 1) / split;
             CHECK(tiles <= tuner__arch_cluster_fit(tuner__arch(&sm90a), split) && tiles * split <= 132 && kper >= 2 && (split - 1) * kper < ktiles &&
                       tuner_schedule_param(s, "cluster", 0) == 1 && tuner_schedule_param(s, "pingpong", 1) == 0 &&
                       tuner_schedule_param(s, "stage_out", 1) == 0 && tuner_schedule_param(s, "swizzle", 0) == 8,
@@ -474,9 +476,11 @@ static void test_pair_n_space(void)
 static tuner_op named_m(tuner_op op);
 
 /* The swapped candidates (swap 1) of op: how many, the block_n values they use (bits of
- * block_n / 8), how many stage their output, and each one's invariants. */
-static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns, size_t *ret_staged)
+ * block_n / 8), how many stage their output, how many split K, and each one's invariants. */
+static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns, size_t *ret_staged, size_t *ret_split)
 {
+    if (ret_split)
+        *ret_split = 0;
     tuner_space *sp = NULL;
     size_t n = 0, staged = 0;
     *ret_bns = 0;
@@ -487,12 +491,16 @@ static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns, s
             continue;
         n++;
         const int bn = tuner_schedule_param(s, "block_n", 0);
-        const int so = tuner_schedule_param(s, "stage_out", 0);
+        const int so = tuner_schedule_param(s, "stage_out", 0), split = tuner_schedule_param(s, "split_k", 0);
         CHECK(bn % 8 == 0 && bn >= 8 && bn <= 256 && so <= 1 && tuner_schedule_param(s, "cluster", 0) == 1 &&
-                  tuner_schedule_param(s, "cluster_n", 0) == 1 && tuner_schedule_param(s, "split_k", 0) == 1 &&
+                  tuner_schedule_param(s, "cluster_n", 0) == 1 && split >= 1 && split <= 4 &&
+                  (split == 1 || (so == 0 && tuner_schedule_param(s, "pingpong", 1) == 0)) &&
                   tuner_schedule_param(s, "stream_k", 1) == 0,
-              "a swapped candidate with block_n %d, staged in halves, paired or split", bn);
+              "a swapped candidate with block_n %d, staged in halves, paired, or split %d beside staging or pingpong", bn,
+              split);
         staged += so == 1;
+        if (ret_split)
+            *ret_split += split > 1;
         *ret_bns |= 1ull << (bn / 8 - 1 > 63 ? 63 : bn / 8 - 1);
     }
     tuner_space_free(sp);
@@ -511,28 +519,30 @@ static void test_swap_space(void)
     unsigned long long bns;
     size_t staged = 0;
     tuner_op op = mm(TUNER_F16, 0, 0, 100, 4096, 4096, false, false);
-    size_t n = swap_candidates(&op, &bns, &staged);
-    printf("100x4096x4096: %zu swapped candidates, %zu staged\n", n, staged);
-    /* M = 100: 104 (one tile), 56 (two), 40, 32, 24, 24, 16. */
-    CHECK(n >= 40 && staged >= 20 && (bns & (1ull << 12)) && (bns & (1ull << 6)) && (bns & (1ull << 4)),
-          "100x4096x4096: %zu swapped, %zu staged", n, staged);
+    size_t split = 0;
+    size_t n = swap_candidates(&op, &bns, &staged, &split);
+    printf("100x4096x4096: %zu swapped candidates, %zu staged, %zu split\n", n, staged, split);
+    /* M = 100: 104 (one tile), 56 (two), 40, 32, 24, 24, 16; 64 or 128 N tiles, too few for
+     * the SMs: split-K clusters. */
+    CHECK(n >= 40 && staged >= 20 && split >= 12 && (bns & (1ull << 12)) && (bns & (1ull << 6)) && (bns & (1ull << 4)),
+          "100x4096x4096: %zu swapped, %zu staged, %zu split", n, staged, split);
     op = mm(TUNER_BF16, 0, 0, 700, 4096, 4096, false, true);
-    CHECK(swap_candidates(&op, &bns, NULL) > 0 && (bns & (1ull << 21)), "700x4096x4096 nt: no 176-row tiles"); /* 4 x 176 */
+    CHECK(swap_candidates(&op, &bns, NULL, NULL) > 0 && (bns & (1ull << 21)), "700x4096x4096 nt: no 176-row tiles"); /* 4 x 176 */
     /* An odd N: output rows TMA cannot write, nothing staged. */
     op = mm(TUNER_F16, 0, 0, 100, 4001, 512, false, true);
-    CHECK(swap_candidates(&op, &bns, &staged) > 0 && staged == 0, "100x4001x512: %zu swapped staged", staged);
+    CHECK(swap_candidates(&op, &bns, &staged, NULL) > 0 && staged == 0, "100x4001x512: %zu swapped staged", staged);
     static const struct {
         long long bt_a, M;
         bool ta;
     } none[] = {{0, 100, true}, {2, 100, false}, {0, 4096, false}};
     for (size_t k = 0; k < sizeof(none) / sizeof(none[0]); k++) {
         op = mm(TUNER_F16, none[k].bt_a, 0, none[k].M, 4096, 512, none[k].ta, false);
-        CHECK(swap_candidates(&op, &bns, NULL) == 0, "swapped candidates for case %zu", k);
+        CHECK(swap_candidates(&op, &bns, NULL, NULL) == 0, "swapped candidates for case %zu", k);
     }
     /* A named M in [641, 768]: 168 rows (641 in 4 tiles) from the range's bottom, 192 (768 in 4) from its top. */
     op = named_m(mm(TUNER_F16, 0, 0, 768, 4096, 4096, false, false));
     op.dims[0].min = 641;
-    CHECK(swap_candidates(&op, &bns, NULL) > 0 && (bns & (1ull << 20)) && (bns & (1ull << 23)),
+    CHECK(swap_candidates(&op, &bns, NULL, NULL) > 0 && (bns & (1ull << 20)) && (bns & (1ull << 23)),
           "[641,768]: block_n 168 and 192 missing (%llx)", bns);
     tuner_schedule s = {.template_name = "matmul_wgmma"};
     static const char *const names[] = {"block_m", "block_n", "stages", "consumers", "swizzle", "pingpong", "stage_out",
@@ -580,6 +590,45 @@ static void test_swap_space(void)
         CHECK(strstr(pr->source, "wg_tma_st2(wg_map_c, gm_tm * 128 + 64, gm_tn * 176, wg_ostage + 22528);") &&
                   !strstr(pr->source, "if (o_m <"),
               "swapped staged source: its second box's store, no bounds check");
+        tuner_program_free(pr);
+    }
+    /* Split-K at M = 100: 64 N tiles of one 104-row M tile, a cluster of two CTAs per tile
+     * (128 CTAs); the partials summed transposed, a pair of output columns (kernel rows r and
+     * r + 1) per thread. A named M in [65, 100]: the grid a rule, 2 x 64 CTAs per M tile. */
+    tuner_schedule split_s = {.template_name = "matmul_wgmma"};
+    static const int split_values[] = {64, 104, 8, 1, 8, 0, 0, 1, 2, 0, 1, 1};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        tuner__gemm_param(&split_s, names[i], split_values[i]);
+    tuner_op m100 = mm(TUNER_F16, 0, 0, 100, 4096, 4096, false, false), m65 = named_m(m100);
+    m65.dims[0].min = 65;
+    for (int named = 0; named < 2; named++) {
+        pr = NULL;
+        CHECK(tuner_generate(named ? &m65 : &m100, &sm90a, &split_s, &pr, &err) == 0, "swapped split: %s",
+              err ? err : "");
+        free(err);
+        err = NULL;
+        if (!pr)
+            continue;
+        const tuner_launch *l = &pr->kernels[0];
+        CHECK(l->grid[0] == 128 && (!named || (l->grid_rule[0].div == 104 && l->grid_rule[0].mul == 128 &&
+                                               l->grid_rule[0].cap == 0)),
+              "swapped split grid %u (rule div %lld mul %lld)", l->grid[0], (long long)l->grid_rule[0].div,
+              (long long)l->grid_rule[0].mul);
+        CHECK(strstr(pr->source, "__cluster_dims__(2, 1, 1)") &&
+                  strstr(pr->source, named ? "const int gm_rows = min(104, (int)((long long)gm_M - (gm_tn * 104)));"
+                                           : "const int gm_rows = min(104, (int)(100LL - (gm_tn * 104)));") &&
+                  strstr(pr->source, "gm_v1 += gm_ldc_f1(gm_sa + 448, (unsigned)gm_s);") &&
+                  strstr(pr->source, "const int em = gm_tn * 104 + gm_c, en = gm_tm * 64 + gm_r;"),
+              "swapped split source (%s M)", named ? "named" : "fixed");
+        if (!named) {
+            tuner_binary *b = NULL;
+            const int rc = tuner_compile(pr->source, &sm90a, &b, &err);
+            CHECK(rc == 0 && strstr(b->ptx, "ld.shared::cluster.f32") && strstr(b->ptx, "m64n104k16"),
+                  "swapped split compile: %s", err ? err : "");
+            free(err);
+            err = NULL;
+            tuner_binary_free(b);
+        }
         tuner_program_free(pr);
     }
 }
