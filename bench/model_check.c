@@ -17,8 +17,8 @@
  *
  * --show N lists, under each case, the model's first N measured schedules with their predicted
  * and measured times, then the N fastest measured ones with their positions in the model's
- * order; --only keeps the cases whose shape contains SUBSTR. --table adds, under each case, every measured
- * schedule instead, one tab-separated line each (shape, position in the model's order,
+ * order; --only keeps the cases whose shape contains SUBSTR. --table adds, under each case,
+ * every measured schedule, one tab-separated line each (shape, position in the model's order,
  * predicted us, measured us, predicted over measured, the schedule), for studying where the
  * model is off by kind of tile.
  *
