@@ -24,8 +24,9 @@
  *
  * With --fail-above it exits 3 when the geometric mean of `first` exceeds G: the tuner's test
  * suite runs it on the committed calibrations of bench/results/2026-11-25-h100-model-ring and
- * 2026-11-25-h100-calibration-2, so a change to the cost model that ranks those cases worse
- * fails there, without a GPU.
+ * 2026-11-25-h100-calibration-2 (H100), 2026-11-28-h200-l2-flush and 2026-11-30-h200-session12/f
+ * (H200; bench/meson.build), so a change to the cost model that ranks those cases worse fails
+ * there, without a GPU.
  *
  * Schedules are matched by template and parameters (not by index), so a space that gained or
  * lost schedules since the calibration run still compares. Exit codes: 0 ok, 1 unreadable

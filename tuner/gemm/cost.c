@@ -4,12 +4,13 @@
  * tiles, tiny warp tiles on a big problem, no latency hiding, a huge split-K workspace) must come
  * out slow, and a good tile for the shape must come out near the top. Terms:
  *  - the main loop as a ring of k tiles on each SM (tuner__gemm_ring_us): every k tile is
- *    loaded (a latency, then its share of L2 and DRAM bandwidth: the unique operands cross DRAM
- *    once, the rest of the panels hit L2) and then computed at the SM's tensor (or FMA) rate,
- *    scaled by an efficiency that grows with the warp tile (operand reuse from registers) and
- *    with how many warps the SM has to hide latency; the pipeline's depth bounds how many loads
- *    are under way; tiles run in waves of (blocks per SM x SMs); a non-persistent block's fill
- *    and drain, exposed where its k loop is short; plus the fused epilogue's arithmetic;
+ *    loaded (a latency, then the longer of its transfers at its share of L2 and of DRAM
+ *    bandwidth: the unique operands cross DRAM once, the rest of the panels hit L2) and then
+ *    computed at the SM's tensor (or FMA) rate, scaled by an efficiency that grows with the
+ *    warp tile (operand reuse from registers) and with how many warps the SM has to hide
+ *    latency; the pipeline's depth bounds how many loads are under way; tiles run in waves of
+ *    (blocks per SM x SMs); a non-persistent block's fill and drain, exposed where its k loop is
+ *    short; plus the fused epilogue's arithmetic;
  *  - split-K: fp32 partials written and read back, plus a second launch; or, summed inside a
  *    cluster, one pass over the partial tiles through distributed shared memory;
  *  - a fixed launch overhead per kernel.
