@@ -13,22 +13,27 @@
  *
  * and the geometric means of `first` and `top3` over the cases. No GPU and no daemon needed:
  *
- *   model_check [--arch sm_90a] [--fail-above G] [--show N] [--only SUBSTR] CALIBRATION.json...
+ *   model_check [--arch sm_90a] [--fail-above G] [--show N] [--table] [--only SUBSTR] CALIBRATION.json...
  *
  * --show N lists, under each case, the model's first N measured schedules with their predicted
  * and measured times, then the N fastest measured ones with their positions in the model's
- * order; --only keeps the cases whose shape contains SUBSTR.
+ * order; --only keeps the cases whose shape contains SUBSTR. --table adds, under each case,
+ * every measured schedule, one tab-separated line each (shape, position in the model's order,
+ * predicted us, measured us, predicted over measured, the schedule), for studying where the
+ * model is off by kind of tile.
  *
  * With --fail-above it exits 3 when the geometric mean of `first` exceeds G: the tuner's test
  * suite runs it on the committed calibrations of bench/results/2026-11-25-h100-model-ring and
- * 2026-11-25-h100-calibration-2, so a change to the cost model that ranks those cases worse
- * fails there, without a GPU.
+ * 2026-11-25-h100-calibration-2 (H100), 2026-11-28-h200-l2-flush and 2026-11-30-h200-session12/f
+ * (H200; bench/meson.build), so a change to the cost model that ranks those cases worse fails
+ * there, without a GPU.
  *
  * Schedules are matched by template and parameters (not by index), so a space that gained or
  * lost schedules since the calibration run still compares. Exit codes: 0 ok, 1 unreadable
  * input, 2 usage, 3 above --fail-above.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +80,7 @@ typedef struct check_opts {
     const char *arch;
     const char *only; /* substring of the shapes to check, or NULL */
     int show;         /* schedules listed per case */
+    bool table;       /* every measured schedule, one line each */
 } check_opts;
 
 /* Under a case: the model's first `show` measured schedules, then the `show` fastest. us[i] is
@@ -196,6 +202,15 @@ static void check_case(const cJSON *c, const check_opts *opts, totals *tot)
         tot->cases++;
         if (opts->show > 0)
             show_schedules(space, order, pred, measured, opts->show);
+        if (opts->table)
+            for (size_t i = 0; i < space->n; i++) {
+                if (measured[i] < 0)
+                    continue;
+                char *js = tuner_schedule_json(&space->items[order[i]]);
+                printf("%s\t%zu\t%.3f\t%.3f\t%.3f\t%s\n", label_shape, i, pred[order[i]], measured[i],
+                       pred[order[i]] / measured[i], js ? js : "?");
+                free(js);
+            }
     }
     free(pick);
     free(measured);
@@ -209,7 +224,14 @@ int main(int argc, char **argv)
     check_opts opts = {.arch = "sm_90a"};
     double fail_above = 0;
     int ai = 1;
-    while (ai + 1 < argc && argv[ai][0] == '-') {
+    while (ai < argc && argv[ai][0] == '-') {
+        if (!strcmp(argv[ai], "--table")) {
+            opts.table = true;
+            ai++;
+            continue;
+        }
+        if (ai + 1 >= argc)
+            break;
         if (!strcmp(argv[ai], "--arch"))
             opts.arch = argv[ai + 1];
         else if (!strcmp(argv[ai], "--show"))
@@ -223,7 +245,7 @@ int main(int argc, char **argv)
         ai += 2;
     }
     if (ai >= argc || argv[ai][0] == '-') {
-        fprintf(stderr, "usage: model_check [--arch ARCH] [--fail-above G] [--show N] [--only SUBSTR] "
+        fprintf(stderr, "usage: model_check [--arch ARCH] [--fail-above G] [--show N] [--table] [--only SUBSTR] "
                         "CALIBRATION.json...\n");
         return 2;
     }

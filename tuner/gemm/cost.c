@@ -4,12 +4,13 @@
  * tiles, tiny warp tiles on a big problem, no latency hiding, a huge split-K workspace) must come
  * out slow, and a good tile for the shape must come out near the top. Terms:
  *  - the main loop as a ring of k tiles on each SM (tuner__gemm_ring_us): every k tile is
- *    loaded (a latency, then its share of L2 and DRAM bandwidth: the unique operands cross DRAM
- *    once, the rest of the panels hit L2) and then computed at the SM's tensor (or FMA) rate,
- *    scaled by an efficiency that grows with the warp tile (operand reuse from registers) and
- *    with how many warps the SM has to hide latency; the pipeline's depth bounds how many loads
- *    are under way; tiles run in waves of (blocks per SM x SMs); a non-persistent block's fill
- *    and drain, exposed where its k loop is short; plus the fused epilogue's arithmetic;
+ *    loaded (a latency, then the longer of its transfers at its share of L2 and of DRAM
+ *    bandwidth: the unique operands cross DRAM once, the rest of the panels hit L2) and then
+ *    computed at the SM's tensor (or FMA) rate, scaled by an efficiency that grows with the
+ *    warp tile (operand reuse from registers) and with how many warps the SM has to hide
+ *    latency; the pipeline's depth bounds how many loads are under way; tiles run in waves of
+ *    (blocks per SM x SMs); a non-persistent block's fill and drain, exposed where its k loop is
+ *    short; plus the fused epilogue's arithmetic;
  *  - split-K: fp32 partials written and read back, plus a second launch; or, summed inside a
  *    cluster, one pass over the partial tiles through distributed shared memory;
  *  - a fixed launch overhead per kernel.
@@ -35,7 +36,15 @@ double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r)
 {
     if (r->ktiles <= 0)
         return 0.0;
-    const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.0 * dram_bw; /* bytes per us */
+    /* Bytes per us. L2: 4.25 times DRAM's (12.75 TB/s on an H100). Calibrated wgmma tiles whose
+     * k tiles read the most operand bytes per FLOP (block_m 64, swapped or not) sustain more:
+     * 62-66 bytes per clock and SM on an H200 at 1965 MHz, 50-59 on an H100 (700 and 2100 x 4096
+     * x 4096, bench/results/2026-11-30-h200-session12/f/calib; 4096^3, 2048x14336x4096,
+     * 4096x3072x768 of 2026-11-25-h100-model-ring and -calibration-2), where 4.0 allowed 46. Yet
+     * raising it to that (5-5.5) ranks the calibrated cases worse overall: the bound also stands
+     * in for effects modelled nowhere else (a plain raster's extra DRAM reads, block_n 64 tiles'
+     * slower wgmma, CTA pairs' edge on 1000^3), so it is raised only as far as those stay put. */
+    const double dram_bw = a->dram_gbps * 1e3, l2_bw = 4.25 * dram_bw;
     const double sms = r->sms < 1 ? 1 : r->sms;
     /* What one k tile occupies: the SM's tensor cores, its share of DRAM bandwidth for the part
      * of the tile that misses L2, its share of L2 bandwidth. */
@@ -44,12 +53,18 @@ double tuner__gemm_ring_us(const tuner_arch *a, const tuner__gemm_ring *r)
         r->stage_bytes * r->dram_frac / (dram_bw / sms),
         r->stage_bytes * r->l2_penalty / (l2_bw / sms),
     };
-    double busiest = 0, round_trip = r->dram_frac * DRAM_LATENCY_US + (1.0 - r->dram_frac) * L2_LATENCY_US +
-                                     r->extra_latency_us;
-    for (int k = 0; k < 3; k++) {
+    double busiest = 0;
+    for (int k = 0; k < 3; k++)
         busiest = demand[k] > busiest ? demand[k] : busiest;
-        round_trip += demand[k];
-    }
+    /* A k tile's round trip: the latency, its transfer, its computation. The bytes that miss L2
+     * stream from DRAM through L2 to the SM while the rest come from L2: the transfer takes the
+     * longer of its DRAM and L2 times, not their sum, which priced shallow rings as
+     * latency-bound where they are not: on an H200, 128x192 tiles of 700x4096x4096 with 3, 4
+     * and 5 stages ran 38.7, 36.6 and 40.0 us, predicted 51.4, 38.7 and 38.4 with the sum (the
+     * 5-stage one picked), 43.8, 36.9 and 38.2 without (bench/results/2026-11-30-h200-session12,
+     * f/calib). */
+    const double round_trip = r->dram_frac * DRAM_LATENCY_US + (1.0 - r->dram_frac) * L2_LATENCY_US +
+                              r->extra_latency_us + demand[0] + (demand[1] > demand[2] ? demand[1] : demand[2]);
     /* A producer of its own (a gathering warpgroup) sets a pace of its own, not a latency the
      * ring's depth hides: it fills one stage at a time. */
     busiest = r->producer_us > busiest ? r->producer_us : busiest;

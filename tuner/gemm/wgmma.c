@@ -2621,7 +2621,13 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     /* wgmma peak: mma.sync reaches about two thirds of it on Hopper (tuner/arch.c). */
     const double rate_sm = a->tc_f16_tflops * 1.5 * tuner__gemm_tc_rate_factor(&p) * 1e6 / a->sm_count;
     double eff = 0.82;
-    eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : 0.80;
+    /* The steps were measured at block_n 64, 128 and 192 (unswapped tiles). A swapped tile's
+     * block_n between 64 and 128 takes the value interpolated, not block_n 64's: on an H200 the
+     * swapped 128-row one-consumer tiles of 700x4096x4096 reached 0.65, 0.68, 0.71, 0.73 and
+     * 0.83 of rate_sm at block_n 72, 80, 88, 104 and 120 (rising steadily, where the step priced
+     * them all at 0.56), and the swapped 64x104 tile that was best on 100x4096x4096 0.73
+     * (bench/results/2026-11-30-h200-session12, f/calib). */
+    eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : c.bn > 64 ? 0.80 + 0.17 * (c.bn - 64) / 64.0 : 0.80;
     /* (A gathering convolution's single consumer is fed no worse: the gather, not the issue
      * gaps, sets its pace.) */
     eff *= c.consumers == 2 || wg_gathers_a(&p) ? 1.0 : 0.85;
