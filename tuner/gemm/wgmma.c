@@ -2626,8 +2626,10 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * swapped 128-row one-consumer tiles of 700x4096x4096 reached 0.65, 0.68, 0.71, 0.73 and
      * 0.83 of rate_sm at block_n 72, 80, 88, 104 and 120 (rising steadily, where the step priced
      * them all at 0.56), and the swapped 64x104 tile that was best on 100x4096x4096 0.73
-     * (bench/results/2026-11-30-h200-session12, f/calib). */
-    eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : c.bn > 64 ? 0.80 + 0.17 * (c.bn - 64) / 64.0 : 0.80;
+     * (bench/results/2026-11-30-h200-session12, f/calib). One consumer only, as measured: two
+     * consumers of 64 rows each priced so ran 1.3x slower than predicted (128x96 on
+     * [700,4096]x[4096,14336], 175 us against 134; bench/results/2026-11-30-h200-session13/d). */
+    eff *= c.bn >= 192 ? 1.0 : c.bn >= 128 ? 0.97 : c.bn > 64 && c.consumers == 1 ? 0.80 + 0.17 * (c.bn - 64) / 64.0 : 0.80;
     /* (A gathering convolution's single consumer is fed no worse: the gather, not the issue
      * gaps, sets its pace.) */
     eff *= c.consumers == 2 || wg_gathers_a(&p) ? 1.0 : 0.85;
