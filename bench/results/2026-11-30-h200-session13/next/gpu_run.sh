@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prepared in session 13 for the next session's first GPU call (bench/pack_gpu.sh, then
+# next/prep.sh, then `bash .gpu/gpu_run.sh` with carry [".gpu"]):
+#  - why a swapped tile row mostly past M costs about 2.9 full rows (session 13 call f): kbench
+#    of 128x96 c2 (staged and register stores) at M = 700 and 768, then ncu of the staged one at
+#    both sizes - TMA loads of the K-major box past the rows, or the clipped TMA stores;
+#  - BERT-base through the backend at the 20 sizes (tune model; the cost model changed in session
+#    13), its rows kept in the log this time;
+#  - issue 39's [n,4096]x[4096,14336] row at dynamic.py's 16 sizes (tune measure).
+set -u
+cd "$(dirname "$0")/.."
+. bench/gpu_call.sh
+{
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+s0=$(date +%s)
+timeout 60 python3 bench/kbench.py .gpu/kb --alternate > $OUT/kbench.log 2>&1
+echo "=== kbench exit=$? $(el $s0)"; filt < $OUT/kbench.log | tail -7
+for m in 700 768; do
+    timeout 60 ncu --kernel-name regex:hd_matmul --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section SchedulerStats \
+        python3 bench/kbench.py .gpu/kb --only m${m}_sw128x96c2 > $OUT/ncu_m$m.log 2>&1
+    echo "=== ncu m$m exit=$?"
+    grep -E "Duration|DRAM Throughput|L2 Hit|Memory Throughput|Stall|No Eligible" $OUT/ncu_m$m.log | head -12
+done
+daemon m
+l=$(left 400); echo "=== bert dynamic, 20 sizes (limit $l s)"; s0=$(date +%s)
+PYTHONUNBUFFERED=1 timeout $l python3 bench/models_dynamic.py --socket "$sock" --out "$OUT/dyn" \
+    --sizes 20 --settle-s 8 --iters 20 > $OUT/bert.log 2>&1
+echo "=== bert dynamic exit=$? $(el $s0)"; grep -E "^\{|rows done|compilation" $OUT/bert.log | tail -24
+l=$(left 580); s0=$(date +%s)
+PYTHONUNBUFFERED=1 timeout $l python3 bench/dynamic.py --socket "$sock" --cases gemm14336 \
+    --out "$OUT/dyn_gemm14336" --wait-s 150 > $OUT/dyn_gemm14336.log 2>&1
+echo "=== gemm14336 16 sizes exit=$? $(el $s0)"; filt < $OUT/dyn_gemm14336.log | tail -18
+kill -TERM $dp; wait $dp
+} > "$OUT/gpu.log" 2>&1
+cat "$OUT/gpu.log"
+echo "total $(( $(date +%s) - t0 )) s"
