@@ -2708,8 +2708,19 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * same tiles unpaired (64x14336x4096 44.0 against 43.0 us, 128x14336x4096 45.3 against 44.3;
      * bench/results/2026-11-24-h100-im2col), the lockstep costing more than the A panel saves. */
     /* TMA boxes are whole: rows past M or N are zero-filled by the copy engine, which moves
-     * them through shared memory and takes longer per box (WG_OOB_ROW_US). */
-    const double oob_rows = (p.M < c.bm ? c.bm - p.M : 0) + (p.N < c.bn ? c.bn - p.N : 0);
+     * them through shared memory and takes longer per box (WG_OOB_ROW_US). Every tile of the
+     * last tile row (past M) and column (past N) loads such boxes, not only where M or N is
+     * smaller than one tile: on an H200 the swapped 128x96 two-consumer tiles of
+     * [M,4096]x[4096,14336] ran 169.5 us at M = 700 (their last row 68 rows past M) and 138.2 at
+     * 768 (none past), the same grid; swapped 64x176 ones 122.3 at 700 (4 rows past) and 218.1 at
+     * 768 (112 past, where one more tile row explains 25% of the 78%); their 6-stage rings cannot
+     * hide the longer loads, where deeper ones and longer k tiles do (unswapped 128x256 with 4
+     * stages: 129.2 and 139.6; bench/results/2026-11-30-h200-session13/f). A range's entry is
+     * timed at the range's top only, so this term is what keeps such tiles off a range whose
+     * other sizes leave their last row mostly empty. */
+    const long long tiles_m = tuner__gemm_cdiv(p.M, c.bm), tiles_n = tuner__gemm_cdiv(p.N, c.bn);
+    const double oob_m = (double)(tiles_m * c.bm - p.M), oob_n = (double)(tiles_n * c.bn - p.N);
+    const double last_m = oob_m > 0 ? 1.0 / (double)tiles_m : 0.0, last_n = oob_n > 0 ? 1.0 / (double)tiles_n : 0.0;
     const double panel = (double)tiles * (c.bm + (double)c.bn / (c.pair_n ? 1 : c.cluster)) * (double)kp * esz;
     /* Bytes read from DRAM at least once: a convolution's im2col rows overlap, its input is
      * read once. */
@@ -2742,7 +2753,7 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
         /* Rasterised tiles share operands in L2 more often. */
         .l2_penalty = c.group > 1 ? 0.9 : 1.0,
         .sms = ctas < a->sm_count ? (double)ctas : (double)a->sm_count,
-        .extra_latency_us = oob_rows * WG_OOB_ROW_US + (p.conv ? WG_CONV_LOAD_US : 0.0),
+        .extra_latency_us = p.conv ? WG_CONV_LOAD_US : 0.0,
         /* Operands TMA cannot address: the producer's threads gather them, a stage at a time. */
         .producer_us = (gather ? tuner__gemm_gather_us(wg_gather_chunks(&p, &c), panel > uniq ? uniq / panel : 1.0) : 0.0) +
                        tnsp_us,
@@ -2753,7 +2764,18 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * small part of its traffic, and its main loop ran 15-20% longer than the same tiles'
      * unpaired (3x3 layers of bench/results/2026-11-25-h100-model-ring). */
     const double lockstep = c.cluster == 2 ? (p.conv ? 1.18 : 1.04) : 1.0;
-    double tm = tuner__gemm_ring_us(a, &ring) * ep * lockstep + per_sm * t_chain + t_fixup;
+    /* The ring of the interior tiles, of the last row's, the last column's and the corner's,
+     * each by its share of the tiles. */
+    double t_ring = 0.0;
+    for (int e = 0; e < 4; e++) {
+        const double share = (e & 1 ? last_m : 1.0 - last_m) * (e & 2 ? last_n : 1.0 - last_n);
+        if (share <= 0.0)
+            continue;
+        tuner__gemm_ring r = ring;
+        r.extra_latency_us += ((e & 1 ? oob_m : 0.0) + (e & 2 ? oob_n : 0.0)) * WG_OOB_ROW_US;
+        t_ring += share * tuner__gemm_ring_us(a, &r);
+    }
+    double tm = t_ring * ep * lockstep + per_sm * t_chain + t_fixup;
     /* An N pair's lockstep (above), also where the weight stream bounds the time. */
     tm *= c.pair_n ? 1.025 : 1.0;
     /* A split convolution's CTAs each set up the gather of their tile's pixel rows and run a
