@@ -1,6 +1,7 @@
 /* Unit tests of what every template and target must declare: tuner/arch.c has limits for exactly
  * the targets op/op.h lists, each entry filled and describing its own target; every registered
- * template states its tune:"none" rank and has a unique name. */
+ * template states its tune:"none" rank and has a unique name. And the schedule filter the GPU
+ * checks use (tuner_schedule_matches). */
 #include "tuner/space.h"
 
 #include "tests/check.h"
@@ -46,10 +47,24 @@ static void test_templates_declare_defaults(void)
     CHECK(count >= 11);
 }
 
+/* "name=value[,name=value...]": every pair must hold; an absent parameter never matches; an
+ * empty or NULL spec matches everything; a malformed one nothing. */
+static void test_schedule_matches(void)
+{
+    tuner_schedule s = {.template_name = "matmul_wgmma", .n_params = 3,
+                        .params = {{"swap", 1}, {"split_k", 2}, {"block_n", 104}}};
+    CHECK(tuner_schedule_matches(&s, NULL) && tuner_schedule_matches(&s, ""));
+    CHECK(tuner_schedule_matches(&s, "swap=1") && tuner_schedule_matches(&s, "swap=1,split_k=2,block_n=104"));
+    CHECK(!tuner_schedule_matches(&s, "swap=1,split_k=3") && !tuner_schedule_matches(&s, "split_k=2,swap=0"));
+    CHECK(!tuner_schedule_matches(&s, "stages=4") && !tuner_schedule_matches(&s, "swap"));
+    CHECK(!tuner_schedule_matches(&s, "swap=1,split_k") && tuner_schedule_matches(&s, "swap=1,"));
+}
+
 int main(void)
 {
     test_arch_covers_targets();
     test_templates_declare_defaults();
+    test_schedule_matches();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;
