@@ -2713,11 +2713,10 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * smaller than one tile: on an H200 the swapped 128x96 two-consumer tiles of
      * [M,4096]x[4096,14336] ran 169.5 us at M = 700 (their last row 68 rows past M) and 138.2 at
      * 768 (none past), the same grid; swapped 64x176 ones 122.3 at 700 (4 rows past) and 218.1 at
-     * 768 (112 past, where one more tile row explains 25% of the 78%); their 6-stage rings cannot
-     * hide the longer loads, where deeper ones and longer k tiles do (unswapped 128x256 with 4
-     * stages: 129.2 and 139.6; bench/results/2026-11-30-h200-session13/f). A range's entry is
-     * timed at the range's top only, so this term is what keeps such tiles off a range whose
-     * other sizes leave their last row mostly empty. */
+     * 768 (112 past, where one more tile row explains 25% of the 78%), and unswapped 128x256
+     * ones with 4 stages 129.2 and 139.6 (bench/results/2026-11-30-h200-session13/f). With this
+     * term 64x176 is priced 133 and 185 us; the 128x96 tiles' 23% it does not see (their ring is
+     * priced compute-bound, the latency hidden), nor why only swapped partial tiles are slow. */
     const long long tiles_m = tuner__gemm_cdiv(p.M, c.bm), tiles_n = tuner__gemm_cdiv(p.N, c.bn);
     const double oob_m = (double)(tiles_m * c.bm - p.M), oob_n = (double)(tiles_n * c.bn - p.N);
     const double last_m = oob_m > 0 ? 1.0 / (double)tiles_m : 0.0, last_n = oob_n > 0 ? 1.0 / (double)tiles_n : 0.0;
