@@ -202,6 +202,13 @@ void sched_artifact_key(const char *op_key, const char *schedule_json, char out[
 int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_info *dev,
                      const char *space_hash, char out[KC_KEY_LEN + 1]);
 
+/* The key under which a measured range job (a dynamic op, see tune.c) records its candidates'
+ * timings at the range's middle: kc_key("hidetd-tuning-mid", tuning_key, the middle sizes
+ * "641,..."), so the top's record under tuning_key stays what it always was, and a middle moved
+ * by a new rule keys a new record. */
+void sched_mid_tuning_key(const char *tuning_key, const int64_t *sizes, int n_sizes,
+                          char out[KC_KEY_LEN + 1]);
+
 /* The fusion anchor whose trials a fused op may reuse: tuner_op_strip_fusion() of op. Returns
  * true when op had any fusion (and *anchor is then different from *op); ELEMENTWISE ops have no
  * anchor (false, *anchor = *op). */
