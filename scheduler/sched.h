@@ -6,6 +6,7 @@
  * or measures candidates on GPU workers (compiling the next candidates on libuv's thread pool
  * while the current ones are timed), records every trial in the cache, stores the winner and
  * answers every waiter. Fused variants reuse the anchor's trials and re-time only its best few.
+ * A dynamic op's range is measured at its top and its middle (tune.c, "Measured ranges").
  *
  * Runs on the loop thread; callbacks run on the loop thread.
  */
@@ -89,7 +90,7 @@ typedef struct sched_job_info {
     tuner_tune_mode mode;
     int priority;
     int candidates_total, candidates_done, candidates_failed;
-    double best_us;            /* < 0 until one candidate passed */
+    double best_us;            /* < 0 until one candidate passed; a measured range's: at its top */
     /* MEASURE: the GPUs (pool indices, bit i for device i) that timed this job's candidates, and
      * the final round: the best of each GPU when several timed the job, or on one GPU the few
      * that came within a margin of the best, are timed again one after another on one GPU
