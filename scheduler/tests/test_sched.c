@@ -1122,6 +1122,11 @@ static void test_range_two_sizes(void)
     CHECK(calm.candidates_done == 2 && calm.candidates_failed == 0);
     CHECK(g_requests == 2 * (2 + calm.final_candidates), "ranged: %ld requests, %d in the final round",
           g_requests, calm.final_candidates);
+    /* Two GPUs: each candidate's middle is timed on the GPU that timed its top, and the final
+     * round (one GPU) times its finalists at both sizes. */
+    r = tune_on("2", NULL, COUNT_ONLY, &mm, &cfg);
+    CHECK(r.candidates_done == 2 && r.candidates_failed == 0 && g_requests == 2 * (2 + r.final_candidates),
+          "two GPUs: %ld requests, %d in the final round", g_requests, r.final_candidates);
     /* The middle's request is not checked: a wrong answer planned for it never happens (the
      * stand-in fails only checked requests), while one planned for the top fails the candidate,
      * which is then not timed at the middle. */
