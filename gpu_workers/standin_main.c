@@ -23,6 +23,9 @@
  *                                   lucky  report a time MS percent (1-90) below the
  *                                          candidate's own: a run that came out fast by
  *                                          chance, as single timings on a GPU do
+ *                                   heavy  report a time MS percent (1-1000) above the
+ *                                          candidate's own: a kernel slow at this request's
+ *                                          sizes only (a measured range's middle, say)
  *                                 e.g. "crash@3,hang@5,wrong@2,fault@4,slow@1:500,lucky@2:4";
  *                                 KIND@N-M does KIND on requests N to M ("crash@1-4": crash
  *                                 four times, then behave)
@@ -198,6 +201,8 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
     double us = base * skew_of(dev->index);
     if (!strcmp(kind, "lucky"))
         us *= 1.0 - (double)(ms < 1 ? 1 : ms > 90 ? 90 : ms) / 100.0;
+    if (!strcmp(kind, "heavy"))
+        us *= 1.0 + (double)(ms < 1 ? 1 : ms > 1000 ? 1000 : ms) / 100.0;
     res->status = GW_OK;
     res->median_us = us;
     res->min_us = us * 0.98;

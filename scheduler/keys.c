@@ -64,6 +64,18 @@ int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_
     return 0;
 }
 
+void sched_mid_tuning_key(const char *tuning_key, const int64_t *sizes, int n_sizes,
+                          char out[KC_KEY_LEN + 1])
+{
+    char list[TUNER_MAX_DIMS * 24 + 1] = "";
+    size_t len = 0;
+    for (int k = 0; k < n_sizes && k < TUNER_MAX_DIMS; k++)
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", k ? "," : "",
+                                (long long)sizes[k]);
+    const char *parts[] = {"hidetd-tuning-mid", tuning_key ? tuning_key : "", list};
+    kc_key(parts, sizeof(parts) / sizeof(parts[0]), out);
+}
+
 bool sched_op_strip_fusion(const tuner_op *op, tuner_op *anchor)
 {
     *anchor = *op;

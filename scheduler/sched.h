@@ -6,6 +6,7 @@
  * or measures candidates on GPU workers (compiling the next candidates on libuv's thread pool
  * while the current ones are timed), records every trial in the cache, stores the winner and
  * answers every waiter. Fused variants reuse the anchor's trials and re-time only its best few.
+ * A dynamic op's range is measured at its top and its middle (tune.c, "Measured ranges").
  *
  * Runs on the loop thread; callbacks run on the loop thread.
  */
@@ -89,7 +90,7 @@ typedef struct sched_job_info {
     tuner_tune_mode mode;
     int priority;
     int candidates_total, candidates_done, candidates_failed;
-    double best_us;            /* < 0 until one candidate passed */
+    double best_us;            /* < 0 until one candidate passed; a measured range's: at its top */
     /* MEASURE: the GPUs (pool indices, bit i for device i) that timed this job's candidates, and
      * the final round: the best of each GPU when several timed the job, or on one GPU the few
      * that came within a margin of the best, are timed again one after another on one GPU
@@ -201,6 +202,13 @@ void sched_artifact_key(const char *op_key, const char *schedule_json, char out[
  * submitted on its own. Returns 0 or -ENOMEM/-EINVAL. */
 int sched_tuning_key(const tuner_op *op, const tuner_target *t, const gw_device_info *dev,
                      const char *space_hash, char out[KC_KEY_LEN + 1]);
+
+/* The key under which a measured range job (a dynamic op, see tune.c) records its candidates'
+ * timings at the range's middle: kc_key("hidetd-tuning-mid", tuning_key, the middle sizes
+ * "641,..."), so the top's record under tuning_key stays what it always was, and a middle moved
+ * by a new rule keys a new record. */
+void sched_mid_tuning_key(const char *tuning_key, const int64_t *sizes, int n_sizes,
+                          char out[KC_KEY_LEN + 1]);
 
 /* The fusion anchor whose trials a fused op may reuse: tuner_op_strip_fusion() of op. Returns
  * true when op had any fusion (and *anchor is then different from *op); ELEMENTWISE ops have no

@@ -59,6 +59,13 @@ typedef struct sched_cand {
     int measured_slot;     /* the job's device slot that timed it in this job; -1: none */
     bool in_final;         /* being timed again in the job's final round */
     double final_us;       /* its time in the final round; < 0: none */
+    /* A measured range job (job->has_mid) times each candidate twice: at the top, then at the
+     * middle (tune.c, "Measured ranges"). */
+    bool at_mid;           /* the request in flight is the one at the middle */
+    double top_us;         /* the top's time while the middle is timed */
+    double top_rel_err;
+    double mid_us;         /* its time at the middle; < 0: none */
+    double final_mid_us;   /* at the middle in the final round; < 0: none */
 } sched_cand;
 
 struct sched_job {
@@ -116,8 +123,16 @@ struct sched_job {
     size_t n_trials;
     bool final_round_done;
     int n_final_pending; /* final-round measurements not answered yet */
+    int final_slot;      /* the job's device slot the final round times on */
     int fail_counts[SCHED__N_TRIAL_STATUS];
     int cancelled_measurements;
+    /* Measured ranges: whether candidates are timed a second time, at mid_sizes (the range's
+     * middle, sched__mid_sizes), and the trials recorded there under mid_key. */
+    bool has_mid;
+    int64_t mid_sizes[TUNER_MAX_DIMS];
+    char mid_key[KC_KEY_LEN + 1];
+    kc_trial *mid_trials;
+    size_t n_mid_trials;
 };
 
 struct sched {
@@ -180,5 +195,17 @@ void sched__fill_launch(const tuner_op *op, const tuner_program *p, kc_launch *l
  * max (the tuning sizes the request's buffers are allocated for). */
 void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *m,
                          const int *bufmap);
+/* sched__map_launches at other sizes of a dynamic op's dims (sizes[k]: dim k's, within its
+ * range; NULL: the max, as sched__map_launches): the size arguments hold them, each grid
+ * dimension with a rule is the rule's value there (tuner_grid_rule_eval), the others keep
+ * grid[], and every tensor map is bound to them (tuner_tmap_bind). The buffers stay those of
+ * the tuning sizes, which hold every smaller size. 0, or -EINVAL when a map does not bind. */
+int sched__map_launches_at(const tuner_op *op, const tuner_program *p, gw_module *m,
+                           const int *bufmap, const int64_t *sizes);
+/* The second size a measured range job times its candidates at: each named dim at the
+ * geometric middle of its range, sqrt(min * max) rounded down to its multiple_of and clamped
+ * into [min, max]; the range's bottom when that is its top. Fills sizes[0..op->n_dims) and
+ * returns true, or false when the op has no dims or its range holds one size. */
+bool sched__mid_sizes(const tuner_op *op, int64_t sizes[TUNER_MAX_DIMS]);
 
 #endif

@@ -14,6 +14,19 @@
  * space can be re-ranked later without re-measuring. Candidates that came close are timed again
  * in a final round (below). The fastest correct candidate is stored with measured=true.
  *
+ * Measured ranges: a dynamic op whose range holds more than one size is served at every size but
+ * its buffers (and the kernels' grid[]) are those of the top, the dims' max. Each candidate is
+ * timed there, verified against the reference; once that passed (not stopped early), it is timed
+ * again, unverified, at the range's middle (sched__mid_sizes: each dim at the geometric middle of
+ * its range): the same buffers, the size arguments, grids and tensor maps at the middle. Its
+ * ranged time is (top + middle) x its range factor (the model's view of the bottom, which is not
+ * timed); latency_us, best_us and what the kernel set reports stay the top's time. The top's trial
+ * is recorded under the tuning key and the middle's under mid_key (sched_mid_tuning_key); a later
+ * job reuses a passing candidate only when both are there (apply_trials). A kernel that fails at
+ * the middle (fault, timeout, load error) is recorded as failing. Early stopping applies to the
+ * top only, as if the middle were free (beat_us); the final round times its finalists at both
+ * sizes again. Static ops, and a range of one size, are timed once, as before.
+ *
  * Fusion rule: a fused op (prologue or epilogue) whose anchor - the same op without fusion, see
  * sched_op_strip_fusion - has ok trials under the anchor's tuning key re-times only the anchor's
  * best `fused_retime_top` schedules with the fusion applied (when none of them passes, the rest of
@@ -27,6 +40,7 @@
 #include "scheduler/sched_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -74,6 +88,7 @@ struct sched_work {
 static void pump_measure(sched_job *j);
 static void finish_measure(sched_job *j);
 static void final_measured(sched_job *j, sched_cand *c, const gw_measure_result *res);
+static void measure_done(void *udata, const gw_measure_result *res);
 static void end_final_round(sched_job *j);
 static void try_next_final(sched_job *j);
 static void space_done(sched_job *j, sched_work *w);
@@ -147,8 +162,11 @@ void sched__job_free_run(sched_job *j)
     j->n_cands = j->cap_cands = 0;
     j->best = NULL;
     kc_trials_free(j->trials, j->n_trials);
+    kc_trials_free(j->mid_trials, j->n_mid_trials);
     j->trials = NULL;
     j->n_trials = 0;
+    j->mid_trials = NULL;
+    j->n_mid_trials = 0;
     tuner_space_free(j->space);
     j->space = NULL;
     free(j->order);
@@ -587,35 +605,60 @@ static int add_cand(sched_job *j, size_t item)
     c->dev_slot = -1;
     c->measured_slot = -1;
     c->final_us = -1;
+    c->mid_us = -1;
+    c->final_mid_us = -1;
     j->cands[j->n_cands++] = c;
     return 0;
 }
 
-/* A candidate's range factor (tuner_rank_ranged; 1 for a static op): timed at the range's top,
- * it must also be good lower down, and the model prices that part. */
+/* A candidate's range factor (tuner_rank_ranged; 1 for a static op): timed at the range's top
+ * and middle, it must also be good lower down, and the model prices that part. */
 static double range_factor(const sched_job *j, const sched_cand *c)
 {
     return j->factor && c->item < j->space->n ? j->factor[c->item] : 1.0;
 }
 
-/* What a candidate's time us is compared by: us times its range factor. */
-static double ranged_us(const sched_job *j, const sched_cand *c, double us)
+/* What a candidate timed `us` at the top (and `mid` at the middle, in a measured range job) is
+ * compared by: us, or us + mid in a range job, times its range factor. A range job's candidate
+ * without a middle time is never compared (see apply_trials); +inf keeps it out regardless. */
+static double ranged_us(const sched_job *j, const sched_cand *c, double us, double mid)
 {
-    return us * range_factor(j, c);
+    if (!j->has_mid)
+        return us * range_factor(j, c);
+    return mid >= 0 ? (us + mid) * range_factor(j, c) : HUGE_VAL;
+}
+
+/* ranged_us of the candidate's first-round times. */
+static double cand_us(const sched_job *j, const sched_cand *c)
+{
+    return ranged_us(j, c, c->latency_us, c->mid_us);
 }
 
 static void consider_best(sched_job *j, sched_cand *c)
 {
-    if (c->status != KC_TRIAL_OK || c->latency_us < 0)
+    if (c->status != KC_TRIAL_OK || c->latency_us < 0 || (j->has_mid && c->mid_us < 0))
         return;
-    if (j->best && ranged_us(j, j->best, j->best->latency_us) <= ranged_us(j, c, c->latency_us))
+    if (j->best && cand_us(j, j->best) <= cand_us(j, c))
         return;
     j->best = c; /* the binaries of the others are trimmed by trim_binaries */
     j->info.best_us = c->latency_us;
     snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
 }
 
-/* Marks candidates that already have a trial under this tuning key as done with that result. */
+/* The trial of schedule sj among trials; NULL when none. */
+static const kc_trial *find_trial(const kc_trial *trials, size_t n_trials, const char *sj)
+{
+    for (size_t t = 0; t < n_trials; t++)
+        if (trials[t].schedule_json && strcmp(trials[t].schedule_json, sj) == 0)
+            return &trials[t];
+    return NULL;
+}
+
+/* Marks candidates that already have a trial under this tuning key as done with that result. A
+ * measured range job reuses a passing top trial only with the middle's passing trial (under
+ * mid_key): a candidate timed at the top alone (recorded before ranges were timed twice, or a job
+ * that ended between its two requests) is measured again at both, since its top time alone
+ * cannot be compared with the others' sums. A failing top trial is reused as it is. */
 static void apply_trials(sched_job *j, const kc_trial *trials, size_t n_trials)
 {
     for (size_t i = 0; i < j->n_cands; i++) {
@@ -625,6 +668,13 @@ static void apply_trials(sched_job *j, const kc_trial *trials, size_t n_trials)
         for (size_t t = 0; t < n_trials; t++) {
             if (!trials[t].schedule_json || strcmp(trials[t].schedule_json, c->schedule_json) != 0)
                 continue;
+            const kc_trial *mid = NULL;
+            if (j->has_mid && trials[t].status == KC_TRIAL_OK) {
+                mid = find_trial(j->mid_trials, j->n_mid_trials, c->schedule_json);
+                if (!mid || mid->status != KC_TRIAL_OK || mid->latency_us < 0)
+                    break;
+            }
+            c->mid_us = mid ? mid->latency_us : -1;
             c->st = SCHED__CAND_DONE;
             c->has_result = true;
             c->reused = true;
@@ -681,12 +731,12 @@ static bool timed_here(const sched_cand *c)
 static int rank_on_gpu(const sched_job *j, const sched_cand *c)
 {
     int n = 0;
-    const double cu = ranged_us(j, c, c->latency_us);
+    const double cu = cand_us(j, c);
     for (size_t i = 0; i < j->n_cands; i++) {
         const sched_cand *o = j->cands[i];
         if (o == c || !timed_here(o) || o->measured_slot != c->measured_slot)
             continue;
-        const double ou = ranged_us(j, o, o->latency_us);
+        const double ou = cand_us(j, o);
         if (ou < cu || (ou == cu && o->item < c->item))
             n++;
     }
@@ -701,7 +751,7 @@ static double best_on_gpu(const sched_job *j, int slot)
         const sched_cand *c = j->cands[i];
         if (!timed_here(c) || c->measured_slot != slot)
             continue;
-        const double u = ranged_us(j, c, c->latency_us);
+        const double u = cand_us(j, c);
         if (best == 0 || u < best)
             best = u;
     }
@@ -718,7 +768,7 @@ static bool finalist(const sched_job *j, const sched_cand *c)
     if (j->n_devs > 1)
         return rank_on_gpu(j, c) < SCHED__FINAL_PER_GPU;
     return rank_on_gpu(j, c) < SCHED__FINAL_ONE_GPU &&
-           ranged_us(j, c, c->latency_us) <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
+           cand_us(j, c) <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
 }
 
 /* Frees the binaries of measured candidates that can no longer win: all but the best's and the
@@ -734,16 +784,20 @@ static void trim_binaries(sched_job *j)
 
 /* The time candidate c about to run on the job's GPU `slot` must beat, or be stopped early: the
  * job's best on one GPU; with several, the best timed on that same GPU (GPUs of one model still
- * differ by a few percent, see the final round) - as ranged_us, brought back to c's own time. */
+ * differ by a few percent, see the final round) - as ranged_us, brought back to c's own time.
+ * In a measured range job this is the top's request, and the best's ranged time is (top + middle)
+ * x factor: c's top time alone must come under it divided by c's factor, as if c's middle were
+ * free. Sound (c's middle only adds), though it stops less often than a static job's; the
+ * middle's request is never stopped early (it decides nothing alone). */
 static double beat_us(const sched_job *j, const sched_cand *c, int slot)
 {
-    const double best = j->n_devs <= 1 ? (j->best ? ranged_us(j, j->best, j->best->latency_us) : 0)
+    const double best = j->n_devs <= 1 ? (j->best ? cand_us(j, j->best) : 0)
                                        : best_on_gpu(j, slot);
     return best > 0 ? best / range_factor(j, c) : 0;
 }
 
 /* A trial timed again (or found failing) in the final round replaces the first record. */
-static void rewrite_trial(sched_job *j, sched_cand *c, const gw_measure_result *res)
+static void rewrite_trial(sched_job *j, sched_cand *c, double max_rel_err, const char *reason)
 {
     kc_trial t;
     memset(&t, 0, sizeof(t));
@@ -751,19 +805,48 @@ static void rewrite_trial(sched_job *j, sched_cand *c, const gw_measure_result *
     t.schedule_json = c->schedule_json;
     t.status = c->status;
     t.latency_us = c->latency_us;
-    t.max_rel_err = res->max_rel_err;
-    t.reason = (char *)(res->reason[0] ? res->reason : NULL);
+    t.max_rel_err = max_rel_err;
+    t.reason = (char *)(reason && reason[0] ? reason : NULL);
     snprintf(t.device, sizeof(t.device), "%s", j->device_name);
     t.measured_at = (int64_t)time(NULL);
     (void)kc_trial_put(j->s->db, j->tuning_key, j->space->hash, &t);
 }
 
-/* The worker's launches of a program: buffers by their index in the request, and a dynamic op's
- * sizes as scalars holding each dim's max - the sizes the op's shapes (and so the request's
- * buffers) and the launches' grid[] hold, what a candidate is measured at. */
-void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *m,
-                         const int *bufmap)
+/* Records (or replaces) c's timing at the range's middle under the job's mid_key: what a later
+ * job needs to reuse c's top trial (apply_trials). */
+static void put_mid_trial(sched_job *j, sched_cand *c, kc_trial_status status, double latency,
+                          const char *reason)
 {
+    kc_trial t;
+    memset(&t, 0, sizeof(t));
+    t.candidate = (int)c->item;
+    t.schedule_json = c->schedule_json;
+    t.status = status;
+    t.latency_us = status == KC_TRIAL_OK ? latency : -1;
+    t.reason = (char *)(reason && reason[0] ? reason : NULL);
+    snprintf(t.device, sizeof(t.device), "%s", j->device_name);
+    t.measured_at = (int64_t)time(NULL);
+    (void)kc_trial_put(j->s->db, j->mid_key, j->space->hash, &t);
+}
+
+/* "at the middle of the range (n=1145): <why>" into out. */
+static void mid_reason(const sched_job *j, const char *why, char *out, size_t n)
+{
+    int len = snprintf(out, n, "at the middle of the range (");
+    for (int k = 0; k < j->op.n_dims && len >= 0 && (size_t)len < n; k++)
+        len += snprintf(out + len, n - (size_t)len, "%s%s=%lld", k ? ", " : "", j->op.dims[k].name,
+                        (long long)j->mid_sizes[k]);
+    if (len >= 0 && (size_t)len < n)
+        snprintf(out + len, n - (size_t)len, "): %s", why && why[0] ? why : "failed");
+}
+
+/* The worker's launches of a program: buffers by their index in the request, and a dynamic op's
+ * sizes as scalars - by default each dim's max: the sizes the op's shapes (and so the request's
+ * buffers) and the launches' grid[] hold, what a candidate is measured at. */
+int sched__map_launches_at(const tuner_op *op, const tuner_program *p, gw_module *m,
+                           const int *bufmap, const int64_t *sizes)
+{
+    int rc = 0;
     m->n_launches = p->n_kernels < GW_MAX_LAUNCHES ? p->n_kernels : GW_MAX_LAUNCHES;
     for (int i = 0; i < m->n_launches; i++) {
         const tuner_launch *l = &p->kernels[i];
@@ -771,6 +854,8 @@ void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *
         snprintf(g->name, sizeof(g->name), "%s", l->name);
         for (int d = 0; d < 3; d++) {
             g->grid[d] = l->grid[d];
+            if (sizes && l->grid_rule[d].dims)
+                g->grid[d] = (unsigned)tuner_grid_rule_eval(&l->grid_rule[d], sizes);
             g->block[d] = l->block[d];
         }
         g->shared_bytes = l->shared_bytes;
@@ -781,7 +866,7 @@ void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *
             g->values[a] = 0;
             if (dim >= 0 && dim < op->n_dims && dim < TUNER_MAX_DIMS) {
                 g->args[a] = GW_ARG_I64;
-                g->values[a] = op->dims[dim].max;
+                g->values[a] = sizes ? sizes[dim] : op->dims[dim].max;
                 continue;
             }
             /* An argument that names no buffer of the request stays out of range, so the request
@@ -793,9 +878,46 @@ void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *
         for (int k = 0; k < g->n_maps; k++) {
             const int b = l->maps[k].buf;
             g->maps[k] = l->maps[k];
+            /* A map whose dimensions follow the sizes is encoded for these sizes, as a client
+             * launching the kernel at them would. */
+            if (sizes && tuner_tmap_bind(&l->maps[k], sizes, &g->maps[k]) < 0)
+                rc = -EINVAL;
             g->maps[k].buf = (b >= 0 && b <= TUNER_BUF_WORKSPACE) ? bufmap[b] : -1;
         }
     }
+    return rc;
+}
+
+void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *m,
+                         const int *bufmap)
+{
+    (void)sched__map_launches_at(op, p, m, bufmap, NULL);
+}
+
+bool sched__mid_sizes(const tuner_op *op, int64_t sizes[TUNER_MAX_DIMS])
+{
+    bool mid_is_top = true, one_size = true;
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++) {
+        const tuner_dim *d = &op->dims[k];
+        const int64_t mo = d->multiple_of > 0 ? d->multiple_of : 1;
+        int64_t v = (int64_t)sqrt((double)d->min * (double)d->max);
+        /* sqrt of a double may land one off the integer root either way */
+        while (v > 0 && (double)v * (double)v > (double)d->min * (double)d->max)
+            v--;
+        while ((double)(v + 1) * (double)(v + 1) <= (double)d->min * (double)d->max)
+            v++;
+        v = v / mo * mo;
+        v = v < d->min ? d->min : v > d->max ? d->max : v;
+        sizes[k] = v;
+        mid_is_top = mid_is_top && v == d->max;
+        one_size = one_size && d->min == d->max;
+    }
+    if (op->n_dims <= 0 || one_size)
+        return false;
+    if (mid_is_top)
+        for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+            sizes[k] = op->dims[k].min;
+    return true;
 }
 
 static void set_image(gw_module *m, const tuner_binary *b)
@@ -815,8 +937,11 @@ static uint64_t ws_elems(size_t bytes)
 }
 
 /* Builds the worker request for one candidate: inputs, the candidate's output and workspace, the
- * reference's F32 output and workspace. */
-static void build_request(sched_job *j, sched_cand *c, gw_measure_req *r)
+ * reference's F32 output and workspace. With `sizes` (a measured range job's middle), the same
+ * buffers, the candidate's launches at those sizes (sched__map_launches_at) and no check: the
+ * reference is not sent, the top's request verified the candidate. < 0 when the candidate's
+ * tensor maps do not bind at `sizes`. */
+static int build_request(sched_job *j, sched_cand *c, gw_measure_req *r, const int64_t *sizes)
 {
     const tuner_op *op = &j->op;
     memset(r, 0, sizeof(*r));
@@ -846,16 +971,23 @@ static void build_request(sched_job *j, sched_cand *c, gw_measure_req *r)
         ref_map[TUNER_BUF_WORKSPACE] = n++;
     }
     r->n_buffers = n;
+    r->warmup = 3;
+    r->min_reps = 10;
+    r->max_reps = 200;
+    r->min_time_ms = 20;
     set_image(&r->candidate, c->bin);
+    if (sizes) {
+        /* The reference's buffers stay: the worker keeps one op's inputs by the request's
+         * buffers (gpu_workers/measure.c), so this request finds the top's. */
+        r->ref_output_buffer = -1;
+        return sched__map_launches_at(op, c->prog, &r->candidate, cand_map, sizes);
+    }
     sched__map_launches(op, c->prog, &r->candidate, cand_map);
     set_image(&r->reference, j->ref_bin);
     sched__map_launches(op, j->ref_prog, &r->reference, ref_map);
     r->check = true;
     tolerances(op, &r->rtol, &r->atol);
-    r->warmup = 3;
-    r->min_reps = 10;
-    r->max_reps = 200;
-    r->min_time_ms = 20;
+    return 0;
 }
 
 static kc_trial_status trial_status(const gw_measure_result *res)
@@ -871,6 +1003,68 @@ static kc_trial_status trial_status(const gw_measure_result *res)
     }
 }
 
+/* Sends c's request at the range's middle to the job's GPU `slot`: in the first round holding
+ * that GPU as the top's request did, in the final round as one more answer the round waits for.
+ * 0, or < 0 (c left DONE) when the request cannot be made or the pool refuses it. */
+static int send_mid(sched_job *j, sched_cand *c, int slot, bool final)
+{
+    gw_measure_req req;
+    if (build_request(j, c, &req, j->mid_sizes) < 0)
+        return -ERANGE; /* told apart from the pool's refusals */
+    int rc;
+    c->at_mid = true;
+    c->st = SCHED__CAND_MEASURING;
+    if (final) {
+        c->in_final = true;
+        j->n_final_pending++;
+    } else {
+        c->dev_slot = slot;
+        j->dev_busy[slot] = true;
+    }
+    j->n_measuring++;
+    j->s->outstanding++;
+    sched__job_ref(j);
+    gw_ticket *t = NULL;
+    rc = gw_measure(j->s->pool, j->devs[slot], j->target.sm, &req, measure_done, c, &t);
+    if (rc < 0) {
+        j->s->outstanding--;
+        j->refs--; /* cannot reach zero: the caller's request holds the job */
+        j->n_measuring--;
+        if (final) {
+            c->in_final = false;
+            j->n_final_pending--;
+        } else {
+            j->dev_busy[slot] = false;
+            c->dev_slot = -1;
+        }
+        c->at_mid = false;
+        c->st = SCHED__CAND_DONE;
+        return rc;
+    }
+    if (c->st == SCHED__CAND_MEASURING && c->at_mid)
+        c->ticket = t; /* unless the callback already ran */
+    return 0;
+}
+
+/* The first round's answer at the middle: c's trial (its top time, or the middle's failure) is
+ * recorded now, with the middle's under mid_key. */
+static void mid_measured(sched_job *j, sched_cand *c, const gw_measure_result *res)
+{
+    c->st = SCHED__CAND_DONE;
+    kc_trial_status st = trial_status(res);
+    if (st == KC_TRIAL_OK) {
+        c->mid_us = res->median_us;
+        put_mid_trial(j, c, KC_TRIAL_OK, res->median_us, NULL);
+        record_trial(j, c, KC_TRIAL_OK, c->top_us, c->top_rel_err, NULL);
+        return;
+    }
+    /* A kernel that faults (or hangs) at a size of its range is no kernel for the range. */
+    char reason[sizeof(res->reason) + 128];
+    mid_reason(j, res->reason, reason, sizeof(reason));
+    put_mid_trial(j, c, st, -1, reason);
+    record_trial(j, c, st, -1, res->max_rel_err, reason);
+}
+
 static void measure_done(void *udata, const gw_measure_result *res)
 {
     sched_cand *c = udata;
@@ -883,6 +1077,9 @@ static void measure_done(void *udata, const gw_measure_result *res)
         j->dev_busy[c->dev_slot] = false;
     int slot = c->dev_slot;
     c->dev_slot = -1;
+    const bool at_mid = c->at_mid;
+    if (!c->in_final)
+        c->at_mid = false; /* final_measured reads it */
 
     if (j->ended) {
         c->st = SCHED__CAND_DONE;
@@ -906,6 +1103,9 @@ static void measure_done(void *udata, const gw_measure_result *res)
             j->dev_gone[slot] = true;
         c->st = SCHED__CAND_READY;
         j->n_ready++;
+    } else if (at_mid) {
+        mid_measured(j, c, res);
+        trim_binaries(j);
     } else {
         c->st = SCHED__CAND_DONE;
         s->stats.candidates_measured++;
@@ -914,9 +1114,35 @@ static void measure_done(void *udata, const gw_measure_result *res)
         c->measured_slot = slot;
         kc_trial_status st = trial_status(res);
         double lat = res->status == GW_OK ? res->median_us : -1;
-        record_trial(j, c, st, lat, res->max_rel_err, res->reason);
+        if (j->has_mid && st == KC_TRIAL_OK) {
+            /* Timed and verified at the top: now at the middle, on the same GPU. */
+            c->top_us = lat;
+            c->top_rel_err = res->max_rel_err;
+            int rc = send_mid(j, c, slot, false);
+            if (rc == 0)
+                goto pump;
+            if (rc == -ENODEV) {
+                /* That GPU is gone: time the candidate again, at both sizes, on another. */
+                j->dev_gone[slot] = true;
+                c->st = SCHED__CAND_READY;
+                j->n_ready++;
+                goto pump;
+            }
+            char why[160], reason[400];
+            if (rc == -ERANGE)
+                snprintf(why, sizeof(why), "its tensor maps do not bind at these sizes");
+            else
+                snprintf(why, sizeof(why), "the worker pool refused the request: %s", strerror(-rc));
+            mid_reason(j, why, reason, sizeof(reason));
+            put_mid_trial(j, c, KC_TRIAL_LOAD_ERROR, -1, reason);
+            record_trial(j, c, KC_TRIAL_LOAD_ERROR, -1, 0, reason);
+            free_cand_binary(c);
+        } else {
+            record_trial(j, c, st, lat, res->max_rel_err, res->reason);
+        }
         trim_binaries(j);
     }
+pump:
     pump_measure(j);
 out:
     sched__job_unref(j);
@@ -984,7 +1210,7 @@ static void start_measurements(sched_job *j)
         if (slot < 0)
             return; /* its home GPU times one of its candidates, and no other GPU is idle */
         gw_measure_req req;
-        build_request(j, c, &req);
+        (void)build_request(j, c, &req, NULL); /* at the top: nothing to bind */
         req.beat_us = beat_us(j, c, slot);
         c->st = SCHED__CAND_MEASURING;
         c->dev_slot = slot;
@@ -1107,7 +1333,10 @@ static bool widen_after_retime(sched_job *j)
  * measured on one GPU ends with a round too, when two or more candidates came within
  * SCHED__FINAL_MARGIN of its best: they are timed again one after another and the fastest of
  * the round wins. Their records are rewritten with those times; a candidate that fails its
- * second check (wrong, fault) is recorded as failing. */
+ * second check (wrong, fault) is recorded as failing. In a measured range job a finalist is
+ * timed again at both sizes, on the round's GPU (the middle once the top passed), and compared
+ * by (top + middle) x factor: keeping its first middle time would mix the round's GPU with the
+ * first round's. */
 
 /* The job's device slot for a round: the best's, else any usable one; -1 when none is left. */
 static int final_slot(sched_job *j)
@@ -1142,6 +1371,7 @@ static bool start_final_round(sched_job *j)
     int slot = (j->n_devs > 1 ? mixed : n >= 2) ? final_slot(j) : -1;
     if (slot < 0)
         return false;
+    j->final_slot = slot;
     const gw_device_info *devs = NULL;
     size_t n_pool = gw_pool_devices(j->s->pool, &devs);
     j->info.final_device = (size_t)j->devs[slot] < n_pool ? devs[j->devs[slot]].index : j->devs[slot];
@@ -1151,7 +1381,7 @@ static bool start_final_round(sched_job *j)
     for (int i = 0; i < n; i++) {
         sched_cand *c = fin[i];
         gw_measure_req req;
-        build_request(j, c, &req); /* beat_us 0: timed in full */
+        (void)build_request(j, c, &req, NULL); /* beat_us 0: timed in full */
         c->in_final = true;
         c->st = SCHED__CAND_MEASURING;
         j->n_measuring++;
@@ -1190,7 +1420,9 @@ static void end_final_round(sched_job *j)
     sched_cand *first = j->best, *win = NULL;
     for (size_t i = 0; i < j->n_cands; i++) {
         sched_cand *c = j->cands[i];
-        if (c->final_us >= 0 && (!win || ranged_us(j, c, c->final_us) < ranged_us(j, win, win->final_us)))
+        if (c->final_us >= 0 && (!j->has_mid || c->final_mid_us >= 0) &&
+            (!win || ranged_us(j, c, c->final_us, c->final_mid_us) <
+                         ranged_us(j, win, win->final_us, win->final_mid_us)))
             win = c;
     }
     if (win || first->status != KC_TRIAL_OK) {
@@ -1210,14 +1442,30 @@ static void end_final_round(sched_job *j)
 
 static void final_measured(sched_job *j, sched_cand *c, const gw_measure_result *res)
 {
+    const bool at_mid = c->at_mid;
+    c->at_mid = false;
     c->in_final = false;
     c->st = SCHED__CAND_DONE;
     j->n_final_pending--;
     kc_trial_status st = trial_status(res);
-    if (res->status == GW_OK) {
+    if (res->status == GW_OK && j->has_mid && !at_mid) {
+        /* The top again; then the middle, on the round's GPU (a request that cannot be made
+         * leaves the candidate out of the round: nothing learnt). */
+        c->top_us = res->median_us;
+        c->top_rel_err = res->max_rel_err;
+        if (send_mid(j, c, j->final_slot, true) == 0)
+            return; /* the round now waits for the middle's answer instead */
+    } else if (res->status == GW_OK) {
         j->s->stats.candidates_measured++;
-        c->final_us = c->latency_us = res->median_us;
-        rewrite_trial(j, c, res);
+        if (at_mid) {
+            c->final_us = c->latency_us = c->top_us;
+            c->final_mid_us = c->mid_us = res->median_us;
+            put_mid_trial(j, c, KC_TRIAL_OK, res->median_us, NULL);
+            rewrite_trial(j, c, c->top_rel_err, NULL);
+        } else {
+            c->final_us = c->latency_us = res->median_us;
+            rewrite_trial(j, c, res->max_rel_err, res->reason);
+        }
     } else if (st == KC_TRIAL_WRONG || st == KC_TRIAL_FAULT || st == KC_TRIAL_TIMEOUT ||
                st == KC_TRIAL_LOAD_ERROR) {
         /* Passed once, failed now: not a kernel to hand out. */
@@ -1225,7 +1473,13 @@ static void final_measured(sched_job *j, sched_cand *c, const gw_measure_result 
         j->info.candidates_failed++;
         c->status = st;
         c->latency_us = -1;
-        rewrite_trial(j, c, res);
+        char reason[sizeof(res->reason) + 128];
+        snprintf(reason, sizeof(reason), "%s", res->reason);
+        if (at_mid) {
+            mid_reason(j, res->reason, reason, sizeof(reason));
+            put_mid_trial(j, c, st, -1, reason);
+        }
+        rewrite_trial(j, c, res->max_rel_err, reason);
     }
     /* Cancelled, no device, a dead worker: nothing learnt about the candidate. */
     if (j->n_final_pending == 0)
@@ -1531,6 +1785,14 @@ static void start_measure(sched_job *j)
     if (kc_trials_get(s->db, j->tuning_key, &j->trials, &j->n_trials) < 0) {
         j->trials = NULL; /* an unreadable record only costs re-measuring */
         j->n_trials = 0;
+    }
+    j->has_mid = sched__mid_sizes(&j->op, j->mid_sizes);
+    if (j->has_mid) {
+        sched_mid_tuning_key(j->tuning_key, j->mid_sizes, j->op.n_dims, j->mid_key);
+        if (kc_trials_get(s->db, j->mid_key, &j->mid_trials, &j->n_mid_trials) < 0) {
+            j->mid_trials = NULL;
+            j->n_mid_trials = 0;
+        }
     }
     apply_trials(j, j->trials, j->n_trials);
 

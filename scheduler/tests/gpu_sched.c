@@ -7,6 +7,12 @@
  * template bug or a bad request from the scheduler; both must be looked at).
  * Without a usable GPU it exits 77 (skipped) and says why.
  *
+ * The dynamic cases ([n, K] x [K, N] with n in 641..768, on sm_90a with TMA maps where the GPU
+ * has it) are measured ranges: every candidate that passed at the top is timed again, unchecked,
+ * at the middle (n = 701) with its grids and tensor maps bound there. They also fail when a passing
+ * top trial has no passing middle trial, or when any candidate failed at the middle (a bad middle
+ * request: sizes, grid or maps; or a kernel wrong at that size), and print the best's middle time.
+ *
  * Env: HIDETD_WORKER overrides the worker's path; GPU_SCHED_BUDGET the candidates per job (8).
  */
 #include <errno.h>
@@ -16,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "scheduler/sched.h"
+#include "scheduler/sched_int.h" /* sched__mid_sizes */
 #include "tuner/tuner.h"
 
 #ifndef GW_WORKER_PATH
@@ -107,6 +113,19 @@ static tuner_op rowwise(tuner_op_kind kind, int64_t rows, int64_t d, tuner_dtype
     return op;
 }
 
+/* op over n in [min, max] rows (its shapes at max). */
+static tuner_op rows_ranged(tuner_op op, int64_t min, int64_t max)
+{
+    op.n_dims = 1;
+    snprintf(op.dims[0].name, sizeof(op.dims[0].name), "n");
+    op.dims[0].min = min;
+    op.dims[0].max = max;
+    op.dims[0].multiple_of = 1;
+    op.inputs[0].shape[0] = op.output.shape[0] = max;
+    op.inputs[0].sym[0] = op.output.sym[0] = 1;
+    return op;
+}
+
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -169,15 +188,18 @@ int main(void)
     struct {
         const char *name;
         tuner_op op;
+        bool arch_a; /* sm_90a (wgmma, TMA) where the GPU is sm_90 */
     } cases[] = {
-        {"matmul f16 256x256x256", matmul(256, 256, 256, TUNER_F16)},
-        {"matmul f16 77x1000x333", matmul(77, 1000, 333, TUNER_F16)},
-        {"matmul bf16 512x512x128", matmul(512, 512, 128, TUNER_BF16)},
-        {"matmul f32 128x256x64", matmul(128, 256, 64, TUNER_F32)},
-        {"matmul f16 256^3 +bias+gelu", bias_gelu(matmul(256, 256, 256, TUNER_F16))},
-        {"softmax f16 64x1000", rowwise(TUNER_OP_SOFTMAX, 64, 1000, TUNER_F16)},
-        {"softmax f32 8x4096", rowwise(TUNER_OP_SOFTMAX, 8, 4096, TUNER_F32)},
-        {"layernorm f16 32x768", rowwise(TUNER_OP_LAYERNORM, 32, 768, TUNER_F16)},
+        {"matmul f16 256x256x256", matmul(256, 256, 256, TUNER_F16), false},
+        {"matmul f16 77x1000x333", matmul(77, 1000, 333, TUNER_F16), false},
+        {"matmul bf16 512x512x128", matmul(512, 512, 128, TUNER_BF16), false},
+        {"matmul f32 128x256x64", matmul(128, 256, 64, TUNER_F32), false},
+        {"matmul f16 256^3 +bias+gelu", bias_gelu(matmul(256, 256, 256, TUNER_F16)), false},
+        {"softmax f16 64x1000", rowwise(TUNER_OP_SOFTMAX, 64, 1000, TUNER_F16), false},
+        {"softmax f32 8x4096", rowwise(TUNER_OP_SOFTMAX, 8, 4096, TUNER_F32), false},
+        {"layernorm f16 32x768", rowwise(TUNER_OP_LAYERNORM, 32, 768, TUNER_F16), false},
+        {"matmul f16 [641,768]x1024x1024", rows_ranged(matmul(768, 1024, 1024, TUNER_F16), 641, 768), false},
+        {"matmul f16 [641,768]x4096x4096 a", rows_ranged(matmul(768, 4096, 4096, TUNER_F16), 641, 768), true},
     };
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
     int bad = 0;
@@ -185,7 +207,9 @@ int main(void)
         sched_request r;
         memset(&r, 0, sizeof(r));
         r.op = &cases[i].op;
-        r.target = target;
+        tuner_target ct = target;
+        ct.arch_specific = cases[i].arch_a && target.sm == 90;
+        r.target = ct;
         r.mode = TUNER_TUNE_MEASURE;
         r.priority = SCHED_PRIO_NORMAL;
         rec w = {0};
@@ -208,8 +232,8 @@ int main(void)
         tuner_space *sp = NULL;
         char *e2 = NULL;
         char key[KC_KEY_LEN + 1];
-        if (tuner_space_build(&cases[i].op, &target, &sp, &e2) == 0 &&
-            sched_tuning_key(&cases[i].op, &target, &devs[0], sp->hash, key) == 0) {
+        if (tuner_space_build(&cases[i].op, &ct, &sp, &e2) == 0 &&
+            sched_tuning_key(&cases[i].op, &ct, &devs[0], sp->hash, key) == 0) {
             kc_trial *t = NULL;
             size_t n = 0;
             if (kc_trials_get(db, key, &t, &n) == 0) {
@@ -233,6 +257,38 @@ int main(void)
                         printf("    %s: %.300s\n", kc_trial_status_name((kc_trial_status)st), why[st]);
                 if (count[KC_TRIAL_WRONG])
                     bad++;
+                int64_t mid[TUNER_MAX_DIMS];
+                if (sched__mid_sizes(&cases[i].op, mid)) {
+                    /* Every top trial that passed has the middle's beside it, passing. */
+                    char mkey[KC_KEY_LEN + 1];
+                    sched_mid_tuning_key(key, mid, cases[i].op.n_dims, mkey);
+                    kc_trial *mt = NULL;
+                    size_t mn = 0;
+                    int missing = 0, at_mid = 0;
+                    double best_mid = -1;
+                    if (kc_trials_get(db, mkey, &mt, &mn) < 0)
+                        mn = 0;
+                    for (size_t k = 0; k < n; k++) {
+                        at_mid += t[k].reason && strstr(t[k].reason, "at the middle of the range") != NULL;
+                        if (t[k].status != KC_TRIAL_OK)
+                            continue;
+                        const kc_trial *m = NULL;
+                        for (size_t q = 0; q < mn && !m; q++)
+                            if (mt[q].schedule_json && t[k].schedule_json &&
+                                strcmp(mt[q].schedule_json, t[k].schedule_json) == 0)
+                                m = &mt[q];
+                        if (!m || m->status != KC_TRIAL_OK || m->latency_us <= 0)
+                            missing++;
+                        else if (strcmp(t[k].schedule_json, in->best_schedule) == 0)
+                            best_mid = m->latency_us;
+                    }
+                    printf("    middle n=%lld: %zu trials, %d ok at the top without a passing middle, "
+                           "%d failed at the middle; the best %.2fus there\n",
+                           (long long)mid[0], mn, missing, at_mid, best_mid);
+                    if (missing || at_mid || best_mid <= 0)
+                        bad++;
+                    kc_trials_free(mt, mn);
+                }
                 kc_trials_free(t, n);
             }
         }

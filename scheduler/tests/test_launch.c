@@ -139,9 +139,112 @@ static void test_map_launches(void)
     }
 }
 
+/* A measured range job's second size (sched__mid_sizes): the geometric middle of each dim's
+ * range, rounded down to its multiple_of and kept in the range; none for a static op or a range
+ * of one size. */
+static void test_mid_sizes(void)
+{
+    tuner_op op;
+    int64_t sz[TUNER_MAX_DIMS];
+    make_op(&op, false);
+    CHECK(!sched__mid_sizes(&op, sz));
+    make_op(&op, true);
+    op.dims[0].min = 641, op.dims[0].max = 768;
+    CHECK(sched__mid_sizes(&op, sz) && sz[0] == 701, "%lld", (long long)sz[0]); /* sqrt: 701.6 */
+    op.dims[0].min = 64, op.dims[0].max = 8192, op.dims[0].multiple_of = 64;
+    CHECK(sched__mid_sizes(&op, sz) && sz[0] == 704, "%lld", (long long)sz[0]); /* 724.1 */
+    /* Rounded down below min: min (never the top: a range of two sizes or more has its
+     * geometric middle below its max). */
+    op.dims[0].min = 64, op.dims[0].max = 128;
+    CHECK(sched__mid_sizes(&op, sz) && sz[0] == 64, "%lld", (long long)sz[0]);
+    op.dims[0].min = 1, op.dims[0].max = 2, op.dims[0].multiple_of = 1;
+    CHECK(sched__mid_sizes(&op, sz) && sz[0] == 1, "%lld", (long long)sz[0]);
+    /* A perfect square lands on its root, not one below (sqrt's rounding). */
+    op.dims[0].min = 49, op.dims[0].max = 81;
+    CHECK(sched__mid_sizes(&op, sz) && sz[0] == 63, "%lld", (long long)sz[0]);
+    op.dims[0].min = op.dims[0].max = 768;
+    CHECK(!sched__mid_sizes(&op, sz));
+    /* Two dims, one of them of one size: that one stays, the other moves. */
+    op.n_dims = 2;
+    op.dims[1] = (tuner_dim){.name = "b", .min = 1, .max = 16, .multiple_of = 1};
+    CHECK(sched__mid_sizes(&op, sz) && sz[0] == 768 && sz[1] == 4, "%lld %lld", (long long)sz[0],
+          (long long)sz[1]);
+}
+
+/* The same program as the worker runs it at the middle of the range: size arguments at those
+ * sizes, a grid dimension with a rule at its value there (the others kept), tensor maps bound
+ * to them; sent unchecked without the reference, which the wire takes. */
+static void test_map_launches_at(void)
+{
+    tuner_op op;
+    tuner_program p;
+    make_op(&op, true);
+    make_program(&p, true);
+    tuner_launch *l = &p.kernels[0];
+    l->grid[1] = 3; /* a dimension without a rule */
+    /* A map of the input, [4096, n] with boxes of 64 x 64, its rows following n. */
+    tuner_tmap *m = &l->maps[0];
+    memset(m, 0, sizeof(*m));
+    m->buf = TUNER_BUF_INPUT0;
+    m->mode = TUNER_TMAP_TILED;
+    m->dtype = TUNER_F16;
+    m->rank = 2;
+    m->dims[0] = 4096, m->dims[1] = 8192;
+    m->sym[1] = 1, m->sym_coef[1] = 1;
+    m->strides[0] = 4096 * 2;
+    m->box[0] = 64, m->box[1] = 64;
+    m->element_strides[0] = m->element_strides[1] = 1;
+    m->swizzle = 128;
+    l->n_maps = 1;
+    CHECK(tuner_tmap_check(m, NULL, 0, NULL, 0) == 0);
+
+    int cand_map[TUNER_BUF_WORKSPACE + 1];
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        cand_map[i] = -1;
+    cand_map[TUNER_BUF_INPUT0] = 0;
+    cand_map[TUNER_BUF_OUTPUT] = 1;
+    gw_measure_req r;
+    memset(&r, 0, sizeof(r));
+    r.n_buffers = 3;
+    r.buffers[0] = (gw_buffer){GW_BUF_INPUT, GW_F16, 8192 * 4096};
+    r.buffers[1] = (gw_buffer){GW_BUF_OUTPUT, GW_F16, 8192 * 4096};
+    r.buffers[2] = (gw_buffer){GW_BUF_REF_OUTPUT, GW_F32, 8192 * 4096};
+    r.output_buffer = 1;
+    r.ref_output_buffer = -1;
+    r.min_reps = r.max_reps = 1;
+    static const uint8_t img[] = "fake";
+    r.candidate.image = img;
+    r.candidate.image_len = sizeof(img);
+
+    const int64_t mid[TUNER_MAX_DIMS] = {701};
+    CHECK(sched__map_launches_at(&op, &p, &r.candidate, cand_map, mid) == 0);
+    const gw_launch *g = &r.candidate.launches[0];
+    CHECK(g->grid[0] == 11 && g->grid[1] == 3 && g->grid[2] == 1, "grid %u %u %u", g->grid[0], g->grid[1],
+          g->grid[2]); /* ceil(701 / 64) */
+    CHECK(g->n_args == 3 && g->args[2] == GW_ARG_I64 && g->values[2] == 701 && g->args[0] == 0 && g->args[1] == 1);
+    CHECK(g->n_maps == 1 && g->maps[0].buf == 0 && g->maps[0].dims[1] == 701 && g->maps[0].dims[0] == 4096 &&
+          g->maps[0].sym[1] == 0 && g->maps[0].sym_coef[1] == 0);
+    /* Unchecked, without a reference: a request the wire takes. */
+    CHECK(r.reference.n_launches == 0 && !r.check && gw_wire_check_req(&r) == 0);
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    CHECK(gw_wire_encode_measure(&r, &frame, &len) == 0 && frame && len > 0);
+    free(frame);
+
+    /* At the max (NULL sizes): what sched__map_launches gives, the map left for the worker. */
+    CHECK(sched__map_launches_at(&op, &p, &r.candidate, cand_map, NULL) == 0);
+    CHECK(g->grid[0] == 128 && g->values[2] == 8192 && g->maps[0].dims[1] == 8192 && g->maps[0].sym[1] == 1);
+
+    /* A size the map cannot take (a dimension of 0) is refused, not sent. */
+    const int64_t zero[TUNER_MAX_DIMS] = {0};
+    CHECK(sched__map_launches_at(&op, &p, &r.candidate, cand_map, zero) == -EINVAL);
+}
+
 int main(void)
 {
     test_fill_launch();
     test_map_launches();
+    test_mid_sizes();
+    test_map_launches_at();
     return check_finish("test_sched_launch");
 }

@@ -892,6 +892,24 @@ static void test_two_devices(void)
     env_close(&e);
 }
 
+/* Measure requests the stand-in workers of e handled (their shared counter, kept only while a
+ * fault list is set: COUNT_ONLY is one that plans nothing); -1 when unread. */
+#define COUNT_ONLY "count@0"
+
+static long requests_of(env *e)
+{
+    char path[256], buf[32] = "";
+    snprintf(path, sizeof(path), "%s/state/measure-count", e->dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0; /* none yet: the first request makes the file */
+    long n = fgets(buf, sizeof(buf), f) ? strtol(buf, NULL, 10) : -1;
+    fclose(f);
+    return n;
+}
+
+static long g_requests; /* requests_of the last tune_on's stand-ins */
+
 /* Tunes op on `devices` stand-in GPUs, `skew` making one slower, with the stand-in's planned
  * `faults` (see test_final_round). */
 static sched_job_info tune_on(const char *devices, const char *skew, const char *faults,
@@ -908,6 +926,7 @@ static sched_job_info tune_on(const char *devices, const char *skew, const char 
     CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
     run_until(&e, rec_called, &w, "tuning job");
     check_stored(&e, &w.info, true);
+    g_requests = requests_of(&e);
     env_close(&e);
     return w.info;
 }
@@ -985,8 +1004,10 @@ static void test_final_round_one_gpu(void)
  * time. [n,4096] x [4096,4096] at n 1025..1280 on sm_90a: of the model's first seven, the one
  * priced worst below the top (about 1.17: a tile count that fills its waves only near the top)
  * and one priced as well there as at the top (1.00). Flat stand-in latencies (within 1% of each
- * other) with the former's timing 8% fast ("lucky"): no other comes within the final round's
- * margin of it by time alone, so taking the least time picks it; by time x factor another wins. */
+ * other) with the former's timings 8% fast ("lucky", at the top and at the middle: its requests
+ * are the (2i+1)th and (2i+2)th, each candidate timed at both sizes in turn, see
+ * test_range_two_sizes): no other comes within the final round's margin of it by time alone, so
+ * taking the least time picks it; by time x factor another wins. */
 static void test_measured_range(void)
 {
     sched_config cfg;
@@ -1032,7 +1053,7 @@ static void test_measured_range(void)
     g_target = t90a;
     setenv("HIDETD_STANDIN_LATENCY", "10", 1);
     char luck[32];
-    snprintf(luck, sizeof(luck), "lucky@%d:8", lucky + 1);
+    snprintf(luck, sizeof(luck), "lucky@%d-%d:8", 2 * lucky + 1, 2 * lucky + 2);
     sched_job_info r = tune_on("1", NULL, luck, &mm, &cfg);
     unsetenv("HIDETD_STANDIN_LATENCY");
     g_target = T90;
@@ -1049,6 +1070,145 @@ static void test_measured_range(void)
     free(order);
     free(factor);
     tuner_space_free(sp);
+}
+
+/* [n, 256] x [256, 256] in f16 with n in [64, 512] on sm_90: a measured range (its middle
+ * n = 181). */
+static tuner_op ranged_matmul(void)
+{
+    tuner_op mm = matmul_f16(512, 256, 256);
+    mm.n_dims = 1;
+    snprintf(mm.dims[0].name, sizeof(mm.dims[0].name), "n");
+    mm.dims[0].min = 64;
+    mm.dims[0].max = 512;
+    mm.dims[0].multiple_of = 1;
+    mm.inputs[0].sym[0] = mm.output.sym[0] = 1;
+    return mm;
+}
+
+/* A job on e, waited for. */
+static sched_job_info run_job(env *e, const tuner_op *op)
+{
+    sched_request r = request(op, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w = {0};
+    CHECK(sched_submit(e->s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(e, rec_called, &w, "tuning job");
+    check_stored(e, &w.info, true);
+    return w.info;
+}
+
+/* A measured range job times each candidate that passed at the top a second time, unchecked, at
+ * the range's middle, and picks by (top + middle) x factor; a static job times each once.
+ * Requests are counted by the stand-ins (their shared counter); with one GPU and one compile
+ * ahead, candidate i's requests are the (2i+1)th (top) and (2i+2)th (middle). Flat latencies:
+ * no candidate is stopped early. */
+static void test_range_two_sizes(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 2;
+    cfg.compile_ahead = 1;
+    setenv("HIDETD_STANDIN_LATENCY", "10", 1);
+
+    /* Static: one request per candidate, and per finalist of the round. */
+    tuner_op st = matmul_f16(96, 160, 64);
+    sched_job_info r = tune_on("1", NULL, COUNT_ONLY, &st, &cfg);
+    CHECK(g_requests == 2 + r.final_candidates, "static: %ld requests, %d in the final round", g_requests,
+          r.final_candidates);
+
+    /* Ranged: two per candidate, and two per finalist. */
+    tuner_op mm = ranged_matmul();
+    sched_job_info calm = tune_on("1", NULL, COUNT_ONLY, &mm, &cfg);
+    CHECK(calm.candidates_done == 2 && calm.candidates_failed == 0);
+    CHECK(g_requests == 2 * (2 + calm.final_candidates), "ranged: %ld requests, %d in the final round",
+          g_requests, calm.final_candidates);
+    /* Two GPUs: each candidate's middle is timed on the GPU that timed its top, and the final
+     * round (one GPU) times its finalists at both sizes. */
+    r = tune_on("2", NULL, COUNT_ONLY, &mm, &cfg);
+    CHECK(r.candidates_done == 2 && r.candidates_failed == 0 && g_requests == 2 * (2 + r.final_candidates),
+          "two GPUs: %ld requests, %d in the final round", g_requests, r.final_candidates);
+    /* The middle's request is not checked: a wrong answer planned for it never happens (the
+     * stand-in fails only checked requests), while one planned for the top fails the candidate,
+     * which is then not timed at the middle. */
+    r = tune_on("1", NULL, "wrong@2", &mm, &cfg);
+    CHECK(r.candidates_failed == 0 && strcmp(r.best_schedule, calm.best_schedule) == 0 &&
+          g_requests == 2 * (2 + r.final_candidates), "wrong@2: %d failed, %ld requests", r.candidates_failed,
+          g_requests);
+    r = tune_on("1", NULL, "wrong@1", &mm, &cfg);
+    CHECK(r.candidates_failed == 1 && g_requests == 3 && r.final_candidates == 0,
+          "wrong@1: %d failed, %ld requests", r.candidates_failed, g_requests);
+    /* A kernel that faults at the middle is no kernel for the range. */
+    r = tune_on("1", NULL, "fault@2", &mm, &cfg);
+    CHECK(r.candidates_failed == 1 && r.final_candidates == 0, "fault@2: %d failed", r.candidates_failed);
+
+    /* The calm pick, made slow at the middle only (its top timing as before), loses to the other,
+     * which is good at both. */
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    CHECK(tuner_space_build(&mm, &T90, &sp, &err) == 0 && sp && sp->n >= 2, "range: space: %s", err ? err : "?");
+    free(err);
+    size_t *order = sp ? calloc(sp->n, sizeof(*order)) : NULL;
+    double *factor = sp ? calloc(sp->n, sizeof(*factor)) : NULL;
+    if (sp && sp->n >= 2 && order && factor) {
+        tuner_rank_ranged(&mm, &T90, sp, order, NULL, factor);
+        char *sj[2] = {tuner_schedule_json(&sp->items[order[0]]), tuner_schedule_json(&sp->items[order[1]])};
+        int pick = sj[0] && strcmp(sj[0], calm.best_schedule) == 0 ? 0 : 1;
+        CHECK(sj[pick] && strcmp(sj[pick], calm.best_schedule) == 0, "range: the pick %s is not among the measured",
+              calm.best_schedule);
+        /* Enough that (top + heavy middle) x its factor exceeds the other's sum x factor by more
+         * than the final round's margin, whatever their factors. */
+        const double ratio = factor[order[1 - pick]] / factor[order[pick]];
+        int pct = (int)(100.0 * (2.2 * ratio - 2.0)) + 15;
+        pct = pct < 15 ? 15 : pct > 1000 ? 1000 : pct;
+        char heavy[32];
+        snprintf(heavy, sizeof(heavy), "heavy@%d:%d", 2 * pick + 2, pct);
+        r = tune_on("1", NULL, heavy, &mm, &cfg);
+        CHECK(r.candidates_failed == 0 && sj[1 - pick] && strcmp(r.best_schedule, sj[1 - pick]) == 0,
+              "%s (factors %.3f, other %.3f): picked %s", heavy, factor[order[pick]], factor[order[1 - pick]],
+              r.best_schedule);
+        free(sj[0]);
+        free(sj[1]);
+    }
+    free(order);
+    free(factor);
+    tuner_space_free(sp);
+
+    /* Reuse: a second job finds both sizes' trials and times nothing. A top trial without the
+     * middle's (recorded before ranges were timed twice) is timed again, at both sizes. */
+    env e;
+    env_open(&e, &cfg, true, COUNT_ONLY);
+    sched_job_info first = run_job(&e, &mm);
+    long before = requests_of(&e);
+    sched_job_info again = run_job(&e, &mm);
+    CHECK(requests_of(&e) == before && strcmp(again.best_schedule, first.best_schedule) == 0,
+          "reuse: %ld requests more", requests_of(&e) - before);
+    env_close(&e);
+    env_open(&e, &cfg, true, COUNT_ONLY);
+    char key[KC_KEY_LEN + 1];
+    CHECK(tuning_key_of(&e, &mm, key) == 0);
+    tuner_space *sp2 = NULL;
+    size_t *order2 = NULL;
+    if (tuner_space_build(&mm, &T90, &sp2, NULL) == 0 && (order2 = calloc(sp2->n, sizeof(*order2)))) {
+        tuner_rank_ranged(&mm, &T90, sp2, order2, NULL, NULL);
+        for (int i = 0; i < 2; i++) {
+            kc_trial t;
+            memset(&t, 0, sizeof(t));
+            t.candidate = (int)order2[i];
+            t.schedule_json = tuner_schedule_json(&sp2->items[order2[i]]);
+            t.status = KC_TRIAL_OK;
+            t.latency_us = 5;
+            snprintf(t.device, sizeof(t.device), "Stand-in GPU");
+            CHECK(t.schedule_json && kc_trial_put(e.db, key, sp2->hash, &t) == 0);
+            free(t.schedule_json);
+        }
+        sched_job_info top_only = run_job(&e, &mm);
+        CHECK(requests_of(&e) == 2 * (2 + top_only.final_candidates), "top trials only: %ld requests",
+              requests_of(&e));
+    }
+    free(order2);
+    tuner_space_free(sp2);
+    env_close(&e);
+    unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
 /* The only GPU goes out of service before any candidate passed: the job answers from the cost
@@ -1116,6 +1276,7 @@ int main(void)
     test_final_round();
     test_final_round_one_gpu();
     test_measured_range();
+    test_range_two_sizes();
     test_unsupported();
     test_gpu_lost();
     if (failures) {
