@@ -136,9 +136,9 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
  * factor[i] (may be NULL) receives how much worse than at the top the model sees item i lower
  * down - its worst predicted ratio to the best prediction at the range's bottom and middle, over
  * its ratio at the top (>= 1; 1 for a static op or where the model cannot price it). A measured
- * job picks the item with the least time x factor, so that a schedule fast only at the top of
- * the range does not win it, while a bias of the model common to every size cancels against
- * the measurement. */
+ * job picks the item with the least time x factor (its time: the sum of its times at the range's
+ * top and middle, scheduler/tune.c), so that a schedule fast only at the top of the range does
+ * not win it, while a bias of the model common to every size cancels against the measurement. */
 void tuner_rank_ranged(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
                        double *predicted_us, double *factor);
 
