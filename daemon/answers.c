@@ -72,6 +72,17 @@ static cJSON *job_object(const sched_job_info *info)
         } else {
             cJSON_AddNullToObject(j, "final_round");
         }
+        /* A measured range: where its candidates were timed, and the best's time at the middle. */
+        if (info->n_range_dims > 0) {
+            cJSON *at = cJSON_AddObjectToObject(j, "timed_at");
+            cJSON *top = at ? cJSON_AddObjectToObject(at, "top") : NULL;
+            cJSON *mid = at ? cJSON_AddObjectToObject(at, "middle") : NULL;
+            for (int k = 0; top && mid && k < info->n_range_dims; k++) {
+                cJSON_AddNumberToObject(top, info->range_dims[k], (double)info->range_top[k]);
+                cJSON_AddNumberToObject(mid, info->range_dims[k], (double)info->range_mid[k]);
+            }
+            add_us(j, "best_middle_us", info->best_mid_us);
+        }
     }
     cJSON_AddNumberToObject(j, "elapsed_s", round(info->elapsed_s * 1000.0) / 1000.0);
     cJSON_AddNumberToObject(j, "waiters", info->waiters);

@@ -100,6 +100,14 @@ typedef struct sched_job_info {
     int final_candidates;
     bool final_changed;        /* the round chose another candidate than the first timings */
     char best_schedule[256];   /* JSON of the best so far, "" if none */
+    /* A measured range (a dynamic op whose range holds more than one size; n_range_dims 0 for
+     * every other job): the named dims, the sizes its candidates were timed at - the top (each
+     * dim's max, verified) and the middle (unverified) - and the best's time at the middle (< 0
+     * until one passed). */
+    int n_range_dims;
+    char range_dims[TUNER_MAX_DIMS][TUNER_DIM_NAME_LEN];
+    int64_t range_top[TUNER_MAX_DIMS], range_mid[TUNER_MAX_DIMS];
+    double best_mid_us;
     double elapsed_s;
     int waiters;
     /* When DONE: */

@@ -642,6 +642,7 @@ static void consider_best(sched_job *j, sched_cand *c)
         return;
     j->best = c; /* the binaries of the others are trimmed by trim_binaries */
     j->info.best_us = c->latency_us;
+    j->info.best_mid_us = j->has_mid ? c->mid_us : -1;
     snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
 }
 
@@ -1433,6 +1434,7 @@ static void end_final_round(sched_job *j)
     }
     if (j->best) {
         j->info.best_us = j->best->latency_us;
+        j->info.best_mid_us = j->has_mid ? j->best->mid_us : -1;
         snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", j->best->schedule_json);
     }
     j->info.final_changed = j->best != first;
@@ -1788,6 +1790,12 @@ static void start_measure(sched_job *j)
     }
     j->has_mid = sched__mid_sizes(&j->op, j->mid_sizes);
     if (j->has_mid) {
+        j->info.n_range_dims = j->op.n_dims < TUNER_MAX_DIMS ? j->op.n_dims : TUNER_MAX_DIMS;
+        for (int k = 0; k < j->info.n_range_dims; k++) {
+            snprintf(j->info.range_dims[k], sizeof(j->info.range_dims[k]), "%s", j->op.dims[k].name);
+            j->info.range_top[k] = j->op.dims[k].max;
+            j->info.range_mid[k] = j->mid_sizes[k];
+        }
         sched_mid_tuning_key(j->tuning_key, j->mid_sizes, j->op.n_dims, j->mid_key);
         if (kc_trials_get(s->db, j->mid_key, &j->mid_trials, &j->n_mid_trials) < 0) {
             j->mid_trials = NULL;

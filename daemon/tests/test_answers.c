@@ -47,7 +47,28 @@ static void jobs(void)
     CHECK(hd_job_json(&info, &json) == 0, "job with a final round");
     CHECK(strstr(json, "\"final_round\":{\"device\":2,\"candidates\":4,\"changed\":true}") != NULL,
           "final round: %s", json);
+    CHECK(strstr(json, "timed_at") == NULL && strstr(json, "best_middle_us") == NULL, "a static job: %s", json);
     free(json);
+
+    /* A measured range: the sizes its candidates were timed at, the best's time at the middle. */
+    info.n_range_dims = 2;
+    strcpy(info.range_dims[0], "b");
+    strcpy(info.range_dims[1], "s");
+    info.range_top[0] = 16;
+    info.range_top[1] = 512;
+    info.range_mid[0] = 8;
+    info.range_mid[1] = 362;
+    info.best_mid_us = 7.25;
+    CHECK(hd_job_json(&info, &json) == 0, "range job");
+    CHECK(strstr(json, "\"timed_at\":{\"top\":{\"b\":16,\"s\":512},\"middle\":{\"b\":8,\"s\":362}},"
+                       "\"best_middle_us\":7.25") != NULL,
+          "range job: %s", json);
+    free(json);
+    info.best_mid_us = -1;
+    CHECK(hd_job_json(&info, &json) == 0, "range job, none passed");
+    CHECK(strstr(json, "\"best_middle_us\":null") != NULL, "range job, none passed: %s", json);
+    free(json);
+    info.n_range_dims = 0;
 
     info.state = SCHED_DONE;
     memcpy(info.artifact_key, key, sizeof(key));

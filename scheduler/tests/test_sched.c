@@ -1115,11 +1115,18 @@ static void test_range_two_sizes(void)
     sched_job_info r = tune_on("1", NULL, COUNT_ONLY, &st, &cfg);
     CHECK(g_requests == 2 + r.final_candidates, "static: %ld requests, %d in the final round", g_requests,
           r.final_candidates);
+    CHECK(r.n_range_dims == 0 && r.best_mid_us < 0, "static: range fields");
 
     /* Ranged: two per candidate, and two per finalist. */
     tuner_op mm = ranged_matmul();
     sched_job_info calm = tune_on("1", NULL, COUNT_ONLY, &mm, &cfg);
     CHECK(calm.candidates_done == 2 && calm.candidates_failed == 0);
+    /* The job says where it timed (n in [64, 512]: the top 512, the middle sqrt(64 x 512) = 181)
+     * and the best's time there. */
+    CHECK(calm.n_range_dims == 1 && strcmp(calm.range_dims[0], "n") == 0 && calm.range_top[0] == 512 &&
+              calm.range_mid[0] == 181 && calm.best_mid_us > 0,
+          "ranged: timed at %lld and %lld, middle %g us", (long long)calm.range_top[0], (long long)calm.range_mid[0],
+          calm.best_mid_us);
     CHECK(g_requests == 2 * (2 + calm.final_candidates), "ranged: %ld requests, %d in the final round",
           g_requests, calm.final_candidates);
     /* Two GPUs: each candidate's middle is timed on the GPU that timed its top, and the final

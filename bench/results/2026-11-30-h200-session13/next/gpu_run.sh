@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Prepared in session 13 for the next session's first GPU call (bench/pack_gpu.sh, then
 # next/prep.sh, then `bash .gpu/gpu_run.sh` with carry [".gpu"]):
+#  - gpu_sched first: measured range jobs now time every candidate a second time, unchecked, at
+#    the range's middle (sizes, grids and tensor maps bound there); never run on a GPU yet. Its
+#    two ranged cases print "middle n=701: N trials, 0 ok at the top without a passing middle, 0
+#    failed at the middle" and the run ends with "ok";
 #  - why a swapped tile row mostly past M costs about 2.9 full rows (session 13 call f): kbench
 #    of 128x96 c2 (staged and register stores) at M = 700 and 768, then ncu of the staged one at
 #    both sizes - TMA loads of the K-major box past the rows, or the clipped TMA stores;
@@ -12,6 +16,9 @@ cd "$(dirname "$0")/.."
 . bench/gpu_call.sh
 {
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
+s0=$(date +%s)
+HIDETD_WORKER=$G/bin/hidetd-worker LD_LIBRARY_PATH=$G/lib timeout 150 $G/tests/gpu_sched > $OUT/gpu_sched.log 2>&1
+echo "=== gpu_sched exit=$? $(el $s0)"; grep -E "middle|^ok|FAIL|failed" $OUT/gpu_sched.log | head -8
 s0=$(date +%s)
 timeout 60 python3 bench/kbench.py .gpu/kb --alternate > $OUT/kbench.log 2>&1
 echo "=== kbench exit=$? $(el $s0)"; filt < $OUT/kbench.log | tail -7
