@@ -415,6 +415,39 @@ tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long 
     return op;
 }
 
+/* Bytes of static shared memory the PTX gives kernel `entry`: its own `.shared` arrays (NVRTC
+ * names a kernel's __shared__ variable _ZZ<len><entry>E<len><name>) and the module's (unmangled
+ * names). A declaration is "[indent].shared .align A .<type><bits> name[count];". */
+static unsigned long ptx_static_shared(const char *ptx, const char *entry)
+{
+    char mine[96];
+    snprintf(mine, sizeof(mine), "%zu%sE", strlen(entry), entry);
+    unsigned long total = 0;
+    for (const char *q = ptx; (q = strstr(q, ".shared .align ")) != NULL; q++) {
+        /* A declaration starts its line: `.extern .shared` (dynamic memory) and instructions
+         * (ld.shared, ...) do not. */
+        const char *line = q;
+        while (line > ptx && (line[-1] == ' ' || line[-1] == '\t'))
+            line--;
+        if (line > ptx && line[-1] != '\n')
+            continue;
+        const char *type = strchr(q + strlen(".shared .align "), ' '), *open = strchr(q, '['), *eol = strchr(q, '\n');
+        if (!type || !open || (eol && open > eol) || type > open || type[1] != '.')
+            continue;
+        const char *name = strchr(type + 1, ' ');
+        if (!name || name > open)
+            continue;
+        if (!strncmp(name + 1, "_ZZ", 3)) {
+            const char *own = strstr(name, mine);
+            if (!own || own > open)
+                continue;
+        }
+        const unsigned long bits = strtoul(type + 3, NULL, 10), count = strtoul(open + 1, NULL, 10);
+        total += count * (bits / 8);
+    }
+    return total;
+}
+
 bool t_compile_check(const char *what, const char *source, const tuner_target *t, const tuner_program *p,
                      double *ret_ms)
 {
@@ -429,12 +462,20 @@ bool t_compile_check(const char *what, const char *source, const tuner_target *t
         return false;
     }
     bool ok = b->ptx_len > 0 && b->cubin_len > 0;
-    /* Every launch names an entry point of the PTX. */
+    /* Every launch names an entry point of the PTX, and asks for more than 48 KiB of dynamic
+     * shared memory where its static arrays would push it past 48 KiB: a launcher raises the
+     * limit only above 48 KiB (docs/api.md, tuner__dynamic_shared). */
     for (int k = 0; p && k < p->n_kernels; k++) {
         char needle[96];
         snprintf(needle, sizeof(needle), ".entry %s(", p->kernels[k].name);
         if (!strstr(b->ptx, needle)) {
             fprintf(stderr, "%s: no entry %s in the PTX\n", what, p->kernels[k].name);
+            ok = false;
+        }
+        const unsigned long dyn = p->kernels[k].shared_bytes, stat = ptx_static_shared(b->ptx, p->kernels[k].name);
+        if (dyn <= 48 * 1024 && dyn + stat > 48 * 1024) {
+            fprintf(stderr, "%s: %s asks for %lu bytes of dynamic shared memory beside %lu static: "
+                            "a launcher would not raise the limit\n", what, p->kernels[k].name, dyn, stat);
             ok = false;
         }
     }

@@ -592,6 +592,26 @@ static void test_swap_space(void)
               "swapped staged source: its second box's store, no bounds check");
         tuner_program_free(pr);
     }
+    /* 48 KiB of dynamic shared memory beside the static mbarriers (a 64x24 tile, 4 stages, staged:
+     * the H200 refused it, "invalid argument", bench/results/2026-11-30-h200-session13/b): it asks
+     * for more than 48 KiB, so that a launcher raises the limit; t_compile_check reads the static
+     * bytes from the PTX and checks every compiled program alike. */
+    tuner_schedule s48 = {.template_name = "matmul_wgmma"};
+    static const int s48_values[] = {64, 24, 4, 1, 8, 0, 1, 1, 1, 0, 1, 1};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        tuner__gemm_param(&s48, names[i], s48_values[i]);
+    tuner_op m2048 = named_m(mm(TUNER_BF16, 0, 0, 2048, 1024, 320, false, false));
+    m2048.dims[0].min = 64;
+    m2048.dims[0].multiple_of = 64;
+    pr = NULL;
+    CHECK(tuner_generate(&m2048, &sm90a, &s48, &pr, &err) == 0, "swapped 64x24: %s", err ? err : "");
+    free(err);
+    err = NULL;
+    if (pr) {
+        CHECK(pr->kernels[0].shared_bytes > 48 * 1024, "swapped 64x24: %u bytes", pr->kernels[0].shared_bytes);
+        CHECK(t_compile_check("swapped 64x24 staged", pr->source, &sm90a, pr, NULL), "swapped 64x24: compile check");
+        tuner_program_free(pr);
+    }
     /* Split-K at M = 100: 64 N tiles of one 104-row M tile, a cluster of two CTAs per tile
      * (128 CTAs); the partials summed transposed, a pair of output columns (kernel rows r and
      * r + 1) per thread. A named M in [65, 100]: the grid a rule, 2 x 64 CTAs per M tile. */
