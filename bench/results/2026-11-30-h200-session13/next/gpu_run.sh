@@ -41,4 +41,6 @@ echo "=== gemm14336 16 sizes exit=$? $(el $s0)"; filt < $OUT/dyn_gemm14336.log |
 kill -TERM $dp; wait $dp
 } > "$OUT/gpu.log" 2>&1
 cat "$OUT/gpu.log"
+# Every result in one file: the device tool brings back a limited number of files.
+tar czf /tmp/all.tgz -C "$OUT" . && mv /tmp/all.tgz "$OUT/"
 echo "total $(( $(date +%s) - t0 )) s"
