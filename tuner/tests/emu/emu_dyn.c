@@ -378,16 +378,7 @@ int emu_dyn_main(int argc, char **argv, const emu_dyn_gen *g)
                 if (strcmp(s->template_name, g->template_name) || tuner_schedule_param(s, "cluster", 1) != 1 ||
                     tuner_schedule_param(s, "cluster_n", 1) != 1 || tuner_schedule_param(s, "split_k", 1) != 1)
                     continue;
-                bool match = true;
-                for (const char *w = want; match && w && *w;) {
-                    char name[32];
-                    int value = 0, used = 0;
-                    if (sscanf(w, "%31[a-z_]=%d%n", name, &value, &used) != 2)
-                        break;
-                    match = tuner_schedule_param(s, name, -1) == value;
-                    w += used + (w[used] == ',');
-                }
-                if (!match)
+                if (!tuner_schedule_matches(s, want))
                     continue;
                 if (seen++ == idx)
                     break;
