@@ -246,7 +246,13 @@ static void write_kernel(const char *dir, const tuner_program *pr, const char *h
     for (const char *line = k; *line;) {
         const char *nl = strchr(line, '\n');
         const size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
-        if (strncmp(line, "HD_INLINE", 9) && strncmp(line, "__device__ __forceinline__", 26))
+        /* A staged FP8 pair's inline st.shared.u16 (matmul_mma) becomes the emulator's gm_sts16. */
+        static const char st16[] = "asm volatile(\"st.shared.u16 [%0], %1;\" :: \"r\"(";
+        const char *h = strstr(line, "), \"h\"("), *end = h ? strstr(h, ") : \"memory\");") : NULL;
+        if (!strncmp(line, st16, sizeof(st16) - 1) && h && end && end < line + len)
+            fprintf(f, "gm_sts16(%.*s, %.*s);\n", (int)(h - line - (sizeof(st16) - 1)), line + sizeof(st16) - 1,
+                    (int)(end - h - 7), h + 7);
+        else if (strncmp(line, "HD_INLINE", 9) && strncmp(line, "__device__ __forceinline__", 26))
             fwrite(line, 1, len, f);
         line += len;
     }
@@ -260,6 +266,10 @@ static void write_launches(const char *dir, const tuner_op *op, const tuner_prog
     snprintf(path, sizeof(path), "%s/launch.h", dir);
     FILE *f = fopen(path, "w");
     fprintf(f, "#define N_INPUTS %d\n#define N_LAUNCHES %d\n", op->n_inputs, pr->n_kernels);
+    /* An FP8 matmul's operand formats, for the emulator's FP8 mma.sync. */
+    if (op->n_inputs >= 2 && tuner_dtype_is_fp8(op->inputs[0].dtype) && tuner_dtype_is_fp8(op->inputs[1].dtype))
+        fprintf(f, "#define EMU_FP8_E5M2_A %d\n#define EMU_FP8_E5M2_B %d\n", op->inputs[0].dtype == TUNER_F8E5M2,
+                op->inputs[1].dtype == TUNER_F8E5M2);
     for (int l = 0; l < pr->n_kernels; l++) {
         const tuner_launch *L = &pr->kernels[l];
         /* Tensor maps (after the pointers and dims): emu_hopper.h's emu_tmap of the description. */
@@ -369,14 +379,18 @@ int emu_dyn_main(int argc, char **argv, const emu_dyn_gen *g)
         }
         idx = (size_t)atoll(argv[3]);
         if (g->template_name) {
-            /* INDEX counts that template's candidates without clusters (pairs, split-K), and with
-             * EMU_PARAM=name=value[,name=value...] those with these parameter values. */
+            /* INDEX counts that template's candidates without clusters (matmul_wgmma's pairs and
+             * split-K, matmul_mma's split_cluster), and with EMU_PARAM=name=value[,name=value...]
+             * those with these parameter values. */
             const char *want = getenv("EMU_PARAM");
             size_t seen = 0, i = 0;
             for (; i < sp->n; i++) {
                 const tuner_schedule *s = &sp->items[i];
+                const bool wgmma = !strcmp(s->template_name, "matmul_wgmma");
                 if (strcmp(s->template_name, g->template_name) || tuner_schedule_param(s, "cluster", 1) != 1 ||
-                    tuner_schedule_param(s, "cluster_n", 1) != 1 || tuner_schedule_param(s, "split_k", 1) != 1)
+                    tuner_schedule_param(s, "cluster_n", 1) != 1 ||
+                    (wgmma && tuner_schedule_param(s, "split_k", 1) != 1) ||
+                    tuner_schedule_param(s, "split_cluster", 0) != 0)
                     continue;
                 if (!tuner_schedule_matches(s, want))
                     continue;
@@ -395,7 +409,7 @@ int emu_dyn_main(int argc, char **argv, const emu_dyn_gen *g)
         write_launches(dir, &op, pr);
     }
     int rc = 0;
-    for (int j = 0; j < EMU_N_SETS; j++) {
+    for (int j = 0; j < (g->n_sets ? g->n_sets : EMU_N_SETS); j++) {
         int64_t sz[TUNER_MAX_DIMS];
         g->set_sizes(&op, j, sz);
         char sd[512];

@@ -1,5 +1,5 @@
 /* tuner/tests/emu/emu_dyn.h - what the generators of dynamic ops' candidates for the CPU emulator
- * share (gen_mma_dyn.c, gen_attn_dyn.c; emu_mma.cpp runs what they write): the command line, the
+ * share (gen_mma_dyn.c, gen_attn_dyn.c, gen_fp8_mma.c; emu_mma.cpp runs what they write): the command line, the
  * kernel source and launches written for the emulator, the size sets' sizes.txt and inputs, and
  * the check over the sets. A generator gives its cases, its size sets, its inputs' values and
  * its check of one set.
@@ -33,6 +33,7 @@ typedef struct emu_dyn_gen {
     /* NULL: INDEX numbers every candidate of the space; else only this template's (without CTA
      * clusters, which the emulator lacks). */
     const char *template_name;
+    int n_sets; /* size sets (0: EMU_N_SETS; a static op's one) */
 } emu_dyn_gen;
 
 /* One size set's files as a check reads them: DIR/in<i>.bin and DIR/out.bin, and how many bytes

@@ -45,6 +45,6 @@ emu_dyn_run() {
             echo "case $c #$i $sched: $(echo "$res" | tail -1)"
         done
     done
-    echo "$n candidates x 4 size sets"
+    echo "$n candidates"
     return $bad
 }

@@ -173,16 +173,6 @@ static const bool emu_hopper_hooked = (emu_extra_resolve = emu_hopper_resolve, t
 // attention_wgmma's helpers (tuner/attn/wgmma.c) that are not wgmma: ex2.approx.
 static inline float aw_exp2(float x) { return exp2f(x); }
 
-// FP8 (OCP e4m3: bias 7, no infinities, S.1111.111 NaN; e5m2: bias 15, IEEE-like) to float.
-static float emu_fp8(unsigned char v, bool e5m2) {
-    const int eb = e5m2 ? 5 : 4, mb = 7 - eb, bias = e5m2 ? 15 : 7;
-    const int sgn = v >> 7, e = (v >> mb) & ((1 << eb) - 1), m = v & ((1 << mb) - 1);
-    float x;
-    if (e == 0) x = ldexpf((float)m, 1 - bias - mb);
-    else if (e5m2 && e == 31) x = m ? NAN : INFINITY;
-    else if (!e5m2 && e == 15 && m == 7) x = NAN;
-    else x = ldexpf((float)(m | (1 << mb)), e - bias - mb);
-    return sgn ? -x : x; }
 // wgmma m64nNk32 with FP8 operands, both K-major: element (row, k) at start + (row / 8) SBO +
 // (row % 8) 128 + k, swizzled; sd 0 overwrites D.
 static void emu_wgmma8(float *d, hd_u64 da, hd_u64 db, int n, int a_e5m2, int b_e5m2, int sd) {

@@ -1,10 +1,11 @@
 // tuner/tests/emu/emu_mma.cpp - runs one generated f16/bf16 matmul_mma candidate (m16n8k16) of a
-// dynamic op on the CPU at one size of its dims, or (with emu_hopper.h) a matmul_wgmma one (a
-// developer check for machines without a GPU; emulate_mma_dyn.sh and emulate_wgmma.sh drive it
-// with gen_mma_dyn, the suite's tuner_emulated a sample: emulate_sample.sh).
+// dynamic op on the CPU at one size of its dims, an FP8 one (m16n8k32), or (with emu_hopper.h) a
+// matmul_wgmma or attention_wgmma one (a developer check for machines without a GPU;
+// emulate_mma_dyn.sh, emulate_fp8_mma.sh and emulate_wgmma.sh drive it with gen_mma_dyn and
+// gen_fp8_mma, the suite's tuner_emulated a sample: emulate_sample.sh).
 //
-// The same machine as emu_fp8_mma.cpp: the kernel's source after the gemm helpers is compiled as
-// host C++ against host versions of the helpers it calls; every CUDA thread of a block is a
+// The kernel's source after the gemm helpers is compiled as host C++ against host versions of
+// the helpers it calls; every CUDA thread of a block is a
 // ucontext fiber; __syncthreads, ldmatrix and mma.sync are collective (a warp's op runs when its
 // 32 lanes have arrived). ldmatrix.x4 (b16): lane l gets, of matrix j, the 32-bit word l % 4 of
 // the row whose address lane 8j + l / 4 gave; with .trans, the elements (2 (l % 4), l / 4) and
@@ -13,10 +14,10 @@
 // in the low half): a0 = A[g][2t..], a1 = A[g + 8][2t..], a2 = A[g][8 + 2t..], a3 = A[g + 8][8 +
 // 2t..]; b0 = B[2t..][g], b1 = B[8 + 2t..][g]; c0, c1 = C[g][2t, 2t + 1], c2, c3 = C[g + 8][...].
 // cp.async of 16, 8 or 4 bytes copies its src-size bytes and zero-fills the rest at the wait that
-// retires it. Shared memory starts as 0xff bytes (NaN in f16 and bf16) so a read of anything
+// retires it. Shared memory starts as 0xff bytes (NaN in f16, bf16, e4m3 and e5m2) so a read of anything
 // never written shows; each input ends at a page followed by an unmapped one (its padding is NaN
 // bytes), so a read past it stops the run; the output is followed by a margin of 0xa5 bytes
-// that gen_mma_dyn's check requires untouched. Full-warp __shfl_xor_sync, __shfl_sync (an int
+// that the generators' checks require untouched. Full-warp __shfl_xor_sync, __shfl_sync (an int
 // from one lane) and __syncwarp are collectives too, and EXTRA_HELPERS (a header) may add another
 // template's helpers before the kernel (emu_attn.h; emu_hopper.h, whose mbarrier and named-barrier
 // waits spin: a SPIN fiber stays runnable, and a block where only spinning fibers run while
@@ -86,10 +87,42 @@ static void gm_sts32(hd_u32 a, hd_u32 v) { memcpy(sm(a, 4), &v, 4); }
 static void gm_sts64(hd_u32 a, hd_v2 v) { memcpy(sm(a, 8), &v, 8); }
 static void gm_sts128(hd_u32 a, hd_v4 v) { memcpy(sm(a, 16), &v, 16); }
 static hd_v4 gm_lds128(hd_u32 a) { hd_v4 v; memcpy(&v, sm(a, 16), 16); return v; }
+// Global stores of 8 and 16 bytes (the FP8 epilogues' pairs and staged rows), alignment checked.
+static void hd_st8(void *p, hd_v2 v) { if ((uintptr_t)p % 8) { fprintf(stderr, "misaligned st8\n"); exit(3); } memcpy(p, &v, 8); }
+static void hd_st16(void *p, hd_v4 v) { if ((uintptr_t)p % 16) { fprintf(stderr, "misaligned st16\n"); exit(3); } memcpy(p, &v, 16); }
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+static inline hd_u32 __float_as_uint(float f) { hd_u32 u; memcpy(&u, &f, 4); return u; }
+// FP8 (OCP e4m3: bias 7, no infinities, S.1111.111 NaN; e5m2: bias 15, IEEE-like) to float.
+static float emu_fp8(unsigned char v, bool e5m2) {
+    const int eb = e5m2 ? 5 : 4, mb = 7 - eb, bias = e5m2 ? 15 : 7;
+    const int sgn = v >> 7, e = (v >> mb) & ((1 << eb) - 1), m = v & ((1 << mb) - 1);
+    float x;
+    if (e == 0) x = ldexpf((float)m, 1 - bias - mb);
+    else if (e5m2 && e == 31) x = m ? NAN : INFINITY;
+    else if (!e5m2 && e == 15 && m == 7) x = NAN;
+    else x = ldexpf((float)(m | (1 << mb)), e - bias - mb);
+    return sgn ? -x : x; }
+// Float to FP8 as cvt.rn.satfinite does: the nearest finite value of v's sign, ties to the even
+// code, past the largest the largest; NaN to NaN.
+static unsigned char emu_to_fp8(float v, bool e5m2) {
+    if (v != v) return 0x7f;
+    const unsigned char sgn = std::signbit(v) ? 0x80 : 0;
+    const float a = fabsf(v);
+    int best = 0; float bd = INFINITY;
+    for (int c = 0; c < 128; c++) {
+        const float f = emu_fp8((unsigned char)c, e5m2);
+        if (!std::isfinite(f)) continue;
+        const float d = fabsf(f - a);
+        if (d < bd || (d == bd && !(c & 1))) { bd = d; best = c; } }
+    return (unsigned char)(sgn | best); }
+static unsigned short gm_cvt_f8e4m3x2(float lo, float hi) { return emu_to_fp8(lo, false) | (emu_to_fp8(hi, false) << 8); }
+static unsigned short gm_cvt_f8e5m2x2(float lo, float hi) { return emu_to_fp8(lo, true) | (emu_to_fp8(hi, true) << 8); }
+static inline float hd_round_f8e4m3(float v) { return emu_fp8(emu_to_fp8(v, false), false); }
+static inline float hd_round_f8e5m2(float v) { return emu_fp8(emu_to_fp8(v, true), true); }
 struct dim3_ { unsigned x, y, z; };
 // SPIN: yielded inside a wait loop (emu_hopper.h's mbarriers and named barriers), still runnable.
 enum { RUN, BAR, COLL, DONE, SPIN };
-enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16, OP_SHFL_XOR, OP_SHFL_IDX, OP_SYNCWARP, OP_EXTRA };
+enum { OP_LDSM, OP_LDSMT, OP_MMA_F16, OP_MMA_BF16, OP_MMA_F8, OP_MMA_F8_Z, OP_SHFL_XOR, OP_SHFL_IDX, OP_SYNCWARP, OP_EXTRA };
 struct Copy { hd_u32 dst; const void *src; int size, bytes; };
 struct Fiber {
     ucontext_t ctx; dim3_ tid; int state, op; std::vector<char> stack;
@@ -123,6 +156,11 @@ static void mma_at(float *d, const hd_u32 *a, const hd_u32 *b, int op) {
     cur->b[0] = b[0]; cur->b[1] = b[1]; cur->d = d; cur->op = op; yield_(COLL); }
 static void hd_mma_f16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_F16); }
 static void hd_mma_bf16_16816(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_BF16); }
+// FP8 mma.sync.m16n8k32 (d += A B; _z: d = A B), its operands' formats those of the op's inputs 0
+// and 1 (launch.h's EMU_FP8_E5M2_A and _B, set in main).
+static bool emu_f8_e5m2[2];
+static void gm_mma_f8(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_F8); }
+static void gm_mma_f8_z(float *d, const hd_u32 *a, const hd_u32 *b) { mma_at(d, a, b, OP_MMA_F8_Z); }
 // __shfl_xor_sync over the full warp (the only form the templates use): collective.
 static float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     if (mask != 0xffffffffu) { fprintf(stderr, "partial-warp shuffle\n"); exit(3); }
@@ -172,6 +210,27 @@ static bool resolve(Fiber *lanes) {
         for (int l = 0; l < 32; l++) { memcpy(lanes[l].r, out[l], 16); lanes[l].state = RUN; }
         return true;
     }
+    if (op == OP_MMA_F8 || op == OP_MMA_F8_Z) {
+        // (g = l / 4, t = l % 4; bytes little-endian within a register) a0 = A[g][4t..], a1 =
+        // A[g + 8][4t..], a2 = A[g][16 + 4t..], a3 = A[g + 8][16 + 4t..]; b0 = B[4t..][g], b1 =
+        // B[16 + 4t..][g]; c as for 16-bit.
+        auto byte = [](hd_u32 w, int i, bool e5) { return emu_fp8((unsigned char)(w >> (8 * i)), e5); };
+        const bool ea = emu_f8_e5m2[0], eb = emu_f8_e5m2[1];
+        float A[16][32], B[32][8], C[16][8];
+        for (int l = 0; l < 32; l++) {
+            const int g = l >> 2, t = l & 3; Fiber &f = lanes[l];
+            for (int i = 0; i < 4; i++) {
+                A[g][4 * t + i] = byte(f.a[0], i, ea); A[g + 8][4 * t + i] = byte(f.a[1], i, ea);
+                A[g][16 + 4 * t + i] = byte(f.a[2], i, ea); A[g + 8][16 + 4 * t + i] = byte(f.a[3], i, ea);
+                B[4 * t + i][g] = byte(f.b[0], i, eb); B[16 + 4 * t + i][g] = byte(f.b[1], i, eb); }
+            const bool z = op == OP_MMA_F8_Z;
+            C[g][2 * t] = z ? 0 : f.d[0]; C[g][2 * t + 1] = z ? 0 : f.d[1]; C[g + 8][2 * t] = z ? 0 : f.d[2]; C[g + 8][2 * t + 1] = z ? 0 : f.d[3];
+        }
+        for (int i = 0; i < 16; i++) for (int j = 0; j < 8; j++) { float s = C[i][j]; for (int k = 0; k < 32; k++) s += A[i][k] * B[k][j]; C[i][j] = s; }
+        for (int l = 0; l < 32; l++) { const int g = l >> 2, t = l & 3; Fiber &f = lanes[l];
+            f.d[0] = C[g][2 * t]; f.d[1] = C[g][2 * t + 1]; f.d[2] = C[g + 8][2 * t]; f.d[3] = C[g + 8][2 * t + 1]; f.state = RUN; }
+        return true;
+    }
     float (*val)(unsigned short) = op == OP_MMA_F16 ? f16_val : bf16_val;
     auto lo = [&](hd_u32 w) { return val((unsigned short)(w & 0xffff)); };
     auto hi = [&](hd_u32 w) { return val((unsigned short)(w >> 16)); };
@@ -211,6 +270,10 @@ static void on_segv(int) { static const char m[] = "a global access past a buffe
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *dir = argv[1];
+#ifdef EMU_FP8_E5M2_A
+    emu_f8_e5m2[0] = EMU_FP8_E5M2_A;
+    emu_f8_e5m2[1] = EMU_FP8_E5M2_B;
+#endif
     char path[512];
     snprintf(path, sizeof path, "%s/sizes.txt", dir);
     FILE *sf = fopen(path, "r"); if (!sf) { fprintf(stderr, "cannot read %s\n", path); return 2; }
