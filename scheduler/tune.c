@@ -29,8 +29,8 @@
  *
  * Fusion rule: a fused op (prologue or epilogue) whose anchor - the same op without fusion, see
  * sched_op_strip_fusion - has ok trials under the anchor's tuning key re-times only the anchor's
- * best `fused_retime_top` schedules with the fusion applied (when none of them passes, the rest of
- * the ranked space is tuned). Otherwise the fused op is tuned fully. Trials of a fused op are
+ * best `fused_retime_top` schedules with the fusion applied (over a range, best by their top and
+ * middle times summed; when none of them passes, the rest of the ranked space is tuned). Otherwise the fused op is tuned fully. Trials of a fused op are
  * always recorded under the fused op's own tuning key, never under the anchor's: the anchor's
  * record must only hold timings of the anchor itself.
  *
@@ -1691,8 +1691,25 @@ static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space
     return 0;
 }
 
+/* A passing anchor trial and what ranks it: its time, or for an anchor over a range its times at
+ * the top and middle summed (as the anchor's job compared them, less the model's factor). */
+typedef struct anchor_rank {
+    const kc_trial *t;
+    double us;
+    size_t pos; /* in kc_trials_get's order (by latency): ties keep it */
+} anchor_rank;
+
+static int anchor_rank_cmp(const void *a, const void *b)
+{
+    const anchor_rank *x = a, *y = b;
+    if (x->us != y->us)
+        return x->us < y->us ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
 /* Fused op with a tuned anchor: candidates are the anchor's best ok schedules that exist in the
- * fused space too. Returns how many were added. */
+ * fused space too - for an anchor over a range, best by its top and middle times summed (one
+ * without its middle trial after those with one). Returns how many were added. */
 static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
 {
     tuner_op anchor;
@@ -1705,22 +1722,41 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
         return 0;
     free(aorder);
     char akey[KC_KEY_LEN + 1];
-    kc_trial *trials = NULL;
-    size_t n_trials = 0, added = 0;
+    kc_trial *trials = NULL, *mids = NULL;
+    size_t n_trials = 0, n_mids = 0, added = 0;
     if (sched_tuning_key(&anchor, &j->target, dev, asp->hash, akey) < 0 ||
         kc_trials_get(j->s->db, akey, &trials, &n_trials) < 0)
         n_trials = 0;
     tuner_space_free(asp);
-
-    /* kc_trials_get orders by latency, failures last. */
-    int top = j->s->cfg.fused_retime_top;
-    for (size_t t = 0; t < n_trials && (int)added < top; t++) {
+    int64_t mid_sizes[TUNER_MAX_DIMS];
+    if (n_trials && sched__mid_sizes(&anchor, mid_sizes)) {
+        char mkey[KC_KEY_LEN + 1];
+        sched_mid_tuning_key(akey, mid_sizes, anchor.n_dims, mkey);
+        if (kc_trials_get(j->s->db, mkey, &mids, &n_mids) < 0)
+            n_mids = 0;
+    }
+    anchor_rank *rank = n_trials ? calloc(n_trials, sizeof(*rank)) : NULL;
+    size_t n_rank = 0;
+    for (size_t t = 0; rank && t < n_trials; t++) {
         if (trials[t].status != KC_TRIAL_OK || !trials[t].schedule_json)
             continue;
+        double us = trials[t].latency_us;
+        if (n_mids) {
+            const kc_trial *m = find_trial(mids, n_mids, trials[t].schedule_json);
+            us = m && m->status == KC_TRIAL_OK && m->latency_us >= 0 ? us + m->latency_us : HUGE_VAL;
+        }
+        rank[n_rank] = (anchor_rank){&trials[t], us, n_rank};
+        n_rank++;
+    }
+    if (n_rank > 1)
+        qsort(rank, n_rank, sizeof(*rank), anchor_rank_cmp);
+
+    int top = j->s->cfg.fused_retime_top;
+    for (size_t r = 0; r < n_rank && (int)added < top; r++) {
         for (size_t i = 0; i < j->space->n; i++) {
             size_t item = j->order[i];
             char *sj = tuner_schedule_json(&j->space->items[item]);
-            bool same = sj && strcmp(sj, trials[t].schedule_json) == 0;
+            bool same = sj && strcmp(sj, rank[r].t->schedule_json) == 0;
             free(sj);
             if (same) {
                 size_t before = j->n_cands;
@@ -1730,6 +1766,8 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
             }
         }
     }
+    free(rank);
+    kc_trials_free(mids, n_mids);
     kc_trials_free(trials, n_trials);
     return added;
 }

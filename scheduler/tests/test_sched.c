@@ -1218,6 +1218,64 @@ static void test_range_two_sizes(void)
     unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
+/* A fused op over a range re-times its anchor's best schedules by their top and middle times
+ * summed: of four planted anchor trials, the two fastest at the top are the slowest summed, and
+ * the fused job times the other two (its own trials, under its own key, name them). */
+static void test_range_fused_anchor(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.fused_retime_top = 2;
+    setenv("HIDETD_STANDIN_LATENCY", "10", 1);
+    env e;
+    env_open(&e, &cfg, true, COUNT_ONLY);
+    const tuner_op mm = ranged_matmul();
+    tuner_op fused = mm;
+    fused.n_inputs = 3;
+    fused.inputs[2] = tensor(1, (int64_t[]){mm.output.shape[1]}, TUNER_F16);
+    fused.epilogue.n = 2;
+    fused.epilogue.steps[0] = (tuner_ew_step){.kind = TUNER_EW_ADD, .operand = 2, .dtype = TUNER_F16};
+    fused.epilogue.steps[1] = (tuner_ew_step){.kind = TUNER_EW_RELU, .operand = -1, .dtype = TUNER_F16};
+    char akey[KC_KEY_LEN + 1], mkey[KC_KEY_LEN + 1], fkey[KC_KEY_LEN + 1];
+    tuner_space *asp = NULL, *fsp = NULL;
+    CHECK(tuning_key_of(&e, &mm, akey) == 0 && tuning_key_of(&e, &fused, fkey) == 0);
+    const int64_t mid[TUNER_MAX_DIMS] = {181}; /* sqrt(64 x 512) */
+    sched_mid_tuning_key(akey, mid, 1, mkey);
+    CHECK(tuner_space_build(&mm, &T90, &asp, NULL) == 0 && tuner_space_build(&fused, &T90, &fsp, NULL) == 0 &&
+          fsp->n >= 4);
+    /* Top 5, 6, 7, 8 us; middle 20, 19, 1, 1: summed 25, 25, 8, 9. */
+    static const double top_us[4] = {5, 6, 7, 8}, mid_us[4] = {20, 19, 1, 1};
+    char *sj[4] = {NULL};
+    for (int i = 0; asp && fsp && fsp->n >= 4 && i < 4; i++) {
+        sj[i] = tuner_schedule_json(&fsp->items[i]);
+        for (int k = 0; k < 2; k++) {
+            kc_trial t;
+            memset(&t, 0, sizeof(t));
+            t.candidate = i;
+            t.schedule_json = sj[i];
+            t.status = KC_TRIAL_OK;
+            t.latency_us = k ? mid_us[i] : top_us[i];
+            snprintf(t.device, sizeof(t.device), "Stand-in GPU");
+            CHECK(sj[i] && kc_trial_put(e.db, k ? mkey : akey, asp->hash, &t) == 0);
+        }
+    }
+    sched_job_info f = run_job(&e, &fused);
+    CHECK(f.candidates_total == 2, "fused over a range: %d candidates", f.candidates_total);
+    kc_trial *ft = NULL;
+    size_t n = 0;
+    CHECK(kc_trials_get(e.db, fkey, &ft, &n) == 0 && n == 2, "fused trials: %zu", n);
+    for (size_t i = 0; i < n; i++)
+        CHECK(sj[2] && sj[3] && (!strcmp(ft[i].schedule_json, sj[2]) || !strcmp(ft[i].schedule_json, sj[3])),
+              "fused over a range re-timed %s", ft[i].schedule_json);
+    kc_trials_free(ft, n);
+    for (int i = 0; i < 4; i++)
+        free(sj[i]);
+    tuner_space_free(asp);
+    tuner_space_free(fsp);
+    env_close(&e);
+    unsetenv("HIDETD_STANDIN_LATENCY");
+}
+
 /* The only GPU goes out of service before any candidate passed: the job answers from the cost
  * model with the no-GPU warning instead of failing. */
 static void test_gpu_lost(void)
@@ -1284,6 +1342,7 @@ int main(void)
     test_final_round_one_gpu();
     test_measured_range();
     test_range_two_sizes();
+    test_range_fused_anchor();
     test_unsupported();
     test_gpu_lost();
     if (failures) {
