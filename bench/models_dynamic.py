@@ -14,7 +14,8 @@ ready entries for it (settle(): a plan swaps in a re-asked table at its next run
 captured right after the first calls would hold the generic kernels). The peer of each row is the same model compiled by the
 backend for exactly that size (dynamic=False, a fresh Dynamo cache). Reported: recompilations
 after the first (target 0), dynamic / static latency per size (target <= 1.15), the error.
-Writes DIR/models_dynamic.json and DIR/models_dynamic.md.
+Writes DIR/models_dynamic.json and DIR/models_dynamic.md, after every row (a run cut short keeps
+what it measured).
 """
 import argparse
 import functools
@@ -88,6 +89,44 @@ def kernel_times(fn, inputs, calls=5, top=14):
     return [(name, n, us) for name, (n, us) in rows[:top]]
 
 
+def write_out(args, rows, compilations, explanation, compile_s, gpu, torch_version):
+    """DIR/models_dynamic.json and .md from the rows so far: written after every row, so that a run
+    cut short (a device call's time limit) keeps what it measured. Returns the table's lines."""
+    summary = {"model": args.model, "compile_s": compile_s,
+               "compilations": compilations, "recompilations": max(0, compilations - 1),
+               "torch_ops": explanation.torch, "hidetd_ops": explanation.hidetd,
+               "left": sorted(explanation.left),
+               "max_ratio": max((r["ratio"] for r in rows if "ratio" in r), default=None),
+               "gmean_ratio": statistics.geometric_mean([r["ratio"] for r in rows if "ratio" in r])
+               if any("ratio" in r for r in rows) else None,
+               "tune": args.tune, "gpu": gpu, "torch": torch_version}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "models_dynamic.json"), "w") as f:
+        json.dump({"rows": rows, "summary": summary}, f, indent=1)
+    lines = ["| batch | seq | tables ready after | dynamic ms | static ms | dynamic / static | error |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append("| %d | %d | error: %s |||||" % (r["batch"], r["seq"], r["error"]))
+            continue
+        if "dynamic_ms" not in r:
+            continue
+        lines.append("| %d | %d | %s | %.3f | %s | %s | %.1e |" % (
+            r["batch"], r["seq"], "%.0f s" % r["settle_s"] if r.get("settle_s") is not None else "not ready",
+            r["dynamic_ms"], "%.3f" % r["static_ms"] if "static_ms" in r else "-",
+            "%.3f" % r["ratio"] if "ratio" in r else "-", r["err"]))
+    lines.append("")
+    lines.append("%s: %d compilation(s) (%d after the first), %d ops in hidetd, %d in PyTorch %s; "
+                 "compile %.1f s; worst dynamic/static %s, geometric mean %s; tune %s; %s" % (
+                     args.model, summary["compilations"], summary["recompilations"], summary["hidetd_ops"],
+                     summary["torch_ops"], summary["left"], compile_s,
+                     "%.3f" % summary["max_ratio"] if summary["max_ratio"] else "-",
+                     "%.3f" % summary["gmean_ratio"] if summary["gmean_ratio"] else "-", args.tune, summary["gpu"]))
+    with open(os.path.join(args.out, "models_dynamic.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", required=True)
@@ -147,6 +186,7 @@ def main():
             c(*inputs_at(b, s))  # each size once: the ranges holding them are asked for
     time.sleep(args.settle_s)
     explanation = hidetd.backend.Explanation(reports)
+    gpu, torch_version = torch.cuda.get_device_name(), torch.__version__
     # Every dynamic row first: the exact-size compiles below reset Dynamo, which drops the
     # dynamic compilation too (a later dynamic call would compile again and count as a
     # recompilation that serving would never see).
@@ -170,6 +210,7 @@ def main():
             row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
         rows.append(row)
         print("dynamic %s" % json.dumps({k: v for k, v in row.items() if k != "kernels_dynamic"}), flush=True)
+        write_out(args, rows, len(reports), explanation, compile_s, gpu, torch_version)
     compilations = len(reports)
     # Said now as well as in the summary: a run cut short in the static compiles below keeps it.
     print("dynamic rows done: %d compilation(s), %d after the first" % (compilations, max(0, compilations - 1)),
@@ -193,36 +234,8 @@ def main():
         except Exception as e:
             row["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
         print(json.dumps(row), flush=True)
-    summary = {"model": args.model, "compile_s": compile_s,
-               "compilations": compilations, "recompilations": max(0, compilations - 1),
-               "torch_ops": explanation.torch, "hidetd_ops": explanation.hidetd,
-               "left": sorted(explanation.left),
-               "max_ratio": max((r["ratio"] for r in rows if "ratio" in r), default=None),
-               "gmean_ratio": statistics.geometric_mean([r["ratio"] for r in rows if "ratio" in r])
-               if any("ratio" in r for r in rows) else None,
-               "tune": args.tune, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "models_dynamic.json"), "w") as f:
-        json.dump({"rows": rows, "summary": summary}, f, indent=1)
-    lines = ["| batch | seq | tables ready after | dynamic ms | static ms | dynamic / static | error |",
-             "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        if "error" in r:
-            lines.append("| %d | %d | error: %s |||||" % (r["batch"], r["seq"], r["error"]))
-            continue
-        lines.append("| %d | %d | %s | %.3f | %s | %s | %.1e |" % (
-            r["batch"], r["seq"], "%.0f s" % r["settle_s"] if r.get("settle_s") is not None else "not ready",
-            r["dynamic_ms"], "%.3f" % r["static_ms"] if "static_ms" in r else "-",
-            "%.3f" % r["ratio"] if "ratio" in r else "-", r["err"]))
-    lines.append("")
-    lines.append("%s: %d compilation(s) (%d after the first), %d ops in hidetd, %d in PyTorch %s; "
-                 "compile %.1f s; worst dynamic/static %s, geometric mean %s; tune %s; %s" % (
-                     args.model, summary["compilations"], summary["recompilations"], summary["hidetd_ops"],
-                     summary["torch_ops"], summary["left"], compile_s,
-                     "%.3f" % summary["max_ratio"] if summary["max_ratio"] else "-",
-                     "%.3f" % summary["gmean_ratio"] if summary["gmean_ratio"] else "-", args.tune, summary["gpu"]))
-    with open(os.path.join(args.out, "models_dynamic.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+        write_out(args, rows, compilations, explanation, compile_s, gpu, torch_version)
+    lines = write_out(args, rows, compilations, explanation, compile_s, gpu, torch_version)
     print("\n".join(lines))
     return 0
 
