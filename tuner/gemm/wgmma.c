@@ -845,8 +845,26 @@ static const char *wg_tiles_expr(const tuner__gemm_problem *p, const wg_cfg *c, 
     return wg_count_expr(p, p->batch * tiles_m * tiles_n, c->bm, tiles_n, buf, len);
 }
 
+/* A swapped kernel's first row of the matmul's M in tile gm_tn, gm_n0 (p: the kernel's view, its
+ * N the matmul's M): gm_tn * block_n, but for the last tile row of an M that does not divide into
+ * whole tiles, M - block_n - the last tile overlaps the one before it instead of reaching past M.
+ * Its rows are then all in the tensor: no box row past M to zero-fill, no store to clip. (On an
+ * H200 swapped tiles whose last row was mostly past M ran as if that row took 2.9 whole rows'
+ * time, bench/results/2026-11-30-h200-session13/f.) The rows both tiles hold are computed twice
+ * from the same operands in the same order and stored twice with the same values. Where M is
+ * smaller than one tile the tile starts at 0 and keeps its rows past M. */
+static void emit_swapped_row0(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
+{
+    if (p->dynamic)
+        tuner_sb_printf(sb, "const int gm_n0 = min(gm_tn * %d, max((int)gm_M - %d, 0));\n", c->bn, c->bn);
+    else if (p->N % c->bn && p->N > c->bn)
+        tuner_sb_printf(sb, "const int gm_n0 = min(gm_tn * %d, %lld);\n", c->bn, p->N - c->bn);
+    else
+        tuner_sb_printf(sb, "const int gm_n0 = gm_tn * %d;\n", c->bn);
+}
+
 /* Opens the loop over a producer's or consumer's tiles and declares the tile's gm_b, gm_tm,
- * gm_tn. A block takes units of unit_tiles consecutive tiles, gridDim.x units apart; the
+ * gm_tn (and, swapped, gm_n0: emit_swapped_row0). A block takes units of unit_tiles consecutive tiles, gridDim.x units apart; the
  * producer walks every tile of its units in order, a pingpong consumer (`consumer`) the tiles of
  * its own place in each unit (wg_c). A split-K cluster's CTAs all take the cluster's tile. A
  * cluster pair walks pairs of M tiles (of N tiles with pair_n), its CTAs taking one each (an odd
@@ -907,6 +925,8 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     const bool dyn_m = p->dynamic && !c->swap, dyn_n = p->dynamic && c->swap;
     emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm", "gm_tn", dyn_m ? wg_m_blocks(c->bm, tmx, sizeof(tmx)) : NULL,
                      dyn_n ? wg_m_blocks(c->bn, tmx, sizeof(tmx)) : NULL);
+    if (c->swap)
+        emit_swapped_row0(sb, p, c);
 }
 
 static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, int which)
@@ -923,8 +943,14 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
     }
     const bool batched = wg_map_batched(p, which);
     const char *map = which == 0 ? "wg_map_a" : "wg_map_b";
-    const char *mn0 = which == 0 ? "gm_tm * " : "gm_tn * ";
     const int rows = which == 0 ? c->bm : c->bn;
+    /* The tile's first row along mn: gm_tm * block_m (A), gm_tn * block_n (B); a swapped kernel's
+     * B (the matmul's A rows) from gm_n0 (emit_swapped_row0). */
+    char org[48];
+    if (which == 1 && c->swap)
+        snprintf(org, sizeof(org), "gm_n0");
+    else
+        snprintf(org, sizeof(org), "%s * %d", which == 0 ? "gm_tm" : "gm_tn", rows);
     const int off = which == 0 ? 0 : c->a_bytes;
     char bc[16];
     snprintf(bc, sizeof(bc), "%s", batched ? ", gm_b" : "");
@@ -932,31 +958,31 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
         /* This CTA's half of the shared tile (B's, or A's in an N pair), to both CTAs of the
          * pair. */
         if (p->kmajor[which]) {
-            tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, %s%d + (int)wg_rank * %d%s, "
+            tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, %s + (int)wg_rank * %d%s, "
                                 "wg_full, (unsigned short)3);\n",
-                            batched ? 3 : 2, off, rows / 2 * 128, map, wg_bk(p), mn0, rows, rows / 2, bc);
+                            batched ? 3 : 2, off, rows / 2 * 128, map, wg_bk(p), org, rows / 2, bc);
         } else {
             const int hb = rows / 128; /* 64-column boxes per CTA */
             for (int j = 0; j < hb; j++)
-                tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + (wg_rank * %d + %d) * 8192, %s, %s%d + ((int)wg_rank * %d "
+                tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + (wg_rank * %d + %d) * 8192, %s, %s + ((int)wg_rank * %d "
                                     "+ %d) * 64, kt * %d%s, wg_full, (unsigned short)3);\n",
-                                batched ? 3 : 2, off, hb, j, map, mn0, rows, hb, j, WG_BK, bc);
+                                batched ? 3 : 2, off, hb, j, map, org, hb, j, WG_BK, bc);
         }
         return;
     }
     if (p->kmajor[which]) {
-        tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%d%s, wg_full);\n", batched ? 3 : 2, off, map,
-                        wg_bk(p), mn0, rows, bc);
+        tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, kt * %d, %s%s, wg_full);\n", batched ? 3 : 2, off, map,
+                        wg_bk(p), org, bc);
     } else if (wg_tnsp(p, which)) {
         /* Into the raw area, boxes of 128 mn x 128 k (16 KiB) one after the other
          * (emit_transposer reads them there). */
         for (int j = 0; j < rows / 128; j++)
-            tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
-                            c->raw_at[which] + j * 16384, map, mn0, rows, j * 128, wg_bk(p), bc);
+            tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
+                            c->raw_at[which] + j * 16384, map, org, j * 128, wg_bk(p), bc);
     } else {
         for (int j = 0; j < rows / 64; j++)
-            tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s%d + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
-                            off + j * 8192, map, mn0, rows, j * 64, WG_BK, bc);
+            tuner_sb_printf(sb, "wg_tma%d(wg_st + %d, %s, %s + %d, kt * %d%s, wg_full);\n", batched ? 3 : 2,
+                            off + j * 8192, map, org, j * 64, WG_BK, bc);
     }
 }
 
@@ -1604,9 +1630,9 @@ static void emit_tile_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, const
 static void emit_swapped_store(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
     tuner_sb_printf(sb,
-                    "const int gm_en = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_em = gm_tn * %d + 2 * (wg_l & 3);\n"
+                    "const int gm_en = gm_tm * %d + wg_row0 + wg_w * 16 + (wg_l >> 2), gm_em = gm_n0 + 2 * (wg_l & 3);\n"
                     "const int wg_odd = (wg_l >> 2) & 1;\n",
-                    c->bm, c->bn);
+                    c->bm);
     const int bc = out_box_cols(p), osz = tuner_dtype_size(p->out_dt), boxes = c->bm / bc;
     const char *staged_bar = wg_staged_bar(c);
     if (c->stage_out) {
@@ -1643,7 +1669,7 @@ static void emit_swapped_store(tuner_sb *sb, const tuner__gemm_problem *p, const
                         "if (wg_storer) {\n",
                     staged_bar);
     for (int b = 0; b < boxes; b++)
-        tuner_sb_printf(sb, "wg_tma_st2(wg_map_c, gm_tm * %d + %d, gm_tn * %d, wg_ostage + %d);\n", c->bm, b * bc, c->bn,
+        tuner_sb_printf(sb, "wg_tma_st2(wg_map_c, gm_tm * %d + %d, gm_n0, wg_ostage + %d);\n", c->bm, b * bc,
                         b * c->bn * 128);
     tuner_sb_puts(sb, "asm volatile(\"cp.async.bulk.commit_group;\" ::: \"memory\");\n}\n}\n");
 }
@@ -1729,7 +1755,10 @@ static void emit_split_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, cons
                     rb);
     char m0[32], n0[32];
     /* The output's origin of the tile: swapped, the kernel's N tile is the output's rows. */
-    snprintf(m0, sizeof(m0), "gm_t%s * %d", c->swap ? "n" : "m", c->swap ? c->bn : c->bm);
+    if (c->swap)
+        snprintf(m0, sizeof(m0), "gm_n0"); /* emit_swapped_row0 */
+    else
+        snprintf(m0, sizeof(m0), "gm_tm * %d", c->bm);
     snprintf(n0, sizeof(n0), "gm_t%s * %d", c->swap ? "m" : "n", c->swap ? c->bm : c->bn);
     const tuner__gemm_cluster_sum sum = {.block_m = c->bm, .block_n = c->bn, .row_bytes = rb, .split = c->split,
                                          .threads = threads, .tid = "((int)threadIdx.x - 128)", .base = "wg_ring",
@@ -2716,9 +2745,12 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * 768 (112 past, where one more tile row explains 25% of the 78%), and unswapped 128x256
      * ones with 4 stages 129.2 and 139.6 (bench/results/2026-11-30-h200-session13/f). With this
      * term 64x176 is priced 133 and 185 us; the 128x96 tiles' 23% it does not see (their ring is
-     * priced compute-bound, the latency hidden), nor why only swapped partial tiles are slow. */
+     * priced compute-bound, the latency hidden), nor why only swapped partial tiles are slow. A
+     * swapped kernel's last tile along its N (the matmul's M) now overlaps the one before it
+     * instead (emit_swapped_row0): no rows past M there, where M holds one tile or more. */
     const long long tiles_m = tuner__gemm_cdiv(p.M, c.bm), tiles_n = tuner__gemm_cdiv(p.N, c.bn);
-    const double oob_m = (double)(tiles_m * c.bm - p.M), oob_n = (double)(tiles_n * c.bn - p.N);
+    const double oob_m = (double)(tiles_m * c.bm - p.M),
+                 oob_n = c.swap && p.N >= c.bn ? 0.0 : (double)(tiles_n * c.bn - p.N);
     const double last_m = oob_m > 0 ? 1.0 / (double)tiles_m : 0.0, last_n = oob_n > 0 ? 1.0 / (double)tiles_n : 0.0;
     const double panel = (double)tiles * (c.bm + (double)c.bn / (c.pair_n ? 1 : c.cluster)) * (double)kp * esz;
     /* Bytes read from DRAM at least once: a convolution's im2col rows overlap, its input is

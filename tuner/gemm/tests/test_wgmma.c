@@ -587,7 +587,9 @@ static void test_swap_space(void)
         CHECK(l->n_maps == 3 && l->maps[2].buf == TUNER_BUF_OUTPUT && l->maps[2].dims[0] == 4096 &&
                   l->maps[2].box[0] == 64 && l->maps[2].box[1] == 176 && l->maps[2].sym[1] == 1,
               "swapped staged output map");
-        CHECK(strstr(pr->source, "wg_tma_st2(wg_map_c, gm_tm * 128 + 64, gm_tn * 176, wg_ostage + 22528);") &&
+        /* (the tile's first row of M: the last tile moved back to end at M, emit_swapped_row0) */
+        CHECK(strstr(pr->source, "const int gm_n0 = min(gm_tn * 176, max((int)gm_M - 176, 0));") &&
+                  strstr(pr->source, "wg_tma_st2(wg_map_c, gm_tm * 128 + 64, gm_n0, wg_ostage + 22528);") &&
                   !strstr(pr->source, "if (o_m <"),
               "swapped staged source: its second box's store, no bounds check");
         tuner_program_free(pr);
@@ -610,6 +612,21 @@ static void test_swap_space(void)
     if (pr) {
         CHECK(pr->kernels[0].shared_bytes > 48 * 1024, "swapped 64x24: %u bytes", pr->kernels[0].shared_bytes);
         CHECK(t_compile_check("swapped 64x24 staged", pr->source, &sm90a, pr, NULL), "swapped 64x24: compile check");
+        tuner_program_free(pr);
+    }
+    /* A fixed M that does not divide into tiles: the last tile row starts at M - block_n, its
+     * rows all in the tensor (700 = 3 x 176 + 172: the fourth tile starts at 524, loads and
+     * stores from there). */
+    tuner_op m700 = mm(TUNER_F16, 0, 0, 700, 4096, 4096, false, false);
+    pr = NULL;
+    CHECK(tuner_generate(&m700, &sm90a, &staged_s, &pr, &err) == 0, "swapped 128x176 at 700: %s", err ? err : "");
+    free(err);
+    err = NULL;
+    if (pr) {
+        CHECK(strstr(pr->source, "const int gm_n0 = min(gm_tn * 176, 524);") &&
+                  strstr(pr->source, "wg_map_b, kt * 64, gm_n0, wg_full);") &&
+                  strstr(pr->source, "wg_tma_st2(wg_map_c, gm_tm * 128 + 0, gm_n0, wg_ostage + 0);"),
+              "swapped 128x176 at 700: the last tile's origin");
         tuner_program_free(pr);
     }
     /* Split-K at M = 100: 64 N tiles of one 104-row M tile, a cluster of two CTAs per tile
@@ -635,10 +652,12 @@ static void test_swap_space(void)
               "swapped split grid %u (rule div %lld mul %lld)", l->grid[0], (long long)l->grid_rule[0].div,
               (long long)l->grid_rule[0].mul);
         CHECK(strstr(pr->source, "__cluster_dims__(2, 1, 1)") &&
-                  strstr(pr->source, named ? "const int gm_rows = min(104, (int)((long long)gm_M - (gm_tn * 104)));"
-                                           : "const int gm_rows = min(104, (int)(100LL - (gm_tn * 104)));") &&
+                  strstr(pr->source, named ? "const int gm_rows = min(104, (int)((long long)gm_M - (gm_n0)));"
+                                           : "const int gm_rows = min(104, (int)(100LL - (gm_n0)));") &&
+                  strstr(pr->source, named ? "const int gm_n0 = min(gm_tn * 104, max((int)gm_M - 104, 0));"
+                                           : "const int gm_n0 = gm_tn * 104;") &&
                   strstr(pr->source, "gm_v1 += gm_ldc_f1(gm_sa + 448, (unsigned)gm_s);") &&
-                  strstr(pr->source, "const int em = gm_tn * 104 + gm_c, en = gm_tm * 64 + gm_r;"),
+                  strstr(pr->source, "const int em = gm_n0 + gm_c, en = gm_tm * 64 + gm_r;"),
               "swapped split source (%s M)", named ? "named" : "fixed");
         if (!named) {
             tuner_binary *b = NULL;
