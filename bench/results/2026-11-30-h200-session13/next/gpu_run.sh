@@ -5,9 +5,10 @@
 #    the range's middle (sizes, grids and tensor maps bound there); never run on a GPU yet. Its
 #    two ranged cases print "middle n=701: N trials, 0 ok at the top without a passing middle, 0
 #    failed at the middle" and the run ends with "ok";
-#  - why a swapped tile row mostly past M costs about 2.9 full rows (session 13 call f): kbench
-#    of 128x96 c2 (staged and register stores) at M = 700 and 768, then ncu of the staged one at
-#    both sizes - TMA loads of the K-major box past the rows, or the clipped TMA stores;
+#  - why a swapped tile row mostly past M cost about 2.9 full rows (session 13 call f): since then
+#    the last tile row of a swapped kernel is moved back to end at M (emit_swapped_row0), so
+#    kbench of 128x96 c2 (staged and register stores) at M = 700 and 768 should now show both
+#    alike (call f: 169.5 against 138.2 us); ncu of the staged one at both sizes says why if not;
 #  - BERT-base through the backend at the 20 sizes (tune model; the cost model changed in session
 #    13), its rows kept in the log this time;
 #  - issue 39's [n,4096]x[4096,14336] row at dynamic.py's 16 sizes (tune measure).
