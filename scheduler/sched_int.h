@@ -204,7 +204,7 @@ int sched__map_launches_at(const tuner_op *op, const tuner_program *p, gw_module
                            const int *bufmap, const int64_t *sizes);
 /* The second size a measured range job times its candidates at: each named dim at the
  * geometric middle of its range, sqrt(min * max) rounded down to its multiple_of and clamped
- * into [min, max]; the range's bottom when that is its top. Fills sizes[0..op->n_dims) and
+ * into [min, max] (below the top for every dim whose range holds two sizes). Fills sizes[0..op->n_dims) and
  * returns true, or false when the op has no dims or its range holds one size. */
 bool sched__mid_sizes(const tuner_op *op, int64_t sizes[TUNER_MAX_DIMS]);
 

@@ -666,38 +666,34 @@ static void apply_trials(sched_job *j, const kc_trial *trials, size_t n_trials)
         sched_cand *c = j->cands[i];
         if (c->st != SCHED__CAND_PENDING)
             continue;
-        for (size_t t = 0; t < n_trials; t++) {
-            if (!trials[t].schedule_json || strcmp(trials[t].schedule_json, c->schedule_json) != 0)
+        const kc_trial *top = find_trial(trials, n_trials, c->schedule_json), *mid = NULL;
+        if (!top)
+            continue;
+        if (j->has_mid && top->status == KC_TRIAL_OK) {
+            mid = find_trial(j->mid_trials, j->n_mid_trials, c->schedule_json);
+            if (!mid || mid->status != KC_TRIAL_OK || mid->latency_us < 0)
                 continue;
-            const kc_trial *mid = NULL;
-            if (j->has_mid && trials[t].status == KC_TRIAL_OK) {
-                mid = find_trial(j->mid_trials, j->n_mid_trials, c->schedule_json);
-                if (!mid || mid->status != KC_TRIAL_OK || mid->latency_us < 0)
-                    break;
-            }
-            c->mid_us = mid ? mid->latency_us : -1;
-            c->st = SCHED__CAND_DONE;
-            c->has_result = true;
-            c->reused = true;
-            c->status = trials[t].status;
-            c->latency_us = trials[t].status == KC_TRIAL_OK ? trials[t].latency_us : -1;
-            j->info.candidates_done++;
-            if (c->status != KC_TRIAL_OK && c->status != KC_TRIAL_SLOWER)
-                j->info.candidates_failed++;
-            if ((int)c->status >= 0 && (int)c->status < SCHED__N_TRIAL_STATUS)
-                j->fail_counts[c->status]++;
-            consider_best(j, c);
-            break;
         }
+        c->mid_us = mid ? mid->latency_us : -1;
+        c->st = SCHED__CAND_DONE;
+        c->has_result = true;
+        c->reused = true;
+        c->status = top->status;
+        c->latency_us = top->status == KC_TRIAL_OK ? top->latency_us : -1;
+        j->info.candidates_done++;
+        if (c->status != KC_TRIAL_OK && c->status != KC_TRIAL_SLOWER)
+            j->info.candidates_failed++;
+        if ((int)c->status >= 0 && (int)c->status < SCHED__N_TRIAL_STATUS)
+            j->fail_counts[c->status]++;
+        consider_best(j, c);
     }
 }
 
-static void record_trial(sched_job *j, sched_cand *c, kc_trial_status status, double latency,
-                         double max_rel_err, const char *reason)
+/* Stores c's trial under `key` (the job's tuning key, or a range job's mid_key). A trial that
+ * cannot be stored only costs a re-measurement later; the job goes on. */
+static void put_trial(sched_job *j, const char *key, const sched_cand *c, kc_trial_status status, double latency,
+                      double max_rel_err, const char *reason)
 {
-    c->has_result = true;
-    c->status = status;
-    c->latency_us = status == KC_TRIAL_OK ? latency : -1;
     kc_trial t;
     memset(&t, 0, sizeof(t));
     t.candidate = (int)c->item;
@@ -708,8 +704,16 @@ static void record_trial(sched_job *j, sched_cand *c, kc_trial_status status, do
     t.reason = (char *)(reason && reason[0] ? reason : NULL);
     snprintf(t.device, sizeof(t.device), "%s", j->device_name);
     t.measured_at = (int64_t)time(NULL);
-    /* A trial that cannot be stored only costs a re-measurement later; the job goes on. */
-    (void)kc_trial_put(j->s->db, j->tuning_key, j->space->hash, &t);
+    (void)kc_trial_put(j->s->db, key, j->space->hash, &t);
+}
+
+static void record_trial(sched_job *j, sched_cand *c, kc_trial_status status, double latency,
+                         double max_rel_err, const char *reason)
+{
+    c->has_result = true;
+    c->status = status;
+    c->latency_us = status == KC_TRIAL_OK ? latency : -1;
+    put_trial(j, j->tuning_key, c, status, latency, max_rel_err, reason);
     j->info.candidates_done++;
     /* An early-stopped candidate ran correctly; it only lost. */
     if (status != KC_TRIAL_OK && status != KC_TRIAL_SLOWER) {
@@ -800,17 +804,7 @@ static double beat_us(const sched_job *j, const sched_cand *c, int slot)
 /* A trial timed again (or found failing) in the final round replaces the first record. */
 static void rewrite_trial(sched_job *j, sched_cand *c, double max_rel_err, const char *reason)
 {
-    kc_trial t;
-    memset(&t, 0, sizeof(t));
-    t.candidate = (int)c->item;
-    t.schedule_json = c->schedule_json;
-    t.status = c->status;
-    t.latency_us = c->latency_us;
-    t.max_rel_err = max_rel_err;
-    t.reason = (char *)(reason && reason[0] ? reason : NULL);
-    snprintf(t.device, sizeof(t.device), "%s", j->device_name);
-    t.measured_at = (int64_t)time(NULL);
-    (void)kc_trial_put(j->s->db, j->tuning_key, j->space->hash, &t);
+    put_trial(j, j->tuning_key, c, c->status, c->latency_us, max_rel_err, reason);
 }
 
 /* Records (or replaces) c's timing at the range's middle under the job's mid_key: what a later
@@ -818,16 +812,7 @@ static void rewrite_trial(sched_job *j, sched_cand *c, double max_rel_err, const
 static void put_mid_trial(sched_job *j, sched_cand *c, kc_trial_status status, double latency,
                           const char *reason)
 {
-    kc_trial t;
-    memset(&t, 0, sizeof(t));
-    t.candidate = (int)c->item;
-    t.schedule_json = c->schedule_json;
-    t.status = status;
-    t.latency_us = status == KC_TRIAL_OK ? latency : -1;
-    t.reason = (char *)(reason && reason[0] ? reason : NULL);
-    snprintf(t.device, sizeof(t.device), "%s", j->device_name);
-    t.measured_at = (int64_t)time(NULL);
-    (void)kc_trial_put(j->s->db, j->mid_key, j->space->hash, &t);
+    put_trial(j, j->mid_key, c, status, status == KC_TRIAL_OK ? latency : -1, 0, reason);
 }
 
 /* "at the middle of the range (n=1145): <why>" into out. */
@@ -897,7 +882,7 @@ void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *
 
 bool sched__mid_sizes(const tuner_op *op, int64_t sizes[TUNER_MAX_DIMS])
 {
-    bool mid_is_top = true, one_size = true;
+    bool one_size = true;
     for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++) {
         const tuner_dim *d = &op->dims[k];
         const int64_t mo = d->multiple_of > 0 ? d->multiple_of : 1;
@@ -910,15 +895,10 @@ bool sched__mid_sizes(const tuner_op *op, int64_t sizes[TUNER_MAX_DIMS])
         v = v / mo * mo;
         v = v < d->min ? d->min : v > d->max ? d->max : v;
         sizes[k] = v;
-        mid_is_top = mid_is_top && v == d->max;
         one_size = one_size && d->min == d->max;
     }
-    if (op->n_dims <= 0 || one_size)
-        return false;
-    if (mid_is_top)
-        for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
-            sizes[k] = op->dims[k].min;
-    return true;
+    /* (below the top wherever a dim's range holds two sizes or more: sqrt(min * max) < max) */
+    return op->n_dims > 0 && !one_size;
 }
 
 static void set_image(gw_module *m, const tuner_binary *b)
@@ -1047,6 +1027,16 @@ static int send_mid(sched_job *j, sched_cand *c, int slot, bool final)
     return 0;
 }
 
+/* c failed at the range's middle (`why`): a kernel that faults, hangs or cannot be sent at a size
+ * of its range is no kernel for the range. Both its records say so, the middle's under mid_key. */
+static void fail_at_mid(sched_job *j, sched_cand *c, kc_trial_status st, const char *why, double max_rel_err)
+{
+    char reason[sizeof(((gw_measure_result *)0)->reason) + 128];
+    mid_reason(j, why, reason, sizeof(reason));
+    put_mid_trial(j, c, st, -1, reason);
+    record_trial(j, c, st, -1, max_rel_err, reason);
+}
+
 /* The first round's answer at the middle: c's trial (its top time, or the middle's failure) is
  * recorded now, with the middle's under mid_key. */
 static void mid_measured(sched_job *j, sched_cand *c, const gw_measure_result *res)
@@ -1059,11 +1049,7 @@ static void mid_measured(sched_job *j, sched_cand *c, const gw_measure_result *r
         record_trial(j, c, KC_TRIAL_OK, c->top_us, c->top_rel_err, NULL);
         return;
     }
-    /* A kernel that faults (or hangs) at a size of its range is no kernel for the range. */
-    char reason[sizeof(res->reason) + 128];
-    mid_reason(j, res->reason, reason, sizeof(reason));
-    put_mid_trial(j, c, st, -1, reason);
-    record_trial(j, c, st, -1, res->max_rel_err, reason);
+    fail_at_mid(j, c, st, res->reason, res->max_rel_err);
 }
 
 static void measure_done(void *udata, const gw_measure_result *res)
@@ -1129,14 +1115,12 @@ static void measure_done(void *udata, const gw_measure_result *res)
                 j->n_ready++;
                 goto pump;
             }
-            char why[160], reason[400];
+            char why[160];
             if (rc == -ERANGE)
                 snprintf(why, sizeof(why), "its tensor maps do not bind at these sizes");
             else
                 snprintf(why, sizeof(why), "the worker pool refused the request: %s", strerror(-rc));
-            mid_reason(j, why, reason, sizeof(reason));
-            put_mid_trial(j, c, KC_TRIAL_LOAD_ERROR, -1, reason);
-            record_trial(j, c, KC_TRIAL_LOAD_ERROR, -1, 0, reason);
+            fail_at_mid(j, c, KC_TRIAL_LOAD_ERROR, why, 0);
             free_cand_binary(c);
         } else {
             record_trial(j, c, st, lat, res->max_rel_err, res->reason);
