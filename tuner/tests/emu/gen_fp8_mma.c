@@ -9,7 +9,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
@@ -34,14 +33,8 @@ static tuner_op case_op(int c)
     }
 }
 
-static float in_f32(const tuner_tensor *t, const unsigned char *b, long long k)
-{
-    if (tuner_dtype_is_fp8(t->dtype))
-        return tuner_fp8_to_f32(t->dtype, b[k]);
-    float v;
-    memcpy(&v, b + 4 * k, 4);
-    return v;
-}
+/* Element k of input i (host_values decodes FP8 and f32 alike). */
+#define IN(i, k) ((double)t_host_get(op->inputs[i].dtype, in[i], (size_t)(k)))
 
 static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
 {
@@ -49,7 +42,7 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
     emu_set set;
     if (!emu_set_load(dir, op, (size_t)(tuner_tensor_numel(&op->output) * tuner_dtype_size(op->output.dtype)), &set))
         return 1;
-    unsigned char *const *in = (unsigned char *const *)set.in;
+    void *const *in = set.in;
     const unsigned char *out = set.out;
     const long long M = op->output.shape[0], N = op->output.shape[1], K = op->inputs[0].shape[1], KB = (K + 127) / 128;
     const tuner_scale_kind sa = op->attrs.matmul.scale_a, sb = op->attrs.matmul.scale_b;
@@ -61,29 +54,18 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
             for (long long kb = 0; kb < KB; kb++) {
                 double s = 0;
                 for (long long k = kb * 128; k < K && k < kb * 128 + 128; k++)
-                    s += (double)in_f32(&op->inputs[0], in[0], m * K + k) * in_f32(&op->inputs[1], in[1], n * K + k);
+                    s += IN(0, m * K + k) * IN(1, n * K + k);
                 if (sa == TUNER_SCALE_BLOCK)
-                    s *= (double)in_f32(&op->inputs[2], in[2], m * KB + kb) *
-                         in_f32(&op->inputs[3], in[3], (n / 128) * KB + kb);
+                    s *= IN(2, m * KB + kb) * IN(3, (n / 128) * KB + kb);
                 acc += s;
             }
             if (sa == TUNER_SCALE_ROW || sa == TUNER_SCALE_TENSOR)
-                acc *= (double)in_f32(&op->inputs[2], in[2], sa == TUNER_SCALE_ROW ? m : 0);
+                acc *= IN(2, sa == TUNER_SCALE_ROW ? m : 0);
             if (sb == TUNER_SCALE_COL || sb == TUNER_SCALE_TENSOR)
-                acc *= (double)in_f32(&op->inputs[3], in[3], sb == TUNER_SCALE_COL ? n : 0);
-            double got;
-            if (tuner_dtype_is_fp8(op->output.dtype)) {
-                acc /= (double)in_f32(&op->inputs[4], in[4], 0);
-                got = tuner_fp8_to_f32(op->output.dtype, out[m * N + n]);
-            } else if (op->output.dtype == TUNER_BF16) {
-                uint16_t h;
-                memcpy(&h, out + 2 * (m * N + n), 2);
-                got = t_bf16_to_f32(h);
-            } else {
-                float v;
-                memcpy(&v, out + 4 * (m * N + n), 4);
-                got = v;
-            }
+                acc *= IN(3, sb == TUNER_SCALE_COL ? n : 0);
+            if (tuner_dtype_is_fp8(op->output.dtype))
+                acc /= IN(4, 0);
+            const double got = t_host_get(op->output.dtype, out, (size_t)(m * N + n));
             const double tol = tuner_dtype_is_fp8(op->output.dtype) ? 0.13 : op->output.dtype == TUNER_BF16 ? 1e-2 : 1e-4;
             const double e = fabs(got - acc) / (1.0 + fabs(acc));
             if (!(e <= tol)) {
