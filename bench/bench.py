@@ -213,6 +213,24 @@ def time_rounds_us(makers, n_sets, reps=20, rounds=15):
     return [statistics.median(t) for t in times]
 
 
+def kernel_times(fn, calls=50):
+    """{kernel name: (launches per call, GPU us per call)} of fn() (the profiler's CUDA kernel
+    events, summed by name), after one call outside the profile."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    per = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if us:
+            per[e.key] = (e.count / calls, us / calls)
+    return per
+
+
 def time_pair_us(make_a, make_b, n_sets, reps=20, rounds=15):
     """time_rounds_us of two functions."""
     ta, tb = time_rounds_us([make_a, make_b], n_sets, reps, rounds)

@@ -55,8 +55,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
 def gpu_imports():
     """bench.py's GPU side (cupy, CUDA graphs): imported only for a run on a GPU, so --dry-run
     works on a machine without one."""
-    global TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_rounds_us
-    from bench import TORCH_DT, Daemon, Kernel, rand, rel_err, sets_for, time_rounds_us  # noqa: F401
+    global TORCH_DT, Daemon, Kernel, kernel_times, rand, rel_err, sets_for, time_rounds_us
+    from bench import TORCH_DT, Daemon, Kernel, kernel_times, rand, rel_err, sets_for, time_rounds_us  # noqa: F401
 
 GEMM_SIZES = [3, 7, 24, 57, 100, 200, 300, 480, 700, 1000, 1500, 2100, 3000, 4500, 6000, 8000]
 ROW_SIZES = [5, 60, 250, 700, 1500, 3100, 5000, 7900]
@@ -206,24 +206,6 @@ def entry_for(table, n):
     return None
 
 
-def kernel_times(fn, calls=50):
-    """{kernel name: [launches per call, GPU us per call]} of fn() (the profiler's CUDA kernel
-    events, summed by name)."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    per = {}
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
-        if us:
-            per[e.key[:80]] = [round(e.count / calls, 2), round(us / calls, 3)]
-    return per
-
-
 def run(daemon, case, args, out_rows, save=None):
     """Runs one case's sizes into out_rows; save() after each row, so a run cut short by a
     timeout keeps the rows it measured."""
@@ -290,7 +272,8 @@ def run(daemon, case, args, out_rows, save=None):
             # The kernels' own GPU time per call (the profiler's), beside the graph replays': where
             # entry and static differ, whether the kernels differ or what surrounds them.
             for label, kern in (("entry", entry), ("static", static)):
-                row[f"{label}_kernels"] = kernel_times(kern.bind(sets[0], outs[0], {"n": n}))
+                per = kernel_times(kern.bind(sets[0], outs[0], {"n": n}))
+                row[f"{label}_kernels"] = {k[:80]: [round(c, 2), round(us, 3)] for k, (c, us) in per.items()}
         row["static_over_entry"] = round(row["static_us"] / row["entry_us"], 3)
         row["peer_over_entry"] = round(row["peer_us"] / row["entry_us"], 3)
         row["entry_template"] = e["kernel_set"].get("schedule", {}).get("template")

@@ -69,19 +69,9 @@ def kernel_times(fn, inputs, calls=5, top=14):
     """[(kernel name, launches per call, us per call)] of fn(*inputs), the largest first (the
     profiler's CUDA kernel events, summed by name)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from bench import kernel_times as profiled  # bench.py's summary of the profiler's events
     with torch.no_grad():
-        fn(*inputs)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                fn(*inputs)
-            torch.cuda.synchronize()
-    per = {}
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
-        if us:
-            per[e.key] = (e.count / calls, us / calls)
+        per = profiled(lambda: fn(*inputs), calls)
     rows = sorted(per.items(), key=lambda kv: -kv[1][1])
     print("  kernels: %.1f us per call in all" % sum(v[1] for _, v in rows), flush=True)
     for name, (n, us) in rows[:top]:
