@@ -415,6 +415,11 @@ tuner_op t_concat3(tuner_dtype dt, long long r, const long long d[3], long long 
     return op;
 }
 
+bool t_shared_launchable(unsigned long dynamic, unsigned long static_bytes)
+{
+    return dynamic > 48 * 1024 || dynamic + static_bytes <= 48 * 1024;
+}
+
 /* Bytes of static shared memory the PTX gives kernel `entry`: its own `.shared` arrays (NVRTC
  * names a kernel's __shared__ variable _ZZ<len><entry>E<len><name>) and the module's (unmangled
  * names). A declaration is "[indent].shared .align A .<type><bits> name[count];". */
@@ -473,7 +478,7 @@ bool t_compile_check(const char *what, const char *source, const tuner_target *t
             ok = false;
         }
         const unsigned long dyn = p->kernels[k].shared_bytes, stat = ptx_static_shared(b->ptx, p->kernels[k].name);
-        if (dyn <= 48 * 1024 && dyn + stat > 48 * 1024) {
+        if (!t_shared_launchable(dyn, stat)) {
             fprintf(stderr, "%s: %s asks for %lu bytes of dynamic shared memory beside %lu static: "
                             "a launcher would not raise the limit\n", what, p->kernels[k].name, dyn, stat);
             ok = false;

@@ -77,10 +77,15 @@ void t_add_epilogue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *
  * then the unary `un`. */
 void t_add_prologue(tuner_op *op, tuner_ew_kind bin, int rank, const long long *shape, tuner_ew_kind un);
 
+/* Whether a driver launches a kernel asking for `dynamic` bytes of dynamic shared memory beside
+ * `static_bytes` of static arrays, its launcher raising the limit only above 48 KiB (the launch
+ * contract, docs/api.md): below that the driver allows 48 KiB less the static bytes. */
+bool t_shared_launchable(unsigned long dynamic, unsigned long static_bytes);
 /* Compiles source with tuner_compile (NVRTC for the real target: PTX, and a cubin from the ptxas
- * inside NVRTC) and checks that every launch of p (if not NULL) names an .entry of the PTX; the
- * first program of each target is also assembled by the toolkit's ptxas -arch=sm_XX (t_ptxas).
- * Returns true when all accept. On success *ret_ms (if not NULL) is the NVRTC compile time. */
+ * inside NVRTC) and checks that every launch of p (if not NULL) names an .entry of the PTX and is
+ * t_shared_launchable with the static arrays its PTX declares; the first program of each target is
+ * also assembled by the toolkit's ptxas -arch=sm_XX (t_ptxas). Returns true when all accept. On
+ * success *ret_ms (if not NULL) is the NVRTC compile time. */
 bool t_compile_check(const char *what, const char *source, const tuner_target *t, const tuner_program *p,
                      double *ret_ms);
 

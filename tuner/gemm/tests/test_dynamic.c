@@ -272,7 +272,7 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
             const tuner_arch *ta = tuner__arch(t);
             const tuner_launch *dl = &p->kernels[k];
             const unsigned static_bytes = static_barrier_bytes(p->source);
-            CHECK(dl->shared_bytes > 48 * 1024 || dl->shared_bytes + static_bytes <= 48 * 1024,
+            CHECK(t_shared_launchable(dl->shared_bytes, static_bytes),
                   "%s: %u dynamic and %u static shared bytes, launched without raising the limit", what,
                   dl->shared_bytes, static_bytes);
             CHECK(g[0] >= 1 && g[1] >= 1 && g[2] >= 1 && dl->block[0] * dl->block[1] * dl->block[2] <= 1024 &&
