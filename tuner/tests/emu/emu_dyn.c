@@ -66,8 +66,8 @@ int emu_set_verdict(emu_set *s, const tuner_op *op, const char *what, long bad, 
 }
 
 /* The text of the statement `asm...(...);` starting at a (the index of its ';' in *end), or
- * NULL; *tmpl gets its template's first string literal, arg[0] and arg[1] the first two "r"
- * operands' expressions (what each "r"(...) holds; empty where there is none). */
+ * NULL; *tmpl gets its template's first string literal, arg[0] and arg[1] the first two "r" or
+ * "h" operands' expressions (what each "r"(...) / "h"(...) holds; empty where there is none). */
 static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t tlen, char (*arg)[96])
 {
     const char *p = strchr(a, '(');
@@ -98,7 +98,8 @@ static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t 
     const char *r = p;
     for (int i = 0; i < 2; i++) {
         arg[i][0] = '\0';
-        r = strstr(r, "\"r\"(");
+        const char *rr = strstr(r, "\"r\"("), *rh = strstr(r, "\"h\"(");
+        r = rr && (!rh || rr < rh) ? rr : rh;
         if (!r || r >= q)
             break;
         int d = 0;
@@ -115,15 +116,17 @@ static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t 
     return a;
 }
 
-/* A Hopper kernel's source (tuner/hopper.h helpers) for emu_hopper.h: each wgmma wrapper becomes a
+/* A kernel's source for the emulator (a Hopper kernel's, tuner/hopper.h helpers, for
+ * emu_hopper.h): each wgmma wrapper becomes a
  * call of emu_wgmma (A from shared memory) or emu_wgmma_rs (A from registers) with its shape,
  * transposes, dtype and scale-d; empty asm statements (register pins) nothing; a 16-byte shared
- * store of one repeated word gm_sts128; `bar.sync` / `bar.arrive` statements
+ * store of one repeated word gm_sts128, a 2-byte one (matmul_mma's staged FP8 pair) gm_sts16;
+ * `bar.sync` / `bar.arrive` statements
  * calls of emu_bar_sync / emu_bar_arrive; fences, register reallocation and bulk async-group
  * waits nothing (the emulator's copies are done when issued); the shared-memory declarations
  * places in its shared memory (the barrier array after the dynamic part's 227 KiB). Returns a
  * malloc'd copy; an asm statement it does not know stays, and the host compile fails on it. */
-static char *rewrite_hopper(const char *src)
+static char *rewrite_for_emu(const char *src)
 {
     size_t cap = strlen(src) * 2 + 4096, n = 0;
     char *out = malloc(cap);
@@ -198,6 +201,12 @@ static char *rewrite_hopper(const char *src)
         const char *arg = args[0];
         if ((!strncmp(p, "asm volatile(", 13) || !strncmp(p, "asm(", 4)) &&
             asm_stmt(p, &end, tmpl, sizeof(tmpl), args)) {
+            /* A staged FP8 pair (matmul_mma) */
+            if (!strcmp(tmpl, "st.shared.u16 [%0], %1;")) {
+                n += (size_t)snprintf(out + n, cap - n, "gm_sts16(%s, %s);", args[0], args[1]);
+                p = end + 1;
+                continue;
+            }
             if (!strcmp(tmpl, "st.shared.v4.u32 [%0], {%1,%1,%1,%1};")) {
                 n += (size_t)snprintf(out + n, cap - n, "gm_sts128(%s, hd_v4{%s, %s, %s, %s});", args[0], args[1], args[1],
                                       args[1], args[1]);
@@ -238,21 +247,15 @@ static void write_kernel(const char *dir, const tuner_program *pr, const char *h
     FILE *f = fopen(path, "w");
     const char *k = strstr(pr->source, helpers_end);
     k = k ? strchr(k, '\n') + 1 : pr->source;
-    /* A Hopper kernel: past its helpers too, then rewritten (rewrite_hopper). */
+    /* A Hopper kernel: past its helpers too. Then its asm rewritten (rewrite_for_emu). */
     const char *hop = strstr(k, "// ---- end of hopper helpers ----");
-    char *rewritten = hop ? rewrite_hopper(strchr(hop, '\n') + 1) : NULL;
+    char *rewritten = rewrite_for_emu(hop ? strchr(hop, '\n') + 1 : k);
     if (rewritten)
         k = rewritten;
     for (const char *line = k; *line;) {
         const char *nl = strchr(line, '\n');
         const size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
-        /* A staged FP8 pair's inline st.shared.u16 (matmul_mma) becomes the emulator's gm_sts16. */
-        static const char st16[] = "asm volatile(\"st.shared.u16 [%0], %1;\" :: \"r\"(";
-        const char *h = strstr(line, "), \"h\"("), *end = h ? strstr(h, ") : \"memory\");") : NULL;
-        if (!strncmp(line, st16, sizeof(st16) - 1) && h && end && end < line + len)
-            fprintf(f, "gm_sts16(%.*s, %.*s);\n", (int)(h - line - (sizeof(st16) - 1)), line + sizeof(st16) - 1,
-                    (int)(end - h - 7), h + 7);
-        else if (strncmp(line, "HD_INLINE", 9) && strncmp(line, "__device__ __forceinline__", 26))
+        if (strncmp(line, "HD_INLINE", 9) && strncmp(line, "__device__ __forceinline__", 26))
             fwrite(line, 1, len, f);
         line += len;
     }

@@ -1,7 +1,7 @@
 // tuner/tests/emu/emu_hopper.h - host versions of tuner/hopper.h's device helpers (mbarriers,
 // bulk tensor copies, wgmma) for emu_mma.cpp (-DEXTRA_HELPERS='"emu_hopper.h"'), so that
 // matmul_wgmma's and attention_wgmma's candidates run on the CPU: emu_dyn.c rewrites a Hopper
-// kernel's source for it (rewrite_hopper: each wgmma wrapper becomes a call of emu_wgmma or
+// kernel's source for it (rewrite_for_emu: each wgmma wrapper becomes a call of emu_wgmma or
 // emu_wgmma_rs, named barriers calls of emu_bar_sync / emu_bar_arrive, fences, register pins and
 // reallocation nothing, the static barrier array a place in the emulated shared memory) and its
 // launches pass each tensor map as an EmuMap built from the program's description (emu_tmap) at
