@@ -3,8 +3,9 @@
  *
  * A dynamic op's range is cut into entries: per name, [min, 16] (in an op with several names,
  * 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power
- * of two ([17, 20], [21, 24], ..., [29, 32], [33, 40], ... cut to [min, max] and to multiples of
- * multiple_of), and one entry per combination of the names' ranges. Each entry is an ordinary op - the same op over its own
+ * of two ([17, 20], [21, 24], ..., [29, 32], [33, 40], ...; eight from 128 in an op with one name:
+ * [129, 144], [145, 160], ...), cut to [min, max] and to multiples of
+ * multiple_of, and one entry per combination of the names' ranges. Each entry is an ordinary op - the same op over its own
  * range, tuned at that range's largest sizes - so it has an op key of its own, and the cache,
  * the scheduler's one-job-per-key, the cluster tier and export/import treat it as any kernel.
  * The generic set is the op over the whole range, at most model-ranked: it is the one thing a
@@ -23,8 +24,8 @@
  * slower than on the fine grid. Entries still tuning, untuned or ranked by the model stay fine.
  *
  * The table is composed afresh for every request (its entries change as jobs end), from the
- * memory tier and the local cache: for a table of 37 entries (n in 1..8192) that is 37 key
- * hashes and 37 lookups (and, for the merge, a parse of each measured set and a read of its
+ * memory tier and the local cache: for a table of 61 entries (n in 1..8192) that is 61 key
+ * hashes and 61 lookups (and, for the merge, a parse of each measured set and a read of its
  * code's digests), never a job or a compile.
  */
 #include "resolve/resolve_int.h"
@@ -40,7 +41,7 @@
 
 /* Entries of one table at most; names with more ranges have neighbouring ranges merged. */
 #define DISPATCH_MAX_ENTRIES 512
-#define DISPATCH_MAX_RANGES 128 /* per name: 12 up to 16, four per power of two up to 2^31 */
+#define DISPATCH_MAX_RANGES 256 /* per name: 12 up to 16, four per power of two to 128, eight up to 2^31 */
 
 typedef struct dim_ranges {
     int n;
@@ -68,15 +69,25 @@ static bool aligned(int64_t lo, int64_t hi, int64_t m, int64_t *a, int64_t *b)
  * 28, 32, 40, ...): a kernel tuned for a range's largest size runs its smallest at most 1.25x
  * fewer rows than it was tuned for (above 16), where whole octaves left sizes just past a power
  * of two on a kernel tuned for twice their size (measured: 0.80x of the exact kernel at n = 700
- * and 2100 with octaves, bench/results/2026-11-29-h200-dynamic). */
-static int64_t next_edge(int64_t edge)
+ * and 2100 with octaves, bench/results/2026-11-29-h200-dynamic).
+ *
+ * An op with one name takes eight steps per power of two from 128 (144, 160, ..., 256, 288, ...):
+ * there a range spans more rows than a GEMM tile, and one tile height cannot fit both ends of a
+ * quarter octave. On the H200 the best measured kernels of [n,4096] x [4096,14336]'s quarter
+ * octaves ran 1.24-1.28x the exact-size kernel at 200 (in 193..224; a 128x200 tile there) and
+ * 1.07x at 2100 (in 2049..2560): the tile height that fits the top leaves much of a tile row
+ * empty lower down, and the exact size's tile height does not fit the top
+ * (bench/results/2026-11-30-h200-session14/b; with eighths 200 ran 0.98x, c). Ops with several
+ * names keep four steps: their table is a product of the names' ranges, and at 512 entries a
+ * finer grid would only be merged back coarser. */
+static int64_t next_edge(int64_t edge, bool one_name)
 {
     if (edge < 16)
         return 16;
     int64_t octave = 16;
     while (octave * 2 <= edge)
         octave *= 2;
-    return edge + octave / 4;
+    return edge + (one_name && octave >= 128 ? octave / 8 : octave / 4);
 }
 
 /* Below 16, a name of an op with several names is cut as finely, each range at most 1.25x wide:
@@ -88,7 +99,7 @@ static int64_t next_edge(int64_t edge)
 static int64_t next_fine_edge(int64_t edge)
 {
     if (edge >= 16)
-        return next_edge(edge);
+        return next_edge(edge, false);
     return edge < 8 ? edge + 1 : edge + 2;
 }
 
@@ -97,7 +108,7 @@ static void ranges_of(const tuner_dim *d, bool fine, dim_ranges *out)
     out->n = 0;
     int64_t lo = d->min;
     for (int64_t edge = fine ? 1 : 16; lo <= d->max && out->n < DISPATCH_MAX_RANGES;
-         edge = fine ? next_fine_edge(edge) : next_edge(edge)) {
+         edge = fine ? next_fine_edge(edge) : next_edge(edge, true)) {
         const int64_t hi = edge < d->max ? edge : d->max;
         int64_t a, b;
         if (hi >= lo && aligned(lo, hi, d->multiple_of, &a, &b)) {

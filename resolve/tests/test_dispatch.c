@@ -321,6 +321,32 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
           "one name: %d entries, the first n %s", cJSON_GetArraySize(entries),
           range_text(cJSON_GetArrayItem(entries, 0), "n"));
     cJSON_Delete(t);
+
+    /* From 128 one name is cut eight times per power of two, where a quarter octave spans more
+     * rows than a tile; with several names the table is a product and keeps four. */
+    static const char *const one_fine[] = {"[100,112]", "[113,128]", "[129,144]", "[145,160]",
+                                           "[161,176]", "[177,192]", "[193,208]", "[209,224]",
+                                           "[225,240]", "[241,256]", "[257,288]", "[289,300]"};
+    static const char *const product[] = {"[100,112]", "[113,128]", "[129,160]", "[161,192]",
+                                          "[193,224]", "[225,256]", "[257,300]"};
+    static const char *const grid[] = {
+        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",128],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"n\":{\"min\":100,\"max\":300}},\"arch\":\"sm_90\",\"tune\":\"measure\"}",
+        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*n\",128],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"b\":{\"min\":1,\"max\":1},\"n\":{\"min\":100,\"max\":300}},\"arch\":\"sm_90\","
+        "\"tune\":\"measure\"}"};
+    for (int k = 0; k < 2; k++) {
+        const char *const *want_n = k ? product : one_fine;
+        const int n_want = k ? 7 : 12;
+        t = table(loop, r, grid[k]);
+        entries = get(get(t, "dispatch"), "entries");
+        CHECK(cJSON_GetArraySize(entries) == n_want, "%s: %d entries for n in 100..300, want %d",
+              k ? "two names" : "one name", cJSON_GetArraySize(entries), n_want);
+        for (int i = 0; i < n_want && i < cJSON_GetArraySize(entries); i++)
+            CHECK(!strcmp(range_text(cJSON_GetArrayItem(entries, i), "n"), want_n[i]), "%s: entry %d: n %s, want %s",
+                  k ? "two names" : "one name", i, range_text(cJSON_GetArrayItem(entries, i), "n"), want_n[i]);
+        cJSON_Delete(t);
+    }
 }
 
 int main(void)
