@@ -18,21 +18,23 @@
  * its buffers (and the kernels' grid[]) are those of the top, the dims' max. Each candidate is
  * timed there, verified against the reference; once that passed (not stopped early), it is timed
  * again, unverified, at the range's middle (sched__mid_sizes: each dim at the geometric middle of
- * its range): the same buffers, the size arguments, grids and tensor maps at the middle. Its
- * ranged time is (top + middle) x its range factor (the model's view of the bottom, which is not
- * timed); latency_us, best_us and what the kernel set reports stay the top's time. The top's trial
- * is recorded under the tuning key and the middle's under mid_key (sched_mid_tuning_key); a later
- * job reuses a passing candidate only when both are there (apply_trials). A kernel that fails at
- * the middle (fault, timeout, load error) is recorded as failing. Early stopping applies to the
- * top only, as if the middle were free (beat_us); the final round times its finalists at both
- * sizes again. Static ops, and a range of one size, are timed once, as before.
+ * its range): the same buffers, the size arguments, grids and tensor maps at the middle. The
+ * candidates are compared by the worst of their ratios to the best time at the top, the middle
+ * and the bottom (the middle's time carried down by the model: the bottom is not timed; see
+ * "comparing a measured range's candidates"); latency_us, best_us and what the kernel set
+ * reports stay the top's time. The top's trial is recorded under the tuning key and the middle's
+ * under mid_key (sched_mid_tuning_key); a later job reuses a passing candidate only when both are
+ * there (apply_trials). A kernel that fails at the middle (fault, timeout, load error) is
+ * recorded as failing. Nothing is stopped early (beat_us); the final round times its finalists
+ * at both sizes again. Static ops, and a range of one size, are timed once, as before.
  *
  * Fusion rule: a fused op (prologue or epilogue) whose anchor - the same op without fusion, see
  * sched_op_strip_fusion - has ok trials under the anchor's tuning key re-times only the anchor's
- * best `fused_retime_top` schedules with the fusion applied (over a range, best by their top and
- * middle times summed; when none of them passes, the rest of the ranked space is tuned). Otherwise the fused op is tuned fully. Trials of a fused op are
- * always recorded under the fused op's own tuning key, never under the anchor's: the anchor's
- * record must only hold timings of the anchor itself.
+ * best `fused_retime_top` schedules with the fusion applied (over a range, best by the worst
+ * ratio its job compared them by; when none of them passes, the rest of the ranked space is
+ * tuned). Otherwise the fused op is tuned fully. Trials of a fused op are always recorded under
+ * the fused op's own tuning key, never under the anchor's: the anchor's record must only hold
+ * timings of the anchor itself.
  *
  * Only thread-pool work (tuner_generate, tuner_reference, tuner_compile) runs off the loop
  * thread; it reads the job's op and target, which never change after submit.
@@ -78,7 +80,8 @@ struct sched_work {
     /* WORK_SPACE: what build_space made (handed to the job when it is still running) */
     tuner_space *space;
     size_t *order;
-    double *pred, *factor;
+    double *pred;
+    tuner_range_prices prices; /* its bottom_over_mid owned */
     char msg[512];
     /* WORK_STORE: the artifact (owned: the job may end and free its binaries meanwhile) */
     kc_artifact *art;
@@ -171,10 +174,10 @@ void sched__job_free_run(sched_job *j)
     j->space = NULL;
     free(j->order);
     free(j->pred);
-    free(j->factor);
+    free(j->prices.bottom_over_mid);
     j->order = NULL;
     j->pred = NULL;
-    j->factor = NULL;
+    memset(&j->prices, 0, sizeof(j->prices));
 }
 
 /* Tolerances of gw.h's check by the op's numerics: the loosest dtype the anchor computes in.
@@ -254,7 +257,7 @@ void sched_thread_background(void)
 }
 
 static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space, size_t **ret_order,
-                       double **ret_pred, double **ret_factor, char *msg, size_t msg_len);
+                       double **ret_pred, tuner_range_prices *ret_prices, char *msg, size_t msg_len);
 
 static void work_run(uv_work_t *req)
 {
@@ -262,7 +265,7 @@ static void work_run(uv_work_t *req)
     sched_work *w = req->data;
     sched_job *j = w->job;
     if (w->kind == WORK_SPACE) {
-        w->rc = build_space(j, &j->op, &w->space, &w->order, &w->pred, &w->factor, w->msg, sizeof(w->msg));
+        w->rc = build_space(j, &j->op, &w->space, &w->order, &w->pred, &w->prices, w->msg, sizeof(w->msg));
         return;
     }
     if (w->kind == WORK_STORE) {
@@ -611,39 +614,148 @@ static int add_cand(sched_job *j, size_t item)
     return 0;
 }
 
-/* A candidate's range factor (tuner_rank_ranged; 1 for a static op): timed at the range's top
- * and middle, it must also be good lower down, and the model prices that part. */
-static double range_factor(const sched_job *j, const sched_cand *c)
+/* ---- comparing a measured range's candidates ----
+ *
+ * A static job compares its candidates by time. A measured range job compares each by its worst
+ * ratio to the best candidate's time at each of the range's top, middle and bottom - how far from
+ * the best kernel it has for each size it runs, which is what an entry is held to (within 1.10x of
+ * the exact-size kernel at every size). The bottom is not timed: a candidate's time there is its
+ * middle's carried down by the model's ratio for that candidate (tuner_rank_ranged's prices). The
+ * worst ratio is put in microseconds at the top (times the best top time), so that it reads like a
+ * time: never less than the candidate's own top time. There is no early stopping (beat_us): a
+ * candidate slow at the top may still be the best for the range when every faster one loses more
+ * lower down.
+ *
+ * It replaced (top + middle) x the model's worst ratio below the top, and then briefly a worst
+ * ratio to the model's best predictions at the three sizes: the first halved a candidate's own
+ * loss at the top in the sum, and both let the model's view of the bottom outweigh what was
+ * timed. For 1409..1536 rows of [n,4096] x [4096,14336] on the H200 both chose a 128x184 tile that
+ * runs a ninth tile row above 1472 (1.11x the best at 1536; 306-308 us at 1500, 0.90x the exact
+ * kernel); compared as here the range took 128x192 (282 us at 1500, 1.00x the exact kernel;
+ * bench/results/2026-11-30-h200-session14/c-f). */
+
+/* A measured candidate more than this times the best top time keeps no binary (trim_binaries):
+ * should it still win, its kernel is compiled again, and it is not in the final round. */
+#define RANGE_KEEP 1.25
+
+/* Which candidates a comparison takes, with the times it reads (latency_us and mid_us: a
+ * finalist's are the final round's once it passed there). */
+typedef enum {
+    RANGE_FIRST,          /* every candidate that passed */
+    RANGE_FINAL,          /* those that passed the final round */
+    RANGE_WINNER_REUSED,  /* the final round's winner and the candidates reused from earlier jobs */
+} range_set;
+
+static bool range_member(const sched_job *j, const sched_cand *c, range_set set)
 {
-    return j->factor && c->item < j->space->n ? j->factor[c->item] : 1.0;
+    if (c->status != KC_TRIAL_OK || c->latency_us < 0 || c->mid_us < 0)
+        return false;
+    switch (set) {
+    case RANGE_FIRST: return true;
+    case RANGE_FINAL: return c->final_us >= 0 && c->final_mid_us >= 0;
+    case RANGE_WINNER_REUSED: return c == j->best || c->reused;
+    }
+    return false;
 }
 
-/* What a candidate timed `us` at the top (and `mid` at the middle, in a measured range job) is
- * compared by: us, or us + mid in a range job, times its range factor. A range job's candidate
- * without a middle time is never compared (see apply_trials); +inf keeps it out regardless. */
-static double ranged_us(const sched_job *j, const sched_cand *c, double us, double mid)
+/* c's times at the range's top, middle and bottom (its middle's carried down). */
+static void range_times(const sched_job *j, const sched_cand *c, double t[TUNER_RANGE_SIZES])
 {
-    if (!j->has_mid)
-        return us * range_factor(j, c);
-    return mid >= 0 ? (us + mid) * range_factor(j, c) : HUGE_VAL;
+    const double *bom = j->prices.ranged ? j->prices.bottom_over_mid : NULL;
+    t[TUNER_RANGE_TOP] = c->latency_us;
+    t[TUNER_RANGE_MIDDLE] = c->mid_us;
+    t[TUNER_RANGE_BOTTOM] = c->mid_us * (bom && c->item < j->space->n ? bom[c->item] : 1.0);
 }
 
-/* ranged_us of the candidate's first-round times. */
+/* The worst of times t's ratios to best, in microseconds at the top. */
+static double range_worst(const double t[TUNER_RANGE_SIZES], const double best[TUNER_RANGE_SIZES])
+{
+    double worst = 1.0;
+    for (int p = 0; p < TUNER_RANGE_SIZES; p++)
+        worst = best[p] > 0 && t[p] / best[p] > worst ? t[p] / best[p] : worst;
+    return worst * best[TUNER_RANGE_TOP];
+}
+
+/* The least time at each size over the set's candidates; false when the set is empty. */
+static bool range_bests(const sched_job *j, range_set set, double best[TUNER_RANGE_SIZES])
+{
+    for (int p = 0; p < TUNER_RANGE_SIZES; p++)
+        best[p] = HUGE_VAL;
+    for (size_t i = 0; i < j->n_cands; i++) {
+        if (!range_member(j, j->cands[i], set))
+            continue;
+        double t[TUNER_RANGE_SIZES];
+        range_times(j, j->cands[i], t);
+        for (int p = 0; p < TUNER_RANGE_SIZES; p++)
+            best[p] = t[p] < best[p] ? t[p] : best[p];
+    }
+    return best[TUNER_RANGE_TOP] < HUGE_VAL;
+}
+
+/* The set's candidate with the least worst ratio (ties: the first); NULL when none. */
+static sched_cand *range_pick(const sched_job *j, range_set set)
+{
+    double best[TUNER_RANGE_SIZES];
+    if (!range_bests(j, set, best))
+        return NULL;
+    sched_cand *win = NULL;
+    double win_us = HUGE_VAL;
+    for (size_t i = 0; i < j->n_cands; i++) {
+        sched_cand *c = j->cands[i];
+        if (!range_member(j, c, set))
+            continue;
+        double t[TUNER_RANGE_SIZES];
+        range_times(j, c, t);
+        const double us = range_worst(t, best);
+        if (us < win_us) {
+            win = c;
+            win_us = us;
+        }
+    }
+    return win;
+}
+
+/* What a candidate is compared by among the first round's: its time, or in a measured range job
+ * its worst ratio against the candidates timed so far (above: j->range_best, which consider_best
+ * keeps; +inf until it has both times). */
 static double cand_us(const sched_job *j, const sched_cand *c)
 {
-    return ranged_us(j, c, c->latency_us, c->mid_us);
+    if (!j->has_mid)
+        return c->latency_us;
+    if (!range_member(j, c, RANGE_FIRST))
+        return HUGE_VAL;
+    double t[TUNER_RANGE_SIZES];
+    range_times(j, c, t);
+    return range_worst(t, j->range_best);
 }
 
-static void consider_best(sched_job *j, sched_cand *c)
+static void set_best(sched_job *j, sched_cand *c)
 {
-    if (c->status != KC_TRIAL_OK || c->latency_us < 0 || (j->has_mid && c->mid_us < 0))
-        return;
-    if (j->best && cand_us(j, j->best) <= cand_us(j, c))
-        return;
     j->best = c; /* the binaries of the others are trimmed by trim_binaries */
+    if (!c)
+        return;
     j->info.best_us = c->latency_us;
     j->info.best_mid_us = j->has_mid ? c->mid_us : -1;
     snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
+}
+
+/* c has its result: the best may change. In a range job every candidate's ratios may (c can set,
+ * or by failing at the middle give up, a size's best time), so the bests are taken again and the
+ * pick is made again over all. */
+static void consider_best(sched_job *j, sched_cand *c)
+{
+    if (j->has_mid) {
+        if (!range_bests(j, RANGE_FIRST, j->range_best))
+            for (int p = 0; p < TUNER_RANGE_SIZES; p++)
+                j->range_best[p] = HUGE_VAL;
+        set_best(j, range_pick(j, RANGE_FIRST));
+        return;
+    }
+    if (c->status != KC_TRIAL_OK || c->latency_us < 0)
+        return;
+    if (j->best && cand_us(j, j->best) <= cand_us(j, c))
+        return;
+    set_best(j, c);
 }
 
 /* The trial of schedule sj among trials; NULL when none. */
@@ -732,7 +844,7 @@ static bool timed_here(const sched_cand *c)
 }
 
 /* How many candidates timed on c's GPU in this job are faster than c (ties by position), by
- * ranged_us. */
+ * cand_us. */
 static int rank_on_gpu(const sched_job *j, const sched_cand *c)
 {
     int n = 0;
@@ -748,7 +860,7 @@ static int rank_on_gpu(const sched_job *j, const sched_cand *c)
     return n;
 }
 
-/* The least ranged_us taken on the job's GPU `slot` in this job; 0 when none. */
+/* The least cand_us taken on the job's GPU `slot` in this job; 0 when none. */
 static double best_on_gpu(const sched_job *j, int slot)
 {
     double best = 0;
@@ -764,8 +876,9 @@ static double best_on_gpu(const sched_job *j, int slot)
 }
 
 /* Whether c goes to the final round (see SCHED__FINAL_*): on several GPUs among the fastest of
- * its GPU; on one, among the fastest and within the margin of the best. Once out, a candidate
- * stays out: ranks only grow and the best only falls as candidates are timed. */
+ * its GPU; on one, among the fastest and within the margin of the best. In a static job, once
+ * out, a candidate stays out: ranks only grow and the best only falls as candidates are timed (a
+ * range's ratios move with its bests: see trim_binaries). */
 static bool finalist(const sched_job *j, const sched_cand *c)
 {
     if (!timed_here(c))
@@ -776,29 +889,39 @@ static bool finalist(const sched_job *j, const sched_cand *c)
            cand_us(j, c) <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
 }
 
-/* Frees the binaries of measured candidates that can no longer win: all but the best's and the
- * finalists'. */
+/* Whether c, measured, is unlikely to win (its binary is then freed): in a static job, when it is
+ * neither the best nor a finalist (it cannot win); in a range job, when it failed or its top is
+ * past RANGE_KEEP x the best top time (a candidate out of the final round now may be in it after
+ * a later candidate sets a size's best, so the others keep theirs). */
+static bool out_of_the_running(const sched_job *j, const sched_cand *c)
+{
+    if (c == j->best)
+        return false;
+    if (j->has_mid)
+        return c->status != KC_TRIAL_OK || c->latency_us < 0 ||
+               c->latency_us > RANGE_KEEP * j->range_best[TUNER_RANGE_TOP];
+    return !finalist(j, c);
+}
+
+/* Frees the binaries of measured candidates that can no longer win. */
 static void trim_binaries(sched_job *j)
 {
     for (size_t i = 0; i < j->n_cands; i++) {
         sched_cand *c = j->cands[i];
-        if (c->st == SCHED__CAND_DONE && c->bin && c != j->best && !finalist(j, c))
+        if (c->st == SCHED__CAND_DONE && c->bin && out_of_the_running(j, c))
             free_cand_binary(c);
     }
 }
 
-/* The time candidate c about to run on the job's GPU `slot` must beat, or be stopped early: the
+/* The time a candidate about to run on the job's GPU `slot` must beat, or be stopped early: the
  * job's best on one GPU; with several, the best timed on that same GPU (GPUs of one model still
- * differ by a few percent, see the final round) - as ranged_us, brought back to c's own time.
- * In a measured range job this is the top's request, and the best's ranged time is (top + middle)
- * x factor: c's top time alone must come under it divided by c's factor, as if c's middle were
- * free. Sound (c's middle only adds), though it stops less often than a static job's; the
- * middle's request is never stopped early (it decides nothing alone). */
-static double beat_us(const sched_job *j, const sched_cand *c, int slot)
+ * differ by a few percent, see the final round). 0 (timed in full) in a measured range job: no
+ * top time alone rules a candidate out there (see "comparing a measured range's candidates"). */
+static double beat_us(const sched_job *j, int slot)
 {
-    const double best = j->n_devs <= 1 ? (j->best ? cand_us(j, j->best) : 0)
-                                       : best_on_gpu(j, slot);
-    return best > 0 ? best / range_factor(j, c) : 0;
+    if (j->has_mid)
+        return 0;
+    return j->n_devs <= 1 ? (j->best ? cand_us(j, j->best) : 0) : best_on_gpu(j, slot);
 }
 
 /* A trial timed again (or found failing) in the final round replaces the first record. */
@@ -1196,7 +1319,7 @@ static void start_measurements(sched_job *j)
             return; /* its home GPU times one of its candidates, and no other GPU is idle */
         gw_measure_req req;
         (void)build_request(j, c, &req, NULL); /* at the top: nothing to bind */
-        req.beat_us = beat_us(j, c, slot);
+        req.beat_us = beat_us(j, slot);
         c->st = SCHED__CAND_MEASURING;
         c->dev_slot = slot;
         j->dev_busy[slot] = true;
@@ -1320,8 +1443,8 @@ static bool widen_after_retime(sched_job *j)
  * the round wins. Their records are rewritten with those times; a candidate that fails its
  * second check (wrong, fault) is recorded as failing. In a measured range job a finalist is
  * timed again at both sizes, on the round's GPU (the middle once the top passed), and compared
- * by (top + middle) x factor: keeping its first middle time would mix the round's GPU with the
- * first round's. */
+ * by their worst ratios among the round's times: keeping its first middle time would mix the
+ * round's GPU with the first round's. */
 
 /* The job's device slot for a round: the best's, else any usable one; -1 when none is left. */
 static int final_slot(sched_job *j)
@@ -1397,24 +1520,34 @@ static bool start_final_round(sched_job *j)
     return true;
 }
 
-/* The round is over: the fastest candidate of the round (by ranged_us) wins, unless a result
- * reused from an earlier job is faster still. Without any time from the round (its GPU went
- * away), the first round's best stands unless the round found it failing. */
+/* The round is over: the fastest candidate of the round wins (in a range job, by its worst ratio
+ * among the round's times), unless a result reused from an earlier job is faster still (in a range
+ * job: compared with the winner alone). Without any time from the round (its GPU went away), the
+ * first round's best stands unless the round found it failing. */
 static void end_final_round(sched_job *j)
 {
     sched_cand *first = j->best, *win = NULL;
-    for (size_t i = 0; i < j->n_cands; i++) {
-        sched_cand *c = j->cands[i];
-        if (c->final_us >= 0 && (!j->has_mid || c->final_mid_us >= 0) &&
-            (!win || ranged_us(j, c, c->final_us, c->final_mid_us) <
-                         ranged_us(j, win, win->final_us, win->final_mid_us)))
-            win = c;
-    }
-    if (win || first->status != KC_TRIAL_OK) {
-        j->best = win;
-        for (size_t i = 0; i < j->n_cands; i++)
-            if (!win || j->cands[i]->reused)
-                consider_best(j, j->cands[i]);
+    if (j->has_mid) {
+        win = range_pick(j, RANGE_FINAL);
+        if (win || first->status != KC_TRIAL_OK) {
+            j->best = win;
+            if (win)
+                set_best(j, range_pick(j, RANGE_WINNER_REUSED));
+            else
+                consider_best(j, first);
+        }
+    } else {
+        for (size_t i = 0; i < j->n_cands; i++) {
+            sched_cand *c = j->cands[i];
+            if (c->final_us >= 0 && (!win || c->final_us < win->final_us))
+                win = c;
+        }
+        if (win || first->status != KC_TRIAL_OK) {
+            j->best = win;
+            for (size_t i = 0; i < j->n_cands; i++)
+                if (!win || j->cands[i]->reused)
+                    consider_best(j, j->cands[i]);
+        }
     }
     if (j->best) {
         j->info.best_us = j->best->latency_us;
@@ -1629,7 +1762,7 @@ static void work_done(uv_work_t *req, int status)
     tuner_space_free(w->space);
     free(w->order);
     free(w->pred);
-    free(w->factor);
+    free(w->prices.bottom_over_mid);
     kc_artifact_free(w->art);
     tuner_program_free(w->prog);
     tuner_binary_free(w->bin);
@@ -1642,7 +1775,7 @@ static void work_done(uv_work_t *req, int status)
 /* ---- starting a job ---- */
 
 static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space, size_t **ret_order,
-                       double **ret_pred, double **ret_factor, char *msg, size_t msg_len)
+                       double **ret_pred, tuner_range_prices *ret_prices, char *msg, size_t msg_len)
 {
     char *err = NULL;
     tuner_space *sp = NULL;
@@ -1656,27 +1789,28 @@ static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space
     free(err);
     size_t *order = calloc(sp->n, sizeof(*order));
     double *pred = ret_pred ? calloc(sp->n, sizeof(*pred)) : NULL;
-    double *factor = ret_factor ? calloc(sp->n, sizeof(*factor)) : NULL;
-    if (!order || (ret_pred && !pred) || (ret_factor && !factor)) {
+    double *bottom_over_mid = ret_prices ? calloc(sp->n, sizeof(*bottom_over_mid)) : NULL;
+    if (!order || (ret_pred && !pred) || (ret_prices && !bottom_over_mid)) {
         free(order);
         free(pred);
-        free(factor);
+        free(bottom_over_mid);
         tuner_space_free(sp);
         snprintf(msg, msg_len, "out of memory");
         return -ENOMEM;
     }
-    tuner_rank_ranged(op, &j->target, sp, order, pred, factor);
+    tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+    tuner_rank_ranged(op, &j->target, sp, order, pred, ret_prices ? &prices : NULL);
     *ret_space = sp;
     *ret_order = order;
     if (ret_pred)
         *ret_pred = pred;
-    if (ret_factor)
-        *ret_factor = factor;
+    if (ret_prices)
+        *ret_prices = prices;
     return 0;
 }
 
-/* A passing anchor trial and what ranks it: its time, or for an anchor over a range its times at
- * the top and middle summed (as the anchor's job compared them, less the model's factor). */
+/* A passing anchor trial and what ranks it: its time, or for an anchor over a range its
+ * worst ratio (range_worst, as the anchor's job compared it). */
 typedef struct anchor_rank {
     const kc_trial *t;
     double us;
@@ -1692,8 +1826,8 @@ static int anchor_rank_cmp(const void *a, const void *b)
 }
 
 /* Fused op with a tuned anchor: candidates are the anchor's best ok schedules that exist in the
- * fused space too - for an anchor over a range, best by its top and middle times summed (one
- * without its middle trial after those with one). Returns how many were added. */
+ * fused space too - for an anchor over a range, best by its worst ratio (one without its middle
+ * trial after those with one). Returns how many were added. */
 static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
 {
     tuner_op anchor;
@@ -1701,10 +1835,12 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
         return 0;
     tuner_space *asp = NULL;
     size_t *aorder = NULL;
+    tuner_range_prices aprices = {0};
     char msg[256];
-    if (build_space(j, &anchor, &asp, &aorder, NULL, NULL, msg, sizeof(msg)) < 0)
+    if (build_space(j, &anchor, &asp, &aorder, NULL, &aprices, msg, sizeof(msg)) < 0)
         return 0;
     free(aorder);
+    const size_t n_items = asp->n;
     char akey[KC_KEY_LEN + 1];
     kc_trial *trials = NULL, *mids = NULL;
     size_t n_trials = 0, n_mids = 0, added = 0;
@@ -1720,6 +1856,10 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
             n_mids = 0;
     }
     anchor_rank *rank = n_trials ? calloc(n_trials, sizeof(*rank)) : NULL;
+    /* Over a range: each passing trial's times at the top, middle and bottom (as range_times),
+     * the least of each, then each one's worst ratio to them (range_worst). */
+    double (*at)[TUNER_RANGE_SIZES] = n_mids ? calloc(n_trials, sizeof(*at)) : NULL;
+    double best[TUNER_RANGE_SIZES] = {HUGE_VAL, HUGE_VAL, HUGE_VAL};
     size_t n_rank = 0;
     for (size_t t = 0; rank && t < n_trials; t++) {
         if (trials[t].status != KC_TRIAL_OK || !trials[t].schedule_json)
@@ -1727,11 +1867,26 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
         double us = trials[t].latency_us;
         if (n_mids) {
             const kc_trial *m = find_trial(mids, n_mids, trials[t].schedule_json);
-            us = m && m->status == KC_TRIAL_OK && m->latency_us >= 0 ? us + m->latency_us : HUGE_VAL;
+            const size_t item = (size_t)trials[t].candidate;
+            us = HUGE_VAL;
+            if (at && m && m->status == KC_TRIAL_OK && m->latency_us >= 0) {
+                double *tt = at[n_rank];
+                tt[TUNER_RANGE_TOP] = trials[t].latency_us;
+                tt[TUNER_RANGE_MIDDLE] = m->latency_us;
+                tt[TUNER_RANGE_BOTTOM] = m->latency_us * (aprices.ranged && item < n_items
+                                                               ? aprices.bottom_over_mid[item] : 1.0);
+                for (int p = 0; p < TUNER_RANGE_SIZES; p++)
+                    best[p] = tt[p] < best[p] ? tt[p] : best[p];
+                us = 0; /* ranked below, once the bests are known */
+            }
         }
         rank[n_rank] = (anchor_rank){&trials[t], us, n_rank};
         n_rank++;
     }
+    for (size_t r = 0; at && r < n_rank; r++)
+        if (rank[r].us == 0)
+            rank[r].us = range_worst(at[r], best);
+    free(at);
     if (n_rank > 1)
         qsort(rank, n_rank, sizeof(*rank), anchor_rank_cmp);
 
@@ -1751,6 +1906,7 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
         }
     }
     free(rank);
+    free(aprices.bottom_over_mid);
     kc_trials_free(mids, n_mids);
     kc_trials_free(trials, n_trials);
     return added;
@@ -1880,11 +2036,11 @@ static void space_done(sched_job *j, sched_work *w)
         j->space = w->space;
         j->order = w->order;
         j->pred = w->pred;
-        j->factor = w->factor;
+        j->prices = w->prices;
         w->space = NULL;
         w->order = NULL;
         w->pred = NULL;
-        w->factor = NULL;
+        w->prices.bottom_over_mid = NULL;
     }
     start_with_space(j, w->rc, w->msg);
 }
@@ -1896,6 +2052,6 @@ void sched__job_start(sched_job *j)
     if (queue_work(j, WORK_SPACE, NULL, 0) == 0)
         return;
     char msg[512];
-    int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, &j->factor, msg, sizeof(msg));
+    int rc = build_space(j, &j->op, &j->space, &j->order, &j->pred, &j->prices, msg, sizeof(msg));
     start_with_space(j, rc, msg);
 }

@@ -350,10 +350,11 @@ static int rank_cmp(const void *a, const void *b)
 /* Below a dynamic op's tuning sizes: each item's worst ratio to the best prediction at the
  * range's bottom and its geometric middle (each name's size in its range alike), into below[i]
  * (1 where the model cannot price the item there), and whether it is the model's first choice
- * (within RANGE_TIE) at either, into picked[i]. -1 for a static op or a range of
- * one size, or out of memory: nothing written. */
+ * (within RANGE_TIE) at either, into picked[i]; with prices, what a measured job needs besides
+ * (tuner_range_prices). -1 for a static op or a range of one size, or out of memory: nothing
+ * written. */
 static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *below,
-                            bool *picked)
+                            bool *picked, tuner_range_prices *prices)
 {
     if (!tuner_op_is_dynamic(op))
         return -1;
@@ -390,28 +391,35 @@ static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tun
             below[i] = u / best[p] > below[i] ? u / best[p] : below[i];
             picked[i] = picked[i] || u <= RANGE_TIE * best[p];
         }
+        if (prices && prices->bottom_over_mid) {
+            const double u_lo = us[i], u_mid = us[space->n + i];
+            prices->bottom_over_mid[i] = u_lo < 1e12 && u_mid < 1e12 && u_mid > 0 ? u_lo / u_mid : 1.0;
+        }
     }
     free(at);
     free(us);
     return 0;
 }
 
-/* Scores a dynamic op's items for its range (above); factor (may be NULL) receives each item's
- * worst ratio below the top over its ratio at the top (1 for a static op; tuner_rank_ranged). */
+/* Scores a dynamic op's items for its range (above), and fills prices (may be NULL). */
 static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it,
-                            double *factor)
+                            tuner_range_prices *prices)
 {
-    if (!tuner_op_is_dynamic(op)) {
-        for (size_t i = 0; factor && i < space->n; i++)
-            factor[i] = 1.0;
-        return;
+    if (prices) {
+        prices->ranged = false;
+        for (size_t i = 0; prices->bottom_over_mid && i < space->n; i++)
+            prices->bottom_over_mid[i] = 1.0;
     }
-    double *below = factor ? factor : malloc(space->n * sizeof(*below));
+    if (!tuner_op_is_dynamic(op))
+        return;
+    double *below = malloc(space->n * sizeof(*below));
     bool *picked = malloc(space->n * sizeof(*picked));
-    const bool ranged = below && picked && ratios_below_top(op, t, space, below, picked) == 0;
+    const bool ranged = below && picked && ratios_below_top(op, t, space, below, picked, prices) == 0;
     double best_top = 1e12;
     for (size_t i = 0; ranged && i < space->n; i++)
         best_top = it[i].us < best_top ? it[i].us : best_top;
+    if (prices)
+        prices->ranged = ranged;
     for (size_t i = 0; ranged && best_top < 1e12 && i < space->n; i++) {
         if (it[i].us >= 1e12) {
             it[i].score = 1e12;
@@ -420,35 +428,27 @@ static void rank_over_range(const tuner_op *op, const tuner_target *t, const tun
         const double top = it[i].us / best_top;
         const double worst = top > below[i] ? top : below[i];
         it[i].score = picked[i] || top <= RANGE_TIE ? worst : worst * RANGE_UNPICKED;
-        /* The factor a time measured at the top is scaled by: how much worse than there the
-         * model sees the item lower down, relative to the best there (its ratio below over its
-         * ratio at the top), so that a bias of the model common to all sizes - an item it prices
-         * 1.2x too slow everywhere - cancels against the measurement. */
-        if (factor)
-            factor[i] = below[i] / top > 1.0 ? below[i] / top : 1.0;
     }
-    for (size_t i = 0; factor && !ranged && i < space->n; i++)
-        factor[i] = 1.0;
-    if (below != factor)
-        free(below);
+    free(below);
     free(picked);
 }
 
 void tuner_rank_ranged(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
-                       double *predicted_us, double *factor)
+                       double *predicted_us, tuner_range_prices *prices)
 {
     if (!space || !order || space->n == 0)
         return;
     rank_item *it = malloc(space->n * sizeof(*it));
     if (!it) {
-        /* Out of memory: the identity order is still a valid answer. */
+        /* Out of memory: the identity order is still a valid answer (and no range prices: a
+         * measured job then compares its candidates' times alone). */
         for (size_t i = 0; i < space->n; i++) {
             order[i] = i;
             if (predicted_us)
                 predicted_us[i] = tuner_predict_us(op, t, &space->items[i]);
-            if (factor)
-                factor[i] = 1.0;
         }
+        if (prices)
+            prices->ranged = false;
         return;
     }
     for (size_t i = 0; i < space->n; i++) {
@@ -457,7 +457,7 @@ void tuner_rank_ranged(const tuner_op *op, const tuner_target *t, const tuner_sp
         if (predicted_us)
             predicted_us[i] = it[i].us;
     }
-    rank_over_range(op, t, space, it, factor);
+    rank_over_range(op, t, space, it, prices);
     qsort(it, space->n, sizeof(*it), rank_cmp);
     for (size_t i = 0; i < space->n; i++)
         order[i] = it[i].index;

@@ -132,15 +132,25 @@ size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tune
 void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space,
                 size_t *order, double *predicted_us);
 
-/* tuner_rank, and what a time measured at a dynamic op's tuning sizes (its dims' max) leaves out:
- * factor[i] (may be NULL) receives how much worse than at the top the model sees item i lower
- * down - its worst predicted ratio to the best prediction at the range's bottom and middle, over
- * its ratio at the top (>= 1; 1 for a static op or where the model cannot price it). A measured
- * job picks the item with the least time x factor (its time: the sum of its times at the range's
- * top and middle, scheduler/tune.c), so that a schedule fast only at the top of the range does
- * not win it, while a bias of the model common to every size cancels against the measurement. */
+/* The three sizes of a dynamic op's range a measured job compares its candidates at: the top
+ * (each name at its max: the tuning sizes), the geometric middle (each name at sqrt(min x max),
+ * rounded down to its multiple_of) and the bottom (each name at its min). */
+enum { TUNER_RANGE_TOP, TUNER_RANGE_MIDDLE, TUNER_RANGE_BOTTOM, TUNER_RANGE_SIZES };
+
+/* What the model tells a measured range job (scheduler/tune.c) besides the order. The job times
+ * each candidate at the top and the middle, carries the middle's time down to the bottom by the
+ * model's ratio for that candidate, and compares the candidates by their worst ratio to the best
+ * time at the three sizes: how far from the best kernel for each size each runs, which is what a
+ * range's entry is held to. */
+typedef struct tuner_range_prices {
+    bool ranged;             /* false for a static op or a range of one size: bottom_over_mid is all 1 */
+    double *bottom_over_mid; /* caller's, by item (may be NULL): its prediction at the bottom over its
+                                prediction at the middle (1 where it has none) */
+} tuner_range_prices;
+
+/* tuner_rank, and (prices may be NULL) a dynamic op's range prices, above. */
 void tuner_rank_ranged(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
-                       double *predicted_us, double *factor);
+                       double *predicted_us, tuner_range_prices *prices);
 
 /* Serialises a schedule as a JSON object string {"template": ..., "params": {...}} (malloc'd). */
 char *tuner_schedule_json(const tuner_schedule *s);

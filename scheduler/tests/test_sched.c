@@ -998,58 +998,87 @@ static void test_final_round_one_gpu(void)
     unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
-/* A dynamic op is timed at its range's top (the dims' max) but serves the whole range: the pick
- * is the measured candidate with the least time x range factor (tuner_rank_ranged: how much
- * worse than at the top, against the best there, the model sees it lower down), not the least
- * time. [n,4096] x [4096,4096] at n 1025..1280 on sm_90a: of the model's first seven, the one
- * priced worst below the top (about 1.17: a tile count that fills its waves only near the top)
- * and one priced as well there as at the top (1.00). Flat stand-in latencies (within 1% of each
- * other) with the former's timings 8% fast ("lucky", at the top and at the middle: its requests
- * are the (2i+1)th and (2i+2)th, each candidate timed at both sizes in turn, see
- * test_range_two_sizes): no other comes within the final round's margin of it by time alone, so
- * taking the least time picks it; by time x factor another wins. */
+/* How scheduler/tune.c compares a measured range's candidates: candidate i of n (items[i] in the
+ * space, timed top[i] at the range's top and mid[i] at its middle) by the worst of its ratios to
+ * the least time at the top, the middle and the bottom (each one's middle time carried down by
+ * the model's ratio for it: prices' bottom_over_mid); +inf past 1.25x the least top time. */
+static double worst_ratio(const tuner_range_prices *p, const size_t *items, const double *top, const double *mid,
+                          int n, int i)
+{
+    double best[3] = {1e300, 1e300, 1e300};
+    for (int k = 0; k < n; k++) {
+        const double t[3] = {top[k], mid[k], mid[k] * p->bottom_over_mid[items[k]]};
+        for (int s = 0; s < 3; s++)
+            best[s] = t[s] < best[s] ? t[s] : best[s];
+    }
+    if (top[i] > 1.25 * best[0])
+        return 1e300;
+    const double t[3] = {top[i], mid[i], mid[i] * p->bottom_over_mid[items[i]]};
+    double worst = 1.0;
+    for (int s = 0; s < 3; s++)
+        worst = t[s] / best[s] > worst ? t[s] / best[s] : worst;
+    return worst;
+}
+
+/* A dynamic op is timed at its range's top (the dims' max) and middle but serves the whole range:
+ * the pick is the measured candidate with the least worst ratio to the best time at the top, the
+ * middle and the bottom (worst_ratio), not the least time. [n,4096] x [4096,4096] at n 769..1024
+ * on sm_90a: of the model's first seven timed alike (flat stand-in latencies, within 1% of each
+ * other), the one the model prices worst at the bottom against the middle (1.31x the best other
+ * there: a tile count that fills its waves only higher up) is timed 8% fast ("lucky", at the top
+ * and at the middle: its requests are the (2i+1)th and (2i+2)th, each candidate timed at both
+ * sizes in turn, see test_range_two_sizes): no other comes within the final round's margin of it
+ * by time alone, so taking the least time picks it; by worst ratio another wins. */
 static void test_measured_range(void)
 {
     sched_config cfg;
     sched_config_defaults(&cfg);
     cfg.budget_candidates = 7;
     cfg.compile_ahead = 1; /* compiled, so timed, in the model's order */
-    tuner_op mm = matmul_f16(1280, 4096, 4096);
+    tuner_op mm = matmul_f16(1024, 4096, 4096);
     mm.n_dims = 1;
     snprintf(mm.dims[0].name, sizeof(mm.dims[0].name), "n");
-    mm.dims[0].min = 1025;
-    mm.dims[0].max = 1280;
+    mm.dims[0].min = 769;
+    mm.dims[0].max = 1024;
     mm.dims[0].multiple_of = 1;
     mm.inputs[0].sym[0] = mm.output.sym[0] = 1;
     const tuner_target t90a = {90, true};
-    /* What the job measures (the model's first seven) and their factors. */
+    /* What the job measures (the model's first seven) and their prices. */
     tuner_space *sp = NULL;
     char *err = NULL;
     CHECK(tuner_space_build(&mm, &t90a, &sp, &err) == 0 && sp && sp->n > (size_t)cfg.budget_candidates,
           "measured range: space: %s", err ? err : "?");
     free(err);
     size_t *order = sp ? calloc(sp->n, sizeof(*order)) : NULL;
-    double *factor = sp ? calloc(sp->n, sizeof(*factor)) : NULL;
-    CHECK(order && factor, "measured range: memory");
-    if (!sp || sp->n <= (size_t)cfg.budget_candidates || !order || !factor) {
+    double *bottom_over_mid = sp ? calloc(sp->n, sizeof(*bottom_over_mid)) : NULL;
+    CHECK(order && bottom_over_mid, "measured range: memory");
+    if (!sp || sp->n <= (size_t)cfg.budget_candidates || !order || !bottom_over_mid) {
         free(order);
-        free(factor);
+        free(bottom_over_mid);
         tuner_space_free(sp);
         return;
     }
-    tuner_rank_ranged(&mm, &t90a, sp, order, NULL, factor);
-    /* The lucky one: of the measured, the one priced worst below the top. */
+    tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+    tuner_rank_ranged(&mm, &t90a, sp, order, NULL, &prices);
+    CHECK(prices.ranged, "measured range: no prices");
+    /* The lucky one: of the measured, the one priced worst at the bottom against the middle. */
     int lucky = 0;
     for (int i = 1; i < cfg.budget_candidates; i++)
-        lucky = factor[order[i]] > factor[order[lucky]] ? i : lucky;
-    double least = 1e9;
+        lucky = bottom_over_mid[order[i]] > bottom_over_mid[order[lucky]] ? i : lucky;
+    /* Each one's worst ratio, timed as the stand-in will (10 us, the lucky one's 8% less). */
+    double top[16], mid[16], ratio[16];
     for (int i = 0; i < cfg.budget_candidates; i++)
+        top[i] = mid[i] = i == lucky ? 9.2 : 10;
+    double least = 1e9;
+    for (int i = 0; i < cfg.budget_candidates; i++) {
+        ratio[i] = worst_ratio(&prices, order, top, mid, cfg.budget_candidates, i);
         if (i != lucky)
-            least = factor[order[i]] < least ? factor[order[i]] : least;
-    /* The premise: the lucky one is priced clearly worse below the top than the best of the
+            least = ratio[i] < least ? ratio[i] : least;
+    }
+    /* The premise: the lucky one is priced clearly worse at the bottom than the best of the
      * others, by more than its luck. */
-    CHECK(factor[order[lucky]] * 0.92 > 1.05 * least, "measured range: factors %.3f (lucky) against %.3f",
-          factor[order[lucky]], least);
+    CHECK(ratio[lucky] > 1.05 * least, "measured range: worst ratios %.3f (lucky) against %.3f", ratio[lucky],
+          least);
     g_target = t90a;
     setenv("HIDETD_STANDIN_LATENCY", "10", 1);
     char luck[32];
@@ -1061,14 +1090,14 @@ static void test_measured_range(void)
     for (int i = 0; i < cfg.budget_candidates; i++) {
         char *sj = tuner_schedule_json(&sp->items[order[i]]);
         if (sj && strcmp(sj, r.best_schedule) == 0)
-            picked = factor[order[i]];
+            picked = ratio[i];
         free(sj);
     }
     CHECK(picked > 0, "measured range: the pick %s is not among the measured", r.best_schedule);
-    CHECK(picked <= 1.0101 * least, "measured range: picked %s (factor %.3f) where a candidate timed alike has %.3f",
+    CHECK(picked <= 1.0101 * least, "measured range: picked %s (worst ratio %.3f) where another has %.3f",
           r.best_schedule, picked, least);
     free(order);
-    free(factor);
+    free(bottom_over_mid);
     tuner_space_free(sp);
 }
 
@@ -1098,7 +1127,7 @@ static sched_job_info run_job(env *e, const tuner_op *op)
 }
 
 /* A measured range job times each candidate that passed at the top a second time, unchecked, at
- * the range's middle, and picks by (top + middle) x factor; a static job times each once.
+ * the range's middle, and picks by worst ratio (worst_ratio); a static job times each once.
  * Requests are counted by the stand-ins (their shared counter); with one GPU and one compile
  * ahead, candidate i's requests are the (2i+1)th (top) and (2i+2)th (middle). Flat latencies:
  * no candidate is stopped early. */
@@ -1155,29 +1184,34 @@ static void test_range_two_sizes(void)
     CHECK(tuner_space_build(&mm, &T90, &sp, &err) == 0 && sp && sp->n >= 2, "range: space: %s", err ? err : "?");
     free(err);
     size_t *order = sp ? calloc(sp->n, sizeof(*order)) : NULL;
-    double *factor = sp ? calloc(sp->n, sizeof(*factor)) : NULL;
-    if (sp && sp->n >= 2 && order && factor) {
-        tuner_rank_ranged(&mm, &T90, sp, order, NULL, factor);
+    double *bottom_over_mid = sp ? calloc(sp->n, sizeof(*bottom_over_mid)) : NULL;
+    if (sp && sp->n >= 2 && order && bottom_over_mid) {
+        tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+        tuner_rank_ranged(&mm, &T90, sp, order, NULL, &prices);
         char *sj[2] = {tuner_schedule_json(&sp->items[order[0]]), tuner_schedule_json(&sp->items[order[1]])};
         int pick = sj[0] && strcmp(sj[0], calm.best_schedule) == 0 ? 0 : 1;
         CHECK(sj[pick] && strcmp(sj[pick], calm.best_schedule) == 0, "range: the pick %s is not among the measured",
               calm.best_schedule);
-        /* Enough that (top + heavy middle) x its factor exceeds the other's sum x factor by more
-         * than the final round's margin, whatever their factors. */
-        const double ratio = factor[order[1 - pick]] / factor[order[pick]];
-        int pct = (int)(100.0 * (2.2 * ratio - 2.0)) + 15;
-        pct = pct < 15 ? 15 : pct > 1000 ? 1000 : pct;
+        /* Enough that its worst ratio with the heavy middle exceeds the other's by more than the
+         * final round's margin, whatever their prices. */
+        const size_t two[2] = {order[pick], order[1 - pick]};
+        const double top[2] = {10, 10};
+        int pct = 15;
+        for (; pct < 1000; pct += 5) {
+            const double mid[2] = {10 * (1 + pct / 100.0), 10};
+            if (worst_ratio(&prices, two, top, mid, 2, 0) > 1.15 * worst_ratio(&prices, two, top, mid, 2, 1))
+                break;
+        }
         char heavy[32];
         snprintf(heavy, sizeof(heavy), "heavy@%d:%d", 2 * pick + 2, pct);
         r = tune_on("1", NULL, heavy, &mm, &cfg);
         CHECK(r.candidates_failed == 0 && sj[1 - pick] && strcmp(r.best_schedule, sj[1 - pick]) == 0,
-              "%s (factors %.3f, other %.3f): picked %s", heavy, factor[order[pick]], factor[order[1 - pick]],
-              r.best_schedule);
+              "%s: picked %s", heavy, r.best_schedule);
         free(sj[0]);
         free(sj[1]);
     }
     free(order);
-    free(factor);
+    free(bottom_over_mid);
     tuner_space_free(sp);
 
     /* Reuse: a second job finds both sizes' trials and times nothing. A top trial without the
@@ -1218,9 +1252,10 @@ static void test_range_two_sizes(void)
     unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
-/* A fused op over a range re-times its anchor's best schedules by their top and middle times
- * summed: of four planted anchor trials, the two fastest at the top are the slowest summed, and
- * the fused job times the other two (its own trials, under its own key, name them). */
+/* A fused op over a range re-times its anchor's best schedules by their worst ratio to the best
+ * time at the range's top, middle and bottom: of four planted anchor trials, the two fastest at
+ * the top are 19-20x the best at the middle, and the fused job times the other two (its own
+ * trials, under its own key, name them). */
 static void test_range_fused_anchor(void)
 {
     sched_config cfg;
@@ -1243,7 +1278,7 @@ static void test_range_fused_anchor(void)
     sched_mid_tuning_key(akey, mid, 1, mkey);
     CHECK(tuner_space_build(&mm, &T90, &asp, NULL) == 0 && tuner_space_build(&fused, &T90, &fsp, NULL) == 0 &&
           fsp->n >= 4);
-    /* Top 5, 6, 7, 8 us; middle 20, 19, 1, 1: summed 25, 25, 8, 9. */
+    /* Top 5, 6, 7, 8 us; middle 20, 19, 1, 1: worst ratios about 20, 19, 1.4, 1.6. */
     static const double top_us[4] = {5, 6, 7, 8}, mid_us[4] = {20, 19, 1, 1};
     char *sj[4] = {NULL};
     for (int i = 0; asp && fsp && fsp->n >= 4 && i < 4; i++) {

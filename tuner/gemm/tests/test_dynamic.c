@@ -588,36 +588,36 @@ static void rank_over_range_case(int64_t bmin, int64_t bmax, int64_t smin, int64
               "rank over range b %lld..%lld s %lld..%lld: the first pick (%s %d x %d) is the model's first choice nowhere",
               (long long)bmin, (long long)bmax, (long long)smin, (long long)smax, first->template_name,
               tuner_schedule_param(first, "block_m", 0), tuner_schedule_param(first, "block_n", 0));
-        /* The range factors a measured job scales times at the top by: each item's worst ratio
-         * to the best prediction at the bottom and the middle over its ratio at the top, at
-         * least 1 - so an item the model prices alike (relative to the best) at every size
-         * gets 1 however far from the best it is. */
-        double *factor = malloc(sp->n * sizeof(*factor)), *pred[3] = {0}, best[3] = {1e12, 1e12, 1e12};
+        /* What a measured job carries a candidate's time at the middle down to the bottom by: each
+         * item's own prediction at the bottom over the middle's - its own, not the best's. */
+        double *bottom_over_mid = malloc(sp->n * sizeof(*bottom_over_mid)), *pred[3] = {0};
+        double best[3] = {1e12, 1e12, 1e12};
         for (int p = 0; p < 3; p++)
             pred[p] = malloc(sp->n * sizeof(double));
-        CHECK(factor && pred[0] && pred[1] && pred[2], "rank over range: memory");
-        if (factor && pred[0] && pred[1] && pred[2]) {
-            tuner_rank_ranged(&op, &t, sp, order, NULL, factor);
+        CHECK(bottom_over_mid && pred[0] && pred[1] && pred[2], "rank over range: memory");
+        if (bottom_over_mid && pred[0] && pred[1] && pred[2]) {
+            tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+            tuner_rank_ranged(&op, &t, sp, order, NULL, &prices);
             for (int p = 0; p < 3; p++)
                 for (size_t i = 0; i < sp->n; i++) {
                     pred[p][i] = tuner_predict_us(&at[p], &t, &sp->items[i]);
                     best[p] = pred[p][i] < best[p] ? pred[p][i] : best[p];
                 }
-            size_t n_above = 0;
+            CHECK(prices.ranged, "rank over range b %lld..%lld: not ranged", (long long)bmin, (long long)bmax);
+            size_t n_own = 0;
             for (size_t i = 0; i < sp->n; i++) {
-                if (pred[0][i] >= 1e12 || pred[1][i] >= 1e12 || pred[2][i] >= 1e12)
+                if (pred[0][i] >= 1e12 || pred[1][i] >= 1e12)
                     continue;
-                double below = 1.0;
-                for (int p = 0; p < 2; p++)
-                    below = pred[p][i] / best[p] > below ? pred[p][i] / best[p] : below;
-                const double rel = below / (pred[2][i] / best[2]), want = rel > 1.0 ? rel : 1.0;
-                n_above += want > 1.0;
-                CHECK(fabs(factor[i] - want) <= 1e-9 * want, "rank over range b %lld..%lld: item %zu factor %.4f, want %.4f",
-                      (long long)bmin, (long long)bmax, i, factor[i], want);
+                const double want = pred[0][i] / pred[1][i];
+                n_own += fabs(want - best[0] / best[1]) > 0.01 * want;
+                CHECK(fabs(bottom_over_mid[i] - want) <= 1e-9 * want,
+                      "rank over range b %lld..%lld: item %zu bottom/middle %.4f, want %.4f", (long long)bmin,
+                      (long long)bmax, i, bottom_over_mid[i], want);
             }
-            CHECK(n_above > 0, "rank over range b %lld..%lld: every factor is 1", (long long)bmin, (long long)bmax);
+            CHECK(n_own > 0, "rank over range b %lld..%lld: every item's bottom/middle is the best's",
+                  (long long)bmin, (long long)bmax);
         }
-        free(factor);
+        free(bottom_over_mid);
         for (int p = 0; p < 3; p++)
             free(pred[p]);
     }
