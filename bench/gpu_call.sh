@@ -5,6 +5,8 @@
 #   filt          drops PyTorch's and the benches' warning lines from a stream
 #   el T0         "(N s)" since the epoch second T0
 #   left LIMIT    seconds left of LIMIT since the script started (t0, set here)
+#   trials FILE   writes the daemon's trials table ($db: each timed candidate, a range's middle
+#                 under its own key) gzipped to FILE, to replay a job's choice on the CPU machine
 # and exports HIDETD_WORKER and OUT (default /tmp/out, created).
 G=$PWD/.gpu
 OUT=${OUT:-/tmp/out}
@@ -30,3 +32,13 @@ daemon() {
 filt() { grep -v 'Warning\|warn\|return F.scaled\|ExternalStream\|kern.bind\|^{\|^  f()\|fns\['; }
 el() { echo "($(( $(date +%s) - $1 )) s)"; }
 left() { echo $(( $1 - ($(date +%s) - t0) )); }
+
+trials() {
+    python3 - "$db" <<'PY' | gzip > "$1"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+for r in c.execute("SELECT tuning_key, candidate, status, latency_us, max_rel_err, measured_at, schedule_json "
+                   "FROM trials ORDER BY tuning_key, candidate"):
+    print("\t".join(str(x) for x in r))
+PY
+}
