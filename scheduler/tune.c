@@ -634,10 +634,6 @@ static int add_cand(sched_job *j, size_t item)
  * kernel); compared as here the range took 128x192 (282 us at 1500, 1.00x the exact kernel;
  * bench/results/2026-11-30-h200-session14/c-f). */
 
-/* A measured candidate more than this times the best top time keeps no binary (trim_binaries):
- * should it still win, its kernel is compiled again, and it is not in the final round. */
-#define RANGE_KEEP 1.25
-
 /* Which candidates a comparison takes, with the times it reads (latency_us and mid_us: a
  * finalist's are the final round's once it passed there). */
 typedef enum {
@@ -889,26 +885,16 @@ static bool finalist(const sched_job *j, const sched_cand *c)
            cand_us(j, c) <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
 }
 
-/* Whether c, measured, is unlikely to win (its binary is then freed): in a static job, when it is
- * neither the best nor a finalist (it cannot win); in a range job, when it failed or its top is
- * past RANGE_KEEP x the best top time (a candidate out of the final round now may be in it after
- * a later candidate sets a size's best, so the others keep theirs). */
-static bool out_of_the_running(const sched_job *j, const sched_cand *c)
-{
-    if (c == j->best)
-        return false;
-    if (j->has_mid)
-        return c->status != KC_TRIAL_OK || c->latency_us < 0 ||
-               c->latency_us > RANGE_KEEP * j->range_best[TUNER_RANGE_TOP];
-    return !finalist(j, c);
-}
-
-/* Frees the binaries of measured candidates that can no longer win. */
+/* Frees the binaries of measured candidates that are neither the best nor finalists: in a static
+ * job they can no longer win. In a range job a later candidate can move a size's best time and
+ * so bring one back among the best: it then enters no final round (only candidates with their
+ * binary do), and should it win, its kernel is compiled again (finish_measure). Memory stays at a
+ * few binaries per job either way. */
 static void trim_binaries(sched_job *j)
 {
     for (size_t i = 0; i < j->n_cands; i++) {
         sched_cand *c = j->cands[i];
-        if (c->st == SCHED__CAND_DONE && c->bin && out_of_the_running(j, c))
+        if (c->st == SCHED__CAND_DONE && c->bin && c != j->best && !finalist(j, c))
             free_cand_binary(c);
     }
 }
