@@ -95,10 +95,10 @@ struct sched_job {
     tuner_space *space;
     size_t *order;     /* ranked item indices */
     double *pred;      /* predicted_us by item */
-    tuner_range_prices prices; /* a dynamic op's (tuner_rank_ranged; bottom_over_mid owned): what
-                                  carries a candidate's middle time down to the range's bottom */
-    double range_best[TUNER_RANGE_SIZES]; /* a measured range job's least first-round time at its
-                                             top, middle and bottom (tune.c, consider_best) */
+    tuner_range_prices prices; /* a dynamic op's (tuner_rank_ranged; carry owned): what carries a
+                                  candidate's times to its range's samples */
+    double range_best[TUNER_RANGE_SAMPLES]; /* a measured range job's least first-round time at each
+                                               of its samples (tune.c, consider_best) */
     size_t attempt;    /* NONE/MODEL: position in order[] (or the default first) being compiled */
     char *first_err;   /* NONE/MODEL: the first compile error, for the failure message */
 

@@ -19,9 +19,9 @@
  * timed there, verified against the reference; once that passed (not stopped early), it is timed
  * again, unverified, at the range's middle (sched__mid_sizes: each dim at the geometric middle of
  * its range): the same buffers, the size arguments, grids and tensor maps at the middle. The
- * candidates are compared by the worst of their ratios to the best time at the top, the middle
- * and the bottom (the middle's time carried down by the model: the bottom is not timed; see
- * "comparing a measured range's candidates"); latency_us, best_us and what the kernel set
+ * candidates are compared by the worst of their ratios to the best time at sizes sampled through
+ * the range (the two times carried there by the model; see "comparing a measured range's
+ * candidates"); latency_us, best_us and what the kernel set
  * reports stay the top's time. The top's trial is recorded under the tuning key and the middle's
  * under mid_key (sched_mid_tuning_key); a later job reuses a passing candidate only when both are
  * there (apply_trials). A kernel that fails at the middle (fault, timeout, load error) is
@@ -81,7 +81,7 @@ struct sched_work {
     tuner_space *space;
     size_t *order;
     double *pred;
-    tuner_range_prices prices; /* its bottom_over_mid owned */
+    tuner_range_prices prices; /* its carry owned */
     char msg[512];
     /* WORK_STORE: the artifact (owned: the job may end and free its binaries meanwhile) */
     kc_artifact *art;
@@ -174,7 +174,7 @@ void sched__job_free_run(sched_job *j)
     j->space = NULL;
     free(j->order);
     free(j->pred);
-    free(j->prices.bottom_over_mid);
+    free(j->prices.carry);
     j->order = NULL;
     j->pred = NULL;
     memset(&j->prices, 0, sizeof(j->prices));
@@ -617,22 +617,28 @@ static int add_cand(sched_job *j, size_t item)
 /* ---- comparing a measured range's candidates ----
  *
  * A static job compares its candidates by time. A measured range job compares each by its worst
- * ratio to the best candidate's time at each of the range's top, middle and bottom - how far from
- * the best kernel it has for each size it runs, which is what an entry is held to (within 1.10x of
- * the exact-size kernel at every size). The bottom is not timed: a candidate's time there is its
- * middle's carried down by the model's ratio for that candidate (tuner_rank_ranged's prices). The
- * worst ratio is put in microseconds at the top (times the best top time), so that it reads like a
- * time: never less than the candidate's own top time. There is no early stopping (beat_us): a
- * candidate slow at the top may still be the best for the range when every faster one loses more
- * lower down.
+ * ratio to the best candidate's time at each of the range's samples (tuner_range_sample: the
+ * bottom, the middle, the top and 14 sizes between) - how far from the best kernel it has for
+ * each size it runs, which is what an entry is held to (within 1.10x of the exact-size kernel at
+ * every size). A candidate is timed at the top and the middle only; its time at a sample is the
+ * middle's (at and below the middle) or the top's (above) carried there by the model's ratio for
+ * that candidate (tuner_rank_ranged's prices): the model's shape of one kernel's time over sizes
+ * - a tile row more or less, a wave more or less - is what it gets right, and a bias common to
+ * the sizes cancels. The worst ratio is put in microseconds at the top (times the best top time),
+ * so that it reads like a time: never less than the candidate's own top time. There is no early
+ * stopping (beat_us): a candidate slow at the top may still be the best for the range when every
+ * faster one loses more lower down.
  *
- * It replaced (top + middle) x the model's worst ratio below the top, and then briefly a worst
- * ratio to the model's best predictions at the three sizes: the first halved a candidate's own
- * loss at the top in the sum, and both let the model's view of the bottom outweigh what was
- * timed. For 1409..1536 rows of [n,4096] x [4096,14336] on the H200 both chose a 128x184 tile that
- * runs a ninth tile row above 1472 (1.11x the best at 1536; 306-308 us at 1500, 0.90x the exact
- * kernel); compared as here the range took 128x192 (282 us at 1500, 1.00x the exact kernel;
- * bench/results/2026-11-30-h200-session14/c-f). */
+ * It replaced (top + middle) x the model's worst ratio below the top, which halved a candidate's
+ * own loss at the top in the sum and let the model's view of the bottom outweigh what was timed:
+ * for 1409..1536 rows of [n,4096] x [4096,14336] on the H200 it chose a 128x184 tile that runs a
+ * ninth tile row above 1472 (1.11x the best at 1536; 306-308 us at 1500, 0.90x the exact kernel);
+ * compared at the top, the middle and the bottom only, the range took 128x192 (282 us at 1500,
+ * 1.00x the exact kernel), but 2049..2304 a 128x160 tile that runs 14 tile rows at 2100 where the
+ * exact kernel runs 14 of 152 rows (0.944x the exact kernel, 1.05x between the samples; bench/
+ * results/2026-11-30-h200-session14/c-f). The samples between are not measured on a GPU yet:
+ * replayed on call f's recorded times, they choose 128x144 there (the model: 1.5% above the exact
+ * kernel at 2100). */
 
 /* Which candidates a comparison takes, with the times it reads (latency_us and mid_us: a
  * finalist's are the final round's once it passed there). */
@@ -654,36 +660,44 @@ static bool range_member(const sched_job *j, const sched_cand *c, range_set set)
     return false;
 }
 
-/* c's times at the range's top, middle and bottom (its middle's carried down). */
-static void range_times(const sched_job *j, const sched_cand *c, double t[TUNER_RANGE_SIZES])
+/* Times `top` and `mid` of the candidate of `item` carried to every sample of the range (from
+ * the middle at and below it, from the top above: tuner_range_prices), by carry (n_items x
+ * TUNER_RANGE_SAMPLES; NULL: not carried). */
+static void carry_times(const double *carry, size_t n_items, size_t item, double top, double mid,
+                        double t[TUNER_RANGE_SAMPLES])
 {
-    const double *bom = j->prices.ranged ? j->prices.bottom_over_mid : NULL;
-    t[TUNER_RANGE_TOP] = c->latency_us;
-    t[TUNER_RANGE_MIDDLE] = c->mid_us;
-    t[TUNER_RANGE_BOTTOM] = c->mid_us * (bom && c->item < j->space->n ? bom[c->item] : 1.0);
+    const double *c = carry && item < n_items ? carry + item * TUNER_RANGE_SAMPLES : NULL;
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+        t[k] = (k <= TUNER_RANGE_MIDDLE ? mid : top) * (c ? c[k] : 1.0);
+}
+
+/* c's times at the range's samples. */
+static void range_times(const sched_job *j, const sched_cand *c, double t[TUNER_RANGE_SAMPLES])
+{
+    carry_times(j->prices.ranged ? j->prices.carry : NULL, j->space->n, c->item, c->latency_us, c->mid_us, t);
 }
 
 /* The worst of times t's ratios to best, in microseconds at the top. */
-static double range_worst(const double t[TUNER_RANGE_SIZES], const double best[TUNER_RANGE_SIZES])
+static double range_worst(const double t[TUNER_RANGE_SAMPLES], const double best[TUNER_RANGE_SAMPLES])
 {
     double worst = 1.0;
-    for (int p = 0; p < TUNER_RANGE_SIZES; p++)
-        worst = best[p] > 0 && t[p] / best[p] > worst ? t[p] / best[p] : worst;
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+        worst = best[k] > 0 && t[k] / best[k] > worst ? t[k] / best[k] : worst;
     return worst * best[TUNER_RANGE_TOP];
 }
 
 /* The least time at each size over the set's candidates; false when the set is empty. */
-static bool range_bests(const sched_job *j, range_set set, double best[TUNER_RANGE_SIZES])
+static bool range_bests(const sched_job *j, range_set set, double best[TUNER_RANGE_SAMPLES])
 {
-    for (int p = 0; p < TUNER_RANGE_SIZES; p++)
-        best[p] = HUGE_VAL;
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+        best[k] = HUGE_VAL;
     for (size_t i = 0; i < j->n_cands; i++) {
         if (!range_member(j, j->cands[i], set))
             continue;
-        double t[TUNER_RANGE_SIZES];
+        double t[TUNER_RANGE_SAMPLES];
         range_times(j, j->cands[i], t);
-        for (int p = 0; p < TUNER_RANGE_SIZES; p++)
-            best[p] = t[p] < best[p] ? t[p] : best[p];
+        for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+            best[k] = t[k] < best[k] ? t[k] : best[k];
     }
     return best[TUNER_RANGE_TOP] < HUGE_VAL;
 }
@@ -691,7 +705,7 @@ static bool range_bests(const sched_job *j, range_set set, double best[TUNER_RAN
 /* The set's candidate with the least worst ratio (ties: the first); NULL when none. */
 static sched_cand *range_pick(const sched_job *j, range_set set)
 {
-    double best[TUNER_RANGE_SIZES];
+    double best[TUNER_RANGE_SAMPLES];
     if (!range_bests(j, set, best))
         return NULL;
     sched_cand *win = NULL;
@@ -700,7 +714,7 @@ static sched_cand *range_pick(const sched_job *j, range_set set)
         sched_cand *c = j->cands[i];
         if (!range_member(j, c, set))
             continue;
-        double t[TUNER_RANGE_SIZES];
+        double t[TUNER_RANGE_SAMPLES];
         range_times(j, c, t);
         const double us = range_worst(t, best);
         if (us < win_us) {
@@ -720,7 +734,7 @@ static double cand_us(const sched_job *j, const sched_cand *c)
         return c->latency_us;
     if (!range_member(j, c, RANGE_FIRST))
         return HUGE_VAL;
-    double t[TUNER_RANGE_SIZES];
+    double t[TUNER_RANGE_SAMPLES];
     range_times(j, c, t);
     return range_worst(t, j->range_best);
 }
@@ -742,8 +756,8 @@ static void consider_best(sched_job *j, sched_cand *c)
 {
     if (j->has_mid) {
         if (!range_bests(j, RANGE_FIRST, j->range_best))
-            for (int p = 0; p < TUNER_RANGE_SIZES; p++)
-                j->range_best[p] = HUGE_VAL;
+            for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+                j->range_best[k] = HUGE_VAL;
         set_best(j, range_pick(j, RANGE_FIRST));
         return;
     }
@@ -991,21 +1005,10 @@ void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *
 
 bool sched__mid_sizes(const tuner_op *op, int64_t sizes[TUNER_MAX_DIMS])
 {
+    tuner_range_sample(op, TUNER_RANGE_MIDDLE, sizes);
     bool one_size = true;
-    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++) {
-        const tuner_dim *d = &op->dims[k];
-        const int64_t mo = d->multiple_of > 0 ? d->multiple_of : 1;
-        int64_t v = (int64_t)sqrt((double)d->min * (double)d->max);
-        /* sqrt of a double may land one off the integer root either way */
-        while (v > 0 && (double)v * (double)v > (double)d->min * (double)d->max)
-            v--;
-        while ((double)(v + 1) * (double)(v + 1) <= (double)d->min * (double)d->max)
-            v++;
-        v = v / mo * mo;
-        v = v < d->min ? d->min : v > d->max ? d->max : v;
-        sizes[k] = v;
-        one_size = one_size && d->min == d->max;
-    }
+    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
+        one_size = one_size && op->dims[k].min == op->dims[k].max;
     /* (below the top wherever a dim's range holds two sizes or more: sqrt(min * max) < max) */
     return op->n_dims > 0 && !one_size;
 }
@@ -1748,7 +1751,7 @@ static void work_done(uv_work_t *req, int status)
     tuner_space_free(w->space);
     free(w->order);
     free(w->pred);
-    free(w->prices.bottom_over_mid);
+    free(w->prices.carry);
     kc_artifact_free(w->art);
     tuner_program_free(w->prog);
     tuner_binary_free(w->bin);
@@ -1775,16 +1778,16 @@ static int build_space(sched_job *j, const tuner_op *op, tuner_space **ret_space
     free(err);
     size_t *order = calloc(sp->n, sizeof(*order));
     double *pred = ret_pred ? calloc(sp->n, sizeof(*pred)) : NULL;
-    double *bottom_over_mid = ret_prices ? calloc(sp->n, sizeof(*bottom_over_mid)) : NULL;
-    if (!order || (ret_pred && !pred) || (ret_prices && !bottom_over_mid)) {
+    double *carry = ret_prices ? calloc(sp->n * TUNER_RANGE_SAMPLES, sizeof(*carry)) : NULL;
+    if (!order || (ret_pred && !pred) || (ret_prices && !carry)) {
         free(order);
         free(pred);
-        free(bottom_over_mid);
+        free(carry);
         tuner_space_free(sp);
         snprintf(msg, msg_len, "out of memory");
         return -ENOMEM;
     }
-    tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+    tuner_range_prices prices = {.carry = carry};
     tuner_rank_ranged(op, &j->target, sp, order, pred, ret_prices ? &prices : NULL);
     *ret_space = sp;
     *ret_order = order;
@@ -1842,10 +1845,12 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
             n_mids = 0;
     }
     anchor_rank *rank = n_trials ? calloc(n_trials, sizeof(*rank)) : NULL;
-    /* Over a range: each passing trial's times at the top, middle and bottom (as range_times),
-     * the least of each, then each one's worst ratio to them (range_worst). */
-    double (*at)[TUNER_RANGE_SIZES] = n_mids ? calloc(n_trials, sizeof(*at)) : NULL;
-    double best[TUNER_RANGE_SIZES] = {HUGE_VAL, HUGE_VAL, HUGE_VAL};
+    /* Over a range: each passing trial's times carried to the range's samples (as range_times),
+     * the least at each, then each one's worst ratio to them (range_worst). */
+    double (*at)[TUNER_RANGE_SAMPLES] = n_mids ? calloc(n_trials, sizeof(*at)) : NULL;
+    double best[TUNER_RANGE_SAMPLES];
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+        best[k] = HUGE_VAL;
     size_t n_rank = 0;
     for (size_t t = 0; rank && t < n_trials; t++) {
         if (trials[t].status != KC_TRIAL_OK || !trials[t].schedule_json)
@@ -1857,12 +1862,10 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
             us = HUGE_VAL;
             if (at && m && m->status == KC_TRIAL_OK && m->latency_us >= 0) {
                 double *tt = at[n_rank];
-                tt[TUNER_RANGE_TOP] = trials[t].latency_us;
-                tt[TUNER_RANGE_MIDDLE] = m->latency_us;
-                tt[TUNER_RANGE_BOTTOM] = m->latency_us * (aprices.ranged && item < n_items
-                                                               ? aprices.bottom_over_mid[item] : 1.0);
-                for (int p = 0; p < TUNER_RANGE_SIZES; p++)
-                    best[p] = tt[p] < best[p] ? tt[p] : best[p];
+                carry_times(aprices.ranged ? aprices.carry : NULL, n_items, item, trials[t].latency_us,
+                            m->latency_us, tt);
+                for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+                    best[k] = tt[k] < best[k] ? tt[k] : best[k];
                 us = 0; /* ranked below, once the bests are known */
             }
         }
@@ -1892,7 +1895,7 @@ static size_t add_anchor_best(sched_job *j, const gw_device_info *dev)
         }
     }
     free(rank);
-    free(aprices.bottom_over_mid);
+    free(aprices.carry);
     kc_trials_free(mids, n_mids);
     kc_trials_free(trials, n_trials);
     return added;
@@ -2026,7 +2029,7 @@ static void space_done(sched_job *j, sched_work *w)
         w->space = NULL;
         w->order = NULL;
         w->pred = NULL;
-        w->prices.bottom_over_mid = NULL;
+        w->prices.carry = NULL;
     }
     start_with_space(j, w->rc, w->msg);
 }

@@ -347,27 +347,58 @@ static int rank_cmp(const void *a, const void *b)
 #define RANGE_UNPICKED 1.20
 #define RANGE_TIE 1.01
 
+/* floor(sqrt(a)) for a >= 0, exact where the double's root lands one off either way. */
+static int64_t isqrt(double a)
+{
+    int64_t v = (int64_t)sqrt(a);
+    while (v > 0 && (double)v * (double)v > a)
+        v--;
+    while ((double)(v + 1) * (double)(v + 1) <= a)
+        v++;
+    return v;
+}
+
+void tuner_range_sample(const tuner_op *op, int k, int64_t sizes[TUNER_MAX_DIMS])
+{
+    for (int n = 0; n < op->n_dims && n < TUNER_MAX_DIMS; n++) {
+        const tuner_dim *d = &op->dims[n];
+        const int64_t step = d->multiple_of > 1 ? d->multiple_of : 1;
+        int64_t mid = isqrt((double)d->min * (double)d->max) / step * step;
+        mid = mid < d->min ? d->min : mid > d->max ? d->max : mid;
+        int64_t v;
+        if (k <= 0)
+            v = d->min;
+        else if (k >= TUNER_RANGE_TOP)
+            v = d->max;
+        else if (k == TUNER_RANGE_MIDDLE)
+            v = mid;
+        else if (k < TUNER_RANGE_MIDDLE)
+            v = (int64_t)((double)d->min * pow((double)mid / (double)d->min, (double)k / TUNER_RANGE_MIDDLE));
+        else
+            v = (int64_t)((double)mid * pow((double)d->max / (double)mid,
+                                            (double)(k - TUNER_RANGE_MIDDLE) / (TUNER_RANGE_TOP - TUNER_RANGE_MIDDLE)));
+        if (k > 0 && k < TUNER_RANGE_TOP && k != TUNER_RANGE_MIDDLE)
+            v = v / step * step;
+        sizes[n] = v < d->min ? d->min : v > d->max ? d->max : v;
+    }
+}
+
 /* Below a dynamic op's tuning sizes: each item's worst ratio to the best prediction at the
  * range's bottom and its geometric middle (each name's size in its range alike), into below[i]
  * (1 where the model cannot price the item there), and whether it is the model's first choice
- * (within RANGE_TIE) at either, into picked[i]; with prices, what a measured job needs besides
- * (tuner_range_prices). -1 for a static op or a range of one size, or out of memory: nothing
- * written. */
+ * (within RANGE_TIE) at either, into picked[i]. -1 for a static op or a range of one size, or out
+ * of memory: nothing written. */
 static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *below,
-                            bool *picked, tuner_range_prices *prices)
+                            bool *picked)
 {
     if (!tuner_op_is_dynamic(op))
         return -1;
     int64_t lo[TUNER_MAX_DIMS], mid[TUNER_MAX_DIMS];
     bool narrow = true;
-    for (int k = 0; k < op->n_dims; k++) {
-        const tuner_dim *d = &op->dims[k];
-        const int64_t step = d->multiple_of > 1 ? d->multiple_of : 1;
-        lo[k] = d->min;
-        mid[k] = (int64_t)sqrt((double)d->min * (double)d->max) / step * step;
-        mid[k] = mid[k] < d->min ? d->min : mid[k] > d->max ? d->max : mid[k];
-        narrow = narrow && d->min == d->max;
-    }
+    for (int k = 0; k < op->n_dims; k++)
+        narrow = narrow && op->dims[k].min == op->dims[k].max;
+    tuner_range_sample(op, 0, lo);
+    tuner_range_sample(op, TUNER_RANGE_MIDDLE, mid);
     tuner_op *at = malloc(2 * sizeof(*at));
     double *us = malloc(2 * space->n * sizeof(*us));
     if (narrow || !at || !us || tuner_op_bind(op, lo, &at[0]) < 0 || tuner_op_bind(op, mid, &at[1]) < 0) {
@@ -391,14 +422,44 @@ static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tun
             below[i] = u / best[p] > below[i] ? u / best[p] : below[i];
             picked[i] = picked[i] || u <= RANGE_TIE * best[p];
         }
-        if (prices && prices->bottom_over_mid) {
-            const double u_lo = us[i], u_mid = us[space->n + i];
-            prices->bottom_over_mid[i] = u_lo < 1e12 && u_mid < 1e12 && u_mid > 0 ? u_lo / u_mid : 1.0;
-        }
     }
     free(at);
     free(us);
     return 0;
+}
+
+/* prices->carry of a dynamic op's range (tuner_range_prices); false when the model prices
+ * nothing there (a static op, a range of one size, out of memory). */
+static bool range_carry(const tuner_op *op, const tuner_target *t, const tuner_space *space,
+                        tuner_range_prices *prices)
+{
+    bool narrow = true;
+    for (int n = 0; n < op->n_dims; n++)
+        narrow = narrow && op->dims[n].min == op->dims[n].max;
+    if (narrow || !tuner_op_is_dynamic(op))
+        return false;
+    tuner_op *at = malloc(TUNER_RANGE_SAMPLES * sizeof(*at));
+    if (!at)
+        return false;
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+        int64_t sizes[TUNER_MAX_DIMS];
+        tuner_range_sample(op, k, sizes);
+        if (tuner_op_bind(op, sizes, &at[k]) < 0) {
+            free(at);
+            return false;
+        }
+    }
+    for (size_t i = 0; prices->carry && i < space->n; i++) {
+        double us[TUNER_RANGE_SAMPLES];
+        for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+            us[k] = tuner_predict_us(&at[k], t, &space->items[i]);
+        for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+            const double from = us[k <= TUNER_RANGE_MIDDLE ? TUNER_RANGE_MIDDLE : TUNER_RANGE_TOP];
+            prices->carry[i * TUNER_RANGE_SAMPLES + k] = us[k] < 1e12 && from < 1e12 && from > 0 ? us[k] / from : 1.0;
+        }
+    }
+    free(at);
+    return true;
 }
 
 /* Scores a dynamic op's items for its range (above), and fills prices (may be NULL). */
@@ -406,20 +467,18 @@ static void rank_over_range(const tuner_op *op, const tuner_target *t, const tun
                             tuner_range_prices *prices)
 {
     if (prices) {
-        prices->ranged = false;
-        for (size_t i = 0; prices->bottom_over_mid && i < space->n; i++)
-            prices->bottom_over_mid[i] = 1.0;
+        for (size_t i = 0; prices->carry && i < space->n * TUNER_RANGE_SAMPLES; i++)
+            prices->carry[i] = 1.0;
+        prices->ranged = range_carry(op, t, space, prices);
     }
     if (!tuner_op_is_dynamic(op))
         return;
     double *below = malloc(space->n * sizeof(*below));
     bool *picked = malloc(space->n * sizeof(*picked));
-    const bool ranged = below && picked && ratios_below_top(op, t, space, below, picked, prices) == 0;
+    const bool ranged = below && picked && ratios_below_top(op, t, space, below, picked) == 0;
     double best_top = 1e12;
     for (size_t i = 0; ranged && i < space->n; i++)
         best_top = it[i].us < best_top ? it[i].us : best_top;
-    if (prices)
-        prices->ranged = ranged;
     for (size_t i = 0; ranged && best_top < 1e12 && i < space->n; i++) {
         if (it[i].us >= 1e12) {
             it[i].score = 1e12;

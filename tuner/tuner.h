@@ -132,20 +132,29 @@ size_t tuner_default_index(const tuner_op *op, const tuner_target *t, const tune
 void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *space,
                 size_t *order, double *predicted_us);
 
-/* The three sizes of a dynamic op's range a measured job compares its candidates at: the top
- * (each name at its max: the tuning sizes), the geometric middle (each name at sqrt(min x max),
- * rounded down to its multiple_of) and the bottom (each name at its min). */
-enum { TUNER_RANGE_TOP, TUNER_RANGE_MIDDLE, TUNER_RANGE_BOTTOM, TUNER_RANGE_SIZES };
+/* The sizes through a dynamic op's range a measured job compares its candidates at: sample 0 is
+ * the bottom (each name at its min), TUNER_RANGE_MIDDLE the geometric middle (each name at
+ * floor(sqrt(min x max)) rounded down to its multiple_of: where the job times each candidate a
+ * second time), TUNER_RANGE_SAMPLES - 1 the top (each name at its max: the tuning sizes); between
+ * them each name steps geometrically, rounded down to its multiple_of, so that a tile height that
+ * leaves much of a tile row empty anywhere in the range shows. */
+#define TUNER_RANGE_SAMPLES 17
+#define TUNER_RANGE_MIDDLE 8
+#define TUNER_RANGE_TOP (TUNER_RANGE_SAMPLES - 1)
+
+/* Sample k's sizes of op's names (above) into sizes. */
+void tuner_range_sample(const tuner_op *op, int k, int64_t sizes[TUNER_MAX_DIMS]);
 
 /* What the model tells a measured range job (scheduler/tune.c) besides the order. The job times
- * each candidate at the top and the middle, carries the middle's time down to the bottom by the
- * model's ratio for that candidate, and compares the candidates by their worst ratio to the best
- * time at the three sizes: how far from the best kernel for each size each runs, which is what a
- * range's entry is held to. */
+ * each candidate at the top and the middle and carries those times to every sample by the model's
+ * ratio for that candidate (from the middle at and below it, from the top above), then compares
+ * the candidates by their worst ratio to the best carried time at any sample: how far from the
+ * best kernel it has for each size each runs, which is what a range's entry is held to. */
 typedef struct tuner_range_prices {
-    bool ranged;             /* false for a static op or a range of one size: bottom_over_mid is all 1 */
-    double *bottom_over_mid; /* caller's, by item (may be NULL): its prediction at the bottom over its
-                                prediction at the middle (1 where it has none) */
+    bool ranged;   /* false for a static op or a range of one size: carry is all 1 */
+    double *carry; /* caller's, TUNER_RANGE_SAMPLES per item (may be NULL): item i's prediction at
+                      sample k over its prediction at the timed size it is carried from (1 where
+                      it has none) */
 } tuner_range_prices;
 
 /* tuner_rank, and (prices may be NULL) a dynamic op's range prices, above. */

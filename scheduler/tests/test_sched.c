@@ -1000,32 +1000,32 @@ static void test_final_round_one_gpu(void)
 
 /* How scheduler/tune.c compares a measured range's candidates: candidate i of n (items[i] in the
  * space, timed top[i] at the range's top and mid[i] at its middle) by the worst of its ratios to
- * the least time at the top, the middle and the bottom (each one's middle time carried down by
- * the model's ratio for it: prices' bottom_over_mid); +inf past 1.25x the least top time. */
+ * the least time at each of the range's samples, each one's times carried there by the model's
+ * ratio for it (prices' carry: from the middle at and below it, from the top above). */
 static double worst_ratio(const tuner_range_prices *p, const size_t *items, const double *top, const double *mid,
                           int n, int i)
 {
-    double best[3] = {1e300, 1e300, 1e300};
-    for (int k = 0; k < n; k++) {
-        const double t[3] = {top[k], mid[k], mid[k] * p->bottom_over_mid[items[k]]};
-        for (int s = 0; s < 3; s++)
-            best[s] = t[s] < best[s] ? t[s] : best[s];
+    double best[TUNER_RANGE_SAMPLES], worst = 1.0;
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+        best[k] = 1e300;
+        for (int c = 0; c < n; c++) {
+            const double t = (k <= TUNER_RANGE_MIDDLE ? mid[c] : top[c]) * p->carry[items[c] * TUNER_RANGE_SAMPLES + k];
+            best[k] = t < best[k] ? t : best[k];
+        }
     }
-    if (top[i] > 1.25 * best[0])
-        return 1e300;
-    const double t[3] = {top[i], mid[i], mid[i] * p->bottom_over_mid[items[i]]};
-    double worst = 1.0;
-    for (int s = 0; s < 3; s++)
-        worst = t[s] / best[s] > worst ? t[s] / best[s] : worst;
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+        const double t = (k <= TUNER_RANGE_MIDDLE ? mid[i] : top[i]) * p->carry[items[i] * TUNER_RANGE_SAMPLES + k];
+        worst = t / best[k] > worst ? t / best[k] : worst;
+    }
     return worst;
 }
 
 /* A dynamic op is timed at its range's top (the dims' max) and middle but serves the whole range:
- * the pick is the measured candidate with the least worst ratio to the best time at the top, the
- * middle and the bottom (worst_ratio), not the least time. [n,4096] x [4096,4096] at n 769..1024
- * on sm_90a: of the model's first seven timed alike (flat stand-in latencies, within 1% of each
- * other), the one the model prices worst at the bottom against the middle (1.31x the best other
- * there: a tile count that fills its waves only higher up) is timed 8% fast ("lucky", at the top
+ * the pick is the measured candidate with the least worst ratio to the best time at the range's
+ * samples (worst_ratio), not the least time. [n,4096] x [4096,4096] at n 769..1024 on sm_90a: of
+ * the model's first seven timed alike (flat stand-in latencies, within 1% of each other), the one
+ * the model prices worst through the range against where it is timed (2x the best other at one
+ * sample: a tile count that fills its waves only higher up) is timed 8% fast ("lucky", at the top
  * and at the middle: its requests are the (2i+1)th and (2i+2)th, each candidate timed at both
  * sizes in turn, see test_range_two_sizes): no other comes within the final round's margin of it
  * by time alone, so taking the least time picks it; by worst ratio another wins. */
@@ -1050,32 +1050,36 @@ static void test_measured_range(void)
           "measured range: space: %s", err ? err : "?");
     free(err);
     size_t *order = sp ? calloc(sp->n, sizeof(*order)) : NULL;
-    double *bottom_over_mid = sp ? calloc(sp->n, sizeof(*bottom_over_mid)) : NULL;
-    CHECK(order && bottom_over_mid, "measured range: memory");
-    if (!sp || sp->n <= (size_t)cfg.budget_candidates || !order || !bottom_over_mid) {
+    double *carry = sp ? calloc(sp->n * TUNER_RANGE_SAMPLES, sizeof(*carry)) : NULL;
+    CHECK(order && carry, "measured range: memory");
+    if (!sp || sp->n <= (size_t)cfg.budget_candidates || !order || !carry) {
         free(order);
-        free(bottom_over_mid);
+        free(carry);
         tuner_space_free(sp);
         return;
     }
-    tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+    tuner_range_prices prices = {.carry = carry};
     tuner_rank_ranged(&mm, &t90a, sp, order, NULL, &prices);
     CHECK(prices.ranged, "measured range: no prices");
-    /* The lucky one: of the measured, the one priced worst at the bottom against the middle. */
-    int lucky = 0;
-    for (int i = 1; i < cfg.budget_candidates; i++)
-        lucky = bottom_over_mid[order[i]] > bottom_over_mid[order[lucky]] ? i : lucky;
-    /* Each one's worst ratio, timed as the stand-in will (10 us, the lucky one's 8% less). */
+    /* The lucky one: of the measured, the one the model prices worst through the range against
+     * where it is timed (its worst ratio were all timed alike). */
     double top[16], mid[16], ratio[16];
     for (int i = 0; i < cfg.budget_candidates; i++)
-        top[i] = mid[i] = i == lucky ? 9.2 : 10;
+        top[i] = mid[i] = 10;
+    int lucky = 0;
+    for (int i = 0; i < cfg.budget_candidates; i++) {
+        ratio[i] = worst_ratio(&prices, order, top, mid, cfg.budget_candidates, i);
+        lucky = ratio[i] > ratio[lucky] ? i : lucky;
+    }
+    /* Each one's worst ratio, timed as the stand-in will (10 us, the lucky one's 8% less). */
+    top[lucky] = mid[lucky] = 9.2;
     double least = 1e9;
     for (int i = 0; i < cfg.budget_candidates; i++) {
         ratio[i] = worst_ratio(&prices, order, top, mid, cfg.budget_candidates, i);
         if (i != lucky)
             least = ratio[i] < least ? ratio[i] : least;
     }
-    /* The premise: the lucky one is priced clearly worse at the bottom than the best of the
+    /* The premise: the lucky one is priced clearly worse through the range than the best of the
      * others, by more than its luck. */
     CHECK(ratio[lucky] > 1.05 * least, "measured range: worst ratios %.3f (lucky) against %.3f", ratio[lucky],
           least);
@@ -1097,7 +1101,7 @@ static void test_measured_range(void)
     CHECK(picked <= 1.0101 * least, "measured range: picked %s (worst ratio %.3f) where another has %.3f",
           r.best_schedule, picked, least);
     free(order);
-    free(bottom_over_mid);
+    free(carry);
     tuner_space_free(sp);
 }
 
@@ -1184,9 +1188,9 @@ static void test_range_two_sizes(void)
     CHECK(tuner_space_build(&mm, &T90, &sp, &err) == 0 && sp && sp->n >= 2, "range: space: %s", err ? err : "?");
     free(err);
     size_t *order = sp ? calloc(sp->n, sizeof(*order)) : NULL;
-    double *bottom_over_mid = sp ? calloc(sp->n, sizeof(*bottom_over_mid)) : NULL;
-    if (sp && sp->n >= 2 && order && bottom_over_mid) {
-        tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+    double *carry = sp ? calloc(sp->n * TUNER_RANGE_SAMPLES, sizeof(*carry)) : NULL;
+    if (sp && sp->n >= 2 && order && carry) {
+        tuner_range_prices prices = {.carry = carry};
         tuner_rank_ranged(&mm, &T90, sp, order, NULL, &prices);
         char *sj[2] = {tuner_schedule_json(&sp->items[order[0]]), tuner_schedule_json(&sp->items[order[1]])};
         int pick = sj[0] && strcmp(sj[0], calm.best_schedule) == 0 ? 0 : 1;
@@ -1211,7 +1215,7 @@ static void test_range_two_sizes(void)
         free(sj[1]);
     }
     free(order);
-    free(bottom_over_mid);
+    free(carry);
     tuner_space_free(sp);
 
     /* Reuse: a second job finds both sizes' trials and times nothing. A top trial without the

@@ -588,38 +588,60 @@ static void rank_over_range_case(int64_t bmin, int64_t bmax, int64_t smin, int64
               "rank over range b %lld..%lld s %lld..%lld: the first pick (%s %d x %d) is the model's first choice nowhere",
               (long long)bmin, (long long)bmax, (long long)smin, (long long)smax, first->template_name,
               tuner_schedule_param(first, "block_m", 0), tuner_schedule_param(first, "block_n", 0));
-        /* What a measured job carries a candidate's time at the middle down to the bottom by: each
-         * item's own prediction at the bottom over the middle's - its own, not the best's. */
-        double *bottom_over_mid = malloc(sp->n * sizeof(*bottom_over_mid)), *pred[3] = {0};
-        double best[3] = {1e12, 1e12, 1e12};
+        /* The samples a measured job compares its candidates at: the bottom, the middle and the
+         * top above among them, each name's sizes never falling; and what it carries a
+         * candidate's times there by: each item's own prediction at a sample over its prediction
+         * at the middle (at and below it) or the top (above) - its own, not the best's. */
+        double *carry = malloc(sp->n * TUNER_RANGE_SAMPLES * sizeof(*carry));
+        CHECK(carry != NULL, "rank over range: memory");
+        int64_t sample[TUNER_RANGE_SAMPLES][TUNER_MAX_DIMS];
+        tuner_op at_k[TUNER_RANGE_SAMPLES];
+        bool bound_k = true;
+        for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+            tuner_range_sample(&op, k, sample[k]);
+            bound_k = bound_k && tuner_op_bind(&op, sample[k], &at_k[k]) == 0;
+            for (int n = 0; k > 0 && n < 2; n++)
+                CHECK(sample[k][n] >= sample[k - 1][n], "rank over range: sample %d of name %d falls", k, n);
+        }
+        CHECK(bound_k, "rank over range: samples bind");
+        static const int where[3] = {0, TUNER_RANGE_MIDDLE, TUNER_RANGE_TOP};
         for (int p = 0; p < 3; p++)
-            pred[p] = malloc(sp->n * sizeof(double));
-        CHECK(bottom_over_mid && pred[0] && pred[1] && pred[2], "rank over range: memory");
-        if (bottom_over_mid && pred[0] && pred[1] && pred[2]) {
-            tuner_range_prices prices = {.bottom_over_mid = bottom_over_mid};
+            CHECK(sample[where[p]][0] == sizes[p][0] && sample[where[p]][1] == sizes[p][1],
+                  "rank over range: sample %d is %lld x %lld, want %lld x %lld", where[p],
+                  (long long)sample[where[p]][0], (long long)sample[where[p]][1], (long long)sizes[p][0],
+                  (long long)sizes[p][1]);
+        if (carry && bound_k) {
+            tuner_range_prices prices = {.carry = carry};
             tuner_rank_ranged(&op, &t, sp, order, NULL, &prices);
-            for (int p = 0; p < 3; p++)
-                for (size_t i = 0; i < sp->n; i++) {
-                    pred[p][i] = tuner_predict_us(&at[p], &t, &sp->items[i]);
-                    best[p] = pred[p][i] < best[p] ? pred[p][i] : best[p];
-                }
             CHECK(prices.ranged, "rank over range b %lld..%lld: not ranged", (long long)bmin, (long long)bmax);
+            double best_lo = 1e12, best_mid = 1e12;
+            for (size_t i = 0; i < sp->n; i++) {
+                const double lo = tuner_predict_us(&at_k[0], &t, &sp->items[i]);
+                const double mid = tuner_predict_us(&at_k[TUNER_RANGE_MIDDLE], &t, &sp->items[i]);
+                best_lo = lo < best_lo ? lo : best_lo;
+                best_mid = mid < best_mid ? mid : best_mid;
+            }
             size_t n_own = 0;
             for (size_t i = 0; i < sp->n; i++) {
-                if (pred[0][i] >= 1e12 || pred[1][i] >= 1e12)
+                double us[TUNER_RANGE_SAMPLES];
+                for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+                    us[k] = tuner_predict_us(&at_k[k], &t, &sp->items[i]);
+                if (us[TUNER_RANGE_MIDDLE] >= 1e12 || us[TUNER_RANGE_TOP] >= 1e12)
                     continue;
-                const double want = pred[0][i] / pred[1][i];
-                n_own += fabs(want - best[0] / best[1]) > 0.01 * want;
-                CHECK(fabs(bottom_over_mid[i] - want) <= 1e-9 * want,
-                      "rank over range b %lld..%lld: item %zu bottom/middle %.4f, want %.4f", (long long)bmin,
-                      (long long)bmax, i, bottom_over_mid[i], want);
+                for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+                    const double want = us[k] >= 1e12 ? 1.0
+                                                      : us[k] / us[k <= TUNER_RANGE_MIDDLE ? TUNER_RANGE_MIDDLE
+                                                                                           : TUNER_RANGE_TOP];
+                    CHECK(fabs(carry[i * TUNER_RANGE_SAMPLES + k] - want) <= 1e-9 * want,
+                          "rank over range b %lld..%lld: item %zu sample %d carry %.4f, want %.4f", (long long)bmin,
+                          (long long)bmax, i, k, carry[i * TUNER_RANGE_SAMPLES + k], want);
+                }
+                n_own += fabs(us[0] / us[TUNER_RANGE_MIDDLE] - best_lo / best_mid) > 0.01 * best_lo / best_mid;
             }
             CHECK(n_own > 0, "rank over range b %lld..%lld: every item's bottom/middle is the best's",
                   (long long)bmin, (long long)bmax);
         }
-        free(bottom_over_mid);
-        for (int p = 0; p < 3; p++)
-            free(pred[p]);
+        free(carry);
     }
     free(order);
     tuner_space_free(sp);
