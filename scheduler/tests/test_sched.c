@@ -1062,7 +1062,7 @@ static void test_measured_range(void)
     tuner_rank_ranged(&mm, &t90a, sp, order, NULL, &prices);
     CHECK(prices.ranged, "measured range: no prices");
     /* The lucky one: of the measured, the one the model prices worst through the range against
-     * where it is timed (its worst ratio were all timed alike). */
+     * where it is timed (its worst ratio if all were timed alike). */
     double top[16], mid[16], ratio[16];
     for (int i = 0; i < cfg.budget_candidates; i++)
         top[i] = mid[i] = 10;
@@ -1257,7 +1257,7 @@ static void test_range_two_sizes(void)
 }
 
 /* A fused op over a range re-times its anchor's best schedules by their worst ratio to the best
- * time at the range's top, middle and bottom: of four planted anchor trials, the two fastest at
+ * time at the range's samples: of four planted anchor trials, the two fastest at
  * the top are 19-20x the best at the middle, and the fused job times the other two (its own
  * trials, under its own key, name them). */
 static void test_range_fused_anchor(void)
