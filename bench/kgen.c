@@ -7,6 +7,11 @@
  *   kgen REQUEST.json block_m=128,stages=4  that schedule: the default's template, with those
  *                                           parameters set (the template rejects what it lacks)
  *   kgen --rank N REQUEST.json              the cost model's N best schedules, with predictions
+ *   kgen --carry REQUEST.json               for a request with named dimensions: the sizes a
+ *                                           measured range job compares its candidates at, then
+ *                                           per schedule (by its index, as trials record it) the
+ *                                           model's carry to each (tuner_range_prices), tab-
+ *                                           separated, for bench/replay_range.py
  *   kgen --template NAME REQUEST.json ...   the first (preferred) schedule of that template
  *                                           instead of the default's, overrides applied to it
  *   kgen -o PREFIX ...                      also writes PREFIX.cu, PREFIX.ptx, PREFIX.cubin,
@@ -139,10 +144,57 @@ static int write_meta(const char *prefix, const tuner_op *op, const char *schedu
     return fclose(f) == 0 ? 0 : -1;
 }
 
+/* --carry: the range's samples (one line: "samples" and each sample's sizes, names joined by
+ * "x"), then a line per schedule: its index, its JSON and its carry to each sample. */
+static int print_carry(const tuner_op *op, const tuner_target *t, tuner_space *space)
+{
+    size_t *order = calloc(space->n, sizeof(*order));
+    double *c = calloc(space->n * TUNER_RANGE_SAMPLES, sizeof(*c));
+    tuner_range_prices prices = {.carry = c};
+    if (!order || !c) {
+        free(order);
+        free(c);
+        return 1;
+    }
+    tuner_rank_ranged(op, t, space, order, NULL, &prices);
+    int rc = 0;
+    if (!prices.ranged) {
+        fprintf(stderr, "kgen: --carry needs a request whose named dimensions span more than one size\n");
+        rc = 1;
+    }
+    if (rc == 0) {
+        fputs("samples", stdout);
+        for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+            int64_t sizes[TUNER_MAX_DIMS];
+            tuner_range_sample(op, k, sizes);
+            for (int n = 0; n < op->n_dims; n++)
+                printf("%s%lld", n ? "x" : "\t", (long long)sizes[n]);
+        }
+        putchar('\n');
+        for (size_t i = 0; i < space->n; i++) {
+            char *j = tuner_schedule_json(&space->items[i]);
+            printf("%zu\t%s", i, j ? j : "?");
+            for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+                printf("\t%.6f", c[i * TUNER_RANGE_SAMPLES + k]);
+            putchar('\n');
+            free(j);
+        }
+    }
+    free(order);
+    free(c);
+    tuner_space_free(space);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *out = NULL, *tmpl = NULL;
     int ai = 1, rank = 0;
+    bool carry = false;
+    if (ai + 1 < argc && !strcmp(argv[ai], "--carry")) {
+        carry = true;
+        ai++;
+    }
     if (ai + 1 < argc && !strcmp(argv[ai], "--template")) {
         tmpl = argv[ai + 1];
         ai += 2;
@@ -156,7 +208,7 @@ int main(int argc, char **argv)
         ai += 2;
     }
     if (ai >= argc || argc - ai > 2) {
-        fprintf(stderr, "usage: kgen [--template NAME] [--rank N] [-o PREFIX] REQUEST.json [name=value,...]\n");
+        fprintf(stderr, "usage: kgen [--carry] [--template NAME] [--rank N] [-o PREFIX] REQUEST.json [name=value,...]\n");
         return 2;
     }
     if (out) {
@@ -191,6 +243,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "kgen: no schedule space: %s\n", err ? err : "empty");
         return 1;
     }
+    if (carry)
+        return print_carry(&req.op, &req.opt.target, space);
     if (rank > 0) {
         size_t *order = calloc(space->n, sizeof(*order));
         double *pred = calloc(space->n, sizeof(*pred));
