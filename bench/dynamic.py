@@ -16,10 +16,13 @@ ways, each checked against an fp32 PyTorch reference and timed as bench.py times
 Ratios: static / entry (target >= 1/1.10), peer / entry (GEMM target >= 0.95).
 
     dynamic.py --socket S [--tune measure|model] [--arch native|sm_90a] [--out DIR]
-               [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention] [--sizes 100,700] [--profile]
+               [--cases gemm4096,gemm14336,layernorm,rmsnorm,attention] [--sizes 100,700 [--any-sizes]]
+               [--profile]
 
 --profile adds each row's kernels (GPU time per call by name, torch.profiler) for the entry and the
-static set: whether a ratio is the kernels' or what surrounds them in a replay.
+static set: whether a ratio is the kernels' or what surrounds them in a replay. --any-sizes runs
+the --sizes themselves rather than those of a case's sampled sizes (a range's middle, to set an
+entry's time there beside the middle time its job recorded).
     dynamic.py --dry-run [--socket S] [--arch sm_90a] [--cases ...]
 
 attention (issue 39's row: within 1.10x of the static kernel at each of 8 sampled lengths) is
@@ -179,12 +182,15 @@ def row_line(r):
 
 def selected_cases(args):
     """The cases of --cases, each with only the --sizes among its sampled sizes (all without
-    --sizes); a case left with none is dropped."""
-    only = {int(v) for v in args.sizes.split(",") if v}
+    --sizes; with --any-sizes, the --sizes themselves within the case's range); a case left with
+    none is dropped."""
+    only = [int(v) for v in args.sizes.split(",") if v]
     out = []
     for name in case_names(args.cases):
         case = CASES[name]()
-        if only:
+        if only and args.any_sizes:
+            case["sizes"] = [n for n in only if case.get("lo", 1) <= n <= case.get("hi", 8192)]
+        elif only:
             case["sizes"] = [n for n in case["sizes"] if n in only]
         if case["sizes"]:
             out.append(case)
@@ -341,6 +347,9 @@ def main():
     ap.add_argument("--cases", default="gemm4096,gemm14336,layernorm,rmsnorm,attention")
     ap.add_argument("--sizes", default="",
                     help="comma-separated sizes: run only these of each case's sampled sizes")
+    ap.add_argument("--any-sizes", action="store_true",
+                    help="run the --sizes themselves, sampled or not (a range's middle, to set an entry's time "
+                         "there beside its job's trial)")
     ap.add_argument("--wait-s", type=float, default=300)
     ap.add_argument("--out", default="/tmp/hidetd-dynamic")
     ap.add_argument("--workdir", default="/tmp/hidetd-dynamic-cubins")
