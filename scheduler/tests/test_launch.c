@@ -171,6 +171,46 @@ static void test_mid_sizes(void)
           (long long)sz[1]);
 }
 
+/* The sizes a measured range job compares its candidates at (tuner_range_sample): the bottom,
+ * the middle the job times (sched__mid_sizes) and the top among them, never falling, each a
+ * multiple of the dim's multiple_of and inside its range. */
+static void test_range_samples(void)
+{
+    tuner_op op;
+    make_op(&op, true);
+    op.n_dims = 2;
+    op.dims[0].min = 16, op.dims[0].max = 512, op.dims[0].multiple_of = 16;
+    op.dims[1] = (tuner_dim){.name = "b", .min = 7, .max = 9, .multiple_of = 1};
+    int64_t mid[TUNER_MAX_DIMS], prev[TUNER_MAX_DIMS] = {0, 0};
+    CHECK(sched__mid_sizes(&op, mid));
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+        int64_t sz[TUNER_MAX_DIMS];
+        tuner_range_sample(&op, k, sz);
+        for (int d = 0; d < 2; d++) {
+            CHECK(sz[d] >= op.dims[d].min && sz[d] <= op.dims[d].max && sz[d] % op.dims[d].multiple_of == 0 &&
+                      sz[d] >= prev[d],
+                  "sample %d dim %d: %lld after %lld", k, d, (long long)sz[d], (long long)prev[d]);
+            prev[d] = sz[d];
+        }
+        if (k == 0)
+            CHECK(sz[0] == 16 && sz[1] == 7, "the bottom: %lld %lld", (long long)sz[0], (long long)sz[1]);
+        if (k == TUNER_RANGE_MIDDLE)
+            CHECK(sz[0] == mid[0] && sz[1] == mid[1], "the middle: %lld %lld", (long long)sz[0], (long long)sz[1]);
+        if (k == TUNER_RANGE_TOP)
+            CHECK(sz[0] == 512 && sz[1] == 9, "the top: %lld %lld", (long long)sz[0], (long long)sz[1]);
+    }
+    /* Between the ends they step: 16..512 in multiples of 16 takes more than the three. */
+    int distinct = 0;
+    int64_t last = -1;
+    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
+        int64_t sz[TUNER_MAX_DIMS];
+        tuner_range_sample(&op, k, sz);
+        distinct += sz[0] != last;
+        last = sz[0];
+    }
+    CHECK(distinct > 8, "%d distinct sizes of n among the samples", distinct);
+}
+
 /* The same program as the worker runs it at the middle of the range: size arguments at those
  * sizes, a grid dimension with a rule at its value there (the others kept), tensor maps bound
  * to them; sent unchecked without the reference, which the wire takes. */
@@ -245,6 +285,7 @@ int main(void)
     test_fill_launch();
     test_map_launches();
     test_mid_sizes();
+    test_range_samples();
     test_map_launches_at();
     return check_finish("test_sched_launch");
 }
