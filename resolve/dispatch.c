@@ -3,8 +3,8 @@
  *
  * A dynamic op's range is cut into entries: per name, [min, 16] (in an op with several names,
  * 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power
- * of two ([17, 20], [21, 24], ..., [29, 32], [33, 40], ...; eight from 128 in an op with one name:
- * [129, 144], [145, 160], ...), cut to [min, max] and to multiples of
+ * of two ([17, 20], [21, 24], ..., [29, 32], [33, 40], ...; eight from 128 where the table holds
+ * them: [129, 144], [145, 160], ...), cut to [min, max] and to multiples of
  * multiple_of, and one entry per combination of the names' ranges. Each entry is an ordinary op - the same op over its own
  * range, tuned at that range's largest sizes - so it has an op key of its own, and the cache,
  * the scheduler's one-job-per-key, the cluster tier and export/import treat it as any kernel.
@@ -71,23 +71,26 @@ static bool aligned(int64_t lo, int64_t hi, int64_t m, int64_t *a, int64_t *b)
  * of two on a kernel tuned for twice their size (measured: 0.80x of the exact kernel at n = 700
  * and 2100 with octaves, bench/results/2026-11-29-h200-dynamic).
  *
- * An op with one name takes eight steps per power of two from 128 (144, 160, ..., 256, 288, ...):
+ * From 128 a name takes eight steps per power of two (144, 160, ..., 256, 288, ...) when the
+ * table of all the op's names still fits in DISPATCH_MAX_ENTRIES that way (always with one name):
  * there a range spans more rows than a GEMM tile, and one tile height cannot fit both ends of a
  * quarter octave. On the H200 the best measured kernels of [n,4096] x [4096,14336]'s quarter
  * octaves ran 1.24-1.28x the exact-size kernel at 200 (in 193..224; a 128x200 tile there) and
  * 1.07x at 2100 (in 2049..2560): the tile height that fits the top leaves much of a tile row
  * empty lower down, and the exact size's tile height does not fit the top
- * (bench/results/2026-11-30-h200-session14/b; with eighths 200 ran 0.98x, c). Ops with several
- * names keep four steps: their table is a product of the names' ranges, and at 512 entries a
- * finer grid would only be merged back coarser. */
-static int64_t next_edge(int64_t edge, bool one_name)
+ * (bench/results/2026-11-30-h200-session14/b; with eighths 200 ran 0.98x, c). With several names
+ * the table is their ranges' product: BERT's b in 1..32 and s in 16..512 take 16 x 29 = 464
+ * entries with eighths (the model, tuner_predict_us, puts the FFN GEMMs' picks at 7 x 197 rows
+ * 1.09 and 1.06x the exact size's best, from 1.13 and 1.11x with quarters), while a wider table
+ * keeps quarters rather than have fit_table merge its neighbours below 128 too. */
+static int64_t next_edge(int64_t edge, bool eighths)
 {
     if (edge < 16)
         return 16;
     int64_t octave = 16;
     while (octave * 2 <= edge)
         octave *= 2;
-    return edge + (one_name && octave >= 128 ? octave / 8 : octave / 4);
+    return edge + (eighths && octave >= 128 ? octave / 8 : octave / 4);
 }
 
 /* Below 16, a name of an op with several names is cut as finely, each range at most 1.25x wide:
@@ -96,19 +99,19 @@ static int64_t next_edge(int64_t edge, bool one_name)
  * spans up to 16x the work of the other name's range, tuned at the top: BERT at 9 x 160 and 10 x
  * 174 ran 1.24x the exact-size compile on the H200 (session 10 call D). An op with one name keeps
  * [min, 16] (16 rows are one tile of every GEMM: finer entries would only add jobs). */
-static int64_t next_fine_edge(int64_t edge)
+static int64_t next_fine_edge(int64_t edge, bool eighths)
 {
     if (edge >= 16)
-        return next_edge(edge, false);
+        return next_edge(edge, eighths);
     return edge < 8 ? edge + 1 : edge + 2;
 }
 
-static void ranges_of(const tuner_dim *d, bool fine, dim_ranges *out)
+static void ranges_of(const tuner_dim *d, bool fine, bool eighths, dim_ranges *out)
 {
     out->n = 0;
     int64_t lo = d->min;
     for (int64_t edge = fine ? 1 : 16; lo <= d->max && out->n < DISPATCH_MAX_RANGES;
-         edge = fine ? next_fine_edge(edge) : next_edge(edge, true)) {
+         edge = fine ? next_fine_edge(edge, eighths) : next_edge(edge, eighths)) {
         const int64_t hi = edge < d->max ? edge : d->max;
         int64_t a, b;
         if (hi >= lo && aligned(lo, hi, d->multiple_of, &a, &b)) {
@@ -410,9 +413,15 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
     const tuner_op *op = &kr->op;
     dim_ranges dr[TUNER_MAX_DIMS];
     long long total = 1;
-    for (int k = 0; k < op->n_dims; k++)
-        ranges_of(&op->dims[k], op->n_dims > 1, &dr[k]);
+    for (int k = 0; k < op->n_dims; k++) {
+        ranges_of(&op->dims[k], op->n_dims > 1, true, &dr[k]);
+        total *= dr[k].n;
+    }
+    if (total > DISPATCH_MAX_ENTRIES) /* eighths only where the table holds them (next_edge) */
+        for (int k = 0; k < op->n_dims; k++)
+            ranges_of(&op->dims[k], op->n_dims > 1, false, &dr[k]);
     fit_table(dr, op->n_dims);
+    total = 1;
     for (int k = 0; k < op->n_dims; k++)
         total *= dr[k].n;
     box *bx = calloc((size_t)total, sizeof(*bx));

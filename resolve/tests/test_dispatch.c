@@ -322,31 +322,51 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
           range_text(cJSON_GetArrayItem(entries, 0), "n"));
     cJSON_Delete(t);
 
-    /* From 128 one name is cut eight times per power of two, where a quarter octave spans more
-     * rows than a tile; with several names the table is a product and keeps four. */
+    /* From 128 a name is cut eight times per power of two, where a quarter octave spans more
+     * rows than a tile - with several names while their product fits in 512 entries (BERT's b
+     * in 1..32 by s in 16..512: 16 x 29), else four times (b in 16..8192 with eighths would
+     * take 61 ranges, by n's 12: 37 x 7 with quarters). */
     static const char *const one_fine[] = {"[100,112]", "[113,128]", "[129,144]", "[145,160]",
                                            "[161,176]", "[177,192]", "[193,208]", "[209,224]",
                                            "[225,240]", "[241,256]", "[257,288]", "[289,300]"};
-    static const char *const product[] = {"[100,112]", "[113,128]", "[129,160]", "[161,192]",
-                                          "[193,224]", "[225,256]", "[257,300]"};
+    static const char *const quarters[] = {"[100,112]", "[113,128]", "[129,160]", "[161,192]",
+                                           "[193,224]", "[225,256]", "[257,300]"};
     static const char *const grid[] = {
         "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",128],\"dtype\":\"f16\"}],"
         "\"dims\":{\"n\":{\"min\":100,\"max\":300}},\"arch\":\"sm_90\",\"tune\":\"measure\"}",
         "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*n\",128],\"dtype\":\"f16\"}],"
         "\"dims\":{\"b\":{\"min\":1,\"max\":1},\"n\":{\"min\":100,\"max\":300}},\"arch\":\"sm_90\","
+        "\"tune\":\"measure\"}",
+        "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*n\",128],\"dtype\":\"f16\"}],"
+        "\"dims\":{\"b\":{\"min\":16,\"max\":8192},\"n\":{\"min\":100,\"max\":300}},\"arch\":\"sm_90\","
         "\"tune\":\"measure\"}"};
-    for (int k = 0; k < 2; k++) {
-        const char *const *want_n = k ? product : one_fine;
-        const int n_want = k ? 7 : 12;
+    static const char *const what[] = {"one name", "two names", "two names, wide"};
+    static const int n_entries[] = {12, 12, 37 * 7};
+    for (int k = 0; k < 3; k++) {
+        const char *const *want_n = k == 2 ? quarters : one_fine;
+        const int n_want = k == 2 ? 7 : 12;
         t = table(loop, r, grid[k]);
         entries = get(get(t, "dispatch"), "entries");
-        CHECK(cJSON_GetArraySize(entries) == n_want, "%s: %d entries for n in 100..300, want %d",
-              k ? "two names" : "one name", cJSON_GetArraySize(entries), n_want);
+        CHECK(cJSON_GetArraySize(entries) == n_entries[k], "%s: %d entries, want %d", what[k],
+              cJSON_GetArraySize(entries), n_entries[k]);
+        /* The last name varies fastest: the first entries hold b's first range and each of n's. */
         for (int i = 0; i < n_want && i < cJSON_GetArraySize(entries); i++)
             CHECK(!strcmp(range_text(cJSON_GetArrayItem(entries, i), "n"), want_n[i]), "%s: entry %d: n %s, want %s",
-                  k ? "two names" : "one name", i, range_text(cJSON_GetArrayItem(entries, i), "n"), want_n[i]);
+                  what[k], i, range_text(cJSON_GetArrayItem(entries, i), "n"), want_n[i]);
         cJSON_Delete(t);
     }
+    /* BERT's dims: 16 ranges of b by 29 of s, eighths from 128. */
+    t = table(loop, r,
+              "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",768],\"dtype\":\"f16\"}],"
+              "\"dims\":{\"b\":{\"min\":1,\"max\":32},\"s\":{\"min\":16,\"max\":512}},\"arch\":\"sm_90\","
+              "\"tune\":\"measure\"}");
+    entries = get(get(t, "dispatch"), "entries");
+    CHECK(cJSON_GetArraySize(entries) == 16 * 29, "BERT's dims: %d entries, want 16 x 29", cJSON_GetArraySize(entries));
+    int eighth = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) eighth += !strcmp(range_text(e, "s"), "[129,144]");
+    CHECK(eighth == 16, "BERT's dims: s [129,144] in %d entries, want one per b range", eighth);
+    cJSON_Delete(t);
 }
 
 int main(void)
