@@ -2,10 +2,10 @@
  * (docs/api.md, "Named dimensions").
  *
  * A dynamic op's range is cut into entries: per name, [min, 16] (in an op with several names,
- * 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power
- * of two ([17, 20], [21, 24], ..., [29, 32], [33, 40], ...; eight from 128 where the table holds
- * them: [129, 144], [145, 160], ...), cut to [min, max] and to multiples of
- * multiple_of, and one entry per combination of the names' ranges. Each entry is an ordinary op - the same op over its own
+ * 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power of two ([17, 20], [21,
+ * 24], ..., [29, 32], [33, 40], ...; eight from 128 where the table holds them: [129, 144],
+ * [145, 160], ...), cut to [min, max] and to multiples of multiple_of, and one entry per
+ * combination of the names' ranges. Each entry is an ordinary op - the same op over its own
  * range, tuned at that range's largest sizes - so it has an op key of its own, and the cache,
  * the scheduler's one-job-per-key, the cluster tier and export/import treat it as any kernel.
  * The generic set is the op over the whole range, at most model-ranked: it is the one thing a
