@@ -739,11 +739,15 @@ static double cand_us(const sched_job *j, const sched_cand *c)
     return range_worst(t, j->range_best);
 }
 
+/* c (NULL: none passed, as when the job began) becomes the job's best, and what its info says. */
 static void set_best(sched_job *j, sched_cand *c)
 {
     j->best = c; /* the binaries of the others are trimmed by trim_binaries */
-    if (!c)
+    if (!c) {
+        j->info.best_us = j->info.best_mid_us = -1;
+        j->info.best_schedule[0] = '\0';
         return;
+    }
     j->info.best_us = c->latency_us;
     j->info.best_mid_us = j->has_mid ? c->mid_us : -1;
     snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
