@@ -702,10 +702,10 @@ static bool range_bests(const sched_job *j, range_set set, double best[TUNER_RAN
     return best[TUNER_RANGE_TOP] < HUGE_VAL;
 }
 
-/* The set's candidate with the least worst ratio (ties: the first); NULL when none. */
-static sched_cand *range_pick(const sched_job *j, range_set set)
+/* The set's candidate with the least worst ratio (ties: the first); NULL when none. best receives
+ * the set's least time at each sample (range_bests). */
+static sched_cand *range_pick(const sched_job *j, range_set set, double best[TUNER_RANGE_SAMPLES])
 {
-    double best[TUNER_RANGE_SAMPLES];
     if (!range_bests(j, set, best))
         return NULL;
     sched_cand *win = NULL;
@@ -759,10 +759,7 @@ static void set_best(sched_job *j, sched_cand *c)
 static void consider_best(sched_job *j, sched_cand *c)
 {
     if (j->has_mid) {
-        if (!range_bests(j, RANGE_FIRST, j->range_best))
-            for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
-                j->range_best[k] = HUGE_VAL;
-        set_best(j, range_pick(j, RANGE_FIRST));
+        set_best(j, range_pick(j, RANGE_FIRST, j->range_best));
         return;
     }
     if (c->status != KC_TRIAL_OK || c->latency_us < 0)
@@ -785,7 +782,7 @@ static const kc_trial *find_trial(const kc_trial *trials, size_t n_trials, const
  * measured range job reuses a passing top trial only with the middle's passing trial (under
  * mid_key): a candidate timed at the top alone (recorded before ranges were timed twice, or a job
  * that ended between its two requests) is measured again at both, since its top time alone
- * cannot be compared with the others' sums. A failing top trial is reused as it is. */
+ * cannot be compared with the others' (which take both). A failing top trial is reused as it is. */
 static void apply_trials(sched_job *j, const kc_trial *trials, size_t n_trials)
 {
     for (size_t i = 0; i < j->n_cands; i++) {
@@ -1521,11 +1518,12 @@ static void end_final_round(sched_job *j)
 {
     sched_cand *first = j->best, *win = NULL;
     if (j->has_mid) {
-        win = range_pick(j, RANGE_FINAL);
+        double best[TUNER_RANGE_SAMPLES];
+        win = range_pick(j, RANGE_FINAL, best);
         if (win || first->status != KC_TRIAL_OK) {
             j->best = win;
             if (win)
-                set_best(j, range_pick(j, RANGE_WINNER_REUSED));
+                set_best(j, range_pick(j, RANGE_WINNER_REUSED, best));
             else
                 consider_best(j, first);
         }
@@ -1542,11 +1540,8 @@ static void end_final_round(sched_job *j)
                     consider_best(j, j->cands[i]);
         }
     }
-    if (j->best) {
-        j->info.best_us = j->best->latency_us;
-        j->info.best_mid_us = j->has_mid ? j->best->mid_us : -1;
-        snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", j->best->schedule_json);
-    }
+    if (j->best)
+        set_best(j, j->best); /* the info: the round's times */
     j->info.final_changed = j->best != first;
     trim_binaries(j);
     finish_measure(j);
