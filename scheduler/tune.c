@@ -1007,11 +1007,8 @@ void sched__map_launches(const tuner_op *op, const tuner_program *p, gw_module *
 bool sched__mid_sizes(const tuner_op *op, int64_t sizes[TUNER_MAX_DIMS])
 {
     tuner_range_sample(op, TUNER_RANGE_MIDDLE, sizes);
-    bool one_size = true;
-    for (int k = 0; k < op->n_dims && k < TUNER_MAX_DIMS; k++)
-        one_size = one_size && op->dims[k].min == op->dims[k].max;
     /* (below the top wherever a dim's range holds two sizes or more: sqrt(min * max) < max) */
-    return op->n_dims > 0 && !one_size;
+    return tuner_range_spans(op);
 }
 
 static void set_image(gw_module *m, const tuner_binary *b)

@@ -358,6 +358,14 @@ static int64_t isqrt(double a)
     return v;
 }
 
+bool tuner_range_spans(const tuner_op *op)
+{
+    for (int n = 0; n < op->n_dims && n < TUNER_MAX_DIMS; n++)
+        if (op->dims[n].min != op->dims[n].max)
+            return true;
+    return false;
+}
+
 void tuner_range_sample(const tuner_op *op, int k, int64_t sizes[TUNER_MAX_DIMS])
 {
     for (int n = 0; n < op->n_dims && n < TUNER_MAX_DIMS; n++) {
@@ -394,14 +402,11 @@ static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tun
     if (!tuner_op_is_dynamic(op))
         return -1;
     int64_t lo[TUNER_MAX_DIMS], mid[TUNER_MAX_DIMS];
-    bool narrow = true;
-    for (int k = 0; k < op->n_dims; k++)
-        narrow = narrow && op->dims[k].min == op->dims[k].max;
     tuner_range_sample(op, 0, lo);
     tuner_range_sample(op, TUNER_RANGE_MIDDLE, mid);
     tuner_op *at = malloc(2 * sizeof(*at));
     double *us = malloc(2 * space->n * sizeof(*us));
-    if (narrow || !at || !us || tuner_op_bind(op, lo, &at[0]) < 0 || tuner_op_bind(op, mid, &at[1]) < 0) {
+    if (!tuner_range_spans(op) || !at || !us || tuner_op_bind(op, lo, &at[0]) < 0 || tuner_op_bind(op, mid, &at[1]) < 0) {
         free(at);
         free(us);
         return -1;
@@ -433,10 +438,7 @@ static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tun
 static bool range_carry(const tuner_op *op, const tuner_target *t, const tuner_space *space,
                         tuner_range_prices *prices)
 {
-    bool narrow = true;
-    for (int n = 0; n < op->n_dims; n++)
-        narrow = narrow && op->dims[n].min == op->dims[n].max;
-    if (narrow || !tuner_op_is_dynamic(op))
+    if (!tuner_op_is_dynamic(op) || !tuner_range_spans(op))
         return false;
     tuner_op *at = malloc(TUNER_RANGE_SAMPLES * sizeof(*at));
     if (!at)

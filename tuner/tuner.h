@@ -145,6 +145,10 @@ void tuner_rank(const tuner_op *op, const tuner_target *t, const tuner_space *sp
 /* Sample k's sizes of op's names (above) into sizes. */
 void tuner_range_sample(const tuner_op *op, int k, int64_t sizes[TUNER_MAX_DIMS]);
 
+/* Whether op's named dimensions hold more than one size between them: a range with sizes below
+ * its top, which the samples above step through (false for a static op). */
+bool tuner_range_spans(const tuner_op *op);
+
 /* What the model tells a measured range job (scheduler/tune.c) besides the order. The job times
  * each candidate at the top and the middle and carries those times to every sample by the model's
  * ratio for that candidate (from the middle at and below it, from the top above), then compares
