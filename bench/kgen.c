@@ -157,12 +157,10 @@ static int print_carry(const tuner_op *op, const tuner_target *t, tuner_space *s
         return 1;
     }
     tuner_rank_ranged(op, t, space, order, NULL, &prices);
-    int rc = 0;
+    const int rc = prices.ranged ? 0 : 1;
     if (!prices.ranged) {
         fprintf(stderr, "kgen: --carry needs a request whose named dimensions span more than one size\n");
-        rc = 1;
-    }
-    if (rc == 0) {
+    } else {
         fputs("samples", stdout);
         for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
             int64_t sizes[TUNER_MAX_DIMS];
