@@ -908,6 +908,17 @@ static long requests_of(env *e)
     return n;
 }
 
+/* A job on e, waited for. */
+static sched_job_info run_job(env *e, const tuner_op *op)
+{
+    sched_request r = request(op, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
+    rec w = {0};
+    CHECK(sched_submit(e->s, &r, on_done, &w, NULL, NULL) == 0);
+    run_until(e, rec_called, &w, "tuning job");
+    check_stored(e, &w.info, true);
+    return w.info;
+}
+
 static long g_requests; /* requests_of the last tune_on's stand-ins */
 
 /* Tunes op on `devices` stand-in GPUs, `skew` making one slower, with the stand-in's planned
@@ -921,14 +932,10 @@ static sched_job_info tune_on(const char *devices, const char *skew, const char 
     env_open(&e, cfg, true, faults);
     g_devices = "1";
     g_skew = NULL;
-    sched_request r = request(op, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
-    rec w = {0};
-    CHECK(sched_submit(e.s, &r, on_done, &w, NULL, NULL) == 0);
-    run_until(&e, rec_called, &w, "tuning job");
-    check_stored(&e, &w.info, true);
+    const sched_job_info info = run_job(&e, op);
     g_requests = requests_of(&e);
     env_close(&e);
-    return w.info;
+    return info;
 }
 
 /* Two GPUs of one model, one of them a thousand times slower, time one candidate each: candidates
@@ -1117,17 +1124,6 @@ static tuner_op ranged_matmul(void)
     mm.dims[0].multiple_of = 1;
     mm.inputs[0].sym[0] = mm.output.sym[0] = 1;
     return mm;
-}
-
-/* A job on e, waited for. */
-static sched_job_info run_job(env *e, const tuner_op *op)
-{
-    sched_request r = request(op, TUNER_TUNE_MEASURE, SCHED_PRIO_NORMAL);
-    rec w = {0};
-    CHECK(sched_submit(e->s, &r, on_done, &w, NULL, NULL) == 0);
-    run_until(e, rec_called, &w, "tuning job");
-    check_stored(e, &w.info, true);
-    return w.info;
 }
 
 /* A measured range job times each candidate that passed at the top a second time, unchecked, at
