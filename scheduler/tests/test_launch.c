@@ -91,6 +91,28 @@ static void test_fill_launch(void)
     CHECK(kc_launch_check(&l) == -EINVAL);
 }
 
+/* A request over the test op's three buffers - its input, its output and the reference's F32
+ * output - timed once, with a stand-in image for the candidate (and the reference, when the
+ * request has its output: ref_output_buffer >= 0; -1 is a middle's request, sent unchecked). */
+static void three_buffer_request(gw_measure_req *r, int ref_output_buffer)
+{
+    static const uint8_t img[] = "fake";
+    memset(r, 0, sizeof(*r));
+    r->n_buffers = 3;
+    r->buffers[0] = (gw_buffer){GW_BUF_INPUT, GW_F16, 8192 * 4096};
+    r->buffers[1] = (gw_buffer){GW_BUF_OUTPUT, GW_F16, 8192 * 4096};
+    r->buffers[2] = (gw_buffer){GW_BUF_REF_OUTPUT, GW_F32, 8192 * 4096};
+    r->output_buffer = 1;
+    r->ref_output_buffer = ref_output_buffer;
+    r->min_reps = r->max_reps = 1;
+    r->candidate.image = img;
+    r->candidate.image_len = sizeof(img);
+    if (ref_output_buffer >= 0) {
+        r->reference.image = img;
+        r->reference.image_len = sizeof(img);
+    }
+}
+
 static void test_map_launches(void)
 {
     tuner_op op;
@@ -107,19 +129,9 @@ static void test_map_launches(void)
     for (int dynamic = 0; dynamic < 2; dynamic++) {
         make_op(&op, dynamic);
         make_program(&p, dynamic);
-        memset(&r, 0, sizeof(r));
-        r.n_buffers = 3;
-        r.buffers[0] = (gw_buffer){GW_BUF_INPUT, GW_F16, 8192 * 4096};
-        r.buffers[1] = (gw_buffer){GW_BUF_OUTPUT, GW_F16, 8192 * 4096};
-        r.buffers[2] = (gw_buffer){GW_BUF_REF_OUTPUT, GW_F32, 8192 * 4096};
-        r.output_buffer = 1;
-        r.ref_output_buffer = 2;
+        three_buffer_request(&r, 2);
         r.check = true;
         r.rtol = r.atol = 1e-2;
-        r.min_reps = r.max_reps = 1;
-        static const uint8_t img[] = "fake";
-        r.candidate.image = r.reference.image = img;
-        r.candidate.image_len = r.reference.image_len = sizeof(img);
         sched__map_launches(&op, &p, &r.candidate, cand_map);
         sched__map_launches(&op, &p, &r.reference, ref_map);
         const gw_launch *g = &r.candidate.launches[0];
@@ -244,17 +256,7 @@ static void test_map_launches_at(void)
     cand_map[TUNER_BUF_INPUT0] = 0;
     cand_map[TUNER_BUF_OUTPUT] = 1;
     gw_measure_req r;
-    memset(&r, 0, sizeof(r));
-    r.n_buffers = 3;
-    r.buffers[0] = (gw_buffer){GW_BUF_INPUT, GW_F16, 8192 * 4096};
-    r.buffers[1] = (gw_buffer){GW_BUF_OUTPUT, GW_F16, 8192 * 4096};
-    r.buffers[2] = (gw_buffer){GW_BUF_REF_OUTPUT, GW_F32, 8192 * 4096};
-    r.output_buffer = 1;
-    r.ref_output_buffer = -1;
-    r.min_reps = r.max_reps = 1;
-    static const uint8_t img[] = "fake";
-    r.candidate.image = img;
-    r.candidate.image_len = sizeof(img);
+    three_buffer_request(&r, -1);
 
     const int64_t mid[TUNER_MAX_DIMS] = {701};
     CHECK(sched__map_launches_at(&op, &p, &r.candidate, cand_map, mid) == 0);
