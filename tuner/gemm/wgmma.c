@@ -60,8 +60,8 @@
  * and counts its tiles from them (gm_M, gm_B): the persistent loops, the raster and the grid
  * (wg_grid_rule) follow the launch's sizes, and the tensor maps' M and batch dimensions are
  * marked (tuner_tmap.sym) so that the launcher encodes them at those sizes: the copy engine then
- * zero-fills and clips a tail tile as it does a static one's. No stream-K (its partition is the
- * tile count's).
+ * zero-fills and clips a tail tile as it does a static one's. Stream-K makes its partition from
+ * the tile count at launch (emit_unit_loop), with every tile whole where nothing is shared.
  *
  * FP8 matmuls (issue 41; op/op.h's MATMUL): A and B f8e4m3/f8e5m2 (any mix but e5m2 x e5m2).
  * 8-bit wgmma has no transpose bit: it reads both operands K-major (A [M,K], B [N,K] with
@@ -558,10 +558,12 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
         if (tiles > tuner__arch_cluster_fit(a, c->split) || kper < 2 || (c->split - 1) * kper >= ktiles)
             return false;
     }
-    /* Stream-K's partition (wg_sk_plan) is cut from the tile count: a dynamic op's changes with
-     * its sizes at launch, so it has none. */
+    /* Stream-K's partition (wg_sk_plan) is cut from the tile count: a static op's must share
+     * something out. A dynamic op's is cut at launch (emit_unit_loop), its tiles whole at sizes
+     * with nothing to share: it needs k tiles enough that a shared half wave holds 4 per block,
+     * and a fixed K (the k tiles are compiled in). */
     wg_sk_plan k;
-    if (c->stream_k && (p->dynamic || !wg_sk_plan_of(p, a, c, &k)))
+    if (c->stream_k && (p->dynamic ? p->k_sym || tuner__gemm_cdiv(p->K, wg_bk(p)) < 8 : !wg_sk_plan_of(p, a, c, &k)))
         return false;
     return tiles <= 0x7fffffffLL;
 }
@@ -894,22 +896,30 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
          * block runs may end inside its tile (its partial goes to the workspace), the last may
          * start inside its tile (it adds the partials of the blocks before it and stores the
          * tile). So a block only ever waits for blocks of lower index, and for the first thing
-         * they ran in this phase. */
+         * they ran in this phase. The division is wg_sk_plan_of's, made from the tile count at
+         * launch (a dynamic op's changes with its sizes): where the tiles fill whole waves, or
+         * the shared ones hold under 4 k tiles per block (a range would be empty, and a block
+         * wait for a partial nobody writes), every tile is whole. */
         const wg_sk_plan *k = &c->sk;
         tuner_sb_printf(sb,
-                        "const long long wg_lo = (long long)blockIdx.x * %lldLL / %lld, "
-                        "wg_hi = ((long long)blockIdx.x + 1) * %lldLL / %lld;\n"
+                        "const long long wg_skn = %s, wg_rem = wg_skn %% %lldLL;\n"
+                        "long long wg_skt = wg_skn < %lldLL ? wg_skn : wg_rem == 0 ? 0LL : "
+                        "2 * wg_rem < %lldLL ? wg_rem + %lldLL : wg_rem;\n"
+                        "if (wg_skt * %lldLL < 4LL * %lldLL) wg_skt = 0;\n"
+                        "const long long wg_dp = wg_skn - wg_skt, wg_iters = wg_skt * %lldLL;\n"
+                        "const long long wg_lo = (long long)blockIdx.x * wg_iters / %lldLL, "
+                        "wg_hi = ((long long)blockIdx.x + 1) * wg_iters / %lldLL;\n"
                         "long long wg_it = wg_hi;\n"
                         "for (long long wg_u = 0;; wg_u++) {\n"
-                        "long long t;\nint wg_k0 = 0, wg_k1 = %lld;\n"
-                        "if (wg_u < %lldLL) {\nt = blockIdx.x + wg_u * %lldLL;\n} else {\n"
+                        "long long t = (long long)blockIdx.x + wg_u * %lldLL;\nint wg_k0 = 0, wg_k1 = %lld;\n"
+                        "if (t >= wg_dp) {\n"
                         "if (wg_it <= wg_lo) break;\n"
                         "const long long wg_kt = (wg_it - 1) / %lld, wg_beg = max(wg_kt * %lld, wg_lo);\n"
-                        "t = %lldLL + wg_kt;\n"
+                        "t = wg_dp + wg_kt;\n"
                         "wg_k0 = (int)(wg_beg - wg_kt * %lld);\nwg_k1 = (int)(wg_it - wg_kt * %lld);\n"
                         "wg_it = wg_beg;\n}\n",
-                        k->iters, k->grid, k->iters, k->grid, k->ktiles, k->dp_tiles / k->grid, k->grid,
-                        k->ktiles, k->ktiles, k->dp_tiles, k->ktiles, k->ktiles);
+                        tiles_x, k->grid, k->grid, k->grid, k->grid, k->ktiles, k->grid, k->ktiles, k->grid,
+                        k->grid, k->grid, k->ktiles, k->ktiles, k->ktiles, k->ktiles, k->ktiles);
     } else if (c->split > 1) /* the CTAs of a cluster, K slices of one tile */
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x / %d); t < %s; t += (long long)(gridDim.x / %d)) {\n",
                         c->split, tiles_x, c->split);
@@ -1719,14 +1729,14 @@ static void emit_sk_fixup(tuner_sb *sb, const wg_cfg *c)
                     /* The lower blocks whose ranges end inside this tile (every range ends where
                      * the next one starts). */
                     "if (wg_k0 > 0) {\n"
-                    "const long long wg_t0 = (t - %lldLL) * %lld;\n"
-                    "for (int wg_gp = (int)blockIdx.x - 1; wg_gp >= 0 && ((long long)wg_gp + 1) * %lldLL / %lld > wg_t0; "
+                    "const long long wg_t0 = (t - wg_dp) * %lld;\n"
+                    "for (int wg_gp = (int)blockIdx.x - 1; wg_gp >= 0 && ((long long)wg_gp + 1) * wg_iters / %lld > wg_t0; "
                     "wg_gp--) {\n"
                     "if (threadIdx.x == 128) {\nunsigned wg_f = 0u;\n"
                     "do asm volatile(\"ld.acquire.gpu.global.u32 %%0, [%%1];\" : \"=r\"(wg_f) : \"l\"(wg_flags + wg_gp) : "
                     "\"memory\");\nwhile (wg_f == 0u);\n}\n"
                     "asm volatile(\"bar.sync 1, %d;\" ::: \"memory\");\n",
-                    threads, k->dp_tiles, k->ktiles, k->iters, k->grid, threads);
+                    threads, k->ktiles, k->grid, threads);
     snprintf(base, sizeof(base), "wg_parts + (long long)wg_gp * %lldLL", slot);
     emit_partial_nest(sb, c, "wg_pp", base);
     tuner_sb_puts(sb, "float x0, x1, x2, x3;\n"
@@ -1768,15 +1778,19 @@ static void emit_split_epilogue(tuner_sb *sb, const tuner__gemm_problem *p, cons
 }
 
 /* Stream-K's first kernel, `<name>_flags`: one block clearing the blocks' flags
- * (emit_sk_fixup); its only parameter is the workspace. Names it in zname. */
-static void emit_sk_flags_kernel(tuner_sb *sb, const wg_cfg *c, const char *name, char *zname, size_t len)
+ * (emit_sk_fixup); its parameters are the workspace and a dynamic op's sizes (unused: every
+ * launch of a dynamic op ends with them). Names it in zname. */
+static void emit_sk_flags_kernel(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, const char *name,
+                                 char *zname, size_t len)
 {
     snprintf(zname, len, "%s_flags", name);
+    tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(128, 1) %s(float *__restrict__ ws", zname);
+    tuner__emit_dim_params(sb, p->op);
     tuner_sb_printf(sb,
-                    "extern \"C\" __global__ void __launch_bounds__(128, 1) %s(float *__restrict__ ws)\n{\n"
+                    ")\n{\n"
                     "unsigned *const wg_flags = reinterpret_cast<unsigned *>(ws);\n"
                     "for (int i = threadIdx.x; i < %lld; i += 128) wg_flags[i] = 0u;\n}\n",
-                    zname, c->sk.grid);
+                    c->sk.grid);
 }
 
 /* Registers per producer thread with two consumer warpgroups (setmaxnreg; the consumers take
@@ -2194,7 +2208,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
 
     char zname[64];
     if (c.stream_k)
-        emit_sk_flags_kernel(&sb, &c, name, zname, sizeof(zname));
+        emit_sk_flags_kernel(&sb, p, &c, name, zname, sizeof(zname));
     char *src = tuner_sb_take(&sb);
     if (!src)
         return -ENOMEM;
@@ -2209,6 +2223,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner__gemm_set_launch(&prog->kernels[0], p, zname, 1, 1, 1, 128, 0, true);
         prog->kernels[0].args[0] = TUNER_BUF_WORKSPACE;
         prog->kernels[0].n_args = 1;
+        (void)tuner__launch_dim_args(&prog->kernels[0], p->op);
         main_launch = &prog->kernels[1];
         prog->n_kernels = 2;
         prog->workspace_bytes = (size_t)(wg_sk_parts_at(&c.sk) + c.sk.grid * (long long)c.bm * c.bn * 4);
@@ -2220,7 +2235,8 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
             wg_kernel_tmap(p, kv, &c, i, &main_launch->maps[main_launch->n_maps++]);
     for (int k = 0; k < c.n_x; k++)
         wg_tmap_x(p, &c, k, &main_launch->maps[main_launch->n_maps++]);
-    if (p->dynamic)
+    /* (Stream-K's grid is one block per SM at every size.) */
+    if (p->dynamic && !c.stream_k)
         return wg_grid_rule(p, a, &c, tiles_m, tiles_n, main_launch);
     return 0;
 }
@@ -2248,7 +2264,8 @@ static const int wg_tiles[][4] = {
     "one cluster (x) per tile, tiles <= arch cluster_fit(split), >= 2 k tiles per slice, partials summed through dsmem)}; " \
     "stream_k{0,1 (swz 8, unpaired, no pingpong/split; grid = SMs; whole waves, then the rest (+ a wave when under half " \
     "of one) cut into equal k ranges run backwards; >= 4 k tiles per block; fp32 partials and flags in the workspace, " \
-    "a flag-clearing launch first)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
+    "a flag-clearing launch first; a named M or batch: the division made at launch from the tile count, tiles whole where nothing " \
+    "is shared, >= 8 k tiles, K fixed)}; matmul operands TMA cannot address (rows or base not 16-byte aligned): gathered " \
     "by the producer warpgroup (aligned ld.global.nc.v4 + shfl + funnel shift into sw128, st.shared, " \
     "fence.proxy.async, 128 (+1 expect_tx) arrivals on full), no pairs or pingpong, " \
     "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads); " \
@@ -2710,10 +2727,12 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * cuBLAS against 0.942 without, 8192^3 at 1.033 against 1.016
      * (bench/results/2026-11-24-h100-stream-k). */
     double t_fixup = 0.0;
-    if (c.stream_k) {
-        wg_sk_plan k;
-        if (!wg_sk_plan_of(&p, a, &c, &k))
-            return 1e12;
+    wg_sk_plan k;
+    if (c.stream_k && !wg_sk_plan_of(&p, a, &c, &k)) {
+        /* Nothing to share at these sizes (a dynamic kernel's launch at sizes of a range whose
+         * largest have some): every tile whole, after the launch that clears the flags. */
+        t_fixup = 1.0;
+    } else if (c.stream_k) {
         const long long per_block = k.iters / k.grid;
         per_sm = (double)(k.dp_tiles / k.grid) + (double)tuner__gemm_cdiv(k.iters, k.grid) / (double)k.ktiles;
         ctas = k.grid;
@@ -2828,7 +2847,8 @@ const tuner_template tuner__gemm_matmul_wgmma = {
     .default_rank = TUNER_RANK_TENSOR_CORE,
     /* A named M or batch (tuner/gemm/README.md): the kernel counts its tiles from the hd_dim
      * parameters, the grid follows a rule (wg_grid_rule), the tensor maps' M and batch
-     * dimensions are encoded at launch (tuner_tmap.sym); no stream-K. */
+     * dimensions are encoded at launch (tuner_tmap.sym); stream-K divides its shared k tiles
+     * at launch (emit_unit_loop). */
     .dynamic_dims = true,
 };
 

@@ -99,6 +99,17 @@ static tuner_program *gen_static(const tuner_op *op, const tuner_target *t, cons
     return p;
 }
 
+/* Whether s generates for the static op (quietly: a stream-K schedule has none at some sizes). */
+static bool static_valid(const tuner_op *op, const tuner_target *t, const tuner_schedule *s)
+{
+    tuner_program *p = NULL;
+    char *err = NULL;
+    const int rc = tuner_generate(op, t, s, &p, &err);
+    tuner_program_free(p);
+    free(err);
+    return rc == 0;
+}
+
 /* The bytes of a generated kernel's static mbarrier array (matmul_wgmma's `__shared__ alignas(8)
  * hd_u64 wg_bars[N]`), 0 where it has none. */
 static unsigned static_barrier_bytes(const char *source)
@@ -252,6 +263,10 @@ static void check_candidate(const char *name, const tuner_op *op, const tuner_op
             CHECK(false, "%s: bind at %s", what, at);
             continue;
         }
+        /* A stream-K schedule has no static program where its tiles fill whole waves or share
+         * too few k tiles: the dynamic one runs every tile whole there (emit_unit_loop). */
+        if (tuner_schedule_param(s, "stream_k", 0) && !static_valid(&bound, t, s))
+            continue;
         tuner_program *bp = gen_static(&bound, t, s, what);
         if (!bp)
             continue;
@@ -377,7 +392,6 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
         if (ti < 0)
             continue;
         per_tmpl[ti]++;
-        CHECK(tuner_schedule_param(s, "stream_k", 0) == 0, "%s #%zu: a stream-K candidate in a dynamic space", label, j);
         const double us = tuner_predict_us(op, &t, s);
         CHECK(isfinite(us) && us > 0 && us < 1e11, "%s #%zu: prediction %g", label, j, us);
         /* The sanitizer build checks a sample (HIDET_TEST_CHECK_EVERY), its compiled ones among it. */
@@ -407,9 +421,10 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
     tuner_space_free(sp);
 }
 
-/* matmul_wgmma is in a dynamic op's space on sm_90a, without its stream-K candidates (the
- * partition follows the tile count), which the static op at max has; ops that break the axis-0
- * rule are refused by the templates (no space at all). */
+/* matmul_wgmma is in a dynamic op's space on sm_90a with its stream-K candidates, as in the
+ * static op's at max: their kernels cut the shared k tiles from the tile count at launch, on one
+ * block per SM at every size, and run every tile whole where the tiles fill whole waves (priced
+ * so). Ops that break the axis-0 rule are refused by the templates (no space at all). */
 static void test_refusals(void)
 {
     tuner_target t = {.sm = 90, .arch_specific = true};
@@ -422,10 +437,45 @@ static void test_refusals(void)
         wg += strcmp(sp->items[j].template_name, "matmul_wgmma") == 0;
         sk += tuner_schedule_param(&sp->items[j], "stream_k", 0) != 0;
     }
-    CHECK(wg > 0 && sk == 0, "dynamic space: %zu matmul_wgmma candidates, %zu stream-K", wg, sk);
+    CHECK(wg > 0 && sk > 0, "dynamic space: %zu matmul_wgmma candidates, %zu stream-K", wg, sk);
     tuner_space_free(sp);
     sp = NULL;
-    /* The static op at max has stream-K candidates: the exclusion above is the dynamic op's. */
+    {
+        /* 128x256 tiles: 56 along N, so 4224 rows (33 tile rows) are 14 whole waves. */
+        tuner_schedule s = {.template_name = "matmul_wgmma"}, whole = s;
+        static const char *const names[] = {"block_m", "block_n", "stages",   "consumers", "swizzle",  "pingpong",
+                                            "stage_out", "cluster", "split_k", "stream_k",  "cluster_n"};
+        static const int values[] = {128, 256, 3, 2, 8, 0, 1, 1, 1, 1, 1};
+        for (int i = 0; i < 11; i++) {
+            tuner__gemm_param(&s, names[i], values[i]);
+            tuner__gemm_param(&whole, names[i], strcmp(names[i], "stream_k") ? values[i] : 0);
+        }
+        tuner_program *dp = gen(&op, &t, &s, "dynamic stream-K 128x256");
+        int64_t at_max[TUNER_MAX_DIMS] = {8192, 1, 1, 1};
+        tuner_op bound;
+        tuner_program *mp = tuner_op_bind(&op, at_max, &bound) == 0 ? gen(&bound, &t, &s, "stream-K at 8192") : NULL;
+        if (dp && mp) {
+            const tuner_launch *l = &dp->kernels[dp->n_kernels - 1];
+            CHECK(dp->n_kernels == 2 && l->grid[0] == 132 && l->grid_rule[0].dims == 0 &&
+                      dp->workspace_bytes == mp->workspace_bytes,
+                  "dynamic stream-K: %d kernels, grid %u (rule %u), workspace %zu (static at max %zu)", dp->n_kernels,
+                  l->grid[0], l->grid_rule[0].dims, dp->workspace_bytes, mp->workspace_bytes);
+            CHECK(strstr(dp->source, "wg_skn = ((long long)gm_B") != NULL && strstr(mp->source, "wg_skn = 3584LL") != NULL,
+                  "stream-K's tile count: from the sizes in the dynamic kernel, 64 x 56 in the static one at max");
+        }
+        tuner_program_free(dp);
+        tuner_program_free(mp);
+        /* At 4224 rows there is nothing to share: no static stream-K program, and the dynamic
+         * kernel priced as its tiles whole after the flags' launch. */
+        int64_t whole_waves[TUNER_MAX_DIMS] = {4224, 1, 1, 1};
+        if (tuner_op_bind(&op, whole_waves, &bound) == 0) {
+            CHECK(!static_valid(&bound, &t, &s), "stream-K at 14 whole waves generates");
+            const double sk_us = tuner_predict_us(&bound, &t, &s), whole_us = tuner_predict_us(&bound, &t, &whole);
+            CHECK(sk_us > whole_us && sk_us < whole_us + 2.0, "stream-K at whole waves priced %g us, without %g", sk_us,
+                  whole_us);
+        }
+    }
+    /* The static op at max has stream-K candidates too. */
     tuner_op st = t_matmul(TUNER_F16, 0, 0, 8192, 14336, 4096, false, false, 16);
     wg = sk = 0;
     if (tuner_space_build(&st, &t, &sp, &err) == 0)

@@ -978,8 +978,8 @@ static void check_one(const job *j)
     if (rc < 0)
         return;
     /* One launch, no workspace. Stream-K: first a one-block launch clearing a flag per block
-     * (its only parameter the workspace), then one block per SM, with a flag and an fp32
-     * partial tile each. */
+     * (its parameters the workspace and a dynamic op's sizes), then one block per SM at every
+     * size, with a flag and an fp32 partial tile each. */
     const bool sk = tuner_schedule_param(&j->s, "stream_k", 0) == 1;
     const tuner_launch *gemm = &pr->kernels[pr->n_kernels - 1];
     /* A dynamic op's launch takes its sizes after the pointers. */
@@ -987,9 +987,9 @@ static void check_one(const job *j)
     if (sk) {
         const size_t bm = (size_t)tuner_schedule_param(&j->s, "block_m", 0), bn = (size_t)tuner_schedule_param(&j->s, "block_n", 0);
         const size_t flags = (132 * 4 + 127) / 128 * 128;
-        CHECK(pr->n_kernels == 2 && pr->kernels[0].grid[0] == 1 && pr->kernels[0].n_args == 1 &&
+        CHECK(pr->n_kernels == 2 && pr->kernels[0].grid[0] == 1 && pr->kernels[0].n_args == 1 + n_dims &&
                   pr->kernels[0].args[0] == TUNER_BUF_WORKSPACE && pr->kernels[0].n_maps == 0 &&
-                  gemm->grid[0] == 132 && gemm->n_args == n_ptrs + 1 &&
+                  gemm->grid[0] == 132 && gemm->grid_rule[0].dims == 0 && gemm->n_args == n_ptrs + 1 + n_dims &&
                   gemm->args[n_ptrs] == TUNER_BUF_WORKSPACE && pr->workspace_bytes == flags + 132 * bm * bn * 4,
               "%s: stream-K launches (%d kernels, %zu workspace bytes)", tag, pr->n_kernels, pr->workspace_bytes);
     } else {
