@@ -116,6 +116,48 @@ static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t 
     return a;
 }
 
+/* The operands of the asm statement [a, end) in order, each constraint's expression ("=r"(x),
+ * "l"(p), "f"(v), ...: x, p, v) into ops; returns how many (at most max). */
+static int asm_operands(const char *a, const char *end, char (*ops)[96], int max)
+{
+    /* Past the template: the first ':' outside a string literal. */
+    const char *q = a;
+    bool str = false;
+    for (; q < end; q++) {
+        if (str) {
+            if (*q == '\\')
+                q++;
+            else if (*q == '"')
+                str = false;
+        } else if (*q == '"') {
+            str = true;
+        } else if (*q == ':') {
+            break;
+        }
+    }
+    int n = 0;
+    while (q < end && n < max) {
+        const char *c = strchr(q, '"');
+        if (!c || c >= end)
+            break;
+        const char *c1 = strchr(c + 1, '"');
+        if (!c1 || c1 >= end || c1[1] != '(')
+            break;
+        int d = 0;
+        const char *e = c1 + 2;
+        for (; e < end; e++) {
+            if (*e == '(')
+                d++;
+            else if (*e == ')' && --d < 0)
+                break;
+        }
+        /* "memory" and other clobbers have no parenthesised expression: the loop above stops. */
+        snprintf(ops[n++], sizeof(ops[0]), "%.*s", (int)(e - c1 - 2), c1 + 2);
+        q = e + 1;
+    }
+    return n;
+}
+
 /* A kernel's source for the emulator (a Hopper kernel's, tuner/hopper.h helpers, for
  * emu_hopper.h): each wgmma wrapper becomes a
  * call of emu_wgmma (A from shared memory) or emu_wgmma_rs (A from registers) with its shape,
@@ -210,6 +252,38 @@ static char *rewrite_for_emu(const char *src)
             if (!strcmp(tmpl, "st.shared.v4.u32 [%0], {%1,%1,%1,%1};")) {
                 n += (size_t)snprintf(out + n, cap - n, "gm_sts128(%s, hd_v4{%s, %s, %s, %s});", args[0], args[1], args[1],
                                       args[1], args[1]);
+                p = end + 1;
+                continue;
+            }
+            /* Stream-K's workspace (tuner/gemm/wgmma.c, emit_sk_fixup): fp32 partials stored and
+             * loaded four at a time at L2, a block's flag released and the lower blocks' acquired
+             * (emu_ld_acquire spins, so a flag nobody sets shows as a deadlock). */
+            char ops[6][96];
+            const int n_ops = asm_operands(p, end, ops, 6);
+            if (!strcmp(tmpl, "st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};") && n_ops == 5) {
+                n += (size_t)snprintf(out + n, cap - n,
+                                      "{ float *emu_p = (float *)(%s); emu_p[0] = %s; emu_p[1] = %s; emu_p[2] = %s; "
+                                      "emu_p[3] = %s; }",
+                                      ops[0], ops[1], ops[2], ops[3], ops[4]);
+                p = end + 1;
+                continue;
+            }
+            if (!strcmp(tmpl, "ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];") && n_ops == 5) {
+                n += (size_t)snprintf(out + n, cap - n,
+                                      "{ const float *emu_p = (const float *)(%s); %s = emu_p[0]; %s = emu_p[1]; "
+                                      "%s = emu_p[2]; %s = emu_p[3]; }",
+                                      ops[4], ops[0], ops[1], ops[2], ops[3]);
+                p = end + 1;
+                continue;
+            }
+            if (!strncmp(tmpl, "fence.acq_rel.gpu;", 18) && strstr(tmpl, "st.relaxed.gpu.global.u32 [%0], 1;") &&
+                n_ops == 1) {
+                n += (size_t)snprintf(out + n, cap - n, "*(volatile unsigned *)(%s) = 1u;", ops[0]);
+                p = end + 1;
+                continue;
+            }
+            if (!strcmp(tmpl, "ld.acquire.gpu.global.u32 %0, [%1];") && n_ops == 2) {
+                n += (size_t)snprintf(out + n, cap - n, "%s = emu_ld_acquire((const unsigned *)(%s));", ops[0], ops[1]);
                 p = end + 1;
                 continue;
             }

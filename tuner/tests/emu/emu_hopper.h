@@ -28,6 +28,10 @@
 //    overwrites D. With A from registers (attention's P V) a row's k lie in four lanes of its
 //    warp, so that form is a warp collective (emu_wgmma_rs).
 //  - bar.sync / bar.arrive id, n: n threads meet at barrier id (the arriving ones do not wait).
+//  - stream-K's workspace: partial tiles stored and loaded four floats at a time, a block's flag
+//    set (release) and read (acquire, emu_ld_acquire: a clear flag makes the thread spin). Blocks
+//    run one after another in index order, and a block only waits for lower ones, so each flag it
+//    reads is set by then; one never set shows as the emulator's deadlock.
 // Clusters (pairs, split-K, multicast) are not emulated: such candidates are not generated.
 #include <map>
 
@@ -82,6 +86,8 @@ static void emu_complete_tx(hd_u32 a, long long bytes) {
     EmuBar &b = emu_bar(a); b.tx -= bytes; emu_events++; emu_bar_done(b); }
 static hd_u32 wg_try(hd_u32 a, int parity) { yield_(SPIN); return emu_bar(a).phase != parity; }
 static void wg_wait(hd_u32 a, int parity) { while (!wg_try(a, parity)) { } }
+// A stream-K flag (gpu-scope acquire): a thread that finds it clear yields as a spinning one.
+static unsigned emu_ld_acquire(const unsigned *p) { if (!*(const volatile unsigned *)p) yield_(SPIN); return *(const volatile unsigned *)p; }
 
 // Element (c0.., c3) of the box at (o0.., o3) -> (global address or null outside, shared offset).
 static void emu_copy(bool load, hd_u32 s, const void *map, const int *c) {

@@ -6,7 +6,10 @@
 # Every EVERY-th matmul_wgmma candidate without CTA clusters (default 25, from the first) of
 # gen_mma_dyn.c's cases 7-11 (CASES picks others): f16 [m,k]x[k,n], m <= 200 named, + bias +
 # residual + GELU; bf16 [m,k]x[n,k]^T, m <= 196 named; f16 77x72x64 fixed, + bias + residual +
-# GELU; e4m3 x e4m3 -> f16 96x256x256 with B [N,K], and with B [K,N] (the kernel's transposer). EMU_PARAM=name=value[,...] keeps the candidates with those parameters (e.g. swap=1). The size
+# GELU; e4m3 x e4m3 -> f16 96x256x256 with B [N,K], and with B [K,N] (the kernel's transposer).
+# Case 12 (CASES=12 EMU_PARAM=stream_k=1): f16 [m,2048]x[2048,1024], m <= 1280 named, for stream-K's
+# division made at launch (tiles whole, all shared, whole waves then shared; about 4 minutes a
+# candidate). EMU_PARAM=name=value[,...] keeps the candidates with those parameters (e.g. swap=1). The size
 # sets, the check and the driver are emulate_mma_dyn.sh's (emu_dyn.sh).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)

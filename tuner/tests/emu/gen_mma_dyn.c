@@ -11,7 +11,8 @@
  * bias + residual, GELU; for matmul_wgmma (EMU_SM=90a EMU_TEMPLATE=matmul_wgmma, emulate_wgmma.sh):
  * 7 f16 [m,k]x[k,n] m <= 200 named, N 136, K 120, + bias + residual, GELU; 8 bf16 [m,k]x[n,k]^T,
  * m <= 196, N 200, K 128; 9 f16 77x72x64 fixed, + bias + residual, GELU; 10 e4m3 x e4m3 -> f16
- * 96x256x256, B [N,K]; 11 the same with B [K,N] (transposed in the kernel). Size sets: every dim at
+ * 96x256x256, B [N,K]; 11 the same with B [K,N] (transposed in the kernel); 12 f16 [m,2048]x[2048,1024],
+ * m <= 1280 named (stream-K's division at launch, CASES=12 EMU_PARAM=stream_k=1). Size sets: every dim at
  * its min, odd sizes (odd multiples of multiple_of), every dim at its max, one step past a
  * multiple of 64. */
 #include <math.h>
@@ -56,6 +57,11 @@ static tuner_op case_op(int c)
         return t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_F16, 0, 96, 256, 256, TUNER_SCALE_NONE,
                                      TUNER_SCALE_NONE, false),
                         false, true);
+    /* Stream-K over a named M (EMU_PARAM=stream_k=1): 32 k tiles, so that the shared tiles hold 4
+     * or more per block from 17 tiles up; at the size sets, tiles whole (m = 1), all shared (128x128
+     * at 769 and 1280) and whole waves before shared ones (64x64 at 769 and 1280). */
+    case 12:
+        return dyn_matmul_nk(TUNER_F16, 1280, 1024, 2048, "m", NULL, NULL, 1, false, false);
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
