@@ -65,6 +65,20 @@ int emu_set_verdict(emu_set *s, const tuner_op *op, const char *what, long bad, 
     return wrong ? 1 : 0;
 }
 
+/* The ')' that closes an operand's expression starting at e (its nested parentheses skipped), or
+ * end. */
+static const char *closing_paren(const char *e, const char *end)
+{
+    int d = 0;
+    for (; e < end; e++) {
+        if (*e == '(')
+            d++;
+        else if (*e == ')' && --d < 0)
+            break;
+    }
+    return e;
+}
+
 /* The text of the statement `asm...(...);` starting at a (the index of its ';' in *end), or
  * NULL; *tmpl gets its template's first string literal, arg[0] and arg[1] the first two "r" or
  * "h" operands' expressions (what each "r"(...) / "h"(...) holds; empty where there is none). */
@@ -102,60 +116,61 @@ static const char *asm_stmt(const char *a, const char **end, char *tmpl, size_t 
         r = rr && (!rh || rr < rh) ? rr : rh;
         if (!r || r >= q)
             break;
-        int d = 0;
-        const char *e = r + 4;
-        for (; e < q; e++) {
-            if (*e == '(')
-                d++;
-            else if (*e == ')' && --d < 0)
-                break;
-        }
+        const char *e = closing_paren(r + 4, q);
         snprintf(arg[i], sizeof(arg[i]), "%.*s", (int)(e - r - 4), r + 4);
         r = e;
     }
     return a;
 }
 
-/* The operands of the asm statement [a, end) in order, each constraint's expression ("=r"(x),
- * "l"(p), "f"(v), ...: x, p, v) into ops; returns how many (at most max). */
+/* The operands of the asm statement [a, end) whose template is one string literal, in order: each
+ * constraint's expression ("=r"(x), "l"(p), "f"(v), ...: x, p, v) into ops; returns how many (at
+ * most max). */
 static int asm_operands(const char *a, const char *end, char (*ops)[96], int max)
 {
-    /* Past the template: the first ':' outside a string literal. */
-    const char *q = a;
-    bool str = false;
-    for (; q < end; q++) {
-        if (str) {
-            if (*q == '\\')
-                q++;
-            else if (*q == '"')
-                str = false;
-        } else if (*q == '"') {
-            str = true;
-        } else if (*q == ':') {
-            break;
-        }
-    }
+    const char *t0 = strchr(a, '"'), *t1 = t0 ? strchr(t0 + 1, '"') : NULL;
+    const char *q = t1 ? strchr(t1, ':') : NULL;
     int n = 0;
-    while (q < end && n < max) {
+    while (q && q < end && n < max) {
         const char *c = strchr(q, '"');
-        if (!c || c >= end)
-            break;
-        const char *c1 = strchr(c + 1, '"');
+        const char *c1 = c ? strchr(c + 1, '"') : NULL;
+        /* "memory" and the other clobbers have no parenthesised expression: the operands end. */
         if (!c1 || c1 >= end || c1[1] != '(')
             break;
-        int d = 0;
-        const char *e = c1 + 2;
-        for (; e < end; e++) {
-            if (*e == '(')
-                d++;
-            else if (*e == ')' && --d < 0)
-                break;
-        }
-        /* "memory" and other clobbers have no parenthesised expression: the loop above stops. */
+        const char *e = closing_paren(c1 + 2, end);
         snprintf(ops[n++], sizeof(ops[0]), "%.*s", (int)(e - c1 - 2), c1 + 2);
         q = e + 1;
     }
     return n;
+}
+
+/* Stream-K's workspace (tuner/gemm/wgmma.c, emit_sk_fixup) as host code: fp32 partials stored
+ * and loaded four at a time at L2, a block's flag released and the lower blocks' acquired
+ * (emu_ld_acquire spins, so a flag nobody sets shows as a deadlock). `code` takes the operands in
+ * `order`; its first n_ops (printf ignores the rest). */
+static const struct {
+    const char *tmpl;
+    int n_ops;
+    const char *code;
+    int order[5];
+} emu_sk_asm[] = {
+    {"st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};", 5,
+     "{ float *emu_p = (float *)(%s); emu_p[0] = %s; emu_p[1] = %s; emu_p[2] = %s; emu_p[3] = %s; }", {0, 1, 2, 3, 4}},
+    {"ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];", 5,
+     "{ const float *emu_p = (const float *)(%s); %s = emu_p[0]; %s = emu_p[1]; %s = emu_p[2]; %s = emu_p[3]; }",
+     {4, 0, 1, 2, 3}},
+    {"fence.acq_rel.gpu;\\nst.relaxed.gpu.global.u32 [%0], 1;", 1, "*(volatile unsigned *)(%s) = 1u;", {0, 1, 2, 3, 4}},
+    {"ld.acquire.gpu.global.u32 %0, [%1];", 2, "%s = emu_ld_acquire((const unsigned *)(%s));",
+     {0, 1, 2, 3, 4}},
+};
+
+/* The row of emu_sk_asm whose template is tmpl, or -1. */
+static int stream_k_asm(const char *tmpl)
+{
+    for (int i = 0; i < (int)(sizeof(emu_sk_asm) / sizeof(emu_sk_asm[0])); i++)
+        if (!strcmp(tmpl, emu_sk_asm[i].tmpl))
+            return i;
+    return -1;
 }
 
 /* A kernel's source for the emulator (a Hopper kernel's, tuner/hopper.h helpers, for
@@ -255,35 +270,12 @@ static char *rewrite_for_emu(const char *src)
                 p = end + 1;
                 continue;
             }
-            /* Stream-K's workspace (tuner/gemm/wgmma.c, emit_sk_fixup): fp32 partials stored and
-             * loaded four at a time at L2, a block's flag released and the lower blocks' acquired
-             * (emu_ld_acquire spins, so a flag nobody sets shows as a deadlock). */
-            char ops[6][96];
-            const int n_ops = asm_operands(p, end, ops, 6);
-            if (!strcmp(tmpl, "st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};") && n_ops == 5) {
-                n += (size_t)snprintf(out + n, cap - n,
-                                      "{ float *emu_p = (float *)(%s); emu_p[0] = %s; emu_p[1] = %s; emu_p[2] = %s; "
-                                      "emu_p[3] = %s; }",
-                                      ops[0], ops[1], ops[2], ops[3], ops[4]);
-                p = end + 1;
-                continue;
-            }
-            if (!strcmp(tmpl, "ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];") && n_ops == 5) {
-                n += (size_t)snprintf(out + n, cap - n,
-                                      "{ const float *emu_p = (const float *)(%s); %s = emu_p[0]; %s = emu_p[1]; "
-                                      "%s = emu_p[2]; %s = emu_p[3]; }",
-                                      ops[4], ops[0], ops[1], ops[2], ops[3]);
-                p = end + 1;
-                continue;
-            }
-            if (!strncmp(tmpl, "fence.acq_rel.gpu;", 18) && strstr(tmpl, "st.relaxed.gpu.global.u32 [%0], 1;") &&
-                n_ops == 1) {
-                n += (size_t)snprintf(out + n, cap - n, "*(volatile unsigned *)(%s) = 1u;", ops[0]);
-                p = end + 1;
-                continue;
-            }
-            if (!strcmp(tmpl, "ld.acquire.gpu.global.u32 %0, [%1];") && n_ops == 2) {
-                n += (size_t)snprintf(out + n, cap - n, "%s = emu_ld_acquire((const unsigned *)(%s));", ops[0], ops[1]);
+            const int sk = stream_k_asm(tmpl);
+            char ops[5][96];
+            if (sk >= 0 && asm_operands(p, end, ops, 5) == emu_sk_asm[sk].n_ops) {
+                const int *o = emu_sk_asm[sk].order;
+                n += (size_t)snprintf(out + n, cap - n, emu_sk_asm[sk].code, ops[o[0]], ops[o[1]], ops[o[2]], ops[o[3]],
+                                      ops[o[4]]);
                 p = end + 1;
                 continue;
             }
