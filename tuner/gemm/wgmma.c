@@ -1816,7 +1816,7 @@ static int wg_producer_regs(const tuner__gemm_problem *p)
  *  - swapped operands (p is the matmul's own view, tiles_m and tiles_n the kernel's): the named
  *    M counts block_n tiles, ceil(M / block_n) per kernel tile row, the same rules with the two
  *    sides exchanged.
- * Stream-K has no dynamic candidates (cfg_valid). */
+ * Stream-K has none: one block per SM at every size (wg_emit). */
 static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c, long long tiles_m,
                         long long tiles_n, tuner_launch *l)
 {
