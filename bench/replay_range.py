@@ -55,10 +55,16 @@ def read_trials(path, prefix):
 
 
 def label(schedule):
+    """A schedule in a few words: template, tile, stages, consumers, staging, and the kinds that
+    change what a tile costs (swapped operands, stream-K, split-K, pairs, pingpong)."""
     p = json.loads(schedule).get("params", {})
+    kinds = [word for word, on in (("swap", p.get("swap")), ("stream-K", p.get("stream_k")),
+                                   (f"split{p.get('split_k')}", (p.get("split_k") or 1) > 1),
+                                   ("pair", (p.get("cluster") or 1) > 1 or (p.get("cluster_n") or 1) > 1),
+                                   ("pingpong", p.get("pingpong"))) if on]
     return "%s %dx%d st%s c%s so%s%s" % (json.loads(schedule).get("template", "?").replace("matmul_", ""),
                                          p.get("block_m", 0), p.get("block_n", 0), p.get("stages"),
-                                         p.get("consumers"), p.get("stage_out"), " swap" if p.get("swap") else "")
+                                         p.get("consumers"), p.get("stage_out"), "".join(" " + k for k in kinds))
 
 
 def main():
