@@ -82,6 +82,10 @@ static cJSON *job_object(const sched_job_info *info)
                 cJSON_AddNumberToObject(mid, info->range_dims[k], (double)info->range_mid[k]);
             }
             add_us(j, "best_middle_us", info->best_mid_us);
+            if (info->range_worst >= 1.0)
+                cJSON_AddNumberToObject(j, "range_worst", round(info->range_worst * 1000.0) / 1000.0);
+            else
+                cJSON_AddNullToObject(j, "range_worst");
         }
     }
     cJSON_AddNumberToObject(j, "elapsed_s", round(info->elapsed_s * 1000.0) / 1000.0);

@@ -441,6 +441,7 @@ int sched_submit(sched *s, const sched_request *req, sched_done_cb cb, void *uda
         j->info.priority = req->priority;
         j->info.best_us = -1;
         j->info.best_mid_us = -1;
+        j->info.range_worst = -1;
         j->info.final_device = -1;
         if (fell_back)
             snprintf(j->info.warning, sizeof(j->info.warning),

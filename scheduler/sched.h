@@ -108,6 +108,12 @@ typedef struct sched_job_info {
     char range_dims[TUNER_MAX_DIMS][TUNER_DIM_NAME_LEN];
     int64_t range_top[TUNER_MAX_DIMS], range_mid[TUNER_MAX_DIMS];
     double best_mid_us;
+    /* ... and how far the best is from the best candidate anywhere in the range: the worst of its
+     * ratios to the least time at each of the range's samples (tuner_range_sample; the times of
+     * every candidate timed at both sizes, carried there as the comparison carries them), 1 when
+     * it is the best everywhere (< 0 until one passed). A range one kernel serves badly shows
+     * here. */
+    double range_worst;
     double elapsed_s;
     int waiters;
     /* When DONE: */

@@ -743,6 +743,7 @@ static double cand_us(const sched_job *j, const sched_cand *c)
 static void set_best(sched_job *j, sched_cand *c)
 {
     j->best = c; /* the binaries of the others are trimmed by trim_binaries */
+    j->info.range_worst = -1;
     if (!c) {
         j->info.best_us = j->info.best_mid_us = -1;
         j->info.best_schedule[0] = '\0';
@@ -750,6 +751,11 @@ static void set_best(sched_job *j, sched_cand *c)
     }
     j->info.best_us = c->latency_us;
     j->info.best_mid_us = j->has_mid ? c->mid_us : -1;
+    double best[TUNER_RANGE_SAMPLES], t[TUNER_RANGE_SAMPLES];
+    if (j->has_mid && range_member(j, c, RANGE_FIRST) && range_bests(j, RANGE_FIRST, best)) {
+        range_times(j, c, t);
+        j->info.range_worst = range_worst(t, best) / best[TUNER_RANGE_TOP];
+    }
     snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
 }
 

@@ -47,7 +47,9 @@ static void jobs(void)
     CHECK(hd_job_json(&info, &json) == 0, "job with a final round");
     CHECK(strstr(json, "\"final_round\":{\"device\":2,\"candidates\":4,\"changed\":true}") != NULL,
           "final round: %s", json);
-    CHECK(strstr(json, "timed_at") == NULL && strstr(json, "best_middle_us") == NULL, "a static job: %s", json);
+    CHECK(strstr(json, "timed_at") == NULL && strstr(json, "best_middle_us") == NULL &&
+              strstr(json, "range_worst") == NULL,
+          "a static job: %s", json);
     free(json);
 
     /* A measured range: the sizes its candidates were timed at, the best's time at the middle. */
@@ -59,14 +61,17 @@ static void jobs(void)
     info.range_mid[0] = 8;
     info.range_mid[1] = 362;
     info.best_mid_us = 7.25;
+    info.range_worst = 1.14473;
     CHECK(hd_job_json(&info, &json) == 0, "range job");
     CHECK(strstr(json, "\"timed_at\":{\"top\":{\"b\":16,\"s\":512},\"middle\":{\"b\":8,\"s\":362}},"
-                       "\"best_middle_us\":7.25") != NULL,
+                       "\"best_middle_us\":7.25,\"range_worst\":1.145") != NULL,
           "range job: %s", json);
     free(json);
     info.best_mid_us = -1;
+    info.range_worst = -1;
     CHECK(hd_job_json(&info, &json) == 0, "range job, none passed");
-    CHECK(strstr(json, "\"best_middle_us\":null") != NULL, "range job, none passed: %s", json);
+    CHECK(strstr(json, "\"best_middle_us\":null,\"range_worst\":null") != NULL, "range job, none passed: %s",
+          json);
     free(json);
     info.n_range_dims = 0;
 

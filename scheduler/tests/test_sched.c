@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1144,7 +1145,7 @@ static void test_range_two_sizes(void)
     sched_job_info r = tune_on("1", NULL, COUNT_ONLY, &st, &cfg);
     CHECK(g_requests == 2 + r.final_candidates, "static: %ld requests, %d in the final round", g_requests,
           r.final_candidates);
-    CHECK(r.n_range_dims == 0 && r.best_mid_us < 0, "static: range fields");
+    CHECK(r.n_range_dims == 0 && r.best_mid_us < 0 && r.range_worst < 0, "static: range fields");
 
     /* Ranged: two per candidate, and two per finalist. */
     tuner_op mm = ranged_matmul();
@@ -1202,11 +1203,31 @@ static void test_range_two_sizes(void)
             if (worst_ratio(&prices, two, top, mid, 2, 0) > 1.15 * worst_ratio(&prices, two, top, mid, 2, 1))
                 break;
         }
+        /* The job reports its pick's worst ratio (the stand-in adds under 1% to each time). Two
+         * flat candidates: about worst_ratio's for the calm pick. */
+        const double flat[2] = {10, 10};
+        const double calm_worst = worst_ratio(&prices, two, flat, flat, 2, 0);
+        CHECK(calm.range_worst >= 1.0 && fabs(calm.range_worst - calm_worst) < 0.02 * calm_worst,
+              "calm: range_worst %g, want %g", calm.range_worst, calm_worst);
         char heavy[32];
         snprintf(heavy, sizeof(heavy), "heavy@%d:%d", 2 * pick + 2, pct);
         r = tune_on("1", NULL, heavy, &mm, &cfg);
         CHECK(r.candidates_failed == 0 && sj[1 - pick] && strcmp(r.best_schedule, sj[1 - pick]) == 0,
               "%s: picked %s", heavy, r.best_schedule);
+        /* A range neither serves well: the calm pick twice as slow at the middle, the other 1.5x
+         * at the top. The other wins (no final round: the two are far apart), and its worst
+         * ratio - at the samples above the middle, against the first's carried times - is what
+         * the job reports. */
+        char both[48];
+        snprintf(both, sizeof(both), "heavy@%d:100,heavy@%d:50", 2 * pick + 2, 2 * (1 - pick) + 1);
+        r = tune_on("1", NULL, both, &mm, &cfg);
+        const double top2[2] = {10, 15}, mid2[2] = {20, 10};
+        const double want = worst_ratio(&prices, two, top2, mid2, 2, 1);
+        CHECK(r.candidates_failed == 0 && r.final_candidates == 0 && sj[1 - pick] &&
+                  strcmp(r.best_schedule, sj[1 - pick]) == 0 && want > 1.3 &&
+                  fabs(r.range_worst - want) < 0.02 * want,
+              "%s: picked %s, range_worst %g, want %g (%d in the final round)", both, r.best_schedule, r.range_worst,
+              want, r.final_candidates);
         free(sj[0]);
         free(sj[1]);
     }
