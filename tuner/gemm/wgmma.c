@@ -269,12 +269,17 @@ static bool wg_map_batched(const tuner__gemm_problem *p, int which)
     return which == 2 ? p->op->output.rank == 3 : which == 0 ? p->a_batched : p->b_batched;
 }
 
-/* Whether a matmul may run with swapped operands (wg_cfg.swap): 16-bit, unbatched 2-D operands
- * and output, A K-major (it becomes the kernel's B, whose tile rows are then any multiple of 8)
- * and both loaded by TMA; no quantize step's amax (its flush is the staged store's). */
+/* Whether a matmul may run with swapped operands (wg_cfg.swap): unbatched 2-D operands and
+ * output, A K-major (it becomes the kernel's B, whose tile rows are then any multiple of 8) and
+ * both loaded by TMA; no quantize step's amax (its flush is the staged store's). 16-bit, or FP8
+ * with both operands K-major (nothing to transpose in the kernel), a 16- or 32-bit output and the
+ * scales applied in the epilogue (tensor, row or column: at the output's coordinates, which the
+ * transposed store keeps); not promoted per k tile (per-block scales and slow accumulation index
+ * their scales by the kernel's rows). */
 static bool wg_swap_ok(const tuner__gemm_problem *p)
 {
-    return !p->conv && !p->fp8 && p->batch == 1 && !p->batch_sym && !p->a_batched && !p->b_batched &&
+    const bool fp8_ok = !p->fp8 || (!wg_any_tnsp(p) && !p->promote && !tuner_dtype_is_fp8(p->out_dt));
+    return !p->conv && fp8_ok && p->batch == 1 && !p->batch_sym && !p->a_batched && !p->b_batched &&
            p->op->output.rank == 2 && p->kmajor[0] && !wg_any_gathered(p) && p->amax_in < 0;
 }
 
@@ -2271,7 +2276,8 @@ static const int wg_tiles[][4] = {
     "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads); " \
     "fp8 MN-major operands: boxes 128 mn x 128 k into a raw stage area, transposed by the producer's 3 spare warps " \
     "(4x4 byte blocks, prmt) into the K-major tile, `ready` barriers (3 arrivals), tiles of whole 128 boxes, no pairs, producer 56 regs; " \
-    "swap{0,1 (C^T = B^T A^T: 16-bit 2-D matmuls, A K-major, TMA both, M <= 3072; block_n = M's side, the multiple of 8 " \
+    "swap{0,1 (C^T = B^T A^T: 16-bit 2-D matmuls, or FP8 ones with both operands K-major, scales in the epilogue, no " \
+    "promotion, no FP8 output; A K-major, TMA both, M <= 3072; block_n = M's side, the multiple of 8 " \
     "cutting M (max, and a named M's min) into t tiles for the 8 t from ceil(M/256), >= 16 past the first; block_m 64c1,128c1,128c2,64 pingpong; stages 4,6,8,12; " \
     "swz 8; lane pairs traded by shfl, stored from registers or (stage_out 1) through a staged tile of block_n rows of M " \
     "in 128-byte swizzled boxes and TMA stores, or split_k{2,3,4} (not pingpong; partials summed transposed through " \

@@ -181,6 +181,43 @@ static void test_spaces(void)
     CHECK(mma && simt && mma->applies(&op, &sm90a) && !simt->applies(&op, &sm90a));
 }
 
+/* Swapped operands (C^T = B^T A^T: a decode batch's few rows on wgmma's N side, in tiles of any
+ * multiple of 8) for FP8 with both operands K-major and the scales applied at the output's
+ * coordinates; none where the kernel would transpose an operand, where k tiles are promoted
+ * (per-block scales, slow accumulation: their scales follow the kernel's rows), or for an FP8
+ * output. */
+static size_t swapped_candidates(const tuner_op *op)
+{
+    tuner_space *sp = NULL;
+    size_t n = 0;
+    if (tuner_space_build(op, &sm90a, &sp, NULL) == 0)
+        for (size_t i = 0; i < sp->n; i++)
+            n += tuner_schedule_param(&sp->items[i], "swap", 0) == 1;
+    tuner_space_free(sp);
+    return n;
+}
+
+static void test_swap(void)
+{
+    const tuner_op decode = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR,
+                                         TUNER_SCALE_TENSOR, false);
+    const size_t n = swapped_candidates(&decode);
+    CHECK(n >= 20, "16x8192x8192 e4m3: %zu swapped candidates", n);
+    const tuner_op rowcol = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 100, 1024, 512, TUNER_SCALE_ROW,
+                                         TUNER_SCALE_COL, true);
+    CHECK(swapped_candidates(&rowcol) > 0, "rows and columns scaled: no swapped candidate");
+    const tuner_op none[] = {
+        t_fp8_mn(decode, false, true),
+        t_fp8_promoted(decode),
+        t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 1024, 1024, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK,
+                     false),
+        t_fp8_quantized(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 1024, 1024, TUNER_SCALE_TENSOR,
+                                     TUNER_SCALE_TENSOR, false)),
+    };
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+        CHECK(swapped_candidates(&none[i]) == 0, "case %zu: swapped candidates", i);
+}
+
 /* FP8 at twice fp16's tensor rate, half its operand bytes: a compute-bound GEMM's best predicted
  * time about halves; a decode GEMM's (weights streamed) too, by the bytes. */
 static void test_cost(void)
@@ -275,8 +312,8 @@ static void test_compile(void)
                                            TUNER_SCALE_BLOCK, true), "e4m3", "e4m3"},
     };
     /* Per case: the model's best, then the first schedule with each feature not compiled yet. */
-    static const char *const features[] = {"pingpong", "stage_out", "cluster", "cluster_n", "split_k", "stream_k"};
-    bool seen[6] = {false};
+    static const char *const features[] = {"pingpong", "stage_out", "cluster", "cluster_n", "split_k", "stream_k", "swap"};
+    bool seen[7] = {false};
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const tuner_op *op = &cases[c].op;
         tuner_space *sp = NULL;
@@ -296,7 +333,7 @@ static void test_compile(void)
             if (strcmp(sp->items[order[j]].template_name, "matmul_wgmma") == 0)
                 pick[np++] = order[j];
         for (size_t j = 0; j < sp->n && np < 3; j++)
-            for (int f = 0; f < 6 && strcmp(sp->items[j].template_name, "matmul_wgmma") == 0; f++) {
+            for (int f = 0; f < 7 && strcmp(sp->items[j].template_name, "matmul_wgmma") == 0; f++) {
                 const int v = tuner_schedule_param(&sp->items[j], features[f], f == 2 || f == 3 || f == 4 ? 1 : 0);
                 if (!seen[f] && v != (f == 2 || f == 3 || f == 4 ? 1 : 0)) {
                     seen[f] = true;
@@ -364,8 +401,10 @@ static void test_compile(void)
             check_amax(op, pr->source);
             if (getenv("TFP8_DUMP") && strstr(what, getenv("TFP8_DUMP"))) /* TFP8_DUMP=<case name>: its sources */
                 fprintf(stderr, "==== %s\n%s\n", what, pr->source);
+            /* Swapped operands: the kernel's wgmma takes B's format first. */
+            const bool sw = tuner_schedule_param(&sp->items[pick[k]], "swap", 0) == 1;
             if (k % t_sub.every == t_sub.rest) /* the sanitizer build's sample (t_subset_init) */
-                compile_fp8(what, pr, cases[c].ta, cases[c].tb);
+                compile_fp8(what, pr, sw ? cases[c].tb : cases[c].ta, sw ? cases[c].ta : cases[c].tb);
             tuner_program_free(pr);
         }
         /* The verification reference of the case (its FP8 decoders and scales). */
@@ -714,6 +753,7 @@ int main(int argc, char **argv)
         return 2;
     test_reference_epilogue();
     test_decode();
+    test_swap();
     test_encode();
     test_spaces();
     test_cost();

@@ -12,7 +12,8 @@
  * 7 f16 [m,k]x[k,n] m <= 200 named, N 136, K 120, + bias + residual, GELU; 8 bf16 [m,k]x[n,k]^T,
  * m <= 196, N 200, K 128; 9 f16 77x72x64 fixed, + bias + residual, GELU; 10 e4m3 x e4m3 -> f16
  * 96x256x256, B [N,K]; 11 the same with B [K,N] (transposed in the kernel); 12 f16 [m,2048]x[2048,1024],
- * m <= 1280 named (stream-K's division at launch, CASES=12 EMU_PARAM=stream_k=1). Size sets: every dim at
+ * m <= 1280 named (stream-K's division at launch, CASES=12 EMU_PARAM=stream_k=1); 13 e4m3 x e5m2 ->
+ * bf16 96x256x256 with row and column scales (swapped FP8, CASES=13 EMU_PARAM=swap=1). Size sets: every dim at
  * its min, odd sizes (odd multiples of multiple_of), every dim at its max, one step past a
  * multiple of 64. */
 #include <math.h>
@@ -62,6 +63,12 @@ static tuner_op case_op(int c)
      * at 769 and 1280) and whole waves before shared ones (64x64 at 769 and 1280). */
     case 12:
         return dyn_matmul_nk(TUNER_F16, 1280, 1024, 2048, "m", NULL, NULL, 1, false, false);
+    /* FP8 with swapped operands (EMU_PARAM=swap=1): e4m3 x e5m2 -> bf16 96x256x256, B [N,K], A's
+     * scales per row and B's per column (applied at the output's coordinates by the transposed
+     * store). */
+    case 13:
+        return t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_BF16, 0, 96, 256, 256, TUNER_SCALE_ROW, TUNER_SCALE_COL,
+                            false);
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
@@ -114,7 +121,11 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
         return 1;
     void *const *in = set.in;
     const unsigned char *out = set.out;
-    const bool tb = op->attrs.matmul.trans_b, epi = op->n_inputs > 2;
+    /* An FP8 op's scales (inputs 2 and 3: A's per row or tensor, then B's per column or tensor)
+     * multiply the product; another op's inputs past A and B are the bias and the residual. */
+    const tuner_scale_kind sa = op->attrs.matmul.scale_a, sb = op->attrs.matmul.scale_b;
+    const bool scaled = sa != TUNER_SCALE_NONE || sb != TUNER_SCALE_NONE;
+    const bool tb = op->attrs.matmul.trans_b, epi = !scaled && op->n_inputs > 2;
     long bad = 0;
     double maxerr = 0;
     for (long long m = 0; m < M; m++)
@@ -123,6 +134,13 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
             for (long long k = 0; k < K; k++)
                 acc += (double)t_host_get(op->inputs[0].dtype, in[0], (size_t)(m * K + k)) *
                        t_host_get(op->inputs[1].dtype, in[1], (size_t)(tb ? c * K + k : k * N + c));
+            if (scaled) {
+                const int si = sa != TUNER_SCALE_NONE ? 3 : 2;
+                if (sa != TUNER_SCALE_NONE)
+                    acc *= t_host_get(TUNER_F32, in[2], (size_t)(sa == TUNER_SCALE_ROW ? m : 0));
+                if (sb != TUNER_SCALE_NONE)
+                    acc *= t_host_get(TUNER_F32, in[si], (size_t)(sb == TUNER_SCALE_COL ? c : 0));
+            }
             if (epi) {
                 acc += t_host_get(op->inputs[2].dtype, in[2], (size_t)c);
                 acc += t_host_get(op->inputs[3].dtype, in[3], (size_t)(m * N + c));
