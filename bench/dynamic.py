@@ -222,9 +222,15 @@ def run(daemon, case, args, out_rows, save=None):
     if status != 200:
         out_rows.append(dict(case=case["name"], error=f"HTTP {status}: {json.dumps(table)[:300]}"))
         return
-    # Wait for the hinted entries (their jobs run in the background).
+    # Wait for the hinted entries (their jobs run in the background), noting each one's job while
+    # it tunes: its range_worst says how far the range's kernel is from the best at any size.
     deadline = time.time() + args.wait_s
+    jobs = {}
     while time.time() < deadline:
+        for n in case["sizes"]:
+            e = entry_for(table, n) or {}
+            if e.get("job"):
+                jobs[n] = e["job"]
         pending = [n for n in case["sizes"] if (entry_for(table, n) or {}).get("state") != "ready"]
         if not pending:
             break
@@ -246,6 +252,9 @@ def run(daemon, case, args, out_rows, save=None):
             continue
         row["range"] = e["ranges"]["n"]
         row["merged"] = len(e.get("merged", [])) or None
+        if n in jobs:
+            st, job = daemon.call("GET", jobs[n])
+            row["range_worst"] = job.get("job", {}).get("range_worst") if st == 200 else None
         entry = Kernel(daemon, e["kernel_set"], args.workdir)
         sreq = dict(case["req"](n), tune=args.tune, arch=args.arch, wait=True)
         st, sset = daemon.call("POST", "/v1/kernels", sreq)
