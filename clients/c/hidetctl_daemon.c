@@ -179,6 +179,40 @@ void apply_opts(cJSON *j, const opts *o, bool for_space)
     }
 }
 
+/* "n=2304" for a job's timed_at.top or .middle object (names and sizes), into out. */
+static void fmt_sizes(const cJSON *at, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    const cJSON *d;
+    cJSON_ArrayForEach(d, at) {
+        if (cJSON_IsNumber(d) && d->string && o < cap)
+            o += (size_t)snprintf(out + o, cap - o, "%s%s=%lld", o ? "," : "", d->string, (long long)d->valuedouble);
+    }
+}
+
+/* A measured range job's line (docs/api.md, GET /v1/jobs): where its candidates were timed, the
+ * best's times there, and how far from the best candidate anywhere in the range it runs. */
+static void print_job_range(const hidet_job *j)
+{
+    cJSON *root = j->json ? cJSON_Parse(j->json) : NULL;
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(root, "timed_at");
+    if (cJSON_IsObject(at)) {
+        char top[96], mid[96], best[32], best_mid[32];
+        fmt_sizes(cJSON_GetObjectItemCaseSensitive(at, "top"), top, sizeof(top));
+        fmt_sizes(cJSON_GetObjectItemCaseSensitive(at, "middle"), mid, sizeof(mid));
+        const cJSON *bm = cJSON_GetObjectItemCaseSensitive(root, "best_middle_us");
+        const cJSON *rw = cJSON_GetObjectItemCaseSensitive(root, "range_worst");
+        fmt_us(j->best_us, best, sizeof(best));
+        fmt_us(cJSON_IsNumber(bm) ? bm->valuedouble : -1, best_mid, sizeof(best_mid));
+        printf("  a range: timed at %s (top) and %s (middle), the best %s and %s there", top, mid, best, best_mid);
+        if (cJSON_IsNumber(rw))
+            printf("; at worst %.3fx the best candidate at a size of the range", rw->valuedouble);
+        printf("\n");
+    }
+    cJSON_Delete(root);
+}
+
 static void print_job_human(const hidet_job *j)
 {
     char bar[64], best[32];
@@ -191,6 +225,7 @@ static void print_job_human(const hidet_job *j)
         printf(" (%lld failed)", (long long)j->failed);
     printf("\n  best so far %s, elapsed %.1f s, %lld waiting\n", best, j->elapsed_s,
            (long long)j->waiters);
+    print_job_range(j);
     if (j->result)
         printf("  result %s%s\n", j->result, j->measured ? " (measured)" : "");
     if (j->warning)

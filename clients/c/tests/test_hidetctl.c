@@ -379,6 +379,31 @@ static void test_kernel_dispatch(void)
     CHECK(strstr(out, "1 tuned, 0 failed") || strstr(errout, "1 tuned, 0 failed"), "%s%s", out, errout);
 }
 
+/* 'jobs ID' for a measured range job: where its candidates were timed, the best's times there and
+ * its worst ratio to the best candidate at a size of the range; a static job has no such line. */
+static void test_job_range(void)
+{
+    static const char range_job[] =
+        "{\"job\":{\"id\":\"7\",\"url\":\"/v1/jobs/7\",\"state\":\"done\",\"op\":\"matmul\","
+        "\"arch\":\"sm_90a\",\"tune\":\"measure\",\"priority\":\"normal\",\"candidates\":{\"total\":128,"
+        "\"done\":128,\"failed\":0},\"best_us\":105.632,\"best_schedule\":null,\"measured_on\":[0],"
+        "\"final_round\":null,\"timed_at\":{\"top\":{\"n\":2304},\"middle\":{\"n\":2172}},"
+        "\"best_middle_us\":108.864,\"range_worst\":1.145,\"elapsed_s\":10.7,\"waiters\":0}}";
+    static const char static_job[] =
+        "{\"job\":{\"id\":\"8\",\"url\":\"/v1/jobs/8\",\"state\":\"running\",\"op\":\"matmul\","
+        "\"arch\":\"sm_90a\",\"tune\":\"measure\",\"priority\":\"normal\",\"candidates\":{\"total\":128,"
+        "\"done\":3,\"failed\":0},\"best_us\":99.04,\"best_schedule\":null,\"measured_on\":[0],"
+        "\"final_round\":null,\"elapsed_s\":1.5,\"waiters\":1}}";
+    char head[4096];
+    int rc = serve_once(range_job, "jobs", "7", head, sizeof(head));
+    CHECK(rc == 0 && strstr(head, "GET /v1/jobs/7 ") != NULL, "%s", errout);
+    CHECK(strstr(out, "a range: timed at n=2304 (top) and n=2172 (middle), the best 105.6 us and 108.9 us there; "
+                      "at worst 1.145x the best candidate") != NULL,
+          "%s", out);
+    rc = serve_once(static_job, "jobs", "8", head, sizeof(head));
+    CHECK(rc == 0 && strstr(out, "best so far 99.0 us") && !strstr(out, "a range"), "%s", out);
+}
+
 /* The token rule shared by every client: --token-file, --token, $HIDETD_TOKEN_FILE (its first
  * line), $HIDETD_TOKEN. */
 static void test_token(void)
@@ -594,6 +619,7 @@ int main(int argc, char **argv)
     test_usage();
     test_token();
     test_kernel_dispatch();
+    test_job_range();
     test_cache();
     if (failures) {
         fprintf(stderr, "%d check(s) failed; files left in %s\n", failures, tmpdir);
