@@ -422,7 +422,7 @@ static void test_compile(void)
         free(err);
         tuner_space_free(sp);
     }
-    for (int f = 0; f < 6; f++)
+    for (int f = 0; f < 7; f++)
         if (!seen[f] && f != 3) /* N pairs need M tiles <= 2 and twice the N tiles: case 2 has them */
             fprintf(stderr, "note: no FP8 schedule with %s was compiled\n", features[f]);
 }
