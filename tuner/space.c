@@ -391,93 +391,98 @@ void tuner_range_sample(const tuner_op *op, int k, int64_t sizes[TUNER_MAX_DIMS]
     }
 }
 
-/* Below a dynamic op's tuning sizes: each item's worst ratio to the best prediction at the
- * range's bottom and its geometric middle (each name's size in its range alike), into below[i]
- * (1 where the model cannot price the item there), and whether it is the model's first choice
- * (within RANGE_TIE) at either, into picked[i]. -1 for a static op or a range of one size, or out
- * of memory: nothing written. */
-static int ratios_below_top(const tuner_op *op, const tuner_target *t, const tuner_space *space, double *below,
-                            bool *picked)
+/* Each item's prediction at samples ks[0..n_ks) of a dynamic op's range (tuner_range_sample),
+ * sample-major: us[p * space->n + i] (malloc'd). NULL for a static op or a range of one size, or
+ * out of memory. */
+static double *predict_at_samples(const tuner_op *op, const tuner_target *t, const tuner_space *space, const int *ks,
+                                  int n_ks)
 {
-    if (!tuner_op_is_dynamic(op))
-        return -1;
-    int64_t lo[TUNER_MAX_DIMS], mid[TUNER_MAX_DIMS];
-    tuner_range_sample(op, 0, lo);
-    tuner_range_sample(op, TUNER_RANGE_MIDDLE, mid);
-    tuner_op *at = malloc(2 * sizeof(*at));
-    double *us = malloc(2 * space->n * sizeof(*us));
-    if (!tuner_range_spans(op) || !at || !us || tuner_op_bind(op, lo, &at[0]) < 0 || tuner_op_bind(op, mid, &at[1]) < 0) {
-        free(at);
-        free(us);
-        return -1;
+    if (!tuner_op_is_dynamic(op) || !tuner_range_spans(op))
+        return NULL;
+    tuner_op *at = malloc((size_t)n_ks * sizeof(*at));
+    double *us = malloc((size_t)n_ks * space->n * sizeof(*us));
+    bool ok = at && us;
+    for (int p = 0; ok && p < n_ks; p++) {
+        int64_t sizes[TUNER_MAX_DIMS];
+        tuner_range_sample(op, ks[p], sizes);
+        ok = tuner_op_bind(op, sizes, &at[p]) == 0;
     }
+    for (int p = 0; ok && p < n_ks; p++)
+        for (size_t i = 0; i < space->n; i++)
+            us[(size_t)p * space->n + i] = tuner_predict_us(&at[p], t, &space->items[i]);
+    free(at);
+    if (!ok) {
+        free(us);
+        return NULL;
+    }
+    return us;
+}
+
+/* Below a dynamic op's tuning sizes: from each item's predictions at the range's bottom (lo) and
+ * its geometric middle (mid), its worst ratio to the best prediction there into below[i] (1 where
+ * the model cannot price the item), and whether it is the model's first choice (within RANGE_TIE)
+ * at either into picked[i]. */
+static void ratios_below_top(const tuner_space *space, const double *lo, const double *mid, double *below,
+                             bool *picked)
+{
+    const double *us[2] = {lo, mid};
     double best[2] = {1e12, 1e12};
-    for (size_t i = 0; i < space->n; i++)
-        for (int p = 0; p < 2; p++) {
-            us[p * space->n + i] = tuner_predict_us(&at[p], t, &space->items[i]);
-            best[p] = us[p * space->n + i] < best[p] ? us[p * space->n + i] : best[p];
-        }
+    for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < space->n; i++)
+            best[p] = us[p][i] < best[p] ? us[p][i] : best[p];
     for (size_t i = 0; i < space->n; i++) {
         below[i] = 1.0;
         picked[i] = false;
         for (int p = 0; p < 2; p++) {
-            const double u = us[p * space->n + i];
+            const double u = us[p][i];
             if (u >= 1e12 || best[p] >= 1e12)
                 continue;
             below[i] = u / best[p] > below[i] ? u / best[p] : below[i];
             picked[i] = picked[i] || u <= RANGE_TIE * best[p];
         }
     }
-    free(at);
-    free(us);
-    return 0;
 }
 
-/* prices->carry of a dynamic op's range (tuner_range_prices); false when the model prices
- * nothing there (a static op, a range of one size, out of memory). */
-static bool range_carry(const tuner_op *op, const tuner_target *t, const tuner_space *space,
-                        tuner_range_prices *prices)
+/* tuner_range_prices.carry from each item's predictions at every sample (us: sample-major). */
+static void range_carry(const tuner_space *space, const double *us, double *carry)
 {
-    if (!tuner_op_is_dynamic(op) || !tuner_range_spans(op))
-        return false;
-    tuner_op *at = malloc(TUNER_RANGE_SAMPLES * sizeof(*at));
-    if (!at)
-        return false;
-    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
-        int64_t sizes[TUNER_MAX_DIMS];
-        tuner_range_sample(op, k, sizes);
-        if (tuner_op_bind(op, sizes, &at[k]) < 0) {
-            free(at);
-            return false;
-        }
-    }
-    for (size_t i = 0; prices->carry && i < space->n; i++) {
-        double us[TUNER_RANGE_SAMPLES];
-        for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
-            us[k] = tuner_predict_us(&at[k], t, &space->items[i]);
+    for (size_t i = 0; i < space->n; i++)
         for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
-            const double from = us[k <= TUNER_RANGE_MIDDLE ? TUNER_RANGE_MIDDLE : TUNER_RANGE_TOP];
-            prices->carry[i * TUNER_RANGE_SAMPLES + k] = us[k] < 1e12 && from < 1e12 && from > 0 ? us[k] / from : 1.0;
+            const double u = us[(size_t)k * space->n + i];
+            const double from = us[(size_t)(k <= TUNER_RANGE_MIDDLE ? TUNER_RANGE_MIDDLE : TUNER_RANGE_TOP) * space->n + i];
+            carry[i * TUNER_RANGE_SAMPLES + k] = u < 1e12 && from < 1e12 && from > 0 ? u / from : 1.0;
         }
-    }
-    free(at);
-    return true;
 }
 
-/* Scores a dynamic op's items for its range (above), and fills prices (may be NULL). */
+/* Scores a dynamic op's items for its range (above), and fills prices (may be NULL). The
+ * predictions at the range's samples serve both: every sample where a carry is asked for, the
+ * bottom and the middle alone where not. */
 static void rank_over_range(const tuner_op *op, const tuner_target *t, const tuner_space *space, rank_item *it,
                             tuner_range_prices *prices)
 {
     if (prices) {
         for (size_t i = 0; prices->carry && i < space->n * TUNER_RANGE_SAMPLES; i++)
             prices->carry[i] = 1.0;
-        prices->ranged = range_carry(op, t, space, prices);
+        prices->ranged = false;
     }
-    if (!tuner_op_is_dynamic(op))
-        return;
-    double *below = malloc(space->n * sizeof(*below));
-    bool *picked = malloc(space->n * sizeof(*picked));
-    const bool ranged = below && picked && ratios_below_top(op, t, space, below, picked) == 0;
+    int ks[TUNER_RANGE_SAMPLES] = {0, TUNER_RANGE_MIDDLE}, n_ks = 2, mid_row = 1;
+    if (prices && prices->carry) {
+        for (int k = 0; k < TUNER_RANGE_SAMPLES; k++)
+            ks[k] = k;
+        n_ks = TUNER_RANGE_SAMPLES;
+        mid_row = TUNER_RANGE_MIDDLE;
+    }
+    double *us = predict_at_samples(op, t, space, ks, n_ks);
+    if (prices && us) {
+        if (prices->carry)
+            range_carry(space, us, prices->carry);
+        prices->ranged = true;
+    }
+    double *below = us ? malloc(space->n * sizeof(*below)) : NULL;
+    bool *picked = us ? malloc(space->n * sizeof(*picked)) : NULL;
+    const bool ranged = below && picked;
+    if (ranged)
+        ratios_below_top(space, us, us + (size_t)mid_row * space->n, below, picked);
     double best_top = 1e12;
     for (size_t i = 0; ranged && i < space->n; i++)
         best_top = it[i].us < best_top ? it[i].us : best_top;
@@ -492,6 +497,7 @@ static void rank_over_range(const tuner_op *op, const tuner_target *t, const tun
     }
     free(below);
     free(picked);
+    free(us);
 }
 
 void tuner_rank_ranged(const tuner_op *op, const tuner_target *t, const tuner_space *space, size_t *order,
