@@ -739,7 +739,8 @@ static double cand_us(const sched_job *j, const sched_cand *c)
     return range_worst(t, j->range_best);
 }
 
-/* c (NULL: none passed, as when the job began) becomes the job's best, and what its info says. */
+/* c (NULL: none passed, as when the job began) becomes the job's best, and what its info says;
+ * in a range job its worst ratio against j->range_best, which its callers keep current. */
 static void set_best(sched_job *j, sched_cand *c)
 {
     j->best = c; /* the binaries of the others are trimmed by trim_binaries */
@@ -751,10 +752,10 @@ static void set_best(sched_job *j, sched_cand *c)
     }
     j->info.best_us = c->latency_us;
     j->info.best_mid_us = j->has_mid ? c->mid_us : -1;
-    double best[TUNER_RANGE_SAMPLES], t[TUNER_RANGE_SAMPLES];
-    if (j->has_mid && range_member(j, c, RANGE_FIRST) && range_bests(j, RANGE_FIRST, best)) {
+    if (j->has_mid && range_member(j, c, RANGE_FIRST) && j->range_best[TUNER_RANGE_TOP] < HUGE_VAL) {
+        double t[TUNER_RANGE_SAMPLES];
         range_times(j, c, t);
-        j->info.range_worst = range_worst(t, best) / best[TUNER_RANGE_TOP];
+        j->info.range_worst = range_worst(t, j->range_best) / j->range_best[TUNER_RANGE_TOP];
     }
     snprintf(j->info.best_schedule, sizeof(j->info.best_schedule), "%s", c->schedule_json);
 }
@@ -1526,10 +1527,12 @@ static void end_final_round(sched_job *j)
         if (win || first->status != KC_TRIAL_OK) {
             j->best = win;
             if (win)
-                set_best(j, range_pick(j, RANGE_WINNER_REUSED, best));
+                j->best = range_pick(j, RANGE_WINNER_REUSED, best);
             else
                 consider_best(j, first);
         }
+        /* The round rewrote its finalists' times: the bests set_best reports against. */
+        (void)range_bests(j, RANGE_FIRST, j->range_best);
     } else {
         for (size_t i = 0; i < j->n_cands; i++) {
             sched_cand *c = j->cands[i];
