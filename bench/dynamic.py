@@ -227,11 +227,13 @@ def run(daemon, case, args, out_rows, save=None):
     deadline = time.time() + args.wait_s
     jobs = {}
     while time.time() < deadline:
+        pending = []
         for n in case["sizes"]:
             e = entry_for(table, n) or {}
             if e.get("job"):
                 jobs[n] = e["job"]
-        pending = [n for n in case["sizes"] if (entry_for(table, n) or {}).get("state") != "ready"]
+            if e.get("state") != "ready":
+                pending.append(n)
         if not pending:
             break
         time.sleep(1)

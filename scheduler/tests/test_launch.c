@@ -194,10 +194,12 @@ static void test_range_samples(void)
     op.dims[0].min = 16, op.dims[0].max = 512, op.dims[0].multiple_of = 16;
     op.dims[1] = (tuner_dim){.name = "b", .min = 7, .max = 9, .multiple_of = 1};
     int64_t mid[TUNER_MAX_DIMS], prev[TUNER_MAX_DIMS] = {0, 0};
+    int distinct = 0; /* sizes of n among the samples */
     CHECK(sched__mid_sizes(&op, mid));
     for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
         int64_t sz[TUNER_MAX_DIMS];
         tuner_range_sample(&op, k, sz);
+        distinct += sz[0] != prev[0];
         for (int d = 0; d < 2; d++) {
             CHECK(sz[d] >= op.dims[d].min && sz[d] <= op.dims[d].max && sz[d] % op.dims[d].multiple_of == 0 &&
                       sz[d] >= prev[d],
@@ -212,14 +214,6 @@ static void test_range_samples(void)
             CHECK(sz[0] == 512 && sz[1] == 9, "the top: %lld %lld", (long long)sz[0], (long long)sz[1]);
     }
     /* Between the ends they step: 16..512 in multiples of 16 takes more than the three. */
-    int distinct = 0;
-    int64_t last = -1;
-    for (int k = 0; k < TUNER_RANGE_SAMPLES; k++) {
-        int64_t sz[TUNER_MAX_DIMS];
-        tuner_range_sample(&op, k, sz);
-        distinct += sz[0] != last;
-        last = sz[0];
-    }
     CHECK(distinct > 8, "%d distinct sizes of n among the samples", distinct);
 }
 

@@ -421,6 +421,19 @@ static void run_case(const char *name, const tuner_op *op, const tuner_op *alt, 
     tuner_space_free(sp);
 }
 
+/* A matmul_wgmma schedule with these values of its parameters, in wg_param_names' order. */
+#define WG_PARAMS 11
+static const char *const wg_param_names[WG_PARAMS] = {"block_m",   "block_n", "stages",  "consumers",
+                                                      "swizzle",   "pingpong", "stage_out", "cluster",
+                                                      "split_k",   "stream_k", "cluster_n"};
+static tuner_schedule wgmma_schedule(const int values[WG_PARAMS])
+{
+    tuner_schedule s = {.template_name = "matmul_wgmma"};
+    for (int i = 0; i < WG_PARAMS; i++)
+        tuner__gemm_param(&s, wg_param_names[i], values[i]);
+    return s;
+}
+
 /* matmul_wgmma is in a dynamic op's space on sm_90a with its stream-K candidates, as in the
  * static op's at max: their kernels cut the shared k tiles from the tile count at launch, on one
  * block per SM at every size, and run every tile whole where the tiles fill whole waves (priced
@@ -442,14 +455,8 @@ static void test_refusals(void)
     sp = NULL;
     {
         /* 128x256 tiles: 56 along N, so 4224 rows (33 tile rows) are 14 whole waves. */
-        tuner_schedule s = {.template_name = "matmul_wgmma"}, whole = s;
-        static const char *const names[] = {"block_m", "block_n", "stages",   "consumers", "swizzle",  "pingpong",
-                                            "stage_out", "cluster", "split_k", "stream_k",  "cluster_n"};
-        static const int values[] = {128, 256, 3, 2, 8, 0, 1, 1, 1, 1, 1};
-        for (int i = 0; i < 11; i++) {
-            tuner__gemm_param(&s, names[i], values[i]);
-            tuner__gemm_param(&whole, names[i], strcmp(names[i], "stream_k") ? values[i] : 0);
-        }
+        const tuner_schedule s = wgmma_schedule((const int[WG_PARAMS]){128, 256, 3, 2, 8, 0, 1, 1, 1, 1, 1});
+        const tuner_schedule whole = wgmma_schedule((const int[WG_PARAMS]){128, 256, 3, 2, 8, 0, 1, 1, 1, 0, 1});
         tuner_program *dp = gen(&op, &t, &s, "dynamic stream-K 128x256");
         int64_t at_max[TUNER_MAX_DIMS] = {8192, 1, 1, 1};
         tuner_op bound;
@@ -494,12 +501,7 @@ static void test_refusals(void)
      * a tile skip the closing hand-over. */
     {
         tuner_op pp = dyn_matmul_rows(TUNER_BF16, 1, 1000, 1, 14336, 4096, false, false);
-        tuner_schedule s = {.template_name = "matmul_wgmma"};
-        static const char *const names[] = {"block_m", "block_n", "stages",   "consumers", "swizzle",  "pingpong",
-                                            "stage_out", "cluster", "split_k", "stream_k",  "cluster_n"};
-        static const int values[] = {64, 192, 4, 2, 8, 1, 1, 1, 1, 0, 1};
-        for (int i = 0; i < 11; i++)
-            tuner__gemm_param(&s, names[i], values[i]);
+        const tuner_schedule s = wgmma_schedule((const int[WG_PARAMS]){64, 192, 4, 2, 8, 1, 1, 1, 1, 0, 1});
         tuner_program *dp = gen(&pp, &t, &s, "pingpong 64x192"), *bp = NULL;
         int64_t n97[TUNER_MAX_DIMS] = {97, 1, 1, 1};
         tuner_op bound;
