@@ -14,7 +14,7 @@
  * 96x256x256, B [N,K]; 11 the same with B [K,N] (transposed in the kernel); 12 f16 [m,2048]x[2048,1024],
  * m <= 1280 named (stream-K's division at launch, CASES=12 EMU_PARAM=stream_k=1); 13 e4m3 x e5m2 ->
  * bf16 96x256x256 with row and column scales (swapped FP8, CASES=13 EMU_PARAM=swap=1); 14 the same
- * with m <= 96 named. Size sets: every dim at
+ * with M named (n <= 96). Size sets: every dim at
  * its min, odd sizes (odd multiples of multiple_of), every dim at its max, one step past a
  * multiple of 64. */
 #include <math.h>
@@ -70,15 +70,11 @@ static tuner_op case_op(int c)
     case 13:
         return t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_BF16, 0, 96, 256, 256, TUNER_SCALE_ROW, TUNER_SCALE_COL,
                             false);
-    /* The same over a named M (decode batches, m <= 96), A's row scales [m] named with it. */
+    /* The same over a named M (decode batches, n <= 96), A's row scales [n] named with it. */
     case 14: {
         tuner_op op = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_BF16, 0, 96, 256, 256, TUNER_SCALE_ROW,
                                    TUNER_SCALE_COL, false);
-        op.n_dims = 1;
-        snprintf(op.dims[0].name, sizeof(op.dims[0].name), "m");
-        op.dims[0].min = 1;
-        op.dims[0].max = 96;
-        op.dims[0].multiple_of = 1;
+        dyn_matmul_set_dim(&op, 1, 96, 1);
         op.inputs[0].sym[0] = op.inputs[2].sym[0] = op.output.sym[0] = 1;
         return op;
     }
