@@ -20,7 +20,7 @@
 #include "op/op.h"
 #include "op/tmap.h"
 
-#define TUNER_MAX_PARAMS 12
+#define TUNER_MAX_PARAMS 16
 #define TUNER_MAX_KERNELS 4
 #define TUNER_MAX_ARGS 12
 
