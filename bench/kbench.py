@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import (L2_BYTES, TORCH_DT, launcher, rand, rel_err, sets_for, tensor_map_arg,  # noqa: E402
+from bench import (FP8_DT, L2_BYTES, TORCH_DT, launcher, rand, rel_err, sets_for, tensor_map_arg,  # noqa: E402
                    time_pair_us, time_us)
 
 OP_MATMUL = 0
@@ -65,6 +65,13 @@ def matmul_flops(meta):
     return 2.0 * n_out * k
 
 
+def in_rand(shape, dt):
+    """rand() for every input dtype: FP8 ones rounded from uniform [-1, 1]."""
+    if dt in FP8_DT:
+        return (torch.rand(shape, device="cuda") * 2 - 1).to(FP8_DT[dt])
+    return rand(shape, dt)
+
+
 def run_one(path, args):
     meta = json.load(open(path))
     base = path[:-len(".json")]
@@ -77,7 +84,7 @@ def run_one(path, args):
     in_shapes = [t["shape"] for t in meta["inputs"]]
     out_shape, out_dt = meta["output"]["shape"], meta["output"]["dtype"]
 
-    inputs = [rand(s, d) for s, d in zip(in_shapes, in_dts)]
+    inputs = [in_rand(s, d) for s, d in zip(in_shapes, in_dts)]
     want = torch.empty(out_shape, dtype=torch.float32, device="cuda")
     got = torch.full(out_shape, float("nan"), dtype=TORCH_DT[out_dt], device="cuda")
     bind_r(inputs, want)()
@@ -87,7 +94,7 @@ def run_one(path, args):
 
     nbytes = sum(t.numel() * t.element_size() for t in inputs) + got.numel() * got.element_size()
     n_sets = sets_for(nbytes)
-    sets = [[rand(s, d) for s, d in zip(in_shapes, in_dts)] for _ in range(n_sets)]
+    sets = [[in_rand(s, d) for s, d in zip(in_shapes, in_dts)] for _ in range(n_sets)]
     outs = [torch.empty(out_shape, dtype=TORCH_DT[out_dt], device="cuda") for _ in range(n_sets)]
     def peer(i):
         a, b = sets[i][0], sets[i][1]
@@ -96,8 +103,9 @@ def run_one(path, args):
         return lambda: torch.matmul(a, b)
 
     row = {"name": name, "schedule": meta["schedule"]["params"], "predicted_us": meta["predicted_us"], "err": err}
-    # The peer is torch.matmul(a, b): only for plain 2-D operands (not batched, not transposed).
-    if (meta["op"] == OP_MATMUL and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2
+    # The peer is torch.matmul(a, b): only for plain 2-D 16- or 32-bit operands (not batched, not
+    # transposed; FP8 has no torch.matmul).
+    if (meta["op"] == OP_MATMUL and in_dts[0] not in FP8_DT and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2
             and in_shapes[0][1] == in_shapes[1][0] and out_shape == [in_shapes[0][0], in_shapes[1][1]]):
         if args.alternate:
             us, peer_us = time_pair_us(lambda i: bind_c(sets[i], outs[i]), peer, n_sets)

@@ -309,6 +309,17 @@ int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program
                        const char *name, const char *rname, int block_m, int block_n, int split,
                        bool split_in_cluster, unsigned threads, unsigned smem);
 
+/* A kernel `name` that writes the byte matrix src [rows, cols] (row-major, FP8 elements) to dst
+ * as its transpose [cols, rows]: 128 x 128 tiles, one per 256-thread block, grid
+ * (ceil(cols / 128), ceil(rows / 128)); rows and cols multiples of 16 (whole 16-byte vectors,
+ * every row's start 16-byte aligned), TUNER_BYTE_TRANSPOSE_SMEM bytes of dynamic shared memory.
+ * Its parameters are src, dst (a float * as workspaces are), then a dynamic op's sizes (unused:
+ * rows and cols are fixed). For an FP8 B given [K, N], which 8-bit wgmma cannot read, made
+ * K-major once before the GEMM instead of in every tile (matmul_wgmma's pretranspose). */
+#define TUNER_BYTE_TRANSPOSE_TILE 128
+#define TUNER_BYTE_TRANSPOSE_SMEM (128 * 33 * 4)
+void tuner__gemm_emit_byte_transpose(tuner_sb *sb, const tuner_op *op, const char *name, long long rows, long long cols);
+
 /* Fills the launch arguments (inputs, output and, when ws, the workspace, then a dynamic op's
  * dims; the order of tuner__gemm_emit_signature()) and the kernel name of one launch. */
 void tuner__gemm_set_launch(tuner_launch *l, const tuner__gemm_problem *p, const char *name,

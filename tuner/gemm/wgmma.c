@@ -165,6 +165,10 @@ typedef struct wg_cfg {
      * loop is the unswapped kernel's on that view (wg_kview); the epilogue stores transposed
      * (emit_swapped_store). */
     bool swap;
+    /* An FP8 B given [K, N] made K-major before the GEMM by a kernel of its own
+     * (schedule pretranspose 1, wg_pre_ok): the GEMM reads B^T [N, K] from the workspace by TMA
+     * (wg_pview), with no transposing warps and no raw stage area. */
+    bool pre;
     wg_sk_plan sk;   /* ... how (filled by wg_emit) */
     int out_bytes;   /* the staged output tiles, one per consumer's tile of a unit */
     /* Full-size epilogue operands loaded by TMA into shared memory (wg_plan_x): how many, which
@@ -204,6 +208,28 @@ static bool wg_tnsp(const tuner__gemm_problem *p, int which)
 static bool wg_any_tnsp(const tuner__gemm_problem *p)
 {
     return wg_tnsp(p, 0) || wg_tnsp(p, 1);
+}
+
+/* Whether B may be transposed by a kernel of its own before the GEMM (wg_cfg.pre): an FP8 B
+ * given [K, N] beside a K-major A, one matrix (not batched), K a whole number of 16-byte
+ * rows (the copy's row stride). In the kernel the transposition costs three warps per stage
+ * and a raw area that leaves room for three stages of a 256x128 tile: 4096^3 e4m3 ran at
+ * 0.58 of cuBLAS against 1.13 K-major (bench/results/2026-11-30-h200-session16/b). Once
+ * over the whole of B it is a copy of N x K bytes. */
+static bool wg_pre_ok(const tuner__gemm_problem *p)
+{
+    return wg_tnsp(p, 1) && !wg_tnsp(p, 0) && !p->b_batched && p->K % 16 == 0;
+}
+
+/* The problem the GEMM sees: p, or with B pretransposed (wg_cfg.pre) B K-major, [N, K]. */
+static const tuner__gemm_problem *wg_pview(const tuner__gemm_problem *p, bool pre, tuner__gemm_problem *q)
+{
+    if (!pre)
+        return p;
+    *q = *p;
+    q->kmajor[1] = true;
+    q->trans_b = true;
+    return q;
 }
 
 /* k elements per stage: one 128-byte swizzle row, 64 of 16-bit operands, 128 of FP8 ones. */
@@ -345,6 +371,13 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     if ((sw != 0 && sw != 1) || (sw && (c->out_halves || c->cluster != 1 || c->stream_k)))
         return -EINVAL;
     c->swap = sw == 1;
+    const int pre = tuner_schedule_param(s, "pretranspose", 0);
+    /* (Stream-K's flags and partials would share the workspace with B^T.) */
+    if ((pre != 0 && pre != 1) || (pre && (!wg_pre_ok(p) || c->stream_k)))
+        return -EINVAL;
+    c->pre = pre == 1;
+    tuner__gemm_problem pq;
+    p = wg_pview(p, c->pre, &pq);
     c->unit_tiles = c->pingpong ? 2 : 1;
     if (c->consumers < 1 || c->consumers > 2 || c->stages < 2 || c->stages > 12 || c->group < 1)
         return -EINVAL;
@@ -494,6 +527,8 @@ static int wg_gather_chunks(const tuner__gemm_problem *p, const wg_cfg *c);
 
 static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const wg_cfg *c)
 {
+    tuner__gemm_problem pq;
+    p = wg_pview(p, c->pre, &pq);
     if (c->swap && !wg_swap_ok(p))
         return false;
     tuner__gemm_problem kq;
@@ -2005,6 +2040,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         }
         return -EINVAL;
     }
+    /* With B pretransposed the whole kernel reads it K-major (wg_pview); its launch comes after
+     * the transposing one's (below). */
+    tuner__gemm_problem pq;
+    p = wg_pview(p, c.pre, &pq);
     /* The main loop's problem kv: p, or swapped its transpose (wg_kview); the signature, the
      * epilogue, the launch and the grid rule speak of p. */
     tuner__gemm_problem kq;
@@ -2214,6 +2253,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     char zname[64];
     if (c.stream_k)
         emit_sk_flags_kernel(&sb, p, &c, name, zname, sizeof(zname));
+    if (c.pre) {
+        snprintf(zname, sizeof(zname), "%s_bt", name);
+        tuner__gemm_emit_byte_transpose(&sb, p->op, zname, p->K, p->N);
+    }
     char *src = tuner_sb_take(&sb);
     if (!src)
         return -ENOMEM;
@@ -2233,6 +2276,24 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         prog->n_kernels = 2;
         prog->workspace_bytes = (size_t)(wg_sk_parts_at(&c.sk) + c.sk.grid * (long long)c.bm * c.bn * 4);
     }
+    if (c.pre) {
+        /* B [K, N] -> B^T [N, K] in the workspace, then the GEMM (its B map on the workspace). */
+        tuner_launch *bt = &prog->kernels[0];
+        memset(bt, 0, sizeof(*bt));
+        snprintf(bt->name, sizeof(bt->name), "%s", zname);
+        bt->grid[0] = (unsigned)tuner__gemm_cdiv(p->N, TUNER_BYTE_TRANSPOSE_TILE);
+        bt->grid[1] = (unsigned)tuner__gemm_cdiv(p->K, TUNER_BYTE_TRANSPOSE_TILE);
+        bt->grid[2] = 1;
+        bt->block[0] = 256;
+        bt->block[1] = bt->block[2] = 1;
+        bt->shared_bytes = TUNER_BYTE_TRANSPOSE_SMEM;
+        bt->args[bt->n_args++] = TUNER_BUF_INPUT0 + 1;
+        bt->args[bt->n_args++] = TUNER_BUF_WORKSPACE;
+        (void)tuner__launch_dim_args(bt, p->op);
+        main_launch = &prog->kernels[1];
+        prog->n_kernels = 2;
+        prog->workspace_bytes = (size_t)(p->N * p->K);
+    }
     tuner__gemm_set_launch(main_launch, p, name, (unsigned)grid, 1, 1, (unsigned)c.threads,
                            tuner__dynamic_shared((unsigned)c.smem, 8u * (unsigned)wg_bar_count(p, &c)), c.stream_k);
     for (int i = 0; i < 3; i++)
@@ -2240,6 +2301,9 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
             wg_kernel_tmap(p, kv, &c, i, &main_launch->maps[main_launch->n_maps++]);
     for (int k = 0; k < c.n_x; k++)
         wg_tmap_x(p, &c, k, &main_launch->maps[main_launch->n_maps++]);
+    for (int i = 0; c.pre && i < main_launch->n_maps; i++)
+        if (main_launch->maps[i].buf == TUNER_BUF_INPUT0 + 1)
+            main_launch->maps[i].buf = TUNER_BUF_WORKSPACE;
     /* (Stream-K's grid is one block per SM at every size.) */
     if (p->dynamic && !c.stream_k)
         return wg_grid_rule(p, a, &c, tiles_m, tiles_n, main_launch);
@@ -2281,7 +2345,10 @@ static const int wg_tiles[][4] = {
     "cutting M (max, and a named M's min) into t tiles for the 8 t from ceil(M/256), >= 16 past the first; block_m 64c1,128c1,128c2,64 pingpong; stages 4,6,8,12; " \
     "swz 8; lane pairs traded by shfl, stored from registers or (stage_out 1) through a staged tile of block_n rows of M " \
     "in 128-byte swizzled boxes and TMA stores, or split_k{2,3,4} (not pingpong; partials summed transposed through " \
-    "dsmem, a pair of output columns per thread); no halves, pairs or stream-K)}"
+    "dsmem, a pair of output columns per thread); no halves, pairs or stream-K)}; " \
+    "pretranspose{0,1 (FP8 B [K,N] beside a K-major A, unbatched, K % 16 == 0: a launch before the GEMM's writes B^T [N,K] " \
+    "to the workspace, 128x128 byte tiles through shared memory, 4x4 blocks by prmt; the GEMM K-major, its B map on the " \
+    "workspace, every schedule above (swapped too) but stream-K)}"
 
 /* Fills p and says whether the template for ops of `kind` (matmul_wgmma or conv2d_wgmma)
  * applies to op on t. */
@@ -2340,9 +2407,11 @@ static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
 /* K slices of swapped split-K clusters: where the tiles of a small M fill too few SMs (cuBLAS's
  * 64x56 tiles at M = 100 pair CTAs too, bench/results/2026-11-30-h200-session11). */
 static const int wg_swap_splits[] = {2, 3, 4};
-static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *a, tuner_schedule **items, size_t *n)
+static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *a, bool pre, tuner_schedule **items,
+                                size_t *n)
 {
-    if (!wg_swap_ok(p) || p->M > WG_SWAP_MAX_M)
+    tuner__gemm_problem pq;
+    if (!wg_swap_ok(wg_pview(p, pre, &pq)) || p->M > WG_SWAP_MAX_M)
         return 0;
     static const int kinds[][3] = {/* block_m, consumers, pingpong */ {64, 1, 0}, {128, 1, 0}, {128, 2, 0}, {64, 2, 1}};
     static const int stages[] = {4, 6, 8, 12};
@@ -2388,6 +2457,8 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
                     tuner__gemm_param(&s, "stream_k", 0);
                     tuner__gemm_param(&s, "cluster_n", 1);
                     tuner__gemm_param(&s, "swap", 1);
+                    if (pre)
+                        tuner__gemm_param(&s, "pretranspose", 1);
                     const int rc = push_valid(p, a, &s, items, n);
                     if (rc < 0)
                         return rc;
@@ -2410,52 +2481,63 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
     /* 128x256 with two consumer warpgroups, a 4-deep ring (192 KiB) and grouped raster first
      * (wg_preferred picks the default by shape). */
     static const int pref[5] = {128, 256, 4, 2, 8};
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
-            for (size_t si = 0; si < sizeof(wg_stage_counts) / sizeof(wg_stage_counts[0]); si++)
-                for (int g = 1; g <= 8; g += 7) {
-                    const int st = wg_stage_counts[si];
-                    /* Pairs: along M (sharing B), and along N (sharing A) where every N tile
-                     * re-reads the whole A panel: at most two tiles along M, at least twice as
-                     * many along N (decode and skinny GEMMs). */
-                    const long long tm_i = tuner__gemm_cdiv(p.M, wg_tiles[i][0]);
-                    const bool n_pairs_ok = tm_i <= 2 && tuner__gemm_cdiv(p.N, wg_tiles[i][1]) >= 2 * tm_i;
-                    const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? (n_pairs_ok ? 3 : 2) : 1;
-                    const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
-                    const int n_pairs = (max_so + 1) * max_cl, n_sk = g == 8 ? max_so + 1 : 0;
-                    for (int v = 0; v < n_pairs + n_split - 1 + n_sk; v++) {
-                        /* v past the (stage_out, pairing) pairs: split-K, neither of them; past
-                         * those, stream-K with each stage_out, unpaired. Pairing 0 none, 1 along
-                         * M, 2 along N. */
-                        const bool split_v = v >= n_pairs && v < n_pairs + n_split - 1;
-                        const bool sk_v = v >= n_pairs + n_split - 1;
-                        const int sk_so = v - (n_pairs + n_split - 1);
-                        const int so = sk_v ? sk_so : split_v ? 0 : v / max_cl;
-                        const int pairing = split_v || sk_v ? 0 : v % max_cl;
-                        const int sp = split_v ? wg_splits[v - n_pairs + 1] : 1;
-                        const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
-                                             st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
-                                             g == pref[4] && !so && sp == 1 && !sk_v;
-                        if (is_pref != (pass == 0))
-                            continue;
-                        tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
-                        tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
-                        tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
-                        tuner__gemm_param(&s, "stages", st);
-                        tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
-                        tuner__gemm_param(&s, "swizzle", g);
-                        tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
-                        tuner__gemm_param(&s, "stage_out", so);
-                        tuner__gemm_param(&s, "cluster", pairing == 1 ? 2 : 1);
-                        tuner__gemm_param(&s, "split_k", sp);
-                        tuner__gemm_param(&s, "stream_k", sk_v);
-                        tuner__gemm_param(&s, "cluster_n", pairing == 2 ? 2 : 1);
-                        int rc = push_valid(&p, a, &s, items, n);
-                        if (rc < 0)
-                            return rc;
+    /* An FP8 B given [K, N]: every schedule again with B pretransposed (wg_pre_ok), after those
+     * that transpose it in the kernel. */
+    const int n_pre = wg_pre_ok(&p) ? 2 : 1;
+    for (int pre = 0; pre < n_pre; pre++)
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
+                for (size_t si = 0; si < sizeof(wg_stage_counts) / sizeof(wg_stage_counts[0]); si++)
+                    for (int g = 1; g <= 8; g += 7) {
+                        const int st = wg_stage_counts[si];
+                        /* Pairs: along M (sharing B), and along N (sharing A) where every N tile
+                         * re-reads the whole A panel: at most two tiles along M, at least twice as
+                         * many along N (decode and skinny GEMMs). */
+                        const long long tm_i = tuner__gemm_cdiv(p.M, wg_tiles[i][0]);
+                        const bool n_pairs_ok = tm_i <= 2 && tuner__gemm_cdiv(p.N, wg_tiles[i][1]) >= 2 * tm_i;
+                        const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? (n_pairs_ok ? 3 : 2) : 1;
+                        const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
+                        const int n_pairs = (max_so + 1) * max_cl, n_sk = g == 8 ? max_so + 1 : 0;
+                        for (int v = 0; v < n_pairs + n_split - 1 + n_sk; v++) {
+                            /* v past the (stage_out, pairing) pairs: split-K, neither of them; past
+                             * those, stream-K with each stage_out, unpaired. Pairing 0 none, 1 along
+                             * M, 2 along N. */
+                            const bool split_v = v >= n_pairs && v < n_pairs + n_split - 1;
+                            const bool sk_v = v >= n_pairs + n_split - 1;
+                            const int sk_so = v - (n_pairs + n_split - 1);
+                            const int so = sk_v ? sk_so : split_v ? 0 : v / max_cl;
+                            const int pairing = split_v || sk_v ? 0 : v % max_cl;
+                            const int sp = split_v ? wg_splits[v - n_pairs + 1] : 1;
+                            const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
+                                                 st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
+                                                 g == pref[4] && !so && sp == 1 && !sk_v;
+                            if (is_pref != (pass == 0))
+                                continue;
+                            tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
+                            tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
+                            tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
+                            tuner__gemm_param(&s, "stages", st);
+                            tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
+                            tuner__gemm_param(&s, "swizzle", g);
+                            tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
+                            tuner__gemm_param(&s, "stage_out", so);
+                            tuner__gemm_param(&s, "cluster", pairing == 1 ? 2 : 1);
+                            tuner__gemm_param(&s, "split_k", sp);
+                            tuner__gemm_param(&s, "stream_k", sk_v);
+                            tuner__gemm_param(&s, "cluster_n", pairing == 2 ? 2 : 1);
+                            if (pre)
+                                tuner__gemm_param(&s, "pretranspose", 1);
+                            int rc = push_valid(&p, a, &s, items, n);
+                            if (rc < 0)
+                                return rc;
+                        }
                     }
-                }
-    return wg_enumerate_swapped(&p, a, items, n);
+    for (int pre = 0; pre < n_pre; pre++) {
+        const int rc = wg_enumerate_swapped(&p, a, pre == 1, items, n);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 static int matmul_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
@@ -2659,6 +2741,15 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     wg_cfg c;
     if (!a || tuner__gemm_problem_init_fp8(op, &p, NULL) < 0 || cfg_of(&p, a, s, &c) < 0)
         return 1e12;
+    /* With B pretransposed the GEMM reads it K-major (wg_pview), after a launch of its own
+     * that reads and writes N x K bytes at about a copy's bandwidth (on an H200 bench.py's
+     * copy_tbps is 0.86 of the DRAM's peak). */
+    double pre_us = 0.0;
+    if (c.pre) {
+        tuner__gemm_problem pq;
+        p = *wg_pview(&p, true, &pq);
+        pre_us = 2.0 * (double)p.N * p.K / (0.85 * a->dram_gbps * 1e3) + 2.0;
+    }
     /* A swapped kernel is priced as the GEMM it runs (wg_kview), its register stores above. */
     if (c.swap) {
         tuner__gemm_problem kq;
@@ -2693,6 +2784,12 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * flight across the promotion): not measured yet; DeepGEMM's same scheme runs at about 0.8 of
      * the FP8 peak where plain FP8 GEMMs reach 0.75-0.9 of it. */
     eff *= p.promote ? 0.85 : 1.0;
+    /* FP8 tiles transposed in the kernel (emit_transposer, priced below by their instructions)
+     * slowed the tensor cores far more than that: on an H200 4096^3 e4m3 with B [K, N] ran
+     * 156.6 us at best (256x128, 3 stages, tuned over its 60 schedules) where these terms
+     * alone priced it 112 and the K-major GEMM ran 96.6 (bench/results/2026-11-30-h200-session16/b);
+     * memory-bound ones were priced right (16x8192x8192: 33.8 against 33.2). */
+    eff *= wg_any_tnsp(&p) ? 0.7 : 1.0;
     /* A convolution's producer warpgroup issues bm/16 address computations and 16-byte copies
      * per thread and stage where TMA needs one instruction. */
     eff *= wg_gathers_a(&p) ? 0.92 : 1.0;
@@ -2839,7 +2936,7 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * 7x7 ran 3-5 us above this model, where unsplit ones ran within 1-2
      * (bench/results/2026-11-25-h100-model-ring, calibration-conv.json). */
     const double split_us = c.split > 1 ? tuner__gemm_cluster_sum_us(c.split) + (p.conv ? WG_CONV_SPLIT_US : 0.0) : 0.0;
-    return tm + 3.0 + 0.3 + split_us;
+    return tm + 3.0 + 0.3 + split_us + pre_us;
 }
 
 const tuner_template tuner__gemm_matmul_wgmma = {

@@ -183,7 +183,8 @@ static void test_spaces(void)
 
 /* Swapped operands (C^T = B^T A^T: a decode batch's few rows on wgmma's N side, in tiles of any
  * multiple of 8) for FP8 with both operands K-major and the scales applied at the output's
- * coordinates; none where the kernel would transpose an operand, where k tiles are promoted
+ * coordinates; none where the kernel would transpose an operand (B [K,N] is swapped only once
+ * transposed before the GEMM: test_pretranspose), where k tiles are promoted
  * (per-block scales, slow accumulation: their scales follow the kernel's rows), or for an FP8
  * output. */
 static size_t swapped_candidates(const tuner_op *op)
@@ -207,7 +208,7 @@ static void test_swap(void)
                                          TUNER_SCALE_COL, true);
     CHECK(swapped_candidates(&rowcol) > 0, "rows and columns scaled: no swapped candidate");
     const tuner_op none[] = {
-        t_fp8_mn(decode, false, true),
+        t_fp8_mn(decode, true, false),
         t_fp8_promoted(decode),
         t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 1024, 1024, TUNER_SCALE_BLOCK, TUNER_SCALE_BLOCK,
                      false),
@@ -516,9 +517,12 @@ static void test_mn_major(void)
             tuner_space_free(sp);
             continue;
         }
+        /* The schedules that transpose in the kernel (test_pretranspose has the others). */
         for (size_t j = 0; j < sp->n; j++) {
             const tuner_schedule *it = &sp->items[j];
             CHECK(strcmp(it->template_name, "matmul_wgmma") == 0);
+            if (tuner_schedule_param(it, "pretranspose", 0))
+                continue;
             CHECK(tuner_schedule_param(it, "cluster", 1) == 1 && tuner_schedule_param(it, "cluster_n", 1) == 1);
             CHECK(!ta || tuner_schedule_param(it, "block_m", 0) % 128 == 0);
             CHECK(!tb_mn || tuner_schedule_param(it, "block_n", 0) % 128 == 0);
@@ -527,9 +531,11 @@ static void test_mn_major(void)
         tuner_rank(op, &sm90a, sp, order, NULL);
         size_t pick[6];
         int np = 0;
-        pick[np++] = order[0];
+        for (size_t j = 0; j < sp->n && np == 0; j++)
+            if (!tuner_schedule_param(&sp->items[order[j]], "pretranspose", 0))
+                pick[np++] = order[j];
         for (size_t j = 0; j < sp->n && np < 3; j++)
-            for (int f = 0; f < 4; f++)
+            for (int f = 0; f < 4 && !tuner_schedule_param(&sp->items[j], "pretranspose", 0); f++)
                 if (!seen[f] && tuner_schedule_param(&sp->items[j], features[f], plain[f]) != plain[f]) {
                     seen[f] = true;
                     pick[np++] = j;
@@ -585,7 +591,8 @@ static void test_mn_major(void)
         if (!seen[f])
             fprintf(stderr, "note: no MN-major FP8 schedule with %s was compiled\n", features[f]);
 
-    /* The cost of the transposition: the best K-major and MN-major predictions at 8192^3. */
+    /* The cost of the transposition: the best K-major and MN-major predictions at 8192^3 (in the
+     * kernel or before it). */
     const tuner_op km = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 8192, 8192, 8192, TUNER_SCALE_TENSOR,
                                      TUNER_SCALE_TENSOR, false);
     const tuner_op mn = t_fp8_mn(km, false, true);
@@ -623,8 +630,11 @@ static void test_mn_major(void)
         tuner_space *sp = NULL;
         tuner_program *pr = NULL;
         char *err = NULL;
-        if (tuner_space_build(&dyn, &sm90a, &sp, &err) == 0 && sp->n > 0 &&
-            tuner_generate(&dyn, &sm90a, &sp->items[tuner_default_index(&dyn, &sm90a, sp)], &pr, &err) == 0) {
+        size_t in_kernel = 0;
+        if (tuner_space_build(&dyn, &sm90a, &sp, &err) == 0)
+            while (in_kernel < sp->n && tuner_schedule_param(&sp->items[in_kernel], "pretranspose", 0))
+                in_kernel++;
+        if (sp && in_kernel < sp->n && tuner_generate(&dyn, &sm90a, &sp->items[in_kernel], &pr, &err) == 0) {
             CHECK(strstr(pr->source, "wg_tnsp_block(") && strstr(pr->source, "gm_M"));
             compile_fp8("e4m3 dynamic m, B [K,N]", pr, "e4m3", "e4m3");
         } else {
@@ -648,6 +658,110 @@ static void test_mn_major(void)
     odd.inputs[0].shape[1] = 1004;
     odd.output.shape[0] = 1004;
     CHECK(tuner_fp8_unsupported(&odd, &sm90a, why, sizeof(why)) && strstr(why, "M a multiple of 16"));
+}
+
+/* FP8 B given [K,N] transposed by a launch of its own before a K-major GEMM (matmul_wgmma's
+ * pretranspose): offered beside the in-kernel transposers where A is K-major and B one matrix,
+ * swapped tiles too (the GEMM's operands are then both K-major); a launch that writes B^T [N,K]
+ * into the workspace, the GEMM's B map on it; priced with the copy, so that it wins a
+ * compute-bound GEMM and loses a decode one (whose weights it would copy every call). */
+static size_t count_with(const tuner_op *op, const char *spec)
+{
+    tuner_space *sp = NULL;
+    size_t n = 0;
+    if (tuner_space_build(op, &sm90a, &sp, NULL) == 0)
+        for (size_t i = 0; i < sp->n; i++)
+            n += tuner_schedule_matches(&sp->items[i], spec);
+    tuner_space_free(sp);
+    return n;
+}
+
+/* The best prediction of op's schedules with pretranspose `pre`. */
+static double best_pre(const tuner_op *op, int pre)
+{
+    const tuner_template *wg = tuner__template_find("matmul_wgmma");
+    tuner_space *sp = NULL;
+    double best = 1e30;
+    if (tuner_space_build(op, &sm90a, &sp, NULL) == 0)
+        for (size_t i = 0; i < sp->n; i++)
+            if (tuner_schedule_param(&sp->items[i], "pretranspose", 0) == pre) {
+                const double us = wg->predict_us(op, &sm90a, &sp->items[i]);
+                best = us < best ? us : best;
+            }
+    tuner_space_free(sp);
+    return best;
+}
+
+/* The first pretransposed schedule of op, swapped or not, generated, checked and compiled. */
+static void check_pretransposed(const char *what, const tuner_op *op, int swap)
+{
+    tuner_space *sp = NULL;
+    char *err = NULL;
+    size_t at = 0;
+    if (tuner_space_build(op, &sm90a, &sp, &err) == 0)
+        while (at < sp->n && !(tuner_schedule_param(&sp->items[at], "pretranspose", 0) == 1 &&
+                               tuner_schedule_param(&sp->items[at], "swap", 0) == swap))
+            at++;
+    tuner_program *pr = NULL;
+    if (!sp || at == sp->n || tuner_generate(op, &sm90a, &sp->items[at], &pr, &err) < 0) {
+        fprintf(stderr, "%s: no program: %s\n", what, err ? err : "no such schedule");
+        t_failures++;
+    } else {
+        const long long K = op->inputs[1].shape[0], N = op->inputs[1].shape[1];
+        const tuner_launch *bt = &pr->kernels[0], *gemm = &pr->kernels[1];
+        CHECK(pr->n_kernels == 2 && pr->workspace_bytes == (size_t)(N * K), "%s: %d kernels, workspace %zu", what,
+              pr->n_kernels, pr->workspace_bytes);
+        CHECK(strstr(bt->name, "_bt") && bt->n_args >= 2 && bt->args[0] == TUNER_BUF_INPUT0 + 1 &&
+              bt->args[1] == TUNER_BUF_WORKSPACE && bt->grid[0] == (unsigned)((N + 127) / 128) &&
+              bt->grid[1] == (unsigned)((K + 127) / 128) && bt->block[0] == 256 && bt->n_maps == 0, "%s: the transposing launch", what);
+        int on_ws = 0;
+        for (int m = 0; m < gemm->n_maps; m++) {
+            const tuner_tmap *tm = &gemm->maps[m];
+            CHECK(tm->buf != TUNER_BUF_INPUT0 + 1, "%s: a map still reads B as given", what);
+            if (tm->buf == TUNER_BUF_WORKSPACE) {
+                on_ws++;
+                CHECK(tm->dims[0] == (uint64_t)K && tm->dims[1] == (uint64_t)N && tm->strides[0] == (uint64_t)K &&
+                      tm->box[0] == 128, "%s: B^T's map", what);
+            }
+        }
+        CHECK(on_ws == 1, "%s: %d maps on the workspace", what, on_ws);
+        CHECK(!strstr(pr->source, "wg_tnsp_block(wg_st + "), "%s: transposers in the GEMM", what);
+        compile_fp8(what, pr, "e4m3", "e4m3");
+    }
+    tuner_program_free(pr);
+    tuner_space_free(sp);
+    free(err);
+}
+
+static void test_pretranspose(void)
+{
+    const tuner_op gemm = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096,
+                                                TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false), false, true);
+    const tuner_op decode = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 8192, 8192,
+                                                  TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false), false, true);
+    const tuner_op edges = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_F16, 0, 400, 336, 1040,
+                                                 TUNER_SCALE_ROW, TUNER_SCALE_COL, true), false, true);
+    CHECK(count_with(&gemm, "pretranspose=1") >= 100, "4096^3 B [K,N]: %zu pretransposed", count_with(&gemm, "pretranspose=1"));
+    /* Both parameters kept (a schedule holds at most TUNER_MAX_PARAMS). */
+    const size_t swapped = count_with(&decode, "swap=1");
+    CHECK(swapped >= 20 && count_with(&decode, "swap=1,pretranspose=1") == swapped, "16x8192x8192 B [K,N]: %zu swapped",
+          swapped);
+    CHECK(count_with(&gemm, "pretranspose=1,stream_k=1") == 0);
+    const tuner_op none[] = {
+        t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR,
+                     false),
+        t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
+                              TUNER_SCALE_TENSOR, false), true, true),
+        t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096, TUNER_SCALE_TENSOR,
+                              TUNER_SCALE_TENSOR, false), true, false),
+    };
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+        CHECK(count_with(&none[i], "pretranspose=1") == 0, "case %zu: pretransposed schedules", i);
+    const double g0 = best_pre(&gemm, 0), g1 = best_pre(&gemm, 1), d0 = best_pre(&decode, 0), d1 = best_pre(&decode, 1);
+    CHECK(g1 < g0 && d1 > d0, "best predictions: 4096^3 %.1f in the kernel, %.1f before; decode %.1f, %.1f", g0, g1,
+          d0, d1);
+    check_pretransposed("pretranspose 400x336x1040 rowcol bias gelu", &edges, 0);
+    check_pretransposed("pretranspose swapped 16x8192x8192", &decode, 1);
 }
 
 /* The verification reference on the CPU against a hand-computed case: the reference kernel's code
@@ -764,6 +878,7 @@ int main(int argc, char **argv)
     test_compile();
     test_dynamic();
     test_mn_major();
+    test_pretranspose();
     test_reference_host();
     if (t_failures) {
         fprintf(stderr, "test_fp8: %d failure(s)\n", (int)t_failures);

@@ -14,7 +14,8 @@
  * 96x256x256, B [N,K]; 11 the same with B [K,N] (transposed in the kernel); 12 f16 [m,2048]x[2048,1024],
  * m <= 1280 named (stream-K's division at launch, CASES=12 EMU_PARAM=stream_k=1); 13 e4m3 x e5m2 ->
  * bf16 96x256x256 with row and column scales (swapped FP8, CASES=13 EMU_PARAM=swap=1); 14 the same
- * with M named (n <= 96). Size sets: every dim at
+ * with M named (n <= 96); 15 e4m3 -> bf16 96x208x144 with B [K,N] and row and column scales (B
+ * transposed by a launch of its own, CASES=15 EMU_PARAM=pretranspose=1). Size sets: every dim at
  * its min, odd sizes (odd multiples of multiple_of), every dim at its max, one step past a
  * multiple of 64. */
 #include <math.h>
@@ -78,6 +79,12 @@ static tuner_op case_op(int c)
         op.inputs[0].sym[0] = op.inputs[2].sym[0] = op.output.sym[0] = 1;
         return op;
     }
+    /* FP8 with B [K,N] transposed before the GEMM (EMU_PARAM=pretranspose=1): N and K multiples
+     * of 16 but not of 64, so that the transposing launch's last tiles are partial both ways. */
+    case 15:
+        return t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 96, 208, 144, TUNER_SCALE_ROW,
+                                     TUNER_SCALE_COL, false),
+                        false, true);
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
