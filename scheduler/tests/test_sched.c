@@ -1006,6 +1006,30 @@ static void test_final_round_one_gpu(void)
     unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
+/* One GPU: a finalist timed fast in the round (a kernel fast in one of its module loads and slow
+ * in the others) keeps the worse of its two times, so luck in the round chooses nothing either.
+ * The three candidates as above; in turn each one's timing in the round (requests 4 to 6) comes
+ * out 3% fast. Every run must choose what the calm run chose, and none change its first pick. */
+static void test_final_round_keeps_the_slower_load(void)
+{
+    sched_config cfg;
+    sched_config_defaults(&cfg);
+    cfg.budget_candidates = 3;
+    cfg.compile_ahead = 1;
+    tuner_op mm = matmul_f16(96, 160, 64);
+    setenv("HIDETD_STANDIN_LATENCY", "10", 1);
+    sched_job_info calm = tune_on("1", NULL, NULL, &mm, &cfg);
+    const char *luck[] = {"lucky@4:3", "lucky@5:3", "lucky@6:3"};
+    for (int i = 0; i < 3; i++) {
+        sched_job_info r = tune_on("1", NULL, luck[i], &mm, &cfg);
+        CHECK(r.final_device == 0 && r.final_candidates == 3, "%s", luck[i]);
+        CHECK(strcmp(r.best_schedule, calm.best_schedule) == 0 && !r.final_changed,
+              "%s picked %s (%.3f us), calm run %s (%.3f us)", luck[i], r.best_schedule, r.best_us, calm.best_schedule,
+              calm.best_us);
+    }
+    unsetenv("HIDETD_STANDIN_LATENCY");
+}
+
 /* How scheduler/tune.c compares a measured range's candidates: candidate i of n (items[i] in the
  * space, timed top[i] at the range's top and mid[i] at its middle) by the worst of its ratios to
  * the least time at each of the range's samples, each one's times carried there by the model's
@@ -1396,6 +1420,7 @@ int main(void)
     test_two_devices();
     test_final_round();
     test_final_round_one_gpu();
+    test_final_round_keeps_the_slower_load();
     test_measured_range();
     test_range_two_sizes();
     test_range_fused_anchor();
