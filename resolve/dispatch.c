@@ -3,8 +3,8 @@
  *
  * A dynamic op's range is cut into entries: per name, [min, 16] (in an op with several names,
  * 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power of two ([17, 20], [21,
- * 24], ..., [29, 32], [33, 40], ...; eight from 128 where the table holds them: [129, 144],
- * [145, 160], ...), cut to [min, max] and to multiples of multiple_of, and one entry per
+ * 24], ..., [29, 32], [33, 40], ...; where the table holds them, eight from 128: [129, 144],
+ * [145, 160], ..., and sixteen from 2048 to 16384: [2049, 2176], ...), cut to [min, max] and to multiples of multiple_of, and one entry per
  * combination of the names' ranges. Each entry is an ordinary op - the same op over its own
  * range, tuned at that range's largest sizes - so it has an op key of its own, and the cache,
  * the scheduler's one-job-per-key, the cluster tier and export/import treat it as any kernel.
@@ -24,8 +24,8 @@
  * slower than on the fine grid. Entries still tuning, untuned or ranked by the model stay fine.
  *
  * The table is composed afresh for every request (its entries change as jobs end), from the
- * memory tier and the local cache: for a table of 61 entries (n in 1..8192) that is 61 key
- * hashes and 61 lookups (and, for the merge, a parse of each measured set and a read of its
+ * memory tier and the local cache: for a table of 77 entries (n in 1..8192) that is 77 key
+ * hashes and 77 lookups (and, for the merge, a parse of each measured set and a read of its
  * code's digests), never a job or a compile.
  */
 #include "resolve/resolve_int.h"
@@ -41,7 +41,8 @@
 
 /* Entries of one table at most; names with more ranges have neighbouring ranges merged. */
 #define DISPATCH_MAX_ENTRIES 512
-#define DISPATCH_MAX_RANGES 256 /* per name: 12 up to 16, four per power of two to 128, eight up to 2^31 */
+#define DISPATCH_MAX_RANGES 256 /* per name: 12 up to 16, four per power of two to 128, eight to 2048, sixteen
+                                 * to 16384, eight up to 2^31: 240 */
 
 typedef struct dim_ranges {
     int n;
@@ -82,15 +83,25 @@ static bool aligned(int64_t lo, int64_t hi, int64_t m, int64_t *a, int64_t *b)
  * the table is their ranges' product: BERT's b in 1..32 and s in 16..512 take 16 x 29 = 464
  * entries with eighths (the model, tuner_predict_us, puts the FFN GEMMs' picks at 7 x 197 rows
  * 1.09 and 1.06x the exact size's best, from 1.13 and 1.11x with quarters), while a wider table
- * keeps quarters rather than have fit_table merge its neighbours below 128 too. */
-static int64_t next_edge(int64_t edge, bool eighths)
+ * keeps quarters rather than have fit_table merge its neighbours below 128 too.
+ *
+ * From 2048 to 16384 the same table takes sixteen steps (2176, 2304, ...): there an eighth spans
+ * more rows than the tallest tile, and a range's kernel is tuned at its top. On the H200 the
+ * best kernels of [n,4096] x [4096,4096] at 2100 are 176 rows tall (12 tile rows, 2112), and
+ * 176 takes 14 rows at 2304: 2049..2304's best measured kernel (128x192, 11 rows of 2.67 waves
+ * at 2100) ran 0.91x the exact-size kernel and cuBLAS at 2100, its worst ratio over the range
+ * 1.105 (bench/results/2026-11-30-h200-session15/c, 2026-11-30-h200-session16/d). Beyond
+ * 16384 an eighth is a small part of the work again. */
+static int64_t next_edge(int64_t edge, bool finer)
 {
     if (edge < 16)
         return 16;
     int64_t octave = 16;
     while (octave * 2 <= edge)
         octave *= 2;
-    return edge + (eighths && octave >= 128 ? octave / 8 : octave / 4);
+    if (finer && octave >= 2048 && octave < 16384)
+        return edge + octave / 16;
+    return edge + (finer && octave >= 128 ? octave / 8 : octave / 4);
 }
 
 /* Below 16, a name of an op with several names is cut as finely, each range at most 1.25x wide:
@@ -99,19 +110,19 @@ static int64_t next_edge(int64_t edge, bool eighths)
  * spans up to 16x the work of the other name's range, tuned at the top: BERT at 9 x 160 and 10 x
  * 174 ran 1.24x the exact-size compile on the H200 (session 10 call D). An op with one name keeps
  * [min, 16] (16 rows are one tile of every GEMM: finer entries would only add jobs). */
-static int64_t next_fine_edge(int64_t edge, bool eighths)
+static int64_t next_fine_edge(int64_t edge, bool finer)
 {
     if (edge >= 16)
-        return next_edge(edge, eighths);
+        return next_edge(edge, finer);
     return edge < 8 ? edge + 1 : edge + 2;
 }
 
-static void ranges_of(const tuner_dim *d, bool fine, bool eighths, dim_ranges *out)
+static void ranges_of(const tuner_dim *d, bool fine, bool finer, dim_ranges *out)
 {
     out->n = 0;
     int64_t lo = d->min;
     for (int64_t edge = fine ? 1 : 16; lo <= d->max && out->n < DISPATCH_MAX_RANGES;
-         edge = fine ? next_fine_edge(edge, eighths) : next_edge(edge, eighths)) {
+         edge = fine ? next_fine_edge(edge, finer) : next_edge(edge, finer)) {
         const int64_t hi = edge < d->max ? edge : d->max;
         int64_t a, b;
         if (hi >= lo && aligned(lo, hi, d->multiple_of, &a, &b)) {
@@ -417,7 +428,7 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
         ranges_of(&op->dims[k], op->n_dims > 1, true, &dr[k]);
         total *= dr[k].n;
     }
-    if (total > DISPATCH_MAX_ENTRIES) /* eighths only where the table holds them (next_edge) */
+    if (total > DISPATCH_MAX_ENTRIES) /* eighths and sixteenths only where the table holds them (next_edge) */
         for (int k = 0; k < op->n_dims; k++)
             ranges_of(&op->dims[k], op->n_dims > 1, false, &dr[k]);
     fit_table(dr, op->n_dims);

@@ -324,8 +324,8 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
 
     /* From 128 a name is cut eight times per power of two, where a quarter octave spans more
      * rows than a tile - with several names while their product fits in 512 entries (BERT's b
-     * in 1..32 by s in 16..512: 16 x 29), else four times (b in 16..8192 with eighths would
-     * take 61 ranges, by n's 12: 37 x 7 with quarters). */
+     * in 1..32 by s in 16..512: 16 x 29), else four times (b in 16..8192 with eighths, and
+     * sixteenths from 2048, would take 77 ranges, by n's 12: 37 x 7 with quarters). */
     static const char *const one_fine[] = {"[100,112]", "[113,128]", "[129,144]", "[145,160]",
                                            "[161,176]", "[177,192]", "[193,208]", "[209,224]",
                                            "[225,240]", "[241,256]", "[257,288]", "[289,300]"};
