@@ -90,8 +90,10 @@ static bool aligned(int64_t lo, int64_t hi, int64_t m, int64_t *a, int64_t *b)
  * best kernels of [n,4096] x [4096,4096] at 2100 are 176 rows tall (12 tile rows, 2112), and
  * 176 takes 14 rows at 2304: 2049..2304's best measured kernel (128x192, 11 rows of 2.67 waves
  * at 2100) ran 0.91x the exact-size kernel and cuBLAS at 2100, its worst ratio over the range
- * 1.105 (bench/results/2026-11-30-h200-session15/c, 2026-11-30-h200-session16/d). Beyond
- * 16384 an eighth is a small part of the work again. */
+ * 1.105 (bench/results/2026-11-30-h200-session15/c, 2026-11-30-h200-session16/d). With
+ * sixteenths 2049..2176's ran 0.956x and 0.945x there (worst ratio 1.056), and the entries of
+ * 3000, 4500, 6000 and 8000 rows (x4096) and of 2100, 3000 and 4500 (x14336) 0.97-1.01x
+ * (2026-11-30-h200-session16/g). Beyond 16384 an eighth is a small part of the work again. */
 static int64_t next_edge(int64_t edge, bool finer)
 {
     if (edge < 16)
