@@ -2467,10 +2467,69 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
     return 0;
 }
 
+/* The tiles of wg_tiles for p on a (the preferred one first: pref, wg_preferred picks the
+ * default by shape): every ring depth of wg_stage_counts that fits and both raster orders; with
+ * grouped raster also staged output tiles, CTA pairs, split-K clusters and stream-K (none of the
+ * others); with `pre`, B transposed before the GEMM (wg_pre_ok). */
+static int wg_enumerate_tiles(const tuner__gemm_problem *p, const tuner_arch *a, bool pre, tuner_schedule **items,
+                              size_t *n)
+{
+    /* 128x256 with two consumer warpgroups, a 4-deep ring (192 KiB) and grouped raster. */
+    static const int pref[5] = {128, 256, 4, 2, 8};
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
+            for (size_t si = 0; si < sizeof(wg_stage_counts) / sizeof(wg_stage_counts[0]); si++)
+                for (int g = 1; g <= 8; g += 7) {
+                    const int st = wg_stage_counts[si];
+                    /* Pairs: along M (sharing B), and along N (sharing A) where every N tile
+                     * re-reads the whole A panel: at most two tiles along M, at least twice as
+                     * many along N (decode and skinny GEMMs). */
+                    const long long tm_i = tuner__gemm_cdiv(p->M, wg_tiles[i][0]);
+                    const bool n_pairs_ok = tm_i <= 2 && tuner__gemm_cdiv(p->N, wg_tiles[i][1]) >= 2 * tm_i;
+                    const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? (n_pairs_ok ? 3 : 2) : 1;
+                    const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
+                    const int n_pairs = (max_so + 1) * max_cl, n_sk = g == 8 ? max_so + 1 : 0;
+                    for (int v = 0; v < n_pairs + n_split - 1 + n_sk; v++) {
+                        /* v past the (stage_out, pairing) pairs: split-K, neither of them; past
+                         * those, stream-K with each stage_out, unpaired. Pairing 0 none, 1 along
+                         * M, 2 along N. */
+                        const bool split_v = v >= n_pairs && v < n_pairs + n_split - 1;
+                        const bool sk_v = v >= n_pairs + n_split - 1;
+                        const int sk_so = v - (n_pairs + n_split - 1);
+                        const int so = sk_v ? sk_so : split_v ? 0 : v / max_cl;
+                        const int pairing = split_v || sk_v ? 0 : v % max_cl;
+                        const int sp = split_v ? wg_splits[v - n_pairs + 1] : 1;
+                        const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
+                                             st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
+                                             g == pref[4] && !so && sp == 1 && !sk_v;
+                        if (is_pref != (pass == 0))
+                            continue;
+                        tuner_schedule s = {.template_name = p->conv ? "conv2d_wgmma" : "matmul_wgmma"};
+                        tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
+                        tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
+                        tuner__gemm_param(&s, "stages", st);
+                        tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
+                        tuner__gemm_param(&s, "swizzle", g);
+                        tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
+                        tuner__gemm_param(&s, "stage_out", so);
+                        tuner__gemm_param(&s, "cluster", pairing == 1 ? 2 : 1);
+                        tuner__gemm_param(&s, "split_k", sp);
+                        tuner__gemm_param(&s, "stream_k", sk_v);
+                        tuner__gemm_param(&s, "cluster_n", pairing == 2 ? 2 : 1);
+                        if (pre)
+                            tuner__gemm_param(&s, "pretranspose", 1);
+                        int rc = push_valid(p, a, &s, items, n);
+                        if (rc < 0)
+                            return rc;
+                    }
+                }
+    return 0;
+}
+
 /* One enumeration for both templates, named after `kind`; each enumerates ops of its own kind
- * only. Per tile of wg_tiles: every ring depth of wg_stage_counts that fits and both raster
- * orders; with grouped raster also staged output tiles, CTA pairs and split-K clusters (neither
- * of the others). */
+ * only: the unswapped tiles (wg_enumerate_tiles), then the swapped ones (wg_enumerate_swapped);
+ * for an FP8 B given [K, N] each again with B transposed before the GEMM (wg_pre_ok), after
+ * those that transpose it in the kernel. */
 static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind kind, tuner_schedule **items,
                         size_t *n)
 {
@@ -2478,60 +2537,12 @@ static int wg_enumerate(const tuner_op *op, const tuner_target *t, tuner_op_kind
     if (!wg_problem(op, t, kind, &p))
         return 0;
     const tuner_arch *a = tuner__arch(t);
-    /* 128x256 with two consumer warpgroups, a 4-deep ring (192 KiB) and grouped raster first
-     * (wg_preferred picks the default by shape). */
-    static const int pref[5] = {128, 256, 4, 2, 8};
-    /* An FP8 B given [K, N]: every schedule again with B pretransposed (wg_pre_ok), after those
-     * that transpose it in the kernel. */
     const int n_pre = wg_pre_ok(&p) ? 2 : 1;
-    for (int pre = 0; pre < n_pre; pre++)
-        for (int pass = 0; pass < 2; pass++)
-            for (size_t i = 0; i < sizeof(wg_tiles) / sizeof(wg_tiles[0]); i++)
-                for (size_t si = 0; si < sizeof(wg_stage_counts) / sizeof(wg_stage_counts[0]); si++)
-                    for (int g = 1; g <= 8; g += 7) {
-                        const int st = wg_stage_counts[si];
-                        /* Pairs: along M (sharing B), and along N (sharing A) where every N tile
-                         * re-reads the whole A panel: at most two tiles along M, at least twice as
-                         * many along N (decode and skinny GEMMs). */
-                        const long long tm_i = tuner__gemm_cdiv(p.M, wg_tiles[i][0]);
-                        const bool n_pairs_ok = tm_i <= 2 && tuner__gemm_cdiv(p.N, wg_tiles[i][1]) >= 2 * tm_i;
-                        const int max_so = g == 8 ? 2 : 0, max_cl = g == 8 ? (n_pairs_ok ? 3 : 2) : 1;
-                        const int n_split = g == 8 ? (int)(sizeof(wg_splits) / sizeof(wg_splits[0])) : 1;
-                        const int n_pairs = (max_so + 1) * max_cl, n_sk = g == 8 ? max_so + 1 : 0;
-                        for (int v = 0; v < n_pairs + n_split - 1 + n_sk; v++) {
-                            /* v past the (stage_out, pairing) pairs: split-K, neither of them; past
-                             * those, stream-K with each stage_out, unpaired. Pairing 0 none, 1 along
-                             * M, 2 along N. */
-                            const bool split_v = v >= n_pairs && v < n_pairs + n_split - 1;
-                            const bool sk_v = v >= n_pairs + n_split - 1;
-                            const int sk_so = v - (n_pairs + n_split - 1);
-                            const int so = sk_v ? sk_so : split_v ? 0 : v / max_cl;
-                            const int pairing = split_v || sk_v ? 0 : v % max_cl;
-                            const int sp = split_v ? wg_splits[v - n_pairs + 1] : 1;
-                            const bool is_pref = wg_tiles[i][0] == pref[0] && wg_tiles[i][1] == pref[1] &&
-                                                 st == pref[2] && wg_tiles[i][2] == pref[3] && !wg_tiles[i][3] &&
-                                                 g == pref[4] && !so && sp == 1 && !sk_v;
-                            if (is_pref != (pass == 0))
-                                continue;
-                            tuner_schedule s = {.template_name = p.conv ? "conv2d_wgmma" : "matmul_wgmma"};
-                            tuner__gemm_param(&s, "block_m", wg_tiles[i][0]);
-                            tuner__gemm_param(&s, "block_n", wg_tiles[i][1]);
-                            tuner__gemm_param(&s, "stages", st);
-                            tuner__gemm_param(&s, "consumers", wg_tiles[i][2]);
-                            tuner__gemm_param(&s, "swizzle", g);
-                            tuner__gemm_param(&s, "pingpong", wg_tiles[i][3]);
-                            tuner__gemm_param(&s, "stage_out", so);
-                            tuner__gemm_param(&s, "cluster", pairing == 1 ? 2 : 1);
-                            tuner__gemm_param(&s, "split_k", sp);
-                            tuner__gemm_param(&s, "stream_k", sk_v);
-                            tuner__gemm_param(&s, "cluster_n", pairing == 2 ? 2 : 1);
-                            if (pre)
-                                tuner__gemm_param(&s, "pretranspose", 1);
-                            int rc = push_valid(&p, a, &s, items, n);
-                            if (rc < 0)
-                                return rc;
-                        }
-                    }
+    for (int pre = 0; pre < n_pre; pre++) {
+        const int rc = wg_enumerate_tiles(&p, a, pre == 1, items, n);
+        if (rc < 0)
+            return rc;
+    }
     for (int pre = 0; pre < n_pre; pre++) {
         const int rc = wg_enumerate_swapped(&p, a, pre == 1, items, n);
         if (rc < 0)
