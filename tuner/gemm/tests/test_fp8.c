@@ -6,7 +6,8 @@
  * fp16 tensor rate); and a few candidates of several FP8 problems (pairs of formats, scales,
  * epilogues, batches, edge tiles, decode shapes; a default, the model's best and the first of
  * each schedule feature) plus the reference, generated and compiled by NVRTC for sm_90a (ptxas
- * in-process, the toolkit's ptxas again for the first), the PTX holding the FP8 wgmma. Few
+ * in-process, the toolkit's ptxas again for the first), the PTX holding the FP8 wgmma; B given
+ * [K,N] transposed in the kernel (test_mn_major) or by a launch before it (test_pretranspose). Few
  * compiles on purpose: the suite's budget is nearly spent. TFP8_DUMP=<case name> prints the sources
  * of that case's candidates.
  */
@@ -713,7 +714,8 @@ static void check_pretransposed(const char *what, const tuner_op *op, int swap)
               pr->n_kernels, pr->workspace_bytes);
         CHECK(strstr(bt->name, "_bt") && bt->n_args >= 2 && bt->args[0] == TUNER_BUF_INPUT0 + 1 &&
               bt->args[1] == TUNER_BUF_WORKSPACE && bt->grid[0] == (unsigned)((N + 127) / 128) &&
-              bt->grid[1] == (unsigned)((K + 127) / 128) && bt->block[0] == 256 && bt->n_maps == 0, "%s: the transposing launch", what);
+              bt->grid[1] == (unsigned)((K + 127) / 128) && bt->block[0] == 256 && bt->n_maps == 0,
+              "%s: the transposing launch", what);
         int on_ws = 0;
         for (int m = 0; m < gemm->n_maps; m++) {
             const tuner_tmap *tm = &gemm->maps[m];
@@ -741,7 +743,8 @@ static void test_pretranspose(void)
                                                   TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false), false, true);
     const tuner_op edges = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_F16, 0, 400, 336, 1040,
                                                  TUNER_SCALE_ROW, TUNER_SCALE_COL, true), false, true);
-    CHECK(count_with(&gemm, "pretranspose=1") >= 100, "4096^3 B [K,N]: %zu pretransposed", count_with(&gemm, "pretranspose=1"));
+    const size_t pre = count_with(&gemm, "pretranspose=1");
+    CHECK(pre >= 100, "4096^3 B [K,N]: %zu pretransposed", pre);
     /* Both parameters kept (a schedule holds at most TUNER_MAX_PARAMS). */
     const size_t swapped = count_with(&decode, "swap=1");
     CHECK(swapped >= 20 && count_with(&decode, "swap=1,pretranspose=1") == swapped, "16x8192x8192 B [K,N]: %zu swapped",
