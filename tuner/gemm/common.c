@@ -1092,8 +1092,10 @@ void tuner__gemm_emit_byte_transpose(tuner_sb *sb, const tuner_op *op, const cha
      * blocks of bytes with byte permutes (lanes along the source's columns, so the reads are
      * conflict-free; the writes meet four lanes a bank) and writes them back transposed; stores
      * four 16-byte vectors along destination rows. dst is the workspace, typed as every
-     * workspace parameter is. On an H200 a 64 x 64 tile, one vector a thread, moved 16 MiB in
-     * 13.4 us under ncu (27% of DRAM's peak: too few bytes in flight). */
+     * workspace parameter is. On an H200 (ncu) it moves 16 MiB in 11.0-11.3 us, 32% of DRAM's
+     * peak, where 64 x 64 tiles with one vector a thread took 13.2-13.6 (too few bytes in flight);
+     * 4096^3 e4m3 with B [K,N], this launch and the GEMM, 101.8 us against the in-kernel
+     * transposers' 152.2 (bench/results/2026-11-30-h200-session16, c and d). */
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(256) %s(const unsigned char *__restrict__ src, "
                         "float *__restrict__ ws",
                     name);
