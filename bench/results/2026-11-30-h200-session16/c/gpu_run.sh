@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 16, call c (after prep_c.sh; `bash bench/results/2026-11-30-h200-session16/gpu_run_c.sh`,
+# Session 16, call c (after c/prep.sh; `bash bench/results/2026-11-30-h200-session16/c/gpu_run.sh`,
 # carry [".gpu"]; about 3 minutes):
 #  1. FP8 B [K,N] transposed before the GEMM (pretranspose, new): tuner_gpu_verify's FP8 cases with
 #     only those candidates; 0 wrong is the bar.
@@ -9,7 +9,7 @@
 #     transposing launch alone.
 #  4. kbench of .gpu/kb2 in two processes: the same swapped 64x56 loaded six times per process.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 . bench/gpu_call.sh
 {
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

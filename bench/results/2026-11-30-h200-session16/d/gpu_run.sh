@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 16, call d (after bench/pack_gpu.sh and prep_c.sh; `bash
-# bench/results/2026-11-30-h200-session16/gpu_run_d.sh`, carry [".gpu"]; about 4 minutes): the
+# Session 16, call d (after bench/pack_gpu.sh and c/prep.sh; `bash
+# bench/results/2026-11-30-h200-session16/d/gpu_run.sh`, carry [".gpu"]; about 4 minutes): the
 # pretransposed FP8 GEMMs with the transposing launch's 128 x 128 tiles (call c's were 64 x 64 and
 # moved 16 MiB in 13.4 us), and the final round's new rule (each finalist held to the worse of its
 # two loads) on issue 39's x4096 row at n = 100 and 2100.
@@ -9,7 +9,7 @@
 #  3. kbench of .gpu/kb3 and ncu of the transposing launch.
 #  4. dynamic.py gemm4096 at 100 and 2100 (fresh daemon, tune measure), with the jobs and trials.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 . bench/gpu_call.sh
 {
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

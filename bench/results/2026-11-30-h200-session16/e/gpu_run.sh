@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 16, call e (after bench/pack_gpu.sh; `bash bench/results/2026-11-30-h200-session16/gpu_run_e.sh`,
+# Session 16, call e (after bench/pack_gpu.sh; `bash bench/results/2026-11-30-h200-session16/e/gpu_run.sh`,
 # carry [".gpu"]; about 3 minutes): issue 41's rows calls b and d did not run - GEMM + bias + GELU
 # (+ quantize to e4m3) against torch._scaled_mm and PyTorch's ops, and the per-block 1x128/128x128
 # scales against the Triton peer - under this session's tree, tune measure, alternating.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 . bench/gpu_call.sh
 {
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

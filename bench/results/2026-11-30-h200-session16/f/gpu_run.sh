@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 16, call f (`bash bench/results/2026-11-30-h200-session16/gpu_run_f.sh`, carry [".gpu"],
-# with .gpu/kb4 made as f/README.md says; about 2 minutes): issue 41's decode rows stream 64 MiB
+# Session 16, call f (`bash bench/results/2026-11-30-h200-session16/f/gpu_run.sh`, carry [".gpu"],
+# with .gpu/kb4 made from f/burst.py as the README says (section f); about 2 minutes): issue 41's decode rows stream 64 MiB
 # of e4m3 weights at 0.83-0.87 of the copy bandwidth (call b). Does the producer issuing its TMA
 # copies in bursts (waiting for 2 or 4 free stages, then copying 256 or 512 contiguous bytes of
 # each weight row at once, f/burst.py on the generated source) or a deeper ring, or the maps'
@@ -8,7 +8,7 @@
 # M = 1 and 16 and the 12-stage rings, each as NVRTC built it, as nvcc builds it, and with bursts
 # of 2 and 4), then bench.py's decode rows for torch._scaled_mm's times beside them.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 . bench/gpu_call.sh
 {
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 16, call g (after bench/pack_gpu.sh; `bash bench/results/2026-11-30-h200-session16/gpu_run_g.sh`,
+# Session 16, call g (after bench/pack_gpu.sh; `bash bench/results/2026-11-30-h200-session16/g/gpu_run.sh`,
 # carry [".gpu"]; about 7 minutes): issue 39's GEMM rows at the sizes whose ranges sixteenths
 # from 2048 change (x4096 at 2100, 3000, 4500, 6000, 8000; x14336 at 2100, 3000, 4500), fresh
 # daemon, tune measure, with the jobs and trials for replays.
 set -u
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../../.."
 . bench/gpu_call.sh
 {
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
