@@ -1555,10 +1555,11 @@ static void end_final_round(sched_job *j)
 
 /* A finalist's time at one size after the round: the worse of its two timings where both ran on
  * the round's GPU, each with the module loaded for it then; from another GPU the round's alone.
- * A kernel fast in some loads and slow in others is held to its slow one: on an H200 one cubin
- * of [104,4096]x[4096,4096] (swapped 64x56, 12 stages) ran 11.9 us in one load of six and
- * 13.2-14.9 in the others, in one process, where its neighbours repeated to 1%, and a round that
- * kept only its lucky load picked it (bench/results/2026-11-30-h200-session16, calls a and c). */
+ * A kernel fast in some runs and slow in others is held to its slow one: on an H200 one cubin
+ * of [104,4096]x[4096,4096] (swapped 64x56, 12 stages), loaded six times with buffers of its
+ * own each time, ran 11.9 us in one of the six and 13.2-14.9 in the others, in one process,
+ * where its neighbours repeated to 1% (bench/results/2026-11-30-h200-session16, calls a and
+ * c); a round that kept only its lucky timing would pick it. */
 static double final_us_of(const sched_job *j, const sched_cand *c, double first_us, double round_us)
 {
     return c->measured_slot == j->final_slot && first_us > round_us ? first_us : round_us;
