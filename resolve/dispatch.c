@@ -66,6 +66,9 @@ static bool aligned(int64_t lo, int64_t hi, int64_t m, int64_t *a, int64_t *b)
     return *a <= *b;
 }
 
+/* How finely next_edge cuts: quarters only, eighths from 128, and sixteenths from 2048 too. */
+enum { CUT_QUARTERS, CUT_EIGHTHS, CUT_SIXTEENTHS };
+
 /* The next range's upper edge after `edge`: 16 first, then four steps per power of two (20, 24,
  * 28, 32, 40, ...): a kernel tuned for a range's largest size runs its smallest at most 1.25x
  * fewer rows than it was tuned for (above 16), where whole octaves left sizes just past a power
@@ -85,8 +88,9 @@ static bool aligned(int64_t lo, int64_t hi, int64_t m, int64_t *a, int64_t *b)
  * 1.09 and 1.06x the exact size's best, from 1.13 and 1.11x with quarters), while a wider table
  * keeps quarters rather than have fit_table merge its neighbours below 128 too.
  *
- * From 2048 to 16384 the same table takes sixteen steps (2176, 2304, ...): there an eighth spans
- * more rows than the tallest tile, and a range's kernel is tuned at its top. On the H200 the
+ * From 2048 to 16384 a table that holds them takes sixteen steps (2176, 2304, ...; else eighths
+ * there too, before quarters everywhere: compose): there an eighth spans more rows than the
+ * tallest tile, and a range's kernel is tuned at its top. On the H200 the
  * best kernels of [n,4096] x [4096,4096] at 2100 are 176 rows tall (12 tile rows, 2112), and
  * 176 takes 14 rows at 2304: 2049..2304's best measured kernel (128x192, 11 rows of 2.67 waves
  * at 2100) ran 0.91x the exact-size kernel and cuBLAS at 2100, its worst ratio over the range
@@ -94,16 +98,17 @@ static bool aligned(int64_t lo, int64_t hi, int64_t m, int64_t *a, int64_t *b)
  * sixteenths 2049..2176's ran 0.956x and 0.945x there (worst ratio 1.056), and the entries of
  * 3000, 4500, 6000 and 8000 rows (x4096) and of 2100, 3000 and 4500 (x14336) 0.97-1.01x
  * (2026-11-30-h200-session16/g). Beyond 16384 an eighth is a small part of the work again. */
-static int64_t next_edge(int64_t edge, bool finer)
+
+static int64_t next_edge(int64_t edge, int cut)
 {
     if (edge < 16)
         return 16;
     int64_t octave = 16;
     while (octave * 2 <= edge)
         octave *= 2;
-    if (finer && octave >= 2048 && octave < 16384)
+    if (cut >= CUT_SIXTEENTHS && octave >= 2048 && octave < 16384)
         return edge + octave / 16;
-    return edge + (finer && octave >= 128 ? octave / 8 : octave / 4);
+    return edge + (cut >= CUT_EIGHTHS && octave >= 128 ? octave / 8 : octave / 4);
 }
 
 /* Below 16, a name of an op with several names is cut as finely, each range at most 1.25x wide:
@@ -112,19 +117,19 @@ static int64_t next_edge(int64_t edge, bool finer)
  * spans up to 16x the work of the other name's range, tuned at the top: BERT at 9 x 160 and 10 x
  * 174 ran 1.24x the exact-size compile on the H200 (session 10 call D). An op with one name keeps
  * [min, 16] (16 rows are one tile of every GEMM: finer entries would only add jobs). */
-static int64_t next_fine_edge(int64_t edge, bool finer)
+static int64_t next_fine_edge(int64_t edge, int cut)
 {
     if (edge >= 16)
-        return next_edge(edge, finer);
+        return next_edge(edge, cut);
     return edge < 8 ? edge + 1 : edge + 2;
 }
 
-static void ranges_of(const tuner_dim *d, bool fine, bool finer, dim_ranges *out)
+static void ranges_of(const tuner_dim *d, bool fine, int cut, dim_ranges *out)
 {
     out->n = 0;
     int64_t lo = d->min;
     for (int64_t edge = fine ? 1 : 16; lo <= d->max && out->n < DISPATCH_MAX_RANGES;
-         edge = fine ? next_fine_edge(edge, finer) : next_edge(edge, finer)) {
+         edge = fine ? next_fine_edge(edge, cut) : next_edge(edge, cut)) {
         const int64_t hi = edge < d->max ? edge : d->max;
         int64_t a, b;
         if (hi >= lo && aligned(lo, hi, d->multiple_of, &a, &b)) {
@@ -425,16 +430,18 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
 {
     const tuner_op *op = &kr->op;
     dim_ranges dr[TUNER_MAX_DIMS];
-    long long total = 1;
-    for (int k = 0; k < op->n_dims; k++) {
-        ranges_of(&op->dims[k], op->n_dims > 1, true, &dr[k]);
-        total *= dr[k].n;
+    /* The finest cut whose table holds (next_edge); quarters, else fit_table merges. */
+    for (int cut = CUT_SIXTEENTHS; cut >= CUT_QUARTERS; cut--) {
+        long long total = 1;
+        for (int k = 0; k < op->n_dims; k++) {
+            ranges_of(&op->dims[k], op->n_dims > 1, cut, &dr[k]);
+            total *= dr[k].n;
+        }
+        if (total <= DISPATCH_MAX_ENTRIES)
+            break;
     }
-    if (total > DISPATCH_MAX_ENTRIES) /* eighths and sixteenths only where the table holds them (next_edge) */
-        for (int k = 0; k < op->n_dims; k++)
-            ranges_of(&op->dims[k], op->n_dims > 1, false, &dr[k]);
     fit_table(dr, op->n_dims);
-    total = 1;
+    long long total = 1;
     for (int k = 0; k < op->n_dims; k++)
         total *= dr[k].n;
     box *bx = calloc((size_t)total, sizeof(*bx));

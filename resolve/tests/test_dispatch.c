@@ -367,6 +367,33 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
     cJSON_ArrayForEach(e, entries) eighth += !strcmp(range_text(e, "s"), "[129,144]");
     CHECK(eighth == 16, "BERT's dims: s [129,144] in %d entries, want one per b range", eighth);
     cJSON_Delete(t);
+    /* Sixteenths from 2048 where they fit, else eighths before quarters: b in 1..9 (9 ranges)
+     * by s in 16..4096 is 9 x 61 with sixteenths (549, too many), 9 x 53 with eighths. */
+    t = table(loop, r,
+              "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",128],\"dtype\":\"f16\"}],"
+              "\"dims\":{\"b\":{\"min\":1,\"max\":9},\"s\":{\"min\":16,\"max\":4096}},\"arch\":\"sm_90\","
+              "\"tune\":\"measure\"}");
+    entries = get(get(t, "dispatch"), "entries");
+    CHECK(cJSON_GetArraySize(entries) == 9 * 53, "b 1..9 by s 16..4096: %d entries, want 9 x 53",
+          cJSON_GetArraySize(entries));
+    int cut[2] = {0, 0};
+    cJSON_ArrayForEach(e, entries) {
+        cut[0] += !strcmp(range_text(e, "s"), "[129,144]");
+        cut[1] += !strcmp(range_text(e, "s"), "[2049,2304]");
+    }
+    CHECK(cut[0] == 9 && cut[1] == 9, "b 1..9 by s 16..4096: s [129,144] in %d entries, [2049,2304] in %d", cut[0],
+          cut[1]);
+    cJSON_Delete(t);
+    /* One name takes sixteenths from 2048: [2049,2176], [2177,2304], ... */
+    t = table(loop, r,
+              "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",128],\"dtype\":\"f16\"}],"
+              "\"dims\":{\"n\":{\"min\":2000,\"max\":4096}},\"arch\":\"sm_90\",\"tune\":\"measure\"}");
+    entries = get(get(t, "dispatch"), "entries");
+    CHECK(cJSON_GetArraySize(entries) == 1 + 16 &&
+              !strcmp(range_text(cJSON_GetArrayItem(entries, 1), "n"), "[2049,2176]"),
+          "n 2000..4096: %d entries, the second n %s", cJSON_GetArraySize(entries),
+          range_text(cJSON_GetArrayItem(entries, 1), "n"));
+    cJSON_Delete(t);
 }
 
 int main(void)
