@@ -53,6 +53,21 @@ def kernel_set(tmap=None, param=None):
                          "shared_bytes": 0, "params": params}]}
 
 
+def pretransposed_set(ws_bytes=256 * 64 * 2):
+    """A kernel set shaped as matmul_wgmma's with B transposed before the GEMM (pretranspose):
+    a first kernel reads input1 and writes the workspace (B^T, [64, 256] f16 here), the second
+    reads B^T through a tensor map of the workspace."""
+    bt = {"name": "k_bt", "grid": [1, 2, 1], "block": [256, 1, 1], "shared_bytes": 0,
+          "params": [{"index": 0, "buffer": "input1", "type": "pointer"},
+                     {"index": 1, "buffer": "workspace", "type": "pointer"}]}
+    ks = kernel_set()
+    ks["workspace_bytes"] = ws_bytes
+    ks["kernels"][0]["params"].append({"index": 4, "buffer": "workspace", "type": "tensor_map",
+                                       "tensor_map": dict(A_MAP, dims=[256, 64])})
+    ks["kernels"].insert(0, bt)
+    return ks
+
+
 def with_map(**changes):
     m = dict(A_MAP, **changes)
     return kernel_set({k: v for k, v in m.items() if v is not None})
@@ -201,6 +216,12 @@ class Parse(unittest.TestCase):
         with self.assertRaisesRegex(hidetd.PlanError, r"kernel_set: input0 has 65536 bytes, too few "
                                                       r"for the tensor map of input0 \(66048 bytes\)"):
             hidetd.Kernel(None, with_map(dims=[256, 129]), REQUEST)
+
+    def test_workspace_smaller_than_map(self):
+        hidetd.Kernel(None, pretransposed_set(), REQUEST)  # B^T spans the workspace exactly
+        with self.assertRaisesRegex(hidetd.PlanError, r"kernel_set: workspace has 32767 bytes, too few "
+                                                      r"for the tensor map of workspace \(32768 bytes\)"):
+            hidetd.Kernel(None, pretransposed_set(32767), REQUEST)
 
     def test_explicit_tiled_mode(self):
         # "mode": "tiled" may be spelt out; the map reads as the daemon writes it, without.
@@ -424,10 +445,19 @@ class FakeLib:
         self.encodes = []
         self.im2col_encodes = []
         self.im2col_result = im2col_result
+        self.allocs = []
 
     def cuLaunchKernel(self, func, gx, gy, gz, bx, by, bz, shared, stream, argv, extra):
         self.launches.append((func, stream, [argv[i] for i in range(len(argv))],
                               [ctypes.c_uint64.from_address(argv[i]).value for i in range(len(argv))]))
+        return 0
+
+    def cuMemAlloc_v2(self, out, nbytes):
+        self.allocs.append(nbytes)
+        out._obj.value = 0x9000000 + 0x100000 * len(self.allocs)
+        return 0
+
+    def cuMemFree_v2(self, ptr):
         return 0
 
     def cuTensorMapEncodeTiled(self, out, dtype, rank, address, dims, strides, box, es, interleave,
@@ -495,6 +525,22 @@ class Launches(unittest.TestCase):
         self.assertEqual([e[2] for e in self.drv.lib.encodes], [0x10000, 0x90000])
         for launch, x in zip(self.drv.lib.launches, (0x10000, 0x10000, 0x90000)):
             self.check_launch(launch, x, 0x30000, 0x50000)
+
+    def test_workspace_map(self):
+        # A pretransposed set: the workspace is allocated once, the first kernel gets its address
+        # as a pointer, the second a map encoded at it.
+        k = hidetd.Kernel(FakeClient(), pretransposed_set(), REQUEST)
+        a, b, y = FakeTensor([128, 256], ptr=0x10000), FakeTensor([256, 64], ptr=0x30000), \
+            FakeTensor([128, 64], ptr=0x50000)
+        k(a, b, output=y, stream=3)
+        k(a, b, output=y, stream=3)
+        ws = 0x9000000 + 0x100000
+        self.assertEqual(self.drv.lib.allocs, [256 * 64 * 2])
+        self.assertEqual(sorted(e[2] for e in self.drv.lib.encodes), [0x10000, ws])
+        launches = self.drv.lib.launches
+        self.assertEqual([(f, v) for f, _, _, v in launches],
+                         [("k_bt", [0x30000, ws]), ("k_tma", [0x10000, 0x30000, 0x50000, MAP_MARK | 0x10000,
+                                                               MAP_MARK | ws])] * 2)
 
     def test_driver_without_encoder(self):
         _cuda._driver = FakeDriver(FakeLib(), with_encoder=False)
