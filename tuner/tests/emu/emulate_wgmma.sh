@@ -12,7 +12,8 @@
 # candidate). Case 13 (CASES=13 EMU_PARAM=swap=1): e4m3 x e5m2 -> bf16 96x256x256 with row and
 # column scales, for FP8 with swapped operands; case 14 the same over a named M (n <= 96). Case 15
 # (CASES=15 EMU_PARAM=pretranspose=1): e4m3 -> bf16 96x208x144 with B [K,N] transposed by a launch
-# of its own before the GEMM (case 11 with the same EMU_PARAM: 96x256x256). EMU_PARAM=name=value[,...] keeps the candidates
+# of its own before the GEMM (case 11 with the same EMU_PARAM: 96x256x256); case 16 the same
+# over a named M (n <= 96). EMU_PARAM=name=value[,...] keeps the candidates
 # with those parameters (e.g. swap=1). The size
 # sets, the check and the driver are emulate_mma_dyn.sh's (emu_dyn.sh).
 set -u

@@ -15,7 +15,8 @@
  * m <= 1280 named (stream-K's division at launch, CASES=12 EMU_PARAM=stream_k=1); 13 e4m3 x e5m2 ->
  * bf16 96x256x256 with row and column scales (swapped FP8, CASES=13 EMU_PARAM=swap=1); 14 the same
  * with M named (n <= 96); 15 e4m3 -> bf16 96x208x144 with B [K,N] and row and column scales (B
- * transposed by a launch of its own, CASES=15 EMU_PARAM=pretranspose=1). Size sets: every dim at
+ * transposed by a launch of its own, CASES=15 EMU_PARAM=pretranspose=1); 16 the same over a named
+ * M (n <= 96). Size sets: every dim at
  * its min, odd sizes (odd multiples of multiple_of), every dim at its max, one step past a
  * multiple of 64. */
 #include <math.h>
@@ -85,6 +86,16 @@ static tuner_op case_op(int c)
         return t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 96, 208, 144, TUNER_SCALE_ROW,
                                      TUNER_SCALE_COL, false),
                         false, true);
+    /* The same over a named M (n <= 96; the transposing launch takes the size too), A's row
+     * scales named with it. */
+    case 16: {
+        tuner_op op = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 96, 208, 144, TUNER_SCALE_ROW,
+                                            TUNER_SCALE_COL, false),
+                               false, true);
+        dyn_matmul_set_dim(&op, 1, 96, 1);
+        op.inputs[0].sym[0] = op.inputs[2].sym[0] = op.output.sym[0] = 1;
+        return op;
+    }
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
