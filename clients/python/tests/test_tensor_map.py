@@ -500,10 +500,14 @@ class Launches(unittest.TestCase):
         self.assertEqual(values, [a, b, y, MAP_MARK | a])
         self.assertEqual(argv[3] % 64, 0)
 
+    def mm_tensors(self):
+        """REQUEST's a, b and output at 0x10000, 0x30000 and 0x50000."""
+        return FakeTensor([128, 256], ptr=0x10000), FakeTensor([256, 64], ptr=0x30000), \
+            FakeTensor([128, 64], ptr=0x50000)
+
     def test_kernel_encodes_per_address(self):
         k = hidetd.Kernel(FakeClient(), kernel_set(), REQUEST)
-        a, b, y = FakeTensor([128, 256], ptr=0x10000), FakeTensor([256, 64], ptr=0x30000), \
-            FakeTensor([128, 64], ptr=0x50000)
+        a, b, y = self.mm_tensors()
         k(a, b, output=y, stream=3)
         k(a, b, output=y, stream=3)
         self.assertEqual(self.drv.lib.encodes, [(6, 2, 0x10000, [256, 128], [512], [64, 64], [1, 1],
@@ -530,8 +534,7 @@ class Launches(unittest.TestCase):
         # A pretransposed set: the workspace is allocated once, the first kernel gets its address
         # as a pointer, the second a map encoded at it.
         k = hidetd.Kernel(FakeClient(), pretransposed_set(), REQUEST)
-        a, b, y = FakeTensor([128, 256], ptr=0x10000), FakeTensor([256, 64], ptr=0x30000), \
-            FakeTensor([128, 64], ptr=0x50000)
+        a, b, y = self.mm_tensors()
         k(a, b, output=y, stream=3)
         k(a, b, output=y, stream=3)
         ws = 0x9000000 + 0x100000
