@@ -1085,6 +1085,14 @@ long long tuner__gemm_k_per_split(long long K, int split, int block_k)
     return (per + block_k - 1) / block_k * block_k;
 }
 
+const char tuner__gemm_bytes_4x4_fn[] =
+    "HD_INLINE void hd_bytes_4x4(const hd_u32 *w, hd_u32 *o) {\n"
+    "const hd_u32 t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);\n"
+    "const hd_u32 t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);\n"
+    "o[0] = __byte_perm(t0, t2, 0x5410); o[1] = __byte_perm(t0, t2, 0x7632);\n"
+    "o[2] = __byte_perm(t1, t3, 0x5410); o[3] = __byte_perm(t1, t3, 0x7632);\n"
+    "}\n";
+
 void tuner__gemm_emit_byte_transpose(tuner_sb *sb, const tuner_op *op, const char *name, long long rows, long long cols)
 {
     /* Three steps through one padded tile of dynamic shared memory (33 words a row): each thread
@@ -1096,6 +1104,7 @@ void tuner__gemm_emit_byte_transpose(tuner_sb *sb, const tuner_op *op, const cha
      * peak, where 64 x 64 tiles with one vector a thread took 13.2-13.6 (too few bytes in flight);
      * 4096^3 e4m3 with B [K,N], this launch and the GEMM, 101.8 us against the in-kernel
      * transposers' 152.2 (bench/results/2026-11-30-h200-session16, c and d). */
+    tuner_sb_puts(sb, tuner__gemm_bytes_4x4_fn);
     tuner_sb_printf(sb, "extern \"C\" __global__ void __launch_bounds__(256) %s(const unsigned char *__restrict__ src, "
                         "float *__restrict__ ws",
                     name);
@@ -1118,15 +1127,12 @@ void tuner__gemm_emit_byte_transpose(tuner_sb *sb, const tuner_op *op, const cha
                     "t[r][4 * v] = x[i].x; t[r][4 * v + 1] = x[i].y; t[r][4 * v + 2] = x[i].z; t[r][4 * v + 3] = x[i].w;\n"
                     "}\n"
                     "__syncthreads();\n"
-                    /* byte j of w_i is (row 4 kb + i, column 4 nb + j); byte i of o[.][j] must be it */
+                    /* byte j of w[i] is (row 4 kb + i, column 4 nb + j); byte i of o[.][j] is then it */
                     "hd_u32 o[4][4];\n"
                     "#pragma unroll\nfor (int i = 0; i < 4; i++) {\n"
                     "const int b = threadIdx.x + 256 * i, nb = b & 31, kb = b >> 5;\n"
-                    "const hd_u32 w0 = t[4 * kb][nb], w1 = t[4 * kb + 1][nb], w2 = t[4 * kb + 2][nb], w3 = t[4 * kb + 3][nb];\n"
-                    "const hd_u32 a0 = __byte_perm(w0, w1, 0x5140), a1 = __byte_perm(w0, w1, 0x7362);\n"
-                    "const hd_u32 a2 = __byte_perm(w2, w3, 0x5140), a3 = __byte_perm(w2, w3, 0x7362);\n"
-                    "o[i][0] = __byte_perm(a0, a2, 0x5410); o[i][1] = __byte_perm(a0, a2, 0x7632);\n"
-                    "o[i][2] = __byte_perm(a1, a3, 0x5410); o[i][3] = __byte_perm(a1, a3, 0x7632);\n"
+                    "const hd_u32 w[4] = {t[4 * kb][nb], t[4 * kb + 1][nb], t[4 * kb + 2][nb], t[4 * kb + 3][nb]};\n"
+                    "hd_bytes_4x4(w, o[i]);\n"
                     "}\n"
                     "__syncthreads();\n"
                     "#pragma unroll\nfor (int i = 0; i < 4; i++) {\n"

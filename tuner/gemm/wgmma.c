@@ -1086,7 +1086,7 @@ static int wg_ready(const wg_cfg *c)
  * c ^ (k % 8)), into `dst`, 128 mn rows of 128 k bytes in the same swizzle, the K-major layout
  * wgmma reads. The square is 32 x 32 blocks of 4 x 4 bytes; in step r lane l takes block (k 4l,
  * mn 4 ((l + r) % 32)): four 32-bit loads (one k row each), eight byte permutes (a 4x4 byte
- * transpose), four 32-bit stores (one mn row each). Both the loads (banks (mn/16 ^ k%8) * 4 +
+ * transpose, tuner__gemm_bytes_4x4_fn), four 32-bit stores (one mn row each). Both the loads (banks (mn/16 ^ k%8) * 4 +
  * mn%16/4: for a fixed l%4 the rows' k%8 is fixed, so the lanes' l/4 give 8 distinct chunks) and
  * the stores (banks (k/16 ^ mn%8) * 4 + k%16/4, the same argument) hit 32 distinct banks. */
 static const char wg_tnsp_helpers[] =
@@ -1096,14 +1096,11 @@ static const char wg_tnsp_helpers[] =
     "\"memory\"); }\n"
     "HD_INLINE void wg_tnsp_block(hd_u32 raw, hd_u32 dst, int l, int r) {\n"
     "const int k0 = 4 * l, m0 = 4 * ((l + r) & 31);\n"
-    "hd_u32 w[4];\n"
+    "hd_u32 w[4], o[4];\n"
     "#pragma unroll\nfor (int i = 0; i < 4; i++)\n"
     "w[i] = wg_lds32(raw + (hd_u32)((k0 + i) * 128 + ((((m0 >> 4) ^ ((k0 + i) & 7)) << 4) | (m0 & 15))));\n"
-    /* byte j of w[i] is (k0 + i, m0 + j); byte i of o[j] must be it */
-    "const hd_u32 t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);\n"
-    "const hd_u32 t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);\n"
-    "const hd_u32 o[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410), "
-    "__byte_perm(t1, t3, 0x7632)};\n"
+    /* byte j of w[i] is (k0 + i, m0 + j); byte i of o[j] is then it */
+    "hd_bytes_4x4(w, o);\n"
     "#pragma unroll\nfor (int j = 0; j < 4; j++)\n"
     "wg_sts32(dst + (hd_u32)((m0 + j) * 128 + ((((k0 >> 4) ^ ((m0 + j) & 7)) << 4) | (k0 & 15))), o[j]);\n"
     "}\n";
@@ -2081,8 +2078,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, tuner__gemm_cluster_helpers);
     if (c.n_x)
         tuner_sb_puts(&sb, wg_x_helpers);
-    if (wg_any_tnsp(p))
+    if (wg_any_tnsp(p)) {
+        tuner_sb_puts(&sb, tuner__gemm_bytes_4x4_fn);
         tuner_sb_puts(&sb, wg_tnsp_helpers);
+    }
     emit_mma_fn(&sb, kv, c.bn);
 
     emit_signature(&sb, p, &c, name, c.threads, 1, c.split > 1 ? c.split : c.cluster);
@@ -2279,16 +2278,12 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     if (c.pre) {
         /* B [K, N] -> B^T [N, K] in the workspace, then the GEMM (its B map on the workspace). */
         tuner_launch *bt = &prog->kernels[0];
-        memset(bt, 0, sizeof(*bt));
-        snprintf(bt->name, sizeof(bt->name), "%s", zname);
-        bt->grid[0] = (unsigned)tuner__gemm_cdiv(p->N, TUNER_BYTE_TRANSPOSE_TILE);
-        bt->grid[1] = (unsigned)tuner__gemm_cdiv(p->K, TUNER_BYTE_TRANSPOSE_TILE);
-        bt->grid[2] = 1;
-        bt->block[0] = 256;
-        bt->block[1] = bt->block[2] = 1;
-        bt->shared_bytes = TUNER_BYTE_TRANSPOSE_SMEM;
-        bt->args[bt->n_args++] = TUNER_BUF_INPUT0 + 1;
-        bt->args[bt->n_args++] = TUNER_BUF_WORKSPACE;
+        tuner__gemm_set_launch(bt, p, zname, (unsigned)tuner__gemm_cdiv(p->N, TUNER_BYTE_TRANSPOSE_TILE),
+                               (unsigned)tuner__gemm_cdiv(p->K, TUNER_BYTE_TRANSPOSE_TILE), 1, 256,
+                               TUNER_BYTE_TRANSPOSE_SMEM, true);
+        bt->args[0] = TUNER_BUF_INPUT0 + 1;
+        bt->args[1] = TUNER_BUF_WORKSPACE;
+        bt->n_args = 2;
         (void)tuner__launch_dim_args(bt, p->op);
         main_launch = &prog->kernels[1];
         prog->n_kernels = 2;
