@@ -309,6 +309,11 @@ int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program
                        const char *name, const char *rname, int block_m, int block_n, int split,
                        bool split_in_cluster, unsigned threads, unsigned smem);
 
+/* Device code of HD_INLINE void hd_bytes_4x4(const hd_u32 *w, hd_u32 *o): the 4x4 transpose
+ * of the bytes of four words (byte j of w[i] becomes byte i of o[j]) in eight byte permutes;
+ * the transposing launch's and matmul_wgmma's in-kernel transposers' (emitted once per source). */
+extern const char tuner__gemm_bytes_4x4_fn[];
+
 /* A kernel `name` that writes the byte matrix src [rows, cols] (row-major, FP8 elements) to dst
  * as its transpose [cols, rows]: 128 x 128 tiles, one per 256-thread block, grid
  * (ceil(cols / 128), ceil(rows / 128)); rows and cols multiples of 16 (whole 16-byte vectors,
@@ -316,10 +321,6 @@ int tuner__gemm_finish(tuner_sb *sb, const tuner__gemm_problem *p, tuner_program
  * Its parameters are src, dst (a float * as workspaces are), then a dynamic op's sizes (unused:
  * rows and cols are fixed). For an FP8 B given [K, N], which 8-bit wgmma cannot read, made
  * K-major once before the GEMM instead of in every tile (matmul_wgmma's pretranspose). */
-/* Device code of HD_INLINE void hd_bytes_4x4(const hd_u32 *w, hd_u32 *o): the 4x4 transpose
- * of the bytes of four words (byte j of w[i] becomes byte i of o[j]) in eight byte permutes;
- * the transposing launch's and matmul_wgmma's in-kernel transposers' (emitted once per source). */
-extern const char tuner__gemm_bytes_4x4_fn[];
 #define TUNER_BYTE_TRANSPOSE_TILE 128
 #define TUNER_BYTE_TRANSPOSE_SMEM (128 * 33 * 4)
 void tuner__gemm_emit_byte_transpose(tuner_sb *sb, const tuner_op *op, const char *name, long long rows, long long cols);

@@ -1086,9 +1086,10 @@ static int wg_ready(const wg_cfg *c)
  * c ^ (k % 8)), into `dst`, 128 mn rows of 128 k bytes in the same swizzle, the K-major layout
  * wgmma reads. The square is 32 x 32 blocks of 4 x 4 bytes; in step r lane l takes block (k 4l,
  * mn 4 ((l + r) % 32)): four 32-bit loads (one k row each), eight byte permutes (a 4x4 byte
- * transpose, tuner__gemm_bytes_4x4_fn), four 32-bit stores (one mn row each). Both the loads (banks (mn/16 ^ k%8) * 4 +
- * mn%16/4: for a fixed l%4 the rows' k%8 is fixed, so the lanes' l/4 give 8 distinct chunks) and
- * the stores (banks (k/16 ^ mn%8) * 4 + k%16/4, the same argument) hit 32 distinct banks. */
+ * transpose, tuner__gemm_bytes_4x4_fn), four 32-bit stores (one mn row each). Both the loads
+ * (banks (mn/16 ^ k%8) * 4 + mn%16/4: for a fixed l%4 the rows' k%8 is fixed, so the lanes' l/4
+ * give 8 distinct chunks) and the stores (banks (k/16 ^ mn%8) * 4 + k%16/4, the same argument)
+ * hit 32 distinct banks. */
 static const char wg_tnsp_helpers[] =
     "HD_INLINE hd_u32 wg_lds32(hd_u32 a) { hd_u32 v; asm volatile(\"ld.shared.b32 %0, [%1];\" : \"=r\"(v) : \"r\"(a) : "
     "\"memory\"); return v; }\n"
