@@ -182,32 +182,33 @@ static void test_spaces(void)
     CHECK(mma && simt && mma->applies(&op, &sm90a) && !simt->applies(&op, &sm90a));
 }
 
+/* How many of op's candidates on sm_90a have every "name=value" of spec. */
+static size_t count_with(const tuner_op *op, const char *spec)
+{
+    tuner_space *sp = NULL;
+    size_t n = 0;
+    if (tuner_space_build(op, &sm90a, &sp, NULL) == 0)
+        for (size_t i = 0; i < sp->n; i++)
+            n += tuner_schedule_matches(&sp->items[i], spec);
+    tuner_space_free(sp);
+    return n;
+}
+
 /* Swapped operands (C^T = B^T A^T: a decode batch's few rows on wgmma's N side, in tiles of any
  * multiple of 8) for FP8 with both operands K-major and the scales applied at the output's
  * coordinates; none where the kernel would transpose an operand (B [K,N] is swapped only once
  * transposed before the GEMM: test_pretranspose), where k tiles are promoted
  * (per-block scales, slow accumulation: their scales follow the kernel's rows), or for an FP8
  * output. */
-static size_t swapped_candidates(const tuner_op *op)
-{
-    tuner_space *sp = NULL;
-    size_t n = 0;
-    if (tuner_space_build(op, &sm90a, &sp, NULL) == 0)
-        for (size_t i = 0; i < sp->n; i++)
-            n += tuner_schedule_param(&sp->items[i], "swap", 0) == 1;
-    tuner_space_free(sp);
-    return n;
-}
-
 static void test_swap(void)
 {
     const tuner_op decode = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 8192, 8192, TUNER_SCALE_TENSOR,
                                          TUNER_SCALE_TENSOR, false);
-    const size_t n = swapped_candidates(&decode);
+    const size_t n = count_with(&decode, "swap=1");
     CHECK(n >= 20, "16x8192x8192 e4m3: %zu swapped candidates", n);
     const tuner_op rowcol = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 100, 1024, 512, TUNER_SCALE_ROW,
                                          TUNER_SCALE_COL, true);
-    CHECK(swapped_candidates(&rowcol) > 0, "rows and columns scaled: no swapped candidate");
+    CHECK(count_with(&rowcol, "swap=1") > 0, "rows and columns scaled: no swapped candidate");
     const tuner_op none[] = {
         t_fp8_mn(decode, true, false),
         t_fp8_promoted(decode),
@@ -217,7 +218,7 @@ static void test_swap(void)
                                      TUNER_SCALE_TENSOR, false)),
     };
     for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
-        CHECK(swapped_candidates(&none[i]) == 0, "case %zu: swapped candidates", i);
+        CHECK(count_with(&none[i], "swap=1") == 0, "case %zu: swapped candidates", i);
 }
 
 /* FP8 at twice fp16's tensor rate, half its operand bytes: a compute-bound GEMM's best predicted
@@ -661,22 +662,6 @@ static void test_mn_major(void)
     CHECK(tuner_fp8_unsupported(&odd, &sm90a, why, sizeof(why)) && strstr(why, "M a multiple of 16"));
 }
 
-/* FP8 B given [K,N] transposed by a launch of its own before a K-major GEMM (matmul_wgmma's
- * pretranspose): offered beside the in-kernel transposers where A is K-major and B one matrix,
- * swapped tiles too (the GEMM's operands are then both K-major); a launch that writes B^T [N,K]
- * into the workspace, the GEMM's B map on it; priced with the copy, so that it wins a
- * compute-bound GEMM and loses a decode one (whose weights it would copy every call). */
-static size_t count_with(const tuner_op *op, const char *spec)
-{
-    tuner_space *sp = NULL;
-    size_t n = 0;
-    if (tuner_space_build(op, &sm90a, &sp, NULL) == 0)
-        for (size_t i = 0; i < sp->n; i++)
-            n += tuner_schedule_matches(&sp->items[i], spec);
-    tuner_space_free(sp);
-    return n;
-}
-
 /* The best prediction of op's schedules with pretranspose `pre`. */
 static double best_pre(const tuner_op *op, int pre)
 {
@@ -735,6 +720,11 @@ static void check_pretransposed(const char *what, const tuner_op *op, int swap)
     free(err);
 }
 
+/* FP8 B given [K,N] transposed by a launch of its own before a K-major GEMM (matmul_wgmma's
+ * pretranspose): offered beside the in-kernel transposers where A is K-major and B one matrix,
+ * swapped tiles too (the GEMM's operands are then both K-major); a launch that writes B^T [N,K]
+ * into the workspace, the GEMM's B map on it; priced with the copy, so that it wins a
+ * compute-bound GEMM and loses a decode one (whose weights it would copy every call). */
 static void test_pretranspose(void)
 {
     const tuner_op gemm = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 4096, 4096, 4096,
