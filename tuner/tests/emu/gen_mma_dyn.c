@@ -29,6 +29,15 @@
 #include "tuner/tests/emu/emu_dyn.h"
 #include "tuner/tests/host_values.h"
 
+/* An FP8 op of at most 96 rows with A's scales per row, over a named M (n <= 96): A's rows, its
+ * row scales and the output's named with it. */
+static tuner_op fp8_named_m(tuner_op op)
+{
+    dyn_matmul_set_dim(&op, 1, 96, 1);
+    op.inputs[0].sym[0] = op.inputs[2].sym[0] = op.output.sym[0] = 1;
+    return op;
+}
+
 static tuner_op case_op(int c)
 {
     switch (c) {
@@ -73,13 +82,8 @@ static tuner_op case_op(int c)
         return t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_BF16, 0, 96, 256, 256, TUNER_SCALE_ROW, TUNER_SCALE_COL,
                             false);
     /* The same over a named M (decode batches, n <= 96), A's row scales [n] named with it. */
-    case 14: {
-        tuner_op op = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_BF16, 0, 96, 256, 256, TUNER_SCALE_ROW,
-                                   TUNER_SCALE_COL, false);
-        dyn_matmul_set_dim(&op, 1, 96, 1);
-        op.inputs[0].sym[0] = op.inputs[2].sym[0] = op.output.sym[0] = 1;
-        return op;
-    }
+    case 14:
+        return fp8_named_m(case_op(13));
     /* FP8 with B [K,N] transposed before the GEMM (EMU_PARAM=pretranspose=1): N and K multiples
      * of 16 but not of 64, so that the transposing launch's last tiles are partial both ways. */
     case 15:
@@ -88,14 +92,8 @@ static tuner_op case_op(int c)
                         false, true);
     /* The same over a named M (n <= 96; the transposing launch takes the size too), A's row
      * scales named with it. */
-    case 16: {
-        tuner_op op = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 96, 208, 144, TUNER_SCALE_ROW,
-                                            TUNER_SCALE_COL, false),
-                               false, true);
-        dyn_matmul_set_dim(&op, 1, 96, 1);
-        op.inputs[0].sym[0] = op.inputs[2].sym[0] = op.output.sym[0] = 1;
-        return op;
-    }
+    case 16:
+        return fp8_named_m(case_op(15));
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
