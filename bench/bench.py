@@ -553,9 +553,8 @@ def fp8_gemm_case(name, m, n, k, scales="tensor", epilogue=False, quantize=False
         req["epilogue"] += [{"op": "div", "input": 5}, {"op": "cast", "dtype": "f8e4m3"}]
 
     def make_inputs():
-        a = (torch.rand(m, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
-        b = (torch.rand(k, n, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"]) if b_kn else \
-            (torch.rand(n, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        a = rand([m, k], "f8e4m3")
+        b = rand([k, n] if b_kn else [n, k], "f8e4m3")
         sa = torch.rand(m, 1, device="cuda") * 0.5 + 0.75 if rowcol else torch.rand(1, device="cuda") * 0.5 + 0.75
         sb = torch.rand(1, n, device="cuda") * 0.5 + 0.75 if rowcol else torch.rand(1, device="cuda") * 0.5 + 0.75
         xs = [a, b, sa.contiguous(), sb.contiguous()]
@@ -627,8 +626,7 @@ def fp8_block_case(m, n, k, target=1.1):
            "attrs": {"trans_b": True, "out_dtype": "bf16", "scale_a": "block", "scale_b": "block"}}
 
     def make_inputs():
-        a = (torch.rand(m, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
-        b = (torch.rand(n, k, device="cuda") * 2 - 1).to(FP8_DT["f8e4m3"])
+        a, b = rand([m, k], "f8e4m3"), rand([n, k], "f8e4m3")
         return [a, b, torch.rand(m, kb, device="cuda") * 0.5 + 0.75, torch.rand(nb, kb, device="cuda") * 0.5 + 0.75]
 
     def dequant(xs):

@@ -20,8 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", ".."))
 import torch  # noqa: E402
 
-from bench import sets_for, time_us  # noqa: E402
-from kbench import binder, in_rand, load  # noqa: E402
+from bench import rand, sets_for, time_us  # noqa: E402
+from kbench import binder, load  # noqa: E402
 
 
 def main():
@@ -42,7 +42,7 @@ def main():
     n_sets = sets_for(nbytes)
 
     def alloc():
-        return ([[in_rand(s, d) for s, d in shapes] for _ in range(n_sets)],
+        return ([[rand(s, d) for s, d in shapes] for _ in range(n_sets)],
                 [torch.empty(out_shape, dtype=dt, device="cuda") for _ in range(n_sets)])
 
     def timed(bind, bufs):
