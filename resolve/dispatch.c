@@ -1,18 +1,19 @@
 /* resolve/dispatch.c - the answer to a request with named dimensions: a dispatch table
  * (docs/api.md, "Named dimensions").
  *
- * A dynamic op's range is cut into entries: per name, [min, 16] (in an op with several names,
- * 1, 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power of two ([17, 20], [21,
- * 24], ..., [29, 32], [33, 40], ...; where the table holds them, eight from 128: [129, 144],
- * [145, 160], ..., and sixteen from 2048 to 16384: [2049, 2176], ...), cut to [min, max] and to
- * multiples of multiple_of, and one entry per combination of the names' ranges. Each entry is an ordinary op - the same op over its own
- * range, tuned at that range's largest sizes - so it has an op key of its own, and the cache,
- * the scheduler's one-job-per-key, the cluster tier and export/import treat it as any kernel.
- * The generic set is the op over the whole range, at most model-ranked: it is the one thing a
- * request waits for (a compile the first time, a hit after), so no range's tuning ever holds an
- * answer. An entry is ready when a kernel chosen at least as strongly as the request asks is
- * stored for it, tuning while its job is queued or running, untuned otherwise; the entries that
- * hold the request's "sizes" or a hint get a job (wait:false) when they have neither.
+ * A dynamic op's range is cut into entries: per name, [min, 16] (in an op with several names, 1,
+ * 2, ..., 8, [9, 10], ..., [15, 16]) and then four ranges per power of two ([17, 20], [21, 24],
+ * ..., [29, 32], [33, 40], ...; where the table holds them, eight from 128: [129, 144], [145,
+ * 160], ..., and sixteen from 2048 to 16384: [2049, 2176], ...), cut to [min, max] and to
+ * multiples of multiple_of, and one entry per combination of the names' ranges. Each entry is an
+ * ordinary op - the same op over its own range, tuned at that range's largest sizes - so it has
+ * an op key of its own, and the cache, the scheduler's one-job-per-key, the cluster tier and
+ * export/import treat it as any kernel. The generic set is the op over the whole range, at most
+ * model-ranked: it is the one thing a request waits for (a compile the first time, a hit after),
+ * so no range's tuning ever holds an answer. An entry is ready when a kernel chosen at least as
+ * strongly as the request asks is stored for it, tuning while its job is queued or running,
+ * untuned otherwise; the entries that hold the request's "sizes" or a hint get a job (wait:false)
+ * when they have neither.
  *
  * Where the measurement says so the table is coarser: neighbouring entries (along a name, the
  * same ranges of every other name) that are ready with kernels chosen by measurement and run the
@@ -91,12 +92,12 @@ enum { CUT_QUARTERS, CUT_EIGHTHS, CUT_SIXTEENTHS };
  * From 2048 to 16384 a table that holds them takes sixteen steps (2176, 2304, ...; else eighths
  * there too, before quarters everywhere: compose): there an eighth spans more rows than the
  * tallest tile, and a range's kernel is tuned at its top. On the H200 the best kernels of
- * [n,4096] x [4096,4096] at 2100 are 176 rows tall (12 tile rows, 2112), and 176 takes 14 rows
- * at 2304: 2049..2304's best measured kernel (128x192, 11 rows of 2.67 waves
- * at 2100) ran 0.91x the exact-size kernel and cuBLAS at 2100, its worst ratio over the range
- * 1.105 (bench/results/2026-11-30-h200-session15/c, 2026-11-30-h200-session16/d). With
- * sixteenths 2049..2176's ran 0.956x and 0.945x there (worst ratio 1.056), and the entries of
- * 3000, 4500, 6000 and 8000 rows (x4096) and of 2100, 3000 and 4500 (x14336) 0.97-1.01x
+ * [n,4096] x [4096,4096] at 2100 are 176 rows tall (12 tile rows, 2112), and 176 takes 14 rows at
+ * 2304: 2049..2304's best measured kernel (128x192, 11 rows of 2.67 waves at 2100) ran 0.91x the
+ * exact-size kernel and cuBLAS at 2100, its worst ratio over the range 1.105
+ * (bench/results/2026-11-30-h200-session15/c, 2026-11-30-h200-session16/d). With sixteenths
+ * 2049..2176's ran 0.956x and 0.945x there (worst ratio 1.056), and the entries of 3000, 4500,
+ * 6000 and 8000 rows (x4096) and of 2100, 3000 and 4500 (x14336) 0.97-1.01x
  * (2026-11-30-h200-session16/g). Beyond 16384 an eighth is a small part of the work again. */
 static int64_t next_edge(int64_t edge, int cut)
 {
