@@ -34,9 +34,8 @@ const int q = q0 + %(step)d * u;
 if (q < qend) {
 const int m0 = 4 * ((l + (q & 31)) & 31);
 const hd_u32 db = dst + (hd_u32)(q >> 5) * 16384u;
-const hd_u32 t0 = __byte_perm(w[u][0], w[u][1], 0x5140), t1 = __byte_perm(w[u][0], w[u][1], 0x7362);
-const hd_u32 t2 = __byte_perm(w[u][2], w[u][3], 0x5140), t3 = __byte_perm(w[u][2], w[u][3], 0x7362);
-const hd_u32 o[4] = {__byte_perm(t0, t2, 0x5410), __byte_perm(t0, t2, 0x7632), __byte_perm(t1, t3, 0x5410), __byte_perm(t1, t3, 0x7632)};
+hd_u32 o[4];
+hd_bytes_4x4(w[u], o);
 #pragma unroll
 for (int j = 0; j < 4; j++)
 wg_sts32(db + (hd_u32)((m0 + j) * 128 + ((((k0 >> 4) ^ ((m0 + j) & 7)) << 4) | (k0 & 15))), o[j]);
