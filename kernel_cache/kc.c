@@ -70,8 +70,8 @@ static const char *const kc__sql[S__COUNT] = {
                       " WHERE artifact_key = ?1 ORDER BY position",
     [S_DIMS_DEL] = "DELETE FROM launch_dims WHERE artifact_key = ?1",
     [S_DIM_PUT] = "INSERT INTO launch_dims (artifact_key, position, name, min, max, multiple_of,"
-                  " output_axes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    [S_DIMS_GET] = "SELECT position, name, min, max, multiple_of, output_axes FROM launch_dims"
+                  " output_axes, range_worst) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [S_DIMS_GET] = "SELECT position, name, min, max, multiple_of, output_axes, range_worst FROM launch_dims"
                    " WHERE artifact_key = ?1 ORDER BY position",
     [S_ART_META] = "SELECT " KC__META_COLS " FROM artifacts WHERE key = ?1",
     [S_ART_FULL] = "SELECT " KC__META_COLS ", ptx_sha256, cubin_sha256, ptx, cubin"

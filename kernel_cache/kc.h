@@ -9,7 +9,8 @@
  *  - trials: tuning key -> one row per candidate measured (time, error or failure reason), so a
  *    space can be re-ranked without re-measuring and fused variants can reuse an anchor's tuning;
  *  - the quarantine (schema 3): artifact keys the daemon took out of service, with the reason.
- * A dynamic op's launch (schema 5) also holds its named dims, size arguments and grid rules.
+ * A dynamic op's launch (schema 5) also holds its named dims, size arguments and grid rules, and
+ * (schema 6) how well its kernel fits its range (range_worst).
  *
  * Keys are lowercase hex SHA-256 of length-prefixed parts (kc_key()), so no two different part
  * lists collide by concatenation. The store survives kill -9 at any moment (WAL, one transaction
@@ -32,11 +33,12 @@
 #include "op/tmap.h"
 
 #define KC_KEY_LEN 64 /* hex chars; buffers are KC_KEY_LEN + 1 */
-#define KC_SCHEMA_VERSION 5
+#define KC_SCHEMA_VERSION 6
 /* The version hashed into op and tuning keys (scheduler/keys.c). It changes only when a stored
  * record would mean something else (schema 2's typed launches), not when a table is added beside
  * the records (schema 3's quarantine, schema 5's named dims) or a column that older records leave
- * empty (schema 4's tensor maps, schema 5's grid rules): that must not make every op tune again. */
+ * empty (schema 4's tensor maps, schema 5's grid rules, schema 6's range_worst): that must not
+ * make every op tune again. */
 #define KC_KEY_SCHEMA 2
 
 #define KC_MAX_KERNELS 4 /* launches in one kernel set */
@@ -68,6 +70,8 @@
 /* The largest workspace a valid request's kernels use: partial sums in f32 of at most 256 slices
  * (reduce_cols' widest split) per element of a tensor within KC_MAX_NUMEL. */
 #define KC_MAX_WORKSPACE_BYTES (256ULL * 4 * KC_MAX_NUMEL)
+/* kc_launch.range_worst's largest: a ratio of two timings, far past any kernel worth keeping. */
+#define KC_MAX_RANGE_WORST 1000.0
 
 typedef struct kc_db kc_db;
 
@@ -183,6 +187,11 @@ typedef struct kc_launch {
      * tuner_op.dims); 0 for a static op. */
     int n_dims;             /* 0..KC_MAX_DIMS */
     kc_dim dims[KC_MAX_DIMS];
+    /* How well one kernel fits a dynamic launch's range, as its range job measured it: the worst,
+     * over the sizes it samples, of this launch's time against the best candidate's at that size
+     * (>= 1). 0: not known (a static launch, one chosen by the model, or stored before schema 6).
+     * A dispatch table cuts a range whose kernel fits it badly in two (resolve/dispatch.c). */
+    double range_worst;
 } kc_launch;
 
 /* 0 when every field of l is in range (names C identifiers, grid and block within CUDA's limits
@@ -193,8 +202,9 @@ typedef struct kc_launch {
  * and named output axes only over existing dims; a rule with coef, div, mul >= 1, cap within
  * the grid's limit, whose value at the dims' max is grid[d]; a named axis's shape the product of
  * its dims' max; a tensor map's symbolic dimension (tuner_tmap.sym) over existing dims, its
- * sym_coef times their max being its dims[i]. A static launch has none of them (all zero). kc_artifact_put and import refuse, and every read reports as -EBADMSG, what this
- * refuses. */
+ * sym_coef times their max being its dims[i]; range_worst 0, or in 1..KC_MAX_RANGE_WORST. A
+ * static launch has none of them (all zero). kc_artifact_put and import refuse, and every read
+ * reports as -EBADMSG, what this refuses. */
 int kc_launch_check(const kc_launch *l);
 /* The launch description as JSON text, as the export file carries it:
  * {"kernels":[{"name","grid","block","shared_bytes","args":["input0",...,"dim0"],
@@ -202,10 +212,11 @@ int kc_launch_check(const kc_launch *l);
  *                      dimension {"dims":[dim indices],"coef":N} in "dims"),
  *              "grid_rules":[null or {"dims":MASK,"coef","div","mul","cap"}, x3]}],
  *  "workspace_bytes":N, "output":{"shape":[...],"dtype":"f16","sym":[MASK,...]},
- *  "dims":[{"name","min","max","multiple_of"}]} ("maps" left out when a kernel has none, as
- *  files written before them have none; "grid_rules", "sym" and "dims" left out for a static
- *  launch, so a static launch reads as it did before schema 5; "output" left out when
- *  !has_output).
+ *  "dims":[{"name","min","max","multiple_of"}], "range_worst":1.056} ("maps" left out when a
+ *  kernel has none, as files written before them have none; "grid_rules", "sym" and "dims" left
+ *  out for a static launch, so a static launch reads as it did before schema 5; "range_worst"
+ *  left out when 0, as files written before schema 6 have none, which read it as 0; "output"
+ *  left out when !has_output).
  * *ret is malloc'd. Returns 0, -EINVAL (kc_launch_check fails) or -ENOMEM. */
 int kc_launch_json(const kc_launch *l, char **ret);
 

@@ -201,6 +201,7 @@ static int kc__launch_rows_put(kc_db *db, const char *key, const kc_launch *l, b
         sqlite3_bind_int64(s, 5, d->max);
         sqlite3_bind_int64(s, 6, d->multiple_of);
         sqlite3_bind_int64(s, 7, axes);
+        sqlite3_bind_double(s, 8, l->range_worst);
         rc = sqlite3_step(s);
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
@@ -248,6 +249,7 @@ static int kc__dims_get_locked(kc_db *db, const char *key, kc_launch *l)
     l->n_dims = 0;
     memset(l->dims, 0, sizeof(l->dims));
     memset(l->output_sym, 0, sizeof(l->output_sym));
+    l->range_worst = 0;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         int64_t pos, v[3], axes;
         const unsigned char *name = sqlite3_column_text(s, 1);
@@ -261,6 +263,12 @@ static int kc__dims_get_locked(kc_db *db, const char *key, kc_launch *l)
             r = -EBADMSG;
             break;
         }
+        /* every row of the artifact holds the launch's range_worst (kc_launch_check bounds it) */
+        if (sqlite3_column_type(s, 6) != SQLITE_FLOAT && sqlite3_column_type(s, 6) != SQLITE_INTEGER) {
+            r = -EBADMSG;
+            break;
+        }
+        l->range_worst = sqlite3_column_double(s, 6);
         strcpy(d->name, (const char *)name);
         d->min = v[0];
         d->max = v[1];

@@ -152,6 +152,9 @@ static const char *kc__dims_problem(const kc_launch *l)
         if (memcmp(&l->dims[k], &none, sizeof(none)) != 0)
             return "a dim beyond n_dims is set";
     }
+    /* written as "!(x >= lo && x <= hi)" so that a NaN fails too */
+    if (l->range_worst != 0 && (l->n_dims == 0 || !(l->range_worst >= 1.0 && l->range_worst <= KC_MAX_RANGE_WORST)))
+        return "range_worst is not 0, or a dynamic launch's 1..1000";
     return NULL;
 }
 
@@ -420,6 +423,8 @@ int kc_launch_json(const kc_launch *l, char **ret)
                 !cJSON_AddNumberToObject(dj, "multiple_of", (double)l->dims[k].multiple_of))
                 goto out;
         }
+        if (l->range_worst > 0 && !cJSON_AddNumberToObject(root, "range_worst", l->range_worst))
+            goto out;
     }
     char *text = cJSON_PrintUnformatted(root);
     if (!text)
@@ -597,6 +602,15 @@ int kc__launch_from_json(const char *launch_json, const char *op_json, kc_launch
     if (dims && !kc__dims(dims, &l)) {
         why = "a malformed dims list";
         goto out;
+    }
+    const cJSON *worst = cJSON_GetObjectItemCaseSensitive(root, "range_worst");
+    if (worst) {
+        /* a ratio, not an integer: kc__jnum does not apply */
+        if (!cJSON_IsNumber(worst) || !(worst->valuedouble >= 1.0 && worst->valuedouble <= KC_MAX_RANGE_WORST)) {
+            why = "a range_worst that is not a number in 1..1000";
+            goto out;
+        }
+        l.range_worst = worst->valuedouble;
     }
     const cJSON *k;
     cJSON_ArrayForEach(k, ks)

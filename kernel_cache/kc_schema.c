@@ -187,6 +187,11 @@ static const char kc__v5[] =
     "  PRIMARY KEY (artifact_key, position)"
     ") WITHOUT ROWID;";
 
+/* Schema 5 -> 6: a dynamic launch's range_worst (kc_launch), repeated in each of its dims' rows
+ * so that a hit reads it with them and the `artifacts` rows keep their column order; 0 (not
+ * known) for the records stored before. */
+static const char kc__v6[] = "ALTER TABLE launch_dims ADD COLUMN range_worst REAL NOT NULL DEFAULT 0;";
+
 /* Ordered migrations: entry i brings the schema from version i to i + 1: `sql`, then `convert`
  * (when there is one), then `sql_after`. Each runs in one transaction together with the bump of
  * schema_version, so a crash mid-way changes nothing.
@@ -249,6 +254,8 @@ static const struct {
     {kc__v4, NULL, NULL},
     /* 4 -> 5 */
     {kc__v5, NULL, NULL},
+    /* 5 -> 6 */
+    {kc__v6, NULL, NULL},
 };
 #define KC__N_MIGRATIONS (sizeof(kc__migrations) / sizeof(kc__migrations[0]))
 _Static_assert(KC__N_MIGRATIONS == KC_SCHEMA_VERSION, "one migration per schema version");

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -174,7 +175,7 @@ static bool launch_eq(const kc_launch *a, const kc_launch *b)
         return false;
     /* A dynamic launch's parts (zero in a static one). */
     if (a->n_dims != b->n_dims || memcmp(a->dims, b->dims, sizeof(a->dims)) != 0 ||
-        memcmp(a->output_sym, b->output_sym, sizeof(a->output_sym)) != 0)
+        memcmp(a->output_sym, b->output_sym, sizeof(a->output_sym)) != 0 || a->range_worst != b->range_worst)
         return false;
     for (int k = 0; k < a->n_kernels; k++)
         for (int d = 0; d < 3; d++)
@@ -2145,6 +2146,107 @@ static void test_dynamic_launch(void)
     kc_close(db);
 }
 
+/* A dynamic launch's range_worst (schema 6): checked, in the JSON text both ways (left out when
+ * 0), in every dim row, in the record the export file and the cluster tier carry, damage refused,
+ * and a file of schema 5 migrated with its launches reading 0. */
+static void test_range_worst(void)
+{
+    fixture f;
+    char *text = NULL;
+    const char *why = NULL;
+    kc_launch back;
+
+    make_dynamic(&f, 5, "matmul", "sm_90");
+    CHECK_OK(kc_launch_json(&f.a.launch, &text));
+    CHECK(text && !strstr(text, "range_worst"), "%s", text ? text : "");
+    free(text);
+    text = NULL;
+    f.a.launch.range_worst = 1.056;
+    CHECK_OK(kc_launch_check(&f.a.launch));
+    CHECK_OK(kc_launch_json(&f.a.launch, &text));
+    CHECK(text && strstr(text, "\"range_worst\":1.056"), "%s", text ? text : "");
+    memset(&back, 0, sizeof(back));
+    CHECK_OK(kc__launch_from_json(text, NULL, &back, &why));
+    CHECK(launch_eq(&back, &f.a.launch) && back.range_worst == 1.056);
+    free(text);
+    text = NULL;
+
+    /* Below 1, past 1000, NaN, or on a static launch. */
+    const double bad_values[] = {0.99, -1.0, 1000.5, NAN};
+    for (size_t i = 0; i < sizeof(bad_values) / sizeof(bad_values[0]); i++) {
+        fixture g;
+        make_dynamic(&g, 5, "matmul", "sm_90");
+        g.a.launch.range_worst = bad_values[i];
+        CHECK(kc_launch_check(&g.a.launch) == -EINVAL, "range_worst %g", bad_values[i]);
+    }
+    fixture st;
+    make_artifact(&st, 6, "matmul", "sm_90");
+    st.a.launch.range_worst = 1.05;
+    CHECK(kc_launch_check(&st.a.launch) == -EINVAL);
+    static const char *const bad[] = {
+        "{\"kernels\":[],\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}],\"range_worst\":0.5}",
+        "{\"kernels\":[],\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}],\"range_worst\":\"1.1\"}",
+        "{\"kernels\":[],\"dims\":[{\"name\":\"n\",\"min\":1,\"max\":8,\"multiple_of\":1}],\"range_worst\":2000}",
+        "{\"kernels\":[],\"range_worst\":1.1}", /* a static launch */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK(kc__launch_from_json(bad[i], NULL, &back, &why) == -EBADMSG, "bad[%zu]", i);
+
+    /* Rows, the record, export and import. */
+    kc_db *db = open_db("worst.db");
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    CHECK(raw_int("worst.db", "SELECT count(*) FROM launch_dims WHERE range_worst = 1.056") == 2);
+    kc_artifact *g = NULL;
+    CHECK_OK(kc_artifact_get_meta(db, f.a.key, &g));
+    CHECK(g && g->launch.range_worst == 1.056);
+    kc_artifact_free(g);
+    g = NULL;
+    char *rec = NULL, *err = NULL;
+    kc_artifact *dec = NULL;
+    CHECK_OK(kc_record_encode(&f.a, &rec));
+    CHECK_OK(kc_record_decode(rec, rec ? strlen(rec) : 0, &dec, &err));
+    CHECK(dec && dec->launch.range_worst == 1.056);
+    kc_artifact_free(dec);
+    free(rec);
+    free(err);
+    err = NULL;
+    char path[512];
+    size_t n = 0;
+    mkpath(path, sizeof(path), "worst.export");
+    CHECK_OK(kc_export(db, NULL, path, NULL, &n, &err));
+    free(err);
+    err = NULL;
+    kc_db *dst = open_db("worst-dst.db");
+    CHECK_OK(import_file(dst, path, &local_restore, &n, &err));
+    free(err);
+    err = NULL;
+    CHECK_OK(kc_artifact_get(dst, f.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &f.a.launch));
+    kc_artifact_free(g);
+    g = NULL;
+    kc_close(dst);
+
+    /* A damaged value reads as a malformed launch. */
+    raw_sqlf("worst.db", "UPDATE launch_dims SET range_worst = 0.5 WHERE artifact_key = '%s'", f.a.key);
+    CHECK(kc_artifact_get(db, f.a.key, &g) == -EBADMSG);
+    raw_sqlf("worst.db", "UPDATE launch_dims SET range_worst = 'x' WHERE artifact_key = '%s'", f.a.key);
+    CHECK(kc_artifact_get(db, f.a.key, &g) == -EBADMSG);
+    kc_close(db);
+
+    /* A file of schema 5 (no range_worst column) opens and migrates; its launches read 0. */
+    db = open_db("v5.db");
+    f.a.launch.range_worst = 0;
+    CHECK_OK(kc_artifact_put(db, &f.a));
+    kc_close(db);
+    raw_sql("v5.db", "ALTER TABLE launch_dims DROP COLUMN range_worst; UPDATE schema_version SET version = 5;");
+    db = open_db("v5.db");
+    CHECK(raw_int("v5.db", "SELECT max(version) FROM schema_version") == KC_SCHEMA_VERSION);
+    CHECK_OK(kc_artifact_get(db, f.a.key, &g));
+    CHECK(g && launch_eq(&g->launch, &f.a.launch) && g->launch.range_worst == 0);
+    kc_artifact_free(g);
+    kc_close(db);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof(tmpdir), "%s/test_kc.XXXXXX",
@@ -2173,6 +2275,7 @@ int main(void)
     test_verify_deep();
     test_impossible_values();
     test_dynamic_launch();
+    test_range_worst();
     test_symbolic_maps();
     test_fp8_launch();
 
