@@ -239,6 +239,9 @@ int resolve_kernel_set_json(const kc_artifact *a, bool cached, resolve_origin or
     }
     add_us(root, "latency_us", measured ? a->latency_us : -1);
     add_us(root, "predicted_us", a->predicted_us);
+    /* A measured range's fit (kc_launch): what a dispatch table cuts its ranges by. */
+    if (l->range_worst > 0)
+        cJSON_AddNumberToObject(root, "range_worst", round(l->range_worst * 1000.0) / 1000.0);
     if (schedule) {
         cJSON_AddItemToObject(root, "schedule", schedule);
         schedule = NULL;

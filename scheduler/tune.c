@@ -465,6 +465,17 @@ static char *dup_bytes(const void *p, size_t n)
     return d;
 }
 
+/* What a measured range job's artifact records of how its kernel fits the range (kc_launch
+ * range_worst, which a dispatch table reads to cut the range in two): the pick's worst ratio
+ * against the best candidate at each sample; 0 where that is not known. */
+static double stored_range_worst(const sched_job *j, const kc_launch *l, bool measured)
+{
+    const double w = j->info.range_worst;
+    if (!measured || l->n_dims == 0 || !(w >= 1.0))
+        return 0;
+    return w < KC_MAX_RANGE_WORST ? w : KC_MAX_RANGE_WORST;
+}
+
 /* Stores the chosen program and ends the job DONE (or FAILED when the cache refuses). */
 static void store_and_finish(sched_job *j, size_t item, const char *schedule_json,
                              const tuner_program *prog, const tuner_binary *bin, bool measured,
@@ -482,6 +493,7 @@ static void store_and_finish(sched_job *j, size_t item, const char *schedule_jso
     a->op_json = strdup(j->op_json);
     a->schedule_json = strdup(schedule_json);
     sched__fill_launch(&j->op, prog, &a->launch);
+    a->launch.range_worst = stored_range_worst(j, &a->launch, measured);
     a->ptx = dup_bytes(bin->ptx, bin->ptx_len);
     a->ptx_len = bin->ptx_len;
     a->cubin = (uint8_t *)dup_bytes(bin->cubin, bin->cubin_len);
@@ -1400,6 +1412,7 @@ static void finish_measure(sched_job *j)
     if (kc_artifact_get(j->s->db, key, &a) == 0) {
         a->choice = KC_CHOSEN_MEASURED;
         a->latency_us = b->latency_us;
+        a->launch.range_worst = stored_range_worst(j, &a->launch, true);
         store_artifact(j, a, true);
         return;
     }
