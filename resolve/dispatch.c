@@ -24,6 +24,12 @@
  * widened to the union; the kernel is the one each fine entry would have run, so no size runs
  * slower than on the fine grid. Entries still tuning, untuned or ranked by the model stay fine.
  *
+ * Where the measurement says one kernel does not fit a range, the table is finer: an entry whose
+ * measured kernel loses more than DISPATCH_REFINE_WORST to the best candidate at some size of its
+ * range (kc_launch range_worst, which its job stored) is answered as two halves, each an ordinary
+ * op of its own, tuned once a size or hint lands in it and running the coarse range's kernel
+ * until then ("coarse"); a half tuned itself may be cut again.
+ *
  * The table is composed afresh for every request (its entries change as jobs end), from the
  * memory tier and the local cache: for a table of 77 entries (n in 1..8192) that is 77 key
  * hashes and 77 lookups (and, for the merge, a parse of each measured set and a read of its
@@ -165,42 +171,22 @@ static void fit_table(dim_ranges *dr, int n_dims)
     }
 }
 
-/* Index of the range holding v, or -1. */
-static int range_of(const dim_ranges *d, int64_t v)
+/* Does the request ask for the entry over [lo, hi] per name to be tuned: its sizes, or any hint
+ * of every name... A hint names one size of one name; with several names it asks for the entries
+ * that hold it whatever the others' sizes are (a hint for the batch tunes each sequence range at
+ * that batch only when a size or hint of the other name points there as well: the hints'
+ * product). */
+static bool entry_wanted(const proto_dynamic *dyn, int n_dims, const int64_t *lo, const int64_t *hi)
 {
-    for (int i = 0; i < d->n; i++)
-        if (v >= d->lo[i] && v <= d->hi[i])
-            return i;
-    return -1;
-}
-
-/* true when entry `idx` (mixed radix over the names' ranges) holds the sizes. */
-static bool entry_holds(const dim_ranges *dr, int n_dims, long long idx, const int64_t *sizes)
-{
-    for (int k = n_dims - 1; k >= 0; k--) {
-        const int i = (int)(idx % dr[k].n);
-        idx /= dr[k].n;
-        if (sizes[k] < dr[k].lo[i] || sizes[k] > dr[k].hi[i])
-            return false;
-    }
-    return true;
-}
-
-/* Does the request ask for this entry to be tuned: its sizes, or any hint of every name... A
- * hint names one size of one name; with several names it asks for the entries that hold it
- * whatever the others' sizes are (a hint for the batch tunes each sequence range at that batch
- * only when a size or hint of the other name points there as well: the hints' product). */
-static bool entry_wanted(const proto_dynamic *dyn, const dim_ranges *dr, int n_dims, long long idx)
-{
-    if (dyn->has_sizes && entry_holds(dr, n_dims, idx, dyn->sizes))
+    bool holds = dyn->has_sizes;
+    for (int k = 0; k < n_dims && holds; k++)
+        holds = dyn->sizes[k] >= lo[k] && dyn->sizes[k] <= hi[k];
+    if (holds)
         return true;
-    long long rest = idx;
-    for (int k = n_dims - 1; k >= 0; k--) {
-        const int i = (int)(rest % dr[k].n);
-        rest /= dr[k].n;
+    for (int k = 0; k < n_dims; k++) {
         bool hinted = false;
         for (int h = 0; h < dyn->n_hints[k] && !hinted; h++)
-            hinted = range_of(&dr[k], dyn->hints[k][h]) == i;
+            hinted = dyn->hints[k][h] >= lo[k] && dyn->hints[k][h] <= hi[k];
         if (!hinted)
             return false;
     }
@@ -230,20 +216,32 @@ static void put_raw(tuner_sb *b, const char *json, size_t len)
     tuner_sb_printf(b, "%.*s", (int)len, json);
 }
 
-/* One entry of the table as composed: a box of the names' ranges (indices into dim_ranges, lo
- * and hi per name), what follows its "ranges" when it stands alone, and, for a ready entry whose
+/* One entry of the table as composed: its ranges per name (a merged box: the union of the fine
+ * entries it covers), what follows its "ranges" when it stands alone, and, for a ready entry whose
  * kernel was chosen by measurement, its kernel set and the signature of its code. */
 typedef struct box {
-    int lo[TUNER_MAX_DIMS], hi[TUNER_MAX_DIMS];
+    int64_t lo[TUNER_MAX_DIMS], hi[TUNER_MAX_DIMS];
+    int64_t fine_lo[TUNER_MAX_DIMS], fine_hi[TUNER_MAX_DIMS]; /* its own ranges, as composed */
+    long long next_fine;  /* the next fine entry a merged box covers (table order), -1: none */
+    long long last_fine;  /* the last of the chain this box heads */
     char *tail;       /* ",\"state\":...}" of a fine entry */
     char *set;        /* the ready kernel set's JSON (the box's largest corner's once merged) */
     size_t set_len;
-    char *sig;        /* NULL: never merged (not ready, or not measured) */
+    char *sig;        /* NULL: never merged (not ready, not measured, or running a coarser range's kernel) */
     uint64_t sig_hash;
     double workspace; /* the largest workspace_bytes of the sets it covers */
     bool merged;      /* covers more than one fine entry */
     bool dead;        /* merged into another box */
 } box;
+
+/* The table being composed: the request and the boxes so far, in the table's order. */
+typedef struct table {
+    resolver *r;
+    const proto_kernel_request *kr;
+    const resolve_request *rq;
+    box *bx;
+    long long n, cap;
+} table;
 
 static void boxes_free(box *bx, long long n)
 {
@@ -257,19 +255,21 @@ static void boxes_free(box *bx, long long n)
 
 /* The signature of a measured kernel set's code: the stored digests of its PTX and cubin, and
  * everything of the set but what names the entry (key, op key, its range in "dims"), where the
- * answer came from, and the figures that depend on the range's largest size (workspace,
- * latencies, prediction). Two entries of one op with the same signature run the same compiled
- * code with the same schedule and launches, so either kernel is valid on both ranges. The code is
- * compared, not only the schedule: a schedule's source may depend on the range (matmul_mma orders
- * its blocks more simply where the range's largest M is one tile). NULL: not measured, not in the
- * local cache, or not a kernel set this can read (never merged). */
-static char *code_signature(resolver *r, const char *json, size_t len, double *workspace)
+ * answer came from, and the figures that depend on the range (workspace, latencies, prediction,
+ * how well it fits its range). Two entries of one op with the same signature run the same
+ * compiled code with the same schedule and launches, so either kernel is valid on both ranges.
+ * The code is compared, not only the schedule: a schedule's source may depend on the range
+ * (matmul_mma orders its blocks more simply where the range's largest M is one tile). NULL: not
+ * measured, not in the local cache, or not a kernel set this can read (never merged). *workspace
+ * and *range_worst (0 when the set has none) receive the set's. */
+static char *code_signature(resolver *r, const char *json, size_t len, double *workspace, double *range_worst)
 {
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root)
         return NULL;
     char *sig = NULL;
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(root, "workspace_bytes");
+    const cJSON *worst = cJSON_GetObjectItemCaseSensitive(root, "range_worst");
     cJSON *kernels = cJSON_GetObjectItemCaseSensitive(root, "kernels");
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "measured")) && cJSON_IsNumber(ws) &&
         cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "dims")) &&
@@ -283,8 +283,10 @@ static char *code_signature(resolver *r, const char *json, size_t len, double *w
             return NULL;
         }
         *workspace = ws->valuedouble;
-        static const char *const drop[] = {"key",       "op_key",         "cached",      "origin",      "warning",
-                                           "dims",      "workspace_bytes", "latency_us", "predicted_us"};
+        *range_worst = cJSON_IsNumber(worst) ? worst->valuedouble : 0;
+        static const char *const drop[] = {"key",       "op_key",         "cached",      "origin",
+                                           "warning",   "dims",           "workspace_bytes", "latency_us",
+                                           "predicted_us", "range_worst"};
         for (size_t i = 0; i < sizeof(drop) / sizeof(*drop); i++)
             cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);
         cJSON *k;
@@ -310,20 +312,23 @@ static uint64_t fnv1a(const char *s)
 /* Merges, name by name (the last first), each box with its neighbour above along the name when
  * both run the same measured code and cover the same ranges of every other name. The boxes stay
  * disjoint, cover what they covered, and stay in the table's order (a box keeps its place and
- * absorbs the one above it). */
-static void merge_boxes(box *bx, long long n, int n_dims)
+ * absorbs the one above it). Ranges are cut to multiples of multiple_of, so the range above [lo,
+ * hi] starts at hi + multiple_of. */
+static void merge_boxes(box *bx, long long n, const tuner_op *op)
 {
-    for (int k = n_dims - 1; k >= 0; k--) {
+    for (int k = op->n_dims - 1; k >= 0; k--) {
+        const int64_t step = op->dims[k].multiple_of;
         for (long long a = 0; a < n; a++) {
             if (bx[a].dead || !bx[a].sig)
                 continue;
             for (bool grew = true; grew;) {
                 grew = false;
                 for (long long b = a + 1; b < n && !grew; b++) {
-                    if (bx[b].dead || !bx[b].sig || bx[b].lo[k] != bx[a].hi[k] + 1 || bx[b].sig_hash != bx[a].sig_hash)
+                    if (bx[b].dead || !bx[b].sig || bx[b].lo[k] != bx[a].hi[k] + step ||
+                        bx[b].sig_hash != bx[a].sig_hash)
                         continue;
                     bool same = true;
-                    for (int j = 0; j < n_dims && same; j++)
+                    for (int j = 0; j < op->n_dims && same; j++)
                         same = j == k || (bx[b].lo[j] == bx[a].lo[j] && bx[b].hi[j] == bx[a].hi[j]);
                     if (!same || strcmp(bx[a].sig, bx[b].sig) != 0)
                         continue;
@@ -336,6 +341,8 @@ static void merge_boxes(box *bx, long long n, int n_dims)
                     bx[b].set = NULL;
                     if (bx[b].workspace > bx[a].workspace)
                         bx[a].workspace = bx[b].workspace;
+                    bx[bx[a].last_fine].next_fine = b;
+                    bx[a].last_fine = bx[b].last_fine;
                     bx[a].merged = true;
                     bx[b].dead = true;
                     grew = true;
@@ -348,7 +355,7 @@ static void merge_boxes(box *bx, long long n, int n_dims)
 /* A merged box's kernel set: its largest corner's, with "dims" widened to the box's ranges (the
  * ranges a client checks a launch's sizes against) and the largest workspace of the sets it
  * covers. NULL on OOM or a set this cannot read. */
-static char *widened_set(const box *x, const tuner_op *op, const dim_ranges *dr)
+static char *widened_set(const box *x, const tuner_op *op)
 {
     cJSON *root = cJSON_ParseWithLength(x->set, x->set_len);
     cJSON *dims = root ? cJSON_GetObjectItemCaseSensitive(root, "dims") : NULL;
@@ -358,8 +365,8 @@ static char *widened_set(const box *x, const tuner_op *op, const dim_ranges *dr)
     for (int k = 0; k < op->n_dims; k++) {
         cJSON *d = cJSON_GetObjectItemCaseSensitive(dims, op->dims[k].name);
         if (!cJSON_IsObject(d) ||
-            !cJSON_ReplaceItemInObjectCaseSensitive(d, "min", cJSON_CreateNumber((double)dr[k].lo[x->lo[k]])) ||
-            !cJSON_ReplaceItemInObjectCaseSensitive(d, "max", cJSON_CreateNumber((double)dr[k].hi[x->hi[k]])))
+            !cJSON_ReplaceItemInObjectCaseSensitive(d, "min", cJSON_CreateNumber((double)x->lo[k])) ||
+            !cJSON_ReplaceItemInObjectCaseSensitive(d, "max", cJSON_CreateNumber((double)x->hi[k])))
             goto done;
     }
     if (!cJSON_ReplaceItemInObjectCaseSensitive(root, "workspace_bytes", cJSON_CreateNumber(x->workspace)))
@@ -370,18 +377,18 @@ done:
     return out;
 }
 
-/* "{"n":[lo,hi],...}" of the box spanning range indices lo..hi per name. */
-static void put_ranges(tuner_sb *b, const tuner_op *op, const dim_ranges *dr, const int *lo, const int *hi)
+/* "{"n":[lo,hi],...}" of ranges lo..hi per name. */
+static void put_ranges(tuner_sb *b, const tuner_op *op, const int64_t *lo, const int64_t *hi)
 {
     tuner_sb_puts(b, "{");
     for (int k = 0; k < op->n_dims; k++)
-        tuner_sb_printf(b, "%s\"%s\":[%lld,%lld]", k ? "," : "", op->dims[k].name, (long long)dr[k].lo[lo[k]],
-                        (long long)dr[k].hi[hi[k]]);
+        tuner_sb_printf(b, "%s\"%s\":[%lld,%lld]", k ? "," : "", op->dims[k].name, (long long)lo[k],
+                        (long long)hi[k]);
     tuner_sb_puts(b, "}");
 }
 
 /* Writes the boxes as the table's "entries": a merged box lists the fine ranges it covers. */
-static bool put_boxes(tuner_sb *b, const tuner_op *op, const dim_ranges *dr, const box *bx, long long n)
+static bool put_boxes(tuner_sb *b, const tuner_op *op, const box *bx, long long n)
 {
     bool first = true;
     for (long long i = 0; i < n; i++) {
@@ -390,31 +397,21 @@ static bool put_boxes(tuner_sb *b, const tuner_op *op, const dim_ranges *dr, con
             continue;
         tuner_sb_puts(b, first ? "{\"ranges\":" : ",{\"ranges\":");
         first = false;
-        put_ranges(b, op, dr, x->lo, x->hi);
+        put_ranges(b, op, x->lo, x->hi);
         if (!x->merged) {
             tuner_sb_puts(b, x->tail);
             continue;
         }
-        char *set = widened_set(x, op, dr);
+        char *set = widened_set(x, op);
         if (!set)
             return false;
         tuner_sb_puts(b, ",\"state\":\"ready\",\"merged\":[");
-        /* every fine entry of the box, in the table's order (mixed radix, the last name fastest) */
-        int at[TUNER_MAX_DIMS];
-        memcpy(at, x->lo, sizeof(at));
-        for (bool more = true, lead = true; more; lead = false) {
-            if (!lead)
+        /* every fine entry of the box, in the table's order (merging keeps it: the last name's
+         * neighbours first, then whole rows of them along the names before) */
+        for (long long f = i; f >= 0; f = bx[f].next_fine) {
+            if (f != i)
                 tuner_sb_puts(b, ",");
-            put_ranges(b, op, dr, at, at);
-            more = false;
-            for (int k = op->n_dims - 1; k >= 0 && !more; k--) {
-                if (at[k] < x->hi[k]) {
-                    at[k]++;
-                    more = true;
-                } else {
-                    at[k] = x->lo[k];
-                }
-            }
+            put_ranges(b, op, bx[f].fine_lo, bx[f].fine_hi);
         }
         tuner_sb_puts(b, "],\"kernel_set\":");
         tuner_sb_puts(b, set);
@@ -422,6 +419,196 @@ static bool put_boxes(tuner_sb *b, const tuner_op *op, const dim_ranges *dr, con
         free(set);
     }
     return true;
+}
+
+/* A range whose measured kernel runs some size of it more than this much slower than the best
+ * candidate its job timed there (the set's "range_worst", kc_launch) is cut in two, each half
+ * tuned as a range of its own once a size or hint lands in it: one kernel cannot fit both ends
+ * of such a range. On the H200 [n,4096] x [4096,4096]'s 2049..2176 took a 128x184 tile whose
+ * worst ratio was 1.056, and ran 2100 at 0.956x the kernel tuned for 2100 exactly, whose 176-row
+ * tiles take 12 tile rows at 2100 and 13 at 2176 (bench/results/2026-11-30-h200-session16/g).
+ * Most ranges' picks there came within 1.00-1.05. */
+#define DISPATCH_REFINE_WORST 1.04
+/* ...when the name it is cut along spans at least this many sizes: a half of 32 rows is a tile
+ * height of the smaller GEMM tiles, below which one tile row covers the range. */
+#define DISPATCH_REFINE_SPAN 64
+
+/* Where to cut a range whose kernel fits it badly: along the name whose range spans the largest
+ * ratio hi / lo among those spanning DISPATCH_REFINE_SPAN sizes, at its middle (a multiple of its
+ * multiple_of): [lo, *cut] and [*cut + multiple_of, hi]. false when no name qualifies. */
+static bool refine_cut(const tuner_op *op, const int64_t *lo, const int64_t *hi, int *ret_k, int64_t *ret_cut)
+{
+    int best = -1;
+    for (int k = 0; k < op->n_dims; k++) {
+        const int64_t m = op->dims[k].multiple_of;
+        if (hi[k] - lo[k] + 1 < DISPATCH_REFINE_SPAN || hi[k] - lo[k] < m)
+            continue;
+        if (best < 0 || (double)hi[k] / (double)lo[k] > (double)hi[best] / (double)lo[best])
+            best = k;
+    }
+    if (best < 0)
+        return false;
+    const int64_t m = op->dims[best].multiple_of;
+    int64_t cut = (lo[best] + (hi[best] - lo[best] + 1) / 2 - 1) / m * m;
+    if (cut < lo[best])
+        cut = lo[best];
+    *ret_k = best;
+    *ret_cut = cut;
+    return true;
+}
+
+/* The range an entry was cut from (refine_cut) and its kernel set, which the entry runs until it
+ * is tuned itself. */
+typedef struct coarse {
+    const int64_t *lo, *hi;
+    const char *set;
+}
+coarse;
+
+/* A new box at the table's end over [lo, hi]; NULL on OOM. */
+static box *new_box(table *t, const int64_t *lo, const int64_t *hi)
+{
+    if (t->n == t->cap) {
+        const long long cap = t->cap ? 2 * t->cap : 64;
+        box *bx = realloc(t->bx, (size_t)cap * sizeof(*bx));
+        if (!bx)
+            return NULL;
+        t->bx = bx;
+        t->cap = cap;
+    }
+    box *x = &t->bx[t->n];
+    memset(x, 0, sizeof(*x));
+    const int n_dims = t->kr->op.n_dims;
+    memcpy(x->lo, lo, sizeof(*lo) * (size_t)n_dims);
+    memcpy(x->hi, hi, sizeof(*hi) * (size_t)n_dims);
+    memcpy(x->fine_lo, lo, sizeof(*lo) * (size_t)n_dims);
+    memcpy(x->fine_hi, hi, sizeof(*hi) * (size_t)n_dims);
+    x->next_fine = -1;
+    x->last_fine = t->n;
+    t->n++;
+    return x;
+}
+
+/* Adds the entry over [lo, hi] per name to the table: its kernel set when one is stored (cut in
+ * two, recursively, where it fits its range badly), else its job (started here when the request
+ * wants it) or, for an entry cut from a coarser range (`from`), that range's kernel. false on OOM. */
+static bool add_entry(table *t, const int64_t *lo, const int64_t *hi, const coarse *from)
+{
+    const tuner_op *op = &t->kr->op;
+    tuner_op eop;
+    if (tuner_op_restrict(op, lo, hi, &eop) < 0) {
+        /* cannot happen: the ranges are cut from the op's */
+        box *x = new_box(t, lo, hi);
+        return x && (x->tail = strdup(",\"state\":\"untuned\"}")) != NULL;
+    }
+    char *ejson = tuner_op_canonical_json(&eop);
+    if (!ejson)
+        return false;
+    char ekey[KC_KEY_LEN + 1];
+    sched_op_key(ejson, &t->rq->target, ekey);
+    free(ejson);
+    resolve_request erq = *t->rq;
+    erq.op = &eop;
+    erq.wait = false;
+    /* "retune" applies to the entries the request points at (its sizes, its hints) */
+    const bool wanted = entry_wanted(&t->kr->dyn, op->n_dims, lo, hi);
+    erq.retune = t->rq->retune && wanted;
+    resolve_result er;
+    memset(&er, 0, sizeof(er));
+    const char *ready = NULL;
+    size_t ready_len = 0;
+    uint64_t job = 0;
+    const char *job_error = NULL;
+    if (!erq.retune && resolve__lookup(t->r, &erq, ekey, &er) && er.state == RESOLVE_ANSWERED) {
+        ready = er.body;
+        ready_len = er.len;
+    } else {
+        job = sched_job_active(resolve__sched(t->r), ekey);
+        if ((!job || erq.retune) && wanted) {
+            /* Its first size (or a hint) is here: tune it as an ordinary job, without waiting. */
+            resolve_result jr;
+            resolve_kernel(t->r, &erq, NULL, NULL, &jr, NULL);
+            if (jr.state == RESOLVE_ACCEPTED) {
+                job = jr.job.id;
+            } else if (jr.state == RESOLVE_ANSWERED) {
+                /* the remote tier had it, or it just became a hit */
+                ready = jr.body;
+                ready_len = jr.len;
+            } else if (jr.state == RESOLVE_FAILED) {
+                /* A full queue or a quota: the generic set (or the coarse kernel) answers; the
+                 * next request asks again. */
+                job_error = jr.error.code;
+            }
+        }
+    }
+
+    tuner_sb tail;
+    tuner_sb_init(&tail);
+    if (ready) {
+        /* The body lives in the resolver's scratch, which the next lookup replaces. */
+        while (ready_len && (ready[ready_len - 1] == '\n' || ready[ready_len - 1] == ' '))
+            ready_len--;
+        char *set = strndup(ready, ready_len);
+        if (!set)
+            return false;
+        double workspace = 0, worst = 0;
+        char *sig = code_signature(t->r, set, ready_len, &workspace, &worst);
+        int k;
+        int64_t cut;
+        if (sig && worst > DISPATCH_REFINE_WORST && refine_cut(op, lo, hi, &k, &cut)) {
+            /* Two halves, each running this kernel until it has its own. */
+            int64_t half_lo[TUNER_MAX_DIMS], half_hi[TUNER_MAX_DIMS];
+            memcpy(half_lo, lo, sizeof(half_lo));
+            memcpy(half_hi, hi, sizeof(half_hi));
+            const coarse self = {lo, hi, set};
+            half_hi[k] = cut;
+            bool ok = add_entry(t, half_lo, half_hi, &self);
+            half_lo[k] = cut + op->dims[k].multiple_of;
+            half_hi[k] = hi[k];
+            ok = ok && add_entry(t, half_lo, half_hi, &self);
+            free(sig);
+            free(set);
+            return ok;
+        }
+        box *x = new_box(t, lo, hi);
+        if (!x) {
+            free(sig);
+            free(set);
+            return false;
+        }
+        x->set = set;
+        x->set_len = ready_len;
+        x->sig = sig;
+        x->sig_hash = sig ? fnv1a(sig) : 0;
+        x->workspace = workspace;
+        tuner_sb_puts(&tail, ",\"state\":\"ready\",\"kernel_set\":");
+        put_raw(&tail, set, ready_len);
+        tuner_sb_puts(&tail, "}");
+    } else {
+        box *x = new_box(t, lo, hi);
+        if (!x)
+            return false;
+        if (from) {
+            /* Ready with the kernel of the range it was cut from; never merged (its code is
+             * that range's, not one measured here). */
+            tuner_sb_puts(&tail, ",\"state\":\"ready\",\"coarse\":");
+            put_ranges(&tail, op, from->lo, from->hi);
+        } else {
+            tuner_sb_puts(&tail, job ? ",\"state\":\"tuning\"" : ",\"state\":\"untuned\"");
+        }
+        if (job)
+            tuner_sb_printf(&tail, ",\"job\":\"/v1/jobs/%llu\"", (unsigned long long)job);
+        else if (job_error)
+            tuner_sb_printf(&tail, ",\"error\":{\"code\":\"%s\"}", job_error);
+        if (from) {
+            tuner_sb_puts(&tail, ",\"kernel_set\":");
+            tuner_sb_puts(&tail, from->set);
+        }
+        tuner_sb_puts(&tail, "}");
+    }
+    box *x = &t->bx[t->n - 1];
+    x->tail = tuner_sb_take(&tail);
+    return x->tail != NULL;
 }
 
 /* Composes the table into a string (malloc'd; NULL on OOM) around the generic set's JSON. */
@@ -444,97 +631,23 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
     long long total = 1;
     for (int k = 0; k < op->n_dims; k++)
         total *= dr[k].n;
-    box *bx = calloc((size_t)total, sizeof(*bx));
-    if (!bx)
-        return NULL;
 
+    /* One entry per combination of the names' ranges (the last name fastest), each perhaps cut
+     * further where its kernel fits it badly. */
+    table t = {.r = r, .kr = kr, .rq = rq};
     for (long long idx = 0; idx < total; idx++) {
-        box *x = &bx[idx];
         int64_t lo[TUNER_MAX_DIMS], hi[TUNER_MAX_DIMS];
         long long rest = idx;
         for (int k = op->n_dims - 1; k >= 0; k--) {
             const int i = (int)(rest % dr[k].n);
             rest /= dr[k].n;
-            x->lo[k] = x->hi[k] = i;
             lo[k] = dr[k].lo[i];
             hi[k] = dr[k].hi[i];
         }
-        tuner_op eop;
-        if (tuner_op_restrict(op, lo, hi, &eop) < 0) {
-            /* cannot happen: the ranges are cut from the op's */
-            x->tail = strdup(",\"state\":\"untuned\"}");
-            if (!x->tail)
-                goto oom;
-            continue;
-        }
-        char *ejson = tuner_op_canonical_json(&eop);
-        if (!ejson)
-            goto oom;
-        char ekey[KC_KEY_LEN + 1];
-        sched_op_key(ejson, &rq->target, ekey);
-        free(ejson);
-        resolve_request erq = *rq;
-        erq.op = &eop;
-        erq.wait = false;
-        /* "retune" applies to the entries the request points at (its sizes, its hints) */
-        const bool wanted = entry_wanted(&kr->dyn, dr, op->n_dims, idx);
-        erq.retune = rq->retune && wanted;
-        resolve_result er;
-        memset(&er, 0, sizeof(er));
-        const char *ready = NULL;
-        size_t ready_len = 0;
-        uint64_t job = 0;
-        tuner_sb t;
-        tuner_sb_init(&t);
-        if (!erq.retune && resolve__lookup(r, &erq, ekey, &er) && er.state == RESOLVE_ANSWERED) {
-            ready = er.body;
-            ready_len = er.len;
-        } else {
-            job = sched_job_active(resolve__sched(r), ekey);
-            if ((!job || erq.retune) && wanted) {
-                /* Its first size (or a hint) is here: tune it as an ordinary job, without waiting. */
-                resolve_result jr;
-                resolve_kernel(r, &erq, NULL, NULL, &jr, NULL);
-                if (jr.state == RESOLVE_ACCEPTED) {
-                    job = jr.job.id;
-                } else if (jr.state == RESOLVE_ANSWERED) {
-                    /* the remote tier had it, or it just became a hit */
-                    ready = jr.body;
-                    ready_len = jr.len;
-                } else if (jr.state == RESOLVE_FAILED) {
-                    /* A full queue or a quota: the generic set answers; the next request asks again. */
-                    tuner_sb_printf(&t, ",\"state\":\"untuned\",\"error\":{\"code\":\"%s\"}}", jr.error.code);
-                }
-            }
-        }
-        if (ready) {
-            /* The body lives in the resolver's scratch, which the next lookup replaces. */
-            while (ready_len && (ready[ready_len - 1] == '\n' || ready[ready_len - 1] == ' '))
-                ready_len--;
-            x->set = malloc(ready_len + 1);
-            if (!x->set) {
-                tuner_sb_free(&t);
-                goto oom;
-            }
-            memcpy(x->set, ready, ready_len);
-            x->set[ready_len] = '\0';
-            x->set_len = ready_len;
-            x->sig = code_signature(r, x->set, x->set_len, &x->workspace);
-            x->sig_hash = x->sig ? fnv1a(x->sig) : 0;
-            tuner_sb_puts(&t, ",\"state\":\"ready\",\"kernel_set\":");
-            put_raw(&t, x->set, x->set_len);
-            tuner_sb_puts(&t, "}");
-        } else if (t.len == 0) {
-            if (job)
-                tuner_sb_printf(&t, ",\"state\":\"tuning\",\"job\":\"/v1/jobs/%llu\"}", (unsigned long long)job);
-            else
-                tuner_sb_puts(&t, ",\"state\":\"untuned\"}");
-        }
-        x->tail = tuner_sb_take(&t);
-        if (!x->tail)
+        if (!add_entry(&t, lo, hi, NULL))
             goto oom;
     }
-    merge_boxes(bx, total, op->n_dims);
+    merge_boxes(t.bx, t.n, op);
 
     char arch[16];
     tuner_target_name(&rq->target, arch, sizeof(arch));
@@ -551,15 +664,15 @@ static char *compose(resolver *r, const proto_kernel_request *kr, const resolve_
     tuner_sb_printf(&b, ",\"dtype\":\"%s\"},\"dispatch\":{\"generic\":", tuner_dtype_name(op->output.dtype));
     put_raw(&b, generic, generic_len);
     tuner_sb_puts(&b, ",\"entries\":[");
-    if (!put_boxes(&b, op, dr, bx, total)) {
+    if (!put_boxes(&b, op, t.bx, t.n)) {
         tuner_sb_free(&b);
         goto oom;
     }
     tuner_sb_puts(&b, "]}}");
-    boxes_free(bx, total);
+    boxes_free(t.bx, t.n);
     return tuner_sb_take(&b);
 oom:
-    boxes_free(bx, total);
+    boxes_free(t.bx, t.n);
     return NULL;
 }
 

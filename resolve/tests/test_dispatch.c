@@ -38,10 +38,11 @@ static proto_kernel_request parse(const char *body)
 
 /* Stores, for the op restricted to [lo, hi] per name (NULL: the whole op, the generic set), a
  * kernel chosen as `choice` with schedule `sched` and PTX `code`: one kernel over input0 and the output taking
- * every size, its grid x a rule over every name (block `block`), `workspace` bytes. Returns the
- * artifact key in key. */
-static void store(kc_db *db, const proto_kernel_request *kr, const int64_t *lo, const int64_t *hi, const char *sched,
-                  const char *code, kc_choice choice, unsigned block, uint64_t workspace, char key[KC_KEY_LEN + 1])
+ * every size, its grid x a rule over every name (block `block`), `workspace` bytes, its fit to its
+ * range `range_worst` (0: none recorded). Returns the artifact key in key. */
+static void store_fit(kc_db *db, const proto_kernel_request *kr, const int64_t *lo, const int64_t *hi,
+                      const char *sched, const char *code, kc_choice choice, unsigned block, uint64_t workspace,
+                      double range_worst, char key[KC_KEY_LEN + 1])
 {
     tuner_op op = kr->op;
     if (lo)
@@ -76,6 +77,7 @@ static void store(kc_db *db, const proto_kernel_request *kr, const int64_t *lo, 
     for (int d = 0; d < op.n_dims; d++)
         k->args[k->n_args++] = (kc_buf)(KC_ARG_DIM0 + d);
     l->workspace_bytes = workspace;
+    l->range_worst = range_worst;
     l->has_output = true;
     l->output_rank = op.output.rank;
     for (int i = 0; i < op.output.rank; i++) {
@@ -95,6 +97,12 @@ static void store(kc_db *db, const proto_kernel_request *kr, const int64_t *lo, 
     if (key)
         memcpy(key, a.key, KC_KEY_LEN + 1);
     free(a.op_json);
+}
+
+static void store(kc_db *db, const proto_kernel_request *kr, const int64_t *lo, const int64_t *hi, const char *sched,
+                  const char *code, kc_choice choice, unsigned block, uint64_t workspace, char key[KC_KEY_LEN + 1])
+{
+    store_fit(db, kr, lo, hi, sched, code, choice, block, workspace, 0, key);
 }
 
 typedef struct outcome {
@@ -396,6 +404,129 @@ static void two_names(uv_loop_t *loop, kc_db *db, resolver *r)
     cJSON_Delete(t);
 }
 
+/* ---- ranges cut where their kernel fits badly --------------------------------------------------- */
+
+#define SOFTMAX_WIDE(extra)                                                                              \
+    "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"n\",256],\"dtype\":\"f16\"}],"                        \
+    "\"dims\":{\"n\":{\"min\":2000,\"max\":2304}}," extra "\"arch\":\"sm_90\",\"tune\":\"measure\"}"
+
+/* The entries' ranges as "[lo,hi] [lo,hi] ..." (a static buffer). */
+static const char *ranges_of_table(const cJSON *entries)
+{
+    static char buf[512];
+    size_t len = 0;
+    buf[0] = '\0';
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s", len ? " " : "",
+                                                            range_text(e, "n"));
+    return buf;
+}
+
+/* The entry whose n range is `want`, or NULL. */
+static const cJSON *entry_at(const cJSON *entries, const char *want)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) if (!strcmp(range_text(e, "n"), want)) return e;
+    return NULL;
+}
+
+/* A measured entry whose kernel loses more than 4% to the best candidate at some size of its range
+ * (range_worst) is answered as two halves that run its kernel ("coarse") until each has its own;
+ * the half a request's size lands in gets a job; a half tuned itself stands on its own set, and
+ * is cut again where it fits badly and spans 64 sizes; halves merge with neighbours as any fine
+ * entry does; 4% or less, or a set not chosen by measurement, is never cut. */
+static void refine(uv_loop_t *loop, kc_db *db, resolver *r)
+{
+    proto_kernel_request kr = parse(SOFTMAX_WIDE(""));
+    store(db, &kr, NULL, NULL, sched_a, "// A", KC_CHOSEN_MODEL, 128, 0, NULL); /* the generic set */
+    /* n in 2000..2304: [2000,2048] [2049,2176] [2177,2304] (sixteenths from 2048) */
+    const int64_t lo1 = 2049, hi1 = 2176, lo2 = 2177, hi2 = 2304, lo0 = 2000, hi0 = 2048;
+    char parent[KC_KEY_LEN + 1];
+    store_fit(db, &kr, &lo0, &hi0, sched_a, "// A0", KC_CHOSEN_MODEL, 128, 0, 1.5, NULL); /* the model's: never cut */
+    store_fit(db, &kr, &lo1, &hi1, sched_a, "// A1", KC_CHOSEN_MEASURED, 128, 0, 1.056, parent);
+    store_fit(db, &kr, &lo2, &hi2, sched_a, "// A2", KC_CHOSEN_MEASURED, 128, 0, 1.04, NULL);
+
+    cJSON *t = table(loop, r, SOFTMAX_WIDE(""));
+    const cJSON *entries = get(get(t, "dispatch"), "entries");
+    CHECK(!strcmp(ranges_of_table(entries), "[2000,2048] [2049,2112] [2113,2176] [2177,2304]"), "cut: %s",
+          ranges_of_table(entries));
+    for (int i = 1; i <= 2; i++) {
+        const cJSON *e = cJSON_GetArrayItem(entries, i);
+        char *c = cJSON_PrintUnformatted(get(e, "coarse"));
+        CHECK(!strcmp(str(e, "state"), "ready") && c && !strcmp(c, "{\"n\":[2049,2176]}") &&
+                  !strcmp(str(get(e, "kernel_set"), "key"), parent) && !get(e, "job") && !get(e, "merged"),
+              "half %d: state %s, coarse %s, runs %s", i, str(e, "state"), c ? c : "none",
+              str(get(e, "kernel_set"), "key"));
+        free(c);
+    }
+    const cJSON *set = get(cJSON_GetArrayItem(entries, 1), "kernel_set");
+    CHECK(cJSON_IsNumber(get(set, "range_worst")) && get(set, "range_worst")->valuedouble == 1.056,
+          "the coarse set carries its range_worst");
+    CHECK(!get(cJSON_GetArrayItem(entries, 3), "coarse") && !get(cJSON_GetArrayItem(entries, 0), "coarse"),
+          "1.04 and a model choice: not cut");
+    cJSON_Delete(t);
+
+    /* A size in the lower half: that half gets a job, and still runs the coarse kernel. */
+    t = table(loop, r, SOFTMAX_WIDE("\"sizes\":{\"n\":2100},"));
+    entries = get(get(t, "dispatch"), "entries");
+    const cJSON *low = entry_at(entries, "[2049,2112]"), *up = entry_at(entries, "[2113,2176]");
+    CHECK(low && !strcmp(str(low, "state"), "ready") && !strncmp(str(low, "job"), "/v1/jobs/", 9) &&
+              get(low, "coarse") && !strcmp(str(get(low, "kernel_set"), "key"), parent),
+          "the half holding 2100: state %s, job %s", low ? str(low, "state") : "none", low ? str(low, "job") : "");
+    CHECK(up && !get(up, "job") && get(up, "coarse"), "the other half: no job");
+    cJSON_Delete(t);
+    /* The job (no GPU here: the model's pick, compiled) ends before the stores below replace what
+     * it stores. */
+    bool running = true;
+    for (int i = 0; i < 600 && running; i++) {
+        for (int j = 0; j < 50; j++) {
+            uv_run(loop, UV_RUN_NOWAIT);
+            usleep(1000);
+        }
+        t = table(loop, r, SOFTMAX_WIDE(""));
+        low = entry_at(get(get(t, "dispatch"), "entries"), "[2049,2112]");
+        running = low && get(low, "job");
+        cJSON_Delete(t);
+    }
+    CHECK(!running, "the lower half's job ended");
+
+    /* Its own kernel (fitting well) replaces the coarse one there; the upper half, tuned with a
+     * bad fit over 64 sizes, is cut again into 32s, each running its kernel. */
+    const int64_t lo3 = 2049, hi3 = 2112, lo4 = 2113, hi4 = 2176;
+    char own[KC_KEY_LEN + 1], upper[KC_KEY_LEN + 1];
+    store_fit(db, &kr, &lo3, &hi3, sched_b, "// B", KC_CHOSEN_MEASURED, 128, 0, 1.01, own);
+    store_fit(db, &kr, &lo4, &hi4, sched_b, "// C", KC_CHOSEN_MEASURED, 128, 0, 1.2, upper);
+    resolve_invalidate(r);
+    t = table(loop, r, SOFTMAX_WIDE(""));
+    entries = get(get(t, "dispatch"), "entries");
+    CHECK(!strcmp(ranges_of_table(entries), "[2000,2048] [2049,2112] [2113,2144] [2145,2176] [2177,2304]"),
+          "cut again: %s", ranges_of_table(entries));
+    low = entry_at(entries, "[2049,2112]");
+    CHECK(low && !get(low, "coarse") && !strcmp(str(get(low, "kernel_set"), "key"), own), "the lower half's own set");
+    const cJSON *q = entry_at(entries, "[2145,2176]");
+    char *c = q ? cJSON_PrintUnformatted(get(q, "coarse")) : NULL;
+    CHECK(q && c && !strcmp(c, "{\"n\":[2113,2176]}") && !strcmp(str(get(q, "kernel_set"), "key"), upper),
+          "a quarter runs the upper half's kernel: coarse %s", c ? c : "none");
+    free(c);
+    cJSON_Delete(t);
+
+    /* 32 sizes are not cut, however badly they fit; a quarter tuned to the same code as its
+     * neighbour above merges with it like any measured entry. */
+    const int64_t lo5 = 2113, hi5 = 2144, lo6 = 2145, hi6 = 2176;
+    store_fit(db, &kr, &lo5, &hi5, sched_b, "// D", KC_CHOSEN_MEASURED, 128, 0, 2.0, NULL);
+    store_fit(db, &kr, &lo6, &hi6, sched_a, "// A2", KC_CHOSEN_MEASURED, 128, 0, 1.01, NULL);
+    resolve_invalidate(r);
+    t = table(loop, r, SOFTMAX_WIDE(""));
+    entries = get(get(t, "dispatch"), "entries");
+    CHECK(!strcmp(ranges_of_table(entries), "[2000,2048] [2049,2112] [2113,2144] [2145,2304]"), "merged: %s",
+          ranges_of_table(entries));
+    const cJSON *m = entry_at(entries, "[2145,2304]");
+    char *merged = m ? cJSON_PrintUnformatted(get(m, "merged")) : NULL;
+    CHECK(merged && !strcmp(merged, "[{\"n\":[2145,2176]},{\"n\":[2177,2304]}]"), "merged %s", merged ? merged : "?");
+    free(merged);
+    cJSON_Delete(t);
+}
+
 int main(void)
 {
     resolve_fixture fx;
@@ -403,6 +534,7 @@ int main(void)
         return 1;
     one_name(&fx.loop, fx.db, fx.r);
     two_names(&fx.loop, fx.db, fx.r);
+    refine(&fx.loop, fx.db, fx.r);
     resolve_fixture_close(&fx);
     return check_finish("resolve_dispatch");
 }

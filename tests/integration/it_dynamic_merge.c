@@ -6,7 +6,8 @@
  * a merged entry lists fine ranges that tile it and its set's dims are its range, and two
  * neighbouring entries left apart run different code (another schedule or another PTX); at least
  * one merge happens (the same softmax schedule is the model's best at neighbouring row counts).
- * The same table with "tune": "model" on a fresh daemon (no measurement) merges nothing. */
+ * Each measured set carries its job's range_worst (1: one candidate). The same table with "tune":
+ * "model" on a fresh daemon (no measurement) merges nothing, and its sets carry none. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,12 @@ int main(void)
     cJSON_ArrayForEach(e, entries) {
         const cJSON *set = get(e, "kernel_set");
         CHECK(cJSON_IsTrue(get(set, "measured")), "[%d,%d] is not measured", lo_of(e), hi_of(e));
+        /* Its job's fit to its range, stored with it: one candidate is the best at every size (1),
+         * so nothing is cut. */
+        CHECK(cJSON_IsNumber(get(set, "range_worst")) && get(set, "range_worst")->valuedouble == 1.0 &&
+                  !get(e, "coarse"),
+              "[%d,%d]: range_worst %g%s", lo_of(e), hi_of(e),
+              get(set, "range_worst") ? get(set, "range_worst")->valuedouble : -1.0, get(e, "coarse") ? ", coarse" : "");
         const cJSON *dn = get(get(set, "dims"), "n");
         CHECK(get(dn, "min") && get(dn, "min")->valueint == lo_of(e) && get(dn, "max")->valueint == hi_of(e),
               "[%d,%d]'s set has dims %d..%d", lo_of(e), hi_of(e), get(dn, "min") ? get(dn, "min")->valueint : -1,
@@ -171,6 +178,9 @@ int main(void)
         CHECK(check_tiling(get(get(r.json, "dispatch"), "entries")) == 0 &&
                   cJSON_GetArraySize(get(get(r.json, "dispatch"), "entries")) == 9,
               "model-ranked entries merged: %.1000s", r.body);
+        const cJSON *x;
+        cJSON_ArrayForEach(x, get(get(r.json, "dispatch"), "entries"))
+            CHECK(!get(get(x, "kernel_set"), "range_worst"), "a model-ranked set with a range_worst");
         ht_resp_free(&r);
     }
     CHECK(ht_stop(&m, SIGTERM) == 0, "SIGTERM exit status");
