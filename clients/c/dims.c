@@ -418,6 +418,7 @@ static int parse_entry(const hidet_dispatch *d, const cJSON *e, size_t i, hidet_
     const cJSON *job = cJSON_GetObjectItemCaseSensitive(e, "job");
     if (cJSON_IsString(job) && !(out->job = strdup(job->valuestring)))
         return hidet__fail(err, -ENOMEM, 0, "out of memory");
+    out->coarse = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(e, "coarse"));
     if (out->state != HIDET_ENTRY_READY)
         return 0;
     /* A ready entry's set serves its ranges only: where the answer leaves its dims out, they

@@ -439,6 +439,43 @@ static void test_dispatch_merged(void)
     hidet_dispatch_free(d);
 }
 
+/* A range cut in two because one kernel fit it badly (docs/api.md, "coarse"): both halves are
+ * ready with the coarse range's set (its dims 17..32), flagged coarse, the lower one with the job
+ * of its own tuning; a launch in either binds that set. */
+static const char *coarse_table =
+    "{\"op\":\"matmul\",\"arch\":\"sm_90a\",\"op_key\":\"" KEY3 "\"," DIMS_N
+    "\"output\":{\"shape\":[\"n\",14336],\"dtype\":\"f16\"},"
+    "\"dispatch\":{\"generic\":" SET_BODY(KEY1, "") ","
+    "\"entries\":[{\"ranges\":{\"n\":[1,16]},\"state\":\"ready\",\"kernel_set\":" SET_BODY(KEY2, "") "},"
+    "{\"ranges\":{\"n\":[17,24]},\"state\":\"ready\",\"coarse\":{\"n\":[17,32]},\"job\":\"/v1/jobs/7\","
+    "\"kernel_set\":"
+    SET_BODY(KEY4, "\"measured\":true,\"dims\":{\"n\":{\"min\":17,\"max\":32,\"multiple_of\":1}},") "},"
+    "{\"ranges\":{\"n\":[25,32]},\"state\":\"ready\",\"coarse\":{\"n\":[17,32]},\"kernel_set\":"
+    SET_BODY(KEY4, "\"measured\":true,\"dims\":{\"n\":{\"min\":17,\"max\":32,\"multiple_of\":1}},") "}]}}";
+
+static void test_dispatch_coarse(void)
+{
+    hidet_dispatch *d = NULL;
+    hidet_error e;
+    CHECK(hidet_dispatch_parse(coarse_table, strlen(coarse_table), &d, &e) == 0, "%s", e.message);
+    if (!d)
+        return;
+    CHECK(d->n_entries == 3 && !d->entries[0].coarse && d->entries[1].coarse && d->entries[2].coarse &&
+          d->entries[1].state == HIDET_ENTRY_READY && d->entries[1].job &&
+          strcmp(d->entries[1].job, "/v1/jobs/7") == 0 && !d->entries[2].job);
+    uint32_t grid[3];
+    long long ints[4];
+    for (int64_t n = 17; n <= 32; n += 15) {
+        const hidet_kernel_set *s = NULL;
+        long entry = 99;
+        CHECK(hidet_dispatch_select(d, N, &n, 1, &s, &entry, &e) == 0, "%s", e.message);
+        CHECK(s && strcmp(s->key, KEY4) == 0 && entry == (n <= 24 ? 1 : 2) &&
+                  hidet_kernel_set_bind(s, 0, N, &n, 1, grid, ints, &e) == 0 && ints[3] == n,
+              "n %lld: %s, entry %ld", (long long)n, s ? s->key : "none", entry);
+    }
+    hidet_dispatch_free(d);
+}
+
 static void test_builder(void)
 {
     hidet_request *r = NULL;
@@ -473,6 +510,7 @@ int main(void)
     test_set();
     test_dispatch();
     test_dispatch_merged();
+    test_dispatch_coarse();
     test_builder();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);

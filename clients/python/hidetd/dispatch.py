@@ -4,7 +4,8 @@ ranges, the entry tuned for them chosen when it is ready and the generic kernel 
 and a range that is not ready yet asked for again in the background.
 
 The background re-ask is the design choice here: a launch never waits for the daemon. When the
-sizes fall in a range whose entry is not ready, a daemon thread sends the request again with
+sizes fall in a range whose entry is not ready (or runs the kernel of a coarser range it was cut
+from, "coarse", until it is tuned itself), a daemon thread sends the request again with
 "sizes" (the daemon then tunes that range as a job; its answer waits only for the generic set,
 a cache hit) and installs the table it answers; the generic set serves the launch meanwhile and
 every launch until an answer lists the range ready. A range is asked for at most once every
@@ -24,11 +25,18 @@ STATES = ("ready", "tuning", "untuned")
 
 class Entry:
     """One range of the table: ranges {name: (lo, hi)}, state ("ready", "tuning", "untuned" or
-    a newer one, never launched), its kernel set (ready) and job URL (tuning)."""
-    __slots__ = ("ranges", "state", "kernel_set", "job")
+    a newer one, never launched), its kernel set (ready), job URL (tuning, or a coarse entry's
+    own tuning) and coarse (the ranges whose kernel it runs until it is tuned itself, or None)."""
+    __slots__ = ("ranges", "state", "kernel_set", "job", "coarse")
 
-    def __init__(self, ranges, state, kernel_set, job):
+    def __init__(self, ranges, state, kernel_set, job, coarse=None):
         self.ranges, self.state, self.kernel_set, self.job = ranges, state, kernel_set, job
+        self.coarse = coarse
+
+    @property
+    def settled(self):
+        """Ready with a kernel tuned for its own ranges: nothing better to ask the daemon for."""
+        return self.state == "ready" and self.coarse is None
 
     def holds(self, sizes):
         return all(lo <= sizes[n] <= hi for n, (lo, hi) in self.ranges.items())
@@ -83,7 +91,8 @@ def parse_table(answer):
         if state == "ready" and not isinstance(ks, dict):
             raise PlanError("%s.kernel_set: a ready entry has its kernel set" % w)
         job = e.get("job") if isinstance(e.get("job"), str) else None
-        out.append(Entry(rs, state, ks if state == "ready" else None, job))
+        coarse = e.get("coarse") if isinstance(e.get("coarse"), dict) else None
+        out.append(Entry(rs, state, ks if state == "ready" else None, job, coarse))
     return dims, output, generic, out
 
 
@@ -186,7 +195,7 @@ class DynamicKernel:
     def launch(self, inputs, output=None, stream=None, sizes=None):
         sizes = self.sizes_of(inputs, output, sizes)
         kernel, entry = self.select(sizes)
-        if entry is not None and entry.state != "ready":
+        if entry is not None and not entry.settled:
             self._ask(entry, sizes)
         return kernel.launch(inputs, output=output, stream=stream, sizes=sizes)
 

@@ -366,7 +366,7 @@ class Plan:
         for st in self.steps:
             i, entry = st.choose(sizes)
             ls = self._loaded_set(st, i)
-            if entry is not None and entry.state != "ready":
+            if entry is not None and not entry.settled:
                 asks.append(entry)
             if st.dims:
                 binds.append((ls, {n: sizes[n] for n in st.dims}))

@@ -420,6 +420,45 @@ class Launches(unittest.TestCase):
         k, e = d.select({"n": 1})
         self.assertEqual((k.key, k.dims["n"].min, k.dims["n"].max), (K3, 1, 32))
 
+    def test_coarse_entry(self):
+        """A range the daemon cut in two because one kernel fit it badly (docs/api.md, "coarse"):
+        each half launches the coarse range's kernel while it has none of its own, and a launch
+        there asks again (with "sizes"), until a table lists the half with its own set."""
+        def cut(own_lower):
+            t = table(("ready", "ready", "untuned"))
+            coarse = t["dispatch"]["entries"][1]["kernel_set"]  # hd_mm_32, tuned for 17..32
+            coarse["dims"] = {"n": {"min": 17, "max": 32, "multiple_of": 1}}
+            lower = {"ranges": {"n": [17, 24]}, "state": "ready", "coarse": {"n": [17, 32]},
+                     "job": "/v1/jobs/7", "kernel_set": copy.deepcopy(coarse)}
+            if own_lower:
+                lower = {"ranges": {"n": [17, 24]}, "state": "ready",
+                         "kernel_set": kset("55" * 32, dims=None, name="hd_mm_24")}
+            upper = {"ranges": {"n": [25, 32]}, "state": "ready", "coarse": {"n": [17, 32]},
+                     "kernel_set": copy.deepcopy(coarse)}
+            t["dispatch"]["entries"][1:2] = [lower, upper]
+            return t
+
+        client = FakeClient([cut(True), cut(True)])
+        d = DynamicKernel(client, cut(False), REQUEST, refresh_s=3600)
+        self.assertEqual([(e.settled, e.coarse) for e in d.entries],
+                         [(True, None), (False, {"n": [17, 32]}), (False, {"n": [17, 32]}), (False, None)])
+        w = fake([4096, 14336], 0x20000)
+
+        def run(n):
+            d(fake([n, 4096], 0x10000), w, output=fake([n, 14336], 0x50000))
+            return self.lib.launches[-1]
+
+        self.assertEqual(run(20)[0], "hd_mm_32")  # the coarse kernel, not the generic one
+        self.assertTrue(d.wait(5))
+        self.assertEqual(client.posts[0][1]["sizes"], {"n": 20})
+        self.assertEqual(run(20)[0], "hd_mm_24")  # its own, from the re-ask's table
+        self.assertEqual(run(32)[0], "hd_mm_32")  # the upper half still runs the coarse one...
+        self.assertTrue(d.wait(5))
+        self.assertEqual(client.posts[1][1]["sizes"], {"n": 32})  # ...and asks for its own
+        run(16)
+        self.assertTrue(d.wait(5))
+        self.assertEqual(len(client.posts), 2)  # a settled entry asks for nothing
+
     def test_no_retune(self):
         client = FakeClient()
         d = DynamicKernel(client, table(), REQUEST, retune=False)

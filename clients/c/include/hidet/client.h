@@ -299,7 +299,11 @@ typedef struct hidet_dispatch_entry {
     char state_name[16];          /* as sent */
     hidet_kernel_set *kernel_set; /* READY: its set, whose dims are the entry's ranges when the
                                    * answer leaves them out; else NULL */
-    char *job;                    /* TUNING: the job's URL ("/v1/jobs/12"); else NULL */
+    char *job;                    /* TUNING (or READY and coarse, its own tuning): the job's URL
+                                   * ("/v1/jobs/12"); else NULL */
+    bool coarse;                  /* READY with the kernel of a wider range it was cut from
+                                   * (docs/api.md, "coarse"): request again with "sizes" to have it
+                                   * tuned itself */
 } hidet_dispatch_entry;
 
 /* The answer to a request whose shapes name dims: one generic kernel set valid for every size,
