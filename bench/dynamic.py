@@ -223,7 +223,9 @@ def run(daemon, case, args, out_rows, save=None):
         out_rows.append(dict(case=case["name"], error=f"HTTP {status}: {json.dumps(table)[:300]}"))
         return
     # Wait for the hinted entries (their jobs run in the background), noting each one's job while
-    # it tunes: its range_worst says how far the range's kernel is from the best at any size.
+    # it tunes: its range_worst says how far the range's kernel is from the best at any size. An
+    # entry cut from a range whose kernel fit it badly ("coarse") runs that kernel while its own
+    # tuning (its "job") runs: wait for that too.
     deadline = time.time() + args.wait_s
     jobs = {}
     while time.time() < deadline:
@@ -232,7 +234,7 @@ def run(daemon, case, args, out_rows, save=None):
             e = entry_for(table, n) or {}
             if e.get("job"):
                 jobs[n] = e["job"]
-            if e.get("state") != "ready":
+            if e.get("state") != "ready" or (e.get("coarse") and e.get("job")):
                 pending.append(n)
         if not pending:
             break
@@ -254,7 +256,9 @@ def run(daemon, case, args, out_rows, save=None):
             continue
         row["range"] = e["ranges"]["n"]
         row["merged"] = len(e.get("merged", [])) or None
-        if n in jobs:
+        row["coarse"] = e.get("coarse", {}).get("n")
+        row["range_worst"] = e["kernel_set"].get("range_worst")
+        if row["range_worst"] is None and n in jobs:
             st, job = daemon.call("GET", jobs[n])
             row["range_worst"] = job.get("job", {}).get("range_worst") if st == 200 else None
         entry = Kernel(daemon, e["kernel_set"], args.workdir)
