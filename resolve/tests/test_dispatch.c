@@ -430,11 +430,11 @@ static const cJSON *entry_at(const cJSON *entries, const char *want)
     return NULL;
 }
 
-/* A measured entry whose kernel loses more than 4% to the best candidate at some size of its range
+/* A measured entry whose kernel loses more than 3% to the best candidate at some size of its range
  * (range_worst) is answered as two halves that run its kernel ("coarse") until each has its own;
  * the half a request's size lands in gets a job; a half tuned itself stands on its own set, and
  * is cut again where it fits badly and spans 64 sizes; halves merge with neighbours as any fine
- * entry does; 4% or less, or a set not chosen by measurement, is never cut. */
+ * entry does; 3% or less, or a set not chosen by measurement, is never cut. */
 static void refine(uv_loop_t *loop, kc_db *db, resolver *r)
 {
     proto_kernel_request kr = parse(SOFTMAX_WIDE(""));
@@ -444,7 +444,7 @@ static void refine(uv_loop_t *loop, kc_db *db, resolver *r)
     char parent[KC_KEY_LEN + 1];
     store_fit(db, &kr, &lo0, &hi0, sched_a, "// A0", KC_CHOSEN_MODEL, 128, 0, 1.5, NULL); /* the model's: never cut */
     store_fit(db, &kr, &lo1, &hi1, sched_a, "// A1", KC_CHOSEN_MEASURED, 128, 0, 1.056, parent);
-    store_fit(db, &kr, &lo2, &hi2, sched_a, "// A2", KC_CHOSEN_MEASURED, 128, 0, 1.04, NULL);
+    store_fit(db, &kr, &lo2, &hi2, sched_a, "// A2", KC_CHOSEN_MEASURED, 128, 0, 1.03, NULL);
 
     cJSON *t = table(loop, r, SOFTMAX_WIDE(""));
     const cJSON *entries = get(get(t, "dispatch"), "entries");
@@ -463,7 +463,7 @@ static void refine(uv_loop_t *loop, kc_db *db, resolver *r)
     CHECK(cJSON_IsNumber(get(set, "range_worst")) && get(set, "range_worst")->valuedouble == 1.056,
           "the coarse set carries its range_worst");
     CHECK(!get(cJSON_GetArrayItem(entries, 3), "coarse") && !get(cJSON_GetArrayItem(entries, 0), "coarse"),
-          "1.04 and a model choice: not cut");
+          "1.03 and a model choice: not cut");
     cJSON_Delete(t);
 
     /* A size in the lower half: that half gets a job, and still runs the coarse kernel. */
