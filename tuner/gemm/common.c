@@ -674,9 +674,25 @@ const char tuner__gemm_cluster_helpers[] =
     "HD_INLINE void gm_cluster_sync() { asm volatile(\"barrier.cluster.arrive.release.aligned;\\n"
     "barrier.cluster.wait.acquire.aligned;\" ::: \"memory\"); }\n";
 
+/* Output pairs a summing thread takes per step of tuner__gemm_emit_cluster_sum: every partial
+ * of all of them is loaded before the first is added, so that the step waits for one round trip
+ * through distributed shared memory rather than one per load (the loads are volatile asm, which
+ * the compiler keeps in order, and each add waited for its load). On the H200 an unswapped
+ * 128x64 tile of [100,4096] x [4096,4096] split over two CTAs went from 18.1 to 16.0-16.2 us;
+ * a swapped 64x104 one stayed at 15.0-15.7 (its warps wait at the barriers instead), where the
+ * unsplit tile runs 13.2-13.6 (bench/results/2026-11-30-h200-session17/d, e). At most 8
+ * partial loads (16 in the transposed sum) per step. */
+static int cluster_sum_unroll(int split)
+{
+    return split <= 2 ? 4 : split <= 4 ? 2 : 1;
+}
+
 void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, const tuner__gemm_cluster_sum *s)
 {
-    if (s->transposed) {
+    const int u = cluster_sum_unroll(s->split);
+    /* The pairs of the tile, split evenly over the cluster's CTAs; a step takes u pairs,
+     * `threads` apart, of this CTA's share (gm_q0 + gm_u * threads). */
+    if (s->transposed)
         /* The partial's rows r are the output's columns n0 + r, its columns c the output's rows
          * m0 + c. A thread sums rows r and r + 1 (an output pair) at one column; neighbouring
          * threads take neighbouring columns, so that their 4-byte cluster loads of a partial row
@@ -685,39 +701,52 @@ void tuner__gemm_emit_cluster_sum(tuner_sb *sb, const tuner__gemm_problem *p, co
         tuner_sb_printf(sb,
                         "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
                         "const int gm_rows = min(%d, (int)(%s - (%s)));\n"
-                        "const int gm_pairs = gm_rows * %d;\n"
-                        "const int gm_per = (gm_pairs + %d) / %d;\n"
-                        "const int gm_q1 = min(gm_pairs, (int)(gm_rank + 1) * gm_per);\n"
-                        "for (int gm_q = (int)gm_rank * gm_per + (%s); gm_q < gm_q1; gm_q += %d) {\n"
-                        "const int gm_c = gm_q %% gm_rows, gm_r = (gm_q / gm_rows) * 2;\n"
-                        "const hd_u32 gm_sa = %s + gm_r * %d + gm_c * 4;\n"
-                        "float gm_v0 = 0.0f, gm_v1 = 0.0f;\n"
-                        "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
-                        "gm_v0 += gm_ldc_f1(gm_sa, (unsigned)gm_s);\ngm_v1 += gm_ldc_f1(gm_sa + %d, (unsigned)gm_s);\n}\n"
-                        "const int em = %s + gm_c, en = %s + gm_r;\n",
-                        s->block_n, tuner__gemm_M_ll(p).s, s->m0, s->block_m / 2, s->split - 1, s->split, s->tid,
-                        s->threads, s->base, s->row_bytes, s->split, s->row_bytes, s->m0, s->n0);
-        tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1", false);
-        tuner_sb_puts(sb, "}\n}\n");
-        return;
-    }
-    const int half = s->block_n / 2;
+                        "const int gm_pairs = gm_rows * %d;\n",
+                        s->block_n, tuner__gemm_M_ll(p).s, s->m0, s->block_m / 2);
+    else
+        tuner_sb_printf(sb,
+                        "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
+                        "const int gm_pairs = min(%d, (int)(%s - (%s))) * %d;\n",
+                        s->block_m, tuner__gemm_M_ll(p).s, s->m0, s->block_n / 2);
     tuner_sb_printf(sb,
-                    "{\nunsigned gm_rank;\nasm(\"mov.u32 %%0, %%%%cluster_ctarank;\" : \"=r\"(gm_rank));\n"
-                    "const int gm_pairs = min(%d, (int)(%s - (%s))) * %d;\n"
                     "const int gm_per = (gm_pairs + %d) / %d;\n"
                     "const int gm_q1 = min(gm_pairs, (int)(gm_rank + 1) * gm_per);\n"
-                    "for (int gm_q = (int)gm_rank * gm_per + (%s); gm_q < gm_q1; gm_q += %d) {\n"
-                    "const int gm_r = gm_q / %d, gm_c = (gm_q %% %d) * 2;\n"
-                    "const hd_u32 gm_sa = %s + gm_r * %d + gm_c * 4;\n"
+                    "for (int gm_q0 = (int)gm_rank * gm_per + (%s); gm_q0 < gm_q1; gm_q0 += %d) {\n"
+                    "float gm_x[%d][%d][2];\n"
+                    "#pragma unroll\nfor (int gm_u = 0; gm_u < %d; gm_u++) {\n"
+                    /* past the share's end: the last pair's partials again (loaded, never stored) */
+                    "const int gm_q = min(gm_q0 + gm_u * %d, gm_q1 - 1);\n",
+                    s->split - 1, s->split, s->tid, u * s->threads, u, s->split, u, s->threads);
+    const int half = s->block_n / 2;
+    if (s->transposed)
+        tuner_sb_printf(sb,
+                        "const hd_u32 gm_sa = %s + (gm_q / gm_rows) * 2 * %d + (gm_q %% gm_rows) * 4;\n"
+                        "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
+                        "gm_x[gm_u][gm_s][0] = gm_ldc_f1(gm_sa, (unsigned)gm_s);\n"
+                        "gm_x[gm_u][gm_s][1] = gm_ldc_f1(gm_sa + %d, (unsigned)gm_s);\n}\n}\n",
+                        s->base, s->row_bytes, s->split, s->row_bytes);
+    else
+        tuner_sb_printf(sb,
+                        "const hd_u32 gm_sa = %s + (gm_q / %d) * %d + (gm_q %% %d) * 8;\n"
+                        "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
+                        "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\n"
+                        "gm_x[gm_u][gm_s][0] = gm_t.x;\ngm_x[gm_u][gm_s][1] = gm_t.y;\n}\n}\n",
+                        s->base, half, s->row_bytes, half, s->split);
+    /* The sums in slice order, as one load per add summed them, then each pair's store. */
+    tuner_sb_printf(sb,
+                    "#pragma unroll\nfor (int gm_u = 0; gm_u < %d; gm_u++) {\n"
+                    "const int gm_q = gm_q0 + gm_u * %d;\n"
+                    "if (gm_q < gm_q1) {\n"
                     "float gm_v0 = 0.0f, gm_v1 = 0.0f;\n"
                     "#pragma unroll\nfor (int gm_s = 0; gm_s < %d; gm_s++) {\n"
-                    "const float2 gm_t = gm_ldc_f2(gm_sa, (unsigned)gm_s);\ngm_v0 += gm_t.x;\ngm_v1 += gm_t.y;\n}\n"
-                    "const int em = %s + gm_r, en = %s + gm_c;\n",
-                    s->block_m, tuner__gemm_M_ll(p).s, s->m0, half, s->split - 1, s->split, s->tid, s->threads, half,
-                    half, s->base, s->row_bytes, s->split, s->m0, s->n0);
+                    "gm_v0 += gm_x[gm_u][gm_s][0];\ngm_v1 += gm_x[gm_u][gm_s][1];\n}\n",
+                    u, s->threads, s->split);
+    if (s->transposed)
+        tuner_sb_printf(sb, "const int em = %s + gm_q %% gm_rows, en = %s + (gm_q / gm_rows) * 2;\n", s->m0, s->n0);
+    else
+        tuner_sb_printf(sb, "const int em = %s + gm_q / %d, en = %s + (gm_q %% %d) * 2;\n", s->m0, half, s->n0, half);
     tuner__gemm_emit_store_pair(sb, p, s->b, "em", "en", "gm_v0", "gm_v1", false);
-    tuner_sb_puts(sb, "}\n}\n");
+    tuner_sb_puts(sb, "}\n}\n}\n}\n");
 }
 
 /* How emit_out_coords treats elements outside the output. */

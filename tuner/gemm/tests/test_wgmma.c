@@ -631,7 +631,8 @@ static void test_swap_space(void)
     }
     /* Split-K at M = 100: 64 N tiles of one 104-row M tile, a cluster of two CTAs per tile
      * (128 CTAs); the partials summed transposed, a pair of output columns (kernel rows r and
-     * r + 1) per thread. A named M in [65, 100]: the grid a rule, 2 x 64 CTAs per M tile. */
+     * r + 1) per thread, every partial of a step's pairs loaded before the adds. A named M in
+     * [65, 100]: the grid a rule, 2 x 64 CTAs per M tile. */
     tuner_schedule split_s = {.template_name = "matmul_wgmma"};
     static const int split_values[] = {64, 104, 8, 1, 8, 0, 0, 1, 2, 0, 1, 1};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -656,8 +657,8 @@ static void test_swap_space(void)
                                            : "const int gm_rows = min(104, (int)(100LL - (gm_n0)));") &&
                   strstr(pr->source, named ? "const int gm_n0 = min(gm_tn * 104, max((int)gm_M - 104, 0));"
                                            : "const int gm_n0 = gm_tn * 104;") &&
-                  strstr(pr->source, "gm_v1 += gm_ldc_f1(gm_sa + 448, (unsigned)gm_s);") &&
-                  strstr(pr->source, "const int em = gm_n0 + gm_c, en = gm_tm * 64 + gm_r;"),
+                  strstr(pr->source, "gm_x[gm_u][gm_s][1] = gm_ldc_f1(gm_sa + 448, (unsigned)gm_s);") &&
+                  strstr(pr->source, "const int em = gm_n0 + gm_q % gm_rows, en = gm_tm * 64 + (gm_q / gm_rows) * 2;"),
               "swapped split source (%s M)", named ? "named" : "fixed");
         if (!named) {
             tuner_binary *b = NULL;
