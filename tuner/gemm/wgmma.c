@@ -333,6 +333,20 @@ static const tuner__gemm_problem *wg_kview(const tuner__gemm_problem *p, const w
     return q;
 }
 
+/* A swapped pair (cluster_n 2 with swap: neighbouring tiles of the matmul's M, one B tile) whose
+ * shared operand 0 (k: the kernel's view) is MN-major in a 64-row tile - a single 64-column box
+ * per k tile, no half of which is a box - multicasts halves of the box's k rows instead: each
+ * CTA loads 32 of the stage's 64 (a 1024-byte-aligned 4 KiB half, so the 128-byte swizzle is
+ * the whole box's). cuBLAS's kernel for [100,4096] x [4096,4096] is such a pair of 64x56 tiles
+ * (nvjet_sm90_hsh_64x56_64x14_1x2, 128 CTAs; bench/results/2026-11-30-h200-session17/g). On the
+ * H200, with the weights hot in L2, that pair ran 12.6-12.8 us in two processes where the
+ * unpaired 64x56 ran 14.6 (its two speeds, 11.8-14.9, follow where its buffers land) and cuBLAS
+ * 12.6-12.8; with inputs rotated past L2 13.1 against cuBLAS's 12.4 (session17/h). */
+static bool wg_pair_k_halves(const tuner__gemm_problem *k, const wg_cfg *c)
+{
+    return c->swap && c->pair_n && !k->kmajor[0] && c->bm == 64;
+}
+
 static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -368,7 +382,8 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
         return -EINVAL;
     c->stream_k = sk == 1;
     const int sw = tuner_schedule_param(s, "swap", 0);
-    if ((sw != 0 && sw != 1) || (sw && (c->out_halves || c->cluster != 1 || c->stream_k)))
+    /* (Swapped pairs are N pairs: neighbouring tiles of the matmul's M sharing its B tile.) */
+    if ((sw != 0 && sw != 1) || (sw && (c->out_halves || (c->cluster != 1 && !c->pair_n) || c->stream_k)))
         return -EINVAL;
     c->swap = sw == 1;
     const int pre = tuner_schedule_param(s, "pretranspose", 0);
@@ -555,8 +570,10 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     if (c->cluster == 2 && !c->pair_n && (c->pingpong || c->bn % 128))
         return false;
     /* An N pair multicasts half of the A tile each: halves of its rows (K-major) or whole
-     * 64-column boxes (M-major); a convolution's A is a matrix only when dense. */
-    if (c->pair_n && (c->pingpong || (!p->kmajor[0] && c->bm % 128) || (p->conv && !wg_dense_a(p))))
+     * 64-column boxes (M-major; a swapped 64-row tile's one box is halved along k instead,
+     * wg_pair_k_halves); a convolution's A is a matrix only when dense. */
+    if (c->pair_n && (c->pingpong || (!p->kmajor[0] && c->bm % 128 && !wg_pair_k_halves(p, c)) ||
+                      (p->conv && !wg_dense_a(p))))
         return false;
     /* A convolution's gathering producer warpgroup fills one ring. */
     if (wg_gathers_a(p) && c->pingpong)
@@ -687,8 +704,9 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
     const long long mn = which == 0 ? p->M : p->N;
     const bool kmaj = out ? false : p->kmajor[which];
     /* With a cluster pair each CTA loads half of a K-major shared tile's rows (B's, or A's in an
-     * N pair). */
+     * N pair), or of an MN-major one-box tile's k rows (wg_pair_k_halves). */
     const bool halved = kmaj && c->cluster == 2 && (which == 0) == c->pair_n;
+    const bool k_halved = !out && which == 0 && wg_pair_k_halves(p, c);
     const int rows = (which == 0 ? c->bm : c->bn) / (halved ? 2 : 1);
     const tuner_dtype dt = out ? p->out_dt : which == 1 ? p->dt_b : p->dt;
     const int esz = tuner_dtype_size(dt);
@@ -701,7 +719,8 @@ static void wg_tmap_of(const tuner__gemm_problem *p, const wg_cfg *c, int which,
         .strides = {(uint64_t)(d0 * esz), (uint64_t)(d0 * d1 * esz)},
         /* MN-major boxes: 128 bytes of mn (64 16-bit elements; 128 FP8 ones, transposed in the
          * kernel: wg_tnsp) x the stage's k. */
-        .box = {(uint32_t)(out ? out_box_cols(p) : kmaj ? wg_bk(p) : 128 / esz), (uint32_t)(out ? c->bm : kmaj ? rows : wg_bk(p)), 1},
+        .box = {(uint32_t)(out ? out_box_cols(p) : kmaj ? wg_bk(p) : 128 / esz),
+                (uint32_t)(out ? c->bm : kmaj ? rows : wg_bk(p) / (k_halved ? 2 : 1)), 1},
         .element_strides = {1, 1, 1},
         .swizzle = 128,
     };
@@ -894,12 +913,13 @@ static const char *wg_tiles_expr(const tuner__gemm_problem *p, const wg_cfg *c, 
  * H200 swapped tiles whose last row was mostly past M ran as if that row took 2.9 whole rows'
  * time, bench/results/2026-11-30-h200-session13/f.) The rows both tiles hold are computed twice
  * from the same operands in the same order and stored twice with the same values. Where M is
- * smaller than one tile the tile starts at 0 and keeps its rows past M. */
+ * smaller than one tile the tile starts at 0 and keeps its rows past M. A pair's second tile
+ * past the last (an odd tile count) is the last tile again. */
 static void emit_swapped_row0(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
     if (p->dynamic)
         tuner_sb_printf(sb, "const int gm_n0 = min(gm_tn * %d, max((int)gm_M - %d, 0));\n", c->bn, c->bn);
-    else if (p->N % c->bn && p->N > c->bn)
+    else if ((p->N % c->bn || c->cluster == 2) && p->N > c->bn)
         tuner_sb_printf(sb, "const int gm_n0 = min(gm_tn * %d, %lld);\n", c->bn, p->N - c->bn);
     else
         tuner_sb_printf(sb, "const int gm_n0 = gm_tn * %d;\n", c->bn);
@@ -916,6 +936,24 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
                            long long tiles_n, bool consumer)
 {
     char cnt[96], tmx[48];
+    if (c->cluster == 2 && c->swap) {
+        /* Swapped N pairs (the kernel's N tiles are the matmul's M rows: a named M counts
+         * ceil(gm_M / (2 block_n)) pairs per kernel tile row); the second tile of an odd last
+         * pair overlaps the one before it, as a swapped last tile does (emit_swapped_row0). */
+        long long pm, pn;
+        wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
+        if (p->dynamic)
+            snprintf(cnt, sizeof(cnt), "(%lldLL * %s)", pm, wg_m_blocks(2 * c->bn, tmx, sizeof(tmx)));
+        else
+            snprintf(cnt, sizeof(cnt), "%lldLL", pm * pn);
+        tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %s; t += (long long)(gridDim.x >> 1)) {\n",
+                        cnt);
+        emit_tile_coords(sb, pm, pn, c->group, "gm_tm", "gm_tp", NULL,
+                         p->dynamic ? wg_m_blocks(2 * c->bn, tmx, sizeof(tmx)) : NULL);
+        tuner_sb_puts(sb, "const int gm_tn = 2 * gm_tp + (int)wg_rank;\n");
+        emit_swapped_row0(sb, p, c);
+        return;
+    }
     if (c->cluster == 2) {
         long long pm, pn;
         wg_pair_grid(c, tiles_m, tiles_n, &pm, &pn);
@@ -1011,6 +1049,11 @@ static void emit_tma_operand(tuner_sb *sb, const tuner__gemm_problem *p, const w
             tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, kt * %d, %s + (int)wg_rank * %d%s, "
                                 "wg_full, (unsigned short)3);\n",
                             batched ? 3 : 2, off, rows / 2 * 128, map, wg_bk(p), org, rows / 2, bc);
+        } else if (wg_pair_k_halves(p, c)) {
+            /* This CTA's half of the box's k rows, at its half of the stage's tile. */
+            tuner_sb_printf(sb, "wg_tma%d_mc(wg_st + %d + wg_rank * %d, %s, %s, kt * %d + (int)wg_rank * %d%s, "
+                                "wg_full, (unsigned short)3);\n",
+                            batched ? 3 : 2, off, WG_BK / 2 * 128, map, org, WG_BK, WG_BK / 2, bc);
         } else {
             const int hb = rows / 128; /* 64-column boxes per CTA */
             for (int j = 0; j < hb; j++)
@@ -1862,7 +1905,13 @@ static int wg_grid_rule(const tuner__gemm_problem *p, const tuner_arch *a, const
     const unsigned mask = p->m_sym | p->batch_sym;
     /* Per named size: units = ceil(coef * size / div) * mul. */
     long long coef = 1, div = 1, mul = 1, cap = a->sm_count;
-    if (c->swap) { /* (unbatched, unpaired: wg_swap_ok, cfg_from) */
+    if (c->swap && c->cluster == 2) { /* N pairs: pairs of the matmul's M tiles (emit_unit_loop) */
+        if (!p->m_sym)
+            coef = tiles_m * tuner__gemm_cdiv(tiles_n, 2), mul = 2;
+        else
+            div = 2 * c->bn, mul = 2 * tiles_m;
+        cap = 2 * (a->sm_count / 2);
+    } else if (c->swap) { /* (unbatched: wg_swap_ok) */
         if (c->split > 1) /* a cluster of split CTAs per tile, not capped (as unswapped) */
             cap = 0, mul = c->split;
         if (!p->m_sym)
@@ -2403,6 +2452,8 @@ static const int wg_splits[] = {1, 2, 3, 4, 6, 8};
 /* K slices of swapped split-K clusters: where the tiles of a small M fill too few SMs (cuBLAS's
  * 64x56 tiles at M = 100 pair CTAs too, bench/results/2026-11-30-h200-session11). */
 static const int wg_swap_splits[] = {2, 3, 4};
+#define WG_SWAP_N_SPLITS ((int)(sizeof(wg_swap_splits) / sizeof(wg_swap_splits[0])))
+#define WG_SWAP_VARIANTS (2 + WG_SWAP_N_SPLITS + 2)
 static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *a, bool pre, tuner_schedule **items,
                                 size_t *n)
 {
@@ -2435,10 +2486,15 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
         for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
             for (size_t si = 0; si < sizeof(stages) / sizeof(stages[0]); si++)
                 /* v: stage_out 0 and 1, then split-K clusters of WG_SWAP_SPLITS (registers out,
-                 * no pingpong; cfg_valid keeps those whose clusters all fit at once). */
-                for (int v = 0; v < 2 + (int)(sizeof(wg_swap_splits) / sizeof(wg_swap_splits[0])); v++) {
-                    const int so = v < 2 ? v : 0, sp = v < 2 ? 1 : wg_swap_splits[v - 2];
-                    if (sp > 1 && kinds[i][2])
+                 * no pingpong; cfg_valid keeps those whose clusters all fit at once), then N
+                 * pairs (two tiles of M sharing the B tile) with stage_out 0 and 1, at rings of 8
+                 * and 12 where M holds two tiles (16-bit operands: the FP8 ones have not run on
+                 * a GPU, and the emulator has no clusters). */
+                for (int v = 0; v < WG_SWAP_VARIANTS; v++) {
+                    const bool pair = v >= 2 + WG_SWAP_N_SPLITS;
+                    const int so = v < 2 ? v : pair ? v - 2 - WG_SWAP_N_SPLITS : 0;
+                    const int sp = v < 2 || pair ? 1 : wg_swap_splits[v - 2];
+                    if ((sp > 1 && kinds[i][2]) || (pair && (kinds[i][2] || stages[si] < 8 || p->M <= bn || p->fp8)))
                         continue;
                     tuner_schedule s = {.template_name = "matmul_wgmma"};
                     tuner__gemm_param(&s, "block_m", kinds[i][0]);
@@ -2451,7 +2507,7 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
                     tuner__gemm_param(&s, "cluster", 1);
                     tuner__gemm_param(&s, "split_k", sp);
                     tuner__gemm_param(&s, "stream_k", 0);
-                    tuner__gemm_param(&s, "cluster_n", 1);
+                    tuner__gemm_param(&s, "cluster_n", pair ? 2 : 1);
                     tuner__gemm_param(&s, "swap", 1);
                     if (pre)
                         tuner__gemm_param(&s, "pretranspose", 1);

@@ -476,11 +476,14 @@ static void test_pair_n_space(void)
 static tuner_op named_m(tuner_op op);
 
 /* The swapped candidates (swap 1) of op: how many, the block_n values they use (bits of
- * block_n / 8), how many stage their output, how many split K, and each one's invariants. */
+ * block_n / 8), how many stage their output, how many split K, how many are N pairs (g_swap_pairs),
+ * and each one's invariants. */
+static size_t g_swap_pairs;
 static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns, size_t *ret_staged, size_t *ret_split)
 {
     if (ret_split)
         *ret_split = 0;
+    g_swap_pairs = 0;
     tuner_space *sp = NULL;
     size_t n = 0, staged = 0;
     *ret_bns = 0;
@@ -492,12 +495,15 @@ static size_t swap_candidates(const tuner_op *op, unsigned long long *ret_bns, s
         n++;
         const int bn = tuner_schedule_param(s, "block_n", 0);
         const int so = tuner_schedule_param(s, "stage_out", 0), split = tuner_schedule_param(s, "split_k", 0);
+        const int pair = tuner_schedule_param(s, "cluster_n", 0);
         CHECK(bn % 8 == 0 && bn >= 8 && bn <= 256 && so <= 1 && tuner_schedule_param(s, "cluster", 0) == 1 &&
-                  tuner_schedule_param(s, "cluster_n", 0) == 1 && split >= 1 && split <= 4 &&
-                  (split == 1 || (so == 0 && tuner_schedule_param(s, "pingpong", 1) == 0)) &&
+                  (pair == 1 || (pair == 2 && split == 1 && tuner_schedule_param(s, "pingpong", 1) == 0 &&
+                                 tuner_schedule_param(s, "stages", 0) >= 8)) &&
+                  split >= 1 && split <= 4 && (split == 1 || (so == 0 && tuner_schedule_param(s, "pingpong", 1) == 0)) &&
                   tuner_schedule_param(s, "stream_k", 1) == 0,
-              "a swapped candidate with block_n %d, staged in halves, paired, or split %d beside staging or pingpong", bn,
-              split);
+              "a swapped candidate with block_n %d, staged in halves, paired beside a split, pingpong or a short ring, "
+              "or split %d beside staging or pingpong", bn, split);
+        g_swap_pairs += pair == 2;
         staged += so == 1;
         if (ret_split)
             *ret_split += split > 1;
@@ -521,11 +527,12 @@ static void test_swap_space(void)
     tuner_op op = mm(TUNER_F16, 0, 0, 100, 4096, 4096, false, false);
     size_t split = 0;
     size_t n = swap_candidates(&op, &bns, &staged, &split);
-    printf("100x4096x4096: %zu swapped candidates, %zu staged, %zu split\n", n, staged, split);
+    printf("100x4096x4096: %zu swapped candidates, %zu staged, %zu split, %zu paired\n", n, staged, split, g_swap_pairs);
     /* M = 100: 104 (one tile), 56 (two), 40, 32, 24, 24, 16; 64 or 128 N tiles, too few for
-     * the SMs: split-K clusters. */
-    CHECK(n >= 40 && staged >= 20 && split >= 12 && (bns & (1ull << 12)) && (bns & (1ull << 6)) && (bns & (1ull << 4)),
-          "100x4096x4096: %zu swapped, %zu staged, %zu split", n, staged, split);
+     * the SMs: split-K clusters, and N pairs of the tiles that cut M in two or more. */
+    CHECK(n >= 40 && staged >= 20 && split >= 12 && g_swap_pairs >= 12 && (bns & (1ull << 12)) &&
+              (bns & (1ull << 6)) && (bns & (1ull << 4)),
+          "100x4096x4096: %zu swapped, %zu staged, %zu split, %zu paired", n, staged, split, g_swap_pairs);
     op = mm(TUNER_BF16, 0, 0, 700, 4096, 4096, false, true);
     CHECK(swap_candidates(&op, &bns, NULL, NULL) > 0 && (bns & (1ull << 21)), "700x4096x4096 nt: no 176-row tiles"); /* 4 x 176 */
     /* An odd N: output rows TMA cannot write, nothing staged. */
@@ -669,6 +676,56 @@ static void test_swap_space(void)
             err = NULL;
             tuner_binary_free(b);
         }
+        tuner_program_free(pr);
+    }
+    /* N pairs at M = 100: two 56-row tiles of M share B's 64-row tile, 64 pairs (128 CTAs in
+     * clusters of two). B [K, N] is MN-major in the kernel's view, one 64-column box per k tile:
+     * each CTA multicasts half of its k rows (a box of 64 x 32, at its half of the stage); B [N,
+     * K] (trans_b) is K-major: half of its 64 rows. The second tile starts at 100 - 56 = 44
+     * (overlapping the first); a named M in [97, 112] counts ceil(M / 112) pairs per B tile. */
+    tuner_schedule pair_s = {.template_name = "matmul_wgmma"};
+    static const int pair_values[] = {64, 56, 12, 1, 8, 0, 1, 1, 1, 0, 2, 1};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        tuner__gemm_param(&pair_s, names[i], pair_values[i]);
+    tuner_op m97 = named_m(m100), m100t = mm(TUNER_F16, 0, 0, 100, 4096, 4096, false, true);
+    m97.dims[0].min = 97;
+    m97.dims[0].max = 112;
+    m97.inputs[0].shape[0] = m97.output.shape[0] = 112;
+    for (int k = 0; k < 3; k++) {
+        const tuner_op *pop = k == 0 ? &m100 : k == 1 ? &m100t : &m97;
+        pr = NULL;
+        CHECK(tuner_generate(pop, &sm90a, &pair_s, &pr, &err) == 0, "swapped pair %d: %s", k, err ? err : "");
+        free(err);
+        err = NULL;
+        if (!pr)
+            continue;
+        const tuner_launch *l = &pr->kernels[0];
+        const tuner_tmap *b_map = &l->maps[0];
+        CHECK(l->grid[0] == 128 && strstr(pr->source, "__cluster_dims__(2, 1, 1)") &&
+                  strstr(pr->source, "const int gm_tn = 2 * gm_tp + (int)wg_rank;") && b_map->buf == TUNER_BUF_INPUT0 + 1 &&
+                  (k == 2 ? l->grid_rule[0].div == 112 && l->grid_rule[0].mul == 128 && l->grid_rule[0].cap == 132 &&
+                                strstr(pr->source, "const int gm_n0 = min(gm_tn * 56, max((int)gm_M - 56, 0));")
+                          : strstr(pr->source, "const int gm_n0 = min(gm_tn * 56, 44);") != NULL),
+              "swapped pair %d: grid %u, rule div %lld mul %lld cap %lld", k, l->grid[0], (long long)l->grid_rule[0].div,
+              (long long)l->grid_rule[0].mul, (long long)l->grid_rule[0].cap);
+        if (k == 1)
+            CHECK(b_map->box[0] == 64 && b_map->box[1] == 32 &&
+                      strstr(pr->source, "wg_tma2_mc(wg_st + 0 + wg_rank * 4096, wg_map_a, kt * 64, gm_tm * 64 + "
+                                         "(int)wg_rank * 32, wg_full, (unsigned short)3);"),
+                  "swapped pair, B [N, K]: half of B's rows each (box %u x %u)", b_map->box[0], b_map->box[1]);
+        else
+            CHECK(b_map->box[0] == 64 && b_map->box[1] == 32 &&
+                      strstr(pr->source, "wg_tma2_mc(wg_st + 0 + wg_rank * 4096, wg_map_a, gm_tm * 64, kt * 64 + "
+                                         "(int)wg_rank * 32, wg_full, (unsigned short)3);"),
+                  "swapped pair %d, B [K, N]: half of the box's k rows each (box %u x %u)", k, b_map->box[0],
+                  b_map->box[1]);
+        tuner_binary *b = NULL;
+        const int rc = tuner_compile(pr->source, &sm90a, &b, &err);
+        CHECK(rc == 0 && strstr(b->ptx, "multicast::cluster") && strstr(b->ptx, "m64n56k16"), "swapped pair %d compile: %s",
+              k, err ? err : "");
+        free(err);
+        err = NULL;
+        tuner_binary_free(b);
         tuner_program_free(pr);
     }
 }
