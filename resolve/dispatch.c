@@ -520,7 +520,7 @@ static bool add_entry(table *t, const int64_t *lo, const int64_t *hi, const coar
     const char *ready = NULL;
     size_t ready_len = 0;
     uint64_t job = 0;
-    const char *job_error = NULL;
+    char job_error[sizeof(er.error.code)] = ""; /* why a wanted entry got no job */
     if (!erq.retune && resolve__lookup(t->r, &erq, ekey, &er) && er.state == RESOLVE_ANSWERED) {
         ready = er.body;
         ready_len = er.len;
@@ -539,7 +539,7 @@ static bool add_entry(table *t, const int64_t *lo, const int64_t *hi, const coar
             } else if (jr.state == RESOLVE_FAILED) {
                 /* A full queue or a quota: the generic set (or the coarse kernel) answers; the
                  * next request asks again. */
-                job_error = jr.error.code;
+                snprintf(job_error, sizeof(job_error), "%s", jr.error.code);
             }
         }
     }
@@ -600,7 +600,7 @@ static bool add_entry(table *t, const int64_t *lo, const int64_t *hi, const coar
         }
         if (job)
             tuner_sb_printf(&tail, ",\"job\":\"/v1/jobs/%llu\"", (unsigned long long)job);
-        else if (job_error)
+        else if (job_error[0])
             tuner_sb_printf(&tail, ",\"error\":{\"code\":\"%s\"}", job_error);
         if (from) {
             tuner_sb_puts(&tail, ",\"kernel_set\":");
