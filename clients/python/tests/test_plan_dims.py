@@ -4,8 +4,8 @@ stand-in for the driver: the sizes read from the inputs and refused in the daemo
 inconsistent or out of range; per step the ready dispatch entry holding them, else the generic
 set, launched with its grid rule, "int" parameters and a tensor map encoded per (address,
 sizes); runs at sizes met before reuse what was worked out (no new binding); an entry not ready
-asks for the graph again with "sizes" in the background and the plan answered is swapped in at
-the next run. Needs no daemon and no GPU."""
+(or running a coarser range's kernel) asks for the graph again with "sizes" in the background and
+the plan answered is swapped in at the next run. Needs no daemon and no GPU."""
 import copy
 import ctypes
 import unittest
@@ -233,6 +233,26 @@ class Runs(unittest.TestCase):
         mm, _ = self.run_at(p, 6, 4)
         self.assertEqual(mm, ("k_33", (12, 1, 1), [0x10000, 0x900000, 6, 4]))
         self.assertEqual(len(c.posts), 1)  # ready now: no more asks
+
+    def test_coarse_entry_runs_and_asks(self):
+        """An entry cut from a range whose kernel fit it badly (docs/api.md, "coarse") runs that
+        kernel, not the generic set, and the graph is asked for again until the entry has its
+        own; then no more asks."""
+        coarse = plan(states=("ready", "ready"))
+        e = coarse["steps"][0]["kernel_set"]["dispatch"]["entries"][1]
+        e["coarse"] = {"b": [5, 8], "s": [1, 4]}
+        e["job"] = "/v1/jobs/9"
+        c = Client([plan(states=("ready", "ready"))])
+        p = hidetd.Plan(c, coarse, request=REQUEST)
+        mm, _ = self.run_at(p, 6, 4)
+        self.assertEqual(mm[0], "k_33")  # the coarse range's kernel
+        self.assertTrue(p.wait(10))
+        self.assertEqual(len(c.posts), 1)
+        self.assertEqual(c.posts[0][1]["sizes"], {"b": 6, "s": 4})
+        mm, _ = self.run_at(p, 6, 4)
+        self.assertEqual(mm[0], "k_33")
+        self.assertTrue(p.wait(10))
+        self.assertEqual(len(c.posts), 1)  # settled now: no more asks
 
     def test_static_plans_take_no_sizes(self):
         pj = plan()
