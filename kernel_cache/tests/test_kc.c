@@ -1784,6 +1784,40 @@ static void test_impossible_values(void)
     kc_close(db);
 }
 
+/* a's launch survives the record the export file and the cluster tier carry, and an export of db
+ * (to NAME.export) imported into a new cache (NAME-dst.db). Returns how many records the export
+ * wrote. */
+static size_t check_launch_travels(kc_db *db, const kc_artifact *a, const char *name)
+{
+    char *rec = NULL, *err = NULL;
+    kc_artifact *dec = NULL;
+    CHECK_OK(kc_record_encode(a, &rec));
+    CHECK_OK(kc_record_decode(rec, rec ? strlen(rec) : 0, &dec, &err));
+    CHECK(dec && launch_eq(&dec->launch, &a->launch), "%s: the record's launch", name);
+    kc_artifact_free(dec);
+    free(rec);
+    free(err);
+    err = NULL;
+
+    char file[128], path[512];
+    size_t n = 0, exported = 0;
+    snprintf(file, sizeof(file), "%s.export", name);
+    mkpath(path, sizeof(path), file);
+    CHECK_OK(kc_export(db, NULL, path, NULL, &exported, &err));
+    free(err);
+    err = NULL;
+    snprintf(file, sizeof(file), "%s-dst.db", name);
+    kc_db *dst = open_db(file);
+    CHECK_OK(import_file(dst, path, &local_restore, &n, &err));
+    free(err);
+    kc_artifact *g = NULL;
+    CHECK_OK(kc_artifact_get(dst, a->key, &g));
+    CHECK(g && launch_eq(&g->launch, &a->launch), "%s: the imported launch", name);
+    kc_artifact_free(g);
+    kc_close(dst);
+    return exported;
+}
+
 /* Dynamic launches (issue 39): the checks, the JSON text both ways, the rows, export and
  * import, the record the cluster tier signs, and a file of schema 4 migrated. */
 /* make_dynamic's artifact whose first kernel reads input0, [n][4096] f16, through a tensor map
@@ -2073,34 +2107,8 @@ static void test_dynamic_launch(void)
     CHECK_OK(kc_verify(db, &removed, NULL, NULL));
     CHECK(removed == 2);
 
-    /* The record the export file and the cluster tier carry. */
-    char *rec = NULL, *err = NULL;
-    kc_artifact *dec = NULL;
-    CHECK_OK(kc_record_encode(&f.a, &rec));
-    CHECK_OK(kc_record_decode(rec, rec ? strlen(rec) : 0, &dec, &err));
-    CHECK(dec && launch_eq(&dec->launch, &f.a.launch));
-    kc_artifact_free(dec);
-    free(rec);
-    free(err);
-    err = NULL;
-
-    /* Export and import. */
-    char path[512];
-    size_t n = 0;
-    mkpath(path, sizeof(path), "dyn.export");
-    CHECK_OK(kc_export(db, NULL, path, NULL, &n, &err));
-    CHECK(n == 2);
-    free(err);
-    err = NULL;
-    kc_db *dst = open_db("dyn-dst.db");
-    CHECK_OK(import_file(dst, path, &local_restore, &n, &err));
-    free(err);
-    err = NULL;
-    CHECK_OK(kc_artifact_get(dst, f.a.key, &g));
-    CHECK(g && launch_eq(&g->launch, &f.a.launch));
-    kc_artifact_free(g);
-    g = NULL;
-    kc_close(dst);
+    /* The record the cluster tier signs, export and import. */
+    CHECK(check_launch_travels(db, &f.a, "dyn") == 2);
 
     /* Damaged rows read as a malformed launch, never as another launch. */
     raw_sqlf("dyn.db", "UPDATE launch_kernels SET grid_rules = x'01' WHERE artifact_key = '%s'", f.a.key);
@@ -2192,7 +2200,7 @@ static void test_range_worst(void)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(kc__launch_from_json(bad[i], NULL, &back, &why) == -EBADMSG, "bad[%zu]", i);
 
-    /* Rows, the record, export and import. */
+    /* Rows, the record, export and import (launch_eq compares range_worst). */
     kc_db *db = open_db("worst.db");
     CHECK_OK(kc_artifact_put(db, &f.a));
     CHECK(raw_int("worst.db", "SELECT count(*) FROM launch_dims WHERE range_worst = 1.056") == 2);
@@ -2201,30 +2209,7 @@ static void test_range_worst(void)
     CHECK(g && g->launch.range_worst == 1.056);
     kc_artifact_free(g);
     g = NULL;
-    char *rec = NULL, *err = NULL;
-    kc_artifact *dec = NULL;
-    CHECK_OK(kc_record_encode(&f.a, &rec));
-    CHECK_OK(kc_record_decode(rec, rec ? strlen(rec) : 0, &dec, &err));
-    CHECK(dec && dec->launch.range_worst == 1.056);
-    kc_artifact_free(dec);
-    free(rec);
-    free(err);
-    err = NULL;
-    char path[512];
-    size_t n = 0;
-    mkpath(path, sizeof(path), "worst.export");
-    CHECK_OK(kc_export(db, NULL, path, NULL, &n, &err));
-    free(err);
-    err = NULL;
-    kc_db *dst = open_db("worst-dst.db");
-    CHECK_OK(import_file(dst, path, &local_restore, &n, &err));
-    free(err);
-    err = NULL;
-    CHECK_OK(kc_artifact_get(dst, f.a.key, &g));
-    CHECK(g && launch_eq(&g->launch, &f.a.launch));
-    kc_artifact_free(g);
-    g = NULL;
-    kc_close(dst);
+    CHECK(check_launch_travels(db, &f.a, "worst") == 1);
 
     /* A damaged value reads as a malformed launch. */
     raw_sqlf("worst.db", "UPDATE launch_dims SET range_worst = 0.5 WHERE artifact_key = '%s'", f.a.key);
