@@ -575,6 +575,9 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
     if (c->pair_n && (c->pingpong || (!p->kmajor[0] && c->bm % 128 && !wg_pair_k_halves(p, c)) ||
                       (p->conv && !wg_dense_a(p))))
         return false;
+    /* Swapped pairs are 16-bit: FP8 ones have not run on a GPU (the emulator has no clusters). */
+    if (c->swap && c->pair_n && p->fp8)
+        return false;
     /* A convolution's gathering producer warpgroup fills one ring. */
     if (wg_gathers_a(p) && c->pingpong)
         return false;
@@ -2488,13 +2491,12 @@ static int wg_enumerate_swapped(const tuner__gemm_problem *p, const tuner_arch *
                 /* v: stage_out 0 and 1, then split-K clusters of WG_SWAP_SPLITS (registers out,
                  * no pingpong; cfg_valid keeps those whose clusters all fit at once), then N
                  * pairs (two tiles of M sharing the B tile) with stage_out 0 and 1, at rings of 8
-                 * and 12 where M holds two tiles (16-bit operands: the FP8 ones have not run on
-                 * a GPU, and the emulator has no clusters). */
+                 * and 12 where M holds two tiles (16-bit: cfg_valid). */
                 for (int v = 0; v < WG_SWAP_VARIANTS; v++) {
                     const bool pair = v >= 2 + WG_SWAP_N_SPLITS;
                     const int so = v < 2 ? v : pair ? v - 2 - WG_SWAP_N_SPLITS : 0;
                     const int sp = v < 2 || pair ? 1 : wg_swap_splits[v - 2];
-                    if ((sp > 1 && kinds[i][2]) || (pair && (kinds[i][2] || stages[si] < 8 || p->M <= bn || p->fp8)))
+                    if ((sp > 1 && kinds[i][2]) || (pair && (kinds[i][2] || stages[si] < 8 || p->M <= bn)))
                         continue;
                     tuner_schedule s = {.template_name = "matmul_wgmma"};
                     tuner__gemm_param(&s, "block_m", kinds[i][0]);

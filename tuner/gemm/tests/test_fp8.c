@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tuner/gemm/gemm.h"
 #include "tuner/template.h"
 #include "tuner/tests/common.h"
 #include "tuner/tests/host_values.h"
@@ -209,6 +210,20 @@ static void test_swap(void)
     const tuner_op rowcol = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E5M2, TUNER_F16, 0, 100, 1024, 512, TUNER_SCALE_ROW,
                                          TUNER_SCALE_COL, true);
     CHECK(count_with(&rowcol, "swap=1") > 0, "rows and columns scaled: no swapped candidate");
+    /* No swapped pairs (16-bit only: FP8 ones have not run on a GPU), where M holds the two
+     * tiles that 16-bit operands would pair; a schedule asking for one is refused. */
+    CHECK(count_with(&rowcol, "swap=1,cluster_n=2") == 0, "FP8 swapped pairs offered");
+    tuner_schedule pair = {.template_name = "matmul_wgmma"};
+    static const char *const pn[] = {"block_m", "block_n", "stages", "consumers", "swizzle", "pingpong",
+                                     "stage_out", "cluster", "split_k", "stream_k", "cluster_n", "swap"};
+    static const int pv[] = {64, 56, 8, 1, 8, 0, 0, 1, 1, 0, 2, 1};
+    for (size_t i = 0; i < sizeof(pn) / sizeof(pn[0]); i++)
+        tuner__gemm_param(&pair, pn[i], pv[i]);
+    tuner_program *pr = NULL;
+    char *err = NULL;
+    CHECK(tuner_generate(&rowcol, &sm90a, &pair, &pr, &err) != 0, "an FP8 swapped pair generated");
+    tuner_program_free(pr);
+    free(err);
     const tuner_op none[] = {
         t_fp8_mn(decode, true, false),
         t_fp8_promoted(decode),
