@@ -2393,7 +2393,9 @@ static const int wg_tiles[][4] = {
     "cutting M (max, and a named M's min) into t tiles for the 8 t from ceil(M/256), >= 16 past the first; block_m 64c1,128c1,128c2,64 pingpong; stages 4,6,8,12; " \
     "swz 8; lane pairs traded by shfl, stored from registers or (stage_out 1) through a staged tile of block_n rows of M " \
     "in 128-byte swizzled boxes and TMA stores, or split_k{2,3,4} (not pingpong; partials summed transposed through " \
-    "dsmem, a pair of output columns per thread); no halves, pairs or stream-K)}; " \
+    "dsmem, a pair of output columns per thread), or N pairs (cluster_n 2; 16-bit, not pingpong, stages 8/12, M > block_n: " \
+    "B's tile multicast in halves, of its k rows for a 64-row MN-major one; an odd last pair's second tile the last again); " \
+    "no halves or stream-K)}; " \
     "pretranspose{0,1 (FP8 B [K,N] beside a K-major A, unbatched, K % 16 == 0: a launch before the GEMM's writes B^T [N,K] " \
     "to the workspace, 128x128 byte tiles through shared memory, 4x4 blocks by prmt; the GEMM K-major, its B map on the " \
     "workspace, every schedule above (swapped too) but stream-K)}"
