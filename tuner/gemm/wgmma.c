@@ -68,9 +68,10 @@
  * trans_b). An MN-major one (A [K,M] with trans_a, B [K,N]; wg_tnsp) is copied as it lies, boxes
  * of 128 mn x 128 k into a raw area after the stage's K-major tiles, and the producer warpgroup's
  * three spare warps transpose it into the K-major tile (emit_transposer: 4x4 byte blocks, 32-bit
- * shared loads, byte permutes and stores, conflict-free in both swizzles), then arrive on the
- * stage's `ready` barrier, which the consumers wait on instead of `full`; tiles of whole boxes
- * along it, no CTA pairs. A stage row is still 128 bytes,
+ * shared loads, byte permutes and stores, conflict-free in both swizzles; with tnsp_wg four more
+ * in a warpgroup of their own), then arrive on the stage's `ready` barrier, which the consumers
+ * wait on instead of `full`; tiles of whole boxes along it, no CTA pairs. A stage row is still
+ * 128 bytes,
  * now 128 k elements (wg_bk): the same boxes (UINT8 tensor maps), the same descriptors moving 32
  * bytes per step, four wgmma m64nNk32 .e4m3/.e5m2 per k tile instead of four k16 ones. Per-tensor,
  * per-row and per-column scales multiply the fp32 result before the epilogue's steps
@@ -169,6 +170,10 @@ typedef struct wg_cfg {
      * (schedule pretranspose 1, wg_pre_ok): the GEMM reads B^T [N, K] from the workspace by TMA
      * (wg_pview), with no transposing warps and no raw stage area. */
     bool pre;
+    /* An FP8 operand transposed in the kernel (wg_tnsp) by a warpgroup of four more transposing
+     * warps beside the producer's three (schedule tnsp_wg 1; one consumer warpgroup): seven
+     * warps, each with its 4x4 blocks' shared-memory round trips, instead of three. */
+    bool tnsp_wg;
     wg_sk_plan sk;   /* ... how (filled by wg_emit) */
     int out_bytes;   /* the staged output tiles, one per consumer's tile of a unit */
     /* Full-size epilogue operands loaded by TMA into shared memory (wg_plan_x): how many, which
@@ -405,7 +410,11 @@ static int cfg_from(const tuner__gemm_problem *p, const tuner_schedule *s, wg_cf
     c->mi = c->rows_per_wg / 64;
     if (c->mi < 1 || c->mi > 2)
         return -EINVAL;
-    c->threads = 128 * (1 + c->consumers);
+    const int tw = tuner_schedule_param(s, "tnsp_wg", 0);
+    if (tw != 0 && tw != 1)
+        return -EINVAL;
+    c->tnsp_wg = tw == 1;
+    c->threads = 128 * (1 + c->consumers + (c->tnsp_wg ? 1 : 0));
     c->a_bytes = c->bm * 128; /* 128-byte rows: WG_BK 16-bit or 128 8-bit elements */
     c->b_bytes = c->bn * 128;
     c->stage_bytes = c->a_bytes + c->b_bytes;
@@ -597,6 +606,11 @@ static bool cfg_valid(const tuner__gemm_problem *p, const tuner_arch *a, const w
      * along mn, the 128-byte swizzle's), so its tile's mn extent is whole boxes; the transposers
      * fill their own CTA's tiles only, so no pair shares one by multicast. */
     if ((wg_tnsp(p, 0) && c->bm % 128) || (wg_tnsp(p, 1) && c->bn % 128) || (wg_any_tnsp(p) && c->cluster == 2))
+        return false;
+    /* A warpgroup of transposing warps more: only where something is transposed, beside one
+     * cooperative consumer warpgroup (three warpgroups share the register file without
+     * setmaxnreg: 168 registers each, room for at most 64 accumulators). */
+    if (c->tnsp_wg && (!wg_any_tnsp(p) || c->consumers != 1 || c->pingpong || c->mi * c->bn / 2 > 64))
         return false;
     /* Dynamic ring (+ staged tile, + operand tiles) + the static barriers (+ the transposed
      * stages' `ready` ones). */
@@ -1127,6 +1141,12 @@ static int wg_ready(const wg_cfg *c)
 /* Transposing warps of the producer warpgroup (all but the TMA thread's warp). */
 #define WG_TNSP_WARPS 3
 
+/* All transposing warps: the producer's three, and the transposing warpgroup's four (tnsp_wg). */
+static int wg_tnsp_warps(const wg_cfg *c)
+{
+    return WG_TNSP_WARPS + (c->tnsp_wg ? 4 : 0);
+}
+
 /* The transposition of one 128 x 128 byte square (emit_transposer): `raw`, 128 k rows of 128 mn
  * bytes as the copy engine's 128-byte swizzle leaves them (16-byte chunk c of row k at chunk
  * c ^ (k % 8)), into `dst`, 128 mn rows of 128 k bytes in the same swizzle, the K-major layout
@@ -1152,7 +1172,8 @@ static const char wg_tnsp_helpers[] =
     "wg_sts32(dst + (hd_u32)((m0 + j) * 128 + ((((k0 >> 4) ^ ((m0 + j) & 7)) << 4) | (k0 & 15))), o[j]);\n"
     "}\n";
 
-/* The transposing warps (warps 1..3 of the producer warpgroup, with a TMA producer; wg_tnsp):
+/* The transposing warps (warps 1..3 of the producer warpgroup, with a TMA producer; wg_tnsp; and
+ * with tnsp_wg the four warps of the warpgroup after the consumers, `own_wg`, numbered 3..6):
  * they walk the ring as the producer thread does (the same units and k tiles), wait for each
  * stage's copies (`full`), transpose its MN-major tiles from the raw area into the K-major tiles
  * (wg_tnsp_block; the 32 steps of each 128 x 128 square dealt round-robin over the warps), make
@@ -1162,11 +1183,16 @@ static const char wg_tnsp_helpers[] =
  * write the K-major tiles of a stage's next round only after its next `full`, so the ring stays
  * pipelined with the transposition one stage behind the copies. */
 static void emit_transposer(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c, long long tiles_m,
-                            long long tiles_n)
+                            long long tiles_n, bool own_wg)
 {
-    tuner_sb_puts(sb, "if (threadIdx.x >= 32) {\n"
-                      "const int wg_tw = (threadIdx.x >> 5) - 1, wg_tl = threadIdx.x & 31;\n"
-                      "int wg_s = 0, wg_ph = 0;\n");
+    if (own_wg)
+        tuner_sb_printf(sb, "{\nconst int wg_tw = %d + ((threadIdx.x >> 5) & 3), wg_tl = threadIdx.x & 31;\n"
+                            "int wg_s = 0, wg_ph = 0;\n",
+                        WG_TNSP_WARPS);
+    else
+        tuner_sb_puts(sb, "if (threadIdx.x >= 32) {\n"
+                          "const int wg_tw = (threadIdx.x >> 5) - 1, wg_tl = threadIdx.x & 31;\n"
+                          "int wg_s = 0, wg_ph = 0;\n");
     emit_unit_loop(sb, p, c, tiles_m, tiles_n, false);
     tuner_sb_printf(sb,
                     "for (int kt = wg_k0; kt < wg_k1; kt++) {\n"
@@ -1181,7 +1207,7 @@ static void emit_transposer(tuner_sb *sb, const tuner__gemm_problem *p, const wg
                         "for (int wg_q = wg_tw; wg_q < %d; wg_q += %d)\n"
                         "wg_tnsp_block(wg_st + %du + (hd_u32)(wg_q >> 5) * 16384u, wg_st + %du + (hd_u32)(wg_q >> 5) * 16384u, "
                         "wg_tl, wg_q & 31);\n",
-                        squares * 32, WG_TNSP_WARPS, c->raw_at[w], kmaj_at);
+                        squares * 32, wg_tnsp_warps(c), c->raw_at[w], kmaj_at);
     }
     tuner_sb_printf(sb,
                     "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
@@ -2152,7 +2178,7 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     char t_init[128] = "";
     if (wg_any_tnsp(p))
         snprintf(t_init, sizeof(t_init), "for (int s = 0; s < %d; s++) wg_bar_init(wg_bar0 + 8 * (%d + s), %d);\n", S,
-                 wg_ready(&c), WG_TNSP_WARPS);
+                 wg_ready(&c), wg_tnsp_warps(&c));
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char wg_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 wg_bars[%d];\n"
@@ -2199,10 +2225,18 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
     else
         emit_tma_producer(&sb, kv, &c, tiles_m, tiles_n);
     if (wg_any_tnsp(p))
-        emit_transposer(&sb, p, &c, tiles_m, tiles_n);
+        emit_transposer(&sb, p, &c, tiles_m, tiles_n, false);
     /* A split-K cluster's producers meet its consumers' two barriers (emit_split_epilogue). */
     if (c.split > 1)
         tuner_sb_puts(&sb, "__syncwarp();\ngm_cluster_sync();\ngm_cluster_sync();\n");
+    /* The transposing warpgroup (tnsp_wg), after the consumers; it meets the split-K cluster's
+     * barriers too (barrier.cluster counts every thread of the cluster). */
+    if (c.tnsp_wg) {
+        tuner_sb_printf(&sb, "} else if (wg_g == %d) {\n", 1 + c.consumers);
+        emit_transposer(&sb, p, &c, tiles_m, tiles_n, true);
+        if (c.split > 1)
+            tuner_sb_puts(&sb, "__syncwarp();\ngm_cluster_sync();\ngm_cluster_sync();\n");
+    }
     /* Consumers. */
     tuner_sb_puts(&sb, "} else {\n");
     if (c.consumers == 2)
@@ -2388,6 +2422,7 @@ static const int wg_tiles[][4] = {
     "two k tiles of chunks in flight (<= 8 per thread with two consumers, <= 12 with one), producer 168 regs (the most a .dec allows at 384 threads); " \
     "fp8 MN-major operands: boxes 128 mn x 128 k into a raw stage area, transposed by the producer's 3 spare warps " \
     "(4x4 byte blocks, prmt) into the K-major tile, `ready` barriers (3 arrivals), tiles of whole 128 boxes, no pairs, producer 56 regs; " \
+    "tnsp_wg{0,1 (four transposing warps more in a warpgroup after one consumer's, <= 64 accumulators; 7 arrivals)}; " \
     "swap{0,1 (C^T = B^T A^T: 16-bit 2-D matmuls, or FP8 ones with both operands K-major, scales in the epilogue, no " \
     "promotion, no FP8 output; A K-major, TMA both, M <= 3072; block_n = M's side, the multiple of 8 " \
     "cutting M (max, and a named M's min) into t tiles for the 8 t from ceil(M/256), >= 16 past the first; block_m 64c1,128c1,128c2,64 pingpong; stages 4,6,8,12; " \
@@ -2577,6 +2612,14 @@ static int wg_enumerate_tiles(const tuner__gemm_problem *p, const tuner_arch *a,
                         int rc = push_valid(p, a, &s, items, n);
                         if (rc < 0)
                             return rc;
+                        /* Transposed in the kernel: the same tile with a warpgroup of
+                         * transposing warps more, where it fits (cfg_valid). */
+                        if (!pre && wg_any_tnsp(p) && wg_tiles[i][2] == 1) {
+                            tuner__gemm_param(&s, "tnsp_wg", 1);
+                            rc = push_valid(p, a, &s, items, n);
+                            if (rc < 0)
+                                return rc;
+                        }
                     }
                 }
     return 0;
@@ -2960,7 +3003,7 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     if (wg_any_tnsp(&p)) {
         const double mhz = a->fma_f32_tflops * 1e6 / (a->sm_count * 256.0);
         const double units = 32.0 * ((wg_tnsp(&p, 0) ? c.bm / 128 : 0) + (wg_tnsp(&p, 1) ? c.bn / 128 : 0));
-        const double issue = ceil(units / WG_TNSP_WARPS) * 24.0, smem = units * 8.0;
+        const double issue = ceil(units / wg_tnsp_warps(&c)) * 24.0, smem = units * 8.0;
         tnsp_us = (issue > smem ? issue : smem) / mhz;
         tnsp_smem_us = smem / mhz;
     }

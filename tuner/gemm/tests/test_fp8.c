@@ -486,6 +486,63 @@ static void test_dynamic(void)
     free(err);
 }
 
+/* A warpgroup of transposing warps more (tnsp_wg 1): offered for an MN-major FP8 operand beside
+ * one consumer warpgroup with at most 64 accumulators (the decode's 64x128 tiles), never where
+ * nothing is transposed or beside two consumers; the kernel has a fourth warpgroup that deals the
+ * 4x4 blocks with the producer's three warps (seven in all, seven arrivals on `ready`), meets a
+ * split-K cluster's barriers, and compiles through NVRTC and ptxas (384 threads). */
+static void test_tnsp_wg(void)
+{
+    const tuner_op decode = t_fp8_mn(t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 8192, 8192,
+                                                  TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false),
+                                     false, true);
+    tuner_space *sp = NULL;
+    CHECK(tuner_space_build(&decode, &sm90a, &sp, NULL) == 0 && sp);
+    size_t n = 0;
+    for (size_t i = 0; sp && i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        if (tuner_schedule_param(s, "tnsp_wg", 0) != 1)
+            continue;
+        n++;
+        CHECK(tuner_schedule_param(s, "consumers", 0) == 1 && tuner_schedule_param(s, "pretranspose", 0) == 0 &&
+                  tuner_schedule_param(s, "block_m", 0) * tuner_schedule_param(s, "block_n", 0) <= 64 * 128,
+              "a transposing warpgroup beside two consumers, a pretransposed B or more than 64 accumulators");
+    }
+    tuner_space_free(sp);
+    CHECK(n >= 8, "16x8192x8192 B [K,N]: %zu schedules with a transposing warpgroup", n);
+    const tuner_op kmajor = t_fp8_matmul(TUNER_F8E4M3, TUNER_F8E4M3, TUNER_BF16, 0, 16, 8192, 8192,
+                                         TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false);
+    CHECK(count_with(&kmajor, "tnsp_wg=1") == 0, "K-major operands: a transposing warpgroup offered");
+
+    static const char *const names[] = {"block_m", "block_n", "stages", "consumers", "swizzle", "pingpong", "stage_out",
+                                        "cluster", "split_k", "stream_k", "cluster_n", "tnsp_wg"};
+    static const int values[2][12] = {{64, 128, 4, 1, 8, 0, 0, 1, 2, 0, 1, 1}, {128, 128, 4, 2, 8, 0, 0, 1, 1, 0, 1, 1}};
+    for (int k = 0; k < 2; k++) {
+        tuner_schedule s = {.template_name = "matmul_wgmma"};
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+            tuner__gemm_param(&s, names[i], values[k][i]);
+        tuner_program *pr = NULL;
+        char *err = NULL;
+        const int rc = tuner_generate(&decode, &sm90a, &s, &pr, &err);
+        if (k == 1) {
+            CHECK(rc != 0, "a transposing warpgroup beside two consumers generated");
+        } else if (rc == 0 && pr) {
+            const tuner_launch *l = &pr->kernels[pr->n_kernels - 1];
+            CHECK(l->block[0] == 384 && strstr(pr->source, "} else if (wg_g == 2) {") &&
+                      strstr(pr->source, "const int wg_tw = 3 + ((threadIdx.x >> 5) & 3)") &&
+                      strstr(pr->source, "wg_q += 7)") && strstr(pr->source, "wg_bar_init(wg_bar0 + 8 * (8 + s), 7);") &&
+                      strstr(pr->source, "gm_cluster_sync();\ngm_cluster_sync();\n} else {"),
+                  "the transposing warpgroup's source (block %u)", l->block[0]);
+            compile_fp8("tnsp_wg decode split 2", pr, "e4m3", "e4m3");
+        } else {
+            fprintf(stderr, "tnsp_wg: generate failed: %s\n", err ? err : "?");
+            t_failures++;
+        }
+        tuner_program_free(pr);
+        free(err);
+    }
+}
+
 /* MN-major FP8 operands on sm_90a (issue 41): matmul_wgmma takes B as [K, N] and A as [K, M],
  * its copies landing them in a raw area of each stage in boxes of 128 mn x 128 k and the
  * producer warpgroup's spare warps transposing them into the K-major tiles wgmma reads, on
@@ -886,6 +943,7 @@ int main(int argc, char **argv)
     test_compile();
     test_dynamic();
     test_mn_major();
+    test_tnsp_wg();
     test_pretranspose();
     test_reference_host();
     if (t_failures) {
