@@ -10,10 +10,11 @@
 #  3. ncu (caches flushed before each kernel, clocks locked) of the pair, the unpaired 64x56 and
 #     64x104, and cuBLAS's nvjet_sm90_hsh_64x56 kernel: where the pair loses 5-6% to cuBLAS when
 #     the weights stream from DRAM (13.07 against 12.36 us in session 17's call h).
-#  4. kbench of the FP8 decode's B [K,N] pick with the new cluster sum (session 16: 30.6-31.1 us),
-#     and ncu's warp states and source counters of it: whether its three transposing warps are
-#     latency-bound (then a warpgroup of transposing warps more is the fix: 7 warps instead of 3;
-#     two or four 4x4 blocks per lane per step ran slower in session 17's call a).
+#  4. The FP8 decode's B [K,N] (0.62 of cuBLAS): tuner_gpu_verify's FP8 cases with the new
+#     transposing warpgroup (tnsp_wg 1, emulated only so far; 0 wrong is the bar); kbench of the
+#     pick with the new cluster sum (session 16: 30.6-31.1 us) beside the same with 4 and 5
+#     stages and seven transposing warps; ncu's warp states of both (are three warps
+#     latency-bound? two or four 4x4 blocks per lane per step ran slower, session 17's call a).
 set -u
 cd "$(dirname "$0")/../../../.."
 . bench/gpu_call.sh
@@ -40,11 +41,17 @@ done
 timeout 60 ncu --kernel-name regex:nvjet --launch-skip 2 --launch-count 1 $S \
     python3 bench/kbench.py .gpu/kbn --only sw104 > $OUT/ncu_cublas.log 2>&1
 echo "=== ncu cublas exit=$?"; grep -E "^  [a-z]|Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Warp Cycles Per Issued" $OUT/ncu_cublas.log | head -7
-timeout 60 python3 bench/kbench.py .gpu/kbn --only dkn --json $OUT/kbn_dkn.json > $OUT/kbn_dkn.log 2>&1
-echo "=== kbench dkn exit=$?"; filt < $OUT/kbn_dkn.log | tail -2
-timeout 90 ncu --kernel-name regex:hd_ --launch-skip 2 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
-    --section SourceCounters --section SchedulerStats python3 bench/kbench.py .gpu/kbn --only dkn > $OUT/ncu_dkn.log 2>&1
-echo "=== ncu dkn exit=$?"; grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|Issued Warp|stalled|Eligible" $OUT/ncu_dkn.log | head -10
+s0=$(date +%s)
+HIDET_VERIFY_ONLY=fp8 HIDET_VERIFY_PARAM=tnsp_wg=1 LD_LIBRARY_PATH=$G/lib timeout 150 $G/tests/tuner_gpu_verify \
+    > $OUT/verify_tnsp_wg.log 2>&1
+echo "=== verify tnsp_wg=1 exit=$? $(el $s0)"; grep -E "^fp8|wrong or failed" $OUT/verify_tnsp_wg.log | head -20
+for rep in 1 2; do
+    timeout 60 python3 bench/kbench.py .gpu/kbn --only dkn --json $OUT/kbn_dkn_$rep.json > $OUT/kbn_dkn_$rep.log 2>&1
+    echo "=== kbench dkn process $rep exit=$?"; filt < $OUT/kbn_dkn_$rep.log | tail -4
+done
+timeout 90 ncu --kernel-name regex:hd_ --launch-skip 2 --launch-count 4 --section SpeedOfLight --section WarpStateStats \
+    --section SourceCounters --section SchedulerStats python3 bench/kbench.py .gpu/kbn --only dkn_s4 > $OUT/ncu_dkn.log 2>&1
+echo "=== ncu dkn_s4 and dkn_s4_tw exit=$?"; grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|Issued Warp|stalled|Eligible" $OUT/ncu_dkn.log | head -16
 } > "$OUT/gpu.log" 2>&1
 cat "$OUT/gpu.log"
 echo "total $(( $(date +%s) - t0 )) s"
