@@ -10,7 +10,11 @@
  *  - a measured neighbour with the same schedule and launches but other code (another PTX: a
  *    schedule's source may depend on the range) stays apart;
  *  - with two names, entries merge along each name where the other's ranges are the same, and
- *    the entries still cover every combination exactly once.
+ *    the entries still cover every combination exactly once;
+ *  - a measured entry whose kernel fits its range worse than 1.03 is answered as two halves
+ *    running that kernel ("coarse") until each is tuned itself, cut again where a tuned half
+ *    fits badly, never below 64 sizes, along the name spanning the most (two names: the table
+ *    still covers every combination once).
  * Unit suite: no NVRTC compile, no GPU (every kernel the table needs is stored beforehand). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -527,6 +531,56 @@ static void refine(uv_loop_t *loop, kc_db *db, resolver *r)
     cJSON_Delete(t);
 }
 
+/* With two names an entry is cut along the name whose range spans 64 sizes or more (s here; b's
+ * ranges are single sizes), the halves keep the entry's range of the other name, the table still
+ * covers every combination exactly once, and the half holding a request's sizes (both names')
+ * gets the job. */
+#define SOFTMAX_BS_WIDE(extra)                                                                           \
+    "{\"op\":\"softmax\",\"inputs\":[{\"shape\":[\"b*s\",128],\"dtype\":\"f16\"}],"                      \
+    "\"dims\":{\"b\":{\"min\":1,\"max\":2},\"s\":{\"min\":2049,\"max\":2304}}," extra                    \
+    "\"arch\":\"sm_90\",\"tune\":\"measure\"}"
+
+static void refine_two_names(uv_loop_t *loop, kc_db *db, resolver *r)
+{
+    proto_kernel_request kr = parse(SOFTMAX_BS_WIDE(""));
+    store(db, &kr, NULL, NULL, sched_a, "// A", KC_CHOSEN_MODEL, 128, 0, NULL);
+    const int64_t lo[2] = {1, 2049}, hi[2] = {1, 2176};
+    char parent[KC_KEY_LEN + 1];
+    store_fit(db, &kr, lo, hi, sched_a, "// W", KC_CHOSEN_MEASURED, 128, 0, 1.2, parent);
+    cJSON *t = table(loop, r, SOFTMAX_BS_WIDE("\"sizes\":{\"b\":1,\"s\":2150},"));
+    const cJSON *entries = get(get(t, "dispatch"), "entries");
+    /* b 1, 2 by s [2049,2176], [2177,2304]: 4 entries, one of them cut in two */
+    CHECK(cJSON_GetArraySize(entries) == 5, "%d entries, want 5", cJSON_GetArraySize(entries));
+    int cut = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, entries) {
+        if (!get(e, "coarse"))
+            continue;
+        cut++;
+        char b[64];
+        snprintf(b, sizeof(b), "%s", range_text(e, "b"));
+        char *c = cJSON_PrintUnformatted(get(e, "coarse"));
+        const bool upper = !strcmp(range_text(e, "s"), "[2113,2176]");
+        CHECK(!strcmp(b, "[1,1]") && (upper || !strcmp(range_text(e, "s"), "[2049,2112]")) && c &&
+                  !strcmp(c, "{\"b\":[1,1],\"s\":[2049,2176]}") && !strcmp(str(get(e, "kernel_set"), "key"), parent) &&
+                  (get(e, "job") != NULL) == upper,
+              "a cut entry: b %s s %s, coarse %s, job %s", b, range_text(e, "s"), c ? c : "none", str(e, "job"));
+        free(c);
+    }
+    CHECK(cut == 2, "%d coarse entries, want 2", cut);
+    for (int b = 1; b <= 2; b++)
+        for (int s = 2049; s <= 2304; s += 7) {
+            int holding = 0;
+            cJSON_ArrayForEach(e, entries) {
+                const cJSON *rb = get(get(e, "ranges"), "b"), *rs = get(get(e, "ranges"), "s");
+                holding += b >= cJSON_GetArrayItem(rb, 0)->valueint && b <= cJSON_GetArrayItem(rb, 1)->valueint &&
+                           s >= cJSON_GetArrayItem(rs, 0)->valueint && s <= cJSON_GetArrayItem(rs, 1)->valueint;
+            }
+            CHECK(holding == 1, "b %d s %d lies in %d entries", b, s, holding);
+        }
+    cJSON_Delete(t);
+}
+
 int main(void)
 {
     resolve_fixture fx;
@@ -535,6 +589,7 @@ int main(void)
     one_name(&fx.loop, fx.db, fx.r);
     two_names(&fx.loop, fx.db, fx.r);
     refine(&fx.loop, fx.db, fx.r);
+    refine_two_names(&fx.loop, fx.db, fx.r);
     resolve_fixture_close(&fx);
     return check_finish("resolve_dispatch");
 }
