@@ -12,10 +12,12 @@
  *  - with two names, entries merge along each name where the other's ranges are the same, and
  *    the entries still cover every combination exactly once;
  *  - a measured entry whose kernel fits its range worse than 1.03 is answered as two halves
- *    running that kernel ("coarse") until each is tuned itself, cut again where a tuned half
- *    fits badly, never below 64 sizes, along the name spanning the most (two names: the table
- *    still covers every combination once).
- * Unit suite: no NVRTC compile, no GPU (every kernel the table needs is stored beforehand). */
+ *    running that kernel ("coarse") until each is tuned itself, and cut again where a tuned
+ *    half fits badly (a range of fewer than 64 sizes never), along the name spanning the most
+ *    (with two names the table still covers every combination once).
+ * Unit suite, no GPU: every kernel the table needs is stored beforehand; the requests with sizes
+ * start a job for the half they land in (without a GPU worker: the model's pick, one NVRTC
+ * compile). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
