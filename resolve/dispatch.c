@@ -222,7 +222,8 @@ static void put_raw(tuner_sb *b, const char *json, size_t len)
 typedef struct box {
     int64_t lo[TUNER_MAX_DIMS], hi[TUNER_MAX_DIMS];
     int64_t fine_lo[TUNER_MAX_DIMS], fine_hi[TUNER_MAX_DIMS]; /* its own ranges, as composed */
-    long long next_fine;  /* the next fine entry a merged box covers (table order), -1: none */
+    long long next_fine;  /* the next fine entry a merged box covers (table order); -1 at the
+                           * chain's end, and in a box that absorbed none (not merged) */
     long long last_fine;  /* the last of the chain this box heads */
     char *tail;       /* ",\"state\":...}" of a fine entry */
     char *set;        /* the ready kernel set's JSON (the box's largest corner's once merged) */
@@ -230,7 +231,6 @@ typedef struct box {
     char *sig;        /* NULL: never merged (not ready, not measured, or running a coarser range's kernel) */
     uint64_t sig_hash;
     double workspace; /* the largest workspace_bytes of the sets it covers */
-    bool merged;      /* covers more than one fine entry */
     bool dead;        /* merged into another box */
 } box;
 
@@ -343,7 +343,6 @@ static void merge_boxes(box *bx, long long n, const tuner_op *op)
                         bx[a].workspace = bx[b].workspace;
                     bx[bx[a].last_fine].next_fine = b;
                     bx[a].last_fine = bx[b].last_fine;
-                    bx[a].merged = true;
                     bx[b].dead = true;
                     grew = true;
                 }
@@ -398,7 +397,7 @@ static bool put_boxes(tuner_sb *b, const tuner_op *op, const box *bx, long long 
         tuner_sb_puts(b, first ? "{\"ranges\":" : ",{\"ranges\":");
         first = false;
         put_ranges(b, op, x->lo, x->hi);
-        if (!x->merged) {
+        if (x->next_fine < 0) { /* not merged */
             tuner_sb_puts(b, x->tail);
             continue;
         }
