@@ -195,6 +195,19 @@ static size_t count_with(const tuner_op *op, const char *spec)
     return n;
 }
 
+/* A matmul_wgmma schedule: v, the values of block_m, block_n, stages, consumers, swizzle,
+ * pingpong, stage_out, cluster, split_k, stream_k and cluster_n, then `extra` set to extra_v. */
+static tuner_schedule wg_schedule(const int v[11], const char *extra, int extra_v)
+{
+    static const char *const names[11] = {"block_m", "block_n",   "stages",  "consumers", "swizzle", "pingpong",
+                                          "stage_out", "cluster", "split_k", "stream_k",  "cluster_n"};
+    tuner_schedule s = {.template_name = "matmul_wgmma"};
+    for (int i = 0; i < 11; i++)
+        tuner__gemm_param(&s, names[i], v[i]);
+    tuner__gemm_param(&s, extra, extra_v);
+    return s;
+}
+
 /* Swapped operands (C^T = B^T A^T: a decode batch's few rows on wgmma's N side, in tiles of any
  * multiple of 8) for FP8 with both operands K-major and the scales applied at the output's
  * coordinates; none where the kernel would transpose an operand (B [K,N] is swapped only once
@@ -213,12 +226,8 @@ static void test_swap(void)
     /* No swapped pairs (16-bit only: FP8 ones have not run on a GPU), where M holds the two
      * tiles that 16-bit operands would pair; a schedule asking for one is refused. */
     CHECK(count_with(&rowcol, "swap=1,cluster_n=2") == 0, "FP8 swapped pairs offered");
-    tuner_schedule pair = {.template_name = "matmul_wgmma"};
-    static const char *const pn[] = {"block_m", "block_n", "stages", "consumers", "swizzle", "pingpong",
-                                     "stage_out", "cluster", "split_k", "stream_k", "cluster_n", "swap"};
-    static const int pv[] = {64, 56, 8, 1, 8, 0, 0, 1, 1, 0, 2, 1};
-    for (size_t i = 0; i < sizeof(pn) / sizeof(pn[0]); i++)
-        tuner__gemm_param(&pair, pn[i], pv[i]);
+    static const int pv[11] = {64, 56, 8, 1, 8, 0, 0, 1, 1, 0, 2};
+    const tuner_schedule pair = wg_schedule(pv, "swap", 1);
     tuner_program *pr = NULL;
     char *err = NULL;
     CHECK(tuner_generate(&rowcol, &sm90a, &pair, &pr, &err) != 0, "an FP8 swapped pair generated");
@@ -514,13 +523,9 @@ static void test_tnsp_wg(void)
                                          TUNER_SCALE_TENSOR, TUNER_SCALE_TENSOR, false);
     CHECK(count_with(&kmajor, "tnsp_wg=1") == 0, "K-major operands: a transposing warpgroup offered");
 
-    static const char *const names[] = {"block_m", "block_n", "stages", "consumers", "swizzle", "pingpong", "stage_out",
-                                        "cluster", "split_k", "stream_k", "cluster_n", "tnsp_wg"};
-    static const int values[2][12] = {{64, 128, 4, 1, 8, 0, 0, 1, 2, 0, 1, 1}, {128, 128, 4, 2, 8, 0, 0, 1, 1, 0, 1, 1}};
+    static const int values[2][11] = {{64, 128, 4, 1, 8, 0, 0, 1, 2, 0, 1}, {128, 128, 4, 2, 8, 0, 0, 1, 1, 0, 1}};
     for (int k = 0; k < 2; k++) {
-        tuner_schedule s = {.template_name = "matmul_wgmma"};
-        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-            tuner__gemm_param(&s, names[i], values[k][i]);
+        const tuner_schedule s = wg_schedule(values[k], "tnsp_wg", 1);
         tuner_program *pr = NULL;
         char *err = NULL;
         const int rc = tuner_generate(&decode, &sm90a, &s, &pr, &err);
