@@ -14,13 +14,20 @@
  *     rows: D = 64 is one box, 80, 96 and 128 two (the copy engine zero-fills columns past D),
  *     256 four. Rows past S or Skv are zero-filled too. The Q buffer has a full/empty pair of its
  *     own: the next item's Q is loaded once every consumer warp's last Q.K^T of the item
- *     completed.
+ *     completed. A mask constant along the query rows (a key-padding mask [B, 1, 1, Skv], or
+ *     [Skv]) is staged beside the ring: for stage s, producer warp 1 + s % 3 loads the tile's
+ *     block_n values of the item's (batch, head) row, converts them to the log2 domain (-inf
+ *     past Skv), waits for the stage's release, writes them to the stage's slot (static shared
+ *     memory, fp32) and arrives on the stage's full barrier, whose count takes its 32 lanes.
+ *     Read from global memory by every consumer thread after its Q.K^T, the same mask made
+ *     BERT's [8,12,512,64] 3.1x slower (H200, session 18: 77 us against 24.4).
  *   - warpgroups 1..consumers (setmaxnreg.inc) each own 64 query rows of the item. Per K/V
  *     stage: S = Q.K^T by wgmma m64n{block_n}k16, both operands K-major descriptors (Q and K
  *     rows are contiguous along D), D / 16 k-steps, the first with scale-d 0 (no zeroing); the
  *     online softmax on the accumulator fragment (thread: rows lane/4 and lane/4 + 8 of its
  *     warp's 16, two adjacent columns per 8): logits scaled into the log2 domain (scale * log2 e
- *     folded, the mask times log2 e added), keys >= Skv and causally hidden keys set to -inf on
+ *     folded, the mask times log2 e added: from the stage's slot, or a mask that varies along
+ *     the rows read from global memory), keys >= Skv and causally hidden keys set to -inf on
  *     the tiles that need it (the last tile, diagonal tiles; tiles above the diagonal are never
  *     loaded), row max by two quad shuffles, exp2 against the max or 0 while the max is still
  *     -inf (so a row without keys has p = 0, l = 0 and no NaN), O and the per-thread partial row
@@ -95,6 +102,9 @@
 #define AW_MASK_REGS 24
 /* Registers of the producer warpgroup when it gives some back (setmaxnreg). */
 #define AW_PRODUCER_REGS 40
+/* Threads of the producer warpgroup that stage one key tile of a row-broadcast mask: one warp of
+ * warps 1..3, which take the tiles in turn (see the header). */
+#define AW_MASK_THREADS 32
 
 typedef struct aw_cfg {
     int bn, consumers, stages;
@@ -107,6 +117,8 @@ typedef struct aw_cfg {
     int ksteps;    /* D / 16: k16 steps of Q.K^T */
     int threads;
     int q_bytes, kv_bytes, stage_bytes; /* kv_bytes: one K (or V) tile */
+    bool mask_staged; /* the mask does not vary along the query rows: staged per stage (header) */
+    int mask_bytes;   /* the staged mask: block_n fp32 per stage, static shared memory */
     int smem;      /* dynamic: the ring, the Q tile and 1 KiB of alignment slack */
     int regs;      /* per consumer thread after setmaxnreg */
 } aw_cfg;
@@ -116,6 +128,16 @@ static int aw_consumer_regs(int consumers)
     if (consumers == 1)
         return 240; /* 256 threads: no redistribution needed */
     return (65536 / 128 - AW_PRODUCER_REGS) / consumers / 8 * 8;
+}
+
+static int aw_static_bytes(const aw_cfg *c);
+
+/* Whether the dynamic ring and Q tile, plus the static barriers and staged mask, fit: the
+ * dynamic array's 1 KiB alignment pads the static part to a multiple of 1 KiB (ptxas -v: 1024
+ * bytes for the barriers alone; a launch asking for more than the rest fails). */
+static bool aw_smem_fits(const tuner_arch *a, const aw_cfg *c)
+{
+    return c->smem + (aw_static_bytes(c) + 1023) / 1024 * 1024 <= a->max_smem_per_block;
 }
 
 static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cfg *c)
@@ -143,20 +165,29 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     c->q_bytes = c->bm * c->dp * 2;
     c->kv_bytes = c->bn * c->dp * 2;
     c->stage_bytes = 2 * c->kv_bytes;
+    c->mask_staged = p->d.has_mask && p->m_st[2] == 0;
+    c->mask_bytes = c->mask_staged ? c->stages * c->bn * 4 : 0;
     c->smem = c->stages * c->stage_bytes + c->q_bytes + 1024;
     c->regs = aw_consumer_regs(c->consumers);
     return 0;
 }
 
+/* Static shared memory: the barriers (a full and an empty one per stage, Q's pair) and the
+ * staged mask. */
+static int aw_static_bytes(const aw_cfg *c)
+{
+    return 8 * (2 * c->stages + 2) + c->mask_bytes;
+}
+
 static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const aw_cfg *c)
 {
-    /* O (dp / 2 fp32 per thread), S (bn / 2) and P (bn / 4 packed pairs) live at once; a mask's
-     * addressing needs more (ptxas -v: 176 keys with two consumers spilled with one). */
-    const int overhead = AW_REG_OVERHEAD + (p->d.has_mask ? AW_MASK_REGS : 0);
+    /* O (dp / 2 fp32 per thread), S (bn / 2) and P (bn / 4 packed pairs) live at once; a mask
+     * read from global memory needs more for its addressing (ptxas -v: 176 keys with two
+     * consumers spilled with one); a staged one two registers for a moment. */
+    const int overhead = AW_REG_OVERHEAD + (p->d.has_mask && !c->mask_staged ? AW_MASK_REGS : 0);
     if (c->dp / 2 + c->bn / 2 + c->bn / 4 + overhead > c->regs)
         return false;
-    /* The dynamic ring and Q tile, plus the static barriers. */
-    if (c->smem + 8 * (2 * c->stages + 2) > a->max_smem_per_block)
+    if (!aw_smem_fits(a, c))
         return false;
     return c->threads <= a->max_threads_per_block;
 }
@@ -319,7 +350,11 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const double t_tc = 4.0 * c.bm * c.bn * (double)c.dp / (tc_rate * eff);
     /* The softmax: an exp2 per element on the MUFU, and about six fp32 operations (scale, max,
      * subtract, sum, rescale share, pack) on the 128 FMA lanes. */
-    const double t_exp = (double)c.bm * c.bn / exp_rate + (double)c.bm * c.bn * 6.0 / (128.0 * 1.7e3);
+    /* Wider than 128 keys at D = 64, where the softmax bounds the tile, it costs more per key
+     * (H200, session 18, two consumers in pingpong, 3 stages: [8,16,2048,64] 320-328 us at 128
+     * keys, 335-338 at 192, 356 at 176; BERT's [8,12,512,64] 22.3 and 25.1 at 128 and 192). */
+    const double wide_softmax = p.d.d <= 64 && c.bn > 128 ? 1.12 : 1.0;
+    const double t_exp = ((double)c.bm * c.bn / exp_rate + (double)c.bm * c.bn * 6.0 / (128.0 * 1.7e3)) * wide_softmax;
     /* Overlap, or a second consumer, hides the softmax behind GEMMs. */
     /* Every key tile also pays a fixed cost whatever its width: the full-barrier wait, the
      * wgmma fence, commit and wait round trips, the row max/sum shuffles and the stage release.
@@ -328,11 +363,14 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * (bench/results/2026-11-29-h200-attention, run3). Without it the model saw 64- and 128-key
      * tiles as equal there and picked 64 (0.76x of the peer; 192 keys ran at 0.96x, session 8).
      * Not at hd256, whose tiles the GEMMs bound: there the term moved the pick from 64 keys with
-     * one consumer (0.82x) to 80 keys with two (0.71x), measured. A mask with more than 128 keys
-     * a tile measured 2.6x slower than 128 (BERT's [8,12,512,64] with a padding mask: 81 us at
-     * 176 keys, 30 at 128; no spill in ptxas -v, cause not profiled): ranked accordingly. */
+     * one consumer (0.82x) to 80 keys with two (0.71x), measured. A mask read from global memory
+     * by the consumers with more than 128 keys a tile measured 2.6x slower than 128 (BERT's
+     * [8,12,512,64] with a [8,12,512,512]-strided view of its padding mask: 81 us at 176 keys, 30
+     * at 128): ranked accordingly. A staged mask adds about 2 us there at any width (session 18,
+     * the same case with its [8,1,1,512] mask: 24.3-24.4 us at 128 keys, 27.4 at 192, against
+     * 22.3 and 25.1 without a mask; wide_softmax above ranks 128 first). */
     const double t_fixed = p.d.d <= 128 ? 0.27 : 0.0;
-    const double masked_wide = p.d.has_mask && c.bn > 128 ? 2.6 : 1.0;
+    const double masked_wide = p.d.has_mask && !c.mask_staged && c.bn > 128 ? 2.6 : 1.0;
     const double t_tile = ((c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
                                                                 (c.pingpong ? 0.97 : 1.0)
                                                           : t_tc + t_exp) +
@@ -534,30 +572,52 @@ static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cf
                          const aw_sizes *z)
 {
     const double sl2 = p->scale * 1.4426950408889634;
-    tuner_sb_printf(sb,
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
-                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
-                    "float &x = aw_sc[4 * j + 2 * h + e];\nx *= %.9ef;\n",
-                    c->bn / 8, sl2);
-    if (mask_value)
+    if (c->mask_staged) {
+        /* The stage's mask slot (log2 domain, -inf past Skv): this thread's two keys of each 8
+         * in one 8-byte load, shared by its two rows. */
         tuner_sb_printf(sb,
+                        "{\nconst hd_u32 aw_mks = aw_mk + (hd_u32)wg_s * %du + (hd_u32)aw_q2 * 4u;\n"
+                        "#pragma unroll\nfor (int j = 0; j < %d; j++) {\n"
+                        "float aw_k0, aw_k1;\n"
+                        "asm volatile(\"ld.shared.v2.f32 {%%0, %%1}, [%%2];\" : \"=f\"(aw_k0), \"=f\"(aw_k1) : \"r\"(aw_mks + 32u * j));\n"
+                        "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
+                        "aw_sc[4 * j + 2 * h] = fmaf(aw_sc[4 * j + 2 * h], %.9ef, aw_k0);\n"
+                        "aw_sc[4 * j + 2 * h + 1] = fmaf(aw_sc[4 * j + 2 * h + 1], %.9ef, aw_k1);\n"
+                        "}\n}\n}\n",
+                        c->bn * 4, c->bn / 8, sl2, sl2);
+    } else {
+        tuner_sb_printf(sb,
+                        "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
+                        "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
+                        "float &x = aw_sc[4 * j + 2 * h + e];\nx *= %.9ef;\n",
+                        c->bn / 8, sl2);
+        if (mask_value)
+            tuner_sb_printf(sb,
+                            "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
+                            "if (aw_i < %s && aw_j < %s) x += %s;\n",
+                            z->s, z->skv, mask_value);
+        tuner_sb_puts(sb, "}\n");
+    }
+    /* Keys past Skv (a staged mask holds -inf there already) and causally hidden ones. */
+    if (!c->mask_staged || p->causal) {
+        tuner_sb_puts(sb, "if (");
+        if (!c->mask_staged)
+            tuner_sb_printf(sb, "aw_kv0 + %d > %s%s", c->bn, z->skv, p->causal ? " || " : "");
+        if (p->causal)
+            tuner_sb_printf(sb, "(long long)aw_kv0 + %d > (long long)aw_m0 + %s", c->bn - 1, z->off);
+        tuner_sb_printf(sb,
+                        ") {\n"
+                        "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
+                        "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
                         "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
-                        "if (aw_i < %s && aw_j < %s) x += %s;\n",
-                        z->s, z->skv, mask_value);
-    tuner_sb_puts(sb, "}\n");
-    tuner_sb_printf(sb, "if (aw_kv0 + %d > %s", c->bn, z->skv);
-    if (p->causal)
-        tuner_sb_printf(sb, " || (long long)aw_kv0 + %d > (long long)aw_m0 + %s", c->bn - 1, z->off);
-    tuner_sb_printf(sb,
-                    ") {\n"
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++)\n"
-                    "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
-                    "const int aw_i = aw_m0 + aw_r + 8 * h, aw_j = aw_kv0 + 8 * j + aw_q2 + e;\n"
-                    "if (aw_j >= %s",
-                    c->bn / 8, z->skv);
-    if (p->causal)
-        tuner_sb_printf(sb, " || (long long)aw_j > (long long)aw_i + %s", z->off);
-    tuner_sb_puts(sb, ") aw_sc[4 * j + 2 * h + e] = -HD_INF;\n}\n}\n");
+                        "if (",
+                        c->bn / 8);
+        if (!c->mask_staged)
+            tuner_sb_printf(sb, "aw_j >= %s%s", z->skv, p->causal ? " || " : "");
+        if (p->causal)
+            tuner_sb_printf(sb, "(long long)aw_j > (long long)aw_i + %s", z->off);
+        tuner_sb_puts(sb, ") aw_sc[4 * j + 2 * h + e] = -HD_INF;\n}\n}\n");
+    }
     tuner_sb_printf(sb,
                     "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
                     "float aw_m = aw_mx[h];\n"
@@ -599,7 +659,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     aw_sizes z;
     aw_sizes_of(&p, &c, &z);
     /* The mask's value at (aw_b, aw_h, aw_i, aw_j), as the softmax reads it. */
-    char *mv = d->has_mask ? tuner__attn_mask_log2(&p, "aw_b", "aw_h", "aw_i", "aw_j") : NULL;
+    char *mv = d->has_mask ? tuner__attn_mask_log2(&p, "aw_b", "aw_h", c.mask_staged ? "0" : "aw_i", "aw_j") : NULL;
     if (d->has_mask && !mv)
         return -ENOMEM;
     const int S = c.stages;
@@ -640,6 +700,9 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner__hopper_emit_map_addr(&sb, "aw_tm_v", "aw_map_v");
     if (dyn)
         emit_dyn_sizes(&sb, &p, &c);
+    if (c.mask_staged)
+        tuner_sb_printf(&sb, "__shared__ alignas(16) float aw_mkb[%d];\nconst hd_u32 aw_mk = hd_smem_addr(aw_mkb);\n",
+                        c.mask_bytes / 4);
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char aw_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 aw_bars[%d];\n"
@@ -649,11 +712,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "const hd_u32 aw_qfull = wg_bar0 + %d, aw_qempty = wg_bar0 + %d;\n"
                     "const int wg_g = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0);\n"
                     "if (threadIdx.x == 0) {\n"
-                    "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, 1); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
+                    "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
                     "wg_bar_init(aw_qfull, 1);\nwg_bar_init(aw_qempty, %d);\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n__syncthreads();\n",
-                    2 * S + 2, S * c.stage_bytes, 16 * S, 16 * S + 8, S, S, 4 * c.consumers, 4 * c.consumers);
+                    2 * S + 2, S * c.stage_bytes, 16 * S, 16 * S + 8, S,
+                    /* a stage is full once its bytes landed and, staged, its mask warp wrote */
+                    1 + (c.mask_staged ? AW_MASK_THREADS : 0), S, 4 * c.consumers, 4 * c.consumers);
 
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
@@ -682,6 +747,39 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     emit_tile_load(&sb, &p, &c, 2, vdst, "aw_map_v", "aw_kv0", vhead, c.bn, "wg_full");
     tuner__hopper_emit_stage_advance(&sb, S);
     tuner_sb_puts(&sb, "}\n}\n}\n");
+    if (c.mask_staged) {
+        /* Warps 1..3 stage the mask, stage s's tiles warp s % 3's (up to three tiles' loads in
+         * flight; one warp per stage keeps its parity waits exact, as the loader's: a stage's
+         * previous use was the same warp's): the warp loads block_n values of the item's
+         * (batch, head) row at the tile's keys, in the log2 domain the softmax adds (-inf past
+         * Skv), then waits for the stage's release, writes its slot and arrives on the stage's
+         * full barrier, each lane for its writes. */
+        const int nq = (c.bn + 31) / 32;
+        tuner_sb_printf(&sb,
+                        "else if (threadIdx.x >= 32) {\n"
+                        "const int aw_mw = (threadIdx.x >> 5) - 1, aw_ml = threadIdx.x & 31;\n"
+                        "int wg_s = 0, wg_ph = 0;\n"
+                        "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n",
+                        z.items_ll);
+        emit_item(&sb, &p, &c, &z);
+        tuner_sb_printf(&sb,
+                        "for (int n = 0; n < aw_nt; n++) {\n"
+                        "if (wg_s %% 3 == aw_mw) {\n"
+                        "float aw_mv[%d];\n"
+                        "#pragma unroll\nfor (int q = 0; q < %d; q++) {\n"
+                        "const int aw_jj = aw_ml + 32 * q, aw_j = n * %d + aw_jj;\n"
+                        "aw_mv[q] = aw_jj < %d && aw_j < %s ? %s : -HD_INF;\n"
+                        "}\n"
+                        "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph ^ 1);\n"
+                        "const hd_u32 aw_mks = aw_mk + (hd_u32)wg_s * %du;\n"
+                        "#pragma unroll\nfor (int q = 0; q < %d; q++)\n"
+                        "if (aw_ml + 32 * q < %d) asm volatile(\"st.shared.f32 [%%0], %%1;\" :: \"r\"(aw_mks + 4u * (hd_u32)(aw_ml + 32 * q)), \"f\"(aw_mv[q]) : \"memory\");\n"
+                        "wg_arrive(wg_bar0 + 8 * wg_s);\n"
+                        "}\n",
+                        nq, nq, c.bn, c.bn, z.skv, mv, S, c.bn * 4, nq, c.bn);
+        tuner__hopper_emit_stage_advance(&sb, S);
+        tuner_sb_puts(&sb, "}\n}\n}\n");
+    }
 
     /* Consumers. */
     tuner_sb_puts(&sb, "} else {\n");
@@ -695,9 +793,10 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner_sb_printf(&sb,
                     "const int aw_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
                     "const int aw_r = aw_c * 64 + wg_w * 16 + (wg_l >> 2), aw_q2 = 2 * (wg_l & 3);\n"
-                    "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
+
                     "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
                     "float aw_o[%d], aw_sc[%d];\nhd_u32 aw_pa[%d][4];\n"
+                    "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n%s"
                     "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n",
                     c.kv_bytes, c.bn * 128, no, ns, c.bn / 16,
@@ -830,7 +929,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     l->grid[1] = l->grid[2] = 1;
     l->block[0] = (unsigned)c.threads;
     l->block[1] = l->block[2] = 1;
-    l->shared_bytes = tuner__dynamic_shared((unsigned)c.smem, 8u * (2u * (unsigned)c.stages + 2u)); /* aw_bars */
+    l->shared_bytes = tuner__dynamic_shared((unsigned)c.smem, (unsigned)aw_static_bytes(&c));
     tuner__launch_args(l, op);
     for (int i = 0; i < 3; i++)
         l->maps[l->n_maps++] = aw_tmap_of(&p, &c, i);
@@ -864,7 +963,8 @@ const tuner_template tuner__attn_wgmma = {
                        "consumers x m64, s = q.k^T (smem desc, k-major, scale-d 0 first), online softmax exp2 in "
                        "registers, p.v with p from registers and v mn-major (tnsp); block_n{64,80,96,128,176,192,256} "
                        "consumers{1,2,3} stages{2,3,4} overlap{0,1} pingpong{0,1 (2 consumers; named-barrier turns)}; smem <= max, o+s+p+32 <= setmaxnreg budget "
-                       "(producer 40)",
+                       "(producer 40); a mask constant along the query rows staged per stage in shared memory (fp32, "
+                       "log2 domain) by producer warp 1 + stage % 3",
     .applies = aw_applies,
     .enumerate = aw_enumerate,
     .generate = aw_generate,

@@ -2,7 +2,9 @@
  * against a CPU fp64 reference (needs one; exits 77 = skipped without it, or on another arch).
  *
  * Cases: causal with S < Skv and S > Skv, odd lengths, grouped-query heads, an f32 mask [S, Skv]
- * with -inf entries and one row entirely -inf (its output must be 0), bshd, head dims 64, 80,
+ * with -inf entries and one row entirely -inf (its output must be 0), a key-padding mask
+ * [B, 1, 1, Skv] (the one the template stages in shared memory) with -inf keys, a batch entry
+ * entirely -inf and one entirely -FLT_MAX, bshd, head dims 64, 80,
  * 128 and 256, f16 and bf16. Inputs are k/128, |k| <= 128 (exact in both dtypes). Every
  * candidate's output is poisoned with NaN bytes before its launch; the check is
  * max |out - ref| <= tol (f16 0.01, bf16 0.03: P and O are rounded to 16 bits) and no NaN. One
@@ -29,7 +31,8 @@ typedef struct acase {
     const char *name;
     tuner_dtype dt;
     long long b, hq, hkv, s, skv, d;
-    bool bshd, causal, mask;
+    bool bshd, causal;
+    int mask; /* 0: none; 2: [S, Skv]; 4: [B, 1, 1, Skv] (a key-padding mask); f32 */
     bool packed; /* layout bshd_packed: one qkv [B,S,Hq+2Hkv,D] (S = Skv), the mask inputs[1] */
 } acase;
 
@@ -37,10 +40,16 @@ static tuner_op make_op(const acase *c)
 {
     ta_shape ts = {.dt = c->dt, .b = c->b, .hq = c->hq, .hkv = c->hkv, .s = c->s, .skv = c->skv, .d = c->d,
                    .bshd = c->bshd, .causal = c->causal, .packed = c->packed};
-    if (c->mask) {
+    if (c->mask == 2) {
         ts.mask_rank = 2;
         ts.mask_shape[0] = c->s;
         ts.mask_shape[1] = c->skv;
+    } else if (c->mask == 4) {
+        ts.mask_rank = 4;
+        const long long ms[4] = {c->b, 1, 1, c->skv};
+        memcpy(ts.mask_shape, ms, sizeof(ms));
+    }
+    if (c->mask) {
         ts.mask_dt = TUNER_F32;
         ts.mask_align = 4;
     }
@@ -135,13 +144,17 @@ static void verify_case(const acase *c, CUstream st)
     if (c->mask) {
         /* Values in [-2, 0], every 7th -inf, row 3 (when there is one) entirely -inf (its output
          * is 0), and row 4 entirely -FLT_MAX, PyTorch's finfo(f32).min mask (its output is the
-         * mean of v, as softmax gives it). */
-        const size_t nm = (size_t)(c->s * c->skv);
+         * mean of v, as softmax gives it); a key mask's rows are batch entries: entry 1 all -inf,
+         * entry 2 all -FLT_MAX. */
+        const long long rows = c->mask == 4 ? c->b : c->s;
+        const size_t nm = (size_t)(rows * c->skv);
         mask = malloc(nm * sizeof(float));
         for (size_t k = 0; k < nm; k++)
-            mask[k] = (k % 7 == 0 || (c->s > 3 && k / (size_t)c->skv == 3)) ? -INFINITY
-                      : c->s > 4 && k / (size_t)c->skv == 4 ? -3.4028234663852886e38f
-                                                            : (float)t_rnd_int(-256, 0) / 128.0f;
+            mask[k] = (k % 7 == 0 || (rows > 3 && k / (size_t)c->skv == 3) || (c->mask == 4 && k / (size_t)c->skv == 1))
+                          ? -INFINITY
+                      : (rows > 4 || c->mask == 4) && k / (size_t)c->skv == (c->mask == 4 ? 2u : 4u)
+                          ? -3.4028234663852886e38f
+                          : (float)t_rnd_int(-256, 0) / 128.0f;
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + mbuf], nm * sizeof(float)));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + mbuf], mask, nm * sizeof(float)));
     }
@@ -211,7 +224,7 @@ static void verify_case(const acase *c, CUstream st)
 static void time_case(bool causal, CUstream st)
 {
     const acase c = {causal ? "time 4096x4096 hd128 causal" : "time 4096x4096 hd128", TUNER_F16, 1, 16, 16, 4096,
-                     4096, 128, false, causal, false, false};
+                     4096, 128, false, causal, 0, false};
     tuner_op op = make_op(&c);
     tuner_space *sp = NULL;
     char *err = NULL;
@@ -268,20 +281,25 @@ static void time_case(bool causal, CUstream st)
 }
 
 static const acase cases[] = {
-    {"hd128 f16 bhsd 256x256", TUNER_F16, 2, 4, 4, 256, 256, 128, false, false, false, false},
-    {"hd128 bf16 bhsd odd 77x333", TUNER_BF16, 2, 3, 3, 77, 333, 128, false, false, false, false},
-    {"hd64 f16 causal S<Skv 200x1000", TUNER_F16, 1, 4, 4, 200, 1000, 64, false, true, false, false},
-    {"hd128 bf16 causal S>Skv 500x130", TUNER_BF16, 1, 2, 2, 500, 130, 128, false, true, false, false},
-    {"hd128 f16 gqa 8/2 bshd causal 300x300", TUNER_F16, 1, 8, 2, 300, 300, 128, true, true, false, false},
-    {"hd80 f16 bshd 129x257", TUNER_F16, 2, 2, 2, 129, 257, 80, true, false, false, false},
-    {"hd256 bf16 bhsd causal 256x384", TUNER_BF16, 1, 2, 2, 256, 384, 256, false, true, false, false},
-    {"hd128 f16 mask [S,Skv] -inf row 100x200", TUNER_F16, 2, 2, 2, 100, 200, 128, false, false, true, false},
-    {"hd64 bf16 S=1 x 1000", TUNER_BF16, 2, 4, 4, 1, 1000, 64, false, false, false, false},
+    {"hd128 f16 bhsd 256x256", TUNER_F16, 2, 4, 4, 256, 256, 128, false, false, 0, false},
+    {"hd128 bf16 bhsd odd 77x333", TUNER_BF16, 2, 3, 3, 77, 333, 128, false, false, 0, false},
+    {"hd64 f16 causal S<Skv 200x1000", TUNER_F16, 1, 4, 4, 200, 1000, 64, false, true, 0, false},
+    {"hd128 bf16 causal S>Skv 500x130", TUNER_BF16, 1, 2, 2, 500, 130, 128, false, true, 0, false},
+    {"hd128 f16 gqa 8/2 bshd causal 300x300", TUNER_F16, 1, 8, 2, 300, 300, 128, true, true, 0, false},
+    {"hd80 f16 bshd 129x257", TUNER_F16, 2, 2, 2, 129, 257, 80, true, false, 0, false},
+    {"hd256 bf16 bhsd causal 256x384", TUNER_BF16, 1, 2, 2, 256, 384, 256, false, true, 0, false},
+    {"hd128 f16 mask [S,Skv] -inf row 100x200", TUNER_F16, 2, 2, 2, 100, 200, 128, false, false, 2, false},
+    {"hd64 bf16 S=1 x 1000", TUNER_BF16, 2, 4, 4, 1, 1000, 64, false, false, 0, false},
     /* bshd_packed: k and v at heads Hq and Hq + Hkv of one map over qkv */
-    {"hd64 f16 packed gpt2 12/12 causal 300", TUNER_F16, 2, 12, 12, 300, 300, 64, true, true, false, true},
-    {"hd128 bf16 packed gqa 8/2 257", TUNER_BF16, 1, 8, 2, 257, 257, 128, true, false, false, true},
-    {"hd80 f16 packed mask 4/4 100", TUNER_F16, 2, 4, 4, 100, 100, 80, true, false, true, true},
-    {"hd256 f16 packed mqa 4/1 causal 130", TUNER_F16, 1, 4, 1, 130, 130, 256, true, true, false, true},
+    {"hd64 f16 packed gpt2 12/12 causal 300", TUNER_F16, 2, 12, 12, 300, 300, 64, true, true, 0, true},
+    {"hd128 bf16 packed gqa 8/2 257", TUNER_BF16, 1, 8, 2, 257, 257, 128, true, false, 0, true},
+    {"hd80 f16 packed mask 4/4 100", TUNER_F16, 2, 4, 4, 100, 100, 80, true, false, 2, true},
+    {"hd256 f16 packed mqa 4/1 causal 130", TUNER_F16, 1, 4, 1, 130, 130, 256, true, true, 0, true},
+    /* key-padding masks [B, 1, 1, Skv]: staged per stage in shared memory by the producer */
+    {"hd64 f16 key mask 200x333", TUNER_F16, 3, 4, 4, 200, 333, 64, false, false, 4, false},
+    {"hd128 bf16 key mask gqa 4/2 bshd causal 150x300", TUNER_BF16, 3, 4, 2, 150, 300, 128, true, true, 4, false},
+    {"hd64 f16 packed key mask 6/6 130", TUNER_F16, 3, 6, 6, 130, 130, 64, true, false, 4, true},
+    {"hd256 bf16 key mask 70x200", TUNER_BF16, 3, 2, 2, 70, 200, 256, false, false, 4, false},
 };
 
 int main(void)

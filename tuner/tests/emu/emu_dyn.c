@@ -146,7 +146,8 @@ static int asm_operands(const char *a, const char *end, char (*ops)[96], int max
 
 /* Stream-K's workspace (tuner/gemm/wgmma.c, emit_sk_fixup) as host code: fp32 partials stored
  * and loaded four at a time at L2, a block's flag released and the lower blocks' acquired
- * (emu_ld_acquire spins, so a flag nobody sets shows as a deadlock). `code` takes the operands in
+ * (emu_ld_acquire spins, so a flag nobody sets shows as a deadlock); and attention_wgmma's
+ * staged mask in shared memory. `code` takes the operands in
  * `order`; its first n_ops (printf ignores the rest). */
 static const struct {
     const char *tmpl;
@@ -162,6 +163,10 @@ static const struct {
     {"fence.acq_rel.gpu;\\nst.relaxed.gpu.global.u32 [%0], 1;", 1, "*(volatile unsigned *)(%s) = 1u;", {0, 1, 2, 3, 4}},
     {"ld.acquire.gpu.global.u32 %0, [%1];", 2, "%s = emu_ld_acquire((const unsigned *)(%s));",
      {0, 1, 2, 3, 4}},
+    /* attention_wgmma's staged mask: a producer thread's fp32 store, a consumer's pair load */
+    {"st.shared.f32 [%0], %1;", 2, "{ const float emu_v = %s; memcpy(sm(%s, 4), &emu_v, 4); }", {1, 0, 2, 3, 4}},
+    {"ld.shared.v2.f32 {%0, %1}, [%2];", 3,
+     "{ float emu_p[2]; memcpy(emu_p, sm(%s, 8), 8); %s = emu_p[0]; %s = emu_p[1]; }", {2, 0, 1, 3, 4}},
 };
 
 /* The row of emu_sk_asm whose template is tmpl, or -1. */
@@ -181,7 +186,8 @@ static int stream_k_asm(const char *tmpl)
  * `bar.sync` / `bar.arrive` statements
  * calls of emu_bar_sync / emu_bar_arrive; fences, register reallocation and bulk async-group
  * waits nothing (the emulator's copies are done when issued); the shared-memory declarations
- * places in its shared memory (the barrier array after the dynamic part's 227 KiB). Returns a
+ * places in its shared memory (the barrier array after the dynamic part's 227 KiB, an fp32 one -
+ * attention_wgmma's staged mask - 1 KiB after it). Returns a
  * malloc'd copy; an asm statement it does not know stays, and the host compile fails on it. */
 static char *rewrite_for_emu(const char *src)
 {
@@ -250,6 +256,11 @@ static char *rewrite_for_emu(const char *src)
         }
         if (sscanf(p, "__shared__ alignas(8) hd_u64 %47[a-z_0-9][%d];%n", name, &nb, &used) == 2 && used > 0) {
             n += (size_t)snprintf(out + n, cap - n, "hd_u64 *const %s = (hd_u64 *)(gm_smem + 232448);", name);
+            p += used;
+            continue;
+        }
+        if (sscanf(p, "__shared__ alignas(16) float %47[a-z_0-9][%d];%n", name, &nb, &used) == 2 && used > 0) {
+            n += (size_t)snprintf(out + n, cap - n, "float *const %s = (float *)(gm_smem + 233472);", name);
             p += used;
             continue;
         }
