@@ -247,17 +247,18 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
 /* The tune:"none" pick by head dim: D <= 128 128 keys per tile with two consumers and a 3-deep
  * ring (H200, 4096 x 4096 hd128, 16 heads: 3 stages 630 TFLOP/s, 2 stages 419 - the ring is
  * 64 KiB a stage, and 2 leave the consumers waiting for loads: ncu showed 0.39 eligible warps per
- * scheduler; causal 478 against 385; bench/results/2026-11-29-h200-attention), D = 64 192 keys,
- * D = 256 64 keys (O alone is 128 registers) and 2 stages (a stage is 64 KiB there too, and 3
- * would not fit beside the Q tile); one consumer where S fits one 64-row block. A dynamic op's
- * D = 64 with a mask takes 128 keys: its mask's addressing from the dims' parameters spilled
- * 56 bytes at 192 (ptxas -v, BERT's [b,12,s,64] with a [b,1,1,s] mask), none at 128. */
-static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages)
+ * scheduler; causal 478 against 385; bench/results/2026-11-29-h200-attention), the same at
+ * D = 64 (session 18: [8,16,2048,64] 320-328 us at 128 keys, 335-338 at 192), D = 256 64 keys
+ * (O alone is 128 registers) and 2 stages (a stage is 64 KiB there too, and 3 would not fit
+ * beside the Q tile) without the intra-warpgroup overlap (session 18: 1031 us against 1196 at
+ * [8,16,2048,256]; aw_predict says why); one consumer where S fits one 64-row block. */
+static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages, int *overlap)
 {
     const long long d = p->d.d;
     *consumers = p->d.s <= 64 ? 1 : 2;
-    *bn = d == 64 ? (p->d.has_mask && tuner_op_is_dynamic(p->op) ? 128 : 192) : d == 256 ? 64 : 128;
+    *bn = d == 256 ? 64 : 128;
     *stages = d == 256 ? 2 : 3;
+    *overlap = d == 256 ? 0 : 1;
 }
 
 static const int aw_block_ns[] = {64, 80, 96, 128, 176, 192, 256};
@@ -268,15 +269,15 @@ static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
     if (!aw_problem(op, t, &p))
         return 0;
     const tuner_arch *a = tuner__arch(t);
-    int pbn, pc, pst;
-    aw_pick(&p, &pbn, &pc, &pst);
+    int pbn, pc, pst, pov;
+    aw_pick(&p, &pbn, &pc, &pst, &pov);
     for (int pass = 0; pass < 2; pass++)
         for (size_t bi = 0; bi < sizeof(aw_block_ns) / sizeof(aw_block_ns[0]); bi++)
             for (int cons = 1; cons <= 3; cons++)
                 for (int st = 2; st <= 4; st++)
                 for (int ov = 1; ov >= 0; ov--)
                 for (int pp = 0; pp <= (cons == 2); pp++) {
-                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == 1 && pp == 0;
+                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == pov && pp == 0;
                     if (pref != (pass == 0))
                         continue;
                     tuner_schedule s;
@@ -304,10 +305,10 @@ static int aw_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__attn_problem p;
     if (!aw_problem(op, t, &p))
         return -ENOENT;
-    int bn, cons, st;
-    aw_pick(&p, &bn, &cons, &st);
+    int bn, cons, st, ov;
+    aw_pick(&p, &bn, &cons, &st, &ov);
     tuner_schedule s;
-    aw_schedule(&s, bn, cons, st, 1, 0);
+    aw_schedule(&s, bn, cons, st, ov, 0);
     ret->n_params = s.n_params;
     memcpy(ret->params, s.params, sizeof(s.params));
     return 0;
@@ -371,9 +372,17 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * 22.3 and 25.1 without a mask; wide_softmax above ranks 128 first). */
     const double t_fixed = p.d.d <= 128 ? 0.27 : 0.0;
     const double masked_wide = p.d.has_mask && !c.mask_staged && c.bn > 128 ? 2.6 : 1.0;
-    const double t_tile = ((c.overlap || c.consumers >= 2 ? (t_tc > t_exp ? t_tc : t_exp) * (c.overlap ? 1.05 : 1.1) *
-                                                                (c.pingpong ? 0.97 : 1.0)
-                                                          : t_tc + t_exp) +
+    /* At D = 256 (O alone 128 registers a thread) only a second consumer hides the softmax:
+     * the intra-warpgroup overlap did not with one (ncu, session 7: exp2 and the GEMMs
+     * alternate) and cost 11-23% with two, and pingpong gained nothing (H200, session 18, every
+     * candidate of [8,16,2048,256] and [2,16,8192,256]: two consumers, 80 keys, 2 stages, no
+     * overlap 1009 / 3711 us; the same with overlap 1120-1192 / 4309-4538; one consumer 1164 /
+     * 4375 at best). */
+    const bool wide_o = p.d.d >= 256;
+    const bool hidden = (c.overlap && !wide_o) || c.consumers >= 2;
+    const double overlap_cost = c.overlap ? (wide_o ? 1.2 : 1.05) : 1.1;
+    const double t_tile = ((hidden ? (t_tc > t_exp ? t_tc : t_exp) * overlap_cost * (c.pingpong && !wide_o ? 0.97 : 1.0)
+                                   : t_tc + t_exp) +
                            t_fixed) *
                           masked_wide;
     /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. */

@@ -165,10 +165,11 @@ static const tuner_schedule *model_pick(const attn_case *c, tuner_space **sp)
 
 /* Measured on the H200 (session 8): at hd64 without a mask the softmax bounds a tile of any
  * width, so what separates widths is each tile's fixed cost - 64 keys ran at 0.76x of the peer,
- * 192 at 0.96x: the model must rank wide tiles first. A mask read from global memory by the
- * consumers (one that varies along the query rows) ran 2.6x slower at 176 keys than at 128: no
- * wider than 128 there. BERT's key-padding mask [B,1,1,S] is staged in shared memory (session 18:
- * 24.8-25.1 us at 128 and 192 keys, 26.5 at 64): wide tiles again. */
+ * 192 at 0.96x: the model must not rank narrow tiles first; session 18: 128 keys beat 192 (320-328
+ * against 335-338 us at [8,16,2048,64]). A mask read from global memory by the consumers (one
+ * that varies along the query rows) ran 2.6x slower at 176 keys than at 128: no wider than 128
+ * there. BERT's key-padding mask [B,1,1,S] is staged in shared memory (session 18: 24.3-24.4 us
+ * at 128 keys, 26.5 at 64, 27.4 at 192): 128 again. */
 static void test_model_key_tiles(void)
 {
     const attn_case wide = {"hd64 b8 s2048", TUNER_F16, 8, 16, 16, 2048, 2048, 64, false, false, 0, 0, false, false};
@@ -183,13 +184,28 @@ static void test_model_key_tiles(void)
     tuner_space_free(sp);
     sp = NULL;
     s = model_pick(&bert, &sp);
-    CHECK(s && !strcmp(s->template_name, "attention_wgmma") && tuner_schedule_param(s, "block_n", 0) >= 128,
+    CHECK(s && !strcmp(s->template_name, "attention_wgmma") && tuner_schedule_param(s, "block_n", 0) == 128,
           "key-masked hd64 model pick block_n %d", s ? tuner_schedule_param(s, "block_n", 0) : -1);
     tuner_space_free(sp);
     sp = NULL;
     s = model_pick(&rows, &sp);
     CHECK(s && !strcmp(s->template_name, "attention_wgmma") && tuner_schedule_param(s, "block_n", 0) <= 128,
           "row-masked hd64 model pick block_n %d", s ? tuner_schedule_param(s, "block_n", 0) : -1);
+    tuner_space_free(sp);
+}
+
+/* hd256 (session 18, every candidate of [8,16,2048,256] and [2,16,8192,256] on the H200): two
+ * consumers without the intra-warpgroup overlap ran fastest (1009-1031 / 3711-3786 us), the
+ * overlap cost 11-23% and one consumer 15% at best: the model's pick is two, no overlap. */
+static void test_model_hd256(void)
+{
+    const attn_case c = {"hd256 b2 s8192", TUNER_F16, 2, 16, 16, 8192, 8192, 256, false, false, 0, 0, false, false};
+    tuner_space *sp = NULL;
+    const tuner_schedule *s = model_pick(&c, &sp);
+    CHECK(s && !strcmp(s->template_name, "attention_wgmma") && tuner_schedule_param(s, "consumers", 0) == 2 &&
+              tuner_schedule_param(s, "overlap", -1) == 0,
+          "hd256 model pick consumers %d overlap %d", s ? tuner_schedule_param(s, "consumers", 0) : -1,
+          s ? tuner_schedule_param(s, "overlap", -1) : -1);
     tuner_space_free(sp);
 }
 
@@ -396,6 +412,7 @@ int main(int argc, char **argv)
     test_space();
     test_default();
     test_model_key_tiles();
+    test_model_hd256();
     test_packed_maps();
     if (!checks_only)
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
