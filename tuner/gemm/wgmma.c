@@ -2997,14 +2997,19 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * stores, addresses) and 8 conflict-free shared-memory wavefronts. Their pace bounds the
      * ring like a producer's (the issue of three warps, or the wavefronts, at the SM's clock:
      * its fp32 FMA rate over 128 lanes), and the wavefronts share shared-memory bandwidth with
-     * the wgmma reading their operands: half of them are charged to the tensor cores' time. Not
-     * measured yet (no GPU when this was written): an estimate from the instruction counts. */
+     * the wgmma reading their operands: half of them are charged to the tensor cores' time.
+     * Each warp's steps also run one after another at their latency (shared-memory loads, the
+     * permutes on them, the stores): about 170 cycles a step, from the H200 (session 18, FP8
+     * 16x8192x8192 with B [K,N], 64x128 tiles split in two, 32 steps a k tile: 30.3 us with the
+     * producer's three warps, 24.3 with seven - tnsp_wg - where the weights' stream bounds it),
+     * which the issue and the wavefronts alone priced the same. */
     double tnsp_us = 0.0, tnsp_smem_us = 0.0;
     if (wg_any_tnsp(&p)) {
         const double mhz = a->fma_f32_tflops * 1e6 / (a->sm_count * 256.0);
         const double units = 32.0 * ((wg_tnsp(&p, 0) ? c.bm / 128 : 0) + (wg_tnsp(&p, 1) ? c.bn / 128 : 0));
-        const double issue = ceil(units / wg_tnsp_warps(&c)) * 24.0, smem = units * 8.0;
-        tnsp_us = (issue > smem ? issue : smem) / mhz;
+        const double steps = ceil(units / wg_tnsp_warps(&c));
+        const double issue = steps * 24.0, smem = units * 8.0, latency = steps * 170.0;
+        tnsp_us = fmax(fmax(issue, smem), latency) / mhz;
         tnsp_smem_us = smem / mhz;
     }
     const tuner__gemm_ring ring = {
