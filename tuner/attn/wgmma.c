@@ -366,8 +366,8 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * Not at hd256, whose tiles the GEMMs bound: there the term moved the pick from 64 keys with
      * one consumer (0.82x) to 80 keys with two (0.71x), measured. A mask read from global memory
      * by the consumers with more than 128 keys a tile measured 2.6x slower than 128 (BERT's
-     * [8,12,512,64] with a [8,12,512,512]-strided view of its padding mask: 81 us at 176 keys, 30
-     * at 128): ranked accordingly. A staged mask adds about 2 us there at any width (session 18,
+     * [8,12,512,64] with its [8,1,1,512] mask, before such masks were staged: 81 us at 176 keys,
+     * 30 at 128): ranked accordingly for the masks still read that way. A staged mask adds about 2 us there at any width (session 18,
      * the same case with its [8,1,1,512] mask: 24.3-24.4 us at 128 keys, 27.4 at 192, against
      * 22.3 and 25.1 without a mask; wide_softmax above ranks 128 first). */
     const double t_fixed = p.d.d <= 128 ? 0.27 : 0.0;
@@ -802,10 +802,9 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner_sb_printf(&sb,
                     "const int aw_c = wg_g - 1, wg_w = (threadIdx.x >> 5) & 3, wg_l = threadIdx.x & 31;\n"
                     "const int aw_r = aw_c * 64 + wg_w * 16 + (wg_l >> 2), aw_q2 = 2 * (wg_l & 3);\n"
-
+                    "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
                     "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
                     "float aw_o[%d], aw_sc[%d];\nhd_u32 aw_pa[%d][4];\n"
-                    "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n%s"
                     "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n",
                     c.kv_bytes, c.bn * 128, no, ns, c.bn / 16,
