@@ -1520,6 +1520,11 @@ def padding_masks(gm):
     Rewritten, in the cone of an attention node's mask:
       and(x, c) with c a constant that is all true (bitwise_and, logical_and) -> expand(x);
       where(expand(...expand(x)), a, b) with 0-d a and b -> expand(where(x, a, b));
+    With dynamic sizes c is no constant: it is taken as all true by its form (_all_true: the
+    builder's kv_idx >= 0 over an arange from 0, ANDed with a 0-d True), the and is x itself where
+    its readers are expands to sizes that x broadcasts to, and the new expand takes the sizes of
+    the model's own expand (graph nodes) - without this, transformers' [b, 1, s, s] mask named s
+    twice, and the whole BERT graph went to PyTorch.
     and the attention's mask loses its expands (the op broadcasts a mask) and the pad that PyTorch's
     CUDA SDPA puts around a mask whose rows are not 16-byte aligned, sliced back. On CUDA
     (PyTorch 2.11, transformers 5.17) the all-true factor is itself and(full(True), kv_idx >= 0) and
@@ -1531,16 +1536,54 @@ def padding_masks(gm):
     ands = (aten.bitwise_and.Tensor, aten.logical_and.default)
     n_rewritten = 0
 
-    def expanded(x, like):
-        """expand(x) to like's shape, inserted before like; None for a shape of dynamic sizes
-        (the graph would need their nodes: left as it is)."""
-        shape = list(meta_of(like).shape)
-        if not all(type(d) is int for d in shape):
+    def size_nodes(shape):
+        """shape with each dynamic size as a graph node holding it (a size placeholder, or a
+        sym_size), or None where one is missing."""
+        out = []
+        for d in shape:
+            if type(d) is int:
+                out.append(d)
+                continue
+            holder = next((p for p in gm.graph.nodes
+                           if (p.op == "placeholder" or p.target is aten.sym_size.int) and
+                           isinstance(meta_of(p), torch.SymInt) and aten_same_size(meta_of(p), d)), None)
+            if holder is None:
+                return None
+            out.append(holder)
+        return out
+
+    def expanded(x, like, sizes=None):
+        """expand(x) to like's shape (sizes: the same as the expand's size arguments, graph
+        nodes among them), inserted before like; with dynamic sizes and no sizes, the nodes that
+        hold them (size_nodes); None where one is missing (left as it is)."""
+        shape = list(meta_of(like).shape) if sizes is None else list(sizes)
+        if sizes is None and not all(type(d) is int for d in shape):
+            shape = size_nodes(shape)
+            if shape is None:
+                return None
+        if any(hasattr(d, "op") and d not in like.graph.nodes for d in shape):
             return None
         with gm.graph.inserting_before(like):
             e = gm.graph.call_function(aten.expand.default, (x, shape))
         e.meta["val"] = meta_of(like)
         return e
+
+    def expands_to_sizes_of(x, n):
+        """Whether every reader of n is an expand to explicit sizes that x, read instead of n,
+        gives the same result for: -1 only where x's axis is n's."""
+        mx, mn = meta_of(x), meta_of(n)
+        if not n.users or mx is None or mn is None:
+            return False
+        for u in n.users:
+            if u.target is not aten.expand.default or u.args[0] is not n or len(u.args) != 2 or \
+                    not isinstance(u.args[1], (list, tuple)) or len(u.args[1]) != mn.dim():
+                return False
+            lead = mn.dim() - mx.dim()
+            for i, size in enumerate(u.args[1]):
+                same = i >= lead and aten_same_size(mx.shape[i - lead], mn.shape[i])
+                if isinstance(size, int) and size == -1 and not same:
+                    return False
+        return True
 
     def cone(mask, limit=64):
         seen, stack = [], [mask]
@@ -1571,6 +1614,14 @@ def padding_masks(gm):
                 with _real_tensors():
                     value = _constant_value(gm, c)
                     full = value is not None and value.dtype == torch.bool and bool(value.all())
+                if not full and _all_true(c):
+                    # Dynamic sizes: true everywhere by its form; x read where its readers allow,
+                    # else expanded to n's sizes.
+                    if expands_to_sizes_of(x, n):
+                        n.replace_all_uses_with(x)
+                        n_rewritten += 1
+                        break
+                    full = True
                 e = expanded(x, n) if full else None
                 if e is not None:
                     n.replace_all_uses_with(e)
@@ -1587,12 +1638,17 @@ def padding_masks(gm):
                 inner = inner.args[0]
             if not all(isinstance(v, torch.fx.Node) and meta_of(v) is not None and meta_of(v).dim() == 0 for v in (a, b)):
                 continue
+            sizes = None
             if not all(type(d) is int for d in meta_of(n).shape):
-                continue
+                # Dynamic sizes: the outer expand's own sizes (graph nodes), which are n's.
+                if len(cond.args) != 2 or not isinstance(cond.args[1], (list, tuple)) or \
+                        meta_of(cond) is None or tuple(meta_of(cond).shape) != tuple(meta_of(n).shape):
+                    continue
+                sizes = cond.args[1]
             with gm.graph.inserting_before(n):
                 small = gm.graph.call_function(aten.where.self, (inner, a, b))
             small.meta["val"] = _fake_call(aten.where.self, (inner, a, b))
-            n.replace_all_uses_with(expanded(small, n))
+            n.replace_all_uses_with(expanded(small, n, sizes))
             n_rewritten += 1
         mask = node.args[pos] if len(node.args) > pos else node.kwargs.get(key)  # as rewritten
         stripped = mask
@@ -1615,6 +1671,67 @@ def padding_masks(gm):
         gm.graph.eliminate_dead_code()
         gm.recompile()
     return n_rewritten
+
+
+def aten_same_size(a, b):
+    """Whether two sizes (ints or SymInts) are the same size: equal ints, or the same symbol."""
+    if type(a) is int and type(b) is int:
+        return a == b
+    if type(a) is int or type(b) is int:
+        return False
+    return str(a.node.expr) == str(b.node.expr)
+
+
+def _all_true(node, depth=0):
+    """Whether bool node is true everywhere at any sizes, by its form: full(True), an AND of
+    such, `x >= v` (or `x > v`) with x an arange from a start that already passes (through an
+    added non-negative number, unsqueeze, view, expand, transpose, permute, slice, a copy), as
+    transformers' mask builder writes kv_idx >= 0."""
+    import torch
+    aten = torch.ops.aten
+    if depth > 24 or not hasattr(node, "op") or node.op != "call_function":
+        return False
+    t = node.target
+    if t is aten.full.default:
+        return len(node.args) >= 2 and node.args[1] is True
+    if t in (aten.bitwise_and.Tensor, aten.logical_and.default):
+        return len(node.args) == 2 and all(_all_true(a, depth + 1) for a in node.args)
+    if t in (aten.ge.Scalar, aten.gt.Scalar) and len(node.args) == 2 and isinstance(node.args[1], (int, float)):
+        low = _lower_bound(node.args[0])
+        return low is not None and (low >= node.args[1] if t is aten.ge.Scalar else low > node.args[1])
+    if t in _shape_only_ops():
+        return _all_true(node.args[0], depth + 1)
+    return False
+
+
+def _lower_bound(node, depth=0):
+    """The least value of an integer node built from an arange (see _all_true), or None."""
+    import torch
+    aten = torch.ops.aten
+    if depth > 24 or not hasattr(node, "op") or node.op != "call_function":
+        return None
+    t, args = node.target, node.args
+    if t is aten.arange.default:
+        return 0
+    if t is aten.arange.start_step or t is aten.arange.start:
+        step = args[2] if len(args) > 2 else node.kwargs.get("step", 1)
+        return args[0] if type(args[0]) is int and type(step) is int and step > 0 else None
+    if t is aten.add.Tensor and len(args) == 2 and type(args[1]) is int and args[1] >= 0 and \
+            node.kwargs.get("alpha", 1) == 1:
+        low = _lower_bound(args[0], depth + 1)
+        return None if low is None else low + args[1]
+    if t in _shape_only_ops() or t is aten.slice.Tensor:
+        return _lower_bound(args[0], depth + 1)
+    return None
+
+
+def _shape_only_ops():
+    """The ops that move or repeat a tensor's values without changing them."""
+    import torch
+    aten = torch.ops.aten
+    return (aten.unsqueeze.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+            aten.expand.default, aten.transpose.int, aten.permute.default, aten.clone.default,
+            aten.alias.default)
 
 
 def _causal_or_none(value, scores=None):

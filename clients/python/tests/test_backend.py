@@ -468,6 +468,42 @@ class BackendTest(unittest.TestCase):
                 made = {o: n for n in nodes for o in n["outputs"]}
                 self.assertEqual(made[att[0]["inputs"][3]]["op"], "where", nodes)
 
+    def test_dynamic_built_padding_mask_reaches_attention_as_b11s(self):
+        # The same built mask with dynamic sizes: the all-true part depends on s (no constant to
+        # evaluate) and is told by its form; the AND becomes the padding part read by the model's
+        # expand, the where's expand takes that expand's sizes. The attention node's mask is
+        # [b, 1, 1, s] - as [b, 1, s, s] it named s twice, and the daemon refused the graph
+        # (transformers' BERT with an attention_mask at dynamic=True ran wholly in PyTorch). Run by
+        # PyTorch (empty plans) at two sizes, the rewritten graph gives the model's result.
+        for cuda in (False, True):
+            with self.subTest(cuda=cuda):
+                torch.manual_seed(0)
+                m = BuiltMask(cuda=cuda).eval()
+                sent = self.requests_only()
+                torch._dynamo.reset()
+                c, reports = self.compile_dynamic(m, dtype="f16", cache_dir="off")
+                with warnings.catch_warnings(), torch.no_grad():
+                    warnings.simplefilter("ignore")
+                    for b, s in ((3, 9), (2, 13)):
+                        x = torch.randn(b, s, 64)
+                        keep = torch.ones(b, s, dtype=torch.int64)
+                        keep[1, s - 3:] = 0
+                        torch.testing.assert_close(c(x, keep), m(x, keep), rtol=2e-3, atol=2e-3)
+                reqs = [r for r in sent if any(n["op"] == "attention" for n in r["graph"]["nodes"])]
+                self.assertTrue(reqs, sent)
+                for req in reqs:
+                    self.assert_named_only(req)
+                    nodes = req["graph"]["nodes"]
+                    att = next(n for n in nodes if n["op"] == "attention")
+                    self.assertEqual(len(att["inputs"]), 4, att)
+                    made = {o: n for n in nodes for o in n["outputs"]}
+                    self.assertEqual(made[att["inputs"][3]]["op"], "where", nodes)
+                    cond = made[att["inputs"][3]]["inputs"][0]
+                    shape = next(i["shape"] for i in req["graph"]["inputs"] if i["name"] == cond)
+                    self.assertEqual(len(shape), 4, shape)
+                    self.assertEqual(shape[1:3], [1, 1], shape)
+                    self.assertTrue(all(isinstance(d, str) for d in (shape[0], shape[3])), shape)
+
     def test_static_math_attention_drops_an_all_through_mask(self):
         # PyTorch's math form of SDPA (how a CUDA trace holds a masked call) in a static graph, its
         # mask constant and true everywhere: put back as the SDPA call, the mask is dropped, so

@@ -91,6 +91,54 @@ class ModelsTest(unittest.TestCase):
         ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
         self.assertTrue({"embedding", "layernorm", "softmax", "matmul"} <= ops, ops)
 
+    def test_bert_dynamic_with_attention_mask(self):
+        # BERT with a padded batch's attention_mask, compiled with dynamic sizes: transformers'
+        # mask builder makes a [b, 1, s, s] mask, which named s twice and sent the whole graph to
+        # PyTorch; now the attention node reads the [b, 1, 1, s] padding part and the daemon takes
+        # the graph. Two layers (the mask's path is the same in each), f16 kernels (the attention
+        # op's dtypes: an f32 attention with a dynamic batch stays in PyTorch), at two sizes
+        # against eager: on the CPU a dynamic piece runs its rewritten graph in PyTorch (there is
+        # no reference run of named sizes), which checks the rewrite; tests/gpu/models.py the
+        # kernels.
+        import functools
+        cfg = transformers.BertConfig(num_hidden_layers=2)
+        torch.manual_seed(0)
+        model = transformers.BertModel(cfg).eval()
+        reports = []
+        be = functools.partial(hidetd.backend.hidetd_backend, _reports=reports,
+                               options={"address": self.daemon.sock, "tune": "none", "reference": True,
+                                        "dtype": "f16"})
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=be, dynamic=True)
+        try:
+            for b, s in ((3, 40), (2, 57)):
+                ids = torch.randint(0, cfg.vocab_size, (b, s))
+                mask = torch.ones(b, s, dtype=torch.long)
+                mask[1, s // 2:] = 0
+                with torch.no_grad():
+                    want = model(ids, attention_mask=mask).last_hidden_state
+                with warnings.catch_warnings(), torch.no_grad():
+                    warnings.simplefilter("ignore")
+                    got = compiled(ids, attention_mask=mask).last_hidden_state
+                err = float((got.float() - want).abs().max() / want.abs().max())
+                self.assertLess(err, 1e-3, "the graphs' answer differs from eager's at %dx%d" % (b, s))
+        finally:
+            torch._dynamo.reset()
+        self.assertTrue(reports, "nothing was compiled")
+        r = reports[0]
+        self.assertGreater(r.hidetd, 50, str(r))
+        att = [n for req in r.requests for n in req["graph"]["nodes"] if n["op"] == "attention"]
+        self.assertEqual(len(att), 2, str(r))
+        for req in r.requests:
+            made = {o: n for n in req["graph"]["nodes"] for o in n["outputs"]}
+            shapes = {i["name"]: i["shape"] for i in req["graph"]["inputs"]}
+            for n in req["graph"]["nodes"]:
+                if n["op"] == "attention":
+                    self.assertEqual(len(n["inputs"]), 4, n)
+                    where = made[n["inputs"][3]]
+                    self.assertEqual(where["op"], "where", where)
+                    self.assertEqual(shapes[where["inputs"][0]][1:3], [1, 1], shapes)
+
     def test_gpt2(self):
         e = self.check(*text("gpt2"))
         ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
