@@ -3,7 +3,7 @@
 with dynamic batch and sequence length, against the same model compiled for each exact size.
 
     models_dynamic.py --socket SOCK --out DIR [--model bert] [--sizes 20] [--seed 0]
-                      [--batch 1,32] [--seq 16,512] [--tune model] [--iters 30]
+                      [--batch 1,32] [--seq 16,512] [--tune model] [--iters 30] [--padded]
 
 One compilation with dynamic=True (the batch and sequence axes of the inputs marked dynamic
 with their ranges), then SIZES random (batch, seq) pairs in range: each is called once (the
@@ -15,7 +15,8 @@ captured right after the first calls would hold the generic kernels). The peer o
 backend for exactly that size (dynamic=False, a fresh Dynamo cache). Reported: recompilations
 after the first (target 0), dynamic / static latency per size (target <= 1.15), the error.
 Writes DIR/models_dynamic.json and DIR/models_dynamic.md, after every row (a run cut short keeps
-what it measured).
+what it measured). --padded passes an attention_mask as well, a padded batch's: row i keeps the
+first s - (i % 4) * s / 8 tokens (transformers then builds a padding mask the attention reads).
 """
 import argparse
 import functools
@@ -82,7 +83,7 @@ def kernel_times(fn, inputs, calls=5, top=14):
 def write_out(args, rows, compilations, explanation, compile_s, gpu, torch_version):
     """DIR/models_dynamic.json and .md from the rows so far: written after every row, so that a run
     cut short (a device call's time limit) keeps what it measured. Returns the table's lines."""
-    summary = {"model": args.model, "compile_s": compile_s,
+    summary = {"model": args.model, "padded": args.padded, "compile_s": compile_s,
                "compilations": compilations, "recompilations": max(0, compilations - 1),
                "torch_ops": explanation.torch, "hidetd_ops": explanation.hidetd,
                "left": sorted(explanation.left),
@@ -133,6 +134,7 @@ def main():
                     help="the sizes to run, BxS,BxS,... (e.g. a row of an earlier run, with --profile), "
                          "instead of --sizes random ones")
     ap.add_argument("--no-static", action="store_true")
+    ap.add_argument("--padded", action="store_true", help="pass a padded batch's attention_mask too")
     ap.add_argument("--profile", action="store_true",
                     help="also print each row's kernels (CUDA time per call, summed by name) for "
                          "the dynamic and the static compile: where a ratio comes from")
@@ -152,8 +154,14 @@ def main():
     m, _ = model_zoo.build((args.model, b_hi, s_hi), torch.float16)
 
     def inputs_at(b, s):
-        # model_zoo's transformer inputs: token ids [b, s].
-        return (torch.randint(0, m.config.vocab_size, (b, s), device="cuda"),)
+        # model_zoo's transformer inputs: token ids [b, s]; --padded, an attention_mask [b, s].
+        ids = torch.randint(0, m.config.vocab_size, (b, s), device="cuda")
+        if not args.padded:
+            return (ids,)
+        mask = torch.ones(b, s, dtype=torch.int64, device="cuda")
+        for i in range(b):
+            mask[i, s - (i % 4) * s // 8:] = 0
+        return (ids, mask)
 
     opts = {"address": args.socket, "tune": args.tune, "dynamic_max": max(b_hi, s_hi)}
     reports = []
