@@ -1536,17 +1536,21 @@ def padding_masks(gm):
     ands = (aten.bitwise_and.Tensor, aten.logical_and.default)
     n_rewritten = 0
 
-    def size_nodes(shape):
+    def size_nodes(shape, before):
         """shape with each dynamic size as a graph node holding it (a size placeholder, or a
-        sym_size), or None where one is missing."""
+        sym_size) that comes before node `before`, or None where there is none."""
+        holders = []
+        for p in gm.graph.nodes:
+            if p is before:
+                break
+            if (p.op == "placeholder" or p.target is aten.sym_size.int) and isinstance(meta_of(p), torch.SymInt):
+                holders.append(p)
         out = []
         for d in shape:
             if type(d) is int:
                 out.append(d)
                 continue
-            holder = next((p for p in gm.graph.nodes
-                           if (p.op == "placeholder" or p.target is aten.sym_size.int) and
-                           isinstance(meta_of(p), torch.SymInt) and aten_same_size(meta_of(p), d)), None)
+            holder = next((p for p in holders if _same_size(meta_of(p), d)), None)
             if holder is None:
                 return None
             out.append(holder)
@@ -1558,11 +1562,9 @@ def padding_masks(gm):
         hold them (size_nodes); None where one is missing (left as it is)."""
         shape = list(meta_of(like).shape) if sizes is None else list(sizes)
         if sizes is None and not all(type(d) is int for d in shape):
-            shape = size_nodes(shape)
+            shape = size_nodes(shape, like)
             if shape is None:
                 return None
-        if any(hasattr(d, "op") and d not in like.graph.nodes for d in shape):
-            return None
         with gm.graph.inserting_before(like):
             e = gm.graph.call_function(aten.expand.default, (x, shape))
         e.meta["val"] = meta_of(like)
@@ -1580,7 +1582,7 @@ def padding_masks(gm):
                 return False
             lead = mn.dim() - mx.dim()
             for i, size in enumerate(u.args[1]):
-                same = i >= lead and aten_same_size(mx.shape[i - lead], mn.shape[i])
+                same = i >= lead and _same_size(mx.shape[i - lead], mn.shape[i])
                 if isinstance(size, int) and size == -1 and not same:
                     return False
         return True
@@ -1673,7 +1675,7 @@ def padding_masks(gm):
     return n_rewritten
 
 
-def aten_same_size(a, b):
+def _same_size(a, b):
     """Whether two sizes (ints or SymInts) are the same size: equal ints, or the same symbol."""
     if type(a) is int and type(b) is int:
         return a == b
