@@ -1179,6 +1179,224 @@ def causal_masks(gm):
     return n_rewritten
 
 
+# SDPA forms that PyTorch runs with a mask and is_causal together (the mask ANDed with the causal
+# one): a node rewritten by causal_padding_masks stays runnable by PyTorch. F.scaled_dot_product_
+# attention refuses the pair.
+_CAUSAL_AND_MASK_FORMS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention")
+
+
+def causal_padding_masks(gm):
+    """Attention whose mask ANDs the causal pattern with a padding mask, split into the two: the
+    causal part goes to is_causal and the mask keeps the padding part. transformers builds a
+    decoder's mask (GPT-2 given an attention_mask) as kv_idx <= q_idx over aranges of s, ANDed
+    with a 0-d True and with the [b, 1, 1, s] padding part, [b, 1, s, s] in all; with dynamic
+    sizes the additive where over it named s twice and the daemon refused the graph, and with
+    fixed ones the op read a mask value per score. After the split, padding_masks takes the
+    padding part to [b, 1, 1, s]. Taken where everything that reads the AND is, through expands,
+    casts, wheres (as the condition), pads and slices - a hidden score stays -inf either way -
+    the mask of attention nodes (the layers of a model share the AND, each its own where) of a
+    form PyTorch runs with both (_CAUSAL_AND_MASK_FORMS), each with q and k of the same length
+    (PyTorch's is_causal is tril of [S, Sk]). Returns how many ANDs it split."""
+    import torch
+    import torch.fx
+    aten = torch.ops.aten
+    ands = (aten.bitwise_and.Tensor, aten.logical_and.default)
+    passing = (aten.expand.default, aten._to_copy.default, aten.clone.default, aten.slice.Tensor,
+               aten.constant_pad_nd.default, aten.where.self)
+
+    def mask_of(node):
+        """(options, mask key) of an attention node of a form that takes mask and is_causal
+        together, q and k of the same length, no dropout, not causal yet; else None."""
+        form = _sdpa_form(node) if node.op == "call_function" else None
+        if form not in _CAUSAL_AND_MASK_FORMS:
+            return None
+        names = SDPA_ARGS[form]
+        opts = dict(zip(names, node.args[3:]))
+        opts.update(node.kwargs)
+        key = "attn_bias" if "attn_bias" in names else "attn_mask"
+        if opts.get("is_causal") or opts.get("dropout_p", 0.0):
+            return None
+        qm, km = meta_of(node.args[0]), meta_of(node.args[1])
+        if qm is None or km is None or not _same_size(qm.shape[-2], km.shape[-2]):
+            return None
+        return opts, key
+
+    def set_causal(node, opts):
+        names = SDPA_ARGS[_sdpa_form(node)]
+        n_pos = len(node.args) - 3
+        opts = dict(opts, is_causal=True)
+        positional = names[:n_pos]
+        node.args = tuple(node.args[:3]) + tuple(opts[k] for k in positional)
+        node.kwargs = {k: v for k, v in opts.items() if k not in positional and (v is not None or k in node.kwargs)}
+
+    def keeps_hidden(u):
+        """Whether passing step u maps a hidden (False) score to a hidden one: a where whose
+        value for False is -inf or a dtype's lowest (transformers' masks), a cast to bool."""
+        if u.target is aten.where.self:
+            if len(u.args) != 3:
+                return False
+            with _real_tensors():
+                low = _constant_value(gm, u.args[2]) if isinstance(u.args[2], torch.fx.Node) else None
+                return low is not None and low.dim() == 0 and float(low) <= -6.0e4
+        if u.target is aten._to_copy.default:
+            return u.kwargs.get("dtype") in (None, torch.bool)
+        return True
+
+    def attention_readers(n, out, depth=0):
+        """Whether everything that reads n is, through passing steps (n their data or
+        condition) that keep a hidden score hidden, the mask of attention nodes mask_of takes;
+        those nodes added to out."""
+        if depth > 16 or not n.users:
+            return False
+        for u in n.users:
+            got = mask_of(u)
+            if got is not None and got[0].get(got[1]) is n:
+                out[u] = got[0]
+            elif u.target not in passing or not u.args or u.args[0] is not n or \
+                    any(a is n for a in u.args[1:]) or not keeps_hidden(u) or \
+                    not attention_readers(u, out, depth + 1):
+                return False
+        return True
+
+    n_rewritten = 0
+    done = set()
+    for node in list(gm.graph.nodes):
+        got = mask_of(node)
+        if got is None or not isinstance(got[0].get(got[1]), torch.fx.Node):
+            continue
+        # Down from the mask through passing steps to an AND of the causal pattern and the rest.
+        found, n = None, got[0].get(got[1])
+        for _ in range(16):
+            if not isinstance(n, torch.fx.Node) or n.op != "call_function":
+                break
+            if n.target in ands and len(n.args) == 2 and not n.kwargs:
+                a, b = n.args
+                found = (n, b) if _is_causal_part(a) else (n, a) if _is_causal_part(b) else None
+                break
+            if n.target not in passing or not n.args or not isinstance(n.args[0], torch.fx.Node):
+                break
+            n = n.args[0]
+        if found is None or found[0] in done:
+            continue
+        and_node, rest = found
+        done.add(and_node)
+        readers = {}
+        if not attention_readers(and_node, readers):
+            continue
+        rm, am = meta_of(rest), meta_of(and_node)
+        if rm is None or am is None or rm.dtype != torch.bool or rm.dim() > am.dim():
+            continue
+        # rest, expanded to the AND's shape, for its readers.
+        sizes = _size_args(gm, am.shape, and_node)
+        if sizes is None:
+            continue
+        with gm.graph.inserting_before(and_node):
+            e = gm.graph.call_function(aten.expand.default, (rest, sizes))
+        e.meta["val"] = am
+        and_node.replace_all_uses_with(e)
+        for u, opts in readers.items():
+            set_causal(u, opts)
+        n_rewritten += 1
+    if n_rewritten:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return n_rewritten
+
+
+def _size_args(gm, shape, before):
+    """shape as an expand's size arguments: ints, and for a dynamic size a graph node before
+    `before` that holds it (a size placeholder or a sym_size); None where there is none."""
+    import torch
+    aten = torch.ops.aten
+    holders = []
+    for p in gm.graph.nodes:
+        if p is before:
+            break
+        if (p.op == "placeholder" or p.target is aten.sym_size.int) and isinstance(meta_of(p), torch.SymInt):
+            holders.append(p)
+    out = []
+    for d in shape:
+        if type(d) is int:
+            out.append(d)
+            continue
+        holder = next((p for p in holders if _same_size(meta_of(p), d)), None)
+        if holder is None:
+            return None
+        out.append(holder)
+    return out
+
+
+def _is_causal_part(node, depth=0):
+    """Whether bool node is PyTorch's causal pattern at any sizes, by its form: kv_idx <= q_idx
+    (or q_idx >= kv_idx) with kv_idx an arange(0, n) along the last axis and q_idx one of the
+    same n along the one before, ANDed with parts true everywhere (_all_true), through shape-only
+    ops."""
+    import torch
+    aten = torch.ops.aten
+    if depth > 24 or not hasattr(node, "op") or node.op != "call_function":
+        return False
+    t, args = node.target, node.args
+    if t in (aten.bitwise_and.Tensor, aten.logical_and.default) and len(args) == 2:
+        return (_is_causal_part(args[0], depth + 1) and _all_true(args[1])) or \
+               (_is_causal_part(args[1], depth + 1) and _all_true(args[0]))
+    if t in (aten.le.Tensor, aten.ge.Tensor) and len(args) == 2:
+        kv, q = (args[0], args[1]) if t is aten.le.Tensor else (args[1], args[0])
+        ka, qa = _arange_along(kv), _arange_along(q)
+        return ka is not None and qa is not None and ka[0] == -1 and qa[0] == -2 and _same_end(ka[1], qa[1])
+    if t in _shape_only_ops() and t is not aten.transpose.int and t is not aten.permute.default:
+        return _is_causal_part(args[0], depth + 1)
+    return False
+
+
+def _arange_along(node):
+    """(axis, end) of an integer node that is arange(0, end) - step 1, plus 0 - laid along one
+    axis, counted from the last (-1, -2, ...), every other axis 1; None otherwise."""
+    import torch
+    aten = torch.ops.aten
+    m = meta_of(node)
+    if m is None or not hasattr(m, "shape"):
+        return None
+    long_axes = [i for i, d in enumerate(m.shape) if not (type(d) is int and d == 1)]
+    if len(long_axes) != 1:
+        return None
+    axis = long_axes[0] - m.dim()
+    n = node
+    for _ in range(24):
+        if not hasattr(n, "op") or n.op != "call_function":
+            return None
+        t, args = n.target, n.args
+        if t is aten.arange.default:
+            return axis, args[0]
+        if t is aten.arange.start_step or t is aten.arange.start:
+            step = args[2] if len(args) > 2 else n.kwargs.get("step", 1)
+            return (axis, args[1]) if type(args[0]) is int and args[0] == 0 and step == 1 else None
+        if t is aten.add.Tensor and len(args) == 2 and type(args[1]) is int and args[1] == 0:
+            n = args[0]
+        elif t is aten.slice.Tensor and len(args) >= 3 and args[2] in (0, None) and \
+                (len(args) < 4 or (type(args[3]) is int and args[3] >= 2 ** 62)) and (len(args) < 5 or args[4] == 1):
+            n = args[0]
+        elif t in (aten.unsqueeze.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+                   aten.expand.default, aten.clone.default, aten.alias.default):
+            n = args[0]
+        else:
+            return None
+    return None
+
+
+def _same_end(a, b):
+    """Whether two arange ends are the same: equal ints, the same graph node, or nodes holding the
+    same size."""
+    if a is b:
+        return True
+    if type(a) is int and type(b) is int:
+        return a == b
+    ma, mb = (meta_of(a) if hasattr(a, "op") else a), (meta_of(b) if hasattr(b, "op") else b)
+    try:
+        return _same_size(ma, mb)
+    except AttributeError:
+        return False
+
+
 def math_attention(gm):
     """Attention that PyTorch spelled out before the backend saw it, put back as one
     scaled_dot_product_attention call. A masked SDPA call on a GPU can take PyTorch's math

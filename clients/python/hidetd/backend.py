@@ -571,6 +571,20 @@ def _symbolic_shape(n):
     return hasattr(m, "shape") and any(aten.is_symbolic(d) for d in m.shape)
 
 
+def _fold_what_folds_read(calls, kind, dynamic):
+    """A folded node is computed once, with PyTorch, from folded values, constants and weights:
+    what it reads that hidetd would run (a supported op on constants: the aranges and unsqueezes
+    of a mask's causal part, read by an integer comparison hidetd cannot run) is folded too.
+    Otherwise that value exists only inside a plan, and the fold failed at the first call
+    (KeyError)."""
+    for n in reversed(calls):
+        if kind.get(n) != "fold":
+            continue
+        for a in n.all_input_nodes:
+            if kind.get(a) == "hidetd" and a not in dynamic:
+                kind[a] = "fold"
+
+
 def _compile_aten(gm, example_inputs, opts, report):
     aten.build_tables()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -580,6 +594,7 @@ def _compile_aten(gm, example_inputs, opts, report):
     # too, where the daemon's rewrite of the math form would keep a constant all-through mask
     # (BERT called with token ids alone on CUDA: [b,1,s,s] read per score, 6x slower attention).
     aten.math_attention(gm)
+    aten.causal_padding_masks(gm)
     aten.padding_masks(gm)
     aten.causal_masks(gm)
     if symbols:
@@ -607,6 +622,7 @@ def _compile_aten(gm, example_inputs, opts, report):
             kind[n] = "hidetd"
         else:
             kind[n] = "torch" if n in dynamic else "fold"
+    _fold_what_folds_read(calls, kind, dynamic)
 
     client = _client(opts)
     folded = [n for n in calls if kind[n] == "fold"]
@@ -622,6 +638,7 @@ def _compile_aten(gm, example_inputs, opts, report):
             for n in e.nodes:
                 reasons[n] = e.message
                 kind[n] = "torch" if n in dynamic else "fold"
+            _fold_what_folds_read(calls, kind, dynamic)
             folded = [n for n in calls if kind[n] == "fold"]
     if pieces is None:
         raise _DaemonUnavailable("the daemon refused too many nodes")

@@ -203,6 +203,26 @@ if torch is not None:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
             return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
 
+    class CausalBuiltMask(PaddedAttention):
+        """A decoder's mask as transformers' builder makes it given an attention_mask (GPT-2):
+        kv_idx <= q_idx over aranges of s, ANDed with a 0-d True and with the [b, 1, 1, s] padding
+        part, expanded to [b, 1, s, s], made additive by where. inverted: the where hides what
+        the AND lets through (no causal mask then: it must not be split)."""
+
+        def __init__(self, inverted=False):
+            super().__init__()
+            self.inverted = inverted
+
+        def forward(self, x, keep):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(x).view(b, s, 3, 4, 64).permute(2, 0, 3, 1, 4)
+            kv_idx, q_idx = torch.arange(s)[None, None, None, :], torch.arange(s)[None, None, :, None]
+            causal = torch.full((), True) & (kv_idx <= q_idx)
+            allowed = (causal & keep[:, None, None, :].bool()).expand(b, -1, s, s)
+            bias = torch.where(allowed, float("-inf"), 0.0) if self.inverted else torch.where(allowed, 0.0, float("-inf"))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.2)
+            return self.o(y.transpose(1, 2).reshape(b, s, 4 * 64))
+
     class AllThrough(PaddedAttention):
         """The mask transformers builds on CUDA for token ids without an attention_mask: kv_idx >= 0
         over an arange (true everywhere), expanded to [b, 1, s, s], made additive by where."""
@@ -503,6 +523,46 @@ class BackendTest(unittest.TestCase):
                     self.assertEqual(len(shape), 4, shape)
                     self.assertEqual(shape[1:3], [1, 1], shape)
                     self.assertTrue(all(isinstance(d, str) for d in (shape[0], shape[3])), shape)
+
+    def test_causal_padding_mask_splits_into_flag_and_b11s(self):
+        # A decoder's built mask (causal AND padding, [b, 1, s, s]) becomes the causal flag and
+        # the [b, 1, 1, s] padding part, fixed sizes and dynamic ones (where, as [b, 1, s, s], the
+        # additive mask named s twice and the daemon refused the graph: GPT-2 with an
+        # attention_mask at dynamic=True ran wholly in PyTorch). Run by PyTorch (empty plans: the
+        # CPU flash op takes the mask and is_causal together), the rewritten graph gives the
+        # model's result at two sizes. A where that hides what the AND lets through is no causal
+        # mask: not split.
+        for dynamic, inverted in ((False, False), (True, False), (False, True)):
+            with self.subTest(dynamic=dynamic, inverted=inverted):
+                torch.manual_seed(0)
+                m = CausalBuiltMask(inverted).eval()
+                sent = self.requests_only()
+                torch._dynamo.reset()
+                if dynamic:
+                    c, _ = self.compile_dynamic(m, dtype="f16", cache_dir="off")
+                else:
+                    opts = dict(self.opts, dtype="f16", cache_dir="off")
+                    c = torch.compile(m, backend=functools.partial(hidetd.backend.hidetd_backend, options=opts))
+                with warnings.catch_warnings(), torch.no_grad():
+                    warnings.simplefilter("ignore")
+                    for b, s in ((3, 9), (2, 13)):
+                        x = torch.randn(b, s, 64)
+                        keep = torch.ones(b, s, dtype=torch.int64)
+                        keep[1, s - 3:] = 0
+                        torch.testing.assert_close(c(x, keep), m(x, keep), rtol=2e-3, atol=2e-3)
+                reqs = [r for r in sent if any(n["op"] == "attention" for n in r["graph"]["nodes"])]
+                self.assertTrue(reqs, sent)
+                for req in reqs:
+                    nodes = req["graph"]["nodes"]
+                    att = next(n for n in nodes if n["op"] == "attention")
+                    self.assertEqual(bool(att["attrs"].get("causal")), not inverted, att)
+                    self.assertEqual(len(att["inputs"]), 4, att)
+                    if inverted:
+                        continue
+                    made = {o: n for n in nodes for o in n["outputs"]}
+                    cond = made[att["inputs"][3]]["inputs"][0]
+                    shape = next(i["shape"] for i in req["graph"]["inputs"] if i["name"] == cond)
+                    self.assertEqual(shape[1:3], [1, 1], shape)
 
     def test_static_math_attention_drops_an_all_through_mask(self):
         # PyTorch's math form of SDPA (how a CUDA trace holds a masked call) in a static graph, its

@@ -91,19 +91,16 @@ class ModelsTest(unittest.TestCase):
         ops = {n["op"] for r in e.graphs[0].requests for n in r["graph"]["nodes"]}
         self.assertTrue({"embedding", "layernorm", "softmax", "matmul"} <= ops, ops)
 
-    def test_bert_dynamic_with_attention_mask(self):
-        # BERT with a padded batch's attention_mask, compiled with dynamic sizes: transformers'
-        # mask builder makes a [b, 1, s, s] mask, which named s twice and sent the whole graph to
-        # PyTorch; now the attention node reads the [b, 1, 1, s] padding part and the daemon takes
-        # the graph. Two layers (the mask's path is the same in each), f16 kernels (the attention
-        # op's dtypes: an f32 attention with a dynamic batch stays in PyTorch), at two sizes
-        # against eager: on the CPU a dynamic piece runs its rewritten graph in PyTorch (there is
-        # no reference run of named sizes), which checks the rewrite; tests/gpu/models.py the
-        # kernels.
+    def dynamic_padded(self, model, vocab, causal):
+        """model (two layers: the mask's path is the same in each) with a padded batch's
+        attention_mask, compiled with dynamic sizes, f16 kernels (the attention op's dtypes: an
+        f32 attention with a dynamic batch stays in PyTorch), at two sizes against eager: on the
+        CPU a dynamic piece runs its rewritten graph in PyTorch (there is no reference run of
+        named sizes), which checks the rewrite; tests/gpu/models.py the kernels. The daemon must
+        take the graph, and each attention read the [b, 1, 1, s] padding part (and be causal,
+        for a decoder): transformers' [b, 1, s, s] mask named s twice, and the whole graph ran in
+        PyTorch."""
         import functools
-        cfg = transformers.BertConfig(num_hidden_layers=2)
-        torch.manual_seed(0)
-        model = transformers.BertModel(cfg).eval()
         reports = []
         be = functools.partial(hidetd.backend.hidetd_backend, _reports=reports,
                                options={"address": self.daemon.sock, "tune": "none", "reference": True,
@@ -112,7 +109,7 @@ class ModelsTest(unittest.TestCase):
         compiled = torch.compile(model, backend=be, dynamic=True)
         try:
             for b, s in ((3, 40), (2, 57)):
-                ids = torch.randint(0, cfg.vocab_size, (b, s))
+                ids = torch.randint(0, vocab, (b, s))
                 mask = torch.ones(b, s, dtype=torch.long)
                 mask[1, s // 2:] = 0
                 with torch.no_grad():
@@ -126,7 +123,7 @@ class ModelsTest(unittest.TestCase):
             torch._dynamo.reset()
         self.assertTrue(reports, "nothing was compiled")
         r = reports[0]
-        self.assertGreater(r.hidetd, 50, str(r))
+        self.assertGreater(r.hidetd, 40, str(r))
         att = [n for req in r.requests for n in req["graph"]["nodes"] if n["op"] == "attention"]
         self.assertEqual(len(att), 2, str(r))
         for req in r.requests:
@@ -135,9 +132,22 @@ class ModelsTest(unittest.TestCase):
             for n in req["graph"]["nodes"]:
                 if n["op"] == "attention":
                     self.assertEqual(len(n["inputs"]), 4, n)
+                    self.assertEqual(bool(n["attrs"].get("causal")), causal, n)
                     where = made[n["inputs"][3]]
                     self.assertEqual(where["op"], "where", where)
                     self.assertEqual(shapes[where["inputs"][0]][1:3], [1, 1], shapes)
+
+    def test_bert_dynamic_with_attention_mask(self):
+        cfg = transformers.BertConfig(num_hidden_layers=2)
+        torch.manual_seed(0)
+        self.dynamic_padded(transformers.BertModel(cfg).eval(), cfg.vocab_size, causal=False)
+
+    def test_gpt2_dynamic_with_attention_mask(self):
+        # A decoder's mask ANDs the causal pattern in: split into the op's causal flag and the
+        # padding part (aten.causal_padding_masks).
+        cfg = transformers.GPT2Config(n_layer=2)
+        torch.manual_seed(0)
+        self.dynamic_padded(transformers.GPT2Model(cfg).eval(), cfg.vocab_size, causal=True)
 
     def test_gpt2(self):
         e = self.check(*text("gpt2"))
