@@ -1329,8 +1329,8 @@ def _size_args(gm, shape, before):
 def _is_causal_part(node, depth=0):
     """Whether bool node is PyTorch's causal pattern at any sizes, by its form: kv_idx <= q_idx
     (or q_idx >= kv_idx) with kv_idx an arange(0, n) along the last axis and q_idx one of the
-    same n along the one before, ANDed with parts true everywhere (_all_true), through shape-only
-    ops."""
+    same n along the one before, ANDed with parts true everywhere (_all_true), through ops that
+    leave its last two axes as they are."""
     import torch
     aten = torch.ops.aten
     if depth > 24 or not hasattr(node, "op") or node.op != "call_function":
@@ -1343,7 +1343,13 @@ def _is_causal_part(node, depth=0):
         kv, q = (args[0], args[1]) if t is aten.le.Tensor else (args[1], args[0])
         ka, qa = _arange_along(kv), _arange_along(q)
         return ka is not None and qa is not None and ka[0] == -1 and qa[0] == -2 and _same_end(ka[1], qa[1])
-    if t in _shape_only_ops() and t is not aten.transpose.int and t is not aten.permute.default:
+    if t in (aten.unsqueeze.default, aten.expand.default, aten.clone.default, aten.alias.default,
+             aten.view.default, aten.reshape.default):
+        # Only where the last two axes, the pattern's, stay as they were.
+        mi, mo = meta_of(args[0]), meta_of(node)
+        if mi is None or mo is None or mi.dim() < 2 or mo.dim() < 2 or \
+                not all(_same_size(a, b) for a, b in zip(mi.shape[-2:], mo.shape[-2:])):
+            return False
         return _is_causal_part(args[0], depth + 1)
     return False
 
