@@ -1760,33 +1760,13 @@ def padding_masks(gm):
     ands = (aten.bitwise_and.Tensor, aten.logical_and.default)
     n_rewritten = 0
 
-    def size_nodes(shape, before):
-        """shape with each dynamic size as a graph node holding it (a size placeholder, or a
-        sym_size) that comes before node `before`, or None where there is none."""
-        holders = []
-        for p in gm.graph.nodes:
-            if p is before:
-                break
-            if (p.op == "placeholder" or p.target is aten.sym_size.int) and isinstance(meta_of(p), torch.SymInt):
-                holders.append(p)
-        out = []
-        for d in shape:
-            if type(d) is int:
-                out.append(d)
-                continue
-            holder = next((p for p in holders if _same_size(meta_of(p), d)), None)
-            if holder is None:
-                return None
-            out.append(holder)
-        return out
-
     def expanded(x, like, sizes=None):
         """expand(x) to like's shape (sizes: the same as the expand's size arguments, graph
         nodes among them), inserted before like; with dynamic sizes and no sizes, the nodes that
-        hold them (size_nodes); None where one is missing (left as it is)."""
+        hold them (_size_args); None where one is missing (left as it is)."""
         shape = list(meta_of(like).shape) if sizes is None else list(sizes)
         if sizes is None and not all(type(d) is int for d in shape):
-            shape = size_nodes(shape, like)
+            shape = _size_args(gm, shape, like)
             if shape is None:
                 return None
         with gm.graph.inserting_before(like):

@@ -488,6 +488,20 @@ class BackendTest(unittest.TestCase):
                 made = {o: n for n in nodes for o in n["outputs"]}
                 self.assertEqual(made[att[0]["inputs"][3]]["op"], "where", nodes)
 
+    def padded_at_two_sizes(self, c, m, sent):
+        """c (m compiled) against m at [3, 9] and [2, 13] with a padded batch entry; returns the
+        requests sent that hold an attention node (at least one)."""
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            for b, s in ((3, 9), (2, 13)):
+                x = torch.randn(b, s, 64)
+                keep = torch.ones(b, s, dtype=torch.int64)
+                keep[1, s - 3:] = 0
+                torch.testing.assert_close(c(x, keep), m(x, keep), rtol=2e-3, atol=2e-3)
+        reqs = [r for r in sent if any(n["op"] == "attention" for n in r["graph"]["nodes"])]
+        self.assertTrue(reqs, sent)
+        return reqs
+
     def test_dynamic_built_padding_mask_reaches_attention_as_b11s(self):
         # The same built mask with dynamic sizes: the all-true part depends on s (no constant to
         # evaluate) and is told by its form; the AND becomes the padding part read by the model's
@@ -501,16 +515,8 @@ class BackendTest(unittest.TestCase):
                 m = BuiltMask(cuda=cuda).eval()
                 sent = self.requests_only()
                 torch._dynamo.reset()
-                c, reports = self.compile_dynamic(m, dtype="f16", cache_dir="off")
-                with warnings.catch_warnings(), torch.no_grad():
-                    warnings.simplefilter("ignore")
-                    for b, s in ((3, 9), (2, 13)):
-                        x = torch.randn(b, s, 64)
-                        keep = torch.ones(b, s, dtype=torch.int64)
-                        keep[1, s - 3:] = 0
-                        torch.testing.assert_close(c(x, keep), m(x, keep), rtol=2e-3, atol=2e-3)
-                reqs = [r for r in sent if any(n["op"] == "attention" for n in r["graph"]["nodes"])]
-                self.assertTrue(reqs, sent)
+                c, _ = self.compile_dynamic(m, dtype="f16", cache_dir="off")
+                reqs = self.padded_at_two_sizes(c, m, sent)
                 for req in reqs:
                     self.assert_named_only(req)
                     nodes = req["graph"]["nodes"]
@@ -543,15 +549,7 @@ class BackendTest(unittest.TestCase):
                 else:
                     opts = dict(self.opts, dtype="f16", cache_dir="off")
                     c = torch.compile(m, backend=functools.partial(hidetd.backend.hidetd_backend, options=opts))
-                with warnings.catch_warnings(), torch.no_grad():
-                    warnings.simplefilter("ignore")
-                    for b, s in ((3, 9), (2, 13)):
-                        x = torch.randn(b, s, 64)
-                        keep = torch.ones(b, s, dtype=torch.int64)
-                        keep[1, s - 3:] = 0
-                        torch.testing.assert_close(c(x, keep), m(x, keep), rtol=2e-3, atol=2e-3)
-                reqs = [r for r in sent if any(n["op"] == "attention" for n in r["graph"]["nodes"])]
-                self.assertTrue(reqs, sent)
+                reqs = self.padded_at_two_sizes(c, m, sent)
                 for req in reqs:
                     nodes = req["graph"]["nodes"]
                     att = next(n for n in nodes if n["op"] == "attention")
