@@ -1287,12 +1287,9 @@ def causal_padding_masks(gm):
         if rm is None or am is None or rm.dtype != torch.bool or rm.dim() > am.dim():
             continue
         # rest, expanded to the AND's shape, for its readers.
-        sizes = _size_args(gm, am.shape, and_node)
-        if sizes is None:
+        e = _expanded_like(gm, rest, and_node)
+        if e is None:
             continue
-        with gm.graph.inserting_before(and_node):
-            e = gm.graph.call_function(aten.expand.default, (rest, sizes))
-        e.meta["val"] = am
         and_node.replace_all_uses_with(e)
         for u, opts in readers.items():
             set_causal(u, opts)
@@ -1301,6 +1298,19 @@ def causal_padding_masks(gm):
         gm.graph.eliminate_dead_code()
         gm.recompile()
     return n_rewritten
+
+
+def _expanded_like(gm, x, like):
+    """expand(x) to like's shape, inserted before like, its dynamic sizes taken from the graph
+    (_size_args); None where one has no node."""
+    import torch
+    shape = _size_args(gm, meta_of(like).shape, like)
+    if shape is None:
+        return None
+    with gm.graph.inserting_before(like):
+        e = gm.graph.call_function(torch.ops.aten.expand.default, (x, shape))
+    e.meta["val"] = meta_of(like)
+    return e
 
 
 def _size_args(gm, shape, before):
@@ -1355,38 +1365,20 @@ def _is_causal_part(node, depth=0):
 
 
 def _arange_along(node):
-    """(axis, end) of an integer node that is arange(0, end) - step 1, plus 0 - laid along one
-    axis, counted from the last (-1, -2, ...), every other axis 1; None otherwise."""
-    import torch
-    aten = torch.ops.aten
+    """(axis, end) of an integer node that is arange(0, end) - step 1, nothing added, slices of
+    the whole axis - laid along one axis, counted from the last (-1, -2, ...), every other axis
+    1; None otherwise."""
     m = meta_of(node)
     if m is None or not hasattr(m, "shape"):
         return None
     long_axes = [i for i, d in enumerate(m.shape) if not (type(d) is int and d == 1)]
     if len(long_axes) != 1:
         return None
-    axis = long_axes[0] - m.dim()
-    n = node
-    for _ in range(24):
-        if not hasattr(n, "op") or n.op != "call_function":
-            return None
-        t, args = n.target, n.args
-        if t is aten.arange.default:
-            return axis, args[0]
-        if t is aten.arange.start_step or t is aten.arange.start:
-            step = args[2] if len(args) > 2 else n.kwargs.get("step", 1)
-            return (axis, args[1]) if type(args[0]) is int and args[0] == 0 and step == 1 else None
-        if t is aten.add.Tensor and len(args) == 2 and type(args[1]) is int and args[1] == 0:
-            n = args[0]
-        elif t is aten.slice.Tensor and len(args) >= 3 and args[2] in (0, None) and \
-                (len(args) < 4 or (type(args[3]) is int and args[3] >= 2 ** 62)) and (len(args) < 5 or args[4] == 1):
-            n = args[0]
-        elif t in (aten.unsqueeze.default, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-                   aten.expand.default, aten.clone.default, aten.alias.default):
-            n = args[0]
-        else:
-            return None
-    return None
+    src = _arange_source(node, whole_slices=True)
+    if src is None:
+        return None
+    start, end, step, added = src
+    return (long_axes[0] - m.dim(), end) if start == 0 and step == 1 and added == 0 else None
 
 
 def _same_end(a, b):
@@ -1744,13 +1736,12 @@ def padding_masks(gm):
     Rewritten, in the cone of an attention node's mask:
       and(x, c) with c a constant that is all true (bitwise_and, logical_and) -> expand(x);
       where(expand(...expand(x)), a, b) with 0-d a and b -> expand(where(x, a, b));
-    With dynamic sizes c is no constant: it is taken as all true by its form (_all_true: the
-    builder's kv_idx >= 0 over an arange from 0, ANDed with a 0-d True), the and is x itself where
-    its readers are expands to sizes that x broadcasts to, and the new expand takes the sizes of
-    the model's own expand (graph nodes) - without this, transformers' [b, 1, s, s] mask named s
-    twice, and the whole BERT graph went to PyTorch.
     and the attention's mask loses its expands (the op broadcasts a mask) and the pad that PyTorch's
-    CUDA SDPA puts around a mask whose rows are not 16-byte aligned, sliced back. On CUDA
+    CUDA SDPA puts around a mask whose rows are not 16-byte aligned, sliced back. With dynamic
+    sizes c is no constant: it is taken as all true by its form (_all_true: the builder's
+    kv_idx >= 0 over an arange from 0, ANDed with a 0-d True), and the new expands take their
+    sizes from the graph's size nodes (_expanded_like) - without this, transformers' [b, 1, s, s]
+    mask named s twice, and the whole BERT graph went to PyTorch. On CUDA
     (PyTorch 2.11, transformers 5.17) the all-true factor is itself and(full(True), kv_idx >= 0) and
     the builder expands the AND before its where, so the where sees expand(expand(padding part)).
     Returns how many rewrites."""
@@ -1759,37 +1750,6 @@ def padding_masks(gm):
     aten = torch.ops.aten
     ands = (aten.bitwise_and.Tensor, aten.logical_and.default)
     n_rewritten = 0
-
-    def expanded(x, like, sizes=None):
-        """expand(x) to like's shape (sizes: the same as the expand's size arguments, graph
-        nodes among them), inserted before like; with dynamic sizes and no sizes, the nodes that
-        hold them (_size_args); None where one is missing (left as it is)."""
-        shape = list(meta_of(like).shape) if sizes is None else list(sizes)
-        if sizes is None and not all(type(d) is int for d in shape):
-            shape = _size_args(gm, shape, like)
-            if shape is None:
-                return None
-        with gm.graph.inserting_before(like):
-            e = gm.graph.call_function(aten.expand.default, (x, shape))
-        e.meta["val"] = meta_of(like)
-        return e
-
-    def expands_to_sizes_of(x, n):
-        """Whether every reader of n is an expand to explicit sizes that x, read instead of n,
-        gives the same result for: -1 only where x's axis is n's."""
-        mx, mn = meta_of(x), meta_of(n)
-        if not n.users or mx is None or mn is None:
-            return False
-        for u in n.users:
-            if u.target is not aten.expand.default or u.args[0] is not n or len(u.args) != 2 or \
-                    not isinstance(u.args[1], (list, tuple)) or len(u.args[1]) != mn.dim():
-                return False
-            lead = mn.dim() - mx.dim()
-            for i, size in enumerate(u.args[1]):
-                same = i >= lead and _same_size(mx.shape[i - lead], mn.shape[i])
-                if isinstance(size, int) and size == -1 and not same:
-                    return False
-        return True
 
     def cone(mask, limit=64):
         seen, stack = [], [mask]
@@ -1817,18 +1777,13 @@ def padding_masks(gm):
                 mx, mn = meta_of(x), meta_of(n)
                 if mx is None or mn is None or mx.dtype != torch.bool or mx.dim() > mn.dim():
                     continue
-                with _real_tensors():
-                    value = _constant_value(gm, c)
-                    full = value is not None and value.dtype == torch.bool and bool(value.all())
-                if not full and _all_true(c):
-                    # Dynamic sizes: true everywhere by its form; x read where its readers allow,
-                    # else expanded to n's sizes.
-                    if expands_to_sizes_of(x, n):
-                        n.replace_all_uses_with(x)
-                        n_rewritten += 1
-                        break
-                    full = True
-                e = expanded(x, n) if full else None
+                # True everywhere by its form (any sizes), or computed (fixed sizes).
+                full = _all_true(c)
+                if not full:
+                    with _real_tensors():
+                        value = _constant_value(gm, c)
+                        full = value is not None and value.dtype == torch.bool and bool(value.all())
+                e = _expanded_like(gm, x, n) if full else None
                 if e is not None:
                     n.replace_all_uses_with(e)
                     n_rewritten += 1
@@ -1844,17 +1799,14 @@ def padding_masks(gm):
                 inner = inner.args[0]
             if not all(isinstance(v, torch.fx.Node) and meta_of(v) is not None and meta_of(v).dim() == 0 for v in (a, b)):
                 continue
-            sizes = None
-            if not all(type(d) is int for d in meta_of(n).shape):
-                # Dynamic sizes: the outer expand's own sizes (graph nodes), which are n's.
-                if len(cond.args) != 2 or not isinstance(cond.args[1], (list, tuple)) or \
-                        meta_of(cond) is None or tuple(meta_of(cond).shape) != tuple(meta_of(n).shape):
-                    continue
-                sizes = cond.args[1]
             with gm.graph.inserting_before(n):
                 small = gm.graph.call_function(aten.where.self, (inner, a, b))
             small.meta["val"] = _fake_call(aten.where.self, (inner, a, b))
-            n.replace_all_uses_with(expanded(small, n, sizes))
+            e = _expanded_like(gm, small, n)
+            if e is None:
+                gm.graph.erase_node(small)
+                continue
+            n.replace_all_uses_with(e)
             n_rewritten += 1
         mask = node.args[pos] if len(node.args) > pos else node.kwargs.get(key)  # as rewritten
         stripped = mask
@@ -1910,25 +1862,43 @@ def _all_true(node, depth=0):
     return False
 
 
-def _lower_bound(node, depth=0):
-    """The least value of an integer node built from an arange (see _all_true), or None."""
+def _arange_source(node, whole_slices=False):
+    """(start, end, step, added) of the arange an integer node's values come from: through adds
+    of a non-negative int (their sum, added), slices and ops that move values without changing
+    them (with whole_slices only slices of the whole axis, and no transposes); None otherwise."""
     import torch
     aten = torch.ops.aten
-    if depth > 24 or not hasattr(node, "op") or node.op != "call_function":
-        return None
-    t, args = node.target, node.args
-    if t is aten.arange.default:
-        return 0
-    if t is aten.arange.start_step or t is aten.arange.start:
-        step = args[2] if len(args) > 2 else node.kwargs.get("step", 1)
-        return args[0] if type(args[0]) is int and type(step) is int and step > 0 else None
-    if t is aten.add.Tensor and len(args) == 2 and type(args[1]) is int and args[1] >= 0 and \
-            node.kwargs.get("alpha", 1) == 1:
-        low = _lower_bound(args[0], depth + 1)
-        return None if low is None else low + args[1]
-    if t in _shape_only_ops() or t is aten.slice.Tensor:
-        return _lower_bound(args[0], depth + 1)
+    added, n = 0, node
+    for _ in range(24):
+        if not hasattr(n, "op") or n.op != "call_function":
+            return None
+        t, args = n.target, n.args
+        if t is aten.arange.default:
+            return 0, args[0], 1, added
+        if t is aten.arange.start_step or t is aten.arange.start:
+            step = args[2] if len(args) > 2 else n.kwargs.get("step", 1)
+            return args[0], args[1], step, added
+        if t is aten.add.Tensor and len(args) == 2 and type(args[1]) is int and args[1] >= 0 and \
+                n.kwargs.get("alpha", 1) == 1:
+            added += args[1]
+        elif t is aten.slice.Tensor:
+            if whole_slices and not (len(args) >= 3 and args[2] in (0, None) and
+                                     (len(args) < 4 or (type(args[3]) is int and args[3] >= 2 ** 62)) and
+                                     (len(args) < 5 or args[4] == 1)):
+                return None
+        elif t not in _shape_only_ops() or (whole_slices and t in (aten.transpose.int, aten.permute.default)):
+            return None
+        n = args[0]
     return None
+
+
+def _lower_bound(node):
+    """The least value of an integer node built from an arange (see _all_true), or None."""
+    src = _arange_source(node)
+    if src is None:
+        return None
+    start, _, step, added = src
+    return start + added if type(start) is int and type(step) is int and step > 0 else None
 
 
 def _shape_only_ops():
