@@ -149,12 +149,13 @@ static void verify_case(const acase *c, CUstream st)
         const long long rows = c->mask == 4 ? c->b : c->s;
         const size_t nm = (size_t)(rows * c->skv);
         mask = malloc(nm * sizeof(float));
-        for (size_t k = 0; k < nm; k++)
-            mask[k] = (k % 7 == 0 || (rows > 3 && k / (size_t)c->skv == 3) || (c->mask == 4 && k / (size_t)c->skv == 1))
-                          ? -INFINITY
-                      : (rows > 4 || c->mask == 4) && k / (size_t)c->skv == (c->mask == 4 ? 2u : 4u)
-                          ? -3.4028234663852886e38f
-                          : (float)t_rnd_int(-256, 0) / 128.0f;
+        const size_t max_row = c->mask == 4 ? 2 : 4; /* the row of -FLT_MAX */
+        for (size_t k = 0; k < nm; k++) {
+            const size_t row = k / (size_t)c->skv;
+            mask[k] = k % 7 == 0 || row == 3 || (c->mask == 4 && row == 1) ? -INFINITY
+                      : row == max_row                                   ? -3.4028234663852886e38f
+                                                                         : (float)t_rnd_int(-256, 0) / 128.0f;
+        }
         CK(d_cuMemAlloc(&bufs[TUNER_BUF_INPUT0 + mbuf], nm * sizeof(float)));
         CK(d_cuMemcpyHtoD(bufs[TUNER_BUF_INPUT0 + mbuf], mask, nm * sizeof(float)));
     }
