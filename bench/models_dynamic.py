@@ -118,6 +118,21 @@ def write_out(args, rows, compilations, explanation, compile_s, gpu, torch_versi
     return lines
 
 
+def _with_mask(torch):
+    class WithMask(torch.nn.Module):
+        """The model called with the padded batch's attention_mask by keyword: passed by position
+        it would land in a decoder's second parameter, its KV cache (GPT-2's past_key_values)."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, ids, mask):
+            return self.inner(ids, attention_mask=mask)
+
+    return WithMask
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--socket", required=True)
@@ -152,10 +167,13 @@ def main():
             sizes.append(bs)
     torch.manual_seed(0)
     m, _ = model_zoo.build((args.model, b_hi, s_hi), torch.float16)
+    vocab = m.config.vocab_size
+    if args.padded:
+        m = _with_mask(torch)(m)
 
     def inputs_at(b, s):
         # model_zoo's transformer inputs: token ids [b, s]; --padded, an attention_mask [b, s].
-        ids = torch.randint(0, m.config.vocab_size, (b, s), device="cuda")
+        ids = torch.randint(0, vocab, (b, s), device="cuda")
         if not args.padded:
             return (ids,)
         mask = torch.ones(b, s, dtype=torch.int64, device="cuda")
