@@ -1182,7 +1182,8 @@ def causal_masks(gm):
 # SDPA forms that PyTorch runs with a mask and is_causal together (the mask ANDed with the causal
 # one): a node rewritten by causal_padding_masks stays runnable by PyTorch. F.scaled_dot_product_
 # attention refuses the pair.
-_CAUSAL_AND_MASK_FORMS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention")
+_CAUSAL_AND_MASK_FORMS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+                          "_scaled_dot_product_cudnn_attention")
 
 
 def causal_padding_masks(gm):
@@ -1315,7 +1316,8 @@ def _expanded_like(gm, x, like):
 
 def _size_args(gm, shape, before):
     """shape as an expand's size arguments: ints, and for a dynamic size a graph node before
-    `before` that holds it (a size placeholder or a sym_size); None where there is none."""
+    `before` that holds it (a size placeholder or a sym_size; else a sym_size of an input that
+    has it, made after the inputs); None where there is none."""
     import torch
     aten = torch.ops.aten
     holders = []
@@ -1329,11 +1331,28 @@ def _size_args(gm, shape, before):
         if type(d) is int:
             out.append(d)
             continue
-        holder = next((p for p in holders if _same_size(meta_of(p), d)), None)
+        holder = next((p for p in holders if _same_size(meta_of(p), d)), None) or _new_size_holder(gm, d)
         if holder is None:
             return None
         out.append(holder)
     return out
+
+
+def _new_size_holder(gm, size):
+    """sym_size of an input tensor along an axis of that size, inserted after the inputs (a trace
+    reads a size where it first needs it, which may be after the node that needs it now); None
+    where no input has it."""
+    import torch
+    inputs = [p for p in gm.graph.nodes if p.op == "placeholder"]
+    for p in inputs:
+        m = meta_of(p)
+        for axis, d in enumerate(getattr(m, "shape", ())):
+            if _same_size(d, size):
+                with gm.graph.inserting_after(inputs[-1]):
+                    n = gm.graph.call_function(torch.ops.aten.sym_size.int, (p, axis))
+                n.meta["val"] = d
+                return n
+    return None
 
 
 def _is_causal_part(node, depth=0):

@@ -562,6 +562,35 @@ class BackendTest(unittest.TestCase):
                     shape = next(i["shape"] for i in req["graph"]["inputs"] if i["name"] == cond)
                     self.assertEqual(shape[1:3], [1, 1], shape)
 
+    def test_cudnn_form_causal_padding_mask_splits(self):
+        # On an H200, PyTorch 2.11 traces a masked SDPA call as _scaled_dot_product_cudnn_attention
+        # (the bias a positional argument): GPT-2 given an attention_mask kept its [b, 1, s, s]
+        # mask there, the AND and its where ran in PyTorch at dynamic sizes and each attention
+        # read a mask value per score (4 to 6 times the kernel's time). The op cannot run on a
+        # CPU, so the passes are checked on its trace (meta kernels), fixed sizes and symbolic.
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def decoder(q, k, v, keep):
+            b, _, s, _ = q.shape
+            kv_idx, q_idx = torch.arange(s)[None, None, None, :], torch.arange(s)[None, None, :, None]
+            causal = torch.full((), True) & (kv_idx <= q_idx)
+            allowed = (causal & keep[:, None, None, :].bool()).expand(b, -1, s, s)
+            bias = torch.where(allowed, torch.tensor(0.0, dtype=torch.float16),
+                               torch.tensor(-65504.0, dtype=torch.float16))
+            return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, bias, False, scale=0.2)[0]
+
+        q = torch.randn(2, 4, 9, 64, dtype=torch.float16)
+        keep = torch.ones(2, 9, dtype=torch.int64)
+        for mode in ("fake", "symbolic"):
+            with self.subTest(mode=mode):
+                gm = make_fx(decoder, tracing_mode=mode)(q, q, q, keep)
+                self.assertEqual(hidetd.aten.causal_padding_masks(gm), 1, gm.graph)
+                hidetd.aten.padding_masks(gm)
+                att = next(n for n in gm.graph.nodes if "cudnn_attention" in str(n.target))
+                self.assertTrue(att.kwargs.get("is_causal"), att)
+                shape = hidetd.aten.meta_of(att.args[3]).shape
+                self.assertEqual([str(d) for d in shape[1:3]], ["1", "1"], shape)
+
     def test_static_math_attention_drops_an_all_through_mask(self):
         # PyTorch's math form of SDPA (how a CUDA trace holds a masked call) in a static graph, its
         # mask constant and true everywhere: put back as the SDPA call, the mask is dropped, so
