@@ -1592,9 +1592,12 @@ def math_attention(gm):
 
 def _fake_call(target, args):
     """target's result on the fake values of args (fx nodes) and literals: a new node's meta."""
+    from torch._dispatch.python import enable_python_dispatcher
     metas = [meta_of(a) if hasattr(a, "op") else a for a in args]
     mode = next(m.fake_mode for m in metas if hasattr(m, "fake_mode"))
-    with mode:
+    # The Python dispatcher, as in a trace: ops given symbolic sizes (a pad of (8 - s % 8) % 8)
+    # take their decompositions.
+    with mode, enable_python_dispatcher():
         return target(*metas)
 
 
@@ -1734,16 +1737,94 @@ def _pad_sliced_back(n):
     padded, dim, start, end, step = args[:5]
     if getattr(padded, "target", None) is not aten.constant_pad_nd.default:
         return None
-    x, pad = padded.args[0], list(padded.args[1])
+    x, pad = padded.args[0], [_size_value(p) for p in padded.args[1]]
     mx = meta_of(x)
-    if mx is None or not hasattr(mx, "shape") or len(pad) != 2 or pad[0] != 0 or pad[1] < 0:
+    if mx is None or not hasattr(mx, "shape") or len(pad) != 2 or any(p is None for p in pad) or \
+            not _known(pad[0] == 0) or not _known(pad[1] >= 0):
         return None
     last = mx.dim() - 1
     if (dim if dim is not None else 0) % mx.dim() != last or (start or 0) != 0 or (step or 1) != 1:
         return None
-    if not isinstance(end, int) or type(mx.shape[last]) is not int or end != mx.shape[last]:
+    end = _size_value(end)
+    if end is None or type(end) is bool or not _same_size(end, mx.shape[last]):
         return None
     return x
+
+
+def efficient_masks_for_torch(gm, nodes):
+    """Of nodes (those PyTorch runs), the memory-efficient SDPA form given back the bias it takes.
+    That form reads a bias only as [B, H, S, Sk] with rows 8 elements aligned - F.scaled_dot_
+    product_attention pads, slices back and expands a mask before calling it - while padding_masks
+    makes a mask as small as it is for the attention op (on the H200, f32 BERT given an
+    attention_mask: PyTorch's efficient form, which the daemon does not run at f32 with a dynamic
+    batch). Puts that pad, slice and expand back in front of each; a bias that is already so is
+    left. Returns how many."""
+    import torch
+    aten = torch.ops.aten
+    n_rewritten = 0
+    for node in [n for n in gm.graph.nodes if n in nodes]:
+        if _sdpa_form(node) != "_scaled_dot_product_efficient_attention" or len(node.args) < 4:
+            continue
+        bias, qm, km = node.args[3], meta_of(node.args[0]), meta_of(node.args[1])
+        bm = meta_of(bias) if isinstance(bias, torch.fx.Node) else None
+        if bm is None or qm is None or km is None:
+            continue
+        want = list(qm.shape[:3]) + [km.shape[2]]
+        stripped = bias
+        while getattr(stripped, "target", None) is aten.expand.default:
+            stripped = stripped.args[0]
+        if bm.dim() == 4 and all(_same_size(a, b) for a, b in zip(bm.shape, want)) and \
+                _pad_sliced_back(stripped) is not None:
+            continue
+        shape = _size_args(gm, want, node)
+        sk = shape[3] if shape is not None else None
+        if sk is None:
+            continue
+        with gm.graph.inserting_before(node):
+            # The pad to a multiple of 8 keys: (8 - Sk % 8) % 8, computed by the graph where Sk
+            # is dynamic.
+            if isinstance(sk, int):
+                pad = (8 - sk % 8) % 8
+            else:
+                r = gm.graph.call_function(operator.mod, (sk, 8))
+                r.meta["val"] = meta_of(sk) % 8
+                t = gm.graph.call_function(operator.sub, (8, r))
+                t.meta["val"] = 8 - r.meta["val"]
+                pad = gm.graph.call_function(operator.mod, (t, 8))
+                pad.meta["val"] = t.meta["val"] % 8
+            x = bias
+            if pad != 0:
+                padded = gm.graph.call_function(aten.constant_pad_nd.default, (bias, [0, pad]))
+                padded.meta["val"] = _fake_call(aten.constant_pad_nd.default, (bias, [0, _size_value(pad)]))
+                x = gm.graph.call_function(aten.slice.Tensor, (padded, -1, 0, sk))
+                x.meta["val"] = _fake_call(aten.slice.Tensor, (padded, -1, 0, _size_value(sk)))
+            e = gm.graph.call_function(aten.expand.default, (x, shape))
+            e.meta["val"] = _fake_call(aten.expand.default, (x, [_size_value(d) for d in shape]))
+        node.args = node.args[:3] + (e,) + node.args[4:]
+        n_rewritten += 1
+    if n_rewritten:
+        gm.recompile()
+    return n_rewritten
+
+
+def _size_value(v):
+    """A size argument's value: an int as it is, a node's SymInt (with dynamic sizes the pad of
+    a mask is (8 - s % 8) % 8, computed by the graph), else None."""
+    import torch
+    if isinstance(v, int):
+        return v
+    m = meta_of(v) if hasattr(v, "op") else None
+    return m if isinstance(m, (int, torch.SymInt)) else None
+
+
+def _known(cond):
+    """Whether a size comparison holds at every size (a SymBool: provably, from the symbols'
+    ranges and forms)."""
+    import torch
+    if cond is None or isinstance(cond, bool):
+        return bool(cond)
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    return isinstance(cond, torch.SymBool) and statically_known_true(cond)
 
 
 def padding_masks(gm):

@@ -642,6 +642,9 @@ def _compile_aten(gm, example_inputs, opts, report):
             folded = [n for n in calls if kind[n] == "fold"]
     if pieces is None:
         raise _DaemonUnavailable("the daemon refused too many nodes")
+    # What PyTorch runs takes its inputs as the mask passes left them: its memory-efficient SDPA
+    # form gets back the bias shape it requires (new nodes, run by PyTorch).
+    aten.efficient_masks_for_torch(gm, {n for n in calls if kind[n] == "torch"})
 
     counted = [n for n in calls if n.target is not operator.getitem and n not in scalars]
     report.ops = len(counted)

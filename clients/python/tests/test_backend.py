@@ -591,6 +591,44 @@ class BackendTest(unittest.TestCase):
                 shape = hidetd.aten.meta_of(att.args[3]).shape
                 self.assertEqual([str(d) for d in shape[1:3]], ["1", "1"], shape)
 
+    def test_efficient_form_mask_stripped_for_hidetd_given_back_for_torch(self):
+        # f32 SDPA on CUDA is PyTorch's memory-efficient form, its bias padded to 8 keys, sliced
+        # back and expanded to [b, h, s, s]. With dynamic sizes the pad is (8 - s % 8) % 8 in the
+        # graph, and padding_masks failed on it (TypeError: a node compared with 0): f32 BERT and
+        # GPT-2 given an attention_mask did not compile at dynamic=True on the H200. Now the pad
+        # is stripped with the expands, [b, 1, 1, s] for the attention op; where PyTorch runs the
+        # node (the daemon takes no f32 attention with a dynamic batch) the form gets back a bias
+        # it takes (it refuses [b, 1, 1, s], and an expand whose batch stride is not a multiple
+        # of 8), once. The form cannot run on a CPU: checked on its trace.
+        from torch.fx.experimental.proxy_tensor import make_fx
+        aten = torch.ops.aten
+
+        def encoder(q, k, v, keep):
+            b, h, s, _ = q.shape
+            bias = torch.where(keep[:, None, None, :].bool(), 0.0, -65504.0).to(q.dtype)
+            bias = F.pad(bias, (0, (8 - s % 8) % 8))[..., :s].expand(b, h, s, s)
+            return aten._scaled_dot_product_efficient_attention(q, k, v, bias, False, 0.0, True, scale=0.2)[0]
+
+        q = torch.randn(2, 4, 9, 64)
+        keep = torch.ones(2, 9, dtype=torch.int64)
+        for mode in ("fake", "symbolic"):
+            with self.subTest(mode=mode):
+                gm = make_fx(encoder, tracing_mode=mode)(q, q, q, keep)
+                att = next(n for n in gm.graph.nodes if "efficient_attention" in str(n.target))
+                self.assertGreater(hidetd.aten.padding_masks(gm), 0, gm.graph)
+                shape = hidetd.aten.meta_of(att.args[3]).shape
+                self.assertEqual([str(d) for d in shape[1:3]], ["1", "1"], shape)
+                self.assertEqual(hidetd.aten.efficient_masks_for_torch(gm, {att}), 1, gm.graph)
+                bias = hidetd.aten.meta_of(att.args[3])
+                q_shape = hidetd.aten.meta_of(att.args[0]).shape
+                self.assertEqual([str(d) for d in bias.shape], [str(d) for d in q_shape[:3]] + [str(q_shape[2])])
+                # expand(slice(pad(mask))): rows of 16 keys (a multiple of 8), as PyTorch's own.
+                e = att.args[3]
+                self.assertIs(e.target, aten.expand.default, e)
+                self.assertIsNotNone(hidetd.aten._pad_sliced_back(e.args[0]), e.args[0])
+                self.assertEqual(hidetd.aten.efficient_masks_for_torch(gm, {att}), 0, gm.graph)
+                gm.graph.lint()
+
     def test_static_math_attention_drops_an_all_through_mask(self):
         # PyTorch's math form of SDPA (how a CUDA trace holds a masked call) in a static graph, its
         # mask constant and true everywhere: put back as the SDPA call, the mask is dropped, so
