@@ -486,8 +486,11 @@ static void emit_accumulate(tuner_sb *sb, const rows_geo *g, bool rmax, const ch
 {
     switch (g->kind) {
     case K_SOFTMAX:
-        /* Online softmax: rescale the running sum when the running max grows. */
-        tuner_sb_puts(sb, "if (x > lm) { ls = ls * expf(lm - x) + 1.0f; lm = x; } else { ls += expf(x - lm); }\n");
+        /* Online softmax: rescale the running sum when the running max grows. A -inf element
+         * adds nothing; added as exp(x - lm) it would be exp(-inf + inf) = NaN while the thread
+         * has seen only -inf (a masked run of keys: f32 BERT's softmax went NaN). A NaN element
+         * is added, so that it reaches the row as PyTorch's does. */
+        tuner_sb_puts(sb, "if (x > lm) { ls = ls * expf(lm - x) + 1.0f; lm = x; } else if (x != -HD_INF) { ls += expf(x - lm); }\n");
         break;
     case K_LAYERNORM:
         tuner_sb_puts(sb, "const float d = x - shift; l1 += d; l2 += d * d;\n");
@@ -612,8 +615,9 @@ static void gen_single(tuner_sb *sb, const tuner_op *op, const rows_geo *g, cons
     switch (g->kind) {
     case K_SOFTMAX:
         emit_group_reduce(sb, c, true, "lm", "mx", 0);
-        /* A thread that saw nothing has lm = -inf and ls = 0: its term is 0 * 0. */
-        tuner_sb_puts(sb, "const float lsc = ls * expf(lm - mx);\n");
+        /* A thread that saw nothing or only -inf has lm = -inf and ls = 0: its term is 0, also
+         * where the row's max is -inf too (0 * exp(NaN) would be NaN). */
+        tuner_sb_puts(sb, "const float lsc = ls == 0.0f ? 0.0f : ls * expf(lm - mx);\n");
         emit_group_reduce(sb, c, false, "lsc", "sum", 1);
         emit_softmax_scale(sb, op);
         break;
@@ -683,7 +687,8 @@ static int gen_split(tuner_sb *sb, const tuner_op *op, const rows_geo *g, const 
     switch (g->kind) {
     case K_SOFTMAX:
         emit_group_reduce(sb, c, true, "lm", "mx", 0);
-        tuner_sb_puts(sb, "const float lsc = ls * expf(lm - mx);\n");
+        /* A chunk of only -inf: max -inf, sum 0 (the second kernel weighs it 0). */
+        tuner_sb_puts(sb, "const float lsc = ls == 0.0f ? 0.0f : ls * expf(lm - mx);\n");
         emit_group_reduce(sb, c, false, "lsc", "sum", 1);
         tuner_sb_puts(sb, "if (lane == 0) { ws[(row * SPLIT + chunk) * 2] = mx; ws[(row * SPLIT + chunk) * 2 + 1] = sum; }\n");
         break;

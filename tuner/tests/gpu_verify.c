@@ -2,9 +2,10 @@
  * reference (needs a CUDA GPU; exits 77 = skipped without one).
  *
  * For each case (softmax / layernorm / rmsnorm / reduce / elementwise, odd sizes, align=2 views,
- * fused epilogues, split rows) x dtype: builds the space for the device's target, generates and
- * compiles every candidate (in parallel threads: tuner_compile is thread-safe), fills the inputs
- * with deterministic values exactly representable in the dtype, runs the reference (F32 output),
+ * fused epilogues, split rows, softmax rows with runs of -inf) x dtype: builds the space for the
+ * device's target, generates and compiles every candidate (in parallel threads: tuner_compile is
+ * thread-safe), fills the inputs with deterministic values exactly representable in the dtype,
+ * runs the reference (F32 output),
  * poisons the candidate's output with NaN bytes, runs the candidate and compares every element:
  * |out - ref| <= atol * rms(ref) + rtol * |ref|, no NaN. Misaligned inputs (align=2) are really
  * passed at an odd 2-byte offset. Prints one line per case and exits 1 if any candidate is wrong.
@@ -342,6 +343,23 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
     tuner_binary_free(refbin);
 }
 
+/* Set for the masked softmax cases: input 0 holds runs of -inf in every row (keys [D/3, D) of the
+ * even rows, [0, 2D/3) of the odd ones), as an additive padding mask leaves the scores. Threads,
+ * and whole chunks of a split row, then see only -inf: the streaming kernels' online sum once
+ * made NaN of that (exp(-inf + inf)). */
+static bool ninf_runs;
+
+static void put_ninf(void *h, size_t k, tuner_dtype dt)
+{
+    if (dt == TUNER_F16 || dt == TUNER_BF16) {
+        const uint16_t v = dt == TUNER_F16 ? 0xfc00 : 0xff80;
+        memcpy((char *)h + k * 2, &v, 2);
+    } else {
+        const float f = -INFINITY;
+        memcpy((char *)h + k * 4, &f, 4);
+    }
+}
+
 static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
 {
     tuner_space *sp = NULL;
@@ -413,6 +431,14 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             } else {
                 float f = (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
                 memcpy((char *)h + k * 4, &f, 4);
+            }
+        }
+        if (ninf_runs && i == 0) {
+            const size_t D = (size_t)x->shape[x->rank - 1];
+            for (size_t k = 0; k < n; k++) {
+                const size_t row = k / D, col = k % D;
+                if (row % 2 == 0 ? col >= D / 3 : col < 2 * D / 3)
+                    put_ninf(h, k, x->dtype);
             }
         }
         bufs[i].bytes = n * es;
@@ -667,6 +693,11 @@ int main(void)
         CASE("softmax 3x65537 align2", t_softmax(dt, 3, 65537, 2));
         CASE("softmax 2x131072", t_softmax(dt, 2, 131072, 16));
         CASE("softmax 1000x4096", t_softmax(dt, 1000, 4096, 16));
+        ninf_runs = true;
+        CASE("softmax 77x1000 -inf runs", t_softmax(dt, 77, 1000, 16));
+        CASE("softmax 5x77 align2 -inf runs", t_softmax(dt, 5, 77, 2));
+        CASE("softmax 2x131072 -inf runs", t_softmax(dt, 2, 131072, 16));
+        ninf_runs = false;
         {
             snprintf(name, sizeof(name), "softmax 64x1000 *scale+cast %s", dn);
             if (!only || strstr(name, only)) {
