@@ -3,8 +3,10 @@
 torch.compile backend on a real GPU, dynamic sizes and fixed, f16 and f32, against PyTorch eager
 on CUDA (issues 38 and 39).
 
-    masked_models.py --socket SOCK [--tune none|model]   # a running hidetd
-    masked_models.py HIDETD [HIDETD_WORKER] [--lib DIR]  # starts one (meson)
+    masked_models.py --socket SOCK [--tune none|model] [--only SUBSTR]  # a running hidetd
+    masked_models.py HIDETD [HIDETD_WORKER] [--lib DIR] [...]           # starts one (meson)
+
+--only runs the runs whose name ("bert f32 fixed", "gpt2 f16 dynamic", ...) contains SUBSTR.
 
 On CUDA PyTorch traces the masked attention call in forms the CPU tests do not see: f16 as
 _scaled_dot_product_cudnn_attention, f32 as _scaled_dot_product_efficient_attention (its bias
@@ -111,6 +113,7 @@ def main():
     ap.add_argument("--lib")
     ap.add_argument("--socket")
     ap.add_argument("--tune", default="model")
+    ap.add_argument("--only", default="")
     a = ap.parse_args()
     try:
         import torch
@@ -129,7 +132,8 @@ def main():
         for name, cls, cfg, causal in models(transformers):
             for dtype in ("f16", "f32"):
                 for dynamic in (True, False):
-                    failures += run(name, cls, cfg, causal, dtype, dynamic, opts, torch, hidetd)
+                    if a.only in "%s %s %s" % (name, dtype, "dynamic" if dynamic else "fixed"):
+                        failures += run(name, cls, cfg, causal, dtype, dynamic, opts, torch, hidetd)
     finally:
         if proc:
             proc.terminate()
