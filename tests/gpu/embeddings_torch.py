@@ -23,7 +23,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, HERE)
-from gpu_env import daemon_from_args  # noqa: E402
+from gpu_env import daemon_arguments, daemon_from_args  # noqa: E402
 
 B, S, V, D, P = 4, 128, 30522, 768, 512
 
@@ -146,10 +146,7 @@ def check(client, tune):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("hidetd", nargs="?")
-    ap.add_argument("worker", nargs="?")
-    ap.add_argument("--lib")
-    ap.add_argument("--socket")
+    daemon_arguments(ap)
     ap.add_argument("--tune", action="append", help="none, model or measure (repeatable; default none, model)")
     a = ap.parse_args()
     try:

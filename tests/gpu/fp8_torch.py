@@ -30,7 +30,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, HERE)
-from gpu_env import daemon_from_args  # noqa: E402
+from gpu_env import daemon_arguments, daemon_from_args  # noqa: E402
 
 
 class Runner:
@@ -245,10 +245,7 @@ def bench(r, torch, fp8_mm):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("hidetd", nargs="?")
-    ap.add_argument("worker", nargs="?")
-    ap.add_argument("--lib")
-    ap.add_argument("--socket")
+    daemon_arguments(ap)
     ap.add_argument("--tune", default="model")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--cuda-graphs", action="store_true")

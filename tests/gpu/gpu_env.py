@@ -49,6 +49,15 @@ def start_daemon(hidetd_bin, worker, lib, prefix="hidetd-gpu-"):
     raise SystemExit("hidetd did not start: see " + log.name)
 
 
+def daemon_arguments(ap):
+    """Adds the arguments daemon_from_args reads: the hidetd binary and worker to start (what meson
+    passes), --lib (a folder of the project's shared libraries) and --socket (a running daemon)."""
+    ap.add_argument("hidetd", nargs="?")
+    ap.add_argument("worker", nargs="?")
+    ap.add_argument("--lib")
+    ap.add_argument("--socket")
+
+
 def daemon_from_args(ap, a, prefix):
     """The daemon a GPU script's arguments name: --socket (a running one, proc None), else the
     hidetd binary (and worker) started by start_daemon; (proc, socket path)."""

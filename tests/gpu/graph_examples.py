@@ -23,7 +23,7 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "clients", "python"))
 sys.path.insert(0, os.path.join(REPO, "examples", "graphs"))
 sys.path.insert(0, HERE)  # gpu_env, also when bench/graphs.py imports this file
-from gpu_env import daemon_from_args  # noqa: E402
+from gpu_env import daemon_arguments, daemon_from_args  # noqa: E402
 
 # max|got - want| / max|want| allowed per dtype: fp16 keeps 11 bits, bf16 8; fused chains round
 # once where eager rounds every intermediate, so the two differ by a few units in the last place
@@ -220,10 +220,7 @@ class CPlanLoader:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("hidetd", nargs="?")
-    ap.add_argument("worker", nargs="?")
-    ap.add_argument("--lib")
-    ap.add_argument("--socket")
+    daemon_arguments(ap)
     ap.add_argument("--tune", default="model")
     ap.add_argument("--dtype", default="f16", choices=sorted(TOL))
     a = ap.parse_args()

@@ -30,7 +30,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
 sys.path.insert(0, HERE)
-from gpu_env import daemon_from_args  # noqa: E402
+from gpu_env import daemon_arguments, daemon_from_args  # noqa: E402
 
 SIZES = ((4, 37), (3, 50))
 TOLERANCE = {"f16": 1e-2, "f32": 2e-3}
@@ -108,10 +108,7 @@ def run(name, cls, cfg, causal, dtype, dynamic, opts, torch, hidetd):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("hidetd", nargs="?")
-    ap.add_argument("worker", nargs="?")
-    ap.add_argument("--lib")
-    ap.add_argument("--socket")
+    daemon_arguments(ap)
     ap.add_argument("--tune", default="model")
     ap.add_argument("--only", default="")
     a = ap.parse_args()

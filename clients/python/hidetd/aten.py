@@ -1793,7 +1793,7 @@ def efficient_masks_for_torch(gm, nodes):
                 pad = gm.graph.call_function(operator.mod, (t, 8))
                 pad.meta["val"] = t.meta["val"] % 8
             x = bias
-            if pad != 0:
+            if not isinstance(pad, int) or pad > 0:
                 padded = gm.graph.call_function(aten.constant_pad_nd.default, (bias, [0, pad]))
                 padded.meta["val"] = _fake_call(aten.constant_pad_nd.default, (bias, [0, _size_value(pad)]))
                 x = gm.graph.call_function(aten.slice.Tensor, (padded, -1, 0, sk))
