@@ -363,14 +363,16 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * 64-key tile, 1.35 per 128-key tile a SM - 0.27 us plus 0.0084 per key
      * (bench/results/2026-11-29-h200-attention, run3). Without it the model saw 64- and 128-key
      * tiles as equal there and picked 64 (0.76x of the peer; 192 keys ran at 0.96x, session 8).
-     * Not at hd256, whose tiles the GEMMs bound: there the term moved the pick from 64 keys with
-     * one consumer (0.82x) to 80 keys with two (0.71x), measured. A mask read from global memory
+     * At hd256 too: with two consumers there, 80 keys a tile (26 tiles over 2048 keys, the last
+     * part empty) ran 2% ahead of 64 (32 tiles): 1009 / 3711 us against 1031 / 3786 (session 18,
+     * every candidate), 1001-1024 against 1023-1034 (session 19); without the term the model
+     * charged only the empty keys and picked 64. A mask read from global memory
      * by the consumers with more than 128 keys a tile measured 2.6x slower than 128 (BERT's
      * [8,12,512,64] with its [8,1,1,512] mask, before such masks were staged: 81 us at 176 keys,
      * 30 at 128): ranked accordingly for the masks still read that way. A staged mask adds about 2 us there at any width (session 18,
      * the same case with its [8,1,1,512] mask: 24.3-24.4 us at 128 keys, 27.4 at 192, against
      * 22.3 and 25.1 without a mask; wide_softmax above ranks 128 first). */
-    const double t_fixed = p.d.d <= 128 ? 0.27 : 0.0;
+    const double t_fixed = 0.27;
     const double masked_wide = p.d.has_mask && !c.mask_staged && c.bn > 128 ? 2.6 : 1.0;
     /* At D = 256 (O alone 128 registers a thread) only a second consumer hides the softmax:
      * the intra-warpgroup overlap did not with one (ncu, session 7: exp2 and the GEMMs
