@@ -488,7 +488,7 @@ static void emit_accumulate(tuner_sb *sb, const rows_geo *g, bool rmax, const ch
     case K_SOFTMAX:
         /* Online softmax: rescale the running sum when the running max grows. A -inf element
          * adds nothing; added as exp(x - lm) it would be exp(-inf + inf) = NaN while the thread
-         * has seen only -inf (a masked run of keys: f32 BERT's softmax went NaN). A NaN element
+         * has seen only -inf (a run of keys an additive -inf mask hides). A NaN element
          * is added, so that it reaches the row as PyTorch's does. */
         tuner_sb_puts(sb, "if (x > lm) { ls = ls * expf(lm - x) + 1.0f; lm = x; } else if (x != -HD_INF) { ls += expf(x - lm); }\n");
         break;

@@ -575,10 +575,11 @@ static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *
 }
 
 /* Emits a consumer's softmax of the tile at key aw_kv0 (in aw_sc): logits into the log2
- * domain plus the mask (fragment (j, h, e): row aw_m0 + aw_r + 8h, key aw_kv0 + 8j + aw_q2 + e),
- * keys past Skv (zero-filled by the copy engine) and causally hidden ones -inf on the tiles that
- * have any, then per row the max over the quad, exp2 against it (0 while it is -inf) in place,
- * l rescaled (a per-thread partial sum until the epilogue) and O's factor left in aw_al. */
+ * domain (without a mask, inside exp2's argument: `folded` below) plus the mask (fragment
+ * (j, h, e): row aw_m0 + aw_r + 8h, key aw_kv0 + 8j + aw_q2 + e), keys past Skv (zero-filled by
+ * the copy engine) and causally hidden ones -inf on the tiles that have any, then per row the
+ * max over the quad, exp2 against it (0 while it is -inf) in place, l rescaled (a per-thread
+ * partial sum until the epilogue) and O's factor left in aw_al. */
 static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *mask_value,
                          const aw_sizes *z)
 {
