@@ -16,9 +16,10 @@
  *    K and V as separate commit groups so that the scores of tile t are computed while its V
  *    tile may still be in flight;
  *  - scores S = Q K^T in fp32 (K rows are contiguous along D, so K is the B operand as stored:
- *    ldmatrix without .trans), scaled by scale * log2(e) so that softmax runs on ex2 (with a
- *    mask, read straight from global memory and added, by scale, and their difference to the
- *    row maximum by log2(e): a finite mask of -3.4e38 stays finite); keys past Skv and, under causal
+ *    ldmatrix without .trans); softmax runs on ex2: without a mask the scores stay unscaled and
+ *    exp2 takes s * scale * log2(e) - max from one FMA (with a mask, read straight from global
+ *    memory and added, they are scaled by scale, and their difference to the row maximum by
+ *    log2(e): a finite mask of -3.4e38 stays finite); keys past Skv and, under causal
  *    masking, keys j > i + Skv - S are set to -inf, only on the tiles that contain such keys;
  *  - online softmax per row (max over the four lanes of a quad that share a row, then the
  *    running output and sum are rescaled); a row whose maximum is still -inf uses 0 as its
@@ -353,7 +354,20 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
     /* Coordinates are declared for every element whether or not a fused chain reads them. */
     tuner_sb_puts(&sb, "#pragma nv_diag_suppress 177\n");
     tuner_sb_puts(&sb, at_helpers);
-    tuner_sb_printf(&sb, "#define AT_LG(x) %s\n", d->has_mask ? "((x) * 1.4426950408889634f)" : "(x)");
+    /* Into the exp2 domain: with a mask the scores are in natural units (below), without one
+     * they stay unscaled and the scale is folded in here and into exp2's FMA. */
+    const bool fold = !d->has_mask && p.scale > 0; /* the max commutes with a positive scale only */
+    if (d->has_mask)
+        tuner_sb_puts(&sb, "#define AT_LG(x) ((x) * 1.4426950408889634f)\n"
+                           "#define AT_EXP2_ARG(x, mu) AT_LG((x) - (mu))\n");
+    else if (!fold)
+        tuner_sb_puts(&sb, "#define AT_LG(x) (x)\n#define AT_EXP2_ARG(x, mu) ((x) - (mu))\n");
+    else {
+        tuner_sb_puts(&sb, "#define AT_SL2 ");
+        tuner__emit_float(&sb, p.scale * M_LOG2E);
+        tuner_sb_puts(&sb, "\n#define AT_LG(x) ((x) * AT_SL2)\n"
+                           "#define AT_EXP2_ARG(x, mu) fmaf((x), AT_SL2, -(mu) * AT_SL2)\n");
+    }
     /* One block per SM as the minimum: with the thread count alone ptxas aims at a higher
      * occupancy and spills (D 64, 64 x 32 tiles: 96 registers and a spill, against 124 and none). */
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(", c.threads, name);
@@ -467,21 +481,25 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                     "%s(at_s[mt][2 * np], %s, at_kb);\n%s(at_s[mt][2 * np + 1], %s, at_kb + 2);\n}\n}\n}\n",
                     mma, c.qregs ? "at_qf[mt][ks]" : "at_qk[mt]", mma, c.qregs ? "at_qf[mt][ks]" : "at_qk[mt]");
 
-    /* Scale into the exp2 domain, the additive mask, and -inf for keys the row may not see. */
+    /* The scale and the additive mask, then -inf for keys the row may not see. */
     tuner_sb_puts(&sb, "const int at_n0 = at_t * AT_BN;\n");
-    tuner_sb_puts(&sb, "#pragma unroll\nfor (int mt = 0; mt < AT_MI; mt++)\n"
-                       "#pragma unroll\nfor (int nb = 0; nb < AT_BN / 8; nb++)\n"
-                       "#pragma unroll\nfor (int e = 0; e < 4; e++) {\n"
-                       "const int at_i = at_m0 + at_wr + mt * 16 + (e >> 1) * 8 + at_g;\n"
-                       "const int at_j = at_n0 + nb * 8 + 2 * at_tq + (e & 1);\n"
-                       "(void)at_i;\n(void)at_j;\n");
-    tuner_sb_puts(&sb, "float at_x = at_s[mt][nb][e] * ");
-    /* Without a mask the scores are kept in the exp2 domain (one FMUL here, exp2(s - max) below);
-     * with one they stay in natural units and the difference to the maximum is scaled by log2(e)
-     * instead: a mask of finfo(f32).min (-3.4e38) would overflow to -inf times log2(e) and turn a
-     * row that PyTorch averages uniformly into an empty one. */
-    tuner__emit_float(&sb, d->has_mask ? p.scale : p.scale * M_LOG2E);
-    tuner_sb_puts(&sb, ";\n");
+    /* Without a mask the scores stay unscaled: the row max is taken on them and each exp2 gets
+     * score * scale * log2(e) - max from one FMA (FlashAttention's folding: a multiply and a
+     * subtract less per score). With one they are scaled into natural units and the mask added;
+     * their difference to the maximum is scaled by log2(e) after the subtraction: a mask of
+     * finfo(f32).min (-3.4e38) would overflow to -inf times log2(e) and turn a row that PyTorch
+     * averages uniformly into an empty one. */
+    if (!fold) {
+        tuner_sb_puts(&sb, "#pragma unroll\nfor (int mt = 0; mt < AT_MI; mt++)\n"
+                           "#pragma unroll\nfor (int nb = 0; nb < AT_BN / 8; nb++)\n"
+                           "#pragma unroll\nfor (int e = 0; e < 4; e++) {\n"
+                           "const int at_i = at_m0 + at_wr + mt * 16 + (e >> 1) * 8 + at_g;\n"
+                           "const int at_j = at_n0 + nb * 8 + 2 * at_tq + (e & 1);\n"
+                           "(void)at_i;\n(void)at_j;\n");
+        tuner_sb_puts(&sb, "float at_x = at_s[mt][nb][e] * ");
+        tuner__emit_float(&sb, d->has_mask ? p.scale : p.scale * M_LOG2E);
+        tuner_sb_puts(&sb, ";\n");
+    }
     if (d->has_mask) {
         char *mv = tuner__attn_mask_value(&p, "at_b", "at_h", "at_i", "at_j");
         if (!mv) {
@@ -491,7 +509,8 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
         tuner_sb_printf(&sb, "if (at_i < AT_S && %sat_j < AT_SKV) at_x += %s;\n", fixed_nt ? "at_j < AT_SKV_HI && " : "", mv);
         free(mv);
     }
-    tuner_sb_puts(&sb, "at_s[mt][nb][e] = at_x;\n}\n");
+    if (!fold)
+        tuner_sb_puts(&sb, "at_s[mt][nb][e] = at_x;\n}\n");
     /* Only tiles past Skv or across the diagonal need the per-element test. */
     char cond[256] = "";
     if (skv_step % c.bn)
@@ -532,7 +551,7 @@ static int attn_mma_generate(const tuner_op *op, const tuner_target *t, const tu
                   "float at_sum = 0.0f;\n"
                   "#pragma unroll\nfor (int nb = 0; nb < AT_BN / 8; nb++)\n"
                   "#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
-                  "const float at_pv = at_exp2(AT_LG(at_s[mt][nb][2 * hr + e] - at_mu));\n"
+                  "const float at_pv = at_exp2(AT_EXP2_ARG(at_s[mt][nb][2 * hr + e], at_mu));\n"
                   "at_s[mt][nb][2 * hr + e] = at_pv;\nat_sum += at_pv;\n}\n"
                   "at_rl[mt][hr] = at_rl[mt][hr] * at_al + at_sum;\n"
                   "#pragma unroll\nfor (int nd = 0; nd < AT_D / 8; nd++) {\n"
