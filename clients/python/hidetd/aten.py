@@ -1591,10 +1591,15 @@ def math_attention(gm):
 
 
 def _fake_call(target, args):
-    """target's result on the fake values of args (fx nodes) and literals: a new node's meta."""
+    """target's result on the fake values of args (fx nodes, also inside lists: an expand's
+    sizes) and literals: a new node's meta. Size arithmetic (no tensor among them) is computed on
+    the SymInts as it is."""
+    import torch.fx
     from torch._dispatch.python import enable_python_dispatcher
-    metas = [meta_of(a) if hasattr(a, "op") else a for a in args]
-    mode = next(m.fake_mode for m in metas if hasattr(m, "fake_mode"))
+    metas = torch.fx.node.map_arg(tuple(args), meta_of)
+    mode = next((m.fake_mode for m in metas if hasattr(m, "fake_mode")), None)
+    if mode is None:
+        return target(*metas)
     # The Python dispatcher, as in a trace: ops given symbolic sizes (a pad of (8 - s % 8) % 8)
     # take their decompositions.
     with mode, enable_python_dispatcher():
@@ -1761,6 +1766,12 @@ def efficient_masks_for_torch(gm, nodes):
     left. Returns how many."""
     import torch
     aten = torch.ops.aten
+
+    def emit(target, *args):
+        n = gm.graph.call_function(target, args)
+        n.meta["val"] = _fake_call(target, args)
+        return n
+
     n_rewritten = 0
     for node in [n for n in gm.graph.nodes if n in nodes]:
         if _sdpa_form(node) != "_scaled_dot_product_efficient_attention" or len(node.args) < 4:
@@ -1786,20 +1797,11 @@ def efficient_masks_for_torch(gm, nodes):
             if isinstance(sk, int):
                 pad = (8 - sk % 8) % 8
             else:
-                r = gm.graph.call_function(operator.mod, (sk, 8))
-                r.meta["val"] = meta_of(sk) % 8
-                t = gm.graph.call_function(operator.sub, (8, r))
-                t.meta["val"] = 8 - r.meta["val"]
-                pad = gm.graph.call_function(operator.mod, (t, 8))
-                pad.meta["val"] = t.meta["val"] % 8
+                pad = emit(operator.mod, emit(operator.sub, 8, emit(operator.mod, sk, 8)), 8)
             x = bias
             if not isinstance(pad, int) or pad > 0:
-                padded = gm.graph.call_function(aten.constant_pad_nd.default, (bias, [0, pad]))
-                padded.meta["val"] = _fake_call(aten.constant_pad_nd.default, (bias, [0, _size_value(pad)]))
-                x = gm.graph.call_function(aten.slice.Tensor, (padded, -1, 0, sk))
-                x.meta["val"] = _fake_call(aten.slice.Tensor, (padded, -1, 0, _size_value(sk)))
-            e = gm.graph.call_function(aten.expand.default, (x, shape))
-            e.meta["val"] = _fake_call(aten.expand.default, (x, [_size_value(d) for d in shape]))
+                x = emit(aten.slice.Tensor, emit(aten.constant_pad_nd.default, bias, [0, pad]), -1, 0, sk)
+            e = emit(aten.expand.default, x, shape)
         node.args = node.args[:3] + (e,) + node.args[4:]
         n_rewritten += 1
     if n_rewritten:
