@@ -111,6 +111,8 @@ typedef struct aw_cfg {
     bool pingpong; /* the two consumers take turns issuing wgmma (named barriers) */
     bool overlap;  /* one tile's softmax beside the previous tile's P.V (FA3's intra-warpgroup
                     * pipelining) */
+    bool sum_mma;  /* the row sums by wgmma: P times a column of ones beside P.V (see
+                    * emit_softmax) */
     int bm;        /* 64 * consumers query rows per work item */
     int dp;        /* D rounded up to 64: the columns the tiles hold (and O's N) */
     int boxes;     /* dp / 64 */
@@ -154,6 +156,10 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     if ((pp != 0 && pp != 1) || (pp && tuner_schedule_param(s, "consumers", 0) != 2))
         return -EINVAL;
     c->pingpong = pp == 1;
+    const int sm = tuner_schedule_param(s, "sum_mma", 0);
+    if (sm != 0 && sm != 1)
+        return -EINVAL;
+    c->sum_mma = sm == 1;
     if (c->bn < 64 || c->bn > 256 || c->bn % 16 || c->consumers < 1 || c->consumers > 3 || c->stages < 2 ||
         c->stages > 4)
         return -EINVAL;
@@ -167,7 +173,8 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     c->stage_bytes = 2 * c->kv_bytes;
     c->mask_staged = p->d.has_mask && p->m_st[2] == 0;
     c->mask_bytes = c->mask_staged ? c->stages * c->bn * 4 : 0;
-    c->smem = c->stages * c->stage_bytes + c->q_bytes + 1024;
+    /* The row sums' B operand: 1 KiB of ones after the Q tile (one 128-byte swizzle atom). */
+    c->smem = c->stages * c->stage_bytes + c->q_bytes + (c->sum_mma ? 1024 : 0) + 1024;
     c->regs = aw_consumer_regs(c->consumers);
     return 0;
 }
@@ -185,7 +192,7 @@ static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const a
      * read from global memory needs more for its addressing (ptxas -v: 176 keys with two
      * consumers spilled with one); a staged one two registers for a moment. */
     const int overhead = AW_REG_OVERHEAD + (p->d.has_mask && !c->mask_staged ? AW_MASK_REGS : 0);
-    if (c->dp / 2 + c->bn / 2 + c->bn / 4 + overhead > c->regs)
+    if (c->dp / 2 + c->bn / 2 + c->bn / 4 + (c->sum_mma ? 4 : 0) + overhead > c->regs)
         return false;
     if (!aw_smem_fits(a, c))
         return false;
@@ -233,7 +240,7 @@ static void aw_param(tuner_schedule *s, const char *name, int value)
     s->n_params++;
 }
 
-static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, int overlap, int pingpong)
+static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, int overlap, int pingpong, int sum_mma)
 {
     memset(s, 0, sizeof(*s));
     s->template_name = "attention_wgmma";
@@ -242,6 +249,20 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
     aw_param(s, "stages", stages);
     aw_param(s, "overlap", overlap);
     aw_param(s, "pingpong", pingpong);
+    if (sum_mma) /* absent reads as 0: the schedules before it keep their names */
+        aw_param(s, "sum_mma", sum_mma);
+}
+
+/* Whether the row sums by wgmma (sum_mma) are offered: beside a staged mask, whose load and add
+ * make the softmax's fp32 work the tile's bound (H200, session 20, kbench in two processes:
+ * BERT's [8,12,512,64] with its [8,1,1,512] mask 23.5-23.7 us against 25.0-25.3 summing in
+ * fp32). Without a mask the folded softmax is lighter, and the eight n8 wgmmas a tile lengthen
+ * P.V's group, which the next tile's rescale waits for: slower in every case measured
+ * ([8,16,2048,D]: D = 64 325-330 us against 315-318, D = 128 478-489 against 476, causal 341-342
+ * against 330-340, D = 256 1012-1022 against 979-980; BERT without a mask 22.9 against 21.8-22.0). */
+static int aw_sum_mma_offered(const tuner__attn_problem *p)
+{
+    return p->d.has_mask && p->m_st[2] == 0;
 }
 
 /* The tune:"none" pick by head dim: D <= 128 128 keys per tile with two consumers and a 3-deep
@@ -252,13 +273,14 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
  * (O alone is 128 registers) and 2 stages (a stage is 64 KiB there too, and 3 would not fit
  * beside the Q tile) without the intra-warpgroup overlap (session 18: 1031 us against 1196 at
  * [8,16,2048,256]; aw_predict says why); one consumer where S fits one 64-row block. */
-static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages, int *overlap)
+static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages, int *overlap, int *sum_mma)
 {
     const long long d = p->d.d;
     *consumers = p->d.s <= 64 ? 1 : 2;
     *bn = d == 256 ? 64 : 128;
     *stages = d == 256 ? 2 : 3;
     *overlap = d == 256 ? 0 : 1;
+    *sum_mma = aw_sum_mma_offered(p);
 }
 
 static const int aw_block_ns[] = {64, 80, 96, 128, 176, 192, 256};
@@ -269,19 +291,20 @@ static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
     if (!aw_problem(op, t, &p))
         return 0;
     const tuner_arch *a = tuner__arch(t);
-    int pbn, pc, pst, pov;
-    aw_pick(&p, &pbn, &pc, &pst, &pov);
+    int pbn, pc, pst, pov, psm;
+    aw_pick(&p, &pbn, &pc, &pst, &pov, &psm);
     for (int pass = 0; pass < 2; pass++)
         for (size_t bi = 0; bi < sizeof(aw_block_ns) / sizeof(aw_block_ns[0]); bi++)
             for (int cons = 1; cons <= 3; cons++)
                 for (int st = 2; st <= 4; st++)
                 for (int ov = 1; ov >= 0; ov--)
-                for (int pp = 0; pp <= (cons == 2); pp++) {
-                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == pov && pp == 0;
+                for (int pp = 0; pp <= (cons == 2); pp++)
+                for (int sm = 0; sm <= aw_sum_mma_offered(&p); sm++) {
+                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == pov && pp == 0 && sm == psm;
                     if (pref != (pass == 0))
                         continue;
                     tuner_schedule s;
-                    aw_schedule(&s, aw_block_ns[bi], cons, st, ov, pp);
+                    aw_schedule(&s, aw_block_ns[bi], cons, st, ov, pp, sm);
                     aw_cfg c;
                     if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
                         continue;
@@ -305,10 +328,10 @@ static int aw_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__attn_problem p;
     if (!aw_problem(op, t, &p))
         return -ENOENT;
-    int bn, cons, st, ov;
-    aw_pick(&p, &bn, &cons, &st, &ov);
+    int bn, cons, st, ov, sm;
+    aw_pick(&p, &bn, &cons, &st, &ov, &sm);
     tuner_schedule s;
-    aw_schedule(&s, bn, cons, st, ov, 0);
+    aw_schedule(&s, bn, cons, st, ov, 0, sm);
     ret->n_params = s.n_params;
     memcpy(ret->params, s.params, sizeof(s.params));
     return 0;
@@ -355,7 +378,10 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
      * (H200, session 18, two consumers in pingpong, 3 stages: [8,16,2048,64] 320-328 us at 128
      * keys, 335-338 at 192, 356 at 176; BERT's [8,12,512,64] 22.3 and 25.1 at 128 and 192). */
     const double wide_softmax = p.d.d <= 64 && c.bn > 128 ? 1.12 : 1.0;
-    const double t_exp = ((double)c.bm * c.bn / exp_rate + (double)c.bm * c.bn * 6.0 / (128.0 * 1.7e3)) * wide_softmax;
+    /* A staged mask adds its load and add per element; sum_mma takes the row sum's add off
+     * (aw_sum_mma_offered has the measurements). */
+    const double fp32_ops = 6.0 + (c.mask_staged ? 1.0 : 0.0) - (c.sum_mma ? 1.0 : 0.0);
+    const double t_exp = ((double)c.bm * c.bn / exp_rate + (double)c.bm * c.bn * fp32_ops / (128.0 * 1.7e3)) * wide_softmax;
     /* Overlap, or a second consumer, hides the softmax behind GEMMs. */
     /* Every key tile also pays a fixed cost whatever its width: the full-barrier wait, the
      * wgmma fence, commit and wait round trips, the row max/sum shuffles and the stage release.
@@ -579,7 +605,11 @@ static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *
  * (j, h, e): row aw_m0 + aw_r + 8h, key aw_kv0 + 8j + aw_q2 + e), keys past Skv (zero-filled by
  * the copy engine) and causally hidden ones -inf on the tiles that have any, then per row the
  * max over the quad, exp2 against it (0 while it is -inf) in place, l rescaled (a per-thread
- * partial sum until the epilogue) and O's factor left in aw_al. */
+ * partial sum until the epilogue) and O's factor left in aw_al. With sum_mma the row sums are
+ * not added here: P.V's group also multiplies P by a 64x8 block of ones (wgmma n8, B the ones
+ * after the Q tile) into aw_lo, a column of O in effect, rescaled with it; at D = 64 the
+ * softmax's fp32 issue bounds the tile, and this takes bn / 2 FADDs off each thread's tile for
+ * bn / 16 small wgmmas. The sums are then of the rounded P that P.V multiplies. */
 static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const char *mask_value,
                          const aw_sizes *z)
 {
@@ -655,13 +685,14 @@ static void emit_softmax(tuner_sb *sb, const tuner__attn_problem *p, const aw_cf
                     "const float aw_mu = aw_m == -HD_INF ? 0.0f : aw_m;\n"
                     "aw_al[h] = aw_exp2(aw_mx[h] - aw_mu);\n"
                     "aw_mx[h] = aw_m;\n"
-                    "float aw_rs = 0.0f;\n"
+                    "%s"
                     "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int e = 0; e < 2; e++) {\n"
                     "const float aw_p = aw_exp2(%s);\n"
-                    "aw_sc[4 * j + 2 * h + e] = aw_p;\naw_rs += aw_p;\n}\n"
-                    "aw_ls[h] = aw_ls[h] * aw_al[h] + aw_rs;\n"
+                    "aw_sc[4 * j + 2 * h + e] = aw_p;%s\n}\n"
+                    "%s"
                     "}\n",
-                    c->bn / 8, scaled_max, c->bn / 8, exp_arg);
+                    c->bn / 8, scaled_max, c->sum_mma ? "" : "float aw_rs = 0.0f;\n", c->bn / 8, exp_arg,
+                    c->sum_mma ? "" : "\naw_rs += aw_p;", c->sum_mma ? "" : "aw_ls[h] = aw_ls[h] * aw_al[h] + aw_rs;\n");
 }
 
 static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_schedule *s, tuner_program *prog,
@@ -704,6 +735,8 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     /* S = Q.K^T: both K-major; O += P.V: P from registers, V MN-major (transposed). */
     tuner__hopper_emit_mma_fn(&sb, "aw_mma_s", p.dt, c.bn, false, 0, 0, true);
     tuner__hopper_emit_mma_fn(&sb, "aw_mma_o", p.dt, c.dp, true, 0, 1, false);
+    if (c.sum_mma) /* P times ones: the row sums (B K-major, all ones, so one descriptor) */
+        tuner__hopper_emit_mma_fn(&sb, "aw_mma_l", p.dt, 8, true, 0, 0, false);
     /* ex2.approx of -inf is +0. */
     tuner_sb_puts(&sb, "HD_INLINE float aw_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : "
                        "\"f\"(x)); return y; }\n");
@@ -731,6 +764,16 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     if (c.mask_staged)
         tuner_sb_printf(&sb, "__shared__ alignas(16) float aw_mkb[%d];\nconst hd_u32 aw_mk = hd_smem_addr(aw_mkb);\n",
                         c.mask_bytes / 4);
+    /* With sum_mma, 1 KiB of ones (f16 or bf16 1.0 pairs) after the Q tile, written through the
+     * generic proxy before the block's first barrier and fenced for wgmma's reads. */
+    char ones[400] = "";
+    if (c.sum_mma)
+        snprintf(ones, sizeof(ones),
+                 "const hd_u32 aw_ones = aw_q + %du;\n"
+                 "for (int i = threadIdx.x; i < 64; i += %d)\n"
+                 "asm volatile(\"st.shared.v4.u32 [%%0], {%%1,%%1,%%1,%%1};\" :: \"r\"(aw_ones + 16u * i), \"r\"(%uu) : \"memory\");\n"
+                 "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n",
+                 c.q_bytes, c.threads, p.dt == TUNER_F16 ? 0x3c003c00u : 0x3f803f80u);
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char aw_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 aw_bars[%d];\n"
@@ -739,12 +782,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "const hd_u32 wg_bar0 = hd_smem_addr(aw_bars);\n"
                     "const hd_u32 aw_qfull = wg_bar0 + %d, aw_qempty = wg_bar0 + %d;\n"
                     "const int wg_g = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0);\n"
+                    "%s"
                     "if (threadIdx.x == 0) {\n"
                     "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
                     "wg_bar_init(aw_qfull, 1);\nwg_bar_init(aw_qempty, %d);\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n__syncthreads();\n",
-                    2 * S + 2, S * c.stage_bytes, 16 * S, 16 * S + 8, S,
+                    2 * S + 2, S * c.stage_bytes, 16 * S, 16 * S + 8, ones, S,
                     /* a stage is full once its bytes landed and, staged, its mask warp wrote */
                     1 + (c.mask_staged ? AW_MASK_THREADS : 0), S, 4 * c.consumers, 4 * c.consumers);
 
@@ -823,17 +867,18 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "const int aw_r = aw_c * 64 + wg_w * 16 + (wg_l >> 2), aw_q2 = 2 * (wg_l & 3);\n"
                     "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
                     "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
-                    "float aw_o[%d], aw_sc[%d];\nhd_u32 aw_pa[%d][4];\n"
+                    "float aw_o[%d], aw_sc[%d]%s;\nhd_u32 aw_pa[%d][4];\n"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n%s"
                     "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n",
-                    c.kv_bytes, c.bn * 128, no, ns, c.bn / 16,
+                    c.kv_bytes, c.bn * 128, no, ns, c.sum_mma ? ", aw_lo[4]" : "", c.bn / 16,
                     /* Consumer 0 takes the first turn. */
                     c.pingpong ? "if (aw_c == 1) asm volatile(\"bar.arrive 1, 256;\" ::: \"memory\");\n" : "", z.items_ll);
     emit_item(&sb, &p, &c, &z);
     /* Register pins (aw_pin) around every wgmma fence and wait: S's accumulators, O's, P's. */
-    char pin_s[48], pin_all[160];
+    char pin_s[48], pin_all[200];
     snprintf(pin_s, sizeof(pin_s), "aw_pin<%d>(aw_sc);\n", ns);
-    snprintf(pin_all, sizeof(pin_all), "aw_pin<%d>(aw_sc);\naw_pin<%d>(aw_o);\naw_pin_u<%d>(aw_pa);\n", ns, no, c.bn / 16);
+    snprintf(pin_all, sizeof(pin_all), "aw_pin<%d>(aw_sc);\naw_pin<%d>(aw_o);\naw_pin_u<%d>(aw_pa);\n%s", ns, no,
+             c.bn / 16, c.sum_mma ? "aw_pin<4>(aw_lo);\n" : "");
     /* Q.K^T of stage wg_s into aw_sc (one group), and P.V of stage aw_ps (one group). */
     /* A flattened v map's tile past Skv holds the next head's or batch entry's rows (see the
      * header). P is 0 there, but 0 * (an inf or NaN of theirs) is NaN in this head's output -
@@ -851,7 +896,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                  "asm volatile(\"st.shared.v4.u32 [%%0], {%%1,%%1,%%1,%%1};\" :: \"r\"(aw_vz + (hd_u32)(bx * %d + i * 16)), \"r\"(0u) : \"memory\");\n"
                  "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n}\n",
                  c.bn, z.skv, c.stage_bytes, c.kv_bytes, c.dp / 64, z.skv, c.bn * 8, c.bn * 128);
-    char qk[1200], pv[320];
+    char qk[1200], pv[480];
     snprintf(qk, sizeof(qk),
              "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
              "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n"
@@ -860,28 +905,31 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
              "wg_commit();\n",
              vzero, c.ksteps, c.bm * 128 / 16, c.stage_bytes / 16, c.bn * 128 / 16);
     snprintf(pv, sizeof(pv),
-             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) aw_mma_o(aw_o, aw_pa[kk], wg_desc(aw_dv + (hd_u32)aw_ps * %du + kk * 128));\n"
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
+             "aw_mma_o(aw_o, aw_pa[kk], wg_desc(aw_dv + (hd_u32)aw_ps * %du + kk * 128));\n%s}\n"
              "wg_commit();\n",
-             c.bn / 16, c.stage_bytes / 16);
+             c.bn / 16, c.stage_bytes / 16, c.sum_mma ? "aw_mma_l(aw_lo, aw_pa[kk], wg_desc(wg_desc_lo(aw_ones, 16)));\n" : "");
     char release[96];
     snprintf(release, sizeof(release), "if (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + aw_ps));\n", S);
     /* After a tile's softmax: O rescaled by its factors, its P packed, its stage remembered. */
-    char rescale[600];
+    char rescale[700];
     snprintf(rescale, sizeof(rescale),
              "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) "
-             "{ aw_o[4 * j + 2 * h] *= aw_al[h]; aw_o[4 * j + 2 * h + 1] *= aw_al[h]; }\n"
+             "{ aw_o[4 * j + 2 * h] *= aw_al[h]; aw_o[4 * j + 2 * h + 1] *= aw_al[h]; }\n%s"
              "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n#pragma unroll\nfor (int r = 0; r < 4; r++)\n"
              "aw_pa[kk][r] = %s(aw_sc[8 * kk + 2 * r], aw_sc[8 * kk + 2 * r + 1]);\n"
              "aw_ps = wg_s;\n",
-             c.dp / 8, c.bn / 16, pack);
+             c.dp / 8, c.sum_mma ? "aw_lo[0] *= aw_al[0]; aw_lo[1] *= aw_al[0]; aw_lo[2] *= aw_al[1]; aw_lo[3] *= aw_al[1];\n" : "",
+             c.bn / 16, pack);
     char advance[80];
     snprintf(advance, sizeof(advance), "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n", S);
     tuner_sb_printf(&sb,
-                    "float aw_mx[2] = {-HD_INF, -HD_INF}, aw_ls[2] = {0.0f, 0.0f}, aw_al[2];\n"
-                    "#pragma unroll\nfor (int j = 0; j < %d; j++) aw_o[j] = 0.0f;\n"
+                    "float aw_mx[2] = {-HD_INF, -HD_INF}, aw_al[2];\n%s"
+                    "#pragma unroll\nfor (int j = 0; j < %d; j++) aw_o[j] = 0.0f;\n%s"
                     "int aw_ps = 0;\n"
                     "wg_wait(aw_qfull, aw_qph);\naw_qph ^= 1;\n",
-                    no);
+                    c.sum_mma ? "" : "float aw_ls[2] = {0.0f, 0.0f};\n", no,
+                    c.sum_mma ? "aw_lo[0] = aw_lo[1] = aw_lo[2] = aw_lo[3] = 0.0f;\n" : "");
     /* With pingpong the two consumers take turns issuing their wgmma (named barriers 1 + c:
      * consumer c's turn), so that one's softmax runs while the other's GEMMs occupy the tensor
      * cores. */
@@ -924,14 +972,16 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     /* Epilogue: rows < S, columns < D. */
     tuner_sb_printf(&sb,
                     "#pragma unroll\nfor (int h = 0; h < 2; h++) {\n"
-                    "float aw_l = aw_ls[h];\n"
-                    "aw_l += __shfl_xor_sync(0xffffffffu, aw_l, 1);\n"
-                    "aw_l += __shfl_xor_sync(0xffffffffu, aw_l, 2);\n"
+                    "%s"
                     "const float aw_inv = aw_l > 0.0f ? 1.0f / aw_l : 0.0f;\n"
                     "const int aw_i = aw_m0 + aw_r + 8 * h;\n"
                     "if (aw_i < %s) {\n"
                     "#pragma unroll\nfor (int j = 0; j < %lld; j++) {\n"
                     "const float aw_v0 = aw_o[4 * j + 2 * h] * aw_inv, aw_v1 = aw_o[4 * j + 2 * h + 1] * aw_inv;\n",
+                    c.sum_mma ? "const float aw_l = aw_lo[2 * h];\n"
+                              : "float aw_l = aw_ls[h];\n"
+                                "aw_l += __shfl_xor_sync(0xffffffffu, aw_l, 1);\n"
+                                "aw_l += __shfl_xor_sync(0xffffffffu, aw_l, 2);\n",
                     z.s, (long long)d->d / 8);
     static const char *const vars[2] = {"aw_v0", "aw_v1"};
     tuner__attn_emit_store(&sb, &p, "aw_b", "aw_h", "aw_i", "8 * j + aw_q2", vars, 2);
