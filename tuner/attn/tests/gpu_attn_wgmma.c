@@ -291,6 +291,8 @@ static const acase cases[] = {
     {"hd256 bf16 bhsd causal 256x384", TUNER_BF16, 1, 2, 2, 256, 384, 256, false, true, 0, false},
     {"hd128 f16 mask [S,Skv] -inf row 100x200", TUNER_F16, 2, 2, 2, 100, 200, 128, false, false, 2, false},
     {"hd64 bf16 S=1 x 1000", TUNER_BF16, 2, 4, 4, 1, 1000, 64, false, false, 0, false},
+    /* more causal items than SMs (192-384): odd rounds dealt backwards, a partial last round */
+    {"hd64 f16 causal snake 1000", TUNER_F16, 3, 8, 8, 1000, 1000, 64, false, true, 0, false},
     /* bshd_packed: k and v at heads Hq and Hq + Hkv of one map over qkv */
     {"hd64 f16 packed gpt2 12/12 causal 300", TUNER_F16, 2, 12, 12, 300, 300, 64, true, true, 0, true},
     {"hd128 bf16 packed gqa 8/2 257", TUNER_BF16, 1, 8, 2, 257, 257, 128, true, false, 0, true},
