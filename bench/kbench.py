@@ -168,13 +168,15 @@ def main():
             row = {"name": os.path.basename(path), "error": repr(e)}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(f"{'name':40s} {'us':>9s} {'peer':>9s} {'ratio':>6s} {'TF/s':>6s} {'err':>9s} {'flushed':>9s} {'fl_read':>9s} {'fl_run':>9s} {'peer_run':>9s}")
+    print(f"{'name':40s} {'us':>9s} {'peer':>9s} {'ratio':>6s} {'TF/s':>6s} {'err':>9s} {'flushed':>9s} "
+          f"{'fl_read':>9s} {'fl_run':>9s} {'peer_run':>9s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:40s} ERROR {r['error'][:80]}")
             continue
         print(f"{r['name']:40s} {r['us']:9.2f} {r.get('peer_us', 0):9.2f} {r.get('ratio', 0):6.3f} "
-              f"{r.get('tflops', 0):6.1f} {r['err']:9.2e} {r.get('flushed_us', 0):9.2f} {r.get('flushed_read_us', 0):9.2f} {r.get('flushed_run_us', 0):9.2f} {r.get('peer_flushed_run_us', 0):9.2f}")
+              f"{r.get('tflops', 0):6.1f} {r['err']:9.2e} {r.get('flushed_us', 0):9.2f} "
+              f"{r.get('flushed_read_us', 0):9.2f} {r.get('flushed_run_us', 0):9.2f} {r.get('peer_flushed_run_us', 0):9.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
