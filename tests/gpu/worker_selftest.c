@@ -3,8 +3,9 @@
  * Hand-written PTX kernels over 4096 floats: a correct candidate (out = 2x), a wrong one
  * (2x + 1), one that writes far out of bounds (-> GW_FAULT, worker restarted), one that spins
  * forever (-> GW_TIMEOUT, worker restarted), and after each failure the correct one again, which
- * must still verify and time. Also checks the >48 KiB dynamic shared memory path, early stop, and
- * a size passed by value (a long long scalar argument, as a dynamic op's launches take).
+ * must still verify and time. Also checks the >48 KiB dynamic shared memory path, early stop,
+ * a size passed by value (a long long scalar argument, as a dynamic op's launches take), and
+ * scratch zeroed for each run of a timed span.
  * Without a GPU and driver it exits 77 ("skipped") with the reason.
  */
 #include <stdio.h>
@@ -119,6 +120,39 @@ static const char ptx[] =
     "  add.s64 %rd7, %rd4, %rd5;\n"
     "  st.global.f32 [%rd7], %f2;\n"
     "DONE3:\n"
+    "  ret;\n"
+    "}\n\n"
+    /* good_double that also counts its threads in a scratch word (p_count, zeroed before every
+     * run) and traps where the count passes N: a run that finds its scratch dirty. The timed
+     * spans of several runs must give each run scratch of its own. */
+    ".visible .entry counted_double(.param .u64 p_in, .param .u64 p_out, .param .u64 p_count)\n"
+    "{\n"
+    "  .reg .pred %p;\n"
+    "  .reg .b32 %r<6>;\n"
+    "  .reg .f32 %f<3>;\n"
+    "  .reg .b64 %rd<10>;\n"
+    "  ld.param.u64 %rd1, [p_in];\n"
+    "  ld.param.u64 %rd2, [p_out];\n"
+    "  ld.param.u64 %rd8, [p_count];\n"
+    "  cvta.to.global.u64 %rd3, %rd1;\n"
+    "  cvta.to.global.u64 %rd4, %rd2;\n"
+    "  cvta.to.global.u64 %rd9, %rd8;\n"
+    "  mov.u32 %r1, %ctaid.x;\n"
+    "  mov.u32 %r2, %ntid.x;\n"
+    "  mov.u32 %r3, %tid.x;\n"
+    "  mad.lo.s32 %r4, %r1, %r2, %r3;\n"
+    "  setp.ge.u32 %p, %r4, 4096;\n"
+    "  @%p bra DONE4;\n"
+    "  atom.global.add.u32 %r5, [%rd9], 1;\n"
+    "  setp.ge.u32 %p, %r5, 4096;\n"
+    "  @%p trap;\n"
+    "  mul.wide.u32 %rd5, %r4, 4;\n"
+    "  add.s64 %rd6, %rd3, %rd5;\n"
+    "  ld.global.f32 %f1, [%rd6];\n"
+    "  add.f32 %f2, %f1, %f1;\n"
+    "  add.s64 %rd7, %rd4, %rd5;\n"
+    "  st.global.f32 [%rd7], %f2;\n"
+    "DONE4:\n"
     "  ret;\n"
     "}\n\n"
     /* Spins until in[0] == 5.0, which never happens (inputs are in [-1, 1]). */
@@ -293,6 +327,14 @@ int main(void)
         r = run(pool, &q);
         CHECK(half ? r.status == GW_WRONG : r.status == GW_OK && r.max_rel_err == 0, "half %d", half);
     }
+
+    /* Scratch zeroed for every run, in the timed spans of several runs too (the set, 48 KiB,
+     * stays in the L2, so each timed run is a span). */
+    make_req(&q, 40, "counted_double", 0);
+    q.buffers[q.n_buffers++] = (gw_buffer){GW_BUF_SCRATCH, GW_F32, 1};
+    q.candidate.launches[0].args[q.candidate.launches[0].n_args++] = 3;
+    r = run(pool, &q);
+    CHECK(r.status == GW_OK && r.max_rel_err == 0 && r.reps >= 20);
 
     make_req(&q, 4, "no_such_kernel", 0);
     r = run(pool, &q);
