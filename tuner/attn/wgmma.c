@@ -542,6 +542,7 @@ typedef struct aw_sizes {
     char bh_ll[32];          /* B * Hq: long long */
     char items_ll[32];       /* work items: long long */
     char nt[32], nt_ll[32];  /* key tiles of a whole row: int, long long */
+    bool lpt;                /* causal items dealt by the table aw_emit_lpt wrote */
 } aw_sizes;
 
 static void aw_sizes_of(const tuner__attn_problem *p, const aw_cfg *c, aw_sizes *z)
@@ -579,22 +580,78 @@ static void emit_dyn_sizes(tuner_sb *sb, const tuner__attn_problem *p, const aw_
                     (long long)p->d.hq);
 }
 
-/* The loop over a block's work items (every role walks the same t, then emit_item). */
+/* Causal items of a fixed-size op dealt by a table (aw_emit_lpt) up to this many, and what an
+ * item costs beside its key tiles (its Q load, the ring's fill, the epilogue), in tiles. */
+#define AW_LPT_MAX_ITEMS 8192
+#define AW_LPT_ITEM_TILES 1
+
+/* The loop over a block's work items (every role walks the same t, then emit_item): every
+ * grid-th, or the block's row of the deal's table. */
 static void aw_loop(tuner_sb *sb, const aw_sizes *z)
 {
-    tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n", z->items_ll);
+    if (z->lpt)
+        tuner_sb_puts(sb, "for (int aw_lj = aw_lpt_at[blockIdx.x]; aw_lj < aw_lpt_at[blockIdx.x + 1]; aw_lj++) {\n"
+                          "const long long t = aw_lpt_item[aw_lj];\n");
+    else
+        tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n", z->items_ll);
+}
+
+/* The deal of a fixed-size causal op's items over `grid` blocks, longest first, each to the
+ * block with the least work so far (LPT), as two constant tables: aw_lpt_item, the items block by
+ * block in the order each block runs them, and aw_lpt_at, where each block's start. The snake
+ * (emit_item) leaves the busiest block 3% over the mean at [8,16,2048,128] (16 lengths, 2048 items
+ * over 132 blocks: 136 tiles where the mean is 131.9); this deal 132 (H200, session 20: 324.4 ->
+ * 322.1 us f16, 319.5 -> 315.8 bf16; the longer rows, where the snake was within 0.4%, as with
+ * it). Items fit the tables' 16 bits (AW_LPT_MAX_ITEMS). */
+static int aw_emit_lpt(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, long long items, int grid)
+{
+    const long long bh = p->d.b * p->d.hq;
+    long long *load = calloc((size_t)grid, sizeof(*load));
+    int *owner = malloc((size_t)items * sizeof(*owner)), *item = malloc((size_t)items * sizeof(*item));
+    int *at = calloc((size_t)grid + 1, sizeof(*at)), *fill = calloc((size_t)grid, sizeof(*fill));
+    if (!load || !owner || !item || !at || !fill) {
+        free(load), free(owner), free(item), free(at), free(fill);
+        return -ENOMEM;
+    }
+    /* t runs the items longest first (emit_item: query block nmb - 1 - t / bh). */
+    const long long nmb = tuner__attn_cdiv(p->d.s, c->bm);
+    for (long long t = 0; t < items; t++) {
+        int b = 0;
+        for (int k = 1; k < grid; k++)
+            if (load[k] < load[b])
+                b = k;
+        owner[t] = b;
+        load[b] += aw_item_tiles(p, c, nmb - 1 - t / bh) + AW_LPT_ITEM_TILES;
+        at[b + 1]++;
+    }
+    for (int b = 0; b < grid; b++)
+        at[b + 1] += at[b];
+    tuner_sb_printf(sb, "__constant__ unsigned short aw_lpt_item[%lld] = {", items);
+    for (long long t = 0; t < items; t++)
+        item[at[owner[t]] + fill[owner[t]]++] = (int)t;
+    for (long long i = 0; i < items; i++)
+        tuner_sb_printf(sb, "%s%d", i ? "," : "", item[i]);
+    tuner_sb_printf(sb, "};\n__constant__ unsigned short aw_lpt_at[%d] = {", grid + 1);
+    for (int b = 0; b <= grid; b++)
+        tuner_sb_printf(sb, "%s%d", b ? "," : "", at[b]);
+    tuner_sb_puts(sb, "};\n");
+    free(load), free(owner), free(item), free(at), free(fill);
+    return 0;
 }
 
 /* Declares the work item t's coordinates: aw_b, aw_h (query head), aw_hk (kv head), aw_m0 (first
- * query row) and aw_nt (key tiles). Causal items come longest first and a block takes every
- * grid-th: dealt straight, block 0 would get the longest of every round, so odd rounds are dealt
- * backwards (a snake; a partial last round backwards over its own items, so every t is an item
- * and the loop has no early exit, which made ptxas serialize the wgmma): the busiest block's key
- * tiles over the mean go from 6% to 0.4% at [4,16,4096,128] .. [1,16,16384,128] (128 x 128
- * tiles, 132 blocks). */
+ * query row) and aw_nt (key tiles). Causal items come longest first; a fixed-size op's are dealt
+ * by aw_emit_lpt's table, a named one's every grid-th to a block. Dealt straight, block 0 would
+ * get the longest of every round, so odd rounds are dealt backwards (a snake; a partial last
+ * round backwards over its own items, so every t is an item and the loop has no early exit,
+ * which made ptxas serialize the wgmma): the busiest block's key tiles over the mean go from 6%
+ * to 0.4% at [4,16,4096,128] .. [1,16,16384,128] (128 x 128 tiles, 132 blocks). */
 static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const aw_sizes *z)
 {
-    if (p->causal)
+    if (p->causal && z->lpt)
+        tuner_sb_printf(sb, "const int aw_mb = %s - 1 - (int)(t / %s), aw_bh = (int)(t %% %s);\n", z->nmb, z->bh_ll,
+                        z->bh_ll);
+    else if (p->causal)
         tuner_sb_printf(sb,
                         "const long long aw_r0 = t - blockIdx.x, aw_n = min((long long)gridDim.x, %s - aw_r0);\n"
                         "const long long aw_t = (t / gridDim.x) & 1 ? aw_r0 + aw_n - 1 - blockIdx.x : t;\n"
@@ -731,6 +788,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     const bool dyn = tuner_op_is_dynamic(op);
     aw_sizes z;
     aw_sizes_of(&p, &c, &z);
+    z.lpt = p.causal && !dyn && items <= AW_LPT_MAX_ITEMS;
     /* The mask's value at (aw_b, aw_h, aw_i, aw_j), as the softmax reads it. */
     char *mv = d->has_mask ? tuner__attn_mask_log2(&p, "aw_b", "aw_h", c.mask_staged ? "0" : "aw_i", "aw_j") : NULL;
     if (d->has_mask && !mv)
@@ -762,6 +820,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                        "template <int N> HD_INLINE void aw_pin_u(hd_u32 (*r)[4]) {\n#pragma unroll\nfor (int i = 0; i < N; i++) "
                        "asm volatile(\"\" : \"+r\"(r[i][0]), \"+r\"(r[i][1]), \"+r\"(r[i][2]), \"+r\"(r[i][3]) :: \"memory\"); }\n");
 
+    if (z.lpt && aw_emit_lpt(&sb, &p, &c, items, grid) < 0) {
+        free(mv);
+        tuner_sb_free(&sb);
+        return -ENOMEM;
+    }
     tuner_sb_printf(&sb, "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(", c.threads, name);
     tuner__attn_emit_params(&sb, &p);
     if (dyn) /* the sizes after the buffers, before the maps (as the launch passes them) */
