@@ -869,15 +869,29 @@ static const char *wg_m_blocks(int rows, char *buf, size_t len)
 /* Emits `gm_b` and the tile's coordinates, named tm and tn, for tile index `t`: batch-major,
  * then grouped raster order over the batch entry's tiles. tiles_m_x, tiles_n_x: NULL, or for a
  * dynamic op the expression of tiles_m (tiles_n: a swapped kernel's) at launch; tiles_m and
- * tiles_n are then their values at max (one tile row there is one at every size). */
+ * tiles_n are then their values at max (one tile row there is one at every size), and `batches`
+ * the batch entries the loop's count holds at max (1: it counts none, as a swapped kernel's).
+ *
+ * A dynamic op's divisors are known only at launch, and a division by one is a chain of a few
+ * tens of dependent instructions (64-bit: a call) that the producer runs before its first load:
+ * at [112,4096] x [4096,4096] on the H200 the swapped 64x56 pair built for a named M ran 0.6 us
+ * slower in a stream than the same pair built for 112 rows (13.0-13.1 against 12.5 us; 1 us
+ * after a flush), which lost it the range 97..112 (session 20, calls h and l). So the batch
+ * division goes where the count holds no batch, 32-bit division where the count fits an int,
+ * and the group's division where the group size is a constant. */
 static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n, int group, const char *tm,
-                             const char *tn, const char *tiles_m_x, const char *tiles_n_x)
+                             const char *tn, const char *tiles_m_x, const char *tiles_n_x, long long batches)
 {
     char lm[32], ln[32];
     snprintf(lm, sizeof(lm), "%lld", tiles_m);
     snprintf(ln, sizeof(ln), "%lld", tiles_n);
     const char *xm = tiles_m_x ? tiles_m_x : lm, *xn = tiles_n_x ? tiles_n_x : ln;
-    if (tiles_m_x || tiles_n_x)
+    if ((tiles_m_x || tiles_n_x) && batches == 1)
+        tuner_sb_puts(sb, "const int gm_b = 0, gm_r = (int)t;\n");
+    else if ((tiles_m_x || tiles_n_x) && batches * tiles_m * tiles_n <= 0x7fffffffLL)
+        tuner_sb_printf(sb, "const int gm_per = %s * %s;\nconst int gm_b = (int)t / gm_per, gm_r = (int)t %% gm_per;\n",
+                        xm, xn);
+    else if (tiles_m_x || tiles_n_x)
         tuner_sb_printf(sb, "const int gm_per = %s * %s;\nconst int gm_b = (int)(t / gm_per), gm_r = (int)(t %% gm_per);\n",
                         xm, xn);
     else
@@ -887,11 +901,15 @@ static void emit_tile_coords(tuner_sb *sb, long long tiles_m, long long tiles_n,
         tuner_sb_printf(sb, "const int %s = gm_r / %s, %s = gm_r %% %s;\n", tm, xn, tn, xn);
         return;
     }
+    /* Every group holds `group` tile rows where a fixed tiles_m divides into them. */
+    char gsz[48] = "gm_gsz";
+    if (!tiles_m_x && tiles_m % group == 0)
+        snprintf(gsz, sizeof(gsz), "%d", group);
     tuner_sb_printf(sb,
                     "const int gm_width = %d * %s, gm_first = (gm_r / gm_width) * %d;\n"
                     "const int gm_gsz = min(%s - gm_first, %d);\n"
-                    "const int %s = gm_first + (gm_r %% gm_width) %% gm_gsz, %s = (gm_r %% gm_width) / gm_gsz;\n",
-                    group, xn, group, xm, group, tm, tn);
+                    "const int %s = gm_first + (gm_r %% gm_width) %% %s, %s = (gm_r %% gm_width) / %s;\n",
+                    group, xn, group, xm, group, tm, gsz, tn, gsz);
 }
 
 /* The number of units a launch's loops walk (tiles, or a cluster's pairs of tiles), as a C
@@ -966,7 +984,7 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %s; t += (long long)(gridDim.x >> 1)) {\n",
                         cnt);
         emit_tile_coords(sb, pm, pn, c->group, "gm_tm", "gm_tp", NULL,
-                         p->dynamic ? wg_m_blocks(2 * c->bn, tmx, sizeof(tmx)) : NULL);
+                         p->dynamic ? wg_m_blocks(2 * c->bn, tmx, sizeof(tmx)) : NULL, 1);
         tuner_sb_puts(sb, "const int gm_tn = 2 * gm_tp + (int)wg_rank;\n");
         emit_swapped_row0(sb, p, c);
         return;
@@ -979,7 +997,7 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x >> 1); t < %s; t += (long long)(gridDim.x >> 1)) {\n",
                         wg_count_expr(p, p->batch * pm * pn, pair_rows, pn, cnt, sizeof(cnt)));
         emit_tile_coords(sb, pm, pn, c->group, c->pair_n ? "gm_tm" : "gm_tp", c->pair_n ? "gm_tp" : "gm_tn",
-                         p->dynamic ? wg_m_blocks(pair_rows, tmx, sizeof(tmx)) : NULL, NULL);
+                         p->dynamic ? wg_m_blocks(pair_rows, tmx, sizeof(tmx)) : NULL, NULL, p->batch);
         tuner_sb_printf(sb, "const int %s = 2 * gm_tp + (int)wg_rank;\n", c->pair_n ? "gm_tn" : "gm_tm");
         return;
     }
@@ -1028,8 +1046,9 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     else
         tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n", tiles_x);
     const bool dyn_m = p->dynamic && !c->swap, dyn_n = p->dynamic && c->swap;
+    /* A swapped kernel's count holds no batch entries (wg_tiles_expr). */
     emit_tile_coords(sb, tiles_m, tiles_n, c->group, "gm_tm", "gm_tn", dyn_m ? wg_m_blocks(c->bm, tmx, sizeof(tmx)) : NULL,
-                     dyn_n ? wg_m_blocks(c->bn, tmx, sizeof(tmx)) : NULL);
+                     dyn_n ? wg_m_blocks(c->bn, tmx, sizeof(tmx)) : NULL, c->swap ? 1 : p->batch);
     if (c->swap)
         emit_swapped_row0(sb, p, c);
 }
