@@ -9,6 +9,7 @@ graphs over rotating input sets; --alternate as in bench.py). Matmul programs ar
 same op (torch.matmul, plus eager bias / gelu when the epilogue has them: pass --peer-epilogue).
 
     kbench.py DIR [--only SUBSTR] [--peer-epilogue bias_gelu] [--flush] [--alternate] [--json OUT.json]
+              [--dims N,...]
 """
 import argparse
 import glob
@@ -41,14 +42,36 @@ def load(cubin, launches):
     return out
 
 
-def binder(meta, launches, ws_bytes):
+# A launch argument this or above is a dynamic op's dim k = arg - ARG_DIM0 (tuner.h TUNER_ARG_DIM0),
+# a long long by value: kgen writes the inputs at the dims' max, and --dims gives those sizes.
+ARG_DIM0 = 16
+
+
+def binder(meta, launches, ws_bytes, dims=()):
+    def arg(table, a):
+        if a >= ARG_DIM0:
+            return cupy.int64(dims[a - ARG_DIM0])
+        return cupy.uint64(table[a].data_ptr())
+
+    def sized(m):
+        # A map dimension named by a rule {"dims": [k...], "coef": c} (docs/api.md): c times the
+        # product of those dims' sizes.
+        def value(d):
+            if not isinstance(d, dict):
+                return d
+            v = d.get("coef", 1)
+            for k in d["dims"]:
+                v *= dims[k]
+            return v
+        return dict(m, dims=[value(d) for d in m["dims"]])
+
     def bind(inputs, output):
         ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
         table = {i: t for i, t in enumerate(inputs)}
         table[meta["buf_output"]] = output
         table[meta["buf_workspace"]] = ws
-        calls = [(fn, g, b, s, tuple(cupy.uint64(table[a].data_ptr()) for a in args) +
-                  tuple(tensor_map_arg(m, table[m["buf"]].data_ptr()) for m in maps))
+        calls = [(fn, g, b, s, tuple(arg(table, a) for a in args) +
+                  tuple(tensor_map_arg(sized(m), table[m["buf"]].data_ptr()) for m in maps))
                  for fn, g, b, s, args, maps in launches]
         return launcher(calls, keep=(ws, inputs, output))
 
@@ -71,8 +94,9 @@ def run_one(path, args):
     name = os.path.basename(base)
     cand = load(base + ".cubin", meta["kernels"])
     ref = load(base + ".ref.cubin", meta["ref_kernels"])
-    bind_c = binder(meta, cand, meta["workspace_bytes"])
-    bind_r = binder(meta, ref, meta["ref_workspace_bytes"])
+    dims = [int(d) for d in args.dims.split(",") if d]
+    bind_c = binder(meta, cand, meta["workspace_bytes"], dims)
+    bind_r = binder(meta, ref, meta["ref_workspace_bytes"], dims)
     in_dts = [t["dtype"] for t in meta["inputs"]]
     in_shapes = [t["shape"] for t in meta["inputs"]]
     out_shape, out_dt = meta["output"]["shape"], meta["output"]["dtype"]
@@ -155,6 +179,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--peer-epilogue", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--dims", default="", help="the named dims' sizes (their max, the inputs' shapes) for "
+                    "programs of a request with named dims, in the request's order")
     ap.add_argument("--flush", action="store_true", help="also time single launches after an L2 flush")
     ap.add_argument("--alternate", action="store_true", help="time candidate and peer in alternating replays")
     args = ap.parse_args()
