@@ -585,13 +585,29 @@ static void emit_dyn_sizes(tuner_sb *sb, const tuner__attn_problem *p, const aw_
 #define AW_LPT_MAX_ITEMS 8192
 #define AW_LPT_ITEM_TILES 1
 
-/* The loop over a block's work items (every role walks the same t, then emit_item): every
- * grid-th, or the block's row of the deal's table. */
-static void aw_loop(tuner_sb *sb, const aw_sizes *z)
+/* The loop over a block's work items t (every role walks the same ones, then emit_item): every
+ * grid-th; causal, where items come longest first, the block's row of the deal's table
+ * (aw_emit_lpt) or, for named sizes, a snake: odd rounds dealt backwards, so that block 0 does
+ * not take the longest item of every round, and the last round, whole or not, in its own
+ * direction - backwards it goes to the last blocks, which hold the least work. Each block counts
+ * its own rounds, so that the loop has no early exit (one made ptxas serialize the wgmma). The
+ * busiest block's work (an item's key tiles plus one) over the table's: at most 3% at
+ * [8,16,2048,128] (152 against 148), 0.2-1.3% at the longer bench rows and at dynamic.py's
+ * causal lengths from 2047, equal below (at 333 a snake that turned a partial round back over
+ * its first blocks gave 6 against 5). */
+static void aw_loop(tuner_sb *sb, const tuner__attn_problem *p, const aw_sizes *z)
 {
     if (z->lpt)
         tuner_sb_puts(sb, "for (int aw_lj = aw_lpt_at[blockIdx.x]; aw_lj < aw_lpt_at[blockIdx.x + 1]; aw_lj++) {\n"
                           "const long long t = aw_lpt_item[aw_lj];\n");
+    else if (p->causal)
+        tuner_sb_printf(sb,
+                        "const long long aw_rounds = %s / gridDim.x, aw_rem = %s %% gridDim.x;\n"
+                        "const long long aw_mine = aw_rounds + (aw_rem > 0 && ((aw_rounds & 1) ? "
+                        "(long long)blockIdx.x >= (long long)gridDim.x - aw_rem : (long long)blockIdx.x < aw_rem));\n"
+                        "for (long long aw_rd = 0; aw_rd < aw_mine; aw_rd++) {\n"
+                        "const long long t = aw_rd * gridDim.x + ((aw_rd & 1) ? gridDim.x - 1 - blockIdx.x : blockIdx.x);\n",
+                        z->items_ll, z->items_ll);
     else
         tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n", z->items_ll);
 }
@@ -599,7 +615,7 @@ static void aw_loop(tuner_sb *sb, const aw_sizes *z)
 /* The deal of a fixed-size causal op's items over `grid` blocks, longest first, each to the
  * block with the least work so far (LPT), as two constant tables: aw_lpt_item, the items block by
  * block in the order each block runs them, and aw_lpt_at, where each block's start. The snake
- * (emit_item) leaves the busiest block 3% over the mean at [8,16,2048,128] (16 lengths, 2048 items
+ * (aw_loop) leaves the busiest block 3% over the mean at [8,16,2048,128] (16 lengths, 2048 items
  * over 132 blocks: 136 tiles where the mean is 131.9); this deal 132 (H200, session 20: 324.4 ->
  * 322.1 us f16, 319.5 -> 315.8 bf16; the longer rows, where the snake was within 0.4%, as with
  * it). Items fit the tables' 16 bits (AW_LPT_MAX_ITEMS). */
@@ -640,23 +656,12 @@ static int aw_emit_lpt(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg 
 }
 
 /* Declares the work item t's coordinates: aw_b, aw_h (query head), aw_hk (kv head), aw_m0 (first
- * query row) and aw_nt (key tiles). Causal items come longest first; a fixed-size op's are dealt
- * by aw_emit_lpt's table, a named one's every grid-th to a block. Dealt straight, block 0 would
- * get the longest of every round, so odd rounds are dealt backwards (a snake; a partial last
- * round backwards over its own items, so every t is an item and the loop has no early exit,
- * which made ptxas serialize the wgmma): the busiest block's key tiles over the mean go from 6%
- * to 0.4% at [4,16,4096,128] .. [1,16,16384,128] (128 x 128 tiles, 132 blocks). */
+ * query row) and aw_nt (key tiles); causal items longest first (aw_loop deals them). */
 static void emit_item(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, const aw_sizes *z)
 {
-    if (p->causal && z->lpt)
+    if (p->causal)
         tuner_sb_printf(sb, "const int aw_mb = %s - 1 - (int)(t / %s), aw_bh = (int)(t %% %s);\n", z->nmb, z->bh_ll,
                         z->bh_ll);
-    else if (p->causal)
-        tuner_sb_printf(sb,
-                        "const long long aw_r0 = t - blockIdx.x, aw_n = min((long long)gridDim.x, %s - aw_r0);\n"
-                        "const long long aw_t = (t / gridDim.x) & 1 ? aw_r0 + aw_n - 1 - blockIdx.x : t;\n"
-                        "const int aw_mb = %s - 1 - (int)(aw_t / %s), aw_bh = (int)(aw_t %% %s);\n",
-                        z->items_ll, z->nmb, z->bh_ll, z->bh_ll);
     else
         tuner_sb_printf(sb, "const int aw_mb = (int)(t %% %s), aw_bh = (int)(t / %s);\n", z->nmb_ll, z->nmb_ll);
     tuner_sb_printf(sb,
@@ -876,7 +881,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     tuner_sb_puts(&sb,
                     "if (threadIdx.x == 0) {\n"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n");
-    aw_loop(&sb, &z);
+    aw_loop(&sb, &p, &z);
     emit_item(&sb, &p, &c, &z);
     tuner_sb_printf(&sb, "wg_wait(aw_qempty, aw_qph ^ 1);\naw_qph ^= 1;\nwg_expect(aw_qfull, %d);\n", c.q_bytes);
     emit_tile_load(&sb, &p, &c, 0, "aw_q", "aw_map_q", "aw_m0", "aw_h", c.bm, "aw_qfull");
@@ -907,7 +912,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                         "else if (threadIdx.x >= 32) {\n"
                         "const int aw_mw = (threadIdx.x >> 5) - 1, aw_ml = threadIdx.x & 31;\n"
                         "int wg_s = 0, wg_ph = 0;\n");
-        aw_loop(&sb, &z);
+        aw_loop(&sb, &p, &z);
         emit_item(&sb, &p, &c, &z);
         tuner_sb_printf(&sb,
                         "for (int n = 0; n < aw_nt; n++) {\n"
@@ -947,7 +952,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     c.kv_bytes, c.bn * 128, no, ns, c.sum_mma ? ", aw_lo[4]" : "", c.bn / 16,
                     /* Consumer 0 takes the first turn. */
                     c.pingpong ? "if (aw_c == 1) asm volatile(\"bar.arrive 1, 256;\" ::: \"memory\");\n" : "");
-    aw_loop(&sb, &z);
+    aw_loop(&sb, &p, &z);
     emit_item(&sb, &p, &c, &z);
     /* Register pins (aw_pin) around every wgmma fence and wait: S's accumulators, O's, P's. */
     char pin_s[48], pin_all[200];

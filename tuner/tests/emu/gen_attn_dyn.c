@@ -7,7 +7,9 @@
  * 1..2: 0 f16, s in 17..20 (one key tile whatever block_n: the count and Skv's max compiled in,
  * tuner/attn/mma.c fixed_nt); 1 bf16, s in 65..80 (one 128-key tile, three of 32); 2 f16, s in
  * 1..150 (counts at launch); 3 f16 causal self-attention without a mask, s in 1..150 (the key
- * count per query block at launch). Size sets: every dim at its min, odd sizes, the max, and b's
+ * count per query block at launch); 4 the same with b in 1..40 and s in 1..130 (with sm_90a's
+ * 132 blocks, 80-240 causal items at the max: rounds dealt in a snake, a partial last one
+ * backwards, tuner/attn/wgmma.c aw_loop). Size sets: every dim at its min, odd sizes, the max, and b's
  * max with s one past a multiple of 64 (clamped to the range). */
 #include <math.h>
 #include <stdio.h>
@@ -24,15 +26,15 @@
 
 static tuner_op case_op(int c)
 {
-    static const long long lo[4] = {17, 65, 1, 1}, hi[4] = {20, 80, 150, 150};
+    static const long long lo[5] = {17, 65, 1, 1, 1}, hi[5] = {20, 80, 150, 150, 130}, bmax[5] = {2, 2, 2, 2, 40};
     const tuner_dtype dt = c == 1 ? TUNER_BF16 : TUNER_F16;
-    const bool causal = c == 3;
-    const long long ms[4] = {2, 1, 1, hi[c]};
-    tuner_op op = ta_attention_of(dt, false, causal, 2, HEADS, HEADS, hi[c], hi[c], D, causal ? 0 : 4, ms, dt);
+    const bool causal = c >= 3;
+    const long long ms[4] = {bmax[c], 1, 1, hi[c]};
+    tuner_op op = ta_attention_of(dt, false, causal, bmax[c], HEADS, HEADS, hi[c], hi[c], D, causal ? 0 : 4, ms, dt);
     /* dims sorted by name: b (bit 0), s (bit 1) */
     op.n_dims = 2;
     snprintf(op.dims[0].name, sizeof(op.dims[0].name), "b");
-    op.dims[0].min = 1, op.dims[0].max = 2, op.dims[0].multiple_of = 1;
+    op.dims[0].min = 1, op.dims[0].max = bmax[c], op.dims[0].multiple_of = 1;
     snprintf(op.dims[1].name, sizeof(op.dims[1].name), "s");
     op.dims[1].min = lo[c], op.dims[1].max = hi[c], op.dims[1].multiple_of = 1;
     for (int i = 0; i < 3; i++) {
