@@ -4,8 +4,8 @@
 # attention cases of gen_attn_dyn.c, run on the CPU (emu_mma.cpp with emu_hopper.h) at four size
 # sets each and compared with attention in double (no GPU needed; not part of the suite).
 #   tuner/tests/emu/emulate_attn_wgmma.sh BUILD_DIR [EVERY] [WORK_DIR]
-# Every EVERY-th candidate (default 2); CASES picks gen_attn_dyn.c's cases (default 0-3; case 4, causal with more items than sm_90a's 132
-# blocks, takes about 30 s a candidate).
+# Every EVERY-th candidate (default 2); CASES picks gen_attn_dyn.c's cases (default 0-3; case 4,
+# causal with more items than sm_90a's 132 blocks, takes about 30 s a candidate).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/emu_dyn.sh"
