@@ -349,17 +349,6 @@ static void verify_attn_reference(const char *name, const tuner_op *op, const tu
  * made NaN of that (exp(-inf + inf)). */
 static bool ninf_runs;
 
-static void put_ninf(void *h, size_t k, tuner_dtype dt)
-{
-    if (dt == TUNER_F16 || dt == TUNER_BF16) {
-        const uint16_t v = dt == TUNER_F16 ? 0xfc00 : 0xff80;
-        memcpy((char *)h + k * 2, &v, 2);
-    } else {
-        const float f = -INFINITY;
-        memcpy((char *)h + k * 4, &f, 4);
-    }
-}
-
 static void verify_case(const char *name, const tuner_op *op, const tuner_target *t, int threads)
 {
     tuner_space *sp = NULL;
@@ -420,17 +409,11 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
                 while (!(fabsf(tuner_fp8_to_f32(x->dtype, b)) <= 2.0f));
                 ((uint8_t *)h)[k] = b;
             } else if (x->dtype == TUNER_F16) {
-                uint16_t v = t_f32_to_f16((float)t_rnd_int(-1024, 1024) / 1024.0f);
-                memcpy((char *)h + k * 2, &v, 2);
+                t_host_put(x->dtype, h, k, (float)t_rnd_int(-1024, 1024) / 1024.0f);
             } else if (x->dtype == TUNER_BF16) {
-                float f = (float)t_rnd_int(-128, 128) / 128.0f;
-                uint32_t b;
-                memcpy(&b, &f, 4);
-                uint16_t v = (uint16_t)(b >> 16);
-                memcpy((char *)h + k * 2, &v, 2);
+                t_host_put(x->dtype, h, k, (float)t_rnd_int(-128, 128) / 128.0f);
             } else {
-                float f = (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20);
-                memcpy((char *)h + k * 4, &f, 4);
+                t_host_put(TUNER_F32, h, k, (float)t_rnd_int(-(1 << 20), 1 << 20) / (float)(1 << 20));
             }
         }
         if (ninf_runs && i == 0) {
@@ -438,7 +421,7 @@ static void verify_case(const char *name, const tuner_op *op, const tuner_target
             for (size_t k = 0; k < n; k++) {
                 const size_t row = k / D, col = k % D;
                 if (row % 2 == 0 ? col >= D / 3 : col < 2 * D / 3)
-                    put_ninf(h, k, x->dtype);
+                    t_host_put(x->dtype, h, k, -INFINITY);
             }
         }
         bufs[i].bytes = n * es;
