@@ -853,15 +853,21 @@ static CUresult launch_module(gw_measurer *m, const gw_module *mod, const loaded
     return launch_on(m, mod, ld, m->ptr, (const CUtensorMap (*)[GW_MAX_MAPS])ld->maps);
 }
 
-static CUresult zero_scratch(gw_measurer *m)
+/* Zeroes the scratch buffers among ptr (the request's buffers, or a timed span's copy of them). */
+static CUresult zero_scratch_on(gw_measurer *m, const CUdeviceptr *ptr)
 {
     for (int i = 0; i < m->n_buffers; i++)
         if (m->bufs[i].role == GW_BUF_SCRATCH) {
-            CUresult r = cuMemsetD8Async(m->ptr[i], 0, m->bytes[i], m->stream);
+            CUresult r = cuMemsetD8Async(ptr[i], 0, m->bytes[i], m->stream);
             if (r != CUDA_SUCCESS)
                 return r;
         }
     return CUDA_SUCCESS;
+}
+
+static CUresult zero_scratch(gw_measurer *m)
+{
+    return zero_scratch_on(m, m->ptr);
 }
 
 /* Outcome of one run step, so the callers share one error path. */
@@ -1284,9 +1290,7 @@ static phase phase_time(run_state *rs)
             goto cancel;
         r = zero_scratch(m);
         for (int c = 0; c < runs - 1 && r == CUDA_SUCCESS; c++)
-            for (int i = 0; i < m->n_buffers && r == CUDA_SUCCESS; i++)
-                if (m->bufs[i].role == GW_BUF_SCRATCH)
-                    r = cuMemsetD8Async(copies[c].ptr[i], 0, m->bytes[i], m->stream);
+            r = zero_scratch_on(m, copies[c].ptr);
         if (r == CUDA_SUCCESS && flush)
             r = flush_l2(m);
         if (r == CUDA_SUCCESS)
