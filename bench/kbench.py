@@ -137,8 +137,9 @@ def run_one(path, args):
         # of dirty lines the kernel must write back; the tuning worker's flush until 2026-11-28)
         # and a read of the same buffer (leaves it clean; the worker's flush now).
         junk = torch.empty(2 * L2_BYTES // 4, dtype=torch.float32, device="cuda")
-        run = bind_c(sets[0], outs[0])
-        for key, flush in (("flushed_us", junk.zero_), ("flushed_read_us", junk.sum)):
+
+        def after_flush_us(flush, run, launches=1):
+            """Median over 40 of run's time (per launch) right after flush."""
             ts = []
             for _ in range(40):
                 flush()
@@ -147,23 +148,18 @@ def run_one(path, args):
                 run()
                 b.record()
                 b.synchronize()
-                ts.append(a.elapsed_time(b) * 1000.0)
-            row[key] = round(sorted(ts)[len(ts) // 2], 2)
+                ts.append(a.elapsed_time(b) * 1000.0 / launches)
+            return round(sorted(ts)[len(ts) // 2], 2)
+
+        run = bind_c(sets[0], outs[0])
+        for key, flush in (("flushed_us", junk.zero_), ("flushed_read_us", junk.sum)):
+            row[key] = after_flush_us(flush, run)
+
         # After a read flush, the input sets one after another in one timed span (a CUDA graph
         # of one launch per set, so that no host launch cost falls in it): each launch reads its
         # own set cold and its setup overlaps the one before, as in a model's stream of kernels.
         def flushed_run_us(make_fn):
-            g = cuda_graph(make_fn, n_sets, n_sets)
-            ts = []
-            for _ in range(40):
-                junk.sum()
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                g.replay()
-                b.record()
-                b.synchronize()
-                ts.append(a.elapsed_time(b) * 1000.0 / n_sets)
-            return round(sorted(ts)[len(ts) // 2], 2)
+            return after_flush_us(junk.sum, cuda_graph(make_fn, n_sets, n_sets).replay, n_sets)
 
         row["flushed_run_us"] = flushed_run_us(lambda i: bind_c(sets[i], outs[i]))
         if "peer_us" in row:
