@@ -52,10 +52,19 @@
  * one's softmax runs while the other's GEMMs hold the tensor cores (FA3's inter-warpgroup
  * pingpong). Both consumers walk the same items and tiles, so their turns pair up.
  *
- * Schedule: block_n (64..256, keys per tile), consumers (1..3: block_m 64..192), stages (2..4),
- * overlap (0, 1), pingpong (0, 1; two consumers); valid where the ring, the Q tile and 1 KiB of
- * alignment slack fit the block's shared memory and O (D rounded up to 64, halved, fp32), S
- * (block_n / 2) and P (block_n / 4) plus 32 (56 with a mask) fit a consumer thread's registers:
+ * With `stages` 1 (no overlap) the ring is one K slot and one V slot, each with a full and an
+ * empty barrier of its own: K goes back to the producer once Q.K^T completed, V once P.V did, so
+ * that tile n + 1's K loads during tile n's softmax and P.V, and its V during its Q.K^T and
+ * softmax; a staged mask's slot, read by the softmax after K's release, waits for V's. That is
+ * what lets 128 keys a tile fit at D = 256 (Q 64 KiB, K and V 64 KiB each, where two whole
+ * stages would need 320), cuDNN's tile there. Without overlap P is packed into S's registers
+ * (S is dead once P is made; P.V's wait comes before the next Q.K^T writes them).
+ *
+ * Schedule: block_n (64..256, keys per tile), consumers (1..3: block_m 64..192), stages (1..4;
+ * 1 without overlap), overlap (0, 1), pingpong (0, 1; two consumers); valid where the ring, the
+ * Q tile and 1 KiB of alignment slack fit the block's shared memory and O (D rounded up to 64,
+ * halved, fp32), S (block_n / 2) and, with overlap, P (block_n / 4) plus 32 (56 with a mask) fit
+ * a consumer thread's registers:
  * 240 with one consumer (256 threads), 232 with two and 152 with three after setmaxnreg (the
  * producer keeps 40). ptxas -v reports the kernel at its launch bound (168 with two consumers)
  * but allocates the consumers' code to the setmaxnreg budget.
@@ -105,6 +114,10 @@
 /* Threads of the producer warpgroup that stage one key tile of a row-broadcast mask: one warp of
  * warps 1..3, which take the tiles in turn (see the header). */
 #define AW_MASK_THREADS 32
+/* With one K and one V slot (stages 1), V's full and empty barriers: byte offsets past K's, which
+ * sit where stage 0's full and empty ones do. */
+#define AW_VFULL 16
+#define AW_VEMPTY 24
 
 typedef struct aw_cfg {
     int bn, consumers, stages;
@@ -113,6 +126,9 @@ typedef struct aw_cfg {
                     * pipelining) */
     bool sum_mma;  /* the row sums by wgmma: P times a column of ones beside P.V (see
                     * emit_softmax) */
+    bool split;    /* stages 1: one K slot and one V slot, each with barriers of its own (K
+                    * refilled once Q.K^T is done, V once P.V is) */
+    bool p_in_s;   /* without overlap, P packed into S's registers (S is dead once P is made) */
     int bm;        /* 64 * consumers query rows per work item */
     int dp;        /* D rounded up to 64: the columns the tiles hold (and O's N) */
     int boxes;     /* dp / 64 */
@@ -160,9 +176,15 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     if (sm != 0 && sm != 1)
         return -EINVAL;
     c->sum_mma = sm == 1;
-    if (c->bn < 64 || c->bn > 256 || c->bn % 16 || c->consumers < 1 || c->consumers > 3 || c->stages < 2 ||
+    if (c->bn < 64 || c->bn > 256 || c->bn % 16 || c->consumers < 1 || c->consumers > 3 || c->stages < 1 ||
         c->stages > 4)
         return -EINVAL;
+    /* One slot each for K and V pipelines only tile by tile: with overlap, tile n's Q.K^T waits
+     * for a K load the producer can issue only after tile n - 1's P.V. */
+    if (c->stages == 1 && c->overlap)
+        return -EINVAL;
+    c->split = c->stages == 1;
+    c->p_in_s = !c->overlap;
     c->bm = 64 * c->consumers;
     c->dp = (int)((p->d.d + 63) / 64 * 64);
     c->boxes = c->dp / 64;
@@ -179,20 +201,26 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     return 0;
 }
 
-/* Static shared memory: the barriers (a full and an empty one per stage, Q's pair) and the
- * staged mask. */
+/* The ring's barriers: a full and an empty one per stage; with one slot each, K's pair then V's. */
+static int aw_ring_bars(const aw_cfg *c)
+{
+    return c->split ? 4 : 2 * c->stages;
+}
+
+/* Static shared memory: the ring's barriers, Q's pair and the staged mask. */
 static int aw_static_bytes(const aw_cfg *c)
 {
-    return 8 * (2 * c->stages + 2) + c->mask_bytes;
+    return 8 * (aw_ring_bars(c) + 2) + c->mask_bytes;
 }
 
 static bool cfg_valid(const tuner__attn_problem *p, const tuner_arch *a, const aw_cfg *c)
 {
-    /* O (dp / 2 fp32 per thread), S (bn / 2) and P (bn / 4 packed pairs) live at once; a mask
-     * read from global memory needs more for its addressing (ptxas -v: 176 keys with two
-     * consumers spilled with one); a staged one two registers for a moment. */
+    /* O (dp / 2 fp32 per thread), S (bn / 2) and, with overlap, P (bn / 4 packed pairs: the
+     * previous tile's, beside this tile's S) live at once; a mask read from global memory needs
+     * more for its addressing (ptxas -v: 176 keys with two consumers spilled with one); a staged
+     * one two registers for a moment. */
     const int overhead = AW_REG_OVERHEAD + (p->d.has_mask && !c->mask_staged ? AW_MASK_REGS : 0);
-    if (c->dp / 2 + c->bn / 2 + c->bn / 4 + (c->sum_mma ? 4 : 0) + overhead > c->regs)
+    if (c->dp / 2 + c->bn / 2 + (c->p_in_s ? 0 : c->bn / 4) + (c->sum_mma ? 4 : 0) + overhead > c->regs)
         return false;
     if (!aw_smem_fits(a, c))
         return false;
@@ -269,17 +297,21 @@ static int aw_sum_mma_offered(const tuner__attn_problem *p)
  * ring (H200, 4096 x 4096 hd128, 16 heads: 3 stages 630 TFLOP/s, 2 stages 419 - the ring is
  * 64 KiB a stage, and 2 leave the consumers waiting for loads: ncu showed 0.39 eligible warps per
  * scheduler; causal 478 against 385; bench/results/2026-11-29-h200-attention), the same at
- * D = 64 (session 18: [8,16,2048,64] 320-328 us at 128 keys, 335-338 at 192), D = 256 64 keys
- * (O alone is 128 registers) and 2 stages (a stage is 64 KiB there too, and 3 would not fit
- * beside the Q tile) without the intra-warpgroup overlap (session 18: 1031 us against 1196 at
- * [8,16,2048,256]; aw_predict says why); one consumer where S fits one 64-row block. */
-static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages, int *overlap, int *sum_mma)
+ * D = 64 (session 18: [8,16,2048,64] 320-328 us at 128 keys, 335-338 at 192), D = 256 128 keys
+ * in one K and one V slot (O alone is 128 registers, and P goes into S's) with two consumers in
+ * pingpong, without the intra-warpgroup overlap (session 18: 1031 us against 1196 with it at
+ * [8,16,2048,256]; session 21: 950 us against 999-1003 for 80 keys in two stages, 3492-3508
+ * against 3662-3694 at [2,16,8192,256]; aw_predict says why); one consumer where S fits one
+ * 64-row block. */
+static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages, int *overlap, int *pingpong,
+                    int *sum_mma)
 {
     const long long d = p->d.d;
     *consumers = p->d.s <= 64 ? 1 : 2;
-    *bn = d == 256 ? 64 : 128;
-    *stages = d == 256 ? 2 : 3;
+    *bn = 128;
+    *stages = d == 256 ? 1 : 3;
     *overlap = d == 256 ? 0 : 1;
+    *pingpong = d == 256 && *consumers == 2;
     *sum_mma = aw_sum_mma_offered(p);
 }
 
@@ -291,16 +323,16 @@ static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
     if (!aw_problem(op, t, &p))
         return 0;
     const tuner_arch *a = tuner__arch(t);
-    int pbn, pc, pst, pov, psm;
-    aw_pick(&p, &pbn, &pc, &pst, &pov, &psm);
+    int pbn, pc, pst, pov, ppp, psm;
+    aw_pick(&p, &pbn, &pc, &pst, &pov, &ppp, &psm);
     for (int pass = 0; pass < 2; pass++)
         for (size_t bi = 0; bi < sizeof(aw_block_ns) / sizeof(aw_block_ns[0]); bi++)
             for (int cons = 1; cons <= 3; cons++)
-                for (int st = 2; st <= 4; st++)
+                for (int st = 1; st <= 4; st++)
                 for (int ov = 1; ov >= 0; ov--)
                 for (int pp = 0; pp <= (cons == 2); pp++)
                 for (int sm = 0; sm <= aw_sum_mma_offered(&p); sm++) {
-                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == pov && pp == 0 && sm == psm;
+                    const bool pref = aw_block_ns[bi] == pbn && cons == pc && st == pst && ov == pov && pp == ppp && sm == psm;
                     if (pref != (pass == 0))
                         continue;
                     tuner_schedule s;
@@ -328,10 +360,10 @@ static int aw_preferred(const tuner_op *op, const tuner_target *t, tuner_schedul
     tuner__attn_problem p;
     if (!aw_problem(op, t, &p))
         return -ENOENT;
-    int bn, cons, st, ov, sm;
-    aw_pick(&p, &bn, &cons, &st, &ov, &sm);
+    int bn, cons, st, ov, pp, sm;
+    aw_pick(&p, &bn, &cons, &st, &ov, &pp, &sm);
     tuner_schedule s;
-    aw_schedule(&s, bn, cons, st, ov, 0, sm);
+    aw_schedule(&s, bn, cons, st, ov, pp, sm);
     ret->n_params = s.n_params;
     memcpy(ret->params, s.params, sizeof(s.params));
     return 0;
@@ -409,17 +441,25 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
     const bool wide_o = p.d.d >= 256;
     const bool hidden = (c.overlap && !wide_o) || c.consumers >= 2;
     const double overlap_cost = c.overlap ? (wide_o ? 1.2 : 1.05) : 1.1;
-    const double t_tile = ((hidden ? (t_tc > t_exp ? t_tc : t_exp) * overlap_cost * (c.pingpong && !wide_o ? 0.97 : 1.0)
+    /* Pingpong at D = 256 pays only beside one slot each, whose releases it staggers (session 21:
+     * 950 / 3492-3508 us against 971-973 / 3616-3654 without it). */
+    const bool turns = c.pingpong && (!wide_o || c.stages == 1);
+    const double t_tile = ((hidden ? (t_tc > t_exp ? t_tc : t_exp) * overlap_cost * (turns ? 0.97 : 1.0)
                                    : t_tc + t_exp) +
                            t_fixed) *
                           masked_wide;
-    /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. */
-    const double fill = 0.8;
+    /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. One
+     * slot each for K and V (stages 1) leaves each load only the other GEMM and a softmax to land
+     * in: fitted at D = 256 (H200, session 21, kbench in two processes: 128 keys in one slot each
+     * 971-973 / 3616-3654 us at [8,16,2048,256] / [2,16,8192,256] against 999-1003 / 3662-3694
+     * for 80 keys in two stages, where the wider tile's GEMM efficiency alone would put them 11%
+     * ahead; BERT's masked [8,12,512,64] 27.3-27.4 in one slot each against 23.5 for its pick). */
+    const double fill = 0.8, ring = c.stages == 1 ? 1.26 : c.stages == 2 ? 1.05 : 1.0;
     const long long nmb = tuner__attn_cdiv(p.d.s, c.bm), bh = p.d.b * p.d.hq, items = nmb * bh;
     const long long grid = items < a->sm_count ? items : a->sm_count;
     double total = 0, longest = 0;
     for (long long mb = 0; mb < nmb; mb++) {
-        const double ti = (double)aw_item_tiles(&p, &c, mb) * t_tile * (c.stages == 2 ? 1.05 : 1.0) + fill;
+        const double ti = (double)aw_item_tiles(&p, &c, mb) * t_tile * ring + fill;
         total += ti * (double)bh;
         if (ti > longest)
             longest = ti;
@@ -856,6 +896,12 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                  "asm volatile(\"st.shared.v4.u32 [%%0], {%%1,%%1,%%1,%%1};\" :: \"r\"(aw_ones + 16u * i), \"r\"(%uu) : \"memory\");\n"
                  "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n",
                  c.q_bytes, c.threads, p.dt == TUNER_F16 ? 0x3c003c00u : 0x3f803f80u);
+    /* Split (stages 1): K's full and empty barriers at 0 and 8 (where stage 0's are), V's at 16
+     * (AW_VFULL) and 24 (AW_VEMPTY). */
+    char vbars[120] = "";
+    if (c.split)
+        snprintf(vbars, sizeof(vbars), "wg_bar_init(wg_bar0 + %d, 1); wg_bar_init(wg_bar0 + %d, %d);\n", AW_VFULL, AW_VEMPTY,
+                 4 * c.consumers);
     tuner_sb_printf(&sb,
                     "extern __shared__ __align__(1024) unsigned char aw_dyn[];\n"
                     "__shared__ alignas(8) hd_u64 aw_bars[%d];\n"
@@ -867,12 +913,14 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "%s"
                     "if (threadIdx.x == 0) {\n"
                     "for (int s = 0; s < %d; s++) { wg_bar_init(wg_bar0 + 8 * s, %d); wg_bar_init(wg_bar0 + 8 * (%d + s), %d); }\n"
+                    "%s"
                     "wg_bar_init(aw_qfull, 1);\nwg_bar_init(aw_qempty, %d);\n"
                     "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
                     "}\n__syncthreads();\n",
-                    2 * S + 2, S * c.stage_bytes, 16 * S, 16 * S + 8, ones, S,
-                    /* a stage is full once its bytes landed and, staged, its mask warp wrote */
-                    1 + (c.mask_staged ? AW_MASK_THREADS : 0), S, 4 * c.consumers, 4 * c.consumers);
+                    aw_ring_bars(&c) + 2, S * c.stage_bytes, 8 * aw_ring_bars(&c), 8 * aw_ring_bars(&c) + 8, ones, S,
+                    /* a stage (split: K's slot) is full once its bytes landed and, staged, its
+                     * mask warp wrote */
+                    1 + (c.mask_staged ? AW_MASK_THREADS : 0), S, 4 * c.consumers, vbars, 4 * c.consumers);
 
     /* Producer. */
     tuner_sb_puts(&sb, "if (wg_g == 0) {\n");
@@ -887,7 +935,8 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     emit_tile_load(&sb, &p, &c, 0, "aw_q", "aw_map_q", "aw_m0", "aw_h", c.bm, "aw_qfull");
     tuner_sb_puts(&sb, "for (int n = 0; n < aw_nt; n++) {\n");
     tuner__hopper_emit_stage_acquire(&sb, S, c.stage_bytes, "wg_bar0", "aw_ring");
-    tuner_sb_printf(&sb, "wg_expect(wg_full, %d);\nconst int aw_kv0 = n * %d;\n", c.stage_bytes, c.bn);
+    tuner_sb_printf(&sb, "wg_expect(wg_full, %d);\nconst int aw_kv0 = n * %d;\n", c.split ? c.kv_bytes : c.stage_bytes,
+                    c.bn);
     /* k's and v's heads: aw_hk, or packed in qkv's head dimension after q's (and k's) heads */
     char khead[48] = "aw_hk", vhead[48] = "aw_hk";
     if (p.packed) {
@@ -895,9 +944,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         snprintf(vhead, sizeof(vhead), "(aw_hk + %lld)", p.v_head0);
     }
     emit_tile_load(&sb, &p, &c, 1, "wg_st", "aw_map_k", "aw_kv0", khead, c.bn, "wg_full");
-    char vdst[48];
+    char vdst[48], vfull[32] = "wg_full";
     snprintf(vdst, sizeof(vdst), "(wg_st + %d)", c.kv_bytes);
-    emit_tile_load(&sb, &p, &c, 2, vdst, "aw_map_v", "aw_kv0", vhead, c.bn, "wg_full");
+    if (c.split) { /* V's slot waits for the previous tile's P.V, K's only for its Q.K^T */
+        snprintf(vfull, sizeof(vfull), "(wg_bar0 + %d)", AW_VFULL);
+        tuner_sb_printf(&sb, "wg_wait(wg_bar0 + %d, wg_ph ^ 1);\nwg_expect(%s, %d);\n", AW_VEMPTY, vfull, c.kv_bytes);
+    }
+    emit_tile_load(&sb, &p, &c, 2, vdst, "aw_map_v", "aw_kv0", vhead, c.bn, vfull);
     tuner__hopper_emit_stage_advance(&sb, S);
     tuner_sb_puts(&sb, "}\n}\n}\n");
     if (c.mask_staged) {
@@ -908,6 +961,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
          * Skv), then waits for the stage's release, writes its slot and arrives on the stage's
          * full barrier, each lane for its writes. */
         const int nq = (c.bn + 31) / 32;
+        /* The slot is free once the stage's softmax read it: the stage's release after P.V, V's
+         * with one slot each (K's comes before the softmax). */
+        char mask_free[40];
+        if (c.split)
+            snprintf(mask_free, sizeof(mask_free), "wg_bar0 + %d", AW_VEMPTY);
+        else
+            snprintf(mask_free, sizeof(mask_free), "wg_bar0 + 8 * (%d + wg_s)", S);
         tuner_sb_puts(&sb,
                         "else if (threadIdx.x >= 32) {\n"
                         "const int aw_mw = (threadIdx.x >> 5) - 1, aw_ml = threadIdx.x & 31;\n"
@@ -922,13 +982,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                         "const int aw_jj = aw_ml + 32 * q, aw_j = n * %d + aw_jj;\n"
                         "aw_mv[q] = aw_jj < %d && aw_j < %s ? %s : -HD_INF;\n"
                         "}\n"
-                        "wg_wait(wg_bar0 + 8 * (%d + wg_s), wg_ph ^ 1);\n"
+                        "wg_wait(%s, wg_ph ^ 1);\n"
                         "const hd_u32 aw_mks = aw_mk + (hd_u32)wg_s * %du;\n"
                         "#pragma unroll\nfor (int q = 0; q < %d; q++)\n"
                         "if (aw_ml + 32 * q < %d) asm volatile(\"st.shared.f32 [%%0], %%1;\" :: \"r\"(aw_mks + 4u * (hd_u32)(aw_ml + 32 * q)), \"f\"(aw_mv[q]) : \"memory\");\n"
                         "wg_arrive(wg_bar0 + 8 * wg_s);\n"
                         "}\n",
-                        nq, nq, c.bn, c.bn, z.skv, mv, S, c.bn * 4, nq, c.bn);
+                        nq, nq, c.bn, c.bn, z.skv, mv, mask_free, c.bn * 4, nq, c.bn);
         tuner__hopper_emit_stage_advance(&sb, S);
         tuner_sb_puts(&sb, "}\n}\n}\n");
     }
@@ -938,6 +998,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     if (c.consumers >= 2)
         tuner__hopper_emit_setmaxnreg(&sb, true, c.regs);
     const int no = c.dp / 2, ns = c.bn / 2;
+    /* P's registers: an array of their own with overlap (the previous tile's P beside this
+     * tile's S), else S's first bn / 4 (rescale below packs in place). */
+    char pa_decl[48] = "";
+    if (!c.p_in_s)
+        snprintf(pa_decl, sizeof(pa_decl), "hd_u32 aw_pa[%d][4];\n", c.bn / 16);
     /* Descriptors (in 16-byte units from their base): Q's k16 step kk is box kk / 4, 32 bytes
      * per step within the box's 128-byte rows, this consumer's 64 rows 8 KiB into each box; K's
      * likewise; V's step kk is 16 key rows (2 KiB) down its boxes, which lie block_n * 128 bytes
@@ -947,9 +1012,9 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                     "const int aw_r = aw_c * 64 + wg_w * 16 + (wg_l >> 2), aw_q2 = 2 * (wg_l & 3);\n"
                     "const hd_u32 aw_dq = wg_desc_lo(aw_q + aw_c * 8192, 16);\n"
                     "const hd_u32 aw_dk = wg_desc_lo(aw_ring, 16), aw_dv = wg_desc_lo(aw_ring + %d, %d);\n"
-                    "float aw_o[%d], aw_sc[%d]%s;\nhd_u32 aw_pa[%d][4];\n"
+                    "float aw_o[%d], aw_sc[%d]%s;\n%s"
                     "int wg_s = 0, wg_ph = 0, aw_qph = 0;\n%s",
-                    c.kv_bytes, c.bn * 128, no, ns, c.sum_mma ? ", aw_lo[4]" : "", c.bn / 16,
+                    c.kv_bytes, c.bn * 128, no, ns, c.sum_mma ? ", aw_lo[4]" : "", pa_decl,
                     /* Consumer 0 takes the first turn. */
                     c.pingpong ? "if (aw_c == 1) asm volatile(\"bar.arrive 1, 256;\" ::: \"memory\");\n" : "");
     aw_loop(&sb, &p, &z);
@@ -957,8 +1022,11 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     /* Register pins (aw_pin) around every wgmma fence and wait: S's accumulators, O's, P's. */
     char pin_s[48], pin_all[200];
     snprintf(pin_s, sizeof(pin_s), "aw_pin<%d>(aw_sc);\n", ns);
-    snprintf(pin_all, sizeof(pin_all), "aw_pin<%d>(aw_sc);\naw_pin<%d>(aw_o);\naw_pin_u<%d>(aw_pa);\n%s", ns, no,
-             c.bn / 16, c.sum_mma ? "aw_pin<4>(aw_lo);\n" : "");
+    char pin_pa[40] = "";
+    if (!c.p_in_s)
+        snprintf(pin_pa, sizeof(pin_pa), "aw_pin_u<%d>(aw_pa);\n", c.bn / 16);
+    snprintf(pin_all, sizeof(pin_all), "aw_pin<%d>(aw_sc);\naw_pin<%d>(aw_o);\n%s%s", ns, no, pin_pa,
+             c.sum_mma ? "aw_pin<4>(aw_lo);\n" : "");
     /* Q.K^T of stage wg_s into aw_sc (one group), and P.V of stage aw_ps (one group). */
     /* A flattened v map's tile past Skv holds the next head's or batch entry's rows (see the
      * header). P is 0 there, but 0 * (an inf or NaN of theirs) is NaN in this head's output -
@@ -976,31 +1044,47 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
                  "asm volatile(\"st.shared.v4.u32 [%%0], {%%1,%%1,%%1,%%1};\" :: \"r\"(aw_vz + (hd_u32)(bx * %d + i * 16)), \"r\"(0u) : \"memory\");\n"
                  "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n}\n",
                  c.bn, z.skv, c.stage_bytes, c.kv_bytes, c.dp / 64, z.skv, c.bn * 8, c.bn * 128);
-    char qk[1200], pv[480];
+    char qk[1200], pv[900];
     snprintf(qk, sizeof(qk),
              "wg_wait(wg_bar0 + 8 * wg_s, wg_ph);\n%s"
              "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n"
              "aw_mma_s(aw_sc, wg_desc(aw_dq + (kk >> 2) * %d + (kk & 3) * 2), "
              "wg_desc(aw_dk + (hd_u32)wg_s * %du + (kk >> 2) * %d + (kk & 3) * 2), kk > 0);\n"
              "wg_commit();\n",
-             vzero, c.ksteps, c.bm * 128 / 16, c.stage_bytes / 16, c.bn * 128 / 16);
+             c.split ? "" : vzero, c.ksteps, c.bm * 128 / 16, c.stage_bytes / 16, c.bn * 128 / 16);
+    /* k16 step kk's A fragment: P's registers (in S's: the same bits, no instruction). */
+    const char *pk = c.p_in_s ? "const hd_u32 aw_pk[4] = {__float_as_uint(aw_sc[4 * kk]), __float_as_uint(aw_sc[4 * kk + 1]), "
+                                "__float_as_uint(aw_sc[4 * kk + 2]), __float_as_uint(aw_sc[4 * kk + 3])};\n"
+                              : "const hd_u32 *const aw_pk = aw_pa[kk];\n";
     snprintf(pv, sizeof(pv),
-             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n"
-             "aw_mma_o(aw_o, aw_pa[kk], wg_desc(aw_dv + (hd_u32)aw_ps * %du + kk * 128));\n%s}\n"
+             "#pragma unroll\nfor (int kk = 0; kk < %d; kk++) {\n%s"
+             "aw_mma_o(aw_o, aw_pk, wg_desc(aw_dv + (hd_u32)aw_ps * %du + kk * 128));\n%s}\n"
              "wg_commit();\n",
-             c.bn / 16, c.stage_bytes / 16, c.sum_mma ? "aw_mma_l(aw_lo, aw_pa[kk], wg_desc(wg_desc_lo(aw_ones, 16)));\n" : "");
-    char release[96];
-    snprintf(release, sizeof(release), "if (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + aw_ps));\n", S);
+             c.bn / 16, pk, c.stage_bytes / 16, c.sum_mma ? "aw_mma_l(aw_lo, aw_pk, wg_desc(wg_desc_lo(aw_ones, 16)));\n" : "");
+    /* The stage back to the producer once its P.V completed (split: V's slot; K's went back
+     * after Q.K^T, k_release), and with one slot each V's wait before P.V (v_acquire: its bytes,
+     * then a flattened map's rows past Skv zeroed, as qk does with one barrier). */
+    char release[96], k_release[64] = "", v_acquire[700] = "";
+    if (c.split) {
+        snprintf(release, sizeof(release), "if (wg_l == 0) wg_arrive(wg_bar0 + %d);\n", AW_VEMPTY);
+        snprintf(k_release, sizeof(k_release), "if (wg_l == 0) wg_arrive(wg_bar0 + 8);\n");
+        snprintf(v_acquire, sizeof(v_acquire), "wg_wait(wg_bar0 + %d, wg_ph);\n%s", AW_VFULL, vzero);
+    } else {
+        snprintf(release, sizeof(release), "if (wg_l == 0) wg_arrive(wg_bar0 + 8 * (%d + aw_ps));\n", S);
+    }
     /* After a tile's softmax: O rescaled by its factors, its P packed, its stage remembered. */
-    char rescale[700];
+    /* In S's registers, P's pair (kk, r) goes to S's element 4 kk + r, below the pair 8 kk + 2 r
+     * it is made of: in this order no pair is overwritten before it is read. */
+    char rescale[760], pack_to[80];
+    snprintf(pack_to, sizeof(pack_to), c.p_in_s ? "aw_sc[4 * kk + r] = __uint_as_float(%s" : "aw_pa[kk][r] = (%s", pack);
     snprintf(rescale, sizeof(rescale),
              "#pragma unroll\nfor (int j = 0; j < %d; j++)\n#pragma unroll\nfor (int h = 0; h < 2; h++) "
              "{ aw_o[4 * j + 2 * h] *= aw_al[h]; aw_o[4 * j + 2 * h + 1] *= aw_al[h]; }\n%s"
              "#pragma unroll\nfor (int kk = 0; kk < %d; kk++)\n#pragma unroll\nfor (int r = 0; r < 4; r++)\n"
-             "aw_pa[kk][r] = %s(aw_sc[8 * kk + 2 * r], aw_sc[8 * kk + 2 * r + 1]);\n"
+             "%s(aw_sc[8 * kk + 2 * r], aw_sc[8 * kk + 2 * r + 1]));\n"
              "aw_ps = wg_s;\n",
              c.dp / 8, c.sum_mma ? "aw_lo[0] *= aw_al[0]; aw_lo[1] *= aw_al[0]; aw_lo[2] *= aw_al[1]; aw_lo[3] *= aw_al[1];\n" : "",
-             c.bn / 16, pack);
+             c.bn / 16, pack_to);
     char advance[80];
     snprintf(advance, sizeof(advance), "if (++wg_s == %d) { wg_s = 0; wg_ph ^= 1; }\n", S);
     tuner_sb_printf(&sb,
@@ -1019,13 +1103,13 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         /* Each tile's Q.K^T, softmax and P.V in turn. */
         tuner_sb_printf(&sb,
                         "for (int n = 0; n < aw_nt; n++) {\nconst int aw_kv0 = n * %d;\n"
-                        "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s"
+                        "%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s"
                         /* This warp is done with Q once its last Q.K^T completed. */
                         "if (n + 1 == aw_nt && wg_l == 0) wg_arrive(aw_qempty);\n",
-                        c.bn, tw, pin_all, qk, tp, pin_all);
+                        c.bn, tw, pin_all, qk, tp, pin_all, k_release);
         emit_softmax(&sb, &p, &c, mv, &z);
-        tuner_sb_printf(&sb, "%s%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s%s}\n", rescale, tw, pin_all, pv, tp,
-                        pin_all, release, advance);
+        tuner_sb_printf(&sb, "%s%s%s%swg_fence();\n%s%swg_wait_group<0>();\n%s%s%s}\n", rescale, v_acquire, tw, pin_all,
+                        pv, tp, pin_all, release, advance);
     } else {
         /* FA3's intra-warpgroup pipelining: tile 0's Q.K^T and softmax alone; then tile n's
          * Q.K^T and tile n - 1's P.V as two groups, tile n's softmax after the first completed
@@ -1119,7 +1203,9 @@ const tuner_template tuner__attn_wgmma = {
     .space_signature = "attention_wgmma v1: persistent, TMA q once per item + k/v ring (full/empty mbarriers), "
                        "consumers x m64, s = q.k^T (smem desc, k-major, scale-d 0 first), online softmax exp2 in "
                        "registers, p.v with p from registers and v mn-major (tnsp); block_n{64,80,96,128,176,192,256} "
-                       "consumers{1,2,3} stages{2,3,4} overlap{0,1} pingpong{0,1 (2 consumers; named-barrier turns)}; smem <= max, o+s+p+32 <= setmaxnreg budget "
+                       "consumers{1,2,3} stages{1 (one k and one v slot, own barriers; no overlap),2,3,4} overlap{0,1} "
+                       "pingpong{0,1 (2 consumers; named-barrier turns)}; smem <= max, o+s+p+32 <= setmaxnreg budget, p in "
+                       "s's registers without overlap "
                        "(producer 40); a mask constant along the query rows staged per stage in shared memory (fp32, "
                        "log2 domain) by producer warp 1 + stage % 3",
     .applies = aw_applies,

@@ -196,20 +196,31 @@ static void test_model_key_tiles(void)
 
 /* hd256 (session 18, every candidate of [8,16,2048,256] and [2,16,8192,256] on the H200): two
  * consumers without the intra-warpgroup overlap ran fastest (1009-1031 / 3711-3786 us), the
- * overlap cost 11-23% and one consumer 15% at best; 80 keys a tile 2% ahead of 64 at both
- * lengths (again in session 19): the model's pick is two, no overlap, 80 keys. */
+ * overlap cost 11-23% and one consumer 15% at best. Session 21 (kbench, two processes): 128 keys
+ * in one K and one V slot with the consumers in pingpong 950 / 3492-3508 us, against 971-973 /
+ * 3616-3654 without pingpong, 999-1003 / 3662-3694 for 80 keys in two stages and 1016-1025 /
+ * 3712-3728 for 96 keys in one slot each: the model's pick and the tune:"none" default are two
+ * consumers in pingpong, no overlap, 128 keys, one slot each. */
 static void test_model_hd256(void)
 {
     static const long long lengths[] = {2048, 8192};
     for (int i = 0; i < 2; i++) {
-        const attn_case c = {"hd256", TUNER_F16, 2, 16, 16, lengths[i], lengths[i], 256, false, false, 0, 0, false, false};
+        const attn_case c = {"hd256", TUNER_F16, 16384 / lengths[i], 16, 16, lengths[i], lengths[i], 256, false, false,
+                             0, 0, false, false};
         tuner_space *sp = NULL;
         const tuner_schedule *s = model_pick(&c, &sp);
-        CHECK(s && !strcmp(s->template_name, "attention_wgmma") && tuner_schedule_param(s, "consumers", 0) == 2 &&
-                  tuner_schedule_param(s, "overlap", -1) == 0 && tuner_schedule_param(s, "block_n", 0) == 80,
-              "hd256 s%lld model pick consumers %d overlap %d block_n %d", lengths[i],
-              s ? tuner_schedule_param(s, "consumers", 0) : -1, s ? tuner_schedule_param(s, "overlap", -1) : -1,
-              s ? tuner_schedule_param(s, "block_n", 0) : -1);
+        for (int which = 0; which < 2 && s; which++) {
+            CHECK(!strcmp(s->template_name, "attention_wgmma") && tuner_schedule_param(s, "consumers", 0) == 2 &&
+                      tuner_schedule_param(s, "overlap", -1) == 0 && tuner_schedule_param(s, "block_n", 0) == 128 &&
+                      tuner_schedule_param(s, "stages", 0) == 1 && tuner_schedule_param(s, "pingpong", 0) == 1,
+                  "hd256 s%lld %s: consumers %d overlap %d block_n %d stages %d pingpong %d", lengths[i],
+                  which ? "default" : "model pick", tuner_schedule_param(s, "consumers", 0),
+                  tuner_schedule_param(s, "overlap", -1), tuner_schedule_param(s, "block_n", 0),
+                  tuner_schedule_param(s, "stages", 0), tuner_schedule_param(s, "pingpong", 0));
+            tuner_op op = attn_op(&c);
+            s = &sp->items[tuner_default_index(&op, &sm90a, sp)];
+        }
+        CHECK(s != NULL, "hd256 s%lld: no pick", lengths[i]);
         tuner_space_free(sp);
     }
 }
@@ -267,6 +278,112 @@ static void test_sum_mma(void)
         tuner_program_free(p);
     }
     tuner_space_free(sp);
+}
+
+/* Generates schedule (block_n, consumers, stages, overlap) for case c; NULL (after a failed
+ * check) where it is refused. */
+static tuner_program *gen_schedule(const attn_case *c, int bn, int consumers, int stages, int overlap)
+{
+    tuner_op op = attn_op(c);
+    tuner_schedule s = {.template_name = "attention_wgmma", .n_params = 5,
+                        .params = {{"block_n", bn}, {"consumers", consumers}, {"stages", stages}, {"overlap", overlap},
+                                   {"pingpong", 0}}};
+    tuner_program *p = NULL;
+    char *err = NULL;
+    if (tuner_generate(&op, &sm90a, &s, &p, &err) < 0) {
+        CHECK(false, "%s %d/%d/%d/%d: %s", c->name, bn, consumers, stages, overlap, err ? err : "?");
+        p = NULL;
+    }
+    free(err);
+    return p;
+}
+
+/* Where in src `what` first occurs after `from` (NULL if it does not). */
+static const char *after(const char *src, const char *from, const char *what)
+{
+    const char *at = from ? strstr(src, from) : src;
+    return at ? strstr(at, what) : NULL;
+}
+
+/* stages 1: one K and one V slot with barriers of their own, so that 128 keys a tile fit at
+ * D = 256 (Q 64 KiB + K and V 64 KiB each; two whole stages would need 320), cuDNN's tile there
+ * (session 19's ncu: 64x128x256, 232 KB). K goes back to the producer after Q.K^T, V after P.V,
+ * and the producer waits for each slot separately; a staged mask's slot is free only after P.V
+ * (its softmax reads it after K's release). Without overlap P is packed into S's registers, so
+ * that O (128), S (64) and the overhead fit the 232 a consumer thread has. With overlap one slot
+ * each is refused (tile n's K could only load after tile n - 1's P.V). */
+static void test_kv_slots(void)
+{
+    const attn_case hd256 = {"hd256 b8 s2048", TUNER_F16, 8, 16, 16, 2048, 2048, 256, false, false, 0, 0, false, false};
+    tuner_op op = attn_op(&hd256);
+    tuner_space *sp = NULL;
+    if (tuner_space_build(&op, &sm90a, &sp, NULL) < 0) {
+        CHECK(false, "hd256: space");
+        return;
+    }
+    bool wide = false;
+    for (size_t i = 0; i < sp->n; i++) {
+        const tuner_schedule *s = &sp->items[i];
+        if (strcmp(s->template_name, "attention_wgmma"))
+            continue;
+        CHECK(tuner_schedule_param(s, "stages", 0) != 1 || tuner_schedule_param(s, "overlap", 0) == 0,
+              "hd256: one slot each offered with overlap");
+        wide |= tuner_schedule_param(s, "block_n", 0) == 128 && tuner_schedule_param(s, "consumers", 0) == 2 &&
+                tuner_schedule_param(s, "stages", 0) == 1;
+    }
+    CHECK(wide, "hd256: no 128-key tile with one K and one V slot in the space");
+    tuner_space_free(sp);
+
+    tuner_program *p = gen_schedule(&hd256, 128, 2, 1, 0);
+    if (p) {
+        const char *src = p->source, *cons = strstr(src, "setmaxnreg.inc");
+        CHECK(strstr(src, "wg_bar_init(wg_bar0 + 16, 1); wg_bar_init(wg_bar0 + 24, 8);") != NULL,
+              "one slot each: V's barriers not initialised");
+        /* producer: K's slot, then V's after its own release, each armed with one tile's bytes */
+        CHECK(after(src, "wg_expect(wg_full, 65536)", "wg_wait(wg_bar0 + 24, wg_ph ^ 1);\nwg_expect((wg_bar0 + 16), 65536)"),
+              "one slot each: the producer does not wait for V's slot apart from K's");
+        /* consumer: K released right after Q.K^T, before the softmax; V awaited before P.V */
+        const char *k_rel = after(src, "setmaxnreg.inc", "if (wg_l == 0) wg_arrive(wg_bar0 + 8);");
+        const char *soft = after(src, "setmaxnreg.inc", "aw_exp2(");
+        const char *v_wait = after(src, "setmaxnreg.inc", "wg_wait(wg_bar0 + 16, wg_ph);");
+        const char *pv = after(src, "setmaxnreg.inc", "aw_mma_o(");
+        CHECK(cons && k_rel && soft && k_rel < soft, "one slot each: K not released before the softmax");
+        CHECK(v_wait && pv && soft < v_wait && v_wait < pv, "one slot each: no wait for V between the softmax and P.V");
+        CHECK(after(src, "setmaxnreg.inc", "if (wg_l == 0) wg_arrive(wg_bar0 + 24);") > pv,
+              "one slot each: V not released after P.V");
+        /* P in S's registers */
+        CHECK(!strstr(src, "aw_pa[") && strstr(src, "aw_sc[4 * kk + r] = __uint_as_float("),
+              "no overlap: P not packed into S's registers");
+        CHECK(p->kernels[0].shared_bytes <= 232448, "hd256 128 keys: %u bytes of shared memory",
+              p->kernels[0].shared_bytes);
+        tuner_program_free(p);
+    }
+    /* With overlap P keeps its own registers (the previous tile's, beside this tile's S). */
+    const attn_case hd128 = {"hd128 b8 s2048", TUNER_F16, 8, 16, 16, 2048, 2048, 128, false, false, 0, 0, false, false};
+    p = gen_schedule(&hd128, 128, 2, 3, 1);
+    if (p) {
+        CHECK(strstr(p->source, "hd_u32 aw_pa[8][4];") != NULL, "overlap: P without registers of its own");
+        tuner_program_free(p);
+    }
+    tuner_op op128 = attn_op(&hd128);
+    tuner_schedule ov1 = {.template_name = "attention_wgmma", .n_params = 5,
+                          .params = {{"block_n", 128}, {"consumers", 2}, {"stages", 1}, {"overlap", 1}, {"pingpong", 0}}};
+    tuner_program *bad = NULL;
+    char *err = NULL;
+    CHECK(tuner_generate(&op128, &sm90a, &ov1, &bad, &err) < 0 && err, "one slot each with overlap generated");
+    free(err);
+    tuner_program_free(bad);
+    /* A staged mask's slot: written once V's slot is free (after P.V), not K's. */
+    const attn_case bert = {"hd64 b8 s512 padding mask", TUNER_F16, 8, 12, 12, 512, 512, 64, false, false, 4,
+                            TUNER_F16, false, false};
+    p = gen_schedule(&bert, 128, 2, 1, 0);
+    if (p) {
+        const char *mw = strstr(p->source, "aw_mw = ");
+        CHECK(mw && after(mw, NULL, "wg_wait(wg_bar0 + 24, wg_ph ^ 1);") &&
+                  after(mw, NULL, "wg_wait(wg_bar0 + 24, wg_ph ^ 1);") < after(mw, NULL, "st.shared.f32"),
+              "one slot each: the mask warp does not wait for V's release");
+        tuner_program_free(p);
+    }
 }
 
 /* Reads n comma-separated numbers after `name` "[...] = {" in src into out; false if absent. */
@@ -532,6 +649,7 @@ int main(int argc, char **argv)
     test_model_key_tiles();
     test_model_hd256();
     test_sum_mma();
+    test_kv_slots();
     test_causal_deal();
     test_packed_maps();
     if (!checks_only)
