@@ -317,6 +317,22 @@ static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *
 
 static const int aw_block_ns[] = {64, 80, 96, 128, 176, 192, 256};
 
+/* One K and one V slot (stages 1) are offered only for tiles that two whole stages cannot hold
+ * beside the Q tile (D = 256 from 96 keys, wider tiles at smaller D): where two fit, the deeper
+ * ring (and overlap) measured ahead (session 21: BERT's masked [8,12,512,64] 27.3 us in one slot
+ * each against 23.5 for its pick), and every candidate costs tuning time. */
+static bool aw_one_slot_needed(const tuner__attn_problem *p, const tuner_arch *a, const tuner_schedule *s)
+{
+    if (tuner_schedule_param(s, "stages", 0) != 1)
+        return true;
+    tuner_schedule two = *s;
+    for (int i = 0; i < two.n_params; i++)
+        if (!strcmp(two.params[i].name, "stages"))
+            two.params[i].value = 2;
+    aw_cfg c;
+    return cfg_from(p, &two, &c) < 0 || !cfg_valid(p, a, &c);
+}
+
 static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedule **items, size_t *n)
 {
     tuner__attn_problem p;
@@ -338,7 +354,7 @@ static int aw_enumerate(const tuner_op *op, const tuner_target *t, tuner_schedul
                     tuner_schedule s;
                     aw_schedule(&s, aw_block_ns[bi], cons, st, ov, pp, sm);
                     aw_cfg c;
-                    if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c))
+                    if (cfg_from(&p, &s, &c) < 0 || !cfg_valid(&p, a, &c) || !aw_one_slot_needed(&p, a, &s))
                         continue;
                     /* Grown by half, with the room from malloc_usable_size, as tuner__space_push
                      * does (tuner/space.c says why). */
