@@ -16,7 +16,10 @@
 //  - a tiled bulk tensor copy moves its whole box: elements outside the tensor read as zeros, rows
 //    of 128 bytes land 128-byte swizzled (16-byte chunk c of row r at c ^ (r % 8), by address
 //    bits as the hardware does: the stage is 1024-byte aligned); then complete_tx of the box's
-//    bytes on the barrier. A store copies the box back, elements outside the tensor dropped.
+//    bytes on the barrier. A load lands only when a thread first tests its barrier (try_wait),
+//    not at issue, so that a kernel reading a tile without waiting for its barrier reads what
+//    the slot held before, as it could on the hardware, and the emulation shows it. A store
+//    copies the box back at issue, elements outside the tensor dropped.
 //  - wgmma m64nNk16 (f16/bf16, f32 accumulators), run per thread: thread t of the warpgroup
 //    holds rows 16 (t / 32) + (t % 32) / 4 (+ 8) and columns 8 j + 2 (t % 4) (+ 1) of D, and
 //    adds A x B over the 16 k of the step to them, A and B read through their descriptors
@@ -34,6 +37,7 @@
 //    reads is set by then; one never set shows as the emulator's deadlock.
 // Clusters (pairs, split-K, multicast) are not emulated: such candidates are not generated.
 #include <map>
+#include <vector>
 
 #define __grid_constant__
 #define __align__(x)
@@ -72,6 +76,10 @@ static inline hd_u32 emu_swz(hd_u32 a) { return a ^ (((a >> 7) & 7u) << 4); }
 
 struct EmuBar { int count, pending, phase; long long tx; };
 static std::map<hd_u32, EmuBar> emu_bars;
+// Loads issued and not landed yet (emu_tma), in issue order.
+struct EmuLoad { hd_u32 dst; EmuMap map; int c[4]; hd_u32 bar; };
+static std::vector<EmuLoad> emu_loads;
+static void emu_land(hd_u32 bar);
 static void emu_bar_done(EmuBar &b) {
     if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.count; emu_events++; } }
 static EmuBar &emu_bar(hd_u32 a) {
@@ -84,7 +92,7 @@ static void wg_expect(hd_u32 a, int bytes) {
 static void wg_arrive(hd_u32 a) { EmuBar &b = emu_bar(a); b.pending--; emu_events++; emu_bar_done(b); }
 static void emu_complete_tx(hd_u32 a, long long bytes) {
     EmuBar &b = emu_bar(a); b.tx -= bytes; emu_events++; emu_bar_done(b); }
-static hd_u32 wg_try(hd_u32 a, int parity) { yield_(SPIN); return emu_bar(a).phase != parity; }
+static hd_u32 wg_try(hd_u32 a, int parity) { emu_land(a); yield_(SPIN); return emu_bar(a).phase != parity; }
 static void wg_wait(hd_u32 a, int parity) { while (!wg_try(a, parity)) { } }
 // A stream-K flag (gpu-scope acquire): a thread that finds it clear yields as a spinning one.
 static unsigned emu_ld_acquire(const unsigned *p) { if (!*(const volatile unsigned *)p) yield_(SPIN); return *(const volatile unsigned *)p; }
@@ -109,7 +117,16 @@ static long long emu_box_bytes(const void *map) {
     for (int d = 0; d < m.rank; d++) n *= m.box[d];
     return n; }
 static void emu_tma(hd_u32 dst, const void *map, const int *c, hd_u32 bar) {
-    emu_copy(true, dst, map, c); emu_complete_tx(bar, emu_box_bytes(map)); }
+    emu_bar(bar); // initialised
+    emu_loads.push_back(EmuLoad{dst, *(const EmuMap *)map, {c[0], c[1], c[2], c[3]}, bar}); emu_events++; }
+// The loads pending on `bar` land, in issue order.
+static void emu_land(hd_u32 bar) {
+    for (size_t i = 0; i < emu_loads.size();) {
+        if (emu_loads[i].bar != bar) { i++; continue; }
+        const EmuLoad l = emu_loads[i];
+        emu_loads.erase(emu_loads.begin() + (long)i);
+        emu_copy(true, l.dst, &l.map, l.c); emu_complete_tx(bar, emu_box_bytes(&l.map));
+    } }
 static void wg_tma2(hd_u32 dst, const void *map, int c0, int c1, hd_u32 bar) { const int c[4] = {c0, c1, 0, 0}; emu_tma(dst, map, c, bar); }
 static void wg_tma3(hd_u32 dst, const void *map, int c0, int c1, int c2, hd_u32 bar) { const int c[4] = {c0, c1, c2, 0}; emu_tma(dst, map, c, bar); }
 static void wg_tma4(hd_u32 dst, const void *map, int c0, int c1, int c2, int c3, hd_u32 bar) { const int c[4] = {c0, c1, c2, c3}; emu_tma(dst, map, c, bar); }
@@ -206,7 +223,7 @@ static hd_u32 __byte_perm(hd_u32 x, hd_u32 y, hd_u32 s) {
 struct EmuNamed { int arrived; long long gen; };
 static EmuNamed emu_named[16];
 // A block starts with no mbarrier and its named barriers clear (emu_mma.cpp, per block).
-#define EMU_BLOCK_RESET() (emu_bars.clear(), memset(emu_named, 0, sizeof emu_named))
+#define EMU_BLOCK_RESET() (emu_bars.clear(), emu_loads.clear(), memset(emu_named, 0, sizeof emu_named))
 static void emu_bar_arrive(int id, int n) {
     EmuNamed &b = emu_named[id & 15];
     if (++b.arrived == n) { b.arrived = 0; b.gen++; emu_events++; } }

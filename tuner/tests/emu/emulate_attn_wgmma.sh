@@ -5,7 +5,8 @@
 # sets each and compared with attention in double (no GPU needed; not part of the suite).
 #   tuner/tests/emu/emulate_attn_wgmma.sh BUILD_DIR [EVERY] [WORK_DIR]
 # Every EVERY-th candidate (default 2); CASES picks gen_attn_dyn.c's cases (default 0-3; case 4,
-# causal with more items than sm_90a's 132 blocks, takes about 30 s a candidate).
+# causal with more items than sm_90a's 132 blocks, takes about 30 s a candidate; 5 and 6, head dim
+# 256, hold the tiles in one K and one V slot).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/emu_dyn.sh"

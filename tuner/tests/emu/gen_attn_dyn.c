@@ -9,8 +9,10 @@
  * 1..150 (counts at launch); 3 f16 causal self-attention without a mask, s in 1..150 (the key
  * count per query block at launch); 4 the same with b in 1..40 and s in 1..130 (with sm_90a's
  * 132 blocks, 80-240 causal items at the max: rounds dealt in a snake, a partial last one
- * backwards, tuner/attn/wgmma.c aw_loop). Size sets: every dim at its min, odd sizes, the max, and b's
- * max with s one past a multiple of 64 (clamped to the range). */
+ * backwards, tuner/attn/wgmma.c aw_loop); 5 and 6 as 2 and 3 with head dim 256 (attention_wgmma's
+ * tiles in one K and one V slot, stages 1, which two stages of the same tile beside Q would not
+ * fit: offered from 96 keys there). Head dim 64 otherwise. Size sets: every dim at its min, odd
+ * sizes, the max, and b's max with s one past a multiple of 64 (clamped to the range). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,15 +24,15 @@
 #include "tuner/tests/host_values.h"
 
 #define HEADS 2
-#define D 64
 
 static tuner_op case_op(int c)
 {
-    static const long long lo[5] = {17, 65, 1, 1, 1}, hi[5] = {20, 80, 150, 150, 130}, bmax[5] = {2, 2, 2, 2, 40};
+    static const long long lo[7] = {17, 65, 1, 1, 1, 1, 1}, hi[7] = {20, 80, 150, 150, 130, 150, 150},
+                           bmax[7] = {2, 2, 2, 2, 40, 2, 2};
     const tuner_dtype dt = c == 1 ? TUNER_BF16 : TUNER_F16;
-    const bool causal = c >= 3;
-    const long long ms[4] = {bmax[c], 1, 1, hi[c]};
-    tuner_op op = ta_attention_of(dt, false, causal, bmax[c], HEADS, HEADS, hi[c], hi[c], D, causal ? 0 : 4, ms, dt);
+    const bool causal = c == 3 || c == 4 || c == 6;
+    const long long ms[4] = {bmax[c], 1, 1, hi[c]}, d = c >= 5 ? 256 : 64;
+    tuner_op op = ta_attention_of(dt, false, causal, bmax[c], HEADS, HEADS, hi[c], hi[c], d, causal ? 0 : 4, ms, dt);
     /* dims sorted by name: b (bit 0), s (bit 1) */
     op.n_dims = 2;
     snprintf(op.dims[0].name, sizeof(op.dims[0].name), "b");
@@ -65,7 +67,7 @@ static void set_sizes(const tuner_op *op, int j, int64_t *sz)
 static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
 {
     const bool mask = op->n_inputs > 3, causal = op->attrs.attention.causal;
-    const long long B = sz[0], S = sz[1];
+    const long long B = sz[0], S = sz[1], D = op->inputs[0].shape[3];
     const tuner_dtype dt = op->output.dtype;
     emu_set set;
     if (!emu_set_load(dir, op, (size_t)(B * HEADS * S * D * tuner_dtype_size(dt)), &set))
@@ -86,14 +88,14 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
                 for (long long j = 0; j < nk; j++) {
                     const size_t krow = (size_t)(((b * HEADS + h) * S + j) * D);
                     double dot = 0;
-                    for (int e = 0; e < D; e++)
+                    for (long long e = 0; e < D; e++)
                         dot += (double)t_host_get(dt, in[0], qrow + (size_t)e) * t_host_get(dt, in[1], krow + (size_t)e);
                     p[j] = dot * scale + (mask ? t_host_get(dt, in[3], (size_t)(b * S + j)) : 0.0);
                     mx = p[j] > mx ? p[j] : mx;
                 }
                 for (long long j = 0; j < nk; j++)
                     sum += (p[j] = exp(p[j] - mx));
-                for (int e = 0; e < D; e++) {
+                for (long long e = 0; e < D; e++) {
                     double acc = 0;
                     for (long long j = 0; j < nk; j++)
                         acc += p[j] / sum * t_host_get(dt, in[2], (size_t)(((b * HEADS + h) * S + j) * D + e));
@@ -101,7 +103,7 @@ static int check_set(const char *dir, const tuner_op *op, const int64_t *sz)
                     const double err = fabs(got - acc) / (1.0 + fabs(acc));
                     if (!(err <= (dt == TUNER_BF16 ? 2e-2 : 4e-3))) {
                         if (bad < 5)
-                            fprintf(stderr, "b %lld h %lld i %lld e %d: got %g want %g\n", b, h, i, e, got, acc);
+                            fprintf(stderr, "b %lld h %lld i %lld e %lld: got %g want %g\n", b, h, i, e, got, acc);
                         bad++;
                     }
                     if (err > maxerr || err != err)
