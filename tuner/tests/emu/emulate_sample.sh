@@ -5,9 +5,10 @@
 # candidate of emulate_attn_dyn.sh's four cases; every 45th matmul_mma candidate of four of
 # emulate_mma_dyn.sh's (all axes named with an epilogue, p @ v, 8- and 4-byte cp.async); every
 # 60th matmul_wgmma candidate of emulate_wgmma.sh's five (TMA rings, wgmma, staged, pingpong and
-# swapped tiles, FP8 with the in-kernel transposer); every 40th attention_wgmma candidate of two
+# swapped tiles, FP8 with the in-kernel transposer); every 40th attention_wgmma candidate of three
 # of emulate_attn_wgmma.sh's (a key mask and causal, lengths at launch; P V with P from
-# registers): about 55 candidates, about a minute. The full runs are the scripts themselves
+# registers; head dim 256 with a key mask, whose first candidate, the preferred one, holds K and V
+# in one slot each): about 57 candidates, about a minute. The full runs are the scripts themselves
 # (minutes).
 #   tuner/tests/emu/emulate_sample.sh BUILD_DIR
 set -u
@@ -22,5 +23,5 @@ rc=0
 "$here/emulate_attn_dyn.sh" "$1" 9 "$work/attn" || rc=1
 CASES="0 2 5 6" "$here/emulate_mma_dyn.sh" "$1" 45 "$work/mma" || rc=1
 "$here/emulate_wgmma.sh" "$1" 60 "$work/wgmma" || rc=1
-CASES="2 3" "$here/emulate_attn_wgmma.sh" "$1" 40 "$work/attn_wgmma" || rc=1
+CASES="2 3 5" "$here/emulate_attn_wgmma.sh" "$1" 40 "$work/attn_wgmma" || rc=1
 exit $rc
