@@ -4,7 +4,9 @@
 # every size set and has the generator check the outputs; one line per candidate, then the count.
 #   emu_dyn_run BUILD_DIR EVERY WORK_DIR "CASES" "GEN_SOURCES" "EMU_FLAGS"
 # GEN_SOURCES: the generator's C files beside emu_dyn.c; EMU_FLAGS: g++ flags of the emulator
-# (e.g. -DEXTRA_HELPERS). Returns 1 when any candidate is wrong, 2 when the generator does not build.
+# (e.g. -DEXTRA_HELPERS). EMU_MUTATE, a sed script, is applied to each candidate's kernel before it
+# is compiled (the emulation's own check: a broken kernel must come out wrong). Returns 1 when any
+# candidate is wrong, 2 when the generator does not build.
 emu_dyn_run() {
     local here root B every work cases gen_src emu_flags cuda
     here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,6 +33,7 @@ emu_dyn_run() {
             [ $rc = 4 ] && { echo "case $c: no space for the target"; bad=1; break; }
             n=$((n + 1))
             [ $rc = 0 ] || { echo "case $c #$i: generation failed"; bad=1; continue; }
+            [ -n "${EMU_MUTATE:-}" ] && sed -i -e "$EMU_MUTATE" "$d/kern.cu"
             g++ -O1 -std=c++17 -w -I"$root" -DKERN="\"$d/kern.cu\"" -DLAUNCH_H="\"$d/launch.h\"" "${emu_flags[@]}" \
                 -o "$d/emu" "$here/emu_mma.cpp" || { echo "case $c #$i: host compile failed"; bad=1; continue; }
             stopped=""

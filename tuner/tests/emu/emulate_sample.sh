@@ -8,8 +8,9 @@
 # swapped tiles, FP8 with the in-kernel transposer); every 40th attention_wgmma candidate of three
 # of emulate_attn_wgmma.sh's (a key mask and causal, lengths at launch; P V with P from
 # registers; head dim 256 with a key mask, whose first candidate, the preferred one, holds K and V
-# in one slot each): about 57 candidates, about a minute. The full runs are the scripts themselves
-# (minutes).
+# in one slot each): about 57 candidates, about a minute. Then the emulation's own check: that
+# candidate again with its wait for V's barrier deleted must come out wrong (a TMA load lands
+# only when its barrier is first tested). The full runs are the scripts themselves (minutes).
 #   tuner/tests/emu/emulate_sample.sh BUILD_DIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,4 +25,12 @@ rc=0
 CASES="0 2 5 6" "$here/emulate_mma_dyn.sh" "$1" 45 "$work/mma" || rc=1
 "$here/emulate_wgmma.sh" "$1" 60 "$work/wgmma" || rc=1
 CASES="2 3 5" "$here/emulate_attn_wgmma.sh" "$1" 40 "$work/attn_wgmma" || rc=1
+mutant=$(CASES=5 EMU_MUTATE='s/wg_wait(wg_bar0 + 16, wg_ph);//' "$here/emulate_attn_wgmma.sh" "$1" 1000 "$work/mutant")
+if [ $? = 1 ] && grep -q "WRONG" <<< "$mutant"; then
+    echo "the emulation's own check: without its wait for V, case 5 #0 came out wrong, as it must"
+else
+    echo "the emulation's own check FAILED: case 5 #0 without its wait for V was not found wrong:"
+    echo "$mutant"
+    rc=1
+fi
 exit $rc
