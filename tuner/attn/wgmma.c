@@ -158,6 +158,13 @@ static bool aw_smem_fits(const tuner_arch *a, const aw_cfg *c)
     return c->smem + (aw_static_bytes(c) + 1023) / 1024 * 1024 <= a->max_smem_per_block;
 }
 
+/* Whether the op's mask is staged per stage in shared memory: one that does not vary along the
+ * query rows (a key-padding mask [B, 1, 1, Skv], or [Skv]; see the header). */
+static bool aw_mask_staged(const tuner__attn_problem *p)
+{
+    return p->d.has_mask && p->m_st[2] == 0;
+}
+
 static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cfg *c)
 {
     memset(c, 0, sizeof(*c));
@@ -193,7 +200,7 @@ static int cfg_from(const tuner__attn_problem *p, const tuner_schedule *s, aw_cf
     c->q_bytes = c->bm * c->dp * 2;
     c->kv_bytes = c->bn * c->dp * 2;
     c->stage_bytes = 2 * c->kv_bytes;
-    c->mask_staged = p->d.has_mask && p->m_st[2] == 0;
+    c->mask_staged = aw_mask_staged(p);
     c->mask_bytes = c->mask_staged ? c->stages * c->bn * 4 : 0;
     /* The row sums' B operand: 1 KiB of ones after the Q tile (one 128-byte swizzle atom). */
     c->smem = c->stages * c->stage_bytes + c->q_bytes + (c->sum_mma ? 1024 : 0) + 1024;
@@ -290,7 +297,7 @@ static void aw_schedule(tuner_schedule *s, int bn, int consumers, int stages, in
  * against 330-340, D = 256 1012-1022 against 979-980; BERT without a mask 22.9 against 21.8-22.0). */
 static int aw_sum_mma_offered(const tuner__attn_problem *p)
 {
-    return p->d.has_mask && p->m_st[2] == 0;
+    return aw_mask_staged(p);
 }
 
 /* The tune:"none" pick by head dim: D <= 128 128 keys per tile with two consumers and a 3-deep
