@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "op/tmap.h"
 #include "tuner/codegen.h"
 #include "tuner/template.h"
 
@@ -125,6 +126,32 @@ void tuner__attn_emit_store(tuner_sb *sb, const tuner__attn_problem *p, const ch
 /* The kernel parameters "const T *__restrict__ in0, ..., OT *__restrict__ out" in op order
  * (TUNER_BUF_INPUT0 + i, then TUNER_BUF_OUTPUT), without parentheses. */
 void tuner__attn_emit_params(tuner_sb *sb, const tuner__attn_problem *p);
+
+/* ---- TMA maps of q, k and v, shared by the templates that read them with the copy engine
+ * (attention_wgmma; attention_decode's load 1): 128-byte-swizzled boxes of 64 columns (of D;
+ * columns past it zero) by a tile's rows, every box 1 KiB-aligned in shared memory. */
+
+/* The named dims map `which`'s rows follow (q, which 0: S's; k and v, 1 and 2: Skv's; 0 for
+ * fixed rows). */
+unsigned tuner__attn_rows_sym(const tuner__attn_problem *p, int which);
+/* Whether map `which` is flattened (a dynamic op whose rows are named): its rows and the
+ * dimensions above them one map dimension - bshd (D, heads, B * rows), bhsd (D, B * heads *
+ * rows) - so that no stride depends on a size. A box past the rows of its (batch entry, head)
+ * then reads the next one's rows, not zeros: only past the tensor's end are they zero. */
+bool tuner__attn_map_flat(const tuner__attn_problem *p, int which);
+/* The tensor map of q (which 0), k (1) or v (2) with boxes of 64 columns x box_rows rows: bhsd
+ * (D, rows, heads, B), bshd (D, heads, rows, B), packed the whole qkv (D, Hq + 2 Hkv, S, B);
+ * zero past the rows, so a static op's last tile reads zeros past S or Skv. A named B alone is
+ * the outermost dimension at the launch's B; named rows flatten the map (above). */
+tuner_tmap tuner__attn_tmap(const tuner__attn_problem *p, int which, uint32_t box_rows);
+/* Emits the `boxes` TMA loads (wg_tma2/3/4 of tuner/hopper.h) of a tile of `rows` rows from map
+ * `map` (which as above) at row `r0` of head `h` (packed: k's and v's heads counted after q's)
+ * and batch entry `bi`, int C expressions, into the boxes at the shared address `dst` (box x at
+ * dst + x * rows * 128), completing on barrier `bar`. A flattened map takes the row as bi's
+ * rows at the launch's sequence length `seq` (an int expression) and, bhsd, the heads before. */
+void tuner__attn_emit_tile_load(tuner_sb *sb, const tuner__attn_problem *p, int which, int boxes, const char *dst,
+                                const char *map, const char *r0, const char *h, const char *bi, const char *seq, int rows,
+                                const char *bar);
 
 extern const tuner_template tuner__attn_mma;
 extern const tuner_template tuner__attn_wgmma;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tuner/core.h"
+#include "tuner/hopper.h"
 
 bool tuner__attn_supported(const tuner_op *op)
 {
@@ -361,4 +362,95 @@ void tuner__attn_emit_store(tuner_sb *sb, const tuner__attn_problem *p, const ch
     else
         tuner_sb_printf(sb, "hd_stn_f32<%s, %d>(out + %s, hd_sv);\n}\n", tuner__ctype(p->out_dt), nv, off);
     free(off);
+}
+
+/* ---- the Hopper templates' K/V (and Q) tensor maps ---------------------------------------- */
+
+unsigned tuner__attn_rows_sym(const tuner__attn_problem *p, int which)
+{
+    return which == 0 ? p->s_sym : p->skv_sym;
+}
+
+bool tuner__attn_map_flat(const tuner__attn_problem *p, int which)
+{
+    return tuner__attn_rows_sym(p, which) != 0;
+}
+
+tuner_tmap tuner__attn_tmap(const tuner__attn_problem *p, int which, uint32_t box_rows)
+{
+    const tuner_attention_dims *d = &p->d;
+    const uint64_t esz = 2, rows = which == 0 ? (uint64_t)d->s : (uint64_t)d->skv;
+    /* Packed: the three maps are one map of the whole qkv (its real strides, its own extent),
+     * the loads of k and v offset by their first head (tuner__attn_emit_tile_load's callers). */
+    const uint64_t heads = p->packed ? (uint64_t)(d->hq + 2 * d->hkv) : which == 0 ? (uint64_t)d->hq : (uint64_t)d->hkv;
+    uint64_t dims[4], strides[3];
+    uint32_t box[4];
+    const uint64_t row = (uint64_t)d->d * esz;
+    dims[0] = (uint64_t)d->d;
+    dims[3] = (uint64_t)d->b;
+    box[0] = 64;
+    box[3] = 1;
+    if (p->bshd) {
+        dims[1] = heads;
+        dims[2] = rows;
+        strides[0] = row;
+        strides[1] = row * heads;
+        box[1] = 1;
+        box[2] = box_rows;
+    } else {
+        dims[1] = rows;
+        dims[2] = heads;
+        strides[0] = row;
+        strides[1] = row * rows;
+        box[1] = box_rows;
+        box[2] = 1;
+    }
+    strides[2] = row * rows * heads;
+    const int buf = TUNER_BUF_INPUT0 + (p->packed ? 0 : which);
+    if (!tuner__attn_map_flat(p, which)) {
+        tuner_tmap m = tuner__hopper_tmap_tiled(buf, p->dt, 4, dims, strides, box);
+        if (p->b_sym) { /* a named batch alone: the outermost dimension, at the launch's B */
+            m.sym[3] = (uint8_t)p->b_sym;
+            m.sym_coef[3] = 1;
+        }
+        return m;
+    }
+    /* Named rows: bshd's (D, heads, B * rows), bhsd's (D, B * heads * rows), encoded at the
+     * launch's B and rows times the fixed factors (B's, when it has no name). */
+    const unsigned sym = p->b_sym | tuner__attn_rows_sym(p, which);
+    const uint64_t fixed_b = p->b_sym ? 1 : (uint64_t)d->b;
+    tuner_tmap m;
+    if (p->bshd) {
+        dims[2] = rows * (uint64_t)d->b;
+        m = tuner__hopper_tmap_tiled(buf, p->dt, 3, dims, strides, box);
+        m.sym[2] = (uint8_t)sym;
+        m.sym_coef[2] = fixed_b;
+    } else {
+        dims[1] = rows * heads * (uint64_t)d->b;
+        m = tuner__hopper_tmap_tiled(buf, p->dt, 2, dims, strides, box);
+        m.sym[1] = (uint8_t)sym;
+        m.sym_coef[1] = heads * fixed_b;
+    }
+    return m;
+}
+
+void tuner__attn_emit_tile_load(tuner_sb *sb, const tuner__attn_problem *p, int which, int boxes, const char *dst,
+                                const char *map, const char *r0, const char *h, const char *bi, const char *seq, int rows,
+                                const char *bar)
+{
+    const long long heads = which == 0 ? p->d.hq : p->d.hkv;
+    for (int x = 0; x < boxes; x++) {
+        if (tuner__attn_map_flat(p, which) && p->bshd)
+            tuner_sb_printf(sb, "wg_tma3(%s + %d, %s, %d, %s, %s * %s + %s, %s);\n", dst, x * rows * 128, map, 64 * x, h,
+                            bi, seq, r0, bar);
+        else if (tuner__attn_map_flat(p, which))
+            tuner_sb_printf(sb, "wg_tma2(%s + %d, %s, %d, (%s * %lld + %s) * %s + %s, %s);\n", dst, x * rows * 128, map,
+                            64 * x, bi, heads, h, seq, r0, bar);
+        else if (p->bshd)
+            tuner_sb_printf(sb, "wg_tma4(%s + %d, %s, %d, %s, %s, %s, %s);\n", dst, x * rows * 128, map, 64 * x, h, r0,
+                            bi, bar);
+        else
+            tuner_sb_printf(sb, "wg_tma4(%s + %d, %s, %d, %s, %s, %s, %s);\n", dst, x * rows * 128, map, 64 * x, r0, h,
+                            bi, bar);
+    }
 }

@@ -249,7 +249,7 @@ static bool aw_problem(const tuner_op *op, const tuner_target *t, tuner__attn_pr
         return false;
     if (tuner_op_is_dynamic(op)) {
         /* At the dims' max: sequence lengths ints with room for a block past them, and a
-         * flattened map's row coordinate (aw_tmap_of) an int32 of the copy instruction. */
+         * flattened map's row coordinate (tuner__attn_tmap) an int32 of the copy instruction. */
         const tuner_attention_dims *d = &p->d;
         if (d->s > (1LL << 30) || d->skv > (1LL << 30))
             return false;
@@ -498,103 +498,6 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
 
 /* ---- code generation ---- */
 
-/* The named dims map `which`'s rows follow (q: S's, k and v: Skv's; 0 for fixed rows). */
-static unsigned aw_rows_sym(const tuner__attn_problem *p, int which)
-{
-    return which == 0 ? p->s_sym : p->skv_sym;
-}
-
-/* Whether map `which` is flattened (a dynamic op whose rows are named; see the header): its
- * rows and the dimensions above them one map dimension, so that no stride depends on a size. */
-static bool aw_map_flat(const tuner__attn_problem *p, int which)
-{
-    return aw_rows_sym(p, which) != 0;
-}
-
-/* The tensor map of q (which 0), k (1) or v (2): boxes of 64 columns x rows (see the header). */
-static tuner_tmap aw_tmap_of(const tuner__attn_problem *p, const aw_cfg *c, int which)
-{
-    const tuner_attention_dims *d = &p->d;
-    const uint64_t esz = 2, rows = which == 0 ? (uint64_t)d->s : (uint64_t)d->skv;
-    /* Packed: the three maps are one map of the whole qkv (its real strides, its own extent),
-     * the loads of k and v offset by their first head (emit_tile_load's callers). */
-    const uint64_t heads = p->packed ? (uint64_t)(d->hq + 2 * d->hkv) : which == 0 ? (uint64_t)d->hq : (uint64_t)d->hkv;
-    const uint32_t box_rows = (uint32_t)(which == 0 ? c->bm : c->bn);
-    uint64_t dims[4], strides[3];
-    uint32_t box[4];
-    const uint64_t row = (uint64_t)d->d * esz;
-    dims[0] = (uint64_t)d->d;
-    dims[3] = (uint64_t)d->b;
-    box[0] = 64;
-    box[3] = 1;
-    if (p->bshd) {
-        dims[1] = heads;
-        dims[2] = rows;
-        strides[0] = row;
-        strides[1] = row * heads;
-        box[1] = 1;
-        box[2] = box_rows;
-    } else {
-        dims[1] = rows;
-        dims[2] = heads;
-        strides[0] = row;
-        strides[1] = row * rows;
-        box[1] = box_rows;
-        box[2] = 1;
-    }
-    strides[2] = row * rows * heads;
-    const int buf = TUNER_BUF_INPUT0 + (p->packed ? 0 : which);
-    if (!aw_map_flat(p, which)) {
-        tuner_tmap m = tuner__hopper_tmap_tiled(buf, p->dt, 4, dims, strides, box);
-        if (p->b_sym) { /* a named batch alone: the outermost dimension, at the launch's B */
-            m.sym[3] = (uint8_t)p->b_sym;
-            m.sym_coef[3] = 1;
-        }
-        return m;
-    }
-    /* Named rows: bshd's (D, heads, B * rows), bhsd's (D, B * heads * rows), encoded at the
-     * launch's B and rows times the fixed factors (B's, when it has no name). */
-    const unsigned sym = p->b_sym | aw_rows_sym(p, which);
-    const uint64_t fixed_b = p->b_sym ? 1 : (uint64_t)d->b;
-    tuner_tmap m;
-    if (p->bshd) {
-        dims[2] = rows * (uint64_t)d->b;
-        m = tuner__hopper_tmap_tiled(buf, p->dt, 3, dims, strides, box);
-        m.sym[2] = (uint8_t)sym;
-        m.sym_coef[2] = fixed_b;
-    } else {
-        dims[1] = rows * heads * (uint64_t)d->b;
-        m = tuner__hopper_tmap_tiled(buf, p->dt, 2, dims, strides, box);
-        m.sym[1] = (uint8_t)sym;
-        m.sym_coef[1] = heads * fixed_b;
-    }
-    return m;
-}
-
-/* Emits the TMA loads of a tile of `rows` rows from map `map` (q's, which 0, k's 1, v's 2) at row
- * `r0` of head `h`, batch entry aw_b, into the boxes at `dst` (box x at dst + x * rows * 128),
- * completing on `bar`. A flattened map (aw_map_flat) takes the row as aw_b's rows at the
- * launch's sequence length (aw_S, aw_Skv) and, bhsd, the heads before it. */
-static void emit_tile_load(tuner_sb *sb, const tuner__attn_problem *p, const aw_cfg *c, int which, const char *dst,
-                           const char *map, const char *r0, const char *h, int rows, const char *bar)
-{
-    const char *seq = which == 0 ? "aw_S" : "aw_Skv";
-    const long long heads = which == 0 ? p->d.hq : p->d.hkv;
-    for (int x = 0; x < c->boxes; x++) {
-        if (aw_map_flat(p, which) && p->bshd)
-            tuner_sb_printf(sb, "wg_tma3(%s + %d, %s, %d, %s, aw_b * %s + %s, %s);\n", dst, x * rows * 128, map, 64 * x, h,
-                            seq, r0, bar);
-        else if (aw_map_flat(p, which))
-            tuner_sb_printf(sb, "wg_tma2(%s + %d, %s, %d, (aw_b * %lld + %s) * %s + %s, %s);\n", dst, x * rows * 128, map,
-                            64 * x, heads, h, seq, r0, bar);
-        else if (p->bshd)
-            tuner_sb_printf(sb, "wg_tma4(%s + %d, %s, %d, %s, %s, aw_b, %s);\n", dst, x * rows * 128, map, 64 * x, h,
-                            r0, bar);
-        else
-            tuner_sb_printf(sb, "wg_tma4(%s + %d, %s, %d, %s, %s, aw_b, %s);\n", dst, x * rows * 128, map, 64 * x, r0,
-                            h, bar);
-    }
-}
 
 /* The sizes as the generated code reads them: a static op's literals (printed as they always
  * were, so that its programs stay the same text), a dynamic op's variables (emit_dyn_sizes). */
@@ -955,7 +858,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     aw_loop(&sb, &p, &z);
     emit_item(&sb, &p, &c, &z);
     tuner_sb_printf(&sb, "wg_wait(aw_qempty, aw_qph ^ 1);\naw_qph ^= 1;\nwg_expect(aw_qfull, %d);\n", c.q_bytes);
-    emit_tile_load(&sb, &p, &c, 0, "aw_q", "aw_map_q", "aw_m0", "aw_h", c.bm, "aw_qfull");
+    tuner__attn_emit_tile_load(&sb, &p, 0, c.boxes, "aw_q", "aw_map_q", "aw_m0", "aw_h", "aw_b", "aw_S", c.bm, "aw_qfull");
     tuner_sb_puts(&sb, "for (int n = 0; n < aw_nt; n++) {\n");
     tuner__hopper_emit_stage_acquire(&sb, S, c.stage_bytes, "wg_bar0", "aw_ring");
     tuner_sb_printf(&sb, "wg_expect(wg_full, %d);\nconst int aw_kv0 = n * %d;\n", c.split ? c.kv_bytes : c.stage_bytes,
@@ -966,14 +869,14 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
         snprintf(khead, sizeof(khead), "(aw_hk + %lld)", p.k_head0);
         snprintf(vhead, sizeof(vhead), "(aw_hk + %lld)", p.v_head0);
     }
-    emit_tile_load(&sb, &p, &c, 1, "wg_st", "aw_map_k", "aw_kv0", khead, c.bn, "wg_full");
+    tuner__attn_emit_tile_load(&sb, &p, 1, c.boxes, "wg_st", "aw_map_k", "aw_kv0", khead, "aw_b", "aw_Skv", c.bn, "wg_full");
     char vdst[48], vfull[32] = "wg_full";
     snprintf(vdst, sizeof(vdst), "(wg_st + %d)", c.kv_bytes);
     if (c.split) { /* V's slot waits for the previous tile's P.V, K's only for its Q.K^T */
         snprintf(vfull, sizeof(vfull), "(wg_bar0 + %d)", AW_VFULL);
         tuner_sb_printf(&sb, "wg_wait(wg_bar0 + %d, wg_ph ^ 1);\nwg_expect(%s, %d);\n", AW_VEMPTY, vfull, c.kv_bytes);
     }
-    emit_tile_load(&sb, &p, &c, 2, vdst, "aw_map_v", "aw_kv0", vhead, c.bn, vfull);
+    tuner__attn_emit_tile_load(&sb, &p, 2, c.boxes, vdst, "aw_map_v", "aw_kv0", vhead, "aw_b", "aw_Skv", c.bn, vfull);
     tuner__hopper_emit_stage_advance(&sb, S);
     tuner_sb_puts(&sb, "}\n}\n}\n");
     if (c.mask_staged) {
@@ -1058,7 +961,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
      * between warps), then a proxy fence so that the copy engine's next fill and wgmma's read
      * see them in order. Static maps are zero-filled by the copy engine: nothing emitted. */
     char vzero[640] = "";
-    if (aw_map_flat(&p, 2))
+    if (tuner__attn_map_flat(&p, 2))
         snprintf(vzero, sizeof(vzero),
                  "if (aw_kv0 + %d > %s) {\n"
                  "const hd_u32 aw_vz = aw_ring + (hd_u32)wg_s * %du + %du;\n"
@@ -1196,7 +1099,7 @@ static int aw_generate(const tuner_op *op, const tuner_target *t, const tuner_sc
     l->shared_bytes = tuner__dynamic_shared((unsigned)c.smem, (unsigned)aw_static_bytes(&c));
     tuner__launch_args(l, op);
     for (int i = 0; i < 3; i++)
-        l->maps[l->n_maps++] = aw_tmap_of(&p, &c, i);
+        l->maps[l->n_maps++] = tuner__attn_tmap(&p, i, (uint32_t)(i == 0 ? c.bm : c.bn));
     if (dyn) {
         /* The dims after the buffers; the grid min(work items, SMs) at the launch's sizes:
          * exactly where B or S is fixed (Hq * B * ceil(S / block_m), or Hq * query blocks * B),
