@@ -9,8 +9,12 @@
  *    all of them; R <= 64 (the bound of applies(): the rows make 1, 2 or 4 m16 tiles);
  *  - the keys are cut into `split` chunks (grid: chunk, kv head, batch), so that B * Hkv * split
  *    blocks fill the GPU even for one sequence;
- *  - a block streams its chunk in tiles of `kv_tile` keys through a cp.async ring of `stages`
- *    slots in shared memory, computes the scores with mma.sync m16n8k16 (the R rows padded to
+ *  - a block streams its chunk in tiles of `kv_tile` keys through a ring of `stages` slots in
+ *    shared memory - `load` 0: every thread's 16-byte cp.async into rows padded to D + 8
+ *    elements; `load` 1 (sm_90a): thread 0 arms the slot's mbarrier and issues one TMA copy per
+ *    64-column box of K and of V (tuner__attn_tmap's maps, 128-byte swizzle; ldmatrix XORs the
+ *    16-byte column with the row's low bits), which on the H200 streams 1.06-1.13x faster than
+ *    the cp.async ring (bench/read_bw.cu: 4.4-4.6 against 4.1-4.2 TB/s) - and computes the scores with mma.sync m16n8k16 (the R rows padded to
  *    16 per m tile: tensor cores have throughput to spare here, and the rows are never
  *    CUDA-core bound whatever the group), the mask, causality and the end of the keys, an online
  *    softmax in fp32 (base 2), and P V with mma.sync again. The block's warps are (m tile, key
@@ -31,7 +35,7 @@
  *  tuner__attn_emit_store (epilogue). A partial whose keys were all masked has m = -inf and
  *  l = 0 and contributes nothing; a row with no key at all (L = 0) gives 0, never NaN.
  *
- * Parameters: split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split whose half already
+ * Parameters: load {1 (sm_90a), 0}, split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split whose half already
  * gives 4 blocks per SM), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages
  * {2, 3, 4, 6} (6 only with tiles of 32 and 64 keys: deep rings of small tiles keep more bytes
  * in flight per SM than two slots of large ones, and let 2-4 blocks share an SM), fused {1, 0};
@@ -57,7 +61,10 @@
  * strides are read from the sizes, the blocks' grid.z and the combine kernel's rows follow B by
  * rules, and the workspace is sized for the largest B's layout (the counters follow the launch's
  * B's partials; their offset is computed at launch like o_base_expr's). split is chosen
- * at the dims' max; every block of the grid arrives at its counter, empty chunks too.
+ * at the dims' max; every block of the grid arrives at its counter, empty chunks too. With load
+ * 1 the launcher encodes K's and V's maps at the sizes; a named Skv flattens them, so a last
+ * tile reads the next head's rows past Skv, and the loop zeroes those rows of V before P.V
+ * (emit_ring_wait: P is 0 there, but 0 times an inf of that head's would be NaN here).
  */
 #include "tuner/attn/attn.h"
 
@@ -68,6 +75,7 @@
 #include <string.h>
 
 #include "tuner/core.h"
+#include "tuner/hopper.h"
 #include "tuner/space.h"
 
 static const char *const P_SPLIT = "split";
@@ -75,6 +83,7 @@ static const char *const P_BLOCK = "block";
 static const char *const P_TILE = "kv_tile";
 static const char *const P_STAGES = "stages";
 static const char *const P_FUSED = "fused";
+static const char *const P_LOAD = "load";
 
 /* The largest R (query rows per kv head) and S the template takes. */
 #define DEC_MAX_ROWS 64
@@ -87,6 +96,9 @@ static const char *const P_FUSED = "fused";
 typedef struct dec_cfg {
     int split, block, tile, stages;
     int fused;              /* 1: one kernel, the last block of a group combines; 0: a combine kernel */
+    int load;               /* 0: cp.async into padded rows; 1: TMA boxes (sm_90a), 128-byte swizzle */
+    int boxes;              /* load 1: 64-column boxes a row of K (or V) takes, cdiv(D, 64) */
+    int slot;               /* bytes of one ring slot (a tile of K, then of V) */
     int warps, mt, kw, kpw; /* warps = mt m tiles x kw key slices; kpw keys per warp per tile */
     int dp;                 /* shared row stride in elements: D + 8 (conflict-free ldmatrix) */
     long long rows;         /* R = group * S */
@@ -126,6 +138,24 @@ static bool decode_applies(const tuner_op *op, const tuner_target *t)
     return true;
 }
 
+/* Whether K and V can come by TMA (load 1): sm_90a (tuner/hopper.h's machinery), and for a
+ * dynamic op whose Skv is named, a flattened map's row coordinate within an int32 at the dims'
+ * max (tuner__attn_tmap; q, k and v are 16-byte aligned by applies). */
+static bool dec_tma_ok(const tuner__attn_problem *p, const tuner_arch *a)
+{
+    if (!a || !a->has_wgmma)
+        return false;
+    const long long heads = p->bshd ? 1 : p->packed ? p->d.hq + 2 * p->d.hkv : p->d.hkv;
+    return !tuner__attn_map_flat(p, 1) || p->d.b * heads * p->d.skv < (1LL << 31);
+}
+
+/* Static shared memory of the first kernel: the last block's flag (hd_last, fused split > 1),
+ * and with load 1 the ring's mbarriers. */
+static size_t dec_static_bytes(const dec_cfg *c)
+{
+    return (c->fused && c->split > 1 ? 16u : 0u) + (c->load ? 8u * (size_t)c->stages : 0u);
+}
+
 /* The schedule's configuration. With `useful`, the space's rules on top (a chunk keeps >= 64
  * keys, the last is not empty); without (generate), what the code needs: it is right for any
  * chunk, empty ones too, which a dynamic op's smaller Skv makes of a split chosen at its max. */
@@ -137,6 +167,7 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
     c->tile = tuner_schedule_param(s, P_TILE, 64);
     c->stages = tuner_schedule_param(s, P_STAGES, 2);
     c->fused = tuner_schedule_param(s, P_FUSED, 1);
+    c->load = tuner_schedule_param(s, P_LOAD, 0);
     if (c->split < 1 || c->split > 64 || (c->split & (c->split - 1)))
         return false;
     if (c->block != 64 && c->block != 128 && c->block != 256)
@@ -147,6 +178,8 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
         return false;
     /* A second kernel for one chunk per row would only add the partials' round trip. */
     if ((c->fused != 0 && c->fused != 1) || (!c->fused && c->split == 1))
+        return false;
+    if ((c->load != 0 && c->load != 1) || (c->load && !dec_tma_ok(p, a)))
         return false;
     const tuner_attention_dims *d = &p->d;
     c->rows = d->group * d->s;
@@ -171,7 +204,10 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
         return false;
     c->dp = (int)d->d + 8;
     const int es = tuner_dtype_size(p->dt);
-    c->smem = (size_t)(16 * c->mt + c->stages * 2 * c->tile) * (size_t)c->dp * (size_t)es;
+    c->boxes = (int)tuner__attn_cdiv(d->d, 64);
+    c->slot = c->load ? 2 * c->boxes * c->tile * 128 : 2 * c->tile * c->dp * es;
+    /* The ring, then q's rows; TMA's ring starts at the first 1 KiB boundary of the array. */
+    c->smem = (size_t)c->stages * (size_t)c->slot + (size_t)(16 * c->mt * c->dp * es) + (c->load ? 1024u : 0u);
     /* The warps of an m tile merge in shared memory after the loop: (m, l) of every warp's rows
      * and the O of all but the first. */
     if (c->kw > 1) {
@@ -179,7 +215,7 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
         if (merge > c->smem)
             c->smem = merge;
     }
-    if (a && c->smem > (size_t)a->max_smem_per_block)
+    if (a && c->smem + dec_static_bytes(c) > (size_t)a->max_smem_per_block)
         return false;
     c->np = c->split;
     c->nrows = d->b * d->hq * d->s;
@@ -203,8 +239,7 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
         const size_t wsm = (size_t)(c->rows * c->split + c->rows) * sizeof(float);
         if (wsm > c->smem)
             c->smem = wsm;
-        /* ... plus the 16 bytes of its static flag (hd_last) */
-        if (a && c->smem + 16 > (size_t)a->max_smem_per_block)
+        if (a && c->smem + dec_static_bytes(c) > (size_t)a->max_smem_per_block)
             return false;
     }
     return true;
@@ -212,7 +247,8 @@ static bool cfg_of(const tuner__attn_problem *p, const tuner_arch *a, const tune
 
 /* ---- enumeration ---------------------------------------------------------------------------- */
 
-static const char *const dec_names[5] = {"split", "block", "kv_tile", "stages", "fused"};
+/* `load` is named only where it is 1, so that the cp.async schedules keep their names. */
+static const char *const dec_names[6] = {"split", "block", "kv_tile", "stages", "fused", "load"};
 
 /* Bytes of one group's partials at a split: (m, l) and O[D] in fp32 per row and chunk, what the
  * combine of the group reads. */
@@ -232,30 +268,34 @@ static int decode_enumerate(const tuner_op *op, const tuner_target *t, tuner_sch
     static const int tiles[] = {64, 32, 128};
     static const int stages[] = {2, 3, 4, 6};
     const long long heads = p.d.b * p.d.hkv;
-    for (size_t si = 0; si < sizeof(splits) / sizeof(splits[0]); si++) {
-        /* A split whose half already puts 4 blocks on every SM only adds partials. */
-        if (splits[si] > 1 && heads * (splits[si] / 2) >= 4LL * a->sm_count)
-            continue;
-        /* The combine kernel only where the last block's combine would read enough partials
-         * to take longer than a second launch (dec_combine_us). */
-        const bool two = splits[si] > 1 && group_partial_bytes(&p, splits[si]) >= DEC_TWO_KERNEL_MIN;
-        for (int fused = 1; fused >= (two ? 0 : 1); fused--)
-            for (size_t bi = 0; bi < 3; bi++)
-                for (size_t ti = 0; ti < 3; ti++)
-                    for (size_t gi = 0; gi < sizeof(stages) / sizeof(stages[0]); gi++) {
-                        /* Deep rings are of small tiles: 6 slots of 128 keys never fit. */
-                        if (stages[gi] == 6 && tiles[ti] == 128)
-                            continue;
-                        const int values[5] = {splits[si], blocks[bi], tiles[ti], stages[gi], fused};
-                        tuner_schedule s = {0};
-                        tuner__schedule_params(&s, 5, dec_names, values);
-                        dec_cfg c;
-                        if (!cfg_of(&p, a, &s, &c, true))
-                            continue;
-                        int r = tuner__space_push(items, n, "attention_decode", 5, dec_names, values);
-                        if (r < 0)
-                            return r;
-                    }
+    /* TMA first where it exists: it streams faster (DEC_TMA_STREAM), and ties keep the space order. */
+    for (int load = dec_tma_ok(&p, a) ? 1 : 0; load >= 0; load--) {
+        for (size_t si = 0; si < sizeof(splits) / sizeof(splits[0]); si++) {
+            /* A split whose half already puts 4 blocks on every SM only adds partials. */
+            if (splits[si] > 1 && heads * (splits[si] / 2) >= 4LL * a->sm_count)
+                continue;
+            /* The combine kernel only where the last block's combine would read enough partials
+             * to take longer than a second launch (dec_combine_us). */
+            const bool two = splits[si] > 1 && group_partial_bytes(&p, splits[si]) >= DEC_TWO_KERNEL_MIN;
+            for (int fused = 1; fused >= (two ? 0 : 1); fused--)
+                for (size_t bi = 0; bi < 3; bi++)
+                    for (size_t ti = 0; ti < 3; ti++)
+                        for (size_t gi = 0; gi < sizeof(stages) / sizeof(stages[0]); gi++) {
+                            /* Deep rings are of small tiles: 6 slots of 128 keys never fit. */
+                            if (stages[gi] == 6 && tiles[ti] == 128)
+                                continue;
+                            const int values[6] = {splits[si], blocks[bi], tiles[ti], stages[gi], fused, load};
+                            const int np = load ? 6 : 5;
+                            tuner_schedule s = {0};
+                            tuner__schedule_params(&s, np, dec_names, values);
+                            dec_cfg c;
+                            if (!cfg_of(&p, a, &s, &c, true))
+                                continue;
+                            int r = tuner__space_push(items, n, "attention_decode", np, dec_names, values);
+                            if (r < 0)
+                                return r;
+                        }
+        }
     }
     return 0;
 }
@@ -385,6 +425,91 @@ static void emit_last_block_combine(tuner_sb *sb, const tuner__attn_problem *p, 
     tuner_sb_puts(sb, "}\n");
 }
 
+/* load 0: a tile of K and V into ring slot t % stages by cp.async, every thread 16 bytes at a
+ * time into padded rows; keys past the chunk are zero-filled, so that P (0 there) times V stays
+ * 0. Then the first stages - 1 tiles. */
+static void emit_cp_async_ring(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    const char *T = tuner__ctype(p->dt);
+    const int D = (int)p->d.d, DP = c->dp, TILE = c->tile, NT = c->block;
+    tuner_sb_puts(sb, "auto load_tile = [&](int t) {\n");
+    tuner_sb_printf(sb, "%s *sk = skv + (t %% %d) * %d;\n%s *sv = sk + %d;\n", T, c->stages, 2 * TILE * DP, T,
+                    TILE * DP);
+    tuner_sb_printf(sb, "const long long j0 = k0 + (long long)t * %d;\n", TILE);
+    tuner_sb_printf(sb, "for (int idx = tid; idx < %d; idx += %d) {\n", TILE * (D / 8), NT);
+    tuner_sb_printf(sb, "const int r = idx / %d, cc = (idx %% %d) * 8;\n", D / 8, D / 8);
+    tuner_sb_puts(sb, "const long long j = j0 + r;\nconst bool ok = j < k1;\n");
+    tuner_sb_printf(sb, "const long long off = (ok ? j : 0LL) * %lldLL + cc;\n", p->kv_ss);
+    tuner_sb_printf(sb, "hd_cp_async16(sk + r * %d + cc, kb + off, ok);\nhd_cp_async16(sv + r * %d + cc, vb + off, ok);\n",
+                    DP, DP);
+    tuner_sb_puts(sb, "}\n};\n");
+    tuner_sb_printf(sb, "#pragma unroll\nfor (int t = 0; t < %d; t++) {\nif (t < ntiles) load_tile(t);\n"
+                        "hd_cp_async_commit();\n}\n",
+                    c->stages - 1);
+}
+
+/* load 1: thread 0 arms slot t % stages's barrier with the slot's bytes and issues the copies
+ * of K's and V's boxes (tuner__attn_emit_tile_load). Boxes past Skv read zeros from a static
+ * map; a flattened one (a named Skv) reads the next head's rows, which the loop zeroes in V
+ * (emit_ring_wait). Then the first stages - 1 tiles. */
+static void emit_tma_ring(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    const int TILE = c->tile;
+    char khead[48] = "hk", vhead[48] = "hk";
+    if (p->packed) {
+        snprintf(khead, sizeof(khead), "(hk + %lld)", p->k_head0);
+        snprintf(vhead, sizeof(vhead), "(hk + %lld)", p->v_head0);
+    }
+    char seq[120];
+    if (p->skv_sym)
+        snprintf(seq, sizeof(seq), "(int)hd_skv");
+    else
+        snprintf(seq, sizeof(seq), "%lld", (long long)p->d.skv);
+    tuner_sb_printf(sb, "auto load_tile = [&](int t) {\nconst int hd_s = t %% %d;\n"
+                        "const hd_u32 hd_sk = hd_smem_addr(hd_ring) + (hd_u32)hd_s * %du, hd_sv = hd_sk + %du;\n"
+                        "const int hd_j0 = (int)(k0 + (long long)t * %d);\nconst hd_u32 hd_full = hd_bar + 8 * hd_s;\n"
+                        "wg_expect(hd_full, %d);\n",
+                    c->stages, c->slot, c->slot / 2, TILE, c->slot);
+    tuner__attn_emit_tile_load(sb, p, 1, c->boxes, "hd_sk", "hd_map_k", "hd_j0", khead, "(int)b", seq, TILE, "hd_full");
+    tuner__attn_emit_tile_load(sb, p, 2, c->boxes, "hd_sv", "hd_map_v", "hd_j0", vhead, "(int)b", seq, TILE, "hd_full");
+    tuner_sb_printf(sb, "};\nif (tid == 0) {\nfor (int t = 0; t < %d; t++)\nif (t < ntiles) load_tile(t);\n}\n",
+                    c->stages - 1);
+}
+
+/* The loop's head for tile t: waits for its slot, lets every thread past the previous tile's
+ * reads (the slot refilled next is that tile's), refills, and declares the slot's K and V: sk
+ * and sv (load 0: padded rows), skb and svb (load 1: 64-column boxes of swizzled 128-byte rows).
+ * A flattened map's last tile of the keys reads past Skv into the next head's rows: their V rows
+ * are zeroed first (P is 0 there, but 0 times an inf of theirs would be NaN here), and the
+ * generic writes are fenced before the copy engine refills the slot. */
+static void emit_ring_wait(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
+{
+    const char *T = tuner__ctype(p->dt);
+    const int TILE = c->tile, S = c->stages;
+    if (!c->load) {
+        tuner_sb_printf(sb, "hd_cp_async_wait<%d>();\n__syncthreads();\n", S - 2);
+        tuner_sb_printf(sb, "if (t + %d < ntiles) load_tile(t + %d);\nhd_cp_async_commit();\n", S - 1, S - 1);
+        tuner_sb_printf(sb, "const %s *sk = skv + (t %% %d) * %d;\nconst %s *sv = sk + %d;\n", T, S, 2 * TILE * c->dp, T,
+                        TILE * c->dp);
+        return;
+    }
+    tuner_sb_printf(sb, "wg_wait(hd_bar + 8 * (t %% %d), (t / %d) & 1);\n", S, S);
+    tuner_sb_printf(sb, "const unsigned char *skb = hd_ring + (t %% %d) * %d;\nconst unsigned char *svb = skb + %d;\n", S,
+                    c->slot, c->slot / 2);
+    if (tuner__attn_map_flat(p, 2)) {
+        tuner_sb_printf(sb, "if (k0 + (long long)t * %d + %d > k1) {\nconst int hd_kept = (int)(k1 - k0 - (long long)t * %d);\n",
+                        TILE, TILE, TILE);
+        tuner_sb_printf(sb, "for (int i = hd_kept * %d + tid; i < %d; i += %d) {\n", 8 * c->boxes, TILE * 8 * c->boxes,
+                        c->block);
+        tuner_sb_printf(sb, "const int r = i / %d, x = (i / 8) %% %d;\n", 8 * c->boxes, c->boxes);
+        tuner_sb_printf(sb, "*reinterpret_cast<hd_v4 *>(const_cast<unsigned char *>(svb) + x * %d + r * 128 + (i & 7) * 16) = "
+                            "hd_v4{0u, 0u, 0u, 0u};\n}\n"
+                            "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n}\n",
+                        TILE * 128);
+    }
+    tuner_sb_printf(sb, "__syncthreads();\nif (tid == 0 && t + %d < ntiles) load_tile(t + %d);\n", S - 1, S - 1);
+}
+
 /* Kernel 1: the partials of one (chunk, kv head, batch entry). */
 static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
 {
@@ -400,13 +525,33 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     if (c->ws_bytes)
         tuner_sb_puts(sb, ", float *__restrict__ ws");
     tuner__emit_dim_params(sb, p->op);
+    if (c->load) { /* the maps after the sizes, as the launch passes them */
+        tuner__hopper_emit_map_param(sb, "hd_tm_k");
+        tuner__hopper_emit_map_param(sb, "hd_tm_v");
+    }
     tuner_sb_puts(sb, ")\n{\n");
     tuner_sb_puts(sb, "extern __shared__ __align__(16) unsigned char hd_smem[];\n");
-    tuner_sb_printf(sb, "%s *sq = reinterpret_cast<%s *>(hd_smem);\n", T, T);
-    tuner_sb_printf(sb, "%s *skv = sq + %d;\n", T, 16 * c->mt * DP);
+    if (c->load) {
+        /* The ring at the array's first 1 KiB boundary (the swizzle's period), q's rows after it;
+         * a slot's `full` mbarrier per stage, armed by thread 0 with the slot's bytes. */
+        tuner__hopper_emit_map_addr(sb, "hd_tm_k", "hd_map_k");
+        tuner__hopper_emit_map_addr(sb, "hd_tm_v", "hd_map_v");
+        tuner_sb_printf(sb,
+                        "unsigned char *const hd_ring = hd_smem + ((1024u - (hd_smem_addr(hd_smem) & 1023u)) & 1023u);\n"
+                        "%s *sq = reinterpret_cast<%s *>(hd_ring + %d);\n"
+                        "__shared__ alignas(8) hd_u64 hd_dec_bar[%d];\nconst hd_u32 hd_bar = hd_smem_addr(hd_dec_bar);\n",
+                        T, T, c->stages * c->slot, c->stages);
+    } else {
+        tuner_sb_printf(sb, "%s *sq = reinterpret_cast<%s *>(hd_smem);\n", T, T);
+        tuner_sb_printf(sb, "%s *skv = sq + %d;\n", T, 16 * c->mt * DP);
+    }
     tuner_sb_printf(sb, "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
                         "const int mt = warp / %d, kw = warp %% %d;\n",
                     c->kw, c->kw);
+    if (c->load)
+        tuner_sb_printf(sb, "if (tid == 0) {\nfor (int s = 0; s < %d; s++) wg_bar_init(hd_bar + 8 * s, 1);\n"
+                            "asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n}\n__syncthreads();\n",
+                        c->stages);
     tuner_sb_puts(sb, "const int chunk = blockIdx.x, hk = blockIdx.y;\nconst long long b = blockIdx.z;\n");
     if (p->skv_sym) {
         /* Skv at launch: chunks of cdiv(cdiv(Skv, split), tile) tiles' keys; the last ones may be
@@ -441,22 +586,10 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     tuner_sb_printf(sb, "*reinterpret_cast<hd_v4 *>(sq + r * %d + cc) = v;\n}\n", DP);
     free(qoff);
 
-    /* One tile of K and V into ring slot t % stages; keys past the chunk are zero-filled, so
-     * that P (0 there) times V stays 0. */
-    tuner_sb_puts(sb, "auto load_tile = [&](int t) {\n");
-    tuner_sb_printf(sb, "%s *sk = skv + (t %% %d) * %d;\n%s *sv = sk + %d;\n", T, c->stages, 2 * TILE * DP, T,
-                    TILE * DP);
-    tuner_sb_printf(sb, "const long long j0 = k0 + (long long)t * %d;\n", TILE);
-    tuner_sb_printf(sb, "for (int idx = tid; idx < %d; idx += %d) {\n", TILE * (D / 8), NT);
-    tuner_sb_printf(sb, "const int r = idx / %d, cc = (idx %% %d) * 8;\n", D / 8, D / 8);
-    tuner_sb_puts(sb, "const long long j = j0 + r;\nconst bool ok = j < k1;\n");
-    tuner_sb_printf(sb, "const long long off = (ok ? j : 0LL) * %lldLL + cc;\n", p->kv_ss);
-    tuner_sb_printf(sb, "hd_cp_async16(sk + r * %d + cc, kb + off, ok);\nhd_cp_async16(sv + r * %d + cc, vb + off, ok);\n",
-                    DP, DP);
-    tuner_sb_puts(sb, "}\n};\n");
-    tuner_sb_printf(sb, "#pragma unroll\nfor (int t = 0; t < %d; t++) {\nif (t < ntiles) load_tile(t);\n"
-                        "hd_cp_async_commit();\n}\n",
-                    c->stages - 1);
+    if (c->load)
+        emit_tma_ring(sb, p, c);
+    else
+        emit_cp_async_ring(sb, p, c);
 
     /* This thread's rows of its m tile (the mma fragment rows lane/4 and lane/4 + 8). */
     tuner_sb_printf(sb, "float o[%d][4];\n#pragma unroll\nfor (int x = 0; x < %d; x++) o[x][0] = o[x][1] = o[x][2] = "
@@ -469,11 +602,7 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
     tuner_sb_puts(sb, ";\n");
 
     tuner_sb_puts(sb, "for (int t = 0; t < ntiles; t++) {\n");
-    tuner_sb_printf(sb, "hd_cp_async_wait<%d>();\n__syncthreads();\n", c->stages - 2);
-    tuner_sb_printf(sb, "if (t + %d < ntiles) load_tile(t + %d);\nhd_cp_async_commit();\n", c->stages - 1,
-                    c->stages - 1);
-    tuner_sb_printf(sb, "const %s *sk = skv + (t %% %d) * %d;\nconst %s *sv = sk + %d;\n", T, c->stages, 2 * TILE * DP,
-                    T, TILE * DP);
+    emit_ring_wait(sb, p, c);
     tuner_sb_printf(sb, "const int kbase = kw * %d;\n", c->kpw);
     /* S = Q K^T for the warp's 16 rows and kpw keys. */
     tuner_sb_printf(sb, "float s[%d][4];\n#pragma unroll\nfor (int x = 0; x < %d; x++) s[x][0] = s[x][1] = s[x][2] = "
@@ -484,9 +613,14 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
                         "ks * 16 + (lane >> 4) * 8);\n",
                     DP);
     tuner_sb_printf(sb, "#pragma unroll\nfor (int np = 0; np < %d; np++) {\n", c->kpw / 16);
-    tuner_sb_printf(sb, "hd_u32 kf[4];\nhd_ldmatrix_x4(kf, sk + (kbase + np * 16 + (lane & 7) + (lane >> 4) * 8) * %d + "
-                        "ks * 16 + ((lane >> 3) & 1) * 8);\n",
-                    DP);
+    if (c->load) /* row & 7 is lane & 7: the swizzle's XOR */
+        tuner_sb_printf(sb, "hd_u32 kf[4];\nhd_ldmatrix_x4(kf, skb + (ks >> 2) * %d + (kbase + np * 16 + (lane & 7) + "
+                            "(lane >> 4) * 8) * 128 + ((((ks & 3) * 2 + ((lane >> 3) & 1)) ^ (lane & 7)) << 4));\n",
+                        TILE * 128);
+    else
+        tuner_sb_printf(sb, "hd_u32 kf[4];\nhd_ldmatrix_x4(kf, sk + (kbase + np * 16 + (lane & 7) + (lane >> 4) * 8) * %d + "
+                            "ks * 16 + ((lane >> 3) & 1) * 8);\n",
+                        DP);
     tuner_sb_printf(sb, "%s(s[2 * np], qa, kf);\n%s(s[2 * np + 1], qa, kf + 2);\n}\n}\n", mma, mma);
 
     /* Scale (base 2), mask, causality, the end of the chunk; the tile's row maxima. */
@@ -533,9 +667,14 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
                         "pa[3] = hd_pack2<%s>(s[2 * kk + 1][2], s[2 * kk + 1][3]);\n",
                     T, T, T, T);
     tuner_sb_printf(sb, "#pragma unroll\nfor (int dp = 0; dp < %d; dp++) {\n", D / 16);
-    tuner_sb_printf(sb, "hd_u32 vf[4];\nhd_ldmatrix_x4_trans(vf, sv + (kbase + kk * 16 + (lane & 7) + ((lane >> 3) & 1) "
-                        "* 8) * %d + dp * 16 + (lane >> 4) * 8);\n",
-                    DP);
+    if (c->load)
+        tuner_sb_printf(sb, "hd_u32 vf[4];\nhd_ldmatrix_x4_trans(vf, svb + (dp >> 2) * %d + (kbase + kk * 16 + (lane & 7) + "
+                            "((lane >> 3) & 1) * 8) * 128 + ((((dp & 3) * 2 + (lane >> 4)) ^ (lane & 7)) << 4));\n",
+                        TILE * 128);
+    else
+        tuner_sb_printf(sb, "hd_u32 vf[4];\nhd_ldmatrix_x4_trans(vf, sv + (kbase + kk * 16 + (lane & 7) + ((lane >> 3) & 1) "
+                            "* 8) * %d + dp * 16 + (lane >> 4) * 8);\n",
+                        DP);
     tuner_sb_printf(sb, "%s(o[2 * dp], pa, vf);\n%s(o[2 * dp + 1], pa, vf + 2);\n}\n}\n", mma, mma);
     tuner_sb_puts(sb, "}\n"); /* tiles */
 
@@ -659,6 +798,8 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
     tuner_sb sb;
     tuner_sb_init(&sb);
     tuner__prelude(&sb, t->sm);
+    if (c.load)
+        tuner_sb_puts(&sb, tuner__hopper_helpers);
     /* 2^x; ex2.approx gives +0 for -inf, which the masked keys rely on. */
     tuner_sb_puts(&sb, "HD_INLINE float hd_dec_exp2(float x) { float y; asm(\"ex2.approx.ftz.f32 %0, %1;\" : "
                        "\"=f\"(y) : \"f\"(x)); return y; }\n");
@@ -674,25 +815,30 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
         emit_combine(&sb, &p, &c);
 
     tuner_launch *k1 = &prog->kernels[0], *k2 = &prog->kernels[1];
+    memset(k1, 0, sizeof(*k1));
     snprintf(k1->name, sizeof(k1->name), "%s", c.fused ? "hd_attn_decode" : "hd_attn_decode_part");
     k1->grid[0] = (unsigned)c.split;
     k1->grid[1] = (unsigned)p.d.hkv;
     k1->grid[2] = (unsigned)p.d.b;
     k1->block[0] = (unsigned)c.block;
     k1->block[1] = k1->block[2] = 1;
-    k1->shared_bytes = tuner__dynamic_shared((unsigned)c.smem, c.fused ? 16u : 0u); /* hd_last */
+    k1->shared_bytes = tuner__dynamic_shared((unsigned)c.smem, (unsigned)dec_static_bytes(&c));
     tuner__launch_args(k1, op);
     if (c.ws_bytes)
         k1->args[k1->n_args++] = TUNER_BUF_WORKSPACE;
     prog->n_kernels = 1;
     if (!c.fused) {
-        *k2 = *k1;
+        *k2 = *k1; /* before the maps: the combine reads none */
         snprintf(k2->name, sizeof(k2->name), "hd_attn_decode_combine");
         k2->grid[0] = (unsigned)c.nrows;
         k2->grid[1] = k2->grid[2] = 1;
         k2->block[0] = 128;
         k2->shared_bytes = 0;
         prog->n_kernels = 2;
+    }
+    if (c.load) {
+        k1->maps[k1->n_maps++] = tuner__attn_tmap(&p, 1, (uint32_t)c.tile);
+        k1->maps[k1->n_maps++] = tuner__attn_tmap(&p, 2, (uint32_t)c.tile);
     }
     prog->workspace_bytes = c.ws_bytes;
     prog->source = tuner_sb_take(&sb);
@@ -734,6 +880,11 @@ static int decode_generate(const tuner_op *op, const tuner_target *t, const tune
  * kv32K (decode.log's best rows, 1.35-1.40x) and 3.2-3.4 TB/s at B16 kv4K; 1.3 x 3000 =
  * 3.9 TB/s ranks both. */
 #define DEC_STREAM_SHARE 1.3
+/* How much faster K and V stream by TMA (load 1) than by cp.async, at both rates above: the
+ * H200 read a decode-shaped stream with nothing else to do (bench/read_bw.cu, session 22 call
+ * a) at 4.13-4.23 TB/s by the cp.async ring and 4.36-4.58 by one bulk copy per tile of K and of
+ * V at Skv 32K (1.06-1.09x), 3.57-3.62 against 3.87-4.10 at Skv 4K (1.08-1.13x). */
+#define DEC_TMA_STREAM 1.08
 /* What one SM streams at most, bytes per us: at least the 16.8 MB / 57.9 us / 8 = 36 KB/us an
  * SM of B1 kv4K split 1 (8 blocks on 8 SMs, tiles of 128 keys); 40 KiB/us ranks the six rows
  * best among 30-50. */
@@ -815,7 +966,8 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
         return 1e12;
     const tuner_attention_dims *d = &p.d;
     const int es = tuner_dtype_size(p.dt);
-    const double bw = a->dram_gbps * 1e3 * DEC_STREAM_SHARE; /* bytes per us */
+    const double stream = c.load ? DEC_TMA_STREAM : 1.0;
+    const double bw = a->dram_gbps * 1e3 * DEC_STREAM_SHARE * stream; /* bytes per us */
     const double sms = (double)a->sm_count;
     /* K, V, q, the mask, epilogue operands and the output (the op's minimum), and the partials
      * the blocks write (none at split 1 in one kernel). */
@@ -833,7 +985,7 @@ static double decode_predict(const tuner_op *op, const tuner_target *t, const tu
     if (per_sched > DEC_WARPS_PER_SCHED)
         comp *= per_sched / DEC_WARPS_PER_SCHED;
     /* The tile's K and V at the block's share of its SM's stream. */
-    const double sm_rate = fmin(DEC_SM_STREAM, bw / used);
+    const double sm_rate = fmin(DEC_SM_STREAM * stream, bw / used);
     const double tile_bytes = 2.0 * c.tile * (double)d->d * es;
     const double load = tile_bytes / (sm_rate / nb);
     const double ntiles = ceil((double)c.ch / c.tile);
@@ -856,10 +1008,11 @@ static int decode_preferred(const tuner_op *op, const tuner_target *t, tuner_sch
 
 const tuner_template tuner__attn_decode = {
     .name = "attention_decode",
-    .space_signature = "attention_decode v2: S<=16, group*S<=64, q/k/v 16B-aligned; split{1..64 pow2, chunk>=64 "
+    .space_signature = "attention_decode v3: S<=16, group*S<=64, q/k/v 16B-aligned; split{1..64 pow2, chunk>=64 "
                        "keys, last chunk non-empty, not if split/2 gives >=4 blocks/SM} block{64,128,256} "
                        "kv_tile{32,64,128} stages{2,3,4,6; 6 not with 128} fused{1; 0 from split 2 where a group's "
-                       "partials reach 128 KiB}; warps = m tiles(1,2,4) x key slices of 16 or 32 keys (16 for "
+                       "partials reach 128 KiB} load{1 on sm_90a: TMA boxes of 64 columns, 128B swizzle, mbarrier ring; "
+                       "0: cp.async into padded rows}; warps = m tiles(1,2,4) x key slices of 16 or 32 keys (16 for "
                        "D 256); ring+q, the warps' merge and the last block's weights in smem <= max; mma.sync QK "
                        "and PV; split 1 fused stores from registers; else fp32 partials (m log2, l, O) per row and "
                        "chunk in the workspace, combined by the group's last block (a gridid-tagged counter) or "

@@ -81,6 +81,20 @@ static bool launch_sane(const tuner_program *p, const tuner_op *op, const tuner_
         return false;
     if (!fused && ((long long)p->kernels[1].grid[0] != d.b * d.hq * d.s || p->kernels[1].block[0] != 128))
         return false;
+    /* load 1: K's and V's maps on the first kernel (64-column boxes of a tile's keys), none on
+     * the combine */
+    const int load = tuner_schedule_param(s, "load", 0), tile = tuner_schedule_param(s, "kv_tile", 0);
+    if (k1->n_maps != (load ? 2 : 0) || (!fused && p->kernels[1].n_maps != 0))
+        return false;
+    for (int m = 0; m < k1->n_maps; m++) {
+        const tuner_tmap *tm = &k1->maps[m];
+        const int buf = op->attrs.attention.packed ? TUNER_BUF_INPUT0 : TUNER_BUF_INPUT0 + 1 + m;
+        uint32_t rows = 1;
+        for (int x = 1; x < tm->rank; x++)
+            rows *= tm->box[x];
+        if (tm->buf != buf || tm->box[0] != 64 || (int)rows != tile || tm->swizzle != 128 || tuner_tmap_check(tm, NULL, 0, NULL, 0) < 0)
+            return false;
+    }
     const bool ws = !(fused && split == 1);
     for (int k = 0; k < p->n_kernels; k++) {
         const tuner_launch *l = &p->kernels[k];
@@ -632,6 +646,67 @@ int main(int argc, char **argv)
         const shape s2 = {2, 32, 8, 4, 4096, 128, TUNER_BF16, true, true, MASK_NONE, false, false};
         op = dyn_op(&s2, false);
         run_case("dynamic bshd causal [2,4,32,128] kv [2,k,8,128]", &op, &targets[ti]);
+    }
+    /* K and V by TMA (load 1): offered on sm_90a only, first in its space (the model prices its
+     * stream above cp.async's), each kernel with both maps, the copies and the swizzled reads;
+     * where Skv is named, the maps are flattened (their rows follow the sizes) and the loop zeroes
+     * V's rows past Skv, which such a map reads from the next head. */
+    {
+        const shape st = {16, 32, 8, 1, 32768, 128, TUNER_F16, false, false, MASK_NONE, false, false};
+        const shape sp5 = {1, 8, 2, 16, 16, 256, TUNER_BF16, true, false, MASK_KEYS_F32, true, true};
+        const shape sk = {4, 32, 8, 1, 4096, 128, TUNER_F16, false, false, MASK_KEYS_F32, false, false};
+        const shape sb = {2, 32, 8, 4, 4096, 80, TUNER_F16, true, true, MASK_NONE, false, false};
+        tuner_op ops[4] = {attn_op(&st), attn_op(&sp5), dyn_op(&sk, true), dyn_op(&sb, false)};
+        const char *names[4] = {"B16 kv32K", "packed D256", "dynamic b, k", "dynamic bshd D80 k"};
+        for (int oi = 0; oi < 4; oi++)
+            for (int ti = 0; ti < 2; ti++) {
+                const tuner_target *t = &targets[ti];
+                tuner_space *sp = NULL;
+                char *err = NULL;
+                CHECK(tuner_space_build(&ops[oi], t, &sp, &err) == 0, "tma %s: space: %s", names[oi], err ? err : "?");
+                free(err);
+                if (!sp)
+                    continue;
+                size_t tma = 0, first = sp->n;
+                for (size_t i = 0; i < sp->n; i++) {
+                    if (strcmp(sp->items[i].template_name, "attention_decode"))
+                        continue;
+                    if (first == sp->n)
+                        first = i;
+                    tma += tuner_schedule_param(&sp->items[i], "load", 0) == 1;
+                }
+                if (ti == 0) {
+                    CHECK(tma == 0, "tma %s sm_80: %zu load 1 candidates", names[oi], tma);
+                    tuner_space_free(sp);
+                    continue;
+                }
+                CHECK(tma > 0 && first < sp->n && tuner_schedule_param(&sp->items[first], "load", 0) == 1,
+                      "tma %s sm_90a: %zu load 1 candidates, not first", names[oi], tma);
+                if (first < sp->n) {
+                    tuner_program *p = NULL;
+                    err = NULL;
+                    const int g = tuner_generate(&ops[oi], t, &sp->items[first], &p, &err);
+                    CHECK(g == 0 && p, "tma %s: generate: %s", names[oi], err ? err : "?");
+                    free(err);
+                    if (p) {
+                        const bool flat = oi >= 2;
+                        CHECK(strstr(p->source, "cp.async.bulk.tensor") && strstr(p->source, "wg_wait(hd_bar") &&
+                                  strstr(p->source, "^ (lane & 7)) << 4)") && !strstr(p->source, "hd_cp_async16(sk"),
+                              "tma %s: the copies or the swizzled reads are missing", names[oi]);
+                        CHECK(!flat == !strstr(p->source, "fence.proxy.async.shared::cta"),
+                              "tma %s: V's rows past Skv %s zeroed", names[oi], flat ? "not" : "");
+                        CHECK(!flat || (p->kernels[0].maps[0].sym[p->kernels[0].maps[0].rank - 1] != 0 &&
+                                        p->kernels[0].maps[0].rank < 4),
+                              "tma %s: the maps are not flattened", names[oi]);
+                        /* ptxas on the packed D 256 boxes and the flattened maps' zeroing always,
+                         * the others in unsampled runs */
+                        if (oi == 1 || oi == 2 || !t_sampling())
+                            CHECK(t_compile_check(names[oi], p->source, t, p, NULL), "tma %s: compile", names[oi]);
+                        tuner_program_free(p);
+                    }
+                }
+                tuner_space_free(sp);
+            }
     }
     printf("attention_decode: %zu cases, %d failures\n", n_cases, (int)t_failures);
     return t_failures ? 1 : 0;
