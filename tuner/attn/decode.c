@@ -10,16 +10,16 @@
  *  - the keys are cut into `split` chunks (grid: chunk, kv head, batch), so that B * Hkv * split
  *    blocks fill the GPU even for one sequence;
  *  - a block streams its chunk in tiles of `kv_tile` keys through a ring of `stages` slots in
- *    shared memory - `load` 0: every thread's 16-byte cp.async into rows padded to D + 8
- *    elements; `load` 1 (sm_90a): thread 0 arms the slot's mbarrier and issues one TMA copy per
- *    64-column box of K and of V (tuner__attn_tmap's maps, 128-byte swizzle; ldmatrix XORs the
- *    16-byte column with the row's low bits), which on the H200 streams 1.06-1.13x faster than
- *    the cp.async ring (bench/read_bw.cu: 4.4-4.6 against 4.1-4.2 TB/s) - and computes the scores with mma.sync m16n8k16 (the R rows padded to
- *    16 per m tile: tensor cores have throughput to spare here, and the rows are never
- *    CUDA-core bound whatever the group), the mask, causality and the end of the keys, an online
- *    softmax in fp32 (base 2), and P V with mma.sync again. The block's warps are (m tile, key
- *    slice) pairs: a warp takes kv_tile / KW keys of every tile for its 16 rows; after the chunk
- *    the KW warps of an m tile merge their softmax states in shared memory;
+ *    shared memory - `load` 0: every thread's 16-byte cp.async into rows padded to D + 8 elements;
+ *    `load` 1 (sm_90a): thread 0 arms the slot's mbarrier and issues one TMA copy per 64-column box
+ *    of K and of V (tuner__attn_tmap's maps, 128-byte swizzle; ldmatrix XORs the 16-byte column
+ *    with the row's low bits), which on the H200 streams 1.06-1.13x faster than the cp.async ring
+ *    (bench/read_bw.cu: 4.4-4.6 against 4.1-4.2 TB/s) - and computes the scores with mma.sync
+ *    m16n8k16 (the R rows padded to 16 per m tile: tensor cores have throughput to spare here, and
+ *    the rows are never CUDA-core bound whatever the group), the mask, causality and the end of the
+ *    keys, an online softmax in fp32 (base 2), and P V with mma.sync again. The block's warps are
+ *    (m tile, key slice) pairs: a warp takes kv_tile / KW keys of every tile for its 16 rows; after
+ *    the chunk the KW warps of an m tile merge their softmax states in shared memory;
  *  - `fused` 1 (one launch, hd_attn_decode): with split 1 the block then divides by the sum and
  *    stores the output from registers (no workspace); with split > 1 it writes one partial per
  *    row and chunk - max m (log2 domain), sum l and the unnormalised O[D] in fp32 - to the
@@ -35,12 +35,12 @@
  *  tuner__attn_emit_store (epilogue). A partial whose keys were all masked has m = -inf and
  *  l = 0 and contributes nothing; a row with no key at all (L = 0) gives 0, never NaN.
  *
- * Parameters: load {1 (sm_90a), 0}, split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split whose half already
- * gives 4 blocks per SM), block {64, 128, 256} threads, kv_tile {32, 64, 128} keys, stages
- * {2, 3, 4, 6} (6 only with tiles of 32 and 64 keys: deep rings of small tiles keep more bytes
- * in flight per SM than two slots of large ones, and let 2-4 blocks share an SM), fused {1, 0};
- * valid when the warps divide into the m tiles and each warp's slice is 16 or 32 keys (16 for
- * D = 256, whose 128 O accumulators per thread leave no room for more scores), and the ring
+ * Parameters: load {1 (sm_90a), 0}, split {1, 2, ..., 64} (a chunk keeps >= 64 keys, and no split
+ * whose half already gives 4 blocks per SM), block {64, 128, 256} threads, kv_tile {32, 64, 128}
+ * keys, stages {2, 3, 4, 6} (6 only with tiles of 32 and 64 keys: deep rings of small tiles keep
+ * more bytes in flight per SM than two slots of large ones, and let 2-4 blocks share an SM), fused
+ * {1, 0}; valid when the warps divide into the m tiles and each warp's slice is 16 or 32 keys (16
+ * for D = 256, whose 128 O accumulators per thread leave no room for more scores), and the ring
  * (and the warps' merge and the last block's weights after it) fits the target's shared
  * memory. Only the mma.sync path exists (no CUDA-core variant): with R padded to 16 the
  * tensor-core work is still far under the bandwidth bound.
@@ -145,7 +145,7 @@ static bool dec_tma_ok(const tuner__attn_problem *p, const tuner_arch *a)
 {
     if (!a || !a->has_wgmma)
         return false;
-    const long long heads = p->bshd ? 1 : p->packed ? p->d.hq + 2 * p->d.hkv : p->d.hkv;
+    const long long heads = p->bshd ? 1 : p->d.hkv; /* packed is bshd */
     return !tuner__attn_map_flat(p, 1) || p->d.b * heads * p->d.skv < (1LL << 31);
 }
 
