@@ -155,6 +155,9 @@ typedef struct gw_measure_req {
     int ref_output_buffer; /* index of the reference's GW_BUF_REF_OUTPUT */
     bool check;            /* verify against the reference before timing */
     double rtol, atol;     /* pass: |out - ref| <= atol * rms(ref) + rtol * |ref| elementwise, no NaN */
+    int64_t row_len;       /* > 0: the output's rows (its innermost extent, dividing its elements):
+                            * an element's rms is the larger of the whole reference's and its
+                            * row's (gpu_workers/compare.h); 0: the whole reference's */
     int warmup;            /* launches before timing (default 3) */
     int min_reps, max_reps;
     double min_time_ms;    /* keep repeating until this much time was timed (bounded by max_reps) */

@@ -14,6 +14,8 @@
  * their mean (see phase_time).
  */
 #include "gpu_workers/measure.h"
+
+#include "gpu_workers/compare.h"
 #include "gpu_workers/l2_flush.h"
 #include "op/op.h" /* tuner_fp8_to_f32: an FP8 output's values */
 
@@ -1073,49 +1075,19 @@ static phase phase_reference(run_state *rs)
     return PHASE_OK;
 }
 
-/* The comparison of a candidate's output with the reference, by part. */
+/* The comparison of a candidate's output with the reference (compare.h), by part: parts of
+ * elements, or of whole rows when the request has them. */
 typedef struct compare_ctx {
     const float *ref, *out;
-    double tol_abs, rtol;
-    struct {
-        double maxerr;
-        size_t bad, first_bad;
-    } part[GW_MAX_THREADS];
+    gw_tolerance tol;
+    gw_compare_result part[GW_MAX_THREADS];
 } compare_ctx;
 
 static void compare_part(void *arg, int part, size_t begin, size_t end)
 {
     compare_ctx *c = arg;
-    double maxerr = 0;
-    size_t bad = 0, first_bad = 0;
-    for (size_t i = begin; i < end; i++) {
-        double ref_v = c->ref[i], v = c->out[i];
-        double d = fabs(v - ref_v);
-        if (isnan(ref_v)) {
-            /* The element must be a NaN the candidate computed: the poison left by an element
-             * it never wrote is a NaN with the sign bit set (0xff bytes), while the device's
-             * arithmetic and conversions produce the canonical, positive quiet NaN. */
-            if (isnan(v) && !signbit(v))
-                continue;
-            d = INFINITY;
-        } else if (isinf(ref_v)) {
-            if (v == ref_v)
-                continue;
-            d = INFINITY;
-        } else if (!isfinite(v)) {
-            d = INFINITY;
-        }
-        if (d > maxerr)
-            maxerr = d;
-        if (!(d <= c->tol_abs + c->rtol * fabs(ref_v))) {
-            if (!bad)
-                first_bad = i;
-            bad++;
-        }
-    }
-    c->part[part].maxerr = maxerr;
-    c->part[part].bad = bad;
-    c->part[part].first_bad = first_bad;
+    const size_t unit = c->tol.row_len > 0 ? (size_t)c->tol.row_len : 1;
+    gw_compare_range(c->ref, c->out, begin * unit, end * unit, &c->tol, &c->part[part]);
 }
 
 /* Check: runs the candidate once and compares its output with the reference's, element by
@@ -1153,9 +1125,8 @@ static phase phase_check(run_state *rs)
     memset(&cmp, 0, sizeof(cmp));
     cmp.ref = set->ref_host;
     cmp.out = out;
-    cmp.tol_abs = req->atol * set->ref_rms;
-    cmp.rtol = req->rtol;
-    int parts = run_parts(m->threads, n, compare_part, &cmp);
+    cmp.tol = (gw_tolerance){.atol = req->atol, .rtol = req->rtol, .rms = set->ref_rms, .row_len = req->row_len};
+    int parts = run_parts(m->threads, req->row_len > 0 ? n / (size_t)req->row_len : n, compare_part, &cmp);
     double maxerr = 0;
     size_t bad = 0, first_bad = 0;
     for (int p = 0; p < parts; p++) {

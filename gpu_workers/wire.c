@@ -480,6 +480,10 @@ int gw_wire_check_req(const gw_measure_req *req)
             return -EINVAL;
         if (!isfinite(req->rtol) || !isfinite(req->atol) || req->rtol < 0 || req->atol < 0)
             return -EINVAL;
+        const uint64_t out_elems = req->buffers[req->output_buffer].elems;
+        if (req->row_len < 0 || (uint64_t)req->row_len > out_elems ||
+            (req->row_len > 0 && out_elems % (uint64_t)req->row_len))
+            return -EINVAL;
     }
     if (req->warmup < 0 || req->warmup > 1000 || req->min_reps < 1 ||
         req->max_reps < req->min_reps || req->max_reps > GW_WIRE_MAX_REPS)
@@ -686,6 +690,7 @@ int gw_wire_encode_measure(const gw_measure_req *req, uint8_t **ret, size_t *ret
         !cJSON_AddBoolToObject(j, "check", req->check) ||
         !cJSON_AddNumberToObject(j, "rtol", req->check ? req->rtol : 0) ||
         !cJSON_AddNumberToObject(j, "atol", req->check ? req->atol : 0) ||
+        !cJSON_AddNumberToObject(j, "row_len", req->check ? (double)req->row_len : 0) ||
         !cJSON_AddNumberToObject(j, "warmup", req->warmup) ||
         !cJSON_AddNumberToObject(j, "min_reps", req->min_reps) ||
         !cJSON_AddNumberToObject(j, "max_reps", req->max_reps) ||
@@ -758,7 +763,8 @@ int gw_wire_decode_measure(const gw_wire_msg *m, gw_measure_req *ret)
     if (get_int(j, "ref_output", -1, GW_MAX_BUFFERS - 1, &v) < 0)
         return -EBADMSG;
     q.ref_output_buffer = (int)v;
-    if (get_num(j, "rtol", 0, 1e30, &q.rtol) < 0 || get_num(j, "atol", 0, 1e30, &q.atol) < 0)
+    if (get_num(j, "rtol", 0, 1e30, &q.rtol) < 0 || get_num(j, "atol", 0, 1e30, &q.atol) < 0 ||
+        get_int(j, "row_len", 0, 9007199254740992.0, &q.row_len) < 0)
         return -EBADMSG;
     if (get_int(j, "warmup", 0, 1000, &v) < 0)
         return -EBADMSG;

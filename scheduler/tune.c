@@ -1097,6 +1097,10 @@ static int build_request(sched_job *j, sched_cand *c, gw_measure_req *r, const i
     sched__map_launches(op, j->ref_prog, &r->reference, ref_map);
     r->check = true;
     tolerances(op, &r->rtol, &r->atol);
+    /* Attention's rows (a query's D outputs) differ in scale: a causal op's first queries
+     * average a few values of V, its last thousands. Each is held to its own row's scale where
+     * that is the larger (gpu_workers/compare.h). */
+    r->row_len = op->kind == TUNER_OP_ATTENTION ? op->output.shape[op->output.rank - 1] : 0;
     return 0;
 }
 

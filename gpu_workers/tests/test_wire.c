@@ -51,6 +51,7 @@ static void make_req(gw_measure_req *q)
     q->check = true;
     q->rtol = 1e-2;
     q->atol = 2e-3;
+    q->row_len = 1000; /* the output's rows */
     q->warmup = 3;
     q->min_reps = 10;
     q->max_reps = 200;
@@ -98,7 +99,7 @@ static void test_measure_roundtrip(void)
     CHECK(same_module(&d.candidate, &q.candidate));
     CHECK(same_module(&d.reference, &q.reference));
     CHECK(d.output_buffer == 2 && d.ref_output_buffer == 3 && d.check);
-    CHECK(d.rtol == q.rtol && d.atol == q.atol && d.warmup == 3 && d.min_reps == 10 &&
+    CHECK(d.rtol == q.rtol && d.atol == q.atol && d.row_len == 1000 && d.warmup == 3 && d.min_reps == 10 &&
           d.max_reps == 200 && d.min_time_ms == 25.5 && d.beat_us == 12.25);
 
     /* Every truncation of a valid frame is "incomplete", never a frame or a crash. */
@@ -242,6 +243,18 @@ static void mut_rtol_type(cJSON *j)
 {
     cJSON_ReplaceItemInObject(j, "rtol", cJSON_CreateString("0.1"));
 }
+static void mut_row_len_uneven(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(j, "row_len", cJSON_CreateNumber(333)); /* does not divide 77 * 1000 */
+}
+static void mut_row_len_negative(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(j, "row_len", cJSON_CreateNumber(-1000));
+}
+static void mut_row_len_missing(cJSON *j)
+{
+    cJSON_DeleteItemFromObject(j, "row_len");
+}
 static cJSON *first_map(cJSON *j)
 {
     cJSON *l = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "candidate"), "launches"), 0);
@@ -315,6 +328,10 @@ static void test_measure_strict(void)
     CHECK(decode_mutated(mut_id) == -EBADMSG);
     CHECK(decode_mutated(mut_elems) == -EBADMSG);
     CHECK(decode_mutated(mut_rtol_type) == -EBADMSG);
+    /* Rows (row_len): a whole number of them in the output, never negative, always sent. */
+    CHECK(decode_mutated(mut_row_len_uneven) == -EBADMSG);
+    CHECK(decode_mutated(mut_row_len_negative) == -EBADMSG);
+    CHECK(decode_mutated(mut_row_len_missing) == -EBADMSG);
     CHECK(decode_mutated(mut_map_buf_oob) == -EBADMSG);
     CHECK(decode_mutated(mut_map_box) == -EBADMSG);
     CHECK(decode_mutated(mut_map_member) == -EBADMSG);
