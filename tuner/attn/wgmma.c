@@ -309,7 +309,7 @@ static int aw_sum_mma_offered(const tuner__attn_problem *p)
  * pingpong, without the intra-warpgroup overlap (session 18: 1031 us against 1196 with it at
  * [8,16,2048,256]; session 21: 950 us against 999-1003 for 80 keys in two stages, 3492-3508
  * against 3662-3694 at [2,16,8192,256]; aw_predict says why); one consumer where S fits one
- * 64-row block. */
+ * 64-row block; causal hd128 from 2k queries three consumers (below). */
 static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *stages, int *overlap, int *pingpong,
                     int *sum_mma)
 {
@@ -320,6 +320,14 @@ static void aw_pick(const tuner__attn_problem *p, int *bn, int *consumers, int *
     *overlap = d == 256 ? 0 : 1;
     *pingpong = d == 256 && *consumers == 2;
     *sum_mma = aw_sum_mma_offered(p);
+    if (p->causal && d == 128 && p->d.s >= 2048) {
+        /* Causal hd128 from 2k queries: 96 keys over three consumers, without overlap (session
+         * 22: 2-10% ahead of the above at 2k-16k; aw_predict's causal_three). */
+        *consumers = 3;
+        *bn = 96;
+        *overlap = 0;
+        *pingpong = 0;
+    }
 }
 
 static const int aw_block_ns[] = {64, 80, 96, 128, 176, 192, 256};
@@ -467,10 +475,20 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
     /* Pingpong at D = 256 pays only beside one slot each, whose releases it staggers (session 21:
      * 950 / 3492-3508 us against 971-973 / 3616-3654 without it). */
     const bool turns = c.pingpong && (!wide_o || c.stages == 1);
+    /* Three consumers (192-row blocks) on a causal op run about 25% faster than this model
+     * prices them against two: every candidate of hd128 causal [8,16,2048] ... [1,16,16384] timed
+     * on the H200 (session 22 call e, trials_attn.tsv.gz; P in S's registers since session 21)
+     * had 96 keys over three consumers without overlap 2-10% ahead of the two-consumer pingpong
+     * tile this model put first (285.7 against 307.3 us at 2k, 1605.8 against 1637.0 at 16k),
+     * which it ranked 20th-31st. Fitted as a factor of the tile: 0.75 puts the measured best
+     * first at all six causal lengths and changes no other row's pick; on call f's timings (the
+     * bf16 rows at 2k-16k, all four lengths) the pick is then within 1.004 of the best, where it
+     * was 1.015-1.102. */
+    const double causal_three = p.causal && c.consumers == 3 ? 0.75 : 1.0;
     const double t_tile = ((hidden ? (t_tc > t_exp ? t_tc : t_exp) * overlap_cost * (turns ? 0.97 : 1.0)
                                    : t_tc + t_exp) +
                            t_fixed) *
-                          masked_wide;
+                          masked_wide * causal_three;
     /* Load latency of an item's first tiles and Q; a deeper ring hides more of a stage's. One
      * slot each for K and V (stages 1) leaves each load only the other GEMM and a softmax to land
      * in: fitted at D = 256 (H200, session 21, kbench in two processes: 128 keys in one slot each
