@@ -195,6 +195,18 @@ static void test_model_key_tiles(void)
     tuner_space_free(sp);
 }
 
+/* The model's pick (picks[0]) and the tune:"none" default (picks[1]) of c on sm_90a, from the
+ * space *sp (the caller frees it); NULL where there is no space. */
+static void pick_and_default(const attn_case *c, tuner_space **sp, const tuner_schedule *picks[2])
+{
+    picks[0] = model_pick(c, sp);
+    picks[1] = NULL;
+    if (picks[0]) {
+        tuner_op op = attn_op(c);
+        picks[1] = &(*sp)->items[tuner_default_index(&op, &sm90a, *sp)];
+    }
+}
+
 /* hd256 (session 18, every candidate of [8,16,2048,256] and [2,16,8192,256] on the H200): two
  * consumers without the intra-warpgroup overlap ran fastest (1009-1031 / 3711-3786 us), the
  * overlap cost 11-23% and one consumer 15% at best. Session 21 (kbench, two processes): 128 keys
@@ -209,11 +221,8 @@ static void test_model_hd256(void)
         const attn_case c = {"hd256", TUNER_F16, 16384 / lengths[i], 16, 16, lengths[i], lengths[i], 256, false, false,
                              0, 0, false, false};
         tuner_space *sp = NULL;
-        const tuner_schedule *picks[2] = {model_pick(&c, &sp), NULL};
-        if (picks[0]) {
-            tuner_op op = attn_op(&c);
-            picks[1] = &sp->items[tuner_default_index(&op, &sm90a, sp)];
-        }
+        const tuner_schedule *picks[2];
+        pick_and_default(&c, &sp, picks);
         for (int w = 0; w < 2; w++) {
             const tuner_schedule *s = picks[w];
             CHECK(s && !strcmp(s->template_name, "attention_wgmma") && tuner_schedule_param(s, "consumers", 0) == 2 &&
@@ -242,11 +251,8 @@ static void test_model_causal_three(void)
             const attn_case c = {"hd128", TUNER_BF16, 16384 / lengths[i], 16, 16, lengths[i], lengths[i], 128,
                                  false, causal, 0, 0, false, false};
             tuner_space *sp = NULL;
-            const tuner_schedule *picks[2] = {model_pick(&c, &sp), NULL};
-            if (picks[0]) {
-                tuner_op op = attn_op(&c);
-                picks[1] = &sp->items[tuner_default_index(&op, &sm90a, sp)];
-            }
+            const tuner_schedule *picks[2];
+            pick_and_default(&c, &sp, picks);
             for (int w = 0; w < 2; w++) {
                 const tuner_schedule *s = picks[w];
                 const int consumers = s ? tuner_schedule_param(s, "consumers", 0) : -1;
