@@ -1036,6 +1036,9 @@ static int run_case(const tuner_op *op, const tuner_target *tgt, tuner_dtype dt,
         q.check = true;
         q.rtol = rtol;
         q.atol = atol;
+        /* An attention output's rows held to their own scale, as the scheduler asks
+         * (scheduler/tune.c build_request, gpu_workers/compare.h) */
+        q.row_len = op->kind == TUNER_OP_ATTENTION ? op->output.shape[op->output.rank - 1] : 0;
         q.warmup = 1;
         q.min_reps = 3;
         q.max_reps = 5;
