@@ -9,7 +9,11 @@
  *   attention_mma    (mma.c)    FlashAttention-2's scheme: mma.sync and cp.async, sm_80 and up
  *   attention_wgmma  (wgmma.c)  Hopper: TMA ring, producer and consumer warpgroups, wgmma; sm_90a
  *   attention_decode (decode.c) few query rows against many keys: the keys split over blocks,
- *                               partial softmaxes combined by a second kernel (flash-decoding)
+ *                               partial softmaxes combined in one launch or a second kernel
+ *                               (flash-decoding); K and V by TMA on sm_90a, cp.async elsewhere
+ *
+ * The two that read with the copy engine share the tensor maps of q, k and v and their tile
+ * loads (tuner__attn_tmap, tuner__attn_emit_tile_load below).
  */
 #ifndef HIDET_TUNER_ATTN_ATTN_H
 #define HIDET_TUNER_ATTN_ATTN_H

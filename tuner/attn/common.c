@@ -1,5 +1,6 @@
-/* tuner/attn/common.c - the attention problem and the emitters every attention template shares
- * (see tuner/attn/attn.h). */
+/* tuner/attn/common.c - the attention problem and the emitters every attention template shares,
+ * and the TMA maps and tile loads of the two that read with the copy engine (see
+ * tuner/attn/attn.h). */
 #include "tuner/attn/attn.h"
 
 #include <errno.h>
