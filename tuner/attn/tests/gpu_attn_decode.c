@@ -14,7 +14,8 @@
  * launch), then twice as a replayed CUDA graph (a replay may reuse a grid id). One line per
  * candidate and run: max error, pass/fail.
  * Dynamic ops (B and Skv named): every candidate at three sizes, one with every chunk but the
- * first empty, each checked against the static op's reference at those sizes.
+ * first empty, each checked against the static op's reference at those sizes; at the first, +inf
+ * in V where a flattened TMA map reads past Skv (poison_next_group).
  * Timing: B in {1, 16, 64}, S = 1, Skv in {4096, 32768}, 32/8 heads, hd 128, f16: every
  * candidate is timed (L2 flushed before each launch: a 256 MiB memset outside the events), and
  * the default (tune:"none"), the model's pick and the fastest are reported with the GB/s of K and
