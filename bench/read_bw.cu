@@ -13,8 +13,9 @@
 //   ldg U         - no shared memory: each thread keeps U 16-byte loads in flight
 // Consumers read every byte of a slot from shared memory once (as the mma fragments would) and
 // fold it into a value that is stored, so nothing is optimised away. Shapes: issue 38's decode
-// rows, K and V [heads, Skv, 128] f16 for heads = 16 x 8 and Skv 4096 / 32768, cut into `split`
-// chunks per head as attention_decode's grid does. Per variant: the median of 15 launches after
+// rows, K and V [heads, Skv, 128] f16 for heads = 16 x 8 and Skv 4096 / 32768 (and 1024: 64 MiB,
+// the size of issue 41's FP8 decode weights), cut into `split` chunks per head as
+// attention_decode's grid does. Per variant: the median of 15 launches after
 // 3, TB/s of K and V read, and that over the copy bandwidth (bytes read + written per second of a
 // 1 GiB cudaMemcpy, bench.py's convention).
 //
@@ -308,8 +309,10 @@ int main()
         {"ldg u4", rd_ldg<4>, 128, 0},              {"ldg u8", rd_ldg<8>, 128, 0},
         {"ldg u16", rd_ldg<16>, 128, 0},
     };
-    const long long skvs[2] = {4096, 32768};
-    const int splits[4] = {1, 2, 4, 8};
+    // Skv 1024: 64 MiB in all, the bytes of issue 41's FP8 decode weights (8192 x 8192), where a
+    // launch's start and end weigh most.
+    const long long skvs[3] = {1024, 4096, 32768};
+    const int splits[5] = {1, 2, 4, 8, 16};
     printf("%-22s %6s %5s %10s %8s %8s\n", "variant", "skv", "split", "us", "TB/s", "of copy");
     for (long long skv : skvs)
         for (const variant &v : vs)
