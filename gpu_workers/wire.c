@@ -764,7 +764,7 @@ int gw_wire_decode_measure(const gw_wire_msg *m, gw_measure_req *ret)
         return -EBADMSG;
     q.ref_output_buffer = (int)v;
     if (get_num(j, "rtol", 0, 1e30, &q.rtol) < 0 || get_num(j, "atol", 0, 1e30, &q.atol) < 0 ||
-        get_int(j, "row_len", 0, 9007199254740992.0, &q.row_len) < 0)
+        get_int(j, "row_len", 0, (double)GW_WIRE_MAX_ELEMS, &q.row_len) < 0)
         return -EBADMSG;
     if (get_int(j, "warmup", 0, 1000, &v) < 0)
         return -EBADMSG;

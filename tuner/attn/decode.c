@@ -425,13 +425,18 @@ static void emit_last_block_combine(tuner_sb *sb, const tuner__attn_problem *p, 
     tuner_sb_puts(sb, "}\n");
 }
 
-/* load 0: a tile of K and V into ring slot t % stages by cp.async, every thread 16 bytes at a
- * time into padded rows; keys past the chunk are zero-filled, so that P (0 there) times V stays
- * 0. Then the first stages - 1 tiles. */
+/* load 0: this (batch entry, kv head)'s K and V rows (kb, vb); a tile of them into ring slot
+ * t % stages by cp.async, every thread 16 bytes at a time into padded rows; keys past the chunk
+ * are zero-filled, so that P (0 there) times V stays 0. Then the first stages - 1 tiles. */
 static void emit_cp_async_ring(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg *c)
 {
     const char *T = tuner__ctype(p->dt);
     const int D = (int)p->d.d, DP = c->dp, TILE = c->tile, NT = c->block;
+    char sbe[96], she[96];
+    tuner_sb_printf(sb, "const long long kvb = b * %s + (long long)hk * %s;\n",
+                    tuner__attn_stride_expr(p, p->kv_sb, p->kv_sb_m, sbe, sizeof(sbe)),
+                    tuner__attn_stride_expr(p, p->kv_sh, p->kv_sh_m, she, sizeof(she)));
+    tuner_sb_printf(sb, "const %s *kb = %s + kvb;\nconst %s *vb = %s + kvb;\n", T, p->k_ptr, T, p->v_ptr);
     tuner_sb_puts(sb, "auto load_tile = [&](int t) {\n");
     tuner_sb_printf(sb, "%s *sk = skv + (t %% %d) * %d;\n%s *sv = sk + %d;\n", T, c->stages, 2 * TILE * DP, T,
                     TILE * DP);
@@ -568,13 +573,6 @@ static void emit_part(tuner_sb *sb, const tuner__attn_problem *p, const dec_cfg 
                         (long long)d->skv, c->ch, (long long)d->skv);
     }
     tuner_sb_printf(sb, "const int ntiles = k1 > k0 ? (int)((k1 - k0 + %d) / %d) : 0;\n", TILE - 1, TILE);
-    {
-        char sbe[96], she[96];
-        tuner_sb_printf(sb, "const long long kvb = b * %s + (long long)hk * %s;\n",
-                        tuner__attn_stride_expr(p, p->kv_sb, p->kv_sb_m, sbe, sizeof(sbe)),
-                        tuner__attn_stride_expr(p, p->kv_sh, p->kv_sh_m, she, sizeof(she)));
-    }
-    tuner_sb_printf(sb, "const %s *kb = %s + kvb;\nconst %s *vb = %s + kvb;\n", T, p->k_ptr, T, p->v_ptr);
 
     /* The block's query rows (unscaled: the scale is applied to the fp32 scores), rows past R
      * zero; r = (query head within the group) * S + row. */

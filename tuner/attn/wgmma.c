@@ -516,7 +516,6 @@ static double aw_predict(const tuner_op *op, const tuner_target *t, const tuner_
 
 /* ---- code generation ---- */
 
-
 /* The sizes as the generated code reads them: a static op's literals (printed as they always
  * were, so that its programs stay the same text), a dynamic op's variables (emit_dyn_sizes). */
 typedef struct aw_sizes {
