@@ -201,6 +201,48 @@ def time_us(make_fn, n_sets, reps=20, replays=15):
     return statistics.median(times)
 
 
+def energy_counter():
+    """A function returning the GPU's energy counter in mJ (NVML), or None where pynvml is
+    missing."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        return lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
+    except Exception:
+        return None
+
+
+def time_sustained(make_fn, n_sets, heat_ms, reps=20, min_ms=300):
+    """Time and energy of one call once the GPU's power controller has answered its draw:
+    heat_ms of the same replays back to back, untimed, then replays timed one by one for at
+    least min_ms (and 15). Large FP8 and f16 GEMMs pull the H200 to its 700 W cap within about
+    100 ms and the SM clock falls from 1980 MHz to 1150-1500 (session 23, nvidia-smi at 100 ms):
+    a short timing sees the full clock, a model's stream of kernels the capped one, and the two
+    rank tiles differently where they differ in energy. {"us": median, "mj": millijoules per
+    call over the timed replays (None without NVML), "w": mean watts}. NVML's counter moves in
+    coarse steps: over 300 ms some of session 23's windows read above the 700 W cap, so one
+    window's energy is a hint, several agreeing a measurement."""
+    g = cuda_graph(make_fn, n_sets, reps)
+    t_end = time.monotonic() + heat_ms / 1000.0
+    while time.monotonic() < t_end:
+        g.replay()
+        torch.cuda.synchronize()
+    energy = energy_counter()
+    e0 = energy() if energy else None
+    t0 = time.monotonic()
+    times = []
+    while len(times) < 15 or (time.monotonic() - t0) * 1000.0 < min_ms:
+        times.append(replay_us(g, reps))
+    secs = time.monotonic() - t0
+    out = {"us": statistics.median(times), "mj": None, "w": None}
+    if energy:
+        mj = energy() - e0
+        out.update(mj=mj / (len(times) * reps), w=mj / 1000.0 / secs)
+    del g
+    return out
+
+
 def time_rounds_us(makers, n_sets, reps=20, rounds=15):
     """Median times of several functions whose replays take turns (a, b, c, a, b, c, ...), so
     that a change of clocks or of a neighbour's load during the measurement reaches all alike."""

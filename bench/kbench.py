@@ -6,10 +6,14 @@ DIR to the GPU machine, and run `kbench.py DIR` there. For each NAME.json it lau
 reference (NAME.ref.cubin, fp32 output) and the candidate (NAME.cubin) on the same random inputs,
 prints the relative error of the candidate, and times it the way bench.py times everything (CUDA
 graphs over rotating input sets; --alternate as in bench.py). Matmul programs are also timed against the PyTorch peer of the
-same op (torch.matmul, plus eager bias / gelu when the epilogue has them: pass --peer-epilogue).
+same op (torch.matmul, plus eager bias / gelu when the epilogue has them: pass --peer-epilogue;
+FP8 programs of inputs [A [M,K], B [N,K], A's scale, B's scale]: torch._scaled_mm with those
+scales, fast accumulation). --sustain MS also times each program, and its peer, after MS ms of
+running it back to back (bench.time_sustained: the clock the power cap leaves it), with the
+energy of one call where NVML (pynvml) is there.
 
     kbench.py DIR [--only SUBSTR] [--peer-epilogue bias_gelu] [--flush] [--alternate] [--json OUT.json]
-              [--dims N,...]
+              [--dims N,...] [--sustain MS]
 """
 import argparse
 import glob
@@ -23,7 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import (FP8_DT, L2_BYTES, TORCH_DT, cuda_graph, launcher, rand, rel_err, sets_for, tensor_map_arg,  # noqa: E402
-                   time_pair_us, time_us)
+                   time_pair_us, time_sustained, time_us)
 
 OP_MATMUL = 0
 
@@ -119,11 +123,23 @@ def run_one(path, args):
             return lambda: F.gelu(a @ b + sets[i][2])
         return lambda: torch.matmul(a, b)
 
+    def fp8_peer(i):
+        a, b, sa, sb = sets[i][:4]
+        sa = sa if sa.numel() > 1 else sa.reshape(())
+        sb = sb if sb.numel() > 1 else sb.reshape(())
+        return lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=TORCH_DT[out_dt],
+                                        use_fast_accum=True)
+
+    fp8 = (meta["op"] == OP_MATMUL and in_dts[0] in FP8_DT and len(in_dts) == 4 and len(in_shapes[1]) == 2
+           and in_shapes[0][1] == in_shapes[1][1])
+    if fp8:
+        peer = fp8_peer
+
     row = {"name": name, "schedule": meta["schedule"]["params"], "predicted_us": meta["predicted_us"], "err": err}
     # The peer is torch.matmul(a, b): only for plain 2-D 16- or 32-bit operands (not batched, not
-    # transposed; FP8 has no torch.matmul).
-    if (meta["op"] == OP_MATMUL and in_dts[0] not in FP8_DT and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2
-            and in_shapes[0][1] == in_shapes[1][0] and out_shape == [in_shapes[0][0], in_shapes[1][1]]):
+    # transposed); FP8 has no torch.matmul: torch._scaled_mm (fp8_peer) for A [M,K] and B [N,K].
+    if fp8 or (meta["op"] == OP_MATMUL and in_dts[0] not in FP8_DT and len(in_shapes[0]) == 2 and len(in_shapes[1]) == 2
+               and in_shapes[0][1] == in_shapes[1][0] and out_shape == [in_shapes[0][0], in_shapes[1][1]]):
         if args.alternate:
             us, peer_us = time_pair_us(lambda i: bind_c(sets[i], outs[i]), peer, n_sets)
         else:
@@ -132,6 +148,13 @@ def run_one(path, args):
     else:
         us = time_us(lambda i: bind_c(sets[i], outs[i]), n_sets)
     row["us"] = round(us, 2)
+    if args.sustain:
+        for key, make in (("sus", lambda i: bind_c(sets[i], outs[i])), ("peer_sus", peer if "peer_us" in row else None)):
+            if make:
+                t = time_sustained(make, n_sets, args.sustain)
+                row[key + "_us"] = round(t["us"], 2)
+                if t["mj"] is not None:
+                    row[key + "_mj"], row[key + "_w"] = round(t["mj"], 3), round(t["w"], 1)
     if args.flush:
         # One launch after an L2 flush, median of many. Two flushes: a memset (leaves the L2 full
         # of dirty lines the kernel must write back; the tuning worker's flush until 2026-11-28)
@@ -179,6 +202,7 @@ def main():
                     "programs of a request with named dims, in the request's order")
     ap.add_argument("--flush", action="store_true", help="also time single launches after an L2 flush")
     ap.add_argument("--alternate", action="store_true", help="time candidate and peer in alternating replays")
+    ap.add_argument("--sustain", type=float, default=0, help="also time after this many ms of back-to-back runs")
     args = ap.parse_args()
     rows = []
     for path in sorted(glob.glob(os.path.join(args.dir, "*.json"))):
@@ -191,14 +215,15 @@ def main():
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"{'name':40s} {'us':>9s} {'peer':>9s} {'ratio':>6s} {'TF/s':>6s} {'err':>9s} {'flushed':>9s} "
-          f"{'fl_read':>9s} {'fl_run':>9s} {'peer_run':>9s}")
+          f"{'fl_read':>9s} {'fl_run':>9s} {'peer_run':>9s} {'sus':>9s} {'peer_sus':>9s} {'mJ':>7s} {'peer_mJ':>7s}")
     for r in rows:
         if "error" in r:
             print(f"{r['name']:40s} ERROR {r['error'][:80]}")
             continue
         print(f"{r['name']:40s} {r['us']:9.2f} {r.get('peer_us', 0):9.2f} {r.get('ratio', 0):6.3f} "
               f"{r.get('tflops', 0):6.1f} {r['err']:9.2e} {r.get('flushed_us', 0):9.2f} "
-              f"{r.get('flushed_read_us', 0):9.2f} {r.get('flushed_run_us', 0):9.2f} {r.get('peer_flushed_run_us', 0):9.2f}")
+              f"{r.get('flushed_read_us', 0):9.2f} {r.get('flushed_run_us', 0):9.2f} {r.get('peer_flushed_run_us', 0):9.2f} "
+              f"{r.get('sus_us', 0):9.2f} {r.get('peer_sus_us', 0):9.2f} {r.get('sus_mj', 0):7.1f} {r.get('peer_sus_mj', 0):7.1f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
