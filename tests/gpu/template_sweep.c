@@ -411,6 +411,16 @@ static int build_cases(scase *c)
         add_operand_step(&op, TUNER_EW_MUL, 2, up);
         ADD("mm b3 136x128x64 silu,*up[M,N]", op, false);
     }
+    /* Pingpong blocks walking more than one tile per consumer (on 132 SMs): 2176 x 1000 is 34 x
+     * 16 = 544 64x64 tiles and 17 x 16 = 272 128x64 ones, a last round of 8; with the SwiGLU
+     * operand, whose slot the producer picks by the tile's place among its block's. */
+    {
+        tuner_op op = matmul(1, 2176, 1000, 128, false, false, 16);
+        int64_t up[2] = {2176, 1000};
+        add_unary_step(&op.epilogue, TUNER_EW_SILU, 0);
+        add_operand_step(&op, TUNER_EW_MUL, 2, up);
+        ADD("mm 2176x1000x128 silu,*up", op, false);
+    }
     {
         tuner_op op = matmul(1, 128, 128, 256, false, false, 16);
         add_unary_step(&op.prologue[0], TUNER_EW_SCALE, 0.5);

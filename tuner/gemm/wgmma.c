@@ -140,7 +140,7 @@ typedef struct wg_sk_plan {
 typedef struct wg_cfg {
     int bm, bn, stages, consumers, group;
     bool pingpong;   /* each consumer its own tiles, the two taking turns at the tensor cores */
-    int unit_tiles;  /* tiles a block takes per step: 1, or 2 with pingpong (one per consumer) */
+    int unit_tiles;  /* tiles a block works on at once: 1, or 2 with pingpong (one per consumer) */
     int rows_per_wg; /* rows of a tile one consumer computes: 64 or 128 */
     int mi;          /* m64 slices per consumer warpgroup */
     int threads;
@@ -961,9 +961,11 @@ static void emit_swapped_row0(tuner_sb *sb, const tuner__gemm_problem *p, const 
 }
 
 /* Opens the loop over a producer's or consumer's tiles and declares the tile's gm_b, gm_tm,
- * gm_tn (and, swapped, gm_n0: emit_swapped_row0). A block takes units of unit_tiles consecutive tiles, gridDim.x units apart; the
- * producer walks every tile of its units in order, a pingpong consumer (`consumer`) the tiles of
- * its own place in each unit (wg_c). A split-K cluster's CTAs all take the cluster's tile. A
+ * gm_tn (and, swapped, gm_n0: emit_swapped_row0). A block takes tiles gridDim.x apart; the
+ * producer walks them all in order, a pingpong consumer (`consumer`) every other one, from the
+ * first (consumer 0) or the second (wg_c 1). So the busiest block has at most one tile more than
+ * another, where units of two consecutive tiles per turn left up to two (8192x14336 FP8 128x128:
+ * 56 tiles on 20 blocks, 54 on the rest). A split-K cluster's CTAs all take the cluster's tile. A
  * cluster pair walks pairs of M tiles (of N tiles with pair_n), its CTAs taking one each (an odd
  * last pair's second tile lies past M or N: its loads read zeros and its stores are clipped or
  * skipped). */
@@ -1036,12 +1038,9 @@ static void emit_unit_loop(tuner_sb *sb, const tuner__gemm_problem *p, const wg_
     } else if (c->split > 1) /* the CTAs of a cluster, K slices of one tile */
         tuner_sb_printf(sb, "for (long long t = (long long)(blockIdx.x / %d); t < %s; t += (long long)(gridDim.x / %d)) {\n",
                         c->split, tiles_x, c->split);
-    else if (c->pingpong && consumer)
-        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2 + wg_c; t < %s; t += (long long)gridDim.x * 2) {\n",
-                        tiles_x);
-    else if (c->pingpong) /* 2b, 2b + 1, 2b + 2G, 2b + 2G + 1, ... */
-        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x * 2; t < %s; "
-                            "t += (t & 1) ? (long long)gridDim.x * 2 - 1 : 1) {\n",
+    else if (c->pingpong && consumer) /* the block's tiles b + G c, b + G (c + 2), ... */
+        tuner_sb_printf(sb, "for (long long t = (long long)blockIdx.x + (long long)gridDim.x * wg_c; t < %s; "
+                            "t += (long long)gridDim.x * 2) {\n",
                         tiles_x);
     else
         tuner_sb_printf(sb, "for (long long t = blockIdx.x; t < %s; t += gridDim.x) {\n", tiles_x);
@@ -1254,9 +1253,10 @@ static const char wg_x_helpers[] =
  * full: its next stage frees only once the consumers that take this tile have finished their
  * previous tile's epilogue and begun this one's main loop, so waiting for the operand slot here
  * costs the ring nothing),
- * the copies of the tile's operand tiles into its slot (pingpong: the consumer's, the tile's
- * parity; else the one slot), once the consumers have read the slot's previous tile. A
- * stream-K segment that ends inside its tile has no epilogue: it loads none. */
+ * the copies of the tile's operand tiles into its slot (pingpong: the consumer's, the parity of
+ * the tile's place among the block's; else the one slot), once the consumers have read the
+ * slot's previous tile. A stream-K segment that ends inside its tile has no epilogue: it loads
+ * none. */
 static void emit_x_load(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg *c)
 {
     if (!c->n_x)
@@ -1273,8 +1273,8 @@ static void emit_x_load(tuner_sb *sb, const tuner__gemm_problem *p, const wg_cfg
                     "wg_expect(wg_xf, %d);\n"
                     "const hd_u32 wg_xd = wg_ring + %d + (hd_u32)wg_xo * %du;\n"
                     "const hd_u64 wg_xpol = wg_evict_first();\n",
-                    c->stages - 1, last, c->pingpong ? "(int)(t & 1)" : "0", wg_x_full(c), wg_x_empty(c),
-                    c->n_x * c->x_bytes, c->x_at, c->n_x * c->x_bytes);
+                    c->stages - 1, last, c->pingpong ? "(int)(((t - (long long)blockIdx.x) / gridDim.x) & 1)" : "0",
+                    wg_x_full(c), wg_x_empty(c), c->n_x * c->x_bytes, c->x_at, c->n_x * c->x_bytes);
     for (int k = 0; k < c->n_x; k++)
         for (int b = 0; b < boxes; b++) {
             const int at = k * c->x_bytes + b * c->bm * 128;
@@ -1938,10 +1938,11 @@ static int wg_producer_regs(const tuner__gemm_problem *p)
  *  - persistent tiles: min(SMs, batch * ceil(M / block_m) * tiles_n);
  *  - cluster pairs: 2 * min(SMs / 2, pairs), ceil(tiles_m / 2) = ceil(M / (2 block_m)) pair rows;
  *  - split-K: split CTAs per tile, not capped (cfg_valid: at max they all fit, so at every size);
- *  - pingpong: units of two tiles, min(SMs, ceil(tiles / 2)); a named batch or an even tiles_n
+ *  - pingpong: a block per two tiles, min(SMs, ceil(tiles / 2)); a named batch or an even tiles_n
  *    makes that a rule, an odd tiles_n with a named M does not (ceil of a ceil): the rule then
- *    counts (tiles_n + 1) / 2 units per tile row, up to ceil(tiles_m / 2) more than there are,
- *    and those blocks find no tile (emit_unit_loop; the hand-over at the end skips them);
+ *    counts (tiles_n + 1) / 2 units per tile row, up to ceil(tiles_m / 2) more than there are:
+ *    some blocks then hold one tile, any past the tile count none (emit_unit_loop; the
+ *    hand-over at the end skips those);
  *  - swapped operands (p is the matmul's own view, tiles_m and tiles_n the kernel's): the named
  *    M counts block_n tiles, ceil(M / block_n) per kernel tile row, the same rules with the two
  *    sides exchanged.
@@ -2289,10 +2290,10 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
         tuner_sb_puts(&sb, "int wg_xph = 0;\n");
     emit_unit_loop(&sb, kv, &c, tiles_m, tiles_n, true);
     if (c.pingpong) {
-        /* The producer fills the ring tile after tile of the block's units: this consumer's
-         * i-th tile is the block's (2i + c)-th, its k tiles start there. The consumers take
-         * turns at the tensor cores (named barrier 3 + c: consumer c's turn), so one's
-         * epilogue runs beside the other's wgmma; consumer 0 starts. */
+        /* The producer fills the ring tile after tile of the block's: this consumer's i-th tile
+         * is the block's (2i + c)-th, its k tiles start there. The consumers take turns at the
+         * tensor cores (named barrier 3 + c: consumer c's turn), so one's epilogue runs beside
+         * the other's wgmma; consumer 0 starts. */
         tuner_sb_printf(&sb,
                         "{\nconst long long wg_pos = (2 * wg_i + wg_c) * %lldLL;\n"
                         "wg_s = (int)(wg_pos %% %d);\nwg_ph = (int)((wg_pos / %d) & 1);\n}\n"
@@ -2322,17 +2323,17 @@ static int wg_emit(const tuner__gemm_problem *p, const tuner_target *t, const tu
             char cnt[96];
             const char *tx = wg_tiles_expr(kv, &c, tiles_m, tiles_n, cnt, sizeof(cnt));
             tuner_sb_printf(&sb,
-                            "{\nconst long long wg_t0 = 2LL * blockIdx.x, wg_g2 = 2LL * gridDim.x, wg_nt = %s;\n"
+                            "{\nconst long long wg_t0 = blockIdx.x, wg_t1 = wg_t0 + gridDim.x, wg_g2 = 2LL * gridDim.x, wg_nt = %s;\n"
                             "const long long wg_n0 = wg_t0 < wg_nt ? (wg_nt - 1 - wg_t0) / wg_g2 + 1 : 0;\n"
-                            "const long long wg_n1 = wg_t0 + 1 < wg_nt ? (wg_nt - 2 - wg_t0) / wg_g2 + 1 : 0;\n"
+                            "const long long wg_n1 = wg_t1 < wg_nt ? (wg_nt - 1 - wg_t1) / wg_g2 + 1 : 0;\n"
                             "if (wg_n0 > 0 && (wg_c == 0 ? wg_n0 == wg_n1 : wg_n0 > wg_n1)) "
                             "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
                             tx);
         } else {
             tuner_sb_printf(&sb,
-                            "{\nconst long long wg_t0 = 2LL * blockIdx.x, wg_g2 = 2LL * gridDim.x;\n"
+                            "{\nconst long long wg_t0 = blockIdx.x, wg_t1 = wg_t0 + gridDim.x, wg_g2 = 2LL * gridDim.x;\n"
                             "const long long wg_n0 = (%lldLL - 1 - wg_t0) / wg_g2 + 1;\n"
-                            "const long long wg_n1 = wg_t0 + 1 < %lldLL ? (%lldLL - 2 - wg_t0) / wg_g2 + 1 : 0;\n"
+                            "const long long wg_n1 = wg_t1 < %lldLL ? (%lldLL - 1 - wg_t1) / wg_g2 + 1 : 0;\n"
                             "if (wg_c == 0 ? wg_n0 == wg_n1 : wg_n0 > wg_n1) "
                             "asm volatile(\"bar.sync %%0, 256;\" :: \"r\"(3 + wg_c) : \"memory\");\n}\n",
                             tiles, tiles, tiles);
@@ -2930,8 +2931,10 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
      * bench/results/2026-11-25-h100-epilogue-inline); a staged tile leaves by TMA stores. */
     const double ep =
         1.0 + (!c.stage_out ? 4.0 : c.pingpong ? 0.3 : c.out_halves ? 0.7 : 0.5) / (double)(kslice / bk);
-    /* Pingpong consumers take turns at the tensor cores: a unit's two tiles run one after the
-     * other. */
+    /* Pingpong consumers take turns at the tensor cores: a block's tiles run one after the
+     * other. Priced as whole turns of two tiles, as the blocks walked them until session 23
+     * (bench/results/2026-12-01-h200-session23): one tile more than the busiest block now
+     * has where the last round is odd, and what the calibration (model_check_h200) measured. */
     double per_sm = (double)tuner__gemm_cdiv(blocks, (long long)a->sm_count * c.unit_tiles) * c.unit_tiles;
     /* A pair's two CTAs take the two tiles of a pair of M (or N) tiles, so an odd count leaves
      * one CTA of the last pair idle: a decode GEMM with one M tile runs half its CTAs empty. */

@@ -13,7 +13,9 @@
 # column scales, for FP8 with swapped operands; case 14 the same over a named M (n <= 96). Case 15
 # (CASES=15 EMU_PARAM=pretranspose=1): e4m3 -> bf16 96x208x144 with B [K,N] transposed by a launch
 # of its own before the GEMM (case 11 with the same EMU_PARAM: 96x256x256); case 16 the same
-# over a named M (n <= 96). EMU_PARAM=name=value[,...] keeps the candidates
+# over a named M (n <= 96). Case 17 (CASES=17 EMU_PARAM=pingpong=1): f16 2176x1024x64, more tiles
+# than two per block of the 132 (pingpong's walk past a block's first two; about 20 s a candidate).
+# EMU_PARAM=name=value[,...] keeps the candidates
 # with those parameters (e.g. swap=1). The size
 # sets, the check and the driver are emulate_mma_dyn.sh's (emu_dyn.sh).
 set -u

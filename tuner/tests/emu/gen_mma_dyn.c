@@ -94,6 +94,11 @@ static tuner_op case_op(int c)
      * scales named with it. */
     case 16:
         return fp8_named_m(case_op(15));
+    /* Pingpong's walk (EMU_PARAM=pingpong=1): 2176x1024 in 64x64 tiles is 544, more than two
+     * per block of the 132 (a consumer's third and fourth tiles), 17 x 16 = 272 in 128x64 ones
+     * (a last round of 8 tiles: blocks with three tiles beside blocks with two). One k tile. */
+    case 17:
+        return dyn_matmul_nk(TUNER_F16, 2176, 1024, 64, NULL, NULL, NULL, 1, false, false);
     default: {
         /* multiples of 4 (8-byte cp.async) and of 2 (4-byte) */
         const bool four = c == 5;
