@@ -2909,7 +2909,12 @@ static double wg_predict_ex(const tuner_op *op, const tuner_target *t, const tun
     /* Measured on an H100: pingpong turns of 128x128 tiles run at 0.91-0.96 of the best
      * cooperative tile (4096^3 243 against 222 us, 2048x14336x4096 391 against 373; more
      * operand bytes per FLOP, a barrier per turn; bench/results/2026-11-24-h100-epilogue). */
-    eff *= c.pingpong ? 0.94 : 1.0;
+    /* FP8 tiles are the other way round: on an H200 at the same (ncu-held) 1.31 GHz, 8192x14336x4096
+     * e4m3 ran 748 us in pingpong 128x128 turns against 763-773 for the best cooperative tiles
+     * (128x128 pairs, 128x192), cuBLASLt's non-cooperative 128x128 700; twice the tensor rate
+     * makes a cooperative tile's exposed epilogue cost twice as much
+     * (bench/results/2026-12-01-h200-session23/d). */
+    eff *= c.pingpong ? (p.fp8 ? 1.0 : 0.94) : 1.0;
     /* Per-block FP8 scales wait for each k tile's wgmma before promoting them (no k tile in
      * flight across the promotion): not measured yet; DeepGEMM's same scheme runs at about 0.8 of
      * the FP8 peak where plain FP8 GEMMs reach 0.75-0.9 of it. */
