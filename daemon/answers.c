@@ -68,6 +68,7 @@ static cJSON *job_object(const sched_job_info *info)
                 cJSON_AddNumberToObject(fr, "device", info->final_device);
                 cJSON_AddNumberToObject(fr, "candidates", info->final_candidates);
                 cJSON_AddBoolToObject(fr, "changed", info->final_changed);
+                cJSON_AddBoolToObject(fr, "heated", info->final_heated);
             }
         } else {
             cJSON_AddNullToObject(j, "final_round");

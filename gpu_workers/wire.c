@@ -489,7 +489,8 @@ int gw_wire_check_req(const gw_measure_req *req)
         req->max_reps < req->min_reps || req->max_reps > GW_WIRE_MAX_REPS)
         return -EINVAL;
     if (!isfinite(req->min_time_ms) || req->min_time_ms < 0 || req->min_time_ms > 600000 ||
-        !isfinite(req->beat_us) || req->beat_us < 0)
+        !isfinite(req->beat_us) || req->beat_us < 0 || !isfinite(req->heat_ms) || req->heat_ms < 0 ||
+        req->heat_ms > GW_WIRE_MAX_HEAT_MS)
         return -EINVAL;
     return 0;
 }
@@ -695,7 +696,8 @@ int gw_wire_encode_measure(const gw_measure_req *req, uint8_t **ret, size_t *ret
         !cJSON_AddNumberToObject(j, "min_reps", req->min_reps) ||
         !cJSON_AddNumberToObject(j, "max_reps", req->max_reps) ||
         !cJSON_AddNumberToObject(j, "min_time_ms", req->min_time_ms) ||
-        !cJSON_AddNumberToObject(j, "beat_us", req->beat_us))
+        !cJSON_AddNumberToObject(j, "beat_us", req->beat_us) ||
+        !cJSON_AddNumberToObject(j, "heat_ms", req->heat_ms))
         goto fail;
     const uint8_t *blobs[2] = {req->candidate.image, req->reference.image};
     size_t lens[2] = {req->candidate.image_len, req->reference.n_launches ? req->reference.image_len : 0};
@@ -776,7 +778,7 @@ int gw_wire_decode_measure(const gw_wire_msg *m, gw_measure_req *ret)
         return -EBADMSG;
     q.max_reps = (int)v;
     if (get_num(j, "min_time_ms", 0, 600000, &q.min_time_ms) < 0 ||
-        get_num(j, "beat_us", 0, 1e30, &d) < 0)
+        get_num(j, "beat_us", 0, 1e30, &d) < 0 || get_num(j, "heat_ms", 0, GW_WIRE_MAX_HEAT_MS, &q.heat_ms) < 0)
         return -EBADMSG;
     q.beat_us = d;
     /* The same consistency rules as on the sending side (indices, roles, NUL-free names). */

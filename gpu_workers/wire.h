@@ -39,6 +39,7 @@
 #define GW_WIRE_MAX_IMAGE (32u << 20)
 #define GW_WIRE_MAX_ELEMS (UINT64_C(1) << 34) /* per buffer */
 #define GW_WIRE_MAX_REPS 100000
+#define GW_WIRE_MAX_HEAT_MS 10000.0 /* a measure request's heat_ms */
 #define GW_WIRE_MAX_LOG 1024
 
 typedef enum {

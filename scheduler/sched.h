@@ -99,6 +99,7 @@ typedef struct sched_job_info {
     int final_device;
     int final_candidates;
     bool final_changed;        /* the round chose another candidate than the first timings */
+    bool final_heated;         /* the round timed each after running it back to back first */
     char best_schedule[256];   /* JSON of the best so far, "" if none */
     /* A measured range (a dynamic op whose range holds more than one size; n_range_dims 0 for
      * every other job): the named dims, the sizes its candidates were timed at - the top (each

@@ -23,6 +23,15 @@
 #define SCHED__FINAL_PER_GPU 1
 #define SCHED__FINAL_ONE_GPU 3
 #define SCHED__FINAL_MARGIN 0.05
+/* A job whose best first-round time is HEAT_MIN_US or more times its finalists in the final round
+ * after HEAT_MS of running each back to back (gw_measure_req.heat_ms), and takes up to
+ * FINAL_HEATED of them on one GPU: long kernels run at the clock a power cap leaves them, which
+ * the first round's short timings do not see, and which reorders tiles within a few percent of
+ * each other (H200, FP8 8192x14336x4096: the tune timed a pingpong 128x128 tile 1.4% behind the
+ * best, sixth; under the cap it ran 5-6% ahead; bench/results/2026-12-01-h200-session23, f). */
+#define SCHED__HEAT_MIN_US 200.0
+#define SCHED__HEAT_MS 200.0
+#define SCHED__FINAL_HEATED 6
 
 typedef struct sched_job sched_job;
 typedef struct sched_work sched_work;
@@ -126,6 +135,7 @@ struct sched_job {
     bool final_round_done;
     int n_final_pending; /* final-round measurements not answered yet */
     int final_slot;      /* the job's device slot the final round times on */
+    bool final_heated;   /* the round heats the GPU with each finalist first (SCHED__HEAT_*) */
     int fail_counts[SCHED__N_TRIAL_STATUS];
     int cancelled_measurements;
     /* Measured ranges: whether candidates are timed a second time, at mid_sizes (the range's

@@ -905,17 +905,25 @@ static double best_on_gpu(const sched_job *j, int slot)
     return best;
 }
 
+/* Whether the job's kernels are long enough for its final round to heat the GPU first
+ * (SCHED__HEAT_*): its best's time (a range job's at the top) so far. It only falls. */
+static bool heated(const sched_job *j)
+{
+    return j->best && j->best->latency_us >= SCHED__HEAT_MIN_US;
+}
+
 /* Whether c goes to the final round (see SCHED__FINAL_*): on several GPUs among the fastest of
- * its GPU; on one, among the fastest and within the margin of the best. In a static job, once
- * out, a candidate stays out: ranks only grow and the best only falls as candidates are timed (a
- * range's ratios move with its bests: see trim_binaries). */
+ * its GPU; on one, among the fastest (more of them in a heated job) and within the margin of the
+ * best. In a static job, once out, a candidate stays out: ranks only grow and the best only falls
+ * as candidates are timed, and a job stops being heated but never starts (a range's ratios move
+ * with its bests: see trim_binaries). */
 static bool finalist(const sched_job *j, const sched_cand *c)
 {
     if (!timed_here(c))
         return false;
     if (j->n_devs > 1)
         return rank_on_gpu(j, c) < SCHED__FINAL_PER_GPU;
-    return rank_on_gpu(j, c) < SCHED__FINAL_ONE_GPU &&
+    return rank_on_gpu(j, c) < (heated(j) ? SCHED__FINAL_HEATED : SCHED__FINAL_ONE_GPU) &&
            cand_us(j, c) <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
 }
 
@@ -1125,6 +1133,8 @@ static int send_mid(sched_job *j, sched_cand *c, int slot, bool final)
     gw_measure_req req;
     if (build_request(j, c, &req, j->mid_sizes) < 0)
         return -ERANGE; /* told apart from the pool's refusals */
+    if (final && j->final_heated)
+        req.heat_ms = SCHED__HEAT_MS;
     int rc;
     c->at_mid = true;
     c->st = SCHED__CAND_MEASURING;
@@ -1475,7 +1485,7 @@ static bool start_final_round(sched_job *j)
         return false;
     j->final_round_done = true;
     /* Room for either kind of round. */
-    sched_cand *fin[GW_MAX_DEVICES * SCHED__FINAL_PER_GPU + SCHED__FINAL_ONE_GPU];
+    sched_cand *fin[GW_MAX_DEVICES * SCHED__FINAL_PER_GPU + SCHED__FINAL_HEATED];
     int n = 0;
     bool mixed = false;
     for (size_t i = 0; i < j->n_cands && n < (int)(sizeof(fin) / sizeof(fin[0])); i++) {
@@ -1491,6 +1501,7 @@ static bool start_final_round(sched_job *j)
     if (slot < 0)
         return false;
     j->final_slot = slot;
+    j->final_heated = j->info.final_heated = heated(j);
     const gw_device_info *devs = NULL;
     size_t n_pool = gw_pool_devices(j->s->pool, &devs);
     j->info.final_device = (size_t)j->devs[slot] < n_pool ? devs[j->devs[slot]].index : j->devs[slot];
@@ -1501,6 +1512,8 @@ static bool start_final_round(sched_job *j)
         sched_cand *c = fin[i];
         gw_measure_req req;
         (void)build_request(j, c, &req, NULL); /* beat_us 0: timed in full */
+        if (j->final_heated)
+            req.heat_ms = SCHED__HEAT_MS;
         c->in_final = true;
         c->st = SCHED__CAND_MEASURING;
         j->n_measuring++;

@@ -44,8 +44,10 @@ static void jobs(void)
     info.final_device = 2;
     info.final_candidates = 4;
     info.final_changed = true;
+    info.final_heated = true;
     CHECK(hd_job_json(&info, &json) == 0, "job with a final round");
-    CHECK(strstr(json, "\"final_round\":{\"device\":2,\"candidates\":4,\"changed\":true}") != NULL,
+    CHECK(strstr(json, "\"final_round\":{\"device\":2,\"candidates\":4,\"changed\":true,\"heated\":true}") !=
+              NULL,
           "final round: %s", json);
     CHECK(strstr(json, "timed_at") == NULL && strstr(json, "best_middle_us") == NULL &&
               strstr(json, "range_worst") == NULL,

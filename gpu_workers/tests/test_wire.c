@@ -57,6 +57,7 @@ static void make_req(gw_measure_req *q)
     q->max_reps = 200;
     q->min_time_ms = 25.5;
     q->beat_us = 12.25;
+    q->heat_ms = 200; /* a long kernel in a final round */
 }
 
 static bool same_module(const gw_module *a, const gw_module *b)
@@ -100,7 +101,7 @@ static void test_measure_roundtrip(void)
     CHECK(same_module(&d.reference, &q.reference));
     CHECK(d.output_buffer == 2 && d.ref_output_buffer == 3 && d.check);
     CHECK(d.rtol == q.rtol && d.atol == q.atol && d.row_len == 1000 && d.warmup == 3 && d.min_reps == 10 &&
-          d.max_reps == 200 && d.min_time_ms == 25.5 && d.beat_us == 12.25);
+          d.max_reps == 200 && d.min_time_ms == 25.5 && d.beat_us == 12.25 && d.heat_ms == 200);
 
     /* Every truncation of a valid frame is "incomplete", never a frame or a crash. */
     for (size_t cut = 0; cut < len; cut++) {
@@ -255,6 +256,18 @@ static void mut_row_len_missing(cJSON *j)
 {
     cJSON_DeleteItemFromObject(j, "row_len");
 }
+static void mut_heat_negative(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(j, "heat_ms", cJSON_CreateNumber(-1));
+}
+static void mut_heat_long(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(j, "heat_ms", cJSON_CreateNumber(GW_WIRE_MAX_HEAT_MS + 1)); /* a worker held for minutes */
+}
+static void mut_heat_missing(cJSON *j)
+{
+    cJSON_DeleteItemFromObject(j, "heat_ms");
+}
 static cJSON *first_map(cJSON *j)
 {
     cJSON *l = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "candidate"), "launches"), 0);
@@ -332,6 +345,10 @@ static void test_measure_strict(void)
     CHECK(decode_mutated(mut_row_len_uneven) == -EBADMSG);
     CHECK(decode_mutated(mut_row_len_negative) == -EBADMSG);
     CHECK(decode_mutated(mut_row_len_missing) == -EBADMSG);
+    /* Heating (heat_ms): never negative, at most GW_WIRE_MAX_HEAT_MS, always sent. */
+    CHECK(decode_mutated(mut_heat_negative) == -EBADMSG);
+    CHECK(decode_mutated(mut_heat_long) == -EBADMSG);
+    CHECK(decode_mutated(mut_heat_missing) == -EBADMSG);
     CHECK(decode_mutated(mut_map_buf_oob) == -EBADMSG);
     CHECK(decode_mutated(mut_map_box) == -EBADMSG);
     CHECK(decode_mutated(mut_map_member) == -EBADMSG);
@@ -355,6 +372,11 @@ static void test_measure_strict(void)
     make_req(&q);
     q.buffers[3].dtype = GW_F16; /* the reference output is always F32 */
     CHECK(gw_wire_check_req(&q) == -EINVAL);
+    make_req(&q);
+    q.heat_ms = NAN; /* the sender checks heating as the decoder does */
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
+    q.heat_ms = GW_WIRE_MAX_HEAT_MS;
+    CHECK(gw_wire_check_req(&q) == 0);
     make_req(&q);
     q.candidate.launches[1].values[1] = GW_ARG_I64_MAX + 1;
     CHECK(gw_wire_check_req(&q) == -EINVAL);

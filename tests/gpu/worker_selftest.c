@@ -4,13 +4,14 @@
  * (2x + 1), one that writes far out of bounds (-> GW_FAULT, worker restarted), one that spins
  * forever (-> GW_TIMEOUT, worker restarted), and after each failure the correct one again, which
  * must still verify and time. Also checks the >48 KiB dynamic shared memory path, early stop,
- * a size passed by value (a long long scalar argument, as a dynamic op's launches take), and
- * scratch zeroed for each run of a timed span.
+ * a size passed by value (a long long scalar argument, as a dynamic op's launches take),
+ * scratch zeroed for each run of a timed span, and heating (heat_ms) before a timing.
  * Without a GPU and driver it exits 77 ("skipped") with the reason.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpu_workers/gw.h"
@@ -347,6 +348,20 @@ int main(void)
     q.max_reps = 1000;
     r = run(pool, &q);
     CHECK(r.status == GW_OK && r.early_stopped && r.reps < 100);
+
+    /* Heating (heat_ms): the candidate back to back for 100 ms before its timing, the runs
+     * counted in the reason. */
+    make_req(&q, 41, "good_double", 0);
+    q.heat_ms = 100;
+    struct timespec h0, h1;
+    clock_gettime(CLOCK_MONOTONIC, &h0);
+    r = run(pool, &q);
+    clock_gettime(CLOCK_MONOTONIC, &h1);
+    const char *heat = strstr(r.reason, "back-to-back runs (");
+    const long heat_runs = heat ? strtol(heat + strlen("back-to-back runs ("), NULL, 10) : 0;
+    const double heat_s = (double)(h1.tv_sec - h0.tv_sec) + 1e-9 * (double)(h1.tv_nsec - h0.tv_nsec);
+    CHECK(r.status == GW_OK && r.max_rel_err == 0 && heat_runs >= 10 && heat_s >= 0.1,
+          "heated: %s, %ld runs, %.3f s", r.reason, heat_runs, heat_s);
 
     make_req(&q, 6, "oob_write", 0);
     r = run(pool, &q);
