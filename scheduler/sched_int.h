@@ -135,7 +135,6 @@ struct sched_job {
     bool final_round_done;
     int n_final_pending; /* final-round measurements not answered yet */
     int final_slot;      /* the job's device slot the final round times on */
-    bool final_heated;   /* the round heats the GPU with each finalist first (SCHED__HEAT_*) */
     int fail_counts[SCHED__N_TRIAL_STATUS];
     int cancelled_measurements;
     /* Measured ranges: whether candidates are timed a second time, at mid_sizes (the range's

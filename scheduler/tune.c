@@ -1133,7 +1133,7 @@ static int send_mid(sched_job *j, sched_cand *c, int slot, bool final)
     gw_measure_req req;
     if (build_request(j, c, &req, j->mid_sizes) < 0)
         return -ERANGE; /* told apart from the pool's refusals */
-    if (final && j->final_heated)
+    if (final && j->info.final_heated)
         req.heat_ms = SCHED__HEAT_MS;
     int rc;
     c->at_mid = true;
@@ -1501,7 +1501,7 @@ static bool start_final_round(sched_job *j)
     if (slot < 0)
         return false;
     j->final_slot = slot;
-    j->final_heated = j->info.final_heated = heated(j);
+    j->info.final_heated = heated(j); /* (SCHED__HEAT_*) */
     const gw_device_info *devs = NULL;
     size_t n_pool = gw_pool_devices(j->s->pool, &devs);
     j->info.final_device = (size_t)j->devs[slot] < n_pool ? devs[j->devs[slot]].index : j->devs[slot];
@@ -1512,7 +1512,7 @@ static bool start_final_round(sched_job *j)
         sched_cand *c = fin[i];
         gw_measure_req req;
         (void)build_request(j, c, &req, NULL); /* beat_us 0: timed in full */
-        if (j->final_heated)
+        if (j->info.final_heated)
             req.heat_ms = SCHED__HEAT_MS;
         c->in_final = true;
         c->st = SCHED__CAND_MEASURING;
