@@ -39,6 +39,12 @@
 #define GW_TIMED_RUNS 4
 #define GW_TIMED_COPIES_SHARE 0.25
 
+/* A heated request's timed spans are enqueued this many at a time, each between its own pair of
+ * events, and waited on together; and its heating runs are enqueued in batches of up to
+ * GW_HEAT_BATCH, one batch queued behind the one waited on (see phase_time). */
+#define GW_HEATED_SPANS 128
+#define GW_HEAT_BATCH 16
+
 /* Input sets kept at once, and the share of the device's memory they may hold. */
 #define GW_SETS 8
 #define GW_SETS_MEMORY_SHARE 0.4
@@ -72,7 +78,8 @@ struct gw_measurer {
     CUdevice dev;
     CUcontext ctx;
     CUstream stream;
-    CUevent ev_start, ev_end, ev_sync;
+    CUevent ev_start[GW_HEATED_SPANS], ev_end[GW_HEATED_SPANS]; /* a span's; [0] unless heated */
+    CUevent ev_sync[2];                                          /* no timing: what is done */
     gw_device_info info;
     double launch_timeout_s;
     size_t l2_bytes;
@@ -383,10 +390,13 @@ int gw_measurer_new(int device, double launch_timeout_s, gw_measurer **ret, char
         goto cuda_fail;
     if ((cr = cuCtxSetCurrent(m->ctx)) != CUDA_SUCCESS ||
         (cr = cuStreamCreate(&m->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
-        (cr = cuEventCreate(&m->ev_start, CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
-        (cr = cuEventCreate(&m->ev_end, CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
-        (cr = cuEventCreate(&m->ev_sync, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        (cr = cuEventCreate(&m->ev_sync[0], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS ||
+        (cr = cuEventCreate(&m->ev_sync[1], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
         goto cuda_fail;
+    for (int i = 0; i < GW_HEATED_SPANS; i++)
+        if ((cr = cuEventCreate(&m->ev_start[i], CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
+            (cr = cuEventCreate(&m->ev_end[i], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+            goto cuda_fail;
     cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, m->dev);
     m->l2_bytes = l2 > 0 ? (size_t)l2 : (size_t)(50u << 20);
     m->flush_bytes = 2 * m->l2_bytes;
@@ -448,12 +458,15 @@ gw_measurer *gw_measurer_free(gw_measurer *m)
             cuMemFree(m->flush);
         if (m->flush_mod)
             cuModuleUnload(m->flush_mod);
-        if (m->ev_start)
-            cuEventDestroy(m->ev_start);
-        if (m->ev_end)
-            cuEventDestroy(m->ev_end);
-        if (m->ev_sync)
-            cuEventDestroy(m->ev_sync);
+        for (int i = 0; i < GW_HEATED_SPANS; i++) {
+            if (m->ev_start[i])
+                cuEventDestroy(m->ev_start[i]);
+            if (m->ev_end[i])
+                cuEventDestroy(m->ev_end[i]);
+        }
+        for (int i = 0; i < 2; i++)
+            if (m->ev_sync[i])
+                cuEventDestroy(m->ev_sync[i]);
         if (m->stream)
             cuStreamDestroy(m->stream);
         cuDevicePrimaryCtxRelease(m->dev);
@@ -704,19 +717,17 @@ static CUresult prepare_set(gw_measurer *m, const gw_measure_req *req)
     return CUDA_SUCCESS;
 }
 
-/* Waits for everything queued on the stream, for at most budget_s. 0, -ETIMEDOUT, or -EIO with
- * the driver's error in *ret_err. Polling (not cuEventSynchronize) is what lets us give up. */
-static int wait_stream(gw_measurer *m, double budget_s, CUresult *ret_err)
+/* Waits for an event recorded on the stream, for at most budget_s. 0, -ETIMEDOUT, or -EIO with
+ * the driver's error in *ret_err. Polling (not cuEventSynchronize) is what lets us give up; its
+ * sleeps double up to 1 ms, so the GPU idles up to that long after a lone kernel ends (heating
+ * keeps work queued behind the event waited on: phase_time). */
+static int wait_event(CUevent ev, double budget_s, CUresult *ret_err)
 {
-    CUresult r = cuEventRecord(m->ev_sync, m->stream);
-    if (r != CUDA_SUCCESS) {
-        *ret_err = r;
-        return -EIO;
-    }
+    CUresult r;
     double deadline = now_s() + budget_s;
     long sleep_ns = 2000;
     for (;;) {
-        r = cuEventQuery(m->ev_sync);
+        r = cuEventQuery(ev);
         if (r == CUDA_SUCCESS)
             return 0;
         if (r != CUDA_ERROR_NOT_READY) {
@@ -730,6 +741,17 @@ static int wait_stream(gw_measurer *m, double budget_s, CUresult *ret_err)
         if (sleep_ns < 1000000)
             sleep_ns *= 2;
     }
+}
+
+/* Waits for everything queued on the stream, for at most budget_s (see wait_event). */
+static int wait_stream(gw_measurer *m, double budget_s, CUresult *ret_err)
+{
+    CUresult r = cuEventRecord(m->ev_sync[0], m->stream);
+    if (r != CUDA_SUCCESS) {
+        *ret_err = r;
+        return -EIO;
+    }
+    return wait_event(m->ev_sync[0], budget_s, ret_err);
 }
 
 /* A module, its functions and their tensor-map parameters, encoded for this set's buffers. */
@@ -886,6 +908,20 @@ static step fail_step(gw_measurer *m, CUresult r, const char *what, gw_measure_r
     return STEP_FAULT;
 }
 
+/* The step a wait (wait_event's w and r) ended: a timeout (per_launch_s each) is fatal. */
+static step waited(gw_measurer *m, int w, CUresult r, const char *what, double per_launch_s,
+                   gw_measure_result *res, bool *fatal)
+{
+    if (w == -ETIMEDOUT) {
+        snprintf(res->reason, sizeof(res->reason), "%s: a launch ran longer than %.3g s", what,
+                 per_launch_s);
+        res->status = GW_TIMEOUT;
+        *fatal = true;
+        return STEP_TIMEOUT;
+    }
+    return w < 0 ? fail_step(m, r, what, res, fatal) : STEP_OK;
+}
+
 /* Runs a module once (scratch zeroed first) and waits at most per_launch_s per launch. */
 static step run_once(gw_measurer *m, const gw_module *mod, const loaded *ld, const char *what,
                      double per_launch_s, gw_measure_result *res, bool *fatal)
@@ -896,16 +932,7 @@ static step run_once(gw_measurer *m, const gw_module *mod, const loaded *ld, con
     if (r != CUDA_SUCCESS)
         return fail_step(m, r, what, res, fatal);
     int w = wait_stream(m, per_launch_s * mod->n_launches, &r);
-    if (w == -ETIMEDOUT) {
-        snprintf(res->reason, sizeof(res->reason), "%s: a launch ran longer than %.3g s", what,
-                 per_launch_s);
-        res->status = GW_TIMEOUT;
-        *fatal = true;
-        return STEP_TIMEOUT;
-    }
-    if (w < 0)
-        return fail_step(m, r, what, res, fatal);
-    return STEP_OK;
+    return waited(m, w, r, what, per_launch_s, res, fatal);
 }
 
 typedef struct widen_ctx {
@@ -1212,6 +1239,56 @@ static int make_copies(gw_measurer *m, const gw_module *mod, run_copy *copies, i
     return 1 + made;
 }
 
+/* Runs a module back to back for heat_ms (scratch zeroed before each run), *ret_runs counting
+ * the runs. They are enqueued in batches of 1, 2, 4 ... GW_HEAT_BATCH runs, each batch queued
+ * before the one ahead of it is waited on, so the GPU never waits on the host: waited on one at
+ * a time (run_once), a 700 us GEMM left it idle about 30% of the time (wait_event's sleeps), its
+ * draw below the power cap and its clock near the top, and 200 ms of it timed FP8
+ * 8192x14336x4096 tiles at 667-689 us where a stream of them ran 740-800 (H200,
+ * bench/results/2026-12-01-h200-session24, b). */
+static step heat(gw_measurer *m, const gw_module *mod, const loaded *ld, double heat_ms,
+                 const atomic_bool *cancel, gw_measure_result *res, bool *fatal, long *ret_runs)
+{
+    const double until = now_s() + heat_ms / 1000.0;
+    const double per_launch_s = m->launch_timeout_s;
+    int batch = 1, ahead = 0, cur = 0; /* ahead: runs in the batch queued before this one */
+    CUresult r = CUDA_SUCCESS;
+    step st = STEP_OK;
+    *ret_runs = 0;
+    do {
+        if (cancelled(cancel)) {
+            st = STEP_CANCELLED;
+            break;
+        }
+        for (int i = 0; i < batch && r == CUDA_SUCCESS; i++) {
+            r = zero_scratch(m);
+            if (r == CUDA_SUCCESS)
+                r = launch_module(m, mod, ld);
+        }
+        if (r == CUDA_SUCCESS)
+            r = cuEventRecord(m->ev_sync[cur], m->stream);
+        if (r != CUDA_SUCCESS)
+            return fail_step(m, r, "heating", res, fatal);
+        *ret_runs += batch;
+        if (ahead) {
+            /* Both batches' time: the one waited on may have started only now. */
+            int w = wait_event(m->ev_sync[cur ^ 1], per_launch_s * mod->n_launches * (ahead + batch), &r);
+            if ((st = waited(m, w, r, "heating", per_launch_s, res, fatal)) != STEP_OK)
+                return st;
+        }
+        ahead = batch;
+        cur ^= 1;
+        if (batch < GW_HEAT_BATCH)
+            batch *= 2;
+    } while (now_s() < until);
+    if (ahead == 0)
+        return st;
+    /* The last batch, also when cancelled: nothing of it may run into the next request's work. */
+    int w = wait_event(m->ev_sync[cur ^ 1], per_launch_s * mod->n_launches * ahead, &r);
+    step last = waited(m, w, r, "heating", per_launch_s, res, fatal);
+    return last != STEP_OK ? last : st;
+}
+
 /* Time: warm-up runs, then timed runs until max_reps, or min_reps and min_time_ms are both
  * reached, or the candidate clearly loses; GW_OK with the minimum and the median.
  *
@@ -1249,16 +1326,15 @@ static phase phase_time(run_state *rs)
      * the top clock, tiles that differ in energy rank otherwise than in a stream of them
      * (bench/results/2026-12-01-h200-session23, f). */
     long heat_runs = 0;
+    double run_ms = 0; /* a run's time at the heating's pace */
     if (req->heat_ms > 0) {
-        const double until = now_s() + req->heat_ms / 1000.0;
-        do {
-            if (cancelled(cancel))
-                goto cancel;
-            if ((st = run_once(m, &req->candidate, &rs->cand, "heating", m->launch_timeout_s, res,
-                               &rs->fatal)) != STEP_OK)
-                goto out;
-            heat_runs++;
-        } while (now_s() < until);
+        const double t_heat = now_s();
+        st = heat(m, &req->candidate, &rs->cand, req->heat_ms, cancel, res, &rs->fatal, &heat_runs);
+        if (st == STEP_CANCELLED)
+            goto cancel;
+        if (st != STEP_OK)
+            goto out;
+        run_ms = (now_s() - t_heat) * 1000.0 / (double)heat_runs;
     }
     times = malloc(sizeof(double) * (size_t)req->max_reps);
     if (!times) {
@@ -1273,58 +1349,63 @@ static phase phase_time(run_state *rs)
     }
     double total_ms = 0, sum = 0, sumsq = 0;
     int reps = 0;
-    while (reps < req->max_reps && (reps < req->min_reps || total_ms < req->min_time_ms)) {
+    while (!res->early_stopped && reps < req->max_reps &&
+           (reps < req->min_reps || total_ms < req->min_time_ms)) {
         if (cancelled(cancel))
             goto cancel;
-        r = zero_scratch(m);
-        for (int c = 0; c < runs - 1 && r == CUDA_SUCCESS; c++)
-            r = zero_scratch_on(m, copies[c].ptr);
-        if (r == CUDA_SUCCESS && flush)
-            r = flush_l2(m);
-        if (r == CUDA_SUCCESS)
-            r = cuEventRecord(m->ev_start, m->stream);
-        if (r == CUDA_SUCCESS)
-            r = launch_module(m, &req->candidate, &rs->cand);
-        for (int c = 0; c < runs - 1 && r == CUDA_SUCCESS; c++)
-            r = launch_on(m, &req->candidate, &rs->cand, copies[c].ptr,
-                          (const CUtensorMap (*)[GW_MAX_MAPS])copies[c].maps);
-        if (r == CUDA_SUCCESS)
-            r = cuEventRecord(m->ev_end, m->stream);
+        /* Spans waited on together: one, or after heating as many as the reps and the time
+         * still wanted take at the heating's pace (up to GW_HEATED_SPANS), queued back to back
+         * so that the clock stays where the heating brought it. */
+        int k = 1;
+        if (heat_runs) {
+            const double left_ms = req->min_time_ms - total_ms;
+            double want = run_ms > 0 && left_ms > 0 ? ceil(left_ms / (run_ms * runs)) : 1;
+            if (want < req->min_reps - reps)
+                want = req->min_reps - reps;
+            k = (int)fmin(fmin(want, GW_HEATED_SPANS), req->max_reps - reps);
+        }
+        r = CUDA_SUCCESS;
+        for (int i = 0; i < k && r == CUDA_SUCCESS; i++) {
+            r = zero_scratch(m);
+            for (int c = 0; c < runs - 1 && r == CUDA_SUCCESS; c++)
+                r = zero_scratch_on(m, copies[c].ptr);
+            if (r == CUDA_SUCCESS && flush)
+                r = flush_l2(m);
+            if (r == CUDA_SUCCESS)
+                r = cuEventRecord(m->ev_start[i], m->stream);
+            if (r == CUDA_SUCCESS)
+                r = launch_module(m, &req->candidate, &rs->cand);
+            for (int c = 0; c < runs - 1 && r == CUDA_SUCCESS; c++)
+                r = launch_on(m, &req->candidate, &rs->cand, copies[c].ptr,
+                              (const CUtensorMap (*)[GW_MAX_MAPS])copies[c].maps);
+            if (r == CUDA_SUCCESS)
+                r = cuEventRecord(m->ev_end[i], m->stream);
+        }
         if (r != CUDA_SUCCESS) {
             fail_step(m, r, "timed run", res, &rs->fatal);
             goto out;
         }
-        int w = wait_stream(m, m->launch_timeout_s * (req->candidate.n_launches * runs + 1), &r);
-        if (w == -ETIMEDOUT) {
-            snprintf(res->reason, sizeof(res->reason), "timed run: a launch ran longer than %.3g s",
-                     m->launch_timeout_s);
-            res->status = GW_TIMEOUT;
-            rs->fatal = true;
+        int w = wait_stream(m, m->launch_timeout_s * (req->candidate.n_launches * runs + 1) * k, &r);
+        if (waited(m, w, r, "timed run", m->launch_timeout_s, res, &rs->fatal) != STEP_OK)
             goto out;
-        }
-        if (w < 0) {
-            fail_step(m, r, "timed run", res, &rs->fatal);
-            goto out;
-        }
-        float ms = 0;
-        if ((r = cuEventElapsedTime(&ms, m->ev_start, m->ev_end)) != CUDA_SUCCESS) {
-            fail_step(m, r, "event timing", res, &rs->fatal);
-            goto out;
-        }
-        double us = (double)ms * 1000.0 / runs;
-        times[reps++] = us;
-        total_ms += ms;
-        sum += us;
-        sumsq += us * us;
-        /* Early stop (Hidet-style): once a few runs give a confident lower bound on the mean
-         * (mean - 2 standard errors) that is 15% above the time to beat, more runs only
-         * confirm that this candidate loses. */
-        if (req->beat_us > 0 && reps >= 5) {
-            double mean = sum / reps, var = sumsq / reps - mean * mean;
-            double lb = mean - 2.0 * sqrt(var > 0 ? var : 0) / sqrt((double)reps);
-            if (lb > 1.15 * req->beat_us) {
-                res->early_stopped = true;
-                break;
+        for (int i = 0; i < k && !res->early_stopped; i++) {
+            float ms = 0;
+            if ((r = cuEventElapsedTime(&ms, m->ev_start[i], m->ev_end[i])) != CUDA_SUCCESS) {
+                fail_step(m, r, "event timing", res, &rs->fatal);
+                goto out;
+            }
+            double us = (double)ms * 1000.0 / runs;
+            times[reps++] = us;
+            total_ms += ms;
+            sum += us;
+            sumsq += us * us;
+            /* Early stop (Hidet-style): once a few runs give a confident lower bound on the mean
+             * (mean - 2 standard errors) that is 15% above the time to beat, more runs only
+             * confirm that this candidate loses. */
+            if (req->beat_us > 0 && reps >= 5) {
+                double mean = sum / reps, var = sumsq / reps - mean * mean;
+                double lb = mean - 2.0 * sqrt(var > 0 ? var : 0) / sqrt((double)reps);
+                res->early_stopped = lb > 1.15 * req->beat_us;
             }
         }
     }
