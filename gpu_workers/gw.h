@@ -162,9 +162,15 @@ typedef struct gw_measure_req {
     int min_reps, max_reps;
     double min_time_ms;    /* keep repeating until this much time was timed (bounded by max_reps) */
     double beat_us;        /* > 0: stop early once this candidate is clearly slower than beat_us */
-    double heat_ms;        /* > 0: after the warm-up, run the candidate back to back this long,
-                            * untimed, so that it is timed at the clock a power cap leaves a long
-                            * stream of it (the scheduler's final round of long kernels) */
+    double heat_ms;        /* > 0: after the warm-up, run the heater (else the candidate) back
+                            * to back this long, untimed, so that it is timed at the clock a power
+                            * cap leaves a long stream of kernels (the scheduler's final round of
+                            * long kernels) */
+    gw_module heater;      /* heat_ms > 0 only, may have n_launches == 0: a module on the same
+                            * buffers (another schedule of the op) run while heating and once
+                            * before each timed span, so that every finalist of a round is timed
+                            * at the clock one common neighbour leaves it, not at the clock its
+                            * own power draw would hold */
 } gw_measure_req;
 
 typedef enum {

@@ -996,6 +996,8 @@ typedef struct run_state {
     const atomic_bool *cancel;
     gw_measure_result *res;
     loaded cand, ref;  /* unloaded by gw_measurer_run, after the last phase */
+    loaded heater;     /* the request's heater, when it has one and it loaded (else .mod NULL) */
+    char heater_why[160]; /* why a heater given was not used, for the result's reason */
     bool fatal;        /* the context is unusable (see fail_step, run_once) */
 } run_state;
 
@@ -1320,16 +1322,22 @@ static phase phase_time(run_state *rs)
                             &rs->fatal)) != STEP_OK)
             goto out;
     }
-    /* Heat (heat_ms): the candidate back to back, untimed, until the GPU's power controller has
-     * answered its draw. On an H200 a large FP8 GEMM pulls the board to its 700 W cap within
-     * about 100 ms and the SM clock falls from 1980 MHz to 1150-1500; timed in short bursts near
-     * the top clock, tiles that differ in energy rank otherwise than in a stream of them
-     * (bench/results/2026-12-01-h200-session23, f). */
+    /* Heat (heat_ms): the heater (else the candidate) back to back, untimed, until the GPU's
+     * power controller has answered its draw. On an H200 a large FP8 GEMM pulls the board to its
+     * 700 W cap within about 100 ms and the SM clock falls from 1980 MHz to 1150-1500; timed in
+     * short bursts near the top clock, tiles that differ in energy rank otherwise than in a
+     * stream of them (bench/results/2026-12-01-h200-session23, f). Heated by itself, though, a
+     * tile that draws less holds a higher clock than it gets among other kernels: the heater
+     * also runs once before each timed span, so that a round's finalists all run at the clock
+     * one common neighbour sets (session 24). */
+    const bool heater = rs->heater.mod != NULL;
+    const gw_module *heat_mod = heater ? &req->heater : &req->candidate;
+    const loaded *heat_ld = heater ? &rs->heater : &rs->cand;
     long heat_runs = 0;
     double run_ms = 0; /* a run's time at the heating's pace */
     if (req->heat_ms > 0) {
         const double t_heat = now_s();
-        st = heat(m, &req->candidate, &rs->cand, req->heat_ms, cancel, res, &rs->fatal, &heat_runs);
+        st = heat(m, heat_mod, heat_ld, req->heat_ms, cancel, res, &rs->fatal, &heat_runs);
         if (st == STEP_CANCELLED)
             goto cancel;
         if (st != STEP_OK)
@@ -1358,6 +1366,7 @@ static phase phase_time(run_state *rs)
          * so that the clock stays where the heating brought it. */
         int k = 1;
         if (heat_runs) {
+            /* The heater's pace stands for the candidate's: the same op, a rival schedule. */
             const double left_ms = req->min_time_ms - total_ms;
             double want = run_ms > 0 && left_ms > 0 ? ceil(left_ms / (run_ms * runs)) : 1;
             if (want < req->min_reps - reps)
@@ -1366,7 +1375,13 @@ static phase phase_time(run_state *rs)
         }
         r = CUDA_SUCCESS;
         for (int i = 0; i < k && r == CUDA_SUCCESS; i++) {
-            r = zero_scratch(m);
+            if (heater) {
+                r = zero_scratch(m);
+                if (r == CUDA_SUCCESS)
+                    r = launch_module(m, &req->heater, &rs->heater);
+            }
+            if (r == CUDA_SUCCESS)
+                r = zero_scratch(m);
             for (int c = 0; c < runs - 1 && r == CUDA_SUCCESS; c++)
                 r = zero_scratch_on(m, copies[c].ptr);
             if (r == CUDA_SUCCESS && flush)
@@ -1385,7 +1400,8 @@ static phase phase_time(run_state *rs)
             fail_step(m, r, "timed run", res, &rs->fatal);
             goto out;
         }
-        int w = wait_stream(m, m->launch_timeout_s * (req->candidate.n_launches * runs + 1) * k, &r);
+        const int launches = req->candidate.n_launches * runs + (heater ? req->heater.n_launches : 0);
+        int w = wait_stream(m, m->launch_timeout_s * (launches + 1) * k, &r);
         if (waited(m, w, r, "timed run", m->launch_timeout_s, res, &rs->fatal) != STEP_OK)
             goto out;
         for (int i = 0; i < k && !res->early_stopped; i++) {
@@ -1418,8 +1434,9 @@ static phase phase_time(run_state *rs)
         snprintf(res->reason, sizeof(res->reason),
                  "stopped early after %d runs: clearly slower than %.2f us", reps, req->beat_us);
     else if (heat_runs)
-        snprintf(res->reason, sizeof(res->reason), "timed after %.0f ms of back-to-back runs (%ld)",
-                 req->heat_ms, heat_runs);
+        snprintf(res->reason, sizeof(res->reason), "timed after %d ms of back-to-back runs (%ld)%s%.100s",
+                 (int)req->heat_ms, heat_runs, heater ? " of the heater, each span after one more" : "",
+                 rs->heater_why);
     ph = PHASE_OK;
     goto out;
 
@@ -1459,6 +1476,13 @@ void gw_measurer_run(gw_measurer *m, const gw_measure_req *req, const atomic_boo
     }
     if (load_module(m, &req->candidate, &rs.cand, res->reason, sizeof(res->reason)) < 0)
         goto out;
+    /* A heater that does not load (it loaded for its own timing: rare) leaves the candidate to
+     * heat itself, said in the reason; it is not the candidate's fault. */
+    if (req->heat_ms > 0 && req->heater.n_launches > 0) {
+        char why[100];
+        if (load_module(m, &req->heater, &rs.heater, why, sizeof(why)) < 0)
+            snprintf(rs.heater_why, sizeof(rs.heater_why), "; the heater did not load (%s)", why);
+    }
 
     /* Each phase runs only when the one before passed; without a check the candidate is timed
      * unverified. */
@@ -1480,6 +1504,8 @@ out:
             cuModuleUnload(rs.cand.mod);
         if (rs.ref.mod)
             cuModuleUnload(rs.ref.mod);
+        if (rs.heater.mod)
+            cuModuleUnload(rs.heater.mod);
     }
     res->id = id;
     res->device = m->info.index;

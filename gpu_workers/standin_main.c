@@ -53,7 +53,8 @@
  *
  * A request with heat_ms (a long kernel in the scheduler's final round) reports the candidate's
  * time under a power cap: its own time plus 0-10% from another hash of its image, as kernels that
- * differ in energy fall behind by different amounts, and says so in its reason.
+ * differ in energy fall behind by different amounts, and says so in its reason (and whether a
+ * heater ran).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -209,8 +210,8 @@ static void measure_cb(void *ctx, const gw_measure_req *req, const atomic_bool *
         us *= 1.0 + (double)(ms < 1 ? 1 : ms > 1000 ? 1000 : ms) / 100.0;
     if (req->heat_ms > 0) {
         us *= 1.0 + (double)((h >> 32) % 11) / 100.0;
-        snprintf(res->reason, sizeof(res->reason), "timed after %.0f ms of back-to-back runs [stand-in]",
-                 req->heat_ms);
+        snprintf(res->reason, sizeof(res->reason), "timed after %.0f ms of back-to-back runs%s [stand-in]",
+                 req->heat_ms, req->heater.n_launches ? " of the heater, each span after one more" : "");
     }
     res->status = GW_OK;
     res->median_us = us;

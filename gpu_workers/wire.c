@@ -467,7 +467,8 @@ int gw_wire_check_req(const gw_measure_req *req)
             return -EINVAL;
     }
     if (check_module(&req->candidate, req->n_buffers, true) < 0 ||
-        check_module(&req->reference, req->n_buffers, req->check) < 0)
+        check_module(&req->reference, req->n_buffers, req->check) < 0 ||
+        check_module(&req->heater, req->n_buffers, false) < 0)
         return -EINVAL;
     if (req->output_buffer < 0 || req->output_buffer >= req->n_buffers ||
         req->buffers[req->output_buffer].role != GW_BUF_OUTPUT)
@@ -491,6 +492,9 @@ int gw_wire_check_req(const gw_measure_req *req)
     if (!isfinite(req->min_time_ms) || req->min_time_ms < 0 || req->min_time_ms > 600000 ||
         !isfinite(req->beat_us) || req->beat_us < 0 || !isfinite(req->heat_ms) || req->heat_ms < 0 ||
         req->heat_ms > GW_WIRE_MAX_HEAT_MS)
+        return -EINVAL;
+    /* A heater only heats (and keeps the clock between timed spans). */
+    if (req->heater.n_launches > 0 && !(req->heat_ms > 0))
         return -EINVAL;
     return 0;
 }
@@ -676,15 +680,14 @@ int gw_wire_encode_measure(const gw_measure_req *req, uint8_t **ret, size_t *ret
             goto fail;
         }
     }
-    cJSON *cand = module_json(&req->candidate), *ref = module_json(&req->reference);
-    if (!cand || !cJSON_AddItemToObject(j, "candidate", cand)) {
-        cJSON_Delete(cand);
-        cJSON_Delete(ref);
-        goto fail;
-    }
-    if (!ref || !cJSON_AddItemToObject(j, "reference", ref)) {
-        cJSON_Delete(ref);
-        goto fail;
+    const char *const module_names[3] = {"candidate", "reference", "heater"};
+    const gw_module *const modules[3] = {&req->candidate, &req->reference, &req->heater};
+    for (int i = 0; i < 3; i++) {
+        cJSON *mj = module_json(modules[i]);
+        if (!mj || !cJSON_AddItemToObject(j, module_names[i], mj)) {
+            cJSON_Delete(mj);
+            goto fail;
+        }
     }
     if (!add_id(j, "id", req->id) || !cJSON_AddNumberToObject(j, "output", req->output_buffer) ||
         !cJSON_AddNumberToObject(j, "ref_output", req->check ? req->ref_output_buffer : -1) ||
@@ -699,9 +702,10 @@ int gw_wire_encode_measure(const gw_measure_req *req, uint8_t **ret, size_t *ret
         !cJSON_AddNumberToObject(j, "beat_us", req->beat_us) ||
         !cJSON_AddNumberToObject(j, "heat_ms", req->heat_ms))
         goto fail;
-    const uint8_t *blobs[2] = {req->candidate.image, req->reference.image};
-    size_t lens[2] = {req->candidate.image_len, req->reference.n_launches ? req->reference.image_len : 0};
-    return encode_json(GW_MSG_MEASURE, j, 2, blobs, lens, ret, ret_len);
+    const uint8_t *blobs[3] = {req->candidate.image, req->reference.image, req->heater.image};
+    size_t lens[3] = {req->candidate.image_len, req->reference.n_launches ? req->reference.image_len : 0,
+                      req->heater.n_launches ? req->heater.image_len : 0};
+    return encode_json(GW_MSG_MEASURE, j, 3, blobs, lens, ret, ret_len);
 fail:
     cJSON_Delete(j);
     return -ENOMEM;
@@ -713,7 +717,7 @@ int gw_wire_decode_measure(const gw_wire_msg *m, gw_measure_req *ret)
     int64_t v;
     double d;
 
-    if (!m || !ret || m->type != GW_MSG_MEASURE || !m->json || m->n_blobs != 2)
+    if (!m || !ret || m->type != GW_MSG_MEASURE || !m->json || m->n_blobs != 3)
         return -EBADMSG;
     memset(&q, 0, sizeof(q));
     const cJSON *j = m->json, *bufs = field(j, "buffers"), *e;
@@ -751,12 +755,15 @@ int gw_wire_decode_measure(const gw_wire_msg *m, gw_measure_req *ret)
         i++;
     }
     if (module_from_json(field(j, "candidate"), &q.candidate) < 0 ||
-        module_from_json(field(j, "reference"), &q.reference) < 0)
+        module_from_json(field(j, "reference"), &q.reference) < 0 ||
+        module_from_json(field(j, "heater"), &q.heater) < 0)
         return -EBADMSG;
     q.candidate.image = m->blobs[0];
     q.candidate.image_len = m->blob_len[0];
     q.reference.image = m->blob_len[1] ? m->blobs[1] : NULL;
     q.reference.image_len = m->blob_len[1];
+    q.heater.image = m->blob_len[2] ? m->blobs[2] : NULL;
+    q.heater.image_len = m->blob_len[2];
     if (get_id(j, "id", &q.id) < 0 || get_bool(j, "check", &q.check) < 0)
         return -EBADMSG;
     if (get_int(j, "output", 0, GW_MAX_BUFFERS - 1, &v) < 0)

@@ -15,7 +15,8 @@
  * Messages (direction, header fields, blobs):
  *   HELLO     w->d  {"pid", "device": {...}} or {"pid", "error": "driver text"}
  *   HEARTBEAT w->d  {"busy": id-string or ""}
- *   MEASURE   d->w  gw_measure_req fields; blobs: candidate image, reference image (may be empty)
+ *   MEASURE   d->w  gw_measure_req fields; blobs: candidate, reference and heater images (the
+ *                   last two may be empty)
  *   RESULT    w->d  gw_measure_result fields plus "fatal" (the worker exits after sending it)
  *   CANCEL    d->w  {"id"}
  *   SHUTDOWN  d->w  {}

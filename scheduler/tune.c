@@ -913,8 +913,8 @@ static bool heated(const sched_job *j)
 }
 
 /* Whether c goes to the final round (see SCHED__FINAL_*): on several GPUs among the fastest of
- * its GPU; on one, among the fastest (more of them in a heated job) and within the margin of the
- * best. In a static job, once out, a candidate stays out: ranks only grow and the best only falls
+ * its GPU; on one, among the fastest and within the margin of the best (more of them, and a
+ * wider margin, in a heated job). In a static job, once out, a candidate stays out: ranks only grow and the best only falls
  * as candidates are timed, and a job stops being heated but never starts (a range's ratios move
  * with its bests: see trim_binaries). */
 static bool finalist(const sched_job *j, const sched_cand *c)
@@ -923,8 +923,10 @@ static bool finalist(const sched_job *j, const sched_cand *c)
         return false;
     if (j->n_devs > 1)
         return rank_on_gpu(j, c) < SCHED__FINAL_PER_GPU;
-    return rank_on_gpu(j, c) < (heated(j) ? SCHED__FINAL_HEATED : SCHED__FINAL_ONE_GPU) &&
-           cand_us(j, c) <= (1.0 + SCHED__FINAL_MARGIN) * best_on_gpu(j, c->measured_slot);
+    const bool hot = heated(j);
+    return rank_on_gpu(j, c) < (hot ? SCHED__FINAL_HEATED : SCHED__FINAL_ONE_GPU) &&
+           cand_us(j, c) <= (1.0 + (hot ? SCHED__HEAT_MARGIN : SCHED__FINAL_MARGIN)) *
+                                best_on_gpu(j, c->measured_slot);
 }
 
 /* Frees the binaries of measured candidates that are neither the best nor finalists: in a static
@@ -1112,6 +1114,42 @@ static int build_request(sched_job *j, sched_cand *c, gw_measure_req *r, const i
     return 0;
 }
 
+/* A heated final round's request (SCHED__HEAT_*): heat_ms, and the first round's best as the
+ * heater of every other finalist, on the same inputs and output, with a workspace of its own when
+ * it needs one. Heated by itself, a tile that draws less power kept a higher clock than it gets
+ * among other kernels: FP8 row/col 8192x14336x4096 on an H200 timed a 128x256 tile as fast as a
+ * pingpong 128x128 one (768 against 769 us) that ran 8% ahead of it in bench's alternation with
+ * cuBLASLt (bench/results/2026-12-01-h200-session24, c). Behind one common neighbour the
+ * finalists all run at the clock it leaves them. Without room for the workspace, or when the best
+ * writes another output dtype, the candidate heats itself. */
+static void set_heating(sched_job *j, const sched_cand *c, gw_measure_req *r, const int64_t *sizes)
+{
+    r->heat_ms = SCHED__HEAT_MS;
+    const sched_cand *h = j->best;
+    if (!h || h == c || !h->bin || h->prog->output_dtype != c->prog->output_dtype ||
+        (h->prog->workspace_bytes && r->n_buffers >= GW_MAX_BUFFERS))
+        return;
+    int map[TUNER_BUF_WORKSPACE + 1];
+    for (int i = 0; i <= TUNER_BUF_WORKSPACE; i++)
+        map[i] = -1;
+    for (int i = 0; i < j->op.n_inputs; i++)
+        map[TUNER_BUF_INPUT0 + i] = i; /* build_request lays the inputs out first */
+    map[TUNER_BUF_OUTPUT] = r->output_buffer;
+    gw_measure_req q = *r;
+    if (h->prog->workspace_bytes) {
+        q.buffers[q.n_buffers] = (gw_buffer){GW_BUF_SCRATCH, GW_F32, ws_elems(h->prog->workspace_bytes)};
+        map[TUNER_BUF_WORKSPACE] = q.n_buffers++;
+    }
+    set_image(&q.heater, h->bin);
+    if (sizes) {
+        if (sched__map_launches_at(&j->op, h->prog, &q.heater, map, sizes) < 0)
+            return;
+    } else {
+        sched__map_launches(&j->op, h->prog, &q.heater, map);
+    }
+    *r = q;
+}
+
 static kc_trial_status trial_status(const gw_measure_result *res)
 {
     switch (res->status) {
@@ -1134,7 +1172,7 @@ static int send_mid(sched_job *j, sched_cand *c, int slot, bool final)
     if (build_request(j, c, &req, j->mid_sizes) < 0)
         return -ERANGE; /* told apart from the pool's refusals */
     if (final && j->info.final_heated)
-        req.heat_ms = SCHED__HEAT_MS;
+        set_heating(j, c, &req, j->mid_sizes);
     int rc;
     c->at_mid = true;
     c->st = SCHED__CAND_MEASURING;
@@ -1513,7 +1551,7 @@ static bool start_final_round(sched_job *j)
         gw_measure_req req;
         (void)build_request(j, c, &req, NULL); /* beat_us 0: timed in full */
         if (j->info.final_heated)
-            req.heat_ms = SCHED__HEAT_MS;
+            set_heating(j, c, &req, NULL);
         c->in_final = true;
         c->st = SCHED__CAND_MEASURING;
         j->n_measuring++;

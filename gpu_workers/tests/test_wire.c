@@ -14,6 +14,7 @@
 
 static const uint8_t cand_img[] = "\177ELF fake cubin bytes \x01\x02\x03";
 static const char ref_img[] = ".version 8.0\n.target sm_90\n";
+static const uint8_t heater_img[] = "\177ELF another schedule";
 
 static void make_req(gw_measure_req *q)
 {
@@ -58,6 +59,11 @@ static void make_req(gw_measure_req *q)
     q->min_time_ms = 25.5;
     q->beat_us = 12.25;
     q->heat_ms = 200; /* a long kernel in a final round */
+    /* Heated by another schedule of the op, on the candidate's buffers. */
+    q->heater.image = heater_img;
+    q->heater.image_len = sizeof(heater_img) - 1;
+    q->heater.n_launches = 1;
+    q->heater.launches[0] = (gw_launch){.name = "mm_other", .grid = {4, 6, 1}, .block = {384, 1, 1}, .shared_bytes = 200000, .n_args = 3, .args = {0, 1, 2}};
 }
 
 static bool same_module(const gw_module *a, const gw_module *b)
@@ -99,6 +105,7 @@ static void test_measure_roundtrip(void)
     CHECK(!memcmp(d.buffers, q.buffers, sizeof(gw_buffer) * 4));
     CHECK(same_module(&d.candidate, &q.candidate));
     CHECK(same_module(&d.reference, &q.reference));
+    CHECK(same_module(&d.heater, &q.heater));
     CHECK(d.output_buffer == 2 && d.ref_output_buffer == 3 && d.check);
     CHECK(d.rtol == q.rtol && d.atol == q.atol && d.row_len == 1000 && d.warmup == 3 && d.min_reps == 10 &&
           d.max_reps == 200 && d.min_time_ms == 25.5 && d.beat_us == 12.25 && d.heat_ms == 200);
@@ -195,8 +202,8 @@ static int decode_mutated(void (*mutate)(cJSON *j))
     gw_wire_encode_measure(&q, &buf, &len);
     gw_wire_parse(buf, len, &m, &used);
     mutate(m.json);
-    const uint8_t *blobs[2] = {m.blobs[0], m.blobs[1]};
-    r = gw_wire_encode(GW_MSG_MEASURE, m.json, 2, blobs, m.blob_len, &buf2, &len2);
+    const uint8_t *blobs[3] = {m.blobs[0], m.blobs[1], m.blobs[2]};
+    r = gw_wire_encode(GW_MSG_MEASURE, m.json, 3, blobs, m.blob_len, &buf2, &len2);
     if (r == 0)
         r = gw_wire_parse(buf2, len2, &m2, &used);
     if (r == 0)
@@ -267,6 +274,19 @@ static void mut_heat_long(cJSON *j)
 static void mut_heat_missing(cJSON *j)
 {
     cJSON_DeleteItemFromObject(j, "heat_ms");
+}
+static void mut_heat_zero(cJSON *j)
+{
+    cJSON_ReplaceItemInObject(j, "heat_ms", cJSON_CreateNumber(0)); /* a heater that never heats */
+}
+static void mut_heater_missing(cJSON *j)
+{
+    cJSON_DeleteItemFromObject(j, "heater");
+}
+static void mut_heater_arg_oob(cJSON *j)
+{
+    cJSON *l = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "heater"), "launches"), 0);
+    cJSON_ReplaceItemInObject(l, "args", cJSON_CreateIntArray((int[]){0, 1, 4}, 3)); /* 4 buffers */
 }
 static cJSON *first_map(cJSON *j)
 {
@@ -349,6 +369,10 @@ static void test_measure_strict(void)
     CHECK(decode_mutated(mut_heat_negative) == -EBADMSG);
     CHECK(decode_mutated(mut_heat_long) == -EBADMSG);
     CHECK(decode_mutated(mut_heat_missing) == -EBADMSG);
+    /* The heater: always sent (perhaps without launches), only with heating, on the buffers. */
+    CHECK(decode_mutated(mut_heat_zero) == -EBADMSG);
+    CHECK(decode_mutated(mut_heater_missing) == -EBADMSG);
+    CHECK(decode_mutated(mut_heater_arg_oob) == -EBADMSG);
     CHECK(decode_mutated(mut_map_buf_oob) == -EBADMSG);
     CHECK(decode_mutated(mut_map_box) == -EBADMSG);
     CHECK(decode_mutated(mut_map_member) == -EBADMSG);
@@ -376,6 +400,13 @@ static void test_measure_strict(void)
     q.heat_ms = NAN; /* the sender checks heating as the decoder does */
     CHECK(gw_wire_check_req(&q) == -EINVAL);
     q.heat_ms = GW_WIRE_MAX_HEAT_MS;
+    CHECK(gw_wire_check_req(&q) == 0);
+    q.heater.image_len = 0; /* launches without an image */
+    CHECK(gw_wire_check_req(&q) == -EINVAL);
+    q.heater.image = NULL;
+    q.heater.n_launches = 0; /* no heater: the candidate heats itself */
+    CHECK(gw_wire_check_req(&q) == 0);
+    q.heat_ms = 0;
     CHECK(gw_wire_check_req(&q) == 0);
     make_req(&q);
     q.candidate.launches[1].values[1] = GW_ARG_I64_MAX + 1;

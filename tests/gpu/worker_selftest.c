@@ -5,7 +5,8 @@
  * forever (-> GW_TIMEOUT, worker restarted), and after each failure the correct one again, which
  * must still verify and time. Also checks the >48 KiB dynamic shared memory path, early stop,
  * a size passed by value (a long long scalar argument, as a dynamic op's launches take),
- * scratch zeroed for each run of a timed span, and heating (heat_ms) before a timing.
+ * scratch zeroed for each run of a timed span, and heating (heat_ms) before a timing, by the
+ * candidate or by a heater.
  * Without a GPU and driver it exits 77 ("skipped") with the reason.
  */
 #include <stdio.h>
@@ -362,6 +363,25 @@ int main(void)
     const double heat_s = (double)(h1.tv_sec - h0.tv_sec) + 1e-9 * (double)(h1.tv_nsec - h0.tv_nsec);
     CHECK(r.status == GW_OK && r.max_rel_err == 0 && heat_runs >= 10 && heat_s >= 0.1,
           "heated: %s, %ld runs, %.3f s", r.reason, heat_runs, heat_s);
+
+    /* Heated by a heater (another module on the same buffers, with a scratch word of its own
+     * that must be zeroed before each of its runs), which also runs before each timed span; a
+     * heater that does not load leaves the candidate to heat itself, and the result says so. */
+    make_req(&q, 42, "good_double", 0);
+    q.heat_ms = 100;
+    q.heater = q.candidate;
+    snprintf(q.heater.launches[0].name, sizeof(q.heater.launches[0].name), "counted_double");
+    q.buffers[q.n_buffers++] = (gw_buffer){GW_BUF_SCRATCH, GW_F32, 1};
+    q.heater.launches[0].args[q.heater.launches[0].n_args++] = q.n_buffers - 1;
+    r = run(pool, &q);
+    CHECK(r.status == GW_OK && r.max_rel_err == 0 && strstr(r.reason, "of the heater, each span after one more"),
+          "heater: %s", r.reason);
+    snprintf(q.heater.launches[0].name, sizeof(q.heater.launches[0].name), "no_such_kernel");
+    q.id = 43;
+    r = run(pool, &q);
+    CHECK(r.status == GW_OK && r.max_rel_err == 0 && strstr(r.reason, "the heater did not load") &&
+              !strstr(r.reason, "of the heater"),
+          "heater that does not load: %s", r.reason);
 
     make_req(&q, 6, "oob_write", 0);
     r = run(pool, &q);

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Session 25, call d (bash bench/pack_gpu.sh; carry [".gpu"]; about 7 minutes): session 24's
+# call c found the heated final round ranking a 128x256 tile level with pingpong 128x128 s6 on
+# FP8 row/col 8192x14336x4096 (768 against 769 us), which ran 8% behind it in bench.py's
+# alternation with cuBLASLt: heated by itself, the tile that draws less holds a higher clock.
+# Now the first round's best heats every other finalist and runs before each timed span
+# (gw_measure_req.heater). gpu_worker_selftest (its heater cases), then issue 41's FP8 rows and
+# issue 40's SwiGLU rows under whole tunes on a fresh daemon: does row/col pick pingpong now?
+set -u
+cd "$(dirname "$0")/../../../.."
+. bench/gpu_call.sh
+{
+s0=$(date +%s)
+LD_LIBRARY_PATH=$G/lib timeout 90 $G/tests/gpu_worker_selftest > $OUT/selftest.log 2>&1
+echo "=== gpu_worker_selftest exit=$? $(el $s0)"; grep -E "back-to-back|heater|FAIL|selftest" $OUT/selftest.log | tail -6
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_event_reasons.active --format=csv,noheader -lms 50 > $OUT/smi.csv &
+sp=$!
+daemon d
+s0=$(date +%s)
+timeout 280 python3 bench/bench.py --socket $sock --arch sm_90a --suite fp8 --only fp8_gemm --match rowcol,8192x14336x4096 \
+    --tune measure --alternate --out $OUT/fp8 > $OUT/bench_fp8.log 2>&1
+echo "=== bench fp8_gemm tune measure exit=$? $(el $s0)"; filt < $OUT/bench_fp8.log | grep -E "fp8_|case" | tail -7
+s0=$(date +%s)
+timeout 150 python3 bench/bench.py --socket $sock --arch sm_90a --suite gaps --only gemm_swiglu \
+    --tune measure --alternate --out $OUT/swiglu > $OUT/bench_swiglu.log 2>&1
+echo "=== bench gemm_swiglu tune measure exit=$? $(el $s0)"; filt < $OUT/bench_swiglu.log | grep -E "gemm_|case" | tail -4
+curl -s --unix-socket $sock http://localhost/v1/jobs > $OUT/jobs.json
+python3 - $OUT <<'PY'
+import json, sys
+for j in json.load(open(f"{sys.argv[1]}/jobs.json"))["jobs"]:
+    print(j.get("id"), j.get("state"), j.get("best_us"), j.get("final_round"), j.get("candidates", {}).get("done"), j.get("elapsed_s"))
+for f in ("fp8", "swiglu"):
+    for r in json.load(open(f"{sys.argv[1]}/{f}/results.json"))["rows"]:
+        print(r["shape"], r.get("params"))
+PY
+python3 - "$db" <<'PY' | gzip > $OUT/trials.tsv.gz
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+for r in c.execute("SELECT * FROM trials ORDER BY tuning_key, candidate"):
+    print("\t".join(str(x) for x in r))
+PY
+zcat $OUT/trials.tsv.gz | awk -F'\t' '$8 ~ /back-to-back/ {print substr($1,1,8), $2, $6, $8}'
+kill $dp
+kill $sp; gzip -f $OUT/smi.csv
+} > "$OUT/gpu_d.log" 2>&1
+cat "$OUT/gpu_d.log"
+echo "total $(( $(date +%s) - t0 )) s"
