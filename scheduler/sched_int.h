@@ -78,6 +78,7 @@ typedef struct sched_cand {
     bool at_mid;           /* the request in flight is the one at the middle */
     double top_us;         /* the top's time while the middle is timed */
     double top_rel_err;
+    char top_reason[160];  /* the top's reason in the final round (heated, behind a heater) */
     double mid_us;         /* its time at the middle; < 0: none */
     double final_mid_us;   /* at the middle in the final round; < 0: none */
 } sched_cand;

@@ -1646,6 +1646,7 @@ static void final_measured(sched_job *j, sched_cand *c, const gw_measure_result 
          * leaves the candidate out of the round: nothing learnt). */
         c->top_us = final_us_of(j, c, c->latency_us, res->median_us);
         c->top_rel_err = res->max_rel_err;
+        snprintf(c->top_reason, sizeof(c->top_reason), "%.159s", res->reason);
         if (send_mid(j, c, j->final_slot, true) == 0)
             return; /* the round now waits for the middle's answer instead */
     } else if (res->status == GW_OK) {
@@ -1653,8 +1654,9 @@ static void final_measured(sched_job *j, sched_cand *c, const gw_measure_result 
         if (at_mid) {
             c->final_us = c->latency_us = c->top_us;
             c->final_mid_us = c->mid_us = final_us_of(j, c, c->mid_us, res->median_us);
-            put_mid_trial(j, c, KC_TRIAL_OK, c->mid_us, NULL);
-            rewrite_trial(j, c, c->top_rel_err, NULL);
+            /* Each size's record says how the round timed it (heated, behind a heater). */
+            put_mid_trial(j, c, KC_TRIAL_OK, c->mid_us, res->reason[0] ? res->reason : NULL);
+            rewrite_trial(j, c, c->top_rel_err, c->top_reason[0] ? c->top_reason : NULL);
         } else {
             c->final_us = c->latency_us = final_us_of(j, c, c->latency_us, res->median_us);
             rewrite_trial(j, c, res->max_rel_err, res->reason);

@@ -1018,14 +1018,13 @@ static void test_final_round_one_gpu(void)
     unsetenv("HIDETD_STANDIN_LATENCY");
 }
 
-/* The heated trials of op's job on e (their reason says so): how many, and the least time;
- * *behind counts those timed behind a heater (NULL: not counted). */
-static int heated_trials(env *e, const tuner_op *op, double *least_us, int *behind)
+/* The heated trials under a tuning key on e (their reason says so): how many, and the least
+ * time; *behind counts those timed behind a heater (NULL: not counted). */
+static int heated_trials_at(env *e, const char *key, double *least_us, int *behind)
 {
-    char key[KC_KEY_LEN + 1];
     kc_trial *t = NULL;
     size_t n = 0;
-    if (tuning_key_of(e, op, key) < 0 || kc_trials_get(e->db, key, &t, &n) < 0)
+    if (kc_trials_get(e->db, key, &t, &n) < 0)
         return -1;
     int k = 0;
     *least_us = -1;
@@ -1040,6 +1039,15 @@ static int heated_trials(env *e, const tuner_op *op, double *least_us, int *behi
     kc_trials_free(t, n);
     return k;
 }
+
+/* heated_trials_at op's tuning key. */
+static int heated_trials(env *e, const tuner_op *op, double *least_us, int *behind)
+{
+    char key[KC_KEY_LEN + 1];
+    return tuning_key_of(e, op, key) < 0 ? -1 : heated_trials_at(e, key, least_us, behind);
+}
+
+static tuner_op ranged_matmul(void);
 
 /* A long kernel's final round (SCHED__HEAT_*): with every first time at about 400 us (flat
  * stand-in latencies, within 1% of each other) the round takes ten of the twelve and times each
@@ -1068,6 +1076,24 @@ static void test_final_round_heated(void)
     /* Every finalist but the first round's best ran behind it (set_heating). */
     CHECK(behind == 9, "%d of 10 behind the heater", behind);
     CHECK(requests_of(&e) == 12 + 10, "%ld requests", requests_of(&e));
+    env_close(&e);
+    /* A measured range: the round's finalists timed at the top and at the middle, each behind
+     * the best at that size (its launches bound to the middle's sizes). */
+    cfg.budget_candidates = 4;
+    env_open(&e, &cfg, true, COUNT_ONLY);
+    const tuner_op ranged = ranged_matmul();
+    sched_job_info rj = run_job(&e, &ranged);
+    char top_key[KC_KEY_LEN + 1], mid_key[KC_KEY_LEN + 1];
+    const int64_t mid[TUNER_MAX_DIMS] = {181}; /* sqrt(64 x 512) */
+    int behind_top = 0, behind_mid = 0;
+    CHECK(tuning_key_of(&e, &ranged, top_key) == 0);
+    sched_mid_tuning_key(top_key, mid, 1, mid_key);
+    const int heated_top = heated_trials_at(&e, top_key, &least, &behind_top);
+    const int heated_mid = heated_trials_at(&e, mid_key, &least, &behind_mid);
+    CHECK(rj.final_heated && rj.final_candidates == 4 && heated_top == 4 && heated_mid == 4 && behind_top == 3 &&
+              behind_mid == 3,
+          "ranged: heated %d, %d candidates; heated %d/%d, behind %d/%d", rj.final_heated, rj.final_candidates,
+          heated_top, heated_mid, behind_top, behind_mid);
     env_close(&e);
     setenv("HIDETD_STANDIN_LATENCY", "100", 1);
     env_open(&e, &cfg, true, NULL);
