@@ -13,6 +13,9 @@
  * top trial has no passing middle trial, or when any candidate failed at the middle (a bad middle
  * request: sizes, grid or maps; or a kernel wrong at that size), and print the best's middle time.
  *
+ * The last case's kernels run for hundreds of microseconds: its final round is heated, and every
+ * finalist but the best must be timed behind the best (gw_measure_req.heater) at both sizes.
+ *
  * Env: HIDETD_WORKER overrides the worker's path; GPU_SCHED_BUDGET the candidates per job (8).
  */
 #include <errno.h>
@@ -200,6 +203,8 @@ int main(void)
         {"layernorm f16 32x768", rowwise(TUNER_OP_LAYERNORM, 32, 768, TUNER_F16), false},
         {"matmul f16 [641,768]x1024x1024", rows_ranged(matmul(768, 1024, 1024, TUNER_F16), 641, 768), false},
         {"matmul f16 [641,768]x4096x4096 a", rows_ranged(matmul(768, 4096, 4096, TUNER_F16), 641, 768), true},
+        /* Long enough (hundreds of us) for a heated final round, a heater at both sizes. */
+        {"matmul f16 [3585,4096]x8192^2 a", rows_ranged(matmul(4096, 8192, 8192, TUNER_F16), 3585, 4096), true},
     };
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
     int bad = 0;
@@ -257,17 +262,36 @@ int main(void)
                         printf("    %s: %.300s\n", kc_trial_status_name((kc_trial_status)st), why[st]);
                 if (count[KC_TRIAL_WRONG])
                     bad++;
+                /* A heated final round (a long kernel): every finalist but the best timed behind
+                 * it, at each size (the middle's heater bound to the middle's sizes). */
+                int behind = 0;
+                for (size_t k = 0; k < n; k++)
+                    behind += t[k].reason && strstr(t[k].reason, "of the heater") != NULL;
                 int64_t mid[TUNER_MAX_DIMS];
-                if (sched__mid_sizes(&cases[i].op, mid)) {
+                const bool ranged = sched__mid_sizes(&cases[i].op, mid);
+                if (in->final_heated) {
+                    printf("    heated final round: %d finalists, %d trials behind the heater\n",
+                           in->final_candidates, behind);
+                    if (in->final_candidates >= 2 && behind < 1)
+                        bad++;
+                }
+                if (ranged) {
                     /* Every top trial that passed has the middle's beside it, passing. */
                     char mkey[KC_KEY_LEN + 1];
                     sched_mid_tuning_key(key, mid, cases[i].op.n_dims, mkey);
                     kc_trial *mt = NULL;
                     size_t mn = 0;
-                    int missing = 0, at_mid = 0;
+                    int missing = 0, at_mid = 0, mid_behind = 0;
                     double best_mid = -1;
                     if (kc_trials_get(db, mkey, &mt, &mn) < 0)
                         mn = 0;
+                    for (size_t q = 0; q < mn; q++)
+                        mid_behind += mt[q].reason && strstr(mt[q].reason, "of the heater") != NULL;
+                    if (in->final_heated) {
+                        printf("    middle: %d trials behind the heater\n", mid_behind);
+                        if (in->final_candidates >= 2 && mid_behind < 1)
+                            bad++;
+                    }
                     for (size_t k = 0; k < n; k++) {
                         at_mid += t[k].reason && strstr(t[k].reason, "at the middle of the range") != NULL;
                         if (t[k].status != KC_TRIAL_OK)
