@@ -1274,7 +1274,8 @@ static step heat(gw_measurer *m, const gw_module *mod, const loaded *ld, double 
         *ret_runs += batch;
         if (ahead) {
             /* Both batches' time: the one waited on may have started only now. */
-            int w = wait_event(m->ev_sync[cur ^ 1], per_launch_s * mod->n_launches * (ahead + batch), &r);
+            const double budget_s = per_launch_s * mod->n_launches * (ahead + batch);
+            int w = wait_event(m->ev_sync[cur ^ 1], budget_s, &r);
             if ((st = waited(m, w, r, "heating", per_launch_s, res, fatal)) != STEP_OK)
                 return st;
         }
@@ -1329,7 +1330,7 @@ static phase phase_time(run_state *rs)
      * stream of them (bench/results/2026-12-01-h200-session23, f). Heated by itself, though, a
      * tile that draws less holds a higher clock than it gets among other kernels: the heater
      * also runs once before each timed span, so that a round's finalists all run at the clock
-     * one common neighbour sets (session 24). */
+     * one common neighbour sets (bench/results/2026-12-02-h200-session25, d). */
     const bool heater = rs->heater.mod != NULL;
     const gw_module *heat_mod = heater ? &req->heater : &req->candidate;
     const loaded *heat_ld = heater ? &rs->heater : &rs->cand;

@@ -914,9 +914,9 @@ static bool heated(const sched_job *j)
 
 /* Whether c goes to the final round (see SCHED__FINAL_*): on several GPUs among the fastest of
  * its GPU; on one, among the fastest and within the margin of the best (more of them, and a
- * wider margin, in a heated job). In a static job, once out, a candidate stays out: ranks only grow and the best only falls
- * as candidates are timed, and a job stops being heated but never starts (a range's ratios move
- * with its bests: see trim_binaries). */
+ * wider margin, in a heated job). In a static job, once out, a candidate stays out: ranks only
+ * grow and the best only falls as candidates are timed, and a job stops being heated but never
+ * starts (a range's ratios move with its bests: see trim_binaries). */
 static bool finalist(const sched_job *j, const sched_cand *c)
 {
     if (!timed_here(c))
