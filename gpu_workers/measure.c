@@ -922,13 +922,18 @@ static step waited(gw_measurer *m, int w, CUresult r, const char *what, double p
     return w < 0 ? fail_step(m, r, what, res, fatal) : STEP_OK;
 }
 
+/* Queues one run of a module on the request's buffers: scratch zeroed, then its launches. */
+static CUresult enqueue_run(gw_measurer *m, const gw_module *mod, const loaded *ld)
+{
+    CUresult r = zero_scratch(m);
+    return r == CUDA_SUCCESS ? launch_module(m, mod, ld) : r;
+}
+
 /* Runs a module once (scratch zeroed first) and waits at most per_launch_s per launch. */
 static step run_once(gw_measurer *m, const gw_module *mod, const loaded *ld, const char *what,
                      double per_launch_s, gw_measure_result *res, bool *fatal)
 {
-    CUresult r = zero_scratch(m);
-    if (r == CUDA_SUCCESS)
-        r = launch_module(m, mod, ld);
+    CUresult r = enqueue_run(m, mod, ld);
     if (r != CUDA_SUCCESS)
         return fail_step(m, r, what, res, fatal);
     int w = wait_stream(m, per_launch_s * mod->n_launches, &r);
@@ -1262,11 +1267,8 @@ static step heat(gw_measurer *m, const gw_module *mod, const loaded *ld, double 
             st = STEP_CANCELLED;
             break;
         }
-        for (int i = 0; i < batch && r == CUDA_SUCCESS; i++) {
-            r = zero_scratch(m);
-            if (r == CUDA_SUCCESS)
-                r = launch_module(m, mod, ld);
-        }
+        for (int i = 0; i < batch && r == CUDA_SUCCESS; i++)
+            r = enqueue_run(m, mod, ld);
         if (r == CUDA_SUCCESS)
             r = cuEventRecord(m->ev_sync[cur], m->stream);
         if (r != CUDA_SUCCESS)
@@ -1376,11 +1378,8 @@ static phase phase_time(run_state *rs)
         }
         r = CUDA_SUCCESS;
         for (int i = 0; i < k && r == CUDA_SUCCESS; i++) {
-            if (heater) {
-                r = zero_scratch(m);
-                if (r == CUDA_SUCCESS)
-                    r = launch_module(m, &req->heater, &rs->heater);
-            }
+            if (heater)
+                r = enqueue_run(m, &req->heater, &rs->heater);
             if (r == CUDA_SUCCESS)
                 r = zero_scratch(m);
             for (int c = 0; c < runs - 1 && r == CUDA_SUCCESS; c++)
